@@ -1,0 +1,404 @@
+// The plan emitter. Every op of the scheduled function becomes one instruction on the stream
+// of its kind (compute / h2d / d2h / host); a reshape becomes a second buffer over the same
+// bytes. Ordering between streams comes from a hazard tracker over arena byte ranges and host
+// tensors (read-after-write, write-after-read, write-after-write), turned into the fewest
+// events: a stream waits for the latest instruction it depends on in each other stream.
+#include "compiler/Emitter.h"
+
+#include <map>
+
+#include "llvm/ADT/DenseMap.h"
+#include "passes/Passes.h"
+#include "runtime/op_table.h"
+
+using namespace mlir;
+
+namespace mt {
+namespace {
+
+enum StreamIndex { kCompute = 0, kH2D = 1, kD2H = 2, kHost = 3, kNumStreams = 4 };
+
+struct Instr {
+  int stream;
+  plan::Instruction body;
+  std::vector<int> deps;  // global indices of instructions it must follow
+  double micros = 0;
+};
+
+// Last writer and readers since, per arena byte range and per host tensor.
+class HazardTracker {
+ public:
+  void deviceRead(int64_t begin, int64_t end, int instr, std::vector<int>& deps) {
+    for (auto& [key, access] : device_)
+      if (key.first < end && begin < key.second && access.writer >= 0) deps.push_back(access.writer);
+    device_[{begin, end}].readers.push_back(instr);
+  }
+  void deviceWrite(int64_t begin, int64_t end, int instr, std::vector<int>& deps) {
+    for (auto& [key, access] : device_)
+      if (key.first < end && begin < key.second) collect(access, deps);
+    device_[{begin, end}] = Access{instr, {}};
+  }
+  void hostRead(int tensor, int instr, std::vector<int>& deps) {
+    if (host_[tensor].writer >= 0) deps.push_back(host_[tensor].writer);
+    host_[tensor].readers.push_back(instr);
+  }
+  void hostWrite(int tensor, int instr, std::vector<int>& deps) {
+    collect(host_[tensor], deps);
+    host_[tensor] = Access{instr, {}};
+  }
+
+ private:
+  struct Access {
+    int writer = -1;
+    std::vector<int> readers;
+  };
+  static void collect(const Access& a, std::vector<int>& deps) {
+    if (a.writer >= 0) deps.push_back(a.writer);
+    deps.insert(deps.end(), a.readers.begin(), a.readers.end());
+  }
+  std::map<std::pair<int64_t, int64_t>, Access> device_;
+  std::map<int, Access> host_;
+};
+
+plan::DType dtypeOf(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  if (t.getElementType().isInteger(32)) return plan::DTYPE_I32;
+  if (t.getElementType().isBF16()) return plan::DTYPE_BF16;
+  return plan::DTYPE_F32;
+}
+
+void setShape(google::protobuf::RepeatedField<int64_t>* out, Type type) {
+  for (int64_t d : cast<RankedTensorType>(type).getShape()) out->Add(d);
+}
+
+class Emitter {
+ public:
+  Emitter(func::FuncOp func, const EmitOptions& options, plan::Plan& plan, PlanStats& stats)
+      : func_(func), options_(options), plan_(plan), stats_(stats) {}
+
+  LogicalResult run();
+
+ private:
+  LogicalResult addHostTensors();
+  LogicalResult addInstruction(Operation* op);
+  int addBuffer(Value v, int64_t offset, const std::string& name);
+  void finish();
+  double micros(double bytes, double bps) const { return bytes / bps * 1e6; }
+
+  func::FuncOp func_;
+  const EmitOptions& options_;
+  plan::Plan& plan_;
+  PlanStats& stats_;
+  DenseMap<Value, int> hostTensor_;  // function arguments and d2h results -> host tensor
+  DenseMap<Value, int> buffer_;      // device values -> buffer
+  std::map<int, int> gradOfParam_;   // param host tensor -> grad host tensor
+  std::vector<Instr> instrs_;
+  HazardTracker hazards_;
+  int opCounter_ = 0;
+};
+
+LogicalResult Emitter::addHostTensors() {
+  std::map<std::string, int> paramByName;
+  for (BlockArgument arg : func_.getArguments()) {
+    const unsigned i = arg.getArgNumber();
+    plan::HostTensor* t = plan_.add_host_tensors();
+    setShape(t->mutable_shape(), arg.getType());
+    t->set_dtype(dtypeOf(arg.getType()));
+    if (auto input = func_.getArgAttrOfType<StringAttr>(i, kInputAttr)) {
+      t->set_name(input.getValue().str());
+      if (input.getValue() == "tokens") {
+        t->set_role(plan::ROLE_TOKENS);
+      } else if (input.getValue() == "targets") {
+        t->set_role(plan::ROLE_TARGETS);
+      } else {
+        return func_.emitError("argument ") << i << " has unknown input kind " << input;
+      }
+    } else if (auto param = func_.getArgAttrOfType<DictionaryAttr>(i, kParamAttr)) {
+      auto name = param.getAs<StringAttr>("name");
+      auto init = param.getAs<StringAttr>("init");
+      if (!name || !init)
+        return func_.emitError("parameter argument ") << i << " needs a name and an init in mt.param";
+      t->set_name(name.getValue().str());
+      t->set_role(plan::ROLE_PARAM);
+      if (init.getValue() == "normal") {
+        t->mutable_init()->set_kind(plan::Initializer::NORMAL);
+        auto std = param.getAs<FloatAttr>("std");
+        if (!std) return func_.emitError("parameter '") << name.getValue() << "' has init normal but no std";
+        t->mutable_init()->set_std(static_cast<float>(std.getValueAsDouble()));
+      } else if (init.getValue() == "zeros") {
+        t->mutable_init()->set_kind(plan::Initializer::ZEROS);
+      } else if (init.getValue() == "ones") {
+        t->mutable_init()->set_kind(plan::Initializer::ONES);
+      } else {
+        return func_.emitError("parameter '") << name.getValue() << "' has unknown init '"
+                                              << init.getValue() << "' (normal, zeros or ones)";
+      }
+      auto decay = param.getAs<BoolAttr>("decay");
+      t->set_weight_decay(decay ? decay.getValue() : cast<RankedTensorType>(arg.getType()).getRank() >= 2);
+      if (!paramByName.emplace(t->name(), plan_.host_tensors_size() - 1).second)
+        return func_.emitError("two parameters are named '") << t->name() << "'";
+      stats_.num_params += cast<RankedTensorType>(arg.getType()).getNumElements();
+    } else {
+      return func_.emitError("argument ") << i << " is neither a parameter (mt.param) nor an input (mt.input)";
+    }
+    hostTensor_[arg] = plan_.host_tensors_size() - 1;
+  }
+  // Gradient landing buffers and AdamW moments of every parameter.
+  for (auto& [name, p] : paramByName) {
+    const plan::HostTensor param = plan_.host_tensors(p);
+    const std::pair<plan::HostRole, const char*> companions[] = {
+        {plan::ROLE_GRAD, ".grad"}, {plan::ROLE_MOMENT1, ".exp_avg"}, {plan::ROLE_MOMENT2, ".exp_avg_sq"}};
+    for (auto [role, suffix] : companions) {
+      plan::HostTensor* t = plan_.add_host_tensors();
+      t->set_name(name + suffix);
+      *t->mutable_shape() = param.shape();
+      t->set_dtype(plan::DTYPE_F32);
+      t->set_role(role);
+      t->set_param_index(p);
+      if (role == plan::ROLE_GRAD) gradOfParam_[p] = plan_.host_tensors_size() - 1;
+    }
+  }
+  plan::HostTensor* loss = plan_.add_host_tensors();
+  loss->set_name("loss");
+  loss->set_dtype(plan::DTYPE_F32);
+  loss->set_role(plan::ROLE_LOSS);
+  const int lossIndex = plan_.host_tensors_size() - 1;
+
+  // The returned values are d2h results: the loss, then the gradient of each named parameter.
+  auto ret = cast<func::ReturnOp>(func_.getBody().front().getTerminator());
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    if (!v.getDefiningOp<D2HOp>())
+      return ret.emitError("returns a device value: run mt-schedule-resident first");
+    if (i == 0) {
+      hostTensor_[v] = lossIndex;
+      continue;
+    }
+    auto name = func_.getResultAttrOfType<StringAttr>(i, kGradAttr);
+    if (!name || !paramByName.count(name.getValue().str()))
+      return ret.emitError("result ") << i << " is not the gradient of a parameter";
+    hostTensor_[v] = gradOfParam_[paramByName[name.getValue().str()]];
+  }
+  return success();
+}
+
+int Emitter::addBuffer(Value v, int64_t offset, const std::string& name) {
+  plan::DeviceBuffer* b = plan_.add_buffers();
+  b->set_name(name);
+  b->set_offset(offset);
+  setShape(b->mutable_shape(), v.getType());
+  b->set_dtype(dtypeOf(v.getType()));
+  buffer_[v] = plan_.buffers_size() - 1;
+  return buffer_[v];
+}
+
+LogicalResult Emitter::addInstruction(Operation* op) {
+  if (isa<func::ReturnOp>(op)) return success();
+  // Device buffers of the op's results.
+  if (op->getNumResults() > 0 && !isa<D2HOp>(op)) {
+    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
+    if (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults()))
+      return op->emitError("has no arena offsets: run mt-plan-memory first");
+    std::string base;
+    if (auto h2d = dyn_cast<H2DOp>(op)) {
+      auto arg = dyn_cast<BlockArgument>(h2d.getInput());
+      if (!arg) return op->emitError("copies a value that is not a function argument");
+      base = plan_.host_tensors(hostTensor_[arg]).name();
+    } else {
+      base = op->getName().stripDialect().str() + "." + std::to_string(opCounter_++);
+    }
+    for (auto [i, r] : llvm::enumerate(op->getResults()))
+      addBuffer(r, offsets[i], op->getNumResults() == 1 ? base : base + "#" + std::to_string(i));
+  }
+  if (isa<ReshapeOp>(op)) return success();  // a view: no instruction
+
+  const int index = static_cast<int>(instrs_.size());
+  Instr instr;
+  auto region = [&](Value v) {
+    const auto& b = plan_.buffers(buffer_[v]);
+    return std::pair<int64_t, int64_t>(b.offset(), b.offset() + tensorBytes(v.getType()));
+  };
+  const HardwareProfile& hw = options_.hardware;
+  if (auto h2d = dyn_cast<H2DOp>(op)) {
+    instr.stream = kH2D;
+    auto* copy = instr.body.mutable_copy();
+    copy->set_direction(plan::Copy::HOST_TO_DEVICE);
+    copy->set_host_tensor(hostTensor_[h2d.getInput()]);
+    copy->set_buffer(buffer_[h2d.getResult()]);
+    hazards_.hostRead(copy->host_tensor(), index, instr.deps);
+    auto [b, e] = region(h2d.getResult());
+    hazards_.deviceWrite(b, e, index, instr.deps);
+    const int64_t bytes = tensorBytes(h2d.getType());
+    instr.body.set_bytes(bytes);
+    instr.micros = micros(bytes, hw.h2d_bps);
+    stats_.h2d_bytes += bytes;
+  } else if (auto d2h = dyn_cast<D2HOp>(op)) {
+    instr.stream = kD2H;
+    if (!hostTensor_.count(d2h.getResult()))
+      return op->emitError("copies to the host a value that is neither the loss nor a gradient");
+    auto* copy = instr.body.mutable_copy();
+    copy->set_direction(plan::Copy::DEVICE_TO_HOST);
+    copy->set_host_tensor(hostTensor_[d2h.getResult()]);
+    copy->set_buffer(buffer_[d2h.getInput()]);
+    auto [b, e] = region(d2h.getInput());
+    hazards_.deviceRead(b, e, index, instr.deps);
+    hazards_.hostWrite(copy->host_tensor(), index, instr.deps);
+    const int64_t bytes = tensorBytes(d2h.getType());
+    instr.body.set_bytes(bytes);
+    instr.micros = micros(bytes, hw.d2h_bps);
+    stats_.d2h_bytes += bytes;
+  } else if (auto task = dyn_cast<HostTaskOp>(op)) {
+    instr.stream = kHost;
+    auto* body = instr.body.mutable_host_task();
+    int64_t bytes = 0;
+    if (task.getKind() == "grad_norm") {
+      body->set_kind(plan::HostTask::GRAD_NORM);
+      for (Value v : task.getTensors()) {
+        if (!hostTensor_.count(v)) return op->emitError("grad_norm operand is not a host gradient");
+        body->add_tensors(hostTensor_[v]);
+        hazards_.hostRead(hostTensor_[v], index, instr.deps);
+        bytes += tensorBytes(v.getType());
+      }
+    } else {
+      body->set_kind(plan::HostTask::ADAMW);
+      for (Value v : task.getTensors()) {
+        auto arg = dyn_cast<BlockArgument>(v);
+        if (!arg || paramName(func_, arg.getArgNumber()).empty())
+          return op->emitError("adamw operand is not a parameter argument");
+        const int p = hostTensor_[v];
+        body->add_tensors(p);
+        hazards_.hostRead(gradOfParam_[p], index, instr.deps);
+        hazards_.hostWrite(p, index, instr.deps);
+        bytes += 7 * tensorBytes(v.getType());  // grad; param, m, v read and written
+      }
+    }
+    instr.body.set_bytes(bytes);
+    instr.micros = micros(bytes, hw.host_bps);
+  } else {
+    KernelId id;
+    if (!isa<KernelOpInterface>(op) || !findKernel(op->getName().getStringRef(), &id))
+      return op->emitError("has no kernel in the op table (runtime/op_table.def)");
+    instr.stream = kCompute;
+    auto* call = instr.body.mutable_kernel();
+    call->set_kernel(static_cast<uint32_t>(id));
+    for (Value v : op->getOperands()) {
+      call->add_inputs(buffer_[v]);
+      auto [b, e] = region(v);
+      hazards_.deviceRead(b, e, index, instr.deps);
+    }
+    for (Value v : op->getResults()) {
+      call->add_outputs(buffer_[v]);
+      auto [b, e] = region(v);
+      hazards_.deviceWrite(b, e, index, instr.deps);
+    }
+    SmallVector<int64_t> ints;
+    SmallVector<float> floats;
+    cast<KernelOpInterface>(op).getKernelAttrs(ints, floats);
+    for (int64_t v : ints) call->add_int_attrs(v);
+    for (float v : floats) call->add_float_attrs(v);
+    auto cost = cast<CostOpInterface>(op);
+    const int64_t flops = cost.getFlops(), bytes = cost.getBytesAccessed();
+    instr.body.set_flops(flops);
+    instr.body.set_bytes(bytes);
+    instr.micros = std::max(flops / hw.flops_per_s, bytes / hw.memory_bps) * 1e6;
+    stats_.flops += flops;
+  }
+  instrs_.push_back(std::move(instr));
+  return success();
+}
+
+void Emitter::finish() {
+  // Position of each instruction in its stream.
+  std::vector<int> position(instrs_.size());
+  int counts[kNumStreams] = {0, 0, 0, 0};
+  for (size_t i = 0; i < instrs_.size(); ++i) position[i] = counts[instrs_[i].stream]++;
+
+  // The waits each instruction needs: per other stream, only its latest dependency, and only
+  // if this stream has not already waited for that point or later.
+  std::vector<int> recordEvent(instrs_.size(), -1);
+  std::vector<std::vector<int>> waits(instrs_.size());
+  int waited[kNumStreams][kNumStreams];
+  for (auto& row : waited) std::fill(row, row + kNumStreams, -1);
+  int numEvents = 0;
+  for (size_t i = 0; i < instrs_.size(); ++i) {
+    const int s = instrs_[i].stream;
+    int latest[kNumStreams] = {-1, -1, -1, -1};
+    for (int d : instrs_[i].deps) {
+      const int t = instrs_[d].stream;
+      if (t != s && (latest[t] < 0 || position[d] > position[latest[t]])) latest[t] = d;
+    }
+    for (int t = 0; t < kNumStreams; ++t) {
+      const int d = latest[t];
+      if (d < 0 || position[d] <= waited[s][t]) continue;
+      if (recordEvent[d] < 0) recordEvent[d] = numEvents++;
+      waits[i].push_back(recordEvent[d]);
+      waited[s][t] = position[d];
+    }
+  }
+
+  // The predicted timeline: each stream runs in order, and an instruction starts once its
+  // stream is free and everything it depends on has finished.
+  std::vector<double> end(instrs_.size());
+  double streamFree[kNumStreams] = {0, 0, 0, 0};
+  for (size_t i = 0; i < instrs_.size(); ++i) {
+    const int s = instrs_[i].stream;
+    double start = streamFree[s];
+    for (int d : instrs_[i].deps) start = std::max(start, end[d]);
+    end[i] = start + instrs_[i].micros;
+    streamFree[s] = end[i];
+    double* busy[] = {&stats_.compute_us, &stats_.h2d_us, &stats_.d2h_us, &stats_.host_us};
+    *busy[s] += instrs_[i].micros;
+    stats_.step_us = std::max(stats_.step_us, end[i]);
+  }
+
+  const std::pair<const char*, plan::Stream::Kind> streams[] = {{"compute", plan::Stream::COMPUTE},
+                                                                {"h2d", plan::Stream::HOST_TO_DEVICE},
+                                                                {"d2h", plan::Stream::DEVICE_TO_HOST},
+                                                                {"host", plan::Stream::HOST}};
+  for (auto [name, kind] : streams) {
+    plan::Stream* stream = plan_.add_streams();
+    stream->set_name(name);
+    stream->set_kind(kind);
+  }
+  for (size_t i = 0; i < instrs_.size(); ++i) {
+    plan::Stream* stream = plan_.mutable_streams(instrs_[i].stream);
+    for (int e : waits[i]) stream->add_instructions()->set_wait_event(e);
+    instrs_[i].body.set_predicted_us(instrs_[i].micros);
+    *stream->add_instructions() = instrs_[i].body;
+    if (recordEvent[i] >= 0) stream->add_instructions()->set_record_event(recordEvent[i]);
+  }
+  plan_.set_num_events(numEvents);
+}
+
+LogicalResult Emitter::run() {
+  auto arena = func_->getAttrOfType<IntegerAttr>(kArenaBytesAttr);
+  if (!arena) return func_.emitError("has no memory plan: run mt-plan-memory first");
+  plan_.set_magic(kPlanMagic);
+  plan_.set_version_major(kPlanVersionMajor);
+  plan_.set_version_minor(kPlanVersionMinor);
+  plan_.set_arena_bytes(arena.getInt());
+  plan_.set_init_seed(options_.init_seed);
+  if (failed(addHostTensors())) return failure();
+  for (Operation& op : func_.getBody().front())
+    if (failed(addInstruction(&op))) return failure();
+  finish();
+  auto* model = plan_.mutable_model();
+  model->set_name(options_.model_name);
+  model->set_batch(options_.batch);
+  model->set_seq(options_.seq);
+  model->set_vocab(options_.vocab);
+  model->set_num_params(stats_.num_params);
+  model->set_flops_per_step(stats_.flops);
+  model->set_predicted_step_us(stats_.step_us);
+  model->set_hardware(options_.hardware.name);
+  return success();
+}
+
+}  // namespace
+
+LogicalResult emitPlan(ModuleOp module, const EmitOptions& options, plan::Plan& plan, PlanStats& stats) {
+  func::FuncOp func = getModelFunction(module);
+  if (!func) return failure();
+  return Emitter(func, options, plan, stats).run();
+}
+
+}  // namespace mt

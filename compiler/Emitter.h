@@ -1,0 +1,32 @@
+// The plan emitter: turns a scheduled, memory-planned model function into a plan.
+#pragma once
+#include <string>
+
+#include "compiler/HardwareProfile.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "runtime/plan_format.h"
+
+namespace mt {
+
+struct EmitOptions {
+  std::string model_name;
+  int64_t batch = 0, seq = 0, vocab = 0;
+  uint64_t init_seed = 0;
+  HardwareProfile hardware;
+};
+
+// Per-step totals the summary reports.
+struct PlanStats {
+  int64_t num_params = 0;
+  double flops = 0;           // all kernels of one step
+  int64_t h2d_bytes = 0;      // host -> device per step
+  int64_t d2h_bytes = 0;      // device -> host per step
+  double compute_us = 0, h2d_us = 0, d2h_us = 0, host_us = 0;  // busy time per stream kind
+  double step_us = 0;         // predicted, with the streams overlapping as the events allow
+};
+
+// Fails (with a diagnostic on the function) if the module is not scheduled and planned.
+mlir::LogicalResult emitPlan(mlir::ModuleOp module, const EmitOptions& options, plan::Plan& plan,
+                             PlanStats& stats);
+
+}  // namespace mt

@@ -1,0 +1,25 @@
+#include "compiler/HardwareProfile.h"
+
+namespace mt {
+
+const std::vector<HardwareProfile>& hardwareProfiles() {
+  // fp32 plans: the CPU backend's numbers are measured on the 2-core development machine
+  // (docs/perf.md); the GPU numbers are vendor peaks at TF32 for fp32 storage.
+  static const std::vector<HardwareProfile> profiles = {
+      {"cpu", 60e9, 12e9, 12e9, 12e9, 12e9,
+       "2-core x86 development machine, OpenBLAS sgemm (docs/perf.md)"},
+      {"h100-pcie5", 494e12, 3.35e12, 50e9, 50e9, 200e9,
+       "H100 SXM TF32 dense peak, HBM3, PCIe Gen5 x16 pinned"},
+      {"h200", 494e12, 4.8e12, 50e9, 50e9, 200e9, "H200 TF32 dense peak, HBM3e, PCIe Gen5 x16 pinned"},
+      {"gh200", 494e12, 4.0e12, 400e9, 400e9, 400e9, "GH200 TF32 dense peak, NVLink-C2C"},
+  };
+  return profiles;
+}
+
+const HardwareProfile* findHardwareProfile(const std::string& name) {
+  for (const auto& p : hardwareProfiles())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+}  // namespace mt

@@ -1,0 +1,23 @@
+// Hardware profiles of the cost model: what one step's instructions cost on a machine.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace mt {
+
+struct HardwareProfile {
+  std::string name;
+  double flops_per_s;    // dense matrix throughput at the plan's precision
+  double memory_bps;     // device memory bandwidth (bounds pointwise kernels)
+  double h2d_bps;        // host -> device link
+  double d2h_bps;        // device -> host link
+  double host_bps;       // host memory bandwidth seen by the optimizer
+  std::string note;      // where the numbers come from
+};
+
+// The known profiles (--hw NAME).
+const std::vector<HardwareProfile>& hardwareProfiles();
+// The profile called `name`, or null.
+const HardwareProfile* findHardwareProfile(const std::string& name);
+
+}  // namespace mt

@@ -1,0 +1,240 @@
+#include "compiler/Pipeline.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fmt/format.h>
+
+#include "compiler/Emitter.h"
+#include "models/BuiltinModels.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "passes/Passes.h"
+#include "runtime/error.h"
+#include "runtime/host_store.h"
+#include "runtime/safetensors.h"
+
+using namespace mlir;
+
+namespace mt {
+
+int64_t parseByteSize(const std::string& text) {
+  size_t end = 0;
+  double value;
+  try {
+    value = std::stod(text, &end);
+  } catch (...) {
+    return -1;
+  }
+  const std::string unit = text.substr(end);
+  double scale = 1;
+  if (unit == "" || unit == "B") scale = 1;
+  else if (unit == "KiB") scale = 1024.0;
+  else if (unit == "MiB") scale = 1024.0 * 1024;
+  else if (unit == "GiB") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "KB") scale = 1e3;
+  else if (unit == "MB") scale = 1e6;
+  else if (unit == "GB") scale = 1e9;
+  else if (unit == "TB") scale = 1e12;
+  else return -1;
+  if (!(value >= 0)) return -1;
+  return static_cast<int64_t>(value * scale);
+}
+
+namespace {
+
+std::string mib(double bytes) {
+  if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024));
+  return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024));
+}
+
+std::string millis(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
+
+// The pass that ends each stage after "input".
+std::unique_ptr<Pass> stagePass(const std::string& stage, int64_t budget) {
+  if (stage == "attach-loss") return createAttachLossPass();
+  if (stage == "autodiff") return createAutodiffPass();
+  if (stage == "schedule") return createScheduleResidentPass();
+  PlanMemoryPassOptions options;
+  options.budget = budget;
+  return createPlanMemoryPass(options);
+}
+
+// Batch, sequence and vocabulary read off a differentiated function.
+void shapeOfModel(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
+  module.walk([&](SoftmaxXentOp op) {
+    auto logits = op.getLogits().getType().getShape();
+    vocab = logits.back();
+    batch = logits.size() >= 3 ? logits[0] : 1;
+    seq = logits.size() >= 2 ? logits[logits.size() - 2] : 1;
+  });
+}
+
+void writeInitialWeights(const plan::Plan& plan, const std::string& path) {
+  std::vector<std::vector<float>> data;
+  std::vector<SafetensorsTensor> tensors;
+  data.reserve(plan.host_tensors_size());
+  for (const auto& t : plan.host_tensors()) {
+    if (t.role() != plan::ROLE_PARAM) continue;
+    const int64_t n = checkedNumel(t.shape(), t.name());
+    data.emplace_back(n);
+    initializeTensor(data.back().data(), n, t.init(), plan.init_seed(), t.name());
+    tensors.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data.back().data(),
+                       n * 4});
+  }
+  writeSafetensors(path, tensors, {{"format", "pt"}, {"producer", "megatrain mtc"}});
+}
+
+}  // namespace
+
+int compile(const CompileOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  MLIRContext context;
+  context.getOrLoadDialect<MtDialect>();
+  context.getOrLoadDialect<func::FuncDialect>();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, llvm::errs());
+
+  const HardwareProfile* hw = findHardwareProfile(o.hardware);
+  if (!hw) {
+    std::string known;
+    for (const auto& p : hardwareProfiles()) known += " " + p.name;
+    std::fprintf(stderr, "mtc: error: unknown hardware profile '%s' (known:%s)\n", o.hardware.c_str(),
+                 known.c_str());
+    return 1;
+  }
+
+  OwningOpRef<ModuleOp> module;
+  std::string description;
+  ModelConfig config;
+  const bool is_mlir = o.model.size() > 5 && o.model.substr(o.model.size() - 5) == ".mlir";
+  if (is_mlir) {
+    module = parseSourceFile<ModuleOp>(o.model, sourceMgr, ParserConfig(&context));
+    if (!module) {
+      std::fprintf(stderr, "mtc: error: cannot parse %s (see the diagnostics above)\n", o.model.c_str());
+      return 1;
+    }
+    description = o.model;
+  } else {
+    const ModelPreset* preset = findModelPreset(o.model);
+    if (!preset) {
+      std::string known;
+      for (const auto& p : modelPresets()) known += " " + p.name;
+      std::fprintf(stderr,
+                   "mtc: error: '%s' is neither a .mlir file nor a built-in model (built-in:%s)\n",
+                   o.model.c_str(), known.c_str());
+      return 1;
+    }
+    config = preset->config;
+    const ModelConfig& v = o.overrides;
+    for (auto [field, value] :
+         {std::pair{&config.layers, v.layers}, {&config.width, v.width}, {&config.heads, v.heads},
+          {&config.kv_heads, v.kv_heads}, {&config.ffn, v.ffn}, {&config.vocab, v.vocab},
+          {&config.context, v.context}})
+      if (value) *field = value;
+    if (v.heads && !v.kv_heads && config.family == "gpt2") config.kv_heads = config.heads;
+    if (o.tied) config.tied = *o.tied;
+    const int64_t seq = o.seq ? o.seq : config.context;
+    std::string problem = validateConfig(config, seq);
+    if (o.batch <= 0) problem = "--batch must be positive";
+    if (!problem.empty()) {
+      std::fprintf(stderr, "mtc: error: model %s: %s\n", o.model.c_str(), problem.c_str());
+      return 1;
+    }
+    module = buildModel(context, config, o.batch, seq);
+    description = fmt::format("{} ({}, {} layers, width {}, {} heads / {} kv, ffn {}, vocab {}{})",
+                              o.model, config.family, config.layers, config.width, config.heads,
+                              config.kv_heads, config.ffn, config.vocab, config.tied ? ", tied" : "");
+  }
+  if (failed(verify(*module))) {
+    std::fprintf(stderr, "mtc: error: the input IR does not verify\n");
+    return 1;
+  }
+
+  // Run the stages one at a time so --emit can stop after any of them.
+  for (const char* stage : kStages) {
+    if (std::string(stage) != "input") {
+      PassManager pm(&context);
+      pm.addPass(stagePass(stage, o.device_mem));
+      if (failed(pm.run(*module))) {
+        std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", stage);
+        return 1;
+      }
+    }
+    if (o.emit == stage) {
+      module->print(llvm::outs());
+      llvm::outs() << "\n";
+      return 0;
+    }
+  }
+
+  EmitOptions emit;
+  emit.model_name = o.model;
+  shapeOfModel(*module, emit.batch, emit.seq, emit.vocab);
+  emit.init_seed = o.seed;
+  emit.hardware = *hw;
+  plan::Plan plan;
+  PlanStats stats;
+  if (failed(emitPlan(*module, emit, plan, stats))) {
+    std::fprintf(stderr, "mtc: error: cannot emit the plan (see the diagnostics above)\n");
+    return 1;
+  }
+  if (o.output.empty()) {
+    std::fprintf(stderr, "mtc: error: no output: give -o model.plan (or --emit=<stage>)\n");
+    return 1;
+  }
+  std::string weights = o.weights;
+  const bool explicit_weights = !weights.empty();
+  if (weights.empty()) {
+    const size_t dot = o.output.rfind(".plan");
+    weights = (dot != std::string::npos ? o.output.substr(0, dot) : o.output) + ".safetensors";
+  }
+  // Writing the initial weights of a large model costs minutes and its full size on disk;
+  // mtrun builds the same weights from the plan's seeded initializers.
+  constexpr int64_t kAutoWeightsLimit = int64_t{1} << 29;  // parameters (2 GiB of fp32)
+  const bool write_weights = !o.no_weights && (explicit_weights || stats.num_params <= kAutoWeightsLimit);
+  try {
+    writePlan(plan, o.output);
+    if (write_weights) writeInitialWeights(plan, weights);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "mtc: error: %s\n", e.what());
+    return 1;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  int64_t host_bytes = 0;
+  for (const auto& t : plan.host_tensors()) host_bytes += checkedNumel(t.shape(), t.name()) * dtypeBytes(t.dtype());
+  int instructions = 0;
+  for (const auto& s : plan.streams()) instructions += s.instructions_size();
+  const char* bottleneck = "compute";
+  double busiest = stats.compute_us;
+  for (auto [name, us] : {std::pair{"host->device link", stats.h2d_us}, {"device->host link", stats.d2h_us},
+                          {"host optimizer", stats.host_us}})
+    if (us > busiest) bottleneck = name, busiest = us;
+  std::printf("mtc: %s\n", description.c_str());
+  std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld\n", (long long)emit.batch,
+              (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab);
+  std::printf("  parameters     %.3f M; host %s (%.1f bytes/param: fp32 master, grad, 2 AdamW moments)\n",
+              stats.num_params / 1e6, mib(host_bytes).c_str(), double(host_bytes) / stats.num_params);
+  std::printf("  device arena   %s (all-resident plan)\n", mib(plan.arena_bytes()).c_str());
+  std::printf("  per step       %.3e FLOP; h2d %s, d2h %s; weights cross the link once each way\n",
+              stats.flops, mib(stats.h2d_bytes).c_str(), mib(stats.d2h_bytes).c_str());
+  std::printf("  predicted step %s on %s (compute %s, h2d %s, d2h %s, host %s); bottleneck: %s\n",
+              millis(stats.step_us).c_str(), hw->name.c_str(), millis(stats.compute_us).c_str(),
+              millis(stats.h2d_us).c_str(), millis(stats.d2h_us).c_str(), millis(stats.host_us).c_str(),
+              bottleneck);
+  std::printf("  plan           %s (%d instructions on %d streams, %u events), compiled in %.2f s\n",
+              o.output.c_str(), instructions, plan.streams_size(), plan.num_events(), seconds);
+  if (write_weights)
+    std::printf("  weights        %s (seed %llu)\n", weights.c_str(), (unsigned long long)o.seed);
+  else
+    std::printf("  weights        not written (%s); mtrun initialises from the plan's seeded initializers\n",
+                o.no_weights ? "--no-weights" : "over 2 GiB: pass --weights PATH to write them");
+  return 0;
+}
+
+}  // namespace mt

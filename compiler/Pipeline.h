@@ -1,0 +1,35 @@
+// The compiler driver behind mtc: model -> mt IR -> passes -> plan (+ initial weights).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "models/ModelConfig.h"
+
+namespace mt {
+
+// The stages --emit can stop after, in pipeline order.
+inline constexpr const char* kStages[] = {"input", "attach-loss", "autodiff", "schedule", "memory"};
+
+struct CompileOptions {
+  std::string model;            // a preset name or a .mlir file
+  ModelConfig overrides;        // non-zero fields replace the preset's
+  std::optional<bool> tied;     // replaces the preset's tying when set
+  int64_t batch = 8;
+  int64_t seq = 0;              // 0: the model's context length (presets)
+  std::string emit;             // print the IR after this stage instead of writing a plan
+  std::string output;           // plan path
+  std::string weights;          // initial weights path; "" = beside the plan
+  bool no_weights = false;
+  uint64_t seed = 1;
+  int64_t device_mem = 0;       // bytes; 0 = no budget
+  std::string hardware = "cpu";
+};
+
+// Runs the compiler; returns the process exit code (diagnostics on stderr).
+int compile(const CompileOptions& options);
+
+// Parses "80GiB", "512MiB", "1.5TiB", "1000000" (bytes); returns -1 if malformed.
+int64_t parseByteSize(const std::string& text);
+
+}  // namespace mt

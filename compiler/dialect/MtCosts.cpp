@@ -1,0 +1,92 @@
+// Costs (FLOPs; bytes default to operands + results) and kernel attributes of the `mt` ops.
+// Kernel attribute order is the op table's (runtime/op_table.def).
+#include "compiler/dialect/MtDialect.h"
+
+using namespace mlir;
+
+namespace mt {
+namespace {
+
+int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
+
+}  // namespace
+
+int64_t EmbeddingOp::getFlops() { return 0; }
+int64_t EmbeddingGradOp::getFlops() { return numel(getDout()); }
+int64_t PositionsOp::getFlops() { return 0; }
+int64_t MatmulOp::getFlops() {
+  auto a = getLhs().getType().getShape();
+  const int64_t k = getTransposeA() ? a[a.size() - 2] : a.back();
+  return 2 * numel(getResult()) * k;
+}
+int64_t AddOp::getFlops() { return numel(getResult()); }
+int64_t MulOp::getFlops() { return numel(getResult()); }
+int64_t ScaleOp::getFlops() { return numel(getResult()); }
+int64_t SumToOp::getFlops() { return numel(getInput()); }
+int64_t FillOp::getFlops() { return 0; }
+int64_t TransposeOp::getFlops() { return 0; }
+int64_t LayerNormOp::getFlops() { return 8 * numel(getInput()); }
+int64_t LayerNormGradOp::getFlops() { return 14 * numel(getInput()); }
+int64_t RmsNormOp::getFlops() { return 5 * numel(getInput()); }
+int64_t RmsNormGradOp::getFlops() { return 10 * numel(getInput()); }
+int64_t GeluOp::getFlops() { return 10 * numel(getInput()); }
+int64_t GeluGradOp::getFlops() { return 16 * numel(getInput()); }
+int64_t SiluOp::getFlops() { return 5 * numel(getInput()); }
+int64_t SiluGradOp::getFlops() { return 8 * numel(getInput()); }
+int64_t SwigluOp::getFlops() { return 6 * numel(getGate()); }
+int64_t SwigluGradOp::getFlops() { return 10 * numel(getGate()); }
+int64_t RopeOp::getFlops() { return 3 * numel(getInput()); }
+// Causal: row i attends to i + 1 keys; QK^T and PV each take 2 flops per (query, key, channel).
+static int64_t causalAttentionFlops(Value q) {
+  auto s = cast<RankedTensorType>(q.getType()).getShape();
+  const int64_t batch = s[0], seq = s[1], width = s[2];
+  return 2 * batch * width * seq * (seq + 1);
+}
+int64_t AttentionOp::getFlops() { return causalAttentionFlops(getQ()); }
+// The backward recomputes the scores and forms dP, dQ, dK, dV: 5 products against 2 forward.
+int64_t AttentionGradOp::getFlops() { return causalAttentionFlops(getQ()) * 5 / 2; }
+int64_t SoftmaxXentOp::getFlops() { return 4 * numel(getLogits()); }
+int64_t SoftmaxXentGradOp::getFlops() { return 3 * numel(getLogits()); }
+int64_t H2DOp::getFlops() { return 0; }
+int64_t D2HOp::getFlops() { return 0; }
+
+void MatmulOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(getTransposeA());
+  ints.push_back(getTransposeB());
+}
+void ScaleOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.push_back(getFactor().convertToFloat());
+}
+void FillOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.push_back(getValue().convertToFloat());
+}
+void TransposeOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.append(getPerm().begin(), getPerm().end());
+}
+void LayerNormOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.push_back(getEps().convertToFloat());
+}
+void RmsNormOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.push_back(getEps().convertToFloat());
+}
+void GeluOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(getTanh());
+}
+void GeluGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(getTanh());
+}
+void RopeOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
+  ints.push_back(static_cast<int64_t>(getHeadDim()));
+  ints.push_back(getInverse());
+  floats.push_back(getTheta().convertToFloat());
+}
+void AttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getNumHeads()));
+  ints.push_back(static_cast<int64_t>(getNumKvHeads()));
+}
+void AttentionGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getNumHeads()));
+  ints.push_back(static_cast<int64_t>(getNumKvHeads()));
+}
+
+}  // namespace mt

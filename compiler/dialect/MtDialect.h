@@ -1,0 +1,22 @@
+// The `mt` dialect: ops, interfaces and helpers shared by the passes.
+#pragma once
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mt {
+// Bytes of all operands and results of `op` (the default memory traffic of an op).
+int64_t defaultBytesAccessed(mlir::Operation* op);
+// Bytes of a statically shaped tensor value.
+int64_t tensorBytes(mlir::Type type);
+}  // namespace mt
+
+#include "compiler/dialect/MtDialect.h.inc"
+#include "compiler/dialect/MtInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "compiler/dialect/MtOps.h.inc"

@@ -1,0 +1,131 @@
+// Gradient rules (vector-Jacobian products) of the forward `mt` ops. Each builds `mt` ops at
+// the builder's insertion point; a null result gradient means nothing depends on that result.
+#include "compiler/dialect/MtDialect.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+namespace mt {
+namespace {
+
+RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+// dy summed down to the shape of `operand` where `operand` was broadcast.
+Value reduceToShapeOf(OpBuilder& b, Location loc, Value dy, Value operand) {
+  if (tensorOf(dy).getShape() == tensorOf(operand).getShape()) return dy;
+  return b.create<SumToOp>(loc, operand.getType(), dy);
+}
+
+// Folds every leading dimension into the rows: (..., R, C) -> (prod(...) * R, C).
+Value flattenRows(OpBuilder& b, Location loc, Value x) {
+  auto type = tensorOf(x);
+  if (type.getRank() == 2) return x;
+  const int64_t cols = type.getShape().back();
+  auto flat = RankedTensorType::get({type.getNumElements() / cols, cols}, type.getElementType());
+  return b.create<ReshapeOp>(loc, flat, x);
+}
+
+}  // namespace
+
+SmallVector<Value> EmbeddingOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  const int64_t vocab = getTable().getType().getShape()[0];
+  Value dtable = b.create<EmbeddingGradOp>(getLoc(), getIds(), grads[0], vocab);
+  return {Value(), dtable};
+}
+
+SmallVector<Value> MatmulOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  const Location loc = getLoc();
+  const Value dy = grads[0], a = getLhs(), w = getRhs();
+  const bool ta = getTransposeA(), tb = getTransposeB();
+  const bool broadcastRhs = tensorOf(w).getRank() == 2 && tensorOf(a).getRank() > 2;
+  if (ta && broadcastRhs) {
+    emitOpError("has no gradient rule for a transposed batched lhs with a shared rhs");
+    return {};
+  }
+  // Y = op(A) op(B):  d op(A) = dY op(B)^T,  d op(B) = op(A)^T dY.
+  Value da = ta ? b.create<MatmulOp>(loc, w, dy, tb, true).getResult()
+                : b.create<MatmulOp>(loc, dy, w, false, !tb).getResult();
+  Value dw;
+  if (broadcastRhs) {
+    // The shared rhs sums its gradient over every batch: fold the batch into the rows.
+    Value a2 = flattenRows(b, loc, a), dy2 = flattenRows(b, loc, dy);
+    dw = tb ? b.create<MatmulOp>(loc, dy2, a2, true, false).getResult()
+            : b.create<MatmulOp>(loc, a2, dy2, true, false).getResult();
+  } else {
+    dw = tb ? b.create<MatmulOp>(loc, dy, a, true, ta).getResult()
+            : b.create<MatmulOp>(loc, a, dy, !ta, false).getResult();
+  }
+  return {da, dw};
+}
+
+SmallVector<Value> AddOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {grads[0], reduceToShapeOf(b, getLoc(), grads[0], getRhs())};
+}
+
+SmallVector<Value> MulOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  const Location loc = getLoc();
+  Value da = b.create<MulOp>(loc, grads[0], getRhs());
+  Value db = b.create<MulOp>(loc, grads[0], getLhs());
+  return {da, reduceToShapeOf(b, loc, db, getRhs())};
+}
+
+SmallVector<Value> ScaleOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<ScaleOp>(getLoc(), grads[0], getFactor())};
+}
+
+SmallVector<Value> SumToOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  // Broadcast back: zeros of the input's shape plus dy (add broadcasts a suffix shape).
+  Value zeros = b.create<FillOp>(getLoc(), getInput().getType(), b.getF32FloatAttr(0.0f));
+  return {b.create<AddOp>(getLoc(), zeros, grads[0])};
+}
+
+SmallVector<Value> TransposeOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  ArrayRef<int64_t> perm = getPerm();
+  SmallVector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+  return {b.create<TransposeOp>(getLoc(), grads[0], inverse)};
+}
+
+SmallVector<Value> ReshapeOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<ReshapeOp>(getLoc(), getInput().getType(), grads[0])};
+}
+
+SmallVector<Value> LayerNormOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  auto g = b.create<LayerNormGradOp>(getLoc(), grads[0], getInput(), getGamma(), getMean(), getRstd());
+  return {g.getDinput(), g.getDgamma(), g.getDbeta()};
+}
+
+SmallVector<Value> RmsNormOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  auto g = b.create<RmsNormGradOp>(getLoc(), grads[0], getInput(), getGamma(), getRstd());
+  return {g.getDinput(), g.getDgamma()};
+}
+
+SmallVector<Value> GeluOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<GeluGradOp>(getLoc(), grads[0], getInput(), getTanh())};
+}
+
+SmallVector<Value> SiluOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<SiluGradOp>(getLoc(), grads[0], getInput())};
+}
+
+SmallVector<Value> SwigluOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  auto g = b.create<SwigluGradOp>(getLoc(), grads[0], getGate(), getUp());
+  return {g.getDgate(), g.getDup()};
+}
+
+SmallVector<Value> RopeOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<RopeOp>(getLoc(), grads[0], getHeadDim(), getTheta(), !getInverse())};
+}
+
+SmallVector<Value> AttentionOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  auto g = b.create<AttentionGradOp>(getLoc(), grads[0], getQ(), getK(), getV(), getResult(),
+                                     getLse(), getNumHeads(), getNumKvHeads());
+  return {g.getDq(), g.getDk(), g.getDv()};
+}
+
+SmallVector<Value> SoftmaxXentOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  Value dlogits = b.create<SoftmaxXentGradOp>(getLoc(), grads[0], getLogits(), getTargets(), getLse());
+  return {dlogits, Value()};
+}
+
+}  // namespace mt

@@ -1,0 +1,337 @@
+// Shape inference and verifiers of the `mt` ops. Every rule mirrors the runtime kernel's
+// check (kernels/<family>/*_cpu.cc): what verifies here runs there.
+#include "compiler/dialect/MtDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+
+namespace mt {
+namespace {
+
+RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+Type f32(MLIRContext* ctx) { return Float32Type::get(ctx); }
+
+RankedTensorType f32Tensor(MLIRContext* ctx, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, f32(ctx));
+}
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Fails unless every operand has a static shape.
+LogicalResult requireStatic(std::optional<Location> loc, ValueRange operands) {
+  for (Value v : operands)
+    if (!tensorOf(v).hasStaticShape())
+      return emitOptionalError(loc, "mt ops need static shapes, got ", v.getType());
+  return success();
+}
+
+LogicalResult requireShape(std::optional<Location> loc, Value v, ArrayRef<int64_t> shape,
+                           StringRef what) {
+  if (tensorOf(v).getShape() == shape) return success();
+  return emitOptionalError(loc, what, " must have shape ", shapeStr(shape), ", got ",
+                           shapeStr(tensorOf(v).getShape()));
+}
+
+bool isSuffix(ArrayRef<int64_t> suffix, ArrayRef<int64_t> shape) {
+  return suffix.size() <= shape.size() && shape.take_back(suffix.size()) == suffix;
+}
+
+SmallVector<int64_t> dropLast(ArrayRef<int64_t> shape) {
+  return SmallVector<int64_t>(shape.drop_back());
+}
+
+// Pointwise ops: every operand has the shape of the first; results likewise.
+LogicalResult inferPointwise(MLIRContext* ctx, std::optional<Location> loc, ValueRange operands,
+                             unsigned numResults, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, operands))) return failure();
+  for (Value v : operands)
+    if (failed(requireShape(loc, v, tensorOf(operands[0]).getShape(), "operand")))
+      return failure();
+  types.assign(numResults, f32Tensor(ctx, tensorOf(operands[0]).getShape()));
+  return success();
+}
+
+// Norms: x (..., C), gamma (C) -> y (..., C) and `rowResults` tensors of shape (...).
+LogicalResult inferNorm(MLIRContext* ctx, std::optional<Location> loc, Value x, Value gamma,
+                        unsigned rowResults, SmallVectorImpl<Type>& types) {
+  auto shape = tensorOf(x).getShape();
+  if (shape.empty()) return emitOptionalError(loc, "norm input must have rank >= 1");
+  if (failed(requireShape(loc, gamma, {shape.back()}, "gamma"))) return failure();
+  types.push_back(f32Tensor(ctx, shape));
+  for (unsigned i = 0; i < rowResults; ++i) types.push_back(f32Tensor(ctx, dropLast(shape)));
+  return success();
+}
+
+LogicalResult checkAttentionOperands(std::optional<Location> loc, Value q, Value k, Value v,
+                                     int64_t heads, int64_t kvHeads) {
+  if (failed(requireStatic(loc, {q, k, v}))) return failure();
+  auto qs = tensorOf(q).getShape();
+  if (qs.size() != 3) return emitOptionalError(loc, "attention q must be (B, T, H*D)");
+  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0)
+    return emitOptionalError(loc, "num_heads ", heads, " must be a positive multiple of num_kv_heads ",
+                             kvHeads);
+  if (qs[2] % heads != 0)
+    return emitOptionalError(loc, "q width ", qs[2], " is not divisible by ", heads, " heads");
+  const int64_t kvWidth = qs[2] / heads * kvHeads;
+  if (failed(requireShape(loc, k, {qs[0], qs[1], kvWidth}, "k")) ||
+      failed(requireShape(loc, v, {qs[0], qs[1], kvWidth}, "v")))
+    return failure();
+  return success();
+}
+
+}  // namespace
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto table = tensorOf(adaptor.getTable()).getShape();
+  if (table.size() != 2) return emitOptionalError(loc, "embedding table must be (V, C)");
+  SmallVector<int64_t> shape(tensorOf(adaptor.getIds()).getShape());
+  shape.push_back(table[1]);
+  types.push_back(f32Tensor(ctx, shape));
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto ids = tensorOf(adaptor.getIds()).getShape();
+  auto dout = tensorOf(adaptor.getDout()).getShape();
+  if (dout.size() != ids.size() + 1 || dout.drop_back() != ids)
+    return emitOptionalError(loc, "embedding_grad dout must be ids.shape + [C]");
+  if (static_cast<int64_t>(adaptor.getVocab()) <= 0) return emitOptionalError(loc, "vocab must be positive");
+  types.push_back(f32Tensor(ctx, {static_cast<int64_t>(adaptor.getVocab()), dout.back()}));
+  return success();
+}
+
+LogicalResult PositionsOp::verify() {
+  if (getType().getRank() != 2 || !getType().hasStaticShape())
+    return emitOpError("result must be a static (B, T) tensor");
+  return success();
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto a = tensorOf(adaptor.getLhs()).getShape();
+  auto b = tensorOf(adaptor.getRhs()).getShape();
+  // Default-valued attributes are absent from the adaptor while the op is being parsed.
+  const bool ta = adaptor.getTransposeAAttr() && adaptor.getTransposeAAttr().getValue();
+  const bool tb = adaptor.getTransposeBAttr() && adaptor.getTransposeBAttr().getValue();
+  if (a.size() < 2 || b.size() < 2) return emitOptionalError(loc, "matmul operands need rank >= 2");
+  if (b.size() != 2 && b.size() != a.size())
+    return emitOptionalError(loc, "matmul rhs must be rank 2 or have the lhs rank");
+  if (b.size() == a.size() && a.drop_back(2) != b.drop_back(2))
+    return emitOptionalError(loc, "matmul batch dims differ: ", shapeStr(a), " vs ", shapeStr(b));
+  const int64_t m = ta ? a[a.size() - 1] : a[a.size() - 2];
+  const int64_t ka = ta ? a[a.size() - 2] : a[a.size() - 1];
+  const int64_t kb = tb ? b[b.size() - 1] : b[b.size() - 2];
+  const int64_t n = tb ? b[b.size() - 2] : b[b.size() - 1];
+  if (ka != kb)
+    return emitOptionalError(loc, "matmul contraction sizes differ: ", shapeStr(a), " x ", shapeStr(b));
+  SmallVector<int64_t> shape(a.drop_back(2));
+  shape.push_back(m);
+  shape.push_back(n);
+  types.push_back(f32Tensor(ctx, shape));
+  return success();
+}
+
+static LogicalResult inferBroadcast(MLIRContext* ctx, std::optional<Location> loc, Value lhs,
+                                    Value rhs, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, {lhs, rhs}))) return failure();
+  if (!isSuffix(tensorOf(rhs).getShape(), tensorOf(lhs).getShape()))
+    return emitOptionalError(loc, "rhs shape ", shapeStr(tensorOf(rhs).getShape()),
+                             " must equal the lhs shape or a suffix of it ",
+                             shapeStr(tensorOf(lhs).getShape()));
+  types.push_back(f32Tensor(ctx, tensorOf(lhs).getShape()));
+  return success();
+}
+
+LogicalResult AddOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                      Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  return inferBroadcast(ctx, loc, adaptor.getLhs(), adaptor.getRhs(), types);
+}
+
+LogicalResult MulOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                      Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  return inferBroadcast(ctx, loc, adaptor.getLhs(), adaptor.getRhs(), types);
+}
+
+LogicalResult ScaleOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                        Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  return inferPointwise(ctx, loc, adaptor.getOperands(), 1, types);
+}
+
+LogicalResult SumToOp::verify() {
+  if (!isSuffix(getType().getShape(), getInput().getType().getShape()))
+    return emitOpError("result shape must be a suffix of the input shape");
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto input = tensorOf(adaptor.getInput());
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  if (static_cast<int64_t>(perm.size()) != input.getRank())
+    return emitOptionalError(loc, "perm has ", perm.size(), " entries for rank ", input.getRank());
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= input.getRank() || seen[p])
+      return emitOptionalError(loc, "perm is not a permutation");
+    seen[p] = true;
+    shape.push_back(input.getDimSize(p));
+  }
+  types.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getInput().getType(), out = getType();
+  if (!in.hasStaticShape() || !out.hasStaticShape() || in.getNumElements() != out.getNumElements() ||
+      in.getElementType() != out.getElementType())
+    return emitOpError("must keep the element type and count (") << in << " -> " << out << ")";
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  if (failed(requireShape(loc, adaptor.getBeta(), tensorOf(adaptor.getGamma()).getShape(), "beta")))
+    return failure();
+  return inferNorm(ctx, loc, adaptor.getInput(), adaptor.getGamma(), 2, types);
+}
+
+LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto x = tensorOf(adaptor.getInput()).getShape();
+  if (x.empty()) return emitOptionalError(loc, "layernorm_grad input must have rank >= 1");
+  if (failed(requireShape(loc, adaptor.getDout(), x, "dout")) ||
+      failed(requireShape(loc, adaptor.getGamma(), {x.back()}, "gamma")) ||
+      failed(requireShape(loc, adaptor.getMean(), dropLast(x), "mean")) ||
+      failed(requireShape(loc, adaptor.getRstd(), dropLast(x), "rstd")))
+    return failure();
+  types.push_back(f32Tensor(ctx, x));
+  types.push_back(f32Tensor(ctx, {x.back()}));
+  types.push_back(f32Tensor(ctx, {x.back()}));
+  return success();
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  return inferNorm(ctx, loc, adaptor.getInput(), adaptor.getGamma(), 1, types);
+}
+
+LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                              Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto x = tensorOf(adaptor.getInput()).getShape();
+  if (x.empty()) return emitOptionalError(loc, "rmsnorm_grad input must have rank >= 1");
+  if (failed(requireShape(loc, adaptor.getDout(), x, "dout")) ||
+      failed(requireShape(loc, adaptor.getGamma(), {x.back()}, "gamma")) ||
+      failed(requireShape(loc, adaptor.getRstd(), dropLast(x), "rstd")))
+    return failure();
+  types.push_back(f32Tensor(ctx, x));
+  types.push_back(f32Tensor(ctx, {x.back()}));
+  return success();
+}
+
+#define MT_POINTWISE_INFER(Op, results)                                                      \
+  LogicalResult Op::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,        \
+                                     Adaptor adaptor, SmallVectorImpl<Type>& types) {       \
+    return inferPointwise(ctx, loc, adaptor.getOperands(), results, types);                 \
+  }
+MT_POINTWISE_INFER(GeluOp, 1)
+MT_POINTWISE_INFER(GeluGradOp, 1)
+MT_POINTWISE_INFER(SiluOp, 1)
+MT_POINTWISE_INFER(SiluGradOp, 1)
+MT_POINTWISE_INFER(SwigluOp, 1)
+MT_POINTWISE_INFER(SwigluGradOp, 2)
+#undef MT_POINTWISE_INFER
+
+LogicalResult RopeOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto x = tensorOf(adaptor.getInput()).getShape();
+  const int64_t headDim = adaptor.getHeadDim();
+  if (x.size() != 3) return emitOptionalError(loc, "rope input must be (B, T, H*D)");
+  if (headDim <= 0 || headDim % 2 != 0 || x[2] % headDim != 0)
+    return emitOptionalError(loc, "rope head_dim ", headDim, " must be even and divide ", x[2]);
+  if (adaptor.getThetaAttr() && !(adaptor.getThetaAttr().getValueAsDouble() > 0.0))
+    return emitOptionalError(loc, "rope theta must be positive");
+  types.push_back(f32Tensor(ctx, x));
+  return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(),
+                                    adaptor.getNumHeads(), adaptor.getNumKvHeads())))
+    return failure();
+  auto q = tensorOf(adaptor.getQ()).getShape();
+  types.push_back(f32Tensor(ctx, q));
+  types.push_back(f32Tensor(ctx, {q[0], static_cast<int64_t>(adaptor.getNumHeads()), q[1]}));
+  return success();
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(),
+                                    adaptor.getNumHeads(), adaptor.getNumKvHeads())))
+    return failure();
+  auto q = tensorOf(adaptor.getQ()).getShape();
+  const int64_t heads = adaptor.getNumHeads();
+  if (failed(requireShape(loc, adaptor.getDout(), q, "dout")) ||
+      failed(requireShape(loc, adaptor.getOut(), q, "out")) ||
+      failed(requireShape(loc, adaptor.getLse(), {q[0], heads, q[1]}, "lse")))
+    return failure();
+  types.push_back(f32Tensor(ctx, q));
+  types.push_back(adaptor.getK().getType());
+  types.push_back(adaptor.getV().getType());
+  return success();
+}
+
+LogicalResult SoftmaxXentOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                              Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto logits = tensorOf(adaptor.getLogits()).getShape();
+  if (logits.empty()) return emitOptionalError(loc, "logits must have rank >= 1");
+  if (failed(requireShape(loc, adaptor.getTargets(), dropLast(logits), "targets")))
+    return failure();
+  types.push_back(f32Tensor(ctx, {}));
+  types.push_back(f32Tensor(ctx, dropLast(logits)));
+  return success();
+}
+
+LogicalResult SoftmaxXentGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                                  Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto logits = tensorOf(adaptor.getLogits()).getShape();
+  if (logits.empty()) return emitOptionalError(loc, "logits must have rank >= 1");
+  if (failed(requireShape(loc, adaptor.getDloss(), {}, "dloss")) ||
+      failed(requireShape(loc, adaptor.getTargets(), dropLast(logits), "targets")) ||
+      failed(requireShape(loc, adaptor.getLse(), dropLast(logits), "lse")))
+    return failure();
+  types.push_back(f32Tensor(ctx, logits));
+  return success();
+}
+
+LogicalResult HostTaskOp::verify() {
+  if (getKind() != "grad_norm" && getKind() != "adamw")
+    return emitOpError("kind must be \"grad_norm\" or \"adamw\", got \"") << getKind() << "\"";
+  return success();
+}
+
+}  // namespace mt
+
+#define GET_OP_CLASSES
+#include "compiler/dialect/MtOps.cpp.inc"

@@ -1,0 +1,400 @@
+#ifndef MT_OPS_TD
+#define MT_OPS_TD
+
+include "MtDialect.td"
+include "MtInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+// A pure tensor op with inferred result types that lowers to one kernel and has a cost.
+class Mt_KernelOp<string mnemonic, list<Trait> traits = []>
+    : Mt_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
+                                           DeclareOpInterfaceMethods<CostOpInterface>])>;
+
+//===----------------------------------------------------------------------===//
+// Lookups
+//===----------------------------------------------------------------------===//
+
+def Mt_EmbeddingOp : Mt_KernelOp<"embedding", [KernelOpInterface,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "row lookup: out[..., :] = table[ids[...], :]";
+  let description = [{
+    Gathers rows of `table` (V, C) for integer `ids` of any shape; the result has shape
+    `ids.shape + [C]`.
+
+    ```mlir
+    %x = mt.embedding %ids, %wte : tensor<8x256xi32>, tensor<256x384xf32>
+    ```
+  }];
+  let arguments = (ins Mt_I32Tensor:$ids, Mt_F32Tensor:$table);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$ids `,` $table attr-dict `:` type($ids) `,` type($table)";
+}
+
+def Mt_EmbeddingGradOp : Mt_KernelOp<"embedding_grad", [KernelOpInterface]> {
+  let summary = "scatter-add of row gradients into a (vocab, C) table gradient";
+  let description = [{
+    ```mlir
+    %dwte = mt.embedding_grad %ids, %dx {vocab = 256} : tensor<8x256xi32>, tensor<8x256x384xf32>
+    ```
+  }];
+  let arguments = (ins Mt_I32Tensor:$ids, Mt_F32Tensor:$dout, I64Attr:$vocab);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$ids `,` $dout attr-dict `:` type($ids) `,` type($dout)";
+}
+
+def Mt_PositionsOp : Mt_Op<"positions", [Pure, KernelOpInterface,
+    DeclareOpInterfaceMethods<CostOpInterface>]> {
+  let summary = "position ids: out[b, t] = t";
+  let description = [{
+    ```mlir
+    %pos = mt.positions : tensor<8x256xi32>
+    ```
+  }];
+  let results = (outs Mt_I32Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and elementwise
+//===----------------------------------------------------------------------===//
+
+def Mt_MatmulOp : Mt_KernelOp<"matmul", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "matrix product op(lhs) @ op(rhs), batched over leading dims";
+  let description = [{
+    `lhs` is (..., M, K) (or (..., K, M) with `transpose_a`); `rhs` is (K, N) (or (N, K) with
+    `transpose_b`) and either rank 2, shared by every batch, or of the lhs rank with equal
+    batch dims. A Linear layer with torch's (out, in) weight is `transpose_b = true`.
+
+    ```mlir
+    %y = mt.matmul %x, %w {transpose_b = true} : tensor<8x256x384xf32>, tensor<1152x384xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$lhs, Mt_F32Tensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
+class Mt_BroadcastBinaryOp<string mnemonic, string what>
+    : Mt_KernelOp<mnemonic, [KernelOpInterface, DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "elementwise " # what # ", rhs broadcast over lhs's leading dims";
+  let description = [{
+    `rhs` has the shape of `lhs` or a suffix of it (a bias (C) against (B, T, C)).
+
+    ```mlir
+    %y = mt.}] # mnemonic # [{ %x, %bias : tensor<8x256x384xf32>, tensor<384xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$lhs, Mt_F32Tensor:$rhs);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
+def Mt_AddOp : Mt_BroadcastBinaryOp<"add", "sum">;
+def Mt_MulOp : Mt_BroadcastBinaryOp<"mul", "product">;
+
+def Mt_ScaleOp : Mt_KernelOp<"scale", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "multiplication by a constant";
+  let description = [{
+    ```mlir
+    %y = mt.scale %x {factor = 0.5 : f32} : tensor<8x384xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$input, F32Attr:$factor);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Mt_SumToOp : Mt_Op<"sum_to", [Pure, KernelOpInterface,
+    DeclareOpInterfaceMethods<CostOpInterface>, DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "sum over leading dims down to a suffix shape (gradient of a broadcast)";
+  let description = [{
+    ```mlir
+    %db = mt.sum_to %dy : tensor<8x256x384xf32> -> tensor<384xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$input);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mt_FillOp : Mt_Op<"fill", [Pure,
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<CostOpInterface>]> {
+  let summary = "a tensor with every element equal to `value`";
+  let description = [{
+    ```mlir
+    %one = mt.fill {value = 1.0 : f32} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins F32Attr:$value);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def Mt_TransposeOp : Mt_KernelOp<"transpose", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "permutation of dimensions: result dim i is input dim perm[i]";
+  let description = [{
+    ```mlir
+    %y = mt.transpose %x {perm = array<i64: 0, 2, 1>} : tensor<8x256x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Mt_ReshapeOp : Mt_Op<"reshape", [Pure, DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "the same elements under another shape (a view: no copy, no kernel)";
+  let description = [{
+    ```mlir
+    %y = mt.reshape %x : tensor<8x256x384xf32> -> tensor<2048x384xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation and activations
+//===----------------------------------------------------------------------===//
+
+def Mt_LayerNormOp : Mt_KernelOp<"layernorm", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "layer normalisation over the last dim; also returns mean and 1/std";
+  let description = [{
+    ```mlir
+    %y, %mean, %rstd = mt.layernorm %x, %g, %b {eps = 1.0e-5 : f32}
+        : tensor<8x256x384xf32>, tensor<384xf32>, tensor<384xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$input, Mt_F32Tensor:$gamma, Mt_F32Tensor:$beta,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$eps);
+  let results = (outs Mt_F32Tensor:$result, Mt_F32Tensor:$mean, Mt_F32Tensor:$rstd);
+  let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` type($input) `,` type($gamma) `,` type($beta)";
+}
+
+def Mt_LayerNormGradOp : Mt_KernelOp<"layernorm_grad", [KernelOpInterface]> {
+  let summary = "fused backward of mt.layernorm: (dx, dgamma, dbeta)";
+  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$input, Mt_F32Tensor:$gamma, Mt_F32Tensor:$mean,
+                       Mt_F32Tensor:$rstd);
+  let results = (outs Mt_F32Tensor:$dinput, Mt_F32Tensor:$dgamma, Mt_F32Tensor:$dbeta);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
+def Mt_RmsNormOp : Mt_KernelOp<"rmsnorm", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "RMS normalisation over the last dim; also returns 1/rms";
+  let description = [{
+    ```mlir
+    %y, %rstd = mt.rmsnorm %x, %g {eps = 1.0e-5 : f32} : tensor<8x256x384xf32>, tensor<384xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$input, Mt_F32Tensor:$gamma,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$eps);
+  let results = (outs Mt_F32Tensor:$result, Mt_F32Tensor:$rstd);
+  let assemblyFormat = "$input `,` $gamma attr-dict `:` type($input) `,` type($gamma)";
+}
+
+def Mt_RmsNormGradOp : Mt_KernelOp<"rmsnorm_grad", [KernelOpInterface]> {
+  let summary = "fused backward of mt.rmsnorm: (dx, dgamma)";
+  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$input, Mt_F32Tensor:$gamma, Mt_F32Tensor:$rstd);
+  let results = (outs Mt_F32Tensor:$dinput, Mt_F32Tensor:$dgamma);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
+def Mt_GeluOp : Mt_KernelOp<"gelu", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "GELU, exact (erf) or with the tanh approximation";
+  let description = [{
+    ```mlir
+    %y = mt.gelu %x {tanh = true} : tensor<8x256x1536xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$input, DefaultValuedAttr<BoolAttr, "false">:$tanh);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Mt_GeluGradOp : Mt_KernelOp<"gelu_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "backward of mt.gelu";
+  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$input, DefaultValuedAttr<BoolAttr, "false">:$tanh);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$dout `,` $input attr-dict `:` type($dout) `,` type($input)";
+}
+
+def Mt_SiluOp : Mt_KernelOp<"silu", [KernelOpInterface, DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "SiLU: x * sigmoid(x)";
+  let description = [{
+    ```mlir
+    %y = mt.silu %x : tensor<8x256x1024xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$input);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Mt_SiluGradOp : Mt_KernelOp<"silu_grad", [KernelOpInterface]> {
+  let summary = "backward of mt.silu";
+  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$input);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$dout `,` $input attr-dict `:` type($dout) `,` type($input)";
+}
+
+def Mt_SwigluOp : Mt_KernelOp<"swiglu", [KernelOpInterface, DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "SwiGLU gate: silu(gate) * up";
+  let description = [{
+    ```mlir
+    %h = mt.swiglu %gate, %up : tensor<8x256x1024xf32>, tensor<8x256x1024xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$gate, Mt_F32Tensor:$up);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($gate) `,` type($up)";
+}
+
+def Mt_SwigluGradOp : Mt_KernelOp<"swiglu_grad", [KernelOpInterface]> {
+  let summary = "backward of mt.swiglu: (dgate, dup)";
+  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$gate, Mt_F32Tensor:$up);
+  let results = (outs Mt_F32Tensor:$dgate, Mt_F32Tensor:$dup);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
+def Mt_RopeOp : Mt_KernelOp<"rope", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "rotary position embedding on (B, T, H*D), rotate-half convention";
+  let description = [{
+    `inverse` turns by the negated angle; the gradient of a rope is the inverse rope.
+
+    ```mlir
+    %q2 = mt.rope %q {head_dim = 64, theta = 10000.0 : f32} : tensor<8x256x384xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$input, I64Attr:$head_dim,
+                       DefaultValuedAttr<F32Attr, "10000.0">:$theta,
+                       DefaultValuedAttr<BoolAttr, "false">:$inverse);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Attention and loss
+//===----------------------------------------------------------------------===//
+
+def Mt_AttentionOp : Mt_KernelOp<"attention", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "fused causal self-attention with grouped-query heads";
+  let description = [{
+    q is (B, T, H*D), k and v (B, T, Hkv*D); H is a multiple of Hkv. Returns the output
+    (B, T, H*D) and each row's log-sum-exp (B, H, T) for the backward pass.
+
+    ```mlir
+    %o, %lse = mt.attention %q, %k, %v {num_heads = 6, num_kv_heads = 2}
+        : tensor<8x256x384xf32>, tensor<8x256x128xf32>, tensor<8x256x128xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$q, Mt_F32Tensor:$k, Mt_F32Tensor:$v, I64Attr:$num_heads,
+                       I64Attr:$num_kv_heads);
+  let results = (outs Mt_F32Tensor:$result, Mt_F32Tensor:$lse);
+  let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` type($q) `,` type($k) `,` type($v)";
+}
+
+def Mt_AttentionGradOp : Mt_KernelOp<"attention_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "fused backward of mt.attention: (dq, dk, dv)";
+  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$q, Mt_F32Tensor:$k, Mt_F32Tensor:$v,
+                       Mt_F32Tensor:$out, Mt_F32Tensor:$lse, I64Attr:$num_heads, I64Attr:$num_kv_heads);
+  let results = (outs Mt_F32Tensor:$dq, Mt_F32Tensor:$dk, Mt_F32Tensor:$dv);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
+def Mt_SoftmaxXentOp : Mt_KernelOp<"softmax_xent", [KernelOpInterface,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "mean softmax cross-entropy of logits (..., V) against integer targets";
+  let description = [{
+    Targets outside [0, V) are ignored (not counted in the mean). Also returns each row's
+    log-sum-exp for the backward pass.
+
+    ```mlir
+    %loss, %lse = mt.softmax_xent %logits, %targets : tensor<8x256x256xf32>, tensor<8x256xi32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$logits, Mt_I32Tensor:$targets);
+  let results = (outs Mt_F32Tensor:$loss, Mt_F32Tensor:$lse);
+  let assemblyFormat = "$logits `,` $targets attr-dict `:` type($logits) `,` type($targets)";
+}
+
+def Mt_SoftmaxXentGradOp : Mt_KernelOp<"softmax_xent_grad", [KernelOpInterface]> {
+  let summary = "backward of mt.softmax_xent: dlogits";
+  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$lse);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
+//===----------------------------------------------------------------------===//
+// Memory-centric ops (inserted by the scheduling passes)
+//===----------------------------------------------------------------------===//
+
+def Mt_H2DOp : Mt_Op<"h2d", [AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<CostOpInterface>]> {
+  let summary = "copy of a host tensor into a device buffer";
+  let description = [{
+    ```mlir
+    %w_dev = mt.h2d %w : tensor<384x384xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Mt_D2HOp : Mt_Op<"d2h", [AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<CostOpInterface>]> {
+  let summary = "copy of a device buffer into a host tensor (gradient landing, loss)";
+  let description = [{
+    ```mlir
+    %dw_host = mt.d2h %dw : tensor<384x384xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Mt_HostTaskOp : Mt_Op<"host_task"> {
+  let summary = "optimizer work on the host";
+  let description = [{
+    `grad_norm` sums the squares of host gradients into the step's global norm; `adamw`
+    updates the listed parameters (function arguments) in place from their gradients. An
+    adamw task follows the grad_norm task of its step (exact global-norm clipping).
+
+    ```mlir
+    mt.host_task "grad_norm"(%g0, %g1) : tensor<384xf32>, tensor<384x384xf32>
+    mt.host_task "adamw"(%w0, %w1) : tensor<384xf32>, tensor<384x384xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$kind, Variadic<AnyRankedTensor>:$tensors);
+  let assemblyFormat = "$kind `(` $tensors `)` attr-dict `:` type($tensors)";
+  let hasVerifier = 1;
+}
+
+#endif // MT_OPS_TD

@@ -1,0 +1,22 @@
+// Pointwise activations.
+//   mt.gelu:        y = x * Phi(x) (erf) or its tanh approximation    int attrs: [tanh]
+//   mt.gelu_grad:   (dy, x) -> dx                                     int attrs: [tanh]
+//   mt.silu:        y = x * sigmoid(x);             mt.silu_grad: (dy, x) -> dx
+//   mt.swiglu:      (gate, up) -> silu(gate) * up;  mt.swiglu_grad: (dy, gate, up) -> (dgate, dup)
+#pragma once
+#include "kernels/kernel_args.h"
+
+namespace mt {
+std::string gelu_check(const KernelArgs& args);
+void gelu_cpu(const KernelArgs& args);
+std::string gelu_grad_check(const KernelArgs& args);
+void gelu_grad_cpu(const KernelArgs& args);
+std::string silu_check(const KernelArgs& args);
+void silu_cpu(const KernelArgs& args);
+std::string silu_grad_check(const KernelArgs& args);
+void silu_grad_cpu(const KernelArgs& args);
+std::string swiglu_check(const KernelArgs& args);
+void swiglu_cpu(const KernelArgs& args);
+std::string swiglu_grad_check(const KernelArgs& args);
+void swiglu_grad_cpu(const KernelArgs& args);
+}  // namespace mt

@@ -1,0 +1,27 @@
+// The host optimizer: AdamW on fp32 master weights and fp32 moments, in the exact operation
+// order of torch.optim.AdamW (torch 1.13, single-tensor path), so that training matches
+// PyTorch step for step.
+#pragma once
+#include <cstdint>
+
+namespace mt {
+
+struct AdamWParams {
+  // Doubles, as torch's Python scalars: coefficients are formed in double, then rounded.
+  double lr = 3e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // 0 for tensors that take no decay
+  int64_t step = 1;           // 1-based, for the bias corrections
+  float grad_scale = 1.0f;    // global-norm clipping factor, applied to the gradient first
+};
+
+// Updates param, m, v in place from grad (n elements each). Vectorised and multithreaded.
+void adamw_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
+               const AdamWParams& p);
+
+// Sum of squares in double, deterministic for any thread count.
+double sum_squares_cpu(const float* x, int64_t n);
+
+}  // namespace mt

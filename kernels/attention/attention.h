@@ -1,0 +1,15 @@
+// mt.attention: fused causal self-attention with grouped-query heads (H query heads share
+// H/Hkv key/value heads), softmax scale 1/sqrt(D).
+//   (q (B, T, H*D), k (B, T, Hkv*D), v (B, T, Hkv*D)) -> (out (B, T, H*D), lse (B, H, T))
+//   lse: log-sum-exp of each row's scaled scores, kept for the backward pass.
+// mt.attention_grad: (dout, q, k, v, out, lse) -> (dq, dk, dv)
+//   int attrs (both): [num_heads, num_kv_heads]
+#pragma once
+#include "kernels/kernel_args.h"
+
+namespace mt {
+std::string attention_check(const KernelArgs& args);
+void attention_cpu(const KernelArgs& args);
+std::string attention_grad_check(const KernelArgs& args);
+void attention_grad_cpu(const KernelArgs& args);
+}  // namespace mt

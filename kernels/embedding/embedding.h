@@ -1,0 +1,16 @@
+// Token and position lookups.
+//   mt.embedding:      (ids (...) i32, table (V, C)) -> (..., C); an id outside [0, V) gives a
+//                      zero row (the data loader rejects such ids before they get here).
+//   mt.embedding_grad: (ids (...) i32, dout (..., C)) -> dtable (V, C), scatter-added.
+//   mt.positions:      () -> (B, T) i32 with out[b][t] = t.
+#pragma once
+#include "kernels/kernel_args.h"
+
+namespace mt {
+std::string embedding_check(const KernelArgs& args);
+void embedding_cpu(const KernelArgs& args);
+std::string embedding_grad_check(const KernelArgs& args);
+void embedding_grad_cpu(const KernelArgs& args);
+std::string positions_check(const KernelArgs& args);
+void positions_cpu(const KernelArgs& args);
+}  // namespace mt

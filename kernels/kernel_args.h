@@ -1,0 +1,61 @@
+// The uniform launcher signature every kernel family implements: a kernel reads `in`, writes
+// `out`, and takes positional attributes as runtime/op_table.def declares them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mt {
+
+// Values match mt.plan.DType.
+enum class DType : int32_t { F32 = 0, I32 = 1, BF16 = 2 };
+
+size_t dtypeSize(DType dtype);
+const char* dtypeName(DType dtype);
+
+struct Tensor {
+  void* data = nullptr;  // null while a plan is being checked
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+
+  int rank() const { return static_cast<int>(shape.size()); }
+  int64_t numel() const;
+  int64_t bytes() const { return numel() * static_cast<int64_t>(dtypeSize(dtype)); }
+  // Dimension counted from the end for negative `i` (dim(-1) is the last).
+  int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
+  float* f32() const { return static_cast<float*>(data); }
+  int32_t* i32() const { return static_cast<int32_t*>(data); }
+};
+
+struct KernelArgs {
+  std::vector<Tensor> in;
+  std::vector<Tensor> out;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+};
+
+// A check returns "" when the call is well-formed, else a message naming what is wrong. It
+// must accept exactly the calls the CPU implementation can run without touching memory
+// outside the given tensors.
+using KernelCheckFn = std::string (*)(const KernelArgs&);
+using KernelCpuFn = void (*)(const KernelArgs&);
+
+std::string shapeString(const std::vector<int64_t>& shape);
+
+// Helpers for checks: each returns "" or a message.
+std::string expectDType(const Tensor& t, DType dtype, const char* what);
+std::string expectShape(const Tensor& t, const std::vector<int64_t>& shape, const char* what);
+std::string expectRankAtLeast(const Tensor& t, int rank, const char* what);
+
+// Returns early from a check with the first non-empty message.
+#define MT_CHECK(expr)                  \
+  do {                                  \
+    std::string mt_check_msg_ = (expr); \
+    if (!mt_check_msg_.empty()) return mt_check_msg_; \
+  } while (0)
+
+// Rows of the last dimension: numel / dim(-1) (1 for a scalar).
+int64_t leadingRows(const Tensor& t);
+
+}  // namespace mt

@@ -1,0 +1,91 @@
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/loss/loss.h"
+
+namespace mt {
+namespace {
+
+std::string checkLogitsTargets(const Tensor& logits, const Tensor& targets, const char* op) {
+  MT_CHECK(expectDType(logits, DType::F32, op));
+  MT_CHECK(expectDType(targets, DType::I32, op));
+  MT_CHECK(expectRankAtLeast(logits, 1, op));
+  return expectShape(targets, std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1),
+                     op);
+}
+
+bool validTarget(int32_t t, int64_t vocab) { return t >= 0 && t < vocab; }
+
+int64_t countValid(const Tensor& targets, int64_t vocab) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < targets.numel(); ++i) count += validTarget(targets.i32()[i], vocab);
+  return count;
+}
+
+}  // namespace
+
+std::string softmax_xent_check(const KernelArgs& args) {
+  const Tensor &logits = args.in[0], &targets = args.in[1];
+  MT_CHECK(checkLogitsTargets(logits, targets, "softmax_xent"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "softmax_xent loss"));
+  MT_CHECK(expectShape(args.out[0], {}, "softmax_xent loss"));
+  MT_CHECK(expectDType(args.out[1], DType::F32, "softmax_xent lse"));
+  return expectShape(args.out[1], targets.shape, "softmax_xent lse");
+}
+
+void softmax_xent_cpu(const KernelArgs& args) {
+  const Tensor &logits = args.in[0], &targets = args.in[1];
+  const int64_t vocab = logits.dim(-1), rows = leadingRows(logits);
+  float* lse = args.out[1].f32();
+  std::vector<double> row_loss(rows, 0.0);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits.f32() + r * vocab;
+    float max_logit = -INFINITY;
+    for (int64_t c = 0; c < vocab; ++c) max_logit = std::max(max_logit, x[c]);
+    double sum = 0.0;
+    for (int64_t c = 0; c < vocab; ++c) sum += std::exp(double(x[c] - max_logit));
+    lse[r] = max_logit + static_cast<float>(std::log(sum));
+    const int32_t t = targets.i32()[r];
+    if (validTarget(t, vocab)) row_loss[r] = double(lse[r]) - x[t];
+  }
+  // Summed serially in row order: the loss is bit-identical for any thread count.
+  double total = 0.0;
+  for (double l : row_loss) total += l;
+  const int64_t count = countValid(targets, vocab);
+  args.out[0].f32()[0] = count ? static_cast<float>(total / count) : 0.0f;
+}
+
+std::string softmax_xent_grad_check(const KernelArgs& args) {
+  const Tensor &logits = args.in[1], &targets = args.in[2];
+  MT_CHECK(expectDType(args.in[0], DType::F32, "softmax_xent_grad dloss"));
+  MT_CHECK(expectShape(args.in[0], {}, "softmax_xent_grad dloss"));
+  MT_CHECK(checkLogitsTargets(logits, targets, "softmax_xent_grad"));
+  MT_CHECK(expectDType(args.in[3], DType::F32, "softmax_xent_grad lse"));
+  MT_CHECK(expectShape(args.in[3], targets.shape, "softmax_xent_grad lse"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "softmax_xent_grad result"));
+  return expectShape(args.out[0], logits.shape, "softmax_xent_grad result");
+}
+
+void softmax_xent_grad_cpu(const KernelArgs& args) {
+  const Tensor &logits = args.in[1], &targets = args.in[2];
+  const float* lse = args.in[3].f32();
+  const int64_t vocab = logits.dim(-1), rows = leadingRows(logits);
+  const int64_t count = countValid(targets, vocab);
+  const float coeff = count ? args.in[0].f32()[0] / static_cast<float>(count) : 0.0f;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits.f32() + r * vocab;
+    float* dx = args.out[0].f32() + r * vocab;
+    const int32_t t = targets.i32()[r];
+    if (!validTarget(t, vocab)) {
+      std::fill(dx, dx + vocab, 0.0f);
+      continue;
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < vocab; ++c) dx[c] = coeff * std::exp(x[c] - lse[r]);
+    dx[t] -= coeff;
+  }
+}
+
+}  // namespace mt

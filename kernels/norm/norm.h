@@ -1,0 +1,19 @@
+// Normalisations over the last dimension C.
+//   mt.layernorm:      (x (..., C), gamma (C), beta (C)) -> (y (..., C), mean (...), rstd (...))
+//                      float attrs: [eps]
+//   mt.layernorm_grad: (dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)
+//   mt.rmsnorm:        (x (..., C), gamma (C)) -> (y (..., C), rstd (...))   float attrs: [eps]
+//   mt.rmsnorm_grad:   (dy, x, gamma, rstd) -> (dx, dgamma)
+#pragma once
+#include "kernels/kernel_args.h"
+
+namespace mt {
+std::string layernorm_check(const KernelArgs& args);
+void layernorm_cpu(const KernelArgs& args);
+std::string layernorm_grad_check(const KernelArgs& args);
+void layernorm_grad_cpu(const KernelArgs& args);
+std::string rmsnorm_check(const KernelArgs& args);
+void rmsnorm_cpu(const KernelArgs& args);
+std::string rmsnorm_grad_check(const KernelArgs& args);
+void rmsnorm_grad_cpu(const KernelArgs& args);
+}  // namespace mt

@@ -1,0 +1,203 @@
+#include "models/BuiltinModels.h"
+
+#include <cmath>
+
+#include "compiler/dialect/MtDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "passes/Passes.h"
+
+using namespace mlir;
+
+namespace mt {
+
+int64_t ModelConfig::numParams() const {
+  const int64_t kv_width = kv_heads * headDim();
+  int64_t per_layer, extra;
+  if (family == "gpt2") {
+    per_layer = 4 * width                                    // two layer norms
+                + width * width * 2 + 2 * width * kv_width   // q, proj; k, v
+                + 2 * width + 2 * kv_width                   // their biases
+                + 2 * width * ffn + ffn + width;             // mlp
+    extra = vocab * width + context * width + 2 * width;     // wte, wpe, ln_f
+  } else {
+    per_layer = 2 * width + 2 * width * width + 2 * width * kv_width + 3 * width * ffn;
+    extra = vocab * width + width;
+  }
+  return layers * per_layer + extra + (tied ? 0 : vocab * width);
+}
+
+const std::vector<ModelPreset>& modelPresets() {
+  static const std::vector<ModelPreset> presets = {
+      {"gpt2-tiny", {"gpt2", 2, 64, 4, 4, 256, 256, 64, true}, "test-sized GPT-2, byte vocab"},
+      {"gpt2-demo", {"gpt2", 4, 256, 4, 4, 1024, 256, 128, true}, "the README demo: 3.2M params, byte vocab"},
+      {"gpt2-bench", {"gpt2", 6, 384, 6, 6, 1536, 256, 256, true}, "the CPU benchmark model (bench/cpu_train)"},
+      {"gpt2-124m", {"gpt2", 12, 768, 12, 12, 3072, 50257, 1024, true}, "GPT-2 small"},
+      {"gpt2-350m", {"gpt2", 24, 1024, 16, 16, 4096, 50257, 1024, true}, "GPT-2 medium"},
+      {"gpt2-774m", {"gpt2", 36, 1280, 20, 20, 5120, 50257, 1024, true}, "GPT-2 large"},
+      {"gpt2-1.5b", {"gpt2", 48, 1600, 25, 25, 6400, 50257, 1024, true}, "GPT-2 XL"},
+      {"llama-tiny", {"llama", 2, 64, 4, 2, 176, 256, 64, false}, "test-sized Llama, GQA 4:2, byte vocab"},
+      {"llama-bench", {"llama", 6, 384, 6, 2, 1024, 256, 256, false}, "CPU-sized Llama, byte vocab"},
+      {"llama-1b", {"llama", 16, 2048, 32, 8, 8192, 128256, 8192, true, 1e-5, 500000.0}, "Llama 3.2 1B shape"},
+      {"llama-3b", {"llama", 28, 3072, 24, 8, 8192, 128256, 8192, true, 1e-5, 500000.0}, "Llama 3.2 3B shape"},
+      {"llama-7b", {"llama", 32, 4096, 32, 32, 11008, 32000, 4096, false}, "Llama 2 7B shape"},
+      {"llama-8b", {"llama", 32, 4096, 32, 8, 14336, 128256, 8192, false, 1e-5, 500000.0}, "Llama 3 8B shape"},
+      {"llama-13b", {"llama", 40, 5120, 40, 40, 13824, 32000, 4096, false}, "Llama 2 13B shape"},
+      {"llama-70b", {"llama", 80, 8192, 64, 8, 28672, 128256, 8192, false, 1e-5, 500000.0}, "Llama 3 70B shape"},
+      {"llama-120b", {"llama", 96, 10240, 80, 8, 32768, 128256, 8192, false, 1e-5, 500000.0}, "a 121B Llama-style model"},
+  };
+  return presets;
+}
+
+const ModelPreset* findModelPreset(const std::string& name) {
+  for (const auto& p : modelPresets())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::string validateConfig(const ModelConfig& c, int64_t seq) {
+  if (c.family != "gpt2" && c.family != "llama") return "family must be gpt2 or llama, got '" + c.family + "'";
+  if (c.layers <= 0 || c.width <= 0 || c.heads <= 0 || c.ffn <= 0 || c.vocab <= 0 || c.context <= 0)
+    return "layers, width, heads, ffn, vocab and context must be positive";
+  if (c.width % c.heads != 0)
+    return "width " + std::to_string(c.width) + " is not divisible by " + std::to_string(c.heads) + " heads";
+  if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0)
+    return "heads " + std::to_string(c.heads) + " must be a multiple of kv_heads " + std::to_string(c.kv_heads);
+  if (c.family == "gpt2" && c.kv_heads != c.heads) return "gpt2 has no grouped-query heads (kv_heads = heads)";
+  if (c.family == "llama" && c.headDim() % 2 != 0) return "llama's rotary embedding needs an even head dim";
+  if (seq <= 0 || seq > c.context)
+    return "seq " + std::to_string(seq) + " must be between 1 and the context length " + std::to_string(c.context);
+  if (c.vocab > (int64_t{1} << 31)) return "vocab too large";
+  return "";
+}
+
+namespace {
+
+class ModelBuilder {
+ public:
+  ModelBuilder(MLIRContext& ctx, const ModelConfig& c, int64_t batch, int64_t seq)
+      : ctx_(ctx), c_(c), batch_(batch), seq_(seq), b_(&ctx), loc_(b_.getUnknownLoc()) {}
+
+  OwningOpRef<ModuleOp> build() {
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc_);
+    b_.setInsertionPointToEnd(module->getBody());
+    // Built first with no arguments; each param() appends one.
+    func_ = b_.create<func::FuncOp>(loc_, "forward", b_.getFunctionType({}, {}));
+    Block* body = func_.addEntryBlock();
+    b_.setInsertionPointToStart(body);
+    tokens_ = addArgument(RankedTensorType::get({batch_, seq_}, b_.getI32Type()),
+                          b_.getNamedAttr(kInputAttr, b_.getStringAttr("tokens")));
+    Value logits = c_.family == "gpt2" ? gpt2() : llama();
+    b_.create<func::ReturnOp>(loc_, logits);
+    func_.setType(b_.getFunctionType(body->getArgumentTypes(), {logits.getType()}));
+    func_->setAttr(kModelAttr, b_.getStringAttr(c_.family));
+    return module;
+  }
+
+ private:
+  Value addArgument(Type type, NamedAttribute attr) {
+    Block& body = func_.getBody().front();
+    Value arg = body.addArgument(type, loc_);
+    func_.setType(b_.getFunctionType(body.getArgumentTypes(), {}));
+    func_.setArgAttrs(body.getNumArguments() - 1, b_.getDictionaryAttr(attr));
+    return arg;
+  }
+
+  // init: "normal" (with std), "zeros" or "ones".
+  Value param(const std::string& name, ArrayRef<int64_t> shape, StringRef init, double std = 0.0) {
+    SmallVector<NamedAttribute> fields = {b_.getNamedAttr("name", b_.getStringAttr(name)),
+                                          b_.getNamedAttr("init", b_.getStringAttr(init))};
+    if (init == "normal") fields.push_back(b_.getNamedAttr("std", b_.getF32FloatAttr(std)));
+    return addArgument(RankedTensorType::get(shape, b_.getF32Type()),
+                       b_.getNamedAttr(kParamAttr, b_.getDictionaryAttr(fields)));
+  }
+
+  Value linear(Value x, const std::string& name, int64_t out, int64_t in, bool bias, double std) {
+    Value y = b_.create<MatmulOp>(loc_, x, param(name + ".weight", {out, in}, "normal", std), false, true);
+    if (bias) y = b_.create<AddOp>(loc_, y, param(name + ".bias", {out}, "zeros"));
+    return y;
+  }
+
+  Value layerNorm(Value x, const std::string& name) {
+    auto ln = b_.create<LayerNormOp>(loc_, x, param(name + ".weight", {c_.width}, "ones"),
+                                     param(name + ".bias", {c_.width}, "zeros"),
+                                     b_.getF32FloatAttr(static_cast<float>(c_.norm_eps)));
+    return ln.getResult();
+  }
+
+  Value rmsNorm(Value x, const std::string& name) {
+    return b_.create<RmsNormOp>(loc_, x, param(name + ".weight", {c_.width}, "ones"),
+                                b_.getF32FloatAttr(static_cast<float>(c_.norm_eps)))
+        .getResult();
+  }
+
+  Value gpt2() {
+    const double std = 0.02, residual_std = 0.02 / std::sqrt(2.0 * c_.layers);
+    Value wte = param("wte.weight", {c_.vocab, c_.width}, "normal", std);
+    Value wpe = param("wpe.weight", {c_.context, c_.width}, "normal", std);
+    Value x = b_.create<EmbeddingOp>(loc_, tokens_, wte);
+    Value positions = b_.create<PositionsOp>(loc_, RankedTensorType::get({batch_, seq_}, b_.getI32Type()));
+    x = b_.create<AddOp>(loc_, x, b_.create<EmbeddingOp>(loc_, positions, wpe));
+    for (int64_t l = 0; l < c_.layers; ++l) {
+      const std::string p = "blocks." + std::to_string(l) + ".";
+      Value h = layerNorm(x, p + "ln1");
+      Value q = linear(h, p + "attn.q", c_.width, c_.width, true, std);
+      Value k = linear(h, p + "attn.k", c_.width, c_.width, true, std);
+      Value v = linear(h, p + "attn.v", c_.width, c_.width, true, std);
+      Value a = b_.create<AttentionOp>(loc_, q, k, v, c_.heads, c_.heads).getResult();
+      x = b_.create<AddOp>(loc_, x, linear(a, p + "attn.proj", c_.width, c_.width, true, residual_std));
+      h = layerNorm(x, p + "ln2");
+      Value f = b_.create<GeluOp>(loc_, linear(h, p + "mlp.fc", c_.ffn, c_.width, true, std), true);
+      x = b_.create<AddOp>(loc_, x, linear(f, p + "mlp.proj", c_.width, c_.ffn, true, residual_std));
+    }
+    x = layerNorm(x, "ln_f");
+    Value head = c_.tied ? wte : param("lm_head.weight", {c_.vocab, c_.width}, "normal", std);
+    return b_.create<MatmulOp>(loc_, x, head, false, true);
+  }
+
+  Value llama() {
+    const double std = 0.02, residual_std = 0.02 / std::sqrt(2.0 * c_.layers);
+    const int64_t kv_width = c_.kv_heads * c_.headDim();
+    const FloatAttr theta = b_.getF32FloatAttr(static_cast<float>(c_.rope_theta));
+    const IntegerAttr head_dim = b_.getI64IntegerAttr(c_.headDim());
+    Value embed = param("embed.weight", {c_.vocab, c_.width}, "normal", std);
+    Value x = b_.create<EmbeddingOp>(loc_, tokens_, embed);
+    for (int64_t l = 0; l < c_.layers; ++l) {
+      const std::string p = "layers." + std::to_string(l) + ".";
+      Value h = rmsNorm(x, p + "attn_norm");
+      Value q = linear(h, p + "attn.q", c_.width, c_.width, false, std);
+      Value k = linear(h, p + "attn.k", kv_width, c_.width, false, std);
+      Value v = linear(h, p + "attn.v", kv_width, c_.width, false, std);
+      q = b_.create<RopeOp>(loc_, q, head_dim, theta, b_.getBoolAttr(false));
+      k = b_.create<RopeOp>(loc_, k, head_dim, theta, b_.getBoolAttr(false));
+      Value a = b_.create<AttentionOp>(loc_, q, k, v, c_.heads, c_.kv_heads).getResult();
+      x = b_.create<AddOp>(loc_, x, linear(a, p + "attn.o", c_.width, c_.width, false, residual_std));
+      h = rmsNorm(x, p + "mlp_norm");
+      Value gate = linear(h, p + "mlp.gate", c_.ffn, c_.width, false, std);
+      Value up = linear(h, p + "mlp.up", c_.ffn, c_.width, false, std);
+      Value s = b_.create<SwigluOp>(loc_, gate, up);
+      x = b_.create<AddOp>(loc_, x, linear(s, p + "mlp.down", c_.width, c_.ffn, false, residual_std));
+    }
+    x = rmsNorm(x, "norm");
+    Value head = c_.tied ? embed : param("lm_head.weight", {c_.vocab, c_.width}, "normal", std);
+    return b_.create<MatmulOp>(loc_, x, head, false, true);
+  }
+
+  MLIRContext& ctx_;
+  const ModelConfig& c_;
+  int64_t batch_, seq_;
+  OpBuilder b_;
+  Location loc_;
+  func::FuncOp func_;
+  Value tokens_;
+};
+
+}  // namespace
+
+OwningOpRef<ModuleOp> buildModel(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq) {
+  context.getOrLoadDialect<MtDialect>();
+  context.getOrLoadDialect<func::FuncDialect>();
+  return ModelBuilder(context, config, batch, seq).build();
+}
+
+}  // namespace mt

@@ -1,0 +1,41 @@
+// Built-in model families (GPT-2, Llama) described by a small config. Plain C++ (no MLIR):
+// the tools read configs and presets without the compiler's headers.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mt {
+
+struct ModelConfig {
+  std::string family;      // "gpt2" or "llama"
+  int64_t layers = 0;
+  int64_t width = 0;       // model dimension C
+  int64_t heads = 0;
+  int64_t kv_heads = 0;    // llama: grouped-query heads; gpt2: = heads
+  int64_t ffn = 0;         // hidden width of the MLP
+  int64_t vocab = 0;
+  int64_t context = 0;     // maximum sequence length (gpt2: rows of the position table)
+  bool tied = true;        // output projection shares the token embedding
+  double norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+
+  int64_t headDim() const { return width / heads; }
+  // Parameters of the model (exact).
+  int64_t numParams() const;
+};
+
+struct ModelPreset {
+  std::string name;
+  ModelConfig config;
+  std::string description;
+};
+
+const std::vector<ModelPreset>& modelPresets();
+// The preset `name`, or null.
+const ModelPreset* findModelPreset(const std::string& name);
+
+// Checks a config; returns "" or a message naming the problem.
+std::string validateConfig(const ModelConfig& config, int64_t seq);
+
+}  // namespace mt

@@ -1,0 +1,90 @@
+// mt-autodiff: reverse-mode differentiation of the scalar loss with respect to every parameter.
+#include "llvm/ADT/DenseMap.h"
+#include "mlir/IR/Builders.h"
+#include "passes/Passes.h"
+
+using namespace mlir;
+
+namespace mt {
+#define GEN_PASS_DEF_AUTODIFFPASS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+bool isDifferentiable(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && type.getElementType().isF32();
+}
+
+struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getModelFunction(getOperation());
+    if (!func) return signalPassFailure();
+    Block& body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    auto lossType = ret.getNumOperands() == 1
+                        ? dyn_cast<RankedTensorType>(ret.getOperand(0).getType())
+                        : RankedTensorType();
+    if (!lossType || lossType.getRank() != 0 || !lossType.getElementType().isF32()) {
+      ret.emitError("autodiff needs a function that returns one scalar f32 loss (run "
+                    "mt-attach-loss first); it returns ")
+          << ret.getOperandTypes();
+      return signalPassFailure();
+    }
+    OpBuilder b(ret);
+    DenseMap<Value, Value> grads;
+    auto accumulate = [&](Value v, Value g) {
+      if (!g || !isDifferentiable(v)) return;
+      auto it = grads.find(v);
+      if (it == grads.end()) {
+        grads[v] = g;
+      } else {
+        it->second = b.create<AddOp>(g.getLoc(), it->second, g);
+      }
+    };
+    // The forward ops, newest first; the backward ops are appended before the return.
+    SmallVector<Operation*> forward;
+    for (Operation& op : body.without_terminator()) forward.push_back(&op);
+    Value loss = ret.getOperand(0);
+    grads[loss] = b.create<FillOp>(ret.getLoc(), lossType, b.getF32FloatAttr(1.0f));
+    for (Operation* op : llvm::reverse(forward)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        auto it = grads.find(r);
+        resultGrads.push_back(it == grads.end() ? Value() : it->second);
+        any |= bool(resultGrads.back());
+      }
+      if (!any) continue;
+      auto rule = dyn_cast<GradientOpInterface>(op);
+      if (!rule) {
+        op->emitError("has no gradient rule, but the loss depends on its result");
+        return signalPassFailure();
+      }
+      SmallVector<Value> operandGrads = rule.buildGradient(b, resultGrads);
+      if (operandGrads.size() != op->getNumOperands()) return signalPassFailure();
+      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) accumulate(operand, g);
+    }
+
+    SmallVector<Value> results{loss};
+    SmallVector<Attribute> resultAttrs{b.getDictionaryAttr(b.getNamedAttr(kLossAttr, b.getUnitAttr()))};
+    for (BlockArgument arg : func.getArguments()) {
+      StringRef name = paramName(func, arg.getArgNumber());
+      if (name.empty()) continue;
+      Value g = grads.lookup(arg);
+      if (!g)  // a parameter the loss does not depend on has a zero gradient
+        g = b.create<FillOp>(ret.getLoc(), arg.getType(), b.getF32FloatAttr(0.0f));
+      results.push_back(g);
+      resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(kGradAttr, b.getStringAttr(name))));
+    }
+    b.create<func::ReturnOp>(ret.getLoc(), results);
+    ret.erase();
+    SmallVector<Type> resultTypes;
+    for (Value v : results) resultTypes.push_back(v.getType());
+    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), resultTypes));
+    func.setAllResultAttrs(resultAttrs);
+  }
+};
+
+}  // namespace
+}  // namespace mt

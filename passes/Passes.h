@@ -1,0 +1,36 @@
+// The passes of the mt pipeline, declared in Passes.td; each is exposed only as createXPass().
+#pragma once
+
+#include <memory>
+
+#include "compiler/dialect/MtDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "runtime/arena.h"
+
+namespace mt {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+// Attribute names shared by the passes and the emitter.
+inline constexpr char kParamAttr[] = "mt.param";         // arg: {name, init, std, decay}
+inline constexpr char kInputAttr[] = "mt.input";         // arg: "tokens" | "targets"
+inline constexpr char kLossAttr[] = "mt.loss";           // result: the loss
+inline constexpr char kGradAttr[] = "mt.grad";           // result: gradient of the named param
+inline constexpr char kOffsetsAttr[] = "mt.offsets";     // op: arena offset of each result
+inline constexpr char kArenaBytesAttr[] = "mt.arena_bytes";  // func: arena size
+inline constexpr char kModelAttr[] = "mt.model";         // func: model name
+
+
+// The module's model function: the only func.func. Emits an error and returns null otherwise.
+mlir::func::FuncOp getModelFunction(mlir::ModuleOp module);
+
+// The param name of argument `index`, or "" if it is not a parameter.
+llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);
+
+}  // namespace mt

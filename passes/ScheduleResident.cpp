@@ -1,0 +1,60 @@
+// mt-schedule-resident: the all-resident schedule of one training step. Every argument is
+// copied to the device at the start, the loss and gradients are copied back at the end, and
+// the host then takes the global gradient norm and runs AdamW on every parameter.
+#include "mlir/IR/Builders.h"
+#include "passes/Passes.h"
+
+using namespace mlir;
+
+namespace mt {
+#define GEN_PASS_DEF_SCHEDULERESIDENTPASS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getModelFunction(getOperation());
+    if (!func) return signalPassFailure();
+    Block& body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    if (func.getNumResults() < 1 || !func.getResultAttr(0, kLossAttr) ||
+        (func.getNumResults() > 1 && !func.getResultAttr(1, kGradAttr))) {
+      func.emitError("mt-schedule-resident needs a differentiated function returning the loss "
+                     "and the gradients (run mt-autodiff first)");
+      return signalPassFailure();
+    }
+    for (Operation& op : body)
+      if (isa<H2DOp, D2HOp, HostTaskOp>(op)) {
+        op.emitError("the function is already scheduled");
+        return signalPassFailure();
+      }
+
+    OpBuilder b(&getContext());
+    b.setInsertionPointToStart(&body);
+    for (BlockArgument arg : func.getArguments()) {
+      if (arg.use_empty()) continue;
+      auto copy = b.create<H2DOp>(func.getLoc(), arg);
+      arg.replaceAllUsesExcept(copy.getResult(), copy);
+    }
+
+    b.setInsertionPoint(ret);
+    SmallVector<Value> hostResults, hostGrads;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      Value host = b.create<D2HOp>(ret.getLoc(), v);
+      hostResults.push_back(host);
+      if (i > 0) hostGrads.push_back(host);
+    }
+    SmallVector<Value> params;
+    for (BlockArgument arg : func.getArguments())
+      if (!paramName(func, arg.getArgNumber()).empty()) params.push_back(arg);
+    if (!params.empty()) {
+      b.create<HostTaskOp>(ret.getLoc(), "grad_norm", hostGrads);
+      b.create<HostTaskOp>(ret.getLoc(), "adamw", params);
+    }
+    ret->setOperands(hostResults);
+  }
+};
+
+}  // namespace
+}  // namespace mt

@@ -1,0 +1,38 @@
+// Backends execute a verified plan's per-step stream programs. A backend declares what it is;
+// nothing falls back silently.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "kernels/adamw/adamw.h"
+#include "runtime/host_store.h"
+#include "runtime/plan_format.h"
+
+namespace mt {
+
+struct StepOptions {
+  AdamWParams adamw;       // lr, betas, eps, weight decay (for tensors that take it), step
+  double grad_clip = 1.0;  // global gradient-norm bound; 0 disables clipping
+};
+
+struct StepResult {
+  float loss = 0.0f;
+  double grad_norm = 0.0;  // before clipping
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Runs one training step: the host store's tokens/targets must be filled. Parameters and
+  // moments are updated in place in the host store.
+  virtual StepResult runStep(const StepOptions& options) = 0;
+  // Bytes of the device arena this backend allocated (the plan's arena size).
+  virtual int64_t arenaBytes() const = 0;
+};
+
+// The CPU backend: the device arena is one host allocation of the planned size, each stream
+// runs on its own thread, events are real synchronisation.
+std::unique_ptr<Backend> createCpuBackend(const plan::Plan& plan, HostStore& store);
+
+}  // namespace mt

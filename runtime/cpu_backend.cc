@@ -1,0 +1,206 @@
+// The CPU backend. Streams are persistent threads; a step starts every stream's program and
+// waits for all of them. Events carry the step's generation number, so one recorded in an
+// earlier step never satisfies a wait of this one.
+#include <condition_variable>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <variant>
+
+#include "runtime/backend.h"
+#include "runtime/error.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/verifier.h"
+
+namespace mt {
+namespace {
+
+struct KernelOp {
+  KernelCpuFn fn;
+  KernelArgs args;
+};
+struct CopyOp {
+  void* dst;
+  const void* src;
+  int64_t bytes;
+};
+struct RecordOp {
+  uint32_t event;
+};
+struct WaitOp {
+  uint32_t event;
+};
+struct HostTaskOp {
+  plan::HostTask::Kind kind;
+  std::vector<int> tensors;
+};
+using Op = std::variant<KernelOp, CopyOp, RecordOp, WaitOp, HostTaskOp>;
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const plan::Plan& plan, HostStore& store);
+  ~CpuBackend() override;
+
+  std::string name() const override { return "cpu"; }
+  int64_t arenaBytes() const override { return arena_bytes_; }
+  StepResult runStep(const StepOptions& options) override;
+
+ private:
+  void streamMain(int stream);
+  void execute(const Op& op);
+  void runHostTask(const HostTaskOp& task);
+
+  HostStore& store_;
+  const plan::Plan& plan_;
+  int64_t arena_bytes_;
+  std::unique_ptr<std::byte[]> arena_;
+  std::vector<std::vector<Op>> programs_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int64_t generation_ = 0;  // the step being run; 0 before the first
+  int running_ = 0;         // streams still running the current step
+  bool shutdown_ = false;
+  std::vector<int64_t> event_generation_;
+  std::vector<std::thread> threads_;
+
+  StepOptions options_;      // of the current step, read by host tasks
+  double grad_sq_sum_ = 0.0;  // written by the (single) host stream
+};
+
+CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
+    : store_(store), plan_(plan), arena_bytes_(plan.arena_bytes()) {
+  const int64_t available = availableHostMemory();
+  if (available >= 0 && arena_bytes_ > available)
+    throw Error("the plan's device arena needs " + std::to_string(arena_bytes_) +
+                " bytes; the CPU backend holds it in host memory and only " +
+                std::to_string(available) + " are available");
+  try {
+    arena_.reset(new std::byte[std::max<int64_t>(arena_bytes_, 1)]());
+  } catch (const std::bad_alloc&) {
+    throw Error("cannot allocate the device arena of " + std::to_string(arena_bytes_) + " bytes");
+  }
+  for (const auto& stream : plan.streams()) {
+    std::vector<Op> program;
+    for (const auto& in : stream.instructions()) {
+      switch (in.op_case()) {
+        case plan::Instruction::kKernel:
+          program.push_back(KernelOp{kernelCpu(static_cast<KernelId>(in.kernel().kernel())),
+                                     bindKernelCall(plan, in.kernel(), arena_.get())});
+          break;
+        case plan::Instruction::kCopy: {
+          const auto& c = in.copy();
+          std::byte* device = arena_.get() + plan.buffers(c.buffer()).offset();
+          void* host = store.data(c.host_tensor());
+          const int64_t bytes = store.bytes(c.host_tensor());
+          if (c.direction() == plan::Copy::HOST_TO_DEVICE)
+            program.push_back(CopyOp{device, host, bytes});
+          else
+            program.push_back(CopyOp{host, device, bytes});
+          break;
+        }
+        case plan::Instruction::kRecordEvent: program.push_back(RecordOp{in.record_event()}); break;
+        case plan::Instruction::kWaitEvent: program.push_back(WaitOp{in.wait_event()}); break;
+        case plan::Instruction::kHostTask:
+          program.push_back(HostTaskOp{in.host_task().kind(), {in.host_task().tensors().begin(),
+                                                               in.host_task().tensors().end()}});
+          break;
+        default: throw Error("internal: unverified plan given to the CPU backend");
+      }
+    }
+    programs_.push_back(std::move(program));
+  }
+  event_generation_.assign(plan.num_events(), 0);
+  for (size_t s = 0; s < programs_.size(); ++s) threads_.emplace_back(&CpuBackend::streamMain, this, s);
+}
+
+CpuBackend::~CpuBackend() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shutdown_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+StepResult CpuBackend::runStep(const StepOptions& options) {
+  options_ = options;
+  grad_sq_sum_ = 0.0;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++generation_;
+    running_ = static_cast<int>(programs_.size());
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return running_ == 0; });
+  }
+  StepResult result;
+  result.loss = store_.f32(store_.loss())[0];
+  result.grad_norm = std::sqrt(grad_sq_sum_);
+  return result;
+}
+
+void CpuBackend::streamMain(int stream) {
+  int64_t done_generation = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return shutdown_ || generation_ > done_generation; });
+      if (shutdown_) return;
+      done_generation = generation_;
+    }
+    for (const Op& op : programs_[stream]) execute(op);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --running_;
+    }
+    cv_.notify_all();
+  }
+}
+
+void CpuBackend::execute(const Op& op) {
+  if (const auto* k = std::get_if<KernelOp>(&op)) {
+    k->fn(k->args);
+  } else if (const auto* c = std::get_if<CopyOp>(&op)) {
+    std::memcpy(c->dst, c->src, c->bytes);
+  } else if (const auto* r = std::get_if<RecordOp>(&op)) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      event_generation_[r->event] = generation_;
+    }
+    cv_.notify_all();
+  } else if (const auto* w = std::get_if<WaitOp>(&op)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return event_generation_[w->event] == generation_; });
+  } else {
+    runHostTask(std::get<HostTaskOp>(op));
+  }
+}
+
+void CpuBackend::runHostTask(const HostTaskOp& task) {
+  if (task.kind == plan::HostTask::GRAD_NORM) {
+    for (int g : task.tensors) grad_sq_sum_ += sum_squares_cpu(store_.f32(g), store_.numel(g));
+    return;
+  }
+  AdamWParams p = options_.adamw;
+  const double norm = std::sqrt(grad_sq_sum_);
+  if (options_.grad_clip > 0.0) {
+    // torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1.
+    const double coeff = options_.grad_clip / (norm + 1e-6);
+    p.grad_scale = static_cast<float>(std::min(coeff, 1.0));
+  }
+  for (int param : task.tensors) {
+    AdamWParams q = p;
+    if (!plan_.host_tensors(param).weight_decay()) q.weight_decay = 0.0;
+    adamw_cpu(store_.f32(param), store_.f32(store_.gradOf(param)), store_.f32(store_.moment1Of(param)),
+              store_.f32(store_.moment2Of(param)), store_.numel(param), q);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> createCpuBackend(const plan::Plan& plan, HostStore& store) {
+  return std::make_unique<CpuBackend>(plan, store);
+}
+
+}  // namespace mt

@@ -1,0 +1,141 @@
+#include "runtime/host_store.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <new>
+
+#include "runtime/error.h"
+#include "runtime/safetensors.h"
+
+namespace mt {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
+  return buf;
+}
+
+}  // namespace
+
+int64_t availableHostMemory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  int64_t value;
+  while (meminfo >> key >> value >> unit)
+    if (key == "MemAvailable:") return value * 1024;
+  return -1;
+}
+
+void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uint64_t seed,
+                      const std::string& name) {
+  switch (init.kind()) {
+    case plan::Initializer::ZEROS: std::fill(data, data + n, 0.0f); return;
+    case plan::Initializer::ONES: std::fill(data, data + n, 1.0f); return;
+    case plan::Initializer::NORMAL: break;
+    default: throw Error("unknown initializer for " + name);
+  }
+  const uint64_t key = splitmix64(seed ^ fnv1a(name));
+  const double std_dev = init.std();
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    // Box-Muller on two uniforms in (0, 1] drawn from the counter (key, i).
+    const double u1 = double((splitmix64(key + 2 * uint64_t(i)) >> 11) + 1) * 0x1.0p-53;
+    const double u2 = double((splitmix64(key + 2 * uint64_t(i) + 1) >> 11) + 1) * 0x1.0p-53;
+    data[i] = static_cast<float>(std_dev * std::sqrt(-2.0 * std::log(u1)) *
+                                 std::cos(6.283185307179586 * u2));
+  }
+}
+
+HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
+  const int n = plan.host_tensors_size();
+  numel_.resize(n);
+  grad_of_.assign(n, -1);
+  m1_of_.assign(n, -1);
+  m2_of_.assign(n, -1);
+  for (int i = 0; i < n; ++i) {
+    const auto& t = plan.host_tensors(i);
+    numel_[i] = checkedNumel(t.shape(), t.name());
+    total_bytes_ += bytes(i);
+    switch (t.role()) {
+      case plan::ROLE_PARAM:
+        params_.push_back(i);
+        num_params_ += numel_[i];
+        break;
+      case plan::ROLE_GRAD: grad_of_[t.param_index()] = i; break;
+      case plan::ROLE_MOMENT1: m1_of_[t.param_index()] = i; break;
+      case plan::ROLE_MOMENT2: m2_of_[t.param_index()] = i; break;
+      case plan::ROLE_TOKENS: tokens_ = i; break;
+      case plan::ROLE_TARGETS: targets_ = i; break;
+      case plan::ROLE_LOSS: loss_ = i; break;
+      default: break;
+    }
+  }
+  const int64_t available = availableHostMemory();
+  if (available >= 0 && total_bytes_ > available)
+    throw Error("the plan needs " + gib(total_bytes_) + " of host memory (" +
+                std::to_string(num_params_) + " parameters) but this machine has " + gib(available) +
+                " available: compile a smaller model or run on a machine with more memory");
+  tensors_.resize(n);
+  try {
+    for (int i = 0; i < n; ++i) tensors_[i].reset(new std::byte[std::max<int64_t>(bytes(i), 1)]());
+  } catch (const std::bad_alloc&) {
+    tensors_.clear();
+    throw Error("cannot allocate " + gib(total_bytes_) + " of host memory for the plan");
+  }
+}
+
+void HostStore::initialize(uint64_t seed) {
+  for (int i = 0; i < plan_.host_tensors_size(); ++i) {
+    const auto& t = plan_.host_tensors(i);
+    if (t.role() == plan::ROLE_PARAM) {
+      initializeTensor(f32(i), numel_[i], t.init(), seed, t.name());
+    } else {
+      std::memset(data(i), 0, bytes(i));
+    }
+  }
+}
+
+void HostStore::loadParams(const SafetensorsFile& file) {
+  for (int p : params_) {
+    const auto& t = plan_.host_tensors(p);
+    const auto& entry = file.f32(t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end()));
+    std::memcpy(data(p), entry.data, entry.bytes);
+  }
+}
+
+void HostStore::saveParams(const std::string& path) const {
+  std::vector<SafetensorsTensor> out;
+  for (int p : params_) {
+    const auto& t = plan_.host_tensors(p);
+    out.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(p), bytes(p)});
+  }
+  writeSafetensors(path, out, {{"format", "pt"}, {"producer", "megatrain"}});
+}
+
+void HostStore::saveGrads(const std::string& path) const {
+  std::vector<SafetensorsTensor> out;
+  for (int p : params_) {
+    const auto& t = plan_.host_tensors(p);
+    const int g = grad_of_[p];
+    if (g < 0) continue;
+    out.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(g), bytes(g)});
+  }
+  writeSafetensors(path, out, {{"format", "pt"}, {"producer", "megatrain"}});
+}
+
+}  // namespace mt

@@ -1,0 +1,63 @@
+// The host store: every host tensor of a plan (fp32 master weights, gradient landing buffers,
+// AdamW moments, per-step inputs and the loss) in host memory, allocated once.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/plan_format.h"
+
+namespace mt {
+
+class SafetensorsFile;
+
+class HostStore {
+ public:
+  // Checks that the machine has the memory the plan needs before allocating anything and
+  // throws mt::Error with both numbers if not. The plan must be verified.
+  explicit HostStore(const plan::Plan& plan);
+
+  void* data(int index) const { return tensors_[index].get(); }
+  float* f32(int index) const { return static_cast<float*>(data(index)); }
+  int32_t* i32(int index) const { return static_cast<int32_t*>(data(index)); }
+  int64_t numel(int index) const { return numel_[index]; }
+  int64_t bytes(int index) const { return numel_[index] * dtypeBytes(plan_.host_tensors(index).dtype()); }
+
+  // Parameters from the plan's initializers (seeded), everything else zero.
+  void initialize(uint64_t seed);
+  // Parameters from a weights file (every parameter must be there, F32, with its shape).
+  void loadParams(const SafetensorsFile& file);
+  // Parameters (role PARAM), under their plan names.
+  void saveParams(const std::string& path) const;
+  // Gradients (role GRAD), under their parameters' names.
+  void saveGrads(const std::string& path) const;
+
+  const std::vector<int>& params() const { return params_; }
+  int gradOf(int param) const { return grad_of_[param]; }
+  int moment1Of(int param) const { return m1_of_[param]; }
+  int moment2Of(int param) const { return m2_of_[param]; }
+  int tokens() const { return tokens_; }
+  int targets() const { return targets_; }
+  int loss() const { return loss_; }
+  int64_t numParams() const { return num_params_; }
+  int64_t totalBytes() const { return total_bytes_; }
+
+ private:
+  const plan::Plan& plan_;
+  std::vector<std::unique_ptr<std::byte[]>> tensors_;
+  std::vector<int64_t> numel_;
+  std::vector<int> params_, grad_of_, m1_of_, m2_of_;
+  int tokens_ = -1, targets_ = -1, loss_ = -1;
+  int64_t num_params_ = 0, total_bytes_ = 0;
+};
+
+// Fills `n` floats per the initializer. NORMAL uses a counter-based generator keyed by
+// (seed, name): the values do not depend on the order or the thread that makes them.
+void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uint64_t seed,
+                      const std::string& name);
+
+// Bytes of memory the OS says are available (MemAvailable), or -1 if unknown.
+int64_t availableHostMemory();
+
+}  // namespace mt

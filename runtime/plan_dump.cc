@@ -1,0 +1,122 @@
+#include "runtime/plan_dump.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "runtime/op_table.h"
+
+namespace mt {
+namespace {
+
+const char* dtypeLabel(plan::DType d) {
+  switch (d) {
+    case plan::DTYPE_F32: return "f32";
+    case plan::DTYPE_I32: return "i32";
+    case plan::DTYPE_BF16: return "bf16";
+    default: return "?";
+  }
+}
+
+std::string shapeLabel(const google::protobuf::RepeatedField<int64_t>& shape) {
+  std::string s = "[";
+  for (int i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", bytes / 1048576.0); }
+
+std::string bufferName(const plan::Plan& plan, uint32_t b) {
+  return b < static_cast<uint32_t>(plan.buffers_size()) ? "%" + plan.buffers(b).name() : "%?";
+}
+
+std::string describe(const plan::Plan& plan, const plan::Instruction& in) {
+  switch (in.op_case()) {
+    case plan::Instruction::kKernel: {
+      const auto& k = in.kernel();
+      std::string s = k.kernel() < kNumKernels ? std::string(kKernelTable[k.kernel()].op_name) : "?";
+      s += "(";
+      for (int i = 0; i < k.inputs_size(); ++i) s += (i ? ", " : "") + bufferName(plan, k.inputs(i));
+      s += ") -> ";
+      for (int i = 0; i < k.outputs_size(); ++i) s += (i ? ", " : "") + bufferName(plan, k.outputs(i));
+      if (k.int_attrs_size() || k.float_attrs_size()) {
+        s += "  {";
+        for (auto v : k.int_attrs()) s += std::to_string(v) + " ";
+        for (auto v : k.float_attrs()) s += fmt::format("{:g} ", v);
+        s.back() = '}';
+      }
+      return s;
+    }
+    case plan::Instruction::kCopy: {
+      const auto& c = in.copy();
+      std::string host = c.host_tensor() < static_cast<uint32_t>(plan.host_tensors_size())
+                             ? plan.host_tensors(c.host_tensor()).name()
+                             : "?";
+      return c.direction() == plan::Copy::HOST_TO_DEVICE
+                 ? "h2d " + host + " -> " + bufferName(plan, c.buffer())
+                 : "d2h " + bufferName(plan, c.buffer()) + " -> " + host;
+    }
+    case plan::Instruction::kRecordEvent: return "record event " + std::to_string(in.record_event());
+    case plan::Instruction::kWaitEvent: return "wait event " + std::to_string(in.wait_event());
+    case plan::Instruction::kHostTask:
+      return fmt::format("host {} ({} tensors)",
+                         plan::HostTask::Kind_Name(in.host_task().kind()),
+                         in.host_task().tensors_size());
+    default: return "(empty)";
+  }
+}
+
+}  // namespace
+
+void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& out) {
+  const auto& m = plan.model();
+  if (options.header) {
+    out << fmt::format("plan {} v{}.{}  model {}  batch {} seq {} vocab {}\n", plan.magic(),
+                       plan.version_major(), plan.version_minor(), m.name(), m.batch(), m.seq(),
+                       m.vocab());
+    out << fmt::format("  params {}  flops/step {:.3e}  predicted step {:.1f} ms on {}\n",
+                       m.num_params(), m.flops_per_step(), m.predicted_step_us() / 1e3, m.hardware());
+    out << fmt::format("  arena {}  buffers {}  host tensors {}  streams {}  events {}\n",
+                       mib(plan.arena_bytes()), plan.buffers_size(), plan.host_tensors_size(),
+                       plan.streams_size(), plan.num_events());
+  }
+  if (options.tensors) {
+    out << "host tensors:\n";
+    for (int i = 0; i < plan.host_tensors_size(); ++i) {
+      const auto& t = plan.host_tensors(i);
+      out << fmt::format("  {:4} {:<9} {:<4} {:<18} {}\n", i,
+                         plan::HostRole_Name(t.role()).substr(5), dtypeLabel(t.dtype()),
+                         shapeLabel(t.shape()), t.name());
+    }
+  }
+  if (options.memory) {
+    out << fmt::format("device arena ({}):\n", mib(plan.arena_bytes()));
+    std::vector<int> order(plan.buffers_size());
+    for (int i = 0; i < plan.buffers_size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return plan.buffers(a).offset() < plan.buffers(b).offset(); });
+    for (int i : order) {
+      const auto& b = plan.buffers(i);
+      int64_t n = 1;
+      for (auto d : b.shape()) n *= d;
+      out << fmt::format("  {:>12} +{:<10} {:<4} {:<18} %{}\n", b.offset(),
+                         n * (b.dtype() == plan::DTYPE_BF16 ? 2 : 4), dtypeLabel(b.dtype()),
+                         shapeLabel(b.shape()), b.name());
+    }
+  }
+  if (options.schedule) {
+    for (int s = 0; s < plan.streams_size(); ++s) {
+      const auto& stream = plan.streams(s);
+      out << fmt::format("stream {} '{}' ({}), {} instructions:\n", s, stream.name(),
+                         plan::Stream::Kind_Name(stream.kind()), stream.instructions_size());
+      for (int i = 0; i < stream.instructions_size(); ++i) {
+        const auto& in = stream.instructions(i);
+        out << fmt::format("  {:4}  {}", i, describe(plan, in));
+        if (in.flops() || in.predicted_us())
+          out << fmt::format("   # {:.2e} flop, {:.1f} us", double(in.flops()), in.predicted_us());
+        out << "\n";
+      }
+    }
+  }
+}
+
+}  // namespace mt

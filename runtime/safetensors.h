@@ -1,0 +1,54 @@
+// safetensors (the format of the PyTorch / Hugging Face ecosystem): an 8-byte little-endian
+// header length, a JSON header {name: {dtype, shape, data_offsets}, "__metadata__": {...}},
+// then the raw little-endian tensor bytes.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mt {
+
+struct SafetensorsEntry {
+  std::string dtype;  // "F32", "I32", "BF16", ...
+  std::vector<int64_t> shape;
+  const std::byte* data = nullptr;
+  int64_t bytes = 0;
+};
+
+// A safetensors file mapped read-only; every entry is checked to lie inside the file.
+class SafetensorsFile {
+ public:
+  // Throws mt::Error for a missing, truncated or malformed file.
+  explicit SafetensorsFile(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // The entry `name`, checked to be F32 of `shape`; throws mt::Error naming the mismatch.
+  const SafetensorsEntry& f32(const std::string& name, const std::vector<int64_t>& shape) const;
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  size_t size_ = 0;
+  std::map<std::string, SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+struct SafetensorsTensor {
+  std::string name;
+  std::string dtype;  // "F32" or "I32"
+  std::vector<int64_t> shape;
+  const void* data;
+  int64_t bytes;
+};
+
+// Writes atomically (temporary file, fsync, rename).
+void writeSafetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace mt

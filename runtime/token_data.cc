@@ -1,0 +1,137 @@
+#include "runtime/token_data.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace mt {
+namespace {
+
+constexpr size_t kHeaderBytes = 32;
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+TokenFile::TokenFile(const std::string& path) : path_(path) {
+  auto bad = [&](const std::string& why) {
+    return Error("token file " + path + " is invalid: " + why + " (re-create it with mttok)");
+  };
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error("cannot open token file " + path + ": " + std::strerror(errno) +
+                " (make one with mttok)");
+  struct stat st;
+  fstat(fd, &st);
+  map_bytes_ = static_cast<size_t>(st.st_size);
+  if (map_bytes_ < kHeaderBytes) {
+    close(fd);
+    throw bad("shorter than its 32-byte header");
+  }
+  map_ = mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    throw Error("cannot map token file " + path);
+  }
+  const auto* base = static_cast<const unsigned char*>(map_);
+  uint32_t version, reserved;
+  uint64_t count;
+  std::memcpy(&version, base + 8, 4);
+  std::memcpy(&bytes_per_token_, base + 12, 4);
+  std::memcpy(&count, base + 16, 8);
+  std::memcpy(&vocab_, base + 24, 4);
+  std::memcpy(&reserved, base + 28, 4);
+  try {
+    if (std::memcmp(base, kTokenMagic, 8) != 0) throw bad("bad magic (not a MegaTrain token file)");
+    if (version != kTokenVersion)
+      throw bad("version " + std::to_string(version) + ", this reader knows " +
+                std::to_string(kTokenVersion));
+    if (bytes_per_token_ != 2 && bytes_per_token_ != 4)
+      throw bad("bytes per token is " + std::to_string(bytes_per_token_) + ", not 2 or 4");
+    if (vocab_ == 0) throw bad("vocab size is 0");
+    if (count > (map_bytes_ - kHeaderBytes) / bytes_per_token_ ||
+        count * bytes_per_token_ != map_bytes_ - kHeaderBytes)
+      throw bad("header says " + std::to_string(count) + " tokens but the file holds " +
+                std::to_string((map_bytes_ - kHeaderBytes) / bytes_per_token_) + " (truncated?)");
+    count_ = static_cast<int64_t>(count);
+    tokens_ = base + kHeaderBytes;
+    for (int64_t i = 0; i < count_; ++i)
+      if (at(i) >= vocab_)
+        throw bad("token " + std::to_string(i) + " is " + std::to_string(at(i)) +
+                  ", not below the vocab size " + std::to_string(vocab_));
+  } catch (...) {
+    munmap(map_, map_bytes_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+TokenFile::~TokenFile() {
+  if (map_) munmap(map_, map_bytes_);
+}
+
+uint32_t TokenFile::at(int64_t i) const {
+  if (bytes_per_token_ == 2) {
+    uint16_t v;
+    std::memcpy(&v, tokens_ + 2 * i, 2);
+    return v;
+  }
+  uint32_t v;
+  std::memcpy(&v, tokens_ + 4 * i, 4);
+  return v;
+}
+
+void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size) {
+  const uint32_t width = vocab_size <= 65536 ? 2 : 4;
+  std::string bytes(kHeaderBytes + ids.size() * width, '\0');
+  const uint64_t count = ids.size();
+  const uint32_t reserved = 0;
+  std::memcpy(&bytes[0], kTokenMagic, 8);
+  std::memcpy(&bytes[8], &kTokenVersion, 4);
+  std::memcpy(&bytes[12], &width, 4);
+  std::memcpy(&bytes[16], &count, 8);
+  std::memcpy(&bytes[24], &vocab_size, 4);
+  std::memcpy(&bytes[28], &reserved, 4);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= vocab_size) throw Error("token id " + std::to_string(ids[i]) + " >= vocab size");
+    if (width == 2) {
+      const uint16_t v = static_cast<uint16_t>(ids[i]);
+      std::memcpy(&bytes[kHeaderBytes + 2 * i], &v, 2);
+    } else {
+      std::memcpy(&bytes[kHeaderBytes + 4 * i], &ids[i], 4);
+    }
+  }
+  writeFileAtomically(path, bytes);
+}
+
+BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed)
+    : data_(data), batch_(batch), seq_(seq), seed_(seed) {
+  if (data.size() < seq + 1)
+    throw Error("token file has " + std::to_string(data.size()) + " tokens; a sequence of " +
+                std::to_string(seq) + " needs at least " + std::to_string(seq + 1));
+}
+
+void BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets) const {
+  const uint64_t windows = static_cast<uint64_t>(data_.size() - seq_);
+  for (int64_t b = 0; b < batch_; ++b) {
+    const uint64_t key = mix(mix(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(b));
+    const int64_t start = static_cast<int64_t>(key % windows);
+    for (int64_t t = 0; t < seq_; ++t) {
+      tokens[b * seq_ + t] = static_cast<int32_t>(data_.at(start + t));
+      targets[b * seq_ + t] = static_cast<int32_t>(data_.at(start + t + 1));
+    }
+  }
+}
+
+}  // namespace mt

@@ -1,0 +1,59 @@
+// Token files: a 32-byte header, then `count` little-endian token ids.
+//   offset 0  char[8]  magic "MTTOKENS"
+//   offset 8  u32      version (1)
+//   offset 12 u32      bytes per token (2 or 4)
+//   offset 16 u64      count
+//   offset 24 u32      vocab size (every id is < it)
+//   offset 28 u32      reserved (0)
+// Files are memory-mapped; the reader checks the header, the size and every id once.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mt {
+
+inline constexpr char kTokenMagic[8] = {'M', 'T', 'T', 'O', 'K', 'E', 'N', 'S'};
+inline constexpr uint32_t kTokenVersion = 1;
+
+class TokenFile {
+ public:
+  // Throws mt::Error naming the problem for a missing, truncated or malformed file.
+  explicit TokenFile(const std::string& path);
+  ~TokenFile();
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+
+  int64_t size() const { return count_; }
+  uint32_t vocabSize() const { return vocab_; }
+  uint32_t at(int64_t i) const;
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  const unsigned char* tokens_ = nullptr;
+  uint32_t bytes_per_token_ = 0;
+  int64_t count_ = 0;
+  uint32_t vocab_ = 0;
+};
+
+// Writes a token file atomically. Ids must be < vocab_size; 2-byte ids when vocab_size <= 65536.
+void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size);
+
+// Deterministic training batches: for (step, row) a window start drawn from a counter-based
+// generator keyed by the seed, so any step's batch can be produced without the ones before it
+// (which is what resuming needs).
+class BatchSampler {
+ public:
+  BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed);
+  // tokens[b][t] = data[start + t], targets[b][t] = data[start + t + 1].
+  void fill(int64_t step, int32_t* tokens, int32_t* targets) const;
+
+ private:
+  const TokenFile& data_;
+  int64_t batch_, seq_;
+  uint64_t seed_;
+};
+
+}  // namespace mt

@@ -1,0 +1,119 @@
+#include "runtime/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/backend.h"
+#include "runtime/error.h"
+#include "runtime/host_store.h"
+#include "runtime/safetensors.h"
+#include "runtime/token_data.h"
+#include "runtime/verifier.h"
+
+namespace mt {
+
+double learningRate(const TrainConfig& c, int64_t step) {
+  if (step <= c.warmup) return c.lr * double(step) / double(c.warmup);
+  const int64_t decay_steps = c.steps - c.warmup;
+  if (decay_steps <= 1) return c.lr;
+  const double progress = double(step - c.warmup - 1) / double(decay_steps - 1);
+  const double min_lr = c.lr * c.min_lr_ratio;
+  return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+}
+
+namespace {
+
+std::unique_ptr<Backend> createBackend(const std::string& name, const plan::Plan& plan,
+                                       HostStore& store) {
+  if (name == "cpu" || name == "auto") return createCpuBackend(plan, store);
+  if (name == "cuda")
+    throw Error("backend 'cuda' is not built into this mtrun yet; use --backend cpu");
+  throw Error("unknown backend '" + name + "': choose cpu, cuda or auto");
+}
+
+}  // namespace
+
+int train(const TrainConfig& config) {
+  if (config.steps <= 0) throw Error("--steps must be positive");
+  if (config.warmup < 0 || config.warmup > config.steps)
+    throw Error("--warmup must be between 0 and --steps");
+  plan::Plan plan = readPlan(config.plan_path);
+  verifyPlan(plan);
+  const auto& model = plan.model();
+
+  TokenFile data(config.data_path);
+  if (data.vocabSize() > model.vocab())
+    throw Error("token file " + config.data_path + " has vocab size " +
+                std::to_string(data.vocabSize()) + " but the model's vocabulary is " +
+                std::to_string(model.vocab()) + ": tokenise for this model or compile with --vocab " +
+                std::to_string(data.vocabSize()));
+  BatchSampler sampler(data, model.batch(), model.seq(), config.seed);
+
+  HostStore store(plan);
+  store.initialize(plan.init_seed());
+  if (!config.weights_path.empty()) store.loadParams(SafetensorsFile(config.weights_path));
+  std::unique_ptr<Backend> backend = createBackend(config.backend, plan, store);
+
+  const int64_t tokens_per_step = model.batch() * model.seq();
+  std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | backend %s\n",
+              model.name().c_str(), static_cast<long long>(store.numParams()),
+              static_cast<long long>(model.batch()), static_cast<long long>(model.seq()),
+              backend->name().c_str());
+  std::printf("  host %.1f MiB (%.1f bytes/param), device arena %.1f MiB, data %lld tokens\n",
+              store.totalBytes() / 1048576.0, double(store.totalBytes()) / double(store.numParams()),
+              backend->arenaBytes() / 1048576.0, static_cast<long long>(data.size()));
+  std::fflush(stdout);
+
+  std::ofstream log;
+  if (!config.log_path.empty()) {
+    log.open(config.log_path, std::ios::trunc);
+    if (!log) throw Error("cannot write log " + config.log_path);
+  }
+  StepOptions options;
+  options.adamw.beta1 = config.beta1;
+  options.adamw.beta2 = config.beta2;
+  options.adamw.eps = config.eps;
+  options.adamw.weight_decay = config.weight_decay;
+  options.grad_clip = config.grad_clip;
+
+  double total_seconds = 0.0;
+  for (int64_t step = 1; step <= config.steps; ++step) {
+    sampler.fill(step - 1, store.i32(store.tokens()), store.i32(store.targets()));
+    options.adamw.step = step;
+    options.adamw.lr = learningRate(config, step);
+    const auto start = std::chrono::steady_clock::now();
+    const StepResult result = backend->runStep(options);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    total_seconds += seconds;
+    if (!std::isfinite(result.loss))
+      throw Error("loss is " + std::to_string(result.loss) + " at step " + std::to_string(step) +
+                  ": lower --lr or check the data");
+    if (step == 1 && !config.grads_path.empty()) store.saveGrads(config.grads_path);
+    const double tok_s = tokens_per_step / seconds;
+    if (step % config.print_every == 0 || step == config.steps)
+      std::printf("step %5lld/%lld  loss %.4f  lr %.3e  norm %.3f  %.0f tok/s  %.1f ms\n",
+                  static_cast<long long>(step), static_cast<long long>(config.steps), result.loss,
+                  options.adamw.lr, result.grad_norm, tok_s, seconds * 1e3);
+    std::fflush(stdout);
+    if (log) {
+      nlohmann::json line = {{"step", step},         {"loss", result.loss},
+                             {"lr", options.adamw.lr}, {"grad_norm", result.grad_norm},
+                             {"tokens_per_s", tok_s}, {"step_ms", seconds * 1e3}};
+      log << line.dump() << "\n" << std::flush;
+    }
+  }
+  std::printf("done: %lld steps, %.1f s, %.0f tok/s average\n",
+              static_cast<long long>(config.steps), total_seconds,
+              tokens_per_step * config.steps / total_seconds);
+  if (!config.export_path.empty()) {
+    store.saveParams(config.export_path);
+    std::printf("weights written to %s\n", config.export_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace mt

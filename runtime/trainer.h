@@ -1,0 +1,35 @@
+// The training driver behind mtrun: loads and verifies a plan, sets up the host store and a
+// backend, feeds batches, schedules the learning rate, logs, exports weights.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace mt {
+
+struct TrainConfig {
+  std::string plan_path;
+  std::string data_path;
+  std::string weights_path;    // initial weights; "" = the plan's initializers
+  std::string export_path;     // trained weights (safetensors); "" = none
+  std::string grads_path;      // gradients of the first step (safetensors); "" = none
+  std::string log_path;        // JSONL, one object per step; "" = none
+  std::string backend = "auto";
+  int64_t steps = 100;
+  uint64_t seed = 1;           // data order (and initial weights when no weights file)
+  double lr = 1e-3;
+  double min_lr_ratio = 0.1;   // cosine decays to lr * min_lr_ratio
+  int64_t warmup = 0;          // linear warmup steps
+  double weight_decay = 0.1;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double grad_clip = 1.0;
+  int64_t print_every = 1;
+};
+
+// Learning rate of 1-based `step`: linear warmup, then cosine decay to lr * min_lr_ratio at
+// the last step.
+double learningRate(const TrainConfig& config, int64_t step);
+
+// Runs training; returns the process exit code. Throws mt::Error on bad input.
+int train(const TrainConfig& config);
+
+}  // namespace mt

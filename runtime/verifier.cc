@@ -1,0 +1,238 @@
+#include "runtime/verifier.h"
+
+#include <map>
+#include <set>
+
+#include "runtime/error.h"
+#include "runtime/kernel_registry.h"
+
+namespace mt {
+namespace {
+
+constexpr uint32_t kMaxEvents = 1u << 20;
+
+[[noreturn]] void fail(const std::string& message) {
+  throw Error("invalid plan: " + message + " (recompile the model with mtc)");
+}
+
+std::string where(int stream, int instr) {
+  return "stream " + std::to_string(stream) + " instruction " + std::to_string(instr);
+}
+
+void verifyHostTensors(const plan::Plan& plan) {
+  std::map<plan::HostRole, int> singletons;
+  for (int i = 0; i < plan.host_tensors_size(); ++i) {
+    const auto& t = plan.host_tensors(i);
+    const std::string what = "host tensor " + std::to_string(i) + " '" + t.name() + "'";
+    if (!plan::DType_IsValid(t.dtype())) fail(what + " has an unknown dtype");
+    if (!plan::HostRole_IsValid(t.role())) fail(what + " has an unknown role");
+    checkedNumel(t.shape(), what);
+    switch (t.role()) {
+      case plan::ROLE_PARAM:
+        if (t.dtype() != plan::DTYPE_F32) fail(what + ": parameters must be f32");
+        if (!plan::Initializer::Kind_IsValid(t.init().kind()))
+          fail(what + " has an unknown initializer");
+        if (!(t.init().std() >= 0.0f && t.init().std() < 1e6f))
+          fail(what + " has an initializer std out of range");
+        break;
+      case plan::ROLE_GRAD:
+      case plan::ROLE_MOMENT1:
+      case plan::ROLE_MOMENT2: {
+        const int p = t.param_index();
+        if (p < 0 || p >= plan.host_tensors_size() ||
+            plan.host_tensors(p).role() != plan::ROLE_PARAM)
+          fail(what + " refers to parameter index " + std::to_string(p) + ", not a parameter");
+        if (t.dtype() != plan::DTYPE_F32 ||
+            !std::equal(t.shape().begin(), t.shape().end(), plan.host_tensors(p).shape().begin(),
+                        plan.host_tensors(p).shape().end()))
+          fail(what + " must be f32 with the shape of its parameter");
+        break;
+      }
+      case plan::ROLE_TOKENS:
+      case plan::ROLE_TARGETS:
+        if (t.dtype() != plan::DTYPE_I32 || t.shape_size() != 2)
+          fail(what + " must be an i32 (batch, seq) tensor");
+        if (++singletons[t.role()] > 1) fail("more than one token/target input");
+        break;
+      case plan::ROLE_LOSS:
+        if (t.dtype() != plan::DTYPE_F32 || t.shape_size() != 0) fail(what + " must be an f32 scalar");
+        if (++singletons[t.role()] > 1) fail("more than one loss output");
+        break;
+      default: break;
+    }
+  }
+  for (auto role : {plan::ROLE_TOKENS, plan::ROLE_TARGETS, plan::ROLE_LOSS})
+    if (singletons[role] != 1) fail("plan needs exactly one tokens, targets and loss tensor");
+}
+
+void verifyBuffers(const plan::Plan& plan) {
+  if (plan.arena_bytes() < 0) fail("negative arena size");
+  for (int i = 0; i < plan.buffers_size(); ++i) {
+    const auto& b = plan.buffers(i);
+    const std::string what = "buffer " + std::to_string(i) + " '" + b.name() + "'";
+    if (!plan::DType_IsValid(b.dtype())) fail(what + " has an unknown dtype");
+    const int64_t bytes = checkedNumel(b.shape(), what) * dtypeBytes(b.dtype());
+    if (b.offset() < 0 || b.offset() % kArenaAlignment != 0)
+      fail(what + " has offset " + std::to_string(b.offset()) + ", not a non-negative multiple of " +
+           std::to_string(kArenaAlignment));
+    if (b.offset() > plan.arena_bytes() || bytes > plan.arena_bytes() - b.offset())
+      fail(what + " [" + std::to_string(b.offset()) + ", +" + std::to_string(bytes) +
+           ") lies outside the arena of " + std::to_string(plan.arena_bytes()) + " bytes");
+  }
+}
+
+void verifyKernel(const plan::Plan& plan, const plan::KernelCall& call, const std::string& at) {
+  if (call.kernel() >= kNumKernels) fail(at + ": unknown kernel " + std::to_string(call.kernel()));
+  const KernelInfo& info = kKernelTable[call.kernel()];
+  const std::string name(info.op_name);
+  if (call.inputs_size() != info.num_inputs || call.outputs_size() != info.num_outputs)
+    fail(at + ": " + name + " takes " + std::to_string(info.num_inputs) + " inputs and " +
+         std::to_string(info.num_outputs) + " outputs");
+  if ((info.num_int_attrs >= 0 && call.int_attrs_size() != info.num_int_attrs) ||
+      call.int_attrs_size() > 16 || call.float_attrs_size() != info.num_float_attrs)
+    fail(at + ": " + name + " has the wrong number of attributes");
+  for (uint32_t b : call.inputs())
+    if (b >= static_cast<uint32_t>(plan.buffers_size())) fail(at + ": buffer index out of range");
+  for (uint32_t b : call.outputs())
+    if (b >= static_cast<uint32_t>(plan.buffers_size())) fail(at + ": buffer index out of range");
+  std::string problem = kernelCheck(static_cast<KernelId>(call.kernel()))(bindKernelCall(plan, call, nullptr));
+  if (!problem.empty()) fail(at + ": " + name + ": " + problem);
+}
+
+void verifyCopy(const plan::Plan& plan, const plan::Copy& copy, const std::string& at) {
+  if (!plan::Copy::Direction_IsValid(copy.direction())) fail(at + ": unknown copy direction");
+  if (copy.host_tensor() >= static_cast<uint32_t>(plan.host_tensors_size()) ||
+      copy.buffer() >= static_cast<uint32_t>(plan.buffers_size()))
+    fail(at + ": copy index out of range");
+  const auto& h = plan.host_tensors(copy.host_tensor());
+  const auto& b = plan.buffers(copy.buffer());
+  if (h.dtype() != b.dtype() ||
+      checkedNumel(h.shape(), "host tensor") != checkedNumel(b.shape(), "buffer"))
+    fail(at + ": copy between '" + h.name() + "' and '" + b.name() + "' of different sizes");
+}
+
+void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool norm_seen,
+                    const std::string& at) {
+  if (!plan::HostTask::Kind_IsValid(task.kind())) fail(at + ": unknown host task");
+  const auto wanted = task.kind() == plan::HostTask::GRAD_NORM ? plan::ROLE_GRAD : plan::ROLE_PARAM;
+  for (uint32_t t : task.tensors()) {
+    if (t >= static_cast<uint32_t>(plan.host_tensors_size()) || plan.host_tensors(t).role() != wanted)
+      fail(at + ": host task operand " + std::to_string(t) + " has the wrong role");
+  }
+  if (task.kind() == plan::HostTask::ADAMW) {
+    for (uint32_t t : task.tensors()) {
+      int companions = 0;
+      for (const auto& h : plan.host_tensors())
+        companions += (h.role() == plan::ROLE_GRAD || h.role() == plan::ROLE_MOMENT1 ||
+                       h.role() == plan::ROLE_MOMENT2) &&
+                      h.param_index() == static_cast<int>(t);
+      if (companions != 3)
+        fail(at + ": parameter '" + plan.host_tensors(t).name() +
+             "' needs exactly one gradient and two moment tensors");
+    }
+  }
+  if (task.kind() == plan::HostTask::ADAMW && !norm_seen)
+    fail(at + ": ADAMW before the GRAD_NORM task of its stream (global-norm clipping)");
+}
+
+void verifyEvents(const plan::Plan& plan) {
+  // Each event is recorded exactly once per step.
+  std::vector<int> records(plan.num_events(), 0);
+  for (const auto& s : plan.streams())
+    for (const auto& in : s.instructions())
+      if (in.has_record_event() && ++records[in.record_event()] > 1)
+        fail("event " + std::to_string(in.record_event()) + " is recorded twice");
+  // Simulate the streams: a plan whose waits can never all be satisfied is a deadlock.
+  std::vector<int> pc(plan.streams_size(), 0);
+  std::vector<bool> recorded(plan.num_events(), false);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < plan.streams_size(); ++s) {
+      const auto& instrs = plan.streams(s).instructions();
+      while (pc[s] < instrs.size()) {
+        const auto& in = instrs[pc[s]];
+        if (in.has_wait_event() && !recorded[in.wait_event()]) break;
+        if (in.has_record_event()) recorded[in.record_event()] = true;
+        ++pc[s];
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < plan.streams_size(); ++s)
+    if (pc[s] < plan.streams(s).instructions_size())
+      fail("the streams deadlock: " + where(s, pc[s]) + " waits for event " +
+           std::to_string(plan.streams(s).instructions(pc[s]).wait_event()) +
+           " that is never recorded before it");
+}
+
+}  // namespace
+
+Tensor bufferTensor(const plan::DeviceBuffer& buffer) {
+  Tensor t;
+  t.shape.assign(buffer.shape().begin(), buffer.shape().end());
+  t.dtype = static_cast<DType>(buffer.dtype());
+  return t;
+}
+
+KernelArgs bindKernelCall(const plan::Plan& plan, const plan::KernelCall& call, std::byte* arena) {
+  KernelArgs args;
+  auto bind = [&](uint32_t index) {
+    Tensor t = bufferTensor(plan.buffers(index));
+    if (arena) t.data = arena + plan.buffers(index).offset();
+    return t;
+  };
+  for (uint32_t b : call.inputs()) args.in.push_back(bind(b));
+  for (uint32_t b : call.outputs()) args.out.push_back(bind(b));
+  args.ints.assign(call.int_attrs().begin(), call.int_attrs().end());
+  args.floats.assign(call.float_attrs().begin(), call.float_attrs().end());
+  return args;
+}
+
+void verifyPlan(const plan::Plan& plan) {
+  verifyHostTensors(plan);
+  verifyBuffers(plan);
+  if (plan.num_events() > kMaxEvents) fail("too many events");
+  if (plan.model().batch() <= 0 || plan.model().seq() <= 0 || plan.model().vocab() <= 0)
+    fail("model batch, seq and vocab must be positive");
+  std::set<uint32_t> updated;
+  for (int s = 0; s < plan.streams_size(); ++s) {
+    const auto& stream = plan.streams(s);
+    if (!plan::Stream::Kind_IsValid(stream.kind())) fail("stream " + std::to_string(s) + " has an unknown kind");
+    bool norm_seen = false;
+    for (int i = 0; i < stream.instructions_size(); ++i) {
+      const auto& in = stream.instructions(i);
+      const std::string at = where(s, i);
+      switch (in.op_case()) {
+        case plan::Instruction::kKernel:
+          if (stream.kind() != plan::Stream::COMPUTE) fail(at + ": kernel outside a compute stream");
+          verifyKernel(plan, in.kernel(), at);
+          break;
+        case plan::Instruction::kCopy:
+          if (stream.kind() == plan::Stream::HOST) fail(at + ": copy on the host stream");
+          verifyCopy(plan, in.copy(), at);
+          break;
+        case plan::Instruction::kRecordEvent:
+          if (in.record_event() >= plan.num_events()) fail(at + ": event out of range");
+          break;
+        case plan::Instruction::kWaitEvent:
+          if (in.wait_event() >= plan.num_events()) fail(at + ": event out of range");
+          break;
+        case plan::Instruction::kHostTask:
+          if (stream.kind() != plan::Stream::HOST) fail(at + ": host task outside the host stream");
+          verifyHostTask(plan, in.host_task(), norm_seen, at);
+          norm_seen |= in.host_task().kind() == plan::HostTask::GRAD_NORM;
+          if (in.host_task().kind() == plan::HostTask::ADAMW)
+            for (uint32_t p : in.host_task().tensors())
+              if (!updated.insert(p).second) fail(at + ": a parameter is updated twice in a step");
+          break;
+        default: fail(at + ": empty instruction");
+      }
+    }
+  }
+  int host_streams = 0;
+  for (const auto& s : plan.streams()) host_streams += s.kind() == plan::Stream::HOST;
+  if (host_streams > 1) fail("more than one host stream");
+  verifyEvents(plan);
+}
+
+}  // namespace mt

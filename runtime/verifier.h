@@ -1,0 +1,22 @@
+// The plan verifier: the runtime trusts nothing in a plan. After verifyPlan returns, every
+// offset, size, index, event and kernel call in the plan is in bounds and well-formed, and the
+// streams cannot deadlock, so executing the plan cannot touch memory outside its buffers.
+#pragma once
+#include <cstddef>
+
+#include "kernels/kernel_args.h"
+#include "runtime/plan_format.h"
+
+namespace mt {
+
+// Throws mt::Error naming the first problem found.
+void verifyPlan(const plan::Plan& plan);
+
+// Shapes and (when `arena` is given) data pointers of a kernel call's operands. The call must
+// belong to a verified plan.
+KernelArgs bindKernelCall(const plan::Plan& plan, const plan::KernelCall& call, std::byte* arena);
+
+// The tensor view of a buffer / host tensor (shape and dtype, no data).
+Tensor bufferTensor(const plan::DeviceBuffer& buffer);
+
+}  // namespace mt

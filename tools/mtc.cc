@@ -1,0 +1,72 @@
+// mtc: compile a model into a training plan.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "compiler/HardwareProfile.h"
+#include "compiler/Pipeline.h"
+
+int main(int argc, char** argv) {
+  mt::CompileOptions o;
+  std::string device_mem;
+  bool list_models = false, untied = false, tied = false;
+  CLI::App app{
+      "mtc: compile a model into a MegaTrain training plan (+ initial weights as safetensors).\n\n"
+      "Examples:\n"
+      "  mtc gpt2-demo --batch 16 -o demo.plan          a built-in model (mtc --list-models)\n"
+      "  mtc llama-tiny --layers 4 --width 128 -o l.plan  a preset with overrides\n"
+      "  mtc models/tiny_mlp.mlir -o tiny.plan          a model written in the mt dialect\n"
+      "  mtc gpt2-tiny --emit=autodiff                  print the IR after a stage\n\n"
+      "Stages (--emit): input, attach-loss, autodiff, schedule, memory.\n"
+      "Exit codes: 0 success, 1 bad model or input (message on stderr), 2 bad flags."};
+  app.add_option("model", o.model, "built-in model name or a .mlir file");
+  app.add_flag("--list-models", list_models, "list the built-in models and exit");
+  app.add_option("-o,--output", o.output, "plan file to write");
+  app.add_option("--batch", o.batch, "sequences per step")->capture_default_str();
+  app.add_option("--seq", o.seq, "tokens per sequence (default: the model's context)");
+  app.add_option("--layers", o.overrides.layers, "override: number of layers");
+  app.add_option("--width", o.overrides.width, "override: model width");
+  app.add_option("--heads", o.overrides.heads, "override: attention heads");
+  app.add_option("--kv-heads", o.overrides.kv_heads, "override: key/value heads (llama)");
+  app.add_option("--ffn", o.overrides.ffn, "override: MLP hidden width");
+  app.add_option("--vocab", o.overrides.vocab, "override: vocabulary size");
+  app.add_option("--context", o.overrides.context, "override: maximum sequence length");
+  app.add_flag("--tied", tied, "override: tie the output projection to the embedding");
+  app.add_flag("--untied", untied, "override: separate output projection");
+  app.add_option("--emit", o.emit, "print the IR after this stage and stop")
+      ->check(CLI::IsMember({"input", "attach-loss", "autodiff", "schedule", "memory"}));
+  app.add_option("--weights", o.weights, "initial weights file (default: beside the plan)");
+  app.add_flag("--no-weights", o.no_weights, "do not write initial weights");
+  app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
+  app.add_option("--device-mem", device_mem, "device memory budget, e.g. 80GiB (fail if exceeded)");
+  app.add_option("--hw", o.hardware, "hardware profile of the cost model: cpu, h100-pcie5, h200, gh200")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (list_models) {
+    for (const auto& p : mt::modelPresets())
+      std::printf("%-12s %8.3f B params  %s\n", p.name.c_str(), p.config.numParams() / 1e9,
+                  p.description.c_str());
+    return 0;
+  }
+  if (o.model.empty()) {
+    std::fprintf(stderr, "mtc: error: no model given (a built-in name or a .mlir file; see --help)\n");
+    return 2;
+  }
+  if (tied && untied) {
+    std::fprintf(stderr, "mtc: error: --tied and --untied contradict each other\n");
+    return 2;
+  }
+  if (tied || untied) o.tied = tied;
+  if (!device_mem.empty()) {
+    o.device_mem = mt::parseByteSize(device_mem);
+    if (o.device_mem <= 0) {
+      std::fprintf(stderr, "mtc: error: --device-mem '%s' is not a size like 80GiB or 512MiB\n",
+                   device_mem.c_str());
+      return 2;
+    }
+  }
+  return mt::compile(o);
+}

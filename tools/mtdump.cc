@@ -1,0 +1,44 @@
+// mtdump: show what a plan holds and when it does what.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "runtime/error.h"
+#include "runtime/plan_dump.h"
+#include "runtime/verifier.h"
+
+int main(int argc, char** argv) {
+  std::string path;
+  bool schedule = false, memory = false, tensors = false, no_verify = false;
+  CLI::App app{
+      "mtdump: print a MegaTrain plan.\n\n"
+      "Examples:\n"
+      "  mtdump model.plan               everything\n"
+      "  mtdump model.plan --schedule    per-stream instruction lists\n"
+      "  mtdump model.plan --memory      the device arena map\n"};
+  app.add_option("plan", path, "plan file written by mtc")->required();
+  app.add_flag("--schedule", schedule, "only the header and the per-stream programs");
+  app.add_flag("--memory", memory, "only the header and the device arena map");
+  app.add_flag("--tensors", tensors, "only the header and the host tensors");
+  app.add_flag("--no-verify", no_verify, "print even a plan that fails verification");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    mt::plan::Plan plan = mt::readPlan(path);
+    if (!no_verify) mt::verifyPlan(plan);
+    mt::DumpOptions options;
+    if (schedule || memory || tensors) {
+      options.schedule = schedule;
+      options.memory = memory;
+      options.tensors = tensors;
+    }
+    mt::dumpPlan(plan, options, std::cout);
+    return 0;
+  } catch (const mt::Error& e) {
+    std::fprintf(stderr, "mtdump: error: %s\n", e.what());
+    return 1;
+  }
+}

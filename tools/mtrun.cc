@@ -1,0 +1,50 @@
+// mtrun: train a compiled plan.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "runtime/error.h"
+#include "runtime/trainer.h"
+
+int main(int argc, char** argv) {
+  mt::TrainConfig c;
+  CLI::App app{
+      "mtrun: train a MegaTrain plan.\n\n"
+      "Examples:\n"
+      "  mtrun model.plan --data corpus.tok --steps 300\n"
+      "  mtrun model.plan --data corpus.tok --weights model.safetensors --export trained.safetensors\n\n"
+      "Exit codes: 0 success, 1 bad input or runtime error (message on stderr), 2 bad flags."};
+  app.add_option("plan", c.plan_path, "plan file written by mtc")->required();
+  app.add_option("--data", c.data_path, "token file (make one with mttok)")->required();
+  app.add_option("--weights", c.weights_path,
+                 "initial weights (safetensors); default: the plan's seeded initializers");
+  app.add_option("--steps", c.steps, "training steps")->capture_default_str();
+  app.add_option("--seed", c.seed, "seed of the data order")->capture_default_str();
+  app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
+  app.add_option("--min-lr-ratio", c.min_lr_ratio, "final lr as a fraction of --lr (cosine)")
+      ->capture_default_str();
+  app.add_option("--warmup", c.warmup, "linear warmup steps")->capture_default_str();
+  app.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay (matrices only)")
+      ->capture_default_str();
+  app.add_option("--beta1", c.beta1, "AdamW beta1")->capture_default_str();
+  app.add_option("--beta2", c.beta2, "AdamW beta2")->capture_default_str();
+  app.add_option("--eps", c.eps, "AdamW epsilon")->capture_default_str();
+  app.add_option("--grad-clip", c.grad_clip, "global gradient-norm bound, 0 = off")
+      ->capture_default_str();
+  app.add_option("--backend", c.backend, "cpu, cuda or auto")->capture_default_str();
+  app.add_option("--log", c.log_path, "write one JSON object per step to this file");
+  app.add_option("--export", c.export_path, "write the trained weights (safetensors) here");
+  app.add_option("--dump-grads", c.grads_path, "write the first step's gradients (safetensors)");
+  app.add_option("--print-every", c.print_every, "print a progress line every N steps")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    return mt::train(c);
+  } catch (const mt::Error& e) {
+    std::fprintf(stderr, "mtrun: error: %s\n", e.what());
+    return 1;
+  }
+}
