@@ -2,6 +2,7 @@
 // nothing falls back silently.
 #pragma once
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "kernels/adamw/adamw.h"
@@ -29,6 +30,9 @@ class Backend {
   virtual StepResult runStep(const StepOptions& options) = 0;
   // Bytes of the device arena this backend allocated (the plan's arena size).
   virtual int64_t arenaBytes() const = 0;
+  // Time per kernel from now on (seconds per op-table row, summed over steps), when enabled.
+  virtual void enableProfile() = 0;
+  virtual std::vector<double> kernelSeconds() const = 0;
 };
 
 // The CPU backend: the device arena is one host allocation of the planned size, each stream

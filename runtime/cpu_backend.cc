@@ -1,6 +1,7 @@
 // The CPU backend. Streams are persistent threads; a step starts every stream's program and
 // waits for all of them. Events carry the step's generation number, so one recorded in an
 // earlier step never satisfies a wait of this one.
+#include <chrono>
 #include <condition_variable>
 #include <cmath>
 #include <cstring>
@@ -17,6 +18,7 @@ namespace mt {
 namespace {
 
 struct KernelOp {
+  KernelId id;
   KernelCpuFn fn;
   KernelArgs args;
 };
@@ -45,6 +47,8 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   int64_t arenaBytes() const override { return arena_bytes_; }
   StepResult runStep(const StepOptions& options) override;
+  void enableProfile() override { profile_ = true; }
+  std::vector<double> kernelSeconds() const override { return kernel_seconds_; }
 
  private:
   void streamMain(int stream);
@@ -65,6 +69,8 @@ class CpuBackend final : public Backend {
   std::vector<int64_t> event_generation_;
   std::vector<std::thread> threads_;
 
+  bool profile_ = false;
+  std::vector<double> kernel_seconds_ = std::vector<double>(kNumKernels, 0.0);  // compute stream only
   StepOptions options_;      // of the current step, read by host tasks
   double grad_sq_sum_ = 0.0;  // written by the (single) host stream
 };
@@ -86,7 +92,8 @@ CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
     for (const auto& in : stream.instructions()) {
       switch (in.op_case()) {
         case plan::Instruction::kKernel:
-          program.push_back(KernelOp{kernelCpu(static_cast<KernelId>(in.kernel().kernel())),
+          program.push_back(KernelOp{static_cast<KernelId>(in.kernel().kernel()),
+                                     kernelCpu(static_cast<KernelId>(in.kernel().kernel())),
                                      bindKernelCall(plan, in.kernel(), arena_.get())});
           break;
         case plan::Instruction::kCopy: {
@@ -160,7 +167,11 @@ void CpuBackend::streamMain(int stream) {
 
 void CpuBackend::execute(const Op& op) {
   if (const auto* k = std::get_if<KernelOp>(&op)) {
+    if (!profile_) return k->fn(k->args);
+    const auto start = std::chrono::steady_clock::now();
     k->fn(k->args);
+    kernel_seconds_[static_cast<size_t>(k->id)] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
     std::memcpy(c->dst, c->src, c->bytes);
   } else if (const auto* r = std::get_if<RecordOp>(&op)) {

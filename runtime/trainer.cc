@@ -1,5 +1,6 @@
 #include "runtime/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -7,8 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/backend.h"
+#include "runtime/blas_setup.h"
 #include "runtime/error.h"
 #include "runtime/host_store.h"
+#include "runtime/op_table.h"
 #include "runtime/safetensors.h"
 #include "runtime/token_data.h"
 #include "runtime/verifier.h"
@@ -57,11 +60,12 @@ int train(const TrainConfig& config) {
   if (!config.weights_path.empty()) store.loadParams(SafetensorsFile(config.weights_path));
   std::unique_ptr<Backend> backend = createBackend(config.backend, plan, store);
 
+  if (config.profile) backend->enableProfile();
   const int64_t tokens_per_step = model.batch() * model.seq();
-  std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | backend %s\n",
+  std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | backend %s (%s)\n",
               model.name().c_str(), static_cast<long long>(store.numParams()),
               static_cast<long long>(model.batch()), static_cast<long long>(model.seq()),
-              backend->name().c_str());
+              backend->name().c_str(), blasDescription().c_str());
   std::printf("  host %.1f MiB (%.1f bytes/param), device arena %.1f MiB, data %lld tokens\n",
               store.totalBytes() / 1048576.0, double(store.totalBytes()) / double(store.numParams()),
               backend->arenaBytes() / 1048576.0, static_cast<long long>(data.size()));
@@ -109,6 +113,17 @@ int train(const TrainConfig& config) {
   std::printf("done: %lld steps, %.1f s, %.0f tok/s average\n",
               static_cast<long long>(config.steps), total_seconds,
               tokens_per_step * config.steps / total_seconds);
+  if (config.profile) {
+    const std::vector<double> seconds = backend->kernelSeconds();
+    std::vector<size_t> order(seconds.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
+    std::printf("kernel time over %lld steps (compute stream):\n", static_cast<long long>(config.steps));
+    for (size_t i : order)
+      if (seconds[i] > 0)
+        std::printf("  %-22s %9.1f ms/step  %5.1f%%\n", std::string(kKernelTable[i].op_name).c_str(),
+                    seconds[i] / config.steps * 1e3, 100.0 * seconds[i] / total_seconds);
+  }
   if (!config.export_path.empty()) {
     store.saveParams(config.export_path);
     std::printf("weights written to %s\n", config.export_path.c_str());

@@ -23,6 +23,7 @@ struct TrainConfig {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double grad_clip = 1.0;
   int64_t print_every = 1;
+  bool profile = false;        // print time per kernel at the end
 };
 
 // Learning rate of 1-based `step`: linear warmup, then cosine decay to lr * min_lr_ratio at

@@ -2,10 +2,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "runtime/blas_setup.h"
 #include "runtime/error.h"
 #include "runtime/trainer.h"
 
 int main(int argc, char** argv) {
+  mt::selectBlasKernels(argv);
   mt::TrainConfig c;
   CLI::App app{
       "mtrun: train a MegaTrain plan.\n\n"
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
   app.add_option("--dump-grads", c.grads_path, "write the first step's gradients (safetensors)");
   app.add_option("--print-every", c.print_every, "print a progress line every N steps")
       ->capture_default_str();
+  app.add_flag("--profile", c.profile, "print the time spent in each kernel at the end");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "kernels/activation/activation.h"
+#include "kernels/fast_math.h"
 
 namespace mt {
 namespace {
@@ -26,7 +27,7 @@ std::string checkPointwise(const KernelArgs& args, const char* op) {
   return "";
 }
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float sigmoid(float x) { return fastSigmoid(x); }
 
 }  // namespace
 
@@ -39,7 +40,7 @@ void gelu_cpu(const KernelArgs& args) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       const float u = kSqrt2OverPi * (x[i] + kTanhCoeff * x[i] * x[i] * x[i]);
-      y[i] = 0.5f * x[i] * (1.0f + std::tanh(u));
+      y[i] = 0.5f * x[i] * (1.0f + fastTanh(u));
     }
   } else {
 #pragma omp parallel for simd schedule(static)
@@ -56,7 +57,7 @@ void gelu_grad_cpu(const KernelArgs& args) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       const float x2 = x[i] * x[i];
-      const float t = std::tanh(kSqrt2OverPi * (x[i] + kTanhCoeff * x2 * x[i]));
+      const float t = fastTanh(kSqrt2OverPi * (x[i] + kTanhCoeff * x2 * x[i]));
       const float du = kSqrt2OverPi * (1.0f + 3.0f * kTanhCoeff * x2);
       dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * x[i] * (1.0f - t * t) * du);
     }
@@ -64,7 +65,7 @@ void gelu_grad_cpu(const KernelArgs& args) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       const float cdf = 0.5f * (1.0f + std::erf(x[i] * kInvSqrt2));
-      const float pdf = kInvSqrt2Pi * std::exp(-0.5f * x[i] * x[i]);
+      const float pdf = kInvSqrt2Pi * fastExp(-0.5f * x[i] * x[i]);
       dx[i] = dy[i] * (cdf + x[i] * pdf);
     }
   }

@@ -1,7 +1,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <cblas.h>
+
 #include "kernels/attention/attention.h"
+#include "kernels/fast_math.h"
 
 namespace mt {
 namespace {
@@ -39,19 +42,49 @@ std::string checkQKV(const KernelArgs& args, const Tensor& q, const Tensor& k, c
   return expectShape(v, {q.dim(0), q.dim(1), kv_heads * head_dim}, op);
 }
 
-// scores[j] = scale * q_i . k_j for j <= i; returns the maximum.
-float causalScores(const float* qi, const float* k, int64_t i, const AttnDims& d, float scale,
-                   float* scores) {
-  float max_score = -INFINITY;
-  for (int64_t j = 0; j <= i; ++j) {
-    const float* kj = k + j * d.kv_stride();
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int64_t c = 0; c < d.head_dim; ++c) dot += qi[c] * kj[c];
-    scores[j] = dot * scale;
-    max_score = std::max(max_score, scores[j]);
+// Query rows per block: a block's scores against every key up to its last row are one
+// matrix product, so the work runs in BLAS instead of dot-product loops.
+constexpr int64_t kBlockRows = 64;
+
+// BLAS runs single-threaded inside these kernels: the parallelism is across (batch, head)
+// tasks, and two levels of threads would fight over the cores.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~SingleThreadedBlas() { openblas_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+// probs[r][j] (ld = keys) = softmax row of query i0 + r over keys j <= i0 + r, 0 beyond;
+// `scores` holds the scaled scores on entry. Writes each row's log-sum-exp when lse != null,
+// else uses the given lse (backward: recompute P exactly as the forward normalised it).
+void causalSoftmax(float* scores, int64_t rows, int64_t keys, int64_t i0, float* lse_out,
+                   const float* lse_in) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = scores + r * keys;
+    const int64_t valid = i0 + r + 1;
+    if (lse_in) {
+      const float l = lse_in[r];
+#pragma omp simd
+      for (int64_t j = 0; j < valid; ++j) row[j] = fastExp(row[j] - l);
+    } else {
+      float max_score = -INFINITY;
+      for (int64_t j = 0; j < valid; ++j) max_score = std::max(max_score, row[j]);
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < valid; ++j) {
+        row[j] = fastExp(row[j] - max_score);
+        sum += row[j];
+      }
+      const float inv = 1.0f / sum;
+#pragma omp simd
+      for (int64_t j = 0; j < valid; ++j) row[j] *= inv;
+      lse_out[r] = max_score + std::log(sum);
+    }
+    std::fill(row + valid, row + keys, 0.0f);
   }
-  return max_score;
 }
 
 }  // namespace
@@ -68,33 +101,30 @@ void attention_cpu(const KernelArgs& args) {
   const AttnDims d = attnDims(q, args);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
   const int64_t group = d.heads / d.kv_heads;
-  const int64_t rows = d.batch * d.heads * d.seq;
+  const int64_t blocks = (d.seq + kBlockRows - 1) / kBlockRows;
+  const int qs = static_cast<int>(d.q_stride()), kvs = static_cast<int>(d.kv_stride());
+  const int hd = static_cast<int>(d.head_dim);
+  SingleThreadedBlas single;
 #pragma omp parallel
   {
-    std::vector<float> scores(d.seq);
-#pragma omp for schedule(dynamic, 16)
-    for (int64_t row = 0; row < rows; ++row) {
-      const int64_t i = row % d.seq, h = (row / d.seq) % d.heads, b = row / (d.seq * d.heads);
-      const int64_t kvh = h / group;
-      const float* qi = q.f32() + (b * d.seq + i) * d.q_stride() + h * d.head_dim;
+    std::vector<float> probs(kBlockRows * d.seq);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < d.batch * d.heads * blocks; ++task) {
+      // Largest blocks first: the later rows of a causal block see more keys.
+      const int64_t blk = blocks - 1 - task % blocks, h = (task / blocks) % d.heads;
+      const int64_t b = task / (blocks * d.heads), kvh = h / group;
+      const int64_t i0 = blk * kBlockRows, rows = std::min(kBlockRows, d.seq - i0), keys = i0 + rows;
+      const float* qb = q.f32() + (b * d.seq + i0) * d.q_stride() + h * d.head_dim;
       const float* kb = k.f32() + b * d.seq * d.kv_stride() + kvh * d.head_dim;
       const float* vb = v.f32() + b * d.seq * d.kv_stride() + kvh * d.head_dim;
-      const float max_score = causalScores(qi, kb, i, d, scale, scores.data());
-      float sum = 0.0f;
-      for (int64_t j = 0; j <= i; ++j) {
-        scores[j] = std::exp(scores[j] - max_score);
-        sum += scores[j];
-      }
-      float* oi = args.out[0].f32() + (b * d.seq + i) * d.q_stride() + h * d.head_dim;
-      std::fill(oi, oi + d.head_dim, 0.0f);
-      const float inv_sum = 1.0f / sum;
-      for (int64_t j = 0; j <= i; ++j) {
-        const float p = scores[j] * inv_sum;
-        const float* vj = vb + j * d.kv_stride();
-#pragma omp simd
-        for (int64_t c = 0; c < d.head_dim; ++c) oi[c] += p * vj[c];
-      }
-      args.out[1].f32()[(b * d.heads + h) * d.seq + i] = max_score + std::log(sum);
+      const int rk = static_cast<int>(keys);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), rk, hd, scale, qb,
+                  qs, kb, kvs, 0.0f, probs.data(), rk);
+      float* lse = args.out[1].f32() + (b * d.heads + h) * d.seq + i0;
+      causalSoftmax(probs.data(), rows, keys, i0, lse, nullptr);
+      float* ob = args.out[0].f32() + (b * d.seq + i0) * d.q_stride() + h * d.head_dim;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), hd, rk, 1.0f,
+                  probs.data(), rk, vb, kvs, 0.0f, ob, qs);
     }
   }
 }
@@ -116,54 +146,62 @@ void attention_grad_cpu(const KernelArgs& args) {
   const AttnDims d = attnDims(q, args);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
   const int64_t group = d.heads / d.kv_heads;
+  const int64_t blocks = (d.seq + kBlockRows - 1) / kBlockRows;
+  const int qs = static_cast<int>(d.q_stride()), kvs = static_cast<int>(d.kv_stride());
+  const int hd = static_cast<int>(d.head_dim);
+  SingleThreadedBlas single;
   // One task per (batch, kv head): it owns dk/dv of that head and dq of its query heads, so
-  // no two threads write the same element and the sums run in a fixed order.
+  // no two threads write the same element and every sum runs in a fixed order.
 #pragma omp parallel
   {
-    std::vector<float> probs(d.seq);
-#pragma omp for schedule(dynamic, 1) collapse(2)
-    for (int64_t b = 0; b < d.batch; ++b) {
-      for (int64_t kvh = 0; kvh < d.kv_heads; ++kvh) {
-        const int64_t kv_base = b * d.seq * d.kv_stride() + kvh * d.head_dim;
-        const float* kb = k.f32() + kv_base;
-        const float* vb = v.f32() + kv_base;
-        float* dkb = args.out[1].f32() + kv_base;
-        float* dvb = args.out[2].f32() + kv_base;
-        for (int64_t j = 0; j < d.seq; ++j) {
-          std::fill(dkb + j * d.kv_stride(), dkb + j * d.kv_stride() + d.head_dim, 0.0f);
-          std::fill(dvb + j * d.kv_stride(), dvb + j * d.kv_stride() + d.head_dim, 0.0f);
-        }
-        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-          for (int64_t i = 0; i < d.seq; ++i) {
-            const int64_t q_off = (b * d.seq + i) * d.q_stride() + h * d.head_dim;
-            const float* qi = q.f32() + q_off;
-            const float* doi = dout.f32() + q_off;
-            const float* oi = out.f32() + q_off;
-            float* dqi = args.out[0].f32() + q_off;
-            const float row_lse = lse.f32()[(b * d.heads + h) * d.seq + i];
-            causalScores(qi, kb, i, d, scale, probs.data());
+    std::vector<float> probs(kBlockRows * d.seq), dprobs(kBlockRows * d.seq);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < d.batch * d.kv_heads; ++task) {
+      const int64_t b = task / d.kv_heads, kvh = task % d.kv_heads;
+      const int64_t kv_base = b * d.seq * d.kv_stride() + kvh * d.head_dim;
+      const float* kb = k.f32() + kv_base;
+      const float* vb = v.f32() + kv_base;
+      float* dkb = args.out[1].f32() + kv_base;
+      float* dvb = args.out[2].f32() + kv_base;
+      for (int64_t j = 0; j < d.seq; ++j) {
+        std::fill(dkb + j * d.kv_stride(), dkb + j * d.kv_stride() + d.head_dim, 0.0f);
+        std::fill(dvb + j * d.kv_stride(), dvb + j * d.kv_stride() + d.head_dim, 0.0f);
+      }
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        for (int64_t blk = 0; blk < blocks; ++blk) {
+          const int64_t i0 = blk * kBlockRows, rows = std::min(kBlockRows, d.seq - i0), keys = i0 + rows;
+          const int r = static_cast<int>(rows), rk = static_cast<int>(keys);
+          const int64_t q_off = (b * d.seq + i0) * d.q_stride() + h * d.head_dim;
+          const float* qb = q.f32() + q_off;
+          const float* dob = dout.f32() + q_off;
+          const float* ob = out.f32() + q_off;
+          float* dqb = args.out[0].f32() + q_off;
+          // P, recomputed from the saved log-sum-exp.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, rk, hd, scale, qb, qs, kb, kvs,
+                      0.0f, probs.data(), rk);
+          causalSoftmax(probs.data(), rows, keys, i0, nullptr, lse.f32() + (b * d.heads + h) * d.seq + i0);
+          // dV += P^T dO;  dP = dO V^T
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rk, hd, r, 1.0f, probs.data(), rk, dob,
+                      qs, 1.0f, dvb, kvs);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, rk, hd, 1.0f, dob, qs, vb, kvs, 0.0f,
+                      dprobs.data(), rk);
+          // dS = P * (dP - rowsum(dO * O)) * scale
+          for (int64_t row = 0; row < rows; ++row) {
+            const float* doi = dob + row * d.q_stride();
+            const float* oi = ob + row * d.q_stride();
             float delta = 0.0f;
 #pragma omp simd reduction(+ : delta)
             for (int64_t c = 0; c < d.head_dim; ++c) delta += doi[c] * oi[c];
-            std::fill(dqi, dqi + d.head_dim, 0.0f);
-            for (int64_t j = 0; j <= i; ++j) {
-              const float p = std::exp(probs[j] - row_lse);
-              const float* vj = vb + j * d.kv_stride();
-              const float* kj = kb + j * d.kv_stride();
-              float dp = 0.0f;
-#pragma omp simd reduction(+ : dp)
-              for (int64_t c = 0; c < d.head_dim; ++c) dp += doi[c] * vj[c];
-              const float ds = p * (dp - delta) * scale;
-              float* dkj = dkb + j * d.kv_stride();
-              float* dvj = dvb + j * d.kv_stride();
+            float* ds = dprobs.data() + row * keys;
+            const float* p = probs.data() + row * keys;
 #pragma omp simd
-              for (int64_t c = 0; c < d.head_dim; ++c) {
-                dqi[c] += ds * kj[c];
-                dkj[c] += ds * qi[c];
-                dvj[c] += p * doi[c];
-              }
-            }
+            for (int64_t j = 0; j < keys; ++j) ds[j] = p[j] * (ds[j] - delta) * scale;
           }
+          // dQ = dS K;  dK += dS^T Q
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, hd, rk, 1.0f, dprobs.data(), rk, kb,
+                      kvs, 0.0f, dqb, qs);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rk, hd, r, 1.0f, dprobs.data(), rk, qb, qs,
+                      1.0f, dkb, kvs);
         }
       }
     }

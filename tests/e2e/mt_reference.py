@@ -1,0 +1,138 @@
+"""PyTorch twins of MegaTrain's built-in models, its batch sampler and its LR schedule.
+
+Used by the end-to-end tests to train the same architecture from the same initial weights
+on the same batches, and to compare gradients, losses and weights with mtrun's.
+Run with /usr/bin/python3 (Debian's torch 1.13).
+"""
+import json
+import math
+import struct
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MASK64 = (1 << 64) - 1
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        assert e["dtype"] == "F32", (name, e["dtype"])
+        b, end = e["data_offsets"]
+        out[name] = torch.from_numpy(
+            np.frombuffer(data[base + b:base + end], dtype="<f4").reshape(e["shape"]).copy())
+    return out
+
+
+def read_tokens(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"MTTOKENS"
+    _, width, count, _ = struct.unpack("<IIQI", data[8:28])
+    dtype = "<u2" if width == 2 else "<u4"
+    return np.frombuffer(data[32:32 + count * width], dtype=dtype).astype(np.int64)
+
+
+def _mix(x):
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def batch(tokens, step, batch_size, seq, seed):
+    """runtime/token_data.cc BatchSampler::fill, step 0-based."""
+    windows = len(tokens) - seq
+    xs, ys = [], []
+    for b in range(batch_size):
+        key = _mix(_mix(seed ^ 0x5EED) ^ ((step << 20) & MASK64) ^ b)
+        start = key % windows
+        xs.append(tokens[start:start + seq])
+        ys.append(tokens[start + 1:start + seq + 1])
+    return torch.tensor(np.stack(xs)), torch.tensor(np.stack(ys))
+
+
+def learning_rate(step, steps, lr, warmup, min_lr_ratio):
+    """runtime/trainer.cc learningRate, step 1-based."""
+    if step <= warmup:
+        return lr * step / warmup
+    decay = steps - warmup
+    if decay <= 1:
+        return lr
+    progress = (step - warmup - 1) / (decay - 1)
+    min_lr = lr * min_lr_ratio
+    return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+def attention(q, k, v, heads, kv_heads):
+    B, T, _ = q.shape
+    D = q.shape[-1] // heads
+    q = q.view(B, T, heads, D).transpose(1, 2)
+    k = k.view(B, T, kv_heads, D).transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
+    v = v.view(B, T, kv_heads, D).transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(D)
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    scores = scores.masked_fill(mask, float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ v
+    return out.transpose(1, 2).reshape(B, T, heads * D)
+
+
+def rope(x, head_dim, theta):
+    B, T, W = x.shape
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    angles = torch.arange(T).float()[:, None] * inv_freq[None, :]
+    cos, sin = angles.cos(), angles.sin()
+    x = x.view(B, T, W // head_dim, head_dim)
+    x1, x2 = x[..., :head_dim // 2], x[..., head_dim // 2:]
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).view(B, T, W)
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def forward(p, cfg, tokens):
+    """Logits of models/BuiltinModels.cpp's gpt2 / llama graph."""
+    L, C, H, KV = cfg["layers"], cfg["width"], cfg["heads"], cfg["kv_heads"]
+    eps = cfg.get("eps", 1e-5)
+    B, T = tokens.shape
+    if cfg["family"] == "gpt2":
+        x = p["wte.weight"][tokens] + p["wpe.weight"][torch.arange(T)][None]
+        for l in range(L):
+            b = f"blocks.{l}."
+            lin = lambda h, n: h @ p[b + n + ".weight"].t() + p[b + n + ".bias"]
+            h = F.layer_norm(x, (C,), p[b + "ln1.weight"], p[b + "ln1.bias"], eps)
+            a = attention(lin(h, "attn.q"), lin(h, "attn.k"), lin(h, "attn.v"), H, H)
+            x = x + lin(a, "attn.proj")
+            h = F.layer_norm(x, (C,), p[b + "ln2.weight"], p[b + "ln2.bias"], eps)
+            x = x + lin(F.gelu(lin(h, "mlp.fc"), approximate="tanh"), "mlp.proj")
+        x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], eps)
+        head = p["wte.weight"] if cfg["tied"] else p["lm_head.weight"]
+    else:
+        D, theta = C // H, cfg.get("rope_theta", 10000.0)
+        x = p["embed.weight"][tokens]
+        for l in range(L):
+            b = f"layers.{l}."
+            lin = lambda h, n: h @ p[b + n + ".weight"].t()
+            h = rms_norm(x, p[b + "attn_norm.weight"], eps)
+            q = rope(lin(h, "attn.q"), D, theta)
+            k = rope(lin(h, "attn.k"), D, theta)
+            x = x + lin(attention(q, k, lin(h, "attn.v"), H, KV), "attn.o")
+            h = rms_norm(x, p[b + "mlp_norm.weight"], eps)
+            x = x + lin(F.silu(lin(h, "mlp.gate")) * lin(h, "mlp.up"), "mlp.down")
+        x = rms_norm(x, p["norm.weight"], eps)
+        head = p["embed.weight"] if cfg["tied"] else p["lm_head.weight"]
+    return x @ head.t()
+
+
+def rel_err(a, b):
+    return float((a - b).norm() / max(float(b.norm()), 1e-30))
