@@ -121,14 +121,16 @@ void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool nor
   }
   if (task.kind() == plan::HostTask::ADAMW) {
     for (uint32_t t : task.tensors()) {
-      int companions = 0;
-      for (const auto& h : plan.host_tensors())
-        companions += (h.role() == plan::ROLE_GRAD || h.role() == plan::ROLE_MOMENT1 ||
-                       h.role() == plan::ROLE_MOMENT2) &&
-                      h.param_index() == static_cast<int>(t);
-      if (companions != 3)
+      int grads = 0, first = 0, second = 0;
+      for (const auto& h : plan.host_tensors()) {
+        if (h.param_index() != static_cast<int>(t)) continue;
+        grads += h.role() == plan::ROLE_GRAD;
+        first += h.role() == plan::ROLE_MOMENT1;
+        second += h.role() == plan::ROLE_MOMENT2;
+      }
+      if (grads != 1 || first != 1 || second != 1)
         fail(at + ": parameter '" + plan.host_tensors(t).name() +
-             "' needs exactly one gradient and two moment tensors");
+             "' needs exactly one gradient, one first moment and one second moment tensor");
     }
   }
   if (task.kind() == plan::HostTask::ADAMW && !norm_seen)
@@ -188,7 +190,9 @@ KernelArgs bindKernelCall(const plan::Plan& plan, const plan::KernelCall& call, 
   return args;
 }
 
-void verifyPlan(const plan::Plan& plan) {
+namespace {
+
+void verifyPlanContents(const plan::Plan& plan) {
   verifyHostTensors(plan);
   verifyBuffers(plan);
   if (plan.num_events() > kMaxEvents) fail("too many events");
@@ -233,6 +237,18 @@ void verifyPlan(const plan::Plan& plan) {
   for (const auto& s : plan.streams()) host_streams += s.kind() == plan::Stream::HOST;
   if (host_streams > 1) fail("more than one host stream");
   verifyEvents(plan);
+}
+
+}  // namespace
+
+void verifyPlan(const plan::Plan& plan) {
+  try {
+    verifyPlanContents(plan);
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    if (message.rfind("invalid plan", 0) == 0) throw;
+    fail(message);  // a size or dtype error from the shape helpers
+  }
 }
 
 }  // namespace mt

@@ -1,0 +1,249 @@
+// Every CPU kernel against a double-precision reference on random inputs, and every backward
+// kernel against central finite differences of that reference.
+#include "tests/kernels/reference.h"
+
+namespace mt::test {
+namespace {
+
+Doubles slice(const Doubles& v, size_t begin, size_t n) {
+  return Doubles(v.begin() + begin, v.begin() + begin + n);
+}
+
+std::vector<float> toFloats(const Doubles& v) { return std::vector<float>(v.begin(), v.end()); }
+
+class KernelTest : public ::testing::Test {
+ protected:
+  std::mt19937 rng{1234};
+};
+
+TEST_F(KernelTest, MatmulSharedAndBatchedWithTransposes) {
+  struct Case {
+    Shape a, b;
+    bool ta, tb;
+  };
+  const Case cases[] = {
+      {{2, 3, 5, 4}, {4, 6}, false, false}, {{3, 7, 5}, {6, 5}, false, true},
+      {{2, 4, 5}, {2, 4, 6}, true, false},  {{2, 5, 4}, {2, 6, 4}, false, true},
+      {{9, 3}, {9, 5}, true, false},        {{1, 1}, {1, 1}, false, false},
+  };
+  for (const auto& c : cases) {
+    const int64_t m = c.ta ? c.a.back() : c.a[c.a.size() - 2], k = c.ta ? c.a[c.a.size() - 2] : c.a.back();
+    const int64_t n = c.tb ? c.b[c.b.size() - 2] : c.b.back();
+    const int64_t batch = numelOf(c.a) / (m * k);
+    Shape out(c.a.begin(), c.a.end() - 2);
+    out.push_back(m);
+    out.push_back(n);
+    auto a = HostTensor::f32(c.a, randomFloats(numelOf(c.a), rng));
+    auto b = HostTensor::f32(c.b, randomFloats(numelOf(c.b), rng));
+    auto got = runKernel(KernelId::Matmul, {a, b}, {HostTensor::f32(out)}, {c.ta, c.tb});
+    expectClose(got[0].floats,
+                ref::matmul(a.asDoubles(), b.asDoubles(), batch, m, k, n, c.ta, c.tb, c.b.size() == 2),
+                kF32Tol, "matmul " + shapeString(c.a) + " x " + shapeString(c.b));
+  }
+}
+
+TEST_F(KernelTest, MatmulCheckRejectsMismatchedContraction) {
+  auto a = HostTensor::f32({2, 3, 4}), b = HostTensor::f32({5, 6}), out = HostTensor::f32({2, 3, 6});
+  KernelArgs args{{a.view(), b.view()}, {out.view()}, {0, 0}, {}};
+  EXPECT_NE(kernelCheck(KernelId::Matmul)(args).find("contraction"), std::string::npos);
+}
+
+TEST_F(KernelTest, BroadcastAddMulScaleSumToTranspose) {
+  auto a = HostTensor::f32({3, 4, 5}, randomFloats(60, rng));
+  auto bias = HostTensor::f32({5}, randomFloats(5, rng));
+  Doubles add(60), mul(60), scaled(60), summed(5, 0.0), transposed(60);
+  for (int i = 0; i < 60; ++i) {
+    add[i] = double(a.floats[i]) + bias.floats[i % 5];
+    mul[i] = double(a.floats[i]) * bias.floats[i % 5];
+    scaled[i] = double(a.floats[i]) * 0.25;
+    summed[i % 5] += a.floats[i];
+  }
+  for (int x = 0; x < 3; ++x)  // perm (2, 0, 1): out[z][x][y] = a[x][y][z]
+    for (int y = 0; y < 4; ++y)
+      for (int z = 0; z < 5; ++z) transposed[(z * 3 + x) * 4 + y] = a.floats[(x * 4 + y) * 5 + z];
+  expectClose(runKernel(KernelId::Add, {a, bias}, {HostTensor::f32({3, 4, 5})})[0].floats, add, kF32Tol, "add");
+  expectClose(runKernel(KernelId::Mul, {a, bias}, {HostTensor::f32({3, 4, 5})})[0].floats, mul, kF32Tol, "mul");
+  expectClose(runKernel(KernelId::Scale, {a}, {HostTensor::f32({3, 4, 5})}, {}, {0.25f})[0].floats, scaled,
+              kF32Tol, "scale");
+  expectClose(runKernel(KernelId::SumTo, {a}, {HostTensor::f32({5})})[0].floats, summed, kF32Tol, "sum_to");
+  expectClose(runKernel(KernelId::Transpose, {a}, {HostTensor::f32({5, 3, 4})}, {2, 0, 1})[0].floats,
+              transposed, 0.0, "transpose");
+  expectClose(runKernel(KernelId::Fill, {}, {HostTensor::f32({7})}, {}, {1.5f})[0].floats, Doubles(7, 1.5),
+              0.0, "fill");
+}
+
+TEST_F(KernelTest, EmbeddingGatherScatterAndPositions) {
+  const int64_t vocab = 11, width = 6;
+  auto ids = HostTensor::i32({3, 4}, randomInts(12, vocab, rng));
+  ids.ints[5] = ids.ints[2];  // a repeated id accumulates in the gradient
+  auto table = HostTensor::f32({vocab, width}, randomFloats(vocab * width, rng));
+  auto dout = HostTensor::f32({3, 4, width}, randomFloats(12 * width, rng));
+  Doubles gathered(12 * width), scattered(vocab * width, 0.0);
+  for (int i = 0; i < 12; ++i)
+    for (int c = 0; c < width; ++c) {
+      gathered[i * width + c] = table.floats[ids.ints[i] * width + c];
+      scattered[ids.ints[i] * width + c] += dout.floats[i * width + c];
+    }
+  expectClose(runKernel(KernelId::Embedding, {ids, table}, {HostTensor::f32({3, 4, width})})[0].floats,
+              gathered, 0.0, "embedding");
+  expectClose(runKernel(KernelId::EmbeddingGrad, {ids, dout}, {HostTensor::f32({vocab, width})})[0].floats,
+              scattered, kF32Tol, "embedding_grad");
+  auto pos = runKernel(KernelId::Positions, {}, {HostTensor::i32({2, 5}, std::vector<int32_t>(10))})[0];
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(pos.ints[i], i % 5);
+}
+
+TEST_F(KernelTest, LayerNormForwardAndGradient) {
+  const int64_t rows = 6, c = 10;
+  const double eps = 1e-5;
+  auto x = HostTensor::f32({2, 3, c}, randomFloats(rows * c, rng, 2.0f));
+  auto g = HostTensor::f32({c}, randomFloats(c, rng));
+  auto b = HostTensor::f32({c}, randomFloats(c, rng));
+  auto out = runKernel(KernelId::LayerNorm, {x, g, b},
+                       {HostTensor::f32({2, 3, c}), HostTensor::f32({2, 3}), HostTensor::f32({2, 3})}, {},
+                       {float(eps)});
+  const Doubles want = ref::layernorm(x.asDoubles(), g.asDoubles(), b.asDoubles(), c, eps);
+  expectClose(out[0].floats, slice(want, 0, rows * c), kF32Tol, "layernorm y");
+  expectClose(out[1].floats, slice(want, rows * c, rows), kF32Tol, "layernorm mean");
+  expectClose(out[2].floats, slice(want, rows * c + rows, rows), kF32Tol, "layernorm rstd");
+
+  auto dy = HostTensor::f32({2, 3, c}, randomFloats(rows * c, rng));
+  auto grads = runKernel(KernelId::LayerNormGrad, {dy, x, g, out[1], out[2]},
+                         {HostTensor::f32({2, 3, c}), HostTensor::f32({c}), HostTensor::f32({c})});
+  auto y_of = [&](const Doubles& xv, const Doubles& gv, const Doubles& bv) {
+    return slice(ref::layernorm(xv, gv, bv, c, eps), 0, rows * c);
+  };
+  const Doubles w = dy.asDoubles();
+  expectClose(grads[0].floats,
+              finiteDifferences([&](const Doubles& v) { return y_of(v, g.asDoubles(), b.asDoubles()); }, x.asDoubles(), w),
+              kGradTol, "layernorm dx");
+  expectClose(grads[1].floats,
+              finiteDifferences([&](const Doubles& v) { return y_of(x.asDoubles(), v, b.asDoubles()); }, g.asDoubles(), w),
+              kGradTol, "layernorm dgamma");
+  expectClose(grads[2].floats,
+              finiteDifferences([&](const Doubles& v) { return y_of(x.asDoubles(), g.asDoubles(), v); }, b.asDoubles(), w),
+              kGradTol, "layernorm dbeta");
+}
+
+TEST_F(KernelTest, RmsNormForwardAndGradient) {
+  const int64_t rows = 5, c = 12;
+  const double eps = 1e-6;
+  auto x = HostTensor::f32({rows, c}, randomFloats(rows * c, rng, 2.0f));
+  auto g = HostTensor::f32({c}, randomFloats(c, rng));
+  auto out = runKernel(KernelId::RmsNorm, {x, g}, {HostTensor::f32({rows, c}), HostTensor::f32({rows})}, {},
+                       {float(eps)});
+  const Doubles want = ref::rmsnorm(x.asDoubles(), g.asDoubles(), c, eps);
+  expectClose(out[0].floats, slice(want, 0, rows * c), kF32Tol, "rmsnorm y");
+  expectClose(out[1].floats, slice(want, rows * c, rows), kF32Tol, "rmsnorm rstd");
+  auto dy = HostTensor::f32({rows, c}, randomFloats(rows * c, rng));
+  auto grads = runKernel(KernelId::RmsNormGrad, {dy, x, g, out[1]}, {HostTensor::f32({rows, c}), HostTensor::f32({c})});
+  auto y_of = [&](const Doubles& xv, const Doubles& gv) { return slice(ref::rmsnorm(xv, gv, c, eps), 0, rows * c); };
+  expectClose(grads[0].floats, finiteDifferences([&](const Doubles& v) { return y_of(v, g.asDoubles()); }, x.asDoubles(), dy.asDoubles()),
+              kGradTol, "rmsnorm dx");
+  expectClose(grads[1].floats, finiteDifferences([&](const Doubles& v) { return y_of(x.asDoubles(), v); }, g.asDoubles(), dy.asDoubles()),
+              kGradTol, "rmsnorm dgamma");
+}
+
+TEST_F(KernelTest, ActivationsForwardAndGradient) {
+  const int64_t n = 300;
+  auto x = HostTensor::f32({n}, randomFloats(n, rng, 3.0f));
+  x.floats[0] = 0.0f;  // GELU near zero, where tanh's cancellation would show
+  x.floats[1] = 1e-4f;
+  x.floats[2] = -12.0f;
+  auto dy = HostTensor::f32({n}, randomFloats(n, rng));
+  auto pointwise = [&](auto f) {
+    return [f](const Doubles& v) {
+      Doubles y(v.size());
+      for (size_t i = 0; i < v.size(); ++i) y[i] = f(v[i]);
+      return y;
+    };
+  };
+  for (int tanh_approx : {0, 1}) {
+    auto f = pointwise([tanh_approx](double v) { return ref::gelu(v, tanh_approx); });
+    const std::string name = tanh_approx ? "gelu(tanh)" : "gelu(erf)";
+    expectClose(runKernel(KernelId::Gelu, {x}, {HostTensor::f32({n})}, {tanh_approx})[0].floats, f(x.asDoubles()),
+                kF32Tol, name);
+    expectClose(runKernel(KernelId::GeluGrad, {dy, x}, {HostTensor::f32({n})}, {tanh_approx})[0].floats,
+                finiteDifferences(f, x.asDoubles(), dy.asDoubles()), kGradTol, name + " grad");
+  }
+  auto silu = pointwise([](double v) { return ref::silu(v); });
+  expectClose(runKernel(KernelId::Silu, {x}, {HostTensor::f32({n})})[0].floats, silu(x.asDoubles()), kF32Tol, "silu");
+  expectClose(runKernel(KernelId::SiluGrad, {dy, x}, {HostTensor::f32({n})})[0].floats,
+              finiteDifferences(silu, x.asDoubles(), dy.asDoubles()), kGradTol, "silu grad");
+
+  auto up = HostTensor::f32({n}, randomFloats(n, rng));
+  auto swiglu = [](const Doubles& gate, const Doubles& u) {
+    Doubles y(gate.size());
+    for (size_t i = 0; i < y.size(); ++i) y[i] = ref::silu(gate[i]) * u[i];
+    return y;
+  };
+  expectClose(runKernel(KernelId::Swiglu, {x, up}, {HostTensor::f32({n})})[0].floats,
+              swiglu(x.asDoubles(), up.asDoubles()), kF32Tol, "swiglu");
+  auto grads = runKernel(KernelId::SwigluGrad, {dy, x, up}, {HostTensor::f32({n}), HostTensor::f32({n})});
+  expectClose(grads[0].floats,
+              finiteDifferences([&](const Doubles& v) { return swiglu(v, up.asDoubles()); }, x.asDoubles(), dy.asDoubles()),
+              kGradTol, "swiglu dgate");
+  expectClose(grads[1].floats,
+              finiteDifferences([&](const Doubles& v) { return swiglu(x.asDoubles(), v); }, up.asDoubles(), dy.asDoubles()),
+              kGradTol, "swiglu dup");
+}
+
+TEST_F(KernelTest, RopeForwardAndGradientIsTheInverseRotation) {
+  const int64_t b = 2, t = 7, d = 8, width = 3 * d;
+  const float theta = 10000.0f;
+  auto x = HostTensor::f32({b, t, width}, randomFloats(b * t * width, rng));
+  expectClose(runKernel(KernelId::Rope, {x}, {HostTensor::f32({b, t, width})}, {d, 0}, {theta})[0].floats,
+              ref::rope(x.asDoubles(), b, t, width, d, theta, false), kF32Tol, "rope");
+  auto dy = HostTensor::f32({b, t, width}, randomFloats(b * t * width, rng));
+  expectClose(runKernel(KernelId::Rope, {dy}, {HostTensor::f32({b, t, width})}, {d, 1}, {theta})[0].floats,
+              finiteDifferences([&](const Doubles& v) { return ref::rope(v, b, t, width, d, theta, false); },
+                                x.asDoubles(), dy.asDoubles()),
+              kGradTol, "rope grad");
+}
+
+// T = 70 spans two query blocks of the kernel; 4 query heads share 2 key/value heads.
+TEST_F(KernelTest, CausalAttentionWithGroupedHeadsForwardAndGradient) {
+  const int64_t b = 1, t = 70, h = 4, hk = 2, d = 4;
+  auto q = HostTensor::f32({b, t, h * d}, randomFloats(b * t * h * d, rng));
+  auto k = HostTensor::f32({b, t, hk * d}, randomFloats(b * t * hk * d, rng));
+  auto v = HostTensor::f32({b, t, hk * d}, randomFloats(b * t * hk * d, rng));
+  auto out = runKernel(KernelId::Attention, {q, k, v}, {HostTensor::f32({b, t, h * d}), HostTensor::f32({b, h, t})},
+                       {h, hk});
+  const Doubles want = ref::attention(q.asDoubles(), k.asDoubles(), v.asDoubles(), b, t, h, hk, d);
+  expectClose(out[0].floats, slice(want, 0, b * t * h * d), kF32Tol, "attention out");
+  expectClose(out[1].floats, slice(want, b * t * h * d, b * h * t), kF32Tol, "attention lse");
+
+  auto dout = HostTensor::f32({b, t, h * d}, randomFloats(b * t * h * d, rng));
+  auto grads = runKernel(KernelId::AttentionGrad, {dout, q, k, v, out[0], out[1]},
+                         {HostTensor::f32({b, t, h * d}), HostTensor::f32({b, t, hk * d}), HostTensor::f32({b, t, hk * d})},
+                         {h, hk});
+  auto o_of = [&](const Doubles& qv, const Doubles& kv, const Doubles& vv) {
+    return slice(ref::attention(qv, kv, vv, b, t, h, hk, d), 0, b * t * h * d);
+  };
+  const Doubles w = dout.asDoubles();
+  expectClose(grads[0].floats, finiteDifferences([&](const Doubles& x) { return o_of(x, k.asDoubles(), v.asDoubles()); }, q.asDoubles(), w),
+              kGradTol, "attention dq");
+  expectClose(grads[1].floats, finiteDifferences([&](const Doubles& x) { return o_of(q.asDoubles(), x, v.asDoubles()); }, k.asDoubles(), w),
+              kGradTol, "attention dk");
+  expectClose(grads[2].floats, finiteDifferences([&](const Doubles& x) { return o_of(q.asDoubles(), k.asDoubles(), x); }, v.asDoubles(), w),
+              kGradTol, "attention dv");
+}
+
+TEST_F(KernelTest, SoftmaxCrossEntropyIgnoresOutOfRangeTargetsAndHasTheRightGradient) {
+  const int64_t rows = 6, vocab = 9;
+  auto logits = HostTensor::f32({2, 3, vocab}, randomFloats(rows * vocab, rng, 2.0f));
+  auto targets = HostTensor::i32({2, 3}, randomInts(rows, vocab, rng));
+  targets.ints[4] = -1;  // ignored
+  auto out = runKernel(KernelId::SoftmaxXent, {logits, targets}, {HostTensor::f32({}), HostTensor::f32({2, 3})});
+  const Doubles want = ref::softmaxXent(logits.asDoubles(), targets.ints, vocab);
+  expectClose(out[0].floats, slice(want, 0, 1), kF32Tol, "softmax_xent loss");
+  expectClose(out[1].floats, slice(want, 1, rows), kF32Tol, "softmax_xent lse");
+  auto dloss = HostTensor::f32({}, {0.7f});
+  auto grad = runKernel(KernelId::SoftmaxXentGrad, {dloss, logits, targets, out[1]}, {HostTensor::f32({2, 3, vocab})});
+  expectClose(grad[0].floats,
+              finiteDifferences([&](const Doubles& x) { return slice(ref::softmaxXent(x, targets.ints, vocab), 0, 1); },
+                                logits.asDoubles(), {0.7}),
+              kGradTol, "softmax_xent grad");
+}
+
+}  // namespace
+}  // namespace mt::test

@@ -1,0 +1,116 @@
+// The files the runtime reads — token files and safetensors — give one clear error when
+// missing, truncated or malformed; and the data order is deterministic.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "runtime/error.h"
+#include "runtime/safetensors.h"
+#include "runtime/token_data.h"
+#include "runtime/trainer.h"
+
+namespace mt {
+namespace {
+
+std::string temp(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+std::string readAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void writeAll(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// Expects `f` to throw mt::Error whose message contains `needle`.
+template <typename F>
+void expectError(F f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(TokenFile, RoundTripsAndRejectsCorruption) {
+  const std::string path = temp("ok.tok");
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < 1000; ++i) ids.push_back(i * 7 % 256);
+  writeTokenFile(path, ids, 256);
+  TokenFile file(path);
+  ASSERT_EQ(file.size(), 1000);
+  for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(file.at(i), ids[i]);
+
+  const std::string bytes = readAll(path);
+  writeAll(temp("short.tok"), bytes.substr(0, bytes.size() - 3));
+  expectError([&] { TokenFile f(temp("short.tok")); }, "truncated");
+  std::string bad_magic = bytes;
+  bad_magic[0] = 'X';
+  writeAll(temp("magic.tok"), bad_magic);
+  expectError([&] { TokenFile f(temp("magic.tok")); }, "magic");
+  std::string big_id = bytes;
+  big_id[32] = '\xff';
+  big_id[33] = '\xff';  // id 65535 >= vocab 256
+  writeAll(temp("id.tok"), big_id);
+  expectError([&] { TokenFile f(temp("id.tok")); }, "vocab size");
+  expectError([&] { TokenFile f(temp("missing.tok")); }, "mttok");
+  expectError([&] { writeTokenFile(temp("x.tok"), {300}, 256); }, "vocab");
+}
+
+TEST(BatchSampler, IsDeterministicPerStepAndShiftsTargets) {
+  const std::string path = temp("sampler.tok");
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < 5000; ++i) ids.push_back(i % 251);
+  writeTokenFile(path, ids, 256);
+  TokenFile file(path);
+  BatchSampler a(file, 3, 16, 42), b(file, 3, 16, 42), c(file, 3, 16, 43);
+  std::vector<int32_t> t1(48), y1(48), t2(48), y2(48), t3(48), y3(48);
+  a.fill(5, t1.data(), y1.data());
+  b.fill(5, t2.data(), y2.data());
+  c.fill(5, t3.data(), y3.data());
+  EXPECT_EQ(t1, t2);
+  EXPECT_NE(t1, t3);
+  for (int i = 0; i < 48; ++i) EXPECT_EQ(y1[i], (t1[i] + 1) % 251);
+  expectError([&] { BatchSampler s(file, 1, 5000, 1); }, "at least");
+}
+
+TEST(Safetensors, RoundTripsAndRejectsCorruption) {
+  const std::string path = temp("w.safetensors");
+  std::vector<float> a = {1, 2, 3, 4, 5, 6};
+  writeSafetensors(path, {{"a", "F32", {2, 3}, a.data(), 24}});
+  {
+    SafetensorsFile file(path);
+    const auto& e = file.f32("a", {2, 3});
+    EXPECT_EQ(std::memcmp(e.data, a.data(), 24), 0);
+    expectError([&] { file.f32("a", {3, 2}); }, "needs F32");
+    expectError([&] { file.f32("b", {1}); }, "no tensor 'b'");
+  }
+  const std::string bytes = readAll(path);
+  for (size_t cut : {size_t(4), size_t(20), bytes.size() - 1}) {
+    writeAll(temp("cut.safetensors"), bytes.substr(0, cut));
+    expectError([&] { SafetensorsFile f(temp("cut.safetensors")); }, "not valid safetensors");
+  }
+  std::string bad_json = bytes;
+  bad_json[9] = '!';
+  writeAll(temp("json.safetensors"), bad_json);
+  expectError([&] { SafetensorsFile f(temp("json.safetensors")); }, "not valid safetensors");
+}
+
+TEST(LearningRate, WarmsUpLinearlyThenDecaysByCosineToTheFloor) {
+  TrainConfig c;
+  c.lr = 1.0;
+  c.warmup = 4;
+  c.steps = 14;
+  c.min_lr_ratio = 0.1;
+  EXPECT_DOUBLE_EQ(learningRate(c, 1), 0.25);
+  EXPECT_DOUBLE_EQ(learningRate(c, 4), 1.0);
+  EXPECT_DOUBLE_EQ(learningRate(c, 5), 1.0);
+  EXPECT_NEAR(learningRate(c, 14), 0.1, 1e-12);
+  for (int s = 5; s < 14; ++s) EXPECT_GT(learningRate(c, s), learningRate(c, s + 1));
+}
+
+}  // namespace
+}  // namespace mt

@@ -1,0 +1,210 @@
+// A corrupt or hostile plan gives an error, never a crash or an out-of-bounds access: plans
+// mutated at random (bytes, truncations, and field edits aimed at every index, offset, shape
+// and event) are each either rejected by the verifier or, if accepted, executed for one step.
+// Built a second time with AddressSanitizer + UBSan (mt_plan_mutation_asan), where any stray
+// access aborts the test.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "runtime/backend.h"
+#include "runtime/error.h"
+#include "runtime/host_store.h"
+#include "runtime/verifier.h"
+
+namespace mt {
+namespace {
+
+struct Counts {
+  int tried = 0, rejected = 0, executed = 0;
+};
+
+std::string planPath() {
+  const char* path = std::getenv("MT_TEST_PLAN");
+  return path ? path : "";
+}
+
+// Verifies `plan`; if it passes and is small, runs one step on the CPU backend.
+void tryPlan(const plan::Plan& plan, Counts& counts) {
+  ++counts.tried;
+  try {
+    verifyPlan(plan);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("invalid plan"), std::string::npos) << e.what();
+    ++counts.rejected;
+    return;
+  }
+  int64_t host_bytes = 0;
+  for (const auto& t : plan.host_tensors()) host_bytes += checkedNumel(t.shape(), t.name()) * dtypeBytes(t.dtype());
+  if (plan.arena_bytes() > (int64_t{1} << 28) || host_bytes > (int64_t{1} << 28)) {
+    ++counts.rejected;  // valid but too large to execute in a test
+    return;
+  }
+  try {
+    HostStore store(plan);
+    store.initialize(1);
+    auto backend = createCpuBackend(plan, store);
+    backend->runStep(StepOptions{});
+    ++counts.executed;
+  } catch (const Error& e) {  // e.g. more memory than the machine has
+    ++counts.rejected;
+  }
+}
+
+plan::Plan parseOrEmpty(const std::string& bytes, bool* ok) {
+  plan::Plan plan;
+  *ok = plan.ParseFromString(bytes);
+  return plan;
+}
+
+class PlanMutationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (planPath().empty()) GTEST_SKIP() << "MT_TEST_PLAN is not set (ctest sets it; it needs mtc)";
+    original_ = readPlan(planPath());
+    ASSERT_TRUE(original_.SerializeToString(&bytes_));
+  }
+  plan::Plan original_;
+  std::string bytes_;
+  std::mt19937_64 rng_{20261122};
+};
+
+TEST_F(PlanMutationTest, TheUnmutatedPlanVerifiesAndRuns) {
+  Counts counts;
+  tryPlan(original_, counts);
+  EXPECT_EQ(counts.executed, 1);
+}
+
+TEST_F(PlanMutationTest, TruncatedPlansAreRejectedOrRun) {
+  Counts counts;
+  for (size_t len = 0; len < bytes_.size(); len += std::max<size_t>(1, bytes_.size() / 400)) {
+    bool ok;
+    plan::Plan plan = parseOrEmpty(bytes_.substr(0, len), &ok);
+    if (ok) tryPlan(plan, counts);
+  }
+  std::printf("truncations: %d parsed, %d rejected, %d executed\n", counts.tried, counts.rejected, counts.executed);
+  EXPECT_GT(counts.rejected, 0);
+}
+
+TEST_F(PlanMutationTest, ByteFlippedPlansAreRejectedOrRun) {
+  Counts counts;
+  int unparsable = 0;
+  for (int i = 0; i < 1500; ++i) {
+    std::string mutated = bytes_;
+    const int flips = 1 + static_cast<int>(rng_() % 4);
+    for (int f = 0; f < flips; ++f) mutated[rng_() % mutated.size()] = static_cast<char>(rng_());
+    bool ok;
+    plan::Plan plan = parseOrEmpty(mutated, &ok);
+    if (!ok) {
+      ++unparsable;
+      continue;
+    }
+    tryPlan(plan, counts);
+  }
+  std::printf("byte flips: 1500 inputs, %d unparsable, %d rejected, %d executed\n", unparsable, counts.rejected,
+              counts.executed);
+  EXPECT_GT(counts.rejected, 0);
+}
+
+// Edits aimed at each field the runtime indexes or sizes by.
+TEST_F(PlanMutationTest, FieldEditsAreRejectedOrRun) {
+  Counts counts;
+  auto pick = [&](int n) { return n > 0 ? static_cast<int>(rng_() % n) : 0; };
+  auto wild = [&]() -> int64_t {
+    const int64_t choices[] = {-1, 0, 1, 63, 64, 1 << 20, int64_t{1} << 40, INT64_MAX, INT64_MIN,
+                               static_cast<int64_t>(rng_() % 1000)};
+    return choices[rng_() % std::size(choices)];
+  };
+  for (int i = 0; i < 1500; ++i) {
+    plan::Plan plan = original_;
+    switch (rng_() % 12) {
+      case 0: plan.mutable_buffers(pick(plan.buffers_size()))->set_offset(wild()); break;
+      case 1: {
+        auto* b = plan.mutable_buffers(pick(plan.buffers_size()));
+        if (b->shape_size()) b->set_shape(pick(b->shape_size()), wild());
+        break;
+      }
+      case 2: plan.set_arena_bytes(wild()); break;
+      case 3: plan.set_num_events(static_cast<uint32_t>(pick(plan.num_events() + 1))); break;
+      case 4: {
+        auto* t = plan.mutable_host_tensors(pick(plan.host_tensors_size()));
+        if (t->shape_size()) t->set_shape(pick(t->shape_size()), wild());
+        else t->add_shape(wild());
+        break;
+      }
+      case 5: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_param_index(static_cast<int32_t>(wild()));
+        break;
+      case 6: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_role(static_cast<plan::HostRole>(pick(8)));
+        break;
+      default: {
+        auto* s = plan.mutable_streams(pick(plan.streams_size()));
+        if (!s->instructions_size()) break;
+        auto* in = s->mutable_instructions(pick(s->instructions_size()));
+        const uint32_t value = static_cast<uint32_t>(wild());
+        if (in->has_kernel()) {
+          auto* k = in->mutable_kernel();
+          switch (rng_() % 5) {
+            case 0: k->set_kernel(value % 40); break;
+            case 1: if (k->inputs_size()) k->set_inputs(pick(k->inputs_size()), value); break;
+            case 2: if (k->outputs_size()) k->set_outputs(pick(k->outputs_size()), value); break;
+            case 3: if (k->int_attrs_size()) k->set_int_attrs(pick(k->int_attrs_size()), wild()); break;
+            default: k->add_int_attrs(wild()); break;
+          }
+        } else if (in->has_copy()) {
+          if (rng_() % 2) in->mutable_copy()->set_buffer(value); else in->mutable_copy()->set_host_tensor(value);
+        } else if (in->has_wait_event()) {
+          in->set_wait_event(value % (plan.num_events() + 2));
+        } else if (in->has_record_event()) {
+          if (rng_() % 2) in->set_record_event(value % (plan.num_events() + 2));
+          else s->mutable_instructions()->DeleteSubrange(pick(s->instructions_size()), 1);
+        } else if (in->has_host_task()) {
+          auto* t = in->mutable_host_task();
+          if (t->tensors_size()) t->set_tensors(pick(t->tensors_size()), value);
+        }
+      }
+    }
+    tryPlan(plan, counts);
+  }
+  std::printf("field edits: %d inputs, %d rejected, %d executed\n", counts.tried, counts.rejected, counts.executed);
+  EXPECT_GT(counts.rejected, 500);
+}
+
+TEST_F(PlanMutationTest, AWaitOnAnEventNeverRecordedIsADeadlockError) {
+  plan::Plan plan = original_;
+  for (auto& stream : *plan.mutable_streams())
+    for (int i = stream.instructions_size() - 1; i >= 0; --i)
+      if (stream.instructions(i).has_record_event() && stream.instructions(i).record_event() == 0)
+        stream.mutable_instructions()->DeleteSubrange(i, 1);
+  try {
+    verifyPlan(plan);
+    FAIL() << "a plan that deadlocks verified";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(PlanMutationTest, ANewerMinorOrOtherMajorVersionIsRefusedWithBothVersions) {
+  for (auto [major, minor] : {std::pair{kPlanVersionMajor + 1, 0u}, {kPlanVersionMajor, kPlanVersionMinor + 1}}) {
+    plan::Plan plan = original_;
+    plan.set_version_major(major);
+    plan.set_version_minor(minor);
+    const std::string path = ::testing::TempDir() + "/version.plan";
+    writePlan(plan, path);
+    try {
+      readPlan(path);
+      FAIL() << "version " << major << "." << minor << " accepted";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(std::to_string(major) + "." + std::to_string(minor)), std::string::npos) << message;
+      EXPECT_NE(message.find(std::to_string(kPlanVersionMajor) + "." + std::to_string(kPlanVersionMinor)),
+                std::string::npos)
+          << message;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mt
