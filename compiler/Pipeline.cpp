@@ -94,10 +94,18 @@ void writeInitialWeights(const plan::Plan& plan, const std::string& path) {
 int compile(const CompileOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   MLIRContext context;
+  context.printOpOnDiagnostic(false);  // a 100B model's function is megabytes of text
   context.getOrLoadDialect<MtDialect>();
   context.getOrLoadDialect<func::FuncDialect>();
   llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, llvm::errs());
+  SourceMgrDiagnosticHandler sourceDiagnostics(sourceMgr, &context, llvm::errs());
+  // Diagnostics on built-in models have no source line to show: print them plainly.
+  ScopedDiagnosticHandler plainDiagnostics(&context, [](Diagnostic& d) {
+    if (isa<FileLineColLoc>(d.getLocation())) return failure();  // to the source handler
+    const char* kind = d.getSeverity() == DiagnosticSeverity::Error ? "error" : "note";
+    llvm::errs() << "mtc: " << kind << ": " << d.str() << "\n";
+    return success();
+  });
 
   const HardwareProfile* hw = findHardwareProfile(o.hardware);
   if (!hw) {

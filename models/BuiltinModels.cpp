@@ -76,7 +76,8 @@ namespace {
 class ModelBuilder {
  public:
   ModelBuilder(MLIRContext& ctx, const ModelConfig& c, int64_t batch, int64_t seq)
-      : ctx_(ctx), c_(c), batch_(batch), seq_(seq), b_(&ctx), loc_(b_.getUnknownLoc()) {}
+      : ctx_(ctx), c_(c), batch_(batch), seq_(seq), b_(&ctx),
+        loc_(NameLoc::get(b_.getStringAttr("builtin " + c.family + " model"))) {}
 
   OwningOpRef<ModuleOp> build() {
     OwningOpRef<ModuleOp> module = ModuleOp::create(loc_);

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Bad input gets one clear error naming the problem, a non-zero exit, and nothing half-written.
+# usage: bad_input.sh BIN_DIR WORK_DIR
+set -uo pipefail
+bin=$1 work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
+passed=0 failed=0
+
+# expect_error NEEDLE CMD...: CMD must exit non-zero and print NEEDLE on stderr.
+expect_error() {
+  local needle=$1; shift
+  local err status
+  err=$("$@" 2>&1 >/dev/null); status=$?
+  if [ $status -ne 0 ] && grep -qF -- "$needle" <<<"$err"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL: $* -> exit $status, stderr: $err (wanted: $needle)"
+  fi
+}
+# expect_absent FILE...: no (partial) file left behind
+expect_absent() {
+  for f in "$@"; do
+    if ls "$f"* >/dev/null 2>&1; then failed=$((failed + 1)); echo "FAIL: $f left behind"; else passed=$((passed + 1)); fi
+  done
+}
+
+printf 'hello world, this is a small corpus for the tests.\n%.0s' {1..200} > corpus.txt
+"$bin/mttok" --bytes corpus.txt -o corpus.tok >/dev/null
+"$bin/mtc" gpt2-tiny --batch 2 --seq 16 -o good.plan >/dev/null
+"$bin/mtc" llama-tiny --batch 2 --seq 16 -o other.plan >/dev/null
+
+expect_error "neither a .mlir file nor a built-in model" "$bin/mtc" gpt5-huge -o x.plan
+expect_error "raise the budget to at least" "$bin/mtc" gpt2-tiny --batch 2 --seq 16 --device-mem 4KiB -o budget.plan
+expect_absent budget.plan budget.safetensors
+expect_error "must be between 1 and the context length 64" "$bin/mtc" gpt2-tiny --seq 65 -o seq.plan
+expect_error "is not divisible by" "$bin/mtc" gpt2-tiny --heads 3 -o heads.plan
+expect_error "not a size like 80GiB" "$bin/mtc" gpt2-tiny --device-mem lots -o x.plan
+printf 'func.func @f( {\n' > broken.mlir
+expect_error "cannot parse broken.mlir" "$bin/mtc" broken.mlir -o broken.plan
+expect_absent broken.plan
+
+head -c 100 good.plan > truncated.plan
+expect_error "plan truncated.plan" "$bin/mtrun" truncated.plan --data corpus.tok --steps 1
+printf 'not a plan at all' > garbage.plan
+expect_error "recompile it with mtc" "$bin/mtrun" garbage.plan --data corpus.tok --steps 1
+expect_error "recompile" "$bin/mtdump" garbage.plan
+expect_error "no such file" "$bin/mtrun" missing.plan --data corpus.tok --steps 1
+expect_error "make one with mttok" "$bin/mtrun" good.plan --data missing.tok --steps 1
+head -c 40 corpus.tok > short.tok
+expect_error "truncated" "$bin/mtrun" good.plan --data short.tok --steps 1
+expect_error "no tensor 'wte.weight'" "$bin/mtrun" good.plan --data corpus.tok --weights other.safetensors --steps 1
+expect_error "--steps must be positive" "$bin/mtrun" good.plan --data corpus.tok --steps 0
+expect_error "cannot write" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --export no/such/dir/w.safetensors
+expect_error "unknown backend" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend tpu
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

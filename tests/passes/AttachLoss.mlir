@@ -1,0 +1,42 @@
+// PASSES: --mt-attach-loss
+// Logits (B, T, V) get a targets input and a softmax cross-entropy; the loss is returned.
+
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %[[TARGETS:[a-z0-9]+]]: tensor<2x3xi32> {mt.input = "targets"}
+// CHECK-SAME: -> (tensor<f32> {mt.loss})
+// CHECK: %[[LOGITS:.*]] = mt.matmul
+// CHECK: %[[LOSS:[a-z0-9]+]], %{{.*}} = mt.softmax_xent %[[LOGITS]], %[[TARGETS]] : tensor<2x3x5xf32>, tensor<2x3xi32>
+// CHECK: return %[[LOSS]] : tensor<f32>
+func.func @forward(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
+                   %w: tensor<5x4xf32> {mt.param = {name = "w", init = "normal", std = 0.02 : f32}})
+    -> tensor<2x3x5xf32> {
+  %x = mt.embedding %tokens, %w : tensor<2x3xi32>, tensor<5x4xf32>
+  %logits = mt.matmul %x, %w {transpose_b = true} : tensor<2x3x4xf32>, tensor<5x4xf32>
+  return %logits : tensor<2x3x5xf32>
+}
+
+// -----
+
+// A function that already returns a scalar loss is left as it is.
+// CHECK-LABEL: func.func @scalar
+// CHECK: mt.softmax_xent
+// CHECK-NOT: mt.softmax_xent
+// CHECK: return %{{.*}} : tensor<f32>
+func.func @scalar(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
+                  %w: tensor<5x4xf32> {mt.param = {name = "w", init = "normal", std = 0.02 : f32}})
+    -> tensor<f32> {
+  %x = mt.embedding %tokens, %w : tensor<2x3xi32>, tensor<5x4xf32>
+  %loss, %lse = mt.softmax_xent %x, %tokens : tensor<2x3x4xf32>, tensor<2x3xi32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+func.func @not_logits(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
+                      %w: tensor<5x4xf32> {mt.param = {name = "w", init = "normal", std = 0.02 : f32}})
+    -> tensor<3x4xf32> {
+  %x = mt.embedding %tokens, %w : tensor<2x3xi32>, tensor<5x4xf32>
+  %y = mt.sum_to %x : tensor<2x3x4xf32> -> tensor<3x4xf32>
+  // expected-error @+1 {{cannot attach a loss: the function returns 'tensor<3x4xf32>'; expected f32 logits of shape (B, T, V) or a scalar loss}}
+  return %y : tensor<3x4xf32>
+}

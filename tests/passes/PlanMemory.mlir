@@ -1,0 +1,62 @@
+// PASSES: --mt-plan-memory=budget=4096
+// Offsets by liveness in one arena, 64-byte aligned: a value's bytes are reused once its last
+// use has passed (the weights at 64 become the scaled activations), a reshape shares its
+// input's bytes, and an op's results never overlap its own inputs.
+
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: attributes {mt.arena_bytes = 512 : i64}
+// CHECK: mt.h2d %arg0 {mt.offsets = array<i64: 0>}
+// CHECK: mt.h2d %arg1 {mt.offsets = array<i64: 64>}
+// CHECK: mt.embedding %{{.*}} {mt.offsets = array<i64: 192>}
+// CHECK: mt.reshape %{{.*}} {mt.offsets = array<i64: 192>}
+// CHECK: mt.scale %{{.*}} {factor = 2.000000e+00 : f32, mt.offsets = array<i64: 64>}
+// CHECK: mt.reshape %{{.*}} {mt.offsets = array<i64: 64>}
+// CHECK: mt.softmax_xent %{{.*}} {mt.offsets = array<i64: 192, 256>}
+// CHECK: mt.softmax_xent_grad %{{.*}} {mt.offsets = array<i64: 384>}
+// CHECK: mt.embedding_grad %{{.*}} {mt.offsets = array<i64: 256>, vocab = 5 : i64}
+// CHECK: mt.d2h %loss : tensor<f32>
+// CHECK-NOT: mt.offsets
+// CHECK: return
+func.func @step(%arg0: tensor<2x3xi32> {mt.input = "tokens"}, %arg1: tensor<5x4xf32> {mt.param = {init = "normal", name = "w", std = 2.000000e-02 : f32}}) -> (tensor<f32> {mt.loss}, tensor<5x4xf32> {mt.grad = "w"}) {
+  %0 = mt.h2d %arg0 : tensor<2x3xi32>
+  %1 = mt.h2d %arg1 : tensor<5x4xf32>
+  %2 = mt.embedding %0, %1 : tensor<2x3xi32>, tensor<5x4xf32>
+  %3 = mt.reshape %2 : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %4 = mt.scale %3 {factor = 2.000000e+00 : f32} : tensor<6x4xf32>
+  %5 = mt.reshape %4 : tensor<6x4xf32> -> tensor<2x3x4xf32>
+  %loss, %lse = mt.softmax_xent %5, %0 : tensor<2x3x4xf32>, tensor<2x3xi32>
+  %6 = mt.fill {value = 1.000000e+00 : f32} : tensor<f32>
+  %7 = mt.softmax_xent_grad %6, %5, %0, %lse : tensor<f32>, tensor<2x3x4xf32>, tensor<2x3xi32>, tensor<2x3xf32>
+  %8 = mt.scale %7 {factor = 2.000000e+00 : f32} : tensor<2x3x4xf32>
+  %9 = mt.embedding_grad %0, %8 {vocab = 5 : i64} : tensor<2x3xi32>, tensor<2x3x4xf32>
+  %10 = mt.d2h %loss : tensor<f32>
+  %11 = mt.d2h %9 : tensor<5x4xf32>
+  mt.host_task "grad_norm"(%11) : tensor<5x4xf32>
+  mt.host_task "adamw"(%arg1) : tensor<5x4xf32>
+  return %10, %11 : tensor<f32>, tensor<5x4xf32>
+}
+
+// -----
+
+// A device budget below what the plan needs names the smallest budget that works.
+// expected-error @+1 {{the all-resident plan needs 75776 bytes (0.00 GiB) of device memory but the budget is 4096 bytes: raise the budget to at least 75776}}
+func.func @too_big(%tokens: tensor<64x16xi32> {mt.input = "tokens"},
+                   %w: tensor<32x16xf32> {mt.param = {name = "w", init = "normal", std = 0.02 : f32}})
+    -> (tensor<f32> {mt.loss}) {
+  %t = mt.h2d %tokens : tensor<64x16xi32>
+  %d = mt.h2d %w : tensor<32x16xf32>
+  %x = mt.embedding %t, %d : tensor<64x16xi32>, tensor<32x16xf32>
+  %loss, %lse = mt.softmax_xent %x, %t : tensor<64x16x16xf32>, tensor<64x16xi32>
+  %h = mt.d2h %loss : tensor<f32>
+  return %h : tensor<f32>
+}
+
+// -----
+
+func.func @unscheduled(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
+                       %w: tensor<5x4xf32> {mt.param = {name = "w", init = "normal", std = 0.02 : f32}})
+    -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{reads a host value (a function argument) on the device: run mt-schedule-resident first}}
+  %x = mt.embedding %tokens, %w : tensor<2x3xi32>, tensor<5x4xf32>
+  return %x : tensor<2x3x4xf32>
+}
