@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine: build, tokenise the fortunes corpus (bytes), compile the
+# built-in gpt2-demo model into a plan, and train it on the CPU backend (or the GPU, once the
+# CUDA backend lands) while the loss falls. Extra arguments go to mtrun (e.g. --steps 100).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/build.sh
+mkdir -p demo
+corpus=$(find /usr/share/games/fortunes -type f ! -name '*.dat' ! -name '*.u8' | sort)
+build/bin/mttok --bytes $corpus -o demo/fortunes.tok
+build/bin/mtc gpt2-demo --batch 16 --seq 128 -o demo/gpt2-demo.plan
+build/bin/mtrun demo/gpt2-demo.plan --data demo/fortunes.tok --weights demo/gpt2-demo.safetensors \
+  --steps 500 --lr 2e-3 --warmup 50 --print-every 25 --log demo/train.jsonl \
+  --export demo/gpt2-demo.trained.safetensors "$@"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every Debian package MegaTrain's build, tests, demo and benchmarks need (Debian 12).
+# Idempotent: installs only what is missing. Needs root (or sudo) when something is missing.
+set -euo pipefail
+packages=(
+  cmake ninja-build g++ pkg-config
+  llvm-19-dev libmlir-19-dev mlir-19-tools         # the compiler (mt dialect, passes); FileCheck
+  libprotobuf-dev protobuf-compiler                # the plan format
+  libonnx-dev                                      # ONNX import
+  libopenblas-dev libopenblas0-pthread             # CPU backend matrix products (and torch's BLAS)
+  nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
+  python3-torch python3-onnx python3-numpy         # PyTorch goldens and the benchmark peer
+  fortunes fortunes-min                            # the demo corpus (text is not committed)
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
