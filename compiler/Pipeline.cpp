@@ -5,13 +5,13 @@
 #include <fmt/format.h>
 
 #include "compiler/Emitter.h"
+#include "compiler/Stages.h"
 #include "models/BuiltinModels.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
 #include "passes/Passes.h"
 #include "runtime/error.h"
 #include "runtime/host_store.h"
@@ -53,26 +53,6 @@ std::string mib(double bytes) {
 }
 
 std::string millis(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
-
-// The pass that ends each stage after "input".
-std::unique_ptr<Pass> stagePass(const std::string& stage, int64_t budget) {
-  if (stage == "attach-loss") return createAttachLossPass();
-  if (stage == "autodiff") return createAutodiffPass();
-  if (stage == "schedule") return createScheduleResidentPass();
-  PlanMemoryPassOptions options;
-  options.budget = budget;
-  return createPlanMemoryPass(options);
-}
-
-// Batch, sequence and vocabulary read off a differentiated function.
-void shapeOfModel(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
-  module.walk([&](SoftmaxXentOp op) {
-    auto logits = op.getLogits().getType().getShape();
-    vocab = logits.back();
-    batch = logits.size() >= 3 ? logits[0] : 1;
-    seq = logits.size() >= 2 ? logits[logits.size() - 2] : 1;
-  });
-}
 
 void writeInitialWeights(const plan::Plan& plan, const std::string& path) {
   std::vector<std::vector<float>> data;
@@ -163,26 +143,20 @@ int compile(const CompileOptions& o) {
     return 1;
   }
 
-  // Run the stages one at a time so --emit can stop after any of them.
-  for (const char* stage : kStages) {
-    if (std::string(stage) != "input") {
-      PassManager pm(&context);
-      pm.addPass(stagePass(stage, o.device_mem));
-      if (failed(pm.run(*module))) {
-        std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", stage);
-        return 1;
-      }
-    }
-    if (o.emit == stage) {
-      module->print(llvm::outs());
-      llvm::outs() << "\n";
-      return 0;
-    }
+  const std::string failed_stage = runStages(*module, o.emit, o.device_mem);
+  if (!failed_stage.empty()) {
+    std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", failed_stage.c_str());
+    return 1;
+  }
+  if (!o.emit.empty()) {
+    module->print(llvm::outs());
+    llvm::outs() << "\n";
+    return 0;
   }
 
   EmitOptions emit;
   emit.model_name = o.model;
-  shapeOfModel(*module, emit.batch, emit.seq, emit.vocab);
+  modelShape(*module, emit.batch, emit.seq, emit.vocab);
   emit.init_seed = o.seed;
   emit.hardware = *hw;
   plan::Plan plan;
