@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+struct CUstream_st;
+
 namespace mt {
 
 // Values match mt.plan.DType.
@@ -40,6 +42,11 @@ struct KernelArgs {
 // outside the given tensors.
 using KernelCheckFn = std::string (*)(const KernelArgs&);
 using KernelCpuFn = void (*)(const KernelArgs&);
+
+// CUDA twins take the same arguments (data pointers into device memory) and a stream. The
+// handle is declared (outside the namespace) as CUDA declares it, so headers need no CUDA include.
+using CudaStream = ::CUstream_st*;
+using KernelCudaFn = void (*)(const KernelArgs&, CudaStream);
 
 std::string shapeString(const std::vector<int64_t>& shape);
 

@@ -9,6 +9,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/blas_setup.h"
+#include "runtime/cuda_device.h"
 #include "runtime/error.h"
 #include "runtime/host_store.h"
 #include "runtime/op_table.h"
@@ -29,12 +30,20 @@ double learningRate(const TrainConfig& c, int64_t step) {
 
 namespace {
 
+// The CUDA backend is not written yet: "auto" runs on the CPU and says so when a GPU is there,
+// "cuda" refuses. Nothing falls back silently.
 std::unique_ptr<Backend> createBackend(const std::string& name, const plan::Plan& plan,
                                        HostStore& store) {
-  if (name == "cpu" || name == "auto") return createCpuBackend(plan, store);
+  if (name != "cpu" && name != "cuda" && name != "auto")
+    throw Error("unknown backend '" + name + "': choose cpu, cuda or auto");
+  const GpuInfo gpu = probeGpu();
   if (name == "cuda")
-    throw Error("backend 'cuda' is not built into this mtrun yet; use --backend cpu");
-  throw Error("unknown backend '" + name + "': choose cpu, cuda or auto");
+    throw Error("backend 'cuda' is not implemented in this mtrun yet (GPU: " + gpu.description +
+                "); use --backend cpu");
+  if (name == "auto" && gpu.available)
+    std::printf("note: GPU %s found, but the CUDA backend is not implemented yet: running on the CPU\n",
+                gpu.description.c_str());
+  return createCpuBackend(plan, store);
 }
 
 }  // namespace

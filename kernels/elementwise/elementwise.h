@@ -20,4 +20,9 @@ std::string fill_check(const KernelArgs& args);
 void fill_cpu(const KernelArgs& args);
 std::string transpose_check(const KernelArgs& args);
 void transpose_cpu(const KernelArgs& args);
+
+// CUDA twins (kernels/elementwise/elementwise_cuda.cu), built when CUDA is enabled.
+void add_cuda(const KernelArgs& args, CudaStream stream);
+void mul_cuda(const KernelArgs& args, CudaStream stream);
+void scale_cuda(const KernelArgs& args, CudaStream stream);
 }  // namespace mt
