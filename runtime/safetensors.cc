@@ -1,9 +1,5 @@
 #include "runtime/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -23,85 +19,60 @@ int64_t dtypeBytesOf(const std::string& dtype) {
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+SafetensorsFile::SafetensorsFile(const std::string& path)
+    : path_(path), file_(path, "weights file", "") {
   auto bad = [&](const std::string& why) {
     return Error("weights file " + path + " is not valid safetensors: " + why);
   };
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error("cannot open weights file " + path + ": " + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    throw Error("cannot stat " + path);
-  }
-  size_ = static_cast<size_t>(st.st_size);
-  if (size_ < 8) {
-    close(fd);
-    throw bad("file is shorter than its 8-byte header length");
-  }
-  map_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    throw Error("cannot map " + path);
-  }
-  try {
-    const auto* base = static_cast<const std::byte*>(map_);
-    uint64_t header_len;
-    std::memcpy(&header_len, base, 8);
-    if (header_len > size_ - 8) throw bad("header length runs past the end of the file");
-    nlohmann::json header = nlohmann::json::parse(
-        reinterpret_cast<const char*>(base) + 8, reinterpret_cast<const char*>(base) + 8 + header_len,
-        nullptr, /*allow_exceptions=*/false);
-    if (!header.is_object()) throw bad("header is not a JSON object");
-    const std::byte* data = base + 8 + header_len;
-    const int64_t data_size = static_cast<int64_t>(size_ - 8 - header_len);
-    for (auto& [name, value] : header.items()) {
-      if (name == "__metadata__") {
-        if (!value.is_object()) throw bad("__metadata__ is not an object");
-        for (auto& [k, v] : value.items())
-          if (v.is_string()) metadata_[k] = v.get<std::string>();
-        continue;
-      }
-      if (!value.is_object() || !value.contains("dtype") || !value["dtype"].is_string() ||
-          !value.contains("shape") || !value["shape"].is_array() ||
-          !value.contains("data_offsets") || !value["data_offsets"].is_array() ||
-          value["data_offsets"].size() != 2)
-        throw bad("entry '" + name + "' lacks dtype, shape or data_offsets");
-      SafetensorsEntry e;
-      e.dtype = value["dtype"].get<std::string>();
-      const int64_t elem = dtypeBytesOf(e.dtype);
-      if (elem < 0) throw bad("entry '" + name + "' has unknown dtype " + e.dtype);
-      int64_t numel = 1;
-      for (auto& d : value["shape"]) {
-        if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 40))
-          throw bad("entry '" + name + "' has an invalid shape");
-        e.shape.push_back(d.get<int64_t>());
-        numel *= e.shape.back();
-        if (numel > (int64_t{1} << 48)) throw bad("entry '" + name + "' is too large");
-      }
-      auto& offs = value["data_offsets"];
-      if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
-        throw bad("entry '" + name + "' has invalid data_offsets");
-      const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
-      if (begin > end || end > static_cast<uint64_t>(data_size))
-        throw bad("entry '" + name + "' lies outside the file (truncated?)");
-      if (static_cast<int64_t>(end - begin) != numel * elem)
-        throw bad("entry '" + name + "' has " + std::to_string(end - begin) +
-                  " bytes but its shape needs " + std::to_string(numel * elem));
-      e.data = data + begin;
-      e.bytes = static_cast<int64_t>(end - begin);
-      entries_[name] = std::move(e);
+  const size_t size = file_.size();
+  if (size < 8) throw bad("file is shorter than its 8-byte header length");
+  const auto* base = reinterpret_cast<const std::byte*>(file_.data());
+  uint64_t header_len;
+  std::memcpy(&header_len, base, 8);
+  if (header_len > size - 8) throw bad("header length runs past the end of the file");
+  nlohmann::json header = nlohmann::json::parse(
+      reinterpret_cast<const char*>(base) + 8, reinterpret_cast<const char*>(base) + 8 + header_len,
+      nullptr, /*allow_exceptions=*/false);
+  if (!header.is_object()) throw bad("header is not a JSON object");
+  const std::byte* data = base + 8 + header_len;
+  const int64_t data_size = static_cast<int64_t>(size - 8 - header_len);
+  for (auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      if (!value.is_object()) throw bad("__metadata__ is not an object");
+      for (auto& [k, v] : value.items())
+        if (v.is_string()) metadata_[k] = v.get<std::string>();
+      continue;
     }
-  } catch (...) {
-    munmap(map_, size_);
-    map_ = nullptr;
-    throw;
+    if (!value.is_object() || !value.contains("dtype") || !value["dtype"].is_string() ||
+        !value.contains("shape") || !value["shape"].is_array() ||
+        !value.contains("data_offsets") || !value["data_offsets"].is_array() ||
+        value["data_offsets"].size() != 2)
+      throw bad("entry '" + name + "' lacks dtype, shape or data_offsets");
+    SafetensorsEntry e;
+    e.dtype = value["dtype"].get<std::string>();
+    const int64_t elem = dtypeBytesOf(e.dtype);
+    if (elem < 0) throw bad("entry '" + name + "' has unknown dtype " + e.dtype);
+    int64_t numel = 1;
+    for (auto& d : value["shape"]) {
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 40))
+        throw bad("entry '" + name + "' has an invalid shape");
+      e.shape.push_back(d.get<int64_t>());
+      numel *= e.shape.back();
+      if (numel > (int64_t{1} << 48)) throw bad("entry '" + name + "' is too large");
+    }
+    auto& offs = value["data_offsets"];
+    if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
+      throw bad("entry '" + name + "' has invalid data_offsets");
+    const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
+    if (begin > end || end > static_cast<uint64_t>(data_size))
+      throw bad("entry '" + name + "' lies outside the file (truncated?)");
+    if (static_cast<int64_t>(end - begin) != numel * elem)
+      throw bad("entry '" + name + "' has " + std::to_string(end - begin) +
+                " bytes but its shape needs " + std::to_string(numel * elem));
+    e.data = data + begin;
+    e.bytes = static_cast<int64_t>(end - begin);
+    entries_[name] = std::move(e);
   }
-}
-
-SafetensorsFile::~SafetensorsFile() {
-  if (map_) munmap(map_, size_);
 }
 
 const SafetensorsEntry& SafetensorsFile::f32(const std::string& name,

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/mapped_file.h"
+
 namespace mt {
 
 struct SafetensorsEntry {
@@ -22,9 +24,6 @@ class SafetensorsFile {
  public:
   // Throws mt::Error for a missing, truncated or malformed file.
   explicit SafetensorsFile(const std::string& path);
-  ~SafetensorsFile();
-  SafetensorsFile(const SafetensorsFile&) = delete;
-  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
   const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
@@ -33,8 +32,7 @@ class SafetensorsFile {
 
  private:
   std::string path_;
-  void* map_ = nullptr;
-  size_t size_ = 0;
+  MappedFile file_;
   std::map<std::string, SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
 };

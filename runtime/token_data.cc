@@ -1,9 +1,5 @@
 #include "runtime/token_data.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstring>
 
@@ -23,62 +19,34 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
-TokenFile::TokenFile(const std::string& path) : path_(path) {
+TokenFile::TokenFile(const std::string& path) : file_(path, "token file", "(make one with mttok)") {
   auto bad = [&](const std::string& why) {
     return Error("token file " + path + " is invalid: " + why + " (re-create it with mttok)");
   };
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw Error("cannot open token file " + path + ": " + std::strerror(errno) +
-                " (make one with mttok)");
-  struct stat st;
-  fstat(fd, &st);
-  map_bytes_ = static_cast<size_t>(st.st_size);
-  if (map_bytes_ < kHeaderBytes) {
-    close(fd);
-    throw bad("shorter than its 32-byte header");
-  }
-  map_ = mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    throw Error("cannot map token file " + path);
-  }
-  const auto* base = static_cast<const unsigned char*>(map_);
-  uint32_t version, reserved;
+  const size_t size = file_.size();
+  if (size < kHeaderBytes) throw bad("shorter than its 32-byte header");
+  const unsigned char* base = file_.data();
+  uint32_t version;
   uint64_t count;
   std::memcpy(&version, base + 8, 4);
   std::memcpy(&bytes_per_token_, base + 12, 4);
   std::memcpy(&count, base + 16, 8);
   std::memcpy(&vocab_, base + 24, 4);
-  std::memcpy(&reserved, base + 28, 4);
-  try {
-    if (std::memcmp(base, kTokenMagic, 8) != 0) throw bad("bad magic (not a MegaTrain token file)");
-    if (version != kTokenVersion)
-      throw bad("version " + std::to_string(version) + ", this reader knows " +
-                std::to_string(kTokenVersion));
-    if (bytes_per_token_ != 2 && bytes_per_token_ != 4)
-      throw bad("bytes per token is " + std::to_string(bytes_per_token_) + ", not 2 or 4");
-    if (vocab_ == 0) throw bad("vocab size is 0");
-    if (count > (map_bytes_ - kHeaderBytes) / bytes_per_token_ ||
-        count * bytes_per_token_ != map_bytes_ - kHeaderBytes)
-      throw bad("header says " + std::to_string(count) + " tokens but the file holds " +
-                std::to_string((map_bytes_ - kHeaderBytes) / bytes_per_token_) + " (truncated?)");
-    count_ = static_cast<int64_t>(count);
-    tokens_ = base + kHeaderBytes;
-    for (int64_t i = 0; i < count_; ++i)
-      if (at(i) >= vocab_)
-        throw bad("token " + std::to_string(i) + " is " + std::to_string(at(i)) +
-                  ", not below the vocab size " + std::to_string(vocab_));
-  } catch (...) {
-    munmap(map_, map_bytes_);
-    map_ = nullptr;
-    throw;
-  }
-}
-
-TokenFile::~TokenFile() {
-  if (map_) munmap(map_, map_bytes_);
+  if (std::memcmp(base, kTokenMagic, 8) != 0) throw bad("bad magic (not a MegaTrain token file)");
+  if (version != kTokenVersion)
+    throw bad("version " + std::to_string(version) + ", this reader knows " + std::to_string(kTokenVersion));
+  if (bytes_per_token_ != 2 && bytes_per_token_ != 4)
+    throw bad("bytes per token is " + std::to_string(bytes_per_token_) + ", not 2 or 4");
+  if (vocab_ == 0) throw bad("vocab size is 0");
+  if (count > (size - kHeaderBytes) / bytes_per_token_ || count * bytes_per_token_ != size - kHeaderBytes)
+    throw bad("header says " + std::to_string(count) + " tokens but the file holds " +
+              std::to_string((size - kHeaderBytes) / bytes_per_token_) + " (truncated?)");
+  count_ = static_cast<int64_t>(count);
+  tokens_ = base + kHeaderBytes;
+  for (int64_t i = 0; i < count_; ++i)
+    if (at(i) >= vocab_)
+      throw bad("token " + std::to_string(i) + " is " + std::to_string(at(i)) + ", not below the vocab size " +
+                std::to_string(vocab_));
 }
 
 uint32_t TokenFile::at(int64_t i) const {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/mapped_file.h"
+
 namespace mt {
 
 inline constexpr char kTokenMagic[8] = {'M', 'T', 'T', 'O', 'K', 'E', 'N', 'S'};
@@ -20,18 +22,13 @@ class TokenFile {
  public:
   // Throws mt::Error naming the problem for a missing, truncated or malformed file.
   explicit TokenFile(const std::string& path);
-  ~TokenFile();
-  TokenFile(const TokenFile&) = delete;
-  TokenFile& operator=(const TokenFile&) = delete;
 
   int64_t size() const { return count_; }
   uint32_t vocabSize() const { return vocab_; }
   uint32_t at(int64_t i) const;
 
  private:
-  std::string path_;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
+  MappedFile file_;
   const unsigned char* tokens_ = nullptr;
   uint32_t bytes_per_token_ = 0;
   int64_t count_ = 0;

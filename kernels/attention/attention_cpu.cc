@@ -9,21 +9,16 @@
 namespace mt {
 namespace {
 
+// Everything the kernels derive from the operands' shapes, in the types BLAS wants.
 struct AttnDims {
   int64_t batch, seq, heads, kv_heads, head_dim;
-  int64_t q_stride() const { return heads * head_dim; }    // between tokens of q / out
-  int64_t kv_stride() const { return kv_heads * head_dim; }  // between tokens of k / v
+  int64_t group;   // query heads per key/value head
+  int64_t blocks;  // query blocks of kBlockRows rows
+  float scale;     // 1/sqrt(head_dim)
+  int q_stride;    // floats between tokens of q / out (H*D)
+  int kv_stride;   // floats between tokens of k / v (Hkv*D)
+  int hd;          // head_dim as int
 };
-
-AttnDims attnDims(const Tensor& q, const KernelArgs& args) {
-  AttnDims d;
-  d.batch = q.dim(0);
-  d.seq = q.dim(1);
-  d.heads = args.ints[0];
-  d.kv_heads = args.ints[1];
-  d.head_dim = q.dim(2) / d.heads;
-  return d;
-}
 
 std::string checkQKV(const KernelArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
                      const char* op) {
@@ -45,6 +40,22 @@ std::string checkQKV(const KernelArgs& args, const Tensor& q, const Tensor& k, c
 // Query rows per block: a block's scores against every key up to its last row are one
 // matrix product, so the work runs in BLAS instead of dot-product loops.
 constexpr int64_t kBlockRows = 64;
+
+AttnDims attnDims(const Tensor& q, const KernelArgs& args) {
+  AttnDims d;
+  d.batch = q.dim(0);
+  d.seq = q.dim(1);
+  d.heads = args.ints[0];
+  d.kv_heads = args.ints[1];
+  d.head_dim = q.dim(2) / d.heads;
+  d.group = d.heads / d.kv_heads;
+  d.blocks = (d.seq + kBlockRows - 1) / kBlockRows;
+  d.scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
+  d.q_stride = static_cast<int>(d.heads * d.head_dim);
+  d.kv_stride = static_cast<int>(d.kv_heads * d.head_dim);
+  d.hd = static_cast<int>(d.head_dim);
+  return d;
+}
 
 // BLAS runs single-threaded inside these kernels: the parallelism is across (batch, head)
 // tasks, and two levels of threads would fight over the cores.
@@ -99,11 +110,9 @@ std::string attention_check(const KernelArgs& args) {
 void attention_cpu(const KernelArgs& args) {
   const Tensor &q = args.in[0], &k = args.in[1], &v = args.in[2];
   const AttnDims d = attnDims(q, args);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-  const int64_t group = d.heads / d.kv_heads;
-  const int64_t blocks = (d.seq + kBlockRows - 1) / kBlockRows;
-  const int qs = static_cast<int>(d.q_stride()), kvs = static_cast<int>(d.kv_stride());
-  const int hd = static_cast<int>(d.head_dim);
+  const float scale = d.scale;
+  const int64_t group = d.group, blocks = d.blocks;
+  const int qs = d.q_stride, kvs = d.kv_stride, hd = d.hd;
   SingleThreadedBlas single;
 #pragma omp parallel
   {
@@ -114,15 +123,15 @@ void attention_cpu(const KernelArgs& args) {
       const int64_t blk = blocks - 1 - task % blocks, h = (task / blocks) % d.heads;
       const int64_t b = task / (blocks * d.heads), kvh = h / group;
       const int64_t i0 = blk * kBlockRows, rows = std::min(kBlockRows, d.seq - i0), keys = i0 + rows;
-      const float* qb = q.f32() + (b * d.seq + i0) * d.q_stride() + h * d.head_dim;
-      const float* kb = k.f32() + b * d.seq * d.kv_stride() + kvh * d.head_dim;
-      const float* vb = v.f32() + b * d.seq * d.kv_stride() + kvh * d.head_dim;
+      const float* qb = q.f32() + (b * d.seq + i0) * d.q_stride + h * d.head_dim;
+      const float* kb = k.f32() + b * d.seq * d.kv_stride + kvh * d.head_dim;
+      const float* vb = v.f32() + b * d.seq * d.kv_stride + kvh * d.head_dim;
       const int rk = static_cast<int>(keys);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), rk, hd, scale, qb,
                   qs, kb, kvs, 0.0f, probs.data(), rk);
       float* lse = args.out[1].f32() + (b * d.heads + h) * d.seq + i0;
       causalSoftmax(probs.data(), rows, keys, i0, lse, nullptr);
-      float* ob = args.out[0].f32() + (b * d.seq + i0) * d.q_stride() + h * d.head_dim;
+      float* ob = args.out[0].f32() + (b * d.seq + i0) * d.q_stride + h * d.head_dim;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), hd, rk, 1.0f,
                   probs.data(), rk, vb, kvs, 0.0f, ob, qs);
     }
@@ -144,11 +153,9 @@ void attention_grad_cpu(const KernelArgs& args) {
   const Tensor &dout = args.in[0], &q = args.in[1], &k = args.in[2], &v = args.in[3];
   const Tensor &out = args.in[4], &lse = args.in[5];
   const AttnDims d = attnDims(q, args);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-  const int64_t group = d.heads / d.kv_heads;
-  const int64_t blocks = (d.seq + kBlockRows - 1) / kBlockRows;
-  const int qs = static_cast<int>(d.q_stride()), kvs = static_cast<int>(d.kv_stride());
-  const int hd = static_cast<int>(d.head_dim);
+  const float scale = d.scale;
+  const int64_t group = d.group, blocks = d.blocks;
+  const int qs = d.q_stride, kvs = d.kv_stride, hd = d.hd;
   SingleThreadedBlas single;
   // One task per (batch, kv head): it owns dk/dv of that head and dq of its query heads, so
   // no two threads write the same element and every sum runs in a fixed order.
@@ -158,20 +165,20 @@ void attention_grad_cpu(const KernelArgs& args) {
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < d.batch * d.kv_heads; ++task) {
       const int64_t b = task / d.kv_heads, kvh = task % d.kv_heads;
-      const int64_t kv_base = b * d.seq * d.kv_stride() + kvh * d.head_dim;
+      const int64_t kv_base = b * d.seq * d.kv_stride + kvh * d.head_dim;
       const float* kb = k.f32() + kv_base;
       const float* vb = v.f32() + kv_base;
       float* dkb = args.out[1].f32() + kv_base;
       float* dvb = args.out[2].f32() + kv_base;
       for (int64_t j = 0; j < d.seq; ++j) {
-        std::fill(dkb + j * d.kv_stride(), dkb + j * d.kv_stride() + d.head_dim, 0.0f);
-        std::fill(dvb + j * d.kv_stride(), dvb + j * d.kv_stride() + d.head_dim, 0.0f);
+        std::fill(dkb + j * d.kv_stride, dkb + j * d.kv_stride + d.head_dim, 0.0f);
+        std::fill(dvb + j * d.kv_stride, dvb + j * d.kv_stride + d.head_dim, 0.0f);
       }
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
         for (int64_t blk = 0; blk < blocks; ++blk) {
           const int64_t i0 = blk * kBlockRows, rows = std::min(kBlockRows, d.seq - i0), keys = i0 + rows;
           const int r = static_cast<int>(rows), rk = static_cast<int>(keys);
-          const int64_t q_off = (b * d.seq + i0) * d.q_stride() + h * d.head_dim;
+          const int64_t q_off = (b * d.seq + i0) * d.q_stride + h * d.head_dim;
           const float* qb = q.f32() + q_off;
           const float* dob = dout.f32() + q_off;
           const float* ob = out.f32() + q_off;
@@ -187,8 +194,8 @@ void attention_grad_cpu(const KernelArgs& args) {
                       dprobs.data(), rk);
           // dS = P * (dP - rowsum(dO * O)) * scale
           for (int64_t row = 0; row < rows; ++row) {
-            const float* doi = dob + row * d.q_stride();
-            const float* oi = ob + row * d.q_stride();
+            const float* doi = dob + row * d.q_stride;
+            const float* oi = ob + row * d.q_stride;
             float delta = 0.0f;
 #pragma omp simd reduction(+ : delta)
             for (int64_t c = 0; c < d.head_dim; ++c) delta += doi[c] * oi[c];
