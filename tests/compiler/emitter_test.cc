@@ -1,0 +1,84 @@
+// The plan emitter: a compiled model's plan verifies, its streams carry what the schedule put
+// there with events wherever one stream consumes another's result, and a module that skipped
+// the memory plan is refused.
+#include <gtest/gtest.h>
+
+#include "compiler/Emitter.h"
+#include "compiler/Stages.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Parser/Parser.h"
+#include "models/BuiltinModels.h"
+#include "passes/Passes.h"
+#include "runtime/verifier.h"
+
+namespace mt {
+namespace {
+
+class EmitterTest : public ::testing::Test {
+ protected:
+  EmitterTest() {
+    context_.getOrLoadDialect<MtDialect>();
+    context_.getOrLoadDialect<mlir::func::FuncDialect>();
+    context_.printOpOnDiagnostic(false);
+  }
+  mlir::LogicalResult emit(mlir::ModuleOp module, plan::Plan& plan) {
+    EmitOptions options;
+    modelShape(module, options.batch, options.seq, options.vocab);
+    options.hardware = *findHardwareProfile("cpu");
+    PlanStats stats;
+    return emitPlan(module, options, plan, stats);
+  }
+  mlir::MLIRContext context_;
+};
+
+TEST_F(EmitterTest, BuiltinModelPlanVerifiesWithStreamsAndEvents) {
+  ModelConfig config = findModelPreset("llama-tiny")->config;
+  auto module = buildModel(context_, config, 2, 8);
+  ASSERT_EQ(runStages(*module, "", 0), "");
+  plan::Plan plan;
+  ASSERT_TRUE(mlir::succeeded(emit(*module, plan)));
+  verifyPlan(plan);
+
+  ASSERT_EQ(plan.streams_size(), 4);
+  const auto& compute = plan.streams(0);
+  const auto& h2d = plan.streams(1);
+  const auto& d2h = plan.streams(2);
+  const auto& host = plan.streams(3);
+  EXPECT_EQ(compute.kind(), plan::Stream::COMPUTE);
+  int params = 0;
+  for (const auto& t : plan.host_tensors()) params += t.role() == plan::ROLE_PARAM;
+  int copies_in = 0, copies_out = 0, kernels = 0;
+  for (const auto& in : h2d.instructions()) copies_in += in.has_copy();
+  for (const auto& in : d2h.instructions()) copies_out += in.has_copy();
+  for (const auto& in : compute.instructions()) kernels += in.has_kernel();
+  EXPECT_EQ(copies_in, params + 2);   // every weight, tokens and targets
+  EXPECT_EQ(copies_out, params + 1);  // every gradient and the loss
+  EXPECT_GT(kernels, 40);
+  // The compute stream's first kernel waits for the copies it reads.
+  ASSERT_TRUE(compute.instructions(0).has_wait_event());
+  // The host stream: wait for the gradients, the norm, then AdamW over every parameter.
+  ASSERT_GE(host.instructions_size(), 3);
+  EXPECT_TRUE(host.instructions(0).has_wait_event());
+  const auto& norm = host.instructions(host.instructions_size() - 2);
+  const auto& adamw = host.instructions(host.instructions_size() - 1);
+  EXPECT_EQ(norm.host_task().kind(), plan::HostTask::GRAD_NORM);
+  EXPECT_EQ(adamw.host_task().kind(), plan::HostTask::ADAMW);
+  EXPECT_EQ(adamw.host_task().tensors_size(), params);
+  EXPECT_EQ(plan.model().num_params(), config.numParams());
+}
+
+TEST_F(EmitterTest, RefusesAModuleWithoutAMemoryPlan) {
+  auto module = buildModel(context_, findModelPreset("gpt2-tiny")->config, 2, 8);
+  ASSERT_EQ(runStages(*module, "schedule", 0), "");
+  plan::Plan plan;
+  std::string message;
+  mlir::ScopedDiagnosticHandler capture(&context_, [&](mlir::Diagnostic& d) {
+    message = d.str();
+    return mlir::success();
+  });
+  EXPECT_TRUE(mlir::failed(emit(*module, plan)));
+  EXPECT_NE(message.find("run mt-plan-memory first"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace mt
