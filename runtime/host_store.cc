@@ -1,5 +1,6 @@
 #include "runtime/host_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -110,11 +111,12 @@ void HostStore::initialize(uint64_t seed) {
   }
 }
 
-void HostStore::loadParams(const SafetensorsFile& file) {
-  for (int p : params_) {
-    const auto& t = plan_.host_tensors(p);
+void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles) {
+  for (int i = 0; i < plan_.host_tensors_size(); ++i) {
+    const auto& t = plan_.host_tensors(i);
+    if (std::find(roles.begin(), roles.end(), t.role()) == roles.end()) continue;
     const auto& entry = file.f32(t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end()));
-    std::memcpy(data(p), entry.data, entry.bytes);
+    std::memcpy(data(i), entry.data, entry.bytes);
   }
 }
 
@@ -132,10 +134,20 @@ void HostStore::saveGrads(const std::string& path) const {
   for (int p : params_) {
     const auto& t = plan_.host_tensors(p);
     const int g = grad_of_[p];
-    if (g < 0) continue;
+    if (g < 0) continue;  // a parameter the plan never updates
     out.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(g), bytes(g)});
   }
   writeSafetensors(path, out, {{"format", "pt"}, {"producer", "megatrain"}});
+}
+
+void HostStore::saveState(const std::string& path, const std::map<std::string, std::string>& metadata) const {
+  std::vector<SafetensorsTensor> out;
+  for (int i = 0; i < plan_.host_tensors_size(); ++i) {
+    const auto& t = plan_.host_tensors(i);
+    if (t.role() == plan::ROLE_PARAM || t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2)
+      out.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(i), bytes(i)});
+  }
+  writeSafetensors(path, out, metadata);
 }
 
 }  // namespace mt

@@ -2,6 +2,8 @@
 // AdamW moments, per-step inputs and the loss) in host memory, allocated once.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,11 +29,16 @@ class HostStore {
   // Parameters from the plan's initializers (seeded), everything else zero.
   void initialize(uint64_t seed);
   // Parameters from a weights file (every parameter must be there, F32, with its shape).
-  void loadParams(const SafetensorsFile& file);
+  void loadParams(const SafetensorsFile& file) { load(file, {plan::ROLE_PARAM}); }
   // Parameters (role PARAM), under their plan names.
   void saveParams(const std::string& path) const;
   // Gradients (role GRAD), under their parameters' names.
   void saveGrads(const std::string& path) const;
+  // Parameters and AdamW moments under their plan names (a checkpoint's tensors), plus metadata.
+  void saveState(const std::string& path, const std::map<std::string, std::string>& metadata) const;
+  void loadState(const SafetensorsFile& file) {
+    load(file, {plan::ROLE_PARAM, plan::ROLE_MOMENT1, plan::ROLE_MOMENT2});
+  }
 
   const std::vector<int>& params() const { return params_; }
   int gradOf(int param) const { return grad_of_[param]; }
@@ -44,6 +51,9 @@ class HostStore {
   int64_t totalBytes() const { return total_bytes_; }
 
  private:
+  // Every tensor of the given roles from `file`, by its plan name.
+  void load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles);
+
   const plan::Plan& plan_;
   std::vector<std::unique_ptr<std::byte[]>> tensors_;
   std::vector<int64_t> numel_;

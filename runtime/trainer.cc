@@ -1,6 +1,8 @@
 #include "runtime/trainer.h"
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +11,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/blas_setup.h"
+#include "runtime/checkpoint.h"
 #include "runtime/cuda_device.h"
 #include "runtime/error.h"
 #include "runtime/host_store.h"
@@ -29,6 +32,10 @@ double learningRate(const TrainConfig& c, int64_t step) {
 }
 
 namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+void onStopSignal(int signal) { g_stop_signal = signal; }
 
 // The CUDA backend is not written yet: "auto" runs on the CPU and says so when a GPU is there,
 // "cuda" refuses. Nothing falls back silently.
@@ -62,11 +69,25 @@ int train(const TrainConfig& config) {
                 std::to_string(data.vocabSize()) + " but the model's vocabulary is " +
                 std::to_string(model.vocab()) + ": tokenise for this model or compile with --vocab " +
                 std::to_string(data.vocabSize()));
-  BatchSampler sampler(data, model.batch(), model.seq(), config.seed);
-
   HostStore store(plan);
   store.initialize(plan.init_seed());
   if (!config.weights_path.empty()) store.loadParams(SafetensorsFile(config.weights_path));
+  CheckpointState resumed;
+  resumed.seed = config.seed;
+  if (!config.resume_dir.empty()) {
+    const std::optional<std::string> latest = latestCheckpoint(config.resume_dir);
+    if (!latest)
+      throw Error("no checkpoint in " + config.resume_dir + " to resume from (write them with --checkpoint-dir)");
+    resumed = loadCheckpoint(*latest, plan, store);
+    std::printf("resuming from %s: step %lld done, data seed %llu\n", latest->c_str(),
+                static_cast<long long>(resumed.step), static_cast<unsigned long long>(resumed.seed));
+    if (resumed.total_steps != config.steps)
+      std::printf("note: the checkpointed run had --steps %lld, this one %lld: the learning-rate schedule "
+                  "differs from the uninterrupted run's\n",
+                  static_cast<long long>(resumed.total_steps), static_cast<long long>(config.steps));
+  }
+  const std::string checkpoint_dir = config.checkpoint_dir.empty() ? config.resume_dir : config.checkpoint_dir;
+  BatchSampler sampler(data, model.batch(), model.seq(), resumed.seed);
   std::unique_ptr<Backend> backend = createBackend(config.backend, plan, store);
 
   if (config.profile) backend->enableProfile();
@@ -82,7 +103,7 @@ int train(const TrainConfig& config) {
 
   std::ofstream log;
   if (!config.log_path.empty()) {
-    log.open(config.log_path, std::ios::trunc);
+    log.open(config.log_path, config.resume_dir.empty() ? std::ios::trunc : std::ios::app);
     if (!log) throw Error("cannot write log " + config.log_path);
   }
   StepOptions options;
@@ -92,8 +113,18 @@ int train(const TrainConfig& config) {
   options.adamw.weight_decay = config.weight_decay;
   options.grad_clip = config.grad_clip;
 
+  auto checkpoint = [&](int64_t step) {
+    if (checkpoint_dir.empty()) return;
+    writeCheckpoint(checkpoint_dir, plan, store, {step, resumed.seed, config.steps}, config.keep);
+    std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), checkpoint_dir.c_str());
+  };
+  g_stop_signal = 0;
+  std::signal(SIGINT, onStopSignal);
+  std::signal(SIGTERM, onStopSignal);
+
   double total_seconds = 0.0;
-  for (int64_t step = 1; step <= config.steps; ++step) {
+  int64_t steps_run = 0;
+  for (int64_t step = resumed.step + 1; step <= config.steps; ++step) {
     sampler.fill(step - 1, store.i32(store.tokens()), store.i32(store.targets()));
     options.adamw.step = step;
     options.adamw.lr = learningRate(config, step);
@@ -118,20 +149,31 @@ int train(const TrainConfig& config) {
                              {"tokens_per_s", tok_s}, {"step_ms", seconds * 1e3}};
       log << line.dump() << "\n" << std::flush;
     }
+    ++steps_run;
+    if (step == config.steps || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
+      checkpoint(step);
+    } else if (g_stop_signal) {
+      checkpoint(step);
+    }
+    if (g_stop_signal && step < config.steps) {
+      std::printf("stopped by %s after step %lld%s\n", g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
+                  static_cast<long long>(step),
+                  checkpoint_dir.empty() ? " (no --checkpoint-dir: progress is lost)" : "; resume with --resume");
+      return 0;
+    }
   }
-  std::printf("done: %lld steps, %.1f s, %.0f tok/s average\n",
-              static_cast<long long>(config.steps), total_seconds,
-              tokens_per_step * config.steps / total_seconds);
-  if (config.profile) {
+  std::printf("done: %lld steps, %.1f s, %.0f tok/s average\n", static_cast<long long>(steps_run),
+              total_seconds, steps_run ? tokens_per_step * steps_run / total_seconds : 0.0);
+  if (config.profile && steps_run > 0) {
     const std::vector<double> seconds = backend->kernelSeconds();
     std::vector<size_t> order(seconds.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
-    std::printf("kernel time over %lld steps (compute stream):\n", static_cast<long long>(config.steps));
+    std::printf("kernel time over %lld steps (compute stream):\n", static_cast<long long>(steps_run));
     for (size_t i : order)
       if (seconds[i] > 0)
         std::printf("  %-22s %9.1f ms/step  %5.1f%%\n", std::string(kKernelTable[i].op_name).c_str(),
-                    seconds[i] / config.steps * 1e3, 100.0 * seconds[i] / total_seconds);
+                    seconds[i] / steps_run * 1e3, 100.0 * seconds[i] / total_seconds);
   }
   if (!config.export_path.empty()) {
     store.saveParams(config.export_path);

@@ -22,6 +22,10 @@ struct TrainConfig {
   double weight_decay = 0.1;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double grad_clip = 1.0;
+  std::string checkpoint_dir;  // "" = no checkpoints (with resume_dir: the same directory)
+  int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = only at the end and on a signal
+  int keep = 3;                // checkpoints kept (the newest)
+  std::string resume_dir;      // continue from the newest checkpoint in this directory
   int64_t print_every = 1;
   bool profile = false;        // print time per kernel at the end
 };
@@ -30,7 +34,8 @@ struct TrainConfig {
 // the last step.
 double learningRate(const TrainConfig& config, int64_t step);
 
-// Runs training; returns the process exit code. Throws mt::Error on bad input.
+// Runs training; returns the process exit code. Throws mt::Error on bad input. SIGINT and
+// SIGTERM end the run after the current step, with a checkpoint when a directory is set.
 int train(const TrainConfig& config);
 
 }  // namespace mt

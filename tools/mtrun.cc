@@ -13,8 +13,11 @@ int main(int argc, char** argv) {
       "mtrun: train a MegaTrain plan.\n\n"
       "Examples:\n"
       "  mtrun model.plan --data corpus.tok --steps 300\n"
-      "  mtrun model.plan --data corpus.tok --weights model.safetensors --export trained.safetensors\n\n"
-      "Exit codes: 0 success, 1 bad input or runtime error (message on stderr), 2 bad flags."};
+      "  mtrun model.plan --data corpus.tok --weights model.safetensors --export trained.safetensors\n"
+      "  mtrun model.plan --data corpus.tok --steps 5000 --checkpoint-dir ckpt --checkpoint-every 500\n"
+      "  mtrun model.plan --data corpus.tok --steps 5000 --resume ckpt\n\n"
+      "Exit codes: 0 success (also when SIGINT/SIGTERM stopped the run after a checkpoint), 1 bad input\n"
+      "or runtime error (message on stderr), 2 bad flags."};
   app.add_option("plan", c.plan_path, "plan file written by mtc")->required();
   app.add_option("--data", c.data_path, "token file (make one with mttok)")->required();
   app.add_option("--weights", c.weights_path,
@@ -39,6 +42,15 @@ int main(int argc, char** argv) {
   app.add_option("--print-every", c.print_every, "print a progress line every N steps")
       ->capture_default_str();
   app.add_flag("--profile", c.profile, "print the time spent in each kernel at the end");
+  app.add_option("--checkpoint-dir", c.checkpoint_dir,
+                 "write checkpoints (parameters, AdamW state, step) here: at the end, every "
+                 "--checkpoint-every steps, and on SIGINT/SIGTERM");
+  app.add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (0: end and signals only)")
+      ->capture_default_str();
+  app.add_option("--keep", c.keep, "checkpoints to keep, newest first")->capture_default_str();
+  app.add_option("--resume", c.resume_dir,
+                 "continue from the newest checkpoint in this directory (bit-identical to an "
+                 "uninterrupted run with the same flags)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
