@@ -138,6 +138,7 @@ LogicalResult Emitter::addHostTensors() {
       if (!paramByName.emplace(t->name(), plan_.host_tensors_size() - 1).second)
         return func_.emitError("two parameters are named '") << t->name() << "'";
       stats_.num_params += cast<RankedTensorType>(arg.getType()).getNumElements();
+      stats_.param_bytes += tensorBytes(arg.getType());
     } else {
       return func_.emitError("argument ") << i << " is neither a parameter (mt.param) nor an input (mt.input)";
     }
@@ -231,6 +232,7 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     instr.body.set_bytes(bytes);
     instr.micros = micros(bytes, hw.h2d_bps);
     stats_.h2d_bytes += bytes;
+    if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_PARAM) stats_.weight_h2d_bytes += bytes;
   } else if (auto d2h = dyn_cast<D2HOp>(op)) {
     instr.stream = kD2H;
     if (!hostTensor_.count(d2h.getResult()))

@@ -20,6 +20,8 @@ struct PlanStats {
   int64_t num_params = 0;
   double flops = 0;           // all kernels of one step
   int64_t h2d_bytes = 0;      // host -> device per step
+  int64_t weight_h2d_bytes = 0;  // of which parameters
+  int64_t param_bytes = 0;    // all parameters once
   int64_t d2h_bytes = 0;      // device -> host per step
   double compute_us = 0, h2d_us = 0, d2h_us = 0, host_us = 0;  // busy time per stream kind
   double step_us = 0;         // predicted, with the streams overlapping as the events allow

@@ -143,13 +143,14 @@ int compile(const CompileOptions& o) {
     return 1;
   }
 
-  const std::string failed_stage = runStages(*module, o.emit, o.device_mem);
-  if (!failed_stage.empty()) {
-    std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", failed_stage.c_str());
+  const StageResult stages = runStages(*module, {o.emit, o.device_mem, o.schedule});
+  if (!stages.failed.empty()) {
+    std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", stages.failed.c_str());
     return 1;
   }
   if (!o.emit.empty()) {
-    module->print(llvm::outs());
+    // With locations: module paths (the layer blocks) survive a round trip through text.
+    module->print(llvm::outs(), OpPrintingFlags().enableDebugInfo());
     llvm::outs() << "\n";
     return 0;
   }
@@ -202,9 +203,15 @@ int compile(const CompileOptions& o) {
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab);
   std::printf("  parameters     %.3f M; host %s (%.1f bytes/param: fp32 master, grad, 2 AdamW moments)\n",
               stats.num_params / 1e6, mib(host_bytes).c_str(), double(host_bytes) / stats.num_params);
-  std::printf("  device arena   %s (all-resident plan)\n", mib(plan.arena_bytes()).c_str());
-  std::printf("  per step       %.3e FLOP; h2d %s, d2h %s; weights cross the link once each way\n",
-              stats.flops, mib(stats.h2d_bytes).c_str(), mib(stats.d2h_bytes).c_str());
+  std::string measured;
+  for (const auto& [name, arena] : stages.arena_by_schedule) measured += " " + name + " " + mib(arena) + ";";
+  std::printf("  device arena   %s, schedule %s%s\n", mib(plan.arena_bytes()).c_str(), stages.schedule.c_str(),
+              measured.empty() ? "" : (" (chosen for the budget;" + measured + ")").c_str());
+  std::printf("  per step       %.3e FLOP; each block's forward runs %s; h2d %s (weights cross the link "
+              "%.2fx), d2h %s; activations moved 0\n",
+              stats.flops, stages.schedule == "streamed-recompute" ? "twice" : "once", mib(stats.h2d_bytes).c_str(),
+              stats.param_bytes ? double(stats.weight_h2d_bytes) / stats.param_bytes : 0.0,
+              mib(stats.d2h_bytes).c_str());
   std::printf("  predicted step %s on %s (compute %s, h2d %s, d2h %s, host %s); bottleneck: %s\n",
               millis(stats.step_us).c_str(), hw->name.c_str(), millis(stats.compute_us).c_str(),
               millis(stats.h2d_us).c_str(), millis(stats.d2h_us).c_str(), millis(stats.host_us).c_str(),

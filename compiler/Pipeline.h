@@ -9,7 +9,8 @@
 namespace mt {
 
 // The stages --emit can stop after, in pipeline order.
-inline constexpr const char* kStages[] = {"input", "attach-loss", "autodiff", "schedule", "memory"};
+inline constexpr const char* kStages[] = {"input",     "attach-loss", "autodiff", "partition",
+                                          "recompute", "schedule",    "memory"};
 
 struct CompileOptions {
   std::string model;            // a preset name or a .mlir file
@@ -24,6 +25,7 @@ struct CompileOptions {
   uint64_t seed = 1;
   int64_t device_mem = 0;       // bytes; 0 = no budget
   std::string hardware = "cpu";
+  std::string schedule = "auto";  // resident, streamed, streamed-recompute, or auto (by budget)
 };
 
 // Runs the compiler; returns the process exit code (diagnostics on stderr).

@@ -2,6 +2,7 @@
 
 #include "compiler/Pipeline.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "passes/Passes.h"
 
 using namespace mlir;
@@ -9,28 +10,82 @@ using namespace mlir;
 namespace mt {
 namespace {
 
-// The pass that ends each stage after "input".
-std::unique_ptr<Pass> stagePass(const std::string& stage, int64_t budget) {
-  if (stage == "attach-loss") return createAttachLossPass();
-  if (stage == "autodiff") return createAutodiffPass();
-  if (stage == "schedule") return createScheduleResidentPass();
-  PlanMemoryPassOptions options;
-  options.budget = budget;
-  return createPlanMemoryPass(options);
+// The passes of stage `stage` under `schedule` (possibly none).
+void addStagePasses(mlir::PassManager& pm, const std::string& stage, const std::string& schedule, int64_t budget) {
+  if (stage == "attach-loss") pm.addPass(createAttachLossPass());
+  if (stage == "autodiff") pm.addPass(createAutodiffPass());
+  if (stage == "partition") pm.addPass(createPartitionPass());
+  if (stage == "recompute" && schedule == "streamed-recompute") pm.addPass(createRecomputePass());
+  if (stage == "schedule")
+    pm.addPass(schedule == "resident" ? createScheduleResidentPass() : createScheduleStreamedPass());
+  if (stage == "memory") {
+    PlanMemoryPassOptions options;
+    options.budget = budget;
+    pm.addPass(createPlanMemoryPass(options));
+  }
+}
+
+// Runs the stages from `first` (inclusive) to `last` ("" = to the end).
+bool runFrom(ModuleOp module, size_t first, const std::string& last, const std::string& schedule, int64_t budget,
+             std::string& failed_stage) {
+  for (size_t i = first; i < std::size(kStages); ++i) {
+    PassManager pm(module.getContext());
+    addStagePasses(pm, kStages[i], schedule, budget);
+    if (mlir::failed(pm.run(module))) {
+      failed_stage = kStages[i];
+      return false;
+    }
+    if (last == kStages[i]) return true;
+  }
+  return true;
+}
+
+size_t stageIndex(const std::string& name) {
+  for (size_t i = 0; i < std::size(kStages); ++i)
+    if (name == kStages[i]) return i;
+  return std::size(kStages);
 }
 
 }  // namespace
 
-std::string runStages(ModuleOp module, const std::string& last, int64_t device_mem) {
-  if (last == "input") return "";
-  for (const char* stage : kStages) {
-    if (std::string(stage) == "input") continue;
-    PassManager pm(module.getContext());
-    pm.addPass(stagePass(stage, device_mem));
-    if (failed(pm.run(module))) return stage;
-    if (last == stage) return "";
+StageResult runStages(ModuleOp module, const StageOptions& options) {
+  StageResult result;
+  result.schedule = options.schedule == "auto" ? "resident" : options.schedule;
+  if (options.last == "input") return result;
+  const size_t partition = stageIndex("partition");
+  const bool stops_early = !options.last.empty() && stageIndex(options.last) <= partition;
+  if (!runFrom(module, 1, stops_early ? options.last : "partition", result.schedule, 0, result.failed) ||
+      stops_early)
+    return result;
+  if (options.schedule == "auto" && options.device_mem > 0) {
+    // The first schedule, from the fastest to the most frugal, whose plan fits the budget.
+    result.schedule.clear();
+    for (const char* schedule : kSchedules) {
+      OwningOpRef<ModuleOp> trial = module.clone();
+      std::string ignored;
+      if (!runFrom(*trial, partition + 1, "", schedule, 0, ignored)) continue;
+      func::FuncOp func = getModelFunction(*trial);
+      const int64_t arena = func->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
+      result.arena_by_schedule.emplace_back(schedule, arena);
+      if (arena <= options.device_mem) {
+        result.schedule = schedule;
+        break;
+      }
+    }
+    if (result.schedule.empty()) {
+      const auto& [name, arena] = result.arena_by_schedule.back();
+      getModelFunction(module).emitError("the model needs at least ")
+          << formatBytes(arena)
+          << " of device memory, with weights streamed per block and activations recomputed; the budget "
+             "is "
+          << formatBytes(options.device_mem) << ": raise --device-mem to at least " << arena
+          << " bytes or make the batch or sequence smaller";
+      result.failed = "memory";
+      return result;
+    }
   }
-  return "";
+  runFrom(module, partition + 1, options.last, result.schedule, options.device_mem, result.failed);
+  return result;
 }
 
 void modelShape(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {

@@ -1,15 +1,30 @@
 // The pipeline's stages as a library: mtc runs them, and so do tests that compile IR in-process.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mt {
 
-// Runs the stages after "input" (attach-loss, autodiff, schedule, memory) in order on
-// `module`, stopping after `last` ("" = all). Returns the name of the stage that failed
-// (its diagnostics already emitted), or "".
-std::string runStages(mlir::ModuleOp module, const std::string& last, int64_t device_mem);
+// The schedules the compiler can emit, from the most device memory to the least.
+inline constexpr const char* kSchedules[] = {"resident", "streamed", "streamed-recompute"};
+
+struct StageOptions {
+  std::string last;          // stop after this stage ("" = run all)
+  int64_t device_mem = 0;    // bytes; 0 = no budget
+  std::string schedule = "auto";  // one of kSchedules, or "auto": the first that fits the budget
+};
+
+struct StageResult {
+  std::string failed;    // the stage that failed (diagnostics emitted), or ""
+  std::string schedule;  // the schedule used
+  std::vector<std::pair<std::string, int64_t>> arena_by_schedule;  // what "auto" measured
+};
+
+// Runs the stages after "input" on `module`: attach-loss, autodiff, partition, recompute
+// (when the schedule recomputes), schedule, memory.
+StageResult runStages(mlir::ModuleOp module, const StageOptions& options);
 
 // Batch, sequence and vocabulary of a module that has its loss attached.
 void modelShape(mlir::ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab);

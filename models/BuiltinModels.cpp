@@ -79,6 +79,10 @@ class ModelBuilder {
       : ctx_(ctx), c_(c), batch_(batch), seq_(seq), b_(&ctx),
         loc_(NameLoc::get(b_.getStringAttr("builtin " + c.family + " model"))) {}
 
+  // Ops take the module path of the part they belong to ("embed", "blocks.3", "head"): the
+  // partition pass finds layer blocks by it, as it does in ONNX node names.
+  void enter(const std::string& path) { loc_ = NameLoc::get(b_.getStringAttr(path)); }
+
   OwningOpRef<ModuleOp> build() {
     OwningOpRef<ModuleOp> module = ModuleOp::create(loc_);
     b_.setInsertionPointToEnd(module->getBody());
@@ -134,6 +138,7 @@ class ModelBuilder {
 
   Value gpt2() {
     const double std = 0.02, residual_std = 0.02 / std::sqrt(2.0 * c_.layers);
+    enter("embed");
     Value wte = param("wte.weight", {c_.vocab, c_.width}, "normal", std);
     Value wpe = param("wpe.weight", {c_.context, c_.width}, "normal", std);
     Value x = b_.create<EmbeddingOp>(loc_, tokens_, wte);
@@ -141,6 +146,7 @@ class ModelBuilder {
     x = b_.create<AddOp>(loc_, x, b_.create<EmbeddingOp>(loc_, positions, wpe));
     for (int64_t l = 0; l < c_.layers; ++l) {
       const std::string p = "blocks." + std::to_string(l) + ".";
+      enter("blocks." + std::to_string(l));
       Value h = layerNorm(x, p + "ln1");
       Value q = linear(h, p + "attn.q", c_.width, c_.width, true, std);
       Value k = linear(h, p + "attn.k", c_.width, c_.width, true, std);
@@ -151,6 +157,7 @@ class ModelBuilder {
       Value f = b_.create<GeluOp>(loc_, linear(h, p + "mlp.fc", c_.ffn, c_.width, true, std), true);
       x = b_.create<AddOp>(loc_, x, linear(f, p + "mlp.proj", c_.width, c_.ffn, true, residual_std));
     }
+    enter("head");
     x = layerNorm(x, "ln_f");
     Value head = c_.tied ? wte : param("lm_head.weight", {c_.vocab, c_.width}, "normal", std);
     return b_.create<MatmulOp>(loc_, x, head, false, true);
@@ -161,10 +168,12 @@ class ModelBuilder {
     const int64_t kv_width = c_.kv_heads * c_.headDim();
     const FloatAttr theta = b_.getF32FloatAttr(static_cast<float>(c_.rope_theta));
     const IntegerAttr head_dim = b_.getI64IntegerAttr(c_.headDim());
+    enter("embed");
     Value embed = param("embed.weight", {c_.vocab, c_.width}, "normal", std);
     Value x = b_.create<EmbeddingOp>(loc_, tokens_, embed);
     for (int64_t l = 0; l < c_.layers; ++l) {
       const std::string p = "layers." + std::to_string(l) + ".";
+      enter("layers." + std::to_string(l));
       Value h = rmsNorm(x, p + "attn_norm");
       Value q = linear(h, p + "attn.q", c_.width, c_.width, false, std);
       Value k = linear(h, p + "attn.k", kv_width, c_.width, false, std);
@@ -179,6 +188,7 @@ class ModelBuilder {
       Value s = b_.create<SwigluOp>(loc_, gate, up);
       x = b_.create<AddOp>(loc_, x, linear(s, p + "mlp.down", c_.width, c_.ffn, false, residual_std));
     }
+    enter("head");
     x = rmsNorm(x, "norm");
     Value head = c_.tied ? embed : param("lm_head.weight", {c_.vocab, c_.width}, "normal", std);
     return b_.create<MatmulOp>(loc_, x, head, false, true);

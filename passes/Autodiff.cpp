@@ -79,6 +79,10 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
     }
     b.create<func::ReturnOp>(ret.getLoc(), results);
     ret.erase();
+    // Everything after the forward ops is backward: mark it for the passes that tell apart.
+    for (Operation* op = forward.empty() ? &body.front() : forward.back()->getNextNode();
+         op && !isa<func::ReturnOp>(op); op = op->getNextNode())
+      op->setAttr(kBackwardAttr, b.getUnitAttr());
     SmallVector<Type> resultTypes;
     for (Value v : results) resultTypes.push_back(v.getType());
     func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), resultTypes));

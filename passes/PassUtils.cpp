@@ -1,3 +1,4 @@
+#include "llvm/Support/FormatVariadic.h"
 #include "passes/Passes.h"
 
 using namespace mlir;
@@ -15,6 +16,22 @@ func::FuncOp getModelFunction(ModuleOp module) {
   }
   if (!found) module.emitError("the module holds no func.func model function");
   return found;
+}
+
+std::string formatBytes(int64_t bytes) {
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = bytes;
+  int unit = -1;
+  while (value >= 1024 && unit < 3) value /= 1024, ++unit;
+  std::string out = std::to_string(bytes) + " bytes";
+  if (unit >= 0) out += " (" + llvm::formatv("{0:F1}", value).str() + " " + units[unit] + ")";
+  return out;
+}
+
+std::optional<int64_t> blockOf(Operation* op) {
+  auto block = op->getAttrOfType<IntegerAttr>(kBlockAttr);
+  if (!block) return std::nullopt;
+  return block.getInt();
 }
 
 StringRef paramName(func::FuncOp func, unsigned index) {

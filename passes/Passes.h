@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "compiler/dialect/MtDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,10 +26,20 @@ inline constexpr char kGradAttr[] = "mt.grad";           // result: gradient of 
 inline constexpr char kOffsetsAttr[] = "mt.offsets";     // op: arena offset of each result
 inline constexpr char kArenaBytesAttr[] = "mt.arena_bytes";  // func: arena size
 inline constexpr char kModelAttr[] = "mt.model";         // func: model name
+inline constexpr char kBlockAttr[] = "mt.block";         // op: layer block index
+inline constexpr char kTemplatesAttr[] = "mt.block_templates";  // func: block -> template block
+inline constexpr char kBackwardAttr[] = "mt.backward";   // op: made by autodiff
+inline constexpr char kRecomputeAttr[] = "mt.recompute"; // op: a forward op cloned for backward
 
 
 // The module's model function: the only func.func. Emits an error and returns null otherwise.
 mlir::func::FuncOp getModelFunction(mlir::ModuleOp module);
+
+// The layer block of an op (mt.block), or std::nullopt before mt-partition ran.
+std::optional<int64_t> blockOf(mlir::Operation* op);
+
+// "123456 bytes (120.6 KiB)" — exact for the fix, readable for the person.
+std::string formatBytes(int64_t bytes);
 
 // The param name of argument `index`, or "" if it is not a parameter.
 llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);

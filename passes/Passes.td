@@ -24,6 +24,44 @@ def AutodiffPass : Pass<"mt-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::mt::MtDialect"];
 }
 
+def PartitionPass : Pass<"mt-partition", "mlir::ModuleOp"> {
+  let summary = "Group the ops into layer blocks by module path and find identical blocks";
+  let description = [{
+    Gives every op an `mt.block` index from the module path in its location
+    (`blocks.3`, `layers.3`, as built-in models and ONNX node names have them): blocks keep
+    their index, ops before the first block form the prologue (-1), ops after it the epilogue
+    (last + 1). Backward ops share their forward op's location and so its block. Blocks whose
+    forward ops match in op names, types and attributes (a structural hash) share a template:
+    `mt.block_templates` on the function maps each block to the first block like it.
+  }];
+  let dependentDialects = ["::mt::MtDialect"];
+}
+
+def RecomputePass : Pass<"mt-recompute", "mlir::ModuleOp"> {
+  let summary = "Recompute each layer block's activations in its backward pass";
+  let description = [{
+    For every layer block, clones the forward ops whose results the block's backward ops read,
+    just before the first backward op of the block, and points the backward ops at the clones
+    (marked `mt.recompute`). Only the block inputs (the boundary activations) stay alive from
+    the forward pass to the backward; each block's forward runs twice per step. Needs
+    `mt-partition` and a differentiated function.
+  }];
+  let dependentDialects = ["::mt::MtDialect"];
+}
+
+def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
+  let summary = "Streamed schedule: weights copied in per block, one block ahead; gradients out as they complete";
+  let description = [{
+    Like mt-schedule-resident, but a parameter's device copy lives only for one run of uses
+    within a block (its forward, then its recompute + backward): an `mt.h2d` is inserted at the
+    start of the block that runs before (a prefetch one block ahead), so weights cross the
+    link once forward and once backward. Each gradient is copied out right after it is
+    complete and its share of the global norm taken on the host at once; AdamW runs when the
+    norm is complete. Needs `mt-partition` and a differentiated function.
+  }];
+  let dependentDialects = ["::mt::MtDialect"];
+}
+
 def ScheduleResidentPass : Pass<"mt-schedule-resident", "mlir::ModuleOp"> {
   let summary = "All-resident schedule: copy inputs and weights in, gradients out, optimise on host";
   let description = [{

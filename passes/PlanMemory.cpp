@@ -5,7 +5,6 @@
 #include <map>
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
 
@@ -98,11 +97,11 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     }
     func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(arena.peak()));
     if (budget > 0 && arena.peak() > budget) {
-      func.emitError("the all-resident plan needs ")
-          << arena.peak() << " bytes (" << llvm::formatv("{0:F2}", arena.peak() / double(1 << 30)).str()
-          << " GiB) of device memory but the budget is " << static_cast<int64_t>(budget)
-          << " bytes: raise the budget to at least " << arena.peak()
-          << " or make the model or batch smaller";
+      func.emitError("the plan needs ")
+          << formatBytes(arena.peak()) << " of device memory but the budget is "
+          << formatBytes(static_cast<int64_t>(budget)) << ": raise the budget to at least "
+          << arena.peak() << " bytes, stream the weights and recompute (mtc --schedule), or make the "
+          << "model or batch smaller";
       return signalPassFailure();
     }
   }

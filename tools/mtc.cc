@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
       "  mtc llama-tiny --layers 4 --width 128 -o l.plan  a preset with overrides\n"
       "  mtc models/tiny_mlp.mlir -o tiny.plan          a model written in the mt dialect\n"
       "  mtc gpt2-tiny --emit=autodiff                  print the IR after a stage\n\n"
-      "Stages (--emit): input, attach-loss, autodiff, schedule, memory.\n"
+      "  mtc llama-tiny --device-mem 2MiB -o l.plan     stream weights / recompute to fit 2 MiB\n\n"
+      "Stages (--emit): input, attach-loss, autodiff, partition, recompute, schedule, memory.\n"
       "Exit codes: 0 success, 1 bad model or input (message on stderr), 2 bad flags."};
   app.add_option("model", o.model, "built-in model name or a .mlir file");
   app.add_flag("--list-models", list_models, "list the built-in models and exit");
@@ -33,11 +34,16 @@ int main(int argc, char** argv) {
   app.add_flag("--tied", tied, "override: tie the output projection to the embedding");
   app.add_flag("--untied", untied, "override: separate output projection");
   app.add_option("--emit", o.emit, "print the IR after this stage and stop")
-      ->check(CLI::IsMember({"input", "attach-loss", "autodiff", "schedule", "memory"}));
+      ->check(CLI::IsMember({"input", "attach-loss", "autodiff", "partition", "recompute", "schedule", "memory"}));
   app.add_option("--weights", o.weights, "initial weights file (default: beside the plan)");
   app.add_flag("--no-weights", o.no_weights, "do not write initial weights");
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
   app.add_option("--device-mem", device_mem, "device memory budget, e.g. 80GiB (fail if exceeded)");
+  app.add_option("--schedule", o.schedule,
+                 "resident (all weights on the device), streamed (weights per block), streamed-recompute "
+                 "(and activations recomputed per block), or auto: the first that fits --device-mem")
+      ->check(CLI::IsMember({"auto", "resident", "streamed", "streamed-recompute"}))
+      ->capture_default_str();
   app.add_option("--hw", o.hardware, "hardware profile of the cost model: cpu, h100-pcie5, h200, gh200")
       ->capture_default_str();
   try {

@@ -34,7 +34,7 @@ class EmitterTest : public ::testing::Test {
 TEST_F(EmitterTest, BuiltinModelPlanVerifiesWithStreamsAndEvents) {
   ModelConfig config = findModelPreset("llama-tiny")->config;
   auto module = buildModel(context_, config, 2, 8);
-  ASSERT_EQ(runStages(*module, "", 0), "");
+  ASSERT_EQ(runStages(*module, {}).failed, "");
   plan::Plan plan;
   ASSERT_TRUE(mlir::succeeded(emit(*module, plan)));
   verifyPlan(plan);
@@ -69,7 +69,7 @@ TEST_F(EmitterTest, BuiltinModelPlanVerifiesWithStreamsAndEvents) {
 
 TEST_F(EmitterTest, RefusesAModuleWithoutAMemoryPlan) {
   auto module = buildModel(context_, findModelPreset("gpt2-tiny")->config, 2, 8);
-  ASSERT_EQ(runStages(*module, "schedule", 0), "");
+  ASSERT_EQ(runStages(*module, {"schedule"}).failed, "");
   plan::Plan plan;
   std::string message;
   mlir::ScopedDiagnosticHandler capture(&context_, [&](mlir::Diagnostic& d) {

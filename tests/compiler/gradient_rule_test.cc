@@ -87,7 +87,7 @@ TEST_P(GradientRuleTest, MatchesFiniteDifferencesOfTheCompiledLoss) {
   context.getOrLoadDialect<mlir::func::FuncDialect>();
   auto module = mlir::parseSourceString<mlir::ModuleOp>(source, &context);
   ASSERT_TRUE(module) << source;
-  ASSERT_EQ(runStages(*module, "", 0), "");
+  ASSERT_EQ(runStages(*module, {}).failed, "");
   EmitOptions options;
   modelShape(*module, options.batch, options.seq, options.vocab);
   options.hardware = *findHardwareProfile("cpu");

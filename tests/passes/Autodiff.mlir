@@ -1,16 +1,16 @@
 // PASSES: --mt-autodiff
 // The loss is differentiated with respect to every parameter: gradients of a value used twice
 // are summed, a broadcast bias gets a sum_to, and the function returns the loss followed by one
-// gradient per parameter, in argument order.
+// gradient per parameter, in argument order. Every op autodiff makes is marked mt.backward.
 
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: -> (tensor<f32> {mt.loss}, tensor<5x4xf32> {mt.grad = "w"}, tensor<5xf32> {mt.grad = "b"})
-// CHECK: %[[SEED:.*]] = mt.fill {value = 1.000000e+00 : f32} : tensor<f32>
+// CHECK: %[[SEED:.*]] = mt.fill {mt.backward, value = 1.000000e+00 : f32} : tensor<f32>
 // CHECK: %[[DLOGITS:.*]] = mt.softmax_xent_grad %[[SEED]]
-// CHECK: %[[DBIAS:.*]] = mt.sum_to %[[DLOGITS]] : tensor<2x3x5xf32> -> tensor<5xf32>
-// CHECK: %[[DX:.*]] = mt.matmul %[[DLOGITS]], %arg1 : tensor<2x3x5xf32>, tensor<5x4xf32>
-// CHECK: %[[DW_HEAD:.*]] = mt.matmul %{{.*}}, %{{.*}} {transpose_a = true} : tensor<6x5xf32>, tensor<6x4xf32>
-// CHECK: %[[DW_EMBED:.*]] = mt.embedding_grad %arg0, %[[DX]] {vocab = 5 : i64}
+// CHECK: %[[DBIAS:.*]] = mt.sum_to %[[DLOGITS]] {mt.backward} : tensor<2x3x5xf32> -> tensor<5xf32>
+// CHECK: %[[DX:.*]] = mt.matmul %[[DLOGITS]], %arg1 {mt.backward} : tensor<2x3x5xf32>, tensor<5x4xf32>
+// CHECK: %[[DW_HEAD:.*]] = mt.matmul %{{.*}}, %{{.*}} {mt.backward, transpose_a = true} : tensor<6x5xf32>, tensor<6x4xf32>
+// CHECK: %[[DW_EMBED:.*]] = mt.embedding_grad %arg0, %[[DX]] {mt.backward, vocab = 5 : i64}
 // CHECK: %[[DW:.*]] = mt.add %[[DW_HEAD]], %[[DW_EMBED]]
 // CHECK: return %{{.*}}, %[[DW]], %[[DBIAS]] : tensor<f32>, tensor<5x4xf32>, tensor<5xf32>
 func.func @forward(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
@@ -28,7 +28,7 @@ func.func @forward(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
 
 // A parameter the loss does not depend on gets a zero gradient.
 // CHECK-LABEL: func.func @unused
-// CHECK: %[[ZERO:.*]] = mt.fill {value = 0.000000e+00 : f32} : tensor<7xf32>
+// CHECK: %[[ZERO:.*]] = mt.fill {mt.backward, value = 0.000000e+00 : f32} : tensor<7xf32>
 // CHECK: return %{{.*}}, %{{.*}}, %[[ZERO]]
 func.func @unused(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
                   %w: tensor<5x4xf32> {mt.param = {name = "w", init = "normal", std = 0.02 : f32}},

@@ -39,7 +39,7 @@ func.func @step(%arg0: tensor<2x3xi32> {mt.input = "tokens"}, %arg1: tensor<5x4x
 // -----
 
 // A device budget below what the plan needs names the smallest budget that works.
-// expected-error @+1 {{the all-resident plan needs 75776 bytes (0.00 GiB) of device memory but the budget is 4096 bytes: raise the budget to at least 75776}}
+// expected-error @+1 {{the plan needs 75776 bytes (74.0 KiB) of device memory but the budget is 4096 bytes (4.0 KiB): raise the budget to at least 75776 bytes}}
 func.func @too_big(%tokens: tensor<64x16xi32> {mt.input = "tokens"},
                    %w: tensor<32x16xf32> {mt.param = {name = "w", init = "normal", std = 0.02 : f32}})
     -> (tensor<f32> {mt.loss}) {

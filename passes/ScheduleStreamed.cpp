@@ -1,0 +1,110 @@
+// mt-schedule-streamed: weights stream in per block (one block ahead), gradients stream out as
+// they complete, the host takes the norm as they land and runs AdamW when it is complete.
+#include "mlir/IR/Builders.h"
+#include "passes/Passes.h"
+
+using namespace mlir;
+
+namespace mt {
+#define GEN_PASS_DEF_SCHEDULESTREAMEDPASS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getModelFunction(getOperation());
+    if (!func) return signalPassFailure();
+    Block& body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    if (func.getNumResults() < 1 || !func.getResultAttr(0, kLossAttr)) {
+      func.emitError("mt-schedule-streamed needs a differentiated function returning the loss and "
+                     "the gradients (run mt-autodiff first)");
+      return signalPassFailure();
+    }
+    std::vector<Operation*> ops;
+    for (Operation& op : body.without_terminator()) {
+      if (!blockOf(&op)) {
+        op.emitError("has no layer block: run mt-partition first");
+        return signalPassFailure();
+      }
+      if (isa<H2DOp, D2HOp, HostTaskOp>(op)) {
+        op.emitError("the function is already scheduled");
+        return signalPassFailure();
+      }
+      ops.push_back(&op);
+    }
+    // Regions: maximal runs of consecutive ops of one block (a block's forward is one region,
+    // its recompute + backward another).
+    DenseMap<Operation*, size_t> position, region;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      position[ops[i]] = i;
+      region[ops[i]] = i == 0 ? 0 : region[ops[i - 1]] + (*blockOf(ops[i]) != *blockOf(ops[i - 1]));
+    }
+    auto block = [&](size_t i) { return *blockOf(ops[i]); };
+    // The prefetch point of a run of uses starting at op i: the start of the block region that
+    // runs before the one op i is in.
+    auto prefetchPoint = [&](size_t i) {
+      size_t j = i;
+      while (j > 0 && block(j - 1) == block(i)) --j;
+      if (j == 0) return ops[0];
+      const int64_t previous = block(j - 1);
+      while (j > 0 && block(j - 1) == previous) --j;
+      return ops[j];
+    };
+
+    OpBuilder b(&getContext());
+    for (BlockArgument arg : func.getArguments()) {
+      if (arg.use_empty()) continue;
+      if (paramName(func, arg.getArgNumber()).empty()) {  // tokens, targets: once, up front
+        b.setInsertionPoint(ops.front());
+        auto copy = b.create<H2DOp>(func.getLoc(), arg);
+        copy->setAttr(kBlockAttr, ops.front()->getAttr(kBlockAttr));
+        arg.replaceAllUsesExcept(copy.getResult(), copy);
+        continue;
+      }
+      // Uses in program order, split into runs that stay within one region.
+      std::vector<OpOperand*> uses;
+      for (OpOperand& use : arg.getUses())
+        if (!isa<func::ReturnOp, HostTaskOp>(use.getOwner())) uses.push_back(&use);
+      std::sort(uses.begin(), uses.end(), [&](OpOperand* x, OpOperand* y) {
+        return position[x->getOwner()] < position[y->getOwner()];
+      });
+      for (size_t start = 0; start < uses.size();) {
+        const size_t run_region = region[uses[start]->getOwner()];
+        size_t end = start;
+        while (end < uses.size() && region[uses[end]->getOwner()] == run_region) ++end;
+        Operation* at = prefetchPoint(position[uses[start]->getOwner()]);
+        b.setInsertionPoint(at);
+        auto copy = b.create<H2DOp>(func.getLoc(), arg);
+        copy->setAttr(kBlockAttr, at->getAttr(kBlockAttr));
+        for (size_t u = start; u < end; ++u) uses[u]->set(copy.getResult());
+        start = end;
+      }
+    }
+
+    // The loss and each gradient leave as soon as they are complete; each gradient's share of
+    // the global norm is taken on the host right away.
+    SmallVector<Value> hostResults;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      Operation* def = v.getDefiningOp();
+      if (def) b.setInsertionPointAfter(def); else b.setInsertionPoint(ret);
+      auto host = b.create<D2HOp>(ret.getLoc(), v);
+      if (def) host->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
+      hostResults.push_back(host);
+      if (i > 0) {
+        auto norm = b.create<HostTaskOp>(ret.getLoc(), "grad_norm", ValueRange{host.getResult()});
+        if (def) norm->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
+      }
+    }
+    SmallVector<Value> params;
+    for (BlockArgument arg : func.getArguments())
+      if (!paramName(func, arg.getArgNumber()).empty()) params.push_back(arg);
+    b.setInsertionPoint(ret);
+    if (!params.empty()) b.create<HostTaskOp>(ret.getLoc(), "adamw", params);
+    ret->setOperands(hostResults);
+  }
+};
+
+}  // namespace
+}  // namespace mt
