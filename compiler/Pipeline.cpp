@@ -48,6 +48,7 @@ int64_t parseByteSize(const std::string& text) {
 namespace {
 
 std::string mib(double bytes) {
+  if (bytes >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.2f} TiB", bytes / (1024.0 * 1024 * 1024 * 1024));
   if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024));
   return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024));
 }
@@ -170,6 +171,17 @@ int compile(const CompileOptions& o) {
     std::fprintf(stderr, "mtc: error: no output: give -o model.plan (or --emit=<stage>)\n");
     return 1;
   }
+  int64_t host_bytes = 0;
+  for (const auto& t : plan.host_tensors()) host_bytes += checkedNumel(t.shape(), t.name()) * dtypeBytes(t.dtype());
+  if (o.host_mem > 0 && host_bytes > o.host_mem) {
+    std::fprintf(stderr,
+                 "mtc: error: the plan needs %s of host memory (%.1f bytes for each of %.3f B parameters: fp32 "
+                 "master weights, gradients, two AdamW moments) but --host-mem is %s: use a machine with at "
+                 "least %s or a smaller model\n",
+                 mib(host_bytes).c_str(), double(host_bytes) / stats.num_params, stats.num_params / 1e9,
+                 mib(o.host_mem).c_str(), mib(host_bytes).c_str());
+    return 1;
+  }
   std::string weights = o.weights;
   const bool explicit_weights = !weights.empty();
   if (weights.empty()) {
@@ -188,9 +200,6 @@ int compile(const CompileOptions& o) {
     return 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  int64_t host_bytes = 0;
-  for (const auto& t : plan.host_tensors()) host_bytes += checkedNumel(t.shape(), t.name()) * dtypeBytes(t.dtype());
   int instructions = 0;
   for (const auto& s : plan.streams()) instructions += s.instructions_size();
   const char* bottleneck = "compute";
@@ -212,8 +221,11 @@ int compile(const CompileOptions& o) {
               stats.flops, stages.schedule == "streamed-recompute" ? "twice" : "once", mib(stats.h2d_bytes).c_str(),
               stats.param_bytes ? double(stats.weight_h2d_bytes) / stats.param_bytes : 0.0,
               mib(stats.d2h_bytes).c_str());
-  std::printf("  predicted step %s on %s (compute %s, h2d %s, d2h %s, host %s); bottleneck: %s\n",
-              millis(stats.step_us).c_str(), hw->name.c_str(), millis(stats.compute_us).c_str(),
+  // Model TFLOP/s as MegaTrain reports it: 6 * parameters * tokens over the step time.
+  const double model_tflops = 6.0 * stats.num_params * emit.batch * emit.seq / (stats.step_us * 1e-6) / 1e12;
+  std::printf("  predicted step %s on %s = %.1f model TFLOP/s (compute %s, h2d %s, d2h %s, host %s); "
+              "bottleneck: %s\n",
+              millis(stats.step_us).c_str(), hw->name.c_str(), model_tflops, millis(stats.compute_us).c_str(),
               millis(stats.h2d_us).c_str(), millis(stats.d2h_us).c_str(), millis(stats.host_us).c_str(),
               bottleneck);
   std::printf("  plan           %s (%d instructions on %d streams, %u events), compiled in %.2f s\n",

@@ -24,6 +24,7 @@ struct CompileOptions {
   bool no_weights = false;
   uint64_t seed = 1;
   int64_t device_mem = 0;       // bytes; 0 = no budget
+  int64_t host_mem = 0;         // bytes of host memory the training machine has; 0 = unchecked
   std::string hardware = "cpu";
   std::string schedule = "auto";  // resident, streamed, streamed-recompute, or auto (by budget)
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "runtime/op_table.h"
 
@@ -65,6 +66,17 @@ std::string describe(const plan::Plan& plan, const plan::Instruction& in) {
   }
 }
 
+// A trace slice's title: the kernel's op, the copied tensor, or the host task.
+std::string sliceName(const plan::Plan& plan, const plan::Instruction& in) {
+  if (in.has_kernel() && in.kernel().kernel() < kNumKernels)
+    return std::string(kKernelTable[in.kernel().kernel()].op_name);
+  if (in.has_copy())
+    return (in.copy().direction() == plan::Copy::HOST_TO_DEVICE ? "h2d " : "d2h ") +
+           plan.host_tensors(in.copy().host_tensor()).name();
+  if (in.has_host_task()) return plan::HostTask::Kind_Name(in.host_task().kind());
+  return "?";
+}
+
 }  // namespace
 
 void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& out) {
@@ -117,6 +129,39 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
       }
     }
   }
+}
+
+void writeTrace(const plan::Plan& plan, std::ostream& out) {
+  nlohmann::json events = nlohmann::json::array();
+  for (int s = 0; s < plan.streams_size(); ++s)
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
+                      {"args", {{"name", plan.streams(s).name()}}}});
+  // Replay the streams: an instruction starts when its stream is free and, for a wait, when the
+  // event's instruction has finished.
+  std::vector<double> clock(plan.streams_size(), 0.0), recorded(plan.num_events(), -1.0);
+  std::vector<int> pc(plan.streams_size(), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < plan.streams_size(); ++s) {
+      const auto& instrs = plan.streams(s).instructions();
+      for (; pc[s] < instrs.size(); ++pc[s]) {
+        const auto& in = instrs[pc[s]];
+        if (in.has_wait_event()) {
+          if (recorded[in.wait_event()] < 0) break;
+          clock[s] = std::max(clock[s], recorded[in.wait_event()]);
+        } else if (in.has_record_event()) {
+          recorded[in.record_event()] = clock[s];
+        } else {
+          events.push_back({{"name", sliceName(plan, in)}, {"ph", "X"}, {"pid", 0}, {"tid", s},
+                            {"ts", clock[s]}, {"dur", in.predicted_us()},
+                            {"args", {{"instruction", describe(plan, in)}, {"flops", in.flops()}, {"bytes", in.bytes()}}}});
+          clock[s] += in.predicted_us();
+        }
+        progress = true;
+      }
+    }
+  }
+  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
 }
 
 }  // namespace mt

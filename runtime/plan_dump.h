@@ -15,4 +15,9 @@ struct DumpOptions {
 
 void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& out);
 
+// The cost model's predicted timeline of one step as Chrome / Perfetto trace JSON: one track
+// per stream, one slice per instruction (its predicted time), each waiting for its events.
+// The plan must be verified (its events cannot deadlock).
+void writeTrace(const plan::Plan& plan, std::ostream& out);
+
 }  // namespace mt

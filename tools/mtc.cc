@@ -1,13 +1,14 @@
 // mtc: compile a model into a training plan.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <tuple>
 
 #include "compiler/HardwareProfile.h"
 #include "compiler/Pipeline.h"
 
 int main(int argc, char** argv) {
   mt::CompileOptions o;
-  std::string device_mem;
+  std::string device_mem, host_mem;
   bool list_models = false, untied = false, tied = false;
   CLI::App app{
       "mtc: compile a model into a MegaTrain training plan (+ initial weights as safetensors).\n\n"
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-weights", o.no_weights, "do not write initial weights");
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
   app.add_option("--device-mem", device_mem, "device memory budget, e.g. 80GiB (fail if exceeded)");
+  app.add_option("--host-mem", host_mem, "host memory of the training machine, e.g. 1.5TiB (fail if exceeded)");
   app.add_option("--schedule", o.schedule,
                  "resident (all weights on the device), streamed (weights per block), streamed-recompute "
                  "(and activations recomputed per block), or auto: the first that fits --device-mem")
@@ -66,11 +68,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (tied || untied) o.tied = tied;
-  if (!device_mem.empty()) {
-    o.device_mem = mt::parseByteSize(device_mem);
-    if (o.device_mem <= 0) {
-      std::fprintf(stderr, "mtc: error: --device-mem '%s' is not a size like 80GiB or 512MiB\n",
-                   device_mem.c_str());
+  for (auto [flag, text, bytes] : {std::tuple{"--device-mem", &device_mem, &o.device_mem},
+                                    std::tuple{"--host-mem", &host_mem, &o.host_mem}}) {
+    if (text->empty()) continue;
+    *bytes = mt::parseByteSize(*text);
+    if (*bytes <= 0) {
+      std::fprintf(stderr, "mtc: error: %s '%s' is not a size like 80GiB or 512MiB\n", flag, text->c_str());
       return 2;
     }
   }

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include "runtime/error.h"
 #include "runtime/plan_dump.h"
@@ -10,17 +11,20 @@
 int main(int argc, char** argv) {
   std::string path;
   bool schedule = false, memory = false, tensors = false, no_verify = false;
+  std::string trace;
   CLI::App app{
       "mtdump: print a MegaTrain plan.\n\n"
       "Examples:\n"
       "  mtdump model.plan               everything\n"
       "  mtdump model.plan --schedule    per-stream instruction lists\n"
-      "  mtdump model.plan --memory      the device arena map\n"};
+      "  mtdump model.plan --memory      the device arena map\n"
+      "  mtdump model.plan --trace t.json  predicted timeline; open in ui.perfetto.dev or chrome://tracing\n"};
   app.add_option("plan", path, "plan file written by mtc")->required();
   app.add_flag("--schedule", schedule, "only the header and the per-stream programs");
   app.add_flag("--memory", memory, "only the header and the device arena map");
   app.add_flag("--tensors", tensors, "only the header and the host tensors");
   app.add_flag("--no-verify", no_verify, "print even a plan that fails verification");
+  app.add_option("--trace", trace, "write the predicted timeline of a step as Chrome/Perfetto trace JSON");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -28,7 +32,14 @@ int main(int argc, char** argv) {
   }
   try {
     mt::plan::Plan plan = mt::readPlan(path);
-    if (!no_verify) mt::verifyPlan(plan);
+    if (!no_verify || !trace.empty()) mt::verifyPlan(plan);  // the replay needs deadlock-free events
+    if (!trace.empty()) {
+      std::ostringstream json;
+      mt::writeTrace(plan, json);
+      mt::writeFileAtomically(trace, json.str());
+      std::printf("trace of %d streams written to %s\n", plan.streams_size(), trace.c_str());
+      return 0;
+    }
     mt::DumpOptions options;
     if (schedule || memory || tensors) {
       options.schedule = schedule;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# mtdump --trace writes the predicted timeline as Chrome/Perfetto JSON: one track per stream,
+# slices that never overlap within a stream, a copy-in before the first kernel that reads it.
+# usage: trace.sh BIN_DIR WORK_DIR
+set -euo pipefail
+bin=$1 work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+"$bin/mtc" llama-tiny --batch 2 --seq 16 --schedule streamed-recompute --no-weights -o m.plan >/dev/null
+"$bin/mtdump" m.plan --trace trace.json >/dev/null
+/usr/bin/python3 - <<'PY'
+import json, collections
+events = json.load(open("trace.json"))["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
+slices = collections.defaultdict(list)
+for e in events:
+    if e["ph"] == "X":
+        slices[names[e["tid"]]].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+assert set(slices) == {"compute", "h2d", "d2h", "host"}, slices.keys()
+for stream, items in slices.items():
+    items.sort()
+    for (s0, e0, _), (s1, e1, _) in zip(items, items[1:]):
+        assert s1 >= e0 - 1e-9, f"{stream}: overlapping slices"
+first_kernel = min(s for s, e, n in slices["compute"])
+first_copy_end = min(e for s, e, n in slices["h2d"])
+assert first_copy_end <= first_kernel + 1e-9, "a kernel starts before any weight arrived"
+assert any(n == "ADAMW" for s, e, n in slices["host"])
+print(f"{sum(map(len, slices.values()))} slices on {len(slices)} streams")
+print("1 passed, 0 failed")
+PY
