@@ -55,6 +55,27 @@ std::string mib(double bytes) {
 
 std::string millis(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
 
+// Whether `config` at `batch` compiles into a plan within o.device_mem (diagnostics silenced).
+bool fits(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq, const CompileOptions& o) {
+  ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
+  OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
+  return runStages(*trial, {"", o.device_mem, o.schedule}).failed.empty();
+}
+
+// The largest batch that fits, by doubling then bisection; 0 if batch 1 does not fit.
+int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o) {
+  constexpr int64_t kMaxBatch = 1 << 16;
+  if (!fits(context, config, 1, seq, o)) return 0;
+  int64_t good = 1, bad = 2;
+  while (bad <= kMaxBatch && fits(context, config, bad, seq, o)) good = bad, bad *= 2;
+  if (bad > kMaxBatch) return good;
+  while (bad - good > 1) {
+    const int64_t mid = (good + bad) / 2;
+    (fits(context, config, mid, seq, o) ? good : bad) = mid;
+  }
+  return good;
+}
+
 void writeInitialWeights(const plan::Plan& plan, const std::string& path) {
   std::vector<std::vector<float>> data;
   std::vector<SafetensorsTensor> tensors;
@@ -98,7 +119,7 @@ int compile(const CompileOptions& o) {
   }
 
   OwningOpRef<ModuleOp> module;
-  std::string description;
+  std::string description, batch_note;
   ModelConfig config;
   const bool is_mlir = o.model.size() > 5 && o.model.substr(o.model.size() - 5) == ".mlir";
   if (is_mlir) {
@@ -129,12 +150,23 @@ int compile(const CompileOptions& o) {
     if (o.tied) config.tied = *o.tied;
     const int64_t seq = o.seq ? o.seq : config.context;
     std::string problem = validateConfig(config, seq);
-    if (o.batch <= 0) problem = "--batch must be positive";
+    if (o.batch < 0) problem = "--batch must be positive (or auto)";
+    if (o.batch == 0 && o.device_mem == 0) problem = "--batch auto needs --device-mem to size the batch against";
     if (!problem.empty()) {
       std::fprintf(stderr, "mtc: error: model %s: %s\n", o.model.c_str(), problem.c_str());
       return 1;
     }
-    module = buildModel(context, config, o.batch, seq);
+    int64_t batch = o.batch;
+    if (batch == 0) {
+      batch = largestFittingBatch(context, config, seq, o);
+      if (batch == 0) {
+        std::fprintf(stderr, "mtc: error: not even batch 1 of %s fits --device-mem: compile with --batch 1 to "
+                     "see what it needs\n", o.model.c_str());
+        return 1;
+      }
+      batch_note = fmt::format("batch {}: the largest that fits --device-mem (found by compiling)", batch);
+    }
+    module = buildModel(context, config, batch, seq);
     description = fmt::format("{} ({}, {} layers, width {}, {} heads / {} kv, ffn {}, vocab {}{})",
                               o.model, config.family, config.layers, config.width, config.heads,
                               config.kv_heads, config.ffn, config.vocab, config.tied ? ", tied" : "");
@@ -208,8 +240,9 @@ int compile(const CompileOptions& o) {
                           {"host optimizer", stats.host_us}})
     if (us > busiest) bottleneck = name, busiest = us;
   std::printf("mtc: %s\n", description.c_str());
-  std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld\n", (long long)emit.batch,
-              (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab);
+  std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
+              (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
+              batch_note.empty() ? "" : ("; " + batch_note).c_str());
   std::printf("  parameters     %.3f M; host %s (%.1f bytes/param: fp32 master, grad, 2 AdamW moments)\n",
               stats.num_params / 1e6, mib(host_bytes).c_str(), double(host_bytes) / stats.num_params);
   std::string measured;

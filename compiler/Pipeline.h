@@ -16,7 +16,7 @@ struct CompileOptions {
   std::string model;            // a preset name or a .mlir file
   ModelConfig overrides;        // non-zero fields replace the preset's
   std::optional<bool> tied;     // replaces the preset's tying when set
-  int64_t batch = 8;
+  int64_t batch = 8;             // 0: the largest that fits device_mem (built-in models)
   int64_t seq = 0;              // 0: the model's context length (presets)
   std::string emit;             // print the IR after this stage instead of writing a plan
   std::string output;           // plan path

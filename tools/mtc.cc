@@ -1,6 +1,7 @@
 // mtc: compile a model into a training plan.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <stdexcept>
 #include <tuple>
 
 #include "compiler/HardwareProfile.h"
@@ -23,7 +24,9 @@ int main(int argc, char** argv) {
   app.add_option("model", o.model, "built-in model name or a .mlir file");
   app.add_flag("--list-models", list_models, "list the built-in models and exit");
   app.add_option("-o,--output", o.output, "plan file to write");
-  app.add_option("--batch", o.batch, "sequences per step")->capture_default_str();
+  std::string batch = "8";
+  app.add_option("--batch", batch, "sequences per step, or auto: the largest that fits --device-mem")
+      ->capture_default_str();
   app.add_option("--seq", o.seq, "tokens per sequence (default: the model's context)");
   app.add_option("--layers", o.overrides.layers, "override: number of layers");
   app.add_option("--width", o.overrides.width, "override: model width");
@@ -52,6 +55,18 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (batch == "auto") {
+    o.batch = 0;
+  } else {
+    try {
+      size_t used = 0;
+      o.batch = std::stoll(batch, &used);
+      if (used != batch.size() || o.batch <= 0) throw std::invalid_argument(batch);
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "mtc: error: --batch '%s' is not a positive number or auto\n", batch.c_str());
+      return 2;
+    }
   }
   if (list_models) {
     for (const auto& p : mt::modelPresets())

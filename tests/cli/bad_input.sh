@@ -37,6 +37,9 @@ expect_absent budget.plan budget.safetensors
 expect_error "must be between 1 and the context length 64" "$bin/mtc" gpt2-tiny --seq 65 -o seq.plan
 expect_error "is not divisible by" "$bin/mtc" gpt2-tiny --heads 3 -o heads.plan
 expect_error "not a size like 80GiB" "$bin/mtc" gpt2-tiny --device-mem lots -o x.plan
+expect_error "--batch auto needs --device-mem" "$bin/mtc" gpt2-tiny --batch auto -o x.plan
+expect_error "not a positive number or auto" "$bin/mtc" gpt2-tiny --batch -3 -o x.plan
+expect_error "needs 1.77 TiB of host memory" "$bin/mtc" llama-120b --no-weights --host-mem 1TiB -o x.plan
 printf 'func.func @f( {\n' > broken.mlir
 expect_error "cannot parse broken.mlir" "$bin/mtc" broken.mlir -o broken.plan
 expect_absent broken.plan

@@ -47,5 +47,12 @@ last=$(tail -1 big.jsonl | sed 's/.*"loss":\([^,]*\),.*/\1/')
 echo "tiny-budget model: $(sed -n 's/.*device arena *\([^,]*\),.*/\1/p' big.txt) arena, loss $first -> $last"
 check "tiny-budget model learns" "awk -v a=$first -v b=$last 'BEGIN { exit !(b < 0.7 * a) }'"
 
+# --batch auto: the largest batch that fits, and one more does not.
+"$bin/mtc" llama-tiny --batch auto --seq 32 --device-mem 2MiB --no-weights -o auto.plan > auto.txt
+batch=$(sed -n 's/.*batch \([0-9]*\) x seq.*/\1/p' auto.txt)
+check "--batch auto chose a batch ($batch) and says so" "[ -n '$batch' ] && grep -q 'the largest that fits' auto.txt"
+check "batch $((batch + 1)) does not fit 2 MiB" \
+  "! '$bin/mtc' llama-tiny --batch $((batch + 1)) --seq 32 --device-mem 2MiB --no-weights -o more.plan >/dev/null 2>&1"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
