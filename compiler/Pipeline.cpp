@@ -250,7 +250,7 @@ int compile(const CompileOptions& o) {
   std::printf("  device arena   %s, schedule %s%s\n", mib(plan.arena_bytes()).c_str(), stages.schedule.c_str(),
               measured.empty() ? "" : (" (chosen for the budget;" + measured + ")").c_str());
   std::printf("  per step       %.3e FLOP; each block's forward runs %s; h2d %s (weights cross the link "
-              "%.2fx), d2h %s; activations moved 0\n",
+              "%.2fx), d2h %s\n",
               stats.flops, stages.schedule == "streamed-recompute" ? "twice" : "once", mib(stats.h2d_bytes).c_str(),
               stats.param_bytes ? double(stats.weight_h2d_bytes) / stats.param_bytes : 0.0,
               mib(stats.d2h_bytes).c_str());
