@@ -110,30 +110,27 @@ std::string attention_check(const KernelArgs& args) {
 void attention_cpu(const KernelArgs& args) {
   const Tensor &q = args.in[0], &k = args.in[1], &v = args.in[2];
   const AttnDims d = attnDims(q, args);
-  const float scale = d.scale;
-  const int64_t group = d.group, blocks = d.blocks;
-  const int qs = d.q_stride, kvs = d.kv_stride, hd = d.hd;
   SingleThreadedBlas single;
 #pragma omp parallel
   {
     std::vector<float> probs(kBlockRows * d.seq);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < d.batch * d.heads * blocks; ++task) {
-      // Largest blocks first: the later rows of a causal block see more keys.
-      const int64_t blk = blocks - 1 - task % blocks, h = (task / blocks) % d.heads;
-      const int64_t b = task / (blocks * d.heads), kvh = h / group;
+    for (int64_t task = 0; task < d.batch * d.heads * d.blocks; ++task) {
+      // Largest d.blocks first: the later rows of a causal block see more keys.
+      const int64_t blk = d.blocks - 1 - task % d.blocks, h = (task / d.blocks) % d.heads;
+      const int64_t b = task / (d.blocks * d.heads), kvh = h / d.group;
       const int64_t i0 = blk * kBlockRows, rows = std::min(kBlockRows, d.seq - i0), keys = i0 + rows;
       const float* qb = q.f32() + (b * d.seq + i0) * d.q_stride + h * d.head_dim;
       const float* kb = k.f32() + b * d.seq * d.kv_stride + kvh * d.head_dim;
       const float* vb = v.f32() + b * d.seq * d.kv_stride + kvh * d.head_dim;
       const int rk = static_cast<int>(keys);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), rk, hd, scale, qb,
-                  qs, kb, kvs, 0.0f, probs.data(), rk);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), rk, d.hd, d.scale, qb,
+                  d.q_stride, kb, d.kv_stride, 0.0f, probs.data(), rk);
       float* lse = args.out[1].f32() + (b * d.heads + h) * d.seq + i0;
       causalSoftmax(probs.data(), rows, keys, i0, lse, nullptr);
       float* ob = args.out[0].f32() + (b * d.seq + i0) * d.q_stride + h * d.head_dim;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), hd, rk, 1.0f,
-                  probs.data(), rk, vb, kvs, 0.0f, ob, qs);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), d.hd, rk, 1.0f,
+                  probs.data(), rk, vb, d.kv_stride, 0.0f, ob, d.q_stride);
     }
   }
 }
@@ -153,9 +150,6 @@ void attention_grad_cpu(const KernelArgs& args) {
   const Tensor &dout = args.in[0], &q = args.in[1], &k = args.in[2], &v = args.in[3];
   const Tensor &out = args.in[4], &lse = args.in[5];
   const AttnDims d = attnDims(q, args);
-  const float scale = d.scale;
-  const int64_t group = d.group, blocks = d.blocks;
-  const int qs = d.q_stride, kvs = d.kv_stride, hd = d.hd;
   SingleThreadedBlas single;
   // One task per (batch, kv head): it owns dk/dv of that head and dq of its query heads, so
   // no two threads write the same element and every sum runs in a fixed order.
@@ -174,8 +168,8 @@ void attention_grad_cpu(const KernelArgs& args) {
         std::fill(dkb + j * d.kv_stride, dkb + j * d.kv_stride + d.head_dim, 0.0f);
         std::fill(dvb + j * d.kv_stride, dvb + j * d.kv_stride + d.head_dim, 0.0f);
       }
-      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        for (int64_t blk = 0; blk < blocks; ++blk) {
+      for (int64_t h = kvh * d.group; h < (kvh + 1) * d.group; ++h) {
+        for (int64_t blk = 0; blk < d.blocks; ++blk) {
           const int64_t i0 = blk * kBlockRows, rows = std::min(kBlockRows, d.seq - i0), keys = i0 + rows;
           const int r = static_cast<int>(rows), rk = static_cast<int>(keys);
           const int64_t q_off = (b * d.seq + i0) * d.q_stride + h * d.head_dim;
@@ -184,13 +178,13 @@ void attention_grad_cpu(const KernelArgs& args) {
           const float* ob = out.f32() + q_off;
           float* dqb = args.out[0].f32() + q_off;
           // P, recomputed from the saved log-sum-exp.
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, rk, hd, scale, qb, qs, kb, kvs,
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, rk, d.hd, d.scale, qb, d.q_stride, kb, d.kv_stride,
                       0.0f, probs.data(), rk);
           causalSoftmax(probs.data(), rows, keys, i0, nullptr, lse.f32() + (b * d.heads + h) * d.seq + i0);
           // dV += P^T dO;  dP = dO V^T
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rk, hd, r, 1.0f, probs.data(), rk, dob,
-                      qs, 1.0f, dvb, kvs);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, rk, hd, 1.0f, dob, qs, vb, kvs, 0.0f,
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rk, d.hd, r, 1.0f, probs.data(), rk, dob,
+                      d.q_stride, 1.0f, dvb, d.kv_stride);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, rk, d.hd, 1.0f, dob, d.q_stride, vb, d.kv_stride, 0.0f,
                       dprobs.data(), rk);
           // dS = P * (dP - rowsum(dO * O)) * scale
           for (int64_t row = 0; row < rows; ++row) {
@@ -202,13 +196,13 @@ void attention_grad_cpu(const KernelArgs& args) {
             float* ds = dprobs.data() + row * keys;
             const float* p = probs.data() + row * keys;
 #pragma omp simd
-            for (int64_t j = 0; j < keys; ++j) ds[j] = p[j] * (ds[j] - delta) * scale;
+            for (int64_t j = 0; j < keys; ++j) ds[j] = p[j] * (ds[j] - delta) * d.scale;
           }
           // dQ = dS K;  dK += dS^T Q
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, hd, rk, 1.0f, dprobs.data(), rk, kb,
-                      kvs, 0.0f, dqb, qs);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rk, hd, r, 1.0f, dprobs.data(), rk, qb, qs,
-                      1.0f, dkb, kvs);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, d.hd, rk, 1.0f, dprobs.data(), rk, kb,
+                      d.kv_stride, 0.0f, dqb, d.q_stride);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rk, d.hd, r, 1.0f, dprobs.data(), rk, qb, d.q_stride,
+                      1.0f, dkb, d.kv_stride);
         }
       }
     }
