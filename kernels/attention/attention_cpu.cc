@@ -116,7 +116,7 @@ void attention_cpu(const KernelArgs& args) {
     std::vector<float> probs(kBlockRows * d.seq);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < d.batch * d.heads * d.blocks; ++task) {
-      // Largest d.blocks first: the later rows of a causal block see more keys.
+      // Largest blocks first: the later rows of a causal block see more keys.
       const int64_t blk = d.blocks - 1 - task % d.blocks, h = (task / d.blocks) % d.heads;
       const int64_t b = task / (d.blocks * d.heads), kvh = h / d.group;
       const int64_t i0 = blk * kBlockRows, rows = std::min(kBlockRows, d.seq - i0), keys = i0 + rows;
