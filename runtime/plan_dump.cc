@@ -1,6 +1,7 @@
 #include "runtime/plan_dump.h"
 
 #include <algorithm>
+#include <map>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -140,6 +141,12 @@ void writeTrace(const plan::Plan& plan, std::ostream& out) {
   // event's instruction has finished.
   std::vector<double> clock(plan.streams_size(), 0.0), recorded(plan.num_events(), -1.0);
   std::vector<int> pc(plan.streams_size(), 0);
+  // Each buffer's live span: from the start of its first access to the end of its last.
+  std::vector<double> first_use(plan.buffers_size(), -1.0), last_use(plan.buffers_size(), -1.0);
+  auto touch = [&](uint32_t buffer, double start, double end) {
+    if (first_use[buffer] < 0 || start < first_use[buffer]) first_use[buffer] = start;
+    last_use[buffer] = std::max(last_use[buffer], end);
+  };
   for (bool progress = true; progress;) {
     progress = false;
     for (int s = 0; s < plan.streams_size(); ++s) {
@@ -155,11 +162,40 @@ void writeTrace(const plan::Plan& plan, std::ostream& out) {
           events.push_back({{"name", sliceName(plan, in)}, {"ph", "X"}, {"pid", 0}, {"tid", s},
                             {"ts", clock[s]}, {"dur", in.predicted_us()},
                             {"args", {{"instruction", describe(plan, in)}, {"flops", in.flops()}, {"bytes", in.bytes()}}}});
-          clock[s] += in.predicted_us();
+          const double end = clock[s] + in.predicted_us();
+          if (in.has_copy()) touch(in.copy().buffer(), clock[s], end);
+          for (uint32_t b : in.kernel().inputs()) touch(b, clock[s], end);
+          for (uint32_t b : in.kernel().outputs()) touch(b, clock[s], end);
+          clock[s] = end;
         }
         progress = true;
       }
     }
+  }
+  // Device memory in use over the step, as a counter track. Buffers over the same bytes at
+  // the same time (views) are counted once; the same bytes reused later count again.
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> spans;  // bytes -> spans
+  for (int b = 0; b < plan.buffers_size(); ++b) {
+    if (first_use[b] < 0) continue;
+    int64_t bytes = dtypeBytes(plan.buffers(b).dtype());
+    for (auto d : plan.buffers(b).shape()) bytes *= d;
+    spans[{plan.buffers(b).offset(), bytes}].emplace_back(first_use[b], last_use[b]);
+  }
+  std::map<double, int64_t> changes;
+  for (auto& [range, list] : spans) {
+    std::sort(list.begin(), list.end());
+    for (size_t i = 0; i < list.size();) {
+      double start = list[i].first, end = list[i].second;
+      for (++i; i < list.size() && list[i].first < end; ++i) end = std::max(end, list[i].second);
+      changes[start] += range.second;
+      changes[end] -= range.second;
+    }
+  }
+  int64_t in_use = 0;
+  for (const auto& [time, delta] : changes) {
+    in_use += delta;
+    events.push_back({{"name", "device memory (MiB)"}, {"ph", "C"}, {"pid", 0}, {"ts", time},
+                      {"args", {{"in use", in_use / 1048576.0}}}});
   }
   out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
 }

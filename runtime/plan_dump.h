@@ -16,7 +16,8 @@ struct DumpOptions {
 void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& out);
 
 // The cost model's predicted timeline of one step as Chrome / Perfetto trace JSON: one track
-// per stream, one slice per instruction (its predicted time), each waiting for its events.
+// per stream, one slice per instruction (its predicted time), each waiting for its events,
+// and a counter of the device memory in use (each buffer live from its first to its last use).
 // The plan must be verified (its events cannot deadlock).
 void writeTrace(const plan::Plan& plan, std::ostream& out);
 
