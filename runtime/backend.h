@@ -2,6 +2,7 @@
 // nothing falls back silently.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 #include <string>
 
@@ -18,7 +19,10 @@ struct StepOptions {
 
 struct StepResult {
   float loss = 0.0f;
-  double grad_norm = 0.0;  // before clipping
+  double grad_norm = 0.0;      // before clipping
+  // The first gradient (host tensor name) holding NaN or Inf, in the order the host took the
+  // norm; "" if all are finite. The AdamW update of such a step is not applied.
+  std::string nonfinite_grad;
 };
 
 class Backend {

@@ -73,6 +73,7 @@ class CpuBackend final : public Backend {
   std::vector<double> kernel_seconds_ = std::vector<double>(kNumKernels, 0.0);  // compute stream only
   StepOptions options_;      // of the current step, read by host tasks
   double grad_sq_sum_ = 0.0;  // written by the (single) host stream
+  int first_nonfinite_ = -1;  // host tensor; written by the host stream
 };
 
 CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
@@ -134,6 +135,7 @@ CpuBackend::~CpuBackend() {
 StepResult CpuBackend::runStep(const StepOptions& options) {
   options_ = options;
   grad_sq_sum_ = 0.0;
+  first_nonfinite_ = -1;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     ++generation_;
@@ -144,6 +146,7 @@ StepResult CpuBackend::runStep(const StepOptions& options) {
   StepResult result;
   result.loss = store_.f32(store_.loss())[0];
   result.grad_norm = std::sqrt(grad_sq_sum_);
+  if (first_nonfinite_ >= 0) result.nonfinite_grad = plan_.host_tensors(first_nonfinite_).name();
   return result;
 }
 
@@ -190,9 +193,14 @@ void CpuBackend::execute(const Op& op) {
 
 void CpuBackend::runHostTask(const HostTaskOp& task) {
   if (task.kind == plan::HostTask::GRAD_NORM) {
-    for (int g : task.tensors) grad_sq_sum_ += sum_squares_cpu(store_.f32(g), store_.numel(g));
+    for (int g : task.tensors) {
+      const double sum = sum_squares_cpu(store_.f32(g), store_.numel(g));
+      if (!std::isfinite(sum) && first_nonfinite_ < 0) first_nonfinite_ = g;
+      grad_sq_sum_ += sum;
+    }
     return;
   }
+  if (first_nonfinite_ >= 0) return;  // NaN/Inf gradients would poison the weights: no update
   AdamWParams p = options_.adamw;
   const double norm = std::sqrt(grad_sq_sum_);
   if (options_.grad_clip > 0.0) {

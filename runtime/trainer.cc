@@ -133,9 +133,21 @@ int train(const TrainConfig& config) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     total_seconds += seconds;
-    if (!std::isfinite(result.loss))
-      throw Error("loss is " + std::to_string(result.loss) + " at step " + std::to_string(step) +
-                  ": lower --lr or check the data");
+    if (!std::isfinite(result.loss) || !result.nonfinite_grad.empty()) {
+      // The update was not applied: the weights are still those before this step.
+      const std::string what = !std::isfinite(result.loss)
+                                   ? "the loss is " + std::to_string(result.loss)
+                                   : "the gradient '" + result.nonfinite_grad + "' holds NaN or Inf";
+      if (!config.skip_nonfinite) {
+        if (step - 1 > resumed.step) checkpoint(step - 1);
+        throw Error("step " + std::to_string(step) + ": " + what +
+                    "; the update was not applied. Lower --lr, keep --grad-clip on, check the data, or "
+                    "pass --on-nonfinite skip to skip such steps");
+      }
+      std::printf("step %5lld/%lld  skipped: %s\n", static_cast<long long>(step),
+                  static_cast<long long>(config.steps), what.c_str());
+      continue;
+    }
     if (step == 1 && !config.grads_path.empty()) store.saveGrads(config.grads_path);
     const double tok_s = tokens_per_step / seconds;
     if (step % config.print_every == 0 || step == config.steps)

@@ -26,6 +26,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = only at the end and on a signal
   int keep = 3;                // checkpoints kept (the newest)
   std::string resume_dir;      // continue from the newest checkpoint in this directory
+  bool skip_nonfinite = false;  // NaN/Inf loss or gradients: skip the step (else stop)
   int64_t print_every = 1;
   bool profile = false;        // print time per kernel at the end
 };

@@ -42,6 +42,12 @@ int main(int argc, char** argv) {
   app.add_option("--print-every", c.print_every, "print a progress line every N steps")
       ->capture_default_str();
   app.add_flag("--profile", c.profile, "print the time spent in each kernel at the end");
+  std::string on_nonfinite = "stop";
+  app.add_option("--on-nonfinite", on_nonfinite,
+                 "NaN/Inf in the loss or a gradient: stop (name the first offending tensor, exit 1) or "
+                 "skip the step; either way the update is not applied")
+      ->check(CLI::IsMember({"stop", "skip"}))
+      ->capture_default_str();
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "write checkpoints (parameters, AdamW state, step) here: at the end, every "
                  "--checkpoint-every steps, and on SIGINT/SIGTERM");
@@ -56,6 +62,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  c.skip_nonfinite = on_nonfinite == "skip";
   try {
     return mt::train(c);
   } catch (const mt::Error& e) {
