@@ -135,9 +135,10 @@ int train(const TrainConfig& config) {
     total_seconds += seconds;
     if (!std::isfinite(result.loss) || !result.nonfinite_grad.empty()) {
       // The update was not applied: the weights are still those before this step.
-      const std::string what = !std::isfinite(result.loss)
-                                   ? "the loss is " + std::to_string(result.loss)
-                                   : "the gradient '" + result.nonfinite_grad + "' holds NaN or Inf";
+      std::string what = "the gradient '" + result.nonfinite_grad + "' holds NaN or Inf";
+      if (!std::isfinite(result.loss))
+        what = "the loss is " + std::to_string(result.loss) +
+               (result.nonfinite_grad.empty() ? "" : " (first non-finite gradient: '" + result.nonfinite_grad + "')");
       if (!config.skip_nonfinite) {
         if (step - 1 > resumed.step) checkpoint(step - 1);
         throw Error("step " + std::to_string(step) + ": " + what +
