@@ -15,6 +15,7 @@ namespace mt {
 struct StepOptions {
   AdamWParams adamw;       // lr, betas, eps, weight decay (for tensors that take it), step
   double grad_clip = 1.0;  // global gradient-norm bound; 0 disables clipping
+  bool update = true;      // false: run the step for its loss only (validation), no AdamW
 };
 
 struct StepResult {

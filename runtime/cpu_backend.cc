@@ -201,6 +201,7 @@ void CpuBackend::runHostTask(const HostTaskOp& task) {
     return;
   }
   if (first_nonfinite_ >= 0) return;  // NaN/Inf gradients would poison the weights: no update
+  if (!options_.update) return;
   AdamWParams p = options_.adamw;
   const double norm = std::sqrt(grad_sq_sum_);
   if (options_.grad_clip > 0.0) {

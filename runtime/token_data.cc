@@ -83,18 +83,19 @@ void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, u
   writeFileAtomically(path, bytes);
 }
 
-BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed)
-    : data_(data), batch_(batch), seq_(seq), seed_(seed) {
-  if (data.size() < seq + 1)
-    throw Error("token file has " + std::to_string(data.size()) + " tokens; a sequence of " +
+BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed, int64_t begin,
+                           int64_t end)
+    : data_(data), batch_(batch), seq_(seq), seed_(seed), begin_(begin), end_(end < 0 ? data.size() : end) {
+  if (begin_ < 0 || end_ > data.size() || end_ - begin_ < seq + 1)
+    throw Error("token file has " + std::to_string(end_ - begin_) + " tokens to sample from; a sequence of " +
                 std::to_string(seq) + " needs at least " + std::to_string(seq + 1));
 }
 
 void BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets) const {
-  const uint64_t windows = static_cast<uint64_t>(data_.size() - seq_);
+  const uint64_t windows = static_cast<uint64_t>(end_ - begin_ - seq_);
   for (int64_t b = 0; b < batch_; ++b) {
     const uint64_t key = mix(mix(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(b));
-    const int64_t start = static_cast<int64_t>(key % windows);
+    const int64_t start = begin_ + static_cast<int64_t>(key % windows);
     for (int64_t t = 0; t < seq_; ++t) {
       tokens[b * seq_ + t] = static_cast<int32_t>(data_.at(start + t));
       targets[b * seq_ + t] = static_cast<int32_t>(data_.at(start + t + 1));

@@ -43,7 +43,9 @@ void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, u
 // (which is what resuming needs).
 class BatchSampler {
  public:
-  BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed);
+  // Windows are drawn from tokens [begin, end) (default: the whole file).
+  BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed, int64_t begin = 0,
+               int64_t end = -1);
   // tokens[b][t] = data[start + t], targets[b][t] = data[start + t + 1].
   void fill(int64_t step, int32_t* tokens, int32_t* targets) const;
 
@@ -51,6 +53,7 @@ class BatchSampler {
   const TokenFile& data_;
   int64_t batch_, seq_;
   uint64_t seed_;
+  int64_t begin_, end_;
 };
 
 }  // namespace mt

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "runtime/backend.h"
@@ -87,7 +88,12 @@ int train(const TrainConfig& config) {
                   static_cast<long long>(resumed.total_steps), static_cast<long long>(config.steps));
   }
   const std::string checkpoint_dir = config.checkpoint_dir.empty() ? config.resume_dir : config.checkpoint_dir;
-  BatchSampler sampler(data, model.batch(), model.seq(), resumed.seed);
+  if (config.val_fraction < 0.0 || config.val_fraction >= 1.0) throw Error("--val-fraction must be in [0, 1)");
+  const int64_t val_tokens = static_cast<int64_t>(config.val_fraction * data.size());
+  BatchSampler sampler(data, model.batch(), model.seq(), resumed.seed, 0, data.size() - val_tokens);
+  std::optional<BatchSampler> val_sampler;
+  if (val_tokens > 0) val_sampler.emplace(data, model.batch(), model.seq(), resumed.seed ^ 0x7a1,
+                                       data.size() - val_tokens);
   std::unique_ptr<Backend> backend = createBackend(config.backend, plan, store);
 
   if (config.profile) backend->enableProfile();
@@ -117,6 +123,22 @@ int train(const TrainConfig& config) {
     if (checkpoint_dir.empty()) return;
     writeCheckpoint(checkpoint_dir, plan, store, {step, resumed.seed, config.steps}, config.keep);
     std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), checkpoint_dir.c_str());
+  };
+  // The mean loss over the same validation batches every time (no update; the backward still
+  // runs, as the plan is a training step).
+  auto validate = [&](int64_t step) {
+    if (!val_sampler) return;
+    StepOptions eval = options;
+    eval.update = false;
+    double total = 0.0;
+    for (int64_t i = 0; i < config.val_batches; ++i) {
+      val_sampler->fill(i, store.i32(store.tokens()), store.i32(store.targets()));
+      total += backend->runStep(eval).loss;
+    }
+    const double val_loss = total / config.val_batches;
+    std::printf("step %5lld/%lld  validation loss %.4f (%lld held-out batches)\n", static_cast<long long>(step),
+                static_cast<long long>(config.steps), val_loss, static_cast<long long>(config.val_batches));
+    if (log) log << nlohmann::json{{"step", step}, {"val_loss", val_loss}}.dump() << "\n" << std::flush;
   };
   g_stop_signal = 0;
   std::signal(SIGINT, onStopSignal);
@@ -163,6 +185,7 @@ int train(const TrainConfig& config) {
       log << line.dump() << "\n" << std::flush;
     }
     ++steps_run;
+    if (step == config.steps || (config.val_every > 0 && step % config.val_every == 0)) validate(step);
     if (step == config.steps || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
       checkpoint(step);
     } else if (g_stop_signal) {

@@ -26,6 +26,9 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = only at the end and on a signal
   int keep = 3;                // checkpoints kept (the newest)
   std::string resume_dir;      // continue from the newest checkpoint in this directory
+  double val_fraction = 0.0;   // the last fraction of the tokens, held out for validation
+  int64_t val_every = 0;       // steps between validation losses (0: only at the end)
+  int64_t val_batches = 4;     // batches averaged per validation loss
   bool skip_nonfinite = false;  // NaN/Inf loss or gradients: skip the step (else stop)
   int64_t print_every = 1;
   bool profile = false;        // print time per kernel at the end

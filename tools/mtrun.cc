@@ -42,6 +42,11 @@ int main(int argc, char** argv) {
   app.add_option("--print-every", c.print_every, "print a progress line every N steps")
       ->capture_default_str();
   app.add_flag("--profile", c.profile, "print the time spent in each kernel at the end");
+  app.add_option("--val-fraction", c.val_fraction, "hold out this last fraction of the tokens for validation")
+      ->capture_default_str();
+  app.add_option("--val-every", c.val_every, "steps between validation losses (0: at the end only)")
+      ->capture_default_str();
+  app.add_option("--val-batches", c.val_batches, "batches per validation loss")->capture_default_str();
   std::string on_nonfinite = "stop";
   app.add_option("--on-nonfinite", on_nonfinite,
                  "NaN/Inf in the loss or a gradient: stop (name the first offending tensor, exit 1) or "

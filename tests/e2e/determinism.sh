@@ -16,4 +16,12 @@ done
 cmp loss1.txt loss2.txt || { echo "0 passed, 1 failed: losses differ between runs"; exit 1; }
 cmp run1.safetensors run2.safetensors || { echo "0 passed, 1 failed: trained weights differ"; exit 1; }
 echo "losses: $(paste -sd' ' loss1.txt)"
-echo "1 passed, 0 failed"
+# Validation passes (no update) leave training untouched.
+for every in 0 3; do
+  "$bin/mtrun" m.plan --data corpus.tok --weights m.safetensors --steps 9 --val-fraction 0.2 --val-every $every \
+    --log "val$every.jsonl" --print-every 100 >/dev/null
+  grep -v val_loss "val$every.jsonl" | sed 's/.*"loss":\([^,]*\),.*/\1/' > "valloss$every.txt"
+done
+cmp valloss0.txt valloss3.txt || { echo "0 passed, 1 failed: validation changed the training losses"; exit 1; }
+[ "$(grep -c val_loss val3.jsonl)" -eq 3 ] || { echo "0 passed, 1 failed: expected 3 validation losses"; exit 1; }
+echo "2 passed, 0 failed"

@@ -2,6 +2,7 @@
 // missing, truncated or malformed; and the data order is deterministic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -75,6 +76,35 @@ TEST(BatchSampler, IsDeterministicPerStepAndShiftsTargets) {
   EXPECT_NE(t1, t3);
   for (int i = 0; i < 48; ++i) EXPECT_EQ(y1[i], (t1[i] + 1) % 251);
   expectError([&] { BatchSampler s(file, 1, 5000, 1); }, "at least");
+}
+
+TEST(BatchSampler, DrawsOnlyFromItsRange) {
+  // Pseudo-random ids: each 16-token window occurs once, so it can be located in the file.
+  std::vector<uint32_t> ids(5000);
+  uint64_t x = 12345;
+  for (auto& id : ids) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    id = static_cast<uint32_t>(x >> 56);
+  }
+  const std::string path = temp("range.tok");
+  writeTokenFile(path, ids, 256);
+  TokenFile file(path);
+  BatchSampler held_out(file, 3, 16, 7, 4000, 5000);
+  std::vector<int32_t> tokens(48), targets(48);
+  int located = 0;
+  for (int64_t step = 0; step < 50; ++step) {
+    held_out.fill(step, tokens.data(), targets.data());
+    for (int row = 0; row < 3; ++row) {
+      auto found = std::search(ids.begin(), ids.end(), tokens.begin() + row * 16, tokens.begin() + row * 16 + 16,
+                               [](uint32_t a, int32_t b) { return a == static_cast<uint32_t>(b); });
+      ASSERT_NE(found, ids.end());
+      const int64_t start = found - ids.begin();
+      EXPECT_GE(start, 4000);
+      EXPECT_LE(start + 17, 5000);  // the targets' last token too
+      ++located;
+    }
+  }
+  EXPECT_EQ(located, 150);
 }
 
 TEST(Safetensors, RoundTripsAndRejectsCorruption) {
