@@ -1,0 +1,115 @@
+// Every file the runtime reads besides the plan — token files, weights (safetensors) and
+// checkpoints — mutated at random (byte flips and truncations): each mutant either loads or
+// is refused with mt::Error, never a crash or a stray access (this file is also built into
+// the AddressSanitizer + UBSan executable).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "runtime/checkpoint.h"
+#include "runtime/error.h"
+#include "runtime/safetensors.h"
+#include "runtime/token_data.h"
+#include "runtime/verifier.h"
+
+namespace mt {
+namespace {
+
+std::string readAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void writeAll(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+struct Tally {
+  int tried = 0, loaded = 0, refused = 0;
+};
+
+// Feeds `mutants` mutated copies of `original`, and ~300 truncations of it, to `load`.
+template <typename Load>
+Tally mutate(const std::string& original, const std::string& path, int mutants, Load load) {
+  std::mt19937_64 rng(99);
+  Tally tally;
+  auto attempt = [&](const std::string& bytes) {
+    writeAll(path, bytes);
+    ++tally.tried;
+    try {
+      load(path);
+      ++tally.loaded;
+    } catch (const Error&) {
+      ++tally.refused;
+    }
+  };
+  for (int i = 0; i < mutants; ++i) {
+    std::string bytes = original;
+    const int flips = 1 + static_cast<int>(rng() % 6);
+    for (int f = 0; f < flips; ++f) {
+      // Half of the flips land in the first 64 bytes, where the headers are.
+      const size_t at = rng() % 2 ? rng() % std::min<size_t>(64, bytes.size()) : rng() % bytes.size();
+      bytes[at] = static_cast<char>(rng());
+    }
+    attempt(bytes);
+  }
+  const size_t stride = std::max<size_t>(37, original.size() / 300);
+  for (size_t len = 0; len < original.size(); len += stride) attempt(original.substr(0, len));
+  return tally;
+}
+
+TEST(FileMutation, TokenFiles) {
+  const std::string path = ::testing::TempDir() + "/mut.tok";
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < 3000; ++i) ids.push_back(i * 31 % 256);
+  writeTokenFile(path, ids, 256);
+  const std::string original = readAll(path);
+  Tally t = mutate(original, path, 1500, [](const std::string& p) {
+    TokenFile file(p);
+    uint64_t sum = 0;
+    for (int64_t i = 0; i < file.size(); ++i) sum += file.at(i);
+    if (file.size() > 20) {
+      BatchSampler sampler(file, 2, 8, 1);
+      std::vector<int32_t> x(16), y(16);
+      sampler.fill(3, x.data(), y.data());
+    }
+    (void)sum;
+  });
+  std::printf("token files: %d inputs, %d loaded, %d refused\n", t.tried, t.loaded, t.refused);
+  EXPECT_GT(t.refused, 100);
+}
+
+TEST(FileMutation, WeightsAndCheckpoints) {
+  const char* plan_path = std::getenv("MT_TEST_PLAN");
+  if (!plan_path) GTEST_SKIP() << "MT_TEST_PLAN is not set (ctest sets it; it needs mtc)";
+  const plan::Plan plan = readPlan(plan_path);
+  verifyPlan(plan);
+  HostStore store(plan);
+  store.initialize(5);
+  const std::string dir = ::testing::TempDir() + "/mut_ckpt";
+  writeCheckpoint(dir, plan, store, {7, 3, 10}, 1);
+  const std::string checkpoint = *latestCheckpoint(dir);
+  const std::string original = readAll(checkpoint);
+  const std::string path = ::testing::TempDir() + "/mutant.safetensors";
+  Tally weights = mutate(original, path, 1000, [](const std::string& p) {
+    SafetensorsFile file(p);
+    uint64_t sum = 0;
+    for (const auto& [name, entry] : file.entries())
+      for (int64_t i = 0; i < entry.bytes; ++i) sum += static_cast<unsigned char>(entry.data[i]);
+    (void)sum;
+  });
+  std::printf("safetensors: %d inputs, %d loaded, %d refused\n", weights.tried, weights.loaded, weights.refused);
+  Tally checkpoints = mutate(original, path, 1000, [&](const std::string& p) { loadCheckpoint(p, plan, store); });
+  std::printf("checkpoints: %d inputs, %d loaded, %d refused\n", checkpoints.tried, checkpoints.loaded,
+              checkpoints.refused);
+  EXPECT_GT(weights.refused, 100);
+  EXPECT_GT(checkpoints.refused, 100);
+}
+
+}  // namespace
+}  // namespace mt
