@@ -3,10 +3,9 @@
 # naming the first offending gradient (exit 1), with --on-nonfinite skip it skips the step.
 # usage: nonfinite.sh BIN_DIR WORK_DIR
 set -uo pipefail
+source "$(dirname "$(readlink -f "$0")")/check.sh"
 bin=$1 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
-passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1"; fi; }
 for i in $(seq 1 200); do echo "$i: a bad weight poisons everything"; done > corpus.txt
 "$bin/mttok" --bytes corpus.txt -o corpus.tok >/dev/null
 "$bin/mtc" gpt2-tiny --batch 2 --seq 16 -o m.plan >/dev/null
@@ -38,5 +37,4 @@ print("yes" if a.keys() == b.keys() and all(a[k] == b[k] for k in a) else "no")
 PY
 )
 check "skipped steps leave the weights untouched (byte for byte)" "[ '$same' = yes ]"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -5,10 +5,9 @@
 # corrupt one and an empty directory are refused with a message.
 # usage: resume.sh BIN_DIR WORK_DIR
 set -uo pipefail
+source "$(dirname "$(readlink -f "$0")")/check.sh"
 bin=$1 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
-passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1"; fi; }
 # "step loss" per line, sorted as join wants.
 losses() { sed 's/.*"loss":\([^,]*\),.*"step":\([0-9]*\).*/\2 \1/' "$1" | sort -k1,1 | uniq; }
 wait_for_lines() { for _ in $(seq 1 600); do [ -f "$1" ] && [ "$(wc -l < "$1")" -ge "$2" ] && return; sleep 0.05; done; }
@@ -61,5 +60,4 @@ mkdir -p empty
 err=$(run --resume empty 2>&1 >/dev/null); status=$?
 check "an empty directory is refused" "[ $status -ne 0 ] && grep -q 'no checkpoint in empty' <<<\"\$err\""
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -6,10 +6,9 @@
 # whose parameters + optimizer state exceed 10x the device budget trains with its loss falling.
 # usage: streaming_invariant.sh BIN_DIR WORK_DIR
 set -uo pipefail
+source "$(dirname "$(readlink -f "$0")")/check.sh"
 bin=$1 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
-passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1"; fi; }
 for i in $(seq 1 600); do echo "$i: how vexingly quick daft zebras jump $((i % 17))"; done > corpus.txt
 "$bin/mttok" --bytes corpus.txt -o corpus.tok >/dev/null
 
@@ -54,5 +53,4 @@ check "--batch auto chose a batch ($batch) and says so" "[ -n '$batch' ] && grep
 check "batch $((batch + 1)) does not fit 2 MiB" \
   "! '$bin/mtc' llama-tiny --batch $((batch + 1)) --seq 32 --device-mem 2MiB --no-weights -o more.plan >/dev/null 2>&1"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
