@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -58,7 +59,12 @@ class CpuBackend final : public Backend {
   HostStore& store_;
   const plan::Plan& plan_;
   int64_t arena_bytes_;
-  std::unique_ptr<std::byte[]> arena_;
+  // Page-aligned, so every buffer has the same alignment in every run and every plan: the
+  // vectorised kernels then sum in the same order (bit-identical results across schedules).
+  struct FreeDeleter {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte[], FreeDeleter> arena_;
   std::vector<std::vector<Op>> programs_;
 
   std::mutex mutex_;
@@ -83,11 +89,11 @@ CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
     throw Error("the plan's device arena needs " + std::to_string(arena_bytes_) +
                 " bytes; the CPU backend holds it in host memory and only " +
                 std::to_string(available) + " are available");
-  try {
-    arena_.reset(new std::byte[std::max<int64_t>(arena_bytes_, 1)]());
-  } catch (const std::bad_alloc&) {
-    throw Error("cannot allocate the device arena of " + std::to_string(arena_bytes_) + " bytes");
-  }
+  constexpr int64_t kPage = 4096;
+  const int64_t rounded = (std::max<int64_t>(arena_bytes_, 1) + kPage - 1) / kPage * kPage;
+  arena_.reset(static_cast<std::byte*>(std::aligned_alloc(kPage, rounded)));
+  if (!arena_) throw Error("cannot allocate the device arena of " + std::to_string(arena_bytes_) + " bytes");
+  std::memset(arena_.get(), 0, rounded);
   for (const auto& stream : plan.streams()) {
     std::vector<Op> program;
     for (const auto& in : stream.instructions()) {

@@ -16,7 +16,7 @@ for i in $(seq 1 500); do echo "$i: sphinx of black quartz, judge my vow $((i % 
 "$bin/mttok" --bytes corpus.txt -o corpus.tok >/dev/null
 "$bin/mtc" gpt2-tiny --batch 8 --seq 64 -o m.plan >/dev/null
 "$bin/mtc" llama-tiny --batch 8 --seq 64 -o other.plan >/dev/null
-steps=40
+steps=120  # long enough that the signals below land mid-run
 args=(m.plan --data corpus.tok --weights m.safetensors --steps $steps --print-every 1000)
 run() { "$bin/mtrun" "${args[@]}" "$@"; }
 
