@@ -1,6 +1,8 @@
 #include "runtime/trainer.h"
 
 #include <algorithm>
+#include <unistd.h>
+#include <fmt/format.h>
 #include <atomic>
 #include <csignal>
 #include <chrono>
@@ -119,8 +121,14 @@ int train(const TrainConfig& config) {
   options.adamw.weight_decay = config.weight_decay;
   options.grad_clip = config.grad_clip;
 
+  // On a terminal the progress line is redrawn in place: other messages clear it first.
+  const bool on_terminal = isatty(fileno(stdout));
+  auto clear_status = [&] {
+    if (on_terminal) std::printf("\r\033[K");
+  };
   auto checkpoint = [&](int64_t step) {
     if (checkpoint_dir.empty()) return;
+    clear_status();
     writeCheckpoint(checkpoint_dir, plan, store, {step, resumed.seed, config.steps}, config.keep);
     std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), checkpoint_dir.c_str());
   };
@@ -136,6 +144,7 @@ int train(const TrainConfig& config) {
       total += backend->runStep(eval).loss;
     }
     const double val_loss = total / config.val_batches;
+    clear_status();
     std::printf("step %5lld/%lld  validation loss %.4f (%lld held-out batches)\n", static_cast<long long>(step),
                 static_cast<long long>(config.steps), val_loss, static_cast<long long>(config.val_batches));
     if (log) log << nlohmann::json{{"step", step}, {"val_loss", val_loss}}.dump() << "\n" << std::flush;
@@ -167,17 +176,25 @@ int train(const TrainConfig& config) {
                     "; the update was not applied. Lower --lr, keep --grad-clip on, check the data, or "
                     "pass --on-nonfinite skip to skip such steps");
       }
+      clear_status();
       std::printf("step %5lld/%lld  skipped: %s\n", static_cast<long long>(step),
                   static_cast<long long>(config.steps), what.c_str());
       continue;
     }
     if (step == 1 && !config.grads_path.empty()) store.saveGrads(config.grads_path);
     const double tok_s = tokens_per_step / seconds;
-    if (step % config.print_every == 0 || step == config.steps)
-      std::printf("step %5lld/%lld  loss %.4f  lr %.3e  norm %.3f  %.0f tok/s  %.1f ms\n",
-                  static_cast<long long>(step), static_cast<long long>(config.steps), result.loss,
-                  options.adamw.lr, result.grad_norm, tok_s, seconds * 1e3);
-    std::fflush(stdout);
+    const bool line_due = step % config.print_every == 0 || step == config.steps;
+    if (line_due || on_terminal) {
+      // On a terminal every step redraws one status line with the time left; the periodic
+      // lines stay. Piped output gets only the periodic lines.
+      const double eta = total_seconds / static_cast<double>(steps_run + 1) * (config.steps - step);
+      clear_status();
+      std::printf("step %5lld/%lld  loss %.4f  lr %.3e  norm %.3f  %.0f tok/s  %.1f ms%s", static_cast<long long>(step),
+                  static_cast<long long>(config.steps), result.loss, options.adamw.lr, result.grad_norm, tok_s,
+                  seconds * 1e3,
+                  line_due ? "\n" : fmt::format("  ETA {}:{:02}", int(eta) / 60, int(eta) % 60).c_str());
+      std::fflush(stdout);
+    }
     if (log) {
       nlohmann::json line = {{"step", step},         {"loss", result.loss},
                              {"lr", options.adamw.lr}, {"grad_norm", result.grad_norm},
@@ -192,12 +209,14 @@ int train(const TrainConfig& config) {
       checkpoint(step);
     }
     if (g_stop_signal && step < config.steps) {
+      clear_status();
       std::printf("stopped by %s after step %lld%s\n", g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
                   static_cast<long long>(step),
                   checkpoint_dir.empty() ? " (no --checkpoint-dir: progress is lost)" : "; resume with --resume");
       return 0;
     }
   }
+  clear_status();
   std::printf("done: %lld steps, %.1f s, %.0f tok/s average\n", static_cast<long long>(steps_run),
               total_seconds, steps_run ? tokens_per_step * steps_run / total_seconds : 0.0);
   if (config.profile && steps_run > 0) {

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--hw", o.hardware, "hardware profile of the cost model: cpu, h100-pcie5, h200, gh200")
       ->capture_default_str();
+  app.set_config("--config", "", "read flags from this TOML/INI file (flag = value per line)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

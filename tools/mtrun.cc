@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   app.add_option("--resume", c.resume_dir,
                  "continue from the newest checkpoint in this directory (bit-identical to an "
                  "uninterrupted run with the same flags)");
+  app.set_config("--config", "", "read flags from this TOML/INI file (flag = value per line)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

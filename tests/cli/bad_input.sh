@@ -58,5 +58,14 @@ expect_error "--steps must be positive" "$bin/mtrun" good.plan --data corpus.tok
 expect_error "cannot write" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --export no/such/dir/w.safetensors
 expect_error "unknown backend" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend tpu
 
+# Flags from a config file (TOML/INI), and a missing one refused.
+printf 'batch = 3\nseq = 12\n' > mtc.toml
+if "$bin/mtc" gpt2-tiny --config mtc.toml -o cfg.plan | grep -q "batch 3 x seq 12"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: mtc --config did not apply batch/seq"
+fi
+expect_error "missing.toml" "$bin/mtrun" good.plan --data corpus.tok --config missing.toml
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
