@@ -34,6 +34,23 @@ std::optional<int64_t> blockOf(Operation* op) {
   return block.getInt();
 }
 
+LogicalResult checkReadyToSchedule(func::FuncOp func, StringRef pass) {
+  if (func.getNumResults() < 1 || !func.getResultAttr(0, kLossAttr) ||
+      (func.getNumResults() > 1 && !func.getResultAttr(1, kGradAttr)))
+    return func.emitError(pass) << " needs a differentiated function returning the loss and the gradients "
+                                   "(run mt-autodiff first)";
+  for (Operation& op : func.getBody().front())
+    if (isa<H2DOp, D2HOp, HostTaskOp>(op)) return op.emitError("the function is already scheduled");
+  return success();
+}
+
+SmallVector<Value> parameterArguments(func::FuncOp func) {
+  SmallVector<Value> params;
+  for (BlockArgument arg : func.getArguments())
+    if (!paramName(func, arg.getArgNumber()).empty()) params.push_back(arg);
+  return params;
+}
+
 StringRef paramName(func::FuncOp func, unsigned index) {
   auto param = func.getArgAttrOfType<DictionaryAttr>(index, kParamAttr);
   if (!param) return "";

@@ -41,6 +41,13 @@ std::optional<int64_t> blockOf(mlir::Operation* op);
 // "123456 bytes (120.6 KiB)" — exact for the fix, readable for the person.
 std::string formatBytes(int64_t bytes);
 
+// Fails, with a diagnostic naming `pass`, unless `func` is differentiated (returns the loss,
+// then the gradients) and not scheduled yet: what both schedule passes need.
+mlir::LogicalResult checkReadyToSchedule(mlir::func::FuncOp func, llvm::StringRef pass);
+
+// The parameter arguments (mt.param) of `func`, in order.
+llvm::SmallVector<mlir::Value> parameterArguments(mlir::func::FuncOp func);
+
 // The param name of argument `index`, or "" if it is not a parameter.
 llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);
 

@@ -18,17 +18,7 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
     if (!func) return signalPassFailure();
     Block& body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    if (func.getNumResults() < 1 || !func.getResultAttr(0, kLossAttr) ||
-        (func.getNumResults() > 1 && !func.getResultAttr(1, kGradAttr))) {
-      func.emitError("mt-schedule-resident needs a differentiated function returning the loss "
-                     "and the gradients (run mt-autodiff first)");
-      return signalPassFailure();
-    }
-    for (Operation& op : body)
-      if (isa<H2DOp, D2HOp, HostTaskOp>(op)) {
-        op.emitError("the function is already scheduled");
-        return signalPassFailure();
-      }
+    if (failed(checkReadyToSchedule(func, "mt-schedule-resident"))) return signalPassFailure();
 
     OpBuilder b(&getContext());
     b.setInsertionPointToStart(&body);
@@ -45,9 +35,7 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
       hostResults.push_back(host);
       if (i > 0) hostGrads.push_back(host);
     }
-    SmallVector<Value> params;
-    for (BlockArgument arg : func.getArguments())
-      if (!paramName(func, arg.getArgNumber()).empty()) params.push_back(arg);
+    SmallVector<Value> params = parameterArguments(func);
     if (!params.empty()) {
       b.create<HostTaskOp>(ret.getLoc(), "grad_norm", hostGrads);
       b.create<HostTaskOp>(ret.getLoc(), "adamw", params);

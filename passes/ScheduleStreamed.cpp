@@ -17,19 +17,11 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
     if (!func) return signalPassFailure();
     Block& body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    if (func.getNumResults() < 1 || !func.getResultAttr(0, kLossAttr)) {
-      func.emitError("mt-schedule-streamed needs a differentiated function returning the loss and "
-                     "the gradients (run mt-autodiff first)");
-      return signalPassFailure();
-    }
+    if (failed(checkReadyToSchedule(func, "mt-schedule-streamed"))) return signalPassFailure();
     std::vector<Operation*> ops;
     for (Operation& op : body.without_terminator()) {
       if (!blockOf(&op)) {
         op.emitError("has no layer block: run mt-partition first");
-        return signalPassFailure();
-      }
-      if (isa<H2DOp, D2HOp, HostTaskOp>(op)) {
-        op.emitError("the function is already scheduled");
         return signalPassFailure();
       }
       ops.push_back(&op);
@@ -97,9 +89,7 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
         if (def) norm->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
       }
     }
-    SmallVector<Value> params;
-    for (BlockArgument arg : func.getArguments())
-      if (!paramName(func, arg.getArgNumber()).empty()) params.push_back(arg);
+    SmallVector<Value> params = parameterArguments(func);
     b.setInsertionPoint(ret);
     if (!params.empty()) b.create<HostTaskOp>(ret.getLoc(), "adamw", params);
     ret->setOperands(hostResults);

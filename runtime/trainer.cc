@@ -203,11 +203,9 @@ int train(const TrainConfig& config) {
     }
     ++steps_run;
     if (step == config.steps || (config.val_every > 0 && step % config.val_every == 0)) validate(step);
-    if (step == config.steps || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
+    if (step == config.steps || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0) ||
+        g_stop_signal)
       checkpoint(step);
-    } else if (g_stop_signal) {
-      checkpoint(step);
-    }
     if (g_stop_signal && step < config.steps) {
       clear_status();
       std::printf("stopped by %s after step %lld%s\n", g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
