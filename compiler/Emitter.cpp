@@ -71,6 +71,20 @@ void setShape(google::protobuf::RepeatedField<int64_t>* out, Type type) {
   for (int64_t d : cast<RankedTensorType>(type).getShape()) out->Add(d);
 }
 
+// The constant's elements as the plan's little-endian bytes.
+LogicalResult setConstantData(DenseElementsAttr value, plan::HostTensor& t) {
+  std::string bytes;
+  if (value.getElementType().isF32()) {
+    for (float v : value.getValues<float>()) bytes.append(reinterpret_cast<const char*>(&v), 4);
+  } else if (value.getElementType().isInteger(32)) {
+    for (int32_t v : value.getValues<int32_t>()) bytes.append(reinterpret_cast<const char*>(&v), 4);
+  } else {
+    return failure();
+  }
+  t.set_data(std::move(bytes));
+  return success();
+}
+
 class Emitter {
  public:
   Emitter(func::FuncOp func, const EmitOptions& options, plan::Plan& plan, PlanStats& stats)
@@ -106,13 +120,14 @@ LogicalResult Emitter::addHostTensors() {
     t->set_dtype(dtypeOf(arg.getType()));
     if (auto input = func_.getArgAttrOfType<StringAttr>(i, kInputAttr)) {
       t->set_name(input.getValue().str());
-      if (input.getValue() == "tokens") {
-        t->set_role(plan::ROLE_TOKENS);
-      } else if (input.getValue() == "targets") {
-        t->set_role(plan::ROLE_TARGETS);
-      } else {
-        return func_.emitError("argument ") << i << " has unknown input kind " << input;
-      }
+      if (input.getValue() == "tokens") t->set_role(plan::ROLE_TOKENS);
+      else if (input.getValue() == "targets") t->set_role(plan::ROLE_TARGETS);
+      else t->set_role(plan::ROLE_INPUT);
+    } else if (auto constant = func_.getArgAttrOfType<DenseElementsAttr>(i, kConstAttr)) {
+      t->set_name("constant." + std::to_string(i));
+      t->set_role(plan::ROLE_CONSTANT);
+      if (failed(setConstantData(constant, *t)))
+        return func_.emitError("constant argument ") << i << " must be an f32 or i32 tensor";
     } else if (auto param = func_.getArgAttrOfType<DictionaryAttr>(i, kParamAttr)) {
       auto name = param.getAs<StringAttr>("name");
       auto init = param.getAs<StringAttr>("init");
@@ -159,6 +174,21 @@ LogicalResult Emitter::addHostTensors() {
       if (role == plan::ROLE_GRAD) gradOfParam_[p] = plan_.host_tensors_size() - 1;
     }
   }
+  auto ret = cast<func::ReturnOp>(func_.getBody().front().getTerminator());
+  for (Value v : ret.getOperands())
+    if (!v.getDefiningOp<D2HOp>()) return ret.emitError("returns a device value: run mt-schedule-resident first");
+  if (isForwardOnly(func_)) {
+    // Forward-only: each result is a named output.
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      plan::HostTensor* t = plan_.add_host_tensors();
+      t->set_name(func_.getResultAttrOfType<StringAttr>(i, kOutputAttr).getValue().str());
+      t->set_role(plan::ROLE_OUTPUT);
+      setShape(t->mutable_shape(), v.getType());
+      t->set_dtype(dtypeOf(v.getType()));
+      hostTensor_[v] = plan_.host_tensors_size() - 1;
+    }
+    return success();
+  }
   plan::HostTensor* loss = plan_.add_host_tensors();
   loss->set_name("loss");
   loss->set_dtype(plan::DTYPE_F32);
@@ -166,10 +196,7 @@ LogicalResult Emitter::addHostTensors() {
   const int lossIndex = plan_.host_tensors_size() - 1;
 
   // The returned values are d2h results: the loss, then the gradient of each named parameter.
-  auto ret = cast<func::ReturnOp>(func_.getBody().front().getTerminator());
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    if (!v.getDefiningOp<D2HOp>())
-      return ret.emitError("returns a device value: run mt-schedule-resident first");
     if (i == 0) {
       hostTensor_[v] = lossIndex;
       continue;

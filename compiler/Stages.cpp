@@ -52,6 +52,25 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   StageResult result;
   result.schedule = options.schedule == "auto" ? "resident" : options.schedule;
   if (options.last == "input") return result;
+  func::FuncOp func = getModelFunction(module);
+  if (func && isForwardOnly(func)) {
+    // An evaluation: nothing to differentiate or stream; one resident pass over the graph.
+    if (result.schedule != "resident") {
+      func.emitError("a forward-only model runs only the resident schedule, not ") << result.schedule;
+      result.failed = "schedule";
+      return result;
+    }
+    for (const char* stage : {"schedule", "memory"}) {
+      if (stageIndex(options.last) < stageIndex(stage)) break;
+      PassManager pm(module.getContext());
+      addStagePasses(pm, stage, "resident", options.device_mem);
+      if (failed(pm.run(module))) {
+        result.failed = stage;
+        break;
+      }
+    }
+    return result;
+  }
   const size_t partition = stageIndex("partition");
   const bool stops_early = !options.last.empty() && stageIndex(options.last) <= partition;
   if (!runFrom(module, 1, stops_early ? options.last : "partition", result.schedule, 0, result.failed) ||

@@ -23,7 +23,8 @@ struct StageResult {
 };
 
 // Runs the stages after "input" on `module`: attach-loss, autodiff, partition, recompute
-// (when the schedule recomputes), schedule, memory.
+// (when the schedule recomputes), schedule, memory. A forward-only function (named outputs,
+// no loss) runs only schedule and memory, resident.
 StageResult runStages(mlir::ModuleOp module, const StageOptions& options);
 
 // Batch, sequence and vocabulary of a module that has its loss attached.

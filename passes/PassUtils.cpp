@@ -34,14 +34,21 @@ std::optional<int64_t> blockOf(Operation* op) {
   return block.getInt();
 }
 
-LogicalResult checkReadyToSchedule(func::FuncOp func, StringRef pass) {
-  if (func.getNumResults() < 1 || !func.getResultAttr(0, kLossAttr) ||
-      (func.getNumResults() > 1 && !func.getResultAttr(1, kGradAttr)))
+LogicalResult checkReadyToSchedule(func::FuncOp func, StringRef pass, bool allowForwardOnly) {
+  if (!(allowForwardOnly && isForwardOnly(func)) && (func.getNumResults() < 1 || !func.getResultAttr(0, kLossAttr) ||
+      (func.getNumResults() > 1 && !func.getResultAttr(1, kGradAttr))))
     return func.emitError(pass) << " needs a differentiated function returning the loss and the gradients "
                                    "(run mt-autodiff first)";
   for (Operation& op : func.getBody().front())
     if (isa<H2DOp, D2HOp, HostTaskOp>(op)) return op.emitError("the function is already scheduled");
   return success();
+}
+
+bool isForwardOnly(func::FuncOp func) {
+  if (func.getNumResults() == 0) return false;
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (!func.getResultAttr(i, kOutputAttr)) return false;
+  return true;
 }
 
 SmallVector<Value> parameterArguments(func::FuncOp func) {

@@ -20,7 +20,9 @@ namespace mt {
 
 // Attribute names shared by the passes and the emitter.
 inline constexpr char kParamAttr[] = "mt.param";         // arg: {name, init, std, decay}
-inline constexpr char kInputAttr[] = "mt.input";         // arg: "tokens" | "targets"
+inline constexpr char kInputAttr[] = "mt.input";         // arg: "tokens" | "targets" | a named input
+inline constexpr char kConstAttr[] = "mt.const";         // arg: its value (DenseElementsAttr)
+inline constexpr char kOutputAttr[] = "mt.output";       // result of a forward-only function: its name
 inline constexpr char kLossAttr[] = "mt.loss";           // result: the loss
 inline constexpr char kGradAttr[] = "mt.grad";           // result: gradient of the named param
 inline constexpr char kOffsetsAttr[] = "mt.offsets";     // op: arena offset of each result
@@ -42,8 +44,13 @@ std::optional<int64_t> blockOf(mlir::Operation* op);
 std::string formatBytes(int64_t bytes);
 
 // Fails, with a diagnostic naming `pass`, unless `func` is differentiated (returns the loss,
-// then the gradients) and not scheduled yet: what both schedule passes need.
-mlir::LogicalResult checkReadyToSchedule(mlir::func::FuncOp func, llvm::StringRef pass);
+// then the gradients; or, if allowed, is forward-only) and not scheduled yet.
+mlir::LogicalResult checkReadyToSchedule(mlir::func::FuncOp func, llvm::StringRef pass,
+                                         bool allowForwardOnly = false);
+
+// Whether `func` is a forward-only model: every result is a named output (mt.output) and
+// none is a loss. Such a function is scheduled for evaluation: no autodiff, no optimizer.
+bool isForwardOnly(mlir::func::FuncOp func);
 
 // The parameter arguments (mt.param) of `func`, in order.
 llvm::SmallVector<mlir::Value> parameterArguments(mlir::func::FuncOp func);

@@ -1,6 +1,8 @@
 // mt-schedule-resident: the all-resident schedule of one training step. Every argument is
 // copied to the device at the start, the loss and gradients are copied back at the end, and
-// the host then takes the global gradient norm and runs AdamW on every parameter.
+// the host then takes the global gradient norm and runs AdamW on every parameter. A
+// forward-only function (named outputs, no loss) is scheduled the same way without the host
+// tasks: one evaluation.
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
 
@@ -18,7 +20,9 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
     if (!func) return signalPassFailure();
     Block& body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    if (failed(checkReadyToSchedule(func, "mt-schedule-resident"))) return signalPassFailure();
+    const bool forward = isForwardOnly(func);
+    if (failed(checkReadyToSchedule(func, "mt-schedule-resident", /*allowForwardOnly=*/true)))
+      return signalPassFailure();
 
     OpBuilder b(&getContext());
     b.setInsertionPointToStart(&body);
@@ -33,10 +37,10 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       Value host = b.create<D2HOp>(ret.getLoc(), v);
       hostResults.push_back(host);
-      if (i > 0) hostGrads.push_back(host);
+      if (i > 0 && !forward) hostGrads.push_back(host);
     }
     SmallVector<Value> params = parameterArguments(func);
-    if (!params.empty()) {
+    if (!params.empty() && !forward) {
       b.create<HostTaskOp>(ret.getLoc(), "grad_norm", hostGrads);
       b.create<HostTaskOp>(ret.getLoc(), "adamw", params);
     }

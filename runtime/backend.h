@@ -31,7 +31,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   // Runs one training step: the host store's tokens/targets must be filled. Parameters and
-  // moments are updated in place in the host store.
+  // moments are updated in place in the host store. For a forward-only plan: one evaluation,
+  // inputs to outputs (the result's loss is then 0).
   virtual StepResult runStep(const StepOptions& options) = 0;
   // Bytes of the device arena this backend allocated (the plan's arena size).
   virtual int64_t arenaBytes() const = 0;

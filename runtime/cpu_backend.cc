@@ -150,7 +150,7 @@ StepResult CpuBackend::runStep(const StepOptions& options) {
     cv_.wait(lock, [&] { return running_ == 0; });
   }
   StepResult result;
-  result.loss = store_.f32(store_.loss())[0];
+  if (store_.loss() >= 0) result.loss = store_.f32(store_.loss())[0];
   result.grad_norm = std::sqrt(grad_sq_sum_);
   if (first_nonfinite_ >= 0) result.nonfinite_grad = plan_.host_tensors(first_nonfinite_).name();
   return result;

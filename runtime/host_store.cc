@@ -105,10 +105,18 @@ void HostStore::initialize(uint64_t seed) {
     const auto& t = plan_.host_tensors(i);
     if (t.role() == plan::ROLE_PARAM) {
       initializeTensor(f32(i), numel_[i], t.init(), seed, t.name());
+    } else if (t.role() == plan::ROLE_CONSTANT) {
+      std::memcpy(data(i), t.data().data(), t.data().size());  // the verifier checked the size
     } else {
       std::memset(data(i), 0, bytes(i));
     }
   }
+}
+
+int HostStore::find(plan::HostRole role, const std::string& name) const {
+  for (int i = 0; i < plan_.host_tensors_size(); ++i)
+    if (plan_.host_tensors(i).role() == role && plan_.host_tensors(i).name() == name) return i;
+  return -1;
 }
 
 void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles) {

@@ -26,7 +26,8 @@ class HostStore {
   int64_t numel(int index) const { return numel_[index]; }
   int64_t bytes(int index) const { return numel_[index] * dtypeBytes(plan_.host_tensors(index).dtype()); }
 
-  // Parameters from the plan's initializers (seeded), everything else zero.
+  // Parameters from the plan's initializers (seeded), constants from the plan, everything
+  // else zero.
   void initialize(uint64_t seed);
   // Parameters from a weights file (every parameter must be there, F32, with its shape).
   void loadParams(const SafetensorsFile& file) { load(file, {plan::ROLE_PARAM}); }
@@ -46,11 +47,15 @@ class HostStore {
   int moment2Of(int param) const { return m2_of_[param]; }
   int tokens() const { return tokens_; }
   int targets() const { return targets_; }
-  int loss() const { return loss_; }
+  int loss() const { return loss_; }  // -1 in a forward-only plan
+  // The host tensor of the named input (ROLE_INPUT) or output (ROLE_OUTPUT), or -1.
+  int input(const std::string& name) const { return find(plan::ROLE_INPUT, name); }
+  int output(const std::string& name) const { return find(plan::ROLE_OUTPUT, name); }
   int64_t numParams() const { return num_params_; }
   int64_t totalBytes() const { return total_bytes_; }
 
  private:
+  int find(plan::HostRole role, const std::string& name) const;
   // Every tensor of the given roles from `file`, by its plan name.
   void load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles);
 

@@ -7,7 +7,10 @@
 #include "kernels/loss/loss.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/norm/norm.h"
+#include "kernels/layout/layout.h"
+#include "kernels/pointwise/pointwise.h"
 #include "kernels/rope/rope.h"
+#include "kernels/softmax/softmax.h"
 
 namespace mt {
 namespace {

@@ -64,6 +64,9 @@ int train(const TrainConfig& config) {
     throw Error("--warmup must be between 0 and --steps");
   plan::Plan plan = readPlan(config.plan_path);
   verifyPlan(plan);
+  if (!isTrainingPlan(plan))
+    throw Error(config.plan_path + " is a forward-only plan (inputs to outputs, no loss): it cannot be "
+                "trained; compile the model without --forward-only");
   const auto& model = plan.model();
 
   TokenFile data(config.data_path);

@@ -21,6 +21,7 @@ std::string where(int stream, int instr) {
 
 void verifyHostTensors(const plan::Plan& plan) {
   std::map<plan::HostRole, int> singletons;
+  std::set<std::pair<plan::HostRole, std::string>> io_names;
   for (int i = 0; i < plan.host_tensors_size(); ++i) {
     const auto& t = plan.host_tensors(i);
     const std::string what = "host tensor " + std::to_string(i) + " '" + t.name() + "'";
@@ -58,11 +59,29 @@ void verifyHostTensors(const plan::Plan& plan) {
         if (t.dtype() != plan::DTYPE_F32 || t.shape_size() != 0) fail(what + " must be an f32 scalar");
         if (++singletons[t.role()] > 1) fail("more than one loss output");
         break;
+      case plan::ROLE_INPUT:
+      case plan::ROLE_OUTPUT:
+        if (t.dtype() == plan::DTYPE_BF16) fail(what + " must be f32 or i32");
+        if (!io_names.insert({t.role(), t.name()}).second) fail("two inputs or two outputs are named '" + t.name() + "'");
+        ++singletons[t.role()];
+        break;
+      case plan::ROLE_CONSTANT:
+        if (static_cast<int64_t>(t.data().size()) != checkedNumel(t.shape(), what) * dtypeBytes(t.dtype()))
+          fail(what + " holds " + std::to_string(t.data().size()) + " bytes of data, not its size");
+        break;
       default: break;
     }
+    if (t.role() != plan::ROLE_CONSTANT && !t.data().empty()) fail(what + " holds data but is not a constant");
   }
-  for (auto role : {plan::ROLE_TOKENS, plan::ROLE_TARGETS, plan::ROLE_LOSS})
-    if (singletons[role] != 1) fail("plan needs exactly one tokens, targets and loss tensor");
+  if (isTrainingPlan(plan)) {
+    for (auto role : {plan::ROLE_TOKENS, plan::ROLE_TARGETS, plan::ROLE_LOSS})
+      if (singletons[role] != 1) fail("a training plan needs exactly one tokens, targets and loss tensor");
+  } else {
+    if (singletons[plan::ROLE_OUTPUT] == 0) fail("a forward-only plan needs at least one output");
+    for (const auto& t : plan.host_tensors())
+      if (t.role() == plan::ROLE_GRAD || t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2)
+        fail("a forward-only plan has no gradients or optimizer moments ('" + t.name() + "')");
+  }
 }
 
 void verifyBuffers(const plan::Plan& plan) {
@@ -169,6 +188,12 @@ void verifyEvents(const plan::Plan& plan) {
 
 }  // namespace
 
+bool isTrainingPlan(const plan::Plan& plan) {
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_LOSS) return true;
+  return false;
+}
+
 Tensor bufferTensor(const plan::DeviceBuffer& buffer) {
   Tensor t;
   t.shape.assign(buffer.shape().begin(), buffer.shape().end());
@@ -196,7 +221,8 @@ void verifyPlanContents(const plan::Plan& plan) {
   verifyHostTensors(plan);
   verifyBuffers(plan);
   if (plan.num_events() > kMaxEvents) fail("too many events");
-  if (plan.model().batch() <= 0 || plan.model().seq() <= 0 || plan.model().vocab() <= 0)
+  const bool training = isTrainingPlan(plan);
+  if (training && (plan.model().batch() <= 0 || plan.model().seq() <= 0 || plan.model().vocab() <= 0))
     fail("model batch, seq and vocab must be positive");
   std::set<uint32_t> updated;
   for (int s = 0; s < plan.streams_size(); ++s) {
@@ -223,6 +249,7 @@ void verifyPlanContents(const plan::Plan& plan) {
           break;
         case plan::Instruction::kHostTask:
           if (stream.kind() != plan::Stream::HOST) fail(at + ": host task outside the host stream");
+          if (!training) fail(at + ": a host task in a forward-only plan");
           verifyHostTask(plan, in.host_task(), norm_seen, at);
           norm_seen |= in.host_task().kind() == plan::HostTask::GRAD_NORM;
           if (in.host_task().kind() == plan::HostTask::ADAMW)

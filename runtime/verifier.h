@@ -12,6 +12,9 @@ namespace mt {
 // Throws mt::Error naming the first problem found.
 void verifyPlan(const plan::Plan& plan);
 
+// Whether the plan is a training step (it has a loss) rather than a forward-only evaluation.
+bool isTrainingPlan(const plan::Plan& plan);
+
 // Shapes and (when `arena` is given) data pointers of a kernel call's operands. The call must
 // belong to a verified plan.
 KernelArgs bindKernelCall(const plan::Plan& plan, const plan::KernelCall& call, std::byte* arena);

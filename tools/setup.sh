@@ -6,7 +6,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   llvm-19-dev libmlir-19-dev mlir-19-tools         # the compiler (mt dialect, passes); FileCheck
   libprotobuf-dev protobuf-compiler                # the plan format
-  libonnx-dev                                      # ONNX import
+  libonnx-dev libonnx-testdata                     # ONNX import; ONNX's backend node tests
   libopenblas-dev libopenblas0-pthread             # CPU backend matrix products (and torch's BLAS)
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libicu-dev
   python3-torch python3-onnx python3-numpy         # PyTorch goldens and the benchmark peer

@@ -1,6 +1,7 @@
 // Costs (FLOPs; bytes default to operands + results) and kernel attributes of the `mt` ops.
 // Kernel attribute order is the op table's (runtime/op_table.def).
 #include "compiler/dialect/MtDialect.h"
+#include "kernels/pointwise/pointwise.h"
 
 using namespace mlir;
 
@@ -47,6 +48,22 @@ int64_t AttentionOp::getFlops() { return causalAttentionFlops(getQ()); }
 int64_t AttentionGradOp::getFlops() { return causalAttentionFlops(getQ()) * 5 / 2; }
 int64_t SoftmaxXentOp::getFlops() { return 4 * numel(getLogits()); }
 int64_t SoftmaxXentGradOp::getFlops() { return 3 * numel(getLogits()); }
+// Transcendentals count as one flop per element here: the cost model is about matmuls.
+int64_t UnaryOp::getFlops() { return numel(getResult()); }
+int64_t UnaryGradOp::getFlops() { return 2 * numel(getResult()); }
+int64_t BinaryOp::getFlops() { return numel(getResult()); }
+int64_t BinaryGradOp::getFlops() { return 4 * numel(getDout()); }
+int64_t WhereOp::getFlops() { return 0; }
+int64_t BroadcastOp::getFlops() { return 0; }
+int64_t CastOp::getFlops() { return 0; }
+int64_t SoftmaxOp::getFlops() { return 5 * numel(getResult()); }
+int64_t SoftmaxGradOp::getFlops() { return 4 * numel(getResult()); }
+int64_t GatherOp::getFlops() { return 0; }
+int64_t GatherGradOp::getFlops() { return numel(getDout()); }
+int64_t ConcatOp::getFlops() { return 0; }
+int64_t SliceOp::getFlops() { return 0; }
+int64_t SliceGradOp::getFlops() { return 0; }
+int64_t TriluOp::getFlops() { return 0; }
 int64_t H2DOp::getFlops() { return 0; }
 int64_t D2HOp::getFlops() { return 0; }
 
@@ -87,6 +104,48 @@ void AttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl
 void AttentionGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(static_cast<int64_t>(getNumHeads()));
   ints.push_back(static_cast<int64_t>(getNumKvHeads()));
+}
+
+void UnaryOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(fnIndex(kUnaryFnNames, getFn().str()));
+}
+void UnaryGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(fnIndex(kUnaryFnNames, getFn().str()));
+}
+void BinaryOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(fnIndex(kBinaryFnNames, getFn().str()));
+}
+void BinaryGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(fnIndex(kBinaryFnNames, getFn().str()));
+}
+void SoftmaxOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getAxis()));
+  ints.push_back(getLog());
+}
+void SoftmaxGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getAxis()));
+  ints.push_back(getLog());
+}
+void GatherOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getAxis()));
+}
+void GatherGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getAxis()));
+}
+void ConcatOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getAxis()));
+}
+void SliceOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.append(getStarts().begin(), getStarts().end());
+  ints.append(getSteps().begin(), getSteps().end());
+}
+void SliceGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.append(getStarts().begin(), getStarts().end());
+  ints.append(getSteps().begin(), getSteps().end());
+}
+void TriluOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(getUpper());
+  ints.push_back(static_cast<int64_t>(getK()));
 }
 
 }  // namespace mt

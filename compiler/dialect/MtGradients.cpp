@@ -74,9 +74,7 @@ SmallVector<Value> ScaleOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
 }
 
 SmallVector<Value> SumToOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
-  // Broadcast back: zeros of the input's shape plus dy (add broadcasts a suffix shape).
-  Value zeros = b.create<FillOp>(getLoc(), getInput().getType(), b.getF32FloatAttr(0.0f));
-  return {b.create<AddOp>(getLoc(), zeros, grads[0])};
+  return {b.create<BroadcastOp>(getLoc(), getInput().getType(), grads[0])};
 }
 
 SmallVector<Value> TransposeOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
@@ -126,6 +124,58 @@ SmallVector<Value> AttentionOp::buildGradient(OpBuilder& b, ArrayRef<Value> grad
 SmallVector<Value> SoftmaxXentOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   Value dlogits = b.create<SoftmaxXentGradOp>(getLoc(), grads[0], getLogits(), getTargets(), getLse());
   return {dlogits, Value()};
+}
+
+SmallVector<Value> UnaryOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<UnaryGradOp>(getLoc(), grads[0], getInput(), getFnAttr())};
+}
+
+SmallVector<Value> BinaryOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  auto g = b.create<BinaryGradOp>(getLoc(), grads[0], getLhs(), getRhs(), getFnAttr());
+  return {reduceToShapeOf(b, getLoc(), g.getDlhs(), getLhs()), reduceToShapeOf(b, getLoc(), g.getDrhs(), getRhs())};
+}
+
+SmallVector<Value> WhereOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  if (!getLhs().getType().getElementType().isF32()) return {Value(), Value(), Value()};
+  const Location loc = getLoc();
+  Value zero = b.create<FillOp>(loc, RankedTensorType::get({}, b.getF32Type()), b.getF32FloatAttr(0.0f));
+  Value dlhs = b.create<WhereOp>(loc, getCond(), grads[0], zero);
+  Value drhs = b.create<WhereOp>(loc, getCond(), zero, grads[0]);
+  return {Value(), reduceToShapeOf(b, loc, dlhs, getLhs()), reduceToShapeOf(b, loc, drhs, getRhs())};
+}
+
+SmallVector<Value> BroadcastOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  if (!getType().getElementType().isF32()) return {Value()};
+  return {reduceToShapeOf(b, getLoc(), grads[0], getInput())};
+}
+
+SmallVector<Value> SoftmaxOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<SoftmaxGradOp>(getLoc(), grads[0], getResult(), getAxisAttr(), getLogAttr())};
+}
+
+SmallVector<Value> GatherOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  if (!getType().getElementType().isF32()) return {Value(), Value()};
+  return {b.create<GatherGradOp>(getLoc(), getData().getType(), getIndices(), grads[0], getAxisAttr()), Value()};
+}
+
+SmallVector<Value> ConcatOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  if (!getType().getElementType().isF32()) return {Value(), Value()};
+  const int64_t rank = getType().getRank(), axis = getAxis();
+  SmallVector<int64_t> starts(rank, 0), steps(rank, 1);
+  Value dlhs = b.create<SliceOp>(getLoc(), getLhs().getType(), grads[0], starts, steps);
+  starts[axis] = getLhs().getType().getDimSize(axis);
+  Value drhs = b.create<SliceOp>(getLoc(), getRhs().getType(), grads[0], starts, steps);
+  return {dlhs, drhs};
+}
+
+SmallVector<Value> SliceOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  if (!getType().getElementType().isF32()) return {Value()};
+  return {b.create<SliceGradOp>(getLoc(), getInput().getType(), grads[0], getStartsAttr(), getStepsAttr())};
+}
+
+SmallVector<Value> TriluOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  if (!getType().getElementType().isF32()) return {Value()};
+  return {b.create<TriluOp>(getLoc(), grads[0], getUpperAttr(), getKAttr())};
 }
 
 }  // namespace mt

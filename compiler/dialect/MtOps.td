@@ -114,7 +114,7 @@ def Mt_ScaleOp : Mt_KernelOp<"scale", [
 
 def Mt_SumToOp : Mt_Op<"sum_to", [Pure, KernelOpInterface,
     DeclareOpInterfaceMethods<CostOpInterface>, DeclareOpInterfaceMethods<GradientOpInterface>]> {
-  let summary = "sum over leading dims down to a suffix shape (gradient of a broadcast)";
+  let summary = "sum down to a shape that broadcasts to the input's (gradient of a broadcast)";
   let description = [{
     ```mlir
     %db = mt.sum_to %dy : tensor<8x256x384xf32> -> tensor<384xf32>
@@ -348,6 +348,203 @@ def Mt_SoftmaxXentGradOp : Mt_KernelOp<"softmax_xent_grad", [KernelOpInterface]>
   let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$lse);
   let results = (outs Mt_F32Tensor:$result);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
+//===----------------------------------------------------------------------===//
+// Generic ops: what imported graphs lower to where no fused op applies
+//===----------------------------------------------------------------------===//
+
+def Mt_UnaryOp : Mt_KernelOp<"unary", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "elementwise function: neg, exp, log, sqrt, reciprocal, tanh, erf, sigmoid, relu, abs";
+  let description = [{
+    ```mlir
+    %y = mt.unary %x {fn = "erf"} : tensor<8x256x1536xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$input, StrAttr:$fn);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Mt_UnaryGradOp : Mt_KernelOp<"unary_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "backward of mt.unary: dy * fn'(x)";
+  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$input, StrAttr:$fn);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$dout `,` $input attr-dict `:` type($dout) `,` type($input)";
+}
+
+def Mt_BinaryOp : Mt_KernelOp<"binary", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "elementwise add, sub, mul, div or pow with numpy broadcasting";
+  let description = [{
+    ```mlir
+    %y = mt.binary %x, %s {fn = "pow"} : tensor<8x256x384xf32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$lhs, Mt_F32Tensor:$rhs, StrAttr:$fn);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
+def Mt_BinaryGradOp : Mt_KernelOp<"binary_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "backward of mt.binary: (dlhs, drhs), both in the broadcast shape";
+  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$lhs, Mt_F32Tensor:$rhs, StrAttr:$fn);
+  let results = (outs Mt_F32Tensor:$dlhs, Mt_F32Tensor:$drhs);
+  let assemblyFormat = "$dout `,` $lhs `,` $rhs attr-dict `:` type($dout) `,` type($lhs) `,` type($rhs)";
+}
+
+def Mt_WhereOp : Mt_KernelOp<"where", [KernelOpInterface,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "select: cond != 0 ? lhs : rhs, with numpy broadcasting";
+  let description = [{
+    The branches are both f32 or both i32; the condition is i32 (ONNX bool imports as i32).
+
+    ```mlir
+    %y = mt.where %mask, %scores, %neg_inf : tensor<256x256xi32>, tensor<8x6x256x256xf32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Mt_I32Tensor:$cond, AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$cond `,` $lhs `,` $rhs attr-dict `:` type($cond) `,` type($lhs) `,` type($rhs)";
+}
+
+def Mt_BroadcastOp : Mt_Op<"broadcast", [Pure, KernelOpInterface,
+    DeclareOpInterfaceMethods<CostOpInterface>, DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "the input broadcast (numpy rules) to the result's shape";
+  let description = [{
+    ```mlir
+    %y = mt.broadcast %b : tensor<1x384xf32> -> tensor<8x256x384xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mt_CastOp : Mt_Op<"cast", [Pure, KernelOpInterface, DeclareOpInterfaceMethods<CostOpInterface>]> {
+  let summary = "element type conversion between f32 and i32 (toward zero, saturating)";
+  let description = [{
+    ```mlir
+    %f = mt.cast %ids : tensor<8x256xi32> -> tensor<8x256xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mt_SoftmaxOp : Mt_KernelOp<"softmax", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "softmax (or log-softmax) along one axis";
+  let description = [{
+    ```mlir
+    %p = mt.softmax %scores {axis = 3, log = false} : tensor<8x6x256x256xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$input, I64Attr:$axis, DefaultValuedAttr<BoolAttr, "false">:$log);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Mt_SoftmaxGradOp : Mt_KernelOp<"softmax_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "backward of mt.softmax from dy and the forward result";
+  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$output, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "false">:$log);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$dout `,` $output attr-dict `:` type($dout) `,` type($output)";
+}
+
+def Mt_GatherOp : Mt_KernelOp<"gather", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "take entries along `axis` at integer indices (ONNX Gather)";
+  let description = [{
+    The result has data's shape with dimension `axis` replaced by the indices' shape.
+    Negative indices count from the end; out-of-range indices give zeros.
+
+    ```mlir
+    %y = mt.gather %x, %idx {axis = 1} : tensor<4x10x8xf32>, tensor<3xi32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$data, Mt_I32Tensor:$indices, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` type($data) `,` type($indices)";
+}
+
+def Mt_GatherGradOp : Mt_Op<"gather_grad", [Pure,
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<CostOpInterface>]> {
+  let summary = "backward of mt.gather: scatter-add of dy into zeros of the data's shape";
+  let arguments = (ins Mt_I32Tensor:$indices, Mt_F32Tensor:$dout, I64Attr:$axis);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$indices `,` $dout attr-dict `:` type($indices) `,` type($dout) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mt_ConcatOp : Mt_KernelOp<"concat", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "two tensors joined along `axis`";
+  let description = [{
+    ```mlir
+    %y = mt.concat %a, %b {axis = 2} : tensor<8x256x32xf32>, tensor<8x256x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
+def Mt_SliceOp : Mt_Op<"slice", [Pure,
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<CostOpInterface>, DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "strided slice: result[i] = input[start + i * step] per dimension";
+  let description = [{
+    The result type gives the slice's size per dimension; steps are non-zero (negative
+    walks backwards) and every element read lies inside the input.
+
+    ```mlir
+    %q = mt.slice %qkv {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>}
+        : tensor<8x256x1152xf32> -> tensor<8x256x384xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$steps);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mt_SliceGradOp : Mt_Op<"slice_grad", [Pure,
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<CostOpInterface>]> {
+  let summary = "backward of mt.slice: dy placed where the slice read, zeros elsewhere";
+  let arguments = (ins Mt_F32Tensor:$dout, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$steps);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$dout attr-dict `:` type($dout) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mt_TriluOp : Mt_KernelOp<"trilu", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "lower (or upper) triangle of the last two dims, diagonal offset k; zeros elsewhere";
+  let description = [{
+    ```mlir
+    %m = mt.trilu %x {upper = false, k = 0} : tensor<256x256xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, BoolAttr:$upper, I64Attr:$k);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,7 +1,7 @@
 // Elementwise and layout kernels.
 //   mt.add / mt.mul: out = a (op) b, b's shape equal to a's or a suffix of it (broadcast).
 //   mt.scale:     out = x * factor                       float attrs: [factor]
-//   mt.sum_to:    out = x summed over its leading dims down to out's shape (a suffix of x's)
+//   mt.sum_to:    out = x summed down to out's shape, which broadcasts to x's (numpy rules)
 //   mt.fill:      out = value                            float attrs: [value]
 //   mt.transpose: out = x permuted                       int attrs: the permutation
 #pragma once

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "kernels/broadcast.h"
 #include "kernels/elementwise/elementwise.h"
 
 namespace mt {
@@ -68,14 +69,24 @@ std::string sum_to_check(const KernelArgs& args) {
   const Tensor &x = args.in[0], &out = args.out[0];
   MT_CHECK(expectDType(x, DType::F32, "sum_to input"));
   MT_CHECK(expectDType(out, DType::F32, "sum_to result"));
-  if (!isSuffix(out.shape, x.shape))
-    return "sum_to result shape " + shapeString(out.shape) + " must be a suffix of " +
+  if (!broadcastsTo(out.shape, x.shape))
+    return "sum_to result shape " + shapeString(out.shape) + " must broadcast to the input shape " +
            shapeString(x.shape);
   return "";
 }
 void sum_to_cpu(const KernelArgs& args) {
   const float* x = args.in[0].f32();
   float* out = args.out[0].f32();
+  if (!isSuffix(args.out[0].shape, args.in[0].shape)) {
+    // Size-1 dimensions inside the shape (a keepdims reduction): serial, in input order.
+    const BroadcastIndex index(args.out[0].shape, args.in[0].shape);
+    std::fill(out, out + args.out[0].numel(), 0.0f);
+    for (int64_t r = 0; r < index.rows(); ++r) {
+      float* row = out + index.rowOffset(r);
+      for (int64_t c = 0; c < index.cols(); ++c) row[c * index.colStep()] += x[r * index.cols() + c];
+    }
+    return;
+  }
   const int64_t inner = args.out[0].numel();
   if (inner == 0) return;
   const int64_t rows = args.in[0].numel() / inner;

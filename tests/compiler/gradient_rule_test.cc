@@ -57,6 +57,40 @@ const Case kCases[] = {
      "%o, %lse = mt.attention %qr, %kr, %v {num_heads = 2, num_kv_heads = 1} "
      ": tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>\n"
      "%logits = mt.matmul %o, %w {transpose_b = true} : tensor<2x3x8xf32>, tensor<4x8xf32>"},
+    {"unary_functions", "%x: tensor<2x3x4xf32> P(x)",
+     "%e = mt.unary %x {fn = \"exp\"} : tensor<2x3x4xf32>\n"
+     "%l = mt.unary %e {fn = \"log\"} : tensor<2x3x4xf32>\n"
+     "%q = mt.unary %e {fn = \"sqrt\"} : tensor<2x3x4xf32>\n"
+     "%r = mt.unary %q {fn = \"reciprocal\"} : tensor<2x3x4xf32>\n"
+     "%t = mt.unary %l {fn = \"tanh\"} : tensor<2x3x4xf32>\n"
+     "%f = mt.unary %x {fn = \"erf\"} : tensor<2x3x4xf32>\n"
+     "%g = mt.unary %f {fn = \"sigmoid\"} : tensor<2x3x4xf32>\n"
+     "%n = mt.unary %g {fn = \"neg\"} : tensor<2x3x4xf32>\n"
+     "%a = mt.add %t, %r : tensor<2x3x4xf32>, tensor<2x3x4xf32>\n"
+     "%logits = mt.add %a, %n : tensor<2x3x4xf32>, tensor<2x3x4xf32>"},
+    {"binary_numpy_broadcast", "%x: tensor<2x1x4xf32> P(x), %y: tensor<3x1xf32> P(y), %z: tensor<1x3x4xf32> P(z)",
+     "%s = mt.binary %x, %y {fn = \"sub\"} : tensor<2x1x4xf32>, tensor<3x1xf32>\n"
+     "%e = mt.unary %z {fn = \"exp\"} : tensor<1x3x4xf32>\n"
+     "%d = mt.binary %s, %e {fn = \"div\"} : tensor<2x3x4xf32>, tensor<1x3x4xf32>\n"
+     "%p = mt.binary %e, %y {fn = \"pow\"} : tensor<1x3x4xf32>, tensor<3x1xf32>\n"
+     "%logits = mt.binary %d, %p {fn = \"add\"} : tensor<2x3x4xf32>, tensor<1x3x4xf32>"},
+    {"where_broadcast_sum_to_keepdims", "%x: tensor<2x3x4xf32> P(x), %y: tensor<1x3x1xf32> P(y)",
+     "%c = mt.reshape %tokens : tensor<2x3xi32> -> tensor<2x3x1xi32>\n"
+     "%w = mt.where %c, %x, %y : tensor<2x3x1xi32>, tensor<2x3x4xf32>, tensor<1x3x1xf32>\n"
+     "%s = mt.sum_to %w : tensor<2x3x4xf32> -> tensor<2x1x4xf32>\n"
+     "%b = mt.broadcast %s : tensor<2x1x4xf32> -> tensor<2x3x4xf32>\n"
+     "%logits = mt.mul %b, %x : tensor<2x3x4xf32>, tensor<2x3x4xf32>"},
+    {"softmax_log_softmax_axes", "%x: tensor<2x3x4xf32> P(x)",
+     "%p = mt.softmax %x {axis = 1} : tensor<2x3x4xf32>\n"
+     "%l = mt.softmax %x {axis = 2, log = true} : tensor<2x3x4xf32>\n"
+     "%logits = mt.mul %p, %l : tensor<2x3x4xf32>, tensor<2x3x4xf32>"},
+    {"gather_repeated_indices", "%x: tensor<4x7xf32> P(x)",
+     "%g = mt.gather %x, %tokens {axis = 1} : tensor<4x7xf32>, tensor<2x3xi32>\n"
+     "%logits = mt.transpose %g {perm = array<i64: 1, 2, 0>} : tensor<4x2x3xf32>"},
+    {"concat_slice_trilu", "%a: tensor<2x3x1xf32> P(a), %b: tensor<2x3x5xf32> P(b)",
+     "%c = mt.concat %a, %b {axis = 2} : tensor<2x3x1xf32>, tensor<2x3x5xf32>\n"
+     "%s = mt.slice %c {starts = array<i64: 0, 0, 5>, steps = array<i64: 1, 1, -1>} : tensor<2x3x6xf32> -> tensor<2x3x4xf32>\n"
+     "%logits = mt.trilu %s {upper = false, k = 1} : tensor<2x3x4xf32>"},
     {"silu_reuse", "%x: tensor<2x3x4xf32> P(x)",
      "%s = mt.silu %x : tensor<2x3x4xf32>\n"
      "%logits = mt.mul %s, %x : tensor<2x3x4xf32>, tensor<2x3x4xf32>"},

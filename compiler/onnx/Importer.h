@@ -1,0 +1,111 @@
+// The importer's state while it walks one graph (internal to compiler/onnx/).
+#pragma once
+#include <map>
+#include <optional>
+
+#include "compiler/onnx/ConstFold.h"
+#include "compiler/onnx/OnnxImporter.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+
+namespace mt::onnximport {
+
+// A value of the graph: known at compile time, a run-time `mt` value, or a graph input.
+struct Val {
+  std::optional<Const> constant;  // known at compile time: the importer folds with it
+  mlir::Value value;
+  int32_t elem_type = onnx::TensorProto::FLOAT;  // the ONNX element type
+  std::vector<int64_t> shape;
+  // A graph input whose value the caller bound: ops that need a constant operand (a shape,
+  // axes) read it; every other use makes the input a run-time argument, as if unbound.
+  std::optional<Const> bound;
+};
+
+class Importer {
+ public:
+  Importer(mlir::MLIRContext& context, const onnx::ModelProto& model, const std::string& model_dir,
+           const ImportOptions& options);
+  mlir::OwningOpRef<mlir::ModuleOp> run(ImportedSignature* signature);
+
+  // --- used by the op lowerings (OnnxOps.cpp) ---
+  const onnx::NodeProto& node() const { return *node_; }
+  int64_t opset() const { return opset_; }
+  mlir::OpBuilder& builder() { return b_; }
+  mlir::Location loc() const { return loc_; }
+  std::string where() const;  // "node 'name' (OpType)" for messages
+
+  size_t numInputs() const;  // the node's inputs, trailing empty ones dropped
+  bool hasInput(size_t i) const;
+  const Val& input(size_t i);
+  bool isConst(size_t i) { return hasInput(i) && input(i).constant.has_value(); }
+  const Const& constInput(size_t i, const char* what);  // fails unless known at compile time
+  mlir::Value runtime(size_t i);                       // the input as a run-time value
+  mlir::Value runtimeFloat(size_t i);                  // ... which must be FLOAT
+  mlir::Value materialize(const Val& v);
+
+  void setOutput(size_t i, mlir::Value value, int32_t elem_type);
+  void setOutput(size_t i, Const c, int32_t elem_type);
+
+  // Attributes.
+  const onnx::AttributeProto* attr(const std::string& name) const;
+  int64_t intAttr(const std::string& name, int64_t fallback) const;
+  float floatAttr(const std::string& name, float fallback) const;
+  std::vector<int64_t> intsAttr(const std::string& name) const;
+
+  // Creates an `mt` op, inferring result types where the op does; fails the import (not the
+  // process) if the op does not verify. `types` gives them for ops that do not infer.
+  template <typename OpT>
+  mlir::Operation* create(mlir::ValueRange operands, llvm::ArrayRef<mlir::NamedAttribute> attrs = {},
+                          mlir::TypeRange types = {}) {
+    llvm::SmallVector<mlir::Type> resultTypes(types.begin(), types.end());
+    if constexpr (OpT::template hasTrait<mlir::InferTypeOpInterface::Trait>()) {
+      if (failed(OpT::inferReturnTypes(&context_, loc_, operands, b_.getDictionaryAttr(attrs), nullptr, {},
+                                       resultTypes)))
+        failNode();
+    }
+    return finish(OpT::getOperationName(), operands, attrs, resultTypes);
+  }
+  template <typename OpT>
+  mlir::Value create1(mlir::ValueRange operands, llvm::ArrayRef<mlir::NamedAttribute> attrs = {},
+                      mlir::TypeRange types = {}) {
+    return create<OpT>(operands, attrs, types)->getResult(0);
+  }
+
+  // Helpers shared by several lowerings.
+  mlir::Value reshape(mlir::Value v, llvm::ArrayRef<int64_t> shape);
+  mlir::Value fill(float value, llvm::ArrayRef<int64_t> shape);
+  // A constant argument holding `c` as f32 (`as_float`) or i32.
+  mlir::Value constantArg(const Const& c, bool as_float);
+  int64_t normAxis(int64_t axis, int64_t rank) const;  // negative counts from the end; checked
+
+ private:
+  [[noreturn]] void failNode();
+  mlir::Operation* finish(llvm::StringRef name, mlir::ValueRange operands,
+                          llvm::ArrayRef<mlir::NamedAttribute> attrs, llvm::ArrayRef<mlir::Type> types);
+  mlir::Value addArgument(mlir::Type type, mlir::NamedAttribute attr);
+  void lowerNode();
+
+  mlir::MLIRContext& context_;
+  const onnx::ModelProto& model_;
+  std::string model_dir_;
+  const ImportOptions& options_;
+  mlir::OpBuilder b_;
+  mlir::Location loc_;
+  mlir::func::FuncOp func_;
+  std::map<std::string, Val> values_;
+  std::vector<std::string> inputs_;  // run-time input names, in argument order
+  const onnx::NodeProto* node_ = nullptr;
+  int64_t opset_ = 0;
+  std::string diagnostic_;  // the last error an `mt` op's verifier emitted
+};
+
+// The lowering of one op type; it throws ImportError for what it cannot lower as given.
+using Lowering = void (*)(Importer&);
+const std::map<std::string, Lowering>& loweringTable();
+
+// The run-time `mt` element type of an ONNX element type (f32, or i32 for ints and bools).
+mlir::Type mtElementType(mlir::MLIRContext& context, int32_t elem_type);
+
+}  // namespace mt::onnximport

@@ -1,0 +1,170 @@
+#include "compiler/onnx/OnnxModel.h"
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <memory>
+
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
+#include "runtime/error.h"
+#include "runtime/mapped_file.h"
+
+namespace mt::onnximport {
+
+void unsupported(const std::string& message) { throw ImportError(true, message); }
+void malformed(const std::string& message) { throw ImportError(false, message); }
+
+int64_t Const::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+bool Const::isUniform() const {
+  if (values.empty()) return false;
+  for (double v : values)
+    if (v != values[0]) return false;
+  return true;
+}
+
+std::vector<int64_t> Const::ints() const {
+  std::vector<int64_t> out;
+  out.reserve(values.size());
+  for (double v : values) out.push_back(static_cast<int64_t>(v));
+  return out;
+}
+
+bool isSupportedElemType(int32_t t) {
+  return t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::DOUBLE || t == onnx::TensorProto::INT64 ||
+         t == onnx::TensorProto::INT32 || t == onnx::TensorProto::BOOL;
+}
+
+int32_t narrowedElemType(int32_t t) { return t == onnx::TensorProto::DOUBLE ? onnx::TensorProto::FLOAT : t; }
+
+const char* elemTypeName(int32_t t) {
+  if (!onnx::TensorProto::DataType_IsValid(t)) return "an unknown type";
+  static std::string names[32];
+  std::string& name = names[t & 31];
+  name = onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t));
+  return name.c_str();
+}
+
+Const::Kind constKindOf(int32_t t) {
+  if (t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::DOUBLE) return Const::Kind::Float;
+  if (t == onnx::TensorProto::BOOL) return Const::Kind::Bool;
+  return Const::Kind::Int;
+}
+
+onnx::ModelProto readModel(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) malformed("cannot open " + path);
+  google::protobuf::io::IstreamInputStream raw(&in);
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(std::numeric_limits<int>::max());  // models up to the 2 GB protobuf limit
+  onnx::ModelProto model;
+  if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    malformed(path + " is not an ONNX model (protobuf parse failed)");
+  if (!model.has_graph()) malformed(path + " has no graph");
+  return model;
+}
+
+int64_t defaultOpset(const onnx::ModelProto& model) {
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  return -1;
+}
+
+namespace {
+
+// Elements of a fixed-width little-endian type from raw bytes.
+template <typename T>
+void fromRaw(const char* bytes, size_t size, int64_t n, std::vector<double>& out, const std::string& name) {
+  if (size != static_cast<size_t>(n) * sizeof(T))
+    malformed("tensor '" + name + "' holds " + std::to_string(size) + " bytes for " + std::to_string(n) +
+              " elements of " + std::to_string(sizeof(T)) + " bytes");
+  out.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
+    out[i] = static_cast<double>(v);
+  }
+}
+
+template <typename Field>
+void fromField(const Field& field, int64_t n, std::vector<double>& out, const std::string& name) {
+  if (field.size() != n)
+    malformed("tensor '" + name + "' has " + std::to_string(field.size()) + " values for " + std::to_string(n) +
+              " elements");
+  out.assign(field.begin(), field.end());
+}
+
+}  // namespace
+
+Const decodeTensor(const onnx::TensorProto& t, const std::string& model_dir) {
+  const std::string name = t.name().empty() ? "(unnamed)" : t.name();
+  Const c;
+  int64_t n = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0 || d > (int64_t{1} << 40) || (d && n > (int64_t{1} << 40) / d))
+      malformed("tensor '" + name + "' has a bad shape");
+    n *= d;
+    c.shape.push_back(d);
+  }
+  const int32_t type = t.data_type();
+  if (!isSupportedElemType(type))
+    unsupported("tensor '" + name + "' has element type " + elemTypeName(type) + " (supported: " +
+                kSupportedElemTypes + ")");
+  c.kind = constKindOf(type);
+
+  std::string external;
+  const std::string* raw = t.has_raw_data() ? &t.raw_data() : nullptr;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& kv : t.external_data()) {
+      try {
+        if (kv.key() == "location") location = kv.value();
+        else if (kv.key() == "offset") offset = std::stoll(kv.value());
+        else if (kv.key() == "length") length = std::stoll(kv.value());
+      } catch (...) {
+        malformed("tensor '" + name + "' has a non-numeric external-data " + kv.key());
+      }
+    }
+    if (location.empty() || location.find("..") != std::string::npos || location[0] == '/')
+      malformed("tensor '" + name + "' has a bad external-data location '" + location + "'");
+    std::unique_ptr<MappedFile> mapped;
+    try {
+      mapped = std::make_unique<MappedFile>(model_dir + "/" + location, "the external data of tensor '" + name + "'",
+                                            "(external-data files lie beside the model)");
+    } catch (const Error& e) {
+      malformed(e.what());
+    }
+    const MappedFile& file = *mapped;
+    if (length < 0) length = static_cast<int64_t>(file.size()) - offset;
+    if (offset < 0 || length < 0 || offset > static_cast<int64_t>(file.size()) ||
+        length > static_cast<int64_t>(file.size()) - offset)
+      malformed("tensor '" + name + "' reads outside its external-data file " + location);
+    external.assign(reinterpret_cast<const char*>(file.data()) + offset, length);
+    raw = &external;
+  }
+  if (raw) {
+    switch (type) {
+      case onnx::TensorProto::FLOAT: fromRaw<float>(raw->data(), raw->size(), n, c.values, name); break;
+      case onnx::TensorProto::DOUBLE: fromRaw<double>(raw->data(), raw->size(), n, c.values, name); break;
+      case onnx::TensorProto::INT64: fromRaw<int64_t>(raw->data(), raw->size(), n, c.values, name); break;
+      case onnx::TensorProto::INT32: fromRaw<int32_t>(raw->data(), raw->size(), n, c.values, name); break;
+      case onnx::TensorProto::BOOL: fromRaw<uint8_t>(raw->data(), raw->size(), n, c.values, name); break;
+    }
+  } else {
+    switch (type) {
+      case onnx::TensorProto::FLOAT: fromField(t.float_data(), n, c.values, name); break;
+      case onnx::TensorProto::DOUBLE: fromField(t.double_data(), n, c.values, name); break;
+      case onnx::TensorProto::INT64: fromField(t.int64_data(), n, c.values, name); break;
+      default: fromField(t.int32_data(), n, c.values, name); break;  // INT32, BOOL
+    }
+  }
+  return c;
+}
+
+}  // namespace mt::onnximport

@@ -1,0 +1,55 @@
+// Reading ONNX files for the importer: the model proto, tensors (inline or external data),
+// and the compile-time constants the importer folds shape arithmetic with.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "onnx/onnx_pb.h"
+
+namespace mt::onnximport {
+
+// An import failure. `unsupported`: the model is well-formed but uses something the importer
+// does not handle (an op, a dtype, an attribute value); otherwise the file is malformed.
+struct ImportError : std::runtime_error {
+  ImportError(bool unsupported, const std::string& message) : std::runtime_error(message), unsupported(unsupported) {}
+  bool unsupported;
+};
+[[noreturn]] void unsupported(const std::string& message);
+[[noreturn]] void malformed(const std::string& message);
+
+// A tensor known at compile time. Values are held as doubles (exact for every int64 a shape
+// holds and for every float); `kind` says what they are.
+struct Const {
+  enum class Kind { Float, Int, Bool };
+  Kind kind = Kind::Float;
+  std::vector<int64_t> shape;
+  std::vector<double> values;
+
+  int64_t numel() const;
+  bool isScalarLike() const { return numel() == 1; }
+  // All elements equal (and at least one).
+  bool isUniform() const;
+  std::vector<int64_t> ints() const;  // the values as integers
+};
+
+// The ONNX element types the importer runs: FLOAT, DOUBLE (narrowed to FLOAT: MegaTrain
+// computes in fp32), INT64 and INT32 (as 32-bit integers) and BOOL.
+bool isSupportedElemType(int32_t elem_type);
+inline constexpr char kSupportedElemTypes[] = "FLOAT, DOUBLE (run as FLOAT), INT64, INT32, BOOL";
+// The element type a supported type runs as: DOUBLE becomes FLOAT, the rest stay.
+int32_t narrowedElemType(int32_t elem_type);
+const char* elemTypeName(int32_t elem_type);
+Const::Kind constKindOf(int32_t elem_type);
+
+// Reads and parses `path`; throws ImportError (malformed) naming the problem.
+onnx::ModelProto readModel(const std::string& path);
+
+// The tensor's values; external data is read relative to `model_dir` with bounds checks.
+Const decodeTensor(const onnx::TensorProto& tensor, const std::string& model_dir);
+
+// The opset version of the default ONNX domain, or -1 if the model imports none.
+int64_t defaultOpset(const onnx::ModelProto& model);
+
+}  // namespace mt::onnximport

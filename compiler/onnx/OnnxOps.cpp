@@ -1,0 +1,736 @@
+// The lowering of each supported ONNX op: folded when its inputs are known at compile time
+// (shape arithmetic), else built from `mt` ops.
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "compiler/dialect/MtDialect.h"
+#include "compiler/onnx/Importer.h"
+
+using namespace mlir;
+
+namespace mt::onnximport {
+namespace {
+
+using TP = onnx::TensorProto;
+
+std::vector<int64_t> shapeOf(Value v) {
+  auto s = cast<RankedTensorType>(v.getType()).getShape();
+  return {s.begin(), s.end()};
+}
+
+Const intConst(std::vector<int64_t> values, std::vector<int64_t> shape) {
+  Const c;
+  c.kind = Const::Kind::Int;
+  c.shape = std::move(shape);
+  c.values.assign(values.begin(), values.end());
+  return c;
+}
+
+int32_t elemOfKind(Const::Kind kind) {
+  return kind == Const::Kind::Float ? TP::FLOAT : kind == Const::Kind::Bool ? TP::BOOL : TP::INT64;
+}
+
+bool allInputsConst(Importer& im) {
+  for (size_t i = 0; i < im.numInputs(); ++i)
+    if (im.hasInput(i) && !im.isConst(i)) return false;
+  return true;
+}
+
+NamedAttribute named(Importer& im, const char* name, Attribute value) {
+  return im.builder().getNamedAttr(name, value);
+}
+Attribute i64(Importer& im, int64_t v) { return im.builder().getI64IntegerAttr(v); }
+
+// ---------------------------------------------------------------- elementwise
+
+// Binary arithmetic: Add, Sub, Mul, Div, Pow.
+template <int kFn>
+void binaryOp(Importer& im) {
+  static constexpr const char* kNames[] = {"add", "sub", "mul", "div", "pow"};
+  const char* fn = kNames[kFn];
+  if (allInputsConst(im)) {
+    const Const &a = *im.input(0).constant, &b = *im.input(1).constant;
+    const bool integer = a.kind != Const::Kind::Float;
+    im.setOutput(0, foldElementwise({&a, &b}, a.kind, [&](const double* x) {
+      switch (kFn) {
+        case 0: return x[0] + x[1];
+        case 1: return x[0] - x[1];
+        case 2: return x[0] * x[1];
+        case 3: return integer ? std::trunc(x[0] / x[1]) : static_cast<double>(static_cast<float>(x[0]) / static_cast<float>(x[1]));
+        default: return std::pow(x[0], x[1]);
+      }
+    }, im.where()), im.input(0).elem_type);
+    return;
+  }
+  // Scaling by a compile-time scalar is mt.scale: no second operand to move.
+  if ((kFn == 2 || kFn == 3) && im.isConst(1) && im.input(1).constant->isScalarLike() &&
+      im.input(1).constant->shape.size() <= im.input(0).shape.size()) {
+    const double s = im.input(1).constant->values[0];
+    const float factor = kFn == 2 ? static_cast<float>(s) : 1.0f / static_cast<float>(s);
+    // x / s and x * (1/s) differ in the last bit: keep division exact unless s is a power of 2.
+    if (kFn == 2 || std::ldexp(1.0, std::ilogb(s)) == s) {
+      im.setOutput(0, im.create1<ScaleOp>({im.runtimeFloat(0)}, {named(im, "factor", im.builder().getF32FloatAttr(factor))}), TP::FLOAT);
+      return;
+    }
+  }
+  Value a = im.runtimeFloat(0), b = im.runtimeFloat(1);
+  // The fused add/mul kernels take a suffix-shaped rhs.
+  auto sa = shapeOf(a), sb = shapeOf(b);
+  const bool suffix = sb.size() <= sa.size() && std::equal(sb.begin(), sb.end(), sa.end() - sb.size());
+  if (suffix && kFn == 0) return im.setOutput(0, im.create1<AddOp>({a, b}), TP::FLOAT);
+  if (suffix && kFn == 2) return im.setOutput(0, im.create1<MulOp>({a, b}), TP::FLOAT);
+  im.setOutput(0, im.create1<BinaryOp>({a, b}, {named(im, "fn", im.builder().getStringAttr(fn))}), TP::FLOAT);
+}
+
+template <int kFn>
+void unaryOp(Importer& im) {
+  static constexpr const char* kNames[] = {"neg", "exp", "log", "sqrt", "reciprocal", "tanh", "erf", "sigmoid", "relu", "abs"};
+  if (im.isConst(0)) {
+    const Const& x = *im.input(0).constant;
+    im.setOutput(0, foldElementwise({&x}, x.kind, [&](const double* v) -> double {
+      const float f = static_cast<float>(v[0]);
+      switch (kFn) {
+        case 0: return -v[0];
+        case 1: return std::exp(f);
+        case 2: return std::log(f);
+        case 3: return std::sqrt(f);
+        case 4: return 1.0f / f;
+        case 5: return std::tanh(f);
+        case 6: return std::erf(f);
+        case 7: return 1.0f / (1.0f + std::exp(-f));
+        case 8: return v[0] > 0 ? v[0] : 0.0;
+        default: return std::fabs(v[0]);
+      }
+    }, im.where()), im.input(0).elem_type);
+    return;
+  }
+  im.setOutput(0, im.create1<UnaryOp>({im.runtimeFloat(0)}, {named(im, "fn", im.builder().getStringAttr(kNames[kFn]))}),
+               TP::FLOAT);
+}
+
+// Comparisons and logic: compile time only (masks and shape arithmetic).
+template <int kFn>
+void compareOp(Importer& im) {
+  if (!allInputsConst(im))
+    unsupported(im.where() + ": comparisons and logic run at compile time only; this one depends on run-time data");
+  std::vector<const Const*> operands;
+  for (size_t i = 0; i < im.numInputs(); ++i) operands.push_back(&im.constInput(i, "operand"));
+  im.setOutput(0, foldElementwise(operands, Const::Kind::Bool, [](const double* x) -> double {
+    switch (kFn) {
+      case 0: return x[0] == x[1];
+      case 1: return x[0] < x[1];
+      case 2: return x[0] > x[1];
+      case 3: return x[0] == 0.0;  // Not
+      case 4: return x[0] != 0.0 && x[1] != 0.0;
+      default: return x[0] != 0.0 || x[1] != 0.0;
+    }
+  }, im.where()), TP::BOOL);
+}
+
+void whereOp(Importer& im) {
+  if (allInputsConst(im)) {
+    const Const &c = *im.input(0).constant, &a = *im.input(1).constant, &b = *im.input(2).constant;
+    im.setOutput(0, foldElementwise({&c, &a, &b}, a.kind, [](const double* x) { return x[0] != 0.0 ? x[1] : x[2]; }, im.where()),
+                 im.input(1).elem_type);
+    return;
+  }
+  const int32_t elem = im.input(1).elem_type;
+  im.setOutput(0, im.create1<WhereOp>({im.runtime(0), im.runtime(1), im.runtime(2)}), elem);
+}
+
+// Cast, and CastLike (to the type of its second input).
+void castOp(Importer& im) {
+  const int32_t declared = im.node().op_type() == "CastLike" ? im.input(1).elem_type : static_cast<int32_t>(im.intAttr("to", -1));
+  if (!isSupportedElemType(declared))
+    unsupported(im.where() + ": cast to " + elemTypeName(declared) + " (supported: " + kSupportedElemTypes + ")");
+  const int32_t to = narrowedElemType(declared);
+  if (im.isConst(0)) {
+    Const c = *im.input(0).constant;
+    c.kind = constKindOf(static_cast<int32_t>(to));
+    for (double& v : c.values)
+      v = c.kind == Const::Kind::Bool ? (v != 0.0) : c.kind == Const::Kind::Int ? std::trunc(v) : static_cast<float>(v);
+    im.setOutput(0, std::move(c), static_cast<int32_t>(to));
+    return;
+  }
+  const int32_t from = im.input(0).elem_type;
+  if (to == TP::BOOL && from != TP::BOOL) unsupported(im.where() + ": a run-time cast to BOOL");
+  Value x = im.runtime(0);
+  Type element = mtElementType(*x.getContext(), static_cast<int32_t>(to));
+  if (cast<RankedTensorType>(x.getType()).getElementType() == element) return im.setOutput(0, x, static_cast<int32_t>(to));
+  im.setOutput(0, im.create1<CastOp>({x}, {}, {RankedTensorType::get(shapeOf(x), element)}), static_cast<int32_t>(to));
+}
+
+// ---------------------------------------------------------------- shapes
+
+// An op that only renames the shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity).
+void reshapeTo(Importer& im, const std::vector<int64_t>& shape) {
+  const Val& x = im.input(0);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  int64_t have = 1;
+  for (int64_t d : x.shape) have *= d;
+  if (n != have) malformed(im.where() + ": cannot reshape " + std::to_string(have) + " elements into " + std::to_string(n));
+  if (x.constant) {
+    Const c = *x.constant;
+    c.shape = shape;
+    return im.setOutput(0, std::move(c), x.elem_type);
+  }
+  const int32_t elem = x.elem_type;
+  im.setOutput(0, im.reshape(im.runtime(0), shape), elem);
+}
+
+void identityOp(Importer& im) { reshapeTo(im, im.input(0).shape); }
+
+void reshapeOp(Importer& im) {
+  const std::vector<int64_t> in = im.input(0).shape;
+  std::vector<int64_t> shape = im.constInput(1, "target shape").ints();
+  const bool allowzero = im.intAttr("allowzero", 0) != 0;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && !allowzero) {
+      if (i >= in.size()) malformed(im.where() + ": a 0 in the shape copies a dimension the input lacks");
+      shape[i] = in[i];
+    }
+    if (shape[i] == -1) {
+      if (infer >= 0) malformed(im.where() + ": more than one -1 in the shape");
+      infer = static_cast<int64_t>(i);
+    } else if (shape[i] < 0) {
+      malformed(im.where() + ": negative dimension in the shape");
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    int64_t n = 1;
+    for (int64_t d : in) n *= d;
+    if (known == 0 || n % known != 0) malformed(im.where() + ": cannot infer the -1 dimension");
+    shape[infer] = n / known;
+  }
+  reshapeTo(im, shape);
+}
+
+void flattenOp(Importer& im) {
+  const auto& in = im.input(0).shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  int64_t axis = im.intAttr("axis", 1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis > rank) malformed(im.where() + ": axis out of range");
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= in[i];
+  reshapeTo(im, {outer, inner});
+}
+
+// Axes from the attribute (older opsets) or the second input (opset 13 on).
+std::vector<int64_t> axesOf(Importer& im, size_t input, bool* given) {
+  *given = true;
+  if (im.attr("axes")) return im.intsAttr("axes");
+  if (im.hasInput(input)) return im.constInput(input, "axes").ints();
+  *given = false;
+  return {};
+}
+
+void squeezeOp(Importer& im) {
+  const auto& in = im.input(0).shape;
+  bool given;
+  std::vector<int64_t> axes = axesOf(im, 1, &given);
+  std::vector<bool> drop(in.size(), false);
+  for (size_t i = 0; i < in.size(); ++i) drop[i] = !given && in[i] == 1;
+  for (int64_t a : axes) {
+    const int64_t d = im.normAxis(a, static_cast<int64_t>(in.size()));
+    if (in[d] != 1) malformed(im.where() + ": cannot squeeze dimension " + std::to_string(d) + " of size " + std::to_string(in[d]));
+    drop[d] = true;
+  }
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!drop[i]) shape.push_back(in[i]);
+  reshapeTo(im, shape);
+}
+
+void unsqueezeOp(Importer& im) {
+  const auto& in = im.input(0).shape;
+  bool given;
+  std::vector<int64_t> axes = axesOf(im, 1, &given);
+  const int64_t rank = static_cast<int64_t>(in.size() + axes.size());
+  std::vector<bool> inserted(rank, false);
+  for (int64_t a : axes) {
+    const int64_t d = im.normAxis(a, rank);
+    if (inserted[d]) malformed(im.where() + ": repeated axis");
+    inserted[d] = true;
+  }
+  std::vector<int64_t> shape;
+  size_t next = 0;
+  for (int64_t i = 0; i < rank; ++i) shape.push_back(inserted[i] ? 1 : in[next++]);
+  reshapeTo(im, shape);
+}
+
+void shapeOp(Importer& im) {
+  const auto& in = im.input(0).shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  int64_t start = im.intAttr("start", 0), end = im.intAttr("end", rank);
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  std::vector<int64_t> dims(in.begin() + start, in.begin() + end);
+  im.setOutput(0, intConst(dims, {static_cast<int64_t>(dims.size())}), TP::INT64);
+}
+
+void sizeOp(Importer& im) {
+  int64_t n = 1;
+  for (int64_t d : im.input(0).shape) n *= d;
+  im.setOutput(0, intConst({n}, {}), TP::INT64);
+}
+
+void constantOp(Importer& im) {
+  if (const auto* a = im.attr("value")) {
+    Const c = decodeTensor(a->t(), ".");
+    const int32_t elem = narrowedElemType(a->t().data_type());
+    return im.setOutput(0, std::move(c), elem);
+  }
+  Const c;
+  if (const auto* a = im.attr("value_float")) {
+    c.values = {a->f()};
+    return im.setOutput(0, std::move(c), TP::FLOAT);
+  }
+  if (const auto* a = im.attr("value_floats")) {
+    c.values.assign(a->floats().begin(), a->floats().end());
+    c.shape = {static_cast<int64_t>(c.values.size())};
+    return im.setOutput(0, std::move(c), TP::FLOAT);
+  }
+  if (const auto* a = im.attr("value_int")) return im.setOutput(0, intConst({a->i()}, {}), TP::INT64);
+  if (const auto* a = im.attr("value_ints")) {
+    std::vector<int64_t> v(a->ints().begin(), a->ints().end());
+    return im.setOutput(0, intConst(v, {static_cast<int64_t>(v.size())}), TP::INT64);
+  }
+  unsupported(im.where() + ": a Constant without a tensor, float(s) or int(s) value");
+}
+
+void constantOfShapeOp(Importer& im) {
+  Const c;
+  c.shape = im.constInput(0, "shape").ints();
+  int32_t elem = TP::FLOAT;
+  double value = 0.0;
+  if (const auto* a = im.attr("value")) {
+    Const v = decodeTensor(a->t(), ".");
+    if (v.numel() != 1) malformed(im.where() + ": value must hold one element");
+    value = v.values[0];
+    c.kind = v.kind;
+    elem = narrowedElemType(a->t().data_type());
+  }
+  c.values.assign(c.numel(), value);
+  im.setOutput(0, std::move(c), elem);
+}
+
+void rangeOp(Importer& im) {
+  const double start = im.constInput(0, "start").values.at(0), limit = im.constInput(1, "limit").values.at(0),
+               delta = im.constInput(2, "delta").values.at(0);
+  if (delta == 0) malformed(im.where() + ": delta is zero");
+  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  Const c;
+  c.kind = im.input(0).constant->kind;
+  c.shape = {n};
+  for (int64_t i = 0; i < n; ++i) c.values.push_back(start + i * delta);
+  im.setOutput(0, std::move(c), im.input(0).elem_type);
+}
+
+void transposeOp(Importer& im) {
+  const int64_t rank = static_cast<int64_t>(im.input(0).shape.size());
+  std::vector<int64_t> perm = im.intsAttr("perm");
+  if (perm.empty())
+    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+  if (static_cast<int64_t>(perm.size()) != rank) malformed(im.where() + ": perm has the wrong length");
+  if (im.isConst(0)) {
+    std::vector<bool> seen(rank, false);
+    for (int64_t p : perm)
+      if (p < 0 || p >= rank || seen[p]) malformed(im.where() + ": perm is not a permutation");
+      else seen[p] = true;
+    return im.setOutput(0, foldTranspose(*im.input(0).constant, perm), im.input(0).elem_type);
+  }
+  const int32_t elem = im.input(0).elem_type;
+  im.setOutput(0, im.create1<TransposeOp>({im.runtime(0)}, {named(im, "perm", im.builder().getDenseI64ArrayAttr(perm))}), elem);
+}
+
+void expandOp(Importer& im) {
+  const std::vector<int64_t> target = im.constInput(1, "shape").ints();
+  const std::vector<int64_t> shape = broadcastShape(im.input(0).shape, target, im.where());
+  if (im.isConst(0)) return im.setOutput(0, foldExpand(*im.input(0).constant, shape), im.input(0).elem_type);
+  const int32_t elem = im.input(0).elem_type;
+  Value x = im.runtime(0);
+  if (shapeOf(x) == shape) return im.setOutput(0, x, elem);
+  Type element = cast<RankedTensorType>(x.getType()).getElementType();
+  im.setOutput(0, im.create1<BroadcastOp>({x}, {}, {RankedTensorType::get(shape, element)}), elem);
+}
+
+// ---------------------------------------------------------------- data movement
+
+void gatherOp(Importer& im) {
+  const int64_t rank = static_cast<int64_t>(im.input(0).shape.size());
+  const int64_t axis = im.normAxis(im.intAttr("axis", 0), rank);
+  if (allInputsConst(im))
+    return im.setOutput(0, foldGather(*im.input(0).constant, *im.input(1).constant, axis, im.where()), im.input(0).elem_type);
+  const int32_t elem = im.input(0).elem_type;
+  Value data = im.runtime(0), indices = im.runtime(1);
+  if (im.input(1).elem_type == TP::FLOAT) malformed(im.where() + ": indices must be integers");
+  // Row lookups in a (V, C) table are embeddings: the fused kernel, with its gradient.
+  if (axis == 0 && rank == 2 && elem == TP::FLOAT && !shapeOf(indices).empty())
+    return im.setOutput(0, im.create1<EmbeddingOp>({indices, data}), elem);
+  im.setOutput(0, im.create1<GatherOp>({data, indices}, {named(im, "axis", i64(im, axis))}), elem);
+}
+
+void concatOp(Importer& im) {
+  const int64_t rank = static_cast<int64_t>(im.input(0).shape.size());
+  const int64_t axis = im.normAxis(im.intAttr("axis", 0), rank);
+  std::vector<size_t> parts;
+  for (size_t i = 0; i < im.numInputs(); ++i) {
+    if (im.input(i).shape.size() != static_cast<size_t>(rank)) malformed(im.where() + ": inputs of different rank");
+    // Empty parts contribute nothing (exporters make them).
+    if (im.input(i).shape[axis] != 0 || im.numInputs() == 1) parts.push_back(i);
+  }
+  if (parts.empty()) parts.push_back(0);
+  if (allInputsConst(im)) {
+    std::vector<const Const*> cs;
+    for (size_t i : parts) cs.push_back(&*im.input(i).constant);
+    return im.setOutput(0, foldConcat(cs, axis), im.input(0).elem_type);
+  }
+  const int32_t elem = im.input(0).elem_type;
+  Value acc = im.runtime(parts[0]);
+  for (size_t k = 1; k < parts.size(); ++k)
+    acc = im.create1<ConcatOp>({acc, im.runtime(parts[k])}, {named(im, "axis", i64(im, axis))});
+  im.setOutput(0, acc, elem);
+}
+
+// A slice of `x` (a Val of shape `in`) with per-dimension start, step and size.
+void emitSlice(Importer& im, size_t input, size_t output, const std::vector<int64_t>& starts,
+               const std::vector<int64_t>& steps, const std::vector<int64_t>& sizes) {
+  const Val& x = im.input(input);
+  if (x.constant) return im.setOutput(output, foldSlice(*x.constant, starts, steps, sizes), x.elem_type);
+  const int32_t elem = x.elem_type;
+  Value v = im.runtime(input);
+  if (sizes == shapeOf(v)) {
+    bool identity = true;
+    for (size_t d = 0; d < sizes.size(); ++d) identity &= starts[d] == 0 && steps[d] == 1;
+    if (identity) return im.setOutput(output, v, elem);
+  }
+  Type element = cast<RankedTensorType>(v.getType()).getElementType();
+  im.setOutput(output,
+               im.create1<SliceOp>({v}, {named(im, "starts", im.builder().getDenseI64ArrayAttr(starts)),
+                                          named(im, "steps", im.builder().getDenseI64ArrayAttr(steps))},
+                                   {RankedTensorType::get(sizes, element)}),
+               elem);
+}
+
+void sliceOp(Importer& im) {
+  const auto in = im.input(0).shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (im.opset() < 10) {
+    starts = im.intsAttr("starts"), ends = im.intsAttr("ends"), axes = im.intsAttr("axes");
+  } else {
+    starts = im.constInput(1, "starts").ints();
+    ends = im.constInput(2, "ends").ints();
+    if (im.hasInput(3)) axes = im.constInput(3, "axes").ints();
+    if (im.hasInput(4)) steps = im.constInput(4, "steps").ints();
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    malformed(im.where() + ": starts, ends, axes and steps differ in length");
+  std::vector<int64_t> s(rank, 0), st(rank, 1), sizes(in);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t d = im.normAxis(axes[k], rank), dim = in[d], step = steps[k];
+    if (step == 0) malformed(im.where() + ": zero step");
+    int64_t b = starts[k], e = ends[k];
+    if (b < 0) b += dim;
+    if (e < 0) e += dim;
+    // ONNX's clamping: [0, dim] going forward, [-1, dim - 1] going backward.
+    if (step > 0) {
+      b = std::clamp<int64_t>(b, 0, dim), e = std::clamp<int64_t>(e, 0, dim);
+    } else {
+      b = std::clamp<int64_t>(b, 0, dim - 1), e = std::clamp<int64_t>(e, -1, dim - 1);
+    }
+    const int64_t size = step > 0 ? (e - b + step - 1) / step : (b - e + (-step) - 1) / (-step);
+    s[d] = b, st[d] = step, sizes[d] = std::max<int64_t>(size, 0);
+    if (sizes[d] == 0) s[d] = 0;
+  }
+  emitSlice(im, 0, 0, s, st, sizes);
+}
+
+void splitOp(Importer& im) {
+  const auto in = im.input(0).shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  const int64_t axis = im.normAxis(im.intAttr("axis", 0), rank);
+  std::vector<int64_t> parts = im.attr("split") ? im.intsAttr("split") : std::vector<int64_t>{};
+  if (parts.empty() && im.hasInput(1)) parts = im.constInput(1, "split sizes").ints();
+  const int64_t outputs = im.node().output_size();
+  if (parts.empty()) {
+    if (outputs == 0) malformed(im.where() + ": no outputs");
+    const int64_t each = (in[axis] + outputs - 1) / outputs;  // opset 18's rule; equal parts before
+    for (int64_t i = 0; i < outputs; ++i) parts.push_back(std::min(each, in[axis] - i * each));
+  }
+  if (static_cast<int64_t>(parts.size()) != outputs || std::accumulate(parts.begin(), parts.end(), int64_t{0}) != in[axis])
+    malformed(im.where() + ": split sizes do not add up to the dimension");
+  int64_t offset = 0;
+  for (int64_t i = 0; i < outputs; ++i) {
+    std::vector<int64_t> starts(rank, 0), steps(rank, 1), sizes(in);
+    starts[axis] = parts[i] ? offset : 0;
+    sizes[axis] = parts[i];
+    emitSlice(im, 0, i, starts, steps, sizes);
+    offset += parts[i];
+  }
+}
+
+void triluOp(Importer& im) {
+  const bool upper = im.intAttr("upper", 1) != 0;
+  const int64_t k = im.hasInput(1) ? static_cast<int64_t>(im.constInput(1, "k").values.at(0)) : 0;
+  if (im.input(0).shape.size() < 2) malformed(im.where() + ": input needs rank >= 2");
+  if (im.isConst(0)) return im.setOutput(0, foldTrilu(*im.input(0).constant, upper, k), im.input(0).elem_type);
+  const int32_t elem = im.input(0).elem_type;
+  im.setOutput(0, im.create1<TriluOp>({im.runtime(0)}, {named(im, "upper", im.builder().getBoolAttr(upper)),
+                                                        named(im, "k", i64(im, k))}),
+               elem);
+}
+
+// ---------------------------------------------------------------- reductions, softmax
+
+// ReduceSum / ReduceMean: sum_to the keepdims shape, scale, drop the reduced dims if asked.
+template <bool kMean>
+void reduceOp(Importer& im) {
+  const auto in = im.input(0).shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  bool given;
+  // ReduceSum takes axes as an input from opset 13, ReduceMean from opset 18.
+  std::vector<int64_t> axes = axesOf(im, 1, &given);
+  const bool keepdims = im.intAttr("keepdims", 1) != 0;
+  if (axes.empty() && im.intAttr("noop_with_empty_axes", 0)) return reshapeTo(im, in);
+  std::vector<bool> reduced(rank, axes.empty());
+  for (int64_t a : axes) reduced[im.normAxis(a, rank)] = true;
+  std::vector<int64_t> kept, dropped;
+  int64_t count = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    kept.push_back(reduced[d] ? 1 : in[d]);
+    if (!reduced[d]) dropped.push_back(in[d]);
+    else count *= in[d];
+  }
+  Value x = im.runtimeFloat(0);
+  Value y = kept == in ? x : im.create1<SumToOp>({x}, {}, {RankedTensorType::get(kept, im.builder().getF32Type())});
+  if (kMean && count != 1)
+    y = im.create1<ScaleOp>({y}, {named(im, "factor", im.builder().getF32FloatAttr(1.0f / static_cast<float>(count)))});
+  im.setOutput(0, im.reshape(y, keepdims ? kept : dropped), TP::FLOAT);
+}
+
+template <bool kLog>
+void softmaxOp(Importer& im) {
+  const auto in = im.input(0).shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  Value x = im.runtimeFloat(0);
+  auto attrs = [&](int64_t axis) {
+    return SmallVector<NamedAttribute>{named(im, "axis", i64(im, axis)), named(im, "log", im.builder().getBoolAttr(kLog))};
+  };
+  if (im.opset() >= 13) {
+    const int64_t axis = im.normAxis(im.intAttr("axis", -1), rank);
+    return im.setOutput(0, im.create1<SoftmaxOp>({x}, attrs(axis)), TP::FLOAT);
+  }
+  // Before opset 13: over the input flattened to 2-D at `axis`.
+  const int64_t axis = im.intAttr("axis", 1) < 0 ? im.intAttr("axis", 1) + rank : im.intAttr("axis", 1);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= in[d];
+  Value y = im.create1<SoftmaxOp>({im.reshape(x, {outer, inner})}, attrs(1));
+  im.setOutput(0, im.reshape(y, in), TP::FLOAT);
+}
+
+// ---------------------------------------------------------------- matrix products
+
+// (..., M, K) x (..., K, N) with numpy-broadcast batch dims and 1-D operands.
+Value matmul(Importer& im, Value a, Value b, bool ta = false, bool tb = false) {
+  auto sa = shapeOf(a), sb = shapeOf(b);
+  const bool vecA = sa.size() == 1, vecB = sb.size() == 1;
+  if (vecA) a = im.reshape(a, {1, sa[0]}), sa = {1, sa[0]};
+  if (vecB) b = im.reshape(b, {sb[0], 1}), sb = {sb[0], 1};
+  if (sb.size() != 2 && !(sa.size() == sb.size() && std::equal(sa.begin(), sa.end() - 2, sb.begin()))) {
+    // Broadcast the batch dims of both to a common shape.
+    const std::vector<int64_t> batch = broadcastShape(std::vector<int64_t>(sa.begin(), sa.end() - 2),
+                                                      std::vector<int64_t>(sb.begin(), sb.end() - 2), im.where());
+    auto expand = [&](Value v, std::vector<int64_t>& s) {
+      std::vector<int64_t> shape = batch;
+      shape.insert(shape.end(), s.end() - 2, s.end());
+      if (shape != s) v = im.create1<BroadcastOp>({v}, {}, {RankedTensorType::get(shape, im.builder().getF32Type())});
+      s = shape;
+      return v;
+    };
+    a = expand(a, sa), b = expand(b, sb);
+  } else if (sa.size() == 2 && sb.size() > 2) {
+    std::vector<int64_t> shape(sb.begin(), sb.end() - 2);
+    shape.insert(shape.end(), sa.begin(), sa.end());
+    a = im.create1<BroadcastOp>({a}, {}, {RankedTensorType::get(shape, im.builder().getF32Type())});
+  }
+  Value y = im.create1<MatmulOp>({a, b}, {named(im, "transpose_a", im.builder().getBoolAttr(ta)),
+                                          named(im, "transpose_b", im.builder().getBoolAttr(tb))});
+  auto sy = shapeOf(y);
+  if (vecA || vecB) {
+    std::vector<int64_t> shape(sy.begin(), sy.end() - 2);
+    if (!vecA) shape.push_back(sy[sy.size() - 2]);
+    if (!vecB) shape.push_back(sy.back());
+    y = im.reshape(y, shape);
+  }
+  return y;
+}
+
+void matmulOp(Importer& im) { im.setOutput(0, matmul(im, im.runtimeFloat(0), im.runtimeFloat(1)), TP::FLOAT); }
+
+void gemmOp(Importer& im) {
+  const float alpha = im.floatAttr("alpha", 1.0f), beta = im.floatAttr("beta", 1.0f);
+  if (im.input(0).shape.size() != 2 || im.input(1).shape.size() != 2) malformed(im.where() + ": A and B must be 2-D");
+  Value y = matmul(im, im.runtimeFloat(0), im.runtimeFloat(1), im.intAttr("transA", 0), im.intAttr("transB", 0));
+  if (alpha != 1.0f) y = im.create1<ScaleOp>({y}, {named(im, "factor", im.builder().getF32FloatAttr(alpha))});
+  if (im.hasInput(2) && beta != 0.0f) {
+    Value c = im.runtimeFloat(2);
+    if (beta != 1.0f) c = im.create1<ScaleOp>({c}, {named(im, "factor", im.builder().getF32FloatAttr(beta))});
+    y = im.create1<BinaryOp>({y, c}, {named(im, "fn", im.builder().getStringAttr("add"))});
+  }
+  im.setOutput(0, y, TP::FLOAT);
+}
+
+// ---------------------------------------------------------------- normalisation, losses
+
+void layerNormOp(Importer& im) {
+  const auto in = im.input(0).shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  const int64_t axis = im.normAxis(im.intAttr("axis", -1), rank);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= in[d];
+  Value x = im.reshape(im.runtimeFloat(0), {outer, inner});
+  Value gamma = im.runtimeFloat(1);
+  if (shapeOf(gamma) != std::vector<int64_t>(in.begin() + axis, in.end())) {
+    // Scale and bias broadcast over the normalised dims: materialise them at full size.
+    gamma = im.create1<BroadcastOp>({gamma}, {}, {RankedTensorType::get(std::vector<int64_t>(in.begin() + axis, in.end()),
+                                                                        im.builder().getF32Type())});
+  }
+  gamma = im.reshape(gamma, {inner});
+  Value beta = im.hasInput(2) ? im.runtimeFloat(2) : im.fill(0.0f, {inner});
+  if (shapeOf(beta) != std::vector<int64_t>{inner}) {
+    beta = im.create1<BroadcastOp>({beta}, {}, {RankedTensorType::get(std::vector<int64_t>(in.begin() + axis, in.end()),
+                                                                      im.builder().getF32Type())});
+    beta = im.reshape(beta, {inner});
+  }
+  Operation* ln = im.create<LayerNormOp>({x, gamma, beta}, {named(im, "eps", im.builder().getF32FloatAttr(im.floatAttr("epsilon", 1e-5f)))});
+  im.setOutput(0, im.reshape(ln->getResult(0), in), TP::FLOAT);
+  std::vector<int64_t> stats(in.begin(), in.begin() + axis);
+  stats.resize(rank, 1);
+  im.setOutput(1, im.reshape(ln->getResult(1), stats), TP::FLOAT);
+  im.setOutput(2, im.reshape(ln->getResult(2), stats), TP::FLOAT);
+}
+
+// Negative log-likelihood of log-probabilities `logp` (N, C, d...) at `labels` (N, d...),
+// from generic ops: a one-hot row per label (a gathered identity whose ignored row is zero),
+// the picked values summed, optional class weights, and the reduction.
+Value nllFromLogProbs(Importer& im, Value logp, Value labels, std::optional<Value> weights) {
+  auto s = shapeOf(logp);
+  const int64_t rank = static_cast<int64_t>(s.size()), classes = s[1];
+  const std::string reduction = im.attr("reduction") ? im.attr("reduction")->s() : "mean";
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    malformed(im.where() + ": unknown reduction '" + reduction + "'");
+  // Class axis last: (N, d..., C).
+  std::vector<int64_t> perm = {0};
+  for (int64_t d = 2; d < rank; ++d) perm.push_back(d);
+  perm.push_back(1);
+  Value x = rank == 2 ? logp : im.create1<TransposeOp>({logp}, {named(im, "perm", im.builder().getDenseI64ArrayAttr(perm))});
+  // The one-hot table: identity, plus zero rows that negative ignore indices wrap to.
+  const auto* ii = im.attr("ignore_index");
+  const int64_t ignore = ii ? ii->i() : std::numeric_limits<int64_t>::min();
+  const int64_t extra = ii && ignore < 0 ? -ignore : 0;
+  if (extra > (int64_t{1} << 20)) unsupported(im.where() + ": ignore_index below -2^20");
+  Const eye;
+  eye.shape = {classes + extra, classes};
+  eye.values.assign((classes + extra) * classes, 0.0);
+  for (int64_t c = 0; c < classes; ++c)
+    if (c != ignore) eye.values[c * classes + c] = 1.0;
+  Value onehot = im.create1<GatherOp>({im.constantArg(eye, true), labels}, {named(im, "axis", i64(im, 0))});
+  std::vector<int64_t> rows(shapeOf(labels));
+  rows.push_back(1);
+  auto f32 = [&](std::vector<int64_t> shape) { return RankedTensorType::get(shape, im.builder().getF32Type()); };
+  Value picked = im.create1<SumToOp>({im.create1<MulOp>({onehot, x})}, {}, {f32(rows)});  // x[t] per row
+  Value weight = im.create1<SumToOp>({onehot}, {}, {f32(rows)});                           // 1, or 0 if ignored
+  if (weights) {
+    Value w = im.reshape(*weights, {classes, 1});
+    weight = matmul(im, onehot, w);
+  }
+  Value loss = im.create1<ScaleOp>({im.create1<MulOp>({picked, weight})}, {named(im, "factor", im.builder().getF32FloatAttr(-1.0f))});
+  if (reduction == "none") return im.reshape(loss, shapeOf(labels));
+  Value total = im.create1<SumToOp>({loss}, {}, {f32({})});
+  if (reduction == "sum") return total;
+  Value count = im.create1<SumToOp>({weight}, {}, {f32({})});
+  return im.create1<BinaryOp>({total, count}, {named(im, "fn", im.builder().getStringAttr("div"))});
+}
+
+void nllLossOp(Importer& im) {
+  if (im.input(0).shape.size() < 2) malformed(im.where() + ": input must be (N, C, ...)");
+  std::optional<Value> weights;
+  if (im.hasInput(2)) weights = im.runtimeFloat(2);
+  im.setOutput(0, nllFromLogProbs(im, im.runtimeFloat(0), im.runtime(1), weights), TP::FLOAT);
+}
+
+void softmaxCrossEntropyOp(Importer& im) {
+  const auto s = im.input(0).shape;
+  const int64_t rank = static_cast<int64_t>(s.size());
+  if (rank < 2) malformed(im.where() + ": scores must be (N, C, ...)");
+  const std::string reduction = im.attr("reduction") ? im.attr("reduction")->s() : "mean";
+  const auto* ii = im.attr("ignore_index");
+  Value scores = im.runtimeFloat(0), labels = im.runtime(1);
+  const bool wants_log_prob = im.node().output_size() > 1 && !im.node().output(1).empty();
+  // The fused kernel: mean over labels in [0, C), the rest ignored — exactly ONNX's mean when
+  // no weights are given and the ignore index (if any) lies outside the classes.
+  const bool fused = reduction == "mean" && !im.hasInput(2) && (!ii || ii->i() < 0 || ii->i() >= s[1]) && !wants_log_prob;
+  if (fused) {
+    std::vector<int64_t> perm = {0};
+    for (int64_t d = 2; d < rank; ++d) perm.push_back(d);
+    perm.push_back(1);
+    Value logits = rank == 2 ? scores : im.create1<TransposeOp>({scores}, {named(im, "perm", im.builder().getDenseI64ArrayAttr(perm))});
+    return im.setOutput(0, im.create<SoftmaxXentOp>({logits, labels})->getResult(0), TP::FLOAT);
+  }
+  Value logp = im.create1<SoftmaxOp>({scores}, {named(im, "axis", i64(im, 1)), named(im, "log", im.builder().getBoolAttr(true))});
+  std::optional<Value> weights;
+  if (im.hasInput(2)) weights = im.runtimeFloat(2);
+  im.setOutput(0, nllFromLogProbs(im, logp, labels, weights), TP::FLOAT);
+  im.setOutput(1, logp, TP::FLOAT);
+}
+
+}  // namespace
+
+const std::map<std::string, Lowering>& loweringTable() {
+  static const std::map<std::string, Lowering> table = {
+      {"Abs", unaryOp<9>},         {"Add", binaryOp<0>},
+      {"And", compareOp<4>},       {"Cast", castOp},
+      {"CastLike", castOp},
+      {"Concat", concatOp},        {"Constant", constantOp},
+      {"ConstantOfShape", constantOfShapeOp},
+      {"Div", binaryOp<3>},        {"Equal", compareOp<0>},
+      {"Erf", unaryOp<6>},         {"Exp", unaryOp<1>},
+      {"Expand", expandOp},        {"Flatten", flattenOp},
+      {"Gather", gatherOp},        {"Gemm", gemmOp},
+      {"Greater", compareOp<2>},   {"Identity", identityOp},
+      {"LayerNormalization", layerNormOp},
+      {"Less", compareOp<1>},      {"Log", unaryOp<2>},
+      {"LogSoftmax", softmaxOp<true>},
+      {"MatMul", matmulOp},        {"Mul", binaryOp<2>},
+      {"Neg", unaryOp<0>},         {"NegativeLogLikelihoodLoss", nllLossOp},
+      {"Not", compareOp<3>},       {"Or", compareOp<5>},
+      {"Pow", binaryOp<4>},        {"Range", rangeOp},
+      {"Reciprocal", unaryOp<4>},  {"ReduceMean", reduceOp<true>},
+      {"ReduceSum", reduceOp<false>},
+      {"Relu", unaryOp<8>},        {"Reshape", reshapeOp},
+      {"Shape", shapeOp},          {"Sigmoid", unaryOp<7>},
+      {"Size", sizeOp},            {"Slice", sliceOp},
+      {"Softmax", softmaxOp<false>},
+      {"SoftmaxCrossEntropyLoss", softmaxCrossEntropyOp},
+      {"Split", splitOp},          {"Sqrt", unaryOp<3>},
+      {"Squeeze", squeezeOp},      {"Sub", binaryOp<1>},
+      {"Tanh", unaryOp<5>},        {"Transpose", transposeOp},
+      {"Trilu", triluOp},          {"Unsqueeze", unsqueezeOp},
+      {"Where", whereOp},
+  };
+  return table;
+}
+
+}  // namespace mt::onnximport

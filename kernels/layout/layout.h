@@ -1,0 +1,26 @@
+// Layout kernels: data movement by index, for f32 and i32 alike (both 4-byte words).
+//   mt.gather:       out = data taken along `axis` at `indices` (i32; negative counts from the
+//                    end; out of range gives zeros)                int attrs: [axis]
+//   mt.gather_grad:  d data: zeros, then dy scatter-added at the indices  int attrs: [axis]
+//   mt.concat:       out = a then b along `axis`                   int attrs: [axis]
+//   mt.slice:        out[i] = x[start + i * step] per dimension    int attrs: [starts..., steps...]
+//   mt.slice_grad:   d x: zeros, dy placed where the slice read    int attrs: [starts..., steps...]
+//   mt.trilu:        the lower (upper) triangle of the last two dims, diagonal offset k,
+//                    zeros elsewhere                               int attrs: [upper, k]
+#pragma once
+#include "kernels/kernel_args.h"
+
+namespace mt {
+std::string gather_check(const KernelArgs& args);
+void gather_cpu(const KernelArgs& args);
+std::string gather_grad_check(const KernelArgs& args);
+void gather_grad_cpu(const KernelArgs& args);
+std::string concat_check(const KernelArgs& args);
+void concat_cpu(const KernelArgs& args);
+std::string slice_check(const KernelArgs& args);
+void slice_cpu(const KernelArgs& args);
+std::string slice_grad_check(const KernelArgs& args);
+void slice_grad_cpu(const KernelArgs& args);
+std::string trilu_check(const KernelArgs& args);
+void trilu_cpu(const KernelArgs& args);
+}  // namespace mt

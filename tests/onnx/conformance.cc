@@ -1,0 +1,219 @@
+// ONNX's own backend node tests run through the importer and the CPU backend: for every test
+// directory (model.onnx + test_data_set_*/{input,output}_K.pb), import the model, compile a
+// forward-only plan, run it on the given inputs and compare every output. Prints a table per
+// op type (pass / fail / unsupported) and exits non-zero if any supported test fails or an op
+// the importer must cover has no passing test.
+//
+//   onnx_conformance [--data DIR] [--filter SUBSTRING] [--verbose]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "compiler/Emitter.h"
+#include "compiler/Stages.h"
+#include "compiler/onnx/OnnxImporter.h"
+#include "mlir/IR/MLIRContext.h"
+#include "runtime/backend.h"
+#include "runtime/error.h"
+#include "runtime/host_store.h"
+#include "runtime/verifier.h"
+
+namespace fs = std::filesystem;
+using namespace mt;
+using namespace mt::onnximport;
+
+namespace {
+
+// The ops issue #4 names: each must pass at least one test.
+const char* const kRequiredOps[] = {
+    "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Erf", "Tanh", "Sigmoid", "Softmax",
+    "LogSoftmax", "LayerNormalization", "Gather", "Reshape", "Transpose", "Concat", "Split", "Slice",
+    "Unsqueeze", "Squeeze", "Where", "Trilu", "ReduceMean", "ReduceSum", "Cast", "Expand",
+    "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"};
+
+// ONNX's backend test tolerances (onnx/backend/test/runner: rtol 1e-3, atol 1e-7), tightened
+// tenfold in rtol: fp32 kernels should do better than the reference's defaults.
+constexpr double kRtol = 1e-4, kAtol = 1e-6;
+
+onnx::TensorProto readTensor(const fs::path& path) {
+  onnx::TensorProto t;
+  std::ifstream in(path, std::ios::binary);
+  if (!in || !t.ParseFromIstream(&in)) throw Error("cannot parse " + path.string());
+  return t;
+}
+
+enum class Outcome { Pass, Fail, Unsupported };
+
+struct Result {
+  Outcome outcome;
+  std::string message;
+};
+
+// Copies a test tensor into a host tensor of the plan (i32 for ints and bools).
+void fillInput(const Const& value, HostStore& store, int index) {
+  if (static_cast<int64_t>(value.values.size()) != store.numel(index)) throw Error("input size mismatch");
+  for (size_t i = 0; i < value.values.size(); ++i) {
+    if (value.kind == Const::Kind::Float) store.f32(index)[i] = static_cast<float>(value.values[i]);
+    else store.i32(index)[i] = static_cast<int32_t>(value.values[i]);
+  }
+}
+
+// "" if `got` matches `want`, else the first mismatches.
+std::string compare(const std::string& name, const Const& want, const HostStore& store, int index, bool is_float) {
+  if (static_cast<int64_t>(want.values.size()) != store.numel(index))
+    return name + ": " + std::to_string(store.numel(index)) + " elements, expected " + std::to_string(want.values.size());
+  std::string out;
+  int shown = 0;
+  for (size_t i = 0; i < want.values.size(); ++i) {
+    const double got = is_float ? store.f32(index)[i] : store.i32(index)[i];
+    const double expected = want.values[i];
+    const bool same = (std::isnan(got) && std::isnan(expected)) || got == expected ||
+                      std::fabs(got - expected) <= kAtol + kRtol * std::fabs(expected);
+    if (same) continue;
+    if (shown++ < 3)
+      out += name + "[" + std::to_string(i) + "] = " + std::to_string(got) + ", expected " + std::to_string(expected) + "; ";
+  }
+  return out;
+}
+
+Result runTest(const fs::path& dir) {
+  std::vector<fs::path> sets;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return {Outcome::Unsupported, "no test data sets"};
+  const onnx::ModelProto model = readModel((dir / "model.onnx").string());
+
+  for (const fs::path& set : sets) {
+    // Every input is bound: the importer reads a bound value only where it needs a constant.
+    ImportOptions options;
+    std::vector<std::pair<std::string, Const>> inputs;
+    int k = 0;
+    for (const auto& in : model.graph().input()) {
+      bool initializer = false;
+      for (const auto& init : model.graph().initializer()) initializer |= init.name() == in.name();
+      if (initializer) continue;
+      if (!in.type().has_tensor_type())
+        return {Outcome::Unsupported, "input '" + in.name() + "' is a sequence or optional, not a tensor"};
+      if (!isSupportedElemType(in.type().tensor_type().elem_type()))
+        return {Outcome::Unsupported, "input '" + in.name() + "' has element type " +
+                                          elemTypeName(in.type().tensor_type().elem_type())};
+      const fs::path file = set / ("input_" + std::to_string(k++) + ".pb");
+      if (!fs::exists(file)) return {Outcome::Unsupported, "an optional input is left out"};
+      onnx::TensorProto t = readTensor(file);
+      t.set_name(in.name());
+      options.bound_inputs[in.name()] = t;
+      inputs.emplace_back(in.name(), decodeTensor(t, dir.string()));
+    }
+    mlir::MLIRContext context;
+    context.printOpOnDiagnostic(false);
+    ImportedSignature signature;
+    auto module = importForward(context, (dir / "model.onnx").string(), options, &signature);
+    const StageResult stages = runStages(*module, {"", 0, "resident"});
+    if (!stages.failed.empty()) return {Outcome::Fail, "stage " + stages.failed + " failed"};
+    EmitOptions emit;
+    emit.model_name = dir.filename().string();
+    plan::Plan plan;
+    PlanStats stats;
+    if (mlir::failed(emitPlan(*module, emit, plan, stats))) return {Outcome::Fail, "cannot emit the plan"};
+    verifyPlan(plan);
+    HostStore store(plan);
+    store.initialize(0);
+    for (const auto& [name, value] : inputs) {
+      const int index = store.input(name);
+      if (index >= 0) fillInput(value, store, index);  // bound inputs used only at compile time have none
+    }
+    auto backend = createCpuBackend(plan, store);
+    backend->runStep({});
+    for (size_t o = 0; o < signature.outputs.size(); ++o) {
+      const Const want = decodeTensor(readTensor(set / ("output_" + std::to_string(o) + ".pb")), dir.string());
+      const int index = store.output(signature.outputs[o]);
+      if (index < 0) return {Outcome::Fail, "output " + signature.outputs[o] + " missing from the plan"};
+      const bool is_float = narrowedElemType(signature.output_elem_types[o]) == onnx::TensorProto::FLOAT;
+      std::string mismatch = compare(signature.outputs[o], want, store, index, is_float);
+      if (!mismatch.empty()) return {Outcome::Fail, set.filename().string() + ": " + mismatch};
+    }
+  }
+  return {Outcome::Pass, ""};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string data = "/usr/share/libonnx-testdata/data/node", filter;
+  bool verbose = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--data" && i + 1 < argc) data = argv[++i];
+    else if (arg == "--filter" && i + 1 < argc) filter = argv[++i];
+    else if (arg == "--verbose") verbose = true;
+    else {
+      std::fprintf(stderr, "usage: onnx_conformance [--data DIR] [--filter SUBSTRING] [--verbose]\n");
+      return 2;
+    }
+  }
+  if (!fs::is_directory(data)) {
+    std::fprintf(stderr, "onnx_conformance: %s not found: install Debian's libonnx-testdata (tools/setup.sh does)\n",
+                 data.c_str());
+    return 2;
+  }
+  std::vector<fs::path> tests;
+  for (const auto& e : fs::directory_iterator(data))
+    if (e.is_directory() && e.path().filename().string().find(filter) != std::string::npos) tests.push_back(e.path());
+  std::sort(tests.begin(), tests.end());
+
+  struct Row { int pass = 0, fail = 0, unsupported = 0; };
+  std::map<std::string, Row> rows;
+  int pass = 0, fail = 0, unsupported = 0;
+  for (const fs::path& dir : tests) {
+    // The row: the op type of a single-node model, else "(composite)".
+    std::string op = "(composite)";
+    Result result;
+    try {
+      const onnx::ModelProto model = readModel((dir / "model.onnx").string());
+      std::set<std::string> types;
+      for (const auto& n : model.graph().node()) types.insert(n.op_type());
+      if (types.size() == 1) op = *types.begin();
+      result = runTest(dir);
+    } catch (const ImportError& e) {
+      result = {e.unsupported ? Outcome::Unsupported : Outcome::Fail, e.what()};
+    } catch (const std::exception& e) {
+      result = {Outcome::Fail, e.what()};
+    }
+    Row& row = rows[op];
+    const std::string name = dir.filename().string();
+    switch (result.outcome) {
+      case Outcome::Pass: ++row.pass, ++pass; break;
+      case Outcome::Fail:
+        ++row.fail, ++fail;
+        std::printf("FAIL %s: %s\n", name.c_str(), result.message.c_str());
+        break;
+      case Outcome::Unsupported:
+        ++row.unsupported, ++unsupported;
+        if (verbose) std::printf("unsupported %s: %s\n", name.c_str(), result.message.c_str());
+        break;
+    }
+  }
+  std::printf("\n%-28s %6s %6s %12s\n", "op", "pass", "fail", "unsupported");
+  for (const auto& [op, row] : rows)
+    if (row.pass || row.fail || verbose) std::printf("%-28s %6d %6d %12d\n", op.c_str(), row.pass, row.fail, row.unsupported);
+  int other_unsupported = 0;
+  for (const auto& [op, row] : rows)
+    if (!row.pass && !row.fail) other_unsupported += row.unsupported;
+  std::printf("%-28s %6s %6s %12d\n", "(ops not supported)", "", "", other_unsupported);
+  std::printf("%-28s %6d %6d %12d   of %zu tests\n", "total", pass, fail, unsupported, tests.size());
+
+  int missing = 0;
+  if (filter.empty())
+    for (const char* op : kRequiredOps)
+      if (rows[op].pass == 0) {
+        std::printf("MISSING: no %s test passes\n", op);
+        ++missing;
+      }
+  return fail || missing ? 1 : 0;
+}
