@@ -144,9 +144,11 @@ LogicalResult Emitter::addHostTensors() {
         t->mutable_init()->set_kind(plan::Initializer::ZEROS);
       } else if (init.getValue() == "ones") {
         t->mutable_init()->set_kind(plan::Initializer::ONES);
+      } else if (init.getValue() == "weights") {
+        t->mutable_init()->set_kind(plan::Initializer::WEIGHTS);
       } else {
         return func_.emitError("parameter '") << name.getValue() << "' has unknown init '"
-                                              << init.getValue() << "' (normal, zeros or ones)";
+                                              << init.getValue() << "' (normal, zeros, ones or weights)";
       }
       auto decay = param.getAs<BoolAttr>("decay");
       t->set_weight_decay(decay ? decay.getValue() : cast<RankedTensorType>(arg.getType()).getRank() >= 2);

@@ -3,9 +3,11 @@
 #include <chrono>
 #include <cstdio>
 #include <fmt/format.h>
+#include <map>
 
 #include "compiler/Emitter.h"
 #include "compiler/Stages.h"
+#include "compiler/onnx/OnnxImporter.h"
 #include "models/BuiltinModels.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -91,6 +93,19 @@ void writeInitialWeights(const plan::Plan& plan, const std::string& path) {
   writeSafetensors(path, tensors, {{"format", "pt"}, {"producer", "megatrain mtc"}});
 }
 
+// The imported model's initial parameters under their plan names, with the ONNX initializer
+// each came from in the metadata (the way back into the ONNX file).
+void writeImportedWeights(const onnximport::ImportedModel& imported, const std::string& path) {
+  std::vector<SafetensorsTensor> tensors;
+  std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "megatrain mtc (ONNX import)"}};
+  for (const auto& p : imported.params) {
+    tensors.push_back({p.name, "F32", p.shape, p.values.data(), static_cast<int64_t>(p.values.size()) * 4});
+    if (p.name != p.initializer || p.transposed)
+      metadata["onnx_initializer." + p.name] = p.initializer + (p.transposed ? " (transposed)" : "");
+  }
+  writeSafetensors(path, tensors, metadata);
+}
+
 }  // namespace
 
 int compile(const CompileOptions& o) {
@@ -121,8 +136,24 @@ int compile(const CompileOptions& o) {
   OwningOpRef<ModuleOp> module;
   std::string description, batch_note;
   ModelConfig config;
-  const bool is_mlir = o.model.size() > 5 && o.model.substr(o.model.size() - 5) == ".mlir";
-  if (is_mlir) {
+  auto endsWith = [&](const std::string& suffix) {
+    return o.model.size() > suffix.size() && o.model.compare(o.model.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  onnximport::ImportedModel imported;
+  const bool is_onnx = endsWith(".onnx");
+  if (is_onnx) {
+    onnximport::ImportOptions options;
+    options.training = true;
+    options.batch = o.batch;
+    options.seq = o.seq;
+    try {
+      module = onnximport::importModel(context, o.model, options, &imported);
+    } catch (const onnximport::ImportError& e) {
+      std::fprintf(stderr, "mtc: error: %s: %s\n", o.model.c_str(), e.what());
+      return 1;
+    }
+    description = fmt::format("{} (ONNX, {} parameter tensors from its initializers)", o.model, imported.params.size());
+  } else if (endsWith(".mlir")) {
     module = parseSourceFile<ModuleOp>(o.model, sourceMgr, ParserConfig(&context));
     if (!module) {
       std::fprintf(stderr, "mtc: error: cannot parse %s (see the diagnostics above)\n", o.model.c_str());
@@ -135,7 +166,7 @@ int compile(const CompileOptions& o) {
       std::string known;
       for (const auto& p : modelPresets()) known += " " + p.name;
       std::fprintf(stderr,
-                   "mtc: error: '%s' is neither a .mlir file nor a built-in model (built-in:%s)\n",
+                   "mtc: error: '%s' is neither a .mlir or .onnx file nor a built-in model (built-in:%s)\n",
                    o.model.c_str(), known.c_str());
       return 1;
     }
@@ -215,7 +246,7 @@ int compile(const CompileOptions& o) {
     return 1;
   }
   std::string weights = o.weights;
-  const bool explicit_weights = !weights.empty();
+  const bool explicit_weights = !weights.empty() || is_onnx;  // an import's weights exist only there
   if (weights.empty()) {
     const size_t dot = o.output.rfind(".plan");
     weights = (dot != std::string::npos ? o.output.substr(0, dot) : o.output) + ".safetensors";
@@ -226,7 +257,8 @@ int compile(const CompileOptions& o) {
   const bool write_weights = !o.no_weights && (explicit_weights || stats.num_params <= kAutoWeightsLimit);
   try {
     writePlan(plan, o.output);
-    if (write_weights) writeInitialWeights(plan, weights);
+    if (write_weights && is_onnx) writeImportedWeights(imported, weights);
+    else if (write_weights) writeInitialWeights(plan, weights);
   } catch (const Error& e) {
     std::fprintf(stderr, "mtc: error: %s\n", e.what());
     return 1;

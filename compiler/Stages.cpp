@@ -114,6 +114,14 @@ void modelShape(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
     batch = logits.size() >= 3 ? logits[0] : 1;
     seq = logits.size() >= 2 ? logits[logits.size() - 2] : 1;
   });
+  // The token ids' (batch, seq) where the model has them: logits may be flattened.
+  if (func::FuncOp func = getModelFunction(module))
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto input = func.getArgAttrOfType<StringAttr>(i, kInputAttr);
+      auto type = dyn_cast<RankedTensorType>(func.getArgument(i).getType());
+      if (input && input.getValue() == "tokens" && type && type.getRank() == 2)
+        batch = type.getDimSize(0), seq = type.getDimSize(1);
+    }
 }
 
 }  // namespace mt

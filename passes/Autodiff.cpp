@@ -1,6 +1,10 @@
 // mt-autodiff: reverse-mode differentiation of the scalar loss with respect to every parameter.
+// Only values that depend on a parameter take gradients; what a gradient rule builds for other
+// operands (constants, fills, inputs) is left dead and removed.
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "passes/Passes.h"
 
 using namespace mlir;
@@ -31,10 +35,18 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
           << ret.getOperandTypes();
       return signalPassFailure();
     }
+    // The values that depend on a parameter, forward.
+    DenseSet<Value> needsGrad;
+    for (Value p : parameterArguments(func)) needsGrad.insert(p);
+    for (Operation& op : body.without_terminator())
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return needsGrad.contains(v); }))
+        for (Value r : op.getResults())
+          if (isDifferentiable(r)) needsGrad.insert(r);
+
     OpBuilder b(ret);
     DenseMap<Value, Value> grads;
     auto accumulate = [&](Value v, Value g) {
-      if (!g || !isDifferentiable(v)) return;
+      if (!g || !isDifferentiable(v) || !needsGrad.contains(v)) return;
       auto it = grads.find(v);
       if (it == grads.end()) {
         grads[v] = g;
@@ -79,6 +91,12 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
     }
     b.create<func::ReturnOp>(ret.getLoc(), results);
     ret.erase();
+    // Gradients of operands that need none (computed alongside needed ones) are dead.
+    Operation* firstBackward = forward.empty() ? &body.front() : forward.back()->getNextNode();
+    SmallVector<Operation*> backward;
+    for (Operation* op = firstBackward; op && !isa<func::ReturnOp>(op); op = op->getNextNode()) backward.push_back(op);
+    for (Operation* op : llvm::reverse(backward))
+      if (isOpTriviallyDead(op)) op->erase();
     // Everything after the forward ops is backward: mark it for the passes that tell apart.
     for (Operation* op = forward.empty() ? &body.front() : forward.back()->getNextNode();
          op && !isa<func::ReturnOp>(op); op = op->getNextNode())

@@ -48,6 +48,7 @@ void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uin
     case plan::Initializer::ZEROS: std::fill(data, data + n, 0.0f); return;
     case plan::Initializer::ONES: std::fill(data, data + n, 1.0f); return;
     case plan::Initializer::NORMAL: break;
+    case plan::Initializer::WEIGHTS: std::fill(data, data + n, 0.0f); return;  // loadParams fills it
     default: throw Error("unknown initializer for " + name);
   }
   const uint64_t key = splitmix64(seed ^ fnv1a(name));

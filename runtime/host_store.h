@@ -26,8 +26,8 @@ class HostStore {
   int64_t numel(int index) const { return numel_[index]; }
   int64_t bytes(int index) const { return numel_[index] * dtypeBytes(plan_.host_tensors(index).dtype()); }
 
-  // Parameters from the plan's initializers (seeded), constants from the plan, everything
-  // else zero.
+  // Parameters from the plan's initializers (seeded; WEIGHTS ones zero until loadParams),
+  // constants from the plan, everything else zero.
   void initialize(uint64_t seed);
   // Parameters from a weights file (every parameter must be there, F32, with its shape).
   void loadParams(const SafetensorsFile& file) { load(file, {plan::ROLE_PARAM}); }

@@ -68,6 +68,10 @@ int train(const TrainConfig& config) {
     throw Error(config.plan_path + " is a forward-only plan (inputs to outputs, no loss): it cannot be "
                 "trained; compile the model without --forward-only");
   const auto& model = plan.model();
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_PARAM && t.init().kind() == plan::Initializer::WEIGHTS && config.weights_path.empty())
+      throw Error("the plan's parameters come from an imported model's weights: pass --weights with the "
+                  ".safetensors file mtc wrote beside the plan");
 
   TokenFile data(config.data_path);
   if (data.vocabSize() > model.vocab())

@@ -17,17 +17,22 @@ int main(int argc, char** argv) {
       "  mtc gpt2-demo --batch 16 -o demo.plan          a built-in model (mtc --list-models)\n"
       "  mtc llama-tiny --layers 4 --width 128 -o l.plan  a preset with overrides\n"
       "  mtc models/tiny_mlp.mlir -o tiny.plan          a model written in the mt dialect\n"
+      "  mtc model.onnx -o m.plan                       a PyTorch export (token ids in, logits or\n"
+      "                                                 loss out; weights -> m.safetensors)\n"
       "  mtc gpt2-tiny --emit=autodiff                  print the IR after a stage\n\n"
       "  mtc llama-tiny --device-mem 2MiB -o l.plan     stream weights / recompute to fit 2 MiB\n\n"
       "Stages (--emit): input, attach-loss, autodiff, partition, recompute, schedule, memory.\n"
       "Exit codes: 0 success, 1 bad model or input (message on stderr), 2 bad flags."};
-  app.add_option("model", o.model, "built-in model name or a .mlir file");
+  app.add_option("model", o.model, "built-in model name, a .mlir file or an .onnx file");
   app.add_flag("--list-models", list_models, "list the built-in models and exit");
   app.add_option("-o,--output", o.output, "plan file to write");
   std::string batch = "8";
-  app.add_option("--batch", batch, "sequences per step, or auto: the largest that fits --device-mem")
+  app.add_option("--batch", batch,
+                 "sequences per step, or auto: the largest that fits --device-mem (ONNX: sizes the first "
+                 "dynamic input dimension; static ones are the model's)")
       ->capture_default_str();
-  app.add_option("--seq", o.seq, "tokens per sequence (default: the model's context)");
+  app.add_option("--seq", o.seq, "tokens per sequence (default: the model's context; ONNX: sizes the second "
+                 "dynamic input dimension)");
   app.add_option("--layers", o.overrides.layers, "override: number of layers");
   app.add_option("--width", o.overrides.width, "override: model width");
   app.add_option("--heads", o.overrides.heads, "override: attention heads");
@@ -76,7 +81,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (o.model.empty()) {
-    std::fprintf(stderr, "mtc: error: no model given (a built-in name or a .mlir file; see --help)\n");
+    std::fprintf(stderr, "mtc: error: no model given (a built-in name, a .mlir or an .onnx file; see --help)\n");
     return 2;
   }
   if (tied && untied) {

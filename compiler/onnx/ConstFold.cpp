@@ -45,6 +45,7 @@ Const foldElementwise(const std::vector<const Const*>& operands, Const::Kind kin
                       const std::function<double(const double*)>& f, const std::string& what) {
   Const out;
   out.kind = kind;
+  for (const Const* c : operands) out.sources.insert(c->sources.begin(), c->sources.end());
   for (const Const* c : operands) out.shape = broadcastShape(out.shape, c->shape, what);
   const int64_t n = out.numel();
   out.values.resize(n);
@@ -60,6 +61,7 @@ Const foldElementwise(const std::vector<const Const*>& operands, Const::Kind kin
 Const foldTranspose(const Const& x, const std::vector<int64_t>& perm) {
   Const out;
   out.kind = x.kind;
+  out.sources = x.sources;
   for (int64_t p : perm) out.shape.push_back(x.shape[p]);
   const auto in_strides = stridesOf(x.shape);
   out.values.resize(x.values.size());
@@ -77,6 +79,7 @@ Const foldTranspose(const Const& x, const std::vector<int64_t>& perm) {
 Const foldGather(const Const& data, const Const& indices, int64_t axis, const std::string& what) {
   Const out;
   out.kind = data.kind;
+  out.sources = data.sources;
   out.shape.assign(data.shape.begin(), data.shape.begin() + axis);
   out.shape.insert(out.shape.end(), indices.shape.begin(), indices.shape.end());
   out.shape.insert(out.shape.end(), data.shape.begin() + axis + 1, data.shape.end());
@@ -97,6 +100,7 @@ Const foldGather(const Const& data, const Const& indices, int64_t axis, const st
 Const foldConcat(const std::vector<const Const*>& parts, int64_t axis) {
   Const out;
   out.kind = parts[0]->kind;
+  for (const Const* p : parts) out.sources.insert(p->sources.begin(), p->sources.end());
   out.shape = parts[0]->shape;
   out.shape[axis] = 0;
   for (const Const* p : parts) out.shape[axis] += p->shape[axis];
@@ -114,6 +118,7 @@ Const foldSlice(const Const& x, const std::vector<int64_t>& starts, const std::v
                 const std::vector<int64_t>& sizes) {
   Const out;
   out.kind = x.kind;
+  out.sources = x.sources;
   out.shape = sizes;
   const auto in_strides = stridesOf(x.shape);
   out.values.resize(out.numel());
@@ -131,6 +136,7 @@ Const foldSlice(const Const& x, const std::vector<int64_t>& starts, const std::v
 Const foldExpand(const Const& x, const std::vector<int64_t>& shape) {
   Const out;
   out.kind = x.kind;
+  out.sources = x.sources;
   out.shape = shape;
   out.values.resize(out.numel());
   for (int64_t o = 0; o < out.numel(); ++o) out.values[o] = x.values[broadcastOffset(o, shape, x.shape)];

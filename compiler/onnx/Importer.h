@@ -21,13 +21,16 @@ struct Val {
   // A graph input whose value the caller bound: ops that need a constant operand (a shape,
   // axes) read it; every other use makes the input a run-time argument, as if unbound.
   std::optional<Const> bound;
+  std::string initializer;  // the ONNX initializer this value is, if it is one
 };
 
 class Importer {
  public:
+  // `parameters`: the FLOAT initializers a model to train uses as run-time data (found by
+  // importing: see RestartAsParameters).
   Importer(mlir::MLIRContext& context, const onnx::ModelProto& model, const std::string& model_dir,
-           const ImportOptions& options);
-  mlir::OwningOpRef<mlir::ModuleOp> run(ImportedSignature* signature);
+           const ImportOptions& options, const std::set<std::string>& parameters);
+  mlir::OwningOpRef<mlir::ModuleOp> run(ImportedModel* imported);
 
   // --- used by the op lowerings (OnnxOps.cpp) ---
   const onnx::NodeProto& node() const { return *node_; }
@@ -76,6 +79,17 @@ class Importer {
   // Helpers shared by several lowerings.
   mlir::Value reshape(mlir::Value v, llvm::ArrayRef<int64_t> shape);
   mlir::Value fill(float value, llvm::ArrayRef<int64_t> shape);
+  bool training() const { return options_.training; }
+  // Whether `v` is a FLOAT initializer a model to train may take as a parameter.
+  bool isTrainableInitializer(const Val& v) const;
+  // A FLOAT initializer used as the value of another name (an exporter's de-duplication).
+  void aliasInitializer(const Val& v, const std::string& alias);
+  // A parameter from explicit values; the same values (not all equal) as an existing parameter
+  // of that shape mean one tied parameter (an eval export's untied copy of a tied weight).
+  mlir::Value newParameter(std::string name, const std::string& initializer, std::vector<int64_t> shape,
+                           std::vector<float> values, bool tie, bool transposed = false);
+  // The values of a FLOAT initializer.
+  Const initializerValue(const Val& v) { return decodeTensor(*initializers_.at(v.initializer), model_dir_); }
   // A constant argument holding `c` as f32 (`as_float`) or i32.
   mlir::Value constantArg(const Const& c, bool as_float);
   int64_t normAxis(int64_t axis, int64_t rank) const;  // negative counts from the end; checked
@@ -86,19 +100,33 @@ class Importer {
                           llvm::ArrayRef<mlir::NamedAttribute> attrs, llvm::ArrayRef<mlir::Type> types);
   mlir::Value addArgument(mlir::Type type, mlir::NamedAttribute attr);
   void lowerNode();
+  void addGraphInputs();
+  mlir::OwningOpRef<mlir::ModuleOp> finishFunction(mlir::OwningOpRef<mlir::ModuleOp>& module, ImportedModel* imported);
+  mlir::Value parameter(const Val& v);
+  Val initializerVal(const std::string& name, const onnx::TensorProto& tensor);
 
   mlir::MLIRContext& context_;
   const onnx::ModelProto& model_;
   std::string model_dir_;
   const ImportOptions& options_;
+  const std::set<std::string>& parameters_;
+  std::map<std::string, const onnx::TensorProto*> initializers_;
   mlir::OpBuilder b_;
   mlir::Location loc_;
   mlir::func::FuncOp func_;
   std::map<std::string, Val> values_;
   std::vector<std::string> inputs_;  // run-time input names, in argument order
+  std::vector<ImportedParam> params_;
+  std::vector<mlir::Value> param_args_;  // beside params_
   const onnx::NodeProto* node_ = nullptr;
   int64_t opset_ = 0;
   std::string diagnostic_;  // the last error an `mt` op's verifier emitted
+};
+
+// Thrown when folded constants computed from these FLOAT initializers turn out to be run-time
+// data of a model to train: the import starts again with them as parameters.
+struct RestartAsParameters {
+  std::set<std::string> initializers;
 };
 
 // The lowering of one op type; it throws ImportError for what it cannot lower as given.

@@ -1,6 +1,10 @@
 #include "compiler/onnx/OnnxImporter.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "compiler/dialect/MtDialect.h"
@@ -23,25 +27,50 @@ std::string directoryOf(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// The static shape of a graph input or output from its type; fails on dynamic dims.
-std::vector<int64_t> staticShape(const onnx::ValueInfoProto& info) {
+// The static shape of a graph input from its type; dynamic dims take the batch, then the
+// sequence, from the options.
+std::vector<int64_t> staticShape(const onnx::ValueInfoProto& info, const ImportOptions& options) {
   std::vector<int64_t> shape;
   if (!info.type().has_tensor_type()) unsupported("graph input '" + info.name() + "' is not a tensor");
+  int dynamic = 0;
   for (const auto& d : info.type().tensor_type().shape().dim()) {
-    if (!d.has_dim_value() || d.dim_value() < 0)
+    if (d.has_dim_value() && d.dim_value() >= 0) {
+      shape.push_back(d.dim_value());
+      continue;
+    }
+    const int64_t size = dynamic == 0 ? options.batch : dynamic == 1 ? options.seq : 0;
+    if (size <= 0)
       unsupported("graph input '" + info.name() + "' has a dynamic dimension '" + d.dim_param() +
-                  "': give its size (--batch/--seq bind batch and sequence)");
-    shape.push_back(d.dim_value());
+                  "': give --batch (the first dynamic dimension) and --seq (the second)");
+    ++dynamic;
+    shape.push_back(size);
   }
   return shape;
+}
+
+// A parameter name for an initializer: its own, unless the exporter made it anonymous
+// ("onnx::MatMul_262"); then the module path of the first node that uses it.
+std::string parameterName(const std::string& initializer, const onnx::GraphProto& graph) {
+  if (initializer.find("::") == std::string::npos) return initializer;
+  for (const auto& n : graph.node())
+    for (int i = 0; i < n.input_size(); ++i) {
+      if (n.input(i) != initializer || n.name().empty()) continue;
+      // "/blocks.0/attn/qkv/MatMul" -> "blocks.0.attn.qkv.MatMul.1"
+      std::string path = n.name();
+      for (char& c : path)
+        if (c == '/') c = '.';
+      while (!path.empty() && path[0] == '.') path.erase(0, 1);
+      return path + "." + std::to_string(i);
+    }
+  return initializer;
 }
 
 }  // namespace
 
 Importer::Importer(MLIRContext& context, const onnx::ModelProto& model, const std::string& model_dir,
-                   const ImportOptions& options)
-    : context_(context), model_(model), model_dir_(model_dir), options_(options), b_(&context),
-      loc_(UnknownLoc::get(&context)) {}
+                   const ImportOptions& options, const std::set<std::string>& parameters)
+    : context_(context), model_(model), model_dir_(model_dir), options_(options), parameters_(parameters),
+      b_(&context), loc_(UnknownLoc::get(&context)) {}
 
 std::string Importer::where() const {
   const std::string name = node_->name().empty() ? (node_->output_size() ? node_->output(0) : "?") : node_->name();
@@ -127,9 +156,63 @@ Value Importer::materialize(const Val& v) {
                            b_.getNamedAttr(kInputAttr, b_.getStringAttr(name)));
       }
   }
+  // A FLOAT initializer used as run-time data of a model to train is a parameter.
+  if (!v.initializer.empty() && (parameters_.count(v.initializer) || isTrainableInitializer(v))) return parameter(v);
   const Const& c = *v.constant;
+  if (options_.training && element.isF32()) {
+    std::set<std::string> sources;
+    for (const std::string& s : c.sources)
+      if (!options_.frozen.count(s)) sources.insert(s);
+    if (!sources.empty()) throw RestartAsParameters{std::move(sources)};
+  }
   if (element.isF32() && c.isUniform()) return fill(static_cast<float>(c.values[0]), c.shape);
   return constantArg(c, element.isF32());
+}
+
+Value Importer::parameter(const Val& v) {
+  const Const value = initializerValue(v);
+  return newParameter(parameterName(v.initializer, model_.graph()), v.initializer, v.shape,
+                      std::vector<float>(value.values.begin(), value.values.end()), false);
+}
+
+Value Importer::newParameter(std::string name, const std::string& initializer, std::vector<int64_t> shape,
+                             std::vector<float> values, bool tie, bool transposed) {
+  const bool uniform = std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (tie && !uniform && params_[i].shape == shape && params_[i].values == values) return param_args_[i];
+    if (params_[i].name == name) name += "." + std::to_string(params_.size());
+  }
+  SmallVector<NamedAttribute> fields = {b_.getNamedAttr("name", b_.getStringAttr(name)),
+                                        b_.getNamedAttr("init", b_.getStringAttr("weights"))};
+  Value arg = addArgument(RankedTensorType::get(shape, b_.getF32Type()),
+                          b_.getNamedAttr(kParamAttr, b_.getDictionaryAttr(fields)));
+  params_.push_back({std::move(name), initializer, std::move(shape), std::move(values), transposed});
+  param_args_.push_back(arg);
+  return arg;
+}
+
+bool Importer::isTrainableInitializer(const Val& v) const {
+  return options_.training && !v.initializer.empty() && v.elem_type == onnx::TensorProto::FLOAT &&
+         !options_.frozen.count(v.initializer);
+}
+
+Val Importer::initializerVal(const std::string& name, const onnx::TensorProto& tensor) {
+  Val v;
+  v.elem_type = narrowedElemType(tensor.data_type());
+  v.initializer = name;
+  initializers_[name] = &tensor;
+  if (parameters_.count(name)) {
+    v.shape.assign(tensor.dims().begin(), tensor.dims().end());  // its values stay in the file until needed
+  } else {
+    v.constant = decodeTensor(tensor, model_dir_);
+    v.shape = v.constant->shape;
+    if (v.elem_type == onnx::TensorProto::FLOAT) v.constant->sources = {name};
+  }
+  return v;
+}
+
+void Importer::aliasInitializer(const Val& v, const std::string& alias) {
+  values_[alias] = initializerVal(alias, *initializers_.at(v.initializer));
 }
 
 Value Importer::fill(float value, ArrayRef<int64_t> shape) {
@@ -227,11 +310,21 @@ void Importer::lowerNode() {
   const std::string name = node_->name().empty() ? node_->output(0) : node_->name();
   loc_ = NameLoc::get(b_.getStringAttr(name));
   it->second(*this);
-  for (const auto& out : node_->output())
-    if (!out.empty() && !values_.count(out)) unsupported(where() + ": output '" + out + "' is not produced");
+  static const bool trace = std::getenv("MT_ONNX_TRACE") != nullptr;  // documented in docs/onnx.md
+  for (const auto& out : node_->output()) {
+    if (out.empty()) continue;
+    auto produced = values_.find(out);
+    if (produced == values_.end()) unsupported(where() + ": output '" + out + "' is not produced");
+    if (trace) {
+      std::string shape;
+      for (int64_t d : produced->second.shape) shape += std::to_string(d) + "x";
+      std::fprintf(stderr, "%s -> %s [%s] %s\n", where().c_str(), out.c_str(), shape.c_str(),
+                   produced->second.constant ? "constant" : "run-time");
+    }
+  }
 }
 
-OwningOpRef<ModuleOp> Importer::run(ImportedSignature* signature) {
+OwningOpRef<ModuleOp> Importer::run(ImportedModel* imported) {
   ScopedDiagnosticHandler capture(&context_, [&](Diagnostic& d) {
     if (d.getSeverity() == DiagnosticSeverity::Error) diagnostic_ = d.str();
     return success();
@@ -242,73 +335,103 @@ OwningOpRef<ModuleOp> Importer::run(ImportedSignature* signature) {
   b_.setInsertionPointToEnd(module->getBody());
   func_ = b_.create<func::FuncOp>(NameLoc::get(b_.getStringAttr(graph.name())), "forward",
                                   b_.getFunctionType({}, {}));
-  Block* body = func_.addEntryBlock();
-  b_.setInsertionPointToStart(body);
+  b_.setInsertionPointToStart(func_.addEntryBlock());
 
   for (const auto& init : graph.initializer()) {
     if (init.name().empty()) malformed("an initializer has no name");
-    Val v;
-    v.constant = decodeTensor(init, model_dir_);
-    v.shape = v.constant->shape;
-    v.elem_type = narrowedElemType(init.data_type());
-    values_[init.name()] = std::move(v);
+    values_[init.name()] = initializerVal(init.name(), init);
   }
-  for (const auto& in : graph.input()) {
+  addGraphInputs();
+  for (const auto& n : graph.node()) {
+    node_ = &n;
+    lowerNode();
+  }
+  node_ = nullptr;
+  return finishFunction(module, imported);
+}
+
+void Importer::addGraphInputs() {
+  int token_inputs = 0;
+  for (const auto& in : model_.graph().input()) {
     if (values_.count(in.name())) continue;  // an initializer listed as an input (IR < 4)
     const int32_t elem = in.type().tensor_type().elem_type();
     if (!isSupportedElemType(elem))
       unsupported("graph input '" + in.name() + "' has element type " + elemTypeName(elem) +
                   " (supported: " + kSupportedElemTypes + ")");
     Val v;
-    v.shape = staticShape(in);
+    v.shape = staticShape(in, options_);
     v.elem_type = narrowedElemType(elem);
     auto bound = options_.bound_inputs.find(in.name());
     if (bound != options_.bound_inputs.end()) {
       v.bound = decodeTensor(bound->second, model_dir_);
       if (v.bound->shape != v.shape) malformed("bound input '" + in.name() + "' has another shape than declared");
     } else {
+      std::string role = in.name();
+      if (options_.training) {
+        // Token ids, then targets: integer (batch, seq) tensors.
+        if (v.elem_type == onnx::TensorProto::FLOAT || v.shape.size() != 2 || token_inputs == 2)
+          unsupported("graph input '" + in.name() + "': a model to train takes integer (batch, seq) token ids and, "
+                      "if it computes its loss, integer (batch, seq) targets; nothing else");
+        role = token_inputs++ == 0 ? "tokens" : "targets";
+      }
       inputs_.push_back(in.name());
       v.value = addArgument(RankedTensorType::get(v.shape, mtElementType(context_, v.elem_type)),
-                            b_.getNamedAttr(kInputAttr, b_.getStringAttr(in.name())));
+                            b_.getNamedAttr(kInputAttr, b_.getStringAttr(role)));
     }
     values_[in.name()] = std::move(v);
   }
-  for (const auto& n : graph.node()) {
-    node_ = &n;
-    lowerNode();
-  }
-  node_ = nullptr;
+}
+
+OwningOpRef<ModuleOp> Importer::finishFunction(OwningOpRef<ModuleOp>& module, ImportedModel* imported) {
+  const onnx::GraphProto& graph = model_.graph();
+  Block* body = &func_.getBody().front();
 
   SmallVector<Value> results;
-  SmallVector<Attribute> names;
-  if (signature) *signature = {};
-  for (const auto& out : graph.output()) {
+  ImportedModel result;
+  // Training: the first output is the logits or the loss; the rest (say, the logits beside
+  // a loss) are not needed to train.
+  const int outputs = options_.training ? std::min(graph.output_size(), 1) : graph.output_size();
+  if (outputs == 0) malformed("the graph has no outputs");
+  for (int i = 0; i < outputs; ++i) {
+    const auto& out = graph.output(i);
     auto it = values_.find(out.name());
     if (it == values_.end()) malformed("graph output '" + out.name() + "' is produced by no node");
     loc_ = NameLoc::get(b_.getStringAttr(out.name()));
     results.push_back(materialize(it->second));
-    if (signature) {
-      signature->outputs.push_back(out.name());
-      signature->output_elem_types.push_back(it->second.elem_type);
-    }
+    result.outputs.push_back(out.name());
+    result.output_elem_types.push_back(it->second.elem_type);
   }
   b_.create<func::ReturnOp>(func_.getLoc(), results);
   func_.setType(b_.getFunctionType(body->getArgumentTypes(), TypeRange(ValueRange(results))));
-  for (size_t i = 0; i < results.size(); ++i)
-    func_.setResultAttr(i, kOutputAttr, b_.getStringAttr(graph.output(i).name()));
+  if (!options_.training)
+    for (size_t i = 0; i < results.size(); ++i)
+      func_.setResultAttr(i, kOutputAttr, b_.getStringAttr(graph.output(i).name()));
   func_->setAttr(kModelAttr, b_.getStringAttr(graph.name().empty() ? "onnx" : graph.name()));
-  if (signature) signature->inputs = inputs_;
+  result.inputs = inputs_;
+  result.params = std::move(params_);
+  if (imported) *imported = std::move(result);
   if (failed(mlir::verify(*module))) malformed("the imported module does not verify: " + diagnostic_);
-  return module;
+  return std::move(module);
 }
 
-OwningOpRef<ModuleOp> importForward(MLIRContext& context, const std::string& path, const ImportOptions& options,
-                                    ImportedSignature* signature) {
+OwningOpRef<ModuleOp> importModel(MLIRContext& context, const std::string& path, const ImportOptions& options,
+                                  ImportedModel* imported) {
   context.getOrLoadDialect<MtDialect>();
   context.getOrLoadDialect<func::FuncDialect>();
   const onnx::ModelProto model = readModel(path);
-  Importer importer(context, model, directoryOf(path), options);
-  return importer.run(signature);
+  // Which FLOAT initializers are parameters shows only while importing: a constant folded
+  // from one (a position table gathered at fixed indices) that ends up as run-time data means
+  // the initializer is a parameter. Each restart adds at least one; masks and other buffers
+  // that only feed compile-time logic stay constants.
+  std::set<std::string> parameters;
+  for (;;) {
+    try {
+      Importer importer(context, model, directoryOf(path), options, parameters);
+      return importer.run(imported);
+    } catch (const RestartAsParameters& restart) {
+      parameters.insert(restart.initializers.begin(), restart.initializers.end());
+    }
+  }
 }
 
 const std::vector<std::string>& supportedOps() {

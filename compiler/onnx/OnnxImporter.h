@@ -5,6 +5,7 @@
 // generic ones (mt.unary, mt.binary, mt.gather, ...) elsewhere.
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,21 +17,40 @@
 namespace mt::onnximport {
 
 struct ImportOptions {
+  // false: a forward-only function, every graph input an `mt.input` and every output an
+  // `mt.output`, initializers constants. true: a model to train — the integer (batch, seq)
+  // inputs are the token ids and (if the graph computes its loss) the targets, the first
+  // output is the logits or the loss, and FLOAT initializers used at run time are parameters
+  // (initialised from the weights file mtc writes) unless named in `frozen`.
+  bool training = false;
+  std::set<std::string> frozen;
+  // Sizes for dynamic input dimensions: the first is the batch, the second the sequence.
+  int64_t batch = 0, seq = 0;
   // Graph inputs whose values are known when compiling. An op that needs a constant operand
   // (a shape, axes, split sizes) takes it from here; every other use stays a run-time input.
   std::map<std::string, onnx::TensorProto> bound_inputs;
 };
 
-// What became of each graph input and output (in graph order).
-struct ImportedSignature {
-  std::vector<std::string> inputs;   // the function's run-time inputs (mt.input names)
-  std::vector<std::string> outputs;  // the function's results (mt.output names)
-  std::vector<int32_t> output_elem_types;  // ONNX element types the outputs had
+// A parameter of an imported model and its initial value.
+struct ImportedParam {
+  std::string name;         // the parameter's name in the plan and in safetensors files
+  std::string initializer;  // the ONNX initializer it came from
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+  bool transposed = false;  // the initializer holds this parameter transposed (eval exports)
 };
 
-// Imports `path` as a forward-only model function. Throws ImportError.
-mlir::OwningOpRef<mlir::ModuleOp> importForward(mlir::MLIRContext& context, const std::string& path,
-                                                const ImportOptions& options, ImportedSignature* signature);
+// What the import made of the graph's inputs, outputs and initializers (in graph order).
+struct ImportedModel {
+  std::vector<std::string> inputs;   // the function's run-time inputs (mt.input names)
+  std::vector<std::string> outputs;  // forward-only: the function's results (mt.output names)
+  std::vector<int32_t> output_elem_types;  // ONNX element types the outputs had
+  std::vector<ImportedParam> params;       // training: the parameters, in argument order
+};
+
+// Imports `path` into a module holding the model function. Throws ImportError.
+mlir::OwningOpRef<mlir::ModuleOp> importModel(mlir::MLIRContext& context, const std::string& path,
+                                              const ImportOptions& options, ImportedModel* imported);
 
 // The ONNX op types the importer lowers (for error messages and the conformance table).
 const std::vector<std::string>& supportedOps();

@@ -31,7 +31,11 @@ bool Const::isUniform() const {
 std::vector<int64_t> Const::ints() const {
   std::vector<int64_t> out;
   out.reserve(values.size());
-  for (double v : values) out.push_back(static_cast<int64_t>(v));
+  // Saturating: exporters write INT64_MAX for "to the end", which a double rounds up to 2^63.
+  constexpr double kLimit = 9.2233720368547758e18;
+  for (double v : values)
+    out.push_back(v >= kLimit ? std::numeric_limits<int64_t>::max()
+                              : v <= -kLimit ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(v));
   return out;
 }
 

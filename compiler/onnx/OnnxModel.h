@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,12 +27,15 @@ struct Const {
   Kind kind = Kind::Float;
   std::vector<int64_t> shape;
   std::vector<double> values;
+  // The FLOAT initializers this value was computed from (by folding): if it ends up used as
+  // run-time data of a model to train, those initializers are parameters, not constants.
+  std::set<std::string> sources;
 
   int64_t numel() const;
   bool isScalarLike() const { return numel() == 1; }
   // All elements equal (and at least one).
   bool isUniform() const;
-  std::vector<int64_t> ints() const;  // the values as integers
+  std::vector<int64_t> ints() const;  // the values as integers (saturating at the int64 range)
 };
 
 // The ONNX element types the importer runs: FLOAT, DOUBLE (narrowed to FLOAT: MegaTrain

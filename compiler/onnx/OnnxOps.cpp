@@ -1,5 +1,6 @@
 // The lowering of each supported ONNX op: folded when its inputs are known at compile time
 // (shape arithmetic), else built from `mt` ops.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -109,6 +110,76 @@ void unaryOp(Importer& im) {
                TP::FLOAT);
 }
 
+// Functions with no run-time kernel, folded when their input is known (rotary tables).
+template <int kFn>
+void foldOnlyUnaryOp(Importer& im) {
+  if (!im.isConst(0))
+    unsupported(im.where() + ": " + im.node().op_type() + " runs at compile time only; this one depends on run-time data");
+  const Const& x = *im.input(0).constant;
+  im.setOutput(0, foldElementwise({&x}, x.kind, [](const double* v) -> double {
+    const float f = static_cast<float>(v[0]);
+    return kFn == 0 ? std::cos(f) : std::sin(f);
+  }, im.where()), im.input(0).elem_type);
+}
+
+// Einsum of known operands (exporters write torch.outer and friends this way); no ellipsis.
+void einsumOp(Importer& im) {
+  if (!allInputsConst(im)) unsupported(im.where() + ": Einsum runs at compile time only; this one depends on run-time data");
+  const auto* eq = im.attr("equation");
+  std::string equation = eq ? eq->s() : "";
+  equation.erase(std::remove(equation.begin(), equation.end(), ' '), equation.end());
+  const size_t arrow = equation.find("->");
+  if (arrow == std::string::npos || equation.find("...") != std::string::npos)
+    unsupported(im.where() + ": Einsum needs an explicit output and no ellipsis, got '" + equation + "'");
+  std::vector<std::string> terms;
+  for (size_t start = 0, comma;; start = comma + 1) {
+    comma = equation.find(',', start);
+    terms.push_back(equation.substr(start, std::min(comma, arrow) - start));
+    if (comma == std::string::npos || comma > arrow) break;
+  }
+  const std::string out = equation.substr(arrow + 2);
+  if (terms.size() != im.numInputs()) malformed(im.where() + ": the equation names another number of operands");
+  std::map<char, int64_t> size;
+  std::vector<const Const*> ops;
+  for (size_t t = 0; t < terms.size(); ++t) {
+    const Const& c = *im.input(t).constant;
+    if (terms[t].size() != c.shape.size()) malformed(im.where() + ": operand rank differs from the equation");
+    for (size_t d = 0; d < c.shape.size(); ++d) {
+      auto [it, fresh] = size.emplace(terms[t][d], c.shape[d]);
+      if (!fresh && it->second != c.shape[d]) malformed(im.where() + ": an index has two sizes");
+    }
+    ops.push_back(&c);
+  }
+  std::string indices;
+  for (auto& [letter, n] : size) indices += letter;
+  Const result;
+  result.kind = ops[0]->kind;
+  for (const Const* c : ops) result.sources.insert(c->sources.begin(), c->sources.end());
+  for (char letter : out) {
+    if (!size.count(letter)) malformed(im.where() + ": the output names an unknown index");
+    result.shape.push_back(size[letter]);
+  }
+  result.values.assign(result.numel(), 0.0);
+  std::map<char, int64_t> at;
+  for (char letter : indices) at[letter] = 0;
+  int64_t total = 1;
+  for (auto& [letter, n] : size) total *= n;
+  for (int64_t k = 0; k < total; ++k) {
+    int64_t rem = k;
+    for (auto it = size.rbegin(); it != size.rend(); ++it) at[it->first] = rem % it->second, rem /= it->second;
+    double product = 1.0;
+    for (size_t t = 0; t < ops.size(); ++t) {
+      int64_t offset = 0;
+      for (size_t d = 0; d < terms[t].size(); ++d) offset = offset * ops[t]->shape[d] + at[terms[t][d]];
+      product *= ops[t]->values[offset];
+    }
+    int64_t o = 0;
+    for (size_t d = 0; d < out.size(); ++d) o = o * result.shape[d] + at[out[d]];
+    result.values[o] += product;
+  }
+  im.setOutput(0, std::move(result), im.input(0).elem_type);
+}
+
 // Comparisons and logic: compile time only (masks and shape arithmetic).
 template <int kFn>
 void compareOp(Importer& im) {
@@ -180,7 +251,14 @@ void reshapeTo(Importer& im, const std::vector<int64_t>& shape) {
   im.setOutput(0, im.reshape(im.runtime(0), shape), elem);
 }
 
-void identityOp(Importer& im) { reshapeTo(im, im.input(0).shape); }
+void identityOp(Importer& im) {
+  // Eval exports share equal initializers behind Identity nodes named after the parameters
+  // they stand for: in a model to train each is its own parameter.
+  const std::string& out = im.node().output(0);
+  if (im.isTrainableInitializer(im.input(0)) && out.find("::") == std::string::npos)
+    return im.aliasInitializer(im.input(0), out);
+  reshapeTo(im, im.input(0).shape);
+}
 
 void reshapeOp(Importer& im) {
   const std::vector<int64_t> in = im.input(0).shape;
@@ -577,7 +655,34 @@ Value matmul(Importer& im, Value a, Value b, bool ta = false, bool tb = false) {
   return y;
 }
 
-void matmulOp(Importer& im) { im.setOutput(0, matmul(im, im.runtimeFloat(0), im.runtimeFloat(1)), TP::FLOAT); }
+// The module path of a node as a parameter prefix: "/blocks.0/attn/q/MatMul" -> "blocks.0.attn.q".
+std::string modulePath(const std::string& node_name) {
+  std::string path = node_name.substr(0, node_name.rfind('/'));
+  for (char& c : path)
+    if (c == '/') c = '.';
+  while (!path.empty() && path[0] == '.') path.erase(0, 1);
+  return path;
+}
+
+void matmulOp(Importer& im) {
+  const Val& w = im.input(1);
+  if (im.isTrainableInitializer(w) && w.initializer.find("::") != std::string::npos && w.shape.size() == 2 &&
+      !im.node().name().empty()) {
+    // An eval export folds a Linear layer's transpose into an anonymous (in, out) initializer:
+    // train it as the layer's (out, in) weight, named by the layer's path, so it reads back into
+    // the PyTorch module — and tie it to an equal parameter (an untied copy of a tied weight).
+    const Const value = im.initializerValue(w);
+    const int64_t in = w.shape[0], out = w.shape[1];
+    std::vector<float> transposed(value.values.size());
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t o = 0; o < out; ++o) transposed[o * in + i] = static_cast<float>(value.values[i * out + o]);
+    const std::string path = modulePath(im.node().name());
+    Value weight = im.newParameter(path.empty() ? w.initializer : path + ".weight", w.initializer, {out, in},
+                                   std::move(transposed), /*tie=*/true, /*transposed=*/true);
+    return im.setOutput(0, matmul(im, im.runtimeFloat(0), weight, false, true), TP::FLOAT);
+  }
+  im.setOutput(0, matmul(im, im.runtimeFloat(0), im.runtimeFloat(1)), TP::FLOAT);
+}
 
 void gemmOp(Importer& im) {
   const float alpha = im.floatAttr("alpha", 1.0f), beta = im.floatAttr("beta", 1.0f);
@@ -704,6 +809,8 @@ const std::map<std::string, Lowering>& loweringTable() {
       {"And", compareOp<4>},       {"Cast", castOp},
       {"CastLike", castOp},
       {"Concat", concatOp},        {"Constant", constantOp},
+      {"Cos", foldOnlyUnaryOp<0>}, {"Einsum", einsumOp},
+      {"Sin", foldOnlyUnaryOp<1>},
       {"ConstantOfShape", constantOfShapeOp},
       {"Div", binaryOp<3>},        {"Equal", compareOp<0>},
       {"Erf", unaryOp<6>},         {"Exp", unaryOp<1>},

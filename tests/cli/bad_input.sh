@@ -30,7 +30,7 @@ printf 'hello world, this is a small corpus for the tests.\n%.0s' {1..200} > cor
 "$bin/mtc" gpt2-tiny --batch 2 --seq 16 -o good.plan >/dev/null
 "$bin/mtc" llama-tiny --batch 2 --seq 16 -o other.plan >/dev/null
 
-expect_error "neither a .mlir file nor a built-in model" "$bin/mtc" gpt5-huge -o x.plan
+expect_error "neither a .mlir or .onnx file nor a built-in model" "$bin/mtc" gpt5-huge -o x.plan
 expect_error "raise --device-mem to at least" "$bin/mtc" gpt2-tiny --batch 2 --seq 16 --device-mem 4KiB -o budget.plan
 expect_error "raise the budget to at least" "$bin/mtc" gpt2-tiny --batch 2 --seq 16 --device-mem 4KiB --schedule resident -o budget.plan
 expect_absent budget.plan budget.safetensors
@@ -38,6 +38,32 @@ expect_error "must be between 1 and the context length 64" "$bin/mtc" gpt2-tiny 
 expect_error "is not divisible by" "$bin/mtc" gpt2-tiny --heads 3 -o heads.plan
 expect_error "not a size like 80GiB" "$bin/mtc" gpt2-tiny --device-mem lots -o x.plan
 expect_error "--batch auto needs --device-mem" "$bin/mtc" gpt2-tiny --batch auto -o x.plan
+
+# ONNX: a file that is not a model, a truncated model, an op the importer lacks, and an imported
+# plan run without the weights that only the import has.
+/usr/bin/python3 - <<'PY'
+import onnx
+from onnx import TensorProto, helper
+table = helper.make_tensor("table", TensorProto.FLOAT, [16, 8], [0.1] * 128)
+def model(op, path):
+    nodes = [helper.make_node("Gather", ["table", "tokens"], ["x"], name="/embed/Gather"),
+             helper.make_node(op, ["x"], ["logits"], name="/head/" + op)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("tokens", TensorProto.INT64, [2, 4])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 4, 8])], [table])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+model("HardSwish", "unsupported.onnx")
+model("Relu", "good.onnx")
+PY
+echo "not a model" > text.onnx
+head -c 60 good.onnx > truncated.onnx
+expect_error "is not an ONNX model" "$bin/mtc" text.onnx -o onnx.plan
+expect_error "is not an ONNX model" "$bin/mtc" truncated.onnx -o onnx.plan
+expect_error "op type HardSwish is not supported (supported: Abs Add" "$bin/mtc" unsupported.onnx -o onnx.plan
+expect_error "node '/head/HardSwish' (HardSwish, opset 17)" "$bin/mtc" unsupported.onnx -o onnx.plan
+expect_error "cannot open missing.onnx" "$bin/mtc" missing.onnx -o onnx.plan
+expect_absent onnx.plan onnx.safetensors
+"$bin/mtc" good.onnx -o imported.plan >/dev/null
+expect_error "pass --weights with the .safetensors file mtc wrote" "$bin/mtrun" imported.plan --data corpus.tok --steps 1
 expect_error "not a positive number or auto" "$bin/mtc" gpt2-tiny --batch -3 -o x.plan
 expect_error "needs 1.77 TiB of host memory" "$bin/mtc" llama-120b --no-weights --host-mem 1TiB -o x.plan
 printf 'func.func @f( {\n' > broken.mlir

@@ -112,8 +112,8 @@ Result runTest(const fs::path& dir) {
     }
     mlir::MLIRContext context;
     context.printOpOnDiagnostic(false);
-    ImportedSignature signature;
-    auto module = importForward(context, (dir / "model.onnx").string(), options, &signature);
+    ImportedModel signature;
+    auto module = importModel(context, (dir / "model.onnx").string(), options, &signature);
     const StageResult stages = runStages(*module, {"", 0, "resident"});
     if (!stages.failed.empty()) return {Outcome::Fail, "stage " + stages.failed + " failed"};
     EmitOptions emit;

@@ -1,0 +1,137 @@
+"""ONNX import end to end against PyTorch: a plain-torch model (models/onnx_export.py) exported
+to ONNX, compiled by mtc and trained by mtrun must give PyTorch's loss curve (20 steps, each
+within 1e-4 relative) and final weights (within 1e-5 relative, read back by torch from the
+safetensors mtrun exports) from the same initial weights and batches. And the memory-centric
+passes take imports like built-in models: the same ONNX model compiled streamed-recompute (layer
+blocks found from the exporter's /blocks.N/ node names) trains to bit-identical losses and weights.
+
+usage: /usr/bin/python3 tests/e2e/onnx_parity.py BIN_DIR WORK_DIR FAMILY OPSET MODE [mtc flags...]
+"""
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "models"))
+import mt_reference as ref  # noqa: E402
+import onnx_export  # noqa: E402
+
+torch.set_num_threads(2)
+
+LOSS_TOL, WEIGHT_TOL = 1e-4, 1e-5
+STEPS, LR, WARMUP, MIN_LR_RATIO, WD, CLIP, SEED = 20, 3e-3, 5, 0.1, 0.1, 1.0, 7
+BATCH, SEQ = 4, 32
+
+
+def run(cmd):
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def main():
+    bin_dir, work, family, opset, mode = sys.argv[1:6]
+    extra = sys.argv[6:]
+    os.makedirs(work, exist_ok=True)
+    model_path, state = os.path.join(work, "model.onnx"), os.path.join(work, "init.pt")
+    plan, weights = os.path.join(work, "model.plan"), os.path.join(work, "model.safetensors")
+    data, text = os.path.join(work, "data.tok"), os.path.join(work, "data.txt")
+    with open(text, "w") as f:
+        for i in range(3000):
+            f.write(f"line {i % 97}: the quick brown fox {i * 7 % 13} jumps over {i % 5} dogs.\n")
+    run([f"{bin_dir}/mttok", "--bytes", text, "-o", data])
+    run(["/usr/bin/python3", onnx_export.__file__, family, model_path, "--opset", opset, "--mode", mode,
+         "--batch", str(BATCH), "--seq", str(SEQ), "--state", state])
+    run([f"{bin_dir}/mtc", model_path, "-o", plan] + extra)
+    log, final = os.path.join(work, "log.jsonl"), os.path.join(work, "final.safetensors")
+    run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--steps", str(STEPS),
+         "--lr", str(LR), "--warmup", str(WARMUP), "--min-lr-ratio", str(MIN_LR_RATIO),
+         "--weight-decay", str(WD), "--grad-clip", str(CLIP), "--seed", str(SEED),
+         "--log", log, "--export", final, "--print-every", "10"])
+    mt_losses = [json.loads(line)["loss"] for line in open(log)]
+    mt_final = ref.read_safetensors(final)
+    streamed_plan, streamed_log, streamed_final = (os.path.join(work, n) for n in
+                                                   ("streamed.plan", "streamed.jsonl", "streamed.safetensors"))
+    summary = subprocess.run([f"{bin_dir}/mtc", model_path, "-o", streamed_plan, "--schedule", "streamed-recompute",
+                              "--weights", os.path.join(work, "unused.safetensors")] + extra,
+                             check=True, capture_output=True, text=True).stdout
+    run([f"{bin_dir}/mtrun", streamed_plan, "--data", data, "--weights", weights, "--steps", str(STEPS),
+         "--lr", str(LR), "--warmup", str(WARMUP), "--min-lr-ratio", str(MIN_LR_RATIO),
+         "--weight-decay", str(WD), "--grad-clip", str(CLIP), "--seed", str(SEED),
+         "--log", streamed_log, "--export", streamed_final, "--print-every", "100"])
+
+    kv = None if family == "gpt2" else 2
+    model = onnx_export.LM(family, 2, 64, 4, kv or 4, 256)
+    model.load_state_dict(torch.load(state))
+    params = dict(model.named_parameters())  # tied weights appear once, as in the export
+    decay = [p for p in params.values() if p.dim() >= 2]
+    no_decay = [p for p in params.values() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=LR, betas=(0.9, 0.95), eps=1e-8)
+    tokens = ref.read_tokens(data)
+    torch_losses = []
+    zero_grad = set()  # analytically zero gradients (attention's key bias): float noise on both sides
+    for step in range(1, STEPS + 1):
+        x, y = ref.batch(tokens, step - 1, BATCH, SEQ, SEED)
+        logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch_losses.append(loss.item())
+        if step == 1:
+            norm = sum(float(p.grad.norm()) ** 2 for p in params.values()) ** 0.5
+            zero_grad = {n for n, p in params.items() if float(p.grad.norm()) <= 1e-7 * norm}
+        torch.nn.utils.clip_grad_norm_(list(params.values()), CLIP)
+        for g in opt.param_groups:
+            g["lr"] = ref.learning_rate(step, STEPS, LR, WARMUP, MIN_LR_RATIO)
+        opt.step()
+
+    failures = []
+    if "forward runs twice" not in summary:
+        failures.append("the streamed-recompute plan does not recompute blocks:\n" + summary)
+    if [json.loads(line)["loss"] for line in open(streamed_log)] != mt_losses:
+        failures.append("streamed-recompute losses differ from the resident plan's")
+    if open(streamed_final, "rb").read() != open(final, "rb").read():
+        failures.append("streamed-recompute weights differ from the resident plan's")
+    if len(mt_losses) != STEPS:
+        failures.append(f"mtrun logged {len(mt_losses)} steps, expected {STEPS}")
+    worst_loss = 0.0
+    for i, (a, b) in enumerate(zip(mt_losses, torch_losses)):
+        err = abs(a - b) / abs(b)
+        worst_loss = max(worst_loss, err)
+        if not err <= LOSS_TOL:
+            failures.append(f"step {i + 1} loss: mtrun {a:.6f} vs torch {b:.6f} (relative {err:.2e})")
+    state_now = model.state_dict()
+    missing = [n for n in params if n not in mt_final]
+    if missing and mode == "train":
+        failures.append(f"parameters missing from mtrun's export (the ONNX names must survive): {missing}")
+    # AdamW turns noise-sized gradients into lr-sized steps: those weights are left out.
+    worst_w, worst_name, compared = 0.0, "", 0
+    for name, value in mt_final.items():
+        if name in state_now and name not in zero_grad:
+            err = ref.rel_err(value, state_now[name])
+            if err > worst_w:
+                worst_w, worst_name = err, name
+            compared += 1
+    # An eval export folds the position table into its first SEQ rows, which has no PyTorch name.
+    expected = len(params) - len(zero_grad) - (1 if mode == "eval" and family == "gpt2" else 0)
+    if compared != expected:
+        failures.append(f"compared {compared} weights, expected {expected} of the model's {len(params)} "
+                        f"({len(zero_grad)} with zero gradient)")
+    if not worst_w <= WEIGHT_TOL:
+        failures.append(f"final weights differ: worst relative error {worst_w:.3e} > {WEIGHT_TOL}")
+    print("streamed-recompute: " + summary.splitlines()[3].strip())
+    print(f"losses: {STEPS} steps, first {torch_losses[0]:.4f} last {torch_losses[-1]:.4f}, worst relative "
+          f"difference {worst_loss:.3e}; final weights: {compared} tensors, worst relative error {worst_w:.3e} "
+          f"({worst_name}); left out, zero gradient: {sorted(zero_grad)}")
+    for f in failures[:20]:
+        print("MISMATCH:", f)
+    print(f"onnx {family} opset {opset} {mode}: {'FAILED' if failures else 'passed'}")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
