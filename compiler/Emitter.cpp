@@ -150,6 +150,7 @@ LogicalResult Emitter::addHostTensors() {
         return func_.emitError("parameter '") << name.getValue() << "' has unknown init '"
                                               << init.getValue() << "' (normal, zeros, ones or weights)";
       }
+      if (auto origin = param.getAs<StringAttr>("origin")) t->set_origin(origin.getValue().str());
       auto decay = param.getAs<BoolAttr>("decay");
       t->set_weight_decay(decay ? decay.getValue() : cast<RankedTensorType>(arg.getType()).getRank() >= 2);
       if (!paramByName.emplace(t->name(), plan_.host_tensors_size() - 1).second)

@@ -100,8 +100,7 @@ void writeImportedWeights(const onnximport::ImportedModel& imported, const std::
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "megatrain mtc (ONNX import)"}};
   for (const auto& p : imported.params) {
     tensors.push_back({p.name, "F32", p.shape, p.values.data(), static_cast<int64_t>(p.values.size()) * 4});
-    if (p.name != p.initializer || p.transposed)
-      metadata["onnx_initializer." + p.name] = p.initializer + (p.transposed ? " (transposed)" : "");
+    metadata[std::string(kOnnxOriginKey) + p.name] = p.origin;
   }
   writeSafetensors(path, tensors, metadata);
 }

@@ -19,8 +19,8 @@ namespace mt {
 #include "passes/Passes.h.inc"
 
 // Attribute names shared by the passes and the emitter.
-inline constexpr char kParamAttr[] = "mt.param";         // arg: {name, init, std, decay}; init
-                                                         // "weights": from the weights file
+inline constexpr char kParamAttr[] = "mt.param";         // arg: {name, init, std, decay, origin};
+                                                         // init "weights": from the weights file
 inline constexpr char kInputAttr[] = "mt.input";         // arg: "tokens" | "targets" | a named input
 inline constexpr char kConstAttr[] = "mt.const";         // arg: its value (DenseElementsAttr)
 inline constexpr char kOutputAttr[] = "mt.output";       // result of a forward-only function: its name

@@ -131,11 +131,13 @@ void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::Ho
 
 void HostStore::saveParams(const std::string& path) const {
   std::vector<SafetensorsTensor> out;
+  std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "megatrain"}};
   for (int p : params_) {
     const auto& t = plan_.host_tensors(p);
     out.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(p), bytes(p)});
+    if (!t.origin().empty()) metadata[std::string(kOnnxOriginKey) + t.name()] = t.origin();
   }
-  writeSafetensors(path, out, {{"format", "pt"}, {"producer", "megatrain"}});
+  writeSafetensors(path, out, metadata);
 }
 
 void HostStore::saveGrads(const std::string& path) const {

@@ -67,6 +67,9 @@ class HostStore {
   int64_t num_params_ = 0, total_bytes_ = 0;
 };
 
+// Metadata key prefix, in saved weights, of a parameter's ONNX origin (HostTensor.origin).
+inline constexpr char kOnnxOriginKey[] = "onnx.";
+
 // Fills `n` floats per the initializer. NORMAL uses a counter-based generator keyed by
 // (seed, name): the values do not depend on the order or the thread that makes them.
 void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uint64_t seed,

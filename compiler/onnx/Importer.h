@@ -88,6 +88,7 @@ class Importer {
   // of that shape mean one tied parameter (an eval export's untied copy of a tied weight).
   mlir::Value newParameter(std::string name, const std::string& initializer, std::vector<int64_t> shape,
                            std::vector<float> values, bool tie, bool transposed = false);
+  void setParamAttrs(size_t i);  // params_[i]'s mt.param dictionary
   // The values of a FLOAT initializer.
   Const initializerValue(const Val& v) { return decodeTensor(*initializers_.at(v.initializer), model_dir_); }
   // A constant argument holding `c` as f32 (`as_float`) or i32.

@@ -178,17 +178,28 @@ Value Importer::parameter(const Val& v) {
 Value Importer::newParameter(std::string name, const std::string& initializer, std::vector<int64_t> shape,
                              std::vector<float> values, bool tie, bool transposed) {
   const bool uniform = std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end();
+  const std::string origin = initializer + (transposed ? " (transposed)" : "");
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (tie && !uniform && params_[i].shape == shape && params_[i].values == values) return param_args_[i];
+    if (tie && !uniform && params_[i].shape == shape && params_[i].values == values) {
+      params_[i].origin += ";" + origin;  // the tied copy takes the trained values too
+      setParamAttrs(i);
+      return param_args_[i];
+    }
     if (params_[i].name == name) name += "." + std::to_string(params_.size());
   }
-  SmallVector<NamedAttribute> fields = {b_.getNamedAttr("name", b_.getStringAttr(name)),
-                                        b_.getNamedAttr("init", b_.getStringAttr("weights"))};
   Value arg = addArgument(RankedTensorType::get(shape, b_.getF32Type()),
-                          b_.getNamedAttr(kParamAttr, b_.getDictionaryAttr(fields)));
-  params_.push_back({std::move(name), initializer, std::move(shape), std::move(values), transposed});
+                          b_.getNamedAttr(kParamAttr, b_.getDictionaryAttr({})));
+  params_.push_back({std::move(name), initializer, std::move(shape), std::move(values), transposed, origin});
   param_args_.push_back(arg);
+  setParamAttrs(params_.size() - 1);
   return arg;
+}
+
+void Importer::setParamAttrs(size_t i) {
+  SmallVector<NamedAttribute> fields = {b_.getNamedAttr("name", b_.getStringAttr(params_[i].name)),
+                                        b_.getNamedAttr("init", b_.getStringAttr("weights")),
+                                        b_.getNamedAttr("origin", b_.getStringAttr(params_[i].origin))};
+  func_.setArgAttr(cast<BlockArgument>(param_args_[i]).getArgNumber(), kParamAttr, b_.getDictionaryAttr(fields));
 }
 
 bool Importer::isTrainableInitializer(const Val& v) const {

@@ -38,6 +38,7 @@ struct ImportedParam {
   std::vector<int64_t> shape;
   std::vector<float> values;
   bool transposed = false;  // the initializer holds this parameter transposed (eval exports)
+  std::string origin;       // every initializer holding it (see HostTensor.origin in plan.proto)
 };
 
 // What the import made of the graph's inputs, outputs and initializers (in graph order).

@@ -4,6 +4,8 @@ within 1e-4 relative) and final weights (within 1e-5 relative, read back by torc
 safetensors mtrun exports) from the same initial weights and batches. And the memory-centric
 passes take imports like built-in models: the same ONNX model compiled streamed-recompute (layer
 blocks found from the exporter's /blocks.N/ node names) trains to bit-identical losses and weights.
+And the weights go back: mtonnx writes the trained weights into the ONNX model, which passes
+ONNX's checker and, imported again, starts from exactly the trained weights.
 
 usage: /usr/bin/python3 tests/e2e/onnx_parity.py BIN_DIR WORK_DIR FAMILY OPSET MODE [mtc flags...]
 """
@@ -89,7 +91,20 @@ def main():
             g["lr"] = ref.learning_rate(step, STEPS, LR, WARMUP, MIN_LR_RATIO)
         opt.step()
 
+    trained_onnx = os.path.join(work, "trained.onnx")
+    run([f"{bin_dir}/mtonnx", model_path, final, "-o", trained_onnx])
+    import onnx
+    onnx.checker.check_model(onnx.load(trained_onnx))
+    run([f"{bin_dir}/mtc", trained_onnx, "-o", os.path.join(work, "reimport.plan"),
+         "--weights", os.path.join(work, "reimport.safetensors")] + extra)
+    reimported = ref.read_safetensors(os.path.join(work, "reimport.safetensors"))
+
     failures = []
+    if sorted(reimported) != sorted(mt_final):
+        failures.append(f"re-imported parameters {sorted(reimported)} differ from the trained {sorted(mt_final)}")
+    for name, value in mt_final.items():
+        if name in reimported and not torch.equal(reimported[name], value):
+            failures.append(f"re-imported {name} differs from the trained weights")
     if "forward runs twice" not in summary:
         failures.append("the streamed-recompute plan does not recompute blocks:\n" + summary)
     if [json.loads(line)["loss"] for line in open(streamed_log)] != mt_losses:

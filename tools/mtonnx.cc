@@ -1,0 +1,136 @@
+// mtonnx: put trained weights back into the ONNX model they were imported from.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "compiler/onnx/OnnxModel.h"
+#include "runtime/error.h"
+#include "runtime/host_store.h"
+#include "runtime/safetensors.h"
+
+namespace {
+
+using mt::Error;
+
+// "name" or "name (transposed)" -> (name, transposed)
+std::pair<std::string, bool> parseOrigin(std::string origin) {
+  const std::string suffix = " (transposed)";
+  const bool transposed = origin.size() > suffix.size() && origin.compare(origin.size() - suffix.size(), suffix.size(), suffix) == 0;
+  if (transposed) origin.resize(origin.size() - suffix.size());
+  return {origin, transposed};
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t at; (at = text.find(sep, start)) != std::string::npos; start = at + 1) parts.push_back(text.substr(start, at - start));
+  parts.push_back(text.substr(start));
+  return parts;
+}
+
+// Writes `values` (f32, shape `shape`, transposed first if asked) into `t` as raw FLOAT data.
+void setValues(onnx::TensorProto& t, const mt::SafetensorsEntry& e, bool transposed, const std::string& what) {
+  std::vector<int64_t> shape = e.shape;
+  if (transposed) {
+    if (shape.size() != 2) throw Error(what + ": a transposed origin needs a 2-D tensor");
+    std::swap(shape[0], shape[1]);
+  }
+  if (!std::equal(shape.begin(), shape.end(), t.dims().begin(), t.dims().end()))
+    throw Error(what + ": the trained tensor's shape does not match the model's");
+  const float* src = reinterpret_cast<const float*>(e.data);
+  std::string raw(static_cast<size_t>(e.bytes), '\0');
+  float* dst = reinterpret_cast<float*>(raw.data());
+  if (transposed) {
+    const int64_t rows = e.shape[0], cols = e.shape[1];
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+  } else {
+    std::memcpy(dst, src, raw.size());
+  }
+  t.clear_float_data();
+  t.clear_double_data();
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::DEFAULT);
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  t.set_raw_data(std::move(raw));
+}
+
+int run(const std::string& model_path, const std::string& weights_path, const std::string& output) {
+  onnx::ModelProto model;
+  try {
+    model = mt::onnximport::readModel(model_path);
+  } catch (const mt::onnximport::ImportError& e) {
+    throw Error(e.what());
+  }
+  onnx::GraphProto& graph = *model.mutable_graph();
+  std::map<std::string, onnx::TensorProto*> initializers;
+  for (auto& init : *graph.mutable_initializer()) initializers[init.name()] = &init;
+  const mt::SafetensorsFile weights(weights_path);
+  int updated = 0, split_off = 0;
+  for (const auto& [name, entry] : weights.entries()) {
+    if (entry.dtype != "F32") throw Error(weights_path + ": tensor '" + name + "' is " + entry.dtype + ", not F32");
+    auto meta = weights.metadata().find(std::string(mt::kOnnxOriginKey) + name);
+    const std::string origins = meta != weights.metadata().end() ? meta->second : name;
+    for (const std::string& origin : split(origins, ';')) {
+      const auto [tensor, transposed] = parseOrigin(origin);
+      const std::string what = "'" + name + "' -> ONNX '" + tensor + "'";
+      if (auto it = initializers.find(tensor); it != initializers.end()) {
+        setValues(*it->second, entry, transposed, what);
+        ++updated;
+        continue;
+      }
+      // An exporter's de-duplication: the parameter is an Identity of a shared initializer.
+      // It becomes an initializer of its own.
+      bool found = false;
+      for (int i = 0; i < graph.node_size() && !found; ++i) {
+        const auto& n = graph.node(i);
+        if (n.op_type() != "Identity" || n.output_size() != 1 || n.output(0) != tensor) continue;
+        graph.mutable_node()->DeleteSubrange(i, 1);
+        onnx::TensorProto* init = graph.add_initializer();
+        init->set_name(tensor);
+        for (int64_t d : entry.shape) init->add_dims(d);
+        setValues(*init, entry, transposed, what);
+        initializers[tensor] = init;
+        found = true;
+      }
+      if (!found)
+        throw Error(weights_path + " holds " + what + ", which " + model_path +
+                    " has neither as an initializer nor as an Identity output: were the weights trained from "
+                    "a plan compiled from this model?");
+      ++updated, ++split_off;
+    }
+  }
+  std::string bytes;
+  if (model.ByteSizeLong() > (size_t{2} << 30) - 1)
+    throw Error("the updated model exceeds protobuf's 2 GB limit; writing external data is not supported yet");
+  if (!model.SerializeToString(&bytes)) throw Error("cannot serialise the updated model");
+  mt::writeFileAtomically(output, bytes);
+  std::printf("mtonnx: %s: %d initializers updated from %s (%d split off a shared one), %zu bytes\n",
+              output.c_str(), updated, weights_path.c_str(), split_off, bytes.size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model, weights, output;
+  CLI::App app{
+      "mtonnx: write an ONNX model with trained weights — the initializers of MODEL replaced by the\n"
+      "tensors of WEIGHTS (mtrun --export or a checkpoint's weights), matched through the ONNX names\n"
+      "mtc recorded (transposed and de-duplicated initializers of eval exports included).\n\n"
+      "Example:\n"
+      "  mtc model.onnx -o m.plan && mtrun m.plan --data d.tok --weights m.safetensors --export trained.safetensors\n"
+      "  mtonnx model.onnx trained.safetensors -o trained.onnx\n\n"
+      "Exit codes: 0 success, 1 bad input (message on stderr), 2 bad flags."};
+  app.add_option("model", model, "the ONNX model the plan was compiled from")->required();
+  app.add_option("weights", weights, "trained weights (safetensors)")->required();
+  app.add_option("-o,--output", output, "the ONNX model to write")->required();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(model, weights, output);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "mtonnx: error: %s\n", e.what());
+    return 1;
+  }
+}
