@@ -430,6 +430,9 @@ LogicalResult Emitter::run() {
 LogicalResult emitPlan(ModuleOp module, const EmitOptions& options, plan::Plan& plan, PlanStats& stats) {
   func::FuncOp func = getModelFunction(module);
   if (!func) return failure();
+  if (!isForwardOnly(func) && (options.batch <= 0 || options.seq <= 0 || options.vocab <= 0))
+    return func.emitError("a model to train needs a positive batch, sequence length and vocabulary; got ")
+           << options.batch << ", " << options.seq << " and " << options.vocab;
   return Emitter(func, options, plan, stats).run();
 }
 

@@ -150,6 +150,9 @@ int compile(const CompileOptions& o) {
     } catch (const onnximport::ImportError& e) {
       std::fprintf(stderr, "mtc: error: %s: %s\n", o.model.c_str(), e.what());
       return 1;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "mtc: error: %s: out of memory while importing\n", o.model.c_str());
+      return 1;
     }
     description = fmt::format("{} (ONNX, {} parameter tensors from its initializers)", o.model, imported.params.size());
   } else if (endsWith(".mlir")) {

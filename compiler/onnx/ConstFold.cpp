@@ -47,7 +47,7 @@ Const foldElementwise(const std::vector<const Const*>& operands, Const::Kind kin
   out.kind = kind;
   for (const Const* c : operands) out.sources.insert(c->sources.begin(), c->sources.end());
   for (const Const* c : operands) out.shape = broadcastShape(out.shape, c->shape, what);
-  const int64_t n = out.numel();
+  const int64_t n = checkedFoldNumel(out.shape, what);
   out.values.resize(n);
   std::vector<double> args(operands.size());
   for (int64_t o = 0; o < n; ++o) {
@@ -83,15 +83,17 @@ Const foldGather(const Const& data, const Const& indices, int64_t axis, const st
   out.shape.assign(data.shape.begin(), data.shape.begin() + axis);
   out.shape.insert(out.shape.end(), indices.shape.begin(), indices.shape.end());
   out.shape.insert(out.shape.end(), data.shape.begin() + axis + 1, data.shape.end());
+  checkedFoldNumel(out.shape, what);
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= data.shape[i];
   for (size_t i = axis + 1; i < data.shape.size(); ++i) inner *= data.shape[i];
   const int64_t size = data.shape[axis];
+  const std::vector<int64_t> index_values = indices.ints();
   for (int64_t o = 0; o < outer; ++o)
-    for (double idx : indices.values) {
-      int64_t i = static_cast<int64_t>(idx);
-      if (i < 0) i += size;
-      if (i < 0 || i >= size) malformed(what + ": index " + std::to_string(static_cast<int64_t>(idx)) + " out of range");
+    for (int64_t idx : index_values) {
+      int64_t i = idx;
+      if (i < 0 && i >= -size) i += size;
+      if (i < 0 || i >= size) malformed(what + ": index " + std::to_string(idx) + " out of range");
       for (int64_t c = 0; c < inner; ++c) out.values.push_back(data.values[(o * size + i) * inner + c]);
     }
   return out;

@@ -132,7 +132,11 @@ struct RestartAsParameters {
 
 // The lowering of one op type; it throws ImportError for what it cannot lower as given.
 using Lowering = void (*)(Importer&);
-const std::map<std::string, Lowering>& loweringTable();
+struct OpLowering {
+  Lowering lower;
+  size_t min_inputs, max_inputs;
+};
+const std::map<std::string, OpLowering>& loweringTable();
 
 // The run-time `mt` element type of an ONNX element type (f32, or i32 for ints and bools).
 mlir::Type mtElementType(mlir::MLIRContext& context, int32_t elem_type);

@@ -45,6 +45,7 @@ std::vector<int64_t> staticShape(const onnx::ValueInfoProto& info, const ImportO
     ++dynamic;
     shape.push_back(size);
   }
+  checkedNumel(shape, "graph input '" + info.name() + "'");
   return shape;
 }
 
@@ -83,6 +84,10 @@ void Importer::failNode() {
 
 Operation* Importer::finish(StringRef name, ValueRange operands, ArrayRef<NamedAttribute> attrs,
                             ArrayRef<Type> types) {
+  for (Type t : types) {
+    auto shape = cast<RankedTensorType>(t).getShape();
+    checkedNumel(std::vector<int64_t>(shape.begin(), shape.end()), where());
+  }
   OperationState state(loc_, name);
   state.addOperands(operands);
   state.addAttributes(attrs);
@@ -244,7 +249,7 @@ Value Importer::constantArg(const Const& c, bool as_float) {
     std::vector<int32_t> data;
     for (double v : c.values) {
       if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
-        unsupported(where() + ": integer constant " + std::to_string(static_cast<int64_t>(v)) +
+        unsupported(where() + ": integer constant " + std::to_string(v) +
                     " does not fit the 32-bit integers the runtime uses");
       data.push_back(static_cast<int32_t>(v));
     }
@@ -262,7 +267,7 @@ Value Importer::reshape(Value v, ArrayRef<int64_t> shape) {
 
 int64_t Importer::normAxis(int64_t axis, int64_t rank) const {
   const int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+  if (a < 0 || a >= rank)
     malformed(where() + ": axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
   return a;
 }
@@ -318,9 +323,17 @@ void Importer::lowerNode() {
                 node_->op_type() + " is not supported (supported:" + known + ")");
   }
   if (opset_ < 0) malformed(where() + ": the model imports no version of the default ONNX opset");
+  if (node_->output_size() == 0 || node_->output(0).empty()) malformed(where() + ": the node has no output");
   const std::string name = node_->name().empty() ? node_->output(0) : node_->name();
   loc_ = NameLoc::get(b_.getStringAttr(name));
-  it->second(*this);
+  const auto& [lower, min_inputs, max_inputs] = it->second;
+  if (numInputs() < min_inputs || numInputs() > max_inputs)
+    malformed(where() + ": takes " + std::to_string(min_inputs) +
+              (max_inputs == min_inputs ? "" : " to " + std::to_string(max_inputs)) + " inputs, has " +
+              std::to_string(numInputs()));
+  for (size_t i = 0; i < min_inputs; ++i)
+    if (node_->input(i).empty()) malformed(where() + ": required input " + std::to_string(i) + " is empty");
+  lower(*this);
   static const bool trace = std::getenv("MT_ONNX_TRACE") != nullptr;  // documented in docs/onnx.md
   for (const auto& out : node_->output()) {
     if (out.empty()) continue;

@@ -1,5 +1,6 @@
 #include "compiler/onnx/OnnxModel.h"
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -21,6 +22,24 @@ int64_t Const::numel() const {
   return n;
 }
 
+int64_t checkedNumel(const std::vector<int64_t>& shape, const std::string& what) {
+  constexpr int64_t kMax = int64_t{1} << 48;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) malformed(what + ": negative dimension " + std::to_string(d));
+    if (d > kMax || (d && n > kMax / d)) malformed(what + ": a tensor of more than 2^48 elements");
+    n *= d;
+  }
+  return n;
+}
+
+int64_t checkedFoldNumel(const std::vector<int64_t>& shape, const std::string& what) {
+  const int64_t n = checkedNumel(shape, what);
+  if (n > (int64_t{1} << 26))
+    unsupported(what + ": a constant of " + std::to_string(n) + " elements is too large to compute while compiling");
+  return n;
+}
+
 bool Const::isUniform() const {
   if (values.empty()) return false;
   for (double v : values)
@@ -34,8 +53,9 @@ std::vector<int64_t> Const::ints() const {
   // Saturating: exporters write INT64_MAX for "to the end", which a double rounds up to 2^63.
   constexpr double kLimit = 9.2233720368547758e18;
   for (double v : values)
-    out.push_back(v >= kLimit ? std::numeric_limits<int64_t>::max()
-                              : v <= -kLimit ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(v));
+    out.push_back(std::isnan(v) ? 0
+                  : v >= kLimit ? std::numeric_limits<int64_t>::max()
+                  : v <= -kLimit ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(v));
   return out;
 }
 

@@ -38,6 +38,12 @@ struct Const {
   std::vector<int64_t> ints() const;  // the values as integers (saturating at the int64 range)
 };
 
+// Elements of `shape`; fails (malformed, naming `what`) on a negative dimension or more than
+// 2^48 elements, without overflowing.
+int64_t checkedNumel(const std::vector<int64_t>& shape, const std::string& what);
+// The same, for a tensor the importer computes at compile time: at most 2^26 elements.
+int64_t checkedFoldNumel(const std::vector<int64_t>& shape, const std::string& what);
+
 // The ONNX element types the importer runs: FLOAT, DOUBLE (narrowed to FLOAT: MegaTrain
 // computes in fp32), INT64 and INT32 (as 32-bit integers) and BOOL.
 bool isSupportedElemType(int32_t elem_type);

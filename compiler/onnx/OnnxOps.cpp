@@ -32,6 +32,13 @@ int32_t elemOfKind(Const::Kind kind) {
   return kind == Const::Kind::Float ? TP::FLOAT : kind == Const::Kind::Bool ? TP::BOOL : TP::INT64;
 }
 
+// The one value of a compile-time scalar operand.
+double scalarInput(Importer& im, size_t i, const char* what) {
+  const Const& c = im.constInput(i, what);
+  if (c.values.size() != 1) malformed(im.where() + ": its " + what + " must hold one value");
+  return c.values[0];
+}
+
 bool allInputsConst(Importer& im) {
   for (size_t i = 0; i < im.numInputs(); ++i)
     if (im.hasInput(i) && !im.isConst(i)) return false;
@@ -237,10 +244,7 @@ void castOp(Importer& im) {
 // An op that only renames the shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity).
 void reshapeTo(Importer& im, const std::vector<int64_t>& shape) {
   const Val& x = im.input(0);
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  int64_t have = 1;
-  for (int64_t d : x.shape) have *= d;
+  const int64_t n = checkedNumel(shape, im.where()), have = checkedNumel(x.shape, im.where());
   if (n != have) malformed(im.where() + ": cannot reshape " + std::to_string(have) + " elements into " + std::to_string(n));
   if (x.constant) {
     Const c = *x.constant;
@@ -276,12 +280,11 @@ void reshapeOp(Importer& im) {
     } else if (shape[i] < 0) {
       malformed(im.where() + ": negative dimension in the shape");
     } else {
-      known *= shape[i];
+      known = checkedNumel({known, shape[i]}, im.where());
     }
   }
   if (infer >= 0) {
-    int64_t n = 1;
-    for (int64_t d : in) n *= d;
+    const int64_t n = checkedNumel(in, im.where());
     if (known == 0 || n % known != 0) malformed(im.where() + ": cannot infer the -1 dimension");
     shape[infer] = n / known;
   }
@@ -355,9 +358,7 @@ void shapeOp(Importer& im) {
 }
 
 void sizeOp(Importer& im) {
-  int64_t n = 1;
-  for (int64_t d : im.input(0).shape) n *= d;
-  im.setOutput(0, intConst({n}, {}), TP::INT64);
+  im.setOutput(0, intConst({checkedNumel(im.input(0).shape, im.where())}, {}), TP::INT64);
 }
 
 void constantOp(Importer& im) {
@@ -387,6 +388,7 @@ void constantOp(Importer& im) {
 void constantOfShapeOp(Importer& im) {
   Const c;
   c.shape = im.constInput(0, "shape").ints();
+  checkedFoldNumel(c.shape, im.where());
   int32_t elem = TP::FLOAT;
   double value = 0.0;
   if (const auto* a = im.attr("value")) {
@@ -401,10 +403,12 @@ void constantOfShapeOp(Importer& im) {
 }
 
 void rangeOp(Importer& im) {
-  const double start = im.constInput(0, "start").values.at(0), limit = im.constInput(1, "limit").values.at(0),
-               delta = im.constInput(2, "delta").values.at(0);
+  const double start = scalarInput(im, 0, "start"), limit = scalarInput(im, 1, "limit"),
+               delta = scalarInput(im, 2, "delta");
   if (delta == 0) malformed(im.where() + ": delta is zero");
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  const double count = std::ceil((limit - start) / delta);
+  if (!(count <= double(int64_t{1} << 26))) unsupported(im.where() + ": a range of more than 2^26 elements");
+  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   Const c;
   c.kind = im.input(0).constant->kind;
   c.shape = {n};
@@ -432,6 +436,8 @@ void transposeOp(Importer& im) {
 void expandOp(Importer& im) {
   const std::vector<int64_t> target = im.constInput(1, "shape").ints();
   const std::vector<int64_t> shape = broadcastShape(im.input(0).shape, target, im.where());
+  checkedNumel(shape, im.where());
+  if (im.isConst(0)) checkedFoldNumel(shape, im.where());
   if (im.isConst(0)) return im.setOutput(0, foldExpand(*im.input(0).constant, shape), im.input(0).elem_type);
   const int32_t elem = im.input(0).elem_type;
   Value x = im.runtime(0);
@@ -561,7 +567,9 @@ void splitOp(Importer& im) {
 
 void triluOp(Importer& im) {
   const bool upper = im.intAttr("upper", 1) != 0;
-  const int64_t k = im.hasInput(1) ? static_cast<int64_t>(im.constInput(1, "k").values.at(0)) : 0;
+  const double k_value = im.hasInput(1) ? scalarInput(im, 1, "k") : 0.0;
+  if (!(std::fabs(k_value) < double(int64_t{1} << 40))) malformed(im.where() + ": k out of range");
+  const int64_t k = static_cast<int64_t>(k_value);
   if (im.input(0).shape.size() < 2) malformed(im.where() + ": input needs rank >= 2");
   if (im.isConst(0)) return im.setOutput(0, foldTrilu(*im.input(0).constant, upper, k), im.input(0).elem_type);
   const int32_t elem = im.input(0).elem_type;
@@ -623,6 +631,7 @@ void softmaxOp(Importer& im) {
 // (..., M, K) x (..., K, N) with numpy-broadcast batch dims and 1-D operands.
 Value matmul(Importer& im, Value a, Value b, bool ta = false, bool tb = false) {
   auto sa = shapeOf(a), sb = shapeOf(b);
+  if (sa.empty() || sb.empty()) malformed(im.where() + ": matrix product operands need rank >= 1");
   const bool vecA = sa.size() == 1, vecB = sb.size() == 1;
   if (vecA) a = im.reshape(a, {1, sa[0]}), sa = {1, sa[0]};
   if (vecB) b = im.reshape(b, {sb[0], 1}), sb = {sb[0], 1};
@@ -744,11 +753,11 @@ Value nllFromLogProbs(Importer& im, Value logp, Value labels, std::optional<Valu
   // The one-hot table: identity, plus zero rows that negative ignore indices wrap to.
   const auto* ii = im.attr("ignore_index");
   const int64_t ignore = ii ? ii->i() : std::numeric_limits<int64_t>::min();
+  if (ii && ignore < -(int64_t{1} << 20)) unsupported(im.where() + ": ignore_index below -2^20");
   const int64_t extra = ii && ignore < 0 ? -ignore : 0;
-  if (extra > (int64_t{1} << 20)) unsupported(im.where() + ": ignore_index below -2^20");
   Const eye;
   eye.shape = {classes + extra, classes};
-  eye.values.assign((classes + extra) * classes, 0.0);
+  eye.values.assign(checkedFoldNumel(eye.shape, im.where()), 0.0);
   for (int64_t c = 0; c < classes; ++c)
     if (c != ignore) eye.values[c * classes + c] = 1.0;
   Value onehot = im.create1<GatherOp>({im.constantArg(eye, true), labels}, {named(im, "axis", i64(im, 0))});
@@ -803,39 +812,63 @@ void softmaxCrossEntropyOp(Importer& im) {
 
 }  // namespace
 
-const std::map<std::string, Lowering>& loweringTable() {
-  static const std::map<std::string, Lowering> table = {
-      {"Abs", unaryOp<9>},         {"Add", binaryOp<0>},
-      {"And", compareOp<4>},       {"Cast", castOp},
-      {"CastLike", castOp},
-      {"Concat", concatOp},        {"Constant", constantOp},
-      {"Cos", foldOnlyUnaryOp<0>}, {"Einsum", einsumOp},
-      {"Sin", foldOnlyUnaryOp<1>},
-      {"ConstantOfShape", constantOfShapeOp},
-      {"Div", binaryOp<3>},        {"Equal", compareOp<0>},
-      {"Erf", unaryOp<6>},         {"Exp", unaryOp<1>},
-      {"Expand", expandOp},        {"Flatten", flattenOp},
-      {"Gather", gatherOp},        {"Gemm", gemmOp},
-      {"Greater", compareOp<2>},   {"Identity", identityOp},
-      {"LayerNormalization", layerNormOp},
-      {"Less", compareOp<1>},      {"Log", unaryOp<2>},
-      {"LogSoftmax", softmaxOp<true>},
-      {"MatMul", matmulOp},        {"Mul", binaryOp<2>},
-      {"Neg", unaryOp<0>},         {"NegativeLogLikelihoodLoss", nllLossOp},
-      {"Not", compareOp<3>},       {"Or", compareOp<5>},
-      {"Pow", binaryOp<4>},        {"Range", rangeOp},
-      {"Reciprocal", unaryOp<4>},  {"ReduceMean", reduceOp<true>},
-      {"ReduceSum", reduceOp<false>},
-      {"Relu", unaryOp<8>},        {"Reshape", reshapeOp},
-      {"Shape", shapeOp},          {"Sigmoid", unaryOp<7>},
-      {"Size", sizeOp},            {"Slice", sliceOp},
-      {"Softmax", softmaxOp<false>},
-      {"SoftmaxCrossEntropyLoss", softmaxCrossEntropyOp},
-      {"Split", splitOp},          {"Sqrt", unaryOp<3>},
-      {"Squeeze", squeezeOp},      {"Sub", binaryOp<1>},
-      {"Tanh", unaryOp<5>},        {"Transpose", transposeOp},
-      {"Trilu", triluOp},          {"Unsqueeze", unsqueezeOp},
-      {"Where", whereOp},
+const std::map<std::string, OpLowering>& loweringTable() {
+  // Op type -> lowering, and the inputs it takes (fewest, most; trailing optional ones may be
+  // left out). The importer checks the count before lowering.
+  static const std::map<std::string, OpLowering> table = {
+      {"Abs", {unaryOp<9>, 1, 1}},
+      {"Add", {binaryOp<0>, 2, 2}},
+      {"And", {compareOp<4>, 2, 2}},
+      {"Cast", {castOp, 1, 1}},
+      {"CastLike", {castOp, 2, 2}},
+      {"Concat", {concatOp, 1, 1 << 16}},
+      {"Constant", {constantOp, 0, 0}},
+      {"ConstantOfShape", {constantOfShapeOp, 1, 1}},
+      {"Cos", {foldOnlyUnaryOp<0>, 1, 1}},
+      {"Div", {binaryOp<3>, 2, 2}},
+      {"Einsum", {einsumOp, 1, 1 << 16}},
+      {"Equal", {compareOp<0>, 2, 2}},
+      {"Erf", {unaryOp<6>, 1, 1}},
+      {"Exp", {unaryOp<1>, 1, 1}},
+      {"Expand", {expandOp, 2, 2}},
+      {"Flatten", {flattenOp, 1, 1}},
+      {"Gather", {gatherOp, 2, 2}},
+      {"Gemm", {gemmOp, 2, 3}},
+      {"Greater", {compareOp<2>, 2, 2}},
+      {"Identity", {identityOp, 1, 1}},
+      {"LayerNormalization", {layerNormOp, 2, 3}},
+      {"Less", {compareOp<1>, 2, 2}},
+      {"Log", {unaryOp<2>, 1, 1}},
+      {"LogSoftmax", {softmaxOp<true>, 1, 1}},
+      {"MatMul", {matmulOp, 2, 2}},
+      {"Mul", {binaryOp<2>, 2, 2}},
+      {"Neg", {unaryOp<0>, 1, 1}},
+      {"NegativeLogLikelihoodLoss", {nllLossOp, 2, 3}},
+      {"Not", {compareOp<3>, 1, 1}},
+      {"Or", {compareOp<5>, 2, 2}},
+      {"Pow", {binaryOp<4>, 2, 2}},
+      {"Range", {rangeOp, 3, 3}},
+      {"Reciprocal", {unaryOp<4>, 1, 1}},
+      {"ReduceMean", {reduceOp<true>, 1, 2}},
+      {"ReduceSum", {reduceOp<false>, 1, 2}},
+      {"Relu", {unaryOp<8>, 1, 1}},
+      {"Reshape", {reshapeOp, 2, 2}},
+      {"Shape", {shapeOp, 1, 1}},
+      {"Sigmoid", {unaryOp<7>, 1, 1}},
+      {"Sin", {foldOnlyUnaryOp<1>, 1, 1}},
+      {"Size", {sizeOp, 1, 1}},
+      {"Slice", {sliceOp, 1, 5}},
+      {"Softmax", {softmaxOp<false>, 1, 1}},
+      {"SoftmaxCrossEntropyLoss", {softmaxCrossEntropyOp, 2, 3}},
+      {"Split", {splitOp, 1, 2}},
+      {"Sqrt", {unaryOp<3>, 1, 1}},
+      {"Squeeze", {squeezeOp, 1, 2}},
+      {"Sub", {binaryOp<1>, 2, 2}},
+      {"Tanh", {unaryOp<5>, 1, 1}},
+      {"Transpose", {transposeOp, 1, 1}},
+      {"Trilu", {triluOp, 1, 2}},
+      {"Unsqueeze", {unsqueezeOp, 1, 2}},
+      {"Where", {whereOp, 3, 3}},
   };
   return table;
 }
