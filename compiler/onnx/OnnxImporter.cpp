@@ -74,6 +74,7 @@ Importer::Importer(MLIRContext& context, const onnx::ModelProto& model, const st
       b_(&context), loc_(UnknownLoc::get(&context)) {}
 
 std::string Importer::where() const {
+  if (!node_) return "the graph's outputs";
   const std::string name = node_->name().empty() ? (node_->output_size() ? node_->output(0) : "?") : node_->name();
   return "node '" + name + "' (" + node_->op_type() + ", opset " + std::to_string(opset_) + ")";
 }
@@ -86,7 +87,8 @@ Operation* Importer::finish(StringRef name, ValueRange operands, ArrayRef<NamedA
                             ArrayRef<Type> types) {
   for (Type t : types) {
     auto shape = cast<RankedTensorType>(t).getShape();
-    checkedNumel(std::vector<int64_t>(shape.begin(), shape.end()), where());
+    if (!withinElementLimit(std::vector<int64_t>(shape.begin(), shape.end())))
+      malformed(where() + ": a result of more than 2^48 elements (or a negative dimension)");
   }
   OperationState state(loc_, name);
   state.addOperands(operands);

@@ -22,14 +22,27 @@ int64_t Const::numel() const {
   return n;
 }
 
-int64_t checkedNumel(const std::vector<int64_t>& shape, const std::string& what) {
-  constexpr int64_t kMax = int64_t{1} << 48;
+namespace {
+constexpr int64_t kMaxElements = int64_t{1} << 48;
+}  // namespace
+
+bool withinElementLimit(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) malformed(what + ": negative dimension " + std::to_string(d));
-    if (d > kMax || (d && n > kMax / d)) malformed(what + ": a tensor of more than 2^48 elements");
+    if (d < 0 || d > kMaxElements || (d && n > kMaxElements / d)) return false;
     n *= d;
   }
+  return true;
+}
+
+int64_t checkedNumel(const std::vector<int64_t>& shape, const std::string& what) {
+  if (!withinElementLimit(shape)) {
+    for (int64_t d : shape)
+      if (d < 0) malformed(what + ": negative dimension " + std::to_string(d));
+    malformed(what + ": a tensor of more than 2^48 elements");
+  }
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
   return n;
 }
 

@@ -41,6 +41,7 @@ struct Const {
 // Elements of `shape`; fails (malformed, naming `what`) on a negative dimension or more than
 // 2^48 elements, without overflowing.
 int64_t checkedNumel(const std::vector<int64_t>& shape, const std::string& what);
+bool withinElementLimit(const std::vector<int64_t>& shape);  // the same test, without throwing
 // The same, for a tensor the importer computes at compile time: at most 2^26 elements.
 int64_t checkedFoldNumel(const std::vector<int64_t>& shape, const std::string& what);
 

@@ -8,6 +8,8 @@
 namespace mt {
 namespace {
 
+constexpr int64_t kMaxBlasDim = std::numeric_limits<int>::max();
+
 struct MatmulDims {
   int64_t batch, m, k, n;
   bool broadcast_b;  // b is rank 2 and shared by every batch
@@ -52,11 +54,10 @@ std::string matmul_check(const KernelArgs& args) {
   expected.push_back(ta ? a.dim(-1) : a.dim(-2));
   expected.push_back(tb ? b.dim(-2) : b.dim(-1));
   MT_CHECK(expectShape(out, expected, "matmul result"));
-  // BLAS takes 32-bit sizes.
-  constexpr int64_t kMax = std::numeric_limits<int>::max();
-  if (a.numel() > kMax || b.numel() > kMax || out.numel() > kMax)
-    return "matmul operands exceed 2^31 elements: " + shapeString(a.shape) + " x " +
-           shapeString(b.shape);
+  // BLAS takes 32-bit sizes and leading dimensions; a product with more rows is done in chunks.
+  const MatmulDims d = dims(args);
+  if (d.m > kMaxBlasDim || d.n > kMaxBlasDim || d.k > kMaxBlasDim)
+    return "matmul dimensions exceed 2^31 - 1 (BLAS's limit): " + shapeString(a.shape) + " x " + shapeString(b.shape);
   return "";
 }
 
@@ -73,10 +74,14 @@ void matmul_cpu(const KernelArgs& args) {
   auto op_b = tb ? CblasTrans : CblasNoTrans;
   int lda = static_cast<int>(ta ? d.m : d.k), ldb = static_cast<int>(tb ? d.k : d.n);
   if (d.broadcast_b && !ta) {
-    // Rows of every batch are contiguous: one product with the batch folded into M.
-    cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<int>(d.batch * d.m),
-                static_cast<int>(d.n), static_cast<int>(d.k), 1.0f, a.f32(), lda, b.f32(), ldb,
-                0.0f, out.f32(), static_cast<int>(d.n));
+    // Rows of every batch are contiguous: products with the batch folded into M, in chunks of
+    // at most 2^30 rows (BLAS's 32-bit M).
+    const int64_t rows = d.batch * d.m;
+    constexpr int64_t kChunk = int64_t{1} << 30;
+    for (int64_t r = 0; r < rows; r += kChunk)
+      cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<int>(std::min(kChunk, rows - r)), static_cast<int>(d.n),
+                  static_cast<int>(d.k), 1.0f, a.f32() + r * d.k, lda, b.f32(), ldb, 0.0f, out.f32() + r * d.n,
+                  static_cast<int>(d.n));
     return;
   }
   for (int64_t i = 0; i < d.batch; ++i) {
