@@ -9,7 +9,7 @@
 namespace mt {
 
 // The stages --emit can stop after, in pipeline order.
-inline constexpr const char* kStages[] = {"input",     "attach-loss", "autodiff", "partition",
+inline constexpr const char* kStages[] = {"input",     "fuse", "attach-loss", "autodiff", "partition",
                                           "recompute", "schedule",    "memory"};
 
 struct CompileOptions {

@@ -12,6 +12,7 @@ namespace {
 
 // The passes of stage `stage` under `schedule` (possibly none).
 void addStagePasses(mlir::PassManager& pm, const std::string& stage, const std::string& schedule, int64_t budget) {
+  if (stage == "fuse") pm.addPass(createFusePass());
   if (stage == "attach-loss") pm.addPass(createAttachLossPass());
   if (stage == "autodiff") pm.addPass(createAutodiffPass());
   if (stage == "partition") pm.addPass(createPartitionPass());

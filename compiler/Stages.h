@@ -22,7 +22,7 @@ struct StageResult {
   std::vector<std::pair<std::string, int64_t>> arena_by_schedule;  // what "auto" measured
 };
 
-// Runs the stages after "input" on `module`: attach-loss, autodiff, partition, recompute
+// Runs the stages after "input" on `module`: fuse, attach-loss, autodiff, partition, recompute
 // (when the schedule recomputes), schedule, memory. A forward-only function (named outputs,
 // no loss) runs only schedule and memory, resident.
 StageResult runStages(mlir::ModuleOp module, const StageOptions& options);

@@ -3,6 +3,20 @@
 
 include "mlir/Pass/PassBase.td"
 
+def FusePass : Pass<"mt-fuse", "mlir::ModuleOp"> {
+  let summary = "Replace what exporters decompose by the fused mt ops";
+  let description = [{
+    Rewrites patterns of generic ops (what ONNX import makes of decomposed layers) into the
+    fused ops the built-in models use, so imported models run the same kernels:
+    a Linear layer's explicit weight transpose into `mt.matmul`'s `transpose_b`; the exact
+    GELU `0.5 * x * (1 + erf(x / sqrt(2)))` into `mt.gelu`; `x * sigmoid(x)` into `mt.silu`
+    and `silu(g) * u` into `mt.swiglu`; RMSNorm `x * (1 / sqrt(mean(x^2) + eps)) * w` into
+    `mt.rmsnorm`; opset 14's LayerNorm `(d / sqrt(mean(d^2) + eps)) * g + b`, `d = x - mean(x)`,
+    into `mt.layernorm`. What does not match exactly (another constant, another axis) is left.
+  }];
+  let dependentDialects = ["::mt::MtDialect"];
+}
+
 def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
   let summary = "End a graph that returns logits in a softmax cross-entropy loss";
   let description = [{

@@ -83,8 +83,9 @@ void binaryOp(Importer& im) {
     }
   }
   Value a = im.runtimeFloat(0), b = im.runtimeFloat(1);
-  // The fused add/mul kernels take a suffix-shaped rhs.
+  // The fused add/mul kernels take a suffix-shaped rhs: commutative operands may swap.
   auto sa = shapeOf(a), sb = shapeOf(b);
+  if ((kFn == 0 || kFn == 2) && sa.size() < sb.size()) std::swap(a, b), std::swap(sa, sb);
   const bool suffix = sb.size() <= sa.size() && std::equal(sb.begin(), sb.end(), sa.end() - sb.size());
   if (suffix && kFn == 0) return im.setOutput(0, im.create1<AddOp>({a, b}), TP::FLOAT);
   if (suffix && kFn == 2) return im.setOutput(0, im.create1<MulOp>({a, b}), TP::FLOAT);

@@ -100,6 +100,12 @@ def main():
     reimported = ref.read_safetensors(os.path.join(work, "reimport.safetensors"))
 
     failures = []
+    # The decomposed layers run as the fused kernels built-in models use.
+    fused_ir = subprocess.run([f"{bin_dir}/mtc", model_path, "--emit=fuse"] + extra, check=True,
+                              capture_output=True, text=True).stdout
+    for op in (["mt.layernorm", "mt.gelu"] if family == "gpt2" else ["mt.rmsnorm", "mt.swiglu"]):
+        if op not in fused_ir:
+            failures.append(f"no {op} after mt-fuse: the exporter's decomposition was not recognised")
     if sorted(reimported) != sorted(mt_final):
         failures.append(f"re-imported parameters {sorted(reimported)} differ from the trained {sorted(mt_final)}")
     for name, value in mt_final.items():

@@ -6,7 +6,7 @@ set -euo pipefail
 bin=$1
 count=0
 for model in gpt2-tiny llama-tiny; do
-  for stage in input attach-loss autodiff partition recompute schedule memory; do
+  for stage in input fuse attach-loss autodiff partition recompute schedule memory; do
     for schedule in resident streamed-recompute; do
       "$bin/mtc" "$model" --batch 2 --seq 8 --schedule "$schedule" --emit="$stage" | "$bin/mt-opt" --verify-each >/dev/null
       count=$((count + 1))
