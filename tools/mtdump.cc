@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
       "  mtdump model.plan               everything\n"
       "  mtdump model.plan --schedule    per-stream instruction lists\n"
       "  mtdump model.plan --memory      the device arena map\n"
-      "  mtdump model.plan --trace t.json  predicted timeline; open in ui.perfetto.dev or chrome://tracing\n"};
+      "  mtdump model.plan --trace t.json  predicted timeline; open in ui.perfetto.dev or chrome://tracing\n\n"
+      "Exit codes: 0 success, 1 unreadable or invalid plan (message on stderr), 2 bad flags."};
   app.add_option("plan", path, "plan file written by mtc")->required();
   app.add_flag("--schedule", schedule, "only the header and the per-stream programs");
   app.add_flag("--memory", memory, "only the header and the device arena map");

@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  mttok --bytes corpus/*.txt -o corpus.tok     one token per byte, vocab 256\n"
       "  mttok --bpe corpus/*.txt -o corpus.tok       GPT-2 BPE, vocab 50257\n"
-      "  echo \"Hello world\" | mttok --bpe --ids -      print the ids\n"};
+      "  echo \"Hello world\" | mttok --bpe --ids -      print the ids\n\n"
+      "Exit codes: 0 success, 1 unreadable input or vocabulary (message on stderr), 2 bad flags."};
   app.add_option("inputs", inputs, "text files, concatenated in order ('-' = standard input)")->required();
   app.add_option("-o,--output", output, "token file to write");
   app.add_flag("--bytes", bytes, "byte-level tokens, vocab 256 (the default)");
