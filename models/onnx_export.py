@@ -3,10 +3,13 @@ import and its tests. Nothing here is MegaTrain-specific: it is what a user brin
 
 usage: /usr/bin/python3 models/onnx_export.py FAMILY OUT.onnx [--opset 17] [--mode train|eval]
            [--batch 4] [--seq 32] [--layers 2] [--width 64] [--heads 4] [--kv-heads 2]
-           [--vocab 256] [--seed 0] [--state OUT.pt]
+           [--vocab 256] [--seed 0] [--state OUT.pt] [--with-loss] [--external]
 FAMILY is gpt2 (LayerNorm, exact GELU, learned positions, tied embeddings) or llama (RMSNorm,
 RoPE, SwiGLU, grouped-query attention, untied head). --state also saves the initial weights
-(torch.save of the state_dict) for a PyTorch run from the same start.
+(torch.save of the state_dict) for a PyTorch run from the same start. --with-loss exports
+a graph that takes (tokens, targets) and returns the mean cross-entropy (SoftmaxCrossEntropyLoss);
+--external stores the initializers in an external-data file beside the model (OUT.onnx.data), as
+exports of models over 2 GB must.
 """
 import argparse
 import math
@@ -114,6 +117,16 @@ class LM(nn.Module):
         return self.head(self.ln_f(x))
 
 
+class WithLoss(nn.Module):
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, tokens, targets):
+        logits = self.lm(tokens)
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("family", choices=["gpt2", "llama"])
@@ -129,6 +142,8 @@ def main():
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--state")
+    ap.add_argument("--with-loss", action="store_true")
+    ap.add_argument("--external", action="store_true")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     kv = a.kv_heads or (a.heads if a.family == "gpt2" else max(1, a.heads // 2))
@@ -140,8 +155,18 @@ def main():
         kwargs = dict(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
     else:
         kwargs = dict(training=torch.onnx.TrainingMode.EVAL, do_constant_folding=True)
-    torch.onnx.export(model, (tokens,), a.out, opset_version=a.opset, input_names=["tokens"],
-                      output_names=["logits"], **kwargs)
+    if a.with_loss:
+        torch.onnx.export(WithLoss(model), (tokens, tokens.clone()), a.out, opset_version=a.opset,
+                          input_names=["tokens", "targets"], output_names=["loss"], **kwargs)
+    else:
+        torch.onnx.export(model, (tokens,), a.out, opset_version=a.opset, input_names=["tokens"],
+                          output_names=["logits"], **kwargs)
+    if a.external:
+        import os
+        import onnx
+        m = onnx.load(a.out)
+        onnx.save_model(m, a.out, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=os.path.basename(a.out) + ".data", size_threshold=0)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ And the weights go back: mtonnx writes the trained weights into the ONNX model, 
 ONNX's checker and, imported again, starts from exactly the trained weights.
 
 usage: /usr/bin/python3 tests/e2e/onnx_parity.py BIN_DIR WORK_DIR FAMILY OPSET MODE [mtc flags...]
+MODE: train or eval (the export mode), or train-loss (a training export whose graph takes the
+targets and computes its own SoftmaxCrossEntropyLoss) or train-external (initializers in an
+external-data file).
 """
 import json
 import os
@@ -45,8 +48,11 @@ def main():
         for i in range(3000):
             f.write(f"line {i % 97}: the quick brown fox {i * 7 % 13} jumps over {i % 5} dogs.\n")
     run([f"{bin_dir}/mttok", "--bytes", text, "-o", data])
+    variant = mode.split("-")[1] if "-" in mode else ""
+    mode = mode.split("-")[0]
     run(["/usr/bin/python3", onnx_export.__file__, family, model_path, "--opset", opset, "--mode", mode,
-         "--batch", str(BATCH), "--seq", str(SEQ), "--state", state])
+         "--batch", str(BATCH), "--seq", str(SEQ), "--state", state] +
+        {"": [], "loss": ["--with-loss"], "external": ["--external"]}[variant])
     run([f"{bin_dir}/mtc", model_path, "-o", plan] + extra)
     log, final = os.path.join(work, "log.jsonl"), os.path.join(work, "final.safetensors")
     run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--steps", str(STEPS),
@@ -54,7 +60,10 @@ def main():
          "--weight-decay", str(WD), "--grad-clip", str(CLIP), "--seed", str(SEED),
          "--log", log, "--export", final, "--print-every", "10"])
     mt_losses = [json.loads(line)["loss"] for line in open(log)]
-    mt_final = ref.read_safetensors(final)
+    # The loss wrapper holds the model as `lm`: its parameters export as "lm.<name>".
+    unwrap = lambda tensors: {(k[3:] if variant == "loss" and k.startswith("lm.") else k): v  # noqa: E731
+                              for k, v in tensors.items()}
+    mt_final = unwrap(ref.read_safetensors(final))
     streamed_plan, streamed_log, streamed_final = (os.path.join(work, n) for n in
                                                    ("streamed.plan", "streamed.jsonl", "streamed.safetensors"))
     summary = subprocess.run([f"{bin_dir}/mtc", model_path, "-o", streamed_plan, "--schedule", "streamed-recompute",
@@ -97,7 +106,7 @@ def main():
     onnx.checker.check_model(onnx.load(trained_onnx))
     run([f"{bin_dir}/mtc", trained_onnx, "-o", os.path.join(work, "reimport.plan"),
          "--weights", os.path.join(work, "reimport.safetensors")] + extra)
-    reimported = ref.read_safetensors(os.path.join(work, "reimport.safetensors"))
+    reimported = unwrap(ref.read_safetensors(os.path.join(work, "reimport.safetensors")))
 
     failures = []
     # The decomposed layers run as the fused kernels built-in models use.
@@ -115,7 +124,7 @@ def main():
         failures.append("the streamed-recompute plan does not recompute blocks:\n" + summary)
     if [json.loads(line)["loss"] for line in open(streamed_log)] != mt_losses:
         failures.append("streamed-recompute losses differ from the resident plan's")
-    if open(streamed_final, "rb").read() != open(final, "rb").read():
+    if open(streamed_final, "rb").read() != open(final, "rb").read():  # bytes: names and metadata too
         failures.append("streamed-recompute weights differ from the resident plan's")
     if len(mt_losses) != STEPS:
         failures.append(f"mtrun logged {len(mt_losses)} steps, expected {STEPS}")
@@ -150,7 +159,7 @@ def main():
           f"({worst_name}); left out, zero gradient: {sorted(zero_grad)}")
     for f in failures[:20]:
         print("MISMATCH:", f)
-    print(f"onnx {family} opset {opset} {mode}: {'FAILED' if failures else 'passed'}")
+    print(f"onnx {family} opset {opset} {mode} {variant}: {'FAILED' if failures else 'passed'}")
     sys.exit(1 if failures else 0)
 
 
