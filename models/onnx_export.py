@@ -3,7 +3,7 @@ import and its tests. Nothing here is MegaTrain-specific: it is what a user brin
 
 usage: /usr/bin/python3 models/onnx_export.py FAMILY OUT.onnx [--opset 17] [--mode train|eval]
            [--batch 4] [--seq 32] [--layers 2] [--width 64] [--heads 4] [--kv-heads 2]
-           [--vocab 256] [--seed 0] [--state OUT.pt] [--with-loss] [--external]
+           [--vocab 256] [--seed 0] [--state OUT.pt] [--with-loss] [--external] [--gelu exact|tanh]
 FAMILY is gpt2 (LayerNorm, exact GELU, learned positions, tied embeddings) or llama (RMSNorm,
 RoPE, SwiGLU, grouped-query attention, untied head). --state also saves the initial weights
 (torch.save of the state_dict) for a PyTorch run from the same start. --with-loss exports
@@ -68,9 +68,9 @@ class RMSNorm(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, family, width, heads, kv_heads, ffn):
+    def __init__(self, family, width, heads, kv_heads, ffn, gelu):
         super().__init__()
-        self.family = family
+        self.family, self.gelu = family, gelu
         gpt2 = family == "gpt2"
         self.ln1 = nn.LayerNorm(width) if gpt2 else RMSNorm(width)
         self.ln2 = nn.LayerNorm(width) if gpt2 else RMSNorm(width)
@@ -87,19 +87,19 @@ class Block(nn.Module):
         x = x + self.attn(self.ln1(x))
         h = self.ln2(x)
         if self.family == "gpt2":
-            return x + self.out(F.gelu(self.fc(h)))
+            return x + self.out(F.gelu(self.fc(h), approximate="tanh" if self.gelu == "tanh" else "none"))
         return x + self.down(F.silu(self.gate(h)) * self.up(h))
 
 
 class LM(nn.Module):
-    def __init__(self, family, layers, width, heads, kv_heads, vocab, context=1024):
+    def __init__(self, family, layers, width, heads, kv_heads, vocab, context=1024, gelu="exact"):
         super().__init__()
         self.family = family
         ffn = 4 * width if family == "gpt2" else (8 * width // 3 + 7) // 8 * 8
         self.wte = nn.Embedding(vocab, width)
         if family == "gpt2":
             self.wpe = nn.Embedding(context, width)
-        self.blocks = nn.ModuleList([Block(family, width, heads, kv_heads, ffn) for _ in range(layers)])
+        self.blocks = nn.ModuleList([Block(family, width, heads, kv_heads, ffn, gelu) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(width) if family == "gpt2" else RMSNorm(width)
         self.head = nn.Linear(width, vocab, bias=False)
         if family == "gpt2":
@@ -144,10 +144,11 @@ def main():
     ap.add_argument("--state")
     ap.add_argument("--with-loss", action="store_true")
     ap.add_argument("--external", action="store_true")
+    ap.add_argument("--gelu", choices=["exact", "tanh"], default="exact", help="GPT-2's GELU (GPT-2 itself: tanh)")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     kv = a.kv_heads or (a.heads if a.family == "gpt2" else max(1, a.heads // 2))
-    model = LM(a.family, a.layers, a.width, a.heads, kv, a.vocab)
+    model = LM(a.family, a.layers, a.width, a.heads, kv, a.vocab, gelu=a.gelu)
     if a.state:
         torch.save(model.state_dict(), a.state)
     tokens = torch.zeros(a.batch, a.seq, dtype=torch.long)

@@ -81,22 +81,48 @@ struct FoldRhsTranspose : OpRewritePattern<MatmulOp> {
   }
 };
 
-// scale(mul(x, add(erf(div(x, sqrt(2))), 1)), 0.5) -> gelu(x), either order of the mul.
-struct FuseErfGelu : OpRewritePattern<ScaleOp> {
+// Whether `v` is `a * b` (an mt.mul of equal shapes) in either order.
+bool isProduct(Value v, Value a, Value b) {
+  auto mul = v.getDefiningOp<MulOp>();
+  return mul && ((mul.getLhs() == a && mul.getRhs() == b) || (mul.getLhs() == b && mul.getRhs() == a));
+}
+
+// Whether `t` is erf(x / sqrt(2)) — exact GELU — or tanh(sqrt(2/pi) * (x + 0.044715 x^3)).
+std::optional<bool> geluInner(Value t, Value x) {
+  Value in, lhs, rhs;
+  if (isUnary(t, "erf", in)) {
+    std::optional<float> root2 = isBinary(in, "div", lhs, rhs) ? fillValue(rhs) : std::nullopt;
+    if (lhs == x && root2 && near(*root2, std::sqrt(2.0))) return false;
+    return std::nullopt;
+  }
+  if (!isUnary(t, "tanh", in)) return std::nullopt;
+  auto outer = in.getDefiningOp<ScaleOp>();
+  auto sum = outer ? outer.getInput().getDefiningOp<AddOp>() : AddOp();
+  auto cubic = sum ? sum.getRhs().getDefiningOp<ScaleOp>() : ScaleOp();
+  if (!cubic || sum.getLhs() != x || !near(outer.getFactor().convertToFloat(), std::sqrt(2.0 / M_PI)) ||
+      !near(cubic.getFactor().convertToFloat(), 0.044715))
+    return std::nullopt;
+  auto cube = cubic.getInput().getDefiningOp<MulOp>();
+  if (!cube) return std::nullopt;
+  for (auto [a, b] : {std::pair{cube.getLhs(), cube.getRhs()}, {cube.getRhs(), cube.getLhs()}})
+    if (a == x && isProduct(b, x, x)) return true;
+  return std::nullopt;
+}
+
+// scale(mul(x, add(inner, 1)), 0.5) -> gelu(x), inner erf (exact) or tanh (approximate),
+// either order of the mul.
+struct FuseGelu : OpRewritePattern<ScaleOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(ScaleOp op, PatternRewriter& rewriter) const override {
     auto mul = op.getInput().getDefiningOp<MulOp>();
     if (!near(op.getFactor().convertToFloat(), 0.5) || !mul) return failure();
     for (auto [x, inner] : {std::pair{mul.getLhs(), mul.getRhs()}, {mul.getRhs(), mul.getLhs()}}) {
       auto add = inner.getDefiningOp<AddOp>();
-      Value erfIn, divLhs, divRhs;
-      if (!add || fillValue(add.getRhs()) != 1.0f || !isUnary(add.getLhs(), "erf", erfIn) ||
-          !isBinary(erfIn, "div", divLhs, divRhs) || divLhs != x)
-        continue;
-      std::optional<float> root2 = fillValue(divRhs);
-      if (!root2 || !near(*root2, std::sqrt(2.0)) || x.getType() != op.getType()) continue;
-      rewriter.replaceOpWithNewOp<GeluOp>(op, x, false);
-      return success();
+      if (!add || fillValue(add.getRhs()) != 1.0f || x.getType() != op.getType()) continue;
+      if (std::optional<bool> tanh = geluInner(add.getLhs(), x)) {
+        rewriter.replaceOpWithNewOp<GeluOp>(op, x, *tanh);
+        return success();
+      }
     }
     return failure();
   }
@@ -159,7 +185,7 @@ struct FuseLayerNorm : OpRewritePattern<AddOp> {
 struct FusePass : impl::FusePassBase<FusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FoldRhsTranspose, FuseErfGelu, FuseSiluSwiglu, FuseRmsNorm, FuseLayerNorm>(&getContext());
+    patterns.add<FoldRhsTranspose, FuseGelu, FuseSiluSwiglu, FuseRmsNorm, FuseLayerNorm>(&getContext());
     GreedyRewriteConfig config;
     config.enableRegionSimplification = GreedySimplifyRegionLevel::Disabled;
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns), config))) signalPassFailure();

@@ -9,7 +9,8 @@ def FusePass : Pass<"mt-fuse", "mlir::ModuleOp"> {
     Rewrites patterns of generic ops (what ONNX import makes of decomposed layers) into the
     fused ops the built-in models use, so imported models run the same kernels:
     a Linear layer's explicit weight transpose into `mt.matmul`'s `transpose_b`; the exact
-    GELU `0.5 * x * (1 + erf(x / sqrt(2)))` into `mt.gelu`; `x * sigmoid(x)` into `mt.silu`
+    GELU `0.5 * x * (1 + erf(x / sqrt(2)))` and the tanh one
+    `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))` into `mt.gelu`; `x * sigmoid(x)` into `mt.silu`
     and `silu(g) * u` into `mt.swiglu`; RMSNorm `x * (1 / sqrt(mean(x^2) + eps)) * w` into
     `mt.rmsnorm`; opset 14's LayerNorm `(d / sqrt(mean(d^2) + eps)) * g + b`, `d = x - mean(x)`,
     into `mt.layernorm`. What does not match exactly (another constant, another axis) is left.

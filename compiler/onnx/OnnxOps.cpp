@@ -71,14 +71,18 @@ void binaryOp(Importer& im) {
     }, im.where()), im.input(0).elem_type);
     return;
   }
-  // Scaling by a compile-time scalar is mt.scale: no second operand to move.
-  if ((kFn == 2 || kFn == 3) && im.isConst(1) && im.input(1).constant->isScalarLike() &&
-      im.input(1).constant->shape.size() <= im.input(0).shape.size()) {
-    const double s = im.input(1).constant->values[0];
+  // Scaling by a compile-time scalar (either side of a product) is mt.scale: no second
+  // operand to move.
+  const size_t scalar_side = kFn == 2 && im.isConst(0) && !im.isConst(1) ? 0 : 1;
+  if ((kFn == 2 || kFn == 3) && im.isConst(scalar_side) && im.input(scalar_side).constant->isScalarLike() &&
+      im.input(scalar_side).constant->shape.size() <= im.input(1 - scalar_side).shape.size()) {
+    const double s = im.input(scalar_side).constant->values[0];
     const float factor = kFn == 2 ? static_cast<float>(s) : 1.0f / static_cast<float>(s);
     // x / s and x * (1/s) differ in the last bit: keep division exact unless s is a power of 2.
     if (kFn == 2 || std::ldexp(1.0, std::ilogb(s)) == s) {
-      im.setOutput(0, im.create1<ScaleOp>({im.runtimeFloat(0)}, {named(im, "factor", im.builder().getF32FloatAttr(factor))}), TP::FLOAT);
+      im.setOutput(0, im.create1<ScaleOp>({im.runtimeFloat(1 - scalar_side)},
+                                          {named(im, "factor", im.builder().getF32FloatAttr(factor))}),
+                   TP::FLOAT);
       return;
     }
   }

@@ -50,8 +50,9 @@ def main():
     run([f"{bin_dir}/mttok", "--bytes", text, "-o", data])
     variant = mode.split("-")[1] if "-" in mode else ""
     mode = mode.split("-")[0]
+    gelu = "tanh" if opset == "14" else "exact"  # both GELUs, each recognised by mt-fuse
     run(["/usr/bin/python3", onnx_export.__file__, family, model_path, "--opset", opset, "--mode", mode,
-         "--batch", str(BATCH), "--seq", str(SEQ), "--state", state] +
+         "--batch", str(BATCH), "--seq", str(SEQ), "--state", state, "--gelu", gelu] +
         {"": [], "loss": ["--with-loss"], "external": ["--external"]}[variant])
     run([f"{bin_dir}/mtc", model_path, "-o", plan] + extra)
     log, final = os.path.join(work, "log.jsonl"), os.path.join(work, "final.safetensors")
@@ -75,7 +76,7 @@ def main():
          "--log", streamed_log, "--export", streamed_final, "--print-every", "100"])
 
     kv = None if family == "gpt2" else 2
-    model = onnx_export.LM(family, 2, 64, 4, kv or 4, 256)
+    model = onnx_export.LM(family, 2, 64, 4, kv or 4, 256, gelu=gelu)
     model.load_state_dict(torch.load(state))
     params = dict(model.named_parameters())  # tied weights appear once, as in the export
     decay = [p for p in params.values() if p.dim() >= 2]

@@ -22,6 +22,26 @@ func.func @linear_gelu(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>) -> tensor<2x3
 
 // -----
 
+// The tanh approximation, as torch exports F.gelu(approximate="tanh").
+// CHECK-LABEL: func.func @tanh_gelu
+// CHECK-NEXT: %[[G:.*]] = mt.gelu %arg0 {tanh = true}
+// CHECK-NEXT: return %[[G]]
+func.func @tanh_gelu(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %x2 = mt.mul %x, %x : tensor<2x4xf32>, tensor<2x4xf32>
+  %x3 = mt.mul %x, %x2 : tensor<2x4xf32>, tensor<2x4xf32>
+  %c = mt.scale %x3 {factor = 0.044715 : f32} : tensor<2x4xf32>
+  %s = mt.add %x, %c : tensor<2x4xf32>, tensor<2x4xf32>
+  %k = mt.scale %s {factor = 0.797884583 : f32} : tensor<2x4xf32>
+  %t = mt.unary %k {fn = "tanh"} : tensor<2x4xf32>
+  %one = mt.fill {value = 1.0 : f32} : tensor<f32>
+  %a = mt.add %t, %one : tensor<2x4xf32>, tensor<f32>
+  %m = mt.mul %x, %a : tensor<2x4xf32>, tensor<2x4xf32>
+  %g = mt.scale %m {factor = 0.5 : f32} : tensor<2x4xf32>
+  return %g : tensor<2x4xf32>
+}
+
+// -----
+
 // x * sigmoid(x) is SiLU; silu(gate) * up is SwiGLU.
 // CHECK-LABEL: func.func @swiglu
 // CHECK-NEXT: %[[S:.*]] = mt.swiglu %arg0, %arg1
