@@ -46,7 +46,9 @@ class Importer {
   const Const& constInput(size_t i, const char* what);  // fails unless known at compile time
   mlir::Value runtime(size_t i);                       // the input as a run-time value
   mlir::Value runtimeFloat(size_t i);                  // ... which must be FLOAT
-  mlir::Value materialize(const Val& v);
+  // The named value as a run-time value, made (and kept) on first use: a bound input becomes
+  // an argument, a trainable initializer a parameter, a constant a fill or a constant argument.
+  mlir::Value runtimeValue(const std::string& name);
 
   void setOutput(size_t i, mlir::Value value, int32_t elem_type);
   void setOutput(size_t i, Const c, int32_t elem_type);
@@ -102,7 +104,7 @@ class Importer {
   mlir::Value addArgument(mlir::Type type, mlir::NamedAttribute attr);
   void lowerNode();
   void addGraphInputs();
-  mlir::OwningOpRef<mlir::ModuleOp> finishFunction(mlir::OwningOpRef<mlir::ModuleOp>& module, ImportedModel* imported);
+  void finishFunction(ImportedModel* imported);
   mlir::Value parameter(const Val& v);
   Val initializerVal(const std::string& name, const onnx::TensorProto& tensor);
 
@@ -137,6 +139,9 @@ struct OpLowering {
   size_t min_inputs, max_inputs;
 };
 const std::map<std::string, OpLowering>& loweringTable();
+
+// A node path as a parameter-name prefix: "/blocks.0/attn/q" -> "blocks.0.attn.q".
+std::string dottedPath(const std::string& node_path);
 
 // The run-time `mt` element type of an ONNX element type (f32, or i32 for ints and bools).
 mlir::Type mtElementType(mlir::MLIRContext& context, int32_t elem_type);

@@ -56,17 +56,20 @@ std::string parameterName(const std::string& initializer, const onnx::GraphProto
   for (const auto& n : graph.node())
     for (int i = 0; i < n.input_size(); ++i) {
       if (n.input(i) != initializer || n.name().empty()) continue;
-      // "/blocks.0/attn/qkv/MatMul" -> "blocks.0.attn.qkv.MatMul.1"
-      std::string path = n.name();
-      for (char& c : path)
-        if (c == '/') c = '.';
-      while (!path.empty() && path[0] == '.') path.erase(0, 1);
-      return path + "." + std::to_string(i);
+      return dottedPath(n.name()) + "." + std::to_string(i);  // "blocks.0.attn.qkv.MatMul.1"
     }
   return initializer;
 }
 
 }  // namespace
+
+std::string dottedPath(const std::string& node_path) {
+  std::string path = node_path;
+  for (char& c : path)
+    if (c == '/') c = '.';
+  while (!path.empty() && path[0] == '.') path.erase(0, 1);
+  return path;
+}
 
 Importer::Importer(MLIRContext& context, const onnx::ModelProto& model, const std::string& model_dir,
                    const ImportOptions& options, const std::set<std::string>& parameters)
@@ -136,12 +139,8 @@ const Const& Importer::constInput(size_t i, const char* what) {
 }
 
 Value Importer::runtime(size_t i) {
-  const Val& v = input(i);
-  if (!v.value) {
-    Val& stored = values_[node_->input(i)];
-    stored.value = materialize(v);
-  }
-  return values_[node_->input(i)].value;
+  input(i);  // checks that it exists
+  return runtimeValue(node_->input(i));
 }
 
 Value Importer::runtimeFloat(size_t i) {
@@ -151,20 +150,20 @@ Value Importer::runtimeFloat(size_t i) {
   return runtime(i);
 }
 
-Value Importer::materialize(const Val& v) {
+Value Importer::runtimeValue(const std::string& name) {
+  Val& v = values_.at(name);
   if (v.value) return v.value;
   const Type element = mtElementType(context_, v.elem_type);
   if (v.bound) {
-    // A bound graph input used at run time: it becomes an argument.
-    for (const auto& [name, val] : values_)
-      if (&val == &v) {
-        inputs_.push_back(name);
-        return addArgument(RankedTensorType::get(v.shape, element),
-                           b_.getNamedAttr(kInputAttr, b_.getStringAttr(name)));
-      }
+    inputs_.push_back(name);
+    v.value = addArgument(RankedTensorType::get(v.shape, element), b_.getNamedAttr(kInputAttr, b_.getStringAttr(name)));
+    return v.value;
   }
   // A FLOAT initializer used as run-time data of a model to train is a parameter.
-  if (!v.initializer.empty() && (parameters_.count(v.initializer) || isTrainableInitializer(v))) return parameter(v);
+  if (!v.initializer.empty() && (parameters_.count(v.initializer) || isTrainableInitializer(v))) {
+    v.value = parameter(v);
+    return v.value;
+  }
   const Const& c = *v.constant;
   if (options_.training && element.isF32()) {
     std::set<std::string> sources;
@@ -172,8 +171,9 @@ Value Importer::materialize(const Val& v) {
       if (!options_.frozen.count(s)) sources.insert(s);
     if (!sources.empty()) throw RestartAsParameters{std::move(sources)};
   }
-  if (element.isF32() && c.isUniform()) return fill(static_cast<float>(c.values[0]), c.shape);
-  return constantArg(c, element.isF32());
+  v.value = element.isF32() && c.isUniform() ? fill(static_cast<float>(c.values[0]), c.shape)
+                                             : constantArg(c, element.isF32());
+  return v.value;
 }
 
 Value Importer::parameter(const Val& v) {
@@ -373,7 +373,9 @@ OwningOpRef<ModuleOp> Importer::run(ImportedModel* imported) {
     lowerNode();
   }
   node_ = nullptr;
-  return finishFunction(module, imported);
+  finishFunction(imported);
+  if (failed(mlir::verify(*module))) malformed("the imported module does not verify: " + diagnostic_);
+  return module;
 }
 
 void Importer::addGraphInputs() {
@@ -408,7 +410,7 @@ void Importer::addGraphInputs() {
   }
 }
 
-OwningOpRef<ModuleOp> Importer::finishFunction(OwningOpRef<ModuleOp>& module, ImportedModel* imported) {
+void Importer::finishFunction(ImportedModel* imported) {
   const onnx::GraphProto& graph = model_.graph();
   Block* body = &func_.getBody().front();
 
@@ -420,12 +422,11 @@ OwningOpRef<ModuleOp> Importer::finishFunction(OwningOpRef<ModuleOp>& module, Im
   if (outputs == 0) malformed("the graph has no outputs");
   for (int i = 0; i < outputs; ++i) {
     const auto& out = graph.output(i);
-    auto it = values_.find(out.name());
-    if (it == values_.end()) malformed("graph output '" + out.name() + "' is produced by no node");
+    if (!values_.count(out.name())) malformed("graph output '" + out.name() + "' is produced by no node");
     loc_ = NameLoc::get(b_.getStringAttr(out.name()));
-    results.push_back(materialize(it->second));
+    results.push_back(runtimeValue(out.name()));
     result.outputs.push_back(out.name());
-    result.output_elem_types.push_back(it->second.elem_type);
+    result.output_elem_types.push_back(values_.at(out.name()).elem_type);
   }
   b_.create<func::ReturnOp>(func_.getLoc(), results);
   func_.setType(b_.getFunctionType(body->getArgumentTypes(), TypeRange(ValueRange(results))));
@@ -436,8 +437,6 @@ OwningOpRef<ModuleOp> Importer::finishFunction(OwningOpRef<ModuleOp>& module, Im
   result.inputs = inputs_;
   result.params = std::move(params_);
   if (imported) *imported = std::move(result);
-  if (failed(mlir::verify(*module))) malformed("the imported module does not verify: " + diagnostic_);
-  return std::move(module);
 }
 
 OwningOpRef<ModuleOp> importModel(MLIRContext& context, const std::string& path, const ImportOptions& options,

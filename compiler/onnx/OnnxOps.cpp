@@ -7,6 +7,7 @@
 
 #include "compiler/dialect/MtDialect.h"
 #include "compiler/onnx/Importer.h"
+#include "kernels/pointwise/pointwise.h"
 
 using namespace mlir;
 
@@ -28,10 +29,6 @@ Const intConst(std::vector<int64_t> values, std::vector<int64_t> shape) {
   return c;
 }
 
-int32_t elemOfKind(Const::Kind kind) {
-  return kind == Const::Kind::Float ? TP::FLOAT : kind == Const::Kind::Bool ? TP::BOOL : TP::INT64;
-}
-
 // The one value of a compile-time scalar operand.
 double scalarInput(Importer& im, size_t i, const char* what) {
   const Const& c = im.constInput(i, what);
@@ -45,6 +42,13 @@ bool allInputsConst(Importer& im) {
   return true;
 }
 
+// The elements before `axis` and from it on: (outer, inner) of a 2-D view split at `axis`.
+std::pair<int64_t, int64_t> splitAt(const std::vector<int64_t>& shape, int64_t axis) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) (d < axis ? outer : inner) *= shape[d];
+  return {outer, inner};
+}
+
 NamedAttribute named(Importer& im, const char* name, Attribute value) {
   return im.builder().getNamedAttr(name, value);
 }
@@ -52,34 +56,36 @@ Attribute i64(Importer& im, int64_t v) { return im.builder().getI64IntegerAttr(v
 
 // ---------------------------------------------------------------- elementwise
 
-// Binary arithmetic: Add, Sub, Mul, Div, Pow.
-template <int kFn>
+// Binary arithmetic: Add, Sub, Mul, Div, Pow. Folded in double (exact for the integers of
+// shape arithmetic), integer division truncating.
+template <BinaryFn kFn>
 void binaryOp(Importer& im) {
-  static constexpr const char* kNames[] = {"add", "sub", "mul", "div", "pow"};
-  const char* fn = kNames[kFn];
+  constexpr bool kAdd = kFn == BinaryFn::Add, kMul = kFn == BinaryFn::Mul, kDiv = kFn == BinaryFn::Div;
   if (allInputsConst(im)) {
     const Const &a = *im.input(0).constant, &b = *im.input(1).constant;
     const bool integer = a.kind != Const::Kind::Float;
     im.setOutput(0, foldElementwise({&a, &b}, a.kind, [&](const double* x) {
       switch (kFn) {
-        case 0: return x[0] + x[1];
-        case 1: return x[0] - x[1];
-        case 2: return x[0] * x[1];
-        case 3: return integer ? std::trunc(x[0] / x[1]) : static_cast<double>(static_cast<float>(x[0]) / static_cast<float>(x[1]));
-        default: return std::pow(x[0], x[1]);
+        case BinaryFn::Add: return x[0] + x[1];
+        case BinaryFn::Sub: return x[0] - x[1];
+        case BinaryFn::Mul: return x[0] * x[1];
+        case BinaryFn::Div:
+          return integer ? std::trunc(x[0] / x[1]) : static_cast<double>(static_cast<float>(x[0]) / static_cast<float>(x[1]));
+        case BinaryFn::Pow: return std::pow(x[0], x[1]);
       }
+      return 0.0;
     }, im.where()), im.input(0).elem_type);
     return;
   }
   // Scaling by a compile-time scalar (either side of a product) is mt.scale: no second
   // operand to move.
-  const size_t scalar_side = kFn == 2 && im.isConst(0) && !im.isConst(1) ? 0 : 1;
-  if ((kFn == 2 || kFn == 3) && im.isConst(scalar_side) && im.input(scalar_side).constant->isScalarLike() &&
+  const size_t scalar_side = kMul && im.isConst(0) && !im.isConst(1) ? 0 : 1;
+  if ((kMul || kDiv) && im.isConst(scalar_side) && im.input(scalar_side).constant->isScalarLike() &&
       im.input(scalar_side).constant->shape.size() <= im.input(1 - scalar_side).shape.size()) {
     const double s = im.input(scalar_side).constant->values[0];
-    const float factor = kFn == 2 ? static_cast<float>(s) : 1.0f / static_cast<float>(s);
+    const float factor = kMul ? static_cast<float>(s) : 1.0f / static_cast<float>(s);
     // x / s and x * (1/s) differ in the last bit: keep division exact unless s is a power of 2.
-    if (kFn == 2 || std::ldexp(1.0, std::ilogb(s)) == s) {
+    if (kMul || std::ldexp(1.0, std::ilogb(s)) == s) {
       im.setOutput(0, im.create1<ScaleOp>({im.runtimeFloat(1 - scalar_side)},
                                           {named(im, "factor", im.builder().getF32FloatAttr(factor))}),
                    TP::FLOAT);
@@ -89,36 +95,30 @@ void binaryOp(Importer& im) {
   Value a = im.runtimeFloat(0), b = im.runtimeFloat(1);
   // The fused add/mul kernels take a suffix-shaped rhs: commutative operands may swap.
   auto sa = shapeOf(a), sb = shapeOf(b);
-  if ((kFn == 0 || kFn == 2) && sa.size() < sb.size()) std::swap(a, b), std::swap(sa, sb);
+  if ((kAdd || kMul) && sa.size() < sb.size()) std::swap(a, b), std::swap(sa, sb);
   const bool suffix = sb.size() <= sa.size() && std::equal(sb.begin(), sb.end(), sa.end() - sb.size());
-  if (suffix && kFn == 0) return im.setOutput(0, im.create1<AddOp>({a, b}), TP::FLOAT);
-  if (suffix && kFn == 2) return im.setOutput(0, im.create1<MulOp>({a, b}), TP::FLOAT);
+  if (suffix && kAdd) return im.setOutput(0, im.create1<AddOp>({a, b}), TP::FLOAT);
+  if (suffix && kMul) return im.setOutput(0, im.create1<MulOp>({a, b}), TP::FLOAT);
+  const std::string_view fn = kBinaryFnNames[static_cast<size_t>(kFn)];
   im.setOutput(0, im.create1<BinaryOp>({a, b}, {named(im, "fn", im.builder().getStringAttr(fn))}), TP::FLOAT);
 }
 
-template <int kFn>
+// Elementwise functions, folded with the kernel's own function (integers' Neg, Relu and Abs
+// exactly, in double).
+template <UnaryFn kFn>
 void unaryOp(Importer& im) {
-  static constexpr const char* kNames[] = {"neg", "exp", "log", "sqrt", "reciprocal", "tanh", "erf", "sigmoid", "relu", "abs"};
   if (im.isConst(0)) {
     const Const& x = *im.input(0).constant;
+    constexpr bool kExactOnIntegers = kFn == UnaryFn::Neg || kFn == UnaryFn::Relu || kFn == UnaryFn::Abs;
+    const bool exact = kExactOnIntegers && x.kind != Const::Kind::Float;
     im.setOutput(0, foldElementwise({&x}, x.kind, [&](const double* v) -> double {
-      const float f = static_cast<float>(v[0]);
-      switch (kFn) {
-        case 0: return -v[0];
-        case 1: return std::exp(f);
-        case 2: return std::log(f);
-        case 3: return std::sqrt(f);
-        case 4: return 1.0f / f;
-        case 5: return std::tanh(f);
-        case 6: return std::erf(f);
-        case 7: return 1.0f / (1.0f + std::exp(-f));
-        case 8: return v[0] > 0 ? v[0] : 0.0;
-        default: return std::fabs(v[0]);
-      }
+      if (!exact) return applyUnary(kFn, static_cast<float>(v[0]));
+      return kFn == UnaryFn::Neg ? -v[0] : kFn == UnaryFn::Relu ? std::max(v[0], 0.0) : std::fabs(v[0]);
     }, im.where()), im.input(0).elem_type);
     return;
   }
-  im.setOutput(0, im.create1<UnaryOp>({im.runtimeFloat(0)}, {named(im, "fn", im.builder().getStringAttr(kNames[kFn]))}),
+  const std::string_view fn = kUnaryFnNames[static_cast<size_t>(kFn)];
+  im.setOutput(0, im.create1<UnaryOp>({im.runtimeFloat(0)}, {named(im, "fn", im.builder().getStringAttr(fn))}),
                TP::FLOAT);
 }
 
@@ -230,18 +230,18 @@ void castOp(Importer& im) {
   const int32_t to = narrowedElemType(declared);
   if (im.isConst(0)) {
     Const c = *im.input(0).constant;
-    c.kind = constKindOf(static_cast<int32_t>(to));
+    c.kind = constKindOf(to);
     for (double& v : c.values)
       v = c.kind == Const::Kind::Bool ? (v != 0.0) : c.kind == Const::Kind::Int ? std::trunc(v) : static_cast<float>(v);
-    im.setOutput(0, std::move(c), static_cast<int32_t>(to));
+    im.setOutput(0, std::move(c), to);
     return;
   }
   const int32_t from = im.input(0).elem_type;
   if (to == TP::BOOL && from != TP::BOOL) unsupported(im.where() + ": a run-time cast to BOOL");
   Value x = im.runtime(0);
-  Type element = mtElementType(*x.getContext(), static_cast<int32_t>(to));
-  if (cast<RankedTensorType>(x.getType()).getElementType() == element) return im.setOutput(0, x, static_cast<int32_t>(to));
-  im.setOutput(0, im.create1<CastOp>({x}, {}, {RankedTensorType::get(shapeOf(x), element)}), static_cast<int32_t>(to));
+  Type element = mtElementType(*x.getContext(), to);
+  if (cast<RankedTensorType>(x.getType()).getElementType() == element) return im.setOutput(0, x, to);
+  im.setOutput(0, im.create1<CastOp>({x}, {}, {RankedTensorType::get(shapeOf(x), element)}), to);
 }
 
 // ---------------------------------------------------------------- shapes
@@ -302,8 +302,7 @@ void flattenOp(Importer& im) {
   int64_t axis = im.intAttr("axis", 1);
   if (axis < 0) axis += rank;
   if (axis < 0 || axis > rank) malformed(im.where() + ": axis out of range");
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= in[i];
+  const auto [outer, inner] = splitAt(in, axis);
   reshapeTo(im, {outer, inner});
 }
 
@@ -415,7 +414,7 @@ void rangeOp(Importer& im) {
   if (!(count <= double(int64_t{1} << 26))) unsupported(im.where() + ": a range of more than 2^26 elements");
   const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   Const c;
-  c.kind = im.input(0).constant->kind;
+  c.kind = im.constInput(0, "start").kind;
   c.shape = {n};
   for (int64_t i = 0; i < n; ++i) c.values.push_back(start + i * delta);
   im.setOutput(0, std::move(c), im.input(0).elem_type);
@@ -442,8 +441,10 @@ void expandOp(Importer& im) {
   const std::vector<int64_t> target = im.constInput(1, "shape").ints();
   const std::vector<int64_t> shape = broadcastShape(im.input(0).shape, target, im.where());
   checkedNumel(shape, im.where());
-  if (im.isConst(0)) checkedFoldNumel(shape, im.where());
-  if (im.isConst(0)) return im.setOutput(0, foldExpand(*im.input(0).constant, shape), im.input(0).elem_type);
+  if (im.isConst(0)) {
+    checkedFoldNumel(shape, im.where());
+    return im.setOutput(0, foldExpand(*im.input(0).constant, shape), im.input(0).elem_type);
+  }
   const int32_t elem = im.input(0).elem_type;
   Value x = im.runtime(0);
   if (shapeOf(x) == shape) return im.setOutput(0, x, elem);
@@ -625,8 +626,7 @@ void softmaxOp(Importer& im) {
   }
   // Before opset 13: over the input flattened to 2-D at `axis`.
   const int64_t axis = im.intAttr("axis", 1) < 0 ? im.intAttr("axis", 1) + rank : im.intAttr("axis", 1);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= in[d];
+  const auto [outer, inner] = splitAt(in, axis);
   Value y = im.create1<SoftmaxOp>({im.reshape(x, {outer, inner})}, attrs(1));
   im.setOutput(0, im.reshape(y, in), TP::FLOAT);
 }
@@ -669,15 +669,6 @@ Value matmul(Importer& im, Value a, Value b, bool ta = false, bool tb = false) {
   return y;
 }
 
-// The module path of a node as a parameter prefix: "/blocks.0/attn/q/MatMul" -> "blocks.0.attn.q".
-std::string modulePath(const std::string& node_name) {
-  std::string path = node_name.substr(0, node_name.rfind('/'));
-  for (char& c : path)
-    if (c == '/') c = '.';
-  while (!path.empty() && path[0] == '.') path.erase(0, 1);
-  return path;
-}
-
 void matmulOp(Importer& im) {
   const Val& w = im.input(1);
   if (im.isTrainableInitializer(w) && w.initializer.find("::") != std::string::npos && w.shape.size() == 2 &&
@@ -685,14 +676,11 @@ void matmulOp(Importer& im) {
     // An eval export folds a Linear layer's transpose into an anonymous (in, out) initializer:
     // train it as the layer's (out, in) weight, named by the layer's path, so it reads back into
     // the PyTorch module — and tie it to an equal parameter (an untied copy of a tied weight).
-    const Const value = im.initializerValue(w);
-    const int64_t in = w.shape[0], out = w.shape[1];
-    std::vector<float> transposed(value.values.size());
-    for (int64_t i = 0; i < in; ++i)
-      for (int64_t o = 0; o < out; ++o) transposed[o * in + i] = static_cast<float>(value.values[i * out + o]);
-    const std::string path = modulePath(im.node().name());
-    Value weight = im.newParameter(path.empty() ? w.initializer : path + ".weight", w.initializer, {out, in},
-                                   std::move(transposed), /*tie=*/true, /*transposed=*/true);
+    const Const weight_t = foldTranspose(im.initializerValue(w), {1, 0});
+    const std::string path = dottedPath(im.node().name().substr(0, im.node().name().rfind('/')));
+    Value weight = im.newParameter(path.empty() ? w.initializer : path + ".weight", w.initializer, weight_t.shape,
+                                   std::vector<float>(weight_t.values.begin(), weight_t.values.end()),
+                                   /*tie=*/true, /*transposed=*/true);
     return im.setOutput(0, matmul(im, im.runtimeFloat(0), weight, false, true), TP::FLOAT);
   }
   im.setOutput(0, matmul(im, im.runtimeFloat(0), im.runtimeFloat(1)), TP::FLOAT);
@@ -717,22 +705,17 @@ void layerNormOp(Importer& im) {
   const auto in = im.input(0).shape;
   const int64_t rank = static_cast<int64_t>(in.size());
   const int64_t axis = im.normAxis(im.intAttr("axis", -1), rank);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= in[d];
+  const auto [outer, inner] = splitAt(in, axis);
+  const std::vector<int64_t> normalized(in.begin() + axis, in.end());
+  // Scale and bias broadcast over the normalised dims: materialise them at full size, as (inner).
+  auto channels = [&](Value v) {
+    if (shapeOf(v) != normalized)
+      v = im.create1<BroadcastOp>({v}, {}, {RankedTensorType::get(normalized, im.builder().getF32Type())});
+    return im.reshape(v, {inner});
+  };
   Value x = im.reshape(im.runtimeFloat(0), {outer, inner});
-  Value gamma = im.runtimeFloat(1);
-  if (shapeOf(gamma) != std::vector<int64_t>(in.begin() + axis, in.end())) {
-    // Scale and bias broadcast over the normalised dims: materialise them at full size.
-    gamma = im.create1<BroadcastOp>({gamma}, {}, {RankedTensorType::get(std::vector<int64_t>(in.begin() + axis, in.end()),
-                                                                        im.builder().getF32Type())});
-  }
-  gamma = im.reshape(gamma, {inner});
-  Value beta = im.hasInput(2) ? im.runtimeFloat(2) : im.fill(0.0f, {inner});
-  if (shapeOf(beta) != std::vector<int64_t>{inner}) {
-    beta = im.create1<BroadcastOp>({beta}, {}, {RankedTensorType::get(std::vector<int64_t>(in.begin() + axis, in.end()),
-                                                                      im.builder().getF32Type())});
-    beta = im.reshape(beta, {inner});
-  }
+  Value gamma = channels(im.runtimeFloat(1));
+  Value beta = im.hasInput(2) ? channels(im.runtimeFloat(2)) : im.fill(0.0f, {inner});
   Operation* ln = im.create<LayerNormOp>({x, gamma, beta}, {named(im, "eps", im.builder().getF32FloatAttr(im.floatAttr("epsilon", 1e-5f)))});
   im.setOutput(0, im.reshape(ln->getResult(0), in), TP::FLOAT);
   std::vector<int64_t> stats(in.begin(), in.begin() + axis);
@@ -741,20 +724,25 @@ void layerNormOp(Importer& im) {
   im.setOutput(2, im.reshape(ln->getResult(2), stats), TP::FLOAT);
 }
 
+// (N, C, d...) -> (N, d..., C): the class axis last, as the loss kernels and one-hot rows take it.
+Value classAxisLast(Importer& im, Value v) {
+  const int64_t rank = static_cast<int64_t>(shapeOf(v).size());
+  if (rank == 2) return v;
+  std::vector<int64_t> perm = {0};
+  for (int64_t d = 2; d < rank; ++d) perm.push_back(d);
+  perm.push_back(1);
+  return im.create1<TransposeOp>({v}, {named(im, "perm", im.builder().getDenseI64ArrayAttr(perm))});
+}
+
 // Negative log-likelihood of log-probabilities `logp` (N, C, d...) at `labels` (N, d...),
 // from generic ops: a one-hot row per label (a gathered identity whose ignored row is zero),
 // the picked values summed, optional class weights, and the reduction.
 Value nllFromLogProbs(Importer& im, Value logp, Value labels, std::optional<Value> weights) {
-  auto s = shapeOf(logp);
-  const int64_t rank = static_cast<int64_t>(s.size()), classes = s[1];
+  const int64_t classes = shapeOf(logp)[1];
   const std::string reduction = im.attr("reduction") ? im.attr("reduction")->s() : "mean";
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
     malformed(im.where() + ": unknown reduction '" + reduction + "'");
-  // Class axis last: (N, d..., C).
-  std::vector<int64_t> perm = {0};
-  for (int64_t d = 2; d < rank; ++d) perm.push_back(d);
-  perm.push_back(1);
-  Value x = rank == 2 ? logp : im.create1<TransposeOp>({logp}, {named(im, "perm", im.builder().getDenseI64ArrayAttr(perm))});
+  Value x = classAxisLast(im, logp);
   // The one-hot table: identity, plus zero rows that negative ignore indices wrap to.
   const auto* ii = im.attr("ignore_index");
   const int64_t ignore = ii ? ii->i() : std::numeric_limits<int64_t>::min();
@@ -801,13 +789,7 @@ void softmaxCrossEntropyOp(Importer& im) {
   // The fused kernel: mean over labels in [0, C), the rest ignored — exactly ONNX's mean when
   // no weights are given and the ignore index (if any) lies outside the classes.
   const bool fused = reduction == "mean" && !im.hasInput(2) && (!ii || ii->i() < 0 || ii->i() >= s[1]) && !wants_log_prob;
-  if (fused) {
-    std::vector<int64_t> perm = {0};
-    for (int64_t d = 2; d < rank; ++d) perm.push_back(d);
-    perm.push_back(1);
-    Value logits = rank == 2 ? scores : im.create1<TransposeOp>({scores}, {named(im, "perm", im.builder().getDenseI64ArrayAttr(perm))});
-    return im.setOutput(0, im.create<SoftmaxXentOp>({logits, labels})->getResult(0), TP::FLOAT);
-  }
+  if (fused) return im.setOutput(0, im.create<SoftmaxXentOp>({classAxisLast(im, scores), labels})->getResult(0), TP::FLOAT);
   Value logp = im.create1<SoftmaxOp>({scores}, {named(im, "axis", i64(im, 1)), named(im, "log", im.builder().getBoolAttr(true))});
   std::optional<Value> weights;
   if (im.hasInput(2)) weights = im.runtimeFloat(2);
@@ -821,8 +803,8 @@ const std::map<std::string, OpLowering>& loweringTable() {
   // Op type -> lowering, and the inputs it takes (fewest, most; trailing optional ones may be
   // left out). The importer checks the count before lowering.
   static const std::map<std::string, OpLowering> table = {
-      {"Abs", {unaryOp<9>, 1, 1}},
-      {"Add", {binaryOp<0>, 2, 2}},
+      {"Abs", {unaryOp<UnaryFn::Abs>, 1, 1}},
+      {"Add", {binaryOp<BinaryFn::Add>, 2, 2}},
       {"And", {compareOp<4>, 2, 2}},
       {"Cast", {castOp, 1, 1}},
       {"CastLike", {castOp, 2, 2}},
@@ -830,11 +812,11 @@ const std::map<std::string, OpLowering>& loweringTable() {
       {"Constant", {constantOp, 0, 0}},
       {"ConstantOfShape", {constantOfShapeOp, 1, 1}},
       {"Cos", {foldOnlyUnaryOp<0>, 1, 1}},
-      {"Div", {binaryOp<3>, 2, 2}},
+      {"Div", {binaryOp<BinaryFn::Div>, 2, 2}},
       {"Einsum", {einsumOp, 1, 1 << 16}},
       {"Equal", {compareOp<0>, 2, 2}},
-      {"Erf", {unaryOp<6>, 1, 1}},
-      {"Exp", {unaryOp<1>, 1, 1}},
+      {"Erf", {unaryOp<UnaryFn::Erf>, 1, 1}},
+      {"Exp", {unaryOp<UnaryFn::Exp>, 1, 1}},
       {"Expand", {expandOp, 2, 2}},
       {"Flatten", {flattenOp, 1, 1}},
       {"Gather", {gatherOp, 2, 2}},
@@ -843,33 +825,33 @@ const std::map<std::string, OpLowering>& loweringTable() {
       {"Identity", {identityOp, 1, 1}},
       {"LayerNormalization", {layerNormOp, 2, 3}},
       {"Less", {compareOp<1>, 2, 2}},
-      {"Log", {unaryOp<2>, 1, 1}},
+      {"Log", {unaryOp<UnaryFn::Log>, 1, 1}},
       {"LogSoftmax", {softmaxOp<true>, 1, 1}},
       {"MatMul", {matmulOp, 2, 2}},
-      {"Mul", {binaryOp<2>, 2, 2}},
-      {"Neg", {unaryOp<0>, 1, 1}},
+      {"Mul", {binaryOp<BinaryFn::Mul>, 2, 2}},
+      {"Neg", {unaryOp<UnaryFn::Neg>, 1, 1}},
       {"NegativeLogLikelihoodLoss", {nllLossOp, 2, 3}},
       {"Not", {compareOp<3>, 1, 1}},
       {"Or", {compareOp<5>, 2, 2}},
-      {"Pow", {binaryOp<4>, 2, 2}},
+      {"Pow", {binaryOp<BinaryFn::Pow>, 2, 2}},
       {"Range", {rangeOp, 3, 3}},
-      {"Reciprocal", {unaryOp<4>, 1, 1}},
+      {"Reciprocal", {unaryOp<UnaryFn::Reciprocal>, 1, 1}},
       {"ReduceMean", {reduceOp<true>, 1, 2}},
       {"ReduceSum", {reduceOp<false>, 1, 2}},
-      {"Relu", {unaryOp<8>, 1, 1}},
+      {"Relu", {unaryOp<UnaryFn::Relu>, 1, 1}},
       {"Reshape", {reshapeOp, 2, 2}},
       {"Shape", {shapeOp, 1, 1}},
-      {"Sigmoid", {unaryOp<7>, 1, 1}},
+      {"Sigmoid", {unaryOp<UnaryFn::Sigmoid>, 1, 1}},
       {"Sin", {foldOnlyUnaryOp<1>, 1, 1}},
       {"Size", {sizeOp, 1, 1}},
       {"Slice", {sliceOp, 1, 5}},
       {"Softmax", {softmaxOp<false>, 1, 1}},
       {"SoftmaxCrossEntropyLoss", {softmaxCrossEntropyOp, 2, 3}},
       {"Split", {splitOp, 1, 2}},
-      {"Sqrt", {unaryOp<3>, 1, 1}},
+      {"Sqrt", {unaryOp<UnaryFn::Sqrt>, 1, 1}},
       {"Squeeze", {squeezeOp, 1, 2}},
-      {"Sub", {binaryOp<1>, 2, 2}},
-      {"Tanh", {unaryOp<5>, 1, 1}},
+      {"Sub", {binaryOp<BinaryFn::Sub>, 2, 2}},
+      {"Tanh", {unaryOp<UnaryFn::Tanh>, 1, 1}},
       {"Transpose", {transposeOp, 1, 1}},
       {"Trilu", {triluOp, 1, 2}},
       {"Unsqueeze", {unsqueezeOp, 1, 2}},

@@ -8,6 +8,7 @@
 //   mt.broadcast:    out = x broadcast to out's shape (f32 or i32)
 //   mt.cast:         f32 <-> i32 (toward zero; NaN gives 0, out-of-range saturates)
 #pragma once
+#include <cmath>
 #include <string_view>
 
 #include "kernels/kernel_args.h"
@@ -20,6 +21,23 @@ inline constexpr std::string_view kUnaryFnNames[] = {"neg",  "exp", "log",     "
                                                      "tanh", "erf", "sigmoid", "relu", "abs"};
 enum class BinaryFn : int64_t { Add, Sub, Mul, Div, Pow };
 inline constexpr std::string_view kBinaryFnNames[] = {"add", "sub", "mul", "div", "pow"};
+
+// fn(x) as mt.unary computes it; the compiler folds constants with the same function.
+inline float applyUnary(UnaryFn fn, float x) {
+  switch (fn) {
+    case UnaryFn::Neg: return -x;
+    case UnaryFn::Exp: return std::exp(x);
+    case UnaryFn::Log: return std::log(x);
+    case UnaryFn::Sqrt: return std::sqrt(x);
+    case UnaryFn::Reciprocal: return 1.0f / x;
+    case UnaryFn::Tanh: return std::tanh(x);
+    case UnaryFn::Erf: return std::erf(x);
+    case UnaryFn::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case UnaryFn::Relu: return x > 0.0f ? x : 0.0f;
+    case UnaryFn::Abs: return std::fabs(x);
+  }
+  return x;
+}
 
 // The position of `name` in `names`, or -1.
 template <size_t N>

@@ -32,22 +32,6 @@ void forBroadcastPair(const Tensor& a, const Tensor& b, const Tensor& out, F f) 
   }
 }
 
-float unary(UnaryFn fn, float x) {
-  switch (fn) {
-    case UnaryFn::Neg: return -x;
-    case UnaryFn::Exp: return std::exp(x);
-    case UnaryFn::Log: return std::log(x);
-    case UnaryFn::Sqrt: return std::sqrt(x);
-    case UnaryFn::Reciprocal: return 1.0f / x;
-    case UnaryFn::Tanh: return std::tanh(x);
-    case UnaryFn::Erf: return std::erf(x);
-    case UnaryFn::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-    case UnaryFn::Relu: return x > 0.0f ? x : 0.0f;
-    case UnaryFn::Abs: return std::fabs(x);
-  }
-  return x;
-}
-
 // d fn(x) / dx.
 float unaryDerivative(UnaryFn fn, float x) {
   switch (fn) {
@@ -104,7 +88,7 @@ void unary_cpu(const KernelArgs& args) {
   float* out = args.out[0].f32();
   const int64_t n = args.in[0].numel();
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = unary(fn, x[i]);
+  for (int64_t i = 0; i < n; ++i) out[i] = applyUnary(fn, x[i]);
 }
 
 std::string unary_grad_check(const KernelArgs& args) {
