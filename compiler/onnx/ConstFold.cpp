@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/broadcast.h"
+
 namespace mt::onnximport {
 namespace {
 
@@ -11,33 +13,12 @@ std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape) {
   return strides;
 }
 
-// Offset into a tensor of `shape` (broadcast into `out`) of the flat index `o` of `out`.
-int64_t broadcastOffset(int64_t o, const std::vector<int64_t>& out, const std::vector<int64_t>& shape) {
-  const size_t lead = out.size() - shape.size();
-  int64_t offset = 0, stride = 1;
-  for (size_t i = out.size(); i-- > 0;) {
-    const int64_t index = o % out[i];
-    o /= out[i];
-    if (i < lead) continue;
-    const int64_t d = shape[i - lead];
-    if (d != 1) offset += index * stride;
-    stride *= d;
-  }
-  return offset;
-}
-
 }  // namespace
 
 std::vector<int64_t> broadcastShape(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
                                     const std::string& what) {
-  const size_t rank = std::max(a.size(), b.size());
-  std::vector<int64_t> out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1) malformed(what + ": operand shapes do not broadcast");
-    out[i] = da == 1 ? db : da;
-  }
+  std::vector<int64_t> out;
+  if (!broadcastShapes(a, b, &out)) malformed(what + ": operand shapes do not broadcast");
   return out;
 }
 
@@ -47,14 +28,17 @@ Const foldElementwise(const std::vector<const Const*>& operands, Const::Kind kin
   out.kind = kind;
   for (const Const* c : operands) out.sources.insert(c->sources.begin(), c->sources.end());
   for (const Const* c : operands) out.shape = broadcastShape(out.shape, c->shape, what);
-  const int64_t n = checkedFoldNumel(out.shape, what);
-  out.values.resize(n);
+  out.values.resize(checkedFoldNumel(out.shape, what));
+  // The kernels' broadcast walk: row by row of the result, each operand at its own offset.
+  std::vector<BroadcastIndex> index;
+  for (const Const* c : operands) index.emplace_back(c->shape, out.shape);
   std::vector<double> args(operands.size());
-  for (int64_t o = 0; o < n; ++o) {
-    for (size_t k = 0; k < operands.size(); ++k)
-      args[k] = operands[k]->values[broadcastOffset(o, out.shape, operands[k]->shape)];
-    out.values[o] = f(args.data());
-  }
+  for (int64_t r = 0; r < index[0].rows(); ++r)
+    for (int64_t c = 0; c < index[0].cols(); ++c) {
+      for (size_t k = 0; k < operands.size(); ++k)
+        args[k] = operands[k]->values[index[k].rowOffset(r) + c * index[k].colStep()];
+      out.values[r * index[0].cols() + c] = f(args.data());
+    }
   return out;
 }
 
@@ -141,7 +125,10 @@ Const foldExpand(const Const& x, const std::vector<int64_t>& shape) {
   out.sources = x.sources;
   out.shape = shape;
   out.values.resize(out.numel());
-  for (int64_t o = 0; o < out.numel(); ++o) out.values[o] = x.values[broadcastOffset(o, shape, x.shape)];
+  const BroadcastIndex index(x.shape, shape);
+  for (int64_t r = 0; r < index.rows(); ++r)
+    for (int64_t c = 0; c < index.cols(); ++c)
+      out.values[r * index.cols() + c] = x.values[index.rowOffset(r) + c * index.colStep()];
   return out;
 }
 
