@@ -79,12 +79,9 @@ bool isSupportedElemType(int32_t t) {
 
 int32_t narrowedElemType(int32_t t) { return t == onnx::TensorProto::DOUBLE ? onnx::TensorProto::FLOAT : t; }
 
-const char* elemTypeName(int32_t t) {
+std::string elemTypeName(int32_t t) {
   if (!onnx::TensorProto::DataType_IsValid(t)) return "an unknown type";
-  static std::string names[32];
-  std::string& name = names[t & 31];
-  name = onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t));
-  return name.c_str();
+  return onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t));
 }
 
 Const::Kind constKindOf(int32_t t) {
@@ -154,8 +151,11 @@ Const decodeTensor(const onnx::TensorProto& t, const std::string& model_dir) {
                 kSupportedElemTypes + ")");
   c.kind = constKindOf(type);
 
-  std::string external;
-  const std::string* raw = t.has_raw_data() ? &t.raw_data() : nullptr;
+  // Raw bytes: inline, or read in place from the mapped external-data file.
+  bool has_raw = t.has_raw_data();
+  const char* raw = t.raw_data().data();
+  size_t raw_size = t.raw_data().size();
+  std::unique_ptr<MappedFile> mapped;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string location;
     int64_t offset = 0, length = -1;
@@ -170,7 +170,6 @@ Const decodeTensor(const onnx::TensorProto& t, const std::string& model_dir) {
     }
     if (location.empty() || location.find("..") != std::string::npos || location[0] == '/')
       malformed("tensor '" + name + "' has a bad external-data location '" + location + "'");
-    std::unique_ptr<MappedFile> mapped;
     try {
       mapped = std::make_unique<MappedFile>(model_dir + "/" + location, "the external data of tensor '" + name + "'",
                                             "(external-data files lie beside the model)");
@@ -182,16 +181,17 @@ Const decodeTensor(const onnx::TensorProto& t, const std::string& model_dir) {
     if (offset < 0 || length < 0 || offset > static_cast<int64_t>(file.size()) ||
         length > static_cast<int64_t>(file.size()) - offset)
       malformed("tensor '" + name + "' reads outside its external-data file " + location);
-    external.assign(reinterpret_cast<const char*>(file.data()) + offset, length);
-    raw = &external;
+    raw = reinterpret_cast<const char*>(file.data()) + offset;
+    raw_size = static_cast<size_t>(length);
+    has_raw = true;
   }
-  if (raw) {
+  if (has_raw) {
     switch (type) {
-      case onnx::TensorProto::FLOAT: fromRaw<float>(raw->data(), raw->size(), n, c.values, name); break;
-      case onnx::TensorProto::DOUBLE: fromRaw<double>(raw->data(), raw->size(), n, c.values, name); break;
-      case onnx::TensorProto::INT64: fromRaw<int64_t>(raw->data(), raw->size(), n, c.values, name); break;
-      case onnx::TensorProto::INT32: fromRaw<int32_t>(raw->data(), raw->size(), n, c.values, name); break;
-      case onnx::TensorProto::BOOL: fromRaw<uint8_t>(raw->data(), raw->size(), n, c.values, name); break;
+      case onnx::TensorProto::FLOAT: fromRaw<float>(raw, raw_size, n, c.values, name); break;
+      case onnx::TensorProto::DOUBLE: fromRaw<double>(raw, raw_size, n, c.values, name); break;
+      case onnx::TensorProto::INT64: fromRaw<int64_t>(raw, raw_size, n, c.values, name); break;
+      case onnx::TensorProto::INT32: fromRaw<int32_t>(raw, raw_size, n, c.values, name); break;
+      case onnx::TensorProto::BOOL: fromRaw<uint8_t>(raw, raw_size, n, c.values, name); break;
     }
   } else {
     switch (type) {

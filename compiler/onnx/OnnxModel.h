@@ -51,7 +51,7 @@ bool isSupportedElemType(int32_t elem_type);
 inline constexpr char kSupportedElemTypes[] = "FLOAT, DOUBLE (run as FLOAT), INT64, INT32, BOOL";
 // The element type a supported type runs as: DOUBLE becomes FLOAT, the rest stay.
 int32_t narrowedElemType(int32_t elem_type);
-const char* elemTypeName(int32_t elem_type);
+std::string elemTypeName(int32_t elem_type);
 Const::Kind constKindOf(int32_t elem_type);
 
 // Reads and parses `path`; throws ImportError (malformed) naming the problem.
