@@ -72,6 +72,59 @@ def learning_rate(step, steps, lr, warmup, min_lr_ratio):
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
+class Schedule:
+    """One training run's settings, passed to mtrun and used by the PyTorch twin alike."""
+
+    def __init__(self, steps, lr, warmup, min_lr_ratio, weight_decay, clip, seed, batch, seq):
+        self.steps, self.lr, self.warmup, self.min_lr_ratio = steps, lr, warmup, min_lr_ratio
+        self.weight_decay, self.clip, self.seed, self.batch, self.seq = weight_decay, clip, seed, batch, seq
+
+    def mtrun_flags(self):
+        return ["--steps", str(self.steps), "--lr", str(self.lr), "--warmup", str(self.warmup),
+                "--min-lr-ratio", str(self.min_lr_ratio), "--weight-decay", str(self.weight_decay),
+                "--grad-clip", str(self.clip), "--seed", str(self.seed)]
+
+
+def torch_train(params, logits_of, tokens, schedule, after_backward=None):
+    """mtrun's training loop in PyTorch: the same batches, AdamW (decay on tensors of rank >= 2),
+    global-norm clipping and LR schedule. `after_backward(step)` sees the unclipped gradients.
+    Returns the losses."""
+    s = schedule
+    decay = [p for p in params.values() if p.dim() >= 2]
+    no_decay = [p for p in params.values() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": s.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=s.lr, betas=(0.9, 0.95), eps=1e-8)
+    losses = []
+    for step in range(1, s.steps + 1):
+        x, y = batch(tokens, step - 1, s.batch, s.seq, s.seed)
+        logits = logits_of(x)
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+        opt.zero_grad()
+        loss.backward()
+        losses.append(loss.item())
+        if after_backward:
+            after_backward(step)
+        torch.nn.utils.clip_grad_norm_(list(params.values()), s.clip)
+        for g in opt.param_groups:
+            g["lr"] = learning_rate(step, s.steps, s.lr, s.warmup, s.min_lr_ratio)
+        opt.step()
+    return losses
+
+
+def compare_losses(mt_losses, torch_losses, tol, failures):
+    """Appends to `failures` each step whose losses differ by more than `tol` relative (and a
+    missing step); returns the worst relative difference."""
+    if len(mt_losses) != len(torch_losses):
+        failures.append(f"mtrun logged {len(mt_losses)} steps, expected {len(torch_losses)}")
+    worst = 0.0
+    for i, (a, b) in enumerate(zip(mt_losses, torch_losses)):
+        err = abs(a - b) / abs(b)
+        worst = max(worst, err)
+        if not err <= tol:
+            failures.append(f"step {i + 1} loss: mtrun {a:.6f} vs torch {b:.6f} (relative {err:.2e})")
+    return worst
+
+
 def attention(q, k, v, heads, kv_heads):
     B, T, _ = q.shape
     D = q.shape[-1] // heads

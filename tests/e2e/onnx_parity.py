@@ -28,8 +28,9 @@ import onnx_export  # noqa: E402
 torch.set_num_threads(2)
 
 LOSS_TOL, WEIGHT_TOL = 1e-4, 1e-5
-STEPS, LR, WARMUP, MIN_LR_RATIO, WD, CLIP, SEED = 20, 3e-3, 5, 0.1, 0.1, 1.0, 7
 BATCH, SEQ = 4, 32
+SCHEDULE = ref.Schedule(steps=20, lr=3e-3, warmup=5, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=7,
+                        batch=BATCH, seq=SEQ)
 
 
 def run(cmd):
@@ -56,10 +57,8 @@ def main():
         {"": [], "loss": ["--with-loss"], "external": ["--external"]}[variant])
     run([f"{bin_dir}/mtc", model_path, "-o", plan] + extra)
     log, final = os.path.join(work, "log.jsonl"), os.path.join(work, "final.safetensors")
-    run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--steps", str(STEPS),
-         "--lr", str(LR), "--warmup", str(WARMUP), "--min-lr-ratio", str(MIN_LR_RATIO),
-         "--weight-decay", str(WD), "--grad-clip", str(CLIP), "--seed", str(SEED),
-         "--log", log, "--export", final, "--print-every", "10"])
+    run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--log", log, "--export", final,
+         "--print-every", "10"] + SCHEDULE.mtrun_flags())
     mt_losses = [json.loads(line)["loss"] for line in open(log)]
     # The loss wrapper holds the model as `lm`: its parameters export as "lm.<name>".
     unwrap = lambda tensors: {(k[3:] if variant == "loss" and k.startswith("lm.") else k): v  # noqa: E731
@@ -70,36 +69,21 @@ def main():
     summary = subprocess.run([f"{bin_dir}/mtc", model_path, "-o", streamed_plan, "--schedule", "streamed-recompute",
                               "--weights", os.path.join(work, "unused.safetensors")] + extra,
                              check=True, capture_output=True, text=True).stdout
-    run([f"{bin_dir}/mtrun", streamed_plan, "--data", data, "--weights", weights, "--steps", str(STEPS),
-         "--lr", str(LR), "--warmup", str(WARMUP), "--min-lr-ratio", str(MIN_LR_RATIO),
-         "--weight-decay", str(WD), "--grad-clip", str(CLIP), "--seed", str(SEED),
-         "--log", streamed_log, "--export", streamed_final, "--print-every", "100"])
+    run([f"{bin_dir}/mtrun", streamed_plan, "--data", data, "--weights", weights, "--log", streamed_log,
+         "--export", streamed_final, "--print-every", "100"] + SCHEDULE.mtrun_flags())
 
     kv = None if family == "gpt2" else 2
     model = onnx_export.LM(family, 2, 64, 4, kv or 4, 256, gelu=gelu)
     model.load_state_dict(torch.load(state))
     params = dict(model.named_parameters())  # tied weights appear once, as in the export
-    decay = [p for p in params.values() if p.dim() >= 2]
-    no_decay = [p for p in params.values() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=LR, betas=(0.9, 0.95), eps=1e-8)
-    tokens = ref.read_tokens(data)
-    torch_losses = []
     zero_grad = set()  # analytically zero gradients (attention's key bias): float noise on both sides
-    for step in range(1, STEPS + 1):
-        x, y = ref.batch(tokens, step - 1, BATCH, SEQ, SEED)
-        logits = model(x)
-        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
-        opt.zero_grad()
-        loss.backward()
-        torch_losses.append(loss.item())
+
+    def find_zero_gradients(step):
         if step == 1:
             norm = sum(float(p.grad.norm()) ** 2 for p in params.values()) ** 0.5
-            zero_grad = {n for n, p in params.items() if float(p.grad.norm()) <= 1e-7 * norm}
-        torch.nn.utils.clip_grad_norm_(list(params.values()), CLIP)
-        for g in opt.param_groups:
-            g["lr"] = ref.learning_rate(step, STEPS, LR, WARMUP, MIN_LR_RATIO)
-        opt.step()
+            zero_grad.update(n for n, p in params.items() if float(p.grad.norm()) <= 1e-7 * norm)
+
+    torch_losses = ref.torch_train(params, model, ref.read_tokens(data), SCHEDULE, after_backward=find_zero_gradients)
 
     trained_onnx = os.path.join(work, "trained.onnx")
     run([f"{bin_dir}/mtonnx", model_path, final, "-o", trained_onnx])
@@ -127,14 +111,7 @@ def main():
         failures.append("streamed-recompute losses differ from the resident plan's")
     if open(streamed_final, "rb").read() != open(final, "rb").read():  # bytes: names and metadata too
         failures.append("streamed-recompute weights differ from the resident plan's")
-    if len(mt_losses) != STEPS:
-        failures.append(f"mtrun logged {len(mt_losses)} steps, expected {STEPS}")
-    worst_loss = 0.0
-    for i, (a, b) in enumerate(zip(mt_losses, torch_losses)):
-        err = abs(a - b) / abs(b)
-        worst_loss = max(worst_loss, err)
-        if not err <= LOSS_TOL:
-            failures.append(f"step {i + 1} loss: mtrun {a:.6f} vs torch {b:.6f} (relative {err:.2e})")
+    worst_loss = ref.compare_losses(mt_losses, torch_losses, LOSS_TOL, failures)
     state_now = model.state_dict()
     missing = [n for n in params if n not in mt_final]
     if missing and mode == "train":
@@ -155,7 +132,7 @@ def main():
     if not worst_w <= WEIGHT_TOL:
         failures.append(f"final weights differ: worst relative error {worst_w:.3e} > {WEIGHT_TOL}")
     print("streamed-recompute: " + summary.splitlines()[3].strip())
-    print(f"losses: {STEPS} steps, first {torch_losses[0]:.4f} last {torch_losses[-1]:.4f}, worst relative "
+    print(f"losses: {SCHEDULE.steps} steps, first {torch_losses[0]:.4f} last {torch_losses[-1]:.4f}, worst relative "
           f"difference {worst_loss:.3e}; final weights: {compared} tensors, worst relative error {worst_w:.3e} "
           f"({worst_name}); left out, zero gradient: {sorted(zero_grad)}")
     for f in failures[:20]:

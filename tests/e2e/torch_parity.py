@@ -19,8 +19,9 @@ torch.set_num_threads(2)
 GRAD_TOL = 1e-5
 ZERO_GRAD = 1e-7  # relative to the global gradient norm
 LOSS_TOL = 1e-4
-STEPS, LR, WARMUP, MIN_LR_RATIO, WD, CLIP, SEED = 20, 3e-3, 5, 0.1, 0.1, 1.0, 7
 BATCH, SEQ = 4, 32
+SCHEDULE = ref.Schedule(steps=20, lr=3e-3, warmup=5, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=7,
+                        batch=BATCH, seq=SEQ)
 
 PRESETS = {  # must match models/BuiltinModels.cpp
     "gpt2-tiny": dict(family="gpt2", layers=2, width=64, heads=4, kv_heads=4, tied=True),
@@ -48,66 +49,46 @@ def main():
     run([f"{bin_dir}/mttok", "--bytes", text, "-o", data])
     run([f"{bin_dir}/mtc", model, "--batch", str(BATCH), "--seq", str(SEQ), "-o", plan, "--seed", "3"] + extra)
     log, grads_path, final = (os.path.join(work, n) for n in ("log.jsonl", "grads.safetensors", "final.safetensors"))
-    run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--steps", str(STEPS),
-         "--lr", str(LR), "--warmup", str(WARMUP), "--min-lr-ratio", str(MIN_LR_RATIO),
-         "--weight-decay", str(WD), "--grad-clip", str(CLIP), "--seed", str(SEED),
-         "--log", log, "--dump-grads", grads_path, "--export", final, "--print-every", "5"])
+    run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--log", log, "--dump-grads", grads_path,
+         "--export", final, "--print-every", "5"] + SCHEDULE.mtrun_flags())
     mt_losses = [json.loads(line)["loss"] for line in open(log)]
     mt_grads = ref.read_safetensors(grads_path)
     mt_final = ref.read_safetensors(final)
 
     params = {k: v.requires_grad_() for k, v in ref.read_safetensors(weights).items()}
-    decay = [p for p in params.values() if p.dim() >= 2]
-    no_decay = [p for p in params.values() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=LR, betas=(0.9, 0.95), eps=1e-8)
     tokens = ref.read_tokens(data)
     failures = []
-    torch_losses = []
     zero_grad = set()
-    for step in range(1, STEPS + 1):
-        x, y = ref.batch(tokens, step - 1, BATCH, SEQ, SEED)
-        logits = ref.forward(params, cfg, x)
-        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
-        opt.zero_grad()
-        loss.backward()
-        torch_losses.append(loss.item())
-        if step == 1:
-            # A gradient that is zero in exact arithmetic (the key bias: softmax ignores a
-            # constant added to a row of scores) is float noise on both sides; it is checked
-            # to be noise-sized instead of relatively equal, and its weights are left out of
-            # the final comparison, since AdamW turns noise into lr-sized steps.
-            global_norm = sum(float(p.grad.norm()) ** 2 for p in params.values()) ** 0.5
-            worst = 0.0
-            for name, p in params.items():
-                if float(p.grad.norm()) <= ZERO_GRAD * global_norm:
-                    zero_grad.add(name)
-                    if not float(mt_grads[name].norm()) <= ZERO_GRAD * global_norm:
-                        failures.append(f"gradient of {name}: should be zero, norm {float(mt_grads[name].norm()):.3e}")
-                    continue
-                err = ref.rel_err(mt_grads[name], p.grad)
-                worst = max(worst, err)
-                if not err <= GRAD_TOL:
-                    failures.append(f"gradient of {name}: relative error {err:.3e} > {GRAD_TOL}")
-            print(f"step-1 gradients: {len(params) - len(zero_grad)} tensors, worst relative error "
-                  f"{worst:.3e}; {len(zero_grad)} analytically zero: {sorted(zero_grad)}")
-        torch.nn.utils.clip_grad_norm_(list(params.values()), CLIP)
-        for g in opt.param_groups:
-            g["lr"] = ref.learning_rate(step, STEPS, LR, WARMUP, MIN_LR_RATIO)
-        opt.step()
-    worst_loss = 0.0
-    for i, (a, b) in enumerate(zip(mt_losses, torch_losses)):
-        err = abs(a - b) / abs(b)
-        worst_loss = max(worst_loss, err)
-        if not err <= LOSS_TOL:
-            failures.append(f"step {i + 1} loss: mtrun {a:.6f} vs torch {b:.6f} (relative {err:.2e})")
-    print(f"losses: {STEPS} steps, first {torch_losses[0]:.4f} last {torch_losses[-1]:.4f}, "
+
+    def check_step1_gradients(step):
+        if step != 1:
+            return
+        # A gradient that is zero in exact arithmetic (the key bias: softmax ignores a
+        # constant added to a row of scores) is float noise on both sides; it is checked
+        # to be noise-sized instead of relatively equal, and its weights are left out of
+        # the final comparison, since AdamW turns noise into lr-sized steps.
+        global_norm = sum(float(p.grad.norm()) ** 2 for p in params.values()) ** 0.5
+        worst = 0.0
+        for name, p in params.items():
+            if float(p.grad.norm()) <= ZERO_GRAD * global_norm:
+                zero_grad.add(name)
+                if not float(mt_grads[name].norm()) <= ZERO_GRAD * global_norm:
+                    failures.append(f"gradient of {name}: should be zero, norm {float(mt_grads[name].norm()):.3e}")
+                continue
+            err = ref.rel_err(mt_grads[name], p.grad)
+            worst = max(worst, err)
+            if not err <= GRAD_TOL:
+                failures.append(f"gradient of {name}: relative error {err:.3e} > {GRAD_TOL}")
+        print(f"step-1 gradients: {len(params) - len(zero_grad)} tensors, worst relative error "
+              f"{worst:.3e}; {len(zero_grad)} analytically zero: {sorted(zero_grad)}")
+
+    torch_losses = ref.torch_train(params, lambda x: ref.forward(params, cfg, x), tokens, SCHEDULE,
+                                   after_backward=check_step1_gradients)
+    worst_loss = ref.compare_losses(mt_losses, torch_losses, LOSS_TOL, failures)
+    print(f"losses: {SCHEDULE.steps} steps, first {torch_losses[0]:.4f} last {torch_losses[-1]:.4f}, "
           f"worst relative difference {worst_loss:.3e}")
     worst_w = max(ref.rel_err(mt_final[n], p.detach()) for n, p in params.items() if n not in zero_grad)
     print(f"final weights: worst relative error {worst_w:.3e}")
-    if len(mt_losses) != STEPS:
-        failures.append(f"mtrun logged {len(mt_losses)} steps, expected {STEPS}")
     if not worst_w <= 1e-5:
         failures.append(f"final weights differ: worst relative error {worst_w:.3e} > 1e-5")
     for f in failures[:20]:
