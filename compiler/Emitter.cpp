@@ -291,7 +291,7 @@ LogicalResult Emitter::addInstruction(Operation* op) {
         bytes += tensorBytes(v.getType());
       }
     } else {
-      body->set_kind(plan::HostTask::ADAMW);
+      body->set_kind(task.getKind() == "adamw" ? plan::HostTask::ADAMW : plan::HostTask::ADAMW_PREVIOUS);
       for (Value v : task.getTensors()) {
         auto arg = dyn_cast<BlockArgument>(v);
         if (!arg || paramName(func_, arg.getArgNumber()).empty())
@@ -370,17 +370,27 @@ void Emitter::finish() {
   // The predicted timeline: each stream runs in order, and an instruction starts once its
   // stream is free and everything it depends on has finished.
   std::vector<double> end(instrs_.size());
+  std::vector<int> cause(instrs_.size());
   double streamFree[kNumStreams] = {0, 0, 0, 0};
   for (size_t i = 0; i < instrs_.size(); ++i) {
     const int s = instrs_[i].stream;
     double start = streamFree[s];
-    for (int d : instrs_[i].deps) start = std::max(start, end[d]);
+    int waitedFor = -1;  // the dependency that ended last, if it delayed the start
+    for (int d : instrs_[i].deps)
+      if (end[d] > start) start = end[d], waitedFor = d;
+    // A wait is charged to the stream whose busy time caused it, through chains of waits
+    // (compute waits for a copy that waited for the host optimizer: the host's).
+    cause[i] = waitedFor >= 0 ? cause[waitedFor] : s;
+    if (s == kCompute && waitedFor >= 0) stats_.compute_wait_us[cause[i]] += start - streamFree[s];
     end[i] = start + instrs_[i].micros;
     streamFree[s] = end[i];
     double* busy[] = {&stats_.compute_us, &stats_.h2d_us, &stats_.d2h_us, &stats_.host_us};
     *busy[s] += instrs_[i].micros;
     stats_.step_us = std::max(stats_.step_us, end[i]);
   }
+  // After the last kernel the compute stream is idle too (copies out, the norm).
+  const double waitedUs = stats_.compute_wait_us[kH2D] + stats_.compute_wait_us[kD2H] + stats_.compute_wait_us[kHost];
+  stats_.compute_wait_us[kCompute] = std::max(0.0, stats_.step_us - stats_.compute_us - waitedUs);
 
   const std::pair<const char*, plan::Stream::Kind> streams[] = {{"compute", plan::Stream::COMPUTE},
                                                                 {"h2d", plan::Stream::HOST_TO_DEVICE},

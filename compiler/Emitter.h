@@ -25,6 +25,9 @@ struct PlanStats {
   int64_t d2h_bytes = 0;      // device -> host per step
   double compute_us = 0, h2d_us = 0, d2h_us = 0, host_us = 0;  // busy time per stream kind
   double step_us = 0;         // predicted, with the streams overlapping as the events allow
+  // Predicted time the compute stream stands idle, by the stream whose busy time made it wait
+  // (1 h2d, 2 d2h, 3 host; 0: after the last kernel).
+  double compute_wait_us[4] = {0, 0, 0, 0};
 };
 
 // Fails (with a diagnostic on the function) if the module is not scheduled and planned.

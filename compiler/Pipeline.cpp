@@ -268,11 +268,20 @@ int compile(const CompileOptions& o) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int instructions = 0;
   for (const auto& s : plan.streams()) instructions += s.instructions_size();
-  const char* bottleneck = "compute";
-  double busiest = stats.compute_us;
-  for (auto [name, us] : {std::pair{"host->device link", stats.h2d_us}, {"device->host link", stats.d2h_us},
-                          {"host optimizer", stats.host_us}})
-    if (us > busiest) bottleneck = name, busiest = us;
+  // The bottleneck: compute when it is busy most of the step, else what it waits for most.
+  const char* stream_names[] = {"the tail after the last kernel", "the host->device link", "the device->host link",
+                                "the host optimizer"};
+  int most_waited = 1;
+  for (int s = 2; s < 4; ++s)
+    if (stats.compute_wait_us[s] > stats.compute_wait_us[most_waited]) most_waited = s;
+  const double compute_busy = stats.step_us > 0 ? stats.compute_us / stats.step_us : 1.0;
+  std::string bottleneck = compute_busy >= 0.9 || stats.compute_wait_us[most_waited] == 0
+                               ? std::string("compute")
+                               : std::string(stream_names[most_waited] + 4);  // without "the "
+  std::string idle;
+  for (int s : {3, 1, 2, 0})
+    if (stats.compute_wait_us[s] >= 0.005 * stats.step_us)
+      idle += fmt::format("{}{} on {}", idle.empty() ? "" : ", ", millis(stats.compute_wait_us[s]), stream_names[s]);
   std::printf("mtc: %s\n", description.c_str());
   std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
@@ -294,7 +303,9 @@ int compile(const CompileOptions& o) {
               "bottleneck: %s\n",
               millis(stats.step_us).c_str(), hw->name.c_str(), model_tflops, millis(stats.compute_us).c_str(),
               millis(stats.h2d_us).c_str(), millis(stats.d2h_us).c_str(), millis(stats.host_us).c_str(),
-              bottleneck);
+              bottleneck.c_str());
+  if (compute_busy < 0.95 && !idle.empty())
+    std::printf("  compute busy   %.0f%% of the step; waits %s\n", 100 * compute_busy, idle.c_str());
   std::printf("  plan           %s (%d instructions on %d streams, %u events), compiled in %.2f s\n",
               o.output.c_str(), instructions, plan.streams_size(), plan.num_events(), seconds);
   if (write_weights)

@@ -85,7 +85,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
       std::string ignored;
       if (!runFrom(*trial, partition + 1, "", schedule, 0, ignored)) continue;
       func::FuncOp func = getModelFunction(*trial);
-      const int64_t arena = func->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
+      const int64_t arena = func->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr).getInt();
       result.arena_by_schedule.emplace_back(schedule, arena);
       if (arena <= options.device_mem) {
         result.schedule = schedule;

@@ -1,4 +1,6 @@
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
 
 using namespace mlir;
@@ -56,6 +58,23 @@ SmallVector<Value> parameterArguments(func::FuncOp func) {
   for (BlockArgument arg : func.getArguments())
     if (!paramName(func, arg.getArgNumber()).empty()) params.push_back(arg);
   return params;
+}
+
+void insertDeferredUpdates(func::FuncOp func) {
+  Block& body = func.getBody().front();
+  OpBuilder b(func.getContext());
+  DenseSet<Value> updated;
+  for (Operation& op : llvm::make_early_inc_range(body)) {
+    auto copy = dyn_cast<H2DOp>(op);
+    auto arg = copy ? dyn_cast<BlockArgument>(copy.getInput()) : nullptr;
+    if (!arg || paramName(func, arg.getArgNumber()).empty() || !updated.insert(arg).second) continue;
+    b.setInsertionPoint(copy);
+    auto task = b.create<HostTaskOp>(copy.getLoc(), "adamw_previous", ValueRange{arg});
+    if (auto block = copy->getAttr(kBlockAttr)) task->setAttr(kBlockAttr, block);
+  }
+  b.setInsertionPointToStart(&body);
+  for (Value param : parameterArguments(func))
+    if (!updated.count(param)) b.create<HostTaskOp>(func.getLoc(), "adamw_previous", ValueRange{param});
 }
 
 StringRef paramName(func::FuncOp func, unsigned index) {

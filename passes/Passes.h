@@ -28,6 +28,7 @@ inline constexpr char kLossAttr[] = "mt.loss";           // result: the loss
 inline constexpr char kGradAttr[] = "mt.grad";           // result: gradient of the named param
 inline constexpr char kOffsetsAttr[] = "mt.offsets";     // op: arena offset of each result
 inline constexpr char kArenaBytesAttr[] = "mt.arena_bytes";  // func: arena size
+inline constexpr char kArenaMinBytesAttr[] = "mt.arena_min_bytes";  // func: smallest arena that works
 inline constexpr char kModelAttr[] = "mt.model";         // func: model name
 inline constexpr char kBlockAttr[] = "mt.block";         // op: layer block index
 inline constexpr char kTemplatesAttr[] = "mt.block_templates";  // func: block -> template block
@@ -55,6 +56,12 @@ bool isForwardOnly(mlir::func::FuncOp func);
 
 // The parameter arguments (mt.param) of `func`, in order.
 llvm::SmallVector<mlir::Value> parameterArguments(mlir::func::FuncOp func);
+
+// AdamW one step late, overlapped with the forward: an "adamw_previous" host task for every
+// parameter just before its first copy to the device (at the start if it is never copied). The
+// host updates parameter k with the previous step's gradients while the parameters before it
+// already stream in and compute; global-norm clipping stays exact (that norm is complete).
+void insertDeferredUpdates(mlir::func::FuncOp func);
 
 // The param name of argument `index`, or "" if it is not a parameter.
 llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);

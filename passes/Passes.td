@@ -71,8 +71,10 @@ def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
     within a block (its forward, then its recompute + backward): an `mt.h2d` is inserted at the
     start of the block that runs before (a prefetch one block ahead), so weights cross the
     link once forward and once backward. Each gradient is copied out right after it is
-    complete and its share of the global norm taken on the host at once; AdamW runs when the
-    norm is complete. Needs `mt-partition` and a differentiated function.
+    complete and its share of the global norm taken on the host at once. AdamW runs one step
+    late (`adamw_previous`): each parameter's update of the previous step just before its
+    first copy in, so the host optimizer overlaps the forward instead of ending the step.
+    Needs `mt-partition` and a differentiated function.
   }];
   let dependentDialects = ["::mt::MtDialect"];
 }
@@ -81,9 +83,10 @@ def ScheduleResidentPass : Pass<"mt-schedule-resident", "mlir::ModuleOp"> {
   let summary = "All-resident schedule: copy inputs and weights in, gradients out, optimise on host";
   let description = [{
     Inserts an `mt.h2d` for every argument (parameters and inputs) at the start of the step,
-    an `mt.d2h` for the loss and every gradient at its end, then the host tasks: the global
-    gradient norm and AdamW over every parameter. The memory-centric schedule (layer blocks,
-    streamed weights) replaces this pass for models larger than the device.
+    in the order the step first uses them, an `mt.d2h` for the loss and every gradient at its
+    end, then the global gradient norm on the host. AdamW runs one step late
+    (`adamw_previous`, before each parameter's copy in). The memory-centric schedule (layer
+    blocks, streamed weights) replaces this pass for models larger than the device.
   }];
   let dependentDialects = ["::mt::MtDialect"];
 }
@@ -93,8 +96,11 @@ def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
   let description = [{
     Gives every device value (results of compute ops and of `mt.h2d`) an offset in a single
     arena (`mt.offsets` on its op), reusing the bytes of values whose last use has passed;
-    `mt.reshape` results share their input's bytes. Records the arena size as `mt.arena_bytes`
-    on the function. With a budget, fails naming the smallest budget that would work.
+    `mt.reshape` results share their input's bytes. A value copied to the host keeps its bytes
+    to the end of its block's region (the copy runs beside the next kernels instead of making
+    them wait) unless only the plan without that slack fits the budget. Records the arena size
+    as `mt.arena_bytes` and the smallest arena (no slack) as `mt.arena_min_bytes` on the
+    function. With a budget, fails naming the smallest budget that would work.
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"0",

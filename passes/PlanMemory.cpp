@@ -3,12 +3,15 @@
 // results are placed before the op's dying operands are freed, so no op writes over its own
 // inputs. A reshape is a view: it shares its input's bytes and extends its lifetime.
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "llvm/ADT/DenseMap.h"
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
 
 using namespace mlir;
+
 
 namespace mt {
 #define GEN_PASS_DEF_PLANMEMORYPASS
@@ -72,17 +75,61 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
         if (!storage.count(result)) lastUse[result] = std::max(lastUse.lookup(result), index);
       ++index;
     }
+    // A copy to the host runs beside the compute that follows it: with slack, the bytes it
+    // reads stay allocated to the end of its block's region, so the next kernels do not write
+    // over them (and wait for the copy) right after it was issued. Without, the arena is as
+    // small as liveness allows: taken only when the slack does not fit the budget.
+    DenseMap<Value, int64_t> lastUseWithSlack = lastUse;
+    std::vector<int64_t> regionEnd;  // by region: position of its last op
+    DenseMap<Operation*, size_t> regionOf;
+    std::optional<int64_t> previousBlock;
+    for (Operation& op : body) {
+      if (regionEnd.empty() || blockOf(&op) != previousBlock) regionEnd.push_back(0);
+      previousBlock = blockOf(&op);
+      regionEnd.back() = position[&op];
+      regionOf[&op] = regionEnd.size() - 1;
+    }
+    for (Operation& op : body)
+      if (auto copy = dyn_cast<D2HOp>(op)) {
+        Value r = root(copy.getInput());
+        lastUseWithSlack[r] = std::max(lastUseWithSlack[r], regionEnd[regionOf[&op]]);
+      }
 
+    Placement chosen = place(body, position, storage, lastUseWithSlack);
+    const Placement smallest = place(body, position, storage, lastUse);
+    if (budget > 0 && chosen.peak > budget) chosen = smallest;
+    Builder b(&getContext());
+    for (auto& [op, offsets] : chosen.offsets) op->setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
+    func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(chosen.peak));
+    func->setAttr(kArenaMinBytesAttr, b.getI64IntegerAttr(smallest.peak));
+    if (budget > 0 && chosen.peak > budget) {
+      func.emitError("the plan needs ")
+          << formatBytes(chosen.peak) << " of device memory but the budget is "
+          << formatBytes(static_cast<int64_t>(budget)) << ": raise the budget to at least "
+          << chosen.peak << " bytes, stream the weights and recompute (mtc --schedule), or make the "
+          << "model or batch smaller";
+      return signalPassFailure();
+    }
+  }
+
+  struct Placement {
+    DenseMap<Operation*, SmallVector<int64_t>> offsets;  // of each device op's results
+    int64_t peak = 0;
+  };
+
+  // Places every device value in program order, first fit, freeing its bytes after `lastUse`.
+  static Placement place(Block& body, DenseMap<Operation*, int64_t>& position, DenseMap<Value, Value>& storage,
+                         DenseMap<Value, int64_t>& lastUse) {
+    Placement placement;
     ArenaAllocator arena;
     DenseMap<Value, int64_t> offsets;
     std::multimap<int64_t, Value> dying;  // last use -> storage root
-    Builder b(&getContext());
     for (Operation& op : body) {
       if (!onDevice(&op) || op.getNumResults() == 0) {
         releaseUntil(position[&op], dying, arena, offsets);
         continue;
       }
-      SmallVector<int64_t> opOffsets;
+      SmallVector<int64_t>& opOffsets = placement.offsets[&op];
       for (Value result : op.getResults()) {
         if (storage.count(result)) {
           opOffsets.push_back(offsets[storage[result]]);
@@ -92,18 +139,10 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
         opOffsets.push_back(offsets[result]);
         dying.emplace(lastUse[result], result);
       }
-      op.setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(opOffsets));
       releaseUntil(position[&op], dying, arena, offsets);
     }
-    func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(arena.peak()));
-    if (budget > 0 && arena.peak() > budget) {
-      func.emitError("the plan needs ")
-          << formatBytes(arena.peak()) << " of device memory but the budget is "
-          << formatBytes(static_cast<int64_t>(budget)) << ": raise the budget to at least "
-          << arena.peak() << " bytes, stream the weights and recompute (mtc --schedule), or make the "
-          << "model or batch smaller";
-      return signalPassFailure();
-    }
+    placement.peak = arena.peak();
+    return placement;
   }
 
   // Frees every value whose last use is at or before `now`.

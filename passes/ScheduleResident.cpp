@@ -1,6 +1,7 @@
 // mt-schedule-resident: the all-resident schedule of one training step. Every argument is
 // copied to the device at the start, the loss and gradients are copied back at the end, and
-// the host then takes the global gradient norm and runs AdamW on every parameter. A
+// the host then takes the global gradient norm. AdamW runs one step late: each parameter's
+// update just before its copy in, overlapped with the copies and compute before it. A
 // forward-only function (named outputs, no loss) is scheduled the same way without the host
 // tasks: one evaluation.
 #include "mlir/IR/Builders.h"
@@ -24,10 +25,22 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
     if (failed(checkReadyToSchedule(func, "mt-schedule-resident", /*allowForwardOnly=*/true)))
       return signalPassFailure();
 
-    OpBuilder b(&getContext());
-    b.setInsertionPointToStart(&body);
+    // Copies in the order the step first needs the arguments, so compute can start on the
+    // first while later ones (and their deferred updates) are still under way.
+    DenseMap<Operation*, size_t> position;
+    for (Operation& op : body) position[&op] = position.size();
+    SmallVector<std::pair<size_t, BlockArgument>> firstUse;
     for (BlockArgument arg : func.getArguments()) {
       if (arg.use_empty()) continue;
+      size_t first = position.size();
+      for (Operation* user : arg.getUsers()) first = std::min(first, position[user]);
+      firstUse.emplace_back(first, arg);
+    }
+    std::stable_sort(firstUse.begin(), firstUse.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    OpBuilder b(&getContext());
+    b.setInsertionPointToStart(&body);
+    for (auto [first, arg] : firstUse) {
       auto copy = b.create<H2DOp>(func.getLoc(), arg);
       arg.replaceAllUsesExcept(copy.getResult(), copy);
     }
@@ -39,12 +52,9 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
       hostResults.push_back(host);
       if (i > 0 && !forward) hostGrads.push_back(host);
     }
-    SmallVector<Value> params = parameterArguments(func);
-    if (!params.empty() && !forward) {
-      b.create<HostTaskOp>(ret.getLoc(), "grad_norm", hostGrads);
-      b.create<HostTaskOp>(ret.getLoc(), "adamw", params);
-    }
+    if (!hostGrads.empty()) b.create<HostTaskOp>(ret.getLoc(), "grad_norm", hostGrads);
     ret->setOperands(hostResults);
+    if (!forward) insertDeferredUpdates(func);
   }
 };
 

@@ -1,5 +1,6 @@
 // mt-schedule-streamed: weights stream in per block (one block ahead), gradients stream out as
-// they complete, the host takes the norm as they land and runs AdamW when it is complete.
+// they complete, the host takes the norm as they land; AdamW runs one step late, each
+// parameter's update just before its first copy in (overlapped with the next forward).
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
 
@@ -89,10 +90,8 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
         if (def) norm->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
       }
     }
-    SmallVector<Value> params = parameterArguments(func);
-    b.setInsertionPoint(ret);
-    if (!params.empty()) b.create<HostTaskOp>(ret.getLoc(), "adamw", params);
     ret->setOperands(hostResults);
+    insertDeferredUpdates(func);
   }
 };
 

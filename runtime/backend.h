@@ -4,7 +4,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include <string>
 
 #include "kernels/adamw/adamw.h"
 #include "runtime/host_store.h"
@@ -34,6 +33,11 @@ class Backend {
   // moments are updated in place in the host store. For a forward-only plan: one evaluation,
   // inputs to outputs (the result's loss is then 0).
   virtual StepResult runStep(const StepOptions& options) = 0;
+  // A plan whose AdamW runs one step late (ADAMW_PREVIOUS tasks, overlapped with the next
+  // step's forward) leaves the update of a step pending after runStep: the host store's
+  // weights are then those before it. This applies it now; call it before reading weights or
+  // moments (checkpoint, validation, export, the end of training). A no-op if none is pending.
+  virtual void applyPendingUpdate() = 0;
   // Bytes of the device arena this backend allocated (the plan's arena size).
   virtual int64_t arenaBytes() const = 0;
   // Time per kernel from now on (seconds per op-table row, summed over steps), when enabled.

@@ -48,6 +48,7 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   int64_t arenaBytes() const override { return arena_bytes_; }
   StepResult runStep(const StepOptions& options) override;
+  void applyPendingUpdate() override;
   void enableProfile() override { profile_ = true; }
   std::vector<double> kernelSeconds() const override { return kernel_seconds_; }
 
@@ -55,6 +56,9 @@ class CpuBackend final : public Backend {
   void streamMain(int stream);
   void execute(const Op& op);
   void runHostTask(const HostTaskOp& task);
+  // This step's AdamW settings: the options' with the clipping coefficient of its norm.
+  AdamWParams stepAdamW() const;
+  void update(const std::vector<int>& params, const AdamWParams& adamw);
 
   HostStore& store_;
   const plan::Plan& plan_;
@@ -80,6 +84,10 @@ class CpuBackend final : public Backend {
   StepOptions options_;      // of the current step, read by host tasks
   double grad_sq_sum_ = 0.0;  // written by the (single) host stream
   int first_nonfinite_ = -1;  // host tensor; written by the host stream
+  // The deferred update (ADAMW_PREVIOUS plans): set between steps, read by the host stream.
+  bool deferred_ = false;
+  bool pending_ = false;
+  AdamWParams pending_adamw_;
 };
 
 CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
@@ -117,6 +125,7 @@ CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
         case plan::Instruction::kRecordEvent: program.push_back(RecordOp{in.record_event()}); break;
         case plan::Instruction::kWaitEvent: program.push_back(WaitOp{in.wait_event()}); break;
         case plan::Instruction::kHostTask:
+          deferred_ |= in.host_task().kind() == plan::HostTask::ADAMW_PREVIOUS;
           program.push_back(HostTaskOp{in.host_task().kind(), {in.host_task().tensors().begin(),
                                                                in.host_task().tensors().end()}});
           break;
@@ -153,7 +162,17 @@ StepResult CpuBackend::runStep(const StepOptions& options) {
   if (store_.loss() >= 0) result.loss = store_.f32(store_.loss())[0];
   result.grad_norm = std::sqrt(grad_sq_sum_);
   if (first_nonfinite_ >= 0) result.nonfinite_grad = plan_.host_tensors(first_nonfinite_).name();
+  // The previous pending update ran at the start of this step; this step's is pending now,
+  // unless it is not to be applied (NaN/Inf, or no update asked for).
+  pending_ = deferred_ && options.update && first_nonfinite_ < 0;
+  if (pending_) pending_adamw_ = stepAdamW();
   return result;
+}
+
+void CpuBackend::applyPendingUpdate() {
+  if (!pending_) return;
+  update(store_.params(), pending_adamw_);
+  pending_ = false;
 }
 
 void CpuBackend::streamMain(int stream) {
@@ -206,17 +225,28 @@ void CpuBackend::runHostTask(const HostTaskOp& task) {
     }
     return;
   }
+  if (task.kind == plan::HostTask::ADAMW_PREVIOUS) {
+    if (pending_) update(task.tensors, pending_adamw_);
+    return;
+  }
   if (first_nonfinite_ >= 0) return;  // NaN/Inf gradients would poison the weights: no update
   if (!options_.update) return;
+  update(task.tensors, stepAdamW());
+}
+
+AdamWParams CpuBackend::stepAdamW() const {
   AdamWParams p = options_.adamw;
-  const double norm = std::sqrt(grad_sq_sum_);
   if (options_.grad_clip > 0.0) {
     // torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1.
-    const double coeff = options_.grad_clip / (norm + 1e-6);
+    const double coeff = options_.grad_clip / (std::sqrt(grad_sq_sum_) + 1e-6);
     p.grad_scale = static_cast<float>(std::min(coeff, 1.0));
   }
-  for (int param : task.tensors) {
-    AdamWParams q = p;
+  return p;
+}
+
+void CpuBackend::update(const std::vector<int>& params, const AdamWParams& adamw) {
+  for (int param : params) {
+    AdamWParams q = adamw;
     if (!plan_.host_tensors(param).weight_decay()) q.weight_decay = 0.0;
     adamw_cpu(store_.f32(param), store_.f32(store_.gradOf(param)), store_.f32(store_.moment1Of(param)),
               store_.f32(store_.moment2Of(param)), store_.numel(param), q);

@@ -135,6 +135,7 @@ int train(const TrainConfig& config) {
   };
   auto checkpoint = [&](int64_t step) {
     if (checkpoint_dir.empty()) return;
+    backend->applyPendingUpdate();
     clear_status();
     writeCheckpoint(checkpoint_dir, plan, store, {step, resumed.seed, config.steps}, config.keep);
     std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), checkpoint_dir.c_str());
@@ -143,6 +144,7 @@ int train(const TrainConfig& config) {
   // runs, as the plan is a training step).
   auto validate = [&](int64_t step) {
     if (!val_sampler) return;
+    backend->applyPendingUpdate();  // validate the weights after this step's update
     StepOptions eval = options;
     eval.update = false;
     double total = 0.0;
@@ -221,6 +223,7 @@ int train(const TrainConfig& config) {
       return 0;
     }
   }
+  backend->applyPendingUpdate();  // the last step's update
   clear_status();
   std::printf("done: %lld steps, %.1f s, %.0f tok/s average\n", static_cast<long long>(steps_run),
               total_seconds, steps_run ? tokens_per_step * steps_run / total_seconds : 0.0);

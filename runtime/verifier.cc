@@ -138,7 +138,7 @@ void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool nor
     if (t >= static_cast<uint32_t>(plan.host_tensors_size()) || plan.host_tensors(t).role() != wanted)
       fail(at + ": host task operand " + std::to_string(t) + " has the wrong role");
   }
-  if (task.kind() == plan::HostTask::ADAMW) {
+  if (task.kind() != plan::HostTask::GRAD_NORM) {
     for (uint32_t t : task.tensors()) {
       int grads = 0, first = 0, second = 0;
       for (const auto& h : plan.host_tensors()) {
@@ -154,6 +154,9 @@ void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool nor
   }
   if (task.kind() == plan::HostTask::ADAMW && !norm_seen)
     fail(at + ": ADAMW before the GRAD_NORM task of its stream (global-norm clipping)");
+  if (task.kind() == plan::HostTask::ADAMW_PREVIOUS && norm_seen)
+    fail(at + ": ADAMW_PREVIOUS after a GRAD_NORM task (it applies the previous step's gradients, "
+         "which this step's overwrite)");
 }
 
 void verifyEvents(const plan::Plan& plan) {
@@ -225,6 +228,7 @@ void verifyPlanContents(const plan::Plan& plan) {
   if (training && (plan.model().batch() <= 0 || plan.model().seq() <= 0 || plan.model().vocab() <= 0))
     fail("model batch, seq and vocab must be positive");
   std::set<uint32_t> updated;
+  std::set<int> update_kinds;
   for (int s = 0; s < plan.streams_size(); ++s) {
     const auto& stream = plan.streams(s);
     if (!plan::Stream::Kind_IsValid(stream.kind())) fail("stream " + std::to_string(s) + " has an unknown kind");
@@ -252,9 +256,12 @@ void verifyPlanContents(const plan::Plan& plan) {
           if (!training) fail(at + ": a host task in a forward-only plan");
           verifyHostTask(plan, in.host_task(), norm_seen, at);
           norm_seen |= in.host_task().kind() == plan::HostTask::GRAD_NORM;
-          if (in.host_task().kind() == plan::HostTask::ADAMW)
+          if (in.host_task().kind() != plan::HostTask::GRAD_NORM) {
+            update_kinds.insert(in.host_task().kind());
+            if (update_kinds.size() > 1) fail(at + ": both ADAMW and ADAMW_PREVIOUS tasks: a plan updates in one way");
             for (uint32_t p : in.host_task().tensors())
               if (!updated.insert(p).second) fail(at + ": a parameter is updated twice in a step");
+          }
           break;
         default: fail(at + ": empty instruction");
       }

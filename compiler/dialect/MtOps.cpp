@@ -521,8 +521,9 @@ LogicalResult TriluOp::inferReturnTypes(MLIRContext*, std::optional<Location> lo
 }
 
 LogicalResult HostTaskOp::verify() {
-  if (getKind() != "grad_norm" && getKind() != "adamw")
-    return emitOpError("kind must be \"grad_norm\" or \"adamw\", got \"") << getKind() << "\"";
+  if (getKind() != "grad_norm" && getKind() != "adamw" && getKind() != "adamw_previous")
+    return emitOpError("kind must be \"grad_norm\", \"adamw\" or \"adamw_previous\", got \"")
+           << getKind() << "\"";
   return success();
 }
 

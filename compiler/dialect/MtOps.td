@@ -583,8 +583,13 @@ def Mt_HostTaskOp : Mt_Op<"host_task"> {
     `grad_norm` sums the squares of host gradients into the step's global norm; `adamw`
     updates the listed parameters (function arguments) in place from their gradients. An
     adamw task follows the grad_norm task of its step (exact global-norm clipping).
+    `adamw_previous` is the deferred form the schedules emit: the update of the previous
+    step (its gradients, its norm), placed before the parameter's first copy to the device,
+    so the host updates later parameters while earlier ones already stream in and compute.
+    It precedes every grad_norm task of the step.
 
     ```mlir
+    mt.host_task "adamw_previous"(%w0) : tensor<384xf32>
     mt.host_task "grad_norm"(%g0, %g1) : tensor<384xf32>, tensor<384x384xf32>
     mt.host_task "adamw"(%w0, %w1) : tensor<384xf32>, tensor<384x384xf32>
     ```

@@ -3,6 +3,8 @@
 // the memory plan is refused.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "compiler/Emitter.h"
 #include "compiler/Stages.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -56,14 +58,33 @@ TEST_F(EmitterTest, BuiltinModelPlanVerifiesWithStreamsAndEvents) {
   EXPECT_GT(kernels, 40);
   // The compute stream's first kernel waits for the copies it reads.
   ASSERT_TRUE(compute.instructions(0).has_wait_event());
-  // The host stream: wait for the gradients, the norm, then AdamW over every parameter.
-  ASSERT_GE(host.instructions_size(), 3);
-  EXPECT_TRUE(host.instructions(0).has_wait_event());
-  const auto& norm = host.instructions(host.instructions_size() - 2);
-  const auto& adamw = host.instructions(host.instructions_size() - 1);
+  // The host stream: the previous step's AdamW, one task per parameter, then (after waiting
+  // for the gradients) this step's norm.
+  std::map<uint32_t, int> updateAt;  // parameter -> position of its update on the host stream
+  std::map<uint32_t, int> recordedAt;  // event -> position of its record on the host stream
+  for (int i = 0; i < host.instructions_size(); ++i) {
+    const auto& in = host.instructions(i);
+    if (in.has_record_event()) recordedAt[in.record_event()] = i;
+    if (!in.has_host_task() || in.host_task().kind() != plan::HostTask::ADAMW_PREVIOUS) continue;
+    ASSERT_EQ(in.host_task().tensors_size(), 1);
+    EXPECT_TRUE(updateAt.emplace(in.host_task().tensors(0), i).second);
+  }
+  EXPECT_EQ(static_cast<int>(updateAt.size()), params);
+  const auto& norm = host.instructions(host.instructions_size() - 1);
   EXPECT_EQ(norm.host_task().kind(), plan::HostTask::GRAD_NORM);
-  EXPECT_EQ(adamw.host_task().kind(), plan::HostTask::ADAMW);
-  EXPECT_EQ(adamw.host_task().tensors_size(), params);
+  EXPECT_TRUE(host.instructions(host.instructions_size() - 2).has_wait_event());
+  // Each weight's copy in waits for its update; the first copy does not wait for the last
+  // update (the optimizer overlaps the copies and compute).
+  int lastUpdate = 0;
+  for (auto [param, at] : updateAt) lastUpdate = std::max(lastUpdate, at);
+  int waitedHost = -1, copies = 0;
+  for (const auto& in : h2d.instructions()) {
+    if (in.has_wait_event() && recordedAt.count(in.wait_event()))
+      waitedHost = std::max(waitedHost, recordedAt[in.wait_event()]);
+    if (!in.has_copy() || !updateAt.count(in.copy().host_tensor())) continue;
+    EXPECT_GE(waitedHost, updateAt[in.copy().host_tensor()]) << plan.host_tensors(in.copy().host_tensor()).name();
+    if (copies++ == 0) EXPECT_LT(waitedHost, lastUpdate);
+  }
   EXPECT_EQ(plan.model().num_params(), config.numParams());
 }
 

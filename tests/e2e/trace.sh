@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # mtdump --trace writes the predicted timeline as Chrome/Perfetto JSON: one track per stream,
 # slices that never overlap within a stream, a copy-in before the first kernel that reads it,
+# the host's AdamW (the previous step's, deferred) still running when compute starts,
 # and device memory in use that never exceeds the arena and returns to zero.
 # usage: trace.sh BIN_DIR WORK_DIR
 set -euo pipefail
@@ -26,7 +27,9 @@ for stream, items in slices.items():
 first_kernel = min(s for s, e, n in slices["compute"])
 first_copy_end = min(e for s, e, n in slices["h2d"])
 assert first_copy_end <= first_kernel + 1e-9, "a kernel starts before any weight arrived"
-assert any(n == "ADAMW" for s, e, n in slices["host"])
+updates = [(s, e) for s, e, n in slices["host"] if n == "ADAMW_PREVIOUS"]
+assert updates, "no deferred AdamW on the host stream"
+assert first_kernel < max(e for s, e in updates), "the optimizer does not overlap the forward"
 memory = [e["args"]["in use"] for e in events if e["ph"] == "C"]
 arena_mib = int(open("arena.txt").read()) / 1048576.0
 assert memory and max(memory) <= arena_mib + 1e-9 and abs(memory[-1]) < 1e-9, (max(memory), arena_mib)

@@ -4,7 +4,7 @@
 // input's bytes, and an op's results never overlap its own inputs.
 
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: attributes {mt.arena_bytes = 512 : i64}
+// CHECK-SAME: attributes {mt.arena_bytes = 512 : i64, mt.arena_min_bytes = 512 : i64}
 // CHECK: mt.h2d %arg0 {mt.offsets = array<i64: 0>}
 // CHECK: mt.h2d %arg1 {mt.offsets = array<i64: 64>}
 // CHECK: mt.embedding %{{.*}} {mt.offsets = array<i64: 192>}
@@ -59,4 +59,43 @@ func.func @unscheduled(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
   // expected-error @+1 {{reads a host value (a function argument) on the device: run mt-schedule-resident first}}
   %x = mt.embedding %tokens, %w : tensor<2x3xi32>, tensor<5x4xf32>
   return %x : tensor<2x3x4xf32>
+}
+
+// -----
+
+// A value copied to the host keeps its bytes to the end of its block's region, so the next
+// kernel (%b) does not write over it while the copy runs; block 1 (%c) reuses them. 1 KiB each:
+// the slack (2 KiB) fits the budget, so it is taken.
+// CHECK-LABEL: func.func @copy_slack
+// CHECK-SAME: attributes {mt.arena_bytes = 2048 : i64, mt.arena_min_bytes = 1024 : i64}
+// CHECK: mt.fill {mt.block = 0 : i64, mt.offsets = array<i64: 0>
+// CHECK: mt.fill {mt.block = 0 : i64, mt.offsets = array<i64: 1024>
+// CHECK: mt.fill {mt.block = 1 : i64, mt.offsets = array<i64: 0>
+func.func @copy_slack() -> (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) {
+  %a = mt.fill {mt.block = 0 : i64, value = 1.0 : f32} : tensor<16x16xf32>
+  %ha = mt.d2h %a {mt.block = 0 : i64} : tensor<16x16xf32>
+  %b = mt.fill {mt.block = 0 : i64, value = 2.0 : f32} : tensor<16x16xf32>
+  %hb = mt.d2h %b {mt.block = 0 : i64} : tensor<16x16xf32>
+  %c = mt.fill {mt.block = 1 : i64, value = 3.0 : f32} : tensor<16x16xf32>
+  %hc = mt.d2h %c {mt.block = 1 : i64} : tensor<16x16xf32>
+  return %ha, %hb, %hc : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>
+}
+
+// -----
+
+// The same at 4 KiB each: with the slack (8 KiB) the plan would exceed the 4 KiB budget, so the
+// planner gives it up and %b reuses %a's bytes at once.
+// CHECK-LABEL: func.func @copy_slack_over_budget
+// CHECK-SAME: attributes {mt.arena_bytes = 4096 : i64, mt.arena_min_bytes = 4096 : i64}
+// CHECK: mt.fill {mt.block = 0 : i64, mt.offsets = array<i64: 0>
+// CHECK: mt.fill {mt.block = 0 : i64, mt.offsets = array<i64: 0>
+// CHECK: mt.fill {mt.block = 1 : i64, mt.offsets = array<i64: 0>
+func.func @copy_slack_over_budget() -> (tensor<32x32xf32>, tensor<32x32xf32>, tensor<32x32xf32>) {
+  %a = mt.fill {mt.block = 0 : i64, value = 1.0 : f32} : tensor<32x32xf32>
+  %ha = mt.d2h %a {mt.block = 0 : i64} : tensor<32x32xf32>
+  %b = mt.fill {mt.block = 0 : i64, value = 2.0 : f32} : tensor<32x32xf32>
+  %hb = mt.d2h %b {mt.block = 0 : i64} : tensor<32x32xf32>
+  %c = mt.fill {mt.block = 1 : i64, value = 3.0 : f32} : tensor<32x32xf32>
+  %hc = mt.d2h %c {mt.block = 1 : i64} : tensor<32x32xf32>
+  return %ha, %hb, %hc : tensor<32x32xf32>, tensor<32x32xf32>, tensor<32x32xf32>
 }

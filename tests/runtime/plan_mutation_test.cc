@@ -186,6 +186,35 @@ TEST_F(PlanMutationTest, AWaitOnAnEventNeverRecordedIsADeadlockError) {
   }
 }
 
+// The deferred update reads the previous step's gradients: after this step's norm they are
+// overwritten; and a plan updates either one way or the other.
+TEST_F(PlanMutationTest, TheDeferredUpdateMustPrecedeTheNormAndNotMixWithImmediateAdamw) {
+  auto expectRejected = [](const plan::Plan& plan, const std::string& wanted) {
+    try {
+      verifyPlan(plan);
+      ADD_FAILURE() << "verified a plan that should fail with: " << wanted;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(wanted), std::string::npos) << e.what();
+    }
+  };
+  plan::Plan moved = original_, mixed = original_;
+  bool found = false;
+  for (int s = 0; s < moved.streams_size() && !found; ++s) {
+    auto* instrs = moved.mutable_streams(s)->mutable_instructions();
+    for (int i = 0; i < instrs->size() && !found; ++i) {
+      if (!instrs->Get(i).has_host_task() || instrs->Get(i).host_task().kind() != plan::HostTask::ADAMW_PREVIOUS)
+        continue;
+      found = true;
+      *instrs->Add() = instrs->Get(i);  // to the end: after the GRAD_NORM
+      instrs->DeleteSubrange(i, 1);
+      mixed.mutable_streams(s)->mutable_instructions(i)->mutable_host_task()->set_kind(plan::HostTask::ADAMW);
+    }
+  }
+  ASSERT_TRUE(found) << "the test plan has no ADAMW_PREVIOUS task";
+  expectRejected(moved, "ADAMW_PREVIOUS after a GRAD_NORM task");
+  expectRejected(mixed, "ADAMW");
+}
+
 TEST_F(PlanMutationTest, ANewerMinorOrOtherMajorVersionIsRefusedWithBothVersions) {
   for (auto [major, minor] : {std::pair{kPlanVersionMajor + 1, 0u}, {kPlanVersionMajor, kPlanVersionMinor + 1}}) {
     plan::Plan plan = original_;
