@@ -120,6 +120,7 @@ int compile(const CompileOptions& o) {
     if (isa<FileLineColLoc>(d.getLocation())) return failure();  // to the source handler
     const char* kind = d.getSeverity() == DiagnosticSeverity::Error ? "error" : "note";
     llvm::errs() << "mtc: " << kind << ": " << d.str() << "\n";
+    for (Diagnostic& note : d.getNotes()) llvm::errs() << "mtc: note: " << note.str() << "\n";
     return success();
   });
 

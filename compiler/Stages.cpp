@@ -93,13 +93,25 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
       }
     }
     if (result.schedule.empty()) {
+      // The most frugal schedule, compiled against the budget: its memory planner's notes say
+      // what fills the device at the peak.
       const auto& [name, arena] = result.arena_by_schedule.back();
-      getModelFunction(module).emitError("the model needs at least ")
-          << formatBytes(arena)
-          << " of device memory, with weights streamed per block and activations recomputed; the budget "
-             "is "
+      std::vector<std::string> notes;
+      {
+        ScopedDiagnosticHandler collect(module.getContext(), [&](Diagnostic& d) {
+          for (Diagnostic& note : d.getNotes()) notes.push_back(note.str());
+          return success();
+        });
+        OwningOpRef<ModuleOp> trial = module.clone();
+        std::string ignored;
+        runFrom(*trial, partition + 1, "", name, options.device_mem, ignored);
+      }
+      InFlightDiagnostic diag = getModelFunction(module).emitError("the model needs at least ")
+          << formatBytes(arena) << " of device memory even with the " << name
+          << " schedule (weights streamed per block, activations recomputed); the budget is "
           << formatBytes(options.device_mem) << ": raise --device-mem to at least " << arena
           << " bytes or make the batch or sequence smaller";
+      for (const std::string& note : notes) diag.attachNote() << note;
       result.failed = "memory";
       return result;
     }

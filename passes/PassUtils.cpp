@@ -20,14 +20,15 @@ func::FuncOp getModelFunction(ModuleOp module) {
   return found;
 }
 
-std::string formatBytes(int64_t bytes) {
+std::string formatBytes(int64_t bytes, bool exact) {
   const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
   double value = bytes;
   int unit = -1;
   while (value >= 1024 && unit < 3) value /= 1024, ++unit;
-  std::string out = std::to_string(bytes) + " bytes";
-  if (unit >= 0) out += " (" + llvm::formatv("{0:F1}", value).str() + " " + units[unit] + ")";
-  return out;
+  const std::string exactText = std::to_string(bytes) + " bytes";
+  if (unit < 0) return exactText;
+  const std::string readable = llvm::formatv("{0:F1}", value).str() + " " + units[unit];
+  return exact ? exactText + " (" + readable + ")" : readable;
 }
 
 std::optional<int64_t> blockOf(Operation* op) {

@@ -42,8 +42,9 @@ mlir::func::FuncOp getModelFunction(mlir::ModuleOp module);
 // The layer block of an op (mt.block), or std::nullopt before mt-partition ran.
 std::optional<int64_t> blockOf(mlir::Operation* op);
 
-// "123456 bytes (120.6 KiB)" — exact for the fix, readable for the person.
-std::string formatBytes(int64_t bytes);
+// "123456 bytes (120.6 KiB)" — exact for the fix, readable for the person; "120.6 KiB" when not
+// `exact`.
+std::string formatBytes(int64_t bytes, bool exact = true);
 
 // Fails, with a diagnostic naming `pass`, unless `func` is differentiated (returns the loss,
 // then the gradients; or, if allowed, is forward-only) and not scheduled yet.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
 
@@ -103,11 +104,14 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(chosen.peak));
     func->setAttr(kArenaMinBytesAttr, b.getI64IntegerAttr(smallest.peak));
     if (budget > 0 && chosen.peak > budget) {
-      func.emitError("the plan needs ")
+      bool recomputes = false;
+      for (Operation& op : body) recomputes |= op.hasAttr(kRecomputeAttr);
+      InFlightDiagnostic diag = func.emitError("the plan needs ")
           << formatBytes(chosen.peak) << " of device memory but the budget is "
-          << formatBytes(static_cast<int64_t>(budget)) << ": raise the budget to at least "
-          << chosen.peak << " bytes, stream the weights and recompute (mtc --schedule), or make the "
-          << "model or batch smaller";
+          << formatBytes(static_cast<int64_t>(budget)) << ": raise the budget to at least " << chosen.peak
+          << " bytes, " << (recomputes ? "" : "stream the weights and recompute (mtc --schedule), ")
+          << "or make the batch, the sequence or the model smaller";
+      diag.attachNote(func.getLoc()) << describePeak(body, chosen, position, storage, lastUse);
       return signalPassFailure();
     }
   }
@@ -115,6 +119,7 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
   struct Placement {
     DenseMap<Operation*, SmallVector<int64_t>> offsets;  // of each device op's results
     int64_t peak = 0;
+    Operation* peakOp = nullptr;  // the op whose results first reached the peak
   };
 
   // Places every device value in program order, first fit, freeing its bytes after `lastUse`.
@@ -139,10 +144,67 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
         opOffsets.push_back(offsets[result]);
         dying.emplace(lastUse[result], result);
       }
+      if (arena.peak() > placement.peak) placement.peak = arena.peak(), placement.peakOp = &op;
       releaseUntil(position[&op], dying, arena, offsets);
     }
-    placement.peak = arena.peak();
     return placement;
+  }
+
+  // What the device holds when `placement` peaks, by kind, largest first, with the single
+  // largest value: what to shrink to fit a budget.
+  static std::string describePeak(Block& body, const Placement& placement, DenseMap<Operation*, int64_t>& position,
+                                  DenseMap<Value, Value>& storage, DenseMap<Value, int64_t>& lastUse) {
+    if (!placement.peakOp) return "";
+    const int64_t at = position[placement.peakOp];
+    struct Kind {
+      const char* name;
+      int64_t bytes = 0, count = 0;
+    };
+    Kind kinds[] = {{"activations of the forward"}, {"weights"}, {"backward values (gradients, their temporaries)"},
+                    {"inputs"}};
+    Value largest;
+    for (Operation& op : body) {
+      if (position[&op] > at) break;
+      if (!onDevice(&op)) continue;
+      for (Value v : op.getResults()) {
+        if (storage.count(v) || lastUse[v] < at) continue;
+        int kind = 0;
+        if (auto copy = dyn_cast<H2DOp>(op)) {
+          auto arg = dyn_cast<BlockArgument>(copy.getInput());
+          kind = arg && !paramName(cast<func::FuncOp>(body.getParentOp()), arg.getArgNumber()).empty() ? 1 : 3;
+        } else if (op.hasAttr(kBackwardAttr)) {
+          kind = 2;
+        }
+        kinds[kind].bytes += tensorBytes(v.getType());
+        ++kinds[kind].count;
+        if (!largest || tensorBytes(v.getType()) > tensorBytes(largest.getType())) largest = v;
+      }
+    }
+    std::sort(std::begin(kinds), std::end(kinds), [](const Kind& a, const Kind& b) { return a.bytes > b.bytes; });
+    std::string out;
+    llvm::raw_string_ostream os(out);
+    Operation* peak = placement.peakOp;
+    os << "at the peak (" << peak->getName();
+    if (auto block = blockOf(peak)) os << " in block " << *block;
+    os << (peak->hasAttr(kBackwardAttr) ? "'s backward" : peak->hasAttr(kRecomputeAttr) ? "'s recompute" : "")
+       << ") the device holds";
+    const char* separator = " ";
+    for (const Kind& k : kinds) {
+      if (k.count == 0) continue;
+      os << separator << k.name << " " << formatBytes(k.bytes, /*exact=*/false) << " (" << k.count
+         << (k.count == 1 ? " value)" : " values)");
+      separator = ", ";
+    }
+    if (largest) {
+      os << "; the largest is " << formatBytes(tensorBytes(largest.getType()), /*exact=*/false) << ", ";
+      auto copy = largest.getDefiningOp<H2DOp>();
+      auto arg = copy ? dyn_cast<BlockArgument>(copy.getInput()) : nullptr;
+      StringRef name = arg ? paramName(cast<func::FuncOp>(body.getParentOp()), arg.getArgNumber()) : "";
+      if (!name.empty()) os << "the weight '" << name << "'";
+      else os << "the result of " << largest.getDefiningOp()->getName();
+      os << " " << largest.getType();
+    }
+    return out;
   }
 
   // Frees every value whose last use is at or before `now`.

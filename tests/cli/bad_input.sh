@@ -32,6 +32,7 @@ printf 'hello world, this is a small corpus for the tests.\n%.0s' {1..200} > cor
 
 expect_error "neither a .mlir or .onnx file nor a built-in model" "$bin/mtc" gpt5-huge -o x.plan
 expect_error "raise --device-mem to at least" "$bin/mtc" gpt2-tiny --batch 2 --seq 16 --device-mem 4KiB -o budget.plan
+expect_error "mtc: note: at the peak (" "$bin/mtc" gpt2-tiny --batch 2 --seq 16 --device-mem 4KiB -o budget.plan
 expect_error "raise the budget to at least" "$bin/mtc" gpt2-tiny --batch 2 --seq 16 --device-mem 4KiB --schedule resident -o budget.plan
 expect_absent budget.plan budget.safetensors
 expect_error "must be between 1 and the context length 64" "$bin/mtc" gpt2-tiny --seq 65 -o seq.plan

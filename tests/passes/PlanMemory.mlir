@@ -38,8 +38,10 @@ func.func @step(%arg0: tensor<2x3xi32> {mt.input = "tokens"}, %arg1: tensor<5x4x
 
 // -----
 
-// A device budget below what the plan needs names the smallest budget that works.
-// expected-error @+1 {{the plan needs 75776 bytes (74.0 KiB) of device memory but the budget is 4096 bytes (4.0 KiB): raise the budget to at least 75776 bytes}}
+// A device budget below what the plan needs names the smallest budget that works, and a note
+// says what the device holds at the peak: here the activations, the embedding's above all.
+// expected-error @+2 {{the plan needs 75776 bytes (74.0 KiB) of device memory but the budget is 4096 bytes (4.0 KiB): raise the budget to at least 75776 bytes}}
+// expected-note @+1 {{at the peak (mt.softmax_xent) the device holds activations of the forward 68.0 KiB (3 values), inputs 4.0 KiB (1 value); the largest is 64.0 KiB, the result of mt.embedding tensor<64x16x16xf32>}}
 func.func @too_big(%tokens: tensor<64x16xi32> {mt.input = "tokens"},
                    %w: tensor<32x16xf32> {mt.param = {name = "w", init = "normal", std = 0.02 : f32}})
     -> (tensor<f32> {mt.loss}) {
