@@ -1,8 +1,9 @@
 // The plan emitter. Every op of the scheduled function becomes one instruction on the stream
 // of its kind (compute / h2d / d2h / host); a reshape becomes a second buffer over the same
-// bytes. Ordering between streams comes from a hazard tracker over arena byte ranges and host
-// tensors (read-after-write, write-after-read, write-after-write), turned into the fewest
-// events: a stream waits for the latest instruction it depends on in each other stream.
+// bytes. Ordering between streams comes from a hazard tracker over byte ranges of the arena and
+// of each host allocation (gradients in the landing buffer share one; read-after-write,
+// write-after-read, write-after-write), turned into the fewest events: a stream waits for the
+// latest instruction it depends on in each other stream.
 #include "compiler/Emitter.h"
 
 #include <map>
@@ -25,26 +26,28 @@ struct Instr {
   double micros = 0;
 };
 
-// Last writer and readers since, per arena byte range and per host tensor.
+// Where bytes live: the device arena (kDeviceSpace) or one host allocation (its host tensor
+// index; gradients in the landing buffer live in the landing tensor's space).
+constexpr int kDeviceSpace = -1;
+struct ByteRange {
+  int space;
+  int64_t begin, end;
+};
+
+// Last writer and readers since, per byte range of each space.
 class HazardTracker {
  public:
-  void deviceRead(int64_t begin, int64_t end, int instr, std::vector<int>& deps) {
-    for (auto& [key, access] : device_)
-      if (key.first < end && begin < key.second && access.writer >= 0) deps.push_back(access.writer);
-    device_[{begin, end}].readers.push_back(instr);
+  void read(ByteRange r, int instr, std::vector<int>& deps) {
+    auto& ranges = spaces_[r.space];
+    for (auto& [key, access] : ranges)
+      if (key.first < r.end && r.begin < key.second && access.writer >= 0) deps.push_back(access.writer);
+    ranges[{r.begin, r.end}].readers.push_back(instr);
   }
-  void deviceWrite(int64_t begin, int64_t end, int instr, std::vector<int>& deps) {
-    for (auto& [key, access] : device_)
-      if (key.first < end && begin < key.second) collect(access, deps);
-    device_[{begin, end}] = Access{instr, {}};
-  }
-  void hostRead(int tensor, int instr, std::vector<int>& deps) {
-    if (host_[tensor].writer >= 0) deps.push_back(host_[tensor].writer);
-    host_[tensor].readers.push_back(instr);
-  }
-  void hostWrite(int tensor, int instr, std::vector<int>& deps) {
-    collect(host_[tensor], deps);
-    host_[tensor] = Access{instr, {}};
+  void write(ByteRange r, int instr, std::vector<int>& deps) {
+    auto& ranges = spaces_[r.space];
+    for (auto& [key, access] : ranges)
+      if (key.first < r.end && r.begin < key.second) collect(access, deps);
+    ranges[{r.begin, r.end}] = Access{instr, {}};
   }
 
  private:
@@ -56,8 +59,7 @@ class HazardTracker {
     if (a.writer >= 0) deps.push_back(a.writer);
     deps.insert(deps.end(), a.readers.begin(), a.readers.end());
   }
-  std::map<std::pair<int64_t, int64_t>, Access> device_;
-  std::map<int, Access> host_;
+  std::map<int, std::map<std::pair<int64_t, int64_t>, Access>> spaces_;
 };
 
 plan::DType dtypeOf(Type type) {
@@ -96,6 +98,8 @@ class Emitter {
   LogicalResult addHostTensors();
   LogicalResult addInstruction(Operation* op);
   int addBuffer(Value v, int64_t offset, const std::string& name);
+  // The bytes of host tensor `t`: its own allocation, or its place in the landing buffer.
+  ByteRange hostRange(int t) const;
   void finish();
   double micros(double bytes, double bps) const { return bytes / bps * 1e6; }
 
@@ -106,6 +110,7 @@ class Emitter {
   DenseMap<Value, int> hostTensor_;  // function arguments and d2h results -> host tensor
   DenseMap<Value, int> buffer_;      // device values -> buffer
   std::map<int, int> gradOfParam_;   // param host tensor -> grad host tensor
+  int landing_ = -1;                 // the gradient landing host tensor, if the plan has one
   std::vector<Instr> instrs_;
   HazardTracker hazards_;
   int opCounter_ = 0;
@@ -192,6 +197,14 @@ LogicalResult Emitter::addHostTensors() {
     }
     return success();
   }
+  if (auto landing = func_->getAttrOfType<IntegerAttr>(kLandingBytesAttr)) {
+    plan::HostTensor* t = plan_.add_host_tensors();
+    t->set_name("gradient landing");
+    t->set_role(plan::ROLE_GRAD_LANDING);
+    t->set_dtype(plan::DTYPE_F32);
+    t->add_shape((landing.getInt() + 3) / 4);
+    landing_ = plan_.host_tensors_size() - 1;
+  }
   plan::HostTensor* loss = plan_.add_host_tensors();
   loss->set_name("loss");
   loss->set_dtype(plan::DTYPE_F32);
@@ -208,8 +221,21 @@ LogicalResult Emitter::addHostTensors() {
     if (!name || !paramByName.count(name.getValue().str()))
       return ret.emitError("result ") << i << " is not the gradient of a parameter";
     hostTensor_[v] = gradOfParam_[paramByName[name.getValue().str()]];
+    if (landing_ >= 0) {
+      auto offset = v.getDefiningOp()->getAttrOfType<IntegerAttr>(kLandingOffsetAttr);
+      if (!offset) return ret.emitError("result ") << i << " has no place in the gradient landing buffer";
+      plan_.mutable_host_tensors(hostTensor_[v])->set_landing_offset(offset.getInt());
+    }
   }
   return success();
+}
+
+ByteRange Emitter::hostRange(int t) const {
+  const auto& tensor = plan_.host_tensors(t);
+  if (landing_ < 0 || tensor.role() != plan::ROLE_GRAD) return {t, 0, 1};  // the whole allocation
+  int64_t bytes = 4;
+  for (int64_t d : tensor.shape()) bytes *= d;
+  return {landing_, tensor.landing_offset(), tensor.landing_offset() + bytes};
 }
 
 int Emitter::addBuffer(Value v, int64_t offset, const std::string& name) {
@@ -246,7 +272,7 @@ LogicalResult Emitter::addInstruction(Operation* op) {
   Instr instr;
   auto region = [&](Value v) {
     const auto& b = plan_.buffers(buffer_[v]);
-    return std::pair<int64_t, int64_t>(b.offset(), b.offset() + tensorBytes(v.getType()));
+    return ByteRange{kDeviceSpace, b.offset(), b.offset() + tensorBytes(v.getType())};
   };
   const HardwareProfile& hw = options_.hardware;
   if (auto h2d = dyn_cast<H2DOp>(op)) {
@@ -255,9 +281,8 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     copy->set_direction(plan::Copy::HOST_TO_DEVICE);
     copy->set_host_tensor(hostTensor_[h2d.getInput()]);
     copy->set_buffer(buffer_[h2d.getResult()]);
-    hazards_.hostRead(copy->host_tensor(), index, instr.deps);
-    auto [b, e] = region(h2d.getResult());
-    hazards_.deviceWrite(b, e, index, instr.deps);
+    hazards_.read(hostRange(copy->host_tensor()), index, instr.deps);
+    hazards_.write(region(h2d.getResult()), index, instr.deps);
     const int64_t bytes = tensorBytes(h2d.getType());
     instr.body.set_bytes(bytes);
     instr.micros = micros(bytes, hw.h2d_bps);
@@ -271,9 +296,8 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     copy->set_direction(plan::Copy::DEVICE_TO_HOST);
     copy->set_host_tensor(hostTensor_[d2h.getResult()]);
     copy->set_buffer(buffer_[d2h.getInput()]);
-    auto [b, e] = region(d2h.getInput());
-    hazards_.deviceRead(b, e, index, instr.deps);
-    hazards_.hostWrite(copy->host_tensor(), index, instr.deps);
+    hazards_.read(region(d2h.getInput()), index, instr.deps);
+    hazards_.write(hostRange(copy->host_tensor()), index, instr.deps);
     const int64_t bytes = tensorBytes(d2h.getType());
     instr.body.set_bytes(bytes);
     instr.micros = micros(bytes, hw.d2h_bps);
@@ -287,19 +311,21 @@ LogicalResult Emitter::addInstruction(Operation* op) {
       for (Value v : task.getTensors()) {
         if (!hostTensor_.count(v)) return op->emitError("grad_norm operand is not a host gradient");
         body->add_tensors(hostTensor_[v]);
-        hazards_.hostRead(hostTensor_[v], index, instr.deps);
+        hazards_.read(hostRange(hostTensor_[v]), index, instr.deps);
         bytes += tensorBytes(v.getType());
       }
     } else {
-      body->set_kind(task.getKind() == "adamw" ? plan::HostTask::ADAMW : plan::HostTask::ADAMW_PREVIOUS);
+      body->set_kind(task.getKind() == "adamw"              ? plan::HostTask::ADAMW
+                     : task.getKind() == "adamw_previous" ? plan::HostTask::ADAMW_PREVIOUS
+                                                          : plan::HostTask::ADAMW_ON_ARRIVAL);
       for (Value v : task.getTensors()) {
         auto arg = dyn_cast<BlockArgument>(v);
         if (!arg || paramName(func_, arg.getArgNumber()).empty())
           return op->emitError("adamw operand is not a parameter argument");
         const int p = hostTensor_[v];
         body->add_tensors(p);
-        hazards_.hostRead(gradOfParam_[p], index, instr.deps);
-        hazards_.hostWrite(p, index, instr.deps);
+        hazards_.read(hostRange(gradOfParam_[p]), index, instr.deps);
+        hazards_.write(hostRange(p), index, instr.deps);
         bytes += 7 * tensorBytes(v.getType());  // grad; param, m, v read and written
       }
     }
@@ -314,13 +340,11 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     call->set_kernel(static_cast<uint32_t>(id));
     for (Value v : op->getOperands()) {
       call->add_inputs(buffer_[v]);
-      auto [b, e] = region(v);
-      hazards_.deviceRead(b, e, index, instr.deps);
+      hazards_.read(region(v), index, instr.deps);
     }
     for (Value v : op->getResults()) {
       call->add_outputs(buffer_[v]);
-      auto [b, e] = region(v);
-      hazards_.deviceWrite(b, e, index, instr.deps);
+      hazards_.write(region(v), index, instr.deps);
     }
     SmallVector<int64_t> ints;
     SmallVector<float> floats;

@@ -18,6 +18,7 @@
 #include "runtime/error.h"
 #include "runtime/host_store.h"
 #include "runtime/safetensors.h"
+#include "runtime/verifier.h"
 
 using namespace mlir;
 
@@ -58,24 +59,47 @@ std::string mib(double bytes) {
 std::string millis(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
 
 // Whether `config` at `batch` compiles into a plan within o.device_mem (diagnostics silenced).
-bool fits(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq, const CompileOptions& o) {
+bool fits(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq, const CompileOptions& o,
+          const std::string& update) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  return runStages(*trial, {"", o.device_mem, o.schedule}).failed.empty();
+  return runStages(*trial, {"", o.device_mem, o.schedule, update}).failed.empty();
 }
 
 // The largest batch that fits, by doubling then bisection; 0 if batch 1 does not fit.
-int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o) {
+int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o,
+                            const std::string& update) {
   constexpr int64_t kMaxBatch = 1 << 16;
-  if (!fits(context, config, 1, seq, o)) return 0;
+  auto fitsAt = [&](int64_t batch) { return fits(context, config, batch, seq, o, update); };
+  if (!fitsAt(1)) return 0;
   int64_t good = 1, bad = 2;
-  while (bad <= kMaxBatch && fits(context, config, bad, seq, o)) good = bad, bad *= 2;
+  while (bad <= kMaxBatch && fitsAt(bad)) good = bad, bad *= 2;
   if (bad > kMaxBatch) return good;
   while (bad - good > 1) {
     const int64_t mid = (good + bad) / 2;
-    (fits(context, config, mid, seq, o) ? good : bad) = mid;
+    (fitsAt(mid) ? good : bad) = mid;
   }
   return good;
+}
+
+// When AdamW runs (--update): auto keeps the exact, deferred update unless its 16 host bytes
+// per parameter exceed --host-mem; then the on-arrival update (no gradients kept) is chosen and
+// `note` says why.
+std::string chooseUpdate(const CompileOptions& o, double num_params, std::string& note) {
+  if (o.update != "auto") return o.update;
+  const double deferred_bytes = 16.0 * num_params;
+  if (o.host_mem <= 0 || deferred_bytes <= o.host_mem) return "deferred";
+  note = fmt::format("chosen for --host-mem: the deferred update's 16 bytes/param would need {}", mib(deferred_bytes));
+  return "on-arrival";
+}
+
+double countParams(ModuleOp module) {
+  double params = 0;
+  if (func::FuncOp func = getModelFunction(module))
+    for (BlockArgument arg : func.getArguments())
+      if (!paramName(func, arg.getArgNumber()).empty())
+        params += cast<RankedTensorType>(arg.getType()).getNumElements();
+  return params;
 }
 
 void writeInitialWeights(const plan::Plan& plan, const std::string& path) {
@@ -134,7 +158,7 @@ int compile(const CompileOptions& o) {
   }
 
   OwningOpRef<ModuleOp> module;
-  std::string description, batch_note;
+  std::string description, batch_note, update, update_note;
   ModelConfig config;
   auto endsWith = [&](const std::string& suffix) {
     return o.model.size() > suffix.size() && o.model.compare(o.model.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -190,9 +214,10 @@ int compile(const CompileOptions& o) {
       std::fprintf(stderr, "mtc: error: model %s: %s\n", o.model.c_str(), problem.c_str());
       return 1;
     }
+    update = chooseUpdate(o, config.numParams(), update_note);
     int64_t batch = o.batch;
     if (batch == 0) {
-      batch = largestFittingBatch(context, config, seq, o);
+      batch = largestFittingBatch(context, config, seq, o, update);
       if (batch == 0) {
         std::fprintf(stderr, "mtc: error: not even batch 1 of %s fits --device-mem: compile with --batch 1 to "
                      "see what it needs\n", o.model.c_str());
@@ -210,7 +235,8 @@ int compile(const CompileOptions& o) {
     return 1;
   }
 
-  const StageResult stages = runStages(*module, {o.emit, o.device_mem, o.schedule});
+  if (update.empty()) update = chooseUpdate(o, countParams(*module), update_note);
+  const StageResult stages = runStages(*module, {o.emit, o.device_mem, o.schedule, update});
   if (!stages.failed.empty()) {
     std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", stages.failed.c_str());
     return 1;
@@ -237,15 +263,19 @@ int compile(const CompileOptions& o) {
     std::fprintf(stderr, "mtc: error: no output: give -o model.plan (or --emit=<stage>)\n");
     return 1;
   }
-  int64_t host_bytes = 0;
-  for (const auto& t : plan.host_tensors()) host_bytes += checkedNumel(t.shape(), t.name()) * dtypeBytes(t.dtype());
+  const int64_t host_bytes = planHostBytes(plan);
+  const int landing = gradLandingTensor(plan);
+  const std::string host_parts =
+      landing >= 0 ? "fp32 master weights, two AdamW moments, a gradient landing buffer of " +
+                         mib(4.0 * checkedNumel(plan.host_tensors(landing).shape(), "landing"))
+                   : "fp32 master weights, gradients, two AdamW moments";
   if (o.host_mem > 0 && host_bytes > o.host_mem) {
     std::fprintf(stderr,
-                 "mtc: error: the plan needs %s of host memory (%.1f bytes for each of %.3f B parameters: fp32 "
-                 "master weights, gradients, two AdamW moments) but --host-mem is %s: use a machine with at "
-                 "least %s or a smaller model\n",
+                 "mtc: error: the plan needs %s of host memory (%.1f bytes for each of %.3f B parameters: %s) but "
+                 "--host-mem is %s: use a machine with at least %s%s or a smaller model\n",
                  mib(host_bytes).c_str(), double(host_bytes) / stats.num_params, stats.num_params / 1e9,
-                 mib(o.host_mem).c_str(), mib(host_bytes).c_str());
+                 host_parts.c_str(), mib(o.host_mem).c_str(), mib(host_bytes).c_str(),
+                 landing >= 0 ? "" : ", compile with --update on-arrival (about 12 bytes/param; no global-norm clipping),");
     return 1;
   }
   std::string weights = o.weights;
@@ -287,8 +317,14 @@ int compile(const CompileOptions& o) {
   std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
               batch_note.empty() ? "" : ("; " + batch_note).c_str());
-  std::printf("  parameters     %.3f M; host %s (%.1f bytes/param: fp32 master, grad, 2 AdamW moments)\n",
-              stats.num_params / 1e6, mib(host_bytes).c_str(), double(host_bytes) / stats.num_params);
+  std::printf("  parameters     %.3f M; host %s (%.1f bytes/param: %s)\n", stats.num_params / 1e6,
+              mib(host_bytes).c_str(), double(host_bytes) / stats.num_params, host_parts.c_str());
+  if (update == "on-arrival")
+    std::printf("  optimizer      AdamW per parameter as its gradient lands, overlapped with the backward; no "
+                "global-norm clipping%s\n", update_note.empty() ? "" : ("; " + update_note).c_str());
+  else
+    std::printf("  optimizer      AdamW one step late, per parameter before its next copy in (overlapped with the "
+                "forward); exact global-norm clipping\n");
   std::string measured;
   for (const auto& [name, arena] : stages.arena_by_schedule) measured += " " + name + " " + mib(arena) + ";";
   std::printf("  device arena   %s, schedule %s%s\n", mib(plan.arena_bytes()).c_str(), stages.schedule.c_str(),

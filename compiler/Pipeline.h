@@ -27,6 +27,7 @@ struct CompileOptions {
   int64_t host_mem = 0;         // bytes of host memory the training machine has; 0 = unchecked
   std::string hardware = "cpu";
   std::string schedule = "auto";  // resident, streamed, streamed-recompute, or auto (by budget)
+  std::string update = "auto";    // deferred, on-arrival, or auto (by host_mem)
 };
 
 // Runs the compiler; returns the process exit code (diagnostics on stderr).

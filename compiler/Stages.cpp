@@ -11,14 +11,18 @@ namespace mt {
 namespace {
 
 // The passes of stage `stage` under `schedule` (possibly none).
-void addStagePasses(mlir::PassManager& pm, const std::string& stage, const std::string& schedule, int64_t budget) {
+void addStagePasses(mlir::PassManager& pm, const std::string& stage, const std::string& schedule, int64_t budget,
+                    const std::string& update) {
   if (stage == "fuse") pm.addPass(createFusePass());
   if (stage == "attach-loss") pm.addPass(createAttachLossPass());
   if (stage == "autodiff") pm.addPass(createAutodiffPass());
   if (stage == "partition") pm.addPass(createPartitionPass());
   if (stage == "recompute" && schedule == "streamed-recompute") pm.addPass(createRecomputePass());
-  if (stage == "schedule")
-    pm.addPass(schedule == "resident" ? createScheduleResidentPass() : createScheduleStreamedPass());
+  if (stage == "schedule") {
+    ScheduleStreamedPassOptions options;
+    options.update = update;
+    pm.addPass(schedule == "resident" ? createScheduleResidentPass() : createScheduleStreamedPass(options));
+  }
   if (stage == "memory") {
     PlanMemoryPassOptions options;
     options.budget = budget;
@@ -28,10 +32,10 @@ void addStagePasses(mlir::PassManager& pm, const std::string& stage, const std::
 
 // Runs the stages from `first` (inclusive) to `last` ("" = to the end).
 bool runFrom(ModuleOp module, size_t first, const std::string& last, const std::string& schedule, int64_t budget,
-             std::string& failed_stage) {
+             const std::string& update, std::string& failed_stage) {
   for (size_t i = first; i < std::size(kStages); ++i) {
     PassManager pm(module.getContext());
-    addStagePasses(pm, kStages[i], schedule, budget);
+    addStagePasses(pm, kStages[i], schedule, budget, update);
     if (mlir::failed(pm.run(module))) {
       failed_stage = kStages[i];
       return false;
@@ -64,7 +68,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     for (const char* stage : {"schedule", "memory"}) {
       if (stageIndex(options.last) < stageIndex(stage)) break;
       PassManager pm(module.getContext());
-      addStagePasses(pm, stage, "resident", options.device_mem);
+      addStagePasses(pm, stage, "resident", options.device_mem, "deferred");
       if (failed(pm.run(module))) {
         result.failed = stage;
         break;
@@ -74,16 +78,30 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   }
   const size_t partition = stageIndex("partition");
   const bool stops_early = !options.last.empty() && stageIndex(options.last) <= partition;
-  if (!runFrom(module, 1, stops_early ? options.last : "partition", result.schedule, 0, result.failed) ||
+  const std::string& update = options.update;
+  if (update != "deferred" && update != "on-arrival") {
+    if (func) func.emitError("unknown update '") << update << "' (deferred or on-arrival)";
+    result.failed = "schedule";
+    return result;
+  }
+  if (update == "on-arrival" && options.schedule == "resident") {
+    if (func) func.emitError("the on-arrival update needs a streamed schedule (the resident one copies every "
+                             "gradient out at the end of the step): use --schedule streamed or streamed-recompute");
+    result.failed = "schedule";
+    return result;
+  }
+  if (update == "on-arrival" && options.schedule == "auto") result.schedule = "streamed";
+  if (!runFrom(module, 1, stops_early ? options.last : "partition", result.schedule, 0, update, result.failed) ||
       stops_early)
     return result;
   if (options.schedule == "auto" && options.device_mem > 0) {
     // The first schedule, from the fastest to the most frugal, whose plan fits the budget.
     result.schedule.clear();
     for (const char* schedule : kSchedules) {
+      if (update == "on-arrival" && std::string(schedule) == "resident") continue;
       OwningOpRef<ModuleOp> trial = module.clone();
       std::string ignored;
-      if (!runFrom(*trial, partition + 1, "", schedule, 0, ignored)) continue;
+      if (!runFrom(*trial, partition + 1, "", schedule, 0, update, ignored)) continue;
       func::FuncOp func = getModelFunction(*trial);
       const int64_t arena = func->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr).getInt();
       result.arena_by_schedule.emplace_back(schedule, arena);
@@ -104,7 +122,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
         });
         OwningOpRef<ModuleOp> trial = module.clone();
         std::string ignored;
-        runFrom(*trial, partition + 1, "", name, options.device_mem, ignored);
+        runFrom(*trial, partition + 1, "", name, options.device_mem, update, ignored);
       }
       InFlightDiagnostic diag = getModelFunction(module).emitError("the model needs at least ")
           << formatBytes(arena) << " of device memory even with the " << name
@@ -116,7 +134,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
       return result;
     }
   }
-  runFrom(module, partition + 1, options.last, result.schedule, options.device_mem, result.failed);
+  runFrom(module, partition + 1, options.last, result.schedule, options.device_mem, update, result.failed);
   return result;
 }
 

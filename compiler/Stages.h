@@ -14,6 +14,10 @@ struct StageOptions {
   std::string last;          // stop after this stage ("" = run all)
   int64_t device_mem = 0;    // bytes; 0 = no budget
   std::string schedule = "auto";  // one of kSchedules, or "auto": the first that fits the budget
+  // When AdamW runs: "deferred" (one step late, overlapped with the next forward; exact
+  // global-norm clipping) or "on-arrival" (as each gradient lands, overlapped with the
+  // backward; no clipping, ~12 instead of 16 host bytes per parameter; streamed schedules only).
+  std::string update = "deferred";
 };
 
 struct StageResult {

@@ -74,8 +74,15 @@ def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
     complete and its share of the global norm taken on the host at once. AdamW runs one step
     late (`adamw_previous`): each parameter's update of the previous step just before its
     first copy in, so the host optimizer overlaps the forward instead of ending the step.
-    Needs `mt-partition` and a differentiated function.
+    With `update=on-arrival`, each parameter is updated right after its gradient's norm share
+    instead (`adamw_on_arrival`: overlapped with the backward, no global-norm clipping, and the
+    gradients' host bytes reused: see mt-plan-memory). Needs `mt-partition` and a
+    differentiated function.
   }];
+  let options = [
+    Option<"update", "update", "std::string", /*default=*/"\"deferred\"",
+           "When AdamW runs: deferred (one step late, exact clipping) or on-arrival">,
+  ];
   let dependentDialects = ["::mt::MtDialect"];
 }
 
@@ -100,7 +107,11 @@ def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
     to the end of its block's region (the copy runs beside the next kernels instead of making
     them wait) unless only the plan without that slack fits the budget. Records the arena size
     as `mt.arena_bytes` and the smallest arena (no slack) as `mt.arena_min_bytes` on the
-    function. With a budget, fails naming the smallest budget that would work.
+    function. With a budget, fails naming the smallest budget that would work. When the
+    parameters are updated as their gradients land (`adamw_on_arrival`), also plans the host
+    buffer they land in: each gradient's `mt.d2h` gets `mt.landing_offset`, its bytes free
+    once its update has run (kept to the end of that block's region), and the function
+    `mt.landing_bytes`.
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"0",

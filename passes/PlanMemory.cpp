@@ -103,6 +103,7 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     for (auto& [op, offsets] : chosen.offsets) op->setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
     func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(chosen.peak));
     func->setAttr(kArenaMinBytesAttr, b.getI64IntegerAttr(smallest.peak));
+    planGradientLanding(func, position, regionOf, regionEnd);
     if (budget > 0 && chosen.peak > budget) {
       bool recomputes = false;
       for (Operation& op : body) recomputes |= op.hasAttr(kRecomputeAttr);
@@ -114,6 +115,43 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
       diag.attachNote(func.getLoc()) << describePeak(body, chosen, position, storage, lastUse);
       return signalPassFailure();
     }
+  }
+
+  // The host buffer the gradients land in when each is consumed on arrival (adamw_on_arrival):
+  // a gradient's bytes are taken at its copy out and free again at the end of the block region
+  // where its update ran, so the next copies overlap the host's work instead of waiting for it.
+  static void planGradientLanding(func::FuncOp func, DenseMap<Operation*, int64_t>& position,
+                                  DenseMap<Operation*, size_t>& regionOf, std::vector<int64_t>& regionEnd) {
+    Block& body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    std::map<std::string, Value> gradOf;  // parameter name -> its gradient on the host
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto name = func.getResultAttrOfType<StringAttr>(i, kGradAttr)) gradOf[name.getValue().str()] = ret.getOperand(i);
+    DenseMap<Value, int64_t> freeAt;  // gradient -> position after which its bytes are free
+    for (Operation& op : body) {
+      auto task = dyn_cast<HostTaskOp>(op);
+      if (!task || task.getKind() != "adamw_on_arrival") continue;
+      for (Value param : task.getTensors()) {
+        auto arg = dyn_cast<BlockArgument>(param);
+        auto grad = arg ? gradOf.find(paramName(func, arg.getArgNumber()).str()) : gradOf.end();
+        if (grad != gradOf.end()) freeAt[grad->second] = regionEnd[regionOf[&op]];
+      }
+    }
+    if (freeAt.empty()) return;
+    ArenaAllocator landing;
+    DenseMap<Value, int64_t> offsets;
+    std::multimap<int64_t, Value> dying;
+    Builder b(func.getContext());
+    for (Operation& op : body) {
+      auto copy = dyn_cast<D2HOp>(op);
+      if (copy && freeAt.count(copy.getResult())) {
+        offsets[copy.getResult()] = landing.allocate(tensorBytes(copy.getType()));
+        op.setAttr(kLandingOffsetAttr, b.getI64IntegerAttr(offsets[copy.getResult()]));
+        dying.emplace(freeAt[copy.getResult()], copy.getResult());
+      }
+      releaseUntil(position[&op], dying, landing, offsets);
+    }
+    func->setAttr(kLandingBytesAttr, b.getI64IntegerAttr(landing.peak()));
   }
 
   struct Placement {

@@ -1,6 +1,9 @@
 // mt-schedule-streamed: weights stream in per block (one block ahead), gradients stream out as
 // they complete, the host takes the norm as they land; AdamW runs one step late, each
-// parameter's update just before its first copy in (overlapped with the next forward).
+// parameter's update just before its first copy in (overlapped with the next forward), or —
+// on arrival — right after its gradient landed (overlapped with the backward, no clipping).
+#include <map>
+
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
 
@@ -13,6 +16,8 @@ namespace mt {
 namespace {
 
 struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPass> {
+  using ScheduleStreamedPassBase::ScheduleStreamedPassBase;
+
   void runOnOperation() override {
     func::FuncOp func = getModelFunction(getOperation());
     if (!func) return signalPassFailure();
@@ -76,8 +81,15 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       }
     }
 
+    if (update != "deferred" && update != "on-arrival") {
+      func.emitError("mt-schedule-streamed: update must be deferred or on-arrival, not ") << update;
+      return signalPassFailure();
+    }
     // The loss and each gradient leave as soon as they are complete; each gradient's share of
-    // the global norm is taken on the host right away.
+    // the global norm is taken on the host right away (and, on arrival, its parameter updated).
+    std::map<std::string, Value> paramByName;
+    for (Value p : parameterArguments(func))
+      paramByName[paramName(func, cast<BlockArgument>(p).getArgNumber()).str()] = p;
     SmallVector<Value> hostResults;
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       Operation* def = v.getDefiningOp();
@@ -88,10 +100,20 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       if (i > 0) {
         auto norm = b.create<HostTaskOp>(ret.getLoc(), "grad_norm", ValueRange{host.getResult()});
         if (def) norm->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
+        if (update == "on-arrival") {
+          auto name = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
+          Value param = name ? paramByName[name.getValue().str()] : nullptr;
+          if (!param) {
+            func.emitError("result ") << i << " is not the gradient of a parameter";
+            return signalPassFailure();
+          }
+          auto adamw = b.create<HostTaskOp>(ret.getLoc(), "adamw_on_arrival", ValueRange{param});
+          if (def) adamw->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
+        }
       }
     }
     ret->setOperands(hostResults);
-    insertDeferredUpdates(func);
+    if (update == "deferred") insertDeferredUpdates(func);
   }
 };
 

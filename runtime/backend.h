@@ -21,8 +21,11 @@ struct StepResult {
   float loss = 0.0f;
   double grad_norm = 0.0;      // before clipping
   // The first gradient (host tensor name) holding NaN or Inf, in the order the host took the
-  // norm; "" if all are finite. The AdamW update of such a step is not applied.
+  // norm; "" if all are finite. The AdamW update of such a step is not applied — except, in a
+  // plan that updates as gradients land (ADAMW_ON_ARRIVAL), to the parameters updated before
+  // that gradient landed: then `partially_updated`.
   std::string nonfinite_grad;
+  bool partially_updated = false;
 };
 
 class Backend {

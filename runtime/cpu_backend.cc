@@ -88,6 +88,9 @@ class CpuBackend final : public Backend {
   bool deferred_ = false;
   bool pending_ = false;
   AdamWParams pending_adamw_;
+  // The on-arrival update (ADAMW_ON_ARRIVAL plans): whether this step updated anything yet.
+  bool on_arrival_ = false;
+  bool updated_ = false;  // written by the host stream
 };
 
 CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
@@ -126,6 +129,7 @@ CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
         case plan::Instruction::kWaitEvent: program.push_back(WaitOp{in.wait_event()}); break;
         case plan::Instruction::kHostTask:
           deferred_ |= in.host_task().kind() == plan::HostTask::ADAMW_PREVIOUS;
+          on_arrival_ |= in.host_task().kind() == plan::HostTask::ADAMW_ON_ARRIVAL;
           program.push_back(HostTaskOp{in.host_task().kind(), {in.host_task().tensors().begin(),
                                                                in.host_task().tensors().end()}});
           break;
@@ -148,9 +152,13 @@ CpuBackend::~CpuBackend() {
 }
 
 StepResult CpuBackend::runStep(const StepOptions& options) {
+  if (on_arrival_ && options.grad_clip > 0.0)
+    throw Error("this plan updates each parameter as its gradient lands, before the global norm is known: "
+                "it cannot clip by the global norm (use --grad-clip 0, or compile with mtc --update deferred)");
   options_ = options;
   grad_sq_sum_ = 0.0;
   first_nonfinite_ = -1;
+  updated_ = false;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     ++generation_;
@@ -162,9 +170,10 @@ StepResult CpuBackend::runStep(const StepOptions& options) {
   if (store_.loss() >= 0) result.loss = store_.f32(store_.loss())[0];
   result.grad_norm = std::sqrt(grad_sq_sum_);
   if (first_nonfinite_ >= 0) result.nonfinite_grad = plan_.host_tensors(first_nonfinite_).name();
+  result.partially_updated = updated_ && (first_nonfinite_ >= 0 || !std::isfinite(result.loss));
   // The previous pending update ran at the start of this step; this step's is pending now,
-  // unless it is not to be applied (NaN/Inf, or no update asked for).
-  pending_ = deferred_ && options.update && first_nonfinite_ < 0;
+  // unless it is not to be applied (NaN/Inf gradients or loss, or no update asked for).
+  pending_ = deferred_ && options.update && first_nonfinite_ < 0 && std::isfinite(result.loss);
   if (pending_) pending_adamw_ = stepAdamW();
   return result;
 }
@@ -231,6 +240,11 @@ void CpuBackend::runHostTask(const HostTaskOp& task) {
   }
   if (first_nonfinite_ >= 0) return;  // NaN/Inf gradients would poison the weights: no update
   if (!options_.update) return;
+  if (task.kind == plan::HostTask::ADAMW_ON_ARRIVAL) {
+    update(task.tensors, options_.adamw);  // no clipping: the norm is not complete yet
+    updated_ = true;
+    return;
+  }
   update(task.tensors, stepAdamW());
 }
 

@@ -8,6 +8,7 @@
 
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
+#include "runtime/verifier.h"
 
 namespace mt {
 namespace {
@@ -69,10 +70,10 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
   grad_of_.assign(n, -1);
   m1_of_.assign(n, -1);
   m2_of_.assign(n, -1);
+  const int landing = gradLandingTensor(plan);
   for (int i = 0; i < n; ++i) {
     const auto& t = plan.host_tensors(i);
     numel_[i] = checkedNumel(t.shape(), t.name());
-    total_bytes_ += bytes(i);
     switch (t.role()) {
       case plan::ROLE_PARAM:
         params_.push_back(i);
@@ -87,18 +88,29 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
       default: break;
     }
   }
+  total_bytes_ = planHostBytes(plan);
   const int64_t available = availableHostMemory();
   if (available >= 0 && total_bytes_ > available)
     throw Error("the plan needs " + gib(total_bytes_) + " of host memory (" +
                 std::to_string(num_params_) + " parameters) but this machine has " + gib(available) +
                 " available: compile a smaller model or run on a machine with more memory");
   tensors_.resize(n);
+  data_.resize(n);
   try {
-    for (int i = 0; i < n; ++i) tensors_[i].reset(new std::byte[std::max<int64_t>(bytes(i), 1)]());
+    for (int i = 0; i < n; ++i) {
+      if (landing >= 0 && plan.host_tensors(i).role() == plan::ROLE_GRAD) continue;
+      tensors_[i].reset(new std::byte[std::max<int64_t>(bytes(i), 1)]());
+      data_[i] = tensors_[i].get();
+    }
   } catch (const std::bad_alloc&) {
     tensors_.clear();
     throw Error("cannot allocate " + gib(total_bytes_) + " of host memory for the plan");
   }
+  // Gradients of an on-arrival plan are views into the landing buffer (the verifier checked
+  // that each lies inside it).
+  if (landing >= 0)
+    for (int i = 0; i < n; ++i)
+      if (plan.host_tensors(i).role() == plan::ROLE_GRAD) data_[i] = data_[landing] + plan.host_tensors(i).landing_offset();
 }
 
 void HostStore::initialize(uint64_t seed) {

@@ -1,5 +1,6 @@
 // The host store: every host tensor of a plan (fp32 master weights, gradient landing buffers,
-// AdamW moments, per-step inputs and the loss) in host memory, allocated once.
+// AdamW moments, per-step inputs and the loss) in host memory, allocated once. In a plan with a
+// gradient landing buffer (on-arrival update) the gradients are views into it.
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -20,7 +21,7 @@ class HostStore {
   // throws mt::Error with both numbers if not. The plan must be verified.
   explicit HostStore(const plan::Plan& plan);
 
-  void* data(int index) const { return tensors_[index].get(); }
+  void* data(int index) const { return data_[index]; }
   float* f32(int index) const { return static_cast<float*>(data(index)); }
   int32_t* i32(int index) const { return static_cast<int32_t*>(data(index)); }
   int64_t numel(int index) const { return numel_[index]; }
@@ -60,7 +61,8 @@ class HostStore {
   void load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles);
 
   const plan::Plan& plan_;
-  std::vector<std::unique_ptr<std::byte[]>> tensors_;
+  std::vector<std::unique_ptr<std::byte[]>> tensors_;  // null for views
+  std::vector<std::byte*> data_;  // each tensor's bytes: its own, or a view (landing gradients)
   std::vector<int64_t> numel_;
   std::vector<int> params_, grad_of_, m1_of_, m2_of_;
   int tokens_ = -1, targets_ = -1, loss_ = -1;

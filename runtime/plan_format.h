@@ -12,7 +12,8 @@ inline constexpr char kPlanMagic[] = "MTPLAN";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
 inline constexpr uint32_t kPlanVersionMinor = 2;  // 1.1: inputs, outputs, constants, generic kernels;
-                                                  // 1.2: ADAMW_PREVIOUS (the deferred update)
+                                                  // 1.2: the deferred and the on-arrival update,
+                                                  // the gradient landing buffer
 
 
 // Reads and parses a plan; throws mt::Error for an unreadable or unparsable file or a plan of

@@ -126,7 +126,18 @@ int train(const TrainConfig& config) {
   options.adamw.beta2 = config.beta2;
   options.adamw.eps = config.eps;
   options.adamw.weight_decay = config.weight_decay;
-  options.grad_clip = config.grad_clip;
+  const bool on_arrival = planUpdateKind(plan) == plan::HostTask::ADAMW_ON_ARRIVAL;
+  if (on_arrival && config.grad_clip > 0)
+    throw Error("--grad-clip " + fmt::format("{}", config.grad_clip) + ": this plan updates each parameter as its "
+                "gradient lands, before the global norm is known, so it cannot clip by it; pass --grad-clip 0 or "
+                "compile with mtc --update deferred (16 bytes of host memory per parameter instead of ~12)");
+  if (on_arrival && !config.grads_path.empty())
+    throw Error("--dump-grads: this plan consumes each gradient as it lands and keeps none; compile with "
+                "mtc --update deferred to dump them");
+  options.grad_clip = config.grad_clip >= 0 ? config.grad_clip : on_arrival ? 0.0 : 1.0;
+  if (on_arrival)
+    std::printf("  AdamW runs per parameter as its gradient lands (mtc --update on-arrival): no global-norm "
+                "clipping\n");
 
   // On a terminal the progress line is redrawn in place: other messages clear it first.
   const bool on_terminal = isatty(fileno(stdout));
@@ -179,15 +190,22 @@ int train(const TrainConfig& config) {
       if (!std::isfinite(result.loss))
         what = "the loss is " + std::to_string(result.loss) +
                (result.nonfinite_grad.empty() ? "" : " (first non-finite gradient: '" + result.nonfinite_grad + "')");
+      // An on-arrival plan has updated the parameters whose gradients landed before.
+      const std::string applied = result.partially_updated
+                                      ? "the parameters whose gradients landed before it were updated (this plan "
+                                        "updates as gradients land)"
+                                      : "the update was not applied";
       if (!config.skip_nonfinite) {
-        if (step - 1 > resumed.step) checkpoint(step - 1);
-        throw Error("step " + std::to_string(step) + ": " + what +
-                    "; the update was not applied. Lower --lr, keep --grad-clip on, check the data, or "
-                    "pass --on-nonfinite skip to skip such steps");
+        if (step - 1 > resumed.step && !result.partially_updated) checkpoint(step - 1);
+        throw Error("step " + std::to_string(step) + ": " + what + "; " + applied +
+                    (result.partially_updated ? ", so no checkpoint was written: resume from the last one" : "") +
+                    ". Lower --lr, keep --grad-clip on, check the data, or pass --on-nonfinite skip to skip such "
+                    "steps");
       }
       clear_status();
-      std::printf("step %5lld/%lld  skipped: %s\n", static_cast<long long>(step),
-                  static_cast<long long>(config.steps), what.c_str());
+      std::printf("step %5lld/%lld  skipped: %s%s\n", static_cast<long long>(step),
+                  static_cast<long long>(config.steps), what.c_str(),
+                  result.partially_updated ? (" (" + applied + ")").c_str() : "");
       continue;
     }
     if (step == 1 && !config.grads_path.empty()) store.saveGrads(config.grads_path);

@@ -21,7 +21,7 @@ struct TrainConfig {
   int64_t warmup = 0;          // linear warmup steps
   double weight_decay = 0.1;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  double grad_clip = 1.0;
+  double grad_clip = -1.0;     // global-norm bound; 0 off; < 0: 1.0, or off for an on-arrival plan
   std::string checkpoint_dir;  // "" = no checkpoints (with resume_dir: the same directory)
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = only at the end and on a signal
   int keep = 3;                // checkpoints kept (the newest)

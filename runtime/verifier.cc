@@ -69,9 +69,29 @@ void verifyHostTensors(const plan::Plan& plan) {
         if (static_cast<int64_t>(t.data().size()) != checkedNumel(t.shape(), what) * dtypeBytes(t.dtype()))
           fail(what + " holds " + std::to_string(t.data().size()) + " bytes of data, not its size");
         break;
+      case plan::ROLE_GRAD_LANDING:
+        if (t.dtype() != plan::DTYPE_F32 || t.shape_size() != 1) fail(what + " must be a 1-D f32 buffer");
+        if (++singletons[t.role()] > 1) fail("more than one gradient landing buffer");
+        break;
       default: break;
     }
+    if (t.role() != plan::ROLE_GRAD && t.landing_offset() != 0) fail(what + " has a landing offset but is not a gradient");
     if (t.role() != plan::ROLE_CONSTANT && !t.data().empty()) fail(what + " holds data but is not a constant");
+  }
+  // Gradients in the landing buffer: each inside it, aligned.
+  const int landing = gradLandingTensor(plan);
+  for (const auto& t : plan.host_tensors()) {
+    if (t.role() != plan::ROLE_GRAD) continue;
+    if (landing < 0) {
+      if (t.landing_offset() != 0) fail("gradient '" + t.name() + "' has a landing offset but the plan has no landing buffer");
+      continue;
+    }
+    const int64_t size = checkedNumel(plan.host_tensors(landing).shape(), "landing buffer") * 4;
+    const int64_t bytes = checkedNumel(t.shape(), t.name()) * 4;
+    if (t.landing_offset() < 0 || t.landing_offset() % kArenaAlignment != 0 || t.landing_offset() > size ||
+        bytes > size - t.landing_offset())
+      fail("gradient '" + t.name() + "' at landing offset " + std::to_string(t.landing_offset()) +
+           " does not lie inside the landing buffer of " + std::to_string(size) + " bytes");
   }
   if (isTrainingPlan(plan)) {
     for (auto role : {plan::ROLE_TOKENS, plan::ROLE_TARGETS, plan::ROLE_LOSS})
@@ -79,7 +99,8 @@ void verifyHostTensors(const plan::Plan& plan) {
   } else {
     if (singletons[plan::ROLE_OUTPUT] == 0) fail("a forward-only plan needs at least one output");
     for (const auto& t : plan.host_tensors())
-      if (t.role() == plan::ROLE_GRAD || t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2)
+      if (t.role() == plan::ROLE_GRAD || t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2 ||
+          t.role() == plan::ROLE_GRAD_LANDING)
         fail("a forward-only plan has no gradients or optimizer moments ('" + t.name() + "')");
   }
 }
@@ -131,7 +152,7 @@ void verifyCopy(const plan::Plan& plan, const plan::Copy& copy, const std::strin
 }
 
 void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool norm_seen,
-                    const std::string& at) {
+                    const std::set<uint32_t>& normed, const std::string& at) {
   if (!plan::HostTask::Kind_IsValid(task.kind())) fail(at + ": unknown host task");
   const auto wanted = task.kind() == plan::HostTask::GRAD_NORM ? plan::ROLE_GRAD : plan::ROLE_PARAM;
   for (uint32_t t : task.tensors()) {
@@ -157,6 +178,16 @@ void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool nor
   if (task.kind() == plan::HostTask::ADAMW_PREVIOUS && norm_seen)
     fail(at + ": ADAMW_PREVIOUS after a GRAD_NORM task (it applies the previous step's gradients, "
          "which this step's overwrite)");
+  if (task.kind() == plan::HostTask::ADAMW_ON_ARRIVAL)
+    for (uint32_t p : task.tensors()) {
+      int grad = -1;
+      for (int i = 0; i < plan.host_tensors_size(); ++i)
+        if (plan.host_tensors(i).role() == plan::ROLE_GRAD && plan.host_tensors(i).param_index() == static_cast<int>(p))
+          grad = i;
+      if (!normed.count(static_cast<uint32_t>(grad)))
+        fail(at + ": ADAMW_ON_ARRIVAL of '" + plan.host_tensors(p).name() +
+             "' before the GRAD_NORM task of its gradient (which checks it for NaN/Inf)");
+    }
 }
 
 void verifyEvents(const plan::Plan& plan) {
@@ -190,6 +221,27 @@ void verifyEvents(const plan::Plan& plan) {
 }
 
 }  // namespace
+
+int gradLandingTensor(const plan::Plan& plan) {
+  for (int i = 0; i < plan.host_tensors_size(); ++i)
+    if (plan.host_tensors(i).role() == plan::ROLE_GRAD_LANDING) return i;
+  return -1;
+}
+
+plan::HostTask::Kind planUpdateKind(const plan::Plan& plan) {
+  for (const auto& s : plan.streams())
+    for (const auto& in : s.instructions())
+      if (in.has_host_task() && in.host_task().kind() != plan::HostTask::GRAD_NORM) return in.host_task().kind();
+  return plan::HostTask::ADAMW;
+}
+
+int64_t planHostBytes(const plan::Plan& plan) {
+  const bool landing = gradLandingTensor(plan) >= 0;
+  int64_t bytes = 0;
+  for (const auto& t : plan.host_tensors())
+    if (!(landing && t.role() == plan::ROLE_GRAD)) bytes += checkedNumel(t.shape(), t.name()) * dtypeBytes(t.dtype());
+  return bytes;
+}
 
 bool isTrainingPlan(const plan::Plan& plan) {
   for (const auto& t : plan.host_tensors())
@@ -233,6 +285,7 @@ void verifyPlanContents(const plan::Plan& plan) {
     const auto& stream = plan.streams(s);
     if (!plan::Stream::Kind_IsValid(stream.kind())) fail("stream " + std::to_string(s) + " has an unknown kind");
     bool norm_seen = false;
+    std::set<uint32_t> normed;  // gradients whose GRAD_NORM task ran before
     for (int i = 0; i < stream.instructions_size(); ++i) {
       const auto& in = stream.instructions(i);
       const std::string at = where(s, i);
@@ -254,11 +307,14 @@ void verifyPlanContents(const plan::Plan& plan) {
         case plan::Instruction::kHostTask:
           if (stream.kind() != plan::Stream::HOST) fail(at + ": host task outside the host stream");
           if (!training) fail(at + ": a host task in a forward-only plan");
-          verifyHostTask(plan, in.host_task(), norm_seen, at);
-          norm_seen |= in.host_task().kind() == plan::HostTask::GRAD_NORM;
+          verifyHostTask(plan, in.host_task(), norm_seen, normed, at);
+          if (in.host_task().kind() == plan::HostTask::GRAD_NORM) {
+            norm_seen = true;
+            normed.insert(in.host_task().tensors().begin(), in.host_task().tensors().end());
+          }
           if (in.host_task().kind() != plan::HostTask::GRAD_NORM) {
             update_kinds.insert(in.host_task().kind());
-            if (update_kinds.size() > 1) fail(at + ": both ADAMW and ADAMW_PREVIOUS tasks: a plan updates in one way");
+            if (update_kinds.size() > 1) fail(at + ": AdamW tasks of two kinds: a plan updates in one way");
             for (uint32_t p : in.host_task().tensors())
               if (!updated.insert(p).second) fail(at + ": a parameter is updated twice in a step");
           }

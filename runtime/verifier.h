@@ -15,6 +15,16 @@ void verifyPlan(const plan::Plan& plan);
 // Whether the plan is a training step (it has a loss) rather than a forward-only evaluation.
 bool isTrainingPlan(const plan::Plan& plan);
 
+// The plan's ROLE_GRAD_LANDING tensor (every gradient is a view into it), or -1.
+int gradLandingTensor(const plan::Plan& plan);
+
+// The kind of the plan's AdamW tasks (ADAMW when it has none).
+plan::HostTask::Kind planUpdateKind(const plan::Plan& plan);
+
+// Bytes of host memory the plan's host tensors take (views into the landing buffer not
+// counted twice): what the host store allocates.
+int64_t planHostBytes(const plan::Plan& plan);
+
 // Shapes and (when `arena` is given) data pointers of a kernel call's operands. The call must
 // belong to a verified plan.
 KernelArgs bindKernelCall(const plan::Plan& plan, const plan::KernelCall& call, std::byte* arena);

@@ -54,6 +54,13 @@ int main(int argc, char** argv) {
                  "(and activations recomputed per block), or auto: the first that fits --device-mem")
       ->check(CLI::IsMember({"auto", "resident", "streamed", "streamed-recompute"}))
       ->capture_default_str();
+  app.add_option("--update", o.update,
+                 "when AdamW runs: deferred (one step late, overlapped with the next forward; exact global-norm "
+                 "clipping; 16 host bytes/param), on-arrival (as each gradient lands, overlapped with the backward; "
+                 "no global clipping; ~12 host bytes/param; streamed schedules), or auto: deferred unless only "
+                 "on-arrival fits --host-mem")
+      ->check(CLI::IsMember({"auto", "deferred", "on-arrival"}))
+      ->capture_default_str();
   app.add_option("--hw", o.hardware, "hardware profile of the cost model: cpu, h100-pcie5, h200, gh200")
       ->capture_default_str();
   app.set_config("--config", "", "read flags from this TOML/INI file (flag = value per line)");

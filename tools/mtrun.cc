@@ -33,8 +33,9 @@ int main(int argc, char** argv) {
   app.add_option("--beta1", c.beta1, "AdamW beta1")->capture_default_str();
   app.add_option("--beta2", c.beta2, "AdamW beta2")->capture_default_str();
   app.add_option("--eps", c.eps, "AdamW epsilon")->capture_default_str();
-  app.add_option("--grad-clip", c.grad_clip, "global gradient-norm bound, 0 = off")
-      ->capture_default_str();
+  app.add_option("--grad-clip", c.grad_clip,
+                 "global gradient-norm bound, 0 = off [default: 1, off for a plan that updates as "
+                 "gradients land, which cannot clip]");
   app.add_option("--backend", c.backend, "cpu, cuda or auto")->capture_default_str();
   app.add_option("--log", c.log_path, "write one JSON object per step to this file");
   app.add_option("--export", c.export_path, "write the trained weights (safetensors) here");

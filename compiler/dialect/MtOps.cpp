@@ -521,8 +521,9 @@ LogicalResult TriluOp::inferReturnTypes(MLIRContext*, std::optional<Location> lo
 }
 
 LogicalResult HostTaskOp::verify() {
-  if (getKind() != "grad_norm" && getKind() != "adamw" && getKind() != "adamw_previous")
-    return emitOpError("kind must be \"grad_norm\", \"adamw\" or \"adamw_previous\", got \"")
+  if (getKind() != "grad_norm" && getKind() != "adamw" && getKind() != "adamw_previous" &&
+      getKind() != "adamw_on_arrival")
+    return emitOpError("kind must be \"grad_norm\", \"adamw\", \"adamw_previous\" or \"adamw_on_arrival\", got \"")
            << getKind() << "\"";
   return success();
 }

@@ -586,12 +586,15 @@ def Mt_HostTaskOp : Mt_Op<"host_task"> {
     `adamw_previous` is the deferred form the schedules emit: the update of the previous
     step (its gradients, its norm), placed before the parameter's first copy to the device,
     so the host updates later parameters while earlier ones already stream in and compute.
-    It precedes every grad_norm task of the step.
+    It precedes every grad_norm task of the step. `adamw_on_arrival` updates the parameter as
+    soon as its gradient has landed (after that gradient's grad_norm), without global-norm
+    clipping: the gradient's host bytes are then reused, so no per-parameter gradient is kept.
 
     ```mlir
     mt.host_task "adamw_previous"(%w0) : tensor<384xf32>
     mt.host_task "grad_norm"(%g0, %g1) : tensor<384xf32>, tensor<384x384xf32>
     mt.host_task "adamw"(%w0, %w1) : tensor<384xf32>, tensor<384x384xf32>
+    mt.host_task "adamw_on_arrival"(%w1) : tensor<384x384xf32>
     ```
   }];
   let arguments = (ins StrAttr:$kind, Variadic<AnyRankedTensor>:$tensors);

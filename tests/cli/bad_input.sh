@@ -66,7 +66,12 @@ expect_absent onnx.plan onnx.safetensors
 "$bin/mtc" good.onnx -o imported.plan >/dev/null
 expect_error "pass --weights with the .safetensors file mtc wrote" "$bin/mtrun" imported.plan --data corpus.tok --steps 1
 expect_error "not a positive number or auto" "$bin/mtc" gpt2-tiny --batch -3 -o x.plan
-expect_error "needs 1.77 TiB of host memory" "$bin/mtc" llama-120b --no-weights --host-mem 1TiB -o x.plan
+expect_error "needs 1.33 TiB of host memory" "$bin/mtc" llama-120b --no-weights --host-mem 1TiB -o x.plan
+expect_error "compile with --update on-arrival" "$bin/mtc" llama-120b --no-weights --host-mem 1TiB --update deferred -o x.plan
+expect_error "the on-arrival update needs a streamed schedule" "$bin/mtc" gpt2-tiny --update on-arrival --schedule resident -o x.plan
+"$bin/mtc" gpt2-tiny --batch 2 --seq 16 --update on-arrival --no-weights -o arrival.plan >/dev/null
+expect_error "it cannot clip by it; pass --grad-clip 0" "$bin/mtrun" arrival.plan --data corpus.tok --steps 1 --grad-clip 1
+expect_error "keeps none" "$bin/mtrun" arrival.plan --data corpus.tok --steps 1 --dump-grads g.safetensors
 printf 'func.func @f( {\n' > broken.mlir
 expect_error "cannot parse broken.mlir" "$bin/mtc" broken.mlir -o broken.plan
 expect_absent broken.plan

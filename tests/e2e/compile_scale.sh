@@ -1,15 +1,31 @@
 #!/usr/bin/env bash
-# Compiling the largest presets takes seconds and little memory: no weights are materialised.
+# Issue 3's scale evidence: the Llama presets at 7B, 70B and 120B compile for an 80 GiB device
+# with 1.5 TiB of host memory in under 10 s and under 2 GiB of memory each (no weights are
+# materialised), and the 120B model with a 1 TiB host is refused with what it needs. The lines
+# printed are the summaries' headline numbers.
 # usage: compile_scale.sh BIN_DIR WORK_DIR
-set -euo pipefail
+set -uo pipefail
+source "$(dirname "$(readlink -f "$0")")/check.sh"
 bin=$1 work=$2
-mkdir -p "$work"
-for model in llama-70b llama-120b; do
-  /usr/bin/time -f "$model: %e s, %M KiB peak" "$bin/mtc" "$model" --batch 1 --seq 4096 --no-weights \
-    --hw h100-pcie5 -o "$work/$model.plan" > "$work/$model.txt" 2> "$work/$model.time"
-  cat "$work/$model.time"
-  read -r seconds kib < <(awk '{print $2, $4}' "$work/$model.time")
-  awk -v s="$seconds" -v k="$kib" 'BEGIN { exit !(s < 10 && k < 2 * 1024 * 1024) }' ||
-    { echo "0 passed, 1 failed: $model took $seconds s / $kib KiB"; exit 1; }
+mkdir -p "$work" && cd "$work" || exit 2
+for model in llama-7b llama-70b llama-120b; do
+  /usr/bin/time -f "%e %M" "$bin/mtc" "$model" --batch 1 --seq 4096 --device-mem 80GiB --host-mem 1.5TiB \
+    --hw h100-pcie5 --no-weights -o $model.plan > $model.txt 2> $model.time
+  status=$?
+  read -r seconds kib < <(tail -1 $model.time)
+  check "$model compiles for 80 GiB / 1.5 TiB (exit $status)" "[ $status -eq 0 ]"
+  check "$model: $seconds s, $kib KiB peak (under 10 s and 2 GiB)" \
+    "awk -v s='$seconds' -v k='$kib' 'BEGIN { exit !(s < 10 && k < 2 * 1024 * 1024) }'"
+  echo "$model: $(sed -n 's/.*host \([0-9.]* [GT]iB (\)\([0-9.]*\) bytes\/param.*/host \1\2 B\/param)/p' $model.txt)," \
+       "$(sed -n 's/.*device arena *\([0-9.]* [MG]iB\), schedule \([a-z-]*\).*/arena \1, \2/p' $model.txt)," \
+       "$(sed -n 's/.*weights cross the link \([0-9.]*x\).*/weights cross \1/p' $model.txt)," \
+       "$(sed -n 's/.*= \([0-9.]*\) model TFLOP\/s.*/\1 model TFLOP\/s predicted/p' $model.txt)"
 done
-echo "2 passed, 0 failed"
+check "llama-120b fits 1.5 TiB at no more than 13 bytes/param" \
+  "awk '/bytes\\/param/ { for (i = 1; i <= NF; ++i) if (\$i ~ /^\\(/) { sub(/\\(/, \"\", \$i); exit !(\$i <= 13) } }' llama-120b.txt"
+err=$("$bin/mtc" llama-120b --batch 1 --seq 4096 --device-mem 80GiB --host-mem 1TiB --no-weights -o small.plan 2>&1)
+status=$?
+check "llama-120b with a 1 TiB host is refused (exit $status) naming what it needs" \
+  "[ $status -eq 1 ] && grep -q 'needs 1.33 TiB of host memory' <<<\"\$err\""
+check "and writes no plan" "[ ! -e small.plan ]"
+finish

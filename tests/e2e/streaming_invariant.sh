@@ -2,7 +2,8 @@
 # DESIGN.md invariant 1: streaming changes where bytes live, never the numbers. For GPT-2 and
 # Llama, plans compiled all-resident, streamed, and streamed with recompute under a tiny device
 # budget (5 MiB, less than the parameters alone) give bit-identical losses and weights after
-# 10 steps on the CPU backend. And a model
+# 10 steps on the CPU backend; so does the on-arrival update against the resident plan, both
+# without clipping. And a model
 # whose parameters + optimizer state exceed 10x the device budget trains with its loss falling.
 # usage: streaming_invariant.sh BIN_DIR WORK_DIR
 set -uo pipefail
@@ -33,6 +34,19 @@ for model in gpt2-tiny llama-tiny; do
     check "$model $plan: bit-identical weights" "cmp -s $model.resident.out.safetensors $model.$plan.out.safetensors"
   done
   echo "$model arenas: resident $(arena $model.resident.txt), streamed $(arena $model.streamed.txt), tight $(arena $model.tight.txt)"
+  # The on-arrival update (each parameter updated as its gradient lands; no global clipping, so
+  # both run with --grad-clip 0) under the tiny budget, against the resident plan.
+  "$bin/mtc" $model "${shape[@]}" --device-mem 5MiB --update on-arrival -o $model.arrival.plan --no-weights > $model.arrival.txt
+  check "$model: the on-arrival plan lands gradients in a buffer, not per parameter" \
+    "grep -q 'gradient landing buffer' $model.arrival.txt"
+  for plan in resident arrival; do
+    "$bin/mtrun" $model.$plan.plan --data corpus.tok --weights $model.resident.safetensors --steps 10 --grad-clip 0 \
+      --log $model.$plan.noclip.jsonl --export $model.$plan.noclip.safetensors --print-every 100 >/dev/null
+    sed 's/.*"loss":\([^,]*\),.*/\1/' $model.$plan.noclip.jsonl > $model.$plan.noclip.loss
+  done
+  check "$model on-arrival: bit-identical losses" "cmp -s $model.resident.noclip.loss $model.arrival.noclip.loss"
+  check "$model on-arrival: bit-identical weights" \
+    "cmp -s $model.resident.noclip.safetensors $model.arrival.noclip.safetensors"
 done
 
 # Parameters + AdamW state (16 bytes/param) more than 10x the device budget, and it learns.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The resident and the streamed-recompute plan run clean under ThreadSanitizer and still agree
-# bit for bit: every cross-stream hazard has its event.
+# The resident, the streamed-recompute and the on-arrival plan run clean under ThreadSanitizer
+# and still agree bit for bit: every cross-stream hazard has its event.
 # usage: streaming_tsan.sh BIN_DIR MTRUN_TSAN WORK_DIR
 set -euo pipefail
 bin=$1 mtrun_tsan=$2 work=$3
@@ -11,8 +11,15 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Haswell TSAN_O
 for schedule in resident streamed-recompute; do
   "$bin/mtc" llama-tiny --layers 3 --batch 2 --seq 16 --schedule $schedule -o $schedule.plan --weights w.safetensors >/dev/null
   "$mtrun_tsan" $schedule.plan --data corpus.tok --weights w.safetensors --steps 3 --log $schedule.jsonl \
-    --print-every 100 >/dev/null
+    --print-every 100 --grad-clip 0 >/dev/null
   sed 's/.*"loss":\([^,]*\),.*/\1/' $schedule.jsonl > $schedule.loss
 done
+# The on-arrival update: gradients land in one reused buffer while the host updates from it.
+"$bin/mtc" llama-tiny --layers 3 --batch 2 --seq 16 --schedule streamed-recompute --update on-arrival -o arrival.plan \
+  --no-weights >/dev/null
+"$mtrun_tsan" arrival.plan --data corpus.tok --weights w.safetensors --steps 3 --log arrival.jsonl --print-every 100 \
+  --grad-clip 0 >/dev/null
+sed 's/.*"loss":\([^,]*\),.*/\1/' arrival.jsonl > arrival.loss
 cmp resident.loss streamed-recompute.loss || { echo "0 passed, 1 failed: losses differ"; exit 1; }
-echo "2 passed, 0 failed"
+cmp resident.loss arrival.loss || { echo "1 passed, 1 failed: on-arrival losses differ"; exit 1; }
+echo "3 passed, 0 failed"

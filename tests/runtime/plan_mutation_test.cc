@@ -47,7 +47,9 @@ void tryPlan(const plan::Plan& plan, Counts& counts) {
     HostStore store(plan);
     store.initialize(1);
     auto backend = createCpuBackend(plan, store);
-    backend->runStep(StepOptions{});
+    StepOptions options;
+    options.grad_clip = 0.0;  // what any plan accepts (an on-arrival one cannot clip)
+    backend->runStep(options);
     ++counts.executed;
   } catch (const Error& e) {  // e.g. more memory than the machine has
     ++counts.rejected;
@@ -137,8 +139,9 @@ TEST_F(PlanMutationTest, FieldEditsAreRejectedOrRun) {
       }
       case 5: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_param_index(static_cast<int32_t>(wild()));
         break;
-      case 6: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_role(static_cast<plan::HostRole>(pick(8)));
+      case 6: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_role(static_cast<plan::HostRole>(pick(12)));
         break;
+      case 7: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_landing_offset(wild()); break;
       default: {
         auto* s = plan.mutable_streams(pick(plan.streams_size()));
         if (!s->instructions_size()) break;
@@ -162,7 +165,8 @@ TEST_F(PlanMutationTest, FieldEditsAreRejectedOrRun) {
           else s->mutable_instructions()->DeleteSubrange(pick(s->instructions_size()), 1);
         } else if (in->has_host_task()) {
           auto* t = in->mutable_host_task();
-          if (t->tensors_size()) t->set_tensors(pick(t->tensors_size()), value);
+          if (rng_() % 4 == 0) t->set_kind(static_cast<plan::HostTask::Kind>(pick(5)));
+          else if (t->tensors_size()) t->set_tensors(pick(t->tensors_size()), value);
         }
       }
     }
@@ -197,22 +201,57 @@ TEST_F(PlanMutationTest, TheDeferredUpdateMustPrecedeTheNormAndNotMixWithImmedia
       EXPECT_NE(std::string(e.what()).find(wanted), std::string::npos) << e.what();
     }
   };
-  plan::Plan moved = original_, mixed = original_;
-  bool found = false;
-  for (int s = 0; s < moved.streams_size() && !found; ++s) {
+  plan::Plan moved = original_;
+  int found = -1;  // the stream
+  for (int s = 0; s < moved.streams_size() && found < 0; ++s) {
     auto* instrs = moved.mutable_streams(s)->mutable_instructions();
-    for (int i = 0; i < instrs->size() && !found; ++i) {
+    for (int i = 0; i < instrs->size() && found < 0; ++i) {
       if (!instrs->Get(i).has_host_task() || instrs->Get(i).host_task().kind() != plan::HostTask::ADAMW_PREVIOUS)
         continue;
-      found = true;
+      found = s;
       *instrs->Add() = instrs->Get(i);  // to the end: after the GRAD_NORM
       instrs->DeleteSubrange(i, 1);
-      mixed.mutable_streams(s)->mutable_instructions(i)->mutable_host_task()->set_kind(plan::HostTask::ADAMW);
     }
   }
-  ASSERT_TRUE(found) << "the test plan has no ADAMW_PREVIOUS task";
+  if (found < 0) GTEST_SKIP() << "the test plan does not defer its update";
+  // The moved task as an ADAMW after the norm is in its place, but the others still defer.
+  plan::Plan mixed = moved;
+  auto* last = mixed.mutable_streams(found)->mutable_instructions();
+  last->Mutable(last->size() - 1)->mutable_host_task()->set_kind(plan::HostTask::ADAMW);
   expectRejected(moved, "ADAMW_PREVIOUS after a GRAD_NORM task");
-  expectRejected(mixed, "ADAMW");
+  expectRejected(mixed, "AdamW tasks of two kinds");
+}
+
+// An on-arrival update reads its gradient from the landing buffer after that gradient's norm
+// task checked it; a gradient must lie inside the buffer.
+TEST_F(PlanMutationTest, OnArrivalUpdatesFollowTheirNormAndGradientsLieInTheLandingBuffer) {
+  if (gradLandingTensor(original_) < 0) GTEST_SKIP() << "the test plan has no gradient landing buffer";
+  plan::Plan early = original_, outside = original_;
+  for (auto& stream : *early.mutable_streams()) {
+    auto* instrs = stream.mutable_instructions();
+    for (int i = 0; i < instrs->size(); ++i)
+      if (instrs->Get(i).has_host_task() && instrs->Get(i).host_task().kind() == plan::HostTask::ADAMW_ON_ARRIVAL) {
+        plan::Instruction task = instrs->Get(i);
+        instrs->DeleteSubrange(i, 1);
+        *instrs->Add() = task;
+        instrs->SwapElements(0, instrs->size() - 1);  // to the front: before every GRAD_NORM
+        break;
+      }
+  }
+  for (auto& t : *outside.mutable_host_tensors())
+    if (t.role() == plan::ROLE_GRAD) {
+      t.set_landing_offset(checkedNumel(outside.host_tensors(gradLandingTensor(outside)).shape(), "landing") * 4);
+      break;
+    }
+  for (auto [plan, wanted] : {std::pair{&early, "before the GRAD_NORM task of its gradient"},
+                              {&outside, "does not lie inside the landing buffer"}}) {
+    try {
+      verifyPlan(*plan);
+      ADD_FAILURE() << "verified a plan that should fail with: " << wanted;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(wanted), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(PlanMutationTest, ANewerMinorOrOtherMajorVersionIsRefusedWithBothVersions) {
