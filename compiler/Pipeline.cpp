@@ -63,7 +63,7 @@ bool fits(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_
           const std::string& update) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  return runStages(*trial, {"", o.device_mem, o.schedule, update}).failed.empty();
+  return runStages(*trial, {"", o.device_mem, o.schedule, update, /*tune_recompute=*/false}).failed.empty();
 }
 
 // The largest batch that fits, by doubling then bisection; 0 if batch 1 does not fit.
@@ -329,9 +329,20 @@ int compile(const CompileOptions& o) {
   for (const auto& [name, arena] : stages.arena_by_schedule) measured += " " + name + " " + mib(arena) + ";";
   std::printf("  device arena   %s, schedule %s%s\n", mib(plan.arena_bytes()).c_str(), stages.schedule.c_str(),
               measured.empty() ? "" : (" (chosen for the budget;" + measured + ")").c_str());
-  std::printf("  per step       %.3e FLOP; each block's forward runs %s; h2d %s (weights cross the link "
-              "%.2fx), d2h %s\n",
-              stats.flops, stages.schedule == "streamed-recompute" ? "twice" : "once", mib(stats.h2d_bytes).c_str(),
+  std::string forward_runs = "each block's forward runs once";
+  if (stages.schedule == "streamed-recompute") {
+    auto templates = getModelFunction(*module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
+    const int64_t blocks = templates ? templates.size() : 0;
+    forward_runs = stages.recompute_keep == 0
+                       ? "each block's forward runs twice (recomputed in the backward)"
+                       : fmt::format("the forward of {} of {} blocks runs twice (recomputed; {}: the budget has room)",
+                                     blocks - stages.recompute_keep, blocks,
+                                     stages.recompute_keep == 1
+                                         ? std::string("the last keeps its activations")
+                                         : fmt::format("the last {} keep their activations", stages.recompute_keep));
+  }
+  std::printf("  per step       %.3e FLOP; %s; h2d %s (weights cross the link %.2fx), d2h %s\n", stats.flops,
+              forward_runs.c_str(), mib(stats.h2d_bytes).c_str(),
               stats.param_bytes ? double(stats.weight_h2d_bytes) / stats.param_bytes : 0.0,
               mib(stats.d2h_bytes).c_str());
   // Model TFLOP/s as MegaTrain reports it: 6 * parameters * tokens over the step time.

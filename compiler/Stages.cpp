@@ -10,32 +10,42 @@ using namespace mlir;
 namespace mt {
 namespace {
 
-// The passes of stage `stage` under `schedule` (possibly none).
-void addStagePasses(mlir::PassManager& pm, const std::string& stage, const std::string& schedule, int64_t budget,
-                    const std::string& update) {
+// How the stages after partition run.
+struct Knobs {
+  std::string schedule;
+  int64_t budget = 0;      // the memory planner's; 0: none
+  std::string update;      // deferred or on-arrival
+  int64_t keep = 0;        // streamed-recompute: the last blocks that keep their activations
+};
+
+// The passes of stage `stage` under `knobs` (possibly none).
+void addStagePasses(mlir::PassManager& pm, const std::string& stage, const Knobs& knobs) {
   if (stage == "fuse") pm.addPass(createFusePass());
   if (stage == "attach-loss") pm.addPass(createAttachLossPass());
   if (stage == "autodiff") pm.addPass(createAutodiffPass());
   if (stage == "partition") pm.addPass(createPartitionPass());
-  if (stage == "recompute" && schedule == "streamed-recompute") pm.addPass(createRecomputePass());
+  if (stage == "recompute" && knobs.schedule == "streamed-recompute") {
+    RecomputePassOptions options;
+    options.keep = knobs.keep;
+    pm.addPass(createRecomputePass(options));
+  }
   if (stage == "schedule") {
     ScheduleStreamedPassOptions options;
-    options.update = update;
-    pm.addPass(schedule == "resident" ? createScheduleResidentPass() : createScheduleStreamedPass(options));
+    options.update = knobs.update;
+    pm.addPass(knobs.schedule == "resident" ? createScheduleResidentPass() : createScheduleStreamedPass(options));
   }
   if (stage == "memory") {
     PlanMemoryPassOptions options;
-    options.budget = budget;
+    options.budget = knobs.budget;
     pm.addPass(createPlanMemoryPass(options));
   }
 }
 
 // Runs the stages from `first` (inclusive) to `last` ("" = to the end).
-bool runFrom(ModuleOp module, size_t first, const std::string& last, const std::string& schedule, int64_t budget,
-             const std::string& update, std::string& failed_stage) {
+bool runFrom(ModuleOp module, size_t first, const std::string& last, const Knobs& knobs, std::string& failed_stage) {
   for (size_t i = first; i < std::size(kStages); ++i) {
     PassManager pm(module.getContext());
-    addStagePasses(pm, kStages[i], schedule, budget, update);
+    addStagePasses(pm, kStages[i], knobs);
     if (mlir::failed(pm.run(module))) {
       failed_stage = kStages[i];
       return false;
@@ -43,6 +53,15 @@ bool runFrom(ModuleOp module, size_t first, const std::string& last, const std::
     if (last == kStages[i]) return true;
   }
   return true;
+}
+
+// The smallest arena the stages after partition give `module` under `knobs` (without a
+// budget), or -1 if they fail.
+int64_t trialArena(ModuleOp module, size_t first, const Knobs& knobs) {
+  OwningOpRef<ModuleOp> trial = module.clone();
+  std::string ignored;
+  if (!runFrom(*trial, first, "", knobs, ignored)) return -1;
+  return getModelFunction(*trial)->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr).getInt();
 }
 
 size_t stageIndex(const std::string& name) {
@@ -68,7 +87,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     for (const char* stage : {"schedule", "memory"}) {
       if (stageIndex(options.last) < stageIndex(stage)) break;
       PassManager pm(module.getContext());
-      addStagePasses(pm, stage, "resident", options.device_mem, "deferred");
+      addStagePasses(pm, stage, {"resident", options.device_mem, "deferred"});
       if (failed(pm.run(module))) {
         result.failed = stage;
         break;
@@ -91,7 +110,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     return result;
   }
   if (update == "on-arrival" && options.schedule == "auto") result.schedule = "streamed";
-  if (!runFrom(module, 1, stops_early ? options.last : "partition", result.schedule, 0, update, result.failed) ||
+  if (!runFrom(module, 1, stops_early ? options.last : "partition", {result.schedule, 0, update}, result.failed) ||
       stops_early)
     return result;
   if (options.schedule == "auto" && options.device_mem > 0) {
@@ -99,11 +118,8 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     result.schedule.clear();
     for (const char* schedule : kSchedules) {
       if (update == "on-arrival" && std::string(schedule) == "resident") continue;
-      OwningOpRef<ModuleOp> trial = module.clone();
-      std::string ignored;
-      if (!runFrom(*trial, partition + 1, "", schedule, 0, update, ignored)) continue;
-      func::FuncOp func = getModelFunction(*trial);
-      const int64_t arena = func->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr).getInt();
+      const int64_t arena = trialArena(module, partition + 1, {schedule, 0, update});
+      if (arena < 0) continue;
       result.arena_by_schedule.emplace_back(schedule, arena);
       if (arena <= options.device_mem) {
         result.schedule = schedule;
@@ -122,7 +138,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
         });
         OwningOpRef<ModuleOp> trial = module.clone();
         std::string ignored;
-        runFrom(*trial, partition + 1, "", name, options.device_mem, update, ignored);
+        runFrom(*trial, partition + 1, "", {name, options.device_mem, update}, ignored);
       }
       InFlightDiagnostic diag = getModelFunction(module).emitError("the model needs at least ")
           << formatBytes(arena) << " of device memory even with the " << name
@@ -134,7 +150,20 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
       return result;
     }
   }
-  runFrom(module, partition + 1, options.last, result.schedule, options.device_mem, update, result.failed);
+  if (result.schedule == "streamed-recompute" && options.device_mem > 0 && options.tune_recompute) {
+    // Recompute only as much as the budget needs: the largest number of last blocks that keep
+    // their activations from the forward (each such block's forward runs once, not twice).
+    auto templates = getModelFunction(module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
+    int64_t fits = 0, fails = (templates ? templates.size() : 0) + 1;
+    while (fails - fits > 1) {
+      const int64_t mid = (fits + fails) / 2;
+      const int64_t arena = trialArena(module, partition + 1, {result.schedule, 0, update, mid});
+      (arena >= 0 && arena <= options.device_mem ? fits : fails) = mid;
+    }
+    result.recompute_keep = fits;
+  }
+  runFrom(module, partition + 1, options.last, {result.schedule, options.device_mem, update, result.recompute_keep},
+          result.failed);
   return result;
 }
 

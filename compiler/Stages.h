@@ -18,12 +18,16 @@ struct StageOptions {
   // global-norm clipping) or "on-arrival" (as each gradient lands, overlapped with the
   // backward; no clipping, ~12 instead of 16 host bytes per parameter; streamed schedules only).
   std::string update = "deferred";
+  // streamed-recompute under a budget: search how many blocks can keep their activations (one
+  // compile per try). Off where a caller only asks whether anything fits.
+  bool tune_recompute = true;
 };
 
 struct StageResult {
   std::string failed;    // the stage that failed (diagnostics emitted), or ""
   std::string schedule;  // the schedule used
   std::vector<std::pair<std::string, int64_t>> arena_by_schedule;  // what "auto" measured
+  int64_t recompute_keep = 0;  // streamed-recompute: the last blocks not recomputed
 };
 
 // Runs the stages after "input" on `module`: fuse, attach-loss, autodiff, partition, recompute

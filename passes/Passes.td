@@ -58,9 +58,15 @@ def RecomputePass : Pass<"mt-recompute", "mlir::ModuleOp"> {
     For every layer block, clones the forward ops whose results the block's backward ops read,
     just before the first backward op of the block, and points the backward ops at the clones
     (marked `mt.recompute`). Only the block inputs (the boundary activations) stay alive from
-    the forward pass to the backward; each block's forward runs twice per step. Needs
+    the forward pass to the backward; each block's forward runs twice per step. With `keep`,
+    the last `keep` blocks are left alone: their activations stay from the forward (more device
+    memory, one forward run) — what mtc chooses when the budget has room. Needs
     `mt-partition` and a differentiated function.
   }];
+  let options = [
+    Option<"keep", "keep", "int64_t", /*default=*/"0",
+           "Number of last blocks that keep their activations instead of recomputing them">,
+  ];
   let dependentDialects = ["::mt::MtDialect"];
 }
 

@@ -1,5 +1,5 @@
 // mt-recompute: each layer block's backward reads recomputed activations, so only the block
-// inputs are kept from the forward pass.
+// inputs are kept from the forward pass (except in the last `keep` blocks, left as they are).
 #include <map>
 #include <set>
 
@@ -16,6 +16,8 @@ namespace mt {
 namespace {
 
 struct RecomputePass : impl::RecomputePassBase<RecomputePass> {
+  using RecomputePassBase::RecomputePassBase;
+
   void runOnOperation() override {
     func::FuncOp func = getModelFunction(getOperation());
     if (!func) return signalPassFailure();
@@ -44,7 +46,11 @@ struct RecomputePass : impl::RecomputePassBase<RecomputePass> {
       (op.hasAttr(kBackwardAttr) ? backward : forward)[*block].push_back(&op);
     }
     OpBuilder b(&getContext());
-    for (int64_t block = 0; block < blocks; ++block) {
+    if (keep < 0) {
+      func.emitError("mt-recompute: keep must not be negative, got ") << keep;
+      return signalPassFailure();
+    }
+    for (int64_t block = 0; block < blocks - keep; ++block) {
       if (backward[block].empty()) continue;
       const std::set<Operation*> in_block(forward[block].begin(), forward[block].end());
       // The forward ops the backward reads, directly or through other forward ops of the block.

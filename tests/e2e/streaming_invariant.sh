@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # DESIGN.md invariant 1: streaming changes where bytes live, never the numbers. For GPT-2 and
-# Llama, plans compiled all-resident, streamed, and streamed with recompute under a tiny device
-# budget (5 MiB, less than the parameters alone) give bit-identical losses and weights after
+# Llama, plans compiled all-resident, streamed, streamed with every block recomputed, and
+# streamed-recompute under a tiny device budget (5 MiB, less than the parameters alone; the
+# last blocks keep their activations there) give bit-identical losses and weights after
 # 10 steps on the CPU backend; so does the on-arrival update against the resident plan, both
 # without clipping. And a model
 # whose parameters + optimizer state exceed 10x the device budget trains with its loss falling.
@@ -18,18 +19,22 @@ shape=(--layers 12 --width 128 --ffn 512 --batch 4 --seq 32)
 for model in gpt2-tiny llama-tiny; do
   "$bin/mtc" $model "${shape[@]}" --schedule resident -o $model.resident.plan > $model.resident.txt
   "$bin/mtc" $model "${shape[@]}" --schedule streamed -o $model.streamed.plan --weights s.safetensors > $model.streamed.txt
-  # A budget far below the parameters: mtc must pick streamed-recompute.
+  "$bin/mtc" $model "${shape[@]}" --schedule streamed-recompute -o $model.recompute.plan --no-weights > $model.recompute.txt
+  # A budget far below the parameters: mtc must pick streamed-recompute, and recompute only
+  # what the budget needs (the last blocks keep their activations).
   "$bin/mtc" $model "${shape[@]}" --device-mem 5MiB -o $model.tight.plan --weights t.safetensors > $model.tight.txt
   check "$model: a 5 MiB budget picks streamed-recompute" "grep -q 'schedule streamed-recompute' $model.tight.txt"
+  check "$model: without a budget every block is recomputed" "grep -q \"each block's forward runs twice\" $model.recompute.txt"
+  check "$model: with 5 MiB some blocks keep their activations" "grep -q 'the budget has room' $model.tight.txt"
   params=$(sed -n 's/.*parameters *\([0-9.]*\) M.*/\1/p' $model.tight.txt)
   check "$model: parameters alone ($params M) exceed the 5 MiB budget" \
     "awk -v p=$params 'BEGIN { exit !(p * 1e6 * 4 > 5 * 1048576) }'"
-  for plan in resident streamed tight; do
+  for plan in resident streamed recompute tight; do
     "$bin/mtrun" $model.$plan.plan --data corpus.tok --weights $model.resident.safetensors --steps 10 \
       --log $model.$plan.jsonl --export $model.$plan.out.safetensors --print-every 100 >/dev/null
     sed 's/.*"loss":\([^,]*\),.*/\1/' $model.$plan.jsonl > $model.$plan.loss
   done
-  for plan in streamed tight; do
+  for plan in streamed recompute tight; do
     check "$model $plan: bit-identical losses" "cmp -s $model.resident.loss $model.$plan.loss"
     check "$model $plan: bit-identical weights" "cmp -s $model.resident.out.safetensors $model.$plan.out.safetensors"
   done
