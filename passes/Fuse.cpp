@@ -182,10 +182,170 @@ struct FuseLayerNorm : OpRewritePattern<AddOp> {
   }
 };
 
+// --- Attention -------------------------------------------------------------------------
+
+// A constant function argument (mt.const), if `v` is one.
+DenseElementsAttr constArgument(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+  return func ? func.getArgAttrOfType<DenseElementsAttr>(arg.getArgNumber(), kConstAttr) : nullptr;
+}
+
+// Whether `mask` is a constant (1, ..., 1, T, T) causal mask: each element classified as
+// masked (true), kept (false) or neither (nullopt: not a mask), masked exactly where the key
+// position is after the query's.
+template <typename T, typename Classify>
+bool isCausalMask(Value mask, int64_t t, Classify classify) {
+  DenseElementsAttr values = constArgument(mask);
+  if (!values) return false;
+  auto shape = values.getType().getShape();
+  if (shape.size() < 2 || shape.take_back(2) != ArrayRef<int64_t>{t, t}) return false;
+  for (int64_t d : shape.drop_back(2))
+    if (d != 1) return false;
+  int64_t i = 0;
+  for (T value : values.getValues<T>()) {
+    const std::optional<bool> masked = classify(value);
+    if (!masked || *masked != (i % t > i / t)) return false;
+    ++i;
+  }
+  return true;
+}
+
+bool isMinusInfinity(double v) { return v <= -1e30; }  // -inf, or float's lowest (HF)
+
+// The scores before the mask: where(causal, -inf, s) or add(s, causal 0 / -inf) -> s.
+Value unmaskedScores(Value masked, int64_t t) {
+  if (auto where = masked.getDefiningOp<WhereOp>()) {
+    std::optional<float> fill = fillValue(where.getLhs());
+    if (fill && isMinusInfinity(*fill) &&
+        isCausalMask<int32_t>(where.getCond(), t, [](int32_t v) { return std::optional<bool>(v != 0); }))
+      return where.getRhs();
+  }
+  if (auto add = masked.getDefiningOp<AddOp>()) {
+    auto classify = [](float v) -> std::optional<bool> {
+      if (v == 0.0f) return false;
+      if (isMinusInfinity(v)) return true;
+      return std::nullopt;
+    };
+    if (isCausalMask<float>(add.getRhs(), t, classify)) return add.getLhs();
+  }
+  return nullptr;
+}
+
+// The product of the scores before scaling by 1/sqrt(head_dim): scale(p, f), div(p, sqrt(D))
+// or mul(p, 1/sqrt(D)).
+MatmulOp unscaledProduct(Value scores, int64_t headDim) {
+  const double scale = 1.0 / std::sqrt(double(headDim));
+  Value product, factor;
+  if (auto op = scores.getDefiningOp<ScaleOp>()) {
+    if (near(op.getFactor().convertToFloat(), scale)) product = op.getInput();
+  } else if (isBinary(scores, "div", product, factor)) {
+    if (std::optional<float> f = fillValue(factor); !f || !near(*f, std::sqrt(double(headDim)))) product = nullptr;
+  } else if (isBinary(scores, "mul", product, factor)) {
+    if (std::optional<float> f = fillValue(factor); !f || !near(*f, scale)) product = nullptr;
+  }
+  return product ? product.getDefiningOp<MatmulOp>() : MatmulOp();
+}
+
+// x when `v` is transpose(reshape(x: (B, T, H*D) -> (B, T, H, D)), perm).
+Value rowsOf(Value v, ArrayRef<int64_t> perm) {
+  auto t = v.getDefiningOp<TransposeOp>();
+  auto r = t ? t.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!r || t.getPerm() != perm) return nullptr;
+  auto split = r.getType().getShape();
+  auto rows = cast<RankedTensorType>(r.getInput().getType()).getShape();
+  if (split.size() != 4 || rows != ArrayRef<int64_t>{split[0], split[1], split[2] * split[3]}) return nullptr;
+  return r.getInput();
+}
+
+// (B, Hx, T, D) heads as the (B, T, Hx*D) rows mt.attention takes: the value they were made
+// from when `heads` is transpose(reshape(x), [0, 2, 1, 3]), else a transpose and a reshape.
+Value asRows(Value heads, PatternRewriter& rewriter, Location loc) {
+  auto type = cast<RankedTensorType>(heads.getType());
+  auto shape = type.getShape();
+  if (Value rows = rowsOf(heads, {0, 2, 1, 3})) return rows;
+  Value tokensFirst = rewriter.create<TransposeOp>(loc, heads, rewriter.getDenseI64ArrayAttr({0, 2, 1, 3}));
+  auto rows = RankedTensorType::get({shape[0], shape[2], shape[1] * shape[3]}, type.getElementType());
+  return rewriter.create<ReshapeOp>(loc, rows, tokensFirst);
+}
+
+// Grouped-query heads: reshape(broadcast(reshape(kv, (B, Hkv, 1, T, D)) -> (B, Hkv, r, T, D))
+// -> (B, Hkv*r, T, D) gives kv (the key/value heads before repetition), else null.
+Value unrepeatedHeads(Value heads) {
+  auto outer = heads.getDefiningOp<ReshapeOp>();
+  auto repeat = outer ? outer.getInput().getDefiningOp<BroadcastOp>() : BroadcastOp();
+  auto inner = repeat ? repeat.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!inner) return nullptr;
+  auto kv = cast<RankedTensorType>(inner.getInput().getType()).getShape();
+  auto expanded = cast<RankedTensorType>(inner.getType()).getShape();
+  auto repeated = repeat.getType().getShape();
+  if (kv.size() != 4 || expanded.size() != 5 || repeated.size() != 5 || expanded[2] != 1 ||
+      expanded != ArrayRef<int64_t>{kv[0], kv[1], 1, kv[2], kv[3]} ||
+      repeated != ArrayRef<int64_t>{kv[0], kv[1], repeated[2], kv[2], kv[3]})
+    return nullptr;
+  return inner.getInput();
+}
+
+// Causal scaled-dot-product attention as exporters write it, from the heads' projections to
+// the (B, T, H*D) result:
+//   reshape(transpose(matmul(softmax(mask(scale(matmul(q, kT)))), v), [0, 2, 1, 3]))
+// -> mt.attention(q, k, v) over (B, T, H*D) rows, with grouped-query key/value heads when k and
+// v are repeated from fewer heads. kT is transpose(k, [0, 1, 3, 2]), a matmul with
+// transpose_b, or transpose(reshape(k), [0, 2, 3, 1]).
+struct FuseAttention : OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReshapeOp op, PatternRewriter& rewriter) const override {
+    auto merge = op.getInput().getDefiningOp<TransposeOp>();
+    auto pv = merge ? merge.getInput().getDefiningOp<MatmulOp>() : MatmulOp();
+    if (!pv || merge.getPerm() != ArrayRef<int64_t>{0, 2, 1, 3} || op.getType().getRank() != 3 || pv.getTransposeA() ||
+        pv.getTransposeB())
+      return failure();
+    auto shape = pv.getType().getShape();  // (B, H, T, D)
+    if (shape.size() != 4) return failure();
+    const int64_t heads = shape[1], t = shape[2], d = shape[3];
+    auto softmax = pv.getLhs().getDefiningOp<SoftmaxOp>();
+    if (!softmax || softmax.getLog() || (softmax.getAxis() != 3 && softmax.getAxis() != -1)) return failure();
+    Value scores = unmaskedScores(softmax.getInput(), t);
+    MatmulOp qk = scores ? unscaledProduct(scores, d) : MatmulOp();
+    if (!qk || qk.getTransposeA() || qk.getLhs().getType() != pv.getType()) return failure();
+    // The keys as (B, H, T, D) heads, or straight as (B, T, H*D) rows.
+    Value keyHeads, keyRows;
+    if (qk.getTransposeB()) {
+      keyHeads = qk.getRhs();
+    } else if (auto kT = qk.getRhs().getDefiningOp<TransposeOp>()) {
+      if (kT.getPerm() == ArrayRef<int64_t>{0, 1, 3, 2}) keyHeads = kT.getInput();
+      else keyRows = rowsOf(kT, {0, 2, 3, 1});
+    }
+    Value valueHeads = pv.getRhs();
+    if (keyRows ? keyRows.getType() != op.getType() : (!keyHeads || keyHeads.getType() != pv.getType()))
+      return failure();
+    if (valueHeads.getType() != pv.getType() || op.getType().getShape() != ArrayRef<int64_t>{shape[0], t, heads * d})
+      return failure();
+    // Grouped-query attention: both repeated from the same number of heads.
+    int64_t kvHeads = heads;
+    Value kv[2] = {keyHeads, valueHeads};
+    if (keyHeads) {
+      Value k = unrepeatedHeads(keyHeads), v = unrepeatedHeads(valueHeads);
+      if (k && v && k.getType() == v.getType()) {
+        kv[0] = k, kv[1] = v;
+        kvHeads = cast<RankedTensorType>(k.getType()).getShape()[1];
+      }
+    }
+    Location loc = op.getLoc();
+    Value q = asRows(qk.getLhs(), rewriter, loc);
+    Value k = keyRows ? keyRows : asRows(kv[0], rewriter, loc);
+    Value v = asRows(kv[1], rewriter, loc);
+    auto fused = rewriter.create<AttentionOp>(loc, q, k, v, rewriter.getI64IntegerAttr(heads),
+                                              rewriter.getI64IntegerAttr(kvHeads));
+    rewriter.replaceOp(op, fused.getResult());
+    return success();
+  }
+};
+
 struct FusePass : impl::FusePassBase<FusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FoldRhsTranspose, FuseGelu, FuseSiluSwiglu, FuseRmsNorm, FuseLayerNorm>(&getContext());
+    patterns.add<FoldRhsTranspose, FuseGelu, FuseSiluSwiglu, FuseRmsNorm, FuseLayerNorm, FuseAttention>(&getContext());
     GreedyRewriteConfig config;
     config.enableRegionSimplification = GreedySimplifyRegionLevel::Disabled;
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns), config))) signalPassFailure();

@@ -13,7 +13,10 @@ def FusePass : Pass<"mt-fuse", "mlir::ModuleOp"> {
     `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))` into `mt.gelu`; `x * sigmoid(x)` into `mt.silu`
     and `silu(g) * u` into `mt.swiglu`; RMSNorm `x * (1 / sqrt(mean(x^2) + eps)) * w` into
     `mt.rmsnorm`; opset 14's LayerNorm `(d / sqrt(mean(d^2) + eps)) * g + b`, `d = x - mean(x)`,
-    into `mt.layernorm`. What does not match exactly (another constant, another axis) is left.
+    into `mt.layernorm`; causal attention `reshape(transpose(matmul(softmax(mask(scale(
+    matmul(q, kT)))), v)))` with a constant causal mask and scale 1/sqrt(D) into
+    `mt.attention` (grouped-query when k and v are repeated from fewer heads). What does not
+    match exactly (another constant, another axis, another mask) is left.
   }];
   let dependentDialects = ["::mt::MtDialect"];
 }

@@ -100,6 +100,10 @@ def main():
     for op in (["mt.layernorm", "mt.gelu"] if family == "gpt2" else ["mt.rmsnorm", "mt.swiglu"]):
         if op not in fused_ir:
             failures.append(f"no {op} after mt-fuse: the exporter's decomposition was not recognised")
+    # Attention runs fused (no (B, H, T, T) scores materialised), grouped-query for Llama.
+    attention = "num_kv_heads = 2" if family == "llama" else "mt.attention"
+    if fused_ir.count("mt.attention ") != 2 or attention not in fused_ir or "mt.softmax " in fused_ir:
+        failures.append(f"attention was not fused into mt.attention (one per layer, {attention}) after mt-fuse")
     if sorted(reimported) != sorted(mt_final):
         failures.append(f"re-imported parameters {sorted(reimported)} differ from the trained {sorted(mt_final)}")
     for name, value in mt_final.items():

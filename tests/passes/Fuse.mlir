@@ -1,6 +1,6 @@
 // PASSES: --mt-fuse
 // The fused ops replace what ONNX import makes of decomposed layers. Each section is one
-// pattern; the last ones are near misses that must stay as they are.
+// pattern; the near misses (so marked) must stay as they are.
 
 // A Linear layer's explicit weight transpose folds into the product; exact GELU fuses.
 // CHECK-LABEL: func.func @linear_gelu
@@ -131,4 +131,123 @@ func.func @near_misses(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %b: tensor<2x3x
   %bt = mt.transpose %b {perm = array<i64: 0, 2, 1>} : tensor<2x3x4xf32>
   %z = mt.matmul %x, %bt : tensor<2x3x4xf32>, tensor<2x4x3xf32>
   return %g, %y, %z : tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x3xf32>
+}
+
+// -----
+
+// Causal attention as exporters write it (GPT-2: keys transposed straight from the split
+// heads, a where-mask) fuses into mt.attention over the projections' (B, T, H*D) rows.
+// CHECK-LABEL: func.func @attention
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = mt.attention %arg0, %arg1, %arg2 {num_heads = 2 : i64, num_kv_heads = 2 : i64}
+// CHECK-NEXT: return %[[O]]
+func.func @attention(%q: tensor<1x4x4xf32>, %k: tensor<1x4x4xf32>, %v: tensor<1x4x4xf32>,
+    %mask: tensor<1x1x4x4xi32> {mt.const = dense<[[[[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]]]]> : tensor<1x1x4x4xi32>})
+    -> tensor<1x4x4xf32> {
+  %q4 = mt.reshape %q : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %qh = mt.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x2xf32>
+  %k4 = mt.reshape %k : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %kt = mt.transpose %k4 {perm = array<i64: 0, 2, 3, 1>} : tensor<1x4x2x2xf32>
+  %v4 = mt.reshape %v : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %vh = mt.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x2xf32>
+  %s = mt.matmul %qh, %kt : tensor<1x2x4x2xf32>, tensor<1x2x2x4xf32>
+  %ss = mt.scale %s {factor = 0.707106769 : f32} : tensor<1x2x4x4xf32>
+  %inf = mt.fill {value = 0xFF800000 : f32} : tensor<f32>
+  %m = mt.where %mask, %inf, %ss : tensor<1x1x4x4xi32>, tensor<f32>, tensor<1x2x4x4xf32>
+  %p = mt.softmax %m {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = mt.matmul %p, %vh : tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>
+  %ot = mt.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<1x2x4x2xf32>
+  %out = mt.reshape %ot : tensor<1x4x2x2xf32> -> tensor<1x4x4xf32>
+  return %out : tensor<1x4x4xf32>
+}
+
+// -----
+
+// Llama's form: query heads that went through other ops (rotary embedding; here a scale) are
+// turned back into rows, keys and values repeated from one key/value head (repeat_kv's
+// reshape/expand/reshape) become grouped-query attention, the mask is added (0 / -inf) and
+// the scale is a division by sqrt(D).
+// CHECK-LABEL: func.func @grouped_query_attention
+// CHECK: %[[QH:.*]] = mt.scale
+// CHECK-NEXT: %[[QT:.*]] = mt.transpose %[[QH]] {perm = array<i64: 0, 2, 1, 3>}
+// CHECK-NEXT: %[[Q:.*]] = mt.reshape %[[QT]] : tensor<1x4x2x2xf32> -> tensor<1x4x4xf32>
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = mt.attention %[[Q]], %arg1, %arg2 {num_heads = 2 : i64, num_kv_heads = 1 : i64}
+// CHECK-NEXT: return %[[O]]
+func.func @grouped_query_attention(%q: tensor<1x4x4xf32>, %k: tensor<1x4x2xf32>, %v: tensor<1x4x2xf32>,
+    %mask: tensor<4x4xf32> {mt.const = dense<[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>})
+    -> tensor<1x4x4xf32> {
+  %q4 = mt.reshape %q : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %qt = mt.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x2xf32>
+  %qh = mt.scale %qt {factor = 1.0 : f32} : tensor<1x2x4x2xf32>
+  %k4 = mt.reshape %k : tensor<1x4x2xf32> -> tensor<1x4x1x2xf32>
+  %kh = mt.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x1x2xf32>
+  %k5 = mt.reshape %kh : tensor<1x1x4x2xf32> -> tensor<1x1x1x4x2xf32>
+  %kr = mt.broadcast %k5 : tensor<1x1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+  %kx = mt.reshape %kr : tensor<1x1x2x4x2xf32> -> tensor<1x2x4x2xf32>
+  %kt = mt.transpose %kx {perm = array<i64: 0, 1, 3, 2>} : tensor<1x2x4x2xf32>
+  %v4 = mt.reshape %v : tensor<1x4x2xf32> -> tensor<1x4x1x2xf32>
+  %vh = mt.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x1x2xf32>
+  %v5 = mt.reshape %vh : tensor<1x1x4x2xf32> -> tensor<1x1x1x4x2xf32>
+  %vr = mt.broadcast %v5 : tensor<1x1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+  %vx = mt.reshape %vr : tensor<1x1x2x4x2xf32> -> tensor<1x2x4x2xf32>
+  %s = mt.matmul %qh, %kt : tensor<1x2x4x2xf32>, tensor<1x2x2x4xf32>
+  %r = mt.fill {value = 1.41421354 : f32} : tensor<f32>
+  %ss = mt.binary %s, %r {fn = "div"} : tensor<1x2x4x4xf32>, tensor<f32>
+  %m = mt.add %ss, %mask : tensor<1x2x4x4xf32>, tensor<4x4xf32>
+  %p = mt.softmax %m {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = mt.matmul %p, %vx : tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>
+  %ot = mt.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<1x2x4x2xf32>
+  %out = mt.reshape %ot : tensor<1x4x2x2xf32> -> tensor<1x4x4xf32>
+  return %out : tensor<1x4x4xf32>
+}
+
+// -----
+
+// Near miss: a scale other than 1/sqrt(D) is not the fused kernel's; stays unfused.
+// CHECK-LABEL: func.func @attention_other_scale
+// CHECK-NOT: mt.attention
+// CHECK: mt.softmax
+func.func @attention_other_scale(%q: tensor<1x4x4xf32>, %k: tensor<1x4x4xf32>, %v: tensor<1x4x4xf32>,
+    %mask: tensor<1x1x4x4xi32> {mt.const = dense<[[[[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]]]]> : tensor<1x1x4x4xi32>})
+    -> tensor<1x4x4xf32> {
+  %q4 = mt.reshape %q : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %qh = mt.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x2xf32>
+  %k4 = mt.reshape %k : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %kt = mt.transpose %k4 {perm = array<i64: 0, 2, 3, 1>} : tensor<1x4x2x2xf32>
+  %v4 = mt.reshape %v : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %vh = mt.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x2xf32>
+  %s = mt.matmul %qh, %kt : tensor<1x2x4x2xf32>, tensor<1x2x2x4xf32>
+  %ss = mt.scale %s {factor = 0.5 : f32} : tensor<1x2x4x4xf32>
+  %inf = mt.fill {value = 0xFF800000 : f32} : tensor<f32>
+  %m = mt.where %mask, %inf, %ss : tensor<1x1x4x4xi32>, tensor<f32>, tensor<1x2x4x4xf32>
+  %p = mt.softmax %m {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = mt.matmul %p, %vh : tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>
+  %ot = mt.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<1x2x4x2xf32>
+  %out = mt.reshape %ot : tensor<1x4x2x2xf32> -> tensor<1x4x4xf32>
+  return %out : tensor<1x4x4xf32>
+}
+
+// -----
+
+// Near miss: a mask that is not causal (here the diagonal is masked too); stays unfused.
+// CHECK-LABEL: func.func @attention_not_causal
+// CHECK-NOT: mt.attention
+// CHECK: mt.softmax
+func.func @attention_not_causal(%q: tensor<1x4x4xf32>, %k: tensor<1x4x4xf32>, %v: tensor<1x4x4xf32>,
+    %mask: tensor<1x1x4x4xi32> {mt.const = dense<[[[[1, 1, 1, 1], [0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1]]]]> : tensor<1x1x4x4xi32>})
+    -> tensor<1x4x4xf32> {
+  %q4 = mt.reshape %q : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %qh = mt.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x2xf32>
+  %k4 = mt.reshape %k : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %kt = mt.transpose %k4 {perm = array<i64: 0, 2, 3, 1>} : tensor<1x4x2x2xf32>
+  %v4 = mt.reshape %v : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+  %vh = mt.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : tensor<1x4x2x2xf32>
+  %s = mt.matmul %qh, %kt : tensor<1x2x4x2xf32>, tensor<1x2x2x4xf32>
+  %ss = mt.scale %s {factor = 0.707106769 : f32} : tensor<1x2x4x4xf32>
+  %inf = mt.fill {value = 0xFF800000 : f32} : tensor<f32>
+  %m = mt.where %mask, %inf, %ss : tensor<1x1x4x4xi32>, tensor<f32>, tensor<1x2x4x4xf32>
+  %p = mt.softmax %m {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = mt.matmul %p, %vh : tensor<1x2x4x4xf32>, tensor<1x2x4x2xf32>
+  %ot = mt.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<1x2x4x2xf32>
+  %out = mt.reshape %ot : tensor<1x4x2x2xf32> -> tensor<1x4x4xf32>
+  return %out : tensor<1x4x4xf32>
 }
