@@ -81,6 +81,41 @@ struct FoldRhsTranspose : OpRewritePattern<MatmulOp> {
   }
 };
 
+// transpose(transpose(x, p), q) -> x when they cancel, else one transpose. The fusions below
+// leave such pairs where one turns heads into rows and the next turns them back.
+struct FoldTransposePair : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp op, PatternRewriter& rewriter) const override {
+    auto inner = op.getInput().getDefiningOp<TransposeOp>();
+    if (!inner) return failure();
+    SmallVector<int64_t> composed;
+    bool identity = true;
+    for (auto [i, p] : llvm::enumerate(op.getPerm())) {
+      composed.push_back(inner.getPerm()[p]);
+      identity &= composed.back() == static_cast<int64_t>(i);
+    }
+    if (identity) rewriter.replaceOp(op, inner.getInput());
+    else rewriter.replaceOpWithNewOp<TransposeOp>(op, inner.getInput(), rewriter.getDenseI64ArrayAttr(composed));
+    return success();
+  }
+};
+
+// reshape(reshape(x)) -> one reshape, and a reshape to the type it has -> its input.
+struct FoldReshapeChain : OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReshapeOp op, PatternRewriter& rewriter) const override {
+    Value input = op.getInput();
+    if (auto inner = input.getDefiningOp<ReshapeOp>()) input = inner.getInput();
+    if (input.getType() == op.getType()) {
+      rewriter.replaceOp(op, input);
+      return success();
+    }
+    if (input == op.getInput()) return failure();
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), input);
+    return success();
+  }
+};
+
 // Whether `v` is `a * b` (an mt.mul of equal shapes) in either order.
 bool isProduct(Value v, Value a, Value b) {
   auto mul = v.getDefiningOp<MulOp>();
@@ -342,10 +377,101 @@ struct FuseAttention : OpRewritePattern<ReshapeOp> {
   }
 };
 
+// --- Rotary position embedding ------------------------------------------------------------
+
+// Whether `v` is the half [first, first + D/2) of the last dimension of (B, H, T, D) heads x.
+bool isHalfOf(Value v, Value x, int64_t first) {
+  auto slice = v.getDefiningOp<SliceOp>();
+  if (!slice || slice.getInput() != x) return false;
+  auto shape = cast<RankedTensorType>(x.getType()).getShape();
+  SmallVector<int64_t> half(shape), starts(shape.size(), 0), steps(shape.size(), 1);
+  half.back() /= 2;
+  starts.back() = first;
+  return slice.getType().getShape() == ArrayRef<int64_t>(half) && slice.getStarts() == ArrayRef<int64_t>(starts) &&
+         slice.getSteps() == ArrayRef<int64_t>(steps);
+}
+
+// The (T, D) values of a constant table broadcast over (B, H, T, D), if `v` is one.
+std::optional<std::vector<float>> rotaryTable(Value v, int64_t t, int64_t d) {
+  DenseElementsAttr values = constArgument(v);
+  if (!values || !values.getElementType().isF32()) return std::nullopt;
+  auto shape = values.getType().getShape();
+  if (shape.size() < 2 || shape.take_back(2) != ArrayRef<int64_t>{t, d}) return std::nullopt;
+  for (int64_t n : shape.drop_back(2))
+    if (n != 1) return std::nullopt;
+  auto range = values.getValues<float>();
+  return std::vector<float>(range.begin(), range.end());
+}
+
+// The theta whose rotate-half angles t * theta^(-2i/D) give these cos/sin tables as mt.rope
+// computes them (to 1e-4), or nullopt.
+std::optional<float> ropeTheta(const std::vector<float>& cos, const std::vector<float>& sin, int64_t t, int64_t d) {
+  const int64_t half = d / 2;
+  float theta = 10000.0f;  // with one pair per head (D = 2) every theta gives the same angles
+  if (t >= 2 && half >= 2) {
+    const double angle = std::atan2(sin[d + 1], cos[d + 1]);  // position 1, pair 1: theta^(-2/D)
+    if (!(angle > 0 && angle < 1)) return std::nullopt;
+    double estimate = std::pow(angle, -double(half));
+    if (std::fabs(estimate - std::round(estimate)) < 1e-3 * estimate) estimate = std::round(estimate);
+    theta = static_cast<float>(estimate);
+  }
+  for (int64_t p = 0; p < t; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(p) / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(d));
+      for (int64_t j : {i, i + half})
+        if (std::fabs(cos[p * d + j] - std::cos(angle)) > 1e-4f || std::fabs(sin[p * d + j] - std::sin(angle)) > 1e-4f)
+          return std::nullopt;
+    }
+  return theta;
+}
+
+// Rotate-half RoPE on (B, H, T, D) heads as exporters write it,
+//   add(mul(x, cos), mul(concat(neg(x[..., D/2:]), x[..., :D/2]), sin))
+// with constant cos/sin tables that are mt.rope's for some theta -> mt.rope over the heads'
+// (B, T, H*D) rows, turned back into heads for its users (a later attention takes the rows).
+struct FuseRope : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp op, PatternRewriter& rewriter) const override {
+    auto type = op.getType();
+    if (type.getRank() != 4 || op.getLhs().getType() != type || type.getShape().back() % 2 != 0) return failure();
+    const int64_t t = type.getShape()[2], d = type.getShape()[3];
+    for (auto [direct, rotated] : {std::pair{op.getLhs(), op.getRhs()}, {op.getRhs(), op.getLhs()}}) {
+      auto withCos = direct.getDefiningOp<MulOp>();
+      auto withSin = rotated.getDefiningOp<MulOp>();
+      if (!withCos || !withSin) continue;
+      for (auto [x, cosTable] : {std::pair{withCos.getLhs(), withCos.getRhs()}, {withCos.getRhs(), withCos.getLhs()}}) {
+        for (auto [turned, sinTable] :
+             {std::pair{withSin.getLhs(), withSin.getRhs()}, {withSin.getRhs(), withSin.getLhs()}}) {
+          auto concat = turned.getDefiningOp<ConcatOp>();
+          Value negated;
+          if (x.getType() != type || !concat || (concat.getAxis() != 3 && concat.getAxis() != -1) ||
+              !isUnary(concat.getLhs(), "neg", negated) || !isHalfOf(negated, x, d / 2) ||
+              !isHalfOf(concat.getRhs(), x, 0))
+            continue;
+          std::optional<std::vector<float>> cos = rotaryTable(cosTable, t, d), sin = rotaryTable(sinTable, t, d);
+          std::optional<float> theta = cos && sin ? ropeTheta(*cos, *sin, t, d) : std::nullopt;
+          if (!theta) continue;
+          Location loc = op.getLoc();
+          Value rows = asRows(x, rewriter, loc);
+          auto rotatedRows = rewriter.create<RopeOp>(loc, rows, rewriter.getI64IntegerAttr(d),
+                                                     rewriter.getF32FloatAttr(*theta), rewriter.getBoolAttr(false));
+          auto shape = type.getShape();  // (B, H, T, D)
+          auto split = RankedTensorType::get({shape[0], shape[2], shape[1], shape[3]}, type.getElementType());
+          Value heads = rewriter.create<ReshapeOp>(loc, split, rotatedRows);
+          rewriter.replaceOpWithNewOp<TransposeOp>(op, heads, rewriter.getDenseI64ArrayAttr({0, 2, 1, 3}));
+          return success();
+        }
+      }
+    }
+    return failure();
+  }
+};
+
 struct FusePass : impl::FusePassBase<FusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FoldRhsTranspose, FuseGelu, FuseSiluSwiglu, FuseRmsNorm, FuseLayerNorm, FuseAttention>(&getContext());
+    patterns.add<FoldRhsTranspose, FoldTransposePair, FoldReshapeChain, FuseGelu, FuseSiluSwiglu, FuseRmsNorm,
+                 FuseLayerNorm, FuseRope, FuseAttention>(&getContext());
     GreedyRewriteConfig config;
     config.enableRegionSimplification = GreedySimplifyRegionLevel::Disabled;
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns), config))) signalPassFailure();

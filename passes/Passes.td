@@ -15,8 +15,10 @@ def FusePass : Pass<"mt-fuse", "mlir::ModuleOp"> {
     `mt.rmsnorm`; opset 14's LayerNorm `(d / sqrt(mean(d^2) + eps)) * g + b`, `d = x - mean(x)`,
     into `mt.layernorm`; causal attention `reshape(transpose(matmul(softmax(mask(scale(
     matmul(q, kT)))), v)))` with a constant causal mask and scale 1/sqrt(D) into
-    `mt.attention` (grouped-query when k and v are repeated from fewer heads). What does not
-    match exactly (another constant, another axis, another mask) is left.
+    `mt.attention` (grouped-query when k and v are repeated from fewer heads); rotate-half
+    RoPE `x * cos + concat(-x2, x1) * sin` with constant tables of some theta into `mt.rope`.
+    Transpose pairs that cancel and reshape chains fold. What does not match exactly
+    (another constant, another axis, another mask) is left.
   }];
   let dependentDialects = ["::mt::MtDialect"];
 }

@@ -104,6 +104,8 @@ def main():
     attention = "num_kv_heads = 2" if family == "llama" else "mt.attention"
     if fused_ir.count("mt.attention ") != 2 or attention not in fused_ir or "mt.softmax " in fused_ir:
         failures.append(f"attention was not fused into mt.attention (one per layer, {attention}) after mt-fuse")
+    if family == "llama" and (fused_ir.count("mt.rope ") != 4 or "mt.concat " in fused_ir or "mt.transpose " in fused_ir):
+        failures.append("RoPE was not fused into mt.rope (q and k of each layer, no transposes left) after mt-fuse")
     if sorted(reimported) != sorted(mt_final):
         failures.append(f"re-imported parameters {sorted(reimported)} differ from the trained {sorted(mt_final)}")
     for name, value in mt_final.items():

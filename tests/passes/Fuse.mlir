@@ -251,3 +251,50 @@ func.func @attention_not_causal(%q: tensor<1x4x4xf32>, %k: tensor<1x4x4xf32>, %v
   %out = mt.reshape %ot : tensor<1x4x2x2xf32> -> tensor<1x4x4xf32>
   return %out : tensor<1x4x4xf32>
 }
+
+// -----
+
+// Rotate-half RoPE on heads with the exporter's constant cos/sin tables (here theta 10000,
+// T = 2, D = 4) runs as mt.rope over the rows the heads came from; its users get heads back.
+// CHECK-LABEL: func.func @rope
+// CHECK-NEXT: %[[R:.*]] = mt.rope %arg0 {head_dim = 4 : i64} : tensor<1x2x4xf32>
+// CHECK-NEXT: %[[S:.*]] = mt.reshape %[[R]] : tensor<1x2x4xf32> -> tensor<1x2x1x4xf32>
+// CHECK-NEXT: %[[H:.*]] = mt.transpose %[[S]] {perm = array<i64: 0, 2, 1, 3>}
+// CHECK-NEXT: return %[[H]]
+func.func @rope(%x: tensor<1x2x4xf32>,
+    %cos: tensor<2x4xf32> {mt.const = dense<[[1.0, 1.0, 1.0, 1.0], [0.540302306, 0.99995, 0.540302306, 0.99995]]> : tensor<2x4xf32>},
+    %sin: tensor<2x4xf32> {mt.const = dense<[[0.0, 0.0, 0.0, 0.0], [0.841470957, 0.00999983307, 0.841470957, 0.00999983307]]> : tensor<2x4xf32>})
+    -> tensor<1x1x2x4xf32> {
+  %x4 = mt.reshape %x : tensor<1x2x4xf32> -> tensor<1x2x1x4xf32>
+  %h = mt.transpose %x4 {perm = array<i64: 0, 2, 1, 3>} : tensor<1x2x1x4xf32>
+  %lo = mt.slice %h {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : tensor<1x1x2x4xf32> -> tensor<1x1x2x2xf32>
+  %hi = mt.slice %h {starts = array<i64: 0, 0, 0, 2>, steps = array<i64: 1, 1, 1, 1>} : tensor<1x1x2x4xf32> -> tensor<1x1x2x2xf32>
+  %c = mt.mul %h, %cos : tensor<1x1x2x4xf32>, tensor<2x4xf32>
+  %n = mt.unary %hi {fn = "neg"} : tensor<1x1x2x2xf32>
+  %turned = mt.concat %n, %lo {axis = 3 : i64} : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>
+  %s = mt.mul %turned, %sin : tensor<1x1x2x4xf32>, tensor<2x4xf32>
+  %y = mt.add %c, %s : tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>
+  return %y : tensor<1x1x2x4xf32>
+}
+
+// -----
+
+// Near miss: tables that are not one theta's (the sine of the second pair is wrong); stays.
+// CHECK-LABEL: func.func @rope_other_tables
+// CHECK-NOT: mt.rope
+// CHECK: mt.concat
+func.func @rope_other_tables(%x: tensor<1x2x4xf32>,
+    %cos: tensor<2x4xf32> {mt.const = dense<[[1.0, 1.0, 1.0, 1.0], [0.540302306, 0.99995, 0.540302306, 0.99995]]> : tensor<2x4xf32>},
+    %sin: tensor<2x4xf32> {mt.const = dense<[[0.0, 0.0, 0.0, 0.0], [0.841470957, 0.5, 0.841470957, 0.5]]> : tensor<2x4xf32>})
+    -> tensor<1x1x2x4xf32> {
+  %x4 = mt.reshape %x : tensor<1x2x4xf32> -> tensor<1x2x1x4xf32>
+  %h = mt.transpose %x4 {perm = array<i64: 0, 2, 1, 3>} : tensor<1x2x1x4xf32>
+  %lo = mt.slice %h {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : tensor<1x1x2x4xf32> -> tensor<1x1x2x2xf32>
+  %hi = mt.slice %h {starts = array<i64: 0, 0, 0, 2>, steps = array<i64: 1, 1, 1, 1>} : tensor<1x1x2x4xf32> -> tensor<1x1x2x2xf32>
+  %c = mt.mul %h, %cos : tensor<1x1x2x4xf32>, tensor<2x4xf32>
+  %n = mt.unary %hi {fn = "neg"} : tensor<1x1x2x2xf32>
+  %turned = mt.concat %n, %lo {axis = 3 : i64} : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>
+  %s = mt.mul %turned, %sin : tensor<1x1x2x4xf32>, tensor<2x4xf32>
+  %y = mt.add %c, %s : tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>
+  return %y : tensor<1x1x2x4xf32>
+}
