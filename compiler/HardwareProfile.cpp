@@ -6,8 +6,8 @@ const std::vector<HardwareProfile>& hardwareProfiles() {
   // fp32 plans: the CPU backend's numbers are measured on the 2-core development machine
   // (docs/perf.md); the GPU numbers are vendor peaks at TF32 for fp32 storage.
   static const std::vector<HardwareProfile> profiles = {
-      {"cpu", 170e9, 12e9, 12e9, 12e9, 12e9,
-       "2-core x86 development machine, OpenBLAS sgemm (docs/perf.md)"},
+      {"cpu", 170e9, 12e9, 12e9, 12e9, 35e9,
+       "2-core x86 development machine, OpenBLAS sgemm, AdamW at 39 GB/s (docs/perf.md)"},
       {"h100-pcie5", 494e12, 3.35e12, 50e9, 50e9, 200e9,
        "H100 SXM TF32 dense peak, HBM3, PCIe Gen5 x16 pinned"},
       {"h200", 494e12, 4.8e12, 50e9, 50e9, 200e9, "H200 TF32 dense peak, HBM3e, PCIe Gen5 x16 pinned"},

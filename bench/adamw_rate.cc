@@ -1,0 +1,72 @@
+// The host optimizer against the machine's memory bandwidth. AdamW streams 7 fp32 words per
+// parameter (reads gradient, weight, both moments; writes weight and moments) and the norm pass
+// 1 (reads the gradient): both are bandwidth-bound, so their rate is compared with a STREAM-style
+// triad (a = b + s*c: 3 words per element) on the same threads and array sizes. Prints a table.
+// usage: mt_adamw_rate [MILLIONS_OF_PARAMETERS]   (default 64: 1.8 GiB of optimizer state)
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <tuple>
+
+#include "kernels/adamw/adamw.h"
+
+namespace {
+
+// Best of `reps` timed runs of `f` (after one warm-up), in seconds.
+template <typename F>
+double bestSeconds(int reps, F f) {
+  f();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+std::unique_ptr<float[]> filled(int64_t n, float value) {
+  std::unique_ptr<float[]> a(new float[n]);
+#pragma omp parallel for schedule(static)  // first touch by the threads that will use it
+  for (int64_t i = 0; i < n; ++i) a[i] = value + 1e-7f * static_cast<float>(i % 1000);
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double millions = argc > 1 ? std::atof(argv[1]) : 64.0;
+  const int64_t n = static_cast<int64_t>(millions * 1e6);
+  if (n <= 0) {
+    std::fprintf(stderr, "usage: %s [MILLIONS_OF_PARAMETERS]\n", argv[0]);
+    return 2;
+  }
+  auto param = filled(n, 0.5f), grad = filled(n, 0.01f), m = filled(n, 0.0f), v = filled(n, 0.0f);
+  const float s = 0.5f;
+  float* a = m.get();
+  const float *b = param.get(), *c = grad.get();
+  const double triad = bestSeconds(5, [&] {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+  });
+  mt::AdamWParams p;
+  p.lr = 1e-4, p.weight_decay = 0.1, p.step = 10;
+  const double adamw = bestSeconds(5, [&] { mt::adamw_cpu(param.get(), grad.get(), m.get(), v.get(), n, p); });
+  volatile double sink = 0;
+  const double norm = bestSeconds(5, [&] { sink = sink + mt::sum_squares_cpu(grad.get(), n); });
+
+  const double gb = 1e9;
+  const double triad_gbs = 3.0 * 4 * n / triad / gb;
+  std::printf("host optimizer vs memory bandwidth: %lld parameters, %d threads\n", static_cast<long long>(n),
+              omp_get_max_threads());
+  std::printf("| pass | bytes/param | time | GB/s | of triad | params/s |\n|---|---:|---:|---:|---:|---:|\n");
+  std::printf("| triad a = b + s*c (peer) | 12 | %.1f ms | %.1f | 1.00 | — |\n", triad * 1e3, triad_gbs);
+  for (auto [name, bytes, seconds] : {std::tuple{"AdamW (adamw_cpu)", 28, adamw}, {"norm (sum_squares_cpu)", 4, norm}})
+    std::printf("| %s | %d | %.1f ms | %.1f | %.2f | %.3g |\n", name, bytes, seconds * 1e3,
+                double(bytes) * n / seconds / gb, double(bytes) * n / seconds / gb / triad_gbs, n / seconds);
+  return 0;
+}
