@@ -10,8 +10,26 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
-// Writes `bytes` to `path` through a temporary file in the same directory, fsynced and
-// renamed into place: readers see the old file or the whole new one, never a half.
+// A file written piece by piece through a temporary file in the same directory, fsynced and
+// renamed into place by commit(): readers see the old file or the whole new one, never a half.
+// Destroyed without commit() (an error on the way), it removes the temporary file.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(const std::string& path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(const void* data, size_t bytes);
+  void commit();
+
+ private:
+  [[noreturn]] void fail();
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
+
+// Writes `bytes` to `path` atomically (see AtomicFileWriter).
 void writeFileAtomically(const std::string& path, const std::string& bytes);
 
 }  // namespace mt

@@ -102,13 +102,20 @@ void writeSafetensors(const std::string& path, const std::vector<SafetensorsTens
   }
   std::string head = header.dump();
   head.append((8 - head.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
-  std::string bytes;
-  bytes.reserve(8 + head.size() + offset);
-  uint64_t len = head.size();
-  bytes.append(reinterpret_cast<const char*>(&len), 8);
-  bytes += head;
-  for (const auto& t : tensors) bytes.append(static_cast<const char*>(t.data), t.bytes);
-  writeFileAtomically(path, bytes);
+  const uint64_t len = head.size();
+  AtomicFileWriter file(path);
+  file.write(&len, 8);
+  file.write(head.data(), head.size());
+  for (const auto& t : tensors) {
+    if (t.data) {
+      file.write(t.data, t.bytes);
+      continue;
+    }
+    std::unique_ptr<std::byte[]> buffer(new std::byte[std::max<int64_t>(t.bytes, 1)]);
+    t.produce(buffer.get());
+    file.write(buffer.get(), t.bytes);
+  }
+  file.commit();
 }
 
 }  // namespace mt

@@ -3,6 +3,7 @@
 // then the raw little-endian tensor bytes.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,9 +44,13 @@ struct SafetensorsTensor {
   std::vector<int64_t> shape;
   const void* data;
   int64_t bytes;
+  // When `data` is null: writes the tensor's `bytes` into the buffer given, just before they
+  // go to the file (tensors that do not all fit in memory at once are made one at a time).
+  std::function<void(void*)> produce = nullptr;
 };
 
-// Writes atomically (temporary file, fsync, rename).
+// Writes atomically (temporary file, fsync, rename), tensor by tensor: it holds no copy of
+// the tensors, only one produced tensor at a time.
 void writeSafetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

@@ -88,8 +88,10 @@ class Importer {
   void aliasInitializer(const Val& v, const std::string& alias);
   // A parameter from explicit values; the same values (not all equal) as an existing parameter
   // of that shape mean one tied parameter (an eval export's untied copy of a tied weight).
+  // Without `values`, the parameter is `source`'s initial value (read when written out).
   mlir::Value newParameter(std::string name, const std::string& initializer, std::vector<int64_t> shape,
-                           std::vector<float> values, bool tie, bool transposed = false);
+                           std::vector<float> values, bool tie, bool transposed = false,
+                           const onnx::TensorProto* source = nullptr);
   void setParamAttrs(size_t i);  // params_[i]'s mt.param dictionary
   // The values of a FLOAT initializer.
   Const initializerValue(const Val& v) { return decodeTensor(*initializers_.at(v.initializer), model_dir_); }

@@ -177,17 +177,24 @@ Value Importer::runtimeValue(const std::string& name) {
 }
 
 Value Importer::parameter(const Val& v) {
-  const Const value = initializerValue(v);
-  return newParameter(parameterName(v.initializer, model_.graph()), v.initializer, v.shape,
-                      std::vector<float>(value.values.begin(), value.values.end()), false);
+  return newParameter(parameterName(v.initializer, model_.graph()), v.initializer, v.shape, {}, false, false,
+                      initializers_.at(v.initializer));
+}
+
+// Whether `param`'s initial values are `values` (its source read now if it has one).
+bool sameValues(const ImportedParam& param, const std::vector<float>& values, const std::string& model_dir) {
+  if (!param.source) return param.values == values;
+  const Const c = decodeTensor(*param.source, model_dir);
+  return c.values.size() == values.size() && std::equal(values.begin(), values.end(), c.values.begin(),
+                                                       [](float a, double b) { return a == static_cast<float>(b); });
 }
 
 Value Importer::newParameter(std::string name, const std::string& initializer, std::vector<int64_t> shape,
-                             std::vector<float> values, bool tie, bool transposed) {
+                             std::vector<float> values, bool tie, bool transposed, const onnx::TensorProto* source) {
   const bool uniform = std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end();
   const std::string origin = initializer + (transposed ? " (transposed)" : "");
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (tie && !uniform && params_[i].shape == shape && params_[i].values == values) {
+    if (tie && !uniform && params_[i].shape == shape && sameValues(params_[i], values, model_dir_)) {
       params_[i].origin += ";" + origin;  // the tied copy takes the trained values too
       setParamAttrs(i);
       return param_args_[i];
@@ -196,7 +203,7 @@ Value Importer::newParameter(std::string name, const std::string& initializer, s
   }
   Value arg = addArgument(RankedTensorType::get(shape, b_.getF32Type()),
                           b_.getNamedAttr(kParamAttr, b_.getDictionaryAttr({})));
-  params_.push_back({std::move(name), initializer, std::move(shape), std::move(values), transposed, origin});
+  params_.push_back({std::move(name), initializer, std::move(shape), std::move(values), source, transposed, origin});
   param_args_.push_back(arg);
   setParamAttrs(params_.size() - 1);
   return arg;
@@ -443,7 +450,7 @@ OwningOpRef<ModuleOp> importModel(MLIRContext& context, const std::string& path,
                                   ImportedModel* imported) {
   context.getOrLoadDialect<MtDialect>();
   context.getOrLoadDialect<func::FuncDialect>();
-  const onnx::ModelProto model = readModel(path);
+  auto model = std::make_shared<const onnx::ModelProto>(readModel(path));
   // Which FLOAT initializers are parameters shows only while importing: a constant folded
   // from one (a position table gathered at fixed indices) that ends up as run-time data means
   // the initializer is a parameter. Each restart adds at least one; masks and other buffers
@@ -451,12 +458,23 @@ OwningOpRef<ModuleOp> importModel(MLIRContext& context, const std::string& path,
   std::set<std::string> parameters;
   for (;;) {
     try {
-      Importer importer(context, model, directoryOf(path), options, parameters);
-      return importer.run(imported);
+      Importer importer(context, *model, directoryOf(path), options, parameters);
+      OwningOpRef<ModuleOp> module = importer.run(imported);
+      if (imported) imported->model = model, imported->model_dir = directoryOf(path);
+      return module;
     } catch (const RestartAsParameters& restart) {
       parameters.insert(restart.initializers.begin(), restart.initializers.end());
     }
   }
+}
+
+void initialValues(const ImportedModel& model, const ImportedParam& param, float* out) {
+  if (!param.source) {
+    std::copy(param.values.begin(), param.values.end(), out);
+    return;
+  }
+  const Const c = decodeTensor(*param.source, model.model_dir);
+  std::transform(c.values.begin(), c.values.end(), out, [](double v) { return static_cast<float>(v); });
 }
 
 const std::vector<std::string>& supportedOps() {

@@ -5,6 +5,7 @@
 // generic ones (mt.unary, mt.binary, mt.gather, ...) elsewhere.
 #pragma once
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -36,7 +37,11 @@ struct ImportedParam {
   std::string name;         // the parameter's name in the plan and in safetensors files
   std::string initializer;  // the ONNX initializer it came from
   std::vector<int64_t> shape;
+  // The initial values when the import computed them (a transposed or folded weight); empty
+  // when they are `source`'s, read only when written out (initialValues): a large model's
+  // weights are never all in memory at once.
   std::vector<float> values;
+  const onnx::TensorProto* source = nullptr;
   bool transposed = false;  // the initializer holds this parameter transposed (eval exports)
   std::string origin;       // every initializer holding it (see HostTensor.origin in plan.proto)
 };
@@ -47,7 +52,12 @@ struct ImportedModel {
   std::vector<std::string> outputs;  // forward-only: the function's results (mt.output names)
   std::vector<int32_t> output_elem_types;  // ONNX element types the outputs had
   std::vector<ImportedParam> params;       // training: the parameters, in argument order
+  std::shared_ptr<const onnx::ModelProto> model;  // holds the parameters' sources
+  std::string model_dir;                          // where their external data lies
 };
+
+// Writes the initial values of `param` (numel of its shape floats) to `out`.
+void initialValues(const ImportedModel& model, const ImportedParam& param, float* out);
 
 // Imports `path` into a module holding the model function. Throws ImportError.
 mlir::OwningOpRef<mlir::ModuleOp> importModel(mlir::MLIRContext& context, const std::string& path,
