@@ -126,6 +126,10 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
         break;
       }
     }
+    if (result.arena_by_schedule.empty()) {  // every trial failed: its diagnostics say why
+      result.failed = "schedule";
+      return result;
+    }
     if (result.schedule.empty()) {
       // The most frugal schedule, compiled against the budget: its memory planner's notes say
       // what fills the device at the peak.
