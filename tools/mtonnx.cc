@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <set>
 
 #include "compiler/onnx/OnnxModel.h"
 #include "runtime/error.h"
@@ -29,8 +31,57 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return parts;
 }
 
+// Where tensor bytes go: inline (raw_data) or, for models that use external data or would pass
+// protobuf's 2 GB, into one data file beside the output, each tensor at a 64-byte aligned offset.
+class TensorBytes {
+ public:
+  TensorBytes(const std::string& output, bool external) {
+    if (!external) return;
+    const size_t slash = output.rfind('/');
+    location_ = (slash == std::string::npos ? output : output.substr(slash + 1)) + ".data";
+    data_.emplace(output + ".data");
+  }
+  bool external() const { return data_.has_value(); }
+  const std::string& location() const { return location_; }
+  int64_t size() const { return offset_; }
+
+  void place(onnx::TensorProto& t, const char* bytes, size_t size) {
+    t.clear_float_data();
+    t.clear_double_data();
+    t.clear_external_data();
+    if (!data_) {
+      t.set_data_location(onnx::TensorProto::DEFAULT);
+      t.set_raw_data(bytes, size);
+      return;
+    }
+    static const char zeros[64] = {};
+    const int64_t pad = (64 - offset_ % 64) % 64;
+    data_->write(zeros, static_cast<size_t>(pad));
+    offset_ += pad;
+    data_->write(bytes, size);
+    t.clear_raw_data();
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    for (auto [key, value] : {std::pair<std::string, std::string>{"location", location_},
+                              {"offset", std::to_string(offset_)}, {"length", std::to_string(size)}}) {
+      auto* entry = t.add_external_data();
+      entry->set_key(key);
+      entry->set_value(value);
+    }
+    offset_ += static_cast<int64_t>(size);
+  }
+  void commit() {
+    if (data_) data_->commit();
+  }
+
+ private:
+  std::optional<mt::AtomicFileWriter> data_;
+  std::string location_;
+  int64_t offset_ = 0;
+};
+
 // Writes `values` (f32, shape `shape`, transposed first if asked) into `t` as raw FLOAT data.
-void setValues(onnx::TensorProto& t, const mt::SafetensorsEntry& e, bool transposed, const std::string& what) {
+void setValues(onnx::TensorProto& t, const mt::SafetensorsEntry& e, bool transposed, const std::string& what,
+               TensorBytes& out) {
   std::vector<int64_t> shape = e.shape;
   if (transposed) {
     if (shape.size() != 2) throw Error(what + ": a transposed origin needs a 2-D tensor");
@@ -48,15 +99,17 @@ void setValues(onnx::TensorProto& t, const mt::SafetensorsEntry& e, bool transpo
   } else {
     std::memcpy(dst, src, raw.size());
   }
-  t.clear_float_data();
-  t.clear_double_data();
-  t.clear_external_data();
-  t.set_data_location(onnx::TensorProto::DEFAULT);
   t.set_data_type(onnx::TensorProto::FLOAT);
-  t.set_raw_data(std::move(raw));
+  out.place(t, raw.data(), raw.size());
 }
 
-int run(const std::string& model_path, const std::string& weights_path, const std::string& output) {
+std::string directoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+int run(const std::string& model_path, const std::string& weights_path, const std::string& output,
+        bool external_flag) {
   onnx::ModelProto model;
   try {
     model = mt::onnximport::readModel(model_path);
@@ -67,6 +120,14 @@ int run(const std::string& model_path, const std::string& weights_path, const st
   std::map<std::string, onnx::TensorProto*> initializers;
   for (auto& init : *graph.mutable_initializer()) initializers[init.name()] = &init;
   const mt::SafetensorsFile weights(weights_path);
+  // External data when asked, when the model has some, or when inline it would pass 2 GB.
+  bool external = external_flag;
+  int64_t trained_bytes = 0;
+  for (const auto& [name, entry] : weights.entries()) trained_bytes += entry.bytes;
+  for (const auto& [name, init] : initializers) external |= init->data_location() == onnx::TensorProto::EXTERNAL;
+  external |= static_cast<int64_t>(model.ByteSizeLong()) + trained_bytes > (int64_t{2} << 30) - (int64_t{1} << 20);
+  TensorBytes out(output, external);
+  std::set<std::string> written;
   int updated = 0, split_off = 0;
   for (const auto& [name, entry] : weights.entries()) {
     if (entry.dtype != "F32") throw Error(weights_path + ": tensor '" + name + "' is " + entry.dtype + ", not F32");
@@ -76,7 +137,8 @@ int run(const std::string& model_path, const std::string& weights_path, const st
       const auto [tensor, transposed] = parseOrigin(origin);
       const std::string what = "'" + name + "' -> ONNX '" + tensor + "'";
       if (auto it = initializers.find(tensor); it != initializers.end()) {
-        setValues(*it->second, entry, transposed, what);
+        setValues(*it->second, entry, transposed, what, out);
+        written.insert(tensor);
         ++updated;
         continue;
       }
@@ -90,8 +152,9 @@ int run(const std::string& model_path, const std::string& weights_path, const st
         onnx::TensorProto* init = graph.add_initializer();
         init->set_name(tensor);
         for (int64_t d : entry.shape) init->add_dims(d);
-        setValues(*init, entry, transposed, what);
+        setValues(*init, entry, transposed, what, out);
         initializers[tensor] = init;
+        written.insert(tensor);
         found = true;
       }
       if (!found)
@@ -101,13 +164,34 @@ int run(const std::string& model_path, const std::string& weights_path, const st
       ++updated, ++split_off;
     }
   }
+  if (out.external()) {
+    // The untrained initializers move too: the input's external data (read in place) and
+    // inline tensors of 1 KiB or more, so the output holds no reference to the input's files.
+    for (auto& [name, init] : initializers) {
+      if (written.count(name)) continue;
+      if (init->data_location() == onnx::TensorProto::EXTERNAL) {
+        try {
+          const mt::onnximport::ExternalBytes bytes = mt::onnximport::externalBytes(*init, directoryOf(model_path));
+          out.place(*init, bytes.data, bytes.size);
+        } catch (const mt::onnximport::ImportError& e) {
+          throw Error(model_path + ": " + e.what());
+        }
+      } else if (init->raw_data().size() >= 1024) {
+        const std::string raw = init->raw_data();
+        out.place(*init, raw.data(), raw.size());
+      }
+    }
+  }
   std::string bytes;
   if (model.ByteSizeLong() > (size_t{2} << 30) - 1)
-    throw Error("the updated model exceeds protobuf's 2 GB limit; writing external data is not supported yet");
+    throw Error("the updated model exceeds protobuf's 2 GB limit even with its weights as external data");
   if (!model.SerializeToString(&bytes)) throw Error("cannot serialise the updated model");
+  out.commit();  // the data first: the model file is what makes the new weights visible
   mt::writeFileAtomically(output, bytes);
-  std::printf("mtonnx: %s: %d initializers updated from %s (%d split off a shared one), %zu bytes\n",
-              output.c_str(), updated, weights_path.c_str(), split_off, bytes.size());
+  std::printf("mtonnx: %s: %d initializers updated from %s (%d split off a shared one), %zu bytes%s\n",
+              output.c_str(), updated, weights_path.c_str(), split_off, bytes.size(),
+              out.external() ? (" + external data " + out.location() + ", " + std::to_string(out.size()) + " bytes").c_str()
+                             : "");
   return 0;
 }
 
@@ -126,9 +210,13 @@ int main(int argc, char** argv) {
   app.add_option("model", model, "the ONNX model the plan was compiled from")->required();
   app.add_option("weights", weights, "trained weights (safetensors)")->required();
   app.add_option("-o,--output", output, "the ONNX model to write")->required();
+  bool external = false;
+  app.add_flag("--external-data", external,
+               "write the weights into OUTPUT.data beside the model (automatic when MODEL uses external data "
+               "or the model would pass protobuf's 2 GB)");
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(model, weights, output);
+    return run(model, weights, output, external);
   } catch (const Error& e) {
     std::fprintf(stderr, "mtonnx: error: %s\n", e.what());
     return 1;

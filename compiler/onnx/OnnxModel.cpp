@@ -135,6 +135,37 @@ void fromField(const Field& field, int64_t n, std::vector<double>& out, const st
 
 }  // namespace
 
+ExternalBytes externalBytes(const onnx::TensorProto& t, const std::string& model_dir) {
+  const std::string& name = t.name();
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    try {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    } catch (...) {
+      malformed("tensor '" + name + "' has a non-numeric external-data " + kv.key());
+    }
+  }
+  if (location.empty() || location.find("..") != std::string::npos || location[0] == '/')
+    malformed("tensor '" + name + "' has a bad external-data location '" + location + "'");
+  ExternalBytes bytes;
+  try {
+    bytes.file = std::make_unique<MappedFile>(model_dir + "/" + location, "the external data of tensor '" + name + "'",
+                                              "(external-data files lie beside the model)");
+  } catch (const Error& e) {
+    malformed(e.what());
+  }
+  const int64_t size = static_cast<int64_t>(bytes.file->size());
+  if (length < 0) length = size - offset;
+  if (offset < 0 || length < 0 || offset > size || length > size - offset)
+    malformed("tensor '" + name + "' reads outside its external-data file " + location);
+  bytes.data = reinterpret_cast<const char*>(bytes.file->data()) + offset;
+  bytes.size = static_cast<size_t>(length);
+  return bytes;
+}
+
 Const decodeTensor(const onnx::TensorProto& t, const std::string& model_dir) {
   const std::string name = t.name().empty() ? "(unnamed)" : t.name();
   Const c;
@@ -155,34 +186,11 @@ Const decodeTensor(const onnx::TensorProto& t, const std::string& model_dir) {
   bool has_raw = t.has_raw_data();
   const char* raw = t.raw_data().data();
   size_t raw_size = t.raw_data().size();
-  std::unique_ptr<MappedFile> mapped;
+  ExternalBytes external;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto& kv : t.external_data()) {
-      try {
-        if (kv.key() == "location") location = kv.value();
-        else if (kv.key() == "offset") offset = std::stoll(kv.value());
-        else if (kv.key() == "length") length = std::stoll(kv.value());
-      } catch (...) {
-        malformed("tensor '" + name + "' has a non-numeric external-data " + kv.key());
-      }
-    }
-    if (location.empty() || location.find("..") != std::string::npos || location[0] == '/')
-      malformed("tensor '" + name + "' has a bad external-data location '" + location + "'");
-    try {
-      mapped = std::make_unique<MappedFile>(model_dir + "/" + location, "the external data of tensor '" + name + "'",
-                                            "(external-data files lie beside the model)");
-    } catch (const Error& e) {
-      malformed(e.what());
-    }
-    const MappedFile& file = *mapped;
-    if (length < 0) length = static_cast<int64_t>(file.size()) - offset;
-    if (offset < 0 || length < 0 || offset > static_cast<int64_t>(file.size()) ||
-        length > static_cast<int64_t>(file.size()) - offset)
-      malformed("tensor '" + name + "' reads outside its external-data file " + location);
-    raw = reinterpret_cast<const char*>(file.data()) + offset;
-    raw_size = static_cast<size_t>(length);
+    external = externalBytes(t, model_dir);
+    raw = external.data;
+    raw_size = external.size;
     has_raw = true;
   }
   if (has_raw) {

@@ -2,12 +2,14 @@
 // and the compile-time constants the importer folds shape arithmetic with.
 #pragma once
 #include <cstdint>
-#include <stdexcept>
+#include <memory>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "onnx/onnx_pb.h"
+#include "runtime/mapped_file.h"
 
 namespace mt::onnximport {
 
@@ -56,6 +58,15 @@ Const::Kind constKindOf(int32_t elem_type);
 
 // Reads and parses `path`; throws ImportError (malformed) naming the problem.
 onnx::ModelProto readModel(const std::string& path);
+
+// The bytes of a tensor kept as external data, in place in the mapped file beside the model
+// (`model_dir`), checked to lie inside it. Throws ImportError.
+struct ExternalBytes {
+  std::unique_ptr<MappedFile> file;
+  const char* data = nullptr;
+  size_t size = 0;
+};
+ExternalBytes externalBytes(const onnx::TensorProto& tensor, const std::string& model_dir);
 
 // The tensor's values; external data is read relative to `model_dir` with bounds checks.
 Const decodeTensor(const onnx::TensorProto& tensor, const std::string& model_dir);
