@@ -22,6 +22,9 @@ struct Val {
   // axes) read it; every other use makes the input a run-time argument, as if unbound.
   std::optional<Const> bound;
   std::string initializer;  // the ONNX initializer this value is, if it is one
+  // A trainable FLOAT initializer whose values stay in the file until an op folds with them
+  // (Importer::isConst decodes it): weights are never all decoded at once.
+  bool lazy = false;
 };
 
 class Importer {
@@ -42,7 +45,12 @@ class Importer {
   size_t numInputs() const;  // the node's inputs, trailing empty ones dropped
   bool hasInput(size_t i) const;
   const Val& input(size_t i);
-  bool isConst(size_t i) { return hasInput(i) && input(i).constant.has_value(); }
+  // Whether input i is known when compiling; a lazy initializer is decoded now.
+  bool isConst(size_t i);
+  // The same without decoding anything (a lazy initializer counts as known).
+  bool knownWhenCompiling(size_t i) {
+    return hasInput(i) && (input(i).constant.has_value() || input(i).lazy);
+  }
   const Const& constInput(size_t i, const char* what);  // fails unless known at compile time
   mlir::Value runtime(size_t i);                       // the input as a run-time value
   mlir::Value runtimeFloat(size_t i);                  // ... which must be FLOAT

@@ -130,10 +130,22 @@ const Val& Importer::input(size_t i) {
   return it->second;
 }
 
+bool Importer::isConst(size_t i) {
+  if (!hasInput(i)) return false;
+  input(i);  // checks that it exists
+  Val& v = values_.at(node_->input(i));
+  if (v.lazy) {
+    v.constant = initializerValue(v);
+    v.constant->sources = {v.initializer};
+    v.lazy = false;
+  }
+  return v.constant.has_value();
+}
+
 const Const& Importer::constInput(size_t i, const char* what) {
   const Val& v = input(i);
   if (v.bound) return *v.bound;
-  if (!v.constant)
+  if (!isConst(i))
     unsupported(where() + ": its " + what + " (input '" + node_->input(i) + "') must be known when compiling");
   return *v.constant;
 }
@@ -228,6 +240,9 @@ Val Importer::initializerVal(const std::string& name, const onnx::TensorProto& t
   initializers_[name] = &tensor;
   if (parameters_.count(name)) {
     v.shape.assign(tensor.dims().begin(), tensor.dims().end());  // its values stay in the file until needed
+  } else if (isTrainableInitializer(v)) {
+    v.shape.assign(tensor.dims().begin(), tensor.dims().end());
+    v.lazy = true;  // decoded if an op folds with it (isConst)
   } else {
     v.constant = decodeTensor(tensor, model_dir_);
     v.shape = v.constant->shape;

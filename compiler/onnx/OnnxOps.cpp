@@ -37,6 +37,9 @@ double scalarInput(Importer& im, size_t i, const char* what) {
 }
 
 bool allInputsConst(Importer& im) {
+  // Nothing is decoded unless everything is known: Gather(weights, run-time ids) reads none.
+  for (size_t i = 0; i < im.numInputs(); ++i)
+    if (im.hasInput(i) && !im.knownWhenCompiling(i)) return false;
   for (size_t i = 0; i < im.numInputs(); ++i)
     if (im.hasInput(i) && !im.isConst(i)) return false;
   return true;
@@ -251,7 +254,7 @@ void reshapeTo(Importer& im, const std::vector<int64_t>& shape) {
   const Val& x = im.input(0);
   const int64_t n = checkedNumel(shape, im.where()), have = checkedNumel(x.shape, im.where());
   if (n != have) malformed(im.where() + ": cannot reshape " + std::to_string(have) + " elements into " + std::to_string(n));
-  if (x.constant) {
+  if (im.isConst(0)) {
     Const c = *x.constant;
     c.shape = shape;
     return im.setOutput(0, std::move(c), x.elem_type);
@@ -494,7 +497,7 @@ void concatOp(Importer& im) {
 void emitSlice(Importer& im, size_t input, size_t output, const std::vector<int64_t>& starts,
                const std::vector<int64_t>& steps, const std::vector<int64_t>& sizes) {
   const Val& x = im.input(input);
-  if (x.constant) return im.setOutput(output, foldSlice(*x.constant, starts, steps, sizes), x.elem_type);
+  if (im.isConst(input)) return im.setOutput(output, foldSlice(*x.constant, starts, steps, sizes), x.elem_type);
   const int32_t elem = x.elem_type;
   Value v = im.runtime(input);
   if (sizes == shapeOf(v)) {
