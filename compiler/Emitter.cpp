@@ -233,8 +233,7 @@ LogicalResult Emitter::addHostTensors() {
 ByteRange Emitter::hostRange(int t) const {
   const auto& tensor = plan_.host_tensors(t);
   if (landing_ < 0 || tensor.role() != plan::ROLE_GRAD) return {t, 0, 1};  // the whole allocation
-  int64_t bytes = 4;
-  for (int64_t d : tensor.shape()) bytes *= d;
+  const int64_t bytes = checkedNumel(tensor.shape(), tensor.name()) * 4;
   return {landing_, tensor.landing_offset(), tensor.landing_offset() + bytes};
 }
 

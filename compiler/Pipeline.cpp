@@ -123,11 +123,10 @@ void writeImportedWeights(const onnximport::ImportedModel& imported, const std::
   std::vector<SafetensorsTensor> tensors;
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "megatrain mtc (ONNX import)"}};
   for (const auto& p : imported.params) {
-    int64_t numel = 1;
-    for (int64_t d : p.shape) numel *= d;
     // Each parameter read from the model as it is written: one tensor in memory at a time.
-    tensors.push_back({p.name, "F32", p.shape, nullptr, numel * 4,
-                       [&imported, &p](void* out) { onnximport::initialValues(imported, p, static_cast<float*>(out)); }});
+    tensors.push_back({p.name, "F32", p.shape, nullptr, onnximport::checkedNumel(p.shape, p.name) * 4, [&imported, &p](void* out) {
+                         onnximport::initialValues(p, imported.model_dir, static_cast<float*>(out));
+                       }});
     metadata[std::string(kOnnxOriginKey) + p.name] = p.origin;
   }
   writeSafetensors(path, tensors, metadata);

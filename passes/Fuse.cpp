@@ -1,6 +1,7 @@
 // mt-fuse: the fused mt ops in place of what ONNX exporters decompose (see Passes.td).
 #include <cmath>
 
+#include "kernels/rope/rope.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "passes/Passes.h"
@@ -219,11 +220,18 @@ struct FuseLayerNorm : OpRewritePattern<AddOp> {
 
 // --- Attention -------------------------------------------------------------------------
 
-// A constant function argument (mt.const), if `v` is one.
-DenseElementsAttr constArgument(Value v) {
+// The value of `v` when it is a constant function argument (mt.const) of shape
+// (1, ..., 1, rows, cols): a table that broadcasts over the leading dimensions.
+DenseElementsAttr constTable(Value v, int64_t rows, int64_t cols) {
   auto arg = dyn_cast<BlockArgument>(v);
   auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
-  return func ? func.getArgAttrOfType<DenseElementsAttr>(arg.getArgNumber(), kConstAttr) : nullptr;
+  auto values = func ? func.getArgAttrOfType<DenseElementsAttr>(arg.getArgNumber(), kConstAttr) : nullptr;
+  if (!values) return nullptr;
+  auto shape = values.getType().getShape();
+  if (shape.size() < 2 || shape.take_back(2) != ArrayRef<int64_t>{rows, cols}) return nullptr;
+  for (int64_t d : shape.drop_back(2))
+    if (d != 1) return nullptr;
+  return values;
 }
 
 // Whether `mask` is a constant (1, ..., 1, T, T) causal mask: each element classified as
@@ -231,12 +239,8 @@ DenseElementsAttr constArgument(Value v) {
 // position is after the query's.
 template <typename T, typename Classify>
 bool isCausalMask(Value mask, int64_t t, Classify classify) {
-  DenseElementsAttr values = constArgument(mask);
+  DenseElementsAttr values = constTable(mask, t, t);
   if (!values) return false;
-  auto shape = values.getType().getShape();
-  if (shape.size() < 2 || shape.take_back(2) != ArrayRef<int64_t>{t, t}) return false;
-  for (int64_t d : shape.drop_back(2))
-    if (d != 1) return false;
   int64_t i = 0;
   for (T value : values.getValues<T>()) {
     const std::optional<bool> masked = classify(value);
@@ -393,12 +397,8 @@ bool isHalfOf(Value v, Value x, int64_t first) {
 
 // The (T, D) values of a constant table broadcast over (B, H, T, D), if `v` is one.
 std::optional<std::vector<float>> rotaryTable(Value v, int64_t t, int64_t d) {
-  DenseElementsAttr values = constArgument(v);
+  DenseElementsAttr values = constTable(v, t, d);
   if (!values || !values.getElementType().isF32()) return std::nullopt;
-  auto shape = values.getType().getShape();
-  if (shape.size() < 2 || shape.take_back(2) != ArrayRef<int64_t>{t, d}) return std::nullopt;
-  for (int64_t n : shape.drop_back(2))
-    if (n != 1) return std::nullopt;
   auto range = values.getValues<float>();
   return std::vector<float>(range.begin(), range.end());
 }
@@ -417,7 +417,7 @@ std::optional<float> ropeTheta(const std::vector<float>& cos, const std::vector<
   }
   for (int64_t p = 0; p < t; ++p)
     for (int64_t i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(p) / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(d));
+      const float angle = static_cast<float>(p) * ropeInverseFrequency(theta, i, d);
       for (int64_t j : {i, i + half})
         if (std::fabs(cos[p * d + j] - std::cos(angle)) > 1e-4f || std::fabs(sin[p * d + j] - std::sin(angle)) > 1e-4f)
           return std::nullopt;

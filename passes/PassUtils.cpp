@@ -37,6 +37,16 @@ std::optional<int64_t> blockOf(Operation* op) {
   return block.getInt();
 }
 
+DenseMap<Operation*, size_t> blockRegions(Block& body) {
+  DenseMap<Operation*, size_t> region;
+  Operation* previous = nullptr;
+  for (Operation& op : body) {
+    region[&op] = !previous ? 0 : region[previous] + (blockOf(&op) != blockOf(previous));
+    previous = &op;
+  }
+  return region;
+}
+
 LogicalResult checkReadyToSchedule(func::FuncOp func, StringRef pass, bool allowForwardOnly) {
   if (!(allowForwardOnly && isForwardOnly(func)) && (func.getNumResults() < 1 || !func.getResultAttr(0, kLossAttr) ||
       (func.getNumResults() > 1 && !func.getResultAttr(1, kGradAttr))))

@@ -44,6 +44,10 @@ mlir::func::FuncOp getModelFunction(mlir::ModuleOp module);
 // The layer block of an op (mt.block), or std::nullopt before mt-partition ran.
 std::optional<int64_t> blockOf(mlir::Operation* op);
 
+// The region of each op of `body`, numbered in program order: maximal runs of consecutive ops
+// of one layer block (a block's forward is one region, its recompute + backward another).
+llvm::DenseMap<mlir::Operation*, size_t> blockRegions(mlir::Block& body);
+
 // "123456 bytes (120.6 KiB)" — exact for the fix, readable for the person; "120.6 KiB" when not
 // `exact`.
 std::string formatBytes(int64_t bytes, bool exact = true);

@@ -3,7 +3,6 @@
 // results are placed before the op's dying operands are freed, so no op writes over its own
 // inputs. A reshape is a view: it shares its input's bytes and extends its lifetime.
 #include <map>
-#include <optional>
 #include <vector>
 
 #include "llvm/ADT/DenseMap.h"
@@ -81,15 +80,9 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     // over them (and wait for the copy) right after it was issued. Without, the arena is as
     // small as liveness allows: taken only when the slack does not fit the budget.
     DenseMap<Value, int64_t> lastUseWithSlack = lastUse;
-    std::vector<int64_t> regionEnd;  // by region: position of its last op
-    DenseMap<Operation*, size_t> regionOf;
-    std::optional<int64_t> previousBlock;
-    for (Operation& op : body) {
-      if (regionEnd.empty() || blockOf(&op) != previousBlock) regionEnd.push_back(0);
-      previousBlock = blockOf(&op);
-      regionEnd.back() = position[&op];
-      regionOf[&op] = regionEnd.size() - 1;
-    }
+    DenseMap<Operation*, size_t> regionOf = blockRegions(body);
+    std::vector<int64_t> regionEnd(regionOf[body.getTerminator()] + 1);  // by region: its last op's position
+    for (Operation& op : body) regionEnd[regionOf[&op]] = position[&op];
     for (Operation& op : body)
       if (auto copy = dyn_cast<D2HOp>(op)) {
         Value r = root(copy.getInput());

@@ -34,11 +34,8 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
     }
     // Regions: maximal runs of consecutive ops of one block (a block's forward is one region,
     // its recompute + backward another).
-    DenseMap<Operation*, size_t> position, region;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      position[ops[i]] = i;
-      region[ops[i]] = i == 0 ? 0 : region[ops[i - 1]] + (*blockOf(ops[i]) != *blockOf(ops[i - 1]));
-    }
+    DenseMap<Operation*, size_t> position, region = blockRegions(body);
+    for (size_t i = 0; i < ops.size(); ++i) position[ops[i]] = i;
     auto block = [&](size_t i) { return *blockOf(ops[i]); };
     // The prefetch point of a run of uses starting at op i: the start of the block region that
     // runs before the one op i is in.

@@ -161,16 +161,20 @@ void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool nor
   }
   if (task.kind() != plan::HostTask::GRAD_NORM) {
     for (uint32_t t : task.tensors()) {
-      int grads = 0, first = 0, second = 0;
-      for (const auto& h : plan.host_tensors()) {
+      int grads = 0, first = 0, second = 0, grad = -1;
+      for (int i = 0; i < plan.host_tensors_size(); ++i) {
+        const auto& h = plan.host_tensors(i);
         if (h.param_index() != static_cast<int>(t)) continue;
-        grads += h.role() == plan::ROLE_GRAD;
+        if (h.role() == plan::ROLE_GRAD) ++grads, grad = i;
         first += h.role() == plan::ROLE_MOMENT1;
         second += h.role() == plan::ROLE_MOMENT2;
       }
       if (grads != 1 || first != 1 || second != 1)
         fail(at + ": parameter '" + plan.host_tensors(t).name() +
              "' needs exactly one gradient, one first moment and one second moment tensor");
+      if (task.kind() == plan::HostTask::ADAMW_ON_ARRIVAL && !normed.count(static_cast<uint32_t>(grad)))
+        fail(at + ": ADAMW_ON_ARRIVAL of '" + plan.host_tensors(t).name() +
+             "' before the GRAD_NORM task of its gradient (which checks it for NaN/Inf)");
     }
   }
   if (task.kind() == plan::HostTask::ADAMW && !norm_seen)
@@ -178,16 +182,6 @@ void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool nor
   if (task.kind() == plan::HostTask::ADAMW_PREVIOUS && norm_seen)
     fail(at + ": ADAMW_PREVIOUS after a GRAD_NORM task (it applies the previous step's gradients, "
          "which this step's overwrite)");
-  if (task.kind() == plan::HostTask::ADAMW_ON_ARRIVAL)
-    for (uint32_t p : task.tensors()) {
-      int grad = -1;
-      for (int i = 0; i < plan.host_tensors_size(); ++i)
-        if (plan.host_tensors(i).role() == plan::ROLE_GRAD && plan.host_tensors(i).param_index() == static_cast<int>(p))
-          grad = i;
-      if (!normed.count(static_cast<uint32_t>(grad)))
-        fail(at + ": ADAMW_ON_ARRIVAL of '" + plan.host_tensors(p).name() +
-             "' before the GRAD_NORM task of its gradient (which checks it for NaN/Inf)");
-    }
 }
 
 void verifyEvents(const plan::Plan& plan) {

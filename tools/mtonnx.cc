@@ -103,11 +103,6 @@ void setValues(onnx::TensorProto& t, const mt::SafetensorsEntry& e, bool transpo
   out.place(t, raw.data(), raw.size());
 }
 
-std::string directoryOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 int run(const std::string& model_path, const std::string& weights_path, const std::string& output,
         bool external_flag) {
   onnx::ModelProto model;
@@ -171,7 +166,7 @@ int run(const std::string& model_path, const std::string& weights_path, const st
       if (written.count(name)) continue;
       if (init->data_location() == onnx::TensorProto::EXTERNAL) {
         try {
-          const mt::onnximport::ExternalBytes bytes = mt::onnximport::externalBytes(*init, directoryOf(model_path));
+          const mt::onnximport::ExternalBytes bytes = mt::onnximport::externalBytes(*init, mt::onnximport::directoryOf(model_path));
           out.place(*init, bytes.data, bytes.size);
         } catch (const mt::onnximport::ImportError& e) {
           throw Error(model_path + ": " + e.what());

@@ -22,11 +22,6 @@ Type mtElementType(MLIRContext& context, int32_t elem_type) {
 
 namespace {
 
-std::string directoryOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 // The static shape of a graph input from its type; dynamic dims take the batch, then the
 // sequence, from the options.
 std::vector<int64_t> staticShape(const onnx::ValueInfoProto& info, const ImportOptions& options) {
@@ -193,12 +188,12 @@ Value Importer::parameter(const Val& v) {
                       initializers_.at(v.initializer));
 }
 
-// Whether `param`'s initial values are `values` (its source read now if it has one).
-bool sameValues(const ImportedParam& param, const std::vector<float>& values, const std::string& model_dir) {
+// Whether `param`'s initial values are `values`, of its shape (its source read now if it has one).
+static bool sameValues(const ImportedParam& param, const std::vector<float>& values, const std::string& model_dir) {
   if (!param.source) return param.values == values;
-  const Const c = decodeTensor(*param.source, model_dir);
-  return c.values.size() == values.size() && std::equal(values.begin(), values.end(), c.values.begin(),
-                                                       [](float a, double b) { return a == static_cast<float>(b); });
+  std::vector<float> own(values.size());
+  initialValues(param, model_dir, own.data());
+  return own == values;
 }
 
 Value Importer::newParameter(std::string name, const std::string& initializer, std::vector<int64_t> shape,
@@ -466,6 +461,7 @@ OwningOpRef<ModuleOp> importModel(MLIRContext& context, const std::string& path,
   context.getOrLoadDialect<MtDialect>();
   context.getOrLoadDialect<func::FuncDialect>();
   auto model = std::make_shared<const onnx::ModelProto>(readModel(path));
+  const std::string model_dir = directoryOf(path);
   // Which FLOAT initializers are parameters shows only while importing: a constant folded
   // from one (a position table gathered at fixed indices) that ends up as run-time data means
   // the initializer is a parameter. Each restart adds at least one; masks and other buffers
@@ -473,9 +469,9 @@ OwningOpRef<ModuleOp> importModel(MLIRContext& context, const std::string& path,
   std::set<std::string> parameters;
   for (;;) {
     try {
-      Importer importer(context, *model, directoryOf(path), options, parameters);
+      Importer importer(context, *model, model_dir, options, parameters);
       OwningOpRef<ModuleOp> module = importer.run(imported);
-      if (imported) imported->model = model, imported->model_dir = directoryOf(path);
+      if (imported) imported->model = model, imported->model_dir = model_dir;
       return module;
     } catch (const RestartAsParameters& restart) {
       parameters.insert(restart.initializers.begin(), restart.initializers.end());
@@ -483,12 +479,12 @@ OwningOpRef<ModuleOp> importModel(MLIRContext& context, const std::string& path,
   }
 }
 
-void initialValues(const ImportedModel& model, const ImportedParam& param, float* out) {
+void initialValues(const ImportedParam& param, const std::string& model_dir, float* out) {
   if (!param.source) {
     std::copy(param.values.begin(), param.values.end(), out);
     return;
   }
-  const Const c = decodeTensor(*param.source, model.model_dir);
+  const Const c = decodeTensor(*param.source, model_dir);
   std::transform(c.values.begin(), c.values.end(), out, [](double v) { return static_cast<float>(v); });
 }
 

@@ -56,8 +56,9 @@ struct ImportedModel {
   std::string model_dir;                          // where their external data lies
 };
 
-// Writes the initial values of `param` (numel of its shape floats) to `out`.
-void initialValues(const ImportedModel& model, const ImportedParam& param, float* out);
+// Writes the initial values of `param` (numel of its shape floats) to `out`; `model_dir` is
+// where its source's external data lies (ImportedModel::model_dir).
+void initialValues(const ImportedParam& param, const std::string& model_dir, float* out);
 
 // Imports `path` into a module holding the model function. Throws ImportError.
 mlir::OwningOpRef<mlir::ModuleOp> importModel(mlir::MLIRContext& context, const std::string& path,

@@ -90,6 +90,11 @@ Const::Kind constKindOf(int32_t t) {
   return Const::Kind::Int;
 }
 
+std::string directoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
 onnx::ModelProto readModel(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) malformed("cannot open " + path);

@@ -59,6 +59,9 @@ Const::Kind constKindOf(int32_t elem_type);
 // Reads and parses `path`; throws ImportError (malformed) naming the problem.
 onnx::ModelProto readModel(const std::string& path);
 
+// The directory of the model file at `path`: where its external data lies.
+std::string directoryOf(const std::string& path);
+
 // The bytes of a tensor kept as external data, in place in the mapped file beside the model
 // (`model_dir`), checked to lie inside it. Throws ImportError.
 struct ExternalBytes {

@@ -4,9 +4,17 @@
 //   x (B, T, H*D) -> (B, T, H*D)     int attrs: [head_dim, inverse]  float attrs: [theta]
 // inverse = 1 turns by the negated angle: the gradient of rope is rope with inverse flipped.
 #pragma once
+#include <cmath>
+#include <cstdint>
+
 #include "kernels/kernel_args.h"
 
 namespace mt {
+// theta^(-2i/D) in float, exactly as rope_cpu computes it: pair i's angle per position.
+inline float ropeInverseFrequency(float theta, int64_t i, int64_t head_dim) {
+  return 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+}
+
 std::string rope_check(const KernelArgs& args);
 void rope_cpu(const KernelArgs& args);
 }  // namespace mt

@@ -25,8 +25,7 @@ void rope_cpu(const KernelArgs& args) {
   const float sign = args.ints[1] ? -1.0f : 1.0f;
   const float theta = args.floats[0];
   std::vector<float> inv_freq(half);
-  for (int64_t i = 0; i < half; ++i)
-    inv_freq[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = ropeInverseFrequency(theta, i, head_dim);
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < seq; ++t) {
     std::vector<float> cos_t(half), sin_t(half);
