@@ -1,0 +1,90 @@
+#include "runtime/host_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/error.h"
+
+namespace mt {
+
+HostOptimizer::HostOptimizer(const plan::Plan& plan, HostStore& store) : plan_(plan), store_(store) {
+  for (const auto& stream : plan.streams())
+    for (const auto& in : stream.instructions()) {
+      if (!in.has_host_task()) continue;
+      deferred_ |= in.host_task().kind() == plan::HostTask::ADAMW_PREVIOUS;
+      on_arrival_ |= in.host_task().kind() == plan::HostTask::ADAMW_ON_ARRIVAL;
+    }
+}
+
+void HostOptimizer::beginStep(const StepOptions& options) {
+  if (on_arrival_ && options.grad_clip > 0.0)
+    throw Error("this plan updates each parameter as its gradient lands, before the global norm is known: "
+                "it cannot clip by the global norm (use --grad-clip 0, or compile with mtc --update deferred)");
+  options_ = options;
+  grad_sq_sum_ = 0.0;
+  first_nonfinite_ = -1;
+  updated_ = false;
+}
+
+void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tensors) {
+  if (kind == plan::HostTask::GRAD_NORM) {
+    for (int g : tensors) {
+      const double sum = sum_squares_cpu(store_.f32(g), store_.numel(g));
+      if (!std::isfinite(sum) && first_nonfinite_ < 0) first_nonfinite_ = g;
+      grad_sq_sum_ += sum;
+    }
+    return;
+  }
+  if (kind == plan::HostTask::ADAMW_PREVIOUS) {
+    if (pending_) update(tensors, pending_adamw_);
+    return;
+  }
+  if (first_nonfinite_ >= 0) return;  // NaN/Inf gradients would poison the weights: no update
+  if (!options_.update) return;
+  if (kind == plan::HostTask::ADAMW_ON_ARRIVAL) {
+    update(tensors, options_.adamw);  // no clipping: the norm is not complete yet
+    updated_ = true;
+    return;
+  }
+  update(tensors, stepAdamW());
+}
+
+StepResult HostOptimizer::endStep() {
+  StepResult result;
+  if (store_.loss() >= 0) result.loss = store_.f32(store_.loss())[0];
+  result.grad_norm = std::sqrt(grad_sq_sum_);
+  if (first_nonfinite_ >= 0) result.nonfinite_grad = plan_.host_tensors(first_nonfinite_).name();
+  result.partially_updated = updated_ && (first_nonfinite_ >= 0 || !std::isfinite(result.loss));
+  // The previous pending update ran at the start of this step; this step's is pending now,
+  // unless it is not to be applied (NaN/Inf gradients or loss, or no update asked for).
+  pending_ = deferred_ && options_.update && first_nonfinite_ < 0 && std::isfinite(result.loss);
+  if (pending_) pending_adamw_ = stepAdamW();
+  return result;
+}
+
+void HostOptimizer::applyPending() {
+  if (!pending_) return;
+  update(store_.params(), pending_adamw_);
+  pending_ = false;
+}
+
+AdamWParams HostOptimizer::stepAdamW() const {
+  AdamWParams p = options_.adamw;
+  if (options_.grad_clip > 0.0) {
+    // torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1.
+    const double coeff = options_.grad_clip / (std::sqrt(grad_sq_sum_) + 1e-6);
+    p.grad_scale = static_cast<float>(std::min(coeff, 1.0));
+  }
+  return p;
+}
+
+void HostOptimizer::update(const std::vector<int>& params, const AdamWParams& adamw) {
+  for (int param : params) {
+    AdamWParams q = adamw;
+    if (!plan_.host_tensors(param).weight_decay()) q.weight_decay = 0.0;
+    adamw_cpu(store_.f32(param), store_.f32(store_.gradOf(param)), store_.f32(store_.moment1Of(param)),
+              store_.f32(store_.moment2Of(param)), store_.numel(param), q);
+  }
+}
+
+}  // namespace mt

@@ -1,0 +1,46 @@
+// The host side of a training step, the same for every backend: the host stream's tasks
+// (each gradient's share of the global norm, AdamW now, one step late, or as gradients land)
+// and the step's result.
+#pragma once
+#include <vector>
+
+#include "runtime/backend.h"
+
+namespace mt {
+
+class HostOptimizer {
+ public:
+  // Reads from the plan which update its host tasks make (ADAMW, ADAMW_PREVIOUS or
+  // ADAMW_ON_ARRIVAL).
+  HostOptimizer(const plan::Plan& plan, HostStore& store);
+
+  // Before the streams run: throws if the options ask for what the plan cannot do.
+  void beginStep(const StepOptions& options);
+  // One host task, on the host stream.
+  void run(plan::HostTask::Kind kind, const std::vector<int>& tensors);
+  // After every stream finished: the step's loss, norm and NaN report; leaves this step's
+  // update pending if the plan defers it.
+  StepResult endStep();
+  // Backend::applyPendingUpdate.
+  void applyPending();
+
+ private:
+  // This step's AdamW settings: the options' with the clipping coefficient of its norm.
+  AdamWParams stepAdamW() const;
+  void update(const std::vector<int>& params, const AdamWParams& adamw);
+
+  const plan::Plan& plan_;
+  HostStore& store_;
+  StepOptions options_;       // of the current step
+  double grad_sq_sum_ = 0.0;  // written by the (single) host stream
+  int first_nonfinite_ = -1;  // host tensor; written by the host stream
+  // The deferred update (ADAMW_PREVIOUS plans): set between steps, read by the host stream.
+  bool deferred_ = false;
+  bool pending_ = false;
+  AdamWParams pending_adamw_;
+  // The on-arrival update (ADAMW_ON_ARRIVAL plans): whether this step updated anything yet.
+  bool on_arrival_ = false;
+  bool updated_ = false;  // written by the host stream
+};
+
+}  // namespace mt
