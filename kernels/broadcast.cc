@@ -17,6 +17,11 @@ bool broadcastShapes(const std::vector<int64_t>& a, const std::vector<int64_t>& 
   return true;
 }
 
+bool isSuffix(const std::vector<int64_t>& suffix, const std::vector<int64_t>& shape) {
+  if (suffix.size() > shape.size()) return false;
+  return std::equal(suffix.begin(), suffix.end(), shape.end() - suffix.size());
+}
+
 bool broadcastsTo(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
   if (in.size() > out.size()) return false;
   const size_t lead = out.size() - in.size();

@@ -9,6 +9,9 @@ namespace mt {
 // The broadcast shape of `a` and `b`; false if they do not broadcast.
 bool broadcastShapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b, std::vector<int64_t>* out);
 
+// Whether `suffix` is the trailing part of `shape` (then it broadcasts over the leading dims).
+bool isSuffix(const std::vector<int64_t>& suffix, const std::vector<int64_t>& shape);
+
 // Whether `in` broadcasts to exactly `out`.
 bool broadcastsTo(const std::vector<int64_t>& in, const std::vector<int64_t>& out);
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 struct CUstream_st;
+struct cublasContext;
 
 namespace mt {
 
@@ -43,10 +44,15 @@ struct KernelArgs {
 using KernelCheckFn = std::string (*)(const KernelArgs&);
 using KernelCpuFn = void (*)(const KernelArgs&);
 
-// CUDA twins take the same arguments (data pointers into device memory) and a stream. The
-// handle is declared (outside the namespace) as CUDA declares it, so headers need no CUDA include.
+// CUDA twins take the same arguments (data pointers into device memory) and where to launch:
+// a stream and that stream's cuBLAS handle. The handles are declared (outside the namespace)
+// as CUDA declares them, so headers need no CUDA include.
 using CudaStream = ::CUstream_st*;
-using KernelCudaFn = void (*)(const KernelArgs&, CudaStream);
+struct CudaLaunch {
+  CudaStream stream = nullptr;
+  ::cublasContext* blas = nullptr;  // bound to `stream`, default (non-TF32) math
+};
+using KernelCudaFn = void (*)(const KernelArgs&, const CudaLaunch&);
 
 std::string shapeString(const std::vector<int64_t>& shape);
 

@@ -52,4 +52,9 @@ class Backend {
 // runs on its own thread, events are real synchronisation.
 std::unique_ptr<Backend> createCpuBackend(const plan::Plan& plan, HostStore& store);
 
+// The CUDA backend (runtime/cuda_backend.cc): one device arena of the planned size, a CUDA
+// stream per device stream of the plan, the copied host tensors pinned. Throws mt::Error when
+// the build has no CUDA, no GPU is usable, the arena does not fit, or a kernel has no CUDA twin.
+std::unique_ptr<Backend> createCudaBackend(const plan::Plan& plan, HostStore& store);
+
 }  // namespace mt

@@ -1,4 +1,5 @@
 // Whether a usable GPU is present, and why not: mtrun reports it, GPU tests skip with it.
+// Compiled in every build (a build without CUDA says so).
 #pragma once
 #include <string>
 

@@ -99,7 +99,12 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
   try {
     for (int i = 0; i < n; ++i) {
       if (landing >= 0 && plan.host_tensors(i).role() == plan::ROLE_GRAD) continue;
-      tensors_[i].reset(new std::byte[std::max<int64_t>(bytes(i), 1)]());
+      // Each tensor on pages of its own: the CUDA backend pins the ones it copies
+      // (cudaHostRegister), and two registrations must not share a page.
+      const int64_t rounded = (std::max<int64_t>(bytes(i), 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
+      tensors_[i].reset(static_cast<std::byte*>(std::aligned_alloc(kPageBytes, rounded)));
+      if (!tensors_[i]) throw std::bad_alloc();
+      std::memset(tensors_[i].get(), 0, rounded);
       data_[i] = tensors_[i].get();
     }
   } catch (const std::bad_alloc&) {

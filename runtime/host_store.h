@@ -3,6 +3,7 @@
 // gradient landing buffer (on-arrival update) the gradients are views into it.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -61,7 +62,11 @@ class HostStore {
   void load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles);
 
   const plan::Plan& plan_;
-  std::vector<std::unique_ptr<std::byte[]>> tensors_;  // null for views
+  struct FreeDeleter {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  static constexpr int64_t kPageBytes = 4096;
+  std::vector<std::unique_ptr<std::byte[], FreeDeleter>> tensors_;  // page-aligned; null for views
   std::vector<std::byte*> data_;  // each tensor's bytes: its own, or a view (landing gradients)
   std::vector<int64_t> numel_;
   std::vector<int> params_, grad_of_, m1_of_, m2_of_;

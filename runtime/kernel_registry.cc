@@ -16,12 +16,12 @@ namespace mt {
 namespace {
 
 constexpr KernelCheckFn kChecks[] = {
-#define MT_KERNEL(id, name, ins, outs, iattrs, fattrs, check, cpu) check,
+#define MT_KERNEL(id, name, ins, outs, iattrs, fattrs, check, cpu, cuda) check,
 #include "runtime/op_table.def"
 #undef MT_KERNEL
 };
 constexpr KernelCpuFn kCpu[] = {
-#define MT_KERNEL(id, name, ins, outs, iattrs, fattrs, check, cpu) cpu,
+#define MT_KERNEL(id, name, ins, outs, iattrs, fattrs, check, cpu, cuda) cpu,
 #include "runtime/op_table.def"
 #undef MT_KERNEL
 };

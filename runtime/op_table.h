@@ -8,7 +8,7 @@
 namespace mt {
 
 enum class KernelId : uint32_t {
-#define MT_KERNEL(id, name, ins, outs, iattrs, fattrs, check, cpu) id,
+#define MT_KERNEL(id, name, ins, outs, iattrs, fattrs, check, cpu, cuda) id,
 #include "runtime/op_table.def"
 #undef MT_KERNEL
 };
@@ -19,10 +19,12 @@ struct KernelInfo {
   int num_outputs;
   int num_int_attrs;  // -1: variable, validated by the kernel's check
   int num_float_attrs;
+  bool has_cuda;  // the CUDA backend runs it (the row names a CUDA twin)
 };
 
 inline constexpr KernelInfo kKernelTable[] = {
-#define MT_KERNEL(id, name, ins, outs, iattrs, fattrs, check, cpu) {name, ins, outs, iattrs, fattrs},
+#define MT_KERNEL(id, name, ins, outs, iattrs, fattrs, check, cpu, cuda) \
+  {name, ins, outs, iattrs, fattrs, std::string_view(#cuda) != "nullptr"},
 #include "runtime/op_table.def"
 #undef MT_KERNEL
 };

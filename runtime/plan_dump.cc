@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/op_table.h"
+#include "runtime/verifier.h"
 
 namespace mt {
 namespace {
@@ -91,6 +92,8 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
     out << fmt::format("  arena {}  buffers {}  host tensors {}  streams {}  events {}\n",
                        mib(plan.arena_bytes()), plan.buffers_size(), plan.host_tensors_size(),
                        plan.streams_size(), plan.num_events());
+    const std::string missing = cudaUnsupportedKernels(plan);
+    out << "  backends cpu" << (missing.empty() ? ", cuda" : " (" + missing + ")") << "\n";
   }
   if (options.tensors) {
     out << "host tensors:\n";

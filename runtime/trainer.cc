@@ -40,20 +40,25 @@ std::atomic<int> g_stop_signal{0};
 
 void onStopSignal(int signal) { g_stop_signal = signal; }
 
-// The CUDA backend is not written yet: "auto" runs on the CPU and says so when a GPU is there,
-// "cuda" refuses. Nothing falls back silently.
+// "auto" takes the GPU when there is one and the CUDA backend has every kernel of the plan,
+// and says why when it does not; "cuda" refuses rather than fall back.
 std::unique_ptr<Backend> createBackend(const std::string& name, const plan::Plan& plan,
                                        HostStore& store) {
   if (name != "cpu" && name != "cuda" && name != "auto")
     throw Error("unknown backend '" + name + "': choose cpu, cuda or auto");
+  if (name == "cpu") return createCpuBackend(plan, store);
   const GpuInfo gpu = probeGpu();
-  if (name == "cuda")
-    throw Error("backend 'cuda' is not implemented in this mtrun yet (GPU: " + gpu.description +
-                "); use --backend cpu");
-  if (name == "auto" && gpu.available)
-    std::printf("note: GPU %s found, but the CUDA backend is not implemented yet: running on the CPU\n",
-                gpu.description.c_str());
-  return createCpuBackend(plan, store);
+  if (name == "cuda") {
+    if (!gpu.available) throw Error("--backend cuda: " + gpu.description + "; use --backend cpu");
+    return createCudaBackend(plan, store);
+  }
+  if (!gpu.available) return createCpuBackend(plan, store);
+  if (const std::string missing = cudaUnsupportedKernels(plan); !missing.empty()) {
+    std::printf("note: running on the CPU although there is a GPU (%s): %s\n", gpu.description.c_str(),
+                missing.c_str());
+    return createCpuBackend(plan, store);
+  }
+  return createCudaBackend(plan, store);
 }
 
 }  // namespace

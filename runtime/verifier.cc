@@ -335,4 +335,17 @@ void verifyPlan(const plan::Plan& plan) {
   }
 }
 
+std::string cudaUnsupportedKernels(const plan::Plan& plan) {
+  std::map<std::string_view, int> missing;  // op name -> calls, in name order
+  for (const auto& stream : plan.streams())
+    for (const auto& in : stream.instructions())
+      if (in.has_kernel() && in.kernel().kernel() < kNumKernels && !kKernelTable[in.kernel().kernel()].has_cuda)
+        ++missing[kKernelTable[in.kernel().kernel()].op_name];
+  if (missing.empty()) return "";
+  std::string list;
+  for (const auto& [op, calls] : missing)
+    list += (list.empty() ? "" : ", ") + std::string(op) + " (" + std::to_string(calls) + (calls == 1 ? " call)" : " calls)");
+  return "the CUDA backend has no kernel yet for " + list + " (generic ops an ONNX import left unfused)";
+}
+
 }  // namespace mt

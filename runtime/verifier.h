@@ -25,6 +25,10 @@ plan::HostTask::Kind planUpdateKind(const plan::Plan& plan);
 // counted twice): what the host store allocates.
 int64_t planHostBytes(const plan::Plan& plan);
 
+// "" if the CUDA backend has a kernel for every kernel call of the plan (the op table's CUDA
+// column), else a message naming the ones it lacks, with their numbers of calls.
+std::string cudaUnsupportedKernels(const plan::Plan& plan);
+
 // Shapes and (when `arena` is given) data pointers of a kernel call's operands. The call must
 // belong to a verified plan.
 KernelArgs bindKernelCall(const plan::Plan& plan, const plan::KernelCall& call, std::byte* arena);

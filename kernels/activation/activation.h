@@ -19,4 +19,12 @@ std::string swiglu_check(const KernelArgs& args);
 void swiglu_cpu(const KernelArgs& args);
 std::string swiglu_grad_check(const KernelArgs& args);
 void swiglu_grad_cpu(const KernelArgs& args);
+
+// CUDA twins (kernels/activation/activation_cuda.cu), built when CUDA is enabled.
+void gelu_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void gelu_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void silu_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void silu_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void swiglu_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void swiglu_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

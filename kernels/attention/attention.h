@@ -12,4 +12,8 @@ std::string attention_check(const KernelArgs& args);
 void attention_cpu(const KernelArgs& args);
 std::string attention_grad_check(const KernelArgs& args);
 void attention_grad_cpu(const KernelArgs& args);
+
+// CUDA twins (kernels/attention/attention_cuda.cu), built when CUDA is enabled.
+void attention_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -22,7 +22,10 @@ std::string transpose_check(const KernelArgs& args);
 void transpose_cpu(const KernelArgs& args);
 
 // CUDA twins (kernels/elementwise/elementwise_cuda.cu), built when CUDA is enabled.
-void add_cuda(const KernelArgs& args, CudaStream stream);
-void mul_cuda(const KernelArgs& args, CudaStream stream);
-void scale_cuda(const KernelArgs& args, CudaStream stream);
+void add_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void mul_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void scale_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void sum_to_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void fill_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void transpose_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -6,11 +6,6 @@
 namespace mt {
 namespace {
 
-bool isSuffix(const std::vector<int64_t>& suffix, const std::vector<int64_t>& shape) {
-  if (suffix.size() > shape.size()) return false;
-  return std::equal(suffix.begin(), suffix.end(), shape.end() - suffix.size());
-}
-
 std::string broadcastBinaryCheck(const KernelArgs& args, const char* op) {
   const Tensor &a = args.in[0], &b = args.in[1], &out = args.out[0];
   MT_CHECK(expectDType(a, DType::F32, op));

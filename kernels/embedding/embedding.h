@@ -13,4 +13,9 @@ std::string embedding_grad_check(const KernelArgs& args);
 void embedding_grad_cpu(const KernelArgs& args);
 std::string positions_check(const KernelArgs& args);
 void positions_cpu(const KernelArgs& args);
+
+// CUDA twins (kernels/embedding/embedding_cuda.cu), built when CUDA is enabled.
+void embedding_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void embedding_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void positions_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -11,4 +11,8 @@ std::string softmax_xent_check(const KernelArgs& args);
 void softmax_xent_cpu(const KernelArgs& args);
 std::string softmax_xent_grad_check(const KernelArgs& args);
 void softmax_xent_grad_cpu(const KernelArgs& args);
+
+// CUDA twins (kernels/loss/loss_cuda.cu), built when CUDA is enabled.
+void softmax_xent_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void softmax_xent_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -8,4 +8,7 @@
 namespace mt {
 std::string matmul_check(const KernelArgs& args);
 void matmul_cpu(const KernelArgs& args);
+
+// CUDA twins (kernels/matmul/matmul_cuda.cu), built when CUDA is enabled.
+void matmul_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -16,4 +16,10 @@ std::string rmsnorm_check(const KernelArgs& args);
 void rmsnorm_cpu(const KernelArgs& args);
 std::string rmsnorm_grad_check(const KernelArgs& args);
 void rmsnorm_grad_cpu(const KernelArgs& args);
+
+// CUDA twins (kernels/norm/norm_cuda.cu), built when CUDA is enabled.
+void layernorm_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void layernorm_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void rmsnorm_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void rmsnorm_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -17,4 +17,7 @@ inline float ropeInverseFrequency(float theta, int64_t i, int64_t head_dim) {
 
 std::string rope_check(const KernelArgs& args);
 void rope_cpu(const KernelArgs& args);
+
+// CUDA twins (kernels/rope/rope_cuda.cu), built when CUDA is enabled.
+void rope_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

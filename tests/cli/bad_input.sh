@@ -89,6 +89,10 @@ expect_error "no tensor 'wte.weight'" "$bin/mtrun" good.plan --data corpus.tok -
 expect_error "--steps must be positive" "$bin/mtrun" good.plan --data corpus.tok --steps 0
 expect_error "cannot write" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --export no/such/dir/w.safetensors
 expect_error "unknown backend" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend tpu
+# --backend cuda never falls back to the CPU: without a GPU it refuses and says why.
+if [ ! -e /dev/nvidia0 ]; then
+  expect_error "use --backend cpu" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend cuda
+fi
 
 # Flags from a config file (TOML/INI), and a missing one refused.
 printf 'batch = 3\nseq = 12\n' > mtc.toml

@@ -111,6 +111,12 @@ def main():
         failures.append(f"attention was not fused into mt.attention (one per layer, {attention}) after mt-fuse")
     if family == "llama" and (fused_ir.count("mt.rope ") != 4 or "mt.concat " in fused_ir or "mt.transpose " in fused_ir):
         failures.append("RoPE was not fused into mt.rope (q and k of each layer, no transposes left) after mt-fuse")
+    # Every kernel of the imported plan has a CUDA twin: it runs on the GPU backend too.
+    header = subprocess.run([f"{bin_dir}/mtdump", plan, "--schedule"], check=True, capture_output=True,
+                            text=True).stdout
+    if "backends cpu, cuda" not in header:
+        failures.append("the imported plan does not run on the CUDA backend: " +
+                        next((l for l in header.splitlines() if "backends" in l), "no backends line"))
     if sorted(reimported) != sorted(mt_final):
         failures.append(f"re-imported parameters {sorted(reimported)} differ from the trained {sorted(mt_final)}")
     for name, value in mt_final.items():

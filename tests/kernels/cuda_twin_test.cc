@@ -1,10 +1,12 @@
-// Every CUDA kernel against its CPU twin on random inputs (fp32: relative error <= 1e-5).
-// Skips, saying why, where no GPU is usable.
+// Every CUDA kernel against its CPU twin on random inputs (fp32: relative error <= 1e-5),
+// forward and backward, on shapes that are not multiples of the launch geometry. Skips, saying
+// why, where no GPU is usable.
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_check.h"
-#include "kernels/elementwise/elementwise.h"
 #include "runtime/cuda_device.h"
+#include "runtime/cuda_kernels.h"
 #include "tests/kernels/kernel_harness.h"
 
 namespace mt::test {
@@ -15,10 +17,20 @@ class CudaTwinTest : public ::testing::Test {
   void SetUp() override {
     const GpuInfo gpu = probeGpu();
     if (!gpu.available) GTEST_SKIP() << "CUDA kernels not run: " << gpu.description;
+    ASSERT_EQ(cublasCreate(&blas_), CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), CUBLAS_STATUS_SUCCESS);
   }
-  // Runs `cuda` on device copies of the inputs and returns the outputs.
-  std::vector<HostTensor> runOnGpu(KernelCudaFn cuda, std::vector<HostTensor> inputs, std::vector<HostTensor> outputs,
-                                   std::vector<float> floats = {}) {
+  void TearDown() override {
+    if (blas_) cublasDestroy(blas_);
+  }
+
+  // Runs kernel `id`'s CUDA twin on device copies of the inputs (outputs start as given, so a
+  // kernel that leaves elements unwritten is caught) and returns the outputs.
+  std::vector<HostTensor> runOnGpu(KernelId id, std::vector<HostTensor> inputs, std::vector<HostTensor> outputs,
+                                   const std::vector<int64_t>& ints, const std::vector<float>& floats) {
+    const KernelCudaFn cuda = kernelCuda(id);
+    EXPECT_NE(cuda, nullptr) << kKernelTable[static_cast<size_t>(id)].op_name << " has no CUDA twin";
+    if (!cuda) return outputs;
     KernelArgs args;
     std::vector<void*> device;
     auto upload = [&](HostTensor& t) {
@@ -32,31 +44,145 @@ class CudaTwinTest : public ::testing::Test {
     };
     for (auto& t : inputs) args.in.push_back(upload(t));
     for (auto& t : outputs) args.out.push_back(upload(t));
+    args.ints = ints;
     args.floats = floats;
-    cuda(args, nullptr);
+    cuda(args, CudaLaunch{nullptr, blas_});
     MT_CUDA_CHECK(cudaDeviceSynchronize());
     for (size_t i = 0; i < outputs.size(); ++i)
       MT_CUDA_CHECK(cudaMemcpy(outputs[i].view().data, args.out[i].data, args.out[i].bytes(), cudaMemcpyDeviceToHost));
     for (void* d : device) MT_CUDA_CHECK(cudaFree(d));
     return outputs;
   }
+
+  // The twin's outputs against the CPU kernel's: f32 within `tol`, i32 exactly.
+  void expectTwin(KernelId id, const std::vector<HostTensor>& inputs, const std::vector<HostTensor>& outputs,
+                  const std::vector<int64_t>& ints = {}, const std::vector<float>& floats = {},
+                  double tol = kF32Tol) {
+    const std::string op(kKernelTable[static_cast<size_t>(id)].op_name);
+    std::vector<HostTensor> poisoned = outputs;
+    for (auto& t : poisoned) std::fill(t.floats.begin(), t.floats.end(), 12345.0f);
+    const auto want = runKernel(id, inputs, outputs, ints, floats);
+    const auto got = runOnGpu(id, inputs, poisoned, ints, floats);
+    for (size_t i = 0; i < want.size(); ++i) {
+      const std::string what = op + " (cuda) output " + std::to_string(i);
+      if (want[i].dtype == DType::I32)
+        EXPECT_EQ(got[i].ints, want[i].ints) << what;
+      else
+        expectClose(got[i].floats, want[i].asDoubles(), tol, what);
+    }
+  }
+
+  HostTensor randomF32(Shape shape, float scale = 1.0f) {
+    const int64_t n = numelOf(shape);
+    return HostTensor::f32(std::move(shape), randomFloats(n, rng, scale));
+  }
+
+  cublasHandle_t blas_ = nullptr;
   std::mt19937 rng{99};
 };
 
-TEST_F(CudaTwinTest, BroadcastAddMulAndScaleMatchTheCpu) {
-  auto a = HostTensor::f32({4, 33, 70}, randomFloats(4 * 33 * 70, rng));
-  auto b = HostTensor::f32({70}, randomFloats(70, rng));
-  const HostTensor out = HostTensor::f32({4, 33, 70});
-  struct Twin {
-    KernelId id;
-    KernelCudaFn cuda;
+TEST_F(CudaTwinTest, ElementwiseAndLayout) {
+  const auto a = randomF32({4, 33, 70}), b = randomF32({70});
+  const auto out = HostTensor::f32({4, 33, 70});
+  expectTwin(KernelId::Add, {a, b}, {out});
+  expectTwin(KernelId::Mul, {a, b}, {out});
+  expectTwin(KernelId::Add, {a, a}, {out});
+  expectTwin(KernelId::Scale, {a}, {out}, {}, {0.3f});
+  expectTwin(KernelId::Fill, {}, {out}, {}, {-2.5f});
+  expectTwin(KernelId::SumTo, {a}, {HostTensor::f32({70})});       // a bias gradient
+  expectTwin(KernelId::SumTo, {a}, {HostTensor::f32({33, 70})});
+  expectTwin(KernelId::SumTo, {a}, {HostTensor::f32({4, 1, 70})});  // keepdims
+  expectTwin(KernelId::SumTo, {a}, {HostTensor::f32({4, 33, 1})});
+  expectTwin(KernelId::Transpose, {a}, {HostTensor::f32({70, 4, 33})}, {2, 0, 1});
+  const auto x4 = randomF32({2, 5, 3, 7});
+  expectTwin(KernelId::Transpose, {x4}, {HostTensor::f32({2, 3, 5, 7})}, {0, 2, 1, 3});
+}
+
+TEST_F(CudaTwinTest, Matmul) {
+  struct Case {
+    Shape a, b, out;
+    int64_t ta, tb;
   };
-  for (auto [id, cuda] : {Twin{KernelId::Add, add_cuda}, Twin{KernelId::Mul, mul_cuda}}) {
-    const auto want = runKernel(id, {a, b}, {out})[0].asDoubles();
-    expectClose(runOnGpu(cuda, {a, b}, {out})[0].floats, want, kF32Tol, "cuda twin");
+  for (const Case& c : {Case{{3, 17, 40}, {40, 23}, {3, 17, 23}, 0, 0},  // weights shared by the batch
+                        Case{{3, 17, 40}, {23, 40}, {3, 17, 23}, 0, 1},  // x · Wᵀ (a linear layer)
+                        Case{{3, 40, 17}, {40, 23}, {3, 17, 23}, 1, 0},  // xᵀ · dy (a weight gradient)
+                        Case{{51, 40}, {51, 23}, {40, 23}, 1, 0},
+                        Case{{2, 3, 17, 40}, {2, 3, 40, 9}, {2, 3, 17, 9}, 0, 0},  // batched rhs
+                        Case{{2, 3, 17, 40}, {2, 3, 9, 40}, {2, 3, 17, 9}, 0, 1}})
+    expectTwin(KernelId::Matmul, {randomF32(c.a), randomF32(c.b)}, {HostTensor::f32(c.out)}, {c.ta, c.tb});
+}
+
+TEST_F(CudaTwinTest, Norms) {
+  for (int64_t width : {64, 200, 1000}) {
+    const Shape shape{3, 11, width};
+    const auto x = randomF32(shape), dy = randomF32(shape), gamma = randomF32({width}), beta = randomF32({width});
+    const auto rows = HostTensor::f32({3, 11});
+    expectTwin(KernelId::LayerNorm, {x, gamma, beta}, {HostTensor::f32(shape), rows, rows}, {}, {1e-5f});
+    const auto ln = runKernel(KernelId::LayerNorm, {x, gamma, beta}, {HostTensor::f32(shape), rows, rows}, {}, {1e-5f});
+    expectTwin(KernelId::LayerNormGrad, {dy, x, gamma, ln[1], ln[2]},
+               {HostTensor::f32(shape), HostTensor::f32({width}), HostTensor::f32({width})});
+    expectTwin(KernelId::RmsNorm, {x, gamma}, {HostTensor::f32(shape), rows}, {}, {1e-6f});
+    const auto rms = runKernel(KernelId::RmsNorm, {x, gamma}, {HostTensor::f32(shape), rows}, {}, {1e-6f});
+    expectTwin(KernelId::RmsNormGrad, {dy, x, gamma, rms[1]}, {HostTensor::f32(shape), HostTensor::f32({width})});
   }
-  const auto want = runKernel(KernelId::Scale, {a}, {out}, {}, {0.3f})[0].asDoubles();
-  expectClose(runOnGpu(scale_cuda, {a}, {out}, {0.3f})[0].floats, want, kF32Tol, "scale cuda twin");
+}
+
+TEST_F(CudaTwinTest, Activations) {
+  const Shape shape{5, 7, 301};
+  const auto x = randomF32(shape, 2.0f), up = randomF32(shape), dy = randomF32(shape);
+  const auto out = HostTensor::f32(shape);
+  for (int64_t tanh_approx : {0, 1}) {
+    expectTwin(KernelId::Gelu, {x}, {out}, {tanh_approx});
+    expectTwin(KernelId::GeluGrad, {dy, x}, {out}, {tanh_approx});
+  }
+  expectTwin(KernelId::Silu, {x}, {out});
+  expectTwin(KernelId::SiluGrad, {dy, x}, {out});
+  expectTwin(KernelId::Swiglu, {x, up}, {out});
+  expectTwin(KernelId::SwigluGrad, {dy, x, up}, {out, out});
+}
+
+TEST_F(CudaTwinTest, Rope) {
+  const auto x = randomF32({2, 37, 4 * 24});
+  for (int64_t inverse : {0, 1})
+    expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, inverse}, {10000.0f});
+}
+
+TEST_F(CudaTwinTest, AttentionForwardAndBackward) {
+  struct Case {
+    int64_t batch, seq, heads, kv_heads, head_dim;
+  };
+  for (const Case& c : {Case{2, 37, 4, 4, 24}, Case{1, 70, 4, 2, 64}, Case{2, 9, 6, 1, 128}}) {
+    const int64_t wq = c.heads * c.head_dim, wkv = c.kv_heads * c.head_dim;
+    const auto q = randomF32({c.batch, c.seq, wq}), k = randomF32({c.batch, c.seq, wkv});
+    const auto v = randomF32({c.batch, c.seq, wkv}), dout = randomF32({c.batch, c.seq, wq});
+    const std::vector<int64_t> heads{c.heads, c.kv_heads};
+    const auto lse = HostTensor::f32({c.batch, c.heads, c.seq});
+    expectTwin(KernelId::Attention, {q, k, v}, {HostTensor::f32({c.batch, c.seq, wq}), lse}, heads);
+    const auto fwd = runKernel(KernelId::Attention, {q, k, v}, {HostTensor::f32({c.batch, c.seq, wq}), lse}, heads);
+    expectTwin(KernelId::AttentionGrad, {dout, q, k, v, fwd[0], fwd[1]},
+               {HostTensor::f32({c.batch, c.seq, wq}), HostTensor::f32({c.batch, c.seq, wkv}),
+                HostTensor::f32({c.batch, c.seq, wkv})},
+               heads);
+  }
+}
+
+TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
+  const int64_t vocab = 1003;
+  const auto logits = randomF32({3, 29, vocab}, 3.0f);
+  auto target_ids = randomInts(3 * 29, vocab, rng);
+  target_ids[5] = -1;  // ignored, as torch's ignore_index
+  const auto targets = HostTensor::i32({3, 29}, target_ids);
+  expectTwin(KernelId::SoftmaxXent, {logits, targets}, {HostTensor::f32({}), HostTensor::f32({3, 29})});
+  const auto fwd = runKernel(KernelId::SoftmaxXent, {logits, targets}, {HostTensor::f32({}), HostTensor::f32({3, 29})});
+  expectTwin(KernelId::SoftmaxXentGrad, {HostTensor::f32({}, {0.7f}), logits, targets, fwd[1]},
+             {HostTensor::f32({3, 29, vocab})});
+
+  auto ids = randomInts(4 * 31, 50, rng);
+  ids[3] = 50;  // outside the table: a zero row, no gradient
+  const auto tokens = HostTensor::i32({4, 31}, ids);
+  expectTwin(KernelId::Embedding, {tokens, randomF32({50, 72})}, {HostTensor::f32({4, 31, 72})});
+  expectTwin(KernelId::EmbeddingGrad, {tokens, randomF32({4, 31, 72})}, {HostTensor::f32({50, 72})});
+  expectTwin(KernelId::Positions, {}, {HostTensor::i32({4, 31}, std::vector<int32_t>(4 * 31, -7))});
 }
 
 }  // namespace

@@ -1,0 +1,96 @@
+// Launch geometry and reductions shared by the CUDA twins.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda_check.h"
+
+namespace mt::cuda {
+
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over n elements (at least 1, capped: the loop covers the rest).
+inline unsigned blocksFor(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  constexpr int64_t kMaxBlocks = 65535 * 32;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
+}
+
+// for (i = this thread's first; i < n; i += the grid's width)
+#define MT_GRID_STRIDE(i, n)                                                     \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+// A launch's configuration errors surface at the launch, not at the next synchronisation.
+#define MT_CUDA_CHECK_LAUNCH() MT_CUDA_CHECK(cudaGetLastError())
+
+struct SumOp {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a > b ? a : b; }
+};
+
+// Every lane of the warp gets op over the warp's values.
+template <typename T, typename Op>
+__device__ T warpReduce(T v, Op op) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+template <typename T>
+__device__ T warpSum(T v) { return warpReduce(v, SumOp{}); }
+
+// Every thread of the block gets op over the block's values (blockDim.x a multiple of 32).
+// Safe to call repeatedly: the first barrier keeps a previous call's readers ahead of this
+// call's writers.
+template <typename T, typename Op>
+__device__ T blockReduce(T v, Op op, T identity) {
+  __shared__ T partial[32];
+  v = warpReduce(v, op);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < int(blockDim.x >> 5) ? partial[lane] : identity;
+    v = warpReduce(v, op);
+    if (lane == 0) partial[0] = v;
+  }
+  __syncthreads();
+  return partial[0];
+}
+template <typename T>
+__device__ T blockSum(T v) { return blockReduce(v, SumOp{}, T(0)); }
+__device__ inline float blockMax(float v) { return blockReduce(v, MaxOp{}, -INFINITY); }
+
+// out[c] = sum over rows r of f(r, c), for c < cols. Rows are split into chunks summed in
+// parallel and added atomically, so the order of the additions (not their set) varies run to
+// run: results agree to rounding, not bit for bit.
+template <typename F>
+__global__ void columnSumsKernel(int64_t rows, int64_t cols, int64_t rows_per_chunk, F f, float* __restrict__ out) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  const int64_t r0 = blockIdx.y * rows_per_chunk;
+  const int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
+  float sum = 0.0f;
+  for (int64_t r = r0; r < r1; ++r) sum += f(r, c);
+  atomicAdd(out + c, sum);
+}
+
+template <typename F>
+void columnSums(int64_t rows, int64_t cols, F f, float* out, cudaStream_t stream) {
+  if (cols == 0) return;
+  MT_CUDA_CHECK(cudaMemsetAsync(out, 0, cols * sizeof(float), stream));
+  if (rows == 0) return;
+  // About 32 rows per thread: enough chunks to fill the GPU when cols is a model width.
+  const int64_t chunks = (rows + 31) / 32 < 1024 ? (rows + 31) / 32 : 1024;
+  const int64_t per_chunk = (rows + chunks - 1) / chunks;
+  const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads), static_cast<unsigned>((rows + per_chunk - 1) / per_chunk));
+  columnSumsKernel<<<grid, kThreads, 0, stream>>>(rows, cols, per_chunk, f, out);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace mt::cuda

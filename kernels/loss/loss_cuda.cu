@@ -1,0 +1,91 @@
+// CUDA twins of the cross-entropy loss; kernels/loss/loss_cpu.cc is the reference. One block
+// per row of logits; the mean over rows is one more block, in row order (deterministic).
+#include "kernels/cuda_common.cuh"
+#include "kernels/loss/loss.h"
+
+namespace mt {
+namespace {
+
+using cuda::blockMax;
+using cuda::blockSum;
+using cuda::kThreads;
+
+constexpr int kRowThreads = 512;
+
+__device__ bool validTarget(int32_t t, int64_t vocab) { return t >= 0 && t < vocab; }
+
+__global__ void rowLogSumExp(const float* __restrict__ logits, float* __restrict__ lse, int64_t vocab) {
+  const float* x = logits + blockIdx.x * vocab;
+  float max_logit = -INFINITY;
+  for (int64_t c = threadIdx.x; c < vocab; c += blockDim.x) max_logit = fmaxf(max_logit, x[c]);
+  max_logit = blockMax(max_logit);
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < vocab; c += blockDim.x) sum += expf(x[c] - max_logit);
+  sum = blockSum(sum);
+  if (threadIdx.x == 0) lse[blockIdx.x] = max_logit + logf(sum);
+}
+
+// loss = mean over rows with a valid target of lse - x[target]; one block.
+__global__ void meanLoss(const float* __restrict__ logits, const int32_t* __restrict__ targets,
+                         const float* __restrict__ lse, float* __restrict__ loss, int64_t rows, int64_t vocab) {
+  double total = 0.0;
+  int64_t count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int32_t t = targets[r];
+    if (!validTarget(t, vocab)) continue;
+    total += double(lse[r]) - logits[r * vocab + t];
+    ++count;
+  }
+  total = blockSum(total);
+  count = blockSum(count);
+  if (threadIdx.x == 0) loss[0] = count ? static_cast<float>(total / count) : 0.0f;
+}
+
+// dlogits row = coeff * softmax(row) - coeff * onehot(target), coeff = dloss / valid rows.
+// Every block counts the valid targets itself (the plan gives the kernel no scratch memory).
+__global__ void xentGrad(const float* __restrict__ dloss, const float* __restrict__ logits,
+                         const int32_t* __restrict__ targets, const float* __restrict__ lse,
+                         float* __restrict__ dlogits, int64_t rows, int64_t vocab) {
+  int64_t count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) count += validTarget(targets[r], vocab);
+  count = blockSum(count);
+  const float coeff = count ? dloss[0] / static_cast<float>(count) : 0.0f;
+  const int64_t r = blockIdx.x;
+  const float* x = logits + r * vocab;
+  float* dx = dlogits + r * vocab;
+  const int32_t t = targets[r];
+  const bool valid = validTarget(t, vocab);
+  for (int64_t c = threadIdx.x; c < vocab; c += blockDim.x) dx[c] = valid ? coeff * expf(x[c] - lse[r]) : 0.0f;
+  __syncthreads();
+  if (valid && threadIdx.x == 0) dx[t] -= coeff;
+}
+
+unsigned rowBlocks(int64_t rows) {
+  if (rows > 0x7fffffff) throw std::runtime_error("softmax_xent on CUDA: more than 2^31 - 1 rows");
+  return static_cast<unsigned>(rows);
+}
+
+}  // namespace
+
+void softmax_xent_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &logits = args.in[0], &targets = args.in[1];
+  const int64_t vocab = logits.dim(-1), rows = leadingRows(logits);
+  if (rows > 0 && vocab > 0) {
+    rowLogSumExp<<<rowBlocks(rows), kRowThreads, 0, launch.stream>>>(logits.f32(), args.out[1].f32(), vocab);
+    MT_CUDA_CHECK_LAUNCH();
+  }
+  meanLoss<<<1, 1024, 0, launch.stream>>>(logits.f32(), targets.i32(), args.out[1].f32(), args.out[0].f32(), rows,
+                                          vocab);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void softmax_xent_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &logits = args.in[1], &targets = args.in[2];
+  const int64_t vocab = logits.dim(-1), rows = leadingRows(logits);
+  if (rows == 0 || vocab == 0) return;
+  xentGrad<<<rowBlocks(rows), kRowThreads, 0, launch.stream>>>(args.in[0].f32(), logits.f32(), targets.i32(),
+                                                               args.in[3].f32(), args.out[0].f32(), rows, vocab);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace mt

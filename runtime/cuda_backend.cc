@@ -1,0 +1,289 @@
+// The CUDA backend: the plan's device arena is one cudaMalloc; every plan stream but the host
+// one is a CUDA stream; the host tensors the plan copies are pinned in place. Each plan stream
+// has a thread (StreamThreads) that issues its instructions in order: a kernel or copy is
+// enqueued on the stream; a recorded event is a CUDA event (device streams) or the host work
+// done so far (host stream); a wait first waits, on the CPU, until the event is recorded in
+// this step, then on the GPU (cudaStreamWaitEvent) or, on the host stream, until the GPU
+// reaches it (cudaEventSynchronize). So the GPU runs exactly the plan's order and overlap, and
+// the host optimizer runs beside it as the plan says.
+#include <chrono>
+#include <set>
+#include <variant>
+
+#include "runtime/backend.h"
+#include "runtime/cuda_device.h"
+#include "runtime/error.h"
+
+#if MT_WITH_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels/activation/activation.h"
+#include "kernels/attention/attention.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/embedding/embedding.h"
+#include "kernels/loss/loss.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/norm/norm.h"
+#include "kernels/rope/rope.h"
+#include "runtime/cuda_kernels.h"
+#include "runtime/host_optimizer.h"
+#include "runtime/stream_threads.h"
+#include "runtime/verifier.h"
+#endif
+
+namespace mt {
+
+#if MT_WITH_CUDA
+namespace {
+constexpr KernelCudaFn kCuda[] = {
+#define MT_KERNEL(id, name, ins, outs, iattrs, fattrs, check, cpu, cuda) cuda,
+#include "runtime/op_table.def"
+#undef MT_KERNEL
+};
+static_assert(std::size(kCuda) == kNumKernels);
+}  // namespace
+
+KernelCudaFn kernelCuda(KernelId id) { return kCuda[static_cast<size_t>(id)]; }
+
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(status));
+}
+void check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) throw Error(std::string("cuBLAS: ") + what + ": " + cublasGetStatusString(status));
+}
+
+struct KernelOp {
+  KernelId id;
+  KernelCudaFn fn;
+  KernelArgs args;
+  int timing = -1;  // index of its start/end timing events when profiling
+};
+struct CopyOp {
+  void* dst;
+  const void* src;
+  int64_t bytes;
+};
+struct RecordOp {
+  uint32_t event;
+};
+struct WaitOp {
+  uint32_t event;
+};
+struct HostTaskOp {
+  plan::HostTask::Kind kind;
+  std::vector<int> tensors;
+};
+using Op = std::variant<KernelOp, CopyOp, RecordOp, WaitOp, HostTaskOp>;
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const plan::Plan& plan, HostStore& store);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  int64_t arenaBytes() const override { return arena_bytes_; }
+  StepResult runStep(const StepOptions& options) override;
+  void applyPendingUpdate() override { optimizer_.applyPending(); }
+  void enableProfile() override;
+  std::vector<double> kernelSeconds() const override { return kernel_seconds_; }
+
+ private:
+  void runProgram(int stream);
+  void execute(int stream, const Op& op);
+
+  HostOptimizer optimizer_;
+  int64_t arena_bytes_;
+  std::byte* arena_ = nullptr;
+  std::vector<void*> pinned_;
+  std::vector<cudaStream_t> streams_;    // per plan stream; null for the host stream
+  std::vector<cublasHandle_t> blas_;     // per plan stream; null but for compute streams
+  std::vector<cudaEvent_t> events_;      // per plan event; null for those the host stream records
+  std::vector<std::vector<Op>> programs_;
+  bool profile_ = false;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timing_;  // per profiled kernel call
+  std::vector<double> kernel_seconds_ = std::vector<double>(kNumKernels, 0.0);
+  // Last: its threads run programs_ and must stop before anything above is destroyed.
+  std::unique_ptr<StreamThreads> threads_;
+};
+
+CudaBackend::CudaBackend(const plan::Plan& plan, HostStore& store)
+    : optimizer_(plan, store), arena_bytes_(plan.arena_bytes()) {
+  if (const std::string missing = cudaUnsupportedKernels(plan); !missing.empty())
+    throw Error(missing + ": run this plan with --backend cpu");
+  check(cudaSetDevice(0), "selecting GPU 0");
+  size_t free_bytes = 0, total_bytes = 0;
+  check(cudaMemGetInfo(&free_bytes, &total_bytes), "reading the GPU's free memory");
+  if (static_cast<size_t>(arena_bytes_) > free_bytes)
+    throw Error("the plan's device arena needs " + std::to_string(arena_bytes_) + " bytes but the GPU has " +
+                std::to_string(free_bytes) + " free: compile the plan with mtc --device-mem " +
+                std::to_string(free_bytes >> 20) + "MiB (or less)");
+  check(cudaMalloc(&arena_, std::max<int64_t>(arena_bytes_, 256)), "allocating the device arena");
+  check(cudaMemset(arena_, 0, std::max<int64_t>(arena_bytes_, 256)), "clearing the device arena");
+
+  // Pin every host tensor a copy touches (gradients that are views pin their landing buffer).
+  const int landing = gradLandingTensor(plan);
+  std::set<int> copied;
+  for (const auto& stream : plan.streams())
+    for (const auto& in : stream.instructions())
+      if (in.has_copy()) {
+        const int t = static_cast<int>(in.copy().host_tensor());
+        copied.insert(landing >= 0 && plan.host_tensors(t).role() == plan::ROLE_GRAD ? landing : t);
+      }
+  for (int t : copied) {
+    check(cudaHostRegister(store.data(t), std::max<int64_t>(store.bytes(t), 1), cudaHostRegisterDefault),
+          ("pinning host tensor " + plan.host_tensors(t).name()).c_str());
+    pinned_.push_back(store.data(t));
+  }
+
+  for (const auto& stream : plan.streams()) {
+    cudaStream_t s = nullptr;
+    cublasHandle_t blas = nullptr;
+    if (stream.kind() != plan::Stream::HOST) check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "creating a stream");
+    if (stream.kind() == plan::Stream::COMPUTE) {
+      check(cublasCreate(&blas), "creating a handle");
+      check(cublasSetStream(blas, s), "binding a handle to its stream");
+      // fp32 products in fp32: no TF32 (the plan's precision is the user's choice, not ours).
+      check(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), "setting the math mode");
+    }
+    streams_.push_back(s);
+    blas_.push_back(blas);
+  }
+  events_.assign(plan.num_events(), nullptr);
+  for (int s = 0; s < plan.streams_size(); ++s) {
+    if (plan.streams(s).kind() == plan::Stream::HOST) continue;
+    for (const auto& in : plan.streams(s).instructions())
+      if (in.has_record_event() && !events_[in.record_event()])
+        check(cudaEventCreateWithFlags(&events_[in.record_event()], cudaEventDisableTiming), "creating an event");
+  }
+
+  for (const auto& stream : plan.streams()) {
+    std::vector<Op> program;
+    for (const auto& in : stream.instructions()) {
+      switch (in.op_case()) {
+        case plan::Instruction::kKernel: {
+          const auto id = static_cast<KernelId>(in.kernel().kernel());
+          program.push_back(KernelOp{id, kernelCuda(id), bindKernelCall(plan, in.kernel(), arena_)});
+          break;
+        }
+        case plan::Instruction::kCopy: {
+          const auto& c = in.copy();
+          std::byte* device = arena_ + plan.buffers(c.buffer()).offset();
+          void* host = store.data(c.host_tensor());
+          const int64_t bytes = store.bytes(c.host_tensor());
+          if (c.direction() == plan::Copy::HOST_TO_DEVICE)
+            program.push_back(CopyOp{device, host, bytes});
+          else
+            program.push_back(CopyOp{host, device, bytes});
+          break;
+        }
+        case plan::Instruction::kRecordEvent: program.push_back(RecordOp{in.record_event()}); break;
+        case plan::Instruction::kWaitEvent: program.push_back(WaitOp{in.wait_event()}); break;
+        case plan::Instruction::kHostTask:
+          program.push_back(HostTaskOp{in.host_task().kind(), {in.host_task().tensors().begin(),
+                                                               in.host_task().tensors().end()}});
+          break;
+        default: throw Error("internal: unverified plan given to the CUDA backend");
+      }
+    }
+    programs_.push_back(std::move(program));
+  }
+  threads_ = std::make_unique<StreamThreads>(static_cast<int>(programs_.size()), plan.num_events(),
+                                             [this](int s) { runProgram(s); });
+}
+
+CudaBackend::~CudaBackend() {
+  threads_.reset();
+  // Teardown: errors are ignored (there is no one left to report them to).
+  for (cudaStream_t s : streams_)
+    if (s) cudaStreamSynchronize(s);
+  for (auto [start, end] : timing_) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(end);
+  }
+  for (cudaEvent_t e : events_)
+    if (e) cudaEventDestroy(e);
+  for (cublasHandle_t h : blas_)
+    if (h) cublasDestroy(h);
+  for (cudaStream_t s : streams_)
+    if (s) cudaStreamDestroy(s);
+  for (void* p : pinned_) cudaHostUnregister(p);
+  if (arena_) cudaFree(arena_);
+}
+
+void CudaBackend::enableProfile() {
+  if (profile_) return;
+  profile_ = true;
+  for (auto& program : programs_)
+    for (Op& op : program)
+      if (auto* k = std::get_if<KernelOp>(&op)) {
+        cudaEvent_t start, end;
+        check(cudaEventCreate(&start), "creating a timing event");
+        check(cudaEventCreate(&end), "creating a timing event");
+        k->timing = static_cast<int>(timing_.size());
+        timing_.emplace_back(start, end);
+      }
+}
+
+StepResult CudaBackend::runStep(const StepOptions& options) {
+  optimizer_.beginStep(options);
+  threads_->runStep();
+  if (profile_)
+    for (const auto& program : programs_)
+      for (const Op& op : program)
+        if (const auto* k = std::get_if<KernelOp>(&op)) {
+          float ms = 0.0f;
+          check(cudaEventElapsedTime(&ms, timing_[k->timing].first, timing_[k->timing].second), "reading a kernel time");
+          kernel_seconds_[static_cast<size_t>(k->id)] += ms * 1e-3;
+        }
+  return optimizer_.endStep();
+}
+
+void CudaBackend::runProgram(int stream) {
+  for (const Op& op : programs_[stream]) execute(stream, op);
+  // The step ends when the GPU has done this stream's work, not when it was issued.
+  if (streams_[stream]) check(cudaStreamSynchronize(streams_[stream]), "finishing a stream's step");
+}
+
+void CudaBackend::execute(int stream, const Op& op) {
+  cudaStream_t s = streams_[stream];
+  if (const auto* k = std::get_if<KernelOp>(&op)) {
+    if (k->timing >= 0) check(cudaEventRecord(timing_[k->timing].first, s), "timing a kernel");
+    k->fn(k->args, CudaLaunch{s, blas_[stream]});
+    if (k->timing >= 0) check(cudaEventRecord(timing_[k->timing].second, s), "timing a kernel");
+  } else if (const auto* c = std::get_if<CopyOp>(&op)) {
+    check(cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, s), "copying");
+  } else if (const auto* r = std::get_if<RecordOp>(&op)) {
+    if (s) check(cudaEventRecord(events_[r->event], s), "recording an event");
+    threads_->record(r->event);
+  } else if (const auto* w = std::get_if<WaitOp>(&op)) {
+    threads_->waitFor(w->event);
+    if (cudaEvent_t e = events_[w->event]) {  // recorded on a device stream
+      if (s)
+        check(cudaStreamWaitEvent(s, e, 0), "waiting for an event");
+      else
+        check(cudaEventSynchronize(e), "waiting for the GPU");
+    }
+  } else {
+    const auto& task = std::get<HostTaskOp>(op);
+    optimizer_.run(task.kind, task.tensors);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> createCudaBackend(const plan::Plan& plan, HostStore& store) {
+  return std::make_unique<CudaBackend>(plan, store);
+}
+
+#else
+
+std::unique_ptr<Backend> createCudaBackend(const plan::Plan&, HostStore&) {
+  throw Error("the CUDA backend is not in this build: " + probeGpu().description);
+}
+
+#endif
+
+}  // namespace mt
