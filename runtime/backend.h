@@ -7,6 +7,7 @@
 
 #include "kernels/adamw/adamw.h"
 #include "runtime/host_store.h"
+#include "runtime/plan_dump.h"
 #include "runtime/plan_format.h"
 
 namespace mt {
@@ -43,9 +44,9 @@ class Backend {
   virtual void applyPendingUpdate() = 0;
   // Bytes of the device arena this backend allocated (the plan's arena size).
   virtual int64_t arenaBytes() const = 0;
-  // Time per kernel from now on (seconds per op-table row, summed over steps), when enabled.
-  virtual void enableProfile() = 0;
-  virtual std::vector<double> kernelSeconds() const = 0;
+  // When each kernel, copy and host task of the last step ran (measured: host clocks on the
+  // CPU, CUDA events on the GPU), from the step's start.
+  virtual const StepTimeline& lastTimeline() const = 0;
 };
 
 // The CPU backend: the device arena is one host allocation of the planned size, each stream

@@ -16,7 +16,6 @@ namespace mt {
 namespace {
 
 struct KernelOp {
-  KernelId id;
   KernelCpuFn fn;
   KernelArgs args;
 };
@@ -45,11 +44,11 @@ class CpuBackend final : public Backend {
   int64_t arenaBytes() const override { return arena_bytes_; }
   StepResult runStep(const StepOptions& options) override;
   void applyPendingUpdate() override { optimizer_.applyPending(); }
-  void enableProfile() override { profile_ = true; }
-  std::vector<double> kernelSeconds() const override { return kernel_seconds_; }
+  const StepTimeline& lastTimeline() const override { return timeline_; }
 
  private:
-  void execute(const Op& op);
+  void execute(int stream, size_t index);
+  double sinceStepStart() const;
 
   HostOptimizer optimizer_;
   int64_t arena_bytes_;
@@ -60,8 +59,8 @@ class CpuBackend final : public Backend {
   };
   std::unique_ptr<std::byte[], FreeDeleter> arena_;
   std::vector<std::vector<Op>> programs_;
-  bool profile_ = false;
-  std::vector<double> kernel_seconds_ = std::vector<double>(kNumKernels, 0.0);  // compute stream only
+  std::chrono::steady_clock::time_point step_start_;
+  StepTimeline timeline_;  // per stream, per instruction; each written by its stream's thread
   // Last: its threads run programs_ and must stop before anything above is destroyed.
   std::unique_ptr<StreamThreads> threads_;
 };
@@ -83,8 +82,7 @@ CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
     for (const auto& in : stream.instructions()) {
       switch (in.op_case()) {
         case plan::Instruction::kKernel:
-          program.push_back(KernelOp{static_cast<KernelId>(in.kernel().kernel()),
-                                     kernelCpu(static_cast<KernelId>(in.kernel().kernel())),
+          program.push_back(KernelOp{kernelCpu(static_cast<KernelId>(in.kernel().kernel())),
                                      bindKernelCall(plan, in.kernel(), arena_.get())});
           break;
         case plan::Instruction::kCopy: {
@@ -107,36 +105,40 @@ CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
         default: throw Error("internal: unverified plan given to the CPU backend");
       }
     }
+    timeline_.emplace_back(program.size());
     programs_.push_back(std::move(program));
   }
   threads_ = std::make_unique<StreamThreads>(static_cast<int>(programs_.size()), plan.num_events(), [this](int s) {
-    for (const Op& op : programs_[s]) execute(op);
+    for (size_t i = 0; i < programs_[s].size(); ++i) execute(s, i);
   });
 }
 
 StepResult CpuBackend::runStep(const StepOptions& options) {
   optimizer_.beginStep(options);
+  step_start_ = std::chrono::steady_clock::now();
   threads_->runStep();
   return optimizer_.endStep();
 }
 
-void CpuBackend::execute(const Op& op) {
+double CpuBackend::sinceStepStart() const {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - step_start_).count();
+}
+
+void CpuBackend::execute(int stream, size_t index) {
+  const Op& op = programs_[stream][index];
+  if (const auto* r = std::get_if<RecordOp>(&op)) return threads_->record(r->event);
+  if (const auto* w = std::get_if<WaitOp>(&op)) return threads_->waitFor(w->event);
+  Interval& interval = timeline_[stream][index];
+  interval.start_us = sinceStepStart();
   if (const auto* k = std::get_if<KernelOp>(&op)) {
-    if (!profile_) return k->fn(k->args);
-    const auto start = std::chrono::steady_clock::now();
     k->fn(k->args);
-    kernel_seconds_[static_cast<size_t>(k->id)] +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
     std::memcpy(c->dst, c->src, c->bytes);
-  } else if (const auto* r = std::get_if<RecordOp>(&op)) {
-    threads_->record(r->event);
-  } else if (const auto* w = std::get_if<WaitOp>(&op)) {
-    threads_->waitFor(w->event);
   } else {
     const auto& task = std::get<HostTaskOp>(op);
     optimizer_.run(task.kind, task.tensors);
   }
+  interval.end_us = sinceStepStart();
 }
 
 }  // namespace

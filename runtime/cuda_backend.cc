@@ -6,6 +6,7 @@
 // this step, then on the GPU (cudaStreamWaitEvent) or, on the host stream, until the GPU
 // reaches it (cudaEventSynchronize). So the GPU runs exactly the plan's order and overlap, and
 // the host optimizer runs beside it as the plan says.
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <variant>
@@ -56,10 +57,8 @@ void check(cublasStatus_t status, const char* what) {
 }
 
 struct KernelOp {
-  KernelId id;
   KernelCudaFn fn;
   KernelArgs args;
-  int timing = -1;  // index of its start/end timing events when profiling
 };
 struct CopyOp {
   void* dst;
@@ -87,12 +86,12 @@ class CudaBackend final : public Backend {
   int64_t arenaBytes() const override { return arena_bytes_; }
   StepResult runStep(const StepOptions& options) override;
   void applyPendingUpdate() override { optimizer_.applyPending(); }
-  void enableProfile() override;
-  std::vector<double> kernelSeconds() const override { return kernel_seconds_; }
+  const StepTimeline& lastTimeline() const override { return timeline_; }
 
  private:
   void runProgram(int stream);
-  void execute(int stream, const Op& op);
+  void execute(int stream, size_t index);
+  double sinceStepStart() const;
 
   HostOptimizer optimizer_;
   int64_t arena_bytes_;
@@ -102,9 +101,13 @@ class CudaBackend final : public Backend {
   std::vector<cublasHandle_t> blas_;     // per plan stream; null but for compute streams
   std::vector<cudaEvent_t> events_;      // per plan event; null for those the host stream records
   std::vector<std::vector<Op>> programs_;
-  bool profile_ = false;
-  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timing_;  // per profiled kernel call
-  std::vector<double> kernel_seconds_ = std::vector<double>(kNumKernels, 0.0);
+  // The timeline: a pair of timing events around every kernel and copy (per stream, per
+  // instruction; null elsewhere), measured from step_start_ (recorded on the GPU as the step
+  // begins, when every stream is idle; host tasks are timed from host_start_, the same moment).
+  std::vector<std::vector<std::pair<cudaEvent_t, cudaEvent_t>>> timing_;
+  cudaEvent_t step_start_ = nullptr;
+  std::chrono::steady_clock::time_point host_start_;
+  StepTimeline timeline_;
   // Last: its threads run programs_ and must stop before anything above is destroyed.
   std::unique_ptr<StreamThreads> threads_;
 };
@@ -165,7 +168,7 @@ CudaBackend::CudaBackend(const plan::Plan& plan, HostStore& store)
       switch (in.op_case()) {
         case plan::Instruction::kKernel: {
           const auto id = static_cast<KernelId>(in.kernel().kernel());
-          program.push_back(KernelOp{id, kernelCuda(id), bindKernelCall(plan, in.kernel(), arena_)});
+          program.push_back(KernelOp{kernelCuda(id), bindKernelCall(plan, in.kernel(), arena_)});
           break;
         }
         case plan::Instruction::kCopy: {
@@ -190,6 +193,17 @@ CudaBackend::CudaBackend(const plan::Plan& plan, HostStore& store)
     }
     programs_.push_back(std::move(program));
   }
+  check(cudaEventCreate(&step_start_), "creating a timing event");
+  for (size_t s = 0; s < programs_.size(); ++s) {
+    timeline_.emplace_back(programs_[s].size());
+    timing_.emplace_back(programs_[s].size(), std::pair<cudaEvent_t, cudaEvent_t>{nullptr, nullptr});
+    if (!streams_[s]) continue;
+    for (size_t i = 0; i < programs_[s].size(); ++i)
+      if (std::holds_alternative<KernelOp>(programs_[s][i]) || std::holds_alternative<CopyOp>(programs_[s][i])) {
+        check(cudaEventCreate(&timing_[s][i].first), "creating a timing event");
+        check(cudaEventCreate(&timing_[s][i].second), "creating a timing event");
+      }
+  }
   threads_ = std::make_unique<StreamThreads>(static_cast<int>(programs_.size()), plan.num_events(),
                                              [this](int s) { runProgram(s); });
 }
@@ -199,10 +213,13 @@ CudaBackend::~CudaBackend() {
   // Teardown: errors are ignored (there is no one left to report them to).
   for (cudaStream_t s : streams_)
     if (s) cudaStreamSynchronize(s);
-  for (auto [start, end] : timing_) {
-    cudaEventDestroy(start);
-    cudaEventDestroy(end);
-  }
+  for (const auto& stream : timing_)
+    for (auto [start, end] : stream)
+      if (start) {
+        cudaEventDestroy(start);
+        cudaEventDestroy(end);
+      }
+  if (step_start_) cudaEventDestroy(step_start_);
   for (cudaEvent_t e : events_)
     if (e) cudaEventDestroy(e);
   for (cublasHandle_t h : blas_)
@@ -213,46 +230,41 @@ CudaBackend::~CudaBackend() {
   if (arena_) cudaFree(arena_);
 }
 
-void CudaBackend::enableProfile() {
-  if (profile_) return;
-  profile_ = true;
-  for (auto& program : programs_)
-    for (Op& op : program)
-      if (auto* k = std::get_if<KernelOp>(&op)) {
-        cudaEvent_t start, end;
-        check(cudaEventCreate(&start), "creating a timing event");
-        check(cudaEventCreate(&end), "creating a timing event");
-        k->timing = static_cast<int>(timing_.size());
-        timing_.emplace_back(start, end);
-      }
-}
-
 StepResult CudaBackend::runStep(const StepOptions& options) {
   optimizer_.beginStep(options);
+  const auto first_device = std::find_if(streams_.begin(), streams_.end(), [](cudaStream_t s) { return s; });
+  if (first_device != streams_.end()) check(cudaEventRecord(step_start_, *first_device), "timing the step");
+  host_start_ = std::chrono::steady_clock::now();
   threads_->runStep();
-  if (profile_)
-    for (const auto& program : programs_)
-      for (const Op& op : program)
-        if (const auto* k = std::get_if<KernelOp>(&op)) {
-          float ms = 0.0f;
-          check(cudaEventElapsedTime(&ms, timing_[k->timing].first, timing_[k->timing].second), "reading a kernel time");
-          kernel_seconds_[static_cast<size_t>(k->id)] += ms * 1e-3;
-        }
+  for (size_t s = 0; s < timing_.size(); ++s)
+    for (size_t i = 0; i < timing_[s].size(); ++i) {
+      const auto [start, end] = timing_[s][i];
+      if (!start) continue;
+      float start_ms = 0.0f, end_ms = 0.0f;
+      check(cudaEventElapsedTime(&start_ms, step_start_, start), "reading the timeline");
+      check(cudaEventElapsedTime(&end_ms, step_start_, end), "reading the timeline");
+      timeline_[s][i] = {start_ms * 1e3, end_ms * 1e3};
+    }
   return optimizer_.endStep();
 }
 
+double CudaBackend::sinceStepStart() const {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host_start_).count();
+}
+
 void CudaBackend::runProgram(int stream) {
-  for (const Op& op : programs_[stream]) execute(stream, op);
+  for (size_t i = 0; i < programs_[stream].size(); ++i) execute(stream, i);
   // The step ends when the GPU has done this stream's work, not when it was issued.
   if (streams_[stream]) check(cudaStreamSynchronize(streams_[stream]), "finishing a stream's step");
 }
 
-void CudaBackend::execute(int stream, const Op& op) {
+void CudaBackend::execute(int stream, size_t index) {
   cudaStream_t s = streams_[stream];
+  const Op& op = programs_[stream][index];
+  const auto [start, end] = timing_[stream][index];
+  if (start) check(cudaEventRecord(start, s), "timing the step");
   if (const auto* k = std::get_if<KernelOp>(&op)) {
-    if (k->timing >= 0) check(cudaEventRecord(timing_[k->timing].first, s), "timing a kernel");
     k->fn(k->args, CudaLaunch{s, blas_[stream]});
-    if (k->timing >= 0) check(cudaEventRecord(timing_[k->timing].second, s), "timing a kernel");
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
     check(cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, s), "copying");
   } else if (const auto* r = std::get_if<RecordOp>(&op)) {
@@ -268,8 +280,12 @@ void CudaBackend::execute(int stream, const Op& op) {
     }
   } else {
     const auto& task = std::get<HostTaskOp>(op);
+    Interval& interval = timeline_[stream][index];
+    interval.start_us = sinceStepStart();
     optimizer_.run(task.kind, task.tensors);
+    interval.end_us = sinceStepStart();
   }
+  if (end) check(cudaEventRecord(end, s), "timing the step");
 }
 
 }  // namespace

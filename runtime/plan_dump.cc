@@ -135,11 +135,37 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
   }
 }
 
+namespace {
+
+// The metadata naming a trace's process and its stream tracks.
+void nameTracks(const plan::Plan& plan, int pid, const std::string& process, nlohmann::json& events) {
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", process}}}});
+  for (int s = 0; s < plan.streams_size(); ++s)
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", s},
+                      {"args", {{"name", plan.streams(s).name()}}}});
+}
+
+}  // namespace
+
+void writeMeasuredTrace(const plan::Plan& plan, const StepTimeline& timeline, const std::string& backend,
+                        std::ostream& out) {
+  nlohmann::json events = nlohmann::json::array();
+  nameTracks(plan, 1, "measured (" + backend + ")", events);
+  for (int s = 0; s < plan.streams_size() && s < static_cast<int>(timeline.size()); ++s)
+    for (int i = 0; i < plan.streams(s).instructions_size() && i < static_cast<int>(timeline[s].size()); ++i) {
+      const Interval& t = timeline[s][i];
+      if (t.start_us < 0) continue;
+      const auto& in = plan.streams(s).instructions(i);
+      events.push_back({{"name", sliceName(plan, in)}, {"ph", "X"}, {"pid", 1}, {"tid", s}, {"ts", t.start_us},
+                        {"dur", t.end_us - t.start_us},
+                        {"args", {{"instruction", describe(plan, in)}, {"predicted us", in.predicted_us()}}}});
+    }
+  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+}
+
 void writeTrace(const plan::Plan& plan, std::ostream& out) {
   nlohmann::json events = nlohmann::json::array();
-  for (int s = 0; s < plan.streams_size(); ++s)
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
-                      {"args", {{"name", plan.streams(s).name()}}}});
+  nameTracks(plan, 0, "predicted (" + plan.model().hardware() + ")", events);
   // Replay the streams: an instruction starts when its stream is free and, for a wait, when the
   // event's instruction has finished.
   std::vector<double> clock(plan.streams_size(), 0.0), recorded(plan.num_events(), -1.0);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "runtime/backend.h"
@@ -20,6 +21,7 @@
 #include "runtime/host_store.h"
 #include "runtime/op_table.h"
 #include "runtime/safetensors.h"
+#include "runtime/step_report.h"
 #include "runtime/token_data.h"
 #include "runtime/verifier.h"
 
@@ -110,7 +112,6 @@ int train(const TrainConfig& config) {
                                        data.size() - val_tokens);
   std::unique_ptr<Backend> backend = createBackend(config.backend, plan, store);
 
-  if (config.profile) backend->enableProfile();
   const int64_t tokens_per_step = model.batch() * model.seq();
   std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | backend %s (%s)\n",
               model.name().c_str(), static_cast<long long>(store.numParams()),
@@ -180,6 +181,7 @@ int train(const TrainConfig& config) {
 
   double total_seconds = 0.0;
   int64_t steps_run = 0;
+  StepReport report(plan, store);
   for (int64_t step = resumed.step + 1; step <= config.steps; ++step) {
     sampler.fill(step - 1, store.i32(store.tokens()), store.i32(store.targets()));
     options.adamw.step = step;
@@ -214,6 +216,12 @@ int train(const TrainConfig& config) {
       continue;
     }
     if (step == 1 && !config.grads_path.empty()) store.saveGrads(config.grads_path);
+    report.add(seconds, backend->lastTimeline());
+    if (!config.trace_path.empty()) {
+      std::ostringstream trace;
+      writeMeasuredTrace(plan, backend->lastTimeline(), backend->name(), trace);
+      writeFileAtomically(config.trace_path, trace.str());
+    }
     const double tok_s = tokens_per_step / seconds;
     const bool line_due = step % config.print_every == 0 || step == config.steps;
     if (line_due || on_terminal) {
@@ -250,17 +258,7 @@ int train(const TrainConfig& config) {
   clear_status();
   std::printf("done: %lld steps, %.1f s, %.0f tok/s average\n", static_cast<long long>(steps_run),
               total_seconds, steps_run ? tokens_per_step * steps_run / total_seconds : 0.0);
-  if (config.profile && steps_run > 0) {
-    const std::vector<double> seconds = backend->kernelSeconds();
-    std::vector<size_t> order(seconds.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
-    std::printf("kernel time over %lld steps (compute stream):\n", static_cast<long long>(steps_run));
-    for (size_t i : order)
-      if (seconds[i] > 0)
-        std::printf("  %-22s %9.1f ms/step  %5.1f%%\n", std::string(kKernelTable[i].op_name).c_str(),
-                    seconds[i] / steps_run * 1e3, 100.0 * seconds[i] / total_seconds);
-  }
+  report.print(config.profile);
   if (!config.export_path.empty()) {
     store.saveParams(config.export_path);
     std::printf("weights written to %s\n", config.export_path.c_str());

@@ -13,6 +13,7 @@ struct TrainConfig {
   std::string export_path;     // trained weights (safetensors); "" = none
   std::string grads_path;      // gradients of the first step (safetensors); "" = none
   std::string log_path;        // JSONL, one object per step; "" = none
+  std::string trace_path;      // measured timeline of the last step (Chrome trace JSON); "" = none
   std::string backend = "auto";
   int64_t steps = 100;
   uint64_t seed = 1;           // data order (and initial weights when no weights file)
@@ -31,7 +32,7 @@ struct TrainConfig {
   int64_t val_batches = 4;     // batches averaged per validation loss
   bool skip_nonfinite = false;  // NaN/Inf loss or gradients: skip the step (else stop)
   int64_t print_every = 1;
-  bool profile = false;        // print time per kernel at the end
+  bool profile = false;        // print the time per kernel at the end
 };
 
 // Learning rate of 1-based `step`: linear warmup, then cosine decay to lr * min_lr_ratio at

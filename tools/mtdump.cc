@@ -1,5 +1,7 @@
 // mtdump: show what a plan holds and when it does what.
 #include <CLI/CLI.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -11,14 +13,16 @@
 int main(int argc, char** argv) {
   std::string path;
   bool schedule = false, memory = false, tensors = false, no_verify = false;
-  std::string trace;
+  std::string trace, measured;
   CLI::App app{
       "mtdump: print a MegaTrain plan.\n\n"
       "Examples:\n"
       "  mtdump model.plan               everything\n"
       "  mtdump model.plan --schedule    per-stream instruction lists\n"
       "  mtdump model.plan --memory      the device arena map\n"
-      "  mtdump model.plan --trace t.json  predicted timeline; open in ui.perfetto.dev or chrome://tracing\n\n"
+      "  mtdump model.plan --trace t.json  predicted timeline; open in ui.perfetto.dev or chrome://tracing\n"
+      "  mtdump model.plan --trace t.json --measured m.json\n"
+      "                                  ... beside a step measured by mtrun --trace m.json\n\n"
       "Exit codes: 0 success, 1 unreadable or invalid plan (message on stderr), 2 bad flags."};
   app.add_option("plan", path, "plan file written by mtc")->required();
   app.add_flag("--schedule", schedule, "only the header and the per-stream programs");
@@ -26,6 +30,8 @@ int main(int argc, char** argv) {
   app.add_flag("--tensors", tensors, "only the header and the host tensors");
   app.add_flag("--no-verify", no_verify, "print even a plan that fails verification");
   app.add_option("--trace", trace, "write the predicted timeline of a step as Chrome/Perfetto trace JSON");
+  app.add_option("--measured", measured, "with --trace: add the measured step mtrun --trace wrote, as its own process")
+      ->needs("--trace");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -37,7 +43,18 @@ int main(int argc, char** argv) {
     if (!trace.empty()) {
       std::ostringstream json;
       mt::writeTrace(plan, json);
-      mt::writeFileAtomically(trace, json.str());
+      if (measured.empty()) {
+        mt::writeFileAtomically(trace, json.str());
+      } else {
+        nlohmann::json both = nlohmann::json::parse(json.str());
+        std::ifstream in(measured);
+        if (!in) throw mt::Error("cannot open the measured trace " + measured + " (write one with mtrun --trace)");
+        const nlohmann::json steps = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+        if (!steps.is_object() || !steps.contains("traceEvents") || !steps["traceEvents"].is_array())
+          throw mt::Error(measured + " is not a trace written by mtrun --trace (no traceEvents array)");
+        for (const auto& event : steps["traceEvents"]) both["traceEvents"].push_back(event);
+        mt::writeFileAtomically(trace, both.dump() + "\n");
+      }
       std::printf("trace of %d streams written to %s\n", plan.streams_size(), trace.c_str());
       return 0;
     }

@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
   app.add_option("--print-every", c.print_every, "print a progress line every N steps")
       ->capture_default_str();
   app.add_flag("--profile", c.profile, "print the time spent in each kernel at the end");
+  app.add_option("--trace", c.trace_path,
+                 "write the measured timeline of the last step (Chrome/Perfetto JSON; mtdump PLAN --trace T "
+                 "--measured THIS lays it beside the prediction)");
   app.add_option("--val-fraction", c.val_fraction, "hold out this last fraction of the tokens for validation")
       ->capture_default_str();
   app.add_option("--val-every", c.val_every, "steps between validation losses (0: at the end only)")
