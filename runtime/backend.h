@@ -53,9 +53,15 @@ class Backend {
 // runs on its own thread, events are real synchronisation.
 std::unique_ptr<Backend> createCpuBackend(const plan::Plan& plan, HostStore& store);
 
+struct CudaOptions {
+  // Matrix products on the tensor cores in TF32 (10-bit mantissa, ~7x the fp32 rate on an
+  // H100, relative error ~1e-3) instead of exact fp32. Off: the plan's precision is kept.
+  bool tf32 = false;
+};
+
 // The CUDA backend (runtime/cuda_backend.cc): one device arena of the planned size, a CUDA
 // stream per device stream of the plan, the copied host tensors pinned. Throws mt::Error when
 // the build has no CUDA, no GPU is usable, the arena does not fit, or a kernel has no CUDA twin.
-std::unique_ptr<Backend> createCudaBackend(const plan::Plan& plan, HostStore& store);
+std::unique_ptr<Backend> createCudaBackend(const plan::Plan& plan, HostStore& store, const CudaOptions& options);
 
 }  // namespace mt

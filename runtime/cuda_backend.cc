@@ -79,7 +79,7 @@ using Op = std::variant<KernelOp, CopyOp, RecordOp, WaitOp, HostTaskOp>;
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const plan::Plan& plan, HostStore& store);
+  CudaBackend(const plan::Plan& plan, HostStore& store, const CudaOptions& options);
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
@@ -112,7 +112,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<StreamThreads> threads_;
 };
 
-CudaBackend::CudaBackend(const plan::Plan& plan, HostStore& store)
+CudaBackend::CudaBackend(const plan::Plan& plan, HostStore& store, const CudaOptions& options)
     : optimizer_(plan, store), arena_bytes_(plan.arena_bytes()) {
   if (const std::string missing = cudaUnsupportedKernels(plan); !missing.empty())
     throw Error(missing + ": run this plan with --backend cpu");
@@ -148,8 +148,9 @@ CudaBackend::CudaBackend(const plan::Plan& plan, HostStore& store)
     if (stream.kind() == plan::Stream::COMPUTE) {
       check(cublasCreate(&blas), "creating a handle");
       check(cublasSetStream(blas, s), "binding a handle to its stream");
-      // fp32 products in fp32: no TF32 (the plan's precision is the user's choice, not ours).
-      check(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), "setting the math mode");
+      // fp32 products in fp32 unless the user asked for TF32: precision is their choice.
+      check(cublasSetMathMode(blas, options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+            "setting the math mode");
     }
     streams_.push_back(s);
     blas_.push_back(blas);
@@ -290,13 +291,13 @@ void CudaBackend::execute(int stream, size_t index) {
 
 }  // namespace
 
-std::unique_ptr<Backend> createCudaBackend(const plan::Plan& plan, HostStore& store) {
-  return std::make_unique<CudaBackend>(plan, store);
+std::unique_ptr<Backend> createCudaBackend(const plan::Plan& plan, HostStore& store, const CudaOptions& options) {
+  return std::make_unique<CudaBackend>(plan, store, options);
 }
 
 #else
 
-std::unique_ptr<Backend> createCudaBackend(const plan::Plan&, HostStore&) {
+std::unique_ptr<Backend> createCudaBackend(const plan::Plan&, HostStore&, const CudaOptions&) {
   throw Error("the CUDA backend is not in this build: " + probeGpu().description);
 }
 

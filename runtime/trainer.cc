@@ -44,23 +44,30 @@ void onStopSignal(int signal) { g_stop_signal = signal; }
 
 // "auto" takes the GPU when there is one and the CUDA backend has every kernel of the plan,
 // and says why when it does not; "cuda" refuses rather than fall back.
-std::unique_ptr<Backend> createBackend(const std::string& name, const plan::Plan& plan,
-                                       HostStore& store) {
+std::unique_ptr<Backend> createBackend(const TrainConfig& config, const plan::Plan& plan, HostStore& store) {
+  const std::string& name = config.backend;
+  const CudaOptions cuda{config.tf32};
   if (name != "cpu" && name != "cuda" && name != "auto")
     throw Error("unknown backend '" + name + "': choose cpu, cuda or auto");
-  if (name == "cpu") return createCpuBackend(plan, store);
+  auto cpu = [&] {
+    if (config.tf32)
+      throw Error("--tf32 sets the CUDA backend's matrix precision, but this run is on the CPU (exact fp32): drop "
+                  "--tf32");
+    return createCpuBackend(plan, store);
+  };
+  if (name == "cpu") return cpu();
   const GpuInfo gpu = probeGpu();
   if (name == "cuda") {
     if (!gpu.available) throw Error("--backend cuda: " + gpu.description + "; use --backend cpu");
-    return createCudaBackend(plan, store);
+    return createCudaBackend(plan, store, cuda);
   }
-  if (!gpu.available) return createCpuBackend(plan, store);
+  if (!gpu.available) return cpu();
   if (const std::string missing = cudaUnsupportedKernels(plan); !missing.empty()) {
     std::printf("note: running on the CPU although there is a GPU (%s): %s\n", gpu.description.c_str(),
                 missing.c_str());
-    return createCpuBackend(plan, store);
+    return cpu();
   }
-  return createCudaBackend(plan, store);
+  return createCudaBackend(plan, store, cuda);
 }
 
 }  // namespace
@@ -110,7 +117,7 @@ int train(const TrainConfig& config) {
   std::optional<BatchSampler> val_sampler;
   if (val_tokens > 0) val_sampler.emplace(data, model.batch(), model.seq(), resumed.seed ^ 0x7a1,
                                        data.size() - val_tokens);
-  std::unique_ptr<Backend> backend = createBackend(config.backend, plan, store);
+  std::unique_ptr<Backend> backend = createBackend(config, plan, store);
 
   const int64_t tokens_per_step = model.batch() * model.seq();
   std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | backend %s (%s)\n",

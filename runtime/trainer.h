@@ -15,6 +15,7 @@ struct TrainConfig {
   std::string log_path;        // JSONL, one object per step; "" = none
   std::string trace_path;      // measured timeline of the last step (Chrome trace JSON); "" = none
   std::string backend = "auto";
+  bool tf32 = false;           // CUDA: matrix products in TF32 instead of exact fp32
   int64_t steps = 100;
   uint64_t seed = 1;           // data order (and initial weights when no weights file)
   double lr = 1e-3;

@@ -93,6 +93,7 @@ expect_error "unknown backend" "$bin/mtrun" good.plan --data corpus.tok --steps 
 if [ ! -e /dev/nvidia0 ]; then
   expect_error "use --backend cpu" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend cuda
 fi
+expect_error "drop --tf32" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend cpu --tf32
 
 # Flags from a config file (TOML/INI), and a missing one refused.
 printf 'batch = 3\nseq = 12\n' > mtc.toml

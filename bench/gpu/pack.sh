@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Packs what bench/gpu/run.sh needs on the lent GPU machine, which has CUDA and PyTorch but none
+# of our build dependencies (MLIR, protobuf, OpenBLAS, ...): mtrun, mttok and the CUDA twin tests
+# built here with the shared libraries they need beyond glibc and CUDA, the plans compiled here
+# (mtc needs no GPU), and a token file. Everything goes to .gpu/ (git-ignored, ~40 MiB), which
+# the device tool carries:   run(command="bash bench/gpu/run.sh", carry=[".gpu"])
+# usage: bash bench/gpu/pack.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bash tools/build.sh
+rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/plans
+cp build/bin/mtrun build/bin/mt_cuda_twin_tests .gpu/bin/
+for lib in $(ldd build/bin/mtrun build/bin/mt_cuda_twin_tests | awk '/=>/ { print $3 }' | sort -u); do
+  case $(basename "$lib") in
+    # glibc's and CUDA's own: the machine's versions must be used.
+    libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | libcuda.so* | libcudart* | libcublas*) ;;
+    *) cp -L "$lib" .gpu/lib/ ;;
+  esac
+done
+corpus=$(find /usr/share/games/fortunes -type f ! -name '*.dat' ! -name '*.u8' | sort)
+build/bin/mttok --bytes $corpus -o .gpu/corpus.tok >/dev/null
+
+# Correctness: tiny models, resident and streamed-recompute, run on cpu and cuda by run.sh.
+for model in gpt2-tiny llama-tiny; do
+  build/bin/mtc $model --batch 4 --seq 32 --no-weights -o .gpu/plans/$model.plan >/dev/null
+  build/bin/mtc $model --batch 4 --seq 32 --device-mem 1300KiB --no-weights -o .gpu/plans/$model-streamed.plan >/dev/null
+done
+# Speed: Llama shapes at context 1024 with a device budget far below parameters + optimizer
+# state (16 bytes/param: 20 GB for 1B, 51 GB for 3B, 108 GB for 7B); 7B is the largest the
+# machine's 128 GiB of host memory holds (on-arrival update: 12 bytes/param).
+while read -r model budget extra; do
+  build/bin/mtc "$model" --batch 4 --seq 1024 --device-mem "$budget" --hw h100-pcie5 $extra --no-weights \
+    -o ".gpu/plans/bench-$model.plan" > ".gpu/plans/bench-$model.txt"
+done <<'LIST'
+llama-1b 8GiB
+llama-3b 8GiB
+llama-7b 8GiB --update on-arrival --host-mem 110GiB
+LIST
+du -sh .gpu

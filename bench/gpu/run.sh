@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs on the lent GPU machine (device tool), after bench/gpu/pack.sh here:
+#   run(command="bash bench/gpu/run.sh", carry=[".gpu"], timeout_s=600)
+# 1. every CUDA kernel against its CPU twin; 2. the same plans on cuda and cpu, 10 steps:
+# losses and weights compared; 3. the Llama bench plans on cuda (exact fp32, then TF32):
+# step time, model TFLOP/s, copy rates, busy share, measured vs predicted; 4. PyTorch native
+# training of the same architectures where they fit in GPU memory. Logs go to $OUT; a table
+# is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+[ -d .gpu ] || { echo "no .gpu/: run bash bench/gpu/pack.sh here and carry .gpu"; exit 2; }
+out=${OUT:-.gpu/out}
+mkdir -p "$out"
+cublas=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+export LD_LIBRARY_PATH=$PWD/.gpu/lib:${cublas:+$(dirname "$cublas"):}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+bin=.gpu/bin
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+date -u +%Y-%m-%dT%H:%MZ | tee -a "$out/gpu.txt"
+
+echo "== 1. CUDA twins"
+$bin/mt_cuda_twin_tests > "$out/twins.txt" 2>&1
+twins=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/twins.txt" | tr '\n' ' ')
+echo "$twins"; grep -A3 'Failure' "$out/twins.txt" | head -40
+
+echo "== 2. cuda vs cpu, 10 steps"
+parity=""
+for plan in .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan; do
+  name=$(basename "$plan" .plan)
+  for backend in cpu cuda; do
+    $bin/mtrun "$plan" --data .gpu/corpus.tok --steps 10 --backend $backend --log "$out/$name.$backend.jsonl" \
+      --export "$out/$name.$backend.safetensors" --print-every 100 > "$out/$name.$backend.txt" 2>&1 ||
+      { echo "$name on $backend failed:"; tail -5 "$out/$name.$backend.txt"; }
+  done
+  parity+=$(python3 bench/gpu/compare.py "$out/$name") ; parity+=$'\n'
+done
+echo "$parity"
+
+echo "== 3. Llama bench plans on cuda"
+rows=""
+for plan in .gpu/plans/bench-*.plan; do
+  name=$(basename "$plan" .plan)
+  for mode in fp32 tf32; do
+    flag=""; [ $mode = tf32 ] && flag=--tf32
+    timeout 240 $bin/mtrun "$plan" --data .gpu/corpus.tok --steps 4 --backend cuda $flag --print-every 1 \
+      --trace "$out/$name.$mode.trace.json" > "$out/$name.$mode.txt" 2>&1 || echo "$name $mode failed or timed out"
+    line=$(grep 'measured over' "$out/$name.$mode.txt" | sed 's/measured over //')
+    busy=$(grep 'compute busy' "$out/$name.$mode.txt" | sed 's/^ *//')
+    rows+="$name $mode: ${line:-no result} | ${busy}"$'\n'
+  done
+done
+
+echo "== 4. PyTorch native"
+torch_rows=$(timeout 200 python3 bench/gpu/torch_native.py 2>&1 | tee "$out/torch.txt" | grep '^torch')
+
+echo
+echo "GPU: $(head -1 "$out/gpu.txt")"
+echo "twins: $twins"
+echo "$parity"
+echo "$rows"
+echo "$torch_rows"
