@@ -1,6 +1,7 @@
 // The host optimizer: AdamW on fp32 master weights and fp32 moments, in the exact operation
 // order of torch.optim.AdamW (torch 1.13, single-tensor path), so that training matches
-// PyTorch step for step.
+// PyTorch step for step. With `l2` it is plain Adam with coupled L2 regularisation instead
+// (what ONNX's training-domain Adam computes; the conformance runner checks it on test_adam*).
 #pragma once
 #include <cstdint>
 
@@ -15,6 +16,10 @@ struct AdamWParams {
   double weight_decay = 0.0;  // 0 for tensors that take no decay
   int64_t step = 1;           // 1-based, for the bias corrections
   float grad_scale = 1.0f;    // global-norm clipping factor, applied to the gradient first
+  // Plain Adam's coupled L2 term, added to the (scaled) gradient before the moments:
+  // torch.optim.Adam's weight_decay, ONNX Adam's norm_coefficient. 0 for AdamW.
+  double l2 = 0.0;
+  bool bias_correction = true;  // false: the moments are used as they are (ONNX Adam at T = 0)
 };
 
 // Updates param, m, v in place from grad (n elements each). Vectorised and multithreaded.

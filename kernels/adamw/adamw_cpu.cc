@@ -6,20 +6,25 @@
 
 namespace mt {
 
-void adamw_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
-               const AdamWParams& p) {
+namespace {
+
+// The update loop; kL2 adds the coupled L2 term (a separate instantiation, so that AdamW's loop
+// stays exactly torch's operation sequence).
+template <bool kL2>
+void adamwLoop(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p) {
   const float decay = static_cast<float>(1.0 - p.lr * p.weight_decay);
   const float beta1 = static_cast<float>(p.beta1), beta2 = static_cast<float>(p.beta2);
   const float one_minus_b1 = static_cast<float>(1.0 - p.beta1);
   const float one_minus_b2 = static_cast<float>(1.0 - p.beta2);
-  const double bias1 = 1.0 - std::pow(p.beta1, double(p.step));
-  const double bias2 = 1.0 - std::pow(p.beta2, double(p.step));
+  const double bias1 = p.bias_correction ? 1.0 - std::pow(p.beta1, double(p.step)) : 1.0;
+  const double bias2 = p.bias_correction ? 1.0 - std::pow(p.beta2, double(p.step)) : 1.0;
   const float step_size = static_cast<float>(p.lr / bias1);
   const float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
-  const float eps = static_cast<float>(p.eps), scale = p.grad_scale;
+  const float eps = static_cast<float>(p.eps), scale = p.grad_scale, l2 = static_cast<float>(p.l2);
 #pragma omp parallel for simd schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] * scale;
+    float g = grad[i] * scale;
+    if constexpr (kL2) g += l2 * param[i];
     const float w = param[i] * decay;
     const float mi = m[i] * beta1 + g * one_minus_b1;
     const float vi = v[i] * beta2 + g * g * one_minus_b2;
@@ -28,6 +33,16 @@ void adamw_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
     v[i] = vi;
     param[i] = w + (-step_size) * (mi / denom);
   }
+}
+
+}  // namespace
+
+void adamw_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
+               const AdamWParams& p) {
+  if (p.l2 != 0.0)
+    adamwLoop<true>(param, grad, m, v, n, p);
+  else
+    adamwLoop<false>(param, grad, m, v, n, p);
 }
 
 double sum_squares_cpu(const float* x, int64_t n) {
