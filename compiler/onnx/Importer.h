@@ -94,12 +94,13 @@ class Importer {
   bool isTrainableInitializer(const Val& v) const;
   // A FLOAT initializer used as the value of another name (an exporter's de-duplication).
   void aliasInitializer(const Val& v, const std::string& alias);
-  // A parameter from explicit values; the same values (not all equal) as an existing parameter
-  // of that shape mean one tied parameter (an eval export's untied copy of a tied weight).
-  // Without `values`, the parameter is `source`'s initial value (read when written out).
+  // A parameter whose initial value is `source`'s (transposed: its 2-D transpose), read when
+  // written out. With `tie`, the same values (not all equal) as an existing parameter of that
+  // shape mean one tied parameter (an eval export's untied copy of a tied weight); values are
+  // then read to compare, one tensor at a time, and fingerprinted so each is read once.
   mlir::Value newParameter(std::string name, const std::string& initializer, std::vector<int64_t> shape,
-                           std::vector<float> values, bool tie, bool transposed = false,
-                           const onnx::TensorProto* source = nullptr);
+                           const onnx::TensorProto* source, bool transposed, bool tie);
+  const onnx::TensorProto* initializerProto(const Val& v) const { return initializers_.at(v.initializer); }
   void setParamAttrs(size_t i);  // params_[i]'s mt.param dictionary
   // The values of a FLOAT initializer.
   Const initializerValue(const Val& v) { return decodeTensor(*initializers_.at(v.initializer), model_dir_); }
@@ -131,6 +132,8 @@ class Importer {
   std::vector<std::string> inputs_;  // run-time input names, in argument order
   std::vector<ImportedParam> params_;
   std::vector<mlir::Value> param_args_;  // beside params_
+  std::vector<std::optional<uint64_t>> fingerprints_;  // beside params_: of the values, once read
+  uint64_t fingerprint(size_t param);
   const onnx::NodeProto* node_ = nullptr;
   int64_t opset_ = 0;
   std::string diagnostic_;  // the last error an `mt` op's verifier emitted

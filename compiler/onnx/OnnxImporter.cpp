@@ -184,34 +184,54 @@ Value Importer::runtimeValue(const std::string& name) {
 }
 
 Value Importer::parameter(const Val& v) {
-  return newParameter(parameterName(v.initializer, model_.graph()), v.initializer, v.shape, {}, false, false,
-                      initializers_.at(v.initializer));
+  return newParameter(parameterName(v.initializer, model_.graph()), v.initializer, v.shape,
+                      initializers_.at(v.initializer), /*transposed=*/false, /*tie=*/false);
 }
 
-// Whether `param`'s initial values are `values`, of its shape (its source read now if it has one).
-static bool sameValues(const ImportedParam& param, const std::vector<float>& values, const std::string& model_dir) {
-  if (!param.source) return param.values == values;
-  std::vector<float> own(values.size());
-  initialValues(param, model_dir, own.data());
-  return own == values;
+namespace {
+// FNV-1a over the values' bytes: equal values, equal fingerprints.
+uint64_t fingerprintOf(const std::vector<float>& values) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  for (size_t i = 0; i < values.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return h;
+}
+std::vector<float> valuesOf(const ImportedParam& param, const std::string& model_dir) {
+  std::vector<float> values(checkedNumel(param.shape, "parameter " + param.name));
+  initialValues(param, model_dir, values.data());
+  return values;
+}
+}  // namespace
+
+uint64_t Importer::fingerprint(size_t param) {
+  if (!fingerprints_[param]) fingerprints_[param] = fingerprintOf(valuesOf(params_[param], model_dir_));
+  return *fingerprints_[param];
 }
 
 Value Importer::newParameter(std::string name, const std::string& initializer, std::vector<int64_t> shape,
-                             std::vector<float> values, bool tie, bool transposed, const onnx::TensorProto* source) {
-  const bool uniform = std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end();
+                             const onnx::TensorProto* source, bool transposed, bool tie) {
   const std::string origin = initializer + (transposed ? " (transposed)" : "");
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (tie && !uniform && params_[i].shape == shape && sameValues(params_[i], values, model_dir_)) {
+  ImportedParam param{name, initializer, std::move(shape), source, transposed, origin};
+  std::optional<uint64_t> print;
+  if (tie) {
+    const std::vector<float> values = valuesOf(param, model_dir_);
+    print = fingerprintOf(values);
+    const bool uniform = std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) == values.end();
+    for (size_t i = 0; i < params_.size() && !uniform; ++i) {
+      if (params_[i].shape != param.shape || fingerprint(i) != *print || valuesOf(params_[i], model_dir_) != values)
+        continue;
       params_[i].origin += ";" + origin;  // the tied copy takes the trained values too
       setParamAttrs(i);
       return param_args_[i];
     }
-    if (params_[i].name == name) name += "." + std::to_string(params_.size());
   }
-  Value arg = addArgument(RankedTensorType::get(shape, b_.getF32Type()),
+  for (const ImportedParam& other : params_)
+    if (other.name == param.name) param.name += "." + std::to_string(params_.size());
+  Value arg = addArgument(RankedTensorType::get(param.shape, b_.getF32Type()),
                           b_.getNamedAttr(kParamAttr, b_.getDictionaryAttr({})));
-  params_.push_back({std::move(name), initializer, std::move(shape), std::move(values), source, transposed, origin});
+  params_.push_back(std::move(param));
   param_args_.push_back(arg);
+  fingerprints_.push_back(print);
   setParamAttrs(params_.size() - 1);
   return arg;
 }
@@ -480,12 +500,15 @@ OwningOpRef<ModuleOp> importModel(MLIRContext& context, const std::string& path,
 }
 
 void initialValues(const ImportedParam& param, const std::string& model_dir, float* out) {
-  if (!param.source) {
-    std::copy(param.values.begin(), param.values.end(), out);
+  const Const c = decodeTensor(*param.source, model_dir);
+  if (!param.transposed) {
+    std::transform(c.values.begin(), c.values.end(), out, [](double v) { return static_cast<float>(v); });
     return;
   }
-  const Const c = decodeTensor(*param.source, model_dir);
-  std::transform(c.values.begin(), c.values.end(), out, [](double v) { return static_cast<float>(v); });
+  // The source is (cols, rows) of this (rows, cols) parameter.
+  const int64_t rows = param.shape[0], cols = param.shape[1];
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c2 = 0; c2 < cols; ++c2) out[r * cols + c2] = static_cast<float>(c.values[c2 * rows + r]);
 }
 
 const std::vector<std::string>& supportedOps() {

@@ -37,12 +37,10 @@ struct ImportedParam {
   std::string name;         // the parameter's name in the plan and in safetensors files
   std::string initializer;  // the ONNX initializer it came from
   std::vector<int64_t> shape;
-  // The initial values when the import computed them (a transposed or folded weight); empty
-  // when they are `source`'s, read only when written out (initialValues): a large model's
-  // weights are never all in memory at once.
-  std::vector<float> values;
+  // The initializer holding the initial values, read only when they are written out
+  // (initialValues): a large model's weights are never all in memory at once.
   const onnx::TensorProto* source = nullptr;
-  bool transposed = false;  // the initializer holds this parameter transposed (eval exports)
+  bool transposed = false;  // `source` holds this (2-D) parameter transposed (eval exports)
   std::string origin;       // every initializer holding it (see HostTensor.origin in plan.proto)
 };
 

@@ -679,11 +679,10 @@ void matmulOp(Importer& im) {
     // An eval export folds a Linear layer's transpose into an anonymous (in, out) initializer:
     // train it as the layer's (out, in) weight, named by the layer's path, so it reads back into
     // the PyTorch module — and tie it to an equal parameter (an untied copy of a tied weight).
-    const Const weight_t = foldTranspose(im.initializerValue(w), {1, 0});
     const std::string path = dottedPath(im.node().name().substr(0, im.node().name().rfind('/')));
-    Value weight = im.newParameter(path.empty() ? w.initializer : path + ".weight", w.initializer, weight_t.shape,
-                                   std::vector<float>(weight_t.values.begin(), weight_t.values.end()),
-                                   /*tie=*/true, /*transposed=*/true);
+    Value weight = im.newParameter(path.empty() ? w.initializer : path + ".weight", w.initializer,
+                                   {w.shape[1], w.shape[0]}, im.initializerProto(w), /*transposed=*/true,
+                                   /*tie=*/true);
     return im.setOutput(0, matmul(im, im.runtimeFloat(0), weight, false, true), TP::FLOAT);
   }
   im.setOutput(0, matmul(im, im.runtimeFloat(0), im.runtimeFloat(1)), TP::FLOAT);
