@@ -1,6 +1,7 @@
 #include "compiler/Pipeline.h"
 
 #include <chrono>
+#include <set>
 #include <cstdio>
 #include <fmt/format.h>
 #include <map>
@@ -80,6 +81,46 @@ int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int
     (fitsAt(mid) ? good : bad) = mid;
   }
   return good;
+}
+
+// The cost model's tokens per second for `config` at `batch`: the whole pipeline, recompute
+// search included, then the emitter's prediction; 0 if it does not fit.
+double predictedTokensPerSecond(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq,
+                                const CompileOptions& o, const std::string& update, const HardwareProfile& hw) {
+  ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
+  OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
+  if (!runStages(*trial, {"", o.device_mem, o.schedule, update}).failed.empty()) return 0.0;
+  EmitOptions emit;
+  modelShape(*trial, emit.batch, emit.seq, emit.vocab);
+  emit.hardware = hw;
+  plan::Plan plan;
+  PlanStats stats;
+  if (failed(emitPlan(*trial, emit, plan, stats)) || stats.step_us <= 0) return 0.0;
+  return double(batch * seq) / (stats.step_us * 1e-6);
+}
+
+// --batch auto: the batch with the best predicted throughput among the largest that fits
+// (where every block is recomputed) and eighths of it (where more blocks keep their
+// activations). A larger batch amortises the weights' copies; a smaller one may recompute less.
+int64_t bestThroughputBatch(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o,
+                            const std::string& update, const HardwareProfile& hw, int64_t largest, std::string& note) {
+  std::set<int64_t> candidates = {largest};
+  for (int k = 1; k < 8; ++k) candidates.insert(std::max<int64_t>(1, largest * k / 8));
+  int64_t best = largest;
+  double best_rate = 0.0, largest_rate = 0.0;
+  for (int64_t batch : candidates) {
+    const double rate = predictedTokensPerSecond(context, config, batch, seq, o, update, hw);
+    if (batch == largest) largest_rate = rate;
+    if (rate > best_rate) best = batch, best_rate = rate;
+  }
+  note = best == largest
+             ? fmt::format("batch {}: the largest that fits --device-mem, also the best predicted throughput of {} "
+                           "batches tried on {}",
+                           best, candidates.size(), hw.name)
+             : fmt::format("batch {}: the best predicted throughput on {} ({:.0f} tokens/s; the largest that fits, "
+                           "{}, predicts {:.0f}: it recomputes more)",
+                           best, hw.name, best_rate, largest, largest_rate);
+  return best;
 }
 
 // When AdamW runs (--update): auto keeps the exact, deferred update unless its 16 host bytes
@@ -226,7 +267,7 @@ int compile(const CompileOptions& o) {
                      "see what it needs\n", o.model.c_str());
         return 1;
       }
-      batch_note = fmt::format("batch {}: the largest that fits --device-mem (found by compiling)", batch);
+      batch = bestThroughputBatch(context, config, seq, o, update, *hw, batch, batch_note);
     }
     module = buildModel(context, config, batch, seq);
     description = fmt::format("{} ({}, {} layers, width {}, {} heads / {} kv, ffn {}, vocab {}{})",

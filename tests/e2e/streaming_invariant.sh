@@ -65,11 +65,22 @@ last=$(tail -1 big.jsonl | sed 's/.*"loss":\([^,]*\),.*/\1/')
 echo "tiny-budget model: $(sed -n 's/.*device arena *\([^,]*\),.*/\1/p' big.txt) arena, loss $first -> $last"
 check "tiny-budget model learns" "awk -v a=$first -v b=$last 'BEGIN { exit !(b < 0.7 * a) }'"
 
-# --batch auto: the largest batch that fits, and one more does not.
+# --batch auto: the best predicted throughput among the largest batch that fits (one more does
+# not) and eighths of it; the chosen batch predicts at least the largest's tokens/s.
 "$bin/mtc" llama-tiny --batch auto --seq 32 --device-mem 2MiB --no-weights -o auto.plan > auto.txt
 batch=$(sed -n 's/.*batch \([0-9]*\) x seq.*/\1/p' auto.txt)
-check "--batch auto chose a batch ($batch) and says so" "[ -n '$batch' ] && grep -q 'the largest that fits' auto.txt"
-check "batch $((batch + 1)) does not fit 2 MiB" \
-  "! '$bin/mtc' llama-tiny --batch $((batch + 1)) --seq 32 --device-mem 2MiB --no-weights -o more.plan >/dev/null 2>&1"
+largest=$(sed -n 's/.*the largest that fits, \([0-9]*\),.*/\1/p' auto.txt)
+largest=${largest:-$batch}
+check "--batch auto chose a batch ($batch of at most $largest) and says why" \
+  "[ -n '$batch' ] && grep -q 'best predicted throughput' auto.txt"
+check "batch $((largest + 1)) does not fit 2 MiB" \
+  "! '$bin/mtc' llama-tiny --batch $((largest + 1)) --seq 32 --device-mem 2MiB --no-weights -o more.plan >/dev/null 2>&1"
+tokens_per_s() {  # predicted tokens/s of llama-tiny at batch $1 under 2 MiB
+  "$bin/mtc" llama-tiny --batch "$1" --seq 32 --device-mem 2MiB --no-weights -o b$1.plan |
+    sed -n 's/.*predicted step \([0-9.]*\) ms.*/\1/p' | awk -v b="$1" '{ printf "%.0f", b * 32 / ($1 / 1000) }'
+}
+chosen_rate=$(tokens_per_s "$batch") largest_rate=$(tokens_per_s "$largest")
+check "batch $batch predicts at least batch $largest's throughput ($chosen_rate >= $largest_rate tokens/s)" \
+  "[ '$chosen_rate' -ge '$largest_rate' ]"
 
 finish
