@@ -6,6 +6,8 @@
 // latest instruction it depends on in each other stream.
 #include "compiler/Emitter.h"
 
+#include "compiler/PlanTemplates.h"
+
 #include <map>
 
 #include "llvm/ADT/DenseMap.h"
@@ -21,6 +23,7 @@ enum StreamIndex { kCompute = 0, kH2D = 1, kD2H = 2, kHost = 3, kNumStreams = 4 
 
 struct Instr {
   int stream;
+  int64_t segment = -1;  // 3 * layer block + (0 forward, 1 recompute, 2 backward); -1 outside blocks
   plan::Instruction body;
   std::vector<int> deps;  // global indices of instructions it must follow
   double micros = 0;
@@ -269,6 +272,8 @@ LogicalResult Emitter::addInstruction(Operation* op) {
 
   const int index = static_cast<int>(instrs_.size());
   Instr instr;
+  if (auto block = op->getAttrOfType<IntegerAttr>(kBlockAttr))
+    instr.segment = 3 * block.getInt() + (op->hasAttr(kRecomputeAttr) ? 1 : op->hasAttr(kBackwardAttr) ? 2 : 0);
   auto region = [&](Value v) {
     const auto& b = plan_.buffers(buffer_[v]);
     return ByteRange{kDeviceSpace, b.offset(), b.offset() + tensorBytes(v.getType())};
@@ -424,14 +429,19 @@ void Emitter::finish() {
     stream->set_name(name);
     stream->set_kind(kind);
   }
+  std::vector<int64_t> computeSegments;  // per compute-stream instruction, its Instr's segment
   for (size_t i = 0; i < instrs_.size(); ++i) {
     plan::Stream* stream = plan_.mutable_streams(instrs_[i].stream);
+    const int before = stream->instructions_size();
     for (int e : waits[i]) stream->add_instructions()->set_wait_event(e);
     instrs_[i].body.set_predicted_us(instrs_[i].micros);
     *stream->add_instructions() = instrs_[i].body;
     if (recordEvent[i] >= 0) stream->add_instructions()->set_record_event(recordEvent[i]);
+    if (instrs_[i].stream == kCompute)
+      computeSegments.insert(computeSegments.end(), stream->instructions_size() - before, instrs_[i].segment);
   }
   plan_.set_num_events(numEvents);
+  if (options_.templates) addBlockTemplates(*plan_.mutable_streams(kCompute), computeSegments, plan_);
 }
 
 LogicalResult Emitter::run() {

@@ -13,6 +13,9 @@ struct EmitOptions {
   int64_t batch = 0, seq = 0, vocab = 0;
   uint64_t init_seed = 0;
   HardwareProfile hardware;
+  // Identical layer blocks' compute instructions as one template launched per block (plan 1.3);
+  // off: every instruction written out (what readPlan's expansion gives back either way).
+  bool templates = true;
 };
 
 // Per-step totals the summary reports.

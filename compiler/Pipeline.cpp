@@ -341,8 +341,19 @@ int compile(const CompileOptions& o) {
     return 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  int instructions = 0;
-  for (const auto& s : plan.streams()) instructions += s.instructions_size();
+  // Instructions as run (templates expanded) and as stored (a launch's waits and records count).
+  int instructions = 0, stored = 0;
+  for (const auto& s : plan.streams())
+    for (const auto& in : s.instructions()) {
+      if (!in.has_launch()) {
+        ++stored, ++instructions;
+        continue;
+      }
+      const int syncs = in.launch().waits_size() + in.launch().records_size();
+      stored += 1 + syncs;
+      instructions += plan.templates(in.launch().block_template()).instructions_size() + syncs;
+    }
+  for (const auto& t : plan.templates()) stored += t.instructions_size();
   // The bottleneck: compute when it is busy most of the step, else what it waits for most.
   const char* stream_names[] = {"the tail after the last kernel", "the host->device link", "the device->host link",
                                 "the host optimizer"};
@@ -398,8 +409,10 @@ int compile(const CompileOptions& o) {
               bottleneck.c_str());
   if (compute_busy < 0.95 && !idle.empty())
     std::printf("  compute busy   %.0f%% of the step; waits %s\n", 100 * compute_busy, idle.c_str());
-  std::printf("  plan           %s (%d instructions on %d streams, %u events), compiled in %.2f s\n",
-              o.output.c_str(), instructions, plan.streams_size(), plan.num_events(), seconds);
+  std::printf("  plan           %s (%d instructions on %d streams, %u events; %d stored: %d block templates), "
+              "compiled in %.2f s\n",
+              o.output.c_str(), instructions, plan.streams_size(), plan.num_events(), stored, plan.templates_size(),
+              seconds);
   if (write_weights)
     std::printf("  weights        %s (seed %llu)\n", weights.c_str(), (unsigned long long)o.seed);
   else

@@ -92,6 +92,11 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
     out << fmt::format("  arena {}  buffers {}  host tensors {}  streams {}  events {}\n",
                        mib(plan.arena_bytes()), plan.buffers_size(), plan.host_tensors_size(),
                        plan.streams_size(), plan.num_events());
+    if (plan.templates_size()) {
+      out << "  block templates";
+      for (const auto& t : plan.templates()) out << fmt::format("  [{} instructions: {}]", t.instructions_size(), t.name());
+      out << "\n";
+    }
     const std::string missing = cudaUnsupportedKernels(plan);
     out << "  backends cpu" << (missing.empty() ? ", cuda" : " (" + missing + ")") << "\n";
   }

@@ -24,7 +24,61 @@ plan::Plan readPlan(const std::string& path) {
                 std::to_string(kPlanVersionMajor) + ".0 to " + std::to_string(kPlanVersionMajor) +
                 "." + std::to_string(kPlanVersionMinor) +
                 ": recompile the model with the mtc that matches this mtrun");
+  expandTemplates(plan);
   return plan;
+}
+
+void expandTemplates(plan::Plan& plan) {
+  if (plan.templates_size() == 0) return;
+  auto fail = [](const std::string& what) { throw Error("invalid plan: " + what); };
+  for (int t = 0; t < plan.templates_size(); ++t)
+    for (const auto& in : plan.templates(t).instructions())
+      if (!in.has_kernel()) fail("template " + std::to_string(t) + " holds an instruction other than a kernel call");
+  for (int s = 0; s < plan.streams_size(); ++s) {
+    auto* stream = plan.mutable_streams(s);
+    bool any = false;
+    for (const auto& in : stream->instructions()) any |= in.has_launch();
+    if (!any) continue;
+    google::protobuf::RepeatedPtrField<plan::Instruction> flat;
+    for (const auto& in : stream->instructions()) {
+      if (!in.has_launch()) {
+        *flat.Add() = in;
+        continue;
+      }
+      const auto& launch = in.launch();
+      const std::string where = "stream " + std::to_string(s) + ": a launch of template " +
+                                std::to_string(launch.block_template());
+      if (launch.block_template() >= static_cast<uint32_t>(plan.templates_size())) fail(where + ", which does not exist");
+      const auto& tmpl = plan.templates(static_cast<int>(launch.block_template()));
+      if (launch.buffers_size() != static_cast<int>(tmpl.num_buffers()))
+        fail(where + " binds " + std::to_string(launch.buffers_size()) + " buffers; the template takes " +
+             std::to_string(tmpl.num_buffers()));
+      auto buffer = [&](uint32_t slot) {
+        if (slot >= tmpl.num_buffers()) fail(where + ": the template uses buffer slot " + std::to_string(slot));
+        return launch.buffers(static_cast<int>(slot));
+      };
+      // Waits and records in the launch's order, each at a template instruction.
+      const auto size = static_cast<uint32_t>(tmpl.instructions_size());
+      for (const auto* syncs : {&launch.waits(), &launch.records()})
+        for (int k = 0; k < syncs->size(); ++k)
+          if ((*syncs)[k].at() >= size || (k > 0 && (*syncs)[k].at() < (*syncs)[k - 1].at()))
+            fail(where + ": a wait or record at instruction " + std::to_string((*syncs)[k].at()) +
+                 " (out of range or out of order)");
+      int wait = 0, record = 0;
+      for (uint32_t at = 0; at < size; ++at) {
+        for (; wait < launch.waits_size() && launch.waits(wait).at() == at; ++wait)
+          flat.Add()->set_wait_event(launch.waits(wait).event());
+        plan::Instruction* out = flat.Add();
+        *out = tmpl.instructions(static_cast<int>(at));
+        auto* call = out->mutable_kernel();
+        for (auto& b : *call->mutable_inputs()) b = buffer(b);
+        for (auto& b : *call->mutable_outputs()) b = buffer(b);
+        for (; record < launch.records_size() && launch.records(record).at() == at; ++record)
+          flat.Add()->set_record_event(launch.records(record).event());
+      }
+    }
+    *stream->mutable_instructions() = std::move(flat);
+  }
 }
 
 void writePlan(const plan::Plan& plan, const std::string& path) {

@@ -11,14 +11,22 @@ namespace mt {
 inline constexpr char kPlanMagic[] = "MTPLAN";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 2;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 3;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
-                                                  // the gradient landing buffer
+                                                  // the gradient landing buffer; 1.3: block templates
 
 
-// Reads and parses a plan; throws mt::Error for an unreadable or unparsable file or a plan of
-// another format version. Does not verify the contents (see verifier.h).
+// Reads and parses a plan and expands its template launches; throws mt::Error for an
+// unreadable or unparsable file, a plan of another format version, or a launch that does not
+// fit its template. Does not verify the contents (see verifier.h).
 plan::Plan readPlan(const std::string& path);
+
+// Replaces every template launch by the template's kernel calls on the launch's buffers, with
+// the launch's waits and records between them (the templates stay, for the record); throws
+// mt::Error ("invalid plan: ...") for a launch of a template that does not exist, binds another
+// number of buffers, or places a wait or record out of range or order, or a template holding
+// other than kernel calls.
+void expandTemplates(plan::Plan& plan);
 
 // Serialises atomically (temporary file + rename).
 void writePlan(const plan::Plan& plan, const std::string& path);

@@ -313,6 +313,7 @@ void verifyPlanContents(const plan::Plan& plan) {
               if (!updated.insert(p).second) fail(at + ": a parameter is updated twice in a step");
           }
           break;
+        case plan::Instruction::kLaunch: fail(at + ": a template launch (expandTemplates first; readPlan does)");
         default: fail(at + ": empty instruction");
       }
     }

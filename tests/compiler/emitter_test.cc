@@ -23,10 +23,11 @@ class EmitterTest : public ::testing::Test {
     context_.getOrLoadDialect<mlir::func::FuncDialect>();
     context_.printOpOnDiagnostic(false);
   }
-  mlir::LogicalResult emit(mlir::ModuleOp module, plan::Plan& plan) {
+  mlir::LogicalResult emit(mlir::ModuleOp module, plan::Plan& plan, bool templates = false) {
     EmitOptions options;
     modelShape(module, options.batch, options.seq, options.vocab);
     options.hardware = *findHardwareProfile("cpu");
+    options.templates = templates;
     PlanStats stats;
     return emitPlan(module, options, plan, stats);
   }
@@ -86,6 +87,32 @@ TEST_F(EmitterTest, BuiltinModelPlanVerifiesWithStreamsAndEvents) {
     if (copies++ == 0) EXPECT_LT(waitedHost, lastUpdate);
   }
   EXPECT_EQ(plan.model().num_params(), config.numParams());
+}
+
+// Identical layer blocks share one template per direction; expanding the launches gives back
+// exactly the plan written without templates.
+TEST_F(EmitterTest, IdenticalBlocksShareTemplatesThatExpandToTheFlatProgram) {
+  ModelConfig config = findModelPreset("llama-tiny")->config;
+  config.layers = 6;
+  for (const char* schedule : {"resident", "streamed", "streamed-recompute"}) {
+    SCOPED_TRACE(schedule);
+    auto flat_module = buildModel(context_, config, 2, 8);
+    auto templated_module = buildModel(context_, config, 2, 8);
+    ASSERT_EQ(runStages(*flat_module, {"", 0, schedule}).failed, "");
+    ASSERT_EQ(runStages(*templated_module, {"", 0, schedule}).failed, "");
+    plan::Plan flat, templated;
+    ASSERT_TRUE(mlir::succeeded(emit(*flat_module, flat, false)));
+    ASSERT_TRUE(mlir::succeeded(emit(*templated_module, templated, true)));
+    EXPECT_EQ(flat.templates_size(), 0);
+    ASSERT_GE(templated.templates_size(), 2) << "no forward and backward templates";
+    int launches = 0;
+    for (const auto& in : templated.streams(0).instructions()) launches += in.has_launch();
+    EXPECT_GE(launches, 2 * (config.layers - 1)) << "most blocks should launch a template";
+    EXPECT_LT(templated.streams(0).instructions_size() * 3, flat.streams(0).instructions_size());
+    expandTemplates(templated);
+    templated.clear_templates();
+    EXPECT_EQ(templated.SerializeAsString(), flat.SerializeAsString()) << "the expansion is not the flat program";
+  }
 }
 
 TEST_F(EmitterTest, RefusesAModuleWithoutAMemoryPlan) {

@@ -128,6 +128,7 @@ TEST_P(GradientRuleTest, MatchesFiniteDifferencesOfTheCompiledLoss) {
   plan::Plan plan;
   PlanStats stats;
   ASSERT_TRUE(mlir::succeeded(emitPlan(*module, options, plan, stats)));
+  expandTemplates(plan);
   verifyPlan(plan);
 
   HostStore store(plan);

@@ -192,6 +192,7 @@ Result runTest(const fs::path& dir) {
     plan::Plan plan;
     PlanStats stats;
     if (mlir::failed(emitPlan(*module, emit, plan, stats))) return {Outcome::Fail, "cannot emit the plan"};
+    expandTemplates(plan);
     verifyPlan(plan);
     HostStore store(plan);
     store.initialize(0);

@@ -61,6 +61,7 @@ void attempt(const std::string& path, bool training, Tally& tally) {
   EmitOptions emit;
   modelShape(*module, emit.batch, emit.seq, emit.vocab);
   if (mlir::failed(emitPlan(*module, emit, plan, stats))) return;
+  expandTemplates(plan);
   verifyPlan(plan);  // a compiled plan must verify: an Error here is a compiler bug
   if (training || plan.arena_bytes() > (int64_t{256} << 20)) return;
   int64_t host_bytes = 0;

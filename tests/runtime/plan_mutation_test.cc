@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 
@@ -27,10 +28,12 @@ std::string planPath() {
   return path ? path : "";
 }
 
-// Verifies `plan`; if it passes and is small, runs one step on the CPU backend.
-void tryPlan(const plan::Plan& plan, Counts& counts) {
+// Expands its template launches and verifies `plan` (what readPlan and mtrun do); if it passes
+// and is small, runs one step on the CPU backend.
+void tryPlan(plan::Plan plan, Counts& counts) {
   ++counts.tried;
   try {
+    expandTemplates(plan);
     verifyPlan(plan);
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("invalid plan"), std::string::npos) << e.what();
@@ -67,9 +70,12 @@ class PlanMutationTest : public ::testing::Test {
   void SetUp() override {
     if (planPath().empty()) GTEST_SKIP() << "MT_TEST_PLAN is not set (ctest sets it; it needs mtc)";
     original_ = readPlan(planPath());
-    ASSERT_TRUE(original_.SerializeToString(&bytes_));
+    std::ifstream in(planPath(), std::ios::binary);
+    bytes_.assign(std::istreambuf_iterator<char>(in), {});  // as stored: with its templates
+    ASSERT_TRUE(stored_.ParseFromString(bytes_));
   }
-  plan::Plan original_;
+  plan::Plan original_;  // expanded
+  plan::Plan stored_;    // as written, launches and templates unexpanded
   std::string bytes_;
   std::mt19937_64 rng_{20261122};
 };
@@ -174,6 +180,42 @@ TEST_F(PlanMutationTest, FieldEditsAreRejectedOrRun) {
   }
   std::printf("field edits: %d inputs, %d rejected, %d executed\n", counts.tried, counts.rejected, counts.executed);
   EXPECT_GT(counts.rejected, 500);
+}
+
+// Edits aimed at the block templates and their launches, before expansion.
+TEST_F(PlanMutationTest, TemplateAndLaunchEditsAreRejectedOrRun) {
+  std::vector<std::pair<int, int>> launches;  // (stream, instruction)
+  for (int s = 0; s < stored_.streams_size(); ++s)
+    for (int i = 0; i < stored_.streams(s).instructions_size(); ++i)
+      if (stored_.streams(s).instructions(i).has_launch()) launches.emplace_back(s, i);
+  if (launches.empty()) GTEST_SKIP() << "the test plan has no template launches";
+  Counts counts;
+  const uint32_t wild[] = {0, 1, 2, 7, 1000, 0xffffffffu};
+  for (int trial = 0; trial < 600; ++trial) {
+    plan::Plan plan = stored_;
+    const auto [s, i] = launches[rng_() % launches.size()];
+    plan::Launch* launch = plan.mutable_streams(s)->mutable_instructions(i)->mutable_launch();
+    plan::BlockTemplate* tmpl = plan.mutable_templates(static_cast<int>(launch->block_template()));
+    const uint32_t value = wild[rng_() % std::size(wild)];
+    switch (rng_() % 8) {
+      case 0: launch->set_block_template(value); break;
+      case 1: if (launch->buffers_size()) launch->set_buffers(rng_() % launch->buffers_size(), value); break;
+      case 2: if (launch->waits_size()) launch->mutable_waits(rng_() % launch->waits_size())->set_event(value); break;
+      case 3: if (launch->waits_size()) launch->mutable_waits(rng_() % launch->waits_size())->set_at(value); break;
+      case 4: if (launch->records_size()) launch->mutable_records(rng_() % launch->records_size())->set_at(value); break;
+      case 5: launch->add_buffers(value); break;
+      case 6: tmpl->set_num_buffers(value); break;
+      case 7: {
+        auto* in = tmpl->mutable_instructions(static_cast<int>(rng_() % tmpl->instructions_size()));
+        if (rng_() % 2 && in->kernel().inputs_size()) in->mutable_kernel()->set_inputs(0, value);
+        else in->set_wait_event(value);  // a wait inside a template: refused
+        break;
+      }
+    }
+    tryPlan(plan, counts);
+  }
+  std::printf("template edits: %d tried, %d rejected, %d executed\n", counts.tried, counts.rejected, counts.executed);
+  EXPECT_GT(counts.rejected, 0);
 }
 
 TEST_F(PlanMutationTest, AWaitOnAnEventNeverRecordedIsADeadlockError) {
