@@ -3,38 +3,17 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <variant>
 
 #include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/host_optimizer.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/stream_program.h"
 #include "runtime/stream_threads.h"
 #include "runtime/verifier.h"
 
 namespace mt {
 namespace {
-
-struct KernelOp {
-  KernelCpuFn fn;
-  KernelArgs args;
-};
-struct CopyOp {
-  void* dst;
-  const void* src;
-  int64_t bytes;
-};
-struct RecordOp {
-  uint32_t event;
-};
-struct WaitOp {
-  uint32_t event;
-};
-struct HostTaskOp {
-  plan::HostTask::Kind kind;
-  std::vector<int> tensors;
-};
-using Op = std::variant<KernelOp, CopyOp, RecordOp, WaitOp, HostTaskOp>;
 
 class CpuBackend final : public Backend {
  public:
@@ -77,37 +56,8 @@ CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
   arena_.reset(static_cast<std::byte*>(std::aligned_alloc(kPage, rounded)));
   if (!arena_) throw Error("cannot allocate the device arena of " + std::to_string(arena_bytes_) + " bytes");
   std::memset(arena_.get(), 0, rounded);
-  for (const auto& stream : plan.streams()) {
-    std::vector<Op> program;
-    for (const auto& in : stream.instructions()) {
-      switch (in.op_case()) {
-        case plan::Instruction::kKernel:
-          program.push_back(KernelOp{kernelCpu(static_cast<KernelId>(in.kernel().kernel())),
-                                     bindKernelCall(plan, in.kernel(), arena_.get())});
-          break;
-        case plan::Instruction::kCopy: {
-          const auto& c = in.copy();
-          std::byte* device = arena_.get() + plan.buffers(c.buffer()).offset();
-          void* host = store.data(c.host_tensor());
-          const int64_t bytes = store.bytes(c.host_tensor());
-          if (c.direction() == plan::Copy::HOST_TO_DEVICE)
-            program.push_back(CopyOp{device, host, bytes});
-          else
-            program.push_back(CopyOp{host, device, bytes});
-          break;
-        }
-        case plan::Instruction::kRecordEvent: program.push_back(RecordOp{in.record_event()}); break;
-        case plan::Instruction::kWaitEvent: program.push_back(WaitOp{in.wait_event()}); break;
-        case plan::Instruction::kHostTask:
-          program.push_back(HostTaskOp{in.host_task().kind(), {in.host_task().tensors().begin(),
-                                                               in.host_task().tensors().end()}});
-          break;
-        default: throw Error("internal: unverified plan given to the CPU backend");
-      }
-    }
-    timeline_.emplace_back(program.size());
-    programs_.push_back(std::move(program));
-  }
+  programs_ = bindPrograms(plan, store, arena_.get());
+  for (const auto& program : programs_) timeline_.emplace_back(program.size());
   threads_ = std::make_unique<StreamThreads>(static_cast<int>(programs_.size()), plan.num_events(), [this](int s) {
     for (size_t i = 0; i < programs_[s].size(); ++i) execute(s, i);
   });
@@ -131,7 +81,7 @@ void CpuBackend::execute(int stream, size_t index) {
   Interval& interval = timeline_[stream][index];
   interval.start_us = sinceStepStart();
   if (const auto* k = std::get_if<KernelOp>(&op)) {
-    k->fn(k->args);
+    kernelCpu(k->id)(k->args);
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
     std::memcpy(c->dst, c->src, c->bytes);
   } else {

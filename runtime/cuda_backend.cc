@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
-#include <variant>
 
 #include "runtime/backend.h"
 #include "runtime/cuda_device.h"
@@ -29,6 +28,7 @@
 #include "kernels/rope/rope.h"
 #include "runtime/cuda_kernels.h"
 #include "runtime/host_optimizer.h"
+#include "runtime/stream_program.h"
 #include "runtime/stream_threads.h"
 #include "runtime/verifier.h"
 #endif
@@ -55,27 +55,6 @@ void check(cudaError_t status, const char* what) {
 void check(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS) throw Error(std::string("cuBLAS: ") + what + ": " + cublasGetStatusString(status));
 }
-
-struct KernelOp {
-  KernelCudaFn fn;
-  KernelArgs args;
-};
-struct CopyOp {
-  void* dst;
-  const void* src;
-  int64_t bytes;
-};
-struct RecordOp {
-  uint32_t event;
-};
-struct WaitOp {
-  uint32_t event;
-};
-struct HostTaskOp {
-  plan::HostTask::Kind kind;
-  std::vector<int> tensors;
-};
-using Op = std::variant<KernelOp, CopyOp, RecordOp, WaitOp, HostTaskOp>;
 
 class CudaBackend final : public Backend {
  public:
@@ -163,37 +142,7 @@ CudaBackend::CudaBackend(const plan::Plan& plan, HostStore& store, const CudaOpt
         check(cudaEventCreateWithFlags(&events_[in.record_event()], cudaEventDisableTiming), "creating an event");
   }
 
-  for (const auto& stream : plan.streams()) {
-    std::vector<Op> program;
-    for (const auto& in : stream.instructions()) {
-      switch (in.op_case()) {
-        case plan::Instruction::kKernel: {
-          const auto id = static_cast<KernelId>(in.kernel().kernel());
-          program.push_back(KernelOp{kernelCuda(id), bindKernelCall(plan, in.kernel(), arena_)});
-          break;
-        }
-        case plan::Instruction::kCopy: {
-          const auto& c = in.copy();
-          std::byte* device = arena_ + plan.buffers(c.buffer()).offset();
-          void* host = store.data(c.host_tensor());
-          const int64_t bytes = store.bytes(c.host_tensor());
-          if (c.direction() == plan::Copy::HOST_TO_DEVICE)
-            program.push_back(CopyOp{device, host, bytes});
-          else
-            program.push_back(CopyOp{host, device, bytes});
-          break;
-        }
-        case plan::Instruction::kRecordEvent: program.push_back(RecordOp{in.record_event()}); break;
-        case plan::Instruction::kWaitEvent: program.push_back(WaitOp{in.wait_event()}); break;
-        case plan::Instruction::kHostTask:
-          program.push_back(HostTaskOp{in.host_task().kind(), {in.host_task().tensors().begin(),
-                                                               in.host_task().tensors().end()}});
-          break;
-        default: throw Error("internal: unverified plan given to the CUDA backend");
-      }
-    }
-    programs_.push_back(std::move(program));
-  }
+  programs_ = bindPrograms(plan, store, arena_);
   check(cudaEventCreate(&step_start_), "creating a timing event");
   for (size_t s = 0; s < programs_.size(); ++s) {
     timeline_.emplace_back(programs_[s].size());
@@ -265,7 +214,7 @@ void CudaBackend::execute(int stream, size_t index) {
   const auto [start, end] = timing_[stream][index];
   if (start) check(cudaEventRecord(start, s), "timing the step");
   if (const auto* k = std::get_if<KernelOp>(&op)) {
-    k->fn(k->args, CudaLaunch{s, blas_[stream]});
+    kernelCuda(k->id)(k->args, CudaLaunch{s, blas_[stream]});
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
     check(cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, s), "copying");
   } else if (const auto* r = std::get_if<RecordOp>(&op)) {

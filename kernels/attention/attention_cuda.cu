@@ -74,17 +74,28 @@ struct LaneRow {
 
 __device__ int64_t warpIndex() { return (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) >> 5; }
 
+// Where warp `w`'s query row (b, h, i) and its key/value head live.
+struct QueryRow {
+  int64_t i, lse_index;  // position; index into lse (B, H, T)
+  int64_t q_off;         // offset of the row in q, out, dout, dq
+  int64_t kv_base;       // offset of key/value row 0 of its batch and head in k, v
+};
+__device__ QueryRow queryRow(int64_t w, const Dims& d) {
+  const int64_t i = w % d.seq, h = (w / d.seq) % d.heads, b = w / (d.seq * d.heads);
+  const int64_t kvh = h / (d.heads / d.kv_heads);
+  return {i, (b * d.heads + h) * d.seq + i, (b * d.seq + i) * d.q_stride + h * d.head_dim,
+          b * d.seq * d.kv_stride + kvh * d.head_dim};
+}
+
 // Warp per query row (b, h, i): out row and lse.
 __global__ void attentionForward(const float* __restrict__ q, const float* __restrict__ k,
                                  const float* __restrict__ v, float* __restrict__ out, float* __restrict__ lse,
                                  Dims d) {
   const int64_t w = warpIndex();
   if (w >= d.batch * d.heads * d.seq) return;
-  const int64_t i = w % d.seq, h = (w / d.seq) % d.heads, b = w / (d.seq * d.heads);
-  const int64_t kvh = h / (d.heads / d.kv_heads);
-  const int64_t q_off = (b * d.seq + i) * d.q_stride + h * d.head_dim;
-  const float* kb = k + b * d.seq * d.kv_stride + kvh * d.head_dim;
-  const float* vb = v + b * d.seq * d.kv_stride + kvh * d.head_dim;
+  const QueryRow row = queryRow(w, d);
+  const int64_t i = row.i, q_off = row.q_off;
+  const float *kb = k + row.kv_base, *vb = v + row.kv_base;
   LaneRow qi, acc;
   qi.load(q + q_off, d.head_dim);
   acc.zero();
@@ -98,7 +109,7 @@ __global__ void attentionForward(const float* __restrict__ q, const float* __res
     running_max = new_max;
   }
   acc.store(out + q_off, d.head_dim, 1.0f / sum);
-  if ((threadIdx.x & 31) == 0) lse[(b * d.heads + h) * d.seq + i] = running_max + logf(sum);
+  if ((threadIdx.x & 31) == 0) lse[row.lse_index] = running_max + logf(sum);
 }
 
 // Warp per query row (b, h, i): dq = sum_j dS_ij k_j, dS = P (dP - rowsum(dO * O)) * scale.
@@ -108,17 +119,15 @@ __global__ void attentionGradQuery(const float* __restrict__ dout, const float* 
                                    float* __restrict__ dq, Dims d) {
   const int64_t w = warpIndex();
   if (w >= d.batch * d.heads * d.seq) return;
-  const int64_t i = w % d.seq, h = (w / d.seq) % d.heads, b = w / (d.seq * d.heads);
-  const int64_t kvh = h / (d.heads / d.kv_heads);
-  const int64_t q_off = (b * d.seq + i) * d.q_stride + h * d.head_dim;
-  const float* kb = k + b * d.seq * d.kv_stride + kvh * d.head_dim;
-  const float* vb = v + b * d.seq * d.kv_stride + kvh * d.head_dim;
+  const QueryRow row = queryRow(w, d);
+  const int64_t i = row.i, q_off = row.q_off;
+  const float *kb = k + row.kv_base, *vb = v + row.kv_base;
   LaneRow qi, doi, oi, acc;
   qi.load(q + q_off, d.head_dim);
   doi.load(dout + q_off, d.head_dim);
   oi.load(out + q_off, d.head_dim);
   acc.zero();
-  const float delta = doi.dot(oi), l = lse[(b * d.heads + h) * d.seq + i];
+  const float delta = doi.dot(oi), l = lse[row.lse_index];
   for (int64_t j = 0; j <= i; ++j) {
     const float p = expf(d.scale * qi.dot(kb + j * d.kv_stride, d.head_dim) - l);
     const float ds = p * (doi.dot(vb + j * d.kv_stride, d.head_dim) - delta) * d.scale;
