@@ -68,6 +68,8 @@ class CudaBackend final : public Backend {
   const StepTimeline& lastTimeline() const override { return timeline_; }
 
  private:
+  void setUp(const plan::Plan& plan, HostStore& store, const CudaOptions& options);
+  void release();  // everything set up so far, in reverse
   void runProgram(int stream);
   void execute(int stream, size_t index);
   double sinceStepStart() const;
@@ -93,6 +95,15 @@ class CudaBackend final : public Backend {
 
 CudaBackend::CudaBackend(const plan::Plan& plan, HostStore& store, const CudaOptions& options)
     : optimizer_(plan, store), arena_bytes_(plan.arena_bytes()) {
+  try {
+    setUp(plan, store, options);
+  } catch (...) {
+    release();  // what was set up before the failure (the destructor does not run)
+    throw;
+  }
+}
+
+void CudaBackend::setUp(const plan::Plan& plan, HostStore& store, const CudaOptions& options) {
   if (const std::string missing = cudaUnsupportedKernels(plan); !missing.empty())
     throw Error(missing + ": run this plan with --backend cpu");
   check(cudaSetDevice(0), "selecting GPU 0");
@@ -158,7 +169,9 @@ CudaBackend::CudaBackend(const plan::Plan& plan, HostStore& store, const CudaOpt
                                              [this](int s) { runProgram(s); });
 }
 
-CudaBackend::~CudaBackend() {
+CudaBackend::~CudaBackend() { release(); }
+
+void CudaBackend::release() {
   threads_.reset();
   // Teardown: errors are ignored (there is no one left to report them to).
   for (cudaStream_t s : streams_)
@@ -178,6 +191,8 @@ CudaBackend::~CudaBackend() {
     if (s) cudaStreamDestroy(s);
   for (void* p : pinned_) cudaHostUnregister(p);
   if (arena_) cudaFree(arena_);
+  streams_.clear(), timing_.clear(), events_.clear(), blas_.clear(), pinned_.clear();
+  step_start_ = nullptr, arena_ = nullptr;
 }
 
 StepResult CudaBackend::runStep(const StepOptions& options) {
