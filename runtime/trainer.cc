@@ -213,8 +213,11 @@ int train(const TrainConfig& config) {
         if (step - 1 > resumed.step && !result.partially_updated) checkpoint(step - 1);
         throw Error("step " + std::to_string(step) + ": " + what + "; " + applied +
                     (result.partially_updated ? ", so no checkpoint was written: resume from the last one" : "") +
-                    ". Lower --lr, keep --grad-clip on, check the data, or pass --on-nonfinite skip to skip such "
-                    "steps");
+                    ". Lower --lr, " +
+                    (planUpdateKind(plan) == plan::HostTask::ADAMW_ON_ARRIVAL
+                         ? std::string("compile with mtc --update deferred to clip the gradient norm")
+                         : std::string("keep --grad-clip on")) +
+                    ", check the data, or pass --on-nonfinite skip to skip such steps");
       }
       clear_status();
       std::printf("step %5lld/%lld  skipped: %s%s\n", static_cast<long long>(step),
