@@ -400,6 +400,10 @@ int compile(const CompileOptions& o) {
               forward_runs.c_str(), mib(stats.h2d_bytes).c_str(),
               stats.param_bytes ? double(stats.weight_h2d_bytes) / stats.param_bytes : 0.0,
               mib(stats.d2h_bytes).c_str());
+  if (auto pinned = getModelFunction(*module)->getAttrOfType<IntegerAttr>(kPinnedBytesAttr))
+    std::printf("  shared weights %s used by blocks far apart (a tied embedding and LM head) stay on the device "
+                "all step: copied in once, not per block\n",
+                mib(pinned.getInt()).c_str());
   // Model TFLOP/s as MegaTrain reports it: 6 * parameters * tokens over the step time.
   const double model_tflops = 6.0 * stats.num_params * emit.batch * emit.seq / (stats.step_us * 1e-6) / 1e12;
   std::printf("  predicted step %s on %s = %.1f model TFLOP/s (compute %s, h2d %s, d2h %s, host %s); "

@@ -16,6 +16,7 @@ struct Knobs {
   int64_t budget = 0;      // the memory planner's; 0: none
   std::string update;      // deferred or on-arrival
   int64_t keep = 0;        // streamed-recompute: the last blocks that keep their activations
+  bool pin_shared = false;  // streamed: weights shared across blocks stay on the device
 };
 
 // The passes of stage `stage` under `knobs` (possibly none).
@@ -32,6 +33,7 @@ void addStagePasses(mlir::PassManager& pm, const std::string& stage, const Knobs
   if (stage == "schedule") {
     ScheduleStreamedPassOptions options;
     options.update = knobs.update;
+    options.pinShared = knobs.pin_shared;
     pm.addPass(knobs.schedule == "resident" ? createScheduleResidentPass() : createScheduleStreamedPass(options));
   }
   if (stage == "memory") {
@@ -154,6 +156,12 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
       return result;
     }
   }
+  // Weights shared by blocks far apart (a tied embedding and LM head) stay on the device when
+  // the budget has room: copied once per step instead of once per block region.
+  if (result.schedule != "resident") {
+    const int64_t arena = options.device_mem > 0 ? trialArena(module, partition + 1, {result.schedule, 0, update, 0, true}) : 0;
+    result.pin_shared = arena >= 0 && arena <= options.device_mem;
+  }
   if (result.schedule == "streamed-recompute" && options.device_mem > 0 && options.tune_recompute) {
     // Recompute only as much as the budget needs: the largest number of last blocks that keep
     // their activations from the forward (each such block's forward runs once, not twice).
@@ -161,13 +169,13 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     int64_t fits = 0, fails = (templates ? templates.size() : 0) + 1;
     while (fails - fits > 1) {
       const int64_t mid = (fits + fails) / 2;
-      const int64_t arena = trialArena(module, partition + 1, {result.schedule, 0, update, mid});
+      const int64_t arena = trialArena(module, partition + 1, {result.schedule, 0, update, mid, result.pin_shared});
       (arena >= 0 && arena <= options.device_mem ? fits : fails) = mid;
     }
     result.recompute_keep = fits;
   }
-  runFrom(module, partition + 1, options.last, {result.schedule, options.device_mem, update, result.recompute_keep},
-          result.failed);
+  runFrom(module, partition + 1, options.last,
+          {result.schedule, options.device_mem, update, result.recompute_keep, result.pin_shared}, result.failed);
   return result;
 }
 

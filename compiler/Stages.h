@@ -28,6 +28,7 @@ struct StageResult {
   std::string schedule;  // the schedule used
   std::vector<std::pair<std::string, int64_t>> arena_by_schedule;  // what "auto" measured
   int64_t recompute_keep = 0;  // streamed-recompute: the last blocks not recomputed
+  bool pin_shared = false;     // streamed: weights shared across blocks stay on the device
 };
 
 // Runs the stages after "input" on `module`: fuse, attach-loss, autodiff, partition, recompute

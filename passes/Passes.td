@@ -87,12 +87,18 @@ def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
     first copy in, so the host optimizer overlaps the forward instead of ending the step.
     With `update=on-arrival`, each parameter is updated right after its gradient's norm share
     instead (`adamw_on_arrival`: overlapped with the backward, no global-norm clipping, and the
-    gradients' host bytes reused: see mt-plan-memory). Needs `mt-partition` and a
-    differentiated function.
+    gradients' host bytes reused: see mt-plan-memory). With `pin-shared`, a parameter used by
+    more than one layer block (a tied embedding and LM head: the first block and the head) is
+    copied once per step and stays on the device instead of crossing the link once per block
+    region; the function gets `mt.pinned_bytes`. Needs `mt-partition` and a differentiated
+    function.
   }];
   let options = [
     Option<"update", "update", "std::string", /*default=*/"\"deferred\"",
            "When AdamW runs: deferred (one step late, exact clipping) or on-arrival">,
+    Option<"pinShared", "pin-shared", "bool", /*default=*/"false",
+           "Copy a parameter used by more than one layer block (a tied embedding and LM head) "
+           "once per step, before the first op, and keep it on the device">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

@@ -3,6 +3,7 @@
 // parameter's update just before its first copy in (overlapped with the next forward), or —
 // on arrival — right after its gradient landed (overlapped with the backward, no clipping).
 #include <map>
+#include <set>
 
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
@@ -49,13 +50,21 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
     };
 
     OpBuilder b(&getContext());
+    // Copies `arg` in once, before the first op, for every use but host tasks' (tokens,
+    // targets, pinned shared weights).
+    auto copyInOnce = [&](BlockArgument arg) {
+      b.setInsertionPoint(ops.front());
+      auto copy = b.create<H2DOp>(func.getLoc(), arg);
+      copy->setAttr(kBlockAttr, ops.front()->getAttr(kBlockAttr));
+      arg.replaceUsesWithIf(copy.getResult(), [&](OpOperand& use) {
+        return use.getOwner() != copy && !isa<func::ReturnOp, HostTaskOp>(use.getOwner());
+      });
+    };
+    int64_t pinned_bytes = 0;
     for (BlockArgument arg : func.getArguments()) {
       if (arg.use_empty()) continue;
-      if (paramName(func, arg.getArgNumber()).empty()) {  // tokens, targets: once, up front
-        b.setInsertionPoint(ops.front());
-        auto copy = b.create<H2DOp>(func.getLoc(), arg);
-        copy->setAttr(kBlockAttr, ops.front()->getAttr(kBlockAttr));
-        arg.replaceAllUsesExcept(copy.getResult(), copy);
+      if (paramName(func, arg.getArgNumber()).empty()) {
+        copyInOnce(arg);
         continue;
       }
       // Uses in program order, split into runs that stay within one region.
@@ -65,6 +74,13 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       std::sort(uses.begin(), uses.end(), [&](OpOperand* x, OpOperand* y) {
         return position[x->getOwner()] < position[y->getOwner()];
       });
+      std::set<int64_t> blocks;  // the layer blocks using it: one, unless it is shared (tied)
+      for (OpOperand* use : uses) blocks.insert(*blockOf(use->getOwner()));
+      if (pinShared && blocks.size() > 1) {
+        copyInOnce(arg);
+        pinned_bytes += tensorBytes(arg.getType());
+        continue;
+      }
       for (size_t start = 0; start < uses.size();) {
         const size_t run_region = region[uses[start]->getOwner()];
         size_t end = start;
@@ -111,6 +127,7 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
     }
     ret->setOperands(hostResults);
     if (update == "deferred") insertDeferredUpdates(func);
+    if (pinned_bytes) func->setAttr(kPinnedBytesAttr, b.getI64IntegerAttr(pinned_bytes));
   }
 };
 
