@@ -1,6 +1,5 @@
 #include "runtime/trainer.h"
 
-#include <algorithm>
 #include <unistd.h>
 #include <fmt/format.h>
 #include <atomic>
@@ -19,7 +18,6 @@
 #include "runtime/cuda_device.h"
 #include "runtime/error.h"
 #include "runtime/host_store.h"
-#include "runtime/op_table.h"
 #include "runtime/safetensors.h"
 #include "runtime/step_report.h"
 #include "runtime/token_data.h"

@@ -5,18 +5,24 @@
 # losses and weights compared; 3. the Llama bench plans on cuda (exact fp32, then TF32):
 # step time, model TFLOP/s, copy rates, busy share, measured vs predicted; 4. PyTorch native
 # training of the same architectures where they fit in GPU memory. Logs go to $OUT; a table
-# is printed last.
+# is printed last. One call may run 10 minutes: `run.sh check` does 1-2, `run.sh bench` 3-4,
+# `run.sh` all of it (about 6-8 minutes expected; split it if the first call runs long).
 set -uo pipefail
+what=${1:-all}
 cd "$(dirname "$0")/../.."
 [ -d .gpu ] || { echo "no .gpu/: run bash bench/gpu/pack.sh here and carry .gpu"; exit 2; }
-out=${OUT:-.gpu/out}
-mkdir -p "$out"
+# Logs in .gpu/out; what comes back from the device is $OUT/summary.txt and $OUT/logs.tgz
+# (the tool returns at most 8 files).
+out=.gpu/out
+rm -rf "$out" && mkdir -p "$out"
 cublas=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:${cublas:+$(dirname "$cublas"):}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 bin=.gpu/bin
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 date -u +%Y-%m-%dT%H:%MZ | tee -a "$out/gpu.txt"
 
+twins="" parity="" rows="" torch_rows=""
+if [ "$what" = all ] || [ "$what" = check ]; then
 echo "== 1. CUDA twins"
 $bin/mt_cuda_twin_tests > "$out/twins.txt" 2>&1
 twins=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/twins.txt" | tr '\n' ' ')
@@ -34,14 +40,15 @@ for plan in .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan; do
   parity+=$(python3 bench/gpu/compare.py "$out/$name") ; parity+=$'\n'
 done
 echo "$parity"
+fi
 
+if [ "$what" = all ] || [ "$what" = bench ]; then
 echo "== 3. Llama bench plans on cuda"
-rows=""
 for plan in .gpu/plans/bench-*.plan; do
   name=$(basename "$plan" .plan)
   for mode in fp32 tf32; do
     flag=""; [ $mode = tf32 ] && flag=--tf32
-    timeout 240 $bin/mtrun "$plan" --data .gpu/corpus.tok --steps 4 --backend cuda $flag --print-every 1 \
+    timeout 150 $bin/mtrun "$plan" --data .gpu/corpus.tok --steps 4 --backend cuda $flag --print-every 1 \
       --trace "$out/$name.$mode.trace.json" > "$out/$name.$mode.txt" 2>&1 || echo "$name $mode failed or timed out"
     line=$(grep 'measured over' "$out/$name.$mode.txt" | sed 's/measured over //')
     busy=$(grep 'compute busy' "$out/$name.$mode.txt" | sed 's/^ *//')
@@ -51,10 +58,18 @@ done
 
 echo "== 4. PyTorch native"
 torch_rows=$(timeout 200 python3 bench/gpu/torch_native.py 2>&1 | tee "$out/torch.txt" | grep '^torch')
+fi
 
+{
+  echo "GPU: $(head -1 "$out/gpu.txt"), $(tail -1 "$out/gpu.txt")"
+  echo "twins: $twins"
+  echo "$parity"
+  echo "$rows"
+  echo "$torch_rows"
+} > "$out/summary.txt"
+if [ -n "${OUT:-}" ]; then
+  cp "$out/summary.txt" "$OUT/"
+  tar czf "$OUT/logs.tgz" --exclude='*.safetensors' -C .gpu out
+fi
 echo
-echo "GPU: $(head -1 "$out/gpu.txt")"
-echo "twins: $twins"
-echo "$parity"
-echo "$rows"
-echo "$torch_rows"
+cat "$out/summary.txt"
