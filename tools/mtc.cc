@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", o.output, "plan file to write");
   std::string batch = "8";
   app.add_option("--batch", batch,
-                 "sequences per step, or auto: the largest that fits --device-mem (ONNX: sizes the first "
-                 "dynamic input dimension; static ones are the model's)")
+                 "sequences per step, or auto: the batch of the best predicted throughput that fits --device-mem "
+                 "(ONNX: sizes the first dynamic input dimension; static ones are the model's)")
       ->capture_default_str();
   app.add_option("--seq", o.seq, "tokens per sequence (default: the model's context; ONNX: sizes the second "
                  "dynamic input dimension)");
