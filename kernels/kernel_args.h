@@ -50,7 +50,7 @@ using KernelCpuFn = void (*)(const KernelArgs&);
 using CudaStream = ::CUstream_st*;
 struct CudaLaunch {
   CudaStream stream = nullptr;
-  ::cublasContext* blas = nullptr;  // bound to `stream`, default (non-TF32) math
+  ::cublasContext* blas = nullptr;  // bound to `stream`; exact fp32 math unless mtrun --tf32
 };
 using KernelCudaFn = void (*)(const KernelArgs&, const CudaLaunch&);
 
