@@ -4,17 +4,15 @@
 #include <cmath>
 
 #include "runtime/error.h"
+#include "runtime/verifier.h"
 
 namespace mt {
 
-HostOptimizer::HostOptimizer(const plan::Plan& plan, HostStore& store) : plan_(plan), store_(store) {
-  for (const auto& stream : plan.streams())
-    for (const auto& in : stream.instructions()) {
-      if (!in.has_host_task()) continue;
-      deferred_ |= in.host_task().kind() == plan::HostTask::ADAMW_PREVIOUS;
-      on_arrival_ |= in.host_task().kind() == plan::HostTask::ADAMW_ON_ARRIVAL;
-    }
-}
+HostOptimizer::HostOptimizer(const plan::Plan& plan, HostStore& store)
+    : plan_(plan),
+      store_(store),
+      deferred_(planUpdateKind(plan) == plan::HostTask::ADAMW_PREVIOUS),
+      on_arrival_(planUpdateKind(plan) == plan::HostTask::ADAMW_ON_ARRIVAL) {}
 
 void HostOptimizer::beginStep(const StepOptions& options) {
   if (on_arrival_ && options.grad_clip > 0.0)

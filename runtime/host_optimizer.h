@@ -34,13 +34,12 @@ class HostOptimizer {
   StepOptions options_;       // of the current step
   double grad_sq_sum_ = 0.0;  // written by the (single) host stream
   int first_nonfinite_ = -1;  // host tensor; written by the host stream
-  // The deferred update (ADAMW_PREVIOUS plans): set between steps, read by the host stream.
-  bool deferred_ = false;
+  const bool deferred_;    // the plan's update kind is ADAMW_PREVIOUS
+  const bool on_arrival_;  // ... or ADAMW_ON_ARRIVAL
+  // The deferred update: set between steps, read by the host stream.
   bool pending_ = false;
   AdamWParams pending_adamw_;
-  // The on-arrival update (ADAMW_ON_ARRIVAL plans): whether this step updated anything yet.
-  bool on_arrival_ = false;
-  bool updated_ = false;  // written by the host stream
+  bool updated_ = false;  // on arrival: whether this step updated anything yet (host stream)
 };
 
 }  // namespace mt
