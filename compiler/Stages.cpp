@@ -158,7 +158,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   }
   // Weights shared by blocks far apart (a tied embedding and LM head) stay on the device when
   // the budget has room: copied once per step instead of once per block region.
-  if (result.schedule != "resident") {
+  if (result.schedule != "resident" && !sharedParameters(getModelFunction(module)).empty()) {
     const int64_t arena = options.device_mem > 0 ? trialArena(module, partition + 1, {result.schedule, 0, update, 0, true}) : 0;
     result.pin_shared = arena >= 0 && arena <= options.device_mem;
   }

@@ -71,6 +71,23 @@ SmallVector<Value> parameterArguments(func::FuncOp func) {
   return params;
 }
 
+SmallVector<Value> sharedParameters(func::FuncOp func) {
+  SmallVector<Value> shared;
+  for (Value param : parameterArguments(func)) {
+    std::optional<int64_t> first;
+    for (Operation* user : param.getUsers()) {
+      if (isa<HostTaskOp, func::ReturnOp>(user)) continue;
+      const std::optional<int64_t> block = blockOf(user);
+      if (!first) first = block;
+      if (block != first) {
+        shared.push_back(param);
+        break;
+      }
+    }
+  }
+  return shared;
+}
+
 void insertDeferredUpdates(func::FuncOp func) {
   Block& body = func.getBody().front();
   OpBuilder b(func.getContext());

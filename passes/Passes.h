@@ -65,6 +65,10 @@ bool isForwardOnly(mlir::func::FuncOp func);
 // The parameter arguments (mt.param) of `func`, in order.
 llvm::SmallVector<mlir::Value> parameterArguments(mlir::func::FuncOp func);
 
+// The parameters used by ops of more than one layer block (a tied embedding and LM head),
+// in argument order. Host tasks and the return do not count; ops carry their block (mt-partition).
+llvm::SmallVector<mlir::Value> sharedParameters(mlir::func::FuncOp func);
+
 // AdamW one step late, overlapped with the forward: an "adamw_previous" host task for every
 // parameter just before its first copy to the device (at the start if it is never copied). The
 // host updates parameter k with the previous step's gradients while the parameters before it

@@ -3,8 +3,8 @@
 // parameter's update just before its first copy in (overlapped with the next forward), or —
 // on arrival — right after its gradient landed (overlapped with the backward, no clipping).
 #include <map>
-#include <set>
 
+#include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
 
@@ -61,6 +61,9 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       });
     };
     int64_t pinned_bytes = 0;
+    DenseSet<Value> pinned;  // before any copy replaces a use
+    if (pinShared)
+      for (Value param : sharedParameters(func)) pinned.insert(param);
     for (BlockArgument arg : func.getArguments()) {
       if (arg.use_empty()) continue;
       if (paramName(func, arg.getArgNumber()).empty()) {
@@ -74,9 +77,7 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       std::sort(uses.begin(), uses.end(), [&](OpOperand* x, OpOperand* y) {
         return position[x->getOwner()] < position[y->getOwner()];
       });
-      std::set<int64_t> blocks;  // the layer blocks using it: one, unless it is shared (tied)
-      for (OpOperand* use : uses) blocks.insert(*blockOf(use->getOwner()));
-      if (pinShared && blocks.size() > 1) {
+      if (pinned.contains(arg)) {
         copyInOnce(arg);
         pinned_bytes += tensorBytes(arg.getType());
         continue;
