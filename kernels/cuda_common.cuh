@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cuda_check.h"
 
@@ -15,6 +17,13 @@ inline unsigned blocksFor(int64_t n) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   constexpr int64_t kMaxBlocks = 65535 * 32;
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
+}
+
+// A grid of `blocks` blocks along x (one per row, say), at most CUDA's 2^31 - 1.
+inline unsigned gridBlocks(int64_t blocks, const char* op) {
+  if (blocks > 0x7fffffff)
+    throw std::runtime_error(std::string(op) + " on CUDA: more than 2^31 - 1 blocks of work");
+  return static_cast<unsigned>(blocks);
 }
 
 // for (i = this thread's first; i < n; i += the grid's width)

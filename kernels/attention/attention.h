@@ -8,6 +8,15 @@
 #include "kernels/kernel_args.h"
 
 namespace mt {
+// What both implementations derive from q (B, T, H*D) and [num_heads, num_kv_heads] of a call
+// the check accepted: one place, so the CPU and CUDA kernels scale the scores alike.
+struct AttentionShape {
+  int64_t batch, seq, heads, kv_heads, head_dim;
+  int64_t q_stride, kv_stride;  // floats between tokens of q/out/dout (H*D) and of k/v (Hkv*D)
+  float scale;                  // 1/sqrt(head_dim)
+};
+AttentionShape attentionShape(const Tensor& q, const KernelArgs& args);
+
 std::string attention_check(const KernelArgs& args);
 void attention_cpu(const KernelArgs& args);
 std::string attention_grad_check(const KernelArgs& args);

@@ -9,15 +9,12 @@
 namespace mt {
 namespace {
 
-// Everything the kernels derive from the operands' shapes, in the types BLAS wants.
-struct AttnDims {
-  int64_t batch, seq, heads, kv_heads, head_dim;
-  int64_t group;   // query heads per key/value head
-  int64_t blocks;  // query blocks of kBlockRows rows
-  float scale;     // 1/sqrt(head_dim)
-  int q_stride;    // floats between tokens of q / out (H*D)
-  int kv_stride;   // floats between tokens of k / v (Hkv*D)
-  int hd;          // head_dim as int
+// The shape, and what BLAS wants of it: query heads per key/value head, query blocks of
+// kBlockRows rows, head_dim as int.
+struct AttnDims : AttentionShape {
+  int64_t group;
+  int64_t blocks;
+  int hd;
 };
 
 std::string checkQKV(const KernelArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -43,16 +40,9 @@ constexpr int64_t kBlockRows = 64;
 
 AttnDims attnDims(const Tensor& q, const KernelArgs& args) {
   AttnDims d;
-  d.batch = q.dim(0);
-  d.seq = q.dim(1);
-  d.heads = args.ints[0];
-  d.kv_heads = args.ints[1];
-  d.head_dim = q.dim(2) / d.heads;
+  static_cast<AttentionShape&>(d) = attentionShape(q, args);
   d.group = d.heads / d.kv_heads;
   d.blocks = (d.seq + kBlockRows - 1) / kBlockRows;
-  d.scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-  d.q_stride = static_cast<int>(d.heads * d.head_dim);
-  d.kv_stride = static_cast<int>(d.kv_heads * d.head_dim);
   d.hd = static_cast<int>(d.head_dim);
   return d;
 }
@@ -99,6 +89,19 @@ void causalSoftmax(float* scores, int64_t rows, int64_t keys, int64_t i0, float*
 }
 
 }  // namespace
+
+AttentionShape attentionShape(const Tensor& q, const KernelArgs& args) {
+  AttentionShape s;
+  s.batch = q.dim(0);
+  s.seq = q.dim(1);
+  s.heads = args.ints[0];
+  s.kv_heads = args.ints[1];
+  s.head_dim = q.dim(2) / s.heads;
+  s.q_stride = s.heads * s.head_dim;
+  s.kv_stride = s.kv_heads * s.head_dim;
+  s.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  return s;
+}
 
 std::string attention_check(const KernelArgs& args) {
   const Tensor& q = args.in[0];

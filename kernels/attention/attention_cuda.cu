@@ -15,11 +15,7 @@ using cuda::warpSum;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kMaxPerLane = 8;  // head_dim <= 256
 
-struct Dims {
-  int64_t batch, seq, heads, kv_heads, head_dim;
-  int64_t q_stride, kv_stride;  // floats between tokens of q/out/dout and of k/v
-  float scale;
-};
+using Dims = AttentionShape;
 
 // A row of head_dim floats spread over the lanes: lane l holds elements l, l + 32, ...
 struct LaneRow {
@@ -171,15 +167,7 @@ __global__ void attentionGradKey(const float* __restrict__ dout, const float* __
 }
 
 Dims attnDims(const Tensor& q, const KernelArgs& args) {
-  Dims d;
-  d.batch = q.dim(0);
-  d.seq = q.dim(1);
-  d.heads = args.ints[0];
-  d.kv_heads = args.ints[1];
-  d.head_dim = q.dim(2) / d.heads;
-  d.q_stride = d.heads * d.head_dim;
-  d.kv_stride = d.kv_heads * d.head_dim;
-  d.scale = 1.0f / sqrtf(static_cast<float>(d.head_dim));
+  const Dims d = attentionShape(q, args);
   if (d.head_dim > 32 * kMaxPerLane)
     throw std::runtime_error("attention on CUDA supports head_dim <= " + std::to_string(32 * kMaxPerLane) +
                              ", got " + std::to_string(d.head_dim));
@@ -187,9 +175,7 @@ Dims attnDims(const Tensor& q, const KernelArgs& args) {
 }
 
 unsigned warpBlocks(int64_t warps) {
-  const int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  if (blocks > 0x7fffffff) throw std::runtime_error("attention on CUDA: too many rows");
-  return static_cast<unsigned>(blocks);
+  return cuda::gridBlocks((warps + kWarpsPerBlock - 1) / kWarpsPerBlock, "attention");
 }
 
 }  // namespace

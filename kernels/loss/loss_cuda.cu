@@ -60,10 +60,7 @@ __global__ void xentGrad(const float* __restrict__ dloss, const float* __restric
   if (valid && threadIdx.x == 0) dx[t] -= coeff;
 }
 
-unsigned rowBlocks(int64_t rows) {
-  if (rows > 0x7fffffff) throw std::runtime_error("softmax_xent on CUDA: more than 2^31 - 1 rows");
-  return static_cast<unsigned>(rows);
-}
+unsigned rowGrid(int64_t rows) { return cuda::gridBlocks(rows, "softmax_xent"); }  // a block per row
 
 }  // namespace
 
@@ -71,7 +68,7 @@ void softmax_xent_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &logits = args.in[0], &targets = args.in[1];
   const int64_t vocab = logits.dim(-1), rows = leadingRows(logits);
   if (rows > 0 && vocab > 0) {
-    rowLogSumExp<<<rowBlocks(rows), kRowThreads, 0, launch.stream>>>(logits.f32(), args.out[1].f32(), vocab);
+    rowLogSumExp<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(logits.f32(), args.out[1].f32(), vocab);
     MT_CUDA_CHECK_LAUNCH();
   }
   meanLoss<<<1, 1024, 0, launch.stream>>>(logits.f32(), targets.i32(), args.out[1].f32(), args.out[0].f32(), rows,
@@ -83,8 +80,8 @@ void softmax_xent_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &logits = args.in[1], &targets = args.in[2];
   const int64_t vocab = logits.dim(-1), rows = leadingRows(logits);
   if (rows == 0 || vocab == 0) return;
-  xentGrad<<<rowBlocks(rows), kRowThreads, 0, launch.stream>>>(args.in[0].f32(), logits.f32(), targets.i32(),
-                                                               args.in[3].f32(), args.out[0].f32(), rows, vocab);
+  xentGrad<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(args.in[0].f32(), logits.f32(), targets.i32(),
+                                                             args.in[3].f32(), args.out[0].f32(), rows, vocab);
   MT_CUDA_CHECK_LAUNCH();
 }
 

@@ -74,11 +74,7 @@ __global__ void rmsnormGradKernel(const float* __restrict__ dy, const float* __r
   for (int64_t c = threadIdx.x; c < width; c += blockDim.x) dxr[c] = rs * (dyr[c] * gamma[c] - xr[c] * rs * mean_gx);
 }
 
-// Rows go to grid.x (up to 2^31 - 1 blocks).
-unsigned rowBlocks(int64_t rows) {
-  if (rows > 0x7fffffff) throw std::runtime_error("normalisation on CUDA: more than 2^31 - 1 rows");
-  return static_cast<unsigned>(rows);
-}
+unsigned rowGrid(int64_t rows) { return cuda::gridBlocks(rows, "normalisation"); }  // a block per row
 
 }  // namespace
 
@@ -86,9 +82,9 @@ void layernorm_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor& x = args.in[0];
   const int64_t width = x.dim(-1), rows = leadingRows(x);
   if (rows == 0 || width == 0) return;
-  layernormKernel<<<rowBlocks(rows), kThreads, 0, launch.stream>>>(x.f32(), args.in[1].f32(), args.in[2].f32(),
-                                                                   args.out[0].f32(), args.out[1].f32(),
-                                                                   args.out[2].f32(), width, args.floats[0]);
+  layernormKernel<<<rowGrid(rows), kThreads, 0, launch.stream>>>(x.f32(), args.in[1].f32(), args.in[2].f32(),
+                                                                 args.out[0].f32(), args.out[1].f32(),
+                                                                 args.out[2].f32(), width, args.floats[0]);
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -98,8 +94,8 @@ void layernorm_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   if (width == 0) return;
   const float *dy = args.in[0].f32(), *xp = x.f32(), *mean = args.in[3].f32(), *rstd = args.in[4].f32();
   if (rows > 0) {
-    layernormGradKernel<<<rowBlocks(rows), kThreads, 0, launch.stream>>>(dy, xp, args.in[2].f32(), mean, rstd,
-                                                                         args.out[0].f32(), width);
+    layernormGradKernel<<<rowGrid(rows), kThreads, 0, launch.stream>>>(dy, xp, args.in[2].f32(), mean, rstd,
+                                                                       args.out[0].f32(), width);
     MT_CUDA_CHECK_LAUNCH();
   }
   cuda::columnSums(
@@ -115,8 +111,8 @@ void rmsnorm_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor& x = args.in[0];
   const int64_t width = x.dim(-1), rows = leadingRows(x);
   if (rows == 0 || width == 0) return;
-  rmsnormKernel<<<rowBlocks(rows), kThreads, 0, launch.stream>>>(x.f32(), args.in[1].f32(), args.out[0].f32(),
-                                                                 args.out[1].f32(), width, args.floats[0]);
+  rmsnormKernel<<<rowGrid(rows), kThreads, 0, launch.stream>>>(x.f32(), args.in[1].f32(), args.out[0].f32(),
+                                                               args.out[1].f32(), width, args.floats[0]);
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -126,8 +122,8 @@ void rmsnorm_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   if (width == 0) return;
   const float *dy = args.in[0].f32(), *xp = x.f32(), *rstd = args.in[3].f32();
   if (rows > 0) {
-    rmsnormGradKernel<<<rowBlocks(rows), kThreads, 0, launch.stream>>>(dy, xp, args.in[2].f32(), rstd,
-                                                                       args.out[0].f32(), width);
+    rmsnormGradKernel<<<rowGrid(rows), kThreads, 0, launch.stream>>>(dy, xp, args.in[2].f32(), rstd,
+                                                                     args.out[0].f32(), width);
     MT_CUDA_CHECK_LAUNCH();
   }
   cuda::columnSums(
