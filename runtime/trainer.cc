@@ -187,6 +187,14 @@ int train(const TrainConfig& config) {
   double total_seconds = 0.0;
   int64_t steps_run = 0;
   StepReport report(plan, store);
+  // --trace: the last training step's timeline (not a validation step's), written at the end.
+  StepTimeline traced;
+  auto writeTrace = [&] {
+    if (config.trace_path.empty() || traced.empty()) return;
+    std::ostringstream trace;
+    writeMeasuredTrace(plan, traced, backend->name(), trace);
+    writeFileAtomically(config.trace_path, trace.str());
+  };
   for (int64_t step = resumed.step + 1; step <= config.steps; ++step) {
     sampler.fill(step - 1, store.i32(store.tokens()), store.i32(store.targets()));
     options.adamw.step = step;
@@ -212,8 +220,7 @@ int train(const TrainConfig& config) {
         throw Error("step " + std::to_string(step) + ": " + what + "; " + applied +
                     (result.partially_updated ? ", so no checkpoint was written: resume from the last one" : "") +
                     ". Lower --lr, " +
-                    (planUpdateKind(plan) == plan::HostTask::ADAMW_ON_ARRIVAL
-                         ? std::string("compile with mtc --update deferred to clip the gradient norm")
+                    (on_arrival ? std::string("compile with mtc --update deferred to clip the gradient norm")
                          : std::string("keep --grad-clip on")) +
                     ", check the data, or pass --on-nonfinite skip to skip such steps");
       }
@@ -225,11 +232,7 @@ int train(const TrainConfig& config) {
     }
     if (step == 1 && !config.grads_path.empty()) store.saveGrads(config.grads_path);
     report.add(seconds, backend->lastTimeline());
-    if (!config.trace_path.empty()) {
-      std::ostringstream trace;
-      writeMeasuredTrace(plan, backend->lastTimeline(), backend->name(), trace);
-      writeFileAtomically(config.trace_path, trace.str());
-    }
+    if (!config.trace_path.empty()) traced = backend->lastTimeline();
     const double tok_s = tokens_per_step / seconds;
     const bool line_due = step % config.print_every == 0 || step == config.steps;
     if (line_due || on_terminal) {
@@ -259,6 +262,7 @@ int train(const TrainConfig& config) {
       std::printf("stopped by %s after step %lld%s\n", g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
                   static_cast<long long>(step),
                   checkpoint_dir.empty() ? " (no --checkpoint-dir: progress is lost)" : "; resume with --resume");
+      writeTrace();
       return 0;
     }
   }
@@ -267,6 +271,7 @@ int train(const TrainConfig& config) {
   std::printf("done: %lld steps, %.1f s, %.0f tok/s average\n", static_cast<long long>(steps_run),
               total_seconds, steps_run ? tokens_per_step * steps_run / total_seconds : 0.0);
   report.print(config.profile);
+  writeTrace();
   if (!config.export_path.empty()) {
     store.saveParams(config.export_path);
     std::printf("weights written to %s\n", config.export_path.c_str());
