@@ -229,7 +229,11 @@ void CudaBackend::execute(int stream, size_t index) {
   const auto [start, end] = timing_[stream][index];
   if (start) check(cudaEventRecord(start, s), "timing the step");
   if (const auto* k = std::get_if<KernelOp>(&op)) {
-    kernelCuda(k->id)(k->args, CudaLaunch{s, blas_[stream]});
+    try {
+      kernelCuda(k->id)(k->args, CudaLaunch{s, blas_[stream]});
+    } catch (const std::exception& e) {  // the kernels' own errors (they do not link the runtime)
+      throw Error(std::string(kKernelTable[static_cast<size_t>(k->id)].op_name) + " on the GPU: " + e.what());
+    }
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
     check(cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, s), "copying");
   } else if (const auto* r = std::get_if<RecordOp>(&op)) {
