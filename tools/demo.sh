@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: build, tokenise the fortunes corpus (bytes), compile the
-# built-in gpt2-demo model into a plan, and train it on the CPU backend (or the GPU, once the
-# CUDA backend lands) while the loss falls. Extra arguments go to mtrun (e.g. --steps 100).
+# built-in gpt2-demo model into a plan, and train it (on the GPU when one is present and usable,
+# else on the CPU backend) while the loss falls. Extra arguments go to mtrun and override its
+# flags here (e.g. --steps 100).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/build.sh

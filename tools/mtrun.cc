@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
       "  mtrun model.plan --data corpus.tok --steps 5000 --resume ckpt\n\n"
       "Exit codes: 0 success (also when SIGINT/SIGTERM stopped the run after a checkpoint), 1 bad input\n"
       "or runtime error (message on stderr), 2 bad flags."};
+  // A flag given twice takes its last value: a script's defaults can be overridden by
+  // appending (tools/demo.sh --steps 100).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("plan", c.plan_path, "plan file written by mtc")->required();
   app.add_option("--data", c.data_path, "token file (make one with mttok)")->required();
   app.add_option("--weights", c.weights_path,
