@@ -104,5 +104,13 @@ else
 fi
 expect_error "missing.toml" "$bin/mtrun" good.plan --data corpus.tok --config missing.toml
 
+# A flag given twice takes its last value (tools/demo.sh --steps N overrides the script's).
+if "$bin/mtrun" good.plan --data corpus.tok --steps 5 --steps 2 --log twice.jsonl >/dev/null &&
+   [ "$(wc -l < twice.jsonl)" -eq 2 ]; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: mtrun --steps 5 --steps 2 did not run 2 steps"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
