@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/build.sh
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/plans
-cp build/bin/mtrun build/bin/mt_cuda_twin_tests .gpu/bin/
-for lib in $(ldd build/bin/mtrun build/bin/mt_cuda_twin_tests | awk '/=>/ { print $3 }' | sort -u); do
+cp build/bin/mtrun build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate .gpu/bin/
+for lib in $(ldd build/bin/mtrun build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate | awk '/=>/ { print $3 }' | sort -u); do
   case $(basename "$lib") in
     # glibc's and CUDA's own: the machine's versions must be used.
     libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | libcuda.so* | libcudart* | libcublas*) ;;

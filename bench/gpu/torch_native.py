@@ -92,7 +92,8 @@ def run(name, tf32):
 
 
 if __name__ == "__main__":
-    for name in SHAPES:
+    import sys
+    for name in sys.argv[1:] or SHAPES:
         for tf32 in (False, True):
             run(name, tf32)
             gc.collect()  # the run's model and optimizer state are garbage now: give their memory back

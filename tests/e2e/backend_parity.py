@@ -1,0 +1,40 @@
+"""Compares one plan's run on the cpu and the cuda backend: PREFIX.{cpu,cuda}.jsonl (mtrun --log),
+PREFIX.{cpu,cuda}.safetensors (mtrun --export) and PREFIX.cpu.grads.safetensors (mtrun --dump-grads:
+the first step's gradients). Losses must agree to LOSS_TOL relative at every step and every weight
+tensor to WEIGHT_TOL relative, except tensors whose gradient is analytically zero (attention's key
+bias: softmax ignores a per-row shift), where AdamW turns each backend's rounding noise into
+lr-sized steps of its own. Prints one line; exits 1 on a mismatch.
+usage: backend_parity.py PREFIX STEPS   (used by tests/e2e/cuda_parity.sh and bench/gpu/run.sh)"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mt_reference as ref  # noqa: E402
+
+LOSS_TOL, WEIGHT_TOL = 1e-4, 1e-3
+
+
+def main():
+    prefix, steps = sys.argv[1], int(sys.argv[2])
+    name = os.path.basename(prefix)
+    try:
+        losses = [[json.loads(line)["loss"] for line in open(f"{prefix}.{b}.jsonl")] for b in ("cpu", "cuda")]
+        weights = [ref.read_safetensors(f"{prefix}.{b}.safetensors") for b in ("cpu", "cuda")]
+        grads = ref.read_safetensors(f"{prefix}.cpu.grads.safetensors")
+    except OSError as e:
+        print(f"{name}: FAIL (missing output: {e})")
+        return 1
+    total = sum(float(g.norm()) ** 2 for g in grads.values()) ** 0.5
+    zero_grad = sorted(n for n, g in grads.items() if float(g.norm()) <= 1e-7 * total)
+    loss_err = max((abs(a - b) / abs(a) for a, b in zip(*losses)), default=float("inf"))
+    errs = {n: ref.rel_err(weights[1][n], w) for n, w in weights[0].items() if n not in zero_grad}
+    worst = max(errs, key=errs.get)
+    ok = all(len(run) == steps for run in losses) and loss_err <= LOSS_TOL and errs[worst] <= WEIGHT_TOL
+    print(f"{name}: {'ok' if ok else 'FAIL'} losses within {loss_err:.1e}, weights within {errs[worst]:.1e} "
+          f"(worst {worst}; {len(errs)} tensors, left out with zero gradient: {zero_grad or 'none'}; "
+          f"{steps} steps, cuda vs cpu)")
+    return 0 if ok else 1
+
+
+sys.exit(main())
