@@ -1,11 +1,18 @@
 // CUDA twins of fused causal attention; kernels/attention/attention_cpu.cc is the reference.
-// One warp per row: the forward streams the keys of a query row with an online softmax (no
-// score matrix is stored, as in flash attention); the backward runs one warp per query row for
-// dq and one per key row for dk/dv (each warp owns its outputs: no atomics), recomputing the
-// probabilities from the saved log-sum-exp. Each lane holds head_dim/32 elements of a row.
-// Correct and memory-frugal, not yet fast: the tensor-core kernel is future work (docs/perf.md).
+// Flash-style: no score matrix is stored; the backward recomputes the probabilities from the
+// saved log-sum-exp. Two implementations:
+// - tiled (head_dim <= 128): a block of 256 threads owns a 64 x 64 tile of scores, each thread
+//   a 4 x 4 share of it, with query/key/value tiles staged in shared memory; the forward keeps
+//   an online softmax per row; the backward is one kernel for dk/dv (block per key tile, summing
+//   over the query heads of its group) and one for dq (block per query tile), so every output
+//   has one writer: no atomics, deterministic. Exact fp32 on the CUDA cores.
+// - one warp per row (head_dim <= 256): the simple version, kept for wide heads whose tiles
+//   would not fit in shared memory.
+// Tensor cores (TF32/bf16 mma) are future work (docs/perf.md).
 #include "kernels/attention/attention.h"
 #include "kernels/cuda_common.cuh"
+
+#include <type_traits>
 
 namespace mt {
 namespace {
@@ -166,6 +173,346 @@ __global__ void attentionGradKey(const float* __restrict__ dout, const float* __
   dvj.store(dv + kv_off, d.head_dim);
 }
 
+
+// ---- Tiled kernels ----------------------------------------------------------------------------
+constexpr int kTile = 64;           // query rows and key rows per tile
+constexpr int kTileThreads = 256;   // 16 x 16 threads; thread (ty, tx) owns rows ty + 16r, cols tx + 16c
+constexpr int kPad = kTile + 1;     // row length of a staged tile: 65 makes rows and columns conflict-free
+constexpr int kMaxTiledHeadDim = 128;
+
+// A (rows, head_dim) slab of q/k/v/out (row r at src + r * stride) staged transposed into
+// shared memory as (DP, kPad): tile[d * kPad + r]. Rows past `rows` and dims past head_dim
+// are zero, so padded rows and columns add nothing.
+template <int DP>
+__device__ void stageTransposed(float* tile, const float* __restrict__ src, int64_t rows, int64_t stride,
+                                int64_t head_dim) {
+  for (int idx = threadIdx.x; idx < DP * kTile; idx += kTileThreads) {
+    const int r = idx / DP, dim = idx % DP;
+    tile[dim * kPad + r] = r < rows && dim < head_dim ? src[r * stride + dim] : 0.0f;
+  }
+}
+
+// Sum over the 16 lanes that share a row (the lanes of one half-warp).
+__device__ float rowSum16(float v) {
+  for (int offset = 8; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ float rowMax16(float v) {
+  for (int offset = 8; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// acc[r][c] += sum_d a[d][ty + 16r] * b[d][tx + 16c] over staged (DP, kPad) tiles.
+template <int DP>
+__device__ void tileDot(float (&acc)[4][4], const float* a, const float* b) {
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll 4
+  for (int dim = 0; dim < DP; ++dim) {
+    float x[4], y[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      x[i] = a[dim * kPad + ty + 16 * i];
+      y[i] = b[dim * kPad + tx + 16 * i];
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[r][c] += x[r] * y[c];
+  }
+}
+
+// acc[r][e] += sum_j m[(ty + 16r) * kPad + j] * t[(tx + 16e) * kPad + j]: a (64, 64) row-major
+// matrix in shared memory times a staged (DP, kPad) tile; thread rows ty + 16r, dims tx + 16e.
+// With `transpose_m`, m is read as m[j * kPad + ty + 16r] (its transpose).
+template <int DP, bool transpose_m>
+__device__ void tileMatmul(float (&acc)[4][DP / 16], const float* m, const float* t) {
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll 4
+  for (int j = 0; j < kTile; ++j) {
+    float x[4], y[DP / 16];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) x[r] = transpose_m ? m[j * kPad + ty + 16 * r] : m[(ty + 16 * r) * kPad + j];
+#pragma unroll
+    for (int e = 0; e < DP / 16; ++e) y[e] = t[(tx + 16 * e) * kPad + j];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int e = 0; e < DP / 16; ++e) acc[r][e] += x[r] * y[e];
+  }
+}
+
+// Writes acc[r][e] * factor[r] to rows first_row + ty + 16r (< rows) and dims tx + 16e
+// (< head_dim) of dst (row stride `stride`).
+template <int DP>
+__device__ void storeRows(float* __restrict__ dst, const float (&acc)[4][DP / 16], const float (&factor)[4],
+                          int64_t first_row, int64_t rows, int64_t stride, int64_t head_dim) {
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int64_t row = first_row + ty + 16 * r;
+    if (row >= rows) continue;
+#pragma unroll
+    for (int e = 0; e < DP / 16; ++e)
+      if (tx + 16 * e < head_dim) dst[row * stride + tx + 16 * e] = acc[r][e] * factor[r];
+  }
+}
+
+// Per query row of a tile: its lse and delta = rowsum(dout * out), which the backward needs;
+// rows past the sequence get lse = +inf, so their probabilities are 0.
+__device__ void stageRowStats(float* row_lse, float* row_delta, const float* __restrict__ lse_rows,
+                             const float* __restrict__ dout, const float* __restrict__ out, int64_t rows,
+                             int64_t stride, int64_t head_dim) {
+  const int lane = threadIdx.x & 31;
+  for (int r = threadIdx.x >> 5; r < kTile; r += kTileThreads / 32) {
+    float sum = 0.0f;
+    if (r < rows)
+      for (int64_t dim = lane; dim < head_dim; dim += 32) sum += dout[r * stride + dim] * out[r * stride + dim];
+    sum = warpSum(sum);
+    if (lane == 0) {
+      row_delta[r] = sum;
+      row_lse[r] = r < rows ? lse_rows[r] : INFINITY;
+    }
+  }
+}
+
+// Probabilities p and score gradients ds of the (query tile i0, key tile j0) pair from the
+// scores s and dp = dout . v, with the causal mask: p = 0 where key > query.
+__device__ void probabilitiesAndScoreGrads(float (&s)[4][4], float (&dp)[4][4], const float* row_lse,
+                                           const float* row_delta, int64_t i0, int64_t j0, float scale) {
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const bool visible = j0 + tx + 16 * c <= i0 + ty + 16 * r;
+      const float p = visible ? expf(scale * s[r][c] - row_lse[ty + 16 * r]) : 0.0f;
+      s[r][c] = p;
+      dp[r][c] = p * (dp[r][c] - row_delta[ty + 16 * r]) * scale;
+    }
+}
+
+// Where block `block` of a (batch, heads, tiles) grid works, heaviest tiles first when
+// `reverse` (a causal query tile t sees t + 1 key tiles).
+struct TileCoords {
+  int64_t b, head, tile;
+};
+__device__ TileCoords tileCoords(int64_t heads, int64_t tiles, bool reverse) {
+  const int64_t block = blockIdx.x, t = block % tiles;
+  return {block / (tiles * heads), (block / tiles) % heads, reverse ? tiles - 1 - t : t};
+}
+
+template <int DP>
+__global__ void __launch_bounds__(kTileThreads)
+    attentionForwardTiled(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                          float* __restrict__ out, float* __restrict__ lse, Dims d) {
+  extern __shared__ float smem[];
+  float *q_tile = smem, *k_tile = q_tile + DP * kPad, *v_tile = k_tile + DP * kPad;
+  float* p_tile = v_tile + DP * kPad;  // (64, kPad) probabilities, row-major
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int64_t tiles = (d.seq + kTile - 1) / kTile;
+  const TileCoords at = tileCoords(d.heads, tiles, true);
+  const int64_t i0 = at.tile * kTile, kvh = at.head / (d.heads / d.kv_heads);
+  const float* qb = q + (at.b * d.seq) * d.q_stride + at.head * d.head_dim;
+  const float* kb = k + (at.b * d.seq) * d.kv_stride + kvh * d.head_dim;
+  const float* vb = v + (at.b * d.seq) * d.kv_stride + kvh * d.head_dim;
+  stageTransposed<DP>(q_tile, qb + i0 * d.q_stride, d.seq - i0, d.q_stride, d.head_dim);
+
+  float row_max[4], row_sum[4], acc[4][DP / 16] = {};
+#pragma unroll
+  for (int r = 0; r < 4; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
+  for (int64_t j0 = 0; j0 <= i0; j0 += kTile) {
+    __syncthreads();  // the previous key tile's readers are done
+    stageTransposed<DP>(k_tile, kb + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
+    stageTransposed<DP>(v_tile, vb + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
+    __syncthreads();
+    float s[4][4] = {};
+    tileDot<DP>(s, q_tile, k_tile);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      // Every row sees key j0 (j0 <= i0 <= its position), so the new maximum is finite.
+      float new_max = row_max[r];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        s[r][c] = j0 + tx + 16 * c <= i0 + ty + 16 * r ? d.scale * s[r][c] : -INFINITY;
+        new_max = fmaxf(new_max, s[r][c]);
+      }
+      new_max = rowMax16(new_max);
+      const float keep = expf(row_max[r] - new_max);
+      float sum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const float p = expf(s[r][c] - new_max);
+        p_tile[(ty + 16 * r) * kPad + tx + 16 * c] = p;
+        sum += p;
+      }
+      row_sum[r] = row_sum[r] * keep + rowSum16(sum);
+      row_max[r] = new_max;
+#pragma unroll
+      for (int e = 0; e < DP / 16; ++e) acc[r][e] *= keep;
+    }
+    __syncthreads();
+    tileMatmul<DP, false>(acc, p_tile, v_tile);
+  }
+  float inv_sum[4];
+#pragma unroll
+  for (int r = 0; r < 4; ++r) inv_sum[r] = 1.0f / row_sum[r];
+  storeRows<DP>(out + (at.b * d.seq) * d.q_stride + at.head * d.head_dim, acc, inv_sum, i0, d.seq, d.q_stride,
+                d.head_dim);
+  if (tx == 0)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      if (i0 + ty + 16 * r < d.seq)
+        lse[(at.b * d.heads + at.head) * d.seq + i0 + ty + 16 * r] = row_max[r] + logf(row_sum[r]);
+}
+
+// Block per key tile of (batch, kv head): dv = sum P^T dout, dk = sum dS^T q over the query
+// heads of its group and the query tiles at or after it.
+template <int DP>
+__global__ void __launch_bounds__(kTileThreads)
+    attentionGradKeyTiled(const float* __restrict__ dout, const float* __restrict__ q, const float* __restrict__ k,
+                          const float* __restrict__ v, const float* __restrict__ out,
+                          const float* __restrict__ lse, float* __restrict__ dk, float* __restrict__ dv, Dims d) {
+  extern __shared__ float smem[];
+  float *k_tile = smem, *v_tile = k_tile + DP * kPad, *q_tile = v_tile + DP * kPad, *do_tile = q_tile + DP * kPad;
+  float *p_tile = do_tile + DP * kPad, *ds_tile = p_tile + kTile * kPad;  // (64, kPad) each, [query][key]
+  float *row_lse = ds_tile + kTile * kPad, *row_delta = row_lse + kTile;
+  const int64_t tiles = (d.seq + kTile - 1) / kTile;
+  const TileCoords at = tileCoords(d.kv_heads, tiles, false);
+  const int64_t j0 = at.tile * kTile, group = d.heads / d.kv_heads;
+  const int64_t kv_first = (at.b * d.seq) * d.kv_stride + at.head * d.head_dim;
+  stageTransposed<DP>(k_tile, k + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
+  stageTransposed<DP>(v_tile, v + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
+
+  float dk_acc[4][DP / 16] = {}, dv_acc[4][DP / 16] = {};  // key rows ty + 16r, dims tx + 16e
+  for (int64_t h = at.head * group; h < (at.head + 1) * group; ++h) {
+    const int64_t q_first = (at.b * d.seq) * d.q_stride + h * d.head_dim;
+    for (int64_t i0 = j0; i0 < d.seq; i0 += kTile) {
+      __syncthreads();  // the previous query tile's readers are done
+      const int64_t row0 = q_first + i0 * d.q_stride;
+      stageTransposed<DP>(q_tile, q + row0, d.seq - i0, d.q_stride, d.head_dim);
+      stageTransposed<DP>(do_tile, dout + row0, d.seq - i0, d.q_stride, d.head_dim);
+      stageRowStats(row_lse, row_delta, lse + (at.b * d.heads + h) * d.seq + i0, dout + row0, out + row0,
+                    d.seq - i0, d.q_stride, d.head_dim);
+      __syncthreads();
+      float s[4][4] = {}, dp[4][4] = {};  // query rows ty + 16r, key cols tx + 16c
+      tileDot<DP>(s, q_tile, k_tile);
+      tileDot<DP>(dp, do_tile, v_tile);
+      probabilitiesAndScoreGrads(s, dp, row_lse, row_delta, i0, j0, d.scale);
+      const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          p_tile[(ty + 16 * r) * kPad + tx + 16 * c] = s[r][c];
+          ds_tile[(ty + 16 * r) * kPad + tx + 16 * c] = dp[r][c];
+        }
+      __syncthreads();
+      tileMatmul<DP, true>(dv_acc, p_tile, do_tile);
+      tileMatmul<DP, true>(dk_acc, ds_tile, q_tile);
+    }
+  }
+  const float one[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  storeRows<DP>(dk + kv_first, dk_acc, one, j0, d.seq, d.kv_stride, d.head_dim);
+  storeRows<DP>(dv + kv_first, dv_acc, one, j0, d.seq, d.kv_stride, d.head_dim);
+}
+
+// Block per query tile of (batch, head): dq = sum dS k over the key tiles up to it.
+template <int DP>
+__global__ void __launch_bounds__(kTileThreads)
+    attentionGradQueryTiled(const float* __restrict__ dout, const float* __restrict__ q,
+                            const float* __restrict__ k, const float* __restrict__ v,
+                            const float* __restrict__ out, const float* __restrict__ lse,
+                            float* __restrict__ dq, Dims d) {
+  extern __shared__ float smem[];
+  float *q_tile = smem, *do_tile = q_tile + DP * kPad, *k_tile = do_tile + DP * kPad, *v_tile = k_tile + DP * kPad;
+  float* ds_tile = v_tile + DP * kPad;  // (64, kPad), [query][key]
+  float *row_lse = ds_tile + kTile * kPad, *row_delta = row_lse + kTile;
+  const int64_t tiles = (d.seq + kTile - 1) / kTile;
+  const TileCoords at = tileCoords(d.heads, tiles, true);
+  const int64_t i0 = at.tile * kTile, kvh = at.head / (d.heads / d.kv_heads);
+  const int64_t row0 = (at.b * d.seq + i0) * d.q_stride + at.head * d.head_dim;
+  const int64_t kv_first = (at.b * d.seq) * d.kv_stride + kvh * d.head_dim;
+  stageTransposed<DP>(q_tile, q + row0, d.seq - i0, d.q_stride, d.head_dim);
+  stageTransposed<DP>(do_tile, dout + row0, d.seq - i0, d.q_stride, d.head_dim);
+  stageRowStats(row_lse, row_delta, lse + (at.b * d.heads + at.head) * d.seq + i0, dout + row0, out + row0,
+                d.seq - i0, d.q_stride, d.head_dim);
+
+  float dq_acc[4][DP / 16] = {};  // query rows ty + 16r, dims tx + 16e
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  for (int64_t j0 = 0; j0 <= i0; j0 += kTile) {
+    __syncthreads();  // the previous key tile's readers are done
+    stageTransposed<DP>(k_tile, k + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
+    stageTransposed<DP>(v_tile, v + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
+    __syncthreads();
+    float s[4][4] = {}, dp[4][4] = {};
+    tileDot<DP>(s, q_tile, k_tile);
+    tileDot<DP>(dp, do_tile, v_tile);
+    probabilitiesAndScoreGrads(s, dp, row_lse, row_delta, i0, j0, d.scale);
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) ds_tile[(ty + 16 * r) * kPad + tx + 16 * c] = dp[r][c];
+    __syncthreads();
+    tileMatmul<DP, false>(dq_acc, ds_tile, k_tile);
+  }
+  const float one[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  storeRows<DP>(dq + (at.b * d.seq) * d.q_stride + at.head * d.head_dim, dq_acc, one, i0, d.seq, d.q_stride,
+                d.head_dim);
+}
+
+// Shared memory of each tiled kernel, in bytes.
+template <int DP>
+constexpr size_t forwardSmem() { return (3 * DP + kTile) * kPad * sizeof(float); }
+template <int DP>
+constexpr size_t gradKeySmem() { return ((4 * DP + 2 * kTile) * kPad + 2 * kTile) * sizeof(float); }
+template <int DP>
+constexpr size_t gradQuerySmem() { return ((4 * DP + kTile) * kPad + 2 * kTile) * sizeof(float); }
+
+// A kernel's dynamic shared memory limit, raised once (the default is 48 KiB).
+template <typename Kernel>
+void allowSmem(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    MT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+template <int DP>
+void attentionTiled(const KernelArgs& args, const Dims& d, cudaStream_t stream) {
+  static const bool ready = (allowSmem(attentionForwardTiled<DP>, forwardSmem<DP>()), true);
+  (void)ready;
+  const int64_t tiles = (d.seq + kTile - 1) / kTile;
+  attentionForwardTiled<DP><<<cuda::gridBlocks(d.batch * d.heads * tiles, "attention"), kTileThreads,
+                              forwardSmem<DP>(), stream>>>(args.in[0].f32(), args.in[1].f32(), args.in[2].f32(),
+                                                           args.out[0].f32(), args.out[1].f32(), d);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+template <int DP>
+void attentionGradTiled(const KernelArgs& args, const Dims& d, cudaStream_t stream) {
+  static const bool ready = (allowSmem(attentionGradKeyTiled<DP>, gradKeySmem<DP>()),
+                             allowSmem(attentionGradQueryTiled<DP>, gradQuerySmem<DP>()), true);
+  (void)ready;
+  const float *dout = args.in[0].f32(), *q = args.in[1].f32(), *k = args.in[2].f32(), *v = args.in[3].f32();
+  const float *out = args.in[4].f32(), *lse = args.in[5].f32();
+  const int64_t tiles = (d.seq + kTile - 1) / kTile;
+  attentionGradKeyTiled<DP><<<cuda::gridBlocks(d.batch * d.kv_heads * tiles, "attention"), kTileThreads,
+                              gradKeySmem<DP>(), stream>>>(dout, q, k, v, out, lse, args.out[1].f32(),
+                                                           args.out[2].f32(), d);
+  MT_CUDA_CHECK_LAUNCH();
+  attentionGradQueryTiled<DP><<<cuda::gridBlocks(d.batch * d.heads * tiles, "attention"), kTileThreads,
+                                gradQuerySmem<DP>(), stream>>>(dout, q, k, v, out, lse, args.out[0].f32(), d);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+// Calls f(std::integral_constant<int, DP>) with head_dim padded to the tiled kernels' next
+// instantiation (a multiple of 16).
+template <typename F>
+void withPaddedHeadDim(int64_t head_dim, F f) {
+  if (head_dim <= 16) f(std::integral_constant<int, 16>{});
+  else if (head_dim <= 32) f(std::integral_constant<int, 32>{});
+  else if (head_dim <= 64) f(std::integral_constant<int, 64>{});
+  else f(std::integral_constant<int, 128>{});
+}
+
 Dims attnDims(const Tensor& q, const KernelArgs& args) {
   const Dims d = attentionShape(q, args);
   if (d.head_dim > 32 * kMaxPerLane)
@@ -184,6 +531,10 @@ void attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Dims d = attnDims(args.in[0], args);
   const int64_t rows = d.batch * d.heads * d.seq;
   if (rows == 0) return;
+  if (d.head_dim <= kMaxTiledHeadDim) {
+    withPaddedHeadDim(d.head_dim, [&](auto dp) { attentionTiled<decltype(dp)::value>(args, d, launch.stream); });
+    return;
+  }
   attentionForward<<<warpBlocks(rows), 32 * kWarpsPerBlock, 0, launch.stream>>>(
       args.in[0].f32(), args.in[1].f32(), args.in[2].f32(), args.out[0].f32(), args.out[1].f32(), d);
   MT_CUDA_CHECK_LAUNCH();
@@ -195,6 +546,10 @@ void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const float *out = args.in[4].f32(), *lse = args.in[5].f32();
   const int64_t query_rows = d.batch * d.heads * d.seq, key_rows = d.batch * d.kv_heads * d.seq;
   if (query_rows == 0) return;
+  if (d.head_dim <= kMaxTiledHeadDim) {
+    withPaddedHeadDim(d.head_dim, [&](auto dp) { attentionGradTiled<decltype(dp)::value>(args, d, launch.stream); });
+    return;
+  }
   attentionGradQuery<<<warpBlocks(query_rows), 32 * kWarpsPerBlock, 0, launch.stream>>>(dout, q, k, v, out, lse,
                                                                                        args.out[0].f32(), d);
   MT_CUDA_CHECK_LAUNCH();

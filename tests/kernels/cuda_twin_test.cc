@@ -151,7 +151,10 @@ TEST_F(CudaTwinTest, AttentionForwardAndBackward) {
   struct Case {
     int64_t batch, seq, heads, kv_heads, head_dim;
   };
-  for (const Case& c : {Case{2, 37, 4, 4, 24}, Case{1, 70, 4, 2, 64}, Case{2, 9, 6, 1, 128}}) {
+  // Tiled kernels (head_dim <= 128, padded to 16/32/64/128): partial tiles, several tiles per
+  // sequence, grouped heads; the warp-per-row kernels: head_dim 160.
+  for (const Case& c : {Case{2, 37, 4, 4, 24}, Case{1, 70, 4, 2, 64}, Case{2, 9, 6, 1, 128}, Case{1, 200, 8, 2, 128},
+                        Case{2, 131, 2, 1, 12}, Case{1, 66, 3, 3, 96}, Case{1, 45, 2, 1, 160}}) {
     const int64_t wq = c.heads * c.head_dim, wkv = c.kv_heads * c.head_dim;
     const auto q = randomF32({c.batch, c.seq, wq}), k = randomF32({c.batch, c.seq, wkv});
     const auto v = randomF32({c.batch, c.seq, wkv}), dout = randomF32({c.batch, c.seq, wq});
