@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <vector>
 
-#include "runtime/blas_setup.h"
+#include "runtime/cpu_libraries.h"
 
 int main(int argc, char** argv) {
-  mt::selectBlasKernels(argv);
+  mt::configureCpuLibraries(argv);
   if (argc != 4) {
     std::fprintf(stderr, "usage: %s ROWS WIDTH FFN\n", argv[0]);
     return 2;

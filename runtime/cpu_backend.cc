@@ -1,5 +1,9 @@
 // The CPU backend: the device arena is one host allocation of the planned size, each stream
 // runs on its own thread (StreamThreads), events are real synchronisation.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +18,27 @@
 
 namespace mt {
 namespace {
+
+// OpenMP threads for each stream of `plan`: its compute streams share the cores; its host
+// stream's optimizer, which runs at the same time and is bound by memory bandwidth (a few
+// threads fill it), gets a quarter of them; copy streams run memcpy alone. Oversubscribed
+// teams cost little because their threads sleep when idle (OMP_WAIT_POLICY=passive,
+// runtime/cpu_libraries.h).
+std::vector<int> openmpThreadsPerStream(const plan::Plan& plan, int cores) {
+  int compute_streams = 0, host_streams = 0;
+  for (const auto& stream : plan.streams()) {
+    compute_streams += stream.kind() == plan::Stream::COMPUTE;
+    host_streams += stream.kind() == plan::Stream::HOST;
+  }
+  const int host_share = host_streams ? std::max(1, cores / 4) : 0;
+  const int compute_each = std::max(1, cores / std::max(compute_streams, 1));
+  std::vector<int> threads;
+  for (const auto& stream : plan.streams())
+    threads.push_back(stream.kind() == plan::Stream::COMPUTE ? compute_each
+                      : stream.kind() == plan::Stream::HOST  ? std::max(1, host_share / std::max(host_streams, 1))
+                                                             : 1);
+  return threads;
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -58,9 +83,14 @@ CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
   std::memset(arena_.get(), 0, rounded);
   programs_ = bindPrograms(plan, store, arena_.get());
   for (const auto& program : programs_) timeline_.emplace_back(program.size());
-  threads_ = std::make_unique<StreamThreads>(static_cast<int>(programs_.size()), plan.num_events(), [this](int s) {
-    for (size_t i = 0; i < programs_[s].size(); ++i) execute(s, i);
-  });
+  const std::vector<int> omp_threads = openmpThreadsPerStream(plan, omp_get_max_threads());
+  openblas_set_num_threads(omp_threads.empty() ? 1 : *std::max_element(omp_threads.begin(), omp_threads.end()));
+  threads_ = std::make_unique<StreamThreads>(
+      static_cast<int>(programs_.size()), plan.num_events(),
+      [this](int s) {
+        for (size_t i = 0; i < programs_[s].size(); ++i) execute(s, i);
+      },
+      [omp_threads](int s) { omp_set_num_threads(omp_threads[s]); });
 }
 
 StepResult CpuBackend::runStep(const StepOptions& options) {

@@ -6,8 +6,9 @@ namespace {
 struct StepAbandoned {};
 }  // namespace
 
-StreamThreads::StreamThreads(int num_streams, int num_events, std::function<void(int)> program)
-    : program_(std::move(program)), event_generation_(num_events, 0) {
+StreamThreads::StreamThreads(int num_streams, int num_events, std::function<void(int)> program,
+                             std::function<void(int)> thread_setup)
+    : program_(std::move(program)), thread_setup_(std::move(thread_setup)), event_generation_(num_events, 0) {
   for (int s = 0; s < num_streams; ++s) threads_.emplace_back(&StreamThreads::threadMain, this, s);
 }
 
@@ -49,6 +50,7 @@ void StreamThreads::waitFor(uint32_t event) {
 }
 
 void StreamThreads::threadMain(int stream) {
+  if (thread_setup_) thread_setup_(stream);
   int64_t done_generation = 0;
   for (;;) {
     {

@@ -16,7 +16,9 @@ namespace mt {
 class StreamThreads {
  public:
   // `program(stream)` runs stream `stream`'s instructions once; it may call record/waitFor.
-  StreamThreads(int num_streams, int num_events, std::function<void(int)> program);
+  // `thread_setup(stream)`, if given, runs once on each stream's thread before its first step.
+  StreamThreads(int num_streams, int num_events, std::function<void(int)> program,
+                std::function<void(int)> thread_setup = {});
   ~StreamThreads();
   StreamThreads(const StreamThreads&) = delete;
   StreamThreads& operator=(const StreamThreads&) = delete;
@@ -33,6 +35,7 @@ class StreamThreads {
   void threadMain(int stream);
 
   std::function<void(int)> program_;
+  std::function<void(int)> thread_setup_;
   std::mutex mutex_;
   std::condition_variable cv_;
   int64_t generation_ = 0;  // the step being run; 0 before the first

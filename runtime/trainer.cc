@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/backend.h"
-#include "runtime/blas_setup.h"
+#include "runtime/cpu_libraries.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cuda_device.h"
 #include "runtime/error.h"

@@ -2,12 +2,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "runtime/blas_setup.h"
+#include "runtime/cpu_libraries.h"
 #include "runtime/error.h"
 #include "runtime/trainer.h"
 
 int main(int argc, char** argv) {
-  mt::selectBlasKernels(argv);
+  mt::configureCpuLibraries(argv);
   mt::TrainConfig c;
   CLI::App app{
       "mtrun: train a MegaTrain plan.\n\n"
