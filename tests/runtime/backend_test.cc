@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "runtime/op_table.h"
 #include "runtime/stream_threads.h"
@@ -60,6 +62,25 @@ TEST(StreamThreads, AStreamThatThrowsEndsTheStepForAllAndTheErrorReachesTheCalle
   fail = false;  // the threads survive a failed step
   threads.runStep();
   EXPECT_EQ(completed, 1);
+}
+
+TEST(StreamThreads, EachStreamThreadIsSetUpOnceOnItselfBeforeItsFirstStep) {
+  // The CPU backend gives each stream thread its OpenMP share this way: the setup must run on
+  // the thread that then runs the stream's programs.
+  std::vector<std::thread::id> setup_on(3), ran_on(3);
+  std::vector<int> setups(3, 0);
+  StreamThreads threads(
+      3, 0, [&](int stream) { ran_on[stream] = std::this_thread::get_id(); },
+      [&](int stream) {
+        setup_on[stream] = std::this_thread::get_id();
+        ++setups[stream];
+      });
+  for (int step = 0; step < 5; ++step) threads.runStep();
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(setups[s], 1) << "stream " << s;
+    EXPECT_EQ(setup_on[s], ran_on[s]) << "stream " << s;
+    EXPECT_NE(ran_on[s], std::this_thread::get_id()) << "stream " << s;
+  }
 }
 
 void addKernel(plan::Plan& plan, KernelId id) {
