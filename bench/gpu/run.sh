@@ -30,6 +30,22 @@ date -u +%Y-%m-%dT%H:%MZ | tee -a "$out/gpu.txt"
 LD_LIBRARY_PATH=$mt_libs ldd .gpu/bin/mtrun | grep -E 'not found|cuda|cublas' | tee "$out/ldd.txt"
 
 twins="" parity="" rows="" torch_rows="" adamw_rows=""
+# The summary so far, with the logs, copied to $OUT after each part: a call that runs out of
+# time still returns what it measured.
+publish() {
+  {
+    echo "GPU: $(head -1 "$out/gpu.txt"), $(tail -1 "$out/gpu.txt")"
+    echo "twins: $twins"
+    echo "$parity"
+    echo "$rows"
+    echo "$adamw_rows"
+    echo "$torch_rows"
+  } > "$out/summary.txt"
+  if [ -n "${OUT:-}" ]; then
+    cp "$out/summary.txt" "$OUT/"
+    tar czf "$OUT/logs.tgz" -C .gpu out  # parity weights are small: kept to look into a mismatch
+  fi
+}
 if [ "$what" = all ] || [ "$what" = check ]; then
 echo "== 1. CUDA twins"
 mt 180 mt_cuda_twin_tests > "$out/twins.txt" 2>&1 || echo "twin tests exited $?"
@@ -48,6 +64,7 @@ for plan in .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan; do
   parity+=$(python3 tests/e2e/backend_parity.py "$out/$name" 10) ; parity+=$'\n'
 done
 echo "$parity"
+publish
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then
@@ -61,28 +78,19 @@ for model in $bench_models; do
     line=$(grep 'measured over' "$out/$name.$mode.txt" | sed 's/measured over //')
     busy=$(grep 'compute busy' "$out/$name.$mode.txt" | sed 's/^ *//')
     rows+="$name $mode: ${line:-no result} | ${busy}"$'\n'
+    publish
   done
 done
 
 echo "== 4. host optimizer against memory bandwidth (256 M parameters)"
 mt 120 mt_adamw_rate 256 > "$out/adamw_rate.txt" 2>&1
 adamw_rows=$(cat "$out/adamw_rate.txt")
+publish
 
 echo "== 5. PyTorch native"
 torch_rows=$(timeout 200 python3 bench/gpu/torch_native.py $bench_models 2>&1 | tee "$out/torch.txt" | grep '^torch')
 fi
-
-{
-  echo "GPU: $(head -1 "$out/gpu.txt"), $(tail -1 "$out/gpu.txt")"
-  echo "twins: $twins"
-  echo "$parity"
-  echo "$rows"
-  echo "$adamw_rows"
-  echo "$torch_rows"
-} > "$out/summary.txt"
-if [ -n "${OUT:-}" ]; then
-  cp "$out/summary.txt" "$OUT/"
-  tar czf "$OUT/logs.tgz" -C .gpu out  # parity weights are small: kept to look into a mismatch
-fi
+publish
 echo
 cat "$out/summary.txt"
+

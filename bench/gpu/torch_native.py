@@ -62,7 +62,22 @@ class Llama(torch.nn.Module):
         return x @ self.embed.weight.t() if self.head is None else self.head(x)
 
 
+def parameter_count(layers, width, heads, kv_heads, ffn, vocab, tied):
+    kv = kv_heads * (width // heads)
+    per_layer = 2 * width + 2 * width * width + 2 * width * kv + 3 * width * ffn
+    return vocab * width * (1 if tied else 2) + layers * per_layer + width
+
+
 def run(name, tf32):
+    # Parameters, gradients and two AdamW moments alone (16 bytes/param) past the GPU's memory:
+    # say so without building the model (a 7B fp32 model takes minutes to initialise on the CPU).
+    state = 16 * parameter_count(*SHAPES[name])
+    total = torch.cuda.get_device_properties(0).total_memory
+    if state > total:
+        for mode in ("fp32", "tf32"):
+            print(f"torch {name} {mode}: does not fit in GPU memory ({state / 2**30:.0f} GiB of parameters, "
+                  f"gradients and AdamW moments; {total / 2**30:.0f} GiB on the GPU)")
+        return "skipped"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     mode = "tf32" if tf32 else "fp32"
@@ -95,7 +110,8 @@ if __name__ == "__main__":
     import sys
     for name in sys.argv[1:] or SHAPES:
         for tf32 in (False, True):
-            run(name, tf32)
+            if run(name, tf32) == "skipped":
+                break
             gc.collect()  # the run's model and optimizer state are garbage now: give their memory back
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
