@@ -14,9 +14,12 @@
 #include "runtime/safetensors.h"
 #include "runtime/token_data.h"
 #include "runtime/verifier.h"
+#include "tests/runtime/scratch_path.h"
 
 namespace mt {
 namespace {
+
+using test::scratchPath;
 
 std::string readAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -64,7 +67,7 @@ Tally mutate(const std::string& original, const std::string& path, int mutants, 
 }
 
 TEST(FileMutation, TokenFiles) {
-  const std::string path = ::testing::TempDir() + "/mut.tok";
+  const std::string path = scratchPath("mut.tok");
   std::vector<uint32_t> ids;
   for (uint32_t i = 0; i < 3000; ++i) ids.push_back(i * 31 % 256);
   writeTokenFile(path, ids, 256);
@@ -91,11 +94,11 @@ TEST(FileMutation, WeightsAndCheckpoints) {
   verifyPlan(plan);
   HostStore store(plan);
   store.initialize(5);
-  const std::string dir = ::testing::TempDir() + "/mut_ckpt";
+  const std::string dir = scratchPath("mut_ckpt");
   writeCheckpoint(dir, plan, store, {7, 3, 10}, 1);
   const std::string checkpoint = *latestCheckpoint(dir);
   const std::string original = readAll(checkpoint);
-  const std::string path = ::testing::TempDir() + "/mutant.safetensors";
+  const std::string path = scratchPath("mutant.safetensors");
   Tally weights = mutate(original, path, 1000, [](const std::string& p) {
     SafetensorsFile file(p);
     uint64_t sum = 0;
