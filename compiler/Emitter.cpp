@@ -319,9 +319,10 @@ LogicalResult Emitter::addInstruction(Operation* op) {
         bytes += tensorBytes(v.getType());
       }
     } else {
+      // adamw_on_arrival takes its gradient's norm share itself (plan 1.4).
       body->set_kind(task.getKind() == "adamw"              ? plan::HostTask::ADAMW
                      : task.getKind() == "adamw_previous" ? plan::HostTask::ADAMW_PREVIOUS
-                                                          : plan::HostTask::ADAMW_ON_ARRIVAL);
+                                                          : plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL);
       for (Value v : task.getTensors()) {
         auto arg = dyn_cast<BlockArgument>(v);
         if (!arg || paramName(func_, arg.getArgNumber()).empty())

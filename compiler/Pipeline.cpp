@@ -375,7 +375,8 @@ int compile(const CompileOptions& o) {
   std::printf("  parameters     %.3f M; host %s (%.1f bytes/param: %s)\n", stats.num_params / 1e6,
               mib(host_bytes).c_str(), double(host_bytes) / stats.num_params, host_parts.c_str());
   if (update == "on-arrival")
-    std::printf("  optimizer      AdamW per parameter as its gradient lands, overlapped with the backward; no "
+    std::printf("  optimizer      AdamW per parameter as its gradient lands, its norm share in the same pass, "
+                "overlapped with the backward; no "
                 "global-norm clipping%s\n", update_note.empty() ? "" : ("; " + update_note).c_str());
   else
     std::printf("  optimizer      AdamW one step late, per parameter before its next copy in (overlapped with the "

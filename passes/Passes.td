@@ -85,9 +85,10 @@ def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
     complete and its share of the global norm taken on the host at once. AdamW runs one step
     late (`adamw_previous`): each parameter's update of the previous step just before its
     first copy in, so the host optimizer overlaps the forward instead of ending the step.
-    With `update=on-arrival`, each parameter is updated right after its gradient's norm share
-    instead (`adamw_on_arrival`: overlapped with the backward, no global-norm clipping, and the
-    gradients' host bytes reused: see mt-plan-memory). With `pin-shared`, a parameter used by
+    With `update=on-arrival`, each parameter is updated as soon as its gradient has landed
+    instead, its norm share taken in the same pass (`adamw_on_arrival`, no `grad_norm`:
+    overlapped with the backward, no global-norm clipping, and the gradients' host bytes
+    reused: see mt-plan-memory). With `pin-shared`, a parameter used by
     more than one layer block (a tied embedding and LM head: the first block and the head) is
     copied once per step and stays on the device instead of crossing the link once per block
     region; the function gets `mt.pinned_bytes`. Needs `mt-partition` and a differentiated

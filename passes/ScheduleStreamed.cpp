@@ -100,7 +100,8 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       return signalPassFailure();
     }
     // The loss and each gradient leave as soon as they are complete; each gradient's share of
-    // the global norm is taken on the host right away (and, on arrival, its parameter updated).
+    // the global norm is taken on the host right away (on arrival, by the update of its
+    // parameter, in the same pass over the gradient).
     std::map<std::string, Value> paramByName;
     for (Value p : parameterArguments(func))
       paramByName[paramName(func, cast<BlockArgument>(p).getArgNumber()).str()] = p;
@@ -111,19 +112,19 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       auto host = b.create<D2HOp>(ret.getLoc(), v);
       if (def) host->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
       hostResults.push_back(host);
-      if (i > 0) {
+      if (i > 0 && update == "deferred") {
         auto norm = b.create<HostTaskOp>(ret.getLoc(), "grad_norm", ValueRange{host.getResult()});
         if (def) norm->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
-        if (update == "on-arrival") {
-          auto name = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
-          Value param = name ? paramByName[name.getValue().str()] : nullptr;
-          if (!param) {
-            func.emitError("result ") << i << " is not the gradient of a parameter";
-            return signalPassFailure();
-          }
-          auto adamw = b.create<HostTaskOp>(ret.getLoc(), "adamw_on_arrival", ValueRange{param});
-          if (def) adamw->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
+      }
+      if (i > 0 && update == "on-arrival") {
+        auto name = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
+        Value param = name ? paramByName[name.getValue().str()] : nullptr;
+        if (!param) {
+          func.emitError("result ") << i << " is not the gradient of a parameter";
+          return signalPassFailure();
         }
+        auto adamw = b.create<HostTaskOp>(ret.getLoc(), "adamw_on_arrival", ValueRange{param});
+        if (def) adamw->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
       }
     }
     ret->setOperands(hostResults);

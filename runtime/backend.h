@@ -23,8 +23,9 @@ struct StepResult {
   double grad_norm = 0.0;      // before clipping
   // The first gradient (host tensor name) holding NaN or Inf, in the order the host took the
   // norm; "" if all are finite. The AdamW update of such a step is not applied — except, in a
-  // plan that updates as gradients land (ADAMW_ON_ARRIVAL), to the parameters updated before
-  // that gradient landed: then `partially_updated`.
+  // plan that updates as gradients land (updatesOnArrival), to the parameters updated before
+  // that gradient landed (and, NORM_AND_ADAMW_ON_ARRIVAL, to that gradient's finite chunks):
+  // then `partially_updated`.
   std::string nonfinite_grad;
   bool partially_updated = false;
 };

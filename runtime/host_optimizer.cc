@@ -12,7 +12,7 @@ HostOptimizer::HostOptimizer(const plan::Plan& plan, HostStore& store)
     : plan_(plan),
       store_(store),
       deferred_(planUpdateKind(plan) == plan::HostTask::ADAMW_PREVIOUS),
-      on_arrival_(planUpdateKind(plan) == plan::HostTask::ADAMW_ON_ARRIVAL) {}
+      on_arrival_(updatesOnArrival(planUpdateKind(plan))) {}
 
 void HostOptimizer::beginStep(const StepOptions& options) {
   if (on_arrival_ && options.grad_clip > 0.0)
@@ -35,6 +35,10 @@ void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tenso
   }
   if (kind == plan::HostTask::ADAMW_PREVIOUS) {
     if (pending_) update(tensors, pending_adamw_);
+    return;
+  }
+  if (kind == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL) {
+    normAndUpdate(tensors);
     return;
   }
   if (first_nonfinite_ >= 0) return;  // NaN/Inf gradients would poison the weights: no update
@@ -74,6 +78,27 @@ AdamWParams HostOptimizer::stepAdamW() const {
     p.grad_scale = static_cast<float>(std::min(coeff, 1.0));
   }
   return p;
+}
+
+void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
+  for (int param : params) {
+    const int grad = store_.gradOf(param);
+    const float* g = store_.f32(grad);
+    const int64_t n = store_.numel(param);
+    if (first_nonfinite_ >= 0 || !options_.update) {  // the norm only: no update runs now
+      const double sum = sum_squares_cpu(g, n);
+      if (!std::isfinite(sum) && first_nonfinite_ < 0) first_nonfinite_ = grad;
+      grad_sq_sum_ += sum;
+      continue;
+    }
+    AdamWParams q = options_.adamw;  // no clipping: the norm is not complete yet
+    if (!plan_.host_tensors(param).weight_decay()) q.weight_decay = 0.0;
+    const NormedUpdate r = adamw_with_norm_cpu(store_.f32(param), g, store_.f32(store_.moment1Of(param)),
+                                               store_.f32(store_.moment2Of(param)), n, q);
+    grad_sq_sum_ += r.sum_squares;
+    updated_ = true;
+    if (!r.all_finite) first_nonfinite_ = grad;
+  }
 }
 
 void HostOptimizer::update(const std::vector<int>& params, const AdamWParams& adamw) {

@@ -28,6 +28,8 @@ class HostOptimizer {
   // This step's AdamW settings: the options' with the clipping coefficient of its norm.
   AdamWParams stepAdamW() const;
   void update(const std::vector<int>& params, const AdamWParams& adamw);
+  // NORM_AND_ADAMW_ON_ARRIVAL: each gradient's norm share and its update in one pass.
+  void normAndUpdate(const std::vector<int>& params);
 
   const plan::Plan& plan_;
   HostStore& store_;
@@ -35,7 +37,7 @@ class HostOptimizer {
   double grad_sq_sum_ = 0.0;  // written by the (single) host stream
   int first_nonfinite_ = -1;  // host tensor; written by the host stream
   const bool deferred_;    // the plan's update kind is ADAMW_PREVIOUS
-  const bool on_arrival_;  // ... or ADAMW_ON_ARRIVAL
+  const bool on_arrival_;  // ... or one that updates on arrival
   // The deferred update: set between steps, read by the host stream.
   bool pending_ = false;
   AdamWParams pending_adamw_;

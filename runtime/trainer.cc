@@ -137,7 +137,7 @@ int train(const TrainConfig& config) {
   options.adamw.beta2 = config.beta2;
   options.adamw.eps = config.eps;
   options.adamw.weight_decay = config.weight_decay;
-  const bool on_arrival = planUpdateKind(plan) == plan::HostTask::ADAMW_ON_ARRIVAL;
+  const bool on_arrival = updatesOnArrival(planUpdateKind(plan));
   if (on_arrival && config.grad_clip > 0)
     throw Error("--grad-clip " + fmt::format("{}", config.grad_clip) + ": this plan updates each parameter as its "
                 "gradient lands, before the global norm is known, so it cannot clip by it; pass --grad-clip 0 or "
@@ -212,7 +212,7 @@ int train(const TrainConfig& config) {
                (result.nonfinite_grad.empty() ? "" : " (first non-finite gradient: '" + result.nonfinite_grad + "')");
       // An on-arrival plan has updated the parameters whose gradients landed before.
       const std::string applied = result.partially_updated
-                                      ? "the parameters whose gradients landed before it were updated (this plan "
+                                      ? "parameters were updated as their gradients landed, up to it (this plan "
                                         "updates as gradients land)"
                                       : "the update was not applied";
       if (!config.skip_nonfinite) {

@@ -151,6 +151,14 @@ void verifyCopy(const plan::Plan& plan, const plan::Copy& copy, const std::strin
     fail(at + ": copy between '" + h.name() + "' and '" + b.name() + "' of different sizes");
 }
 
+// The gradient host tensor of parameter `param` (verifyHostTask checked there is one).
+int gradientOf(const plan::Plan& plan, uint32_t param) {
+  for (int i = 0; i < plan.host_tensors_size(); ++i)
+    if (plan.host_tensors(i).role() == plan::ROLE_GRAD && plan.host_tensors(i).param_index() == static_cast<int>(param))
+      return i;
+  return -1;
+}
+
 void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool norm_seen,
                     const std::set<uint32_t>& normed, const std::string& at) {
   if (!plan::HostTask::Kind_IsValid(task.kind())) fail(at + ": unknown host task");
@@ -175,6 +183,9 @@ void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool nor
       if (task.kind() == plan::HostTask::ADAMW_ON_ARRIVAL && !normed.count(static_cast<uint32_t>(grad)))
         fail(at + ": ADAMW_ON_ARRIVAL of '" + plan.host_tensors(t).name() +
              "' before the GRAD_NORM task of its gradient (which checks it for NaN/Inf)");
+      if (task.kind() == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL && normed.count(static_cast<uint32_t>(grad)))
+        fail(at + ": NORM_AND_ADAMW_ON_ARRIVAL of '" + plan.host_tensors(t).name() +
+             "' after a GRAD_NORM task of its gradient (the norm would count it twice)");
     }
   }
   if (task.kind() == plan::HostTask::ADAMW && !norm_seen)
@@ -220,6 +231,10 @@ int gradLandingTensor(const plan::Plan& plan) {
   for (int i = 0; i < plan.host_tensors_size(); ++i)
     if (plan.host_tensors(i).role() == plan::ROLE_GRAD_LANDING) return i;
   return -1;
+}
+
+bool updatesOnArrival(plan::HostTask::Kind kind) {
+  return kind == plan::HostTask::ADAMW_ON_ARRIVAL || kind == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL;
 }
 
 plan::HostTask::Kind planUpdateKind(const plan::Plan& plan) {
@@ -304,8 +319,11 @@ void verifyPlanContents(const plan::Plan& plan) {
           verifyHostTask(plan, in.host_task(), norm_seen, normed, at);
           if (in.host_task().kind() == plan::HostTask::GRAD_NORM) {
             norm_seen = true;
-            normed.insert(in.host_task().tensors().begin(), in.host_task().tensors().end());
+            for (uint32_t g : in.host_task().tensors())
+              if (!normed.insert(g).second) fail(at + ": a gradient's norm is taken twice in a step");
           }
+          if (in.host_task().kind() == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL)
+            for (uint32_t p : in.host_task().tensors()) normed.insert(static_cast<uint32_t>(gradientOf(plan, p)));
           if (in.host_task().kind() != plan::HostTask::GRAD_NORM) {
             update_kinds.insert(in.host_task().kind());
             if (update_kinds.size() > 1) fail(at + ": AdamW tasks of two kinds: a plan updates in one way");

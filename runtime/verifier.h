@@ -20,6 +20,8 @@ int gradLandingTensor(const plan::Plan& plan);
 
 // The kind of the plan's AdamW tasks (ADAMW when it has none).
 plan::HostTask::Kind planUpdateKind(const plan::Plan& plan);
+// Whether `kind` updates each parameter as its gradient lands (no global-norm clipping).
+bool updatesOnArrival(plan::HostTask::Kind kind);
 
 // Bytes of host memory the plan's host tensors take (views into the landing buffer not
 // counted twice): what the host store allocates.

@@ -586,9 +586,10 @@ def Mt_HostTaskOp : Mt_Op<"host_task"> {
     `adamw_previous` is the deferred form the schedules emit: the update of the previous
     step (its gradients, its norm), placed before the parameter's first copy to the device,
     so the host updates later parameters while earlier ones already stream in and compute.
-    It precedes every grad_norm task of the step. `adamw_on_arrival` updates the parameter as
-    soon as its gradient has landed (after that gradient's grad_norm), without global-norm
-    clipping: the gradient's host bytes are then reused, so no per-parameter gradient is kept.
+    It precedes every grad_norm task of the step. `adamw_on_arrival` takes its gradient's norm
+    share and updates the parameter in one pass as soon as the gradient has landed (no
+    grad_norm task takes that gradient), without global-norm clipping: the gradient's host bytes
+    are then reused, so no per-parameter gradient is kept.
 
     ```mlir
     mt.host_task "adamw_previous"(%w0) : tensor<384xf32>

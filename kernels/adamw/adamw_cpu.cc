@@ -8,58 +8,101 @@ namespace mt {
 
 namespace {
 
-// The update loop; kL2 adds the coupled L2 term (a separate instantiation, so that AdamW's loop
-// stays exactly torch's operation sequence).
+// AdamW's per-step coefficients, in torch's rounding.
+struct Coefficients {
+  float decay, beta1, beta2, one_minus_b1, one_minus_b2, step_size, bias2_sqrt, eps, scale, l2;
+  explicit Coefficients(const AdamWParams& p) {
+    decay = static_cast<float>(1.0 - p.lr * p.weight_decay);
+    beta1 = static_cast<float>(p.beta1), beta2 = static_cast<float>(p.beta2);
+    one_minus_b1 = static_cast<float>(1.0 - p.beta1);
+    one_minus_b2 = static_cast<float>(1.0 - p.beta2);
+    const double bias1 = p.bias_correction ? 1.0 - std::pow(p.beta1, double(p.step)) : 1.0;
+    const double bias2 = p.bias_correction ? 1.0 - std::pow(p.beta2, double(p.step)) : 1.0;
+    step_size = static_cast<float>(p.lr / bias1);
+    bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+    eps = static_cast<float>(p.eps), scale = p.grad_scale, l2 = static_cast<float>(p.l2);
+  }
+};
+
+// The update of elements [begin, end); kL2 adds the coupled L2 term (a separate instantiation,
+// so that AdamW's loop stays exactly torch's operation sequence).
 template <bool kL2>
-void adamwLoop(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p) {
-  const float decay = static_cast<float>(1.0 - p.lr * p.weight_decay);
-  const float beta1 = static_cast<float>(p.beta1), beta2 = static_cast<float>(p.beta2);
-  const float one_minus_b1 = static_cast<float>(1.0 - p.beta1);
-  const float one_minus_b2 = static_cast<float>(1.0 - p.beta2);
-  const double bias1 = p.bias_correction ? 1.0 - std::pow(p.beta1, double(p.step)) : 1.0;
-  const double bias2 = p.bias_correction ? 1.0 - std::pow(p.beta2, double(p.step)) : 1.0;
-  const float step_size = static_cast<float>(p.lr / bias1);
-  const float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
-  const float eps = static_cast<float>(p.eps), scale = p.grad_scale, l2 = static_cast<float>(p.l2);
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    float g = grad[i] * scale;
-    if constexpr (kL2) g += l2 * param[i];
-    const float w = param[i] * decay;
-    const float mi = m[i] * beta1 + g * one_minus_b1;
-    const float vi = v[i] * beta2 + g * g * one_minus_b2;
-    const float denom = std::sqrt(vi) / bias2_sqrt + eps;
+inline void adamwRange(float* param, const float* grad, float* m, float* v, int64_t begin, int64_t end,
+                       const Coefficients& k) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    float g = grad[i] * k.scale;
+    if constexpr (kL2) g += k.l2 * param[i];
+    const float w = param[i] * k.decay;
+    const float mi = m[i] * k.beta1 + g * k.one_minus_b1;
+    const float vi = v[i] * k.beta2 + g * g * k.one_minus_b2;
+    const float denom = std::sqrt(vi) / k.bias2_sqrt + k.eps;
     m[i] = mi;
     v[i] = vi;
-    param[i] = w + (-step_size) * (mi / denom);
+    param[i] = w + (-k.step_size) * (mi / denom);
   }
+}
+
+inline double sumSquaresRange(const float* x, int64_t begin, int64_t end) {
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = begin; i < end; ++i) s += double(x[i]) * x[i];
+  return s;
+}
+
+// Chunks of the norm's partial sums: fixed, so the sum is the same for any thread count; small
+// enough (256 KiB of gradient) that a chunk just summed is still in cache for its update.
+constexpr int64_t kChunk = 1 << 16;
+
+template <bool kL2>
+void adamwChunks(float* param, const float* grad, float* m, float* v, int64_t n, const Coefficients& k) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) adamwRange<kL2>(param, grad, m, v, c * kChunk, std::min(n, (c + 1) * kChunk), k);
 }
 
 }  // namespace
 
 void adamw_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
                const AdamWParams& p) {
+  const Coefficients k(p);
   if (p.l2 != 0.0)
-    adamwLoop<true>(param, grad, m, v, n, p);
+    adamwChunks<true>(param, grad, m, v, n, k);
   else
-    adamwLoop<false>(param, grad, m, v, n, p);
+    adamwChunks<false>(param, grad, m, v, n, k);
 }
 
 double sum_squares_cpu(const float* x, int64_t n) {
-  constexpr int64_t kChunk = 1 << 16;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(chunks, 0.0);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) partial[c] = sumSquaresRange(x, c * kChunk, std::min(n, (c + 1) * kChunk));
+  double total = 0.0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+NormedUpdate adamw_with_norm_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
+                                 const AdamWParams& p) {
+  const Coefficients k(p);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(chunks, 0.0);
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t end = std::min(n, (c + 1) * kChunk);
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = c * kChunk; i < end; ++i) s += double(x[i]) * x[i];
-    partial[c] = s;
+    const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
+    partial[c] = sumSquaresRange(grad, begin, end);
+    if (!std::isfinite(partial[c])) continue;
+    if (p.l2 != 0.0)
+      adamwRange<true>(param, grad, m, v, begin, end, k);
+    else
+      adamwRange<false>(param, grad, m, v, begin, end, k);
   }
-  double total = 0.0;
-  for (double s : partial) total += s;
-  return total;
+  NormedUpdate result;
+  for (double s : partial) {
+    result.sum_squares += s;
+    result.all_finite = result.all_finite && std::isfinite(s);
+  }
+  return result;
 }
 
 }  // namespace mt

@@ -2,6 +2,10 @@
 // kernel against central finite differences of that reference.
 #include "tests/kernels/reference.h"
 
+#include <cmath>
+
+#include "kernels/adamw/adamw.h"
+
 namespace mt::test {
 namespace {
 
@@ -243,6 +247,39 @@ TEST_F(KernelTest, SoftmaxCrossEntropyIgnoresOutOfRangeTargetsAndHasTheRightGrad
               finiteDifferences([&](const Doubles& x) { return slice(ref::softmaxXent(x, targets.ints, vocab), 0, 1); },
                                 logits.asDoubles(), {0.7}),
               kGradTol, "softmax_xent grad");
+}
+
+// The on-arrival update's one pass: the same norm, bit for bit, as sum_squares_cpu and the same
+// weights and moments as adamw_cpu; a chunk (65536 elements) holding NaN is left untouched.
+TEST_F(KernelTest, AdamwWithNormMatchesTheTwoPassesAndSkipsANonFiniteChunk) {
+  constexpr int64_t kChunk = 1 << 16, n = 3 * kChunk + 123;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> param(n), grad(n), m(n), v(n);
+  for (int64_t i = 0; i < n; ++i)
+    param[i] = normal(rng), grad[i] = normal(rng), m[i] = 0.1f * normal(rng), v[i] = std::abs(normal(rng));
+  AdamWParams p;
+  p.lr = 1e-3, p.weight_decay = 0.1, p.step = 3;
+  for (const bool with_nan : {false, true}) {
+    std::vector<float> g = grad;
+    if (with_nan) g[kChunk + 5] = std::nanf("");
+    std::vector<float> p1 = param, m1 = m, v1 = v, p2 = param, m2 = m, v2 = v;
+    const NormedUpdate fused = adamw_with_norm_cpu(p1.data(), g.data(), m1.data(), v1.data(), n, p);
+    adamw_cpu(p2.data(), g.data(), m2.data(), v2.data(), n, p);
+    const double norm = sum_squares_cpu(g.data(), n);
+    EXPECT_EQ(fused.all_finite, !with_nan);
+    if (with_nan) EXPECT_TRUE(std::isnan(fused.sum_squares));
+    else EXPECT_EQ(fused.sum_squares, norm);  // bit for bit
+    int64_t mismatches = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool skipped = with_nan && i / kChunk == 1;
+      const bool same = skipped ? p1[i] == param[i] && m1[i] == m[i] && v1[i] == v[i]
+                                : p1[i] == p2[i] && m1[i] == m2[i] && v1[i] == v2[i];
+      if (!same && mismatches++ < 5)
+        ADD_FAILURE() << (with_nan ? "with NaN: " : "") << "element " << i << (skipped ? " (skipped chunk)" : "")
+                      << ": param " << p1[i] << " vs " << (skipped ? param[i] : p2[i]);
+    }
+    EXPECT_EQ(mismatches, 0);
+  }
 }
 
 }  // namespace

@@ -118,15 +118,12 @@ func.func @landing(%a: tensor<4x4xf32> {mt.param = {name = "a", init = "zeros"}}
     -> (tensor<4x4xf32> {mt.grad = "a"}, tensor<4x4xf32> {mt.grad = "b"}, tensor<4x4xf32> {mt.grad = "c"}) {
   %da = mt.fill {mt.block = 0 : i64, value = 1.0 : f32} : tensor<4x4xf32>
   %ga = mt.d2h %da {mt.block = 0 : i64} : tensor<4x4xf32>
-  mt.host_task "grad_norm"(%ga) {mt.block = 0 : i64} : tensor<4x4xf32>
   mt.host_task "adamw_on_arrival"(%a) {mt.block = 0 : i64} : tensor<4x4xf32>
   %db = mt.fill {mt.block = 0 : i64, value = 2.0 : f32} : tensor<4x4xf32>
   %gb = mt.d2h %db {mt.block = 0 : i64} : tensor<4x4xf32>
-  mt.host_task "grad_norm"(%gb) {mt.block = 0 : i64} : tensor<4x4xf32>
   mt.host_task "adamw_on_arrival"(%b) {mt.block = 0 : i64} : tensor<4x4xf32>
   %dc = mt.fill {mt.block = -1 : i64, value = 3.0 : f32} : tensor<4x4xf32>
   %gc = mt.d2h %dc {mt.block = -1 : i64} : tensor<4x4xf32>
-  mt.host_task "grad_norm"(%gc) {mt.block = -1 : i64} : tensor<4x4xf32>
   mt.host_task "adamw_on_arrival"(%c) {mt.block = -1 : i64} : tensor<4x4xf32>
   return %ga, %gb, %gc : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
 }

@@ -15,6 +15,7 @@
 #include "runtime/error.h"
 #include "runtime/host_store.h"
 #include "runtime/verifier.h"
+#include "tests/runtime/scratch_path.h"
 
 namespace mt {
 namespace {
@@ -264,19 +265,52 @@ TEST_F(PlanMutationTest, TheDeferredUpdateMustPrecedeTheNormAndNotMixWithImmedia
   expectRejected(mixed, "AdamW tasks of two kinds");
 }
 
-// An on-arrival update reads its gradient from the landing buffer after that gradient's norm
-// task checked it; a gradient must lie inside the buffer.
-TEST_F(PlanMutationTest, OnArrivalUpdatesFollowTheirNormAndGradientsLieInTheLandingBuffer) {
+int gradientTensorOf(const plan::Plan& plan, uint32_t param) {
+  for (int i = 0; i < plan.host_tensors_size(); ++i)
+    if (plan.host_tensors(i).role() == plan::ROLE_GRAD && plan.host_tensors(i).param_index() == static_cast<int>(param))
+      return i;
+  return -1;
+}
+
+// The plan with each NORM_AND_ADAMW_ON_ARRIVAL task written as a plan 1.2/1.3 would: a GRAD_NORM
+// of its gradients (unless `drop_norms`) and an ADAMW_ON_ARRIVAL.
+plan::Plan asSeparateNormAndUpdate(const plan::Plan& fused, bool drop_norms) {
+  plan::Plan out = fused;
+  for (auto& stream : *out.mutable_streams()) {
+    google::protobuf::RepeatedPtrField<plan::Instruction> rewritten;
+    for (const auto& in : stream.instructions()) {
+      if (in.has_host_task() && in.host_task().kind() == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL && !drop_norms) {
+        auto* norm = rewritten.Add()->mutable_host_task();
+        norm->set_kind(plan::HostTask::GRAD_NORM);
+        for (uint32_t p : in.host_task().tensors()) norm->add_tensors(gradientTensorOf(fused, p));
+      }
+      *rewritten.Add() = in;
+      if (in.has_host_task() && in.host_task().kind() == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL)
+        rewritten.Mutable(rewritten.size() - 1)->mutable_host_task()->set_kind(plan::HostTask::ADAMW_ON_ARRIVAL);
+    }
+    *stream.mutable_instructions() = rewritten;
+  }
+  return out;
+}
+
+// An on-arrival update takes its gradient's norm share itself (plan 1.4), or, as plans 1.2/1.3
+// wrote it, follows the GRAD_NORM task of its gradient; never both. A gradient must lie inside
+// the landing buffer.
+TEST_F(PlanMutationTest, OnArrivalUpdatesTakeEachNormOnceAndGradientsLieInTheLandingBuffer) {
   if (gradLandingTensor(original_) < 0) GTEST_SKIP() << "the test plan has no gradient landing buffer";
-  plan::Plan early = original_, outside = original_;
-  for (auto& stream : *early.mutable_streams()) {
+  ASSERT_EQ(planUpdateKind(original_), plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL);
+  EXPECT_NO_THROW(verifyPlan(asSeparateNormAndUpdate(original_, false)));  // what 1.3 plans hold
+
+  plan::Plan twice = original_, outside = original_;
+  for (auto& stream : *twice.mutable_streams()) {
     auto* instrs = stream.mutable_instructions();
     for (int i = 0; i < instrs->size(); ++i)
-      if (instrs->Get(i).has_host_task() && instrs->Get(i).host_task().kind() == plan::HostTask::ADAMW_ON_ARRIVAL) {
-        plan::Instruction task = instrs->Get(i);
-        instrs->DeleteSubrange(i, 1);
-        *instrs->Add() = task;
-        instrs->SwapElements(0, instrs->size() - 1);  // to the front: before every GRAD_NORM
+      if (instrs->Get(i).has_host_task() &&
+          instrs->Get(i).host_task().kind() == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL) {
+        auto* norm = instrs->Add()->mutable_host_task();
+        norm->set_kind(plan::HostTask::GRAD_NORM);
+        norm->add_tensors(gradientTensorOf(twice, instrs->Get(i).host_task().tensors(0)));
+        for (int j = instrs->size() - 1; j > i; --j) instrs->SwapElements(j, j - 1);  // just before the update
         break;
       }
   }
@@ -285,10 +319,11 @@ TEST_F(PlanMutationTest, OnArrivalUpdatesFollowTheirNormAndGradientsLieInTheLand
       t.set_landing_offset(checkedNumel(outside.host_tensors(gradLandingTensor(outside)).shape(), "landing") * 4);
       break;
     }
-  for (auto [plan, wanted] : {std::pair{&early, "before the GRAD_NORM task of its gradient"},
-                              {&outside, "does not lie inside the landing buffer"}}) {
+  for (auto [plan, wanted] : {std::pair{asSeparateNormAndUpdate(original_, true), "before the GRAD_NORM task of its gradient"},
+                              {twice, "after a GRAD_NORM task of its gradient (the norm would count it twice)"},
+                              {outside, "does not lie inside the landing buffer"}}) {
     try {
-      verifyPlan(*plan);
+      verifyPlan(plan);
       ADD_FAILURE() << "verified a plan that should fail with: " << wanted;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(wanted), std::string::npos) << e.what();
@@ -301,7 +336,7 @@ TEST_F(PlanMutationTest, ANewerMinorOrOtherMajorVersionIsRefusedWithBothVersions
     plan::Plan plan = original_;
     plan.set_version_major(major);
     plan.set_version_minor(minor);
-    const std::string path = ::testing::TempDir() + "/version.plan";
+    const std::string path = test::scratchPath("version.plan");
     writePlan(plan, path);
     try {
       readPlan(path);
