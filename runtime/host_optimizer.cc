@@ -91,23 +91,25 @@ void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
       grad_sq_sum_ += sum;
       continue;
     }
-    AdamWParams q = options_.adamw;  // no clipping: the norm is not complete yet
-    if (!plan_.host_tensors(param).weight_decay()) q.weight_decay = 0.0;
+    // No clipping: the norm is not complete yet.
     const NormedUpdate r = adamw_with_norm_cpu(store_.f32(param), g, store_.f32(store_.moment1Of(param)),
-                                               store_.f32(store_.moment2Of(param)), n, q);
+                                               store_.f32(store_.moment2Of(param)), n, forParam(param, options_.adamw));
     grad_sq_sum_ += r.sum_squares;
     updated_ = true;
     if (!r.all_finite) first_nonfinite_ = grad;
   }
 }
 
+AdamWParams HostOptimizer::forParam(int param, const AdamWParams& adamw) const {
+  AdamWParams q = adamw;
+  if (!plan_.host_tensors(param).weight_decay()) q.weight_decay = 0.0;
+  return q;
+}
+
 void HostOptimizer::update(const std::vector<int>& params, const AdamWParams& adamw) {
-  for (int param : params) {
-    AdamWParams q = adamw;
-    if (!plan_.host_tensors(param).weight_decay()) q.weight_decay = 0.0;
+  for (int param : params)
     adamw_cpu(store_.f32(param), store_.f32(store_.gradOf(param)), store_.f32(store_.moment1Of(param)),
-              store_.f32(store_.moment2Of(param)), store_.numel(param), q);
-  }
+              store_.f32(store_.moment2Of(param)), store_.numel(param), forParam(param, adamw));
 }
 
 }  // namespace mt

@@ -28,6 +28,8 @@ class HostOptimizer {
   // This step's AdamW settings: the options' with the clipping coefficient of its norm.
   AdamWParams stepAdamW() const;
   void update(const std::vector<int>& params, const AdamWParams& adamw);
+  // `adamw` for one parameter: without weight decay where the plan says it takes none.
+  AdamWParams forParam(int param, const AdamWParams& adamw) const;
   // NORM_AND_ADAMW_ON_ARRIVAL: each gradient's norm share and its update in one pass.
   void normAndUpdate(const std::vector<int>& params);
 
