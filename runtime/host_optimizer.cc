@@ -26,11 +26,7 @@ void HostOptimizer::beginStep(const StepOptions& options) {
 
 void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tensors) {
   if (kind == plan::HostTask::GRAD_NORM) {
-    for (int g : tensors) {
-      const double sum = sum_squares_cpu(store_.f32(g), store_.numel(g));
-      if (!std::isfinite(sum) && first_nonfinite_ < 0) first_nonfinite_ = g;
-      grad_sq_sum_ += sum;
-    }
+    for (int g : tensors) addNorm(g, sum_squares_cpu(store_.f32(g), store_.numel(g)));
     return;
   }
   if (kind == plan::HostTask::ADAMW_PREVIOUS) {
@@ -86,18 +82,20 @@ void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
     const float* g = store_.f32(grad);
     const int64_t n = store_.numel(param);
     if (first_nonfinite_ >= 0 || !options_.update) {  // the norm only: no update runs now
-      const double sum = sum_squares_cpu(g, n);
-      if (!std::isfinite(sum) && first_nonfinite_ < 0) first_nonfinite_ = grad;
-      grad_sq_sum_ += sum;
+      addNorm(grad, sum_squares_cpu(g, n));
       continue;
     }
     // No clipping: the norm is not complete yet.
-    const NormedUpdate r = adamw_with_norm_cpu(store_.f32(param), g, store_.f32(store_.moment1Of(param)),
-                                               store_.f32(store_.moment2Of(param)), n, forParam(param, options_.adamw));
-    grad_sq_sum_ += r.sum_squares;
+    const double sum = adamw_with_norm_cpu(store_.f32(param), g, store_.f32(store_.moment1Of(param)),
+                                           store_.f32(store_.moment2Of(param)), n, forParam(param, options_.adamw));
     updated_ = true;
-    if (!r.all_finite) first_nonfinite_ = grad;
+    addNorm(grad, sum);
   }
+}
+
+void HostOptimizer::addNorm(int grad, double sum_squares) {
+  if (!std::isfinite(sum_squares) && first_nonfinite_ < 0) first_nonfinite_ = grad;
+  grad_sq_sum_ += sum_squares;
 }
 
 AdamWParams HostOptimizer::forParam(int param, const AdamWParams& adamw) const {

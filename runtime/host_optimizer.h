@@ -30,6 +30,8 @@ class HostOptimizer {
   void update(const std::vector<int>& params, const AdamWParams& adamw);
   // `adamw` for one parameter: without weight decay where the plan says it takes none.
   AdamWParams forParam(int param, const AdamWParams& adamw) const;
+  // Gradient `grad`'s share of the norm; the first non-finite one is remembered.
+  void addNorm(int grad, double sum_squares);
   // NORM_AND_ADAMW_ON_ARRIVAL: each gradient's norm share and its update in one pass.
   void normAndUpdate(const std::vector<int>& params);
 

@@ -29,16 +29,11 @@ void adamw_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
 // Sum of squares in double, deterministic for any thread count.
 double sum_squares_cpu(const float* x, int64_t n);
 
-// The gradient's sum of squares (the same value, bit for bit, as sum_squares_cpu) and AdamW in
-// one pass over it: chunk by chunk, the chunk's squares are summed, then, if they are finite,
-// the chunk is updated while its gradient is still in cache. A chunk holding NaN/Inf is left
-// as it was (the others are updated). For updates that need no global norm first (on arrival):
-// the gradient crosses the memory bus once instead of twice.
-struct NormedUpdate {
-  double sum_squares = 0.0;
-  bool all_finite = true;
-};
-NormedUpdate adamw_with_norm_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
-                                 const AdamWParams& p);
+// AdamW and the gradient's sum of squares (returned: the same value, bit for bit, as
+// sum_squares_cpu) in one pass over it: chunk by chunk, the chunk's squares are summed, then, if
+// they are finite, the chunk is updated while its gradient is still in cache. A chunk holding
+// NaN/Inf is left as it was (the others are updated); the sum is then not finite. For updates
+// that need no global norm first (on arrival): the gradient crosses the memory bus once, not twice.
+double adamw_with_norm_cpu(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p);
 
 }  // namespace mt
