@@ -20,22 +20,18 @@ namespace mt {
 namespace {
 
 // OpenMP threads for each stream of `plan`: its compute streams share the cores; its host
-// stream's optimizer, which runs at the same time and is bound by memory bandwidth (a few
-// threads fill it), gets a quarter of them; copy streams run memcpy alone. Oversubscribed
-// teams cost little because their threads sleep when idle (OMP_WAIT_POLICY=passive,
-// runtime/cpu_libraries.h).
+// stream (one at most: the verifier) runs the optimizer at the same time, bound by memory
+// bandwidth (a few threads fill it): a quarter of them; copy streams run memcpy alone.
+// Oversubscribed teams cost little because their threads sleep when idle
+// (OMP_WAIT_POLICY=passive, runtime/cpu_libraries.h).
 std::vector<int> openmpThreadsPerStream(const plan::Plan& plan, int cores) {
-  int compute_streams = 0, host_streams = 0;
-  for (const auto& stream : plan.streams()) {
-    compute_streams += stream.kind() == plan::Stream::COMPUTE;
-    host_streams += stream.kind() == plan::Stream::HOST;
-  }
-  const int host_share = host_streams ? std::max(1, cores / 4) : 0;
+  int compute_streams = 0;
+  for (const auto& stream : plan.streams()) compute_streams += stream.kind() == plan::Stream::COMPUTE;
   const int compute_each = std::max(1, cores / std::max(compute_streams, 1));
   std::vector<int> threads;
   for (const auto& stream : plan.streams())
     threads.push_back(stream.kind() == plan::Stream::COMPUTE ? compute_each
-                      : stream.kind() == plan::Stream::HOST  ? std::max(1, host_share / std::max(host_streams, 1))
+                      : stream.kind() == plan::Stream::HOST  ? std::max(1, cores / 4)
                                                              : 1);
   return threads;
 }

@@ -151,23 +151,21 @@ void verifyCopy(const plan::Plan& plan, const plan::Copy& copy, const std::strin
     fail(at + ": copy between '" + h.name() + "' and '" + b.name() + "' of different sizes");
 }
 
-// The gradient host tensor of parameter `param` (verifyHostTask checked there is one).
-int gradientOf(const plan::Plan& plan, uint32_t param) {
-  for (int i = 0; i < plan.host_tensors_size(); ++i)
-    if (plan.host_tensors(i).role() == plan::ROLE_GRAD && plan.host_tensors(i).param_index() == static_cast<int>(param))
-      return i;
-  return -1;
-}
-
-void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool norm_seen,
-                    const std::set<uint32_t>& normed, const std::string& at) {
+// `normed`: the gradients whose norm share an earlier task of the stream took; this task's are
+// added (a GRAD_NORM's, or a NORM_AND_ADAMW_ON_ARRIVAL's parameters' gradients).
+void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool norm_seen, std::set<uint32_t>& normed,
+                    const std::string& at) {
   if (!plan::HostTask::Kind_IsValid(task.kind())) fail(at + ": unknown host task");
   const auto wanted = task.kind() == plan::HostTask::GRAD_NORM ? plan::ROLE_GRAD : plan::ROLE_PARAM;
   for (uint32_t t : task.tensors()) {
     if (t >= static_cast<uint32_t>(plan.host_tensors_size()) || plan.host_tensors(t).role() != wanted)
       fail(at + ": host task operand " + std::to_string(t) + " has the wrong role");
   }
-  if (task.kind() != plan::HostTask::GRAD_NORM) {
+  if (task.kind() == plan::HostTask::GRAD_NORM) {
+    for (uint32_t g : task.tensors())
+      if (!normed.insert(g).second) fail(at + ": a gradient's norm is taken twice in a step");
+  } else {
+    std::vector<uint32_t> grads_normed;  // by a NORM_AND_ADAMW_ON_ARRIVAL task, once it passed
     for (uint32_t t : task.tensors()) {
       int grads = 0, first = 0, second = 0, grad = -1;
       for (int i = 0; i < plan.host_tensors_size(); ++i) {
@@ -183,10 +181,14 @@ void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool nor
       if (task.kind() == plan::HostTask::ADAMW_ON_ARRIVAL && !normed.count(static_cast<uint32_t>(grad)))
         fail(at + ": ADAMW_ON_ARRIVAL of '" + plan.host_tensors(t).name() +
              "' before the GRAD_NORM task of its gradient (which checks it for NaN/Inf)");
-      if (task.kind() == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL && normed.count(static_cast<uint32_t>(grad)))
-        fail(at + ": NORM_AND_ADAMW_ON_ARRIVAL of '" + plan.host_tensors(t).name() +
-             "' after a GRAD_NORM task of its gradient (the norm would count it twice)");
+      if (task.kind() == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL) {
+        if (normed.count(static_cast<uint32_t>(grad)))
+          fail(at + ": NORM_AND_ADAMW_ON_ARRIVAL of '" + plan.host_tensors(t).name() +
+               "' after a GRAD_NORM task of its gradient (the norm would count it twice)");
+        grads_normed.push_back(static_cast<uint32_t>(grad));
+      }
     }
+    normed.insert(grads_normed.begin(), grads_normed.end());
   }
   if (task.kind() == plan::HostTask::ADAMW && !norm_seen)
     fail(at + ": ADAMW before the GRAD_NORM task of its stream (global-norm clipping)");
@@ -294,7 +296,7 @@ void verifyPlanContents(const plan::Plan& plan) {
     const auto& stream = plan.streams(s);
     if (!plan::Stream::Kind_IsValid(stream.kind())) fail("stream " + std::to_string(s) + " has an unknown kind");
     bool norm_seen = false;
-    std::set<uint32_t> normed;  // gradients whose GRAD_NORM task ran before
+    std::set<uint32_t> normed;  // gradients whose norm share an earlier host task took
     for (int i = 0; i < stream.instructions_size(); ++i) {
       const auto& in = stream.instructions(i);
       const std::string at = where(s, i);
@@ -317,13 +319,7 @@ void verifyPlanContents(const plan::Plan& plan) {
           if (stream.kind() != plan::Stream::HOST) fail(at + ": host task outside the host stream");
           if (!training) fail(at + ": a host task in a forward-only plan");
           verifyHostTask(plan, in.host_task(), norm_seen, normed, at);
-          if (in.host_task().kind() == plan::HostTask::GRAD_NORM) {
-            norm_seen = true;
-            for (uint32_t g : in.host_task().tensors())
-              if (!normed.insert(g).second) fail(at + ": a gradient's norm is taken twice in a step");
-          }
-          if (in.host_task().kind() == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL)
-            for (uint32_t p : in.host_task().tensors()) normed.insert(static_cast<uint32_t>(gradientOf(plan, p)));
+          norm_seen |= in.host_task().kind() == plan::HostTask::GRAD_NORM;
           if (in.host_task().kind() != plan::HostTask::GRAD_NORM) {
             update_kinds.insert(in.host_task().kind());
             if (update_kinds.size() > 1) fail(at + ": AdamW tasks of two kinds: a plan updates in one way");
