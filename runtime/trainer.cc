@@ -73,7 +73,9 @@ std::unique_ptr<Backend> createBackend(const TrainConfig& config, const plan::Pl
 int train(const TrainConfig& config) {
   if (config.steps <= 0) throw Error("--steps must be positive");
   if (config.warmup < 0 || config.warmup > config.steps)
-    throw Error("--warmup must be between 0 and --steps");
+    throw Error("--warmup " + std::to_string(config.warmup) + " with --steps " + std::to_string(config.steps) +
+                ": the warmup must be between 0 and the number of steps; pass a --warmup of at most " +
+                std::to_string(config.steps));
   plan::Plan plan = readPlan(config.plan_path);
   verifyPlan(plan);
   if (!isTrainingPlan(plan))

@@ -2,7 +2,7 @@
 # The main job on a fresh machine: build, tokenise the fortunes corpus (bytes), compile the
 # built-in gpt2-demo model into a plan, and train it (on the GPU when one is present and usable,
 # else on the CPU backend) while the loss falls. Extra arguments go to mtrun and override its
-# flags here (e.g. --steps 100).
+# flags here (e.g. --steps 100; under 50 steps also --warmup, which is 50 here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/build.sh
