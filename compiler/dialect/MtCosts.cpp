@@ -48,6 +48,9 @@ int64_t AttentionOp::getFlops() { return causalAttentionFlops(getQ()); }
 int64_t AttentionGradOp::getFlops() { return causalAttentionFlops(getQ()) * 5 / 2; }
 int64_t SoftmaxXentOp::getFlops() { return 4 * numel(getLogits()); }
 int64_t SoftmaxXentGradOp::getFlops() { return 3 * numel(getLogits()); }
+int64_t XentChunkOp::getFlops() { return 4 * numel(getLogits()); }
+int64_t XentFinishOp::getFlops() { return numel(getTargets()); }
+int64_t XentChunkGradOp::getFlops() { return 3 * numel(getLogits()); }
 // Transcendentals count as one flop per element here: the cost model is about matmuls.
 int64_t UnaryOp::getFlops() { return numel(getResult()); }
 int64_t UnaryGradOp::getFlops() { return 2 * numel(getResult()); }
@@ -142,6 +145,16 @@ void SliceOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<flo
 void SliceGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.append(getStarts().begin(), getStarts().end());
   ints.append(getSteps().begin(), getSteps().end());
+}
+void XentChunkOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(getFirst());
+}
+void XentFinishOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(getVocab());
+}
+void XentChunkGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(getFirst());
+  ints.push_back(getVocab());
 }
 void TriluOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(getUpper());

@@ -339,6 +339,46 @@ LogicalResult SoftmaxXentGradOp::inferReturnTypes(MLIRContext* ctx, std::optiona
   return success();
 }
 
+// The running state (..., 2) of a cross-entropy over vocabulary chunks, for targets of `rows`.
+static SmallVector<int64_t> runningShape(ArrayRef<int64_t> rows) {
+  SmallVector<int64_t> shape(rows);
+  shape.push_back(2);
+  return shape;
+}
+
+LogicalResult XentChunkOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                            SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto logits = tensorOf(adaptor.getLogits()).getShape();
+  if (logits.empty()) return emitOptionalError(loc, "logits must have rank >= 1");
+  if (static_cast<int64_t>(adaptor.getFirst()) < 0) return emitOptionalError(loc, "first must not be negative");
+  const SmallVector<int64_t> running = runningShape(dropLast(logits));
+  if (failed(requireShape(loc, adaptor.getTargets(), dropLast(logits), "targets")) ||
+      failed(requireShape(loc, adaptor.getRunning(), running, "running")))
+    return failure();
+  types.push_back(f32Tensor(ctx, running));
+  return success();
+}
+
+LogicalResult XentFinishOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                             SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto targets = tensorOf(adaptor.getTargets()).getShape();
+  if (static_cast<int64_t>(adaptor.getVocab()) <= 0) return emitOptionalError(loc, "vocab must be positive");
+  if (failed(requireShape(loc, adaptor.getRunning(), runningShape(targets), "running"))) return failure();
+  types.push_back(f32Tensor(ctx, {}));
+  types.push_back(f32Tensor(ctx, targets));
+  return success();
+}
+
+LogicalResult XentChunkGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                SmallVectorImpl<Type>& types) {
+  if (static_cast<int64_t>(adaptor.getFirst()) < 0 || static_cast<int64_t>(adaptor.getVocab()) <= 0)
+    return emitOptionalError(loc, "first must not be negative and vocab must be positive");
+  SoftmaxXentGradOp::Adaptor plain(adaptor.getOperands());
+  return SoftmaxXentGradOp::inferReturnTypes(ctx, loc, plain, types);
+}
+
 //===----------------------------------------------------------------------===//
 // Generic ops
 //===----------------------------------------------------------------------===//

@@ -350,6 +350,54 @@ def Mt_SoftmaxXentGradOp : Mt_KernelOp<"softmax_xent_grad", [KernelOpInterface]>
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
+def Mt_XentChunkOp : Mt_KernelOp<"xent_chunk", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "folds one vocabulary chunk's logits into a running cross-entropy";
+  let description = [{
+    The loss of `mt.softmax_xent` over a vocabulary split into chunks of rows of the LM head
+    (made by mt-split-vocab, after autodiff: no gradient rule). `logits` hold vocabulary ids
+    [first, first + Vc); `running` (..., 2) holds each row's log-sum-exp over the chunks so far
+    and the target's logit once its chunk was seen (start: `mt.fill` of -inf).
+
+    ```mlir
+    %r1 = mt.xent_chunk %logits1, %targets, %r0 {first = 128} : tensor<8x64x128xf32>, tensor<8x64xi32>, tensor<8x64x2xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$running, I64Attr:$first);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$logits `,` $targets `,` $running attr-dict `:` type($logits) `,` type($targets) `,` type($running)";
+}
+
+def Mt_XentFinishOp : Mt_KernelOp<"xent_finish", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "mean cross-entropy from the running state of every vocabulary chunk";
+  let description = [{
+    What `mt.softmax_xent` returns, (loss, lse), once `mt.xent_chunk` has seen every chunk of
+    a vocabulary of `vocab` ids; targets outside [0, vocab) are ignored.
+
+    ```mlir
+    %loss, %lse = mt.xent_finish %r2, %targets {vocab = 256} : tensor<8x64x2xf32>, tensor<8x64xi32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$running, Mt_I32Tensor:$targets, I64Attr:$vocab);
+  let results = (outs Mt_F32Tensor:$loss, Mt_F32Tensor:$lse);
+  let assemblyFormat = "$running `,` $targets attr-dict `:` type($running) `,` type($targets)";
+}
+
+def Mt_XentChunkGradOp : Mt_KernelOp<"xent_chunk_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "dlogits of one vocabulary chunk (mt.softmax_xent_grad's columns [first, first + Vc))";
+  let description = [{
+    ```mlir
+    %dl1 = mt.xent_chunk_grad %dloss, %logits1, %targets, %lse {first = 128, vocab = 256} : tensor<f32>, tensor<8x64x128xf32>, tensor<8x64xi32>, tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$lse,
+                       I64Attr:$first, I64Attr:$vocab);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
 //===----------------------------------------------------------------------===//
 // Generic ops: what imported graphs lower to where no fused op applies
 //===----------------------------------------------------------------------===//

@@ -3,6 +3,15 @@
 //   A target outside [0, V) (e.g. -1) is ignored: it adds nothing and is not counted in the
 //   mean, as torch's ignore_index.
 // mt.softmax_xent_grad: (dloss (), logits, targets, lse) -> dlogits (..., V)
+//
+// The same loss over a vocabulary split into chunks of rows (plan 1.5; the LM head's weight
+// streamed by row slices, so neither it nor the logits are on the device whole):
+// mt.xent_chunk: (logits (..., Vc), targets (...), running (..., 2)) -> running (..., 2)
+//   int[first]: the chunk holds vocabulary ids [first, first + Vc). running = (log-sum-exp of
+//   the chunks so far, the target's logit once its chunk was seen); start from -inf.
+// mt.xent_finish: (running (..., 2), targets) -> (loss (), lse (...))    int[vocab]
+// mt.xent_chunk_grad: (dloss (), logits (..., Vc), targets, lse) -> dlogits (..., Vc)
+//   int[first, vocab]: softmax_xent_grad's rows for the chunk's columns.
 #pragma once
 #include "kernels/kernel_args.h"
 
@@ -11,8 +20,17 @@ std::string softmax_xent_check(const KernelArgs& args);
 void softmax_xent_cpu(const KernelArgs& args);
 std::string softmax_xent_grad_check(const KernelArgs& args);
 void softmax_xent_grad_cpu(const KernelArgs& args);
+std::string xent_chunk_check(const KernelArgs& args);
+void xent_chunk_cpu(const KernelArgs& args);
+std::string xent_finish_check(const KernelArgs& args);
+void xent_finish_cpu(const KernelArgs& args);
+std::string xent_chunk_grad_check(const KernelArgs& args);
+void xent_chunk_grad_cpu(const KernelArgs& args);
 
 // CUDA twins (kernels/loss/loss_cuda.cu), built when CUDA is enabled.
 void softmax_xent_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void softmax_xent_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void xent_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void xent_finish_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void xent_chunk_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -22,6 +22,29 @@ int64_t countValid(const Tensor& targets, int64_t vocab) {
   return count;
 }
 
+// dlogits of softmax_xent_grad / xent_chunk_grad (args: dloss, logits, targets, lse): the
+// logits' columns are vocabulary ids [first, first + width) of a vocabulary of `vocab`.
+void xentGradRows(const KernelArgs& args, int64_t first, int64_t vocab) {
+  const Tensor &logits = args.in[1], &targets = args.in[2];
+  const float* lse = args.in[3].f32();
+  const int64_t width = logits.dim(-1), rows = leadingRows(logits);
+  const int64_t count = countValid(targets, vocab);
+  const float coeff = count ? args.in[0].f32()[0] / static_cast<float>(count) : 0.0f;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits.f32() + r * width;
+    float* dx = args.out[0].f32() + r * width;
+    const int32_t t = targets.i32()[r];
+    if (!validTarget(t, vocab)) {
+      std::fill(dx, dx + width, 0.0f);
+      continue;
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < width; ++c) dx[c] = coeff * std::exp(x[c] - lse[r]);
+    if (t >= first && t - first < width) dx[t - first] -= coeff;
+  }
+}
+
 }  // namespace
 
 std::string softmax_xent_check(const KernelArgs& args) {
@@ -68,24 +91,80 @@ std::string softmax_xent_grad_check(const KernelArgs& args) {
 }
 
 void softmax_xent_grad_cpu(const KernelArgs& args) {
-  const Tensor &logits = args.in[1], &targets = args.in[2];
-  const float* lse = args.in[3].f32();
-  const int64_t vocab = logits.dim(-1), rows = leadingRows(logits);
-  const int64_t count = countValid(targets, vocab);
-  const float coeff = count ? args.in[0].f32()[0] / static_cast<float>(count) : 0.0f;
+  xentGradRows(args, /*first=*/0, /*vocab=*/args.in[1].dim(-1));
+}
+
+std::string xent_chunk_check(const KernelArgs& args) {
+  const Tensor &logits = args.in[0], &targets = args.in[1];
+  MT_CHECK(checkLogitsTargets(logits, targets, "xent_chunk"));
+  std::vector<int64_t> running = targets.shape;
+  running.push_back(2);
+  MT_CHECK(expectDType(args.in[2], DType::F32, "xent_chunk running"));
+  MT_CHECK(expectShape(args.in[2], running, "xent_chunk running"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "xent_chunk result"));
+  MT_CHECK(expectShape(args.out[0], running, "xent_chunk result"));
+  if (args.ints[0] < 0) return "xent_chunk: the chunk's first vocabulary id must not be negative";
+  return "";
+}
+
+void xent_chunk_cpu(const KernelArgs& args) {
+  const Tensor &logits = args.in[0], &targets = args.in[1];
+  const int64_t width = logits.dim(-1), rows = leadingRows(logits), first = args.ints[0];
+  const float* in = args.in[2].f32();
+  float* out = args.out[0].f32();
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* x = logits.f32() + r * vocab;
-    float* dx = args.out[0].f32() + r * vocab;
-    const int32_t t = targets.i32()[r];
-    if (!validTarget(t, vocab)) {
-      std::fill(dx, dx + vocab, 0.0f);
-      continue;
-    }
-#pragma omp simd
-    for (int64_t c = 0; c < vocab; ++c) dx[c] = coeff * std::exp(x[c] - lse[r]);
-    dx[t] -= coeff;
+    const float* x = logits.f32() + r * width;
+    float max_logit = -INFINITY;
+    for (int64_t c = 0; c < width; ++c) max_logit = std::max(max_logit, x[c]);
+    double sum = 0.0;
+    for (int64_t c = 0; c < width; ++c) sum += std::exp(double(x[c] - max_logit));
+    const float chunk_lse = max_logit + static_cast<float>(std::log(sum));
+    const float so_far = in[2 * r], target_logit = in[2 * r + 1];
+    const float m = std::max(so_far, chunk_lse);
+    out[2 * r] = so_far == -INFINITY ? chunk_lse
+                                     : m + static_cast<float>(std::log(std::exp(double(so_far - m)) +
+                                                                       std::exp(double(chunk_lse - m))));
+    const int64_t t = targets.i32()[r] - first;
+    out[2 * r + 1] = t >= 0 && t < width ? x[t] : target_logit;
   }
 }
+
+std::string xent_finish_check(const KernelArgs& args) {
+  const Tensor &running = args.in[0], &targets = args.in[1];
+  MT_CHECK(expectDType(running, DType::F32, "xent_finish running"));
+  MT_CHECK(expectDType(targets, DType::I32, "xent_finish targets"));
+  std::vector<int64_t> want = targets.shape;
+  want.push_back(2);
+  MT_CHECK(expectShape(running, want, "xent_finish running"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "xent_finish loss"));
+  MT_CHECK(expectShape(args.out[0], {}, "xent_finish loss"));
+  MT_CHECK(expectDType(args.out[1], DType::F32, "xent_finish lse"));
+  MT_CHECK(expectShape(args.out[1], targets.shape, "xent_finish lse"));
+  if (args.ints[0] <= 0) return "xent_finish: the vocabulary must be positive";
+  return "";
+}
+
+void xent_finish_cpu(const KernelArgs& args) {
+  const Tensor &running = args.in[0], &targets = args.in[1];
+  const int64_t rows = targets.numel(), vocab = args.ints[0];
+  float* lse = args.out[1].f32();
+  double total = 0.0;  // serially, in row order, as softmax_xent
+  for (int64_t r = 0; r < rows; ++r) {
+    lse[r] = running.f32()[2 * r];
+    if (validTarget(targets.i32()[r], vocab)) total += double(lse[r]) - running.f32()[2 * r + 1];
+  }
+  const int64_t count = countValid(targets, vocab);
+  args.out[0].f32()[0] = count ? static_cast<float>(total / count) : 0.0f;
+}
+
+std::string xent_chunk_grad_check(const KernelArgs& args) {
+  MT_CHECK(softmax_xent_grad_check(args));
+  if (args.ints[0] < 0 || args.ints[1] <= 0)
+    return "xent_chunk_grad: the first vocabulary id must not be negative and the vocabulary must be positive";
+  return "";
+}
+
+void xent_chunk_grad_cpu(const KernelArgs& args) { xentGradRows(args, args.ints[0], args.ints[1]); }
 
 }  // namespace mt

@@ -41,23 +41,62 @@ __global__ void meanLoss(const float* __restrict__ logits, const int32_t* __rest
   if (threadIdx.x == 0) loss[0] = count ? static_cast<float>(total / count) : 0.0f;
 }
 
-// dlogits row = coeff * softmax(row) - coeff * onehot(target), coeff = dloss / valid rows.
+// dlogits row = coeff * softmax(row) - coeff * onehot(target), coeff = dloss / valid rows; the
+// row's `width` columns are vocabulary ids [first, first + width) of `vocab`.
 // Every block counts the valid targets itself (the plan gives the kernel no scratch memory).
 __global__ void xentGrad(const float* __restrict__ dloss, const float* __restrict__ logits,
                          const int32_t* __restrict__ targets, const float* __restrict__ lse,
-                         float* __restrict__ dlogits, int64_t rows, int64_t vocab) {
+                         float* __restrict__ dlogits, int64_t rows, int64_t width, int64_t first, int64_t vocab) {
   int64_t count = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) count += validTarget(targets[r], vocab);
   count = blockSum(count);
   const float coeff = count ? dloss[0] / static_cast<float>(count) : 0.0f;
   const int64_t r = blockIdx.x;
-  const float* x = logits + r * vocab;
-  float* dx = dlogits + r * vocab;
+  const float* x = logits + r * width;
+  float* dx = dlogits + r * width;
   const int32_t t = targets[r];
   const bool valid = validTarget(t, vocab);
-  for (int64_t c = threadIdx.x; c < vocab; c += blockDim.x) dx[c] = valid ? coeff * expf(x[c] - lse[r]) : 0.0f;
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) dx[c] = valid ? coeff * expf(x[c] - lse[r]) : 0.0f;
   __syncthreads();
-  if (valid && threadIdx.x == 0) dx[t] -= coeff;
+  if (valid && threadIdx.x == 0 && t >= first && t - first < width) dx[t - first] -= coeff;
+}
+
+// One block per row: folds the chunk's log-sum-exp into the running one, takes the target's
+// logit if the chunk holds it.
+__global__ void xentChunk(const float* __restrict__ logits, const int32_t* __restrict__ targets,
+                          const float* __restrict__ in, float* __restrict__ out, int64_t width, int64_t first) {
+  const int64_t r = blockIdx.x;
+  const float* x = logits + r * width;
+  float max_logit = -INFINITY;
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) max_logit = fmaxf(max_logit, x[c]);
+  max_logit = blockMax(max_logit);
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) sum += expf(x[c] - max_logit);
+  sum = blockSum(sum);
+  if (threadIdx.x != 0) return;
+  const float chunk_lse = max_logit + logf(sum);
+  const float so_far = in[2 * r];
+  const float m = fmaxf(so_far, chunk_lse);
+  out[2 * r] = so_far == -INFINITY ? chunk_lse : m + logf(expf(so_far - m) + expf(chunk_lse - m));
+  const int64_t t = targets[r] - first;
+  out[2 * r + 1] = t >= 0 && t < width ? x[t] : in[2 * r + 1];
+}
+
+// loss = mean over rows with a valid target of lse - target logit, lse = running's first
+// column; one block.
+__global__ void xentFinish(const float* __restrict__ running, const int32_t* __restrict__ targets,
+                           float* __restrict__ loss, float* __restrict__ lse, int64_t rows, int64_t vocab) {
+  double total = 0.0;
+  int64_t count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    lse[r] = running[2 * r];
+    if (!validTarget(targets[r], vocab)) continue;
+    total += double(running[2 * r]) - running[2 * r + 1];
+    ++count;
+  }
+  total = blockSum(total);
+  count = blockSum(count);
+  if (threadIdx.x == 0) loss[0] = count ? static_cast<float>(total / count) : 0.0f;
 }
 
 unsigned rowGrid(int64_t rows) { return cuda::gridBlocks(rows, "softmax_xent"); }  // a block per row
@@ -76,12 +115,38 @@ void softmax_xent_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   MT_CUDA_CHECK_LAUNCH();
 }
 
-void softmax_xent_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+// dlogits of softmax_xent_grad / xent_chunk_grad (args: dloss, logits, targets, lse).
+static void launchXentGrad(const KernelArgs& args, const CudaLaunch& launch, int64_t first, int64_t vocab) {
   const Tensor &logits = args.in[1], &targets = args.in[2];
-  const int64_t vocab = logits.dim(-1), rows = leadingRows(logits);
-  if (rows == 0 || vocab == 0) return;
+  const int64_t width = logits.dim(-1), rows = leadingRows(logits);
+  if (rows == 0 || width == 0) return;
   xentGrad<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(args.in[0].f32(), logits.f32(), targets.i32(),
-                                                             args.in[3].f32(), args.out[0].f32(), rows, vocab);
+                                                             args.in[3].f32(), args.out[0].f32(), rows, width,
+                                                             first, vocab);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void softmax_xent_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  launchXentGrad(args, launch, 0, args.in[1].dim(-1));
+}
+
+void xent_chunk_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  launchXentGrad(args, launch, args.ints[0], args.ints[1]);
+}
+
+void xent_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor& logits = args.in[0];
+  const int64_t width = logits.dim(-1), rows = leadingRows(logits);
+  if (rows == 0 || width == 0) return;
+  xentChunk<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(logits.f32(), args.in[1].i32(), args.in[2].f32(),
+                                                              args.out[0].f32(), width, args.ints[0]);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void xent_finish_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor& targets = args.in[1];
+  xentFinish<<<1, 1024, 0, launch.stream>>>(args.in[0].f32(), targets.i32(), args.out[0].f32(), args.out[1].f32(),
+                                            targets.numel(), args.ints[0]);
   MT_CUDA_CHECK_LAUNCH();
 }
 

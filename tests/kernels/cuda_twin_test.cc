@@ -179,6 +179,13 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
   const auto fwd = runKernel(KernelId::SoftmaxXent, {logits, targets}, {HostTensor::f32({}), HostTensor::f32({3, 29})});
   expectTwin(KernelId::SoftmaxXentGrad, {HostTensor::f32({}, {0.7f}), logits, targets, fwd[1]},
              {HostTensor::f32({3, 29, vocab})});
+  // The vocabulary-split form on a chunk of ids [600, 1003) of a vocabulary of 1500.
+  auto running = randomF32({3, 29, 2}, 2.0f);
+  for (int64_t r = 0; r < 3 * 29; r += 7) running.floats[2 * r] = -INFINITY;  // the first chunk's rows
+  expectTwin(KernelId::XentChunk, {logits, targets, running}, {HostTensor::f32({3, 29, 2})}, {600});
+  expectTwin(KernelId::XentFinish, {randomF32({3, 29, 2}, 2.0f), targets}, {HostTensor::f32({}), HostTensor::f32({3, 29})}, {1500});
+  expectTwin(KernelId::XentChunkGrad, {HostTensor::f32({}, {0.7f}), logits, targets, fwd[1]},
+             {HostTensor::f32({3, 29, vocab})}, {600, 1500});
 
   auto ids = randomInts(4 * 31, 50, rng);
   ids[3] = 50;  // outside the table: a zero row, no gradient

@@ -249,6 +249,41 @@ TEST_F(KernelTest, SoftmaxCrossEntropyIgnoresOutOfRangeTargetsAndHasTheRightGrad
               kGradTol, "softmax_xent grad");
 }
 
+// The cross-entropy over vocabulary chunks (uneven ones, the target in each of them, one row
+// ignored) gives softmax_xent's loss, lse and dlogits.
+TEST_F(KernelTest, ChunkedCrossEntropyMatchesTheWholeVocabulary) {
+  const int64_t rows = 6, vocab = 11;
+  const int64_t firsts[] = {0, 4, 8, vocab};  // chunks [0, 4), [4, 8), [8, 11)
+  auto logits = HostTensor::f32({2, 3, vocab}, randomFloats(rows * vocab, rng, 3.0f));
+  auto targets = HostTensor::i32({2, 3}, {1, 5, 10, 4, -1, 8});
+  const auto whole = runKernel(KernelId::SoftmaxXent, {logits, targets}, {HostTensor::f32({}), HostTensor::f32({2, 3})});
+  const auto dwhole = runKernel(KernelId::SoftmaxXentGrad, {HostTensor::f32({}, {0.7f}), logits, targets, whole[1]},
+                                {HostTensor::f32({2, 3, vocab})});
+  auto chunkOf = [&](const HostTensor& t, int64_t first, int64_t width) {
+    HostTensor out = HostTensor::f32({2, 3, width});
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < width; ++c) out.floats[r * width + c] = t.floats[r * vocab + first + c];
+    return out;
+  };
+  auto running = HostTensor::f32({2, 3, 2}, std::vector<float>(rows * 2, -INFINITY));
+  for (int k = 0; k < 3; ++k) {
+    const int64_t first = firsts[k], width = firsts[k + 1] - first;
+    running = runKernel(KernelId::XentChunk, {chunkOf(logits, first, width), targets, running},
+                        {HostTensor::f32({2, 3, 2})}, {first})[0];
+  }
+  const auto finished = runKernel(KernelId::XentFinish, {running, targets},
+                                  {HostTensor::f32({}), HostTensor::f32({2, 3})}, {vocab});
+  expectClose(finished[0].floats, whole[0].asDoubles(), kF32Tol, "xent_finish loss");
+  expectClose(finished[1].floats, whole[1].asDoubles(), kF32Tol, "xent_finish lse");
+  for (int k = 0; k < 3; ++k) {
+    const int64_t first = firsts[k], width = firsts[k + 1] - first;
+    const auto dchunk = runKernel(KernelId::XentChunkGrad,
+                                  {HostTensor::f32({}, {0.7f}), chunkOf(logits, first, width), targets, finished[1]},
+                                  {HostTensor::f32({2, 3, width})}, {first, vocab});
+    expectClose(dchunk[0].floats, chunkOf(dwhole[0], first, width).asDoubles(), kF32Tol, "xent_chunk_grad");
+  }
+}
+
 // The on-arrival update's one pass: the same norm, bit for bit, as sum_squares_cpu and the same
 // weights and moments as adamw_cpu; a chunk (65536 elements) holding NaN is left untouched.
 TEST_F(KernelTest, AdamwWithNormMatchesTheTwoPassesAndSkipsANonFiniteChunk) {
