@@ -54,6 +54,7 @@ std::string describe(const plan::Plan& plan, const plan::Instruction& in) {
       std::string host = c.host_tensor() < static_cast<uint32_t>(plan.host_tensors_size())
                              ? plan.host_tensors(c.host_tensor()).name()
                              : "?";
+      if (c.host_offset() != 0) host += fmt::format(" @{}", c.host_offset());  // a row slice: its byte offset
       return c.direction() == plan::Copy::HOST_TO_DEVICE
                  ? "h2d " + host + " -> " + bufferName(plan, c.buffer())
                  : "d2h " + bufferName(plan, c.buffer()) + " -> " + host;

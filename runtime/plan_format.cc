@@ -98,6 +98,11 @@ int64_t checkedNumel(const google::protobuf::RepeatedField<int64_t>& shape, cons
   return n;
 }
 
+int64_t copyBytes(const plan::Plan& plan, const plan::Copy& copy) {
+  const auto& buffer = plan.buffers(copy.buffer());
+  return checkedNumel(buffer.shape(), buffer.name()) * dtypeBytes(buffer.dtype());
+}
+
 int64_t dtypeBytes(plan::DType dtype) {
   switch (dtype) {
     case plan::DTYPE_F32: return 4;

@@ -5,12 +5,12 @@
 #include <string>
 
 #include "runtime/op_table.h"
+#include "runtime/plan_format.h"
 
 namespace mt {
 
 StepReport::StepReport(const plan::Plan& plan, const HostStore& store)
     : plan_(plan), model_flops_(6.0 * double(store.numParams()) * double(plan.model().batch() * plan.model().seq())) {
-  for (int i = 0; i < plan.host_tensors_size(); ++i) host_bytes_.push_back(store.bytes(i));
   first_.kernel_us.assign(kNumKernels, 0.0);
   rest_.kernel_us.assign(kNumKernels, 0.0);
 }
@@ -33,7 +33,7 @@ void StepReport::accumulate(Totals& totals, double seconds, const StepTimeline& 
         totals.compute_us += us;
         totals.kernel_us[in.kernel().kernel()] += us;
       } else if (in.has_copy()) {
-        const double bytes = double(host_bytes_[in.copy().host_tensor()]);
+        const double bytes = double(copyBytes(plan_, in.copy()));
         if (in.copy().direction() == plan::Copy::HOST_TO_DEVICE) {
           totals.h2d_us += us;
           totals.h2d_bytes += bytes;

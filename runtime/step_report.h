@@ -32,7 +32,6 @@ class StepReport {
   void accumulate(Totals& totals, double seconds, const StepTimeline& timeline) const;
 
   const plan::Plan& plan_;
-  std::vector<int64_t> host_bytes_;  // per host tensor: what a copy of it moves
   double model_flops_;               // 6 · params · tokens per step
   Totals first_, rest_;
 };

@@ -146,9 +146,13 @@ void verifyCopy(const plan::Plan& plan, const plan::Copy& copy, const std::strin
     fail(at + ": copy index out of range");
   const auto& h = plan.host_tensors(copy.host_tensor());
   const auto& b = plan.buffers(copy.buffer());
-  if (h.dtype() != b.dtype() ||
-      checkedNumel(h.shape(), "host tensor") != checkedNumel(b.shape(), "buffer"))
+  const int64_t host = checkedNumel(h.shape(), "host tensor"), buffer = checkedNumel(b.shape(), "buffer");
+  const int64_t element = dtypeBytes(h.dtype()), offset = copy.host_offset();
+  if (h.dtype() != b.dtype() || (offset == 0 && host != buffer))
     fail(at + ": copy between '" + h.name() + "' and '" + b.name() + "' of different sizes");
+  if (offset < 0 || offset % element != 0 || offset / element > host - buffer)
+    fail(at + ": copy of " + std::to_string(buffer) + " elements at byte " + std::to_string(offset) + " of '" +
+         h.name() + "' (" + std::to_string(host) + " elements) leaves the host tensor");
 }
 
 // `normed`: the gradients whose norm share an earlier task of the stream took; this task's are

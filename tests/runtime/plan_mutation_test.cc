@@ -14,6 +14,7 @@
 #include "runtime/backend.h"
 #include "runtime/error.h"
 #include "runtime/host_store.h"
+#include "runtime/op_table.h"
 #include "runtime/verifier.h"
 #include "tests/runtime/scratch_path.h"
 
@@ -157,14 +158,18 @@ TEST_F(PlanMutationTest, FieldEditsAreRejectedOrRun) {
         if (in->has_kernel()) {
           auto* k = in->mutable_kernel();
           switch (rng_() % 5) {
-            case 0: k->set_kernel(value % 40); break;
+            case 0: k->set_kernel(value % (kNumKernels + 3)); break;
             case 1: if (k->inputs_size()) k->set_inputs(pick(k->inputs_size()), value); break;
             case 2: if (k->outputs_size()) k->set_outputs(pick(k->outputs_size()), value); break;
             case 3: if (k->int_attrs_size()) k->set_int_attrs(pick(k->int_attrs_size()), wild()); break;
             default: k->add_int_attrs(wild()); break;
           }
         } else if (in->has_copy()) {
-          if (rng_() % 2) in->mutable_copy()->set_buffer(value); else in->mutable_copy()->set_host_tensor(value);
+          switch (rng_() % 3) {
+            case 0: in->mutable_copy()->set_buffer(value); break;
+            case 1: in->mutable_copy()->set_host_tensor(value); break;
+            default: in->mutable_copy()->set_host_offset(wild()); break;  // plan 1.5: row slices
+          }
         } else if (in->has_wait_event()) {
           in->set_wait_event(value % (plan.num_events() + 2));
         } else if (in->has_record_event()) {
