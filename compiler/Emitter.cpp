@@ -102,7 +102,14 @@ class Emitter {
   LogicalResult addInstruction(Operation* op);
   int addBuffer(Value v, int64_t offset, const std::string& name);
   // The bytes of host tensor `t`: its own allocation, or its place in the landing buffer.
-  ByteRange hostRange(int t) const;
+  // The bytes of host tensor `t` (its own allocation, or its place in the landing buffer), or
+  // of `bytes` of them from byte `offset` (a row slice).
+  ByteRange hostRange(int t, int64_t offset = 0, int64_t bytes = -1) const;
+  // The host tensor of a parameter piece (a row slice, mt-split-vocab) or its gradient, with
+  // the slice's byte offset in it.
+  // Sets `t` to the parameter `param` (argument `i`) of `type`.
+  LogicalResult setParam(plan::HostTensor& t, DictionaryAttr param, RankedTensorType type, unsigned i);
+  LogicalResult addParamPiece(BlockArgument arg, DictionaryAttr param, std::map<std::string, int>& paramByName);
   void finish();
   double micros(double bytes, double bps) const { return bytes / bps * 1e6; }
 
@@ -111,6 +118,7 @@ class Emitter {
   plan::Plan& plan_;
   PlanStats& stats_;
   DenseMap<Value, int> hostTensor_;  // function arguments and d2h results -> host tensor
+  DenseMap<Value, int64_t> hostOffset_;  // row slices among them -> byte offset in the host tensor
   DenseMap<Value, int> buffer_;      // device values -> buffer
   std::map<int, int> gradOfParam_;   // param host tensor -> grad host tensor
   int landing_ = -1;                 // the gradient landing host tensor, if the plan has one
@@ -123,6 +131,11 @@ LogicalResult Emitter::addHostTensors() {
   std::map<std::string, int> paramByName;
   for (BlockArgument arg : func_.getArguments()) {
     const unsigned i = arg.getArgNumber();
+    auto piece = func_.getArgAttrOfType<DictionaryAttr>(i, kParamAttr);
+    if (piece && piece.get(kParamRowsKey)) {
+      if (failed(addParamPiece(arg, piece, paramByName))) return failure();
+      continue;
+    }
     plan::HostTensor* t = plan_.add_host_tensors();
     setShape(t->mutable_shape(), arg.getType());
     t->set_dtype(dtypeOf(arg.getType()));
@@ -137,30 +150,7 @@ LogicalResult Emitter::addHostTensors() {
       if (failed(setConstantData(constant, *t)))
         return func_.emitError("constant argument ") << i << " must be an f32 or i32 tensor";
     } else if (auto param = func_.getArgAttrOfType<DictionaryAttr>(i, kParamAttr)) {
-      auto name = param.getAs<StringAttr>("name");
-      auto init = param.getAs<StringAttr>("init");
-      if (!name || !init)
-        return func_.emitError("parameter argument ") << i << " needs a name and an init in mt.param";
-      t->set_name(name.getValue().str());
-      t->set_role(plan::ROLE_PARAM);
-      if (init.getValue() == "normal") {
-        t->mutable_init()->set_kind(plan::Initializer::NORMAL);
-        auto std = param.getAs<FloatAttr>("std");
-        if (!std) return func_.emitError("parameter '") << name.getValue() << "' has init normal but no std";
-        t->mutable_init()->set_std(static_cast<float>(std.getValueAsDouble()));
-      } else if (init.getValue() == "zeros") {
-        t->mutable_init()->set_kind(plan::Initializer::ZEROS);
-      } else if (init.getValue() == "ones") {
-        t->mutable_init()->set_kind(plan::Initializer::ONES);
-      } else if (init.getValue() == "weights") {
-        t->mutable_init()->set_kind(plan::Initializer::WEIGHTS);
-      } else {
-        return func_.emitError("parameter '") << name.getValue() << "' has unknown init '"
-                                              << init.getValue() << "' (normal, zeros, ones or weights)";
-      }
-      if (auto origin = param.getAs<StringAttr>("origin")) t->set_origin(origin.getValue().str());
-      auto decay = param.getAs<BoolAttr>("decay");
-      t->set_weight_decay(decay ? decay.getValue() : cast<RankedTensorType>(arg.getType()).getRank() >= 2);
+      if (failed(setParam(*t, param, cast<RankedTensorType>(arg.getType()), i))) return failure();
       if (!paramByName.emplace(t->name(), plan_.host_tensors_size() - 1).second)
         return func_.emitError("two parameters are named '") << t->name() << "'";
       stats_.num_params += cast<RankedTensorType>(arg.getType()).getNumElements();
@@ -224,20 +214,84 @@ LogicalResult Emitter::addHostTensors() {
     if (!name || !paramByName.count(name.getValue().str()))
       return ret.emitError("result ") << i << " is not the gradient of a parameter";
     hostTensor_[v] = gradOfParam_[paramByName[name.getValue().str()]];
+    if (auto row = func_.getResultAttrOfType<IntegerAttr>(i, kGradRowAttr)) {
+      auto type = cast<RankedTensorType>(v.getType());
+      hostOffset_[v] = row.getInt() * (tensorBytes(type) / std::max<int64_t>(type.getDimSize(0), 1));
+    }
     if (landing_ >= 0) {
       auto offset = v.getDefiningOp()->getAttrOfType<IntegerAttr>(kLandingOffsetAttr);
       if (!offset) return ret.emitError("result ") << i << " has no place in the gradient landing buffer";
-      plan_.mutable_host_tensors(hostTensor_[v])->set_landing_offset(offset.getInt());
+      // A piece lands at its rows' place in its parameter's gradient.
+      plan_.mutable_host_tensors(hostTensor_[v])->set_landing_offset(offset.getInt() - hostOffset_.lookup(v));
     }
   }
   return success();
 }
 
-ByteRange Emitter::hostRange(int t) const {
+LogicalResult Emitter::setParam(plan::HostTensor& t, DictionaryAttr param, RankedTensorType type, unsigned i) {
+  auto name = param.getAs<StringAttr>("name");
+  auto init = param.getAs<StringAttr>("init");
+  if (!name || !init) return func_.emitError("parameter argument ") << i << " needs a name and an init in mt.param";
+  t.clear_shape();
+  setShape(t.mutable_shape(), type);
+  t.set_dtype(dtypeOf(type));
+  t.set_name(name.getValue().str());
+  t.set_role(plan::ROLE_PARAM);
+  if (init.getValue() == "normal") {
+    t.mutable_init()->set_kind(plan::Initializer::NORMAL);
+    auto std = param.getAs<FloatAttr>("std");
+    if (!std) return func_.emitError("parameter '") << name.getValue() << "' has init normal but no std";
+    t.mutable_init()->set_std(static_cast<float>(std.getValueAsDouble()));
+  } else if (init.getValue() == "zeros") {
+    t.mutable_init()->set_kind(plan::Initializer::ZEROS);
+  } else if (init.getValue() == "ones") {
+    t.mutable_init()->set_kind(plan::Initializer::ONES);
+  } else if (init.getValue() == "weights") {
+    t.mutable_init()->set_kind(plan::Initializer::WEIGHTS);
+  } else {
+    return func_.emitError("parameter '") << name.getValue() << "' has unknown init '" << init.getValue()
+                                          << "' (normal, zeros, ones or weights)";
+  }
+  if (auto origin = param.getAs<StringAttr>("origin")) t.set_origin(origin.getValue().str());
+  auto decay = param.getAs<BoolAttr>("decay");
+  t.set_weight_decay(decay ? decay.getValue() : type.getRank() >= 2);
+  return success();
+}
+
+LogicalResult Emitter::addParamPiece(BlockArgument arg, DictionaryAttr param, std::map<std::string, int>& paramByName) {
+  auto name = param.getAs<StringAttr>("name");
+  auto rows = param.getAs<DenseI64ArrayAttr>(kParamRowsKey);
+  auto type = cast<RankedTensorType>(arg.getType());
+  if (!name || rows.size() != 2 || type.getRank() < 1 || rows[0] < 0 || rows[0] + type.getDimSize(0) > rows[1])
+    return func_.emitError("parameter piece ") << arg.getArgNumber()
+                                               << " needs a name and rows = [first, all] that hold its rows";
+  SmallVector<int64_t> shape(type.getShape());
+  shape[0] = rows[1];
+  const auto whole = RankedTensorType::get(shape, type.getElementType());
+  auto found = paramByName.find(name.getValue().str());
+  if (found == paramByName.end()) {
+    // The first piece makes the whole parameter: the tensor, initializer and optimizer state of
+    // the unsplit one.
+    plan::HostTensor* t = plan_.add_host_tensors();
+    if (failed(setParam(*t, param, whole, arg.getArgNumber()))) return failure();
+    found = paramByName.emplace(t->name(), plan_.host_tensors_size() - 1).first;
+  } else if (plan_.host_tensors(found->second).shape_size() != whole.getRank() ||
+             !std::equal(shape.begin(), shape.end(), plan_.host_tensors(found->second).shape().begin())) {
+    return func_.emitError("parameter piece ") << arg.getArgNumber() << " of '" << name.getValue()
+                                               << "' disagrees with the other pieces on the whole shape";
+  }
+  hostTensor_[arg] = found->second;
+  hostOffset_[arg] = rows[0] * (tensorBytes(type) / std::max<int64_t>(type.getDimSize(0), 1));
+  stats_.num_params += type.getNumElements();
+  stats_.param_bytes += tensorBytes(type);
+  return success();
+}
+
+ByteRange Emitter::hostRange(int t, int64_t offset, int64_t bytes) const {
   const auto& tensor = plan_.host_tensors(t);
-  if (landing_ < 0 || tensor.role() != plan::ROLE_GRAD) return {t, 0, 1};  // the whole allocation
-  const int64_t bytes = checkedNumel(tensor.shape(), tensor.name()) * 4;
-  return {landing_, tensor.landing_offset(), tensor.landing_offset() + bytes};
+  if (bytes < 0) bytes = checkedNumel(tensor.shape(), tensor.name()) * dtypeBytes(tensor.dtype());
+  if (landing_ < 0 || tensor.role() != plan::ROLE_GRAD) return {t, offset, offset + bytes};
+  return {landing_, tensor.landing_offset() + offset, tensor.landing_offset() + offset + bytes};
 }
 
 int Emitter::addBuffer(Value v, int64_t offset, const std::string& name) {
@@ -283,11 +337,12 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     instr.stream = kH2D;
     auto* copy = instr.body.mutable_copy();
     copy->set_direction(plan::Copy::HOST_TO_DEVICE);
-    copy->set_host_tensor(hostTensor_[h2d.getInput()]);
-    copy->set_buffer(buffer_[h2d.getResult()]);
-    hazards_.read(hostRange(copy->host_tensor()), index, instr.deps);
-    hazards_.write(region(h2d.getResult()), index, instr.deps);
     const int64_t bytes = tensorBytes(h2d.getType());
+    copy->set_host_tensor(hostTensor_[h2d.getInput()]);
+    copy->set_host_offset(hostOffset_.lookup(h2d.getInput()));
+    copy->set_buffer(buffer_[h2d.getResult()]);
+    hazards_.read(hostRange(copy->host_tensor(), copy->host_offset(), bytes), index, instr.deps);
+    hazards_.write(region(h2d.getResult()), index, instr.deps);
     instr.body.set_bytes(bytes);
     instr.micros = micros(bytes, hw.h2d_bps);
     stats_.h2d_bytes += bytes;
@@ -298,11 +353,12 @@ LogicalResult Emitter::addInstruction(Operation* op) {
       return op->emitError("copies to the host a value that is neither the loss nor a gradient");
     auto* copy = instr.body.mutable_copy();
     copy->set_direction(plan::Copy::DEVICE_TO_HOST);
+    const int64_t bytes = tensorBytes(d2h.getType());
     copy->set_host_tensor(hostTensor_[d2h.getResult()]);
+    copy->set_host_offset(hostOffset_.lookup(d2h.getResult()));
     copy->set_buffer(buffer_[d2h.getInput()]);
     hazards_.read(region(d2h.getInput()), index, instr.deps);
-    hazards_.write(hostRange(copy->host_tensor()), index, instr.deps);
-    const int64_t bytes = tensorBytes(d2h.getType());
+    hazards_.write(hostRange(copy->host_tensor(), copy->host_offset(), bytes), index, instr.deps);
     instr.body.set_bytes(bytes);
     instr.micros = micros(bytes, hw.d2h_bps);
     stats_.d2h_bytes += bytes;
@@ -316,7 +372,7 @@ LogicalResult Emitter::addInstruction(Operation* op) {
         if (!hostTensor_.count(v)) return op->emitError("grad_norm operand is not a host gradient");
         body->add_tensors(hostTensor_[v]);
         hazards_.read(hostRange(hostTensor_[v]), index, instr.deps);
-        bytes += tensorBytes(v.getType());
+        bytes += hostRange(hostTensor_[v]).end - hostRange(hostTensor_[v]).begin;
       }
     } else {
       // adamw_on_arrival takes its gradient's norm share itself (plan 1.4).
@@ -331,7 +387,7 @@ LogicalResult Emitter::addInstruction(Operation* op) {
         body->add_tensors(p);
         hazards_.read(hostRange(gradOfParam_[p]), index, instr.deps);
         hazards_.write(hostRange(p), index, instr.deps);
-        bytes += 7 * tensorBytes(v.getType());  // grad; param, m, v read and written
+        bytes += 7 * (hostRange(p).end - hostRange(p).begin);  // grad; param, m, v read and written
       }
     }
     instr.body.set_bytes(bytes);

@@ -64,7 +64,8 @@ bool fits(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_
           const std::string& update) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  return runStages(*trial, {"", o.device_mem, o.schedule, update, /*tune_recompute=*/false}).failed.empty();
+  return runStages(*trial, {"", o.device_mem, o.schedule, update, /*tune_recompute=*/false, o.vocab_chunks})
+      .failed.empty();
 }
 
 // The largest batch that fits, by doubling then bisection; 0 if batch 1 does not fit.
@@ -89,7 +90,7 @@ double predictedTokensPerSecond(MLIRContext& context, const ModelConfig& config,
                                 const CompileOptions& o, const std::string& update, const HardwareProfile& hw) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  if (!runStages(*trial, {"", o.device_mem, o.schedule, update}).failed.empty()) return 0.0;
+  if (!runStages(*trial, {"", o.device_mem, o.schedule, update, true, o.vocab_chunks}).failed.empty()) return 0.0;
   EmitOptions emit;
   modelShape(*trial, emit.batch, emit.seq, emit.vocab);
   emit.hardware = hw;
@@ -280,7 +281,7 @@ int compile(const CompileOptions& o) {
   }
 
   if (update.empty()) update = chooseUpdate(o, countParams(*module), update_note);
-  const StageResult stages = runStages(*module, {o.emit, o.device_mem, o.schedule, update});
+  const StageResult stages = runStages(*module, {o.emit, o.device_mem, o.schedule, update, true, o.vocab_chunks});
   if (!stages.failed.empty()) {
     std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", stages.failed.c_str());
     return 1;
@@ -401,6 +402,11 @@ int compile(const CompileOptions& o) {
               forward_runs.c_str(), mib(stats.h2d_bytes).c_str(),
               stats.param_bytes ? double(stats.weight_h2d_bytes) / stats.param_bytes : 0.0,
               mib(stats.d2h_bytes).c_str());
+  if (stages.vocab_chunks > 1)
+    std::printf("  LM head        in %lld vocabulary chunks of about %lld rows (%s): each chunk's weights and logits "
+                "on the device one at a time, its product recomputed in the backward except the last's\n",
+                (long long)stages.vocab_chunks, (long long)((emit.vocab + stages.vocab_chunks - 1) / stages.vocab_chunks),
+                o.vocab_chunks > 0 ? "--vocab-chunks" : "the fewest that fit --device-mem");
   if (auto pinned = getModelFunction(*module)->getAttrOfType<IntegerAttr>(kPinnedBytesAttr))
     std::printf("  shared weights %s used by blocks far apart (a tied embedding and LM head) stay on the device "
                 "all step: copied in once, not per block\n",

@@ -9,8 +9,8 @@
 namespace mt {
 
 // The stages --emit can stop after, in pipeline order.
-inline constexpr const char* kStages[] = {"input",     "fuse", "attach-loss", "autodiff", "partition",
-                                          "recompute", "schedule",    "memory"};
+inline constexpr const char* kStages[] = {"input",       "fuse",      "attach-loss", "autodiff", "partition",
+                                          "split-vocab", "recompute", "schedule",    "memory"};
 
 struct CompileOptions {
   std::string model;            // a preset name or a .mlir file
@@ -28,6 +28,7 @@ struct CompileOptions {
   std::string hardware = "cpu";
   std::string schedule = "auto";  // resident, streamed, streamed-recompute, or auto (by budget)
   std::string update = "auto";    // deferred, on-arrival, or auto (by host_mem)
+  int64_t vocab_chunks = 0;       // the LM head in this many vocabulary chunks; 0: only if the budget needs it
 };
 
 // Runs the compiler; returns the process exit code (diagnostics on stderr).

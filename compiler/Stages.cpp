@@ -1,6 +1,8 @@
 #include "compiler/Stages.h"
 
 #include "compiler/Pipeline.h"
+
+#include <fmt/format.h>
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "passes/Passes.h"
@@ -17,6 +19,7 @@ struct Knobs {
   std::string update;      // deferred or on-arrival
   int64_t keep = 0;        // streamed-recompute: the last blocks that keep their activations
   bool pin_shared = false;  // streamed: weights shared across blocks stay on the device
+  int64_t vocab_chunks = 1;  // the LM head's vocabulary chunks (1: not split)
 };
 
 // The passes of stage `stage` under `knobs` (possibly none).
@@ -25,6 +28,11 @@ void addStagePasses(mlir::PassManager& pm, const std::string& stage, const Knobs
   if (stage == "attach-loss") pm.addPass(createAttachLossPass());
   if (stage == "autodiff") pm.addPass(createAutodiffPass());
   if (stage == "partition") pm.addPass(createPartitionPass());
+  if (stage == "split-vocab" && knobs.vocab_chunks > 1) {
+    SplitVocabPassOptions options;
+    options.chunks = knobs.vocab_chunks;
+    pm.addPass(createSplitVocabPass(options));
+  }
   if (stage == "recompute" && knobs.schedule == "streamed-recompute") {
     RecomputePassOptions options;
     options.keep = knobs.keep;
@@ -64,6 +72,29 @@ int64_t trialArena(ModuleOp module, size_t first, const Knobs& knobs) {
   std::string ignored;
   if (!runFrom(*trial, first, "", knobs, ignored)) return -1;
   return getModelFunction(*trial)->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr).getInt();
+}
+
+// Splitting the LM head by vocabulary chunks (doubling from 2) under `knobs`: the fewest chunks
+// whose plan fits `budget` (0 when none does, or the model has no head to split: those trials
+// fail quietly), and the smallest arena seen with its chunks.
+struct ChunkSearch {
+  int64_t fitting = 0;
+  int64_t smallest_arena = -1, smallest_chunks = 0;
+};
+ChunkSearch searchVocabChunks(ModuleOp module, size_t first, Knobs knobs, int64_t budget, int64_t vocab) {
+  ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic&) { return success(); });
+  ChunkSearch found;
+  for (int64_t chunks = 2; chunks <= vocab; chunks *= 2) {
+    knobs.vocab_chunks = chunks;
+    const int64_t arena = trialArena(module, first, knobs);
+    if (arena < 0) break;
+    if (found.smallest_arena < 0 || arena < found.smallest_arena) found.smallest_arena = arena, found.smallest_chunks = chunks;
+    if (arena <= budget) {
+      found.fitting = chunks;
+      break;
+    }
+  }
+  return found;
 }
 
 size_t stageIndex(const std::string& name) {
@@ -115,12 +146,24 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   if (!runFrom(module, 1, stops_early ? options.last : "partition", {result.schedule, 0, update}, result.failed) ||
       stops_early)
     return result;
+  int64_t batch = 0, seq = 0, vocab = 0;
+  modelShape(module, batch, seq, vocab);
+  if (options.vocab_chunks < 0 || (options.vocab_chunks > 1 && options.vocab_chunks > vocab)) {
+    getModelFunction(module).emitError("--vocab-chunks must be between 0 (as the budget needs) and the vocabulary (")
+        << vocab << "), not " << options.vocab_chunks;
+    result.failed = "split-vocab";
+    return result;
+  }
+  result.vocab_chunks = std::max<int64_t>(options.vocab_chunks, 1);
+  const bool split_if_needed = options.vocab_chunks == 0 && options.device_mem > 0;
   if (options.schedule == "auto" && options.device_mem > 0) {
     // The first schedule, from the fastest to the most frugal, whose plan fits the budget.
     result.schedule.clear();
     for (const char* schedule : kSchedules) {
       if (update == "on-arrival" && std::string(schedule) == "resident") continue;
-      const int64_t arena = trialArena(module, partition + 1, {schedule, 0, update});
+      Knobs knobs{schedule, 0, update};
+      knobs.vocab_chunks = result.vocab_chunks;
+      const int64_t arena = trialArena(module, partition + 1, knobs);
       if (arena < 0) continue;
       result.arena_by_schedule.emplace_back(schedule, arena);
       if (arena <= options.device_mem) {
@@ -133,33 +176,57 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
       return result;
     }
     if (result.schedule.empty()) {
-      // The most frugal schedule, compiled against the budget: its memory planner's notes say
-      // what fills the device at the peak.
-      const auto& [name, arena] = result.arena_by_schedule.back();
-      std::vector<std::string> notes;
-      {
-        ScopedDiagnosticHandler collect(module.getContext(), [&](Diagnostic& d) {
-          for (Diagnostic& note : d.getNotes()) notes.push_back(note.str());
-          return success();
-        });
-        OwningOpRef<ModuleOp> trial = module.clone();
-        std::string ignored;
-        runFrom(*trial, partition + 1, "", {name, options.device_mem, update}, ignored);
+      // The most frugal schedule with the LM head streamed by vocabulary chunks, as few as fit.
+      auto& [name, arena] = result.arena_by_schedule.back();
+      const ChunkSearch split = split_if_needed
+                                    ? searchVocabChunks(module, partition + 1, {name, 0, update}, options.device_mem, vocab)
+                                    : ChunkSearch{};
+      if (split.fitting > 0) {
+        result.schedule = name;
+        result.vocab_chunks = split.fitting;
+      } else {
+        Knobs frugal{name, options.device_mem, update};
+        if (split.smallest_arena >= 0 && split.smallest_arena < arena)
+          arena = split.smallest_arena, frugal.vocab_chunks = split.smallest_chunks;
+        // The most frugal plan, compiled against the budget: its memory planner's notes say
+        // what fills the device at the peak.
+        std::vector<std::string> notes;
+        {
+          ScopedDiagnosticHandler collect(module.getContext(), [&](Diagnostic& d) {
+            for (Diagnostic& note : d.getNotes()) notes.push_back(note.str());
+            return success();
+          });
+          OwningOpRef<ModuleOp> trial = module.clone();
+          std::string ignored;
+          runFrom(*trial, partition + 1, "", frugal, ignored);
+        }
+        InFlightDiagnostic diag = getModelFunction(module).emitError("the model needs at least ")
+            << formatBytes(arena) << " of device memory even with the " << name
+            << " schedule (weights streamed per block, activations recomputed"
+            << (frugal.vocab_chunks > 1 ? fmt::format(", the LM head in {} vocabulary chunks", frugal.vocab_chunks) : "")
+            << "); the budget is "
+            << formatBytes(options.device_mem) << ": raise --device-mem to at least " << arena
+            << " bytes or make the batch or sequence smaller";
+        for (const std::string& note : notes) diag.attachNote() << note;
+        result.failed = "memory";
+        return result;
       }
-      InFlightDiagnostic diag = getModelFunction(module).emitError("the model needs at least ")
-          << formatBytes(arena) << " of device memory even with the " << name
-          << " schedule (weights streamed per block, activations recomputed); the budget is "
-          << formatBytes(options.device_mem) << ": raise --device-mem to at least " << arena
-          << " bytes or make the batch or sequence smaller";
-      for (const std::string& note : notes) diag.attachNote() << note;
-      result.failed = "memory";
-      return result;
+    }
+  } else if (split_if_needed && result.schedule != "resident") {
+    // A streamed schedule the user chose: the LM head in chunks if it does not fit whole.
+    Knobs knobs{result.schedule, 0, update};
+    if (trialArena(module, partition + 1, knobs) > options.device_mem) {
+      const ChunkSearch split = searchVocabChunks(module, partition + 1, knobs, options.device_mem, vocab);
+      if (split.fitting > 0) result.vocab_chunks = split.fitting;
     }
   }
   // Weights shared by blocks far apart (a tied embedding and LM head) stay on the device when
   // the budget has room: copied once per step instead of once per block region.
   if (result.schedule != "resident" && !sharedParameters(getModelFunction(module)).empty()) {
-    const int64_t arena = options.device_mem > 0 ? trialArena(module, partition + 1, {result.schedule, 0, update, 0, true}) : 0;
+    const int64_t arena =
+        options.device_mem > 0
+            ? trialArena(module, partition + 1, {result.schedule, 0, update, 0, true, result.vocab_chunks})
+            : 0;
     result.pin_shared = arena >= 0 && arena <= options.device_mem;
   }
   if (result.schedule == "streamed-recompute" && options.device_mem > 0 && options.tune_recompute) {
@@ -169,13 +236,15 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     int64_t fits = 0, fails = (templates ? templates.size() : 0) + 1;
     while (fails - fits > 1) {
       const int64_t mid = (fits + fails) / 2;
-      const int64_t arena = trialArena(module, partition + 1, {result.schedule, 0, update, mid, result.pin_shared});
+      const int64_t arena =
+          trialArena(module, partition + 1, {result.schedule, 0, update, mid, result.pin_shared, result.vocab_chunks});
       (arena >= 0 && arena <= options.device_mem ? fits : fails) = mid;
     }
     result.recompute_keep = fits;
   }
   runFrom(module, partition + 1, options.last,
-          {result.schedule, options.device_mem, update, result.recompute_keep, result.pin_shared}, result.failed);
+          {result.schedule, options.device_mem, update, result.recompute_keep, result.pin_shared, result.vocab_chunks},
+          result.failed);
   return result;
 }
 
@@ -185,6 +254,12 @@ void modelShape(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
     vocab = logits.back();
     batch = logits.size() >= 3 ? logits[0] : 1;
     seq = logits.size() >= 2 ? logits[logits.size() - 2] : 1;
+  });
+  module.walk([&](XentFinishOp op) {  // the loss over vocabulary chunks (mt-split-vocab)
+    auto targets = op.getTargets().getType().getShape();
+    vocab = op.getVocab();
+    batch = targets.size() >= 2 ? targets[0] : 1;
+    seq = targets.empty() ? 1 : targets.back();
   });
   // The token ids' (batch, seq) where the model has them: logits may be flattened.
   if (func::FuncOp func = getModelFunction(module))

@@ -21,6 +21,9 @@ struct StageOptions {
   // streamed-recompute under a budget: search how many blocks can keep their activations (one
   // compile per try). Off where a caller only asks whether anything fits.
   bool tune_recompute = true;
+  // The LM head and its loss over this many vocabulary chunks (mt-split-vocab); 0: as few as
+  // the budget needs (none when the whole head fits), 1: never split.
+  int64_t vocab_chunks = 0;
 };
 
 struct StageResult {
@@ -29,10 +32,11 @@ struct StageResult {
   std::vector<std::pair<std::string, int64_t>> arena_by_schedule;  // what "auto" measured
   int64_t recompute_keep = 0;  // streamed-recompute: the last blocks not recomputed
   bool pin_shared = false;     // streamed: weights shared across blocks stay on the device
+  int64_t vocab_chunks = 1;    // the LM head's vocabulary chunks (1: not split)
 };
 
-// Runs the stages after "input" on `module`: fuse, attach-loss, autodiff, partition, recompute
-// (when the schedule recomputes), schedule, memory. A forward-only function (named outputs,
+// Runs the stages after "input" on `module`: fuse, attach-loss, autodiff, partition,
+// split-vocab (when the head is split), recompute (when the schedule recomputes), schedule, memory. A forward-only function (named outputs,
 // no loss) runs only schedule and memory, resident.
 StageResult runStages(mlir::ModuleOp module, const StageOptions& options);
 

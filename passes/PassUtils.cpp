@@ -1,3 +1,5 @@
+#include <set>
+
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "mlir/IR/Builders.h"
@@ -91,18 +93,35 @@ SmallVector<Value> sharedParameters(func::FuncOp func) {
 void insertDeferredUpdates(func::FuncOp func) {
   Block& body = func.getBody().front();
   OpBuilder b(func.getContext());
-  DenseSet<Value> updated;
+  std::set<std::string> updated;  // by name: the pieces of a parameter share one update
   for (Operation& op : llvm::make_early_inc_range(body)) {
     auto copy = dyn_cast<H2DOp>(op);
     auto arg = copy ? dyn_cast<BlockArgument>(copy.getInput()) : nullptr;
-    if (!arg || paramName(func, arg.getArgNumber()).empty() || !updated.insert(arg).second) continue;
+    if (!arg || paramName(func, arg.getArgNumber()).empty() ||
+        !updated.insert(paramName(func, arg.getArgNumber()).str()).second)
+      continue;
     b.setInsertionPoint(copy);
     auto task = b.create<HostTaskOp>(copy.getLoc(), "adamw_previous", ValueRange{arg});
     if (auto block = copy->getAttr(kBlockAttr)) task->setAttr(kBlockAttr, block);
   }
   b.setInsertionPointToStart(&body);
   for (Value param : parameterArguments(func))
-    if (!updated.count(param)) b.create<HostTaskOp>(func.getLoc(), "adamw_previous", ValueRange{param});
+    if (updated.insert(paramName(func, cast<BlockArgument>(param).getArgNumber()).str()).second)
+      b.create<HostTaskOp>(func.getLoc(), "adamw_previous", ValueRange{param});
+}
+
+bool completesGradient(func::FuncOp func, unsigned index) {
+  auto name = func.getResultAttrOfType<StringAttr>(index, kGradAttr);
+  if (!name) return false;
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  Operation* mine = ret.getOperand(index).getDefiningOp();
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    auto other = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
+    if (i == index || !other || other != name) continue;
+    Operation* def = ret.getOperand(i).getDefiningOp();
+    if (mine && def && mine->isBeforeInBlock(def)) return false;
+  }
+  return true;
 }
 
 StringRef paramName(func::FuncOp func, unsigned index) {

@@ -26,6 +26,8 @@ inline constexpr char kConstAttr[] = "mt.const";         // arg: its value (Dens
 inline constexpr char kOutputAttr[] = "mt.output";       // result of a forward-only function: its name
 inline constexpr char kLossAttr[] = "mt.loss";           // result: the loss
 inline constexpr char kGradAttr[] = "mt.grad";           // result: gradient of the named param
+inline constexpr char kParamRowsKey[] = "rows";          // in mt.param of a piece: [first row, all rows]
+inline constexpr char kGradRowAttr[] = "mt.grad_row";    // result: first row of a piece's gradient
 inline constexpr char kOffsetsAttr[] = "mt.offsets";     // op: arena offset of each result
 inline constexpr char kArenaBytesAttr[] = "mt.arena_bytes";  // func: arena size
 inline constexpr char kArenaMinBytesAttr[] = "mt.arena_min_bytes";  // func: smallest arena that works
@@ -74,6 +76,11 @@ llvm::SmallVector<mlir::Value> sharedParameters(mlir::func::FuncOp func);
 // host updates parameter k with the previous step's gradients while the parameters before it
 // already stream in and compute; global-norm clipping stays exact (that norm is complete).
 void insertDeferredUpdates(mlir::func::FuncOp func);
+
+// Whether gradient result `index` of `func` completes its parameter's gradient: it is the one
+// result naming the parameter, or, for a parameter in row pieces (mt-split-vocab), the piece
+// gradient computed last. Host tasks on the whole gradient follow that one.
+bool completesGradient(mlir::func::FuncOp func, unsigned index);
 
 // The param name of argument `index`, or "" if it is not a parameter.
 llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);

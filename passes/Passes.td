@@ -57,6 +57,28 @@ def PartitionPass : Pass<"mt-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["::mt::MtDialect"];
 }
 
+def SplitVocabPass : Pass<"mt-split-vocab", "mlir::ModuleOp"> {
+  let summary = "The LM head and its cross-entropy over chunks of the vocabulary";
+  let description = [{
+    Rewrites the differentiated head `logits = mt.matmul(h, W) {transpose_b}`,
+    `mt.softmax_xent` and their backward into `chunks` row slices of W: each a parameter piece
+    of its own (`mt.param` with `rows = [first, vocab]`: rows [first, first + n) of the same
+    host tensor; its gradient result has `mt.grad_row`) in a layer block of its own after the
+    epilogue, with `mt.xent_chunk` folding each chunk's logits into a running log-sum-exp,
+    `mt.xent_finish` giving the loss, and per chunk `mt.xent_chunk_grad` then the product's
+    own gradient rule. The last chunk's backward follows its forward in the same block (its
+    logits are reused); the others recompute theirs. Neither W nor the (tokens, vocab) logits
+    are on the device whole: a streamed schedule copies one chunk at a time. A head read
+    elsewhere (tied to the embedding) is an error. Needs `mt-partition` and a differentiated
+    function; `chunks` <= 1 leaves the function alone.
+  }];
+  let options = [
+    Option<"chunks", "chunks", "int64_t", /*default=*/"0",
+           "Number of vocabulary chunks (0 or 1: no split)">,
+  ];
+  let dependentDialects = ["::mt::MtDialect"];
+}
+
 def RecomputePass : Pass<"mt-recompute", "mlir::ModuleOp"> {
   let summary = "Recompute each layer block's activations in its backward pass";
   let description = [{

@@ -117,30 +117,49 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
                                   DenseMap<Operation*, size_t>& regionOf, std::vector<int64_t>& regionEnd) {
     Block& body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    std::map<std::string, Value> gradOf;  // parameter name -> its gradient on the host
-    for (unsigned i = 0; i < func.getNumResults(); ++i)
-      if (auto name = func.getResultAttrOfType<StringAttr>(i, kGradAttr)) gradOf[name.getValue().str()] = ret.getOperand(i);
-    DenseMap<Value, int64_t> freeAt;  // gradient -> position after which its bytes are free
+    // Each parameter's gradient on the host: one value, or one per row piece (mt-split-vocab),
+    // which land at their rows' places in one allocation of the whole gradient.
+    struct Piece {
+      std::string param;
+      int64_t offset = 0;  // bytes from the start of the whole gradient
+    };
+    DenseMap<Value, Piece> pieceOf;
+    std::map<std::string, int64_t> wholeBytes;
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto name = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
+      if (!name) continue;
+      auto type = cast<RankedTensorType>(ret.getOperand(i).getType());
+      const int64_t rowBytes = tensorBytes(type) / std::max<int64_t>(type.getRank() ? type.getDimSize(0) : 1, 1);
+      auto row = func.getResultAttrOfType<IntegerAttr>(i, kGradRowAttr);
+      Piece piece{name.getValue().str(), row ? row.getInt() * rowBytes : 0};
+      pieceOf[ret.getOperand(i)] = piece;
+      wholeBytes[piece.param] = std::max(wholeBytes[piece.param], piece.offset + tensorBytes(type));
+    }
+    std::map<std::string, int64_t> freeAt;  // parameter -> position after which its gradient's bytes are free
     for (Operation& op : body) {
       auto task = dyn_cast<HostTaskOp>(op);
       if (!task || task.getKind() != "adamw_on_arrival") continue;
-      for (Value param : task.getTensors()) {
-        auto arg = dyn_cast<BlockArgument>(param);
-        auto grad = arg ? gradOf.find(paramName(func, arg.getArgNumber()).str()) : gradOf.end();
-        if (grad != gradOf.end()) freeAt[grad->second] = regionEnd[regionOf[&op]];
-      }
+      for (Value param : task.getTensors())
+        if (auto arg = dyn_cast<BlockArgument>(param); arg && wholeBytes.count(paramName(func, arg.getArgNumber()).str()))
+          freeAt[paramName(func, arg.getArgNumber()).str()] = regionEnd[regionOf[&op]];
     }
     if (freeAt.empty()) return;
     ArenaAllocator landing;
-    DenseMap<Value, int64_t> offsets;
+    DenseMap<Value, int64_t> offsets;         // by the parameter's first piece to land
+    std::map<std::string, Value> firstLanded;
     std::multimap<int64_t, Value> dying;
     Builder b(func.getContext());
     for (Operation& op : body) {
       auto copy = dyn_cast<D2HOp>(op);
-      if (copy && freeAt.count(copy.getResult())) {
-        offsets[copy.getResult()] = landing.allocate(tensorBytes(copy.getType()));
-        op.setAttr(kLandingOffsetAttr, b.getI64IntegerAttr(offsets[copy.getResult()]));
-        dying.emplace(freeAt[copy.getResult()], copy.getResult());
+      auto piece = copy ? pieceOf.find(copy.getResult()) : pieceOf.end();
+      if (piece != pieceOf.end() && freeAt.count(piece->second.param)) {
+        const std::string& param = piece->second.param;
+        auto [first, isFirst] = firstLanded.emplace(param, copy.getResult());
+        if (isFirst) {
+          offsets[copy.getResult()] = landing.allocate(wholeBytes[param]);
+          dying.emplace(freeAt[param], copy.getResult());
+        }
+        op.setAttr(kLandingOffsetAttr, b.getI64IntegerAttr(offsets[first->second] + piece->second.offset));
       }
       releaseUntil(position[&op], dying, landing, offsets);
     }

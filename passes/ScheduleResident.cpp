@@ -50,7 +50,7 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       Value host = b.create<D2HOp>(ret.getLoc(), v);
       hostResults.push_back(host);
-      if (i > 0 && !forward) hostGrads.push_back(host);
+      if (i > 0 && !forward && completesGradient(func, i)) hostGrads.push_back(host);  // a piece: once
     }
     if (!hostGrads.empty()) b.create<HostTaskOp>(ret.getLoc(), "grad_norm", hostGrads);
     ret->setOperands(hostResults);

@@ -112,11 +112,12 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       auto host = b.create<D2HOp>(ret.getLoc(), v);
       if (def) host->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
       hostResults.push_back(host);
-      if (i > 0 && update == "deferred") {
+      if (i == 0 || !completesGradient(func, i)) continue;  // a piece: the last one's tasks cover all
+      if (update == "deferred") {
         auto norm = b.create<HostTaskOp>(ret.getLoc(), "grad_norm", ValueRange{host.getResult()});
         if (def) norm->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
       }
-      if (i > 0 && update == "on-arrival") {
+      if (update == "on-arrival") {
         auto name = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
         Value param = name ? paramByName[name.getValue().str()] : nullptr;
         if (!param) {

@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
       "                                                 loss out; weights -> m.safetensors)\n"
       "  mtc gpt2-tiny --emit=autodiff                  print the IR after a stage\n\n"
       "  mtc llama-tiny --device-mem 2MiB -o l.plan     stream weights / recompute to fit 2 MiB\n\n"
-      "Stages (--emit): input, fuse, attach-loss, autodiff, partition, recompute, schedule, memory.\n"
+      "Stages (--emit): input, fuse, attach-loss, autodiff, partition, split-vocab, recompute, schedule,\n"
+      "memory.\n"
       "Exit codes: 0 success, 1 bad model or input (message on stderr), 2 bad flags."};
   app.add_option("model", o.model, "built-in model name, a .mlir file or an .onnx file");
   app.add_flag("--list-models", list_models, "list the built-in models and exit");
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
   app.add_flag("--tied", tied, "override: tie the output projection to the embedding");
   app.add_flag("--untied", untied, "override: separate output projection");
   app.add_option("--emit", o.emit, "print the IR after this stage and stop")
-      ->check(CLI::IsMember({"input", "fuse", "attach-loss", "autodiff", "partition", "recompute", "schedule", "memory"}));
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(mt::kStages), std::end(mt::kStages))));
   app.add_option("--weights", o.weights, "initial weights file (default: beside the plan)");
   app.add_flag("--no-weights", o.no_weights, "do not write initial weights");
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
@@ -60,6 +61,12 @@ int main(int argc, char** argv) {
                  "no global clipping; ~12 host bytes/param; streamed schedules), or auto: deferred unless only "
                  "on-arrival fits --host-mem")
       ->check(CLI::IsMember({"auto", "deferred", "on-arrival"}))
+      ->capture_default_str();
+  app.add_option("--vocab-chunks", o.vocab_chunks,
+                 "the LM head and its loss over this many vocabulary chunks, each streamed in as its own block "
+                 "(neither the head's weight nor the logits on the device whole; needs an untied head); "
+                 "0: as few as --device-mem needs (none when the head fits), 1: never")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--hw", o.hardware, "hardware profile of the cost model: cpu, h100-pcie5, h200, gh200")
       ->capture_default_str();

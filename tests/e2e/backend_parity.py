@@ -1,10 +1,11 @@
-"""Compares one plan's run on the cpu and the cuda backend: PREFIX.{cpu,cuda}.jsonl (mtrun --log),
-PREFIX.{cpu,cuda}.safetensors (mtrun --export) and PREFIX.cpu.grads.safetensors (mtrun --dump-grads:
-the first step's gradients). Losses must agree to LOSS_TOL relative at every step and every weight
+"""Compares two runs of a model, by default one plan on the cpu and the cuda backend:
+PREFIX.{A,B}.jsonl (mtrun --log), PREFIX.{A,B}.safetensors (mtrun --export) and
+PREFIX.A.grads.safetensors (mtrun --dump-grads: the first step's gradients). Losses must agree to LOSS_TOL relative at every step and every weight
 tensor to WEIGHT_TOL relative, except tensors whose gradient is analytically zero (attention's key
 bias: softmax ignores a per-row shift), where AdamW turns each backend's rounding noise into
 lr-sized steps of its own. Prints one line; exits 1 on a mismatch.
-usage: backend_parity.py PREFIX STEPS   (used by tests/e2e/cuda_parity.sh and bench/gpu/run.sh)"""
+usage: backend_parity.py PREFIX STEPS [A B]   (A B: cpu cuda; used by tests/e2e/cuda_parity.sh,
+bench/gpu/run.sh and tests/e2e/vocab_split.sh)"""
 import json
 import os
 import sys
@@ -17,11 +18,12 @@ LOSS_TOL, WEIGHT_TOL = 1e-4, 1e-3
 
 def main():
     prefix, steps = sys.argv[1], int(sys.argv[2])
+    runs = tuple(sys.argv[3:5]) if len(sys.argv) >= 5 else ("cpu", "cuda")
     name = os.path.basename(prefix)
     try:
-        losses = [[json.loads(line)["loss"] for line in open(f"{prefix}.{b}.jsonl")] for b in ("cpu", "cuda")]
-        weights = [ref.read_safetensors(f"{prefix}.{b}.safetensors") for b in ("cpu", "cuda")]
-        grads = ref.read_safetensors(f"{prefix}.cpu.grads.safetensors")
+        losses = [[json.loads(line)["loss"] for line in open(f"{prefix}.{b}.jsonl")] for b in runs]
+        weights = [ref.read_safetensors(f"{prefix}.{b}.safetensors") for b in runs]
+        grads = ref.read_safetensors(f"{prefix}.{runs[0]}.grads.safetensors")
     except OSError as e:
         print(f"{name}: FAIL (missing output: {e})")
         return 1
@@ -33,7 +35,7 @@ def main():
     ok = all(len(run) == steps for run in losses) and loss_err <= LOSS_TOL and errs[worst] <= WEIGHT_TOL
     print(f"{name}: {'ok' if ok else 'FAIL'} losses within {loss_err:.1e}, weights within {errs[worst]:.1e} "
           f"(worst {worst}; {len(errs)} tensors, left out with zero gradient: {zero_grad or 'none'}; "
-          f"{steps} steps, cuda vs cpu)")
+          f"{steps} steps, {runs[1]} vs {runs[0]})")
     return 0 if ok else 1
 
 

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The LM head over vocabulary chunks (mt-split-vocab): a budget the whole head does not fit
+# splits it into the fewest chunks that fit, and training gives the losses and weights of the
+# unsplit model (fp32 rounding: within 1e-4 / 1e-3 relative after 10 steps); the same split
+# resident and streamed-recompute, with the deferred or the on-arrival update, agree bit for
+# bit. A tied head, a chunk count past the vocabulary and a budget even the split cannot meet
+# are refused with a message saying what to do.
+# usage: vocab_split.sh BIN_DIR WORK_DIR
+set -uo pipefail
+here="$(dirname "$(readlink -f "$0")")"
+source "$here/check.sh"
+bin=$1 work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
+for i in $(seq 1 600); do echo "$i: how vexingly quick daft zebras jump $((i % 17))"; done > corpus.txt
+"$bin/mttok" --bytes corpus.txt -o corpus.tok >/dev/null
+
+# A head as large as the rest of the model (vocab 4096 x width 64), its logits 4x larger.
+shape=(llama-tiny --layers 4 --width 64 --ffn 256 --vocab 4096 --batch 4 --seq 32)
+"$bin/mtc" "${shape[@]}" --schedule resident -o whole.plan --weights w0.safetensors > whole.txt
+"$bin/mtc" "${shape[@]}" --schedule resident --vocab-chunks 8 -o split.plan --no-weights > split.txt
+"$bin/mtc" "${shape[@]}" --device-mem 2MiB -o tight.plan --no-weights > tight.txt
+"$bin/mtc" "${shape[@]}" --device-mem 2MiB --update on-arrival -o arrival.plan --no-weights > arrival.txt
+whole_arena=$(sed -n 's/.*streamed-recompute \([0-9.]*\) MiB;).*/\1/p' tight.txt)
+check "unsplit, streamed-recompute needs more than 2 MiB (${whole_arena:-?} MiB)" \
+  "awk -v a='${whole_arena:-0}' 'BEGIN { exit !(a > 2) }'"
+check "2 MiB splits the head into the fewest chunks that fit (8)" \
+  "grep -q 'LM head *in 8 vocabulary chunks.*the fewest that fit' tight.txt"
+check "the on-arrival plan splits it the same way" "grep -q 'LM head *in 8 vocabulary chunks' arrival.txt"
+check "without a budget the head stays whole" "! grep -q 'LM head' whole.txt"
+
+run() {  # run PLAN NAME [mtrun flags]: 10 steps from w0, losses to NAME.loss
+  local plan=$1 name=$2
+  shift 2
+  "$bin/mtrun" $plan --data corpus.tok --weights w0.safetensors --steps 10 --log $name.jsonl \
+    --export $name.safetensors --print-every 100 "$@" >/dev/null
+  sed 's/.*"loss":\([^,]*\),.*/\1/' $name.jsonl > $name.loss
+}
+run whole.plan r.whole && run split.plan r.split && run tight.plan r.tight
+"$bin/mtrun" whole.plan --data corpus.tok --weights w0.safetensors --steps 1 --dump-grads r.whole.grads.safetensors \
+  --print-every 100 >/dev/null
+check "split resident vs streamed-recompute: bit-identical losses" "cmp -s r.split.loss r.tight.loss"
+check "split resident vs streamed-recompute: bit-identical weights" "cmp -s r.split.safetensors r.tight.safetensors"
+check "split vs whole: $(/usr/bin/python3 "$here/backend_parity.py" r 10 whole split)" \
+  "/usr/bin/python3 '$here/backend_parity.py' r 10 whole split >/dev/null"
+run split.plan n.split --grad-clip 0 && run arrival.plan n.arrival --grad-clip 0
+check "split on-arrival: bit-identical losses" "cmp -s n.split.loss n.arrival.loss"
+check "split on-arrival: bit-identical weights" "cmp -s n.split.safetensors n.arrival.safetensors"
+
+# Refusals: exit 1, one message that names the fix.
+"$bin/mtc" gpt2-tiny --vocab-chunks 2 -o tied.plan --no-weights > tied.txt 2>&1
+check "a tied head is refused, naming --untied" "[ $? -eq 1 ] && grep -q 'untied' tied.txt"
+"$bin/mtc" "${shape[@]}" --vocab-chunks 5000 -o many.plan --no-weights > many.txt 2>&1
+check "more chunks than the vocabulary is refused" "[ $? -eq 1 ] && grep -q 'vocab-chunks must be between' many.txt"
+"$bin/mtc" "${shape[@]}" --device-mem 512KiB -o small.plan --no-weights > small.txt 2>&1
+check "a budget even the split misses names the split and the smallest budget" \
+  "[ $? -eq 1 ] && grep -q 'vocabulary chunks); the budget is .*raise --device-mem to at least' small.txt"
+check "nothing half-written" "[ ! -e tied.plan ] && [ ! -e many.plan ] && [ ! -e small.plan ]"
+finish

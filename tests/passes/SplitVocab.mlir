@@ -1,0 +1,73 @@
+// PASSES: --mt-split-vocab=chunks=2
+// The head W (vocab 6) in two pieces of 3 rows, each its own argument and layer block after the
+// epilogue (block 0 here: the model has no layer blocks); the loss folds the chunks' logits and
+// ends with the last chunk, whose backward follows in its block with the logits it already has;
+// the first chunk's product is recomputed for its backward. The head's gradient becomes one
+// result per piece (mt.grad_row), dh the sum of the pieces' products; the whole head is gone.
+
+// CHECK-LABEL: func.func @f
+// CHECK-SAME: %arg2: tensor<3x4xf32> {mt.param = {init = "normal", name = "w", rows = array<i64: 0, 6>, std = 1.000000e+00 : f32}}
+// CHECK-SAME: %arg3: tensor<3x4xf32> {mt.param = {init = "normal", name = "w", rows = array<i64: 3, 6>, std = 1.000000e+00 : f32}}
+// CHECK-SAME: tensor<3x4xf32> {mt.grad = "w", mt.grad_row = 0 : i64}, tensor<3x4xf32> {mt.grad = "w", mt.grad_row = 3 : i64}
+// CHECK: %[[X:.*]] = mt.embedding
+// CHECK-NEXT: %[[INIT:.*]] = mt.fill {mt.block = 1 : i64, value = 0xFF800000 : f32} : tensor<1x2x2xf32>
+// CHECK-NEXT: %[[L0:.*]] = mt.matmul %[[X]], %arg2 {mt.block = 1 : i64, transpose_b = true}
+// CHECK-NEXT: %[[R0:.*]] = mt.xent_chunk %[[L0]], %arg4, %[[INIT]] {first = 0 : i64, mt.block = 1 : i64}
+// CHECK-NEXT: %[[L1:.*]] = mt.matmul %[[X]], %arg3 {mt.block = 2 : i64, transpose_b = true}
+// CHECK-NEXT: %[[R1:.*]] = mt.xent_chunk %[[L1]], %arg4, %[[R0]] {first = 3 : i64, mt.block = 2 : i64}
+// CHECK-NEXT: %[[LOSS:.*]], %[[LSE:.*]] = mt.xent_finish %[[R1]], %arg4 {mt.block = 2 : i64, vocab = 6 : i64}
+// CHECK-NEXT: %[[SEED:.*]] = mt.fill {mt.backward, mt.block = 2 : i64, value = 1.000000e+00 : f32}
+// CHECK-NEXT: %[[D1:.*]] = mt.xent_chunk_grad %[[SEED]], %[[L1]], %arg4, %[[LSE]] {first = 3 : i64, mt.backward, mt.block = 2 : i64, vocab = 6 : i64}
+// CHECK-NEXT: %[[DH1:.*]] = mt.matmul %[[D1]], %arg3 {mt.backward, mt.block = 2 : i64}
+// CHECK:      %[[DW1:.*]] = mt.matmul %{{.*}}, %{{.*}} {mt.backward, mt.block = 2 : i64, transpose_a = true}
+// CHECK-NEXT: %[[RL0:.*]] = mt.matmul %[[X]], %arg2 {mt.block = 1 : i64, mt.recompute, transpose_b = true}
+// CHECK-NEXT: %[[D0:.*]] = mt.xent_chunk_grad %[[SEED]], %[[RL0]], %arg4, %[[LSE]] {first = 0 : i64, mt.backward, mt.block = 1 : i64, vocab = 6 : i64}
+// CHECK-NEXT: %[[DH0:.*]] = mt.matmul %[[D0]], %arg2 {mt.backward, mt.block = 1 : i64}
+// CHECK:      %[[DW0:.*]] = mt.matmul %{{.*}}, %{{.*}} {mt.backward, mt.block = 1 : i64, transpose_a = true}
+// CHECK-NEXT: %[[DH:.*]] = mt.add %[[DH1]], %[[DH0]] {mt.backward, mt.block = 1 : i64}
+// CHECK-NOT: mt.softmax_xent
+// CHECK: %[[DE:.*]] = mt.embedding_grad %arg0, %[[DH]]
+// CHECK-NEXT: return %[[LOSS]], %[[DE]], %[[DW0]], %[[DW1]]
+func.func @f(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<6x4xf32> {mt.param = {init = "normal", name = "e", std = 1.000000e+00 : f32}}, %arg2: tensor<6x4xf32> {mt.param = {init = "normal", name = "w", std = 1.000000e+00 : f32}}, %arg3: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}, tensor<6x4xf32> {mt.grad = "e"}, tensor<6x4xf32> {mt.grad = "w"}) attributes {mt.block_templates = array<i64>} {
+  %0 = mt.embedding %arg0, %arg1 {mt.block = -1 : i64} : tensor<1x2xi32>, tensor<6x4xf32>
+  %1 = mt.matmul %0, %arg2 {mt.block = 0 : i64, transpose_b = true} : tensor<1x2x4xf32>, tensor<6x4xf32>
+  %loss, %lse = mt.softmax_xent %1, %arg3 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2xi32>
+  %2 = mt.fill {mt.backward, mt.block = 0 : i64, value = 1.000000e+00 : f32} : tensor<f32>
+  %3 = mt.softmax_xent_grad %2, %1, %arg3, %lse {mt.backward, mt.block = 0 : i64} : tensor<f32>, tensor<1x2x6xf32>, tensor<1x2xi32>, tensor<1x2xf32>
+  %4 = mt.matmul %3, %arg2 {mt.backward, mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<6x4xf32>
+  %5 = mt.reshape %0 {mt.backward, mt.block = 0 : i64} : tensor<1x2x4xf32> -> tensor<2x4xf32>
+  %6 = mt.reshape %3 {mt.backward, mt.block = 0 : i64} : tensor<1x2x6xf32> -> tensor<2x6xf32>
+  %7 = mt.matmul %6, %5 {mt.backward, mt.block = 0 : i64, transpose_a = true} : tensor<2x6xf32>, tensor<2x4xf32>
+  %8 = mt.embedding_grad %arg0, %4 {mt.backward, mt.block = -1 : i64, vocab = 6 : i64} : tensor<1x2xi32>, tensor<1x2x4xf32>
+  return %loss, %8, %7 : tensor<f32>, tensor<6x4xf32>, tensor<6x4xf32>
+}
+
+// -----
+
+// A head tied to the embedding: the embedding reads the whole table.
+func.func @tied(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<6x4xf32> {mt.param = {init = "normal", name = "e", std = 1.000000e+00 : f32}}, %arg2: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}, tensor<6x4xf32> {mt.grad = "e"}) attributes {mt.block_templates = array<i64>} {
+  // expected-error @+1 {{reads the LM head 'e' as a whole (a tied embedding?): the vocabulary split needs an untied head (mtc --untied)}}
+  %0 = mt.embedding %arg0, %arg1 {mt.block = -1 : i64} : tensor<1x2xi32>, tensor<6x4xf32>
+  %1 = mt.matmul %0, %arg1 {mt.block = 0 : i64, transpose_b = true} : tensor<1x2x4xf32>, tensor<6x4xf32>
+  %loss, %lse = mt.softmax_xent %1, %arg2 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2xi32>
+  %2 = mt.fill {mt.backward, mt.block = 0 : i64, value = 1.000000e+00 : f32} : tensor<f32>
+  %3 = mt.softmax_xent_grad %2, %1, %arg2, %lse {mt.backward, mt.block = 0 : i64} : tensor<f32>, tensor<1x2x6xf32>, tensor<1x2xi32>, tensor<1x2xf32>
+  %4 = mt.matmul %3, %arg1 {mt.backward, mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<6x4xf32>
+  %5 = mt.reshape %0 {mt.backward, mt.block = 0 : i64} : tensor<1x2x4xf32> -> tensor<2x4xf32>
+  %6 = mt.reshape %3 {mt.backward, mt.block = 0 : i64} : tensor<1x2x6xf32> -> tensor<2x6xf32>
+  %7 = mt.matmul %6, %5 {mt.backward, mt.block = 0 : i64, transpose_a = true} : tensor<2x6xf32>, tensor<2x4xf32>
+  %8 = mt.embedding_grad %arg0, %4 {mt.backward, mt.block = -1 : i64, vocab = 6 : i64} : tensor<1x2xi32>, tensor<1x2x4xf32>
+  %9 = mt.add %7, %8 {mt.backward, mt.block = -1 : i64} : tensor<6x4xf32>, tensor<6x4xf32>
+  return %loss, %9 : tensor<f32>, tensor<6x4xf32>
+}
+
+// -----
+
+// A loss that is not a head's: nothing to split.
+// expected-error @+1 {{the vocabulary split needs a loss mt.softmax_xent of logits = mt.matmul(h, W) {transpose_b} with W a (vocab, C) parameter (an LM head); this model has none}}
+func.func @headless(%arg0: tensor<1x2x6xf32> {mt.param = {init = "normal", name = "z", std = 1.000000e+00 : f32}}, %arg1: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}, tensor<1x2x6xf32> {mt.grad = "z"}) attributes {mt.block_templates = array<i64>} {
+  %loss, %lse = mt.softmax_xent %arg0, %arg1 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2xi32>
+  %0 = mt.fill {mt.backward, mt.block = 0 : i64, value = 1.000000e+00 : f32} : tensor<f32>
+  %1 = mt.softmax_xent_grad %0, %arg0, %arg1, %lse {mt.backward, mt.block = 0 : i64} : tensor<f32>, tensor<1x2x6xf32>, tensor<1x2xi32>, tensor<1x2xf32>
+  return %loss, %1 : tensor<f32>, tensor<1x2x6xf32>
+}
