@@ -25,15 +25,22 @@ for model in gpt2-tiny llama-tiny; do
   build/bin/mtc $model --batch 4 --seq 32 --no-weights -o .gpu/plans/$model.plan >/dev/null
   build/bin/mtc $model --batch 4 --seq 32 --device-mem 1300KiB --no-weights -o .gpu/plans/$model-streamed.plan >/dev/null
 done
+# The LM head in vocabulary chunks (a budget the whole head does not fit: 8 chunks).
+build/bin/mtc llama-tiny --layers 4 --width 64 --ffn 256 --vocab 4096 --batch 4 --seq 32 --device-mem 2MiB --no-weights \
+  -o .gpu/plans/llama-tiny-split.plan >/dev/null
 # Speed: Llama shapes at context 1024 with a device budget far below parameters + optimizer
 # state (16 bytes/param: 20 GB for 1B, 51 GB for 3B, 108 GB for 7B); 7B is the largest the
 # machine's 128 GiB of host memory holds (on-arrival update: 12 bytes/param).
-while read -r model budget extra; do
+# llama-1b-untied: its own LM head (128256 x 2048), whole under 8 GiB, in 4 vocabulary chunks under
+# 3 GiB (what the split costs).
+while read -r name model budget extra; do
   build/bin/mtc "$model" --batch 4 --seq 1024 --device-mem "$budget" --hw h100-pcie5 $extra --no-weights \
-    -o ".gpu/plans/bench-$model.plan" > ".gpu/plans/bench-$model.txt"
+    -o ".gpu/plans/bench-$name.plan" > ".gpu/plans/bench-$name.txt"
 done <<'LIST'
-llama-1b 8GiB
-llama-3b 8GiB
-llama-7b 8GiB --update on-arrival --host-mem 110GiB
+llama-1b llama-1b 8GiB
+llama-3b llama-3b 8GiB
+llama-7b llama-7b 8GiB --update on-arrival --host-mem 110GiB
+llama-1b-untied llama-1b 8GiB --untied
+llama-1b-split llama-1b 3GiB --untied
 LIST
 du -sh .gpu

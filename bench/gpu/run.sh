@@ -22,7 +22,8 @@ cudart=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcudart.so.13*' 2>/dev/nu
 mt_libs=$PWD/.gpu/lib:${cublas:+$(dirname "$cublas"):}${cudart:+$(dirname "$cudart"):}/usr/local/cuda/lib64
 # mt SECONDS TOOL ARGS...: one of our tools under a time limit.
 mt() { local secs=$1 tool=$2; shift 2; LD_LIBRARY_PATH=$mt_libs:${LD_LIBRARY_PATH:-} timeout "$secs" ".gpu/bin/$tool" "$@"; }
-# Bench models and precisions: all by default; BENCH_MODELS="llama-1b" BENCH_MODES=tf32 narrow a call.
+# Bench models and precisions: all by default; BENCH_MODELS="llama-1b" BENCH_MODES=tf32 narrow a call
+# (also llama-1b-untied, llama-1b-split: the LM head whole and in vocabulary chunks; BENCH_PEERS=0).
 bench_models=${BENCH_MODELS:-"llama-1b llama-3b llama-7b"}
 bench_modes=${BENCH_MODES:-"fp32 tf32"}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
@@ -82,6 +83,7 @@ for model in $bench_models; do
   done
 done
 
+if [ "${BENCH_PEERS:-1}" = 1 ]; then  # BENCH_PEERS=0: only our plans (e.g. the llama-1b-split pair)
 echo "== 4. host optimizer against memory bandwidth (256 M parameters)"
 mt 120 mt_adamw_rate 256 > "$out/adamw_rate.txt" 2>&1
 adamw_rows=$(cat "$out/adamw_rate.txt")
@@ -89,6 +91,7 @@ publish
 
 echo "== 5. PyTorch native"
 torch_rows=$(timeout 200 python3 bench/gpu/torch_native.py $bench_models 2>&1 | tee "$out/torch.txt" | grep '^torch')
+fi
 fi
 publish
 echo
