@@ -14,6 +14,8 @@ int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElemen
 
 int64_t EmbeddingOp::getFlops() { return 0; }
 int64_t EmbeddingGradOp::getFlops() { return numel(getDout()); }
+int64_t EmbeddingChunkOp::getFlops() { return 0; }
+int64_t EmbeddingGradChunkOp::getFlops() { return numel(getDout()); }
 int64_t PositionsOp::getFlops() { return 0; }
 int64_t MatmulOp::getFlops() {
   auto a = getLhs().getType().getShape();
@@ -145,6 +147,12 @@ void SliceOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<flo
 void SliceGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.append(getStarts().begin(), getStarts().end());
   ints.append(getSteps().begin(), getSteps().end());
+}
+void EmbeddingChunkOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(getFirst());
+}
+void EmbeddingGradChunkOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(getFirst());
 }
 void XentChunkOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(getFirst());

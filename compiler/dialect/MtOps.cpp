@@ -108,6 +108,27 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext* ctx, std::optional<Loca
   return success();
 }
 
+LogicalResult EmbeddingChunkOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                 SmallVectorImpl<Type>& types) {
+  if (static_cast<int64_t>(adaptor.getFirst()) < 0) return emitOptionalError(loc, "first must not be negative");
+  if (failed(EmbeddingOp::inferReturnTypes(ctx, loc, EmbeddingOp::Adaptor(adaptor.getOperands().take_front(2)), types)))
+    return failure();
+  return requireShape(loc, adaptor.getIn(), cast<RankedTensorType>(types.front()).getShape(), "in");
+}
+
+LogicalResult EmbeddingGradChunkOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                     SmallVectorImpl<Type>& types) {
+  if (static_cast<int64_t>(adaptor.getFirst()) < 0) return emitOptionalError(loc, "first must not be negative");
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto ids = tensorOf(adaptor.getIds()).getShape();
+  auto dout = tensorOf(adaptor.getDout()).getShape();
+  if (dout.size() != ids.size() + 1 || dout.drop_back() != ids)
+    return emitOptionalError(loc, "embedding_grad_chunk dout must be ids.shape + [C]");
+  if (static_cast<int64_t>(adaptor.getRows()) <= 0) return emitOptionalError(loc, "rows must be positive");
+  types.push_back(f32Tensor(ctx, {static_cast<int64_t>(adaptor.getRows()), dout.back()}));
+  return success();
+}
+
 LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                                 Adaptor adaptor, SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();

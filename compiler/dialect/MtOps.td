@@ -43,6 +43,36 @@ def Mt_EmbeddingGradOp : Mt_KernelOp<"embedding_grad", [KernelOpInterface]> {
   let assemblyFormat = "$ids `,` $dout attr-dict `:` type($ids) `,` type($dout)";
 }
 
+def Mt_EmbeddingChunkOp : Mt_KernelOp<"embedding_chunk", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "row lookup in a chunk of the table's rows, `in` where the id is elsewhere";
+  let description = [{
+    `table` holds rows [first, first + Vc) of a larger table; a token whose id is one of them
+    gets its row, any other keeps `in`'s. Chained from `mt.fill` 0 over every chunk, it is
+    `mt.embedding` of the whole table (made by mt-split-vocab, after autodiff: no gradient rule).
+
+    ```mlir
+    %x1 = mt.embedding_chunk %ids, %wte1, %x0 {first = 128} : tensor<8x256xi32>, tensor<128x384xf32>, tensor<8x256x384xf32>
+    ```
+  }];
+  let arguments = (ins Mt_I32Tensor:$ids, Mt_F32Tensor:$table, Mt_F32Tensor:$in, I64Attr:$first);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$ids `,` $table `,` $in attr-dict `:` type($ids) `,` type($table) `,` type($in)";
+}
+
+def Mt_EmbeddingGradChunkOp : Mt_KernelOp<"embedding_grad_chunk", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "the rows [first, first + rows) of mt.embedding_grad's table gradient";
+  let description = [{
+    ```mlir
+    %dwte1 = mt.embedding_grad_chunk %ids, %dx {first = 128, rows = 128} : tensor<8x256xi32>, tensor<8x256x384xf32>
+    ```
+  }];
+  let arguments = (ins Mt_I32Tensor:$ids, Mt_F32Tensor:$dout, I64Attr:$first, I64Attr:$rows);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$ids `,` $dout attr-dict `:` type($ids) `,` type($dout)";
+}
+
 def Mt_PositionsOp : Mt_Op<"positions", [Pure, KernelOpInterface,
     DeclareOpInterfaceMethods<CostOpInterface>]> {
   let summary = "position ids: out[b, t] = t";

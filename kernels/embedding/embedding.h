@@ -3,6 +3,11 @@
 //                      zero row (the data loader rejects such ids before they get here).
 //   mt.embedding_grad: (ids (...) i32, dout (..., C)) -> dtable (V, C), scatter-added.
 //   mt.positions:      () -> (B, T) i32 with out[b][t] = t.
+// The table in chunks of rows (plan 1.5; a vocabulary too large for the device, streamed by
+// row slices), int[first]: the chunk holds ids [first, first + Vc):
+//   mt.embedding_chunk:      (ids, table chunk (Vc, C), in (..., C)) -> (..., C): the chunk's
+//                            rows where the id is in the chunk, `in` elsewhere.
+//   mt.embedding_grad_chunk: (ids, dout (..., C)) -> dtable chunk (Vc, C).
 #pragma once
 #include "kernels/kernel_args.h"
 
@@ -13,9 +18,15 @@ std::string embedding_grad_check(const KernelArgs& args);
 void embedding_grad_cpu(const KernelArgs& args);
 std::string positions_check(const KernelArgs& args);
 void positions_cpu(const KernelArgs& args);
+std::string embedding_chunk_check(const KernelArgs& args);
+void embedding_chunk_cpu(const KernelArgs& args);
+std::string embedding_grad_chunk_check(const KernelArgs& args);
+void embedding_grad_chunk_cpu(const KernelArgs& args);
 
 // CUDA twins (kernels/embedding/embedding_cuda.cu), built when CUDA is enabled.
 void embedding_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void embedding_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void positions_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void embedding_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void embedding_grad_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -15,20 +15,49 @@ std::string embedding_check(const KernelArgs& args) {
   return expectShape(out, expected, "embedding result");
 }
 
-void embedding_cpu(const KernelArgs& args) {
-  const Tensor &ids = args.in[0], &table = args.in[1], &out = args.out[0];
-  const int64_t n = ids.numel(), vocab = table.dim(0), width = table.dim(1);
+namespace {
+
+// out[i] = table[ids[i] - first] where that row is in the table, else `in`'s row (zeros if null).
+void lookupRows(const Tensor& ids, const Tensor& table, int64_t first, const float* in, const Tensor& out) {
+  const int64_t n = ids.numel(), rows = table.dim(0), width = table.dim(1);
 #pragma omp parallel for schedule(static) if (n * width > 32768)
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t id = ids.i32()[i];
+    const int64_t row = ids.i32()[i] - first;
     float* dst = out.f32() + i * width;
-    if (id < 0 || id >= vocab) {
+    if (row >= 0 && row < rows)
+      std::copy(table.f32() + row * width, table.f32() + (row + 1) * width, dst);
+    else if (in)
+      std::copy(in + i * width, in + (i + 1) * width, dst);
+    else
       std::fill(dst, dst + width, 0.0f);
-    } else {
-      std::copy(table.f32() + id * width, table.f32() + (id + 1) * width, dst);
+  }
+}
+
+// dtable[row] = sum of dout over the tokens whose id is first + row.
+void scatterRows(const Tensor& ids, const Tensor& dout, int64_t first, const Tensor& dtable) {
+  const int64_t n = ids.numel(), rows = dtable.dim(0), width = dtable.dim(1);
+  float* table = dtable.f32();
+  // Parallel over column blocks: every table element accumulates its rows in token order,
+  // so the result does not depend on the thread count.
+  constexpr int64_t kBlock = 64;
+#pragma omp parallel for schedule(static)
+  for (int64_t c0 = 0; c0 < width; c0 += kBlock) {
+    const int64_t c1 = std::min(width, c0 + kBlock);
+    for (int64_t v = 0; v < rows; ++v) std::fill(table + v * width + c0, table + v * width + c1, 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = ids.i32()[i] - first;
+      if (row < 0 || row >= rows) continue;
+      const float* src = dout.f32() + i * width;
+      float* dst = table + row * width;
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
     }
   }
 }
+
+}  // namespace
+
+void embedding_cpu(const KernelArgs& args) { lookupRows(args.in[0], args.in[1], 0, nullptr, args.out[0]); }
 
 std::string embedding_grad_check(const KernelArgs& args) {
   const Tensor &ids = args.in[0], &dout = args.in[1], &dtable = args.out[0];
@@ -41,26 +70,26 @@ std::string embedding_grad_check(const KernelArgs& args) {
   return expectShape(dout, expected, "embedding_grad dout");
 }
 
-void embedding_grad_cpu(const KernelArgs& args) {
-  const Tensor &ids = args.in[0], &dout = args.in[1], &dtable = args.out[0];
-  const int64_t n = ids.numel(), vocab = dtable.dim(0), width = dtable.dim(1);
-  float* table = dtable.f32();
-  // Parallel over column blocks: every table element accumulates its rows in token order,
-  // so the result does not depend on the thread count.
-  constexpr int64_t kBlock = 64;
-#pragma omp parallel for schedule(static)
-  for (int64_t c0 = 0; c0 < width; c0 += kBlock) {
-    const int64_t c1 = std::min(width, c0 + kBlock);
-    for (int64_t v = 0; v < vocab; ++v) std::fill(table + v * width + c0, table + v * width + c1, 0.0f);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t id = ids.i32()[i];
-      if (id < 0 || id >= vocab) continue;
-      const float* src = dout.f32() + i * width;
-      float* dst = table + id * width;
-#pragma omp simd
-      for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
-    }
-  }
+void embedding_grad_cpu(const KernelArgs& args) { scatterRows(args.in[0], args.in[1], 0, args.out[0]); }
+
+std::string embedding_chunk_check(const KernelArgs& args) {
+  MT_CHECK(embedding_check(args));
+  MT_CHECK(expectDType(args.in[2], DType::F32, "embedding_chunk in"));
+  MT_CHECK(expectShape(args.in[2], args.out[0].shape, "embedding_chunk in"));
+  return args.ints[0] < 0 ? "embedding_chunk: the chunk's first id must not be negative" : "";
+}
+
+void embedding_chunk_cpu(const KernelArgs& args) {
+  lookupRows(args.in[0], args.in[1], args.ints[0], args.in[2].f32(), args.out[0]);
+}
+
+std::string embedding_grad_chunk_check(const KernelArgs& args) {
+  MT_CHECK(embedding_grad_check(args));
+  return args.ints[0] < 0 ? "embedding_grad_chunk: the chunk's first id must not be negative" : "";
+}
+
+void embedding_grad_chunk_cpu(const KernelArgs& args) {
+  scatterRows(args.in[0], args.in[1], args.ints[0], args.out[0]);
 }
 
 std::string positions_check(const KernelArgs& args) {

@@ -8,20 +8,23 @@ namespace {
 using cuda::blocksFor;
 using cuda::kThreads;
 
+// out = the table's row ids - first where it has one, else `in`'s element (zero if null).
 __global__ void embeddingKernel(const int32_t* __restrict__ ids, const float* __restrict__ table,
-                                float* __restrict__ out, int64_t n, int64_t vocab, int64_t width) {
+                                const float* __restrict__ in, float* __restrict__ out, int64_t n, int64_t first,
+                                int64_t rows, int64_t width) {
   MT_GRID_STRIDE(e, n * width) {
-    const int64_t id = ids[e / width];
-    out[e] = id >= 0 && id < vocab ? table[id * width + e % width] : 0.0f;
+    const int64_t row = ids[e / width] - first;
+    out[e] = row >= 0 && row < rows ? table[row * width + e % width] : in ? in[e] : 0.0f;
   }
 }
 
 // Scatter-add: tokens with the same id add into one row (atomically, in no fixed order).
 __global__ void embeddingGradKernel(const int32_t* __restrict__ ids, const float* __restrict__ dout,
-                                    float* __restrict__ dtable, int64_t n, int64_t vocab, int64_t width) {
+                                    float* __restrict__ dtable, int64_t n, int64_t first, int64_t rows,
+                                    int64_t width) {
   MT_GRID_STRIDE(e, n * width) {
-    const int64_t id = ids[e / width];
-    if (id >= 0 && id < vocab) atomicAdd(dtable + id * width + e % width, dout[e]);
+    const int64_t row = ids[e / width] - first;
+    if (row >= 0 && row < rows) atomicAdd(dtable + row * width + e % width, dout[e]);
   }
 }
 
@@ -31,23 +34,35 @@ __global__ void positionsKernel(int32_t* __restrict__ out, int64_t n, int64_t se
 
 }  // namespace
 
-void embedding_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+static void launchLookup(const KernelArgs& args, const CudaLaunch& launch, int64_t first, const float* in) {
   const Tensor &ids = args.in[0], &table = args.in[1];
   const int64_t n = ids.numel(), width = table.dim(1);
   if (n * width == 0) return;
-  embeddingKernel<<<blocksFor(n * width), kThreads, 0, launch.stream>>>(ids.i32(), table.f32(), args.out[0].f32(), n,
-                                                                        table.dim(0), width);
+  embeddingKernel<<<blocksFor(n * width), kThreads, 0, launch.stream>>>(ids.i32(), table.f32(), in, args.out[0].f32(),
+                                                                        n, first, table.dim(0), width);
   MT_CUDA_CHECK_LAUNCH();
 }
 
-void embedding_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+static void launchScatter(const KernelArgs& args, const CudaLaunch& launch, int64_t first) {
   const Tensor &ids = args.in[0], &dtable = args.out[0];
   const int64_t n = ids.numel(), width = dtable.dim(1);
   MT_CUDA_CHECK(cudaMemsetAsync(dtable.data, 0, dtable.bytes(), launch.stream));
   if (n * width == 0) return;
   embeddingGradKernel<<<blocksFor(n * width), kThreads, 0, launch.stream>>>(ids.i32(), args.in[1].f32(), dtable.f32(),
-                                                                            n, dtable.dim(0), width);
+                                                                            n, first, dtable.dim(0), width);
   MT_CUDA_CHECK_LAUNCH();
+}
+
+void embedding_cuda(const KernelArgs& args, const CudaLaunch& launch) { launchLookup(args, launch, 0, nullptr); }
+
+void embedding_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) { launchScatter(args, launch, 0); }
+
+void embedding_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  launchLookup(args, launch, args.ints[0], args.in[2].f32());
+}
+
+void embedding_grad_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  launchScatter(args, launch, args.ints[0]);
 }
 
 void positions_cuda(const KernelArgs& args, const CudaLaunch& launch) {

@@ -193,6 +193,10 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
   expectTwin(KernelId::Embedding, {tokens, randomF32({50, 72})}, {HostTensor::f32({4, 31, 72})});
   expectTwin(KernelId::EmbeddingGrad, {tokens, randomF32({4, 31, 72})}, {HostTensor::f32({50, 72})});
   expectTwin(KernelId::Positions, {}, {HostTensor::i32({4, 31}, std::vector<int32_t>(4 * 31, -7))});
+  // Rows [20, 45) of a table of 50 as a chunk.
+  expectTwin(KernelId::EmbeddingChunk, {tokens, randomF32({25, 72}), randomF32({4, 31, 72})},
+             {HostTensor::f32({4, 31, 72})}, {20});
+  expectTwin(KernelId::EmbeddingGradChunk, {tokens, randomF32({4, 31, 72})}, {HostTensor::f32({25, 72})}, {20});
 }
 
 }  // namespace

@@ -96,6 +96,33 @@ TEST_F(KernelTest, EmbeddingGatherScatterAndPositions) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(pos.ints[i], i % 5);
 }
 
+// The table in chunks of rows [0, 4), [4, 8), [8, 11): the chained lookups give the whole
+// table's rows exactly, each chunk's gradient its rows of the whole gradient.
+TEST_F(KernelTest, EmbeddingChunksMatchTheWholeTable) {
+  const int64_t vocab = 11, width = 6;
+  const int64_t firsts[] = {0, 4, 8, vocab};
+  auto ids = HostTensor::i32({3, 4}, randomInts(12, vocab, rng));
+  ids.ints[5] = ids.ints[2];
+  auto table = HostTensor::f32({vocab, width}, randomFloats(vocab * width, rng));
+  auto dout = HostTensor::f32({3, 4, width}, randomFloats(12 * width, rng));
+  const auto whole = runKernel(KernelId::Embedding, {ids, table}, {HostTensor::f32({3, 4, width})})[0];
+  const auto dwhole = runKernel(KernelId::EmbeddingGrad, {ids, dout}, {HostTensor::f32({vocab, width})})[0];
+  auto rowsOf = [&](const HostTensor& t, int64_t first, int64_t rows) {
+    return HostTensor::f32({rows, width}, std::vector<float>(t.floats.begin() + first * width,
+                                                             t.floats.begin() + (first + rows) * width));
+  };
+  auto out = HostTensor::f32({3, 4, width}, std::vector<float>(12 * width, 0.0f));
+  for (int k = 0; k < 3; ++k) {
+    const int64_t first = firsts[k], rows = firsts[k + 1] - first;
+    out = runKernel(KernelId::EmbeddingChunk, {ids, rowsOf(table, first, rows), out},
+                    {HostTensor::f32({3, 4, width})}, {first})[0];
+    const auto dchunk =
+        runKernel(KernelId::EmbeddingGradChunk, {ids, dout}, {HostTensor::f32({rows, width})}, {first})[0];
+    expectClose(dchunk.floats, rowsOf(dwhole, first, rows).asDoubles(), 0.0, "embedding_grad_chunk");
+  }
+  expectClose(out.floats, whole.asDoubles(), 0.0, "embedding_chunk");
+}
+
 TEST_F(KernelTest, LayerNormForwardAndGradient) {
   const int64_t rows = 6, c = 10;
   const double eps = 1e-5;
