@@ -402,11 +402,16 @@ int compile(const CompileOptions& o) {
               forward_runs.c_str(), mib(stats.h2d_bytes).c_str(),
               stats.param_bytes ? double(stats.weight_h2d_bytes) / stats.param_bytes : 0.0,
               mib(stats.d2h_bytes).c_str());
-  if (stages.vocab_chunks > 1)
-    std::printf("  LM head        in %lld vocabulary chunks of about %lld rows (%s): each chunk's weights and logits "
-                "on the device one at a time, its product recomputed in the backward except the last's\n",
-                (long long)stages.vocab_chunks, (long long)((emit.vocab + stages.vocab_chunks - 1) / stages.vocab_chunks),
+  if (auto split = getModelFunction(*module)->getAttrOfType<ArrayAttr>(kVocabSplitAttr)) {
+    std::string names;
+    for (Attribute name : split) names += (names.empty() ? "" : ", ") + cast<StringAttr>(name).getValue().str();
+    std::printf("  vocab split    %s in %lld chunks of about %lld rows (%s): one chunk's rows, and the LM head's "
+                "logits of that chunk, on the device at a time; the head's products recomputed in the backward "
+                "except the last chunk's\n",
+                names.c_str(), (long long)stages.vocab_chunks,
+                (long long)((emit.vocab + stages.vocab_chunks - 1) / stages.vocab_chunks),
                 o.vocab_chunks > 0 ? "--vocab-chunks" : "the fewest that fit --device-mem");
+  }
   if (auto pinned = getModelFunction(*module)->getAttrOfType<IntegerAttr>(kPinnedBytesAttr))
     std::printf("  shared weights %s used by blocks far apart (a tied embedding and LM head) stay on the device "
                 "all step: copied in once, not per block\n",

@@ -33,6 +33,7 @@ inline constexpr char kArenaBytesAttr[] = "mt.arena_bytes";  // func: arena size
 inline constexpr char kArenaMinBytesAttr[] = "mt.arena_min_bytes";  // func: smallest arena that works
 inline constexpr char kLandingOffsetAttr[] = "mt.landing_offset";  // d2h: offset in the gradient landing buffer
 inline constexpr char kLandingBytesAttr[] = "mt.landing_bytes";    // func: gradient landing buffer size
+inline constexpr char kVocabSplitAttr[] = "mt.vocab_split";    // func: the parameters split by vocabulary rows
 inline constexpr char kPinnedBytesAttr[] = "mt.pinned_bytes";      // func: shared weights kept on the device
 inline constexpr char kModelAttr[] = "mt.model";         // func: model name
 inline constexpr char kBlockAttr[] = "mt.block";         // op: layer block index

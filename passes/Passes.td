@@ -68,7 +68,10 @@ def SplitVocabPass : Pass<"mt-split-vocab", "mlir::ModuleOp"> {
     `mt.xent_finish` giving the loss, and per chunk `mt.xent_chunk_grad` then the product's
     own gradient rule. The last chunk's backward follows its forward in the same block (its
     logits are reused); the others recompute theirs. Neither W nor the (tokens, vocab) logits
-    are on the device whole: a streamed schedule copies one chunk at a time. A head read
+    are on the device whole: a streamed schedule copies one chunk at a time. The untied token
+    embedding of the same vocabulary goes the same way (`mt.embedding_chunk` from zeros,
+    `mt.embedding_grad_chunk`; blocks -1 - chunks .. -2, before the prologue) unless it is read
+    elsewhere. The function gets `mt.vocab_split`, the names split. A head read
     elsewhere (tied to the embedding) is an error. Needs `mt-partition` and a differentiated
     function; `chunks` <= 1 leaves the function alone.
   }];

@@ -8,6 +8,8 @@
 // Backward, chunk c (last chunk first; its logits are still there, the others recomputed):
 //                    dlogits_c = xent_chunk_grad(dloss, logits_c, targets, lse)
 //                    dh += dlogits_c W_c;  dW_c = dlogits_c^T h  (matmul's own gradient rule)
+// The untied token embedding of the same vocabulary goes the same way: x = embedding_chunk(ids,
+// E_c, x) from zeros, dE_c = embedding_grad_chunk(ids, dx), chunk c in block -1 - chunks + c.
 #include <cmath>
 
 #include "llvm/ADT/SetVector.h"
@@ -30,6 +32,121 @@ void markOps(Operation* first, Operation* end, int64_t block, StringRef mark) {
     op->setAttr(kBlockAttr, b.getI64IntegerAttr(block));
     if (!mark.empty()) op->setAttr(mark, b.getUnitAttr());
   }
+}
+
+// Chunk c of `rows` rows holds rows [first[c], first[c + 1]): sizes as even as they come.
+SmallVector<int64_t> chunkStarts(int64_t rows, int64_t chunks) {
+  SmallVector<int64_t> first;
+  for (int64_t c = 0; c <= chunks; ++c) first.push_back(rows * c / chunks);
+  return first;
+}
+
+// Inserts one argument per row piece of parameter `weight` right after it: the same mt.param
+// with rows = [first row, all rows].
+SmallVector<BlockArgument> insertPieces(func::FuncOp func, BlockArgument weight, ArrayRef<int64_t> first) {
+  Builder b(func.getContext());
+  auto type = cast<RankedTensorType>(weight.getType());
+  auto param = func.getArgAttrOfType<DictionaryAttr>(weight.getArgNumber(), kParamAttr);
+  SmallVector<BlockArgument> pieces;
+  for (size_t c = 0; c + 1 < first.size(); ++c) {
+    NamedAttrList attrs(param);
+    attrs.set(kParamRowsKey, b.getDenseI64ArrayAttr({first[c], type.getDimSize(0)}));
+    const unsigned index = weight.getArgNumber() + 1 + c;
+    func.insertArgument(index, RankedTensorType::get({first[c + 1] - first[c], type.getDimSize(1)}, b.getF32Type()),
+                        b.getDictionaryAttr({b.getNamedAttr(kParamAttr, attrs.getDictionary(func.getContext()))}),
+                        weight.getLoc());
+    pieces.push_back(func.getArgument(index));
+  }
+  return pieces;
+}
+
+// Replaces the gradient result of parameter `name` by one result per piece, in row order.
+void splitGradResult(func::FuncOp func, StringRef name, ArrayRef<Value> pieceGrads, ArrayRef<int64_t> first) {
+  Builder b(func.getContext());
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  SmallVector<DictionaryAttr> resultAttrs;
+  func.getAllResultAttrs(resultAttrs);
+  SmallVector<Value> results;
+  SmallVector<Attribute> attrs;
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    auto grad = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
+    if (!grad || grad.getValue() != name) {
+      results.push_back(ret.getOperand(i));
+      attrs.push_back(resultAttrs[i] ? Attribute(resultAttrs[i]) : b.getDictionaryAttr({}));
+      continue;
+    }
+    for (size_t c = 0; c < pieceGrads.size(); ++c) {
+      results.push_back(pieceGrads[c]);
+      attrs.push_back(b.getDictionaryAttr({b.getNamedAttr(kGradAttr, b.getStringAttr(name)),
+                                           b.getNamedAttr(kGradRowAttr, b.getI64IntegerAttr(first[c]))}));
+    }
+  }
+  ret->setOperands(results);
+  SmallVector<Type> types;
+  for (Value v : results) types.push_back(v.getType());
+  func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(), types));
+  func.setAllResultAttrs(attrs);
+}
+
+// Adds `name` to the function's list of parameters split by vocabulary rows (for the summary).
+void noteSplit(func::FuncOp func, StringRef name) {
+  Builder b(func.getContext());
+  SmallVector<Attribute> names;
+  if (auto split = func->getAttrOfType<ArrayAttr>(kVocabSplitAttr)) names.append(split.begin(), split.end());
+  names.push_back(b.getStringAttr(name));
+  func->setAttr(kVocabSplitAttr, b.getArrayAttr(names));
+}
+
+// The token embedding in chunks of the table's rows, each in its own layer block before the
+// prologue (blocks -1 - chunks .. -2): the lookup chained from zeros, the gradient one chunk at
+// a time. Left whole unless the table is an untied (vocab, C) parameter read by one lookup of
+// the tokens and one mt.embedding_grad that is its returned gradient.
+void splitEmbedding(func::FuncOp func, int64_t vocab, int64_t chunks) {
+  EmbeddingOp lookup;
+  func.walk([&](EmbeddingOp op) {
+    auto ids = dyn_cast<BlockArgument>(op.getIds());
+    auto input = ids ? func.getArgAttrOfType<StringAttr>(ids.getArgNumber(), kInputAttr) : nullptr;
+    if (input && input.getValue() == "tokens") lookup = op;
+  });
+  auto table = lookup ? dyn_cast<BlockArgument>(lookup.getTable()) : nullptr;
+  if (!table || paramName(func, table.getArgNumber()).empty() ||
+      cast<RankedTensorType>(table.getType()).getDimSize(0) != vocab)
+    return;
+  EmbeddingGradOp grad;
+  for (Operation* user : table.getUsers())
+    if (user != lookup) return;  // read elsewhere: it stays whole
+  for (Operation* user : lookup.getIds().getUsers())
+    if (auto g = dyn_cast<EmbeddingGradOp>(user)) grad = g;
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  if (!grad || !grad->hasOneUse() || *grad->getUsers().begin() != ret) return;
+  const std::string name = paramName(func, table.getArgNumber()).str();
+
+  const SmallVector<int64_t> first = chunkStarts(vocab, chunks);
+  SmallVector<BlockArgument> pieces = insertPieces(func, table, first);
+  OpBuilder b(func.getContext());
+  auto block = [&](Operation* op, int64_t c) { op->setAttr(kBlockAttr, b.getI64IntegerAttr(-1 - chunks + c)); };
+  b.setInsertionPoint(lookup);
+  Value x = b.create<FillOp>(lookup.getLoc(), lookup.getType(), b.getF32FloatAttr(0.0f));
+  block(x.getDefiningOp(), 0);
+  for (int64_t c = 0; c < chunks; ++c) {
+    x = b.create<EmbeddingChunkOp>(lookup.getLoc(), lookup.getIds(), pieces[c], x, first[c]);
+    block(x.getDefiningOp(), c);
+  }
+  lookup.getResult().replaceAllUsesWith(x);
+  b.setInsertionPoint(grad);
+  SmallVector<Value> pieceGrads;
+  for (int64_t c = 0; c < chunks; ++c) {
+    auto g = b.create<EmbeddingGradChunkOp>(grad.getLoc(), grad.getIds(), grad.getDout(), first[c],
+                                            first[c + 1] - first[c]);
+    block(g, c);
+    g->setAttr(kBackwardAttr, b.getUnitAttr());
+    pieceGrads.push_back(g);
+  }
+  splitGradResult(func, name, pieceGrads, first);
+  grad.erase();
+  lookup.erase();
+  func.eraseArgument(table.getArgNumber());
+  noteSplit(func, name);
 }
 
 struct SplitVocabPass : impl::SplitVocabPassBase<SplitVocabPass> {
@@ -80,37 +197,24 @@ struct SplitVocabPass : impl::SplitVocabPassBase<SplitVocabPass> {
       return signalPassFailure();
     }
     const int64_t vocab = cast<RankedTensorType>(weight.getType()).getDimSize(0);
-    const int64_t width = cast<RankedTensorType>(weight.getType()).getDimSize(1);
     if (chunks > vocab) {
       func.emitError("cannot split a vocabulary of ") << vocab << " into " << chunks << " chunks";
       return signalPassFailure();
     }
     Block& body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    std::optional<unsigned> gradResult;
+    bool hasGrad = false;
     for (unsigned i = 1; i < func.getNumResults(); ++i)
-      if (auto g = func.getResultAttrOfType<StringAttr>(i, kGradAttr); g && g.getValue() == name) gradResult = i;
-    if (!gradResult) {
+      if (auto g = func.getResultAttrOfType<StringAttr>(i, kGradAttr); g && g.getValue() == name) hasGrad = true;
+    if (!hasGrad) {
       func.emitError("the LM head '") << name << "' has no gradient result";
       return signalPassFailure();
     }
     const int64_t epilogue = *blockOf(xent);
 
-    // The pieces: chunk c holds rows [first[c], first[c + 1]), sizes as even as they come.
     OpBuilder b(&getContext());
-    SmallVector<int64_t> first;
-    for (int64_t c = 0; c <= chunks; ++c) first.push_back(vocab * c / chunks);
-    auto param = func.getArgAttrOfType<DictionaryAttr>(weight.getArgNumber(), kParamAttr);
-    SmallVector<BlockArgument> pieces;
-    for (int64_t c = 0; c < chunks; ++c) {
-      NamedAttrList attrs(param);
-      attrs.set(kParamRowsKey, b.getDenseI64ArrayAttr({first[c], vocab}));
-      const unsigned index = weight.getArgNumber() + 1 + c;
-      func.insertArgument(index, RankedTensorType::get({first[c + 1] - first[c], width}, b.getF32Type()),
-                          b.getDictionaryAttr({b.getNamedAttr(kParamAttr, attrs.getDictionary(&getContext()))}),
-                          weight.getLoc());
-      pieces.push_back(func.getArgument(index));
-    }
+    const SmallVector<int64_t> first = chunkStarts(vocab, chunks);
+    SmallVector<BlockArgument> pieces = insertPieces(func, weight, first);
 
     // Forward: the chunks where the loss was, each in its own block; the loss with the last.
     Value h = head.getLhs(), targets = xent.getTargets();
@@ -164,29 +268,7 @@ struct SplitVocabPass : impl::SplitVocabPassBase<SplitVocabPass> {
     }
     for (MatmulOp product : dhProducts) product.getResult().replaceAllUsesWith(dh);
 
-    // The head's gradient result becomes one result per piece, in row order.
-    SmallVector<Value> results(ret.getOperands());
-    SmallVector<DictionaryAttr> resultAttrs;
-    func.getAllResultAttrs(resultAttrs);
-    SmallVector<Value> newResults;
-    SmallVector<Attribute> newAttrs;
-    for (unsigned i = 0; i < results.size(); ++i) {
-      if (i != *gradResult) {
-        newResults.push_back(results[i]);
-        newAttrs.push_back(resultAttrs[i] ? Attribute(resultAttrs[i]) : b.getDictionaryAttr({}));
-        continue;
-      }
-      for (int64_t c = 0; c < chunks; ++c) {
-        newResults.push_back(pieceGrads[c]);
-        newAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr(kGradAttr, b.getStringAttr(name)),
-                                                b.getNamedAttr(kGradRowAttr, b.getI64IntegerAttr(first[c]))}));
-      }
-    }
-    ret->setOperands(newResults);
-    SmallVector<Type> resultTypes;
-    for (Value v : newResults) resultTypes.push_back(v.getType());
-    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), resultTypes));
-    func.setAllResultAttrs(newAttrs);
+    splitGradResult(func, name, pieceGrads, first);
 
     // What the whole head computed is dead now.
     SetVector<Operation*> dead;
@@ -201,6 +283,8 @@ struct SplitVocabPass : impl::SplitVocabPassBase<SplitVocabPass> {
     for (Operation* op : llvm::reverse(ops))
       if (dead.contains(op) && op->use_empty()) op->erase();
     func.eraseArgument(weight.getArgNumber());
+    noteSplit(func, name);
+    splitEmbedding(func, vocab, chunks);
   }
 };
 
