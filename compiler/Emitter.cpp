@@ -11,6 +11,7 @@
 #include <map>
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "passes/Passes.h"
 #include "runtime/op_table.h"
 
@@ -190,6 +191,24 @@ LogicalResult Emitter::addHostTensors() {
     }
     return success();
   }
+  // Activations offloaded to the host (mt-offload-activations): a host tensor each, written by
+  // its copy out, read by its copies back.
+  int activations = 0;
+  for (Operation& op : func_.getBody().front()) {
+    auto out = dyn_cast<D2HOp>(op);
+    if (!out || out.getResult().use_empty() ||
+        !llvm::all_of(out.getResult().getUsers(), [](Operation* user) { return isa<H2DOp>(user); }))
+      continue;
+    plan::HostTensor* t = plan_.add_host_tensors();
+    Operation* def = out.getInput().getDefiningOp();
+    t->set_name(llvm::formatv("activation {0}: {1} of block {2}", activations++,
+                              def ? def->getName().stripDialect() : "input", blockOf(&op).value_or(-1))
+                    .str());
+    t->set_role(plan::ROLE_ACTIVATION);
+    setShape(t->mutable_shape(), out.getType());
+    t->set_dtype(dtypeOf(out.getType()));
+    hostTensor_[out.getResult()] = plan_.host_tensors_size() - 1;
+  }
   if (auto landing = func_->getAttrOfType<IntegerAttr>(kLandingBytesAttr)) {
     plan::HostTensor* t = plan_.add_host_tensors();
     t->set_name("gradient landing");
@@ -313,9 +332,9 @@ LogicalResult Emitter::addInstruction(Operation* op) {
       return op->emitError("has no arena offsets: run mt-plan-memory first");
     std::string base;
     if (auto h2d = dyn_cast<H2DOp>(op)) {
-      auto arg = dyn_cast<BlockArgument>(h2d.getInput());
-      if (!arg) return op->emitError("copies a value that is not a function argument");
-      base = plan_.host_tensors(hostTensor_[arg]).name();
+      if (!hostTensor_.count(h2d.getInput()))
+        return op->emitError("copies in a value that is neither a function argument nor an offloaded activation");
+      base = plan_.host_tensors(hostTensor_[h2d.getInput()]).name();
     } else {
       base = op->getName().stripDialect().str() + "." + std::to_string(opCounter_++);
     }
@@ -347,10 +366,12 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     instr.micros = micros(bytes, hw.h2d_bps);
     stats_.h2d_bytes += bytes;
     if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_PARAM) stats_.weight_h2d_bytes += bytes;
+    if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_ACTIVATION) stats_.activation_bytes += bytes;
   } else if (auto d2h = dyn_cast<D2HOp>(op)) {
     instr.stream = kD2H;
     if (!hostTensor_.count(d2h.getResult()))
-      return op->emitError("copies to the host a value that is neither the loss nor a gradient");
+      return op->emitError("copies to the host a value that is neither the loss, a gradient nor an activation to "
+                           "copy back");
     auto* copy = instr.body.mutable_copy();
     copy->set_direction(plan::Copy::DEVICE_TO_HOST);
     const int64_t bytes = tensorBytes(d2h.getType());
@@ -362,6 +383,7 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     instr.body.set_bytes(bytes);
     instr.micros = micros(bytes, hw.d2h_bps);
     stats_.d2h_bytes += bytes;
+    if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_ACTIVATION) stats_.activation_bytes += bytes;
   } else if (auto task = dyn_cast<HostTaskOp>(op)) {
     instr.stream = kHost;
     auto* body = instr.body.mutable_host_task();

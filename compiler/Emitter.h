@@ -26,6 +26,7 @@ struct PlanStats {
   int64_t weight_h2d_bytes = 0;  // of which parameters
   int64_t param_bytes = 0;    // all parameters once
   int64_t d2h_bytes = 0;      // device -> host per step
+  int64_t activation_bytes = 0;  // of h2d + d2h: activations offloaded to the host and back
   double compute_us = 0, h2d_us = 0, d2h_us = 0, host_us = 0;  // busy time per stream kind
   double step_us = 0;         // predicted, with the streams overlapping as the events allow
   // Predicted time the compute stream stands idle, by the stream whose busy time made it wait

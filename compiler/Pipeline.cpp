@@ -64,7 +64,7 @@ bool fits(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_
           const std::string& update) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  return runStages(*trial, {"", o.device_mem, o.schedule, update, /*tune_recompute=*/false, o.vocab_chunks})
+  return runStages(*trial, {"", o.device_mem, o.schedule, update, /*tune_recompute=*/false, o.vocab_chunks, o.offload})
       .failed.empty();
 }
 
@@ -90,7 +90,7 @@ double predictedTokensPerSecond(MLIRContext& context, const ModelConfig& config,
                                 const CompileOptions& o, const std::string& update, const HardwareProfile& hw) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  if (!runStages(*trial, {"", o.device_mem, o.schedule, update, true, o.vocab_chunks}).failed.empty()) return 0.0;
+  if (!runStages(*trial, {"", o.device_mem, o.schedule, update, true, o.vocab_chunks, o.offload}).failed.empty()) return 0.0;
   EmitOptions emit;
   modelShape(*trial, emit.batch, emit.seq, emit.vocab);
   emit.hardware = hw;
@@ -281,7 +281,7 @@ int compile(const CompileOptions& o) {
   }
 
   if (update.empty()) update = chooseUpdate(o, countParams(*module), update_note);
-  const StageResult stages = runStages(*module, {o.emit, o.device_mem, o.schedule, update, true, o.vocab_chunks});
+  const StageResult stages = runStages(*module, {o.emit, o.device_mem, o.schedule, update, true, o.vocab_chunks, o.offload});
   if (!stages.failed.empty()) {
     std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", stages.failed.c_str());
     return 1;
@@ -310,10 +310,14 @@ int compile(const CompileOptions& o) {
   }
   const int64_t host_bytes = planHostBytes(plan);
   const int landing = gradLandingTensor(plan);
+  int64_t activation_host_bytes = 0;
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_ACTIVATION) activation_host_bytes += checkedNumel(t.shape(), t.name()) * dtypeBytes(t.dtype());
   const std::string host_parts =
-      landing >= 0 ? "fp32 master weights, two AdamW moments, a gradient landing buffer of " +
-                         mib(4.0 * checkedNumel(plan.host_tensors(landing).shape(), "landing"))
-                   : "fp32 master weights, gradients, two AdamW moments";
+      (landing >= 0 ? "fp32 master weights, two AdamW moments, a gradient landing buffer of " +
+                          mib(4.0 * checkedNumel(plan.host_tensors(landing).shape(), "landing"))
+                    : std::string("fp32 master weights, gradients, two AdamW moments")) +
+      (activation_host_bytes ? ", offloaded activations " + formatBytes(activation_host_bytes, /*exact=*/false) : "");
   if (o.host_mem > 0 && host_bytes > o.host_mem) {
     std::fprintf(stderr,
                  "mtc: error: the plan needs %s of host memory (%.1f bytes for each of %.3f B parameters: %s) but "
@@ -398,10 +402,15 @@ int compile(const CompileOptions& o) {
                                          ? std::string("the last keeps its activations")
                                          : fmt::format("the last {} keep their activations", stages.recompute_keep));
   }
-  std::printf("  per step       %.3e FLOP; %s; h2d %s (weights cross the link %.2fx), d2h %s\n", stats.flops,
-              forward_runs.c_str(), mib(stats.h2d_bytes).c_str(),
+  std::printf("  per step       %.3e FLOP; %s; h2d %s (weights cross the link %.2fx), d2h %s; activations moved %s\n",
+              stats.flops, forward_runs.c_str(), mib(stats.h2d_bytes).c_str(),
               stats.param_bytes ? double(stats.weight_h2d_bytes) / stats.param_bytes : 0.0,
-              mib(stats.d2h_bytes).c_str());
+              mib(stats.d2h_bytes).c_str(),
+              stats.activation_bytes
+                  ? (formatBytes(stats.activation_bytes, /*exact=*/false) + " (kept ones offloaded to the host and back" +
+                     (o.offload == "on" ? ")" : ": the budget needs it)"))
+                        .c_str()
+                  : "none (kept on the device)");
   if (auto split = getModelFunction(*module)->getAttrOfType<ArrayAttr>(kVocabSplitAttr)) {
     std::string names;
     for (Attribute name : split) names += (names.empty() ? "" : ", ") + cast<StringAttr>(name).getValue().str();

@@ -29,6 +29,7 @@ struct CompileOptions {
   std::string schedule = "auto";  // resident, streamed, streamed-recompute, or auto (by budget)
   std::string update = "auto";    // deferred, on-arrival, or auto (by host_mem)
   int64_t vocab_chunks = 0;       // the LM head in this many vocabulary chunks; 0: only if the budget needs it
+  std::string offload = "auto";   // kept activations on the host: auto (if the budget needs it), on, off
 };
 
 // Runs the compiler; returns the process exit code (diagnostics on stderr).

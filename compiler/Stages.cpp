@@ -20,6 +20,7 @@ struct Knobs {
   int64_t keep = 0;        // streamed-recompute: the last blocks that keep their activations
   bool pin_shared = false;  // streamed: weights shared across blocks stay on the device
   int64_t vocab_chunks = 1;  // the LM head's vocabulary chunks (1: not split)
+  bool offload = false;      // streamed: the activations the backward reads wait on the host
 };
 
 // The passes of stage `stage` under `knobs` (possibly none).
@@ -43,6 +44,7 @@ void addStagePasses(mlir::PassManager& pm, const std::string& stage, const Knobs
     options.update = knobs.update;
     options.pinShared = knobs.pin_shared;
     pm.addPass(knobs.schedule == "resident" ? createScheduleResidentPass() : createScheduleStreamedPass(options));
+    if (knobs.offload) pm.addPass(createOffloadActivationsPass());
   }
   if (stage == "memory") {
     PlanMemoryPassOptions options;
@@ -78,7 +80,7 @@ int64_t trialArena(ModuleOp module, size_t first, const Knobs& knobs) {
 // whose plan fits `budget` (0 when none does, or the model has no head to split: those trials
 // fail quietly), and the smallest arena seen with its chunks.
 struct ChunkSearch {
-  int64_t fitting = 0;
+  int64_t fitting = 0, fitting_arena = -1;
   int64_t smallest_arena = -1, smallest_chunks = 0;
 };
 ChunkSearch searchVocabChunks(ModuleOp module, size_t first, Knobs knobs, int64_t budget, int64_t vocab) {
@@ -90,11 +92,42 @@ ChunkSearch searchVocabChunks(ModuleOp module, size_t first, Knobs knobs, int64_
     if (arena < 0) break;
     if (found.smallest_arena < 0 || arena < found.smallest_arena) found.smallest_arena = arena, found.smallest_chunks = chunks;
     if (arena <= budget) {
-      found.fitting = chunks;
+      found.fitting = chunks, found.fitting_arena = arena;
       break;
     }
   }
   return found;
+}
+
+// A plan for `base` (its schedule the most frugal that was tried, too large for `budget`) that
+// fits after all: first the LM head in vocabulary chunks, then the activations offloaded, then
+// both. `fits` is false if none does; `smallest` then holds the knobs of the smallest arena.
+struct FrugalFit {
+  bool fits = false;
+  Knobs chosen, smallest;
+  int64_t smallest_arena = -1;
+};
+FrugalFit fitFrugal(ModuleOp module, size_t first, const Knobs& base, int64_t base_arena, int64_t budget,
+                    int64_t vocab, bool split, bool offload) {
+  FrugalFit fit;
+  fit.smallest = base, fit.smallest_arena = base_arena;
+  auto consider = [&](const Knobs& knobs, int64_t arena) {
+    if (arena >= 0 && (fit.smallest_arena < 0 || arena < fit.smallest_arena)) fit.smallest = knobs, fit.smallest_arena = arena;
+    if (arena >= 0 && arena <= budget && !fit.fits) fit.fits = true, fit.chosen = knobs;
+    return fit.fits;
+  };
+  auto trySplit = [&](Knobs knobs) {
+    const ChunkSearch search = searchVocabChunks(module, first, knobs, budget, vocab);
+    knobs.vocab_chunks = search.fitting ? search.fitting : search.smallest_chunks;
+    return search.smallest_arena >= 0 && consider(knobs, search.fitting ? search.fitting_arena : search.smallest_arena);
+  };
+  if (split && trySplit(base)) return fit;
+  if (!offload) return fit;
+  Knobs offloaded = base;
+  offloaded.offload = true;
+  if (consider(offloaded, trialArena(module, first, offloaded))) return fit;
+  if (split) trySplit(offloaded);
+  return fit;
 }
 
 size_t stageIndex(const std::string& name) {
@@ -155,6 +188,18 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     return result;
   }
   result.vocab_chunks = std::max<int64_t>(options.vocab_chunks, 1);
+  if (options.offload != "auto" && options.offload != "on" && options.offload != "off") {
+    getModelFunction(module).emitError("--offload-activations must be auto, on or off, not ") << options.offload;
+    result.failed = "schedule";
+    return result;
+  }
+  if (options.offload == "on" && options.schedule == "resident") {
+    getModelFunction(module).emitError("offloading activations needs a streamed schedule (the resident one keeps "
+                                       "everything on the device): use --schedule streamed-recompute or auto");
+    result.failed = "schedule";
+    return result;
+  }
+  result.offload = options.offload == "on" && result.schedule != "resident";
   const bool split_if_needed = options.vocab_chunks == 0 && options.device_mem > 0;
   if (options.schedule == "auto" && options.device_mem > 0) {
     // The first schedule, from the fastest to the most frugal, whose plan fits the budget.
@@ -163,11 +208,13 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
       if (update == "on-arrival" && std::string(schedule) == "resident") continue;
       Knobs knobs{schedule, 0, update};
       knobs.vocab_chunks = result.vocab_chunks;
+      knobs.offload = options.offload == "on" && std::string(schedule) != "resident";
       const int64_t arena = trialArena(module, partition + 1, knobs);
       if (arena < 0) continue;
       result.arena_by_schedule.emplace_back(schedule, arena);
       if (arena <= options.device_mem) {
         result.schedule = schedule;
+        result.offload = knobs.offload;
         break;
       }
     }
@@ -176,18 +223,20 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
       return result;
     }
     if (result.schedule.empty()) {
-      // The most frugal schedule with the LM head streamed by vocabulary chunks, as few as fit.
+      // The most frugal schedule, then with the vocabulary split and the activations offloaded.
       auto& [name, arena] = result.arena_by_schedule.back();
-      const ChunkSearch split = split_if_needed
-                                    ? searchVocabChunks(module, partition + 1, {name, 0, update}, options.device_mem, vocab)
-                                    : ChunkSearch{};
-      if (split.fitting > 0) {
+      Knobs base{name, 0, update};
+      base.offload = options.offload == "on";
+      const FrugalFit fit = fitFrugal(module, partition + 1, base, arena, options.device_mem, vocab, split_if_needed,
+                                      options.offload == "auto" && std::string(name) != "resident");
+      if (fit.fits) {
         result.schedule = name;
-        result.vocab_chunks = split.fitting;
+        result.vocab_chunks = fit.chosen.vocab_chunks;
+        result.offload = fit.chosen.offload;
       } else {
-        Knobs frugal{name, options.device_mem, update};
-        if (split.smallest_arena >= 0 && split.smallest_arena < arena)
-          arena = split.smallest_arena, frugal.vocab_chunks = split.smallest_chunks;
+        Knobs frugal = fit.smallest;
+        frugal.budget = options.device_mem;
+        arena = fit.smallest_arena;
         // The most frugal plan, compiled against the budget: its memory planner's notes say
         // what fills the device at the peak.
         std::vector<std::string> notes;
@@ -204,7 +253,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
             << formatBytes(arena) << " of device memory even with the " << name
             << " schedule (weights streamed per block, activations recomputed"
             << (frugal.vocab_chunks > 1 ? fmt::format(", the LM head in {} vocabulary chunks", frugal.vocab_chunks) : "")
-            << "); the budget is "
+            << (frugal.offload ? ", kept activations offloaded to the host" : "") << "); the budget is "
             << formatBytes(options.device_mem) << ": raise --device-mem to at least " << arena
             << " bytes or make the batch or sequence smaller";
         for (const std::string& note : notes) diag.attachNote() << note;
@@ -212,20 +261,31 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
         return result;
       }
     }
-  } else if (split_if_needed && result.schedule != "resident") {
-    // A streamed schedule the user chose: the LM head in chunks if it does not fit whole.
-    Knobs knobs{result.schedule, 0, update};
-    if (trialArena(module, partition + 1, knobs) > options.device_mem) {
-      const ChunkSearch split = searchVocabChunks(module, partition + 1, knobs, options.device_mem, vocab);
-      if (split.fitting > 0) result.vocab_chunks = split.fitting;
+  } else if (result.schedule != "resident" && options.device_mem > 0) {
+    // A streamed schedule the user chose: the vocabulary split and the offload if it needs them.
+    Knobs base{result.schedule, 0, update};
+    base.vocab_chunks = result.vocab_chunks;
+    base.offload = result.offload;
+    const int64_t arena = trialArena(module, partition + 1, base);
+    if (arena > options.device_mem) {
+      const FrugalFit fit = fitFrugal(module, partition + 1, base, arena, options.device_mem, vocab, split_if_needed,
+                                      options.offload == "auto");
+      if (fit.fits) result.vocab_chunks = fit.chosen.vocab_chunks, result.offload = fit.chosen.offload;
     }
+  }
+  if (options.offload == "on" && result.schedule == "resident") {
+    getModelFunction(module).emitError("offloading activations needs a streamed schedule, and the resident one fits: "
+                                       "give --schedule streamed-recompute (or drop --offload-activations on)");
+    result.failed = "schedule";
+    return result;
   }
   // Weights shared by blocks far apart (a tied embedding and LM head) stay on the device when
   // the budget has room: copied once per step instead of once per block region.
   if (result.schedule != "resident" && !sharedParameters(getModelFunction(module)).empty()) {
     const int64_t arena =
         options.device_mem > 0
-            ? trialArena(module, partition + 1, {result.schedule, 0, update, 0, true, result.vocab_chunks})
+            ? trialArena(module, partition + 1,
+                         {result.schedule, 0, update, 0, true, result.vocab_chunks, result.offload})
             : 0;
     result.pin_shared = arena >= 0 && arena <= options.device_mem;
   }
@@ -237,13 +297,15 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     while (fails - fits > 1) {
       const int64_t mid = (fits + fails) / 2;
       const int64_t arena =
-          trialArena(module, partition + 1, {result.schedule, 0, update, mid, result.pin_shared, result.vocab_chunks});
+          trialArena(module, partition + 1,
+                     {result.schedule, 0, update, mid, result.pin_shared, result.vocab_chunks, result.offload});
       (arena >= 0 && arena <= options.device_mem ? fits : fails) = mid;
     }
     result.recompute_keep = fits;
   }
   runFrom(module, partition + 1, options.last,
-          {result.schedule, options.device_mem, update, result.recompute_keep, result.pin_shared, result.vocab_chunks},
+          {result.schedule, options.device_mem, update, result.recompute_keep, result.pin_shared, result.vocab_chunks,
+           result.offload},
           result.failed);
   return result;
 }

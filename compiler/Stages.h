@@ -24,6 +24,9 @@ struct StageOptions {
   // The LM head and its loss over this many vocabulary chunks (mt-split-vocab); 0: as few as
   // the budget needs (none when the whole head fits), 1: never split.
   int64_t vocab_chunks = 0;
+  // The activations the backward reads kept on the host in between (mt-offload-activations):
+  // "auto" (when nothing else fits the budget), "on" (streamed schedules), "off".
+  std::string offload = "auto";
 };
 
 struct StageResult {
@@ -33,6 +36,7 @@ struct StageResult {
   int64_t recompute_keep = 0;  // streamed-recompute: the last blocks not recomputed
   bool pin_shared = false;     // streamed: weights shared across blocks stay on the device
   int64_t vocab_chunks = 1;    // the LM head's vocabulary chunks (1: not split)
+  bool offload = false;        // the kept activations offloaded to the host
 };
 
 // Runs the stages after "input" on `module`: fuse, attach-loss, autodiff, partition,

@@ -49,6 +49,16 @@ DenseMap<Operation*, size_t> blockRegions(Block& body) {
   return region;
 }
 
+Operation* prefetchPoint(ArrayRef<Operation*> ops, size_t i) {
+  auto block = [&](size_t k) { return blockOf(ops[k]); };
+  size_t j = i;
+  while (j > 0 && block(j - 1) == block(i)) --j;
+  if (j == 0) return ops[0];
+  const std::optional<int64_t> previous = block(j - 1);
+  while (j > 0 && block(j - 1) == previous) --j;
+  return ops[j];
+}
+
 LogicalResult checkReadyToSchedule(func::FuncOp func, StringRef pass, bool allowForwardOnly) {
   if (!(allowForwardOnly && isForwardOnly(func)) && (func.getNumResults() < 1 || !func.getResultAttr(0, kLossAttr) ||
       (func.getNumResults() > 1 && !func.getResultAttr(1, kGradAttr))))

@@ -33,6 +33,7 @@ inline constexpr char kArenaBytesAttr[] = "mt.arena_bytes";  // func: arena size
 inline constexpr char kArenaMinBytesAttr[] = "mt.arena_min_bytes";  // func: smallest arena that works
 inline constexpr char kLandingOffsetAttr[] = "mt.landing_offset";  // d2h: offset in the gradient landing buffer
 inline constexpr char kLandingBytesAttr[] = "mt.landing_bytes";    // func: gradient landing buffer size
+inline constexpr char kActivationBytesAttr[] = "mt.activation_bytes";  // func: bytes of activations offloaded per step (both ways)
 inline constexpr char kVocabSplitAttr[] = "mt.vocab_split";    // func: the parameters split by vocabulary rows
 inline constexpr char kPinnedBytesAttr[] = "mt.pinned_bytes";      // func: shared weights kept on the device
 inline constexpr char kModelAttr[] = "mt.model";         // func: model name
@@ -51,6 +52,10 @@ std::optional<int64_t> blockOf(mlir::Operation* op);
 // The region of each op of `body`, numbered in program order: maximal runs of consecutive ops
 // of one layer block (a block's forward is one region, its recompute + backward another).
 llvm::DenseMap<mlir::Operation*, size_t> blockRegions(mlir::Block& body);
+
+// Where a copy for op `ops[i]` is issued, a block ahead: the start of the block region that runs
+// before the one op i is in (the first op if there is none). `ops`: the body's ops in order.
+mlir::Operation* prefetchPoint(llvm::ArrayRef<mlir::Operation*> ops, size_t i);
 
 // "123456 bytes (120.6 KiB)" — exact for the fix, readable for the person; "120.6 KiB" when not
 // `exact`.

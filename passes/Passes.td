@@ -129,6 +129,20 @@ def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
   let dependentDialects = ["::mt::MtDialect"];
 }
 
+def OffloadActivationsPass : Pass<"mt-offload-activations", "mlir::ModuleOp"> {
+  let summary = "Keep the activations the backward reads on the host instead of the device";
+  let description = [{
+    For long contexts, where the activations kept from the forward for the backward (block
+    inputs under streamed-recompute, all of a kept block's) outgrow the device: each such
+    value gets an `mt.d2h` right after the op that makes it, and every run of its backward uses
+    in one block region reads an `mt.h2d` of that host copy issued a block ahead (where weights
+    are prefetched). Its device bytes live only through its forward uses. A use too close for
+    the round trip keeps the device value. The function gets `mt.activation_bytes`: the bytes
+    moved per step, both ways. Needs a streamed schedule (after mt-schedule-streamed).
+  }];
+  let dependentDialects = ["::mt::MtDialect"];
+}
+
 def ScheduleResidentPass : Pass<"mt-schedule-resident", "mlir::ModuleOp"> {
   let summary = "All-resident schedule: copy inputs and weights in, gradients out, optimise on host";
   let description = [{

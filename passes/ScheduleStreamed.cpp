@@ -37,17 +37,6 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
     // its recompute + backward another).
     DenseMap<Operation*, size_t> position, region = blockRegions(body);
     for (size_t i = 0; i < ops.size(); ++i) position[ops[i]] = i;
-    auto block = [&](size_t i) { return *blockOf(ops[i]); };
-    // The prefetch point of a run of uses starting at op i: the start of the block region that
-    // runs before the one op i is in.
-    auto prefetchPoint = [&](size_t i) {
-      size_t j = i;
-      while (j > 0 && block(j - 1) == block(i)) --j;
-      if (j == 0) return ops[0];
-      const int64_t previous = block(j - 1);
-      while (j > 0 && block(j - 1) == previous) --j;
-      return ops[j];
-    };
 
     OpBuilder b(&getContext());
     // Copies `arg` in once, before the first op, for every use but host tasks' (tokens,
@@ -86,7 +75,7 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
         const size_t run_region = region[uses[start]->getOwner()];
         size_t end = start;
         while (end < uses.size() && region[uses[end]->getOwner()] == run_region) ++end;
-        Operation* at = prefetchPoint(position[uses[start]->getOwner()]);
+        Operation* at = prefetchPoint(ops, position[uses[start]->getOwner()]);
         b.setInsertionPoint(at);
         auto copy = b.create<H2DOp>(func.getLoc(), arg);
         copy->setAttr(kBlockAttr, at->getAttr(kBlockAttr));

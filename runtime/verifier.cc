@@ -69,6 +69,9 @@ void verifyHostTensors(const plan::Plan& plan) {
         if (static_cast<int64_t>(t.data().size()) != checkedNumel(t.shape(), what) * dtypeBytes(t.dtype()))
           fail(what + " holds " + std::to_string(t.data().size()) + " bytes of data, not its size");
         break;
+      case plan::ROLE_ACTIVATION:
+        if (t.dtype() != plan::DTYPE_F32) fail(what + ": offloaded activations must be f32");
+        break;
       case plan::ROLE_GRAD_LANDING:
         if (t.dtype() != plan::DTYPE_F32 || t.shape_size() != 1) fail(what + " must be a 1-D f32 buffer");
         if (++singletons[t.role()] > 1) fail("more than one gradient landing buffer");

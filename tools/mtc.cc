@@ -68,6 +68,12 @@ int main(int argc, char** argv) {
                  "0: as few as --device-mem needs (none when the head fits), 1: never")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--offload-activations", o.offload,
+                 "keep the activations the backward reads (block inputs) on the host in between, copied out "
+                 "after the forward and back a block ahead of the backward (long contexts): auto (when nothing "
+                 "else fits --device-mem), on (streamed schedules), off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   app.add_option("--hw", o.hardware, "hardware profile of the cost model: cpu, h100-pcie5, h200, gh200")
       ->capture_default_str();
   app.set_config("--config", "", "read flags from this TOML/INI file (flag = value per line)");

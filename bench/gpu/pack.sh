@@ -28,6 +28,9 @@ done
 # The LM head in vocabulary chunks (a budget the whole head does not fit: 8 chunks).
 build/bin/mtc llama-tiny --layers 4 --width 64 --ffn 256 --vocab 4096 --batch 4 --seq 32 --device-mem 2MiB --no-weights \
   -o .gpu/plans/llama-tiny-split.plan >/dev/null
+# The kept activations offloaded to the host (copied out on the d2h stream, back on the h2d one).
+build/bin/mtc llama-tiny --batch 4 --seq 32 --schedule streamed-recompute --offload-activations on --no-weights \
+  -o .gpu/plans/llama-tiny-offload.plan >/dev/null
 # Speed: Llama shapes at context 1024 with a device budget far below parameters + optimizer
 # state (16 bytes/param: 20 GB for 1B, 51 GB for 3B, 108 GB for 7B); 7B is the largest the
 # machine's 128 GiB of host memory holds (on-arrival update: 12 bytes/param).

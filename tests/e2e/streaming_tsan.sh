@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The resident, the streamed-recompute and the on-arrival plan run clean under ThreadSanitizer
-# and still agree bit for bit: every cross-stream hazard has its event. So do the LM head in
-# vocabulary chunks (row slices of one host tensor) resident and on arrival.
+# and still agree bit for bit: every cross-stream hazard has its event. So do the plan whose
+# kept activations wait on the host, and the LM head in vocabulary chunks (row slices of one
+# host tensor) resident and on arrival.
 # usage: streaming_tsan.sh BIN_DIR MTRUN_TSAN WORK_DIR
 set -euo pipefail
 bin=$1 mtrun_tsan=$2 work=$3
@@ -21,6 +22,12 @@ done
 "$mtrun_tsan" arrival.plan --data corpus.tok --weights w.safetensors --steps 3 --log arrival.jsonl --print-every 100 \
   --grad-clip 0 >/dev/null
 sed 's/.*"loss":\([^,]*\),.*/\1/' arrival.jsonl > arrival.loss
+# Activations offloaded: copied out on the d2h stream, back on the h2d stream.
+"$bin/mtc" llama-tiny --layers 3 --batch 2 --seq 16 --schedule streamed-recompute --offload-activations on \
+  -o offload.plan --no-weights >/dev/null
+"$mtrun_tsan" offload.plan --data corpus.tok --weights w.safetensors --steps 3 --log offload.jsonl --print-every 100 \
+  --grad-clip 0 >/dev/null
+sed 's/.*"loss":\([^,]*\),.*/\1/' offload.jsonl > offload.loss
 for plan in split-resident split-arrival; do
   [ $plan = split-resident ] && flags=(--schedule resident) || flags=(--schedule streamed-recompute --update on-arrival)
   "$bin/mtc" llama-tiny --layers 3 --batch 2 --seq 16 --vocab-chunks 3 "${flags[@]}" -o $plan.plan --no-weights >/dev/null
@@ -30,5 +37,6 @@ for plan in split-resident split-arrival; do
 done
 cmp resident.loss streamed-recompute.loss || { echo "0 passed, 1 failed: losses differ"; exit 1; }
 cmp resident.loss arrival.loss || { echo "1 passed, 1 failed: on-arrival losses differ"; exit 1; }
-cmp split-resident.loss split-arrival.loss || { echo "2 passed, 1 failed: vocabulary-split losses differ"; exit 1; }
-echo "5 passed, 0 failed"
+cmp resident.loss offload.loss || { echo "2 passed, 1 failed: offloaded losses differ"; exit 1; }
+cmp split-resident.loss split-arrival.loss || { echo "3 passed, 1 failed: vocabulary-split losses differ"; exit 1; }
+echo "6 passed, 0 failed"

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Activations the backward reads kept on the host (mt-offload-activations): at a long context
+# the block inputs outgrow the budget; mtc offloads them when nothing else fits, says how many
+# bytes move, and training gives bit-identical losses and weights to the all-resident plan
+# (deferred and on-arrival update). A resident schedule with the offload forced is refused.
+# usage: activation_offload.sh BIN_DIR WORK_DIR
+set -uo pipefail
+source "$(dirname "$(readlink -f "$0")")/check.sh"
+bin=$1 work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
+for i in $(seq 1 600); do echo "$i: how vexingly quick daft zebras jump $((i % 17))"; done > corpus.txt
+"$bin/mttok" --bytes corpus.txt -o corpus.tok >/dev/null
+
+# Context 512, width 64: each block input is 256 KiB, eight of them kept.
+shape=(llama-tiny --layers 8 --width 64 --ffn 128 --context 512 --batch 2 --seq 512)
+"$bin/mtc" "${shape[@]}" --schedule resident -o resident.plan --weights w0.safetensors > resident.txt
+"$bin/mtc" "${shape[@]}" --schedule streamed-recompute --offload-activations off -o kept.plan --no-weights > kept.txt
+"$bin/mtc" "${shape[@]}" --device-mem 6MiB -o tight.plan --no-weights > tight.txt
+"$bin/mtc" "${shape[@]}" --device-mem 6MiB --update on-arrival -o arrival.plan --no-weights > arrival.txt
+arena() { sed -n 's/.*device arena *\([0-9.]*\) MiB.*/\1/p' "$1"; }
+check "kept on the device, streamed-recompute needs more than 6 MiB ($(arena kept.txt) MiB)" \
+  "awk -v a='$(arena kept.txt)' 'BEGIN { exit !(a > 6) }'"
+check "6 MiB offloads them and says so" "grep -q 'activations moved [0-9.]* MiB (kept ones offloaded.*the budget needs it)' tight.txt"
+check "the on-arrival plan offloads them too" "grep -q 'activations moved [0-9.]* MiB (kept ones offloaded' arrival.txt"
+check "the resident plan moves none" "grep -q 'activations moved none' resident.txt"
+"$bin/mtc" "${shape[@]}" --device-mem 6MiB --offload-activations off -o off.plan --no-weights > off.txt 2>&1
+check "without the offload 6 MiB is refused, naming the smallest budget" \
+  "[ $? -eq 1 ] && grep -q 'raise --device-mem to at least' off.txt && [ ! -e off.plan ]"
+"$bin/mtc" "${shape[@]}" --schedule resident --offload-activations on -o bad.plan --no-weights > bad.txt 2>&1
+check "a resident schedule with the offload forced is refused" \
+  "[ $? -eq 1 ] && grep -q 'needs a streamed schedule' bad.txt && [ ! -e bad.plan ]"
+
+run() {  # run PLAN NAME [mtrun flags]: 10 steps from w0, losses to NAME.loss
+  local plan=$1 name=$2
+  shift 2
+  "$bin/mtrun" $plan --data corpus.tok --weights w0.safetensors --steps 10 --log $name.jsonl \
+    --export $name.safetensors --print-every 100 "$@" >/dev/null
+  sed 's/.*"loss":\([^,]*\),.*/\1/' $name.jsonl > $name.loss
+}
+run resident.plan resident && run tight.plan tight
+check "offloaded vs resident: bit-identical losses" "cmp -s resident.loss tight.loss"
+check "offloaded vs resident: bit-identical weights" "cmp -s resident.safetensors tight.safetensors"
+run resident.plan resident.noclip --grad-clip 0 && run arrival.plan arrival --grad-clip 0
+check "offloaded on-arrival vs resident: bit-identical losses" "cmp -s resident.noclip.loss arrival.loss"
+check "offloaded on-arrival vs resident: bit-identical weights" "cmp -s resident.noclip.safetensors arrival.safetensors"
+finish
