@@ -78,18 +78,21 @@ int64_t trialArena(ModuleOp module, size_t first, const Knobs& knobs) {
 
 // Splitting the LM head by vocabulary chunks (doubling from 2) under `knobs`: the fewest chunks
 // whose plan fits `budget` (0 when none does, or the model has no head to split: those trials
-// fail quietly), and the smallest arena seen with its chunks.
+// fail quietly), and the smallest arena seen with its chunks. The search stops where more
+// chunks stop shrinking the arena (the peak is elsewhere then) and at 1024 chunks (each a
+// block of the plan).
 struct ChunkSearch {
   int64_t fitting = 0, fitting_arena = -1;
   int64_t smallest_arena = -1, smallest_chunks = 0;
 };
 ChunkSearch searchVocabChunks(ModuleOp module, size_t first, Knobs knobs, int64_t budget, int64_t vocab) {
   ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic&) { return success(); });
+  constexpr int64_t kMaxChunks = 1024;
   ChunkSearch found;
-  for (int64_t chunks = 2; chunks <= vocab; chunks *= 2) {
+  for (int64_t chunks = 2; chunks <= std::min(vocab, kMaxChunks); chunks *= 2) {
     knobs.vocab_chunks = chunks;
     const int64_t arena = trialArena(module, first, knobs);
-    if (arena < 0) break;
+    if (arena < 0 || (found.smallest_arena >= 0 && arena >= found.smallest_arena)) break;
     if (found.smallest_arena < 0 || arena < found.smallest_arena) found.smallest_arena = arena, found.smallest_chunks = chunks;
     if (arena <= budget) {
       found.fitting = chunks, found.fitting_arena = arena;

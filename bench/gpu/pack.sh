@@ -31,19 +31,22 @@ build/bin/mtc llama-tiny --layers 4 --width 64 --ffn 256 --vocab 4096 --batch 4 
 # The kept activations offloaded to the host (copied out on the d2h stream, back on the h2d one).
 build/bin/mtc llama-tiny --batch 4 --seq 32 --schedule streamed-recompute --offload-activations on --no-weights \
   -o .gpu/plans/llama-tiny-offload.plan >/dev/null
-# Speed: Llama shapes at context 1024 with a device budget far below parameters + optimizer
+# Speed: Llama shapes (most at context 1024) with a device budget far below parameters + optimizer
 # state (16 bytes/param: 20 GB for 1B, 51 GB for 3B, 108 GB for 7B); 7B is the largest the
 # machine's 128 GiB of host memory holds (on-arrival update: 12 bytes/param).
 # llama-1b-untied: its own LM head (128256 x 2048), whole under 8 GiB, in 4 vocabulary chunks under
-# 3 GiB (what the split costs).
+# 3 GiB (what the split costs); at context 8192 (batch 1) the head split under 4 GiB, and under 3
+# GiB the kept activations offloaded to the host as well (what the offload costs).
 while read -r name model budget extra; do
-  build/bin/mtc "$model" --batch 4 --seq 1024 --device-mem "$budget" --hw h100-pcie5 $extra --no-weights \
+  build/bin/mtc "$model" --device-mem "$budget" --hw h100-pcie5 $extra --no-weights \
     -o ".gpu/plans/bench-$name.plan" > ".gpu/plans/bench-$name.txt"
 done <<'LIST'
-llama-1b llama-1b 8GiB
-llama-3b llama-3b 8GiB
-llama-7b llama-7b 8GiB --update on-arrival --host-mem 110GiB
-llama-1b-untied llama-1b 8GiB --untied
-llama-1b-split llama-1b 3GiB --untied
+llama-1b llama-1b 8GiB --batch 4 --seq 1024
+llama-3b llama-3b 8GiB --batch 4 --seq 1024
+llama-7b llama-7b 8GiB --batch 4 --seq 1024 --update on-arrival --host-mem 110GiB
+llama-1b-untied llama-1b 8GiB --batch 4 --seq 1024 --untied
+llama-1b-split llama-1b 3GiB --batch 4 --seq 1024 --untied
+llama-1b-8k llama-1b 4GiB --batch 1 --context 8192 --seq 8192 --untied
+llama-1b-8k-offload llama-1b 3GiB --batch 1 --context 8192 --seq 8192 --untied
 LIST
 du -sh .gpu
