@@ -255,7 +255,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
         InFlightDiagnostic diag = getModelFunction(module).emitError("the model needs at least ")
             << formatBytes(arena) << " of device memory even with the " << name
             << " schedule (weights streamed per block, activations recomputed"
-            << (frugal.vocab_chunks > 1 ? fmt::format(", the LM head in {} vocabulary chunks", frugal.vocab_chunks) : "")
+            << (frugal.vocab_chunks > 1 ? fmt::format(", the vocabulary in {} chunks", frugal.vocab_chunks) : "")
             << (frugal.offload ? ", kept activations offloaded to the host" : "") << "); the budget is "
             << formatBytes(options.device_mem) << ": raise --device-mem to at least " << arena
             << " bytes or make the batch or sequence smaller";

@@ -16,6 +16,15 @@ std::string checkLogitsTargets(const Tensor& logits, const Tensor& targets, cons
 
 bool validTarget(int32_t t, int64_t vocab) { return t >= 0 && t < vocab; }
 
+// log(sum(exp(x))) of one row of `width`, the sum in double.
+float rowLse(const float* x, int64_t width) {
+  float max_logit = -INFINITY;
+  for (int64_t c = 0; c < width; ++c) max_logit = std::max(max_logit, x[c]);
+  double sum = 0.0;
+  for (int64_t c = 0; c < width; ++c) sum += std::exp(double(x[c] - max_logit));
+  return max_logit + static_cast<float>(std::log(sum));
+}
+
 int64_t countValid(const Tensor& targets, int64_t vocab) {
   int64_t count = 0;
   for (int64_t i = 0; i < targets.numel(); ++i) count += validTarget(targets.i32()[i], vocab);
@@ -64,11 +73,7 @@ void softmax_xent_cpu(const KernelArgs& args) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = logits.f32() + r * vocab;
-    float max_logit = -INFINITY;
-    for (int64_t c = 0; c < vocab; ++c) max_logit = std::max(max_logit, x[c]);
-    double sum = 0.0;
-    for (int64_t c = 0; c < vocab; ++c) sum += std::exp(double(x[c] - max_logit));
-    lse[r] = max_logit + static_cast<float>(std::log(sum));
+    lse[r] = rowLse(x, vocab);
     const int32_t t = targets.i32()[r];
     if (validTarget(t, vocab)) row_loss[r] = double(lse[r]) - x[t];
   }
@@ -115,11 +120,7 @@ void xent_chunk_cpu(const KernelArgs& args) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = logits.f32() + r * width;
-    float max_logit = -INFINITY;
-    for (int64_t c = 0; c < width; ++c) max_logit = std::max(max_logit, x[c]);
-    double sum = 0.0;
-    for (int64_t c = 0; c < width; ++c) sum += std::exp(double(x[c] - max_logit));
-    const float chunk_lse = max_logit + static_cast<float>(std::log(sum));
+    const float chunk_lse = rowLse(x, width);
     const float so_far = in[2 * r], target_logit = in[2 * r + 1];
     const float m = std::max(so_far, chunk_lse);
     out[2 * r] = so_far == -INFINITY ? chunk_lse

@@ -14,15 +14,19 @@ constexpr int kRowThreads = 512;
 
 __device__ bool validTarget(int32_t t, int64_t vocab) { return t >= 0 && t < vocab; }
 
-__global__ void rowLogSumExp(const float* __restrict__ logits, float* __restrict__ lse, int64_t vocab) {
-  const float* x = logits + blockIdx.x * vocab;
+// log(sum(exp(x))) of one row of `width`, by the whole block (every thread gets it).
+__device__ float blockRowLse(const float* __restrict__ x, int64_t width) {
   float max_logit = -INFINITY;
-  for (int64_t c = threadIdx.x; c < vocab; c += blockDim.x) max_logit = fmaxf(max_logit, x[c]);
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) max_logit = fmaxf(max_logit, x[c]);
   max_logit = blockMax(max_logit);
   float sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < vocab; c += blockDim.x) sum += expf(x[c] - max_logit);
-  sum = blockSum(sum);
-  if (threadIdx.x == 0) lse[blockIdx.x] = max_logit + logf(sum);
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) sum += expf(x[c] - max_logit);
+  return max_logit + logf(blockSum(sum));
+}
+
+__global__ void rowLogSumExp(const float* __restrict__ logits, float* __restrict__ lse, int64_t vocab) {
+  const float row_lse = blockRowLse(logits + blockIdx.x * vocab, vocab);
+  if (threadIdx.x == 0) lse[blockIdx.x] = row_lse;
 }
 
 // loss = mean over rows with a valid target of lse - x[target]; one block.
@@ -67,14 +71,8 @@ __global__ void xentChunk(const float* __restrict__ logits, const int32_t* __res
                           const float* __restrict__ in, float* __restrict__ out, int64_t width, int64_t first) {
   const int64_t r = blockIdx.x;
   const float* x = logits + r * width;
-  float max_logit = -INFINITY;
-  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) max_logit = fmaxf(max_logit, x[c]);
-  max_logit = blockMax(max_logit);
-  float sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) sum += expf(x[c] - max_logit);
-  sum = blockSum(sum);
+  const float chunk_lse = blockRowLse(x, width);
   if (threadIdx.x != 0) return;
-  const float chunk_lse = max_logit + logf(sum);
   const float so_far = in[2 * r];
   const float m = fmaxf(so_far, chunk_lse);
   out[2 * r] = so_far == -INFINITY ? chunk_lse : m + logf(expf(so_far - m) + expf(chunk_lse - m));

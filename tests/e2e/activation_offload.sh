@@ -8,8 +8,7 @@ set -uo pipefail
 source "$(dirname "$(readlink -f "$0")")/check.sh"
 bin=$1 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
-for i in $(seq 1 600); do echo "$i: how vexingly quick daft zebras jump $((i % 17))"; done > corpus.txt
-"$bin/mttok" --bytes corpus.txt -o corpus.tok >/dev/null
+make_corpus
 
 # Context 512, width 64: each block input is 256 KiB, eight of them kept.
 shape=(llama-tiny --layers 8 --width 64 --ffn 128 --context 512 --batch 2 --seq 512)
@@ -30,17 +29,10 @@ check "without the offload 6 MiB is refused, naming the smallest budget" \
 check "a resident schedule with the offload forced is refused" \
   "[ $? -eq 1 ] && grep -q 'needs a streamed schedule' bad.txt && [ ! -e bad.plan ]"
 
-run() {  # run PLAN NAME [mtrun flags]: 10 steps from w0, losses to NAME.loss
-  local plan=$1 name=$2
-  shift 2
-  "$bin/mtrun" $plan --data corpus.tok --weights w0.safetensors --steps 10 --log $name.jsonl \
-    --export $name.safetensors --print-every 100 "$@" >/dev/null
-  sed 's/.*"loss":\([^,]*\),.*/\1/' $name.jsonl > $name.loss
-}
-run resident.plan resident && run tight.plan tight
+train resident.plan resident w0.safetensors && train tight.plan tight w0.safetensors
 check "offloaded vs resident: bit-identical losses" "cmp -s resident.loss tight.loss"
 check "offloaded vs resident: bit-identical weights" "cmp -s resident.safetensors tight.safetensors"
-run resident.plan resident.noclip --grad-clip 0 && run arrival.plan arrival --grad-clip 0
+train resident.plan resident.noclip w0.safetensors --grad-clip 0 && train arrival.plan arrival w0.safetensors --grad-clip 0
 check "offloaded on-arrival vs resident: bit-identical losses" "cmp -s resident.noclip.loss arrival.loss"
 check "offloaded on-arrival vs resident: bit-identical weights" "cmp -s resident.noclip.safetensors arrival.safetensors"
 finish
