@@ -44,7 +44,8 @@ publish() {
   } > "$out/summary.txt"
   if [ -n "${OUT:-}" ]; then
     cp "$out/summary.txt" "$OUT/"
-    tar czf "$OUT/logs.tgz" -C .gpu out  # parity weights are small: kept to look into a mismatch
+    # The weights and gradients of the parity runs stay on the machine (too large to come back).
+    tar czf "$OUT/logs.tgz" -C .gpu --exclude="*.safetensors" out
   fi
 }
 if [ "$what" = all ] || [ "$what" = check ]; then
