@@ -438,7 +438,8 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     const int64_t flops = cost.getFlops(), bytes = cost.getBytesAccessed();
     instr.body.set_flops(flops);
     instr.body.set_bytes(bytes);
-    instr.micros = std::max(flops / hw.flops_per_s, bytes / hw.memory_bps) * 1e6;
+    const double rate = isa<AttentionOp, AttentionGradOp>(op) ? hw.attention_flops_per_s : hw.flops_per_s;
+    instr.micros = std::max(flops / rate, bytes / hw.memory_bps) * 1e6;
     stats_.flops += flops;
   }
   instrs_.push_back(std::move(instr));

@@ -8,6 +8,7 @@ namespace mt {
 struct HardwareProfile {
   std::string name;
   double flops_per_s;    // dense matrix throughput at the plan's precision
+  double attention_flops_per_s;  // our fused causal attention kernels (fp32 on CUDA cores)
   double memory_bps;     // device memory bandwidth (bounds pointwise kernels)
   double h2d_bps;        // host -> device link
   double d2h_bps;        // device -> host link
