@@ -63,9 +63,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "deferred", "on-arrival"}))
       ->capture_default_str();
   app.add_option("--vocab-chunks", o.vocab_chunks,
-                 "the LM head and its loss over this many vocabulary chunks, each streamed in as its own block "
-                 "(neither the head's weight nor the logits on the device whole; needs an untied head); "
-                 "0: as few as --device-mem needs (none when the head fits), 1: never")
+                 "the LM head and its loss, and the token embedding, over this many vocabulary chunks, each "
+                 "streamed in as its own block (neither the tables nor the logits on the device whole; needs an "
+                 "untied head); 0: as few as --device-mem needs (none when the head fits), 1: never")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--offload-activations", o.offload,
