@@ -93,7 +93,8 @@ ChunkSearch searchVocabChunks(ModuleOp module, size_t first, Knobs knobs, int64_
     knobs.vocab_chunks = chunks;
     const int64_t arena = trialArena(module, first, knobs);
     if (arena < 0 || (found.smallest_arena >= 0 && arena >= found.smallest_arena)) break;
-    if (found.smallest_arena < 0 || arena < found.smallest_arena) found.smallest_arena = arena, found.smallest_chunks = chunks;
+    if (found.smallest_arena < 0 || arena < found.smallest_arena)
+      found.smallest_arena = arena, found.smallest_chunks = chunks;
     if (arena <= budget) {
       found.fitting = chunks, found.fitting_arena = arena;
       break;
@@ -115,7 +116,8 @@ FrugalFit fitFrugal(ModuleOp module, size_t first, const Knobs& base, int64_t ba
   FrugalFit fit;
   fit.smallest = base, fit.smallest_arena = base_arena;
   auto consider = [&](const Knobs& knobs, int64_t arena) {
-    if (arena >= 0 && (fit.smallest_arena < 0 || arena < fit.smallest_arena)) fit.smallest = knobs, fit.smallest_arena = arena;
+    if (arena >= 0 && (fit.smallest_arena < 0 || arena < fit.smallest_arena))
+      fit.smallest = knobs, fit.smallest_arena = arena;
     if (arena >= 0 && arena <= budget && !fit.fits) fit.fits = true, fit.chosen = knobs;
     return fit.fits;
   };

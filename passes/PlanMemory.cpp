@@ -139,9 +139,11 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     for (Operation& op : body) {
       auto task = dyn_cast<HostTaskOp>(op);
       if (!task || task.getKind() != "adamw_on_arrival") continue;
-      for (Value param : task.getTensors())
-        if (auto arg = dyn_cast<BlockArgument>(param); arg && wholeBytes.count(paramName(func, arg.getArgNumber()).str()))
-          freeAt[paramName(func, arg.getArgNumber()).str()] = regionEnd[regionOf[&op]];
+      for (Value param : task.getTensors()) {
+        auto arg = dyn_cast<BlockArgument>(param);
+        const std::string name = arg ? paramName(func, arg.getArgNumber()).str() : "";
+        if (wholeBytes.count(name)) freeAt[name] = regionEnd[regionOf[&op]];
+      }
     }
     if (freeAt.empty()) return;
     ArenaAllocator landing;
