@@ -102,14 +102,13 @@ class Emitter {
   LogicalResult addHostTensors();
   LogicalResult addInstruction(Operation* op);
   int addBuffer(Value v, int64_t offset, const std::string& name);
-  // The bytes of host tensor `t`: its own allocation, or its place in the landing buffer.
   // The bytes of host tensor `t` (its own allocation, or its place in the landing buffer), or
-  // of `bytes` of them from byte `offset` (a row slice).
+  // `bytes` of them from byte `offset` (a row slice).
   ByteRange hostRange(int t, int64_t offset = 0, int64_t bytes = -1) const;
-  // The host tensor of a parameter piece (a row slice, mt-split-vocab) or its gradient, with
-  // the slice's byte offset in it.
   // Sets `t` to the parameter `param` (argument `i`) of `type`.
   LogicalResult setParam(plan::HostTensor& t, DictionaryAttr param, RankedTensorType type, unsigned i);
+  // Maps parameter piece `arg` (a row slice, mt-split-vocab) to its whole parameter's host
+  // tensor, made by the first piece, and its rows' byte offset in it.
   LogicalResult addParamPiece(BlockArgument arg, DictionaryAttr param, std::map<std::string, int>& paramByName);
   void finish();
   double micros(double bytes, double bps) const { return bytes / bps * 1e6; }
@@ -235,7 +234,7 @@ LogicalResult Emitter::addHostTensors() {
     hostTensor_[v] = gradOfParam_[paramByName[name.getValue().str()]];
     if (auto row = func_.getResultAttrOfType<IntegerAttr>(i, kGradRowAttr)) {
       auto type = cast<RankedTensorType>(v.getType());
-      hostOffset_[v] = row.getInt() * (tensorBytes(type) / std::max<int64_t>(type.getDimSize(0), 1));
+      hostOffset_[v] = row.getInt() * rowBytes(type);
     }
     if (landing_ >= 0) {
       auto offset = v.getDefiningOp()->getAttrOfType<IntegerAttr>(kLandingOffsetAttr);
@@ -300,7 +299,7 @@ LogicalResult Emitter::addParamPiece(BlockArgument arg, DictionaryAttr param, st
                                                << "' disagrees with the other pieces on the whole shape";
   }
   hostTensor_[arg] = found->second;
-  hostOffset_[arg] = rows[0] * (tensorBytes(type) / std::max<int64_t>(type.getDimSize(0), 1));
+  hostOffset_[arg] = rows[0] * rowBytes(type);
   stats_.num_params += type.getNumElements();
   stats_.param_bytes += tensorBytes(type);
   return success();
@@ -308,7 +307,7 @@ LogicalResult Emitter::addParamPiece(BlockArgument arg, DictionaryAttr param, st
 
 ByteRange Emitter::hostRange(int t, int64_t offset, int64_t bytes) const {
   const auto& tensor = plan_.host_tensors(t);
-  if (bytes < 0) bytes = checkedNumel(tensor.shape(), tensor.name()) * dtypeBytes(tensor.dtype());
+  if (bytes < 0) bytes = hostTensorBytes(tensor);
   if (landing_ < 0 || tensor.role() != plan::ROLE_GRAD) return {t, offset, offset + bytes};
   return {landing_, tensor.landing_offset() + offset, tensor.landing_offset() + offset + bytes};
 }
@@ -394,7 +393,7 @@ LogicalResult Emitter::addInstruction(Operation* op) {
         if (!hostTensor_.count(v)) return op->emitError("grad_norm operand is not a host gradient");
         body->add_tensors(hostTensor_[v]);
         hazards_.read(hostRange(hostTensor_[v]), index, instr.deps);
-        bytes += hostRange(hostTensor_[v]).end - hostRange(hostTensor_[v]).begin;
+        bytes += hostTensorBytes(plan_.host_tensors(hostTensor_[v]));
       }
     } else {
       // adamw_on_arrival takes its gradient's norm share itself (plan 1.4).
@@ -409,7 +408,7 @@ LogicalResult Emitter::addInstruction(Operation* op) {
         body->add_tensors(p);
         hazards_.read(hostRange(gradOfParam_[p]), index, instr.deps);
         hazards_.write(hostRange(p), index, instr.deps);
-        bytes += 7 * (hostRange(p).end - hostRange(p).begin);  // grad; param, m, v read and written
+        bytes += 7 * hostTensorBytes(plan_.host_tensors(p));  // grad; param, m, v read and written
       }
     }
     instr.body.set_bytes(bytes);

@@ -312,7 +312,7 @@ int compile(const CompileOptions& o) {
   const int landing = gradLandingTensor(plan);
   int64_t activation_host_bytes = 0;
   for (const auto& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_ACTIVATION) activation_host_bytes += checkedNumel(t.shape(), t.name()) * dtypeBytes(t.dtype());
+    if (t.role() == plan::ROLE_ACTIVATION) activation_host_bytes += hostTensorBytes(t);
   const std::string host_parts =
       (landing >= 0 ? "fp32 master weights, two AdamW moments, a gradient landing buffer of " +
                           mib(4.0 * checkedNumel(plan.host_tensors(landing).shape(), "landing"))

@@ -1,6 +1,5 @@
 #include <set>
 
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
@@ -132,6 +131,10 @@ bool completesGradient(func::FuncOp func, unsigned index) {
     if (mine && def && mine->isBeforeInBlock(def)) return false;
   }
   return true;
+}
+
+int64_t rowBytes(RankedTensorType type) {
+  return type.getRank() && type.getDimSize(0) ? tensorBytes(type) / type.getDimSize(0) : tensorBytes(type);
 }
 
 StringRef paramName(func::FuncOp func, unsigned index) {

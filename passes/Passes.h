@@ -88,6 +88,9 @@ void insertDeferredUpdates(mlir::func::FuncOp func);
 // gradient computed last. Host tasks on the whole gradient follow that one.
 bool completesGradient(mlir::func::FuncOp func, unsigned index);
 
+// The bytes of one row (the first dimension's step) of `type`: where row r of a row piece starts.
+int64_t rowBytes(mlir::RankedTensorType type);
+
 // The param name of argument `index`, or "" if it is not a parameter.
 llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);
 

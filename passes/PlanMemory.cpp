@@ -129,9 +129,8 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
       auto name = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
       if (!name) continue;
       auto type = cast<RankedTensorType>(ret.getOperand(i).getType());
-      const int64_t rowBytes = tensorBytes(type) / std::max<int64_t>(type.getRank() ? type.getDimSize(0) : 1, 1);
       auto row = func.getResultAttrOfType<IntegerAttr>(i, kGradRowAttr);
-      Piece piece{name.getValue().str(), row ? row.getInt() * rowBytes : 0};
+      Piece piece{name.getValue().str(), row ? row.getInt() * rowBytes(type) : 0};
       pieceOf[ret.getOperand(i)] = piece;
       wholeBytes[piece.param] = std::max(wholeBytes[piece.param], piece.offset + tensorBytes(type));
     }

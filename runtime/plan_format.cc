@@ -98,6 +98,10 @@ int64_t checkedNumel(const google::protobuf::RepeatedField<int64_t>& shape, cons
   return n;
 }
 
+int64_t hostTensorBytes(const plan::HostTensor& tensor) {
+  return checkedNumel(tensor.shape(), tensor.name()) * dtypeBytes(tensor.dtype());
+}
+
 int64_t copyBytes(const plan::Plan& plan, const plan::Copy& copy) {
   const auto& buffer = plan.buffers(copy.buffer());
   return checkedNumel(buffer.shape(), buffer.name()) * dtypeBytes(buffer.dtype());

@@ -38,6 +38,8 @@ void writePlan(const plan::Plan& plan, const std::string& path);
 // shape has negative dims or more than 2^48 elements.
 int64_t checkedNumel(const google::protobuf::RepeatedField<int64_t>& shape, const std::string& what);
 int64_t dtypeBytes(plan::DType dtype);
+// The bytes of a host tensor (its shape times its element size; checked like checkedNumel).
+int64_t hostTensorBytes(const plan::HostTensor& tensor);
 // The bytes a copy moves: its device buffer's (the host side may be larger: a row slice).
 int64_t copyBytes(const plan::Plan& plan, const plan::Copy& copy);
 

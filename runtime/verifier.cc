@@ -256,7 +256,7 @@ int64_t planHostBytes(const plan::Plan& plan) {
   const bool landing = gradLandingTensor(plan) >= 0;
   int64_t bytes = 0;
   for (const auto& t : plan.host_tensors())
-    if (!(landing && t.role() == plan::ROLE_GRAD)) bytes += checkedNumel(t.shape(), t.name()) * dtypeBytes(t.dtype());
+    if (!(landing && t.role() == plan::ROLE_GRAD)) bytes += hostTensorBytes(t);
   return bytes;
 }
 

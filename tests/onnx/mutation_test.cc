@@ -65,7 +65,7 @@ void attempt(const std::string& path, bool training, Tally& tally) {
   verifyPlan(plan);  // a compiled plan must verify: an Error here is a compiler bug
   if (training || plan.arena_bytes() > (int64_t{256} << 20)) return;
   int64_t host_bytes = 0;
-  for (const auto& t : plan.host_tensors()) host_bytes += checkedNumel(t.shape(), t.name()) * dtypeBytes(t.dtype());
+  for (const auto& t : plan.host_tensors()) host_bytes += hostTensorBytes(t);
   if (host_bytes > (int64_t{256} << 20)) return;  // a valid plan too large to run here
   HostStore store(plan);
   store.initialize(1);

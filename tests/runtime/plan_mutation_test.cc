@@ -43,7 +43,7 @@ void tryPlan(plan::Plan plan, Counts& counts) {
     return;
   }
   int64_t host_bytes = 0;
-  for (const auto& t : plan.host_tensors()) host_bytes += checkedNumel(t.shape(), t.name()) * dtypeBytes(t.dtype());
+  for (const auto& t : plan.host_tensors()) host_bytes += hostTensorBytes(t);
   if (plan.arena_bytes() > (int64_t{1} << 28) || host_bytes > (int64_t{1} << 28)) {
     ++counts.rejected;  // valid but too large to execute in a test
     return;
