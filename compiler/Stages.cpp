@@ -198,12 +198,6 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     result.failed = "schedule";
     return result;
   }
-  if (options.offload == "on" && options.schedule == "resident") {
-    getModelFunction(module).emitError("offloading activations needs a streamed schedule (the resident one keeps "
-                                       "everything on the device): use --schedule streamed-recompute or auto");
-    result.failed = "schedule";
-    return result;
-  }
   result.offload = options.offload == "on" && result.schedule != "resident";
   const bool split_if_needed = options.vocab_chunks == 0 && options.device_mem > 0;
   if (options.schedule == "auto" && options.device_mem > 0) {
@@ -278,21 +272,23 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
       if (fit.fits) result.vocab_chunks = fit.chosen.vocab_chunks, result.offload = fit.chosen.offload;
     }
   }
-  if (options.offload == "on" && result.schedule == "resident") {
-    getModelFunction(module).emitError("offloading activations needs a streamed schedule, and the resident one fits: "
-                                       "give --schedule streamed-recompute (or drop --offload-activations on)");
+  if (options.offload == "on" && result.schedule == "resident") {  // asked for, or what fits the budget
+    getModelFunction(module).emitError("offloading activations needs a streamed schedule, not the resident one "
+                                       "(which keeps everything on the device): give --schedule streamed-recompute "
+                                       "(or drop --offload-activations on)");
     result.failed = "schedule";
     return result;
   }
+  Knobs chosen{result.schedule, 0, update};
+  chosen.vocab_chunks = result.vocab_chunks;
+  chosen.offload = result.offload;
   // Weights shared by blocks far apart (a tied embedding and LM head) stay on the device when
   // the budget has room: copied once per step instead of once per block region.
   if (result.schedule != "resident" && !sharedParameters(getModelFunction(module)).empty()) {
-    const int64_t arena =
-        options.device_mem > 0
-            ? trialArena(module, partition + 1,
-                         {result.schedule, 0, update, 0, true, result.vocab_chunks, result.offload})
-            : 0;
-    result.pin_shared = arena >= 0 && arena <= options.device_mem;
+    Knobs pinned = chosen;
+    pinned.pin_shared = true;
+    const int64_t arena = options.device_mem > 0 ? trialArena(module, partition + 1, pinned) : 0;
+    result.pin_shared = chosen.pin_shared = arena >= 0 && arena <= options.device_mem;
   }
   if (result.schedule == "streamed-recompute" && options.device_mem > 0 && options.tune_recompute) {
     // Recompute only as much as the budget needs: the largest number of last blocks that keep
@@ -300,18 +296,15 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     auto templates = getModelFunction(module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
     int64_t fits = 0, fails = (templates ? templates.size() : 0) + 1;
     while (fails - fits > 1) {
-      const int64_t mid = (fits + fails) / 2;
-      const int64_t arena =
-          trialArena(module, partition + 1,
-                     {result.schedule, 0, update, mid, result.pin_shared, result.vocab_chunks, result.offload});
-      (arena >= 0 && arena <= options.device_mem ? fits : fails) = mid;
+      Knobs keeping = chosen;
+      keeping.keep = (fits + fails) / 2;
+      const int64_t arena = trialArena(module, partition + 1, keeping);
+      (arena >= 0 && arena <= options.device_mem ? fits : fails) = keeping.keep;
     }
-    result.recompute_keep = fits;
+    result.recompute_keep = chosen.keep = fits;
   }
-  runFrom(module, partition + 1, options.last,
-          {result.schedule, options.device_mem, update, result.recompute_keep, result.pin_shared, result.vocab_chunks,
-           result.offload},
-          result.failed);
+  chosen.budget = options.device_mem;
+  runFrom(module, partition + 1, options.last, chosen, result.failed);
   return result;
 }
 

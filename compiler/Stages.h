@@ -40,8 +40,9 @@ struct StageResult {
 };
 
 // Runs the stages after "input" on `module`: fuse, attach-loss, autodiff, partition,
-// split-vocab (when the head is split), recompute (when the schedule recomputes), schedule, memory. A forward-only function (named outputs,
-// no loss) runs only schedule and memory, resident.
+// split-vocab (when the vocabulary is split), recompute (when the schedule recomputes),
+// schedule (with the activation offload when chosen), memory. A forward-only function (named
+// outputs, no loss) runs only schedule and memory, resident.
 StageResult runStages(mlir::ModuleOp module, const StageOptions& options);
 
 // Batch, sequence and vocabulary of a module that has its loss attached.
