@@ -116,29 +116,32 @@ LogicalResult EmbeddingChunkOp::inferReturnTypes(MLIRContext* ctx, std::optional
   return requireShape(loc, adaptor.getIn(), cast<RankedTensorType>(types.front()).getShape(), "in");
 }
 
+// A table gradient (rows, C) from token ids and dout (ids.shape + [C]): mt.embedding_grad's
+// (rows: the vocabulary) and mt.embedding_grad_chunk's (a chunk's rows).
+static LogicalResult inferTableGradient(MLIRContext* ctx, std::optional<Location> loc, ValueRange operands,
+                                        Value ids, Value dout, int64_t rows, StringRef op, StringRef rowsName,
+                                        SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, operands))) return failure();
+  auto idsShape = tensorOf(ids).getShape();
+  auto doutShape = tensorOf(dout).getShape();
+  if (doutShape.size() != idsShape.size() + 1 || doutShape.drop_back() != idsShape)
+    return emitOptionalError(loc, op, " dout must be ids.shape + [C]");
+  if (rows <= 0) return emitOptionalError(loc, rowsName, " must be positive");
+  types.push_back(f32Tensor(ctx, {rows, doutShape.back()}));
+  return success();
+}
+
 LogicalResult EmbeddingGradChunkOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
                                                      SmallVectorImpl<Type>& types) {
   if (static_cast<int64_t>(adaptor.getFirst()) < 0) return emitOptionalError(loc, "first must not be negative");
-  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
-  auto ids = tensorOf(adaptor.getIds()).getShape();
-  auto dout = tensorOf(adaptor.getDout()).getShape();
-  if (dout.size() != ids.size() + 1 || dout.drop_back() != ids)
-    return emitOptionalError(loc, "embedding_grad_chunk dout must be ids.shape + [C]");
-  if (static_cast<int64_t>(adaptor.getRows()) <= 0) return emitOptionalError(loc, "rows must be positive");
-  types.push_back(f32Tensor(ctx, {static_cast<int64_t>(adaptor.getRows()), dout.back()}));
-  return success();
+  return inferTableGradient(ctx, loc, adaptor.getOperands(), adaptor.getIds(), adaptor.getDout(),
+                            static_cast<int64_t>(adaptor.getRows()), "embedding_grad_chunk", "rows", types);
 }
 
 LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                                 Adaptor adaptor, SmallVectorImpl<Type>& types) {
-  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
-  auto ids = tensorOf(adaptor.getIds()).getShape();
-  auto dout = tensorOf(adaptor.getDout()).getShape();
-  if (dout.size() != ids.size() + 1 || dout.drop_back() != ids)
-    return emitOptionalError(loc, "embedding_grad dout must be ids.shape + [C]");
-  if (static_cast<int64_t>(adaptor.getVocab()) <= 0) return emitOptionalError(loc, "vocab must be positive");
-  types.push_back(f32Tensor(ctx, {static_cast<int64_t>(adaptor.getVocab()), dout.back()}));
-  return success();
+  return inferTableGradient(ctx, loc, adaptor.getOperands(), adaptor.getIds(), adaptor.getDout(),
+                            static_cast<int64_t>(adaptor.getVocab()), "embedding_grad", "vocab", types);
 }
 
 LogicalResult PositionsOp::verify() {
