@@ -110,6 +110,9 @@ class Emitter {
   // Maps parameter piece `arg` (a row slice, mt-split-vocab) to its whole parameter's host
   // tensor, made by the first piece, and its rows' byte offset in it.
   LogicalResult addParamPiece(BlockArgument arg, DictionaryAttr param, std::map<std::string, int>& paramByName);
+  // Maps staging argument `arg` (mt-stage-bf16: the bf16 copy of parameter `param`, or of one of
+  // its row pieces) to the parameter's staging host tensor, made by the first.
+  LogicalResult addStaging(BlockArgument arg, DictionaryAttr param, std::map<std::string, int>& paramByName);
   void finish();
   double micros(double bytes, double bps) const { return bytes / bps * 1e6; }
 
@@ -121,6 +124,8 @@ class Emitter {
   DenseMap<Value, int64_t> hostOffset_;  // row slices among them -> byte offset in the host tensor
   DenseMap<Value, int> buffer_;      // device values -> buffer
   std::map<int, int> gradOfParam_;   // param host tensor -> grad host tensor
+  std::map<int, int> stagingOfParam_;  // param host tensor -> its bf16 staging host tensor
+  DenseMap<Value, int> gradOfRows_;  // tokens' rows of a gradient (host) -> that gradient's host tensor
   int landing_ = -1;                 // the gradient landing host tensor, if the plan has one
   std::vector<Instr> instrs_;
   HazardTracker hazards_;
@@ -134,6 +139,10 @@ LogicalResult Emitter::addHostTensors() {
     auto piece = func_.getArgAttrOfType<DictionaryAttr>(i, kParamAttr);
     if (piece && piece.get(kParamRowsKey)) {
       if (failed(addParamPiece(arg, piece, paramByName))) return failure();
+      continue;
+    }
+    if (auto staged = func_.getArgAttrOfType<DictionaryAttr>(i, kStagingAttr)) {
+      if (failed(addStaging(arg, staged, paramByName))) return failure();
       continue;
     }
     plan::HostTensor* t = plan_.add_host_tensors();
@@ -154,9 +163,13 @@ LogicalResult Emitter::addHostTensors() {
       if (!paramByName.emplace(t->name(), plan_.host_tensors_size() - 1).second)
         return func_.emitError("two parameters are named '") << t->name() << "'";
       stats_.num_params += cast<RankedTensorType>(arg.getType()).getNumElements();
-      stats_.param_bytes += tensorBytes(arg.getType());
+    } else if (auto table = func_.getArgAttrOfType<StringAttr>(i, kEmbeddedTokensAttr)) {
+      // Filled on the host by the "embedding_lookup" task (mt-host-embedding): scratch.
+      t->set_name("tokens' rows of " + table.getValue().str());
+      t->set_role(plan::ROLE_TOKEN_ROWS);
     } else {
-      return func_.emitError("argument ") << i << " is neither a parameter (mt.param) nor an input (mt.input)";
+      return func_.emitError("argument ") << i << " is neither a parameter (mt.param), an input (mt.input) nor "
+                                          << "embedded tokens (mt.embedded_tokens)";
     }
     hostTensor_[arg] = plan_.host_tensors_size() - 1;
   }
@@ -228,6 +241,20 @@ LogicalResult Emitter::addHostTensors() {
       hostTensor_[v] = lossIndex;
       continue;
     }
+    if (auto table = func_.getResultAttrOfType<StringAttr>(i, kGradTokensAttr)) {
+      // The tokens' rows of a table's gradient, scatter-added into it on the host.
+      if (!paramByName.count(table.getValue().str()))
+        return ret.emitError("result ") << i << " holds rows of the gradient of '" << table.getValue()
+                                        << "', which is not a parameter";
+      plan::HostTensor* t = plan_.add_host_tensors();
+      t->set_name("tokens' rows of " + table.getValue().str() + ".grad");
+      t->set_role(plan::ROLE_TOKEN_ROWS);
+      setShape(t->mutable_shape(), v.getType());
+      t->set_dtype(dtypeOf(v.getType()));
+      hostTensor_[v] = plan_.host_tensors_size() - 1;
+      gradOfRows_[v] = gradOfParam_[paramByName[table.getValue().str()]];
+      continue;
+    }
     auto name = func_.getResultAttrOfType<StringAttr>(i, kGradAttr);
     if (!name || !paramByName.count(name.getValue().str()))
       return ret.emitError("result ") << i << " is not the gradient of a parameter";
@@ -243,6 +270,14 @@ LogicalResult Emitter::addHostTensors() {
       plan_.mutable_host_tensors(hostTensor_[v])->set_landing_offset(offset.getInt() - hostOffset_.lookup(v));
     }
   }
+  // A gradient the host's token scatter lands first (an untied table on the host) has its
+  // place there.
+  for (Operation& op : func_.getBody().front())
+    if (auto task = dyn_cast<HostTaskOp>(op); task && task.getKind() == "embedding_grad" && landing_ >= 0) {
+      auto offset = task->getAttrOfType<IntegerAttr>(kLandingOffsetAttr);
+      if (!offset) return task.emitError("has no place in the gradient landing buffer");
+      plan_.mutable_host_tensors(gradOfParam_[hostTensor_[task.getTensors()[0]]])->set_landing_offset(offset.getInt());
+    }
   return success();
 }
 
@@ -301,7 +336,28 @@ LogicalResult Emitter::addParamPiece(BlockArgument arg, DictionaryAttr param, st
   hostTensor_[arg] = found->second;
   hostOffset_[arg] = rows[0] * rowBytes(type);
   stats_.num_params += type.getNumElements();
-  stats_.param_bytes += tensorBytes(type);
+  return success();
+}
+
+LogicalResult Emitter::addStaging(BlockArgument arg, DictionaryAttr param, std::map<std::string, int>& paramByName) {
+  auto name = param.getAs<StringAttr>("name");
+  auto found = name ? paramByName.find(name.getValue().str()) : paramByName.end();
+  if (found == paramByName.end())
+    return func_.emitError("staging argument ") << arg.getArgNumber() << " names no parameter before it";
+  const int p = found->second;
+  auto [staging, isNew] = stagingOfParam_.emplace(p, plan_.host_tensors_size());
+  if (isNew) {
+    const plan::HostTensor whole = plan_.host_tensors(p);
+    plan::HostTensor* t = plan_.add_host_tensors();
+    t->set_name(whole.name() + ".bf16");
+    *t->mutable_shape() = whole.shape();
+    t->set_dtype(plan::DTYPE_BF16);
+    t->set_role(plan::ROLE_STAGING);
+    t->set_param_index(p);
+  }
+  hostTensor_[arg] = staging->second;
+  auto rows = param.getAs<DenseI64ArrayAttr>(kParamRowsKey);
+  hostOffset_[arg] = rows ? rows[0] * rowBytes(cast<RankedTensorType>(arg.getType())) : 0;
   return success();
 }
 
@@ -364,8 +420,14 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     instr.body.set_bytes(bytes);
     instr.micros = micros(bytes, hw.h2d_bps);
     stats_.h2d_bytes += bytes;
-    if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_PARAM) stats_.weight_h2d_bytes += bytes;
+    if (const auto role = plan_.host_tensors(copy->host_tensor()).role();
+        role == plan::ROLE_PARAM || role == plan::ROLE_STAGING) {
+      stats_.weight_h2d_bytes += bytes;
+      stats_.weight_h2d_numel += cast<RankedTensorType>(h2d.getType()).getNumElements();
+      stats_.bf16_staging |= role == plan::ROLE_STAGING;
+    }
     if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_ACTIVATION) stats_.activation_bytes += bytes;
+    if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_TOKEN_ROWS) stats_.token_row_bytes += bytes;
   } else if (auto d2h = dyn_cast<D2HOp>(op)) {
     instr.stream = kD2H;
     if (!hostTensor_.count(d2h.getResult()))
@@ -383,6 +445,7 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     instr.micros = micros(bytes, hw.d2h_bps);
     stats_.d2h_bytes += bytes;
     if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_ACTIVATION) stats_.activation_bytes += bytes;
+    if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_TOKEN_ROWS) stats_.token_row_bytes += bytes;
   } else if (auto task = dyn_cast<HostTaskOp>(op)) {
     instr.stream = kHost;
     auto* body = instr.body.mutable_host_task();
@@ -391,9 +454,36 @@ LogicalResult Emitter::addInstruction(Operation* op) {
       body->set_kind(plan::HostTask::GRAD_NORM);
       for (Value v : task.getTensors()) {
         if (!hostTensor_.count(v)) return op->emitError("grad_norm operand is not a host gradient");
-        body->add_tensors(hostTensor_[v]);
-        hazards_.read(hostRange(hostTensor_[v]), index, instr.deps);
-        bytes += hostTensorBytes(plan_.host_tensors(hostTensor_[v]));
+        // The tokens' rows of a gradient stand for the gradient they were scattered into.
+        const int grad = gradOfRows_.count(v) ? gradOfRows_[v] : hostTensor_[v];
+        body->add_tensors(grad);
+        hazards_.read(hostRange(grad), index, instr.deps);
+        bytes += hostTensorBytes(plan_.host_tensors(grad));
+      }
+    } else if (task.getKind() == "embedding_lookup" || task.getKind() == "embedding_grad") {
+      const bool lookup = task.getKind() == "embedding_lookup";
+      Value rows = task.getTensors()[lookup ? 0 : 2], tokens = task.getTensors()[1],
+            table = task.getTensors()[lookup ? 2 : 0];
+      if (!hostTensor_.count(rows) || !hostTensor_.count(tokens) || !hostTensor_.count(table))
+        return op->emitError("operands must be host tensors: the rows, the tokens and the table");
+      const int tableTensor = lookup ? hostTensor_[table] : gradOfParam_[hostTensor_[table]];
+      body->set_kind(lookup ? plan::HostTask::EMBEDDING_LOOKUP : plan::HostTask::EMBEDDING_GRAD);
+      for (int t : {lookup ? hostTensor_[rows] : tableTensor, hostTensor_[tokens],
+                    lookup ? tableTensor : hostTensor_[rows]})
+        body->add_tensors(t);
+      body->set_accumulate(task->hasAttr(kAccumulateAttr));
+      hazards_.read(hostRange(hostTensor_[tokens]), index, instr.deps);
+      // The lookup reads rows of the table and writes the tokens' rows; the scatter reads
+      // those and adds into the gradient (which it first zeroes unless accumulating).
+      const int64_t rowBytes = hostTensorBytes(plan_.host_tensors(hostTensor_[rows]));
+      if (lookup) {
+        hazards_.read(hostRange(tableTensor), index, instr.deps);
+        hazards_.write(hostRange(hostTensor_[rows]), index, instr.deps);
+        bytes = 2 * rowBytes;
+      } else {
+        hazards_.read(hostRange(hostTensor_[rows]), index, instr.deps);
+        hazards_.write(hostRange(tableTensor), index, instr.deps);
+        bytes = 3 * rowBytes + (body->accumulate() ? 0 : hostTensorBytes(plan_.host_tensors(tableTensor)));
       }
     } else {
       // adamw_on_arrival takes its gradient's norm share itself (plan 1.4).
@@ -409,6 +499,11 @@ LogicalResult Emitter::addInstruction(Operation* op) {
         hazards_.read(hostRange(gradOfParam_[p]), index, instr.deps);
         hazards_.write(hostRange(p), index, instr.deps);
         bytes += 7 * hostTensorBytes(plan_.host_tensors(p));  // grad; param, m, v read and written
+        if (auto staging = stagingOfParam_.find(p); staging != stagingOfParam_.end()) {
+          // Rounded from each updated chunk while it is in cache: the bf16 bytes written.
+          hazards_.write(hostRange(staging->second), index, instr.deps);
+          bytes += hostTensorBytes(plan_.host_tensors(staging->second));
+        }
       }
     }
     instr.body.set_bytes(bytes);

@@ -23,10 +23,12 @@ struct PlanStats {
   int64_t num_params = 0;
   double flops = 0;           // all kernels of one step
   int64_t h2d_bytes = 0;      // host -> device per step
-  int64_t weight_h2d_bytes = 0;  // of which parameters
-  int64_t param_bytes = 0;    // all parameters once
+  int64_t weight_h2d_bytes = 0;  // of which parameters (their bf16 staging copies, where streamed so)
+  int64_t weight_h2d_numel = 0;  // the parameters' elements copied in: the weights' link crossings x num_params
+  bool bf16_staging = false;     // the parameters cross the link as bf16 staging copies (mt-stage-bf16)
   int64_t d2h_bytes = 0;      // device -> host per step
   int64_t activation_bytes = 0;  // of h2d + d2h: activations offloaded to the host and back
+  int64_t token_row_bytes = 0;   // of h2d + d2h: the tokens' rows of a host embedding (mt-host-embedding)
   double compute_us = 0, h2d_us = 0, d2h_us = 0, host_us = 0;  // busy time per stream kind
   double step_us = 0;         // predicted, with the streams overlapping as the events allow
   // Predicted time the compute stream stands idle, by the stream whose busy time made it wait

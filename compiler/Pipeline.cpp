@@ -64,7 +64,7 @@ bool fits(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_
           const std::string& update) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  return runStages(*trial, {"", o.device_mem, o.schedule, update, /*tune_recompute=*/false, o.vocab_chunks, o.offload})
+  return runStages(*trial, {"", o.device_mem, o.schedule, update, /*tune_recompute=*/false, o.vocab_chunks, o.offload, o.embedding, o.stream_dtype})
       .failed.empty();
 }
 
@@ -90,7 +90,7 @@ double predictedTokensPerSecond(MLIRContext& context, const ModelConfig& config,
                                 const CompileOptions& o, const std::string& update, const HardwareProfile& hw) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  if (!runStages(*trial, {"", o.device_mem, o.schedule, update, true, o.vocab_chunks, o.offload}).failed.empty()) return 0.0;
+  if (!runStages(*trial, {"", o.device_mem, o.schedule, update, true, o.vocab_chunks, o.offload, o.embedding, o.stream_dtype}).failed.empty()) return 0.0;
   EmitOptions emit;
   modelShape(*trial, emit.batch, emit.seq, emit.vocab);
   emit.hardware = hw;
@@ -281,7 +281,7 @@ int compile(const CompileOptions& o) {
   }
 
   if (update.empty()) update = chooseUpdate(o, countParams(*module), update_note);
-  const StageResult stages = runStages(*module, {o.emit, o.device_mem, o.schedule, update, true, o.vocab_chunks, o.offload});
+  const StageResult stages = runStages(*module, {o.emit, o.device_mem, o.schedule, update, true, o.vocab_chunks, o.offload, o.embedding, o.stream_dtype});
   if (!stages.failed.empty()) {
     std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", stages.failed.c_str());
     return 1;
@@ -317,7 +317,8 @@ int compile(const CompileOptions& o) {
       (landing >= 0 ? "fp32 master weights, two AdamW moments, a gradient landing buffer of " +
                           mib(4.0 * checkedNumel(plan.host_tensors(landing).shape(), "landing"))
                     : std::string("fp32 master weights, gradients, two AdamW moments")) +
-      (activation_host_bytes ? ", offloaded activations " + formatBytes(activation_host_bytes, /*exact=*/false) : "");
+      (activation_host_bytes ? ", offloaded activations " + formatBytes(activation_host_bytes, /*exact=*/false) : "") +
+      (stats.bf16_staging ? ", bf16 staging copies" : "");
   if (o.host_mem > 0 && host_bytes > o.host_mem) {
     std::fprintf(stderr,
                  "mtc: error: the plan needs %s of host memory (%.1f bytes for each of %.3f B parameters: %s) but "
@@ -402,9 +403,10 @@ int compile(const CompileOptions& o) {
                                          ? std::string("the last keeps its activations")
                                          : fmt::format("the last {} keep their activations", stages.recompute_keep));
   }
-  std::printf("  per step       %.3e FLOP; %s; h2d %s (weights cross the link %.2fx), d2h %s; activations moved %s\n",
+  std::printf("  per step       %.3e FLOP; %s; h2d %s (weights cross the link %.2fx%s), d2h %s; activations moved %s\n",
               stats.flops, forward_runs.c_str(), mib(stats.h2d_bytes).c_str(),
-              stats.param_bytes ? double(stats.weight_h2d_bytes) / stats.param_bytes : 0.0,
+              stats.num_params ? double(stats.weight_h2d_numel) / stats.num_params : 0.0,
+              stats.bf16_staging ? ", as bf16" : "",
               mib(stats.d2h_bytes).c_str(),
               stats.activation_bytes
                   ? (formatBytes(stats.activation_bytes, /*exact=*/false) + " (kept ones offloaded to the host and back" +
@@ -420,6 +422,22 @@ int compile(const CompileOptions& o) {
                 names.c_str(), (long long)stages.vocab_chunks,
                 (long long)((emit.vocab + stages.vocab_chunks - 1) / stages.vocab_chunks),
                 o.vocab_chunks > 0 ? "--vocab-chunks" : "the fewest that fit --device-mem");
+  }
+  if (stats.bf16_staging)
+    std::printf("  staging        the weights cross the link as bf16 copies of the fp32 master (rounded to nearest "
+                "even on the host whenever it changes, widened on the device): half the bytes, and the forward and "
+                "backward see bf16-rounded weights; master, moments and gradients stay fp32 (--stream-dtype bf16)\n");
+  if (stages.host_embedding) {
+    std::string tables;
+    func::FuncOp func = getModelFunction(*module);
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (auto table = func.getArgAttrOfType<StringAttr>(i, kEmbeddedTokensAttr))
+        tables += (tables.empty() ? "" : ", ") + table.getValue().str();
+    std::printf("  embedding      the tokens looked up in %s on the host, its gradient scatter-added there (%s): "
+                "the tokens' rows cross the link, %s per step each way, not the table\n",
+                tables.c_str(), o.embedding == "host" ? "--embedding host" : "the vocabulary split needs the tied "
+                "head's weight read by the head alone",
+                formatBytes(stats.token_row_bytes / 2, /*exact=*/false).c_str());
   }
   if (auto pinned = getModelFunction(*module)->getAttrOfType<IntegerAttr>(kPinnedBytesAttr))
     std::printf("  shared weights %s used by blocks far apart (a tied embedding and LM head) stay on the device "

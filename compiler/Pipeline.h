@@ -9,8 +9,9 @@
 namespace mt {
 
 // The stages --emit can stop after, in pipeline order.
-inline constexpr const char* kStages[] = {"input",       "fuse",      "attach-loss", "autodiff", "partition",
-                                          "split-vocab", "recompute", "schedule",    "memory"};
+inline constexpr const char* kStages[] = {"input",          "fuse",        "attach-loss", "autodiff",
+                                          "partition",      "host-embedding", "split-vocab", "recompute",
+                                          "schedule",       "memory"};
 
 struct CompileOptions {
   std::string model;            // a preset name or a .mlir file
@@ -30,6 +31,8 @@ struct CompileOptions {
   std::string update = "auto";    // deferred, on-arrival, or auto (by host_mem)
   int64_t vocab_chunks = 0;       // the LM head in this many vocabulary chunks; 0: only if the budget needs it
   std::string offload = "auto";   // kept activations on the host: auto (if the budget needs it), on, off
+  std::string embedding = "auto";  // the token lookup: device, host, or auto (host for a split tied head)
+  std::string stream_dtype = "f32";  // what the weights cross the link as: f32, or bf16 staging copies
 };
 
 // Runs the compiler; returns the process exit code (diagnostics on stderr).

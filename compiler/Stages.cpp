@@ -21,7 +21,27 @@ struct Knobs {
   bool pin_shared = false;  // streamed: weights shared across blocks stay on the device
   int64_t vocab_chunks = 1;  // the LM head's vocabulary chunks (1: not split)
   bool offload = false;      // streamed: the activations the backward reads wait on the host
+  std::string embedding = "auto";  // StageOptions::embedding
+  bool tied_head = false;    // the tokens' embedding table is the LM head's weight
+  bool bf16_staging = false;  // the weights cross the link as bf16 staging copies
+
+  bool hostEmbedding() const { return embedding == "host" || (embedding == "auto" && tied_head && vocab_chunks > 1); }
 };
+
+// Whether the LM head's weight is the table the tokens are looked up in (tied).
+bool tiedHead(func::FuncOp func) {
+  Value head;
+  func.walk([&](SoftmaxXentOp xent) {
+    if (auto product = xent.getLogits().getDefiningOp<MatmulOp>()) head = product.getRhs();
+  });
+  bool tied = false;
+  func.walk([&](EmbeddingOp lookup) {
+    auto ids = dyn_cast<BlockArgument>(lookup.getIds());
+    auto input = ids ? func.getArgAttrOfType<StringAttr>(ids.getArgNumber(), kInputAttr) : nullptr;
+    tied |= head && lookup.getTable() == head && input && input.getValue() == "tokens";
+  });
+  return tied;
+}
 
 // The passes of stage `stage` under `knobs` (possibly none).
 void addStagePasses(mlir::PassManager& pm, const std::string& stage, const Knobs& knobs) {
@@ -29,6 +49,7 @@ void addStagePasses(mlir::PassManager& pm, const std::string& stage, const Knobs
   if (stage == "attach-loss") pm.addPass(createAttachLossPass());
   if (stage == "autodiff") pm.addPass(createAutodiffPass());
   if (stage == "partition") pm.addPass(createPartitionPass());
+  if (stage == "host-embedding" && knobs.hostEmbedding()) pm.addPass(createHostEmbeddingPass());
   if (stage == "split-vocab" && knobs.vocab_chunks > 1) {
     SplitVocabPassOptions options;
     options.chunks = knobs.vocab_chunks;
@@ -45,6 +66,7 @@ void addStagePasses(mlir::PassManager& pm, const std::string& stage, const Knobs
     options.pinShared = knobs.pin_shared;
     pm.addPass(knobs.schedule == "resident" ? createScheduleResidentPass() : createScheduleStreamedPass(options));
     if (knobs.offload) pm.addPass(createOffloadActivationsPass());
+    if (knobs.bf16_staging) pm.addPass(createStageBf16Pass());
   }
   if (stage == "memory") {
     PlanMemoryPassOptions options;
@@ -199,14 +221,31 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     return result;
   }
   result.offload = options.offload == "on" && result.schedule != "resident";
+  if (options.embedding != "auto" && options.embedding != "host" && options.embedding != "device") {
+    getModelFunction(module).emitError("--embedding must be auto, host or device, not ") << options.embedding;
+    result.failed = "host-embedding";
+    return result;
+  }
+  // What every trial below starts from.
+  Knobs defaults;
+  defaults.update = update;
+  defaults.vocab_chunks = result.vocab_chunks;
+  defaults.embedding = options.embedding;
+  defaults.tied_head = tiedHead(getModelFunction(module));
+  if (options.stream_dtype != "f32" && options.stream_dtype != "bf16") {
+    getModelFunction(module).emitError("--stream-dtype must be f32 or bf16, not ") << options.stream_dtype;
+    result.failed = "schedule";
+    return result;
+  }
+  defaults.bf16_staging = options.stream_dtype == "bf16";
   const bool split_if_needed = options.vocab_chunks == 0 && options.device_mem > 0;
   if (options.schedule == "auto" && options.device_mem > 0) {
     // The first schedule, from the fastest to the most frugal, whose plan fits the budget.
     result.schedule.clear();
     for (const char* schedule : kSchedules) {
       if (update == "on-arrival" && std::string(schedule) == "resident") continue;
-      Knobs knobs{schedule, 0, update};
-      knobs.vocab_chunks = result.vocab_chunks;
+      Knobs knobs = defaults;
+      knobs.schedule = schedule;
       knobs.offload = options.offload == "on" && std::string(schedule) != "resident";
       const int64_t arena = trialArena(module, partition + 1, knobs);
       if (arena < 0) continue;
@@ -224,7 +263,8 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     if (result.schedule.empty()) {
       // The most frugal schedule, then with the vocabulary split and the activations offloaded.
       auto& [name, arena] = result.arena_by_schedule.back();
-      Knobs base{name, 0, update};
+      Knobs base = defaults;
+      base.schedule = name;
       base.offload = options.offload == "on";
       const FrugalFit fit = fitFrugal(module, partition + 1, base, arena, options.device_mem, vocab, split_if_needed,
                                       options.offload == "auto" && std::string(name) != "resident");
@@ -262,8 +302,8 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     }
   } else if (result.schedule != "resident" && options.device_mem > 0) {
     // A streamed schedule the user chose: the vocabulary split and the offload if it needs them.
-    Knobs base{result.schedule, 0, update};
-    base.vocab_chunks = result.vocab_chunks;
+    Knobs base = defaults;
+    base.schedule = result.schedule;
     base.offload = result.offload;
     const int64_t arena = trialArena(module, partition + 1, base);
     if (arena > options.device_mem) {
@@ -279,9 +319,11 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     result.failed = "schedule";
     return result;
   }
-  Knobs chosen{result.schedule, 0, update};
+  Knobs chosen = defaults;
+  chosen.schedule = result.schedule;
   chosen.vocab_chunks = result.vocab_chunks;
   chosen.offload = result.offload;
+  result.host_embedding = chosen.hostEmbedding();
   // Weights shared by blocks far apart (a tied embedding and LM head) stay on the device when
   // the budget has room: copied once per step instead of once per block region.
   if (result.schedule != "resident" && !sharedParameters(getModelFunction(module)).empty()) {

@@ -27,6 +27,13 @@ struct StageOptions {
   // The activations the backward reads kept on the host in between (mt-offload-activations):
   // "auto" (when nothing else fits the budget), "on" (streamed schedules), "off".
   std::string offload = "auto";
+  // The lookup of the tokens in their embedding table and its gradient's scatter: "device",
+  // "host" (mt-host-embedding), or "auto": on the host when the vocabulary is split and the
+  // table is tied to the LM head (the split needs the head's weight read by the head alone).
+  std::string embedding = "auto";
+  // What the parameters cross the link as: "f32" (the master weights themselves) or "bf16"
+  // (mt-stage-bf16: staging copies rounded from the master, widened on the device).
+  std::string stream_dtype = "f32";
 };
 
 struct StageResult {
@@ -37,10 +44,12 @@ struct StageResult {
   bool pin_shared = false;     // streamed: weights shared across blocks stay on the device
   int64_t vocab_chunks = 1;    // the LM head's vocabulary chunks (1: not split)
   bool offload = false;        // the kept activations offloaded to the host
+  bool host_embedding = false;  // the token embedding looked up on the host
 };
 
 // Runs the stages after "input" on `module`: fuse, attach-loss, autodiff, partition,
-// split-vocab (when the vocabulary is split), recompute (when the schedule recomputes),
+// host-embedding (when the token embedding runs on the host), split-vocab (when the vocabulary
+// is split), recompute (when the schedule recomputes),
 // schedule (with the activation offload when chosen), memory. A forward-only function (named
 // outputs, no loss) runs only schedule and memory, resident.
 StageResult runStages(mlir::ModuleOp module, const StageOptions& options);

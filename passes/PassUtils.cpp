@@ -104,14 +104,18 @@ void insertDeferredUpdates(func::FuncOp func) {
   OpBuilder b(func.getContext());
   std::set<std::string> updated;  // by name: the pieces of a parameter share one update
   for (Operation& op : llvm::make_early_inc_range(body)) {
-    auto copy = dyn_cast<H2DOp>(op);
-    auto arg = copy ? dyn_cast<BlockArgument>(copy.getInput()) : nullptr;
+    // A parameter is first read by a copy in, or by the host's token lookup in it.
+    Value read;
+    if (auto copy = dyn_cast<H2DOp>(op)) read = copy.getInput();
+    if (auto lookup = dyn_cast<HostTaskOp>(op); lookup && lookup.getKind() == "embedding_lookup")
+      read = lookup.getTensors()[2];
+    auto arg = dyn_cast_or_null<BlockArgument>(read);
     if (!arg || paramName(func, arg.getArgNumber()).empty() ||
         !updated.insert(paramName(func, arg.getArgNumber()).str()).second)
       continue;
-    b.setInsertionPoint(copy);
-    auto task = b.create<HostTaskOp>(copy.getLoc(), "adamw_previous", ValueRange{arg});
-    if (auto block = copy->getAttr(kBlockAttr)) task->setAttr(kBlockAttr, block);
+    b.setInsertionPoint(&op);
+    auto task = b.create<HostTaskOp>(op.getLoc(), "adamw_previous", ValueRange{arg});
+    if (auto block = op.getAttr(kBlockAttr)) task->setAttr(kBlockAttr, block);
   }
   b.setInsertionPointToStart(&body);
   for (Value param : parameterArguments(func))
@@ -119,18 +123,80 @@ void insertDeferredUpdates(func::FuncOp func) {
       b.create<HostTaskOp>(func.getLoc(), "adamw_previous", ValueRange{param});
 }
 
+StringRef gradientOf(func::FuncOp func, unsigned index) {
+  if (auto name = func.getResultAttrOfType<StringAttr>(index, kGradAttr)) return name.getValue();
+  if (auto name = func.getResultAttrOfType<StringAttr>(index, kGradTokensAttr)) return name.getValue();
+  return "";
+}
+
 bool completesGradient(func::FuncOp func, unsigned index) {
-  auto name = func.getResultAttrOfType<StringAttr>(index, kGradAttr);
-  if (!name) return false;
+  StringRef name = gradientOf(func, index);
+  if (name.empty()) return false;
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   Operation* mine = ret.getOperand(index).getDefiningOp();
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
-    auto other = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
-    if (i == index || !other || other != name) continue;
+    if (i == index || gradientOf(func, i) != name) continue;
     Operation* def = ret.getOperand(i).getDefiningOp();
     if (mine && def && mine->isBeforeInBlock(def)) return false;
   }
   return true;
+}
+
+BlockArgument parameterNamed(func::FuncOp func, StringRef name) {
+  for (BlockArgument arg : func.getArguments())
+    if (paramName(func, arg.getArgNumber()) == name) return arg;
+  return nullptr;
+}
+
+LogicalResult insertHostEmbeddingTasks(func::FuncOp func, ArrayRef<Value> hostResults) {
+  BlockArgument tokens;
+  for (BlockArgument arg : func.getArguments())
+    if (auto input = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kInputAttr); input && input == "tokens")
+      tokens = arg;
+  // Every table named must be a parameter, and the tokens an input.
+  auto tableParam = [&](Attribute name) -> Value {
+    return name ? parameterNamed(func, cast<StringAttr>(name).getValue()) : nullptr;
+  };
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto name = func.getArgAttr(i, kEmbeddedTokensAttr); name && (!tableParam(name) || !tokens))
+      return func.emitError("argument ") << i << " holds tokens' rows of " << name
+                                         << ": that needs a parameter of that name and a tokens input";
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (auto name = func.getResultAttr(i, kGradTokensAttr); name && (!tableParam(name) || !tokens))
+      return func.emitError("result ") << i << " holds tokens' rows of the gradient of " << name
+                                       << ": that needs a parameter of that name and a tokens input";
+  OpBuilder b(func.getContext());
+  for (BlockArgument arg : func.getArguments()) {
+    auto table = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kEmbeddedTokensAttr);
+    if (!table) continue;
+    Operation* first = nullptr;
+    for (Operation* user : arg.getUsers())
+      if (isa<H2DOp>(user) && (!first || user->isBeforeInBlock(first))) first = user;
+    if (!first) continue;
+    b.setInsertionPoint(first);
+    auto task = b.create<HostTaskOp>(first->getLoc(), "embedding_lookup",
+                                     ValueRange{arg, tokens, parameterNamed(func, table.getValue())});
+    if (auto block = first->getAttr(kBlockAttr)) task->setAttr(kBlockAttr, block);
+  }
+  for (auto [i, host] : llvm::enumerate(hostResults)) {
+    auto table = func.getResultAttrOfType<StringAttr>(i, kGradTokensAttr);
+    if (!table) continue;
+    // After the rows and the table's other gradient results (the LM head's, copied out whole
+    // over the gradient) have landed: the scatter adds onto them.
+    Operation* after = host.getDefiningOp();
+    bool accumulate = false;
+    for (unsigned j = 0; j < func.getNumResults(); ++j) {
+      if (func.getResultAttrOfType<StringAttr>(j, kGradAttr) != table) continue;
+      accumulate = true;
+      if (Operation* copy = hostResults[j].getDefiningOp(); after->isBeforeInBlock(copy)) after = copy;
+    }
+    b.setInsertionPointAfter(after);
+    auto task = b.create<HostTaskOp>(after->getLoc(), "embedding_grad",
+                                     ValueRange{parameterNamed(func, table.getValue()), tokens, host});
+    if (auto block = after->getAttr(kBlockAttr)) task->setAttr(kBlockAttr, block);
+    if (accumulate) task->setAttr(kAccumulateAttr, b.getUnitAttr());
+  }
+  return success();
 }
 
 int64_t rowBytes(RankedTensorType type) {

@@ -28,6 +28,11 @@ inline constexpr char kLossAttr[] = "mt.loss";           // result: the loss
 inline constexpr char kGradAttr[] = "mt.grad";           // result: gradient of the named param
 inline constexpr char kParamRowsKey[] = "rows";          // in mt.param of a piece: [first row, all rows]
 inline constexpr char kGradRowAttr[] = "mt.grad_row";    // result: first row of a piece's gradient
+// mt-host-embedding: the token lookup of a table parameter runs on the host.
+inline constexpr char kEmbeddedTokensAttr[] = "mt.embedded_tokens";  // arg: the step's tokens' rows of the named table
+inline constexpr char kGradTokensAttr[] = "mt.grad_tokens";  // result: per-token rows of the named table's gradient
+inline constexpr char kAccumulateAttr[] = "mt.accumulate";   // "embedding_grad" task: add to what landed before
+inline constexpr char kStagingAttr[] = "mt.staging";  // arg: the bf16 staging copy of the parameter (its mt.param)
 inline constexpr char kOffsetsAttr[] = "mt.offsets";     // op: arena offset of each result
 inline constexpr char kArenaBytesAttr[] = "mt.arena_bytes";  // func: arena size
 inline constexpr char kArenaMinBytesAttr[] = "mt.arena_min_bytes";  // func: smallest arena that works
@@ -78,15 +83,34 @@ llvm::SmallVector<mlir::Value> parameterArguments(mlir::func::FuncOp func);
 llvm::SmallVector<mlir::Value> sharedParameters(mlir::func::FuncOp func);
 
 // AdamW one step late, overlapped with the forward: an "adamw_previous" host task for every
-// parameter just before its first copy to the device (at the start if it is never copied). The
+// parameter just before its first copy to the device or host token lookup in it (at the start
+// if it has neither). The
 // host updates parameter k with the previous step's gradients while the parameters before it
 // already stream in and compute; global-norm clipping stays exact (that norm is complete).
 void insertDeferredUpdates(mlir::func::FuncOp func);
 
+// The parameter whose gradient result `index` of `func` is or adds to: its mt.grad, or its
+// mt.grad_tokens (rows scatter-added by the tokens on the host); "" for neither.
+llvm::StringRef gradientOf(mlir::func::FuncOp func, unsigned index);
+
 // Whether gradient result `index` of `func` completes its parameter's gradient: it is the one
-// result naming the parameter, or, for a parameter in row pieces (mt-split-vocab), the piece
-// gradient computed last. Host tasks on the whole gradient follow that one.
+// result naming the parameter, or, for a parameter in row pieces (mt-split-vocab) or with rows
+// by token (mt-host-embedding), the contribution computed last. Host tasks on the whole
+// gradient follow that one.
 bool completesGradient(mlir::func::FuncOp func, unsigned index);
+
+// The first argument that is parameter `name` or one of its row pieces (which stands for the
+// whole host tensor in host tasks), or null.
+mlir::BlockArgument parameterNamed(mlir::func::FuncOp func, llvm::StringRef name);
+
+// The host side of mt-host-embedding, for the schedules: before the first copy in of each
+// argument with mt.embedded_tokens, the "embedding_lookup" host task that fills it; after the
+// copy out of each mt.grad_tokens result (`hostResults[i]`) and of the table's other gradient
+// results, the "embedding_grad" task that scatter-adds it into the table's gradient (onto
+// those, mt.accumulate, where there are any). Each task takes the block of the copy it follows;
+// it comes before the tasks on the whole gradient (inserted right after the same copy).
+// Fails, with a diagnostic, where a table named is not a parameter or there is no tokens input.
+mlir::LogicalResult insertHostEmbeddingTasks(mlir::func::FuncOp func, llvm::ArrayRef<mlir::Value> hostResults);
 
 // The bytes of one row (the first dimension's step) of `type`: where row r of a row piece starts.
 int64_t rowBytes(mlir::RankedTensorType type);

@@ -57,6 +57,36 @@ def PartitionPass : Pass<"mt-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["::mt::MtDialect"];
 }
 
+def HostEmbeddingPass : Pass<"mt-host-embedding", "mlir::ModuleOp"> {
+  let summary = "Look the tokens up in the embedding table on the host, and scatter its gradient there";
+  let description = [{
+    Replaces the lookup of the `tokens` input in a (vocab, C) table parameter by a new
+    argument `{mt.embedded_tokens = "<table>"}` (the step's tokens' rows, which the host
+    fills), and the scatter of the lookup's gradient by a new result `{mt.grad_tokens =
+    "<table>"}` (the rows' gradient per token, which the host scatter-adds into the table's
+    gradient). An untied table loses its gradient result and every device use; a tied one (an
+    LM head reads it) keeps the head's gradient as its `mt.grad` result. The schedules add the
+    host tasks: `embedding_lookup` before the argument's copy in, `embedding_grad` after the
+    result's copy out. The device then holds the table only where the head reads it, and the
+    link carries tokens x C per step instead of vocab x C, both ways.
+
+    ```mlir
+    // before
+    %x = mt.embedding %tokens, %wte : tensor<8x256xi32>, tensor<512x384xf32>
+    ...
+    %dwte_e = mt.embedding_grad %tokens, %dx {vocab = 512} : tensor<8x256xi32>, tensor<8x256x384xf32>
+    %dwte = mt.add %dwte_h, %dwte_e : tensor<512x384xf32>, tensor<512x384xf32>
+    return %loss, ..., %dwte : ...            // {mt.grad = "wte"}
+    // after: %x is an argument {mt.embedded_tokens = "wte"}
+    return %loss, ..., %dwte_h, ..., %dx : ...  // {mt.grad = "wte"}, {mt.grad_tokens = "wte"}
+    ```
+
+    Needs a differentiated function (after `mt-autodiff`; before `mt-split-vocab`, which then
+    splits a tied head); a model without a token lookup in a parameter table is an error.
+  }];
+  let dependentDialects = ["::mt::MtDialect"];
+}
+
 def SplitVocabPass : Pass<"mt-split-vocab", "mlir::ModuleOp"> {
   let summary = "The LM head and its cross-entropy over chunks of the vocabulary";
   let description = [{
@@ -72,7 +102,8 @@ def SplitVocabPass : Pass<"mt-split-vocab", "mlir::ModuleOp"> {
     embedding of the same vocabulary goes the same way (`mt.embedding_chunk` from zeros,
     `mt.embedding_grad_chunk`; blocks -1 - chunks .. -2, before the prologue) unless it is read
     elsewhere. The function gets `mt.vocab_split`, the names split. A head read
-    elsewhere (tied to the embedding) is an error. Needs `mt-partition` and a differentiated
+    elsewhere (tied to an embedding on the device) is an error: `mt-host-embedding` first
+    moves a tied embedding's lookup to the host. Needs `mt-partition` and a differentiated
     function; `chunks` <= 1 leaves the function alone.
   }];
   let options = [
@@ -139,6 +170,32 @@ def OffloadActivationsPass : Pass<"mt-offload-activations", "mlir::ModuleOp"> {
     are prefetched). Its device bytes live only through its forward uses. A use too close for
     the round trip keeps the device value. The function gets `mt.activation_bytes`: the bytes
     moved per step, both ways. Needs a streamed schedule (after mt-schedule-streamed).
+  }];
+  let dependentDialects = ["::mt::MtDialect"];
+}
+
+def StageBf16Pass : Pass<"mt-stage-bf16", "mlir::ModuleOp"> {
+  let summary = "Stream every weight as a bf16 copy of its fp32 master, widened on the device";
+  let description = [{
+    Replaces each copy of a parameter to the device (`mt.h2d` of an f32 `mt.param` argument)
+    by a copy of a new argument `{mt.staging = <the parameter's mt.param>}` of the same shape in
+    bf16 — the host's staging copy, which the runtime rounds from the fp32 master (to nearest
+    even) whenever the master changes — and an `mt.widen` to f32 right before the copy's first
+    use. Half the bytes cross the link; the forward and backward see bf16-rounded weights; the
+    master weights, the AdamW moments and the gradients stay fp32.
+
+    ```mlir
+    // before
+    %w = mt.h2d %arg1 {mt.block = 0 : i64} : tensor<4x4xf32>
+    %y = mt.matmul %x, %w {mt.block = 1 : i64} : ...
+    // after: %arg5 is {mt.staging = {name = "w", ...}} : tensor<4x4xbf16>
+    %h = mt.h2d %arg5 {mt.block = 0 : i64} : tensor<4x4xbf16>
+    %w = mt.widen %h {mt.block = 1 : i64} : tensor<4x4xbf16> -> tensor<4x4xf32>
+    %y = mt.matmul %x, %w {mt.block = 1 : i64} : ...
+    ```
+
+    Needs a scheduled function (after `mt-schedule-resident` or `mt-schedule-streamed`),
+    before `mt-plan-memory`.
   }];
   let dependentDialects = ["::mt::MtDialect"];
 }

@@ -134,6 +134,20 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
       pieceOf[ret.getOperand(i)] = piece;
       wholeBytes[piece.param] = std::max(wholeBytes[piece.param], piece.offset + tensorBytes(type));
     }
+    // The token embedding's gradient on the host (mt-host-embedding) lands in the whole
+    // gradient too: scatter-added onto the head's pieces (tied), or from zeros (untied).
+    auto tableOf = [&](Operation& op) -> BlockArgument {
+      auto task = dyn_cast<HostTaskOp>(op);
+      return task && task.getKind() == "embedding_grad" ? cast<BlockArgument>(task.getTensors()[0]) : nullptr;
+    };
+    for (Operation& op : body) {
+      // A piece stands for a table split by mt-split-vocab: the pieces' results give its size.
+      BlockArgument table = tableOf(op);
+      auto param = table ? func.getArgAttrOfType<DictionaryAttr>(table.getArgNumber(), kParamAttr) : nullptr;
+      if (!param || param.get(kParamRowsKey)) continue;
+      const std::string name = paramName(func, table.getArgNumber()).str();
+      wholeBytes[name] = std::max(wholeBytes[name], tensorBytes(table.getType()));
+    }
     std::map<std::string, int64_t> freeAt;  // parameter -> position after which its gradient's bytes are free
     for (Operation& op : body) {
       auto task = dyn_cast<HostTaskOp>(op);
@@ -151,16 +165,21 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     std::multimap<int64_t, Value> dying;
     Builder b(func.getContext());
     for (Operation& op : body) {
-      auto copy = dyn_cast<D2HOp>(op);
-      auto piece = copy ? pieceOf.find(copy.getResult()) : pieceOf.end();
-      if (piece != pieceOf.end() && freeAt.count(piece->second.param)) {
-        const std::string& param = piece->second.param;
-        auto [first, isFirst] = firstLanded.emplace(param, copy.getResult());
+      // What lands: a gradient (piece) copied out, at its rows' offset, or the tokens' rows
+      // scatter-added by the host, over the whole gradient.
+      Value landed;
+      Piece piece;
+      if (auto copy = dyn_cast<D2HOp>(op); copy && pieceOf.count(copy.getResult()))
+        landed = copy.getResult(), piece = pieceOf[landed];
+      if (BlockArgument table = tableOf(op))
+        landed = cast<HostTaskOp>(op).getTensors()[2], piece = Piece{paramName(func, table.getArgNumber()).str(), 0};
+      if (landed && freeAt.count(piece.param)) {
+        auto [first, isFirst] = firstLanded.emplace(piece.param, landed);
         if (isFirst) {
-          offsets[copy.getResult()] = landing.allocate(wholeBytes[param]);
-          dying.emplace(freeAt[param], copy.getResult());
+          offsets[landed] = landing.allocate(wholeBytes[piece.param]);
+          dying.emplace(freeAt[piece.param], landed);
         }
-        op.setAttr(kLandingOffsetAttr, b.getI64IntegerAttr(offsets[first->second] + piece->second.offset));
+        op.setAttr(kLandingOffsetAttr, b.getI64IntegerAttr(offsets[first->second] + piece.offset));
       }
       releaseUntil(position[&op], dying, landing, offsets);
     }

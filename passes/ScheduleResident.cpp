@@ -54,7 +54,9 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
     }
     if (!hostGrads.empty()) b.create<HostTaskOp>(ret.getLoc(), "grad_norm", hostGrads);
     ret->setOperands(hostResults);
-    if (!forward) insertDeferredUpdates(func);
+    if (forward) return;
+    if (failed(insertHostEmbeddingTasks(func, hostResults))) return signalPassFailure();
+    insertDeferredUpdates(func);
   }
 };
 

@@ -107,8 +107,7 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
         if (def) norm->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
       }
       if (update == "on-arrival") {
-        auto name = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
-        Value param = name ? paramByName[name.getValue().str()] : nullptr;
+        Value param = paramByName[gradientOf(func, i).str()];
         if (!param) {
           func.emitError("result ") << i << " is not the gradient of a parameter";
           return signalPassFailure();
@@ -118,6 +117,7 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       }
     }
     ret->setOperands(hostResults);
+    if (failed(insertHostEmbeddingTasks(func, hostResults))) return signalPassFailure();
     if (update == "deferred") insertDeferredUpdates(func);
     if (pinned_bytes) func->setAttr(kPinnedBytesAttr, b.getI64IntegerAttr(pinned_bytes));
   }

@@ -185,7 +185,8 @@ LogicalResult splitHead(func::FuncOp func, int64_t chunks, int64_t& vocab) {
     }
     if (isa<func::ReturnOp>(user)) continue;
     user->emitError("reads the LM head '") << name << "' as a whole (a tied embedding?): the vocabulary split "
-                                           << "needs an untied head (mtc --untied)";
+                                           << "needs an untied head (mtc --untied) or the token embedding on the "
+                                           << "host (mtc --embedding host)";
     return failure();
   }
   vocab = cast<RankedTensorType>(weight.getType()).getDimSize(0);

@@ -112,7 +112,7 @@ void CpuBackend::execute(int stream, size_t index) {
     std::memcpy(c->dst, c->src, c->bytes);
   } else {
     const auto& task = std::get<HostTaskOp>(op);
-    optimizer_.run(task.kind, task.tensors);
+    optimizer_.run(task.kind, task.tensors, task.accumulate);
   }
   interval.end_us = sinceStepStart();
 }

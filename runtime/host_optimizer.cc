@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/embedding/embedding.h"
 #include "runtime/error.h"
 #include "runtime/verifier.h"
 
@@ -24,7 +25,16 @@ void HostOptimizer::beginStep(const StepOptions& options) {
   updated_ = false;
 }
 
-void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tensors) {
+void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tensors, bool accumulate) {
+  // The token embedding runs whatever the update does: the step's forward and gradient need it.
+  if (kind == plan::HostTask::EMBEDDING_LOOKUP) {
+    embedding_lookup_host(hostTensor(tensors[1]), hostTensor(tensors[2]), hostTensor(tensors[0]));
+    return;
+  }
+  if (kind == plan::HostTask::EMBEDDING_GRAD) {
+    embedding_grad_host(hostTensor(tensors[1]), hostTensor(tensors[2]), hostTensor(tensors[0]), accumulate);
+    return;
+  }
   if (kind == plan::HostTask::GRAD_NORM) {
     for (int g : tensors) addNorm(g, sum_squares_cpu(store_.f32(g), store_.numel(g)));
     return;
@@ -87,10 +97,21 @@ void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
     }
     // No clipping: the norm is not complete yet.
     const double sum = adamw_with_norm_cpu(store_.f32(param), g, store_.f32(store_.moment1Of(param)),
-                                           store_.f32(store_.moment2Of(param)), n, forParam(param, options_.adamw));
+                                           store_.f32(store_.moment2Of(param)), n, forParam(param, options_.adamw),
+                                           staging(param));
     updated_ = true;
     addNorm(grad, sum);
   }
+}
+
+uint16_t* HostOptimizer::staging(int param) const {
+  const int s = store_.stagingOf(param);
+  return s >= 0 ? static_cast<uint16_t*>(store_.data(s)) : nullptr;
+}
+
+Tensor HostOptimizer::hostTensor(int index) const {
+  const auto& t = plan_.host_tensors(index);
+  return Tensor{store_.data(index), {t.shape().begin(), t.shape().end()}, static_cast<DType>(t.dtype())};
 }
 
 void HostOptimizer::addNorm(int grad, double sum_squares) {
@@ -107,7 +128,7 @@ AdamWParams HostOptimizer::forParam(int param, const AdamWParams& adamw) const {
 void HostOptimizer::update(const std::vector<int>& params, const AdamWParams& adamw) {
   for (int param : params)
     adamw_cpu(store_.f32(param), store_.f32(store_.gradOf(param)), store_.f32(store_.moment1Of(param)),
-              store_.f32(store_.moment2Of(param)), store_.numel(param), forParam(param, adamw));
+              store_.f32(store_.moment2Of(param)), store_.numel(param), forParam(param, adamw), staging(param));
 }
 
 }  // namespace mt

@@ -1,9 +1,10 @@
 // The host side of a training step, the same for every backend: the host stream's tasks
-// (each gradient's share of the global norm, AdamW now, one step late, or as gradients land)
-// and the step's result.
+// (each gradient's share of the global norm, AdamW now, one step late, or as gradients land;
+// the token embedding's lookup and gradient) and the step's result.
 #pragma once
 #include <vector>
 
+#include "kernels/kernel_args.h"
 #include "runtime/backend.h"
 
 namespace mt {
@@ -16,8 +17,8 @@ class HostOptimizer {
 
   // Before the streams run: throws if the options ask for what the plan cannot do.
   void beginStep(const StepOptions& options);
-  // One host task, on the host stream.
-  void run(plan::HostTask::Kind kind, const std::vector<int>& tensors);
+  // One host task, on the host stream (`accumulate`: HostTask.accumulate).
+  void run(plan::HostTask::Kind kind, const std::vector<int>& tensors, bool accumulate = false);
   // After every stream finished: the step's loss, norm and NaN report; leaves this step's
   // update pending if the plan defers it.
   StepResult endStep();
@@ -34,6 +35,10 @@ class HostOptimizer {
   void addNorm(int grad, double sum_squares);
   // NORM_AND_ADAMW_ON_ARRIVAL: each gradient's norm share and its update in one pass.
   void normAndUpdate(const std::vector<int>& params);
+  // Host tensor `index` as a kernel operand.
+  Tensor hostTensor(int index) const;
+  // The bf16 staging copy of `param` that its update rounds into, or null.
+  uint16_t* staging(int param) const;
 
   const plan::Plan& plan_;
   HostStore& store_;

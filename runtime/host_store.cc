@@ -6,6 +6,7 @@
 #include <fstream>
 #include <new>
 
+#include "kernels/elementwise/elementwise.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 #include "runtime/verifier.h"
@@ -70,6 +71,7 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
   grad_of_.assign(n, -1);
   m1_of_.assign(n, -1);
   m2_of_.assign(n, -1);
+  staging_of_.assign(n, -1);
   const int landing = gradLandingTensor(plan);
   for (int i = 0; i < n; ++i) {
     const auto& t = plan.host_tensors(i);
@@ -82,6 +84,7 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
       case plan::ROLE_GRAD: grad_of_[t.param_index()] = i; break;
       case plan::ROLE_MOMENT1: m1_of_[t.param_index()] = i; break;
       case plan::ROLE_MOMENT2: m2_of_[t.param_index()] = i; break;
+      case plan::ROLE_STAGING: staging_of_[t.param_index()] = i; break;
       case plan::ROLE_TOKENS: tokens_ = i; break;
       case plan::ROLE_TARGETS: targets_ = i; break;
       case plan::ROLE_LOSS: loss_ = i; break;
@@ -129,6 +132,11 @@ void HostStore::initialize(uint64_t seed) {
       std::memset(data(i), 0, bytes(i));
     }
   }
+  for (int p : params_) refreshStaging(p);
+}
+
+void HostStore::refreshStaging(int param) {
+  if (const int s = staging_of_[param]; s >= 0) round_to_bf16(f32(param), static_cast<uint16_t*>(data(s)), numel_[param]);
 }
 
 int HostStore::find(plan::HostRole role, const std::string& name) const {
@@ -143,6 +151,7 @@ void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::Ho
     if (std::find(roles.begin(), roles.end(), t.role()) == roles.end()) continue;
     const auto& entry = file.f32(t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end()));
     std::memcpy(data(i), entry.data, entry.bytes);
+    if (t.role() == plan::ROLE_PARAM) refreshStaging(i);
   }
 }
 

@@ -47,6 +47,11 @@ class HostStore {
   int gradOf(int param) const { return grad_of_[param]; }
   int moment1Of(int param) const { return m1_of_[param]; }
   int moment2Of(int param) const { return m2_of_[param]; }
+  // The bf16 staging copy of `param` (ROLE_STAGING), or -1.
+  int stagingOf(int param) const { return staging_of_[param]; }
+  // Rounds parameter `param`'s master weights into its staging copy, if it has one: after
+  // the initializers and a load (an update rounds its chunks itself: adamw_cpu's `staging`).
+  void refreshStaging(int param);
   int tokens() const { return tokens_; }
   int targets() const { return targets_; }
   int loss() const { return loss_; }  // -1 in a forward-only plan
@@ -69,7 +74,7 @@ class HostStore {
   std::vector<std::unique_ptr<std::byte[], FreeDeleter>> tensors_;  // page-aligned; null for views
   std::vector<std::byte*> data_;  // each tensor's bytes: its own, or a view (landing gradients)
   std::vector<int64_t> numel_;
-  std::vector<int> params_, grad_of_, m1_of_, m2_of_;
+  std::vector<int> params_, grad_of_, m1_of_, m2_of_, staging_of_;
   int tokens_ = -1, targets_ = -1, loss_ = -1;
   int64_t num_params_ = 0, total_bytes_ = 0;
 };

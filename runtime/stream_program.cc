@@ -28,8 +28,9 @@ std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStor
         case plan::Instruction::kRecordEvent: program.push_back(RecordOp{in.record_event()}); break;
         case plan::Instruction::kWaitEvent: program.push_back(WaitOp{in.wait_event()}); break;
         case plan::Instruction::kHostTask:
-          program.push_back(HostTaskOp{in.host_task().kind(), {in.host_task().tensors().begin(),
-                                                               in.host_task().tensors().end()}});
+          program.push_back(HostTaskOp{in.host_task().kind(),
+                                       {in.host_task().tensors().begin(), in.host_task().tensors().end()},
+                                       in.host_task().accumulate()});
           break;
         default: throw Error("internal: an unverified plan given to a backend");
       }

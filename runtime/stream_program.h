@@ -29,6 +29,7 @@ struct WaitOp {
 struct HostTaskOp {
   plan::HostTask::Kind kind;
   std::vector<int> tensors;
+  bool accumulate = false;  // EMBEDDING_GRAD
 };
 using Op = std::variant<KernelOp, CopyOp, RecordOp, WaitOp, HostTaskOp>;
 

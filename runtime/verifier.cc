@@ -1,5 +1,6 @@
 #include "runtime/verifier.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -22,6 +23,7 @@ std::string where(int stream, int instr) {
 void verifyHostTensors(const plan::Plan& plan) {
   std::map<plan::HostRole, int> singletons;
   std::set<std::pair<plan::HostRole, std::string>> io_names;
+  std::map<int, int> staged;  // parameter -> its staging copies
   for (int i = 0; i < plan.host_tensors_size(); ++i) {
     const auto& t = plan.host_tensors(i);
     const std::string what = "host tensor " + std::to_string(i) + " '" + t.name() + "'";
@@ -38,15 +40,19 @@ void verifyHostTensors(const plan::Plan& plan) {
         break;
       case plan::ROLE_GRAD:
       case plan::ROLE_MOMENT1:
-      case plan::ROLE_MOMENT2: {
+      case plan::ROLE_MOMENT2:
+      case plan::ROLE_STAGING: {
         const int p = t.param_index();
         if (p < 0 || p >= plan.host_tensors_size() ||
             plan.host_tensors(p).role() != plan::ROLE_PARAM)
           fail(what + " refers to parameter index " + std::to_string(p) + ", not a parameter");
-        if (t.dtype() != plan::DTYPE_F32 ||
+        const auto dtype = t.role() == plan::ROLE_STAGING ? plan::DTYPE_BF16 : plan::DTYPE_F32;
+        if (t.dtype() != dtype ||
             !std::equal(t.shape().begin(), t.shape().end(), plan.host_tensors(p).shape().begin(),
                         plan.host_tensors(p).shape().end()))
-          fail(what + " must be f32 with the shape of its parameter");
+          fail(what + " must be " + (dtype == plan::DTYPE_BF16 ? "bf16" : "f32") + " with the shape of its parameter");
+        if (t.role() == plan::ROLE_STAGING && ++staged[p] > 1)
+          fail("parameter '" + plan.host_tensors(p).name() + "' has two staging copies");
         break;
       }
       case plan::ROLE_TOKENS:
@@ -71,6 +77,9 @@ void verifyHostTensors(const plan::Plan& plan) {
         break;
       case plan::ROLE_ACTIVATION:
         if (t.dtype() != plan::DTYPE_F32) fail(what + ": offloaded activations must be f32");
+        break;
+      case plan::ROLE_TOKEN_ROWS:
+        if (t.dtype() != plan::DTYPE_F32) fail(what + ": the tokens' rows of an embedding must be f32");
         break;
       case plan::ROLE_GRAD_LANDING:
         if (t.dtype() != plan::DTYPE_F32 || t.shape_size() != 1) fail(what + " must be a 1-D f32 buffer");
@@ -159,9 +168,35 @@ void verifyCopy(const plan::Plan& plan, const plan::Copy& copy, const std::strin
 
 // `normed`: the gradients whose norm share an earlier task of the stream took; this task's are
 // added (a GRAD_NORM's, or a NORM_AND_ADAMW_ON_ARRIVAL's parameters' gradients).
+// EMBEDDING_LOOKUP / EMBEDDING_GRAD: [rows, ids, table] / [table's gradient, ids, rows].
+void verifyEmbeddingTask(const plan::Plan& plan, const plan::HostTask& task, const std::string& at) {
+  const bool lookup = task.kind() == plan::HostTask::EMBEDDING_LOOKUP;
+  const std::string kind = plan::HostTask::Kind_Name(task.kind());
+  if (task.tensors_size() != 3) fail(at + ": " + kind + " takes 3 host tensors");
+  for (uint32_t t : task.tensors())
+    if (t >= static_cast<uint32_t>(plan.host_tensors_size())) fail(at + ": " + kind + " operand out of range");
+  const auto& table = plan.host_tensors(task.tensors(lookup ? 2 : 0));
+  const auto& ids = plan.host_tensors(task.tensors(1));
+  const auto& rows = plan.host_tensors(task.tensors(lookup ? 0 : 2));
+  if (table.role() != (lookup ? plan::ROLE_PARAM : plan::ROLE_GRAD) || ids.role() != plan::ROLE_TOKENS ||
+      rows.role() != plan::ROLE_TOKEN_ROWS)
+    fail(at + ": " + kind + " needs " + (lookup ? "rows, tokens and a parameter" : "a gradient, tokens and rows") +
+         " (host tensor roles)");
+  std::vector<int64_t> expected(ids.shape().begin(), ids.shape().end());
+  expected.push_back(table.shape_size() == 2 ? table.shape(1) : -1);
+  if (table.dtype() != plan::DTYPE_F32 || ids.dtype() != plan::DTYPE_I32 || rows.dtype() != plan::DTYPE_F32 ||
+      !std::equal(expected.begin(), expected.end(), rows.shape().begin(), rows.shape().end()))
+    fail(at + ": " + kind + " of '" + table.name() + "': the rows '" + rows.name() +
+         "' must be f32 of the tokens' shape + [C] of an f32 (V, C) table");
+  if (lookup && task.accumulate()) fail(at + ": EMBEDDING_LOOKUP does not accumulate");
+}
+
 void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool norm_seen, std::set<uint32_t>& normed,
                     const std::string& at) {
   if (!plan::HostTask::Kind_IsValid(task.kind())) fail(at + ": unknown host task");
+  if (task.kind() == plan::HostTask::EMBEDDING_LOOKUP || task.kind() == plan::HostTask::EMBEDDING_GRAD)
+    return verifyEmbeddingTask(plan, task, at);
+  if (task.accumulate()) fail(at + ": only EMBEDDING_GRAD accumulates");
   const auto wanted = task.kind() == plan::HostTask::GRAD_NORM ? plan::ROLE_GRAD : plan::ROLE_PARAM;
   for (uint32_t t : task.tensors()) {
     if (t >= static_cast<uint32_t>(plan.host_tensors_size()) || plan.host_tensors(t).role() != wanted)
@@ -241,6 +276,10 @@ int gradLandingTensor(const plan::Plan& plan) {
   return -1;
 }
 
+bool updatesParameters(plan::HostTask::Kind kind) {
+  return kind == plan::HostTask::ADAMW || kind == plan::HostTask::ADAMW_PREVIOUS || updatesOnArrival(kind);
+}
+
 bool updatesOnArrival(plan::HostTask::Kind kind) {
   return kind == plan::HostTask::ADAMW_ON_ARRIVAL || kind == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL;
 }
@@ -248,7 +287,7 @@ bool updatesOnArrival(plan::HostTask::Kind kind) {
 plan::HostTask::Kind planUpdateKind(const plan::Plan& plan) {
   for (const auto& s : plan.streams())
     for (const auto& in : s.instructions())
-      if (in.has_host_task() && in.host_task().kind() != plan::HostTask::GRAD_NORM) return in.host_task().kind();
+      if (in.has_host_task() && updatesParameters(in.host_task().kind())) return in.host_task().kind();
   return plan::HostTask::ADAMW;
 }
 
@@ -326,7 +365,7 @@ void verifyPlanContents(const plan::Plan& plan) {
           if (!training) fail(at + ": a host task in a forward-only plan");
           verifyHostTask(plan, in.host_task(), norm_seen, normed, at);
           norm_seen |= in.host_task().kind() == plan::HostTask::GRAD_NORM;
-          if (in.host_task().kind() != plan::HostTask::GRAD_NORM) {
+          if (updatesParameters(in.host_task().kind())) {
             update_kinds.insert(in.host_task().kind());
             if (update_kinds.size() > 1) fail(at + ": AdamW tasks of two kinds: a plan updates in one way");
             for (uint32_t p : in.host_task().tensors())

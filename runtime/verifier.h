@@ -22,6 +22,8 @@ int gradLandingTensor(const plan::Plan& plan);
 plan::HostTask::Kind planUpdateKind(const plan::Plan& plan);
 // Whether `kind` updates each parameter as its gradient lands (no global-norm clipping).
 bool updatesOnArrival(plan::HostTask::Kind kind);
+// Whether `kind` is an AdamW task (not the norm, not the host's token embedding).
+bool updatesParameters(plan::HostTask::Kind kind);
 
 // Bytes of host memory the plan's host tensors take (views into the landing buffer not
 // counted twice): what the host store allocates.

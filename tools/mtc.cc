@@ -64,9 +64,23 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--vocab-chunks", o.vocab_chunks,
                  "the LM head and its loss, and the token embedding, over this many vocabulary chunks, each "
-                 "streamed in as its own block (neither the tables nor the logits on the device whole; needs an "
-                 "untied head); 0: as few as --device-mem needs (none when the head fits), 1: never")
+                 "streamed in as its own block (neither the tables nor the logits on the device whole; a head "
+                 "tied to the embedding takes --embedding host); 0: as few as --device-mem needs (none when the "
+                 "head fits), 1: never")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--embedding", o.embedding,
+                 "where the tokens are looked up in their embedding table and its gradient is scatter-added: "
+                 "device, host (the link carries the tokens' rows, not the table; the device never holds it for "
+                 "the lookup), or auto: host when the vocabulary is split and the table is the tied LM head's")
+      ->check(CLI::IsMember({"auto", "host", "device"}))
+      ->capture_default_str();
+  app.add_option("--stream-dtype", o.stream_dtype,
+                 "what the weights cross the link as: f32 (the fp32 master weights: full precision) or bf16 "
+                 "(staging copies rounded from the master, widened on the device: half the link bytes, 2 more host "
+                 "bytes/param, the forward and backward see bf16-rounded weights; the master, moments and gradients "
+                 "stay fp32)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   app.add_option("--offload-activations", o.offload,
                  "keep the activations the backward reads (block inputs) on the host in between, copied out "

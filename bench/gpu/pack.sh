@@ -28,6 +28,12 @@ done
 # The LM head in vocabulary chunks (a budget the whole head does not fit: 8 chunks).
 build/bin/mtc llama-tiny --layers 4 --width 64 --ffn 256 --vocab 4096 --batch 4 --seq 32 --device-mem 2MiB --no-weights \
   -o .gpu/plans/llama-tiny-split.plan >/dev/null
+# A tied head in vocabulary chunks, its token embedding on the host (host lookup and scatter).
+build/bin/mtc llama-tiny --tied --layers 4 --width 64 --ffn 256 --vocab 4096 --batch 4 --seq 32 --device-mem 2MiB \
+  --no-weights -o .gpu/plans/llama-tiny-tied-split.plan >/dev/null
+# Weights streamed as bf16 staging copies, widened on the device.
+build/bin/mtc llama-tiny --batch 4 --seq 32 --device-mem 1300KiB --stream-dtype bf16 --no-weights \
+  -o .gpu/plans/llama-tiny-bf16.plan >/dev/null
 # The kept activations offloaded to the host (copied out on the d2h stream, back on the h2d one).
 build/bin/mtc llama-tiny --batch 4 --seq 32 --schedule streamed-recompute --offload-activations on --no-weights \
   -o .gpu/plans/llama-tiny-offload.plan >/dev/null
@@ -36,7 +42,10 @@ build/bin/mtc llama-tiny --batch 4 --seq 32 --schedule streamed-recompute --offl
 # machine's 128 GiB of host memory holds (on-arrival update: 12 bytes/param).
 # llama-1b-untied: its own LM head (128256 x 2048), whole under 8 GiB, in 4 vocabulary chunks under
 # 3 GiB (what the split costs); at context 8192 (batch 1) the head split under 4 GiB, and under 3
-# GiB the kept activations offloaded to the host as well (what the offload costs).
+# GiB the kept activations offloaded to the host as well (what the offload costs). llama-1b-8k-tied:
+# Llama 3.2 1B's own tied head at context 8192 under 3 GiB (the split with the token lookup on the
+# host; with the lookup on the device it needs at least 10.0 GiB). llama-7b-bf16: llama-7b with its
+# weights streamed as bf16 staging copies (half the h2d bytes).
 while read -r name model budget extra; do
   build/bin/mtc "$model" --device-mem "$budget" --hw h100-pcie5 $extra --no-weights \
     -o ".gpu/plans/bench-$name.plan" > ".gpu/plans/bench-$name.txt"
@@ -48,5 +57,7 @@ llama-1b-untied llama-1b 8GiB --batch 4 --seq 1024 --untied
 llama-1b-split llama-1b 3GiB --batch 4 --seq 1024 --untied
 llama-1b-8k llama-1b 4GiB --batch 1 --context 8192 --seq 8192 --untied
 llama-1b-8k-offload llama-1b 3GiB --batch 1 --context 8192 --seq 8192 --untied
+llama-1b-8k-tied llama-1b 3GiB --batch 1 --context 8192 --seq 8192
+llama-7b-bf16 llama-7b 8GiB --batch 4 --seq 1024 --update on-arrival --host-mem 110GiB --stream-dtype bf16
 LIST
 du -sh .gpu

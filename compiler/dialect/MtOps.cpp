@@ -488,6 +488,13 @@ LogicalResult CastOp::verify() {
   return success();
 }
 
+LogicalResult WidenOp::verify() {
+  auto in = getInput().getType(), out = getType();
+  if (in.getShape() != out.getShape() || !in.getElementType().isBF16())
+    return emitOpError("widens bf16 to f32 of one shape, not ") << in << " -> " << out;
+  return success();
+}
+
 static LogicalResult checkAxis(std::optional<Location> loc, int64_t axis, int64_t rank) {
   if (axis >= 0 && axis < rank) return success();
   return emitOptionalError(loc, "axis ", axis, " out of range for rank ", rank);
@@ -585,10 +592,24 @@ LogicalResult TriluOp::inferReturnTypes(MLIRContext*, std::optional<Location> lo
 }
 
 LogicalResult HostTaskOp::verify() {
-  if (getKind() != "grad_norm" && getKind() != "adamw" && getKind() != "adamw_previous" &&
-      getKind() != "adamw_on_arrival")
-    return emitOpError("kind must be \"grad_norm\", \"adamw\", \"adamw_previous\" or \"adamw_on_arrival\", got \"")
-           << getKind() << "\"";
+  const StringRef kind = getKind();
+  if (kind == "embedding_lookup" || kind == "embedding_grad") {
+    if (getTensors().size() != 3)
+      return emitOpError("\"") << kind << "\" takes 3 tensors, got " << getTensors().size();
+    auto ids = cast<RankedTensorType>(getTensors()[1].getType());
+    auto rows = cast<RankedTensorType>(getTensors()[kind == "embedding_lookup" ? 0 : 2].getType());
+    auto table = cast<RankedTensorType>(getTensors()[kind == "embedding_lookup" ? 2 : 0].getType());
+    SmallVector<int64_t> expected(ids.getShape());
+    expected.push_back(table.getRank() == 2 ? table.getDimSize(1) : -1);
+    if (!ids.getElementType().isInteger(32) || rows.getShape() != ArrayRef<int64_t>(expected))
+      return emitOpError("\"") << kind << "\" needs i32 token ids and rows of shape ids.shape + [C] of a (V, C) "
+                                << "table; got " << ids << ", " << rows << " and " << table;
+    return success();
+  }
+  if (kind != "grad_norm" && kind != "adamw" && kind != "adamw_previous" && kind != "adamw_on_arrival")
+    return emitOpError("kind must be \"grad_norm\", \"adamw\", \"adamw_previous\", \"adamw_on_arrival\", "
+                       "\"embedding_lookup\" or \"embedding_grad\", got \"")
+           << kind << "\"";
   return success();
 }
 

@@ -518,6 +518,23 @@ def Mt_CastOp : Mt_Op<"cast", [Pure, KernelOpInterface, DeclareOpInterfaceMethod
   let hasVerifier = 1;
 }
 
+def Mt_WidenOp : Mt_Op<"widen", [Pure, KernelOpInterface, DeclareOpInterfaceMethods<CostOpInterface>]> {
+  let summary = "exact bf16 -> f32 widening of a weight streamed as its bf16 staging copy";
+  let description = [{
+    Made by `mt-stage-bf16`: the weight crosses the link as the host's bf16 copy of its fp32
+    master (half the bytes) and is widened on the device before its first use.
+
+    ```mlir
+    %w_bf16 = mt.h2d %w_staging : tensor<384x384xbf16>
+    %w = mt.widen %w_bf16 : tensor<384x384xbf16> -> tensor<384x384xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Mt_SoftmaxOp : Mt_KernelOp<"softmax", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
@@ -656,7 +673,7 @@ def Mt_D2HOp : Mt_Op<"d2h", [AllTypesMatch<["input", "result"]>,
 }
 
 def Mt_HostTaskOp : Mt_Op<"host_task"> {
-  let summary = "optimizer work on the host";
+  let summary = "optimizer and token-embedding work on the host";
   let description = [{
     `grad_norm` sums the squares of host gradients into the step's global norm; `adamw`
     updates the listed parameters (function arguments) in place from their gradients. An
@@ -669,7 +686,15 @@ def Mt_HostTaskOp : Mt_Op<"host_task"> {
     grad_norm task takes that gradient), without global-norm clipping: the gradient's host bytes
     are then reused, so no per-parameter gradient is kept.
 
+    The token embedding on the host (mt-host-embedding): `embedding_lookup(%x, %tokens,
+    %table)` fills the host tensor %x (the argument the device reads the step's embedded tokens
+    from) with the table's rows of the tokens; `embedding_grad(%table, %tokens, %dx)`
+    scatter-adds the copied-out rows %dx into the table's gradient by token, onto what landed
+    there before when `mt.accumulate` is set (a tied LM head's gradient), else from zeros.
+    %table is the parameter or one of its row pieces (the task reads the whole tensor).
+
     ```mlir
+    mt.host_task "embedding_lookup"(%x, %tokens, %wte) : tensor<8x256x384xf32>, tensor<8x256xi32>, tensor<256x384xf32>
     mt.host_task "adamw_previous"(%w0) : tensor<384xf32>
     mt.host_task "grad_norm"(%g0, %g1) : tensor<384xf32>, tensor<384x384xf32>
     mt.host_task "adamw"(%w0, %w1) : tensor<384xf32>, tensor<384x384xf32>

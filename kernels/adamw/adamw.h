@@ -23,8 +23,10 @@ struct AdamWParams {
 };
 
 // Updates param, m, v in place from grad (n elements each). Vectorised and multithreaded.
+// With `staging` (n bf16 bit patterns: a parameter streamed as bf16), each updated chunk of
+// param is rounded into it while still in cache (round_to_bf16).
 void adamw_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
-               const AdamWParams& p);
+               const AdamWParams& p, uint16_t* staging = nullptr);
 
 // Sum of squares in double, deterministic for any thread count.
 double sum_squares_cpu(const float* x, int64_t n);
@@ -34,6 +36,7 @@ double sum_squares_cpu(const float* x, int64_t n);
 // they are finite, the chunk is updated while its gradient is still in cache. A chunk holding
 // NaN/Inf is left as it was (the others are updated); the sum is then not finite. For updates
 // that need no global norm first (on arrival): the gradient crosses the memory bus once, not twice.
-double adamw_with_norm_cpu(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p);
+double adamw_with_norm_cpu(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p,
+                           uint16_t* staging = nullptr);
 
 }  // namespace mt

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kernels/adamw/adamw.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace mt {
 
@@ -54,22 +55,25 @@ inline double sumSquaresRange(const float* x, int64_t begin, int64_t end) {
 // enough (256 KiB of gradient) that a chunk just summed is still in cache for its update.
 constexpr int64_t kChunk = 1 << 16;
 
-template <bool kL2>
-void adamwChunks(float* param, const float* grad, float* m, float* v, int64_t n, const Coefficients& k) {
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c) adamwRange<kL2>(param, grad, m, v, c * kChunk, std::min(n, (c + 1) * kChunk), k);
+// One chunk's update, then its bf16 staging copy (if any) from the chunk just written.
+void updateChunk(float* param, const float* grad, float* m, float* v, int64_t begin, int64_t end,
+                 const Coefficients& k, bool l2, uint16_t* staging) {
+  if (l2)
+    adamwRange<true>(param, grad, m, v, begin, end, k);
+  else
+    adamwRange<false>(param, grad, m, v, begin, end, k);
+  if (staging) round_to_bf16(param + begin, staging + begin, end - begin);
 }
 
 }  // namespace
 
 void adamw_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
-               const AdamWParams& p) {
+               const AdamWParams& p, uint16_t* staging) {
   const Coefficients k(p);
-  if (p.l2 != 0.0)
-    adamwChunks<true>(param, grad, m, v, n, k);
-  else
-    adamwChunks<false>(param, grad, m, v, n, k);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c)
+    updateChunk(param, grad, m, v, c * kChunk, std::min(n, (c + 1) * kChunk), k, p.l2 != 0.0, staging);
 }
 
 double sum_squares_cpu(const float* x, int64_t n) {
@@ -82,7 +86,8 @@ double sum_squares_cpu(const float* x, int64_t n) {
   return total;
 }
 
-double adamw_with_norm_cpu(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p) {
+double adamw_with_norm_cpu(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p,
+                           uint16_t* staging) {
   const Coefficients k(p);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(chunks, 0.0);
@@ -91,10 +96,7 @@ double adamw_with_norm_cpu(float* param, const float* grad, float* m, float* v, 
     const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
     partial[c] = sumSquaresRange(grad, begin, end);
     if (!std::isfinite(partial[c])) continue;
-    if (p.l2 != 0.0)
-      adamwRange<true>(param, grad, m, v, begin, end, k);
-    else
-      adamwRange<false>(param, grad, m, v, begin, end, k);
+    updateChunk(param, grad, m, v, begin, end, k, p.l2 != 0.0, staging);
   }
   double total = 0.0;  // non-negative partials: not finite exactly when one is not
   for (double s : partial) total += s;

@@ -4,6 +4,7 @@
 //   mt.sum_to:    out = x summed down to out's shape, which broadcasts to x's (numpy rules)
 //   mt.fill:      out = value                            float attrs: [value]
 //   mt.transpose: out = x permuted                       int attrs: the permutation
+//   mt.widen:     out (f32) = x (bf16), exact: a weight streamed as its bf16 staging copy
 #pragma once
 #include "kernels/kernel_args.h"
 
@@ -20,6 +21,12 @@ std::string fill_check(const KernelArgs& args);
 void fill_cpu(const KernelArgs& args);
 std::string transpose_check(const KernelArgs& args);
 void transpose_cpu(const KernelArgs& args);
+std::string widen_check(const KernelArgs& args);
+void widen_cpu(const KernelArgs& args);
+
+// The host's side of bf16 staging: `n` floats rounded to bf16 (to nearest, ties to even; NaN
+// stays NaN), the bit patterns mt.widen reads back.
+void round_to_bf16(const float* x, uint16_t* out, int64_t n);
 
 // CUDA twins (kernels/elementwise/elementwise_cuda.cu), built when CUDA is enabled.
 void add_cuda(const KernelArgs& args, const CudaLaunch& launch);
@@ -28,4 +35,5 @@ void scale_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void sum_to_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void fill_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void transpose_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void widen_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/broadcast.h"
 #include "kernels/elementwise/elementwise.h"
@@ -142,6 +143,34 @@ void transpose_cpu(const KernelArgs& args) {
       rem /= out.shape[i];
     }
     std::copy(src + offset * elem, src + (offset + 1) * elem, dst + o * elem);
+  }
+}
+
+std::string widen_check(const KernelArgs& args) {
+  MT_CHECK(expectDType(args.in[0], DType::BF16, "widen input"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "widen result"));
+  return expectShape(args.out[0], args.in[0].shape, "widen result");
+}
+
+void widen_cpu(const KernelArgs& args) {
+  const auto* x = static_cast<const uint16_t*>(args.in[0].data);
+  uint32_t* out = static_cast<uint32_t*>(args.out[0].data);
+  const int64_t n = args.in[0].numel();
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(x[i]) << 16;
+}
+
+void round_to_bf16(const float* x, uint16_t* out, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it one (quiet), whatever its payload
+      out[i] = static_cast<uint16_t>((bits >> 16) | 0x0040u);
+      continue;
+    }
+    bits += 0x7fffu + ((bits >> 16) & 1u);  // to nearest, ties to even; overflow rounds to Inf
+    out[i] = static_cast<uint16_t>(bits >> 16);
   }
 }
 

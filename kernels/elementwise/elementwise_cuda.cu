@@ -38,6 +38,10 @@ __global__ void fillKernel(float* __restrict__ out, int64_t n, float value) {
   MT_GRID_STRIDE(i, n) out[i] = value;
 }
 
+__global__ void widenKernel(const uint16_t* __restrict__ x, uint32_t* __restrict__ out, int64_t n) {
+  MT_GRID_STRIDE(i, n) out[i] = static_cast<uint32_t>(x[i]) << 16;
+}
+
 // Every output element sums its input elements along the reduced dimensions, in input order.
 //   x_dims: the input shape; reduced: 1 where the output has size 1 and the input does not.
 __global__ void sumToKernel(const float* __restrict__ x, float* __restrict__ out, int64_t n_out, int rank,
@@ -110,6 +114,14 @@ void fill_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t n = args.out[0].numel();
   if (n == 0) return;
   fillKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(args.out[0].f32(), n, args.floats[0]);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void widen_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const int64_t n = args.in[0].numel();
+  if (n == 0) return;
+  widenKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(static_cast<const uint16_t*>(args.in[0].data),
+                                                            static_cast<uint32_t*>(args.out[0].data), n);
   MT_CUDA_CHECK_LAUNCH();
 }
 

@@ -23,6 +23,12 @@ void embedding_chunk_cpu(const KernelArgs& args);
 std::string embedding_grad_chunk_check(const KernelArgs& args);
 void embedding_grad_chunk_cpu(const KernelArgs& args);
 
+// The token embedding on the host (plan 1.6 host tasks EMBEDDING_LOOKUP / EMBEDDING_GRAD, run
+// by the host stream of every backend): rows = table[ids] as mt.embedding; grad[ids] += rows
+// as mt.embedding_grad, onto grad's contents if `accumulate` (else from zeros).
+void embedding_lookup_host(const Tensor& ids, const Tensor& table, const Tensor& rows);
+void embedding_grad_host(const Tensor& ids, const Tensor& rows, const Tensor& grad, bool accumulate);
+
 // CUDA twins (kernels/embedding/embedding_cuda.cu), built when CUDA is enabled.
 void embedding_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void embedding_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);

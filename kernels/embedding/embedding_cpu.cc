@@ -33,8 +33,9 @@ void lookupRows(const Tensor& ids, const Tensor& table, int64_t first, const flo
   }
 }
 
-// dtable[row] = sum of dout over the tokens whose id is first + row.
-void scatterRows(const Tensor& ids, const Tensor& dout, int64_t first, const Tensor& dtable) {
+// dtable[row] = sum of dout over the tokens whose id is first + row (added to dtable's
+// contents if `accumulate`).
+void scatterRows(const Tensor& ids, const Tensor& dout, int64_t first, const Tensor& dtable, bool accumulate = false) {
   const int64_t n = ids.numel(), rows = dtable.dim(0), width = dtable.dim(1);
   float* table = dtable.f32();
   // Parallel over column blocks: every table element accumulates its rows in token order,
@@ -43,7 +44,8 @@ void scatterRows(const Tensor& ids, const Tensor& dout, int64_t first, const Ten
 #pragma omp parallel for schedule(static)
   for (int64_t c0 = 0; c0 < width; c0 += kBlock) {
     const int64_t c1 = std::min(width, c0 + kBlock);
-    for (int64_t v = 0; v < rows; ++v) std::fill(table + v * width + c0, table + v * width + c1, 0.0f);
+    if (!accumulate)
+      for (int64_t v = 0; v < rows; ++v) std::fill(table + v * width + c0, table + v * width + c1, 0.0f);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t row = ids.i32()[i] - first;
       if (row < 0 || row >= rows) continue;
@@ -58,6 +60,14 @@ void scatterRows(const Tensor& ids, const Tensor& dout, int64_t first, const Ten
 }  // namespace
 
 void embedding_cpu(const KernelArgs& args) { lookupRows(args.in[0], args.in[1], 0, nullptr, args.out[0]); }
+
+void embedding_lookup_host(const Tensor& ids, const Tensor& table, const Tensor& rows) {
+  lookupRows(ids, table, 0, nullptr, rows);
+}
+
+void embedding_grad_host(const Tensor& ids, const Tensor& rows, const Tensor& grad, bool accumulate) {
+  scatterRows(ids, rows, 0, grad, accumulate);
+}
 
 std::string embedding_grad_check(const KernelArgs& args) {
   const Tensor &ids = args.in[0], &dout = args.in[1], &dtable = args.out[0];

@@ -2,7 +2,8 @@
 # The resident, the streamed-recompute and the on-arrival plan run clean under ThreadSanitizer
 # and still agree bit for bit: every cross-stream hazard has its event. So do the plan whose
 # kept activations wait on the host, and the LM head in vocabulary chunks (row slices of one
-# host tensor) resident and on arrival.
+# host tensor) resident and on arrival, untied and tied (its token embedding on the host), and
+# the weights streamed as bf16 staging copies resident and streamed-recompute.
 # usage: streaming_tsan.sh BIN_DIR MTRUN_TSAN WORK_DIR
 set -euo pipefail
 bin=$1 mtrun_tsan=$2 work=$3
@@ -35,8 +36,30 @@ for plan in split-resident split-arrival; do
     --grad-clip 0 >/dev/null
   sed 's/.*"loss":\([^,]*\),.*/\1/' $plan.jsonl > $plan.loss
 done
+# A tied head in vocabulary chunks, its token embedding on the host: the host looks the tokens
+# up and scatter-adds their rows' gradient onto the head's landed chunks.
+for plan in tied-resident tied-arrival; do
+  [ $plan = tied-resident ] && flags=(--schedule resident --weights wt.safetensors) ||
+    flags=(--schedule streamed-recompute --update on-arrival --no-weights)
+  "$bin/mtc" llama-tiny --tied --layers 3 --batch 2 --seq 16 --vocab-chunks 3 "${flags[@]}" -o $plan.plan >/dev/null
+  "$mtrun_tsan" $plan.plan --data corpus.tok --weights wt.safetensors --steps 3 --log $plan.jsonl --print-every 100 \
+    --grad-clip 0 >/dev/null
+  sed 's/.*"loss":\([^,]*\),.*/\1/' $plan.jsonl > $plan.loss
+done
+# Weights streamed as bf16 staging copies: the host rounds each updated master into its copy
+# while the h2d stream reads the copies of the parameters before it.
+for plan in bf16-resident bf16-streamed; do
+  [ $plan = bf16-resident ] && flags=(--schedule resident) || flags=(--schedule streamed-recompute)
+  "$bin/mtc" llama-tiny --layers 3 --batch 2 --seq 16 --stream-dtype bf16 "${flags[@]}" -o $plan.plan --no-weights \
+    >/dev/null
+  "$mtrun_tsan" $plan.plan --data corpus.tok --weights w.safetensors --steps 3 --log $plan.jsonl --print-every 100 \
+    --grad-clip 0 >/dev/null
+  sed 's/.*"loss":\([^,]*\),.*/\1/' $plan.jsonl > $plan.loss
+done
 cmp resident.loss streamed-recompute.loss || { echo "0 passed, 1 failed: losses differ"; exit 1; }
 cmp resident.loss arrival.loss || { echo "1 passed, 1 failed: on-arrival losses differ"; exit 1; }
 cmp resident.loss offload.loss || { echo "2 passed, 1 failed: offloaded losses differ"; exit 1; }
 cmp split-resident.loss split-arrival.loss || { echo "3 passed, 1 failed: vocabulary-split losses differ"; exit 1; }
+cmp tied-resident.loss tied-arrival.loss || { echo "4 passed, 1 failed: tied vocabulary-split losses differ"; exit 1; }
+cmp bf16-resident.loss bf16-streamed.loss || { echo "5 passed, 1 failed: bf16-staged losses differ"; exit 1; }
 echo "6 passed, 0 failed"

@@ -3,8 +3,9 @@
 # whole head does not fit splits them into the fewest chunks that fit, and training gives the losses and weights of the
 # unsplit model (fp32 rounding: within 1e-4 / 1e-3 relative after 10 steps); the same split
 # resident and streamed-recompute, with the deferred or the on-arrival update, agree bit for
-# bit. A tied head, a chunk count past the vocabulary and a budget even the split cannot meet
-# are refused with a message saying what to do.
+# bit. A tied head with its lookup on the device (host_embedding.sh splits one with the lookup
+# on the host), a chunk count past the vocabulary and a budget even the split cannot meet are
+# refused with a message saying what to do.
 # usage: vocab_split.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -39,8 +40,8 @@ check "split on-arrival: bit-identical losses" "cmp -s n.split.loss n.arrival.lo
 check "split on-arrival: bit-identical weights" "cmp -s n.split.safetensors n.arrival.safetensors"
 
 # Refusals: exit 1, one message that names the fix.
-"$bin/mtc" gpt2-tiny --vocab-chunks 2 -o tied.plan --no-weights > tied.txt 2>&1
-check "a tied head is refused, naming --untied" "[ $? -eq 1 ] && grep -q 'untied' tied.txt"
+"$bin/mtc" gpt2-tiny --vocab-chunks 2 --embedding device -o tied.plan --no-weights > tied.txt 2>&1
+check "a tied head with its lookup on the device is refused, naming --untied" "[ $? -eq 1 ] && grep -q 'untied' tied.txt"
 "$bin/mtc" "${shape[@]}" --vocab-chunks 5000 -o many.plan --no-weights > many.txt 2>&1
 check "more chunks than the vocabulary is refused" "[ $? -eq 1 ] && grep -q 'vocab-chunks must be between' many.txt"
 "$bin/mtc" "${shape[@]}" --device-mem 512KiB -o small.plan --no-weights > small.txt 2>&1

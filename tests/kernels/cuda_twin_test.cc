@@ -7,6 +7,7 @@
 #include "kernels/cuda_check.h"
 #include "runtime/cuda_device.h"
 #include "runtime/cuda_kernels.h"
+#include "kernels/elementwise/elementwise.h"
 #include "tests/kernels/kernel_harness.h"
 
 namespace mt::test {
@@ -96,6 +97,10 @@ TEST_F(CudaTwinTest, ElementwiseAndLayout) {
   expectTwin(KernelId::Transpose, {a}, {HostTensor::f32({70, 4, 33})}, {2, 0, 1});
   const auto x4 = randomF32({2, 5, 3, 7});
   expectTwin(KernelId::Transpose, {x4}, {HostTensor::f32({2, 3, 5, 7})}, {0, 2, 1, 3});
+  // A weight streamed as bf16 (mt-stage-bf16): exact, so tolerance 0.
+  std::vector<uint16_t> bits(4 * 33 * 70);
+  round_to_bf16(a.floats.data(), bits.data(), static_cast<int64_t>(bits.size()));
+  expectTwin(KernelId::Widen, {HostTensor::bf16({4, 33, 70}, bits)}, {out}, {}, {}, 0.0);
 }
 
 TEST_F(CudaTwinTest, Matmul) {

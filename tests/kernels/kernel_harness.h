@@ -30,6 +30,7 @@ struct HostTensor {
   DType dtype = DType::F32;
   std::vector<float> floats;
   std::vector<int32_t> ints;
+  std::vector<uint16_t> halves;  // bf16 bit patterns
 
   static HostTensor f32(Shape shape, std::vector<float> data = {}) {
     HostTensor t{std::move(shape), DType::F32, std::move(data), {}};
@@ -39,11 +40,16 @@ struct HostTensor {
   static HostTensor i32(Shape shape, std::vector<int32_t> data) {
     return HostTensor{std::move(shape), DType::I32, {}, std::move(data)};
   }
+  static HostTensor bf16(Shape shape, std::vector<uint16_t> bits) {
+    return HostTensor{std::move(shape), DType::BF16, {}, {}, std::move(bits)};
+  }
   Tensor view() {
     Tensor t;
     t.shape = shape;
     t.dtype = dtype;
-    t.data = dtype == DType::I32 ? static_cast<void*>(ints.data()) : static_cast<void*>(floats.data());
+    t.data = dtype == DType::I32    ? static_cast<void*>(ints.data())
+             : dtype == DType::BF16 ? static_cast<void*>(halves.data())
+                                    : static_cast<void*>(floats.data());
     return t;
   }
   Doubles asDoubles() const { return Doubles(floats.begin(), floats.end()); }

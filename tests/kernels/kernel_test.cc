@@ -3,8 +3,11 @@
 #include "tests/kernels/reference.h"
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "kernels/adamw/adamw.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace mt::test {
 namespace {
@@ -74,6 +77,57 @@ TEST_F(KernelTest, BroadcastAddMulScaleSumToTranspose) {
               transposed, 0.0, "transpose");
   expectClose(runKernel(KernelId::Fill, {}, {HostTensor::f32({7})}, {}, {1.5f})[0].floats, Doubles(7, 1.5),
               0.0, "fill");
+}
+
+// bf16 staging (mt-stage-bf16): the host rounds the master to nearest even (NaN stays NaN,
+// overflow goes to Inf) and mt.widen gives back exactly the rounded value.
+TEST_F(KernelTest, Bf16RoundingAndWidening) {
+  const float inf = std::numeric_limits<float>::infinity();
+  auto bits = [](uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+  };
+  struct Case {
+    float in;
+    uint16_t want;
+  };
+  const Case cases[] = {
+      {1.0f, 0x3f80},
+      {bits(0x3f808000), 0x3f80},    // a tie, even below: down
+      {bits(0x3f818000), 0x3f82},    // a tie, odd below: up
+      {bits(0x3f808001), 0x3f81},    // above the tie: up
+      {bits(0x3f807fff), 0x3f80},    // below the tie: down
+      {-2.5f, 0xc020},
+      {bits(0x7f7fffff), 0x7f80},    // the largest float rounds to Inf
+      {inf, 0x7f80},
+      {-inf, 0xff80},
+      {0.0f, 0x0000},
+      {bits(0x00000001), 0x0000},    // the smallest subnormal rounds to zero
+  };
+  for (const Case& c : cases) {
+    uint16_t got = 0;
+    round_to_bf16(&c.in, &got, 1);
+    EXPECT_EQ(got, c.want) << "round_to_bf16(" << c.in << ")";
+  }
+  uint16_t nan = 0;
+  const float quiet = std::numeric_limits<float>::quiet_NaN(), signaling = bits(0x7f800001);
+  for (float x : {quiet, signaling}) {
+    round_to_bf16(&x, &nan, 1);
+    EXPECT_TRUE((nan & 0x7f80) == 0x7f80 && (nan & 0x007f) != 0) << std::hex << nan << " is not a NaN";
+  }
+  // Widening is exact: every rounded value comes back bit for bit, and within bf16's half-ulp
+  // (2^-8 relative: 8 significant bits) of what was rounded.
+  std::vector<float> x = randomFloats(1000, rng, 3.0f);
+  std::vector<uint16_t> rounded(x.size());
+  round_to_bf16(x.data(), rounded.data(), static_cast<int64_t>(x.size()));
+  const auto widened = runKernel(KernelId::Widen, {HostTensor::bf16({10, 100}, rounded)}, {HostTensor::f32({10, 100})});
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t w;
+    std::memcpy(&w, &widened[0].floats[i], 4);
+    ASSERT_EQ(w, static_cast<uint32_t>(rounded[i]) << 16) << i;
+    EXPECT_LE(std::abs(widened[0].floats[i] - x[i]), std::abs(x[i]) * 0x1p-8f) << i;
+  }
 }
 
 TEST_F(KernelTest, EmbeddingGatherScatterAndPositions) {
@@ -312,7 +366,8 @@ TEST_F(KernelTest, ChunkedCrossEntropyMatchesTheWholeVocabulary) {
 }
 
 // The on-arrival update's one pass: the same norm, bit for bit, as sum_squares_cpu and the same
-// weights and moments as adamw_cpu; a chunk (65536 elements) holding NaN is left untouched.
+// weights and moments as adamw_cpu; a chunk (65536 elements) holding NaN is left untouched. Both
+// keep a bf16 staging copy the rounding of their weights (the skipped chunk's as it was).
 TEST_F(KernelTest, AdamwWithNormMatchesTheTwoPassesAndSkipsANonFiniteChunk) {
   constexpr int64_t kChunk = 1 << 16, n = 3 * kChunk + 123;
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -325,8 +380,14 @@ TEST_F(KernelTest, AdamwWithNormMatchesTheTwoPassesAndSkipsANonFiniteChunk) {
     std::vector<float> g = grad;
     if (with_nan) g[kChunk + 5] = std::nanf("");
     std::vector<float> p1 = param, m1 = m, v1 = v, p2 = param, m2 = m, v2 = v;
-    const double fused = adamw_with_norm_cpu(p1.data(), g.data(), m1.data(), v1.data(), n, p);
-    adamw_cpu(p2.data(), g.data(), m2.data(), v2.data(), n, p);
+    std::vector<uint16_t> s1(n), s2(n), want1(n), want2(n);
+    round_to_bf16(param.data(), s1.data(), n);
+    const double fused = adamw_with_norm_cpu(p1.data(), g.data(), m1.data(), v1.data(), n, p, s1.data());
+    adamw_cpu(p2.data(), g.data(), m2.data(), v2.data(), n, p, s2.data());
+    round_to_bf16(p1.data(), want1.data(), n);
+    round_to_bf16(p2.data(), want2.data(), n);
+    EXPECT_TRUE(s1 == want1) << "the fused update's staging copy is not its weights rounded";
+    EXPECT_TRUE(s2 == want2) << "adamw_cpu's staging copy is not its weights rounded";
     const double norm = sum_squares_cpu(g.data(), n);
     EXPECT_EQ(std::isfinite(fused), !with_nan);
     if (with_nan) EXPECT_TRUE(std::isnan(fused));

@@ -147,7 +147,7 @@ TEST_F(PlanMutationTest, FieldEditsAreRejectedOrRun) {
       }
       case 5: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_param_index(static_cast<int32_t>(wild()));
         break;
-      case 6: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_role(static_cast<plan::HostRole>(pick(12)));
+      case 6: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_role(static_cast<plan::HostRole>(pick(14)));
         break;
       case 7: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_landing_offset(wild()); break;
       default: {
@@ -177,7 +177,8 @@ TEST_F(PlanMutationTest, FieldEditsAreRejectedOrRun) {
           else s->mutable_instructions()->DeleteSubrange(pick(s->instructions_size()), 1);
         } else if (in->has_host_task()) {
           auto* t = in->mutable_host_task();
-          if (rng_() % 4 == 0) t->set_kind(static_cast<plan::HostTask::Kind>(pick(5)));
+          if (rng_() % 4 == 0) t->set_kind(static_cast<plan::HostTask::Kind>(pick(7)));
+          else if (rng_() % 8 == 0) t->set_accumulate(!t->accumulate());  // plan 1.6
           else if (t->tensors_size()) t->set_tensors(pick(t->tensors_size()), value);
         }
       }
