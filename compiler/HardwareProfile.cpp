@@ -1,5 +1,8 @@
 #include "compiler/HardwareProfile.h"
 
+#include <cmath>
+#include <cstdlib>
+
 namespace mt {
 
 const std::vector<HardwareProfile>& hardwareProfiles() {
@@ -25,6 +28,51 @@ const HardwareProfile* findHardwareProfile(const std::string& name) {
   for (const auto& p : hardwareProfiles())
     if (p.name == name) return &p;
   return nullptr;
+}
+
+std::string parseHardwareSpec(const std::string& spec, HardwareProfile& out) {
+  const std::pair<const char*, double HardwareProfile::*> rates[] = {
+      {"tflops", &HardwareProfile::flops_per_s},       {"attention-tflops", &HardwareProfile::attention_flops_per_s},
+      {"memory-gbps", &HardwareProfile::memory_bps},   {"h2d-gbps", &HardwareProfile::h2d_bps},
+      {"d2h-gbps", &HardwareProfile::d2h_bps},         {"host-gbps", &HardwareProfile::host_bps}};
+  std::string keys, names;
+  for (const auto& [key, field] : rates) keys += std::string(keys.empty() ? "" : ", ") + key;
+  keys += ", link-gbps";
+  for (const auto& p : hardwareProfiles()) names += (names.empty() ? "" : ", ") + p.name;
+  std::vector<std::string> items;
+  for (size_t start = 0;;) {
+    const size_t comma = spec.find(',', start);
+    items.push_back(spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  size_t first = 0;
+  out = *findHardwareProfile("h100-pcie5");
+  if (items[0].find('=') == std::string::npos) {
+    const HardwareProfile* named = findHardwareProfile(items[0]);
+    if (!named) return "unknown hardware profile '" + items[0] + "' (known: " + names + "; or rates: " + keys + ")";
+    out = *named;
+    first = 1;
+  }
+  for (size_t i = first; i < items.size(); ++i) {
+    const size_t eq = items[i].find('=');
+    const std::string key = items[i].substr(0, eq), text = eq == std::string::npos ? "" : items[i].substr(eq + 1);
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (eq == std::string::npos || text.empty() || *end != '\0' || !(value > 0) || !std::isfinite(value))
+      return "'" + items[i] + "' in --hw " + spec + " is not KEY=POSITIVE_NUMBER (keys: " + keys + ")";
+    const double scale = key.find("tflops") != std::string::npos ? 1e12 : 1e9;
+    bool known = key == "link-gbps";
+    if (known) out.h2d_bps = out.d2h_bps = value * scale;
+    for (const auto& [name, field] : rates)
+      if (key == name) out.*field = value * scale, known = true;
+    if (!known) return "unknown rate '" + key + "' in --hw " + spec + " (keys: " + keys + ")";
+  }
+  if (items.size() > first) {
+    out.note = "the " + out.name + " profile with " + spec.substr(first ? items[0].size() + 1 : 0);
+    out.name = spec;
+  }
+  return "";
 }
 
 }  // namespace mt

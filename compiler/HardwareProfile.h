@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+
 namespace mt {
 
 struct HardwareProfile {
@@ -20,5 +21,12 @@ struct HardwareProfile {
 const std::vector<HardwareProfile>& hardwareProfiles();
 // The profile called `name`, or null.
 const HardwareProfile* findHardwareProfile(const std::string& name);
+
+// A profile from mtc's --hw: a known profile's name, and/or comma-separated rates overriding
+// its numbers (without a name, h100-pcie5's): tflops=, attention-tflops= (TFLOP/s),
+// memory-gbps=, h2d-gbps=, d2h-gbps=, link-gbps= (both directions), host-gbps= (GB/s, 1e9
+// bytes/s). "h100-pcie5,link-gbps=25" or "tflops=312,link-gbps=25". Sets `out` (named `spec`
+// when it overrides anything) and returns "", or returns what is wrong with `spec`.
+std::string parseHardwareSpec(const std::string& spec, HardwareProfile& out);
 
 }  // namespace mt

@@ -193,14 +193,12 @@ int compile(const CompileOptions& o) {
     return success();
   });
 
-  const HardwareProfile* hw = findHardwareProfile(o.hardware);
-  if (!hw) {
-    std::string known;
-    for (const auto& p : hardwareProfiles()) known += " " + p.name;
-    std::fprintf(stderr, "mtc: error: unknown hardware profile '%s' (known:%s)\n", o.hardware.c_str(),
-                 known.c_str());
+  HardwareProfile profile;
+  if (const std::string problem = parseHardwareSpec(o.hardware, profile); !problem.empty()) {
+    std::fprintf(stderr, "mtc: error: %s\n", problem.c_str());
     return 1;
   }
+  const HardwareProfile* hw = &profile;
 
   OwningOpRef<ModuleOp> module;
   std::string description, batch_note, update, update_note;

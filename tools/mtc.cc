@@ -88,7 +88,11 @@ int main(int argc, char** argv) {
                  "else fits --device-mem), on (streamed schedules), off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
-  app.add_option("--hw", o.hardware, "hardware profile of the cost model: cpu, h100-pcie5, h200, gh200")
+  app.add_option("--hw", o.hardware,
+                 "hardware profile of the cost model: cpu, h100-pcie5, h200, gh200, and/or explicit rates "
+                 "overriding its numbers (without a name, h100-pcie5's): tflops=, attention-tflops= (TFLOP/s), "
+                 "memory-gbps=, h2d-gbps=, d2h-gbps=, link-gbps= (both), host-gbps= (GB/s); e.g. "
+                 "h100-pcie5,link-gbps=25 or tflops=312,link-gbps=25,host-gbps=60")
       ->capture_default_str();
   app.set_config("--config", "", "read flags from this TOML/INI file (flag = value per line)");
   try {
