@@ -1,5 +1,6 @@
 #include "compiler/Pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <cstdio>
@@ -443,11 +444,16 @@ int compile(const CompileOptions& o) {
                 mib(pinned.getInt()).c_str());
   // Model TFLOP/s as MegaTrain reports it: 6 * parameters * tokens over the step time.
   const double model_tflops = 6.0 * stats.num_params * emit.batch * emit.seq / (stats.step_us * 1e-6) / 1e12;
-  std::printf("  predicted step %s on %s = %.1f model TFLOP/s (compute %s, h2d %s, d2h %s, host %s); "
-              "bottleneck: %s\n",
+  // The floor: the busiest stream's work alone (FLOPs over the peak, bytes over the bandwidth),
+  // what no schedule of this plan beats; the prediction adds the waits its dependencies cost.
+  const double busy_us[] = {stats.compute_us, stats.h2d_us, stats.d2h_us, stats.host_us};
+  const char* busy_names[] = {"compute", "the h2d link", "the d2h link", "the host optimizer"};
+  const int busiest = static_cast<int>(std::max_element(busy_us, busy_us + 4) - busy_us);
+  std::printf("  predicted step %s on %s = %.1f model TFLOP/s (compute %s, h2d %s, d2h %s, host %s); floor %s "
+              "(%s alone); bottleneck: %s\n",
               millis(stats.step_us).c_str(), hw->name.c_str(), model_tflops, millis(stats.compute_us).c_str(),
               millis(stats.h2d_us).c_str(), millis(stats.d2h_us).c_str(), millis(stats.host_us).c_str(),
-              bottleneck.c_str());
+              millis(busy_us[busiest]).c_str(), busy_names[busiest], bottleneck.c_str());
   if (compute_busy < 0.95 && !idle.empty())
     std::printf("  compute busy   %.0f%% of the step; waits %s\n", 100 * compute_busy, idle.c_str());
   std::printf("  plan           %s (%d instructions on %d streams, %u events; %d stored: %d block templates), "

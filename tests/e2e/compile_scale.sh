@@ -20,6 +20,9 @@ for model in llama-7b llama-70b llama-120b; do
        "$(sed -n 's/.*device arena *\([0-9.]* [MG]iB\), schedule \([a-z-]*\).*/arena \1, \2/p' $model.txt)," \
        "$(sed -n 's/.*weights cross the link \([0-9.]*x\).*/weights cross \1/p' $model.txt)," \
        "$(sed -n 's/.*= \([0-9.]*\) model TFLOP\/s.*/\1 model TFLOP\/s predicted/p' $model.txt)"
+  # The prediction against its floor: never below it.
+  check "$model: predicted step $(sed -n 's/.*predicted step \([0-9.]*\) ms.*floor \([0-9.]*\) ms (\([a-z0-9 ]*\) alone).*/\1 ms, floor \2 ms (\3)/p' $model.txt)" \
+    "sed -n 's/.*predicted step \([0-9.]*\) ms.*floor \([0-9.]*\) ms.*/\1 \2/p' $model.txt | awk 'NF == 2 { ok = \$1 >= \$2 } END { exit !ok }'"
 done
 check "llama-120b fits 1.5 TiB at no more than 13 bytes/param" \
   "awk '/bytes\\/param/ { for (i = 1; i <= NF; ++i) if (\$i ~ /^\\(/) { sub(/\\(/, \"\", \$i); exit !(\$i <= 13) } }' llama-120b.txt"
