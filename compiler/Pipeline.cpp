@@ -130,9 +130,11 @@ int64_t bestThroughputBatch(MLIRContext& context, const ModelConfig& config, int
 // `note` says why.
 std::string chooseUpdate(const CompileOptions& o, double num_params, std::string& note) {
   if (o.update != "auto") return o.update;
-  const double deferred_bytes = 16.0 * num_params;
+  const double per_param = o.stream_dtype == "bf16" ? 18.0 : 16.0;  // + the bf16 staging copies
+  const double deferred_bytes = per_param * num_params;
   if (o.host_mem <= 0 || deferred_bytes <= o.host_mem) return "deferred";
-  note = fmt::format("chosen for --host-mem: the deferred update's 16 bytes/param would need {}", mib(deferred_bytes));
+  note = fmt::format("chosen for --host-mem: the deferred update's {:.0f} bytes/param would need {}", per_param,
+                     mib(deferred_bytes));
   return "on-arrival";
 }
 

@@ -26,6 +26,11 @@ check "2 more host bytes per parameter (18.0, not 16.0), named" \
 check "about half the h2d bytes ($(mib bf16.txt) vs $(mib f32.txt) MiB)" \
   "awk -v b='$(mib bf16.txt)' -v f='$(mib f32.txt)' 'BEGIN { exit !(b > 0 && b < 0.55 * f) }'"
 check "the on-arrival plan holds about 14 bytes/param" "grep -q '1[34].[0-9] bytes/param' arrival.txt"
+# --update auto counts the staging copies: 18 bytes/param deferred (5.6 MB here) do not fit 5.4 MB.
+"$bin/mtc" "${shape[@]}" --device-mem 2MiB --stream-dtype bf16 --host-mem 5400000 -o hostmem.plan --no-weights \
+  > hostmem.txt
+check "--host-mem too small for 18 bytes/param picks the on-arrival update, saying why" \
+  "grep -q 'chosen for --host-mem: the deferred update.s 18 bytes/param' hostmem.txt"
 "$bin/mtdump" bf16.plan > bf16.dump
 check "the plan has the staging tensors and widens on the device" \
   "grep -q 'STAGING *bf16' bf16.dump && grep -q 'mt.widen' bf16.dump"
