@@ -25,6 +25,7 @@
 #include "kernels/loss/loss.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/norm/norm.h"
+#include "kernels/pointwise/pointwise.h"
 #include "kernels/rope/rope.h"
 #include "runtime/cuda_kernels.h"
 #include "runtime/host_optimizer.h"

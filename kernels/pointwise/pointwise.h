@@ -62,4 +62,13 @@ void broadcast_cpu(const KernelArgs& args);
 std::string cast_check(const KernelArgs& args);
 void cast_cpu(const KernelArgs& args);
 
+// CUDA twins (kernels/pointwise/pointwise_cuda.cu), built when CUDA is enabled.
+void unary_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void unary_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void binary_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void binary_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void where_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void broadcast_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void cast_cuda(const KernelArgs& args, const CudaLaunch& launch);
+
 }  // namespace mt

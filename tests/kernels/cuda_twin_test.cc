@@ -6,8 +6,9 @@
 
 #include "kernels/cuda_check.h"
 #include "runtime/cuda_device.h"
-#include "runtime/cuda_kernels.h"
 #include "kernels/elementwise/elementwise.h"
+#include "kernels/pointwise/pointwise.h"
+#include "runtime/cuda_kernels.h"
 #include "tests/kernels/kernel_harness.h"
 
 namespace mt::test {
@@ -172,6 +173,42 @@ TEST_F(CudaTwinTest, AttentionForwardAndBackward) {
                 HostTensor::f32({c.batch, c.seq, wkv})},
                heads);
   }
+}
+
+// The generic ops an ONNX import leaves unfused: every unary and binary function forward and
+// backward (broadcasting both ways), where and broadcast on f32 and i32 words, and the casts.
+TEST_F(CudaTwinTest, GenericPointwise) {
+  auto positive = [&](Shape shape) {  // log, sqrt, pow need a > 0
+    HostTensor t = randomF32(std::move(shape));
+    for (float& v : t.floats) v = std::abs(v) + 0.1f;
+    return t;
+  };
+  const auto x = positive({4, 33, 7}), dy = randomF32({4, 33, 7}), signed_x = randomF32({4, 33, 7});
+  for (int64_t fn = 0; fn < static_cast<int64_t>(std::size(kUnaryFnNames)); ++fn) {
+    const bool needs_positive = fn == int64_t(UnaryFn::Log) || fn == int64_t(UnaryFn::Sqrt);
+    const auto& in = needs_positive ? x : signed_x;
+    expectTwin(KernelId::Unary, {in}, {HostTensor::f32({4, 33, 7})}, {fn});
+    expectTwin(KernelId::UnaryGrad, {dy, in}, {HostTensor::f32({4, 33, 7})}, {fn});
+  }
+  const auto a = positive({4, 1, 7}), b = positive({33, 1});  // broadcast to (4, 33, 7)
+  const auto dout = randomF32({4, 33, 7});
+  for (int64_t fn = 0; fn < static_cast<int64_t>(std::size(kBinaryFnNames)); ++fn) {
+    expectTwin(KernelId::Binary, {a, b}, {HostTensor::f32({4, 33, 7})}, {fn});
+    expectTwin(KernelId::BinaryGrad, {dout, a, b}, {HostTensor::f32({4, 33, 7}), HostTensor::f32({4, 33, 7})}, {fn});
+  }
+  const auto cond = HostTensor::i32({33, 1}, randomInts(33, 2, rng));
+  expectTwin(KernelId::Where, {cond, randomF32({4, 1, 7}), randomF32({7})}, {HostTensor::f32({4, 33, 7})});
+  expectTwin(KernelId::Where, {cond, HostTensor::i32({4, 33, 1}, randomInts(4 * 33, 1000, rng)),
+                               HostTensor::i32({1}, {-5})},
+             {HostTensor::i32({4, 33, 1}, std::vector<int32_t>(4 * 33))});
+  expectTwin(KernelId::Broadcast, {randomF32({33, 1})}, {HostTensor::f32({4, 33, 7})});
+  expectTwin(KernelId::Broadcast, {HostTensor::i32({7}, randomInts(7, 100, rng))},
+             {HostTensor::i32({2, 3, 7}, std::vector<int32_t>(42))});
+  auto wide = randomF32({5, 9}, 1e10f);  // saturates both ways
+  wide.floats[3] = std::nanf("");
+  expectTwin(KernelId::Cast, {wide}, {HostTensor::i32({5, 9}, std::vector<int32_t>(45))});
+  expectTwin(KernelId::Cast, {HostTensor::i32({5, 9}, randomInts(45, 1 << 30, rng))}, {HostTensor::f32({5, 9})});
+  expectTwin(KernelId::Cast, {randomF32({5, 9})}, {HostTensor::f32({5, 9})});
 }
 
 TEST_F(CudaTwinTest, CrossEntropyAndLookups) {

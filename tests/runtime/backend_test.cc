@@ -93,11 +93,12 @@ TEST(CudaSupport, NamesEveryKernelWithoutACudaTwinAndItsCalls) {
   for (KernelId id : {KernelId::Matmul, KernelId::Attention, KernelId::SoftmaxXent, KernelId::Rope})
     addKernel(plan, id);
   EXPECT_EQ(cudaUnsupportedKernels(plan), "");
+  addKernel(plan, KernelId::Where);  // has a twin (session 7): not named
   addKernel(plan, KernelId::Softmax);
-  addKernel(plan, KernelId::Where);
+  addKernel(plan, KernelId::Trilu);
   addKernel(plan, KernelId::Softmax);
   EXPECT_EQ(cudaUnsupportedKernels(plan),
-            "the CUDA backend has no kernel yet for mt.softmax (2 calls), mt.where (1 call) (generic ops an ONNX "
+            "the CUDA backend has no kernel yet for mt.softmax (2 calls), mt.trilu (1 call) (generic ops an ONNX "
             "import left unfused)");
 }
 
