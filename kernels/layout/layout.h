@@ -23,4 +23,12 @@ std::string slice_grad_check(const KernelArgs& args);
 void slice_grad_cpu(const KernelArgs& args);
 std::string trilu_check(const KernelArgs& args);
 void trilu_cpu(const KernelArgs& args);
+
+// CUDA twins (kernels/layout/layout_cuda.cu), built when CUDA is enabled.
+void gather_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void gather_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void concat_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void slice_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void slice_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void trilu_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -186,7 +186,7 @@ void trilu_cpu(const KernelArgs& args) {
   const Tensor &x = args.in[0], &out = args.out[0];
   const bool upper = args.ints[0];
   const int64_t k = args.ints[1], rows = x.dim(-2), cols = x.dim(-1);
-  const int64_t mats = rows * cols ? x.numel() / (rows * cols) : 0;
+  const int64_t mats = rows * cols != 0 ? x.numel() / (rows * cols) : 0;
   const uint32_t* src = static_cast<const uint32_t*>(x.data);
   uint32_t* dst = static_cast<uint32_t*>(out.data);
   for (int64_t m = 0; m < mats; ++m)

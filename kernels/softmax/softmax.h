@@ -9,4 +9,8 @@ std::string softmax_check(const KernelArgs& args);
 void softmax_cpu(const KernelArgs& args);
 std::string softmax_grad_check(const KernelArgs& args);
 void softmax_grad_cpu(const KernelArgs& args);
+
+// CUDA twins (kernels/softmax/softmax_cuda.cu), built when CUDA is enabled.
+void softmax_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void softmax_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

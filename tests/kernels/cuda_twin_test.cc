@@ -7,7 +7,9 @@
 #include "kernels/cuda_check.h"
 #include "runtime/cuda_device.h"
 #include "kernels/elementwise/elementwise.h"
+#include "kernels/layout/layout.h"
 #include "kernels/pointwise/pointwise.h"
+#include "kernels/softmax/softmax.h"
 #include "runtime/cuda_kernels.h"
 #include "tests/kernels/kernel_harness.h"
 
@@ -209,6 +211,35 @@ TEST_F(CudaTwinTest, GenericPointwise) {
   expectTwin(KernelId::Cast, {wide}, {HostTensor::i32({5, 9}, std::vector<int32_t>(45))});
   expectTwin(KernelId::Cast, {HostTensor::i32({5, 9}, randomInts(45, 1 << 30, rng))}, {HostTensor::f32({5, 9})});
   expectTwin(KernelId::Cast, {randomF32({5, 9})}, {HostTensor::f32({5, 9})});
+}
+
+// The layout and softmax ops an ONNX import leaves unfused: gather (negative and out-of-range
+// indices) and its scatter-add gradient (repeated indices: atomics, another order), concat,
+// slice with steps and its gradient, trilu both ways, softmax and log-softmax along an inner
+// and the last axis with their gradients.
+TEST_F(CudaTwinTest, GenericLayoutAndSoftmax) {
+  const auto data = randomF32({3, 10, 6});
+  const auto indices = HostTensor::i32({2, 4}, {0, -1, 3, 12, 3, 3, -10, 9});
+  expectTwin(KernelId::Gather, {data, indices}, {HostTensor::f32({3, 2, 4, 6})}, {1});
+  expectTwin(KernelId::Gather, {HostTensor::i32({3, 10, 6}, randomInts(180, 1000, rng)), indices},
+             {HostTensor::i32({3, 2, 4, 6}, std::vector<int32_t>(144))}, {1});
+  expectTwin(KernelId::GatherGrad, {indices, randomF32({3, 2, 4, 6})}, {HostTensor::f32({3, 10, 6})}, {1});
+  expectTwin(KernelId::Concat, {randomF32({2, 3, 5}), randomF32({2, 4, 5})}, {HostTensor::f32({2, 7, 5})}, {1});
+  expectTwin(KernelId::Concat, {randomF32({2, 3}), randomF32({2, 1})}, {HostTensor::f32({2, 4})}, {1});
+  // x (6, 9, 4): rows 1, 3, 5; columns 8, 6, 4, 2 (negative step); all 4 of the last.
+  const std::vector<int64_t> slice = {1, 8, 0, 2, -2, 1};
+  expectTwin(KernelId::Slice, {randomF32({6, 9, 4})}, {HostTensor::f32({3, 4, 4})}, slice);
+  expectTwin(KernelId::SliceGrad, {randomF32({3, 4, 4})}, {HostTensor::f32({6, 9, 4})}, slice);
+  const auto square = randomF32({2, 5, 7});
+  for (int64_t upper : {0, 1})
+    for (int64_t k : {-2, 0, 3}) expectTwin(KernelId::Trilu, {square}, {HostTensor::f32({2, 5, 7})}, {upper, k});
+  const auto x = randomF32({4, 9, 6}, 3.0f), dy = randomF32({4, 9, 6});
+  for (int64_t axis : {1, 2})
+    for (int64_t log : {0, 1}) {
+      const auto y = runKernel(KernelId::Softmax, {x}, {HostTensor::f32({4, 9, 6})}, {axis, log})[0];
+      expectTwin(KernelId::Softmax, {x}, {HostTensor::f32({4, 9, 6})}, {axis, log});
+      expectTwin(KernelId::SoftmaxGrad, {dy, y}, {HostTensor::f32({4, 9, 6})}, {axis, log});
+    }
 }
 
 TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
