@@ -35,11 +35,8 @@ bool tiedHead(func::FuncOp func) {
     if (auto product = xent.getLogits().getDefiningOp<MatmulOp>()) head = product.getRhs();
   });
   bool tied = false;
-  func.walk([&](EmbeddingOp lookup) {
-    auto ids = dyn_cast<BlockArgument>(lookup.getIds());
-    auto input = ids ? func.getArgAttrOfType<StringAttr>(ids.getArgNumber(), kInputAttr) : nullptr;
-    tied |= head && lookup.getTable() == head && input && input.getValue() == "tokens";
-  });
+  const BlockArgument tokens = tokensArgument(func);
+  func.walk([&](EmbeddingOp lookup) { tied |= head && tokens && lookup.getTable() == head && lookup.getIds() == tokens; });
   return tied;
 }
 
@@ -365,12 +362,9 @@ void modelShape(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
   });
   // The token ids' (batch, seq) where the model has them: logits may be flattened.
   if (func::FuncOp func = getModelFunction(module))
-    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      auto input = func.getArgAttrOfType<StringAttr>(i, kInputAttr);
-      auto type = dyn_cast<RankedTensorType>(func.getArgument(i).getType());
-      if (input && input.getValue() == "tokens" && type && type.getRank() == 2)
+    if (BlockArgument tokens = tokensArgument(func))
+      if (auto type = dyn_cast<RankedTensorType>(tokens.getType()); type && type.getRank() == 2)
         batch = type.getDimSize(0), seq = type.getDimSize(1);
-    }
 }
 
 }  // namespace mt

@@ -24,12 +24,11 @@ namespace {
 // The lookup of the tokens argument in a whole parameter, or null.
 EmbeddingOp tokenLookup(func::FuncOp func) {
   EmbeddingOp found;
+  const BlockArgument tokens = tokensArgument(func);
   func.walk([&](EmbeddingOp op) {
-    auto ids = dyn_cast<BlockArgument>(op.getIds());
-    auto input = ids ? func.getArgAttrOfType<StringAttr>(ids.getArgNumber(), kInputAttr) : nullptr;
     auto table = dyn_cast<BlockArgument>(op.getTable());
     auto param = table ? func.getArgAttrOfType<DictionaryAttr>(table.getArgNumber(), kParamAttr) : nullptr;
-    if (input && input.getValue() == "tokens" && param && !param.get(kParamRowsKey)) found = op;
+    if (tokens && op.getIds() == tokens && param && !param.get(kParamRowsKey)) found = op;
   });
   return found;
 }

@@ -142,6 +142,13 @@ bool completesGradient(func::FuncOp func, unsigned index) {
   return true;
 }
 
+BlockArgument tokensArgument(func::FuncOp func) {
+  for (BlockArgument arg : func.getArguments())
+    if (auto input = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kInputAttr); input && input == "tokens")
+      return arg;
+  return nullptr;
+}
+
 BlockArgument parameterNamed(func::FuncOp func, StringRef name) {
   for (BlockArgument arg : func.getArguments())
     if (paramName(func, arg.getArgNumber()) == name) return arg;
@@ -149,10 +156,7 @@ BlockArgument parameterNamed(func::FuncOp func, StringRef name) {
 }
 
 LogicalResult insertHostEmbeddingTasks(func::FuncOp func, ArrayRef<Value> hostResults) {
-  BlockArgument tokens;
-  for (BlockArgument arg : func.getArguments())
-    if (auto input = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kInputAttr); input && input == "tokens")
-      tokens = arg;
+  const BlockArgument tokens = tokensArgument(func);
   // Every table named must be a parameter, and the tokens an input.
   auto tableParam = [&](Attribute name) -> Value {
     return name ? parameterNamed(func, cast<StringAttr>(name).getValue()) : nullptr;

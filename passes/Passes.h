@@ -99,6 +99,9 @@ llvm::StringRef gradientOf(mlir::func::FuncOp func, unsigned index);
 // gradient follow that one.
 bool completesGradient(mlir::func::FuncOp func, unsigned index);
 
+// The function's token ids input (mt.input = "tokens"), or null.
+mlir::BlockArgument tokensArgument(mlir::func::FuncOp func);
+
 // The first argument that is parameter `name` or one of its row pieces (which stands for the
 // whole host tensor in host tasks), or null.
 mlir::BlockArgument parameterNamed(mlir::func::FuncOp func, llvm::StringRef name);

@@ -103,10 +103,9 @@ void noteSplit(func::FuncOp func, StringRef name) {
 // the tokens and one mt.embedding_grad that is its returned gradient.
 void splitEmbedding(func::FuncOp func, int64_t vocab, int64_t chunks) {
   EmbeddingOp lookup;
+  const BlockArgument tokens = tokensArgument(func);
   func.walk([&](EmbeddingOp op) {
-    auto ids = dyn_cast<BlockArgument>(op.getIds());
-    auto input = ids ? func.getArgAttrOfType<StringAttr>(ids.getArgNumber(), kInputAttr) : nullptr;
-    if (input && input.getValue() == "tokens") lookup = op;
+    if (tokens && op.getIds() == tokens) lookup = op;
   });
   auto table = lookup ? dyn_cast<BlockArgument>(lookup.getTable()) : nullptr;
   if (!table || paramName(func, table.getArgNumber()).empty() ||
