@@ -12,6 +12,18 @@ namespace mt::cuda {
 
 constexpr int kThreads = 256;
 
+// Shapes and strides passed by value to a kernel: up to kMaxRank dimensions.
+constexpr int kMaxRank = 8;
+struct Dims {
+  int64_t v[kMaxRank];
+};
+// Throws, naming `op`, for a rank the kernels' Dims cannot hold.
+inline void requireRank(int rank, const char* op) {
+  if (rank > kMaxRank)
+    throw std::runtime_error(std::string(op) + " on CUDA supports rank <= " + std::to_string(kMaxRank) +
+                             ", got rank " + std::to_string(rank));
+}
+
 // Blocks for a grid-stride loop over n elements (at least 1, capped: the loop covers the rest).
 inline unsigned blocksFor(int64_t n) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;

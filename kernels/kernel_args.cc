@@ -54,4 +54,11 @@ int64_t leadingRows(const Tensor& t) {
   return t.numel() / t.dim(-1);
 }
 
+AxisExtents extentsAround(const std::vector<int64_t>& shape, int64_t axis) {
+  AxisExtents e;
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i)
+    (i < axis ? e.outer : i == axis ? e.axis : e.inner) *= shape[i];
+  return e;
+}
+
 }  // namespace mt

@@ -71,4 +71,18 @@ std::string expectRankAtLeast(const Tensor& t, int rank, const char* what);
 // Rows of the last dimension: numel / dim(-1) (1 for a scalar).
 int64_t leadingRows(const Tensor& t);
 
+// `shape` around dimension `axis`: the product of the dimensions before it, its own, and the
+// product of those after it (an element is at (o * axis + a) * inner + i).
+struct AxisExtents {
+  int64_t outer = 1, axis = 1, inner = 1;
+};
+AxisExtents extentsAround(const std::vector<int64_t>& shape, int64_t axis);
+
+// Scalar code shared by a CPU kernel and its CUDA twin.
+#ifdef __CUDACC__
+#define MT_HOST_DEVICE __host__ __device__
+#else
+#define MT_HOST_DEVICE
+#endif
+
 }  // namespace mt

@@ -8,13 +8,9 @@ namespace mt {
 namespace {
 
 using cuda::blocksFor;
+using cuda::Dims;
 using cuda::kThreads;
-
-constexpr int kMaxRank = 8;
-// Shapes and strides passed by value to a kernel.
-struct Dims {
-  int64_t v[kMaxRank];
-};
+using cuda::requireRank;
 
 struct Add {
   __device__ float operator()(float x, float y) const { return x + y; }
@@ -90,12 +86,6 @@ void launchBroadcast(const KernelArgs& args, const CudaLaunch& launch) {
   broadcastBinary<<<blocksFor(n), kThreads, 0, launch.stream>>>(args.in[0].f32(), args.in[1].f32(),
                                                                 args.out[0].f32(), n, inner, F{});
   MT_CUDA_CHECK_LAUNCH();
-}
-
-void requireRank(int rank, const char* op) {
-  if (rank > kMaxRank)
-    throw std::runtime_error(std::string(op) + " on CUDA supports rank <= " + std::to_string(kMaxRank) +
-                             ", got rank " + std::to_string(rank));
 }
 
 }  // namespace

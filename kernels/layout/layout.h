@@ -11,6 +11,13 @@
 #include "kernels/kernel_args.h"
 
 namespace mt {
+// The row a gather index names along an axis of `size` (negative counts from the end), or -1
+// when out of range.
+MT_HOST_DEVICE inline int64_t normalisedIndex(int32_t index, int64_t size) {
+  const int64_t i = index < 0 ? index + size : index;
+  return i >= 0 && i < size ? i : -1;
+}
+
 std::string gather_check(const KernelArgs& args);
 void gather_cpu(const KernelArgs& args);
 std::string gather_grad_check(const KernelArgs& args);

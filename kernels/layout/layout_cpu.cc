@@ -6,17 +6,6 @@
 namespace mt {
 namespace {
 
-// (outer, axis, inner) extents of `shape` around `axis`.
-struct Split3 {
-  int64_t outer = 1, axis = 1, inner = 1;
-};
-Split3 around(const std::vector<int64_t>& shape, int64_t axis) {
-  Split3 s;
-  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i)
-    (i < axis ? s.outer : i == axis ? s.axis : s.inner) *= shape[i];
-  return s;
-}
-
 std::string wordTypes(const Tensor& a, const Tensor& out, const char* op) {
   if (a.dtype == DType::BF16 || out.dtype != a.dtype) return std::string(op) + ": f32 or i32, the same in and out";
   return "";
@@ -34,12 +23,6 @@ std::vector<int64_t> gatherShape(const Tensor& data, const Tensor& indices, int6
   shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
   shape.insert(shape.end(), data.shape.begin() + axis + 1, data.shape.end());
   return shape;
-}
-
-// The source row of an index along an axis of `size`, or -1 when out of range.
-int64_t normalisedIndex(int32_t index, int64_t size) {
-  const int64_t i = index < 0 ? index + size : index;
-  return i >= 0 && i < size ? i : -1;
 }
 
 // Starts and steps of a slice call, with the check that every read lies inside `x`.
@@ -89,7 +72,7 @@ std::string gather_check(const KernelArgs& args) {
 }
 void gather_cpu(const KernelArgs& args) {
   const Tensor &data = args.in[0], &indices = args.in[1], &out = args.out[0];
-  const Split3 s = around(data.shape, args.ints[0]);
+  const AxisExtents s = extentsAround(data.shape, args.ints[0]);
   const int64_t n = indices.numel();
   const uint32_t* src = static_cast<const uint32_t*>(data.data);
   uint32_t* dst = static_cast<uint32_t*>(out.data);
@@ -113,7 +96,7 @@ std::string gather_grad_check(const KernelArgs& args) {
 }
 void gather_grad_cpu(const KernelArgs& args) {
   const Tensor &indices = args.in[0], &dy = args.in[1], &ddata = args.out[0];
-  const Split3 s = around(ddata.shape, args.ints[0]);
+  const AxisExtents s = extentsAround(ddata.shape, args.ints[0]);
   const int64_t n = indices.numel();
   float* dst = ddata.f32();
   std::fill(dst, dst + ddata.numel(), 0.0f);
@@ -143,7 +126,7 @@ std::string concat_check(const KernelArgs& args) {
 }
 void concat_cpu(const KernelArgs& args) {
   const Tensor &a = args.in[0], &b = args.in[1], &out = args.out[0];
-  const Split3 sa = around(a.shape, args.ints[0]), sb = around(b.shape, args.ints[0]);
+  const AxisExtents sa = extentsAround(a.shape, args.ints[0]), sb = extentsAround(b.shape, args.ints[0]);
   const int64_t ra = sa.axis * sa.inner, rb = sb.axis * sb.inner;
   const uint32_t* pa = static_cast<const uint32_t*>(a.data);
   const uint32_t* pb = static_cast<const uint32_t*>(b.data);

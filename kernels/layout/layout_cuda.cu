@@ -1,9 +1,6 @@
 // CUDA twins of the layout kernels (what an ONNX import leaves unfused); kernels/layout/layout_cpu.cc
 // is the reference they are tested against (tests/kernels/cuda_twin_test.cc). f32 and i32 move as
 // 4-byte words; one thread per output element.
-#include <stdexcept>
-#include <string>
-
 #include "kernels/cuda_common.cuh"
 #include "kernels/layout/layout.h"
 
@@ -11,28 +8,8 @@ namespace mt {
 namespace {
 
 using cuda::blocksFor;
+using cuda::Dims;
 using cuda::kThreads;
-
-constexpr int kMaxRank = 8;
-struct Dims {
-  int64_t v[kMaxRank];
-};
-
-// (outer, axis, inner) extents of `shape` around `axis`.
-struct Split3 {
-  int64_t outer = 1, axis = 1, inner = 1;
-};
-Split3 around(const std::vector<int64_t>& shape, int64_t axis) {
-  Split3 s;
-  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i)
-    (i < axis ? s.outer : i == axis ? s.axis : s.inner) *= shape[i];
-  return s;
-}
-
-__device__ int64_t normalisedIndex(int32_t index, int64_t size) {
-  const int64_t i = index < 0 ? index + size : index;
-  return i >= 0 && i < size ? i : -1;
-}
 
 // out element (o, j, c) of (outer, n indices, inner) = data (o, indices[j], c), 0 out of range.
 __global__ void gatherKernel(const uint32_t* __restrict__ data, const int32_t* __restrict__ indices,
@@ -98,9 +75,7 @@ void sliceGeometry(const std::vector<int64_t>& sliced, const std::vector<int64_t
                    const std::vector<int64_t>& ints, Dims& picked_dims, Dims& strides, Dims& starts, Dims& steps,
                    const char* op) {
   const int rank = static_cast<int>(sliced.size());
-  if (rank > kMaxRank)
-    throw std::runtime_error(std::string(op) + " on CUDA: rank " + std::to_string(rank) + " is over " +
-                             std::to_string(kMaxRank));
+  cuda::requireRank(rank, op);
   int64_t stride = 1;
   for (int d = rank - 1; d >= 0; --d) {
     picked_dims.v[d] = picked[d];
@@ -117,7 +92,7 @@ void gather_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &data = args.in[0], &indices = args.in[1], &out = args.out[0];
   const int64_t total = out.numel();
   if (total == 0) return;
-  const Split3 s = around(data.shape, args.ints[0]);
+  const AxisExtents s = extentsAround(data.shape, args.ints[0]);
   gatherKernel<<<blocksFor(total), kThreads, 0, launch.stream>>>(static_cast<const uint32_t*>(data.data),
                                                                  indices.i32(), static_cast<uint32_t*>(out.data),
                                                                  total, indices.numel(), s.axis, s.inner);
@@ -129,7 +104,7 @@ void gather_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   MT_CUDA_CHECK(cudaMemsetAsync(ddata.data, 0, ddata.bytes(), launch.stream));
   const int64_t total = dy.numel();
   if (total == 0) return;
-  const Split3 s = around(ddata.shape, args.ints[0]);
+  const AxisExtents s = extentsAround(ddata.shape, args.ints[0]);
   gatherGradKernel<<<blocksFor(total), kThreads, 0, launch.stream>>>(indices.i32(), dy.f32(), ddata.f32(), total,
                                                                      indices.numel(), s.axis, s.inner);
   MT_CUDA_CHECK_LAUNCH();
@@ -139,7 +114,7 @@ void concat_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &a = args.in[0], &b = args.in[1], &out = args.out[0];
   const int64_t total = out.numel();
   if (total == 0) return;
-  const Split3 sa = around(a.shape, args.ints[0]), sb = around(b.shape, args.ints[0]);
+  const AxisExtents sa = extentsAround(a.shape, args.ints[0]), sb = extentsAround(b.shape, args.ints[0]);
   concatKernel<<<blocksFor(total), kThreads, 0, launch.stream>>>(
       static_cast<const uint32_t*>(a.data), static_cast<const uint32_t*>(b.data), static_cast<uint32_t*>(out.data),
       total, sa.axis * sa.inner, sb.axis * sb.inner);

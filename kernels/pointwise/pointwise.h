@@ -8,7 +8,9 @@
 //   mt.broadcast:    out = x broadcast to out's shape (f32 or i32)
 //   mt.cast:         f32 <-> i32 (toward zero; NaN gives 0, out-of-range saturates)
 #pragma once
-#include <cmath>
+#include <math.h>
+
+#include <cstdint>
 #include <string_view>
 
 #include "kernels/kernel_args.h"
@@ -22,21 +24,80 @@ inline constexpr std::string_view kUnaryFnNames[] = {"neg",  "exp", "log",     "
 enum class BinaryFn : int64_t { Add, Sub, Mul, Div, Pow };
 inline constexpr std::string_view kBinaryFnNames[] = {"add", "sub", "mul", "div", "pow"};
 
-// fn(x) as mt.unary computes it; the compiler folds constants with the same function.
-inline float applyUnary(UnaryFn fn, float x) {
+// The scalar functions of the kernels below, one code for the CPU kernels, their CUDA twins
+// and (applyUnary) the compiler's constant folding.
+
+// fn(x) as mt.unary computes it.
+MT_HOST_DEVICE inline float applyUnary(UnaryFn fn, float x) {
   switch (fn) {
     case UnaryFn::Neg: return -x;
-    case UnaryFn::Exp: return std::exp(x);
-    case UnaryFn::Log: return std::log(x);
-    case UnaryFn::Sqrt: return std::sqrt(x);
+    case UnaryFn::Exp: return expf(x);
+    case UnaryFn::Log: return logf(x);
+    case UnaryFn::Sqrt: return sqrtf(x);
     case UnaryFn::Reciprocal: return 1.0f / x;
-    case UnaryFn::Tanh: return std::tanh(x);
-    case UnaryFn::Erf: return std::erf(x);
-    case UnaryFn::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case UnaryFn::Tanh: return tanhf(x);
+    case UnaryFn::Erf: return erff(x);
+    case UnaryFn::Sigmoid: return 1.0f / (1.0f + expf(-x));
     case UnaryFn::Relu: return x > 0.0f ? x : 0.0f;
-    case UnaryFn::Abs: return std::fabs(x);
+    case UnaryFn::Abs: return fabsf(x);
   }
   return x;
+}
+
+// d fn(x) / dx.
+MT_HOST_DEVICE inline float unaryDerivative(UnaryFn fn, float x) {
+  switch (fn) {
+    case UnaryFn::Neg: return -1.0f;
+    case UnaryFn::Exp: return expf(x);
+    case UnaryFn::Log: return 1.0f / x;
+    case UnaryFn::Sqrt: return 0.5f / sqrtf(x);
+    case UnaryFn::Reciprocal: return -1.0f / (x * x);
+    case UnaryFn::Tanh: {
+      const float t = tanhf(x);
+      return 1.0f - t * t;
+    }
+    case UnaryFn::Erf: return 1.1283791670955126f * expf(-x * x);  // 2 / sqrt(pi)
+    case UnaryFn::Sigmoid: {
+      const float s = 1.0f / (1.0f + expf(-x));
+      return s * (1.0f - s);
+    }
+    case UnaryFn::Relu: return x > 0.0f ? 1.0f : 0.0f;
+    case UnaryFn::Abs: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+  }
+  return 0.0f;
+}
+
+// a (fn) b as mt.binary computes it.
+MT_HOST_DEVICE inline float applyBinary(BinaryFn fn, float a, float b) {
+  switch (fn) {
+    case BinaryFn::Add: return a + b;
+    case BinaryFn::Sub: return a - b;
+    case BinaryFn::Mul: return a * b;
+    case BinaryFn::Div: return a / b;
+    case BinaryFn::Pow: return powf(a, b);
+  }
+  return 0.0f;
+}
+
+// The gradients of a (fn) b for its gradient g, as mt.binary_grad computes them.
+MT_HOST_DEVICE inline void binaryGradient(BinaryFn fn, float g, float a, float b, float& da, float& db) {
+  switch (fn) {
+    case BinaryFn::Add: da = g, db = g; return;
+    case BinaryFn::Sub: da = g, db = -g; return;
+    case BinaryFn::Mul: da = g * b, db = g * a; return;
+    case BinaryFn::Div: da = g / b, db = -g * a / (b * b); return;
+    case BinaryFn::Pow:
+      da = g * b * powf(a, b - 1.0f);
+      // a^b ln a: zero where a is 0 (the limit along b), as PyTorch defines it.
+      db = a == 0.0f ? 0.0f : g * powf(a, b) * logf(a);
+      return;
+  }
+}
+
+// mt.cast f32 -> i32: toward zero, saturating; NaN gives 0.
+MT_HOST_DEVICE inline int32_t castToI32(float v) {
+  constexpr float kMax = 2147483520.0f;  // the largest float below 2^31
+  return v != v ? 0 : static_cast<int32_t>(fminf(fmaxf(v, -kMax), kMax));
 }
 
 // The position of `name` in `names`, or -1.

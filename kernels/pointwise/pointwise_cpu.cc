@@ -32,40 +32,6 @@ void forBroadcastPair(const Tensor& a, const Tensor& b, const Tensor& out, F f) 
   }
 }
 
-// d fn(x) / dx.
-float unaryDerivative(UnaryFn fn, float x) {
-  switch (fn) {
-    case UnaryFn::Neg: return -1.0f;
-    case UnaryFn::Exp: return std::exp(x);
-    case UnaryFn::Log: return 1.0f / x;
-    case UnaryFn::Sqrt: return 0.5f / std::sqrt(x);
-    case UnaryFn::Reciprocal: return -1.0f / (x * x);
-    case UnaryFn::Tanh: {
-      const float t = std::tanh(x);
-      return 1.0f - t * t;
-    }
-    case UnaryFn::Erf: return 1.1283791670955126f * std::exp(-x * x);  // 2 / sqrt(pi)
-    case UnaryFn::Sigmoid: {
-      const float s = 1.0f / (1.0f + std::exp(-x));
-      return s * (1.0f - s);
-    }
-    case UnaryFn::Relu: return x > 0.0f ? 1.0f : 0.0f;
-    case UnaryFn::Abs: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
-  }
-  return 0.0f;
-}
-
-float binary(BinaryFn fn, float a, float b) {
-  switch (fn) {
-    case BinaryFn::Add: return a + b;
-    case BinaryFn::Sub: return a - b;
-    case BinaryFn::Mul: return a * b;
-    case BinaryFn::Div: return a / b;
-    case BinaryFn::Pow: return std::pow(a, b);
-  }
-  return 0.0f;
-}
-
 std::string broadcastPairCheck(const Tensor& a, const Tensor& b, const Tensor& out, const char* op) {
   std::vector<int64_t> shape;
   if (!broadcastShapes(a.shape, b.shape, &shape))
@@ -118,7 +84,7 @@ void binary_cpu(const KernelArgs& args) {
   const auto fn = static_cast<BinaryFn>(args.ints[0]);
   float* out = args.out[0].f32();
   forBroadcastPair<float>(args.in[0], args.in[1], args.out[0],
-                          [&](int64_t o, float a, float b) { out[o] = binary(fn, a, b); });
+                          [&](int64_t o, float a, float b) { out[o] = applyBinary(fn, a, b); });
 }
 
 std::string binary_grad_check(const KernelArgs& args) {
@@ -133,21 +99,8 @@ void binary_grad_cpu(const KernelArgs& args) {
   const auto fn = static_cast<BinaryFn>(args.ints[0]);
   const float* dy = args.in[0].f32();
   float *da = args.out[0].f32(), *db = args.out[1].f32();
-  forBroadcastPair<float>(args.in[1], args.in[2], args.in[0], [&](int64_t o, float a, float b) {
-    const float g = dy[o];
-    switch (fn) {
-      case BinaryFn::Add: da[o] = g, db[o] = g; break;
-      case BinaryFn::Sub: da[o] = g, db[o] = -g; break;
-      case BinaryFn::Mul: da[o] = g * b, db[o] = g * a; break;
-      case BinaryFn::Div: da[o] = g / b, db[o] = -g * a / (b * b); break;
-      case BinaryFn::Pow: {
-        da[o] = g * b * std::pow(a, b - 1.0f);
-        // a^b ln a: zero where a is 0 (the limit along b), as PyTorch defines it.
-        db[o] = a == 0.0f ? 0.0f : g * std::pow(a, b) * std::log(a);
-        break;
-      }
-    }
-  });
+  forBroadcastPair<float>(args.in[1], args.in[2], args.in[0],
+                          [&](int64_t o, float a, float b) { binaryGradient(fn, dy[o], a, b, da[o], db[o]); });
 }
 
 std::string where_check(const KernelArgs& args) {
@@ -212,11 +165,7 @@ void cast_cpu(const KernelArgs& args) {
   } else if (x.dtype == DType::I32) {
     for (int64_t i = 0; i < n; ++i) out.f32()[i] = static_cast<float>(x.i32()[i]);
   } else {
-    constexpr float kMax = 2147483520.0f;  // the largest float below 2^31
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = x.f32()[i];
-      out.i32()[i] = std::isnan(v) ? 0 : static_cast<int32_t>(std::clamp(v, -kMax, kMax));
-    }
+    for (int64_t i = 0; i < n; ++i) out.i32()[i] = castToI32(x.f32()[i]);
   }
 }
 

@@ -1,5 +1,3 @@
-#include <cmath>
-
 #include "kernels/softmax/softmax.h"
 
 namespace mt {
@@ -18,14 +16,10 @@ std::string check(const KernelArgs& args, const char* op) {
 // Calls f(base, stride, n) for every line along the axis.
 template <typename F>
 void forLines(const Tensor& t, int64_t axis, F f) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < t.rank(); ++i)
-    if (i < axis) outer *= t.shape[i];
-    else if (i > axis) inner *= t.shape[i];
-  const int64_t n = t.shape[axis];
+  const AxisExtents e = extentsAround(t.shape, axis);
 #pragma omp parallel for collapse(2) schedule(static) if (t.numel() > 32768)
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) f(o * n * inner + i, inner, n);
+  for (int64_t o = 0; o < e.outer; ++o)
+    for (int64_t i = 0; i < e.inner; ++i) f(o * e.axis * e.inner + i, e.inner, e.axis);
 }
 
 }  // namespace
@@ -36,16 +30,7 @@ void softmax_cpu(const KernelArgs& args) {
   float* y = args.out[0].f32();
   const bool log = args.ints[1];
   forLines(args.in[0], args.ints[0], [&](int64_t base, int64_t stride, int64_t n) {
-    float max = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) max = std::fmax(max, x[base + j * stride]);
-    double sum = 0.0;
-    for (int64_t j = 0; j < n; ++j) sum += std::exp(x[base + j * stride] - max);
-    // (x - max) - log(sum): subtracting max first keeps large inputs exact.
-    const float log_sum = static_cast<float>(std::log(sum));
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = (x[base + j * stride] - max) - log_sum;
-      y[base + j * stride] = log ? v : std::exp(v);
-    }
+    softmaxLine(x + base, y + base, stride, n, log);
   });
 }
 
@@ -55,13 +40,7 @@ void softmax_grad_cpu(const KernelArgs& args) {
   float* dx = args.out[0].f32();
   const bool log = args.ints[1];
   forLines(args.out[0], args.ints[0], [&](int64_t base, int64_t stride, int64_t n) {
-    // softmax: dx = y (dy - sum(dy y));  log_softmax: dx = dy - exp(y) sum(dy).
-    double dot = 0.0;
-    for (int64_t j = 0; j < n; ++j) dot += dy[base + j * stride] * (log ? 1.0f : y[base + j * stride]);
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t at = base + j * stride;
-      dx[at] = log ? dy[at] - std::exp(y[at]) * static_cast<float>(dot) : y[at] * (dy[at] - static_cast<float>(dot));
-    }
+    softmaxGradLine(dy + base, y + base, dx + base, stride, n, log);
   });
 }
 
