@@ -113,6 +113,10 @@ class Emitter {
   // Maps staging argument `arg` (mt-stage-bf16: the bf16 copy of parameter `param`, or of one of
   // its row pieces) to the parameter's staging host tensor, made by the first.
   LogicalResult addStaging(BlockArgument arg, DictionaryAttr param, std::map<std::string, int>& paramByName);
+  // A host tensor of `role` for host value `v` (a copy's result), shaped like it.
+  void addHostValue(Value v, const std::string& name, plan::HostRole role);
+  // Counts a copy of `bytes` to or from host tensor `t` in the stats of what it moves.
+  void countCopied(int t, int64_t bytes);
   void finish();
   double micros(double bytes, double bps) const { return bytes / bps * 1e6; }
 
@@ -194,12 +198,7 @@ LogicalResult Emitter::addHostTensors() {
   if (isForwardOnly(func_)) {
     // Forward-only: each result is a named output.
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      plan::HostTensor* t = plan_.add_host_tensors();
-      t->set_name(func_.getResultAttrOfType<StringAttr>(i, kOutputAttr).getValue().str());
-      t->set_role(plan::ROLE_OUTPUT);
-      setShape(t->mutable_shape(), v.getType());
-      t->set_dtype(dtypeOf(v.getType()));
-      hostTensor_[v] = plan_.host_tensors_size() - 1;
+      addHostValue(v, func_.getResultAttrOfType<StringAttr>(i, kOutputAttr).getValue().str(), plan::ROLE_OUTPUT);
     }
     return success();
   }
@@ -211,15 +210,11 @@ LogicalResult Emitter::addHostTensors() {
     if (!out || out.getResult().use_empty() ||
         !llvm::all_of(out.getResult().getUsers(), [](Operation* user) { return isa<H2DOp>(user); }))
       continue;
-    plan::HostTensor* t = plan_.add_host_tensors();
     Operation* def = out.getInput().getDefiningOp();
-    t->set_name(llvm::formatv("activation {0}: {1} of block {2}", activations++,
-                              def ? def->getName().stripDialect() : "input", blockOf(&op).value_or(-1))
-                    .str());
-    t->set_role(plan::ROLE_ACTIVATION);
-    setShape(t->mutable_shape(), out.getType());
-    t->set_dtype(dtypeOf(out.getType()));
-    hostTensor_[out.getResult()] = plan_.host_tensors_size() - 1;
+    addHostValue(out.getResult(),
+                 llvm::formatv("activation {0}: {1} of block {2}", activations++,
+                               def ? def->getName().stripDialect() : "input", blockOf(&op).value_or(-1)),
+                 plan::ROLE_ACTIVATION);
   }
   if (auto landing = func_->getAttrOfType<IntegerAttr>(kLandingBytesAttr)) {
     plan::HostTensor* t = plan_.add_host_tensors();
@@ -246,12 +241,7 @@ LogicalResult Emitter::addHostTensors() {
       if (!paramByName.count(table.getValue().str()))
         return ret.emitError("result ") << i << " holds rows of the gradient of '" << table.getValue()
                                         << "', which is not a parameter";
-      plan::HostTensor* t = plan_.add_host_tensors();
-      t->set_name("tokens' rows of " + table.getValue().str() + ".grad");
-      t->set_role(plan::ROLE_TOKEN_ROWS);
-      setShape(t->mutable_shape(), v.getType());
-      t->set_dtype(dtypeOf(v.getType()));
-      hostTensor_[v] = plan_.host_tensors_size() - 1;
+      addHostValue(v, "tokens' rows of " + table.getValue().str() + ".grad", plan::ROLE_TOKEN_ROWS);
       gradOfRows_[v] = gradOfParam_[paramByName[table.getValue().str()]];
       continue;
     }
@@ -361,6 +351,21 @@ LogicalResult Emitter::addStaging(BlockArgument arg, DictionaryAttr param, std::
   return success();
 }
 
+void Emitter::addHostValue(Value v, const std::string& name, plan::HostRole role) {
+  plan::HostTensor* t = plan_.add_host_tensors();
+  t->set_name(name);
+  t->set_role(role);
+  setShape(t->mutable_shape(), v.getType());
+  t->set_dtype(dtypeOf(v.getType()));
+  hostTensor_[v] = plan_.host_tensors_size() - 1;
+}
+
+void Emitter::countCopied(int t, int64_t bytes) {
+  const plan::HostRole role = plan_.host_tensors(t).role();
+  if (role == plan::ROLE_ACTIVATION) stats_.activation_bytes += bytes;
+  if (role == plan::ROLE_TOKEN_ROWS) stats_.token_row_bytes += bytes;
+}
+
 ByteRange Emitter::hostRange(int t, int64_t offset, int64_t bytes) const {
   const auto& tensor = plan_.host_tensors(t);
   if (bytes < 0) bytes = hostTensorBytes(tensor);
@@ -426,8 +431,7 @@ LogicalResult Emitter::addInstruction(Operation* op) {
       stats_.weight_h2d_numel += cast<RankedTensorType>(h2d.getType()).getNumElements();
       stats_.bf16_staging |= role == plan::ROLE_STAGING;
     }
-    if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_ACTIVATION) stats_.activation_bytes += bytes;
-    if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_TOKEN_ROWS) stats_.token_row_bytes += bytes;
+    countCopied(copy->host_tensor(), bytes);
   } else if (auto d2h = dyn_cast<D2HOp>(op)) {
     instr.stream = kD2H;
     if (!hostTensor_.count(d2h.getResult()))
@@ -444,8 +448,7 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     instr.body.set_bytes(bytes);
     instr.micros = micros(bytes, hw.d2h_bps);
     stats_.d2h_bytes += bytes;
-    if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_ACTIVATION) stats_.activation_bytes += bytes;
-    if (plan_.host_tensors(copy->host_tensor()).role() == plan::ROLE_TOKEN_ROWS) stats_.token_row_bytes += bytes;
+    countCopied(copy->host_tensor(), bytes);
   } else if (auto task = dyn_cast<HostTaskOp>(op)) {
     instr.stream = kHost;
     auto* body = instr.body.mutable_host_task();
