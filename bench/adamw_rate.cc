@@ -1,7 +1,9 @@
 // The host optimizer against the machine's memory bandwidth. AdamW streams 7 fp32 words per
 // parameter (reads gradient, weight, both moments; writes weight and moments) and the norm pass
 // 1 (reads the gradient): both are bandwidth-bound, so their rate is compared with a STREAM-style
-// triad (a = b + s*c: 3 words per element) on the same threads and array sizes. Prints a table.
+// triad (a = b + s*c: 3 words per element) on the same threads and array sizes. A split master
+// (bf16 copy + 16-bit residual, mtc --stream-dtype bf16) moves the same bytes as an fp32 one and
+// writes the streamed copy with them; it is restored and split again in cache. Prints a table.
 // usage: mt_adamw_rate [MILLIONS_OF_PARAMETERS]   (default 64: 1.8 GiB of optimizer state)
 #include <omp.h>
 
@@ -11,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 #include "kernels/adamw/adamw.h"
 
@@ -55,11 +58,27 @@ int main(int argc, char** argv) {
   });
   mt::AdamWParams p;
   p.lr = 1e-4, p.weight_decay = 0.1, p.step = 10;
-  const double adamw = bestSeconds(5, [&] { mt::adamw_cpu(param.get(), grad.get(), m.get(), v.get(), n, p); });
+  const mt::MasterWeights plain{param.get()};
+  const double adamw = bestSeconds(5, [&] { mt::adamw_cpu(plain, grad.get(), m.get(), v.get(), n, p); });
   volatile double sink = 0;
   const double norm = bestSeconds(5, [&] { sink = sink + mt::sum_squares_cpu(grad.get(), n); });
   const double fused = bestSeconds(5, [&] {
-    sink = sink + mt::adamw_with_norm_cpu(param.get(), grad.get(), m.get(), v.get(), n, p);
+    sink = sink + mt::adamw_with_norm_cpu(plain, grad.get(), m.get(), v.get(), n, p);
+  });
+  // The plan 1.6 layout: the fp32 master beside its bf16 copy, rounded into in the same pass.
+  std::vector<uint16_t> hi(n);
+  const mt::MasterWeights staged{param.get(), hi.data()};
+  const double fused_staged = bestSeconds(5, [&] {
+    sink = sink + mt::adamw_with_norm_cpu(staged, grad.get(), m.get(), v.get(), n, p);
+  });
+  // The split master: the fp32 array becomes its bf16 copy and residual (the same bytes).
+  std::vector<int16_t> lo(n);
+  const mt::MasterWeights split{nullptr, hi.data(), lo.data()};
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) mt::splitMaster(param[i], hi[i], lo[i]);
+  param.reset();
+  const double fused_split = bestSeconds(5, [&] {
+    sink = sink + mt::adamw_with_norm_cpu(split, grad.get(), m.get(), v.get(), n, p);
   });
 
   const double gb = 1e9;
@@ -70,7 +89,9 @@ int main(int argc, char** argv) {
   std::printf("| triad a = b + s*c (peer) | 12 | %.1f ms | %.1f | 1.00 | — |\n", triad * 1e3, triad_gbs);
   for (auto [name, bytes, seconds] : {std::tuple{"AdamW (adamw_cpu)", 28, adamw}, {"norm (sum_squares_cpu)", 4, norm},
                                       {"norm then AdamW (two passes)", 32, norm + adamw},
-                                      {"norm and AdamW per chunk (adamw_with_norm_cpu)", 28, fused}})
+                                      {"norm and AdamW per chunk (adamw_with_norm_cpu)", 28, fused},
+                                      {"... on an fp32 master beside its bf16 copy (plan 1.6)", 30, fused_staged},
+                                      {"... on a split master (bf16 copy + residual)", 28, fused_split}})
     std::printf("| %s | %d | %.1f ms | %.1f | %.2f | %.3g |\n", name, bytes, seconds * 1e3,
                 double(bytes) * n / seconds / gb, double(bytes) * n / seconds / gb / triad_gbs, n / seconds);
   return 0;

@@ -344,6 +344,13 @@ LogicalResult Emitter::addStaging(BlockArgument arg, DictionaryAttr param, std::
     t->set_dtype(plan::DTYPE_BF16);
     t->set_role(plan::ROLE_STAGING);
     t->set_param_index(p);
+    // The master held split (plan 1.7): the staging copy and this residual are all of it.
+    plan::HostTensor* residual = plan_.add_host_tensors();
+    residual->set_name(whole.name() + ".residual");
+    *residual->mutable_shape() = whole.shape();
+    residual->set_dtype(plan::DTYPE_I16);
+    residual->set_role(plan::ROLE_RESIDUAL);
+    residual->set_param_index(p);
   }
   hostTensor_[arg] = staging->second;
   auto rows = param.getAs<DenseI64ArrayAttr>(kParamRowsKey);
@@ -501,12 +508,11 @@ LogicalResult Emitter::addInstruction(Operation* op) {
         body->add_tensors(p);
         hazards_.read(hostRange(gradOfParam_[p]), index, instr.deps);
         hazards_.write(hostRange(p), index, instr.deps);
-        bytes += 7 * hostTensorBytes(plan_.host_tensors(p));  // grad; param, m, v read and written
-        if (auto staging = stagingOfParam_.find(p); staging != stagingOfParam_.end()) {
-          // Rounded from each updated chunk while it is in cache: the bf16 bytes written.
+        // grad; param, m, v read and written (a split master's staging copy and residual are
+        // its 4 bytes per weight)
+        bytes += 7 * hostTensorBytes(plan_.host_tensors(p));
+        if (auto staging = stagingOfParam_.find(p); staging != stagingOfParam_.end())
           hazards_.write(hostRange(staging->second), index, instr.deps);
-          bytes += hostTensorBytes(plan_.host_tensors(staging->second));
-        }
       }
     }
     instr.body.set_bytes(bytes);

@@ -130,7 +130,7 @@ int64_t bestThroughputBatch(MLIRContext& context, const ModelConfig& config, int
 // `note` says why.
 std::string chooseUpdate(const CompileOptions& o, double num_params, std::string& note) {
   if (o.update != "auto") return o.update;
-  const double per_param = o.stream_dtype == "bf16" ? 18.0 : 16.0;  // + the bf16 staging copies
+  const double per_param = 16.0;  // bf16 streaming included: the master is then split, not copied
   const double deferred_bytes = per_param * num_params;
   if (o.host_mem <= 0 || deferred_bytes <= o.host_mem) return "deferred";
   note = fmt::format("chosen for --host-mem: the deferred update's {:.0f} bytes/param would need {}", per_param,
@@ -315,11 +315,12 @@ int compile(const CompileOptions& o) {
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_ACTIVATION) activation_host_bytes += hostTensorBytes(t);
   const std::string host_parts =
-      (landing >= 0 ? "fp32 master weights, two AdamW moments, a gradient landing buffer of " +
+      std::string(stats.bf16_staging ? "fp32 master weights (held as their bf16 copies + 16-bit residuals)"
+                                     : "fp32 master weights") +
+      (landing >= 0 ? ", two AdamW moments, a gradient landing buffer of " +
                           mib(4.0 * checkedNumel(plan.host_tensors(landing).shape(), "landing"))
-                    : std::string("fp32 master weights, gradients, two AdamW moments")) +
-      (activation_host_bytes ? ", offloaded activations " + formatBytes(activation_host_bytes, /*exact=*/false) : "") +
-      (stats.bf16_staging ? ", bf16 staging copies" : "");
+                    : std::string(", gradients, two AdamW moments")) +
+      (activation_host_bytes ? ", offloaded activations " + formatBytes(activation_host_bytes, /*exact=*/false) : "");
   if (o.host_mem > 0 && host_bytes > o.host_mem) {
     std::fprintf(stderr,
                  "mtc: error: the plan needs %s of host memory (%.1f bytes for each of %.3f B parameters: %s) but "
@@ -425,9 +426,10 @@ int compile(const CompileOptions& o) {
                 o.vocab_chunks > 0 ? "--vocab-chunks" : "the fewest that fit --device-mem");
   }
   if (stats.bf16_staging)
-    std::printf("  staging        the weights cross the link as bf16 copies of the fp32 master (rounded to nearest "
-                "even on the host whenever it changes, widened on the device): half the bytes, and the forward and "
-                "backward see bf16-rounded weights; master, moments and gradients stay fp32 (--stream-dtype bf16)\n");
+    std::printf("  staging        the weights cross the link as bf16 copies of the fp32 master (rounded to nearest, "
+                "ties away from zero; widened on the device): half the bytes, and the forward and backward see "
+                "bf16-rounded weights; master, moments and gradients stay fp32, the master held exactly as its bf16 "
+                "copy + a 16-bit residual, no host bytes added (--stream-dtype bf16)\n");
   if (stages.host_embedding) {
     std::string tables;
     func::FuncOp func = getModelFunction(*module);

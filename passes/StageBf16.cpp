@@ -1,7 +1,8 @@
 // mt-stage-bf16: every copy of a parameter to the device reads the parameter's bf16 staging copy
 // instead of its fp32 master (half the link bytes), widened to f32 on the device right before the
 // copy's first use (so the bf16 buffer, not the f32 one, waits for it when copied a block ahead).
-// The host keeps each staging copy rounded from its master (to nearest even) whenever the master
+// The host keeps each staging copy rounded from its master (to nearest; the master is then held
+// split, the copy + a 16-bit residual: runtime/plan.proto ROLE_RESIDUAL) whenever the master
 // changes; the forward and backward then see bf16-rounded weights, while the master, the moments
 // and the gradients stay fp32.
 #include "mlir/IR/Builders.h"

@@ -28,7 +28,8 @@ void HostOptimizer::beginStep(const StepOptions& options) {
 void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tensors, bool accumulate) {
   // The token embedding runs whatever the update does: the step's forward and gradient need it.
   if (kind == plan::HostTask::EMBEDDING_LOOKUP) {
-    embedding_lookup_host(hostTensor(tensors[1]), hostTensor(tensors[2]), hostTensor(tensors[0]));
+    const auto& table = plan_.host_tensors(tensors[2]);
+    embedding_lookup_host(hostTensor(tensors[1]), store_.master(tensors[2]), table.shape(0), hostTensor(tensors[0]));
     return;
   }
   if (kind == plan::HostTask::EMBEDDING_GRAD) {
@@ -96,17 +97,11 @@ void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
       continue;
     }
     // No clipping: the norm is not complete yet.
-    const double sum = adamw_with_norm_cpu(store_.f32(param), g, store_.f32(store_.moment1Of(param)),
-                                           store_.f32(store_.moment2Of(param)), n, forParam(param, options_.adamw),
-                                           staging(param));
+    const double sum = adamw_with_norm_cpu(store_.master(param), g, store_.f32(store_.moment1Of(param)),
+                                           store_.f32(store_.moment2Of(param)), n, forParam(param, options_.adamw));
     updated_ = true;
     addNorm(grad, sum);
   }
-}
-
-uint16_t* HostOptimizer::staging(int param) const {
-  const int s = store_.stagingOf(param);
-  return s >= 0 ? static_cast<uint16_t*>(store_.data(s)) : nullptr;
 }
 
 Tensor HostOptimizer::hostTensor(int index) const {
@@ -127,8 +122,8 @@ AdamWParams HostOptimizer::forParam(int param, const AdamWParams& adamw) const {
 
 void HostOptimizer::update(const std::vector<int>& params, const AdamWParams& adamw) {
   for (int param : params)
-    adamw_cpu(store_.f32(param), store_.f32(store_.gradOf(param)), store_.f32(store_.moment1Of(param)),
-              store_.f32(store_.moment2Of(param)), store_.numel(param), forParam(param, adamw), staging(param));
+    adamw_cpu(store_.master(param), store_.f32(store_.gradOf(param)), store_.f32(store_.moment1Of(param)),
+              store_.f32(store_.moment2Of(param)), store_.numel(param), forParam(param, adamw));
 }
 
 }  // namespace mt

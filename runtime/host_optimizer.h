@@ -37,8 +37,6 @@ class HostOptimizer {
   void normAndUpdate(const std::vector<int>& params);
   // Host tensor `index` as a kernel operand.
   Tensor hostTensor(int index) const;
-  // The bf16 staging copy of `param` that its update rounds into, or null.
-  uint16_t* staging(int param) const;
 
   const plan::Plan& plan_;
   HostStore& store_;

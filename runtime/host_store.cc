@@ -27,6 +27,9 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+// Parameters are initialised and loaded in tiles of this many elements, in parallel.
+constexpr int64_t kTile = 1 << 16;
+
 std::string gib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
@@ -45,7 +48,7 @@ int64_t availableHostMemory() {
 }
 
 void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uint64_t seed,
-                      const std::string& name) {
+                      const std::string& name, int64_t first) {
   switch (init.kind()) {
     case plan::Initializer::ZEROS: std::fill(data, data + n, 0.0f); return;
     case plan::Initializer::ONES: std::fill(data, data + n, 1.0f); return;
@@ -57,9 +60,10 @@ void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uin
   const double std_dev = init.std();
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
-    // Box-Muller on two uniforms in (0, 1] drawn from the counter (key, i).
-    const double u1 = double((splitmix64(key + 2 * uint64_t(i)) >> 11) + 1) * 0x1.0p-53;
-    const double u2 = double((splitmix64(key + 2 * uint64_t(i) + 1) >> 11) + 1) * 0x1.0p-53;
+    // Box-Muller on two uniforms in (0, 1] drawn from the counter (key, element).
+    const uint64_t element = uint64_t(first + i);
+    const double u1 = double((splitmix64(key + 2 * element) >> 11) + 1) * 0x1.0p-53;
+    const double u2 = double((splitmix64(key + 2 * element + 1) >> 11) + 1) * 0x1.0p-53;
     data[i] = static_cast<float>(std_dev * std::sqrt(-2.0 * std::log(u1)) *
                                  std::cos(6.283185307179586 * u2));
   }
@@ -72,6 +76,7 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
   m1_of_.assign(n, -1);
   m2_of_.assign(n, -1);
   staging_of_.assign(n, -1);
+  residual_of_.assign(n, -1);
   const int landing = gradLandingTensor(plan);
   for (int i = 0; i < n; ++i) {
     const auto& t = plan.host_tensors(i);
@@ -85,6 +90,7 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
       case plan::ROLE_MOMENT1: m1_of_[t.param_index()] = i; break;
       case plan::ROLE_MOMENT2: m2_of_[t.param_index()] = i; break;
       case plan::ROLE_STAGING: staging_of_[t.param_index()] = i; break;
+      case plan::ROLE_RESIDUAL: residual_of_[t.param_index()] = i; break;
       case plan::ROLE_TOKENS: tokens_ = i; break;
       case plan::ROLE_TARGETS: targets_ = i; break;
       case plan::ROLE_LOSS: loss_ = i; break;
@@ -102,9 +108,11 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
   try {
     for (int i = 0; i < n; ++i) {
       if (landing >= 0 && plan.host_tensors(i).role() == plan::ROLE_GRAD) continue;
+      if (residual_of_[i] >= 0) continue;  // a split master: its staging copy and residual hold it
       // Each tensor on pages of its own: the CUDA backend pins the ones it copies
       // (cudaHostRegister), and two registrations must not share a page.
-      const int64_t rounded = (std::max<int64_t>(bytes(i), 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
+      const int64_t held = numel_[i] * dtypeBytes(plan.host_tensors(i).dtype());
+      const int64_t rounded = (std::max<int64_t>(held, 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
       tensors_[i].reset(static_cast<std::byte*>(std::aligned_alloc(kPageBytes, rounded)));
       if (!tensors_[i]) throw std::bad_alloc();
       std::memset(tensors_[i].get(), 0, rounded);
@@ -125,18 +133,38 @@ void HostStore::initialize(uint64_t seed) {
   for (int i = 0; i < plan_.host_tensors_size(); ++i) {
     const auto& t = plan_.host_tensors(i);
     if (t.role() == plan::ROLE_PARAM) {
-      initializeTensor(f32(i), numel_[i], t.init(), seed, t.name());
+      setParam(i, [&](int64_t first, int64_t n, float* out) { initializeTensor(out, n, t.init(), seed, t.name(), first); });
     } else if (t.role() == plan::ROLE_CONSTANT) {
       std::memcpy(data(i), t.data().data(), t.data().size());  // the verifier checked the size
-    } else {
+    } else if (t.role() != plan::ROLE_STAGING && t.role() != plan::ROLE_RESIDUAL) {  // the parameters' own
       std::memset(data(i), 0, bytes(i));
     }
   }
-  for (int p : params_) refreshStaging(p);
 }
 
-void HostStore::refreshStaging(int param) {
-  if (const int s = staging_of_[param]; s >= 0) round_to_bf16(f32(param), static_cast<uint16_t*>(data(s)), numel_[param]);
+MasterWeights HostStore::master(int param) const {
+  const int staging = staging_of_[param], residual = residual_of_[param];
+  return {f32(param), staging >= 0 ? static_cast<uint16_t*>(data(staging)) : nullptr,
+          residual >= 0 ? static_cast<int16_t*>(data(residual)) : nullptr};
+}
+
+std::vector<float> HostStore::readParam(int param) const {
+  std::vector<float> values(numel_[param]);
+  read_master(master(param), 0, numel_[param], values.data());
+  return values;
+}
+
+void HostStore::setParam(int param, const std::function<void(int64_t, int64_t, float*)>& values) {
+  const MasterWeights w = master(param);
+  const int64_t n = numel_[param], tiles = (n + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) if (tiles > 1)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t first = t * kTile, count = std::min(kTile, n - first);
+    std::vector<float> tile;
+    float* out = w.f32 ? w.f32 + first : (tile.resize(count), tile.data());
+    values(first, count, out);
+    write_master(w, first, count, out);
+  }
 }
 
 int HostStore::find(plan::HostRole role, const std::string& name) const {
@@ -150,9 +178,19 @@ void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::Ho
     const auto& t = plan_.host_tensors(i);
     if (std::find(roles.begin(), roles.end(), t.role()) == roles.end()) continue;
     const auto& entry = file.f32(t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end()));
-    std::memcpy(data(i), entry.data, entry.bytes);
-    if (t.role() == plan::ROLE_PARAM) refreshStaging(i);
+    if (t.role() == plan::ROLE_PARAM)
+      setParam(i, [&](int64_t first, int64_t n, float* out) { std::memcpy(out, entry.data + 4 * first, 4 * n); });
+    else
+      std::memcpy(data(i), entry.data, entry.bytes);
   }
+}
+
+SafetensorsTensor HostStore::savedTensor(int index) const {
+  const auto& t = plan_.host_tensors(index);
+  SafetensorsTensor out{t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(index), 4 * numel_[index]};
+  if (!out.data)  // a split master, restored as it is written
+    out.produce = [this, index](void* buffer) { read_master(master(index), 0, numel_[index], static_cast<float*>(buffer)); };
+  return out;
 }
 
 void HostStore::saveParams(const std::string& path) const {
@@ -160,7 +198,7 @@ void HostStore::saveParams(const std::string& path) const {
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "megatrain"}};
   for (int p : params_) {
     const auto& t = plan_.host_tensors(p);
-    out.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(p), bytes(p)});
+    out.push_back(savedTensor(p));
     if (!t.origin().empty()) metadata[std::string(kOnnxOriginKey) + t.name()] = t.origin();
   }
   writeSafetensors(path, out, metadata);
@@ -182,7 +220,7 @@ void HostStore::saveState(const std::string& path, const std::map<std::string, s
   for (int i = 0; i < plan_.host_tensors_size(); ++i) {
     const auto& t = plan_.host_tensors(i);
     if (t.role() == plan::ROLE_PARAM || t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2)
-      out.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(i), bytes(i)});
+      out.push_back(savedTensor(i));
   }
   writeSafetensors(path, out, metadata);
 }

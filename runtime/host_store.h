@@ -1,20 +1,23 @@
 // The host store: every host tensor of a plan (fp32 master weights, gradient landing buffers,
 // AdamW moments, per-step inputs and the loss) in host memory, allocated once. In a plan with a
-// gradient landing buffer (on-arrival update) the gradients are views into it.
+// gradient landing buffer (on-arrival update) the gradients are views into it. A split master
+// (plan 1.7: a parameter with a residual) has no bytes of its own: its values are its bf16
+// staging copy and residual (kernels/adamw/master_weights.h), read and written through master().
 #pragma once
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kernels/adamw/master_weights.h"
 #include "runtime/plan_format.h"
+#include "runtime/safetensors.h"
 
 namespace mt {
-
-class SafetensorsFile;
 
 class HostStore {
  public:
@@ -22,11 +25,15 @@ class HostStore {
   // throws mt::Error with both numbers if not. The plan must be verified.
   explicit HostStore(const plan::Plan& plan);
 
+  // Null for a split master (see master()).
   void* data(int index) const { return data_[index]; }
   float* f32(int index) const { return static_cast<float*>(data(index)); }
   int32_t* i32(int index) const { return static_cast<int32_t*>(data(index)); }
   int64_t numel(int index) const { return numel_[index]; }
-  int64_t bytes(int index) const { return numel_[index] * dtypeBytes(plan_.host_tensors(index).dtype()); }
+  // The bytes tensor `index` holds (0 for a split master).
+  int64_t bytes(int index) const {
+    return data_[index] ? numel_[index] * dtypeBytes(plan_.host_tensors(index).dtype()) : 0;
+  }
 
   // Parameters from the plan's initializers (seeded; WEIGHTS ones zero until loadParams),
   // constants from the plan, everything else zero.
@@ -47,11 +54,10 @@ class HostStore {
   int gradOf(int param) const { return grad_of_[param]; }
   int moment1Of(int param) const { return m1_of_[param]; }
   int moment2Of(int param) const { return m2_of_[param]; }
-  // The bf16 staging copy of `param` (ROLE_STAGING), or -1.
-  int stagingOf(int param) const { return staging_of_[param]; }
-  // Rounds parameter `param`'s master weights into its staging copy, if it has one: after
-  // the initializers and a load (an update rounds its chunks itself: adamw_cpu's `staging`).
-  void refreshStaging(int param);
+  // Where parameter `param`'s master weights live (plain or split) and its bf16 staging copy.
+  MasterWeights master(int param) const;
+  // Its master weights as floats, restored if split.
+  std::vector<float> readParam(int param) const;
   int tokens() const { return tokens_; }
   int targets() const { return targets_; }
   int loss() const { return loss_; }  // -1 in a forward-only plan
@@ -65,6 +71,11 @@ class HostStore {
   int find(plan::HostRole role, const std::string& name) const;
   // Every tensor of the given roles from `file`, by its plan name.
   void load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles);
+  // Sets parameter `param`'s master (and its staging copy) to `values(first, n, out)`, which
+  // writes elements [first, first + n) into `out`; in parallel over tiles.
+  void setParam(int param, const std::function<void(int64_t, int64_t, float*)>& values);
+  // Tensor `index` as saved: fp32 under its plan name (a split master restored as it is written).
+  SafetensorsTensor savedTensor(int index) const;
 
   const plan::Plan& plan_;
   struct FreeDeleter {
@@ -74,7 +85,7 @@ class HostStore {
   std::vector<std::unique_ptr<std::byte[], FreeDeleter>> tensors_;  // page-aligned; null for views
   std::vector<std::byte*> data_;  // each tensor's bytes: its own, or a view (landing gradients)
   std::vector<int64_t> numel_;
-  std::vector<int> params_, grad_of_, m1_of_, m2_of_, staging_of_;
+  std::vector<int> params_, grad_of_, m1_of_, m2_of_, staging_of_, residual_of_;
   int tokens_ = -1, targets_ = -1, loss_ = -1;
   int64_t num_params_ = 0, total_bytes_ = 0;
 };
@@ -84,8 +95,9 @@ inline constexpr char kOnnxOriginKey[] = "onnx.";
 
 // Fills `n` floats per the initializer. NORMAL uses a counter-based generator keyed by
 // (seed, name): the values do not depend on the order or the thread that makes them.
+// Fills elements [first, first + n) of the tensor; `data` points at element `first`.
 void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uint64_t seed,
-                      const std::string& name);
+                      const std::string& name, int64_t first = 0);
 
 // Bytes of memory the OS says are available (MemAvailable), or -1 if unknown.
 int64_t availableHostMemory();

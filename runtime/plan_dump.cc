@@ -16,6 +16,7 @@ const char* dtypeLabel(plan::DType d) {
     case plan::DTYPE_F32: return "f32";
     case plan::DTYPE_I32: return "i32";
     case plan::DTYPE_BF16: return "bf16";
+    case plan::DTYPE_I16: return "i16";
     default: return "?";
   }
 }
@@ -105,9 +106,10 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
     out << "host tensors:\n";
     for (int i = 0; i < plan.host_tensors_size(); ++i) {
       const auto& t = plan.host_tensors(i);
-      out << fmt::format("  {:4} {:<9} {:<4} {:<18} {}\n", i,
+      out << fmt::format("  {:4} {:<9} {:<4} {:<18} {}{}\n", i,
                          plan::HostRole_Name(t.role()).substr(5), dtypeLabel(t.dtype()),
-                         shapeLabel(t.shape()), t.name());
+                         shapeLabel(t.shape()), t.name(),
+                         t.role() == plan::ROLE_PARAM && isSplitMaster(plan, i) ? " (split: its STAGING + RESIDUAL)" : "");
     }
   }
   if (options.memory) {

@@ -112,6 +112,7 @@ int64_t dtypeBytes(plan::DType dtype) {
     case plan::DTYPE_F32: return 4;
     case plan::DTYPE_I32: return 4;
     case plan::DTYPE_BF16: return 2;
+    case plan::DTYPE_I16: return 2;
     default: throw Error("unknown dtype " + std::to_string(static_cast<int>(dtype)));
   }
 }

@@ -23,7 +23,7 @@ std::string where(int stream, int instr) {
 void verifyHostTensors(const plan::Plan& plan) {
   std::map<plan::HostRole, int> singletons;
   std::set<std::pair<plan::HostRole, std::string>> io_names;
-  std::map<int, int> staged;  // parameter -> its staging copies
+  std::map<int, int> staged, split;  // parameter -> its staging copies, its residuals
   for (int i = 0; i < plan.host_tensors_size(); ++i) {
     const auto& t = plan.host_tensors(i);
     const std::string what = "host tensor " + std::to_string(i) + " '" + t.name() + "'";
@@ -41,18 +41,24 @@ void verifyHostTensors(const plan::Plan& plan) {
       case plan::ROLE_GRAD:
       case plan::ROLE_MOMENT1:
       case plan::ROLE_MOMENT2:
-      case plan::ROLE_STAGING: {
+      case plan::ROLE_STAGING:
+      case plan::ROLE_RESIDUAL: {
         const int p = t.param_index();
         if (p < 0 || p >= plan.host_tensors_size() ||
             plan.host_tensors(p).role() != plan::ROLE_PARAM)
           fail(what + " refers to parameter index " + std::to_string(p) + ", not a parameter");
-        const auto dtype = t.role() == plan::ROLE_STAGING ? plan::DTYPE_BF16 : plan::DTYPE_F32;
+        const auto dtype = t.role() == plan::ROLE_STAGING    ? plan::DTYPE_BF16
+                           : t.role() == plan::ROLE_RESIDUAL ? plan::DTYPE_I16
+                                                             : plan::DTYPE_F32;
         if (t.dtype() != dtype ||
             !std::equal(t.shape().begin(), t.shape().end(), plan.host_tensors(p).shape().begin(),
                         plan.host_tensors(p).shape().end()))
-          fail(what + " must be " + (dtype == plan::DTYPE_BF16 ? "bf16" : "f32") + " with the shape of its parameter");
+          fail(what + " must be " + (dtype == plan::DTYPE_F32 ? "f32" : dtype == plan::DTYPE_BF16 ? "bf16" : "i16") +
+               " with the shape of its parameter");
         if (t.role() == plan::ROLE_STAGING && ++staged[p] > 1)
           fail("parameter '" + plan.host_tensors(p).name() + "' has two staging copies");
+        if (t.role() == plan::ROLE_RESIDUAL && ++split[p] > 1)
+          fail("parameter '" + plan.host_tensors(p).name() + "' has two residuals");
         break;
       }
       case plan::ROLE_TOKENS:
@@ -87,9 +93,13 @@ void verifyHostTensors(const plan::Plan& plan) {
         break;
       default: break;
     }
+    if (t.dtype() == plan::DTYPE_I16 && t.role() != plan::ROLE_RESIDUAL) fail(what + ": only residuals are i16");
     if (t.role() != plan::ROLE_GRAD && t.landing_offset() != 0) fail(what + " has a landing offset but is not a gradient");
     if (t.role() != plan::ROLE_CONSTANT && !t.data().empty()) fail(what + " holds data but is not a constant");
   }
+  for (auto [p, residuals] : split)
+    if (!staged.count(p))
+      fail("parameter '" + plan.host_tensors(p).name() + "' has a residual but no staging copy (a split master is both)");
   // Gradients in the landing buffer: each inside it, aligned.
   const int landing = gradLandingTensor(plan);
   for (const auto& t : plan.host_tensors()) {
@@ -122,7 +132,7 @@ void verifyBuffers(const plan::Plan& plan) {
   for (int i = 0; i < plan.buffers_size(); ++i) {
     const auto& b = plan.buffers(i);
     const std::string what = "buffer " + std::to_string(i) + " '" + b.name() + "'";
-    if (!plan::DType_IsValid(b.dtype())) fail(what + " has an unknown dtype");
+    if (!plan::DType_IsValid(b.dtype()) || b.dtype() == plan::DTYPE_I16) fail(what + " has an unknown dtype");
     const int64_t bytes = checkedNumel(b.shape(), what) * dtypeBytes(b.dtype());
     if (b.offset() < 0 || b.offset() % kArenaAlignment != 0)
       fail(what + " has offset " + std::to_string(b.offset()) + ", not a non-negative multiple of " +
@@ -161,6 +171,8 @@ void verifyCopy(const plan::Plan& plan, const plan::Copy& copy, const std::strin
   const int64_t host = checkedNumel(h.shape(), "host tensor"), buffer = checkedNumel(b.shape(), "buffer");
   const int64_t element = dtypeBytes(h.dtype()), offset = copy.host_offset();
   if (h.dtype() != b.dtype()) fail(at + ": copy between '" + h.name() + "' and '" + b.name() + "' of different types");
+  if (h.role() == plan::ROLE_PARAM && isSplitMaster(plan, copy.host_tensor()))
+    fail(at + ": copy of '" + h.name() + "', a split master: it holds no bytes (its staging copy is copied)");
   if (offset < 0 || offset % element != 0 || offset / element > host - buffer)
     fail(at + ": copy of " + std::to_string(buffer) + " elements at byte " + std::to_string(offset) + " of '" +
          h.name() + "' (" + std::to_string(host) + " elements) leaves the host tensor");
@@ -291,11 +303,22 @@ plan::HostTask::Kind planUpdateKind(const plan::Plan& plan) {
   return plan::HostTask::ADAMW;
 }
 
+bool isSplitMaster(const plan::Plan& plan, int param) {
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_RESIDUAL && t.param_index() == param) return true;
+  return false;
+}
+
 int64_t planHostBytes(const plan::Plan& plan) {
   const bool landing = gradLandingTensor(plan) >= 0;
-  int64_t bytes = 0;
+  std::set<int> split;
   for (const auto& t : plan.host_tensors())
-    if (!(landing && t.role() == plan::ROLE_GRAD)) bytes += hostTensorBytes(t);
+    if (t.role() == plan::ROLE_RESIDUAL) split.insert(t.param_index());
+  int64_t bytes = 0;
+  for (int i = 0; i < plan.host_tensors_size(); ++i) {
+    const auto& t = plan.host_tensors(i);
+    if (!(landing && t.role() == plan::ROLE_GRAD) && !split.count(i)) bytes += hostTensorBytes(t);
+  }
   return bytes;
 }
 

@@ -25,8 +25,13 @@ bool updatesOnArrival(plan::HostTask::Kind kind);
 // Whether `kind` is an AdamW task (not the norm, not the host's token embedding).
 bool updatesParameters(plan::HostTask::Kind kind);
 
+// Whether parameter host tensor `param` is a split master (it has a ROLE_RESIDUAL: no bytes of
+// its own).
+bool isSplitMaster(const plan::Plan& plan, int param);
+
 // Bytes of host memory the plan's host tensors take (views into the landing buffer not
-// counted twice): what the host store allocates.
+// counted twice, split masters counted as their staging copies and residuals): what the host
+// store allocates.
 int64_t planHostBytes(const plan::Plan& plan);
 
 // "" if the CUDA backend has a kernel for every kernel call of the plan (the op table's CUDA

@@ -77,9 +77,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--stream-dtype", o.stream_dtype,
                  "what the weights cross the link as: f32 (the fp32 master weights: full precision) or bf16 "
-                 "(staging copies rounded from the master, widened on the device: half the link bytes, 2 more host "
-                 "bytes/param, the forward and backward see bf16-rounded weights; the master, moments and gradients "
-                 "stay fp32)")
+                 "(the master's bf16 rounding, widened on the device: half the link bytes, the forward and backward "
+                 "see bf16-rounded weights; the master, moments and gradients stay fp32, the master held exactly as "
+                 "that bf16 copy + a 16-bit residual: no host bytes added)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   app.add_option("--offload-activations", o.offload,

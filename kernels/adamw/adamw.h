@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/adamw/master_weights.h"
+
 namespace mt {
 
 struct AdamWParams {
@@ -22,11 +24,11 @@ struct AdamWParams {
   bool bias_correction = true;  // false: the moments are used as they are (ONNX Adam at T = 0)
 };
 
-// Updates param, m, v in place from grad (n elements each). Vectorised and multithreaded.
-// With `staging` (n bf16 bit patterns: a parameter streamed as bf16), each updated chunk of
-// param is rounded into it while still in cache (round_to_bf16).
-void adamw_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
-               const AdamWParams& p, uint16_t* staging = nullptr);
+// Updates the master weights `w`, m and v in place from grad (n elements each). Vectorised and
+// multithreaded. A split master is restored, updated and split again tile by tile in cache; a
+// plain one with a bf16 copy has each updated chunk rounded into it while still in cache. The
+// master's values are the same bit for bit whatever its layout.
+void adamw_cpu(const MasterWeights& w, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p);
 
 // Sum of squares in double, deterministic for any thread count.
 double sum_squares_cpu(const float* x, int64_t n);
@@ -36,7 +38,7 @@ double sum_squares_cpu(const float* x, int64_t n);
 // they are finite, the chunk is updated while its gradient is still in cache. A chunk holding
 // NaN/Inf is left as it was (the others are updated); the sum is then not finite. For updates
 // that need no global norm first (on arrival): the gradient crosses the memory bus once, not twice.
-double adamw_with_norm_cpu(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p,
-                           uint16_t* staging = nullptr);
+double adamw_with_norm_cpu(const MasterWeights& w, const float* grad, float* m, float* v, int64_t n,
+                           const AdamWParams& p);
 
 }  // namespace mt

@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "kernels/adamw/adamw.h"
-#include "kernels/elementwise/elementwise.h"
 
 namespace mt {
 
@@ -25,23 +24,45 @@ struct Coefficients {
   }
 };
 
-// The update of elements [begin, end); kL2 adds the coupled L2 term (a separate instantiation,
-// so that AdamW's loop stays exactly torch's operation sequence).
-template <bool kL2>
-inline void adamwRange(float* param, const float* grad, float* m, float* v, int64_t begin, int64_t end,
-                       const Coefficients& k) {
+// The master's elements inside the update loop: plain fp32, or split (restored and split again
+// in registers, the loop still one pass over memory).
+struct PlainMaster {
+  float* f32;
+  float load(int64_t i) const { return f32[i]; }
+  void store(int64_t i, float x) const { f32[i] = x; }
+};
+struct SplitMaster {
+  uint16_t* bf16;
+  int16_t* residual;
+  float load(int64_t i) const { return joinMaster(bf16[i], residual[i]); }
+  void store(int64_t i, float x) const { splitMaster(x, bf16[i], residual[i]); }
+};
+
+// The update of elements [0, n) of the arrays given; kL2 adds the coupled L2 term (a separate
+// instantiation, so that AdamW's loop stays exactly torch's operation sequence).
+template <bool kL2, typename Master>
+inline void adamwRange(Master param, const float* grad, float* m, float* v, int64_t n, const Coefficients& k) {
 #pragma omp simd
-  for (int64_t i = begin; i < end; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float p = param.load(i);
     float g = grad[i] * k.scale;
-    if constexpr (kL2) g += k.l2 * param[i];
-    const float w = param[i] * k.decay;
+    if constexpr (kL2) g += k.l2 * p;
+    const float w = p * k.decay;
     const float mi = m[i] * k.beta1 + g * k.one_minus_b1;
     const float vi = v[i] * k.beta2 + g * g * k.one_minus_b2;
     const float denom = std::sqrt(vi) / k.bias2_sqrt + k.eps;
     m[i] = mi;
     v[i] = vi;
-    param[i] = w + (-k.step_size) * (mi / denom);
+    param.store(i, w + (-k.step_size) * (mi / denom));
   }
+}
+
+template <typename Master>
+void updateRange(Master param, const float* grad, float* m, float* v, int64_t n, const Coefficients& k, bool l2) {
+  if (l2)
+    adamwRange<true>(param, grad, m, v, n, k);
+  else
+    adamwRange<false>(param, grad, m, v, n, k);
 }
 
 inline double sumSquaresRange(const float* x, int64_t begin, int64_t end) {
@@ -55,25 +76,27 @@ inline double sumSquaresRange(const float* x, int64_t begin, int64_t end) {
 // enough (256 KiB of gradient) that a chunk just summed is still in cache for its update.
 constexpr int64_t kChunk = 1 << 16;
 
-// One chunk's update, then its bf16 staging copy (if any) from the chunk just written.
-void updateChunk(float* param, const float* grad, float* m, float* v, int64_t begin, int64_t end,
-                 const Coefficients& k, bool l2, uint16_t* staging) {
-  if (l2)
-    adamwRange<true>(param, grad, m, v, begin, end, k);
-  else
-    adamwRange<false>(param, grad, m, v, begin, end, k);
-  if (staging) round_to_bf16(param + begin, staging + begin, end - begin);
+// One chunk's update of the master: in place (then its bf16 copy, if any, from the chunk just
+// written), or split.
+void updateChunk(const MasterWeights& w, const float* grad, float* m, float* v, int64_t begin, int64_t end,
+                 const Coefficients& k, bool l2) {
+  if (w.split()) {
+    updateRange(SplitMaster{w.bf16 + begin, w.residual + begin}, grad + begin, m + begin, v + begin, end - begin, k,
+                l2);
+    return;
+  }
+  updateRange(PlainMaster{w.f32 + begin}, grad + begin, m + begin, v + begin, end - begin, k, l2);
+  if (w.bf16) write_master(w, begin, end - begin, w.f32 + begin);
 }
 
 }  // namespace
 
-void adamw_cpu(float* param, const float* grad, float* m, float* v, int64_t n,
-               const AdamWParams& p, uint16_t* staging) {
+void adamw_cpu(const MasterWeights& w, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p) {
   const Coefficients k(p);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c)
-    updateChunk(param, grad, m, v, c * kChunk, std::min(n, (c + 1) * kChunk), k, p.l2 != 0.0, staging);
+    updateChunk(w, grad, m, v, c * kChunk, std::min(n, (c + 1) * kChunk), k, p.l2 != 0.0);
 }
 
 double sum_squares_cpu(const float* x, int64_t n) {
@@ -86,8 +109,8 @@ double sum_squares_cpu(const float* x, int64_t n) {
   return total;
 }
 
-double adamw_with_norm_cpu(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p,
-                           uint16_t* staging) {
+double adamw_with_norm_cpu(const MasterWeights& w, const float* grad, float* m, float* v, int64_t n,
+                           const AdamWParams& p) {
   const Coefficients k(p);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(chunks, 0.0);
@@ -96,7 +119,7 @@ double adamw_with_norm_cpu(float* param, const float* grad, float* m, float* v, 
     const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
     partial[c] = sumSquaresRange(grad, begin, end);
     if (!std::isfinite(partial[c])) continue;
-    updateChunk(param, grad, m, v, begin, end, k, p.l2 != 0.0, staging);
+    updateChunk(w, grad, m, v, begin, end, k, p.l2 != 0.0);
   }
   double total = 0.0;  // non-negative partials: not finite exactly when one is not
   for (double s : partial) total += s;

@@ -24,8 +24,9 @@ void transpose_cpu(const KernelArgs& args);
 std::string widen_check(const KernelArgs& args);
 void widen_cpu(const KernelArgs& args);
 
-// The host's side of bf16 staging: `n` floats rounded to bf16 (to nearest, ties to even; NaN
-// stays NaN), the bit patterns mt.widen reads back.
+// `n` floats rounded to bf16 (to nearest, ties to even; NaN stays NaN), the bit patterns mt.widen
+// reads back. (A streamed weight's copy rounds ties away from zero instead, so that the master
+// can be held split: kernels/adamw/master_weights.h.)
 void round_to_bf16(const float* x, uint16_t* out, int64_t n);
 
 // CUDA twins (kernels/elementwise/elementwise_cuda.cu), built when CUDA is enabled.

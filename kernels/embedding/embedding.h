@@ -9,6 +9,7 @@
 //                            rows where the id is in the chunk, `in` elsewhere.
 //   mt.embedding_grad_chunk: (ids, dout (..., C)) -> dtable chunk (Vc, C).
 #pragma once
+#include "kernels/adamw/master_weights.h"
 #include "kernels/kernel_args.h"
 
 namespace mt {
@@ -24,9 +25,10 @@ std::string embedding_grad_chunk_check(const KernelArgs& args);
 void embedding_grad_chunk_cpu(const KernelArgs& args);
 
 // The token embedding on the host (plan 1.6 host tasks EMBEDDING_LOOKUP / EMBEDDING_GRAD, run
-// by the host stream of every backend): rows = table[ids] as mt.embedding; grad[ids] += rows
-// as mt.embedding_grad, onto grad's contents if `accumulate` (else from zeros).
-void embedding_lookup_host(const Tensor& ids, const Tensor& table, const Tensor& rows);
+// by the host stream of every backend): rows = table[ids] as mt.embedding, from the (V, C)
+// table's master weights (restored if split); grad[ids] += rows as mt.embedding_grad, onto
+// grad's contents if `accumulate` (else from zeros).
+void embedding_lookup_host(const Tensor& ids, const MasterWeights& table, int64_t vocab, const Tensor& rows);
 void embedding_grad_host(const Tensor& ids, const Tensor& rows, const Tensor& grad, bool accumulate);
 
 // CUDA twins (kernels/embedding/embedding_cuda.cu), built when CUDA is enabled.

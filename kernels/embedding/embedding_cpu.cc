@@ -17,20 +17,31 @@ std::string embedding_check(const KernelArgs& args) {
 
 namespace {
 
-// out[i] = table[ids[i] - first] where that row is in the table, else `in`'s row (zeros if null).
-void lookupRows(const Tensor& ids, const Tensor& table, int64_t first, const float* in, const Tensor& out) {
-  const int64_t n = ids.numel(), rows = table.dim(0), width = table.dim(1);
+// out[i] = table[ids[i] - first] where that row is in the table's `rows` rows, else `in`'s row
+// (zeros if null); `readRow(row, dst)` copies a row of the table.
+template <typename ReadRow>
+void lookupRows(const Tensor& ids, int64_t rows, int64_t width, int64_t first, const float* in, const Tensor& out,
+                ReadRow readRow) {
+  const int64_t n = ids.numel();
 #pragma omp parallel for schedule(static) if (n * width > 32768)
   for (int64_t i = 0; i < n; ++i) {
     const int64_t row = ids.i32()[i] - first;
     float* dst = out.f32() + i * width;
     if (row >= 0 && row < rows)
-      std::copy(table.f32() + row * width, table.f32() + (row + 1) * width, dst);
+      readRow(row, dst);
     else if (in)
       std::copy(in + i * width, in + (i + 1) * width, dst);
     else
       std::fill(dst, dst + width, 0.0f);
   }
+}
+
+// ... from a table on the device (a kernel's operand).
+void lookupRows(const Tensor& ids, const Tensor& table, int64_t first, const float* in, const Tensor& out) {
+  const int64_t width = table.dim(1);
+  lookupRows(ids, table.dim(0), width, first, in, out, [&](int64_t row, float* dst) {
+    std::copy(table.f32() + row * width, table.f32() + (row + 1) * width, dst);
+  });
 }
 
 // dtable[row] = sum of dout over the tokens whose id is first + row (added to dtable's
@@ -61,8 +72,10 @@ void scatterRows(const Tensor& ids, const Tensor& dout, int64_t first, const Ten
 
 void embedding_cpu(const KernelArgs& args) { lookupRows(args.in[0], args.in[1], 0, nullptr, args.out[0]); }
 
-void embedding_lookup_host(const Tensor& ids, const Tensor& table, const Tensor& rows) {
-  lookupRows(ids, table, 0, nullptr, rows);
+void embedding_lookup_host(const Tensor& ids, const MasterWeights& table, int64_t vocab, const Tensor& rows) {
+  const int64_t width = rows.shape.back();
+  lookupRows(ids, vocab, width, 0, nullptr, rows,
+             [&](int64_t row, float* dst) { read_master(table, row * width, width, dst); });
 }
 
 void embedding_grad_host(const Tensor& ids, const Tensor& rows, const Tensor& grad, bool accumulate) {

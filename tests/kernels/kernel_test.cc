@@ -79,8 +79,8 @@ TEST_F(KernelTest, BroadcastAddMulScaleSumToTranspose) {
               0.0, "fill");
 }
 
-// bf16 staging (mt-stage-bf16): the host rounds the master to nearest even (NaN stays NaN,
-// overflow goes to Inf) and mt.widen gives back exactly the rounded value.
+// Rounding to bf16, to nearest even (NaN stays NaN, overflow goes to Inf), and mt.widen gives
+// back exactly the rounded value.
 TEST_F(KernelTest, Bf16RoundingAndWidening) {
   const float inf = std::numeric_limits<float>::infinity();
   auto bits = [](uint32_t b) {
@@ -365,10 +365,44 @@ TEST_F(KernelTest, ChunkedCrossEntropyMatchesTheWholeVocabulary) {
   }
 }
 
-// The on-arrival update's one pass: the same norm, bit for bit, as sum_squares_cpu and the same
-// weights and moments as adamw_cpu; a chunk (65536 elements) holding NaN is left untouched. Both
-// keep a bf16 staging copy the rounding of their weights (the skipped chunk's as it was).
-TEST_F(KernelTest, AdamwWithNormMatchesTheTwoPassesAndSkipsANonFiniteChunk) {
+// The split master (plan 1.7): every finite float and Inf comes back bit for bit from its bf16
+// copy and residual; the copy is the float rounded to nearest (round_to_bf16's result except at
+// an exact tie, where it is the neighbour away from zero); NaN stays NaN.
+TEST_F(KernelTest, SplitMasterRestoresEveryFloatExactly) {
+  auto check = [](uint32_t bits, int64_t& failures) {
+    float x;
+    std::memcpy(&x, &bits, 4);
+    uint16_t hi, nearest_even;
+    int16_t lo;
+    splitMaster(x, hi, lo);
+    round_to_bf16(&x, &nearest_even, 1);
+    const float back = joinMaster(hi, lo);
+    uint32_t back_bits;
+    std::memcpy(&back_bits, &back, 4);
+    const bool nan = std::isnan(x), tie = (bits & 0xffffu) == 0x8000u;
+    const bool ok = nan ? std::isnan(back) && (hi & 0x7f80) == 0x7f80 && (hi & 0x7f) != 0
+                        : back_bits == bits && (tie ? hi == ((bits + 0x8000u) >> 16) : hi == nearest_even);
+    if (!ok && failures++ < 5)
+      ADD_FAILURE() << std::hex << "0x" << bits << ": bf16 0x" << hi << " residual " << std::dec << lo
+                    << " restore 0x" << std::hex << back_bits << " (nearest even 0x" << nearest_even << ")";
+  };
+  int64_t failures = 0;
+  // Every bf16 value (sign, exponent, 7 mantissa bits) with the low halves at and around the
+  // rounding boundaries, then random patterns.
+  for (uint32_t high = 0; high <= 0xffffu; ++high)
+    for (uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xfffeu, 0xffffu})
+      check(high << 16 | low, failures);
+  std::uniform_int_distribution<uint32_t> any;
+  for (int i = 0; i < 1000000; ++i) check(any(rng), failures);
+  EXPECT_EQ(failures, 0);
+}
+
+// AdamW's result does not depend on where the master lives: plain fp32, fp32 with a bf16 copy
+// (each updated chunk rounded into it), or split (restored, updated, split again) give the
+// same weights, moments and bf16 copy bit for bit. The on-arrival update's one pass gives the
+// same norm, bit for bit, as sum_squares_cpu and the same state as adamw_cpu; a chunk (65536
+// elements) holding NaN is left untouched, its bf16 copy and residual with it.
+TEST_F(KernelTest, AdamwIsTheSameOnEveryMasterLayoutAndSkipsANonFiniteChunk) {
   constexpr int64_t kChunk = 1 << 16, n = 3 * kChunk + 123;
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> param(n), grad(n), m(n), v(n);
@@ -376,30 +410,49 @@ TEST_F(KernelTest, AdamwWithNormMatchesTheTwoPassesAndSkipsANonFiniteChunk) {
     param[i] = normal(rng), grad[i] = normal(rng), m[i] = 0.1f * normal(rng), v[i] = std::abs(normal(rng));
   AdamWParams p;
   p.lr = 1e-3, p.weight_decay = 0.1, p.step = 3;
+  struct Layout {
+    std::vector<float> f32, m, v;
+    std::vector<uint16_t> bf16;
+    std::vector<int16_t> residual;
+    MasterWeights master() {
+      return {f32.empty() ? nullptr : f32.data(), bf16.empty() ? nullptr : bf16.data(),
+              residual.empty() ? nullptr : residual.data()};
+    }
+    std::vector<float> weights() {
+      std::vector<float> w(m.size());
+      read_master(master(), 0, static_cast<int64_t>(w.size()), w.data());
+      return w;
+    }
+  };
   for (const bool with_nan : {false, true}) {
     std::vector<float> g = grad;
     if (with_nan) g[kChunk + 5] = std::nanf("");
-    std::vector<float> p1 = param, m1 = m, v1 = v, p2 = param, m2 = m, v2 = v;
-    std::vector<uint16_t> s1(n), s2(n), want1(n), want2(n);
-    round_to_bf16(param.data(), s1.data(), n);
-    const double fused = adamw_with_norm_cpu(p1.data(), g.data(), m1.data(), v1.data(), n, p, s1.data());
-    adamw_cpu(p2.data(), g.data(), m2.data(), v2.data(), n, p, s2.data());
-    round_to_bf16(p1.data(), want1.data(), n);
-    round_to_bf16(p2.data(), want2.data(), n);
-    EXPECT_TRUE(s1 == want1) << "the fused update's staging copy is not its weights rounded";
-    EXPECT_TRUE(s2 == want2) << "adamw_cpu's staging copy is not its weights rounded";
-    const double norm = sum_squares_cpu(g.data(), n);
+    Layout plain{param, m, v}, staged{param, m, v, std::vector<uint16_t>(n)},
+        split{{}, m, v, std::vector<uint16_t>(n), std::vector<int16_t>(n)};
+    write_master(staged.master(), 0, n, param.data());
+    write_master(split.master(), 0, n, param.data());
+    const std::vector<uint16_t> bf16_before = split.bf16;
+    const std::vector<int16_t> residual_before = split.residual;
+    const double fused = adamw_with_norm_cpu(split.master(), g.data(), split.m.data(), split.v.data(), n, p);
+    adamw_cpu(plain.master(), g.data(), plain.m.data(), plain.v.data(), n, p);
+    adamw_cpu(staged.master(), g.data(), staged.m.data(), staged.v.data(), n, p);
     EXPECT_EQ(std::isfinite(fused), !with_nan);
     if (with_nan) EXPECT_TRUE(std::isnan(fused));
-    else EXPECT_EQ(fused, norm);  // bit for bit
+    else EXPECT_EQ(fused, sum_squares_cpu(g.data(), n));  // bit for bit
+    EXPECT_TRUE(staged.bf16 == split.bf16 || with_nan) << "the bf16 copies of plain and split masters differ";
+    const std::vector<float> w_plain = plain.weights(), w_staged = staged.weights(), w_split = split.weights();
     int64_t mismatches = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const bool skipped = with_nan && i / kChunk == 1;
-      const bool same = skipped ? p1[i] == param[i] && m1[i] == m[i] && v1[i] == v[i]
-                                : p1[i] == p2[i] && m1[i] == m2[i] && v1[i] == v2[i];
+      const bool skipped = with_nan && i / kChunk == 1;  // only the fused update skips the chunk
+      const bool same = skipped ? w_split[i] == param[i] && split.m[i] == m[i] && split.v[i] == v[i] &&
+                                      split.bf16[i] == bf16_before[i] && split.residual[i] == residual_before[i]
+                                : std::memcmp(&w_split[i], &w_plain[i], 4) == 0 &&
+                                      std::memcmp(&w_staged[i], &w_plain[i], 4) == 0 && split.m[i] == plain.m[i] &&
+                                      split.v[i] == plain.v[i] && staged.m[i] == plain.m[i] &&
+                                      staged.v[i] == plain.v[i] && staged.bf16[i] == split.bf16[i];
       if (!same && mismatches++ < 5)
         ADD_FAILURE() << (with_nan ? "with NaN: " : "") << "element " << i << (skipped ? " (skipped chunk)" : "")
-                      << ": param " << p1[i] << " vs " << (skipped ? param[i] : p2[i]);
+                      << ": split " << w_split[i] << ", plain " << w_plain[i] << ", with bf16 copy " << w_staged[i];
     }
     EXPECT_EQ(mismatches, 0);
   }

@@ -130,7 +130,7 @@ Result runAdamTest(const fs::path& set, const onnx::NodeProto& node, const std::
     std::vector<float> v = floats(input(2 + 2 * groups + g)), h = floats(input(2 + 3 * groups + g));
     if (grad.size() != x.size() || v.size() != x.size() || h.size() != x.size())
       return {Outcome::Fail, "Adam group " + std::to_string(g) + ": X, G, V, H differ in size"};
-    adamw_cpu(x.data(), grad.data(), v.data(), h.data(), static_cast<int64_t>(x.size()), p);
+    adamw_cpu(MasterWeights{x.data()}, grad.data(), v.data(), h.data(), static_cast<int64_t>(x.size()), p);
     const std::vector<float>* results[] = {&x, &v, &h};
     for (int r = 0; r < 3; ++r) {
       const int o = r * groups + g;

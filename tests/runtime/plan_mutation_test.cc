@@ -147,8 +147,12 @@ TEST_F(PlanMutationTest, FieldEditsAreRejectedOrRun) {
       }
       case 5: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_param_index(static_cast<int32_t>(wild()));
         break;
-      case 6: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_role(static_cast<plan::HostRole>(pick(14)));
+      case 6: {  // roles up to RESIDUAL, dtypes up to I16 (plan 1.7)
+        auto* t = plan.mutable_host_tensors(pick(plan.host_tensors_size()));
+        if (rng_() % 2) t->set_role(static_cast<plan::HostRole>(pick(15)));
+        else t->set_dtype(static_cast<plan::DType>(pick(4)));
         break;
+      }
       case 7: plan.mutable_host_tensors(pick(plan.host_tensors_size()))->set_landing_offset(wild()); break;
       default: {
         auto* s = plan.mutable_streams(pick(plan.streams_size()));
