@@ -272,9 +272,10 @@ int compile(const CompileOptions& o) {
       batch = bestThroughputBatch(context, config, seq, o, update, *hw, batch, batch_note);
     }
     module = buildModel(context, config, batch, seq);
-    description = fmt::format("{} ({}, {} layers, width {}, {} heads / {} kv, ffn {}, vocab {}{})",
+    description = fmt::format("{} ({}, {} layers, width {}, {} heads / {} kv, ffn {}, vocab {}{}{})",
                               o.model, config.family, config.layers, config.width, config.heads,
-                              config.kv_heads, config.ffn, config.vocab, config.tied ? ", tied" : "");
+                              config.kv_heads, config.ffn, config.vocab, config.tied ? ", tied" : "",
+                              config.qkv_bias ? ", q/k/v biases" : "");
   }
   if (failed(verify(*module))) {
     std::fprintf(stderr, "mtc: error: the input IR does not verify\n");

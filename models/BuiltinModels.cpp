@@ -21,7 +21,8 @@ int64_t ModelConfig::numParams() const {
                 + 2 * width * ffn + ffn + width;             // mlp
     extra = vocab * width + context * width + 2 * width;     // wte, wpe, ln_f
   } else {
-    per_layer = 2 * width + 2 * width * width + 2 * width * kv_width + 3 * width * ffn;
+    per_layer = 2 * width + 2 * width * width + 2 * width * kv_width + 3 * width * ffn +
+                (qkv_bias ? width + 2 * kv_width : 0);
     extra = vocab * width + width;
   }
   return layers * per_layer + extra + (tied ? 0 : vocab * width);
@@ -45,6 +46,12 @@ const std::vector<ModelPreset>& modelPresets() {
       {"llama-13b", {"llama", 40, 5120, 40, 40, 13824, 32000, 4096, false}, "Llama 2 13B shape"},
       {"llama-70b", {"llama", 80, 8192, 64, 8, 28672, 128256, 8192, false, 1e-5, 500000.0}, "Llama 3 70B shape"},
       {"llama-120b", {"llama", 96, 10240, 80, 8, 32768, 128256, 8192, false, 1e-5, 500000.0}, "a 121B Llama-style model"},
+      // Qwen2.5 (Qwen2ForCausalLM): Llama with q/k/v biases, an untied head, 152,064 tokens.
+      {"qwen-tiny", {"llama", 2, 64, 4, 2, 176, 256, 64, false, 1e-6, 1e6, true}, "test-sized Qwen2: q/k/v biases, GQA 4:2"},
+      {"qwen2.5-7b", {"llama", 28, 3584, 28, 4, 18944, 152064, 131072, false, 1e-6, 1e6, true}, "Qwen2.5 7B shape"},
+      {"qwen2.5-14b", {"llama", 48, 5120, 40, 8, 13824, 152064, 131072, false, 1e-5, 1e6, true}, "Qwen2.5 14B shape"},
+      {"qwen2.5-32b", {"llama", 64, 5120, 40, 8, 27648, 152064, 131072, false, 1e-5, 1e6, true}, "Qwen2.5 32B shape"},
+      {"qwen2.5-72b", {"llama", 80, 8192, 64, 8, 29568, 152064, 131072, false, 1e-5, 1e6, true}, "Qwen2.5 72B shape"},
   };
   return presets;
 }
@@ -64,6 +71,7 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
   if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0)
     return "heads " + std::to_string(c.heads) + " must be a multiple of kv_heads " + std::to_string(c.kv_heads);
   if (c.family == "gpt2" && c.kv_heads != c.heads) return "gpt2 has no grouped-query heads (kv_heads = heads)";
+  if (c.family == "gpt2" && c.qkv_bias) return "gpt2 always has its q/k/v biases (qkv_bias is a llama option)";
   if (c.family == "llama" && c.headDim() % 2 != 0) return "llama's rotary embedding needs an even head dim";
   if (seq <= 0 || seq > c.context)
     return "seq " + std::to_string(seq) + " must be between 1 and the context length " + std::to_string(c.context);
@@ -175,9 +183,9 @@ class ModelBuilder {
       const std::string p = "layers." + std::to_string(l) + ".";
       enter("layers." + std::to_string(l));
       Value h = rmsNorm(x, p + "attn_norm");
-      Value q = linear(h, p + "attn.q", c_.width, c_.width, false, std);
-      Value k = linear(h, p + "attn.k", kv_width, c_.width, false, std);
-      Value v = linear(h, p + "attn.v", kv_width, c_.width, false, std);
+      Value q = linear(h, p + "attn.q", c_.width, c_.width, c_.qkv_bias, std);
+      Value k = linear(h, p + "attn.k", kv_width, c_.width, c_.qkv_bias, std);
+      Value v = linear(h, p + "attn.v", kv_width, c_.width, c_.qkv_bias, std);
       q = b_.create<RopeOp>(loc_, q, head_dim, theta, b_.getBoolAttr(false));
       k = b_.create<RopeOp>(loc_, k, head_dim, theta, b_.getBoolAttr(false));
       Value a = b_.create<AttentionOp>(loc_, q, k, v, c_.heads, c_.kv_heads).getResult();

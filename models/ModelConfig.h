@@ -1,4 +1,5 @@
-// Built-in model families (GPT-2, Llama) described by a small config. Plain C++ (no MLIR):
+// Built-in model families (GPT-2, Llama; Qwen2 is Llama with q/k/v biases) described by a small
+// config. Plain C++ (no MLIR):
 // the tools read configs and presets without the compiler's headers.
 #pragma once
 #include <cstdint>
@@ -19,6 +20,7 @@ struct ModelConfig {
   bool tied = true;        // output projection shares the token embedding
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  bool qkv_bias = false;   // llama: biases on the q, k and v projections (Qwen2's shape)
 
   int64_t headDim() const { return width / heads; }
   // Parameters of the model (exact).

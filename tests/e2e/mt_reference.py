@@ -175,7 +175,8 @@ def forward(p, cfg, tokens):
         x = p["embed.weight"][tokens]
         for l in range(L):
             b = f"layers.{l}."
-            lin = lambda h, n: h @ p[b + n + ".weight"].t()
+            # q/k/v carry biases in a Qwen2-shaped model (qkv_bias); no other projection does.
+            lin = lambda h, n: h @ p[b + n + ".weight"].t() + (p[b + n + ".bias"] if b + n + ".bias" in p else 0)
             h = rms_norm(x, p[b + "attn_norm.weight"], eps)
             q = rope(lin(h, "attn.q"), D, theta)
             k = rope(lin(h, "attn.k"), D, theta)

@@ -1,6 +1,10 @@
 """End to end against PyTorch: a built-in model compiled by mtc and trained by mtrun must give
 PyTorch's gradients (first step, every parameter, relative error <= 1e-5) and PyTorch's loss
-curve (20 steps, each loss within 1e-4 relative) from the same initial weights and batches.
+curve (20 steps, each loss within 1e-4 relative) from the same initial weights and batches, and
+its final weights within 1e-5 relative. A preset may name tensors whose final weights get 1e-3
+instead, with the reason: AdamW normalises each element's gradient, so a gradient that nearly
+cancels (Qwen's key bias under RoPE: 6e-5 of the global norm) turns fp32 summation-order noise
+into lr-sized steps; their step-1 gradients are still held to 1e-5.
 
 usage: /usr/bin/python3 tests/e2e/torch_parity.py BIN_DIR WORK_DIR MODEL [mtc flags...]
 """
@@ -26,7 +30,10 @@ SCHEDULE = ref.Schedule(steps=20, lr=3e-3, warmup=5, min_lr_ratio=0.1, weight_de
 PRESETS = {  # must match models/BuiltinModels.cpp
     "gpt2-tiny": dict(family="gpt2", layers=2, width=64, heads=4, kv_heads=4, tied=True),
     "llama-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False),
+    "qwen-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-6,
+                      rope_theta=1e6, ill_conditioned=("attn.k.bias",)),
 }
+ILL_CONDITIONED_WEIGHT_TOL = 1e-3
 
 
 def run(cmd):
@@ -87,10 +94,15 @@ def main():
     worst_loss = ref.compare_losses(mt_losses, torch_losses, LOSS_TOL, failures)
     print(f"losses: {SCHEDULE.steps} steps, first {torch_losses[0]:.4f} last {torch_losses[-1]:.4f}, "
           f"worst relative difference {worst_loss:.3e}")
-    worst_w = max(ref.rel_err(mt_final[n], p.detach()) for n, p in params.items() if n not in zero_grad)
-    print(f"final weights: worst relative error {worst_w:.3e}")
-    if not worst_w <= 1e-5:
-        failures.append(f"final weights differ: worst relative error {worst_w:.3e} > 1e-5")
+    loose = {n for n in params if n.endswith(cfg.get("ill_conditioned", ())) and n not in zero_grad}
+    for names, tol in ((set(params) - zero_grad - loose, 1e-5), (loose, ILL_CONDITIONED_WEIGHT_TOL)):
+        if not names:
+            continue
+        worst_w, worst_name = max((ref.rel_err(mt_final[n], params[n].detach()), n) for n in names)
+        print(f"final weights ({len(names)} tensors{', ill-conditioned under AdamW' if names is loose else ''}): "
+              f"worst relative error {worst_w:.3e} ({worst_name})")
+        if not worst_w <= tol:
+            failures.append(f"final weights differ: worst relative error {worst_w:.3e} > {tol} ({worst_name})")
     for f in failures[:20]:
         print("MISMATCH:", f)
     print(f"{model}: {'FAILED' if failures else 'passed'}")
