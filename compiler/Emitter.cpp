@@ -541,7 +541,12 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     const int64_t flops = cost.getFlops(), bytes = cost.getBytesAccessed();
     instr.body.set_flops(flops);
     instr.body.set_bytes(bytes);
-    const double rate = isa<AttentionOp, AttentionGradOp>(op) ? hw.attention_flops_per_s : hw.flops_per_s;
+    // bf16 operands run at the bf16 rates (tensor cores on a GPU).
+    const bool bf16 = op->getNumOperands() && isa<RankedTensorType>(op->getOperand(0).getType()) &&
+                      cast<RankedTensorType>(op->getOperand(0).getType()).getElementType().isBF16();
+    const double rate = isa<AttentionOp, AttentionGradOp>(op) ? (bf16 ? hw.bf16_attention_flops_per_s
+                                                                      : hw.attention_flops_per_s)
+                                                              : (bf16 ? hw.bf16_flops_per_s : hw.flops_per_s);
     instr.micros = std::max(flops / rate, bytes / hw.memory_bps) * 1e6;
     stats_.flops += flops;
   }
@@ -648,6 +653,8 @@ LogicalResult Emitter::run() {
   model->set_flops_per_step(stats_.flops);
   model->set_predicted_step_us(stats_.step_us);
   model->set_hardware(options_.hardware.name);
+  auto precision = func_->getAttrOfType<StringAttr>(kPrecisionAttr);
+  model->set_precision(precision ? precision.getValue().str() : "fp32");
   return success();
 }
 

@@ -10,6 +10,8 @@ struct HardwareProfile {
   std::string name;
   double flops_per_s;    // dense matrix throughput at the plan's precision
   double attention_flops_per_s;  // our fused causal attention kernels (fp32 on CUDA cores)
+  double bf16_flops_per_s;       // dense matrix throughput with bf16 operands (a bf16 plan)
+  double bf16_attention_flops_per_s;  // our attention kernels on bf16 operands
   double memory_bps;     // device memory bandwidth (bounds pointwise kernels)
   double h2d_bps;        // host -> device link
   double d2h_bps;        // device -> host link
@@ -23,7 +25,8 @@ const std::vector<HardwareProfile>& hardwareProfiles();
 const HardwareProfile* findHardwareProfile(const std::string& name);
 
 // A profile from mtc's --hw: a known profile's name, and/or comma-separated rates overriding
-// its numbers (without a name, h100-pcie5's): tflops=, attention-tflops= (TFLOP/s),
+// its numbers (without a name, h100-pcie5's): tflops=, attention-tflops=, bf16-tflops=,
+// bf16-attention-tflops= (TFLOP/s),
 // memory-gbps=, h2d-gbps=, d2h-gbps=, link-gbps= (both directions), host-gbps= (GB/s, 1e9
 // bytes/s). "h100-pcie5,link-gbps=25" or "tflops=312,link-gbps=25". Sets `out` (named `spec`
 // when it overrides anything) and returns "", or returns what is wrong with `spec`.

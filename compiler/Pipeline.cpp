@@ -60,13 +60,29 @@ std::string mib(double bytes) {
 
 std::string millis(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
 
+// The stages' options for `o` with AdamW run as `update`, stopping after `last` ("" = run all).
+StageOptions stageOptions(const CompileOptions& o, const std::string& update, const std::string& last,
+                          bool tune_recompute) {
+  StageOptions stage;
+  stage.last = last;
+  stage.device_mem = o.device_mem;
+  stage.schedule = o.schedule;
+  stage.update = update;
+  stage.tune_recompute = tune_recompute;
+  stage.vocab_chunks = o.vocab_chunks;
+  stage.offload = o.offload;
+  stage.embedding = o.embedding;
+  stage.stream_dtype = o.stream_dtype;
+  stage.precision = o.precision;
+  return stage;
+}
+
 // Whether `config` at `batch` compiles into a plan within o.device_mem (diagnostics silenced).
 bool fits(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq, const CompileOptions& o,
           const std::string& update) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  return runStages(*trial, {"", o.device_mem, o.schedule, update, /*tune_recompute=*/false, o.vocab_chunks, o.offload, o.embedding, o.stream_dtype})
-      .failed.empty();
+  return runStages(*trial, stageOptions(o, update, "", /*tune_recompute=*/false)).failed.empty();
 }
 
 // The largest batch that fits, by doubling then bisection; 0 if batch 1 does not fit.
@@ -91,7 +107,7 @@ double predictedTokensPerSecond(MLIRContext& context, const ModelConfig& config,
                                 const CompileOptions& o, const std::string& update, const HardwareProfile& hw) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  if (!runStages(*trial, {"", o.device_mem, o.schedule, update, true, o.vocab_chunks, o.offload, o.embedding, o.stream_dtype}).failed.empty()) return 0.0;
+  if (!runStages(*trial, stageOptions(o, update, "", true)).failed.empty()) return 0.0;
   EmitOptions emit;
   modelShape(*trial, emit.batch, emit.seq, emit.vocab);
   emit.hardware = hw;
@@ -283,7 +299,7 @@ int compile(const CompileOptions& o) {
   }
 
   if (update.empty()) update = chooseUpdate(o, countParams(*module), update_note);
-  const StageResult stages = runStages(*module, {o.emit, o.device_mem, o.schedule, update, true, o.vocab_chunks, o.offload, o.embedding, o.stream_dtype});
+  const StageResult stages = runStages(*module, stageOptions(o, update, o.emit, true));
   if (!stages.failed.empty()) {
     std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", stages.failed.c_str());
     return 1;
@@ -426,7 +442,16 @@ int compile(const CompileOptions& o) {
                 (long long)((emit.vocab + stages.vocab_chunks - 1) / stages.vocab_chunks),
                 o.vocab_chunks > 0 ? "--vocab-chunks" : "the fewest that fit --device-mem");
   }
-  if (stats.bf16_staging)
+  if (o.precision == ComputePrecision::kBf16)
+    std::printf("  precision      bf16 (--precision bf16): the device holds weights and activations in bf16 (rounded to "
+                "nearest even; the weights to nearest, ties away from zero, on the host: the master held exactly as its "
+                "bf16 copy + a 16-bit residual, no host bytes added); products, attention, norms and reductions "
+                "accumulate in f32; norms' statistics, log-sum-exps, the loss and the weights' gradients are f32; "
+                "master weights and AdamW moments fp32 on the host. Lossy: every bf16 activation and weight read\n");
+  else
+    std::printf("  precision      fp32 (--precision fp32): everything in f32 on the device (TF32 products only with "
+                "mtrun --tf32)\n");
+  if (stats.bf16_staging && o.precision != ComputePrecision::kBf16)
     std::printf("  staging        the weights cross the link as bf16 copies of the fp32 master (rounded to nearest, "
                 "ties away from zero; widened on the device): half the bytes, and the forward and backward see "
                 "bf16-rounded weights; master, moments and gradients stay fp32, the master held exactly as its bf16 "

@@ -8,6 +8,13 @@
 
 namespace mt {
 
+// The dtype the device computes in (mtc --precision): fp32 everywhere, or a bf16 plan (bf16
+// weights and activations, f32 statistics, accumulation and gradients: mt-mixed-precision).
+enum class ComputePrecision { kFp32, kBf16 };
+// What the weights cross the link as (mtc --stream-dtype): the fp32 master, or its bf16 copy
+// (mt-stage-bf16; the master then held split, no host bytes added). A bf16 plan streams bf16.
+enum class StreamDtype { kF32, kBf16 };
+
 // The stages --emit can stop after, in pipeline order.
 inline constexpr const char* kStages[] = {"input",          "fuse",        "attach-loss", "autodiff",
                                           "partition",      "host-embedding", "split-vocab", "recompute",
@@ -32,7 +39,8 @@ struct CompileOptions {
   int64_t vocab_chunks = 0;       // the LM head in this many vocabulary chunks; 0: only if the budget needs it
   std::string offload = "auto";   // kept activations on the host: auto (if the budget needs it), on, off
   std::string embedding = "auto";  // the token lookup: device, host, or auto (host for a split tied head)
-  std::string stream_dtype = "f32";  // what the weights cross the link as: f32, or bf16 staging copies
+  StreamDtype stream_dtype = StreamDtype::kF32;
+  ComputePrecision precision = ComputePrecision::kFp32;
 };
 
 // Runs the compiler; returns the process exit code (diagnostics on stderr).

@@ -24,6 +24,7 @@ struct Knobs {
   std::string embedding = "auto";  // StageOptions::embedding
   bool tied_head = false;    // the tokens' embedding table is the LM head's weight
   bool bf16_staging = false;  // the weights cross the link as bf16 staging copies
+  bool bf16_compute = false;  // a bf16 plan (mt-mixed-precision)
 
   bool hostEmbedding() const { return embedding == "host" || (embedding == "auto" && tied_head && vocab_chunks > 1); }
 };
@@ -64,6 +65,7 @@ void addStagePasses(mlir::PassManager& pm, const std::string& stage, const Knobs
     pm.addPass(knobs.schedule == "resident" ? createScheduleResidentPass() : createScheduleStreamedPass(options));
     if (knobs.offload) pm.addPass(createOffloadActivationsPass());
     if (knobs.bf16_staging) pm.addPass(createStageBf16Pass());
+    if (knobs.bf16_compute) pm.addPass(createMixedPrecisionPass());
   }
   if (stage == "memory") {
     PlanMemoryPassOptions options;
@@ -229,12 +231,8 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   defaults.vocab_chunks = result.vocab_chunks;
   defaults.embedding = options.embedding;
   defaults.tied_head = tiedHead(getModelFunction(module));
-  if (options.stream_dtype != "f32" && options.stream_dtype != "bf16") {
-    getModelFunction(module).emitError("--stream-dtype must be f32 or bf16, not ") << options.stream_dtype;
-    result.failed = "schedule";
-    return result;
-  }
-  defaults.bf16_staging = options.stream_dtype == "bf16";
+  defaults.bf16_compute = options.precision == ComputePrecision::kBf16;
+  defaults.bf16_staging = options.stream_dtype == StreamDtype::kBf16 || defaults.bf16_compute;
   const bool split_if_needed = options.vocab_chunks == 0 && options.device_mem > 0;
   if (options.schedule == "auto" && options.device_mem > 0) {
     // The first schedule, from the fastest to the most frugal, whose plan fits the budget.

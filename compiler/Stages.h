@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/Pipeline.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mt {
@@ -31,9 +32,10 @@ struct StageOptions {
   // "host" (mt-host-embedding), or "auto": on the host when the vocabulary is split and the
   // table is tied to the LM head (the split needs the head's weight read by the head alone).
   std::string embedding = "auto";
-  // What the parameters cross the link as: "f32" (the master weights themselves) or "bf16"
-  // (mt-stage-bf16: staging copies rounded from the master, widened on the device).
-  std::string stream_dtype = "f32";
+  // What the parameters cross the link as (mt-stage-bf16 for bf16) and what the device computes
+  // in (mt-mixed-precision for bf16, which streams bf16 whatever stream_dtype says).
+  StreamDtype stream_dtype = StreamDtype::kF32;
+  ComputePrecision precision = ComputePrecision::kFp32;
 };
 
 struct StageResult {

@@ -1,5 +1,6 @@
 // Launch geometry and reductions shared by the CUDA twins.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -7,10 +8,37 @@
 #include <string>
 
 #include "kernels/cuda_check.h"
+#include "kernels/kernel_args.h"
 
 namespace mt::cuda {
 
 constexpr int kThreads = 256;
+
+// Activations are f32, or bf16 in a bf16 plan: loads widen to f32 (the math is f32), stores
+// round to nearest even, as the CPU backend's emulation of bf16 storage does
+// (runtime/kernel_registry.cc).
+using bf16 = __nv_bfloat16;
+__device__ __forceinline__ float toFloat(float x) { return x; }
+__device__ __forceinline__ float toFloat(bf16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T fromFloat(float x);
+template <>
+__device__ __forceinline__ float fromFloat<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ bf16 fromFloat<bf16>(float x) { return __float2bfloat16_rn(x); }
+
+// Calls f(T{}) with T the element type of `dtype`: float or bf16 (the kernel's checks admitted
+// no other for a float operand).
+template <typename F>
+void withFloat(DType dtype, F&& f) {
+  if (dtype == DType::BF16)
+    f(bf16{});
+  else
+    f(0.0f);
+}
+// Tensor `t`'s data as T.
+template <typename T>
+T* data(const Tensor& t) { return static_cast<T*>(t.data); }
 
 // Shapes and strides passed by value to a kernel: up to kMaxRank dimensions.
 constexpr int kMaxRank = 8;

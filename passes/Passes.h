@@ -42,6 +42,7 @@ inline constexpr char kActivationBytesAttr[] = "mt.activation_bytes";  // func: 
 inline constexpr char kVocabSplitAttr[] = "mt.vocab_split";    // func: the parameters split by vocabulary rows
 inline constexpr char kPinnedBytesAttr[] = "mt.pinned_bytes";      // func: shared weights kept on the device
 inline constexpr char kModelAttr[] = "mt.model";         // func: model name
+inline constexpr char kPrecisionAttr[] = "mt.precision"; // func: "bf16" once mt-mixed-precision ran
 inline constexpr char kBlockAttr[] = "mt.block";         // op: layer block index
 inline constexpr char kTemplatesAttr[] = "mt.block_templates";  // func: block -> template block
 inline constexpr char kBackwardAttr[] = "mt.backward";   // op: made by autodiff

@@ -212,6 +212,41 @@ def ScheduleResidentPass : Pass<"mt-schedule-resident", "mlir::ModuleOp"> {
   let dependentDialects = ["::mt::MtDialect"];
 }
 
+def MixedPrecisionPass : Pass<"mt-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "A bf16 plan: bf16 weights and activations on the device, f32 statistics and gradients";
+  let description = [{
+    Retypes the scheduled step for mixed precision. The weights are used as the bf16 staging
+    copies they crossed the link as (the `mt.widen` of `mt-stage-bf16` goes); every activation
+    and activation gradient is bf16; what `runtime/op_table.def` marks f32 stays f32: norms'
+    statistics, log-sum-exps, the loss and its seed, the cross-entropy's running state; and
+    every value that is, or only adds up to, a parameter's gradient is f32: the weight
+    gradients' products (`mt.matmul` with `f32_result`), the biases' sums (`mt.sum_to` to
+    f32), the norms' and embeddings' parameter gradients, and the adds, scales and transposes
+    that accumulate them. Products, attention, norms and reductions accumulate in f32 inside
+    their kernels whatever they store. Where a value reaches an op in another type than the op
+    takes, an `mt.narrow` (f32 to bf16, to nearest even) or `mt.widen` (exact) converts it: the
+    tokens' rows the host looked up, an f32-only op's operands and results (the generic ops of
+    an ONNX import), a bf16 value copied to an f32 host tensor (the tokens' rows' gradient).
+    Offloaded activations cross the link, and wait on the host, as bf16.
+
+    ```mlir
+    // before (weights staged by mt-stage-bf16)
+    %w = mt.widen %wh : tensor<4x4xbf16> -> tensor<4x4xf32>
+    %y = mt.matmul %x, %w {transpose_b = true} : tensor<2x4xf32>, tensor<4x4xf32>
+    %dw = mt.matmul %dy, %x {transpose_a = true} : tensor<2x4xf32>, tensor<2x4xf32>
+    %g = mt.d2h %dw : tensor<4x4xf32>
+    // after
+    %y = mt.matmul %x, %wh {transpose_b = true} : tensor<2x4xbf16>, tensor<4x4xbf16>
+    %dw = mt.matmul %dy, %x {f32_result = true, transpose_a = true} : tensor<2x4xbf16>, tensor<2x4xbf16>
+    %g = mt.d2h %dw : tensor<4x4xf32>
+    ```
+
+    Needs a scheduled function whose parameters are staged as bf16 (after `mt-stage-bf16`),
+    before `mt-plan-memory`.
+  }];
+  let dependentDialects = ["::mt::MtDialect"];
+}
+
 def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
   let summary = "Static offsets of every device value in one arena, by liveness";
   let description = [{

@@ -107,7 +107,7 @@ void CpuBackend::execute(int stream, size_t index) {
   Interval& interval = timeline_[stream][index];
   interval.start_us = sinceStepStart();
   if (const auto* k = std::get_if<KernelOp>(&op)) {
-    kernelCpu(k->id)(k->args);
+    runKernelCpu(k->id, k->args);
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
     std::memcpy(c->dst, c->src, c->bytes);
   } else {

@@ -41,7 +41,7 @@ namespace mt {
 #if MT_WITH_CUDA
 namespace {
 constexpr KernelCudaFn kCuda[] = {
-#define MT_KERNEL(id, name, ins, outs, iattrs, fattrs, check, cpu, cuda) cuda,
+#define MT_KERNEL(id, name, ins, outs, iattrs, fattrs, precision, check, cpu, cuda, cuda_bf16) cuda,
 #include "runtime/op_table.def"
 #undef MT_KERNEL
 };

@@ -89,8 +89,9 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
     out << fmt::format("plan {} v{}.{}  model {}  batch {} seq {} vocab {}\n", plan.magic(),
                        plan.version_major(), plan.version_minor(), m.name(), m.batch(), m.seq(),
                        m.vocab());
-    out << fmt::format("  params {}  flops/step {:.3e}  predicted step {:.1f} ms on {}\n",
-                       m.num_params(), m.flops_per_step(), m.predicted_step_us() / 1e3, m.hardware());
+    out << fmt::format("  params {}  flops/step {:.3e}  predicted step {:.1f} ms on {}  precision {}\n",
+                       m.num_params(), m.flops_per_step(), m.predicted_step_us() / 1e3, m.hardware(),
+                       m.precision().empty() ? "fp32" : m.precision());
     out << fmt::format("  arena {}  buffers {}  host tensors {}  streams {}  events {}\n",
                        mib(plan.arena_bytes()), plan.buffers_size(), plan.host_tensors_size(),
                        plan.streams_size(), plan.num_events());

@@ -82,7 +82,8 @@ void verifyHostTensors(const plan::Plan& plan) {
           fail(what + " holds " + std::to_string(t.data().size()) + " bytes of data, not its size");
         break;
       case plan::ROLE_ACTIVATION:
-        if (t.dtype() != plan::DTYPE_F32) fail(what + ": offloaded activations must be f32");
+        if (t.dtype() != plan::DTYPE_F32 && t.dtype() != plan::DTYPE_BF16)
+          fail(what + ": offloaded activations must be f32 or bf16");
         break;
       case plan::ROLE_TOKEN_ROWS:
         if (t.dtype() != plan::DTYPE_F32) fail(what + ": the tokens' rows of an embedding must be f32");
@@ -157,7 +158,7 @@ void verifyKernel(const plan::Plan& plan, const plan::KernelCall& call, const st
     if (b >= static_cast<uint32_t>(plan.buffers_size())) fail(at + ": buffer index out of range");
   for (uint32_t b : call.outputs())
     if (b >= static_cast<uint32_t>(plan.buffers_size())) fail(at + ": buffer index out of range");
-  std::string problem = kernelCheck(static_cast<KernelId>(call.kernel()))(bindKernelCall(plan, call, nullptr));
+  std::string problem = checkKernelCall(static_cast<KernelId>(call.kernel()), bindKernelCall(plan, call, nullptr));
   if (!problem.empty()) fail(at + ": " + name + ": " + problem);
 }
 
@@ -419,16 +420,25 @@ void verifyPlan(const plan::Plan& plan) {
 }
 
 std::string cudaUnsupportedKernels(const plan::Plan& plan) {
-  std::map<std::string_view, int> missing;  // op name -> calls, in name order
+  std::map<std::string, int> missing;  // op name (" on bf16" where only that is missing) -> calls
   for (const auto& stream : plan.streams())
-    for (const auto& in : stream.instructions())
-      if (in.has_kernel() && in.kernel().kernel() < kNumKernels && !kKernelTable[in.kernel().kernel()].has_cuda)
-        ++missing[kKernelTable[in.kernel().kernel()].op_name];
+    for (const auto& in : stream.instructions()) {
+      if (!in.has_kernel() || in.kernel().kernel() >= kNumKernels) continue;
+      const KernelInfo& info = kKernelTable[in.kernel().kernel()];
+      bool bf16 = false;
+      for (const auto* buffers : {&in.kernel().inputs(), &in.kernel().outputs()})
+        for (uint32_t b : *buffers)
+          bf16 |= b < static_cast<uint32_t>(plan.buffers_size()) && plan.buffers(b).dtype() == plan::DTYPE_BF16;
+      if (!info.has_cuda)
+        ++missing[std::string(info.op_name)];
+      else if (bf16 && info.precision.kind == KernelPrecision::kMixed && !info.cuda_bf16)
+        ++missing[std::string(info.op_name) + " on bf16"];
+    }
   if (missing.empty()) return "";
   std::string list;
   for (const auto& [op, calls] : missing)
-    list += (list.empty() ? "" : ", ") + std::string(op) + " (" + std::to_string(calls) + (calls == 1 ? " call)" : " calls)");
-  return "the CUDA backend has no kernel yet for " + list + " (generic ops an ONNX import left unfused)";
+    list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(calls) + (calls == 1 ? " call)" : " calls)");
+  return "the CUDA backend has no kernel yet for " + list;
 }
 
 }  // namespace mt

@@ -79,9 +79,19 @@ int main(int argc, char** argv) {
                  "what the weights cross the link as: f32 (the fp32 master weights: full precision) or bf16 "
                  "(the master's bf16 rounding, widened on the device: half the link bytes, the forward and backward "
                  "see bf16-rounded weights; the master, moments and gradients stay fp32, the master held exactly as "
-                 "that bf16 copy + a 16-bit residual: no host bytes added)")
-      ->check(CLI::IsMember({"f32", "bf16"}))
-      ->capture_default_str();
+                 "that bf16 copy + a 16-bit residual: no host bytes added); a bf16 plan (--precision bf16) streams "
+                 "bf16")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, mt::StreamDtype>{
+          {"f32", mt::StreamDtype::kF32}, {"bf16", mt::StreamDtype::kBf16}}))
+      ->default_str("f32");
+  app.add_option("--precision", o.precision,
+                 "what the device computes in: fp32 (everything, TF32 products only with mtrun --tf32) or bf16 "
+                 "(weights and activations bf16 on the device, products, attention and norms accumulating in f32; "
+                 "norms' statistics, softmax, the loss and the weights' gradients f32; the host's master weights and "
+                 "AdamW moments fp32 as always; the weights stream as bf16)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, mt::ComputePrecision>{
+          {"fp32", mt::ComputePrecision::kFp32}, {"bf16", mt::ComputePrecision::kBf16}}))
+      ->default_str("fp32");
   app.add_option("--offload-activations", o.offload,
                  "keep the activations the backward reads (block inputs) on the host in between, copied out "
                  "after the forward and back a block ahead of the backward (long contexts): auto (when nothing "
@@ -90,8 +100,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--hw", o.hardware,
                  "hardware profile of the cost model: cpu, h100-pcie5, h200, gh200, and/or explicit rates "
-                 "overriding its numbers (without a name, h100-pcie5's): tflops=, attention-tflops= (TFLOP/s), "
-                 "memory-gbps=, h2d-gbps=, d2h-gbps=, link-gbps= (both), host-gbps= (GB/s); e.g. "
+                 "overriding its numbers (without a name, h100-pcie5's): tflops=, attention-tflops=, bf16-tflops=, "
+                 "bf16-attention-tflops= (TFLOP/s), memory-gbps=, h2d-gbps=, d2h-gbps=, link-gbps= (both), host-gbps= (GB/s); e.g. "
                  "h100-pcie5,link-gbps=25 or tflops=312,link-gbps=25,host-gbps=60")
       ->capture_default_str();
   app.set_config("--config", "", "read flags from this TOML/INI file (flag = value per line)");
@@ -127,6 +137,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (tied || untied) o.tied = tied;
+  if (o.precision == mt::ComputePrecision::kBf16 && app.count("--stream-dtype") && o.stream_dtype == mt::StreamDtype::kF32) {
+    std::fprintf(stderr, "mtc: error: --precision bf16 streams the weights as bf16: drop --stream-dtype f32 (or compile "
+                         "with --precision fp32)\n");
+    return 2;
+  }
   for (auto [flag, text, bytes] : {std::tuple{"--device-mem", &device_mem, &o.device_mem},
                                     std::tuple{"--host-mem", &host_mem, &o.host_mem}}) {
     if (text->empty()) continue;

@@ -62,6 +62,7 @@ int64_t WhereOp::getFlops() { return 0; }
 int64_t BroadcastOp::getFlops() { return 0; }
 int64_t CastOp::getFlops() { return 0; }
 int64_t WidenOp::getFlops() { return 0; }
+int64_t NarrowOp::getFlops() { return 0; }
 int64_t SoftmaxOp::getFlops() { return 5 * numel(getResult()); }
 int64_t SoftmaxGradOp::getFlops() { return 4 * numel(getResult()); }
 int64_t GatherOp::getFlops() { return 0; }

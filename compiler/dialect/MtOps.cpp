@@ -21,6 +21,18 @@ RankedTensorType f32Tensor(MLIRContext* ctx, ArrayRef<int64_t> shape) {
   return RankedTensorType::get(shape, f32(ctx));
 }
 
+// The element type shared by an op's activations (f32, or bf16 in a bf16 plan: mt-mixed-precision);
+// fails naming the op's mix of types otherwise. Statistics (norms' mean and rstd, log-sum-exps,
+// the loss and its seed) are f32 whatever the activations are.
+FailureOr<Type> activationType(std::optional<Location> loc, ValueRange activations) {
+  Type type = cast<RankedTensorType>(activations.front().getType()).getElementType();
+  for (Value v : activations.drop_front())
+    if (cast<RankedTensorType>(v.getType()).getElementType() != type)
+      return emitOptionalError(loc, "mixes activation types ", type, " and ",
+                               cast<RankedTensorType>(v.getType()).getElementType(), " (all f32 or all bf16)");
+  return type;
+}
+
 std::string shapeStr(ArrayRef<int64_t> shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
@@ -63,17 +75,24 @@ LogicalResult inferPointwise(MLIRContext* ctx, std::optional<Location> loc, Valu
   for (Value v : operands)
     if (failed(requireShape(loc, v, tensorOf(operands[0]).getShape(), "operand")))
       return failure();
-  types.assign(numResults, f32Tensor(ctx, tensorOf(operands[0]).getShape()));
+  FailureOr<Type> act = activationType(loc, operands);
+  if (failed(act)) return failure();
+  types.assign(numResults, RankedTensorType::get(tensorOf(operands[0]).getShape(), *act));
   return success();
 }
 
-// Norms: x (..., C), gamma (C) -> y (..., C) and `rowResults` tensors of shape (...).
-LogicalResult inferNorm(MLIRContext* ctx, std::optional<Location> loc, Value x, Value gamma,
+// Norms: x (..., C), gamma (C) (activations, with `others`) -> y (..., C) and `rowResults` f32
+// statistics of shape (...).
+LogicalResult inferNorm(MLIRContext* ctx, std::optional<Location> loc, Value x, Value gamma, ValueRange others,
                         unsigned rowResults, SmallVectorImpl<Type>& types) {
   auto shape = tensorOf(x).getShape();
   if (shape.empty()) return emitOptionalError(loc, "norm input must have rank >= 1");
   if (failed(requireShape(loc, gamma, {shape.back()}, "gamma"))) return failure();
-  types.push_back(f32Tensor(ctx, shape));
+  SmallVector<Value> activations = {x, gamma};
+  activations.append(others.begin(), others.end());
+  FailureOr<Type> act = activationType(loc, activations);
+  if (failed(act)) return failure();
+  types.push_back(RankedTensorType::get(shape, *act));
   for (unsigned i = 0; i < rowResults; ++i) types.push_back(f32Tensor(ctx, dropLast(shape)));
   return success();
 }
@@ -104,7 +123,7 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext* ctx, std::optional<Loca
   if (table.size() != 2) return emitOptionalError(loc, "embedding table must be (V, C)");
   SmallVector<int64_t> shape(tensorOf(adaptor.getIds()).getShape());
   shape.push_back(table[1]);
-  types.push_back(f32Tensor(ctx, shape));
+  types.push_back(RankedTensorType::get(shape, tensorOf(adaptor.getTable()).getElementType()));
   return success();
 }
 
@@ -113,6 +132,7 @@ LogicalResult EmbeddingChunkOp::inferReturnTypes(MLIRContext* ctx, std::optional
   if (static_cast<int64_t>(adaptor.getFirst()) < 0) return emitOptionalError(loc, "first must not be negative");
   if (failed(EmbeddingOp::inferReturnTypes(ctx, loc, EmbeddingOp::Adaptor(adaptor.getOperands().take_front(2)), types)))
     return failure();
+  if (failed(activationType(loc, {adaptor.getTable(), adaptor.getIn()}))) return failure();
   return requireShape(loc, adaptor.getIn(), cast<RankedTensorType>(types.front()).getShape(), "in");
 }
 
@@ -176,7 +196,10 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext* ctx, std::optional<Locatio
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   if (m > kMax || n > kMax || ka > kMax)
     return emitOptionalError(loc, "matmul dimensions exceed 2^31 - 1 (BLAS's limit): ", shapeStr(a), " x ", shapeStr(b));
-  types.push_back(f32Tensor(ctx, shape));
+  FailureOr<Type> act = activationType(loc, adaptor.getOperands());
+  if (failed(act)) return failure();
+  const bool f32Result = adaptor.getF32ResultAttr() && adaptor.getF32ResultAttr().getValue();
+  types.push_back(RankedTensorType::get(shape, f32Result ? f32(ctx) : *act));
   return success();
 }
 
@@ -187,7 +210,9 @@ static LogicalResult inferBroadcast(MLIRContext* ctx, std::optional<Location> lo
     return emitOptionalError(loc, "rhs shape ", shapeStr(tensorOf(rhs).getShape()),
                              " must equal the lhs shape or a suffix of it ",
                              shapeStr(tensorOf(lhs).getShape()));
-  types.push_back(f32Tensor(ctx, tensorOf(lhs).getShape()));
+  FailureOr<Type> act = activationType(loc, {lhs, rhs});
+  if (failed(act)) return failure();
+  types.push_back(RankedTensorType::get(tensorOf(lhs).getShape(), *act));
   return success();
 }
 
@@ -209,6 +234,8 @@ LogicalResult ScaleOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location
 LogicalResult SumToOp::verify() {
   if (!broadcastsTo(getType().getShape(), getInput().getType().getShape()))
     return emitOpError("result shape must broadcast to the input shape");
+  if (getType().getElementType() != getInput().getType().getElementType() && !getType().getElementType().isF32())
+    return emitOpError("result must be f32 or of the input's type");
   return success();
 }
 
@@ -244,7 +271,7 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext* ctx, std::optional<Loca
   if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
   if (failed(requireShape(loc, adaptor.getBeta(), tensorOf(adaptor.getGamma()).getShape(), "beta")))
     return failure();
-  return inferNorm(ctx, loc, adaptor.getInput(), adaptor.getGamma(), 2, types);
+  return inferNorm(ctx, loc, adaptor.getInput(), adaptor.getGamma(), adaptor.getBeta(), 2, types);
 }
 
 LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
@@ -257,7 +284,9 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<
       failed(requireShape(loc, adaptor.getMean(), dropLast(x), "mean")) ||
       failed(requireShape(loc, adaptor.getRstd(), dropLast(x), "rstd")))
     return failure();
-  types.push_back(f32Tensor(ctx, x));
+  FailureOr<Type> act = activationType(loc, {adaptor.getDout(), adaptor.getInput(), adaptor.getGamma()});
+  if (failed(act)) return failure();
+  types.push_back(RankedTensorType::get(x, *act));
   types.push_back(f32Tensor(ctx, {x.back()}));
   types.push_back(f32Tensor(ctx, {x.back()}));
   return success();
@@ -266,7 +295,7 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<
 LogicalResult RmsNormOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                           Adaptor adaptor, SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
-  return inferNorm(ctx, loc, adaptor.getInput(), adaptor.getGamma(), 1, types);
+  return inferNorm(ctx, loc, adaptor.getInput(), adaptor.getGamma(), {}, 1, types);
 }
 
 LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
@@ -278,7 +307,9 @@ LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Lo
       failed(requireShape(loc, adaptor.getGamma(), {x.back()}, "gamma")) ||
       failed(requireShape(loc, adaptor.getRstd(), dropLast(x), "rstd")))
     return failure();
-  types.push_back(f32Tensor(ctx, x));
+  FailureOr<Type> act = activationType(loc, {adaptor.getDout(), adaptor.getInput(), adaptor.getGamma()});
+  if (failed(act)) return failure();
+  types.push_back(RankedTensorType::get(x, *act));
   types.push_back(f32Tensor(ctx, {x.back()}));
   return success();
 }
@@ -306,7 +337,7 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location>
     return emitOptionalError(loc, "rope head_dim ", headDim, " must be even and divide ", x[2]);
   if (adaptor.getThetaAttr() && !(adaptor.getThetaAttr().getValueAsDouble() > 0.0))
     return emitOptionalError(loc, "rope theta must be positive");
-  types.push_back(f32Tensor(ctx, x));
+  types.push_back(adaptor.getInput().getType());
   return success();
 }
 
@@ -316,7 +347,9 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext* ctx, std::optional<Loca
                                     adaptor.getNumHeads(), adaptor.getNumKvHeads())))
     return failure();
   auto q = tensorOf(adaptor.getQ()).getShape();
-  types.push_back(f32Tensor(ctx, q));
+  FailureOr<Type> act = activationType(loc, {adaptor.getQ(), adaptor.getK(), adaptor.getV()});
+  if (failed(act)) return failure();
+  types.push_back(RankedTensorType::get(q, *act));
   types.push_back(f32Tensor(ctx, {q[0], static_cast<int64_t>(adaptor.getNumHeads()), q[1]}));
   return success();
 }
@@ -332,7 +365,9 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<
       failed(requireShape(loc, adaptor.getOut(), q, "out")) ||
       failed(requireShape(loc, adaptor.getLse(), {q[0], heads, q[1]}, "lse")))
     return failure();
-  types.push_back(f32Tensor(ctx, q));
+  if (failed(activationType(loc, {adaptor.getDout(), adaptor.getQ(), adaptor.getK(), adaptor.getV(), adaptor.getOut()})))
+    return failure();
+  types.push_back(adaptor.getQ().getType());
   types.push_back(adaptor.getK().getType());
   types.push_back(adaptor.getV().getType());
   return success();
@@ -359,7 +394,7 @@ LogicalResult SoftmaxXentGradOp::inferReturnTypes(MLIRContext* ctx, std::optiona
       failed(requireShape(loc, adaptor.getTargets(), dropLast(logits), "targets")) ||
       failed(requireShape(loc, adaptor.getLse(), dropLast(logits), "lse")))
     return failure();
-  types.push_back(f32Tensor(ctx, logits));
+  types.push_back(adaptor.getLogits().getType());
   return success();
 }
 
@@ -492,6 +527,12 @@ LogicalResult WidenOp::verify() {
   auto in = getInput().getType(), out = getType();
   if (in.getShape() != out.getShape() || !in.getElementType().isBF16())
     return emitOpError("widens bf16 to f32 of one shape, not ") << in << " -> " << out;
+  return success();
+}
+
+LogicalResult NarrowOp::verify() {
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError("rounds f32 to bf16 of one shape, not ") << getInput().getType() << " -> " << getType();
   return success();
 }
 

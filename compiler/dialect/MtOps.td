@@ -26,8 +26,8 @@ def Mt_EmbeddingOp : Mt_KernelOp<"embedding", [KernelOpInterface,
     %x = mt.embedding %ids, %wte : tensor<8x256xi32>, tensor<256x384xf32>
     ```
   }];
-  let arguments = (ins Mt_I32Tensor:$ids, Mt_F32Tensor:$table);
-  let results = (outs Mt_F32Tensor:$result);
+  let arguments = (ins Mt_I32Tensor:$ids, Mt_FloatTensor:$table);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$ids `,` $table attr-dict `:` type($ids) `,` type($table)";
 }
 
@@ -38,7 +38,7 @@ def Mt_EmbeddingGradOp : Mt_KernelOp<"embedding_grad", [KernelOpInterface]> {
     %dwte = mt.embedding_grad %ids, %dx {vocab = 256} : tensor<8x256xi32>, tensor<8x256x384xf32>
     ```
   }];
-  let arguments = (ins Mt_I32Tensor:$ids, Mt_F32Tensor:$dout, I64Attr:$vocab);
+  let arguments = (ins Mt_I32Tensor:$ids, Mt_FloatTensor:$dout, I64Attr:$vocab);
   let results = (outs Mt_F32Tensor:$result);
   let assemblyFormat = "$ids `,` $dout attr-dict `:` type($ids) `,` type($dout)";
 }
@@ -55,8 +55,8 @@ def Mt_EmbeddingChunkOp : Mt_KernelOp<"embedding_chunk", [
     %x1 = mt.embedding_chunk %ids, %wte1, %x0 {first = 128} : tensor<8x256xi32>, tensor<128x384xf32>, tensor<8x256x384xf32>
     ```
   }];
-  let arguments = (ins Mt_I32Tensor:$ids, Mt_F32Tensor:$table, Mt_F32Tensor:$in, I64Attr:$first);
-  let results = (outs Mt_F32Tensor:$result);
+  let arguments = (ins Mt_I32Tensor:$ids, Mt_FloatTensor:$table, Mt_FloatTensor:$in, I64Attr:$first);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$ids `,` $table `,` $in attr-dict `:` type($ids) `,` type($table) `,` type($in)";
 }
 
@@ -68,7 +68,7 @@ def Mt_EmbeddingGradChunkOp : Mt_KernelOp<"embedding_grad_chunk", [
     %dwte1 = mt.embedding_grad_chunk %ids, %dx {first = 128, rows = 128} : tensor<8x256xi32>, tensor<8x256x384xf32>
     ```
   }];
-  let arguments = (ins Mt_I32Tensor:$ids, Mt_F32Tensor:$dout, I64Attr:$first, I64Attr:$rows);
+  let arguments = (ins Mt_I32Tensor:$ids, Mt_FloatTensor:$dout, I64Attr:$first, I64Attr:$rows);
   let results = (outs Mt_F32Tensor:$result);
   let assemblyFormat = "$ids `,` $dout attr-dict `:` type($ids) `,` type($dout)";
 }
@@ -97,16 +97,20 @@ def Mt_MatmulOp : Mt_KernelOp<"matmul", [
   let description = [{
     `lhs` is (..., M, K) (or (..., K, M) with `transpose_a`); `rhs` is (K, N) (or (N, K) with
     `transpose_b`) and either rank 2, shared by every batch, or of the lhs rank with equal
-    batch dims. A Linear layer with torch's (out, in) weight is `transpose_b = true`.
+    batch dims. A Linear layer with torch's (out, in) weight is `transpose_b = true`. The
+    product accumulates in f32; the result has the operands' type, or f32 with `f32_result`
+    (a weight's gradient from bf16 activations: it leaves the device as f32).
 
     ```mlir
     %y = mt.matmul %x, %w {transpose_b = true} : tensor<8x256x384xf32>, tensor<1152x384xf32>
+    %dw = mt.matmul %dy, %x {transpose_a = true, f32_result = true} : tensor<2048x1152xbf16>, tensor<2048x384xbf16>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$lhs, Mt_F32Tensor:$rhs,
+  let arguments = (ins Mt_FloatTensor:$lhs, Mt_FloatTensor:$rhs,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
-                       DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
-  let results = (outs Mt_F32Tensor:$result);
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
+                       DefaultValuedAttr<BoolAttr, "false">:$f32_result);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
 }
 
@@ -120,8 +124,8 @@ class Mt_BroadcastBinaryOp<string mnemonic, string what>
     %y = mt.}] # mnemonic # [{ %x, %bias : tensor<8x256x384xf32>, tensor<384xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$lhs, Mt_F32Tensor:$rhs);
-  let results = (outs Mt_F32Tensor:$result);
+  let arguments = (ins Mt_FloatTensor:$lhs, Mt_FloatTensor:$rhs);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
 }
 
@@ -137,8 +141,8 @@ def Mt_ScaleOp : Mt_KernelOp<"scale", [
     %y = mt.scale %x {factor = 0.5 : f32} : tensor<8x384xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$input, F32Attr:$factor);
-  let results = (outs Mt_F32Tensor:$result);
+  let arguments = (ins Mt_FloatTensor:$input, F32Attr:$factor);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
@@ -149,9 +153,11 @@ def Mt_SumToOp : Mt_Op<"sum_to", [Pure, KernelOpInterface,
     ```mlir
     %db = mt.sum_to %dy : tensor<8x256x384xf32> -> tensor<384xf32>
     ```
+
+    The sums accumulate in f32; the result has the input's type or f32 (a bias's gradient).
   }];
-  let arguments = (ins Mt_F32Tensor:$input);
-  let results = (outs Mt_F32Tensor:$result);
+  let arguments = (ins Mt_FloatTensor:$input);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
@@ -166,7 +172,7 @@ def Mt_FillOp : Mt_Op<"fill", [Pure,
     ```
   }];
   let arguments = (ins F32Attr:$value);
-  let results = (outs Mt_F32Tensor:$result);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
@@ -211,17 +217,17 @@ def Mt_LayerNormOp : Mt_KernelOp<"layernorm", [
         : tensor<8x256x384xf32>, tensor<384xf32>, tensor<384xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$input, Mt_F32Tensor:$gamma, Mt_F32Tensor:$beta,
+  let arguments = (ins Mt_FloatTensor:$input, Mt_FloatTensor:$gamma, Mt_FloatTensor:$beta,
                        DefaultValuedAttr<F32Attr, "1.0e-5">:$eps);
-  let results = (outs Mt_F32Tensor:$result, Mt_F32Tensor:$mean, Mt_F32Tensor:$rstd);
+  let results = (outs Mt_FloatTensor:$result, Mt_F32Tensor:$mean, Mt_F32Tensor:$rstd);
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` type($input) `,` type($gamma) `,` type($beta)";
 }
 
 def Mt_LayerNormGradOp : Mt_KernelOp<"layernorm_grad", [KernelOpInterface]> {
   let summary = "fused backward of mt.layernorm: (dx, dgamma, dbeta)";
-  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$input, Mt_F32Tensor:$gamma, Mt_F32Tensor:$mean,
+  let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$input, Mt_FloatTensor:$gamma, Mt_F32Tensor:$mean,
                        Mt_F32Tensor:$rstd);
-  let results = (outs Mt_F32Tensor:$dinput, Mt_F32Tensor:$dgamma, Mt_F32Tensor:$dbeta);
+  let results = (outs Mt_FloatTensor:$dinput, Mt_F32Tensor:$dgamma, Mt_F32Tensor:$dbeta);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
@@ -234,16 +240,16 @@ def Mt_RmsNormOp : Mt_KernelOp<"rmsnorm", [
     %y, %rstd = mt.rmsnorm %x, %g {eps = 1.0e-5 : f32} : tensor<8x256x384xf32>, tensor<384xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$input, Mt_F32Tensor:$gamma,
+  let arguments = (ins Mt_FloatTensor:$input, Mt_FloatTensor:$gamma,
                        DefaultValuedAttr<F32Attr, "1.0e-5">:$eps);
-  let results = (outs Mt_F32Tensor:$result, Mt_F32Tensor:$rstd);
+  let results = (outs Mt_FloatTensor:$result, Mt_F32Tensor:$rstd);
   let assemblyFormat = "$input `,` $gamma attr-dict `:` type($input) `,` type($gamma)";
 }
 
 def Mt_RmsNormGradOp : Mt_KernelOp<"rmsnorm_grad", [KernelOpInterface]> {
   let summary = "fused backward of mt.rmsnorm: (dx, dgamma)";
-  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$input, Mt_F32Tensor:$gamma, Mt_F32Tensor:$rstd);
-  let results = (outs Mt_F32Tensor:$dinput, Mt_F32Tensor:$dgamma);
+  let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$input, Mt_FloatTensor:$gamma, Mt_F32Tensor:$rstd);
+  let results = (outs Mt_FloatTensor:$dinput, Mt_F32Tensor:$dgamma);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
@@ -256,16 +262,16 @@ def Mt_GeluOp : Mt_KernelOp<"gelu", [
     %y = mt.gelu %x {tanh = true} : tensor<8x256x1536xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$input, DefaultValuedAttr<BoolAttr, "false">:$tanh);
-  let results = (outs Mt_F32Tensor:$result);
+  let arguments = (ins Mt_FloatTensor:$input, DefaultValuedAttr<BoolAttr, "false">:$tanh);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
 def Mt_GeluGradOp : Mt_KernelOp<"gelu_grad", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
   let summary = "backward of mt.gelu";
-  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$input, DefaultValuedAttr<BoolAttr, "false">:$tanh);
-  let results = (outs Mt_F32Tensor:$result);
+  let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$input, DefaultValuedAttr<BoolAttr, "false">:$tanh);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$dout `,` $input attr-dict `:` type($dout) `,` type($input)";
 }
 
@@ -276,15 +282,15 @@ def Mt_SiluOp : Mt_KernelOp<"silu", [KernelOpInterface, DeclareOpInterfaceMethod
     %y = mt.silu %x : tensor<8x256x1024xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$input);
-  let results = (outs Mt_F32Tensor:$result);
+  let arguments = (ins Mt_FloatTensor:$input);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
 def Mt_SiluGradOp : Mt_KernelOp<"silu_grad", [KernelOpInterface]> {
   let summary = "backward of mt.silu";
-  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$input);
-  let results = (outs Mt_F32Tensor:$result);
+  let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$input);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$dout `,` $input attr-dict `:` type($dout) `,` type($input)";
 }
 
@@ -295,15 +301,15 @@ def Mt_SwigluOp : Mt_KernelOp<"swiglu", [KernelOpInterface, DeclareOpInterfaceMe
     %h = mt.swiglu %gate, %up : tensor<8x256x1024xf32>, tensor<8x256x1024xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$gate, Mt_F32Tensor:$up);
-  let results = (outs Mt_F32Tensor:$result);
+  let arguments = (ins Mt_FloatTensor:$gate, Mt_FloatTensor:$up);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$gate `,` $up attr-dict `:` type($gate) `,` type($up)";
 }
 
 def Mt_SwigluGradOp : Mt_KernelOp<"swiglu_grad", [KernelOpInterface]> {
   let summary = "backward of mt.swiglu: (dgate, dup)";
-  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$gate, Mt_F32Tensor:$up);
-  let results = (outs Mt_F32Tensor:$dgate, Mt_F32Tensor:$dup);
+  let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$gate, Mt_FloatTensor:$up);
+  let results = (outs Mt_FloatTensor:$dgate, Mt_FloatTensor:$dup);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
@@ -318,10 +324,10 @@ def Mt_RopeOp : Mt_KernelOp<"rope", [
     %q2 = mt.rope %q {head_dim = 64, theta = 10000.0 : f32} : tensor<8x256x384xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$input, I64Attr:$head_dim,
+  let arguments = (ins Mt_FloatTensor:$input, I64Attr:$head_dim,
                        DefaultValuedAttr<F32Attr, "10000.0">:$theta,
                        DefaultValuedAttr<BoolAttr, "false">:$inverse);
-  let results = (outs Mt_F32Tensor:$result);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
@@ -342,18 +348,18 @@ def Mt_AttentionOp : Mt_KernelOp<"attention", [
         : tensor<8x256x384xf32>, tensor<8x256x128xf32>, tensor<8x256x128xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$q, Mt_F32Tensor:$k, Mt_F32Tensor:$v, I64Attr:$num_heads,
+  let arguments = (ins Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v, I64Attr:$num_heads,
                        I64Attr:$num_kv_heads);
-  let results = (outs Mt_F32Tensor:$result, Mt_F32Tensor:$lse);
+  let results = (outs Mt_FloatTensor:$result, Mt_F32Tensor:$lse);
   let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` type($q) `,` type($k) `,` type($v)";
 }
 
 def Mt_AttentionGradOp : Mt_KernelOp<"attention_grad", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
   let summary = "fused backward of mt.attention: (dq, dk, dv)";
-  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$q, Mt_F32Tensor:$k, Mt_F32Tensor:$v,
-                       Mt_F32Tensor:$out, Mt_F32Tensor:$lse, I64Attr:$num_heads, I64Attr:$num_kv_heads);
-  let results = (outs Mt_F32Tensor:$dq, Mt_F32Tensor:$dk, Mt_F32Tensor:$dv);
+  let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v,
+                       Mt_FloatTensor:$out, Mt_F32Tensor:$lse, I64Attr:$num_heads, I64Attr:$num_kv_heads);
+  let results = (outs Mt_FloatTensor:$dq, Mt_FloatTensor:$dk, Mt_FloatTensor:$dv);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
@@ -368,15 +374,15 @@ def Mt_SoftmaxXentOp : Mt_KernelOp<"softmax_xent", [KernelOpInterface,
     %loss, %lse = mt.softmax_xent %logits, %targets : tensor<8x256x256xf32>, tensor<8x256xi32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$logits, Mt_I32Tensor:$targets);
+  let arguments = (ins Mt_FloatTensor:$logits, Mt_I32Tensor:$targets);
   let results = (outs Mt_F32Tensor:$loss, Mt_F32Tensor:$lse);
   let assemblyFormat = "$logits `,` $targets attr-dict `:` type($logits) `,` type($targets)";
 }
 
 def Mt_SoftmaxXentGradOp : Mt_KernelOp<"softmax_xent_grad", [KernelOpInterface]> {
   let summary = "backward of mt.softmax_xent: dlogits";
-  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$lse);
-  let results = (outs Mt_F32Tensor:$result);
+  let arguments = (ins Mt_F32Tensor:$dloss, Mt_FloatTensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$lse);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
@@ -393,7 +399,7 @@ def Mt_XentChunkOp : Mt_KernelOp<"xent_chunk", [
     %r1 = mt.xent_chunk %logits1, %targets, %r0 {first = 128} : tensor<8x64x128xf32>, tensor<8x64xi32>, tensor<8x64x2xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$running, I64Attr:$first);
+  let arguments = (ins Mt_FloatTensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$running, I64Attr:$first);
   let results = (outs Mt_F32Tensor:$result);
   let assemblyFormat = "$logits `,` $targets `,` $running attr-dict `:` type($logits) `,` type($targets) `,` type($running)";
 }
@@ -422,9 +428,9 @@ def Mt_XentChunkGradOp : Mt_KernelOp<"xent_chunk_grad", [
     %dl1 = mt.xent_chunk_grad %dloss, %logits1, %targets, %lse {first = 128, vocab = 256} : tensor<f32>, tensor<8x64x128xf32>, tensor<8x64xi32>, tensor<8x64xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$lse,
+  let arguments = (ins Mt_F32Tensor:$dloss, Mt_FloatTensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$lse,
                        I64Attr:$first, I64Attr:$vocab);
-  let results = (outs Mt_F32Tensor:$result);
+  let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
@@ -522,7 +528,9 @@ def Mt_WidenOp : Mt_Op<"widen", [Pure, KernelOpInterface, DeclareOpInterfaceMeth
   let summary = "exact bf16 -> f32 widening of a weight streamed as its bf16 staging copy";
   let description = [{
     Made by `mt-stage-bf16`: the weight crosses the link as the host's bf16 copy of its fp32
-    master (half the bytes) and is widened on the device before its first use.
+    master (half the bytes) and is widened on the device before its first use. In a bf16 plan
+    (`mt-mixed-precision`) also a bf16 activation read by an f32-only op, or a bf16 gradient
+    copied to the host's f32.
 
     ```mlir
     %w_bf16 = mt.h2d %w_staging : tensor<384x384xbf16>
@@ -531,6 +539,22 @@ def Mt_WidenOp : Mt_Op<"widen", [Pure, KernelOpInterface, DeclareOpInterfaceMeth
   }];
   let arguments = (ins AnyRankedTensor:$input);
   let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mt_NarrowOp : Mt_Op<"narrow", [Pure, KernelOpInterface, DeclareOpInterfaceMethods<CostOpInterface>]> {
+  let summary = "f32 -> bf16 rounding to nearest even";
+  let description = [{
+    Made by `mt-mixed-precision` where an f32 value enters a bf16 plan's activations (the
+    tokens' rows the host looked up, an f32-only op's result).
+
+    ```mlir
+    %x = mt.narrow %rows : tensor<8x256x384xf32> -> tensor<8x256x384xbf16>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$input);
+  let results = (outs RankedTensorOf<[BF16]>:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }

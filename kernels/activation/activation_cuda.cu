@@ -6,7 +6,11 @@ namespace mt {
 namespace {
 
 using cuda::blocksFor;
+using cuda::data;
+using cuda::fromFloat;
 using cuda::kThreads;
+using cuda::toFloat;
+using cuda::withFloat;
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
@@ -48,23 +52,22 @@ struct Swiglu {
   __device__ float operator()(float gate, float up) const { return gate * sigmoid(gate) * up; }
 };
 
-template <typename F>
-__global__ void unaryKernel(const float* __restrict__ x, float* __restrict__ y, int64_t n, F f) {
-  MT_GRID_STRIDE(i, n) y[i] = f(x[i]);
+template <typename T, typename F>
+__global__ void unaryKernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, F f) {
+  MT_GRID_STRIDE(i, n) y[i] = fromFloat<T>(f(toFloat(x[i])));
 }
-template <typename F>
-__global__ void binaryKernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ y,
-                             int64_t n, F f) {
-  MT_GRID_STRIDE(i, n) y[i] = f(a[i], b[i]);
+template <typename T, typename F>
+__global__ void binaryKernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n, F f) {
+  MT_GRID_STRIDE(i, n) y[i] = fromFloat<T>(f(toFloat(a[i]), toFloat(b[i])));
 }
 
-__global__ void swigluGradKernel(const float* __restrict__ dy, const float* __restrict__ gate,
-                                 const float* __restrict__ up, float* __restrict__ dgate, float* __restrict__ dup,
-                                 int64_t n) {
+template <typename T>
+__global__ void swigluGradKernel(const T* __restrict__ dy, const T* __restrict__ gate, const T* __restrict__ up,
+                                 T* __restrict__ dgate, T* __restrict__ dup, int64_t n) {
   MT_GRID_STRIDE(i, n) {
-    const float s = sigmoid(gate[i]);
-    dup[i] = dy[i] * (gate[i] * s);
-    dgate[i] = dy[i] * up[i] * s * (1.0f + gate[i] * (1.0f - s));
+    const float g = toFloat(gate[i]), d = toFloat(dy[i]), s = sigmoid(g);
+    dup[i] = fromFloat<T>(d * (g * s));
+    dgate[i] = fromFloat<T>(d * toFloat(up[i]) * s * (1.0f + g * (1.0f - s)));
   }
 }
 
@@ -72,15 +75,21 @@ template <typename F>
 void launchUnary(const KernelArgs& args, const CudaLaunch& launch, F f) {
   const int64_t n = args.in[0].numel();
   if (n == 0) return;
-  unaryKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(args.in[0].f32(), args.out[0].f32(), n, f);
+  withFloat(args.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    unaryKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(data<const T>(args.in[0]), data<T>(args.out[0]), n, f);
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 template <typename F>
 void launchBinary(const KernelArgs& args, const CudaLaunch& launch, F f) {
   const int64_t n = args.in[0].numel();
   if (n == 0) return;
-  binaryKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(args.in[0].f32(), args.in[1].f32(), args.out[0].f32(),
-                                                             n, f);
+  withFloat(args.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    binaryKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(data<const T>(args.in[0]), data<const T>(args.in[1]),
+                                                               data<T>(args.out[0]), n, f);
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -96,9 +105,12 @@ void swiglu_cuda(const KernelArgs& args, const CudaLaunch& launch) { launchBinar
 void swiglu_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t n = args.in[0].numel();
   if (n == 0) return;
-  swigluGradKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(args.in[0].f32(), args.in[1].f32(),
-                                                                 args.in[2].f32(), args.out[0].f32(),
-                                                                 args.out[1].f32(), n);
+  withFloat(args.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    swigluGradKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(data<const T>(args.in[0]), data<const T>(args.in[1]),
+                                                                   data<const T>(args.in[2]), data<T>(args.out[0]),
+                                                                   data<T>(args.out[1]), n);
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 

@@ -153,25 +153,27 @@ std::string widen_check(const KernelArgs& args) {
 }
 
 void widen_cpu(const KernelArgs& args) {
-  const auto* x = static_cast<const uint16_t*>(args.in[0].data);
-  uint32_t* out = static_cast<uint32_t*>(args.out[0].data);
-  const int64_t n = args.in[0].numel();
+  widen_bf16(static_cast<const uint16_t*>(args.in[0].data), args.out[0].f32(), args.in[0].numel());
+}
+
+void widen_bf16(const uint16_t* x, float* out, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(x[i]) << 16;
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16Value(x[i]);
+}
+
+std::string narrow_check(const KernelArgs& args) {
+  MT_CHECK(expectDType(args.in[0], DType::F32, "narrow input"));
+  MT_CHECK(expectDType(args.out[0], DType::BF16, "narrow result"));
+  return expectShape(args.out[0], args.in[0].shape, "narrow result");
+}
+
+void narrow_cpu(const KernelArgs& args) {
+  round_to_bf16(args.in[0].f32(), static_cast<uint16_t*>(args.out[0].data), args.in[0].numel());
 }
 
 void round_to_bf16(const float* x, uint16_t* out, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &x[i], 4);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it one (quiet), whatever its payload
-      out[i] = static_cast<uint16_t>((bits >> 16) | 0x0040u);
-      continue;
-    }
-    bits += 0x7fffu + ((bits >> 16) & 1u);  // to nearest, ties to even; overflow rounds to Inf
-    out[i] = static_cast<uint16_t>(bits >> 16);
-  }
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16Bits(x[i]);
 }
 
 }  // namespace mt

@@ -8,9 +8,13 @@ namespace mt {
 namespace {
 
 using cuda::blocksFor;
+using cuda::data;
 using cuda::Dims;
+using cuda::fromFloat;
 using cuda::kThreads;
 using cuda::requireRank;
+using cuda::toFloat;
+using cuda::withFloat;
 
 struct Add {
   __device__ float operator()(float x, float y) const { return x + y; }
@@ -20,28 +24,35 @@ struct Mul {
 };
 
 // out[i] = f(a[i], b[i % inner]): b broadcast over a's leading dims.
-template <typename F>
-__global__ void broadcastBinary(const float* __restrict__ a, const float* __restrict__ b,
-                                float* __restrict__ out, int64_t n, int64_t inner, F f) {
-  MT_GRID_STRIDE(i, n) out[i] = f(a[i], b[i % inner]);
+template <typename T, typename F>
+__global__ void broadcastBinary(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, int64_t n,
+                                int64_t inner, F f) {
+  MT_GRID_STRIDE(i, n) out[i] = fromFloat<T>(f(toFloat(a[i]), toFloat(b[i % inner])));
 }
 
-__global__ void scaleKernel(const float* __restrict__ x, float* __restrict__ out, int64_t n, float factor) {
-  MT_GRID_STRIDE(i, n) out[i] = x[i] * factor;
+template <typename T>
+__global__ void scaleKernel(const T* __restrict__ x, T* __restrict__ out, int64_t n, float factor) {
+  MT_GRID_STRIDE(i, n) out[i] = fromFloat<T>(toFloat(x[i]) * factor);
 }
 
-__global__ void fillKernel(float* __restrict__ out, int64_t n, float value) {
-  MT_GRID_STRIDE(i, n) out[i] = value;
+template <typename T>
+__global__ void fillKernel(T* __restrict__ out, int64_t n, float value) {
+  MT_GRID_STRIDE(i, n) out[i] = fromFloat<T>(value);
 }
 
 __global__ void widenKernel(const uint16_t* __restrict__ x, uint32_t* __restrict__ out, int64_t n) {
   MT_GRID_STRIDE(i, n) out[i] = static_cast<uint32_t>(x[i]) << 16;
 }
 
+__global__ void narrowKernel(const float* __restrict__ x, uint16_t* __restrict__ out, int64_t n) {
+  MT_GRID_STRIDE(i, n) out[i] = bf16Bits(x[i]);
+}
+
 // Every output element sums its input elements along the reduced dimensions, in input order.
 //   x_dims: the input shape; reduced: 1 where the output has size 1 and the input does not.
-__global__ void sumToKernel(const float* __restrict__ x, float* __restrict__ out, int64_t n_out, int rank,
-                            Dims x_dims, Dims x_strides, Dims reduced, int64_t reduced_count) {
+template <typename In, typename Out>
+__global__ void sumToKernel(const In* __restrict__ x, Out* __restrict__ out, int64_t n_out, int rank, Dims x_dims,
+                            Dims x_strides, Dims reduced, int64_t reduced_count) {
   MT_GRID_STRIDE(o, n_out) {
     // The output index, in the input's rank (reduced dimensions have index 0).
     int64_t base = 0, rem = o;
@@ -58,9 +69,9 @@ __global__ void sumToKernel(const float* __restrict__ x, float* __restrict__ out
         offset += (rest % x_dims.v[d]) * x_strides.v[d];
         rest /= x_dims.v[d];
       }
-      sum += x[offset];
+      sum += toFloat(x[offset]);
     }
-    out[o] = sum;
+    out[o] = fromFloat<Out>(sum);
   }
 }
 
@@ -79,12 +90,23 @@ __global__ void transposeKernel(const T* __restrict__ x, T* __restrict__ out, in
   }
 }
 
+// Element (r, c) of a row-major (rows, cols) activation, as f32.
+template <typename T>
+struct RowMajor {
+  const T* x;
+  int64_t cols;
+  __device__ float operator()(int64_t r, int64_t c) const { return toFloat(x[r * cols + c]); }
+};
+
 template <typename F>
 void launchBroadcast(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t n = args.in[0].numel(), inner = args.in[1].numel();
   if (n == 0 || inner == 0) return;
-  broadcastBinary<<<blocksFor(n), kThreads, 0, launch.stream>>>(args.in[0].f32(), args.in[1].f32(),
-                                                                args.out[0].f32(), n, inner, F{});
+  withFloat(args.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    broadcastBinary<<<blocksFor(n), kThreads, 0, launch.stream>>>(data<const T>(args.in[0]), data<const T>(args.in[1]),
+                                                                  data<T>(args.out[0]), n, inner, F{});
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -96,14 +118,21 @@ void mul_cuda(const KernelArgs& args, const CudaLaunch& launch) { launchBroadcas
 void scale_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t n = args.in[0].numel();
   if (n == 0) return;
-  scaleKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(args.in[0].f32(), args.out[0].f32(), n, args.floats[0]);
+  withFloat(args.in[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    scaleKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(data<const T>(args.in[0]), data<T>(args.out[0]), n,
+                                                              args.floats[0]);
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 
 void fill_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t n = args.out[0].numel();
   if (n == 0) return;
-  fillKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(args.out[0].f32(), n, args.floats[0]);
+  withFloat(args.out[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    fillKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(data<T>(args.out[0]), n, args.floats[0]);
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -115,19 +144,27 @@ void widen_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   MT_CUDA_CHECK_LAUNCH();
 }
 
+void narrow_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const int64_t n = args.in[0].numel();
+  if (n == 0) return;
+  narrowKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(args.in[0].f32(), static_cast<uint16_t*>(args.out[0].data),
+                                                             n);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
 void sum_to_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &x = args.in[0], &out = args.out[0];
   const int64_t n_out = out.numel();
   if (n_out == 0) return;
   const int rank = x.rank();
   requireRank(rank, "sum_to");
-  if (isSuffix(out.shape, x.shape)) {
+  if (isSuffix(out.shape, x.shape) && out.dtype == DType::F32) {
     // The common case (a bias gradient): column sums over the leading rows.
-    const float* xp = x.f32();
     const int64_t cols = n_out;
-    cuda::columnSums(
-        x.numel() / cols, cols, [xp, cols] __device__(int64_t r, int64_t c) { return xp[r * cols + c]; },
-        out.f32(), launch.stream);
+    withFloat(x.dtype, [&](auto t) {
+      using T = decltype(t);
+      cuda::columnSums(x.numel() / cols, cols, RowMajor<T>{data<const T>(x), cols}, out.f32(), launch.stream);
+    });
     return;
   }
   Dims x_dims{}, x_strides{}, reduced{};
@@ -141,8 +178,14 @@ void sum_to_cuda(const KernelArgs& args, const CudaLaunch& launch) {
     reduced.v[d] = out_dim == 1 && x.shape[d] != 1;
     if (reduced.v[d]) reduced_count *= x.shape[d];
   }
-  sumToKernel<<<blocksFor(n_out), kThreads, 0, launch.stream>>>(x.f32(), out.f32(), n_out, rank, x_dims, x_strides,
-                                                                reduced, reduced_count);
+  withFloat(x.dtype, [&](auto in) {
+    withFloat(out.dtype, [&](auto o) {
+      using In = decltype(in);
+      using Out = decltype(o);
+      sumToKernel<<<blocksFor(n_out), kThreads, 0, launch.stream>>>(data<const In>(x), data<Out>(out), n_out, rank,
+                                                                    x_dims, x_strides, reduced, reduced_count);
+    });
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 

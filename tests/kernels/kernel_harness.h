@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/kernel_args.h"
 #include "runtime/kernel_registry.h"
 
@@ -41,7 +42,21 @@ struct HostTensor {
     return HostTensor{std::move(shape), DType::I32, {}, std::move(data)};
   }
   static HostTensor bf16(Shape shape, std::vector<uint16_t> bits) {
+    if (bits.empty()) bits.assign(numelOf(shape), 0);
     return HostTensor{std::move(shape), DType::BF16, {}, {}, std::move(bits)};
+  }
+  // `values` rounded to bf16 (to nearest even).
+  static HostTensor bf16Of(Shape shape, const std::vector<float>& values) {
+    std::vector<uint16_t> bits(values.size());
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = bf16Bits(values[i]);
+    return bf16(std::move(shape), std::move(bits));
+  }
+  // The values, widened if bf16.
+  std::vector<float> values() const {
+    if (dtype != DType::BF16) return floats;
+    std::vector<float> out(halves.size());
+    for (size_t i = 0; i < halves.size(); ++i) out[i] = bf16Value(halves[i]);
+    return out;
   }
   Tensor view() {
     Tensor t;
@@ -52,7 +67,10 @@ struct HostTensor {
                                     : static_cast<void*>(floats.data());
     return t;
   }
-  Doubles asDoubles() const { return Doubles(floats.begin(), floats.end()); }
+  Doubles asDoubles() const {
+    const std::vector<float> v = values();
+    return Doubles(v.begin(), v.end());
+  }
 };
 
 inline std::vector<float> randomFloats(int64_t n, std::mt19937& rng, float scale = 1.0f) {
@@ -78,9 +96,9 @@ inline std::vector<HostTensor> runKernel(KernelId id, std::vector<HostTensor> in
   for (auto& t : outputs) args.out.push_back(t.view());
   args.ints = ints;
   args.floats = floats;
-  const std::string problem = kernelCheck(id)(args);
+  const std::string problem = checkKernelCall(id, args);
   EXPECT_EQ(problem, "") << kKernelTable[static_cast<size_t>(id)].op_name;
-  if (problem.empty()) kernelCpu(id)(args);
+  if (problem.empty()) runKernelCpu(id, args);
   return outputs;
 }
 

@@ -52,7 +52,7 @@ TEST_F(KernelTest, MatmulSharedAndBatchedWithTransposes) {
 TEST_F(KernelTest, MatmulCheckRejectsMismatchedContraction) {
   auto a = HostTensor::f32({2, 3, 4}), b = HostTensor::f32({5, 6}), out = HostTensor::f32({2, 3, 6});
   KernelArgs args{{a.view(), b.view()}, {out.view()}, {0, 0}, {}};
-  EXPECT_NE(kernelCheck(KernelId::Matmul)(args).find("contraction"), std::string::npos);
+  EXPECT_NE(checkKernelCall(KernelId::Matmul, args).find("contraction"), std::string::npos);
 }
 
 TEST_F(KernelTest, BroadcastAddMulScaleSumToTranspose) {
@@ -127,6 +127,97 @@ TEST_F(KernelTest, Bf16RoundingAndWidening) {
     std::memcpy(&w, &widened[0].floats[i], 4);
     ASSERT_EQ(w, static_cast<uint32_t>(rounded[i]) << 16) << i;
     EXPECT_LE(std::abs(widened[0].floats[i] - x[i]), std::abs(x[i]) * 0x1p-8f) << i;
+  }
+}
+
+// mt.narrow rounds to nearest even, as round_to_bf16; widening it back is within half an ulp.
+TEST_F(KernelTest, NarrowRoundsToNearestEven) {
+  std::vector<float> x = randomFloats(1000, rng, 3.0f);
+  x[0] = std::nanf("");
+  std::vector<uint16_t> want(x.size());
+  round_to_bf16(x.data(), want.data(), static_cast<int64_t>(x.size()));
+  const auto out = runKernel(KernelId::Narrow, {HostTensor::f32({1000}, x)}, {HostTensor::bf16({1000}, {})});
+  EXPECT_TRUE(out[0].halves == want);
+  EXPECT_TRUE(std::isnan(out[0].values()[0]));
+}
+
+// The precision column decides which dtypes a call may have: activations all f32 or all bf16,
+// statistics f32, a weight gradient's product f32 from bf16 operands; f32-only kernels refuse bf16.
+TEST_F(KernelTest, Bf16CallsFollowThePrecisionColumn) {
+  auto call = [](std::vector<HostTensor> in, std::vector<HostTensor> out, std::vector<int64_t> ints = {},
+                 std::vector<float> floats = {}) {
+    KernelArgs args;
+    for (auto& t : in) args.in.push_back(t.view());
+    for (auto& t : out) args.out.push_back(t.view());
+    args.ints = ints, args.floats = floats;
+    return args;
+  };
+  using H = HostTensor;
+  const std::vector<int64_t> flags = {0, 0};
+  EXPECT_EQ(checkKernelCall(KernelId::Matmul, call({H::bf16({2, 3}, {}), H::bf16({3, 4}, {})}, {H::bf16({2, 4}, {})}, flags)), "");
+  EXPECT_EQ(checkKernelCall(KernelId::Matmul, call({H::bf16({2, 3}, {}), H::bf16({3, 4}, {})}, {H::f32({2, 4})}, flags)), "");
+  EXPECT_NE(checkKernelCall(KernelId::Matmul, call({H::bf16({2, 3}, {}), H::f32({3, 4})}, {H::bf16({2, 4}, {})}, flags))
+                .find("all f32 or all bf16"), std::string::npos);
+  EXPECT_NE(checkKernelCall(KernelId::Matmul, call({H::bf16({2, 3}, {}), H::bf16({4, 5}, {})}, {H::f32({2, 4})}, flags))
+                .find("contraction"), std::string::npos) << "the f32 view is still checked";
+  EXPECT_EQ(checkKernelCall(KernelId::RmsNorm, call({H::bf16({2, 4}, {}), H::bf16({4}, {})},
+                                                   {H::bf16({2, 4}, {}), H::f32({2})}, {}, {1e-5f})), "");
+  EXPECT_NE(checkKernelCall(KernelId::RmsNorm, call({H::bf16({2, 4}, {}), H::bf16({4}, {})},
+                                                   {H::bf16({2, 4}, {}), H::bf16({2}, {})}, {}, {1e-5f}))
+                .find("output 1 must be f32"), std::string::npos);
+  EXPECT_NE(checkKernelCall(KernelId::SoftmaxXentGrad,
+                            call({H::bf16({}, {}), H::bf16({2, 5}, {}), H::i32({2}, {0, 1}), H::f32({2})},
+                                 {H::bf16({2, 5}, {})}))
+                .find("input 0 must be f32"), std::string::npos);
+  EXPECT_NE(checkKernelCall(KernelId::Unary, call({H::bf16({4}, {})}, {H::bf16({4}, {})}, {0})).find("must be f32"),
+            std::string::npos);
+}
+
+// A bf16 call on the CPU is bf16 storage around the f32 kernel: its bf16 outputs are exactly
+// the f32 kernel's on the widened inputs, rounded to nearest even; its f32 outputs (statistics,
+// a weight gradient) exactly the f32 kernel's; and all within bf16 rounding of the f32 call on
+// the unrounded inputs.
+TEST_F(KernelTest, Bf16CallsRunOnWidenedCopiesAndRoundTheirResults) {
+  struct Case {
+    KernelId id;
+    std::vector<HostTensor> in;  // f32 (or i32) values
+    std::vector<HostTensor> out;  // f32 shapes
+    std::vector<bool> f32_out;
+    std::vector<int64_t> ints;
+    std::vector<float> floats;
+  };
+  const int64_t b = 2, t = 5, h = 2, d = 4;
+  using H = HostTensor;
+  auto r = [&](Shape shape) { return H::f32(shape, randomFloats(numelOf(shape), rng)); };
+  std::vector<Case> cases = {
+      {KernelId::Matmul, {r({3, 7, 16}), r({16, 9})}, {H::f32({3, 7, 9})}, {false}, {0, 0}, {}},
+      {KernelId::Matmul, {r({21, 16}), r({21, 9})}, {H::f32({16, 9})}, {true}, {1, 0}, {}},
+      {KernelId::RmsNorm, {r({6, 8}), r({8})}, {H::f32({6, 8}), H::f32({6})}, {false, true}, {}, {1e-5f}},
+      {KernelId::Attention, {r({b, t, h * d}), r({b, t, h * d}), r({b, t, h * d})},
+       {H::f32({b, t, h * d}), H::f32({b, h, t})}, {false, true}, {h, h}, {}},
+      {KernelId::Swiglu, {r({4, 6}), r({4, 6})}, {H::f32({4, 6})}, {false}, {}, {}},
+  };
+  for (Case& c : cases) {
+    const std::string name(kKernelTable[static_cast<size_t>(c.id)].op_name);
+    const KernelPrecision& precision = kKernelTable[static_cast<size_t>(c.id)].precision;
+    std::vector<H> in16, in32;  // the bf16 operands, and their exact f32 widenings
+    for (size_t i = 0; i < c.in.size(); ++i) {
+      const bool stat = precision.f32Input(static_cast<int>(i)) || c.in[i].dtype != DType::F32;
+      in16.push_back(stat ? c.in[i] : H::bf16Of(c.in[i].shape, c.in[i].floats));
+      in32.push_back(stat ? c.in[i] : H::f32(c.in[i].shape, in16.back().values()));
+    }
+    std::vector<H> out16;
+    for (size_t i = 0; i < c.out.size(); ++i) out16.push_back(c.f32_out[i] ? c.out[i] : H::bf16(c.out[i].shape, {}));
+    const auto got = runKernel(c.id, in16, out16, c.ints, c.floats);
+    const auto exact = runKernel(c.id, in32, c.out, c.ints, c.floats);
+    const auto unrounded = runKernel(c.id, c.in, c.out, c.ints, c.floats);
+    for (size_t i = 0; i < c.out.size(); ++i) {
+      std::vector<float> want = exact[i].floats;
+      if (!c.f32_out[i])
+        for (float& x : want) x = bf16Value(bf16Bits(x));
+      EXPECT_TRUE(got[i].values() == want) << name << " output " << i << " is not the rounded f32 kernel's";
+      expectClose(got[i].values(), unrounded[i].asDoubles(), 2e-2, name + " output " + std::to_string(i));
+    }
   }
 }
 
