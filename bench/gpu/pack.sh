@@ -34,6 +34,12 @@ build/bin/mtc llama-tiny --tied --layers 4 --width 64 --ffn 256 --vocab 4096 --b
 # Weights streamed as bf16 staging copies, widened on the device.
 build/bin/mtc llama-tiny --batch 4 --seq 32 --device-mem 1300KiB --stream-dtype bf16 --no-weights \
   -o .gpu/plans/llama-tiny-bf16.plan >/dev/null
+# bf16 plans (mtc --precision bf16): resident and streamed-recompute, against the CPU's emulation.
+for model in gpt2-tiny llama-tiny; do
+  build/bin/mtc $model --batch 4 --seq 32 --precision bf16 --no-weights -o .gpu/plans/$model-mixed.plan >/dev/null
+  build/bin/mtc $model --batch 4 --seq 32 --device-mem 700KiB --precision bf16 --no-weights \
+    -o .gpu/plans/$model-mixed-streamed.plan >/dev/null
+done
 # The kept activations offloaded to the host (copied out on the d2h stream, back on the h2d one).
 build/bin/mtc llama-tiny --batch 4 --seq 32 --schedule streamed-recompute --offload-activations on --no-weights \
   -o .gpu/plans/llama-tiny-offload.plan >/dev/null
@@ -45,7 +51,9 @@ build/bin/mtc llama-tiny --batch 4 --seq 32 --schedule streamed-recompute --offl
 # GiB the kept activations offloaded to the host as well (what the offload costs). llama-1b-8k-tied:
 # Llama 3.2 1B's own tied head at context 8192 under 3 GiB (the split with the token lookup on the
 # host; with the lookup on the device it needs at least 10.0 GiB). llama-7b-bf16: llama-7b with its
-# weights streamed as bf16 staging copies (half the h2d bytes).
+# weights streamed as bf16 staging copies (half the h2d bytes). llama-1b-mixed, qwen7b-mixed: bf16
+# plans; the 7B at the batch --batch auto picks for 76 GiB (the comparison with MegaTrain's 272
+# model TFLOP/s on Qwen2.5-7B; on arrival: 12 bytes/param fit the machine's 128 GiB).
 while read -r name model budget extra; do
   build/bin/mtc "$model" --device-mem "$budget" --hw h100-pcie5 $extra --no-weights \
     -o ".gpu/plans/bench-$name.plan" > ".gpu/plans/bench-$name.txt"
@@ -59,5 +67,7 @@ llama-1b-8k llama-1b 4GiB --batch 1 --context 8192 --seq 8192 --untied
 llama-1b-8k-offload llama-1b 3GiB --batch 1 --context 8192 --seq 8192 --untied
 llama-1b-8k-tied llama-1b 3GiB --batch 1 --context 8192 --seq 8192
 llama-7b-bf16 llama-7b 8GiB --batch 4 --seq 1024 --update on-arrival --host-mem 110GiB --stream-dtype bf16
+llama-1b-mixed llama-1b 8GiB --batch 4 --seq 1024 --precision bf16
+qwen7b-mixed qwen2.5-7b 76GiB --batch auto --seq 1024 --precision bf16 --update on-arrival --host-mem 110GiB
 LIST
 du -sh .gpu

@@ -23,7 +23,8 @@ mt_libs=$PWD/.gpu/lib:${cublas:+$(dirname "$cublas"):}${cudart:+$(dirname "$cuda
 # mt SECONDS TOOL ARGS...: one of our tools under a time limit.
 mt() { local secs=$1 tool=$2; shift 2; LD_LIBRARY_PATH=$mt_libs:${LD_LIBRARY_PATH:-} timeout "$secs" ".gpu/bin/$tool" "$@"; }
 # Bench models and precisions: all by default; BENCH_MODELS="llama-1b" BENCH_MODES=tf32 narrow a call
-# (also llama-1b-untied, llama-1b-split: the LM head whole and in vocabulary chunks; BENCH_PEERS=0).
+# (also llama-1b-untied, llama-1b-split: the LM head whole and in vocabulary chunks; BENCH_PEERS=0;
+# llama-1b-mixed, qwen7b-mixed: bf16 plans, run once each whatever BENCH_MODES says).
 bench_models=${BENCH_MODELS:-"llama-1b llama-3b llama-7b"}
 bench_modes=${BENCH_MODES:-"fp32 tf32"}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
@@ -63,7 +64,8 @@ for plan in .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan; do
       --export "$out/$name.$backend.safetensors" --dump-grads "$out/$name.$backend.grads.safetensors" --print-every 100 > "$out/$name.$backend.txt" 2>&1 ||
       { echo "$name on $backend failed:"; tail -5 "$out/$name.$backend.txt"; }
   done
-  parity+=$(python3 tests/e2e/backend_parity.py "$out/$name" 10) ; parity+=$'\n'
+  tol=""; case $name in *-mixed*) tol=--bf16 ;; esac  # bf16 plans: bf16 tolerances
+  parity+=$(python3 tests/e2e/backend_parity.py "$out/$name" 10 $tol) ; parity+=$'\n'
 done
 echo "$parity"
 publish
@@ -73,7 +75,8 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
 echo "== 3. Llama bench plans on cuda"
 for model in $bench_models; do
   plan=.gpu/plans/bench-$model.plan name=bench-$model
-  for mode in $bench_modes; do
+  modes=$bench_modes; case $model in *-mixed*) modes=bf16 ;; esac  # a bf16 plan: one precision
+  for mode in $modes; do
     flag=""; [ $mode = tf32 ] && flag=--tf32
     mt 240 mtrun "$plan" --data .gpu/corpus.tok --steps 4 --backend cuda $flag --print-every 1 \
       --trace "$out/$name.$mode.trace.json" > "$out/$name.$mode.txt" 2>&1 || echo "$name $mode failed or timed out"

@@ -1,7 +1,9 @@
 """PyTorch native training of the bench Llama shapes on one GPU (the peer of bench/gpu/run.sh):
 the same architecture (RMSNorm, RoPE, SwiGLU, grouped-query attention through
 scaled_dot_product_attention), AdamW (fused) on GPU-resident fp32 parameters, batch 4 x 1024,
-in exact fp32 and in TF32. Prints one 'torch ...' line per run; 'does not fit' where the
+in exact fp32 and in TF32; for a bf16 bench plan (NAME-mixed) the same model under bf16 autocast
+(SDPA's flash kernels) at the largest batch of 64, 32, 16, 8, 4 that fits, with the tokens/s
+(our bf16 plan's peer). Prints one 'torch ...' line per run; 'does not fit' where the
 parameters, gradients, moments and activations exceed the GPU's memory."""
 import gc
 import time
@@ -68,30 +70,30 @@ def parameter_count(layers, width, heads, kv_heads, ffn, vocab, tied):
     return vocab * width * (1 if tied else 2) + layers * per_layer + width
 
 
-def run(name, tf32):
+def run(name, mode, batch=BATCH):
     # Parameters, gradients and two AdamW moments alone (16 bytes/param) past the GPU's memory:
     # say so without building the model (a 7B fp32 model takes minutes to initialise on the CPU).
     state = 16 * parameter_count(*SHAPES[name])
     total = torch.cuda.get_device_properties(0).total_memory
     if state > total:
-        for mode in ("fp32", "tf32"):
-            print(f"torch {name} {mode}: does not fit in GPU memory ({state / 2**30:.0f} GiB of parameters, "
-                  f"gradients and AdamW moments; {total / 2**30:.0f} GiB on the GPU)")
+        print(f"torch {name} {mode}: does not fit in GPU memory ({state / 2**30:.0f} GiB of parameters, "
+              f"gradients and AdamW moments; {total / 2**30:.0f} GiB on the GPU)")
         return "skipped"
+    tf32 = mode == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
-    mode = "tf32" if tf32 else "fp32"
     try:
         model = Llama(*SHAPES[name]).cuda()
         params = sum(p.numel() for p in model.parameters())
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
-        tokens = torch.randint(0, SHAPES[name][5], (BATCH, SEQ + 1), device="cuda")
+        tokens = torch.randint(0, SHAPES[name][5], (batch, SEQ + 1), device="cuda")
         times = []
         for _ in range(STEPS):
             torch.cuda.synchronize()
             start = time.perf_counter()
-            logits = model(tokens[:, :-1])
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mode == "bf16"):
+                logits = model(tokens[:, :-1])
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -99,19 +101,29 @@ def run(name, tf32):
             torch.cuda.synchronize()
             times.append(time.perf_counter() - start)
         step = sorted(times[1:])[len(times[1:]) // 2]
-        tflops = 6 * params * BATCH * SEQ / step / 1e12
-        print(f"torch {name} {mode}: {step * 1e3:.1f} ms/step, {tflops:.2f} model TFLOP/s "
-              f"({params / 1e9:.2f} B params, peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB)")
+        tflops = 6 * params * batch * SEQ / step / 1e12
+        print(f"torch {name} {mode}: batch {batch} x {SEQ}, {step * 1e3:.1f} ms/step, {batch * SEQ / step:.0f} tokens/s, "
+              f"{tflops:.2f} model TFLOP/s ({params / 1e9:.2f} B params, peak "
+              f"{torch.cuda.max_memory_allocated() / 2**30:.1f} GiB)")
+        return "ok"
     except torch.OutOfMemoryError:
-        print(f"torch {name} {mode}: does not fit in GPU memory (parameters, gradients, AdamW moments, activations)")
+        print(f"torch {name} {mode}: batch {batch} does not fit in GPU memory (parameters, gradients, AdamW "
+              f"moments, activations)")
+        return "oom"
 
 
 if __name__ == "__main__":
     import sys
-    for name in sys.argv[1:] or SHAPES:
-        for tf32 in (False, True):
-            if run(name, tf32) == "skipped":
-                break
+    for arg in sys.argv[1:] or SHAPES:
+        name = arg.removesuffix("-mixed")
+        if name not in SHAPES:
+            print(f"torch {arg}: no PyTorch twin of this shape")
+            continue
+        runs = [("bf16", b) for b in (64, 32, 16, 8, 4)] if arg.endswith("-mixed") else [("fp32", BATCH), ("tf32", BATCH)]
+        for mode, batch in runs:
+            result = run(name, mode, batch)
             gc.collect()  # the run's model and optimizer state are garbage now: give their memory back
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
+            if result == "skipped" or (mode == "bf16" and result == "ok"):
+                break

@@ -6,6 +6,8 @@
 //   an online softmax per row; the backward is one kernel for dk/dv (block per key tile, summing
 //   over the query heads of its group) and one for dq (block per query tile), so every output
 //   has one writer: no atomics, deterministic. Exact fp32 on the CUDA cores.
+// q, k, v, out and their gradients are f32 or bf16 (T: a bf16 plan): loads widen, stores round
+// to nearest even, everything between (scores, softmax, sums) is f32; the lse is f32.
 // - one warp per row (head_dim <= 256): the simple version, kept for wide heads whose tiles
 //   would not fit in shared memory.
 // Tensor cores (TF32/bf16 mma) are future work (docs/perf.md).
@@ -17,6 +19,8 @@
 namespace mt {
 namespace {
 
+using cuda::fromFloat;
+using cuda::toFloat;
 using cuda::warpSum;
 
 constexpr int kWarpsPerBlock = 8;
@@ -27,34 +31,37 @@ using Dims = AttentionShape;
 // A row of head_dim floats spread over the lanes: lane l holds elements l, l + 32, ...
 struct LaneRow {
   float v[kMaxPerLane];
-  __device__ void load(const float* row, int64_t head_dim, float factor = 1.0f) {
+  template <typename T>
+  __device__ void load(const T* row, int64_t head_dim, float factor = 1.0f) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int e = 0; e < kMaxPerLane; ++e) {
       const int64_t d = lane + 32 * e;
-      v[e] = d < head_dim ? row[d] * factor : 0.0f;
+      v[e] = d < head_dim ? toFloat(row[d]) * factor : 0.0f;
     }
   }
   __device__ void zero() {
 #pragma unroll
     for (int e = 0; e < kMaxPerLane; ++e) v[e] = 0.0f;
   }
-  __device__ void store(float* row, int64_t head_dim, float factor = 1.0f) const {
+  template <typename T>
+  __device__ void store(T* row, int64_t head_dim, float factor = 1.0f) const {
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int e = 0; e < kMaxPerLane; ++e) {
       const int64_t d = lane + 32 * e;
-      if (d < head_dim) row[d] = v[e] * factor;
+      if (d < head_dim) row[d] = fromFloat<T>(v[e] * factor);
     }
   }
   // The dot product with a row in memory, summed over the warp (every lane gets it).
-  __device__ float dot(const float* row, int64_t head_dim) const {
+  template <typename T>
+  __device__ float dot(const T* row, int64_t head_dim) const {
     const int lane = threadIdx.x & 31;
     float sum = 0.0f;
 #pragma unroll
     for (int e = 0; e < kMaxPerLane; ++e) {
       const int64_t d = lane + 32 * e;
-      if (d < head_dim) sum += v[e] * row[d];
+      if (d < head_dim) sum += v[e] * toFloat(row[d]);
     }
     return warpSum(sum);
   }
@@ -65,12 +72,13 @@ struct LaneRow {
     return warpSum(sum);
   }
   // this = this * keep + factor * row
-  __device__ void axpby(float keep, float factor, const float* row, int64_t head_dim) {
+  template <typename T>
+  __device__ void axpby(float keep, float factor, const T* row, int64_t head_dim) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int e = 0; e < kMaxPerLane; ++e) {
       const int64_t d = lane + 32 * e;
-      v[e] = v[e] * keep + (d < head_dim ? factor * row[d] : 0.0f);
+      v[e] = v[e] * keep + (d < head_dim ? factor * toFloat(row[d]) : 0.0f);
     }
   }
 };
@@ -91,14 +99,14 @@ __device__ QueryRow queryRow(int64_t w, const Dims& d) {
 }
 
 // Warp per query row (b, h, i): out row and lse.
-__global__ void attentionForward(const float* __restrict__ q, const float* __restrict__ k,
-                                 const float* __restrict__ v, float* __restrict__ out, float* __restrict__ lse,
-                                 Dims d) {
+template <typename T>
+__global__ void attentionForward(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                                 T* __restrict__ out, float* __restrict__ lse, Dims d) {
   const int64_t w = warpIndex();
   if (w >= d.batch * d.heads * d.seq) return;
   const QueryRow row = queryRow(w, d);
   const int64_t i = row.i, q_off = row.q_off;
-  const float *kb = k + row.kv_base, *vb = v + row.kv_base;
+  const T *kb = k + row.kv_base, *vb = v + row.kv_base;
   LaneRow qi, acc;
   qi.load(q + q_off, d.head_dim);
   acc.zero();
@@ -116,15 +124,15 @@ __global__ void attentionForward(const float* __restrict__ q, const float* __res
 }
 
 // Warp per query row (b, h, i): dq = sum_j dS_ij k_j, dS = P (dP - rowsum(dO * O)) * scale.
-__global__ void attentionGradQuery(const float* __restrict__ dout, const float* __restrict__ q,
-                                   const float* __restrict__ k, const float* __restrict__ v,
-                                   const float* __restrict__ out, const float* __restrict__ lse,
-                                   float* __restrict__ dq, Dims d) {
+template <typename T>
+__global__ void attentionGradQuery(const T* __restrict__ dout, const T* __restrict__ q, const T* __restrict__ k,
+                                   const T* __restrict__ v, const T* __restrict__ out, const float* __restrict__ lse,
+                                   T* __restrict__ dq, Dims d) {
   const int64_t w = warpIndex();
   if (w >= d.batch * d.heads * d.seq) return;
   const QueryRow row = queryRow(w, d);
   const int64_t i = row.i, q_off = row.q_off;
-  const float *kb = k + row.kv_base, *vb = v + row.kv_base;
+  const T *kb = k + row.kv_base, *vb = v + row.kv_base;
   LaneRow qi, doi, oi, acc;
   qi.load(q + q_off, d.head_dim);
   doi.load(dout + q_off, d.head_dim);
@@ -141,10 +149,10 @@ __global__ void attentionGradQuery(const float* __restrict__ dout, const float* 
 
 // Warp per key row (b, kv head, j): dv_j = sum P_ij dO_i, dk_j = sum dS_ij q_i over the query
 // heads sharing this key/value head and the rows i >= j.
-__global__ void attentionGradKey(const float* __restrict__ dout, const float* __restrict__ q,
-                                 const float* __restrict__ k, const float* __restrict__ v,
-                                 const float* __restrict__ out, const float* __restrict__ lse,
-                                 float* __restrict__ dk, float* __restrict__ dv, Dims d) {
+template <typename T>
+__global__ void attentionGradKey(const T* __restrict__ dout, const T* __restrict__ q, const T* __restrict__ k,
+                                 const T* __restrict__ v, const T* __restrict__ out, const float* __restrict__ lse,
+                                 T* __restrict__ dk, T* __restrict__ dv, Dims d) {
   const int64_t w = warpIndex();
   if (w >= d.batch * d.kv_heads * d.seq) return;
   const int64_t j = w % d.seq, kvh = (w / d.seq) % d.kv_heads, b = w / (d.seq * d.kv_heads);
@@ -183,12 +191,12 @@ constexpr int kMaxTiledHeadDim = 128;
 // A (rows, head_dim) slab of q/k/v/out (row r at src + r * stride) staged transposed into
 // shared memory as (DP, kPad): tile[d * kPad + r]. Rows past `rows` and dims past head_dim
 // are zero, so padded rows and columns add nothing.
-template <int DP>
-__device__ void stageTransposed(float* tile, const float* __restrict__ src, int64_t rows, int64_t stride,
+template <int DP, typename T>
+__device__ void stageTransposed(float* tile, const T* __restrict__ src, int64_t rows, int64_t stride,
                                 int64_t head_dim) {
   for (int idx = threadIdx.x; idx < DP * kTile; idx += kTileThreads) {
     const int r = idx / DP, dim = idx % DP;
-    tile[dim * kPad + r] = r < rows && dim < head_dim ? src[r * stride + dim] : 0.0f;
+    tile[dim * kPad + r] = r < rows && dim < head_dim ? toFloat(src[r * stride + dim]) : 0.0f;
   }
 }
 
@@ -243,8 +251,8 @@ __device__ void tileMatmul(float (&acc)[4][DP / 16], const float* m, const float
 
 // Writes acc[r][e] * factor[r] to rows first_row + ty + 16r (< rows) and dims tx + 16e
 // (< head_dim) of dst (row stride `stride`).
-template <int DP>
-__device__ void storeRows(float* __restrict__ dst, const float (&acc)[4][DP / 16], const float (&factor)[4],
+template <int DP, typename T>
+__device__ void storeRows(T* __restrict__ dst, const float (&acc)[4][DP / 16], const float (&factor)[4],
                           int64_t first_row, int64_t rows, int64_t stride, int64_t head_dim) {
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll
@@ -253,20 +261,22 @@ __device__ void storeRows(float* __restrict__ dst, const float (&acc)[4][DP / 16
     if (row >= rows) continue;
 #pragma unroll
     for (int e = 0; e < DP / 16; ++e)
-      if (tx + 16 * e < head_dim) dst[row * stride + tx + 16 * e] = acc[r][e] * factor[r];
+      if (tx + 16 * e < head_dim) dst[row * stride + tx + 16 * e] = fromFloat<T>(acc[r][e] * factor[r]);
   }
 }
 
 // Per query row of a tile: its lse and delta = rowsum(dout * out), which the backward needs;
 // rows past the sequence get lse = +inf, so their probabilities are 0.
+template <typename T>
 __device__ void stageRowStats(float* row_lse, float* row_delta, const float* __restrict__ lse_rows,
-                             const float* __restrict__ dout, const float* __restrict__ out, int64_t rows,
-                             int64_t stride, int64_t head_dim) {
+                             const T* __restrict__ dout, const T* __restrict__ out, int64_t rows, int64_t stride,
+                             int64_t head_dim) {
   const int lane = threadIdx.x & 31;
   for (int r = threadIdx.x >> 5; r < kTile; r += kTileThreads / 32) {
     float sum = 0.0f;
     if (r < rows)
-      for (int64_t dim = lane; dim < head_dim; dim += 32) sum += dout[r * stride + dim] * out[r * stride + dim];
+      for (int64_t dim = lane; dim < head_dim; dim += 32)
+        sum += toFloat(dout[r * stride + dim]) * toFloat(out[r * stride + dim]);
     sum = warpSum(sum);
     if (lane == 0) {
       row_delta[r] = sum;
@@ -301,10 +311,10 @@ __device__ TileCoords tileCoords(int64_t heads, int64_t tiles, bool reverse) {
   return {block / (tiles * heads), (block / tiles) % heads, reverse ? tiles - 1 - t : t};
 }
 
-template <int DP>
+template <int DP, typename T>
 __global__ void __launch_bounds__(kTileThreads)
-    attentionForwardTiled(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-                          float* __restrict__ out, float* __restrict__ lse, Dims d) {
+    attentionForwardTiled(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                          T* __restrict__ out, float* __restrict__ lse, Dims d) {
   extern __shared__ float smem[];
   float *q_tile = smem, *k_tile = q_tile + DP * kPad, *v_tile = k_tile + DP * kPad;
   float* p_tile = v_tile + DP * kPad;  // (64, kPad) probabilities, row-major
@@ -312,9 +322,9 @@ __global__ void __launch_bounds__(kTileThreads)
   const int64_t tiles = (d.seq + kTile - 1) / kTile;
   const TileCoords at = tileCoords(d.heads, tiles, true);
   const int64_t i0 = at.tile * kTile, kvh = at.head / (d.heads / d.kv_heads);
-  const float* qb = q + (at.b * d.seq) * d.q_stride + at.head * d.head_dim;
-  const float* kb = k + (at.b * d.seq) * d.kv_stride + kvh * d.head_dim;
-  const float* vb = v + (at.b * d.seq) * d.kv_stride + kvh * d.head_dim;
+  const T* qb = q + (at.b * d.seq) * d.q_stride + at.head * d.head_dim;
+  const T* kb = k + (at.b * d.seq) * d.kv_stride + kvh * d.head_dim;
+  const T* vb = v + (at.b * d.seq) * d.kv_stride + kvh * d.head_dim;
   stageTransposed<DP>(q_tile, qb + i0 * d.q_stride, d.seq - i0, d.q_stride, d.head_dim);
 
   float row_max[4], row_sum[4], acc[4][DP / 16] = {};
@@ -367,11 +377,11 @@ __global__ void __launch_bounds__(kTileThreads)
 
 // Block per key tile of (batch, kv head): dv = sum P^T dout, dk = sum dS^T q over the query
 // heads of its group and the query tiles at or after it.
-template <int DP>
+template <int DP, typename T>
 __global__ void __launch_bounds__(kTileThreads)
-    attentionGradKeyTiled(const float* __restrict__ dout, const float* __restrict__ q, const float* __restrict__ k,
-                          const float* __restrict__ v, const float* __restrict__ out,
-                          const float* __restrict__ lse, float* __restrict__ dk, float* __restrict__ dv, Dims d) {
+    attentionGradKeyTiled(const T* __restrict__ dout, const T* __restrict__ q, const T* __restrict__ k,
+                          const T* __restrict__ v, const T* __restrict__ out, const float* __restrict__ lse,
+                          T* __restrict__ dk, T* __restrict__ dv, Dims d) {
   extern __shared__ float smem[];
   float *k_tile = smem, *v_tile = k_tile + DP * kPad, *q_tile = v_tile + DP * kPad, *do_tile = q_tile + DP * kPad;
   float *p_tile = do_tile + DP * kPad, *ds_tile = p_tile + kTile * kPad;  // (64, kPad) each, [query][key]
@@ -417,12 +427,11 @@ __global__ void __launch_bounds__(kTileThreads)
 }
 
 // Block per query tile of (batch, head): dq = sum dS k over the key tiles up to it.
-template <int DP>
+template <int DP, typename T>
 __global__ void __launch_bounds__(kTileThreads)
-    attentionGradQueryTiled(const float* __restrict__ dout, const float* __restrict__ q,
-                            const float* __restrict__ k, const float* __restrict__ v,
-                            const float* __restrict__ out, const float* __restrict__ lse,
-                            float* __restrict__ dq, Dims d) {
+    attentionGradQueryTiled(const T* __restrict__ dout, const T* __restrict__ q, const T* __restrict__ k,
+                            const T* __restrict__ v, const T* __restrict__ out, const float* __restrict__ lse,
+                            T* __restrict__ dq, Dims d) {
   extern __shared__ float smem[];
   float *q_tile = smem, *do_tile = q_tile + DP * kPad, *k_tile = do_tile + DP * kPad, *v_tile = k_tile + DP * kPad;
   float* ds_tile = v_tile + DP * kPad;  // (64, kPad), [query][key]
@@ -475,31 +484,44 @@ void allowSmem(Kernel kernel, size_t bytes) {
     MT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
-template <int DP>
+template <int DP, typename T>
 void attentionTiled(const KernelArgs& args, const Dims& d, cudaStream_t stream) {
-  static const bool ready = (allowSmem(attentionForwardTiled<DP>, forwardSmem<DP>()), true);
+  static const bool ready = (allowSmem(attentionForwardTiled<DP, T>, forwardSmem<DP>()), true);
   (void)ready;
   const int64_t tiles = (d.seq + kTile - 1) / kTile;
-  attentionForwardTiled<DP><<<cuda::gridBlocks(d.batch * d.heads * tiles, "attention"), kTileThreads,
-                              forwardSmem<DP>(), stream>>>(args.in[0].f32(), args.in[1].f32(), args.in[2].f32(),
-                                                           args.out[0].f32(), args.out[1].f32(), d);
+  attentionForwardTiled<DP, T><<<cuda::gridBlocks(d.batch * d.heads * tiles, "attention"), kTileThreads,
+                                 forwardSmem<DP>(), stream>>>(cuda::data<const T>(args.in[0]),
+                                                              cuda::data<const T>(args.in[1]),
+                                                              cuda::data<const T>(args.in[2]),
+                                                              cuda::data<T>(args.out[0]), args.out[1].f32(), d);
   MT_CUDA_CHECK_LAUNCH();
 }
 
-template <int DP>
+// attention_grad's operands: dout, q, k, v, out (T) and lse.
+template <typename T>
+struct GradOperands {
+  const T *dout, *q, *k, *v, *out;
+  const float* lse;
+  explicit GradOperands(const KernelArgs& args)
+      : dout(cuda::data<const T>(args.in[0])), q(cuda::data<const T>(args.in[1])), k(cuda::data<const T>(args.in[2])),
+        v(cuda::data<const T>(args.in[3])), out(cuda::data<const T>(args.in[4])), lse(args.in[5].f32()) {}
+};
+
+template <int DP, typename T>
 void attentionGradTiled(const KernelArgs& args, const Dims& d, cudaStream_t stream) {
-  static const bool ready = (allowSmem(attentionGradKeyTiled<DP>, gradKeySmem<DP>()),
-                             allowSmem(attentionGradQueryTiled<DP>, gradQuerySmem<DP>()), true);
+  static const bool ready = (allowSmem(attentionGradKeyTiled<DP, T>, gradKeySmem<DP>()),
+                             allowSmem(attentionGradQueryTiled<DP, T>, gradQuerySmem<DP>()), true);
   (void)ready;
-  const float *dout = args.in[0].f32(), *q = args.in[1].f32(), *k = args.in[2].f32(), *v = args.in[3].f32();
-  const float *out = args.in[4].f32(), *lse = args.in[5].f32();
+  const GradOperands<T> g(args);
   const int64_t tiles = (d.seq + kTile - 1) / kTile;
-  attentionGradKeyTiled<DP><<<cuda::gridBlocks(d.batch * d.kv_heads * tiles, "attention"), kTileThreads,
-                              gradKeySmem<DP>(), stream>>>(dout, q, k, v, out, lse, args.out[1].f32(),
-                                                           args.out[2].f32(), d);
+  attentionGradKeyTiled<DP, T><<<cuda::gridBlocks(d.batch * d.kv_heads * tiles, "attention"), kTileThreads,
+                                 gradKeySmem<DP>(), stream>>>(g.dout, g.q, g.k, g.v, g.out, g.lse,
+                                                              cuda::data<T>(args.out[1]), cuda::data<T>(args.out[2]),
+                                                              d);
   MT_CUDA_CHECK_LAUNCH();
-  attentionGradQueryTiled<DP><<<cuda::gridBlocks(d.batch * d.heads * tiles, "attention"), kTileThreads,
-                                gradQuerySmem<DP>(), stream>>>(dout, q, k, v, out, lse, args.out[0].f32(), d);
+  attentionGradQueryTiled<DP, T><<<cuda::gridBlocks(d.batch * d.heads * tiles, "attention"), kTileThreads,
+                                   gradQuerySmem<DP>(), stream>>>(g.dout, g.q, g.k, g.v, g.out, g.lse,
+                                                                  cuda::data<T>(args.out[0]), d);
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -531,31 +553,38 @@ void attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Dims d = attnDims(args.in[0], args);
   const int64_t rows = d.batch * d.heads * d.seq;
   if (rows == 0) return;
-  if (d.head_dim <= kMaxTiledHeadDim) {
-    withPaddedHeadDim(d.head_dim, [&](auto dp) { attentionTiled<decltype(dp)::value>(args, d, launch.stream); });
-    return;
-  }
-  attentionForward<<<warpBlocks(rows), 32 * kWarpsPerBlock, 0, launch.stream>>>(
-      args.in[0].f32(), args.in[1].f32(), args.in[2].f32(), args.out[0].f32(), args.out[1].f32(), d);
-  MT_CUDA_CHECK_LAUNCH();
+  cuda::withFloat(args.in[0].dtype, [&](auto type) {
+    using T = decltype(type);
+    if (d.head_dim <= kMaxTiledHeadDim) {
+      withPaddedHeadDim(d.head_dim, [&](auto dp) { attentionTiled<decltype(dp)::value, T>(args, d, launch.stream); });
+      return;
+    }
+    attentionForward<<<warpBlocks(rows), 32 * kWarpsPerBlock, 0, launch.stream>>>(
+        cuda::data<const T>(args.in[0]), cuda::data<const T>(args.in[1]), cuda::data<const T>(args.in[2]),
+        cuda::data<T>(args.out[0]), args.out[1].f32(), d);
+    MT_CUDA_CHECK_LAUNCH();
+  });
 }
 
 void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Dims d = attnDims(args.in[1], args);
-  const float *dout = args.in[0].f32(), *q = args.in[1].f32(), *k = args.in[2].f32(), *v = args.in[3].f32();
-  const float *out = args.in[4].f32(), *lse = args.in[5].f32();
   const int64_t query_rows = d.batch * d.heads * d.seq, key_rows = d.batch * d.kv_heads * d.seq;
   if (query_rows == 0) return;
-  if (d.head_dim <= kMaxTiledHeadDim) {
-    withPaddedHeadDim(d.head_dim, [&](auto dp) { attentionGradTiled<decltype(dp)::value>(args, d, launch.stream); });
-    return;
-  }
-  attentionGradQuery<<<warpBlocks(query_rows), 32 * kWarpsPerBlock, 0, launch.stream>>>(dout, q, k, v, out, lse,
-                                                                                       args.out[0].f32(), d);
-  MT_CUDA_CHECK_LAUNCH();
-  attentionGradKey<<<warpBlocks(key_rows), 32 * kWarpsPerBlock, 0, launch.stream>>>(
-      dout, q, k, v, out, lse, args.out[1].f32(), args.out[2].f32(), d);
-  MT_CUDA_CHECK_LAUNCH();
+  cuda::withFloat(args.in[1].dtype, [&](auto type) {
+    using T = decltype(type);
+    if (d.head_dim <= kMaxTiledHeadDim) {
+      withPaddedHeadDim(d.head_dim,
+                        [&](auto dp) { attentionGradTiled<decltype(dp)::value, T>(args, d, launch.stream); });
+      return;
+    }
+    const GradOperands<T> g(args);
+    attentionGradQuery<<<warpBlocks(query_rows), 32 * kWarpsPerBlock, 0, launch.stream>>>(
+        g.dout, g.q, g.k, g.v, g.out, g.lse, cuda::data<T>(args.out[0]), d);
+    MT_CUDA_CHECK_LAUNCH();
+    attentionGradKey<<<warpBlocks(key_rows), 32 * kWarpsPerBlock, 0, launch.stream>>>(
+        g.dout, g.q, g.k, g.v, g.out, g.lse, cuda::data<T>(args.out[1]), cuda::data<T>(args.out[2]), d);
+    MT_CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace mt

@@ -6,25 +6,31 @@ namespace mt {
 namespace {
 
 using cuda::blocksFor;
+using cuda::data;
 using cuda::kThreads;
+using cuda::toFloat;
+using cuda::withFloat;
 
-// out = the table's row ids - first where it has one, else `in`'s element (zero if null).
-__global__ void embeddingKernel(const int32_t* __restrict__ ids, const float* __restrict__ table,
-                                const float* __restrict__ in, float* __restrict__ out, int64_t n, int64_t first,
-                                int64_t rows, int64_t width) {
+// out = the table's row ids - first where it has one, else `in`'s element (zero if null). The
+// table, `in` and out share one type: rows are copied as they are.
+template <typename T>
+__global__ void embeddingKernel(const int32_t* __restrict__ ids, const T* __restrict__ table, const T* __restrict__ in,
+                                T* __restrict__ out, int64_t n, int64_t first, int64_t rows, int64_t width) {
   MT_GRID_STRIDE(e, n * width) {
     const int64_t row = ids[e / width] - first;
-    out[e] = row >= 0 && row < rows ? table[row * width + e % width] : in ? in[e] : 0.0f;
+    out[e] = row >= 0 && row < rows ? table[row * width + e % width] : in ? in[e] : cuda::fromFloat<T>(0.0f);
   }
 }
 
-// Scatter-add: tokens with the same id add into one row (atomically, in no fixed order).
-__global__ void embeddingGradKernel(const int32_t* __restrict__ ids, const float* __restrict__ dout,
+// Scatter-add into the f32 table gradient: tokens with the same id add into one row
+// (atomically, in no fixed order).
+template <typename T>
+__global__ void embeddingGradKernel(const int32_t* __restrict__ ids, const T* __restrict__ dout,
                                     float* __restrict__ dtable, int64_t n, int64_t first, int64_t rows,
                                     int64_t width) {
   MT_GRID_STRIDE(e, n * width) {
     const int64_t row = ids[e / width] - first;
-    if (row >= 0 && row < rows) atomicAdd(dtable + row * width + e % width, dout[e]);
+    if (row >= 0 && row < rows) atomicAdd(dtable + row * width + e % width, toFloat(dout[e]));
   }
 }
 
@@ -34,12 +40,17 @@ __global__ void positionsKernel(int32_t* __restrict__ out, int64_t n, int64_t se
 
 }  // namespace
 
-static void launchLookup(const KernelArgs& args, const CudaLaunch& launch, int64_t first, const float* in) {
+// `in`: the chunk's pass-through input (mt.embedding_chunk), or null.
+static void launchLookup(const KernelArgs& args, const CudaLaunch& launch, int64_t first, const Tensor* in) {
   const Tensor &ids = args.in[0], &table = args.in[1];
   const int64_t n = ids.numel(), width = table.dim(1);
   if (n * width == 0) return;
-  embeddingKernel<<<blocksFor(n * width), kThreads, 0, launch.stream>>>(ids.i32(), table.f32(), in, args.out[0].f32(),
-                                                                        n, first, table.dim(0), width);
+  withFloat(table.dtype, [&](auto t) {
+    using T = decltype(t);
+    embeddingKernel<<<blocksFor(n * width), kThreads, 0, launch.stream>>>(
+        ids.i32(), data<const T>(table), in ? data<const T>(*in) : nullptr, data<T>(args.out[0]), n, first,
+        table.dim(0), width);
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -48,8 +59,11 @@ static void launchScatter(const KernelArgs& args, const CudaLaunch& launch, int6
   const int64_t n = ids.numel(), width = dtable.dim(1);
   MT_CUDA_CHECK(cudaMemsetAsync(dtable.data, 0, dtable.bytes(), launch.stream));
   if (n * width == 0) return;
-  embeddingGradKernel<<<blocksFor(n * width), kThreads, 0, launch.stream>>>(ids.i32(), args.in[1].f32(), dtable.f32(),
-                                                                            n, first, dtable.dim(0), width);
+  withFloat(args.in[1].dtype, [&](auto t) {
+    using T = decltype(t);
+    embeddingGradKernel<<<blocksFor(n * width), kThreads, 0, launch.stream>>>(
+        ids.i32(), data<const T>(args.in[1]), dtable.f32(), n, first, dtable.dim(0), width);
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -58,7 +72,7 @@ void embedding_cuda(const KernelArgs& args, const CudaLaunch& launch) { launchLo
 void embedding_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) { launchScatter(args, launch, 0); }
 
 void embedding_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  launchLookup(args, launch, args.ints[0], args.in[2].f32());
+  launchLookup(args, launch, args.ints[0], &args.in[2]);
 }
 
 void embedding_grad_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch) {

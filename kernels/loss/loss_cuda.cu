@@ -8,36 +8,44 @@ namespace {
 
 using cuda::blockMax;
 using cuda::blockSum;
+using cuda::data;
+using cuda::fromFloat;
 using cuda::kThreads;
+using cuda::toFloat;
+using cuda::withFloat;
 
 constexpr int kRowThreads = 512;
 
 __device__ bool validTarget(int32_t t, int64_t vocab) { return t >= 0 && t < vocab; }
 
-// log(sum(exp(x))) of one row of `width`, by the whole block (every thread gets it).
-__device__ float blockRowLse(const float* __restrict__ x, int64_t width) {
+// log(sum(exp(x))) of one row of `width`, by the whole block (every thread gets it). Logits
+// are f32 or bf16 (T); the log-sum-exp, the loss and the running state are f32.
+template <typename T>
+__device__ float blockRowLse(const T* __restrict__ x, int64_t width) {
   float max_logit = -INFINITY;
-  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) max_logit = fmaxf(max_logit, x[c]);
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) max_logit = fmaxf(max_logit, toFloat(x[c]));
   max_logit = blockMax(max_logit);
   float sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) sum += expf(x[c] - max_logit);
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) sum += expf(toFloat(x[c]) - max_logit);
   return max_logit + logf(blockSum(sum));
 }
 
-__global__ void rowLogSumExp(const float* __restrict__ logits, float* __restrict__ lse, int64_t vocab) {
+template <typename T>
+__global__ void rowLogSumExp(const T* __restrict__ logits, float* __restrict__ lse, int64_t vocab) {
   const float row_lse = blockRowLse(logits + blockIdx.x * vocab, vocab);
   if (threadIdx.x == 0) lse[blockIdx.x] = row_lse;
 }
 
 // loss = mean over rows with a valid target of lse - x[target]; one block.
-__global__ void meanLoss(const float* __restrict__ logits, const int32_t* __restrict__ targets,
+template <typename T>
+__global__ void meanLoss(const T* __restrict__ logits, const int32_t* __restrict__ targets,
                          const float* __restrict__ lse, float* __restrict__ loss, int64_t rows, int64_t vocab) {
   double total = 0.0;
   int64_t count = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
     const int32_t t = targets[r];
     if (!validTarget(t, vocab)) continue;
-    total += double(lse[r]) - logits[r * vocab + t];
+    total += double(lse[r]) - toFloat(logits[r * vocab + t]);
     ++count;
   }
   total = blockSum(total);
@@ -48,36 +56,41 @@ __global__ void meanLoss(const float* __restrict__ logits, const int32_t* __rest
 // dlogits row = coeff * softmax(row) - coeff * onehot(target), coeff = dloss / valid rows; the
 // row's `width` columns are vocabulary ids [first, first + width) of `vocab`.
 // Every block counts the valid targets itself (the plan gives the kernel no scratch memory).
-__global__ void xentGrad(const float* __restrict__ dloss, const float* __restrict__ logits,
-                         const int32_t* __restrict__ targets, const float* __restrict__ lse,
-                         float* __restrict__ dlogits, int64_t rows, int64_t width, int64_t first, int64_t vocab) {
+// Each element is stored once (a bf16 dlogit rounded once, as the CPU's).
+template <typename T>
+__global__ void xentGrad(const float* __restrict__ dloss, const T* __restrict__ logits,
+                         const int32_t* __restrict__ targets, const float* __restrict__ lse, T* __restrict__ dlogits,
+                         int64_t rows, int64_t width, int64_t first, int64_t vocab) {
   int64_t count = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) count += validTarget(targets[r], vocab);
   count = blockSum(count);
   const float coeff = count ? dloss[0] / static_cast<float>(count) : 0.0f;
   const int64_t r = blockIdx.x;
-  const float* x = logits + r * width;
-  float* dx = dlogits + r * width;
+  const T* x = logits + r * width;
+  T* dx = dlogits + r * width;
   const int32_t t = targets[r];
   const bool valid = validTarget(t, vocab);
-  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) dx[c] = valid ? coeff * expf(x[c] - lse[r]) : 0.0f;
-  __syncthreads();
-  if (valid && threadIdx.x == 0 && t >= first && t - first < width) dx[t - first] -= coeff;
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+    float d = valid ? coeff * expf(toFloat(x[c]) - lse[r]) : 0.0f;
+    if (valid && c == t - first) d -= coeff;
+    dx[c] = fromFloat<T>(d);
+  }
 }
 
 // One block per row: folds the chunk's log-sum-exp into the running one, takes the target's
 // logit if the chunk holds it.
-__global__ void xentChunk(const float* __restrict__ logits, const int32_t* __restrict__ targets,
+template <typename T>
+__global__ void xentChunk(const T* __restrict__ logits, const int32_t* __restrict__ targets,
                           const float* __restrict__ in, float* __restrict__ out, int64_t width, int64_t first) {
   const int64_t r = blockIdx.x;
-  const float* x = logits + r * width;
+  const T* x = logits + r * width;
   const float chunk_lse = blockRowLse(x, width);
   if (threadIdx.x != 0) return;
   const float so_far = in[2 * r];
   const float m = fmaxf(so_far, chunk_lse);
   out[2 * r] = so_far == -INFINITY ? chunk_lse : m + logf(expf(so_far - m) + expf(chunk_lse - m));
   const int64_t t = targets[r] - first;
-  out[2 * r + 1] = t >= 0 && t < width ? x[t] : in[2 * r + 1];
+  out[2 * r + 1] = t >= 0 && t < width ? toFloat(x[t]) : in[2 * r + 1];
 }
 
 // loss = mean over rows with a valid target of lse - target logit, lse = running's first
@@ -104,12 +117,15 @@ unsigned rowGrid(int64_t rows) { return cuda::gridBlocks(rows, "softmax_xent"); 
 void softmax_xent_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &logits = args.in[0], &targets = args.in[1];
   const int64_t vocab = logits.dim(-1), rows = leadingRows(logits);
-  if (rows > 0 && vocab > 0) {
-    rowLogSumExp<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(logits.f32(), args.out[1].f32(), vocab);
-    MT_CUDA_CHECK_LAUNCH();
-  }
-  meanLoss<<<1, 1024, 0, launch.stream>>>(logits.f32(), targets.i32(), args.out[1].f32(), args.out[0].f32(), rows,
-                                          vocab);
+  withFloat(logits.dtype, [&](auto type) {
+    using T = decltype(type);
+    if (rows > 0 && vocab > 0) {
+      rowLogSumExp<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(data<const T>(logits), args.out[1].f32(), vocab);
+      MT_CUDA_CHECK_LAUNCH();
+    }
+    meanLoss<<<1, 1024, 0, launch.stream>>>(data<const T>(logits), targets.i32(), args.out[1].f32(), args.out[0].f32(),
+                                            rows, vocab);
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -118,9 +134,12 @@ static void launchXentGrad(const KernelArgs& args, const CudaLaunch& launch, int
   const Tensor &logits = args.in[1], &targets = args.in[2];
   const int64_t width = logits.dim(-1), rows = leadingRows(logits);
   if (rows == 0 || width == 0) return;
-  xentGrad<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(args.in[0].f32(), logits.f32(), targets.i32(),
-                                                             args.in[3].f32(), args.out[0].f32(), rows, width,
-                                                             first, vocab);
+  withFloat(logits.dtype, [&](auto type) {
+    using T = decltype(type);
+    xentGrad<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(args.in[0].f32(), data<const T>(logits), targets.i32(),
+                                                               args.in[3].f32(), data<T>(args.out[0]), rows, width,
+                                                               first, vocab);
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -136,8 +155,12 @@ void xent_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor& logits = args.in[0];
   const int64_t width = logits.dim(-1), rows = leadingRows(logits);
   if (rows == 0 || width == 0) return;
-  xentChunk<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(logits.f32(), args.in[1].i32(), args.in[2].f32(),
-                                                              args.out[0].f32(), width, args.ints[0]);
+  withFloat(logits.dtype, [&](auto type) {
+    using T = decltype(type);
+    xentChunk<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(data<const T>(logits), args.in[1].i32(),
+                                                                args.in[2].f32(), args.out[0].f32(), width,
+                                                                args.ints[0]);
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 

@@ -3,9 +3,11 @@ PREFIX.{A,B}.jsonl (mtrun --log), PREFIX.{A,B}.safetensors (mtrun --export) and
 PREFIX.A.grads.safetensors (mtrun --dump-grads: the first step's gradients). Losses must agree to LOSS_TOL relative at every step and every weight
 tensor to WEIGHT_TOL relative, except tensors whose gradient is analytically zero (attention's key
 bias: softmax ignores a per-row shift), where AdamW turns each backend's rounding noise into
-lr-sized steps of its own. Prints one line; exits 1 on a mismatch.
-usage: backend_parity.py PREFIX STEPS [A B]   (A B: cpu cuda; used by tests/e2e/cuda_parity.sh,
-bench/gpu/run.sh and tests/e2e/vocab_split.sh)"""
+lr-sized steps of its own. With --bf16 (a bf16 plan: each backend rounds its own f32 sums to
+bf16, so a rounding here and there differs and AdamW carries it on) losses within 1e-2 and
+weights within 5e-2. Prints one line; exits 1 on a mismatch.
+usage: backend_parity.py PREFIX STEPS [A B] [--bf16]   (A B: cpu cuda; used by
+tests/e2e/cuda_parity.sh, bench/gpu/run.sh and tests/e2e/vocab_split.sh)"""
 import json
 import os
 import sys
@@ -17,8 +19,11 @@ LOSS_TOL, WEIGHT_TOL = 1e-4, 1e-3
 
 
 def main():
-    prefix, steps = sys.argv[1], int(sys.argv[2])
-    runs = tuple(sys.argv[3:5]) if len(sys.argv) >= 5 else ("cpu", "cuda")
+    bf16 = "--bf16" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--bf16"]
+    prefix, steps = args[0], int(args[1])
+    runs = tuple(args[2:4]) if len(args) >= 4 else ("cpu", "cuda")
+    loss_tol, weight_tol = (1e-2, 5e-2) if bf16 else (LOSS_TOL, WEIGHT_TOL)
     name = os.path.basename(prefix)
     try:
         losses = [[json.loads(line)["loss"] for line in open(f"{prefix}.{b}.jsonl")] for b in runs]
@@ -32,7 +37,7 @@ def main():
     loss_err = max((abs(a - b) / abs(a) for a, b in zip(*losses)), default=float("inf"))
     errs = {n: ref.rel_err(weights[1][n], w) for n, w in weights[0].items() if n not in zero_grad}
     worst = max(errs, key=errs.get)
-    ok = all(len(run) == steps for run in losses) and loss_err <= LOSS_TOL and errs[worst] <= WEIGHT_TOL
+    ok = all(len(run) == steps for run in losses) and loss_err <= loss_tol and errs[worst] <= weight_tol
     print(f"{name}: {'ok' if ok else 'FAIL'} losses within {loss_err:.1e}, weights within {errs[worst]:.1e} "
           f"(worst {worst}; {len(errs)} tensors, left out with zero gradient: {zero_grad or 'none'}; "
           f"{steps} steps, {runs[1]} vs {runs[0]})")

@@ -2,7 +2,8 @@
 # The same plans on the CUDA and the CPU backend: 10 steps of GPT-2 and Llama (GQA), resident
 # and streamed-recompute under a small device budget, give the same losses (fp32: relative
 # 1e-4; the GPU sums in another order) and the same weights (1e-3 relative, after 10 AdamW
-# steps; backend_parity.py says which tensors it leaves out). Exits 77 (ctest: skipped) where
+# steps; backend_parity.py says which tensors it leaves out), and bf16 plans of both within bf16
+# rounding of the CPU's emulation. Exits 77 (ctest: skipped) where
 # no GPU is usable, saying why.
 # usage: cuda_parity.sh BIN_DIR WORK_DIR
 set -euo pipefail
@@ -27,5 +28,14 @@ for model in gpt2-tiny llama-tiny; do
     check "$name: losses and weights on cuda match the cpu's" \
       "/usr/bin/python3 $(dirname "$0")/backend_parity.py $name 10"
   done
+  # The bf16 plan: CUDA's bf16 kernels against the CPU's emulation (bf16 tolerances).
+  name=$model-mixed
+  "$bin/mtc" $model --batch 4 --seq 32 --precision bf16 -o $name.plan >/dev/null
+  for backend in cpu cuda; do
+    "$bin/mtrun" $name.plan --data corpus.tok --steps 10 --backend $backend --log $name.$backend.jsonl \
+      --export $name.$backend.safetensors --dump-grads $name.$backend.grads.safetensors --print-every 100 >/dev/null
+  done
+  check "$name: losses and weights on cuda match the cpu's within bf16 rounding" \
+    "/usr/bin/python3 $(dirname "$0")/backend_parity.py $name 10 cpu cuda --bf16"
 done
 finish

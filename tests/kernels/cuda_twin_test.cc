@@ -1,6 +1,7 @@
-// Every CUDA kernel against its CPU twin on random inputs (fp32: relative error <= 1e-5),
-// forward and backward, on shapes that are not multiples of the launch geometry. Skips, saying
-// why, where no GPU is usable.
+// Every CUDA kernel against its CPU twin on random inputs (fp32: relative error <= 1e-5; a bf16
+// call against the CPU's emulation of bf16 storage: <= 1e-2), forward and backward, on shapes
+// that are not multiples of the launch geometry, outputs poisoned first. Skips, saying why,
+// where no GPU is usable.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -64,7 +65,10 @@ class CudaTwinTest : public ::testing::Test {
                   double tol = kF32Tol) {
     const std::string op(kKernelTable[static_cast<size_t>(id)].op_name);
     std::vector<HostTensor> poisoned = outputs;
-    for (auto& t : poisoned) std::fill(t.floats.begin(), t.floats.end(), 12345.0f);
+    for (auto& t : poisoned) {
+      std::fill(t.floats.begin(), t.floats.end(), 12345.0f);
+      std::fill(t.halves.begin(), t.halves.end(), bf16Bits(12345.0f));
+    }
     const auto want = runKernel(id, inputs, outputs, ints, floats);
     const auto got = runOnGpu(id, inputs, poisoned, ints, floats);
     for (size_t i = 0; i < want.size(); ++i) {
@@ -72,7 +76,7 @@ class CudaTwinTest : public ::testing::Test {
       if (want[i].dtype == DType::I32)
         EXPECT_EQ(got[i].ints, want[i].ints) << what;
       else
-        expectClose(got[i].floats, want[i].asDoubles(), tol, what);
+        expectClose(got[i].values(), want[i].asDoubles(), tol, what);
     }
   }
 
@@ -81,6 +85,32 @@ class CudaTwinTest : public ::testing::Test {
     return HostTensor::f32(std::move(shape), randomFloats(n, rng, scale));
   }
 
+  // expectTwin of kernel `id` as a bf16 plan calls it: its activations (the inputs and outputs
+  // its precision column does not keep f32) rounded to bf16; an output that may be either
+  // (a weight gradient) stays f32 when `f32_any`.
+  void expectBf16Twin(KernelId id, std::vector<HostTensor> inputs, std::vector<HostTensor> outputs,
+                      const std::vector<int64_t>& ints = {}, const std::vector<float>& floats = {},
+                      bool f32_any = false) {
+    toBf16(id, inputs, outputs, f32_any);
+    expectTwin(id, inputs, outputs, ints, floats, kBf16Tol);
+  }
+  static void toBf16(KernelId id, std::vector<HostTensor>& inputs, std::vector<HostTensor>& outputs, bool f32_any) {
+    const KernelPrecision& p = kKernelTable[static_cast<size_t>(id)].precision;
+    if (p.kind != KernelPrecision::kMixed) return;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].dtype == DType::F32 && !p.f32Input(int(i))) inputs[i] = HostTensor::bf16Of(inputs[i].shape, inputs[i].floats);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (outputs[i].dtype == DType::F32 && !p.f32Output(int(i)) && !(p.anyOutput(int(i)) && f32_any))
+        outputs[i] = HostTensor::bf16(outputs[i].shape, {});
+  }
+  // Kernel `id`'s outputs on the CPU for a bf16 call (what a backward kernel then reads).
+  std::vector<HostTensor> runBf16(KernelId id, std::vector<HostTensor> inputs, std::vector<HostTensor> outputs,
+                                  const std::vector<int64_t>& ints = {}, const std::vector<float>& floats = {}) {
+    toBf16(id, inputs, outputs, false);
+    return runKernel(id, inputs, outputs, ints, floats);
+  }
+
+  static constexpr double kBf16Tol = 1e-2;
   cublasHandle_t blas_ = nullptr;
   std::mt19937 rng{99};
 };
@@ -270,6 +300,76 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
   expectTwin(KernelId::EmbeddingChunk, {tokens, randomF32({25, 72}), randomF32({4, 31, 72})},
              {HostTensor::f32({4, 31, 72})}, {20});
   expectTwin(KernelId::EmbeddingGradChunk, {tokens, randomF32({4, 31, 72})}, {HostTensor::f32({25, 72})}, {20});
+}
+
+// Every kernel a bf16 plan calls, on bf16 activations (op_table.def's cuda_bf16), against the
+// CPU's emulation: bf16 loads and stores, f32 math, statistics and weight gradients f32.
+TEST_F(CudaTwinTest, Bf16Activations) {
+  using H = HostTensor;
+  const auto a = randomF32({4, 33, 70}), b = randomF32({70}), out = H::f32({4, 33, 70});
+  expectBf16Twin(KernelId::Add, {a, b}, {out});
+  expectBf16Twin(KernelId::Mul, {a, a}, {out});
+  expectBf16Twin(KernelId::Scale, {a}, {out}, {}, {0.3f});
+  expectBf16Twin(KernelId::Fill, {}, {out}, {}, {-2.5f});
+  expectBf16Twin(KernelId::SumTo, {a}, {H::f32({70})}, {}, {}, /*f32_any=*/true);  // a bias gradient
+  expectBf16Twin(KernelId::SumTo, {a}, {H::f32({70})});
+  expectBf16Twin(KernelId::SumTo, {a}, {H::f32({4, 33, 1})}, {}, {}, true);
+  expectBf16Twin(KernelId::Transpose, {a}, {H::f32({70, 4, 33})}, {2, 0, 1});
+  expectTwin(KernelId::Narrow, {a}, {H::bf16({4, 33, 70}, {})}, {}, {}, 0.0);  // the same rounding
+  // Products: bf16 out, and a weight gradient f32 out from bf16 operands.
+  expectBf16Twin(KernelId::Matmul, {randomF32({3, 17, 40}), randomF32({23, 40})}, {H::f32({3, 17, 23})}, {0, 1});
+  expectBf16Twin(KernelId::Matmul, {randomF32({51, 40}), randomF32({51, 23})}, {H::f32({40, 23})}, {1, 0}, {}, true);
+  expectBf16Twin(KernelId::Matmul, {randomF32({2, 3, 17, 40}), randomF32({2, 3, 9, 40})}, {H::f32({2, 3, 17, 9})},
+                 {0, 1});
+  for (int64_t width : {64, 1000}) {
+    const Shape shape{3, 11, width};
+    const auto x = randomF32(shape), dy = randomF32(shape), gamma = randomF32({width}), beta = randomF32({width});
+    const auto rows = H::f32({3, 11});
+    expectBf16Twin(KernelId::LayerNorm, {x, gamma, beta}, {H::f32(shape), rows, rows}, {}, {1e-5f});
+    const auto ln = runBf16(KernelId::LayerNorm, {x, gamma, beta}, {H::f32(shape), rows, rows}, {}, {1e-5f});
+    expectBf16Twin(KernelId::LayerNormGrad, {dy, x, gamma, ln[1], ln[2]}, {H::f32(shape), H::f32({width}), H::f32({width})});
+    expectBf16Twin(KernelId::RmsNorm, {x, gamma}, {H::f32(shape), rows}, {}, {1e-6f});
+    const auto rms = runBf16(KernelId::RmsNorm, {x, gamma}, {H::f32(shape), rows}, {}, {1e-6f});
+    expectBf16Twin(KernelId::RmsNormGrad, {dy, x, gamma, rms[1]}, {H::f32(shape), H::f32({width})});
+  }
+  const Shape shape{5, 7, 301};
+  const auto x = randomF32(shape, 2.0f), up = randomF32(shape), dy = randomF32(shape), act = H::f32(shape);
+  expectBf16Twin(KernelId::Gelu, {x}, {act}, {1});
+  expectBf16Twin(KernelId::GeluGrad, {dy, x}, {act}, {0});
+  expectBf16Twin(KernelId::Silu, {x}, {act});
+  expectBf16Twin(KernelId::SiluGrad, {dy, x}, {act});
+  expectBf16Twin(KernelId::Swiglu, {x, up}, {act});
+  expectBf16Twin(KernelId::SwigluGrad, {dy, x, up}, {act, act});
+  expectBf16Twin(KernelId::Rope, {randomF32({2, 37, 96})}, {H::f32({2, 37, 96})}, {24, 0}, {10000.0f});
+  struct Attn {
+    int64_t batch, seq, heads, kv_heads, head_dim;
+  };
+  for (const Attn& c : {Attn{1, 70, 4, 2, 64}, Attn{1, 200, 8, 2, 128}, Attn{1, 45, 2, 1, 160}}) {
+    const int64_t wq = c.heads * c.head_dim, wkv = c.kv_heads * c.head_dim;
+    const auto q = randomF32({c.batch, c.seq, wq}), k = randomF32({c.batch, c.seq, wkv});
+    const auto v = randomF32({c.batch, c.seq, wkv}), dout = randomF32({c.batch, c.seq, wq});
+    const std::vector<int64_t> heads{c.heads, c.kv_heads};
+    const std::vector<H> outs = {H::f32({c.batch, c.seq, wq}), H::f32({c.batch, c.heads, c.seq})};
+    expectBf16Twin(KernelId::Attention, {q, k, v}, outs, heads);
+    const auto fwd = runBf16(KernelId::Attention, {q, k, v}, outs, heads);
+    expectBf16Twin(KernelId::AttentionGrad, {dout, q, k, v, fwd[0], fwd[1]},
+                   {H::f32({c.batch, c.seq, wq}), H::f32({c.batch, c.seq, wkv}), H::f32({c.batch, c.seq, wkv})}, heads);
+  }
+  const int64_t vocab = 1003;
+  const auto logits = randomF32({3, 29, vocab}, 3.0f);
+  const auto targets = H::i32({3, 29}, randomInts(3 * 29, vocab, rng));
+  expectBf16Twin(KernelId::SoftmaxXent, {logits, targets}, {H::f32({}), H::f32({3, 29})});
+  const auto fwd = runBf16(KernelId::SoftmaxXent, {logits, targets}, {H::f32({}), H::f32({3, 29})});
+  expectBf16Twin(KernelId::SoftmaxXentGrad, {H::f32({}, {0.7f}), logits, targets, fwd[1]}, {H::f32({3, 29, vocab})});
+  expectBf16Twin(KernelId::XentChunk, {logits, targets, randomF32({3, 29, 2}, 2.0f)}, {H::f32({3, 29, 2})}, {600});
+  expectBf16Twin(KernelId::XentChunkGrad, {H::f32({}, {0.7f}), logits, targets, fwd[1]}, {H::f32({3, 29, vocab})},
+                 {600, 1500});
+  const auto tokens = H::i32({4, 31}, randomInts(4 * 31, 50, rng));
+  expectBf16Twin(KernelId::Embedding, {tokens, randomF32({50, 72})}, {H::f32({4, 31, 72})});
+  expectBf16Twin(KernelId::EmbeddingGrad, {tokens, randomF32({4, 31, 72})}, {H::f32({50, 72})});
+  expectBf16Twin(KernelId::EmbeddingChunk, {tokens, randomF32({25, 72}), randomF32({4, 31, 72})}, {H::f32({4, 31, 72})},
+                 {20});
+  expectBf16Twin(KernelId::EmbeddingGradChunk, {tokens, randomF32({4, 31, 72})}, {H::f32({25, 72})}, {20});
 }
 
 }  // namespace

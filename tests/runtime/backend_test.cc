@@ -100,6 +100,25 @@ TEST(CudaSupport, EveryKernelHasACudaTwin) {
   EXPECT_EQ(cudaUnsupportedKernels(plan), "");
 }
 
+// A bf16 call of a kernel whose CUDA twin does not take bf16 (op_table.def's cuda_bf16) is named,
+// "on bf16", by cudaUnsupportedKernels; one whose twin does is not.
+TEST(CudaSupport, NamesKernelsWithoutABf16TwinOnBf16Calls) {
+  for (size_t id = 0; id < kNumKernels; ++id) {
+    const KernelInfo& info = kKernelTable[id];
+    if (info.precision.kind != KernelPrecision::kMixed || info.num_outputs == 0) continue;
+    plan::Plan plan;
+    plan.add_streams()->set_kind(plan::Stream::COMPUTE);
+    auto* buffer = plan.add_buffers();
+    buffer->set_dtype(plan::DTYPE_BF16);
+    auto* call = plan.mutable_streams(0)->add_instructions()->mutable_kernel();
+    call->set_kernel(static_cast<uint32_t>(id));
+    call->add_outputs(0);
+    const std::string named = cudaUnsupportedKernels(plan);
+    EXPECT_EQ(named.find(std::string(info.op_name) + " on bf16") != std::string::npos, !info.cuda_bf16)
+        << info.op_name << ": " << named;
+  }
+}
+
 TEST(CudaSupport, CoversEveryFusedKernelOfTheBuiltInModels) {
   // The first 25 rows are the fused kernels built-in models and fused imports run; the CUDA
   // backend must have all of them.
