@@ -13,17 +13,18 @@ const std::vector<HardwareProfile>& hardwareProfiles() {
   // attention kernels' (exact fp32 on CUDA cores: 20 TFLOP/s forward, 14 backward at context
   // 8192; priced at the matmul peak they were predicted at a tenth of their time).
   // bf16 plans: products at the rate cuBLAS measured for 8192^3 bf16 on the lent H100 (770-800
-  // TFLOP/s, TOOLCHAIN-NOTES), not the 989 datasheet peak; attention at our fp32 kernels' rate
-  // until a tensor-core attention is measured; the CPU emulates bf16 storage around its f32
-  // kernels (no faster than fp32).
+  // TFLOP/s, TOOLCHAIN-NOTES), not the 989 datasheet peak; attention at 120 TFLOP/s, a prediction
+  // for our WMMA flash kernels (attention_mma_cuda.cu: shared-memory bound near 430, mma.sync
+  // and one or two blocks per SM well below; docs/perf.md), not yet measured; the CPU emulates
+  // bf16 storage around its f32 kernels (no faster than fp32).
   static const std::vector<HardwareProfile> profiles = {
       {"cpu", 170e9, 170e9, 170e9, 170e9, 12e9, 12e9, 12e9, 35e9,
        "2-core x86 development machine, OpenBLAS sgemm, AdamW at 39 GB/s (docs/perf.md)"},
-      {"h100-pcie5", 494e12, 16e12, 780e12, 16e12, 3.35e12, 50e9, 50e9, 120e9,
+      {"h100-pcie5", 494e12, 16e12, 780e12, 120e12, 3.35e12, 50e9, 50e9, 120e9,
        "H100 SXM TF32 dense peak, bf16 products as measured, HBM3, PCIe Gen5 x16 pinned, 16-core host"},
-      {"h200", 494e12, 16e12, 780e12, 16e12, 4.8e12, 50e9, 50e9, 120e9,
+      {"h200", 494e12, 16e12, 780e12, 120e12, 4.8e12, 50e9, 50e9, 120e9,
        "H200 TF32 dense peak, bf16 products as the H100's, HBM3e, PCIe Gen5 x16 pinned, 16-core host"},
-      {"gh200", 494e12, 16e12, 780e12, 16e12, 4.0e12, 400e9, 400e9, 400e9,
+      {"gh200", 494e12, 16e12, 780e12, 120e12, 4.0e12, 400e9, 400e9, 400e9,
        "GH200 TF32 dense peak, bf16 products as the H100's, NVLink-C2C"},
   };
   return profiles;

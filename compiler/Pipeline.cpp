@@ -102,7 +102,8 @@ int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int
 }
 
 // The cost model's tokens per second for `config` at `batch`: the whole pipeline, recompute
-// search included, then the emitter's prediction; 0 if it does not fit.
+// search included, then the emitter's prediction; 0 if it does not fit --device-mem or, with
+// what it offloads to the host, --host-mem.
 double predictedTokensPerSecond(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq,
                                 const CompileOptions& o, const std::string& update, const HardwareProfile& hw) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
@@ -114,6 +115,7 @@ double predictedTokensPerSecond(MLIRContext& context, const ModelConfig& config,
   plan::Plan plan;
   PlanStats stats;
   if (failed(emitPlan(*trial, emit, plan, stats)) || stats.step_us <= 0) return 0.0;
+  if (o.host_mem > 0 && planHostBytes(plan) > o.host_mem) return 0.0;
   return double(batch * seq) / (stats.step_us * 1e-6);
 }
 
@@ -135,6 +137,10 @@ int64_t bestThroughputBatch(MLIRContext& context, const ModelConfig& config, int
              ? fmt::format("batch {}: the largest that fits --device-mem, also the best predicted throughput of {} "
                            "batches tried on {}",
                            best, candidates.size(), hw.name)
+         : largest_rate == 0.0
+             ? fmt::format("batch {}: the best predicted throughput on {} ({:.0f} tokens/s) among the {} batches "
+                           "tried; the largest that fits --device-mem, {}, does not fit --host-mem",
+                           best, hw.name, best_rate, candidates.size(), largest)
              : fmt::format("batch {}: the best predicted throughput on {} ({:.0f} tokens/s; the largest that fits, "
                            "{}, predicts {:.0f}: it recomputes more)",
                            best, hw.name, best_rate, largest, largest_rate);

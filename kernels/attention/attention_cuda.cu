@@ -10,8 +10,9 @@
 // to nearest even, everything between (scores, softmax, sums) is f32; the lse is f32.
 // - one warp per row (head_dim <= 256): the simple version, kept for wide heads whose tiles
 //   would not fit in shared memory.
-// Tensor cores (TF32/bf16 mma) are future work (docs/perf.md).
+// bf16 calls with head_dim 64 or 128 run on the tensor cores instead (attention_mma_cuda.cu).
 #include "kernels/attention/attention.h"
+#include "kernels/attention/attention_mma.cuh"
 #include "kernels/cuda_common.cuh"
 
 #include <type_traits>
@@ -553,6 +554,7 @@ void attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Dims d = attnDims(args.in[0], args);
   const int64_t rows = d.batch * d.heads * d.seq;
   if (rows == 0) return;
+  if (attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[0].dtype, [&](auto type) {
     using T = decltype(type);
     if (d.head_dim <= kMaxTiledHeadDim) {
@@ -570,6 +572,7 @@ void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Dims d = attnDims(args.in[1], args);
   const int64_t query_rows = d.batch * d.heads * d.seq, key_rows = d.batch * d.kv_heads * d.seq;
   if (query_rows == 0) return;
+  if (attentionOnTensorCores(args.in[1], d)) return attentionBackwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[1].dtype, [&](auto type) {
     using T = decltype(type);
     if (d.head_dim <= kMaxTiledHeadDim) {

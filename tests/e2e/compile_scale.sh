@@ -31,4 +31,11 @@ status=$?
 check "llama-120b with a 1 TiB host is refused (exit $status) naming what it needs" \
   "[ $status -eq 1 ] && grep -q 'needs 1.33 TiB of host memory' <<<\"\$err\""
 check "and writes no plan" "[ ! -e small.plan ]"
+# --batch auto keeps to --host-mem too: a bf16 7B whose best batch for 76 GiB offloads activations
+# the host cannot hold picks a smaller one that fits both.
+"$bin/mtc" qwen2.5-7b --precision bf16 --batch auto --device-mem 76GiB --seq 1024 --update on-arrival \
+  --host-mem 110GiB --hw h100-pcie5 --no-weights -o auto.plan > auto.txt 2>&1
+status=$?
+check "qwen2.5-7b --batch auto fits 76 GiB and 110 GiB (exit $status): $(sed -n 's/.*host \([0-9.]* GiB\).*/host \1/p' auto.txt)" \
+  "[ $status -eq 0 ] && grep -q 'does not fit --host-mem' auto.txt"
 finish
