@@ -49,12 +49,6 @@ done
 train bf16.plan n.bf16 w0.safetensors --grad-clip 0 && train arrival.plan n.arrival w0.safetensors --grad-clip 0
 check "on arrival: bit-identical weights" "cmp -s n.bf16.safetensors n.arrival.safetensors"
 
-# A checkpoint holds the fp32 master and moments (a constant learning rate: a 5-step run's
-# cosine would differ from a 10-step run's).
-train tight.plan c.straight w0.safetensors --min-lr-ratio 1
-"$bin/mtrun" tight.plan --data corpus.tok --weights w0.safetensors --steps 5 --min-lr-ratio 1 --checkpoint-dir ckpt \
-  --checkpoint-every 5 --print-every 100 >/dev/null
-"$bin/mtrun" tight.plan --data corpus.tok --weights w0.safetensors --steps 10 --min-lr-ratio 1 --resume ckpt \
-  --export c.resumed.safetensors --print-every 100 >/dev/null
-check "resumed from step 5: bit-identical weights after 10 steps" "cmp -s c.straight.safetensors c.resumed.safetensors"
+# A checkpoint holds the fp32 master and moments.
+check_resume tight.plan w0.safetensors
 finish

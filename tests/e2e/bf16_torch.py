@@ -10,7 +10,6 @@ usage: /usr/bin/python3 tests/e2e/bf16_torch.py BIN_DIR WORK_DIR MODEL
 """
 import json
 import os
-import subprocess
 import sys
 
 import torch
@@ -23,24 +22,15 @@ torch.set_num_threads(2)
 TOL = 5e-3
 
 
-def run(cmd):
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
-
-
 def main():
     bin_dir, work, model = sys.argv[1], sys.argv[2], sys.argv[3]
     cfg = dict(PRESETS[model])
     os.makedirs(work, exist_ok=True)
-    plan, weights, data, text, log = (os.path.join(work, n) for n in
-                                      ("m.plan", "m.safetensors", "data.tok", "data.txt", "log.jsonl"))
-    with open(text, "w") as f:
-        for i in range(3000):
-            f.write(f"line {i % 97}: the quick brown fox {i * 7 % 13} jumps over {i % 5} dogs.\n")
-    run([f"{bin_dir}/mttok", "--bytes", text, "-o", data])
-    run([f"{bin_dir}/mtc", model, "--batch", str(BATCH), "--seq", str(SEQ), "--precision", "bf16", "-o", plan,
+    plan, weights, log = (os.path.join(work, n) for n in ("m.plan", "m.safetensors", "log.jsonl"))
+    data = ref.make_corpus(bin_dir, work)
+    ref.run([f"{bin_dir}/mtc", model, "--batch", str(BATCH), "--seq", str(SEQ), "--precision", "bf16", "-o", plan,
          "--seed", "3"])
-    run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--log", log, "--print-every", "10"]
+    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--log", log, "--print-every", "10"]
         + SCHEDULE.mtrun_flags())
     mt_losses = [json.loads(line)["loss"] for line in open(log)]
     tokens = ref.read_tokens(data)

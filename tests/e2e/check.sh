@@ -1,7 +1,9 @@
 # Sourced by the end-to-end scripts: `check NAME CONDITION` evaluates CONDITION and counts it;
 # `finish` prints the closing tally and fails the script if any check failed; `make_corpus`
 # writes corpus.tok (byte tokens of a generated text); `train PLAN NAME WEIGHTS [flags]` runs
-# PLAN 10 steps from WEIGHTS on it with $bin/mtrun: NAME.jsonl, NAME.safetensors, NAME.loss.
+# PLAN 10 steps from WEIGHTS on it with $bin/mtrun: NAME.jsonl, NAME.safetensors, NAME.loss;
+# `check_resume PLAN WEIGHTS` checks that PLAN resumed from a checkpoint at step 5 ends 10 steps
+# with the weights of an uninterrupted run, bit for bit.
 passed=0 failed=0
 check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1"; fi; }
 finish() {
@@ -18,4 +20,16 @@ train() {
   "$bin/mtrun" "$plan" --data corpus.tok --weights "$weights" --steps 10 --log "$name.jsonl" \
     --export "$name.safetensors" --print-every 100 "$@" >/dev/null
   sed 's/.*"loss":\([^,]*\),.*/\1/' "$name.jsonl" > "$name.loss"
+}
+check_resume() {
+  local plan=$1 weights=$2
+  # A constant learning rate: a 5-step run's cosine would differ from a 10-step run's.
+  train "$plan" resume.straight "$weights" --min-lr-ratio 1
+  rm -rf resume.ckpt
+  "$bin/mtrun" "$plan" --data corpus.tok --weights "$weights" --steps 5 --min-lr-ratio 1 --checkpoint-dir resume.ckpt \
+    --checkpoint-every 5 --print-every 100 >/dev/null
+  "$bin/mtrun" "$plan" --data corpus.tok --weights "$weights" --steps 10 --min-lr-ratio 1 --resume resume.ckpt \
+    --export resume.resumed.safetensors --print-every 100 >/dev/null
+  check "resumed from step 5: bit-identical weights after 10 steps" \
+    "cmp -s resume.straight.safetensors resume.resumed.safetensors"
 }

@@ -17,25 +17,26 @@ if ! probe=$("$bin/mtrun" probe.plan --data corpus.tok --steps 1 --backend cuda 
   exit 77
 fi
 source "$(dirname "$0")/check.sh"
-for model in gpt2-tiny llama-tiny; do
-  for budget in "" "--device-mem 1300KiB"; do
-    name=$model${budget:+-streamed}
-    "$bin/mtc" $model --batch 4 --seq 32 $budget -o $name.plan >/dev/null
-    for backend in cpu cuda; do
-      "$bin/mtrun" $name.plan --data corpus.tok --steps 10 --backend $backend --log $name.$backend.jsonl \
-        --export $name.$backend.safetensors --dump-grads $name.$backend.grads.safetensors --print-every 100 >/dev/null
-    done
-    check "$name: losses and weights on cuda match the cpu's" \
-      "/usr/bin/python3 $(dirname "$0")/backend_parity.py $name 10"
-  done
-  # The bf16 plan: CUDA's bf16 kernels against the CPU's emulation (bf16 tolerances).
-  name=$model-mixed
-  "$bin/mtc" $model --batch 4 --seq 32 --precision bf16 -o $name.plan >/dev/null
+# both NAME MTC_FLAGS...: NAME.plan compiled with the flags, trained 10 steps on each backend.
+both() {
+  local name=$1
+  shift
+  "$bin/mtc" "$@" --batch 4 --seq 32 -o $name.plan >/dev/null
   for backend in cpu cuda; do
     "$bin/mtrun" $name.plan --data corpus.tok --steps 10 --backend $backend --log $name.$backend.jsonl \
       --export $name.$backend.safetensors --dump-grads $name.$backend.grads.safetensors --print-every 100 >/dev/null
   done
-  check "$name: losses and weights on cuda match the cpu's within bf16 rounding" \
-    "/usr/bin/python3 $(dirname "$0")/backend_parity.py $name 10 cpu cuda --bf16"
+}
+for model in gpt2-tiny llama-tiny; do
+  for budget in "" "--device-mem 1300KiB"; do
+    name=$model${budget:+-streamed}
+    both $name $model $budget
+    check "$name: losses and weights on cuda match the cpu's" \
+      "/usr/bin/python3 $(dirname "$0")/backend_parity.py $name 10"
+  done
+  # The bf16 plan: CUDA's bf16 kernels against the CPU's emulation (bf16 tolerances).
+  both $model-mixed $model --precision bf16
+  check "$model-mixed: losses and weights on cuda match the cpu's within bf16 rounding" \
+    "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model-mixed 10 cpu cuda --bf16"
 done
 finish

@@ -6,7 +6,9 @@ Run with /usr/bin/python3 (Debian's torch 1.13).
 """
 import json
 import math
+import os
 import struct
+import subprocess
 
 import numpy as np
 import torch
@@ -30,6 +32,22 @@ def read_safetensors(path):
         out[name] = torch.from_numpy(
             np.frombuffer(data[base + b:base + end], dtype="<f4").reshape(e["shape"]).copy())
     return out
+
+
+def run(cmd):
+    """Runs a command of the test, echoing it; fails the test if it fails."""
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def make_corpus(bin_dir, work):
+    """Deterministic text with structure worth learning, as byte tokens: WORK/data.tok (returned)."""
+    text, data = os.path.join(work, "data.txt"), os.path.join(work, "data.tok")
+    with open(text, "w") as f:
+        for i in range(3000):
+            f.write(f"line {i % 97}: the quick brown fox {i * 7 % 13} jumps over {i % 5} dogs.\n")
+    run([f"{bin_dir}/mttok", "--bytes", text, "-o", data])
+    return data
 
 
 def read_tokens(path):

@@ -33,31 +33,22 @@ SCHEDULE = ref.Schedule(steps=20, lr=3e-3, warmup=5, min_lr_ratio=0.1, weight_de
                         batch=BATCH, seq=SEQ)
 
 
-def run(cmd):
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
-
-
 def main():
     bin_dir, work, family, opset, mode = sys.argv[1:6]
     extra = sys.argv[6:]
     os.makedirs(work, exist_ok=True)
     model_path, state = os.path.join(work, "model.onnx"), os.path.join(work, "init.pt")
     plan, weights = os.path.join(work, "model.plan"), os.path.join(work, "model.safetensors")
-    data, text = os.path.join(work, "data.tok"), os.path.join(work, "data.txt")
-    with open(text, "w") as f:
-        for i in range(3000):
-            f.write(f"line {i % 97}: the quick brown fox {i * 7 % 13} jumps over {i % 5} dogs.\n")
-    run([f"{bin_dir}/mttok", "--bytes", text, "-o", data])
+    data = ref.make_corpus(bin_dir, work)
     variant = mode.split("-")[1] if "-" in mode else ""
     mode = mode.split("-")[0]
     gelu = "tanh" if opset == "14" else "exact"  # both GELUs, each recognised by mt-fuse
-    run(["/usr/bin/python3", onnx_export.__file__, family, model_path, "--opset", opset, "--mode", mode,
+    ref.run(["/usr/bin/python3", onnx_export.__file__, family, model_path, "--opset", opset, "--mode", mode,
          "--batch", str(BATCH), "--seq", str(SEQ), "--state", state, "--gelu", gelu] +
         {"": [], "loss": ["--with-loss"], "external": ["--external"]}[variant])
-    run([f"{bin_dir}/mtc", model_path, "-o", plan] + extra)
+    ref.run([f"{bin_dir}/mtc", model_path, "-o", plan] + extra)
     log, final = os.path.join(work, "log.jsonl"), os.path.join(work, "final.safetensors")
-    run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--log", log, "--export", final,
+    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--log", log, "--export", final,
          "--print-every", "10"] + SCHEDULE.mtrun_flags())
     mt_losses = [json.loads(line)["loss"] for line in open(log)]
     # The loss wrapper holds the model as `lm`: its parameters export as "lm.<name>".
@@ -69,7 +60,7 @@ def main():
     summary = subprocess.run([f"{bin_dir}/mtc", model_path, "-o", streamed_plan, "--schedule", "streamed-recompute",
                               "--weights", os.path.join(work, "unused.safetensors")] + extra,
                              check=True, capture_output=True, text=True).stdout
-    run([f"{bin_dir}/mtrun", streamed_plan, "--data", data, "--weights", weights, "--log", streamed_log,
+    ref.run([f"{bin_dir}/mtrun", streamed_plan, "--data", data, "--weights", weights, "--log", streamed_log,
          "--export", streamed_final, "--print-every", "100"] + SCHEDULE.mtrun_flags())
 
     kv = None if family == "gpt2" else 2
@@ -89,10 +80,10 @@ def main():
     trained_dir = os.path.join(work, "trained")
     os.makedirs(trained_dir, exist_ok=True)
     trained_onnx = os.path.join(trained_dir, "trained.onnx")
-    run([f"{bin_dir}/mtonnx", model_path, final, "-o", trained_onnx])
+    ref.run([f"{bin_dir}/mtonnx", model_path, final, "-o", trained_onnx])
     import onnx
     onnx.checker.check_model(onnx.load(trained_onnx))  # loads external data from beside it
-    run([f"{bin_dir}/mtc", trained_onnx, "-o", os.path.join(work, "reimport.plan"),
+    ref.run([f"{bin_dir}/mtc", trained_onnx, "-o", os.path.join(work, "reimport.plan"),
          "--weights", os.path.join(work, "reimport.safetensors")] + extra)
     reimported = unwrap(ref.read_safetensors(os.path.join(work, "reimport.safetensors")))
 

@@ -10,7 +10,6 @@ usage: /usr/bin/python3 tests/e2e/torch_parity.py BIN_DIR WORK_DIR MODEL [mtc fl
 """
 import json
 import os
-import subprocess
 import sys
 
 import torch
@@ -36,11 +35,6 @@ PRESETS = {  # must match models/BuiltinModels.cpp
 ILL_CONDITIONED_WEIGHT_TOL = 1e-3
 
 
-def run(cmd):
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
-
-
 def main():
     bin_dir, work, model = sys.argv[1], sys.argv[2], sys.argv[3]
     extra = sys.argv[4:]
@@ -48,15 +42,10 @@ def main():
     os.makedirs(work, exist_ok=True)
     plan = os.path.join(work, model + ".plan")
     weights = os.path.join(work, model + ".safetensors")
-    data = os.path.join(work, "data.tok")
-    text = os.path.join(work, "data.txt")
-    with open(text, "w") as f:  # deterministic text with structure worth learning
-        for i in range(3000):
-            f.write(f"line {i % 97}: the quick brown fox {i * 7 % 13} jumps over {i % 5} dogs.\n")
-    run([f"{bin_dir}/mttok", "--bytes", text, "-o", data])
-    run([f"{bin_dir}/mtc", model, "--batch", str(BATCH), "--seq", str(SEQ), "-o", plan, "--seed", "3"] + extra)
+    data = ref.make_corpus(bin_dir, work)
+    ref.run([f"{bin_dir}/mtc", model, "--batch", str(BATCH), "--seq", str(SEQ), "-o", plan, "--seed", "3"] + extra)
     log, grads_path, final = (os.path.join(work, n) for n in ("log.jsonl", "grads.safetensors", "final.safetensors"))
-    run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--log", log, "--dump-grads", grads_path,
+    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--log", log, "--dump-grads", grads_path,
          "--export", final, "--print-every", "5"] + SCHEDULE.mtrun_flags())
     mt_losses = [json.loads(line)["loss"] for line in open(log)]
     mt_grads = ref.read_safetensors(grads_path)

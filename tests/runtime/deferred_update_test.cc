@@ -12,6 +12,7 @@
 #include "runtime/backend.h"
 #include "runtime/host_store.h"
 #include "runtime/verifier.h"
+#include "tests/runtime/test_steps.h"
 
 namespace mt {
 namespace {
@@ -50,17 +51,8 @@ TrainedRun train(const plan::Plan& plan, bool flush) {
   TrainedRun run;
   const int weight = store.params().front();
   for (int step = 1; step <= 5; ++step) {
-    int32_t* tokens = store.i32(store.tokens());
-    int32_t* targets = store.i32(store.targets());
-    for (int64_t i = 0; i < store.numel(store.tokens()); ++i) {
-      tokens[i] = static_cast<int32_t>((i * 7 + step * 3) % plan.model().vocab());
-      targets[i] = static_cast<int32_t>((i * 5 + step) % plan.model().vocab());
-    }
-    StepOptions options;
-    options.adamw.lr = 1e-2;
-    options.adamw.weight_decay = 0.1;
-    options.adamw.step = step;
-    options.grad_clip = 0.5;
+    test::fillStepTokens(store, plan, step);
+    StepOptions options = test::stepOptions(step);
     options.update = step != 3;
     float saved = 0;
     if (step == 4) {
