@@ -120,9 +120,10 @@ int train(const TrainConfig& config) {
   std::unique_ptr<Backend> backend = createBackend(config, plan, store);
 
   const int64_t tokens_per_step = model.batch() * model.seq();
-  std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | backend %s (%s)\n",
+  std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | %s | backend %s (%s)\n",
               model.name().c_str(), static_cast<long long>(store.numParams()),
               static_cast<long long>(model.batch()), static_cast<long long>(model.seq()),
+              model.precision() == "bf16" ? "bf16 plan (fp32 master weights and moments)" : "fp32",
               backend->name().c_str(), blasDescription().c_str());
   std::printf("  host %.1f MiB (%.1f bytes/param), device arena %.1f MiB, data %lld tokens\n",
               store.totalBytes() / 1048576.0, double(store.totalBytes()) / double(store.numParams()),
