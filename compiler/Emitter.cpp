@@ -641,6 +641,15 @@ LogicalResult Emitter::run() {
   plan_.set_arena_bytes(arena.getInt());
   plan_.set_init_seed(options_.init_seed);
   if (failed(addHostTensors())) return failure();
+  // The data loader fills batch x seq ids into the tokens and targets: a model whose two inputs
+  // disagree (or disagree with its batch and sequence) cannot be trained (the verifier refuses
+  // such a plan too).
+  for (const auto& t : plan_.host_tensors())
+    if ((t.role() == plan::ROLE_TOKENS || t.role() == plan::ROLE_TARGETS) &&
+        !(t.shape_size() == 2 && t.shape(0) == options_.batch && t.shape(1) == options_.seq))
+      return func_.emitError("the model's ") << t.name() << " input is not (batch " << options_.batch << ", seq "
+                                             << options_.seq << ") like its tokens: tokens and targets must be "
+                                             << "(batch, seq) tensors of one shape";
   for (Operation& op : func_.getBody().front())
     if (failed(addInstruction(&op))) return failure();
   finish();

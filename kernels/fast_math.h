@@ -8,7 +8,11 @@
 
 namespace mt {
 
-inline float fastExp(float x) {
+inline float fastExp(float in) {
+  // NaN is kept out of the integer conversion below (undefined behaviour for NaN) and returned
+  // as it came (issue 18: UBSan caught a NaN converted to int here).
+  const bool nan = in != in;
+  float x = nan ? 0.0f : in;
   x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
   // n = floor(t), written with an integer conversion: GCC does not vectorise std::floor
   // under the default -ftrapping-math.
@@ -26,7 +30,7 @@ inline float fastExp(float x) {
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
   const int32_t exponent = truncated + 127;
-  return y * std::bit_cast<float>(exponent << 23);
+  return nan ? in : y * std::bit_cast<float>(exponent << 23);
 }
 
 inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }

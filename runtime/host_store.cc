@@ -29,6 +29,8 @@ uint64_t fnv1a(const std::string& s) {
 
 // Parameters are initialised and loaded in tiles of this many elements, in parallel.
 constexpr int64_t kTile = 1 << 16;
+// Loaded tensors are checked in tiles of this many elements (on the stack), in parallel.
+constexpr int64_t kCheckTile = 4096;
 
 std::string gib(int64_t bytes) {
   char buf[32];
@@ -182,7 +184,40 @@ void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::Ho
       setParam(i, [&](int64_t first, int64_t n, float* out) { std::memcpy(out, entry.data + 4 * first, 4 * n); });
     else
       std::memcpy(data(i), entry.data, entry.bytes);
+    checkLoaded(i);
   }
+}
+
+void HostStore::checkLoaded(int index) const {
+  const auto& t = plan_.host_tensors(index);
+  const bool second_moment = t.role() == plan::ROLE_MOMENT2;
+  const int64_t n = numel_[index], tiles = (n + kCheckTile - 1) / kCheckTile;
+  int64_t first = n;  // the first element that is not finite, or negative in a second moment
+#pragma omp parallel for schedule(static) reduction(min : first) if (tiles > 1)
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    float values[kCheckTile];
+    const int64_t begin = tile * kCheckTile, count = std::min(kCheckTile, n - begin);
+    if (t.role() == plan::ROLE_PARAM)
+      read_master(master(index), begin, count, values);
+    else
+      std::memcpy(values, f32(index) + begin, 4 * count);
+    for (int64_t e = 0; e < count; ++e)
+      if (!std::isfinite(values[e]) || (second_moment && values[e] < 0.0f)) {
+        first = std::min(first, begin + e);
+        break;
+      }
+  }
+  if (first == n) return;
+  float value;
+  if (t.role() == plan::ROLE_PARAM)
+    read_master(master(index), first, 1, &value);
+  else
+    value = f32(index)[first];
+  throw Error("tensor '" + t.name() + "' holds " +
+              (std::isfinite(value) ? "a negative value " + std::to_string(value) + " (an AdamW second moment)"
+                                    : std::string("a value that is not finite (") + std::to_string(value) + ")") +
+              " at element " + std::to_string(first) +
+              ": refusing to train from it (a corrupt file, or one written from a run that diverged)");
 }
 
 SafetensorsTensor HostStore::savedTensor(int index) const {

@@ -38,13 +38,14 @@ class HostStore {
   // Parameters from the plan's initializers (seeded; WEIGHTS ones zero until loadParams),
   // constants from the plan, everything else zero.
   void initialize(uint64_t seed);
-  // Parameters from a weights file (every parameter must be there, F32, with its shape).
+  // Parameters from a weights file (every parameter must be there, F32, with its shape, finite).
   void loadParams(const SafetensorsFile& file) { load(file, {plan::ROLE_PARAM}); }
   // Parameters (role PARAM), under their plan names.
   void saveParams(const std::string& path) const;
   // Gradients (role GRAD), under their parameters' names.
   void saveGrads(const std::string& path) const;
   // Parameters and AdamW moments under their plan names (a checkpoint's tensors), plus metadata.
+  // Loading them refuses values that are not finite and negative second moments.
   void saveState(const std::string& path, const std::map<std::string, std::string>& metadata) const;
   void loadState(const SafetensorsFile& file) {
     load(file, {plan::ROLE_PARAM, plan::ROLE_MOMENT1, plan::ROLE_MOMENT2});
@@ -74,6 +75,9 @@ class HostStore {
   // Sets parameter `param`'s master (and its staging copy) to `values(first, n, out)`, which
   // writes elements [first, first + n) into `out`; in parallel over tiles.
   void setParam(int param, const std::function<void(int64_t, int64_t, float*)>& values);
+  // Throws mt::Error naming tensor `index` and its first element that is not finite (or, in a
+  // second moment, negative): what a load refuses to train from (issue 18).
+  void checkLoaded(int index) const;
   // Tensor `index` as saved: fp32 under its plan name (a split master restored as it is written).
   SafetensorsTensor savedTensor(int index) const;
 

@@ -53,12 +53,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     const int64_t elem = dtypeBytesOf(e.dtype);
     if (elem < 0) throw bad("entry '" + name + "' has unknown dtype " + e.dtype);
     int64_t numel = 1;
+    constexpr int64_t kMaxElements = int64_t{1} << 48;
     for (auto& d : value["shape"]) {
       if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 40))
         throw bad("entry '" + name + "' has an invalid shape");
       e.shape.push_back(d.get<int64_t>());
+      // Checked before multiplying: the product must not overflow (issue 18).
+      if (e.shape.back() != 0 && numel > kMaxElements / e.shape.back())
+        throw bad("entry '" + name + "' is too large (more than 2^48 elements)");
       numel *= e.shape.back();
-      if (numel > (int64_t{1} << 48)) throw bad("entry '" + name + "' is too large");
     }
     auto& offs = value["data_offsets"];
     if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())

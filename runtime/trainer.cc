@@ -70,8 +70,35 @@ std::unique_ptr<Backend> createBackend(const TrainConfig& config, const plan::Pl
 
 }  // namespace
 
+// Every hyperparameter is checked before anything runs: none may crash the run (a zero
+// interval) or reach the weights as NaN (issue 18). Throws naming the flag and what it takes.
+void validateConfig(const TrainConfig& c) {
+  auto require = [](bool ok, const std::string& what) {
+    if (!ok) throw Error(what);
+  };
+  // Far beyond any run, and small enough that steps x tokens cannot overflow.
+  constexpr int64_t kMaxSteps = int64_t{1} << 40;
+  require(c.steps > 0, "--steps must be positive");
+  require(c.steps <= kMaxSteps, "--steps " + std::to_string(c.steps) + " is beyond any run: give at most 2^40");
+  require(std::isfinite(c.lr) && c.lr >= 0.0, "--lr must be a finite number >= 0");
+  require(std::isfinite(c.min_lr_ratio) && c.min_lr_ratio >= 0.0 && c.min_lr_ratio <= 1.0,
+          "--min-lr-ratio must be between 0 and 1");
+  require(std::isfinite(c.weight_decay) && c.weight_decay >= 0.0, "--weight-decay must be a finite number >= 0");
+  require(c.beta1 >= 0.0 && c.beta1 < 1.0, "--beta1 must be in [0, 1)");
+  require(c.beta2 >= 0.0 && c.beta2 < 1.0, "--beta2 must be in [0, 1)");
+  require(std::isfinite(c.eps) && c.eps > 0.0, "--eps must be a finite number > 0");
+  require(!std::isnan(c.grad_clip) && std::isfinite(c.grad_clip),
+          "--grad-clip must be a finite number (0: no clipping)");
+  require(c.val_fraction >= 0.0 && c.val_fraction < 1.0, "--val-fraction must be in [0, 1)");
+  require(c.val_batches >= 1, "--val-batches must be at least 1");
+  require(c.val_every >= 0, "--val-every must be 0 (at the end only) or positive");
+  require(c.print_every >= 1, "--print-every must be at least 1");
+  require(c.checkpoint_every >= 0, "--checkpoint-every must be 0 (at the end and on signals only) or positive");
+  require(c.keep >= 1, "--keep must be at least 1");
+}
+
 int train(const TrainConfig& config) {
-  if (config.steps <= 0) throw Error("--steps must be positive");
+  validateConfig(config);
   if (config.warmup < 0 || config.warmup > config.steps)
     throw Error("--warmup " + std::to_string(config.warmup) + " with --steps " + std::to_string(config.steps) +
                 ": the warmup must be between 0 and the number of steps; pass a --warmup of at most " +

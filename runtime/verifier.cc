@@ -359,6 +359,14 @@ void verifyPlanContents(const plan::Plan& plan) {
   const bool training = isTrainingPlan(plan);
   if (training && (plan.model().batch() <= 0 || plan.model().seq() <= 0 || plan.model().vocab() <= 0))
     fail("model batch, seq and vocab must be positive");
+  // The data loader fills batch x seq ids into them: they must be exactly that (issue 18).
+  if (training)
+    for (const auto& t : plan.host_tensors())
+      if ((t.role() == plan::ROLE_TOKENS || t.role() == plan::ROLE_TARGETS) &&
+          !(t.shape(0) == plan.model().batch() && t.shape(1) == plan.model().seq()))
+        fail("the model is batch " + std::to_string(plan.model().batch()) + " x seq " +
+             std::to_string(plan.model().seq()) + " but '" + t.name() + "' is [" + std::to_string(t.shape(0)) + ", " +
+             std::to_string(t.shape(1)) + "]: the tokens and targets must be (batch, seq)");
   std::set<uint32_t> updated;
   std::set<int> update_kinds;
   for (int s = 0; s < plan.streams_size(); ++s) {

@@ -87,6 +87,15 @@ head -c 40 corpus.tok > short.tok
 expect_error "truncated" "$bin/mtrun" good.plan --data short.tok --steps 1
 expect_error "no tensor 'wte.weight'" "$bin/mtrun" good.plan --data corpus.tok --weights other.safetensors --steps 1
 expect_error "--steps must be positive" "$bin/mtrun" good.plan --data corpus.tok --steps 0
+# Issue 18 #5, #6, #11: hyperparameters are validated before anything runs; none is left to
+# poison the weights or crash (--print-every 0 divided by zero; --lr nan wrote NaN weights).
+for flags in "--print-every 0" "--lr nan" "--lr -1" "--lr inf" "--grad-clip nan" "--weight-decay -0.1" \
+             "--beta1 1" "--beta2 nan" "--eps 0" "--min-lr-ratio 2" "--val-fraction nan" "--val-fraction 1" \
+             "--val-batches 0" "--keep 0" "--checkpoint-every -1" "--val-every -1" "--steps 99999999999999999999"; do
+  # shellcheck disable=SC2086
+  expect_error "${flags%% *}" "$bin/mtrun" good.plan --data corpus.tok $flags --export nan.safetensors
+done
+expect_absent nan.safetensors
 expect_error "cannot write" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --export no/such/dir/w.safetensors
 expect_error "unknown backend" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend tpu
 # --backend cuda never falls back to the CPU: without a GPU it refuses and says why.

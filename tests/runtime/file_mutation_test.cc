@@ -114,5 +114,50 @@ TEST(FileMutation, WeightsAndCheckpoints) {
   EXPECT_GT(checkpoints.refused, 100);
 }
 
+// Issue 18 #6: a checkpoint whose second moment held -1 or +Inf (or whose weights held NaN)
+// resumed and poisoned the weights. Loaded parameters and moments are finite, second moments
+// non-negative, or the load is refused naming the tensor.
+TEST(FileMutation, NonFiniteOrNegativeOptimizerStateIsRefused) {
+  const char* plan_path = std::getenv("MT_TEST_PLAN");
+  if (!plan_path) GTEST_SKIP() << "MT_TEST_PLAN is not set (ctest sets it; it needs mtc)";
+  const plan::Plan plan = readPlan(plan_path);
+  verifyPlan(plan);
+  HostStore store(plan);
+  store.initialize(5);
+  const std::string dir = scratchPath("poison_ckpt");
+  writeCheckpoint(dir, plan, store, {7, 3, 10}, 1);
+  const std::string checkpoint = *latestCheckpoint(dir);
+  const SafetensorsFile original(checkpoint);
+  const int param = store.params().front();
+  const std::string weight = plan.host_tensors(param).name();
+  const std::string moment2 = plan.host_tensors(store.moment2Of(param)).name();
+  struct Poison {
+    std::string tensor;
+    float value;
+    std::string needle;
+  };
+  for (const Poison& poison : {Poison{moment2, -1.0f, "negative"}, Poison{moment2, INFINITY, "not finite"},
+                               Poison{weight, NAN, "not finite"}, Poison{moment2, NAN, "not finite"}}) {
+    std::vector<std::vector<float>> copies;
+    std::vector<SafetensorsTensor> tensors;
+    for (const auto& [name, entry] : original.entries()) {
+      const float* values = reinterpret_cast<const float*>(entry.data);
+      copies.emplace_back(values, values + entry.bytes / 4);
+      if (name == poison.tensor) copies.back()[copies.back().size() / 2] = poison.value;
+      tensors.push_back({name, "F32", entry.shape, copies.back().data(), entry.bytes});
+    }
+    const std::string path = scratchPath("poisoned.ckpt.safetensors");
+    writeSafetensors(path, tensors, original.metadata());
+    try {
+      loadCheckpoint(path, plan, store);
+      ADD_FAILURE() << poison.tensor << " holding " << poison.value << " was loaded";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(poison.tensor), std::string::npos) << message;
+      EXPECT_NE(message.find(poison.needle), std::string::npos) << message;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mt

@@ -129,6 +129,17 @@ TEST(Safetensors, RoundTripsAndRejectsCorruption) {
   expectError([&] { SafetensorsFile f(temp("json.safetensors")); }, "not valid safetensors");
 }
 
+// Issue 18 #1: a shape whose element count overflows int64 claimed 8 bytes (the product wrapped)
+// and mtonnx then wrote rows x cols floats into them. Every size from the file is checked.
+TEST(Safetensors, RejectsAShapeWhoseProductOverflows) {
+  const std::string header = R"({"w":{"dtype":"F32","shape":[239075442,77158673929],"data_offsets":[0,8]}})";
+  std::string bytes(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  writeAll(temp("overflow.safetensors"), bytes + header + std::string(8, '\0'));
+  expectError([&] { SafetensorsFile f(temp("overflow.safetensors")); }, "too large");
+}
+
 TEST(LearningRate, WarmsUpLinearlyThenDecaysByCosineToTheFloor) {
   TrainConfig c;
   c.lr = 1.0;

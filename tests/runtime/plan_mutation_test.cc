@@ -88,6 +88,24 @@ TEST_F(PlanMutationTest, TheUnmutatedPlanVerifiesAndRuns) {
   EXPECT_EQ(counts.executed, 1);
 }
 
+// Issue 18 #2: a plan whose model batch (4096) disagreed with its tokens tensor ([2, 16])
+// verified, and the data loader filled batch x seq tokens past the tensor. The verifier holds
+// what the runtime derives from the header to the tensors it indexes.
+TEST_F(PlanMutationTest, AModelShapeOtherThanTheTokensIsRejected) {
+  for (const auto& [batch, seq] : {std::pair<int64_t, int64_t>{4096, 0}, {0, 4096}}) {
+    plan::Plan plan = original_;
+    if (batch) plan.mutable_model()->set_batch(batch);
+    if (seq) plan.mutable_model()->set_seq(seq);
+    try {
+      verifyPlan(plan);
+      ADD_FAILURE() << "a plan of batch " << plan.model().batch() << " x seq " << plan.model().seq() << " verified";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("the tokens and targets must be (batch, seq)"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST_F(PlanMutationTest, TruncatedPlansAreRejectedOrRun) {
   Counts counts;
   for (size_t len = 0; len < bytes_.size(); len += std::max<size_t>(1, bytes_.size() / 400)) {
