@@ -32,17 +32,11 @@ static_assert(std::size(kChecks) == kNumKernels && std::size(kCpu) == kNumKernel
 
 bool isFloat(DType d) { return d == DType::F32 || d == DType::BF16; }
 
-// A bf16 tensor's f32 copy for the emulation: `shadow` holds the floats, `view` points at them.
-struct Shadow {
-  std::vector<float> floats;
-  Tensor view;
-};
-
-Tensor widened(const Tensor& t, Shadow& shadow) {
-  shadow.floats.resize(static_cast<size_t>(t.numel()));
-  widen_bf16(static_cast<const uint16_t*>(t.data), shadow.floats.data(), t.numel());
-  shadow.view = Tensor{shadow.floats.data(), t.shape, DType::F32};
-  return shadow.view;
+// A bf16 tensor's f32 copy for the emulation, in `floats` (which the returned view points at).
+Tensor widened(const Tensor& t, std::vector<float>& floats) {
+  floats.resize(static_cast<size_t>(t.numel()));
+  widen_bf16(static_cast<const uint16_t*>(t.data), floats.data(), t.numel());
+  return Tensor{floats.data(), t.shape, DType::F32};
 }
 
 }  // namespace
@@ -87,7 +81,7 @@ void runKernelCpu(KernelId id, const KernelArgs& args) {
     for (const Tensor& t : *tensors) bf16 |= t.dtype == DType::BF16;
   if (!bf16 || kKernelTable[static_cast<size_t>(id)].precision.kind != KernelPrecision::kMixed) return run(args);
   KernelArgs f32 = args;
-  std::vector<Shadow> inputs(args.in.size()), outputs(args.out.size());
+  std::vector<std::vector<float>> inputs(args.in.size()), outputs(args.out.size());
   for (size_t i = 0; i < args.in.size(); ++i)
     if (args.in[i].dtype == DType::BF16) f32.in[i] = widened(args.in[i], inputs[i]);
   for (size_t i = 0; i < args.out.size(); ++i)
@@ -95,7 +89,7 @@ void runKernelCpu(KernelId id, const KernelArgs& args) {
   run(f32);
   for (size_t i = 0; i < args.out.size(); ++i)
     if (args.out[i].dtype == DType::BF16)
-      round_to_bf16(outputs[i].floats.data(), static_cast<uint16_t*>(args.out[i].data), args.out[i].numel());
+      round_to_bf16(outputs[i].data(), static_cast<uint16_t*>(args.out[i].data), args.out[i].numel());
 }
 
 }  // namespace mt
