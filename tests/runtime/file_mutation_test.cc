@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 
@@ -87,17 +88,29 @@ TEST(FileMutation, TokenFiles) {
   EXPECT_GT(t.refused, 100);
 }
 
-TEST(FileMutation, WeightsAndCheckpoints) {
-  const char* plan_path = std::getenv("MT_TEST_PLAN");
-  if (!plan_path) GTEST_SKIP() << "MT_TEST_PLAN is not set (ctest sets it; it needs mtc)";
-  const plan::Plan plan = readPlan(plan_path);
-  verifyPlan(plan);
-  HostStore store(plan);
-  store.initialize(5);
-  const std::string dir = scratchPath("mut_ckpt");
-  writeCheckpoint(dir, plan, store, {7, 3, 10}, 1);
-  const std::string checkpoint = *latestCheckpoint(dir);
-  const std::string original = readAll(checkpoint);
+// The test plan (MT_TEST_PLAN), its host store initialised, and a checkpoint of it.
+class CheckpointFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* plan_path = std::getenv("MT_TEST_PLAN");
+    if (!plan_path) GTEST_SKIP() << "MT_TEST_PLAN is not set (ctest sets it; it needs mtc)";
+    plan_ = readPlan(plan_path);
+    verifyPlan(plan_);
+    store_ = std::make_unique<HostStore>(plan_);
+    store_->initialize(5);
+    const std::string dir = scratchPath("ckpt_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    writeCheckpoint(dir, plan_, *store_, {7, 3, 10}, 1);
+    checkpoint_ = *latestCheckpoint(dir);
+  }
+  plan::Plan plan_;
+  std::unique_ptr<HostStore> store_;
+  std::string checkpoint_;
+};
+
+TEST_F(CheckpointFile, MutatedWeightsAndCheckpointsAreRejectedOrLoad) {
+  const plan::Plan& plan = plan_;
+  HostStore& store = *store_;
+  const std::string original = readAll(checkpoint_);
   const std::string path = scratchPath("mutant.safetensors");
   Tally weights = mutate(original, path, 1000, [](const std::string& p) {
     SafetensorsFile file(p);
@@ -117,17 +130,10 @@ TEST(FileMutation, WeightsAndCheckpoints) {
 // Issue 18 #6: a checkpoint whose second moment held -1 or +Inf (or whose weights held NaN)
 // resumed and poisoned the weights. Loaded parameters and moments are finite, second moments
 // non-negative, or the load is refused naming the tensor.
-TEST(FileMutation, NonFiniteOrNegativeOptimizerStateIsRefused) {
-  const char* plan_path = std::getenv("MT_TEST_PLAN");
-  if (!plan_path) GTEST_SKIP() << "MT_TEST_PLAN is not set (ctest sets it; it needs mtc)";
-  const plan::Plan plan = readPlan(plan_path);
-  verifyPlan(plan);
-  HostStore store(plan);
-  store.initialize(5);
-  const std::string dir = scratchPath("poison_ckpt");
-  writeCheckpoint(dir, plan, store, {7, 3, 10}, 1);
-  const std::string checkpoint = *latestCheckpoint(dir);
-  const SafetensorsFile original(checkpoint);
+TEST_F(CheckpointFile, NonFiniteOrNegativeOptimizerStateIsRefused) {
+  const plan::Plan& plan = plan_;
+  HostStore& store = *store_;
+  const SafetensorsFile original(checkpoint_);
   const int param = store.params().front();
   const std::string weight = plan.host_tensors(param).name();
   const std::string moment2 = plan.host_tensors(store.moment2Of(param)).name();
