@@ -52,10 +52,7 @@ def main():
           f"against autocast {worst_autocast:.3e}, against fp32 {worst_fp32:.3e} (autocast against fp32: {scale:.3e})")
     if not mt_losses[-1] < mt_losses[0] - 0.5:
         failures.append(f"the bf16 run did not learn: {mt_losses[0]:.4f} -> {mt_losses[-1]:.4f}")
-    for f in failures[:20]:
-        print("MISMATCH:", f)
-    print(f"{model} bf16: {'FAILED' if failures else 'passed'}")
-    sys.exit(1 if failures else 0)
+    ref.finish(f"{model} bf16", failures)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import math
 import os
 import struct
 import subprocess
+import sys
 
 import numpy as np
 import torch
@@ -204,6 +205,14 @@ def forward(p, cfg, tokens):
         x = rms_norm(x, p["norm.weight"], eps)
         head = p["embed.weight"] if cfg["tied"] else p["lm_head.weight"]
     return x @ head.t()
+
+
+def finish(name, failures):
+    """Prints the first mismatches and the verdict of test `name`; exits 1 if anything failed."""
+    for f in failures[:20]:
+        print("MISMATCH:", f)
+    print(f"{name}: {'FAILED' if failures else 'passed'}")
+    sys.exit(1 if failures else 0)
 
 
 def rel_err(a, b):

@@ -92,10 +92,7 @@ def main():
               f"worst relative error {worst_w:.3e} ({worst_name})")
         if not worst_w <= tol:
             failures.append(f"final weights differ: worst relative error {worst_w:.3e} > {tol} ({worst_name})")
-    for f in failures[:20]:
-        print("MISMATCH:", f)
-    print(f"{model}: {'FAILED' if failures else 'passed'}")
-    sys.exit(1 if failures else 0)
+    ref.finish(model, failures)
 
 
 if __name__ == "__main__":
