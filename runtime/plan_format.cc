@@ -1,19 +1,15 @@
 #include "runtime/plan_format.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/mapped_file.h"
 
 namespace mt {
 
 plan::Plan readPlan(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open plan " + path + ": no such file (compile one with mtc)");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  const std::string bytes = readWholeFile(path, "plan", "(compile one with mtc)");
   plan::Plan plan;
-  if (!plan.ParseFromString(buffer.str()))
+  if (!plan.ParseFromString(bytes))
     throw Error("plan " + path + " is corrupt: not a valid plan protobuf (recompile it with mtc)");
   if (plan.magic() != kPlanMagic)
     throw Error("plan " + path + " is not a MegaTrain plan (bad magic '" + plan.magic().substr(0, 16) +

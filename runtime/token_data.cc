@@ -1,6 +1,9 @@
 #include "runtime/token_data.h"
 
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "runtime/error.h"
@@ -9,6 +12,11 @@ namespace mt {
 namespace {
 
 constexpr size_t kHeaderBytes = 32;
+constexpr int64_t kChunkTokens = int64_t(1) << 20;  // tokens checked per read when a file is opened
+
+int64_t modifiedNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
 
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -19,20 +27,22 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
-TokenFile::TokenFile(const std::string& path) : file_(path, "token file", "(make one with mttok)") {
+TokenFile::TokenFile(const std::string& path)
+    : path_(path), file_(path, "token file", "(make one with mttok)") {
   auto bad = [&](const std::string& why) {
     return Error("token file " + path + " is invalid: " + why + " (re-create it with mttok)");
   };
   const size_t size = file_.size();
-  if (size < kHeaderBytes) throw bad("shorter than its 32-byte header");
-  const unsigned char* base = file_.data();
+  unsigned char header[kHeaderBytes];
+  if (size < kHeaderBytes || file_.readAt(header, kHeaderBytes, 0) != kHeaderBytes)
+    throw bad("shorter than its 32-byte header");
   uint32_t version;
   uint64_t count;
-  std::memcpy(&version, base + 8, 4);
-  std::memcpy(&bytes_per_token_, base + 12, 4);
-  std::memcpy(&count, base + 16, 8);
-  std::memcpy(&vocab_, base + 24, 4);
-  if (std::memcmp(base, kTokenMagic, 8) != 0) throw bad("bad magic (not a MegaTrain token file)");
+  std::memcpy(&version, header + 8, 4);
+  std::memcpy(&bytes_per_token_, header + 12, 4);
+  std::memcpy(&count, header + 16, 8);
+  std::memcpy(&vocab_, header + 24, 4);
+  if (std::memcmp(header, kTokenMagic, 8) != 0) throw bad("bad magic (not a MegaTrain token file)");
   if (version != kTokenVersion)
     throw bad("version " + std::to_string(version) + ", this reader knows " + std::to_string(kTokenVersion));
   if (bytes_per_token_ != 2 && bytes_per_token_ != 4)
@@ -42,22 +52,55 @@ TokenFile::TokenFile(const std::string& path) : file_(path, "token file", "(make
     throw bad("header says " + std::to_string(count) + " tokens but the file holds " +
               std::to_string((size - kHeaderBytes) / bytes_per_token_) + " (truncated?)");
   count_ = static_cast<int64_t>(count);
-  tokens_ = base + kHeaderBytes;
-  for (int64_t i = 0; i < count_; ++i)
-    if (at(i) >= vocab_)
-      throw bad("token " + std::to_string(i) + " is " + std::to_string(at(i)) + ", not below the vocab size " +
-                std::to_string(vocab_));
+  struct stat st;
+  if (fstat(file_.fd(), &st) != 0) throw bad(std::strerror(errno));
+  modified_ns_ = modifiedNs(st);
+  std::vector<uint32_t> chunk;
+  for (int64_t first = 0; first < count_; first += kChunkTokens) {
+    chunk.resize(static_cast<size_t>(std::min(kChunkTokens, count_ - first)));
+    readChecked(first, static_cast<int64_t>(chunk.size()), chunk.data(), bad);
+  }
 }
 
-uint32_t TokenFile::at(int64_t i) const {
-  if (bytes_per_token_ == 2) {
-    uint16_t v;
-    std::memcpy(&v, tokens_ + 2 * i, 2);
-    return v;
+std::vector<uint32_t> TokenFile::read(int64_t first, int64_t count) const {
+  if (first < 0 || count < 0 || first > count_ - count)
+    throw Error("tokens [" + std::to_string(first) + ", " + std::to_string(first + count) + ") of token file " +
+                path_ + " asked for, but it holds " + std::to_string(count_));
+  struct stat st;
+  if (fstat(file_.fd(), &st) != 0) throw changedError(std::strerror(errno));
+  if (static_cast<size_t>(st.st_size) != file_.size() || modifiedNs(st) != modified_ns_)
+    throw changedError("it is now " + std::to_string(st.st_size) + " bytes, modified after it was opened");
+  std::vector<uint32_t> out(static_cast<size_t>(count));
+  readChecked(first, count, out.data(), [&](const std::string& what) { return changedError(what); });
+  return out;
+}
+
+void TokenFile::readChecked(int64_t first, int64_t count, uint32_t* out,
+                            const std::function<Error(const std::string&)>& changed) const {
+  const size_t bytes = static_cast<size_t>(count) * bytes_per_token_;
+  std::vector<unsigned char> raw(bytes);
+  const size_t offset = kHeaderBytes + static_cast<size_t>(first) * bytes_per_token_;
+  if (file_.readAt(raw.data(), bytes, offset) != bytes) throw changed("it holds fewer tokens than its header says");
+  for (int64_t i = 0; i < count; ++i) {
+    uint32_t id = 0;
+    if (bytes_per_token_ == 2) {
+      uint16_t v;
+      std::memcpy(&v, raw.data() + 2 * i, 2);
+      id = v;
+    } else {
+      std::memcpy(&id, raw.data() + 4 * i, 4);
+    }
+    if (id >= vocab_)
+      throw changed("token " + std::to_string(first + i) + " is " + std::to_string(id) +
+                    ", not below the vocab size " + std::to_string(vocab_));
+    out[i] = id;
   }
-  uint32_t v;
-  std::memcpy(&v, tokens_ + 4 * i, 4);
-  return v;
+}
+
+Error TokenFile::changedError(const std::string& what) const {
+  return Error("token file " + path_ + " changed while it was being read (" + what +
+               "): leave a run's data file alone until it ends; restore the file and resume from the last "
+               "checkpoint");
 }
 
 void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size) {
@@ -96,9 +139,10 @@ void BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets) const {
   for (int64_t b = 0; b < batch_; ++b) {
     const uint64_t key = mix(mix(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(b));
     const int64_t start = begin_ + static_cast<int64_t>(key % windows);
+    const std::vector<uint32_t> window = data_.read(start, seq_ + 1);
     for (int64_t t = 0; t < seq_; ++t) {
-      tokens[b * seq_ + t] = static_cast<int32_t>(data_.at(start + t));
-      targets[b * seq_ + t] = static_cast<int32_t>(data_.at(start + t + 1));
+      tokens[b * seq_ + t] = static_cast<int32_t>(window[t]);
+      targets[b * seq_ + t] = static_cast<int32_t>(window[t + 1]);
     }
   }
 }

@@ -5,12 +5,16 @@
 //   offset 16 u64      count
 //   offset 24 u32      vocab size (every id is < it)
 //   offset 28 u32      reserved (0)
-// Files are memory-mapped; the reader checks the header, the size and every id once.
+// The reader checks the header, the size and every id when it opens the file, and again on every
+// read: a file truncated or rewritten under a run is an error naming it, never a crash (as a
+// memory mapping would be) or out-of-vocabulary ids reaching the model.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "runtime/error.h"
 #include "runtime/mapped_file.h"
 
 namespace mt {
@@ -25,11 +29,21 @@ class TokenFile {
 
   int64_t size() const { return count_; }
   uint32_t vocabSize() const { return vocab_; }
-  uint32_t at(int64_t i) const;
+  // Tokens [first, first + count): throws mt::Error if the range is outside the file or the file
+  // changed since it was opened (its size or modification time, or an id now past the vocabulary).
+  // Safe to call from several threads.
+  std::vector<uint32_t> read(int64_t first, int64_t count) const;
 
  private:
-  MappedFile file_;
-  const unsigned char* tokens_ = nullptr;
+  // Reads and decodes tokens [first, first + count) into `out`; `changed` is the error for a
+  // short read or an id past the vocabulary.
+  void readChecked(int64_t first, int64_t count, uint32_t* out,
+                   const std::function<Error(const std::string&)>& changed) const;
+  Error changedError(const std::string& what) const;
+
+  std::string path_;
+  InputFile file_;
+  int64_t modified_ns_ = 0;  // st_mtim when opened
   uint32_t bytes_per_token_ = 0;
   int64_t count_ = 0;
   uint32_t vocab_ = 0;
@@ -46,7 +60,8 @@ class BatchSampler {
   // Windows are drawn from tokens [begin, end) (default: the whole file).
   BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed, int64_t begin = 0,
                int64_t end = -1);
-  // tokens[b][t] = data[start + t], targets[b][t] = data[start + t + 1].
+  // tokens[b][t] = data[start + t], targets[b][t] = data[start + t + 1]. Throws mt::Error if the
+  // file changed underneath (see TokenFile::read).
   void fill(int64_t step, int32_t* tokens, int32_t* targets) const;
 
  private:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "runtime/error.h"
@@ -43,7 +44,9 @@ TEST(TokenFile, RoundTripsAndRejectsCorruption) {
   writeTokenFile(path, ids, 256);
   TokenFile file(path);
   ASSERT_EQ(file.size(), 1000);
-  for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(file.at(i), ids[i]);
+  EXPECT_EQ(file.read(0, 1000), ids);
+  EXPECT_EQ(file.read(990, 10), std::vector<uint32_t>(ids.end() - 10, ids.end()));
+  expectError([&] { file.read(995, 10); }, "holds 1000");
 
   const std::string bytes = readAll(path);
   writeAll(temp("short.tok"), bytes.substr(0, bytes.size() - 3));
@@ -76,6 +79,34 @@ TEST(BatchSampler, IsDeterministicPerStepAndShiftsTargets) {
   EXPECT_NE(t1, t3);
   for (int i = 0; i < 48; ++i) EXPECT_EQ(y1[i], (t1[i] + 1) % 251);
   expectError([&] { BatchSampler s(file, 1, 5000, 1); }, "at least");
+}
+
+// A token file truncated or rewritten while a run samples from it (issue 18, #7) ends the run
+// with an error naming the file: it was memory-mapped, and the truncation raised SIGBUS and
+// out-of-vocabulary ids were trained on.
+TEST(BatchSampler, RefusesAFileChangedUnderneath) {
+  const std::string path = temp("changing.tok");
+  std::vector<uint32_t> ids(5000);
+  for (uint32_t i = 0; i < ids.size(); ++i) ids[i] = i % 200;
+  writeTokenFile(path, ids, 256);
+  TokenFile file(path);
+  BatchSampler sampler(file, 4, 64, 3);
+  std::vector<int32_t> tokens(256), targets(256);
+  sampler.fill(0, tokens.data(), targets.data());
+
+  std::filesystem::resize_file(path, 32 + 2 * 100);  // truncated in place: 100 tokens left
+  for (int64_t step = 0; step < 4; ++step)
+    expectError([&] { sampler.fill(step, tokens.data(), targets.data()); }, "changed while");
+
+  // Rewritten in place at the same length with ids past the vocabulary.
+  writeTokenFile(temp("other.tok"), std::vector<uint32_t>(5000, 255), 256);
+  std::string bytes = readAll(temp("other.tok"));
+  for (size_t i = 32; i < bytes.size(); i += 2) bytes[i + 1] = '\x7f';  // id 0x7fff
+  {
+    std::fstream out(path, std::ios::in | std::ios::out | std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  expectError([&] { sampler.fill(1, tokens.data(), targets.data()); }, "changed while");
 }
 
 TEST(BatchSampler, DrawsOnlyFromItsRange) {
