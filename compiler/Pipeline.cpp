@@ -88,12 +88,14 @@ bool fits(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_
 // The largest batch that fits, by doubling then bisection; 0 if batch 1 does not fit.
 int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o,
                             const std::string& update) {
-  constexpr int64_t kMaxBatch = 1 << 16;
+  // At most 65,536 sequences, and within the tokens per step validateBatch allows.
+  int64_t max_batch = 1 << 16;
+  while (max_batch > 1 && !validateBatch(max_batch, seq).empty()) max_batch /= 2;
   auto fitsAt = [&](int64_t batch) { return fits(context, config, batch, seq, o, update); };
   if (!fitsAt(1)) return 0;
   int64_t good = 1, bad = 2;
-  while (bad <= kMaxBatch && fitsAt(bad)) good = bad, bad *= 2;
-  if (bad > kMaxBatch) return good;
+  while (bad <= max_batch && fitsAt(bad)) good = bad, bad *= 2;
+  if (bad > max_batch) return good;
   while (bad - good > 1) {
     const int64_t mid = (good + bad) / 2;
     (fitsAt(mid) ? good : bad) = mid;
@@ -276,7 +278,7 @@ int compile(const CompileOptions& o) {
     if (o.tied) config.tied = *o.tied;
     const int64_t seq = o.seq ? o.seq : config.context;
     std::string problem = validateConfig(config, seq);
-    if (o.batch < 0) problem = "--batch must be positive (or auto)";
+    if (problem.empty() && o.batch != 0) problem = validateBatch(o.batch, seq);
     if (o.batch == 0 && o.device_mem == 0) problem = "--batch auto needs --device-mem to size the batch against";
     if (!problem.empty()) {
       std::fprintf(stderr, "mtc: error: model %s: %s\n", o.model.c_str(), problem.c_str());
@@ -363,10 +365,18 @@ int compile(const CompileOptions& o) {
   // mtrun builds the same weights from the plan's seeded initializers.
   constexpr int64_t kAutoWeightsLimit = int64_t{1} << 29;  // parameters (2 GiB of fp32)
   const bool write_weights = !o.no_weights && (explicit_weights || stats.num_params <= kAutoWeightsLimit);
+  // The weights first, then the plan, each atomically: a failure in either (a full disk, an
+  // import's external data refused only as it is read) leaves neither, never a plan without the
+  // weights it names.
   try {
-    writePlan(plan, o.output);
     if (write_weights && is_onnx) writeImportedWeights(imported, weights);
     else if (write_weights) writeInitialWeights(plan, weights);
+    try {
+      writePlan(plan, o.output);
+    } catch (const Error&) {
+      if (write_weights) std::remove(weights.c_str());
+      throw;
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "mtc: error: %s\n", e.what());
     return 1;

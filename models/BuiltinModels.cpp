@@ -66,6 +66,14 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
   if (c.family != "gpt2" && c.family != "llama") return "family must be gpt2 or llama, got '" + c.family + "'";
   if (c.layers <= 0 || c.width <= 0 || c.heads <= 0 || c.ffn <= 0 || c.vocab <= 0 || c.context <= 0)
     return "layers, width, heads, ffn, vocab and context must be positive";
+  // Bounds that keep every size product in int64 and the IR (built layer by layer) in memory; the
+  // largest published models are far inside them (~130 layers, width 16,384, 128k context).
+  if (c.layers > kMaxLayers) return "layers " + std::to_string(c.layers) + ": at most " + std::to_string(kMaxLayers) + " are supported";
+  if (c.width > kMaxWidth || c.ffn > kMaxWidth)
+    return "width and ffn must be at most " + std::to_string(kMaxWidth) + ", got " + std::to_string(c.width) +
+           " and " + std::to_string(c.ffn);
+  if (c.context > kMaxContext)
+    return "context " + std::to_string(c.context) + " is more than " + std::to_string(kMaxContext) + " tokens";
   if (c.width % c.heads != 0)
     return "width " + std::to_string(c.width) + " is not divisible by " + std::to_string(c.heads) + " heads";
   if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0)
@@ -76,6 +84,15 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
   if (seq <= 0 || seq > c.context)
     return "seq " + std::to_string(seq) + " must be between 1 and the context length " + std::to_string(c.context);
   if (c.vocab > (int64_t{1} << 31)) return "vocab too large";
+  return "";
+}
+
+std::string validateBatch(int64_t batch, int64_t seq) {
+  constexpr int64_t kMaxRows = (int64_t{1} << 31) - 1;  // BLAS's int32 dimensions
+  if (batch <= 0) return "--batch must be positive (or auto)";
+  if (batch > kMaxRows / seq)
+    return "batch " + std::to_string(batch) + " x seq " + std::to_string(seq) +
+           " is more than 2^31 - 1 tokens per step (the matrix products' row limit): lower --batch";
   return "";
 }
 

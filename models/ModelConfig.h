@@ -37,7 +37,13 @@ const std::vector<ModelPreset>& modelPresets();
 // The preset `name`, or null.
 const ModelPreset* findModelPreset(const std::string& name);
 
+inline constexpr int64_t kMaxLayers = 1024;
+inline constexpr int64_t kMaxWidth = int64_t{1} << 20;
+inline constexpr int64_t kMaxContext = int64_t{1} << 24;
+
 // Checks a config; returns "" or a message naming the problem.
 std::string validateConfig(const ModelConfig& config, int64_t seq);
+// Checks the tokens per step of a valid config's `seq`; returns "" or a message naming the problem.
+std::string validateBatch(int64_t batch, int64_t seq);
 
 }  // namespace mt

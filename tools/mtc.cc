@@ -6,8 +6,25 @@
 
 #include "compiler/HardwareProfile.h"
 #include "compiler/Pipeline.h"
+#include "llvm/Support/ErrorHandling.h"
+#include "tools/tool_main.h"
+
+namespace {
+
+// LLVM ends some failures (an allocation it cannot make, an op whose sizes its type inference
+// refuses) by aborting: end them as every other error, one line and exit 1. Nothing is
+// half-written: the plan and the weights are written only after the compiler is done.
+void exitOnLlvmError(void*, const char* reason, bool) {
+  std::fprintf(stderr, "mtc: error: %s (inside LLVM/MLIR: the model's sizes are likely past what they handle)\n",
+               reason);
+  std::exit(1);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
+  llvm::install_fatal_error_handler(exitOnLlvmError);
+  llvm::install_bad_alloc_error_handler(exitOnLlvmError);
   mt::CompileOptions o;
   std::string device_mem, host_mem;
   bool list_models = false, untied = false, tied = false;
@@ -33,14 +50,14 @@ int main(int argc, char** argv) {
                  "(ONNX: sizes the first dynamic input dimension; static ones are the model's)")
       ->capture_default_str();
   app.add_option("--seq", o.seq, "tokens per sequence (default: the model's context; ONNX: sizes the second "
-                 "dynamic input dimension)");
-  app.add_option("--layers", o.overrides.layers, "override: number of layers");
-  app.add_option("--width", o.overrides.width, "override: model width");
-  app.add_option("--heads", o.overrides.heads, "override: attention heads");
-  app.add_option("--kv-heads", o.overrides.kv_heads, "override: key/value heads (llama)");
-  app.add_option("--ffn", o.overrides.ffn, "override: MLP hidden width");
-  app.add_option("--vocab", o.overrides.vocab, "override: vocabulary size");
-  app.add_option("--context", o.overrides.context, "override: maximum sequence length");
+                 "dynamic input dimension)")->check(mt::positiveInteger());
+  app.add_option("--layers", o.overrides.layers, "override: number of layers")->check(mt::positiveInteger());
+  app.add_option("--width", o.overrides.width, "override: model width")->check(mt::positiveInteger());
+  app.add_option("--heads", o.overrides.heads, "override: attention heads")->check(mt::positiveInteger());
+  app.add_option("--kv-heads", o.overrides.kv_heads, "override: key/value heads (llama)")->check(mt::positiveInteger());
+  app.add_option("--ffn", o.overrides.ffn, "override: MLP hidden width")->check(mt::positiveInteger());
+  app.add_option("--vocab", o.overrides.vocab, "override: vocabulary size")->check(mt::positiveInteger());
+  app.add_option("--context", o.overrides.context, "override: maximum sequence length")->check(mt::positiveInteger());
   app.add_flag("--tied", tied, "override: tie the output projection to the embedding");
   app.add_flag("--untied", untied, "override: separate output projection");
   app.add_option("--emit", o.emit, "print the IR after this stage and stop")
@@ -105,11 +122,7 @@ int main(int argc, char** argv) {
                  "h100-pcie5,link-gbps=25 or tflops=312,link-gbps=25,host-gbps=60")
       ->capture_default_str();
   app.set_config("--config", "", "read flags from this TOML/INI file (flag = value per line)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
   if (batch == "auto") {
     o.batch = 0;
   } else {
@@ -151,5 +164,5 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  return mt::compile(o);
+  return mt::runTool("mtc", [&] { return mt::compile(o); });
 }

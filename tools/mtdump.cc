@@ -1,14 +1,14 @@
 // mtdump: show what a plan holds and when it does what.
-#include <CLI/CLI.hpp>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/mapped_file.h"
 #include "runtime/plan_dump.h"
 #include "runtime/verifier.h"
+#include "tools/tool_main.h"
 
 int main(int argc, char** argv) {
   std::string path;
@@ -32,12 +32,8 @@ int main(int argc, char** argv) {
   app.add_option("--trace", trace, "write the predicted timeline of a step as Chrome/Perfetto trace JSON");
   app.add_option("--measured", measured, "with --trace: add the measured step mtrun --trace wrote, as its own process")
       ->needs("--trace");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-  try {
+  if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
+  return mt::runTool("mtdump", [&] {
     mt::plan::Plan plan = mt::readPlan(path);
     if (!no_verify || !trace.empty()) mt::verifyPlan(plan);  // the replay needs deadlock-free events
     if (!trace.empty()) {
@@ -47,9 +43,9 @@ int main(int argc, char** argv) {
         mt::writeFileAtomically(trace, json.str());
       } else {
         nlohmann::json both = nlohmann::json::parse(json.str());
-        std::ifstream in(measured);
-        if (!in) throw mt::Error("cannot open the measured trace " + measured + " (write one with mtrun --trace)");
-        const nlohmann::json steps = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+        const nlohmann::json steps = nlohmann::json::parse(
+            mt::readWholeFile(measured, "the measured trace", "(write one with mtrun --trace)"), nullptr,
+            /*allow_exceptions=*/false);
         if (!steps.is_object() || !steps.contains("traceEvents") || !steps["traceEvents"].is_array())
           throw mt::Error(measured + " is not a trace written by mtrun --trace (no traceEvents array)");
         for (const auto& event : steps["traceEvents"]) both["traceEvents"].push_back(event);
@@ -66,8 +62,5 @@ int main(int argc, char** argv) {
     }
     mt::dumpPlan(plan, options, std::cout);
     return 0;
-  } catch (const mt::Error& e) {
-    std::fprintf(stderr, "mtdump: error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

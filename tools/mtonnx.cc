@@ -10,6 +10,7 @@
 #include "runtime/error.h"
 #include "runtime/host_store.h"
 #include "runtime/safetensors.h"
+#include "tools/tool_main.h"
 
 namespace {
 
@@ -209,11 +210,6 @@ int main(int argc, char** argv) {
   app.add_flag("--external-data", external,
                "write the weights into OUTPUT.data beside the model (automatic when MODEL uses external data "
                "or the model would pass protobuf's 2 GB)");
-  CLI11_PARSE(app, argc, argv);
-  try {
-    return run(model, weights, output, external);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "mtonnx: error: %s\n", e.what());
-    return 1;
-  }
+  if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
+  return mt::runTool("mtonnx", [&] { return run(model, weights, output, external); });
 }

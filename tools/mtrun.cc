@@ -5,6 +5,7 @@
 #include "runtime/cpu_libraries.h"
 #include "runtime/error.h"
 #include "runtime/trainer.h"
+#include "tools/tool_main.h"
 
 int main(int argc, char** argv) {
   mt::configureCpuLibraries(argv);
@@ -74,16 +75,7 @@ int main(int argc, char** argv) {
                  "continue from the newest checkpoint in this directory (bit-identical to an "
                  "uninterrupted run with the same flags)");
   app.set_config("--config", "", "read flags from this TOML/INI file (flag = value per line)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
   c.skip_nonfinite = on_nonfinite == "skip";
-  try {
-    return mt::train(c);
-  } catch (const mt::Error& e) {
-    std::fprintf(stderr, "mtrun: error: %s\n", e.what());
-    return 1;
-  }
+  return mt::runTool("mtrun", [&] { return mt::train(c); });
 }

@@ -1,13 +1,14 @@
 // mttok: turn text files into a token file: bytes (vocab 256) or GPT-2 BPE (vocab 50257).
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "runtime/bpe_tokenizer.h"
 #include "runtime/error.h"
+#include "runtime/mapped_file.h"
 #include "runtime/token_data.h"
+#include "tools/tool_main.h"
 
 namespace {
 
@@ -19,11 +20,7 @@ std::string readText(const std::string& path) {
     text << std::cin.rdbuf();
     return text.str();
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw mt::Error("cannot read " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return mt::readWholeFile(path, "text file", "");
 }
 
 }  // namespace
@@ -45,11 +42,7 @@ int main(int argc, char** argv) {
   app.add_flag("--bpe", bpe, "GPT-2 byte-level BPE, vocab 50257");
   app.add_option("--bpe-dir", bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe")->capture_default_str();
   app.add_flag("--ids", print_ids, "print the token ids (space-separated) instead of writing a file");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
   if (bytes && bpe) {
     std::fprintf(stderr, "mttok: error: --bytes and --bpe contradict each other\n");
     return 2;
@@ -58,7 +51,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mttok: error: give -o FILE (or --ids to print the ids)\n");
     return 2;
   }
-  try {
+  return mt::runTool("mttok", [&] {
     std::string text;
     for (const auto& path : inputs) text += readText(path);
     std::vector<uint32_t> ids;
@@ -76,12 +69,10 @@ int main(int argc, char** argv) {
       std::printf("\n");
       return 0;
     }
+    if (ids.empty()) throw mt::Error("the inputs hold no text: no token file to write");
     mt::writeTokenFile(output, ids, vocab);
-    std::printf("mttok: %zu tokens (vocab %u) from %zu files -> %s\n", ids.size(), vocab, inputs.size(),
-                output.c_str());
+    std::printf("mttok: %zu tokens (vocab %u) from %zu file%s -> %s\n", ids.size(), vocab, inputs.size(),
+                inputs.size() == 1 ? "" : "s", output.c_str());
     return 0;
-  } catch (const mt::Error& e) {
-    std::fprintf(stderr, "mttok: error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -1,10 +1,12 @@
 #include "compiler/onnx/OnnxModel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
@@ -96,9 +98,13 @@ std::string directoryOf(const std::string& path) {
 }
 
 onnx::ModelProto readModel(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) malformed("cannot open " + path);
-  google::protobuf::io::IstreamInputStream raw(&in);
+  std::optional<InputFile> file;
+  try {
+    file.emplace(path, "model", "");
+  } catch (const Error& e) {
+    malformed(e.what());
+  }
+  google::protobuf::io::FileInputStream raw(file->fd());
   google::protobuf::io::CodedInputStream coded(&raw);
   coded.SetTotalBytesLimit(std::numeric_limits<int>::max());  // models up to the 2 GB protobuf limit
   onnx::ModelProto model;
@@ -138,6 +144,24 @@ void fromField(const Field& field, int64_t n, std::vector<double>& out, const st
   out.assign(field.begin(), field.end());
 }
 
+// `location` inside `model_dir` with every symlink resolved, refused unless it still lies inside
+// the folder: a link pointing elsewhere would read any file into the weights (cf. CVE-2024-27318).
+std::string confinedPath(const std::string& model_dir, const std::string& location, const std::string& name) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path dir = fs::canonical(model_dir, error);
+  if (error) malformed("cannot resolve the model's folder " + model_dir + ": " + error.message());
+  const fs::path file = fs::canonical(dir / location, error);
+  if (error)
+    malformed("cannot open the external data of tensor '" + name + "' (" + location + " beside the model): " +
+              error.message());
+  if (std::mismatch(dir.begin(), dir.end(), file.begin(), file.end()).first != dir.end())
+    malformed("the external data of tensor '" + name + "' (" + location + ") resolves to " + file.string() +
+              ", outside the model's folder " + dir.string() + ": a symlink out of the folder is refused; copy "
+              "the file in instead");
+  return file.string();
+}
+
 }  // namespace
 
 ExternalBytes externalBytes(const onnx::TensorProto& t, const std::string& model_dir) {
@@ -157,7 +181,8 @@ ExternalBytes externalBytes(const onnx::TensorProto& t, const std::string& model
     malformed("tensor '" + name + "' has a bad external-data location '" + location + "'");
   ExternalBytes bytes;
   try {
-    bytes.file = std::make_unique<MappedFile>(model_dir + "/" + location, "the external data of tensor '" + name + "'",
+    bytes.file = std::make_unique<MappedFile>(confinedPath(model_dir, location, name),
+                                              "the external data of tensor '" + name + "'",
                                               "(external-data files lie beside the model)");
   } catch (const Error& e) {
     malformed(e.what());

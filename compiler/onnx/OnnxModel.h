@@ -4,19 +4,20 @@
 #include <cstdint>
 #include <memory>
 #include <set>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "onnx/onnx_pb.h"
+#include "runtime/error.h"
 #include "runtime/mapped_file.h"
 
 namespace mt::onnximport {
 
 // An import failure. `unsupported`: the model is well-formed but uses something the importer
-// does not handle (an op, a dtype, an attribute value); otherwise the file is malformed.
-struct ImportError : std::runtime_error {
-  ImportError(bool unsupported, const std::string& message) : std::runtime_error(message), unsupported(unsupported) {}
+// does not handle (an op, a dtype, an attribute value); otherwise the file is malformed. An
+// mt::Error, so one that escapes its importer still ends the tool with its message.
+struct ImportError : Error {
+  ImportError(bool unsupported, const std::string& message) : Error(message), unsupported(unsupported) {}
   bool unsupported;
 };
 [[noreturn]] void unsupported(const std::string& message);

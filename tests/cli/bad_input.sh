@@ -18,6 +18,13 @@ expect_error() {
     echo "FAIL: $* -> exit $status, stderr: $err (wanted: $needle)"
   fi
 }
+# expect_exit CODE CMD...: CMD must exit with CODE.
+expect_exit() {
+  local code=$1; shift
+  local status
+  "$@" >/dev/null 2>&1; status=$?
+  if [ $status -eq "$code" ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $* -> exit $status, wanted $code"; fi
+}
 # expect_absent FILE...: no (partial) file left behind
 expect_absent() {
   for f in "$@"; do
@@ -39,14 +46,43 @@ expect_error "must be between 1 and the context length 64" "$bin/mtc" gpt2-tiny 
 expect_error "is not divisible by" "$bin/mtc" gpt2-tiny --heads 3 -o heads.plan
 expect_error "not a size like 80GiB" "$bin/mtc" gpt2-tiny --device-mem lots -o x.plan
 expect_error "--batch auto needs --device-mem" "$bin/mtc" gpt2-tiny --batch auto -o x.plan
+# Issue 18 #4, #11: an override of 0 was silently the preset's value; sizes past what the compiler
+# handles aborted (an uncaught exception, "LLVM ERROR: out of memory").
+for flag in --layers --width --heads --kv-heads --ffn --vocab --context --seq; do
+  expect_error "$flag: must be positive, got 0" "$bin/mtc" gpt2-tiny "$flag" 0 -o x.plan
+done
+expect_error "at most 1024 are supported" "$bin/mtc" gpt2-tiny --layers 100000000 -o x.plan
+expect_error "more than 2^31 - 1 tokens per step" "$bin/mtc" gpt2-tiny --batch 9223372036854775807 -o x.plan
+expect_error "more than 2^31 - 1 tokens per step" "$bin/mtc" gpt2-tiny --batch 99999999999 -o x.plan
+expect_absent x.plan x.safetensors
+# A directory or a FIFO where a file belongs: refused by name, not read as an empty file or waited on.
+mkdir -p adir && mkfifo afifo
+expect_error "cannot open text file adir: it is a directory" "$bin/mttok" --bytes adir -o dir.tok
+: > empty.txt
+expect_error "the inputs hold no text" "$bin/mttok" --bytes empty.txt -o empty.tok
+expect_absent dir.tok empty.tok
+expect_error "cannot open plan adir: it is a directory" "$bin/mtrun" adir --data corpus.tok --steps 1
+expect_error "cannot open plan afifo: it is not a regular file" timeout 20 "$bin/mtdump" afifo
+expect_error "cannot open model adir.onnx: it is a directory" bash -c "mkdir -p adir.onnx && '$bin/mtc' adir.onnx -o x.plan"
+expect_exit 2 "$bin/mtonnx"
+expect_exit 2 "$bin/mtrun"
+expect_exit 2 "$bin/mttok"
+expect_exit 2 "$bin/mtdump"
+expect_exit 2 "$bin/mtc" gpt2-tiny --bogus-flag
 
 # ONNX: a file that is not a model, a truncated model, an op the importer lacks, and an imported
 # plan run without the weights that only the import has.
 /usr/bin/python3 - <<'PY'
+import os, struct
 import onnx
 from onnx import TensorProto, helper
-table = helper.make_tensor("table", TensorProto.FLOAT, [16, 8], [0.1] * 128)
-def model(op, path):
+from onnx.external_data_helper import set_external_data
+def model(op, path, location=None):
+    table = helper.make_tensor("table", TensorProto.FLOAT, [16, 8], struct.pack("<128f", *[0.1] * 128), raw=True)
+    if location:  # the table's bytes in external data at `location`
+        set_external_data(table, location)
+        table.data_location = TensorProto.EXTERNAL
+        table.ClearField("raw_data")
     nodes = [helper.make_node("Gather", ["table", "tokens"], ["x"], name="/embed/Gather"),
              helper.make_node(op, ["x"], ["logits"], name="/head/" + op)]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("tokens", TensorProto.INT64, [2, 4])],
@@ -54,6 +90,12 @@ def model(op, path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 model("HardSwish", "unsupported.onnx")
 model("Relu", "good.onnx")
+for folder, location in [("ext", "table.bin"), ("ext_link", "table.bin"), ("ext_fifo", "table.bin"),
+                         ("ext_up", "../table.bin")]:
+    os.makedirs(folder, exist_ok=True)
+    model("Relu", folder + "/model.onnx", location)
+with open("ext/table.bin", "wb") as f:
+    f.write(struct.pack("<128f", *[0.1] * 128))
 PY
 echo "not a model" > text.onnx
 head -c 60 good.onnx > truncated.onnx
@@ -61,8 +103,18 @@ expect_error "is not an ONNX model" "$bin/mtc" text.onnx -o onnx.plan
 expect_error "is not an ONNX model" "$bin/mtc" truncated.onnx -o onnx.plan
 expect_error "op type HardSwish is not supported (supported: Abs Add" "$bin/mtc" unsupported.onnx -o onnx.plan
 expect_error "node '/head/HardSwish' (HardSwish, opset 17)" "$bin/mtc" unsupported.onnx -o onnx.plan
-expect_error "cannot open missing.onnx" "$bin/mtc" missing.onnx -o onnx.plan
+expect_error "cannot open model missing.onnx" "$bin/mtc" missing.onnx -o onnx.plan
 expect_absent onnx.plan onnx.safetensors
+# Issue 18 #3: external data is confined to the model's folder, symlinks resolved (a link out of
+# it read any file into the weights); a FIFO or directory is refused, not waited on or mapped.
+"$bin/mtc" ext/model.onnx -o ext.plan >/dev/null && passed=$((passed + 1)) ||
+  { failed=$((failed + 1)); echo "FAIL: a model with external data beside it did not compile"; }
+cp ext/table.bin secret.bin && ln -sf ../secret.bin ext_link/table.bin
+expect_error "outside the model's folder" "$bin/mtc" ext_link/model.onnx -o link.plan
+mkfifo ext_fifo/table.bin
+expect_error "not a regular file" timeout 20 "$bin/mtc" ext_fifo/model.onnx -o fifo.plan
+expect_error "bad external-data location '../table.bin'" "$bin/mtc" ext_up/model.onnx -o up.plan
+expect_absent link.plan link.safetensors fifo.plan up.plan
 "$bin/mtc" good.onnx -o imported.plan >/dev/null
 expect_error "pass --weights with the .safetensors file mtc wrote" "$bin/mtrun" imported.plan --data corpus.tok --steps 1
 expect_error "not a positive number or auto" "$bin/mtc" gpt2-tiny --batch -3 -o x.plan
@@ -81,8 +133,9 @@ expect_error "plan truncated.plan" "$bin/mtrun" truncated.plan --data corpus.tok
 printf 'not a plan at all' > garbage.plan
 expect_error "recompile it with mtc" "$bin/mtrun" garbage.plan --data corpus.tok --steps 1
 expect_error "recompile" "$bin/mtdump" garbage.plan
-expect_error "no such file" "$bin/mtrun" missing.plan --data corpus.tok --steps 1
+expect_error "cannot open plan missing.plan: No such file" "$bin/mtrun" missing.plan --data corpus.tok --steps 1
 expect_error "make one with mttok" "$bin/mtrun" good.plan --data missing.tok --steps 1
+expect_error "cannot open token file adir: it is a directory" "$bin/mtrun" good.plan --data adir --steps 1
 head -c 40 corpus.tok > short.tok
 expect_error "truncated" "$bin/mtrun" good.plan --data short.tok --steps 1
 expect_error "no tensor 'wte.weight'" "$bin/mtrun" good.plan --data corpus.tok --weights other.safetensors --steps 1
