@@ -24,8 +24,31 @@ struct CheckpointState {
 // batch/seq/vocab): a checkpoint only loads into a plan with the same fingerprint.
 std::string planFingerprint(const plan::Plan& plan);
 
-void writeCheckpoint(const std::string& dir, const plan::Plan& plan, const HostStore& store,
-                     const CheckpointState& state, int keep);
+// A checkpoint directory held by one run from its start: created if missing (a bad path fails
+// before any training, not after it) and locked (flock on .mtrun.lock, released however the
+// process ends), so a second run on it is refused, naming the holder, instead of the two
+// interleaving checkpoints and pruning each other's. Temporary files of checkpoints whose writer
+// was killed are removed.
+class CheckpointDir {
+ public:
+  // Throws mt::Error if the directory cannot be created or written, or another process holds it.
+  explicit CheckpointDir(const std::string& dir);
+  ~CheckpointDir();
+  CheckpointDir(const CheckpointDir&) = delete;
+  CheckpointDir& operator=(const CheckpointDir&) = delete;
+
+  const std::string& path() const { return dir_; }
+  // Temporary files of killed writers removed when the directory was taken.
+  int removedLeftovers() const { return removed_; }
+
+  // Writes step-<N>.ckpt.safetensors atomically, then removes the oldest beyond `keep`.
+  void write(const plan::Plan& plan, const HostStore& store, const CheckpointState& state, int keep) const;
+
+ private:
+  std::string dir_;
+  int lock_fd_ = -1;
+  int removed_ = 0;
+};
 
 // The path of the newest complete checkpoint in `dir`, if any.
 std::optional<std::string> latestCheckpoint(const std::string& dir);

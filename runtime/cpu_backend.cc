@@ -67,11 +67,6 @@ class CpuBackend final : public Backend {
 
 CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
     : optimizer_(plan, store), arena_bytes_(plan.arena_bytes()) {
-  const int64_t available = availableHostMemory();
-  if (available >= 0 && arena_bytes_ > available)
-    throw Error("the plan's device arena needs " + std::to_string(arena_bytes_) +
-                " bytes; the CPU backend holds it in host memory and only " +
-                std::to_string(available) + " are available");
   constexpr int64_t kPage = 4096;
   const int64_t rounded = (std::max<int64_t>(arena_bytes_, 1) + kPage - 1) / kPage * kPage;
   arena_.reset(static_cast<std::byte*>(std::aligned_alloc(kPage, rounded)));

@@ -1,10 +1,14 @@
 #include "runtime/error.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <string_view>
 
 namespace mt {
 
@@ -53,6 +57,37 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
   AtomicFileWriter file(path);
   file.write(bytes.data(), bytes.size());
   file.commit();
+}
+
+void checkWritable(const std::string& path, const std::string& flag) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw Error(flag + " " + path + " is a directory: give a file name");
+  try {
+    AtomicFileWriter probe(path);  // creates its temporary file beside `path`, removed unwritten
+  } catch (const Error& e) {
+    throw Error(flag + ": " + e.what() + " (checked before the run starts)");
+  }
+}
+
+int removeStaleTemporaries(const std::string& dir, const std::function<bool(const std::string&)>& belongs) {
+  namespace fs = std::filesystem;
+  int removed = 0;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    const std::string_view view(name);
+    const size_t mark = view.rfind(".tmp.");
+    if (mark == std::string_view::npos || !belongs(std::string(view.substr(0, mark)))) continue;
+    const std::string_view pid_text = view.substr(mark + 5);
+    if (pid_text.empty() || pid_text.size() > 9 || pid_text.find_first_not_of("0123456789") != std::string_view::npos)
+      continue;
+    pid_t pid = 0;
+    for (char digit : pid_text) pid = pid * 10 + (digit - '0');
+    if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer may still run
+    if (fs::remove(entry.path(), error)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace mt

@@ -1,5 +1,6 @@
 // Errors that reach the user: one message naming the problem and, where there is one, the fix.
 #pragma once
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -31,5 +32,13 @@ class AtomicFileWriter {
 
 // Writes `bytes` to `path` atomically (see AtomicFileWriter).
 void writeFileAtomically(const std::string& path, const std::string& bytes);
+
+// Throws mt::Error naming `flag` unless `path` can be written: a directory it names, or one
+// missing or read-only, is found before a run, not after it (nothing is left behind).
+void checkWritable(const std::string& path, const std::string& flag);
+
+// Removes the temporary files of AtomicFileWriters in `dir` that were killed while writing
+// (NAME.tmp.<pid> whose process is gone) and whose NAME `belongs`; returns how many.
+int removeStaleTemporaries(const std::string& dir, const std::function<bool(const std::string&)>& belongs);
 
 }  // namespace mt

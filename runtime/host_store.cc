@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <new>
 
 #include "kernels/elementwise/elementwise.h"
@@ -39,15 +38,6 @@ std::string gib(int64_t bytes) {
 }
 
 }  // namespace
-
-int64_t availableHostMemory() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key, unit;
-  int64_t value;
-  while (meminfo >> key >> value >> unit)
-    if (key == "MemAvailable:") return value * 1024;
-  return -1;
-}
 
 void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uint64_t seed,
                       const std::string& name, int64_t first) {
@@ -99,12 +89,7 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
       default: break;
     }
   }
-  total_bytes_ = planHostBytes(plan);
-  const int64_t available = availableHostMemory();
-  if (available >= 0 && total_bytes_ > available)
-    throw Error("the plan needs " + gib(total_bytes_) + " of host memory (" +
-                std::to_string(num_params_) + " parameters) but this machine has " + gib(available) +
-                " available: compile a smaller model or run on a machine with more memory");
+  total_bytes_ = planHostBytes(plan);  // checkHostMemory (host_memory.h) has said it fits
   tensors_.resize(n);
   data_.resize(n);
   try {

@@ -103,7 +103,4 @@ inline constexpr char kOnnxOriginKey[] = "onnx.";
 void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uint64_t seed,
                       const std::string& name, int64_t first = 0);
 
-// Bytes of memory the OS says are available (MemAvailable), or -1 if unknown.
-int64_t availableHostMemory();
-
 }  // namespace mt

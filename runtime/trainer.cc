@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 #include <atomic>
 #include <csignal>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <memory>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/cuda_device.h"
 #include "runtime/error.h"
+#include "runtime/host_memory.h"
 #include "runtime/host_store.h"
 #include "runtime/safetensors.h"
 #include "runtime/step_report.h"
@@ -40,32 +43,140 @@ std::atomic<int> g_stop_signal{0};
 
 void onStopSignal(int signal) { g_stop_signal = signal; }
 
+enum class BackendKind { kCpu, kCuda };
+
 // "auto" takes the GPU when there is one and the CUDA backend has every kernel of the plan,
 // and says why when it does not; "cuda" refuses rather than fall back.
-std::unique_ptr<Backend> createBackend(const TrainConfig& config, const plan::Plan& plan, HostStore& store) {
+BackendKind chooseBackend(const TrainConfig& config, const plan::Plan& plan) {
   const std::string& name = config.backend;
-  const CudaOptions cuda{config.tf32};
   if (name != "cpu" && name != "cuda" && name != "auto")
     throw Error("unknown backend '" + name + "': choose cpu, cuda or auto");
-  auto cpu = [&] {
-    if (config.tf32)
-      throw Error("--tf32 sets the CUDA backend's matrix precision, but this run is on the CPU (exact fp32): drop "
-                  "--tf32");
-    return createCpuBackend(plan, store);
+  BackendKind kind = BackendKind::kCpu;
+  if (name != "cpu") {
+    const GpuInfo gpu = probeGpu();
+    if (name == "cuda" && !gpu.available) throw Error("--backend cuda: " + gpu.description + "; use --backend cpu");
+    const std::string missing = gpu.available && name == "auto" ? cudaUnsupportedKernels(plan) : "";
+    if (!missing.empty())
+      std::printf("note: running on the CPU although there is a GPU (%s): %s\n", gpu.description.c_str(),
+                  missing.c_str());
+    if (gpu.available && missing.empty()) kind = BackendKind::kCuda;
+  }
+  if (kind == BackendKind::kCpu && config.tf32)
+    throw Error("--tf32 sets the CUDA backend's matrix precision, but this run is on the CPU (exact fp32): drop "
+                "--tf32");
+  return kind;
+}
+
+std::unique_ptr<Backend> createBackend(BackendKind kind, const TrainConfig& config, const plan::Plan& plan,
+                                       HostStore& store) {
+  if (kind == BackendKind::kCuda) return createCudaBackend(plan, store, CudaOptions{config.tf32});
+  return createCpuBackend(plan, store);
+}
+
+// The plan to train: read, verified, a training plan, and its initial weights at hand.
+plan::Plan readTrainingPlan(const TrainConfig& config) {
+  plan::Plan plan = readPlan(config.plan_path);
+  verifyPlan(plan);
+  if (!isTrainingPlan(plan))
+    throw Error(config.plan_path + " is a forward-only plan (inputs to outputs, no loss): it cannot be "
+                "trained; compile the model without --forward-only");
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_PARAM && t.init().kind() == plan::Initializer::WEIGHTS && config.weights_path.empty())
+      throw Error("the plan's parameters come from an imported model's weights: pass --weights with the "
+                  ".safetensors file mtc wrote beside the plan");
+  return plan;
+}
+
+// The optimizer's settings for this plan; throws for flags the plan cannot honour.
+StepOptions stepOptions(const TrainConfig& config, const plan::Plan& plan) {
+  const bool on_arrival = updatesOnArrival(planUpdateKind(plan));
+  if (on_arrival && config.grad_clip > 0)
+    throw Error("--grad-clip " + fmt::format("{}", config.grad_clip) + ": this plan updates each parameter as its "
+                "gradient lands, before the global norm is known, so it cannot clip by it; pass --grad-clip 0 or "
+                "compile with mtc --update deferred (16 bytes of host memory per parameter instead of ~12)");
+  if (on_arrival && !config.grads_path.empty())
+    throw Error("--dump-grads: this plan consumes each gradient as it lands and keeps none; compile with "
+                "mtc --update deferred to dump them");
+  StepOptions options;
+  options.adamw.beta1 = config.beta1;
+  options.adamw.beta2 = config.beta2;
+  options.adamw.eps = config.eps;
+  options.adamw.weight_decay = config.weight_decay;
+  options.grad_clip = config.grad_clip >= 0 ? config.grad_clip : on_arrival ? 0.0 : 1.0;
+  return options;
+}
+
+// A JSON-lines log whose every line is flushed and checked: a full disk ends the run with an
+// error rather than an empty log and exit 0.
+class JsonLog {
+ public:
+  JsonLog() = default;
+  JsonLog(const std::string& path, bool append) : path_(path), file_(std::fopen(path.c_str(), append ? "a" : "w")) {
+    if (!file_) throw Error("cannot write log " + path + ": " + std::strerror(errno));
+  }
+  explicit operator bool() const { return file_ != nullptr; }
+  void write(const nlohmann::json& line) {
+    const std::string text = line.dump() + "\n";
+    if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size() || std::fflush(file_.get()) != 0)
+      throw Error("cannot write log " + path_ + ": " + std::strerror(errno));
+  }
+
+ private:
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
   };
-  if (name == "cpu") return cpu();
-  const GpuInfo gpu = probeGpu();
-  if (name == "cuda") {
-    if (!gpu.available) throw Error("--backend cuda: " + gpu.description + "; use --backend cpu");
-    return createCudaBackend(plan, store, cuda);
+  std::string path_;
+  std::unique_ptr<std::FILE, Close> file_;
+};
+
+// What the run writes, checked or taken before its first step, so that a bad path fails at once
+// rather than after the training it was to keep: the export, trace and gradient paths writable,
+// the checkpoint directory created and locked, the log opened.
+struct RunOutputs {
+  std::unique_ptr<CheckpointDir> checkpoints;
+  JsonLog log;
+};
+
+RunOutputs openOutputs(const TrainConfig& config) {
+  for (auto [path, flag] : {std::pair{&config.export_path, "--export"}, {&config.trace_path, "--trace"},
+                            {&config.grads_path, "--dump-grads"}})
+    if (!path->empty()) checkWritable(*path, flag);
+  RunOutputs outputs;
+  const std::string& dir = config.checkpoint_dir.empty() ? config.resume_dir : config.checkpoint_dir;
+  if (!dir.empty()) {
+    outputs.checkpoints = std::make_unique<CheckpointDir>(dir);
+    if (outputs.checkpoints->removedLeftovers())
+      std::printf("removed %d temporary file(s) of checkpoints interrupted while written in %s\n",
+                  outputs.checkpoints->removedLeftovers(), dir.c_str());
   }
-  if (!gpu.available) return cpu();
-  if (const std::string missing = cudaUnsupportedKernels(plan); !missing.empty()) {
-    std::printf("note: running on the CPU although there is a GPU (%s): %s\n", gpu.description.c_str(),
-                missing.c_str());
-    return cpu();
-  }
-  return createCudaBackend(plan, store, cuda);
+  if (!config.log_path.empty()) outputs.log = JsonLog(config.log_path, /*append=*/!config.resume_dir.empty());
+  return outputs;
+}
+
+// Initial weights (the plan's initializers, or --weights), then the checkpoint to resume from.
+CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& plan, HostStore& store) {
+  store.initialize(plan.init_seed());
+  if (!config.weights_path.empty()) store.loadParams(SafetensorsFile(config.weights_path));
+  CheckpointState resumed;
+  resumed.seed = config.seed;
+  if (config.resume_dir.empty()) return resumed;
+  const std::optional<std::string> latest = latestCheckpoint(config.resume_dir);
+  if (!latest) throw Error("no checkpoint in " + config.resume_dir + " to resume from (write them with --checkpoint-dir)");
+  resumed = loadCheckpoint(*latest, plan, store);
+  std::printf("resuming from %s: step %lld done, data seed %llu\n", latest->c_str(),
+              static_cast<long long>(resumed.step), static_cast<unsigned long long>(resumed.seed));
+  if (resumed.total_steps != config.steps)
+    std::printf("note: the checkpointed run had --steps %lld, this one %lld: the learning-rate schedule "
+                "differs from the uninterrupted run's\n",
+                static_cast<long long>(resumed.total_steps), static_cast<long long>(config.steps));
+  return resumed;
+}
+
+// What went wrong in a step whose loss or a gradient is not finite.
+std::string nonfiniteProblem(const StepResult& result) {
+  if (std::isfinite(result.loss)) return "the gradient '" + result.nonfinite_grad + "' holds NaN or Inf";
+  return "the loss is " + std::to_string(result.loss) +
+         (result.nonfinite_grad.empty() ? "" : " (first non-finite gradient: '" + result.nonfinite_grad + "')");
 }
 
 }  // namespace
@@ -95,56 +206,36 @@ void validateConfig(const TrainConfig& c) {
   require(c.print_every >= 1, "--print-every must be at least 1");
   require(c.checkpoint_every >= 0, "--checkpoint-every must be 0 (at the end and on signals only) or positive");
   require(c.keep >= 1, "--keep must be at least 1");
+  require(c.warmup >= 0 && c.warmup <= c.steps,
+          "--warmup " + std::to_string(c.warmup) + " with --steps " + std::to_string(c.steps) +
+              ": the warmup must be between 0 and the number of steps; pass a --warmup of at most " +
+              std::to_string(c.steps));
 }
 
 int train(const TrainConfig& config) {
   validateConfig(config);
-  if (config.warmup < 0 || config.warmup > config.steps)
-    throw Error("--warmup " + std::to_string(config.warmup) + " with --steps " + std::to_string(config.steps) +
-                ": the warmup must be between 0 and the number of steps; pass a --warmup of at most " +
-                std::to_string(config.steps));
-  plan::Plan plan = readPlan(config.plan_path);
-  verifyPlan(plan);
-  if (!isTrainingPlan(plan))
-    throw Error(config.plan_path + " is a forward-only plan (inputs to outputs, no loss): it cannot be "
-                "trained; compile the model without --forward-only");
+  const plan::Plan plan = readTrainingPlan(config);
   const auto& model = plan.model();
-  for (const auto& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_PARAM && t.init().kind() == plan::Initializer::WEIGHTS && config.weights_path.empty())
-      throw Error("the plan's parameters come from an imported model's weights: pass --weights with the "
-                  ".safetensors file mtc wrote beside the plan");
-
+  StepOptions options = stepOptions(config, plan);
+  const bool on_arrival = updatesOnArrival(planUpdateKind(plan));
   TokenFile data(config.data_path);
   if (data.vocabSize() > model.vocab())
     throw Error("token file " + config.data_path + " has vocab size " +
                 std::to_string(data.vocabSize()) + " but the model's vocabulary is " +
                 std::to_string(model.vocab()) + ": tokenise for this model or compile with --vocab " +
                 std::to_string(data.vocabSize()));
+  const BackendKind backend_kind = chooseBackend(config, plan);
+  checkHostMemory(plan, /*arena_on_host=*/backend_kind == BackendKind::kCpu);
+  RunOutputs outputs = openOutputs(config);
+
   HostStore store(plan);
-  store.initialize(plan.init_seed());
-  if (!config.weights_path.empty()) store.loadParams(SafetensorsFile(config.weights_path));
-  CheckpointState resumed;
-  resumed.seed = config.seed;
-  if (!config.resume_dir.empty()) {
-    const std::optional<std::string> latest = latestCheckpoint(config.resume_dir);
-    if (!latest)
-      throw Error("no checkpoint in " + config.resume_dir + " to resume from (write them with --checkpoint-dir)");
-    resumed = loadCheckpoint(*latest, plan, store);
-    std::printf("resuming from %s: step %lld done, data seed %llu\n", latest->c_str(),
-                static_cast<long long>(resumed.step), static_cast<unsigned long long>(resumed.seed));
-    if (resumed.total_steps != config.steps)
-      std::printf("note: the checkpointed run had --steps %lld, this one %lld: the learning-rate schedule "
-                  "differs from the uninterrupted run's\n",
-                  static_cast<long long>(resumed.total_steps), static_cast<long long>(config.steps));
-  }
-  const std::string checkpoint_dir = config.checkpoint_dir.empty() ? config.resume_dir : config.checkpoint_dir;
-  if (config.val_fraction < 0.0 || config.val_fraction >= 1.0) throw Error("--val-fraction must be in [0, 1)");
+  const CheckpointState resumed = loadStartingState(config, plan, store);
   const int64_t val_tokens = static_cast<int64_t>(config.val_fraction * data.size());
   BatchSampler sampler(data, model.batch(), model.seq(), resumed.seed, 0, data.size() - val_tokens);
   std::optional<BatchSampler> val_sampler;
   if (val_tokens > 0) val_sampler.emplace(data, model.batch(), model.seq(), resumed.seed ^ 0x7a1,
                                        data.size() - val_tokens);
-  std::unique_ptr<Backend> backend = createBackend(config, plan, store);
+  std::unique_ptr<Backend> backend = createBackend(backend_kind, config, plan, store);
 
   const int64_t tokens_per_step = model.batch() * model.seq();
   std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | %s | backend %s (%s)\n",
@@ -155,30 +246,10 @@ int train(const TrainConfig& config) {
   std::printf("  host %.1f MiB (%.1f bytes/param), device arena %.1f MiB, data %lld tokens\n",
               store.totalBytes() / 1048576.0, double(store.totalBytes()) / double(store.numParams()),
               backend->arenaBytes() / 1048576.0, static_cast<long long>(data.size()));
-  std::fflush(stdout);
-
-  std::ofstream log;
-  if (!config.log_path.empty()) {
-    log.open(config.log_path, config.resume_dir.empty() ? std::ios::trunc : std::ios::app);
-    if (!log) throw Error("cannot write log " + config.log_path);
-  }
-  StepOptions options;
-  options.adamw.beta1 = config.beta1;
-  options.adamw.beta2 = config.beta2;
-  options.adamw.eps = config.eps;
-  options.adamw.weight_decay = config.weight_decay;
-  const bool on_arrival = updatesOnArrival(planUpdateKind(plan));
-  if (on_arrival && config.grad_clip > 0)
-    throw Error("--grad-clip " + fmt::format("{}", config.grad_clip) + ": this plan updates each parameter as its "
-                "gradient lands, before the global norm is known, so it cannot clip by it; pass --grad-clip 0 or "
-                "compile with mtc --update deferred (16 bytes of host memory per parameter instead of ~12)");
-  if (on_arrival && !config.grads_path.empty())
-    throw Error("--dump-grads: this plan consumes each gradient as it lands and keeps none; compile with "
-                "mtc --update deferred to dump them");
-  options.grad_clip = config.grad_clip >= 0 ? config.grad_clip : on_arrival ? 0.0 : 1.0;
   if (on_arrival)
     std::printf("  AdamW runs per parameter as its gradient lands (mtc --update on-arrival): no global-norm "
                 "clipping\n");
+  std::fflush(stdout);
 
   // On a terminal the progress line is redrawn in place: other messages clear it first.
   const bool on_terminal = isatty(fileno(stdout));
@@ -186,11 +257,11 @@ int train(const TrainConfig& config) {
     if (on_terminal) std::printf("\r\033[K");
   };
   auto checkpoint = [&](int64_t step) {
-    if (checkpoint_dir.empty()) return;
+    if (!outputs.checkpoints) return;
     backend->applyPendingUpdate();
     clear_status();
-    writeCheckpoint(checkpoint_dir, plan, store, {step, resumed.seed, config.steps}, config.keep);
-    std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), checkpoint_dir.c_str());
+    outputs.checkpoints->write(plan, store, {step, resumed.seed, config.steps}, config.keep);
+    std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), outputs.checkpoints->path().c_str());
   };
   // The mean loss over the same validation batches every time (no update; the backward still
   // runs, as the plan is a training step).
@@ -208,7 +279,12 @@ int train(const TrainConfig& config) {
     clear_status();
     std::printf("step %5lld/%lld  validation loss %.4f (%lld held-out batches)\n", static_cast<long long>(step),
                 static_cast<long long>(config.steps), val_loss, static_cast<long long>(config.val_batches));
-    if (log) log << nlohmann::json{{"step", step}, {"val_loss", val_loss}}.dump() << "\n" << std::flush;
+    if (outputs.log) outputs.log.write({{"step", step}, {"val_loss", val_loss}});
+  };
+  auto exportWeights = [&] {
+    if (config.export_path.empty()) return;
+    store.saveParams(config.export_path);
+    std::printf("weights written to %s\n", config.export_path.c_str());
   };
   g_stop_signal = 0;
   std::signal(SIGINT, onStopSignal);
@@ -236,10 +312,7 @@ int train(const TrainConfig& config) {
     total_seconds += seconds;
     if (!std::isfinite(result.loss) || !result.nonfinite_grad.empty()) {
       // The update was not applied: the weights are still those before this step.
-      std::string what = "the gradient '" + result.nonfinite_grad + "' holds NaN or Inf";
-      if (!std::isfinite(result.loss))
-        what = "the loss is " + std::to_string(result.loss) +
-               (result.nonfinite_grad.empty() ? "" : " (first non-finite gradient: '" + result.nonfinite_grad + "')");
+      const std::string what = nonfiniteProblem(result);
       // An on-arrival plan has updated the parameters whose gradients landed before.
       const std::string applied = result.partially_updated
                                       ? "parameters were updated as their gradients landed, up to it (this plan "
@@ -276,24 +349,29 @@ int train(const TrainConfig& config) {
                   line_due ? "\n" : fmt::format("  ETA {}:{:02}", int(eta) / 60, int(eta) % 60).c_str());
       std::fflush(stdout);
     }
-    if (log) {
-      nlohmann::json line = {{"step", step},         {"loss", result.loss},
-                             {"lr", options.adamw.lr}, {"grad_norm", result.grad_norm},
-                             {"tokens_per_s", tok_s}, {"step_ms", seconds * 1e3}};
-      log << line.dump() << "\n" << std::flush;
-    }
+    if (outputs.log)
+      outputs.log.write({{"step", step},         {"loss", result.loss},
+                         {"lr", options.adamw.lr}, {"grad_norm", result.grad_norm},
+                         {"tokens_per_s", tok_s}, {"step_ms", seconds * 1e3}});
     ++steps_run;
     if (step == config.steps || (config.val_every > 0 && step % config.val_every == 0)) validate(step);
     if (step == config.steps || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0) ||
         g_stop_signal)
       checkpoint(step);
     if (g_stop_signal && step < config.steps) {
+      // Stopped early: the progress is kept by the checkpoint above and/or the export; with
+      // neither it is lost, and the exit code says so.
+      backend->applyPendingUpdate();
       clear_status();
+      const bool saved = outputs.checkpoints || !config.export_path.empty();
       std::printf("stopped by %s after step %lld%s\n", g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
                   static_cast<long long>(step),
-                  checkpoint_dir.empty() ? " (no --checkpoint-dir: progress is lost)" : "; resume with --resume");
+                  outputs.checkpoints ? "; resume with --resume"
+                  : saved             ? ""
+                                      : " (no --checkpoint-dir or --export: progress is lost)");
       writeTrace();
-      return 0;
+      exportWeights();
+      return saved ? 0 : 128 + g_stop_signal;
     }
   }
   backend->applyPendingUpdate();  // the last step's update
@@ -302,10 +380,7 @@ int train(const TrainConfig& config) {
               total_seconds, steps_run ? tokens_per_step * steps_run / total_seconds : 0.0);
   report.print(config.profile);
   writeTrace();
-  if (!config.export_path.empty()) {
-    store.saveParams(config.export_path);
-    std::printf("weights written to %s\n", config.export_path.c_str());
-  }
+  exportWeights();
   return 0;
 }
 

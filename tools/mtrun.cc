@@ -17,8 +17,10 @@ int main(int argc, char** argv) {
       "  mtrun model.plan --data corpus.tok --weights model.safetensors --export trained.safetensors\n"
       "  mtrun model.plan --data corpus.tok --steps 5000 --checkpoint-dir ckpt --checkpoint-every 500\n"
       "  mtrun model.plan --data corpus.tok --steps 5000 --resume ckpt\n\n"
-      "Exit codes: 0 success (also when SIGINT/SIGTERM stopped the run after a checkpoint), 1 bad input\n"
-      "or runtime error (message on stderr), 2 bad flags."};
+      "Exit codes: 0 success (also when SIGINT/SIGTERM stopped the run and a checkpoint or --export kept\n"
+      "its progress), 1 bad input or runtime error (message on stderr), 2 bad flags, 130/143 stopped by\n"
+      "SIGINT/SIGTERM with neither a --checkpoint-dir nor an --export (the progress is lost).\n"
+      "Every output path is checked, and the checkpoint directory locked, before the first step."};
   // A flag given twice takes its last value: a script's defaults can be overridden by
   // appending (tools/demo.sh --steps 100).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -46,7 +48,8 @@ int main(int argc, char** argv) {
                "cuda: matrix products on the tensor cores in TF32 (~7x faster on an H100, relative error ~1e-3) "
                "instead of exact fp32");
   app.add_option("--log", c.log_path, "write one JSON object per step to this file");
-  app.add_option("--export", c.export_path, "write the trained weights (safetensors) here");
+  app.add_option("--export", c.export_path,
+                 "write the trained weights (safetensors) here: at the end, or when SIGINT/SIGTERM stops the run");
   app.add_option("--dump-grads", c.grads_path, "write the first step's gradients (safetensors)");
   app.add_option("--print-every", c.print_every, "print a progress line every N steps")
       ->capture_default_str();

@@ -98,7 +98,7 @@ class CheckpointFile : public ::testing::Test {
     store_ = std::make_unique<HostStore>(plan_);
     store_->initialize(5);
     const std::string dir = scratchPath("ckpt_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    writeCheckpoint(dir, plan_, *store_, {7, 3, 10}, 1);
+    CheckpointDir(dir).write(plan_, *store_, {7, 3, 10}, 1);
     checkpoint_ = *latestCheckpoint(dir);
   }
   plan::Plan plan_;

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The fault matrix of a training run (issue 18 #7, #9, #10; #19's signal stop): two runs on one
+# checkpoint directory, temporary files of killed writers, a full disk for checkpoints and logs,
+# output paths that cannot be written, a token file truncated or rewritten under the run, and
+# SIGINT with and without a place to keep the progress. Each gives one clear error (or the kept
+# progress), a non-zero exit where work is lost, the previous checkpoint intact, nothing half-written.
+# usage: run_faults.sh BIN_DIR WORK_DIR
+set -uo pipefail
+source "$(dirname "$(readlink -f "$0")")/check.sh"
+bin=$1 work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
+wait_for_lines() { for _ in $(seq 1 600); do [ -f "$1" ] && [ "$(wc -l < "$1")" -ge "$2" ] && return; sleep 0.05; done; }
+make_corpus
+"$bin/mtc" gpt2-tiny --batch 4 --seq 32 -o m.plan >/dev/null
+long=(m.plan --data corpus.tok --steps 100000 --print-every 100000)
+run() { "$bin/mtrun" m.plan --data corpus.tok --print-every 1000 "$@"; }
+
+# Two runs on one --checkpoint-dir: the second is refused and names the first.
+"$bin/mtrun" "${long[@]}" --log first.jsonl --checkpoint-dir shared >/dev/null &
+first=$!
+wait_for_lines first.jsonl 3
+err=$(run --steps 2 --checkpoint-dir shared 2>&1 >/dev/null); status=$?
+check "a second run on a held checkpoint directory is refused, naming the holder (status $status: $err)" \
+  "[ $status -eq 1 ] && grep -q 'checkpoint directory shared is in use by mtrun (pid $first on' <<<\"\$err\""
+kill -TERM $first; wait $first
+check "the first run kept its checkpoint" "ls shared/*.ckpt.safetensors >/dev/null 2>&1"
+check "the directory is free again once its run has ended" "run --steps 1 --checkpoint-dir shared >/dev/null"
+
+# Temporary files of writers that were killed are removed when the directory is taken; one whose
+# writer still runs is left alone.
+dead=$(sh -c 'echo $$')
+mkdir -p leftovers
+printf 'half a checkpoint' > "leftovers/step-000000007.ckpt.safetensors.tmp.$dead"
+printf 'still being written' > "leftovers/step-000000008.ckpt.safetensors.tmp.$$"
+printf 'not ours' > "leftovers/notes.txt.tmp.$dead"
+out=$(run --steps 2 --checkpoint-dir leftovers 2>&1)
+check "a killed writer's temporary checkpoint is removed and said" \
+  "[ ! -e leftovers/step-000000007.ckpt.safetensors.tmp.$dead ] && grep -q 'removed 1 temporary file' <<<\"\$out\""
+check "a live writer's temporary file and other files are kept" \
+  "[ -e leftovers/step-000000008.ckpt.safetensors.tmp.$$ ] && [ -e leftovers/notes.txt.tmp.$dead ]"
+
+# A full disk while checkpointing (a file-size limit; SIGXFSZ ignored, so writes fail with EFBIG):
+# a clear error, exit 1, the previous checkpoint intact, no temporary file left.
+run --steps 2 --checkpoint-dir full >/dev/null
+cp full/step-000000002.ckpt.safetensors before.ckpt
+kib=$(( $(stat -c %s before.ckpt) / 2048 ))
+err=$( (trap '' XFSZ; ulimit -f "$kib"; run --steps 4 --resume full) 2>&1 >/dev/null); status=$?
+check "a checkpoint on a full disk fails with a clear error (status $status: $err)" \
+  "[ $status -eq 1 ] && grep -q 'cannot write full/step-000000004.ckpt.safetensors: File too large' <<<\"\$err\""
+check "the previous checkpoint is intact, nothing half-written left" \
+  "cmp -s before.ckpt full/step-000000002.ckpt.safetensors && [ -z \"\$(ls full | grep -v '^step-000000002.ckpt.safetensors$')\" ]"
+err=$(run --steps 2 --log /dev/full 2>&1 >/dev/null); status=$?
+check "a log on a full disk ends the run with a clear error (status $status: $err)" \
+  "[ $status -eq 1 ] && grep -q 'cannot write log /dev/full: No space left on device' <<<\"\$err\""
+
+# Output paths that cannot be written are refused before the first step, not after the run.
+for flags in "--export no/such/dir/w.safetensors" "--export adir" "--trace /proc/t.json" \
+             "--dump-grads no/such/g.safetensors" "--checkpoint-dir /proc/ckpt" "--log no/such/l.jsonl"; do
+  mkdir -p adir
+  # shellcheck disable=SC2086
+  out=$(run --steps 3 $flags 2>&1); status=$?
+  check "$flags is refused before any step (status $status: $out)" \
+    "[ $status -eq 1 ] && ! grep -q '^step' <<<\"\$out\" && grep -q -- '${flags%% *}\\|cannot' <<<\"\$out\""
+done
+
+# The token file truncated, or rewritten with ids past the vocabulary, while the run reads it.
+for change in truncate rewrite; do
+  cp corpus.tok changing.tok
+  rm -f changing.jsonl
+  "$bin/mtrun" m.plan --data changing.tok --steps 100000 --print-every 100000 --log changing.jsonl >/dev/null 2>changing.err &
+  pid=$!
+  wait_for_lines changing.jsonl 2
+  if [ $change = truncate ]; then
+    truncate -s 100 changing.tok
+  else
+    /usr/bin/python3 -c "
+import sys
+data = bytearray(open('changing.tok', 'rb').read())
+data[32:] = b'\xff\x7f' * ((len(data) - 32) // 2)
+with open('changing.tok', 'r+b') as f: f.write(data)"
+  fi
+  wait $pid; status=$?
+  check "a token file ${change}d under the run ends it with a clear error (status $status: $(cat changing.err))" \
+    "[ $status -eq 1 ] && grep -q 'token file changing.tok changed while it was being read' changing.err"
+done
+
+# SIGINT: with --export the weights so far are written (exit 0); with nothing to keep them, the
+# exit code says the progress is lost.
+for keep in export none; do
+  rm -f stop.jsonl stop.safetensors
+  extra=(); [ $keep = export ] && extra=(--export stop.safetensors)
+  "$bin/mtrun" "${long[@]}" --log stop.jsonl "${extra[@]}" > stop.out 2>&1 &
+  pid=$!
+  wait_for_lines stop.jsonl 2
+  kill -INT $pid; wait $pid; status=$?
+  if [ $keep = export ]; then
+    check "SIGINT with --export writes the weights and exits 0 (status $status)" \
+      "[ $status -eq 0 ] && grep -q 'weights written to stop.safetensors' stop.out && run --steps 1 --weights stop.safetensors >/dev/null"
+  else
+    check "SIGINT with nothing to keep the progress exits 130 and says so (status $status)" \
+      "[ $status -eq 130 ] && grep -q 'progress is lost' stop.out"
+  fi
+done
+
+finish
