@@ -457,9 +457,11 @@ void Importer::finishFunction(ImportedModel* imported) {
   // a loss) are not needed to train.
   const int outputs = options_.training ? std::min(graph.output_size(), 1) : graph.output_size();
   if (outputs == 0) malformed("the graph has no outputs");
+  std::set<std::string> listed;
   for (int i = 0; i < outputs; ++i) {
     const auto& out = graph.output(i);
     if (!values_.count(out.name())) malformed("graph output '" + out.name() + "' is produced by no node");
+    if (!listed.insert(out.name()).second) malformed("graph output '" + out.name() + "' is listed twice");
     loc_ = NameLoc::get(b_.getStringAttr(out.name()));
     results.push_back(runtimeValue(out.name()));
     result.outputs.push_back(out.name());

@@ -73,6 +73,13 @@ void attempt(const std::string& path, bool training, Tally& tally) {
   ++tally.ran;
 }
 
+// A graph output listed twice: it made a forward-only import whose plan the verifier refused
+// (issue 18 #12). Kept as a regression input: the first mutant of every model.
+void listAnOutputTwice(onnx::ModelProto& m) {
+  auto* g = m.mutable_graph();
+  if (g->output_size()) *g->add_output() = g->output(0);
+}
+
 void mutateStructure(onnx::ModelProto& m, std::mt19937_64& rng) {
   auto* g = m.mutable_graph();
   auto pick = [&](int n) { return static_cast<int>(rng() % std::max(n, 1)); };
@@ -175,7 +182,8 @@ int main(int argc, char** argv) {
         for (int f = 1 + static_cast<int>(rng() % 4); f > 0; --f) mutant[rng() % mutant.size()] = static_cast<char>(rng());
       } else {
         onnx::ModelProto m = original;
-        for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k) mutateStructure(m, rng);
+        if (i == 0) listAnOutputTwice(m);
+        else for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k) mutateStructure(m, rng);
         m.SerializeToString(&mutant);
       }
       std::ofstream(path, std::ios::binary | std::ios::trunc) << mutant;
