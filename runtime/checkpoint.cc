@@ -125,12 +125,14 @@ void CheckpointDir::write(const plan::Plan& plan, const HostStore& store, const 
   char name[64];
   std::snprintf(name, sizeof name, "step-%09lld%s", static_cast<long long>(state.step), kSuffix);
   const std::string path = (fs::path(dir) / name).string();
-  store.saveState(path, {{"format", kFormat},
-                         {"step", std::to_string(state.step)},
-                         {"seed", std::to_string(state.seed)},
-                         {"total_steps", std::to_string(state.total_steps)},
-                         {"model", plan.model().name()},
-                         {"plan_fingerprint", planFingerprint(plan)}});
+  std::map<std::string, std::string> metadata = state.provenance;
+  metadata.insert({{"format", kFormat},
+                   {"step", std::to_string(state.step)},
+                   {"seed", std::to_string(state.seed)},
+                   {"total_steps", std::to_string(state.total_steps)},
+                   {"model", plan.model().name()},
+                   {"plan_fingerprint", planFingerprint(plan)}});
+  store.saveState(path, metadata);
   syncDirectory(dir);
   auto all = checkpoints(dir);
   for (size_t i = 0; keep > 0 && i + keep < all.size(); ++i) fs::remove(all[i].second, ec);
@@ -160,6 +162,8 @@ CheckpointState loadCheckpoint(const std::string& path, const plan::Plan& plan, 
   state.step = static_cast<int64_t>(parseNumber(meta, "step", path));
   state.seed = parseNumber(meta, "seed", path);
   state.total_steps = static_cast<int64_t>(parseNumber(meta, "total_steps", path));
+  for (const auto& [key, value] : meta)
+    if (key.rfind(kProvenancePrefix, 0) == 0) state.provenance[key] = value;
   store.loadState(file);
   return state;
 }

@@ -6,6 +6,7 @@
 // resumed run continues bit for bit as if it had never stopped.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -14,10 +15,15 @@
 
 namespace mt {
 
+// Metadata key prefix of a run's provenance in checkpoints and exports: where the weights come
+// from (code version, plan, data file and its checksum, initial weights, start time).
+inline constexpr char kProvenancePrefix[] = "provenance.";
+
 struct CheckpointState {
   int64_t step = 0;       // steps completed
   uint64_t seed = 0;      // data seed
   int64_t total_steps = 0;
+  std::map<std::string, std::string> provenance;  // keys under kProvenancePrefix
 };
 
 // A digest of what the plan trains (host tensors' names, shapes, roles, and the model's

@@ -45,6 +45,19 @@ void AtomicFileWriter::write(const void* data, size_t bytes) {
   }
 }
 
+void AtomicFileWriter::writeAt(size_t offset, const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = pwrite(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail();
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
 void AtomicFileWriter::commit() {
   if (fsync(fd_) != 0) fail();
   const int fd = fd_;

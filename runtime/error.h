@@ -22,6 +22,8 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   void write(const void* data, size_t bytes);
+  // Overwrites bytes already written (a header patched once the data after it is known).
+  void writeAt(size_t offset, const void* data, size_t bytes);
   void commit();
 
  private:

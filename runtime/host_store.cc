@@ -213,9 +213,10 @@ SafetensorsTensor HostStore::savedTensor(int index) const {
   return out;
 }
 
-void HostStore::saveParams(const std::string& path) const {
+void HostStore::saveParams(const std::string& path, const std::map<std::string, std::string>& provenance) const {
   std::vector<SafetensorsTensor> out;
-  std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "megatrain"}};
+  std::map<std::string, std::string> metadata = provenance;
+  metadata.insert({{"format", "pt"}, {"producer", "megatrain"}});
   for (int p : params_) {
     const auto& t = plan_.host_tensors(p);
     out.push_back(savedTensor(p));

@@ -40,8 +40,8 @@ class HostStore {
   void initialize(uint64_t seed);
   // Parameters from a weights file (every parameter must be there, F32, with its shape, finite).
   void loadParams(const SafetensorsFile& file) { load(file, {plan::ROLE_PARAM}); }
-  // Parameters (role PARAM), under their plan names.
-  void saveParams(const std::string& path) const;
+  // Parameters (role PARAM), under their plan names, with `provenance` in the metadata.
+  void saveParams(const std::string& path, const std::map<std::string, std::string>& provenance = {}) const;
   // Gradients (role GRAD), under their parameters' names.
   void saveGrads(const std::string& path) const;
   // Parameters and AdamW moments under their plan names (a checkpoint's tensors), plus metadata.
@@ -93,9 +93,6 @@ class HostStore {
   int tokens_ = -1, targets_ = -1, loss_ = -1;
   int64_t num_params_ = 0, total_bytes_ = 0;
 };
-
-// Metadata key prefix, in saved weights, of a parameter's ONNX origin (HostTensor.origin).
-inline constexpr char kOnnxOriginKey[] = "onnx.";
 
 // Fills `n` floats per the initializer. NORMAL uses a counter-based generator keyed by
 // (seed, name): the values do not depend on the order or the thread that makes them.

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "runtime/checksum.h"
 #include "runtime/error.h"
 
 namespace mt {
@@ -76,6 +77,30 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     e.bytes = static_cast<int64_t>(end - begin);
     entries_[name] = std::move(e);
   }
+  // The checksums move from the metadata to their entries.
+  constexpr size_t kPrefix = sizeof(kChecksumPrefix) - 1;
+  for (auto it = metadata_.lower_bound(kChecksumPrefix);
+       it != metadata_.end() && it->first.compare(0, kPrefix, kChecksumPrefix) == 0;) {
+    const std::string name = it->first.substr(kPrefix);
+    auto entry = entries_.find(name);
+    if (entry == entries_.end()) throw bad("a checksum for '" + name + "', which is no tensor of the file");
+    const std::string& digits = it->second;
+    if (digits.size() != 8 || digits.find_first_not_of("0123456789abcdef") != std::string::npos)
+      throw bad("the checksum of '" + name + "' is not 8 hex digits");
+    entry->second.crc32c = static_cast<uint32_t>(std::stoul(digits, nullptr, 16));
+    it = metadata_.erase(it);
+  }
+}
+
+void SafetensorsFile::verify(const std::string& name) const {
+  const SafetensorsEntry& e = entries_.at(name);
+  if (!e.crc32c) return;
+  const uint32_t computed = crc32c(e.data, static_cast<size_t>(e.bytes));
+  if (computed != *e.crc32c)
+    throw Error("weights file " + path_ + ": tensor '" + name + "' does not match its checksum (crc32c " +
+                hex32(computed) + ", written as " + hex32(*e.crc32c) +
+                "): the file changed after it was written (a flipped bit on disk or in a copy); use another "
+                "copy, or an earlier checkpoint");
 }
 
 const SafetensorsEntry& SafetensorsFile::f32(const std::string& name,
@@ -91,13 +116,20 @@ const SafetensorsEntry& SafetensorsFile::f32(const std::string& name,
     throw Error("weights file " + path_ + ": tensor '" + name + "' is " + it->second.dtype + " [" +
                 got + "] but the plan needs F32 [" + want + "]");
   }
+  verify(name);
   return it->second;
 }
 
 void writeSafetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  // Checksums are written as placeholders of their final width, patched once each tensor is out.
+  constexpr char kPlaceholder[] = "00000000";
+  std::map<std::string, std::string> meta;
+  for (const auto& [key, value] : metadata)
+    if (key.rfind(kChecksumPrefix, 0) != 0) meta[key] = value;
+  for (const auto& t : tensors) meta[kChecksumPrefix + t.name] = kPlaceholder;
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  header["__metadata__"] = meta;
   int64_t offset = 0;
   for (const auto& t : tensors) {
     header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
@@ -110,13 +142,20 @@ void writeSafetensors(const std::string& path, const std::vector<SafetensorsTens
   file.write(&len, 8);
   file.write(head.data(), head.size());
   for (const auto& t : tensors) {
-    if (t.data) {
-      file.write(t.data, t.bytes);
-      continue;
+    const void* bytes = t.data;
+    std::unique_ptr<std::byte[]> buffer;
+    if (!bytes) {
+      buffer.reset(new std::byte[std::max<int64_t>(t.bytes, 1)]);
+      t.produce(buffer.get());
+      bytes = buffer.get();
     }
-    std::unique_ptr<std::byte[]> buffer(new std::byte[std::max<int64_t>(t.bytes, 1)]);
-    t.produce(buffer.get());
-    file.write(buffer.get(), t.bytes);
+    file.write(bytes, t.bytes);
+    // The metadata comes first in the header, and a key followed by :" only where it is one.
+    const std::string key = nlohmann::ordered_json(kChecksumPrefix + t.name).dump() + ":\"";
+    const size_t at = head.find(key);
+    if (at == std::string::npos) throw Error("internal: no checksum placeholder for '" + t.name + "'");
+    const std::string digits = hex32(crc32c(bytes, static_cast<size_t>(t.bytes)));
+    file.writeAt(8 + at + key.size(), digits.data(), digits.size());
   }
   file.commit();
 }

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/checksum.h"
 #include "runtime/error.h"
 
 namespace mt {
@@ -55,10 +56,11 @@ TokenFile::TokenFile(const std::string& path)
   struct stat st;
   if (fstat(file_.fd(), &st) != 0) throw bad(std::strerror(errno));
   modified_ns_ = modifiedNs(st);
+  crc32c_ = crc32c(header, kHeaderBytes);
   std::vector<uint32_t> chunk;
   for (int64_t first = 0; first < count_; first += kChunkTokens) {
     chunk.resize(static_cast<size_t>(std::min(kChunkTokens, count_ - first)));
-    readChecked(first, static_cast<int64_t>(chunk.size()), chunk.data(), bad);
+    crc32c_ = readChecked(first, static_cast<int64_t>(chunk.size()), chunk.data(), bad, crc32c_);
   }
 }
 
@@ -75,8 +77,8 @@ std::vector<uint32_t> TokenFile::read(int64_t first, int64_t count) const {
   return out;
 }
 
-void TokenFile::readChecked(int64_t first, int64_t count, uint32_t* out,
-                            const std::function<Error(const std::string&)>& changed) const {
+uint32_t TokenFile::readChecked(int64_t first, int64_t count, uint32_t* out,
+                                const std::function<Error(const std::string&)>& changed, uint32_t crc) const {
   const size_t bytes = static_cast<size_t>(count) * bytes_per_token_;
   std::vector<unsigned char> raw(bytes);
   const size_t offset = kHeaderBytes + static_cast<size_t>(first) * bytes_per_token_;
@@ -95,6 +97,7 @@ void TokenFile::readChecked(int64_t first, int64_t count, uint32_t* out,
                     ", not below the vocab size " + std::to_string(vocab_));
     out[i] = id;
   }
+  return crc32c(raw.data(), bytes, crc);
 }
 
 Error TokenFile::changedError(const std::string& what) const {

@@ -29,6 +29,9 @@ class TokenFile {
 
   int64_t size() const { return count_; }
   uint32_t vocabSize() const { return vocab_; }
+  const std::string& path() const { return path_; }
+  // The CRC-32C of the whole file as it was opened (a run's provenance names its data by it).
+  uint32_t checksum() const { return crc32c_; }
   // Tokens [first, first + count): throws mt::Error if the range is outside the file or the file
   // changed since it was opened (its size or modification time, or an id now past the vocabulary).
   // Safe to call from several threads.
@@ -36,9 +39,10 @@ class TokenFile {
 
  private:
   // Reads and decodes tokens [first, first + count) into `out`; `changed` is the error for a
-  // short read or an id past the vocabulary.
-  void readChecked(int64_t first, int64_t count, uint32_t* out,
-                   const std::function<Error(const std::string&)>& changed) const;
+  // short read or an id past the vocabulary. Returns the CRC-32C of the bytes read, continued
+  // from `crc`.
+  uint32_t readChecked(int64_t first, int64_t count, uint32_t* out,
+                       const std::function<Error(const std::string&)>& changed, uint32_t crc = 0) const;
   Error changedError(const std::string& what) const;
 
   std::string path_;
@@ -47,6 +51,7 @@ class TokenFile {
   uint32_t bytes_per_token_ = 0;
   int64_t count_ = 0;
   uint32_t vocab_ = 0;
+  uint32_t crc32c_ = 0;
 };
 
 // Writes a token file atomically. Ids must be < vocab_size; 2-byte ids when vocab_size <= 65536.

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/backend.h"
+#include "runtime/checksum.h"
 #include "runtime/cpu_libraries.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cuda_device.h"
@@ -25,6 +27,7 @@
 #include "runtime/step_report.h"
 #include "runtime/token_data.h"
 #include "runtime/verifier.h"
+#include "runtime/version.h"
 
 namespace mt {
 
@@ -153,13 +156,55 @@ RunOutputs openOutputs(const TrainConfig& config) {
   return outputs;
 }
 
-// Initial weights (the plan's initializers, or --weights), then the checkpoint to resume from.
-CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& plan, HostStore& store) {
+// Where this run's weights come from: recorded in every checkpoint and export, and carried over
+// from the checkpoint a run resumes (with a note where the code or the data changed).
+std::map<std::string, std::string> provenance(const TrainConfig& config, const plan::Plan& plan,
+                                              const TokenFile& data, const std::string& initial_weights,
+                                              const CheckpointState& resumed) {
+  const std::string p = kProvenancePrefix;
+  const std::string code = std::string("MegaTrain ") + kVersion;
+  const std::string data_now = data.path() + ": " + std::to_string(data.size()) + " tokens, crc32c " +
+                               hex32(data.checksum());
+  if (resumed.provenance.empty())
+    return {{p + "code", code},
+            {p + "plan", config.plan_path + ": model " + plan.model().name() + ", fingerprint " + planFingerprint(plan)},
+            {p + "data", data_now},
+            {p + "initial_weights", initial_weights}};
+  std::map<std::string, std::string> kept = resumed.provenance;
+  const std::string since = "; from step " + std::to_string(resumed.step + 1) + ": ";
+  if (kept[p + "code"].find(code) == std::string::npos) kept[p + "code"] += since + code;
+  const std::string& data_then = kept[p + "data"];
+  if (data_then.find("crc32c " + hex32(data.checksum())) == std::string::npos) {
+    std::printf("note: the data differs from the checkpointed run's (%s; now %s)\n", data_then.c_str(),
+                data_now.c_str());
+    kept[p + "data"] += since + data_now;
+  }
+  return kept;
+}
+
+// Initial weights (the plan's initializers, or --weights), then the checkpoint to resume from;
+// the state's provenance is this run's.
+CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& plan, const TokenFile& data,
+                                  HostStore& store) {
   store.initialize(plan.init_seed());
-  if (!config.weights_path.empty()) store.loadParams(SafetensorsFile(config.weights_path));
+  std::string initial_weights =
+      "the plan's seeded initializers (seed " + std::to_string(plan.init_seed()) + ")";
+  if (!config.weights_path.empty()) {
+    const SafetensorsFile weights(config.weights_path);
+    store.loadParams(weights);
+    uint32_t crc = 0;  // of the parameters' bytes in plan order
+    for (int p : store.params()) {
+      const SafetensorsEntry& e = weights.entries().at(plan.host_tensors(p).name());
+      crc = crc32c(e.data, static_cast<size_t>(e.bytes), crc);
+    }
+    initial_weights = config.weights_path + " (crc32c " + hex32(crc) + " of its parameters' bytes in plan order)";
+  }
   CheckpointState resumed;
   resumed.seed = config.seed;
-  if (config.resume_dir.empty()) return resumed;
+  if (config.resume_dir.empty()) {
+    resumed.provenance = provenance(config, plan, data, initial_weights, resumed);
+    return resumed;
+  }
   const std::optional<std::string> latest = latestCheckpoint(config.resume_dir);
   if (!latest) throw Error("no checkpoint in " + config.resume_dir + " to resume from (write them with --checkpoint-dir)");
   resumed = loadCheckpoint(*latest, plan, store);
@@ -169,6 +214,7 @@ CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& p
     std::printf("note: the checkpointed run had --steps %lld, this one %lld: the learning-rate schedule "
                 "differs from the uninterrupted run's\n",
                 static_cast<long long>(resumed.total_steps), static_cast<long long>(config.steps));
+  resumed.provenance = provenance(config, plan, data, initial_weights, resumed);
   return resumed;
 }
 
@@ -229,7 +275,7 @@ int train(const TrainConfig& config) {
   RunOutputs outputs = openOutputs(config);
 
   HostStore store(plan);
-  const CheckpointState resumed = loadStartingState(config, plan, store);
+  const CheckpointState resumed = loadStartingState(config, plan, data, store);
   const int64_t val_tokens = static_cast<int64_t>(config.val_fraction * data.size());
   BatchSampler sampler(data, model.batch(), model.seq(), resumed.seed, 0, data.size() - val_tokens);
   std::optional<BatchSampler> val_sampler;
@@ -260,7 +306,7 @@ int train(const TrainConfig& config) {
     if (!outputs.checkpoints) return;
     backend->applyPendingUpdate();
     clear_status();
-    outputs.checkpoints->write(plan, store, {step, resumed.seed, config.steps}, config.keep);
+    outputs.checkpoints->write(plan, store, {step, resumed.seed, config.steps, resumed.provenance}, config.keep);
     std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), outputs.checkpoints->path().c_str());
   };
   // The mean loss over the same validation batches every time (no update; the backward still
@@ -281,9 +327,11 @@ int train(const TrainConfig& config) {
                 static_cast<long long>(config.steps), val_loss, static_cast<long long>(config.val_batches));
     if (outputs.log) outputs.log.write({{"step", step}, {"val_loss", val_loss}});
   };
-  auto exportWeights = [&] {
+  auto exportWeights = [&](int64_t steps_done) {
     if (config.export_path.empty()) return;
-    store.saveParams(config.export_path);
+    std::map<std::string, std::string> metadata = resumed.provenance;
+    metadata[std::string(kProvenancePrefix) + "step"] = std::to_string(steps_done);
+    store.saveParams(config.export_path, metadata);
     std::printf("weights written to %s\n", config.export_path.c_str());
   };
   g_stop_signal = 0;
@@ -370,7 +418,7 @@ int train(const TrainConfig& config) {
                   : saved             ? ""
                                       : " (no --checkpoint-dir or --export: progress is lost)");
       writeTrace();
-      exportWeights();
+      exportWeights(step);
       return saved ? 0 : 128 + g_stop_signal;
     }
   }
@@ -380,7 +428,7 @@ int train(const TrainConfig& config) {
               total_seconds, steps_run ? tokens_per_step * steps_run / total_seconds : 0.0);
   report.print(config.profile);
   writeTrace();
-  exportWeights();
+  exportWeights(config.steps);
   return 0;
 }
 

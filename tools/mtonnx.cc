@@ -127,6 +127,7 @@ int run(const std::string& model_path, const std::string& weights_path, const st
   int updated = 0, split_off = 0;
   for (const auto& [name, entry] : weights.entries()) {
     if (entry.dtype != "F32") throw Error(weights_path + ": tensor '" + name + "' is " + entry.dtype + ", not F32");
+    weights.verify(name);
     auto meta = weights.metadata().find(std::string(mt::kOnnxOriginKey) + name);
     const std::string origins = meta != weights.metadata().end() ? meta->second : name;
     for (const std::string& origin : split(origins, ';')) {

@@ -11,11 +11,14 @@
 #include <string>
 
 #include "runtime/error.h"
+#include "runtime/version.h"
 
 namespace mt {
 
-// nullopt to go on; otherwise the exit code (0 after --help or --version, 2 for a bad flag).
+// Adds --version, then parses: nullopt to go on; otherwise the exit code (0 after --help or
+// --version, 2 for a bad flag).
 inline std::optional<int> parseFlags(CLI::App& app, int argc, char** argv) {
+  app.set_version_flag("--version", std::string("MegaTrain ") + kVersion);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

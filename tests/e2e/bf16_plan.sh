@@ -44,10 +44,10 @@ check "... but not equal to them" "! cmp -s r.f32.loss r.bf16.loss"
 for mode in tight offload; do
   train $mode.plan r.$mode w0.safetensors
   check "resident vs $mode: bit-identical losses and weights" \
-    "cmp -s r.bf16.loss r.$mode.loss && cmp -s r.bf16.safetensors r.$mode.safetensors"
+    "cmp -s r.bf16.loss r.$mode.loss && same_tensors r.bf16.safetensors r.$mode.safetensors"
 done
 train bf16.plan n.bf16 w0.safetensors --grad-clip 0 && train arrival.plan n.arrival w0.safetensors --grad-clip 0
-check "on arrival: bit-identical weights" "cmp -s n.bf16.safetensors n.arrival.safetensors"
+check "on arrival: bit-identical weights" "same_tensors n.bf16.safetensors n.arrival.safetensors"
 
 # A checkpoint holds the fp32 master and moments.
 check_resume tight.plan w0.safetensors

@@ -5,6 +5,10 @@
 # `check_resume PLAN WEIGHTS` checks that PLAN resumed from a checkpoint at step 5 ends 10 steps
 # with the weights of an uninterrupted run, bit for bit.
 passed=0 failed=0
+e2e_dir=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+# same_tensors A B: the safetensors files A and B hold the same tensors byte for byte (their
+# metadata may differ: exports of runs of different plans record different provenance).
+same_tensors() { /usr/bin/python3 "$e2e_dir/same_tensors.py" "$1" "$2"; }
 check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1"; fi; }
 finish() {
   echo "$passed passed, $failed failed"

@@ -43,10 +43,10 @@ check "the plan has the lookup and the scatter on the host stream" \
   "grep -q 'host EMBEDDING_LOOKUP' u.host-arrival.dump && grep -q 'host EMBEDDING_GRAD' u.host-arrival.dump"
 train u.dev.plan r.u-dev u0.safetensors && train u.host.plan r.u-host u0.safetensors
 check "untied, resident: bit-identical losses to the device lookup" "cmp -s r.u-dev.loss r.u-host.loss"
-check "untied, resident: bit-identical weights" "cmp -s r.u-dev.safetensors r.u-host.safetensors"
+check "untied, resident: bit-identical weights" "same_tensors r.u-dev.safetensors r.u-host.safetensors"
 train u.dev-arrival.plan n.u-dev u0.safetensors --grad-clip 0 && train u.host-arrival.plan n.u-host u0.safetensors --grad-clip 0
 check "untied, on arrival: bit-identical losses" "cmp -s n.u-dev.loss n.u-host.loss"
-check "untied, on arrival: bit-identical weights" "cmp -s n.u-dev.safetensors n.u-host.safetensors"
+check "untied, on arrival: bit-identical weights" "same_tensors n.u-dev.safetensors n.u-host.safetensors"
 
 # Tied, whole: the head's gradient lands, then the rows are added onto it.
 tied=(llama-tiny --layers 4 --width 64 --ffn 256 --vocab 4096 --batch 4 --seq 32 --tied)
@@ -57,7 +57,7 @@ train t.dev.plan r.t-dev t0.safetensors && train t.host.plan r.t-host t0.safeten
 train t.host-streamed.plan r.t-streamed t0.safetensors
 grads t.dev.plan r.t-dev t0.safetensors
 check "tied, whole: host vs device $(parity r 10 t-dev t-host)" "parity r 10 t-dev t-host >/dev/null"
-check "tied, whole: resident vs streamed bit-identical weights" "cmp -s r.t-host.safetensors r.t-streamed.safetensors"
+check "tied, whole: resident vs streamed bit-identical weights" "same_tensors r.t-host.safetensors r.t-streamed.safetensors"
 
 # Tied, split: 2 MiB is too small for the whole head (its logits alone are 2 MiB).
 "$bin/mtc" "${tied[@]}" --device-mem 2MiB -o t.tight.plan --no-weights > t.tight.txt
@@ -72,9 +72,9 @@ train t.split.plan r.t-split t0.safetensors && train t.tight.plan r.t-tight t0.s
 check "tied split vs whole device: $(parity r 10 t-dev t-split)" "parity r 10 t-dev t-split >/dev/null"
 check "tied split, resident vs streamed-recompute: bit-identical losses" "cmp -s r.t-split.loss r.t-tight.loss"
 check "tied split, resident vs streamed-recompute: bit-identical weights" \
-  "cmp -s r.t-split.safetensors r.t-tight.safetensors"
+  "same_tensors r.t-split.safetensors r.t-tight.safetensors"
 train t.split.plan n.t-split t0.safetensors --grad-clip 0 && train t.arrival.plan n.t-arrival t0.safetensors --grad-clip 0
-check "tied split, on arrival: bit-identical weights" "cmp -s n.t-split.safetensors n.t-arrival.safetensors"
+check "tied split, on arrival: bit-identical weights" "same_tensors n.t-split.safetensors n.t-arrival.safetensors"
 
 # Refusal: the split of a tied head whose lookup must stay on the device.
 "$bin/mtc" "${tied[@]}" --vocab-chunks 2 --embedding device -o refused.plan --no-weights > refused.txt 2>&1

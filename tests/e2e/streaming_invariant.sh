@@ -36,7 +36,7 @@ for model in gpt2-tiny llama-tiny; do
   done
   for plan in streamed recompute tight; do
     check "$model $plan: bit-identical losses" "cmp -s $model.resident.loss $model.$plan.loss"
-    check "$model $plan: bit-identical weights" "cmp -s $model.resident.out.safetensors $model.$plan.out.safetensors"
+    check "$model $plan: bit-identical weights" "same_tensors $model.resident.out.safetensors $model.$plan.out.safetensors"
   done
   echo "$model arenas: resident $(arena $model.resident.txt), streamed $(arena $model.streamed.txt), tight $(arena $model.tight.txt)"
   # The on-arrival update (each parameter updated as its gradient lands; no global clipping, so
@@ -51,7 +51,7 @@ for model in gpt2-tiny llama-tiny; do
   done
   check "$model on-arrival: bit-identical losses" "cmp -s $model.resident.noclip.loss $model.arrival.noclip.loss"
   check "$model on-arrival: bit-identical weights" \
-    "cmp -s $model.resident.noclip.safetensors $model.arrival.noclip.safetensors"
+    "same_tensors $model.resident.noclip.safetensors $model.arrival.noclip.safetensors"
 done
 
 # Parameters + AdamW state (16 bytes/param) more than 10x the device budget, and it learns.

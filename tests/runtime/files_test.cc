@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/checksum.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 #include "runtime/token_data.h"
@@ -182,6 +183,51 @@ TEST(LearningRate, WarmsUpLinearlyThenDecaysByCosineToTheFloor) {
   EXPECT_DOUBLE_EQ(learningRate(c, 5), 1.0);
   EXPECT_NEAR(learningRate(c, 14), 0.1, 1e-12);
   for (int s = 5; s < 14; ++s) EXPECT_GT(learningRate(c, s), learningRate(c, s + 1));
+}
+
+TEST(Checksum, Crc32cMatchesTheStandardAndItsPortableTwin) {
+  const std::string check = "123456789";
+  EXPECT_EQ(crc32c(check.data(), check.size()), 0xe3069283u);  // RFC 3720's check value
+  EXPECT_EQ(crc32cPortable(check.data(), check.size()), 0xe3069283u);
+  std::vector<unsigned char> bytes(4099);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 131 + 7);
+  for (size_t start : {0, 1, 3, 8}) {
+    for (size_t n : {0, 1, 7, 8, 9, 100, 4000}) {
+      const uint32_t whole = crc32c(bytes.data() + start, n);
+      EXPECT_EQ(whole, crc32cPortable(bytes.data() + start, n)) << start << " " << n;
+      EXPECT_EQ(whole, crc32c(bytes.data() + start + n / 2, n - n / 2, crc32c(bytes.data() + start, n / 2)));
+    }
+  }
+}
+
+// Issue 18: a flipped bit in a written file is reported, not trained on.
+TEST(Safetensors, EveryTensorCarriesAChecksumThatCatchesAFlippedBit) {
+  const std::string path = temp("sum.safetensors");
+  std::vector<float> a(1000, 0.25f), b = {1, 2, 3};
+  writeSafetensors(path, {{"a", "F32", {1000}, a.data(), 4000}, {"b", "F32", {3}, b.data(), 12}},
+                   {{"note", "kept"}, {"crc32c.a", "ffffffff"}});  // a stale checksum is replaced
+  const std::string bytes = readAll(path);
+  {
+    SafetensorsFile file(path);
+    EXPECT_EQ(file.metadata(), (std::map<std::string, std::string>{{"note", "kept"}}));
+    ASSERT_TRUE(file.entries().at("a").crc32c.has_value());
+    EXPECT_EQ(*file.entries().at("a").crc32c, crc32c(a.data(), 4000));
+    file.f32("a", {1000});
+    file.f32("b", {3});
+  }
+  for (size_t bit : {size_t(0), size_t(13), size_t(8 * 3999 + 7)}) {
+    std::string flipped = bytes;
+    flipped[bytes.size() - 12 - 4000 + bit / 8] ^= static_cast<char>(1 << (bit % 8));
+    writeAll(temp("flipped.safetensors"), flipped);
+    SafetensorsFile file(temp("flipped.safetensors"));
+    expectError([&] { file.f32("a", {1000}); }, "tensor 'a' does not match its checksum");
+    file.f32("b", {3});  // the other tensor is intact
+  }
+  std::string bad = bytes;
+  const size_t at = bad.find("\"crc32c.b\":\"") + 12;
+  bad[at] = 'X';
+  writeAll(temp("badsum.safetensors"), bad);
+  expectError([&] { SafetensorsFile f(temp("badsum.safetensors")); }, "checksum of 'b' is not 8 hex digits");
 }
 
 }  // namespace
