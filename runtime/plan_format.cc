@@ -7,7 +7,10 @@
 namespace mt {
 
 plan::Plan readPlan(const std::string& path) {
-  const std::string bytes = readWholeFile(path, "plan", "(compile one with mtc)");
+  return parsePlan(readWholeFile(path, "plan", "(compile one with mtc)"), path);
+}
+
+plan::Plan parsePlan(const std::string& bytes, const std::string& path) {
   plan::Plan plan;
   if (!plan.ParseFromString(bytes))
     throw Error("plan " + path + " is corrupt: not a valid plan protobuf (recompile it with mtc)");

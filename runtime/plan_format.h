@@ -26,6 +26,8 @@ inline constexpr uint32_t kPlanVersionMinor = 7;  // 1.1: inputs, outputs, const
 // unreadable or unparsable file, a plan of another format version, or a launch that does not
 // fit its template. Does not verify the contents (see verifier.h).
 plan::Plan readPlan(const std::string& path);
+// The same for a plan's bytes already read; `path` names it in the messages.
+plan::Plan parsePlan(const std::string& bytes, const std::string& path);
 
 // Replaces every template launch by the template's kernel calls on the launch's buffers, with
 // the launch's waits and records between them (the templates stay, for the record); throws

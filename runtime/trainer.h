@@ -40,6 +40,10 @@ struct TrainConfig {
 // the last step.
 double learningRate(const TrainConfig& config, int64_t step);
 
+// Throws mt::Error naming the first flag whose value no run can take (a NaN learning rate, a
+// zero print interval, a warmup past the steps); train() starts with it.
+void validateConfig(const TrainConfig& config);
+
 // Runs training; returns the process exit code. Throws mt::Error on bad input. SIGINT and
 // SIGTERM end the run after the current step, with a checkpoint when a directory is set.
 int train(const TrainConfig& config);

@@ -92,22 +92,21 @@ int main(int argc, char** argv) {
                  "the lookup), or auto: host when the vocabulary is split and the table is the tied LM head's")
       ->check(CLI::IsMember({"auto", "host", "device"}))
       ->capture_default_str();
-  app.add_option("--stream-dtype", o.stream_dtype,
+  mt::choiceOf(app.add_option("--stream-dtype", o.stream_dtype,
                  "what the weights cross the link as: f32 (the fp32 master weights: full precision) or bf16 "
                  "(the master's bf16 rounding, widened on the device: half the link bytes, the forward and backward "
                  "see bf16-rounded weights; the master, moments and gradients stay fp32, the master held exactly as "
                  "that bf16 copy + a 16-bit residual: no host bytes added); a bf16 plan (--precision bf16) streams "
-                 "bf16")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, mt::StreamDtype>{
-          {"f32", mt::StreamDtype::kF32}, {"bf16", mt::StreamDtype::kBf16}}))
+                 "bf16"),
+               std::map<std::string, mt::StreamDtype>{{"f32", mt::StreamDtype::kF32}, {"bf16", mt::StreamDtype::kBf16}})
       ->default_str("f32");
-  app.add_option("--precision", o.precision,
+  mt::choiceOf(app.add_option("--precision", o.precision,
                  "what the device computes in: fp32 (everything, TF32 products only with mtrun --tf32) or bf16 "
                  "(weights and activations bf16 on the device, products, attention and norms accumulating in f32; "
                  "norms' statistics, softmax, the loss and the weights' gradients f32; the host's master weights and "
-                 "AdamW moments fp32 as always; the weights stream as bf16)")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, mt::ComputePrecision>{
-          {"fp32", mt::ComputePrecision::kFp32}, {"bf16", mt::ComputePrecision::kBf16}}))
+                 "AdamW moments fp32 as always; the weights stream as bf16)"),
+               std::map<std::string, mt::ComputePrecision>{{"fp32", mt::ComputePrecision::kFp32},
+                                                            {"bf16", mt::ComputePrecision::kBf16}})
       ->default_str("fp32");
   app.add_option("--offload-activations", o.offload,
                  "keep the activations the backward reads (block inputs) on the host in between, copied out "
@@ -121,7 +120,6 @@ int main(int argc, char** argv) {
                  "bf16-attention-tflops= (TFLOP/s), memory-gbps=, h2d-gbps=, d2h-gbps=, link-gbps= (both), host-gbps= (GB/s); e.g. "
                  "h100-pcie5,link-gbps=25 or tflops=312,link-gbps=25,host-gbps=60")
       ->capture_default_str();
-  app.set_config("--config", "", "read flags from this TOML/INI file (flag = value per line)");
   if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
   if (batch == "auto") {
     o.batch = 0;

@@ -9,6 +9,7 @@ packages=(
   libonnx-dev libonnx-testdata                     # ONNX import; ONNX's backend node tests
   libopenblas-dev libopenblas0-pthread             # CPU backend matrix products (and torch's BLAS)
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libicu-dev
+  clang libclang-rt-14-dev libomp-14-dev            # the libFuzzer harnesses (tests/fuzz)
   python3-torch python3-onnx python3-numpy         # PyTorch goldens and the benchmark peer
   fortunes fortunes-min                            # the demo corpus (text is not committed)
 )

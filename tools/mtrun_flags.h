@@ -1,0 +1,68 @@
+// mtrun's flags, shared by mtrun and the fuzz harness of its config files (tests/fuzz).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <map>
+#include <string>
+
+#include "runtime/trainer.h"
+#include "tools/tool_main.h"
+
+namespace mt {
+
+// Adds mtrun's flags to `app`, each writing its field of `c`.
+inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
+  app.add_option("plan", c.plan_path, "plan file written by mtc")->required();
+  app.add_option("--data", c.data_path, "token file (make one with mttok)")->required();
+  app.add_option("--weights", c.weights_path,
+                 "initial weights (safetensors); default: the plan's seeded initializers");
+  app.add_option("--steps", c.steps, "training steps")->capture_default_str();
+  app.add_option("--seed", c.seed, "seed of the data order")->capture_default_str();
+  app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
+  app.add_option("--min-lr-ratio", c.min_lr_ratio, "final lr as a fraction of --lr (cosine)")
+      ->capture_default_str();
+  app.add_option("--warmup", c.warmup, "linear warmup steps")->capture_default_str();
+  app.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay (matrices only)")
+      ->capture_default_str();
+  app.add_option("--beta1", c.beta1, "AdamW beta1")->capture_default_str();
+  app.add_option("--beta2", c.beta2, "AdamW beta2")->capture_default_str();
+  app.add_option("--eps", c.eps, "AdamW epsilon")->capture_default_str();
+  app.add_option("--grad-clip", c.grad_clip,
+                 "global gradient-norm bound, 0 = off [default: 1, off for a plan that updates as "
+                 "gradients land, which cannot clip]");
+  app.add_option("--backend", c.backend, "cpu, cuda or auto (cuda when a GPU runs every kernel of the plan)")
+      ->capture_default_str();
+  app.add_flag("--tf32", c.tf32,
+               "cuda: matrix products on the tensor cores in TF32 (~7x faster on an H100, relative error ~1e-3) "
+               "instead of exact fp32");
+  app.add_option("--log", c.log_path, "write one JSON object per step to this file");
+  app.add_option("--export", c.export_path,
+                 "write the trained weights (safetensors) here: at the end, or when SIGINT/SIGTERM stops the run");
+  app.add_option("--dump-grads", c.grads_path, "write the first step's gradients (safetensors)");
+  app.add_option("--print-every", c.print_every, "print a progress line every N steps")
+      ->capture_default_str();
+  app.add_flag("--profile", c.profile, "print the time spent in each kernel at the end");
+  app.add_option("--trace", c.trace_path,
+                 "write the measured timeline of the last step (Chrome/Perfetto JSON; mtdump PLAN --trace T "
+                 "--measured THIS lays it beside the prediction)");
+  app.add_option("--val-fraction", c.val_fraction, "hold out this last fraction of the tokens for validation")
+      ->capture_default_str();
+  app.add_option("--val-every", c.val_every, "steps between validation losses (0: at the end only)")
+      ->capture_default_str();
+  app.add_option("--val-batches", c.val_batches, "batches per validation loss")->capture_default_str();
+  choiceOf(app.add_option("--on-nonfinite", c.skip_nonfinite,
+                          "NaN/Inf in the loss or a gradient: stop (name the first offending tensor, exit 1) or "
+                          "skip the step; either way the update is not applied"),
+           std::map<std::string, bool>{{"stop", false}, {"skip", true}})
+      ->default_str("stop");
+  app.add_option("--checkpoint-dir", c.checkpoint_dir,
+                 "write checkpoints (parameters, AdamW state, step) here: at the end, every "
+                 "--checkpoint-every steps, and on SIGINT/SIGTERM");
+  app.add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (0: end and signals only)")
+      ->capture_default_str();
+  app.add_option("--keep", c.keep, "checkpoints to keep, newest first")->capture_default_str();
+  app.add_option("--resume", c.resume_dir,
+                 "continue from the newest checkpoint in this directory (bit-identical to an "
+                 "uninterrupted run with the same flags)");
+}
+
+}  // namespace mt
