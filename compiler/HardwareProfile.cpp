@@ -21,11 +21,13 @@ const std::vector<HardwareProfile>& hardwareProfiles() {
       {"cpu", 170e9, 170e9, 170e9, 170e9, 12e9, 12e9, 12e9, 35e9,
        "2-core x86 development machine, OpenBLAS sgemm, AdamW at 39 GB/s (docs/perf.md)"},
       {"h100-pcie5", 494e12, 16e12, 780e12, 120e12, 3.35e12, 50e9, 50e9, 120e9,
-       "H100 SXM TF32 dense peak, bf16 products as measured, HBM3, PCIe Gen5 x16 pinned, 16-core host"},
+       "H100 SXM TF32 dense peak, bf16 products as measured, HBM3, PCIe Gen5 x16 pinned, 16-core host",
+       int64_t{76} << 30},  // 80 GB (79.2 GiB usable)
       {"h200", 494e12, 16e12, 780e12, 120e12, 4.8e12, 50e9, 50e9, 120e9,
-       "H200 TF32 dense peak, bf16 products as the H100's, HBM3e, PCIe Gen5 x16 pinned, 16-core host"},
+       "H200 TF32 dense peak, bf16 products as the H100's, HBM3e, PCIe Gen5 x16 pinned, 16-core host",
+       int64_t{136} << 30},  // 141 GB (140.4 GiB usable)
       {"gh200", 494e12, 16e12, 780e12, 120e12, 4.0e12, 400e9, 400e9, 400e9,
-       "GH200 TF32 dense peak, bf16 products as the H100's, NVLink-C2C"},
+       "GH200 TF32 dense peak, bf16 products as the H100's, NVLink-C2C", int64_t{90} << 30},  // 96 GB (95.6 GiB)
   };
   return profiles;
 }

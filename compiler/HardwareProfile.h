@@ -17,6 +17,9 @@ struct HardwareProfile {
   double d2h_bps;        // device -> host link
   double host_bps;       // host memory bandwidth seen by the optimizer
   std::string note;      // where the numbers come from
+  // The device budget mtc assumes when --device-mem is not given: the card's memory less room
+  // for the CUDA context, the libraries' workspaces and fragmentation (0: no device, no budget).
+  int64_t device_budget_bytes = 0;
 };
 
 // The known profiles (--hw NAME).

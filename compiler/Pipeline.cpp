@@ -18,6 +18,7 @@
 #include "mlir/Parser/Parser.h"
 #include "passes/Passes.h"
 #include "runtime/error.h"
+#include "runtime/checkpoint.h"
 #include "runtime/host_store.h"
 #include "runtime/safetensors.h"
 #include "runtime/verifier.h"
@@ -183,14 +184,16 @@ void writeInitialWeights(const plan::Plan& plan, const std::string& path) {
     tensors.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data.back().data(),
                        n * 4});
   }
-  writeSafetensors(path, tensors, {{"format", "pt"}, {"producer", "megatrain mtc"}});
+  writeSafetensors(path, tensors,
+                   {{"format", "pt"}, {"producer", "megatrain mtc"}, {kPlanFingerprintKey, planFingerprint(plan)}});
 }
 
 // The imported model's initial parameters under their plan names, with the ONNX initializer
 // each came from in the metadata (the way back into the ONNX file).
-void writeImportedWeights(const onnximport::ImportedModel& imported, const std::string& path) {
+void writeImportedWeights(const onnximport::ImportedModel& imported, const plan::Plan& plan, const std::string& path) {
   std::vector<SafetensorsTensor> tensors;
-  std::map<std::string, std::string> metadata = {{"format", "pt"}, {"producer", "megatrain mtc (ONNX import)"}};
+  std::map<std::string, std::string> metadata = {
+      {"format", "pt"}, {"producer", "megatrain mtc (ONNX import)"}, {kPlanFingerprintKey, planFingerprint(plan)}};
   for (const auto& p : imported.params) {
     // Each parameter read from the model as it is written: one tensor in memory at a time.
     tensors.push_back({p.name, "F32", p.shape, nullptr, onnximport::checkedNumel(p.shape, p.name) * 4, [&imported, &p](void* out) {
@@ -203,7 +206,7 @@ void writeImportedWeights(const onnximport::ImportedModel& imported, const std::
 
 }  // namespace
 
-int compile(const CompileOptions& o) {
+int compile(const CompileOptions& requested) {
   const auto start = std::chrono::steady_clock::now();
   MLIRContext context;
   context.printOpOnDiagnostic(false);  // a 100B model's function is megabytes of text
@@ -221,9 +224,16 @@ int compile(const CompileOptions& o) {
   });
 
   HardwareProfile profile;
-  if (const std::string problem = parseHardwareSpec(o.hardware, profile); !problem.empty()) {
+  if (const std::string problem = parseHardwareSpec(requested.hardware, profile); !problem.empty()) {
     std::fprintf(stderr, "mtc: error: %s\n", problem.c_str());
     return 1;
+  }
+  // A GPU profile brings its device memory as the budget unless --device-mem says otherwise.
+  CompileOptions o = requested;
+  std::string budget_source = o.device_mem ? "--device-mem" : "";
+  if (!o.device_mem && profile.device_budget_bytes) {
+    o.device_mem = profile.device_budget_bytes;
+    budget_source = "the " + profile.name + " profile's; --device-mem overrides";
   }
   const HardwareProfile* hw = &profile;
 
@@ -348,9 +358,9 @@ int compile(const CompileOptions& o) {
       (activation_host_bytes ? ", offloaded activations " + formatBytes(activation_host_bytes, /*exact=*/false) : "");
   if (o.host_mem > 0 && host_bytes > o.host_mem) {
     std::fprintf(stderr,
-                 "mtc: error: the plan needs %s of host memory (%.1f bytes for each of %.3f B parameters: %s) but "
+                 "mtc: error: the plan needs %s of host memory (%.1f bytes for each of %s parameters: %s) but "
                  "--host-mem is %s: use a machine with at least %s%s or a smaller model\n",
-                 mib(host_bytes).c_str(), double(host_bytes) / stats.num_params, stats.num_params / 1e9,
+                 mib(host_bytes).c_str(), double(host_bytes) / stats.num_params, formatParamCount(stats.num_params).c_str(),
                  host_parts.c_str(), mib(o.host_mem).c_str(), mib(host_bytes).c_str(),
                  landing >= 0 ? "" : ", compile with --update on-arrival (about 12 bytes/param; no global-norm clipping),");
     return 1;
@@ -369,7 +379,7 @@ int compile(const CompileOptions& o) {
   // import's external data refused only as it is read) leaves neither, never a plan without the
   // weights it names.
   try {
-    if (write_weights && is_onnx) writeImportedWeights(imported, weights);
+    if (write_weights && is_onnx) writeImportedWeights(imported, plan, weights);
     else if (write_weights) writeInitialWeights(plan, weights);
     try {
       writePlan(plan, o.output);
@@ -413,7 +423,7 @@ int compile(const CompileOptions& o) {
   std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
               batch_note.empty() ? "" : ("; " + batch_note).c_str());
-  std::printf("  parameters     %.3f M; host %s (%.1f bytes/param: %s)\n", stats.num_params / 1e6,
+  std::printf("  parameters     %s; host %s (%.1f bytes/param: %s)\n", formatParamCount(stats.num_params).c_str(),
               mib(host_bytes).c_str(), double(host_bytes) / stats.num_params, host_parts.c_str());
   if (update == "on-arrival")
     std::printf("  optimizer      AdamW per parameter as its gradient lands, its norm share in the same pass, "
@@ -423,9 +433,11 @@ int compile(const CompileOptions& o) {
     std::printf("  optimizer      AdamW one step late, per parameter before its next copy in (overlapped with the "
                 "forward); exact global-norm clipping\n");
   std::string measured;
-  for (const auto& [name, arena] : stages.arena_by_schedule) measured += " " + name + " " + mib(arena) + ";";
-  std::printf("  device arena   %s, schedule %s%s\n", mib(plan.arena_bytes()).c_str(), stages.schedule.c_str(),
-              measured.empty() ? "" : (" (chosen for the budget;" + measured + ")").c_str());
+  for (const auto& [name, arena] : stages.arena_by_schedule)
+    measured += (measured.empty() ? "" : "; ") + name + " " + mib(arena);
+  std::printf("  device arena   %s, schedule %s%s%s\n", mib(plan.arena_bytes()).c_str(), stages.schedule.c_str(),
+              measured.empty() ? "" : (" (chosen for the budget: " + measured + ")").c_str(),
+              o.device_mem ? (", budget " + mib(o.device_mem) + " (" + budget_source + ")").c_str() : ", no budget");
   std::string forward_runs = "each block's forward runs once";
   if (stages.schedule == "streamed-recompute") {
     auto templates = getModelFunction(*module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);

@@ -1,5 +1,7 @@
 #include "models/BuiltinModels.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "compiler/dialect/MtDialect.h"
@@ -85,6 +87,14 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
     return "seq " + std::to_string(seq) + " must be between 1 and the context length " + std::to_string(c.context);
   if (c.vocab > (int64_t{1} << 31)) return "vocab too large";
   return "";
+}
+
+std::string formatParamCount(int64_t count) {
+  const double n = static_cast<double>(count);
+  if (n >= 1e9) return fmt::format("{:.3f} B", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.1f} M", n / 1e6);
+  if (n >= 1e3) return fmt::format("{:.1f} K", n / 1e3);
+  return std::to_string(count);
 }
 
 std::string validateBatch(int64_t batch, int64_t seq) {

@@ -41,6 +41,9 @@ inline constexpr int64_t kMaxLayers = 1024;
 inline constexpr int64_t kMaxWidth = int64_t{1} << 20;
 inline constexpr int64_t kMaxContext = int64_t{1} << 24;
 
+// A parameter count as people say it: "120.6 K", "56.6 M", "7.616 B", "70.554 B".
+std::string formatParamCount(int64_t count);
+
 // Checks a config; returns "" or a message naming the problem.
 std::string validateConfig(const ModelConfig& config, int64_t seq);
 // Checks the tokens per step of a valid config's `seq`; returns "" or a message naming the problem.

@@ -131,7 +131,7 @@ void CheckpointDir::write(const plan::Plan& plan, const HostStore& store, const 
                    {"seed", std::to_string(state.seed)},
                    {"total_steps", std::to_string(state.total_steps)},
                    {"model", plan.model().name()},
-                   {"plan_fingerprint", planFingerprint(plan)}});
+                   {kPlanFingerprintKey, planFingerprint(plan)}});
   store.saveState(path, metadata);
   syncDirectory(dir);
   auto all = checkpoints(dir);
@@ -151,7 +151,7 @@ CheckpointState loadCheckpoint(const std::string& path, const plan::Plan& plan, 
   if (format == meta.end() || format->second != kFormat)
     throw Error(path + " is not a MegaTrain checkpoint (format '" +
                 (format == meta.end() ? std::string("none") : format->second) + "')");
-  auto fingerprint = meta.find("plan_fingerprint");
+  auto fingerprint = meta.find(kPlanFingerprintKey);
   if (fingerprint == meta.end() || fingerprint->second != planFingerprint(plan)) {
     auto model = meta.find("model");
     throw Error("checkpoint " + path + " was written for another plan (model '" +

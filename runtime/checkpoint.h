@@ -26,6 +26,9 @@ struct CheckpointState {
   std::map<std::string, std::string> provenance;  // keys under kProvenancePrefix
 };
 
+// Metadata key, in checkpoints and in the initial weights mtc writes, of planFingerprint.
+inline constexpr char kPlanFingerprintKey[] = "plan_fingerprint";
+
 // A digest of what the plan trains (host tensors' names, shapes, roles, and the model's
 // batch/seq/vocab): a checkpoint only loads into a plan with the same fingerprint.
 std::string planFingerprint(const plan::Plan& plan);

@@ -111,8 +111,8 @@ const SafetensorsEntry& SafetensorsFile::f32(const std::string& name,
                 "' (was it written for another model?)");
   if (it->second.dtype != "F32" || it->second.shape != shape) {
     std::string want, got;
-    for (auto d : shape) want += std::to_string(d) + ",";
-    for (auto d : it->second.shape) got += std::to_string(d) + ",";
+    for (auto d : shape) want += (want.empty() ? "" : ",") + std::to_string(d);
+    for (auto d : it->second.shape) got += (got.empty() ? "" : ",") + std::to_string(d);
     throw Error("weights file " + path_ + ": tensor '" + name + "' is " + it->second.dtype + " [" +
                 got + "] but the plan needs F32 [" + want + "]");
   }

@@ -1,5 +1,6 @@
 #include "runtime/trainer.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 #include <fmt/format.h>
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 #include <memory>
 #include <cmath>
 #include <cstdio>
@@ -64,9 +66,13 @@ BackendKind chooseBackend(const TrainConfig& config, const plan::Plan& plan) {
                   missing.c_str());
     if (gpu.available && missing.empty()) kind = BackendKind::kCuda;
   }
-  if (kind == BackendKind::kCpu && config.tf32)
+  // Explicitly on the CPU, --tf32 contradicts the run; chosen by "auto" it is a note, so that
+  // one config file serves machines with and without a GPU.
+  if (kind == BackendKind::kCpu && config.tf32 && name == "cpu")
     throw Error("--tf32 sets the CUDA backend's matrix precision, but this run is on the CPU (exact fp32): drop "
                 "--tf32");
+  if (kind == BackendKind::kCpu && config.tf32)
+    std::printf("note: --tf32 has no effect on the CPU backend (exact fp32)\n");
   return kind;
 }
 
@@ -76,18 +82,44 @@ std::unique_ptr<Backend> createBackend(BackendKind kind, const TrainConfig& conf
   return createCpuBackend(plan, store);
 }
 
-// The plan to train: read, verified, a training plan, and its initial weights at hand.
+// The plan to train: read, verified, and a training plan.
 plan::Plan readTrainingPlan(const TrainConfig& config) {
   plan::Plan plan = readPlan(config.plan_path);
   verifyPlan(plan);
   if (!isTrainingPlan(plan))
     throw Error(config.plan_path + " is a forward-only plan (inputs to outputs, no loss): it cannot be "
                 "trained; compile the model without --forward-only");
-  for (const auto& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_PARAM && t.init().kind() == plan::Initializer::WEIGHTS && config.weights_path.empty())
-      throw Error("the plan's parameters come from an imported model's weights: pass --weights with the "
-                  ".safetensors file mtc wrote beside the plan");
   return plan;
+}
+
+// Whether the plan's parameters come from an imported model's weights (no initializer of their own).
+bool isImported(const plan::Plan& plan) {
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_PARAM && t.init().kind() == plan::Initializer::WEIGHTS) return true;
+  return false;
+}
+
+// The initial weights, by one rule for every plan: --weights; else the weights mtc wrote beside
+// the plan (PLAN.safetensors, when its fingerprint says it was written for this plan); else the
+// plan's seeded initializers, which an imported plan does not have. "" for the initializers.
+std::string initialWeightsPath(const TrainConfig& config, const plan::Plan& plan) {
+  if (!config.weights_path.empty()) return config.weights_path;
+  const std::string& p = config.plan_path;
+  const std::string beside = (p.size() > 5 && p.compare(p.size() - 5, 5, ".plan") == 0 ? p.substr(0, p.size() - 5) : p) +
+                             ".safetensors";
+  std::string problem = "there is no " + beside;
+  if (access(beside.c_str(), F_OK) == 0) {
+    const SafetensorsFile file(beside);
+    const auto fingerprint = file.metadata().find(kPlanFingerprintKey);
+    if (fingerprint != file.metadata().end() && fingerprint->second == planFingerprint(plan)) return beside;
+    problem = beside + " was not written for this plan (another compile's, or not mtc's)";
+  }
+  if (isImported(plan))
+    throw Error("the plan's parameters come from an imported model's weights, but " + problem +
+                ": pass --weights with the .safetensors file mtc wrote when it compiled the plan");
+  if (problem.find("was not written") != std::string::npos)
+    std::printf("note: %s: starting from the plan's seeded initializers\n", problem.c_str());
+  return "";
 }
 
 // The optimizer's settings for this plan; throws for flags the plan cannot honour.
@@ -182,22 +214,32 @@ std::map<std::string, std::string> provenance(const TrainConfig& config, const p
   return kept;
 }
 
-// Initial weights (the plan's initializers, or --weights), then the checkpoint to resume from;
-// the state's provenance is this run's.
+// Initial weights (initialWeightsPath), then the checkpoint to resume from; the state's
+// provenance is this run's.
 CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& plan, const TokenFile& data,
                                   HostStore& store) {
   store.initialize(plan.init_seed());
   std::string initial_weights =
       "the plan's seeded initializers (seed " + std::to_string(plan.init_seed()) + ")";
-  if (!config.weights_path.empty()) {
-    const SafetensorsFile weights(config.weights_path);
+  if (const std::string path = initialWeightsPath(config, plan); !path.empty()) {
+    const SafetensorsFile weights(path);
     store.loadParams(weights);
     uint32_t crc = 0;  // of the parameters' bytes in plan order
+    std::set<std::string> used;
     for (int p : store.params()) {
       const SafetensorsEntry& e = weights.entries().at(plan.host_tensors(p).name());
       crc = crc32c(e.data, static_cast<size_t>(e.bytes), crc);
+      used.insert(plan.host_tensors(p).name());
     }
-    initial_weights = config.weights_path + " (crc32c " + hex32(crc) + " of its parameters' bytes in plan order)";
+    initial_weights = path + " (crc32c " + hex32(crc) + " of its parameters' bytes in plan order)";
+    std::string unused;
+    int unused_count = 0;
+    for (const auto& entry : weights.entries())
+      if (!used.count(entry.first) && ++unused_count <= 3) unused += (unused.empty() ? "" : ", ") + entry.first;
+    if (unused_count)
+      std::printf("note: %s holds %d tensor%s the plan does not use (%s%s): not loaded\n", path.c_str(), unused_count,
+                  unused_count == 1 ? "" : "s", unused.c_str(), unused_count > 3 ? ", ..." : "");
+    std::printf("initial weights: %s\n", path.c_str());
   }
   CheckpointState resumed;
   resumed.seed = config.seed;
@@ -216,6 +258,20 @@ CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& p
                 static_cast<long long>(resumed.total_steps), static_cast<long long>(config.steps));
   resumed.provenance = provenance(config, plan, data, initial_weights, resumed);
   return resumed;
+}
+
+// "m:ss", or "h:mm:ss" from an hour.
+std::string formatDuration(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+// The width of the terminal on stdout (80 if it does not say).
+size_t terminalColumns() {
+  struct winsize size {};
+  if (ioctl(fileno(stdout), TIOCGWINSZ, &size) == 0 && size.ws_col > 1) return size.ws_col;
+  return 80;
 }
 
 // What went wrong in a step whose loss or a gradient is not finite.
@@ -266,10 +322,10 @@ int train(const TrainConfig& config) {
   const bool on_arrival = updatesOnArrival(planUpdateKind(plan));
   TokenFile data(config.data_path);
   if (data.vocabSize() > model.vocab())
-    throw Error("token file " + config.data_path + " has vocab size " +
-                std::to_string(data.vocabSize()) + " but the model's vocabulary is " +
-                std::to_string(model.vocab()) + ": tokenise for this model or compile with --vocab " +
-                std::to_string(data.vocabSize()));
+    throw Error("token file " + config.data_path + " has vocab size " + std::to_string(data.vocabSize()) +
+                " but the model's vocabulary is " + std::to_string(model.vocab()) + ": tokenise with the model's " +
+                (isImported(plan) ? std::string("own tokenizer (an imported model's vocabulary is fixed)")
+                                  : "tokenizer, or compile with --vocab " + std::to_string(data.vocabSize())));
   const BackendKind backend_kind = chooseBackend(config, plan);
   checkHostMemory(plan, /*arena_on_host=*/backend_kind == BackendKind::kCpu);
   RunOutputs outputs = openOutputs(config);
@@ -387,14 +443,15 @@ int train(const TrainConfig& config) {
     const double tok_s = tokens_per_step / seconds;
     const bool line_due = step % config.print_every == 0 || step == config.steps;
     if (line_due || on_terminal) {
-      // On a terminal every step redraws one status line with the time left; the periodic
-      // lines stay. Piped output gets only the periodic lines.
+      // On a terminal every step redraws one status line, cut to the terminal's width (a wrapped
+      // one cannot be redrawn in place); the periodic lines stay. Both end with the time left.
       const double eta = total_seconds / static_cast<double>(steps_run + 1) * (config.steps - step);
+      std::string line = fmt::format("step {:5}/{}  loss {:.4f}  lr {:.3e}  norm {:.3f}  {:.0f} tok/s  {:.1f} ms", step,
+                                     config.steps, result.loss, options.adamw.lr, result.grad_norm, tok_s, seconds * 1e3);
+      if (step < config.steps) line += "  ETA " + formatDuration(eta);
+      if (!line_due) line.resize(std::min(line.size(), terminalColumns() - 1));
       clear_status();
-      std::printf("step %5lld/%lld  loss %.4f  lr %.3e  norm %.3f  %.0f tok/s  %.1f ms%s", static_cast<long long>(step),
-                  static_cast<long long>(config.steps), result.loss, options.adamw.lr, result.grad_norm, tok_s,
-                  seconds * 1e3,
-                  line_due ? "\n" : fmt::format("  ETA {}:{:02}", int(eta) / 60, int(eta) % 60).c_str());
+      std::printf("%s%s", line.c_str(), line_due ? "\n" : "");
       std::fflush(stdout);
     }
     if (outputs.log)

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   mt::CompileOptions o;
   std::string device_mem, host_mem;
   bool list_models = false, untied = false, tied = false;
+  std::string stages;
+  for (const char* stage : mt::kStages) stages += (stages.empty() ? "" : ", ") + std::string(stage);
   CLI::App app{
       "mtc: compile a model into a MegaTrain training plan (+ initial weights as safetensors).\n\n"
       "Examples:\n"
@@ -38,8 +40,7 @@ int main(int argc, char** argv) {
       "                                                 loss out; weights -> m.safetensors)\n"
       "  mtc gpt2-tiny --emit=autodiff                  print the IR after a stage\n\n"
       "  mtc llama-tiny --device-mem 2MiB -o l.plan     stream weights / recompute to fit 2 MiB\n\n"
-      "Stages (--emit): input, fuse, attach-loss, autodiff, partition, split-vocab, recompute, schedule,\n"
-      "memory.\n"
+      "Stages (--emit): " + stages + ".\n"
       "Exit codes: 0 success, 1 bad model or input (message on stderr), 2 bad flags."};
   app.add_option("model", o.model, "built-in model name, a .mlir file or an .onnx file");
   app.add_flag("--list-models", list_models, "list the built-in models and exit");
@@ -135,7 +136,7 @@ int main(int argc, char** argv) {
   }
   if (list_models) {
     for (const auto& p : mt::modelPresets())
-      std::printf("%-12s %8.3f B params  %s\n", p.name.c_str(), p.config.numParams() / 1e9,
+      std::printf("%-12s %9s params  %s\n", p.name.c_str(), mt::formatParamCount(p.config.numParams()).c_str(),
                   p.description.c_str());
     return 0;
   }

@@ -185,8 +185,12 @@ int run(const std::string& model_path, const std::string& weights_path, const st
   if (!model.SerializeToString(&bytes)) throw Error("cannot serialise the updated model");
   out.commit();  // the data first: the model file is what makes the new weights visible
   mt::writeFileAtomically(output, bytes);
-  std::printf("mtonnx: %s: %d initializers updated from %s (%d split off a shared one), %zu bytes%s\n",
-              output.c_str(), updated, weights_path.c_str(), split_off, bytes.size(),
+  std::printf("mtonnx: %s: %d initializers updated from %s%s, %zu bytes%s\n", output.c_str(), updated,
+              weights_path.c_str(),
+              split_off ? (" (" + std::to_string(split_off) + " of them new: parameters the exporter had made "
+                           "Identity copies of a shared initializer, now initializers of their own)").c_str()
+                        : "",
+              bytes.size(),
               out.external() ? (" + external data " + out.location() + ", " + std::to_string(out.size()) + " bytes").c_str()
                              : "");
   return 0;

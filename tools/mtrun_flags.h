@@ -14,7 +14,9 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("plan", c.plan_path, "plan file written by mtc")->required();
   app.add_option("--data", c.data_path, "token file (make one with mttok)")->required();
   app.add_option("--weights", c.weights_path,
-                 "initial weights (safetensors); default: the plan's seeded initializers");
+                 "initial weights (safetensors); default: the PLAN.safetensors mtc wrote beside the plan when it was "
+                 "written for this plan, else the plan's seeded initializers (an imported model has none: its "
+                 "weights are needed)");
   app.add_option("--steps", c.steps, "training steps")->capture_default_str();
   app.add_option("--seed", c.seed, "seed of the data order")->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
