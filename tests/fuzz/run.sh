@@ -2,9 +2,10 @@
 # A fuzz campaign over every reader of the runtime: builds the libFuzzer harnesses with clang
 # (ASan + UBSan + coverage) into FUZZ_BUILD, makes seed corpora with the main build's tools, runs
 # each harness SECONDS over its corpus and the inputs that once broke something
-# (tests/fuzz/regressions/<harness>/, kept forever), and prints executions and coverage per
-# harness. A crash, a sanitizer report or an exception other than mt::Error fails the campaign;
-# libFuzzer keeps the input under WORK/crashes/.
+# (tests/fuzz/regressions/<harness>/, kept forever) with a dictionary of the format's keywords
+# (tests/fuzz/dict/), and prints executions and coverage per harness. A crash, a sanitizer report
+# or an exception other than mt::Error fails the campaign; libFuzzer keeps the input under
+# WORK/crashes/.
 # usage: tests/fuzz/run.sh [SECONDS per harness, default 60] [HARNESS...]
 #   env: MT_BIN (default build/bin: mtc, mttok, mtrun for the seeds), FUZZ_BUILD (default
 #   build-fuzz), FUZZ_WORK (default FUZZ_BUILD/campaign). Exit 77 (skipped) without clang.
@@ -59,10 +60,12 @@ printf '%-12s %12s %9s %8s %9s %s\n' harness executions exec/s cov features cras
 status=0
 for h in "${harnesses[@]}"; do
   log="$work/$h.log"
+  dict=""
+  [ -f "$root/tests/fuzz/dict/$h.dict" ] && dict="-dict=$root/tests/fuzz/dict/$h.dict"
   set +e
   MT_FUZZ_PLAN="$work/seeds/plan/gpt2.plan" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
     "$build/bin/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=4096 -max_len=131072 -timeout=30 \
-    -print_final_stats=1 -artifact_prefix="$work/crashes/$h-" \
+    -print_final_stats=1 -artifact_prefix="$work/crashes/$h-" $dict \
     "corpus/$h" "seeds/$h" "$root/tests/fuzz/regressions/$h" >"$log" 2>&1
   code=$?
   set -e
