@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <fmt/format.h>
 #include <map>
+#include <optional>
 
 #include "compiler/Emitter.h"
+#include "compiler/HuggingFace.h"
 #include "compiler/Stages.h"
 #include "compiler/onnx/OnnxImporter.h"
 #include "models/BuiltinModels.h"
@@ -244,6 +246,7 @@ int compile(const CompileOptions& requested) {
     return o.model.size() > suffix.size() && o.model.compare(o.model.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   onnximport::ImportedModel imported;
+  std::optional<HuggingFaceModel> hf;
   const bool is_onnx = endsWith(".onnx");
   if (is_onnx) {
     onnximport::ImportOptions options;
@@ -260,6 +263,32 @@ int compile(const CompileOptions& requested) {
       return 1;
     }
     description = fmt::format("{} (ONNX, {} parameter tensors from its initializers)", o.model, imported.params.size());
+  } else if (isHuggingFaceFolder(o.model)) {
+    hf = readHuggingFaceFolder(o.model);
+    if (o.overrides.layers || o.overrides.width || o.overrides.heads || o.overrides.kv_heads || o.overrides.ffn ||
+        o.overrides.vocab || o.tied) {
+      std::fprintf(stderr, "mtc: error: %s is a pretrained model: its shape is its config's (drop --layers, --width, "
+                   "--heads, --kv-heads, --ffn, --vocab, --tied/--untied; --context may shorten it)\n", o.model.c_str());
+      return 1;
+    }
+    config = hf->config;
+    if (o.overrides.context) config.context = std::min(config.context, o.overrides.context);
+    const int64_t seq = o.seq ? o.seq : config.context;
+    std::string problem = validateConfig(config, seq);
+    if (problem.empty() && o.batch != 0) problem = validateBatch(o.batch, seq);
+    if (problem.empty() && hf->sliding_window && seq > hf->sliding_window)
+      problem = "its attention slides over " + std::to_string(hf->sliding_window) + " tokens, and sliding windows "
+                "are not supported: train with --seq " + std::to_string(hf->sliding_window) + " or less (exact there)";
+    if (o.batch == 0) problem = "--batch auto is not yet supported for a Hugging Face folder: give --batch";
+    if (!problem.empty()) {
+      std::fprintf(stderr, "mtc: error: %s: %s\n", o.model.c_str(), problem.c_str());
+      return 1;
+    }
+    module = buildModel(context, config, o.batch, seq, ParamInit::kWeightsFile);
+    description = fmt::format("{} (Hugging Face {}: {} layers, width {}, {} heads / {} kv, ffn {}, vocab {}{}{})",
+                              o.model, hf->architecture, config.layers, config.width, config.heads, config.kv_heads,
+                              config.ffn, config.vocab, config.tied ? ", tied" : "",
+                              config.qkv_bias ? ", q/k/v biases" : "");
   } else if (endsWith(".mlir")) {
     module = parseSourceFile<ModuleOp>(o.model, sourceMgr, ParserConfig(&context));
     if (!module) {
@@ -366,7 +395,7 @@ int compile(const CompileOptions& requested) {
     return 1;
   }
   std::string weights = o.weights;
-  const bool explicit_weights = !weights.empty() || is_onnx;  // an import's weights exist only there
+  const bool explicit_weights = !weights.empty() || is_onnx || hf;  // an import's weights exist only there
   if (weights.empty()) {
     const size_t dot = o.output.rfind(".plan");
     weights = (dot != std::string::npos ? o.output.substr(0, dot) : o.output) + ".safetensors";
@@ -380,6 +409,7 @@ int compile(const CompileOptions& requested) {
   // weights it names.
   try {
     if (write_weights && is_onnx) writeImportedWeights(imported, plan, weights);
+    else if (write_weights && hf) writeHuggingFaceWeights(*hf, plan, weights);
     else if (write_weights) writeInitialWeights(plan, weights);
     try {
       writePlan(plan, o.output);

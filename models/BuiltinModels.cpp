@@ -110,8 +110,8 @@ namespace {
 
 class ModelBuilder {
  public:
-  ModelBuilder(MLIRContext& ctx, const ModelConfig& c, int64_t batch, int64_t seq)
-      : ctx_(ctx), c_(c), batch_(batch), seq_(seq), b_(&ctx),
+  ModelBuilder(MLIRContext& ctx, const ModelConfig& c, int64_t batch, int64_t seq, ParamInit init)
+      : ctx_(ctx), c_(c), batch_(batch), seq_(seq), init_(init), b_(&ctx),
         loc_(NameLoc::get(b_.getStringAttr("builtin " + c.family + " model"))) {}
 
   // Ops take the module path of the part they belong to ("embed", "blocks.3", "head"): the
@@ -145,6 +145,7 @@ class ModelBuilder {
 
   // init: "normal" (with std), "zeros" or "ones".
   Value param(const std::string& name, ArrayRef<int64_t> shape, StringRef init, double std = 0.0) {
+    if (init_ == ParamInit::kWeightsFile) init = "weights";
     SmallVector<NamedAttribute> fields = {b_.getNamedAttr("name", b_.getStringAttr(name)),
                                           b_.getNamedAttr("init", b_.getStringAttr(init))};
     if (init == "normal") fields.push_back(b_.getNamedAttr("std", b_.getF32FloatAttr(std)));
@@ -232,6 +233,7 @@ class ModelBuilder {
   MLIRContext& ctx_;
   const ModelConfig& c_;
   int64_t batch_, seq_;
+  ParamInit init_;
   OpBuilder b_;
   Location loc_;
   func::FuncOp func_;
@@ -240,10 +242,11 @@ class ModelBuilder {
 
 }  // namespace
 
-OwningOpRef<ModuleOp> buildModel(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq) {
+OwningOpRef<ModuleOp> buildModel(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq,
+                                 ParamInit init) {
   context.getOrLoadDialect<MtDialect>();
   context.getOrLoadDialect<func::FuncDialect>();
-  return ModelBuilder(context, config, batch, seq).build();
+  return ModelBuilder(context, config, batch, seq, init).build();
 }
 
 }  // namespace mt

@@ -38,11 +38,15 @@ int main(int argc, char** argv) {
       "  mtc models/tiny_mlp.mlir -o tiny.plan          a model written in the mt dialect\n"
       "  mtc model.onnx -o m.plan                       a PyTorch export (token ids in, logits or\n"
       "                                                 loss out; weights -> m.safetensors)\n"
+      "  mtc Qwen2.5-0.5B/ --batch 8 --seq 1024 -o q.plan  a Hugging Face folder; its weights, widened\n"
+      "                                                 to fp32 -> q.safetensors (mtrun starts from them)\n"
       "  mtc gpt2-tiny --emit=autodiff                  print the IR after a stage\n\n"
       "  mtc llama-tiny --device-mem 2MiB -o l.plan     stream weights / recompute to fit 2 MiB\n\n"
       "Stages (--emit): " + stages + ".\n"
       "Exit codes: 0 success, 1 bad model or input (message on stderr), 2 bad flags."};
-  app.add_option("model", o.model, "built-in model name, a .mlir file or an .onnx file");
+  app.add_option("model", o.model,
+                 "built-in model name, a .mlir file, an .onnx file, or a Hugging Face model folder (config.json + "
+                 "safetensors: Llama, Qwen2, Mistral)");
   app.add_flag("--list-models", list_models, "list the built-in models and exit");
   app.add_option("-o,--output", o.output, "plan file to write");
   std::string batch = "8";

@@ -1,0 +1,311 @@
+#include "compiler/HuggingFace.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "runtime/checkpoint.h"
+#include "runtime/error.h"
+#include "runtime/mapped_file.h"
+#include "runtime/safetensors.h"
+
+namespace mt {
+namespace {
+
+using nlohmann::json;
+
+// Keys of config.json that do not change the model's arithmetic (token ids, bookkeeping).
+const std::set<std::string> kInertKeys = {
+    "architectures", "model_type", "_name_or_path", "transformers_version", "torch_dtype", "use_cache",
+    "initializer_range", "bos_token_id", "eos_token_id", "pad_token_id"};
+
+// config.json, read key by key: every key must be taken or known inert.
+class ConfigReader {
+ public:
+  ConfigReader(const json& config, const std::string& path) : config_(config), path_(path) {}
+
+  Error error(const std::string& why) const { return Error(path_ + ": " + why); }
+
+  bool has(const std::string& key) const { return config_.contains(key) && !config_[key].is_null(); }
+
+  int64_t integer(const std::string& key, std::optional<int64_t> fallback = std::nullopt) {
+    taken_.insert(key);
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      throw error("no '" + key + "'");
+    }
+    if (!config_[key].is_number_integer() || config_[key].get<int64_t>() <= 0)
+      throw error("'" + key + "' is not a positive whole number");
+    return config_[key].get<int64_t>();
+  }
+  double number(const std::string& key, double fallback) {
+    taken_.insert(key);
+    if (!has(key)) return fallback;
+    if (!config_[key].is_number() || !std::isfinite(config_[key].get<double>()) || config_[key].get<double>() <= 0)
+      throw error("'" + key + "' is not a positive number");
+    return config_[key].get<double>();
+  }
+  bool boolean(const std::string& key, bool fallback) {
+    taken_.insert(key);
+    if (!has(key)) return fallback;
+    if (!config_[key].is_boolean()) throw error("'" + key + "' is not true or false");
+    return config_[key].get<bool>();
+  }
+  std::string text(const std::string& key, const std::string& fallback) {
+    taken_.insert(key);
+    if (!has(key)) return fallback;
+    if (!config_[key].is_string()) throw error("'" + key + "' is not a string");
+    return config_[key].get<std::string>();
+  }
+  // A key whose only supported value is `supported` (or absent / null).
+  void require(const std::string& key, const json& supported, const std::string& why) {
+    taken_.insert(key);
+    if (has(key) && config_[key] != supported)
+      throw error("'" + key + "' is " + config_[key].dump() + ": " + why);
+  }
+  void take(const std::string& key) { taken_.insert(key); }
+
+  // Every key taken or inert, else an error naming the rest.
+  void finish() const {
+    std::string unknown;
+    for (const auto& item : config_.items())
+      if (!taken_.count(item.key()) && !kInertKeys.count(item.key()))
+        unknown += (unknown.empty() ? "'" : ", '") + item.key() + "'";
+    if (!unknown.empty())
+      throw error("mtc does not know " + unknown +
+                  ": such a setting may change the model, so it is not ignored (models/ and compiler/HuggingFace.cpp "
+                  "say what is read)");
+  }
+
+ private:
+  const json& config_;
+  std::string path_;
+  std::set<std::string> taken_;
+};
+
+// The llama family's parameter name as the Hugging Face Llama/Qwen2/Mistral checkpoints spell it.
+std::string huggingFaceName(const std::string& name) {
+  static const std::pair<const char*, const char*> kLayerParts[] = {
+      {"attn_norm.weight", "input_layernorm.weight"}, {"mlp_norm.weight", "post_attention_layernorm.weight"},
+      {"attn.q.", "self_attn.q_proj."},             {"attn.k.", "self_attn.k_proj."},
+      {"attn.v.", "self_attn.v_proj."},             {"attn.o.", "self_attn.o_proj."},
+      {"mlp.gate.", "mlp.gate_proj."},              {"mlp.up.", "mlp.up_proj."},
+      {"mlp.down.", "mlp.down_proj."}};
+  if (name == "embed.weight") return "model.embed_tokens.weight";
+  if (name == "norm.weight") return "model.norm.weight";
+  if (name == "lm_head.weight") return "lm_head.weight";
+  if (name.rfind("layers.", 0) == 0) {
+    const size_t dot = name.find('.', 7);
+    const std::string layer = name.substr(0, dot + 1), part = name.substr(dot + 1);
+    for (const auto& [ours, theirs] : kLayerParts)
+      if (part.rfind(ours, 0) == 0) return "model." + layer + theirs + part.substr(std::strlen(ours));
+  }
+  return "";
+}
+
+ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t& sliding_window) {
+  ModelConfig c;
+  c.family = "llama";
+  c.width = r.integer("hidden_size");
+  c.ffn = r.integer("intermediate_size");
+  c.layers = r.integer("num_hidden_layers");
+  c.heads = r.integer("num_attention_heads");
+  c.kv_heads = r.integer("num_key_value_heads", c.heads);
+  c.vocab = r.integer("vocab_size");
+  c.context = r.integer("max_position_embeddings");
+  c.norm_eps = r.number("rms_norm_eps", 1e-6);
+  c.rope_theta = r.number("rope_theta", 10000.0);
+  c.tied = r.boolean("tie_word_embeddings", false);
+  c.qkv_bias = architecture == "Qwen2ForCausalLM";
+  if (r.has("head_dim") && r.integer("head_dim") * c.heads != c.width)
+    throw r.error("'head_dim' is not hidden_size / num_attention_heads: projections of another width are not "
+                  "supported");
+  r.take("head_dim");
+  if (r.text("hidden_act", "silu") != "silu")
+    throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
+  r.require("rope_scaling", nullptr, "scaled rotary embeddings (long-context variants) are not supported yet");
+  r.require("attention_bias", false, "an output-projection bias has no place in the llama family");
+  r.require("mlp_bias", false, "MLP biases have no place in the llama family");
+  r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
+  r.require("pretraining_tp", 1, "tensor-parallel slicing of the projections is not supported");
+  sliding_window = 0;
+  if (architecture == "Qwen2ForCausalLM") {
+    // Qwen2 names a window it uses only with use_sliding_window.
+    if (r.boolean("use_sliding_window", false))
+      throw r.error("'use_sliding_window' is true: sliding-window attention is not supported");
+    r.take("sliding_window");
+    r.take("max_window_layers");
+  } else if (architecture == "MistralForCausalLM") {
+    sliding_window = r.has("sliding_window") ? r.integer("sliding_window") : 0;
+    r.take("sliding_window");
+  }
+  return c;
+}
+
+// The folder's tensors: name -> file, from the index of a sharded checkpoint or the one file.
+std::map<std::string, std::string> weightFiles(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  struct stat st;
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  if (stat(index_path.c_str(), &st) == 0) {
+    const json index = json::parse(readWholeFile(index_path, "weight index", ""), nullptr, false);
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+      throw Error(index_path + " is not a weight index (no weight_map object)");
+    for (const auto& item : index["weight_map"].items()) {
+      if (!item.value().is_string()) throw Error(index_path + ": the file of '" + item.key() + "' is not a string");
+      const std::string file = item.value().get<std::string>();
+      if (file.empty() || file.find('/') != std::string::npos || file.find("..") != std::string::npos)
+        throw Error(index_path + ": '" + file + "' is not a file name in the folder");
+      files[item.key()] = file;
+    }
+    return files;
+  }
+  const std::string single = "model.safetensors";
+  if (stat((dir + "/" + single).c_str(), &st) != 0)
+    throw Error(dir + " holds neither model.safetensors nor model.safetensors.index.json (PyTorch .bin "
+                "checkpoints are not read: convert them to safetensors)");
+  const SafetensorsFile file(dir + "/" + single);
+  for (const auto& entry : file.entries()) files[entry.first] = single;
+  return files;
+}
+
+float halfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const int exponent = (h >> 10) & 0x1f;
+  const uint32_t mantissa = h & 0x3ff;
+  float value;
+  if (exponent == 0) {
+    value = std::ldexp(static_cast<float>(mantissa), -24);  // zero or subnormal
+  } else if (exponent == 31) {
+    value = mantissa ? NAN : INFINITY;
+  } else {
+    value = std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  bits |= sign;
+  std::memcpy(&value, &bits, 4);
+  return value;
+}
+
+// `n` values of `entry` widened to f32.
+void widen(const SafetensorsEntry& entry, int64_t n, float* out) {
+  if (entry.dtype == "F32") {
+    std::memcpy(out, entry.data, 4 * static_cast<size_t>(n));
+  } else if (entry.dtype == "BF16") {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t half;
+      std::memcpy(&half, entry.data + 2 * i, 2);
+      const uint32_t bits = static_cast<uint32_t>(half) << 16;
+      std::memcpy(out + i, &bits, 4);
+    }
+  } else {  // F16, checked by the caller
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t half;
+      std::memcpy(&half, entry.data + 2 * i, 2);
+      out[i] = halfToFloat(half);
+    }
+  }
+}
+
+}  // namespace
+
+bool isHuggingFaceFolder(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && stat((path + "/config.json").c_str(), &st) == 0;
+}
+
+HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
+  HuggingFaceModel model;
+  model.dir = dir;
+  const std::string path = dir + "/config.json";
+  const json config = json::parse(readWholeFile(path, "Hugging Face config", ""), nullptr, false);
+  if (!config.is_object()) throw Error(path + " is not a JSON object");
+  ConfigReader r(config, path);
+  if (!config.contains("architectures") || !config["architectures"].is_array() || config["architectures"].size() != 1 ||
+      !config["architectures"][0].is_string())
+    throw r.error("'architectures' does not name one architecture");
+  model.architecture = config["architectures"][0].get<std::string>();
+  static const std::set<std::string> kSupported = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
+  if (!kSupported.count(model.architecture))
+    throw r.error("architecture " + model.architecture +
+                  " is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM)");
+  model.config = readConfig(r, model.architecture, model.sliding_window);
+  r.finish();
+
+  const std::map<std::string, std::string> files = weightFiles(dir);
+  std::set<std::string> placed;
+  auto place = [&](const std::string& ours) {
+    const std::string theirs = huggingFaceName(ours);
+    auto it = files.find(theirs);
+    if (it == files.end())
+      throw Error(dir + ": the weights have no '" + theirs + "' (the model's " + ours + ")");
+    model.weights[ours] = {it->second, theirs};
+    placed.insert(theirs);
+  };
+  const ModelConfig& c = model.config;
+  place("embed.weight");
+  place("norm.weight");
+  if (!c.tied) place("lm_head.weight");
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    for (const char* part : {"attn_norm.weight", "mlp_norm.weight", "attn.q.weight", "attn.k.weight", "attn.v.weight",
+                             "attn.o.weight", "mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"})
+      place(p + part);
+    if (c.qkv_bias)
+      for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) place(p + part);
+  }
+  for (const auto& [name, file] : files) {
+    if (placed.count(name)) continue;
+    const std::string inv_freq = "rotary_emb.inv_freq";  // derived from rope_theta, not a weight
+    const bool derived = name.size() > inv_freq.size() &&
+                         name.compare(name.size() - inv_freq.size(), inv_freq.size(), inv_freq) == 0;
+    const bool tied_copy = c.tied && name == "lm_head.weight";  // the embedding again
+    if (!derived && !tied_copy)
+      throw Error(dir + ": the weights hold '" + name + "', which the " + model.architecture +
+                  " layout mtc reads has no place for");
+  }
+  return model;
+}
+
+void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path) {
+  std::map<std::string, std::unique_ptr<SafetensorsFile>> open;  // shards, mapped as they are first needed
+  auto entryOf = [&](const std::string& ours) -> const SafetensorsEntry& {
+    const auto& [file, theirs] = model.weights.at(ours);
+    auto& shard = open[file];
+    if (!shard) shard = std::make_unique<SafetensorsFile>(model.dir + "/" + file);
+    auto it = shard->entries().find(theirs);
+    if (it == shard->entries().end())
+      throw Error(model.dir + "/" + file + " has no '" + theirs + "', which its index places there");
+    shard->verify(theirs);
+    return it->second;
+  };
+  std::vector<SafetensorsTensor> tensors;
+  for (const auto& t : plan.host_tensors()) {
+    if (t.role() != plan::ROLE_PARAM) continue;
+    const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+    const int64_t n = checkedNumel(t.shape(), t.name());
+    const SafetensorsEntry& entry = entryOf(t.name());
+    if (entry.shape != shape || (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16")) {
+      std::string want, got;
+      for (auto d : shape) want += (want.empty() ? "" : ",") + std::to_string(d);
+      for (auto d : entry.shape) got += (got.empty() ? "" : ",") + std::to_string(d);
+      throw Error(model.dir + ": '" + model.weights.at(t.name()).second + "' is " + entry.dtype + " [" + got +
+                  "] but the model's " + t.name() + " needs [" + want + "] in F32, BF16 or F16");
+    }
+    tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n,
+                       [&entry, n](void* out) { widen(entry, n, static_cast<float*>(out)); }});
+  }
+  writeSafetensors(path, tensors,
+                   {{"format", "pt"},
+                    {"producer", "megatrain mtc (Hugging Face " + model.architecture + ")"},
+                    {"source", model.dir},
+                    {kPlanFingerprintKey, planFingerprint(plan)}});
+}
+
+}  // namespace mt

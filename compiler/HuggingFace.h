@@ -1,0 +1,37 @@
+// Hugging Face model folders in: `config.json` (LlamaForCausalLM, Qwen2ForCausalLM,
+// MistralForCausalLM) read into the built-in llama family's config, and the folder's safetensors
+// (one file, or shards with model.safetensors.index.json; F32, BF16 or F16) mapped by name onto
+// the family's parameters and widened to the fp32 master, one tensor at a time. Read strictly:
+// a config key mtc does not know, a setting it does not implement (rope scaling, sliding windows
+// shorter than the sequence, biases it has no place for) or a tensor without a place is an error
+// naming it, never ignored.
+#pragma once
+#include <map>
+#include <string>
+
+#include "models/ModelConfig.h"
+#include "runtime/plan.pb.h"
+
+namespace mt {
+
+struct HuggingFaceModel {
+  std::string dir;
+  std::string architecture;  // "LlamaForCausalLM", ...
+  ModelConfig config;
+  int64_t sliding_window = 0;  // 0: none; else attention reaches back this many tokens (Mistral)
+  // The family's parameter name -> (safetensors file in `dir`, the tensor's name there).
+  std::map<std::string, std::pair<std::string, std::string>> weights;
+};
+
+// Whether `path` is a directory holding a config.json.
+bool isHuggingFaceFolder(const std::string& path);
+
+// Reads the folder's config and weight index; throws mt::Error naming what it cannot take.
+HuggingFaceModel readHuggingFaceFolder(const std::string& dir);
+
+// Writes the plan's parameters from the folder's weights as fp32 safetensors at `path` (with the
+// plan's fingerprint, so mtrun takes them as the plan's initial weights). Throws mt::Error for a
+// tensor of the wrong shape or dtype.
+void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path);
+
+}  // namespace mt

@@ -1,0 +1,212 @@
+"""Hugging Face model folders in (issue 16): a folder as transformers writes it (config.json and
+safetensors under Hugging Face's names, BF16 in two shards with an index, or F16 in one file) is
+compiled by mtc and trained by mtrun from those weights (found beside the plan, no --weights);
+the losses must follow a PyTorch model written the way transformers' modeling_llama computes
+(its names, rotate_half RoPE, repeat_kv) over 20 steps within 1e-4 relative. Then the refusals:
+settings mtc does not implement and tensors without a place are errors naming them.
+
+usage: /usr/bin/python3 tests/e2e/hf_import.py BIN_DIR WORK_DIR
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mt_reference as ref  # noqa: E402
+
+torch.set_num_threads(2)
+LOSS_TOL = 1e-4
+SCHEDULE = ref.Schedule(steps=20, lr=3e-3, warmup=5, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=7,
+                        batch=4, seq=32)
+
+MODELS = {
+    "llama-bf16-sharded": dict(
+        architecture="LlamaForCausalLM", dtype=torch.bfloat16, shards=2,
+        config=dict(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
+                    rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", attention_bias=False,
+                    model_type="llama", torch_dtype="bfloat16", bos_token_id=1, eos_token_id=2)),
+    "qwen2-f16-tied": dict(
+        architecture="Qwen2ForCausalLM", dtype=torch.float16, shards=1,
+        config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                    rope_theta=1000000.0, tie_word_embeddings=True, hidden_act="silu", use_sliding_window=False,
+                    sliding_window=4096, max_window_layers=28, model_type="qwen2", torch_dtype="float16")),
+}
+DTYPE_NAMES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
+
+
+def hf_weights(cfg, qkv_bias, dtype, seed):
+    """Random weights under Hugging Face's names, in `dtype`. Norm weights away from 1 and biases
+    away from 0, so a tensor put in the wrong place shows."""
+    g = torch.Generator().manual_seed(seed)
+    C, FF, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    KVW = cfg["num_key_value_heads"] * C // cfg["num_attention_heads"]
+    w = {"model.embed_tokens.weight": torch.randn(V, C, generator=g) * 0.1,
+         "model.norm.weight": 1 + 0.1 * torch.randn(C, generator=g)}
+    if not cfg["tie_word_embeddings"]:
+        w["lm_head.weight"] = torch.randn(V, C, generator=g) * 0.05
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        shapes = {"self_attn.q_proj": (C, C), "self_attn.k_proj": (KVW, C), "self_attn.v_proj": (KVW, C),
+                  "self_attn.o_proj": (C, C), "mlp.gate_proj": (FF, C), "mlp.up_proj": (FF, C),
+                  "mlp.down_proj": (C, FF)}
+        for name, shape in shapes.items():
+            w[p + name + ".weight"] = torch.randn(*shape, generator=g) / math.sqrt(shape[1])
+        if qkv_bias:
+            for name in ("q_proj", "k_proj", "v_proj"):
+                w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
+        w[p + "input_layernorm.weight"] = 1 + 0.1 * torch.randn(C, generator=g)
+        w[p + "post_attention_layernorm.weight"] = 1 + 0.1 * torch.randn(C, generator=g)
+    return {k: v.to(dtype) for k, v in w.items()}
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        raw = (t.view(torch.int16) if t.dtype in (torch.bfloat16, torch.float16) else t).contiguous().numpy().tobytes()
+        header[name] = {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def write_folder(folder, spec, weights, config_extra=None):
+    """A model folder as transformers saves it: config.json, model.safetensors or shards + index."""
+    os.makedirs(folder, exist_ok=True)
+    config = dict(spec["config"], architectures=[spec["architecture"]], **(config_extra or {}))
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    names = list(weights)
+    if spec["shards"] == 1:
+        write_safetensors(os.path.join(folder, "model.safetensors"), weights)
+        return
+    weight_map = {}
+    per = (len(names) + spec["shards"] - 1) // spec["shards"]
+    for s in range(spec["shards"]):
+        file = f"model-{s + 1:05d}-of-{spec['shards']:05d}.safetensors"
+        part = {n: weights[n] for n in names[s * per:(s + 1) * per]}
+        write_safetensors(os.path.join(folder, file), part)
+        weight_map.update({n: file for n in part})
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
+
+
+def hf_logits(p, cfg, tokens):
+    """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM compute them (eager attention)."""
+    H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
+    D, eps, L = C // H, cfg["rms_norm_eps"], cfg["num_hidden_layers"]
+    B, T = tokens.shape
+    inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+    freqs = torch.outer(torch.arange(T).float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+
+    def rotate_half(x):
+        return torch.cat((-x[..., D // 2:], x[..., :D // 2]), dim=-1)
+
+    def rms_norm(x, w):
+        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def linear(x, name):
+        return F.linear(x, p[name + ".weight"], p.get(name + ".bias"))
+
+    x = p["model.embed_tokens.weight"][tokens]
+    mask = torch.full((T, T), float("-inf")).triu(1)
+    for l in range(L):
+        pre = f"model.layers.{l}."
+        h = rms_norm(x, p[pre + "input_layernorm.weight"])
+        q = linear(h, pre + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
+        k = linear(h, pre + "self_attn.k_proj").view(B, T, KV, D).transpose(1, 2)
+        v = linear(h, pre + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
+        v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
+        scores = q @ k.transpose(2, 3) / math.sqrt(D) + mask
+        o = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + linear(o, pre + "self_attn.o_proj")
+        h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
+        x = x + linear(F.silu(linear(h, pre + "mlp.gate_proj")) * linear(h, pre + "mlp.up_proj"), pre + "mlp.down_proj")
+    x = rms_norm(x, p["model.norm.weight"])
+    head = p["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else p["lm_head.weight"]
+    return F.linear(x, head)
+
+
+def mtc_error(bin_dir, folder, *flags):
+    """mtc's stderr for a folder it must refuse ('' and a failure if it compiles)."""
+    r = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", "4", "--seq", "32", "-o", folder + ".plan", *flags],
+                       capture_output=True, text=True)
+    return r.stderr if r.returncode == 1 else f"(exit {r.returncode}) {r.stderr}"
+
+
+def refusals(bin_dir, work, failures):
+    spec = MODELS["llama-bf16-sharded"]
+    weights = hf_weights(spec["config"], False, torch.float32, seed=5)
+    cases = [  # (name, config changes, weight changes, what the error must say)
+        ("rope-scaling", {"rope_scaling": {"type": "llama3", "factor": 8.0}}, None, "'rope_scaling' is"),
+        ("unknown-key", {"attn_logit_softcapping": 50.0}, None, "mtc does not know 'attn_logit_softcapping'"),
+        ("gpt-neox", {"architectures": ["GPTNeoXForCausalLM"]}, None, "architecture GPTNeoXForCausalLM is not supported"),
+        ("o-bias", {"attention_bias": True}, None, "'attention_bias' is true"),
+        ("missing", {}, lambda w: w.pop("model.layers.1.mlp.up_proj.weight"),
+         "the weights have no 'model.layers.1.mlp.up_proj.weight' (the model's layers.1.mlp.up.weight)"),
+        ("extra", {}, lambda w: w.update({"model.layers.0.self_attn.o_proj.bias": torch.zeros(64)}),
+         "hold 'model.layers.0.self_attn.o_proj.bias', which the LlamaForCausalLM layout mtc reads has no place for"),
+        ("shape", {}, lambda w: w.update({"model.norm.weight": torch.ones(32)}),
+         "'model.norm.weight' is F32 [32] but the model's norm.weight needs [64]"),
+        ("window", {"architectures": ["MistralForCausalLM"], "sliding_window": 16}, None,
+         "its attention slides over 16 tokens"),
+    ]
+    for name, config_changes, weight_change, needle in cases:
+        w = dict(weights)
+        if weight_change:
+            weight_change(w)
+        s = dict(spec, shards=1, config=dict(spec["config"]))
+        arch = config_changes.pop("architectures", [spec["architecture"]])[0] if "architectures" in config_changes else None
+        if arch:
+            s["architecture"] = arch
+        folder = os.path.join(work, "refuse-" + name)
+        write_folder(folder, s, w, config_changes)
+        err = mtc_error(bin_dir, folder)
+        if needle not in err:
+            failures.append(f"{name}: wanted an error saying {needle!r}, got: {err.strip()}")
+        if os.path.exists(folder + ".plan"):
+            failures.append(f"{name}: a plan was written")
+
+
+def main():
+    bin_dir, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    data = ref.make_corpus(bin_dir, work)
+    tokens = ref.read_tokens(data)
+    failures = []
+    for name, spec in MODELS.items():
+        cfg = spec["config"]
+        folder = os.path.join(work, name)
+        weights = hf_weights(cfg, spec["architecture"] == "Qwen2ForCausalLM", spec["dtype"], seed=3)
+        write_folder(folder, spec, weights)
+        plan, log = os.path.join(work, name + ".plan"), os.path.join(work, name + ".jsonl")
+        ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan])
+        out = subprocess.run([f"{bin_dir}/mtrun", plan, "--data", data, "--log", log, "--print-every", "10"]
+                             + SCHEDULE.mtrun_flags(), capture_output=True, text=True, check=True).stdout
+        if f"initial weights: {plan[:-5]}.safetensors" not in out:
+            failures.append(f"{name}: mtrun did not start from the weights beside the plan:\n{out}")
+        mt_losses = [json.loads(line)["loss"] for line in open(log)]
+        params = {k: v.float().requires_grad_() for k, v in weights.items()}
+        torch_losses = ref.torch_train(params, lambda x: hf_logits(params, cfg, x), tokens, SCHEDULE)
+        worst = ref.compare_losses(mt_losses, torch_losses, LOSS_TOL, failures)
+        print(f"{name}: 20 steps, first loss {mt_losses[0]:.4f} last {mt_losses[-1]:.4f}, worst relative "
+              f"difference to the transformers-style model {worst:.2e}")
+    refusals(bin_dir, work, failures)
+    ref.finish("hf_import", failures)
+
+
+if __name__ == "__main__":
+    main()
