@@ -664,6 +664,7 @@ LogicalResult Emitter::run() {
   model->set_hardware(options_.hardware.name);
   auto precision = func_->getAttrOfType<StringAttr>(kPrecisionAttr);
   model->set_precision(precision ? precision.getValue().str() : "fp32");
+  model->set_hf_config(options_.hf_config);
   return success();
 }
 

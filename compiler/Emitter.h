@@ -16,6 +16,7 @@ struct EmitOptions {
   // Identical layer blocks' compute instructions as one template launched per block (plan 1.3);
   // off: every instruction written out (what readPlan's expansion gives back either way).
   bool templates = true;
+  std::string hf_config;  // ModelInfo.hf_config: the model's Hugging Face config.json, or ""
 };
 
 // Per-step totals the summary reports.

@@ -11,6 +11,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
+#include "runtime/huggingface.h"
 #include "runtime/mapped_file.h"
 #include "runtime/safetensors.h"
 
@@ -87,26 +88,6 @@ class ConfigReader {
   std::string path_;
   std::set<std::string> taken_;
 };
-
-// The llama family's parameter name as the Hugging Face Llama/Qwen2/Mistral checkpoints spell it.
-std::string huggingFaceName(const std::string& name) {
-  static const std::pair<const char*, const char*> kLayerParts[] = {
-      {"attn_norm.weight", "input_layernorm.weight"}, {"mlp_norm.weight", "post_attention_layernorm.weight"},
-      {"attn.q.", "self_attn.q_proj."},             {"attn.k.", "self_attn.k_proj."},
-      {"attn.v.", "self_attn.v_proj."},             {"attn.o.", "self_attn.o_proj."},
-      {"mlp.gate.", "mlp.gate_proj."},              {"mlp.up.", "mlp.up_proj."},
-      {"mlp.down.", "mlp.down_proj."}};
-  if (name == "embed.weight") return "model.embed_tokens.weight";
-  if (name == "norm.weight") return "model.norm.weight";
-  if (name == "lm_head.weight") return "lm_head.weight";
-  if (name.rfind("layers.", 0) == 0) {
-    const size_t dot = name.find('.', 7);
-    const std::string layer = name.substr(0, dot + 1), part = name.substr(dot + 1);
-    for (const auto& [ours, theirs] : kLayerParts)
-      if (part.rfind(ours, 0) == 0) return "model." + layer + theirs + part.substr(std::strlen(ours));
-  }
-  return "";
-}
 
 ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t& sliding_window) {
   ModelConfig c;
@@ -224,7 +205,8 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
   HuggingFaceModel model;
   model.dir = dir;
   const std::string path = dir + "/config.json";
-  const json config = json::parse(readWholeFile(path, "Hugging Face config", ""), nullptr, false);
+  model.config_json = readWholeFile(path, "Hugging Face config", "");
+  const json config = json::parse(model.config_json, nullptr, false);
   if (!config.is_object()) throw Error(path + " is not a JSON object");
   ConfigReader r(config, path);
   if (!config.contains("architectures") || !config["architectures"].is_array() || config["architectures"].size() != 1 ||
@@ -271,6 +253,27 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
                   " layout mtc reads has no place for");
   }
   return model;
+}
+
+std::string huggingFaceConfig(const ModelConfig& c) {
+  if (c.family != "llama") return "";
+  nlohmann::ordered_json config = {
+      {"architectures", {c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+      {"model_type", c.qkv_bias ? "qwen2" : "llama"},
+      {"hidden_size", c.width},
+      {"intermediate_size", c.ffn},
+      {"num_hidden_layers", c.layers},
+      {"num_attention_heads", c.heads},
+      {"num_key_value_heads", c.kv_heads},
+      {"vocab_size", c.vocab},
+      {"max_position_embeddings", c.context},
+      {"rms_norm_eps", c.norm_eps},
+      {"rope_theta", c.rope_theta},
+      {"tie_word_embeddings", c.tied},
+      {"hidden_act", "silu"}};
+  if (c.qkv_bias) config["use_sliding_window"] = false;
+  else config["attention_bias"] = false;
+  return config.dump(2) + "\n";
 }
 
 void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path) {

@@ -19,6 +19,7 @@ struct HuggingFaceModel {
   std::string architecture;  // "LlamaForCausalLM", ...
   ModelConfig config;
   int64_t sliding_window = 0;  // 0: none; else attention reaches back this many tokens (Mistral)
+  std::string config_json;     // config.json as read: the plan keeps it for mtrun --export-hf
   // The family's parameter name -> (safetensors file in `dir`, the tensor's name there).
   std::map<std::string, std::pair<std::string, std::string>> weights;
 };
@@ -28,6 +29,10 @@ bool isHuggingFaceFolder(const std::string& path);
 
 // Reads the folder's config and weight index; throws mt::Error naming what it cannot take.
 HuggingFaceModel readHuggingFaceFolder(const std::string& dir);
+
+// A config.json transformers reads for a built-in llama-family model (LlamaForCausalLM, or
+// Qwen2ForCausalLM when it has q/k/v biases); "" for another family.
+std::string huggingFaceConfig(const ModelConfig& config);
 
 // Writes the plan's parameters from the folder's weights as fp32 safetensors at `path` (with the
 // plan's fingerprint, so mtrun takes them as the plan's initial weights). Throws mt::Error for a

@@ -302,7 +302,8 @@ int compile(const CompileOptions& requested) {
       std::string known;
       for (const auto& p : modelPresets()) known += " " + p.name;
       std::fprintf(stderr,
-                   "mtc: error: '%s' is neither a .mlir or .onnx file nor a built-in model (built-in:%s)\n",
+                   "mtc: error: '%s' is not a .mlir or .onnx file, a Hugging Face folder (with config.json) or a built-in "
+                   "model (built-in:%s)\n",
                    o.model.c_str(), known.c_str());
       return 1;
     }
@@ -363,6 +364,7 @@ int compile(const CompileOptions& requested) {
   modelShape(*module, emit.batch, emit.seq, emit.vocab);
   emit.init_seed = o.seed;
   emit.hardware = *hw;
+  emit.hf_config = hf ? hf->config_json : huggingFaceConfig(config);
   plan::Plan plan;
   PlanStats stats;
   if (failed(emitPlan(*module, emit, plan, stats))) {

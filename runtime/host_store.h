@@ -67,6 +67,8 @@ class HostStore {
   int output(const std::string& name) const { return find(plan::ROLE_OUTPUT, name); }
   int64_t numParams() const { return num_params_; }
   int64_t totalBytes() const { return total_bytes_; }
+  // Tensor `index` as saved: fp32 under its plan name (a split master restored as it is written).
+  SafetensorsTensor savedTensor(int index) const;
 
  private:
   int find(plan::HostRole role, const std::string& name) const;
@@ -78,8 +80,6 @@ class HostStore {
   // Throws mt::Error naming tensor `index` and its first element that is not finite (or, in a
   // second moment, negative): what a load refuses to train from (issue 18).
   void checkLoaded(int index) const;
-  // Tensor `index` as saved: fp32 under its plan name (a split master restored as it is written).
-  SafetensorsTensor savedTensor(int index) const;
 
   const plan::Plan& plan_;
   struct FreeDeleter {

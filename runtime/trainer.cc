@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 #include <fmt/format.h>
+#include <filesystem>
 #include <atomic>
 #include <csignal>
 #include <cerrno>
@@ -172,10 +173,17 @@ struct RunOutputs {
   JsonLog log;
 };
 
-RunOutputs openOutputs(const TrainConfig& config) {
+RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
   for (auto [path, flag] : {std::pair{&config.export_path, "--export"}, {&config.trace_path, "--trace"},
                             {&config.grads_path, "--dump-grads"}})
     if (!path->empty()) checkWritable(*path, flag);
+  if (!config.export_hf_dir.empty()) {
+    checkHuggingFaceExport(plan);
+    std::error_code error;
+    std::filesystem::create_directories(config.export_hf_dir, error);
+    if (error) throw Error("--export-hf: cannot create " + config.export_hf_dir + ": " + error.message());
+    checkWritable(config.export_hf_dir + "/config.json", "--export-hf");
+  }
   RunOutputs outputs;
   const std::string& dir = config.checkpoint_dir.empty() ? config.resume_dir : config.checkpoint_dir;
   if (!dir.empty()) {
@@ -328,7 +336,7 @@ int train(const TrainConfig& config) {
                                   : "tokenizer, or compile with --vocab " + std::to_string(data.vocabSize())));
   const BackendKind backend_kind = chooseBackend(config, plan);
   checkHostMemory(plan, /*arena_on_host=*/backend_kind == BackendKind::kCpu);
-  RunOutputs outputs = openOutputs(config);
+  RunOutputs outputs = openOutputs(config, plan);
 
   HostStore store(plan);
   const CheckpointState resumed = loadStartingState(config, plan, data, store);
@@ -384,11 +392,17 @@ int train(const TrainConfig& config) {
     if (outputs.log) outputs.log.write({{"step", step}, {"val_loss", val_loss}});
   };
   auto exportWeights = [&](int64_t steps_done) {
-    if (config.export_path.empty()) return;
     std::map<std::string, std::string> metadata = resumed.provenance;
     metadata[std::string(kProvenancePrefix) + "step"] = std::to_string(steps_done);
-    store.saveParams(config.export_path, metadata);
-    std::printf("weights written to %s\n", config.export_path.c_str());
+    if (!config.export_path.empty()) {
+      store.saveParams(config.export_path, metadata);
+      std::printf("weights written to %s\n", config.export_path.c_str());
+    }
+    if (!config.export_hf_dir.empty()) {
+      exportHuggingFace(plan, store, config.export_hf_dir, config.export_dtype, metadata);
+      std::printf("Hugging Face folder written to %s (%s)\n", config.export_hf_dir.c_str(),
+                  config.export_dtype == ExportDtype::kBf16 ? "bf16" : "f32");
+    }
   };
   g_stop_signal = 0;
   std::signal(SIGINT, onStopSignal);
@@ -468,7 +482,7 @@ int train(const TrainConfig& config) {
       // neither it is lost, and the exit code says so.
       backend->applyPendingUpdate();
       clear_status();
-      const bool saved = outputs.checkpoints || !config.export_path.empty();
+      const bool saved = outputs.checkpoints || !config.export_path.empty() || !config.export_hf_dir.empty();
       std::printf("stopped by %s after step %lld%s\n", g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
                   static_cast<long long>(step),
                   outputs.checkpoints ? "; resume with --resume"

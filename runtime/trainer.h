@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/huggingface.h"
+
 namespace mt {
 
 struct TrainConfig {
@@ -11,6 +13,8 @@ struct TrainConfig {
   std::string data_path;
   std::string weights_path;    // initial weights; "" = the plan's initializers
   std::string export_path;     // trained weights (safetensors); "" = none
+  std::string export_hf_dir;   // trained weights as a Hugging Face folder; "" = none
+  ExportDtype export_dtype = ExportDtype::kF32;  // of the Hugging Face folder's weights
   std::string grads_path;      // gradients of the first step (safetensors); "" = none
   std::string log_path;        // JSONL, one object per step; "" = none
   std::string trace_path;      // measured timeline of the last step (Chrome trace JSON); "" = none

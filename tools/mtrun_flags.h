@@ -39,6 +39,14 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("--log", c.log_path, "write one JSON object per step to this file");
   app.add_option("--export", c.export_path,
                  "write the trained weights (safetensors) here: at the end, or when SIGINT/SIGTERM stops the run");
+  app.add_option("--export-hf", c.export_hf_dir,
+                 "write the trained weights as a Hugging Face folder here (config.json + safetensors under Hugging "
+                 "Face's names, sharded past 5 GB) for llama-family models (Llama, Qwen2, Mistral): at the end, or "
+                 "when SIGINT/SIGTERM stops the run");
+  choiceOf(app.add_option("--export-dtype", c.export_dtype,
+                          "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even)"),
+           std::map<std::string, ExportDtype>{{"f32", ExportDtype::kF32}, {"bf16", ExportDtype::kBf16}})
+      ->default_str("f32");
   app.add_option("--dump-grads", c.grads_path, "write the first step's gradients (safetensors)");
   app.add_option("--print-every", c.print_every, "print a progress line every N steps")
       ->capture_default_str();

@@ -37,7 +37,7 @@ printf 'hello world, this is a small corpus for the tests.\n%.0s' {1..200} > cor
 "$bin/mtc" gpt2-tiny --batch 2 --seq 16 -o good.plan >/dev/null
 "$bin/mtc" llama-tiny --batch 2 --seq 16 -o other.plan >/dev/null
 
-expect_error "neither a .mlir or .onnx file nor a built-in model" "$bin/mtc" gpt5-huge -o x.plan
+expect_error "is not a .mlir or .onnx file, a Hugging Face folder (with config.json) or a built-in model" "$bin/mtc" gpt5-huge -o x.plan
 expect_error "raise --device-mem to at least" "$bin/mtc" gpt2-tiny --batch 2 --seq 16 --device-mem 4KiB -o budget.plan
 expect_error "mtc: note: at the peak (" "$bin/mtc" gpt2-tiny --batch 2 --seq 16 --device-mem 4KiB -o budget.plan
 expect_error "raise the budget to at least" "$bin/mtc" gpt2-tiny --batch 2 --seq 16 --device-mem 4KiB --schedule resident -o budget.plan

@@ -1,9 +1,12 @@
-"""Hugging Face model folders in (issue 16): a folder as transformers writes it (config.json and
-safetensors under Hugging Face's names, BF16 in two shards with an index, or F16 in one file) is
-compiled by mtc and trained by mtrun from those weights (found beside the plan, no --weights);
-the losses must follow a PyTorch model written the way transformers' modeling_llama computes
-(its names, rotate_half RoPE, repeat_kv) over 20 steps within 1e-4 relative. Then the refusals:
-settings mtc does not implement and tensors without a place are errors naming them.
+"""Hugging Face model folders in and out (issue 16): a folder as transformers writes it
+(config.json and safetensors under Hugging Face's names, BF16 in two shards with an index, or F16
+in one file) is compiled by mtc and trained by mtrun from those weights (found beside the plan,
+no --weights); the losses must follow a PyTorch model written the way transformers'
+modeling_llama computes (its names, rotate_half RoPE, repeat_kv) over 20 steps within 1e-4
+relative. mtrun --export-hf writes the trained weights back as a folder: exactly the exported
+weights under Hugging Face's names (f32), or their bf16 rounding (to nearest even), with the
+input's config; that folder compiles again and gives the transformers-style model's loss. Then
+the refusals: settings mtc does not implement and tensors without a place are errors naming them.
 
 usage: /usr/bin/python3 tests/e2e/hf_import.py BIN_DIR WORK_DIR
 """
@@ -140,6 +143,77 @@ def hf_logits(p, cfg, tokens):
     return F.linear(x, head)
 
 
+def read_hf_safetensors(path):
+    """F32 or BF16 tensors of a safetensors file, by name (BF16 kept as bfloat16)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        raw = bytearray(data[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]])
+        dtype = {"F32": torch.float32, "BF16": torch.bfloat16}[e["dtype"]]
+        out[name] = torch.frombuffer(raw, dtype=dtype).reshape(e["shape"]).clone()
+    return out
+
+
+def check_export(bin_dir, work, name, spec, plan, data, tokens, failures):
+    """--export-hf after 5 steps: the folder holds --export's weights under Hugging Face's names and
+    the input's config; bf16 is their rounding; the folder compiles and trains from there."""
+    out_f32, out_bf16, ours = (os.path.join(work, name + s) for s in ("-out-f32", "-out-bf16", "-out.safetensors"))
+    for folder, dtype in ((out_f32, "f32"), (out_bf16, "bf16")):
+        ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "5", "--print-every", "10", "--export", ours,
+                 "--export-hf", folder, "--export-dtype", dtype])
+    exported = ref.read_safetensors(ours)
+    f32 = read_hf_safetensors(os.path.join(out_f32, "model.safetensors"))
+    bf16 = read_hf_safetensors(os.path.join(out_bf16, "model.safetensors"))
+    names = {hf_name_of(k): k for k in exported}
+    if set(names) != set(f32):
+        failures.append(f"{name}: --export-hf tensors {sorted(set(f32) ^ set(names))[:4]} differ from --export's")
+    for hf_name, our_name in names.items():
+        if hf_name in f32 and not torch.equal(f32[hf_name], exported[our_name]):
+            failures.append(f"{name}: --export-hf f32 '{hf_name}' is not --export's '{our_name}'")
+        if hf_name in bf16 and not torch.equal(bf16[hf_name], exported[our_name].to(torch.bfloat16)):
+            failures.append(f"{name}: --export-hf bf16 '{hf_name}' is not the bf16 rounding of '{our_name}'")
+    with open(os.path.join(out_f32, "config.json")) as f:
+        config = json.load(f)
+    want = dict(spec["config"], architectures=[spec["architecture"]], torch_dtype="float32")
+    if config != want:
+        failures.append(f"{name}: --export-hf config.json {config} is not the input's with torch_dtype float32")
+    # The folder compiles again, and its first loss is the transformers-style model's on its weights.
+    again, log = os.path.join(work, name + "-again.plan"), os.path.join(work, name + "-again.jsonl")
+    ref.run([f"{bin_dir}/mtc", out_f32, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", again])
+    ref.run([f"{bin_dir}/mtrun", again, "--data", data, "--steps", "1", "--seed", str(SCHEDULE.seed), "--log", log])
+    mt_loss = json.loads(open(log).readline())["loss"]
+    x, y = ref.batch(tokens, 0, SCHEDULE.batch, SCHEDULE.seq, SCHEDULE.seed)
+    with torch.no_grad():
+        logits = hf_logits(f32, spec["config"], x)
+        torch_loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1)).item()
+    if abs(mt_loss - torch_loss) > 1e-5 * abs(torch_loss):
+        failures.append(f"{name}: the exported folder's loss {mt_loss} vs the transformers-style model's {torch_loss}")
+    print(f"{name}: --export-hf f32/bf16 match --export; re-imported, loss {mt_loss:.6f} vs {torch_loss:.6f}")
+
+
+def hf_name_of(ours):
+    """runtime/huggingface.cc's huggingFaceName, for the test's own check."""
+    if ours == "embed.weight":
+        return "model.embed_tokens.weight"
+    if ours == "norm.weight":
+        return "model.norm.weight"
+    if ours == "lm_head.weight":
+        return "lm_head.weight"
+    layer, rest = ours.split(".", 2)[1], ours.split(".", 2)[2]
+    for a, b in (("attn_norm.weight", "input_layernorm.weight"), ("mlp_norm.weight", "post_attention_layernorm.weight"),
+                 ("attn.q.", "self_attn.q_proj."), ("attn.k.", "self_attn.k_proj."), ("attn.v.", "self_attn.v_proj."),
+                 ("attn.o.", "self_attn.o_proj."), ("mlp.gate.", "mlp.gate_proj."), ("mlp.up.", "mlp.up_proj."),
+                 ("mlp.down.", "mlp.down_proj.")):
+        if rest.startswith(a):
+            return f"model.layers.{layer}." + b + rest[len(a):]
+    raise KeyError(ours)
+
+
 def mtc_error(bin_dir, folder, *flags):
     """mtc's stderr for a folder it must refuse ('' and a failure if it compiles)."""
     r = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", "4", "--seq", "32", "-o", folder + ".plan", *flags],
@@ -204,6 +278,7 @@ def main():
         worst = ref.compare_losses(mt_losses, torch_losses, LOSS_TOL, failures)
         print(f"{name}: 20 steps, first loss {mt_losses[0]:.4f} last {mt_losses[-1]:.4f}, worst relative "
               f"difference to the transformers-style model {worst:.2e}")
+        check_export(bin_dir, work, name, spec, plan, data, tokens, failures)
     refusals(bin_dir, work, failures)
     ref.finish("hf_import", failures)
 
