@@ -5,7 +5,8 @@ no --weights); the losses must follow a PyTorch model written the way transforme
 modeling_llama computes (its names, rotate_half RoPE, repeat_kv) over 20 steps within 1e-4
 relative. mtrun --export-hf writes the trained weights back as a folder: exactly the exported
 weights under Hugging Face's names (f32), or their bf16 rounding (to nearest even), with the
-input's config; that folder compiles again and gives the transformers-style model's loss. Then
+input's config; that folder compiles again to the same weights bit for bit and gives the
+transformers-style model's loss. Then
 the refusals: settings mtc does not implement and tensors without a place are errors naming them.
 
 usage: /usr/bin/python3 tests/e2e/hf_import.py BIN_DIR WORK_DIR
@@ -185,6 +186,9 @@ def check_export(bin_dir, work, name, spec, plan, data, tokens, failures):
     # The folder compiles again, and its first loss is the transformers-style model's on its weights.
     again, log = os.path.join(work, name + "-again.plan"), os.path.join(work, name + "-again.jsonl")
     ref.run([f"{bin_dir}/mtc", out_f32, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", again])
+    reimported = ref.read_safetensors(again[:-5] + ".safetensors")
+    if reimported.keys() != exported.keys() or any(not torch.equal(reimported[k], exported[k]) for k in exported):
+        failures.append(f"{name}: export -> re-import does not give the exported weights bit for bit")
     ref.run([f"{bin_dir}/mtrun", again, "--data", data, "--steps", "1", "--seed", str(SCHEDULE.seed), "--log", log])
     mt_loss = json.loads(open(log).readline())["loss"]
     x, y = ref.batch(tokens, 0, SCHEDULE.batch, SCHEDULE.seq, SCHEDULE.seed)
