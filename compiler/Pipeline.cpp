@@ -251,6 +251,8 @@ int compile(const CompileOptions& requested) {
   if (is_onnx) {
     onnximport::ImportOptions options;
     options.training = true;
+    options.frozen_pattern = o.frozen;
+    options.trainable_pattern = o.trainable;
     options.batch = o.batch;
     options.seq = o.seq;
     try {
@@ -452,6 +454,11 @@ int compile(const CompileOptions& requested) {
     if (stats.compute_wait_us[s] >= 0.005 * stats.step_us)
       idle += fmt::format("{}{} on {}", idle.empty() ? "" : ", ", millis(stats.compute_wait_us[s]), stream_names[s]);
   std::printf("mtc: %s\n", description.c_str());
+  if (!imported.kept_constant.empty()) {
+    std::string kept;
+    for (const auto& [name, why] : imported.kept_constant) kept += (kept.empty() ? "" : "; ") + name + " (" + why + ")";
+    std::printf("  constants      initializers kept out of training: %s\n", kept.c_str());
+  }
   std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
               batch_note.empty() ? "" : ("; " + batch_note).c_str());

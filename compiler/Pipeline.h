@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <regex>
 #include <string>
 
 #include "models/ModelConfig.h"
@@ -41,6 +42,8 @@ struct CompileOptions {
   std::string embedding = "auto";  // the token lookup: device, host, or auto (host for a split tied head)
   StreamDtype stream_dtype = StreamDtype::kF32;
   ComputePrecision precision = ComputePrecision::kFp32;
+  // ONNX: initializers matching `frozen` stay constants; with `trainable`, only matching ones train.
+  std::optional<std::regex> frozen, trainable;
 };
 
 // Runs the compiler; returns the process exit code (diagnostics on stderr).

@@ -65,6 +65,12 @@ int main(int argc, char** argv) {
   app.add_option("--context", o.overrides.context, "override: maximum sequence length")->check(mt::positiveInteger());
   app.add_flag("--tied", tied, "override: tie the output projection to the embedding");
   app.add_flag("--untied", untied, "override: separate output projection");
+  std::string frozen, trainable;
+  app.add_option("--frozen", frozen,
+                 "ONNX: initializers whose names match this regular expression stay constants (never trained)");
+  app.add_option("--trainable", trainable,
+                 "ONNX: only initializers whose names match this regular expression are trained (the rest stay "
+                 "constants). Either way, an initializer holding Inf or NaN (a folded mask) stays a constant");
   app.add_option("--emit", o.emit, "print the IR after this stage and stop")
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(mt::kStages), std::end(mt::kStages))));
   app.add_option("--weights", o.weights, "initial weights file (default: beside the plan)");
@@ -153,6 +159,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (tied || untied) o.tied = tied;
+  for (auto [flag, text, pattern] : {std::tuple{"--frozen", &frozen, &o.frozen}, {"--trainable", &trainable, &o.trainable}}) {
+    if (text->empty()) continue;
+    try {
+      *pattern = std::regex(*text, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      std::fprintf(stderr, "mtc: error: %s '%s' is not a regular expression: %s\n", flag, text->c_str(), e.what());
+      return 2;
+    }
+  }
   if (o.precision == mt::ComputePrecision::kBf16 && app.count("--stream-dtype") && o.stream_dtype == mt::StreamDtype::kF32) {
     std::fprintf(stderr, "mtc: error: --precision bf16 streams the weights as bf16: drop --stream-dtype f32 (or compile "
                          "with --precision fp32)\n");

@@ -92,6 +92,9 @@ class Importer {
   bool training() const { return options_.training; }
   // Whether `v` is a FLOAT initializer a model to train may take as a parameter.
   bool isTrainableInitializer(const Val& v) const;
+  // Why initializer `name` stays a constant in a model to train ("" if it need not): frozen by
+  // name or pattern, outside --trainable, or holding Inf/NaN (a mask). Read once, remembered.
+  std::string keptConstant(const std::string& name) const;
   // A FLOAT initializer used as the value of another name (an exporter's de-duplication).
   void aliasInitializer(const Val& v, const std::string& alias);
   // A parameter whose initial value is `source`'s (transposed: its 2-D transpose), read when
@@ -130,6 +133,7 @@ class Importer {
   mlir::func::FuncOp func_;
   std::map<std::string, Val> values_;
   std::vector<std::string> inputs_;  // run-time input names, in argument order
+  mutable std::map<std::string, std::string> kept_constant_;  // keptConstant's answers
   std::vector<ImportedParam> params_;
   std::vector<mlir::Value> param_args_;  // beside params_
   std::vector<std::optional<uint64_t>> fingerprints_;  // beside params_: of the values, once read

@@ -175,7 +175,7 @@ Value Importer::runtimeValue(const std::string& name) {
   if (options_.training && element.isF32()) {
     std::set<std::string> sources;
     for (const std::string& s : c.sources)
-      if (!options_.frozen.count(s)) sources.insert(s);
+      if (keptConstant(s).empty()) sources.insert(s);
     if (!sources.empty()) throw RestartAsParameters{std::move(sources)};
   }
   v.value = element.isF32() && c.isUniform() ? fill(static_cast<float>(c.values[0]), c.shape)
@@ -245,7 +245,24 @@ void Importer::setParamAttrs(size_t i) {
 
 bool Importer::isTrainableInitializer(const Val& v) const {
   return options_.training && !v.initializer.empty() && v.elem_type == onnx::TensorProto::FLOAT &&
-         !options_.frozen.count(v.initializer);
+         keptConstant(v.initializer).empty();
+}
+
+std::string Importer::keptConstant(const std::string& name) const {
+  if (options_.frozen.count(name)) return "frozen";
+  if (auto known = kept_constant_.find(name); known != kept_constant_.end()) return known->second;
+  std::string why;
+  if (options_.frozen_pattern && std::regex_search(name, *options_.frozen_pattern)) {
+    why = "matches --frozen";
+  } else if (options_.trainable_pattern && !std::regex_search(name, *options_.trainable_pattern)) {
+    why = "outside --trainable";
+  } else if (auto it = initializers_.find(name); it != initializers_.end() &&
+                                                 it->second->data_type() == onnx::TensorProto::FLOAT) {
+    // Values an optimizer cannot move: a causal or padding mask an eval export folded in.
+    if (holdsNonFinite(*it->second, model_dir_)) why = "holds Inf or NaN: a mask, not a weight";
+  }
+  kept_constant_[name] = why;
+  return why;
 }
 
 Val Importer::initializerVal(const std::string& name, const onnx::TensorProto& tensor) {
@@ -474,6 +491,8 @@ void Importer::finishFunction(ImportedModel* imported) {
       func_.setResultAttr(i, kOutputAttr, b_.getStringAttr(graph.output(i).name()));
   func_->setAttr(kModelAttr, b_.getStringAttr(graph.name().empty() ? "onnx" : graph.name()));
   result.inputs = inputs_;
+  for (const auto& [name, why] : kept_constant_)
+    if (!why.empty() && values_.count(name) && values_.at(name).value) result.kept_constant.push_back({name, why});
   result.params = std::move(params_);
   if (imported) *imported = std::move(result);
 }

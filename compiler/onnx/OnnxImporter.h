@@ -6,6 +6,8 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,6 +27,10 @@ struct ImportOptions {
   // (initialised from the weights file mtc writes) unless named in `frozen`.
   bool training = false;
   std::set<std::string> frozen;
+  // mtc --frozen / --trainable: initializers whose names match `frozen_pattern` stay constants;
+  // with `trainable_pattern`, only those matching it may become parameters. Either way, an
+  // initializer holding Inf or NaN (a mask folded into the graph) is a constant, never trained.
+  std::optional<std::regex> frozen_pattern, trainable_pattern;
   // Sizes for dynamic input dimensions: the first is the batch, the second the sequence.
   int64_t batch = 0, seq = 0;
   // Graph inputs whose values are known when compiling. An op that needs a constant operand
@@ -52,6 +58,9 @@ struct ImportedModel {
   std::vector<ImportedParam> params;       // training: the parameters, in argument order
   std::shared_ptr<const onnx::ModelProto> model;  // holds the parameters' sources
   std::string model_dir;                          // where their external data lies
+  // FLOAT initializers used at run time that stay constants, and why ("holds -inf: a mask",
+  // "--frozen"): mtc's summary lists them.
+  std::vector<std::pair<std::string, std::string>> kept_constant;
 };
 
 // Writes the initial values of `param` (numel of its shape floats) to `out`; `model_dir` is

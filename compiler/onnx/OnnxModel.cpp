@@ -196,6 +196,29 @@ ExternalBytes externalBytes(const onnx::TensorProto& t, const std::string& model
   return bytes;
 }
 
+bool holdsNonFinite(const onnx::TensorProto& t, const std::string& model_dir) {
+  if (t.data_type() != onnx::TensorProto::FLOAT) return false;
+  if (t.data_location() != onnx::TensorProto::EXTERNAL && !t.has_raw_data()) {
+    for (float x : t.float_data())
+      if (!std::isfinite(x)) return true;
+    return false;
+  }
+  ExternalBytes external;
+  const char* raw = t.raw_data().data();
+  size_t size = t.raw_data().size();
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    external = externalBytes(t, model_dir);
+    raw = external.data;
+    size = external.size;
+  }
+  for (size_t i = 0; i + 4 <= size; i += 4) {
+    float x;
+    std::memcpy(&x, raw + i, 4);
+    if (!std::isfinite(x)) return true;
+  }
+  return false;
+}
+
 Const decodeTensor(const onnx::TensorProto& t, const std::string& model_dir) {
   const std::string name = t.name().empty() ? "(unnamed)" : t.name();
   Const c;

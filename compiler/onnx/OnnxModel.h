@@ -75,6 +75,10 @@ ExternalBytes externalBytes(const onnx::TensorProto& tensor, const std::string& 
 // The tensor's values; external data is read relative to `model_dir` with bounds checks.
 Const decodeTensor(const onnx::TensorProto& tensor, const std::string& model_dir);
 
+// Whether a FLOAT tensor holds Inf or NaN, read in place (nothing allocated); false for another
+// type or data that does not match its shape (decodeTensor refuses those when they are read).
+bool holdsNonFinite(const onnx::TensorProto& tensor, const std::string& model_dir);
+
 // The opset version of the default ONNX domain, or -1 if the model imports none.
 int64_t defaultOpset(const onnx::ModelProto& model);
 

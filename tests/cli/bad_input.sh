@@ -135,6 +135,33 @@ cp good.safetensors imported.safetensors  # another plan's weights
 expect_error "imported.safetensors was not written for this plan" "$bin/mtrun" imported.plan --data eight.tok --steps 1
 expect_error "tokenise with the model's own tokenizer (an imported model's vocabulary is fixed)" \
   "$bin/mtrun" imported.plan --data corpus.tok --weights moved.safetensors --steps 1
+# Issue 19: a mask an eval export folded into an initializer (0 / -inf) was made a parameter and
+# trained; it stays a constant, and the summary says which initializers were kept out and why.
+/usr/bin/python3 - <<'PY'
+import onnx, struct
+from onnx import TensorProto, helper
+table = helper.make_tensor("table", TensorProto.FLOAT, [16, 8], [0.1 * (i % 7) for i in range(128)])
+w = helper.make_tensor("W", TensorProto.FLOAT, [8, 16], [0.01 * (i % 11) for i in range(128)])
+mask = helper.make_tensor("mask", TensorProto.FLOAT, [1, 1, 16], [0.0] * 15 + [float("-inf")])
+nodes = [helper.make_node("Gather", ["table", "tokens"], ["x"], name="/embed/Gather"),
+         helper.make_node("MatMul", ["x", "W"], ["scores"], name="/head/MatMul"),
+         helper.make_node("Add", ["scores", "mask"], ["logits"], name="/head/Add")]
+graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("tokens", TensorProto.INT64, [2, 4])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 4, 16])], [table, w, mask])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "masked.onnx")
+PY
+out=$("$bin/mtc" masked.onnx -o masked.plan 2>&1)
+if grep -q "constants      initializers kept out of training: mask (holds Inf or NaN: a mask, not a weight)" <<<"$out" &&
+   "$bin/mtrun" masked.plan --data eight.tok --steps 3 >/dev/null; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: the -inf mask initializer was not kept constant, or the model did not train: $out"
+fi
+out=$("$bin/mtc" masked.onnx --frozen '^W$' -o frozen.plan 2>&1)
+grep -q "W (matches --frozen)" <<<"$out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAIL: --frozen: $out"; }
+out=$("$bin/mtc" masked.onnx --trainable '^table$' -o trainable.plan 2>&1)
+grep -q "W (outside --trainable)" <<<"$out" && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAIL: --trainable: $out"; }
+expect_error "--frozen '(' is not a regular expression" "$bin/mtc" masked.onnx --frozen '(' -o x.plan
 # A checkpoint as --weights: its moments are not loaded, and said so.
 "$bin/mtrun" good.plan --data corpus.tok --steps 1 --checkpoint-dir ck >/dev/null
 out=$("$bin/mtrun" good.plan --data corpus.tok --steps 1 --weights ck/step-000000001.ckpt.safetensors)
