@@ -222,14 +222,14 @@ std::map<std::string, std::string> provenance(const TrainConfig& config, const p
   return kept;
 }
 
-// Initial weights (initialWeightsPath), then the checkpoint to resume from; the state's
-// provenance is this run's.
+// The initial weights (`path`, from initialWeightsPath; "" for the seeded initializers), then
+// the checkpoint to resume from; the state's provenance is this run's.
 CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& plan, const TokenFile& data,
-                                  HostStore& store) {
+                                  const std::string& path, HostStore& store) {
   store.initialize(plan.init_seed());
   std::string initial_weights =
       "the plan's seeded initializers (seed " + std::to_string(plan.init_seed()) + ")";
-  if (const std::string path = initialWeightsPath(config, plan); !path.empty()) {
+  if (!path.empty()) {
     const SafetensorsFile weights(path);
     store.loadParams(weights);
     uint32_t crc = 0;  // of the parameters' bytes in plan order
@@ -328,6 +328,7 @@ int train(const TrainConfig& config) {
   const auto& model = plan.model();
   StepOptions options = stepOptions(config, plan);
   const bool on_arrival = updatesOnArrival(planUpdateKind(plan));
+  const std::string initial_weights = initialWeightsPath(config, plan);
   TokenFile data(config.data_path);
   if (data.vocabSize() > model.vocab())
     throw Error("token file " + config.data_path + " has vocab size " + std::to_string(data.vocabSize()) +
@@ -339,7 +340,7 @@ int train(const TrainConfig& config) {
   RunOutputs outputs = openOutputs(config, plan);
 
   HostStore store(plan);
-  const CheckpointState resumed = loadStartingState(config, plan, data, store);
+  const CheckpointState resumed = loadStartingState(config, plan, data, initial_weights, store);
   const int64_t val_tokens = static_cast<int64_t>(config.val_fraction * data.size());
   BatchSampler sampler(data, model.batch(), model.seq(), resumed.seed, 0, data.size() - val_tokens);
   std::optional<BatchSampler> val_sampler;

@@ -20,7 +20,7 @@ shape=(llama-tiny --layers 4 --width 64 --ffn 256 --vocab 4096 --batch 4 --seq 3
 "$bin/mtc" "${shape[@]}" --schedule resident --vocab-chunks 8 -o split.plan --no-weights > split.txt
 "$bin/mtc" "${shape[@]}" --device-mem 2MiB -o tight.plan --no-weights > tight.txt
 "$bin/mtc" "${shape[@]}" --device-mem 2MiB --update on-arrival -o arrival.plan --no-weights > arrival.txt
-whole_arena=$(sed -n 's/.*streamed-recompute \([0-9.]*\) MiB;).*/\1/p' tight.txt)
+whole_arena=$(sed -n 's/.*streamed-recompute \([0-9.]*\) MiB).*/\1/p' tight.txt)
 check "unsplit, streamed-recompute needs more than 2 MiB (${whole_arena:-?} MiB)" \
   "awk -v a='${whole_arena:-0}' 'BEGIN { exit !(a > 2) }'"
 check "2 MiB splits the head and the embedding into the fewest chunks that fit (8)" \
