@@ -60,7 +60,7 @@ TokenFile::TokenFile(const std::string& path)
   std::vector<uint32_t> chunk;
   for (int64_t first = 0; first < count_; first += kChunkTokens) {
     chunk.resize(static_cast<size_t>(std::min(kChunkTokens, count_ - first)));
-    crc32c_ = readChecked(first, static_cast<int64_t>(chunk.size()), chunk.data(), bad, crc32c_);
+    readChecked(first, static_cast<int64_t>(chunk.size()), chunk.data(), bad, &crc32c_);
   }
 }
 
@@ -77,8 +77,8 @@ std::vector<uint32_t> TokenFile::read(int64_t first, int64_t count) const {
   return out;
 }
 
-uint32_t TokenFile::readChecked(int64_t first, int64_t count, uint32_t* out,
-                                const std::function<Error(const std::string&)>& changed, uint32_t crc) const {
+void TokenFile::readChecked(int64_t first, int64_t count, uint32_t* out,
+                            const std::function<Error(const std::string&)>& changed, uint32_t* crc) const {
   const size_t bytes = static_cast<size_t>(count) * bytes_per_token_;
   std::vector<unsigned char> raw(bytes);
   const size_t offset = kHeaderBytes + static_cast<size_t>(first) * bytes_per_token_;
@@ -97,7 +97,7 @@ uint32_t TokenFile::readChecked(int64_t first, int64_t count, uint32_t* out,
                     ", not below the vocab size " + std::to_string(vocab_));
     out[i] = id;
   }
-  return crc32c(raw.data(), bytes, crc);
+  if (crc) *crc = crc32c(raw.data(), bytes, *crc);
 }
 
 Error TokenFile::changedError(const std::string& what) const {

@@ -39,10 +39,10 @@ class TokenFile {
 
  private:
   // Reads and decodes tokens [first, first + count) into `out`; `changed` is the error for a
-  // short read or an id past the vocabulary. Returns the CRC-32C of the bytes read, continued
-  // from `crc`.
-  uint32_t readChecked(int64_t first, int64_t count, uint32_t* out,
-                       const std::function<Error(const std::string&)>& changed, uint32_t crc = 0) const;
+  // short read or an id past the vocabulary. With `crc`, continues it over the bytes read (the
+  // file's checksum, taken when it is opened; not on the per-batch reads).
+  void readChecked(int64_t first, int64_t count, uint32_t* out, const std::function<Error(const std::string&)>& changed,
+                   uint32_t* crc = nullptr) const;
   Error changedError(const std::string& what) const;
 
   std::string path_;
