@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "kernels/elementwise/elementwise.h"
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
 #include "runtime/huggingface.h"
@@ -180,10 +181,9 @@ void widen(const SafetensorsEntry& entry, int64_t n, float* out) {
     std::memcpy(out, entry.data, 4 * static_cast<size_t>(n));
   } else if (entry.dtype == "BF16") {
     for (int64_t i = 0; i < n; ++i) {
-      uint16_t half;
-      std::memcpy(&half, entry.data + 2 * i, 2);
-      const uint32_t bits = static_cast<uint32_t>(half) << 16;
-      std::memcpy(out + i, &bits, 4);
+      uint16_t bits;
+      std::memcpy(&bits, entry.data + 2 * i, 2);
+      out[i] = bf16Value(bits);
     }
   } else {  // F16, checked by the caller
     for (int64_t i = 0; i < n; ++i) {
@@ -244,9 +244,7 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
   }
   for (const auto& [name, file] : files) {
     if (placed.count(name)) continue;
-    const std::string inv_freq = "rotary_emb.inv_freq";  // derived from rope_theta, not a weight
-    const bool derived = name.size() > inv_freq.size() &&
-                         name.compare(name.size() - inv_freq.size(), inv_freq.size(), inv_freq) == 0;
+    const bool derived = name.ends_with("rotary_emb.inv_freq");  // from rope_theta, not a weight
     const bool tied_copy = c.tied && name == "lm_head.weight";  // the embedding again
     if (!derived && !tied_copy)
       throw Error(dir + ": the weights hold '" + name + "', which the " + model.architecture +
@@ -295,11 +293,9 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
     const int64_t n = checkedNumel(t.shape(), t.name());
     const SafetensorsEntry& entry = entryOf(t.name());
     if (entry.shape != shape || (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16")) {
-      std::string want, got;
-      for (auto d : shape) want += (want.empty() ? "" : ",") + std::to_string(d);
-      for (auto d : entry.shape) got += (got.empty() ? "" : ",") + std::to_string(d);
-      throw Error(model.dir + ": '" + model.weights.at(t.name()).second + "' is " + entry.dtype + " [" + got +
-                  "] but the model's " + t.name() + " needs [" + want + "] in F32, BF16 or F16");
+      throw Error(model.dir + ": '" + model.weights.at(t.name()).second + "' is " + entry.dtype + " [" +
+                  shapeText(entry.shape) + "] but the model's " + t.name() + " needs [" + shapeText(shape) +
+                  "] in F32, BF16 or F16");
     }
     tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n,
                        [&entry, n](void* out) { widen(entry, n, static_cast<float*>(out)); }});

@@ -110,14 +110,17 @@ const SafetensorsEntry& SafetensorsFile::f32(const std::string& name,
     throw Error("weights file " + path_ + " has no tensor '" + name +
                 "' (was it written for another model?)");
   if (it->second.dtype != "F32" || it->second.shape != shape) {
-    std::string want, got;
-    for (auto d : shape) want += (want.empty() ? "" : ",") + std::to_string(d);
-    for (auto d : it->second.shape) got += (got.empty() ? "" : ",") + std::to_string(d);
     throw Error("weights file " + path_ + ": tensor '" + name + "' is " + it->second.dtype + " [" +
-                got + "] but the plan needs F32 [" + want + "]");
+                shapeText(it->second.shape) + "] but the plan needs F32 [" + shapeText(shape) + "]");
   }
   verify(name);
   return it->second;
+}
+
+std::string shapeText(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (auto d : shape) text += (text.empty() ? "" : ",") + std::to_string(d);
+  return text;
 }
 
 void writeSafetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,

@@ -63,6 +63,9 @@ struct SafetensorsTensor {
   std::function<void(void*)> produce = nullptr;
 };
 
+// "256,64": a shape as the readers' messages print it.
+std::string shapeText(const std::vector<int64_t>& shape);
+
 // Writes atomically (temporary file, fsync, rename), tensor by tensor: it holds no copy of
 // the tensors, only one produced tensor at a time. Each tensor's checksum is computed as it is
 // written and patched into the header (checksums in `metadata` are replaced).
