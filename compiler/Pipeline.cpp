@@ -400,10 +400,7 @@ int compile(const CompileOptions& requested) {
   }
   std::string weights = o.weights;
   const bool explicit_weights = !weights.empty() || is_onnx || hf;  // an import's weights exist only there
-  if (weights.empty()) {
-    const size_t dot = o.output.rfind(".plan");
-    weights = (dot != std::string::npos ? o.output.substr(0, dot) : o.output) + ".safetensors";
-  }
+  if (weights.empty()) weights = weightsBesidePlan(o.output);
   // Writing the initial weights of a large model costs minutes and its full size on disk;
   // mtrun builds the same weights from the plan's seeded initializers.
   constexpr int64_t kAutoWeightsLimit = int64_t{1} << 29;  // parameters (2 GiB of fp32)

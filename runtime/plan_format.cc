@@ -27,6 +27,11 @@ plan::Plan parsePlan(const std::string& bytes, const std::string& path) {
   return plan;
 }
 
+std::string weightsBesidePlan(const std::string& plan_path) {
+  const size_t dot = plan_path.rfind(".plan");
+  return (dot != std::string::npos ? plan_path.substr(0, dot) : plan_path) + ".safetensors";
+}
+
 void expandTemplates(plan::Plan& plan) {
   if (plan.templates_size() == 0) return;
   auto fail = [](const std::string& what) { throw Error("invalid plan: " + what); };

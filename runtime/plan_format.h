@@ -30,6 +30,10 @@ plan::Plan readPlan(const std::string& path);
 // The same for a plan's bytes already read; `path` names it in the messages.
 plan::Plan parsePlan(const std::string& bytes, const std::string& path);
 
+// Where mtc writes a plan's initial weights unless told otherwise, and where mtrun looks for them:
+// the plan's path up to ".plan", then ".safetensors".
+std::string weightsBesidePlan(const std::string& plan_path);
+
 // Replaces every template launch by the template's kernel calls on the launch's buffers, with
 // the launch's waits and records between them (the templates stay, for the record); throws
 // mt::Error ("invalid plan: ...") for a launch of a template that does not exist, binds another

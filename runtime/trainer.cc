@@ -105,21 +105,19 @@ bool isImported(const plan::Plan& plan) {
 // plan's seeded initializers, which an imported plan does not have. "" for the initializers.
 std::string initialWeightsPath(const TrainConfig& config, const plan::Plan& plan) {
   if (!config.weights_path.empty()) return config.weights_path;
-  const std::string& p = config.plan_path;
-  const std::string beside = (p.size() > 5 && p.compare(p.size() - 5, 5, ".plan") == 0 ? p.substr(0, p.size() - 5) : p) +
-                             ".safetensors";
-  std::string problem = "there is no " + beside;
-  if (access(beside.c_str(), F_OK) == 0) {
+  const std::string beside = weightsBesidePlan(config.plan_path);
+  const bool exists = access(beside.c_str(), F_OK) == 0;
+  if (exists) {
     const SafetensorsFile file(beside);
     const auto fingerprint = file.metadata().find(kPlanFingerprintKey);
     if (fingerprint != file.metadata().end() && fingerprint->second == planFingerprint(plan)) return beside;
-    problem = beside + " was not written for this plan (another compile's, or not mtc's)";
   }
+  const std::string problem =
+      exists ? beside + " was not written for this plan (another compile's, or not mtc's)" : "there is no " + beside;
   if (isImported(plan))
     throw Error("the plan's parameters come from an imported model's weights, but " + problem +
                 ": pass --weights with the .safetensors file mtc wrote when it compiled the plan");
-  if (problem.find("was not written") != std::string::npos)
-    std::printf("note: %s: starting from the plan's seeded initializers\n", problem.c_str());
+  if (exists) std::printf("note: %s: starting from the plan's seeded initializers\n", problem.c_str());
   return "";
 }
 
