@@ -16,6 +16,12 @@ struct StepOptions {
   AdamWParams adamw;       // lr, betas, eps, weight decay (for tensors that take it), step
   double grad_clip = 1.0;  // global gradient-norm bound; 0 disables clipping
   bool update = true;      // false: run the step for its loss only (validation), no AdamW
+  // Gradient accumulation (mtrun --accumulate): this step is micro-batch `micro_step` (0-based)
+  // of `micro_steps`. The host folds each gradient into a running sum as it lands; the last
+  // micro-batch's gradients become the mean of all, and only then are the norm taken and AdamW
+  // run. Earlier micro-batches take no norm and update nothing.
+  int64_t micro_step = 0;
+  int64_t micro_steps = 1;
 };
 
 struct StepResult {

@@ -111,16 +111,19 @@ HostMemory availableHostMemory(const std::string& root) {
   return memory;
 }
 
-void checkHostMemory(const plan::Plan& plan, bool arena_on_host, const HostMemory& memory) {
+void checkHostMemory(const plan::Plan& plan, const HostExtras& extras, const HostMemory& memory) {
   const int64_t host = planHostBytes(plan);
-  const int64_t arena = arena_on_host ? plan.arena_bytes() : 0;
-  if (memory.available < 0 || host + arena <= memory.available) return;
+  const int64_t arena = extras.arena_on_host ? plan.arena_bytes() : 0;
+  const int64_t sums = extras.gradient_sums;
+  if (memory.available < 0 || host + arena + sums <= memory.available) return;
   throw Error(fmt::format(
-      "the plan needs {} of host memory ({} of host tensors{}) but only {} is available ({}): run on a machine "
-      "(or in a cgroup) with more memory, or compile a smaller model{}",
-      gib(host + arena), gib(host), arena ? fmt::format(" + the {} arena the CPU backend holds in host memory", gib(arena)) : "",
-      gib(memory.available), memory.bound,
-      arena ? ", or a plan for a smaller --device-mem (the CPU backend's arena)" : ""));
+      "the plan needs {} of host memory ({} of host tensors{}{}) but only {} is available ({}): run on a machine "
+      "(or in a cgroup) with more memory, or compile a smaller model{}{}",
+      gib(host + arena + sums), gib(host),
+      arena ? fmt::format(" + the {} arena the CPU backend holds in host memory", gib(arena)) : "",
+      sums ? fmt::format(" + {} of --accumulate's gradient sums", gib(sums)) : "", gib(memory.available),
+      memory.bound, arena ? ", or a plan for a smaller --device-mem (the CPU backend's arena)" : "",
+      sums ? ", or train without --accumulate (a plan of a larger batch instead)" : ""));
 }
 
 }  // namespace mt

@@ -18,9 +18,15 @@ struct HostMemory {
 // `root` prefixes /proc and /sys (tests point it at a made-up tree).
 HostMemory availableHostMemory(const std::string& root = "");
 
-// Throws mt::Error, naming each part and what bounds the memory, if the plan's host tensors (and
-// its arena, when the CPU backend holds the arena in host memory) do not fit what is available.
-// Called before anything is allocated.
-void checkHostMemory(const plan::Plan& plan, bool arena_on_host, const HostMemory& memory = availableHostMemory());
+// What a run holds in host memory beside the plan's host tensors.
+struct HostExtras {
+  bool arena_on_host = false;    // the CPU backend holds the device arena in host memory
+  int64_t gradient_sums = 0;     // bytes of gradient accumulation's running sums (mtrun --accumulate)
+};
+
+// Throws mt::Error, naming each part and what bounds the memory, if the plan's host tensors and
+// the extras do not fit what is available. Called before anything is allocated.
+void checkHostMemory(const plan::Plan& plan, const HostExtras& extras,
+                     const HostMemory& memory = availableHostMemory());
 
 }  // namespace mt

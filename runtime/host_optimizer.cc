@@ -13,12 +13,31 @@ HostOptimizer::HostOptimizer(const plan::Plan& plan, HostStore& store)
     : plan_(plan),
       store_(store),
       deferred_(planUpdateKind(plan) == plan::HostTask::ADAMW_PREVIOUS),
-      on_arrival_(updatesOnArrival(planUpdateKind(plan))) {}
+      on_arrival_(updatesOnArrival(planUpdateKind(plan))) {
+  std::vector<bool> seen(plan.host_tensors_size(), false);
+  for (const auto& s : plan.streams())
+    for (const auto& in : s.instructions()) {
+      if (!in.has_host_task()) continue;
+      const auto& task = in.host_task();
+      for (uint32_t t : task.tensors()) {
+        if (task.kind() == plan::HostTask::GRAD_NORM) seen[t] = true;
+        if (task.kind() == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL) seen[store.gradOf(static_cast<int>(t))] = true;
+      }
+    }
+  for (int i = 0; i < plan.host_tensors_size() && unseen_grad_ < 0; ++i)
+    if (plan.host_tensors(i).role() == plan::ROLE_GRAD && !seen[i]) unseen_grad_ = i;
+}
 
 void HostOptimizer::beginStep(const StepOptions& options) {
   if (on_arrival_ && options.grad_clip > 0.0)
     throw Error("this plan updates each parameter as its gradient lands, before the global norm is known: "
                 "it cannot clip by the global norm (use --grad-clip 0, or compile with mtc --update deferred)");
+  if (options.micro_steps < 1 || options.micro_step < 0 || options.micro_step >= options.micro_steps)
+    throw Error("micro-batch " + std::to_string(options.micro_step) + " of " + std::to_string(options.micro_steps) +
+                ": not a micro-batch of an accumulated step");
+  if (options.micro_steps > 1 && unseen_grad_ >= 0)
+    throw Error("gradient accumulation: the host never sees the gradient '" + plan_.host_tensors(unseen_grad_).name() +
+                "' land (no host task takes its norm), so it cannot sum it; train without --accumulate");
   options_ = options;
   grad_sq_sum_ = 0.0;
   first_nonfinite_ = -1;
@@ -37,7 +56,8 @@ void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tenso
     return;
   }
   if (kind == plan::HostTask::GRAD_NORM) {
-    for (int g : tensors) addNorm(g, sum_squares_cpu(store_.f32(g), store_.numel(g)));
+    for (int g : tensors)
+      if (foldGradient(g)) addNorm(g, sum_squares_cpu(store_.f32(g), store_.numel(g)));
     return;
   }
   if (kind == plan::HostTask::ADAMW_PREVIOUS) {
@@ -49,7 +69,7 @@ void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tenso
     return;
   }
   if (first_nonfinite_ >= 0) return;  // NaN/Inf gradients would poison the weights: no update
-  if (!options_.update) return;
+  if (!options_.update || !gradientsComplete()) return;
   if (kind == plan::HostTask::ADAMW_ON_ARRIVAL) {
     update(tensors, options_.adamw);  // no clipping: the norm is not complete yet
     updated_ = true;
@@ -66,7 +86,8 @@ StepResult HostOptimizer::endStep() {
   result.partially_updated = updated_ && (first_nonfinite_ >= 0 || !std::isfinite(result.loss));
   // The previous pending update ran at the start of this step; this step's is pending now,
   // unless it is not to be applied (NaN/Inf gradients or loss, or no update asked for).
-  pending_ = deferred_ && options_.update && first_nonfinite_ < 0 && std::isfinite(result.loss);
+  pending_ = deferred_ && options_.update && gradientsComplete() && first_nonfinite_ < 0 &&
+             std::isfinite(result.loss);
   if (pending_) pending_adamw_ = stepAdamW();
   return result;
 }
@@ -90,6 +111,7 @@ AdamWParams HostOptimizer::stepAdamW() const {
 void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
   for (int param : params) {
     const int grad = store_.gradOf(param);
+    if (!foldGradient(grad)) continue;
     const float* g = store_.f32(grad);
     const int64_t n = store_.numel(param);
     if (first_nonfinite_ >= 0 || !options_.update) {  // the norm only: no update runs now
@@ -102,6 +124,16 @@ void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
     updated_ = true;
     addNorm(grad, sum);
   }
+}
+
+bool HostOptimizer::foldGradient(int grad) {
+  if (options_.micro_steps == 1) return true;
+  if (grad_sums_.empty()) grad_sums_.resize(plan_.host_tensors_size());
+  std::vector<float>& sum = grad_sums_[grad];
+  const int64_t n = store_.numel(grad);
+  if (sum.empty()) sum.resize(n);  // once, the first time it lands; checkHostMemory counted it
+  accumulate_gradient_cpu(sum.data(), store_.f32(grad), n, options_.micro_step, options_.micro_steps);
+  return gradientsComplete();
 }
 
 Tensor HostOptimizer::hostTensor(int index) const {

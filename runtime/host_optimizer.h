@@ -37,6 +37,12 @@ class HostOptimizer {
   void normAndUpdate(const std::vector<int>& params);
   // Host tensor `index` as a kernel operand.
   Tensor hostTensor(int index) const;
+  // Whether this step's gradients are the ones to update with: not an earlier micro-batch of an
+  // accumulated step.
+  bool gradientsComplete() const { return options_.micro_step + 1 == options_.micro_steps; }
+  // Gradient accumulation: folds the just landed gradient `grad` into its running sum (the last
+  // micro-batch: turns it into the mean). Returns gradientsComplete().
+  bool foldGradient(int grad);
 
   const plan::Plan& plan_;
   HostStore& store_;
@@ -49,6 +55,11 @@ class HostOptimizer {
   bool pending_ = false;
   AdamWParams pending_adamw_;
   bool updated_ = false;  // on arrival: whether this step updated anything yet (host stream)
+  // A gradient no GRAD_NORM or NORM_AND_ADAMW_ON_ARRIVAL task takes (host tensor; -1: none):
+  // the host never sees it land, so it cannot be accumulated.
+  int unseen_grad_ = -1;
+  // Gradient accumulation's running sums, by host tensor index (allocated on first use).
+  std::vector<std::vector<float>> grad_sums_;
 };
 
 }  // namespace mt

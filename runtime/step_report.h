@@ -18,8 +18,9 @@ class StepReport {
   // One finished step: its wall time and the backend's timeline of it. The first step warms
   // up (first touches of memory, library handles): it counts only if it is the only one.
   void add(double seconds, const StepTimeline& timeline);
-  // Prints the summary (and, with `per_kernel`, the time per kernel) to stdout.
-  void print(bool per_kernel) const;
+  // Prints the summary (and, with `per_kernel`, the time per kernel) to stdout. `micro_batches`:
+  // each run of the plan was one micro-batch of an accumulated step (mtrun --accumulate).
+  void print(bool per_kernel, bool micro_batches = false) const;
 
  private:
   struct Totals {

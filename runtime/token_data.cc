@@ -137,10 +137,10 @@ BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, ui
                 std::to_string(seq) + " needs at least " + std::to_string(seq + 1));
 }
 
-void BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets) const {
+void BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row) const {
   const uint64_t windows = static_cast<uint64_t>(end_ - begin_ - seq_);
   for (int64_t b = 0; b < batch_; ++b) {
-    const uint64_t key = mix(mix(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(b));
+    const uint64_t key = mix(mix(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(first_row + b));
     const int64_t start = begin_ + static_cast<int64_t>(key % windows);
     const std::vector<uint32_t> window = data_.read(start, seq_ + 1);
     for (int64_t t = 0; t < seq_; ++t) {

@@ -65,9 +65,11 @@ class BatchSampler {
   // Windows are drawn from tokens [begin, end) (default: the whole file).
   BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed, int64_t begin = 0,
                int64_t end = -1);
-  // tokens[b][t] = data[start + t], targets[b][t] = data[start + t + 1]. Throws mt::Error if the
-  // file changed underneath (see TokenFile::read).
-  void fill(int64_t step, int32_t* tokens, int32_t* targets) const;
+  // tokens[b][t] = data[start + t], targets[b][t] = data[start + t + 1], where each start is
+  // drawn from (seed, step, first_row + b): with first_row = m * batch, micro-batch m of an
+  // accumulated step holds rows [m * batch, (m + 1) * batch) of what a sampler of the whole
+  // step's batch draws. Throws mt::Error if the file changed underneath (see TokenFile::read).
+  void fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row = 0) const;
 
  private:
   const TokenFile& data_;

@@ -287,7 +287,20 @@ std::string nonfiniteProblem(const StepResult& result) {
          (result.nonfinite_grad.empty() ? "" : " (first non-finite gradient: '" + result.nonfinite_grad + "')");
 }
 
+// Host bytes of --accumulate's running gradient sums: one f32 per gradient element, none
+// without accumulation.
+int64_t gradientSumBytes(const plan::Plan& plan, int64_t accumulate) {
+  if (accumulate == 1) return 0;
+  int64_t bytes = 0;
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_GRAD) bytes += hostTensorBytes(t);
+  return bytes;
+}
+
 }  // namespace
+
+// The sequences one optimizer step may draw (the sampler keys a row by 20 bits).
+constexpr int64_t kMaxStepRows = int64_t{1} << 20;
 
 // Every hyperparameter is checked before anything runs: none may crash the run (a zero
 // interval) or reach the weights as NaN (issue 18). Throws naming the flag and what it takes.
@@ -299,6 +312,8 @@ void validateConfig(const TrainConfig& c) {
   constexpr int64_t kMaxSteps = int64_t{1} << 40;
   require(c.steps > 0, "--steps must be positive");
   require(c.steps <= kMaxSteps, "--steps " + std::to_string(c.steps) + " is beyond any run: give at most 2^40");
+  require(c.accumulate >= 1 && c.accumulate <= kMaxStepRows,
+          "--accumulate must be between 1 (no accumulation) and " + std::to_string(kMaxStepRows));
   require(std::isfinite(c.lr) && c.lr >= 0.0, "--lr must be a finite number >= 0");
   require(std::isfinite(c.min_lr_ratio) && c.min_lr_ratio >= 0.0 && c.min_lr_ratio <= 1.0,
           "--min-lr-ratio must be between 0 and 1");
@@ -333,8 +348,12 @@ int train(const TrainConfig& config) {
                 " but the model's vocabulary is " + std::to_string(model.vocab()) + ": tokenise with the model's " +
                 (isImported(plan) ? std::string("own tokenizer (an imported model's vocabulary is fixed)")
                                   : "tokenizer, or compile with --vocab " + std::to_string(data.vocabSize())));
+  if (config.accumulate * model.batch() > kMaxStepRows)
+    throw Error("--accumulate " + std::to_string(config.accumulate) + " at the plan's batch " +
+                std::to_string(model.batch()) + " draws " + std::to_string(config.accumulate * model.batch()) +
+                " sequences per step; at most " + std::to_string(kMaxStepRows) + " can be: accumulate fewer");
   const BackendKind backend_kind = chooseBackend(config, plan);
-  checkHostMemory(plan, /*arena_on_host=*/backend_kind == BackendKind::kCpu);
+  checkHostMemory(plan, HostExtras{backend_kind == BackendKind::kCpu, gradientSumBytes(plan, config.accumulate)});
   RunOutputs outputs = openOutputs(config, plan);
 
   HostStore store(plan);
@@ -346,7 +365,7 @@ int train(const TrainConfig& config) {
                                        data.size() - val_tokens);
   std::unique_ptr<Backend> backend = createBackend(backend_kind, config, plan, store);
 
-  const int64_t tokens_per_step = model.batch() * model.seq();
+  const int64_t tokens_per_step = config.accumulate * model.batch() * model.seq();
   std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | %s | backend %s (%s)\n",
               model.name().c_str(), static_cast<long long>(store.numParams()),
               static_cast<long long>(model.batch()), static_cast<long long>(model.seq()),
@@ -355,6 +374,11 @@ int train(const TrainConfig& config) {
   std::printf("  host %.1f MiB (%.1f bytes/param), device arena %.1f MiB, data %lld tokens\n",
               store.totalBytes() / 1048576.0, double(store.totalBytes()) / double(store.numParams()),
               backend->arenaBytes() / 1048576.0, static_cast<long long>(data.size()));
+  if (config.accumulate > 1)
+    std::printf("  accumulating %lld micro-batches per step: %lld sequences per update, the gradients summed in "
+                "%.1f MiB of host memory and their mean applied once\n",
+                static_cast<long long>(config.accumulate), static_cast<long long>(config.accumulate * model.batch()),
+                gradientSumBytes(plan, config.accumulate) / 1048576.0);
   if (on_arrival)
     std::printf("  AdamW runs per parameter as its gradient lands (mtc --update on-arrival): no global-norm "
                 "clipping\n");
@@ -379,6 +403,7 @@ int train(const TrainConfig& config) {
     backend->applyPendingUpdate();  // validate the weights after this step's update
     StepOptions eval = options;
     eval.update = false;
+    eval.micro_step = 0, eval.micro_steps = 1;  // one batch each, nothing accumulated
     double total = 0.0;
     for (int64_t i = 0; i < config.val_batches; ++i) {
       val_sampler->fill(i, store.i32(store.tokens()), store.i32(store.targets()));
@@ -418,14 +443,34 @@ int train(const TrainConfig& config) {
     writeMeasuredTrace(plan, traced, backend->name(), trace);
     writeFileAtomically(config.trace_path, trace.str());
   };
+  // One optimizer step: --accumulate runs of the plan, micro-batch m holding rows
+  // [m * batch, (m + 1) * batch) of the step's sequences (those a plan of the whole batch would
+  // draw); the loss reported is the micro-batches' mean. `plan_runs`: each run's time and
+  // measured timeline.
+  std::vector<std::pair<double, StepTimeline>> plan_runs;
+  auto runOptimizerStep = [&](int64_t step) {
+    StepResult result;
+    double loss_sum = 0.0;
+    plan_runs.clear();
+    options.micro_steps = config.accumulate;
+    for (int64_t m = 0; m < config.accumulate; ++m) {
+      sampler.fill(step - 1, store.i32(store.tokens()), store.i32(store.targets()), m * model.batch());
+      options.micro_step = m;
+      const auto start = std::chrono::steady_clock::now();
+      result = backend->runStep(options);
+      plan_runs.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                             backend->lastTimeline());
+      loss_sum += result.loss;
+    }
+    if (config.accumulate > 1) result.loss = static_cast<float>(loss_sum / static_cast<double>(config.accumulate));
+    return result;
+  };
   for (int64_t step = resumed.step + 1; step <= config.steps; ++step) {
-    sampler.fill(step - 1, store.i32(store.tokens()), store.i32(store.targets()));
     options.adamw.step = step;
     options.adamw.lr = learningRate(config, step);
-    const auto start = std::chrono::steady_clock::now();
-    const StepResult result = backend->runStep(options);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const StepResult result = runOptimizerStep(step);
+    double seconds = 0.0;
+    for (const auto& run : plan_runs) seconds += run.first;
     total_seconds += seconds;
     if (!std::isfinite(result.loss) || !result.nonfinite_grad.empty()) {
       // The update was not applied: the weights are still those before this step.
@@ -451,7 +496,7 @@ int train(const TrainConfig& config) {
       continue;
     }
     if (step == 1 && !config.grads_path.empty()) store.saveGrads(config.grads_path);
-    report.add(seconds, backend->lastTimeline());
+    for (const auto& [run_seconds, timeline] : plan_runs) report.add(run_seconds, timeline);
     if (!config.trace_path.empty()) traced = backend->lastTimeline();
     const double tok_s = tokens_per_step / seconds;
     const bool line_due = step % config.print_every == 0 || step == config.steps;
@@ -496,7 +541,7 @@ int train(const TrainConfig& config) {
   clear_status();
   std::printf("done: %lld steps, %.1f s, %.0f tok/s average\n", static_cast<long long>(steps_run),
               total_seconds, steps_run ? tokens_per_step * steps_run / total_seconds : 0.0);
-  report.print(config.profile);
+  report.print(config.profile, /*micro_batches=*/config.accumulate > 1);
   writeTrace();
   exportWeights(config.steps);
   return 0;

@@ -20,7 +20,8 @@ struct TrainConfig {
   std::string trace_path;      // measured timeline of the last step (Chrome trace JSON); "" = none
   std::string backend = "auto";
   bool tf32 = false;           // CUDA: matrix products in TF32 instead of exact fp32
-  int64_t steps = 100;
+  int64_t steps = 100;         // optimizer steps
+  int64_t accumulate = 1;      // micro-batches (plan steps) per optimizer step
   uint64_t seed = 1;           // data order (and initial weights when no weights file)
   double lr = 1e-3;
   double min_lr_ratio = 0.1;   // cosine decays to lr * min_lr_ratio

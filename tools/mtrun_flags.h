@@ -17,7 +17,12 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "initial weights (safetensors); default: the PLAN.safetensors mtc wrote beside the plan when it was "
                  "written for this plan, else the plan's seeded initializers (an imported model has none: its "
                  "weights are needed)");
-  app.add_option("--steps", c.steps, "training steps")->capture_default_str();
+  app.add_option("--steps", c.steps, "training steps (optimizer updates)")->capture_default_str();
+  app.add_option("--accumulate", c.accumulate,
+                 "micro-batches per optimizer step: the plan runs N times, the gradients summed on the host (4 more "
+                 "bytes of host memory per parameter) and their mean applied once, exactly the update of one step "
+                 "at N times the plan's batch (the same sequences, fp32 rounding apart)")
+      ->capture_default_str();
   app.add_option("--seed", c.seed, "seed of the data order")->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr-ratio", c.min_lr_ratio, "final lr as a fraction of --lr (cosine)")

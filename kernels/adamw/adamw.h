@@ -41,4 +41,11 @@ double sum_squares_cpu(const float* x, int64_t n);
 double adamw_with_norm_cpu(const MasterWeights& w, const float* grad, float* m, float* v, int64_t n,
                            const AdamWParams& p);
 
+// Gradient accumulation over `count` micro-batches (mtrun --accumulate), one landed gradient
+// `grad` of micro-batch `index` (0-based) folded into its running sum `sum` (n elements each):
+// the first copies it, the middle ones add it, the last turns `grad` into the mean
+// (sum + grad) / count, the gradient of the count-times-larger batch whose loss is the mean of
+// the micro-batches' mean losses. The sum is taken in the micro-batches' order, in fp32.
+void accumulate_gradient_cpu(float* sum, float* grad, int64_t n, int64_t index, int64_t count);
+
 }  // namespace mt

@@ -197,11 +197,13 @@ expect_error "--steps must be positive" "$bin/mtrun" good.plan --data corpus.tok
 # poison the weights or crash (--print-every 0 divided by zero; --lr nan wrote NaN weights).
 for flags in "--print-every 0" "--lr nan" "--lr -1" "--lr inf" "--grad-clip nan" "--weight-decay -0.1" \
              "--beta1 1" "--beta2 nan" "--eps 0" "--min-lr-ratio 2" "--val-fraction nan" "--val-fraction 1" \
-             "--val-batches 0" "--keep 0" "--checkpoint-every -1" "--val-every -1" "--steps 99999999999999999999"; do
+             "--val-batches 0" "--keep 0" "--checkpoint-every -1" "--val-every -1" "--steps 99999999999999999999" \
+             "--accumulate 0" "--accumulate 2000000"; do
   # shellcheck disable=SC2086
   expect_error "${flags%% *}" "$bin/mtrun" good.plan --data corpus.tok $flags --export nan.safetensors
 done
 expect_absent nan.safetensors
+expect_error "draws 1048578 sequences per step" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --accumulate 524289
 expect_error "cannot write" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --export no/such/dir/w.safetensors
 expect_error "unknown backend" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend tpu
 # --backend cuda never falls back to the CPU: without a GPU it refuses and says why.

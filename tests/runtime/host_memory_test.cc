@@ -90,9 +90,9 @@ TEST(HostMemoryCheck, NamesTheHostTensorsTheArenaAndWhatBounds) {
   t->add_shape(256 << 20);  // 1 GiB of f32
   plan.set_arena_bytes(kGiB / 2);
   const HostMemory memory{kGiB + kGiB / 4, "the memory cgroup /job limits it to 2.00 GiB, 0.75 GiB in use"};
-  checkHostMemory(plan, /*arena_on_host=*/false, memory);  // 1 GiB fits 1.25
+  checkHostMemory(plan, HostExtras{/*arena_on_host=*/false}, memory);  // 1 GiB fits 1.25
   try {
-    checkHostMemory(plan, /*arena_on_host=*/true, memory);  // 1.5 GiB does not
+    checkHostMemory(plan, HostExtras{/*arena_on_host=*/true}, memory);  // 1.5 GiB does not
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     const std::string message = e.what();
@@ -100,7 +100,26 @@ TEST(HostMemoryCheck, NamesTheHostTensorsTheArenaAndWhatBounds) {
               std::string::npos) << message;
     EXPECT_NE(message.find("only 1.25 GiB is available (the memory cgroup /job"), std::string::npos) << message;
   }
-  checkHostMemory(plan, true, HostMemory{});  // unknown: not refused
+  checkHostMemory(plan, HostExtras{true}, HostMemory{});  // unknown: not refused
+}
+
+TEST(HostMemoryCheck, CountsTheGradientSumsOfAccumulation) {
+  plan::Plan plan;
+  auto* t = plan.add_host_tensors();
+  t->set_name("w");
+  t->set_dtype(plan::DTYPE_F32);
+  t->add_shape(256 << 20);  // 1 GiB of f32
+  const HostMemory memory{kGiB + kGiB / 4, "MemAvailable"};
+  try {
+    checkHostMemory(plan, HostExtras{false, kGiB / 2}, memory);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("needs 1.50 GiB of host memory (1.00 GiB of host tensors + 0.50 GiB of --accumulate's "
+                           "gradient sums)"),
+              std::string::npos) << message;
+    EXPECT_NE(message.find("or train without --accumulate"), std::string::npos) << message;
+  }
 }
 
 }  // namespace
