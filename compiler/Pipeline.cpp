@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <set>
 #include <cstdio>
 #include <fmt/format.h>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -63,12 +65,24 @@ std::string mib(double bytes) {
 
 std::string millis(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
 
+// The host bytes of the plan `module` (through every stage) emits; INT64_MAX if it emits none.
+int64_t moduleHostBytes(ModuleOp module) {
+  EmitOptions emit;
+  modelShape(module, emit.batch, emit.seq, emit.vocab);
+  plan::Plan plan;
+  PlanStats stats;
+  if (failed(emitPlan(module, emit, plan, stats))) return std::numeric_limits<int64_t>::max();
+  return planHostBytes(plan);
+}
+
 // The stages' options for `o` with AdamW run as `update`, stopping after `last` ("" = run all).
 StageOptions stageOptions(const CompileOptions& o, const std::string& update, const std::string& last,
                           bool tune_recompute) {
   StageOptions stage;
   stage.last = last;
   stage.device_mem = o.device_mem;
+  stage.host_mem = o.host_mem;
+  stage.host_bytes = moduleHostBytes;
   stage.schedule = o.schedule;
   stage.update = update;
   stage.tune_recompute = tune_recompute;
@@ -80,76 +94,176 @@ StageOptions stageOptions(const CompileOptions& o, const std::string& update, co
   return stage;
 }
 
-// Whether `config` at `batch` compiles into a plan within o.device_mem (diagnostics silenced).
-bool fits(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq, const CompileOptions& o,
-          const std::string& update) {
+// One trial compile of --batch auto's search: whether `config` at `batch` fits --device-mem and
+// --host-mem together, the schedule "auto" took, the plan's host bytes, and (`tuned`: the
+// recompute depth searched as the final compile searches it) its predicted tokens per second.
+// What a trial learnt that holds for every larger batch (fitting and the schedule are
+// monotone in the batch; the blocks that keep their activations are fewer): where the next
+// trial's searches start.
+struct SearchHints {
+  size_t first_schedule = 0;  // index into kSchedules
+  int64_t max_keep = -1;      // -1: no bound
+  bool offload_first = false;  // the activations had to be offloaded (StageOptions::offload_first)
+};
+
+struct BatchTrial {
+  bool fits = false;
+  SearchHints hints;           // for larger batches (fitting trials)
+  int64_t host_bytes = -1;     // -1: not emitted (no --host-mem to check, or it failed first)
+  int64_t smallest_arena = -1;  // not fitting --device-mem: the least any plan tried needs
+  double tokens_per_s = 0.0;   // tuned trials that fit
+  // How full the fuller budget is: the larger of arena / --device-mem and host bytes /
+  // --host-mem (fits: at most 1); -1 where unknown.
+  double usage = -1.0;
+};
+
+BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq,
+                    const CompileOptions& o, const std::string& update, const HardwareProfile& hw, bool tuned,
+                    const SearchHints& hints = {}) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  return runStages(*trial, stageOptions(o, update, "", /*tune_recompute=*/false)).failed.empty();
-}
-
-// The largest batch that fits, by doubling then bisection; 0 if batch 1 does not fit.
-int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o,
-                            const std::string& update) {
-  // At most 65,536 sequences, and within the tokens per step validateBatch allows.
-  int64_t max_batch = 1 << 16;
-  while (max_batch > 1 && !validateBatch(max_batch, seq).empty()) max_batch /= 2;
-  auto fitsAt = [&](int64_t batch) { return fits(context, config, batch, seq, o, update); };
-  if (!fitsAt(1)) return 0;
-  int64_t good = 1, bad = 2;
-  while (bad <= max_batch && fitsAt(bad)) good = bad, bad *= 2;
-  if (bad > max_batch) return good;
-  while (bad - good > 1) {
-    const int64_t mid = (good + bad) / 2;
-    (fitsAt(mid) ? good : bad) = mid;
+  StageOptions stage = stageOptions(o, update, "", tuned);
+  stage.first_schedule = o.schedule == "auto" ? hints.first_schedule : 0;
+  stage.max_keep = hints.max_keep;
+  stage.offload_first = hints.offload_first;
+  stage.explain_failure = false;
+  const StageResult stages = runStages(*trial, stage);
+  BatchTrial result;
+  result.smallest_arena = stages.smallest_arena;
+  if (!stages.failed.empty()) {
+    if (stages.smallest_arena > 0 && o.device_mem > 0) result.usage = double(stages.smallest_arena) / o.device_mem;
+    return result;
   }
-  return good;
-}
-
-// The cost model's tokens per second for `config` at `batch`: the whole pipeline, recompute
-// search included, then the emitter's prediction; 0 if it does not fit --device-mem or, with
-// what it offloads to the host, --host-mem.
-double predictedTokensPerSecond(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq,
-                                const CompileOptions& o, const std::string& update, const HardwareProfile& hw) {
-  ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
-  OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  if (!runStages(*trial, stageOptions(o, update, "", true)).failed.empty()) return 0.0;
+  if (auto arena = getModelFunction(*trial)->getAttrOfType<IntegerAttr>(kArenaBytesAttr); arena && o.device_mem > 0)
+    result.usage = double(arena.getInt()) / o.device_mem;
+  for (size_t i = 0; i < std::size(kSchedules); ++i)
+    if (stages.schedule == kSchedules[i]) result.hints.first_schedule = i;
+  if (tuned && stages.schedule == "streamed-recompute") result.hints.max_keep = stages.recompute_keep;
+  result.hints.offload_first = stages.offload && o.offload == "auto";
+  if (!tuned && o.host_mem <= 0) return result.fits = true, result;
   EmitOptions emit;
   modelShape(*trial, emit.batch, emit.seq, emit.vocab);
   emit.hardware = hw;
   plan::Plan plan;
   PlanStats stats;
-  if (failed(emitPlan(*trial, emit, plan, stats)) || stats.step_us <= 0) return 0.0;
-  if (o.host_mem > 0 && planHostBytes(plan) > o.host_mem) return 0.0;
-  return double(batch * seq) / (stats.step_us * 1e-6);
+  if (failed(emitPlan(*trial, emit, plan, stats))) return result;
+  result.host_bytes = planHostBytes(plan);
+  result.fits = o.host_mem <= 0 || result.host_bytes <= o.host_mem;
+  if (o.host_mem > 0) result.usage = std::max(result.usage, double(result.host_bytes) / o.host_mem);
+  if (result.fits && stats.step_us > 0) result.tokens_per_s = double(batch * seq) / (stats.step_us * 1e-6);
+  return result;
 }
 
-// --batch auto: the batch with the best predicted throughput among the largest that fits
-// (where every block is recomputed) and eighths of it (where more blocks keep their
+// The largest batch that fits both budgets (every block recomputed where the schedule
+// recomputes); 0 if batch 1 does not. Fitting is monotone in the batch, and so is the schedule
+// it takes: a larger batch's trial starts from the schedule the largest fitting one needed. The
+// budgets' usage (BatchTrial) grows about linearly with the batch between the points where a
+// choice changes (the schedule, the offload), so the next batch tried is where a line reaches 1:
+// through the last two fitting trials until one fails (at most 4x the largest fitting), then
+// between the bracket's ends (regula falsi). A guided step that fails to halve the bracket is
+// followed by a bisection, so the search needs at most about twice bisection's trials.
+int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o,
+                            const std::string& update, const HardwareProfile& hw) {
+  // At most 65,536 sequences, and within the tokens per step validateBatch allows.
+  int64_t max_batch = 1 << 16;
+  while (max_batch > 1 && !validateBatch(max_batch, seq).empty()) max_batch /= 2;
+  SearchHints hints;
+  int64_t good = 0, bad = max_batch + 1;
+  double good_usage = -1.0, bad_usage = -1.0;
+  std::vector<std::pair<int64_t, double>> fitted;  // (batch, usage) of the fitting trials
+  bool bisect = false;
+  // Where the line through (b0, u0) and (b1, u1) reaches usage 1; -1 if it does not rise.
+  auto crossing = [](int64_t b0, double u0, int64_t b1, double u1) -> int64_t {
+    if (u0 < 0 || u1 < 0 || u1 <= u0 || b1 == b0) return -1;
+    return b0 + static_cast<int64_t>(std::floor((1.0 - u0) * double(b1 - b0) / (u1 - u0)));
+  };
+  for (int64_t next = 1; bad - good > 1;) {
+    const int64_t bracket = bad - good;
+    const BatchTrial trial = tryBatch(context, config, next, seq, o, update, hw, /*tuned=*/false, hints);
+    if (trial.fits) {
+      good = next, good_usage = trial.usage, hints = trial.hints;
+      fitted.emplace_back(next, trial.usage);
+    } else {
+      bad = next, bad_usage = trial.usage;
+    }
+    if (good == 0) break;  // batch 1 does not fit
+    const bool top_known = bad <= max_batch;
+    int64_t guess = -1;
+    if (!top_known && fitted.size() >= 2)
+      guess = crossing(fitted[fitted.size() - 2].first, fitted[fitted.size() - 2].second, good, good_usage);
+    if (top_known) guess = crossing(good, good_usage, bad, bad_usage);
+    if (guess < 0) guess = top_known ? good + (bad - good) / 2 : 2 * good;
+    // A guided step that fits lands just below the boundary: the one above it settles it.
+    if (top_known && trial.fits && guess <= good) guess = good + 1;
+    bisect = top_known && !bisect && 2 * (bad - good) > bracket;
+    if (bisect) guess = good + (bad - good) / 2;
+    next = std::clamp<int64_t>(guess, good + 1, std::min(bad - 1, 4 * good));
+  }
+  return good;
+}
+
+// --batch auto: the batch with the best predicted throughput among the largest that fits both
+// budgets (where every block is recomputed) and eighths of it (where more blocks keep their
 // activations). A larger batch amortises the weights' copies; a smaller one may recompute less.
+// `chosen`: what the chosen batch's trial found (the final compile's recompute search starts there).
 int64_t bestThroughputBatch(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o,
-                            const std::string& update, const HardwareProfile& hw, int64_t largest, std::string& note) {
+                            const std::string& update, const HardwareProfile& hw, int64_t largest, std::string& note,
+                            SearchHints& chosen) {
   std::set<int64_t> candidates = {largest};
   for (int k = 1; k < 8; ++k) candidates.insert(std::max<int64_t>(1, largest * k / 8));
   int64_t best = largest;
   double best_rate = 0.0, largest_rate = 0.0;
-  for (int64_t batch : candidates) {
-    const double rate = predictedTokensPerSecond(context, config, batch, seq, o, update, hw);
+  SearchHints hints;
+  for (int64_t batch : candidates) {  // ascending: each trial's hints hold for the next
+    const BatchTrial trial = tryBatch(context, config, batch, seq, o, update, hw, /*tuned=*/true, hints);
+    if (trial.fits) hints = trial.hints;
+    const double rate = trial.tokens_per_s;
     if (batch == largest) largest_rate = rate;
-    if (rate > best_rate) best = batch, best_rate = rate;
+    if (rate > best_rate) best = batch, best_rate = rate, chosen = trial.hints;
   }
+  const std::string budgets = o.host_mem > 0 ? "--device-mem and --host-mem" : "--device-mem";
   note = best == largest
-             ? fmt::format("batch {}: the largest that fits --device-mem, also the best predicted throughput of {} "
+             ? fmt::format("batch {}: the largest that fits {}, also the best predicted throughput of {} "
                            "batches tried on {}",
-                           best, candidates.size(), hw.name)
-         : largest_rate == 0.0
-             ? fmt::format("batch {}: the best predicted throughput on {} ({:.0f} tokens/s) among the {} batches "
-                           "tried; the largest that fits --device-mem, {}, does not fit --host-mem",
-                           best, hw.name, best_rate, candidates.size(), largest)
-             : fmt::format("batch {}: the best predicted throughput on {} ({:.0f} tokens/s; the largest that fits, "
+                           best, budgets, candidates.size(), hw.name)
+             : fmt::format("batch {}: the best predicted throughput on {} ({:.0f} tokens/s; the largest that fits {}, "
                            "{}, predicts {:.0f}: it recomputes more)",
-                           best, hw.name, best_rate, largest, largest_rate);
+                           best, hw.name, best_rate, budgets, largest, largest_rate);
   return best;
+}
+
+// What batch 1 needs at the least, for the error when nothing fits both budgets: the smallest
+// device arena (the most frugal plan: activations recomputed, the vocabulary split, the kept
+// ones offloaded where allowed) with the host memory that plan takes, and the smallest host
+// memory (nothing offloaded) with the device memory that plan takes.
+std::string batchOneMinimums(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o,
+                             const std::string& update, const HardwareProfile& hw) {
+  // The smallest plan under `offload`: its arena (a trial against a 1-byte budget reports it),
+  // then its host bytes (the plan compiled for exactly that arena).
+  auto smallest = [&](const std::string& offload) -> std::pair<int64_t, int64_t> {
+    CompileOptions trial = o;
+    trial.offload = offload;
+    trial.host_mem = 0;
+    trial.device_mem = 1;
+    const int64_t arena = tryBatch(context, config, 1, seq, trial, update, hw, false).smallest_arena;
+    if (arena < 0) return {-1, -1};
+    trial.device_mem = arena;
+    return {arena, tryBatch(context, config, 1, seq, trial, update, hw, true).host_bytes};
+  };
+  std::vector<std::string> parts;
+  const auto [least_device, its_host] = smallest(o.offload == "off" ? "off" : "auto");
+  if (least_device > 0 && its_host > 0)
+    parts.push_back(fmt::format("at least {} of device memory (with {} of host memory)", mib(least_device),
+                                mib(its_host)));
+  if (o.offload != "on") {
+    const auto [its_device, least_host] = smallest("off");
+    if (least_host > 0 && least_host != its_host)
+      parts.push_back(fmt::format("at least {} of host memory with nothing offloaded (then {} of device memory)",
+                                  mib(least_host), mib(its_device)));
+  }
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : ", or ") + part;
+  return text.empty() ? "more memory than any plan tried" : text;
 }
 
 // When AdamW runs (--update): auto keeps the exact, deferred update unless its 16 host bytes
@@ -247,6 +361,7 @@ int compile(const CompileOptions& requested) {
   };
   onnximport::ImportedModel imported;
   std::optional<HuggingFaceModel> hf;
+  SearchHints searched;  // --batch auto: what the chosen batch's trial found
   const bool is_onnx = endsWith(".onnx");
   if (is_onnx) {
     onnximport::ImportOptions options;
@@ -329,13 +444,15 @@ int compile(const CompileOptions& requested) {
     update = chooseUpdate(o, config.numParams(), update_note);
     int64_t batch = o.batch;
     if (batch == 0) {
-      batch = largestFittingBatch(context, config, seq, o, update);
+      batch = largestFittingBatch(context, config, seq, o, update, *hw);
       if (batch == 0) {
-        std::fprintf(stderr, "mtc: error: not even batch 1 of %s fits --device-mem: compile with --batch 1 to "
-                     "see what it needs\n", o.model.c_str());
+        std::fprintf(stderr, "mtc: error: not even batch 1 of %s fits --device-mem %s%s: it needs %s\n",
+                     o.model.c_str(), mib(o.device_mem).c_str(),
+                     o.host_mem > 0 ? (" and --host-mem " + mib(o.host_mem)).c_str() : "",
+                     batchOneMinimums(context, config, seq, o, update, *hw).c_str());
         return 1;
       }
-      batch = bestThroughputBatch(context, config, seq, o, update, *hw, batch, batch_note);
+      batch = bestThroughputBatch(context, config, seq, o, update, *hw, batch, batch_note, searched);
     }
     module = buildModel(context, config, batch, seq);
     description = fmt::format("{} ({}, {} layers, width {}, {} heads / {} kv, ffn {}, vocab {}{}{})",
@@ -349,7 +466,9 @@ int compile(const CompileOptions& requested) {
   }
 
   if (update.empty()) update = chooseUpdate(o, countParams(*module), update_note);
-  const StageResult stages = runStages(*module, stageOptions(o, update, o.emit, true));
+  StageOptions stage_options = stageOptions(o, update, o.emit, true);
+  stage_options.max_keep = searched.max_keep;  // what --batch auto's trial of this batch kept
+  const StageResult stages = runStages(*module, stage_options);
   if (!stages.failed.empty()) {
     std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", stages.failed.c_str());
     return 1;

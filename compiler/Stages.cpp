@@ -97,6 +97,19 @@ int64_t trialArena(ModuleOp module, size_t first, const Knobs& knobs) {
   return getModelFunction(*trial)->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr).getInt();
 }
 
+// Whether the stages after partition under `knobs` (a number of blocks keeping their
+// activations) give a plan within the device budget and, with the activations offloaded (the
+// kept ones then wait on the host), the host budget.
+bool keepFits(ModuleOp module, size_t first, const Knobs& knobs, const StageOptions& options) {
+  OwningOpRef<ModuleOp> trial = module.clone();
+  std::string ignored;
+  if (!runFrom(*trial, first, "", knobs, ignored)) return false;
+  if (getModelFunction(*trial)->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr).getInt() > options.device_mem)
+    return false;
+  return !knobs.offload || options.host_mem <= 0 || !options.host_bytes ||
+         options.host_bytes(*trial) <= options.host_mem;
+}
+
 // Splitting the LM head by vocabulary chunks (doubling from 2) under `knobs`: the fewest chunks
 // whose plan fits `budget` (0 when none does, or the model has no head to split: those trials
 // fail quietly), and the smallest arena seen with its chunks. The search stops where more
@@ -133,7 +146,7 @@ struct FrugalFit {
   int64_t smallest_arena = -1;
 };
 FrugalFit fitFrugal(ModuleOp module, size_t first, const Knobs& base, int64_t base_arena, int64_t budget,
-                    int64_t vocab, bool split, bool offload) {
+                    int64_t vocab, bool split, bool offload, bool offload_first = false) {
   FrugalFit fit;
   fit.smallest = base, fit.smallest_arena = base_arena;
   auto consider = [&](const Knobs& knobs, int64_t arena) {
@@ -147,7 +160,7 @@ FrugalFit fitFrugal(ModuleOp module, size_t first, const Knobs& base, int64_t ba
     knobs.vocab_chunks = search.fitting ? search.fitting : search.smallest_chunks;
     return search.smallest_arena >= 0 && consider(knobs, search.fitting ? search.fitting_arena : search.smallest_arena);
   };
-  if (split && trySplit(base)) return fit;
+  if (split && !(offload && offload_first) && trySplit(base)) return fit;
   if (!offload) return fit;
   Knobs offloaded = base;
   offloaded.offload = true;
@@ -237,7 +250,8 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   if (options.schedule == "auto" && options.device_mem > 0) {
     // The first schedule, from the fastest to the most frugal, whose plan fits the budget.
     result.schedule.clear();
-    for (const char* schedule : kSchedules) {
+    for (size_t i = options.first_schedule; i < std::size(kSchedules); ++i) {
+      const char* schedule = kSchedules[i];
       if (update == "on-arrival" && std::string(schedule) == "resident") continue;
       Knobs knobs = defaults;
       knobs.schedule = schedule;
@@ -262,7 +276,8 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
       base.schedule = name;
       base.offload = options.offload == "on";
       const FrugalFit fit = fitFrugal(module, partition + 1, base, arena, options.device_mem, vocab, split_if_needed,
-                                      options.offload == "auto" && std::string(name) != "resident");
+                                      options.offload == "auto" && std::string(name) != "resident",
+                                      options.offload_first);
       if (fit.fits) {
         result.schedule = name;
         result.vocab_chunks = fit.chosen.vocab_chunks;
@@ -271,6 +286,11 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
         Knobs frugal = fit.smallest;
         frugal.budget = options.device_mem;
         arena = fit.smallest_arena;
+        result.smallest_arena = arena;
+        if (!options.explain_failure) {
+          result.failed = "memory";
+          return result;
+        }
         // The most frugal plan, compiled against the budget: its memory planner's notes say
         // what fills the device at the peak.
         std::vector<std::string> notes;
@@ -331,12 +351,12 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     // Recompute only as much as the budget needs: the largest number of last blocks that keep
     // their activations from the forward (each such block's forward runs once, not twice).
     auto templates = getModelFunction(module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
-    int64_t fits = 0, fails = (templates ? templates.size() : 0) + 1;
+    const int64_t blocks = templates ? templates.size() : 0;
+    int64_t fits = 0, fails = (options.max_keep >= 0 ? std::min(options.max_keep, blocks) : blocks) + 1;
     while (fails - fits > 1) {
       Knobs keeping = chosen;
       keeping.keep = (fits + fails) / 2;
-      const int64_t arena = trialArena(module, partition + 1, keeping);
-      (arena >= 0 && arena <= options.device_mem ? fits : fails) = keeping.keep;
+      (keepFits(module, partition + 1, keeping, options) ? fits : fails) = keeping.keep;
     }
     result.recompute_keep = chosen.keep = fits;
   }

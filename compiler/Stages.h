@@ -1,5 +1,6 @@
 // The pipeline's stages as a library: mtc runs them, and so do tests that compile IR in-process.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,22 @@ struct StageOptions {
   // streamed-recompute under a budget: search how many blocks can keep their activations (one
   // compile per try). Off where a caller only asks whether anything fits.
   bool tune_recompute = true;
+  // For searches over many trial compiles (mtc --batch auto): "auto" starts from schedule
+  // kSchedules[first_schedule] (a smaller batch already needed it), and a budget no plan fits
+  // fails without compiling the most frugal plan once more for notes on what fills the device.
+  size_t first_schedule = 0;
+  bool explain_failure = true;
+  // A smaller batch fitted only with its activations offloaded (offload "auto"): fitting tries
+  // that before the vocabulary split alone, which cannot fit a larger batch either.
+  bool offload_first = false;
+  // --host-mem (0: none), and the host bytes of a compiled module's plan (the emitter's count):
+  // with the activations offloaded, each block that keeps its activations keeps them on the
+  // host, so the recompute tuning keeps no more blocks than both budgets allow.
+  int64_t host_mem = 0;
+  std::function<int64_t(mlir::ModuleOp)> host_bytes;
+  // The most last blocks the recompute tuning tries to keep (-1: all): a smaller batch of the
+  // same model kept this many, and a larger one keeps no more.
+  int64_t max_keep = -1;
   // The LM head and its loss over this many vocabulary chunks (mt-split-vocab); 0: as few as
   // the budget needs (none when the whole head fits), 1: never split.
   int64_t vocab_chunks = 0;
@@ -47,6 +64,7 @@ struct StageResult {
   int64_t vocab_chunks = 1;    // the LM head's vocabulary chunks (1: not split)
   bool offload = false;        // the kept activations offloaded to the host
   bool host_embedding = false;  // the token embedding looked up on the host
+  int64_t smallest_arena = -1;  // failed "memory": the least device memory any plan tried needs
 };
 
 // Runs the stages after "input" on `module`: fuse, attach-loss, autodiff, partition,

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   std::string batch = "8";
   app.add_option("--batch", batch,
                  "sequences per step, or auto: the batch of the best predicted throughput that fits --device-mem "
-                 "(ONNX: sizes the first dynamic input dimension; static ones are the model's)")
+                 "and --host-mem (built-in models; ONNX: sizes the first dynamic input dimension; static ones are the model's)")
       ->capture_default_str();
   app.add_option("--seq", o.seq, "tokens per sequence (default: the model's context; ONNX: sizes the second "
                  "dynamic input dimension)")->check(mt::positiveInteger());

@@ -69,7 +69,7 @@ check "tiny-budget model learns" "awk -v a=$first -v b=$last 'BEGIN { exit !(b <
 # not) and eighths of it; the chosen batch predicts at least the largest's tokens/s.
 "$bin/mtc" llama-tiny --batch auto --seq 32 --device-mem 2MiB --no-weights -o auto.plan > auto.txt
 batch=$(sed -n 's/.*batch \([0-9]*\) x seq.*/\1/p' auto.txt)
-largest=$(sed -n 's/.*the largest that fits, \([0-9]*\),.*/\1/p' auto.txt)
+largest=$(sed -n 's/.*the largest that fits [-a-z ]*, \([0-9]*\),.*/\1/p' auto.txt)
 largest=${largest:-$batch}
 check "--batch auto chose a batch ($batch of at most $largest) and says why" \
   "[ -n '$batch' ] && grep -q 'best predicted throughput' auto.txt"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Compile time and memory at scale (issue 17): the 121B preset for one H200 with 1.5 TiB of
+# host memory, --batch auto searching the batch that fits both budgets, must take under 10 s and
+# 2 GiB; the one plan it chose, compiled alone, under 1 s. Measured with /usr/bin/time; prints a
+# table (measured, target, ratio) and exits 1 if a target is missed.
+# usage: bash bench/compile_search.sh   (run tools/build.sh first)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=build/bin
+work=build/bench
+mkdir -p "$work"
+common=(llama-120b --no-weights --hw h200 --device-mem 139GiB --host-mem 1.5TiB --seq 1024)
+measure() {  # measure NAME ARGS...: "seconds kib" of one mtc run
+  local name=$1
+  shift
+  /usr/bin/time -f "%e %M" -o "$work/$name.time" "$bin/mtc" "$@" > "$work/$name.txt"
+  cat "$work/$name.time"
+}
+read -r search_s search_kib < <(measure search "${common[@]}" --batch auto -o "$work/search.plan")
+batch=$(sed -n 's/^  batch \([0-9]*\) x seq.*/\1/p' "$work/search.txt")
+read -r one_s one_kib < <(measure one "${common[@]}" --batch "$batch" -o "$work/one.plan")
+nproc=$(nproc)
+printf '%-44s %10s %10s %7s\n' "llama-120b, H200 139 GiB + 1.5 TiB host ($nproc cores)" measured target ratio
+failed=0
+row() {  # row LABEL VALUE TARGET UNIT
+  local ratio
+  ratio=$(awk -v v="$2" -v t="$3" 'BEGIN { printf "%.2f", v / t }')
+  printf '%-44s %8s %s %8s %s %7s\n' "$1" "$2" "$4" "$3" "$4" "$ratio"
+  awk -v v="$2" -v t="$3" 'BEGIN { exit !(v < t) }' || failed=1
+}
+row "--batch auto search (chose batch $batch): time" "$search_s" 10 s
+row "--batch auto search: peak memory" "$(awk -v k="$search_kib" 'BEGIN { printf "%.2f", k / 1048576 }')" 2 GiB
+row "one plan (batch $batch): time" "$one_s" 1 s
+exit $failed
