@@ -76,7 +76,7 @@ int64_t moduleHostBytes(ModuleOp module) {
 }
 
 // The stages' options for `o` with AdamW run as `update`, stopping after `last` ("" = run all).
-StageOptions stageOptions(const CompileOptions& o, const std::string& update, const std::string& last,
+StageOptions stageOptions(const CompileOptions& o, UpdateKind update, const std::string& last,
                           bool tune_recompute) {
   StageOptions stage;
   stage.last = last;
@@ -118,12 +118,12 @@ struct BatchTrial {
 };
 
 BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq,
-                    const CompileOptions& o, const std::string& update, const HardwareProfile& hw, bool tuned,
+                    const CompileOptions& o, UpdateKind update, const HardwareProfile& hw, bool tuned,
                     const SearchHints& hints = {}) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
   StageOptions stage = stageOptions(o, update, "", tuned);
-  stage.first_schedule = o.schedule == "auto" ? hints.first_schedule : 0;
+  stage.first_schedule = o.schedule ? 0 : hints.first_schedule;
   stage.max_keep = hints.max_keep;
   stage.offload_first = hints.offload_first;
   stage.explain_failure = false;
@@ -138,8 +138,8 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
     result.usage = double(arena.getInt()) / o.device_mem;
   for (size_t i = 0; i < std::size(kSchedules); ++i)
     if (stages.schedule == kSchedules[i]) result.hints.first_schedule = i;
-  if (tuned && stages.schedule == "streamed-recompute") result.hints.max_keep = stages.recompute_keep;
-  result.hints.offload_first = stages.offload && o.offload == "auto";
+  if (tuned && stages.schedule == Schedule::kStreamedRecompute) result.hints.max_keep = stages.recompute_keep;
+  result.hints.offload_first = stages.offload && o.offload == Offload::kAuto;
   if (!tuned && o.host_mem <= 0) return result.fits = true, result;
   EmitOptions emit;
   modelShape(*trial, emit.batch, emit.seq, emit.vocab);
@@ -163,7 +163,7 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
 // between the bracket's ends (regula falsi). A guided step that fails to halve the bracket is
 // followed by a bisection, so the search needs at most about twice bisection's trials.
 int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o,
-                            const std::string& update, const HardwareProfile& hw) {
+                            UpdateKind update, const HardwareProfile& hw) {
   // At most 65,536 sequences, and within the tokens per step validateBatch allows.
   int64_t max_batch = 1 << 16;
   while (max_batch > 1 && !validateBatch(max_batch, seq).empty()) max_batch /= 2;
@@ -207,7 +207,7 @@ int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int
 // activations). A larger batch amortises the weights' copies; a smaller one may recompute less.
 // `chosen`: what the chosen batch's trial found (the final compile's recompute search starts there).
 int64_t bestThroughputBatch(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o,
-                            const std::string& update, const HardwareProfile& hw, int64_t largest, std::string& note,
+                            UpdateKind update, const HardwareProfile& hw, int64_t largest, std::string& note,
                             SearchHints& chosen) {
   std::set<int64_t> candidates = {largest};
   for (int k = 1; k < 8; ++k) candidates.insert(std::max<int64_t>(1, largest * k / 8));
@@ -237,10 +237,10 @@ int64_t bestThroughputBatch(MLIRContext& context, const ModelConfig& config, int
 // ones offloaded where allowed) with the host memory that plan takes, and the smallest host
 // memory (nothing offloaded) with the device memory that plan takes.
 std::string batchOneMinimums(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o,
-                             const std::string& update, const HardwareProfile& hw) {
+                             UpdateKind update, const HardwareProfile& hw) {
   // The smallest plan under `offload`: its arena (a trial against a 1-byte budget reports it),
   // then its host bytes (the plan compiled for exactly that arena).
-  auto smallest = [&](const std::string& offload) -> std::pair<int64_t, int64_t> {
+  auto smallest = [&](Offload offload) -> std::pair<int64_t, int64_t> {
     CompileOptions trial = o;
     trial.offload = offload;
     trial.host_mem = 0;
@@ -251,12 +251,12 @@ std::string batchOneMinimums(MLIRContext& context, const ModelConfig& config, in
     return {arena, tryBatch(context, config, 1, seq, trial, update, hw, true).host_bytes};
   };
   std::vector<std::string> parts;
-  const auto [least_device, its_host] = smallest(o.offload == "off" ? "off" : "auto");
+  const auto [least_device, its_host] = smallest(o.offload == Offload::kOff ? Offload::kOff : Offload::kAuto);
   if (least_device > 0 && its_host > 0)
     parts.push_back(fmt::format("at least {} of device memory (with {} of host memory)", mib(least_device),
                                 mib(its_host)));
-  if (o.offload != "on") {
-    const auto [its_device, least_host] = smallest("off");
+  if (o.offload != Offload::kOn) {
+    const auto [its_device, least_host] = smallest(Offload::kOff);
     if (least_host > 0 && least_host != its_host)
       parts.push_back(fmt::format("at least {} of host memory with nothing offloaded (then {} of device memory)",
                                   mib(least_host), mib(its_device)));
@@ -269,14 +269,14 @@ std::string batchOneMinimums(MLIRContext& context, const ModelConfig& config, in
 // When AdamW runs (--update): auto keeps the exact, deferred update unless its 16 host bytes
 // per parameter exceed --host-mem; then the on-arrival update (no gradients kept) is chosen and
 // `note` says why.
-std::string chooseUpdate(const CompileOptions& o, double num_params, std::string& note) {
-  if (o.update != "auto") return o.update;
+UpdateKind chooseUpdate(const CompileOptions& o, double num_params, std::string& note) {
+  if (o.update) return *o.update;
   const double per_param = 16.0;  // bf16 streaming included: the master is then split, not copied
   const double deferred_bytes = per_param * num_params;
-  if (o.host_mem <= 0 || deferred_bytes <= o.host_mem) return "deferred";
+  if (o.host_mem <= 0 || deferred_bytes <= o.host_mem) return UpdateKind::kDeferred;
   note = fmt::format("chosen for --host-mem: the deferred update's {:.0f} bytes/param would need {}", per_param,
                      mib(deferred_bytes));
-  return "on-arrival";
+  return UpdateKind::kOnArrival;
 }
 
 double countParams(ModuleOp module) {
@@ -354,7 +354,8 @@ int compile(const CompileOptions& requested) {
   const HardwareProfile* hw = &profile;
 
   OwningOpRef<ModuleOp> module;
-  std::string description, batch_note, update, update_note;
+  std::string description, batch_note, update_note;
+  std::optional<UpdateKind> update;  // chosen with the batch for built-in models
   ModelConfig config;
   auto endsWith = [&](const std::string& suffix) {
     return o.model.size() > suffix.size() && o.model.compare(o.model.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -444,15 +445,15 @@ int compile(const CompileOptions& requested) {
     update = chooseUpdate(o, config.numParams(), update_note);
     int64_t batch = o.batch;
     if (batch == 0) {
-      batch = largestFittingBatch(context, config, seq, o, update, *hw);
+      batch = largestFittingBatch(context, config, seq, o, *update, *hw);
       if (batch == 0) {
         std::fprintf(stderr, "mtc: error: not even batch 1 of %s fits --device-mem %s%s: it needs %s\n",
                      o.model.c_str(), mib(o.device_mem).c_str(),
                      o.host_mem > 0 ? (" and --host-mem " + mib(o.host_mem)).c_str() : "",
-                     batchOneMinimums(context, config, seq, o, update, *hw).c_str());
+                     batchOneMinimums(context, config, seq, o, *update, *hw).c_str());
         return 1;
       }
-      batch = bestThroughputBatch(context, config, seq, o, update, *hw, batch, batch_note, searched);
+      batch = bestThroughputBatch(context, config, seq, o, *update, *hw, batch, batch_note, searched);
     }
     module = buildModel(context, config, batch, seq);
     description = fmt::format("{} ({}, {} layers, width {}, {} heads / {} kv, ffn {}, vocab {}{}{})",
@@ -465,8 +466,8 @@ int compile(const CompileOptions& requested) {
     return 1;
   }
 
-  if (update.empty()) update = chooseUpdate(o, countParams(*module), update_note);
-  StageOptions stage_options = stageOptions(o, update, o.emit, true);
+  if (!update) update = chooseUpdate(o, countParams(*module), update_note);
+  StageOptions stage_options = stageOptions(o, *update, o.emit, true);
   stage_options.max_keep = searched.max_keep;  // what --batch auto's trial of this batch kept
   const StageResult stages = runStages(*module, stage_options);
   if (!stages.failed.empty()) {
@@ -580,7 +581,7 @@ int compile(const CompileOptions& requested) {
               batch_note.empty() ? "" : ("; " + batch_note).c_str());
   std::printf("  parameters     %s; host %s (%.1f bytes/param: %s)\n", formatParamCount(stats.num_params).c_str(),
               mib(host_bytes).c_str(), double(host_bytes) / stats.num_params, host_parts.c_str());
-  if (update == "on-arrival")
+  if (update == UpdateKind::kOnArrival)
     std::printf("  optimizer      AdamW per parameter as its gradient lands, its norm share in the same pass, "
                 "overlapped with the backward; no "
                 "global-norm clipping%s\n", update_note.empty() ? "" : ("; " + update_note).c_str());
@@ -588,13 +589,13 @@ int compile(const CompileOptions& requested) {
     std::printf("  optimizer      AdamW one step late, per parameter before its next copy in (overlapped with the "
                 "forward); exact global-norm clipping\n");
   std::string measured;
-  for (const auto& [name, arena] : stages.arena_by_schedule)
-    measured += (measured.empty() ? "" : "; ") + name + " " + mib(arena);
-  std::printf("  device arena   %s, schedule %s%s%s\n", mib(plan.arena_bytes()).c_str(), stages.schedule.c_str(),
+  for (const auto& [schedule, arena] : stages.arena_by_schedule)
+    measured += (measured.empty() ? "" : "; ") + std::string(scheduleName(schedule)) + " " + mib(arena);
+  std::printf("  device arena   %s, schedule %s%s%s\n", mib(plan.arena_bytes()).c_str(), scheduleName(stages.schedule),
               measured.empty() ? "" : (" (chosen for the budget: " + measured + ")").c_str(),
               o.device_mem ? (", budget " + mib(o.device_mem) + " (" + budget_source + ")").c_str() : ", no budget");
   std::string forward_runs = "each block's forward runs once";
-  if (stages.schedule == "streamed-recompute") {
+  if (stages.schedule == Schedule::kStreamedRecompute) {
     auto templates = getModelFunction(*module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
     const int64_t blocks = templates ? templates.size() : 0;
     forward_runs = stages.recompute_keep == 0
@@ -612,7 +613,7 @@ int compile(const CompileOptions& requested) {
               mib(stats.d2h_bytes).c_str(),
               stats.activation_bytes
                   ? (formatBytes(stats.activation_bytes, /*exact=*/false) + " (kept ones offloaded to the host and back" +
-                     (o.offload == "on" ? ")" : ": the budget needs it)"))
+                     (o.offload == Offload::kOn ? ")" : ": the budget needs it)"))
                         .c_str()
                   : "none (kept on the device)");
   if (auto split = getModelFunction(*module)->getAttrOfType<ArrayAttr>(kVocabSplitAttr)) {
@@ -647,7 +648,7 @@ int compile(const CompileOptions& requested) {
         tables += (tables.empty() ? "" : ", ") + table.getValue().str();
     std::printf("  embedding      the tokens looked up in %s on the host, its gradient scatter-added there (%s): "
                 "the tokens' rows cross the link, %s per step each way, not the table\n",
-                tables.c_str(), o.embedding == "host" ? "--embedding host" : "the vocabulary split needs the tied "
+                tables.c_str(), o.embedding == EmbeddingPlace::kHost ? "--embedding host" : "the vocabulary split needs the tied "
                 "head's weight read by the head alone",
                 formatBytes(stats.token_row_bytes / 2, /*exact=*/false).c_str());
   }

@@ -15,6 +15,23 @@ enum class ComputePrecision { kFp32, kBf16 };
 // What the weights cross the link as (mtc --stream-dtype): the fp32 master, or its bf16 copy
 // (mt-stage-bf16; the master then held split, no host bytes added). A bf16 plan streams bf16.
 enum class StreamDtype { kF32, kBf16 };
+// The schedules the compiler can emit, from the most device memory to the least (mtc
+// --schedule; unset: the first that fits the budget).
+enum class Schedule { kResident, kStreamed, kStreamedRecompute };
+// When AdamW runs (mtc --update; unset: deferred unless only on-arrival fits --host-mem): one
+// step late, overlapped with the next forward (exact global-norm clipping; 16 host bytes per
+// parameter), or as each gradient lands (no clipping, ~12 bytes; streamed schedules only).
+enum class UpdateKind { kDeferred, kOnArrival };
+// Kept activations on the host between the forward and the backward (mtc --offload-activations):
+// when nothing else fits the budget, always (streamed schedules), never.
+enum class Offload { kAuto, kOn, kOff };
+// Where the tokens are looked up in their embedding table (mtc --embedding): on the host when
+// the vocabulary is split and the table is the tied LM head's, on the device, on the host.
+enum class EmbeddingPlace { kAuto, kDevice, kHost };
+
+// Their names on the command line, in the summary and in the passes' options.
+const char* scheduleName(Schedule schedule);
+const char* updateName(UpdateKind update);
 
 // The stages --emit can stop after, in pipeline order.
 inline constexpr const char* kStages[] = {"input",          "fuse",        "attach-loss", "autodiff",
@@ -35,11 +52,11 @@ struct CompileOptions {
   int64_t device_mem = 0;       // bytes; 0 = no budget
   int64_t host_mem = 0;         // bytes of host memory the training machine has; 0 = unchecked
   std::string hardware = "cpu";
-  std::string schedule = "auto";  // resident, streamed, streamed-recompute, or auto (by budget)
-  std::string update = "auto";    // deferred, on-arrival, or auto (by host_mem)
+  std::optional<Schedule> schedule;  // unset: the first that fits the budget
+  std::optional<UpdateKind> update;  // unset: by host_mem
   int64_t vocab_chunks = 0;       // the LM head in this many vocabulary chunks; 0: only if the budget needs it
-  std::string offload = "auto";   // kept activations on the host: auto (if the budget needs it), on, off
-  std::string embedding = "auto";  // the token lookup: device, host, or auto (host for a split tied head)
+  Offload offload = Offload::kAuto;
+  EmbeddingPlace embedding = EmbeddingPlace::kAuto;
   StreamDtype stream_dtype = StreamDtype::kF32;
   ComputePrecision precision = ComputePrecision::kFp32;
   // ONNX: initializers matching `frozen` stay constants; with `trainable`, only matching ones train.

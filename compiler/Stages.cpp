@@ -14,19 +14,22 @@ namespace {
 
 // How the stages after partition run.
 struct Knobs {
-  std::string schedule;
+  Schedule schedule = Schedule::kResident;
   int64_t budget = 0;      // the memory planner's; 0: none
-  std::string update;      // deferred or on-arrival
+  UpdateKind update = UpdateKind::kDeferred;
   int64_t keep = 0;        // streamed-recompute: the last blocks that keep their activations
   bool pin_shared = false;  // streamed: weights shared across blocks stay on the device
   int64_t vocab_chunks = 1;  // the LM head's vocabulary chunks (1: not split)
   bool offload = false;      // streamed: the activations the backward reads wait on the host
-  std::string embedding = "auto";  // StageOptions::embedding
+  EmbeddingPlace embedding = EmbeddingPlace::kAuto;  // StageOptions::embedding
   bool tied_head = false;    // the tokens' embedding table is the LM head's weight
   bool bf16_staging = false;  // the weights cross the link as bf16 staging copies
   bool bf16_compute = false;  // a bf16 plan (mt-mixed-precision)
 
-  bool hostEmbedding() const { return embedding == "host" || (embedding == "auto" && tied_head && vocab_chunks > 1); }
+  bool hostEmbedding() const {
+    return embedding == EmbeddingPlace::kHost ||
+           (embedding == EmbeddingPlace::kAuto && tied_head && vocab_chunks > 1);
+  }
 };
 
 // Whether the LM head's weight is the table the tokens are looked up in (tied).
@@ -53,16 +56,17 @@ void addStagePasses(mlir::PassManager& pm, const std::string& stage, const Knobs
     options.chunks = knobs.vocab_chunks;
     pm.addPass(createSplitVocabPass(options));
   }
-  if (stage == "recompute" && knobs.schedule == "streamed-recompute") {
+  if (stage == "recompute" && knobs.schedule == Schedule::kStreamedRecompute) {
     RecomputePassOptions options;
     options.keep = knobs.keep;
     pm.addPass(createRecomputePass(options));
   }
   if (stage == "schedule") {
     ScheduleStreamedPassOptions options;
-    options.update = knobs.update;
+    options.update = updateName(knobs.update);
     options.pinShared = knobs.pin_shared;
-    pm.addPass(knobs.schedule == "resident" ? createScheduleResidentPass() : createScheduleStreamedPass(options));
+    pm.addPass(knobs.schedule == Schedule::kResident ? createScheduleResidentPass()
+                                                     : createScheduleStreamedPass(options));
     if (knobs.offload) pm.addPass(createOffloadActivationsPass());
     if (knobs.bf16_staging) pm.addPass(createStageBf16Pass());
     if (knobs.bf16_compute) pm.addPass(createMixedPrecisionPass());
@@ -179,20 +183,20 @@ size_t stageIndex(const std::string& name) {
 
 StageResult runStages(ModuleOp module, const StageOptions& options) {
   StageResult result;
-  result.schedule = options.schedule == "auto" ? "resident" : options.schedule;
+  result.schedule = options.schedule.value_or(Schedule::kResident);
   if (options.last == "input") return result;
   func::FuncOp func = getModelFunction(module);
   if (func && isForwardOnly(func)) {
     // An evaluation: nothing to differentiate or stream; one resident pass over the graph.
-    if (result.schedule != "resident") {
-      func.emitError("a forward-only model runs only the resident schedule, not ") << result.schedule;
+    if (result.schedule != Schedule::kResident) {
+      func.emitError("a forward-only model runs only the resident schedule, not ") << scheduleName(result.schedule);
       result.failed = "schedule";
       return result;
     }
     for (const char* stage : {"schedule", "memory"}) {
       if (stageIndex(options.last) < stageIndex(stage)) break;
       PassManager pm(module.getContext());
-      addStagePasses(pm, stage, {"resident", options.device_mem, "deferred"});
+      addStagePasses(pm, stage, {Schedule::kResident, options.device_mem, UpdateKind::kDeferred});
       if (failed(pm.run(module))) {
         result.failed = stage;
         break;
@@ -202,19 +206,15 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   }
   const size_t partition = stageIndex("partition");
   const bool stops_early = !options.last.empty() && stageIndex(options.last) <= partition;
-  const std::string& update = options.update;
-  if (update != "deferred" && update != "on-arrival") {
-    if (func) func.emitError("unknown update '") << update << "' (deferred or on-arrival)";
-    result.failed = "schedule";
-    return result;
-  }
-  if (update == "on-arrival" && options.schedule == "resident") {
+  const UpdateKind update = options.update;
+  const bool on_arrival = update == UpdateKind::kOnArrival;
+  if (on_arrival && options.schedule == Schedule::kResident) {
     if (func) func.emitError("the on-arrival update needs a streamed schedule (the resident one copies every "
                              "gradient out at the end of the step): use --schedule streamed or streamed-recompute");
     result.failed = "schedule";
     return result;
   }
-  if (update == "on-arrival" && options.schedule == "auto") result.schedule = "streamed";
+  if (on_arrival && !options.schedule) result.schedule = Schedule::kStreamed;
   if (!runFrom(module, 1, stops_early ? options.last : "partition", {result.schedule, 0, update}, result.failed) ||
       stops_early)
     return result;
@@ -227,17 +227,8 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     return result;
   }
   result.vocab_chunks = std::max<int64_t>(options.vocab_chunks, 1);
-  if (options.offload != "auto" && options.offload != "on" && options.offload != "off") {
-    getModelFunction(module).emitError("--offload-activations must be auto, on or off, not ") << options.offload;
-    result.failed = "schedule";
-    return result;
-  }
-  result.offload = options.offload == "on" && result.schedule != "resident";
-  if (options.embedding != "auto" && options.embedding != "host" && options.embedding != "device") {
-    getModelFunction(module).emitError("--embedding must be auto, host or device, not ") << options.embedding;
-    result.failed = "host-embedding";
-    return result;
-  }
+  const bool offload_on = options.offload == Offload::kOn, offload_auto = options.offload == Offload::kAuto;
+  result.offload = offload_on && result.schedule != Schedule::kResident;
   // What every trial below starts from.
   Knobs defaults;
   defaults.update = update;
@@ -247,20 +238,20 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   defaults.bf16_compute = options.precision == ComputePrecision::kBf16;
   defaults.bf16_staging = options.stream_dtype == StreamDtype::kBf16 || defaults.bf16_compute;
   const bool split_if_needed = options.vocab_chunks == 0 && options.device_mem > 0;
-  if (options.schedule == "auto" && options.device_mem > 0) {
+  if (!options.schedule && options.device_mem > 0) {
     // The first schedule, from the fastest to the most frugal, whose plan fits the budget.
-    result.schedule.clear();
+    std::optional<Schedule> fitting;
     for (size_t i = options.first_schedule; i < std::size(kSchedules); ++i) {
-      const char* schedule = kSchedules[i];
-      if (update == "on-arrival" && std::string(schedule) == "resident") continue;
+      const Schedule schedule = kSchedules[i];
+      if (on_arrival && schedule == Schedule::kResident) continue;
       Knobs knobs = defaults;
       knobs.schedule = schedule;
-      knobs.offload = options.offload == "on" && std::string(schedule) != "resident";
+      knobs.offload = offload_on && schedule != Schedule::kResident;
       const int64_t arena = trialArena(module, partition + 1, knobs);
       if (arena < 0) continue;
       result.arena_by_schedule.emplace_back(schedule, arena);
       if (arena <= options.device_mem) {
-        result.schedule = schedule;
+        fitting = result.schedule = schedule;
         result.offload = knobs.offload;
         break;
       }
@@ -269,17 +260,16 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
       result.failed = "schedule";
       return result;
     }
-    if (result.schedule.empty()) {
+    if (!fitting) {
       // The most frugal schedule, then with the vocabulary split and the activations offloaded.
-      auto& [name, arena] = result.arena_by_schedule.back();
+      auto& [frugalest, arena] = result.arena_by_schedule.back();
       Knobs base = defaults;
-      base.schedule = name;
-      base.offload = options.offload == "on";
+      base.schedule = frugalest;
+      base.offload = offload_on;
       const FrugalFit fit = fitFrugal(module, partition + 1, base, arena, options.device_mem, vocab, split_if_needed,
-                                      options.offload == "auto" && std::string(name) != "resident",
-                                      options.offload_first);
+                                      offload_auto && frugalest != Schedule::kResident, options.offload_first);
       if (fit.fits) {
-        result.schedule = name;
+        result.schedule = frugalest;
         result.vocab_chunks = fit.chosen.vocab_chunks;
         result.offload = fit.chosen.offload;
       } else {
@@ -304,7 +294,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
           runFrom(*trial, partition + 1, "", frugal, ignored);
         }
         InFlightDiagnostic diag = getModelFunction(module).emitError("the model needs at least ")
-            << formatBytes(arena) << " of device memory even with the " << name
+            << formatBytes(arena) << " of device memory even with the " << scheduleName(frugalest)
             << " schedule (weights streamed per block, activations recomputed"
             << (frugal.vocab_chunks > 1 ? fmt::format(", the vocabulary in {} chunks", frugal.vocab_chunks) : "")
             << (frugal.offload ? ", kept activations offloaded to the host" : "") << "); the budget is "
@@ -315,7 +305,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
         return result;
       }
     }
-  } else if (result.schedule != "resident" && options.device_mem > 0) {
+  } else if (result.schedule != Schedule::kResident && options.device_mem > 0) {
     // A streamed schedule the user chose: the vocabulary split and the offload if it needs them.
     Knobs base = defaults;
     base.schedule = result.schedule;
@@ -323,11 +313,11 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     const int64_t arena = trialArena(module, partition + 1, base);
     if (arena > options.device_mem) {
       const FrugalFit fit = fitFrugal(module, partition + 1, base, arena, options.device_mem, vocab, split_if_needed,
-                                      options.offload == "auto");
+                                      offload_auto);
       if (fit.fits) result.vocab_chunks = fit.chosen.vocab_chunks, result.offload = fit.chosen.offload;
     }
   }
-  if (options.offload == "on" && result.schedule == "resident") {  // asked for, or what fits the budget
+  if (offload_on && result.schedule == Schedule::kResident) {  // asked for, or what fits the budget
     getModelFunction(module).emitError("offloading activations needs a streamed schedule, not the resident one "
                                        "(which keeps everything on the device): give --schedule streamed-recompute "
                                        "(or drop --offload-activations on)");
@@ -341,13 +331,13 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   result.host_embedding = chosen.hostEmbedding();
   // Weights shared by blocks far apart (a tied embedding and LM head) stay on the device when
   // the budget has room: copied once per step instead of once per block region.
-  if (result.schedule != "resident" && !sharedParameters(getModelFunction(module)).empty()) {
+  if (result.schedule != Schedule::kResident && !sharedParameters(getModelFunction(module)).empty()) {
     Knobs pinned = chosen;
     pinned.pin_shared = true;
     const int64_t arena = options.device_mem > 0 ? trialArena(module, partition + 1, pinned) : 0;
     result.pin_shared = chosen.pin_shared = arena >= 0 && arena <= options.device_mem;
   }
-  if (result.schedule == "streamed-recompute" && options.device_mem > 0 && options.tune_recompute) {
+  if (result.schedule == Schedule::kStreamedRecompute && options.device_mem > 0 && options.tune_recompute) {
     // Recompute only as much as the budget needs: the largest number of last blocks that keep
     // their activations from the forward (each such block's forward runs once, not twice).
     auto templates = getModelFunction(module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
@@ -364,6 +354,17 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   runFrom(module, partition + 1, options.last, chosen, result.failed);
   return result;
 }
+
+const char* scheduleName(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::kResident: return "resident";
+    case Schedule::kStreamed: return "streamed";
+    case Schedule::kStreamedRecompute: return "streamed-recompute";
+  }
+  return "?";
+}
+
+const char* updateName(UpdateKind update) { return update == UpdateKind::kOnArrival ? "on-arrival" : "deferred"; }
 
 void modelShape(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
   module.walk([&](SoftmaxXentOp op) {

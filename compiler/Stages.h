@@ -10,25 +10,22 @@
 namespace mt {
 
 // The schedules the compiler can emit, from the most device memory to the least.
-inline constexpr const char* kSchedules[] = {"resident", "streamed", "streamed-recompute"};
+inline constexpr Schedule kSchedules[] = {Schedule::kResident, Schedule::kStreamed, Schedule::kStreamedRecompute};
 
 struct StageOptions {
   std::string last;          // stop after this stage ("" = run all)
   int64_t device_mem = 0;    // bytes; 0 = no budget
-  std::string schedule = "auto";  // one of kSchedules, or "auto": the first that fits the budget
-  // When AdamW runs: "deferred" (one step late, overlapped with the next forward; exact
-  // global-norm clipping) or "on-arrival" (as each gradient lands, overlapped with the
-  // backward; no clipping, ~12 instead of 16 host bytes per parameter; streamed schedules only).
-  std::string update = "deferred";
+  std::optional<Schedule> schedule;  // unset: the first of kSchedules that fits the budget
+  UpdateKind update = UpdateKind::kDeferred;
   // streamed-recompute under a budget: search how many blocks can keep their activations (one
   // compile per try). Off where a caller only asks whether anything fits.
   bool tune_recompute = true;
-  // For searches over many trial compiles (mtc --batch auto): "auto" starts from schedule
+  // For searches over many trial compiles (mtc --batch auto): an unset schedule starts from
   // kSchedules[first_schedule] (a smaller batch already needed it), and a budget no plan fits
   // fails without compiling the most frugal plan once more for notes on what fills the device.
   size_t first_schedule = 0;
   bool explain_failure = true;
-  // A smaller batch fitted only with its activations offloaded (offload "auto"): fitting tries
+  // A smaller batch fitted only with its activations offloaded (Offload::kAuto): fitting tries
   // that before the vocabulary split alone, which cannot fit a larger batch either.
   bool offload_first = false;
   // --host-mem (0: none), and the host bytes of a compiled module's plan (the emitter's count):
@@ -42,13 +39,12 @@ struct StageOptions {
   // The LM head and its loss over this many vocabulary chunks (mt-split-vocab); 0: as few as
   // the budget needs (none when the whole head fits), 1: never split.
   int64_t vocab_chunks = 0;
-  // The activations the backward reads kept on the host in between (mt-offload-activations):
-  // "auto" (when nothing else fits the budget), "on" (streamed schedules), "off".
-  std::string offload = "auto";
-  // The lookup of the tokens in their embedding table and its gradient's scatter: "device",
-  // "host" (mt-host-embedding), or "auto": on the host when the vocabulary is split and the
-  // table is tied to the LM head (the split needs the head's weight read by the head alone).
-  std::string embedding = "auto";
+  // The activations the backward reads kept on the host in between (mt-offload-activations).
+  Offload offload = Offload::kAuto;
+  // The lookup of the tokens in their embedding table and its gradient's scatter (on the host:
+  // mt-host-embedding; auto: there when the vocabulary is split and the table is tied to the LM
+  // head, as the split needs the head's weight read by the head alone).
+  EmbeddingPlace embedding = EmbeddingPlace::kAuto;
   // What the parameters cross the link as (mt-stage-bf16 for bf16) and what the device computes
   // in (mt-mixed-precision for bf16, which streams bf16 whatever stream_dtype says).
   StreamDtype stream_dtype = StreamDtype::kF32;
@@ -57,8 +53,8 @@ struct StageOptions {
 
 struct StageResult {
   std::string failed;    // the stage that failed (diagnostics emitted), or ""
-  std::string schedule;  // the schedule used
-  std::vector<std::pair<std::string, int64_t>> arena_by_schedule;  // what "auto" measured
+  Schedule schedule = Schedule::kResident;  // the schedule used
+  std::vector<std::pair<Schedule, int64_t>> arena_by_schedule;  // what an unset schedule measured
   int64_t recompute_keep = 0;  // streamed-recompute: the last blocks not recomputed
   bool pin_shared = false;     // streamed: weights shared across blocks stay on the device
   int64_t vocab_chunks = 1;    // the LM head's vocabulary chunks (1: not split)

@@ -78,18 +78,23 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
   app.add_option("--device-mem", device_mem, "device memory budget, e.g. 80GiB (fail if exceeded)");
   app.add_option("--host-mem", host_mem, "host memory of the training machine, e.g. 1.5TiB (fail if exceeded)");
-  app.add_option("--schedule", o.schedule,
+  mt::choiceOf(app, "--schedule", o.schedule,
                  "resident (all weights on the device), streamed (weights per block), streamed-recompute "
-                 "(and activations recomputed per block), or auto: the first that fits --device-mem")
-      ->check(CLI::IsMember({"auto", "resident", "streamed", "streamed-recompute"}))
-      ->capture_default_str();
-  app.add_option("--update", o.update,
+                 "(and activations recomputed per block), or auto: the first that fits --device-mem",
+               std::map<std::string, std::optional<mt::Schedule>>{{"auto", std::nullopt},
+                                                                  {"resident", mt::Schedule::kResident},
+                                                                  {"streamed", mt::Schedule::kStreamed},
+                                                                  {"streamed-recompute", mt::Schedule::kStreamedRecompute}})
+      ->default_str("auto");
+  mt::choiceOf(app, "--update", o.update,
                  "when AdamW runs: deferred (one step late, overlapped with the next forward; exact global-norm "
                  "clipping; 16 host bytes/param), on-arrival (as each gradient lands, overlapped with the backward; "
                  "no global clipping; ~12 host bytes/param; streamed schedules), or auto: deferred unless only "
-                 "on-arrival fits --host-mem")
-      ->check(CLI::IsMember({"auto", "deferred", "on-arrival"}))
-      ->capture_default_str();
+                 "on-arrival fits --host-mem",
+               std::map<std::string, std::optional<mt::UpdateKind>>{{"auto", std::nullopt},
+                                                                    {"deferred", mt::UpdateKind::kDeferred},
+                                                                    {"on-arrival", mt::UpdateKind::kOnArrival}})
+      ->default_str("auto");
   app.add_option("--vocab-chunks", o.vocab_chunks,
                  "the LM head and its loss, and the token embedding, over this many vocabulary chunks, each "
                  "streamed in as its own block (neither the tables nor the logits on the device whole; a head "
@@ -97,34 +102,37 @@ int main(int argc, char** argv) {
                  "head fits), 1: never")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--embedding", o.embedding,
+  mt::choiceOf(app, "--embedding", o.embedding,
                  "where the tokens are looked up in their embedding table and its gradient is scatter-added: "
                  "device, host (the link carries the tokens' rows, not the table; the device never holds it for "
-                 "the lookup), or auto: host when the vocabulary is split and the table is the tied LM head's")
-      ->check(CLI::IsMember({"auto", "host", "device"}))
-      ->capture_default_str();
-  mt::choiceOf(app.add_option("--stream-dtype", o.stream_dtype,
+                 "the lookup), or auto: host when the vocabulary is split and the table is the tied LM head's",
+               std::map<std::string, mt::EmbeddingPlace>{{"auto", mt::EmbeddingPlace::kAuto},
+                                                          {"device", mt::EmbeddingPlace::kDevice},
+                                                          {"host", mt::EmbeddingPlace::kHost}})
+      ->default_str("auto");
+  mt::choiceOf(app, "--stream-dtype", o.stream_dtype,
                  "what the weights cross the link as: f32 (the fp32 master weights: full precision) or bf16 "
                  "(the master's bf16 rounding, widened on the device: half the link bytes, the forward and backward "
                  "see bf16-rounded weights; the master, moments and gradients stay fp32, the master held exactly as "
                  "that bf16 copy + a 16-bit residual: no host bytes added); a bf16 plan (--precision bf16) streams "
-                 "bf16"),
+                 "bf16",
                std::map<std::string, mt::StreamDtype>{{"f32", mt::StreamDtype::kF32}, {"bf16", mt::StreamDtype::kBf16}})
       ->default_str("f32");
-  mt::choiceOf(app.add_option("--precision", o.precision,
+  mt::choiceOf(app, "--precision", o.precision,
                  "what the device computes in: fp32 (everything, TF32 products only with mtrun --tf32) or bf16 "
                  "(weights and activations bf16 on the device, products, attention and norms accumulating in f32; "
                  "norms' statistics, softmax, the loss and the weights' gradients f32; the host's master weights and "
-                 "AdamW moments fp32 as always; the weights stream as bf16)"),
+                 "AdamW moments fp32 as always; the weights stream as bf16)",
                std::map<std::string, mt::ComputePrecision>{{"fp32", mt::ComputePrecision::kFp32},
                                                             {"bf16", mt::ComputePrecision::kBf16}})
       ->default_str("fp32");
-  app.add_option("--offload-activations", o.offload,
+  mt::choiceOf(app, "--offload-activations", o.offload,
                  "keep the activations the backward reads (block inputs) on the host in between, copied out "
                  "after the forward and back a block ahead of the backward (long contexts): auto (when nothing "
-                 "else fits --device-mem), on (streamed schedules), off")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->capture_default_str();
+                 "else fits --device-mem), on (streamed schedules), off",
+               std::map<std::string, mt::Offload>{{"auto", mt::Offload::kAuto}, {"on", mt::Offload::kOn},
+                                                   {"off", mt::Offload::kOff}})
+      ->default_str("auto");
   app.add_option("--hw", o.hardware,
                  "hardware profile of the cost model: cpu, h100-pcie5, h200, gh200, and/or explicit rates "
                  "overriding its numbers (without a name, h100-pcie5's): tflops=, attention-tflops=, bf16-tflops=, "

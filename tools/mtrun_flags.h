@@ -48,8 +48,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "write the trained weights as a Hugging Face folder here (config.json + safetensors under Hugging "
                  "Face's names, sharded past 5 GB) for llama-family models (Llama, Qwen2, Mistral): at the end, or "
                  "when SIGINT/SIGTERM stops the run");
-  choiceOf(app.add_option("--export-dtype", c.export_dtype,
-                          "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even)"),
+  choiceOf(app, "--export-dtype", c.export_dtype,
+                          "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even)",
            std::map<std::string, ExportDtype>{{"f32", ExportDtype::kF32}, {"bf16", ExportDtype::kBf16}})
       ->default_str("f32");
   app.add_option("--dump-grads", c.grads_path, "write the first step's gradients (safetensors)");
@@ -64,9 +64,9 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("--val-every", c.val_every, "steps between validation losses (0: at the end only)")
       ->capture_default_str();
   app.add_option("--val-batches", c.val_batches, "batches per validation loss")->capture_default_str();
-  choiceOf(app.add_option("--on-nonfinite", c.skip_nonfinite,
+  choiceOf(app, "--on-nonfinite", c.skip_nonfinite,
                           "NaN/Inf in the loss or a gradient: stop (name the first offending tensor, exit 1) or "
-                          "skip the step; either way the update is not applied"),
+                          "skip the step; either way the update is not applied",
            std::map<std::string, bool>{{"stop", false}, {"skip", true}})
       ->default_str("stop");
   app.add_option("--checkpoint-dir", c.checkpoint_dir,

@@ -65,13 +65,22 @@ inline CLI::Validator positiveInteger() {
       "POSITIVE");
 }
 
-// Makes `option` take one of `names`, stored as the value it maps to; --help lists the names
-// (CLI11's own description would print the enum's numbers).
+// An option taking one of `names`, stored in `target` as the value it maps to (an enum, or an
+// optional one whose "auto" leaves it unset): a mode parsed once, here at the edge, and never
+// compared as a string again. --help lists the names; any other is refused naming them.
 template <typename T>
-CLI::Option* choiceOf(CLI::Option* option, const std::map<std::string, T>& names) {
+CLI::Option* choiceOf(CLI::App& app, const std::string& flag, T& target, const std::string& help,
+                      const std::map<std::string, T>& names) {
   std::string list;
   for (const auto& entry : names) list += (list.empty() ? "" : "|") + entry.first;
-  return option->transform(CLI::CheckedTransformer(names).description(""))->type_name(list);
+  auto known = [names, list](std::string& name) {
+    return names.count(name) ? std::string() : "'" + name + "' is not one of " + list;
+  };
+  return app
+      .add_option_function<std::string>(
+          flag, [&target, names](const std::string& name) { target = names.at(name); }, help)
+      ->check(CLI::Validator(known, ""))
+      ->type_name(list);
 }
 
 // Runs body() and returns its exit code, or 1 after printing the error that escaped it.

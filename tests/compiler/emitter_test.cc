@@ -94,8 +94,8 @@ TEST_F(EmitterTest, BuiltinModelPlanVerifiesWithStreamsAndEvents) {
 TEST_F(EmitterTest, IdenticalBlocksShareTemplatesThatExpandToTheFlatProgram) {
   ModelConfig config = findModelPreset("llama-tiny")->config;
   config.layers = 6;
-  for (const char* schedule : {"resident", "streamed", "streamed-recompute"}) {
-    SCOPED_TRACE(schedule);
+  for (Schedule schedule : kSchedules) {
+    SCOPED_TRACE(scheduleName(schedule));
     auto flat_module = buildModel(context_, config, 2, 8);
     auto templated_module = buildModel(context_, config, 2, 8);
     ASSERT_EQ(runStages(*flat_module, {"", 0, schedule}).failed, "");

@@ -185,7 +185,7 @@ Result runTest(const fs::path& dir) {
     context.printOpOnDiagnostic(false);
     ImportedModel signature;
     auto module = importModel(context, (dir / "model.onnx").string(), options, &signature);
-    const StageResult stages = runStages(*module, {"", 0, "resident"});
+    const StageResult stages = runStages(*module, {"", 0, Schedule::kResident});
     if (!stages.failed.empty()) return {Outcome::Fail, "stage " + stages.failed + " failed"};
     EmitOptions emit;
     emit.model_name = dir.filename().string();

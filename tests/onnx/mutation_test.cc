@@ -55,7 +55,7 @@ void attempt(const std::string& path, bool training, Tally& tally) {
     return;
   }
   ++tally.imported;
-  if (!runStages(*module, {"", 0, "resident"}).failed.empty()) return;  // refused by a pass: fine
+  if (!runStages(*module, {"", 0, Schedule::kResident}).failed.empty()) return;  // refused by a pass: fine
   plan::Plan plan;
   PlanStats stats;
   EmitOptions emit;
