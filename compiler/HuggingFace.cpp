@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -50,6 +51,14 @@ class ConfigReader {
     if (!has(key)) return fallback;
     if (!config_[key].is_number() || !std::isfinite(config_[key].get<double>()) || config_[key].get<double>() <= 0)
       throw error("'" + key + "' is not a positive number");
+    return config_[key].get<double>();
+  }
+  // A probability such as a dropout rate: in [0, 1].
+  double probability(const std::string& key) {
+    taken_.insert(key);
+    if (!has(key)) return 0.0;
+    if (!config_[key].is_number() || !(config_[key].get<double>() >= 0.0 && config_[key].get<double>() <= 1.0))
+      throw error("'" + key + "' is not a number between 0 and 1");
     return config_[key].get<double>();
   }
   bool boolean(const std::string& key, bool fallback) {
@@ -126,6 +135,42 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t
     sliding_window = r.has("sliding_window") ? r.integer("sliding_window") : 0;
     r.take("sliding_window");
   }
+  return c;
+}
+
+// GPT2LMHeadModel's config.json into the gpt2 family's (pre-norm LayerNorm blocks, learned
+// positions, GELU's tanh form, biases everywhere). Its dropout is not applied: `notes` says so.
+ModelConfig readGpt2Config(ConfigReader& r, std::vector<std::string>& notes) {
+  ModelConfig c;
+  c.family = "gpt2";
+  c.width = r.integer("n_embd");
+  c.layers = r.integer("n_layer");
+  c.heads = c.kv_heads = r.integer("n_head");
+  c.vocab = r.integer("vocab_size");
+  c.context = r.integer("n_positions");
+  if (r.has("n_ctx") && r.integer("n_ctx") != c.context) throw r.error("'n_ctx' is not 'n_positions'");
+  r.take("n_ctx");
+  c.ffn = r.integer("n_inner", 4 * c.width);
+  c.norm_eps = r.number("layer_norm_epsilon", 1e-5);
+  c.tied = r.boolean("tie_word_embeddings", true);
+  c.qkv_bias = false;  // a llama option: the gpt2 family always has its biases
+  const std::string act = r.text("activation_function", "gelu_new");
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+    throw r.error("'activation_function' is " + act + ": the gpt2 family's MLP uses GELU's tanh form (gelu_new)");
+  r.require("scale_attn_weights", true, "attention without the 1/sqrt(head size) scale is not supported");
+  r.require("scale_attn_by_inverse_layer_idx", false, "attention scaled by the layer index is not supported");
+  r.require("add_cross_attention", false, "cross-attention (an encoder-decoder) is not supported");
+  r.take("reorder_and_upcast_attn");  // an fp16 safeguard: the scores are f32 here anyway
+  // GPT2DoubleHeadsModel's multiple-choice head and generation settings: not this model's arithmetic.
+  for (const char* key : {"summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+                          "summary_first_dropout", "task_specific_params", "n_special"})
+    r.take(key);
+  std::string dropout;
+  for (const char* key : {"embd_pdrop", "attn_pdrop", "resid_pdrop"})
+    if (const double p = r.probability(key); p > 0)
+      dropout += fmt::format("{}{} {}", dropout.empty() ? "" : ", ", key, p);
+  if (!dropout.empty())
+    notes.push_back("config.json asks for dropout (" + dropout + "); mtc trains without dropout (not supported yet)");
   return c;
 }
 
@@ -213,38 +258,65 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
       !config["architectures"][0].is_string())
     throw r.error("'architectures' does not name one architecture");
   model.architecture = config["architectures"][0].get<std::string>();
-  static const std::set<std::string> kSupported = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
+  static const std::set<std::string> kSupported = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM",
+                                                   "GPT2LMHeadModel"};
   if (!kSupported.count(model.architecture))
     throw r.error("architecture " + model.architecture +
-                  " is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM)");
-  model.config = readConfig(r, model.architecture, model.sliding_window);
+                  " is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
+                  "GPT2LMHeadModel)");
+  const bool gpt2 = model.architecture == "GPT2LMHeadModel";
+  model.config = gpt2 ? readGpt2Config(r, model.notes) : readConfig(r, model.architecture, model.sliding_window);
   r.finish();
 
   const std::map<std::string, std::string> files = weightFiles(dir);
   std::set<std::string> placed;
-  auto place = [&](const std::string& ours) {
-    const std::string theirs = huggingFaceName(ours);
+  auto place = [&](const std::string& ours, const std::string& theirs, bool transposed = false, int64_t part = 0,
+                   int64_t parts = 1) {
     auto it = files.find(theirs);
-    if (it == files.end())
-      throw Error(dir + ": the weights have no '" + theirs + "' (the model's " + ours + ")");
-    model.weights[ours] = {it->second, theirs};
+    if (it == files.end()) throw Error(dir + ": the weights have no '" + theirs + "' (the model's " + ours + ")");
+    model.weights[ours] = {it->second, theirs, transposed, part, parts};
     placed.insert(theirs);
   };
   const ModelConfig& c = model.config;
-  place("embed.weight");
-  place("norm.weight");
-  if (!c.tied) place("lm_head.weight");
-  for (int64_t l = 0; l < c.layers; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
-    for (const char* part : {"attn_norm.weight", "mlp_norm.weight", "attn.q.weight", "attn.k.weight", "attn.v.weight",
-                             "attn.o.weight", "mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"})
-      place(p + part);
-    if (c.qkv_bias)
-      for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) place(p + part);
+  if (gpt2) {
+    // transformers saves GPT2LMHeadModel's body under "transformer."; the original checkpoints
+    // (GPT2Model's) have no prefix.
+    const std::string body = files.count("transformer.wte.weight") ? "transformer." : "";
+    place("wte.weight", body + "wte.weight");
+    place("wpe.weight", body + "wpe.weight");
+    for (const char* part : {"weight", "bias"}) place(std::string("ln_f.") + part, body + "ln_f." + part);
+    if (!c.tied) place("lm_head.weight", "lm_head.weight");
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const std::string ours = "blocks." + std::to_string(l) + ".", theirs = body + "h." + std::to_string(l) + ".";
+      for (const char* part : {"weight", "bias"}) {
+        place(ours + "ln1." + part, theirs + "ln_1." + part);
+        place(ours + "ln2." + part, theirs + "ln_2." + part);
+        const bool matrix = std::string(part) == "weight";  // Conv1D: [in, out]; its bias is [out]
+        const char* qkv[] = {"attn.q.", "attn.k.", "attn.v."};
+        for (int64_t i = 0; i < 3; ++i) place(ours + qkv[i] + part, theirs + "attn.c_attn." + part, matrix, i, 3);
+        place(ours + "attn.proj." + part, theirs + "attn.c_proj." + part, matrix);
+        place(ours + "mlp.fc." + part, theirs + "mlp.c_fc." + part, matrix);
+        place(ours + "mlp.proj." + part, theirs + "mlp.c_proj." + part, matrix);
+      }
+    }
+  } else {
+    auto same = [&](const std::string& ours) { place(ours, huggingFaceName(ours)); };
+    same("embed.weight");
+    same("norm.weight");
+    if (!c.tied) same("lm_head.weight");
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const std::string p = "layers." + std::to_string(l) + ".";
+      for (const char* part : {"attn_norm.weight", "mlp_norm.weight", "attn.q.weight", "attn.k.weight",
+                               "attn.v.weight", "attn.o.weight", "mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"})
+        same(p + part);
+      if (c.qkv_bias)
+        for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) same(p + part);
+    }
   }
   for (const auto& [name, file] : files) {
     if (placed.count(name)) continue;
-    const bool derived = name.ends_with("rotary_emb.inv_freq");  // from rope_theta, not a weight
+    const bool derived = name.ends_with("rotary_emb.inv_freq") ||  // from rope_theta, not a weight
+                         (gpt2 && (name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias")));  // masks
     const bool tied_copy = c.tied && name == "lm_head.weight";  // the embedding again
     if (!derived && !tied_copy)
       throw Error(dir + ": the weights hold '" + name + "', which the " + model.architecture +
@@ -276,14 +348,13 @@ std::string huggingFaceConfig(const ModelConfig& c) {
 
 void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path) {
   std::map<std::string, std::unique_ptr<SafetensorsFile>> open;  // shards, mapped as they are first needed
-  auto entryOf = [&](const std::string& ours) -> const SafetensorsEntry& {
-    const auto& [file, theirs] = model.weights.at(ours);
-    auto& shard = open[file];
-    if (!shard) shard = std::make_unique<SafetensorsFile>(model.dir + "/" + file);
-    auto it = shard->entries().find(theirs);
+  auto entryOf = [&](const HuggingFaceSource& source) -> const SafetensorsEntry& {
+    auto& shard = open[source.file];
+    if (!shard) shard = std::make_unique<SafetensorsFile>(model.dir + "/" + source.file);
+    auto it = shard->entries().find(source.name);
     if (it == shard->entries().end())
-      throw Error(model.dir + "/" + file + " has no '" + theirs + "', which its index places there");
-    shard->verify(theirs);
+      throw Error(model.dir + "/" + source.file + " has no '" + source.name + "', which its index places there");
+    shard->verify(source.name);
     return it->second;
   };
   std::vector<SafetensorsTensor> tensors;
@@ -291,14 +362,28 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
     if (t.role() != plan::ROLE_PARAM) continue;
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
     const int64_t n = checkedNumel(t.shape(), t.name());
-    const SafetensorsEntry& entry = entryOf(t.name());
-    if (entry.shape != shape || (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16")) {
-      throw Error(model.dir + ": '" + model.weights.at(t.name()).second + "' is " + entry.dtype + " [" +
-                  shapeText(entry.shape) + "] but the model's " + t.name() + " needs [" + shapeText(shape) +
-                  "] in F32, BF16 or F16");
+    const HuggingFaceSource& source = model.weights.at(t.name());
+    const SafetensorsEntry& entry = entryOf(source);
+    // The source's shape: ours, transposed (a matrix in Conv1D's [in, out]), its output axis
+    // `parts` times as long.
+    std::vector<int64_t> expected = shape;
+    if (source.transposed && expected.size() == 2) std::swap(expected[0], expected[1]);
+    if (!expected.empty()) expected.back() *= source.parts;
+    if (entry.shape != expected || (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16")) {
+      throw Error(model.dir + ": '" + source.name + "' is " + entry.dtype + " [" + shapeText(entry.shape) +
+                  "] but the model's " + t.name() + " needs [" + shapeText(expected) + "] in F32, BF16 or F16");
     }
-    tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n,
-                       [&entry, n](void* out) { widen(entry, n, static_cast<float*>(out)); }});
+    tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, &source, shape, n](void* out) {
+                         float* values = static_cast<float*>(out);
+                         if (source.parts == 1 && !source.transposed) return widen(entry, n, values);
+                         std::vector<float> whole(static_cast<size_t>(n * source.parts));
+                         widen(entry, n * source.parts, whole.data());
+                         const int64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1;
+                         const int64_t offset = source.part * rows, stride = rows * source.parts;
+                         // ours[o][i] = theirs[i][part * rows + o] (a bias: ours[o] = theirs[part * rows + o])
+                         for (int64_t o = 0; o < rows; ++o)
+                           for (int64_t i = 0; i < cols; ++i) values[o * cols + i] = whole[i * stride + offset + o];
+                       }});
   }
   writeSafetensors(path, tensors,
                    {{"format", "pt"},

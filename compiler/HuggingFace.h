@@ -1,18 +1,31 @@
-// Hugging Face model folders in: `config.json` (LlamaForCausalLM, Qwen2ForCausalLM,
-// MistralForCausalLM) read into the built-in llama family's config, and the folder's safetensors
-// (one file, or shards with model.safetensors.index.json; F32, BF16 or F16) mapped by name onto
-// the family's parameters and widened to the fp32 master, one tensor at a time. Read strictly:
+// Hugging Face model folders in: `config.json` (LlamaForCausalLM, Qwen2ForCausalLM and
+// MistralForCausalLM into the built-in llama family's config, GPT2LMHeadModel into the gpt2
+// family's), and the folder's safetensors (one file, or shards with model.safetensors.index.json;
+// F32, BF16 or F16) mapped by name onto the family's parameters and widened to the fp32 master,
+// one tensor at a time (GPT-2's Conv1D weights transposed, its fused c_attn cut into q, k and v).
+// Read strictly:
 // a config key mtc does not know, a setting it does not implement (rope scaling, sliding windows
 // shorter than the sequence, biases it has no place for) or a tensor without a place is an error
 // naming it, never ignored.
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "models/ModelConfig.h"
 #include "runtime/plan.pb.h"
 
 namespace mt {
+
+// Where one of the family's parameters comes from in the folder: a tensor, whole, or (GPT-2's
+// Conv1D layout, [in, out]) transposed, and part `part` of `parts` along its output axis
+// (GPT-2's c_attn holds q, k and v side by side).
+struct HuggingFaceSource {
+  std::string file;  // safetensors file in the folder
+  std::string name;  // the tensor's name there
+  bool transposed = false;
+  int64_t part = 0, parts = 1;
+};
 
 struct HuggingFaceModel {
   std::string dir;
@@ -20,8 +33,9 @@ struct HuggingFaceModel {
   ModelConfig config;
   int64_t sliding_window = 0;  // 0: none; else attention reaches back this many tokens (Mistral)
   std::string config_json;     // config.json as read: the plan keeps it for mtrun --export-hf
-  // The family's parameter name -> (safetensors file in `dir`, the tensor's name there).
-  std::map<std::string, std::pair<std::string, std::string>> weights;
+  std::map<std::string, HuggingFaceSource> weights;  // by the family's parameter name
+  // What the config asks for that training does not do, said in mtc's summary (GPT-2's dropout).
+  std::vector<std::string> notes;
 };
 
 // Whether `path` is a directory holding a config.json.

@@ -571,6 +571,8 @@ int compile(const CompileOptions& requested) {
     if (stats.compute_wait_us[s] >= 0.005 * stats.step_us)
       idle += fmt::format("{}{} on {}", idle.empty() ? "" : ", ", millis(stats.compute_wait_us[s]), stream_names[s]);
   std::printf("mtc: %s\n", description.c_str());
+  if (hf)
+    for (const std::string& note : hf->notes) std::printf("  note           %s\n", note.c_str());
   if (!imported.kept_constant.empty()) {
     std::string kept;
     for (const auto& [name, why] : imported.kept_constant) kept += (kept.empty() ? "" : "; ") + name + " (" + why + ")";

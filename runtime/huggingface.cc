@@ -44,7 +44,8 @@ void checkHuggingFaceExport(const plan::Plan& plan) {
                 "): use --export for safetensors under the plan's names");
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_PARAM && huggingFaceName(t.name()).empty())
-      throw Error("--export-hf: the plan's parameter '" + t.name() + "' has no Hugging Face name");
+      throw Error("--export-hf: the plan's parameter '" + t.name() + "' has no Hugging Face name (--export-hf "
+                  "writes the llama family's folders; GPT-2's, with its fused c_attn, not yet): use --export");
 }
 
 void exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir, ExportDtype dtype,

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
       "Exit codes: 0 success, 1 bad model or input (message on stderr), 2 bad flags."};
   app.add_option("model", o.model,
                  "built-in model name, a .mlir file, an .onnx file, or a Hugging Face model folder (config.json + "
-                 "safetensors: Llama, Qwen2, Mistral)");
+                 "safetensors: Llama, Qwen2, Mistral, GPT-2)");
   app.add_flag("--list-models", list_models, "list the built-in models and exit");
   app.add_option("-o,--output", o.output, "plan file to write");
   std::string batch = "8";
