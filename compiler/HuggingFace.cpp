@@ -269,50 +269,33 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
   r.finish();
 
   const std::map<std::string, std::string> files = weightFiles(dir);
+  // transformers saves GPT2LMHeadModel's body under "transformer."; the original checkpoints
+  // (GPT2Model's) have no prefix.
+  const std::string gpt2_body = files.count("transformer.wte.weight") ? "transformer." : "";
   std::set<std::string> placed;
-  auto place = [&](const std::string& ours, const std::string& theirs, bool transposed = false, int64_t part = 0,
-                   int64_t parts = 1) {
-    auto it = files.find(theirs);
-    if (it == files.end()) throw Error(dir + ": the weights have no '" + theirs + "' (the model's " + ours + ")");
-    model.weights[ours] = {it->second, theirs, transposed, part, parts};
-    placed.insert(theirs);
+  auto place = [&](const std::string& ours) {
+    const HuggingFacePlace where = huggingFacePlace(ours, gpt2_body);
+    auto it = files.find(where.name);
+    if (it == files.end()) throw Error(dir + ": the weights have no '" + where.name + "' (the model's " + ours + ")");
+    model.weights[ours] = {it->second, where};
+    placed.insert(where.name);
   };
   const ModelConfig& c = model.config;
+  std::vector<std::string> layer_parts;  // each layer's parameters, under "<layers>.N."
   if (gpt2) {
-    // transformers saves GPT2LMHeadModel's body under "transformer."; the original checkpoints
-    // (GPT2Model's) have no prefix.
-    const std::string body = files.count("transformer.wte.weight") ? "transformer." : "";
-    place("wte.weight", body + "wte.weight");
-    place("wpe.weight", body + "wpe.weight");
-    for (const char* part : {"weight", "bias"}) place(std::string("ln_f.") + part, body + "ln_f." + part);
-    if (!c.tied) place("lm_head.weight", "lm_head.weight");
-    for (int64_t l = 0; l < c.layers; ++l) {
-      const std::string ours = "blocks." + std::to_string(l) + ".", theirs = body + "h." + std::to_string(l) + ".";
-      for (const char* part : {"weight", "bias"}) {
-        place(ours + "ln1." + part, theirs + "ln_1." + part);
-        place(ours + "ln2." + part, theirs + "ln_2." + part);
-        const bool matrix = std::string(part) == "weight";  // Conv1D: [in, out]; its bias is [out]
-        const char* qkv[] = {"attn.q.", "attn.k.", "attn.v."};
-        for (int64_t i = 0; i < 3; ++i) place(ours + qkv[i] + part, theirs + "attn.c_attn." + part, matrix, i, 3);
-        place(ours + "attn.proj." + part, theirs + "attn.c_proj." + part, matrix);
-        place(ours + "mlp.fc." + part, theirs + "mlp.c_fc." + part, matrix);
-        place(ours + "mlp.proj." + part, theirs + "mlp.c_proj." + part, matrix);
-      }
-    }
+    for (const char* name : {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"}) place(name);
+    for (const char* module : {"ln1", "ln2", "attn.q", "attn.k", "attn.v", "attn.proj", "mlp.fc", "mlp.proj"})
+      for (const char* kind : {".weight", ".bias"}) layer_parts.push_back(std::string(module) + kind);
   } else {
-    auto same = [&](const std::string& ours) { place(ours, huggingFaceName(ours)); };
-    same("embed.weight");
-    same("norm.weight");
-    if (!c.tied) same("lm_head.weight");
-    for (int64_t l = 0; l < c.layers; ++l) {
-      const std::string p = "layers." + std::to_string(l) + ".";
-      for (const char* part : {"attn_norm.weight", "mlp_norm.weight", "attn.q.weight", "attn.k.weight",
-                               "attn.v.weight", "attn.o.weight", "mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"})
-        same(p + part);
-      if (c.qkv_bias)
-        for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) same(p + part);
-    }
+    for (const char* name : {"embed.weight", "norm.weight"}) place(name);
+    layer_parts = {"attn_norm.weight", "mlp_norm.weight", "attn.q.weight", "attn.k.weight", "attn.v.weight",
+                   "attn.o.weight", "mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"};
+    if (c.qkv_bias)
+      for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) layer_parts.push_back(part);
   }
+  if (!c.tied) place("lm_head.weight");
+  for (int64_t l = 0; l < c.layers; ++l)
+    for (const std::string& part : layer_parts) place((gpt2 ? "blocks." : "layers.") + std::to_string(l) + "." + part);
   for (const auto& [name, file] : files) {
     if (placed.count(name)) continue;
     const bool derived = name.ends_with("rotary_emb.inv_freq") ||  // from rope_theta, not a weight
@@ -326,6 +309,15 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
 }
 
 std::string huggingFaceConfig(const ModelConfig& c) {
+  if (c.family == "gpt2") {
+    nlohmann::ordered_json config = {
+        {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_embd", c.width}, {"n_layer", c.layers},
+        {"n_head", c.heads}, {"n_inner", c.ffn}, {"n_positions", c.context}, {"vocab_size", c.vocab},
+        {"layer_norm_epsilon", c.norm_eps}, {"activation_function", "gelu_new"}, {"tie_word_embeddings", c.tied},
+        // Trained without dropout: the config says so, and transformers then evaluates as trained.
+        {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}, {"resid_pdrop", 0.0}};
+    return config.dump(2) + "\n";
+  }
   if (c.family != "llama") return "";
   nlohmann::ordered_json config = {
       {"architectures", {c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
@@ -351,10 +343,10 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
   auto entryOf = [&](const HuggingFaceSource& source) -> const SafetensorsEntry& {
     auto& shard = open[source.file];
     if (!shard) shard = std::make_unique<SafetensorsFile>(model.dir + "/" + source.file);
-    auto it = shard->entries().find(source.name);
+    auto it = shard->entries().find(source.place.name);
     if (it == shard->entries().end())
-      throw Error(model.dir + "/" + source.file + " has no '" + source.name + "', which its index places there");
-    shard->verify(source.name);
+      throw Error(model.dir + "/" + source.file + " has no '" + source.place.name + "', which its index places there");
+    shard->verify(source.place.name);
     return it->second;
   };
   std::vector<SafetensorsTensor> tensors;
@@ -363,23 +355,24 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
     const int64_t n = checkedNumel(t.shape(), t.name());
     const HuggingFaceSource& source = model.weights.at(t.name());
+    const HuggingFacePlace& place = source.place;
     const SafetensorsEntry& entry = entryOf(source);
     // The source's shape: ours, transposed (a matrix in Conv1D's [in, out]), its output axis
     // `parts` times as long.
     std::vector<int64_t> expected = shape;
-    if (source.transposed && expected.size() == 2) std::swap(expected[0], expected[1]);
-    if (!expected.empty()) expected.back() *= source.parts;
+    if (place.transposed && expected.size() == 2) std::swap(expected[0], expected[1]);
+    if (!expected.empty()) expected.back() *= place.parts;
     if (entry.shape != expected || (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16")) {
-      throw Error(model.dir + ": '" + source.name + "' is " + entry.dtype + " [" + shapeText(entry.shape) +
+      throw Error(model.dir + ": '" + place.name + "' is " + entry.dtype + " [" + shapeText(entry.shape) +
                   "] but the model's " + t.name() + " needs [" + shapeText(expected) + "] in F32, BF16 or F16");
     }
-    tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, &source, shape, n](void* out) {
+    tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, &place, shape, n](void* out) {
                          float* values = static_cast<float*>(out);
-                         if (source.parts == 1 && !source.transposed) return widen(entry, n, values);
-                         std::vector<float> whole(static_cast<size_t>(n * source.parts));
-                         widen(entry, n * source.parts, whole.data());
+                         if (place.parts == 1 && !place.transposed) return widen(entry, n, values);
+                         std::vector<float> whole(static_cast<size_t>(n * place.parts));
+                         widen(entry, n * place.parts, whole.data());
                          const int64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1;
-                         const int64_t offset = source.part * rows, stride = rows * source.parts;
+                         const int64_t offset = place.part * rows, stride = rows * place.parts;
                          // ours[o][i] = theirs[i][part * rows + o] (a bias: ours[o] = theirs[part * rows + o])
                          for (int64_t o = 0; o < rows; ++o)
                            for (int64_t i = 0; i < cols; ++i) values[o * cols + i] = whole[i * stride + offset + o];

@@ -13,18 +13,16 @@
 #include <vector>
 
 #include "models/ModelConfig.h"
+#include "runtime/huggingface.h"
 #include "runtime/plan.pb.h"
 
 namespace mt {
 
-// Where one of the family's parameters comes from in the folder: a tensor, whole, or (GPT-2's
-// Conv1D layout, [in, out]) transposed, and part `part` of `parts` along its output axis
-// (GPT-2's c_attn holds q, k and v side by side).
+// Where one of the family's parameters comes from: a safetensors file in the folder and its
+// place there (runtime/huggingface.h: the tensor, transposed or not, which part of it).
 struct HuggingFaceSource {
-  std::string file;  // safetensors file in the folder
-  std::string name;  // the tensor's name there
-  bool transposed = false;
-  int64_t part = 0, parts = 1;
+  std::string file;
+  HuggingFacePlace place;
 };
 
 struct HuggingFaceModel {
@@ -44,8 +42,8 @@ bool isHuggingFaceFolder(const std::string& path);
 // Reads the folder's config and weight index; throws mt::Error naming what it cannot take.
 HuggingFaceModel readHuggingFaceFolder(const std::string& dir);
 
-// A config.json transformers reads for a built-in llama-family model (LlamaForCausalLM, or
-// Qwen2ForCausalLM when it has q/k/v biases); "" for another family.
+// A config.json transformers reads for a built-in model (LlamaForCausalLM, or Qwen2ForCausalLM
+// when it has q/k/v biases; GPT2LMHeadModel for the gpt2 family); "" for another family.
 std::string huggingFaceConfig(const ModelConfig& config);
 
 // Writes the plan's parameters from the folder's weights as fp32 safetensors at `path` (with the

@@ -1,5 +1,6 @@
 #include "runtime/huggingface.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -37,15 +38,47 @@ std::string huggingFaceName(const std::string& name) {
   return "";
 }
 
+HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body) {
+  if (std::string llama = huggingFaceName(param); !llama.empty()) return {llama};
+  if (param == "wte.weight" || param == "wpe.weight" || param.rfind("ln_f.", 0) == 0) return {gpt2_body + param};
+  if (param.rfind("blocks.", 0) != 0) return {};
+  const size_t dot = param.find('.', 7);
+  if (dot == std::string::npos) return {};
+  const std::string layer = gpt2_body + "h." + param.substr(7, dot - 7) + ".", part = param.substr(dot + 1);
+  const size_t last = part.rfind('.');
+  if (last == std::string::npos) return {};
+  const std::string module = part.substr(0, last), kind = part.substr(last);  // kind: ".weight" / ".bias"
+  const bool matrix = kind == ".weight";
+  if (kind != ".weight" && kind != ".bias") return {};
+  if (module == "ln1") return {layer + "ln_1" + kind};
+  if (module == "ln2") return {layer + "ln_2" + kind};
+  static const std::pair<const char*, const char*> kConv1D[] = {
+      {"attn.proj", "attn.c_proj"}, {"mlp.fc", "mlp.c_fc"}, {"mlp.proj", "mlp.c_proj"}};
+  for (const auto& [ours, theirs] : kConv1D)
+    if (module == ours) return {layer + theirs + kind, matrix};
+  static const char* kQkv[] = {"attn.q", "attn.k", "attn.v"};
+  for (int64_t i = 0; i < 3; ++i)
+    if (module == kQkv[i]) return {layer + "attn.c_attn" + kind, matrix, i, 3};
+  return {};
+}
+
 void checkHuggingFaceExport(const plan::Plan& plan) {
   if (plan.model().hf_config().empty())
-    throw Error("--export-hf: the plan's model has no Hugging Face form (only the llama family — Llama, Qwen2, "
-                "Mistral, imported from a folder or built in — has one; this plan's is " + plan.model().name() +
-                "): use --export for safetensors under the plan's names");
-  for (const auto& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_PARAM && huggingFaceName(t.name()).empty())
-      throw Error("--export-hf: the plan's parameter '" + t.name() + "' has no Hugging Face name (--export-hf "
-                  "writes the llama family's folders; GPT-2's, with its fused c_attn, not yet): use --export");
+    throw Error("--export-hf: the plan's model has no Hugging Face form (the llama and gpt2 families have one, "
+                "imported from a folder or built in; this plan's is " + plan.model().name() +
+                ", from another source): use --export for safetensors under the plan's names");
+  std::map<std::string, std::vector<bool>> parts;  // each fused tensor's parts present
+  for (const auto& t : plan.host_tensors()) {
+    if (t.role() != plan::ROLE_PARAM) continue;
+    const HuggingFacePlace place = huggingFacePlace(t.name());
+    if (place.name.empty()) throw Error("--export-hf: the plan's parameter '" + t.name() + "' has no Hugging Face name");
+    auto& present = parts[place.name];
+    present.resize(static_cast<size_t>(place.parts));
+    present[static_cast<size_t>(place.part)] = true;
+  }
+  for (const auto& [name, present] : parts)
+    for (bool p : present)
+      if (!p) throw Error("--export-hf: the plan lacks a part of Hugging Face's '" + name + "' (q, k and v together)");
 }
 
 void exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir, ExportDtype dtype,
@@ -62,24 +95,52 @@ void exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std
   const int width = dtype == ExportDtype::kBf16 ? 2 : 4;
   std::vector<std::vector<SafetensorsTensor>> shards(1);
   int64_t shard_bytes = 0;
+  // Hugging Face's tensors in the order of their first parameter, each from its parts.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::pair<HuggingFacePlace, SafetensorsTensor>>> members;
   for (int p : store.params()) {
     SafetensorsTensor f32 = store.savedTensor(p);
-    const int64_t n = f32.bytes / 4;
-    SafetensorsTensor out{huggingFaceName(f32.name), width == 2 ? "BF16" : "F32", f32.shape, nullptr, n * width};
-    out.produce = [f32, n, width](void* buffer) {
-      std::unique_ptr<float[]> staged;
-      const float* values = static_cast<const float*>(f32.data);
-      if (!values) {
-        staged.reset(new float[static_cast<size_t>(std::max<int64_t>(n, 1))]);
-        f32.produce(staged.get());
-        values = staged.get();
+    HuggingFacePlace place = huggingFacePlace(f32.name);
+    if (!members.count(place.name)) order.push_back(place.name);
+    members[place.name].emplace_back(std::move(place), std::move(f32));
+  }
+  for (const std::string& name : order) {
+    auto& parts = members[name];
+    std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first.part < b.first.part; });
+    // Each part's shape: [out, in] or [out]; stored [in, parts * out] (transposed) or [parts * out, ...].
+    const std::vector<int64_t> shape = parts[0].second.shape;
+    const bool transposed = parts[0].first.transposed && shape.size() == 2;
+    std::vector<int64_t> theirs = shape;
+    if (transposed) std::swap(theirs[0], theirs[1]);
+    theirs[transposed ? 1 : 0] *= static_cast<int64_t>(parts.size());
+    const int64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1, n = rows * cols;
+    const int64_t total = n * static_cast<int64_t>(parts.size());
+    SafetensorsTensor out{name, width == 2 ? "BF16" : "F32", theirs, nullptr, total * width};
+    out.produce = [&parts, transposed, rows, cols, n, total, width](void* buffer) {
+      std::vector<float> values(static_cast<size_t>(std::max<int64_t>(total, 1)));
+      std::vector<float> staged;
+      for (size_t p = 0; p < parts.size(); ++p) {
+        const SafetensorsTensor& f32 = parts[p].second;
+        const float* part = static_cast<const float*>(f32.data);
+        if (!part) {
+          staged.resize(static_cast<size_t>(std::max<int64_t>(n, 1)));
+          f32.produce(staged.data());
+          part = staged.data();
+        }
+        if (!transposed) {  // whole, or a bias's slice of the fused one
+          std::memcpy(values.data() + p * n, part, 4 * static_cast<size_t>(n));
+          continue;
+        }
+        const int64_t stride = rows * static_cast<int64_t>(parts.size()), offset = static_cast<int64_t>(p) * rows;
+        for (int64_t o = 0; o < rows; ++o)  // theirs[i][part * rows + o] = ours[o][i]
+          for (int64_t i = 0; i < cols; ++i) values[i * stride + offset + o] = part[o * cols + i];
       }
       if (width == 4) {
-        std::memcpy(buffer, values, 4 * static_cast<size_t>(n));
+        std::memcpy(buffer, values.data(), 4 * static_cast<size_t>(total));
         return;
       }
       auto* bits = static_cast<uint16_t*>(buffer);
-      for (int64_t i = 0; i < n; ++i) bits[i] = bf16Bits(values[i]);
+      for (int64_t i = 0; i < total; ++i) bits[i] = bf16Bits(values[i]);
     };
     if (shard_bytes > 0 && shard_bytes + out.bytes > kShardBytes) shards.emplace_back(), shard_bytes = 0;
     shards.back().push_back(std::move(out));
