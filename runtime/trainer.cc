@@ -324,6 +324,8 @@ void validateConfig(const TrainConfig& c) {
   require(!std::isnan(c.grad_clip) && std::isfinite(c.grad_clip),
           "--grad-clip must be a finite number (0: no clipping)");
   require(c.val_fraction >= 0.0 && c.val_fraction < 1.0, "--val-fraction must be in [0, 1)");
+  require(c.val_data_path.empty() || c.val_fraction == 0.0,
+          "--val-data and --val-fraction both name held-out tokens: give one of them");
   require(c.val_batches >= 1, "--val-batches must be at least 1");
   require(c.val_every >= 0, "--val-every must be 0 (at the end only) or positive");
   require(c.print_every >= 1, "--print-every must be at least 1");
@@ -342,12 +344,19 @@ int train(const TrainConfig& config) {
   StepOptions options = stepOptions(config, plan);
   const bool on_arrival = updatesOnArrival(planUpdateKind(plan));
   const std::string initial_weights = initialWeightsPath(config, plan);
-  TokenFile data(config.data_path);
-  if (data.vocabSize() > model.vocab())
-    throw Error("token file " + config.data_path + " has vocab size " + std::to_string(data.vocabSize()) +
-                " but the model's vocabulary is " + std::to_string(model.vocab()) + ": tokenise with the model's " +
-                (isImported(plan) ? std::string("own tokenizer (an imported model's vocabulary is fixed)")
-                                  : "tokenizer, or compile with --vocab " + std::to_string(data.vocabSize())));
+  // The training tokens, and the held-out ones of --val-data: ids the model's vocabulary holds.
+  auto openTokens = [&](const std::string& path) {
+    auto file = std::make_unique<TokenFile>(path);
+    if (file->vocabSize() > model.vocab())
+      throw Error("token file " + path + " has vocab size " + std::to_string(file->vocabSize()) +
+                  " but the model's vocabulary is " + std::to_string(model.vocab()) + ": tokenise with the model's " +
+                  (isImported(plan) ? std::string("own tokenizer (an imported model's vocabulary is fixed)")
+                                    : "tokenizer, or compile with --vocab " + std::to_string(file->vocabSize())));
+    return file;
+  };
+  const std::unique_ptr<TokenFile> data_file = openTokens(config.data_path);
+  const TokenFile& data = *data_file;
+  const std::unique_ptr<TokenFile> val_data = config.val_data_path.empty() ? nullptr : openTokens(config.val_data_path);
   if (config.accumulate * model.batch() > kMaxStepRows)
     throw Error("--accumulate " + std::to_string(config.accumulate) + " at the plan's batch " +
                 std::to_string(model.batch()) + " draws " + std::to_string(config.accumulate * model.batch()) +
@@ -363,6 +372,7 @@ int train(const TrainConfig& config) {
   std::optional<BatchSampler> val_sampler;
   if (val_tokens > 0) val_sampler.emplace(data, model.batch(), model.seq(), resumed.seed ^ 0x7a1,
                                        data.size() - val_tokens);
+  if (val_data) val_sampler.emplace(*val_data, model.batch(), model.seq(), resumed.seed ^ 0x7a1);
   std::unique_ptr<Backend> backend = createBackend(backend_kind, config, plan, store);
 
   const int64_t tokens_per_step = config.accumulate * model.batch() * model.seq();
@@ -371,9 +381,13 @@ int train(const TrainConfig& config) {
               static_cast<long long>(model.batch()), static_cast<long long>(model.seq()),
               model.precision() == "bf16" ? "bf16 plan (fp32 master weights and moments)" : "fp32",
               backend->name().c_str(), blasDescription().c_str());
-  std::printf("  host %.1f MiB (%.1f bytes/param), device arena %.1f MiB, data %lld tokens\n",
+  const std::string held_out =
+      val_data ? fmt::format(", validation {} tokens ({})", val_data->size(), config.val_data_path)
+      : val_tokens ? fmt::format(" (the last {} held out for validation)", val_tokens)
+                   : std::string();
+  std::printf("  host %.1f MiB (%.1f bytes/param), device arena %.1f MiB, data %lld tokens%s\n",
               store.totalBytes() / 1048576.0, double(store.totalBytes()) / double(store.numParams()),
-              backend->arenaBytes() / 1048576.0, static_cast<long long>(data.size()));
+              backend->arenaBytes() / 1048576.0, static_cast<long long>(data.size()), held_out.c_str());
   if (config.accumulate > 1)
     std::printf("  accumulating %lld micro-batches per step: %lld sequences per update, the gradients summed in "
                 "%.1f MiB of host memory and their mean applied once\n",

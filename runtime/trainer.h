@@ -34,6 +34,7 @@ struct TrainConfig {
   int keep = 3;                // checkpoints kept (the newest)
   std::string resume_dir;      // continue from the newest checkpoint in this directory
   double val_fraction = 0.0;   // the last fraction of the tokens, held out for validation
+  std::string val_data_path;   // or a token file of held-out tokens ("" = none)
   int64_t val_every = 0;       // steps between validation losses (0: only at the end)
   int64_t val_batches = 4;     // batches averaged per validation loss
   bool skip_nonfinite = false;  // NaN/Inf loss or gradients: skip the step (else stop)

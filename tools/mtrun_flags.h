@@ -61,6 +61,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "--measured THIS lays it beside the prediction)");
   app.add_option("--val-fraction", c.val_fraction, "hold out this last fraction of the tokens for validation")
       ->capture_default_str();
+  app.add_option("--val-data", c.val_data_path,
+                 "a token file of held-out tokens to validate on (instead of --val-fraction's share of --data)");
   app.add_option("--val-every", c.val_every, "steps between validation losses (0: at the end only)")
       ->capture_default_str();
   app.add_option("--val-batches", c.val_batches, "batches per validation loss")->capture_default_str();

@@ -203,6 +203,8 @@ for flags in "--print-every 0" "--lr nan" "--lr -1" "--lr inf" "--grad-clip nan"
   expect_error "${flags%% *}" "$bin/mtrun" good.plan --data corpus.tok $flags --export nan.safetensors
 done
 expect_absent nan.safetensors
+expect_error "give one of them" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --val-fraction 0.1 --val-data corpus.tok
+expect_error "make one with mttok" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --val-data missing.tok
 expect_error "draws 1048578 sequences per step" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --accumulate 524289
 expect_error "cannot write" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --export no/such/dir/w.safetensors
 expect_error "unknown backend" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend tpu
