@@ -181,33 +181,147 @@ size_t stageIndex(const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// An evaluation (a forward-only function): nothing to differentiate or stream; schedule and
+// memory, resident.
+void runForwardOnly(ModuleOp module, const StageOptions& options, StageResult& result) {
+  if (result.schedule != Schedule::kResident) {
+    getModelFunction(module).emitError("a forward-only model runs only the resident schedule, not ")
+        << scheduleName(result.schedule);
+    result.failed = "schedule";
+    return;
+  }
+  for (const char* stage : {"schedule", "memory"}) {
+    if (stageIndex(options.last) < stageIndex(stage)) break;
+    PassManager pm(module.getContext());
+    addStagePasses(pm, stage, {Schedule::kResident, options.device_mem, UpdateKind::kDeferred});
+    if (failed(pm.run(module))) {
+      result.failed = stage;
+      break;
+    }
+  }
+}
+
+// What the trial compiles after partition share.
+struct Trials {
+  mutable ModuleOp module;     // partitioned (a handle: its methods are not const)
+  size_t first;                // the stage after partition
+  const StageOptions& options;
+  Knobs defaults;              // what every trial starts from
+  int64_t vocab;
+  bool split_if_needed;        // the vocabulary may be split to fit the budget
+};
+
+// The error for a budget no plan fits: the most frugal plan (`frugal`, `arena` bytes) compiled
+// once more against the budget, its memory planner's notes saying what fills the device.
+void explainNoFit(const Trials& t, Knobs frugal, int64_t arena, Schedule schedule) {
+  frugal.budget = t.options.device_mem;
+  std::vector<std::string> notes;
+  {
+    ScopedDiagnosticHandler collect(t.module.getContext(), [&](Diagnostic& d) {
+      for (Diagnostic& note : d.getNotes()) notes.push_back(note.str());
+      return success();
+    });
+    OwningOpRef<ModuleOp> trial = t.module.clone();
+    std::string ignored;
+    runFrom(*trial, t.first, "", frugal, ignored);
+  }
+  InFlightDiagnostic diag = getModelFunction(t.module).emitError("the model needs at least ")
+      << formatBytes(arena) << " of device memory even with the " << scheduleName(schedule)
+      << " schedule (weights streamed per block, activations recomputed"
+      << (frugal.vocab_chunks > 1 ? fmt::format(", the vocabulary in {} chunks", frugal.vocab_chunks) : "")
+      << (frugal.offload ? ", kept activations offloaded to the host" : "") << "); the budget is "
+      << formatBytes(t.options.device_mem) << ": raise --device-mem to at least " << arena
+      << " bytes or make the batch or sequence smaller";
+  for (const std::string& note : notes) diag.attachNote() << note;
+}
+
+// An unset schedule under a budget: the first of kSchedules whose plan fits, else the most
+// frugal one with the vocabulary split and/or the activations offloaded. Sets result.failed
+// (diagnosed unless the options say not to explain) when none fits.
+void chooseSchedule(const Trials& t, StageResult& result) {
+  const StageOptions& options = t.options;
+  for (size_t i = options.first_schedule; i < std::size(kSchedules); ++i) {
+    const Schedule schedule = kSchedules[i];
+    if (options.update == UpdateKind::kOnArrival && schedule == Schedule::kResident) continue;
+    Knobs knobs = t.defaults;
+    knobs.schedule = schedule;
+    knobs.offload = options.offload == Offload::kOn && schedule != Schedule::kResident;
+    const int64_t arena = trialArena(t.module, t.first, knobs);
+    if (arena < 0) continue;
+    result.arena_by_schedule.emplace_back(schedule, arena);
+    if (arena <= options.device_mem) {
+      result.schedule = schedule;
+      result.offload = knobs.offload;
+      return;
+    }
+  }
+  if (result.arena_by_schedule.empty()) {  // every trial failed: its diagnostics say why
+    result.failed = "schedule";
+    return;
+  }
+  const auto [frugalest, arena] = result.arena_by_schedule.back();
+  Knobs base = t.defaults;
+  base.schedule = frugalest;
+  base.offload = options.offload == Offload::kOn;
+  const FrugalFit fit =
+      fitFrugal(t.module, t.first, base, arena, options.device_mem, t.vocab, t.split_if_needed,
+                options.offload == Offload::kAuto && frugalest != Schedule::kResident, options.offload_first);
+  if (fit.fits) {
+    result.schedule = frugalest;
+    result.vocab_chunks = fit.chosen.vocab_chunks;
+    result.offload = fit.chosen.offload;
+    return;
+  }
+  result.arena_by_schedule.back().second = result.smallest_arena = fit.smallest_arena;
+  result.failed = "memory";
+  if (options.explain_failure) explainNoFit(t, fit.smallest, fit.smallest_arena, frugalest);
+}
+
+// A streamed schedule the user chose, under a budget: the vocabulary split and the offload if
+// it needs them.
+void fitChosenSchedule(const Trials& t, StageResult& result) {
+  Knobs base = t.defaults;
+  base.schedule = result.schedule;
+  base.offload = result.offload;
+  const int64_t arena = trialArena(t.module, t.first, base);
+  if (arena <= t.options.device_mem) return;
+  const FrugalFit fit = fitFrugal(t.module, t.first, base, arena, t.options.device_mem, t.vocab, t.split_if_needed,
+                                  t.options.offload == Offload::kAuto);
+  if (fit.fits) result.vocab_chunks = fit.chosen.vocab_chunks, result.offload = fit.chosen.offload;
+}
+
+// Recompute only as much as the budgets need: the largest number of last blocks that keep
+// their activations from the forward (each such block's forward runs once, not twice).
+int64_t tuneRecompute(const Trials& t, const Knobs& chosen) {
+  auto templates = getModelFunction(t.module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
+  const int64_t blocks = templates ? templates.size() : 0;
+  const int64_t max_keep = t.options.max_keep;
+  int64_t fits = 0, fails = (max_keep >= 0 ? std::min(max_keep, blocks) : blocks) + 1;
+  while (fails - fits > 1) {
+    Knobs keeping = chosen;
+    keeping.keep = (fits + fails) / 2;
+    (keepFits(t.module, t.first, keeping, t.options) ? fits : fails) = keeping.keep;
+  }
+  return fits;
+}
+
+}  // namespace
+
 StageResult runStages(ModuleOp module, const StageOptions& options) {
   StageResult result;
   result.schedule = options.schedule.value_or(Schedule::kResident);
   if (options.last == "input") return result;
   func::FuncOp func = getModelFunction(module);
   if (func && isForwardOnly(func)) {
-    // An evaluation: nothing to differentiate or stream; one resident pass over the graph.
-    if (result.schedule != Schedule::kResident) {
-      func.emitError("a forward-only model runs only the resident schedule, not ") << scheduleName(result.schedule);
-      result.failed = "schedule";
-      return result;
-    }
-    for (const char* stage : {"schedule", "memory"}) {
-      if (stageIndex(options.last) < stageIndex(stage)) break;
-      PassManager pm(module.getContext());
-      addStagePasses(pm, stage, {Schedule::kResident, options.device_mem, UpdateKind::kDeferred});
-      if (failed(pm.run(module))) {
-        result.failed = stage;
-        break;
-      }
-    }
+    runForwardOnly(module, options, result);
     return result;
   }
+  // The stages up to partition, whatever the schedule.
   const size_t partition = stageIndex("partition");
   const bool stops_early = !options.last.empty() && stageIndex(options.last) <= partition;
-  const UpdateKind update = options.update;
-  const bool on_arrival = update == UpdateKind::kOnArrival;
+  const bool on_arrival = options.update == UpdateKind::kOnArrival;
   if (on_arrival && options.schedule == Schedule::kResident) {
     if (func) func.emitError("the on-arrival update needs a streamed schedule (the resident one copies every "
                              "gradient out at the end of the step): use --schedule streamed or streamed-recompute");
@@ -215,7 +329,8 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     return result;
   }
   if (on_arrival && !options.schedule) result.schedule = Schedule::kStreamed;
-  if (!runFrom(module, 1, stops_early ? options.last : "partition", {result.schedule, 0, update}, result.failed) ||
+  if (!runFrom(module, 1, stops_early ? options.last : "partition", {result.schedule, 0, options.update},
+               result.failed) ||
       stops_early)
     return result;
   int64_t batch = 0, seq = 0, vocab = 0;
@@ -227,103 +342,29 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     return result;
   }
   result.vocab_chunks = std::max<int64_t>(options.vocab_chunks, 1);
-  const bool offload_on = options.offload == Offload::kOn, offload_auto = options.offload == Offload::kAuto;
-  result.offload = offload_on && result.schedule != Schedule::kResident;
-  // What every trial below starts from.
-  Knobs defaults;
-  defaults.update = update;
+  result.offload = options.offload == Offload::kOn && result.schedule != Schedule::kResident;
+
+  // The schedule, the vocabulary split and the offload: chosen by trial compiles for the budget.
+  Trials trials{module, partition + 1, options, {}, vocab, options.vocab_chunks == 0 && options.device_mem > 0};
+  Knobs& defaults = trials.defaults;
+  defaults.update = options.update;
   defaults.vocab_chunks = result.vocab_chunks;
   defaults.embedding = options.embedding;
   defaults.tied_head = tiedHead(getModelFunction(module));
   defaults.bf16_compute = options.precision == ComputePrecision::kBf16;
   defaults.bf16_staging = options.stream_dtype == StreamDtype::kBf16 || defaults.bf16_compute;
-  const bool split_if_needed = options.vocab_chunks == 0 && options.device_mem > 0;
-  if (!options.schedule && options.device_mem > 0) {
-    // The first schedule, from the fastest to the most frugal, whose plan fits the budget.
-    std::optional<Schedule> fitting;
-    for (size_t i = options.first_schedule; i < std::size(kSchedules); ++i) {
-      const Schedule schedule = kSchedules[i];
-      if (on_arrival && schedule == Schedule::kResident) continue;
-      Knobs knobs = defaults;
-      knobs.schedule = schedule;
-      knobs.offload = offload_on && schedule != Schedule::kResident;
-      const int64_t arena = trialArena(module, partition + 1, knobs);
-      if (arena < 0) continue;
-      result.arena_by_schedule.emplace_back(schedule, arena);
-      if (arena <= options.device_mem) {
-        fitting = result.schedule = schedule;
-        result.offload = knobs.offload;
-        break;
-      }
-    }
-    if (result.arena_by_schedule.empty()) {  // every trial failed: its diagnostics say why
-      result.failed = "schedule";
-      return result;
-    }
-    if (!fitting) {
-      // The most frugal schedule, then with the vocabulary split and the activations offloaded.
-      auto& [frugalest, arena] = result.arena_by_schedule.back();
-      Knobs base = defaults;
-      base.schedule = frugalest;
-      base.offload = offload_on;
-      const FrugalFit fit = fitFrugal(module, partition + 1, base, arena, options.device_mem, vocab, split_if_needed,
-                                      offload_auto && frugalest != Schedule::kResident, options.offload_first);
-      if (fit.fits) {
-        result.schedule = frugalest;
-        result.vocab_chunks = fit.chosen.vocab_chunks;
-        result.offload = fit.chosen.offload;
-      } else {
-        Knobs frugal = fit.smallest;
-        frugal.budget = options.device_mem;
-        arena = fit.smallest_arena;
-        result.smallest_arena = arena;
-        if (!options.explain_failure) {
-          result.failed = "memory";
-          return result;
-        }
-        // The most frugal plan, compiled against the budget: its memory planner's notes say
-        // what fills the device at the peak.
-        std::vector<std::string> notes;
-        {
-          ScopedDiagnosticHandler collect(module.getContext(), [&](Diagnostic& d) {
-            for (Diagnostic& note : d.getNotes()) notes.push_back(note.str());
-            return success();
-          });
-          OwningOpRef<ModuleOp> trial = module.clone();
-          std::string ignored;
-          runFrom(*trial, partition + 1, "", frugal, ignored);
-        }
-        InFlightDiagnostic diag = getModelFunction(module).emitError("the model needs at least ")
-            << formatBytes(arena) << " of device memory even with the " << scheduleName(frugalest)
-            << " schedule (weights streamed per block, activations recomputed"
-            << (frugal.vocab_chunks > 1 ? fmt::format(", the vocabulary in {} chunks", frugal.vocab_chunks) : "")
-            << (frugal.offload ? ", kept activations offloaded to the host" : "") << "); the budget is "
-            << formatBytes(options.device_mem) << ": raise --device-mem to at least " << arena
-            << " bytes or make the batch or sequence smaller";
-        for (const std::string& note : notes) diag.attachNote() << note;
-        result.failed = "memory";
-        return result;
-      }
-    }
-  } else if (result.schedule != Schedule::kResident && options.device_mem > 0) {
-    // A streamed schedule the user chose: the vocabulary split and the offload if it needs them.
-    Knobs base = defaults;
-    base.schedule = result.schedule;
-    base.offload = result.offload;
-    const int64_t arena = trialArena(module, partition + 1, base);
-    if (arena > options.device_mem) {
-      const FrugalFit fit = fitFrugal(module, partition + 1, base, arena, options.device_mem, vocab, split_if_needed,
-                                      offload_auto);
-      if (fit.fits) result.vocab_chunks = fit.chosen.vocab_chunks, result.offload = fit.chosen.offload;
-    }
-  }
-  if (offload_on && result.schedule == Schedule::kResident) {  // asked for, or what fits the budget
+  if (!options.schedule && options.device_mem > 0) chooseSchedule(trials, result);
+  else if (result.schedule != Schedule::kResident && options.device_mem > 0) fitChosenSchedule(trials, result);
+  if (!result.failed.empty()) return result;
+  if (options.offload == Offload::kOn && result.schedule == Schedule::kResident) {  // asked for, or what fits
     getModelFunction(module).emitError("offloading activations needs a streamed schedule, not the resident one "
                                        "(which keeps everything on the device): give --schedule streamed-recompute "
                                        "(or drop --offload-activations on)");
     result.failed = "schedule";
     return result;
   }
+
+  // Then what the budget has room for: shared weights pinned, blocks that keep their activations.
   Knobs chosen = defaults;
   chosen.schedule = result.schedule;
   chosen.vocab_chunks = result.vocab_chunks;
@@ -337,19 +378,8 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
     const int64_t arena = options.device_mem > 0 ? trialArena(module, partition + 1, pinned) : 0;
     result.pin_shared = chosen.pin_shared = arena >= 0 && arena <= options.device_mem;
   }
-  if (result.schedule == Schedule::kStreamedRecompute && options.device_mem > 0 && options.tune_recompute) {
-    // Recompute only as much as the budget needs: the largest number of last blocks that keep
-    // their activations from the forward (each such block's forward runs once, not twice).
-    auto templates = getModelFunction(module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
-    const int64_t blocks = templates ? templates.size() : 0;
-    int64_t fits = 0, fails = (options.max_keep >= 0 ? std::min(options.max_keep, blocks) : blocks) + 1;
-    while (fails - fits > 1) {
-      Knobs keeping = chosen;
-      keeping.keep = (fits + fails) / 2;
-      (keepFits(module, partition + 1, keeping, options) ? fits : fails) = keeping.keep;
-    }
-    result.recompute_keep = chosen.keep = fits;
-  }
+  if (result.schedule == Schedule::kStreamedRecompute && options.device_mem > 0 && options.tune_recompute)
+    result.recompute_keep = chosen.keep = tuneRecompute(trials, chosen);
   chosen.budget = options.device_mem;
   runFrom(module, partition + 1, options.last, chosen, result.failed);
   return result;
