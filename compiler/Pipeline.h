@@ -66,6 +66,9 @@ struct CompileOptions {
 // Runs the compiler; returns the process exit code (diagnostics on stderr).
 int compile(const CompileOptions& options);
 
+// A size as mtc's summary and errors print it: "12.3 MiB" below a GiB, "1.50 TiB" above.
+std::string summaryBytes(double bytes);
+
 // Parses "80GiB", "512MiB", "1.5TiB", "1000000" (bytes); returns -1 if malformed.
 int64_t parseByteSize(const std::string& text);
 

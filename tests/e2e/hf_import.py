@@ -394,6 +394,12 @@ def main():
         print(f"{name}: 20 steps, first loss {mt_losses[0]:.4f} last {mt_losses[-1]:.4f}, worst relative "
               f"difference to the transformers-style model {worst:.2e}")
         check_export(bin_dir, work, name, spec, plan, data, tokens, failures)
+    # --batch auto sizes a folder's model like a built-in one (issue 17).
+    auto = subprocess.run([f"{bin_dir}/mtc", os.path.join(work, "llama-bf16-sharded"), "--batch", "auto",
+                           "--device-mem", "4MiB", "--seq", "32", "-o", os.path.join(work, "auto.plan")],
+                          capture_output=True, text=True)
+    if auto.returncode != 0 or "the largest that fits --device-mem" not in auto.stdout:
+        failures.append(f"--batch auto on a folder: exit {auto.returncode}: {auto.stdout}{auto.stderr}")
     refusals(bin_dir, work, failures)
     ref.finish("hf_import", failures)
 

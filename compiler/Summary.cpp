@@ -1,0 +1,161 @@
+#include "compiler/Summary.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fmt/format.h>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "passes/Passes.h"
+#include "runtime/verifier.h"
+
+using namespace mlir;
+
+namespace mt {
+namespace {
+
+std::string millis(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
+
+}  // namespace
+
+void printSummary(const CompileReport& r, ModuleOp module, const StageResult& stages, const EmitOptions& emit,
+                  const plan::Plan& plan, const PlanStats& stats) {
+  // Instructions as run (templates expanded) and as stored (a launch's waits and records count).
+  int instructions = 0, stored = 0;
+  for (const auto& s : plan.streams())
+    for (const auto& in : s.instructions()) {
+      if (!in.has_launch()) {
+        ++stored, ++instructions;
+        continue;
+      }
+      const int syncs = in.launch().waits_size() + in.launch().records_size();
+      stored += 1 + syncs;
+      instructions += plan.templates(in.launch().block_template()).instructions_size() + syncs;
+    }
+  for (const auto& t : plan.templates()) stored += t.instructions_size();
+  // The bottleneck: compute when it is busy most of the step, else what it waits for most.
+  const char* stream_names[] = {"the tail after the last kernel", "the host->device link", "the device->host link",
+                                "the host optimizer"};
+  int most_waited = 1;
+  for (int s = 2; s < 4; ++s)
+    if (stats.compute_wait_us[s] > stats.compute_wait_us[most_waited]) most_waited = s;
+  const double compute_busy = stats.step_us > 0 ? stats.compute_us / stats.step_us : 1.0;
+  std::string bottleneck = compute_busy >= 0.9 || stats.compute_wait_us[most_waited] == 0
+                               ? std::string("compute")
+                               : std::string(stream_names[most_waited] + 4);  // without "the "
+  std::string idle;
+  for (int s : {3, 1, 2, 0})
+    if (stats.compute_wait_us[s] >= 0.005 * stats.step_us)
+      idle += fmt::format("{}{} on {}", idle.empty() ? "" : ", ", millis(stats.compute_wait_us[s]), stream_names[s]);
+  std::printf("mtc: %s\n", r.description.c_str());
+  for (const std::string& note : r.notes) std::printf("  note           %s\n", note.c_str());
+  if (!r.kept_constant.empty()) {
+    std::string kept;
+    for (const auto& [name, why] : r.kept_constant) kept += (kept.empty() ? "" : "; ") + name + " (" + why + ")";
+    std::printf("  constants      initializers kept out of training: %s\n", kept.c_str());
+  }
+  std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
+              (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
+              r.batch_note.empty() ? "" : ("; " + r.batch_note).c_str());
+  std::printf("  parameters     %s; host %s (%.1f bytes/param: %s)\n", formatParamCount(stats.num_params).c_str(),
+              summaryBytes(r.host_bytes).c_str(), double(r.host_bytes) / stats.num_params, r.host_parts.c_str());
+  if (r.update == UpdateKind::kOnArrival)
+    std::printf("  optimizer      AdamW per parameter as its gradient lands, its norm share in the same pass, "
+                "overlapped with the backward; no "
+                "global-norm clipping%s\n", r.update_note.empty() ? "" : ("; " + r.update_note).c_str());
+  else
+    std::printf("  optimizer      AdamW one step late, per parameter before its next copy in (overlapped with the "
+                "forward); exact global-norm clipping\n");
+  std::string measured;
+  for (const auto& [schedule, arena] : stages.arena_by_schedule)
+    measured += (measured.empty() ? "" : "; ") + std::string(scheduleName(schedule)) + " " + summaryBytes(arena);
+  std::printf("  device arena   %s, schedule %s%s%s\n", summaryBytes(plan.arena_bytes()).c_str(), scheduleName(stages.schedule),
+              measured.empty() ? "" : (" (chosen for the budget: " + measured + ")").c_str(),
+              r.options.device_mem ? (", budget " + summaryBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str() : ", no budget");
+  std::string forward_runs = "each block's forward runs once";
+  if (stages.schedule == Schedule::kStreamedRecompute) {
+    auto templates = getModelFunction(module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
+    const int64_t blocks = templates ? templates.size() : 0;
+    forward_runs = stages.recompute_keep == 0
+                       ? "each block's forward runs twice (recomputed in the backward)"
+                       : fmt::format("the forward of {} of {} blocks runs twice (recomputed; {}: the budget has room)",
+                                     blocks - stages.recompute_keep, blocks,
+                                     stages.recompute_keep == 1
+                                         ? std::string("the last keeps its activations")
+                                         : fmt::format("the last {} keep their activations", stages.recompute_keep));
+  }
+  std::printf("  per step       %.3e FLOP; %s; h2d %s (weights cross the link %.2fx%s), d2h %s; activations moved %s\n",
+              stats.flops, forward_runs.c_str(), summaryBytes(stats.h2d_bytes).c_str(),
+              stats.num_params ? double(stats.weight_h2d_numel) / stats.num_params : 0.0,
+              stats.bf16_staging ? ", as bf16" : "",
+              summaryBytes(stats.d2h_bytes).c_str(),
+              stats.activation_bytes
+                  ? (formatBytes(stats.activation_bytes, /*exact=*/false) + " (kept ones offloaded to the host and back" +
+                     (r.options.offload == Offload::kOn ? ")" : ": the budget needs it)"))
+                        .c_str()
+                  : "none (kept on the device)");
+  if (auto split = getModelFunction(module)->getAttrOfType<ArrayAttr>(kVocabSplitAttr)) {
+    std::string names;
+    for (Attribute name : split) names += (names.empty() ? "" : ", ") + cast<StringAttr>(name).getValue().str();
+    std::printf("  vocab split    %s in %lld chunks of about %lld rows (%s): one chunk's rows, and the LM head's "
+                "logits of that chunk, on the device at a time; the head's products recomputed in the backward "
+                "except the last chunk's\n",
+                names.c_str(), (long long)stages.vocab_chunks,
+                (long long)((emit.vocab + stages.vocab_chunks - 1) / stages.vocab_chunks),
+                r.options.vocab_chunks > 0 ? "--vocab-chunks" : "the fewest that fit --device-mem");
+  }
+  if (r.options.precision == ComputePrecision::kBf16)
+    std::printf("  precision      bf16 (--precision bf16): the device holds weights and activations in bf16 (rounded to "
+                "nearest even; the weights to nearest, ties away from zero, on the host: the master held exactly as its "
+                "bf16 copy + a 16-bit residual, no host bytes added); products, attention, norms and reductions "
+                "accumulate in f32; norms' statistics, log-sum-exps, the loss and the weights' gradients are f32; "
+                "master weights and AdamW moments fp32 on the host. Lossy: every bf16 activation and weight read\n");
+  else
+    std::printf("  precision      fp32 (--precision fp32): everything in f32 on the device (TF32 products only with "
+                "mtrun --tf32)\n");
+  if (stats.bf16_staging && r.options.precision != ComputePrecision::kBf16)
+    std::printf("  staging        the weights cross the link as bf16 copies of the fp32 master (rounded to nearest, "
+                "ties away from zero; widened on the device): half the bytes, and the forward and backward see "
+                "bf16-rounded weights; master, moments and gradients stay fp32, the master held exactly as its bf16 "
+                "copy + a 16-bit residual, no host bytes added (--stream-dtype bf16)\n");
+  if (stages.host_embedding) {
+    std::string tables;
+    func::FuncOp func = getModelFunction(module);
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (auto table = func.getArgAttrOfType<StringAttr>(i, kEmbeddedTokensAttr))
+        tables += (tables.empty() ? "" : ", ") + table.getValue().str();
+    std::printf("  embedding      the tokens looked up in %s on the host, its gradient scatter-added there (%s): "
+                "the tokens' rows cross the link, %s per step each way, not the table\n",
+                tables.c_str(), r.options.embedding == EmbeddingPlace::kHost ? "--embedding host" : "the vocabulary split needs the tied "
+                "head's weight read by the head alone",
+                formatBytes(stats.token_row_bytes / 2, /*exact=*/false).c_str());
+  }
+  if (auto pinned = getModelFunction(module)->getAttrOfType<IntegerAttr>(kPinnedBytesAttr))
+    std::printf("  shared weights %s used by blocks far apart (a tied embedding and LM head) stay on the device "
+                "all step: copied in once, not per block\n",
+                summaryBytes(pinned.getInt()).c_str());
+  // Model TFLOP/s as MegaTrain reports it: 6 * parameters * tokens over the step time.
+  const double model_tflops = 6.0 * stats.num_params * emit.batch * emit.seq / (stats.step_us * 1e-6) / 1e12;
+  // The floor: the busiest stream's work alone (FLOPs over the peak, bytes over the bandwidth),
+  // what no schedule of this plan beats; the prediction adds the waits its dependencies cost.
+  const double busy_us[] = {stats.compute_us, stats.h2d_us, stats.d2h_us, stats.host_us};
+  const char* busy_names[] = {"compute", "the h2d link", "the d2h link", "the host optimizer"};
+  const int busiest = static_cast<int>(std::max_element(busy_us, busy_us + 4) - busy_us);
+  std::printf("  predicted step %s on %s = %.1f model TFLOP/s (compute %s, h2d %s, d2h %s, host %s); floor %s "
+              "(%s alone); bottleneck: %s\n",
+              millis(stats.step_us).c_str(), emit.hardware.name.c_str(), model_tflops, millis(stats.compute_us).c_str(),
+              millis(stats.h2d_us).c_str(), millis(stats.d2h_us).c_str(), millis(stats.host_us).c_str(),
+              millis(busy_us[busiest]).c_str(), busy_names[busiest], bottleneck.c_str());
+  if (compute_busy < 0.95 && !idle.empty())
+    std::printf("  compute busy   %.0f%% of the step; waits %s\n", 100 * compute_busy, idle.c_str());
+  std::printf("  plan           %s (%d instructions on %d streams, %u events; %d stored: %d block templates), "
+              "compiled in %.2f s\n",
+              r.options.output.c_str(), instructions, plan.streams_size(), plan.num_events(), stored, plan.templates_size(),
+              r.seconds);
+  if (r.write_weights)
+    std::printf("  weights        %s (seed %llu)\n", r.weights.c_str(), (unsigned long long)r.options.seed);
+  else
+    std::printf("  weights        not written (%s); mtrun initialises from the plan's seeded initializers\n",
+                r.options.no_weights ? "--no-weights" : "over 2 GiB: pass --weights PATH to write them");
+}
+
+}  // namespace mt

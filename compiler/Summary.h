@@ -1,0 +1,36 @@
+// What mtc prints once a plan is written: the model, its batch, host and device memory, the
+// optimizer, what moves per step, the precision, the cost model's prediction with its floor
+// and bottleneck, and the files.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/Emitter.h"
+#include "compiler/Pipeline.h"
+#include "compiler/Stages.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "runtime/plan_format.h"
+
+namespace mt {
+
+struct CompileReport {
+  const CompileOptions& options;
+  std::string description;           // the model and where it came from
+  std::vector<std::string> notes;    // what the input asks for that training does not do
+  std::vector<std::pair<std::string, std::string>> kept_constant;  // ONNX initializers kept constant, and why
+  std::string batch_note;            // --batch auto's reason
+  UpdateKind update = UpdateKind::kDeferred;
+  std::string update_note;           // why the update kind, when chosen
+  std::string budget_source;         // where the device budget came from
+  int64_t host_bytes = 0;
+  std::string host_parts;            // what the host bytes hold
+  bool write_weights = false;
+  std::string weights;               // the initial weights' path
+  double seconds = 0.0;              // compile time
+};
+
+void printSummary(const CompileReport& r, mlir::ModuleOp module, const StageResult& stages, const EmitOptions& emit,
+                  const plan::Plan& plan, const PlanStats& stats);
+
+}  // namespace mt
