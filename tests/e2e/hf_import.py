@@ -4,7 +4,8 @@ in one file, or GPT-2's F32 with its Conv1D [in, out] weights, fused c_attn and 
 buffers) is compiled by mtc and trained by mtrun from those weights (found beside the plan,
 no --weights); the losses must follow a PyTorch model written the way transformers'
 modeling_llama / modeling_gpt2 compute (their names, rotate_half RoPE, repeat_kv; Conv1D, GELU's
-tanh form) over 20 steps within 1e-4 relative. GPT-2's dropout is named in mtc's summary as not
+tanh form) over 20 steps within 1e-4 relative, and the first step's gradients, tensor by tensor in
+Hugging Face's layout, within 1e-5 (measured: under 1e-6). GPT-2's dropout is named in mtc's summary as not
 applied (the twin runs without it). mtrun --export-hf writes the trained weights back as a folder: exactly the exported
 weights under Hugging Face's names (f32), or their bf16 rounding (to nearest even), with the
 input's config; that folder compiles again to the same weights bit for bit and gives the
@@ -26,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mt_reference as ref  # noqa: E402
 
 torch.set_num_threads(2)
-LOSS_TOL = 1e-4
+LOSS_TOL, GRAD_TOL = 1e-4, 1e-5
 SCHEDULE = ref.Schedule(steps=20, lr=3e-3, warmup=5, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=7,
                         batch=4, seq=32)
 
@@ -382,15 +383,35 @@ def main():
         if gpt2 and "asks for dropout (embd_pdrop 0.1, attn_pdrop 0.1, resid_pdrop 0.1); mtc trains without" \
                 not in summary:
             failures.append(f"{name}: the summary does not say that the config's dropout is not applied")
-        out = subprocess.run([f"{bin_dir}/mtrun", plan, "--data", data, "--log", log, "--print-every", "10"]
-                             + SCHEDULE.mtrun_flags(), capture_output=True, text=True, check=True).stdout
+        grads_file = os.path.join(work, name + ".grads.safetensors")
+        out = subprocess.run([f"{bin_dir}/mtrun", plan, "--data", data, "--log", log, "--print-every", "10",
+                              "--dump-grads", grads_file] + SCHEDULE.mtrun_flags(),
+                             capture_output=True, text=True, check=True).stdout
         if f"initial weights: {plan[:-5]}.safetensors" not in out:
             failures.append(f"{name}: mtrun did not start from the weights beside the plan:\n{out}")
         mt_losses = [json.loads(line)["loss"] for line in open(log)]
         params = {k: v.float().requires_grad_() for k, v in weights.items()}
         logits_of = gpt2_logits if gpt2 else hf_logits
-        torch_losses = ref.torch_train(params, lambda x: logits_of(params, cfg, x), tokens, SCHEDULE)
+        torch_grads = {}
+
+        def keep_first_grads(step):
+            if step == 1:
+                torch_grads.update({k: v.grad.clone() for k, v in params.items() if v.grad is not None})
+        torch_losses = ref.torch_train(params, lambda x: logits_of(params, cfg, x), tokens, SCHEDULE,
+                                       after_backward=keep_first_grads)
         worst = ref.compare_losses(mt_losses, torch_losses, LOSS_TOL, failures)
+        # The first step's gradients, ours in Hugging Face's layout, tensor by tensor.
+        ours = ref.read_safetensors(grads_file)
+        ours = gpt2_fused(ours) if gpt2 else {hf_name_of(k): v for k, v in ours.items()}
+        if set(ours) != set(torch_grads):
+            failures.append(f"{name}: gradients of {sorted(set(ours) ^ set(torch_grads))[:4]} on one side only")
+        grad_errs = {k: ref.rel_err(ours[k], torch_grads[k]) for k in ours if k in torch_grads}
+        worst_grad = max(grad_errs, key=grad_errs.get)
+        if grad_errs[worst_grad] > GRAD_TOL:
+            failures.append(f"{name}: the gradient of {worst_grad} is {grad_errs[worst_grad]:.2e} from the "
+                            f"transformers-style model's (tolerance {GRAD_TOL:.0e})")
+        print(f"{name}: first step's gradients of {len(grad_errs)} tensors within {grad_errs[worst_grad]:.1e} "
+              f"(worst {worst_grad})")
         print(f"{name}: 20 steps, first loss {mt_losses[0]:.4f} last {mt_losses[-1]:.4f}, worst relative "
               f"difference to the transformers-style model {worst:.2e}")
         check_export(bin_dir, work, name, spec, plan, data, tokens, failures)
