@@ -22,6 +22,11 @@ struct StepOptions {
   // run. Earlier micro-batches take no norm and update nothing.
   int64_t micro_step = 0;
   int64_t micro_steps = 1;
+  // The sum weighs this micro-batch's gradient by `micro_weight` and the last divides it by
+  // `step_divisor`: 1 and micro_steps, or, with a loss mask, the micro-batch's counted targets
+  // and the step's (each micro-batch's loss is the mean over its own counted targets).
+  float micro_weight = 1.0f;
+  float step_divisor = 1.0f;
 };
 
 struct StepResult {

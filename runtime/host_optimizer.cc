@@ -132,7 +132,8 @@ bool HostOptimizer::foldGradient(int grad) {
   std::vector<float>& sum = grad_sums_[grad];
   const int64_t n = store_.numel(grad);
   if (sum.empty()) sum.resize(n);  // once, the first time it lands; checkHostMemory counted it
-  accumulate_gradient_cpu(sum.data(), store_.f32(grad), n, options_.micro_step, options_.micro_steps);
+  accumulate_gradient_cpu(sum.data(), store_.f32(grad), n, options_.micro_step, options_.micro_steps,
+                          options_.micro_weight, options_.step_divisor);
   return gradientsComplete();
 }
 

@@ -418,12 +418,23 @@ int train(const TrainConfig& config) {
     StepOptions eval = options;
     eval.update = false;
     eval.micro_step = 0, eval.micro_steps = 1;  // one batch each, nothing accumulated
+    // Each batch's loss is the mean over its counted targets: weighted by them (all of a batch's
+    // without a loss mask), the validation loss is the mean over every counted target.
     double total = 0.0;
+    int64_t counted = 0;
     for (int64_t i = 0; i < config.val_batches; ++i) {
-      val_sampler->fill(i, store.i32(store.tokens()), store.i32(store.targets()));
-      total += backend->runStep(eval).loss;
+      const int64_t c = val_sampler->fill(i, store.i32(store.tokens()), store.i32(store.targets()));
+      total += static_cast<double>(c) * backend->runStep(eval).loss;
+      counted += c;
     }
-    const double val_loss = total / config.val_batches;
+    if (counted == 0) {
+      clear_status();
+      std::printf("step %5lld/%lld  validation: the loss mask leaves out every target of the %lld held-out "
+                  "batches: no loss\n", static_cast<long long>(step), static_cast<long long>(config.steps),
+                  static_cast<long long>(config.val_batches));
+      return;
+    }
+    const double val_loss = total / static_cast<double>(counted);
     clear_status();
     std::printf("step %5lld/%lld  validation loss %.4f (%lld held-out batches)\n", static_cast<long long>(step),
                 static_cast<long long>(config.steps), val_loss, static_cast<long long>(config.val_batches));
@@ -459,30 +470,43 @@ int train(const TrainConfig& config) {
   };
   // One optimizer step: --accumulate runs of the plan, micro-batch m holding rows
   // [m * batch, (m + 1) * batch) of the step's sequences (those a plan of the whole batch would
-  // draw); the loss reported is the micro-batches' mean. `plan_runs`: each run's time and
-  // measured timeline.
+  // draw); the loss reported is the mean over the step's counted targets (every target without
+  // a loss mask; with one, each micro-batch weighs by its counted targets). A step whose loss
+  // mask leaves out every target updates nothing. `plan_runs`: each run's time and measured
+  // timeline; `counted`: the step's counted targets.
   std::vector<std::pair<double, StepTimeline>> plan_runs;
-  auto runOptimizerStep = [&](int64_t step) {
+  const bool masked = data.hasLossMask();
+  auto runOptimizerStep = [&](int64_t step, int64_t& counted) {
     StepResult result;
     double loss_sum = 0.0;
+    counted = 0;
     plan_runs.clear();
     options.micro_steps = config.accumulate;
     for (int64_t m = 0; m < config.accumulate; ++m) {
-      sampler.fill(step - 1, store.i32(store.tokens()), store.i32(store.targets()), m * model.batch());
+      const int64_t c = sampler.fill(step - 1, store.i32(store.tokens()), store.i32(store.targets()), m * model.batch());
+      counted += c;
+      const bool last = m + 1 == config.accumulate;
       options.micro_step = m;
+      options.micro_weight = masked ? static_cast<float>(c) : 1.0f;
+      options.step_divisor = masked ? static_cast<float>(std::max<int64_t>(counted, 1))
+                                    : static_cast<float>(config.accumulate);
+      options.update = !(last && counted == 0);
       const auto start = std::chrono::steady_clock::now();
       result = backend->runStep(options);
       plan_runs.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                              backend->lastTimeline());
-      loss_sum += result.loss;
+      loss_sum += masked ? static_cast<double>(c) * result.loss : result.loss;
     }
-    if (config.accumulate > 1) result.loss = static_cast<float>(loss_sum / static_cast<double>(config.accumulate));
+    options.update = true;
+    if (masked) result.loss = counted ? static_cast<float>(loss_sum / static_cast<double>(counted)) : 0.0f;
+    else if (config.accumulate > 1) result.loss = static_cast<float>(loss_sum / static_cast<double>(config.accumulate));
     return result;
   };
   for (int64_t step = resumed.step + 1; step <= config.steps; ++step) {
     options.adamw.step = step;
     options.adamw.lr = learningRate(config, step);
-    const StepResult result = runOptimizerStep(step);
+    int64_t counted = 0;
+    const StepResult result = runOptimizerStep(step, counted);
     double seconds = 0.0;
     for (const auto& run : plan_runs) seconds += run.first;
     total_seconds += seconds;
@@ -511,25 +535,36 @@ int train(const TrainConfig& config) {
     }
     if (step == 1 && !config.grads_path.empty()) store.saveGrads(config.grads_path);
     for (const auto& [run_seconds, timeline] : plan_runs) report.add(run_seconds, timeline);
+    const bool nothing_counted = masked && counted == 0;
+    if (nothing_counted) {
+      clear_status();
+      std::printf("step %5lld/%lld  no target counted (the loss mask leaves out every target of the step's "
+                  "sequences): no update\n", static_cast<long long>(step), static_cast<long long>(config.steps));
+    }
     if (!config.trace_path.empty()) traced = backend->lastTimeline();
     const double tok_s = tokens_per_step / seconds;
     const bool line_due = step % config.print_every == 0 || step == config.steps;
-    if (line_due || on_terminal) {
+    if ((line_due || on_terminal) && !nothing_counted) {
       // On a terminal every step redraws one status line, cut to the terminal's width (a wrapped
       // one cannot be redrawn in place); the periodic lines stay. Both end with the time left.
       const double eta = total_seconds / static_cast<double>(steps_run + 1) * (config.steps - step);
       std::string line = fmt::format("step {:5}/{}  loss {:.4f}  lr {:.3e}  norm {:.3f}  {:.0f} tok/s  {:.1f} ms", step,
                                      config.steps, result.loss, options.adamw.lr, result.grad_norm, tok_s, seconds * 1e3);
+      if (masked) line += fmt::format("  {} counted", counted);
       if (step < config.steps) line += "  ETA " + formatDuration(eta);
       if (!line_due) line.resize(std::min(line.size(), terminalColumns() - 1));
       clear_status();
       std::printf("%s%s", line.c_str(), line_due ? "\n" : "");
       std::fflush(stdout);
     }
-    if (outputs.log)
-      outputs.log.write({{"step", step},         {"loss", result.loss},
-                         {"lr", options.adamw.lr}, {"grad_norm", result.grad_norm},
-                         {"tokens_per_s", tok_s}, {"step_ms", seconds * 1e3}});
+    if (outputs.log) {
+      nlohmann::json line = {{"step", step},         {"loss", result.loss},
+                             {"lr", options.adamw.lr}, {"grad_norm", result.grad_norm},
+                             {"tokens_per_s", tok_s}, {"step_ms", seconds * 1e3}};
+      if (masked) line["tokens_counted"] = counted;
+      if (nothing_counted) line["skipped"] = "no target counted";
+      outputs.log.write(line);
+    }
     ++steps_run;
     if (step == config.steps || (config.val_every > 0 && step % config.val_every == 0)) validate(step);
     if (step == config.steps || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0) ||

@@ -43,9 +43,12 @@ double adamw_with_norm_cpu(const MasterWeights& w, const float* grad, float* m, 
 
 // Gradient accumulation over `count` micro-batches (mtrun --accumulate), one landed gradient
 // `grad` of micro-batch `index` (0-based) folded into its running sum `sum` (n elements each):
-// the first copies it, the middle ones add it, the last turns `grad` into the mean
-// (sum + grad) / count, the gradient of the count-times-larger batch whose loss is the mean of
-// the micro-batches' mean losses. The sum is taken in the micro-batches' order, in fp32.
-void accumulate_gradient_cpu(float* sum, float* grad, int64_t n, int64_t index, int64_t count);
+// the first sets sum = weight * grad, the middle ones add weight * grad, the last turns `grad`
+// into (sum + weight * grad) / divisor. With weight 1 and divisor `count`: the mean, the gradient
+// of the count-times-larger batch whose loss is the mean of the micro-batches' losses; with each
+// micro-batch's counted targets as its weight and their total as the divisor: the gradient of
+// the mean over every counted target (a loss mask). In fp32, in the micro-batches' order.
+void accumulate_gradient_cpu(float* sum, float* grad, int64_t n, int64_t index, int64_t count, float weight,
+                             float divisor);
 
 }  // namespace mt

@@ -126,20 +126,21 @@ double adamw_with_norm_cpu(const MasterWeights& w, const float* grad, float* m, 
   return total;
 }
 
-void accumulate_gradient_cpu(float* sum, float* grad, int64_t n, int64_t index, int64_t count) {
+void accumulate_gradient_cpu(float* sum, float* grad, int64_t n, int64_t index, int64_t count, float weight,
+                             float divisor) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-  const float divisor = static_cast<float>(count);
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
     if (index == 0) {
-      std::copy(grad + begin, grad + end, sum + begin);
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) sum[i] = weight * grad[i];
     } else if (index + 1 < count) {
 #pragma omp simd
-      for (int64_t i = begin; i < end; ++i) sum[i] += grad[i];
+      for (int64_t i = begin; i < end; ++i) sum[i] += weight * grad[i];
     } else {
 #pragma omp simd
-      for (int64_t i = begin; i < end; ++i) grad[i] = (sum[i] + grad[i]) / divisor;
+      for (int64_t i = begin; i < end; ++i) grad[i] = (sum[i] + weight * grad[i]) / divisor;
     }
   }
 }

@@ -67,16 +67,32 @@ def _mix(x):
     return x ^ (x >> 31)
 
 
-def batch(tokens, step, batch_size, seq, seed):
-    """runtime/token_data.cc BatchSampler::fill, step 0-based."""
+def batch(tokens, step, batch_size, seq, seed, counted=None):
+    """runtime/token_data.cc BatchSampler::fill, step 0-based. With `counted` (a token file's loss
+    mask), a target it leaves out is -100 (cross_entropy's ignore_index)."""
     windows = len(tokens) - seq
     xs, ys = [], []
     for b in range(batch_size):
         key = _mix(_mix(seed ^ 0x5EED) ^ ((step << 20) & MASK64) ^ b)
         start = key % windows
         xs.append(tokens[start:start + seq])
-        ys.append(tokens[start + 1:start + seq + 1])
+        y = np.array(tokens[start + 1:start + seq + 1])
+        if counted is not None:
+            y = np.where(counted[start + 1:start + seq + 1] != 0, y, -100)
+        ys.append(y)
     return torch.tensor(np.stack(xs)), torch.tensor(np.stack(ys))
+
+
+def write_tokens(path, ids, vocab, counted=None):
+    """A token file as runtime/token_data.cc writes it: version 2 with a loss mask when `counted`."""
+    ids = np.asarray(ids)
+    width = 2 if vocab <= 65536 else 4
+    header = b"MTTOKENS" + struct.pack("<IIQII", 1 if counted is None else 2, width, len(ids), vocab, 0)
+    body = ids.astype("<u2" if width == 2 else "<u4").tobytes()
+    if counted is not None:
+        body += np.asarray(counted, dtype=np.uint8).tobytes()
+    with open(path, "wb") as f:
+        f.write(header + body)
 
 
 def learning_rate(step, steps, lr, warmup, min_lr_ratio):
@@ -104,10 +120,10 @@ class Schedule:
                 "--grad-clip", str(self.clip), "--seed", str(self.seed)]
 
 
-def torch_train(params, logits_of, tokens, schedule, after_backward=None):
+def torch_train(params, logits_of, tokens, schedule, after_backward=None, counted=None):
     """mtrun's training loop in PyTorch: the same batches, AdamW (decay on tensors of rank >= 2),
     global-norm clipping and LR schedule. `after_backward(step)` sees the unclipped gradients.
-    Returns the losses."""
+    `counted`: a loss mask (targets it leaves out ignored). Returns the losses."""
     s = schedule
     decay = [p for p in params.values() if p.dim() >= 2]
     no_decay = [p for p in params.values() if p.dim() < 2]
@@ -115,9 +131,9 @@ def torch_train(params, logits_of, tokens, schedule, after_backward=None):
                              {"params": no_decay, "weight_decay": 0.0}], lr=s.lr, betas=(0.9, 0.95), eps=1e-8)
     losses = []
     for step in range(1, s.steps + 1):
-        x, y = batch(tokens, step - 1, s.batch, s.seq, s.seed)
+        x, y = batch(tokens, step - 1, s.batch, s.seq, s.seed, counted)
         logits = logits_of(x)
-        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1), ignore_index=-100)
         opt.zero_grad()
         loss.backward()
         losses.append(loss.item())

@@ -65,6 +65,51 @@ TEST(TokenFile, RoundTripsAndRejectsCorruption) {
   expectError([&] { writeTokenFile(temp("x.tok"), {300}, 256); }, "vocab");
 }
 
+// Version 2: a loss mask after the ids. The sampler's targets the mask leaves out are -1 (the
+// loss ignores them) and fill() counts the rest; a mask byte other than 0/1, or a mask cut
+// short, is refused.
+TEST(TokenFile, CarriesALossMask) {
+  const std::string path = temp("masked.tok");
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> counted;
+  for (uint32_t i = 0; i < 1000; ++i) ids.push_back(i % 200), counted.push_back(i % 3 == 0);
+  writeTokenFile(path, ids, 256, &counted);
+  TokenFile file(path);
+  ASSERT_TRUE(file.hasLossMask());
+  std::vector<uint8_t> mask;
+  EXPECT_EQ(file.read(10, 20, &mask), std::vector<uint32_t>(ids.begin() + 10, ids.begin() + 30));
+  EXPECT_EQ(mask, std::vector<uint8_t>(counted.begin() + 10, counted.begin() + 30));
+  BatchSampler sampler(file, 2, 16, 5);
+  std::vector<int32_t> tokens(32), targets(32);
+  const int64_t n = sampler.fill(0, tokens.data(), targets.data());
+  int64_t seen = 0;
+  for (int i = 0; i < 32; ++i) {
+    if (targets[i] < 0) {
+      EXPECT_EQ(targets[i], -1);
+      continue;
+    }
+    EXPECT_EQ(targets[i], (tokens[i] + 1) % 200);
+    ++seen;
+  }
+  EXPECT_EQ(n, seen);
+  EXPECT_GT(n, 0);
+  EXPECT_LT(n, 32);
+  // Without a mask every target counts.
+  writeTokenFile(temp("plain.tok"), ids, 256);
+  TokenFile plain(temp("plain.tok"));
+  EXPECT_FALSE(plain.hasLossMask());
+  EXPECT_EQ(BatchSampler(plain, 2, 16, 5).fill(0, tokens.data(), targets.data()), 32);
+
+  const std::string bytes = readAll(path);
+  std::string two = bytes;
+  two[bytes.size() - 1] = '\x02';
+  writeAll(temp("two.tok"), two);
+  expectError([&] { TokenFile f(temp("two.tok")); }, "not 0 or 1");
+  writeAll(temp("cut.tok"), bytes.substr(0, bytes.size() - 10));
+  expectError([&] { TokenFile f(temp("cut.tok")); }, "with their loss mask");
+  expectError([&] { writeTokenFile(temp("y.tok"), ids, 256, &mask); }, "a loss mask of 20 entries");
+}
+
 TEST(BatchSampler, IsDeterministicPerStepAndShiftsTargets) {
   const std::string path = temp("sampler.tok");
   std::vector<uint32_t> ids;
