@@ -50,6 +50,8 @@ TokenFile::TokenFile(const std::string& path)
   if (bytes_per_token_ != 2 && bytes_per_token_ != 4)
     throw bad("bytes per token is " + std::to_string(bytes_per_token_) + ", not 2 or 4");
   if (vocab_ == 0) throw bad("vocab size is 0");
+  // A plan holds tokens and targets as int32: an id past INT32_MAX would turn negative there.
+  if (vocab_ > (uint32_t{1} << 31)) throw bad("vocab size " + std::to_string(vocab_) + " is past 2^31 (ids are int32)");
   const uint64_t per_token = bytes_per_token_ + (masked_ ? 1 : 0);  // the id, and its mask byte
   if (count > (size - kHeaderBytes) / per_token || count * per_token != size - kHeaderBytes)
     throw bad("header says " + std::to_string(count) + " tokens but the file holds " +

@@ -1,4 +1,5 @@
-// Token files: the header, the size, every id; then reads and a batch from a valid one.
+// Token files: the header, the size, every id and loss-mask byte; then reads and a batch from a
+// valid one (a masked target must be -1, a counted one an id, and the count agree).
 #include <vector>
 
 #include "runtime/token_data.h"
@@ -8,13 +9,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = mt::fuzz::asFile(data, size, "input.tok");
   mt::fuzz::refusalIsFine([&] {
     const mt::TokenFile file(path);
-    const std::vector<uint32_t> all = file.read(0, file.size());
+    std::vector<uint8_t> counted;
+    const std::vector<uint32_t> all = file.read(0, file.size(), &counted);
     for (uint32_t id : all)
       if (id >= file.vocabSize()) __builtin_trap();  // an id past the vocabulary got through
+    for (uint8_t c : counted)
+      if (c > 1) __builtin_trap();  // a mask byte other than 0/1 got through
     if (file.size() >= 9) {
       const mt::BatchSampler sampler(file, 2, 8, 1);
       std::vector<int32_t> tokens(16), targets(16);
-      sampler.fill(3, tokens.data(), targets.data());
+      const int64_t n = sampler.fill(3, tokens.data(), targets.data());
+      int64_t seen = 0;
+      for (int32_t t : targets) {
+        if (t < -1 || t >= static_cast<int32_t>(file.vocabSize())) __builtin_trap();
+        seen += t >= 0;
+      }
+      if (seen != n) __builtin_trap();
     }
   });
   return 0;

@@ -63,6 +63,9 @@ TEST(TokenFile, RoundTripsAndRejectsCorruption) {
   expectError([&] { TokenFile f(temp("id.tok")); }, "vocab size");
   expectError([&] { TokenFile f(temp("missing.tok")); }, "mttok");
   expectError([&] { writeTokenFile(temp("x.tok"), {300}, 256); }, "vocab");
+  // Ids are int32 in a plan: a vocabulary past 2^31 would let an id turn negative (fuzz finding).
+  writeTokenFile(temp("huge.tok"), {1, 2}, 3000000000u);
+  expectError([&] { TokenFile f(temp("huge.tok")); }, "past 2^31");
 }
 
 // Version 2: a loss mask after the ids. The sampler's targets the mask leaves out are -1 (the
