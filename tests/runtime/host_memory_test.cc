@@ -82,12 +82,18 @@ TEST_F(FakeSystem, UnlimitedCgroupsLeaveMemAvailable) {
   EXPECT_EQ(availableHostMemory(root_).available, 32 * kGiB);
 }
 
-TEST(HostMemoryCheck, NamesTheHostTensorsTheArenaAndWhatBounds) {
+// A plan of one host tensor: 1 GiB of f32.
+plan::Plan oneGiBPlan() {
   plan::Plan plan;
   auto* t = plan.add_host_tensors();
   t->set_name("w");
   t->set_dtype(plan::DTYPE_F32);
-  t->add_shape(256 << 20);  // 1 GiB of f32
+  t->add_shape(256 << 20);
+  return plan;
+}
+
+TEST(HostMemoryCheck, NamesTheHostTensorsTheArenaAndWhatBounds) {
+  plan::Plan plan = oneGiBPlan();
   plan.set_arena_bytes(kGiB / 2);
   const HostMemory memory{kGiB + kGiB / 4, "the memory cgroup /job limits it to 2.00 GiB, 0.75 GiB in use"};
   checkHostMemory(plan, HostExtras{/*arena_on_host=*/false}, memory);  // 1 GiB fits 1.25
@@ -104,11 +110,7 @@ TEST(HostMemoryCheck, NamesTheHostTensorsTheArenaAndWhatBounds) {
 }
 
 TEST(HostMemoryCheck, CountsTheGradientSumsOfAccumulation) {
-  plan::Plan plan;
-  auto* t = plan.add_host_tensors();
-  t->set_name("w");
-  t->set_dtype(plan::DTYPE_F32);
-  t->add_shape(256 << 20);  // 1 GiB of f32
+  const plan::Plan plan = oneGiBPlan();
   const HostMemory memory{kGiB + kGiB / 4, "MemAvailable"};
   try {
     checkHostMemory(plan, HostExtras{false, kGiB / 2}, memory);
