@@ -92,24 +92,32 @@ bool runFrom(ModuleOp module, size_t first, const std::string& last, const Knobs
   return true;
 }
 
-// The smallest arena the stages after partition give `module` under `knobs` (without a
-// budget), or -1 if they fail.
-int64_t trialArena(ModuleOp module, size_t first, const Knobs& knobs) {
+// The stages after partition run on a copy of `module` under `knobs` (without a budget); null
+// if they fail.
+OwningOpRef<ModuleOp> compileTrial(ModuleOp module, size_t first, const Knobs& knobs) {
   OwningOpRef<ModuleOp> trial = module.clone();
   std::string ignored;
-  if (!runFrom(*trial, first, "", knobs, ignored)) return -1;
-  return getModelFunction(*trial)->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr).getInt();
+  if (!runFrom(*trial, first, "", knobs, ignored)) return nullptr;
+  return trial;
+}
+
+// The smallest arena that works for a compiled trial.
+int64_t minimumArena(ModuleOp trial) {
+  return getModelFunction(trial)->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr).getInt();
+}
+
+// The smallest arena the stages after partition give `module` under `knobs`, or -1 if they fail.
+int64_t trialArena(ModuleOp module, size_t first, const Knobs& knobs) {
+  OwningOpRef<ModuleOp> trial = compileTrial(module, first, knobs);
+  return trial ? minimumArena(*trial) : -1;
 }
 
 // Whether the stages after partition under `knobs` (a number of blocks keeping their
 // activations) give a plan within the device budget and, with the activations offloaded (the
 // kept ones then wait on the host), the host budget.
 bool keepFits(ModuleOp module, size_t first, const Knobs& knobs, const StageOptions& options) {
-  OwningOpRef<ModuleOp> trial = module.clone();
-  std::string ignored;
-  if (!runFrom(*trial, first, "", knobs, ignored)) return false;
-  if (getModelFunction(*trial)->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr).getInt() > options.device_mem)
-    return false;
+  OwningOpRef<ModuleOp> trial = compileTrial(module, first, knobs);
+  if (!trial || minimumArena(*trial) > options.device_mem) return false;
   return !knobs.offload || options.host_mem <= 0 || !options.host_bytes ||
          options.host_bytes(*trial) <= options.host_mem;
 }
@@ -178,10 +186,6 @@ size_t stageIndex(const std::string& name) {
     if (name == kStages[i]) return i;
   return std::size(kStages);
 }
-
-}  // namespace
-
-namespace {
 
 // An evaluation (a forward-only function): nothing to differentiate or stream; schedule and
 // memory, resident.
