@@ -117,26 +117,35 @@ void exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std
     const int64_t total = n * static_cast<int64_t>(parts.size());
     SafetensorsTensor out{name, width == 2 ? "BF16" : "F32", theirs, nullptr, total * width};
     out.produce = [&parts, transposed, rows, cols, n, total, width](void* buffer) {
-      std::vector<float> values(static_cast<size_t>(std::max<int64_t>(total, 1)));
+      // Each part's f32 values: the store's own, or staged where it produces them.
       std::vector<float> staged;
-      for (size_t p = 0; p < parts.size(); ++p) {
-        const SafetensorsTensor& f32 = parts[p].second;
-        const float* part = static_cast<const float*>(f32.data);
-        if (!part) {
-          staged.resize(static_cast<size_t>(std::max<int64_t>(n, 1)));
-          f32.produce(staged.data());
-          part = staged.data();
+      auto valuesOf = [&](const SafetensorsTensor& f32) {
+        if (f32.data) return static_cast<const float*>(f32.data);
+        staged.resize(static_cast<size_t>(std::max<int64_t>(n, 1)));
+        f32.produce(staged.data());
+        return static_cast<const float*>(staged.data());
+      };
+      // The tensor in Hugging Face's layout: a whole parameter as it is; else its parts placed.
+      const float* values;
+      std::vector<float> assembled;
+      if (parts.size() == 1 && !transposed) {
+        values = valuesOf(parts[0].second);
+      } else {
+        assembled.resize(static_cast<size_t>(total));
+        for (size_t p = 0; p < parts.size(); ++p) {
+          const float* part = valuesOf(parts[p].second);
+          if (!transposed) {  // a bias's slice of the fused one
+            std::memcpy(assembled.data() + p * n, part, 4 * static_cast<size_t>(n));
+            continue;
+          }
+          const int64_t stride = rows * static_cast<int64_t>(parts.size()), offset = static_cast<int64_t>(p) * rows;
+          for (int64_t o = 0; o < rows; ++o)  // theirs[i][part * rows + o] = ours[o][i]
+            for (int64_t i = 0; i < cols; ++i) assembled[i * stride + offset + o] = part[o * cols + i];
         }
-        if (!transposed) {  // whole, or a bias's slice of the fused one
-          std::memcpy(values.data() + p * n, part, 4 * static_cast<size_t>(n));
-          continue;
-        }
-        const int64_t stride = rows * static_cast<int64_t>(parts.size()), offset = static_cast<int64_t>(p) * rows;
-        for (int64_t o = 0; o < rows; ++o)  // theirs[i][part * rows + o] = ours[o][i]
-          for (int64_t i = 0; i < cols; ++i) values[i * stride + offset + o] = part[o * cols + i];
+        values = assembled.data();
       }
       if (width == 4) {
-        std::memcpy(buffer, values.data(), 4 * static_cast<size_t>(total));
+        std::memcpy(buffer, values, 4 * static_cast<size_t>(total));
         return;
       }
       auto* bits = static_cast<uint16_t*>(buffer);

@@ -179,12 +179,14 @@ int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int6
   for (int64_t b = 0; b < batch_; ++b) {
     const uint64_t key = mix(mix(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(first_row + b));
     const int64_t start = begin_ + static_cast<int64_t>(key % windows);
-    const std::vector<uint32_t> window = data_.read(start, seq_ + 1, &mask);
+    const std::vector<uint32_t> window = data_.read(start, seq_ + 1, data_.hasLossMask() ? &mask : nullptr);
     for (int64_t t = 0; t < seq_; ++t) {
       tokens[b * seq_ + t] = static_cast<int32_t>(window[t]);
-      // The target is the next token, counted where the mask says so (-1: ignored by the loss).
-      targets[b * seq_ + t] = mask[t + 1] ? static_cast<int32_t>(window[t + 1]) : -1;
-      counted += mask[t + 1];
+      // The target is the next token, counted unless the file's mask leaves it out (-1: ignored
+      // by the loss).
+      const bool counts = mask.empty() || mask[t + 1];
+      targets[b * seq_ + t] = counts ? static_cast<int32_t>(window[t + 1]) : -1;
+      counted += counts;
     }
   }
   return counted;
