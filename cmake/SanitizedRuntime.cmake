@@ -25,7 +25,7 @@ function(mt_sanitized_runtime name flags)
   target_compile_options(${name} PUBLIC ${flags} -fno-omit-frame-pointer -O1 -g)
   target_link_options(${name} PUBLIC ${flags})
   target_link_libraries(${name} PUBLIC protobuf::libprotobuf OpenMP::OpenMP_CXX PkgConfig::OPENBLAS
-                        nlohmann_json::nlohmann_json fmt::fmt ICU::uc)
+                        nlohmann_json::nlohmann_json fmt::fmt ICU::uc ICU::i18n)
   # Built without CUDA: sanitizers check the host side, and the CUDA backend then refuses.
 endfunction()
 

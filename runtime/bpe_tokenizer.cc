@@ -8,52 +8,10 @@
 
 #include "runtime/error.h"
 #include "runtime/mapped_file.h"
+#include "runtime/utf8.h"
 
 namespace mt {
 namespace {
-
-
-void appendUtf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// Code points of UTF-8 text (malformed bytes become U+FFFD, as TextDecoder does).
-std::vector<char32_t> decodeUtf8(const std::string& s) {
-  std::vector<char32_t> out;
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = s[i];
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || i + len > s.size()) {
-      out.push_back(0xFFFD);
-      ++i;
-      continue;
-    }
-    char32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
-    bool ok = true;
-    for (int k = 1; k < len; ++k) {
-      const unsigned char cc = s[i + k];
-      ok &= (cc >> 6) == 2;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    out.push_back(ok ? cp : 0xFFFD);
-    i += ok ? len : 1;
-  }
-  return out;
-}
 
 // JavaScript's \s.
 bool isSpace(char32_t c) {
@@ -143,12 +101,6 @@ BpeTokenizer::BpeTokenizer(const std::string& dir) {
     if (!(fields >> first >> second)) continue;
     ranks_[first + "," + second] = rank++;  // later duplicates win, as in the JS object
   }
-  // bytes_to_unicode: printable Latin-1 bytes map to themselves, the rest to 256 + n.
-  int next = 0;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    appendUtf8(byte_chars_[b], printable ? b : 256 + next++);
-  }
 }
 
 const std::vector<uint32_t>& BpeTokenizer::encodeWord(const std::string& word_text) {
@@ -197,7 +149,7 @@ std::vector<uint32_t> BpeTokenizer::encode(const std::string& utf8_text) {
   std::vector<uint32_t> ids;
   for (const std::string& token : gpt2PreTokens(utf8_text)) {
     std::string mapped;
-    for (unsigned char byte : token) mapped += byte_chars_[byte];
+    for (unsigned char byte : token) mapped += byteLevelChars()[byte];
     const auto& word_ids = encodeWord(mapped);
     ids.insert(ids.end(), word_ids.begin(), word_ids.end());
   }

