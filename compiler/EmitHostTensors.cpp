@@ -58,17 +58,17 @@ class HostTensorBuilder {
 LogicalResult HostTensorBuilder::build() {
   std::map<std::string, int> paramByName;
   if (failed(addArguments(paramByName))) return failure();
-  addOptimizerState(paramByName);
   auto ret = cast<func::ReturnOp>(func_.getBody().front().getTerminator());
   for (Value v : ret.getOperands())
     if (!v.getDefiningOp<D2HOp>()) return ret.emitError("returns a device value: run mt-schedule-resident first");
   if (isForwardOnly(func_)) {
-    // Forward-only: each result is a named output.
+    // Forward-only: each result is a named output; no gradients or optimizer state.
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       addHostValue(v, func_.getResultAttrOfType<StringAttr>(i, kOutputAttr).getValue().str(), plan::ROLE_OUTPUT);
     }
     return success();
   }
+  addOptimizerState(paramByName);
   addOffloadedActivations();
   return addTrainingResults(ret, paramByName);
 }

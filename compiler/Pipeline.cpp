@@ -131,7 +131,7 @@ struct LoadedModel {
 // Each load phase prints its error and returns false, or fills `m`.
 bool importOnnx(MLIRContext& context, const CompileOptions& o, LoadedModel& m) {
   onnximport::ImportOptions options;
-  options.training = true;
+  options.training = !o.forward_only;
   options.frozen_pattern = o.frozen;
   options.trainable_pattern = o.trainable;
   options.batch = o.batch;
@@ -167,6 +167,8 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
   if (problem.empty() && sliding_window && seq > sliding_window)
     problem = "its attention slides over " + std::to_string(sliding_window) + " tokens, and sliding windows "
               "are not supported: train with --seq " + std::to_string(sliding_window) + " or less (exact there)";
+  if (problem.empty() && o.batch == 0 && o.forward_only)
+    problem = "--forward-only takes a --batch of its own (the sequences sampled at once; 1 for mtgen's one sample)";
   if (problem.empty() && o.batch == 0 && o.device_mem == 0)
     problem = "--batch auto needs --device-mem (or a GPU --hw profile) to size the batch against";
   if (!problem.empty()) {
@@ -247,8 +249,24 @@ bool loadModel(MLIRContext& context, llvm::SourceMgr& sources, const CompileOpti
   return true;
 }
 
+// --forward-only: the model function's one result, its logits, becomes the output "logits" (an
+// ONNX evaluation import and a .mlir function with outputs are forward-only already).
+bool markForwardOnly(ModuleOp module, const std::string& model) {
+  func::FuncOp func = getModelFunction(module);
+  if (!func) return false;
+  if (isForwardOnly(func)) return true;
+  if (func.getNumResults() != 1 || func.getResultAttr(0, kLossAttr)) {
+    std::fprintf(stderr, "mtc: error: %s: --forward-only needs a model function returning its logits alone\n",
+                 model.c_str());
+    return false;
+  }
+  func.setResultAttr(0, kOutputAttr, StringAttr::get(module.getContext(), "logits"));
+  return true;
+}
+
 // What the host holds for the plan, in words, for the summary and the --host-mem error.
 std::string hostParts(const plan::Plan& plan, const PlanStats& stats) {
+  if (!isTrainingPlan(plan)) return "fp32 weights, the tokens and the outputs";
   const int landing = gradLandingTensor(plan);
   int64_t activation_host_bytes = 0;
   for (const auto& t : plan.host_tensors())
@@ -320,6 +338,7 @@ int compile(const CompileOptions& requested) {
   // Load, then compile through the stages.
   LoadedModel m;
   if (!loadModel(context, sourceMgr, o, hw, m)) return 1;
+  if (o.forward_only && !markForwardOnly(*m.module, o.model)) return 1;
   if (failed(verify(*m.module))) {
     std::fprintf(stderr, "mtc: error: the input IR does not verify\n");
     return 1;

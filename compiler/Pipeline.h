@@ -59,6 +59,10 @@ struct CompileOptions {
   EmbeddingPlace embedding = EmbeddingPlace::kAuto;
   StreamDtype stream_dtype = StreamDtype::kF32;
   ComputePrecision precision = ComputePrecision::kFp32;
+  // A forward-only plan (tokens in, logits out; no loss, gradients or optimizer) for sampling
+  // (mtgen) and evaluation: built-in models and Hugging Face folders return their logits as the
+  // output "logits"; an ONNX model is imported as an evaluation (its graph outputs).
+  bool forward_only = false;
   // ONNX: initializers matching `frozen` stay constants; with `trainable`, only matching ones train.
   std::optional<std::regex> frozen, trainable;
 };

@@ -413,6 +413,12 @@ void modelShape(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
     batch = targets.size() >= 2 ? targets[0] : 1;
     seq = targets.empty() ? 1 : targets.back();
   });
+  // A forward-only model's vocabulary: the last dimension of its output "logits".
+  if (func::FuncOp func = getModelFunction(module); func && isForwardOnly(func))
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto name = func.getResultAttrOfType<StringAttr>(i, kOutputAttr); name && name.getValue() == "logits")
+        if (auto type = dyn_cast<RankedTensorType>(func.getResultTypes()[i]); type && type.getRank() >= 1)
+          vocab = type.getShape().back();
   // The token ids' (batch, seq) where the model has them: logits may be flattened.
   if (func::FuncOp func = getModelFunction(module))
     if (BlockArgument tokens = tokensArgument(func))

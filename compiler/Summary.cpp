@@ -15,10 +15,24 @@ namespace {
 
 std::string millis(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
 
-}  // namespace
+void printPrecision(const CompileReport& r, const PlanStats& stats) {
+  if (r.options.precision == ComputePrecision::kBf16)
+    std::printf("  precision      bf16 (--precision bf16): the device holds weights and activations in bf16 (rounded to "
+                "nearest even; the weights to nearest, ties away from zero, on the host: the master held exactly as its "
+                "bf16 copy + a 16-bit residual, no host bytes added); products, attention, norms and reductions "
+                "accumulate in f32; norms' statistics, log-sum-exps, the loss and the weights' gradients are f32; "
+                "master weights and AdamW moments fp32 on the host. Lossy: every bf16 activation and weight read\n");
+  else
+    std::printf("  precision      fp32 (--precision fp32): everything in f32 on the device (TF32 products only with "
+                "mtrun --tf32)\n");
+  if (stats.bf16_staging && r.options.precision != ComputePrecision::kBf16)
+    std::printf("  staging        the weights cross the link as bf16 copies of the fp32 master (rounded to nearest, "
+                "ties away from zero; widened on the device): half the bytes, and the forward and backward see "
+                "bf16-rounded weights; master, moments and gradients stay fp32, the master held exactly as its bf16 "
+                "copy + a 16-bit residual, no host bytes added (--stream-dtype bf16)\n");
+}
 
-void printSummary(const CompileReport& r, ModuleOp module, const StageResult& stages, const EmitOptions& emit,
-                  const plan::Plan& plan, const PlanStats& stats) {
+void printPlanAndWeights(const CompileReport& r, const plan::Plan& plan) {
   // Instructions as run (templates expanded) and as stored (a launch's waits and records count).
   int instructions = 0, stored = 0;
   for (const auto& s : plan.streams())
@@ -32,6 +46,55 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
       instructions += plan.templates(in.launch().block_template()).instructions_size() + syncs;
     }
   for (const auto& t : plan.templates()) stored += t.instructions_size();
+  std::printf("  plan           %s (%d instructions on %d streams, %u events; %d stored: %d block templates), "
+              "compiled in %.2f s\n",
+              r.options.output.c_str(), instructions, plan.streams_size(), plan.num_events(), stored, plan.templates_size(),
+              r.seconds);
+  if (r.write_weights)
+    std::printf("  weights        %s (seed %llu)\n", r.weights.c_str(), (unsigned long long)r.options.seed);
+  else
+    std::printf("  weights        not written (%s); mtrun initialises from the plan's seeded initializers\n",
+                r.options.no_weights ? "--no-weights" : "over 2 GiB: pass --weights PATH to write them");
+}
+
+// A forward-only plan (--forward-only): what it computes and costs, nothing of training.
+void printForwardOnlySummary(const CompileReport& r, const EmitOptions& emit, const plan::Plan& plan,
+                             const PlanStats& stats) {
+  bool tokens = false, logits = false;
+  for (const auto& t : plan.host_tensors()) {
+    tokens |= t.role() == plan::ROLE_TOKENS;
+    logits |= t.role() == plan::ROLE_OUTPUT && t.name() == "logits";
+  }
+  std::printf("mtc: %s\n", r.description.c_str());
+  if (tokens && logits)
+    std::printf("  forward only   batch %lld x seq %lld, vocab %lld: tokens in, logits out (no loss, gradients or "
+                "optimizer; for mtgen)\n",
+                (long long)emit.batch, (long long)emit.seq, (long long)emit.vocab);
+  else
+    std::printf("  forward only   an evaluation: the model's inputs in, its outputs out (no loss, gradients or "
+                "optimizer)\n");
+  std::printf("  parameters     %s; host %s (%s)\n", formatParamCount(stats.num_params).c_str(),
+              summaryBytes(r.host_bytes).c_str(), r.host_parts.c_str());
+  std::printf("  device arena   %s, schedule resident%s\n", summaryBytes(plan.arena_bytes()).c_str(),
+              r.options.device_mem ? (", budget " + summaryBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str()
+                                   : ", no budget");
+  std::printf("  per run        %.3e FLOP; h2d %s (the weights and tokens), d2h %s (the outputs)\n", stats.flops,
+              summaryBytes(stats.h2d_bytes).c_str(), summaryBytes(stats.d2h_bytes).c_str());
+  printPrecision(r, stats);
+  std::printf("  predicted run  %s on %s (compute %s, h2d %s, d2h %s)\n", millis(stats.step_us).c_str(),
+              emit.hardware.name.c_str(), millis(stats.compute_us).c_str(), millis(stats.h2d_us).c_str(),
+              millis(stats.d2h_us).c_str());
+  printPlanAndWeights(r, plan);
+}
+
+}  // namespace
+
+void printSummary(const CompileReport& r, ModuleOp module, const StageResult& stages, const EmitOptions& emit,
+                  const plan::Plan& plan, const PlanStats& stats) {
+  if (!isTrainingPlan(plan)) {
+    printForwardOnlySummary(r, emit, plan, stats);
+    return;
+  }
   // The bottleneck: compute when it is busy most of the step, else what it waits for most.
   const char* stream_names[] = {"the tail after the last kernel", "the host->device link", "the device->host link",
                                 "the host optimizer"};
@@ -103,20 +166,7 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
                 (long long)((emit.vocab + stages.vocab_chunks - 1) / stages.vocab_chunks),
                 r.options.vocab_chunks > 0 ? "--vocab-chunks" : "the fewest that fit --device-mem");
   }
-  if (r.options.precision == ComputePrecision::kBf16)
-    std::printf("  precision      bf16 (--precision bf16): the device holds weights and activations in bf16 (rounded to "
-                "nearest even; the weights to nearest, ties away from zero, on the host: the master held exactly as its "
-                "bf16 copy + a 16-bit residual, no host bytes added); products, attention, norms and reductions "
-                "accumulate in f32; norms' statistics, log-sum-exps, the loss and the weights' gradients are f32; "
-                "master weights and AdamW moments fp32 on the host. Lossy: every bf16 activation and weight read\n");
-  else
-    std::printf("  precision      fp32 (--precision fp32): everything in f32 on the device (TF32 products only with "
-                "mtrun --tf32)\n");
-  if (stats.bf16_staging && r.options.precision != ComputePrecision::kBf16)
-    std::printf("  staging        the weights cross the link as bf16 copies of the fp32 master (rounded to nearest, "
-                "ties away from zero; widened on the device): half the bytes, and the forward and backward see "
-                "bf16-rounded weights; master, moments and gradients stay fp32, the master held exactly as its bf16 "
-                "copy + a 16-bit residual, no host bytes added (--stream-dtype bf16)\n");
+  printPrecision(r, stats);
   if (stages.host_embedding) {
     std::string tables;
     func::FuncOp func = getModelFunction(module);
@@ -147,15 +197,7 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
               millis(busy_us[busiest]).c_str(), busy_names[busiest], bottleneck.c_str());
   if (compute_busy < 0.95 && !idle.empty())
     std::printf("  compute busy   %.0f%% of the step; waits %s\n", 100 * compute_busy, idle.c_str());
-  std::printf("  plan           %s (%d instructions on %d streams, %u events; %d stored: %d block templates), "
-              "compiled in %.2f s\n",
-              r.options.output.c_str(), instructions, plan.streams_size(), plan.num_events(), stored, plan.templates_size(),
-              r.seconds);
-  if (r.write_weights)
-    std::printf("  weights        %s (seed %llu)\n", r.weights.c_str(), (unsigned long long)r.options.seed);
-  else
-    std::printf("  weights        not written (%s); mtrun initialises from the plan's seeded initializers\n",
-                r.options.no_weights ? "--no-weights" : "over 2 GiB: pass --weights PATH to write them");
+  printPlanAndWeights(r, plan);
 }
 
 }  // namespace mt

@@ -240,6 +240,7 @@ struct HfTokenizer::Impl {
   bool ignore_merges = false;
 
   std::vector<AddedToken> added;  // stable: the splitters point into it
+  std::vector<bool> special;      // id -> an added token marked special
   AddedTokenSplitter raw_splitter, normalized_splitter;
   std::vector<uint32_t> prefix, suffix;  // the post-processor's special tokens around the text
 
@@ -410,7 +411,11 @@ HfTokenizer::HfTokenizer(const std::string& tokenizer_json) : path_(tokenizer_js
   vocab_size_ = static_cast<uint32_t>(t.token_of.size());
   for (const AddedToken& token : t.added) vocab_size_ = std::max(vocab_size_, token.id + 1);
   t.token_of.resize(vocab_size_);
-  for (const AddedToken& token : t.added) t.token_of[token.id] = token.content;
+  t.special.assign(vocab_size_, false);
+  for (const AddedToken& token : t.added) {
+    t.token_of[token.id] = token.content;
+    t.special[token.id] = token.special;
+  }
   for (uint32_t id : t.prefix)
     if (id >= vocab_size_) throw Where{path_, "post_processor"}.error("special id " + std::to_string(id) + " is past the vocabulary");
   for (uint32_t id : t.suffix)
@@ -533,13 +538,17 @@ std::vector<uint32_t> HfTokenizer::encode(const std::string& utf8_text, bool add
   return ids;
 }
 
+const std::string& HfTokenizer::bytesOf(uint32_t id) const {
+  if (id >= vocab_size_ || impl_->token_of[id].empty())
+    throw Error("token id " + std::to_string(id) + " is not in the tokenizer " + path_);
+  return impl_->text_of[id];
+}
+
 std::string HfTokenizer::decode(const std::vector<uint32_t>& ids, bool skip_special_tokens) const {
   std::string bytes;
   for (uint32_t id : ids) {
-    if (id >= vocab_size_ || impl_->token_of[id].empty())
-      throw Error("token id " + std::to_string(id) + " is not in the tokenizer " + path_);
-    if (skip_special_tokens && isSpecial(id)) continue;
-    bytes += impl_->text_of[id];
+    const std::string& token = bytesOf(id);
+    if (!(skip_special_tokens && isSpecial(id))) bytes += token;
   }
   return validUtf8(bytes);
 }
@@ -552,11 +561,7 @@ std::optional<uint32_t> HfTokenizer::tokenId(const std::string& content) const {
   return std::nullopt;
 }
 
-bool HfTokenizer::isSpecial(uint32_t id) const {
-  for (const AddedToken& token : impl_->added)
-    if (token.id == id && token.special) return true;
-  return false;
-}
+bool HfTokenizer::isSpecial(uint32_t id) const { return id < vocab_size_ && impl_->special[id]; }
 
 std::optional<uint32_t> HfTokenizer::endOfText() const {
   for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"})

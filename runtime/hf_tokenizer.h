@@ -37,6 +37,10 @@ class HfTokenizer {
   // left out with `skip_special_tokens`. Throws mt::Error for an id the tokenizer lacks.
   std::string decode(const std::vector<uint32_t>& ids, bool skip_special_tokens = false) const;
 
+  // The bytes token `id` stands for (not necessarily whole UTF-8 characters: a character can
+  // span tokens). Throws mt::Error for an id the tokenizer lacks.
+  const std::string& bytesOf(uint32_t id) const;
+
   // The id of an added token or vocabulary entry written as `content`, if there is one.
   std::optional<uint32_t> tokenId(const std::string& content) const;
   // Whether `id` is one of the added tokens marked special.

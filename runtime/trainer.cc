@@ -26,6 +26,7 @@
 #include "runtime/error.h"
 #include "runtime/host_memory.h"
 #include "runtime/host_store.h"
+#include "runtime/run_setup.h"
 #include "runtime/safetensors.h"
 #include "runtime/step_report.h"
 #include "runtime/token_data.h"
@@ -49,40 +50,6 @@ std::atomic<int> g_stop_signal{0};
 
 void onStopSignal(int signal) { g_stop_signal = signal; }
 
-enum class BackendKind { kCpu, kCuda };
-
-// "auto" takes the GPU when there is one and the CUDA backend has every kernel of the plan,
-// and says why when it does not; "cuda" refuses rather than fall back.
-BackendKind chooseBackend(const TrainConfig& config, const plan::Plan& plan) {
-  const std::string& name = config.backend;
-  if (name != "cpu" && name != "cuda" && name != "auto")
-    throw Error("unknown backend '" + name + "': choose cpu, cuda or auto");
-  BackendKind kind = BackendKind::kCpu;
-  if (name != "cpu") {
-    const GpuInfo gpu = probeGpu();
-    if (name == "cuda" && !gpu.available) throw Error("--backend cuda: " + gpu.description + "; use --backend cpu");
-    const std::string missing = gpu.available && name == "auto" ? cudaUnsupportedKernels(plan) : "";
-    if (!missing.empty())
-      std::printf("note: running on the CPU although there is a GPU (%s): %s\n", gpu.description.c_str(),
-                  missing.c_str());
-    if (gpu.available && missing.empty()) kind = BackendKind::kCuda;
-  }
-  // Explicitly on the CPU, --tf32 contradicts the run; chosen by "auto" it is a note, so that
-  // one config file serves machines with and without a GPU.
-  if (kind == BackendKind::kCpu && config.tf32 && name == "cpu")
-    throw Error("--tf32 sets the CUDA backend's matrix precision, but this run is on the CPU (exact fp32): drop "
-                "--tf32");
-  if (kind == BackendKind::kCpu && config.tf32)
-    std::printf("note: --tf32 has no effect on the CPU backend (exact fp32)\n");
-  return kind;
-}
-
-std::unique_ptr<Backend> createBackend(BackendKind kind, const TrainConfig& config, const plan::Plan& plan,
-                                       HostStore& store) {
-  if (kind == BackendKind::kCuda) return createCudaBackend(plan, store, CudaOptions{config.tf32});
-  return createCpuBackend(plan, store);
-}
-
 // The plan to train: read, verified, and a training plan.
 plan::Plan readTrainingPlan(const TrainConfig& config) {
   plan::Plan plan = readPlan(config.plan_path);
@@ -91,34 +58,6 @@ plan::Plan readTrainingPlan(const TrainConfig& config) {
     throw Error(config.plan_path + " is a forward-only plan (inputs to outputs, no loss): it cannot be "
                 "trained; compile the model without --forward-only");
   return plan;
-}
-
-// Whether the plan's parameters come from an imported model's weights (no initializer of their own).
-bool isImported(const plan::Plan& plan) {
-  for (const auto& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_PARAM && t.init().kind() == plan::Initializer::WEIGHTS) return true;
-  return false;
-}
-
-// The initial weights, by one rule for every plan: --weights; else the weights mtc wrote beside
-// the plan (PLAN.safetensors, when its fingerprint says it was written for this plan); else the
-// plan's seeded initializers, which an imported plan does not have. "" for the initializers.
-std::string initialWeightsPath(const TrainConfig& config, const plan::Plan& plan) {
-  if (!config.weights_path.empty()) return config.weights_path;
-  const std::string beside = weightsBesidePlan(config.plan_path);
-  const bool exists = access(beside.c_str(), F_OK) == 0;
-  if (exists) {
-    const SafetensorsFile file(beside);
-    const auto fingerprint = file.metadata().find(kPlanFingerprintKey);
-    if (fingerprint != file.metadata().end() && fingerprint->second == planFingerprint(plan)) return beside;
-  }
-  const std::string problem =
-      exists ? beside + " was not written for this plan (another compile's, or not mtc's)" : "there is no " + beside;
-  if (isImported(plan))
-    throw Error("the plan's parameters come from an imported model's weights, but " + problem +
-                ": pass --weights with the .safetensors file mtc wrote when it compiled the plan");
-  if (exists) std::printf("note: %s: starting from the plan's seeded initializers\n", problem.c_str());
-  return "";
 }
 
 // The optimizer's settings for this plan; throws for flags the plan cannot honour.
@@ -343,7 +282,7 @@ int train(const TrainConfig& config) {
   const auto& model = plan.model();
   StepOptions options = stepOptions(config, plan);
   const bool on_arrival = updatesOnArrival(planUpdateKind(plan));
-  const std::string initial_weights = initialWeightsPath(config, plan);
+  const std::string initial_weights = initialWeightsPath(config.weights_path, config.plan_path, plan);
   // The training tokens, and the held-out ones of --val-data: ids the model's vocabulary holds.
   auto openTokens = [&](const std::string& path) {
     auto file = std::make_unique<TokenFile>(path);
@@ -361,7 +300,7 @@ int train(const TrainConfig& config) {
     throw Error("--accumulate " + std::to_string(config.accumulate) + " at the plan's batch " +
                 std::to_string(model.batch()) + " draws " + std::to_string(config.accumulate * model.batch()) +
                 " sequences per step; at most " + std::to_string(kMaxStepRows) + " can be: accumulate fewer");
-  const BackendKind backend_kind = chooseBackend(config, plan);
+  const BackendKind backend_kind = chooseBackend(config.backend, config.tf32, plan);
   checkHostMemory(plan, HostExtras{backend_kind == BackendKind::kCpu, gradientSumBytes(plan, config.accumulate)});
   RunOutputs outputs = openOutputs(config, plan);
 
@@ -373,7 +312,7 @@ int train(const TrainConfig& config) {
   if (val_tokens > 0) val_sampler.emplace(data, model.batch(), model.seq(), resumed.seed ^ 0x7a1,
                                        data.size() - val_tokens);
   if (val_data) val_sampler.emplace(*val_data, model.batch(), model.seq(), resumed.seed ^ 0x7a1);
-  std::unique_ptr<Backend> backend = createBackend(backend_kind, config, plan, store);
+  std::unique_ptr<Backend> backend = createBackend(backend_kind, config.tf32, plan, store);
 
   const int64_t tokens_per_step = config.accumulate * model.batch() * model.seq();
   std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | %s | backend %s (%s)\n",

@@ -1,0 +1,194 @@
+// mtgen: sample text from a model through a forward-only plan (mtc --forward-only).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include "runtime/cpu_libraries.h"
+#include "runtime/error.h"
+#include "runtime/generator.h"
+#include "runtime/hf_tokenizer.h"
+#include "runtime/mapped_file.h"
+#include "runtime/plan_format.h"
+#include "runtime/run_setup.h"
+#include "runtime/safetensors.h"
+#include "runtime/utf8.h"
+#include "runtime/verifier.h"
+#include "tools/tool_main.h"
+
+namespace {
+
+struct Options {
+  std::string plan_path, weights, tokenizer, prompt, prompt_file, end_of_text, backend = "auto";
+  bool bytes = false, greedy = false, no_stop = false, print_ids = false;
+  mt::GenerationOptions generation;
+};
+
+// Text in and out: byte tokens, or a Hugging Face tokenizer.
+class Text {
+ public:
+  explicit Text(const Options& o) {
+    if (!o.tokenizer.empty()) tokenizer_ = std::make_unique<mt::HfTokenizer>(mt::resolveTokenizerPath(o.tokenizer));
+  }
+  uint32_t vocab() const { return tokenizer_ ? tokenizer_->vocabSize() : 256; }
+  std::vector<uint32_t> encode(const std::string& text) const {
+    if (tokenizer_) return tokenizer_->encode(text, /*add_special_tokens=*/true);
+    return {reinterpret_cast<const unsigned char*>(text.data()),
+            reinterpret_cast<const unsigned char*>(text.data()) + text.size()};
+  }
+  std::string bytesOf(uint32_t id) const { return tokenizer_ ? tokenizer_->bytesOf(id) : std::string(1, char(id)); }
+  // The token that ends a text: --eot's, else the tokenizer's end-of-text (none for bytes).
+  std::optional<uint32_t> stopToken(const Options& o) const {
+    if (o.no_stop) return std::nullopt;
+    if (!o.end_of_text.empty()) {
+      const auto id = tokenizer_ ? tokenizer_->tokenId(o.end_of_text) : std::nullopt;
+      if (!id) throw mt::Error("--eot " + o.end_of_text + " is not a token of the tokenizer");
+      return id;
+    }
+    return tokenizer_ ? tokenizer_->endOfText() : std::nullopt;
+  }
+
+ private:
+  std::unique_ptr<mt::HfTokenizer> tokenizer_;
+};
+
+// Writes text as it comes, holding back a character whose bytes have not all arrived.
+class Printer {
+ public:
+  void add(const std::string& bytes) {
+    pending_ += bytes;
+    size_t complete = pending_.size();
+    // A lead byte within the last three whose sequence is unfinished waits for its tail.
+    for (size_t back = 1; back <= std::min<size_t>(3, pending_.size()); ++back) {
+      const unsigned char c = pending_[pending_.size() - back];
+      if ((c & 0xC0) == 0x80) continue;  // a continuation byte
+      const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+      if (need > back) complete = pending_.size() - back;
+      break;
+    }
+    flush(complete);
+  }
+  void finish() { flush(pending_.size()); }
+
+ private:
+  void flush(size_t n) {
+    const std::string text = mt::validUtf8(pending_.substr(0, n));
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    pending_.erase(0, n);
+  }
+  std::string pending_;
+};
+
+std::optional<std::string> checkFlags(const Options& o) {
+  const auto& s = o.generation.sampling;
+  if (o.bytes && !o.tokenizer.empty()) return "--bytes and --tokenizer each choose the tokens: give one";
+  if (o.prompt.empty() == o.prompt_file.empty()) return "give the text to continue with --prompt or --prompt-file";
+  if (!(std::isfinite(s.temperature) && s.temperature >= 0)) return "--temperature must be 0 (greedy) or positive";
+  if (!(s.top_p > 0 && s.top_p <= 1)) return "--top-p must be in (0, 1]";
+  if (s.top_k < 0) return "--top-k must be 0 (all tokens) or positive";
+  return std::nullopt;
+}
+
+int generate(Options& o) {
+  mt::plan::Plan plan = mt::readPlan(o.plan_path);
+  mt::verifyPlan(plan);
+  const Text text(o);
+  mt::HostStore store(plan);
+  store.initialize(plan.init_seed());
+  const std::string weights = mt::initialWeightsPath(o.weights, o.plan_path, plan);
+  if (!weights.empty()) store.loadParams(mt::SafetensorsFile(weights));
+  const mt::BackendKind kind = mt::chooseBackend(o.backend, false, plan);
+  auto backend = mt::createBackend(kind, false, plan, store);
+  mt::Generator generator(plan, store, *backend);
+  if (o.tokenizer.empty() && generator.vocab() != 256)
+    throw mt::Error("the model's vocabulary is " + std::to_string(generator.vocab()) +
+                    ", not bytes': name its tokenizer with --tokenizer");
+  if (text.vocab() > generator.vocab())
+    throw mt::Error("the tokenizer's vocabulary (" + std::to_string(text.vocab()) + ") is larger than the model's (" +
+                    std::to_string(generator.vocab()) + "): it is not this model's tokenizer");
+  if (o.greedy) o.generation.sampling.temperature = 0;
+  o.generation.stop_token = text.stopToken(o);
+  const std::string prompt = o.prompt_file.empty() ? o.prompt : mt::readWholeFile(o.prompt_file, "prompt file", "");
+  const std::vector<uint32_t> prompt_ids = text.encode(prompt);
+  std::fprintf(stderr, "mtgen: %s | %lld sample%s, window %lld tokens | weights %s | backend %s | %s\n",
+               plan.model().name().c_str(), static_cast<long long>(generator.rows()), generator.rows() == 1 ? "" : "s",
+               static_cast<long long>(generator.window()), weights.empty() ? "the plan's seeded initializers" : weights.c_str(),
+               kind == mt::BackendKind::kCuda ? "cuda" : "cpu",
+               o.generation.sampling.temperature == 0 ? "greedy"
+                   : fmt::format("temperature {}, top-k {}, top-p {}, seed {}", o.generation.sampling.temperature,
+                                 o.generation.sampling.top_k, o.generation.sampling.top_p, o.generation.sampling.seed)
+                         .c_str());
+  // One sample streams as it is drawn; several are printed one after another at the end.
+  Printer printer;
+  const bool stream = generator.rows() == 1 && !o.print_ids;
+  if (stream) printer.add(prompt);
+  const auto samples = generator.generate(prompt_ids, o.generation, [&](int64_t, uint32_t id) {
+    if (stream) printer.add(text.bytesOf(id));
+  });
+  if (stream) {
+    printer.finish();
+    std::printf("\n");
+    return 0;
+  }
+  for (size_t r = 0; r < samples.size(); ++r) {
+    if (samples.size() > 1) std::printf("--- sample %zu ---\n", r + 1);
+    if (o.print_ids) {
+      for (size_t i = 0; i < samples[r].size(); ++i) std::printf(i ? " %u" : "%u", samples[r][i]);
+    } else {
+      Printer row;
+      row.add(prompt);
+      for (uint32_t id : samples[r]) row.add(text.bytesOf(id));
+      row.finish();
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mt::configureCpuLibraries(argv);
+  Options o;
+  auto& s = o.generation.sampling;
+  s.seed = 1;
+  CLI::App app{
+      "mtgen: sample text from a model: the plan mtc --forward-only makes (tokens in, logits out) and its weights.\n\n"
+      "Examples:\n"
+      "  mtc gpt2-demo --forward-only --batch 1 --seq 128 -o gen.plan\n"
+      "  mtgen gen.plan --weights trained.safetensors --prompt \"Q: \" --greedy\n"
+      "  mtgen gen.plan --weights trained.safetensors --prompt \"Q: \" --temperature 0.8 --top-p 0.95 --seed 7\n"
+      "  mtc Qwen2.5-0.5B/ --forward-only --batch 1 --seq 256 -o q.plan      (its weights beside the plan)\n"
+      "  mtgen q.plan --tokenizer Qwen2.5-0.5B/ --prompt \"The capital of France is\" --max-tokens 20\n\n"
+      "The text goes to standard output, what was run to standard error. A batch of B gives B samples of the\n"
+      "same prompt. Each token runs the plan over the last seq tokens (no key/value cache yet).\n"
+      "Exit codes: 0 success, 1 bad input (message on stderr), 2 bad flags."};
+  app.add_option("plan", o.plan_path, "a forward-only plan (mtc --forward-only)")->required();
+  app.add_option("--weights", o.weights, "weights (.safetensors, e.g. mtrun --export's); default: those mtc wrote "
+                                         "beside the plan");
+  app.add_flag("--bytes", o.bytes, "byte tokens (vocab 256; the default for such a model)");
+  app.add_option("--tokenizer", o.tokenizer, "the model's Hugging Face tokenizer: FILE, FOLDER or gpt2|llama3|qwen3");
+  app.add_option("--prompt", o.prompt, "the text to continue");
+  app.add_option("--prompt-file", o.prompt_file, "... read from a file");
+  app.add_option("--max-tokens", o.generation.max_tokens, "new tokens at most")->check(mt::positiveInteger())
+      ->capture_default_str();
+  app.add_option("--temperature", s.temperature, "softmax temperature; 0 = greedy")->capture_default_str();
+  app.add_option("--top-k", s.top_k, "draw among the k most likely tokens; 0 = all")->capture_default_str();
+  app.add_option("--top-p", s.top_p, "then among the fewest whose probability reaches p")->capture_default_str();
+  app.add_flag("--greedy", o.greedy, "always the most likely token (as --temperature 0)");
+  app.add_option("--seed", s.seed, "the draws' seed: the same seed, the same text")->capture_default_str();
+  app.add_option("--eot", o.end_of_text, "stop at this token (default: the tokenizer's end-of-text)");
+  app.add_flag("--no-stop", o.no_stop, "do not stop at the end-of-text token");
+  app.add_flag("--ids", o.print_ids, "print the new token ids instead of text");
+  app.add_option("--backend", o.backend, "cpu, cuda or auto (the GPU when there is one)")->capture_default_str();
+  if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
+  if (const auto problem = checkFlags(o)) {
+    std::fprintf(stderr, "mtgen: error: %s\n", problem->c_str());
+    return 2;
+  }
+  return mt::runTool("mtgen", [&] { return generate(o); });
+}
