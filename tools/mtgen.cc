@@ -106,7 +106,7 @@ int generate(Options& o) {
   mt::Generator generator(plan, store, *backend);
   if (o.tokenizer.empty() && generator.vocab() != 256)
     throw mt::Error("the model's vocabulary is " + std::to_string(generator.vocab()) +
-                    ", not bytes': name its tokenizer with --tokenizer");
+                    ", not bytes (256): name its tokenizer with --tokenizer");
   if (text.vocab() > generator.vocab())
     throw mt::Error("the tokenizer's vocabulary (" + std::to_string(text.vocab()) + ") is larger than the model's (" +
                     std::to_string(generator.vocab()) + "): it is not this model's tokenizer");

@@ -81,6 +81,11 @@ expect_error "cannot open model adir.onnx: it is a directory" bash -c "mkdir -p 
 expect_exit 2 "$bin/mtonnx"
 expect_exit 2 "$bin/mtrun"
 expect_exit 2 "$bin/mttok"
+expect_exit 2 "$bin/mtgen"
+expect_exit 2 "$bin/mtgen" good.plan
+expect_exit 2 "$bin/mtgen" good.plan --prompt x --temperature -1
+expect_exit 2 "$bin/mtgen" good.plan --prompt x --bytes --tokenizer gpt2
+expect_error "not a forward-only plan" "$bin/mtgen" good.plan --prompt x
 expect_exit 2 "$bin/mtdump"
 expect_exit 2 "$bin/mtc" gpt2-tiny --bogus-flag
 

@@ -1,0 +1,96 @@
+// The generator's loop without a model: a stand-in backend whose logits make the next token
+// (the window's last token + the row + 1) mod vocab, so each window, each row's text and where a
+// stop token ends a row can be checked exactly.
+#include <gtest/gtest.h>
+
+#include "runtime/error.h"
+#include "runtime/generator.h"
+
+namespace mt {
+namespace {
+
+constexpr int64_t kRows = 2, kWindow = 4, kVocab = 8;
+
+plan::Plan forwardOnlyPlan() {
+  plan::Plan plan;
+  auto* tokens = plan.add_host_tensors();
+  tokens->set_name("tokens");
+  tokens->set_role(plan::ROLE_TOKENS);
+  tokens->set_dtype(plan::DTYPE_I32);
+  for (int64_t d : {kRows, kWindow}) tokens->add_shape(d);
+  auto* logits = plan.add_host_tensors();
+  logits->set_name("logits");
+  logits->set_role(plan::ROLE_OUTPUT);
+  logits->set_dtype(plan::DTYPE_F32);
+  for (int64_t d : {kRows, kWindow, kVocab}) logits->add_shape(d);
+  return plan;
+}
+
+class NextTokenBackend : public Backend {
+ public:
+  explicit NextTokenBackend(HostStore& store) : store_(store) {}
+  std::string name() const override { return "next-token"; }
+  StepResult runStep(const StepOptions&) override {
+    const int32_t* tokens = store_.i32(store_.tokens());
+    float* logits = store_.f32(store_.output("logits"));
+    windows.emplace_back(tokens, tokens + kRows * kWindow);
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t t = 0; t < kWindow; ++t)
+        for (int64_t v = 0; v < kVocab; ++v)
+          logits[(r * kWindow + t) * kVocab + v] = v == (tokens[r * kWindow + t] + r + 1) % kVocab ? 5.0f : 0.0f;
+    return {};
+  }
+  void applyPendingUpdate() override {}
+  int64_t arenaBytes() const override { return 0; }
+  const StepTimeline& lastTimeline() const override { return timeline_; }
+  std::vector<std::vector<int32_t>> windows;  // the tokens of each run
+
+ private:
+  HostStore& store_;
+  StepTimeline timeline_;
+};
+
+TEST(Generator, SlidesTheWindowAndStopsEachRowAtTheStopToken) {
+  const plan::Plan plan = forwardOnlyPlan();
+  HostStore store(plan);
+  NextTokenBackend backend(store);
+  Generator generator(plan, store, backend);
+  GenerationOptions options;
+  options.sampling.temperature = 0;
+  options.max_tokens = 6;
+  std::vector<std::pair<int64_t, uint32_t>> seen;
+  auto added = generator.generate({1, 2}, options, [&](int64_t r, uint32_t id) { seen.emplace_back(r, id); });
+  // Row 0 counts up by one, row 1 by two (mod 8).
+  EXPECT_EQ(added[0], (std::vector<uint32_t>{3, 4, 5, 6, 7, 0}));
+  EXPECT_EQ(added[1], (std::vector<uint32_t>{4, 6, 0, 2, 4, 6}));
+  EXPECT_EQ(seen.size(), 12u);
+  // The first window: the prompt from position 0, zeros after it; later ones the last 4 tokens.
+  EXPECT_EQ(backend.windows[0], (std::vector<int32_t>{1, 2, 0, 0, 1, 2, 0, 0}));
+  EXPECT_EQ(backend.windows[4], (std::vector<int32_t>{3, 4, 5, 6, 4, 6, 0, 2}));
+
+  // Stop token 6: row 0 stops after 3, 4, 5; row 1 right after 4; the loop ends when both have.
+  backend.windows.clear();
+  options.stop_token = 6;
+  added = generator.generate({1, 2}, options);
+  EXPECT_EQ(added[0], (std::vector<uint32_t>{3, 4, 5}));
+  EXPECT_EQ(added[1], (std::vector<uint32_t>{4}));
+  EXPECT_EQ(backend.windows.size(), 4u);
+
+  EXPECT_THROW(generator.generate({}, options), Error);
+  EXPECT_THROW(generator.generate({9}, options), Error);  // past the vocabulary
+}
+
+TEST(Generator, RefusesATrainingPlan) {
+  plan::Plan plan = forwardOnlyPlan();
+  auto* loss = plan.add_host_tensors();
+  loss->set_name("loss");
+  loss->set_role(plan::ROLE_LOSS);
+  loss->set_dtype(plan::DTYPE_F32);
+  loss->add_shape(1);
+  HostStore store(plan);
+  NextTokenBackend backend(store);
+  EXPECT_THROW(Generator(plan, store, backend), Error);
+}
+
+}  // namespace
+}  // namespace mt
