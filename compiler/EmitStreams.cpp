@@ -11,12 +11,8 @@ namespace {
 // The events of a step: per instruction the events it waits for (per other stream only its
 // latest dependency, and only if its stream has not already waited for that point or later),
 // and the event each instruction records (-1: none). Returns the number of events.
-int placeEvents(const std::vector<Instr>& instrs, std::vector<std::vector<int>>& waits, std::vector<int>& recordEvent) {
-  // Position of each instruction in its stream.
-  std::vector<int> position(instrs.size());
-  int counts[kNumStreams] = {0, 0, 0, 0};
-  for (size_t i = 0; i < instrs.size(); ++i) position[i] = counts[instrs[i].stream]++;
-
+int placeEvents(const std::vector<Instr>& instrs, const std::vector<int>& position, std::vector<std::vector<int>>& waits,
+                std::vector<int>& recordEvent) {
   recordEvent.assign(instrs.size(), -1);
   waits.assign(instrs.size(), {});
   int waited[kNumStreams][kNumStreams];
@@ -68,12 +64,48 @@ void predictTimeline(const std::vector<Instr>& instrs, PlanStats& stats) {
   stats.compute_wait_us[kCompute] = std::max(0.0, stats.step_us - stats.compute_us - waitedUs);
 }
 
+// A training step's loss-only run (validation): per stream, how many of its instructions (in
+// Instr order) it must execute. Everything the loss's copy out depends on, then in each stream
+// what comes before that, then whatever those depend on, until nothing more is needed. Empty
+// when the step has no loss (a forward-only plan).
+std::vector<int> lossPrefixes(const std::vector<Instr>& instrs, const std::vector<int>& position,
+                              const plan::Plan& plan) {
+  int loss = -1;
+  for (size_t i = 0; i < instrs.size(); ++i)
+    if (instrs[i].body.has_copy() && instrs[i].body.copy().direction() == plan::Copy::DEVICE_TO_HOST &&
+        plan.host_tensors(instrs[i].body.copy().host_tensor()).role() == plan::ROLE_LOSS)
+      loss = static_cast<int>(i);
+  if (loss < 0) return {};
+  std::vector<std::vector<int>> byStream(kNumStreams);  // stream -> its instructions in order
+  for (size_t i = 0; i < instrs.size(); ++i) byStream[instrs[i].stream].push_back(static_cast<int>(i));
+  std::vector<int> prefix(kNumStreams, 0);
+  std::vector<int> pending = {loss};
+  auto need = [&](int i) {
+    if (position[i] >= prefix[instrs[i].stream]) pending.push_back(i);
+  };
+  while (!pending.empty()) {
+    const int i = pending.back();
+    pending.pop_back();
+    const int s = instrs[i].stream;
+    if (position[i] < prefix[s]) continue;
+    const int from = prefix[s];
+    prefix[s] = position[i] + 1;
+    // The instructions newly inside the prefix, and what each depends on.
+    for (int at = from; at < prefix[s]; ++at)
+      for (int d : instrs[byStream[s][at]].deps) need(d);
+  }
+  return prefix;
+}
+
 }  // namespace
 
 void assembleStreams(std::vector<Instr>& instrs, bool templates, plan::Plan& plan, PlanStats& stats) {
+  std::vector<int> position(instrs.size());  // of each instruction in its stream
+  int counts[kNumStreams] = {0, 0, 0, 0};
+  for (size_t i = 0; i < instrs.size(); ++i) position[i] = counts[instrs[i].stream]++;
   std::vector<std::vector<int>> waits;
   std::vector<int> recordEvent;
-  const int numEvents = placeEvents(instrs, waits, recordEvent);
+  const int numEvents = placeEvents(instrs, position, waits, recordEvent);
   predictTimeline(instrs, stats);
 
   const std::pair<const char*, plan::Stream::Kind> streams[] = {{"compute", plan::Stream::COMPUTE},
@@ -85,17 +117,23 @@ void assembleStreams(std::vector<Instr>& instrs, bool templates, plan::Plan& pla
     stream->set_name(name);
     stream->set_kind(kind);
   }
+  const std::vector<int> prefix = lossPrefixes(instrs, position, plan);
   std::vector<int64_t> computeSegments;  // per compute-stream instruction, its Instr's segment
   for (size_t i = 0; i < instrs.size(); ++i) {
-    plan::Stream* stream = plan.mutable_streams(instrs[i].stream);
+    const int s = instrs[i].stream;
+    plan::Stream* stream = plan.mutable_streams(s);
     const int before = stream->instructions_size();
     for (int e : waits[i]) stream->add_instructions()->set_wait_event(e);
     instrs[i].body.set_predicted_us(instrs[i].micros);
     *stream->add_instructions() = instrs[i].body;
     if (recordEvent[i] >= 0) stream->add_instructions()->set_record_event(recordEvent[i]);
-    if (instrs[i].stream == kCompute)
+    if (s == kCompute)
       computeSegments.insert(computeSegments.end(), stream->instructions_size() - before, instrs[i].segment);
+    // The prefix ends after the last needed instruction's own record (its waits come before it).
+    if (!prefix.empty() && position[i] < prefix[s]) stream->set_loss_prefix(stream->instructions_size());
   }
+  for (int s = 0; !prefix.empty() && s < kNumStreams; ++s)
+    if (!plan.streams(s).has_loss_prefix()) plan.mutable_streams(s)->set_loss_prefix(0);
   plan.set_num_events(numEvents);
   if (templates) addBlockTemplates(*plan.mutable_streams(kCompute), computeSegments, plan);
 }

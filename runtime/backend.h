@@ -16,6 +16,9 @@ struct StepOptions {
   AdamWParams adamw;       // lr, betas, eps, weight decay (for tensors that take it), step
   double grad_clip = 1.0;  // global gradient-norm bound; 0 disables clipping
   bool update = true;      // false: run the step for its loss only (validation), no AdamW
+  // With update false: run only each stream's loss prefix (plan 1.9: what the loss depends on),
+  // no backward. A plan without loss prefixes runs its whole step.
+  bool loss_only = false;
   // Gradient accumulation (mtrun --accumulate): this step is micro-batch `micro_step` (0-based)
   // of `micro_steps`. The host folds each gradient into a running sum as it lands; the last
   // micro-batch's gradients become the mean of all, and only then are the norm taken and AdamW

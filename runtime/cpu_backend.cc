@@ -59,6 +59,8 @@ class CpuBackend final : public Backend {
   };
   std::unique_ptr<std::byte[], FreeDeleter> arena_;
   std::vector<std::vector<Op>> programs_;
+  std::vector<size_t> step_lengths_, loss_lengths_;  // per stream, a whole step's and a loss-only run's
+  const std::vector<size_t>* lengths_ = &step_lengths_;  // the current step's
   std::chrono::steady_clock::time_point step_start_;
   StepTimeline timeline_;  // per stream, per instruction; each written by its stream's thread
   // Last: its threads run programs_ and must stop before anything above is destroyed.
@@ -73,19 +75,22 @@ CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
   if (!arena_) throw Error("cannot allocate the device arena of " + std::to_string(arena_bytes_) + " bytes");
   std::memset(arena_.get(), 0, rounded);
   programs_ = bindPrograms(plan, store, arena_.get());
+  step_lengths_ = stepLengths(plan, false);
+  loss_lengths_ = stepLengths(plan, true);
   for (const auto& program : programs_) timeline_.emplace_back(program.size());
   const std::vector<int> omp_threads = openmpThreadsPerStream(plan, omp_get_max_threads());
   openblas_set_num_threads(omp_threads.empty() ? 1 : *std::max_element(omp_threads.begin(), omp_threads.end()));
   threads_ = std::make_unique<StreamThreads>(
       static_cast<int>(programs_.size()), plan.num_events(),
       [this](int s) {
-        for (size_t i = 0; i < programs_[s].size(); ++i) execute(s, i);
+        for (size_t i = 0; i < (*lengths_)[s]; ++i) execute(s, i);
       },
       [omp_threads](int s) { omp_set_num_threads(omp_threads[s]); });
 }
 
 StepResult CpuBackend::runStep(const StepOptions& options) {
   optimizer_.beginStep(options);
+  lengths_ = options.loss_only && !options.update ? &loss_lengths_ : &step_lengths_;
   step_start_ = std::chrono::steady_clock::now();
   threads_->runStep();
   return optimizer_.endStep();

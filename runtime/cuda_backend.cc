@@ -85,6 +85,8 @@ class CudaBackend final : public Backend {
   std::vector<cublasHandle_t> blas_;     // per plan stream; null but for compute streams
   std::vector<cudaEvent_t> events_;      // per plan event; null for those the host stream records
   std::vector<std::vector<Op>> programs_;
+  std::vector<size_t> step_lengths_, loss_lengths_;  // per stream, a whole step's and a loss-only run's
+  const std::vector<size_t>* lengths_ = &step_lengths_;  // the current step's
   // The timeline: a pair of timing events around every kernel and copy (per stream, per
   // instruction; null elsewhere), measured from step_start_ (recorded on the GPU as the step
   // begins, when every stream is idle; host tasks are timed from host_start_, the same moment).
@@ -157,6 +159,8 @@ void CudaBackend::setUp(const plan::Plan& plan, HostStore& store, const CudaOpti
   }
 
   programs_ = bindPrograms(plan, store, arena_);
+  step_lengths_ = stepLengths(plan, false);
+  loss_lengths_ = stepLengths(plan, true);
   check(cudaEventCreate(&step_start_), "creating a timing event");
   for (size_t s = 0; s < programs_.size(); ++s) {
     timeline_.emplace_back(programs_[s].size());
@@ -200,12 +204,13 @@ void CudaBackend::release() {
 
 StepResult CudaBackend::runStep(const StepOptions& options) {
   optimizer_.beginStep(options);
+  lengths_ = options.loss_only && !options.update ? &loss_lengths_ : &step_lengths_;
   const auto first_device = std::find_if(streams_.begin(), streams_.end(), [](cudaStream_t s) { return s; });
   if (first_device != streams_.end()) check(cudaEventRecord(step_start_, *first_device), "timing the step");
   host_start_ = std::chrono::steady_clock::now();
   threads_->runStep();
   for (size_t s = 0; s < timing_.size(); ++s)
-    for (size_t i = 0; i < timing_[s].size(); ++i) {
+    for (size_t i = 0; i < (*lengths_)[s]; ++i) {  // the instructions this step ran
       const auto [start, end] = timing_[s][i];
       if (!start) continue;
       float start_ms = 0.0f, end_ms = 0.0f;
@@ -221,7 +226,7 @@ double CudaBackend::sinceStepStart() const {
 }
 
 void CudaBackend::runProgram(int stream) {
-  for (size_t i = 0; i < programs_[stream].size(); ++i) execute(stream, i);
+  for (size_t i = 0; i < (*lengths_)[stream]; ++i) execute(stream, i);
   // The step ends when the GPU has done this stream's work, not when it was issued.
   if (streams_[stream]) check(cudaStreamSynchronize(streams_[stream]), "finishing a stream's step");
 }

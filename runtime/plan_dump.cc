@@ -131,8 +131,11 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
   if (options.schedule) {
     for (int s = 0; s < plan.streams_size(); ++s) {
       const auto& stream = plan.streams(s);
-      out << fmt::format("stream {} '{}' ({}), {} instructions:\n", s, stream.name(),
-                         plan::Stream::Kind_Name(stream.kind()), stream.instructions_size());
+      out << fmt::format("stream {} '{}' ({}), {} instructions{}:\n", s, stream.name(),
+                         plan::Stream::Kind_Name(stream.kind()), stream.instructions_size(),
+                         stream.has_loss_prefix()
+                             ? fmt::format(" (the first {} run for the loss alone)", stream.loss_prefix())
+                             : "");
       for (int i = 0; i < stream.instructions_size(); ++i) {
         const auto& in = stream.instructions(i);
         out << fmt::format("  {:4}  {}", i, describe(plan, in));

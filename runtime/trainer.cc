@@ -349,13 +349,14 @@ int train(const TrainConfig& config) {
     outputs.checkpoints->write(plan, store, {step, resumed.seed, config.steps, resumed.provenance}, config.keep);
     std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), outputs.checkpoints->path().c_str());
   };
-  // The mean loss over the same validation batches every time (no update; the backward still
-  // runs, as the plan is a training step).
+  // The mean loss over the same validation batches every time: no update, and only what the
+  // loss needs runs (the plan's loss prefixes: no backward, no gradients).
   auto validate = [&](int64_t step) {
     if (!val_sampler) return;
     backend->applyPendingUpdate();  // validate the weights after this step's update
     StepOptions eval = options;
     eval.update = false;
+    eval.loss_only = true;
     eval.micro_step = 0, eval.micro_steps = 1;  // one batch each, nothing accumulated
     // Each batch's loss is the mean over its counted targets: weighted by them (all of a batch's
     // without a loss mask), the validation loss is the mean over every counted target.

@@ -251,21 +251,16 @@ void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool nor
          "which this step's overwrite)");
 }
 
-void verifyEvents(const plan::Plan& plan) {
-  // Each event is recorded exactly once per step.
-  std::vector<int> records(plan.num_events(), 0);
-  for (const auto& s : plan.streams())
-    for (const auto& in : s.instructions())
-      if (in.has_record_event() && ++records[in.record_event()] > 1)
-        fail("event " + std::to_string(in.record_event()) + " is recorded twice");
-  // Simulate the streams: a plan whose waits can never all be satisfied is a deadlock.
+// Runs each stream's first `limits[s]` instructions as the backends do; fails with `what` and the
+// first wait that can never be satisfied.
+void checkRuns(const plan::Plan& plan, const std::vector<int>& limits, const std::string& what) {
   std::vector<int> pc(plan.streams_size(), 0);
   std::vector<bool> recorded(plan.num_events(), false);
   for (bool progress = true; progress;) {
     progress = false;
     for (int s = 0; s < plan.streams_size(); ++s) {
       const auto& instrs = plan.streams(s).instructions();
-      while (pc[s] < instrs.size()) {
+      while (pc[s] < limits[s]) {
         const auto& in = instrs[pc[s]];
         if (in.has_wait_event() && !recorded[in.wait_event()]) break;
         if (in.has_record_event()) recorded[in.record_event()] = true;
@@ -275,10 +270,49 @@ void verifyEvents(const plan::Plan& plan) {
     }
   }
   for (int s = 0; s < plan.streams_size(); ++s)
-    if (pc[s] < plan.streams(s).instructions_size())
-      fail("the streams deadlock: " + where(s, pc[s]) + " waits for event " +
-           std::to_string(plan.streams(s).instructions(pc[s]).wait_event()) +
-           " that is never recorded before it");
+    if (pc[s] < limits[s])
+      fail(what + ": " + where(s, pc[s]) + " waits for event " +
+           std::to_string(plan.streams(s).instructions(pc[s]).wait_event()) + " that is never recorded before it");
+}
+
+// Plan 1.9's loss prefixes: on every stream of a training plan or none, within the stream, a
+// run of them deadlock-free, and the loss copied out within them.
+void verifyLossPrefixes(const plan::Plan& plan) {
+  int with = 0;
+  for (const auto& s : plan.streams()) with += s.has_loss_prefix();
+  if (with == 0) return;
+  if (with != plan.streams_size()) fail("loss prefixes on some streams only");
+  if (!isTrainingPlan(plan)) fail("loss prefixes in a forward-only plan");
+  std::vector<int> limits;
+  bool loss_copied = false;
+  for (int s = 0; s < plan.streams_size(); ++s) {
+    const auto& stream = plan.streams(s);
+    if (stream.loss_prefix() > static_cast<uint32_t>(stream.instructions_size()))
+      fail("stream " + std::to_string(s) + "'s loss prefix (" + std::to_string(stream.loss_prefix()) +
+           ") is past its instructions");
+    limits.push_back(static_cast<int>(stream.loss_prefix()));
+    for (int i = 0; i < limits.back(); ++i) {
+      const auto& in = stream.instructions(i);
+      loss_copied |= in.has_copy() && in.copy().direction() == plan::Copy::DEVICE_TO_HOST &&
+                     plan.host_tensors(static_cast<int>(in.copy().host_tensor())).role() == plan::ROLE_LOSS;
+    }
+  }
+  if (!loss_copied) fail("the loss prefixes do not copy the loss out");
+  checkRuns(plan, limits, "a loss-only run deadlocks");
+}
+
+void verifyEvents(const plan::Plan& plan) {
+  // Each event is recorded exactly once per step.
+  std::vector<int> records(plan.num_events(), 0);
+  for (const auto& s : plan.streams())
+    for (const auto& in : s.instructions())
+      if (in.has_record_event() && ++records[in.record_event()] > 1)
+        fail("event " + std::to_string(in.record_event()) + " is recorded twice");
+  // Simulate the streams: a plan whose waits can never all be satisfied is a deadlock.
+  std::vector<int> whole;
+  for (const auto& s : plan.streams()) whole.push_back(s.instructions_size());
+  checkRuns(plan, whole, "the streams deadlock");
+  verifyLossPrefixes(plan);
 }
 
 }  // namespace

@@ -55,6 +55,9 @@ void tryPlan(plan::Plan plan, Counts& counts) {
     StepOptions options;
     options.grad_clip = 0.0;  // what any plan accepts (an on-arrival one cannot clip)
     backend->runStep(options);
+    options.update = false;  // and a validation step: the loss prefixes alone (plan 1.9)
+    options.loss_only = true;
+    backend->runStep(options);
     ++counts.executed;
   } catch (const Error& e) {  // e.g. more memory than the machine has
     ++counts.rejected;
@@ -259,6 +262,39 @@ TEST_F(PlanMutationTest, AWaitOnAnEventNeverRecordedIsADeadlockError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
   }
+}
+
+// Plan 1.9's loss prefixes: what a validation step runs must be on every stream, inside it,
+// copy the loss out and never wait for what it does not run.
+TEST_F(PlanMutationTest, LossPrefixesAreCheckedLikeTheStepsThemselves) {
+  auto expectRejected = [](const plan::Plan& plan, const std::string& wanted) {
+    try {
+      verifyPlan(plan);
+      ADD_FAILURE() << "verified a plan that should fail with: " << wanted;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(wanted), std::string::npos) << e.what();
+    }
+  };
+  int compute = -1, d2h = -1;
+  for (int s = 0; s < original_.streams_size(); ++s) {
+    ASSERT_TRUE(original_.streams(s).has_loss_prefix()) << "stream " << s;
+    if (original_.streams(s).kind() == plan::Stream::COMPUTE) compute = s;
+    if (original_.streams(s).kind() == plan::Stream::DEVICE_TO_HOST) d2h = s;
+  }
+  ASSERT_GE(compute, 0);
+  ASSERT_GE(d2h, 0);
+  plan::Plan past = original_;
+  past.mutable_streams(0)->set_loss_prefix(past.streams(0).instructions_size() + 1);
+  expectRejected(past, "past its instructions");
+  plan::Plan some = original_;
+  some.mutable_streams(1)->clear_loss_prefix();
+  expectRejected(some, "loss prefixes on some streams only");
+  plan::Plan no_loss = original_;
+  no_loss.mutable_streams(d2h)->set_loss_prefix(0);
+  expectRejected(no_loss, "do not copy the loss out");
+  plan::Plan cut = original_;  // the loss's copy out waits for a kernel the run would not reach
+  cut.mutable_streams(compute)->set_loss_prefix(0);
+  expectRejected(cut, "a loss-only run deadlocks");
 }
 
 // The deferred update reads the previous step's gradients: after this step's norm they are

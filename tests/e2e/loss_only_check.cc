@@ -1,0 +1,72 @@
+// loss_only_check PLAN [WEIGHTS]: runs one validation batch of PLAN twice on the CPU backend —
+// the whole step without its update, then the loss-only run (the plan's loss prefixes) — and
+// fails unless both losses are the same bits and the loss-only run ran fewer instructions.
+// Prints the share of each stream the loss-only run executes and each way's best time of three. Used by tests/e2e/loss_only.sh.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "runtime/backend.h"
+#include "runtime/error.h"
+#include "runtime/host_store.h"
+#include "runtime/plan_format.h"
+#include "runtime/safetensors.h"
+#include "runtime/stream_program.h"
+#include "runtime/verifier.h"
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: loss_only_check PLAN [WEIGHTS]\n");
+    return 2;
+  }
+  try {
+    const mt::plan::Plan plan = mt::readPlan(argv[1]);
+    mt::verifyPlan(plan);
+    mt::HostStore store(plan);
+    store.initialize(plan.init_seed());
+    if (argc > 2) store.loadParams(mt::SafetensorsFile(argv[2]));
+    const int64_t vocab = plan.model().vocab();
+    int32_t* tokens = store.i32(store.tokens());
+    int32_t* targets = store.i32(store.targets());
+    for (int64_t i = 0; i < store.numel(store.tokens()); ++i) {
+      tokens[i] = static_cast<int32_t>((i * 7919 + 13) % vocab);
+      targets[i] = static_cast<int32_t>((i * 104729 + 7) % vocab);
+    }
+    auto backend = mt::createCpuBackend(plan, store);
+    mt::StepOptions eval;
+    eval.update = false;
+    eval.grad_clip = 0;  // (an on-arrival plan takes none; nothing is updated here anyway)
+    // Each way three times: the loss of the last, the best time.
+    auto run = [&](bool loss_only, double& best_ms) {
+      eval.loss_only = loss_only;
+      float loss = 0;
+      best_ms = 1e30;
+      for (int i = 0; i < 3; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        loss = backend->runStep(eval).loss;
+        best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      }
+      return loss;
+    };
+    double whole_ms = 0, loss_only_ms = 0;
+    const float whole = run(false, whole_ms);
+    const float loss_only = run(true, loss_only_ms);
+    const auto all = mt::stepLengths(plan, false), prefix = mt::stepLengths(plan, true);
+    size_t ran = 0, total = 0;
+    for (size_t s = 0; s < all.size(); ++s) {
+      std::printf("  %s: %zu of %zu instructions\n", plan.streams(static_cast<int>(s)).name().c_str(), prefix[s], all[s]);
+      ran += prefix[s], total += all[s];
+    }
+    std::printf("loss %.9g (whole step, %.1f ms), %.9g (loss only: %zu of %zu instructions, %.1f ms)\n", whole, whole_ms,
+                loss_only, ran, total, loss_only_ms);
+    if (std::memcmp(&whole, &loss_only, sizeof(float)) != 0 || ran >= total) {
+      std::printf("FAILED\n");
+      return 1;
+    }
+    return 0;
+  } catch (const mt::Error& e) {
+    std::fprintf(stderr, "loss_only_check: error: %s\n", e.what());
+    return 1;
+  }
+}
