@@ -18,7 +18,8 @@ namespace mt {
 namespace {
 
 // `deferred` with its ADAMW_PREVIOUS tasks replaced by one ADAMW task at the end of the host
-// stream (the events they recorded stay, recorded where the tasks were).
+// stream (the events they recorded stay, recorded where the tasks were; the loss prefixes
+// shrink by the tasks they held).
 plan::Plan immediateUpdate(const plan::Plan& deferred) {
   plan::Plan plan = deferred;
   plan::HostTask adamw;
@@ -30,6 +31,9 @@ plan::Plan immediateUpdate(const plan::Plan& deferred) {
         continue;
       for (uint32_t p : instrs->Get(i).host_task().tensors()) adamw.add_tensors(p);
       instrs->DeleteSubrange(i, 1);
+      // A loss-only run (plan 1.9) runs what it ran before, less the task.
+      if (stream.has_loss_prefix() && static_cast<uint32_t>(i) < stream.loss_prefix())
+        stream.set_loss_prefix(stream.loss_prefix() - 1);
     }
     if (stream.kind() == plan::Stream::HOST) *stream.add_instructions()->mutable_host_task() = adamw;
   }

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "runtime/checksum.h"
+#include "tests/runtime/expect_error.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 #include "runtime/token_data.h"
@@ -27,16 +28,7 @@ void writeAll(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
-// Expects `f` to throw mt::Error whose message contains `needle`.
-template <typename F>
-void expectError(F f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using test::expectError;
 
 TEST(TokenFile, RoundTripsAndRejectsCorruption) {
   const std::string path = temp("ok.tok");

@@ -16,6 +16,7 @@
 #include "runtime/host_store.h"
 #include "runtime/op_table.h"
 #include "runtime/verifier.h"
+#include "tests/runtime/expect_error.h"
 #include "tests/runtime/scratch_path.h"
 
 namespace mt {
@@ -62,6 +63,11 @@ void tryPlan(plan::Plan plan, Counts& counts) {
   } catch (const Error& e) {  // e.g. more memory than the machine has
     ++counts.rejected;
   }
+}
+
+// Expects the verifier to refuse `plan` with a message containing `wanted`.
+void expectRejected(const plan::Plan& plan, const std::string& wanted) {
+  test::expectError([&] { verifyPlan(plan); }, wanted);
 }
 
 plan::Plan parseOrEmpty(const std::string& bytes, bool* ok) {
@@ -267,14 +273,6 @@ TEST_F(PlanMutationTest, AWaitOnAnEventNeverRecordedIsADeadlockError) {
 // Plan 1.9's loss prefixes: what a validation step runs must be on every stream, inside it,
 // copy the loss out and never wait for what it does not run.
 TEST_F(PlanMutationTest, LossPrefixesAreCheckedLikeTheStepsThemselves) {
-  auto expectRejected = [](const plan::Plan& plan, const std::string& wanted) {
-    try {
-      verifyPlan(plan);
-      ADD_FAILURE() << "verified a plan that should fail with: " << wanted;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(wanted), std::string::npos) << e.what();
-    }
-  };
   int compute = -1, d2h = -1;
   for (int s = 0; s < original_.streams_size(); ++s) {
     ASSERT_TRUE(original_.streams(s).has_loss_prefix()) << "stream " << s;
@@ -300,14 +298,6 @@ TEST_F(PlanMutationTest, LossPrefixesAreCheckedLikeTheStepsThemselves) {
 // The deferred update reads the previous step's gradients: after this step's norm they are
 // overwritten; and a plan updates either one way or the other.
 TEST_F(PlanMutationTest, TheDeferredUpdateMustPrecedeTheNormAndNotMixWithImmediateAdamw) {
-  auto expectRejected = [](const plan::Plan& plan, const std::string& wanted) {
-    try {
-      verifyPlan(plan);
-      ADD_FAILURE() << "verified a plan that should fail with: " << wanted;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(wanted), std::string::npos) << e.what();
-    }
-  };
   plan::Plan moved = original_;
   int found = -1;  // the stream
   for (int s = 0; s < moved.streams_size() && found < 0; ++s) {

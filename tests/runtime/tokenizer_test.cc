@@ -10,6 +10,7 @@
 #include "runtime/hf_tokenizer.h"
 #include "runtime/instruction_data.h"
 #include "runtime/utf8.h"
+#include "tests/runtime/expect_error.h"
 #include "tests/runtime/scratch_path.h"
 
 namespace mt {
@@ -53,15 +54,7 @@ std::vector<uint32_t> bytesOf(const std::string& text) {
   return {reinterpret_cast<const unsigned char*>(text.data()), reinterpret_cast<const unsigned char*>(text.data()) + text.size()};
 }
 
-template <typename F>
-void expectError(F f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using test::expectError;
 
 TEST(HfTokenizer, MergesLowestRankFirst) {
   // "b c" ranks before "a b": abc -> a, bc (not ab, c).
