@@ -92,9 +92,11 @@ class Block(nn.Module):
 
 
 class LM(nn.Module):
-    def __init__(self, family, layers, width, heads, kv_heads, vocab, context=1024, gelu="exact"):
+    def __init__(self, family, layers, width, heads, kv_heads, vocab, context=1024, gelu="exact", dropout=None):
         super().__init__()
         self.family = family
+        # nanoGPT's dropout after the embeddings and before the final norm (None: no module at all).
+        self.drop = nn.Dropout(dropout) if dropout is not None else nn.Identity()
         ffn = 4 * width if family == "gpt2" else (8 * width // 3 + 7) // 8 * 8
         self.wte = nn.Embedding(vocab, width)
         if family == "gpt2":
@@ -112,9 +114,10 @@ class LM(nn.Module):
         x = self.wte(tokens)
         if self.family == "gpt2":
             x = x + self.wpe(torch.arange(tokens.shape[1]))
+        x = self.drop(x)
         for block in self.blocks:
             x = block(x)
-        return self.head(self.ln_f(x))
+        return self.head(self.ln_f(self.drop(x)))
 
 
 class WithLoss(nn.Module):
@@ -145,10 +148,11 @@ def main():
     ap.add_argument("--with-loss", action="store_true")
     ap.add_argument("--external", action="store_true")
     ap.add_argument("--gelu", choices=["exact", "tanh"], default="exact", help="GPT-2's GELU (GPT-2 itself: tanh)")
+    ap.add_argument("--dropout", type=float, default=None, help="nn.Dropout(p) modules, as nanoGPT has them")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     kv = a.kv_heads or (a.heads if a.family == "gpt2" else max(1, a.heads // 2))
-    model = LM(a.family, a.layers, a.width, a.heads, kv, a.vocab, gelu=a.gelu)
+    model = LM(a.family, a.layers, a.width, a.heads, kv, a.vocab, gelu=a.gelu, dropout=a.dropout)
     if a.state:
         torch.save(model.state_dict(), a.state)
     tokens = torch.zeros(a.batch, a.seq, dtype=torch.long)

@@ -1,5 +1,6 @@
 // The lowering of each supported ONNX op: folded when its inputs are known at compile time
 // (shape arithmetic), else built from `mt` ops.
+#include <cstdio>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -269,6 +270,32 @@ void identityOp(Importer& im) {
   const std::string& out = im.node().output(0);
   if (im.isTrainableInitializer(im.input(0)) && out.find("::") == std::string::npos)
     return im.aliasInitializer(im.input(0), out);
+  reshapeTo(im, im.input(0).shape);
+}
+
+// Dropout where it drops nothing: not training (an eval export, or training_mode false, ONNX's
+// default) or a ratio of 0 (nanoGPT's dropout = 0.0): the identity, its mask all true. Dropping
+// at random in training needs a mask that recompute and both backends reproduce: refused.
+void dropoutOp(Importer& im) {
+  const double ratio = im.hasInput(1) ? scalarInput(im, 1, "ratio") : 0.5;
+  const bool training = im.hasInput(2) && scalarInput(im, 2, "training_mode") != 0;
+  if (!(ratio >= 0 && ratio < 1)) malformed(im.where() + ": Dropout's ratio must lie in [0, 1)");
+  if (training && ratio != 0) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", ratio);
+    unsupported(im.where() + ": Dropout with ratio " + text +
+                " in training mode (random dropping is not implemented yet): export with dropout 0, or in eval mode");
+  }
+  // The mask, a compile-time constant where it is small enough to be one (exporters name it but
+  // training graphs leave it unread; a node reading a larger one finds no such value).
+  const int64_t numel = checkedNumel(im.input(0).shape, im.where());
+  if (im.node().output_size() > 1 && !im.node().output(1).empty() && numel <= (int64_t{1} << 26)) {
+    Const mask;
+    mask.kind = Const::Kind::Bool;
+    mask.shape = im.input(0).shape;
+    mask.values.assign(static_cast<size_t>(numel), 1.0);
+    im.setOutput(1, std::move(mask), TP::BOOL);
+  }
   reshapeTo(im, im.input(0).shape);
 }
 
@@ -815,6 +842,7 @@ const std::map<std::string, OpLowering>& loweringTable() {
       {"ConstantOfShape", {constantOfShapeOp, 1, 1}},
       {"Cos", {foldOnlyUnaryOp<0>, 1, 1}},
       {"Div", {binaryOp<BinaryFn::Div>, 2, 2}},
+      {"Dropout", {dropoutOp, 1, 3}},
       {"Einsum", {einsumOp, 1, 1 << 16}},
       {"Equal", {compareOp<0>, 2, 2}},
       {"Erf", {unaryOp<UnaryFn::Erf>, 1, 1}},

@@ -10,7 +10,8 @@ ONNX's checker and, imported again, starts from exactly the trained weights.
 usage: /usr/bin/python3 tests/e2e/onnx_parity.py BIN_DIR WORK_DIR FAMILY OPSET MODE [mtc flags...]
 MODE: train or eval (the export mode), or train-loss (a training export whose graph takes the
 targets and computes its own SoftmaxCrossEntropyLoss) or train-external (initializers in an
-external-data file).
+external-data file) or train-dropout0 (nanoGPT's nn.Dropout(0.0) modules: Dropout nodes that drop
+nothing; and the same model with p = 0.1 refused by name, since mtc does not drop at random yet).
 """
 import json
 import os
@@ -46,7 +47,7 @@ def main():
     gelu = "tanh" if opset == "14" else "exact"  # both GELUs, each recognised by mt-fuse
     ref.run(["/usr/bin/python3", onnx_export.__file__, family, model_path, "--opset", opset, "--mode", mode,
          "--batch", str(BATCH), "--seq", str(SEQ), "--state", state, "--gelu", gelu] +
-        {"": [], "loss": ["--with-loss"], "external": ["--external"]}[variant])
+        {"": [], "loss": ["--with-loss"], "external": ["--external"], "dropout0": ["--dropout", "0"]}[variant])
     ref.run([f"{bin_dir}/mtc", model_path, "-o", plan] + extra)
     log, final = os.path.join(work, "log.jsonl"), os.path.join(work, "final.safetensors")
     ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--log", log, "--export", final,
@@ -145,6 +146,14 @@ def main():
     print(f"losses: {SCHEDULE.steps} steps, first {torch_losses[0]:.4f} last {torch_losses[-1]:.4f}, worst relative "
           f"difference {worst_loss:.3e}; final weights: {compared} tensors, worst relative error {worst_w:.3e} "
           f"({worst_name}); left out, zero gradient: {sorted(zero_grad)}")
+    if variant == "dropout0":  # the same model dropping at random is refused by name
+        dropping = os.path.join(work, "dropout.onnx")
+        ref.run(["/usr/bin/python3", onnx_export.__file__, family, dropping, "--opset", opset, "--mode", "train",
+                 "--batch", str(BATCH), "--seq", str(SEQ), "--dropout", "0.1"])
+        out = subprocess.run([f"{bin_dir}/mtc", dropping, "-o", os.path.join(work, "dropout.plan")],
+                             capture_output=True, text=True)
+        if out.returncode != 1 or "Dropout with ratio 0.1 in training mode" not in out.stderr:
+            failures.append(f"a training export dropping at random: exit {out.returncode}, {out.stderr!r}")
     ref.finish(f"onnx {family} opset {opset} {mode} {variant}", failures)
 
 
