@@ -110,9 +110,17 @@ bool boolMember(const json& object, const char* key, bool fallback, const Where&
   if (!object.at(key).is_boolean()) throw where.error(std::string("'") + key + "' is not true or false");
   return object.at(key).get<bool>();
 }
-uint32_t idValue(const json& value, const Where& where) {
-  if (!value.is_number_unsigned() || value.get<uint64_t>() >= (uint64_t{1} << 31))
-    throw where.error("an id " + value.dump() + " that is not a whole number below 2^31");
+// Ids are whole numbers below twice the tokens the file defines (its vocabulary and added
+// tokens; real ones count from 0 without gaps) plus 1024: tables indexed by id stay of the
+// file's order of size, whatever a hostile file claims.
+uint64_t idLimit(uint64_t tokens) { return std::min<uint64_t>(2 * tokens + 1024, uint64_t{1} << 31); }
+
+uint32_t idValue(const json& value, uint64_t limit, const Where& where) {
+  if (!value.is_number_unsigned())
+    throw where.error("an id " + value.dump() + " that is not a whole number");
+  if (value.get<uint64_t>() >= limit)
+    throw where.error("an id " + value.dump() + " far past the tokens the file defines (ids must stay below " +
+                      std::to_string(limit) + ": twice their number plus 1024)");
   return value.get<uint32_t>();
 }
 std::string typeOf(const json& component, const Where& where) { return stringMember(component, "type", where); }
@@ -238,6 +246,7 @@ struct HfTokenizer::Impl {
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> merges;  // (left id, right id) -> (rank, merged id)
   std::array<uint32_t, 256> byte_ids{};             // each byte's own token
   bool ignore_merges = false;
+  uint64_t id_limit = 0;  // ids are below it (idLimit)
 
   std::vector<AddedToken> added;  // stable: the splitters point into it
   std::vector<bool> special;      // id -> an added token marked special
@@ -296,7 +305,7 @@ void HfTokenizer::Impl::readModel(const json& model, const Where& where) {
   if (!vocab_json.is_object()) throw where.error("'vocab' is not an object of token -> id");
   uint32_t size = 0;
   for (const auto& [token, id_json] : vocab_json.items()) {
-    const uint32_t id = idValue(id_json, where);
+    const uint32_t id = idValue(id_json, id_limit, where);
     vocab[token] = id;
     size = std::max(size, id + 1);
   }
@@ -342,7 +351,7 @@ void HfTokenizer::Impl::readAddedTokens(const json& list, const Where& where) {
   added.reserve(list.size());  // the splitters keep pointers into it
   for (const json& item : list) {
     AddedToken token;
-    token.id = idValue(member(item, "id", where), where);
+    token.id = idValue(member(item, "id", where), id_limit, where);
     token.content = stringMember(item, "content", where);
     token.special = boolMember(item, "special", false, where);
     token.normalized = boolMember(item, "normalized", !token.special, where);
@@ -382,7 +391,7 @@ void HfTokenizer::Impl::readPostProcessor(const json& post, const Where& where) 
     const std::string name = stringMember(piece.at("SpecialToken"), "id", where);
     const json& ids = member(member(specials, name.c_str(), where), "ids", where);
     if (!ids.is_array()) throw where.error("special token " + name + "'s 'ids' is not a list");
-    for (const json& id : ids) (seen_sequence ? suffix : prefix).push_back(idValue(id, where));
+    for (const json& id : ids) (seen_sequence ? suffix : prefix).push_back(idValue(id, id_limit, where));
   }
   if (!seen_sequence) throw where.error("TemplateProcessing's 'single' has no Sequence");
 }
@@ -401,8 +410,11 @@ HfTokenizer::HfTokenizer(const std::string& tokenizer_json) : path_(tokenizer_js
   bool byte_level = false;
   t.readPreTokenizer(optional("pre_tokenizer"), Where{path_, "pre_tokenizer"}, byte_level);
   if (!byte_level) throw Where{path_, "pre_tokenizer"}.unsupported("a pre-tokenizer without ByteLevel");
-  t.readModel(member(file, "model", Where{path_, "file"}), Where{path_, "model"});
-  t.readAddedTokens(optional("added_tokens"), Where{path_, "added_tokens"});
+  const json& model = member(file, "model", Where{path_, "file"});
+  const json& added = optional("added_tokens");
+  t.id_limit = idLimit((model.contains("vocab") ? model.at("vocab").size() : 0) + (added.is_array() ? added.size() : 0));
+  t.readModel(model, Where{path_, "model"});
+  t.readAddedTokens(added, Where{path_, "added_tokens"});
   t.readPostProcessor(optional("post_processor"), Where{path_, "post_processor"});
   const json& decoder = optional("decoder");
   if (!decoder.is_null() && typeOf(decoder, Where{path_, "decoder"}) != "ByteLevel")
