@@ -40,11 +40,4 @@ std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStor
   return programs;
 }
 
-std::vector<size_t> stepLengths(const plan::Plan& plan, bool loss_only) {
-  std::vector<size_t> lengths;
-  for (const auto& stream : plan.streams())
-    lengths.push_back(loss_only && stream.has_loss_prefix() ? stream.loss_prefix() : stream.instructions_size());
-  return lengths;
-}
-
 }  // namespace mt

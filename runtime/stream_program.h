@@ -37,8 +37,4 @@ using Op = std::variant<KernelOp, CopyOp, RecordOp, WaitOp, HostTaskOp>;
 // be verified; `arena` is the device arena's base (host memory on the CPU backend).
 std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStore& store, std::byte* arena);
 
-// How many of each stream's instructions a step runs: all of them, or with `loss_only` the
-// plan's loss prefixes (all of them in a plan that has none).
-std::vector<size_t> stepLengths(const plan::Plan& plan, bool loss_only);
-
 }  // namespace mt

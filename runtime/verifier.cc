@@ -253,8 +253,8 @@ void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool nor
 
 // Runs each stream's first `limits[s]` instructions as the backends do; fails with `what` and the
 // first wait that can never be satisfied.
-void checkRuns(const plan::Plan& plan, const std::vector<int>& limits, const std::string& what) {
-  std::vector<int> pc(plan.streams_size(), 0);
+void checkRuns(const plan::Plan& plan, const std::vector<size_t>& limits, const std::string& what) {
+  std::vector<size_t> pc(plan.streams_size(), 0);
   std::vector<bool> recorded(plan.num_events(), false);
   for (bool progress = true; progress;) {
     progress = false;
@@ -283,16 +283,15 @@ void verifyLossPrefixes(const plan::Plan& plan) {
   if (with == 0) return;
   if (with != plan.streams_size()) fail("loss prefixes on some streams only");
   if (!isTrainingPlan(plan)) fail("loss prefixes in a forward-only plan");
-  std::vector<int> limits;
+  const std::vector<size_t> limits = stepLengths(plan, /*loss_only=*/true);
   bool loss_copied = false;
   for (int s = 0; s < plan.streams_size(); ++s) {
     const auto& stream = plan.streams(s);
-    if (stream.loss_prefix() > static_cast<uint32_t>(stream.instructions_size()))
-      fail("stream " + std::to_string(s) + "'s loss prefix (" + std::to_string(stream.loss_prefix()) +
+    if (limits[s] > static_cast<size_t>(stream.instructions_size()))
+      fail("stream " + std::to_string(s) + "'s loss prefix (" + std::to_string(limits[s]) +
            ") is past its instructions");
-    limits.push_back(static_cast<int>(stream.loss_prefix()));
-    for (int i = 0; i < limits.back(); ++i) {
-      const auto& in = stream.instructions(i);
+    for (size_t i = 0; i < limits[s]; ++i) {
+      const auto& in = stream.instructions(static_cast<int>(i));
       loss_copied |= in.has_copy() && in.copy().direction() == plan::Copy::DEVICE_TO_HOST &&
                      plan.host_tensors(static_cast<int>(in.copy().host_tensor())).role() == plan::ROLE_LOSS;
     }
@@ -309,13 +308,18 @@ void verifyEvents(const plan::Plan& plan) {
       if (in.has_record_event() && ++records[in.record_event()] > 1)
         fail("event " + std::to_string(in.record_event()) + " is recorded twice");
   // Simulate the streams: a plan whose waits can never all be satisfied is a deadlock.
-  std::vector<int> whole;
-  for (const auto& s : plan.streams()) whole.push_back(s.instructions_size());
-  checkRuns(plan, whole, "the streams deadlock");
+  checkRuns(plan, stepLengths(plan, /*loss_only=*/false), "the streams deadlock");
   verifyLossPrefixes(plan);
 }
 
 }  // namespace
+
+std::vector<size_t> stepLengths(const plan::Plan& plan, bool loss_only) {
+  std::vector<size_t> lengths;
+  for (const auto& stream : plan.streams())
+    lengths.push_back(loss_only && stream.has_loss_prefix() ? stream.loss_prefix() : stream.instructions_size());
+  return lengths;
+}
 
 int gradLandingTensor(const plan::Plan& plan) {
   for (int i = 0; i < plan.host_tensors_size(); ++i)

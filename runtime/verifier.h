@@ -15,6 +15,10 @@ void verifyPlan(const plan::Plan& plan);
 // Whether the plan is a training step (it has a loss) rather than a forward-only evaluation.
 bool isTrainingPlan(const plan::Plan& plan);
 
+// How many of each stream's instructions a step runs: all of them, or with `loss_only` the
+// plan's loss prefixes (plan 1.9: what the loss needs; all of them in a plan that has none).
+std::vector<size_t> stepLengths(const plan::Plan& plan, bool loss_only);
+
 // The plan's ROLE_GRAD_LANDING tensor (every gradient is a view into it), or -1.
 int gradLandingTensor(const plan::Plan& plan);
 

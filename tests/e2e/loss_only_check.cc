@@ -12,7 +12,6 @@
 #include "runtime/host_store.h"
 #include "runtime/plan_format.h"
 #include "runtime/safetensors.h"
-#include "runtime/stream_program.h"
 #include "runtime/verifier.h"
 
 int main(int argc, char** argv) {
