@@ -344,7 +344,6 @@ void HfTokenizer::Impl::readModel(const json& model, const Where& where) {
   }
 }
 
-
 void HfTokenizer::Impl::readAddedTokens(const json& list, const Where& where) {
   if (list.is_null()) return;
   if (!list.is_array()) throw where.error("'added_tokens' is not a list");
@@ -428,10 +427,10 @@ HfTokenizer::HfTokenizer(const std::string& tokenizer_json) : path_(tokenizer_js
     t.token_of[token.id] = token.content;
     t.special[token.id] = token.special;
   }
-  for (uint32_t id : t.prefix)
-    if (id >= vocab_size_) throw Where{path_, "post_processor"}.error("special id " + std::to_string(id) + " is past the vocabulary");
-  for (uint32_t id : t.suffix)
-    if (id >= vocab_size_) throw Where{path_, "post_processor"}.error("special id " + std::to_string(id) + " is past the vocabulary");
+  for (const auto* ids : {&t.prefix, &t.suffix})
+    for (uint32_t id : *ids)
+      if (id >= vocab_size_)
+        throw Where{path_, "post_processor"}.error("special id " + std::to_string(id) + " is past the vocabulary");
   // ByteLevel's decoder: a token whose characters are all in the byte-level alphabet stands for
   // those bytes; any other token for its own UTF-8.
   t.text_of.resize(vocab_size_);
