@@ -100,9 +100,7 @@ def resume(bin_dir, data, failures):
 
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    os.chdir(work)
+    ref.fresh_work_dir(work)
     data = ref.make_corpus(bin_dir, work)
     failures = []
     for name, flags in VARIANTS.items():

@@ -8,6 +8,7 @@
 # usage: chat_vs_node.sh BIN_DIR WORK_DIR
 set -euo pipefail
 bin=$1 work=$2
+here=$(cd "$(dirname "$0")" && pwd)
 modules=/usr/local/share/megatrain/node_modules
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 /usr/bin/python3 - <<'PY'
@@ -86,15 +87,15 @@ node reference.mjs
 status=0
 for name in qwen3 llama3; do
   "$bin/mttok" --tokenizer "$name" --chat data.jsonl -o "$name.tok"
-  /usr/bin/python3 - "$name" <<'PY' || status=1
-import json, struct, sys
+  /usr/bin/python3 - "$name" "$here" <<'PY' || status=1
+import json, sys
 name = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+import mt_reference as ref
 want = json.load(open(f"node_{name}.json"))
-data = open(f"{name}.tok", "rb").read()
-magic, version, width, count, vocab = data[:8], *struct.unpack("<IIQI", data[8:28])
-assert magic == b"MTTOKENS" and version == 2, (magic, version)
-ids = list(struct.unpack(f"<{count}{'H' if width == 2 else 'I'}", data[32:32 + count * width]))
-mask = list(data[32 + count * width:])
+ids, mask, _ = ref.read_token_file(f"{name}.tok")
+assert mask is not None, "no loss mask"
+ids, mask = ids.tolist(), mask.tolist()
 bad = [i for i in range(max(len(ids), len(want["ids"])))
        if i >= len(ids) or i >= len(want["ids"]) or ids[i] != want["ids"][i] or mask[i] != want["mask"][i]]
 print(f"{name}: {len(ids)} tokens ({len(want['ids'])} in the reference), {sum(mask)} counted ({sum(want['mask'])}), "

@@ -8,7 +8,6 @@ seed another; a plan of batch 3 gives three samples, alike when greedy; a traini
 refused. usage: /usr/bin/python3 tests/e2e/generate.py BIN_DIR WORK_DIR
 """
 import os
-import shutil
 import subprocess
 import sys
 
@@ -44,9 +43,7 @@ def torch_greedy(params, cfg, prompt, steps, window):
 
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    os.chdir(work)
+    ref.fresh_work_dir(work)
     failures = []
     with open("corpus.txt", "w") as f:
         f.write(LINE * 300)

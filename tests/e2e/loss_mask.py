@@ -9,7 +9,6 @@ weights as they were (each step says it updated nothing).
 usage: loss_mask.py BIN_DIR WORK_DIR"""
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -34,9 +33,7 @@ def log_of(path):
 
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    os.chdir(work)
+    ref.fresh_work_dir(work)
     tokens = ref.read_tokens(ref.make_corpus(bin_dir, work))
     # "Prompts" and "responses": runs of uneven lengths, so that micro-batches count different
     # numbers of targets (the accumulation must weigh them).

@@ -7,6 +7,7 @@ Run with /usr/bin/python3 (Debian's torch 1.13).
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -35,6 +36,13 @@ def read_safetensors(path):
     return out
 
 
+def fresh_work_dir(work):
+    """Empties (or makes) the test's WORK folder and enters it."""
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    os.chdir(work)
+
+
 def run(cmd):
     """Runs a command of the test, echoing it; fails the test if it fails."""
     print("+", " ".join(cmd), flush=True)
@@ -51,13 +59,20 @@ def make_corpus(bin_dir, work):
     return data
 
 
-def read_tokens(path):
+def read_token_file(path):
+    """A token file (runtime/token_data.h): its ids, its loss mask (None in version 1), its vocabulary."""
     with open(path, "rb") as f:
         data = f.read()
     assert data[:8] == b"MTTOKENS"
-    _, width, count, _ = struct.unpack("<IIQI", data[8:28])
+    version, width, count, vocab = struct.unpack("<IIQI", data[8:28])
     dtype = "<u2" if width == 2 else "<u4"
-    return np.frombuffer(data[32:32 + count * width], dtype=dtype).astype(np.int64)
+    ids = np.frombuffer(data[32:32 + count * width], dtype=dtype).astype(np.int64)
+    counted = np.frombuffer(data[32 + count * width:], dtype=np.uint8) if version == 2 else None
+    return ids, counted, vocab
+
+
+def read_tokens(path):
+    return read_token_file(path)[0]
 
 
 def _mix(x):

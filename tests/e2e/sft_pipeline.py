@@ -10,7 +10,6 @@ usage: /usr/bin/python3 tests/e2e/sft_pipeline.py BIN_DIR WORK_DIR
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -49,21 +48,9 @@ def instruction_data(path):
             f.write(json.dumps(e, ensure_ascii=False) + "\n")
 
 
-def read_masked_tokens(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    version, width, count, vocab = struct.unpack("<IIQI", data[8:28])
-    assert data[:8] == b"MTTOKENS" and version == 2, (data[:8], version)
-    ids = np.frombuffer(data[32:32 + count * width], dtype="<u2" if width == 2 else "<u4").astype(np.int64)
-    counted = np.frombuffer(data[32 + count * width:], dtype=np.uint8)
-    return ids, counted, vocab
-
-
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    os.chdir(work)
+    ref.fresh_work_dir(work)
     failures = []
     weights = hf.hf_weights(SPEC["config"], qkv_bias=True, dtype=SPEC["dtype"], seed=5)
     hf.write_folder("qwen", SPEC, weights)
@@ -71,7 +58,8 @@ def main():
         shutil.copy(os.path.join(TOKENIZER, name), os.path.join("qwen", name))
     instruction_data("sft.jsonl")
     ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--chat", "sft.jsonl", "-o", "sft.tok"])
-    tokens, counted, vocab = read_masked_tokens("sft.tok")
+    tokens, counted, vocab = ref.read_token_file("sft.tok")
+    assert counted is not None, "mttok --chat wrote no loss mask"
     print(f"{len(tokens)} tokens, {int(counted.sum())} counted, vocabulary {vocab}")
     ref.run([f"{bin_dir}/mtc", "qwen", "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", "m.plan"])
     ref.run([f"{bin_dir}/mtrun", "m.plan", "--data", "sft.tok", "--log", "m.jsonl", "--print-every", "3"]
