@@ -6,19 +6,13 @@
 #include <new>
 
 #include "kernels/elementwise/elementwise.h"
+#include "kernels/random/counter_rng.h"
 #include "runtime/error.h"
 #include "runtime/safetensors.h"
 #include "runtime/verifier.h"
 
 namespace mt {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;

@@ -5,20 +5,16 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/random/counter_rng.h"
 #include "runtime/error.h"
 
 namespace mt {
 namespace {
 
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // A uniform number in [0, 1) for (seed, draw): 53 random bits.
-double uniform(uint64_t seed, uint64_t draw) { return double(mix(mix(seed ^ 0x5A3D1E) ^ draw) >> 11) * 0x1.0p-53; }
+double uniform(uint64_t seed, uint64_t draw) {
+  return double(splitmix64(splitmix64(seed ^ 0x5A3D1E) ^ draw) >> 11) * 0x1.0p-53;
+}
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "runtime/checksum.h"
+#include "kernels/random/counter_rng.h"
 #include "runtime/error.h"
 
 namespace mt {
@@ -17,13 +18,6 @@ constexpr int64_t kChunkTokens = int64_t(1) << 20;  // tokens checked per read w
 
 int64_t modifiedNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-}
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 }  // namespace
@@ -177,7 +171,7 @@ int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int6
   int64_t counted = 0;
   std::vector<uint8_t> mask;
   for (int64_t b = 0; b < batch_; ++b) {
-    const uint64_t key = mix(mix(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(first_row + b));
+    const uint64_t key = splitmix64(splitmix64(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(first_row + b));
     const int64_t start = begin_ + static_cast<int64_t>(key % windows);
     const std::vector<uint32_t> window = data_.read(start, seq_ + 1, data_.hasLossMask() ? &mask : nullptr);
     for (int64_t t = 0; t < seq_; ++t) {
