@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
+#include <map>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "passes/Passes.h"
@@ -30,6 +31,42 @@ void printPrecision(const CompileReport& r, const PlanStats& stats) {
                 "ties away from zero; widened on the device): half the bytes, and the forward and backward see "
                 "bf16-rounded weights; master, moments and gradients stay fp32, the master held exactly as its bf16 "
                 "copy + a 16-bit residual, no host bytes added (--stream-dtype bf16)\n");
+}
+
+// The model's dropouts (ONNX Dropout in training mode): the one random step of training.
+void printDropout(ModuleOp module) {
+  std::map<int64_t, float> sites;  // site -> ratio (its gradient and recomputes repeat a site)
+  module.walk([&](DropoutOp op) { sites[static_cast<int64_t>(op.getSite())] = op.getRatio().convertToFloat(); });
+  if (sites.empty()) return;
+  std::map<float, int> by_ratio;
+  for (const auto& [site, ratio] : sites) ++by_ratio[ratio];
+  std::string what;
+  for (const auto& [ratio, count] : by_ratio)
+    what += fmt::format("{}p = {:g} at {} site{}", what.empty() ? "" : ", ", ratio, count, count == 1 ? "" : "s");
+  std::printf("  dropout        %s: each mask drawn from mtrun --seed, the step and the site, redrawn by the backward "
+              "and by recompute (never stored); off in validation\n", what.c_str());
+}
+
+// Attention left unfused (an imported graph the fuse stage did not match): its softmax over
+// square (..., T, T) scores, each materialised with its probabilities, which the backward reads.
+void printUnfusedAttention(ModuleOp module) {
+  int count = 0;
+  std::string shape;
+  double bytes = 0;
+  module.walk([&](SoftmaxOp op) {
+    auto type = cast<RankedTensorType>(op.getInput().getType());
+    const int64_t rank = type.getRank();
+    if (op->hasAttr(kBackwardAttr) || op->hasAttr(kRecomputeAttr) || op.getLog() || rank < 3 ||
+        static_cast<int64_t>(op.getAxis()) != rank - 1 || type.getDimSize(rank - 1) != type.getDimSize(rank - 2))
+      return;
+    ++count;
+    bytes += 2.0 * static_cast<double>(type.getNumElements()) * 4;
+    shape = fmt::format("({})", fmt::join(type.getShape(), ", "));
+  });
+  if (count == 0) return;
+  std::printf("  attention      %d not fused into mt.attention (the graph did not match its pattern: docs/onnx.md, "
+              "Fusion): each materialises %s f32 scores and their softmax, %s per step in all, read again by the "
+              "backward\n", count, shape.c_str(), summaryBytes(bytes).c_str());
 }
 
 void printPlanAndWeights(const CompileReport& r, const plan::Plan& plan) {
@@ -167,6 +204,8 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
                 r.options.vocab_chunks > 0 ? "--vocab-chunks" : "the fewest that fit --device-mem");
   }
   printPrecision(r, stats);
+  printDropout(module);
+  printUnfusedAttention(module);
   if (stages.host_embedding) {
     std::string tables;
     func::FuncOp func = getModelFunction(module);

@@ -31,11 +31,20 @@ struct Tensor {
   int32_t* i32() const { return static_cast<int32_t*>(data); }
 };
 
+// What a step's random kernels (mt.dropout) draw from. Backends own one, set from
+// StepOptions::random before each plan run; every call of the run sees the same values.
+struct StepRandomness {
+  uint64_t seed = 0;     // the run's seed (mtrun --seed)
+  uint64_t pass = 0;     // which run of the plan: 0-based over the training's micro-batches
+  bool training = true;  // false (evaluation): random kernels are the identity
+};
+
 struct KernelArgs {
   std::vector<Tensor> in;
   std::vector<Tensor> out;
   std::vector<int64_t> ints;
   std::vector<float> floats;
+  const StepRandomness* random = nullptr;  // set by the backends; read by random kernels only
 };
 
 // A check returns "" when the call is well-formed, else a message naming what is wrong. It

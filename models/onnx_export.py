@@ -68,9 +68,11 @@ class RMSNorm(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, family, width, heads, kv_heads, ffn, gelu):
+    def __init__(self, family, width, heads, kv_heads, ffn, gelu, dropout=None):
         super().__init__()
         self.family, self.gelu = family, gelu
+        # nanoGPT's residual dropouts: on the attention's and the MLP's outputs.
+        self.drop = nn.Dropout(dropout) if dropout is not None else nn.Identity()
         gpt2 = family == "gpt2"
         self.ln1 = nn.LayerNorm(width) if gpt2 else RMSNorm(width)
         self.ln2 = nn.LayerNorm(width) if gpt2 else RMSNorm(width)
@@ -84,24 +86,25 @@ class Block(nn.Module):
             self.down = nn.Linear(ffn, width, bias=False)
 
     def forward(self, x):
-        x = x + self.attn(self.ln1(x))
+        x = x + self.drop(self.attn(self.ln1(x)))
         h = self.ln2(x)
         if self.family == "gpt2":
-            return x + self.out(F.gelu(self.fc(h), approximate="tanh" if self.gelu == "tanh" else "none"))
-        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+            return x + self.drop(self.out(F.gelu(self.fc(h), approximate="tanh" if self.gelu == "tanh" else "none")))
+        return x + self.drop(self.down(F.silu(self.gate(h)) * self.up(h)))
 
 
 class LM(nn.Module):
     def __init__(self, family, layers, width, heads, kv_heads, vocab, context=1024, gelu="exact", dropout=None):
         super().__init__()
         self.family = family
-        # nanoGPT's dropout after the embeddings and before the final norm (None: no module at all).
+        # nanoGPT's dropout after the embeddings, and (not nanoGPT's) before the final norm; the
+        # blocks' residual dropouts (None: no module at all).
         self.drop = nn.Dropout(dropout) if dropout is not None else nn.Identity()
         ffn = 4 * width if family == "gpt2" else (8 * width // 3 + 7) // 8 * 8
         self.wte = nn.Embedding(vocab, width)
         if family == "gpt2":
             self.wpe = nn.Embedding(context, width)
-        self.blocks = nn.ModuleList([Block(family, width, heads, kv_heads, ffn, gelu) for _ in range(layers)])
+        self.blocks = nn.ModuleList([Block(family, width, heads, kv_heads, ffn, gelu, dropout) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(width) if family == "gpt2" else RMSNorm(width)
         self.head = nn.Linear(width, vocab, bias=False)
         if family == "gpt2":

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/adamw/adamw.h"
+#include "kernels/kernel_args.h"
 #include "runtime/host_store.h"
 #include "runtime/plan_dump.h"
 #include "runtime/plan_format.h"
@@ -30,6 +31,9 @@ struct StepOptions {
   // and the step's (each micro-batch's loss is the mean over its own counted targets).
   float micro_weight = 1.0f;
   float step_divisor = 1.0f;
+  // What the plan's random kernels (dropout) draw from in this run; training false for a
+  // validation or an evaluation (dropout is then the identity).
+  StepRandomness random;
 };
 
 struct StepResult {

@@ -58,6 +58,7 @@ class CpuBackend final : public Backend {
     void operator()(std::byte* p) const { std::free(p); }
   };
   std::unique_ptr<std::byte[], FreeDeleter> arena_;
+  StepRandomness random_;  // the current run's; every kernel call of programs_ points here
   std::vector<std::vector<Op>> programs_;
   std::vector<size_t> step_lengths_, loss_lengths_;  // per stream, a whole step's and a loss-only run's
   const std::vector<size_t>* lengths_ = &step_lengths_;  // the current step's
@@ -74,7 +75,7 @@ CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
   arena_.reset(static_cast<std::byte*>(std::aligned_alloc(kPage, rounded)));
   if (!arena_) throw Error("cannot allocate the device arena of " + std::to_string(arena_bytes_) + " bytes");
   std::memset(arena_.get(), 0, rounded);
-  programs_ = bindPrograms(plan, store, arena_.get());
+  programs_ = bindPrograms(plan, store, arena_.get(), &random_);
   step_lengths_ = stepLengths(plan, false);
   loss_lengths_ = stepLengths(plan, true);
   for (const auto& program : programs_) timeline_.emplace_back(program.size());
@@ -90,6 +91,7 @@ CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
 
 StepResult CpuBackend::runStep(const StepOptions& options) {
   optimizer_.beginStep(options);
+  random_ = options.random;
   lengths_ = options.loss_only && !options.update ? &loss_lengths_ : &step_lengths_;
   step_start_ = std::chrono::steady_clock::now();
   threads_->runStep();

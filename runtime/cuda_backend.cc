@@ -27,6 +27,7 @@
 #include "kernels/matmul/matmul.h"
 #include "kernels/norm/norm.h"
 #include "kernels/pointwise/pointwise.h"
+#include "kernels/random/dropout.h"
 #include "kernels/rope/rope.h"
 #include "kernels/softmax/softmax.h"
 #include "runtime/cuda_kernels.h"
@@ -84,6 +85,7 @@ class CudaBackend final : public Backend {
   std::vector<cudaStream_t> streams_;    // per plan stream; null for the host stream
   std::vector<cublasHandle_t> blas_;     // per plan stream; null but for compute streams
   std::vector<cudaEvent_t> events_;      // per plan event; null for those the host stream records
+  StepRandomness random_;  // the current run's; every kernel call of programs_ points here
   std::vector<std::vector<Op>> programs_;
   std::vector<size_t> step_lengths_, loss_lengths_;  // per stream, a whole step's and a loss-only run's
   const std::vector<size_t>* lengths_ = &step_lengths_;  // the current step's
@@ -158,7 +160,7 @@ void CudaBackend::setUp(const plan::Plan& plan, HostStore& store, const CudaOpti
         check(cudaEventCreateWithFlags(&events_[in.record_event()], cudaEventDisableTiming), "creating an event");
   }
 
-  programs_ = bindPrograms(plan, store, arena_);
+  programs_ = bindPrograms(plan, store, arena_, &random_);
   step_lengths_ = stepLengths(plan, false);
   loss_lengths_ = stepLengths(plan, true);
   check(cudaEventCreate(&step_start_), "creating a timing event");
@@ -204,6 +206,7 @@ void CudaBackend::release() {
 
 StepResult CudaBackend::runStep(const StepOptions& options) {
   optimizer_.beginStep(options);
+  random_ = options.random;
   lengths_ = options.loss_only && !options.update ? &loss_lengths_ : &step_lengths_;
   const auto first_device = std::find_if(streams_.begin(), streams_.end(), [](cudaStream_t s) { return s; });
   if (first_device != streams_.end()) check(cudaEventRecord(step_start_, *first_device), "timing the step");

@@ -49,7 +49,9 @@ std::vector<std::vector<uint32_t>> Generator::generate(const std::vector<uint32_
       for (int64_t i = 0; i < n; ++i) tokens[r * seq_ + i] = static_cast<int32_t>(t[t.size() - n + i]);
       last[r] = n - 1;
     }
-    backend_.runStep({});
+    StepOptions evaluation;
+    evaluation.random.training = false;  // a model evaluates without dropout
+    backend_.runStep(evaluation);
     bool any = false;
     for (int64_t r = 0; r < batch_; ++r) {
       if (done[r]) continue;

@@ -12,6 +12,7 @@
 #include "kernels/norm/norm.h"
 #include "kernels/layout/layout.h"
 #include "kernels/pointwise/pointwise.h"
+#include "kernels/random/dropout.h"
 #include "kernels/rope/rope.h"
 #include "kernels/softmax/softmax.h"
 

@@ -5,15 +5,19 @@
 
 namespace mt {
 
-std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStore& store, std::byte* arena) {
+std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStore& store, std::byte* arena,
+                                          const StepRandomness* random) {
   std::vector<std::vector<Op>> programs;
   for (const auto& stream : plan.streams()) {
     std::vector<Op> program;
     for (const auto& in : stream.instructions()) {
       switch (in.op_case()) {
-        case plan::Instruction::kKernel:
-          program.push_back(KernelOp{static_cast<KernelId>(in.kernel().kernel()), bindKernelCall(plan, in.kernel(), arena)});
+        case plan::Instruction::kKernel: {
+          KernelOp op{static_cast<KernelId>(in.kernel().kernel()), bindKernelCall(plan, in.kernel(), arena)};
+          op.args.random = random;
+          program.push_back(std::move(op));
           break;
+        }
         case plan::Instruction::kCopy: {
           const auto& c = in.copy();
           std::byte* device = arena + plan.buffers(c.buffer()).offset();

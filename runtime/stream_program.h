@@ -34,7 +34,9 @@ struct HostTaskOp {
 using Op = std::variant<KernelOp, CopyOp, RecordOp, WaitOp, HostTaskOp>;
 
 // One program per stream, one op per instruction (same indices as the plan's). The plan must
-// be verified; `arena` is the device arena's base (host memory on the CPU backend).
-std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStore& store, std::byte* arena);
+// be verified; `arena` is the device arena's base (host memory on the CPU backend); every kernel
+// call reads the step's randomness from `random` (the backend's, set before each run).
+std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStore& store, std::byte* arena,
+                                          const StepRandomness* random);
 
 }  // namespace mt

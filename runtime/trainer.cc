@@ -358,6 +358,7 @@ int train(const TrainConfig& config) {
     eval.update = false;
     eval.loss_only = true;
     eval.micro_step = 0, eval.micro_steps = 1;  // one batch each, nothing accumulated
+    eval.random.training = false;                // dropout off, as PyTorch's eval()
     // Each batch's loss is the mean over its counted targets: weighted by them (all of a batch's
     // without a loss mask), the validation loss is the mean over every counted target.
     double total = 0.0;
@@ -431,6 +432,8 @@ int train(const TrainConfig& config) {
       options.step_divisor = masked ? static_cast<float>(std::max<int64_t>(counted, 1))
                                     : static_cast<float>(config.accumulate);
       options.update = !(last && counted == 0);
+      // Dropout's masks: keyed by the seed and this run's index, so a resumed run draws the same.
+      options.random = {resumed.seed, static_cast<uint64_t>((step - 1) * config.accumulate + m), true};
       const auto start = std::chrono::steady_clock::now();
       result = backend->runStep(options);
       plan_runs.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),

@@ -22,7 +22,7 @@ struct TrainConfig {
   bool tf32 = false;           // CUDA: matrix products in TF32 instead of exact fp32
   int64_t steps = 100;         // optimizer steps
   int64_t accumulate = 1;      // micro-batches (plan steps) per optimizer step
-  uint64_t seed = 1;           // data order (and initial weights when no weights file)
+  uint64_t seed = 1;           // data order, dropout masks (and initial weights when no weights file)
   double lr = 1e-3;
   double min_lr_ratio = 0.1;   // cosine decays to lr * min_lr_ratio
   int64_t warmup = 0;          // linear warmup steps

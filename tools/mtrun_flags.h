@@ -23,7 +23,7 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "bytes of host memory per parameter) and their mean applied once, exactly the update of one step "
                  "at N times the plan's batch (the same sequences, fp32 rounding apart)")
       ->capture_default_str();
-  app.add_option("--seed", c.seed, "seed of the data order")->capture_default_str();
+  app.add_option("--seed", c.seed, "seed of the data order and of dropout's masks")->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr-ratio", c.min_lr_ratio, "final lr as a fraction of --lr (cosine)")
       ->capture_default_str();

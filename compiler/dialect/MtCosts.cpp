@@ -25,6 +25,7 @@ int64_t MatmulOp::getFlops() {
 int64_t AddOp::getFlops() { return numel(getResult()); }
 int64_t MulOp::getFlops() { return numel(getResult()); }
 int64_t ScaleOp::getFlops() { return numel(getResult()); }
+int64_t DropoutOp::getFlops() { return numel(getResult()); }
 int64_t SumToOp::getFlops() { return numel(getInput()); }
 int64_t FillOp::getFlops() { return 0; }
 int64_t TransposeOp::getFlops() { return 0; }
@@ -56,6 +57,8 @@ int64_t XentChunkGradOp::getFlops() { return 3 * numel(getLogits()); }
 // Transcendentals count as one flop per element here: the cost model is about matmuls.
 int64_t UnaryOp::getFlops() { return numel(getResult()); }
 int64_t UnaryGradOp::getFlops() { return 2 * numel(getResult()); }
+int64_t ClampOp::getFlops() { return 2 * numel(getResult()); }
+int64_t ClampGradOp::getFlops() { return 2 * numel(getResult()); }
 int64_t BinaryOp::getFlops() { return numel(getResult()); }
 int64_t BinaryGradOp::getFlops() { return 4 * numel(getDout()); }
 int64_t WhereOp::getFlops() { return 0; }
@@ -80,6 +83,10 @@ void MatmulOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<fl
 }
 void ScaleOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
   floats.push_back(getFactor().convertToFloat());
+}
+void DropoutOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
+  ints.push_back(getSite());
+  floats.push_back(getRatio().convertToFloat());
 }
 void FillOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
   floats.push_back(getValue().convertToFloat());
@@ -118,6 +125,14 @@ void UnaryOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<flo
 }
 void UnaryGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(fnIndex(kUnaryFnNames, getFn().str()));
+}
+void ClampOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.push_back(getMin().convertToFloat());
+  floats.push_back(getMax().convertToFloat());
+}
+void ClampGradOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.push_back(getMin().convertToFloat());
+  floats.push_back(getMax().convertToFloat());
 }
 void BinaryOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(fnIndex(kBinaryFnNames, getFn().str()));

@@ -73,6 +73,11 @@ SmallVector<Value> ScaleOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   return {b.create<ScaleOp>(getLoc(), grads[0], getFactor())};
 }
 
+// The same mask (same site, same step) scales the gradient: d(x * keep * s)/dx = keep * s.
+SmallVector<Value> DropoutOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<DropoutOp>(getLoc(), grads[0], getSite(), getRatio())};
+}
+
 SmallVector<Value> SumToOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   return {b.create<BroadcastOp>(getLoc(), getInput().getType(), grads[0])};
 }
@@ -128,6 +133,10 @@ SmallVector<Value> SoftmaxXentOp::buildGradient(OpBuilder& b, ArrayRef<Value> gr
 
 SmallVector<Value> UnaryOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   return {b.create<UnaryGradOp>(getLoc(), grads[0], getInput(), getFnAttr())};
+}
+
+SmallVector<Value> ClampOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<ClampGradOp>(getLoc(), grads[0], getInput(), getMinAttr(), getMaxAttr())};
 }
 
 SmallVector<Value> BinaryOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {

@@ -231,6 +231,18 @@ LogicalResult ScaleOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location
   return inferPointwise(ctx, loc, adaptor.getOperands(), 1, types);
 }
 
+LogicalResult DropoutOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  return inferPointwise(ctx, loc, adaptor.getOperands(), 1, types);
+}
+
+LogicalResult DropoutOp::verify() {
+  const double ratio = getRatio().convertToDouble();
+  if (!(ratio >= 0 && ratio < 1)) return emitOpError("ratio must lie in [0, 1), got ") << ratio;
+  if (static_cast<int64_t>(getSite()) < 0) return emitOpError("site must be non-negative, got ") << static_cast<int64_t>(getSite());
+  return success();
+}
+
 LogicalResult SumToOp::verify() {
   if (!broadcastsTo(getType().getShape(), getInput().getType().getShape()))
     return emitOpError("result shape must broadcast to the input shape");
@@ -467,6 +479,16 @@ LogicalResult UnaryOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location
 LogicalResult UnaryGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
                                             SmallVectorImpl<Type>& types) {
   if (failed(checkFn(loc, adaptor.getFnAttr(), true))) return failure();
+  return inferPointwise(ctx, loc, adaptor.getOperands(), 1, types);
+}
+
+LogicalResult ClampOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                        SmallVectorImpl<Type>& types) {
+  return inferPointwise(ctx, loc, adaptor.getOperands(), 1, types);
+}
+
+LogicalResult ClampGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                            SmallVectorImpl<Type>& types) {
   return inferPointwise(ctx, loc, adaptor.getOperands(), 1, types);
 }
 

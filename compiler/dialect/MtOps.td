@@ -146,6 +146,27 @@ def Mt_ScaleOp : Mt_KernelOp<"scale", [
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+def Mt_DropoutOp : Mt_KernelOp<"dropout", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "inverted dropout: each element zeroed with probability `ratio`, the rest scaled by 1/(1 - ratio)";
+  let description = [{
+    The mask is a pure function of the step's randomness (the run's seed and the plan run), the
+    op's `site` (which Dropout of the model: distinct sites draw independent masks) and the
+    element's index, never stored: a recompute redraws the forward's mask, and the gradient is
+    `mt.dropout` of the incoming gradient with the same site and ratio. The identity when the
+    runtime evaluates (validation). Kernel: kernels/random/dropout.h.
+
+    ```mlir
+    %y = mt.dropout %x {ratio = 1.000000e-01 : f32, site = 0 : i64} : tensor<8x256x384xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$input, I64Attr:$site, F32Attr:$ratio);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 def Mt_SumToOp : Mt_Op<"sum_to", [Pure, KernelOpInterface,
     DeclareOpInterfaceMethods<CostOpInterface>, DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "sum down to a shape that broadcasts to the input's (gradient of a broadcast)";
@@ -460,10 +481,35 @@ def Mt_UnaryGradOp : Mt_KernelOp<"unary_grad", [
   let assemblyFormat = "$dout `,` $input attr-dict `:` type($dout) `,` type($input)";
 }
 
+def Mt_ClampOp : Mt_KernelOp<"clamp", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "elementwise clamp between two constant bounds (ONNX Clip, torch.clamp)";
+  let description = [{
+    `min(max(x, min), max)`: all `max` where `min > max`, NaN kept; a bound of -inf or +inf is
+    none. Its gradient passes where `min <= x <= max` (bounds included, as torch's).
+
+    ```mlir
+    %y = mt.clamp %x {max = 6.000000e+00 : f32, min = 0.000000e+00 : f32} : tensor<8x256x1536xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$input, F32Attr:$min, F32Attr:$max);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Mt_ClampGradOp : Mt_KernelOp<"clamp_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "backward of mt.clamp: dy where min <= x <= max, else 0";
+  let arguments = (ins Mt_F32Tensor:$dout, Mt_F32Tensor:$input, F32Attr:$min, F32Attr:$max);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$dout `,` $input attr-dict `:` type($dout) `,` type($input)";
+}
+
 def Mt_BinaryOp : Mt_KernelOp<"binary", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
-  let summary = "elementwise add, sub, mul, div or pow with numpy broadcasting";
+  let summary = "elementwise add, sub, mul, div, pow, max or min with numpy broadcasting";
   let description = [{
     ```mlir
     %y = mt.binary %x, %s {fn = "pow"} : tensor<8x256x384xf32>, tensor<f32>

@@ -25,6 +25,8 @@ struct Val {
   // A trainable FLOAT initializer whose values stay in the file until an op folds with them
   // (Importer::isConst decodes it): weights are never all decoded at once.
   bool lazy = false;
+  // Why no node can read this value ("" if one can): a dropping Dropout's mask, never stored.
+  std::string unreadable;
 };
 
 class Importer {
@@ -60,6 +62,8 @@ class Importer {
 
   void setOutput(size_t i, mlir::Value value, int32_t elem_type);
   void setOutput(size_t i, Const c, int32_t elem_type);
+  // Output i exists (the graph may name it) but reading it is an error saying `why`.
+  void setUnreadableOutput(size_t i, std::string why);
 
   // Attributes.
   const onnx::AttributeProto* attr(const std::string& name) const;
@@ -90,6 +94,9 @@ class Importer {
   mlir::Value reshape(mlir::Value v, llvm::ArrayRef<int64_t> shape);
   mlir::Value fill(float value, llvm::ArrayRef<int64_t> shape);
   bool training() const { return options_.training; }
+  // The next dropping Dropout's site: its index among the graph's dropping Dropout nodes, in
+  // node order (what keys its mask: kernels/random/dropout.h).
+  int64_t nextDropoutSite() { return dropout_sites_++; }
   // Whether `v` is a FLOAT initializer a model to train may take as a parameter.
   bool isTrainableInitializer(const Val& v) const;
   // Why initializer `name` stays a constant in a model to train ("" if it need not): frozen by
@@ -140,6 +147,7 @@ class Importer {
   uint64_t fingerprint(size_t param);
   const onnx::NodeProto* node_ = nullptr;
   int64_t opset_ = 0;
+  int64_t dropout_sites_ = 0;
   std::string diagnostic_;  // the last error an `mt` op's verifier emitted
 };
 

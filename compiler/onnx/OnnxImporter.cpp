@@ -122,6 +122,7 @@ const Val& Importer::input(size_t i) {
   if (it == values_.end())
     malformed(where() + ": input '" + node_->input(i) + "' is not produced by any earlier node (the graph "
               "must be topologically sorted)");
+  if (!it->second.unreadable.empty()) unsupported(where() + ": input '" + node_->input(i) + "' " + it->second.unreadable);
   return it->second;
 }
 
@@ -159,6 +160,7 @@ Value Importer::runtimeFloat(size_t i) {
 
 Value Importer::runtimeValue(const std::string& name) {
   Val& v = values_.at(name);
+  if (!v.unreadable.empty()) unsupported("'" + name + "' " + v.unreadable);
   if (v.value) return v.value;
   const Type element = mtElementType(context_, v.elem_type);
   if (v.bound) {
@@ -347,6 +349,13 @@ void Importer::setOutput(size_t i, Const c, int32_t elem_type) {
   values_[node_->output(i)] = std::move(v);
 }
 
+void Importer::setUnreadableOutput(size_t i, std::string why) {
+  if (i >= static_cast<size_t>(node_->output_size()) || node_->output(i).empty()) return;
+  Val v;
+  v.unreadable = std::move(why);
+  values_[node_->output(i)] = std::move(v);
+}
+
 const onnx::AttributeProto* Importer::attr(const std::string& name) const {
   for (const auto& a : node_->attribute())
     if (a.name() == name) return &a;
@@ -410,6 +419,7 @@ OwningOpRef<ModuleOp> Importer::run(ImportedModel* imported) {
     return success();
   });
   opset_ = defaultOpset(model_);
+  dropout_sites_ = 0;
   const onnx::GraphProto& graph = model_.graph();
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context_));
   b_.setInsertionPointToEnd(module->getBody());

@@ -7,136 +7,14 @@
 #include <numeric>
 
 #include "compiler/dialect/MtDialect.h"
-#include "compiler/onnx/Importer.h"
-#include "kernels/pointwise/pointwise.h"
+#include "compiler/onnx/OnnxLowering.h"
 
 using namespace mlir;
 
 namespace mt::onnximport {
 namespace {
 
-using TP = onnx::TensorProto;
-
-std::vector<int64_t> shapeOf(Value v) {
-  auto s = cast<RankedTensorType>(v.getType()).getShape();
-  return {s.begin(), s.end()};
-}
-
-Const intConst(std::vector<int64_t> values, std::vector<int64_t> shape) {
-  Const c;
-  c.kind = Const::Kind::Int;
-  c.shape = std::move(shape);
-  c.values.assign(values.begin(), values.end());
-  return c;
-}
-
-// The one value of a compile-time scalar operand.
-double scalarInput(Importer& im, size_t i, const char* what) {
-  const Const& c = im.constInput(i, what);
-  if (c.values.size() != 1) malformed(im.where() + ": its " + what + " must hold one value");
-  return c.values[0];
-}
-
-bool allInputsConst(Importer& im) {
-  // Nothing is decoded unless everything is known: Gather(weights, run-time ids) reads none.
-  for (size_t i = 0; i < im.numInputs(); ++i)
-    if (im.hasInput(i) && !im.knownWhenCompiling(i)) return false;
-  for (size_t i = 0; i < im.numInputs(); ++i)
-    if (im.hasInput(i) && !im.isConst(i)) return false;
-  return true;
-}
-
-// The elements before `axis` and from it on: (outer, inner) of a 2-D view split at `axis`.
-std::pair<int64_t, int64_t> splitAt(const std::vector<int64_t>& shape, int64_t axis) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) (d < axis ? outer : inner) *= shape[d];
-  return {outer, inner};
-}
-
-NamedAttribute named(Importer& im, const char* name, Attribute value) {
-  return im.builder().getNamedAttr(name, value);
-}
-Attribute i64(Importer& im, int64_t v) { return im.builder().getI64IntegerAttr(v); }
-
-// ---------------------------------------------------------------- elementwise
-
-// Binary arithmetic: Add, Sub, Mul, Div, Pow. Folded in double (exact for the integers of
-// shape arithmetic), integer division truncating.
-template <BinaryFn kFn>
-void binaryOp(Importer& im) {
-  constexpr bool kAdd = kFn == BinaryFn::Add, kMul = kFn == BinaryFn::Mul, kDiv = kFn == BinaryFn::Div;
-  if (allInputsConst(im)) {
-    const Const &a = *im.input(0).constant, &b = *im.input(1).constant;
-    const bool integer = a.kind != Const::Kind::Float;
-    im.setOutput(0, foldElementwise({&a, &b}, a.kind, [&](const double* x) {
-      switch (kFn) {
-        case BinaryFn::Add: return x[0] + x[1];
-        case BinaryFn::Sub: return x[0] - x[1];
-        case BinaryFn::Mul: return x[0] * x[1];
-        case BinaryFn::Div:
-          return integer ? std::trunc(x[0] / x[1]) : static_cast<double>(static_cast<float>(x[0]) / static_cast<float>(x[1]));
-        case BinaryFn::Pow: return std::pow(x[0], x[1]);
-      }
-      return 0.0;
-    }, im.where()), im.input(0).elem_type);
-    return;
-  }
-  // Scaling by a compile-time scalar (either side of a product) is mt.scale: no second
-  // operand to move.
-  const size_t scalar_side = kMul && im.isConst(0) && !im.isConst(1) ? 0 : 1;
-  if ((kMul || kDiv) && im.isConst(scalar_side) && im.input(scalar_side).constant->isScalarLike() &&
-      im.input(scalar_side).constant->shape.size() <= im.input(1 - scalar_side).shape.size()) {
-    const double s = im.input(scalar_side).constant->values[0];
-    const float factor = kMul ? static_cast<float>(s) : 1.0f / static_cast<float>(s);
-    // x / s and x * (1/s) differ in the last bit: keep division exact unless s is a power of 2.
-    if (kMul || std::ldexp(1.0, std::ilogb(s)) == s) {
-      im.setOutput(0, im.create1<ScaleOp>({im.runtimeFloat(1 - scalar_side)},
-                                          {named(im, "factor", im.builder().getF32FloatAttr(factor))}),
-                   TP::FLOAT);
-      return;
-    }
-  }
-  Value a = im.runtimeFloat(0), b = im.runtimeFloat(1);
-  // The fused add/mul kernels take a suffix-shaped rhs: commutative operands may swap.
-  auto sa = shapeOf(a), sb = shapeOf(b);
-  if ((kAdd || kMul) && sa.size() < sb.size()) std::swap(a, b), std::swap(sa, sb);
-  const bool suffix = sb.size() <= sa.size() && std::equal(sb.begin(), sb.end(), sa.end() - sb.size());
-  if (suffix && kAdd) return im.setOutput(0, im.create1<AddOp>({a, b}), TP::FLOAT);
-  if (suffix && kMul) return im.setOutput(0, im.create1<MulOp>({a, b}), TP::FLOAT);
-  const std::string_view fn = kBinaryFnNames[static_cast<size_t>(kFn)];
-  im.setOutput(0, im.create1<BinaryOp>({a, b}, {named(im, "fn", im.builder().getStringAttr(fn))}), TP::FLOAT);
-}
-
-// Elementwise functions, folded with the kernel's own function (integers' Neg, Relu and Abs
-// exactly, in double).
-template <UnaryFn kFn>
-void unaryOp(Importer& im) {
-  if (im.isConst(0)) {
-    const Const& x = *im.input(0).constant;
-    constexpr bool kExactOnIntegers = kFn == UnaryFn::Neg || kFn == UnaryFn::Relu || kFn == UnaryFn::Abs;
-    const bool exact = kExactOnIntegers && x.kind != Const::Kind::Float;
-    im.setOutput(0, foldElementwise({&x}, x.kind, [&](const double* v) -> double {
-      if (!exact) return applyUnary(kFn, static_cast<float>(v[0]));
-      return kFn == UnaryFn::Neg ? -v[0] : kFn == UnaryFn::Relu ? std::max(v[0], 0.0) : std::fabs(v[0]);
-    }, im.where()), im.input(0).elem_type);
-    return;
-  }
-  const std::string_view fn = kUnaryFnNames[static_cast<size_t>(kFn)];
-  im.setOutput(0, im.create1<UnaryOp>({im.runtimeFloat(0)}, {named(im, "fn", im.builder().getStringAttr(fn))}),
-               TP::FLOAT);
-}
-
-// Functions with no run-time kernel, folded when their input is known (rotary tables).
-template <int kFn>
-void foldOnlyUnaryOp(Importer& im) {
-  if (!im.isConst(0))
-    unsupported(im.where() + ": " + im.node().op_type() + " runs at compile time only; this one depends on run-time data");
-  const Const& x = *im.input(0).constant;
-  im.setOutput(0, foldElementwise({&x}, x.kind, [](const double* v) -> double {
-    const float f = static_cast<float>(v[0]);
-    return kFn == 0 ? std::cos(f) : std::sin(f);
-  }, im.where()), im.input(0).elem_type);
-}
+using namespace lowering;
 
 // Einsum of known operands (exporters write torch.outer and friends this way); no ellipsis.
 void einsumOp(Importer& im) {
@@ -196,58 +74,6 @@ void einsumOp(Importer& im) {
   im.setOutput(0, std::move(result), im.input(0).elem_type);
 }
 
-// Comparisons and logic: compile time only (masks and shape arithmetic).
-template <int kFn>
-void compareOp(Importer& im) {
-  if (!allInputsConst(im))
-    unsupported(im.where() + ": comparisons and logic run at compile time only; this one depends on run-time data");
-  std::vector<const Const*> operands;
-  for (size_t i = 0; i < im.numInputs(); ++i) operands.push_back(&im.constInput(i, "operand"));
-  im.setOutput(0, foldElementwise(operands, Const::Kind::Bool, [](const double* x) -> double {
-    switch (kFn) {
-      case 0: return x[0] == x[1];
-      case 1: return x[0] < x[1];
-      case 2: return x[0] > x[1];
-      case 3: return x[0] == 0.0;  // Not
-      case 4: return x[0] != 0.0 && x[1] != 0.0;
-      default: return x[0] != 0.0 || x[1] != 0.0;
-    }
-  }, im.where()), TP::BOOL);
-}
-
-void whereOp(Importer& im) {
-  if (allInputsConst(im)) {
-    const Const &c = *im.input(0).constant, &a = *im.input(1).constant, &b = *im.input(2).constant;
-    im.setOutput(0, foldElementwise({&c, &a, &b}, a.kind, [](const double* x) { return x[0] != 0.0 ? x[1] : x[2]; }, im.where()),
-                 im.input(1).elem_type);
-    return;
-  }
-  const int32_t elem = im.input(1).elem_type;
-  im.setOutput(0, im.create1<WhereOp>({im.runtime(0), im.runtime(1), im.runtime(2)}), elem);
-}
-
-// Cast, and CastLike (to the type of its second input).
-void castOp(Importer& im) {
-  const int32_t declared = im.node().op_type() == "CastLike" ? im.input(1).elem_type : static_cast<int32_t>(im.intAttr("to", -1));
-  if (!isSupportedElemType(declared))
-    unsupported(im.where() + ": cast to " + elemTypeName(declared) + " (supported: " + kSupportedElemTypes + ")");
-  const int32_t to = narrowedElemType(declared);
-  if (im.isConst(0)) {
-    Const c = *im.input(0).constant;
-    c.kind = constKindOf(to);
-    for (double& v : c.values)
-      v = c.kind == Const::Kind::Bool ? (v != 0.0) : c.kind == Const::Kind::Int ? std::trunc(v) : static_cast<float>(v);
-    im.setOutput(0, std::move(c), to);
-    return;
-  }
-  const int32_t from = im.input(0).elem_type;
-  if (to == TP::BOOL && from != TP::BOOL) unsupported(im.where() + ": a run-time cast to BOOL");
-  Value x = im.runtime(0);
-  Type element = mtElementType(*x.getContext(), to);
-  if (cast<RankedTensorType>(x.getType()).getElementType() == element) return im.setOutput(0, x, to);
-  im.setOutput(0, im.create1<CastOp>({x}, {}, {RankedTensorType::get(shapeOf(x), element)}), to);
-}
-
 // ---------------------------------------------------------------- shapes
 
 // An op that only renames the shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity).
@@ -273,18 +99,25 @@ void identityOp(Importer& im) {
   reshapeTo(im, im.input(0).shape);
 }
 
-// Dropout where it drops nothing: not training (an eval export, or training_mode false, ONNX's
-// default) or a ratio of 0 (nanoGPT's dropout = 0.0): the identity, its mask all true. Dropping
-// at random in training needs a mask that recompute and both backends reproduce: refused.
+// Dropout in training mode with a ratio above 0 (nanoGPT, nn.TransformerEncoderLayer) in a model
+// to train: mt.dropout, its mask keyed by the node's site (the k-th such node) and never stored,
+// so its mask output cannot be read; the node's `seed` attribute is not used (mtrun --seed keys
+// every mask). Elsewhere — not training (an eval export, or training_mode false, ONNX's
+// default), a model compiled for evaluation (mtc --forward-only, as PyTorch's eval()), or a
+// ratio of 0 (nanoGPT's dropout = 0.0) — the identity, its mask all true.
 void dropoutOp(Importer& im) {
   const double ratio = im.hasInput(1) ? scalarInput(im, 1, "ratio") : 0.5;
   const bool training = im.hasInput(2) && scalarInput(im, 2, "training_mode") != 0;
   if (!(ratio >= 0 && ratio < 1)) malformed(im.where() + ": Dropout's ratio must lie in [0, 1)");
-  if (training && ratio != 0) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", ratio);
-    unsupported(im.where() + ": Dropout with ratio " + text +
-                " in training mode (random dropping is not implemented yet): export with dropout 0, or in eval mode");
+  if (training && ratio != 0 && im.training()) {
+    auto& b = im.builder();
+    im.setOutput(0, im.create1<DropoutOp>({im.runtimeFloat(0)},
+                                          {b.getNamedAttr("site", b.getI64IntegerAttr(im.nextDropoutSite())),
+                                           b.getNamedAttr("ratio", b.getF32FloatAttr(static_cast<float>(ratio)))}),
+                 TP::FLOAT);
+    im.setUnreadableOutput(1, "is the mask of a Dropout that drops at random: mtc redraws the mask where it is "
+                              "applied and never stores it, so no node can read it");
+    return;
   }
   // The mask, a compile-time constant where it is small enough to be one (exporters name it but
   // training graphs leave it unread; a node reading a larger one finds no such value).
@@ -831,62 +664,40 @@ void softmaxCrossEntropyOp(Importer& im) {
 const std::map<std::string, OpLowering>& loweringTable() {
   // Op type -> lowering, and the inputs it takes (fewest, most; trailing optional ones may be
   // left out). The importer checks the count before lowering.
-  static const std::map<std::string, OpLowering> table = {
-      {"Abs", {unaryOp<UnaryFn::Abs>, 1, 1}},
-      {"Add", {binaryOp<BinaryFn::Add>, 2, 2}},
-      {"And", {compareOp<4>, 2, 2}},
-      {"Cast", {castOp, 1, 1}},
-      {"CastLike", {castOp, 2, 2}},
-      {"Concat", {concatOp, 1, 1 << 16}},
-      {"Constant", {constantOp, 0, 0}},
-      {"ConstantOfShape", {constantOfShapeOp, 1, 1}},
-      {"Cos", {foldOnlyUnaryOp<0>, 1, 1}},
-      {"Div", {binaryOp<BinaryFn::Div>, 2, 2}},
-      {"Dropout", {dropoutOp, 1, 3}},
-      {"Einsum", {einsumOp, 1, 1 << 16}},
-      {"Equal", {compareOp<0>, 2, 2}},
-      {"Erf", {unaryOp<UnaryFn::Erf>, 1, 1}},
-      {"Exp", {unaryOp<UnaryFn::Exp>, 1, 1}},
-      {"Expand", {expandOp, 2, 2}},
-      {"Flatten", {flattenOp, 1, 1}},
-      {"Gather", {gatherOp, 2, 2}},
-      {"Gemm", {gemmOp, 2, 3}},
-      {"Greater", {compareOp<2>, 2, 2}},
-      {"Identity", {identityOp, 1, 1}},
-      {"LayerNormalization", {layerNormOp, 2, 3}},
-      {"Less", {compareOp<1>, 2, 2}},
-      {"Log", {unaryOp<UnaryFn::Log>, 1, 1}},
-      {"LogSoftmax", {softmaxOp<true>, 1, 1}},
-      {"MatMul", {matmulOp, 2, 2}},
-      {"Mul", {binaryOp<BinaryFn::Mul>, 2, 2}},
-      {"Neg", {unaryOp<UnaryFn::Neg>, 1, 1}},
-      {"NegativeLogLikelihoodLoss", {nllLossOp, 2, 3}},
-      {"Not", {compareOp<3>, 1, 1}},
-      {"Or", {compareOp<5>, 2, 2}},
-      {"Pow", {binaryOp<BinaryFn::Pow>, 2, 2}},
-      {"Range", {rangeOp, 3, 3}},
-      {"Reciprocal", {unaryOp<UnaryFn::Reciprocal>, 1, 1}},
-      {"ReduceMean", {reduceOp<true>, 1, 2}},
-      {"ReduceSum", {reduceOp<false>, 1, 2}},
-      {"Relu", {unaryOp<UnaryFn::Relu>, 1, 1}},
-      {"Reshape", {reshapeOp, 2, 2}},
-      {"Shape", {shapeOp, 1, 1}},
-      {"Sigmoid", {unaryOp<UnaryFn::Sigmoid>, 1, 1}},
-      {"Sin", {foldOnlyUnaryOp<1>, 1, 1}},
-      {"Size", {sizeOp, 1, 1}},
-      {"Slice", {sliceOp, 1, 5}},
-      {"Softmax", {softmaxOp<false>, 1, 1}},
-      {"SoftmaxCrossEntropyLoss", {softmaxCrossEntropyOp, 2, 3}},
-      {"Split", {splitOp, 1, 2}},
-      {"Sqrt", {unaryOp<UnaryFn::Sqrt>, 1, 1}},
-      {"Squeeze", {squeezeOp, 1, 2}},
-      {"Sub", {binaryOp<BinaryFn::Sub>, 2, 2}},
-      {"Tanh", {unaryOp<UnaryFn::Tanh>, 1, 1}},
-      {"Transpose", {transposeOp, 1, 1}},
-      {"Trilu", {triluOp, 1, 2}},
-      {"Unsqueeze", {unsqueezeOp, 1, 2}},
-      {"Where", {whereOp, 3, 3}},
-  };
+  static const std::map<std::string, OpLowering> table = [] {
+    std::map<std::string, OpLowering> ops = {
+        {"Concat", {concatOp, 1, 1 << 16}},
+        {"Constant", {constantOp, 0, 0}},
+        {"ConstantOfShape", {constantOfShapeOp, 1, 1}},
+        {"Dropout", {dropoutOp, 1, 3}},
+        {"Einsum", {einsumOp, 1, 1 << 16}},
+        {"Expand", {expandOp, 2, 2}},
+        {"Flatten", {flattenOp, 1, 1}},
+        {"Gather", {gatherOp, 2, 2}},
+        {"Gemm", {gemmOp, 2, 3}},
+        {"Identity", {identityOp, 1, 1}},
+        {"LayerNormalization", {layerNormOp, 2, 3}},
+        {"LogSoftmax", {softmaxOp<true>, 1, 1}},
+        {"MatMul", {matmulOp, 2, 2}},
+        {"NegativeLogLikelihoodLoss", {nllLossOp, 2, 3}},
+        {"Range", {rangeOp, 3, 3}},
+        {"ReduceMean", {reduceOp<true>, 1, 2}},
+        {"ReduceSum", {reduceOp<false>, 1, 2}},
+        {"Reshape", {reshapeOp, 2, 2}},
+        {"Shape", {shapeOp, 1, 1}},
+        {"Size", {sizeOp, 1, 1}},
+        {"Slice", {sliceOp, 1, 5}},
+        {"Softmax", {softmaxOp<false>, 1, 1}},
+        {"SoftmaxCrossEntropyLoss", {softmaxCrossEntropyOp, 2, 3}},
+        {"Split", {splitOp, 1, 2}},
+        {"Squeeze", {squeezeOp, 1, 2}},
+        {"Transpose", {transposeOp, 1, 1}},
+        {"Trilu", {triluOp, 1, 2}},
+        {"Unsqueeze", {unsqueezeOp, 1, 2}},
+    };
+    addElementwiseLowerings(ops);
+    return ops;
+  }();
   return table;
 }
 

@@ -4,6 +4,8 @@
 //   mt.binary:       out = a (fn) b, numpy broadcasting       int attrs: [fn]
 //   mt.binary_grad:  (da, db) in the broadcast shape, before  int attrs: [fn]
 //                    the gradient rule sums each down to its operand's shape
+//   mt.clamp:        out = min(max(x, lo), hi), NaN kept      float attrs: [lo, hi]
+//   mt.clamp_grad:   dx = lo <= x <= hi ? dy : 0              float attrs: [lo, hi]
 //   mt.where:        out = cond != 0 ? a : b, numpy broadcasting; a, b, out f32 or i32
 //   mt.broadcast:    out = x broadcast to out's shape (f32 or i32)
 //   mt.cast:         f32 <-> i32 (toward zero; NaN gives 0, out-of-range saturates)
@@ -21,8 +23,9 @@ namespace mt {
 enum class UnaryFn : int64_t { Neg, Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Sigmoid, Relu, Abs };
 inline constexpr std::string_view kUnaryFnNames[] = {"neg",  "exp", "log",     "sqrt", "reciprocal",
                                                      "tanh", "erf", "sigmoid", "relu", "abs"};
-enum class BinaryFn : int64_t { Add, Sub, Mul, Div, Pow };
-inline constexpr std::string_view kBinaryFnNames[] = {"add", "sub", "mul", "div", "pow"};
+// Append only: the int attribute is the position (plan 1.10 added max and min).
+enum class BinaryFn : int64_t { Add, Sub, Mul, Div, Pow, Max, Min };
+inline constexpr std::string_view kBinaryFnNames[] = {"add", "sub", "mul", "div", "pow", "max", "min"};
 
 // The scalar functions of the kernels below, one code for the CPU kernels, their CUDA twins
 // and (applyUnary) the compiler's constant folding.
@@ -75,6 +78,9 @@ MT_HOST_DEVICE inline float applyBinary(BinaryFn fn, float a, float b) {
     case BinaryFn::Mul: return a * b;
     case BinaryFn::Div: return a / b;
     case BinaryFn::Pow: return powf(a, b);
+    // NaN propagates from either side (numpy's and torch's maximum/minimum).
+    case BinaryFn::Max: return a != a || a > b ? a : b;
+    case BinaryFn::Min: return a != a || a < b ? a : b;
   }
   return 0.0f;
 }
@@ -91,8 +97,24 @@ MT_HOST_DEVICE inline void binaryGradient(BinaryFn fn, float g, float a, float b
       // a^b ln a: zero where a is 0 (the limit along b), as PyTorch defines it.
       db = a == 0.0f ? 0.0f : g * powf(a, b) * logf(a);
       return;
+    // To the side that was taken; half to each at a tie (as torch.maximum/minimum).
+    case BinaryFn::Max:
+      da = a > b ? g : (a == b ? 0.5f * g : 0.0f), db = b > a ? g : (a == b ? 0.5f * g : 0.0f);
+      return;
+    case BinaryFn::Min:
+      da = a < b ? g : (a == b ? 0.5f * g : 0.0f), db = b < a ? g : (a == b ? 0.5f * g : 0.0f);
+      return;
   }
 }
+
+// mt.clamp: below lo gives lo, above hi gives hi (all hi where lo > hi, as torch.clamp), NaN
+// stays NaN.
+MT_HOST_DEVICE inline float applyClamp(float x, float lo, float hi) {
+  const float raised = x < lo ? lo : x;
+  return raised > hi ? hi : raised;
+}
+// Its derivative: 1 inside [lo, hi] (bounds included, as torch.clamp's backward), else 0.
+MT_HOST_DEVICE inline bool clampPasses(float x, float lo, float hi) { return x >= lo && x <= hi; }
 
 // mt.cast f32 -> i32: toward zero, saturating; NaN gives 0.
 MT_HOST_DEVICE inline int32_t castToI32(float v) {
@@ -116,6 +138,10 @@ std::string binary_check(const KernelArgs& args);
 void binary_cpu(const KernelArgs& args);
 std::string binary_grad_check(const KernelArgs& args);
 void binary_grad_cpu(const KernelArgs& args);
+std::string clamp_check(const KernelArgs& args);
+void clamp_cpu(const KernelArgs& args);
+std::string clamp_grad_check(const KernelArgs& args);
+void clamp_grad_cpu(const KernelArgs& args);
 std::string where_check(const KernelArgs& args);
 void where_cpu(const KernelArgs& args);
 std::string broadcast_check(const KernelArgs& args);
@@ -128,6 +154,8 @@ void unary_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void unary_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void binary_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void binary_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void clamp_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void clamp_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void where_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void broadcast_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void cast_cuda(const KernelArgs& args, const CudaLaunch& launch);

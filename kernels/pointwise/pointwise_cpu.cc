@@ -74,6 +74,34 @@ void unary_grad_cpu(const KernelArgs& args) {
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * unaryDerivative(fn, x[i]);
 }
 
+std::string clamp_check(const KernelArgs& args) {
+  MT_CHECK(expectDType(args.in[0], DType::F32, "clamp input"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "clamp result"));
+  return expectShape(args.out[0], args.in[0].shape, "clamp result");
+}
+void clamp_cpu(const KernelArgs& args) {
+  const float *x = args.in[0].f32(), lo = args.floats[0], hi = args.floats[1];
+  float* out = args.out[0].f32();
+  const int64_t n = args.in[0].numel();
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) out[i] = applyClamp(x[i], lo, hi);
+}
+
+std::string clamp_grad_check(const KernelArgs& args) {
+  for (const Tensor* t : {&args.in[0], &args.in[1], &args.out[0]}) {
+    MT_CHECK(expectDType(*t, DType::F32, "clamp_grad operand"));
+    MT_CHECK(expectShape(*t, args.in[1].shape, "clamp_grad operand"));
+  }
+  return "";
+}
+void clamp_grad_cpu(const KernelArgs& args) {
+  const float *dy = args.in[0].f32(), *x = args.in[1].f32(), lo = args.floats[0], hi = args.floats[1];
+  float* dx = args.out[0].f32();
+  const int64_t n = args.in[1].numel();
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) dx[i] = clampPasses(x[i], lo, hi) ? dy[i] : 0.0f;
+}
+
 std::string binary_check(const KernelArgs& args) {
   MT_CHECK(checkFn(args, std::size(kBinaryFnNames), "binary"));
   for (const Tensor* t : {&args.in[0], &args.in[1], &args.out[0]})

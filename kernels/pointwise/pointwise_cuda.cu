@@ -53,6 +53,15 @@ __global__ void unaryGradKernel(UnaryFn fn, const float* __restrict__ dy, const 
   MT_GRID_STRIDE(i, n) dx[i] = dy[i] * unaryDerivative(fn, x[i]);
 }
 
+__global__ void clampKernel(const float* __restrict__ x, float* __restrict__ out, int64_t n, float lo, float hi) {
+  MT_GRID_STRIDE(i, n) out[i] = applyClamp(x[i], lo, hi);
+}
+
+__global__ void clampGradKernel(const float* __restrict__ dy, const float* __restrict__ x, float* __restrict__ dx,
+                                int64_t n, float lo, float hi) {
+  MT_GRID_STRIDE(i, n) dx[i] = clampPasses(x[i], lo, hi) ? dy[i] : 0.0f;
+}
+
 __global__ void binaryKernel(BinaryFn fn, const float* __restrict__ a, const float* __restrict__ b,
                              float* __restrict__ out, int64_t n, int rank, Dims dims, Dims sa, Dims sb) {
   MT_GRID_STRIDE(o, n) out[o] = applyBinary(fn, a[offsetOf(o, rank, dims, sa)], b[offsetOf(o, rank, dims, sb)]);
@@ -104,6 +113,22 @@ void unary_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   if (n == 0) return;
   unaryGradKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(static_cast<UnaryFn>(args.ints[0]), args.in[0].f32(),
                                                                 args.in[1].f32(), args.out[0].f32(), n);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void clamp_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const int64_t n = args.in[0].numel();
+  if (n == 0) return;
+  clampKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(args.in[0].f32(), args.out[0].f32(), n, args.floats[0],
+                                                            args.floats[1]);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void clamp_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const int64_t n = args.in[1].numel();
+  if (n == 0) return;
+  clampGradKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(args.in[0].f32(), args.in[1].f32(), args.out[0].f32(),
+                                                                n, args.floats[0], args.floats[1]);
   MT_CUDA_CHECK_LAUNCH();
 }
 

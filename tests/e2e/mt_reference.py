@@ -82,6 +82,41 @@ def _mix(x):
     return x ^ (x >> 31)
 
 
+def _mix_array(x):
+    """_mix over a numpy uint64 array (arithmetic modulo 2^64, as in C++)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+class Dropout:
+    """mt.dropout's masks (kernels/random/dropout.h) for a PyTorch twin: each nn.Dropout call of
+    a forward in training mode is the next site; `begin_run(run)` starts plan run `run` (0-based:
+    step - 1 without accumulation). `install(model)` puts it in place of the model's nn.Dropout."""
+
+    def __init__(self, seed):
+        self.seed, self.run, self.sites = seed, 0, 0
+
+    def begin_run(self, run):
+        self.run, self.sites = run, 0
+
+    def apply(self, x, ratio):
+        ratio = np.float32(ratio)
+        base = _mix(_mix(_mix(self.seed ^ 0xD50F) ^ self.run) ^ self.sites)
+        self.sites += 1
+        with np.errstate(over="ignore"):
+            draws = _mix_array(np.uint64(base) + np.arange(x.numel(), dtype=np.uint64)) >> np.uint64(32)
+        keep = torch.from_numpy(draws >= np.uint64(math.floor(float(ratio) * 2.0 ** 32))).view(x.shape)
+        scale = torch.tensor(np.float32(1.0) / (np.float32(1.0) - ratio))
+        return torch.where(keep, x * scale, torch.zeros((), dtype=x.dtype))
+
+    def install(self, model):
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.forward = lambda x, m=module: self.apply(x, m.p) if m.training else x
+
+
 def batch(tokens, step, batch_size, seq, seed, counted=None):
     """runtime/token_data.cc BatchSampler::fill, step 0-based. With `counted` (a token file's loss
     mask), a target it leaves out is -100 (cross_entropy's ignore_index)."""

@@ -11,14 +11,17 @@ usage: /usr/bin/python3 tests/e2e/onnx_parity.py BIN_DIR WORK_DIR FAMILY OPSET M
 MODE: train or eval (the export mode), or train-loss (a training export whose graph takes the
 targets and computes its own SoftmaxCrossEntropyLoss) or train-external (initializers in an
 external-data file) or train-dropout0 (nanoGPT's nn.Dropout(0.0) modules: Dropout nodes that drop
-nothing; and the same model with p = 0.1 refused by name, since mtc does not drop at random yet).
+nothing) or train-dropout (nn.Dropout(0.1): the PyTorch twin draws mt.dropout's masks, so the
+losses and weights compare as without dropout; recomputed blocks redraw the same masks).
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import torch
+import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -31,8 +34,47 @@ torch.set_num_threads(2)
 
 LOSS_TOL, WEIGHT_TOL = 1e-4, 1e-5
 BATCH, SEQ = 4, 32
+DROPOUT = 0.1
 SCHEDULE = ref.Schedule(steps=20, lr=3e-3, warmup=5, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=7,
                         batch=BATCH, seq=SEQ)
+
+
+def check_validation_does_not_drop(bin_dir, work, family, opset, plan, weights, data, failures):
+    """Validation evaluates (dropout off, as torch's eval()): at the same weights (lr 0) the
+    dropping plan's validation loss is the p = 0 export's, bit for bit, and its training loss is not."""
+    undropped_model, undropped_plan = os.path.join(work, "p0.onnx"), os.path.join(work, "p0.plan")
+    ref.run(["/usr/bin/python3", onnx_export.__file__, family, undropped_model, "--opset", opset, "--mode", "train",
+             "--batch", str(BATCH), "--seq", str(SEQ), "--dropout", "0"])
+    ref.run([f"{bin_dir}/mtc", undropped_model, "-o", undropped_plan, "--weights", os.path.join(work, "p0.safetensors")])
+    losses = {}
+    for name, p in (("dropping", plan), ("p = 0", undropped_plan)):
+        log = os.path.join(work, "validation.jsonl")
+        ref.run([f"{bin_dir}/mtrun", p, "--data", data, "--weights", weights, "--steps", "1", "--lr", "0",
+                 "--val-fraction", "0.2", "--val-every", "1", "--log", log])
+        records = [json.loads(line) for line in open(log)]
+        losses[name] = (next(r["loss"] for r in records if "loss" in r), next(r["val_loss"] for r in records
+                                                                             if "val_loss" in r))
+    if losses["dropping"][1] != losses["p = 0"][1]:
+        failures.append(f"validation dropped: its loss {losses['dropping'][1]} differs from the p = 0 plan's "
+                        f"{losses['p = 0'][1]} at the same weights")
+    if losses["dropping"][0] == losses["p = 0"][0]:
+        failures.append("a training step of the dropping plan has the p = 0 plan's loss: nothing was dropped")
+
+
+def check_resume_redraws_the_masks(bin_dir, work, plan, weights, data, mt_losses, failures):
+    """A run resumed from its step-10 checkpoint draws the masks the uninterrupted run drew."""
+    checkpoints, log = os.path.join(work, "checkpoints"), os.path.join(work, "resumed.jsonl")
+    shutil.rmtree(checkpoints, ignore_errors=True)
+    common = [f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--print-every", "100"]
+    ref.run(common + ["--checkpoint-dir", checkpoints, "--checkpoint-every", "10"] + SCHEDULE.mtrun_flags())
+    os.remove(os.path.join(checkpoints, f"step-{SCHEDULE.steps:09d}.ckpt.safetensors"))
+    if os.path.exists(log):
+        os.remove(log)
+    ref.run(common + ["--resume", checkpoints, "--log", log] + SCHEDULE.mtrun_flags())
+    resumed = [json.loads(line)["loss"] for line in open(log)]
+    if resumed != mt_losses[10:]:
+        failures.append(f"resumed at step 10, the losses differ from the uninterrupted run's: {resumed} vs "
+                        f"{mt_losses[10:]}")
 
 
 def main():
@@ -47,7 +89,8 @@ def main():
     gelu = "tanh" if opset == "14" else "exact"  # both GELUs, each recognised by mt-fuse
     ref.run(["/usr/bin/python3", onnx_export.__file__, family, model_path, "--opset", opset, "--mode", mode,
          "--batch", str(BATCH), "--seq", str(SEQ), "--state", state, "--gelu", gelu] +
-        {"": [], "loss": ["--with-loss"], "external": ["--external"], "dropout0": ["--dropout", "0"]}[variant])
+        {"": [], "loss": ["--with-loss"], "external": ["--external"], "dropout0": ["--dropout", "0"],
+         "dropout": ["--dropout", str(DROPOUT)]}[variant])
     ref.run([f"{bin_dir}/mtc", model_path, "-o", plan] + extra)
     log, final = os.path.join(work, "log.jsonl"), os.path.join(work, "final.safetensors")
     ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--log", log, "--export", final,
@@ -66,9 +109,31 @@ def main():
          "--export", streamed_final, "--print-every", "100"] + SCHEDULE.mtrun_flags())
 
     kv = None if family == "gpt2" else 2
-    model = onnx_export.LM(family, 2, 64, 4, kv or 4, 256, gelu=gelu)
+    model = onnx_export.LM(family, 2, 64, 4, kv or 4, 256, gelu=gelu,
+                           dropout={"dropout0": 0.0, "dropout": DROPOUT}.get(variant))
     model.load_state_dict(torch.load(state))
     params = dict(model.named_parameters())  # tied weights appear once, as in the export
+    drops = ref.Dropout(SCHEDULE.seed)  # mt.dropout's masks in place of torch's
+    drops.install(model)
+    runs = iter(range(SCHEDULE.steps))
+
+    def logits_of(tokens):
+        drops.begin_run(next(runs))  # step - 1: one plan run per step
+        return model(tokens)
+
+    failures = []
+    if variant == "dropout":  # the masks matter: without them the first step's logits differ
+        x, _ = ref.batch(ref.read_tokens(data), 0, BATCH, SEQ, SCHEDULE.seed)
+        with torch.no_grad():
+            undropped = model.eval()(x)
+            drops.begin_run(0)
+            dropped = model.train()(x)
+        change = ref.rel_err(dropped, undropped)
+        if not change > 0.05:
+            failures.append(f"dropout {DROPOUT} changes the first logits by only {change:.2e} (relative): masks "
+                            "not applied?")
+        if drops.sites != 6:
+            failures.append(f"the twin applied {drops.sites} dropouts per forward, the export has 6")
     zero_grad = set()  # analytically zero gradients (attention's key bias): float noise on both sides
 
     def find_zero_gradients(step):
@@ -76,7 +141,8 @@ def main():
             norm = sum(float(p.grad.norm()) ** 2 for p in params.values()) ** 0.5
             zero_grad.update(n for n, p in params.items() if float(p.grad.norm()) <= 1e-7 * norm)
 
-    torch_losses = ref.torch_train(params, model, ref.read_tokens(data), SCHEDULE, after_backward=find_zero_gradients)
+    torch_losses = ref.torch_train(params, logits_of, ref.read_tokens(data), SCHEDULE,
+                                   after_backward=find_zero_gradients)
 
     # The trained model in its own directory: with external data it must not lean on the input's.
     trained_dir = os.path.join(work, "trained")
@@ -89,7 +155,6 @@ def main():
          "--weights", os.path.join(work, "reimport.safetensors")] + extra)
     reimported = unwrap(ref.read_safetensors(os.path.join(work, "reimport.safetensors")))
 
-    failures = []
     if variant == "external" and not os.path.exists(trained_onnx + ".data"):
         failures.append("mtonnx wrote no external data for a model that came with external data")
     # The decomposed layers run as the fused kernels built-in models use.
@@ -115,6 +180,11 @@ def main():
     for name, value in mt_final.items():
         if name in reimported and not torch.equal(reimported[name], value):
             failures.append(f"re-imported {name} differs from the trained weights")
+    if variant == "dropout":
+        check_validation_does_not_drop(bin_dir, work, family, opset, plan, weights, data, failures)
+        check_resume_redraws_the_masks(bin_dir, work, plan, weights, data, mt_losses, failures)
+    if variant == "dropout" and f"dropout        p = {DROPOUT} at 6 sites" not in summary:
+        failures.append("mtc's summary does not list the 6 dropout sites:\n" + summary)
     if "forward runs twice" not in summary:
         failures.append("the streamed-recompute plan does not recompute blocks:\n" + summary)
     if [json.loads(line)["loss"] for line in open(streamed_log)] != mt_losses:
@@ -142,18 +212,10 @@ def main():
                         f"({len(zero_grad)} with zero gradient)")
     if not worst_w <= WEIGHT_TOL:
         failures.append(f"final weights differ: worst relative error {worst_w:.3e} > {WEIGHT_TOL}")
-    print("streamed-recompute: " + summary.splitlines()[3].strip())
+    print("streamed-recompute: " + next(line.strip() for line in summary.splitlines() if "per step" in line))
     print(f"losses: {SCHEDULE.steps} steps, first {torch_losses[0]:.4f} last {torch_losses[-1]:.4f}, worst relative "
           f"difference {worst_loss:.3e}; final weights: {compared} tensors, worst relative error {worst_w:.3e} "
           f"({worst_name}); left out, zero gradient: {sorted(zero_grad)}")
-    if variant == "dropout0":  # the same model dropping at random is refused by name
-        dropping = os.path.join(work, "dropout.onnx")
-        ref.run(["/usr/bin/python3", onnx_export.__file__, family, dropping, "--opset", opset, "--mode", "train",
-                 "--batch", str(BATCH), "--seq", str(SEQ), "--dropout", "0.1"])
-        out = subprocess.run([f"{bin_dir}/mtc", dropping, "-o", os.path.join(work, "dropout.plan")],
-                             capture_output=True, text=True)
-        if out.returncode != 1 or "Dropout with ratio 0.1 in training mode" not in out.stderr:
-            failures.append(f"a training export dropping at random: exit {out.returncode}, {out.stderr!r}")
     ref.finish(f"onnx {family} opset {opset} {mode} {variant}", failures)
 
 

@@ -51,6 +51,7 @@ class CudaTwinTest : public ::testing::Test {
     for (auto& t : outputs) args.out.push_back(upload(t));
     args.ints = ints;
     args.floats = floats;
+    args.random = &kTestRandomness;
     cuda(args, CudaLaunch{nullptr, blas_});
     MT_CUDA_CHECK(cudaDeviceSynchronize());
     for (size_t i = 0; i < outputs.size(); ++i)
@@ -134,6 +135,9 @@ TEST_F(CudaTwinTest, ElementwiseAndLayout) {
   std::vector<uint16_t> bits(4 * 33 * 70);
   round_to_bf16(a.floats.data(), bits.data(), static_cast<int64_t>(bits.size()));
   expectTwin(KernelId::Widen, {HostTensor::bf16({4, 33, 70}, bits)}, {out}, {}, {}, 0.0);
+  // Dropout draws the CPU's mask bit for bit (one product per kept element: tolerance 0).
+  expectTwin(KernelId::Dropout, {a}, {out}, {5}, {0.25f}, 0.0);
+  expectTwin(KernelId::Dropout, {a}, {out}, {0}, {0.0f}, 0.0);
 }
 
 TEST_F(CudaTwinTest, Matmul) {
@@ -208,7 +212,7 @@ TEST_F(CudaTwinTest, AttentionForwardAndBackward) {
 }
 
 // The generic ops an ONNX import leaves unfused: every unary and binary function forward and
-// backward (broadcasting both ways), where and broadcast on f32 and i32 words, and the casts.
+// backward (broadcasting both ways), clamp, where and broadcast on f32 and i32 words, the casts.
 TEST_F(CudaTwinTest, GenericPointwise) {
   auto positive = [&](Shape shape) {  // log, sqrt, pow need a > 0
     HostTensor t = randomF32(std::move(shape));
@@ -227,6 +231,13 @@ TEST_F(CudaTwinTest, GenericPointwise) {
   for (int64_t fn = 0; fn < static_cast<int64_t>(std::size(kBinaryFnNames)); ++fn) {
     expectTwin(KernelId::Binary, {a, b}, {HostTensor::f32({4, 33, 7})}, {fn});
     expectTwin(KernelId::BinaryGrad, {dout, a, b}, {HostTensor::f32({4, 33, 7}), HostTensor::f32({4, 33, 7})}, {fn});
+  }
+  // Clamp across both bounds (a value on a bound: its gradient passes), and crossed bounds.
+  auto clamped = randomF32({4, 33, 7});
+  clamped.floats[0] = 0.5f, clamped.floats[1] = -0.5f;
+  for (const std::vector<float>& bounds : {std::vector<float>{-0.5f, 0.5f}, std::vector<float>{0.5f, -0.5f}}) {
+    expectTwin(KernelId::Clamp, {clamped}, {HostTensor::f32({4, 33, 7})}, {}, bounds, 0.0);
+    expectTwin(KernelId::ClampGrad, {dy, clamped}, {HostTensor::f32({4, 33, 7})}, {}, bounds, 0.0);
   }
   const auto cond = HostTensor::i32({33, 1}, randomInts(33, 2, rng));
   expectTwin(KernelId::Where, {cond, randomF32({4, 1, 7}), randomF32({7})}, {HostTensor::f32({4, 33, 7})});
@@ -310,6 +321,7 @@ TEST_F(CudaTwinTest, Bf16Activations) {
   expectBf16Twin(KernelId::Add, {a, b}, {out});
   expectBf16Twin(KernelId::Mul, {a, a}, {out});
   expectBf16Twin(KernelId::Scale, {a}, {out}, {}, {0.3f});
+  expectBf16Twin(KernelId::Dropout, {a}, {out}, {5}, {0.25f});
   expectBf16Twin(KernelId::Fill, {}, {out}, {}, {-2.5f});
   expectBf16Twin(KernelId::SumTo, {a}, {H::f32({70})}, {}, {}, /*f32_any=*/true);  // a bias gradient
   expectBf16Twin(KernelId::SumTo, {a}, {H::f32({70})});

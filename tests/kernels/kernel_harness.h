@@ -87,15 +87,20 @@ inline std::vector<int32_t> randomInts(int64_t n, int32_t bound, std::mt19937& r
   return v;
 }
 
+// The step's randomness random kernels (mt.dropout) see unless a test gives its own.
+inline constexpr StepRandomness kTestRandomness{2026, 3, true};
+
 // Runs kernel `id` (its check must accept the call) and returns its outputs.
 inline std::vector<HostTensor> runKernel(KernelId id, std::vector<HostTensor> inputs,
                                          std::vector<HostTensor> outputs, std::vector<int64_t> ints = {},
-                                         std::vector<float> floats = {}) {
+                                         std::vector<float> floats = {},
+                                         const StepRandomness& random = kTestRandomness) {
   KernelArgs args;
   for (auto& t : inputs) args.in.push_back(t.view());
   for (auto& t : outputs) args.out.push_back(t.view());
   args.ints = ints;
   args.floats = floats;
+  args.random = &random;
   const std::string problem = checkKernelCall(id, args);
   EXPECT_EQ(problem, "") << kKernelTable[static_cast<size_t>(id)].op_name;
   if (problem.empty()) runKernelCpu(id, args);

@@ -31,12 +31,12 @@ using namespace mt::onnximport;
 
 namespace {
 
-// The ops issue #4 names: each must pass at least one test.
+// The ops issue #4 names (and Clip, Max, Min: issue #19): each must pass at least one test.
 const char* const kRequiredOps[] = {
     "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Erf", "Tanh", "Sigmoid", "Softmax",
     "LogSoftmax", "LayerNormalization", "Gather", "Reshape", "Transpose", "Concat", "Split", "Slice",
     "Unsqueeze", "Squeeze", "Where", "Trilu", "ReduceMean", "ReduceSum", "Cast", "Expand",
-    "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "Adam"};
+    "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "Adam", "Clip", "Max", "Min"};
 
 // ONNX's backend test tolerances (onnx/backend/test/runner: rtol 1e-3, atol 1e-7), tightened
 // tenfold in rtol: fp32 kernels should do better than the reference's defaults.
@@ -153,6 +153,12 @@ Result runTest(const fs::path& dir) {
   std::sort(sets.begin(), sets.end());
   if (sets.empty()) return {Outcome::Unsupported, "no test data sets"};
   const onnx::ModelProto model = readModel((dir / "model.onnx").string());
+  // Dropping at random: ONNX's expected outputs come from numpy's generator, which no other
+  // implementation draws (and an evaluation plan does not drop). mt.dropout's masks are tested
+  // against the PyTorch twin's (tests/e2e/onnx_parity.py, train-dropout).
+  const std::string name = dir.filename().string();
+  if (name.rfind("test_training_dropout", 0) == 0 && name.find("zero_ratio") == std::string::npos)
+    return {Outcome::Unsupported, "training-mode Dropout: the expected outputs were drawn by numpy's generator"};
   if (model.graph().node_size() == 1 && model.graph().node(0).op_type() == "Adam" &&
       model.graph().node(0).domain() == "ai.onnx.preview.training") {
     for (const fs::path& set : sets)
