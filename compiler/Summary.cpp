@@ -153,6 +153,19 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
     for (const auto& [name, why] : r.kept_constant) kept += (kept.empty() ? "" : "; ") + name + " (" + why + ")";
     std::printf("  constants      initializers kept out of training: %s\n", kept.c_str());
   }
+  if (!r.path_names.empty()) {
+    constexpr size_t kShown = 8;
+    std::string named;
+    for (size_t i = 0; i < std::min(kShown, r.path_names.size()); ++i) {
+      std::string origin = r.path_names[i].second;
+      if (const size_t at = origin.find(" (transposed)"); at != std::string::npos) origin.replace(at, 13, ", transposed");
+      named += fmt::format("{}{} (from {})", i ? "; " : "", r.path_names[i].first, origin);
+    }
+    if (r.path_names.size() > kShown) named += fmt::format("; and {} more (mtdump lists them)", r.path_names.size() - kShown);
+    std::printf("  names          %zu parameters named from the node that uses them, their initializers anonymous in "
+                "the export (a module's own name, as in its state_dict, may differ): %s\n",
+                r.path_names.size(), named.c_str());
+  }
   std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
               r.batch_note.empty() ? "" : ("; " + r.batch_note).c_str());

@@ -19,6 +19,9 @@ struct CompileReport {
   std::string description;           // the model and where it came from
   std::vector<std::string> notes;    // what the input asks for that training does not do
   std::vector<std::pair<std::string, std::string>> kept_constant;  // ONNX initializers kept constant, and why
+  // ONNX parameters whose initializers the export left anonymous ("onnx::MatMul_271"), named from
+  // the path of the node using them: (name, origin).
+  std::vector<std::pair<std::string, std::string>> path_names;
   std::string batch_note;            // --batch auto's reason
   UpdateKind update = UpdateKind::kDeferred;
   std::string update_note;           // why the update kind, when chosen

@@ -4,8 +4,9 @@ import and its tests. Nothing here is MegaTrain-specific: it is what a user brin
 usage: /usr/bin/python3 models/onnx_export.py FAMILY OUT.onnx [--opset 17] [--mode train|eval]
            [--batch 4] [--seq 32] [--layers 2] [--width 64] [--heads 4] [--kv-heads 2]
            [--vocab 256] [--seed 0] [--state OUT.pt] [--with-loss] [--external] [--gelu exact|tanh]
-FAMILY is gpt2 (LayerNorm, exact GELU, learned positions, tied embeddings) or llama (RMSNorm,
-RoPE, SwiGLU, grouped-query attention, untied head). --state also saves the initial weights
+FAMILY is gpt2 (LayerNorm, exact GELU, learned positions, tied embeddings), llama (RMSNorm,
+RoPE, SwiGLU, grouped-query attention, untied head) or mha (torch's nn.MultiheadAttention with a
+causal mask buffer, nn.Sequential MLPs, learned positions, untied head). --state also saves the initial weights
 (torch.save of the state_dict) for a PyTorch run from the same start. --with-loss exports
 a graph that takes (tokens, targets) and returns the mean cross-entropy (SoftmaxCrossEntropyLoss);
 --external stores the initializers in an external-data file beside the model (OUT.onnx.data), as
@@ -123,6 +124,37 @@ class LM(nn.Module):
         return self.head(self.ln_f(self.drop(x)))
 
 
+class MhaBlock(nn.Module):
+    """A pre-norm block on torch's own nn.MultiheadAttention (causal through a float mask
+    buffer) and an nn.Sequential MLP: what a user writing against torch's modules brings."""
+
+    def __init__(self, width, heads, context):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.register_buffer("mask", torch.triu(torch.full((context, context), float("-inf")), diagonal=1))
+
+    def forward(self, x):
+        h, t = self.ln1(x), x.shape[1]
+        x = x + self.attn(h, h, h, attn_mask=self.mask[:t, :t], need_weights=False)[0]
+        return x + self.mlp(self.ln2(x))
+
+
+class MhaLM(nn.Module):
+    def __init__(self, layers, width, heads, vocab, context):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(context, width)
+        self.blocks = nn.ModuleList([MhaBlock(width, heads, context) for _ in range(layers)])
+        self.ln_f, self.head = nn.LayerNorm(width), nn.Linear(width, vocab, bias=False)
+
+    def forward(self, tokens):
+        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
 class WithLoss(nn.Module):
     def __init__(self, lm):
         super().__init__()
@@ -135,7 +167,7 @@ class WithLoss(nn.Module):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("family", choices=["gpt2", "llama"])
+    ap.add_argument("family", choices=["gpt2", "llama", "mha"])
     ap.add_argument("out")
     ap.add_argument("--opset", type=int, default=17)
     ap.add_argument("--mode", choices=["train", "eval"], default="train")
@@ -155,7 +187,10 @@ def main():
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     kv = a.kv_heads or (a.heads if a.family == "gpt2" else max(1, a.heads // 2))
-    model = LM(a.family, a.layers, a.width, a.heads, kv, a.vocab, gelu=a.gelu, dropout=a.dropout)
+    if a.family == "mha":  # the context is the export's sequence: the mask buffer folds whole
+        model = MhaLM(a.layers, a.width, a.heads, a.vocab, a.seq)
+    else:
+        model = LM(a.family, a.layers, a.width, a.heads, kv, a.vocab, gelu=a.gelu, dropout=a.dropout)
     if a.state:
         torch.save(model.state_dict(), a.state)
     tokens = torch.zeros(a.batch, a.seq, dtype=torch.long)

@@ -165,7 +165,8 @@ struct OpLowering {
 };
 const std::map<std::string, OpLowering>& loweringTable();
 
-// A node path as a parameter-name prefix: "/blocks.0/attn/q" -> "blocks.0.attn.q".
+// A node path as a parameter-name prefix: "/blocks.0/attn/q" -> "blocks.0.attn.q", a
+// container's repeated scope dropped ("/blocks.0/mlp/mlp.0" -> "blocks.0.mlp.0").
 std::string dottedPath(const std::string& node_path);
 
 // The run-time `mt` element type of an ONNX element type (f32, or i32 for ints and bools).

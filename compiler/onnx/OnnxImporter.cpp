@@ -59,10 +59,20 @@ std::string parameterName(const std::string& initializer, const onnx::GraphProto
 }  // namespace
 
 std::string dottedPath(const std::string& node_path) {
-  std::string path = node_path;
-  for (char& c : path)
-    if (c == '/') c = '.';
-  while (!path.empty() && path[0] == '.') path.erase(0, 1);
+  std::vector<std::string> parts;
+  for (size_t begin = 0; begin <= node_path.size();) {
+    size_t end = node_path.find('/', begin);
+    if (end == std::string::npos) end = node_path.size();
+    if (end > begin) parts.push_back(node_path.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  // A container's scope then its child's, which repeats it ("mlp/mlp.0" of an nn.Sequential
+  // named mlp): the child's alone is the module's name.
+  std::string path;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i + 1 < parts.size() && parts[i + 1].rfind(parts[i] + ".", 0) == 0) continue;
+    path += (path.empty() ? "" : ".") + parts[i];
+  }
   return path;
 }
 
