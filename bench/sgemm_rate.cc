@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "runtime/cpu_libraries.h"
+#include "runtime/backends/cpu_libraries.h"
 
 int main(int argc, char** argv) {
   mt::configureCpuLibraries(argv);

@@ -11,7 +11,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "models/BuiltinModels.h"
 #include "passes/Passes.h"
-#include "runtime/verifier.h"
+#include "runtime/plan/plan_queries.h"
 
 using namespace mlir;
 

@@ -10,7 +10,7 @@
 #include "compiler/Emitter.h"
 #include "llvm/ADT/DenseMap.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "runtime/plan_format.h"
+#include "runtime/plan/plan_format.h"
 
 namespace mt {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "compiler/Emitter.h"
-#include "runtime/plan_format.h"
+#include "runtime/plan/plan_format.h"
 
 namespace mt {
 

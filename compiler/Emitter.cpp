@@ -11,7 +11,7 @@
 #include "compiler/EmitStreams.h"
 #include "llvm/ADT/DenseMap.h"
 #include "passes/Passes.h"
-#include "runtime/op_table.h"
+#include "runtime/plan/op_table.h"
 
 using namespace mlir;
 
@@ -222,7 +222,7 @@ LogicalResult Emitter::lowerHostTask(HostTaskOp task, int index, Instr& instr) {
 LogicalResult Emitter::lowerKernel(Operation* op, int index, Instr& instr) {
   KernelId id;
   if (!isa<KernelOpInterface>(op) || !findKernel(op->getName().getStringRef(), &id))
-    return op->emitError("has no kernel in the op table (runtime/op_table.def)");
+    return op->emitError("has no kernel in the op table (runtime/plan/op_table.def)");
   instr.stream = kCompute;
   auto* call = instr.body.mutable_kernel();
   call->set_kernel(static_cast<uint32_t>(id));

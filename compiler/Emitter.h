@@ -4,7 +4,7 @@
 
 #include "compiler/HardwareProfile.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "runtime/plan_format.h"
+#include "runtime/plan/plan_format.h"
 
 namespace mt {
 

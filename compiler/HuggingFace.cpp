@@ -11,11 +11,11 @@
 #include <set>
 
 #include "kernels/elementwise/elementwise.h"
-#include "runtime/checkpoint.h"
-#include "runtime/error.h"
-#include "runtime/huggingface.h"
-#include "runtime/mapped_file.h"
-#include "runtime/safetensors.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/io/error.h"
+#include "runtime/training/huggingface.h"
+#include "runtime/io/mapped_file.h"
+#include "runtime/io/safetensors.h"
 
 namespace mt {
 namespace {

@@ -20,11 +20,11 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "passes/Passes.h"
-#include "runtime/error.h"
-#include "runtime/checkpoint.h"
-#include "runtime/host_store.h"
-#include "runtime/safetensors.h"
-#include "runtime/verifier.h"
+#include "runtime/io/error.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/host/host_store.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/plan/plan_queries.h"
 
 using namespace mlir;
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/plan_format.h"
+#include "runtime/plan/plan_format.h"
 
 namespace mt {
 

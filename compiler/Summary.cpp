@@ -7,7 +7,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "passes/Passes.h"
-#include "runtime/verifier.h"
+#include "runtime/plan/plan_queries.h"
 
 using namespace mlir;
 

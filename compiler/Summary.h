@@ -10,7 +10,7 @@
 #include "compiler/Pipeline.h"
 #include "compiler/Stages.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "runtime/plan_format.h"
+#include "runtime/plan/plan_format.h"
 
 namespace mt {
 

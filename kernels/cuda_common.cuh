@@ -16,7 +16,7 @@ constexpr int kThreads = 256;
 
 // Activations are f32, or bf16 in a bf16 plan: loads widen to f32 (the math is f32), stores
 // round to nearest even, as the CPU backend's emulation of bf16 storage does
-// (runtime/kernel_registry.cc).
+// (runtime/plan/kernel_registry.cc).
 using bf16 = __nv_bfloat16;
 __device__ __forceinline__ float toFloat(float x) { return x; }
 __device__ __forceinline__ float toFloat(bf16 x) { return __bfloat162float(x); }

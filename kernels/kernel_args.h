@@ -1,5 +1,5 @@
 // The uniform launcher signature every kernel family implements: a kernel reads `in`, writes
-// `out`, and takes positional attributes as runtime/op_table.def declares them.
+// `out`, and takes positional attributes as runtime/plan/op_table.def declares them.
 #pragma once
 
 #include <cstdint>

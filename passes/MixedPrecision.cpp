@@ -1,9 +1,9 @@
 // mt-mixed-precision: a bf16 plan (Passes.td has the contract). The types each kernel takes come
-// from the op table's precision column (runtime/op_table.def), the one place that says which
+// from the op table's precision column (runtime/plan/op_table.def), the one place that says which
 // operands and results stay f32; the ops' own type inference gives the results.
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
-#include "runtime/op_table.h"
+#include "runtime/plan/op_table.h"
 
 using namespace mlir;
 

@@ -8,7 +8,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
-#include "runtime/arena.h"
+#include "runtime/plan/arena.h"
 
 namespace mt {
 

@@ -217,7 +217,7 @@ def MixedPrecisionPass : Pass<"mt-mixed-precision", "mlir::ModuleOp"> {
   let description = [{
     Retypes the scheduled step for mixed precision. The weights are used as the bf16 staging
     copies they crossed the link as (the `mt.widen` of `mt-stage-bf16` goes); every activation
-    and activation gradient is bf16; what `runtime/op_table.def` marks f32 stays f32: norms'
+    and activation gradient is bf16; what `runtime/plan/op_table.def` marks f32 stays f32: norms'
     statistics, log-sum-exps, the loss and its seed, the cross-entropy's running state; and
     every value that is, or only adds up to, a parameter's gradient is f32: the weight
     gradients' products (`mt.matmul` with `f32_result`), the biases' sums (`mt.sum_to` to

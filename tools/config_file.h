@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
-#include "runtime/mapped_file.h"
+#include "runtime/io/error.h"
+#include "runtime/io/mapped_file.h"
 
 namespace mt {
 

@@ -4,11 +4,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "runtime/error.h"
-#include "runtime/mapped_file.h"
-#include "runtime/plan_dump.h"
-#include "runtime/safetensors.h"
-#include "runtime/verifier.h"
+#include "runtime/io/error.h"
+#include "runtime/io/mapped_file.h"
+#include "runtime/plan/plan_dump.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/plan/verifier.h"
 #include "tools/tool_main.h"
 
 namespace {

@@ -7,16 +7,16 @@
 #include <memory>
 #include <optional>
 
-#include "runtime/cpu_libraries.h"
-#include "runtime/error.h"
-#include "runtime/generator.h"
-#include "runtime/hf_tokenizer.h"
-#include "runtime/mapped_file.h"
-#include "runtime/plan_format.h"
-#include "runtime/run_setup.h"
-#include "runtime/safetensors.h"
-#include "runtime/utf8.h"
-#include "runtime/verifier.h"
+#include "runtime/backends/cpu_libraries.h"
+#include "runtime/io/error.h"
+#include "runtime/generation/generator.h"
+#include "runtime/data/hf_tokenizer.h"
+#include "runtime/io/mapped_file.h"
+#include "runtime/plan/plan_format.h"
+#include "runtime/training/run_setup.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/data/utf8.h"
+#include "runtime/plan/verifier.h"
 #include "tools/tool_main.h"
 
 namespace {

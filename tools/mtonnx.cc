@@ -7,9 +7,9 @@
 #include <set>
 
 #include "compiler/onnx/OnnxModel.h"
-#include "runtime/error.h"
-#include "runtime/host_store.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/error.h"
+#include "runtime/host/host_store.h"
+#include "runtime/io/safetensors.h"
 #include "tools/tool_main.h"
 
 namespace {

@@ -2,9 +2,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "runtime/cpu_libraries.h"
-#include "runtime/error.h"
-#include "runtime/trainer.h"
+#include "runtime/backends/cpu_libraries.h"
+#include "runtime/io/error.h"
+#include "runtime/training/trainer.h"
 #include "tools/mtrun_flags.h"
 #include "tools/tool_main.h"
 

@@ -4,7 +4,7 @@
 #include <map>
 #include <string>
 
-#include "runtime/trainer.h"
+#include "runtime/training/trainer.h"
 #include "tools/tool_main.h"
 
 namespace mt {

@@ -7,12 +7,12 @@
 #include <optional>
 #include <sstream>
 
-#include "runtime/bpe_tokenizer.h"
-#include "runtime/error.h"
-#include "runtime/hf_tokenizer.h"
-#include "runtime/instruction_data.h"
-#include "runtime/mapped_file.h"
-#include "runtime/token_data.h"
+#include "runtime/data/bpe_tokenizer.h"
+#include "runtime/io/error.h"
+#include "runtime/data/hf_tokenizer.h"
+#include "runtime/data/instruction_data.h"
+#include "runtime/io/mapped_file.h"
+#include "runtime/data/token_data.h"
 #include "tools/tool_main.h"
 
 namespace {

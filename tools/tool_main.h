@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "runtime/error.h"
+#include "runtime/io/error.h"
 #include "tools/config_file.h"
 #include "runtime/version.h"
 

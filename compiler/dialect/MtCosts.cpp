@@ -1,5 +1,5 @@
 // Costs (FLOPs; bytes default to operands + results) and kernel attributes of the `mt` ops.
-// Kernel attribute order is the op table's (runtime/op_table.def).
+// Kernel attribute order is the op table's (runtime/plan/op_table.def).
 #include "compiler/dialect/MtDialect.h"
 #include "kernels/pointwise/pointwise.h"
 

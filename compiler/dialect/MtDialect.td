@@ -22,7 +22,7 @@ class Mt_Op<string mnemonic, list<Trait> traits = []> : Op<Mt_Dialect, mnemonic,
 
 def Mt_F32Tensor : RankedTensorOf<[F32]>;
 // An activation: f32, or bf16 in a bf16 plan (mt-mixed-precision). An op's activations share
-// one type; its statistics (Mt_F32Tensor) stay f32. runtime/op_table.def says the same per
+// one type; its statistics (Mt_F32Tensor) stay f32. runtime/plan/op_table.def says the same per
 // kernel (the precision column).
 def Mt_FloatTensor : RankedTensorOf<[F32, BF16]>;
 def Mt_I32Tensor : RankedTensorOf<[I32]>;

@@ -36,7 +36,7 @@ def CostOpInterface : OpInterface<"CostOpInterface"> {
 def KernelOpInterface : OpInterface<"KernelOpInterface"> {
   let cppNamespace = "::mt";
   let description = [{
-    Marks an op that lowers to one kernel of the op table (runtime/op_table.def, found by the
+    Marks an op that lowers to one kernel of the op table (runtime/plan/op_table.def, found by the
     op's name) and gives the kernel's positional attributes in the table's order.
   }];
   let methods = [

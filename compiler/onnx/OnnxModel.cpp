@@ -10,8 +10,8 @@
 
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
-#include "runtime/error.h"
-#include "runtime/mapped_file.h"
+#include "runtime/io/error.h"
+#include "runtime/io/mapped_file.h"
 
 namespace mt::onnximport {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "onnx/onnx_pb.h"
-#include "runtime/error.h"
-#include "runtime/mapped_file.h"
+#include "runtime/io/error.h"
+#include "runtime/io/mapped_file.h"
 
 namespace mt::onnximport {
 

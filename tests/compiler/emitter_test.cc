@@ -11,7 +11,7 @@
 #include "mlir/Parser/Parser.h"
 #include "models/BuiltinModels.h"
 #include "passes/Passes.h"
-#include "runtime/verifier.h"
+#include "runtime/plan/verifier.h"
 
 namespace mt {
 namespace {

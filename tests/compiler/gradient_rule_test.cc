@@ -11,9 +11,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
 #include "passes/Passes.h"
-#include "runtime/backend.h"
-#include "runtime/host_store.h"
-#include "runtime/verifier.h"
+#include "runtime/backends/backend.h"
+#include "runtime/host/host_store.h"
+#include "runtime/plan/verifier.h"
 
 namespace mt {
 namespace {

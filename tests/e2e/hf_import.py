@@ -289,7 +289,7 @@ def gpt2_fused(ours):
 
 
 def hf_name_of(ours):
-    """runtime/huggingface.cc's huggingFaceName, for the test's own check."""
+    """runtime/training/huggingface.cc's huggingFaceName, for the test's own check."""
     if ours == "embed.weight":
         return "model.embed_tokens.weight"
     if ours == "norm.weight":

@@ -7,12 +7,13 @@
 #include <cstdio>
 #include <cstring>
 
-#include "runtime/backend.h"
-#include "runtime/error.h"
-#include "runtime/host_store.h"
-#include "runtime/plan_format.h"
-#include "runtime/safetensors.h"
-#include "runtime/verifier.h"
+#include "runtime/backends/backend.h"
+#include "runtime/io/error.h"
+#include "runtime/host/host_store.h"
+#include "runtime/plan/plan_format.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/plan/plan_queries.h"
+#include "runtime/plan/verifier.h"
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -60,7 +60,7 @@ def make_corpus(bin_dir, work):
 
 
 def read_token_file(path):
-    """A token file (runtime/token_data.h): its ids, its loss mask (None in version 1), its vocabulary."""
+    """A token file (runtime/data/token_data.h): its ids, its loss mask (None in version 1), its vocabulary."""
     with open(path, "rb") as f:
         data = f.read()
     assert data[:8] == b"MTTOKENS"
@@ -118,7 +118,7 @@ class Dropout:
 
 
 def batch(tokens, step, batch_size, seq, seed, counted=None):
-    """runtime/token_data.cc BatchSampler::fill, step 0-based. With `counted` (a token file's loss
+    """runtime/data/token_data.cc BatchSampler::fill, step 0-based. With `counted` (a token file's loss
     mask), a target it leaves out is -100 (cross_entropy's ignore_index)."""
     windows = len(tokens) - seq
     xs, ys = [], []
@@ -134,7 +134,7 @@ def batch(tokens, step, batch_size, seq, seed, counted=None):
 
 
 def write_tokens(path, ids, vocab, counted=None):
-    """A token file as runtime/token_data.cc writes it: version 2 with a loss mask when `counted`."""
+    """A token file as runtime/data/token_data.cc writes it: version 2 with a loss mask when `counted`."""
     ids = np.asarray(ids)
     width = 2 if vocab <= 65536 else 4
     header = b"MTTOKENS" + struct.pack("<IIQII", 1 if counted is None else 2, width, len(ids), vocab, 0)
@@ -146,7 +146,7 @@ def write_tokens(path, ids, vocab, counted=None):
 
 
 def learning_rate(step, steps, lr, warmup, min_lr_ratio):
-    """runtime/trainer.cc learningRate, step 1-based."""
+    """runtime/training/trainer.cc learningRate, step 1-based."""
     if step <= warmup:
         return lr * step / warmup
     decay = steps - warmup

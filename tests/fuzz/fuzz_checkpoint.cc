@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "runtime/checkpoint.h"
-#include "runtime/verifier.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/plan/verifier.h"
 #include "tests/fuzz/fuzz_common.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "runtime/error.h"
+#include "runtime/io/error.h"
 
 namespace mt::fuzz {
 

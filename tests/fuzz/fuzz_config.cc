@@ -4,7 +4,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "runtime/trainer.h"
+#include "runtime/training/trainer.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tools/mtrun_flags.h"
 

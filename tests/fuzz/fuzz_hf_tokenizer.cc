@@ -1,7 +1,7 @@
 // Hugging Face tokenizer.json files: a file that loads then encodes a fixed text (white space,
 // digits, a special token's look-alike, multi-byte characters) and its own first bytes, every
 // id inside the vocabulary, and decodes the ids again.
-#include "runtime/hf_tokenizer.h"
+#include "runtime/data/hf_tokenizer.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,10 +1,11 @@
 // Plans: parse (with template expansion) and verify; a plan the verifier accepts must then bind
 // and run one CPU step without a sanitizer report (DESIGN §6: a hostile plan gives an error,
 // never a crash or an out-of-bounds access).
-#include "runtime/backend.h"
-#include "runtime/host_store.h"
-#include "runtime/plan_format.h"
-#include "runtime/verifier.h"
+#include "runtime/backends/backend.h"
+#include "runtime/host/host_store.h"
+#include "runtime/plan/plan_format.h"
+#include "runtime/plan/plan_queries.h"
+#include "runtime/plan/verifier.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,6 @@
 // safetensors: the header, every entry's bounds, checksums; each entry read back as F32 of its
 // own shape when it is one.
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -2,7 +2,7 @@
 // valid one (a masked target must be -1, a counted one an id, and the count agree).
 #include <vector>
 
-#include "runtime/token_data.h"
+#include "runtime/data/token_data.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/bpe_tokenizer.h"
+#include "runtime/data/bpe_tokenizer.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -6,12 +6,12 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda_check.h"
-#include "runtime/cuda_device.h"
+#include "runtime/backends/cuda_device.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/layout/layout.h"
 #include "kernels/pointwise/pointwise.h"
 #include "kernels/softmax/softmax.h"
-#include "runtime/cuda_kernels.h"
+#include "runtime/backends/cuda_kernels.h"
 #include "tests/kernels/kernel_harness.h"
 
 namespace mt::test {

@@ -12,7 +12,7 @@
 
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/kernel_args.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/plan/kernel_registry.h"
 
 namespace mt::test {
 

@@ -15,10 +15,10 @@
 #include "compiler/Stages.h"
 #include "compiler/onnx/OnnxImporter.h"
 #include "mlir/IR/MLIRContext.h"
-#include "runtime/backend.h"
-#include "runtime/error.h"
-#include "runtime/host_store.h"
-#include "runtime/verifier.h"
+#include "runtime/backends/backend.h"
+#include "runtime/io/error.h"
+#include "runtime/host/host_store.h"
+#include "runtime/plan/verifier.h"
 
 namespace fs = std::filesystem;
 using namespace mt;

@@ -7,9 +7,9 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/op_table.h"
-#include "runtime/stream_threads.h"
-#include "runtime/verifier.h"
+#include "runtime/plan/op_table.h"
+#include "runtime/backends/stream_threads.h"
+#include "runtime/plan/plan_queries.h"
 
 namespace mt {
 namespace {

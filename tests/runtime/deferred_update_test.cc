@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "runtime/backend.h"
-#include "runtime/host_store.h"
-#include "runtime/verifier.h"
+#include "runtime/backends/backend.h"
+#include "runtime/host/host_store.h"
+#include "runtime/plan/verifier.h"
 #include "tests/runtime/test_steps.h"
 
 namespace mt {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "runtime/error.h"
+#include "runtime/io/error.h"
 
 namespace mt::test {
 

@@ -10,11 +10,11 @@
 #include <random>
 #include <sstream>
 
-#include "runtime/checkpoint.h"
-#include "runtime/error.h"
-#include "runtime/safetensors.h"
-#include "runtime/token_data.h"
-#include "runtime/verifier.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/io/error.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/data/token_data.h"
+#include "runtime/plan/verifier.h"
 #include "tests/runtime/scratch_path.h"
 
 namespace mt {

@@ -7,12 +7,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/checksum.h"
+#include "runtime/io/checksum.h"
 #include "tests/runtime/expect_error.h"
-#include "runtime/error.h"
-#include "runtime/safetensors.h"
-#include "runtime/token_data.h"
-#include "runtime/trainer.h"
+#include "runtime/io/error.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/data/token_data.h"
+#include "runtime/training/trainer.h"
 
 namespace mt {
 namespace {

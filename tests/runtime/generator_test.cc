@@ -3,8 +3,8 @@
 // stop token ends a row can be checked exactly.
 #include <gtest/gtest.h>
 
-#include "runtime/error.h"
-#include "runtime/generator.h"
+#include "runtime/io/error.h"
+#include "runtime/generation/generator.h"
 
 namespace mt {
 namespace {

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/error.h"
-#include "runtime/host_memory.h"
+#include "runtime/io/error.h"
+#include "runtime/host/host_memory.h"
 
 namespace mt {
 namespace {

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "kernels/adamw/adamw.h"
-#include "runtime/host_optimizer.h"
-#include "runtime/host_store.h"
-#include "runtime/plan_format.h"
-#include "runtime/verifier.h"
+#include "runtime/host/host_optimizer.h"
+#include "runtime/host/host_store.h"
+#include "runtime/plan/plan_format.h"
+#include "runtime/plan/plan_queries.h"
 
 namespace mt {
 namespace {

@@ -11,11 +11,12 @@
 #include <random>
 #include <sstream>
 
-#include "runtime/backend.h"
-#include "runtime/error.h"
-#include "runtime/host_store.h"
-#include "runtime/op_table.h"
-#include "runtime/verifier.h"
+#include "runtime/backends/backend.h"
+#include "runtime/io/error.h"
+#include "runtime/host/host_store.h"
+#include "runtime/plan/op_table.h"
+#include "runtime/plan/plan_queries.h"
+#include "runtime/plan/verifier.h"
 #include "tests/runtime/expect_error.h"
 #include "tests/runtime/scratch_path.h"
 

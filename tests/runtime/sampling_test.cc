@@ -5,8 +5,8 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/error.h"
-#include "runtime/sampling.h"
+#include "runtime/io/error.h"
+#include "runtime/generation/sampling.h"
 
 namespace mt {
 namespace {

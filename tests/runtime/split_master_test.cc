@@ -9,10 +9,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "runtime/backend.h"
-#include "runtime/host_store.h"
-#include "runtime/safetensors.h"
-#include "runtime/verifier.h"
+#include "runtime/backends/backend.h"
+#include "runtime/host/host_store.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/plan/plan_queries.h"
+#include "runtime/plan/verifier.h"
 #include "tests/runtime/scratch_path.h"
 #include "tests/runtime/test_steps.h"
 

@@ -1,8 +1,8 @@
 // The training steps the runtime tests run: their token ids and targets, and their AdamW
 // settings (learning rate 1e-2, weight decay 0.1, global-norm clipping at 0.5).
 #pragma once
-#include "runtime/backend.h"
-#include "runtime/host_store.h"
+#include "runtime/backends/backend.h"
+#include "runtime/host/host_store.h"
 
 namespace mt::test {
 

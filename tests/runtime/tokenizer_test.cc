@@ -6,10 +6,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.h"
-#include "runtime/hf_tokenizer.h"
-#include "runtime/instruction_data.h"
-#include "runtime/utf8.h"
+#include "runtime/io/error.h"
+#include "runtime/data/hf_tokenizer.h"
+#include "runtime/data/instruction_data.h"
+#include "runtime/data/utf8.h"
 #include "tests/runtime/expect_error.h"
 #include "tests/runtime/scratch_path.h"
 

@@ -1,0 +1,42 @@
+// A plan's stream programs bound to memory: what a backend executes. Both backends build them
+// here, then run each op their way (a CPU kernel or a CUDA launch, memcpy or cudaMemcpyAsync).
+#pragma once
+#include <cstddef>
+#include <variant>
+#include <vector>
+
+#include "kernels/kernel_args.h"
+#include "runtime/host/host_store.h"
+#include "runtime/plan/op_table.h"
+
+namespace mt {
+
+struct KernelOp {
+  KernelId id;
+  KernelArgs args;  // data pointers into the arena
+};
+struct CopyOp {
+  void* dst;
+  const void* src;
+  int64_t bytes;
+};
+struct RecordOp {
+  uint32_t event;
+};
+struct WaitOp {
+  uint32_t event;
+};
+struct HostTaskOp {
+  plan::HostTask::Kind kind;
+  std::vector<int> tensors;
+  bool accumulate = false;  // EMBEDDING_GRAD
+};
+using Op = std::variant<KernelOp, CopyOp, RecordOp, WaitOp, HostTaskOp>;
+
+// One program per stream, one op per instruction (same indices as the plan's). The plan must
+// be verified; `arena` is the device arena's base (host memory on the CPU backend); every kernel
+// call reads the step's randomness from `random` (the backend's, set before each run).
+std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStore& store, std::byte* arena,
+                                          const StepRandomness* random);
+
+}  // namespace mt

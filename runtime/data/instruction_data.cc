@@ -1,0 +1,146 @@
+#include "runtime/data/instruction_data.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "runtime/io/error.h"
+#include "runtime/data/utf8.h"
+
+namespace mt {
+namespace {
+
+using nlohmann::json;
+
+std::string stringField(const json& object, const char* key, const std::string& where) {
+  if (!object.contains(key)) throw Error(where + ": no \"" + key + "\"");
+  if (!object.at(key).is_string()) throw Error(where + ": \"" + key + "\" is not a string");
+  return object.at(key).get<std::string>();
+}
+
+// A list of {role-key: ..., content-key: ...} objects, roles renamed by `roles`.
+std::vector<ChatMessage> readTurns(const json& list, const char* role_key, const char* content_key,
+                                   const std::vector<std::pair<std::string, std::string>>& roles,
+                                   const std::string& where) {
+  if (!list.is_array() || list.empty()) throw Error(where + ": the conversation is not a list of messages");
+  std::vector<ChatMessage> messages;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = where + ": message " + std::to_string(i);
+    if (!list[i].is_object()) throw Error(at + " is not an object");
+    const std::string role = stringField(list[i], role_key, at);
+    std::string known;
+    const std::string* ours = nullptr;
+    for (const auto& [theirs, mine] : roles) {
+      known += (known.empty() ? "" : ", ") + theirs;
+      if (role == theirs) ours = &mine;
+    }
+    if (!ours) throw Error(at + ": role '" + role + "' is not one of " + known);
+    messages.push_back({*ours, stringField(list[i], content_key, at)});
+  }
+  return messages;
+}
+
+// Python's str.isspace() over a code point: what Jinja's `trim` strips.
+bool pythonSpace(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+std::string trim(const std::string& text) {
+  const std::vector<char32_t> cps = decodeUtf8(validUtf8(text));
+  size_t begin = 0, end = cps.size();
+  while (begin < end && pythonSpace(cps[begin])) ++begin;
+  while (end > begin && pythonSpace(cps[end - 1])) --end;
+  std::string out;
+  for (size_t i = begin; i < end; ++i) appendUtf8(out, cps[i]);
+  return out;
+}
+
+std::string lstripNewlines(const std::string& text) { return text.substr(std::min(text.find_first_not_of('\n'), text.size())); }
+
+}  // namespace
+
+std::vector<ChatMessage> readExample(const std::string& json_line, const std::string& where) {
+  const json example = json::parse(json_line, nullptr, false);
+  if (!example.is_object()) throw Error(where + ": not a JSON object");
+  std::vector<ChatMessage> messages;
+  if (example.contains("messages")) {
+    messages = readTurns(example.at("messages"), "role", "content",
+                         {{"system", "system"}, {"user", "user"}, {"assistant", "assistant"}}, where);
+  } else if (example.contains("conversations")) {
+    messages = readTurns(example.at("conversations"), "from", "value",
+                         {{"system", "system"}, {"human", "user"}, {"gpt", "assistant"}}, where);
+  } else if (example.contains("instruction")) {
+    std::string prompt = stringField(example, "instruction", where);
+    if (example.contains("input") && !example.at("input").is_null()) {
+      const std::string input = stringField(example, "input", where);
+      if (!input.empty()) prompt += "\n\n" + input;
+    }
+    if (example.contains("system")) messages.push_back({"system", stringField(example, "system", where)});
+    messages.push_back({"user", prompt});
+    messages.push_back({"assistant", stringField(example, "output", where)});
+  } else {
+    throw Error(where + ": neither \"messages\", \"conversations\" nor alpaca's \"instruction\"/\"output\"");
+  }
+  bool replies = false;
+  for (const ChatMessage& m : messages) replies |= m.role == "assistant";
+  if (!replies) throw Error(where + ": no assistant message: nothing in it would be trained");
+  return messages;
+}
+
+std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatTemplate chat_template) {
+  std::vector<ChatPart> parts;
+  auto add = [&](std::string text, bool counted) {
+    if (text.empty()) return;
+    if (!parts.empty() && parts.back().counted == counted) {
+      parts.back().text += text;
+    } else {
+      parts.push_back({std::move(text), counted});
+    }
+  };
+  if (chat_template == ChatTemplate::Llama3) {
+    add("<|begin_of_text|>", false);
+    for (const ChatMessage& m : messages) {
+      add("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n", false);
+      add(trim(m.content) + "<|eot_id|>", m.role == "assistant");
+    }
+    return parts;
+  }
+  size_t last_user = 0;
+  for (size_t i = 0; i < messages.size(); ++i)
+    if (messages[i].role == "user") last_user = i;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const bool reply = m.role == "assistant";
+    if (chat_template == ChatTemplate::Qwen3 && reply && m.content.find("</think>") != std::string::npos)
+      throw Error("a reply holding a reasoning trace (</think>): Qwen 3's template moves it, and mttok does not "
+                  "render reasoning yet; remove the trace or use --template chatml");
+    const bool thinking = chat_template == ChatTemplate::Qwen3 && reply && i > last_user && i + 1 == messages.size();
+    add("<|im_start|>" + m.role + "\n" + (thinking ? "<think>\n\n</think>\n\n" : ""), false);
+    add((thinking ? lstripNewlines(m.content) : m.content) + "<|im_end|>", reply);
+    add("\n", false);
+  }
+  return parts;
+}
+
+ChatTemplate templateFor(const HfTokenizer& tokenizer) {
+  if (tokenizer.tokenId("<|start_header_id|>")) return ChatTemplate::Llama3;
+  if (tokenizer.tokenId("<|im_start|>")) return tokenizer.tokenId("<think>") ? ChatTemplate::Qwen3 : ChatTemplate::ChatML;
+  throw Error("the tokenizer " + tokenizer.path() +
+              " has neither ChatML's <|im_start|> nor Llama 3's <|start_header_id|>: name a template with --template");
+}
+
+bool appendExample(HfTokenizer& tokenizer, const std::vector<ChatPart>& parts, std::vector<uint32_t>& ids,
+                   std::vector<uint8_t>& counted) {
+  const size_t first = ids.size();
+  std::string whole;
+  for (const ChatPart& part : parts) {
+    const std::vector<uint32_t> part_ids = tokenizer.encode(part.text, /*add_special_tokens=*/false);
+    ids.insert(ids.end(), part_ids.begin(), part_ids.end());
+    counted.insert(counted.end(), part_ids.size(), part.counted ? 1 : 0);
+    whole += part.text;
+  }
+  const std::vector<uint32_t> at_once = tokenizer.encode(whole, /*add_special_tokens=*/false);
+  return std::equal(at_once.begin(), at_once.end(), ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end());
+}
+
+}  // namespace mt

@@ -1,0 +1,53 @@
+// Instruction data for supervised fine-tuning: JSONL examples rendered with a chat template into
+// token ids and a loss mask that counts only what the model is taught to write (the assistant's
+// replies and the token that ends each reply).
+//
+// One JSON object per line, in any of three shapes:
+//   alpaca    {"instruction": "...", "input": "..." (optional), "output": "...", "system": "..." (optional)}
+//             -> user: instruction, then "\n\n" and input when there is one; assistant: output
+//   messages  {"messages": [{"role": "system"|"user"|"assistant", "content": "..."}, ...]}
+//   sharegpt  {"conversations": [{"from": "system"|"human"|"gpt", "value": "..."}, ...]}
+// Templates (what Hugging Face's chat templates render, without a generation prompt):
+//   chatml  <|im_start|>ROLE\nCONTENT<|im_end|>\n per message (Qwen 2/2.5)
+//   qwen3   chatml, the last assistant reply after the last user message opening with an empty
+//           thinking block: <think>\n\n</think>\n\n (Qwen 3's template without reasoning)
+//   llama3  <|begin_of_text|>, then <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>
+//           per message, CONTENT trimmed of surrounding white space
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/data/hf_tokenizer.h"
+
+namespace mt {
+
+enum class ChatTemplate { ChatML, Qwen3, Llama3 };
+
+struct ChatMessage {
+  std::string role;  // system, user or assistant
+  std::string content;
+};
+
+// The messages of one JSONL line; throws mt::Error naming `where` (file:line) and what is wrong.
+std::vector<ChatMessage> readExample(const std::string& json_line, const std::string& where);
+
+// A stretch of a rendered conversation and whether its tokens are targets of the loss.
+struct ChatPart {
+  std::string text;
+  bool counted = false;
+};
+std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatTemplate chat_template);
+
+// The template a tokenizer's special tokens imply: <|start_header_id|> -> llama3, <|im_start|>
+// with <think> -> qwen3, <|im_start|> -> chatml. Throws mt::Error when none fits.
+ChatTemplate templateFor(const HfTokenizer& tokenizer);
+
+// Appends one rendered example's ids and loss mask (1 = counted) to `ids` and `counted`. Each part
+// is encoded on its own, so the mask follows the parts exactly; returns whether that gave the
+// same ids as encoding the whole conversation at once (it can differ only where a reply begins
+// with a line break that BPE would have joined to the header's).
+bool appendExample(HfTokenizer& tokenizer, const std::vector<ChatPart>& parts, std::vector<uint32_t>& ids,
+                   std::vector<uint8_t>& counted);
+
+}  // namespace mt

@@ -1,0 +1,189 @@
+#include "runtime/data/token_data.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/io/checksum.h"
+#include "kernels/random/counter_rng.h"
+#include "runtime/io/error.h"
+
+namespace mt {
+namespace {
+
+constexpr size_t kHeaderBytes = 32;
+constexpr int64_t kChunkTokens = int64_t(1) << 20;  // tokens checked per read when a file is opened
+
+int64_t modifiedNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+}  // namespace
+
+TokenFile::TokenFile(const std::string& path)
+    : path_(path), file_(path, "token file", "(make one with mttok)") {
+  auto bad = [&](const std::string& why) {
+    return Error("token file " + path + " is invalid: " + why + " (re-create it with mttok)");
+  };
+  const size_t size = file_.size();
+  unsigned char header[kHeaderBytes];
+  if (size < kHeaderBytes || file_.readAt(header, kHeaderBytes, 0) != kHeaderBytes)
+    throw bad("shorter than its 32-byte header");
+  uint32_t version;
+  uint64_t count;
+  std::memcpy(&version, header + 8, 4);
+  std::memcpy(&bytes_per_token_, header + 12, 4);
+  std::memcpy(&count, header + 16, 8);
+  std::memcpy(&vocab_, header + 24, 4);
+  if (std::memcmp(header, kTokenMagic, 8) != 0) throw bad("bad magic (not a MegaTrain token file)");
+  if (version != kTokenVersion && version != kTokenMaskedVersion)
+    throw bad("version " + std::to_string(version) + ", this reader knows 1 (ids) and 2 (ids and a loss mask)");
+  masked_ = version == kTokenMaskedVersion;
+  if (bytes_per_token_ != 2 && bytes_per_token_ != 4)
+    throw bad("bytes per token is " + std::to_string(bytes_per_token_) + ", not 2 or 4");
+  if (vocab_ == 0) throw bad("vocab size is 0");
+  // A plan holds tokens and targets as int32: an id past INT32_MAX would turn negative there.
+  if (vocab_ > (uint32_t{1} << 31)) throw bad("vocab size " + std::to_string(vocab_) + " is past 2^31 (ids are int32)");
+  const uint64_t per_token = bytes_per_token_ + (masked_ ? 1 : 0);  // the id, and its mask byte
+  if (count > (size - kHeaderBytes) / per_token || count * per_token != size - kHeaderBytes)
+    throw bad("header says " + std::to_string(count) + " tokens but the file holds " +
+              std::to_string((size - kHeaderBytes) / per_token) + (masked_ ? " with their loss mask" : "") +
+              " (truncated?)");
+  count_ = static_cast<int64_t>(count);
+  struct stat st;
+  if (fstat(file_.fd(), &st) != 0) throw bad(std::strerror(errno));
+  modified_ns_ = modifiedNs(st);
+  crc32c_ = crc32c(header, kHeaderBytes);
+  std::vector<uint32_t> chunk;
+  for (int64_t first = 0; first < count_; first += kChunkTokens) {
+    chunk.resize(static_cast<size_t>(std::min(kChunkTokens, count_ - first)));
+    readChecked(first, static_cast<int64_t>(chunk.size()), chunk.data(), bad, &crc32c_);
+  }
+  std::vector<uint8_t> mask;
+  for (int64_t first = 0; masked_ && first < count_; first += kChunkTokens) {
+    mask.resize(static_cast<size_t>(std::min(kChunkTokens, count_ - first)));
+    readMask(first, static_cast<int64_t>(mask.size()), mask.data(), bad, &crc32c_);
+  }
+}
+
+std::vector<uint32_t> TokenFile::read(int64_t first, int64_t count, std::vector<uint8_t>* counted) const {
+  if (first < 0 || count < 0 || first > count_ - count)
+    throw Error("tokens [" + std::to_string(first) + ", " + std::to_string(first + count) + ") of token file " +
+                path_ + " asked for, but it holds " + std::to_string(count_));
+  struct stat st;
+  if (fstat(file_.fd(), &st) != 0) throw changedError(std::strerror(errno));
+  if (static_cast<size_t>(st.st_size) != file_.size() || modifiedNs(st) != modified_ns_)
+    throw changedError("it is now " + std::to_string(st.st_size) + " bytes, modified after it was opened");
+  std::vector<uint32_t> out(static_cast<size_t>(count));
+  auto changed = [&](const std::string& what) { return changedError(what); };
+  readChecked(first, count, out.data(), changed);
+  if (counted) {
+    counted->assign(static_cast<size_t>(count), 1);
+    if (masked_) readMask(first, count, counted->data(), changed);
+  }
+  return out;
+}
+
+void TokenFile::readMask(int64_t first, int64_t count, uint8_t* out,
+                         const std::function<Error(const std::string&)>& changed, uint32_t* crc) const {
+  const size_t offset = kHeaderBytes + static_cast<size_t>(count_) * bytes_per_token_ + static_cast<size_t>(first);
+  const size_t bytes = static_cast<size_t>(count);
+  if (file_.readAt(out, bytes, offset) != bytes) throw changed("it holds less of a loss mask than its header says");
+  for (size_t i = 0; i < bytes; ++i)
+    if (out[i] > 1)
+      throw changed("the loss mask of token " + std::to_string(first + static_cast<int64_t>(i)) + " is " +
+                    std::to_string(out[i]) + ", not 0 or 1");
+  if (crc) *crc = crc32c(out, bytes, *crc);
+}
+
+void TokenFile::readChecked(int64_t first, int64_t count, uint32_t* out,
+                            const std::function<Error(const std::string&)>& changed, uint32_t* crc) const {
+  const size_t bytes = static_cast<size_t>(count) * bytes_per_token_;
+  std::vector<unsigned char> raw(bytes);
+  const size_t offset = kHeaderBytes + static_cast<size_t>(first) * bytes_per_token_;
+  if (file_.readAt(raw.data(), bytes, offset) != bytes) throw changed("it holds fewer tokens than its header says");
+  for (int64_t i = 0; i < count; ++i) {
+    uint32_t id = 0;
+    if (bytes_per_token_ == 2) {
+      uint16_t v;
+      std::memcpy(&v, raw.data() + 2 * i, 2);
+      id = v;
+    } else {
+      std::memcpy(&id, raw.data() + 4 * i, 4);
+    }
+    if (id >= vocab_)
+      throw changed("token " + std::to_string(first + i) + " is " + std::to_string(id) +
+                    ", not below the vocab size " + std::to_string(vocab_));
+    out[i] = id;
+  }
+  if (crc) *crc = crc32c(raw.data(), bytes, *crc);
+}
+
+Error TokenFile::changedError(const std::string& what) const {
+  return Error("token file " + path_ + " changed while it was being read (" + what +
+               "): leave a run's data file alone until it ends; restore the file and resume from the last "
+               "checkpoint");
+}
+
+void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size,
+                    const std::vector<uint8_t>* counted) {
+  const uint32_t width = vocab_size <= 65536 ? 2 : 4;
+  if (counted && counted->size() != ids.size())
+    throw Error("a loss mask of " + std::to_string(counted->size()) + " entries for " + std::to_string(ids.size()) +
+                " tokens");
+  std::string bytes(kHeaderBytes + ids.size() * width + (counted ? ids.size() : 0), '\0');
+  const uint64_t count = ids.size();
+  const uint32_t reserved = 0;
+  std::memcpy(&bytes[0], kTokenMagic, 8);
+  std::memcpy(&bytes[8], counted ? &kTokenMaskedVersion : &kTokenVersion, 4);
+  std::memcpy(&bytes[12], &width, 4);
+  std::memcpy(&bytes[16], &count, 8);
+  std::memcpy(&bytes[24], &vocab_size, 4);
+  std::memcpy(&bytes[28], &reserved, 4);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= vocab_size) throw Error("token id " + std::to_string(ids[i]) + " >= vocab size");
+    if (width == 2) {
+      const uint16_t v = static_cast<uint16_t>(ids[i]);
+      std::memcpy(&bytes[kHeaderBytes + 2 * i], &v, 2);
+    } else {
+      std::memcpy(&bytes[kHeaderBytes + 4 * i], &ids[i], 4);
+    }
+  }
+  for (size_t i = 0; counted && i < ids.size(); ++i) {
+    if ((*counted)[i] > 1) throw Error("loss mask entry " + std::to_string(i) + " is not 0 or 1");
+    bytes[kHeaderBytes + ids.size() * width + i] = static_cast<char>((*counted)[i]);
+  }
+  writeFileAtomically(path, bytes);
+}
+
+BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed, int64_t begin,
+                           int64_t end)
+    : data_(data), batch_(batch), seq_(seq), seed_(seed), begin_(begin), end_(end < 0 ? data.size() : end) {
+  if (begin_ < 0 || end_ > data.size() || end_ - begin_ < seq + 1)
+    throw Error("token file has " + std::to_string(end_ - begin_) + " tokens to sample from; a sequence of " +
+                std::to_string(seq) + " needs at least " + std::to_string(seq + 1));
+}
+
+int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row) const {
+  const uint64_t windows = static_cast<uint64_t>(end_ - begin_ - seq_);
+  int64_t counted = 0;
+  std::vector<uint8_t> mask;
+  for (int64_t b = 0; b < batch_; ++b) {
+    const uint64_t key = splitmix64(splitmix64(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(first_row + b));
+    const int64_t start = begin_ + static_cast<int64_t>(key % windows);
+    const std::vector<uint32_t> window = data_.read(start, seq_ + 1, data_.hasLossMask() ? &mask : nullptr);
+    for (int64_t t = 0; t < seq_; ++t) {
+      tokens[b * seq_ + t] = static_cast<int32_t>(window[t]);
+      // The target is the next token, counted unless the file's mask leaves it out (-1: ignored
+      // by the loss).
+      const bool counts = mask.empty() || mask[t + 1];
+      targets[b * seq_ + t] = counts ? static_cast<int32_t>(window[t + 1]) : -1;
+      counted += counts;
+    }
+  }
+  return counted;
+}
+
+}  // namespace mt

@@ -1,0 +1,94 @@
+// Token files: a 32-byte header, then `count` little-endian token ids, then (version 2) a loss
+// mask: `count` bytes, 1 where the token counts as a target of the loss, 0 where it does not
+// (an instruction's prompt: the model reads it, is not trained to write it).
+//   offset 0  char[8]  magic "MTTOKENS"
+//   offset 8  u32      version (1: no mask; 2: a loss mask follows the ids)
+//   offset 12 u32      bytes per token (2 or 4)
+//   offset 16 u64      count
+//   offset 24 u32      vocab size (every id is < it)
+//   offset 28 u32      reserved (0)
+// The reader checks the header, the size and every id when it opens the file, and again on every
+// read: a file truncated or rewritten under a run is an error naming it, never a crash (as a
+// memory mapping would be) or out-of-vocabulary ids reaching the model.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/io/error.h"
+#include "runtime/io/mapped_file.h"
+
+namespace mt {
+
+inline constexpr char kTokenMagic[8] = {'M', 'T', 'T', 'O', 'K', 'E', 'N', 'S'};
+inline constexpr uint32_t kTokenVersion = 1;        // ids only
+inline constexpr uint32_t kTokenMaskedVersion = 2;  // ids and a loss mask
+
+class TokenFile {
+ public:
+  // Throws mt::Error naming the problem for a missing, truncated or malformed file.
+  explicit TokenFile(const std::string& path);
+
+  int64_t size() const { return count_; }
+  bool hasLossMask() const { return masked_; }
+  uint32_t vocabSize() const { return vocab_; }
+  const std::string& path() const { return path_; }
+  // The CRC-32C of the whole file as it was opened (a run's provenance names its data by it).
+  uint32_t checksum() const { return crc32c_; }
+  // Tokens [first, first + count): throws mt::Error if the range is outside the file or the file
+  // changed since it was opened (its size or modification time, or an id now past the vocabulary).
+  // Safe to call from several threads. With `counted`, also the loss mask of those tokens (all 1
+  // in a file without one).
+  std::vector<uint32_t> read(int64_t first, int64_t count, std::vector<uint8_t>* counted = nullptr) const;
+
+ private:
+  // Reads and decodes tokens [first, first + count) into `out`; `changed` is the error for a
+  // short read or an id past the vocabulary. With `crc`, continues it over the bytes read (the
+  // file's checksum, taken when it is opened; not on the per-batch reads).
+  void readChecked(int64_t first, int64_t count, uint32_t* out, const std::function<Error(const std::string&)>& changed,
+                   uint32_t* crc = nullptr) const;
+  // The loss mask of tokens [first, first + count) into `out` (each byte checked to be 0 or 1).
+  void readMask(int64_t first, int64_t count, uint8_t* out, const std::function<Error(const std::string&)>& changed,
+                uint32_t* crc = nullptr) const;
+  Error changedError(const std::string& what) const;
+
+  std::string path_;
+  InputFile file_;
+  int64_t modified_ns_ = 0;  // st_mtim when opened
+  uint32_t bytes_per_token_ = 0;
+  bool masked_ = false;
+  int64_t count_ = 0;
+  uint32_t vocab_ = 0;
+  uint32_t crc32c_ = 0;
+};
+
+// Writes a token file atomically. Ids must be < vocab_size; 2-byte ids when vocab_size <= 65536.
+// With `counted` (one 0/1 byte per id): version 2, the loss mask after the ids.
+void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size,
+                    const std::vector<uint8_t>* counted = nullptr);
+
+// Deterministic training batches: for (step, row) a window start drawn from a counter-based
+// generator keyed by the seed, so any step's batch can be produced without the ones before it
+// (which is what resuming needs).
+class BatchSampler {
+ public:
+  // Windows are drawn from tokens [begin, end) (default: the whole file).
+  BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed, int64_t begin = 0,
+               int64_t end = -1);
+  // tokens[b][t] = data[start + t], targets[b][t] = data[start + t + 1], where each start is
+  // drawn from (seed, step, first_row + b): with first_row = m * batch, micro-batch m of an
+  // accumulated step holds rows [m * batch, (m + 1) * batch) of what a sampler of the whole
+  // step's batch draws. A target the file's loss mask leaves out is -1 (the loss ignores it).
+  // Returns the targets counted. Throws mt::Error if the file changed underneath (see
+  // TokenFile::read).
+  int64_t fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row = 0) const;
+
+ private:
+  const TokenFile& data_;
+  int64_t batch_, seq_;
+  uint64_t seed_;
+  int64_t begin_, end_;
+};
+
+}  // namespace mt

@@ -1,0 +1,129 @@
+#include "runtime/host/host_memory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+#include "runtime/io/error.h"
+#include "runtime/plan/plan_queries.h"
+
+namespace mt {
+namespace {
+
+// Above this a cgroup v1 limit means "none" (the kernel writes 2^63 rounded down to a page).
+constexpr int64_t kNoLimit = int64_t{1} << 62;
+
+std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", bytes / double(int64_t{1} << 30)); }
+
+// The first whitespace-separated number in `path`, or -1 (missing, "max", malformed).
+int64_t readNumber(const std::string& path) {
+  std::ifstream in(path);
+  long long value = -1;
+  if (!(in >> value) || value < 0) return -1;
+  return value;
+}
+
+// `key value` from a memory.stat or /proc/meminfo file, or 0.
+int64_t readStat(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string k;
+  long long value;
+  while (in >> k >> value) {
+    if (k == key) return value;
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return 0;
+}
+
+// A mounted cgroup hierarchy holding the memory controller.
+struct MemoryHierarchy {
+  bool v2 = false;
+  std::string root;   // the cgroup path the mount shows as its top
+  std::string mount;  // where it is mounted
+};
+
+std::vector<MemoryHierarchy> memoryHierarchies(const std::string& root) {
+  std::vector<MemoryHierarchy> found;
+  std::ifstream in(root + "/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS"
+    const size_t dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream head(line.substr(0, dash)), tail(line.substr(dash + 3));
+    std::string id, parent, device, cgroup_root, mount, fs_type, source, options;
+    head >> id >> parent >> device >> cgroup_root >> mount;
+    tail >> fs_type >> source >> options;
+    const bool v1_memory = fs_type == "cgroup" && ("," + options + ",").find(",memory,") != std::string::npos;
+    if (fs_type == "cgroup2" || v1_memory) found.push_back({fs_type == "cgroup2", cgroup_root, root + mount});
+  }
+  return found;
+}
+
+// Tightens `memory` by the cgroup at `dir` and each ancestor up to the mount `top`: limit less
+// usage, plus the reclaimable page cache. `shown` is `dir`'s cgroup path, for the message.
+void tightenByCgroups(std::string dir, const std::string& top, bool v2, std::string shown, HostMemory& memory) {
+  while (true) {
+    const int64_t limit = readNumber(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+    if (limit >= 0 && limit < kNoLimit) {
+      const int64_t usage = std::max<int64_t>(0, readNumber(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes")));
+      const int64_t cache = readStat(dir + "/memory.stat", v2 ? "inactive_file" : "total_inactive_file");
+      const int64_t free = std::max<int64_t>(0, limit - usage + cache);
+      if (memory.available < 0 || free < memory.available)
+        memory = {free, fmt::format("the memory cgroup {} limits it to {}, {} in use", shown.empty() ? "/" : shown,
+                                    gib(limit), gib(usage))};
+    }
+    if (dir.size() <= top.size()) return;
+    dir.resize(dir.rfind('/'));
+    shown.resize(shown.rfind('/') == std::string::npos ? 0 : shown.rfind('/'));
+  }
+}
+
+}  // namespace
+
+HostMemory availableHostMemory(const std::string& root) {
+  HostMemory memory;
+  const int64_t meminfo_kib = readStat(root + "/proc/meminfo", "MemAvailable:");
+  if (meminfo_kib > 0) memory = {meminfo_kib * 1024, "MemAvailable"};
+  const std::vector<MemoryHierarchy> hierarchies = memoryHierarchies(root);
+  std::ifstream cgroups(root + "/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroups, line)) {
+    // "ID:CONTROLLERS:PATH": v2 is "0::PATH", v1 names its controllers.
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",", path = line.substr(b + 1);
+    const bool v2 = controllers == ",,";
+    if (!v2 && controllers.find(",memory,") == std::string::npos) continue;
+    for (const MemoryHierarchy& h : hierarchies) {
+      if (h.v2 != v2) continue;
+      // Inside a container the mount's top is the container's own cgroup: strip it from the path.
+      std::string relative = path;
+      if (h.root != "/" && relative.compare(0, h.root.size(), h.root) == 0) relative = relative.substr(h.root.size());
+      if (relative == "/") relative.clear();
+      tightenByCgroups(h.mount + relative, h.mount, v2, path == "/" ? "" : path, memory);
+    }
+  }
+  return memory;
+}
+
+void checkHostMemory(const plan::Plan& plan, const HostExtras& extras, const HostMemory& memory) {
+  const int64_t host = planHostBytes(plan);
+  const int64_t arena = extras.arena_on_host ? plan.arena_bytes() : 0;
+  const int64_t sums = extras.gradient_sums;
+  if (memory.available < 0 || host + arena + sums <= memory.available) return;
+  throw Error(fmt::format(
+      "the plan needs {} of host memory ({} of host tensors{}{}) but only {} is available ({}): run on a machine "
+      "(or in a cgroup) with more memory, or compile a smaller model{}{}",
+      gib(host + arena + sums), gib(host),
+      arena ? fmt::format(" + the {} arena the CPU backend holds in host memory", gib(arena)) : "",
+      sums ? fmt::format(" + {} of --accumulate's gradient sums", gib(sums)) : "", gib(memory.available),
+      memory.bound, arena ? ", or a plan for a smaller --device-mem (the CPU backend's arena)" : "",
+      sums ? ", or train without --accumulate (a plan of a larger batch instead)" : ""));
+}
+
+}  // namespace mt

@@ -1,0 +1,32 @@
+// How much host memory this process may still take, and the one check before a run allocates:
+// the least of the kernel's MemAvailable and, for every memory cgroup the process is in (v1 or
+// v2, each ancestor too), its limit less its usage (reclaimable page cache counted as free). A
+// container or a systemd slice with a memory limit then refuses a plan that would be OOM-killed.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "runtime/plan/plan_format.h"
+
+namespace mt {
+
+struct HostMemory {
+  int64_t available = -1;  // bytes; -1 if unknown
+  std::string bound;       // what sets it: "MemAvailable", or the cgroup, its limit and usage
+};
+
+// `root` prefixes /proc and /sys (tests point it at a made-up tree).
+HostMemory availableHostMemory(const std::string& root = "");
+
+// What a run holds in host memory beside the plan's host tensors.
+struct HostExtras {
+  bool arena_on_host = false;    // the CPU backend holds the device arena in host memory
+  int64_t gradient_sums = 0;     // bytes of gradient accumulation's running sums (mtrun --accumulate)
+};
+
+// Throws mt::Error, naming each part and what bounds the memory, if the plan's host tensors and
+// the extras do not fit what is available. Called before anything is allocated.
+void checkHostMemory(const plan::Plan& plan, const HostExtras& extras,
+                     const HostMemory& memory = availableHostMemory());
+
+}  // namespace mt

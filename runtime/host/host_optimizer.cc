@@ -1,0 +1,162 @@
+#include "runtime/host/host_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/embedding/embedding.h"
+#include "runtime/io/error.h"
+#include "runtime/plan/plan_queries.h"
+
+namespace mt {
+
+HostOptimizer::HostOptimizer(const plan::Plan& plan, HostStore& store)
+    : plan_(plan),
+      store_(store),
+      deferred_(planUpdateKind(plan) == plan::HostTask::ADAMW_PREVIOUS),
+      on_arrival_(updatesOnArrival(planUpdateKind(plan))) {
+  std::vector<bool> seen(plan.host_tensors_size(), false);
+  for (const auto& s : plan.streams())
+    for (const auto& in : s.instructions()) {
+      if (!in.has_host_task()) continue;
+      const auto& task = in.host_task();
+      for (uint32_t t : task.tensors()) {
+        if (task.kind() == plan::HostTask::GRAD_NORM) seen[t] = true;
+        if (task.kind() == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL) seen[store.gradOf(static_cast<int>(t))] = true;
+      }
+    }
+  for (int i = 0; i < plan.host_tensors_size() && unseen_grad_ < 0; ++i)
+    if (plan.host_tensors(i).role() == plan::ROLE_GRAD && !seen[i]) unseen_grad_ = i;
+}
+
+void HostOptimizer::beginStep(const StepOptions& options) {
+  if (on_arrival_ && options.grad_clip > 0.0)
+    throw Error("this plan updates each parameter as its gradient lands, before the global norm is known: "
+                "it cannot clip by the global norm (use --grad-clip 0, or compile with mtc --update deferred)");
+  if (options.micro_steps < 1 || options.micro_step < 0 || options.micro_step >= options.micro_steps)
+    throw Error("micro-batch " + std::to_string(options.micro_step) + " of " + std::to_string(options.micro_steps) +
+                ": not a micro-batch of an accumulated step");
+  if (options.micro_steps > 1 && unseen_grad_ >= 0)
+    throw Error("gradient accumulation: the host never sees the gradient '" + plan_.host_tensors(unseen_grad_).name() +
+                "' land (no host task takes its norm), so it cannot sum it; train without --accumulate");
+  options_ = options;
+  grad_sq_sum_ = 0.0;
+  first_nonfinite_ = -1;
+  updated_ = false;
+}
+
+void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tensors, bool accumulate) {
+  // The token embedding runs whatever the update does: the step's forward and gradient need it.
+  if (kind == plan::HostTask::EMBEDDING_LOOKUP) {
+    const auto& table = plan_.host_tensors(tensors[2]);
+    embedding_lookup_host(hostTensor(tensors[1]), store_.master(tensors[2]), table.shape(0), hostTensor(tensors[0]));
+    return;
+  }
+  if (kind == plan::HostTask::EMBEDDING_GRAD) {
+    embedding_grad_host(hostTensor(tensors[1]), hostTensor(tensors[2]), hostTensor(tensors[0]), accumulate);
+    return;
+  }
+  if (kind == plan::HostTask::GRAD_NORM) {
+    for (int g : tensors)
+      if (foldGradient(g)) addNorm(g, sum_squares_cpu(store_.f32(g), store_.numel(g)));
+    return;
+  }
+  if (kind == plan::HostTask::ADAMW_PREVIOUS) {
+    if (pending_) update(tensors, pending_adamw_);
+    return;
+  }
+  if (kind == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL) {
+    normAndUpdate(tensors);
+    return;
+  }
+  if (first_nonfinite_ >= 0) return;  // NaN/Inf gradients would poison the weights: no update
+  if (!options_.update || !gradientsComplete()) return;
+  if (kind == plan::HostTask::ADAMW_ON_ARRIVAL) {
+    update(tensors, options_.adamw);  // no clipping: the norm is not complete yet
+    updated_ = true;
+    return;
+  }
+  update(tensors, stepAdamW());
+}
+
+StepResult HostOptimizer::endStep() {
+  StepResult result;
+  if (store_.loss() >= 0) result.loss = store_.f32(store_.loss())[0];
+  result.grad_norm = std::sqrt(grad_sq_sum_);
+  if (first_nonfinite_ >= 0) result.nonfinite_grad = plan_.host_tensors(first_nonfinite_).name();
+  result.partially_updated = updated_ && (first_nonfinite_ >= 0 || !std::isfinite(result.loss));
+  // The previous pending update ran at the start of this step; this step's is pending now,
+  // unless it is not to be applied (NaN/Inf gradients or loss, or no update asked for).
+  pending_ = deferred_ && options_.update && gradientsComplete() && first_nonfinite_ < 0 &&
+             std::isfinite(result.loss);
+  if (pending_) pending_adamw_ = stepAdamW();
+  return result;
+}
+
+void HostOptimizer::applyPending() {
+  if (!pending_) return;
+  update(store_.params(), pending_adamw_);
+  pending_ = false;
+}
+
+AdamWParams HostOptimizer::stepAdamW() const {
+  AdamWParams p = options_.adamw;
+  if (options_.grad_clip > 0.0) {
+    // torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1.
+    const double coeff = options_.grad_clip / (std::sqrt(grad_sq_sum_) + 1e-6);
+    p.grad_scale = static_cast<float>(std::min(coeff, 1.0));
+  }
+  return p;
+}
+
+void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
+  for (int param : params) {
+    const int grad = store_.gradOf(param);
+    if (!foldGradient(grad)) continue;
+    const float* g = store_.f32(grad);
+    const int64_t n = store_.numel(param);
+    if (first_nonfinite_ >= 0 || !options_.update) {  // the norm only: no update runs now
+      addNorm(grad, sum_squares_cpu(g, n));
+      continue;
+    }
+    // No clipping: the norm is not complete yet.
+    const double sum = adamw_with_norm_cpu(store_.master(param), g, store_.f32(store_.moment1Of(param)),
+                                           store_.f32(store_.moment2Of(param)), n, forParam(param, options_.adamw));
+    updated_ = true;
+    addNorm(grad, sum);
+  }
+}
+
+bool HostOptimizer::foldGradient(int grad) {
+  if (options_.micro_steps == 1) return true;
+  if (grad_sums_.empty()) grad_sums_.resize(plan_.host_tensors_size());
+  std::vector<float>& sum = grad_sums_[grad];
+  const int64_t n = store_.numel(grad);
+  if (sum.empty()) sum.resize(n);  // once, the first time it lands; checkHostMemory counted it
+  accumulate_gradient_cpu(sum.data(), store_.f32(grad), n, options_.micro_step, options_.micro_steps,
+                          options_.micro_weight, options_.step_divisor);
+  return gradientsComplete();
+}
+
+Tensor HostOptimizer::hostTensor(int index) const {
+  const auto& t = plan_.host_tensors(index);
+  return Tensor{store_.data(index), {t.shape().begin(), t.shape().end()}, static_cast<DType>(t.dtype())};
+}
+
+void HostOptimizer::addNorm(int grad, double sum_squares) {
+  if (!std::isfinite(sum_squares) && first_nonfinite_ < 0) first_nonfinite_ = grad;
+  grad_sq_sum_ += sum_squares;
+}
+
+AdamWParams HostOptimizer::forParam(int param, const AdamWParams& adamw) const {
+  AdamWParams q = adamw;
+  if (!plan_.host_tensors(param).weight_decay()) q.weight_decay = 0.0;
+  return q;
+}
+
+void HostOptimizer::update(const std::vector<int>& params, const AdamWParams& adamw) {
+  for (int param : params)
+    adamw_cpu(store_.master(param), store_.f32(store_.gradOf(param)), store_.f32(store_.moment1Of(param)),
+              store_.f32(store_.moment2Of(param)), store_.numel(param), forParam(param, adamw));
+}
+
+}  // namespace mt

@@ -1,0 +1,65 @@
+// The host side of a training step, the same for every backend: the host stream's tasks
+// (each gradient's share of the global norm, AdamW now, one step late, or as gradients land;
+// the token embedding's lookup and gradient) and the step's result.
+#pragma once
+#include <vector>
+
+#include "kernels/kernel_args.h"
+#include "runtime/backends/backend.h"
+
+namespace mt {
+
+class HostOptimizer {
+ public:
+  // Reads from the plan which update its host tasks make (ADAMW, ADAMW_PREVIOUS or
+  // ADAMW_ON_ARRIVAL).
+  HostOptimizer(const plan::Plan& plan, HostStore& store);
+
+  // Before the streams run: throws if the options ask for what the plan cannot do.
+  void beginStep(const StepOptions& options);
+  // One host task, on the host stream (`accumulate`: HostTask.accumulate).
+  void run(plan::HostTask::Kind kind, const std::vector<int>& tensors, bool accumulate = false);
+  // After every stream finished: the step's loss, norm and NaN report; leaves this step's
+  // update pending if the plan defers it.
+  StepResult endStep();
+  // Backend::applyPendingUpdate.
+  void applyPending();
+
+ private:
+  // This step's AdamW settings: the options' with the clipping coefficient of its norm.
+  AdamWParams stepAdamW() const;
+  void update(const std::vector<int>& params, const AdamWParams& adamw);
+  // `adamw` for one parameter: without weight decay where the plan says it takes none.
+  AdamWParams forParam(int param, const AdamWParams& adamw) const;
+  // Gradient `grad`'s share of the norm; the first non-finite one is remembered.
+  void addNorm(int grad, double sum_squares);
+  // NORM_AND_ADAMW_ON_ARRIVAL: each gradient's norm share and its update in one pass.
+  void normAndUpdate(const std::vector<int>& params);
+  // Host tensor `index` as a kernel operand.
+  Tensor hostTensor(int index) const;
+  // Whether this step's gradients are the ones to update with: not an earlier micro-batch of an
+  // accumulated step.
+  bool gradientsComplete() const { return options_.micro_step + 1 == options_.micro_steps; }
+  // Gradient accumulation: folds the just landed gradient `grad` into its running sum (the last
+  // micro-batch: turns it into the mean). Returns gradientsComplete().
+  bool foldGradient(int grad);
+
+  const plan::Plan& plan_;
+  HostStore& store_;
+  StepOptions options_;       // of the current step
+  double grad_sq_sum_ = 0.0;  // written by the (single) host stream
+  int first_nonfinite_ = -1;  // host tensor; written by the host stream
+  const bool deferred_;    // the plan's update kind is ADAMW_PREVIOUS
+  const bool on_arrival_;  // ... or one that updates on arrival
+  // The deferred update: set between steps, read by the host stream.
+  bool pending_ = false;
+  AdamWParams pending_adamw_;
+  bool updated_ = false;  // on arrival: whether this step updated anything yet (host stream)
+  // A gradient no GRAD_NORM or NORM_AND_ADAMW_ON_ARRIVAL task takes (host tensor; -1: none):
+  // the host never sees it land, so it cannot be accumulated.
+  int unseen_grad_ = -1;
+  // Gradient accumulation's running sums, by host tensor index (allocated on first use).
+  std::vector<std::vector<float>> grad_sums_;
+};
+
+}  // namespace mt

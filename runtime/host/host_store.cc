@@ -1,0 +1,243 @@
+#include "runtime/host/host_store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/random/counter_rng.h"
+#include "runtime/io/error.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/plan/plan_queries.h"
+
+namespace mt {
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Parameters are initialised and loaded in tiles of this many elements, in parallel.
+constexpr int64_t kTile = 1 << 16;
+// Loaded tensors are checked in tiles of this many elements (on the stack), in parallel.
+constexpr int64_t kCheckTile = 4096;
+
+std::string gib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
+  return buf;
+}
+
+}  // namespace
+
+void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uint64_t seed,
+                      const std::string& name, int64_t first) {
+  switch (init.kind()) {
+    case plan::Initializer::ZEROS: std::fill(data, data + n, 0.0f); return;
+    case plan::Initializer::ONES: std::fill(data, data + n, 1.0f); return;
+    case plan::Initializer::NORMAL: break;
+    case plan::Initializer::WEIGHTS: std::fill(data, data + n, 0.0f); return;  // loadParams fills it
+    default: throw Error("unknown initializer for " + name);
+  }
+  const uint64_t key = splitmix64(seed ^ fnv1a(name));
+  const double std_dev = init.std();
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    // Box-Muller on two uniforms in (0, 1] drawn from the counter (key, element).
+    const uint64_t element = uint64_t(first + i);
+    const double u1 = double((splitmix64(key + 2 * element) >> 11) + 1) * 0x1.0p-53;
+    const double u2 = double((splitmix64(key + 2 * element + 1) >> 11) + 1) * 0x1.0p-53;
+    data[i] = static_cast<float>(std_dev * std::sqrt(-2.0 * std::log(u1)) *
+                                 std::cos(6.283185307179586 * u2));
+  }
+}
+
+HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
+  const int n = plan.host_tensors_size();
+  numel_.resize(n);
+  grad_of_.assign(n, -1);
+  m1_of_.assign(n, -1);
+  m2_of_.assign(n, -1);
+  staging_of_.assign(n, -1);
+  residual_of_.assign(n, -1);
+  const int landing = gradLandingTensor(plan);
+  for (int i = 0; i < n; ++i) {
+    const auto& t = plan.host_tensors(i);
+    numel_[i] = checkedNumel(t.shape(), t.name());
+    switch (t.role()) {
+      case plan::ROLE_PARAM:
+        params_.push_back(i);
+        num_params_ += numel_[i];
+        break;
+      case plan::ROLE_GRAD: grad_of_[t.param_index()] = i; break;
+      case plan::ROLE_MOMENT1: m1_of_[t.param_index()] = i; break;
+      case plan::ROLE_MOMENT2: m2_of_[t.param_index()] = i; break;
+      case plan::ROLE_STAGING: staging_of_[t.param_index()] = i; break;
+      case plan::ROLE_RESIDUAL: residual_of_[t.param_index()] = i; break;
+      case plan::ROLE_TOKENS: tokens_ = i; break;
+      case plan::ROLE_TARGETS: targets_ = i; break;
+      case plan::ROLE_LOSS: loss_ = i; break;
+      default: break;
+    }
+  }
+  total_bytes_ = planHostBytes(plan);  // checkHostMemory (host_memory.h) has said it fits
+  tensors_.resize(n);
+  data_.resize(n);
+  try {
+    for (int i = 0; i < n; ++i) {
+      if (landing >= 0 && plan.host_tensors(i).role() == plan::ROLE_GRAD) continue;
+      if (residual_of_[i] >= 0) continue;  // a split master: its staging copy and residual hold it
+      // Each tensor on pages of its own: the CUDA backend pins the ones it copies
+      // (cudaHostRegister), and two registrations must not share a page.
+      const int64_t held = numel_[i] * dtypeBytes(plan.host_tensors(i).dtype());
+      const int64_t rounded = (std::max<int64_t>(held, 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
+      tensors_[i].reset(static_cast<std::byte*>(std::aligned_alloc(kPageBytes, rounded)));
+      if (!tensors_[i]) throw std::bad_alloc();
+      std::memset(tensors_[i].get(), 0, rounded);
+      data_[i] = tensors_[i].get();
+    }
+  } catch (const std::bad_alloc&) {
+    tensors_.clear();
+    throw Error("cannot allocate " + gib(total_bytes_) + " of host memory for the plan");
+  }
+  // Gradients of an on-arrival plan are views into the landing buffer (the verifier checked
+  // that each lies inside it).
+  if (landing >= 0)
+    for (int i = 0; i < n; ++i)
+      if (plan.host_tensors(i).role() == plan::ROLE_GRAD) data_[i] = data_[landing] + plan.host_tensors(i).landing_offset();
+}
+
+void HostStore::initialize(uint64_t seed) {
+  for (int i = 0; i < plan_.host_tensors_size(); ++i) {
+    const auto& t = plan_.host_tensors(i);
+    if (t.role() == plan::ROLE_PARAM) {
+      setParam(i, [&](int64_t first, int64_t n, float* out) { initializeTensor(out, n, t.init(), seed, t.name(), first); });
+    } else if (t.role() == plan::ROLE_CONSTANT) {
+      std::memcpy(data(i), t.data().data(), t.data().size());  // the verifier checked the size
+    } else if (t.role() != plan::ROLE_STAGING && t.role() != plan::ROLE_RESIDUAL) {  // the parameters' own
+      std::memset(data(i), 0, bytes(i));
+    }
+  }
+}
+
+MasterWeights HostStore::master(int param) const {
+  const int staging = staging_of_[param], residual = residual_of_[param];
+  return {f32(param), staging >= 0 ? static_cast<uint16_t*>(data(staging)) : nullptr,
+          residual >= 0 ? static_cast<int16_t*>(data(residual)) : nullptr};
+}
+
+std::vector<float> HostStore::readParam(int param) const {
+  std::vector<float> values(numel_[param]);
+  read_master(master(param), 0, numel_[param], values.data());
+  return values;
+}
+
+void HostStore::setParam(int param, const std::function<void(int64_t, int64_t, float*)>& values) {
+  const MasterWeights w = master(param);
+  const int64_t n = numel_[param], tiles = (n + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) if (tiles > 1)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t first = t * kTile, count = std::min(kTile, n - first);
+    std::vector<float> tile;
+    float* out = w.f32 ? w.f32 + first : (tile.resize(count), tile.data());
+    values(first, count, out);
+    write_master(w, first, count, out);
+  }
+}
+
+int HostStore::find(plan::HostRole role, const std::string& name) const {
+  for (int i = 0; i < plan_.host_tensors_size(); ++i)
+    if (plan_.host_tensors(i).role() == role && plan_.host_tensors(i).name() == name) return i;
+  return -1;
+}
+
+void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles) {
+  for (int i = 0; i < plan_.host_tensors_size(); ++i) {
+    const auto& t = plan_.host_tensors(i);
+    if (std::find(roles.begin(), roles.end(), t.role()) == roles.end()) continue;
+    const auto& entry = file.f32(t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end()));
+    if (t.role() == plan::ROLE_PARAM)
+      setParam(i, [&](int64_t first, int64_t n, float* out) { std::memcpy(out, entry.data + 4 * first, 4 * n); });
+    else
+      std::memcpy(data(i), entry.data, entry.bytes);
+    checkLoaded(i);
+  }
+}
+
+void HostStore::checkLoaded(int index) const {
+  const auto& t = plan_.host_tensors(index);
+  const bool second_moment = t.role() == plan::ROLE_MOMENT2;
+  const int64_t n = numel_[index], tiles = (n + kCheckTile - 1) / kCheckTile;
+  int64_t first = n;  // the first element that is not finite, or negative in a second moment
+#pragma omp parallel for schedule(static) reduction(min : first) if (tiles > 1)
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    float values[kCheckTile];
+    const int64_t begin = tile * kCheckTile, count = std::min(kCheckTile, n - begin);
+    if (t.role() == plan::ROLE_PARAM)
+      read_master(master(index), begin, count, values);
+    else
+      std::memcpy(values, f32(index) + begin, 4 * count);
+    for (int64_t e = 0; e < count; ++e)
+      if (!std::isfinite(values[e]) || (second_moment && values[e] < 0.0f)) {
+        first = std::min(first, begin + e);
+        break;
+      }
+  }
+  if (first == n) return;
+  float value;
+  if (t.role() == plan::ROLE_PARAM)
+    read_master(master(index), first, 1, &value);
+  else
+    value = f32(index)[first];
+  throw Error("tensor '" + t.name() + "' holds " +
+              (std::isfinite(value) ? "a negative value " + std::to_string(value) + " (an AdamW second moment)"
+                                    : std::string("a value that is not finite (") + std::to_string(value) + ")") +
+              " at element " + std::to_string(first) +
+              ": refusing to train from it (a corrupt file, or one written from a run that diverged)");
+}
+
+SafetensorsTensor HostStore::savedTensor(int index) const {
+  const auto& t = plan_.host_tensors(index);
+  SafetensorsTensor out{t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(index), 4 * numel_[index]};
+  if (!out.data)  // a split master, restored as it is written
+    out.produce = [this, index](void* buffer) { read_master(master(index), 0, numel_[index], static_cast<float*>(buffer)); };
+  return out;
+}
+
+void HostStore::saveParams(const std::string& path, const std::map<std::string, std::string>& provenance) const {
+  std::vector<SafetensorsTensor> out;
+  std::map<std::string, std::string> metadata = provenance;
+  metadata.insert({{"format", "pt"}, {"producer", "megatrain"}});
+  for (int p : params_) {
+    const auto& t = plan_.host_tensors(p);
+    out.push_back(savedTensor(p));
+    if (!t.origin().empty()) metadata[std::string(kOnnxOriginKey) + t.name()] = t.origin();
+  }
+  writeSafetensors(path, out, metadata);
+}
+
+void HostStore::saveGrads(const std::string& path) const {
+  std::vector<SafetensorsTensor> out;
+  for (int p : params_) {
+    const auto& t = plan_.host_tensors(p);
+    const int g = grad_of_[p];
+    if (g < 0) continue;  // a parameter the plan never updates
+    out.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(g), bytes(g)});
+  }
+  writeSafetensors(path, out, {{"format", "pt"}, {"producer", "megatrain"}});
+}
+
+void HostStore::saveState(const std::string& path, const std::map<std::string, std::string>& metadata) const {
+  std::vector<SafetensorsTensor> out;
+  for (int i = 0; i < plan_.host_tensors_size(); ++i) {
+    const auto& t = plan_.host_tensors(i);
+    if (t.role() == plan::ROLE_PARAM || t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2)
+      out.push_back(savedTensor(i));
+  }
+  writeSafetensors(path, out, metadata);
+}
+
+}  // namespace mt

@@ -1,0 +1,103 @@
+// The host store: every host tensor of a plan (fp32 master weights, gradient landing buffers,
+// AdamW moments, per-step inputs and the loss) in host memory, allocated once. In a plan with a
+// gradient landing buffer (on-arrival update) the gradients are views into it. A split master
+// (plan 1.7: a parameter with a residual) has no bytes of its own: its values are its bf16
+// staging copy and residual (kernels/adamw/master_weights.h), read and written through master().
+#pragma once
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/adamw/master_weights.h"
+#include "runtime/plan/plan_format.h"
+#include "runtime/io/safetensors.h"
+
+namespace mt {
+
+class HostStore {
+ public:
+  // Checks that the machine has the memory the plan needs before allocating anything and
+  // throws mt::Error with both numbers if not. The plan must be verified.
+  explicit HostStore(const plan::Plan& plan);
+
+  // Null for a split master (see master()).
+  void* data(int index) const { return data_[index]; }
+  float* f32(int index) const { return static_cast<float*>(data(index)); }
+  int32_t* i32(int index) const { return static_cast<int32_t*>(data(index)); }
+  int64_t numel(int index) const { return numel_[index]; }
+  // The bytes tensor `index` holds (0 for a split master).
+  int64_t bytes(int index) const {
+    return data_[index] ? numel_[index] * dtypeBytes(plan_.host_tensors(index).dtype()) : 0;
+  }
+
+  // Parameters from the plan's initializers (seeded; WEIGHTS ones zero until loadParams),
+  // constants from the plan, everything else zero.
+  void initialize(uint64_t seed);
+  // Parameters from a weights file (every parameter must be there, F32, with its shape, finite).
+  void loadParams(const SafetensorsFile& file) { load(file, {plan::ROLE_PARAM}); }
+  // Parameters (role PARAM), under their plan names, with `provenance` in the metadata.
+  void saveParams(const std::string& path, const std::map<std::string, std::string>& provenance = {}) const;
+  // Gradients (role GRAD), under their parameters' names.
+  void saveGrads(const std::string& path) const;
+  // Parameters and AdamW moments under their plan names (a checkpoint's tensors), plus metadata.
+  // Loading them refuses values that are not finite and negative second moments.
+  void saveState(const std::string& path, const std::map<std::string, std::string>& metadata) const;
+  void loadState(const SafetensorsFile& file) {
+    load(file, {plan::ROLE_PARAM, plan::ROLE_MOMENT1, plan::ROLE_MOMENT2});
+  }
+
+  const std::vector<int>& params() const { return params_; }
+  int gradOf(int param) const { return grad_of_[param]; }
+  int moment1Of(int param) const { return m1_of_[param]; }
+  int moment2Of(int param) const { return m2_of_[param]; }
+  // Where parameter `param`'s master weights live (plain or split) and its bf16 staging copy.
+  MasterWeights master(int param) const;
+  // Its master weights as floats, restored if split.
+  std::vector<float> readParam(int param) const;
+  int tokens() const { return tokens_; }
+  int targets() const { return targets_; }
+  int loss() const { return loss_; }  // -1 in a forward-only plan
+  // The host tensor of the named input (ROLE_INPUT) or output (ROLE_OUTPUT), or -1.
+  int input(const std::string& name) const { return find(plan::ROLE_INPUT, name); }
+  int output(const std::string& name) const { return find(plan::ROLE_OUTPUT, name); }
+  int64_t numParams() const { return num_params_; }
+  int64_t totalBytes() const { return total_bytes_; }
+  // Tensor `index` as saved: fp32 under its plan name (a split master restored as it is written).
+  SafetensorsTensor savedTensor(int index) const;
+
+ private:
+  int find(plan::HostRole role, const std::string& name) const;
+  // Every tensor of the given roles from `file`, by its plan name.
+  void load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles);
+  // Sets parameter `param`'s master (and its staging copy) to `values(first, n, out)`, which
+  // writes elements [first, first + n) into `out`; in parallel over tiles.
+  void setParam(int param, const std::function<void(int64_t, int64_t, float*)>& values);
+  // Throws mt::Error naming tensor `index` and its first element that is not finite (or, in a
+  // second moment, negative): what a load refuses to train from (issue 18).
+  void checkLoaded(int index) const;
+
+  const plan::Plan& plan_;
+  struct FreeDeleter {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  static constexpr int64_t kPageBytes = 4096;
+  std::vector<std::unique_ptr<std::byte[], FreeDeleter>> tensors_;  // page-aligned; null for views
+  std::vector<std::byte*> data_;  // each tensor's bytes: its own, or a view (landing gradients)
+  std::vector<int64_t> numel_;
+  std::vector<int> params_, grad_of_, m1_of_, m2_of_, staging_of_, residual_of_;
+  int tokens_ = -1, targets_ = -1, loss_ = -1;
+  int64_t num_params_ = 0, total_bytes_ = 0;
+};
+
+// Fills `n` floats per the initializer. NORMAL uses a counter-based generator keyed by
+// (seed, name): the values do not depend on the order or the thread that makes them.
+// Fills elements [first, first + n) of the tensor; `data` points at element `first`.
+void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uint64_t seed,
+                      const std::string& name, int64_t first = 0);
+
+}  // namespace mt

@@ -1,0 +1,166 @@
+#include "runtime/io/safetensors.h"
+
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "runtime/io/checksum.h"
+#include "runtime/io/error.h"
+
+namespace mt {
+namespace {
+
+int64_t dtypeBytesOf(const std::string& dtype) {
+  if (dtype == "F32" || dtype == "I32" || dtype == "U32") return 4;
+  if (dtype == "BF16" || dtype == "F16" || dtype == "I16" || dtype == "U16") return 2;
+  if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
+  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL") return 1;
+  return -1;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path)
+    : path_(path), file_(path, "weights file", "") {
+  auto bad = [&](const std::string& why) {
+    return Error("weights file " + path + " is not valid safetensors: " + why);
+  };
+  const size_t size = file_.size();
+  if (size < 8) throw bad("file is shorter than its 8-byte header length");
+  const auto* base = reinterpret_cast<const std::byte*>(file_.data());
+  uint64_t header_len;
+  std::memcpy(&header_len, base, 8);
+  if (header_len > size - 8) throw bad("header length runs past the end of the file");
+  nlohmann::json header = nlohmann::json::parse(
+      reinterpret_cast<const char*>(base) + 8, reinterpret_cast<const char*>(base) + 8 + header_len,
+      nullptr, /*allow_exceptions=*/false);
+  if (!header.is_object()) throw bad("header is not a JSON object");
+  const std::byte* data = base + 8 + header_len;
+  const int64_t data_size = static_cast<int64_t>(size - 8 - header_len);
+  for (auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      if (!value.is_object()) throw bad("__metadata__ is not an object");
+      for (auto& [k, v] : value.items())
+        if (v.is_string()) metadata_[k] = v.get<std::string>();
+      continue;
+    }
+    if (!value.is_object() || !value.contains("dtype") || !value["dtype"].is_string() ||
+        !value.contains("shape") || !value["shape"].is_array() ||
+        !value.contains("data_offsets") || !value["data_offsets"].is_array() ||
+        value["data_offsets"].size() != 2)
+      throw bad("entry '" + name + "' lacks dtype, shape or data_offsets");
+    SafetensorsEntry e;
+    e.dtype = value["dtype"].get<std::string>();
+    const int64_t elem = dtypeBytesOf(e.dtype);
+    if (elem < 0) throw bad("entry '" + name + "' has unknown dtype " + e.dtype);
+    int64_t numel = 1;
+    constexpr int64_t kMaxElements = int64_t{1} << 48;
+    for (auto& d : value["shape"]) {
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 40))
+        throw bad("entry '" + name + "' has an invalid shape");
+      e.shape.push_back(d.get<int64_t>());
+      // Checked before multiplying: the product must not overflow (issue 18).
+      if (e.shape.back() != 0 && numel > kMaxElements / e.shape.back())
+        throw bad("entry '" + name + "' is too large (more than 2^48 elements)");
+      numel *= e.shape.back();
+    }
+    auto& offs = value["data_offsets"];
+    if (!offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
+      throw bad("entry '" + name + "' has invalid data_offsets");
+    const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
+    if (begin > end || end > static_cast<uint64_t>(data_size))
+      throw bad("entry '" + name + "' lies outside the file (truncated?)");
+    if (static_cast<int64_t>(end - begin) != numel * elem)
+      throw bad("entry '" + name + "' has " + std::to_string(end - begin) +
+                " bytes but its shape needs " + std::to_string(numel * elem));
+    e.data = data + begin;
+    e.bytes = static_cast<int64_t>(end - begin);
+    entries_[name] = std::move(e);
+  }
+  // The checksums move from the metadata to their entries.
+  constexpr size_t kPrefix = sizeof(kChecksumPrefix) - 1;
+  for (auto it = metadata_.lower_bound(kChecksumPrefix);
+       it != metadata_.end() && it->first.compare(0, kPrefix, kChecksumPrefix) == 0;) {
+    const std::string name = it->first.substr(kPrefix);
+    auto entry = entries_.find(name);
+    if (entry == entries_.end()) throw bad("a checksum for '" + name + "', which is no tensor of the file");
+    const std::string& digits = it->second;
+    if (digits.size() != 8 || digits.find_first_not_of("0123456789abcdef") != std::string::npos)
+      throw bad("the checksum of '" + name + "' is not 8 hex digits");
+    entry->second.crc32c = static_cast<uint32_t>(std::stoul(digits, nullptr, 16));
+    it = metadata_.erase(it);
+  }
+}
+
+void SafetensorsFile::verify(const std::string& name) const {
+  const SafetensorsEntry& e = entries_.at(name);
+  if (!e.crc32c) return;
+  const uint32_t computed = crc32c(e.data, static_cast<size_t>(e.bytes));
+  if (computed != *e.crc32c)
+    throw Error("weights file " + path_ + ": tensor '" + name + "' does not match its checksum (crc32c " +
+                hex32(computed) + ", written as " + hex32(*e.crc32c) +
+                "): the file changed after it was written (a flipped bit on disk or in a copy); use another "
+                "copy, or an earlier checkpoint");
+}
+
+const SafetensorsEntry& SafetensorsFile::f32(const std::string& name,
+                                             const std::vector<int64_t>& shape) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end())
+    throw Error("weights file " + path_ + " has no tensor '" + name +
+                "' (was it written for another model?)");
+  if (it->second.dtype != "F32" || it->second.shape != shape) {
+    throw Error("weights file " + path_ + ": tensor '" + name + "' is " + it->second.dtype + " [" +
+                shapeText(it->second.shape) + "] but the plan needs F32 [" + shapeText(shape) + "]");
+  }
+  verify(name);
+  return it->second;
+}
+
+std::string shapeText(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (auto d : shape) text += (text.empty() ? "" : ",") + std::to_string(d);
+  return text;
+}
+
+void writeSafetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  // Checksums are written as placeholders of their final width, patched once each tensor is out.
+  constexpr char kPlaceholder[] = "00000000";
+  std::map<std::string, std::string> meta;
+  for (const auto& [key, value] : metadata)
+    if (key.rfind(kChecksumPrefix, 0) != 0) meta[key] = value;
+  for (const auto& t : tensors) meta[kChecksumPrefix + t.name] = kPlaceholder;
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  header["__metadata__"] = meta;
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
+    offset += t.bytes;
+  }
+  std::string head = header.dump();
+  head.append((8 - head.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
+  const uint64_t len = head.size();
+  AtomicFileWriter file(path);
+  file.write(&len, 8);
+  file.write(head.data(), head.size());
+  for (const auto& t : tensors) {
+    const void* bytes = t.data;
+    std::unique_ptr<std::byte[]> buffer;
+    if (!bytes) {
+      buffer.reset(new std::byte[std::max<int64_t>(t.bytes, 1)]);
+      t.produce(buffer.get());
+      bytes = buffer.get();
+    }
+    file.write(bytes, t.bytes);
+    // The metadata comes first in the header, and a key followed by :" only where it is one.
+    const std::string key = nlohmann::ordered_json(kChecksumPrefix + t.name).dump() + ":\"";
+    const size_t at = head.find(key);
+    if (at == std::string::npos) throw Error("internal: no checksum placeholder for '" + t.name + "'");
+    const std::string digits = hex32(crc32c(bytes, static_cast<size_t>(t.bytes)));
+    file.writeAt(8 + at + key.size(), digits.data(), digits.size());
+  }
+  file.commit();
+}
+
+}  // namespace mt

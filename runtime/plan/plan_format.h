@@ -1,0 +1,59 @@
+// Reading and writing plan files, and the plan format's identity.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "runtime/plan/arena.h"
+#include "runtime/plan.pb.h"
+
+namespace mt {
+
+inline constexpr char kPlanMagic[] = "MTPLAN";
+// Major: incompatible change. Minor: additions a reader of the same major may ignore.
+inline constexpr uint32_t kPlanVersionMajor = 1;
+inline constexpr uint32_t kPlanVersionMinor = 10;  // 1.1: inputs, outputs, constants, generic kernels;
+                                                  // 1.2: the deferred and the on-arrival update,
+                                                  // the gradient landing buffer; 1.3: block templates;
+                                                  // 1.4: the on-arrival update with its norm;
+                                                  // 1.5: copies of row slices (Copy.host_offset),
+                                                  // the vocabulary-split cross-entropy;
+                                                  // 1.6: the token embedding on the host
+                                                  // (EMBEDDING_LOOKUP/_GRAD host tasks);
+                                                  // 1.7: the split master (ROLE_RESIDUAL);
+                                                  // 1.8: ModelInfo.hf_config;
+                                                  // 1.9: Stream.loss_prefix;
+                                                  // 1.10: mt.dropout, mt.clamp(_grad),
+                                                  // binary max and min
+
+
+// Reads and parses a plan and expands its template launches; throws mt::Error for an
+// unreadable or unparsable file, a plan of another format version, or a launch that does not
+// fit its template. Does not verify the contents (see verifier.h).
+plan::Plan readPlan(const std::string& path);
+// The same for a plan's bytes already read; `path` names it in the messages.
+plan::Plan parsePlan(const std::string& bytes, const std::string& path);
+
+// Where mtc writes a plan's initial weights unless told otherwise, and where mtrun looks for them:
+// the plan's path up to ".plan", then ".safetensors".
+std::string weightsBesidePlan(const std::string& plan_path);
+
+// Replaces every template launch by the template's kernel calls on the launch's buffers, with
+// the launch's waits and records between them (the templates stay, for the record); throws
+// mt::Error ("invalid plan: ...") for a launch of a template that does not exist, binds another
+// number of buffers, or places a wait or record out of range or order, or a template holding
+// other than kernel calls.
+void expandTemplates(plan::Plan& plan);
+
+// Serialises atomically (temporary file + rename).
+void writePlan(const plan::Plan& plan, const std::string& path);
+
+// Byte sizes of plan shapes, with overflow checks: throws mt::Error naming `what` when the
+// shape has negative dims or more than 2^48 elements.
+int64_t checkedNumel(const google::protobuf::RepeatedField<int64_t>& shape, const std::string& what);
+int64_t dtypeBytes(plan::DType dtype);
+// The bytes of a host tensor (its shape times its element size; checked like checkedNumel).
+int64_t hostTensorBytes(const plan::HostTensor& tensor);
+// The bytes a copy moves: its device buffer's (the host side may be larger: a row slice).
+int64_t copyBytes(const plan::Plan& plan, const plan::Copy& copy);
+
+}  // namespace mt

@@ -1,0 +1,105 @@
+#include "runtime/plan/plan_queries.h"
+
+#include <map>
+
+#include "runtime/plan/op_table.h"
+
+namespace mt {
+
+std::vector<size_t> stepLengths(const plan::Plan& plan, bool loss_only) {
+  std::vector<size_t> lengths;
+  for (const auto& stream : plan.streams())
+    lengths.push_back(loss_only && stream.has_loss_prefix() ? stream.loss_prefix() : stream.instructions_size());
+  return lengths;
+}
+
+int gradLandingTensor(const plan::Plan& plan) {
+  for (int i = 0; i < plan.host_tensors_size(); ++i)
+    if (plan.host_tensors(i).role() == plan::ROLE_GRAD_LANDING) return i;
+  return -1;
+}
+
+bool updatesParameters(plan::HostTask::Kind kind) {
+  return kind == plan::HostTask::ADAMW || kind == plan::HostTask::ADAMW_PREVIOUS || updatesOnArrival(kind);
+}
+
+bool updatesOnArrival(plan::HostTask::Kind kind) {
+  return kind == plan::HostTask::ADAMW_ON_ARRIVAL || kind == plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL;
+}
+
+plan::HostTask::Kind planUpdateKind(const plan::Plan& plan) {
+  for (const auto& s : plan.streams())
+    for (const auto& in : s.instructions())
+      if (in.has_host_task() && updatesParameters(in.host_task().kind())) return in.host_task().kind();
+  return plan::HostTask::ADAMW;
+}
+
+bool isSplitMaster(const plan::Plan& plan, int param) {
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_RESIDUAL && t.param_index() == param) return true;
+  return false;
+}
+
+int64_t planHostBytes(const plan::Plan& plan) {
+  const bool landing = gradLandingTensor(plan) >= 0;
+  std::set<int> split;
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_RESIDUAL) split.insert(t.param_index());
+  int64_t bytes = 0;
+  for (int i = 0; i < plan.host_tensors_size(); ++i) {
+    const auto& t = plan.host_tensors(i);
+    if (!(landing && t.role() == plan::ROLE_GRAD) && !split.count(i)) bytes += hostTensorBytes(t);
+  }
+  return bytes;
+}
+
+bool isTrainingPlan(const plan::Plan& plan) {
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_LOSS) return true;
+  return false;
+}
+
+Tensor bufferTensor(const plan::DeviceBuffer& buffer) {
+  Tensor t;
+  t.shape.assign(buffer.shape().begin(), buffer.shape().end());
+  t.dtype = static_cast<DType>(buffer.dtype());
+  return t;
+}
+
+KernelArgs bindKernelCall(const plan::Plan& plan, const plan::KernelCall& call, std::byte* arena) {
+  KernelArgs args;
+  auto bind = [&](uint32_t index) {
+    Tensor t = bufferTensor(plan.buffers(index));
+    if (arena) t.data = arena + plan.buffers(index).offset();
+    return t;
+  };
+  for (uint32_t b : call.inputs()) args.in.push_back(bind(b));
+  for (uint32_t b : call.outputs()) args.out.push_back(bind(b));
+  args.ints.assign(call.int_attrs().begin(), call.int_attrs().end());
+  args.floats.assign(call.float_attrs().begin(), call.float_attrs().end());
+  return args;
+}
+
+std::string cudaUnsupportedKernels(const plan::Plan& plan) {
+  std::map<std::string, int> missing;  // op name (" on bf16" where only that is missing) -> calls
+  for (const auto& stream : plan.streams())
+    for (const auto& in : stream.instructions()) {
+      if (!in.has_kernel() || in.kernel().kernel() >= kNumKernels) continue;
+      const KernelInfo& info = kKernelTable[in.kernel().kernel()];
+      bool bf16 = false;
+      for (const auto* buffers : {&in.kernel().inputs(), &in.kernel().outputs()})
+        for (uint32_t b : *buffers)
+          bf16 |= b < static_cast<uint32_t>(plan.buffers_size()) && plan.buffers(b).dtype() == plan::DTYPE_BF16;
+      if (!info.has_cuda)
+        ++missing[std::string(info.op_name)];
+      else if (bf16 && info.precision.kind == KernelPrecision::kMixed && !info.cuda_bf16)
+        ++missing[std::string(info.op_name) + " on bf16"];
+    }
+  if (missing.empty()) return "";
+  std::string list;
+  for (const auto& [op, calls] : missing)
+    list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(calls) + (calls == 1 ? " call)" : " calls)");
+  return "the CUDA backend has no kernel yet for " + list;
+}
+
+}  // namespace mt

@@ -1,0 +1,51 @@
+// Questions about a plan that the runtime's parts ask (the backends, the host store, the
+// trainer, mtdump): what a step runs, what the update is, how many bytes the host holds, which
+// kernels CUDA lacks, a kernel call's operands. Answers assume a verified plan unless said.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_args.h"
+#include "runtime/plan/plan_format.h"
+
+namespace mt {
+
+// Whether the plan is a training step (it has a loss) rather than a forward-only evaluation.
+bool isTrainingPlan(const plan::Plan& plan);
+
+// How many of each stream's instructions a step runs: all of them, or with `loss_only` the
+// plan's loss prefixes (plan 1.9: what the loss needs; all of them in a plan that has none).
+std::vector<size_t> stepLengths(const plan::Plan& plan, bool loss_only);
+
+// The plan's ROLE_GRAD_LANDING tensor (every gradient is a view into it), or -1.
+int gradLandingTensor(const plan::Plan& plan);
+
+// The kind of the plan's AdamW tasks (ADAMW when it has none).
+plan::HostTask::Kind planUpdateKind(const plan::Plan& plan);
+// Whether `kind` updates each parameter as its gradient lands (no global-norm clipping).
+bool updatesOnArrival(plan::HostTask::Kind kind);
+// Whether `kind` is an AdamW task (not the norm, not the host's token embedding).
+bool updatesParameters(plan::HostTask::Kind kind);
+
+// Whether parameter host tensor `param` is a split master (it has a ROLE_RESIDUAL: no bytes of
+// its own).
+bool isSplitMaster(const plan::Plan& plan, int param);
+
+// Bytes of host memory the plan's host tensors take (views into the landing buffer not
+// counted twice, split masters counted as their staging copies and residuals): what the host
+// store allocates.
+int64_t planHostBytes(const plan::Plan& plan);
+
+// "" if the CUDA backend has a kernel for every kernel call of the plan (the op table's CUDA
+// column), else a message naming the ones it lacks, with their numbers of calls.
+std::string cudaUnsupportedKernels(const plan::Plan& plan);
+
+// Shapes and (when `arena` is given) data pointers of a kernel call's operands. The call must
+// belong to a verified plan.
+KernelArgs bindKernelCall(const plan::Plan& plan, const plan::KernelCall& call, std::byte* arena);
+
+// The tensor view of a buffer / host tensor (shape and dtype, no data).
+Tensor bufferTensor(const plan::DeviceBuffer& buffer);
+
+}  // namespace mt

@@ -1,0 +1,171 @@
+#include "runtime/training/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "runtime/io/error.h"
+#include "runtime/io/safetensors.h"
+
+namespace mt {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kSuffix[] = ".ckpt.safetensors";
+constexpr char kFormat[] = "megatrain-checkpoint-1";
+constexpr char kLockName[] = ".mtrun.lock";
+
+// Steps of the complete checkpoints in `dir`, ascending (temporary files do not match).
+std::vector<std::pair<int64_t, fs::path>> checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    long long step;
+    char tail[32];
+    if (name.size() > sizeof(kSuffix) && name.compare(name.size() - sizeof(kSuffix) + 1, std::string::npos, kSuffix) == 0 &&
+        std::sscanf(name.c_str(), "step-%lld%31s", &step, tail) == 2 && std::string(tail) == kSuffix)
+      found.emplace_back(step, entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+void syncDirectory(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
+
+uint64_t parseNumber(const std::map<std::string, std::string>& meta, const std::string& key, const std::string& path) {
+  auto it = meta.find(key);
+  try {
+    size_t used = 0;
+    if (it != meta.end()) {
+      const uint64_t value = std::stoull(it->second, &used);
+      if (used == it->second.size()) return value;
+    }
+  } catch (...) {
+  }
+  throw Error("checkpoint " + path + " is corrupt: metadata '" + key + "' is missing or not a number");
+}
+
+}  // namespace
+
+std::string planFingerprint(const plan::Plan& plan) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+    h = (h ^ 0xff) * 0x100000001b3ull;
+  };
+  mix(std::to_string(plan.model().batch()) + "x" + std::to_string(plan.model().seq()) + "v" +
+      std::to_string(plan.model().vocab()));
+  for (const auto& t : plan.host_tensors()) {
+    std::string shape;
+    for (auto d : t.shape()) shape += std::to_string(d) + ",";
+    mix(t.name() + "|" + shape + "|" + std::to_string(t.role()) + "|" + std::to_string(t.dtype()));
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+CheckpointDir::CheckpointDir(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create checkpoint directory " + dir + ": " + ec.message());
+  const std::string lock_path = (fs::path(dir) / kLockName).string();
+  lock_fd_ = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0)
+    throw Error("cannot write in checkpoint directory " + dir + ": " + std::strerror(errno) +
+                " (give a --checkpoint-dir this user can write)");
+  if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char holder[256] = {};
+    const ssize_t got = pread(lock_fd_, holder, sizeof holder - 1, 0);
+    std::string who = got > 0 ? std::string(holder, static_cast<size_t>(got)) : "another process";
+    while (!who.empty() && who.back() == '\n') who.pop_back();
+    close(lock_fd_);
+    lock_fd_ = -1;
+    if (err == EWOULDBLOCK)
+      throw Error("checkpoint directory " + dir + " is in use by " + who +
+                  ": two runs would interleave their checkpoints and prune each other's; wait for it to end, or "
+                  "give this run another --checkpoint-dir");
+    throw Error("cannot lock checkpoint directory " + dir + ": " + std::strerror(err));
+  }
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string holder = "mtrun (pid " + std::to_string(getpid()) + " on " + host + ")\n";
+  if (ftruncate(lock_fd_, 0) != 0 || pwrite(lock_fd_, holder.data(), holder.size(), 0) < 0)
+    throw Error("cannot write in checkpoint directory " + dir + ": " + std::strerror(errno));
+  removed_ = removeStaleTemporaries(dir, [](const std::string& name) {
+    return name.size() > sizeof(kSuffix) && name.compare(0, 5, "step-") == 0 &&
+           name.compare(name.size() - sizeof(kSuffix) + 1, std::string::npos, kSuffix) == 0;
+  });
+}
+
+CheckpointDir::~CheckpointDir() {
+  if (lock_fd_ >= 0) close(lock_fd_);  // releases the lock
+}
+
+void CheckpointDir::write(const plan::Plan& plan, const HostStore& store, const CheckpointState& state,
+                          int keep) const {
+  const std::string& dir = dir_;
+  std::error_code ec;
+  char name[64];
+  std::snprintf(name, sizeof name, "step-%09lld%s", static_cast<long long>(state.step), kSuffix);
+  const std::string path = (fs::path(dir) / name).string();
+  std::map<std::string, std::string> metadata = state.provenance;
+  metadata.insert({{"format", kFormat},
+                   {"step", std::to_string(state.step)},
+                   {"seed", std::to_string(state.seed)},
+                   {"total_steps", std::to_string(state.total_steps)},
+                   {"model", plan.model().name()},
+                   {kPlanFingerprintKey, planFingerprint(plan)}});
+  store.saveState(path, metadata);
+  syncDirectory(dir);
+  auto all = checkpoints(dir);
+  for (size_t i = 0; keep > 0 && i + keep < all.size(); ++i) fs::remove(all[i].second, ec);
+}
+
+std::optional<std::string> latestCheckpoint(const std::string& dir) {
+  auto all = checkpoints(dir);
+  if (all.empty()) return std::nullopt;
+  return all.back().second.string();
+}
+
+CheckpointState loadCheckpoint(const std::string& path, const plan::Plan& plan, HostStore& store) {
+  SafetensorsFile file(path);
+  const auto& meta = file.metadata();
+  auto format = meta.find("format");
+  if (format == meta.end() || format->second != kFormat)
+    throw Error(path + " is not a MegaTrain checkpoint (format '" +
+                (format == meta.end() ? std::string("none") : format->second) + "')");
+  auto fingerprint = meta.find(kPlanFingerprintKey);
+  if (fingerprint == meta.end() || fingerprint->second != planFingerprint(plan)) {
+    auto model = meta.find("model");
+    throw Error("checkpoint " + path + " was written for another plan (model '" +
+                (model == meta.end() ? std::string("?") : model->second) + "') and cannot resume '" +
+                plan.model().name() + "': resume with the plan it was written for, or start a new checkpoint directory");
+  }
+  CheckpointState state;
+  state.step = static_cast<int64_t>(parseNumber(meta, "step", path));
+  state.seed = parseNumber(meta, "seed", path);
+  state.total_steps = static_cast<int64_t>(parseNumber(meta, "total_steps", path));
+  for (const auto& [key, value] : meta)
+    if (key.rfind(kProvenancePrefix, 0) == 0) state.provenance[key] = value;
+  store.loadState(file);
+  return state;
+}
+
+}  // namespace mt

@@ -1,0 +1,180 @@
+#include "runtime/training/huggingface.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "kernels/elementwise/elementwise.h"
+#include "runtime/io/error.h"
+#include "runtime/io/safetensors.h"
+
+namespace mt {
+namespace {
+
+// Shards of at most this many bytes, as transformers' save_pretrained writes by default.
+constexpr int64_t kShardBytes = int64_t{5} << 30;
+
+}  // namespace
+
+std::string huggingFaceName(const std::string& name) {
+  static const std::pair<const char*, const char*> kLayerParts[] = {
+      {"attn_norm.weight", "input_layernorm.weight"}, {"mlp_norm.weight", "post_attention_layernorm.weight"},
+      {"attn.q.", "self_attn.q_proj."},             {"attn.k.", "self_attn.k_proj."},
+      {"attn.v.", "self_attn.v_proj."},             {"attn.o.", "self_attn.o_proj."},
+      {"mlp.gate.", "mlp.gate_proj."},              {"mlp.up.", "mlp.up_proj."},
+      {"mlp.down.", "mlp.down_proj."}};
+  if (name == "embed.weight") return "model.embed_tokens.weight";
+  if (name == "norm.weight") return "model.norm.weight";
+  if (name == "lm_head.weight") return "lm_head.weight";
+  if (name.rfind("layers.", 0) == 0) {
+    const size_t dot = name.find('.', 7);
+    if (dot == std::string::npos) return "";
+    const std::string layer = name.substr(0, dot + 1), part = name.substr(dot + 1);
+    for (const auto& [ours, theirs] : kLayerParts)
+      if (part.rfind(ours, 0) == 0) return "model." + layer + theirs + part.substr(std::strlen(ours));
+  }
+  return "";
+}
+
+HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body) {
+  if (std::string llama = huggingFaceName(param); !llama.empty()) return {llama};
+  if (param == "wte.weight" || param == "wpe.weight" || param.rfind("ln_f.", 0) == 0) return {gpt2_body + param};
+  if (param.rfind("blocks.", 0) != 0) return {};
+  const size_t dot = param.find('.', 7);
+  if (dot == std::string::npos) return {};
+  const std::string layer = gpt2_body + "h." + param.substr(7, dot - 7) + ".", part = param.substr(dot + 1);
+  const size_t last = part.rfind('.');
+  if (last == std::string::npos) return {};
+  const std::string module = part.substr(0, last), kind = part.substr(last);  // kind: ".weight" / ".bias"
+  const bool matrix = kind == ".weight";
+  if (kind != ".weight" && kind != ".bias") return {};
+  if (module == "ln1") return {layer + "ln_1" + kind};
+  if (module == "ln2") return {layer + "ln_2" + kind};
+  static const std::pair<const char*, const char*> kConv1D[] = {
+      {"attn.proj", "attn.c_proj"}, {"mlp.fc", "mlp.c_fc"}, {"mlp.proj", "mlp.c_proj"}};
+  for (const auto& [ours, theirs] : kConv1D)
+    if (module == ours) return {layer + theirs + kind, matrix};
+  static const char* kQkv[] = {"attn.q", "attn.k", "attn.v"};
+  for (int64_t i = 0; i < 3; ++i)
+    if (module == kQkv[i]) return {layer + "attn.c_attn" + kind, matrix, i, 3};
+  return {};
+}
+
+void checkHuggingFaceExport(const plan::Plan& plan) {
+  if (plan.model().hf_config().empty())
+    throw Error("--export-hf: the plan's model has no Hugging Face form (the llama and gpt2 families have one, "
+                "imported from a folder or built in; this plan's is " + plan.model().name() +
+                ", from another source): use --export for safetensors under the plan's names");
+  std::map<std::string, std::vector<bool>> parts;  // each fused tensor's parts present
+  for (const auto& t : plan.host_tensors()) {
+    if (t.role() != plan::ROLE_PARAM) continue;
+    const HuggingFacePlace place = huggingFacePlace(t.name());
+    if (place.name.empty()) throw Error("--export-hf: the plan's parameter '" + t.name() + "' has no Hugging Face name");
+    auto& present = parts[place.name];
+    present.resize(static_cast<size_t>(place.parts));
+    present[static_cast<size_t>(place.part)] = true;
+  }
+  for (const auto& [name, present] : parts)
+    for (bool p : present)
+      if (!p) throw Error("--export-hf: the plan lacks a part of Hugging Face's '" + name + "' (q, k and v together)");
+}
+
+void exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir, ExportDtype dtype,
+                       const std::map<std::string, std::string>& metadata) {
+  checkHuggingFaceExport(plan);
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(plan.model().hf_config(), nullptr, false);
+  if (!config.is_object()) throw Error("the plan's Hugging Face config is not a JSON object (recompile it with mtc)");
+  config["torch_dtype"] = dtype == ExportDtype::kBf16 ? "bfloat16" : "float32";
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) throw Error("--export-hf: cannot create " + dir + ": " + error.message());
+
+  // The tensors in plan order, cut into shards of at most kShardBytes.
+  const int width = dtype == ExportDtype::kBf16 ? 2 : 4;
+  std::vector<std::vector<SafetensorsTensor>> shards(1);
+  int64_t shard_bytes = 0;
+  // Hugging Face's tensors in the order of their first parameter, each from its parts.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::pair<HuggingFacePlace, SafetensorsTensor>>> members;
+  for (int p : store.params()) {
+    SafetensorsTensor f32 = store.savedTensor(p);
+    HuggingFacePlace place = huggingFacePlace(f32.name);
+    if (!members.count(place.name)) order.push_back(place.name);
+    members[place.name].emplace_back(std::move(place), std::move(f32));
+  }
+  for (const std::string& name : order) {
+    auto& parts = members[name];
+    std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first.part < b.first.part; });
+    // Each part's shape: [out, in] or [out]; stored [in, parts * out] (transposed) or [parts * out, ...].
+    const std::vector<int64_t> shape = parts[0].second.shape;
+    const bool transposed = parts[0].first.transposed && shape.size() == 2;
+    std::vector<int64_t> theirs = shape;
+    if (transposed) std::swap(theirs[0], theirs[1]);
+    theirs[transposed ? 1 : 0] *= static_cast<int64_t>(parts.size());
+    const int64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1, n = rows * cols;
+    const int64_t total = n * static_cast<int64_t>(parts.size());
+    SafetensorsTensor out{name, width == 2 ? "BF16" : "F32", theirs, nullptr, total * width};
+    out.produce = [&parts, transposed, rows, cols, n, total, width](void* buffer) {
+      // Each part's f32 values: the store's own, or staged where it produces them.
+      std::vector<float> staged;
+      auto valuesOf = [&](const SafetensorsTensor& f32) {
+        if (f32.data) return static_cast<const float*>(f32.data);
+        staged.resize(static_cast<size_t>(std::max<int64_t>(n, 1)));
+        f32.produce(staged.data());
+        return static_cast<const float*>(staged.data());
+      };
+      // The tensor in Hugging Face's layout: a whole parameter as it is; else its parts placed.
+      const float* values;
+      std::vector<float> assembled;
+      if (parts.size() == 1 && !transposed) {
+        values = valuesOf(parts[0].second);
+      } else {
+        assembled.resize(static_cast<size_t>(total));
+        for (size_t p = 0; p < parts.size(); ++p) {
+          const float* part = valuesOf(parts[p].second);
+          if (!transposed) {  // a bias's slice of the fused one
+            std::memcpy(assembled.data() + p * n, part, 4 * static_cast<size_t>(n));
+            continue;
+          }
+          const int64_t stride = rows * static_cast<int64_t>(parts.size()), offset = static_cast<int64_t>(p) * rows;
+          for (int64_t o = 0; o < rows; ++o)  // theirs[i][part * rows + o] = ours[o][i]
+            for (int64_t i = 0; i < cols; ++i) assembled[i * stride + offset + o] = part[o * cols + i];
+        }
+        values = assembled.data();
+      }
+      if (width == 4) {
+        std::memcpy(buffer, values, 4 * static_cast<size_t>(total));
+        return;
+      }
+      auto* bits = static_cast<uint16_t*>(buffer);
+      for (int64_t i = 0; i < total; ++i) bits[i] = bf16Bits(values[i]);
+    };
+    if (shard_bytes > 0 && shard_bytes + out.bytes > kShardBytes) shards.emplace_back(), shard_bytes = 0;
+    shards.back().push_back(std::move(out));
+    shard_bytes += shards.back().back().bytes;
+  }
+  std::map<std::string, std::string> meta = metadata;
+  meta["format"] = "pt";
+  if (shards.size() == 1) {
+    writeSafetensors(dir + "/model.safetensors", shards[0], meta);
+  } else {
+    nlohmann::ordered_json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::ordered_json::object()}};
+    int64_t total = 0;
+    for (size_t s = 0; s < shards.size(); ++s) {
+      char file[64];
+      std::snprintf(file, sizeof file, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+      writeSafetensors(dir + "/" + file, shards[s], meta);
+      for (const auto& t : shards[s]) {
+        index["weight_map"][t.name] = file;
+        total += t.bytes;
+      }
+    }
+    index["metadata"]["total_size"] = total;
+    writeFileAtomically(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+  }
+  writeFileAtomically(dir + "/config.json", config.dump(2) + "\n");  // last: a folder with it is whole
+}
+
+}  // namespace mt

@@ -1,0 +1,67 @@
+#include "runtime/training/run_setup.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "runtime/training/checkpoint.h"
+#include "runtime/backends/cuda_device.h"
+#include "runtime/io/error.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/plan/plan_queries.h"
+
+namespace mt {
+
+BackendKind chooseBackend(const std::string& name, bool tf32, const plan::Plan& plan) {
+  if (name != "cpu" && name != "cuda" && name != "auto")
+    throw Error("unknown backend '" + name + "': choose cpu, cuda or auto");
+  BackendKind kind = BackendKind::kCpu;
+  if (name != "cpu") {
+    const GpuInfo gpu = probeGpu();
+    if (name == "cuda" && !gpu.available) throw Error("--backend cuda: " + gpu.description + "; use --backend cpu");
+    const std::string missing = gpu.available && name == "auto" ? cudaUnsupportedKernels(plan) : "";
+    if (!missing.empty())
+      std::printf("note: running on the CPU although there is a GPU (%s): %s\n", gpu.description.c_str(),
+                  missing.c_str());
+    if (gpu.available && missing.empty()) kind = BackendKind::kCuda;
+  }
+  // Explicitly on the CPU, --tf32 contradicts the run; chosen by "auto" it is a note, so that
+  // one config file serves machines with and without a GPU.
+  if (kind == BackendKind::kCpu && tf32 && name == "cpu")
+    throw Error("--tf32 sets the CUDA backend's matrix precision, but this run is on the CPU (exact fp32): drop "
+                "--tf32");
+  if (kind == BackendKind::kCpu && tf32)
+    std::printf("note: --tf32 has no effect on the CPU backend (exact fp32)\n");
+  return kind;
+}
+
+std::unique_ptr<Backend> createBackend(BackendKind kind, bool tf32, const plan::Plan& plan, HostStore& store) {
+  if (kind == BackendKind::kCuda) return createCudaBackend(plan, store, CudaOptions{tf32});
+  return createCpuBackend(plan, store);
+}
+
+bool isImported(const plan::Plan& plan) {
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_PARAM && t.init().kind() == plan::Initializer::WEIGHTS) return true;
+  return false;
+}
+
+std::string initialWeightsPath(const std::string& weights_flag, const std::string& plan_path, const plan::Plan& plan) {
+  if (!weights_flag.empty()) return weights_flag;
+  const std::string beside = weightsBesidePlan(plan_path);
+  const bool exists = access(beside.c_str(), F_OK) == 0;
+  if (exists) {
+    const SafetensorsFile file(beside);
+    const auto fingerprint = file.metadata().find(kPlanFingerprintKey);
+    if (fingerprint != file.metadata().end() && fingerprint->second == planFingerprint(plan)) return beside;
+  }
+  const std::string problem =
+      exists ? beside + " was not written for this plan (another compile's, or not mtc's)" : "there is no " + beside;
+  if (isImported(plan))
+    throw Error("the plan's parameters come from an imported model's weights, but " + problem +
+                ": pass --weights with the .safetensors file mtc wrote when it compiled the plan");
+  if (exists) std::printf("note: %s: starting from the plan's seeded initializers\n", problem.c_str());
+  return "";
+}
+
+}  // namespace mt

@@ -1,0 +1,57 @@
+// The training driver behind mtrun: loads and verifies a plan, sets up the host store and a
+// backend, feeds batches, schedules the learning rate, logs, exports weights.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "runtime/training/huggingface.h"
+
+namespace mt {
+
+struct TrainConfig {
+  std::string plan_path;
+  std::string data_path;
+  std::string weights_path;    // initial weights; "" = the plan's initializers
+  std::string export_path;     // trained weights (safetensors); "" = none
+  std::string export_hf_dir;   // trained weights as a Hugging Face folder; "" = none
+  ExportDtype export_dtype = ExportDtype::kF32;  // of the Hugging Face folder's weights
+  std::string grads_path;      // gradients of the first step (safetensors); "" = none
+  std::string log_path;        // JSONL, one object per step; "" = none
+  std::string trace_path;      // measured timeline of the last step (Chrome trace JSON); "" = none
+  std::string backend = "auto";
+  bool tf32 = false;           // CUDA: matrix products in TF32 instead of exact fp32
+  int64_t steps = 100;         // optimizer steps
+  int64_t accumulate = 1;      // micro-batches (plan steps) per optimizer step
+  uint64_t seed = 1;           // data order, dropout masks (and initial weights when no weights file)
+  double lr = 1e-3;
+  double min_lr_ratio = 0.1;   // cosine decays to lr * min_lr_ratio
+  int64_t warmup = 0;          // linear warmup steps
+  double weight_decay = 0.1;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double grad_clip = -1.0;     // global-norm bound; 0 off; < 0: 1.0, or off for an on-arrival plan
+  std::string checkpoint_dir;  // "" = no checkpoints (with resume_dir: the same directory)
+  int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = only at the end and on a signal
+  int keep = 3;                // checkpoints kept (the newest)
+  std::string resume_dir;      // continue from the newest checkpoint in this directory
+  double val_fraction = 0.0;   // the last fraction of the tokens, held out for validation
+  std::string val_data_path;   // or a token file of held-out tokens ("" = none)
+  int64_t val_every = 0;       // steps between validation losses (0: only at the end)
+  int64_t val_batches = 4;     // batches averaged per validation loss
+  bool skip_nonfinite = false;  // NaN/Inf loss or gradients: skip the step (else stop)
+  int64_t print_every = 1;
+  bool profile = false;        // print the time per kernel at the end
+};
+
+// Learning rate of 1-based `step`: linear warmup, then cosine decay to lr * min_lr_ratio at
+// the last step.
+double learningRate(const TrainConfig& config, int64_t step);
+
+// Throws mt::Error naming the first flag whose value no run can take (a NaN learning rate, a
+// zero print interval, a warmup past the steps); train() starts with it.
+void validateConfig(const TrainConfig& config);
+
+// Runs training; returns the process exit code. Throws mt::Error on bad input. SIGINT and
+// SIGTERM end the run after the current step, with a checkpoint when a directory is set.
+int train(const TrainConfig& config);
+
+}  // namespace mt
