@@ -406,7 +406,7 @@ int compile(const CompileOptions& requested) {
   if (m.hf) report.notes = m.hf->notes;
   report.kept_constant = m.imported.kept_constant;
   for (const auto& p : m.imported.params)
-    if (p.name != p.initializer) report.path_names.push_back({p.name, p.origin});
+    if (p.name != p.initializer) report.path_names.push_back({p.name, p.initializer, p.transposed});
   report.batch_note = m.batch_note;
   report.update = *m.update;
   report.update_note = m.update_note;

@@ -157,9 +157,8 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
     constexpr size_t kShown = 8;
     std::string named;
     for (size_t i = 0; i < std::min(kShown, r.path_names.size()); ++i) {
-      std::string origin = r.path_names[i].second;
-      if (const size_t at = origin.find(" (transposed)"); at != std::string::npos) origin.replace(at, 13, ", transposed");
-      named += fmt::format("{}{} (from {})", i ? "; " : "", r.path_names[i].first, origin);
+      const auto& p = r.path_names[i];
+      named += fmt::format("{}{} (from {}{})", i ? "; " : "", p.name, p.initializer, p.transposed ? ", transposed" : "");
     }
     if (r.path_names.size() > kShown) named += fmt::format("; and {} more (mtdump lists them)", r.path_names.size() - kShown);
     std::printf("  names          %zu parameters named from the node that uses them, their initializers anonymous in "

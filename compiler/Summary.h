@@ -20,8 +20,12 @@ struct CompileReport {
   std::vector<std::string> notes;    // what the input asks for that training does not do
   std::vector<std::pair<std::string, std::string>> kept_constant;  // ONNX initializers kept constant, and why
   // ONNX parameters whose initializers the export left anonymous ("onnx::MatMul_271"), named from
-  // the path of the node using them: (name, origin).
-  std::vector<std::pair<std::string, std::string>> path_names;
+  // the path of the node using them.
+  struct PathName {
+    std::string name, initializer;
+    bool transposed = false;  // the initializer holds the parameter transposed
+  };
+  std::vector<PathName> path_names;
   std::string batch_note;            // --batch auto's reason
   UpdateKind update = UpdateKind::kDeferred;
   std::string update_note;           // why the update kind, when chosen

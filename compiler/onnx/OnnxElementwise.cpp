@@ -103,10 +103,9 @@ void extremumOp(Importer& im) {
     for (size_t i = 0; i < im.numInputs(); ++i) operands.push_back(&im.constInput(i, "operand"));
     const size_t n = operands.size();
     im.setOutput(0, foldElementwise(operands, operands[0]->kind, [n](const double* x) {
-      double best = x[0];
-      for (size_t i = 1; i < n; ++i)
-        if (std::isnan(x[i]) || (kFn == BinaryFn::Max ? x[i] > best : x[i] < best)) best = std::isnan(best) ? best : x[i];
-      return best;
+      double result = x[0];
+      for (size_t i = 1; i < n; ++i) result = kFn == BinaryFn::Max ? maxOrNaN(result, x[i]) : minOrNaN(result, x[i]);
+      return result;
     }, im.where()), im.input(0).elem_type);
     return;
   }
@@ -132,7 +131,7 @@ void clipOp(Importer& im) {
     const Const& x = *im.input(0).constant;
     im.setOutput(0, foldElementwise({&x}, x.kind, [&](const double* v) -> double {
       return x.kind == Const::Kind::Float ? applyClamp(static_cast<float>(v[0]), lo, hi)
-                                          : std::min(std::max(v[0], double(lo)), double(hi));
+                                          : applyClamp(v[0], double(lo), double(hi));
     }, im.where()), im.input(0).elem_type);
     return;
   }

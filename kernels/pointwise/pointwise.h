@@ -70,6 +70,14 @@ MT_HOST_DEVICE inline float unaryDerivative(UnaryFn fn, float x) {
   return 0.0f;
 }
 
+// The larger / smaller of a and b, NaN propagating from either side (numpy's and torch's
+// maximum/minimum): mt.binary's max and min, and the compiler's folding of ONNX Max/Min (in
+// double, exact on integers).
+template <typename T>
+MT_HOST_DEVICE inline T maxOrNaN(T a, T b) { return a != a || a > b ? a : b; }
+template <typename T>
+MT_HOST_DEVICE inline T minOrNaN(T a, T b) { return a != a || a < b ? a : b; }
+
 // a (fn) b as mt.binary computes it.
 MT_HOST_DEVICE inline float applyBinary(BinaryFn fn, float a, float b) {
   switch (fn) {
@@ -78,9 +86,8 @@ MT_HOST_DEVICE inline float applyBinary(BinaryFn fn, float a, float b) {
     case BinaryFn::Mul: return a * b;
     case BinaryFn::Div: return a / b;
     case BinaryFn::Pow: return powf(a, b);
-    // NaN propagates from either side (numpy's and torch's maximum/minimum).
-    case BinaryFn::Max: return a != a || a > b ? a : b;
-    case BinaryFn::Min: return a != a || a < b ? a : b;
+    case BinaryFn::Max: return maxOrNaN(a, b);
+    case BinaryFn::Min: return minOrNaN(a, b);
   }
   return 0.0f;
 }
@@ -108,9 +115,10 @@ MT_HOST_DEVICE inline void binaryGradient(BinaryFn fn, float g, float a, float b
 }
 
 // mt.clamp: below lo gives lo, above hi gives hi (all hi where lo > hi, as torch.clamp), NaN
-// stays NaN.
-MT_HOST_DEVICE inline float applyClamp(float x, float lo, float hi) {
-  const float raised = x < lo ? lo : x;
+// stays NaN. Also the compiler's folding of ONNX Clip (in double, exact on integers).
+template <typename T>
+MT_HOST_DEVICE inline T applyClamp(T x, T lo, T hi) {
+  const T raised = x < lo ? lo : x;
   return raised > hi ? hi : raised;
 }
 // Its derivative: 1 inside [lo, hi] (bounds included, as torch.clamp's backward), else 0.
