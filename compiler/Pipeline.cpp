@@ -188,7 +188,7 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
     }
     batch = choice.batch, m.batch_note = choice.note, m.searched = choice.hints;
   }
-  m.module = buildModel(context, config, batch, seq, init);
+  m.module = buildModel(context, config, batch, seq, init, o.kv_cache ? ModelForm::kDecodeStep : ModelForm::kSequence);
   return true;
 }
 
@@ -237,9 +237,16 @@ bool loadModel(MLIRContext& context, llvm::SourceMgr& sources, const CompileOpti
   auto endsWith = [&](const std::string& suffix) {
     return o.model.size() > suffix.size() && o.model.compare(o.model.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
+  const bool from_config = !endsWith(".onnx") && !endsWith(".mlir");
+  if (o.kv_cache && !from_config) {
+    std::fprintf(stderr, "mtc: error: %s: --kv-cache builds the decode step of a built-in model or a Hugging Face "
+                 "folder (its attention is known); for this model use --forward-only alone (mtgen then recomputes "
+                 "the window for each token)\n", o.model.c_str());
+    return false;
+  }
   if (endsWith(".onnx")) return importOnnx(context, o, m);
   if (isHuggingFaceFolder(o.model)) return loadHuggingFace(context, o, hw, m);
-  if (!endsWith(".mlir")) return loadPreset(context, o, hw, m);
+  if (from_config) return loadPreset(context, o, hw, m);
   m.module = parseSourceFile<ModuleOp>(o.model, sources, ParserConfig(&context));
   if (!m.module) {
     std::fprintf(stderr, "mtc: error: cannot parse %s (see the diagnostics above)\n", o.model.c_str());
@@ -266,7 +273,11 @@ bool markForwardOnly(ModuleOp module, const std::string& model) {
 
 // What the host holds for the plan, in words, for the summary and the --host-mem error.
 std::string hostParts(const plan::Plan& plan, const PlanStats& stats) {
-  if (!isTrainingPlan(plan)) return "fp32 weights, the tokens and the outputs";
+  if (!isTrainingPlan(plan))
+    return std::any_of(plan.host_tensors().begin(), plan.host_tensors().end(),
+                       [](const plan::HostTensor& t) { return t.name() == "cache.0.key"; })
+               ? "fp32 weights, the tokens, the key/value cache and the outputs"
+               : "fp32 weights, the tokens and the outputs";
   const int landing = gradLandingTensor(plan);
   int64_t activation_host_bytes = 0;
   for (const auto& t : plan.host_tensors())

@@ -63,6 +63,9 @@ struct CompileOptions {
   // (mtgen) and evaluation: built-in models and Hugging Face folders return their logits as the
   // output "logits"; an ONNX model is imported as an evaluation (its graph outputs).
   bool forward_only = false;
+  // With forward_only: a decode step over a key/value cache of `seq` positions (built-in models
+  // and Hugging Face folders; models/BuiltinModels.h, ModelForm::kDecodeStep) for mtgen.
+  bool kv_cache = false;
   // ONNX: initializers matching `frozen` stay constants; with `trainable`, only matching ones train.
   std::optional<std::regex> frozen, trainable;
 };

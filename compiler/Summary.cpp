@@ -98,12 +98,19 @@ void printPlanAndWeights(const CompileReport& r, const plan::Plan& plan) {
 void printForwardOnlySummary(const CompileReport& r, const EmitOptions& emit, const plan::Plan& plan,
                              const PlanStats& stats) {
   bool tokens = false, logits = false;
+  int64_t cache_bytes = 0, cache_rows = 0;
   for (const auto& t : plan.host_tensors()) {
     tokens |= t.role() == plan::ROLE_TOKENS;
     logits |= t.role() == plan::ROLE_OUTPUT && t.name() == "logits";
+    if (t.role() == plan::ROLE_INPUT && t.name().rfind("cache.", 0) == 0 && t.shape_size() == 3)
+      cache_bytes += hostTensorBytes(t), cache_rows = t.shape(1);
   }
   std::printf("mtc: %s\n", r.description.c_str());
-  if (tokens && logits)
+  if (tokens && logits && cache_rows)
+    std::printf("  decode step    batch %lld, one new token each over a key/value cache of %lld positions (%s on "
+                "the host, read every step), vocab %lld: for mtgen\n",
+                (long long)emit.batch, (long long)cache_rows, summaryBytes(cache_bytes).c_str(), (long long)emit.vocab);
+  else if (tokens && logits)
     std::printf("  forward only   batch %lld x seq %lld, vocab %lld: tokens in, logits out (no loss, gradients or "
                 "optimizer; for mtgen)\n",
                 (long long)emit.batch, (long long)emit.seq, (long long)emit.vocab);
@@ -115,8 +122,9 @@ void printForwardOnlySummary(const CompileReport& r, const EmitOptions& emit, co
   std::printf("  device arena   %s, schedule resident%s\n", summaryBytes(plan.arena_bytes()).c_str(),
               r.options.device_mem ? (", budget " + summaryBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str()
                                    : ", no budget");
-  std::printf("  per run        %.3e FLOP; h2d %s (the weights and tokens), d2h %s (the outputs)\n", stats.flops,
-              summaryBytes(stats.h2d_bytes).c_str(), summaryBytes(stats.d2h_bytes).c_str());
+  std::printf("  per run        %.3e FLOP; h2d %s (the weights, %s), d2h %s (the outputs)\n", stats.flops,
+              summaryBytes(stats.h2d_bytes).c_str(), cache_rows ? "tokens and the key/value cache" : "tokens",
+              summaryBytes(stats.d2h_bytes).c_str());
   printPrecision(r, stats);
   std::printf("  predicted run  %s on %s (compute %s, h2d %s, d2h %s)\n", millis(stats.step_us).c_str(),
               emit.hardware.name.c_str(), millis(stats.compute_us).c_str(), millis(stats.h2d_us).c_str(),

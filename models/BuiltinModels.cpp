@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
 
 #include "compiler/dialect/MtDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -110,8 +111,8 @@ namespace {
 
 class ModelBuilder {
  public:
-  ModelBuilder(MLIRContext& ctx, const ModelConfig& c, int64_t batch, int64_t seq, ParamInit init)
-      : ctx_(ctx), c_(c), batch_(batch), seq_(seq), init_(init), b_(&ctx),
+  ModelBuilder(MLIRContext& ctx, const ModelConfig& c, int64_t batch, int64_t seq, ParamInit init, ModelForm form)
+      : ctx_(ctx), c_(c), batch_(batch), seq_(seq), init_(init), decode_(form == ModelForm::kDecodeStep), b_(&ctx),
         loc_(NameLoc::get(b_.getStringAttr("builtin " + c.family + " model"))) {}
 
   // Ops take the module path of the part they belong to ("embed", "blocks.3", "head"): the
@@ -125,11 +126,18 @@ class ModelBuilder {
     func_ = b_.create<func::FuncOp>(loc_, "forward", b_.getFunctionType({}, {}));
     Block* body = func_.addEntryBlock();
     b_.setInsertionPointToStart(body);
-    tokens_ = addArgument(RankedTensorType::get({batch_, seq_}, b_.getI32Type()),
-                          b_.getNamedAttr(kInputAttr, b_.getStringAttr("tokens")));
-    Value logits = c_.family == "gpt2" ? gpt2() : llama();
-    b_.create<func::ReturnOp>(loc_, logits);
-    func_.setType(b_.getFunctionType(body->getArgumentTypes(), {logits.getType()}));
+    const int64_t new_tokens = decode_ ? 1 : seq_;
+    tokens_ = input("tokens", RankedTensorType::get({batch_, new_tokens}, b_.getI32Type()));
+    if (decode_) positions_ = input("positions", RankedTensorType::get({batch_, new_tokens}, b_.getI32Type()));
+    outputs_.insert(outputs_.begin(), {"logits", c_.family == "gpt2" ? gpt2() : llama()});
+    SmallVector<Value> results;
+    for (auto& [name, value] : outputs_) results.push_back(value);
+    b_.create<func::ReturnOp>(loc_, results);
+    func_.setType(b_.getFunctionType(body->getArgumentTypes(), ValueRange(results).getTypes()));
+    // A decode step is forward-only by construction: its results are named outputs.
+    if (decode_)
+      for (auto [i, output] : llvm::enumerate(outputs_))
+        func_.setResultAttr(i, kOutputAttr, b_.getStringAttr(output.first));
     func_->setAttr(kModelAttr, b_.getStringAttr(c_.family));
     return module;
   }
@@ -141,6 +149,24 @@ class ModelBuilder {
     func_.setType(b_.getFunctionType(body.getArgumentTypes(), {}));
     func_.setArgAttrs(body.getNumArguments() - 1, b_.getDictionaryAttr(attr));
     return arg;
+  }
+
+  Value input(const std::string& name, Type type) {
+    return addArgument(type, b_.getNamedAttr(kInputAttr, b_.getStringAttr(name)));
+  }
+
+  // Self-attention of layer `layer` over q, k, v, q and k first turned by
+  // `rotate` (the rotary embedding, or the identity): causal over the sequence, or, in a decode
+  // step, over the layer's key/value cache and the new token, whose key and value become outputs.
+  Value attention(int64_t layer, Value q, Value k, Value v, const std::function<Value(Value)>& rotate) {
+    q = rotate(q), k = rotate(k);
+    if (!decode_) return b_.create<AttentionOp>(loc_, q, k, v, c_.heads, c_.kv_heads).getResult();
+    auto cache = RankedTensorType::get({batch_, seq_, c_.kv_heads * c_.headDim()}, b_.getF32Type());
+    const std::string l = std::to_string(layer);
+    Value k_cache = input("cache." + l + ".key", cache), v_cache = input("cache." + l + ".value", cache);
+    outputs_.push_back({"new." + l + ".key", k});
+    outputs_.push_back({"new." + l + ".value", v});
+    return b_.create<CachedAttentionOp>(loc_, q, k, v, k_cache, v_cache, positions_, c_.heads, c_.kv_heads).getResult();
   }
 
   // init: "normal" (with std), "zeros" or "ones".
@@ -178,7 +204,8 @@ class ModelBuilder {
     Value wte = param("wte.weight", {c_.vocab, c_.width}, "normal", std);
     Value wpe = param("wpe.weight", {c_.context, c_.width}, "normal", std);
     Value x = b_.create<EmbeddingOp>(loc_, tokens_, wte);
-    Value positions = b_.create<PositionsOp>(loc_, RankedTensorType::get({batch_, seq_}, b_.getI32Type()));
+    Value positions = decode_ ? positions_
+                              : b_.create<PositionsOp>(loc_, RankedTensorType::get({batch_, seq_}, b_.getI32Type()));
     x = b_.create<AddOp>(loc_, x, b_.create<EmbeddingOp>(loc_, positions, wpe));
     for (int64_t l = 0; l < c_.layers; ++l) {
       const std::string p = "blocks." + std::to_string(l) + ".";
@@ -187,7 +214,7 @@ class ModelBuilder {
       Value q = linear(h, p + "attn.q", c_.width, c_.width, true, std);
       Value k = linear(h, p + "attn.k", c_.width, c_.width, true, std);
       Value v = linear(h, p + "attn.v", c_.width, c_.width, true, std);
-      Value a = b_.create<AttentionOp>(loc_, q, k, v, c_.heads, c_.heads).getResult();
+      Value a = attention(l, q, k, v, [](Value x) { return x; });
       x = b_.create<AddOp>(loc_, x, linear(a, p + "attn.proj", c_.width, c_.width, true, residual_std));
       h = layerNorm(x, p + "ln2");
       Value f = b_.create<GeluOp>(loc_, linear(h, p + "mlp.fc", c_.ffn, c_.width, true, std), true);
@@ -214,9 +241,10 @@ class ModelBuilder {
       Value q = linear(h, p + "attn.q", c_.width, c_.width, c_.qkv_bias, std);
       Value k = linear(h, p + "attn.k", kv_width, c_.width, c_.qkv_bias, std);
       Value v = linear(h, p + "attn.v", kv_width, c_.width, c_.qkv_bias, std);
-      q = b_.create<RopeOp>(loc_, q, head_dim, theta, b_.getBoolAttr(false));
-      k = b_.create<RopeOp>(loc_, k, head_dim, theta, b_.getBoolAttr(false));
-      Value a = b_.create<AttentionOp>(loc_, q, k, v, c_.heads, c_.kv_heads).getResult();
+      Value a = attention(l, q, k, v, [&](Value x) -> Value {
+        if (decode_) return b_.create<RopeAtOp>(loc_, x, positions_, head_dim, theta);
+        return b_.create<RopeOp>(loc_, x, head_dim, theta, b_.getBoolAttr(false));
+      });
       x = b_.create<AddOp>(loc_, x, linear(a, p + "attn.o", c_.width, c_.width, false, residual_std));
       h = rmsNorm(x, p + "mlp_norm");
       Value gate = linear(h, p + "mlp.gate", c_.ffn, c_.width, false, std);
@@ -234,19 +262,21 @@ class ModelBuilder {
   const ModelConfig& c_;
   int64_t batch_, seq_;
   ParamInit init_;
+  bool decode_;
   OpBuilder b_;
   Location loc_;
   func::FuncOp func_;
-  Value tokens_;
+  Value tokens_, positions_;  // positions_: a decode step's input
+  std::vector<std::pair<std::string, Value>> outputs_;  // after the logits: a decode step's new keys/values
 };
 
 }  // namespace
 
 OwningOpRef<ModuleOp> buildModel(MLIRContext& context, const ModelConfig& config, int64_t batch, int64_t seq,
-                                 ParamInit init) {
+                                 ParamInit init, ModelForm form) {
   context.getOrLoadDialect<MtDialect>();
   context.getOrLoadDialect<func::FuncDialect>();
-  return ModelBuilder(context, config, batch, seq, init).build();
+  return ModelBuilder(context, config, batch, seq, init, form).build();
 }
 
 }  // namespace mt

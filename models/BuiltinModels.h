@@ -11,8 +11,19 @@ namespace mt {
 // file (a pretrained model: every parameter's init is "weights").
 enum class ParamInit { kSeeded, kWeightsFile };
 
-// The forward function (tokens, params...) -> logits (batch, seq, vocab).
+// What the function computes: the whole sequence (training, evaluation), or one decode step
+// over a key/value cache (mtc --kv-cache: generation).
+enum class ModelForm { kSequence, kDecodeStep };
+
+// kSequence: the forward function (tokens (batch, seq), params...) -> logits (batch, seq, vocab).
+// kDecodeStep: one new token per sequence at a run-time position, attending over a cache of
+// `seq` earlier positions; forward-only, its inputs and outputs named:
+//   tokens (batch, 1) i32, positions (batch, 1) i32 (the new token's position p: the cache holds
+//   positions [0, p)), cache.L.key / cache.L.value (batch, seq, kv_heads * head_dim) per layer L
+//   -> logits (batch, 1, vocab), new.L.key / new.L.value (batch, 1, kv_heads * head_dim): the new
+//   token's key (after its rotary embedding) and value, for the caller to store at row p.
 mlir::OwningOpRef<mlir::ModuleOp> buildModel(mlir::MLIRContext& context, const ModelConfig& config,
-                                             int64_t batch, int64_t seq, ParamInit init = ParamInit::kSeeded);
+                                             int64_t batch, int64_t seq, ParamInit init = ParamInit::kSeeded,
+                                             ModelForm form = ModelForm::kSequence);
 
 }  // namespace mt

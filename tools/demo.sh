@@ -15,7 +15,8 @@ build/bin/mtrun demo/gpt2-demo.plan --data demo/fortunes.tok --weights demo/gpt2
   --steps 500 --lr 2e-3 --warmup 50 --print-every 25 --log demo/train.jsonl \
   --export demo/gpt2-demo.trained.safetensors "$@"
 # What it learned: a fortune sampled from the trained weights through a forward-only plan.
-build/bin/mtc gpt2-demo --forward-only --batch 1 --seq 128 -o demo/gpt2-demo.gen.plan > /dev/null
+build/bin/mtc gpt2-demo --forward-only --kv-cache --batch 1 --seq 128 --no-weights -o demo/gpt2-demo.gen.plan \
+  > /dev/null
 echo
 echo "A sample from the trained model (mtgen, temperature 0.8):"
 build/bin/mtgen demo/gpt2-demo.gen.plan --weights demo/gpt2-demo.trained.safetensors --prompt "Q: " \

@@ -75,9 +75,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(mt::kStages), std::end(mt::kStages))));
   app.add_option("--weights", o.weights, "initial weights file (default: beside the plan)");
   app.add_flag("--no-weights", o.no_weights, "do not write initial weights");
-  app.add_flag("--forward-only", o.forward_only,
+  CLI::Option* forward_only = app.add_flag("--forward-only", o.forward_only,
                "a forward-only plan: tokens in, logits out, no training (for mtgen; an ONNX model imported as an "
                "evaluation)");
+  app.add_flag("--kv-cache", o.kv_cache,
+               "with --forward-only: a decode step for mtgen: one new token per sequence attending over a "
+               "key/value cache of --seq positions (built-in models and Hugging Face folders)")
+      ->needs(forward_only);
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
   app.add_option("--device-mem", device_mem, "device memory budget, e.g. 80GiB (fail if exceeded)");
   app.add_option("--host-mem", host_mem, "host memory of the training machine, e.g. 1.5TiB (fail if exceeded)");

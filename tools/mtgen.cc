@@ -1,4 +1,4 @@
-// mtgen: sample text from a model through a forward-only plan (mtc --forward-only).
+// mtgen: sample text from a model through a forward-only plan (mtc --forward-only [--kv-cache]).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -114,9 +114,9 @@ int generate(Options& o) {
   o.generation.stop_token = text.stopToken(o);
   const std::string prompt = o.prompt_file.empty() ? o.prompt : mt::readWholeFile(o.prompt_file, "prompt file", "");
   const std::vector<uint32_t> prompt_ids = text.encode(prompt);
-  std::fprintf(stderr, "mtgen: %s | %lld sample%s, window %lld tokens | weights %s | backend %s | %s\n",
+  std::fprintf(stderr, "mtgen: %s | %lld sample%s, %s %lld tokens | weights %s | backend %s | %s\n",
                plan.model().name().c_str(), static_cast<long long>(generator.rows()), generator.rows() == 1 ? "" : "s",
-               static_cast<long long>(generator.window()), weights.empty() ? "the plan's seeded initializers" : weights.c_str(),
+               generator.cached() ? "key/value cache of" : "window", static_cast<long long>(generator.window()), weights.empty() ? "the plan's seeded initializers" : weights.c_str(),
                kind == mt::BackendKind::kCuda ? "cuda" : "cpu",
                o.generation.sampling.temperature == 0 ? "greedy"
                    : fmt::format("temperature {}, top-k {}, top-p {}, seed {}", o.generation.sampling.temperature,
@@ -159,15 +159,17 @@ int main(int argc, char** argv) {
   CLI::App app{
       "mtgen: sample text from a model: the plan mtc --forward-only makes (tokens in, logits out) and its weights.\n\n"
       "Examples:\n"
-      "  mtc gpt2-demo --forward-only --batch 1 --seq 128 -o gen.plan\n"
+      "  mtc gpt2-demo --forward-only --kv-cache --batch 1 --seq 128 -o gen.plan\n"
       "  mtgen gen.plan --weights trained.safetensors --prompt \"Q: \" --greedy\n"
       "  mtgen gen.plan --weights trained.safetensors --prompt \"Q: \" --temperature 0.8 --top-p 0.95 --seed 7\n"
-      "  mtc Qwen2.5-0.5B/ --forward-only --batch 1 --seq 256 -o q.plan      (its weights beside the plan)\n"
+      "  mtc Qwen2.5-0.5B/ --forward-only --kv-cache --batch 1 --seq 256 -o q.plan   (its weights beside it)\n"
       "  mtgen q.plan --tokenizer Qwen2.5-0.5B/ --prompt \"The capital of France is\" --max-tokens 20\n\n"
       "The text goes to standard output, what was run to standard error. A batch of B gives B samples of the\n"
-      "same prompt. Each token runs the plan over the last seq tokens (no key/value cache yet).\n"
+      "same prompt. A --kv-cache plan runs one token's forward per token, attending over the keys and values\n"
+      "of the tokens before it (the prompt is fed a token at a time; a full cache is rebuilt from the text's\n"
+      "last seq/2 tokens); a plain --forward-only plan runs the whole window of the last seq tokens per token.\n"
       "Exit codes: 0 success, 1 bad input (message on stderr), 2 bad flags."};
-  app.add_option("plan", o.plan_path, "a forward-only plan (mtc --forward-only)")->required();
+  app.add_option("plan", o.plan_path, "a forward-only plan (mtc --forward-only; with --kv-cache, fast)")->required();
   app.add_option("--weights", o.weights, "weights (.safetensors, e.g. mtrun --export's); default: those mtc wrote "
                                          "beside the plan");
   app.add_flag("--bytes", o.bytes, "byte tokens (vocab 256; the default for such a model)");

@@ -47,6 +47,13 @@ static int64_t causalAttentionFlops(Value q) {
   return 2 * batch * width * seq * (seq + 1);
 }
 int64_t AttentionOp::getFlops() { return causalAttentionFlops(getQ()); }
+int64_t RopeAtOp::getFlops() { return 3 * numel(getInput()); }
+// New token t sees at most S + t + 1 keys (the whole cache: the plan does not know p0).
+int64_t CachedAttentionOp::getFlops() {
+  auto q = getQ().getType().getShape();
+  const int64_t cache = getKCache().getType().getShape()[1];
+  return 4 * q[0] * q[2] * q[1] * (cache + (q[1] + 1) / 2);
+}
 // The backward recomputes the scores and forms dP, dQ, dK, dV: 5 products against 2 forward.
 int64_t AttentionGradOp::getFlops() { return causalAttentionFlops(getQ()) * 5 / 2; }
 int64_t SoftmaxXentOp::getFlops() { return 4 * numel(getLogits()); }
@@ -112,6 +119,14 @@ void RopeOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<floa
   floats.push_back(getTheta().convertToFloat());
 }
 void AttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getNumHeads()));
+  ints.push_back(static_cast<int64_t>(getNumKvHeads()));
+}
+void RopeAtOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
+  ints.push_back(static_cast<int64_t>(getHeadDim()));
+  floats.push_back(getTheta().convertToFloat());
+}
+void CachedAttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(static_cast<int64_t>(getNumHeads()));
   ints.push_back(static_cast<int64_t>(getNumKvHeads()));
 }

@@ -339,16 +339,23 @@ MT_POINTWISE_INFER(SwigluOp, 1)
 MT_POINTWISE_INFER(SwigluGradOp, 2)
 #undef MT_POINTWISE_INFER
 
-LogicalResult RopeOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
-                                       Adaptor adaptor, SmallVectorImpl<Type>& types) {
+// The input (B, T, H*D) and attributes of mt.rope and mt.rope_at (`op` names it).
+template <typename Adaptor>
+LogicalResult checkRope(std::optional<Location> loc, Adaptor adaptor, StringRef op) {
   if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
   auto x = tensorOf(adaptor.getInput()).getShape();
   const int64_t headDim = adaptor.getHeadDim();
-  if (x.size() != 3) return emitOptionalError(loc, "rope input must be (B, T, H*D)");
+  if (x.size() != 3) return emitOptionalError(loc, op, " input must be (B, T, H*D)");
   if (headDim <= 0 || headDim % 2 != 0 || x[2] % headDim != 0)
-    return emitOptionalError(loc, "rope head_dim ", headDim, " must be even and divide ", x[2]);
+    return emitOptionalError(loc, op, " head_dim ", headDim, " must be even and divide ", x[2]);
   if (adaptor.getThetaAttr() && !(adaptor.getThetaAttr().getValueAsDouble() > 0.0))
-    return emitOptionalError(loc, "rope theta must be positive");
+    return emitOptionalError(loc, op, " theta must be positive");
+  return success();
+}
+
+LogicalResult RopeOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(checkRope(loc, adaptor, "rope"))) return failure();
   types.push_back(adaptor.getInput().getType());
   return success();
 }
@@ -363,6 +370,37 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext* ctx, std::optional<Loca
   if (failed(act)) return failure();
   types.push_back(RankedTensorType::get(q, *act));
   types.push_back(f32Tensor(ctx, {q[0], static_cast<int64_t>(adaptor.getNumHeads()), q[1]}));
+  return success();
+}
+
+LogicalResult RopeAtOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                         SmallVectorImpl<Type>& types) {
+  if (failed(checkRope(loc, adaptor, "rope_at"))) return failure();
+  auto x = tensorOf(adaptor.getInput()).getShape();
+  if (failed(requireShape(loc, adaptor.getPositions(), {x[0], x[1]}, "positions"))) return failure();
+  types.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+LogicalResult CachedAttentionOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                                  Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(), adaptor.getNumHeads(),
+                                    adaptor.getNumKvHeads())) ||
+      failed(requireStatic(loc, {adaptor.getKCache(), adaptor.getVCache(), adaptor.getPositions()})))
+    return failure();
+  auto q = tensorOf(adaptor.getQ()).getShape();
+  auto cache = tensorOf(adaptor.getKCache()).getShape();
+  const int64_t kvWidth = tensorOf(adaptor.getK()).getShape()[2];
+  if (cache.size() != 3 || cache[0] != q[0] || cache[2] != kvWidth || cache[1] < q[1])
+    return emitOptionalError(loc, "k_cache must be (B, S, Hkv*D) = (", q[0], ", S >= ", q[1], ", ", kvWidth,
+                             "), got ", shapeStr(cache));
+  if (failed(requireShape(loc, adaptor.getVCache(), cache, "v_cache")) ||
+      failed(requireShape(loc, adaptor.getPositions(), {q[0], q[1]}, "positions")))
+    return failure();
+  FailureOr<Type> act = activationType(
+      loc, {adaptor.getQ(), adaptor.getK(), adaptor.getV(), adaptor.getKCache(), adaptor.getVCache()});
+  if (failed(act)) return failure();
+  types.push_back(RankedTensorType::get(q, *act));
   return success();
 }
 

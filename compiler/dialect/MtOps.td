@@ -384,6 +384,48 @@ def Mt_AttentionGradOp : Mt_KernelOp<"attention_grad", [
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
+def Mt_RopeAtOp : Mt_KernelOp<"rope_at", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "mt.rope at given positions: token (b, t) turns by positions[b, t], not t";
+  let description = [{
+    The decode plan's rotary embedding (mtc --kv-cache): the new tokens sit after a cached
+    prefix, their positions a run-time input. The same angles as `mt.rope` at the same
+    position, bit for bit. Forward only (no gradient).
+
+    ```mlir
+    %k2 = mt.rope_at %k, %positions {head_dim = 64, theta = 10000.0 : f32}
+        : tensor<1x1x128xf32>, tensor<1x1xi32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$input, Mt_I32Tensor:$positions, I64Attr:$head_dim,
+                       DefaultValuedAttr<F32Attr, "10000.0">:$theta);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $positions attr-dict `:` type($input) `,` type($positions)";
+}
+
+def Mt_CachedAttentionOp : Mt_KernelOp<"cached_attention", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "causal attention of new tokens over a key/value cache and themselves";
+  let description = [{
+    q (B, T, H*D), k and v (B, T, Hkv*D): T new tokens of each sequence; k_cache and v_cache
+    (B, S, Hkv*D): the keys and values of earlier tokens; positions (B, T): the new tokens'
+    positions, consecutive from p0 = positions[b, 0]. New token t of sequence b attends to
+    cache rows [0, p0) and new tokens [0, t], softmax scale 1/sqrt(D) (as `mt.attention`,
+    whose row p0 + t it reproduces). A p0 outside [0, S - T] is clamped into it (the caller
+    keeps p0 + T <= S). Forward only (no gradient).
+
+    ```mlir
+    %o = mt.cached_attention %q, %k, %v, %kc, %vc, %pos {num_heads = 4, num_kv_heads = 2}
+        : tensor<1x1x64xf32>, tensor<1x1x32xf32>, tensor<1x1x32xf32>, tensor<1x64x32xf32>,
+          tensor<1x64x32xf32>, tensor<1x1xi32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v, Mt_FloatTensor:$k_cache,
+                       Mt_FloatTensor:$v_cache, Mt_I32Tensor:$positions, I64Attr:$num_heads, I64Attr:$num_kv_heads);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
 def Mt_SoftmaxXentOp : Mt_KernelOp<"softmax_xent", [KernelOpInterface,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "mean softmax cross-entropy of logits (..., V) against integer targets";

@@ -3,6 +3,8 @@
 // t * theta^(-2i/D), t the position (dim 1).
 //   x (B, T, H*D) -> (B, T, H*D)     int attrs: [head_dim, inverse]  float attrs: [theta]
 // inverse = 1 turns by the negated angle: the gradient of rope is rope with inverse flipped.
+// mt.rope_at: the same turn at given positions (a decode plan's new tokens after the cache):
+//   (x (B, T, H*D), positions (B, T) i32) -> (B, T, H*D)   int attrs: [head_dim]  float attrs: [theta]
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -17,7 +19,10 @@ inline float ropeInverseFrequency(float theta, int64_t i, int64_t head_dim) {
 
 std::string rope_check(const KernelArgs& args);
 void rope_cpu(const KernelArgs& args);
+std::string rope_at_check(const KernelArgs& args);
+void rope_at_cpu(const KernelArgs& args);
 
 // CUDA twins (kernels/rope/rope_cuda.cu), built when CUDA is enabled.
 void rope_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void rope_at_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

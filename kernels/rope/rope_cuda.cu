@@ -1,5 +1,5 @@
-// CUDA twin of mt.rope; kernels/rope/rope_cpu.cc is the reference (same float formulas for the
-// inverse frequency and the angle).
+// CUDA twins of mt.rope and mt.rope_at; kernels/rope/rope_cpu.cc is the reference (same float
+// formulas for the inverse frequency and the angle).
 #include "kernels/cuda_common.cuh"
 #include "kernels/rope/rope.h"
 
@@ -9,14 +9,15 @@ namespace {
 using cuda::fromFloat;
 using cuda::toFloat;
 
-// One thread per rotated pair (b, t, head, i < D/2).
+// One thread per rotated pair (b, t, head, i < D/2); token (b, t) sits at positions[b * seq + t]
+// (mt.rope_at) or at t (positions null: mt.rope).
 template <typename T>
-__global__ void ropeKernel(const T* __restrict__ x, T* __restrict__ y, int64_t pairs, int64_t seq, int64_t heads,
-                           int64_t head_dim, float theta, float sign) {
+__global__ void ropeKernel(const T* __restrict__ x, const int32_t* __restrict__ positions, T* __restrict__ y,
+                           int64_t pairs, int64_t seq, int64_t heads, int64_t head_dim, float theta, float sign) {
   const int64_t half = head_dim / 2;
   MT_GRID_STRIDE(p, pairs) {
     const int64_t i = p % half, token = p / (half * heads), h = (p / half) % heads;
-    const int64_t t = token % seq;
+    const int64_t t = positions ? int64_t{positions[token]} : token % seq;
     const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
     const float angle = static_cast<float>(t) * inv_freq;
     const float c = cosf(angle), s = sign * sinf(angle);
@@ -27,20 +28,27 @@ __global__ void ropeKernel(const T* __restrict__ x, T* __restrict__ y, int64_t p
   }
 }
 
-}  // namespace
-
-void rope_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  const Tensor& x = args.in[0];
-  const int64_t head_dim = args.ints[0], heads = x.dim(2) / head_dim;
-  const int64_t pairs = x.numel() / 2;
+void launchRope(const Tensor& x, const int32_t* positions, const Tensor& y, int64_t head_dim, float theta,
+                float sign, cudaStream_t stream) {
+  const int64_t heads = x.dim(2) / head_dim, pairs = x.numel() / 2;
   if (pairs == 0) return;
   cuda::withFloat(x.dtype, [&](auto t) {
     using T = decltype(t);
-    ropeKernel<<<cuda::blocksFor(pairs), cuda::kThreads, 0, launch.stream>>>(
-        cuda::data<const T>(x), cuda::data<T>(args.out[0]), pairs, x.dim(1), heads, head_dim, args.floats[0],
-        args.ints[1] ? -1.0f : 1.0f);
+    ropeKernel<<<cuda::blocksFor(pairs), cuda::kThreads, 0, stream>>>(
+        cuda::data<const T>(x), positions, cuda::data<T>(y), pairs, x.dim(1), heads, head_dim, theta, sign);
   });
   MT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void rope_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  launchRope(args.in[0], nullptr, args.out[0], args.ints[0], args.floats[0], args.ints[1] ? -1.0f : 1.0f,
+             launch.stream);
+}
+
+void rope_at_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  launchRope(args.in[0], args.in[1].i32(), args.out[0], args.ints[0], args.floats[0], 1.0f, launch.stream);
 }
 
 }  // namespace mt

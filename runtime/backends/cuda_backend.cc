@@ -20,6 +20,7 @@
 
 #include "kernels/activation/activation.h"
 #include "kernels/attention/attention.h"
+#include "kernels/attention/cached_attention.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/layout/layout.h"

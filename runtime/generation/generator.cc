@@ -8,6 +8,15 @@
 #include "runtime/plan/plan_queries.h"
 
 namespace mt {
+namespace {
+
+bool isFloatOutput(const plan::HostTensor& t) {
+  return t.dtype() == plan::DTYPE_F32 || t.dtype() == plan::DTYPE_BF16;
+}
+
+std::vector<int64_t> shapeOf(const plan::HostTensor& t) { return {t.shape().begin(), t.shape().end()}; }
+
+}  // namespace
 
 Generator::Generator(const plan::Plan& plan, HostStore& store, Backend& backend)
     : plan_(plan), store_(store), backend_(backend) {
@@ -19,12 +28,90 @@ Generator::Generator(const plan::Plan& plan, HostStore& store, Backend& backend)
   const auto& tokens = plan.host_tensors(tokens_);
   const auto& logits = plan.host_tensors(logits_);
   if (tokens.shape_size() != 2 || logits.shape_size() != 3 || logits.shape(0) != tokens.shape(0) ||
-      logits.shape(1) != tokens.shape(1) ||
-      (logits.dtype() != plan::DTYPE_F32 && logits.dtype() != plan::DTYPE_BF16))
+      logits.shape(1) != tokens.shape(1) || !isFloatOutput(logits))
     throw Error("the plan's logits are not (batch, seq, vocab) floats over its (batch, seq) tokens" + fix);
   batch_ = tokens.shape(0);
   seq_ = tokens.shape(1);
   vocab_ = logits.shape(2);
+  positions_ = store.input("positions");
+  if (positions_ >= 0) findCache(plan);
+}
+
+void Generator::findCache(const plan::Plan& plan) {
+  const std::string fix = ": compile it again with mtc --forward-only --kv-cache";
+  const auto& positions = plan.host_tensors(positions_);
+  if (seq_ != 1 || positions.dtype() != plan::DTYPE_I32 || shapeOf(positions) != std::vector<int64_t>{batch_, 1})
+    throw Error("the plan's input \"positions\" is not one i32 position per sequence beside one token each: it is "
+                "not a decode step" + fix);
+  int inputs_named_cache = 0;
+  for (const auto& t : plan.host_tensors())
+    inputs_named_cache += t.role() == plan::ROLE_INPUT && t.name().rfind("cache.", 0) == 0;
+  const auto& first = plan.host_tensors(std::max(store_.input("cache.0.key"), 0));
+  seq_ = first.shape_size() == 3 ? first.shape(1) : 0;
+  kv_width_ = first.shape_size() == 3 ? first.shape(2) : 0;
+  // Layer by layer while layer L has a cache: its key and value, each with its new row.
+  for (int layer = 0; store_.input("cache." + std::to_string(layer) + ".key") >= 0; ++layer) {
+    for (const char* part : {".key", ".value"}) {
+      const std::string name = std::to_string(layer) + part;
+      const CachePair pair{store_.input("cache." + name), store_.output("new." + name)};
+      if (pair.cache < 0 || pair.fresh < 0)
+        throw Error("the decode plan lacks the input cache." + name + " or the output new." + name + fix);
+      const auto& cache = plan.host_tensors(pair.cache);
+      const auto& fresh = plan.host_tensors(pair.fresh);
+      if (cache.dtype() != plan::DTYPE_F32 || shapeOf(cache) != std::vector<int64_t>{batch_, seq_, kv_width_} ||
+          seq_ < 1 || !isFloatOutput(fresh) || shapeOf(fresh) != std::vector<int64_t>{batch_, 1, kv_width_})
+        throw Error("the decode plan's cache." + name + " and new." + name +
+                    " are not f32 (batch, positions, width) and (batch, 1, width) of one width" + fix);
+      cache_.push_back(pair);
+    }
+  }
+  if (cache_.empty() || static_cast<int>(cache_.size()) != inputs_named_cache)
+    throw Error("the decode plan's cache inputs are not cache.L.key and cache.L.value for layers 0, 1, ..." + fix);
+}
+
+std::vector<int64_t> Generator::runWindow(const std::vector<std::vector<uint32_t>>& text) {
+  // Each row's window: its last `seq` tokens from position 0, zeros after them.
+  int32_t* tokens = store_.i32(tokens_);
+  std::fill(tokens, tokens + batch_ * seq_, 0);
+  std::vector<int64_t> last(static_cast<size_t>(batch_));
+  for (int64_t r = 0; r < batch_; ++r) {
+    const auto& t = text[r];
+    const int64_t n = std::min<int64_t>(seq_, static_cast<int64_t>(t.size()));
+    for (int64_t i = 0; i < n; ++i) tokens[r * seq_ + i] = static_cast<int32_t>(t[t.size() - n + i]);
+    last[r] = n - 1;
+  }
+  StepOptions evaluation;
+  evaluation.random.training = false;  // a model evaluates without dropout
+  backend_.runStep(evaluation);
+  return last;
+}
+
+void Generator::runDecode(const std::vector<uint32_t>& ids, int64_t position) {
+  if (!cached() || position < 0 || position >= seq_ || static_cast<int64_t>(ids.size()) != batch_)
+    throw Error("runDecode: a decode plan's run takes one token per row at a position inside the cache");
+  int32_t* tokens = store_.i32(tokens_);
+  int32_t* positions = store_.i32(positions_);
+  for (int64_t r = 0; r < batch_; ++r) tokens[r] = static_cast<int32_t>(ids[r]), positions[r] = static_cast<int32_t>(position);
+  StepOptions evaluation;
+  evaluation.random.training = false;
+  backend_.runStep(evaluation);
+  // The new token's key and value become row `position` of its sequence's cache.
+  for (const CachePair& pair : cache_) {
+    const bool bf16 = plan_.host_tensors(pair.fresh).dtype() == plan::DTYPE_BF16;
+    for (int64_t r = 0; r < batch_; ++r) {
+      float* row = store_.f32(pair.cache) + (r * seq_ + position) * kv_width_;
+      if (bf16) widen_bf16(static_cast<const uint16_t*>(store_.data(pair.fresh)) + r * kv_width_, row, kv_width_);
+      else std::memcpy(row, store_.f32(pair.fresh) + r * kv_width_, sizeof(float) * kv_width_);
+    }
+  }
+}
+
+void Generator::readLogits(int64_t r, int64_t at, float* out) const {
+  const int64_t offset = (r * plan_.host_tensors(logits_).shape(1) + at) * vocab_;
+  if (plan_.host_tensors(logits_).dtype() == plan::DTYPE_BF16)
+    widen_bf16(static_cast<const uint16_t*>(store_.data(logits_)) + offset, out, vocab_);
+  else
+    std::memcpy(out, store_.f32(logits_) + offset, sizeof(float) * vocab_);
 }
 
 std::vector<std::vector<uint32_t>> Generator::generate(const std::vector<uint32_t>& prompt,
@@ -37,31 +124,27 @@ std::vector<std::vector<uint32_t>> Generator::generate(const std::vector<uint32_
   std::vector<std::vector<uint32_t>> text(static_cast<size_t>(batch_), prompt), added(static_cast<size_t>(batch_));
   std::vector<bool> done(static_cast<size_t>(batch_), false);
   std::vector<float> row_logits(static_cast<size_t>(vocab_));
-  const bool bf16 = plan_.host_tensors(logits_).dtype() == plan::DTYPE_BF16;
-  for (int64_t step = 0; step < options.max_tokens; ++step) {
-    // Each row's window: its last `seq` tokens from position 0, zeros after them.
-    int32_t* tokens = store_.i32(tokens_);
-    std::fill(tokens, tokens + batch_ * seq_, 0);
-    std::vector<int64_t> last(static_cast<size_t>(batch_));
-    for (int64_t r = 0; r < batch_; ++r) {
-      const auto& t = text[r];
-      const int64_t n = std::min<int64_t>(seq_, static_cast<int64_t>(t.size()));
-      for (int64_t i = 0; i < n; ++i) tokens[r * seq_ + i] = static_cast<int32_t>(t[t.size() - n + i]);
-      last[r] = n - 1;
+  // Decode plans: feeds each row's last `count` tokens at positions 0 .. count - 1 (a row that
+  // stopped early is fed zeros: its results are not read).
+  int64_t position = 0;
+  auto refill = [&](int64_t count) {
+    std::vector<uint32_t> ids(static_cast<size_t>(batch_));
+    for (position = 0; position < count; ++position) {
+      for (int64_t r = 0; r < batch_; ++r) {
+        const int64_t from_end = count - position;
+        ids[r] = int64_t(text[r].size()) >= from_end ? text[r][text[r].size() - from_end] : 0;
+      }
+      runDecode(ids, position);
     }
-    StepOptions evaluation;
-    evaluation.random.training = false;  // a model evaluates without dropout
-    backend_.runStep(evaluation);
+  };
+  if (cached()) refill(std::min<int64_t>(seq_, static_cast<int64_t>(prompt.size())));
+  for (int64_t step = 0; step < options.max_tokens; ++step) {
+    const std::vector<int64_t> last = cached() ? std::vector<int64_t>(static_cast<size_t>(batch_), 0) : runWindow(text);
     bool any = false;
+    std::vector<uint32_t> drawn(static_cast<size_t>(batch_), 0);
     for (int64_t r = 0; r < batch_; ++r) {
       if (done[r]) continue;
-      const int64_t at = (r * seq_ + last[r]) * vocab_;
-      if (bf16) {
-        const uint16_t* src = static_cast<const uint16_t*>(store_.data(logits_)) + at;
-        for (int64_t v = 0; v < vocab_; ++v) row_logits[v] = bf16Value(src[v]);
-      } else {
-        std::memcpy(row_logits.data(), store_.f32(logits_) + at, sizeof(float) * vocab_);
-      }
+      readLogits(r, last[r], row_logits.data());
       // Each (row, step) its own draw, so rows differ and a run is reproducible.
       const uint32_t id = sampleToken(row_logits.data(), vocab_, options.sampling, (uint64_t(r) << 32) | uint64_t(step));
       if (options.stop_token && id == *options.stop_token) {
@@ -70,10 +153,16 @@ std::vector<std::vector<uint32_t>> Generator::generate(const std::vector<uint32_
       }
       text[r].push_back(id);
       added[r].push_back(id);
+      drawn[r] = id;
       if (on_token) on_token(r, id);
       any = true;
     }
     if (!any) break;
+    if (!cached() || step + 1 == options.max_tokens) continue;
+    // The drawn tokens' keys and values into the cache; a full cache is rebuilt from the
+    // text's last half.
+    if (position == seq_) refill(std::max<int64_t>(1, seq_ / 2));
+    else runDecode(drawn, position++);
   }
   return added;
 }

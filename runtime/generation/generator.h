@@ -1,8 +1,16 @@
-// Sampling text from a forward-only plan (mtc --forward-only): its input "tokens" (batch, seq)
-// and its output "logits" (batch, seq, vocab). Every row continues the same prompt with draws of
-// its own. Each new token runs the plan over the window of the last `seq` tokens (positions
-// after the text are padding, which causal attention keeps out of the positions before them):
-// there is no key/value cache yet, so a token costs a whole window's forward.
+// Sampling text from a forward-only plan. Two kinds of plan:
+// - a window plan (mtc --forward-only): input "tokens" (batch, seq), output "logits" (batch,
+//   seq, vocab). Each new token runs the plan over the last `seq` tokens of the text (positions
+//   after it are padding, which causal attention keeps out of the positions before them): a
+//   whole window's forward per token.
+// - a decode plan (mtc --forward-only --kv-cache, models/BuiltinModels.h ModelForm::kDecodeStep):
+//   one new token per run at input "positions", attending over the keys and values of the tokens
+//   before it, which this class keeps in the plan's inputs "cache.L.key"/"cache.L.value" (batch,
+//   seq, kv width) and fills from its outputs "new.L.key"/"new.L.value". A token costs one
+//   token's forward. The prompt is fed one token per run. When the text outgrows the cache,
+//   the cache is rebuilt from the text's last seq / 2 tokens at positions from 0 (the window
+//   plan slides by one token instead: the two agree until the text is seq tokens long).
+// Every row continues the same prompt with draws of its own.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -23,24 +31,42 @@ struct GenerationOptions {
 
 class Generator {
  public:
-  // Throws mt::Error unless the plan is forward-only with those tensors.
+  // Throws mt::Error unless the plan is a forward-only window or decode plan with those tensors.
   Generator(const plan::Plan& plan, HostStore& store, Backend& backend);
 
   int64_t rows() const { return batch_; }
+  // The tokens a prediction sees at most: the window, or the cache's positions.
   int64_t window() const { return seq_; }
   int64_t vocab() const { return vocab_; }
+  bool cached() const { return positions_ >= 0; }
 
   // Each row's new tokens after `prompt` (which must be non-empty, its ids inside the
   // vocabulary); `on_token(row, id)` sees each as it is drawn (the stop token excluded).
   std::vector<std::vector<uint32_t>> generate(const std::vector<uint32_t>& prompt, const GenerationOptions& options,
                                               const std::function<void(int64_t, uint32_t)>& on_token = {});
 
+  // The steps generate() is made of (tests compare the two plans with them):
+  // A window plan's run over each row's last `seq` tokens; returns each row's last position.
+  std::vector<int64_t> runWindow(const std::vector<std::vector<uint32_t>>& text);
+  // A decode plan's run on each row's token `ids[r]` at `position` (< window()), storing their
+  // keys and values in the cache's row `position`; rows [0, position) must hold the earlier tokens'.
+  void runDecode(const std::vector<uint32_t>& ids, int64_t position);
+  // Row r's logits at token `at` of the last run (0 for a decode plan), as f32 in `out` (vocab()).
+  void readLogits(int64_t r, int64_t at, float* out) const;
+
  private:
+  // One layer's cache (inputs, batch x seq rows) and the new token's row of it (outputs).
+  struct CachePair {
+    int cache = -1, fresh = -1;
+  };
+  void findCache(const plan::Plan& plan);
+
   const plan::Plan& plan_;
   HostStore& store_;
   Backend& backend_;
-  int tokens_ = -1, logits_ = -1;
-  int64_t batch_ = 0, seq_ = 0, vocab_ = 0;
+  int tokens_ = -1, logits_ = -1, positions_ = -1;
+  std::vector<CachePair> cache_;  // keys and values of every layer (decode plans)
+  int64_t batch_ = 0, seq_ = 0, vocab_ = 0, kv_width_ = 0;
 };
 
 }  // namespace mt

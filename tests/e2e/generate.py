@@ -5,7 +5,10 @@ continuation of a prompt must be the token-for-token greedy continuation of the 
 text), and for the GPT-2 model reproduce the corpus; the continuation longer than the window
 (the window then slides) must still match. Sampling: the same seed gives the same text, another
 seed another; a plan of batch 3 gives three samples, alike when greedy; a training plan is
-refused. usage: /usr/bin/python3 tests/e2e/generate.py BIN_DIR WORK_DIR
+refused. The decode plans (mtc --kv-cache: one token's forward per token over a key/value cache)
+must give the window plan's greedy tokens while the text fits the window, and past it the
+tokens of a PyTorch twin that restarts from the text's last window/2 tokens when the cache is
+full, as mtgen rebuilds it. usage: /usr/bin/python3 tests/e2e/generate.py BIN_DIR WORK_DIR
 """
 import os
 import subprocess
@@ -41,6 +44,25 @@ def torch_greedy(params, cfg, prompt, steps, window):
     return tokens[len(prompt):]
 
 
+def torch_greedy_cached(params, cfg, prompt, steps, window):
+    """mtgen's decode plan: the context grows from `start` until it outgrows the cache, then
+    restarts from the text's last window // 2 tokens."""
+    tokens = list(prompt)
+    start = max(0, len(tokens) - window)
+    with torch.no_grad():
+        for _ in range(steps):
+            context = torch.tensor([tokens[start:]])
+            tokens.append(int(ref.forward(params, cfg, context)[0, -1].argmax()))
+            if len(tokens) - start > window:
+                start = len(tokens) - window // 2
+    return tokens[len(prompt):]
+
+
+def first_difference(got, want):
+    first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    return f"from token {first}: {got[first:first + 8]} vs {want[first:first + 8]}"
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     ref.fresh_work_dir(work)
@@ -61,9 +83,21 @@ def main():
         params = ref.read_safetensors(f"{name}.trained.safetensors")
         want = torch_greedy(params, cfg, list(prompt.encode()), steps, WINDOW)
         if ids != want:
-            first = next((i for i, (a, b) in enumerate(zip(ids, want)) if a != b), min(len(ids), len(want)))
-            failures.append(f"{name}: greedy tokens differ from PyTorch's from token {first}: "
-                            f"{ids[first:first + 8]} vs {want[first:first + 8]}")
+            failures.append(f"{name}: greedy tokens differ from PyTorch's {first_difference(ids, want)}")
+        # The decode plan: the window plan's tokens while the text fits, then the cached twin's.
+        ref.run([f"{bin_dir}/mtc", name, "--forward-only", "--kv-cache", "--batch", "1", "--seq", str(WINDOW),
+                 "--no-weights", "-o", f"{name}.kv.plan"])
+        kv_ids = [int(t) for t in mtgen(bin_dir, f"{name}.kv.plan", *weights, "--prompt", prompt, "--greedy",
+                                        "--max-tokens", str(steps), "--ids").split()]
+        fits = WINDOW - len(prompt)
+        if kv_ids[:fits] != ids[:fits]:
+            failures.append(f"{name}: the decode plan's greedy tokens differ from the window plan's "
+                            f"{first_difference(kv_ids[:fits], ids[:fits])}")
+        want_kv = torch_greedy_cached(params, cfg, list(prompt.encode()), steps, WINDOW)
+        if kv_ids != want_kv:
+            failures.append(f"{name}: the decode plan's greedy tokens differ from the cached PyTorch twin's "
+                            f"{first_difference(kv_ids, want_kv)}")
+        print(f"{name}: decode plan {len(kv_ids)} greedy tokens as PyTorch's ({fits} as the window plan's)")
         text = mtgen(bin_dir, f"{name}.gen.plan", *weights, "--prompt", prompt, "--greedy", "--max-tokens", "60")
         print(f"{name} greedy: {text!r}")
         if name == "gpt2-tiny" and not text.startswith((LINE * 3)[:len(prompt) + 50]):
@@ -82,6 +116,13 @@ def main():
     samples = [s for s in out.split("--- sample ") if s]
     if len(samples) != 3 or len({s.split("\n", 1)[1] for s in samples}) != 1:
         failures.append(f"batch 3 greedy: {len(samples)} samples, not three alike: {out!r}")
+    ref.run([f"{bin_dir}/mtc", "gpt2-tiny", "--forward-only", "--kv-cache", "--batch", "3", "--seq", str(WINDOW),
+             "--no-weights", "-o", "kv3.plan"])
+    drawn = [mtgen(bin_dir, "kv3.plan", "--weights", "gpt2-tiny.trained.safetensors", "--prompt", "the ",
+                   "--temperature", "1.5", "--seed", "3", "--max-tokens", "30") for _ in range(2)]
+    rows = [s.split("\n", 1)[1] for s in drawn[0].split("--- sample ") if s]
+    if drawn[0] != drawn[1] or len(rows) != 3 or len(set(rows)) != 3:
+        failures.append(f"decode plan, batch 3 at temperature 1.5: not three distinct samples, reproducibly: {drawn!r}")
     refused = subprocess.run([f"{bin_dir}/mtgen", "gpt2-tiny.plan", "--prompt", "x"], capture_output=True, text=True)
     if refused.returncode != 1 or "not a forward-only plan" not in refused.stderr:
         failures.append(f"mtgen on a training plan: exit {refused.returncode}, {refused.stderr!r}")

@@ -17,6 +17,13 @@
 namespace mt::test {
 namespace {
 
+// A decode step: `fresh` new tokens at positions p0.. of sequences with a cache of `rows`.
+struct CachedCase {
+  int64_t batch, fresh, rows, heads, kv_heads, head_dim, p0;
+};
+constexpr CachedCase kCachedCases[] = {{1, 1, 300, 8, 2, 128, 299}, {2, 1, 64, 4, 4, 64, 17}, {1, 3, 40, 2, 1, 256, 20},
+                                       {2, 1, 50, 3, 3, 12, 0},     {1, 2, 90, 2, 1, 160, 88}};
+
 class CudaTwinTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -84,6 +91,17 @@ class CudaTwinTest : public ::testing::Test {
   HostTensor randomF32(Shape shape, float scale = 1.0f) {
     const int64_t n = numelOf(shape);
     return HostTensor::f32(std::move(shape), randomFloats(n, rng, scale));
+  }
+
+  // mt.cached_attention's inputs for case `c`: random q, k, v and caches, positions from p0.
+  std::vector<HostTensor> cachedAttentionInputs(const CachedCase& c) {
+    const int64_t wq = c.heads * c.head_dim, wkv = c.kv_heads * c.head_dim;
+    std::vector<int32_t> positions;
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t i = 0; i < c.fresh; ++i) positions.push_back(static_cast<int32_t>(c.p0 + i));
+    return {randomF32({c.batch, c.fresh, wq}),   randomF32({c.batch, c.fresh, wkv}),
+            randomF32({c.batch, c.fresh, wkv}),  randomF32({c.batch, c.rows, wkv}),
+            randomF32({c.batch, c.rows, wkv}),   HostTensor::i32({c.batch, c.fresh}, positions)};
   }
 
   // expectTwin of kernel `id` as a bf16 plan calls it: its activations (the inputs and outputs
@@ -208,6 +226,19 @@ TEST_F(CudaTwinTest, AttentionForwardAndBackward) {
                {HostTensor::f32({c.batch, c.seq, wq}), HostTensor::f32({c.batch, c.seq, wkv}),
                 HostTensor::f32({c.batch, c.seq, wkv})},
                heads);
+  }
+}
+
+// The decode step's ops: rope at given positions; attention over a cache (several warps' keys
+// merged, head_dim up to 256, grouped heads, one and several new tokens).
+TEST_F(CudaTwinTest, RopeAtAndCachedAttention) {
+  const auto x = randomF32({2, 3, 96});
+  const auto positions = HostTensor::i32({2, 3}, {0, 1, 2, 1000, 1001, 1002});
+  expectTwin(KernelId::RopeAt, {x, positions}, {HostTensor::f32({2, 3, 96})}, {24}, {500000.0f});
+  for (const CachedCase& c : kCachedCases) {
+    const auto in = cachedAttentionInputs(c);
+    expectTwin(KernelId::CachedAttention, in, {HostTensor::f32({c.batch, c.fresh, c.heads * c.head_dim})},
+               {c.heads, c.kv_heads});
   }
 }
 
@@ -353,6 +384,11 @@ TEST_F(CudaTwinTest, Bf16Activations) {
   expectBf16Twin(KernelId::Swiglu, {x, up}, {act});
   expectBf16Twin(KernelId::SwigluGrad, {dy, x, up}, {act, act});
   expectBf16Twin(KernelId::Rope, {randomF32({2, 37, 96})}, {H::f32({2, 37, 96})}, {24, 0}, {10000.0f});
+  expectBf16Twin(KernelId::RopeAt, {randomF32({2, 1, 96}), H::i32({2, 1}, {5, 700})}, {H::f32({2, 1, 96})}, {24},
+                 {10000.0f});
+  for (const CachedCase& c : kCachedCases)
+    expectBf16Twin(KernelId::CachedAttention, cachedAttentionInputs(c), {H::f32({c.batch, c.fresh, c.heads * c.head_dim})},
+                   {c.heads, c.kv_heads});
   struct Attn {
     int64_t batch, seq, heads, kv_heads, head_dim;
   };

@@ -376,6 +376,81 @@ TEST_F(KernelTest, RopeForwardAndGradientIsTheInverseRotation) {
               kGradTol, "rope grad");
 }
 
+// mt.rope_at turns a token at position p exactly as mt.rope turns row p: a decode step's keys
+// are the keys the whole-sequence forward would have made.
+TEST_F(KernelTest, RopeAtTurnsAsRopeAtTheSamePosition) {
+  const int64_t b = 2, t = 9, d = 8, width = 3 * d;
+  const float theta = 500000.0f;
+  auto x = HostTensor::f32({b, t, width}, randomFloats(b * t * width, rng));
+  const auto whole = runKernel(KernelId::Rope, {x}, {HostTensor::f32({b, t, width})}, {d, 0}, {theta})[0].floats;
+  // Three consecutive tokens of each sequence, from position 2 in the first and 6 in the second.
+  const int64_t n = 3, first[] = {2, 6};
+  std::vector<float> part, want;
+  std::vector<int32_t> positions;
+  for (int64_t r = 0; r < b; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t at = (r * t + first[r] + i) * width;
+      part.insert(part.end(), x.floats.begin() + at, x.floats.begin() + at + width);
+      want.insert(want.end(), whole.begin() + at, whole.begin() + at + width);
+      positions.push_back(static_cast<int32_t>(first[r] + i));
+    }
+  const auto got = runKernel(KernelId::RopeAt, {HostTensor::f32({b, n, width}, part), HostTensor::i32({b, n}, positions)},
+                             {HostTensor::f32({b, n, width})}, {d}, {theta})[0].floats;
+  EXPECT_EQ(got, want) << "rope_at differs from rope at the same positions";
+}
+
+// mt.cached_attention gives the rows of causal attention: new tokens p0 .. p0 + n - 1 over cache
+// rows [0, p0) and each other. Cache rows from p0 on hold NaN: a read of them would show.
+TEST_F(KernelTest, CachedAttentionReproducesCausalAttentionRows) {
+  const int64_t b = 2, t = 70, h = 4, hk = 2, d = 8, cache_rows = 72, wq = h * d, wkv = hk * d;
+  auto q = HostTensor::f32({b, t, wq}, randomFloats(b * t * wq, rng));
+  auto k = HostTensor::f32({b, t, wkv}, randomFloats(b * t * wkv, rng));
+  auto v = HostTensor::f32({b, t, wkv}, randomFloats(b * t * wkv, rng));
+  const Doubles whole = slice(ref::attention(q.asDoubles(), k.asDoubles(), v.asDoubles(), b, t, h, hk, d), 0, b * t * wq);
+  // Rows [from, from + n) of each sequence of x (b, t, width).
+  auto rows = [&](const HostTensor& x, int64_t from, int64_t n, int64_t width) {
+    std::vector<float> out;
+    for (int64_t r = 0; r < b; ++r)
+      out.insert(out.end(), x.floats.begin() + (r * t + from) * width, x.floats.begin() + (r * t + from + n) * width);
+    return out;
+  };
+  for (const auto [p0, n] : {std::pair<int64_t, int64_t>{0, 1}, {1, 1}, {40, 1}, {69, 1}, {0, 3}, {33, 3}, {67, 3}}) {
+    std::vector<float> k_cache(b * cache_rows * wkv, std::numeric_limits<float>::quiet_NaN()), v_cache = k_cache;
+    for (int64_t r = 0; r < b; ++r)
+      for (int64_t j = 0; j < p0 * wkv; ++j) {
+        k_cache[r * cache_rows * wkv + j] = k.floats[r * t * wkv + j];
+        v_cache[r * cache_rows * wkv + j] = v.floats[r * t * wkv + j];
+      }
+    std::vector<int32_t> positions;
+    for (int64_t r = 0; r < b; ++r)
+      for (int64_t i = 0; i < n; ++i) positions.push_back(static_cast<int32_t>(p0 + i));
+    const auto got = runKernel(
+        KernelId::CachedAttention,
+        {HostTensor::f32({b, n, wq}, rows(q, p0, n, wq)), HostTensor::f32({b, n, wkv}, rows(k, p0, n, wkv)),
+         HostTensor::f32({b, n, wkv}, rows(v, p0, n, wkv)), HostTensor::f32({b, cache_rows, wkv}, k_cache),
+         HostTensor::f32({b, cache_rows, wkv}, v_cache), HostTensor::i32({b, n}, positions)},
+        {HostTensor::f32({b, n, wq})}, {h, hk})[0].floats;
+    Doubles want;
+    for (int64_t r = 0; r < b; ++r)
+      want.insert(want.end(), whole.begin() + (r * t + p0) * wq, whole.begin() + (r * t + p0 + n) * wq);
+    expectClose(got, want, kF32Tol, "cached_attention at p0 = " + std::to_string(p0) + ", " + std::to_string(n) + " new");
+  }
+}
+
+// A position past the cache (the caller's error) is clamped: the kernel reads only the cache.
+TEST_F(KernelTest, CachedAttentionClampsAPositionPastTheCache) {
+  const int64_t h = 2, d = 4, cache_rows = 5;
+  const auto q = HostTensor::f32({1, 1, h * d}, randomFloats(h * d, rng));
+  const auto k = HostTensor::f32({1, 1, h * d}, randomFloats(h * d, rng)), v = k;
+  const auto cache = HostTensor::f32({1, cache_rows, h * d}, randomFloats(cache_rows * h * d, rng));
+  auto run = [&](int32_t position) {
+    return runKernel(KernelId::CachedAttention, {q, k, v, cache, cache, HostTensor::i32({1, 1}, {position})},
+                     {HostTensor::f32({1, 1, h * d})}, {h, h})[0].floats;
+  };
+  EXPECT_EQ(run(1 << 30), run(cache_rows - 1));
+  EXPECT_EQ(run(-7), run(0));
+}
+
 // T = 70 spans two query blocks of the kernel; 4 query heads share 2 key/value heads.
 TEST_F(KernelTest, CausalAttentionWithGroupedHeadsForwardAndGradient) {
   const int64_t b = 1, t = 70, h = 4, hk = 2, d = 4;

@@ -124,6 +124,9 @@ TEST(CudaSupport, CoversEveryFusedKernelOfTheBuiltInModels) {
   // backend must have all of them.
   for (size_t i = 0; i <= static_cast<size_t>(KernelId::SoftmaxXentGrad); ++i)
     EXPECT_TRUE(kKernelTable[i].has_cuda) << kKernelTable[i].op_name;
+  // And the decode step's (mtc --kv-cache).
+  for (KernelId id : {KernelId::RopeAt, KernelId::CachedAttention})
+    EXPECT_TRUE(kKernelTable[static_cast<size_t>(id)].has_cuda) << kKernelTable[static_cast<size_t>(id)].op_name;
 }
 
 }  // namespace
