@@ -196,10 +196,13 @@ void runForwardOnly(ModuleOp module, const StageOptions& options, StageResult& r
     result.failed = "schedule";
     return;
   }
+  Knobs knobs{Schedule::kResident, options.device_mem, UpdateKind::kDeferred};
+  knobs.bf16_compute = options.precision == ComputePrecision::kBf16;
+  knobs.bf16_staging = options.stream_dtype == StreamDtype::kBf16 || knobs.bf16_compute;
   for (const char* stage : {"schedule", "memory"}) {
     if (stageIndex(options.last) < stageIndex(stage)) break;
     PassManager pm(module.getContext());
-    addStagePasses(pm, stage, {Schedule::kResident, options.device_mem, UpdateKind::kDeferred});
+    addStagePasses(pm, stage, knobs);
     if (failed(pm.run(module))) {
       result.failed = stage;
       break;

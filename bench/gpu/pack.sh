@@ -9,8 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/build.sh
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/plans
-cp build/bin/mtrun build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate .gpu/bin/
-for lib in $(ldd build/bin/mtrun build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate | awk '/=>/ { print $3 }' | sort -u); do
+cp build/bin/mtrun build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate build/bin/kv_cache_check .gpu/bin/
+for lib in $(ldd build/bin/mtrun build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate build/bin/kv_cache_check |
+             awk '/=>/ { print $3 }' | sort -u); do
   case $(basename "$lib") in
     # glibc's and CUDA's own: the machine's versions must be used.
     libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | libcuda.so* | libcudart* | libcublas*) ;;
@@ -39,6 +40,24 @@ for model in gpt2-tiny llama-tiny; do
   build/bin/mtc $model --batch 4 --seq 32 --precision bf16 --no-weights -o .gpu/plans/$model-mixed.plan >/dev/null
   build/bin/mtc $model --batch 4 --seq 32 --device-mem 700KiB --precision bf16 --no-weights \
     -o .gpu/plans/$model-mixed-streamed.plan >/dev/null
+done
+# Decode plans (mtc --kv-cache) beside window plans of the same models: kv_cache_check on cuda.
+mkdir -p .gpu/kv .gpu/hf
+for model in gpt2-tiny llama-tiny qwen-tiny; do
+  build/bin/mtc $model --forward-only --batch 3 --seq 40 -o .gpu/kv/$model.window.plan >/dev/null
+  build/bin/mtc $model --forward-only --kv-cache --batch 3 --seq 40 --no-weights -o .gpu/kv/$model.decode.plan >/dev/null
+  build/bin/mtc $model --forward-only --kv-cache --batch 3 --seq 40 --precision bf16 --no-weights \
+    -o .gpu/kv/$model.decode-bf16.plan >/dev/null
+  build/bin/mtc $model --forward-only --batch 3 --seq 40 --precision bf16 --no-weights \
+    -o .gpu/kv/$model.window-bf16.plan >/dev/null
+done
+# Hugging Face folders from mtrun --export-hf (f32 and bf16), for transformers to load there.
+for model in llama-tiny qwen-tiny; do
+  build/bin/mtc $model --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
+  for dtype in f32 bf16; do
+    build/bin/mtrun .gpu/hf/$model.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \
+      --export-hf .gpu/hf/$model-$dtype --export-dtype $dtype >/dev/null
+  done
 done
 # The kept activations offloaded to the host (copied out on the d2h stream, back on the h2d one).
 build/bin/mtc llama-tiny --batch 4 --seq 32 --schedule streamed-recompute --offload-activations on --no-weights \

@@ -2,7 +2,8 @@
 # Runs on the lent GPU machine (device tool), after bench/gpu/pack.sh here:
 #   run(command="bash bench/gpu/run.sh", carry=[".gpu"], timeout_s=600)
 # 1. every CUDA kernel against its CPU twin; 2. the same plans on cuda and cpu, 10 steps:
-# losses and weights compared; 3. the Llama bench plans on cuda (exact fp32, then TF32):
+# losses and weights compared; decode plans' logits against window plans' on cuda; --export-hf
+# folders loaded by transformers; 3. the Llama bench plans on cuda (exact fp32, then TF32):
 # step time, model TFLOP/s, copy rates, busy share, measured vs predicted; 4. PyTorch native
 # training of the same architectures where they fit in GPU memory. Logs go to $OUT; a table
 # is printed last. One call may run 10 minutes: `run.sh check` does 1-2, `run.sh bench` 3-4,
@@ -67,6 +68,15 @@ for plan in .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan; do
   tol=""; case $name in *-mixed*) tol=--bf16 ;; esac  # bf16 plans: bf16 tolerances
   parity+=$(python3 tests/e2e/backend_parity.py "$out/$name" 10 $tol) ; parity+=$'\n'
 done
+echo "== 2b. decode plans on cuda: the key/value cache against the window plan, every position"
+for model in gpt2-tiny llama-tiny qwen-tiny; do
+  parity+=$(mt 60 kv_cache_check .gpu/kv/$model.window.plan .gpu/kv/$model.decode.plan .gpu/kv/$model.window.safetensors 2>&1 | tail -3)$'\n'
+  # bf16: both plans round their activations, at different points of the sum: a looser bound.
+  parity+=$(mt 60 kv_cache_check .gpu/kv/$model.window-bf16.plan .gpu/kv/$model.decode-bf16.plan \
+    .gpu/kv/$model.window.safetensors 5e-2 2>&1 | tail -3)$'\n'
+done
+echo "== 2c. --export-hf folders in transformers"
+parity+=$(timeout 200 python3 bench/gpu/hf_transformers_check.py .gpu/hf/*-f32 .gpu/hf/*-bf16 2>&1 | tail -6)$'\n'
 echo "$parity"
 publish
 fi

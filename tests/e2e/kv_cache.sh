@@ -2,7 +2,8 @@
 # The key/value cache (mtc --kv-cache) gives the logits of recomputing the whole prefix: for
 # GPT-2 (learned positions), Llama (rotary, grouped heads) and Qwen2 (q/k/v biases), fp32 and a
 # batch of rows with different texts, every position's logits of the decode plan against the
-# window plan's (kv_cache_check). Flags that cannot make a decode step are refused.
+# window plan's (kv_cache_check); a bf16 decode plan too. Flags that cannot make a decode step are
+# refused.
 # usage: kv_cache.sh BIN_DIR CHECK WORK_DIR
 set -euo pipefail
 bin=$1 check=$2 work=$3
@@ -15,6 +16,16 @@ for model in gpt2-tiny llama-tiny qwen-tiny; do
     | grep "decode step"
   "$check" "$model.window.plan" "$model.decode.plan" "$model.window.safetensors" || failed=$((failed + 1))
 done
+# A bf16 decode plan (its activations rounded where the window plan's are): it computes in bf16
+# (forward-only plans ignored --precision until plan 1.11's change) and agrees with the bf16
+# window plan within bf16's rounding.
+"$bin/mtc" llama-tiny --forward-only --kv-cache --batch 3 --seq 40 --precision bf16 --no-weights -o bf16.decode.plan >/dev/null
+"$bin/mtc" llama-tiny --forward-only --batch 3 --seq 40 --precision bf16 --no-weights -o bf16.window.plan >/dev/null
+for plan in bf16.decode.plan bf16.window.plan; do
+  header=$("$bin/mtdump" $plan)
+  grep -q "precision bf16" <<< "$header" || { echo "FAIL: $plan is not a bf16 plan"; failed=$((failed + 1)); }
+done
+"$check" bf16.window.plan bf16.decode.plan llama-tiny.window.safetensors 1e-2 || failed=$((failed + 1))
 # Refusals: without --forward-only, and for a model whose attention the compiler does not build.
 expect_refusal() {  # WHAT PATTERN COMMAND...
   local what=$1 pattern=$2

@@ -1,0 +1,50 @@
+"""Runs on the lent GPU machine (transformers is there, not here): each folder mtrun --export-hf
+wrote (bench/gpu/pack.sh makes them) must load in transformers unchanged — AutoModelForCausalLM
+with no missing, unexpected or mismatched tensors — and compute the logits of the transformers-
+style twin that tests/e2e/hf_import.py checks against our runtime (within 2e-5 absolute in f32;
+a bf16 folder loads as bf16 and is compared in f32 on its own widened weights, within 2e-5 too).
+usage: python3 bench/gpu/hf_transformers_check.py FOLDER...
+"""
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "e2e"))
+import hf_import  # noqa: E402
+
+TOLERANCE = 2e-5
+
+
+def check(folder):
+    from transformers import AutoModelForCausalLM
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    model, info = AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True, attn_implementation="eager")
+    problems = {k: v for k, v in info.items() if v}
+    if problems:
+        return f"{folder}: transformers loaded it with {problems}"
+    loaded_dtype = next(model.parameters()).dtype
+    model = model.float().eval()
+    tokens = torch.arange(2 * 24).reshape(2, 24) * 7919 % config["vocab_size"]
+    weights = {k: v.float() for k, v in hf_import.read_hf_safetensors(os.path.join(folder, "model.safetensors")).items()}
+    with torch.no_grad():
+        got = model(tokens).logits
+        want = hf_import.hf_logits(weights, config, tokens)
+    worst = (got - want).abs().max().item()
+    print(f"hf_transformers {os.path.basename(folder)}: {config['architectures'][0]} loaded ({loaded_dtype}, "
+          f"nothing missing or unexpected); logits within {worst:.3g} of the twin (up to {want.abs().max().item():.3g})")
+    return None if worst <= TOLERANCE else f"{folder}: logits differ by {worst} > {TOLERANCE}"
+
+
+def main():
+    failures = [f for f in (check(folder) for folder in sys.argv[1:]) if f]
+    for f in failures:
+        print("FAIL", f)
+    print("hf_transformers:", "passed" if not failures else f"{len(failures)} failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
