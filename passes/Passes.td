@@ -260,7 +260,8 @@ def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
     parameters are updated as their gradients land (`adamw_on_arrival`), also plans the host
     buffer they land in: each gradient's `mt.d2h` gets `mt.landing_offset`, its bytes free
     once its update has run (kept to the end of that block's region), and the function
-    `mt.landing_bytes`.
+    `mt.landing_bytes`. In a forward-only function the weights and constants keep their bytes
+    to the end (no value reuses them), so a backend may keep them between runs.
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"0",

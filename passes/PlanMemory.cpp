@@ -45,6 +45,15 @@ class ArenaAllocator {
 
 bool onDevice(Operation* op) { return !isa<D2HOp, HostTaskOp, func::ReturnOp>(op); }
 
+// A host value that does not change between runs of a forward-only plan: a parameter, its bf16
+// staging copy, a constant.
+bool isPersistentSource(func::FuncOp func, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg) return false;
+  const unsigned i = arg.getArgNumber();
+  return func.getArgAttr(i, kParamAttr) || func.getArgAttr(i, kStagingAttr) || func.getArgAttr(i, kConstAttr);
+}
+
 struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
   using PlanMemoryPassBase::PlanMemoryPassBase;
 
@@ -75,6 +84,13 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
         if (!storage.count(result)) lastUse[result] = std::max(lastUse.lookup(result), index);
       ++index;
     }
+    // A forward-only function's weights (and constants) keep their bytes to the end: no other
+    // value ever takes them, so a backend running the plan again on unchanged weights (mtgen's
+    // tokens) may leave them on the device instead of copying them again (Copy.persistent).
+    if (isForwardOnly(func))
+      for (Operation& op : body)
+        if (auto copy = dyn_cast<H2DOp>(op); copy && isPersistentSource(func, copy.getInput()))
+          lastUse[copy.getResult()] = index;
     // A copy to the host runs beside the compute that follows it: with slack, the bytes it
     // reads stay allocated to the end of its block's region, so the next kernels do not write
     // over them (and wait for the copy) right after it was issued. Without, the arena is as

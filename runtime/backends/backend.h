@@ -34,6 +34,11 @@ struct StepOptions {
   // What the plan's random kernels (dropout) draw from in this run; training false for a
   // validation or an evaluation (dropout is then the identity).
   StepRandomness random;
+  // The host's weights (and their bf16 staging copies) are what this backend's previous run
+  // copied to the device: the copies the device keeps (CopyOp::kept: a forward-only plan's
+  // weights) are skipped, as mtgen does after its first token. Ignored on a backend's first run
+  // and after a run that failed.
+  bool weights_unchanged = false;
 };
 
 struct StepResult {

@@ -59,6 +59,8 @@ class CpuBackend final : public Backend {
   };
   std::unique_ptr<std::byte[], FreeDeleter> arena_;
   StepRandomness random_;  // the current run's; every kernel call of programs_ points here
+  bool holds_weights_ = false;  // a run completed: the kept copies' bytes are on the device
+  bool skip_kept_ = false;      // this run skips the kept copies (StepOptions::weights_unchanged)
   std::vector<std::vector<Op>> programs_;
   std::vector<size_t> step_lengths_, loss_lengths_;  // per stream, a whole step's and a loss-only run's
   const std::vector<size_t>* lengths_ = &step_lengths_;  // the current step's
@@ -94,7 +96,11 @@ StepResult CpuBackend::runStep(const StepOptions& options) {
   random_ = options.random;
   lengths_ = options.loss_only && !options.update ? &loss_lengths_ : &step_lengths_;
   step_start_ = std::chrono::steady_clock::now();
+  // The device holds the weights the last run copied only if that run completed.
+  skip_kept_ = options.weights_unchanged && holds_weights_;
+  holds_weights_ = false;
   threads_->runStep();
+  holds_weights_ = true;
   return optimizer_.endStep();
 }
 
@@ -111,7 +117,7 @@ void CpuBackend::execute(int stream, size_t index) {
   if (const auto* k = std::get_if<KernelOp>(&op)) {
     runKernelCpu(k->id, k->args);
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
-    std::memcpy(c->dst, c->src, c->bytes);
+    if (!(c->kept && skip_kept_)) std::memcpy(c->dst, c->src, c->bytes);
   } else {
     const auto& task = std::get<HostTaskOp>(op);
     optimizer_.run(task.kind, task.tensors, task.accumulate);

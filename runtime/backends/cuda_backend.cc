@@ -87,6 +87,8 @@ class CudaBackend final : public Backend {
   std::vector<cublasHandle_t> blas_;     // per plan stream; null but for compute streams
   std::vector<cudaEvent_t> events_;      // per plan event; null for those the host stream records
   StepRandomness random_;  // the current run's; every kernel call of programs_ points here
+  bool holds_weights_ = false;  // a run completed: the kept copies' bytes are on the device
+  bool skip_kept_ = false;      // this run skips the kept copies (StepOptions::weights_unchanged)
   std::vector<std::vector<Op>> programs_;
   std::vector<size_t> step_lengths_, loss_lengths_;  // per stream, a whole step's and a loss-only run's
   const std::vector<size_t>* lengths_ = &step_lengths_;  // the current step's
@@ -212,7 +214,11 @@ StepResult CudaBackend::runStep(const StepOptions& options) {
   const auto first_device = std::find_if(streams_.begin(), streams_.end(), [](cudaStream_t s) { return s; });
   if (first_device != streams_.end()) check(cudaEventRecord(step_start_, *first_device), "timing the step");
   host_start_ = std::chrono::steady_clock::now();
+  // The device holds the weights the last run copied only if that run completed.
+  skip_kept_ = options.weights_unchanged && holds_weights_;
+  holds_weights_ = false;
   threads_->runStep();
+  holds_weights_ = true;
   for (size_t s = 0; s < timing_.size(); ++s)
     for (size_t i = 0; i < (*lengths_)[s]; ++i) {  // the instructions this step ran
       const auto [start, end] = timing_[s][i];
@@ -247,7 +253,7 @@ void CudaBackend::execute(int stream, size_t index) {
       throw Error(std::string(kKernelTable[static_cast<size_t>(k->id)].op_name) + " on the GPU: " + e.what());
     }
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
-    check(cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, s), "copying");
+    if (!(c->kept && skip_kept_)) check(cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, s), "copying");
   } else if (const auto* r = std::get_if<RecordOp>(&op)) {
     if (s) check(cudaEventRecord(events_[r->event], s), "recording an event");
     threads_->record(r->event);

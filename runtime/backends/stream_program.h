@@ -19,6 +19,10 @@ struct CopyOp {
   void* dst;
   const void* src;
   int64_t bytes;
+  // A forward-only plan's copy of a weight or a constant into device bytes no other instruction
+  // writes (mt-plan-memory keeps them so): after a run the device still holds them, and a run on
+  // the same weights (StepOptions::weights_unchanged) skips the copy.
+  bool kept = false;
 };
 struct RecordOp {
   uint32_t event;
@@ -35,7 +39,8 @@ using Op = std::variant<KernelOp, CopyOp, RecordOp, WaitOp, HostTaskOp>;
 
 // One program per stream, one op per instruction (same indices as the plan's). The plan must
 // be verified; `arena` is the device arena's base (host memory on the CPU backend); every kernel
-// call reads the step's randomness from `random` (the backend's, set before each run).
+// call reads the step's randomness from `random` (the backend's, set before each run). Marks the
+// copies a backend may skip when the weights are unchanged (CopyOp::kept).
 std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStore& store, std::byte* arena,
                                           const StepRandomness* random);
 

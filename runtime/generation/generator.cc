@@ -16,6 +16,15 @@ bool isFloatOutput(const plan::HostTensor& t) {
 
 std::vector<int64_t> shapeOf(const plan::HostTensor& t) { return {t.shape().begin(), t.shape().end()}; }
 
+// A model evaluates without dropout, on the weights it had for the previous token: the device
+// keeps a forward-only plan's weights from run to run.
+StepOptions evaluationRun() {
+  StepOptions run;
+  run.random.training = false;
+  run.weights_unchanged = true;
+  return run;
+}
+
 }  // namespace
 
 Generator::Generator(const plan::Plan& plan, HostStore& store, Backend& backend)
@@ -80,9 +89,7 @@ std::vector<int64_t> Generator::runWindow(const std::vector<std::vector<uint32_t
     for (int64_t i = 0; i < n; ++i) tokens[r * seq_ + i] = static_cast<int32_t>(t[t.size() - n + i]);
     last[r] = n - 1;
   }
-  StepOptions evaluation;
-  evaluation.random.training = false;  // a model evaluates without dropout
-  backend_.runStep(evaluation);
+  backend_.runStep(evaluationRun());
   return last;
 }
 
@@ -92,9 +99,7 @@ void Generator::runDecode(const std::vector<uint32_t>& ids, int64_t position) {
   int32_t* tokens = store_.i32(tokens_);
   int32_t* positions = store_.i32(positions_);
   for (int64_t r = 0; r < batch_; ++r) tokens[r] = static_cast<int32_t>(ids[r]), positions[r] = static_cast<int32_t>(position);
-  StepOptions evaluation;
-  evaluation.random.training = false;
-  backend_.runStep(evaluation);
+  backend_.runStep(evaluationRun());
   // The new token's key and value become row `position` of its sequence's cache.
   for (const CachePair& pair : cache_) {
     const bool bf16 = plan_.host_tensors(pair.fresh).dtype() == plan::DTYPE_BF16;

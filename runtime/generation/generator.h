@@ -32,6 +32,8 @@ struct GenerationOptions {
 class Generator {
  public:
   // Throws mt::Error unless the plan is a forward-only window or decode plan with those tensors.
+  // The store's weights must not change while the generator runs the plan: the backend keeps
+  // them on the device after the first run (StepOptions::weights_unchanged).
   Generator(const plan::Plan& plan, HostStore& store, Backend& backend);
 
   int64_t rows() const { return batch_; }

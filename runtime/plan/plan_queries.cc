@@ -6,6 +6,21 @@
 
 namespace mt {
 
+bool unchangingBetweenRuns(const plan::HostTensor& t) {
+  return t.role() == plan::ROLE_PARAM || t.role() == plan::ROLE_STAGING || t.role() == plan::ROLE_CONSTANT;
+}
+
+int64_t unchangingCopyBytes(const plan::Plan& plan) {
+  if (isTrainingPlan(plan)) return 0;
+  int64_t bytes = 0;
+  for (const auto& stream : plan.streams())
+    for (const auto& in : stream.instructions())
+      if (in.has_copy() && in.copy().direction() == plan::Copy::HOST_TO_DEVICE &&
+          unchangingBetweenRuns(plan.host_tensors(in.copy().host_tensor())))
+        bytes += copyBytes(plan, in.copy());
+  return bytes;
+}
+
 std::vector<size_t> stepLengths(const plan::Plan& plan, bool loss_only) {
   std::vector<size_t> lengths;
   for (const auto& stream : plan.streams())

@@ -4,10 +4,13 @@
 // The window plan runs once over the texts; the decode plan runs token by token through
 // mt::Generator (as mtgen does), and its logits at every position of every row must lie within
 // TOLERANCE (default 1e-5, absolute) of the window plan's there. Runs on the backend "auto"
-// picks (the GPU where there is one). Used by tests/e2e/kv_cache.sh.
+// picks (the GPU where there is one). Then the weights the device keeps between runs: with the
+// host's weights zeroed, a run told they are unchanged must give the last logits bit for bit,
+// and one told otherwise must not. Used by tests/e2e/kv_cache.sh.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "runtime/generation/generator.h"
@@ -76,11 +79,31 @@ int main(int argc, char** argv) {
         }
       }
     }
+    // The device kept the weights between runs: with the host's weights zeroed, a run that says
+    // they are unchanged gives the last run's logits bit for bit; one that does not, others.
+    std::vector<float> last(static_cast<size_t>(rows * vocab)), again(last.size());
+    for (int64_t r = 0; r < rows; ++r) cached.readLogits(r, 0, last.data() + r * vocab);
+    for (int t = 0; t < decode.plan.host_tensors_size(); ++t) {
+      const auto role = decode.plan.host_tensors(t).role();
+      if (role == mt::plan::ROLE_PARAM || role == mt::plan::ROLE_STAGING)  // a split master: its staging copy
+        if (decode.store.data(t)) std::memset(decode.store.data(t), 0, decode.store.bytes(t));
+    }
+    auto rerun = [&](bool unchanged) {
+      mt::StepOptions run;
+      run.random.training = false;
+      run.weights_unchanged = unchanged;
+      decode.backend->runStep(run);
+      for (int64_t r = 0; r < rows; ++r) cached.readLogits(r, 0, again.data() + r * vocab);
+      return again == last;
+    };
+    const bool kept = rerun(true), recopied = !rerun(false);
+    std::printf("kv_cache_check: weights kept on the device between runs: %s; copied again when changed: %s\n",
+                kept ? "yes" : "NO", recopied ? "yes" : "NO");
     std::printf("kv_cache_check: %s backend, %lld rows x %lld positions x %lld logits: max |decode - window| = %.3g "
                 "(logits up to %.3g, tolerance %.1g)\n",
                 decode.kind == mt::BackendKind::kCuda ? "cuda" : "cpu", (long long)rows, (long long)seq,
                 (long long)vocab, worst, largest, tolerance);
-    return worst <= tolerance ? 0 : 1;
+    return worst <= tolerance && kept && recopied ? 0 : 1;
   } catch (const mt::Error& e) {
     std::fprintf(stderr, "kv_cache_check: %s\n", e.what());
     return 1;

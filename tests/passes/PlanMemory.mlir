@@ -127,3 +127,27 @@ func.func @landing(%a: tensor<4x4xf32> {mt.param = {name = "a", init = "zeros"}}
   mt.host_task "adamw_on_arrival"(%c) {mt.block = -1 : i64} : tensor<4x4xf32>
   return %ga, %gb, %gc : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// A forward-only function's weights keep their bytes to the end, so a backend may keep them on
+// the device between runs: %y does not take %w1's bytes (64) once the embedding has read them,
+// as it would in a training step; the tokens' bytes (0) are reused.
+// CHECK-LABEL: func.func @forward
+// CHECK: mt.h2d %arg0 {mt.offsets = array<i64: 0>}
+// CHECK: mt.h2d %arg1 {mt.offsets = array<i64: 64>}
+// CHECK: mt.embedding %{{.*}} {mt.offsets = array<i64: 192>}
+// CHECK: mt.h2d %arg2 {mt.offsets = array<i64: 0>}
+// CHECK: mt.matmul %{{.*}} {mt.offsets = array<i64: 320>}
+func.func @forward(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
+                   %w1: tensor<5x4xf32> {mt.param = {name = "w1", init = "zeros"}},
+                   %w2: tensor<4x4xf32> {mt.param = {name = "w2", init = "zeros"}})
+    -> (tensor<2x3x4xf32> {mt.output = "logits"}) {
+  %t = mt.h2d %tokens : tensor<2x3xi32>
+  %d1 = mt.h2d %w1 : tensor<5x4xf32>
+  %x = mt.embedding %t, %d1 : tensor<2x3xi32>, tensor<5x4xf32>
+  %d2 = mt.h2d %w2 : tensor<4x4xf32>
+  %y = mt.matmul %x, %d2 : tensor<2x3x4xf32>, tensor<4x4xf32>
+  %h = mt.d2h %y : tensor<2x3x4xf32>
+  return %h : tensor<2x3x4xf32>
+}
