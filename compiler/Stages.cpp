@@ -189,25 +189,32 @@ size_t stageIndex(const std::string& name) {
 
 // An evaluation (a forward-only function): nothing to differentiate or stream; schedule and
 // memory, resident.
+// A forward-only function (mtgen's plans, an ONNX evaluation): resident where the device budget
+// holds all the weights (then kept on the device between runs), else streamed — partitioned
+// into layer blocks, the weights copied in per block — or as --schedule says. No backward:
+// nothing to recompute.
 void runForwardOnly(ModuleOp module, const StageOptions& options, StageResult& result) {
-  if (result.schedule != Schedule::kResident) {
-    getModelFunction(module).emitError("a forward-only model runs only the resident schedule, not ")
-        << scheduleName(result.schedule);
+  if (result.schedule == Schedule::kStreamedRecompute) {
+    getModelFunction(module).emitError("a forward-only plan has no backward to recompute for: use --schedule "
+                                       "streamed (or resident)");
     result.failed = "schedule";
     return;
   }
-  Knobs knobs{Schedule::kResident, options.device_mem, UpdateKind::kDeferred};
+  Knobs knobs{Schedule::kResident, 0, UpdateKind::kDeferred};
   knobs.bf16_compute = options.precision == ComputePrecision::kBf16;
   knobs.bf16_staging = options.stream_dtype == StreamDtype::kBf16 || knobs.bf16_compute;
-  for (const char* stage : {"schedule", "memory"}) {
-    if (stageIndex(options.last) < stageIndex(stage)) break;
-    PassManager pm(module.getContext());
-    addStagePasses(pm, stage, knobs);
-    if (failed(pm.run(module))) {
-      result.failed = stage;
-      break;
-    }
+  const size_t schedule = stageIndex("schedule");
+  if (!options.schedule && options.device_mem > 0) {
+    const int64_t resident = trialArena(module, schedule, knobs);
+    result.arena_by_schedule.push_back({Schedule::kResident, resident});
+    if (resident < 0 || resident > options.device_mem) result.schedule = Schedule::kStreamed;
   }
+  knobs.schedule = result.schedule;
+  knobs.budget = options.device_mem;
+  // Streaming needs the layer blocks; a resident plan runs as one.
+  const size_t first = result.schedule == Schedule::kStreamed ? stageIndex("partition") : schedule;
+  if (!options.last.empty() && stageIndex(options.last) < first) return;
+  runFrom(module, first, options.last, knobs, result.failed);
 }
 
 // What the trial compiles after partition share.

@@ -67,7 +67,8 @@ struct StageResult {
 // host-embedding (when the token embedding runs on the host), split-vocab (when the vocabulary
 // is split), recompute (when the schedule recomputes),
 // schedule (with the activation offload when chosen), memory. A forward-only function (named
-// outputs, no loss) runs only schedule and memory, resident.
+// outputs, no loss) runs only schedule and memory, resident — or, where the budget does not
+// hold its weights (or --schedule says so), partition, then schedule and memory, streamed.
 StageResult runStages(mlir::ModuleOp module, const StageOptions& options);
 
 // Batch, sequence and vocabulary of a module that has its loss attached.

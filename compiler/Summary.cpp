@@ -95,8 +95,8 @@ void printPlanAndWeights(const CompileReport& r, const plan::Plan& plan) {
 }
 
 // A forward-only plan (--forward-only): what it computes and costs, nothing of training.
-void printForwardOnlySummary(const CompileReport& r, const EmitOptions& emit, const plan::Plan& plan,
-                             const PlanStats& stats) {
+void printForwardOnlySummary(const CompileReport& r, const StageResult& stages, const EmitOptions& emit,
+                             const plan::Plan& plan, const PlanStats& stats) {
   bool tokens = false, logits = false;
   int64_t cache_bytes = 0, cache_rows = 0;
   for (const auto& t : plan.host_tensors()) {
@@ -119,20 +119,27 @@ void printForwardOnlySummary(const CompileReport& r, const EmitOptions& emit, co
                 "optimizer)\n");
   std::printf("  parameters     %s; host %s (%s)\n", formatParamCount(stats.num_params).c_str(),
               summaryBytes(r.host_bytes).c_str(), r.host_parts.c_str());
-  std::printf("  device arena   %s, schedule resident%s\n", summaryBytes(plan.arena_bytes()).c_str(),
+  std::printf("  device arena   %s, schedule %s%s\n", summaryBytes(plan.arena_bytes()).c_str(),
+              stages.schedule == Schedule::kResident ? "resident" : "streamed (the weights copied in per block, one "
+                                                                     "block ahead: they do not fit the budget together)",
               r.options.device_mem ? (", budget " + summaryBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str()
                                    : ", no budget");
   // The weights cross once: mt-plan-memory keeps their device bytes, so runs on the same
   // weights (mtgen's) copy only what changes.
-  const int64_t kept = unchangingCopyBytes(plan);
-  std::printf("  per run        %.3e FLOP; h2d %s the first run (with the weights, then kept on the device), %s "
-              "each later one (the %s); d2h %s (the outputs)\n",
-              stats.flops, summaryBytes(stats.h2d_bytes).c_str(), summaryBytes(stats.h2d_bytes - kept).c_str(),
-              cache_rows ? "tokens and the key/value cache" : "tokens", summaryBytes(stats.d2h_bytes).c_str());
+  const int64_t kept = keptCopyBytes(plan);
+  const char* fresh = cache_rows ? "tokens and the key/value cache" : "tokens";
+  if (kept)
+    std::printf("  per run        %.3e FLOP; h2d %s the first run (with the weights, then kept on the device), %s "
+                "each later one (the %s); d2h %s (the outputs)\n",
+                stats.flops, summaryBytes(stats.h2d_bytes).c_str(), summaryBytes(stats.h2d_bytes - kept).c_str(),
+                fresh, summaryBytes(stats.d2h_bytes).c_str());
+  else
+    std::printf("  per run        %.3e FLOP; h2d %s (the weights and the %s), d2h %s (the outputs)\n", stats.flops,
+                summaryBytes(stats.h2d_bytes).c_str(), fresh, summaryBytes(stats.d2h_bytes).c_str());
   printPrecision(r, stats);
-  std::printf("  predicted run  %s on %s, the first (compute %s, h2d %s, d2h %s)\n", millis(stats.step_us).c_str(),
-              emit.hardware.name.c_str(), millis(stats.compute_us).c_str(), millis(stats.h2d_us).c_str(),
-              millis(stats.d2h_us).c_str());
+  std::printf("  predicted run  %s on %s%s (compute %s, h2d %s, d2h %s)\n", millis(stats.step_us).c_str(),
+              emit.hardware.name.c_str(), kept ? ", the first" : "", millis(stats.compute_us).c_str(),
+              millis(stats.h2d_us).c_str(), millis(stats.d2h_us).c_str());
   printPlanAndWeights(r, plan);
 }
 
@@ -141,7 +148,7 @@ void printForwardOnlySummary(const CompileReport& r, const EmitOptions& emit, co
 void printSummary(const CompileReport& r, ModuleOp module, const StageResult& stages, const EmitOptions& emit,
                   const plan::Plan& plan, const PlanStats& stats) {
   if (!isTrainingPlan(plan)) {
-    printForwardOnlySummary(r, emit, plan, stats);
+    printForwardOnlySummary(r, stages, emit, plan, stats);
     return;
   }
   // The bottleneck: compute when it is busy most of the step, else what it waits for most.

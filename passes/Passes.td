@@ -148,7 +148,8 @@ def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
     more than one layer block (a tied embedding and LM head: the first block and the head) is
     copied once per step and stays on the device instead of crossing the link once per block
     region; the function gets `mt.pinned_bytes`. Needs `mt-partition` and a differentiated
-    function.
+    function, or a forward-only one (mtgen on a model larger than the device): its weights
+    stream in the same way, its outputs copy out as they are complete, nothing is updated.
   }];
   let options = [
     Option<"update", "update", "std::string", /*default=*/"\"deferred\"",
@@ -261,7 +262,8 @@ def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
     buffer they land in: each gradient's `mt.d2h` gets `mt.landing_offset`, its bytes free
     once its update has run (kept to the end of that block's region), and the function
     `mt.landing_bytes`. In a forward-only function the weights and constants keep their bytes
-    to the end (no value reuses them), so a backend may keep them between runs.
+    to the end (no value reuses them), so a backend may keep them between runs — where the
+    budget has room for that (a streamed one may not: then they are placed by liveness).
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"0",

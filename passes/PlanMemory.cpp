@@ -84,13 +84,6 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
         if (!storage.count(result)) lastUse[result] = std::max(lastUse.lookup(result), index);
       ++index;
     }
-    // A forward-only function's weights (and constants) keep their bytes to the end: no other
-    // value ever takes them, so a backend running the plan again on unchanged weights (mtgen's
-    // tokens) may leave them on the device instead of copying them again (Copy.persistent).
-    if (isForwardOnly(func))
-      for (Operation& op : body)
-        if (auto copy = dyn_cast<H2DOp>(op); copy && isPersistentSource(func, copy.getInput()))
-          lastUse[copy.getResult()] = index;
     // A copy to the host runs beside the compute that follows it: with slack, the bytes it
     // reads stay allocated to the end of its block's region, so the next kernels do not write
     // over them (and wait for the copy) right after it was issued. Without, the arena is as
@@ -108,6 +101,18 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     Placement chosen = place(body, position, storage, lastUseWithSlack);
     const Placement smallest = place(body, position, storage, lastUse);
     if (budget > 0 && chosen.peak > budget) chosen = smallest;
+    // A forward-only function's weights (and constants) keep their bytes to the end where the
+    // budget has room: no other value takes them, so a backend running the plan again on the
+    // same weights (mtgen's tokens) leaves them on the device (runtime/plan/plan_queries.h,
+    // keptCopies) instead of copying them again.
+    if (isForwardOnly(func)) {
+      DenseMap<Value, int64_t> keeping = lastUseWithSlack;
+      for (Operation& op : body)
+        if (auto copy = dyn_cast<H2DOp>(op); copy && isPersistentSource(func, copy.getInput()))
+          keeping[copy.getResult()] = index;
+      Placement kept = place(body, position, storage, keeping);
+      if (budget == 0 || kept.peak <= budget) chosen = std::move(kept);
+    }
     Builder b(&getContext());
     for (auto& [op, offsets] : chosen.offsets) op->setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
     func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(chosen.peak));

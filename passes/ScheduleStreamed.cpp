@@ -2,6 +2,7 @@
 // they complete, the host takes the norm as they land; AdamW runs one step late, each
 // parameter's update just before its first copy in (overlapped with the next forward), or —
 // on arrival — right after its gradient landed (overlapped with the backward, no clipping).
+// A forward-only function streams its weights the same way and copies its outputs out.
 #include <map>
 
 #include "llvm/ADT/DenseSet.h"
@@ -24,7 +25,11 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
     if (!func) return signalPassFailure();
     Block& body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    if (failed(checkReadyToSchedule(func, "mt-schedule-streamed"))) return signalPassFailure();
+    if (failed(checkReadyToSchedule(func, "mt-schedule-streamed", /*allowForwardOnly=*/true)))
+      return signalPassFailure();
+    // A forward-only function (a model too large for the device sampled by mtgen): the weights
+    // stream in per block as in training; its outputs leave as they are complete; no update.
+    const bool forward_only = isForwardOnly(func);
     std::vector<Operation*> ops;
     for (Operation& op : body.without_terminator()) {
       if (!blockOf(&op)) {
@@ -101,7 +106,7 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       auto host = b.create<D2HOp>(ret.getLoc(), v);
       if (def) host->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
       hostResults.push_back(host);
-      if (i == 0 || !completesGradient(func, i)) continue;  // a piece: the last one's tasks cover all
+      if (forward_only || i == 0 || !completesGradient(func, i)) continue;  // a piece: the last one's tasks cover all
       if (update == "deferred") {
         auto norm = b.create<HostTaskOp>(ret.getLoc(), "grad_norm", ValueRange{host.getResult()});
         if (def) norm->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
@@ -118,7 +123,7 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
     }
     ret->setOperands(hostResults);
     if (failed(insertHostEmbeddingTasks(func, hostResults))) return signalPassFailure();
-    if (update == "deferred") insertDeferredUpdates(func);
+    if (update == "deferred" && !forward_only) insertDeferredUpdates(func);
     if (pinned_bytes) func->setAttr(kPinnedBytesAttr, b.getI64IntegerAttr(pinned_bytes));
   }
 };

@@ -1,23 +1,66 @@
 #include "runtime/plan/plan_queries.h"
 
+#include <algorithm>
+#include <climits>
 #include <map>
 
 #include "runtime/plan/op_table.h"
 
 namespace mt {
 
+namespace {
+
 bool unchangingBetweenRuns(const plan::HostTensor& t) {
   return t.role() == plan::ROLE_PARAM || t.role() == plan::ROLE_STAGING || t.role() == plan::ROLE_CONSTANT;
 }
 
-int64_t unchangingCopyBytes(const plan::Plan& plan) {
-  if (isTrainingPlan(plan)) return 0;
+}  // namespace
+
+std::vector<std::vector<bool>> keptCopies(const plan::Plan& plan) {
+  std::vector<std::vector<bool>> kept;
+  for (const auto& stream : plan.streams()) kept.emplace_back(stream.instructions_size(), false);
+  if (isTrainingPlan(plan)) return kept;
+  // Every range of arena bytes an instruction writes; candidates are the unchanging copies.
+  struct Range {
+    int64_t begin, end;
+    int stream = -1, index = -1;  // a candidate copy's instruction
+  };
+  std::vector<Range> writes;
+  auto bufferEnd = [&](uint32_t b, int64_t bytes) { return plan.buffers(b).offset() + bytes; };
+  for (int s = 0; s < plan.streams_size(); ++s)
+    for (int i = 0; i < plan.streams(s).instructions_size(); ++i) {
+      const auto& in = plan.streams(s).instructions(i);
+      if (in.has_kernel())
+        for (uint32_t b : in.kernel().outputs()) {
+          const auto& buffer = plan.buffers(b);
+          writes.push_back({buffer.offset(), bufferEnd(b, checkedNumel(buffer.shape(), buffer.name()) *
+                                                             dtypeBytes(buffer.dtype()))});
+        }
+      if (in.has_copy() && in.copy().direction() == plan::Copy::HOST_TO_DEVICE) {
+        const bool candidate = unchangingBetweenRuns(plan.host_tensors(in.copy().host_tensor()));
+        writes.push_back({plan.buffers(in.copy().buffer()).offset(),
+                          bufferEnd(in.copy().buffer(), copyBytes(plan, in.copy())), candidate ? s : -1, i});
+      }
+    }
+  std::sort(writes.begin(), writes.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  // Sorted by start, a range overlaps another iff an earlier one ends after its start or the
+  // next one starts before its end.
+  int64_t earlier_end = INT64_MIN;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const Range& w = writes[i];
+    const bool overlaps = earlier_end > w.begin || (i + 1 < writes.size() && writes[i + 1].begin < w.end);
+    if (w.stream >= 0) kept[w.stream][w.index] = !overlaps && w.end > w.begin;
+    earlier_end = std::max(earlier_end, w.end);
+  }
+  return kept;
+}
+
+int64_t keptCopyBytes(const plan::Plan& plan) {
+  const auto kept = keptCopies(plan);
   int64_t bytes = 0;
-  for (const auto& stream : plan.streams())
-    for (const auto& in : stream.instructions())
-      if (in.has_copy() && in.copy().direction() == plan::Copy::HOST_TO_DEVICE &&
-          unchangingBetweenRuns(plan.host_tensors(in.copy().host_tensor())))
-        bytes += copyBytes(plan, in.copy());
+  for (int s = 0; s < plan.streams_size(); ++s)
+    for (int i = 0; i < plan.streams(s).instructions_size(); ++i)
+      if (kept[s][i]) bytes += copyBytes(plan, plan.streams(s).instructions(i).copy());
   return bytes;
 }
 

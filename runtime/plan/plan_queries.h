@@ -14,11 +14,14 @@ namespace mt {
 // Whether the plan is a training step (it has a loss) rather than a forward-only evaluation.
 bool isTrainingPlan(const plan::Plan& plan);
 
-// Whether a forward-only plan's host tensor `t` stays the same from run to run (a weight, its
-// bf16 staging copy, a constant): the device may keep its copy (CopyOp::kept).
-bool unchangingBetweenRuns(const plan::HostTensor& t);
-// Bytes a forward-only plan copies to the device per run from such tensors (0 for a training plan).
-int64_t unchangingCopyBytes(const plan::Plan& plan);
+// Per stream, per instruction: whether it is a copy the device keeps between runs of a
+// forward-only plan — a weight, its bf16 staging copy or a constant (host tensors that do not
+// change from run to run) copied to device bytes that no instruction of any stream writes
+// otherwise. A run on unchanged weights may skip it (StepOptions::weights_unchanged). Never for
+// a training plan.
+std::vector<std::vector<bool>> keptCopies(const plan::Plan& plan);
+// The bytes those copies move.
+int64_t keptCopyBytes(const plan::Plan& plan);
 
 // How many of each stream's instructions a step runs: all of them, or with `loss_only` the
 // plan's loss prefixes (plan 1.9: what the loss needs; all of them in a plan that has none).

@@ -2,7 +2,7 @@
 # The key/value cache (mtc --kv-cache) gives the logits of recomputing the whole prefix: for
 # GPT-2 (learned positions), Llama (rotary, grouped heads) and Qwen2 (q/k/v biases), fp32 and a
 # batch of rows with different texts, every position's logits of the decode plan against the
-# window plan's (kv_cache_check); a bf16 decode plan too. Flags that cannot make a decode step are
+# window plan's (kv_cache_check); streamed and bf16 decode plans too. Flags that cannot make a decode step are
 # refused.
 # usage: kv_cache.sh BIN_DIR CHECK WORK_DIR
 set -euo pipefail
@@ -16,6 +16,13 @@ for model in gpt2-tiny llama-tiny qwen-tiny; do
     | grep "decode step"
   "$check" "$model.window.plan" "$model.decode.plan" "$model.window.safetensors" || failed=$((failed + 1))
 done
+# Streamed (a budget below the resident plan's: the weights copied in per block): the same logits;
+# the weights whose bytes nothing else takes are still kept.
+"$bin/mtc" llama-tiny --forward-only --kv-cache --batch 3 --seq 40 --device-mem 500KiB --no-weights \
+  -o streamed.decode.plan | grep "schedule streamed"
+"$bin/mtc" llama-tiny --forward-only --batch 3 --seq 40 --device-mem 600KiB --schedule streamed --no-weights \
+  -o streamed.window.plan >/dev/null
+"$check" streamed.window.plan streamed.decode.plan llama-tiny.window.safetensors || failed=$((failed + 1))
 # A bf16 decode plan (its activations rounded where the window plan's are): it computes in bf16
 # (forward-only plans ignored --precision until plan 1.11's change) and agrees with the bf16
 # window plan within bf16's rounding.

@@ -48,3 +48,27 @@ func.func @f(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<3x4xf32
 func.func @forward_only(%tokens: tensor<2x3xi32> {mt.input = "tokens"}) -> tensor<2x3xi32> {
   return %tokens : tensor<2x3xi32>
 }
+
+// -----
+
+// A forward-only function (mtgen's plan for a model larger than the device): a weight is copied
+// in per block that uses it, one block ahead, as in training; each output leaves as soon as it
+// is complete; no norm, no update.
+// CHECK-LABEL: func.func @forward
+// CHECK: mt.h2d %arg0 {mt.block = -1 : i64}
+// CHECK-NEXT: %[[E:.*]] = mt.h2d %arg1 {mt.block = -1 : i64}
+// CHECK-NEXT: %[[W0:.*]] = mt.h2d %arg2 {mt.block = -1 : i64}
+// CHECK-NEXT: mt.embedding %{{.*}}, %[[E]]
+// CHECK-NEXT: %[[W1:.*]] = mt.h2d %arg2 {mt.block = 0 : i64}
+// CHECK-NEXT: %[[H:.*]] = mt.matmul %{{.*}}, %[[W0]]
+// CHECK-NEXT: %[[H_HOST:.*]] = mt.d2h %[[H]]
+// CHECK-NEXT: %[[Y:.*]] = mt.matmul %[[H]], %[[W1]]
+// CHECK-NEXT: %[[Y_HOST:.*]] = mt.d2h %[[Y]]
+// CHECK-NOT: mt.host_task
+// CHECK: return %[[Y_HOST]], %[[H_HOST]]
+func.func @forward(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<3x4xf32> {mt.param = {init = "normal", name = "e", std = 1.000000e+00 : f32}}, %arg2: tensor<4x4xf32> {mt.param = {init = "normal", name = "w", std = 1.000000e+00 : f32}}) -> (tensor<1x2x4xf32> {mt.output = "logits"}, tensor<1x2x4xf32> {mt.output = "hidden"}) {
+  %0 = mt.embedding %arg0, %arg1 {mt.block = -1 : i64} : tensor<1x2xi32>, tensor<3x4xf32>
+  %1 = mt.matmul %0, %arg2 {mt.block = 0 : i64, transpose_b = true} : tensor<1x2x4xf32>, tensor<4x4xf32>
+  %2 = mt.matmul %1, %arg2 {mt.block = 1 : i64, transpose_b = true} : tensor<1x2x4xf32>, tensor<4x4xf32>
+  return %2, %1 : tensor<1x2x4xf32>, tensor<1x2x4xf32>
+}
