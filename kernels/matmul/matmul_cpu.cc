@@ -77,6 +77,16 @@ void matmul_cpu(const KernelArgs& args) {
     // Rows of every batch are contiguous: products with the batch folded into M, in chunks of
     // at most 2^30 rows (BLAS's 32-bit M).
     const int64_t rows = d.batch * d.m;
+    if (rows == 1) {
+      // One row (a decode step's token): a matrix-vector product reads the weight once, where
+      // sgemm would first pack it (docs/perf.md, generation).
+      const int n = static_cast<int>(d.n), k = static_cast<int>(d.k);
+      if (tb)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b.f32(), ldb, a.f32(), 1, 0.0f, out.f32(), 1);
+      else
+        cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b.f32(), ldb, a.f32(), 1, 0.0f, out.f32(), 1);
+      return;
+    }
     constexpr int64_t kChunk = int64_t{1} << 30;
     for (int64_t r = 0; r < rows; r += kChunk)
       cblas_sgemm(CblasRowMajor, op_a, op_b, static_cast<int>(std::min(kChunk, rows - r)), static_cast<int>(d.n),

@@ -32,6 +32,8 @@ TEST_F(KernelTest, MatmulSharedAndBatchedWithTransposes) {
       {{2, 3, 5, 4}, {4, 6}, false, false}, {{3, 7, 5}, {6, 5}, false, true},
       {{2, 4, 5}, {2, 4, 6}, true, false},  {{2, 5, 4}, {2, 6, 4}, false, true},
       {{9, 3}, {9, 5}, true, false},        {{1, 1}, {1, 1}, false, false},
+      // One row (a decode step): the matrix-vector path, both layouts of the weight.
+      {{1, 1, 37}, {23, 37}, false, true},   {{1, 1, 37}, {37, 23}, false, false},
   };
   for (const auto& c : cases) {
     const int64_t m = c.ta ? c.a.back() : c.a[c.a.size() - 2], k = c.ta ? c.a[c.a.size() - 2] : c.a.back();
