@@ -45,6 +45,15 @@ class ArenaAllocator {
 
 bool onDevice(Operation* op) { return !isa<D2HOp, HostTaskOp, func::ReturnOp>(op); }
 
+// What a schedule could still save, for the error of a plan over the budget: nothing once it
+// recomputes (or, forward-only, once it streams: it is then partitioned into blocks).
+const char* scheduleAdvice(func::FuncOp func, bool recomputes) {
+  if (!isForwardOnly(func)) return recomputes ? "" : "stream the weights and recompute (mtc --schedule), ";
+  bool streams = false;
+  func.walk([&](Operation* op) { streams |= op->hasAttr(kBlockAttr); });
+  return streams ? "" : "stream the weights (mtc --schedule streamed), ";
+}
+
 // A host value that does not change between runs of a forward-only plan: a parameter, its bf16
 // staging copy, a constant.
 bool isPersistentSource(func::FuncOp func, Value v) {
@@ -124,7 +133,8 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
       InFlightDiagnostic diag = func.emitError("the plan needs ")
           << formatBytes(chosen.peak) << " of device memory but the budget is "
           << formatBytes(static_cast<int64_t>(budget)) << ": raise the budget to at least " << chosen.peak
-          << " bytes, " << (recomputes ? "" : "stream the weights and recompute (mtc --schedule), ")
+          << " bytes, "
+          << scheduleAdvice(func, recomputes)
           << "or make the batch, the sequence or the model smaller";
       diag.attachNote(func.getLoc()) << describePeak(body, chosen, position, storage, lastUse);
       return signalPassFailure();

@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/build.sh
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/plans
-cp build/bin/mtrun build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate build/bin/kv_cache_check .gpu/bin/
-for lib in $(ldd build/bin/mtrun build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate build/bin/kv_cache_check |
+cp build/bin/mtrun build/bin/mtgen build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate build/bin/kv_cache_check .gpu/bin/
+for lib in $(ldd build/bin/mtrun build/bin/mtgen build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate build/bin/kv_cache_check |
              awk '/=>/ { print $3 }' | sort -u); do
   case $(basename "$lib") in
     # glibc's and CUDA's own: the machine's versions must be used.
@@ -59,6 +59,13 @@ for model in llama-tiny qwen-tiny; do
       --export-hf .gpu/hf/$model-$dtype --export-dtype $dtype >/dev/null
   done
 done
+# Generation speed (run.sh bench, BENCH_GEN=1): Llama 3.2 1B's shape, a decode plan with a cache of
+# 1024 positions, resident fp32 (its weights kept on the device between tokens) and bf16; the
+# window plan of the same model for what a token cost before the cache.
+build/bin/mtc llama-1b --forward-only --kv-cache --batch 1 --seq 1024 --no-weights -o .gpu/plans/gen-llama-1b.plan >/dev/null
+build/bin/mtc llama-1b --forward-only --kv-cache --batch 1 --seq 1024 --precision bf16 --no-weights \
+  -o .gpu/plans/gen-llama-1b-bf16.plan >/dev/null
+build/bin/mtc llama-1b --forward-only --batch 1 --seq 1024 --no-weights -o .gpu/plans/gen-llama-1b-window.plan >/dev/null
 # The kept activations offloaded to the host (copied out on the d2h stream, back on the h2d one).
 build/bin/mtc llama-tiny --batch 4 --seq 32 --schedule streamed-recompute --offload-activations on --no-weights \
   -o .gpu/plans/llama-tiny-offload.plan >/dev/null

@@ -25,7 +25,8 @@ mt_libs=$PWD/.gpu/lib:${cublas:+$(dirname "$cublas"):}${cudart:+$(dirname "$cuda
 mt() { local secs=$1 tool=$2; shift 2; LD_LIBRARY_PATH=$mt_libs:${LD_LIBRARY_PATH:-} timeout "$secs" ".gpu/bin/$tool" "$@"; }
 # Bench models and precisions: all by default; BENCH_MODELS="llama-1b" BENCH_MODES=tf32 narrow a call
 # (also llama-1b-untied, llama-1b-split: the LM head whole and in vocabulary chunks; BENCH_PEERS=0;
-# llama-1b-mixed, qwen7b-mixed: bf16 plans, run once each whatever BENCH_MODES says).
+# llama-1b-mixed, qwen7b-mixed: bf16 plans, run once each whatever BENCH_MODES says; BENCH_GEN=0 skips
+# the generation timing).
 bench_models=${BENCH_MODELS:-"llama-1b llama-3b llama-7b"}
 bench_modes=${BENCH_MODES:-"fp32 tf32"}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
@@ -96,6 +97,24 @@ for model in $bench_models; do
     publish
   done
 done
+
+if [ "${BENCH_GEN:-1}" = 1 ]; then
+echo "== 3b. generation on cuda: mtgen, greedy (the weights are the plans' seeded ones)"
+for plan in gen-llama-1b gen-llama-1b-bf16 gen-llama-1b-window; do
+  # 8 tokens, then 200: the difference is the time of 192 tokens, start-up (the weights
+  # initialised, copied once) and the prompt left out.
+  declare -A secs=()
+  for n in 8 200; do
+    start=$EPOCHREALTIME
+    mt 300 mtgen .gpu/plans/$plan.plan --prompt "The" --max-tokens $n --greedy --no-stop --ids --backend cuda \
+      > "$out/$plan.$n.txt" 2>&1 || echo "$plan ($n tokens) failed: $(tail -2 "$out/$plan.$n.txt")"
+    secs[$n]=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }')
+  done
+  rows+=$(awk -v a="${secs[8]}" -v b="${secs[200]}" -v p="$plan" \
+    'BEGIN { printf "%s: 192 tokens in %.2f s, %.2f ms a token", p, b - a, 1000 * (b - a) / 192 }')$'\n'
+  publish
+done
+fi
 
 if [ "${BENCH_PEERS:-1}" = 1 ]; then  # BENCH_PEERS=0: only our plans (e.g. the llama-1b-split pair)
 echo "== 4. host optimizer against memory bandwidth (256 M parameters)"
