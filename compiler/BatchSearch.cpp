@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "compiler/EmitHostTensors.h"
 #include "compiler/Emitter.h"
 #include "mlir/IR/Diagnostics.h"
 #include "models/BuiltinModels.h"
@@ -18,13 +19,15 @@ using namespace mlir;
 namespace mt {
 namespace {
 
-// The host bytes of the plan `module` (through every stage) emits; INT64_MAX if it emits none.
+// The host bytes of the plan `module` (through every stage) emits — its host tensors, built as
+// the emitter builds them, without the instructions (the costly part of an emit); INT64_MAX if
+// they cannot be placed.
 int64_t moduleHostBytes(ModuleOp module) {
-  EmitOptions emit;
-  modelShape(module, emit.batch, emit.seq, emit.vocab);
   plan::Plan plan;
   PlanStats stats;
-  if (failed(emitPlan(module, emit, plan, stats))) return std::numeric_limits<int64_t>::max();
+  HostTensors hosts;
+  func::FuncOp func = getModelFunction(module);
+  if (!func || failed(addHostTensors(func, plan, stats, hosts))) return std::numeric_limits<int64_t>::max();
   return planHostBytes(plan);
 }
 

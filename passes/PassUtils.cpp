@@ -1,5 +1,6 @@
 #include <set>
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
@@ -129,17 +130,28 @@ StringRef gradientOf(func::FuncOp func, unsigned index) {
   return "";
 }
 
-bool completesGradient(func::FuncOp func, unsigned index) {
-  StringRef name = gradientOf(func, index);
-  if (name.empty()) return false;
+std::vector<bool> completedGradients(func::FuncOp func) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  Operation* mine = ret.getOperand(index).getDefiningOp();
-  for (unsigned i = 0; i < func.getNumResults(); ++i) {
-    if (i == index || gradientOf(func, i) != name) continue;
+  DenseMap<Operation*, size_t> position;
+  for (auto [i, op] : llvm::enumerate(func.getBody().front())) position[&op] = i;
+  // Per parameter, the position of the last op defining one of its gradient results.
+  const unsigned results = func.getNumResults();
+  std::vector<StringRef> names(results);
+  llvm::StringMap<size_t> last;
+  for (unsigned i = 0; i < results; ++i) {
+    names[i] = gradientOf(func, i);
     Operation* def = ret.getOperand(i).getDefiningOp();
-    if (mine && def && mine->isBeforeInBlock(def)) return false;
+    if (names[i].empty() || !def) continue;
+    auto [it, first] = last.try_emplace(names[i], position[def]);
+    if (!first) it->second = std::max(it->second, position[def]);
   }
-  return true;
+  std::vector<bool> completes(results, false);
+  for (unsigned i = 0; i < results; ++i) {
+    if (names[i].empty()) continue;
+    Operation* def = ret.getOperand(i).getDefiningOp();
+    completes[i] = !def || position[def] >= last.lookup(names[i]);
+  }
+  return completes;
 }
 
 BlockArgument tokensArgument(func::FuncOp func) {

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "compiler/dialect/MtDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -94,11 +95,11 @@ void insertDeferredUpdates(mlir::func::FuncOp func);
 // mt.grad_tokens (rows scatter-added by the tokens on the host); "" for neither.
 llvm::StringRef gradientOf(mlir::func::FuncOp func, unsigned index);
 
-// Whether gradient result `index` of `func` completes its parameter's gradient: it is the one
-// result naming the parameter, or, for a parameter in row pieces (mt-split-vocab) or with rows
-// by token (mt-host-embedding), the contribution computed last. Host tasks on the whole
-// gradient follow that one.
-bool completesGradient(mlir::func::FuncOp func, unsigned index);
+// Per result of `func`: whether it is a gradient result that completes its parameter's gradient:
+// the one result naming the parameter, or, for a parameter in row pieces (mt-split-vocab) or
+// with rows by token (mt-host-embedding), the contribution computed last. Host tasks on the
+// whole gradient follow that one. (One pass: a 100-layer model returns ~1,000 results.)
+std::vector<bool> completedGradients(mlir::func::FuncOp func);
 
 // The function's token ids input (mt.input = "tokens"), or null.
 mlir::BlockArgument tokensArgument(mlir::func::FuncOp func);

@@ -47,10 +47,11 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
 
     b.setInsertionPoint(ret);
     SmallVector<Value> hostResults, hostGrads;
+    const std::vector<bool> completes = completedGradients(func);
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       Value host = b.create<D2HOp>(ret.getLoc(), v);
       hostResults.push_back(host);
-      if (i > 0 && !forward && completesGradient(func, i)) hostGrads.push_back(host);  // a piece: once
+      if (i > 0 && !forward && completes[i]) hostGrads.push_back(host);  // a piece: once
     }
     if (!hostGrads.empty()) b.create<HostTaskOp>(ret.getLoc(), "grad_norm", hostGrads);
     ret->setOperands(hostResults);

@@ -100,13 +100,14 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
     for (Value p : parameterArguments(func))
       paramByName[paramName(func, cast<BlockArgument>(p).getArgNumber()).str()] = p;
     SmallVector<Value> hostResults;
+    const std::vector<bool> completes = completedGradients(func);
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       Operation* def = v.getDefiningOp();
       if (def) b.setInsertionPointAfter(def); else b.setInsertionPoint(ret);
       auto host = b.create<D2HOp>(ret.getLoc(), v);
       if (def) host->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
       hostResults.push_back(host);
-      if (forward_only || i == 0 || !completesGradient(func, i)) continue;  // a piece: the last one's tasks cover all
+      if (forward_only || i == 0 || !completes[i]) continue;  // a piece: the last one's tasks cover all
       if (update == "deferred") {
         auto norm = b.create<HostTaskOp>(ret.getLoc(), "grad_norm", ValueRange{host.getResult()});
         if (def) norm->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
