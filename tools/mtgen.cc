@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -93,6 +94,16 @@ std::optional<std::string> checkFlags(const Options& o) {
   return std::nullopt;
 }
 
+// What the sampling took, on standard error: the new tokens of all rows over the whole time (the
+// prompt's runs included).
+void reportSpeed(const std::vector<std::vector<uint32_t>>& samples, size_t prompt_tokens, double seconds) {
+  size_t drawn = 0;
+  for (const auto& row : samples) drawn += row.size();
+  std::fflush(stdout);
+  std::fprintf(stderr, "mtgen: %zu new token%s in %.2f s (%.1f tokens/s; a %zu-token prompt)\n", drawn,
+               drawn == 1 ? "" : "s", seconds, seconds > 0 ? drawn / seconds : 0.0, prompt_tokens);
+}
+
 int generate(Options& o) {
   mt::plan::Plan plan = mt::readPlan(o.plan_path);
   mt::verifyPlan(plan);
@@ -116,7 +127,7 @@ int generate(Options& o) {
   const std::vector<uint32_t> prompt_ids = text.encode(prompt);
   std::fprintf(stderr, "mtgen: %s | %lld sample%s, %s %lld tokens | weights %s | backend %s | %s\n",
                plan.model().name().c_str(), static_cast<long long>(generator.rows()), generator.rows() == 1 ? "" : "s",
-               generator.cached() ? "key/value cache of" : "window", static_cast<long long>(generator.window()), weights.empty() ? "the plan's seeded initializers" : weights.c_str(),
+               generator.cached() ? "key/value cache of" : "window of", static_cast<long long>(generator.window()), weights.empty() ? "the plan's seeded initializers" : weights.c_str(),
                kind == mt::BackendKind::kCuda ? "cuda" : "cpu",
                o.generation.sampling.temperature == 0 ? "greedy"
                    : fmt::format("temperature {}, top-k {}, top-p {}, seed {}", o.generation.sampling.temperature,
@@ -126,12 +137,15 @@ int generate(Options& o) {
   Printer printer;
   const bool stream = generator.rows() == 1 && !o.print_ids;
   if (stream) printer.add(prompt);
+  const auto start = std::chrono::steady_clock::now();
   const auto samples = generator.generate(prompt_ids, o.generation, [&](int64_t, uint32_t id) {
     if (stream) printer.add(text.bytesOf(id));
   });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (stream) {
     printer.finish();
     std::printf("\n");
+    reportSpeed(samples, prompt_ids.size(), seconds);
     return 0;
   }
   for (size_t r = 0; r < samples.size(); ++r) {
@@ -146,6 +160,7 @@ int generate(Options& o) {
     }
     std::printf("\n");
   }
+  reportSpeed(samples, prompt_ids.size(), seconds);
   return 0;
 }
 
