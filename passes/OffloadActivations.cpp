@@ -44,6 +44,10 @@ struct OffloadActivationsPass : impl::OffloadActivationsPassBase<OffloadActivati
     for (Operation* def : ops) {
       if (isa<H2DOp, D2HOp, HostTaskOp, ReshapeOp>(def) || isLate(def)) continue;
       for (Value v : def->getResults()) {
+        // Only activations (f32, or bf16 in a bf16 plan) wait on the host: integer values
+        // (GPT-2's positions) are small and what the plan's activation tensors cannot hold.
+        auto type = dyn_cast<RankedTensorType>(v.getType());
+        if (!type || !isa<FloatType>(type.getElementType())) continue;
         // The backward's uses, in program order, by region.
         std::map<size_t, SmallVector<OpOperand*>> lateUses;  // region -> uses
         for (OpOperand& use : v.getUses())
