@@ -4,6 +4,7 @@
 // turns those into the fewest events.
 #pragma once
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -21,8 +22,10 @@ struct ByteRange {
 };
 
 // Last writer and readers since, per byte range of each space. The ranges of a space are kept
-// sorted by their start with the longest one's length, so a query visits only the ranges that
-// start within that length before it (a 100B plan has thousands per space).
+// by size class (lengths within a power of two), each class sorted by start with its longest
+// length, so a query visits in each class only the ranges that start within that length before
+// it: a 100B plan has thousands of ranges per space, and a token-tiled one small tiles beside
+// wholes of gigabytes.
 class HazardTracker {
  public:
   void read(ByteRange r, int instr, std::vector<int>& deps) {
@@ -43,21 +46,28 @@ class HazardTracker {
     int writer = -1;
     std::vector<int> readers;
   };
-  struct Space {
+  struct SizeClass {
     std::map<std::pair<int64_t, int64_t>, Access> ranges;  // [begin, end) -> accesses
     int64_t longest = 0;
+  };
+  struct Space {
+    std::map<int, SizeClass> classes;  // by the bit width of a range's length
     Access& add(std::pair<int64_t, int64_t> range) {
-      longest = std::max(longest, range.second - range.first);
-      return ranges[range];
+      const int64_t length = range.second - range.first;
+      SizeClass& c = classes[std::bit_width(static_cast<uint64_t>(std::max<int64_t>(length, 0)))];
+      c.longest = std::max(c.longest, length);
+      return c.ranges[range];
     }
   };
-  // Calls visit(access) for each range overlapping `r`, in the order of their starts.
+  // Calls visit(access) for each range overlapping `r`.
   template <typename Visit>
   static void forOverlapping(const Space& space, ByteRange r, Visit visit) {
-    const int64_t first_start = r.begin - space.longest;  // a range starting earlier ends before r
-    for (auto it = space.ranges.lower_bound({first_start, std::numeric_limits<int64_t>::min()});
-         it != space.ranges.end() && it->first.first < r.end; ++it)
-      if (r.begin < it->first.second) visit(it->second);
+    for (const auto& [width, c] : space.classes) {
+      const int64_t first_start = r.begin - c.longest;  // a range starting earlier ends before r
+      for (auto it = c.ranges.lower_bound({first_start, std::numeric_limits<int64_t>::min()});
+           it != c.ranges.end() && it->first.first < r.end; ++it)
+        if (r.begin < it->first.second) visit(it->second);
+    }
   }
   static void collect(const Access& a, std::vector<int>& deps) {
     if (a.writer >= 0) deps.push_back(a.writer);
