@@ -23,8 +23,15 @@ std::string checkRotation(const KernelArgs& args, const std::string& op) {
 }  // namespace
 
 std::string rope_check(const KernelArgs& args) {
+  if (args.ints.size() != 2 && args.ints.size() != 3)
+    return "rope takes 2 or 3 int attributes (head_dim, inverse, position offset), got " +
+           std::to_string(args.ints.size());
   MT_CHECK(checkRotation(args, "rope"));
   if (args.ints[1] != 0 && args.ints[1] != 1) return "rope inverse flag must be 0 or 1";
+  // Positions stay exact in the float angle's int32 range, as the compiler's verifier says.
+  const int64_t offset = ropePositionOffset(args);
+  if (offset < 0 || offset > INT32_MAX - args.in[0].dim(1))
+    return "rope position offset " + std::to_string(offset) + " must lie in [0, 2^31 - 1 - T]";
   return "";
 }
 
@@ -63,8 +70,9 @@ void rotate(const Tensor& x, const Tensor& out, int64_t head_dim, float theta, f
 }  // namespace
 
 void rope_cpu(const KernelArgs& args) {
+  const int64_t offset = ropePositionOffset(args);
   rotate(args.in[0], args.out[0], args.ints[0], args.floats[0], args.ints[1] ? -1.0f : 1.0f,
-         [](int64_t, int64_t t) { return t; });
+         [offset](int64_t, int64_t t) { return offset + t; });
 }
 
 std::string rope_at_check(const KernelArgs& args) {

@@ -10,14 +10,15 @@ using cuda::fromFloat;
 using cuda::toFloat;
 
 // One thread per rotated pair (b, t, head, i < D/2); token (b, t) sits at positions[b * seq + t]
-// (mt.rope_at) or at t (positions null: mt.rope).
+// (mt.rope_at) or at offset + t (positions null: mt.rope).
 template <typename T>
 __global__ void ropeKernel(const T* __restrict__ x, const int32_t* __restrict__ positions, T* __restrict__ y,
-                           int64_t pairs, int64_t seq, int64_t heads, int64_t head_dim, float theta, float sign) {
+                           int64_t pairs, int64_t seq, int64_t heads, int64_t head_dim, float theta, float sign,
+                           int64_t offset) {
   const int64_t half = head_dim / 2;
   MT_GRID_STRIDE(p, pairs) {
     const int64_t i = p % half, token = p / (half * heads), h = (p / half) % heads;
-    const int64_t t = positions ? int64_t{positions[token]} : token % seq;
+    const int64_t t = positions ? int64_t{positions[token]} : offset + token % seq;
     const float inv_freq = 1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
     const float angle = static_cast<float>(t) * inv_freq;
     const float c = cosf(angle), s = sign * sinf(angle);
@@ -29,13 +30,13 @@ __global__ void ropeKernel(const T* __restrict__ x, const int32_t* __restrict__ 
 }
 
 void launchRope(const Tensor& x, const int32_t* positions, const Tensor& y, int64_t head_dim, float theta,
-                float sign, cudaStream_t stream) {
+                float sign, int64_t offset, cudaStream_t stream) {
   const int64_t heads = x.dim(2) / head_dim, pairs = x.numel() / 2;
   if (pairs == 0) return;
   cuda::withFloat(x.dtype, [&](auto t) {
     using T = decltype(t);
     ropeKernel<<<cuda::blocksFor(pairs), cuda::kThreads, 0, stream>>>(
-        cuda::data<const T>(x), positions, cuda::data<T>(y), pairs, x.dim(1), heads, head_dim, theta, sign);
+        cuda::data<const T>(x), positions, cuda::data<T>(y), pairs, x.dim(1), heads, head_dim, theta, sign, offset);
   });
   MT_CUDA_CHECK_LAUNCH();
 }
@@ -44,11 +45,11 @@ void launchRope(const Tensor& x, const int32_t* positions, const Tensor& y, int6
 
 void rope_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   launchRope(args.in[0], nullptr, args.out[0], args.ints[0], args.floats[0], args.ints[1] ? -1.0f : 1.0f,
-             launch.stream);
+             ropePositionOffset(args), launch.stream);
 }
 
 void rope_at_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  launchRope(args.in[0], args.in[1].i32(), args.out[0], args.ints[0], args.floats[0], 1.0f, launch.stream);
+  launchRope(args.in[0], args.in[1].i32(), args.out[0], args.ints[0], args.floats[0], 1.0f, 0, launch.stream);
 }
 
 }  // namespace mt

@@ -205,6 +205,8 @@ TEST_F(CudaTwinTest, Rope) {
   const auto x = randomF32({2, 37, 4 * 24});
   for (int64_t inverse : {0, 1})
     expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, inverse}, {10000.0f});
+  // A token tile inside its sequence (mt-tile-tokens): positions from the offset on.
+  expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, 1, 4096}, {10000.0f});
 }
 
 TEST_F(CudaTwinTest, AttentionForwardAndBackward) {

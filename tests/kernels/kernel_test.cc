@@ -8,6 +8,7 @@
 
 #include "kernels/adamw/adamw.h"
 #include "kernels/elementwise/elementwise.h"
+#include "kernels/rope/rope.h"
 
 namespace mt::test {
 namespace {
@@ -399,6 +400,31 @@ TEST_F(KernelTest, RopeAtTurnsAsRopeAtTheSamePosition) {
   const auto got = runKernel(KernelId::RopeAt, {HostTensor::f32({b, n, width}, part), HostTensor::i32({b, n}, positions)},
                              {HostTensor::f32({b, n, width})}, {d}, {theta})[0].floats;
   EXPECT_EQ(got, want) << "rope_at differs from rope at the same positions";
+}
+
+// mt.rope with a position offset p turns a token tile as the whole sequence's rope turns its rows
+// [p, p + n) (mt-tile-tokens' tiles inside a sequence), forward and inverse, bit for bit.
+TEST_F(KernelTest, RopeWithOffsetTurnsATileAsTheWholeSequence) {
+  const int64_t t = 12, n = 4, d = 8, width = 2 * d, offset = 8;
+  const float theta = 10000.0f;
+  auto x = HostTensor::f32({1, t, width}, randomFloats(t * width, rng));
+  for (int64_t inverse : {0, 1}) {
+    const auto whole = runKernel(KernelId::Rope, {x}, {HostTensor::f32({1, t, width})}, {d, inverse}, {theta})[0].floats;
+    const std::vector<float> tile(x.floats.begin() + offset * width, x.floats.begin() + (offset + n) * width);
+    const auto got = runKernel(KernelId::Rope, {HostTensor::f32({1, n, width}, tile)}, {HostTensor::f32({1, n, width})},
+                               {d, inverse, offset}, {theta})[0].floats;
+    EXPECT_EQ(got, std::vector<float>(whole.begin() + offset * width, whole.begin() + (offset + n) * width))
+        << "rope at offset " << offset << (inverse ? " (inverse)" : "") << " differs from the whole sequence's rows";
+  }
+  // A negative offset, or one that pushes a position past int32, is refused by the kernel's check.
+  for (int64_t bad : {int64_t{-1}, int64_t{INT32_MAX}}) {
+    KernelArgs args;
+    args.in.push_back(Tensor{nullptr, {1, n, width}, DType::F32});
+    args.out.push_back(Tensor{nullptr, {1, n, width}, DType::F32});
+    args.ints = {d, 0, bad};
+    args.floats = {theta};
+    EXPECT_NE(rope_check(args).find("position offset"), std::string::npos) << "offset " << bad;
+  }
 }
 
 // mt.cached_attention gives the rows of causal attention: new tokens p0 .. p0 + n - 1 over cache
