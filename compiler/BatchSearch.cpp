@@ -55,6 +55,8 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
   stage.max_keep = hints.max_keep;
   stage.offload_first = hints.offload_first;
   stage.explain_failure = false;
+  // Token tiles are for what no batch fits untiled (long contexts at batch 1), not searched here.
+  if (stage.token_tiles == 0) stage.token_tiles = 1;
   const StageResult stages = runStages(*trial, stage);
   BatchTrial result;
   result.smallest_arena = stages.smallest_arena;
@@ -208,6 +210,7 @@ StageOptions stageOptions(const CompileOptions& o, UpdateKind update, const std:
   stage.update = update;
   stage.tune_recompute = tune_recompute;
   stage.vocab_chunks = o.vocab_chunks;
+  stage.token_tiles = o.token_tiles;
   stage.offload = o.offload;
   stage.embedding = o.embedding;
   stage.stream_dtype = o.stream_dtype;

@@ -1,6 +1,6 @@
 // The plan emitter. Every op of the scheduled function becomes one instruction on the stream
-// of its kind (compute / h2d / d2h / host), with its cost; a reshape becomes a second buffer
-// over the same bytes. Its parts: the host tensors (compiler/EmitHostTensors.cpp), the hazards
+// of its kind (compute / h2d / d2h / host), with its cost; a view (a reshape, token tiles and
+// their whole) becomes a buffer over the bytes the memory plan gave it, with no instruction. Its parts: the host tensors (compiler/EmitHostTensors.cpp), the hazards
 // between instructions over byte ranges of the arena and of each host allocation
 // (compiler/EmitHazards.h), the lowering of each op here, and the streams with their events and
 // predicted timeline (compiler/EmitStreams.cpp).
@@ -92,7 +92,7 @@ LogicalResult Emitter::addInstruction(Operation* op) {
     for (auto [i, r] : llvm::enumerate(op->getResults()))
       addBuffer(r, offsets[i], op->getNumResults() == 1 ? base : base + "#" + std::to_string(i));
   }
-  if (isa<ReshapeOp>(op)) return success();  // a view: no instruction
+  if (isa<ReshapeOp, TokenSplitOp, TokenConcatOp>(op)) return success();  // views: no instruction
 
   const int index = static_cast<int>(instrs_.size());
   Instr instr;

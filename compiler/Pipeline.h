@@ -34,9 +34,9 @@ const char* scheduleName(Schedule schedule);
 const char* updateName(UpdateKind update);
 
 // The stages --emit can stop after, in pipeline order.
-inline constexpr const char* kStages[] = {"input",          "fuse",        "attach-loss", "autodiff",
-                                          "partition",      "host-embedding", "split-vocab", "recompute",
-                                          "schedule",       "memory"};
+inline constexpr const char* kStages[] = {"input",     "fuse",           "attach-loss", "tile-tokens",
+                                          "autodiff",  "partition",      "host-embedding", "split-vocab",
+                                          "recompute", "schedule",       "memory"};
 
 struct CompileOptions {
   std::string model;            // a preset name or a .mlir file
@@ -55,6 +55,7 @@ struct CompileOptions {
   std::optional<Schedule> schedule;  // unset: the first that fits the budget
   std::optional<UpdateKind> update;  // unset: by host_mem
   int64_t vocab_chunks = 0;       // the LM head in this many vocabulary chunks; 0: only if the budget needs it
+  int64_t token_tiles = 0;        // each layer block's token-wise work in this many tiles; 0: only if the budget needs it
   Offload offload = Offload::kAuto;
   EmbeddingPlace embedding = EmbeddingPlace::kAuto;
   StreamDtype stream_dtype = StreamDtype::kF32;

@@ -2,6 +2,7 @@
 
 #include "compiler/Pipeline.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,6 +26,7 @@ struct Knobs {
   bool tied_head = false;    // the tokens' embedding table is the LM head's weight
   bool bf16_staging = false;  // the weights cross the link as bf16 staging copies
   bool bf16_compute = false;  // a bf16 plan (mt-mixed-precision)
+  int64_t token_tiles = 1;    // each layer block's token-wise work in tiles (mt-tile-tokens)
 
   bool hostEmbedding() const {
     return embedding == EmbeddingPlace::kHost ||
@@ -48,6 +50,11 @@ bool tiedHead(func::FuncOp func) {
 void addStagePasses(mlir::PassManager& pm, const std::string& stage, const Knobs& knobs) {
   if (stage == "fuse") pm.addPass(createFusePass());
   if (stage == "attach-loss") pm.addPass(createAttachLossPass());
+  if (stage == "tile-tokens" && knobs.token_tiles > 1) {
+    TileTokensPassOptions options;
+    options.tiles = knobs.token_tiles;
+    pm.addPass(createTileTokensPass(options));
+  }
   if (stage == "autodiff") pm.addPass(createAutodiffPass());
   if (stage == "partition") pm.addPass(createPartitionPass());
   if (stage == "host-embedding" && knobs.hostEmbedding()) pm.addPass(createHostEmbeddingPass());
@@ -245,7 +252,9 @@ void explainNoFit(const Trials& t, Knobs frugal, int64_t arena, Schedule schedul
       << formatBytes(arena) << " of device memory even with the " << scheduleName(schedule)
       << " schedule (weights streamed per block, activations recomputed"
       << (frugal.vocab_chunks > 1 ? fmt::format(", the vocabulary in {} chunks", frugal.vocab_chunks) : "")
-      << (frugal.offload ? ", kept activations offloaded to the host" : "") << "); the budget is "
+      << (frugal.offload ? ", kept activations offloaded to the host" : "")
+      << (frugal.token_tiles > 1 ? fmt::format(", each layer block in {} token tiles", frugal.token_tiles) : "")
+      << "); the budget is "
       << formatBytes(t.options.device_mem) << ": raise --device-mem to at least " << arena
       << " bytes or make the batch or sequence smaller";
   for (const std::string& note : notes) diag.attachNote() << note;
@@ -313,6 +322,14 @@ int64_t tuneRecompute(const Trials& t, const Knobs& chosen) {
   const int64_t blocks = templates ? templates.size() : 0;
   const int64_t max_keep = t.options.max_keep;
   int64_t fits = 0, fails = (max_keep >= 0 ? std::min(max_keep, blocks) : blocks) + 1;
+  // Token-tiled blocks (long contexts) seldom have room to keep one block's activations: one
+  // trial says so, instead of a bisection's worth of larger ones.
+  if (getModelFunction(t.module)->hasAttr(kTokenTilesAttr) && fails > 1) {
+    Knobs one = chosen;
+    one.keep = 1;
+    if (!keepFits(t.module, t.first, one, t.options)) return 0;
+    fits = 1;
+  }
   while (fails - fits > 1) {
     Knobs keeping = chosen;
     keeping.keep = (fits + fails) / 2;
@@ -321,30 +338,19 @@ int64_t tuneRecompute(const Trials& t, const Knobs& chosen) {
   return fits;
 }
 
-}  // namespace
-
-StageResult runStages(ModuleOp module, const StageOptions& options) {
+// The stages from tile-tokens on, the token-wise work in `tiles` tiles: the schedule, the
+// vocabulary split and the offload chosen by trial compiles for the budget, then what the budget
+// has room for (pinned shared weights, blocks that keep their activations).
+StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t tiles) {
   StageResult result;
   result.schedule = options.schedule.value_or(Schedule::kResident);
-  if (options.last == "input") return result;
-  func::FuncOp func = getModelFunction(module);
-  if (func && isForwardOnly(func)) {
-    runForwardOnly(module, options, result);
-    return result;
-  }
-  // The stages up to partition, whatever the schedule.
+  result.token_tiles = std::max<int64_t>(tiles, 1);
   const size_t partition = stageIndex("partition");
   const bool stops_early = !options.last.empty() && stageIndex(options.last) <= partition;
-  const bool on_arrival = options.update == UpdateKind::kOnArrival;
-  if (on_arrival && options.schedule == Schedule::kResident) {
-    if (func) func.emitError("the on-arrival update needs a streamed schedule (the resident one copies every "
-                             "gradient out at the end of the step): use --schedule streamed or streamed-recompute");
-    result.failed = "schedule";
-    return result;
-  }
-  if (on_arrival && !options.schedule) result.schedule = Schedule::kStreamed;
-  if (!runFrom(module, 1, stops_early ? options.last : "partition", {result.schedule, 0, options.update},
-               result.failed) ||
+  if (options.update == UpdateKind::kOnArrival && !options.schedule) result.schedule = Schedule::kStreamed;
+  Knobs early{result.schedule, 0, options.update};
+  early.token_tiles = result.token_tiles;
+  if (!runFrom(module, stageIndex("tile-tokens"), stops_early ? options.last : "partition", early, result.failed) ||
       stops_early)
     return result;
   int64_t batch = 0, seq = 0, vocab = 0;
@@ -367,6 +373,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   defaults.tied_head = tiedHead(getModelFunction(module));
   defaults.bf16_compute = options.precision == ComputePrecision::kBf16;
   defaults.bf16_staging = options.stream_dtype == StreamDtype::kBf16 || defaults.bf16_compute;
+  defaults.token_tiles = result.token_tiles;  // applied before partition; named in the errors
   if (!options.schedule && options.device_mem > 0) chooseSchedule(trials, result);
   else if (result.schedule != Schedule::kResident && options.device_mem > 0) fitChosenSchedule(trials, result);
   if (!result.failed.empty()) return result;
@@ -395,8 +402,110 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   if (result.schedule == Schedule::kStreamedRecompute && options.device_mem > 0 && options.tune_recompute)
     result.recompute_keep = chosen.keep = tuneRecompute(trials, chosen);
   chosen.budget = options.device_mem;
-  runFrom(module, partition + 1, options.last, chosen, result.failed);
+  if (!runFrom(module, partition + 1, options.last, chosen, result.failed) && result.failed == "memory")
+    if (auto arena = getModelFunction(module)->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr))
+      result.smallest_arena = arena.getInt();
   return result;
+}
+
+// The module's contents replaced by `source`'s (moved).
+void replaceModule(ModuleOp module, ModuleOp source) {
+  module.getBody()->clear();
+  module.getBody()->getOperations().splice(module.getBody()->end(), source.getBody()->getOperations());
+}
+
+// The tile counts mt-tile-tokens takes for (batch, seq), increasing, each at least twice the one
+// before: tiles of a multiple of 32 tokens, inside one sequence or whole sequences.
+std::vector<int64_t> tileCounts(int64_t batch, int64_t seq) {
+  std::vector<int64_t> counts;
+  const int64_t rows = batch * seq;
+  for (int64_t n = 2; n <= rows / 32; ++n) {
+    const int64_t tile = rows % n == 0 ? rows / n : 0;
+    if (tile > 0 && tile % 32 == 0 && (seq % tile == 0 || tile % seq == 0) && (counts.empty() || n >= 2 * counts.back()))
+      counts.push_back(n);
+  }
+  return counts;
+}
+
+// --token-tiles auto under a budget: untiled when that fits; else the fewest tiles (doubling)
+// whose plan fits, searched while more tiles still shrink the smallest arena; else the error of
+// the most frugal one tried. `module` has its loss attached.
+StageResult searchTokenTiles(ModuleOp module, const StageOptions& options) {
+  OwningOpRef<ModuleOp> untiled = module.clone();
+  // Untiled as asked (kept if it fits); the tile counts only to see whether they fit. Tiles save
+  // memory only where they are recomputed, so their trials start at streamed-recompute, and try
+  // the offload before the vocabulary split alone (what long contexts need); the final compile
+  // searches as asked.
+  StageOptions quiet = options, trial = options, tiled = options;
+  quiet.explain_failure = trial.explain_failure = false;
+  trial.tune_recompute = false;
+  trial.offload_first = true;
+  const size_t recomputing = static_cast<size_t>(
+      std::find(std::begin(kSchedules), std::end(kSchedules), Schedule::kStreamedRecompute) - std::begin(kSchedules));
+  trial.first_schedule = tiled.first_schedule = std::max(options.first_schedule, recomputing);
+  auto attempt = [&](ModuleOp m, int64_t tiles) {
+    ScopedDiagnosticHandler silent(m.getContext(), [](Diagnostic&) { return success(); });
+    return compileTiled(m, tiles == 1 ? quiet : trial, tiles);
+  };
+  StageResult result = attempt(module, 1);
+  if (result.failed != "memory") {
+    if (result.failed.empty()) return result;
+    replaceModule(module, *untiled);  // another failure: once more, saying why
+    return compileTiled(module, options, 1);
+  }
+  int64_t batch = 0, seq = 0, vocab = 0;
+  modelShape(*untiled, batch, seq, vocab);
+  int64_t frugal = 1, frugal_arena = result.smallest_arena;
+  for (int64_t tiles : tileCounts(batch, seq)) {
+    OwningOpRef<ModuleOp> trial = untiled->clone();
+    const StageResult tried = attempt(*trial, tiles);
+    if (tried.failed.empty()) {
+      frugal = tiles;
+      break;
+    }
+    if (tried.failed != "memory" || tried.smallest_arena < 0 ||
+        (frugal_arena >= 0 && tried.smallest_arena >= frugal_arena))
+      break;
+    frugal = tiles, frugal_arena = tried.smallest_arena;
+  }
+  // The fitting tile count compiled as asked (or the most frugal one, failing with its reasons).
+  replaceModule(module, *untiled);
+  return compileTiled(module, frugal > 1 ? tiled : options, frugal);
+}
+
+}  // namespace
+
+StageResult runStages(ModuleOp module, const StageOptions& options) {
+  StageResult result;
+  result.schedule = options.schedule.value_or(Schedule::kResident);
+  if (options.last == "input") return result;
+  func::FuncOp func = getModelFunction(module);
+  if (func && isForwardOnly(func)) {
+    runForwardOnly(module, options, result);
+    return result;
+  }
+  if (options.update == UpdateKind::kOnArrival && options.schedule == Schedule::kResident) {
+    if (func) func.emitError("the on-arrival update needs a streamed schedule (the resident one copies every "
+                             "gradient out at the end of the step): use --schedule streamed or streamed-recompute");
+    result.failed = "schedule";
+    return result;
+  }
+  if (options.token_tiles < 0) {
+    if (func) func.emitError("--token-tiles must be 0 (as the budget needs), 1 (never) or a tile count, not ")
+                  << options.token_tiles;
+    result.failed = "tile-tokens";
+    return result;
+  }
+  // fuse and attach-loss, whatever the tiles.
+  const size_t tiling = stageIndex("tile-tokens");
+  const bool stops_early = !options.last.empty() && stageIndex(options.last) < tiling;
+  if (!runFrom(module, 1, stops_early ? options.last : "attach-loss", {result.schedule, 0, options.update},
+               result.failed) ||
+      stops_early)
+    return result;
+  // Tiles where asked, or searched where the budget may need them (a plan compiled to the end).
+  const bool search = options.token_tiles == 0 && options.device_mem > 0 && options.last.empty();
+  return search ? searchTokenTiles(module, options) : compileTiled(module, options, std::max<int64_t>(options.token_tiles, 1));
 }
 
 const char* scheduleName(Schedule schedule) {

@@ -39,6 +39,9 @@ struct StageOptions {
   // The LM head and its loss over this many vocabulary chunks (mt-split-vocab); 0: as few as
   // the budget needs (none when the whole head fits), 1: never split.
   int64_t vocab_chunks = 0;
+  // Each layer block's token-wise work in this many tiles along the tokens (mt-tile-tokens); 0:
+  // as few as the budget needs (none when an untiled plan fits), 1: never tiled.
+  int64_t token_tiles = 0;
   // The activations the backward reads kept on the host in between (mt-offload-activations).
   Offload offload = Offload::kAuto;
   // The lookup of the tokens in their embedding table and its gradient's scatter (on the host:
@@ -58,12 +61,14 @@ struct StageResult {
   int64_t recompute_keep = 0;  // streamed-recompute: the last blocks not recomputed
   bool pin_shared = false;     // streamed: weights shared across blocks stay on the device
   int64_t vocab_chunks = 1;    // the LM head's vocabulary chunks (1: not split)
+  int64_t token_tiles = 1;     // each layer block's token tiles (1: not tiled)
   bool offload = false;        // the kept activations offloaded to the host
   bool host_embedding = false;  // the token embedding looked up on the host
   int64_t smallest_arena = -1;  // failed "memory": the least device memory any plan tried needs
 };
 
-// Runs the stages after "input" on `module`: fuse, attach-loss, autodiff, partition,
+// Runs the stages after "input" on `module`: fuse, attach-loss, tile-tokens (when the token-wise
+// work is tiled: asked for, or the only way to fit the budget), autodiff, partition,
 // host-embedding (when the token embedding runs on the host), split-vocab (when the vocabulary
 // is split), recompute (when the schedule recomputes),
 // schedule (with the activation offload when chosen), memory. A forward-only function (named

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "llvm/ADT/SmallPtrSet.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "passes/Passes.h"
 #include "runtime/plan/plan_queries.h"
@@ -31,6 +32,42 @@ void printPrecision(const CompileReport& r, const PlanStats& stats) {
                 "ties away from zero; widened on the device): half the bytes, and the forward and backward see "
                 "bf16-rounded weights; master, moments and gradients stay fp32, the master held exactly as its bf16 "
                 "copy + a 16-bit residual, no host bytes added (--stream-dtype bf16)\n");
+}
+
+// The token tiles of the layer blocks (mt-tile-tokens) and what they cost: each weight a tile
+// reads gets its gradient as the sum of the tiles' products, (tiles - 1) adds of its size.
+void printTokenTiles(const CompileReport& r, ModuleOp module, const StageResult& stages, const EmitOptions& emit) {
+  if (stages.token_tiles <= 1) return;
+  // The weights the tiles read: copied in from a parameter or its bf16 staging copy.
+  llvm::SmallPtrSet<void*, 32> weights;
+  int64_t summed = 0;  // their elements
+  module.walk([&](Operation* op) {
+    if (!tileOf(op)) return;
+    for (Value v : op->getOperands()) {
+      if (auto widen = v.getDefiningOp<WidenOp>()) v = widen.getInput();
+      auto copy = v.getDefiningOp<H2DOp>();
+      auto arg = copy ? dyn_cast<BlockArgument>(copy.getInput()) : nullptr;
+      if (arg && weights.insert(arg.getAsOpaquePointer()).second &&
+          (getModelFunction(module).getArgAttr(arg.getArgNumber(), kParamAttr) ||
+           getModelFunction(module).getArgAttr(arg.getArgNumber(), kStagingAttr)))
+        summed += cast<RankedTensorType>(arg.getType()).getNumElements();
+    }
+  });
+  const int64_t tokens = emit.batch * emit.seq / stages.token_tiles;
+  const double add_bytes = 12.0 * summed * (stages.token_tiles - 1);  // two f32 reads, one write
+  const bool recomputed = stages.schedule == Schedule::kStreamedRecompute;
+  std::printf("  token tiles    each layer block's token-wise work (norms, projections, rope, the MLP) in %lld tiles "
+              "of %lld tokens (%s), %s; attention still reads the whole sequence. Costs: the weights' gradients "
+              "summed over the tiles (%s of adds per step, %s at the memory bandwidth)%s; the same weights cross "
+              "the link\n",
+              (long long)stages.token_tiles, (long long)tokens,
+              r.options.token_tiles > 0 ? "--token-tiles" : "the fewest that fit --device-mem",
+              recomputed ? "each tile's activations recomputed just before its backward"
+                         : "every tile's activations kept for the backward (tiles save memory when recomputed: "
+                           "--schedule streamed-recompute)",
+              formatBytes(static_cast<int64_t>(add_bytes), /*exact=*/false).c_str(),
+              millis(add_bytes / emit.hardware.memory_bps * 1e6).c_str(),
+              recomputed ? ", the norms before attention recomputed once more per tile" : "");
 }
 
 // The model's dropouts (ONNX Dropout in training mode): the one random step of training.
@@ -234,6 +271,7 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
                 (long long)((emit.vocab + stages.vocab_chunks - 1) / stages.vocab_chunks),
                 r.options.vocab_chunks > 0 ? "--vocab-chunks" : "the fewest that fit --device-mem");
   }
+  printTokenTiles(r, module, stages, emit);
   printPrecision(r, stats);
   printDropout(module);
   printUnfusedAttention(module);

@@ -85,6 +85,16 @@ class Retyper {
     }
     if (auto view = dyn_cast<ReshapeOp>(op))
       return view.getResult().setType(withElement(view.getResult(), elementOf(view.getInput())));
+    if (auto split = dyn_cast<TokenSplitOp>(op)) {
+      for (Value tile : split.getTiles()) tile.setType(withElement(tile, elementOf(split.getInput())));
+      return;
+    }
+    if (auto concat = dyn_cast<TokenConcatOp>(op)) {
+      // The tiles of one value share a type; the first's decides where a tile's differs.
+      const Type element = elementOf(concat.getTiles().front());
+      for (unsigned i = 1; i < op->getNumOperands(); ++i) convertOperand(op, i, element);
+      return concat.getResult().setType(withElement(concat.getResult(), element));
+    }
     const KernelInfo* kernel = kernelOf(op);
     if (!kernel) return;  // host tasks, the return
     const KernelPrecision& precision = kernel->precision;

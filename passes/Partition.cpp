@@ -13,38 +13,6 @@ namespace mt {
 
 namespace {
 
-// "blocks.12" / "layers.12" anywhere in a module path -> 12.
-std::optional<int64_t> blockIndexIn(StringRef path) {
-  for (StringRef key : {"blocks.", "layers."}) {
-    size_t at = path.find(key);
-    while (at != StringRef::npos) {
-      const bool starts = at == 0 || path[at - 1] == '/' || path[at - 1] == '.';
-      StringRef digits = path.drop_front(at + key.size()).take_while([](char c) { return isdigit(c); });
-      int64_t index;
-      if (starts && !digits.empty() && !digits.getAsInteger(10, index)) return index;
-      at = path.find(key, at + 1);
-    }
-  }
-  return std::nullopt;
-}
-
-// The module path of an op: the name of the first NameLoc in its location.
-std::string pathOf(Operation* op) {
-  std::string path;
-  op->getLoc()->walk([&](Location loc) {
-    if (auto name = dyn_cast<NameLoc>(loc)) {
-      path = name.getName().str();
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
-  });
-  if (path.empty()) {  // no module path: each distinct location is its own part
-    llvm::raw_string_ostream os(path);
-    op->getLoc().print(os);
-  }
-  return path;
-}
-
 struct PartitionPass : impl::PartitionPassBase<PartitionPass> {
   void runOnOperation() override {
     func::FuncOp func = getModelFunction(getOperation());
@@ -56,8 +24,8 @@ struct PartitionPass : impl::PartitionPassBase<PartitionPass> {
     std::map<std::string, bool> before_blocks;  // path without an index -> is prologue
     std::vector<std::pair<Operation*, std::optional<int64_t>>> found;
     for (Operation& op : body.without_terminator()) {
-      const std::string path = pathOf(&op);
-      std::optional<int64_t> index = blockIndexIn(path);
+      const std::string path = modulePath(&op);
+      std::optional<int64_t> index = layerBlockInPath(&op);
       if (index) {
         last_block = std::max(last_block, *index);
       } else {
@@ -67,8 +35,9 @@ struct PartitionPass : impl::PartitionPassBase<PartitionPass> {
     }
     Builder b(&getContext());
     for (auto& [op, index] : found) {
-      const int64_t block = index ? *index : (before_blocks[pathOf(op)] ? -1 : last_block + 1);
+      const int64_t block = index ? *index : (before_blocks[modulePath(op)] ? -1 : last_block + 1);
       op->setAttr(kBlockAttr, b.getI64IntegerAttr(block));
+      if (std::optional<int64_t> tile = tileInLocation(op->getLoc())) op->setAttr(kTileAttr, b.getI64IntegerAttr(*tile));
     }
     // Structural hash of each block's forward ops: names, result types, inherent attributes.
     std::map<int64_t, llvm::hash_code> hashes;

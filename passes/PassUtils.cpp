@@ -33,6 +33,60 @@ std::string formatBytes(int64_t bytes, bool exact) {
   return exact ? exactText + " (" + readable + ")" : readable;
 }
 
+namespace {
+// "blocks.12" / "layers.12" anywhere in a module path -> 12.
+std::optional<int64_t> blockIndexIn(StringRef path) {
+  for (StringRef key : {"blocks.", "layers."}) {
+    size_t at = path.find(key);
+    while (at != StringRef::npos) {
+      const bool starts = at == 0 || path[at - 1] == '/' || path[at - 1] == '.';
+      StringRef digits = path.drop_front(at + key.size()).take_while([](char c) { return isdigit(c); });
+      int64_t index;
+      if (starts && !digits.empty() && !digits.getAsInteger(10, index)) return index;
+      at = path.find(key, at + 1);
+    }
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::string modulePath(Operation* op) {
+  std::string path;
+  op->getLoc()->walk([&](Location loc) {
+    if (auto name = dyn_cast<NameLoc>(loc)) {
+      path = name.getName().str();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (path.empty()) {  // no module path: each distinct location is its own part
+    llvm::raw_string_ostream os(path);
+    op->getLoc().print(os);
+  }
+  return path;
+}
+
+std::optional<int64_t> layerBlockInPath(Operation* op) { return blockIndexIn(modulePath(op)); }
+
+Location withTile(Location loc, int64_t tile) {
+  Builder b(loc->getContext());
+  return FusedLoc::get(b.getContext(), {loc}, b.getDictionaryAttr(b.getNamedAttr(kTileAttr, b.getI64IntegerAttr(tile))));
+}
+
+std::optional<int64_t> tileInLocation(Location loc) {
+  auto fused = dyn_cast<FusedLoc>(loc);
+  auto metadata = fused ? dyn_cast_or_null<DictionaryAttr>(fused.getMetadata()) : nullptr;
+  auto tile = metadata ? metadata.getAs<IntegerAttr>(kTileAttr) : nullptr;
+  if (!tile) return std::nullopt;
+  return tile.getInt();
+}
+
+std::optional<int64_t> tileOf(Operation* op) {
+  auto tile = op->getAttrOfType<IntegerAttr>(kTileAttr);
+  if (!tile) return std::nullopt;
+  return tile.getInt();
+}
+
 std::optional<int64_t> blockOf(Operation* op) {
   auto block = op->getAttrOfType<IntegerAttr>(kBlockAttr);
   if (!block) return std::nullopt;

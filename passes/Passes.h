@@ -48,6 +48,8 @@ inline constexpr char kBlockAttr[] = "mt.block";         // op: layer block inde
 inline constexpr char kTemplatesAttr[] = "mt.block_templates";  // func: block -> template block
 inline constexpr char kBackwardAttr[] = "mt.backward";   // op: made by autodiff
 inline constexpr char kRecomputeAttr[] = "mt.recompute"; // op: a forward op cloned for backward
+inline constexpr char kTileAttr[] = "mt.tile";           // op: its token tile (mt-tile-tokens), from its location
+inline constexpr char kTokenTilesAttr[] = "mt.token_tiles";  // func: the token tiles per layer block
 
 
 // The module's model function: the only func.func. Emits an error and returns null otherwise.
@@ -55,6 +57,22 @@ mlir::func::FuncOp getModelFunction(mlir::ModuleOp module);
 
 // The layer block of an op (mt.block), or std::nullopt before mt-partition ran.
 std::optional<int64_t> blockOf(mlir::Operation* op);
+
+// The layer block named in an op's module path ("blocks.3", "layers.3" in the first name of its
+// location), or std::nullopt: what mt-partition numbers blocks by.
+std::optional<int64_t> layerBlockInPath(mlir::Operation* op);
+
+// The module path of an op: the first name in its location (or the whole location printed).
+std::string modulePath(mlir::Operation* op);
+
+// `loc` marked as token tile `tile` (mt-tile-tokens): the ops a gradient rule builds from an op
+// share its location, so the backward of a tile carries its tile too (mt-partition reads it into
+// mt.tile).
+mlir::Location withTile(mlir::Location loc, int64_t tile);
+std::optional<int64_t> tileInLocation(mlir::Location loc);
+
+// The token tile of an op (mt.tile), or std::nullopt for an op of the whole block.
+std::optional<int64_t> tileOf(mlir::Operation* op);
 
 // The region of each op of `body`, numbered in program order: maximal runs of consecutive ops
 // of one layer block (a block's forward is one region, its recompute + backward another).

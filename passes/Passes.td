@@ -33,6 +33,46 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
   let dependentDialects = ["::mt::MtDialect"];
 }
 
+def TileTokensPass : Pass<"mt-tile-tokens", "mlir::ModuleOp"> {
+  let summary = "Run each layer block's token-wise work in tiles along the tokens";
+  let description = [{
+    For long contexts, where one block's activations outgrow the device: in every layer block
+    (a module path with `blocks.N` / `layers.N`), each run of consecutive token-wise ops — norms,
+    products with a weight, rope, residual adds and the MLP's activations: ops that compute
+    each token from that token alone — is cloned once per tile of consecutive tokens, the
+    clones marked with their tile in their location (mt-partition reads it into `mt.tile`).
+    A tile reads its part of a whole token tensor through `mt.token_split` (views), and what
+    anything else reads — attention, which needs every token; the next block; the head — is
+    the whole again through `mt.token_concat`, whose tiles mt-plan-memory places in the whole's
+    bytes. A rope tile turns by its tokens' positions (`position_offset`). Each weight's
+    gradient becomes the sum of its tiles' products; mt-recompute then recomputes each tile's
+    activations just before that tile's backward, so a block's backward holds one tile of the
+    MLP at a time (attention's inputs and output stay whole).
+
+    ```mlir
+    // before (layers.0)
+    %h = mt.matmul %x, %w {transpose_b = true} : tensor<1x64x32xf32>, tensor<96x32xf32>
+    %g = mt.gelu %h : tensor<1x64x96xf32>
+    // after, tiles = 2
+    %x0, %x1 = mt.token_split %x : tensor<1x64x32xf32> -> tensor<1x32x32xf32>, tensor<1x32x32xf32>
+    %h0 = mt.matmul %x0, %w {transpose_b = true} : ...  loc(fused<{mt.tile = 0}>["layers.0"])
+    %g0 = mt.gelu %h0 : tensor<1x32x96xf32>
+    %h1 = mt.matmul %x1, %w {transpose_b = true} : ...  loc(fused<{mt.tile = 1}>["layers.0"])
+    %g1 = mt.gelu %h1 : tensor<1x32x96xf32>
+    %g = mt.token_concat %g0, %g1 : ... -> tensor<1x64x96xf32>   // where the whole is read
+    ```
+
+    A tile holds R = batch * seq / tiles tokens, a multiple of 32, inside one sequence or whole
+    sequences; another count is an error listing the counts that work. Needs the forward
+    function with a (batch, seq) tokens input (before mt-autodiff); `tiles` <= 1 leaves it alone.
+    The function gets `mt.token_tiles`.
+  }];
+  let options = [
+    Option<"tiles", "tiles", "int64_t", /*default=*/"0", "Token tiles per layer block (0 or 1: no tiling)">,
+  ];
+  let dependentDialects = ["::mt::MtDialect"];
+}
+
 def AutodiffPass : Pass<"mt-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of the loss with respect to every parameter";
   let description = [{

@@ -1,11 +1,14 @@
 // mt-plan-memory: static offsets of every device value in one arena. Values are placed in
 // program order, first fit, and their bytes return to the free list after their last use;
 // results are placed before the op's dying operands are freed, so no op writes over its own
-// inputs. A reshape is a view: it shares its input's bytes and extends its lifetime.
+// inputs. Views share another value's bytes and extend its lifetime: a reshape its input's, a
+// token tile (mt.token_split) its part of the whole, and each tile of an mt.token_concat is
+// made in place in the whole's bytes (which are taken when the first tile is made).
 #include <map>
 #include <vector>
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
@@ -63,6 +66,65 @@ bool isPersistentSource(func::FuncOp func, Value v) {
   return func.getArgAttr(i, kParamAttr) || func.getArgAttr(i, kStagingAttr) || func.getArgAttr(i, kConstAttr);
 }
 
+// Where each value's bytes are: its own, or at an offset inside another value's (a view).
+class Views {
+ public:
+  bool isView(Value v) const { return of_.count(v); }
+  // The value that owns v's bytes, and where in them v starts.
+  Value root(Value v) const {
+    for (auto it = of_.find(v); it != of_.end(); it = of_.find(v)) v = it->second.first;
+    return v;
+  }
+  int64_t offset(Value v) const {
+    int64_t at = 0;
+    for (auto it = of_.find(v); it != of_.end(); it = of_.find(v)) at += it->second.second, v = it->second.first;
+    return at;
+  }
+  void alias(Value v, Value in, int64_t at) { of_[v] = {in, at}; }
+
+ private:
+  DenseMap<Value, std::pair<Value, int64_t>> of_;
+};
+
+// Tile i of an mt.token_concat can be made in place where the result's bytes have it when it
+// is a value of its own, exactly a tile's bytes, placed in no other concat.
+bool placeableTile(Value tile, const Views& views, const DenseSet<Value>& placed) {
+  Value r = views.root(tile);
+  return r.getDefiningOp() && onDevice(r.getDefiningOp()) && views.offset(tile) == 0 &&
+         tensorBytes(r.getType()) == tensorBytes(tile.getType()) && !placed.contains(r);
+}
+
+// The views of `body`: reshapes and token splits, then the tiles of each token concat in its
+// result. A tile that cannot be placed (a view itself, or in two concats) is first copied
+// (mt.scale by 1, exact) and the copy placed.
+Views buildViews(Block& body) {
+  Views views;
+  for (Operation& op : body) {
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) views.alias(reshape.getResult(), reshape.getInput(), 0);
+    if (auto split = dyn_cast<TokenSplitOp>(op))
+      for (auto [i, tile] : llvm::enumerate(split.getTiles()))
+        views.alias(tile, split.getInput(), static_cast<int64_t>(i) * tensorBytes(tile.getType()));
+  }
+  DenseSet<Value> placed;
+  for (Operation& op : body) {
+    auto concat = dyn_cast<TokenConcatOp>(op);
+    if (!concat) continue;
+    for (auto [i, operand] : llvm::enumerate(concat->getOpOperands())) {
+      if (!placeableTile(operand.get(), views, placed)) {
+        OpBuilder b(concat);
+        auto copy = b.create<ScaleOp>(concat.getLoc(), operand.get(), b.getF32FloatAttr(1.0f));
+        for (StringRef mark : {kBlockAttr, kBackwardAttr, kRecomputeAttr, kTileAttr})
+          if (Attribute value = concat->getAttr(mark)) copy->setAttr(mark, value);
+        operand.set(copy.getResult());
+      }
+      Value r = views.root(operand.get());
+      placed.insert(r);
+      views.alias(r, concat.getResult(), static_cast<int64_t>(i) * tensorBytes(operand.get().getType()));
+    }
+  }
+  return views;
+}
+
 struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
   using PlanMemoryPassBase::PlanMemoryPassBase;
 
@@ -71,9 +133,8 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     if (!func) return signalPassFailure();
     Block& body = func.getBody().front();
 
-    // Where the bytes of each value live: a reshape's result is its input's storage.
-    DenseMap<Value, Value> storage;
-    auto root = [&](Value v) { return storage.count(v) ? storage[v] : v; };
+    // Where the bytes of each value live.
+    const Views views = buildViews(body);
     DenseMap<Operation*, int64_t> position;
     DenseMap<Value, int64_t> lastUse;  // by storage root
     int64_t index = 0;
@@ -85,12 +146,11 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
                        "mt-schedule-resident first");
           return signalPassFailure();
         }
-        Value r = root(operand);
+        Value r = views.root(operand);
         lastUse[r] = std::max(lastUse.lookup(r), index);
       }
-      if (auto reshape = dyn_cast<ReshapeOp>(op)) storage[reshape.getResult()] = root(reshape.getInput());
       for (Value result : op.getResults())
-        if (!storage.count(result)) lastUse[result] = std::max(lastUse.lookup(result), index);
+        if (!views.isView(result)) lastUse[result] = std::max(lastUse.lookup(result), index);
       ++index;
     }
     // A copy to the host runs beside the compute that follows it: with slack, the bytes it
@@ -103,12 +163,12 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     for (Operation& op : body) regionEnd[regionOf[&op]] = position[&op];
     for (Operation& op : body)
       if (auto copy = dyn_cast<D2HOp>(op)) {
-        Value r = root(copy.getInput());
+        Value r = views.root(copy.getInput());
         lastUseWithSlack[r] = std::max(lastUseWithSlack[r], regionEnd[regionOf[&op]]);
       }
 
-    Placement chosen = place(body, position, storage, lastUseWithSlack);
-    const Placement smallest = place(body, position, storage, lastUse);
+    Placement chosen = place(body, position, views, lastUseWithSlack);
+    const Placement smallest = place(body, position, views, lastUse);
     if (budget > 0 && chosen.peak > budget) chosen = smallest;
     // A forward-only function's weights (and constants) keep their bytes to the end where the
     // budget has room: no other value takes them, so a backend running the plan again on the
@@ -119,7 +179,7 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
       for (Operation& op : body)
         if (auto copy = dyn_cast<H2DOp>(op); copy && isPersistentSource(func, copy.getInput()))
           keeping[copy.getResult()] = index;
-      Placement kept = place(body, position, storage, keeping);
+      Placement kept = place(body, position, views, keeping);
       if (budget == 0 || kept.peak <= budget) chosen = std::move(kept);
     }
     Builder b(&getContext());
@@ -136,7 +196,7 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
           << " bytes, "
           << scheduleAdvice(func, recomputes)
           << "or make the batch, the sequence or the model smaller";
-      diag.attachNote(func.getLoc()) << describePeak(body, chosen, position, storage, lastUse);
+      diag.attachNote(func.getLoc()) << describePeak(body, chosen, position, views, lastUse);
       return signalPassFailure();
     }
   }
@@ -224,7 +284,8 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
   };
 
   // Places every device value in program order, first fit, freeing its bytes after `lastUse`.
-  static Placement place(Block& body, DenseMap<Operation*, int64_t>& position, DenseMap<Value, Value>& storage,
+  // A view's root is placed when the first value in its bytes is made (a concat's first tile).
+  static Placement place(Block& body, DenseMap<Operation*, int64_t>& position, const Views& views,
                          DenseMap<Value, int64_t>& lastUse) {
     Placement placement;
     ArenaAllocator arena;
@@ -237,13 +298,12 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
       }
       SmallVector<int64_t>& opOffsets = placement.offsets[&op];
       for (Value result : op.getResults()) {
-        if (storage.count(result)) {
-          opOffsets.push_back(offsets[storage[result]]);
-          continue;
+        const Value r = views.root(result);
+        if (!offsets.count(r)) {
+          offsets[r] = arena.allocate(tensorBytes(r.getType()));
+          dying.emplace(lastUse[r], r);
         }
-        offsets[result] = arena.allocate(tensorBytes(result.getType()));
-        opOffsets.push_back(offsets[result]);
-        dying.emplace(lastUse[result], result);
+        opOffsets.push_back(offsets[r] + views.offset(result));
       }
       if (arena.peak() > placement.peak) placement.peak = arena.peak(), placement.peakOp = &op;
       releaseUntil(position[&op], dying, arena, offsets);
@@ -254,7 +314,7 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
   // What the device holds when `placement` peaks, by kind, largest first, with the single
   // largest value: what to shrink to fit a budget.
   static std::string describePeak(Block& body, const Placement& placement, DenseMap<Operation*, int64_t>& position,
-                                  DenseMap<Value, Value>& storage, DenseMap<Value, int64_t>& lastUse) {
+                                  const Views& views, DenseMap<Value, int64_t>& lastUse) {
     if (!placement.peakOp) return "";
     const int64_t at = position[placement.peakOp];
     struct Kind {
@@ -264,11 +324,13 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     Kind kinds[] = {{"activations of the forward"}, {"weights"}, {"backward values (gradients, their temporaries)"},
                     {"inputs"}};
     Value largest;
+    DenseSet<Value> counted;  // roots: a concat's whole is counted from its first tile
     for (Operation& op : body) {
       if (position[&op] > at) break;
       if (!onDevice(&op)) continue;
-      for (Value v : op.getResults()) {
-        if (storage.count(v) || lastUse[v] < at) continue;
+      for (Value result : op.getResults()) {
+        const Value v = views.root(result);
+        if (lastUse[v] < at || !counted.insert(v).second) continue;
         int kind = 0;
         if (auto copy = dyn_cast<H2DOp>(op)) {
           auto arg = dyn_cast<BlockArgument>(copy.getInput());

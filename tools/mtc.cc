@@ -109,6 +109,14 @@ int main(int argc, char** argv) {
                  "head fits), 1: never")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--token-tiles", o.token_tiles,
+                 "each layer block's token-wise work (norms, projections, the MLP) in this many tiles along the "
+                 "tokens, each tile recomputed just before its backward (attention still over the whole "
+                 "sequence): long contexts whose block does not fit otherwise; a tile is a multiple of 32 tokens "
+                 "inside one sequence or whole sequences; 0: as few as --device-mem needs (none when the plan "
+                 "fits untiled), 1: never")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   mt::choiceOf(app, "--embedding", o.embedding,
                  "where the tokens are looked up in their embedding table and its gradient is scatter-added: "
                  "device, host (the link carries the tokens' rows, not the table; the device never holds it for "

@@ -116,6 +116,9 @@ void GeluGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<
 void RopeOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
   ints.push_back(static_cast<int64_t>(getHeadDim()));
   ints.push_back(getInverse());
+  // Plan 1.12: a third attribute where a token tile starts inside its sequence (older plans
+  // and untiled ropes have two).
+  if (getPositionOffset() != 0) ints.push_back(getPositionOffset());
   floats.push_back(getTheta().convertToFloat());
 }
 void AttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {

@@ -13,6 +13,10 @@ namespace mt {
 int64_t defaultBytesAccessed(mlir::Operation* op);
 // Bytes of a statically shaped tensor value.
 int64_t tensorBytes(mlir::Type type);
+// One of `tiles` equal tiles of consecutive tokens of `whole` (B, T, ...), read as B*T token rows
+// (mt.token_split): (1, R/..., ...) inside a sequence or (R/T, T, ...) of whole sequences, R =
+// B*T / tiles; null where the rows do not divide so (or `whole` has no (B, T) leading dims).
+mlir::RankedTensorType tokenTileType(mlir::RankedTensorType whole, int64_t tiles);
 }  // namespace mt
 
 #include "compiler/dialect/MtDialect.h.inc"

@@ -117,7 +117,20 @@ SmallVector<Value> SwigluOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) 
 }
 
 SmallVector<Value> RopeOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
-  return {b.create<RopeOp>(getLoc(), grads[0], getHeadDim(), getTheta(), !getInverse())};
+  return {b.create<RopeOp>(getLoc(), grads[0], getHeadDim(), getTheta(), !getInverse(), getPositionOffset())};
+}
+
+// The tiles' gradients make the whole's; a tile nothing depends on contributes zeros.
+SmallVector<Value> TokenSplitOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  SmallVector<Value> tiles;
+  for (auto [tile, g] : llvm::zip(getTiles(), grads))
+    tiles.push_back(g ? g : b.create<FillOp>(getLoc(), tile.getType(), b.getF32FloatAttr(0.0f)).getResult());
+  return {b.create<TokenConcatOp>(getLoc(), getInput().getType(), tiles)};
+}
+
+SmallVector<Value> TokenConcatOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  auto split = b.create<TokenSplitOp>(getLoc(), getTiles().getTypes(), grads[0]);
+  return SmallVector<Value>(split.getResults());
 }
 
 SmallVector<Value> AttentionOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {

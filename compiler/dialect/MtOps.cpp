@@ -278,6 +278,36 @@ LogicalResult ReshapeOp::verify() {
   return success();
 }
 
+RankedTensorType tokenTileType(RankedTensorType whole, int64_t tiles) {
+  if (!whole || !whole.hasStaticShape() || whole.getRank() < 2 || tiles < 1) return nullptr;
+  const int64_t batch = whole.getDimSize(0), seq = whole.getDimSize(1);
+  if (batch < 1 || seq < 1 || (batch * seq) % tiles != 0) return nullptr;
+  const int64_t rows = batch * seq / tiles;
+  SmallVector<int64_t> shape(whole.getShape());
+  if (seq % rows == 0) shape[0] = 1, shape[1] = rows;       // inside one sequence
+  else if (rows % seq == 0) shape[0] = rows / seq;          // whole sequences
+  else return nullptr;
+  return RankedTensorType::get(shape, whole.getElementType());
+}
+
+// The whole tensor and its tiles of mt.token_split / mt.token_concat agree.
+static LogicalResult verifyTokenTiles(Operation* op, Value whole, ValueRange tiles) {
+  if (tiles.size() < 2) return op->emitOpError("needs at least two tiles, got ") << tiles.size();
+  auto expected = tokenTileType(tensorOf(whole), static_cast<int64_t>(tiles.size()));
+  if (!expected)
+    return op->emitOpError("cannot cut ") << whole.getType() << " into " << tiles.size()
+                                          << " equal tiles of consecutive tokens (each inside one sequence, or "
+                                             "whole sequences)";
+  for (Value tile : tiles)
+    if (tile.getType() != expected)
+      return op->emitOpError("tile ") << tile.getType() << " is not " << expected << ", one of " << tiles.size()
+                                      << " tiles of " << whole.getType();
+  return success();
+}
+
+LogicalResult TokenSplitOp::verify() { return verifyTokenTiles(*this, getInput(), getTiles()); }
+LogicalResult TokenConcatOp::verify() { return verifyTokenTiles(*this, getResult(), getTiles()); }
+
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
@@ -339,6 +369,9 @@ MT_POINTWISE_INFER(SwigluOp, 1)
 MT_POINTWISE_INFER(SwigluGradOp, 2)
 #undef MT_POINTWISE_INFER
 
+// The largest position mt.rope's offset may give (the kernel's check says the same).
+constexpr int64_t kMaxPosition = std::numeric_limits<int32_t>::max();
+
 // The input (B, T, H*D) and attributes of mt.rope and mt.rope_at (`op` names it).
 template <typename Adaptor>
 LogicalResult checkRope(std::optional<Location> loc, Adaptor adaptor, StringRef op) {
@@ -356,6 +389,9 @@ LogicalResult checkRope(std::optional<Location> loc, Adaptor adaptor, StringRef 
 LogicalResult RopeOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                        Adaptor adaptor, SmallVectorImpl<Type>& types) {
   if (failed(checkRope(loc, adaptor, "rope"))) return failure();
+  // (An attribute left at its default is absent while the op is parsed.)
+  if (IntegerAttr offset = adaptor.getPositionOffsetAttr(); offset && (offset.getInt() < 0 || offset.getInt() > kMaxPosition))
+    return emitOptionalError(loc, "rope position_offset ", offset.getInt(), " must lie in [0, ", kMaxPosition, "]");
   types.push_back(adaptor.getInput().getType());
   return success();
 }

@@ -224,6 +224,43 @@ def Mt_ReshapeOp : Mt_Op<"reshape", [Pure, DeclareOpInterfaceMethods<GradientOpI
   let hasVerifier = 1;
 }
 
+def Mt_TokenSplitOp : Mt_Op<"token_split", [Pure, DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "a token tensor as equal tiles of consecutive tokens (views: no copy, no kernel)";
+  let description = [{
+    Reads (B, T, ...) as B*T token rows in order and cuts them into N equal tiles of R rows:
+    tile i is rows [i*R, (i+1)*R), each of shape (b, t, ...) with b*t = R — inside one
+    sequence (b = 1, t dividing T) or whole sequences (t = T, b dividing B). Each result is a
+    view of the input's bytes at its tile's place (mt-plan-memory). Made by mt-tile-tokens;
+    its gradient is mt.token_concat of the tiles' gradients.
+
+    ```mlir
+    %x0, %x1 = mt.token_split %x : tensor<2x64x32xf32> -> tensor<1x64x32xf32>, tensor<1x64x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs Variadic<AnyRankedTensor>:$tiles);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($tiles)";
+  let hasVerifier = 1;
+}
+
+def Mt_TokenConcatOp : Mt_Op<"token_concat", [Pure, DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "equal tiles of consecutive tokens as the whole tensor (a view: no copy, no kernel)";
+  let description = [{
+    The inverse of mt.token_split: tile i is token rows [i*R, (i+1)*R) of the result.
+    mt-plan-memory places each tile in the result's bytes where it belongs, so the ops making
+    the tiles write the whole in place (a tile it cannot place there is copied once). Its
+    gradient is mt.token_split of the result's gradient.
+
+    ```mlir
+    %x = mt.token_concat %x0, %x1 : tensor<1x32x32xf32>, tensor<1x32x32xf32> -> tensor<1x64x32xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$tiles);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$tiles attr-dict `:` type($tiles) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Normalisation and activations
 //===----------------------------------------------------------------------===//
@@ -339,7 +376,9 @@ def Mt_RopeOp : Mt_KernelOp<"rope", [
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "rotary position embedding on (B, T, H*D), rotate-half convention";
   let description = [{
-    `inverse` turns by the negated angle; the gradient of a rope is the inverse rope.
+    `inverse` turns by the negated angle; the gradient of a rope is the inverse rope. Token t
+    sits at position `position_offset` + t (a token tile of mt-tile-tokens that starts inside
+    its sequence).
 
     ```mlir
     %q2 = mt.rope %q {head_dim = 64, theta = 10000.0 : f32} : tensor<8x256x384xf32>
@@ -347,7 +386,8 @@ def Mt_RopeOp : Mt_KernelOp<"rope", [
   }];
   let arguments = (ins Mt_FloatTensor:$input, I64Attr:$head_dim,
                        DefaultValuedAttr<F32Attr, "10000.0">:$theta,
-                       DefaultValuedAttr<BoolAttr, "false">:$inverse);
+                       DefaultValuedAttr<BoolAttr, "false">:$inverse,
+                       DefaultValuedAttr<I64Attr, "0">:$position_offset);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }

@@ -5,9 +5,9 @@ tensor to WEIGHT_TOL relative, except tensors whose gradient is analytically zer
 bias: softmax ignores a per-row shift), where AdamW turns each backend's rounding noise into
 lr-sized steps of its own. With --bf16 (a bf16 plan: each backend rounds its own f32 sums to
 bf16, so a rounding here and there differs and AdamW carries it on) losses within 1e-2 and
-weights within 5e-2. Prints one line; exits 1 on a mismatch.
-usage: backend_parity.py PREFIX STEPS [A B] [--bf16]   (A B: cpu cuda; used by
-tests/e2e/cuda_parity.sh, bench/gpu/run.sh and tests/e2e/vocab_split.sh)"""
+weights within 5e-2; --tol LOSS,WEIGHT sets both. Prints one line; exits 1 on a mismatch.
+usage: backend_parity.py PREFIX STEPS [A B] [--bf16 | --tol LOSS,WEIGHT]   (A B: cpu cuda; used by
+tests/e2e/cuda_parity.sh, bench/gpu/run.sh, tests/e2e/vocab_split.sh and token_tiles.sh)"""
 import json
 import os
 import sys
@@ -21,9 +21,13 @@ LOSS_TOL, WEIGHT_TOL = 1e-4, 1e-3
 def main():
     bf16 = "--bf16" in sys.argv
     args = [a for a in sys.argv[1:] if a != "--bf16"]
+    loss_tol, weight_tol = (1e-2, 5e-2) if bf16 else (LOSS_TOL, WEIGHT_TOL)
+    if "--tol" in args:
+        at = args.index("--tol")
+        loss_tol, weight_tol = (float(x) for x in args[at + 1].split(","))
+        del args[at:at + 2]
     prefix, steps = args[0], int(args[1])
     runs = tuple(args[2:4]) if len(args) >= 4 else ("cpu", "cuda")
-    loss_tol, weight_tol = (1e-2, 5e-2) if bf16 else (LOSS_TOL, WEIGHT_TOL)
     name = os.path.basename(prefix)
     try:
         losses = [[json.loads(line)["loss"] for line in open(f"{prefix}.{b}.jsonl")] for b in runs]

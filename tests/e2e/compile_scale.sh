@@ -2,7 +2,8 @@
 # Issue 3's scale evidence: the Llama presets at 7B, 70B and 120B compile for an 80 GiB device
 # with 1.5 TiB of host memory in under 10 s and under 2 GiB of memory each (no weights are
 # materialised), and the 120B model with a 1 TiB host is refused with what it needs. The lines
-# printed are the summaries' headline numbers.
+# printed are the summaries' headline numbers. Then issue 17's: the 121B search for one H200,
+# host budgets in --batch auto, and 7B at 128k (H100) and 512k (GH200, token tiles).
 # usage: compile_scale.sh BIN_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$(readlink -f "$0")")/check.sh"
@@ -63,4 +64,18 @@ status=$?
 check "llama-120b --batch auto with a 1 TiB host is refused (exit $status) naming both minimums" \
   "[ $status -eq 1 ] && grep -q 'not even batch 1 .* it needs at least [0-9.]* GiB of device memory .* at least 1.33 TiB of host memory' <<<\"\$err\""
 check "and writes no plan" "[ ! -e none.plan ]"
+# Long contexts (issue 17): 7B at 128k fits one H100 untiled; at 512k one GH200 (90 GiB, 480 GB
+# of host memory) only with its blocks' token-wise work in tiles, fp32 and bf16, each with its
+# predicted step and what bounds it (docs/perf.md has the numbers).
+"$bin/mtc" llama-7b --context 131072 --seq 131072 --batch 1 --hw h100-pcie5 --no-weights -o 128k.plan > 128k.txt 2>&1
+status=$?
+check "llama-7b at 128k fits one H100 untiled (exit $status): $(sed -n 's/.*predicted step \([0-9.]*\) ms.*bottleneck: \([a-z ]*\).*/predicted \1 ms, \2-bound/p' 128k.txt)" \
+  "[ $status -eq 0 ] && ! grep -q 'token tiles' 128k.txt"
+for precision in fp32 bf16; do
+  "$bin/mtc" llama-7b --context 524288 --seq 524288 --batch 1 --hw gh200 --device-mem 90GiB --host-mem 480GB \
+    --precision $precision --no-weights -o 512k-$precision.plan > 512k-$precision.txt 2>&1
+  status=$?
+  check "llama-7b at 512k, $precision, fits a GH200 in token tiles (exit $status): $(sed -n 's/.* in \([0-9]*\) tiles of \([0-9]*\) tokens.*/\1 tiles of \2 tokens/p' 512k-$precision.txt), $(sed -n 's/.*predicted step \([0-9.]*\) ms.*bottleneck: \([a-z ]*\).*/predicted \1 ms, \2-bound/p' 512k-$precision.txt)" \
+    "[ $status -eq 0 ] && grep -q 'token tiles .*(the fewest that fit --device-mem)' 512k-$precision.txt"
+done
 finish

@@ -3,8 +3,8 @@
 # and still agree bit for bit: every cross-stream hazard has its event. So do the plan whose
 # kept activations wait on the host, and the LM head in vocabulary chunks (row slices of one
 # host tensor) resident and on arrival, untied and tied (its token embedding on the host), and
-# the weights streamed as bf16 staging copies resident and streamed-recompute, and a bf16 plan
-# resident and offloaded on arrival.
+# the weights streamed as bf16 staging copies resident and streamed-recompute, a bf16 plan
+# resident and offloaded on arrival, and token-tiled blocks resident and offloaded on arrival.
 # usage: streaming_tsan.sh BIN_DIR MTRUN_TSAN WORK_DIR
 set -euo pipefail
 bin=$1 mtrun_tsan=$2 work=$3
@@ -68,6 +68,16 @@ for plan in mixed-resident mixed-offload; do
     --grad-clip 0 >/dev/null
   sed 's/.*"loss":\([^,]*\),.*/\1/' $plan.jsonl > $plan.loss
 done
+# Token tiles (mt-tile-tokens): the tiles of a whole made in place in its bytes, each tile
+# recomputed before its backward, resident and offloaded on arrival.
+for plan in tiles-resident tiles-arrival; do
+  [ $plan = tiles-resident ] && flags=(--schedule resident --weights wtiles.safetensors) ||
+    flags=(--schedule streamed-recompute --offload-activations on --update on-arrival --no-weights)
+  "$bin/mtc" llama-tiny --layers 3 --batch 2 --seq 64 --token-tiles 4 "${flags[@]}" -o $plan.plan >/dev/null
+  "$mtrun_tsan" $plan.plan --data corpus.tok --weights wtiles.safetensors --steps 3 --log $plan.jsonl \
+    --print-every 100 --grad-clip 0 >/dev/null
+  sed 's/.*"loss":\([^,]*\),.*/\1/' $plan.jsonl > $plan.loss
+done
 cmp resident.loss streamed-recompute.loss || { echo "0 passed, 1 failed: losses differ"; exit 1; }
 cmp resident.loss arrival.loss || { echo "1 passed, 1 failed: on-arrival losses differ"; exit 1; }
 cmp resident.loss offload.loss || { echo "2 passed, 1 failed: offloaded losses differ"; exit 1; }
@@ -75,4 +85,5 @@ cmp split-resident.loss split-arrival.loss || { echo "3 passed, 1 failed: vocabu
 cmp tied-resident.loss tied-arrival.loss || { echo "4 passed, 1 failed: tied vocabulary-split losses differ"; exit 1; }
 cmp bf16-resident.loss bf16-streamed.loss || { echo "5 passed, 1 failed: bf16-staged losses differ"; exit 1; }
 cmp mixed-resident.loss mixed-offload.loss || { echo "6 passed, 1 failed: bf16-plan losses differ"; exit 1; }
-echo "7 passed, 0 failed"
+cmp tiles-resident.loss tiles-arrival.loss || { echo "7 passed, 1 failed: token-tiled losses differ"; exit 1; }
+echo "8 passed, 0 failed"
