@@ -4,10 +4,10 @@
 # 2 GiB; the one plan it chose, compiled alone, under 1 s; 7B at 512k for one GH200, its token
 # tiles searched, under 60 s and 2 GiB. Measured with /usr/bin/time; prints a table (measured,
 # target, ratio) and exits 1 if a target is missed.
-# usage: bash bench/compile_search.sh   (run tools/build.sh first)
+# usage: bash bench/compile_search.sh   (run tools/build.sh first; MT_BIN: another build's bin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=build/bin
+bin=${MT_BIN:-build/bin}
 work=build/bench
 mkdir -p "$work"
 common=(llama-120b --no-weights --hw h200 --device-mem 139GiB --host-mem 1.5TiB --seq 1024)
