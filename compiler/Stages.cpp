@@ -481,6 +481,12 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   if (options.last == "input") return result;
   func::FuncOp func = getModelFunction(module);
   if (func && isForwardOnly(func)) {
+    if (options.token_tiles > 1) {
+      func.emitError("--token-tiles is for training plans: a forward-only plan keeps no activations for a backward "
+                     "(drop --token-tiles)");
+      result.failed = "tile-tokens";
+      return result;
+    }
     runForwardOnly(module, options, result);
     return result;
   }

@@ -54,5 +54,7 @@ check_resume tiled-sr.plan w0.safetensors
 "$bin/mtc" "${shape[@]}" --token-tiles 3 -o three.plan --no-weights > three.txt 2>&1
 check "3 tiles of 256 tokens are refused, naming the counts that work" \
   "[ $? -eq 1 ] && grep -q 'cannot cut 2 x 128 tokens into 3 token tiles.*counts that work: 2, 4, 8' three.txt"
-check "nothing half-written" "[ ! -e three.plan ]"
+"$bin/mtc" "${shape[@]}" --forward-only --token-tiles 4 -o eval.plan --no-weights > eval.txt 2>&1
+check "a forward-only plan with token tiles is refused" "[ $? -eq 1 ] && grep -q 'token-tiles is for training plans' eval.txt"
+check "nothing half-written" "[ ! -e three.plan ] && [ ! -e eval.plan ]"
 finish
