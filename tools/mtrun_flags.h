@@ -71,6 +71,10 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                           "skip the step; either way the update is not applied",
            std::map<std::string, bool>{{"stop", false}, {"skip", true}})
       ->default_str("stop");
+  app.add_flag("--verify-transfers", c.verify_transfers,
+               "after every copy to the device, compare a checksum of the bytes the device received (computed "
+               "there) with the host's: a corrupted transfer stops the run naming the tensor, its step not "
+               "applied (costs a read of each copied byte on both sides)");
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "write checkpoints (parameters, AdamW state, step) here: at the end, every "
                  "--checkpoint-every steps, and on SIGINT/SIGTERM");

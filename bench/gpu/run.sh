@@ -76,6 +76,13 @@ for model in gpt2-tiny llama-tiny qwen-tiny; do
   parity+=$(mt 60 kv_cache_check .gpu/kv/$model.window-bf16.plan .gpu/kv/$model.decode-bf16.plan \
     .gpu/kv/$model.window.safetensors 5e-2 2>&1 | tail -3)$'\n'
 done
+echo "== 2b'. --verify-transfers on cuda: clean (the CPU's losses), and a corrupted copy caught"
+first=$(ls .gpu/plans/llama-tiny*.plan | head -1)
+mt 60 mtrun "$first" --data .gpu/corpus.tok --steps 3 --backend cuda --verify-transfers --print-every 100 \
+  > "$out/verify.txt" 2>&1; parity+="verify-transfers clean (exit $?): $(grep 'transfers verified' "$out/verify.txt")"$'\n'
+MT_TEST_CORRUPT_TRANSFER=5 mt 60 mtrun "$first" --data .gpu/corpus.tok --steps 3 --backend cuda --verify-transfers \
+  --print-every 100 > "$out/verify-fault.txt" 2>&1
+parity+="verify-transfers with a flipped bit (exit $?, want 1): $(grep -o 'the bytes of .* differ' "$out/verify-fault.txt")"$'\n'
 echo "== 2c. --export-hf folders in transformers"
 parity+=$(timeout 200 python3 bench/gpu/hf_transformers_check.py .gpu/hf/*-f32 .gpu/hf/*-bf16 2>&1 | tail -6)$'\n'
 echo "$parity"

@@ -39,6 +39,9 @@ struct StepOptions {
   // weights) are skipped, as mtgen does after its first token. Ignored on a backend's first run
   // and after a run that failed.
   bool weights_unchanged = false;
+  // mtrun --verify-transfers: after each copy to the device, the checksum of the bytes the
+  // device received is compared with the host's (runtime/backends/transfer_check.h).
+  bool verify_transfers = false;
 };
 
 struct StepResult {
@@ -51,6 +54,12 @@ struct StepResult {
   // then `partially_updated`.
   std::string nonfinite_grad;
   bool partially_updated = false;
+  // With verify_transfers: the copies to the device checked this run, and the first whose bytes
+  // on the device differ from the host's ("" if none). A step with such a copy computed with
+  // other weights than the host's: its update is not applied (as for NaN gradients; on arrival,
+  // `partially_updated` says what already was).
+  int64_t transfers_verified = 0;
+  std::string corrupt_transfer;
 };
 
 class Backend {

@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/checksum/checksum.h"
 #include "runtime/backends/backend.h"
+#include "runtime/backends/transfer_check.h"
 #include "runtime/io/error.h"
 #include "runtime/host/host_optimizer.h"
 #include "runtime/plan/kernel_registry.h"
@@ -48,6 +50,8 @@ class CpuBackend final : public Backend {
 
  private:
   void execute(int stream, size_t index);
+  // --verify-transfers: the checksum of copy `c`'s bytes on the device against the host's.
+  void verify(const CopyOp& c);
   double sinceStepStart() const;
 
   HostOptimizer optimizer_;
@@ -62,6 +66,7 @@ class CpuBackend final : public Backend {
   bool holds_weights_ = false;  // a run completed: the kept copies' bytes are on the device
   bool skip_kept_ = false;      // this run skips the kept copies (StepOptions::weights_unchanged)
   std::vector<std::vector<Op>> programs_;
+  std::unique_ptr<TransferCheck> transfers_;
   std::vector<size_t> step_lengths_, loss_lengths_;  // per stream, a whole step's and a loss-only run's
   const std::vector<size_t>* lengths_ = &step_lengths_;  // the current step's
   std::chrono::steady_clock::time_point step_start_;
@@ -78,6 +83,7 @@ CpuBackend::CpuBackend(const plan::Plan& plan, HostStore& store)
   if (!arena_) throw Error("cannot allocate the device arena of " + std::to_string(arena_bytes_) + " bytes");
   std::memset(arena_.get(), 0, rounded);
   programs_ = bindPrograms(plan, store, arena_.get(), &random_);
+  transfers_ = std::make_unique<TransferCheck>(plan, programs_);
   step_lengths_ = stepLengths(plan, false);
   loss_lengths_ = stepLengths(plan, true);
   for (const auto& program : programs_) timeline_.emplace_back(program.size());
@@ -99,9 +105,19 @@ StepResult CpuBackend::runStep(const StepOptions& options) {
   // The device holds the weights the last run copied only if that run completed.
   skip_kept_ = options.weights_unchanged && holds_weights_;
   holds_weights_ = false;
+  transfers_->beginRun(options.verify_transfers);
   threads_->runStep();
   holds_weights_ = true;
-  return optimizer_.endStep();
+  StepResult result = optimizer_.endStep(!transfers_->firstMismatch().empty());
+  result.transfers_verified = transfers_->verified();
+  result.corrupt_transfer = transfers_->firstMismatch();
+  return result;
+}
+
+void CpuBackend::verify(const CopyOp& c) {
+  const uint64_t host = checksum_cpu(c.src, c.bytes);
+  if (transfers_->injectFault() && c.bytes > 0) *static_cast<unsigned char*>(c.dst) ^= 1;
+  transfers_->compare(c.transfer, host, checksum_cpu(c.dst, c.bytes));
 }
 
 double CpuBackend::sinceStepStart() const {
@@ -117,7 +133,10 @@ void CpuBackend::execute(int stream, size_t index) {
   if (const auto* k = std::get_if<KernelOp>(&op)) {
     runKernelCpu(k->id, k->args);
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
-    if (!(c->kept && skip_kept_)) std::memcpy(c->dst, c->src, c->bytes);
+    if (!(c->kept && skip_kept_)) {
+      std::memcpy(c->dst, c->src, c->bytes);
+      if (c->transfer >= 0 && transfers_->enabled()) verify(*c);
+    }
   } else {
     const auto& task = std::get<HostTaskOp>(op);
     optimizer_.run(task.kind, task.tensors, task.accumulate);

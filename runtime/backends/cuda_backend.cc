@@ -21,6 +21,7 @@
 #include "kernels/activation/activation.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/cached_attention.h"
+#include "kernels/checksum/checksum.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/layout/layout.h"
@@ -35,6 +36,7 @@
 #include "runtime/host/host_optimizer.h"
 #include "runtime/backends/stream_program.h"
 #include "runtime/backends/stream_threads.h"
+#include "runtime/backends/transfer_check.h"
 #include "runtime/plan/plan_queries.h"
 #endif
 
@@ -77,6 +79,10 @@ class CudaBackend final : public Backend {
   void release();  // everything set up so far, in reverse
   void runProgram(int stream);
   void execute(int stream, size_t index);
+  // --verify-transfers: after copy `c` (issued on `s`), the device's checksum of its bytes into
+  // mapped host memory, the host's of its source beside it; compared when the run has ended.
+  void issueVerify(const CopyOp& c, cudaStream_t s);
+  void compareTransfers();
   double sinceStepStart() const;
 
   HostOptimizer optimizer_;
@@ -90,6 +96,14 @@ class CudaBackend final : public Backend {
   bool holds_weights_ = false;  // a run completed: the kept copies' bytes are on the device
   bool skip_kept_ = false;      // this run skips the kept copies (StepOptions::weights_unchanged)
   std::vector<std::vector<Op>> programs_;
+  std::unique_ptr<TransferCheck> transfers_;
+  // Per copy to the device: kChecksumPartials partial sums the GPU writes (mapped pinned host
+  // memory, allocated by the first verifying run: nothing more on the device), the host's
+  // checksum, whether this run issued it; and the byte a test's fault writes over a copy.
+  uint64_t* partials_ = nullptr;
+  std::vector<uint64_t> host_sums_;
+  std::vector<char> issued_;
+  unsigned char* fault_byte_ = nullptr;
   std::vector<size_t> step_lengths_, loss_lengths_;  // per stream, a whole step's and a loss-only run's
   const std::vector<size_t>* lengths_ = &step_lengths_;  // the current step's
   // The timeline: a pair of timing events around every kernel and copy (per stream, per
@@ -164,6 +178,7 @@ void CudaBackend::setUp(const plan::Plan& plan, HostStore& store, const CudaOpti
   }
 
   programs_ = bindPrograms(plan, store, arena_, &random_);
+  transfers_ = std::make_unique<TransferCheck>(plan, programs_);
   step_lengths_ = stepLengths(plan, false);
   loss_lengths_ = stepLengths(plan, true);
   check(cudaEventCreate(&step_start_), "creating a timing event");
@@ -202,6 +217,9 @@ void CudaBackend::release() {
   for (cudaStream_t s : streams_)
     if (s) cudaStreamDestroy(s);
   for (void* p : pinned_) cudaHostUnregister(p);
+  if (partials_) cudaFreeHost(partials_);
+  if (fault_byte_) cudaFreeHost(fault_byte_);
+  partials_ = nullptr, fault_byte_ = nullptr;
   if (arena_) cudaFree(arena_);
   streams_.clear(), timing_.clear(), events_.clear(), blas_.clear(), pinned_.clear();
   step_start_ = nullptr, arena_ = nullptr;
@@ -217,8 +235,18 @@ StepResult CudaBackend::runStep(const StepOptions& options) {
   // The device holds the weights the last run copied only if that run completed.
   skip_kept_ = options.weights_unchanged && holds_weights_;
   holds_weights_ = false;
+  if (options.verify_transfers && !partials_ && transfers_->transfers() > 0) {
+    check(cudaHostAlloc(reinterpret_cast<void**>(&partials_),
+                        sizeof(uint64_t) * kChecksumPartials * transfers_->transfers(), cudaHostAllocMapped),
+          "allocating the transfer checksums (mapped host memory)");
+    check(cudaHostAlloc(reinterpret_cast<void**>(&fault_byte_), 1, cudaHostAllocDefault), "allocating a fault's byte");
+    host_sums_.assign(transfers_->transfers(), 0);
+  }
+  transfers_->beginRun(options.verify_transfers && partials_);
+  issued_.assign(transfers_->transfers(), 0);
   threads_->runStep();
   holds_weights_ = true;
+  compareTransfers();
   for (size_t s = 0; s < timing_.size(); ++s)
     for (size_t i = 0; i < (*lengths_)[s]; ++i) {  // the instructions this step ran
       const auto [start, end] = timing_[s][i];
@@ -228,7 +256,35 @@ StepResult CudaBackend::runStep(const StepOptions& options) {
       check(cudaEventElapsedTime(&end_ms, step_start_, end), "reading the timeline");
       timeline_[s][i] = {start_ms * 1e3, end_ms * 1e3};
     }
-  return optimizer_.endStep();
+  StepResult result = optimizer_.endStep(!transfers_->firstMismatch().empty());
+  result.transfers_verified = transfers_->verified();
+  result.corrupt_transfer = transfers_->firstMismatch();
+  return result;
+}
+
+void CudaBackend::issueVerify(const CopyOp& c, cudaStream_t s) {
+  // The host's bytes do not change before the copy has run (the plan orders their writers
+  // after it), so their checksum now is the checksum of what was sent.
+  host_sums_[c.transfer] = checksum_cpu(c.src, c.bytes);
+  if (transfers_->injectFault() && c.bytes > 0) {  // one bit of the device's bytes, after the copy
+    *fault_byte_ = *static_cast<const unsigned char*>(c.src) ^ 1;
+    check(cudaMemcpyAsync(c.dst, fault_byte_, 1, cudaMemcpyHostToDevice, s), "writing a test's fault");
+  }
+  uint64_t* partials = nullptr;
+  check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&partials), partials_ + kChecksumPartials * c.transfer, 0),
+        "mapping the transfer checksums");
+  try {
+    checksum_cuda(c.dst, c.bytes, partials, s);
+  } catch (const std::exception& e) {
+    throw Error(std::string("the transfer checksum on the GPU: ") + e.what());
+  }
+  issued_[c.transfer] = 1;
+}
+
+void CudaBackend::compareTransfers() {
+  if (!transfers_->enabled()) return;
+  for (int t = 0; t < transfers_->transfers(); ++t)
+    if (issued_[t]) transfers_->compare(t, host_sums_[t], checksumOfPartials(partials_ + kChecksumPartials * t));
 }
 
 double CudaBackend::sinceStepStart() const {
@@ -253,7 +309,10 @@ void CudaBackend::execute(int stream, size_t index) {
       throw Error(std::string(kKernelTable[static_cast<size_t>(k->id)].op_name) + " on the GPU: " + e.what());
     }
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
-    if (!(c->kept && skip_kept_)) check(cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, s), "copying");
+    if (!(c->kept && skip_kept_)) {
+      check(cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, s), "copying");
+      if (c->transfer >= 0 && transfers_->enabled()) issueVerify(*c, s);
+    }
   } else if (const auto* r = std::get_if<RecordOp>(&op)) {
     if (s) check(cudaEventRecord(events_[r->event], s), "recording an event");
     threads_->record(r->event);

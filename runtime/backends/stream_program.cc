@@ -9,6 +9,7 @@ std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStor
                                           const StepRandomness* random) {
   std::vector<std::vector<Op>> programs;
   const std::vector<std::vector<bool>> kept = keptCopies(plan);
+  int transfers = 0;
   for (const auto& stream : plan.streams()) {
     std::vector<Op> program;
     for (const auto& in : stream.instructions()) {
@@ -25,7 +26,8 @@ std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStor
           std::byte* host = static_cast<std::byte*>(store.data(c.host_tensor())) + c.host_offset();
           const int64_t bytes = copyBytes(plan, c);
           if (c.direction() == plan::Copy::HOST_TO_DEVICE)
-            program.push_back(CopyOp{device, host, bytes, kept[programs.size()][program.size()]});
+            program.push_back(CopyOp{device, host, bytes, kept[programs.size()][program.size()], transfers++,
+                                     static_cast<int>(c.host_tensor())});
           else
             program.push_back(CopyOp{host, device, bytes});
           break;

@@ -23,6 +23,10 @@ struct CopyOp {
   // writes (mt-plan-memory keeps them so): after a run the device still holds them, and a run on
   // the same weights (StepOptions::weights_unchanged) skips the copy.
   bool kept = false;
+  // A copy to the device: its place among the step's copies to the device (0, 1, ...: where
+  // --verify-transfers keeps its checksums) and the host tensor it reads; -1 for a copy out.
+  int transfer = -1;
+  int host_tensor = -1;
 };
 struct RecordOp {
   uint32_t event;

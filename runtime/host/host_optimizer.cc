@@ -78,16 +78,17 @@ void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tenso
   update(tensors, stepAdamW());
 }
 
-StepResult HostOptimizer::endStep() {
+StepResult HostOptimizer::endStep(bool discard) {
   StepResult result;
   if (store_.loss() >= 0) result.loss = store_.f32(store_.loss())[0];
   result.grad_norm = std::sqrt(grad_sq_sum_);
   if (first_nonfinite_ >= 0) result.nonfinite_grad = plan_.host_tensors(first_nonfinite_).name();
-  result.partially_updated = updated_ && (first_nonfinite_ >= 0 || !std::isfinite(result.loss));
+  result.partially_updated = updated_ && (discard || first_nonfinite_ >= 0 || !std::isfinite(result.loss));
   // The previous pending update ran at the start of this step; this step's is pending now,
-  // unless it is not to be applied (NaN/Inf gradients or loss, or no update asked for).
+  // unless it is not to be applied (NaN/Inf gradients or loss, a discarded step, or no update
+  // asked for).
   pending_ = deferred_ && options_.update && gradientsComplete() && first_nonfinite_ < 0 &&
-             std::isfinite(result.loss);
+             std::isfinite(result.loss) && !discard;
   if (pending_) pending_adamw_ = stepAdamW();
   return result;
 }

@@ -20,8 +20,9 @@ class HostOptimizer {
   // One host task, on the host stream (`accumulate`: HostTask.accumulate).
   void run(plan::HostTask::Kind kind, const std::vector<int>& tensors, bool accumulate = false);
   // After every stream finished: the step's loss, norm and NaN report; leaves this step's
-  // update pending if the plan defers it.
-  StepResult endStep();
+  // update pending if the plan defers it — unless `discard` (the step read corrupted weights:
+  // mtrun --verify-transfers), which applies it never (on arrival: what it applied is reported).
+  StepResult endStep(bool discard = false);
   // Backend::applyPendingUpdate.
   void applyPending();
 

@@ -77,6 +77,7 @@ StepOptions stepOptions(const TrainConfig& config, const plan::Plan& plan) {
   options.adamw.eps = config.eps;
   options.adamw.weight_decay = config.weight_decay;
   options.grad_clip = config.grad_clip >= 0 ? config.grad_clip : on_arrival ? 0.0 : 1.0;
+  options.verify_transfers = config.verify_transfers;
   return options;
 }
 
@@ -418,6 +419,7 @@ int train(const TrainConfig& config) {
   // timeline; `counted`: the step's counted targets.
   std::vector<std::pair<double, StepTimeline>> plan_runs;
   const bool masked = data.hasLossMask();
+  int64_t transfers_verified = 0;  // --verify-transfers: copies to the device checked so far
   auto runOptimizerStep = [&](int64_t step, int64_t& counted) {
     StepResult result;
     double loss_sum = 0.0;
@@ -440,6 +442,8 @@ int train(const TrainConfig& config) {
       plan_runs.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                              backend->lastTimeline());
       loss_sum += masked ? static_cast<double>(c) * result.loss : result.loss;
+      transfers_verified += result.transfers_verified;
+      if (!result.corrupt_transfer.empty()) return result;  // the step is lost: nothing more to run
     }
     options.update = true;
     if (masked) result.loss = counted ? static_cast<float>(loss_sum / static_cast<double>(counted)) : 0.0f;
@@ -454,6 +458,20 @@ int train(const TrainConfig& config) {
     double seconds = 0.0;
     for (const auto& run : plan_runs) seconds += run.first;
     total_seconds += seconds;
+    if (!result.corrupt_transfer.empty()) {
+      // The step computed with other weights than the host's: its update was not applied.
+      const bool kept = step - 1 > resumed.step && !result.partially_updated;
+      if (kept) checkpoint(step - 1);
+      throw Error("step " + std::to_string(step) + ": --verify-transfers: the bytes of " + result.corrupt_transfer +
+                  " differ from the host's: the link or the device corrupted the copy, and the step computed with "
+                  "weights the host does not hold; " +
+                  (result.partially_updated ? "parameters were updated as their gradients landed (this plan updates "
+                                              "as gradients land), so no checkpoint was written"
+                                            : std::string("its update was not applied") +
+                                                  (kept ? ", the weights before it are checkpointed" : "")) +
+                  ". Check the GPU (nvidia-smi -q: ECC errors; dmesg: Xid errors) and its link, then resume from the "
+                  "last checkpoint");
+    }
     if (!std::isfinite(result.loss) || !result.nonfinite_grad.empty()) {
       // The update was not applied: the weights are still those before this step.
       const std::string what = nonfiniteProblem(result);
@@ -535,6 +553,9 @@ int train(const TrainConfig& config) {
   std::printf("done: %lld steps, %.1f s, %.0f tok/s average\n", static_cast<long long>(steps_run),
               total_seconds, steps_run ? tokens_per_step * steps_run / total_seconds : 0.0);
   report.print(config.profile, /*micro_batches=*/config.accumulate > 1);
+  if (config.verify_transfers)
+    std::printf("transfers verified: %lld copies to the device, each the host's bytes (checksums compared)\n",
+                static_cast<long long>(transfers_verified));
   writeTrace();
   exportWeights(config.steps);
   return 0;

@@ -38,6 +38,7 @@ struct TrainConfig {
   int64_t val_every = 0;       // steps between validation losses (0: only at the end)
   int64_t val_batches = 4;     // batches averaged per validation loss
   bool skip_nonfinite = false;  // NaN/Inf loss or gradients: skip the step (else stop)
+  bool verify_transfers = false;  // check every copy to the device against the host's bytes
   int64_t print_every = 1;
   bool profile = false;        // print the time per kernel at the end
 };

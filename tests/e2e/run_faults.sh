@@ -2,7 +2,8 @@
 # The fault matrix of a training run (issue 18 #7, #9, #10; #19's signal stop): two runs on one
 # checkpoint directory, temporary files of killed writers, a full disk for checkpoints and logs,
 # output paths that cannot be written, a token file truncated or rewritten under the run, and
-# SIGINT with and without a place to keep the progress. Each gives one clear error (or the kept
+# SIGINT with and without a place to keep the progress, and transfers to the device corrupted on
+# their way (--verify-transfers). Each gives one clear error (or the kept
 # progress), a non-zero exit where work is lost, the previous checkpoint intact, nothing half-written.
 # usage: run_faults.sh BIN_DIR WORK_DIR
 set -uo pipefail
@@ -101,5 +102,29 @@ for keep in export none; do
       "[ $status -eq 130 ] && grep -q 'progress is lost' stop.out"
   fi
 done
+
+# --verify-transfers: every copy to the device checked against the host's bytes. A clean run
+# trains exactly as without; a transfer corrupted on its way (MT_TEST_CORRUPT_TRANSFER=N flips a
+# bit of the N-th checked copy's device bytes) stops the run naming the tensor, its step's
+# update not applied: the checkpoint it leaves is the clean run's of the step before, bit for bit.
+# On arrival, parameters were already updated from the bad step: no checkpoint, and it says so.
+run --steps 4 --log plain.jsonl --checkpoint-dir plain.ckpt --checkpoint-every 1 --keep 10 >/dev/null
+run --steps 4 --log verified.jsonl --verify-transfers > verified.out
+check "a verified run trains as an unverified one (losses bit for bit) and counts its checks" \
+  "cmp -s <(sed 's/.*\"grad_norm\":\\([^,]*\\),\"loss\":\\([^,]*\\),.*/\\1 \\2/' plain.jsonl) \
+          <(sed 's/.*\"grad_norm\":\\([^,]*\\),\"loss\":\\([^,]*\\),.*/\\1 \\2/' verified.jsonl) &&
+   grep -q 'transfers verified: [1-9][0-9]* copies to the device' verified.out"
+per_step=$(( $(sed -n 's/transfers verified: \([0-9]*\) copies.*/\1/p' verified.out) / 4 ))
+err=$(MT_TEST_CORRUPT_TRANSFER=$((2 * per_step + 3)) run --steps 4 --verify-transfers --checkpoint-dir bad.ckpt \
+  2>&1 >/dev/null); status=$?
+check "a corrupted transfer in step 3 stops the run (status $status) naming the tensor and the checksums" \
+  "[ $status -eq 1 ] && grep -q \"step 3: --verify-transfers: the bytes of '.*' (copy 3 of the step to the device: checksum [0-9a-f]* on the device, [0-9a-f]* on the host) differ from the host's.*its update was not applied, the weights before it are checkpointed\" <<<\"\$err\""
+check "its checkpoint is the clean run's of step 2, bit for bit" \
+  "same_tensors bad.ckpt/step-000000002.ckpt.safetensors plain.ckpt/step-000000002.ckpt.safetensors && [ ! -e bad.ckpt/step-000000003.ckpt.safetensors ]"
+"$bin/mtc" gpt2-tiny --batch 4 --seq 32 --schedule streamed --update on-arrival -o arrival.plan --no-weights >/dev/null
+err=$(MT_TEST_CORRUPT_TRANSFER=3 "$bin/mtrun" arrival.plan --data corpus.tok --steps 4 --print-every 1000 \
+  --verify-transfers --checkpoint-dir arrival.ckpt 2>&1 >/dev/null); status=$?
+check "on arrival, a corrupted transfer stops the run (status $status) with no checkpoint of updated weights" \
+  "[ $status -eq 1 ] && grep -q 'parameters were updated as their gradients landed.*so no checkpoint was written' <<<\"\$err\" && ! ls arrival.ckpt/*.safetensors >/dev/null 2>&1"
 
 finish

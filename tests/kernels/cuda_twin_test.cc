@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "kernels/checksum/checksum.h"
 #include "kernels/cuda_check.h"
 #include "runtime/backends/cuda_device.h"
 #include "kernels/elementwise/elementwise.h"
@@ -207,6 +208,29 @@ TEST_F(CudaTwinTest, Rope) {
     expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, inverse}, {10000.0f});
   // A token tile inside its sequence (mt-tile-tokens): positions from the offset on.
   expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, 1, 4096}, {10000.0f});
+}
+
+// The transfer checksum (mtrun --verify-transfers): the GPU's partial sums, written to mapped
+// host memory as the CUDA backend has them, add up to the CPU's checksum of the same bytes.
+TEST_F(CudaTwinTest, TransferChecksum) {
+  uint64_t* partials = nullptr;
+  MT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&partials), sizeof(uint64_t) * kChecksumPartials,
+                              cudaHostAllocMapped));
+  std::mt19937 rng(7);
+  for (int64_t bytes : {int64_t{0}, int64_t{5}, int64_t{8}, int64_t{4099}, int64_t{3} << 20}) {
+    std::vector<unsigned char> data(bytes);
+    for (auto& b : data) b = static_cast<unsigned char>(rng());
+    void* device = nullptr;
+    MT_CUDA_CHECK(cudaMalloc(&device, std::max<int64_t>(bytes, 8)));
+    MT_CUDA_CHECK(cudaMemcpy(device, data.data(), bytes, cudaMemcpyHostToDevice));
+    uint64_t* mapped = nullptr;
+    MT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&mapped), partials, 0));
+    checksum_cuda(device, bytes, mapped, nullptr);
+    MT_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(checksumOfPartials(partials), checksum_cpu(data.data(), bytes)) << bytes << " bytes";
+    MT_CUDA_CHECK(cudaFree(device));
+  }
+  MT_CUDA_CHECK(cudaFreeHost(partials));
 }
 
 TEST_F(CudaTwinTest, AttentionForwardAndBackward) {

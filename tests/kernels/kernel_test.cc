@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/adamw/adamw.h"
+#include "kernels/checksum/checksum.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/rope/rope.h"
 
@@ -425,6 +426,32 @@ TEST_F(KernelTest, RopeWithOffsetTurnsATileAsTheWholeSequence) {
     args.floats = {theta};
     EXPECT_NE(rope_check(args).find("position offset"), std::string::npos) << "offset " << bad;
   }
+}
+
+// The transfer checksum is the sum of its words' terms (any alignment, a short tail zero-padded)
+// and changes with any one flipped bit.
+TEST_F(KernelTest, TransferChecksumSeesEveryBit) {
+  std::vector<unsigned char> data(1 + 8 * 37 + 5);
+  for (auto& b : data) b = static_cast<unsigned char>(rng());
+  const unsigned char* range = data.data() + 1;  // unaligned
+  const int64_t bytes = static_cast<int64_t>(data.size()) - 1;
+  uint64_t want = 0;
+  for (int64_t i = 0; i * 8 < bytes; ++i) {
+    uint64_t word = 0;
+    for (int64_t b = 0; b < 8 && i * 8 + b < bytes; ++b) word |= uint64_t{range[i * 8 + b]} << (8 * b);
+    want += checksumTerm(word, static_cast<uint64_t>(i));
+  }
+  const uint64_t sum = checksum_cpu(range, bytes);
+  EXPECT_EQ(sum, want);
+  for (int64_t bit = 0; bit < 8 * bytes; bit += 7) {
+    std::vector<unsigned char> flipped(range, range + bytes);
+    flipped[bit / 8] ^= static_cast<unsigned char>(1u << (bit % 8));
+    ASSERT_NE(checksum_cpu(flipped.data(), bytes), sum) << "bit " << bit << " flipped goes unseen";
+  }
+  // Two words swapped (a copy written out of order) is seen too.
+  std::vector<unsigned char> swapped(range, range + bytes);
+  std::swap_ranges(swapped.begin(), swapped.begin() + 8, swapped.begin() + 8);
+  EXPECT_NE(checksum_cpu(swapped.data(), bytes), sum);
 }
 
 // mt.cached_attention gives the rows of causal attention: new tokens p0 .. p0 + n - 1 over cache
