@@ -367,7 +367,12 @@ int train(const TrainConfig& config) {
     int64_t counted = 0;
     for (int64_t i = 0; i < config.val_batches; ++i) {
       const int64_t c = val_sampler->fill(i, store.i32(store.tokens()), store.i32(store.targets()));
-      total += static_cast<double>(c) * backend->runStep(eval).loss;
+      const StepResult result = backend->runStep(eval);
+      if (!result.corrupt_transfer.empty())  // a validation updates nothing: only its loss is wrong
+        throw Error("validation after step " + std::to_string(step) + ": --verify-transfers: the bytes of " +
+                    result.corrupt_transfer + " differ from the host's: the link or the device corrupted the copy. "
+                    "Check the GPU (nvidia-smi -q: ECC errors; dmesg: Xid errors) and its link, then resume");
+      total += static_cast<double>(c) * result.loss;
       counted += c;
     }
     if (counted == 0) {
