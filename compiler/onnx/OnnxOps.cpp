@@ -567,7 +567,10 @@ void layerNormOp(Importer& im) {
   const auto in = im.input(0).shape;
   const int64_t rank = static_cast<int64_t>(in.size());
   const int64_t axis = im.normAxis(im.intAttr("axis", -1), rank);
-  const auto [outer, inner] = splitAt(in, axis);
+  // Not a structured binding: the lambda below captures `inner` (C++20; clang before 16, which
+  // builds the fuzz harness, does not take it).
+  const std::pair<int64_t, int64_t> parts = splitAt(in, axis);
+  const int64_t outer = parts.first, inner = parts.second;
   const std::vector<int64_t> normalized(in.begin() + axis, in.end());
   // Scale and bias broadcast over the normalised dims: materialise them at full size, as (inner).
   auto channels = [&](Value v) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A fuzz campaign over every reader of the runtime: builds the libFuzzer harnesses with clang
-# (ASan + UBSan + coverage) into FUZZ_BUILD, makes seed corpora with the main build's tools, runs
+# A fuzz campaign over every reader of the runtime and the ONNX importer: builds the libFuzzer
+# harnesses with clang (ASan + UBSan + coverage) into FUZZ_BUILD (fuzz_onnx, which needs the
+# compiler, into FUZZ_BUILD-onnx), makes seed corpora with the main build's tools, runs
 # each harness SECONDS over its corpus and the inputs that once broke something
 # (tests/fuzz/regressions/<harness>/, kept forever) with a dictionary of the format's keywords
 # (tests/fuzz/dict/), and prints executions and coverage per harness. A crash, a sanitizer report
@@ -14,7 +15,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 seconds=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(plan safetensors checkpoint token_file tokenizer hf_tokenizer config)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(plan safetensors checkpoint token_file tokenizer hf_tokenizer config onnx)
 bin=${MT_BIN:-$root/build/bin}
 build=${FUZZ_BUILD:-$root/build-fuzz}
 work=${FUZZ_WORK:-$build/campaign}
@@ -23,19 +24,29 @@ if ! command -v clang++ >/dev/null; then
   exit 77
 fi
 
-echo "fuzz: building the harnesses in $build"
-mkdir -p "$build"
-if ! { CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMT_FUZZ=ON \
-         -DMT_BUILD_COMPILER=OFF -DMT_BUILD_TESTS=OFF -DMT_CUDA=OFF &&
-       cmake --build "$build" --parallel "$(nproc)" --target "${harnesses[@]/#/fuzz_}"; } >"$build/build.log" 2>&1; then
-  tail -30 "$build/build.log"
-  echo "fuzz: the harnesses did not build (log: $build/build.log)"
-  exit 1
-fi
+# The readers' harnesses build without the compiler; fuzz_onnx needs it (MLIR), in a build of
+# its own ($build-onnx).
+build_harnesses() {  # build_harnesses DIR COMPILER(ON|OFF) HARNESS...
+  local dir=$1 compiler=$2
+  shift 2
+  echo "fuzz: building ${*/#/fuzz_} in $dir"
+  mkdir -p "$dir"
+  if ! { CC=clang CXX=clang++ cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMT_FUZZ=ON \
+           -DMT_BUILD_COMPILER="$compiler" -DMT_BUILD_TESTS=OFF -DMT_CUDA=OFF &&
+         cmake --build "$dir" --parallel "$(nproc)" --target "${@/#/fuzz_}"; } >"$dir/build.log" 2>&1; then
+    tail -30 "$dir/build.log"
+    echo "fuzz: the harnesses did not build (log: $dir/build.log)"
+    exit 1
+  fi
+}
+readers=()
+for h in "${harnesses[@]}"; do [ "$h" = onnx ] || readers+=("$h"); done
+[ ${#readers[@]} -eq 0 ] || build_harnesses "$build" OFF "${readers[@]}"
+[ ${#readers[@]} -eq ${#harnesses[@]} ] || build_harnesses "$build-onnx" ON onnx
 
 # Seeds made by the tools, as a user would make the files.
 rm -rf "$work" && mkdir -p "$work"/{seeds,corpus,crashes} && cd "$work"
-for h in plan safetensors checkpoint token_file tokenizer hf_tokenizer config; do
+for h in plan safetensors checkpoint token_file tokenizer hf_tokenizer config onnx; do
   mkdir -p "seeds/$h" "corpus/$h" "$root/tests/fuzz/regressions/$h"
 done
 printf 'the quick brown fox jumps over the lazy dog %s\n' {1..40} > text.txt
@@ -61,6 +72,8 @@ printf '{"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "\\u0120": 5}\0#version: 0.2
 /usr/bin/python3 "$root/tests/fuzz/tiny_tokenizer.py" seeds/hf_tokenizer
 printf 'steps = 3\nlr = 0.001\nwarmup = 1\ngrad-clip = 0.5\non-nonfinite = "skip"\n' > seeds/config/run.toml
 printf '[default]\nseed=7\nval-fraction=0.1\nlog="l.jsonl"\n' > seeds/config/run.ini
+# Small PyTorch exports (GPT-2, Llama; opsets 17 and 14) and ONNX's own one-op node tests.
+/usr/bin/python3 "$root/tests/fuzz/onnx_seeds.py" seeds/onnx
 
 printf '%-12s %12s %9s %8s %9s %s\n' harness executions exec/s cov features crashes | tee summary.txt
 status=0
@@ -70,7 +83,8 @@ for h in "${harnesses[@]}"; do
   [ -f "$root/tests/fuzz/dict/$h.dict" ] && dict="-dict=$root/tests/fuzz/dict/$h.dict"
   set +e
   MT_FUZZ_PLAN="$work/seeds/plan/gpt2.plan" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
-    "$build/bin/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=4096 -max_len=131072 -timeout=30 \
+    "$build$([ "$h" = onnx ] && echo -onnx)/bin/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=4096 \
+    -max_len=131072 -timeout=30 \
     -print_final_stats=1 -artifact_prefix="$work/crashes/$h-" $dict \
     "corpus/$h" "seeds/$h" "$root/tests/fuzz/regressions/$h" >"$log" 2>&1
   code=$?

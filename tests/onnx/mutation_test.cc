@@ -11,14 +11,8 @@
 #include <fstream>
 #include <random>
 
-#include "compiler/Emitter.h"
-#include "compiler/Stages.h"
-#include "compiler/onnx/OnnxImporter.h"
-#include "mlir/IR/MLIRContext.h"
-#include "runtime/backends/backend.h"
 #include "runtime/io/error.h"
-#include "runtime/host/host_store.h"
-#include "runtime/plan/verifier.h"
+#include "tests/onnx/import_attempt.h"
 
 namespace fs = std::filesystem;
 using namespace mt;
@@ -38,39 +32,13 @@ struct Tally {
   int tried = 0, imported = 0, refused = 0, ran = 0;
 };
 
-// Imports `path`; if that succeeds, compiles, verifies and (forward-only) runs the plan.
+// tests/onnx/import_attempt.h's attempt, counted.
 void attempt(const std::string& path, bool training, Tally& tally) {
   ++tally.tried;
-  mlir::MLIRContext context;
-  context.printOpOnDiagnostic(false);
-  mlir::ScopedDiagnosticHandler quiet(&context, [](mlir::Diagnostic&) { return mlir::success(); });
-  ImportOptions options;
-  options.training = training;
-  options.batch = 2, options.seq = 3;
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  try {
-    module = importModel(context, path, options, nullptr);
-  } catch (const ImportError&) {
-    ++tally.refused;
-    return;
-  }
-  ++tally.imported;
-  if (!runStages(*module, {"", 0, Schedule::kResident}).failed.empty()) return;  // refused by a pass: fine
-  plan::Plan plan;
-  PlanStats stats;
-  EmitOptions emit;
-  modelShape(*module, emit.batch, emit.seq, emit.vocab);
-  if (mlir::failed(emitPlan(*module, emit, plan, stats))) return;
-  expandTemplates(plan);
-  verifyPlan(plan);  // a compiled plan must verify: an Error here is a compiler bug
-  if (training || plan.arena_bytes() > (int64_t{256} << 20)) return;
-  int64_t host_bytes = 0;
-  for (const auto& t : plan.host_tensors()) host_bytes += hostTensorBytes(t);
-  if (host_bytes > (int64_t{256} << 20)) return;  // a valid plan too large to run here
-  HostStore store(plan);
-  store.initialize(1);
-  createCpuBackend(plan, store)->runStep({});
-  ++tally.ran;
+  const test::Attempt result = test::attemptImport(path, training);
+  tally.refused += result == test::Attempt::kRefused;
+  tally.imported += result != test::Attempt::kRefused;
+  tally.ran += result == test::Attempt::kRan;
 }
 
 // A graph output listed twice: it made a forward-only import whose plan the verifier refused
