@@ -53,6 +53,7 @@ void addStagePasses(mlir::PassManager& pm, const std::string& stage, const Knobs
   if (stage == "tile-tokens" && knobs.token_tiles > 1) {
     TileTokensPassOptions options;
     options.tiles = knobs.token_tiles;
+    options.head = knobs.vocab_chunks <= 1;  // a head split by vocabulary (--vocab-chunks) is not tiled
     pm.addPass(createTileTokensPass(options));
   }
   if (stage == "autodiff") pm.addPass(createAutodiffPass());
@@ -350,6 +351,7 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
   if (options.update == UpdateKind::kOnArrival && !options.schedule) result.schedule = Schedule::kStreamed;
   Knobs early{result.schedule, 0, options.update};
   early.token_tiles = result.token_tiles;
+  early.vocab_chunks = std::max<int64_t>(options.vocab_chunks, 1);
   if (!runFrom(module, stageIndex("tile-tokens"), stops_early ? options.last : "partition", early, result.failed) ||
       stops_early)
     return result;
@@ -532,6 +534,7 @@ void modelShape(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
     batch = logits.size() >= 3 ? logits[0] : 1;
     seq = logits.size() >= 2 ? logits[logits.size() - 2] : 1;
   });
+  module.walk([&](XentTileOp op) { vocab = op.getLogits().getType().getShape().back(); });  // a tiled head
   module.walk([&](XentFinishOp op) {  // the loss over vocabulary chunks (mt-split-vocab)
     auto targets = op.getTargets().getType().getShape();
     vocab = op.getVocab();

@@ -56,10 +56,13 @@ void printTokenTiles(const CompileReport& r, ModuleOp module, const StageResult&
   const int64_t tokens = emit.batch * emit.seq / stages.token_tiles;
   const double add_bytes = 12.0 * summed * (stages.token_tiles - 1);  // two f32 reads, one write
   const bool recomputed = stages.schedule == Schedule::kStreamedRecompute;
-  std::printf("  token tiles    each layer block's token-wise work (norms, projections, rope, the MLP) in %lld tiles "
+  bool head = false;  // the LM head and its loss tiled too (mt.xent_tile)
+  module.walk([&](XentTileOp) { head = true; });
+  std::printf("  token tiles    each layer block's token-wise work (norms, projections, rope, the MLP)%s in %lld tiles "
               "of %lld tokens (%s), %s; attention still reads the whole sequence. Costs: the weights' gradients "
               "summed over the tiles (%s of adds per step, %s at the memory bandwidth)%s; the same weights cross "
               "the link\n",
+              head ? " and the head's (its norm, the LM head, the loss as each tile's share of the mean)" : "",
               (long long)stages.token_tiles, (long long)tokens,
               r.options.token_tiles > 0 ? "--token-tiles" : "the fewest that fit --device-mem",
               recomputed ? "each tile's activations recomputed just before its backward"

@@ -62,6 +62,11 @@ def TileTokensPass : Pass<"mt-tile-tokens", "mlir::ModuleOp"> {
     %g = mt.token_concat %g0, %g1 : ... -> tensor<1x64x96xf32>   // where the whole is read
     ```
 
+    The head after the last layer block (its norm, the LM head) is tiled the same way, and its
+    `mt.softmax_xent` becomes one `mt.count_targets` of the whole batch and each tile's
+    `mt.xent_tile` — its share of the mean over every counted target — whose shares are summed
+    into the loss: no tile's (tokens, vocab) logits beside another's.
+
     A tile holds R = batch * seq / tiles tokens, a multiple of 32, inside one sequence or whole
     sequences; another count is an error listing the counts that work. Needs the forward
     function with a (batch, seq) tokens input (before mt-autodiff); `tiles` <= 1 leaves it alone.
@@ -69,6 +74,9 @@ def TileTokensPass : Pass<"mt-tile-tokens", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"tiles", "tiles", "int64_t", /*default=*/"0", "Token tiles per layer block (0 or 1: no tiling)">,
+    Option<"head", "head", "bool", /*default=*/"true",
+           "Tile the head after the last layer block too: its token-wise ops and the loss, as each tile's "
+           "share (off where mt-split-vocab splits the head by vocabulary instead)">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }
@@ -161,7 +169,10 @@ def RecomputePass : Pass<"mt-recompute", "mlir::ModuleOp"> {
     (marked `mt.recompute`). Only the block inputs (the boundary activations) stay alive from
     the forward pass to the backward; each block's forward runs twice per step. With `keep`,
     the last `keep` blocks are left alone: their activations stay from the forward (more device
-    memory, one forward run) — what mtc chooses when the budget has room. Needs
+    memory, one forward run) — what mtc chooses when the budget has room. Blocks in token tiles
+    (mt-tile-tokens, `mt.tile`) recompute each tile's ops just before that tile's stretch of the
+    backward, and what the block shares (its splits and concats, attention) once before the
+    block's backward; a head in token tiles (the epilogue) is recomputed so too. Needs
     `mt-partition` and a differentiated function.
   }];
   let options = [

@@ -35,17 +35,20 @@ struct RecomputePass : impl::RecomputePassBase<RecomputePass> {
       func.emitError("mt-recompute needs a differentiated function: run mt-autodiff first");
       return signalPassFailure();
     }
-    // Forward and backward ops of each real block (prologue and epilogue are not recomputed).
+    // Forward and backward ops of each real block and of the epilogue (the prologue is not
+    // recomputed, nor the epilogue unless it is in token tiles: its backward follows its forward).
     const int64_t blocks = templates.size();
-    std::vector<std::vector<Operation*>> forward(blocks), backward(blocks);
+    std::vector<std::vector<Operation*>> forward(blocks + 1), backward(blocks + 1);
+    bool tiledEpilogue = false;
     for (Operation& op : body.without_terminator()) {
       const std::optional<int64_t> block = blockOf(&op);
       if (!block) {
         op.emitError("has no layer block: run mt-partition first");
         return signalPassFailure();
       }
-      if (*block < 0 || *block >= blocks || op.hasAttr(kRecomputeAttr)) continue;
+      if (*block < 0 || *block > blocks || op.hasAttr(kRecomputeAttr)) continue;
       (op.hasAttr(kBackwardAttr) ? backward : forward)[*block].push_back(&op);
+      tiledEpilogue |= *block == blocks && tileOf(&op) && !op.hasAttr(kBackwardAttr);
     }
     OpBuilder b(&getContext());
     if (keep < 0) {
@@ -54,6 +57,9 @@ struct RecomputePass : impl::RecomputePassBase<RecomputePass> {
     }
     for (int64_t block = 0; block < blocks - keep; ++block)
       if (!backward[block].empty()) recomputeBlock(forward[block], backward[block], b);
+    // A head in token tiles: each tile's logits recomputed just before its backward, so no two
+    // tiles' are on the device at once.
+    if (tiledEpilogue && !backward[blocks].empty()) recomputeBlock(forward[blocks], backward[blocks], b);
   }
 
   // The recompute of one block. Without token tiles: the forward ops its backward reads,

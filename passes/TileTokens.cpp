@@ -1,10 +1,14 @@
 // mt-tile-tokens: the token-wise work of each layer block (norms, projections, the MLP, rope,
-// residual adds) runs tile by tile along the tokens; what reads the whole sequence (attention)
+// residual adds) and of the head (its norm, the LM head and the loss, each tile's share of the
+// mean) runs tile by tile along the tokens; what reads the whole sequence (attention)
 // gets the whole, assembled in place from the tiles (mt.token_concat), and the tiles read their
 // slice of a whole in place (mt.token_split). Runs on the forward function, before mt-autodiff:
 // the backward of each tile then follows from the gradient rules, and mt-recompute recomputes
 // each tile's activations just before that tile's backward.
+#include <limits>
+
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 #include "mlir/IR/Builders.h"
 #include "passes/Passes.h"
 
@@ -78,6 +82,28 @@ bool isTokenWise(Operation* op, const TokenValues& tokens) {
   return false;
 }
 
+// The loss over (batch, seq, V) logits: each tile's share of it is `mt.xent_tile`'s.
+bool isTileableLoss(Operation* op, const TokenValues& tokens) {
+  auto xent = dyn_cast<SoftmaxXentOp>(op);
+  return xent && tokens.isToken(xent.getLogits(), 3) && tokens.isToken(xent.getTargets());
+}
+
+// Where an op's runs are tiled: its layer block, or the head after the last layer block
+// (kHead); std::nullopt before the first (the prologue: the token embedding, not tiled).
+constexpr int64_t kHead = std::numeric_limits<int64_t>::max();
+DenseMap<Operation*, int64_t> tilingRegions(Block& body) {
+  DenseMap<Operation*, int64_t> region;
+  Operation* lastLayerOp = nullptr;
+  for (Operation& op : body.without_terminator())
+    if (std::optional<int64_t> block = layerBlockInPath(&op)) region[&op] = *block, lastLayerOp = &op;
+  bool after = false;
+  for (Operation& op : body.without_terminator()) {
+    if (after && !region.count(&op)) region[&op] = kHead;
+    after |= &op == lastLayerOp;
+  }
+  return region;
+}
+
 struct TileTokensPass : impl::TileTokensPassBase<TileTokensPass> {
   using TileTokensPassBase::TileTokensPassBase;
 
@@ -105,16 +131,21 @@ struct TileTokensPass : impl::TileTokensPassBase<TileTokensPass> {
     if (failed(checkTiles(func))) return signalPassFailure();
     TokenValues tokens(func, batch_, seq_);
 
-    // Runs of consecutive token-wise ops of one layer block, each tiled as a unit.
+    // Runs of consecutive token-wise ops of one layer block (or of the head, with its loss),
+    // each tiled as a unit.
+    region_ = tilingRegions(body);
     SmallVector<SmallVector<Operation*>> runs;
     bool runOpen = false;
     for (Operation& op : body.without_terminator()) {
-      const std::optional<int64_t> block = layerBlockInPath(&op);
-      if (!block || !isTokenWise(&op, tokens)) {
+      auto found = region_.find(&op);
+      const bool inHead = found != region_.end() && found->second == kHead;
+      const bool tileable = found != region_.end() && (!inHead || head) &&
+                            (isTokenWise(&op, tokens) || (inHead && isTileableLoss(&op, tokens)));
+      if (!tileable) {
         runOpen = false;
         continue;
       }
-      if (!runOpen || layerBlockInPath(runs.back().front()) != block) runs.emplace_back();
+      if (!runOpen || region_.lookup(runs.back().front()) != found->second) runs.emplace_back();
       runOpen = true;
       runs.back().push_back(&op);
       tiled_.insert(&op);
@@ -167,31 +198,53 @@ struct TileTokensPass : impl::TileTokensPassBase<TileTokensPass> {
     for (Operation* op : run)
       for (Value v : op->getOperands())
         if (tokens.isToken(v) && !(v.getDefiningOp() && tiled_.contains(v.getDefiningOp()))) tileOf(v, 0, b, blockLoc);
+    // The loss's divisor: the whole batch's counted targets, before any tile's share of it.
+    DenseMap<Operation*, Value> counts;
+    for (Operation* op : run)
+      if (auto xent = dyn_cast<SoftmaxXentOp>(op))
+        counts[op] = b.create<CountTargetsOp>(op->getLoc(), xent.getTargets(),
+                                              xent.getLogits().getType().getShape().back());
     const int64_t rowsPerTile = batch_ * seq_ / tiles;
+    llvm::MapVector<Operation*, SmallVector<Value>> shares;  // a loss -> each tile's share of it
     for (int64_t t = 0; t < tiles; ++t) {
       for (Operation* op : run) {
-        Operation* clone = b.clone(*op);
-        clone->setLoc(withTile(op->getLoc(), t));
-        for (OpOperand& operand : clone->getOpOperands())
-          if (tokens.isToken(operand.get())) operand.set(tileOf(operand.get(), t, b, blockLoc));
-        if (auto rope = dyn_cast<RopeOp>(clone))
-          rope.setPositionOffset(rope.getPositionOffset() + (t * rowsPerTile) % seq_);
-        for (Value r : clone->getResults()) r.setType(tokenTileType(tensorOf(r), tiles));
+        auto tileOperand = [&](Value v) { return tokens.isToken(v) ? tileOf(v, t, b, blockLoc) : v; };
+        Operation* clone;
+        if (auto xent = dyn_cast<SoftmaxXentOp>(op)) {
+          clone = b.create<XentTileOp>(withTile(op->getLoc(), t), tileOperand(xent.getLogits()),
+                                       tileOperand(xent.getTargets()), counts[op]);
+          shares[op].push_back(clone->getResult(0));
+        } else {
+          clone = b.clone(*op);
+          clone->setLoc(withTile(op->getLoc(), t));
+          for (OpOperand& operand : clone->getOpOperands()) operand.set(tileOperand(operand.get()));
+          if (auto rope = dyn_cast<RopeOp>(clone))
+            rope.setPositionOffset(rope.getPositionOffset() + (t * rowsPerTile) % seq_);
+          for (Value r : clone->getResults()) r.setType(tokenTileType(tensorOf(r), tiles));
+        }
         for (auto [original, tile] : llvm::zip(op->getResults(), clone->getResults())) {
+          if (!tokens.isToken(original)) continue;  // a loss share: summed below
           SmallVector<Value>& list = pieces_[original];
           if (list.empty()) list.resize(tiles);
           list[t] = tile;
         }
       }
     }
+    // Each loss is the sum of its tiles' shares.
+    for (auto& [op, parts] : shares) {
+      Value loss = parts.front();
+      for (Value part : ArrayRef<Value>(parts).drop_front()) loss = b.create<AddOp>(op->getLoc(), loss, part);
+      op->getResult(0).replaceAllUsesWith(loss);
+    }
     // What the run makes that anything but a later tiled op of its block reads: the whole,
     // assembled from the tiles.
-    const std::optional<int64_t> block = layerBlockInPath(run.front());
+    const int64_t region = region_.lookup(run.front());
     for (Operation* op : run)
       for (Value r : op->getResults()) {
+        if (!pieces_.count(r)) continue;  // a loss: replaced by its shares' sum
         auto readsWhole = [&](OpOperand& use) {
           Operation* user = use.getOwner();
-          return !tiled_.contains(user) || layerBlockInPath(user) != block;
+          return !tiled_.contains(user) || region_.lookup(user) != region;
         };
         if (llvm::none_of(r.getUses(), readsWhole)) continue;
         Value whole = b.create<TokenConcatOp>(op->getLoc(), r.getType(), pieces_[r]).getResult();
@@ -201,6 +254,7 @@ struct TileTokensPass : impl::TileTokensPassBase<TileTokensPass> {
   }
 
   int64_t batch_ = 0, seq_ = 0;
+  DenseMap<Operation*, int64_t> region_;       // the layer block (or kHead) of each op after the prologue
   DenseSet<Operation*> tiled_;                 // the original ops of every run (erased at the end)
   DenseMap<Value, SmallVector<Value>> pieces_;  // a token value -> its tiles
 };

@@ -61,6 +61,9 @@ int64_t SoftmaxXentGradOp::getFlops() { return 3 * numel(getLogits()); }
 int64_t XentChunkOp::getFlops() { return 4 * numel(getLogits()); }
 int64_t XentFinishOp::getFlops() { return numel(getTargets()); }
 int64_t XentChunkGradOp::getFlops() { return 3 * numel(getLogits()); }
+int64_t CountTargetsOp::getFlops() { return numel(getTargets()); }
+int64_t XentTileOp::getFlops() { return 4 * numel(getLogits()); }
+int64_t XentTileGradOp::getFlops() { return 3 * numel(getLogits()); }
 // Transcendentals count as one flop per element here: the cost model is about matmuls.
 int64_t UnaryOp::getFlops() { return numel(getResult()); }
 int64_t UnaryGradOp::getFlops() { return 2 * numel(getResult()); }
@@ -191,6 +194,9 @@ void EmbeddingGradChunkOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallV
 }
 void XentChunkOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(getFirst());
+}
+void CountTargetsOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getVocab()));
 }
 void XentFinishOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(getVocab());

@@ -144,6 +144,12 @@ SmallVector<Value> SoftmaxXentOp::buildGradient(OpBuilder& b, ArrayRef<Value> gr
   return {dlogits, Value()};
 }
 
+SmallVector<Value> XentTileOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  if (!grads[0]) return {Value(), Value(), Value()};  // only the log-sum-exp is read: nothing to differentiate
+  Value dlogits = b.create<XentTileGradOp>(getLoc(), grads[0], getLogits(), getTargets(), getLse(), getCount());
+  return {dlogits, Value(), Value()};
+}
+
 SmallVector<Value> UnaryOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   return {b.create<UnaryGradOp>(getLoc(), grads[0], getInput(), getFnAttr())};
 }

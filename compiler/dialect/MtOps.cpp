@@ -524,6 +524,28 @@ LogicalResult XentChunkGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<
   return SoftmaxXentGradOp::inferReturnTypes(ctx, loc, plain, types);
 }
 
+LogicalResult CountTargetsOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                               SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  if (static_cast<int64_t>(adaptor.getVocab()) <= 0) return emitOptionalError(loc, "vocab must be positive");
+  types.push_back(f32Tensor(ctx, {}));
+  return success();
+}
+
+LogicalResult XentTileOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                           SmallVectorImpl<Type>& types) {
+  if (failed(requireShape(loc, adaptor.getCount(), {}, "count"))) return failure();
+  SoftmaxXentOp::Adaptor plain(adaptor.getOperands().drop_back());
+  return SoftmaxXentOp::inferReturnTypes(ctx, loc, plain, types);
+}
+
+LogicalResult XentTileGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                               SmallVectorImpl<Type>& types) {
+  if (failed(requireShape(loc, adaptor.getCount(), {}, "count"))) return failure();
+  SoftmaxXentGradOp::Adaptor plain(adaptor.getOperands().drop_back());
+  return SoftmaxXentGradOp::inferReturnTypes(ctx, loc, plain, types);
+}
+
 //===----------------------------------------------------------------------===//
 // Generic ops
 //===----------------------------------------------------------------------===//

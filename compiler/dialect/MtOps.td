@@ -537,6 +537,48 @@ def Mt_XentChunkGradOp : Mt_KernelOp<"xent_chunk_grad", [
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
+def Mt_CountTargetsOp : Mt_KernelOp<"count_targets", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "how many targets lie in [0, vocab): what the mean cross-entropy divides by";
+  let description = [{
+    Made by mt-tile-tokens for the LM head's loss over token tiles: each tile's `mt.xent_tile`
+    divides by the whole batch's count.
+
+    ```mlir
+    %count = mt.count_targets %targets {vocab = 256} : tensor<8x64xi32>
+    ```
+  }];
+  let arguments = (ins Mt_I32Tensor:$targets, I64Attr:$vocab);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "$targets attr-dict `:` type($targets)";
+}
+
+def Mt_XentTileOp : Mt_KernelOp<"xent_tile", [KernelOpInterface,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "a token tile's share of the mean softmax cross-entropy";
+  let description = [{
+    The sum over the tile's rows with a target in [0, V) of log-sum-exp minus the target's logit,
+    divided by `count` (the whole batch's counted targets, `mt.count_targets`; 0 when it is 0):
+    the tiles' shares add up to `mt.softmax_xent`'s loss. Also returns each row's log-sum-exp.
+    Made by mt-tile-tokens.
+
+    ```mlir
+    %part, %lse = mt.xent_tile %logits0, %targets0, %count : tensor<1x32x256xf32>, tensor<1x32xi32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$count);
+  let results = (outs Mt_F32Tensor:$loss, Mt_F32Tensor:$lse);
+  let assemblyFormat = "$logits `,` $targets `,` $count attr-dict `:` type($logits) `,` type($targets) `,` type($count)";
+}
+
+def Mt_XentTileGradOp : Mt_KernelOp<"xent_tile_grad", [KernelOpInterface]> {
+  let summary = "backward of mt.xent_tile: dlogits of the tile, over the whole batch's count";
+  let arguments = (ins Mt_F32Tensor:$dloss, Mt_FloatTensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$lse,
+                       Mt_F32Tensor:$count);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
 //===----------------------------------------------------------------------===//
 // Generic ops: what imported graphs lower to where no fused op applies
 //===----------------------------------------------------------------------===//

@@ -12,6 +12,15 @@
 // mt.xent_finish: (running (..., 2), targets) -> (loss (), lse (...))    int[vocab]
 // mt.xent_chunk_grad: (dloss (), logits (..., Vc), targets, lse) -> dlogits (..., Vc)
 //   int[first, vocab]: softmax_xent_grad's rows for the chunk's columns.
+//
+// The same loss over tiles of tokens (plan 1.13; mtc --token-tiles: the LM head and its loss run
+// tile by tile, no tile's logits on the device beside another's):
+// mt.count_targets: (targets (...) i32) -> count () f32     int[vocab]: the targets in [0, vocab)
+// mt.xent_tile: (logits (..., V), targets (...), count ()) -> (loss (), lse (...)): the tile's
+//   share of the mean: the sum over its rows with a valid target of lse - logit[target], divided
+//   by `count`, the whole batch's counted targets (0 when it is 0); the shares add up to the loss.
+// mt.xent_tile_grad: (dloss (), logits, targets, lse, count ()) -> dlogits (..., V):
+//   softmax_xent_grad's rows with the whole batch's count.
 #pragma once
 #include "kernels/kernel_args.h"
 
@@ -26,6 +35,12 @@ std::string xent_finish_check(const KernelArgs& args);
 void xent_finish_cpu(const KernelArgs& args);
 std::string xent_chunk_grad_check(const KernelArgs& args);
 void xent_chunk_grad_cpu(const KernelArgs& args);
+std::string count_targets_check(const KernelArgs& args);
+void count_targets_cpu(const KernelArgs& args);
+std::string xent_tile_check(const KernelArgs& args);
+void xent_tile_cpu(const KernelArgs& args);
+std::string xent_tile_grad_check(const KernelArgs& args);
+void xent_tile_grad_cpu(const KernelArgs& args);
 
 // CUDA twins (kernels/loss/loss_cuda.cu), built when CUDA is enabled.
 void softmax_xent_cuda(const KernelArgs& args, const CudaLaunch& launch);
@@ -33,4 +48,7 @@ void softmax_xent_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void xent_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void xent_finish_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void xent_chunk_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void count_targets_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void xent_tile_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void xent_tile_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -31,14 +31,14 @@ int64_t countValid(const Tensor& targets, int64_t vocab) {
   return count;
 }
 
-// dlogits of softmax_xent_grad / xent_chunk_grad (args: dloss, logits, targets, lse): the
-// logits' columns are vocabulary ids [first, first + width) of a vocabulary of `vocab`.
-void xentGradRows(const KernelArgs& args, int64_t first, int64_t vocab) {
+// dlogits of softmax_xent_grad / xent_chunk_grad / xent_tile_grad (args: dloss, logits, targets,
+// lse[, count]): the logits' columns are vocabulary ids [first, first + width) of a vocabulary of
+// `vocab`; each counted row's gradient is `coeff` (dloss over the counted targets) times softmax
+// minus one-hot.
+void xentGradRows(const KernelArgs& args, float coeff, int64_t first, int64_t vocab) {
   const Tensor &logits = args.in[1], &targets = args.in[2];
   const float* lse = args.in[3].f32();
   const int64_t width = logits.dim(-1), rows = leadingRows(logits);
-  const int64_t count = countValid(targets, vocab);
-  const float coeff = count ? args.in[0].f32()[0] / static_cast<float>(count) : 0.0f;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = logits.f32() + r * width;
@@ -65,10 +65,11 @@ std::string softmax_xent_check(const KernelArgs& args) {
   return expectShape(args.out[1], targets.shape, "softmax_xent lse");
 }
 
-void softmax_xent_cpu(const KernelArgs& args) {
-  const Tensor &logits = args.in[0], &targets = args.in[1];
+namespace {
+// Each row's log-sum-exp into `lse`; returns the sum of lse - logit[target] over the rows with a
+// valid target, in double, serially in row order: the same for any thread count.
+double lossSum(const Tensor& logits, const Tensor& targets, float* lse) {
   const int64_t vocab = logits.dim(-1), rows = leadingRows(logits);
-  float* lse = args.out[1].f32();
   std::vector<double> row_loss(rows, 0.0);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
@@ -77,10 +78,16 @@ void softmax_xent_cpu(const KernelArgs& args) {
     const int32_t t = targets.i32()[r];
     if (validTarget(t, vocab)) row_loss[r] = double(lse[r]) - x[t];
   }
-  // Summed serially in row order: the loss is bit-identical for any thread count.
   double total = 0.0;
   for (double l : row_loss) total += l;
-  const int64_t count = countValid(targets, vocab);
+  return total;
+}
+}  // namespace
+
+void softmax_xent_cpu(const KernelArgs& args) {
+  const Tensor &logits = args.in[0], &targets = args.in[1];
+  const double total = lossSum(logits, targets, args.out[1].f32());
+  const int64_t count = countValid(targets, logits.dim(-1));
   args.out[0].f32()[0] = count ? static_cast<float>(total / count) : 0.0f;
 }
 
@@ -95,8 +102,15 @@ std::string softmax_xent_grad_check(const KernelArgs& args) {
   return expectShape(args.out[0], logits.shape, "softmax_xent_grad result");
 }
 
+// dloss over the targets of `targets` in [0, vocab) (0 when there are none).
+float coefficientOverValid(const KernelArgs& args, int64_t vocab) {
+  const int64_t count = countValid(args.in[2], vocab);
+  return count ? args.in[0].f32()[0] / static_cast<float>(count) : 0.0f;
+}
+
 void softmax_xent_grad_cpu(const KernelArgs& args) {
-  xentGradRows(args, /*first=*/0, /*vocab=*/args.in[1].dim(-1));
+  const int64_t vocab = args.in[1].dim(-1);
+  xentGradRows(args, coefficientOverValid(args, vocab), /*first=*/0, vocab);
 }
 
 std::string xent_chunk_check(const KernelArgs& args) {
@@ -166,6 +180,52 @@ std::string xent_chunk_grad_check(const KernelArgs& args) {
   return "";
 }
 
-void xent_chunk_grad_cpu(const KernelArgs& args) { xentGradRows(args, args.ints[0], args.ints[1]); }
+void xent_chunk_grad_cpu(const KernelArgs& args) {
+  xentGradRows(args, coefficientOverValid(args, args.ints[1]), args.ints[0], args.ints[1]);
+}
+
+std::string count_targets_check(const KernelArgs& args) {
+  MT_CHECK(expectDType(args.in[0], DType::I32, "count_targets targets"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "count_targets result"));
+  MT_CHECK(expectShape(args.out[0], {}, "count_targets result"));
+  if (args.ints[0] <= 0) return "count_targets: the vocabulary must be positive";
+  return "";
+}
+
+void count_targets_cpu(const KernelArgs& args) {
+  args.out[0].f32()[0] = static_cast<float>(countValid(args.in[0], args.ints[0]));
+}
+
+namespace {
+std::string checkCount(const Tensor& count, const char* what) {
+  MT_CHECK(expectDType(count, DType::F32, what));
+  return expectShape(count, {}, what);
+}
+// dloss over the whole batch's counted targets, from xent_tile_grad's count (0 when it is 0).
+float coefficientOverCount(const KernelArgs& args) {
+  const float count = args.in[4].f32()[0];
+  return count > 0.0f ? args.in[0].f32()[0] / count : 0.0f;
+}
+}  // namespace
+
+std::string xent_tile_check(const KernelArgs& args) {
+  MT_CHECK(softmax_xent_check(args));  // logits, targets, loss, lse as softmax_xent's
+  return checkCount(args.in[2], "xent_tile count");
+}
+
+void xent_tile_cpu(const KernelArgs& args) {
+  const double total = lossSum(args.in[0], args.in[1], args.out[1].f32());
+  const float count = args.in[2].f32()[0];
+  args.out[0].f32()[0] = count > 0.0f ? static_cast<float>(total / count) : 0.0f;
+}
+
+std::string xent_tile_grad_check(const KernelArgs& args) {
+  MT_CHECK(softmax_xent_grad_check(args));
+  return checkCount(args.in[4], "xent_tile_grad count");
+}
+
+void xent_tile_grad_cpu(const KernelArgs& args) {
+  xentGradRows(args, coefficientOverCount(args), /*first=*/0, args.in[1].dim(-1));
+}
 
 }  // namespace mt

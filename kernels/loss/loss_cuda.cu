@@ -36,10 +36,12 @@ __global__ void rowLogSumExp(const T* __restrict__ logits, float* __restrict__ l
   if (threadIdx.x == 0) lse[blockIdx.x] = row_lse;
 }
 
-// loss = mean over rows with a valid target of lse - x[target]; one block.
+// loss = sum over rows with a valid target of lse - x[target], over their count — or, for a
+// token tile (mt.xent_tile), over `divisor` (the whole batch's count); one block.
 template <typename T>
 __global__ void meanLoss(const T* __restrict__ logits, const int32_t* __restrict__ targets,
-                         const float* __restrict__ lse, float* __restrict__ loss, int64_t rows, int64_t vocab) {
+                         const float* __restrict__ lse, float* __restrict__ loss, int64_t rows, int64_t vocab,
+                         const float* __restrict__ divisor) {
   double total = 0.0;
   int64_t count = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
@@ -50,21 +52,39 @@ __global__ void meanLoss(const T* __restrict__ logits, const int32_t* __restrict
   }
   total = blockSum(total);
   count = blockSum(count);
-  if (threadIdx.x == 0) loss[0] = count ? static_cast<float>(total / count) : 0.0f;
+  if (threadIdx.x != 0) return;
+  if (divisor) loss[0] = *divisor > 0.0f ? static_cast<float>(total / *divisor) : 0.0f;
+  else loss[0] = count ? static_cast<float>(total / count) : 0.0f;
+}
+
+// The targets in [0, vocab) as an f32 scalar (mt.count_targets); one block.
+__global__ void countTargets(const int32_t* __restrict__ targets, float* __restrict__ count, int64_t n,
+                             int64_t vocab) {
+  int64_t c = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) c += validTarget(targets[i], vocab);
+  c = blockSum(c);
+  if (threadIdx.x == 0) count[0] = static_cast<float>(c);
 }
 
 // dlogits row = coeff * softmax(row) - coeff * onehot(target), coeff = dloss / valid rows; the
 // row's `width` columns are vocabulary ids [first, first + width) of `vocab`.
-// Every block counts the valid targets itself (the plan gives the kernel no scratch memory).
+// Every block counts the valid targets itself (the plan gives the kernel no scratch memory: rows
+// reads of the targets per block, which a large batch feels), unless the count is given
+// (`divisor`: mt.xent_tile_grad's, the whole batch's, computed once by mt.count_targets).
 // Each element is stored once (a bf16 dlogit rounded once, as the CPU's).
 template <typename T>
 __global__ void xentGrad(const float* __restrict__ dloss, const T* __restrict__ logits,
                          const int32_t* __restrict__ targets, const float* __restrict__ lse, T* __restrict__ dlogits,
-                         int64_t rows, int64_t width, int64_t first, int64_t vocab) {
-  int64_t count = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) count += validTarget(targets[r], vocab);
-  count = blockSum(count);
-  const float coeff = count ? dloss[0] / static_cast<float>(count) : 0.0f;
+                         int64_t rows, int64_t width, int64_t first, int64_t vocab, const float* __restrict__ divisor) {
+  float coeff;
+  if (divisor) {
+    coeff = *divisor > 0.0f ? dloss[0] / *divisor : 0.0f;
+  } else {
+    int64_t count = 0;
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) count += validTarget(targets[r], vocab);
+    count = blockSum(count);
+    coeff = count ? dloss[0] / static_cast<float>(count) : 0.0f;
+  }
   const int64_t r = blockIdx.x;
   const T* x = logits + r * width;
   T* dx = dlogits + r * width;
@@ -114,7 +134,8 @@ unsigned rowGrid(int64_t rows) { return cuda::gridBlocks(rows, "softmax_xent"); 
 
 }  // namespace
 
-void softmax_xent_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+// softmax_xent, or xent_tile with `divisor` its count (args: logits, targets[, count]).
+static void launchXentLoss(const KernelArgs& args, const CudaLaunch& launch, const float* divisor) {
   const Tensor &logits = args.in[0], &targets = args.in[1];
   const int64_t vocab = logits.dim(-1), rows = leadingRows(logits);
   withFloat(logits.dtype, [&](auto type) {
@@ -124,13 +145,26 @@ void softmax_xent_cuda(const KernelArgs& args, const CudaLaunch& launch) {
       MT_CUDA_CHECK_LAUNCH();
     }
     meanLoss<<<1, 1024, 0, launch.stream>>>(data<const T>(logits), targets.i32(), args.out[1].f32(), args.out[0].f32(),
-                                            rows, vocab);
+                                            rows, vocab, divisor);
   });
   MT_CUDA_CHECK_LAUNCH();
 }
 
-// dlogits of softmax_xent_grad / xent_chunk_grad (args: dloss, logits, targets, lse).
-static void launchXentGrad(const KernelArgs& args, const CudaLaunch& launch, int64_t first, int64_t vocab) {
+void softmax_xent_cuda(const KernelArgs& args, const CudaLaunch& launch) { launchXentLoss(args, launch, nullptr); }
+
+void xent_tile_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  launchXentLoss(args, launch, args.in[2].f32());
+}
+
+void count_targets_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  countTargets<<<1, 1024, 0, launch.stream>>>(args.in[0].i32(), args.out[0].f32(), args.in[0].numel(), args.ints[0]);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+// dlogits of softmax_xent_grad / xent_chunk_grad / xent_tile_grad (args: dloss, logits, targets,
+// lse[, count]: `divisor`).
+static void launchXentGrad(const KernelArgs& args, const CudaLaunch& launch, int64_t first, int64_t vocab,
+                           const float* divisor = nullptr) {
   const Tensor &logits = args.in[1], &targets = args.in[2];
   const int64_t width = logits.dim(-1), rows = leadingRows(logits);
   if (rows == 0 || width == 0) return;
@@ -138,7 +172,7 @@ static void launchXentGrad(const KernelArgs& args, const CudaLaunch& launch, int
     using T = decltype(type);
     xentGrad<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(args.in[0].f32(), data<const T>(logits), targets.i32(),
                                                                args.in[3].f32(), data<T>(args.out[0]), rows, width,
-                                                               first, vocab);
+                                                               first, vocab, divisor);
   });
   MT_CUDA_CHECK_LAUNCH();
 }
@@ -149,6 +183,10 @@ void softmax_xent_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
 
 void xent_chunk_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   launchXentGrad(args, launch, args.ints[0], args.ints[1]);
+}
+
+void xent_tile_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  launchXentGrad(args, launch, 0, args.in[1].dim(-1), args.in[4].f32());
 }
 
 void xent_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch) {

@@ -4,8 +4,9 @@
 # in tiles follows the untiled plan within fp32 rounding (each weight's gradient is the sum of its
 # tiles' products: 1e-6 relative on the losses over 10 steps); tiles resident, streamed-recompute
 # (each tile recomputed just before its backward), chosen by the budget and updated on arrival
-# agree bit for bit, as do tiles inside a sequence (rope at an offset) against a resumed run. A
-# tile count that does not cut the tokens is refused naming the counts that work.
+# agree bit for bit, as do tiles inside a sequence (rope at an offset) against a resumed run; the
+# head and its loss in tiles divide by the whole batch's counted targets (a loss mask: within
+# 1e-6). A tile count that does not cut the tokens is refused naming the counts that work.
 # usage: token_tiles.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -27,8 +28,9 @@ check "a budget no untiled plan fits tiles the blocks: $(grep -o 'token tiles *e
   "grep -q 'token tiles .* in [0-9]* tiles of [0-9]* tokens (the fewest that fit --device-mem)' tight.txt"
 check "without a budget nothing is tiled" "! grep -q 'token tiles' whole.txt"
 "$bin/mtc" "${shape[@]}" --token-tiles 4 --emit=tile-tokens > tiles.mlir
-check "--emit=tile-tokens shows the tiles: 3 blocks x 2 runs split into 4" \
-  "[ \$(grep -c 'mt.token_split' tiles.mlir) -eq 6 ] && grep -q 'position_offset = 64' tiles.mlir"
+check "--emit=tile-tokens shows the tiles: 3 blocks x 2 runs, and the head's input and targets, split into 4" \
+  "[ \$(grep -c 'mt.token_split' tiles.mlir) -eq 8 ] && grep -q 'position_offset = 64' tiles.mlir &&
+   [ \$(grep -c 'mt.xent_tile' tiles.mlir) -eq 4 ] && grep -q 'mt.count_targets' tiles.mlir"
 check "the summary names --token-tiles and the tiles' cost" \
   "grep -q 'in 4 tiles of 64 tokens (--token-tiles), each tile.s activations recomputed just before its backward.*gradients summed over the tiles' tiled-sr.txt"
 
@@ -49,6 +51,19 @@ train tiled.plan n.tiled w0.safetensors --grad-clip 0 && train arrival.plan n.ar
 check "tiled on-arrival: bit-identical losses" "cmp -s n.tiled.loss n.arrival.loss"
 check "tiled on-arrival: bit-identical weights" "same_tensors n.tiled.safetensors n.arrival.safetensors"
 check_resume tiled-sr.plan w0.safetensors
+
+# A loss mask (a third of the targets counted, in runs): the head's tiles divide by the whole
+# batch's count, as the untiled loss's mean over the counted targets.
+/usr/bin/python3 -c "import sys; sys.path.insert(0, '$here'); import mt_reference as r; \
+ids = [(7 * i) % 251 for i in range(20000)]; \
+r.write_tokens('masked.tok', ids, 256, [(i // 5) % 3 == 0 for i in range(20000)])"
+for plan in whole tiled-sr; do
+  "$bin/mtrun" $plan.plan --data masked.tok --weights w0.safetensors --steps 10 --log m.$plan.jsonl \
+    --export m.$plan.safetensors --print-every 100 >/dev/null
+done
+cp r.whole.grads.safetensors m.whole.grads.safetensors
+check "masked, tiled vs untiled: $(/usr/bin/python3 "$here/backend_parity.py" m 10 whole tiled-sr --tol 1e-6,1e-4)" \
+  "/usr/bin/python3 '$here/backend_parity.py' m 10 whole tiled-sr --tol 1e-6,1e-4 >/dev/null"
 
 # Refusals: exit 1, one message naming the counts that work; nothing written.
 "$bin/mtc" "${shape[@]}" --token-tiles 3 -o three.plan --no-weights > three.txt 2>&1

@@ -357,6 +357,12 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
   expectTwin(KernelId::XentFinish, {randomF32({3, 29, 2}, 2.0f), targets}, {HostTensor::f32({}), HostTensor::f32({3, 29})}, {1500});
   expectTwin(KernelId::XentChunkGrad, {HostTensor::f32({}, {0.7f}), logits, targets, fwd[1]},
              {HostTensor::f32({3, 29, vocab})}, {600, 1500});
+  // The token-tiled form (a tile of the batch, the whole batch's count given).
+  expectTwin(KernelId::CountTargets, {targets}, {HostTensor::f32({})}, {vocab});
+  const auto count = HostTensor::f32({}, {200.0f});
+  expectTwin(KernelId::XentTile, {logits, targets, count}, {HostTensor::f32({}), HostTensor::f32({3, 29})});
+  expectTwin(KernelId::XentTileGrad, {HostTensor::f32({}, {0.7f}), logits, targets, fwd[1], count},
+             {HostTensor::f32({3, 29, vocab})});
 
   auto ids = randomInts(4 * 31, 50, rng);
   ids[3] = 50;  // outside the table: a zero row, no gradient
@@ -438,6 +444,9 @@ TEST_F(CudaTwinTest, Bf16Activations) {
   expectBf16Twin(KernelId::XentChunk, {logits, targets, randomF32({3, 29, 2}, 2.0f)}, {H::f32({3, 29, 2})}, {600});
   expectBf16Twin(KernelId::XentChunkGrad, {H::f32({}, {0.7f}), logits, targets, fwd[1]}, {H::f32({3, 29, vocab})},
                  {600, 1500});
+  expectBf16Twin(KernelId::XentTile, {logits, targets, H::f32({}, {150.0f})}, {H::f32({}), H::f32({3, 29})});
+  expectBf16Twin(KernelId::XentTileGrad, {H::f32({}, {0.7f}), logits, targets, fwd[1], H::f32({}, {150.0f})},
+                 {H::f32({3, 29, vocab})});
   const auto tokens = H::i32({4, 31}, randomInts(4 * 31, 50, rng));
   expectBf16Twin(KernelId::Embedding, {tokens, randomF32({50, 72})}, {H::f32({4, 31, 72})});
   expectBf16Twin(KernelId::EmbeddingGrad, {tokens, randomF32({4, 31, 72})}, {H::f32({50, 72})});

@@ -586,6 +586,47 @@ TEST_F(KernelTest, ChunkedCrossEntropyMatchesTheWholeVocabulary) {
   }
 }
 
+// The cross-entropy over token tiles (mtc --token-tiles): the whole batch's count, each tile's
+// share of the loss over it, summing to softmax_xent's loss; each tile's lse and dlogits are the
+// whole's rows, bit for bit. A batch that counts nothing gives 0, not NaN.
+TEST_F(KernelTest, TokenTiledCrossEntropyMatchesTheWhole) {
+  const int64_t vocab = 7;
+  auto logits = HostTensor::f32({1, 8, vocab}, randomFloats(8 * vocab, rng, 3.0f));
+  auto targets = HostTensor::i32({1, 8}, {1, 5, -1, 4, 6, 0, -1, 2});
+  const auto whole = runKernel(KernelId::SoftmaxXent, {logits, targets}, {HostTensor::f32({}), HostTensor::f32({1, 8})});
+  const auto dwhole = runKernel(KernelId::SoftmaxXentGrad, {HostTensor::f32({}, {0.7f}), logits, targets, whole[1]},
+                                {HostTensor::f32({1, 8, vocab})});
+  const auto count = runKernel(KernelId::CountTargets, {targets}, {HostTensor::f32({})}, {vocab})[0];
+  EXPECT_EQ(count.floats[0], 6.0f);
+  double loss = 0.0;
+  for (int64_t tile = 0; tile < 2; ++tile) {  // rows [4 tile, 4 tile + 4)
+    auto rows = [&](const HostTensor& t, int64_t width) {
+      const auto begin = t.floats.begin() + tile * 4 * width;
+      return std::vector<float>(begin, begin + 4 * width);
+    };
+    auto logitsTile = HostTensor::f32({1, 4, vocab}, rows(logits, vocab));
+    auto targetsTile = HostTensor::i32({1, 4}, std::vector<int32_t>(targets.ints.begin() + tile * 4,
+                                                                     targets.ints.begin() + tile * 4 + 4));
+    const auto share = runKernel(KernelId::XentTile, {logitsTile, targetsTile, count},
+                                 {HostTensor::f32({}), HostTensor::f32({1, 4})});
+    loss += share[0].floats[0];
+    EXPECT_EQ(share[1].floats, rows(whole[1], 1)) << "tile " << tile << "'s lse";
+    const auto dtile = runKernel(KernelId::XentTileGrad, {HostTensor::f32({}, {0.7f}), logitsTile, targetsTile,
+                                                          share[1], count},
+                                 {HostTensor::f32({1, 4, vocab})});
+    EXPECT_EQ(dtile[0].floats, rows(dwhole[0], vocab)) << "tile " << tile << "'s dlogits";
+  }
+  expectClose({static_cast<float>(loss)}, whole[0].asDoubles(), kF32Tol, "the tiles' shares summed");
+  // Nothing counted: a share of 0 and zero gradients.
+  auto none = HostTensor::i32({1, 8}, std::vector<int32_t>(8, -1));
+  const auto zero = runKernel(KernelId::CountTargets, {none}, {HostTensor::f32({})}, {vocab})[0];
+  const auto share = runKernel(KernelId::XentTile, {logits, none, zero}, {HostTensor::f32({}), HostTensor::f32({1, 8})});
+  EXPECT_EQ(share[0].floats[0], 0.0f);
+  const auto dnone = runKernel(KernelId::XentTileGrad, {HostTensor::f32({}, {1.0f}), logits, none, share[1], zero},
+                               {HostTensor::f32({1, 8, vocab})});
+  EXPECT_EQ(dnone[0].floats, std::vector<float>(8 * vocab, 0.0f));
+}
+
 // The split master (plan 1.7): every finite float and Inf comes back bit for bit from its bf16
 // copy and residual; the copy is the float rounded to nearest (round_to_bf16's result except at
 // an exact tie, where it is the neighbour away from zero); NaN stays NaN.

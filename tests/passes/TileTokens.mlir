@@ -3,9 +3,10 @@
 // views; each tile runs the token-wise ops before attention (norm, projection, rope — tile 1's
 // rope at position 32) and their wholes are assembled for attention; attention's output is
 // split again and each tile runs the ops after it, the residual add reading the tile of the
-// block input it already has; the block's output is whole again for the head. The prologue
-// (embed) and the head are left alone. (The tiles' locations carry their tile:
-// TileTokensPartition.mlir.)
+// block input it already has; the block's output is whole again, and the head runs in tiles too:
+// the LM head per tile and the loss as each tile's share of the mean over the whole batch's
+// counted targets. The prologue (embed) is left alone. (Through the backward and recompute:
+// TileTokensRecompute.mlir.)
 
 // CHECK-LABEL: func.func @f
 // CHECK-SAME: mt.token_tiles = 2
@@ -26,8 +27,17 @@
 // CHECK-NEXT: %[[Q1:.*]] = mt.matmul %[[O0]]#1, %arg4
 // CHECK-NEXT: %[[A1:.*]] = mt.add %[[X0]]#1, %[[Q1]]
 // CHECK-NEXT: %[[A:.*]] = mt.token_concat %[[A0]], %[[A1]]
-// CHECK-NEXT: %[[L:.*]] = mt.matmul %[[A]], %arg1 {transpose_b = true} : tensor<1x64x32xf32>
-// CHECK-NEXT: mt.softmax_xent %[[L]], %arg5
+// The head: the LM head per tile, each tile's share of the loss over the whole batch's count.
+// CHECK-NEXT: %[[H:.*]]:2 = mt.token_split %[[A]]
+// CHECK-NEXT: %[[T:.*]]:2 = mt.token_split %arg5 : tensor<1x64xi32> -> tensor<1x32xi32>, tensor<1x32xi32>
+// CHECK-NEXT: %[[N:.*]] = mt.count_targets %arg5 {vocab = 16 : i64}
+// CHECK-NEXT: %[[L0:.*]] = mt.matmul %[[H]]#0, %arg1 {transpose_b = true} : tensor<1x32x32xf32>
+// CHECK-NEXT: %[[S0:.*]], %{{.*}} = mt.xent_tile %[[L0]], %[[T]]#0, %[[N]]
+// CHECK-NEXT: %[[L1:.*]] = mt.matmul %[[H]]#1, %arg1
+// CHECK-NEXT: %[[S1:.*]], %{{.*}} = mt.xent_tile %[[L1]], %[[T]]#1, %[[N]]
+// CHECK-NEXT: %[[LOSS:.*]] = mt.add %[[S0]], %[[S1]] : tensor<f32>, tensor<f32>
+// CHECK-NEXT: return %[[LOSS]]
+// CHECK-NOT:  mt.softmax_xent
 func.func @f(%arg0: tensor<1x64xi32> {mt.input = "tokens"},
              %arg1: tensor<16x32xf32> {mt.param = {init = "normal", name = "e", std = 1.000000e+00 : f32}},
              %arg2: tensor<32xf32> {mt.param = {init = "ones", name = "n"}},

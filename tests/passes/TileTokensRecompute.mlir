@@ -4,12 +4,20 @@
 // gradient is the sum of its tiles' products. mt-recompute recomputes what the whole block
 // shares once, before the block's first backward op — the block input's tiles, the tiles before
 // attention, attention — and each tile's own activations just before that tile's stretch of the
-// backward: tile 1's norm right before its backward, then tile 0's.
+// backward: tile 1's norm right before its backward, then tile 0's. The head (the epilogue,
+// block 1) in tiles is recomputed so too: each tile's logits just before its xent_tile_grad,
+// with the whole batch's count.
 
 // CHECK-LABEL: func.func @f
 // CHECK:      mt.token_split %{{.*}} {mt.block = 0 : i64}
 // CHECK-NEXT: mt.rmsnorm %{{.*}} {mt.block = 0 : i64, mt.tile = 0 : i64}
-// CHECK:      mt.softmax_xent_grad
+// CHECK:      %[[N:.*]] = mt.count_targets %arg5 {mt.block = 1 : i64, mt.recompute, vocab = 16 : i64}
+// CHECK-NEXT: %[[SEED:.*]] = mt.fill {mt.backward, mt.block = 1 : i64, value = 1.000000e+00 : f32}
+// CHECK-NEXT: %[[L1:.*]] = mt.matmul {{.*}}mt.block = 1 : i64, mt.recompute, mt.tile = 1 : i64
+// CHECK-NEXT: %{{.*}}, %[[LSE1:.*]] = mt.xent_tile %[[L1]], {{.*}}, %[[N]] {mt.block = 1 : i64, mt.recompute, mt.tile = 1 : i64}
+// CHECK-NEXT: mt.xent_tile_grad %[[SEED]], %[[L1]], %{{.*}}, %[[LSE1]], %[[N]] {mt.backward, mt.block = 1 : i64, mt.tile = 1 : i64}
+// CHECK:      %[[L0:.*]] = mt.matmul {{.*}}mt.block = 1 : i64, mt.recompute, mt.tile = 0 : i64
+// CHECK:      mt.xent_tile_grad %[[SEED]], %[[L0]]
 // The shared recompute: the input's tiles, both tiles before attention, attention.
 // CHECK:      %[[X:.*]]:2 = mt.token_split %{{.*}} {mt.block = 0 : i64, mt.recompute}
 // CHECK-NEXT: mt.rmsnorm %[[X]]#0, %arg2 {mt.block = 0 : i64, mt.recompute, mt.tile = 0 : i64}
