@@ -403,8 +403,12 @@ void sliceOp(Importer& im) {
     } else {
       b = std::clamp<int64_t>(b, 0, dim - 1), e = std::clamp<int64_t>(e, -1, dim - 1);
     }
-    const int64_t size = step > 0 ? (e - b + step - 1) / step : (b - e + (-step) - 1) / (-step);
-    s[d] = b, st[d] = step, sizes[d] = std::max<int64_t>(size, 0);
+    // ceil(span / |step|) in unsigned arithmetic: a step near +-2^63 must not overflow (the
+    // ONNX fuzz harness found `e - b + step - 1` past INT64_MAX).
+    const int64_t span = step > 0 ? e - b : b - e;  // within [-(dim + 1), dim + 1] after the clamps
+    const uint64_t stride = step > 0 ? static_cast<uint64_t>(step) : uint64_t{0} - static_cast<uint64_t>(step);
+    const int64_t size = span <= 0 ? 0 : static_cast<int64_t>((static_cast<uint64_t>(span) + stride - 1) / stride);
+    s[d] = b, st[d] = step, sizes[d] = size;
     if (sizes[d] == 0) s[d] = 0;
   }
   emitSlice(im, 0, 0, s, st, sizes);
