@@ -46,7 +46,7 @@ bool pythonSpace(char32_t c) {
 }
 
 std::string trim(const std::string& text) {
-  const std::vector<char32_t> cps = decodeUtf8(validUtf8(text));
+  const std::vector<char32_t> cps = decodeUtf8(text);
   size_t begin = 0, end = cps.size();
   while (begin < end && pythonSpace(cps[begin])) ++begin;
   while (end > begin && pythonSpace(cps[end - 1])) --end;

@@ -34,24 +34,18 @@ void appendUtf8(std::string& out, char32_t cp) {
 }
 
 std::vector<char32_t> decodeUtf8(const std::string& s) {
+  // Replacing first makes a malformed sequence one U+FFFD, as TextDecoder (and so every
+  // JavaScript reference we test against) reads it; what is left is well-formed.
+  const std::string valid = validUtf8(s);
   std::vector<char32_t> out;
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = s[i];
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || i + len > s.size()) {
-      out.push_back(0xFFFD);
-      ++i;
-      continue;
-    }
+  out.reserve(valid.size());
+  for (size_t i = 0; i < valid.size();) {
+    const unsigned char c = valid[i];
+    const int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
     char32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
-    bool ok = true;
-    for (int k = 1; k < len; ++k) {
-      const unsigned char cc = s[i + k];
-      ok &= (cc >> 6) == 2;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    out.push_back(ok ? cp : 0xFFFD);
-    i += ok ? len : 1;
+    for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(valid[i + k]) & 0x3F);
+    out.push_back(cp);
+    i += len;
   }
   return out;
 }

@@ -12,7 +12,8 @@ namespace mt {
 // Appends code point `cp` to `out` as UTF-8.
 void appendUtf8(std::string& out, char32_t cp);
 
-// Code points of UTF-8 text; a malformed byte becomes U+FFFD, as TextDecoder does.
+// Code points of UTF-8 text; each ill-formed sequence becomes one U+FFFD, as TextDecoder
+// reads it (validUtf8 below).
 std::vector<char32_t> decodeUtf8(const std::string& s);
 
 // `bytes` with every ill-formed UTF-8 sequence replaced by U+FFFD, as TextDecoder does it.

