@@ -1,4 +1,4 @@
-// Helpers the ONNX op lowerings share (OnnxOps.cpp, OnnxElementwise.cpp): internal to the importer.
+// Helpers the ONNX op lowerings share (OnnxOps.cpp, OnnxShapeOps.cpp, OnnxElementwise.cpp): internal to the importer.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -52,6 +52,15 @@ inline mlir::NamedAttribute named(Importer& im, const char* name, mlir::Attribut
   return im.builder().getNamedAttr(name, value);
 }
 inline mlir::Attribute i64(Importer& im, int64_t v) { return im.builder().getI64IntegerAttr(v); }
+
+// An op that only renames the shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity).
+void reshapeTo(Importer& im, const std::vector<int64_t>& shape);
+
+// Axes from the attribute (older opsets) or the second input (opset 13 on); `given` says which.
+std::vector<int64_t> axesOf(Importer& im, size_t input, bool* given);
+
+// Adds the shape lowerings (OnnxShapeOps.cpp) to the op table.
+void addShapeLowerings(std::map<std::string, OpLowering>& table);
 
 // Adds the elementwise lowerings (OnnxElementwise.cpp) to the op table.
 void addElementwiseLowerings(std::map<std::string, OpLowering>& table);
