@@ -156,4 +156,16 @@ inline Doubles finiteDifferences(const std::function<Doubles(const Doubles&)>& f
 inline constexpr double kF32Tol = 1e-5;    // forward vs double reference
 inline constexpr double kGradTol = 1e-4;   // float backward vs double finite differences
 
+// The kernel tests' fixture (kernel_test.cc, sequence_kernel_test.cc): one seeded generator.
+class KernelTest : public ::testing::Test {
+ protected:
+  std::mt19937 rng{1234};
+};
+
+inline Doubles slice(const Doubles& v, size_t begin, size_t n) {
+  return Doubles(v.begin() + begin, v.begin() + begin + n);
+}
+
+inline std::vector<float> toFloats(const Doubles& v) { return std::vector<float>(v.begin(), v.end()); }
+
 }  // namespace mt::test

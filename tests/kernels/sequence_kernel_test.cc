@@ -1,0 +1,249 @@
+// Rope, attention (causal, grouped heads, over a key/value cache) and the cross-entropy losses
+// (whole, vocabulary-chunked, token-tiled): each CPU kernel against a double-precision reference
+// on random inputs, and each backward kernel against central finite differences of it.
+#include "tests/kernels/reference.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/rope/rope.h"
+
+namespace mt::test {
+namespace {
+
+TEST_F(KernelTest, RopeForwardAndGradientIsTheInverseRotation) {
+  const int64_t b = 2, t = 7, d = 8, width = 3 * d;
+  const float theta = 10000.0f;
+  auto x = HostTensor::f32({b, t, width}, randomFloats(b * t * width, rng));
+  expectClose(runKernel(KernelId::Rope, {x}, {HostTensor::f32({b, t, width})}, {d, 0}, {theta})[0].floats,
+              ref::rope(x.asDoubles(), b, t, width, d, theta, false), kF32Tol, "rope");
+  auto dy = HostTensor::f32({b, t, width}, randomFloats(b * t * width, rng));
+  expectClose(runKernel(KernelId::Rope, {dy}, {HostTensor::f32({b, t, width})}, {d, 1}, {theta})[0].floats,
+              finiteDifferences([&](const Doubles& v) { return ref::rope(v, b, t, width, d, theta, false); },
+                                x.asDoubles(), dy.asDoubles()),
+              kGradTol, "rope grad");
+}
+
+// mt.rope_at turns a token at position p exactly as mt.rope turns row p: a decode step's keys
+// are the keys the whole-sequence forward would have made.
+TEST_F(KernelTest, RopeAtTurnsAsRopeAtTheSamePosition) {
+  const int64_t b = 2, t = 9, d = 8, width = 3 * d;
+  const float theta = 500000.0f;
+  auto x = HostTensor::f32({b, t, width}, randomFloats(b * t * width, rng));
+  const auto whole = runKernel(KernelId::Rope, {x}, {HostTensor::f32({b, t, width})}, {d, 0}, {theta})[0].floats;
+  // Three consecutive tokens of each sequence, from position 2 in the first and 6 in the second.
+  const int64_t n = 3, first[] = {2, 6};
+  std::vector<float> part, want;
+  std::vector<int32_t> positions;
+  for (int64_t r = 0; r < b; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t at = (r * t + first[r] + i) * width;
+      part.insert(part.end(), x.floats.begin() + at, x.floats.begin() + at + width);
+      want.insert(want.end(), whole.begin() + at, whole.begin() + at + width);
+      positions.push_back(static_cast<int32_t>(first[r] + i));
+    }
+  const auto got = runKernel(KernelId::RopeAt, {HostTensor::f32({b, n, width}, part), HostTensor::i32({b, n}, positions)},
+                             {HostTensor::f32({b, n, width})}, {d}, {theta})[0].floats;
+  EXPECT_EQ(got, want) << "rope_at differs from rope at the same positions";
+}
+
+// mt.rope with a position offset p turns a token tile as the whole sequence's rope turns its rows
+// [p, p + n) (mt-tile-tokens' tiles inside a sequence), forward and inverse, bit for bit.
+TEST_F(KernelTest, RopeWithOffsetTurnsATileAsTheWholeSequence) {
+  const int64_t t = 12, n = 4, d = 8, width = 2 * d, offset = 8;
+  const float theta = 10000.0f;
+  auto x = HostTensor::f32({1, t, width}, randomFloats(t * width, rng));
+  for (int64_t inverse : {0, 1}) {
+    const auto whole = runKernel(KernelId::Rope, {x}, {HostTensor::f32({1, t, width})}, {d, inverse}, {theta})[0].floats;
+    const std::vector<float> tile(x.floats.begin() + offset * width, x.floats.begin() + (offset + n) * width);
+    const auto got = runKernel(KernelId::Rope, {HostTensor::f32({1, n, width}, tile)}, {HostTensor::f32({1, n, width})},
+                               {d, inverse, offset}, {theta})[0].floats;
+    EXPECT_EQ(got, std::vector<float>(whole.begin() + offset * width, whole.begin() + (offset + n) * width))
+        << "rope at offset " << offset << (inverse ? " (inverse)" : "") << " differs from the whole sequence's rows";
+  }
+  // A negative offset, or one that pushes a position past int32, is refused by the kernel's check.
+  for (int64_t bad : {int64_t{-1}, int64_t{INT32_MAX}}) {
+    KernelArgs args;
+    args.in.push_back(Tensor{nullptr, {1, n, width}, DType::F32});
+    args.out.push_back(Tensor{nullptr, {1, n, width}, DType::F32});
+    args.ints = {d, 0, bad};
+    args.floats = {theta};
+    EXPECT_NE(rope_check(args).find("position offset"), std::string::npos) << "offset " << bad;
+  }
+}
+
+// mt.cached_attention gives the rows of causal attention: new tokens p0 .. p0 + n - 1 over cache
+// rows [0, p0) and each other. Cache rows from p0 on hold NaN: a read of them would show.
+TEST_F(KernelTest, CachedAttentionReproducesCausalAttentionRows) {
+  const int64_t b = 2, t = 70, h = 4, hk = 2, d = 8, cache_rows = 72, wq = h * d, wkv = hk * d;
+  auto q = HostTensor::f32({b, t, wq}, randomFloats(b * t * wq, rng));
+  auto k = HostTensor::f32({b, t, wkv}, randomFloats(b * t * wkv, rng));
+  auto v = HostTensor::f32({b, t, wkv}, randomFloats(b * t * wkv, rng));
+  const Doubles whole = slice(ref::attention(q.asDoubles(), k.asDoubles(), v.asDoubles(), b, t, h, hk, d), 0, b * t * wq);
+  // Rows [from, from + n) of each sequence of x (b, t, width).
+  auto rows = [&](const HostTensor& x, int64_t from, int64_t n, int64_t width) {
+    std::vector<float> out;
+    for (int64_t r = 0; r < b; ++r)
+      out.insert(out.end(), x.floats.begin() + (r * t + from) * width, x.floats.begin() + (r * t + from + n) * width);
+    return out;
+  };
+  for (const auto [p0, n] : {std::pair<int64_t, int64_t>{0, 1}, {1, 1}, {40, 1}, {69, 1}, {0, 3}, {33, 3}, {67, 3}}) {
+    std::vector<float> k_cache(b * cache_rows * wkv, std::numeric_limits<float>::quiet_NaN()), v_cache = k_cache;
+    for (int64_t r = 0; r < b; ++r)
+      for (int64_t j = 0; j < p0 * wkv; ++j) {
+        k_cache[r * cache_rows * wkv + j] = k.floats[r * t * wkv + j];
+        v_cache[r * cache_rows * wkv + j] = v.floats[r * t * wkv + j];
+      }
+    std::vector<int32_t> positions;
+    for (int64_t r = 0; r < b; ++r)
+      for (int64_t i = 0; i < n; ++i) positions.push_back(static_cast<int32_t>(p0 + i));
+    const auto got = runKernel(
+        KernelId::CachedAttention,
+        {HostTensor::f32({b, n, wq}, rows(q, p0, n, wq)), HostTensor::f32({b, n, wkv}, rows(k, p0, n, wkv)),
+         HostTensor::f32({b, n, wkv}, rows(v, p0, n, wkv)), HostTensor::f32({b, cache_rows, wkv}, k_cache),
+         HostTensor::f32({b, cache_rows, wkv}, v_cache), HostTensor::i32({b, n}, positions)},
+        {HostTensor::f32({b, n, wq})}, {h, hk})[0].floats;
+    Doubles want;
+    for (int64_t r = 0; r < b; ++r)
+      want.insert(want.end(), whole.begin() + (r * t + p0) * wq, whole.begin() + (r * t + p0 + n) * wq);
+    expectClose(got, want, kF32Tol, "cached_attention at p0 = " + std::to_string(p0) + ", " + std::to_string(n) + " new");
+  }
+}
+
+// A position past the cache (the caller's error) is clamped: the kernel reads only the cache.
+TEST_F(KernelTest, CachedAttentionClampsAPositionPastTheCache) {
+  const int64_t h = 2, d = 4, cache_rows = 5;
+  const auto q = HostTensor::f32({1, 1, h * d}, randomFloats(h * d, rng));
+  const auto k = HostTensor::f32({1, 1, h * d}, randomFloats(h * d, rng)), v = k;
+  const auto cache = HostTensor::f32({1, cache_rows, h * d}, randomFloats(cache_rows * h * d, rng));
+  auto run = [&](int32_t position) {
+    return runKernel(KernelId::CachedAttention, {q, k, v, cache, cache, HostTensor::i32({1, 1}, {position})},
+                     {HostTensor::f32({1, 1, h * d})}, {h, h})[0].floats;
+  };
+  EXPECT_EQ(run(1 << 30), run(cache_rows - 1));
+  EXPECT_EQ(run(-7), run(0));
+}
+
+// T = 70 spans two query blocks of the kernel; 4 query heads share 2 key/value heads.
+TEST_F(KernelTest, CausalAttentionWithGroupedHeadsForwardAndGradient) {
+  const int64_t b = 1, t = 70, h = 4, hk = 2, d = 4;
+  auto q = HostTensor::f32({b, t, h * d}, randomFloats(b * t * h * d, rng));
+  auto k = HostTensor::f32({b, t, hk * d}, randomFloats(b * t * hk * d, rng));
+  auto v = HostTensor::f32({b, t, hk * d}, randomFloats(b * t * hk * d, rng));
+  auto out = runKernel(KernelId::Attention, {q, k, v}, {HostTensor::f32({b, t, h * d}), HostTensor::f32({b, h, t})},
+                       {h, hk});
+  const Doubles want = ref::attention(q.asDoubles(), k.asDoubles(), v.asDoubles(), b, t, h, hk, d);
+  expectClose(out[0].floats, slice(want, 0, b * t * h * d), kF32Tol, "attention out");
+  expectClose(out[1].floats, slice(want, b * t * h * d, b * h * t), kF32Tol, "attention lse");
+
+  auto dout = HostTensor::f32({b, t, h * d}, randomFloats(b * t * h * d, rng));
+  auto grads = runKernel(KernelId::AttentionGrad, {dout, q, k, v, out[0], out[1]},
+                         {HostTensor::f32({b, t, h * d}), HostTensor::f32({b, t, hk * d}), HostTensor::f32({b, t, hk * d})},
+                         {h, hk});
+  auto o_of = [&](const Doubles& qv, const Doubles& kv, const Doubles& vv) {
+    return slice(ref::attention(qv, kv, vv, b, t, h, hk, d), 0, b * t * h * d);
+  };
+  const Doubles w = dout.asDoubles();
+  expectClose(grads[0].floats, finiteDifferences([&](const Doubles& x) { return o_of(x, k.asDoubles(), v.asDoubles()); }, q.asDoubles(), w),
+              kGradTol, "attention dq");
+  expectClose(grads[1].floats, finiteDifferences([&](const Doubles& x) { return o_of(q.asDoubles(), x, v.asDoubles()); }, k.asDoubles(), w),
+              kGradTol, "attention dk");
+  expectClose(grads[2].floats, finiteDifferences([&](const Doubles& x) { return o_of(q.asDoubles(), k.asDoubles(), x); }, v.asDoubles(), w),
+              kGradTol, "attention dv");
+}
+
+TEST_F(KernelTest, SoftmaxCrossEntropyIgnoresOutOfRangeTargetsAndHasTheRightGradient) {
+  const int64_t rows = 6, vocab = 9;
+  auto logits = HostTensor::f32({2, 3, vocab}, randomFloats(rows * vocab, rng, 2.0f));
+  auto targets = HostTensor::i32({2, 3}, randomInts(rows, vocab, rng));
+  targets.ints[4] = -1;  // ignored
+  auto out = runKernel(KernelId::SoftmaxXent, {logits, targets}, {HostTensor::f32({}), HostTensor::f32({2, 3})});
+  const Doubles want = ref::softmaxXent(logits.asDoubles(), targets.ints, vocab);
+  expectClose(out[0].floats, slice(want, 0, 1), kF32Tol, "softmax_xent loss");
+  expectClose(out[1].floats, slice(want, 1, rows), kF32Tol, "softmax_xent lse");
+  auto dloss = HostTensor::f32({}, {0.7f});
+  auto grad = runKernel(KernelId::SoftmaxXentGrad, {dloss, logits, targets, out[1]}, {HostTensor::f32({2, 3, vocab})});
+  expectClose(grad[0].floats,
+              finiteDifferences([&](const Doubles& x) { return slice(ref::softmaxXent(x, targets.ints, vocab), 0, 1); },
+                                logits.asDoubles(), {0.7}),
+              kGradTol, "softmax_xent grad");
+}
+
+// The cross-entropy over vocabulary chunks (uneven ones, the target in each of them, one row
+// ignored) gives softmax_xent's loss, lse and dlogits.
+TEST_F(KernelTest, ChunkedCrossEntropyMatchesTheWholeVocabulary) {
+  const int64_t rows = 6, vocab = 11;
+  const int64_t firsts[] = {0, 4, 8, vocab};  // chunks [0, 4), [4, 8), [8, 11)
+  auto logits = HostTensor::f32({2, 3, vocab}, randomFloats(rows * vocab, rng, 3.0f));
+  auto targets = HostTensor::i32({2, 3}, {1, 5, 10, 4, -1, 8});
+  const auto whole = runKernel(KernelId::SoftmaxXent, {logits, targets}, {HostTensor::f32({}), HostTensor::f32({2, 3})});
+  const auto dwhole = runKernel(KernelId::SoftmaxXentGrad, {HostTensor::f32({}, {0.7f}), logits, targets, whole[1]},
+                                {HostTensor::f32({2, 3, vocab})});
+  auto chunkOf = [&](const HostTensor& t, int64_t first, int64_t width) {
+    HostTensor out = HostTensor::f32({2, 3, width});
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < width; ++c) out.floats[r * width + c] = t.floats[r * vocab + first + c];
+    return out;
+  };
+  auto running = HostTensor::f32({2, 3, 2}, std::vector<float>(rows * 2, -INFINITY));
+  for (int k = 0; k < 3; ++k) {
+    const int64_t first = firsts[k], width = firsts[k + 1] - first;
+    running = runKernel(KernelId::XentChunk, {chunkOf(logits, first, width), targets, running},
+                        {HostTensor::f32({2, 3, 2})}, {first})[0];
+  }
+  const auto finished = runKernel(KernelId::XentFinish, {running, targets},
+                                  {HostTensor::f32({}), HostTensor::f32({2, 3})}, {vocab});
+  expectClose(finished[0].floats, whole[0].asDoubles(), kF32Tol, "xent_finish loss");
+  expectClose(finished[1].floats, whole[1].asDoubles(), kF32Tol, "xent_finish lse");
+  for (int k = 0; k < 3; ++k) {
+    const int64_t first = firsts[k], width = firsts[k + 1] - first;
+    const auto dchunk = runKernel(KernelId::XentChunkGrad,
+                                  {HostTensor::f32({}, {0.7f}), chunkOf(logits, first, width), targets, finished[1]},
+                                  {HostTensor::f32({2, 3, width})}, {first, vocab});
+    expectClose(dchunk[0].floats, chunkOf(dwhole[0], first, width).asDoubles(), kF32Tol, "xent_chunk_grad");
+  }
+}
+
+// The cross-entropy over token tiles (mtc --token-tiles): the whole batch's count, each tile's
+// share of the loss over it, summing to softmax_xent's loss; each tile's lse and dlogits are the
+// whole's rows, bit for bit. A batch that counts nothing gives 0, not NaN.
+TEST_F(KernelTest, TokenTiledCrossEntropyMatchesTheWhole) {
+  const int64_t vocab = 7;
+  auto logits = HostTensor::f32({1, 8, vocab}, randomFloats(8 * vocab, rng, 3.0f));
+  auto targets = HostTensor::i32({1, 8}, {1, 5, -1, 4, 6, 0, -1, 2});
+  const auto whole = runKernel(KernelId::SoftmaxXent, {logits, targets}, {HostTensor::f32({}), HostTensor::f32({1, 8})});
+  const auto dwhole = runKernel(KernelId::SoftmaxXentGrad, {HostTensor::f32({}, {0.7f}), logits, targets, whole[1]},
+                                {HostTensor::f32({1, 8, vocab})});
+  const auto count = runKernel(KernelId::CountTargets, {targets}, {HostTensor::f32({})}, {vocab})[0];
+  EXPECT_EQ(count.floats[0], 6.0f);
+  double loss = 0.0;
+  for (int64_t tile = 0; tile < 2; ++tile) {  // rows [4 tile, 4 tile + 4)
+    auto rows = [&](const HostTensor& t, int64_t width) {
+      const auto begin = t.floats.begin() + tile * 4 * width;
+      return std::vector<float>(begin, begin + 4 * width);
+    };
+    auto logitsTile = HostTensor::f32({1, 4, vocab}, rows(logits, vocab));
+    auto targetsTile = HostTensor::i32({1, 4}, std::vector<int32_t>(targets.ints.begin() + tile * 4,
+                                                                     targets.ints.begin() + tile * 4 + 4));
+    const auto share = runKernel(KernelId::XentTile, {logitsTile, targetsTile, count},
+                                 {HostTensor::f32({}), HostTensor::f32({1, 4})});
+    loss += share[0].floats[0];
+    EXPECT_EQ(share[1].floats, rows(whole[1], 1)) << "tile " << tile << "'s lse";
+    const auto dtile = runKernel(KernelId::XentTileGrad, {HostTensor::f32({}, {0.7f}), logitsTile, targetsTile,
+                                                          share[1], count},
+                                 {HostTensor::f32({1, 4, vocab})});
+    EXPECT_EQ(dtile[0].floats, rows(dwhole[0], vocab)) << "tile " << tile << "'s dlogits";
+  }
+  expectClose({static_cast<float>(loss)}, whole[0].asDoubles(), kF32Tol, "the tiles' shares summed");
+  // Nothing counted: a share of 0 and zero gradients.
+  auto none = HostTensor::i32({1, 8}, std::vector<int32_t>(8, -1));
+  const auto zero = runKernel(KernelId::CountTargets, {none}, {HostTensor::f32({})}, {vocab})[0];
+  const auto share = runKernel(KernelId::XentTile, {logits, none, zero}, {HostTensor::f32({}), HostTensor::f32({1, 8})});
+  EXPECT_EQ(share[0].floats[0], 0.0f);
+  const auto dnone = runKernel(KernelId::XentTileGrad, {HostTensor::f32({}, {1.0f}), logits, none, share[1], zero},
+                               {HostTensor::f32({1, 8, vocab})});
+  EXPECT_EQ(dnone[0].floats, std::vector<float>(8 * vocab, 0.0f));
+}
+
+}  // namespace
+}  // namespace mt::test
