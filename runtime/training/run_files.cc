@@ -1,0 +1,127 @@
+#include "runtime/training/run_files.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "runtime/io/checksum.h"
+#include "runtime/io/error.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/plan/plan_queries.h"
+#include "runtime/training/huggingface.h"
+#include "runtime/version.h"
+
+namespace mt {
+namespace {
+
+// Where this run's weights come from: recorded in every checkpoint and export, and carried over
+// from the checkpoint a run resumes (with a note where the code or the data changed).
+std::map<std::string, std::string> provenance(const TrainConfig& config, const plan::Plan& plan,
+                                              const TokenFile& data, const std::string& initial_weights,
+                                              const CheckpointState& resumed) {
+  const std::string p = kProvenancePrefix;
+  const std::string code = std::string("MegaTrain ") + kVersion;
+  const std::string data_now = data.path() + ": " + std::to_string(data.size()) + " tokens, crc32c " +
+                               hex32(data.checksum());
+  if (resumed.provenance.empty())
+    return {{p + "code", code},
+            {p + "plan", config.plan_path + ": model " + plan.model().name() + ", fingerprint " + planFingerprint(plan)},
+            {p + "data", data_now},
+            {p + "initial_weights", initial_weights}};
+  std::map<std::string, std::string> kept = resumed.provenance;
+  const std::string since = "; from step " + std::to_string(resumed.step + 1) + ": ";
+  if (kept[p + "code"].find(code) == std::string::npos) kept[p + "code"] += since + code;
+  const std::string& data_then = kept[p + "data"];
+  if (data_then.find("crc32c " + hex32(data.checksum())) == std::string::npos) {
+    std::printf("note: the data differs from the checkpointed run's (%s; now %s)\n", data_then.c_str(),
+                data_now.c_str());
+    kept[p + "data"] += since + data_now;
+  }
+  return kept;
+}
+
+}  // namespace
+
+JsonLog::JsonLog(const std::string& path, bool append)
+    : path_(path), file_(std::fopen(path.c_str(), append ? "a" : "w")) {
+  if (!file_) throw Error("cannot write log " + path + ": " + std::strerror(errno));
+}
+
+void JsonLog::write(const nlohmann::json& line) {
+  const std::string text = line.dump() + "\n";
+  if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size() || std::fflush(file_.get()) != 0)
+    throw Error("cannot write log " + path_ + ": " + std::strerror(errno));
+}
+
+RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
+  for (auto [path, flag] : {std::pair{&config.export_path, "--export"}, {&config.trace_path, "--trace"},
+                            {&config.grads_path, "--dump-grads"}})
+    if (!path->empty()) checkWritable(*path, flag);
+  if (!config.export_hf_dir.empty()) {
+    checkHuggingFaceExport(plan);
+    std::error_code error;
+    std::filesystem::create_directories(config.export_hf_dir, error);
+    if (error) throw Error("--export-hf: cannot create " + config.export_hf_dir + ": " + error.message());
+    checkWritable(config.export_hf_dir + "/config.json", "--export-hf");
+  }
+  RunOutputs outputs;
+  const std::string& dir = config.checkpoint_dir.empty() ? config.resume_dir : config.checkpoint_dir;
+  if (!dir.empty()) {
+    outputs.checkpoints = std::make_unique<CheckpointDir>(dir);
+    if (outputs.checkpoints->removedLeftovers())
+      std::printf("removed %d temporary file(s) of checkpoints interrupted while written in %s\n",
+                  outputs.checkpoints->removedLeftovers(), dir.c_str());
+  }
+  if (!config.log_path.empty()) outputs.log = JsonLog(config.log_path, /*append=*/!config.resume_dir.empty());
+  return outputs;
+}
+
+CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& plan, const TokenFile& data,
+                                  const std::string& path, HostStore& store) {
+  store.initialize(plan.init_seed());
+  std::string initial_weights =
+      "the plan's seeded initializers (seed " + std::to_string(plan.init_seed()) + ")";
+  if (!path.empty()) {
+    const SafetensorsFile weights(path);
+    store.loadParams(weights);
+    uint32_t crc = 0;  // of the parameters' bytes in plan order
+    std::set<std::string> used;
+    for (int p : store.params()) {
+      const SafetensorsEntry& e = weights.entries().at(plan.host_tensors(p).name());
+      crc = crc32c(e.data, static_cast<size_t>(e.bytes), crc);
+      used.insert(plan.host_tensors(p).name());
+    }
+    initial_weights = path + " (crc32c " + hex32(crc) + " of its parameters' bytes in plan order)";
+    std::string unused;
+    int unused_count = 0;
+    for (const auto& entry : weights.entries())
+      if (!used.count(entry.first) && ++unused_count <= 3) unused += (unused.empty() ? "" : ", ") + entry.first;
+    if (unused_count)
+      std::printf("note: %s holds %d tensor%s the plan does not use (%s%s): not loaded\n", path.c_str(), unused_count,
+                  unused_count == 1 ? "" : "s", unused.c_str(), unused_count > 3 ? ", ..." : "");
+    std::printf("initial weights: %s\n", path.c_str());
+  }
+  CheckpointState resumed;
+  resumed.seed = config.seed;
+  if (config.resume_dir.empty()) {
+    resumed.provenance = provenance(config, plan, data, initial_weights, resumed);
+    return resumed;
+  }
+  const std::optional<std::string> latest = latestCheckpoint(config.resume_dir);
+  if (!latest) throw Error("no checkpoint in " + config.resume_dir + " to resume from (write them with --checkpoint-dir)");
+  resumed = loadCheckpoint(*latest, plan, store);
+  std::printf("resuming from %s: step %lld done, data seed %llu\n", latest->c_str(),
+              static_cast<long long>(resumed.step), static_cast<unsigned long long>(resumed.seed));
+  if (resumed.total_steps != config.steps)
+    std::printf("note: the checkpointed run had --steps %lld, this one %lld: the learning-rate schedule "
+                "differs from the uninterrupted run's\n",
+                static_cast<long long>(resumed.total_steps), static_cast<long long>(config.steps));
+  resumed.provenance = provenance(config, plan, data, initial_weights, resumed);
+  return resumed;
+}
+
+}  // namespace mt

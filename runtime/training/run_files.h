@@ -1,0 +1,53 @@
+// The files a training run reads and writes around its steps: its outputs, checked or taken
+// before the first step so that a bad path fails at once rather than after the training it was
+// to keep, and the state it starts from (initial weights or a checkpoint, and their provenance).
+#pragma once
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/data/token_data.h"
+#include "runtime/host/host_store.h"
+#include "runtime/plan/plan_format.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/training/trainer.h"
+
+namespace mt {
+
+// A JSON-lines log whose every line is flushed and checked: a full disk ends the run with an
+// error rather than an empty log and exit 0.
+class JsonLog {
+ public:
+  JsonLog() = default;
+  JsonLog(const std::string& path, bool append);
+  explicit operator bool() const { return file_ != nullptr; }
+  void write(const nlohmann::json& line);
+
+ private:
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::string path_;
+  std::unique_ptr<std::FILE, Close> file_;
+};
+
+// What the run writes beside its weights: checkpoints (the directory created and locked) and
+// the log (opened).
+struct RunOutputs {
+  std::unique_ptr<CheckpointDir> checkpoints;
+  JsonLog log;
+};
+
+// The run's outputs, checked or taken before its first step: the export, trace and gradient
+// paths writable, the checkpoint directory created and locked (its killed writers' temporary
+// files removed), the log opened.
+RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan);
+
+// The initial weights (`path`, from initialWeightsPath; "" for the seeded initializers), then
+// the checkpoint to resume from; the state's provenance is this run's.
+CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& plan, const TokenFile& data,
+                                  const std::string& path, HostStore& store);
+
+}  // namespace mt
