@@ -1,6 +1,8 @@
 // mtc: compile a model into a training plan.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
+#include <string>
 #include <stdexcept>
 #include <tuple>
 
@@ -20,17 +22,20 @@ void exitOnLlvmError(void*, const char* reason, bool) {
   std::exit(1);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  llvm::install_fatal_error_handler(exitOnLlvmError);
-  llvm::install_bad_alloc_error_handler(exitOnLlvmError);
+// What the command line gives: the compile options, and what is parsed into them once the
+// flags are read (the batch, memory sizes, regular expressions, tying).
+struct Flags {
   mt::CompileOptions o;
-  std::string device_mem, host_mem;
-  bool list_models = false, untied = false, tied = false;
+  std::string batch = "8";           // a number or auto
+  std::string device_mem, host_mem;  // sizes like 80GiB
+  std::string frozen, trainable;     // regular expressions over ONNX initializer names
+  bool list_models = false, tied = false, untied = false;
+};
+
+std::string description() {
   std::string stages;
   for (const char* stage : mt::kStages) stages += (stages.empty() ? "" : ", ") + std::string(stage);
-  CLI::App app{
+  return
       "mtc: compile a model into a MegaTrain training plan (+ initial weights as safetensors).\n\n"
       "Examples:\n"
       "  mtc gpt2-demo --batch 16 -o demo.plan          a built-in model (mtc --list-models)\n"
@@ -43,19 +48,32 @@ int main(int argc, char** argv) {
       "  mtc gpt2-tiny --emit=autodiff                  print the IR after a stage\n\n"
       "  mtc llama-tiny --device-mem 2MiB -o l.plan     stream weights / recompute to fit 2 MiB\n\n"
       "Stages (--emit): " + stages + ".\n"
-      "Exit codes: 0 success, 1 bad model or input (message on stderr), 2 bad flags."};
+      "Exit codes: 0 success, 1 bad model or input (message on stderr), 2 bad flags.";
+}
+
+// The model, the plan file and the batch.
+void addModelFlags(CLI::App& app, Flags& f) {
+  mt::CompileOptions& o = f.o;
+  bool& list_models = f.list_models;
+  std::string& batch = f.batch;
   app.add_option("model", o.model,
                  "built-in model name, a .mlir file, an .onnx file, or a Hugging Face model folder (config.json + "
                  "safetensors: Llama, Qwen2, Mistral, GPT-2)");
   app.add_flag("--list-models", list_models, "list the built-in models and exit");
   app.add_option("-o,--output", o.output, "plan file to write");
-  std::string batch = "8";
   app.add_option("--batch", batch,
                  "sequences per step, or auto: the batch of the best predicted throughput that fits --device-mem "
                  "and --host-mem (built-in models; ONNX: sizes the first dynamic input dimension; static ones are the model's)")
       ->capture_default_str();
   app.add_option("--seq", o.seq, "tokens per sequence (default: the model's context; ONNX: sizes the second "
                  "dynamic input dimension)")->check(mt::positiveInteger());
+}
+
+// Overrides of a built-in model's shape, and which ONNX initializers train.
+void addOverrideFlags(CLI::App& app, Flags& f) {
+  mt::CompileOptions& o = f.o;
+  bool &tied = f.tied, &untied = f.untied;
+  std::string &frozen = f.frozen, &trainable = f.trainable;
   app.add_option("--layers", o.overrides.layers, "override: number of layers")->check(mt::positiveInteger());
   app.add_option("--width", o.overrides.width, "override: model width")->check(mt::positiveInteger());
   app.add_option("--heads", o.overrides.heads, "override: attention heads")->check(mt::positiveInteger());
@@ -65,12 +83,16 @@ int main(int argc, char** argv) {
   app.add_option("--context", o.overrides.context, "override: maximum sequence length")->check(mt::positiveInteger());
   app.add_flag("--tied", tied, "override: tie the output projection to the embedding");
   app.add_flag("--untied", untied, "override: separate output projection");
-  std::string frozen, trainable;
   app.add_option("--frozen", frozen,
                  "ONNX: initializers whose names match this regular expression stay constants (never trained)");
   app.add_option("--trainable", trainable,
                  "ONNX: only initializers whose names match this regular expression are trained (the rest stay "
                  "constants). Either way, an initializer holding Inf or NaN (a folded mask) stays a constant");
+}
+
+// What is written besides the plan, and the kind of plan.
+void addOutputFlags(CLI::App& app, Flags& f) {
+  mt::CompileOptions& o = f.o;
   app.add_option("--emit", o.emit, "print the IR after this stage and stop")
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(mt::kStages), std::end(mt::kStages))));
   app.add_option("--weights", o.weights, "initial weights file (default: beside the plan)");
@@ -83,6 +105,12 @@ int main(int argc, char** argv) {
                "key/value cache of --seq positions (built-in models and Hugging Face folders)")
       ->needs(forward_only);
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
+}
+
+// The memory budgets and how the plan fits them.
+void addScheduleFlags(CLI::App& app, Flags& f) {
+  mt::CompileOptions& o = f.o;
+  std::string &device_mem = f.device_mem, &host_mem = f.host_mem;
   app.add_option("--device-mem", device_mem, "device memory budget, e.g. 80GiB (fail if exceeded)");
   app.add_option("--host-mem", host_mem, "host memory of the training machine, e.g. 1.5TiB (fail if exceeded)");
   mt::choiceOf(app, "--schedule", o.schedule,
@@ -125,6 +153,11 @@ int main(int argc, char** argv) {
                                                           {"device", mt::EmbeddingPlace::kDevice},
                                                           {"host", mt::EmbeddingPlace::kHost}})
       ->default_str("auto");
+}
+
+// What the device computes in, what crosses the link, and the cost model's hardware.
+void addPrecisionFlags(CLI::App& app, Flags& f) {
+  mt::CompileOptions& o = f.o;
   mt::choiceOf(app, "--stream-dtype", o.stream_dtype,
                  "what the weights cross the link as: f32 (the fp32 master weights: full precision) or bf16 "
                  "(the master's bf16 rounding, widened on the device: half the link bytes, the forward and backward "
@@ -154,7 +187,12 @@ int main(int argc, char** argv) {
                  "bf16-attention-tflops= (TFLOP/s), memory-gbps=, h2d-gbps=, d2h-gbps=, link-gbps= (both), host-gbps= (GB/s); e.g. "
                  "h100-pcie5,link-gbps=25 or tflops=312,link-gbps=25,host-gbps=60")
       ->capture_default_str();
-  if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
+}
+
+// --batch: a positive number or auto (0); exit code 2 for anything else.
+std::optional<int> parseBatch(Flags& f) {
+  mt::CompileOptions& o = f.o;
+  const std::string& batch = f.batch;
   if (batch == "auto") {
     o.batch = 0;
   } else {
@@ -167,12 +205,22 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (list_models) {
-    for (const auto& p : mt::modelPresets())
-      std::printf("%-12s %9s params  %s\n", p.name.c_str(), mt::formatParamCount(p.config.numParams()).c_str(),
-                  p.description.c_str());
-    return 0;
-  }
+  return std::nullopt;
+}
+
+int listModels() {
+  for (const auto& p : mt::modelPresets())
+    std::printf("%-12s %9s params  %s\n", p.name.c_str(), mt::formatParamCount(p.config.numParams()).c_str(),
+                p.description.c_str());
+  return 0;
+}
+
+// The flags that depend on each other or need parsing: exit code 2, naming the problem.
+std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
+  mt::CompileOptions& o = f.o;
+  const bool tied = f.tied, untied = f.untied;
+  const std::string &frozen = f.frozen, &trainable = f.trainable;
+  const std::string &device_mem = f.device_mem, &host_mem = f.host_mem;
   if (o.model.empty()) {
     std::fprintf(stderr, "mtc: error: no model given (a built-in name, a .mlir or an .onnx file; see --help)\n");
     return 2;
@@ -205,5 +253,24 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  return mt::runTool("mtc", [&] { return mt::compile(o); });
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  llvm::install_fatal_error_handler(exitOnLlvmError);
+  llvm::install_bad_alloc_error_handler(exitOnLlvmError);
+  Flags f;
+  CLI::App app{description()};
+  addModelFlags(app, f);
+  addOverrideFlags(app, f);
+  addOutputFlags(app, f);
+  addScheduleFlags(app, f);
+  addPrecisionFlags(app, f);
+  if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
+  if (const auto code = parseBatch(f)) return *code;
+  if (f.list_models) return listModels();
+  if (const auto code = checkFlags(app, f)) return *code;
+  return mt::runTool("mtc", [&] { return mt::compile(f.o); });
 }
