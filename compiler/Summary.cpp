@@ -183,29 +183,9 @@ void printForwardOnlySummary(const CompileReport& r, const StageResult& stages, 
   printPlanAndWeights(r, plan);
 }
 
-}  // namespace
-
-void printSummary(const CompileReport& r, ModuleOp module, const StageResult& stages, const EmitOptions& emit,
-                  const plan::Plan& plan, const PlanStats& stats) {
-  if (!isTrainingPlan(plan)) {
-    printForwardOnlySummary(r, stages, emit, plan, stats);
-    return;
-  }
-  // The bottleneck: compute when it is busy most of the step, else what it waits for most.
-  const char* stream_names[] = {"the tail after the last kernel", "the host->device link", "the device->host link",
-                                "the host optimizer"};
-  int most_waited = 1;
-  for (int s = 2; s < 4; ++s)
-    if (stats.compute_wait_us[s] > stats.compute_wait_us[most_waited]) most_waited = s;
-  const double compute_busy = stats.step_us > 0 ? stats.compute_us / stats.step_us : 1.0;
-  std::string bottleneck = compute_busy >= 0.9 || stats.compute_wait_us[most_waited] == 0
-                               ? std::string("compute")
-                               : std::string(stream_names[most_waited] + 4);  // without "the "
-  std::string idle;
-  for (int s : {3, 1, 2, 0})
-    if (stats.compute_wait_us[s] >= 0.005 * stats.step_us)
-      idle += fmt::format("{}{} on {}", idle.empty() ? "" : ", ", millis(stats.compute_wait_us[s]), stream_names[s]);
-  std::printf("mtc: %s\n", r.description.c_str());
+// What an import left for the user to know: notes, initializers kept constant, parameters named
+// from their nodes.
+void printImportNotes(const CompileReport& r) {
   for (const std::string& note : r.notes) std::printf("  note           %s\n", note.c_str());
   if (!r.kept_constant.empty()) {
     std::string kept;
@@ -224,6 +204,11 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
                 "the export (a module's own name, as in its state_dict, may differ): %s\n",
                 r.path_names.size(), named.c_str());
   }
+}
+
+// The batch, the parameters and their host bytes, the optimizer, the device arena and schedule.
+void printMemory(const CompileReport& r, const StageResult& stages, const EmitOptions& emit, const plan::Plan& plan,
+                 const PlanStats& stats) {
   std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
               r.batch_note.empty() ? "" : ("; " + r.batch_note).c_str());
@@ -242,6 +227,10 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
   std::printf("  device arena   %s, schedule %s%s%s\n", summaryBytes(plan.arena_bytes()).c_str(), scheduleName(stages.schedule),
               measured.empty() ? "" : (" (chosen for the budget: " + measured + ")").c_str(),
               r.options.device_mem ? (", budget " + summaryBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str() : ", no budget");
+}
+
+// A step's work and traffic: FLOPs, how often each forward runs, the link's bytes, activations moved.
+void printPerStep(const CompileReport& r, ModuleOp module, const StageResult& stages, const PlanStats& stats) {
   std::string forward_runs = "each block's forward runs once";
   if (stages.schedule == Schedule::kStreamedRecompute) {
     auto templates = getModelFunction(module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
@@ -264,6 +253,9 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
                      (r.options.offload == Offload::kOn ? ")" : ": the budget needs it)"))
                         .c_str()
                   : "none (kept on the device)");
+}
+
+void printVocabSplit(const CompileReport& r, ModuleOp module, const StageResult& stages, const EmitOptions& emit) {
   if (auto split = getModelFunction(module)->getAttrOfType<ArrayAttr>(kVocabSplitAttr)) {
     std::string names;
     for (Attribute name : split) names += (names.empty() ? "" : ", ") + cast<StringAttr>(name).getValue().str();
@@ -274,10 +266,11 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
                 (long long)((emit.vocab + stages.vocab_chunks - 1) / stages.vocab_chunks),
                 r.options.vocab_chunks > 0 ? "--vocab-chunks" : "the fewest that fit --device-mem");
   }
-  printTokenTiles(r, module, stages, emit);
-  printPrecision(r, stats);
-  printDropout(module);
-  printUnfusedAttention(module);
+}
+
+// Tables looked up on the host, and weights pinned on the device for the whole step.
+void printHostEmbeddingAndPinned(const CompileReport& r, ModuleOp module, const StageResult& stages,
+                                 const PlanStats& stats) {
   if (stages.host_embedding) {
     std::string tables;
     func::FuncOp func = getModelFunction(module);
@@ -294,6 +287,24 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
     std::printf("  shared weights %s used by blocks far apart (a tied embedding and LM head) stay on the device "
                 "all step: copied in once, not per block\n",
                 summaryBytes(pinned.getInt()).c_str());
+}
+
+// The predicted step, its floor and what bounds it; where compute waits, on what.
+void printPrediction(const EmitOptions& emit, const PlanStats& stats) {
+  // The bottleneck: compute when it is busy most of the step, else what it waits for most.
+  const char* stream_names[] = {"the tail after the last kernel", "the host->device link", "the device->host link",
+                                "the host optimizer"};
+  int most_waited = 1;
+  for (int s = 2; s < 4; ++s)
+    if (stats.compute_wait_us[s] > stats.compute_wait_us[most_waited]) most_waited = s;
+  const double compute_busy = stats.step_us > 0 ? stats.compute_us / stats.step_us : 1.0;
+  std::string bottleneck = compute_busy >= 0.9 || stats.compute_wait_us[most_waited] == 0
+                               ? std::string("compute")
+                               : std::string(stream_names[most_waited] + 4);  // without "the "
+  std::string idle;
+  for (int s : {3, 1, 2, 0})
+    if (stats.compute_wait_us[s] >= 0.005 * stats.step_us)
+      idle += fmt::format("{}{} on {}", idle.empty() ? "" : ", ", millis(stats.compute_wait_us[s]), stream_names[s]);
   // Model TFLOP/s as MegaTrain reports it: 6 * parameters * tokens over the step time.
   const double model_tflops = 6.0 * stats.num_params * emit.batch * emit.seq / (stats.step_us * 1e-6) / 1e12;
   // The floor: the busiest stream's work alone (FLOPs over the peak, bytes over the bandwidth),
@@ -308,6 +319,27 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
               millis(busy_us[busiest]).c_str(), busy_names[busiest], bottleneck.c_str());
   if (compute_busy < 0.95 && !idle.empty())
     std::printf("  compute busy   %.0f%% of the step; waits %s\n", 100 * compute_busy, idle.c_str());
+}
+
+}  // namespace
+
+void printSummary(const CompileReport& r, ModuleOp module, const StageResult& stages, const EmitOptions& emit,
+                  const plan::Plan& plan, const PlanStats& stats) {
+  if (!isTrainingPlan(plan)) {
+    printForwardOnlySummary(r, stages, emit, plan, stats);
+    return;
+  }
+  std::printf("mtc: %s\n", r.description.c_str());
+  printImportNotes(r);
+  printMemory(r, stages, emit, plan, stats);
+  printPerStep(r, module, stages, stats);
+  printVocabSplit(r, module, stages, emit);
+  printTokenTiles(r, module, stages, emit);
+  printPrecision(r, stats);
+  printDropout(module);
+  printUnfusedAttention(module);
+  printHostEmbeddingAndPinned(r, module, stages, stats);
+  printPrediction(emit, stats);
   printPlanAndWeights(r, plan);
 }
 
