@@ -313,42 +313,104 @@ bool writeOutputs(const CompileOptions& o, const LoadedModel& m, const plan::Pla
   return true;
 }
 
-}  // namespace
+// The MLIR context a compile runs in, and where its diagnostics go: with the source line for a
+// model read from a file, plainly ("mtc: error: ...") for built-in models.
+class CompilerContext {
+ public:
+  CompilerContext()
+      : source_diagnostics_(source_mgr_, &context_, llvm::errs()),
+        plain_diagnostics_(&context_, [](Diagnostic& d) {
+          if (isa<FileLineColLoc>(d.getLocation())) return failure();  // to the source handler
+          const char* kind = d.getSeverity() == DiagnosticSeverity::Error ? "error" : "note";
+          llvm::errs() << "mtc: " << kind << ": " << d.str() << "\n";
+          for (Diagnostic& note : d.getNotes()) llvm::errs() << "mtc: note: " << note.str() << "\n";
+          return success();
+        }) {
+    context_.printOpOnDiagnostic(false);  // a 100B model's function is megabytes of text
+    context_.getOrLoadDialect<MtDialect>();
+    context_.getOrLoadDialect<func::FuncDialect>();
+  }
+  MLIRContext& context() { return context_; }
+  llvm::SourceMgr& sourceMgr() { return source_mgr_; }
 
-int compile(const CompileOptions& requested) {
-  const auto start = std::chrono::steady_clock::now();
-  MLIRContext context;
-  context.printOpOnDiagnostic(false);  // a 100B model's function is megabytes of text
-  context.getOrLoadDialect<MtDialect>();
-  context.getOrLoadDialect<func::FuncDialect>();
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler sourceDiagnostics(sourceMgr, &context, llvm::errs());
-  // Diagnostics on built-in models have no source line to show: print them plainly.
-  ScopedDiagnosticHandler plainDiagnostics(&context, [](Diagnostic& d) {
-    if (isa<FileLineColLoc>(d.getLocation())) return failure();  // to the source handler
-    const char* kind = d.getSeverity() == DiagnosticSeverity::Error ? "error" : "note";
-    llvm::errs() << "mtc: " << kind << ": " << d.str() << "\n";
-    for (Diagnostic& note : d.getNotes()) llvm::errs() << "mtc: note: " << note.str() << "\n";
-    return success();
-  });
+ private:
+  MLIRContext context_;
+  llvm::SourceMgr source_mgr_;
+  SourceMgrDiagnosticHandler source_diagnostics_;
+  ScopedDiagnosticHandler plain_diagnostics_;
+};
 
-  // Choose: the hardware and its budget (a GPU profile brings its device memory unless
-  // --device-mem says otherwise).
-  HardwareProfile hw;
+// The hardware and its budget: a GPU profile brings its device memory unless --device-mem says
+// otherwise. False (with the message printed) for a bad --hw.
+bool chooseHardware(const CompileOptions& requested, HardwareProfile& hw, CompileOptions& o,
+                    std::string& budget_source) {
   if (const std::string problem = parseHardwareSpec(requested.hardware, hw); !problem.empty()) {
     std::fprintf(stderr, "mtc: error: %s\n", problem.c_str());
-    return 1;
+    return false;
   }
-  CompileOptions o = requested;
-  std::string budget_source = o.device_mem ? "--device-mem" : "";
+  o = requested;
+  budget_source = o.device_mem ? "--device-mem" : "";
   if (!o.device_mem && hw.device_budget_bytes) {
     o.device_mem = hw.device_budget_bytes;
     budget_source = "the " + hw.name + " profile's; --device-mem overrides";
   }
+  return true;
+}
+
+// The plan's host bytes against --host-mem: false (with the message printed) when they do not fit.
+bool checkHostBudget(const CompileOptions& o, const plan::Plan& plan, const PlanStats& stats, CompileReport& report) {
+  report.host_bytes = planHostBytes(plan);
+  report.host_parts = hostParts(plan, stats);
+  if (o.host_mem <= 0 || report.host_bytes <= o.host_mem) return true;
+  std::fprintf(stderr,
+               "mtc: error: the plan needs %s of host memory (%.1f bytes for each of %s parameters: %s) but "
+               "--host-mem is %s: use a machine with at least %s%s or a smaller model\n",
+               summaryBytes(report.host_bytes).c_str(), double(report.host_bytes) / stats.num_params,
+               formatParamCount(stats.num_params).c_str(), report.host_parts.c_str(), summaryBytes(o.host_mem).c_str(),
+               summaryBytes(report.host_bytes).c_str(),
+               gradLandingTensor(plan) >= 0
+                   ? ""
+                   : ", compile with --update on-arrival (about 12 bytes/param; no global-norm clipping),");
+  return false;
+}
+
+// Whether mtc writes the initial weights, and where. Writing a large model's costs minutes and
+// its full size on disk; mtrun builds the same weights from the plan's seeded initializers.
+void chooseWeightsOutput(const CompileOptions& o, const LoadedModel& m, const PlanStats& stats, CompileReport& report) {
+  report.weights = o.weights;
+  const bool imported = !m.imported.params.empty() || m.hf;  // an import's weights exist only there
+  const bool explicit_weights = !report.weights.empty() || imported;
+  if (report.weights.empty()) report.weights = weightsBesidePlan(o.output);
+  constexpr int64_t kAutoWeightsLimit = int64_t{1} << 29;  // parameters (2 GiB of fp32)
+  report.write_weights = !o.no_weights && (explicit_weights || stats.num_params <= kAutoWeightsLimit);
+}
+
+// What the summary says of the model and the choices made for it.
+void describeChoices(const LoadedModel& m, const std::string& budget_source, CompileReport& report) {
+  report.description = m.description;
+  if (m.hf) report.notes = m.hf->notes;
+  report.kept_constant = m.imported.kept_constant;
+  for (const auto& p : m.imported.params)
+    if (p.name != p.initializer) report.path_names.push_back({p.name, p.initializer, p.transposed});
+  report.batch_note = m.batch_note;
+  report.update = *m.update;
+  report.update_note = m.update_note;
+  report.budget_source = budget_source;
+}
+
+}  // namespace
+
+int compile(const CompileOptions& requested) {
+  const auto start = std::chrono::steady_clock::now();
+  CompilerContext compiler;
+  HardwareProfile hw;
+  CompileOptions o;
+  std::string budget_source;
+  if (!chooseHardware(requested, hw, o, budget_source)) return 1;
 
   // Load, then compile through the stages.
   LoadedModel m;
-  if (!loadModel(context, sourceMgr, o, hw, m)) return 1;
+  if (!loadModel(compiler.context(), compiler.sourceMgr(), o, hw, m)) return 1;
   if (o.forward_only && !markForwardOnly(*m.module, o.model)) return 1;
   if (failed(verify(*m.module))) {
     std::fprintf(stderr, "mtc: error: the input IR does not verify\n");
@@ -387,41 +449,12 @@ int compile(const CompileOptions& requested) {
     return 1;
   }
   CompileReport report{o};
-  report.host_bytes = planHostBytes(plan);
-  report.host_parts = hostParts(plan, stats);
-  if (o.host_mem > 0 && report.host_bytes > o.host_mem) {
-    std::fprintf(stderr,
-                 "mtc: error: the plan needs %s of host memory (%.1f bytes for each of %s parameters: %s) but "
-                 "--host-mem is %s: use a machine with at least %s%s or a smaller model\n",
-                 summaryBytes(report.host_bytes).c_str(), double(report.host_bytes) / stats.num_params,
-                 formatParamCount(stats.num_params).c_str(), report.host_parts.c_str(), summaryBytes(o.host_mem).c_str(),
-                 summaryBytes(report.host_bytes).c_str(),
-                 gradLandingTensor(plan) >= 0
-                     ? ""
-                     : ", compile with --update on-arrival (about 12 bytes/param; no global-norm clipping),");
-    return 1;
-  }
-  report.weights = o.weights;
-  const bool imported = !m.imported.params.empty() || m.hf;  // an import's weights exist only there
-  const bool explicit_weights = !report.weights.empty() || imported;
-  if (report.weights.empty()) report.weights = weightsBesidePlan(o.output);
-  // Writing the initial weights of a large model costs minutes and its full size on disk;
-  // mtrun builds the same weights from the plan's seeded initializers.
-  constexpr int64_t kAutoWeightsLimit = int64_t{1} << 29;  // parameters (2 GiB of fp32)
-  report.write_weights = !o.no_weights && (explicit_weights || stats.num_params <= kAutoWeightsLimit);
+  if (!checkHostBudget(o, plan, stats, report)) return 1;
+  chooseWeightsOutput(o, m, stats, report);
   if (!writeOutputs(o, m, plan, report.write_weights, report.weights)) return 1;
 
-  // Report.
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  report.description = m.description;
-  if (m.hf) report.notes = m.hf->notes;
-  report.kept_constant = m.imported.kept_constant;
-  for (const auto& p : m.imported.params)
-    if (p.name != p.initializer) report.path_names.push_back({p.name, p.initializer, p.transposed});
-  report.batch_note = m.batch_note;
-  report.update = *m.update;
-  report.update_note = m.update_note;
-  report.budget_source = budget_source;
+  describeChoices(m, budget_source, report);
   printSummary(report, *m.module, stages, emit, plan, stats);
   return 0;
 }
