@@ -148,135 +148,165 @@ void splitEmbedding(func::FuncOp func, int64_t vocab, int64_t chunks) {
   noteSplit(func, name);
 }
 
-// The LM head and its loss over `chunks` vocabulary chunks (see the file comment); `vocab` gets
-// the head's rows. Fails, with a diagnostic, when the loss is not a head's or the head is read
-// elsewhere (tied).
-LogicalResult splitHead(func::FuncOp func, int64_t chunks, int64_t& vocab) {
+// The LM head and the loss it feeds: the forward product logits = h W^T, its loss, the loss's
+// one backward and the backward's products with dlogits (dh).
+struct HeadMatch {
   SoftmaxXentOp xent;
-  func.walk([&](SoftmaxXentOp op) { xent = op; });
-  auto head = xent ? xent.getLogits().getDefiningOp<MatmulOp>() : nullptr;
-  auto weight = head ? dyn_cast<BlockArgument>(head.getRhs()) : nullptr;
-  if (!weight || !head.getTransposeB() || head.getTransposeA() ||
-      paramName(func, weight.getArgNumber()).empty() || cast<RankedTensorType>(weight.getType()).getRank() != 2) {
-    func.emitError("the vocabulary split needs a loss mt.softmax_xent of logits = mt.matmul(h, W) {transpose_b} "
-                   "with W a (vocab, C) parameter (an LM head); this model has none");
-    return failure();
-  }
-  const std::string name = paramName(func, weight.getArgNumber()).str();
+  SoftmaxXentGradOp xentGrad;
+  MatmulOp head;
+  BlockArgument weight;  // W, (vocab, C)
+  std::string name;      // W's parameter name
+  SmallVector<MatmulOp> dhProducts;
+};
+
+// The head a vocabulary split can take, or a diagnostic: the loss is not a head's, the head is
+// read elsewhere (tied), or it has no gradient result.
+FailureOr<HeadMatch> matchHead(func::FuncOp func) {
+  HeadMatch m;
+  func.walk([&](SoftmaxXentOp op) { m.xent = op; });
+  m.head = m.xent ? m.xent.getLogits().getDefiningOp<MatmulOp>() : nullptr;
+  m.weight = m.head ? dyn_cast<BlockArgument>(m.head.getRhs()) : nullptr;
+  if (!m.weight || !m.head.getTransposeB() || m.head.getTransposeA() ||
+      paramName(func, m.weight.getArgNumber()).empty() || cast<RankedTensorType>(m.weight.getType()).getRank() != 2)
+    return func.emitError("the vocabulary split needs a loss mt.softmax_xent of logits = mt.matmul(h, W) "
+                          "{transpose_b} with W a (vocab, C) parameter (an LM head); this model has none");
+  m.name = paramName(func, m.weight.getArgNumber()).str();
   auto xentGrads = llvm::to_vector(llvm::make_filter_range(
-      xent.getLogits().getUsers(), [](Operation* user) { return isa<SoftmaxXentGradOp>(user); }));
-  if (xentGrads.size() != 1) {
-    func.emitError("the vocabulary split needs the one backward of the loss (mt.softmax_xent_grad); found ")
-        << xentGrads.size();
-    return failure();
-  }
-  auto xentGrad = cast<SoftmaxXentGradOp>(xentGrads.front());
+      m.xent.getLogits().getUsers(), [](Operation* user) { return isa<SoftmaxXentGradOp>(user); }));
+  if (xentGrads.size() != 1)
+    return func.emitError("the vocabulary split needs the one backward of the loss (mt.softmax_xent_grad); found ")
+           << xentGrads.size();
+  m.xentGrad = cast<SoftmaxXentGradOp>(xentGrads.front());
   // The head's weight is read by the forward product and by the backward's products with
   // dlogits (dh) only; anything else (a tied embedding) needs the whole table.
-  SmallVector<MatmulOp> dhProducts;
-  for (Operation* user : weight.getUsers()) {
+  for (Operation* user : m.weight.getUsers()) {
     auto product = dyn_cast<MatmulOp>(user);
-    if (product == head) continue;
-    if (product && product.getLhs() == xentGrad.getResult() && !product.getTransposeA() &&
+    if (product == m.head) continue;
+    if (product && product.getLhs() == m.xentGrad.getResult() && !product.getTransposeA() &&
         !product.getTransposeB()) {
-      dhProducts.push_back(product);
+      m.dhProducts.push_back(product);
       continue;
     }
     if (isa<func::ReturnOp>(user)) continue;
-    user->emitError("reads the LM head '") << name << "' as a whole (a tied embedding?): the vocabulary split "
-                                           << "needs an untied head (mtc --untied) or the token embedding on the "
-                                           << "host (mtc --embedding host)";
-    return failure();
+    return user->emitError("reads the LM head '") << m.name << "' as a whole (a tied embedding?): the vocabulary "
+                                                  << "split needs an untied head (mtc --untied) or the token "
+                                                  << "embedding on the host (mtc --embedding host)";
   }
-  vocab = cast<RankedTensorType>(weight.getType()).getDimSize(0);
-  if (chunks > vocab) {
-    func.emitError("cannot split a vocabulary of ") << vocab << " into " << chunks << " chunks";
-    return failure();
-  }
-  Block& body = func.getBody().front();
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
   bool hasGrad = false;
   for (unsigned i = 1; i < func.getNumResults(); ++i)
-    if (auto g = func.getResultAttrOfType<StringAttr>(i, kGradAttr); g && g.getValue() == name) hasGrad = true;
-  if (!hasGrad) {
-    func.emitError("the LM head '") << name << "' has no gradient result";
-    return failure();
-  }
-  const int64_t epilogue = *blockOf(xent);
+    if (auto g = func.getResultAttrOfType<StringAttr>(i, kGradAttr); g && g.getValue() == m.name) hasGrad = true;
+  if (!hasGrad) return func.emitError("the LM head '") << m.name << "' has no gradient result";
+  return m;
+}
 
-  OpBuilder b(func.getContext());
-  const SmallVector<int64_t> first = chunkStarts(vocab, chunks);
-  SmallVector<BlockArgument> pieces = insertPieces(func, weight, first);
+// The ops built since `previous` (the op before the insertion point then) up to `next` go to
+// `block`.
+void assignBuilt(Block& body, Operation* previous, Operation* next, int64_t block, StringRef mark) {
+  markOps(previous ? previous->getNextNode() : &body.front(), next, block, mark);
+}
 
-  // Forward: the chunks where the loss was, each in its own block; the loss with the last.
-  Value h = head.getLhs(), targets = xent.getTargets();
-  auto rows = cast<RankedTensorType>(xent.getLse().getType()).getShape();
+// Forward: the chunks where the loss was, each in its own block after `epilogue`, a running
+// (max, sum) through them; the loss finished with the last. Returns the finishing op; each
+// chunk's product in `products`.
+XentFinishOp buildForwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, ArrayRef<int64_t> first,
+                                int64_t vocab, int64_t epilogue, SmallVectorImpl<MatmulOp>& products) {
+  Block& body = *m.xent->getBlock();
+  OpBuilder b(m.xent);
+  const int64_t chunks = static_cast<int64_t>(pieces.size());
+  Value h = m.head.getLhs(), targets = m.xent.getTargets();
+  auto rows = cast<RankedTensorType>(m.xent.getLse().getType()).getShape();
   SmallVector<int64_t> runningShape(rows);
   runningShape.push_back(2);
-  // The ops built since `previous` (the op before the insertion point then) go to `block`.
-  auto assign = [&](Operation* previous, Operation* next, int64_t block, StringRef mark) {
-    markOps(previous ? previous->getNextNode() : &body.front(), next, block, mark);
-  };
-  b.setInsertionPoint(xent);
   Value running;
-  SmallVector<MatmulOp> forwardProducts;
   for (int64_t c = 0; c < chunks; ++c) {
-    Operation* previous = xent->getPrevNode();
+    Operation* previous = m.xent->getPrevNode();
     if (c == 0)
-      running = b.create<FillOp>(xent.getLoc(), RankedTensorType::get(runningShape, b.getF32Type()),
+      running = b.create<FillOp>(m.xent.getLoc(), RankedTensorType::get(runningShape, b.getF32Type()),
                                  b.getF32FloatAttr(-INFINITY));
-    auto product = b.create<MatmulOp>(head.getLoc(), h, pieces[c], false, true);
-    running = b.create<XentChunkOp>(xent.getLoc(), product.getResult(), targets, running, first[c]);
-    forwardProducts.push_back(product);
-    assign(previous, xent, epilogue + 1 + c, "");
+    auto product = b.create<MatmulOp>(m.head.getLoc(), h, pieces[c], false, true);
+    running = b.create<XentChunkOp>(m.xent.getLoc(), product.getResult(), targets, running, first[c]);
+    products.push_back(product);
+    assignBuilt(body, previous, m.xent, epilogue + 1 + c, "");
   }
-  auto finish = b.create<XentFinishOp>(xent.getLoc(), running, targets, vocab);
+  auto finish = b.create<XentFinishOp>(m.xent.getLoc(), running, targets, vocab);
   finish->setAttr(kBlockAttr, b.getI64IntegerAttr(epilogue + chunks));
-  xent.getLoss().replaceAllUsesWith(finish.getLoss());
+  m.xent.getLoss().replaceAllUsesWith(finish.getLoss());
+  return finish;
+}
 
-  // Backward, the last chunk first: its block's region runs on from the forward (the loss's
-  // gradient seed joins it), so its weights are copied in once for both.
-  Value dloss = xentGrad.getDloss();
+// Backward, the last chunk first: its block's region runs on from the forward (the loss's
+// gradient seed joins it), so its weights are copied in once for both; the other chunks'
+// products are recomputed. dh (the sum over chunks) replaces the whole head's; each piece's
+// gradient in `pieceGrads`.
+LogicalResult buildBackwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, ArrayRef<int64_t> first,
+                                  int64_t vocab, int64_t epilogue, XentFinishOp finish,
+                                  ArrayRef<MatmulOp> forwardProducts, SmallVectorImpl<Value>& pieceGrads) {
+  Block& body = *m.xentGrad->getBlock();
+  OpBuilder b(m.xentGrad);
+  const int64_t chunks = static_cast<int64_t>(pieces.size());
+  Value dloss = m.xentGrad.getDloss();
   if (Operation* seed = dloss.getDefiningOp(); seed && seed->getBlock() == &body)
     seed->setAttr(kBlockAttr, b.getI64IntegerAttr(epilogue + chunks));
-  b.setInsertionPoint(xentGrad);
-  Value dh;
-  SmallVector<Value> pieceGrads(chunks);
+  Value h = m.head.getLhs(), dh;
+  pieceGrads.assign(chunks, Value());
   for (int64_t c = chunks - 1; c >= 0; --c) {
     MatmulOp product = forwardProducts[c];
     if (c != chunks - 1) {
-      product = b.create<MatmulOp>(head.getLoc(), h, pieces[c], false, true);
+      product = b.create<MatmulOp>(m.head.getLoc(), h, pieces[c], false, true);
       product->setAttr(kRecomputeAttr, b.getUnitAttr());
       product->setAttr(kBlockAttr, b.getI64IntegerAttr(epilogue + 1 + c));
     }
-    Operation* previous = xentGrad->getPrevNode();
-    auto dlogits = b.create<XentChunkGradOp>(xentGrad.getLoc(), dloss, product.getResult(), targets,
+    Operation* previous = m.xentGrad->getPrevNode();
+    auto dlogits = b.create<XentChunkGradOp>(m.xentGrad.getLoc(), dloss, product.getResult(), m.xent.getTargets(),
                                              finish.getLse(), first[c], vocab);
     SmallVector<Value> grads = cast<GradientOpInterface>(product.getOperation()).buildGradient(b, {dlogits});
     if (grads.size() != 2 || !grads[0] || !grads[1]) return failure();
-    dh = dh ? b.create<AddOp>(xentGrad.getLoc(), dh, grads[0]).getResult() : grads[0];
+    dh = dh ? b.create<AddOp>(m.xentGrad.getLoc(), dh, grads[0]).getResult() : grads[0];
     pieceGrads[c] = grads[1];
-    assign(previous, xentGrad, epilogue + 1 + c, kBackwardAttr);
+    assignBuilt(body, previous, m.xentGrad, epilogue + 1 + c, kBackwardAttr);
   }
-  for (MatmulOp product : dhProducts) product.getResult().replaceAllUsesWith(dh);
+  for (MatmulOp product : m.dhProducts) product.getResult().replaceAllUsesWith(dh);
+  return success();
+}
 
-  splitGradResult(func, name, pieceGrads, first);
-
-  // What the whole head computed is dead now.
+// What the whole head computed is dead once the chunks replace it: erased, then its weight.
+void eraseWholeHead(func::FuncOp func, HeadMatch& m) {
+  Block& body = func.getBody().front();
+  Operation* ret = body.getTerminator();
   SetVector<Operation*> dead;
-  for (MatmulOp product : dhProducts) dead.insert(product);
-  dead.insert(xentGrad);
-  dead.insert(xent);
-  dead.insert(head);
-  for (Operation* op = xentGrad->getNextNode(); op != ret; op = op->getNextNode())
+  for (MatmulOp product : m.dhProducts) dead.insert(product);
+  dead.insert(m.xentGrad);
+  dead.insert(m.xent);
+  dead.insert(m.head);
+  for (Operation* op = m.xentGrad->getNextNode(); op != ret; op = op->getNextNode())
     if (op->hasAttr(kBackwardAttr)) dead.insert(op);
   // Users come after their operands: erasing from the last op back frees each in turn.
   SmallVector<Operation*> ops;
   for (Operation& op : body.without_terminator()) ops.push_back(&op);
   for (Operation* op : llvm::reverse(ops))
     if (dead.contains(op) && op->use_empty()) op->erase();
-  func.eraseArgument(weight.getArgNumber());
-  noteSplit(func, name);
+  func.eraseArgument(m.weight.getArgNumber());
+}
+
+// The LM head and its loss over `chunks` vocabulary chunks (see the file comment); `vocab` gets
+// the head's rows. Fails, with a diagnostic, where matchHead does or the chunks outnumber the rows.
+LogicalResult splitHead(func::FuncOp func, int64_t chunks, int64_t& vocab) {
+  FailureOr<HeadMatch> match = matchHead(func);
+  if (failed(match)) return failure();
+  HeadMatch& m = *match;
+  vocab = cast<RankedTensorType>(m.weight.getType()).getDimSize(0);
+  if (chunks > vocab) return func.emitError("cannot split a vocabulary of ") << vocab << " into " << chunks << " chunks";
+  const int64_t epilogue = *blockOf(m.xent);
+  const SmallVector<int64_t> first = chunkStarts(vocab, chunks);
+  SmallVector<BlockArgument> pieces = insertPieces(func, m.weight, first);
+  SmallVector<MatmulOp> forwardProducts;
+  XentFinishOp finish = buildForwardChunks(m, pieces, first, vocab, epilogue, forwardProducts);
+  SmallVector<Value> pieceGrads;
+  if (failed(buildBackwardChunks(m, pieces, first, vocab, epilogue, finish, forwardProducts, pieceGrads)))
+    return failure();
+  splitGradResult(func, m.name, pieceGrads, first);
+  eraseWholeHead(func, m);
+  noteSplit(func, m.name);
   return success();
 }
 
