@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes small tokenizer.json seeds for the hf_tokenizer fuzz harness into DIR: byte-level BPE
 with every component mttok reads (NFC, a Llama-3-style Split, ByteLevel, added tokens,
-TemplateProcessing), and a GPT-2-style one (ByteLevel's own pattern, merges as pairs)."""
+TemplateProcessing), a GPT-2-style one (ByteLevel's own pattern, merges as pairs), and a
+SentencePiece-style one (Mistral's kind: Prepend and Replace, no pre-tokenizer, BPE over characters
+with <0xXX> byte fallback, a Replace/ByteFallback/Fuse/Strip decoder)."""
 import json
 import os
 import sys
@@ -50,6 +52,36 @@ seeds = {
         {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         [["h", "e"], ["l", "l"], ["he", "ll"]], {"type": "ByteLevel"}, None),
 }
+
+
+def character_tokenizer():
+    spiece = "\u2581"
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab["<0x%02X>" % b] = 3 + b
+    for token in [spiece, "h", "e", "l", "o", spiece + "h", "he", "ll", spiece + "he", "llo"]:
+        vocab.setdefault(token, len(vocab))
+    merges = [spiece + " h", "h e", "l l", spiece + "h e", "ll o"]
+    added = [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+              "special": True} for i, c in enumerate(["<unk>", "<s>", "</s>"])]
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+            "normalizer": {"type": "Sequence", "normalizers": [
+                {"type": "Prepend", "prepend": spiece},
+                {"type": "Replace", "pattern": {"String": " "}, "content": spiece}]},
+            "pre_tokenizer": None,
+            "post_processor": {"type": "TemplateProcessing",
+                               "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                          {"Sequence": {"id": "A", "type_id": 0}}],
+                               "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+            "decoder": {"type": "Sequence", "decoders": [
+                {"type": "Replace", "pattern": {"String": spiece}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"},
+                {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+            "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True,
+                      "vocab": vocab, "merges": merges}}
+
+
+seeds["mistral-like.json"] = character_tokenizer()
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
 for name, content in seeds.items():
