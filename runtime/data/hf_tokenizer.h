@@ -1,11 +1,13 @@
-// A Hugging Face `tokenizer.json` of the byte-level BPE kind (GPT-2, Llama 3, Qwen 2/3 and the
-// models built on them), read strictly and encoded the way the `tokenizers` library does it:
+// A Hugging Face `tokenizer.json` of the BPE kind, read strictly and encoded the way the
+// `tokenizers` library does it: byte-level (GPT-2, Llama 3, Qwen 2/3 and the models built on
+// them) or over characters with byte fallback (SentencePiece-style: Mistral, Llama 2):
 //   added tokens split off first (leftmost-longest; those marked `normalized` after the
-//   normalizer) -> normalizer (NFC/NFD/NFKC/NFKD, in sequence) -> pre-tokenizer (Split by a
-//   regular expression, ByteLevel with or without GPT-2's expression) -> BPE over the bytes of
-//   each piece (lowest merge rank first, leftmost among equals; `ignore_merges` takes a piece
-//   that is a whole vocabulary entry as it is) -> post-processor (TemplateProcessing's special
-//   tokens around the text when asked).
+//   normalizer) -> normalizer (NFC/NFD/NFKC/NFKD, Prepend, Replace of a string, in sequence) ->
+//   pre-tokenizer (Split by a regular expression, ByteLevel with or without GPT-2's expression;
+//   none for a BPE over characters) -> BPE over the bytes (or the characters, a missing one
+//   becoming its bytes' <0xXX> tokens) of each piece (lowest merge rank first, leftmost among
+//   equals; `ignore_merges` takes a piece that is a whole vocabulary entry as it is) ->
+//   post-processor (TemplateProcessing's special tokens around the text when asked).
 // Patterns are Oniguruma's (the Rust library's engine); they run on ICU's engine with \s and \S
 // rewritten to Oniguruma's Unicode white space (U+0009-000D, U+0085 and the Z categories).
 // Anything else in the file that this reader does not implement is an error naming it: a
@@ -55,7 +57,7 @@ class HfTokenizer {
   struct Impl;  // the file's components, in hf_tokenizer.cc
 
  private:
-  // BPE over one pre-tokenized piece (raw bytes), cached per piece.
+  // BPE over one pre-tokenized piece (its bytes or characters), cached per piece.
   const std::vector<uint32_t>& encodePiece(const std::string& piece);
   // A stretch between raw added tokens: normalized, split on normalized added tokens, and each
   // piece between those pre-tokenized and encoded.
@@ -73,7 +75,7 @@ class HfTokenizer {
 inline constexpr char kNodeModules[] = "/usr/local/share/megatrain/node_modules";
 
 // The tokenizer.json that `spec` names: a file, a folder holding tokenizer.json (a Hugging Face
-// model folder), or the name of one that tools/setup.sh installs (gpt2, llama3, qwen3).
+// model folder), or the name of one that tools/setup.sh installs (gpt2, llama3, qwen3, mistral).
 std::string resolveTokenizerPath(const std::string& spec);
 
 }  // namespace mt

@@ -1,5 +1,5 @@
 // Hugging Face tokenizer.json reading and BPE on small hand-made tokenizers (the real GPT-2,
-// Llama 3 and Qwen 3 files are checked against Hugging Face's JavaScript tokenizers in
+// Llama 3, Qwen 3 and Mistral files are checked against Hugging Face's JavaScript tokenizers in
 // tests/e2e/tokenizer_vs_node.sh), and instruction data's templates and loss masks.
 #include <gtest/gtest.h>
 
@@ -153,14 +153,16 @@ TEST(HfTokenizer, RefusesWhatItDoesNotImplement) {
   file = tinyTokenizer({}, {});
   file["pre_tokenizer"] = {{"type", "Metaspace"}};
   refused(file, "pre-tokenizer Metaspace is not supported");
-  file["pre_tokenizer"] = nullptr;
+  file["pre_tokenizer"] = nullptr;  // a BPE over characters, which needs byte_fallback
+  refused(file, "a BPE over characters without byte_fallback (no pre-tokenizer, no ByteLevel) is not supported");
+  file["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", " "}}}, {"behavior", "Isolated"}};
   refused(file, "a pre-tokenizer without ByteLevel is not supported");
   file = tinyTokenizer({}, {});
   file["normalizer"] = {{"type", "Lowercase"}};
   refused(file, "normalizer Lowercase is not supported");
   file = tinyTokenizer({}, {});
   file["model"]["byte_fallback"] = true;
-  refused(file, "byte_fallback is not supported");
+  refused(file, "byte_fallback with a ByteLevel pre-tokenizer is not supported");
   file = tinyTokenizer({}, {"x y"});
   refused(file, "merge 0 (x y) names a token the vocabulary lacks");
   file = tinyTokenizer({}, {"a b c"});
@@ -184,6 +186,79 @@ TEST(HfTokenizer, RefusesWhatItDoesNotImplement) {
   const std::string path = test::scratchPath("not-json.json");
   std::ofstream(path) << "{ not json";
   expectError([&] { HfTokenizer t(path); }, "is not a JSON object");
+}
+
+// A SentencePiece-style tokenizer.json (Mistral's kind): "▁" prepended and spaces replaced by it,
+// BPE over characters, <0xXX> tokens (ids 3 + byte) for the bytes of characters the vocabulary
+// lacks; `extra` tokens follow from id 259 in order.
+const std::string kSpiece = "\u2581";
+json characterTokenizer(const std::vector<std::string>& extra, const std::vector<std::string>& merges) {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  for (size_t i = 0; i < extra.size(); ++i) vocab[extra[i]] = 259 + i;
+  json replace_space = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kSpiece}};
+  json file = {{"version", "1.0"},
+               {"truncation", nullptr},
+               {"padding", nullptr},
+               {"added_tokens", json::array()},
+               {"normalizer", {{"type", "Sequence"},
+                               {"normalizers", {{{"type", "Prepend"}, {"prepend", kSpiece}}, replace_space}}}},
+               {"pre_tokenizer", nullptr},
+               {"post_processor", nullptr},
+               {"decoder", {{"type", "Sequence"},
+                            {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", kSpiece}}}, {"content", " "}},
+                                          {{"type", "ByteFallback"}},
+                                          {{"type", "Fuse"}},
+                                          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+               {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "<unk>"}, {"fuse_unk", true},
+                          {"byte_fallback", true}, {"vocab", vocab}, {"merges", merges}}}};
+  addToken(file, 2, "</s>");
+  return file;
+}
+
+TEST(HfTokenizer, CharactersWithByteFallbackAsSentencePiece) {
+  HfTokenizer t(save(characterTokenizer({kSpiece, "a", "b", kSpiece + "a", kSpiece + "ab"},
+                                        {kSpiece + " a", kSpiece + "a b"})));
+  const uint32_t space = 259, a = 260, b = 261, space_a = 262, space_ab = 263;
+  // "▁" prepended, spaces replaced: "▁ab▁ab" merges into two "▁ab".
+  EXPECT_EQ(t.encode("ab ab"), (std::vector<uint32_t>{space_ab, space_ab}));
+  // A character the vocabulary lacks is its UTF-8 bytes' tokens.
+  EXPECT_EQ(t.encode("b\u00e9"), (std::vector<uint32_t>{space, b, 3 + 0xC3, 3 + 0xA9}));
+  // Prepend only before something, and each stretch between added tokens is normalized alone.
+  EXPECT_TRUE(t.encode("").empty());
+  EXPECT_EQ(t.encode("a</s>a"), (std::vector<uint32_t>{space_a, 2, space_a}));
+  // Decoding: "▁" back to spaces, the byte tokens to their character, the leading space cut.
+  EXPECT_EQ(t.decode(t.encode("ab b\u00e9 \u4e2d")), "ab b\u00e9 \u4e2d");
+  EXPECT_EQ(t.bytesOf(space_ab), " ab");
+  // A run of byte tokens that is not UTF-8 is one U+FFFD per byte, as tokenizers' ByteFallback.
+  EXPECT_EQ(t.decode({a, 3 + 0xE4, 3 + 0xB8, a}), "a\uFFFD\uFFFDa");
+  EXPECT_EQ(t.endOfText(), std::optional<uint32_t>(2));
+}
+
+TEST(HfTokenizer, RefusesCharacterTokenizersItCannotDecode) {
+  auto refused = [](json file, const std::string& needle) { expectError([&] { HfTokenizer t(save(file)); }, needle); };
+  json file = characterTokenizer({}, {});
+  file["model"]["byte_fallback"] = false;
+  refused(file, "a BPE over characters without byte_fallback");
+  file = characterTokenizer({}, {});
+  file["model"]["vocab"].erase("<0x41>");
+  refused(file, "byte 65 has none");
+  file = characterTokenizer({}, {});
+  file["decoder"]["decoders"].erase(1);
+  refused(file, "whose decoder has no ByteFallback");
+  file = characterTokenizer({}, {});
+  std::swap(file["decoder"]["decoders"][2], file["decoder"]["decoders"][3]);
+  refused(file, "a Strip decoder before Fuse");
+  file = characterTokenizer({}, {});
+  file["normalizer"]["normalizers"][1]["pattern"] = {{"Regex", " +"}};
+  refused(file, "a Replace whose pattern is not {\"String\": ...}");
+  file = characterTokenizer({}, {});
+  file["decoder"] = {{"type", "ByteLevel"}};
+  refused(file, "without a Sequence decoder");
 }
 
 // A ChatML tokenizer: the template's markers are added tokens, everything else bytes.
