@@ -54,18 +54,6 @@ void xentGradRows(const KernelArgs& args, float coeff, int64_t first, int64_t vo
   }
 }
 
-}  // namespace
-
-std::string softmax_xent_check(const KernelArgs& args) {
-  const Tensor &logits = args.in[0], &targets = args.in[1];
-  MT_CHECK(checkLogitsTargets(logits, targets, "softmax_xent"));
-  MT_CHECK(expectDType(args.out[0], DType::F32, "softmax_xent loss"));
-  MT_CHECK(expectShape(args.out[0], {}, "softmax_xent loss"));
-  MT_CHECK(expectDType(args.out[1], DType::F32, "softmax_xent lse"));
-  return expectShape(args.out[1], targets.shape, "softmax_xent lse");
-}
-
-namespace {
 // Each row's log-sum-exp into `lse`; returns the sum of lse - logit[target] over the rows with a
 // valid target, in double, serially in row order: the same for any thread count.
 double lossSum(const Tensor& logits, const Tensor& targets, float* lse) {
@@ -82,7 +70,35 @@ double lossSum(const Tensor& logits, const Tensor& targets, float* lse) {
   for (double l : row_loss) total += l;
   return total;
 }
+
+// dloss over the targets of `targets` in [0, vocab) (0 when there are none).
+float coefficientOverValid(const KernelArgs& args, int64_t vocab) {
+  const int64_t count = countValid(args.in[2], vocab);
+  return count ? args.in[0].f32()[0] / static_cast<float>(count) : 0.0f;
+}
+
+// A count operand (xent_tile's, xent_tile_grad's): an f32 scalar.
+std::string checkCount(const Tensor& count, const char* what) {
+  MT_CHECK(expectDType(count, DType::F32, what));
+  return expectShape(count, {}, what);
+}
+
+// dloss over the whole batch's counted targets, from xent_tile_grad's count (0 when it is 0).
+float coefficientOverCount(const KernelArgs& args) {
+  const float count = args.in[4].f32()[0];
+  return count > 0.0f ? args.in[0].f32()[0] / count : 0.0f;
+}
+
 }  // namespace
+
+std::string softmax_xent_check(const KernelArgs& args) {
+  const Tensor &logits = args.in[0], &targets = args.in[1];
+  MT_CHECK(checkLogitsTargets(logits, targets, "softmax_xent"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "softmax_xent loss"));
+  MT_CHECK(expectShape(args.out[0], {}, "softmax_xent loss"));
+  MT_CHECK(expectDType(args.out[1], DType::F32, "softmax_xent lse"));
+  return expectShape(args.out[1], targets.shape, "softmax_xent lse");
+}
 
 void softmax_xent_cpu(const KernelArgs& args) {
   const Tensor &logits = args.in[0], &targets = args.in[1];
@@ -100,12 +116,6 @@ std::string softmax_xent_grad_check(const KernelArgs& args) {
   MT_CHECK(expectShape(args.in[3], targets.shape, "softmax_xent_grad lse"));
   MT_CHECK(expectDType(args.out[0], DType::F32, "softmax_xent_grad result"));
   return expectShape(args.out[0], logits.shape, "softmax_xent_grad result");
-}
-
-// dloss over the targets of `targets` in [0, vocab) (0 when there are none).
-float coefficientOverValid(const KernelArgs& args, int64_t vocab) {
-  const int64_t count = countValid(args.in[2], vocab);
-  return count ? args.in[0].f32()[0] / static_cast<float>(count) : 0.0f;
 }
 
 void softmax_xent_grad_cpu(const KernelArgs& args) {
@@ -195,18 +205,6 @@ std::string count_targets_check(const KernelArgs& args) {
 void count_targets_cpu(const KernelArgs& args) {
   args.out[0].f32()[0] = static_cast<float>(countValid(args.in[0], args.ints[0]));
 }
-
-namespace {
-std::string checkCount(const Tensor& count, const char* what) {
-  MT_CHECK(expectDType(count, DType::F32, what));
-  return expectShape(count, {}, what);
-}
-// dloss over the whole batch's counted targets, from xent_tile_grad's count (0 when it is 0).
-float coefficientOverCount(const KernelArgs& args) {
-  const float count = args.in[4].f32()[0];
-  return count > 0.0f ? args.in[0].f32()[0] / count : 0.0f;
-}
-}  // namespace
 
 std::string xent_tile_check(const KernelArgs& args) {
   MT_CHECK(softmax_xent_check(args));  // logits, targets, loss, lse as softmax_xent's
