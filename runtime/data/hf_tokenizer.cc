@@ -82,8 +82,7 @@ std::vector<uint32_t> initialSymbols(const HfTokenizer::Impl& t, const std::stri
     return ids;
   }
   for (size_t i = 0; i < piece.size();) {  // well-formed UTF-8: encode() replaced the rest
-    const unsigned char lead = piece[i];
-    const size_t len = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    const size_t len = utf8SequenceLength(static_cast<unsigned char>(piece[i]));
     auto it = t.vocab.find(piece.substr(i, len));
     if (it != t.vocab.end()) {
       ids.push_back(it->second);

@@ -41,7 +41,7 @@ std::vector<char32_t> decodeUtf8(const std::string& s) {
   out.reserve(valid.size());
   for (size_t i = 0; i < valid.size();) {
     const unsigned char c = valid[i];
-    const int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    const int len = utf8SequenceLength(c);
     char32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
     for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(valid[i + k]) & 0x3F);
     out.push_back(cp);

@@ -12,6 +12,9 @@ namespace mt {
 // Appends code point `cp` to `out` as UTF-8.
 void appendUtf8(std::string& out, char32_t cp);
 
+// The length of the UTF-8 sequence that `lead` begins, in well-formed text (validUtf8's output).
+inline int utf8SequenceLength(unsigned char lead) { return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
+
 // Code points of UTF-8 text; each ill-formed sequence becomes one U+FFFD, as TextDecoder
 // reads it (validUtf8 below).
 std::vector<char32_t> decodeUtf8(const std::string& s);
