@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/io/error.h"
+#include "runtime/io/json_input.h"
 #include "runtime/training/huggingface.h"
 #include "runtime/io/mapped_file.h"
 #include "runtime/io/safetensors.h"
@@ -77,7 +79,7 @@ class ConfigReader {
   void require(const std::string& key, const json& supported, const std::string& why) {
     taken_.insert(key);
     if (has(key) && config_[key] != supported)
-      throw error("'" + key + "' is " + config_[key].dump() + ": " + why);
+      throw error("'" + key + "' is " + jsonBrief(config_[key]) + ": " + why);
   }
   void take(const std::string& key) { taken_.insert(key); }
 
@@ -180,7 +182,7 @@ std::map<std::string, std::string> weightFiles(const std::string& dir) {
   struct stat st;
   const std::string index_path = dir + "/model.safetensors.index.json";
   if (stat(index_path.c_str(), &st) == 0) {
-    const json index = json::parse(readWholeFile(index_path, "weight index", ""), nullptr, false);
+    const json index = parseJsonInput(readWholeFile(index_path, "weight index", ""), "weight index " + index_path);
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
       throw Error(index_path + " is not a weight index (no weight_map object)");
     for (const auto& item : index["weight_map"].items()) {
@@ -220,8 +222,8 @@ float halfToFloat(uint16_t h) {
   return value;
 }
 
-// `n` values of `entry` widened to f32.
-void widen(const SafetensorsEntry& entry, int64_t n, float* out) {
+// `n` values of `entry` (F32, BF16 or F16) as f32.
+void widenValues(const SafetensorsEntry& entry, int64_t n, float* out) {
   if (entry.dtype == "F32") {
     std::memcpy(out, entry.data, 4 * static_cast<size_t>(n));
   } else if (entry.dtype == "BF16") {
@@ -239,6 +241,17 @@ void widen(const SafetensorsEntry& entry, int64_t n, float* out) {
   }
 }
 
+// `n` values of `entry` widened to f32; throws mt::Error naming `where` (the folder and tensor)
+// and the first element that is NaN or infinite: such a checkpoint would train to NaN.
+void widen(const SafetensorsEntry& entry, int64_t n, float* out, const std::string& where) {
+  widenValues(entry, n, out);
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(out[i]))
+      throw Error(where + " holds " + fmt::format("{}", out[i]) + " at element " + std::to_string(i) +
+                  " (of its values in the file's order): weights that are not finite would train to NaN; use a "
+                  "checkpoint without them");
+}
+
 }  // namespace
 
 bool isHuggingFaceFolder(const std::string& path) {
@@ -251,7 +264,7 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
   model.dir = dir;
   const std::string path = dir + "/config.json";
   model.config_json = readWholeFile(path, "Hugging Face config", "");
-  const json config = json::parse(model.config_json, nullptr, false);
+  const json config = parseJsonInput(model.config_json, "Hugging Face config " + path);
   if (!config.is_object()) throw Error(path + " is not a JSON object");
   ConfigReader r(config, path);
   if (!config.contains("architectures") || !config["architectures"].is_array() || config["architectures"].size() != 1 ||
@@ -264,6 +277,16 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
     throw r.error("architecture " + model.architecture +
                   " is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
                   "GPT2LMHeadModel)");
+  // model_type says the same family as the architecture (transformers picks the config class by
+  // it, the model class by the architecture: a folder where they disagree loads as neither says).
+  static const std::map<std::string, std::string> kModelType = {{"LlamaForCausalLM", "llama"},
+                                                                {"Qwen2ForCausalLM", "qwen2"},
+                                                                {"MistralForCausalLM", "mistral"},
+                                                                {"GPT2LMHeadModel", "gpt2"}};
+  if (config.contains("model_type") &&
+      (!config["model_type"].is_string() || config["model_type"] != kModelType.at(model.architecture)))
+    throw r.error("'model_type' is " + jsonBrief(config["model_type"]) + " but the architecture " + model.architecture +
+                  " is of model_type \"" + kModelType.at(model.architecture) + "\": the folder contradicts itself");
   const bool gpt2 = model.architecture == "GPT2LMHeadModel";
   model.config = gpt2 ? readGpt2Config(r, model.notes) : readConfig(r, model.architecture, model.sliding_window);
   r.finish();
@@ -366,11 +389,12 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
       throw Error(model.dir + ": '" + place.name + "' is " + entry.dtype + " [" + shapeText(entry.shape) +
                   "] but the model's " + t.name() + " needs [" + shapeText(expected) + "] in F32, BF16 or F16");
     }
-    tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, &place, shape, n](void* out) {
+    const std::string where = model.dir + "/" + source.file + ": '" + place.name + "'";
+    tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, &place, shape, n, where](void* out) {
                          float* values = static_cast<float*>(out);
-                         if (place.parts == 1 && !place.transposed) return widen(entry, n, values);
+                         if (place.parts == 1 && !place.transposed) return widen(entry, n, values, where);
                          std::vector<float> whole(static_cast<size_t>(n * place.parts));
-                         widen(entry, n * place.parts, whole.data());
+                         widen(entry, n * place.parts, whole.data(), where);
                          const int64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1;
                          const int64_t offset = place.part * rows, stride = rows * place.parts;
                          // ours[o][i] = theirs[i][part * rows + o] (a bias: ours[o] = theirs[part * rows + o])

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "runtime/io/error.h"
+#include "runtime/io/json_input.h"
 #include "runtime/io/mapped_file.h"
 #include "runtime/plan/plan_dump.h"
 #include "runtime/io/safetensors.h"
@@ -72,9 +73,9 @@ int main(int argc, char** argv) {
         mt::writeFileAtomically(trace, json.str());
       } else {
         nlohmann::json both = nlohmann::json::parse(json.str());
-        const nlohmann::json steps = nlohmann::json::parse(
-            mt::readWholeFile(measured, "the measured trace", "(write one with mtrun --trace)"), nullptr,
-            /*allow_exceptions=*/false);
+        const nlohmann::json steps = mt::parseJsonInput(
+            mt::readWholeFile(measured, "the measured trace", "(write one with mtrun --trace)"),
+            "the measured trace " + measured);
         if (!steps.is_object() || !steps.contains("traceEvents") || !steps["traceEvents"].is_array())
           throw mt::Error(measured + " is not a trace written by mtrun --trace (no traceEvents array)");
         for (const auto& event : steps["traceEvents"]) both["traceEvents"].push_back(event);

@@ -24,5 +24,11 @@ int main(int argc, char** argv) {
       "Every output path is checked, and the checkpoint directory locked, before the first step."};
   mt::addTrainFlags(app, c);
   if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
+  try {
+    mt::validateConfig(c);  // a flag's value out of range is a bad flag too: exit 2
+  } catch (const mt::Error& e) {
+    std::fprintf(stderr, "mtrun: error: %s\n", e.what());
+    return 2;
+  }
   return mt::runTool("mtrun", [&] { return mt::train(c); });
 }

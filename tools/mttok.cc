@@ -1,11 +1,13 @@
 // mttok: turn text into a token file (bytes, GPT-2 BPE, or any byte-level BPE tokenizer.json),
 // instruction data into a token file with a loss mask, and token files back into text.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "runtime/data/bpe_tokenizer.h"
 #include "runtime/io/error.h"
@@ -81,6 +83,9 @@ int encodeDocuments(const Options& o, mt::HfTokenizer& tokenizer) {
   return 0;
 }
 
+// The longest line of JSONL instruction data read (far past any sequence a model trains on).
+constexpr size_t kMaxExampleBytes = size_t{16} << 20;
+
 // JSONL instruction data: each example rendered with the chat template, its replies counted,
 // followed by the end-of-text token (not counted).
 int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
@@ -90,11 +95,21 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   std::vector<uint8_t> counted;
   int64_t examples = 0, split_differently = 0;
   for (const auto& path : o.inputs) {
-    std::istringstream lines(readText(path));
-    std::string line;
-    for (int64_t number = 1; std::getline(lines, line); ++number) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string text = readText(path);
+    int64_t number = 0;
+    for (size_t at = 0; at < text.size();) {
+      const size_t end = std::min(text.find('\n', at), text.size());
+      const std::string_view line_view(text.data() + at, end - at);
+      at = end + 1;
+      ++number;
+      if (line_view.find_first_not_of(" \t\r") == std::string_view::npos) continue;
       const std::string where = path + ":" + std::to_string(number);
+      // Tokenizing takes some 45 times an example's size at its peak: one example is bounded.
+      if (line_view.size() > kMaxExampleBytes)
+        throw mt::Error(where + ": an example of " + std::to_string(line_view.size()) + " bytes; mttok --chat reads "
+                        "examples (lines) of at most " + std::to_string(kMaxExampleBytes >> 20) +
+                        " MiB: split it into several");
+      const std::string line(line_view);
       std::vector<mt::ChatPart> parts;
       try {
         parts = mt::renderChat(mt::readExample(line, where), chat_template);

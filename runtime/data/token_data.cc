@@ -78,10 +78,14 @@ std::vector<uint32_t> TokenFile::read(int64_t first, int64_t count, std::vector<
     throw changedError("it is now " + std::to_string(st.st_size) + " bytes, modified after it was opened");
   std::vector<uint32_t> out(static_cast<size_t>(count));
   auto changed = [&](const std::string& what) { return changedError(what); };
-  readChecked(first, count, out.data(), changed);
-  if (counted) {
-    counted->assign(static_cast<size_t>(count), 1);
-    if (masked_) readMask(first, count, counted->data(), changed);
+  try {
+    readChecked(first, count, out.data(), changed);
+    if (counted) {
+      counted->assign(static_cast<size_t>(count), 1);
+      if (masked_) readMask(first, count, counted->data(), changed);
+    }
+  } catch (const Error& e) {
+    throw IoFault(e.what());  // the file, not the run, went wrong: the trainer checkpoints before it stops
   }
   return out;
 }
@@ -121,8 +125,8 @@ void TokenFile::readChecked(int64_t first, int64_t count, uint32_t* out,
   if (crc) *crc = crc32c(raw.data(), bytes, *crc);
 }
 
-Error TokenFile::changedError(const std::string& what) const {
-  return Error("token file " + path_ + " changed while it was being read (" + what +
+IoFault TokenFile::changedError(const std::string& what) const {
+  return IoFault("token file " + path_ + " changed while it was being read (" + what +
                "): leave a run's data file alone until it ends; restore the file and resume from the last "
                "checkpoint");
 }

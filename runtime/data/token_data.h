@@ -51,7 +51,7 @@ class TokenFile {
   // The loss mask of tokens [first, first + count) into `out` (each byte checked to be 0 or 1).
   void readMask(int64_t first, int64_t count, uint8_t* out, const std::function<Error(const std::string&)>& changed,
                 uint32_t* crc = nullptr) const;
-  Error changedError(const std::string& what) const;
+  IoFault changedError(const std::string& what) const;
 
   std::string path_;
   InputFile file_;

@@ -4,18 +4,35 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <string_view>
 
 namespace mt {
 
-AtomicFileWriter::AtomicFileWriter(const std::string& path)
-    : path_(path), tmp_(path + ".tmp." + std::to_string(getpid())) {
-  fd_ = open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw Error("cannot write " + path_ + ": " + std::strerror(errno));
+AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
+  // NAME.tmp.<pid>.<random>, created where nothing is (O_EXCL) and never through a symlink
+  // (O_NOFOLLOW): a link planted under a name that can be guessed, in a shared folder, would
+  // otherwise have the writer truncate the file it points to. The pid lets a later run remove
+  // what a killed writer left (removeStaleTemporaries).
+  static std::atomic<uint64_t> counter{0};
+  std::random_device entropy;
+  for (int attempt = 0; fd_ < 0; ++attempt) {
+    const uint64_t salt = (uint64_t{entropy()} << 32 | entropy()) ^ counter.fetch_add(1);
+    tmp_ = fmt::format("{}.tmp.{}.{:016x}", path, getpid(), salt);
+    fd_ = open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd_ < 0 && (errno != EEXIST || attempt >= 100)) {
+      const int err = errno;
+      tmp_.clear();
+      throw Error("cannot write " + path_ + ": " + std::strerror(err));
+    }
+  }
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
@@ -92,13 +109,15 @@ int removeStaleTemporaries(const std::string& dir, const std::function<bool(cons
     const std::string_view view(name);
     const size_t mark = view.rfind(".tmp.");
     if (mark == std::string_view::npos || !belongs(std::string(view.substr(0, mark)))) continue;
-    const std::string_view pid_text = view.substr(mark + 5);
+    // NAME.tmp.<pid>.<random> (NAME.tmp.<pid> from before: the same pid rule)
+    std::string_view pid_text = view.substr(mark + 5);
+    pid_text = pid_text.substr(0, pid_text.find('.'));
     if (pid_text.empty() || pid_text.size() > 9 || pid_text.find_first_not_of("0123456789") != std::string_view::npos)
       continue;
     pid_t pid = 0;
     for (char digit : pid_text) pid = pid * 10 + (digit - '0');
     if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer may still run
-    if (fs::remove(entry.path(), error)) ++removed;
+    if (fs::remove_all(entry.path(), error) > 0) ++removed;  // a file, or an AtomicFolderWriter's folder
   }
   return removed;
 }

@@ -1,11 +1,15 @@
 #include "runtime/io/safetensors.h"
 
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
 
 #include "runtime/io/checksum.h"
 #include "runtime/io/error.h"
+#include "runtime/io/json_input.h"
 
 namespace mt {
 namespace {
@@ -31,17 +35,26 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
   uint64_t header_len;
   std::memcpy(&header_len, base, 8);
   if (header_len > size - 8) throw bad("header length runs past the end of the file");
-  nlohmann::json header = nlohmann::json::parse(
-      reinterpret_cast<const char*>(base) + 8, reinterpret_cast<const char*>(base) + 8 + header_len,
-      nullptr, /*allow_exceptions=*/false);
+  const std::string_view header_text(reinterpret_cast<const char*>(base) + 8, header_len);
+  nlohmann::json header;
+  try {
+    header = parseJsonInput(header_text, "its header");
+  } catch (const Error& e) {
+    throw bad(e.what());
+  }
   if (!header.is_object()) throw bad("header is not a JSON object");
   const std::byte* data = base + 8 + header_len;
   const int64_t data_size = static_cast<int64_t>(size - 8 - header_len);
   for (auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
+      // As the reference library: a map of strings to strings, nothing nested.
       if (!value.is_object()) throw bad("__metadata__ is not an object");
-      for (auto& [k, v] : value.items())
-        if (v.is_string()) metadata_[k] = v.get<std::string>();
+      for (auto& [k, v] : value.items()) {
+        if (!v.is_string())
+          throw bad("__metadata__'s " + jsonBrief(nlohmann::json(k)) + " is " + jsonBrief(v) +
+                    ", not a string (safetensors metadata maps strings to strings)");
+        metadata_[k] = v.get<std::string>();
+      }
       continue;
     }
     if (!value.is_object() || !value.contains("dtype") || !value["dtype"].is_string() ||
@@ -77,6 +90,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     e.bytes = static_cast<int64_t>(end - begin);
     entries_[name] = std::move(e);
   }
+  checkLayout(data, data_size);
   // The checksums move from the metadata to their entries.
   constexpr size_t kPrefix = sizeof(kChecksumPrefix) - 1;
   for (auto it = metadata_.lower_bound(kChecksumPrefix);
@@ -90,6 +104,31 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     entry->second.crc32c = static_cast<uint32_t>(std::stoul(digits, nullptr, 16));
     it = metadata_.erase(it);
   }
+}
+
+// As the reference library: the tensors, in the order of their offsets, tile the data from its
+// first byte to its last, each starting where the one before ends: no two share a byte (a write
+// into one would change the other), and no byte lies outside every tensor.
+void SafetensorsFile::checkLayout(const std::byte* data, int64_t data_size) const {
+  std::vector<std::pair<int64_t, const std::string*>> starts;  // offset, name
+  starts.reserve(entries_.size());
+  for (const auto& [name, e] : entries_) starts.emplace_back(e.data - data, &name);
+  std::sort(starts.begin(), starts.end(), [&](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : entries_.at(*a.second).bytes < entries_.at(*b.second).bytes;
+  });
+  int64_t next = 0;
+  for (const auto& [begin, name] : starts) {
+    if (begin != next)
+      throw Error("weights file " + path_ + " is not valid safetensors: tensor '" + *name + "' starts at byte " +
+                  std::to_string(begin) + " of the data, where " +
+                  (begin < next ? "the tensor before it still runs (tensors overlap)"
+                                : "byte " + std::to_string(next) + " was expected (a gap between tensors)"));
+    next = begin + entries_.at(*name).bytes;
+  }
+  if (next != data_size)
+    throw Error("weights file " + path_ + " is not valid safetensors: its tensors end at byte " +
+                std::to_string(next) + " of the data, but the file holds " + std::to_string(data_size) +
+                " bytes after the header (bytes no tensor covers)");
 }
 
 void SafetensorsFile::verify(const std::string& name) const {

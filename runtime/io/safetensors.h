@@ -46,6 +46,7 @@ class SafetensorsFile {
   void verify(const std::string& name) const;
 
  private:
+  void checkLayout(const std::byte* data, int64_t data_size) const;
   std::string path_;
   MappedFile file_;
   std::map<std::string, SafetensorsEntry> entries_;

@@ -84,38 +84,19 @@ CheckpointDir::CheckpointDir(const std::string& dir) : dir_(dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error("cannot create checkpoint directory " + dir + ": " + ec.message());
-  const std::string lock_path = (fs::path(dir) / kLockName).string();
-  lock_fd_ = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0)
-    throw Error("cannot write in checkpoint directory " + dir + ": " + std::strerror(errno) +
-                " (give a --checkpoint-dir this user can write)");
-  if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    char holder[256] = {};
-    const ssize_t got = pread(lock_fd_, holder, sizeof holder - 1, 0);
-    std::string who = got > 0 ? std::string(holder, static_cast<size_t>(got)) : "another process";
-    while (!who.empty() && who.back() == '\n') who.pop_back();
-    close(lock_fd_);
-    lock_fd_ = -1;
-    if (err == EWOULDBLOCK)
-      throw Error("checkpoint directory " + dir + " is in use by " + who +
-                  ": two runs would interleave their checkpoints and prune each other's; wait for it to end, or "
-                  "give this run another --checkpoint-dir");
-    throw Error("cannot lock checkpoint directory " + dir + ": " + std::strerror(err));
+  try {
+    lock_ = std::make_unique<FileLock>((fs::path(dir) / kLockName).string(), /*remove_when_released=*/false);
+  } catch (const FileLock::Busy& busy) {
+    throw Error("checkpoint directory " + dir + " is in use by " + busy.holder() +
+                ": two runs would interleave their checkpoints and prune each other's; wait for it to end, or "
+                "give this run another --checkpoint-dir");
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (give a --checkpoint-dir this user can write)");
   }
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  const std::string holder = "mtrun (pid " + std::to_string(getpid()) + " on " + host + ")\n";
-  if (ftruncate(lock_fd_, 0) != 0 || pwrite(lock_fd_, holder.data(), holder.size(), 0) < 0)
-    throw Error("cannot write in checkpoint directory " + dir + ": " + std::strerror(errno));
   removed_ = removeStaleTemporaries(dir, [](const std::string& name) {
     return name.size() > sizeof(kSuffix) && name.compare(0, 5, "step-") == 0 &&
            name.compare(name.size() - sizeof(kSuffix) + 1, std::string::npos, kSuffix) == 0;
   });
-}
-
-CheckpointDir::~CheckpointDir() {
-  if (lock_fd_ >= 0) close(lock_fd_);  // releases the lock
 }
 
 void CheckpointDir::write(const plan::Plan& plan, const HostStore& store, const CheckpointState& state,

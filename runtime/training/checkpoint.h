@@ -7,10 +7,12 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "runtime/host/host_store.h"
+#include "runtime/io/file_lock.h"
 #include "runtime/plan/plan_format.h"
 
 namespace mt {
@@ -42,7 +44,6 @@ class CheckpointDir {
  public:
   // Throws mt::Error if the directory cannot be created or written, or another process holds it.
   explicit CheckpointDir(const std::string& dir);
-  ~CheckpointDir();
   CheckpointDir(const CheckpointDir&) = delete;
   CheckpointDir& operator=(const CheckpointDir&) = delete;
 
@@ -55,7 +56,7 @@ class CheckpointDir {
 
  private:
   std::string dir_;
-  int lock_fd_ = -1;
+  std::unique_ptr<FileLock> lock_;
   int removed_ = 0;
 };
 

@@ -1,14 +1,23 @@
 #include "runtime/training/huggingface.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "kernels/elementwise/elementwise.h"
+#include "runtime/io/atomic_folder.h"
 #include "runtime/io/error.h"
+#include "runtime/io/json_input.h"
+#include "runtime/io/mapped_file.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/training/checkpoint.h"
 
 namespace mt {
 namespace {
@@ -81,23 +90,47 @@ void checkHuggingFaceExport(const plan::Plan& plan) {
       if (!p) throw Error("--export-hf: the plan lacks a part of Hugging Face's '" + name + "' (q, k and v together)");
 }
 
-void exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir, ExportDtype dtype,
-                       const std::map<std::string, std::string>& metadata) {
-  checkHuggingFaceExport(plan);
-  nlohmann::ordered_json config = nlohmann::ordered_json::parse(plan.model().hf_config(), nullptr, false);
-  if (!config.is_object()) throw Error("the plan's Hugging Face config is not a JSON object (recompile it with mtc)");
-  config["torch_dtype"] = dtype == ExportDtype::kBf16 ? "bfloat16" : "float32";
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) throw Error("--export-hf: cannot create " + dir + ": " + error.message());
+namespace {
 
-  // The tensors in plan order, cut into shards of at most kShardBytes.
+namespace fs = std::filesystem;
+
+// The weights file of an exported folder: model.safetensors, or the first file its index names.
+std::string weightsFileOf(const std::string& dir) {
+  if (fs::exists(dir + "/model.safetensors")) return dir + "/model.safetensors";
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  const nlohmann::json index = parseJsonInput(readWholeFile(index_path, "weight index", ""), index_path);
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object() ||
+      index["weight_map"].empty() || !index["weight_map"].begin()->is_string())
+    throw Error(index_path + " names no weights file");
+  const std::string file = index["weight_map"].begin()->get<std::string>();
+  if (file.empty() || file.find('/') != std::string::npos) throw Error(index_path + " names a file outside the folder");
+  return dir + "/" + file;
+}
+
+// Whether `dir` is a folder an earlier --export-hf wrote: plain files only, weights whose
+// metadata carries MegaTrain's provenance.
+bool isEarlierExport(const std::string& dir) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error))
+    if (!entry.is_regular_file() || entry.is_symlink()) return false;
+  if (error) return false;
+  try {
+    const SafetensorsFile weights(weightsFileOf(dir));
+    return weights.metadata().count(std::string(kProvenancePrefix) + "code") > 0;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// The folder's tensors under Hugging Face's names, in the order of their first parameter, each
+// produced from its parts (GPT-2's c_attn from q, k and v; Conv1D's transposed), cut into shards
+// of at most kShardBytes. `members` holds the parts the tensors' producers read.
+using Members = std::map<std::string, std::vector<std::pair<HuggingFacePlace, SafetensorsTensor>>>;
+std::vector<std::vector<SafetensorsTensor>> shardedTensors(const HostStore& store, ExportDtype dtype, Members& members) {
   const int width = dtype == ExportDtype::kBf16 ? 2 : 4;
   std::vector<std::vector<SafetensorsTensor>> shards(1);
   int64_t shard_bytes = 0;
-  // Hugging Face's tensors in the order of their first parameter, each from its parts.
   std::vector<std::string> order;
-  std::map<std::string, std::vector<std::pair<HuggingFacePlace, SafetensorsTensor>>> members;
   for (int p : store.params()) {
     SafetensorsTensor f32 = store.savedTensor(p);
     HuggingFacePlace place = huggingFacePlace(f32.name);
@@ -155,26 +188,67 @@ void exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std
     shards.back().push_back(std::move(out));
     shard_bytes += shards.back().back().bytes;
   }
-  std::map<std::string, std::string> meta = metadata;
-  meta["format"] = "pt";
+  return shards;
+}
+
+// The shards into `dir`: model.safetensors, or model-0000N-of-0000M.safetensors and their index.
+void writeShards(const std::string& dir, const std::vector<std::vector<SafetensorsTensor>>& shards,
+                 const std::map<std::string, std::string>& meta) {
   if (shards.size() == 1) {
     writeSafetensors(dir + "/model.safetensors", shards[0], meta);
-  } else {
-    nlohmann::ordered_json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::ordered_json::object()}};
-    int64_t total = 0;
-    for (size_t s = 0; s < shards.size(); ++s) {
-      char file[64];
-      std::snprintf(file, sizeof file, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
-      writeSafetensors(dir + "/" + file, shards[s], meta);
-      for (const auto& t : shards[s]) {
-        index["weight_map"][t.name] = file;
-        total += t.bytes;
-      }
-    }
-    index["metadata"]["total_size"] = total;
-    writeFileAtomically(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+    return;
   }
-  writeFileAtomically(dir + "/config.json", config.dump(2) + "\n");  // last: a folder with it is whole
+  nlohmann::ordered_json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::ordered_json::object()}};
+  int64_t total = 0;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const std::string file = fmt::format("model-{:05}-of-{:05}.safetensors", s + 1, shards.size());
+    writeSafetensors(dir + "/" + file, shards[s], meta);
+    for (const auto& t : shards[s]) {
+      index["weight_map"][t.name] = file;
+      total += t.bytes;
+    }
+  }
+  index["metadata"]["total_size"] = total;
+  writeFileAtomically(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+}
+
+}  // namespace
+
+void checkHuggingFaceExportFolder(const std::string& dir) {
+  const std::string target = withoutTrailingSlashes(dir);
+  struct stat st {};
+  if (lstat(target.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode))
+      throw Error("--export-hf " + dir + " is a symbolic link: give the folder's own path");
+    if (!S_ISDIR(st.st_mode)) throw Error("--export-hf " + dir + " is a file, not a folder: give a folder's path");
+    std::error_code error;
+    const bool empty = fs::is_empty(target, error);
+    if (!empty && !isEarlierExport(target))
+      throw Error("--export-hf " + dir + " holds files that no earlier --export-hf wrote (a downloaded model?): "
+                  "the export replaces the whole folder, so give a new or empty folder");
+  }
+  // Killed exports' staging folders (TARGET.tmp.<pid>.<random>, their writer gone) go now.
+  const std::string parent = fs::path(target).parent_path().empty() ? "." : fs::path(target).parent_path().string();
+  const std::string name = fs::path(target).filename().string();
+  const int removed = removeStaleTemporaries(parent, [&](const std::string& stem) { return stem == name; });
+  if (removed) std::printf("removed %d unfinished --export-hf folder(s) beside %s\n", removed, target.c_str());
+  AtomicFolderWriter probe(target);  // the parent is writable: the staging folder can be made (and goes again)
+}
+
+void exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir, ExportDtype dtype,
+                       const std::map<std::string, std::string>& metadata) {
+  checkHuggingFaceExport(plan);
+  nlohmann::ordered_json config = parseOrderedJsonInput(plan.model().hf_config(), "the plan's Hugging Face config");
+  if (!config.is_object()) throw Error("the plan's Hugging Face config is not a JSON object (recompile it with mtc)");
+  config["torch_dtype"] = dtype == ExportDtype::kBf16 ? "bfloat16" : "float32";
+  checkHuggingFaceExportFolder(dir);  // still new, empty or ours
+  AtomicFolderWriter folder(dir);
+  Members members;
+  std::map<std::string, std::string> meta = metadata;
+  meta["format"] = "pt";
+  writeShards(folder.staging(), shardedTensors(store, dtype, members), meta);
+  writeFileAtomically(folder.staging() + "/config.json", config.dump(2) + "\n");
+  folder.commit();
 }
 
 }  // namespace mt

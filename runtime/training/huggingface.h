@@ -36,8 +36,16 @@ enum class ExportDtype { kF32, kBf16 };
 // a place, every fused tensor all its parts).
 void checkHuggingFaceExport(const plan::Plan& plan);
 
-// Writes the folder `dir` (created if missing; each file atomically): config.json with
-// torch_dtype set, and the parameters under Hugging Face's names with `metadata` (provenance).
+// Throws mt::Error unless `dir` can take an export: missing, empty, or a folder an earlier
+// --export-hf wrote (its weights carry our provenance), its parent writable; removes the
+// staging folders of exports killed on the way. Checked before a run, so that a folder
+// holding someone's model is refused before the training, not after it.
+void checkHuggingFaceExportFolder(const std::string& dir);
+
+// Writes the folder `dir` whole or not at all (AtomicFolderWriter: staged beside it, then
+// renamed or exchanged into place; an earlier export there is replaced, every file of it):
+// config.json with torch_dtype set, and the parameters under Hugging Face's names with
+// `metadata` (provenance).
 void exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir, ExportDtype dtype,
                        const std::map<std::string, std::string>& metadata);
 

@@ -1,5 +1,7 @@
 #include "runtime/training/run_files.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "runtime/io/atomic_folder.h"
 #include "runtime/io/checksum.h"
 #include "runtime/io/error.h"
 #include "runtime/io/safetensors.h"
@@ -53,22 +56,56 @@ JsonLog::JsonLog(const std::string& path, bool append)
 
 void JsonLog::write(const nlohmann::json& line) {
   const std::string text = line.dump() + "\n";
-  if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size() || std::fflush(file_.get()) != 0)
-    throw Error("cannot write log " + path_ + ": " + std::strerror(errno));
+  const long whole = std::ftell(file_.get());  // where the last whole line ends
+  if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size() || std::fflush(file_.get()) != 0) {
+    const int err = errno;
+    // No torn last line: the log is cut back to its whole lines (where the disk lets it).
+    std::clearerr(file_.get());
+    if (whole >= 0 && ftruncate(fileno(file_.get()), whole) == 0) std::fseek(file_.get(), whole, SEEK_SET);
+    throw IoFault("cannot write log " + path_ + ": " + std::strerror(err));
+  }
 }
 
+namespace {
+
+// The lock of an export (PATH.lock beside it, gone with the run): a second run exporting to the
+// same place is refused rather than silently replacing the first one's weights.
+std::unique_ptr<FileLock> lockExport(const std::string& path, const char* flag) {
+  const std::string target = withoutTrailingSlashes(path);
+  try {
+    return std::make_unique<FileLock>(target + ".lock", /*remove_when_released=*/true);
+  } catch (const FileLock::Busy& busy) {
+    throw Error(std::string(flag) + " " + path + " is being written by another run (" + busy.holder() +
+                "): one would replace the other's weights; give this run another " + flag);
+  } catch (const Error& e) {
+    throw Error(std::string(flag) + ": " + e.what());
+  }
+}
+
+}  // namespace
+
 RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
+  RunOutputs outputs;
   for (auto [path, flag] : {std::pair{&config.export_path, "--export"}, {&config.trace_path, "--trace"},
                             {&config.grads_path, "--dump-grads"}})
     if (!path->empty()) checkWritable(*path, flag);
+  if (!config.export_path.empty()) {
+    outputs.export_lock = lockExport(config.export_path, "--export");
+    const std::filesystem::path path(config.export_path);
+    const std::string name = path.filename().string();
+    removeStaleTemporaries(path.parent_path().empty() ? "." : path.parent_path().string(),
+                           [&](const std::string& stem) { return stem == name; });
+  }
   if (!config.export_hf_dir.empty()) {
     checkHuggingFaceExport(plan);
-    std::error_code error;
-    std::filesystem::create_directories(config.export_hf_dir, error);
-    if (error) throw Error("--export-hf: cannot create " + config.export_hf_dir + ": " + error.message());
-    checkWritable(config.export_hf_dir + "/config.json", "--export-hf");
+    outputs.export_hf_lock = lockExport(config.export_hf_dir, "--export-hf");
+    try {
+      checkHuggingFaceExportFolder(config.export_hf_dir);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      throw Error(what.rfind("--export-hf", 0) == 0 ? what : "--export-hf: " + what + " (checked before the run starts)");
+    }
   }
-  RunOutputs outputs;
   const std::string& dir = config.checkpoint_dir.empty() ? config.resume_dir : config.checkpoint_dir;
   if (!dir.empty()) {
     outputs.checkpoints = std::make_unique<CheckpointDir>(dir);

@@ -10,6 +10,7 @@
 
 #include "runtime/data/token_data.h"
 #include "runtime/host/host_store.h"
+#include "runtime/io/file_lock.h"
 #include "runtime/plan/plan_format.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/trainer.h"
@@ -38,6 +39,7 @@ class JsonLog {
 struct RunOutputs {
   std::unique_ptr<CheckpointDir> checkpoints;
   JsonLog log;
+  std::unique_ptr<FileLock> export_lock, export_hf_lock;  // held while the run may write them
 };
 
 // The run's outputs, checked or taken before its first step: the export, trace and gradient

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -179,6 +180,10 @@ class Trainer {
   void recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds);
   void validate(int64_t step);
   void checkpoint(int64_t step);
+  // A fault of a file (IoFault) or of an export after `step`'s update: the weights saved where
+  // they still can be (saveAfterFault), then an error saying where.
+  [[noreturn]] void stopOnFault(const Error& fault, int64_t step);
+  std::string saveAfterFault(int64_t step);
   void exportWeights(int64_t steps_done);
   void writeTrace();
   int stopEarly(int64_t step);
@@ -271,7 +276,12 @@ int Trainer::run() {
     options_.adamw.step = step;
     options_.adamw.lr = learningRate(config_, step);
     int64_t counted = 0;
-    const StepResult result = runOptimizerStep(step, counted);
+    StepResult result;
+    try {
+      result = runOptimizerStep(step, counted);
+    } catch (const IoFault& fault) {
+      stopOnFault(fault, step - 1);  // the data, read before this step's update: the weights are step - 1's
+    }
     double seconds = 0.0;
     for (const auto& plan_run : plan_runs_) seconds += plan_run.first;
     total_seconds_ += seconds;
@@ -280,9 +290,13 @@ int Trainer::run() {
       skipNonfinite(step, result);
       continue;
     }
-    recordStep(step, result, counted, seconds);
     ++steps_run_;
-    if (step == config_.steps || (config_.val_every > 0 && step % config_.val_every == 0)) validate(step);
+    try {
+      recordStep(step, result, counted, seconds);
+      if (step == config_.steps || (config_.val_every > 0 && step % config_.val_every == 0)) validate(step);
+    } catch (const IoFault& fault) {
+      stopOnFault(fault, step);
+    }
     if (step == config_.steps || (config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) ||
         g_stop_signal)
       checkpoint(step);
@@ -449,6 +463,40 @@ void Trainer::checkpoint(int64_t step) {
   std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), outputs_.checkpoints->path().c_str());
 }
 
+void Trainer::stopOnFault(const Error& fault, int64_t step) {
+  clearStatus();
+  throw Error(std::string(fault.what()) + "; " +
+              (step > resumed_.step ? saveAfterFault(step)
+                                    : std::string("no step had been trained in this run: nothing is lost")));
+}
+
+// Where the weights after `step` could still be written: the checkpoint folder, else a rescue
+// checkpoint folder in the current folder or TMPDIR. What the error says of them.
+std::string Trainer::saveAfterFault(int64_t step) {
+  const std::string after = "the weights after step " + std::to_string(step);
+  if (outputs_.checkpoints) {
+    try {
+      checkpoint(step);
+      return after + " are checkpointed in " + outputs_.checkpoints->path() +
+             ": fix the fault, then resume with --resume " + outputs_.checkpoints->path();
+    } catch (const Error&) {
+    }
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  for (const std::string& base : {std::string("."), std::string(tmp && *tmp ? tmp : "/tmp")}) {
+    const std::string dir = base + "/mtrun-rescue-" + std::to_string(getpid());
+    try {
+      backend_->applyPendingUpdate();
+      CheckpointDir(dir).write(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, 1);
+      return after + " (and the optimizer's state) were written to the checkpoint folder " + dir +
+             ": fix the fault, then resume with --resume " + dir;
+    } catch (const Error&) {
+    }
+  }
+  return after + " could not be written anywhere (no --checkpoint-dir; the current folder and TMPDIR refused a "
+         "rescue checkpoint): they are lost";
+}
+
 void Trainer::exportWeights(int64_t steps_done) {
   std::map<std::string, std::string> metadata = resumed_.provenance;
   metadata[std::string(kProvenancePrefix) + "step"] = std::to_string(steps_done);
@@ -482,7 +530,11 @@ int Trainer::stopEarly(int64_t step) {
               : saved              ? ""
                                    : " (no --checkpoint-dir or --export: progress is lost)");
   writeTrace();
-  exportWeights(step);
+  try {
+    exportWeights(step);
+  } catch (const Error& fault) {
+    stopOnFault(fault, step);
+  }
   return saved ? 0 : 128 + g_stop_signal;
 }
 
@@ -496,7 +548,11 @@ int Trainer::finish() {
     std::printf("transfers verified: %lld copies to the device, each the host's bytes (checksums compared)\n",
                 static_cast<long long>(transfers_verified_));
   writeTrace();
-  exportWeights(config_.steps);
+  try {
+    exportWeights(config_.steps);
+  } catch (const Error& fault) {
+    stopOnFault(fault, config_.steps);
+  }
   return 0;
 }
 

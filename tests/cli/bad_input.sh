@@ -8,10 +8,14 @@ passed=0 failed=0
 
 # expect_error NEEDLE CMD...: CMD must exit non-zero and print NEEDLE on stderr.
 expect_error() {
-  local needle=$1; shift
+  expect_error_exit any "$@"
+}
+# expect_error_exit CODE NEEDLE CMD...: CMD must exit with CODE (any: non-zero) and print NEEDLE on stderr.
+expect_error_exit() {
+  local code=$1 needle=$2; shift 2
   local err status
   err=$("$@" 2>&1 >/dev/null); status=$?
-  if [ $status -ne 0 ] && grep -qF -- "$needle" <<<"$err"; then
+  if [ $status -ne 0 ] && { [ "$code" = any ] || [ $status -eq "$code" ]; } && grep -qF -- "$needle" <<<"$err"; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
@@ -214,12 +218,13 @@ expect_error "no tensor 'wte.weight'" "$bin/mtrun" good.plan --data corpus.tok -
 expect_error "--steps must be positive" "$bin/mtrun" good.plan --data corpus.tok --steps 0
 # Issue 18 #5, #6, #11: hyperparameters are validated before anything runs; none is left to
 # poison the weights or crash (--print-every 0 divided by zero; --lr nan wrote NaN weights).
+# Issue 30 #13: a value out of range is a bad flag: exit 2, as --help says.
 for flags in "--print-every 0" "--lr nan" "--lr -1" "--lr inf" "--grad-clip nan" "--weight-decay -0.1" \
              "--beta1 1" "--beta2 nan" "--eps 0" "--min-lr-ratio 2" "--val-fraction nan" "--val-fraction 1" \
              "--val-batches 0" "--keep 0" "--checkpoint-every -1" "--val-every -1" "--steps 99999999999999999999" \
              "--accumulate 0" "--accumulate 2000000"; do
   # shellcheck disable=SC2086
-  expect_error "${flags%% *}" "$bin/mtrun" good.plan --data corpus.tok $flags --export nan.safetensors
+  expect_error_exit 2 "${flags%% *}" "$bin/mtrun" good.plan --data corpus.tok $flags --export nan.safetensors
 done
 expect_absent nan.safetensors
 expect_error "give one of them" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --val-fraction 0.1 --val-data corpus.tok

@@ -327,11 +327,20 @@ def refusals(bin_dir, work, failures):
          "hold 'model.layers.0.self_attn.o_proj.bias', which the LlamaForCausalLM layout mtc reads has no place for"),
         ("shape", {}, lambda w: w.update({"model.norm.weight": torch.ones(32)}),
          "'model.norm.weight' is F32 [32] but the model's norm.weight needs [64]"),
-        ("window", {"architectures": ["MistralForCausalLM"], "sliding_window": 16}, None,
+        ("window", {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": 16}, None,
          "its attention slides over 16 tokens"),
+        # Issue 30 #11, #13: weights that are not finite are refused at import, naming the tensor
+        # and the element; a model_type that contradicts the architecture is refused.
+        ("nan-weight", {}, lambda w: w["model.layers.1.mlp.up_proj.weight"].view(-1).__setitem__(7, float("nan")),
+         "model.safetensors: 'model.layers.1.mlp.up_proj.weight' holds nan at element 7"),
+        ("inf-weight", {}, lambda w: w["model.norm.weight"].view(-1).__setitem__(3, float("-inf")),
+         "'model.norm.weight' holds -inf at element 3"),
+        ("model-type", {"model_type": "gpt2"}, None,
+         "'model_type' is \"gpt2\" but the architecture LlamaForCausalLM is of model_type \"llama\""),
+        ("config-nan", {"rope_theta": float("nan")}, None, "config.json is not valid JSON: parse error at line"),
     ]
     for name, config_changes, weight_change, needle in cases:
-        w = dict(weights)
+        w = {k: v.clone() for k, v in weights.items()}
         if weight_change:
             weight_change(w)
         s = dict(spec, shards=1, config=dict(spec["config"]))
@@ -343,8 +352,8 @@ def refusals(bin_dir, work, failures):
         err = mtc_error(bin_dir, folder)
         if needle not in err:
             failures.append(f"{name}: wanted an error saying {needle!r}, got: {err.strip()}")
-        if os.path.exists(folder + ".plan"):
-            failures.append(f"{name}: a plan was written")
+        if os.path.exists(folder + ".plan") or os.path.exists(folder + ".safetensors"):
+            failures.append(f"{name}: a plan or its weights were written")
     gpt2_cases = [  # GPT-2's own: (name, config changes, weight changes, what the error must say)
         ("gpt2-relu", {"activation_function": "relu"}, None, "'activation_function' is relu"),
         ("gpt2-cross", {"add_cross_attention": True}, None, "'add_cross_attention' is true"),

@@ -50,9 +50,19 @@ check "a checkpoint on a full disk fails with a clear error (status $status: $er
   "[ $status -eq 1 ] && grep -q 'cannot write full/step-000000004.ckpt.safetensors: File too large' <<<\"\$err\""
 check "the previous checkpoint is intact, nothing half-written left" \
   "cmp -s before.ckpt full/step-000000002.ckpt.safetensors && [ -z \"\$(ls full | grep -v '^step-000000002.ckpt.safetensors$')\" ]"
-err=$(run --steps 2 --log /dev/full 2>&1 >/dev/null); status=$?
+err=$(run --steps 3 --log /dev/full --checkpoint-dir logfull 2>&1 >/dev/null); status=$?
 check "a log on a full disk ends the run with a clear error (status $status: $err)" \
   "[ $status -eq 1 ] && grep -q 'cannot write log /dev/full: No space left on device' <<<\"\$err\""
+# Issue 30 #9: ... and the healthy checkpoint folder still takes the step that was trained.
+check "the step trained before the log failed is checkpointed, and the error says where" \
+  "grep -q 'the weights after step 1 are checkpointed in logfull: fix the fault, then resume with --resume logfull' <<<\"\$err\" &&
+   [ -e logfull/step-000000001.ckpt.safetensors ]"
+err=$(run --steps 3 --log /dev/full 2>&1 >/dev/null); status=$?
+rescued=$(sed -n 's/.*written to the checkpoint folder \(\.\/mtrun-rescue-[0-9]*\).*/\1/p' <<<"$err")
+check "with no checkpoint folder, a rescue checkpoint is written in the current folder and named (status $status: $err)" \
+  "[ $status -eq 1 ] && [ -n '$rescued' ] && [ -e '$rescued/step-000000001.ckpt.safetensors' ] &&
+   run --steps 2 --resume '$rescued' >/dev/null"
+rm -rf ./mtrun-rescue-*
 
 # Output paths that cannot be written are refused before the first step, not after the run.
 for flags in "--export no/such/dir/w.safetensors" "--export adir" "--trace /proc/t.json" \
@@ -64,11 +74,13 @@ for flags in "--export no/such/dir/w.safetensors" "--export adir" "--trace /proc
     "[ $status -eq 1 ] && ! grep -q '^step' <<<\"\$out\" && grep -q -- '${flags%% *}\\|cannot' <<<\"\$out\""
 done
 
-# The token file truncated, or rewritten with ids past the vocabulary, while the run reads it.
+# The token file truncated, or rewritten with ids past the vocabulary, while the run reads it:
+# the steps trained before it are checkpointed (issue 30 #9), as the message promises.
 for change in truncate rewrite; do
   cp corpus.tok changing.tok
-  rm -f changing.jsonl
-  "$bin/mtrun" m.plan --data changing.tok --steps 100000 --print-every 100000 --log changing.jsonl >/dev/null 2>changing.err &
+  rm -rf changing.jsonl changing.ckpt
+  "$bin/mtrun" m.plan --data changing.tok --steps 100000 --print-every 100000 --log changing.jsonl \
+    --checkpoint-dir changing.ckpt >/dev/null 2>changing.err &
   pid=$!
   wait_for_lines changing.jsonl 2
   if [ $change = truncate ]; then
@@ -82,7 +94,8 @@ with open('changing.tok', 'r+b') as f: f.write(data)"
   fi
   wait $pid; status=$?
   check "a token file ${change}d under the run ends it with a clear error (status $status: $(cat changing.err))" \
-    "[ $status -eq 1 ] && grep -q 'token file changing.tok changed while it was being read' changing.err"
+    "[ $status -eq 1 ] && grep -q 'token file changing.tok changed while it was being read' changing.err &&
+     grep -q 'checkpointed in changing.ckpt' changing.err && ls changing.ckpt/step-*.ckpt.safetensors >/dev/null"
 done
 
 # SIGINT: with --export the weights so far are written (exit 0); with nothing to keep them, the
@@ -126,5 +139,53 @@ err=$(MT_TEST_CORRUPT_TRANSFER=3 "$bin/mtrun" arrival.plan --data corpus.tok --s
   --verify-transfers --checkpoint-dir arrival.ckpt 2>&1 >/dev/null); status=$?
 check "on arrival, a corrupted transfer stops the run (status $status) with no checkpoint of updated weights" \
   "[ $status -eq 1 ] && grep -q 'parameters were updated as their gradients landed.*so no checkpoint was written' <<<\"\$err\" && ! ls arrival.ckpt/*.safetensors >/dev/null 2>&1"
+
+
+# Issue 30 #8: a second run exporting to the same file (or folder) is refused while the first
+# runs, naming it; its lock goes with it.
+"$bin/mtrun" "${long[@]}" --log exporting.jsonl --export shared.safetensors --export-hf shared.hf >/dev/null &
+first=$!
+wait_for_lines exporting.jsonl 2
+err=$(run --steps 1 --export shared.safetensors 2>&1 >/dev/null); status=$?
+check "a second --export to a file being written is refused, naming the first run (status $status: $err)" \
+  "[ $status -eq 1 ] && grep -q -- '--export shared.safetensors is being written by another run (mtrun (pid $first on' <<<\"\$err\""
+err=$(run --steps 1 --export-hf shared.hf/ 2>&1 >/dev/null); status=$?
+check "so is a second --export-hf to the same folder (status $status: $err)" \
+  "[ $status -eq 1 ] && grep -q -- 'is being written by another run' <<<\"\$err\""
+kill -TERM $first; wait $first
+check "the first run exported, and its locks are gone" \
+  "[ -e shared.safetensors ] && [ -e shared.hf/config.json ] && [ ! -e shared.safetensors.lock ] && [ ! -e shared.hf.lock ]"
+
+# Issue 30 #5: a symlink planted at the lock's name (or, before, the temporary file's) redirects
+# no write: the run is refused and the file it points to is untouched.
+printf 'precious' > victim.txt
+ln -sf victim.txt planted.safetensors.lock
+err=$(run --steps 1 --export planted.safetensors 2>&1 >/dev/null); status=$?
+check "a planted symlink at an export's lock is refused, its target untouched (status $status: $err)" \
+  "[ $status -eq 1 ] && [ \"\$(cat victim.txt)\" = precious ] && [ ! -e planted.safetensors ]"
+
+# Issue 30 #7, #10: --export-hf replaces a folder as a whole. A folder holding a model it did not
+# write (a download, sharded) is refused before any step; its own earlier export is replaced
+# whole, no old shard or index left beside the new weights; a killed export's staging folder goes.
+mkdir -p foreign.hf && printf '{}' > foreign.hf/config.json && printf '{}' > foreign.hf/model.safetensors.index.json
+out=$(run --steps 2 --export-hf foreign.hf 2>&1); status=$?
+check "--export-hf into a folder holding a foreign model is refused before any step (status $status: $out)" \
+  "[ $status -eq 1 ] && ! grep -q '^step' <<<\"\$out\" && grep -q 'holds files that no earlier --export-hf wrote' <<<\"\$out\""
+run --steps 1 --export-hf mine.hf >/dev/null
+printf '{"weight_map": {}}' > mine.hf/model.safetensors.index.json
+printf 'an old shard' > mine.hf/model-00001-of-00002.safetensors
+mkdir -p "mine.hf.tmp.$dead.0123456789abcdef" && printf 'half' > "mine.hf.tmp.$dead.0123456789abcdef/model.safetensors"
+out=$(run --steps 2 --export-hf mine.hf 2>&1); status=$?
+check "an earlier export is replaced whole and a killed export's staging folder removed (status $status: $out)" \
+  "[ $status -eq 0 ] && [ \"\$(ls mine.hf | tr '\n' ' ')\" = 'config.json model.safetensors ' ] &&
+   [ ! -e mine.hf.tmp.$dead.0123456789abcdef ] && grep -q 'removed 1 unfinished --export-hf folder' <<<\"\$out\""
+check "the folder reimports as the new export" "'$bin/mtc' mine.hf -o mine.plan >/dev/null"
+
+# Issue 30 #6: refused for host memory under a memory limit, mtrun exits at once (it hung at exit:
+# OpenBLAS's exit handler joined a worker stuck in malloc).
+"$bin/mtc" gpt2-124m --batch 4 --seq 256 --no-weights -o big.plan >/dev/null
+err=$( (ulimit -v 800000; timeout 60 "$bin/mtrun" big.plan --data corpus.tok --steps 1) 2>&1 >/dev/null); status=$?
+check "a run refused for host memory under ulimit -v exits 1 at once (status $status: $err)" \
+  "[ $status -eq 1 ] && grep -q 'of host memory' <<<\"\$err\""
 
 finish

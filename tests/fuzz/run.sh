@@ -15,7 +15,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 seconds=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(plan safetensors checkpoint token_file tokenizer hf_tokenizer config onnx)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(plan safetensors checkpoint token_file tokenizer hf_tokenizer config instruction_data onnx)
 bin=${MT_BIN:-$root/build/bin}
 build=${FUZZ_BUILD:-$root/build-fuzz}
 work=${FUZZ_WORK:-$build/campaign}
@@ -46,7 +46,7 @@ for h in "${harnesses[@]}"; do [ "$h" = onnx ] || readers+=("$h"); done
 
 # Seeds made by the tools, as a user would make the files.
 rm -rf "$work" && mkdir -p "$work"/{seeds,corpus,crashes} && cd "$work"
-for h in plan safetensors checkpoint token_file tokenizer hf_tokenizer config onnx; do
+for h in plan safetensors checkpoint token_file tokenizer hf_tokenizer config instruction_data onnx; do
   mkdir -p "seeds/$h" "corpus/$h" "$root/tests/fuzz/regressions/$h"
 done
 printf 'the quick brown fox jumps over the lazy dog %s\n' {1..40} > text.txt
@@ -70,11 +70,23 @@ rm -f seeds/plan/*.safetensors
 printf '{"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "\\u0120": 5}\0#version: 0.2\na b\nab c\n' > seeds/tokenizer/small
 # A small tokenizer.json with every component mttok reads (the real ones are megabytes).
 /usr/bin/python3 "$root/tests/fuzz/tiny_tokenizer.py" seeds/hf_tokenizer
+# Instruction data: each shape, and near the limits: nested as deep as JSON may be (64), a long reply.
+printf '%s' '{"instruction": "Say hi", "input": "", "output": "Hi!"}' > seeds/instruction_data/alpaca.json
+printf '%s' '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello \u00e9\ud83d\ude00"}]}' > seeds/instruction_data/messages.json
+printf '%s' '{"conversations": [{"from": "human", "value": "Q"}, {"from": "gpt", "value": "A"}]}' > seeds/instruction_data/sharegpt.json
+/usr/bin/python3 -c "
+import json
+deep = 'x'
+for _ in range(60): deep = [deep]
+open('seeds/instruction_data/deep.json', 'w').write(json.dumps({'messages': [{'role': 'user', 'content': 'q', 'extra': deep}, {'role': 'assistant', 'content': 'a' * 60000}]}))"
 printf 'steps = 3\nlr = 0.001\nwarmup = 1\ngrad-clip = 0.5\non-nonfinite = "skip"\n' > seeds/config/run.toml
 printf '[default]\nseed=7\nval-fraction=0.1\nlog="l.jsonl"\n' > seeds/config/run.ini
 # Small PyTorch exports (GPT-2, Llama; opsets 17 and 14) and ONNX's own one-op node tests.
 /usr/bin/python3 "$root/tests/fuzz/onnx_seeds.py" seeds/onnx
 
+# The JSON readers get inputs long enough for depth and size attacks (issue 30: 50,000 levels
+# of nesting take 100 KB and more); the rest 128 KB.
+max_len() { case $1 in hf_tokenizer | instruction_data) echo 1048576 ;; *) echo 131072 ;; esac; }
 printf '%-12s %12s %9s %8s %9s %s\n' harness executions exec/s cov features crashes | tee summary.txt
 status=0
 for h in "${harnesses[@]}"; do
@@ -84,7 +96,7 @@ for h in "${harnesses[@]}"; do
   set +e
   MT_FUZZ_PLAN="$work/seeds/plan/gpt2.plan" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
     "$build$([ "$h" = onnx ] && echo -onnx)/bin/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=4096 \
-    -max_len=131072 -timeout=30 \
+    -max_len="$(max_len "$h")" -timeout=30 \
     -print_final_stats=1 -artifact_prefix="$work/crashes/$h-" $dict \
     "corpus/$h" "seeds/$h" "$root/tests/fuzz/regressions/$h" >"$log" 2>&1
   code=$?

@@ -82,6 +82,24 @@ def character_tokenizer():
 
 
 seeds["mistral-like.json"] = character_tokenizer()
+
+# Near the limits (issue 30): normalizers nested as deep as a file may nest (64 levels, the
+# innermost a Replace that grows text), a Split before ByteLevel whose pattern backtracks, and
+# many added tokens sharing a first byte.
+nested = {"type": "Replace", "pattern": {"String": "a"}, "content": "aaaa"}
+for _ in range(30):  # each level two: {"type": ..., "normalizers": [ ... ]}
+    nested = {"type": "Sequence", "normalizers": [nested]}
+seeds["deep-normalizer.json"] = tokenizer(
+    {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "(a+)+c|a"}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+    [["h", "e"]], {"type": "ByteLevel"}, nested)
+many = tokenizer({"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+                 [["h", "e"]], {"type": "ByteLevel"}, None)
+first = len(many["model"]["vocab"]) + len(many["added_tokens"])
+many["added_tokens"] += [{"id": first + i, "content": "<t%d>" % i, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True} for i in range(2000)]
+seeds["many-added.json"] = many
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
 for name, content in seeds.items():

@@ -185,7 +185,7 @@ TEST(HfTokenizer, RefusesWhatItDoesNotImplement) {
   refused(file, "does not compile");
   const std::string path = test::scratchPath("not-json.json");
   std::ofstream(path) << "{ not json";
-  expectError([&] { HfTokenizer t(path); }, "is not a JSON object");
+  expectError([&] { HfTokenizer t(path); }, "is not valid JSON: parse error at line 1");
 }
 
 // A SentencePiece-style tokenizer.json (Mistral's kind): "▁" prepended and spaces replaced by it,
@@ -288,6 +288,8 @@ TEST(InstructionData, ReadsAlpacaMessagesAndShareGpt) {
   expectError([] { readExample(R"({"messages": [{"role": "user", "content": "x"}]})", "f:2"); },
               "f:2: no assistant message");
   expectError([] { readExample("[1, 2]", "f:3"); }, "f:3: not a JSON object");
+  expectError([] { readExample(std::string(100000, '[') + std::string(100000, ']'), "f:8"); },
+              "f:8 nests lists and objects deeper than 64 levels");
   expectError([] { readExample(R"({"text": "x"})", "f:4"); }, "neither \"messages\"");
   expectError([] { readExample(R"({"instruction": "x", "output": 5})", "f:5"); }, "\"output\" is not a string");
 }
@@ -327,6 +329,78 @@ TEST(InstructionData, TheMaskCountsRepliesAndTheirEnd) {
   EXPECT_EQ(counted, want_counted);
   json plain = tinyTokenizer({}, {});
   expectError([&] { templateFor(HfTokenizer(save(plain))); }, "name a template with --template");
+}
+
+// Issue 30 #1: a normalizer Sequence nested 50,000 deep, or an id that is a list nested 150,000
+// deep (the message dumped it recursively), crashed the reader: nesting is bounded before any
+// walk, and a value quoted in a message is quoted in brief.
+TEST(HfTokenizer, DeepNestingIsRefusedWithoutRecursing) {
+  json file = tinyTokenizer({}, {});
+  file["normalizer"] = "@";
+  std::string nested;
+  for (int i = 0; i < 50000; ++i) nested += R"({"type": "Sequence", "normalizers": [)";
+  nested += R"({"type": "NFC"})";
+  for (int i = 0; i < 50000; ++i) nested += "]}";
+  std::string text = file.dump();
+  text.replace(text.find("\"@\""), 3, nested);
+  const std::string path = test::scratchPath("deep.json");
+  std::ofstream(path) << text;
+  expectError([&] { HfTokenizer t(path); }, "nests lists and objects deeper than 64 levels");
+  file = tinyTokenizer({}, {});
+  file["model"]["vocab"]["zz"] = json::array();
+  for (int i = 0; i < 100000; ++i) file["model"]["vocab"]["zz"].push_back(i);
+  try {
+    HfTokenizer t(save(file));
+    ADD_FAILURE() << "a list id was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("an id a list of 100000 items that is not a whole number"), std::string::npos);
+    EXPECT_LT(std::string(e.what()).size(), 300u) << "the message quotes an unbounded value";
+  }
+}
+
+// The pattern of issue 30 #2, with a Split before ByteLevel as real tokenizers have.
+json backtrackingTokenizer() {
+  json file = tinyTokenizer({}, {});
+  file["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", json::array({{{"type", "Split"}, {"pattern", {{"Regex", "(a+)+c|a"}}}, {"behavior", "Isolated"}},
+                                     {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+  addToken(file, 256, "<s>");
+  return file;
+}
+
+// Issue 30 #2: ICU's time limit was per match, and text cut by added tokens into short stretches
+// ran on without bound (348 bytes: 30 s; 100 KB: hours). One budget, linear in the text, stops it.
+TEST(HfTokenizer, ABacktrackingPatternIsStoppedByOneBudgetForAllTheText) {
+  HfTokenizer t(save(backtrackingTokenizer()));
+  EXPECT_EQ(t.encode("aab<s>"), (std::vector<uint32_t>{'a', 'a', 'b', 256}));  // ordinary text passes
+  std::string text;
+  for (int i = 0; i < 12; ++i) text += std::string(25, 'a') + " x<s>";
+  expectError([&] { t.encode(text); }, "pre-tokenizer pattern (a+)+c|a backtracks without bound");
+}
+
+// Issue 30 #3: each added token re-sorted all the others (100k tokens: over a minute); the split
+// compared every token sharing a first byte at each byte of text. Both are now linear.
+TEST(HfTokenizer, ManyAddedTokensLoadAndSplitInLinearTime) {
+  json file = tinyTokenizer({}, {});
+  for (uint32_t i = 0; i < 200000; ++i) addToken(file, 256 + i, "<t" + std::to_string(i) + ">");
+  HfTokenizer t(save(file));
+  EXPECT_EQ(t.encode("x<t199999>y<t5><t5"), (std::vector<uint32_t>{'x', 256 + 199999, 'y', 261, '<', 't', '5'}));
+  file = tinyTokenizer({}, {});
+  addToken(file, 256, std::string(2000, 'a'));
+  expectError([&] { HfTokenizer long_token(save(file)); }, "added token 256 of 2000 bytes (at most 1024)");
+}
+
+// Issue 30 #4: six chained Replaces of "a" by 64 of them made 100 bytes 6.9e12.
+TEST(HfTokenizer, NormalizersThatMultiplyTextAreStopped) {
+  json file = tinyTokenizer({}, {});
+  json steps = json::array();
+  for (int i = 0; i < 6; ++i)
+    steps.push_back({{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(64, 'a')}});
+  file["normalizer"] = {{"type", "Sequence"}, {"normalizers", steps}};
+  HfTokenizer t(save(file));
+  expectError([&] { t.encode(std::string(100, 'a')); }, "makes a text of 100 bytes longer than 32 times its size");
+  EXPECT_EQ(t.encode("b").size(), 1u);
 }
 
 }  // namespace
