@@ -1,4 +1,5 @@
-// Branch-free float exp/tanh/sigmoid that the compiler vectorises (libm's are scalar calls).
+// Branch-free float exp/tanh/sigmoid that the compiler vectorises (libm's are scalar calls);
+// tests/kernels/vector_code.sh checks that the kernels using them stay vectorised.
 // exp: Cephes range reduction and degree-6 polynomial, within 2 ulp of expf on [-87, 88];
 // inputs outside are clamped (exp(-87.3) ~ 1e-38 stands in for 0).
 #pragma once
@@ -9,11 +10,12 @@
 namespace mt {
 
 inline float fastExp(float in) {
-  // NaN is kept out of the integer conversion below (undefined behaviour for NaN) and returned
-  // as it came (issue 18: UBSan caught a NaN converted to int here).
-  const bool nan = in != in;
-  float x = nan ? 0.0f : in;
-  x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+  // NaN is kept out of the integer conversion below (undefined behaviour for NaN; issue 18:
+  // UBSan caught one) by the clamp itself: each comparison is false for NaN, which so takes a
+  // bound. It is returned as it came by a select on bits at the end: a `nan ? in : ...` select
+  // made GCC give up vectorising every loop this is inlined in (issue 29: GELU at libm speed).
+  float x = in > -87.3f ? in : -87.3f;
+  x = x < 88.7f ? x : 88.7f;
   // n = floor(t), written with an integer conversion: GCC does not vectorise std::floor
   // under the default -ftrapping-math.
   const float t = x * 1.44269504088896341f + 0.5f;
@@ -30,7 +32,9 @@ inline float fastExp(float in) {
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
   const int32_t exponent = truncated + 127;
-  return nan ? in : y * std::bit_cast<float>(exponent << 23);
+  const float result = y * std::bit_cast<float>(exponent << 23);
+  const uint32_t keep = 0u - static_cast<uint32_t>(in == in);  // all ones unless `in` is NaN
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(result) & keep) | (std::bit_cast<uint32_t>(in) & ~keep));
 }
 
 inline float fastSigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
