@@ -81,9 +81,16 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (0: end and signals only)")
       ->capture_default_str();
   app.add_option("--keep", c.keep, "checkpoints to keep, newest first")->capture_default_str();
-  app.add_option("--resume", c.resume_dir,
-                 "continue from the newest checkpoint in this directory (bit-identical to an "
-                 "uninterrupted run with the same flags)");
+  app.add_option_function<std::string>(
+         "--resume",
+         [&c](const std::string& value) {
+           c.resume_auto = value == "auto";
+           c.resume_dir = c.resume_auto ? "" : value;
+         },
+         "continue from the newest checkpoint in this directory (bit-identical to an uninterrupted run with "
+         "the same flags); auto: from --checkpoint-dir's newest, or from the start with a notice where it has "
+         "none yet (a preemptible job restarts with one command)")
+      ->type_name("DIR|auto");
 }
 
 }  // namespace mt

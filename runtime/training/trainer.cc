@@ -143,6 +143,8 @@ void validateConfig(const TrainConfig& c) {
   require(c.print_every >= 1, "--print-every must be at least 1");
   require(c.checkpoint_every >= 0, "--checkpoint-every must be 0 (at the end and on signals only) or positive");
   require(c.keep >= 1, "--keep must be at least 1");
+  require(!c.resume_auto || !c.checkpoint_dir.empty(),
+          "--resume auto needs --checkpoint-dir: the folder it resumes from and writes checkpoints to");
   require(c.warmup >= 0 && c.warmup <= c.steps,
           "--warmup " + std::to_string(c.warmup) + " with --steps " + std::to_string(c.steps) +
               ": the warmup must be between 0 and the number of steps; pass a --warmup of at most " +
@@ -556,10 +558,23 @@ int Trainer::finish() {
   return 0;
 }
 
+// --resume auto, resolved: the checkpoint folder's newest checkpoint where it has one, else a
+// fresh start, said.
+TrainConfig resolveResume(TrainConfig config) {
+  if (!config.resume_auto) return config;
+  if (latestCheckpoint(config.checkpoint_dir)) {
+    config.resume_dir = config.checkpoint_dir;
+  } else {
+    std::printf("--resume auto: no checkpoint in %s yet: starting from the beginning\n", config.checkpoint_dir.c_str());
+  }
+  return config;
+}
+
 }  // namespace
 
-int train(const TrainConfig& config) {
-  validateConfig(config);
+int train(const TrainConfig& given) {
+  validateConfig(given);
+  const TrainConfig config = resolveResume(given);
   const plan::Plan plan = readTrainingPlan(config);
   const StepOptions options = stepOptions(config, plan);
   const std::string initial_weights = initialWeightsPath(config.weights_path, config.plan_path, plan);

@@ -33,6 +33,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = only at the end and on a signal
   int keep = 3;                // checkpoints kept (the newest)
   std::string resume_dir;      // continue from the newest checkpoint in this directory
+  bool resume_auto = false;    // --resume auto: from checkpoint_dir's newest checkpoint, if it has one
   double val_fraction = 0.0;   // the last fraction of the tokens, held out for validation
   std::string val_data_path;   // or a token file of held-out tokens ("" = none)
   int64_t val_every = 0;       // steps between validation losses (0: only at the end)

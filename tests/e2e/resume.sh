@@ -76,5 +76,23 @@ check "the export of a resumed run records the same provenance as the uninterrup
 mkdir -p empty
 err=$(run --resume empty 2>&1 >/dev/null); status=$?
 check "an empty directory is refused" "[ $status -ne 0 ] && grep -q 'no checkpoint in empty' <<<\"\$err\""
+# --resume auto (issue 29): a preemptible job restarts with one command. With no checkpoint yet
+# (a folder holding only the lock of a run killed before its first) it starts from the beginning
+# and says so; once there is one it resumes, as --resume DIR does, bit for bit.
+mkdir -p auto && : > auto/.mtrun.lock
+out=$("$bin/mtrun" m.plan --data corpus.tok --weights m.safetensors --steps 8 --print-every 1000 \
+  --checkpoint-dir auto --checkpoint-every 4 --resume auto --log auto.jsonl 2>&1); status=$?
+check "--resume auto with no checkpoint yet starts from the beginning, saying so (status $status)" \
+  "[ $status -eq 0 ] && grep -q 'no checkpoint in auto yet: starting from the beginning' <<<\"\$out\""
+rm auto/step-000000008.ckpt.safetensors
+out=$("$bin/mtrun" m.plan --data corpus.tok --weights m.safetensors --steps 8 --print-every 1000 \
+  --checkpoint-dir auto --checkpoint-every 4 --resume auto --log auto.jsonl 2>&1); status=$?
+check "--resume auto resumes from the newest checkpoint once there is one (status $status)" \
+  "[ $status -eq 0 ] && grep -q 'resuming from auto/step-000000004' <<<\"\$out\" &&
+   [ \"\$(tail -1 auto.jsonl | losses /dev/stdin)\" = \"\$(\"$bin/mtrun\" m.plan --data corpus.tok --weights m.safetensors \
+      --steps 8 --print-every 1000 --log straight8.jsonl >/dev/null; tail -1 straight8.jsonl | losses /dev/stdin)\" ]"
+err=$(run --resume auto 2>&1 >/dev/null); status=$?
+check "--resume auto without --checkpoint-dir is a bad flag (status $status)" \
+  "[ $status -eq 2 ] && grep -q 'resume auto needs --checkpoint-dir' <<<\"\$err\""
 
 finish
