@@ -98,9 +98,9 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
     const std::string text = readText(path);
     int64_t number = 0;
     for (size_t at = 0; at < text.size();) {
-      const size_t end = std::min(text.find('\n', at), text.size());
-      const std::string_view line_view(text.data() + at, end - at);
-      at = end + 1;
+      const size_t line_end = std::min(text.find('\n', at), text.size());
+      const std::string_view line_view(text.data() + at, line_end - at);
+      at = line_end + 1;
       ++number;
       if (line_view.find_first_not_of(" \t\r") == std::string_view::npos) continue;
       const std::string where = path + ":" + std::to_string(number);
