@@ -1,4 +1,5 @@
 #include "compiler/BatchSearch.h"
+#include "compiler/Summary.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "compiler/Emitter.h"
 #include "mlir/IR/Diagnostics.h"
 #include "models/BuiltinModels.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 #include "runtime/plan/plan_queries.h"
 
@@ -50,7 +52,7 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
                     const SearchHints& hints = {}) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
-  StageOptions stage = stageOptions(o, update, "", tuned);
+  StageOptions stage = stageOptions(o, update, std::nullopt, tuned);
   stage.first_schedule = o.schedule ? 0 : hints.first_schedule;
   stage.max_keep = hints.max_keep;
   stage.offload_first = hints.offload_first;
@@ -60,7 +62,7 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
   const StageResult stages = runStages(*trial, stage);
   BatchTrial result;
   result.smallest_arena = stages.smallest_arena;
-  if (!stages.failed.empty()) {
+  if (stages.failed) {
     if (stages.smallest_arena > 0 && o.device_mem > 0) result.usage = double(stages.smallest_arena) / o.device_mem;
     return result;
   }
@@ -198,8 +200,8 @@ std::string batchOneMinimums(MLIRContext& context, const ModelConfig& config, in
 
 }  // namespace
 
-// The stages' options for `o` with AdamW run as `update`, stopping after `last` ("" = run all).
-StageOptions stageOptions(const CompileOptions& o, UpdateKind update, const std::string& last,
+// The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
+StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optional<Stage> last,
                           bool tune_recompute) {
   StageOptions stage;
   stage.last = last;

@@ -6,15 +6,15 @@
 #include <string>
 
 #include "compiler/HardwareProfile.h"
-#include "compiler/Pipeline.h"
+#include "compiler/CompileOptions.h"
 #include "compiler/Stages.h"
 #include "mlir/IR/MLIRContext.h"
 #include "models/ModelConfig.h"
 
 namespace mt {
 
-// The stages' options for `o` with AdamW run as `update`, stopping after `last` ("" = run all).
-StageOptions stageOptions(const CompileOptions& o, UpdateKind update, const std::string& last, bool tune_recompute);
+// The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
+StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optional<Stage> last, bool tune_recompute);
 
 // What a trial learnt that holds for every larger batch (fitting and the schedule are
 // monotone in the batch; the blocks that keep their activations are fewer): where the next

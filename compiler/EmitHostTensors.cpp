@@ -1,6 +1,7 @@
 #include "compiler/EmitHostTensors.h"
 
 #include "llvm/Support/FormatVariadic.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;
@@ -198,7 +199,7 @@ LogicalResult HostTensorBuilder::addTrainingResults(func::ReturnOp ret, std::map
   // A gradient the host's token scatter lands first (an untied table on the host) has its
   // place there.
   for (Operation& op : func_.getBody().front())
-    if (auto task = dyn_cast<HostTaskOp>(op); task && task.getKind() == "embedding_grad" && h_.landing >= 0) {
+    if (auto task = dyn_cast<HostTaskOp>(op); task && task.getKind() == HostTaskKind::EmbeddingGrad && h_.landing >= 0) {
       auto offset = task->getAttrOfType<IntegerAttr>(kLandingOffsetAttr);
       if (!offset) return task.emitError("has no place in the gradient landing buffer");
       plan_.mutable_host_tensors(h_.gradOfParam[h_.tensor[task.getTensors()[0]]])->set_landing_offset(offset.getInt());

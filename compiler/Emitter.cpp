@@ -10,7 +10,9 @@
 #include "compiler/EmitHostTensors.h"
 #include "compiler/EmitStreams.h"
 #include "llvm/ADT/DenseMap.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
+#include "runtime/plan/precision.h"
 #include "runtime/plan/op_table.h"
 
 using namespace mlir;
@@ -159,7 +161,8 @@ LogicalResult Emitter::lowerHostTask(HostTaskOp task, int index, Instr& instr) {
   instr.stream = kHost;
   auto* body = instr.body.mutable_host_task();
   int64_t bytes = 0;
-  if (task.getKind() == "grad_norm") {
+  const HostTaskKind kind = task.getKind();
+  if (kind == HostTaskKind::GradNorm) {
     body->set_kind(plan::HostTask::GRAD_NORM);
     for (Value v : task.getTensors()) {
       if (!hosts_.tensor.count(v)) return task.emitError("grad_norm operand is not a host gradient");
@@ -169,8 +172,8 @@ LogicalResult Emitter::lowerHostTask(HostTaskOp task, int index, Instr& instr) {
       hazards_.read(hostRange(grad), index, instr.deps);
       bytes += hostTensorBytes(plan_.host_tensors(grad));
     }
-  } else if (task.getKind() == "embedding_lookup" || task.getKind() == "embedding_grad") {
-    const bool lookup = task.getKind() == "embedding_lookup";
+  } else if (kind == HostTaskKind::EmbeddingLookup || kind == HostTaskKind::EmbeddingGrad) {
+    const bool lookup = kind == HostTaskKind::EmbeddingLookup;
     Value rows = task.getTensors()[lookup ? 0 : 2], tokens = task.getTensors()[1],
           table = task.getTensors()[lookup ? 2 : 0];
     if (!hosts_.tensor.count(rows) || !hosts_.tensor.count(tokens) || !hosts_.tensor.count(table))
@@ -196,9 +199,9 @@ LogicalResult Emitter::lowerHostTask(HostTaskOp task, int index, Instr& instr) {
     }
   } else {
     // adamw_on_arrival takes its gradient's norm share itself (plan 1.4).
-    body->set_kind(task.getKind() == "adamw"              ? plan::HostTask::ADAMW
-                   : task.getKind() == "adamw_previous" ? plan::HostTask::ADAMW_PREVIOUS
-                                                        : plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL);
+    body->set_kind(kind == HostTaskKind::Adamw           ? plan::HostTask::ADAMW
+                   : kind == HostTaskKind::AdamwPrevious ? plan::HostTask::ADAMW_PREVIOUS
+                                                         : plan::HostTask::NORM_AND_ADAMW_ON_ARRIVAL);
     for (Value v : task.getTensors()) {
       auto arg = dyn_cast<BlockArgument>(v);
       if (!arg || paramName(func_, arg.getArgNumber()).empty())
@@ -284,8 +287,11 @@ LogicalResult Emitter::run() {
   model->set_flops_per_step(stats_.flops);
   model->set_predicted_step_us(stats_.step_us);
   model->set_hardware(options_.hardware.name);
-  auto precision = func_->getAttrOfType<StringAttr>(kPrecisionAttr);
-  model->set_precision(precision ? precision.getValue().str() : "fp32");
+  // mt.precision records what mt-mixed-precision made of the function (absent: fp32).
+  const auto attr = func_->getAttrOfType<StringAttr>(kPrecisionAttr);
+  const std::optional<ComputePrecision> precision = parsePrecision(attr ? std::string_view(attr.getValue()) : "");
+  if (!precision) return func_.emitError("mt.precision is ") << attr << ": neither fp32 nor bf16";
+  model->set_precision(precisionName(*precision));
   model->set_hf_config(options_.hf_config);
   return success();
 }

@@ -12,10 +12,10 @@
 #include <set>
 
 #include "kernels/elementwise/elementwise.h"
-#include "runtime/training/checkpoint.h"
 #include "runtime/io/error.h"
 #include "runtime/io/json_input.h"
-#include "runtime/training/huggingface.h"
+#include "runtime/plan/huggingface_names.h"
+#include "runtime/plan/plan_queries.h"
 #include "runtime/io/mapped_file.h"
 #include "runtime/io/safetensors.h"
 
@@ -103,7 +103,7 @@ class ConfigReader {
 
 ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t& sliding_window) {
   ModelConfig c;
-  c.family = "llama";
+  c.family = ModelFamily::kLlama;
   c.width = r.integer("hidden_size");
   c.ffn = r.integer("intermediate_size");
   c.layers = r.integer("num_hidden_layers");
@@ -144,7 +144,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t
 // positions, GELU's tanh form, biases everywhere). Its dropout is not applied: `notes` says so.
 ModelConfig readGpt2Config(ConfigReader& r, std::vector<std::string>& notes) {
   ModelConfig c;
-  c.family = "gpt2";
+  c.family = ModelFamily::kGpt2;
   c.width = r.integer("n_embd");
   c.layers = r.integer("n_layer");
   c.heads = c.kv_heads = r.integer("n_head");
@@ -332,7 +332,7 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
 }
 
 std::string huggingFaceConfig(const ModelConfig& c) {
-  if (c.family == "gpt2") {
+  if (c.family == ModelFamily::kGpt2) {
     nlohmann::ordered_json config = {
         {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_embd", c.width}, {"n_layer", c.layers},
         {"n_head", c.heads}, {"n_inner", c.ffn}, {"n_positions", c.context}, {"vocab_size", c.vocab},
@@ -341,7 +341,7 @@ std::string huggingFaceConfig(const ModelConfig& c) {
         {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}, {"resid_pdrop", 0.0}};
     return config.dump(2) + "\n";
   }
-  if (c.family != "llama") return "";
+  if (c.family != ModelFamily::kLlama) return "";
   nlohmann::ordered_json config = {
       {"architectures", {c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
       {"model_type", c.qkv_bias ? "qwen2" : "llama"},

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "models/ModelConfig.h"
-#include "runtime/training/huggingface.h"
+#include "runtime/plan/huggingface_names.h"
 #include "runtime/plan.pb.h"
 
 namespace mt {
 
 // Where one of the family's parameters comes from: a safetensors file in the folder and its
-// place there (runtime/training/huggingface.h: the tensor, transposed or not, which part of it).
+// place there (runtime/plan/huggingface_names.h: the tensor, transposed or not, which part of it).
 struct HuggingFaceSource {
   std::string file;
   HuggingFacePlace place;

@@ -19,11 +19,11 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 #include "runtime/io/error.h"
-#include "runtime/training/checkpoint.h"
-#include "runtime/host/host_store.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/plan/initializer.h"
 #include "runtime/plan/plan_queries.h"
 
 using namespace mlir;
@@ -225,9 +225,9 @@ bool loadPreset(MLIRContext& context, const CompileOptions& o, const HardwarePro
         {&config.kv_heads, v.kv_heads}, {&config.ffn, v.ffn}, {&config.vocab, v.vocab},
         {&config.context, v.context}})
     if (value) *field = value;
-  if (v.heads && !v.kv_heads && config.family == "gpt2") config.kv_heads = config.heads;
+  if (v.heads && !v.kv_heads && config.family == ModelFamily::kGpt2) config.kv_heads = config.heads;
   if (o.tied) config.tied = *o.tied;
-  m.description = fmt::format("{} ({})", o.model, describeShape(config.family, config));
+  m.description = fmt::format("{} ({})", o.model, describeShape(familyName(config.family), config));
   return buildFromConfig(context, o, hw, ParamInit::kSeeded, 0, m);
 }
 
@@ -420,11 +420,11 @@ int compile(const CompileOptions& requested) {
   StageOptions stage_options = stageOptions(o, *m.update, o.emit, true);
   stage_options.max_keep = m.searched.max_keep;  // what --batch auto's trial of this batch kept
   const StageResult stages = runStages(*m.module, stage_options);
-  if (!stages.failed.empty()) {
-    std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", stages.failed.c_str());
+  if (stages.failed) {
+    std::fprintf(stderr, "mtc: error: stage '%s' failed (see the diagnostics above)\n", stageName(*stages.failed));
     return 1;
   }
-  if (!o.emit.empty()) {
+  if (o.emit) {
     // With locations: module paths (the layer blocks) survive a round trip through text.
     m.module->print(llvm::outs(), OpPrintingFlags().enableDebugInfo());
     llvm::outs() << "\n";

@@ -1,11 +1,10 @@
 #include "compiler/Stages.h"
 
-#include "compiler/Pipeline.h"
-
 #include <algorithm>
 #include <fmt/format.h>
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;
@@ -25,7 +24,7 @@ struct Knobs {
   EmbeddingPlace embedding = EmbeddingPlace::kAuto;  // StageOptions::embedding
   bool tied_head = false;    // the tokens' embedding table is the LM head's weight
   bool bf16_staging = false;  // the weights cross the link as bf16 staging copies
-  bool bf16_compute = false;  // a bf16 plan (mt-mixed-precision)
+  ComputePrecision precision = ComputePrecision::kFp32;  // kBf16: a bf16 plan (mt-mixed-precision)
   int64_t token_tiles = 1;    // each layer block's token-wise work in tiles (mt-tile-tokens)
 
   bool hostEmbedding() const {
@@ -46,56 +45,75 @@ bool tiedHead(func::FuncOp func) {
   return tied;
 }
 
+// A stage's place in the pipeline (Stage's order).
+constexpr size_t indexOf(Stage stage) { return static_cast<size_t>(stage); }
+
 // The passes of stage `stage` under `knobs` (possibly none).
-void addStagePasses(mlir::PassManager& pm, const std::string& stage, const Knobs& knobs) {
-  if (stage == "fuse") pm.addPass(createFusePass());
-  if (stage == "attach-loss") pm.addPass(createAttachLossPass());
-  if (stage == "tile-tokens" && knobs.token_tiles > 1) {
-    TileTokensPassOptions options;
-    options.tiles = knobs.token_tiles;
-    options.head = knobs.vocab_chunks <= 1;  // a head split by vocabulary (--vocab-chunks) is not tiled
-    pm.addPass(createTileTokensPass(options));
-  }
-  if (stage == "autodiff") pm.addPass(createAutodiffPass());
-  if (stage == "partition") pm.addPass(createPartitionPass());
-  if (stage == "host-embedding" && knobs.hostEmbedding()) pm.addPass(createHostEmbeddingPass());
-  if (stage == "split-vocab" && knobs.vocab_chunks > 1) {
-    SplitVocabPassOptions options;
-    options.chunks = knobs.vocab_chunks;
-    pm.addPass(createSplitVocabPass(options));
-  }
-  if (stage == "recompute" && knobs.schedule == Schedule::kStreamedRecompute) {
-    RecomputePassOptions options;
-    options.keep = knobs.keep;
-    pm.addPass(createRecomputePass(options));
-  }
-  if (stage == "schedule") {
-    ScheduleStreamedPassOptions options;
-    options.update = updateName(knobs.update);
-    options.pinShared = knobs.pin_shared;
-    pm.addPass(knobs.schedule == Schedule::kResident ? createScheduleResidentPass()
-                                                     : createScheduleStreamedPass(options));
-    if (knobs.offload) pm.addPass(createOffloadActivationsPass());
-    if (knobs.bf16_staging) pm.addPass(createStageBf16Pass());
-    if (knobs.bf16_compute) pm.addPass(createMixedPrecisionPass());
-  }
-  if (stage == "memory") {
-    PlanMemoryPassOptions options;
-    options.budget = knobs.budget;
-    pm.addPass(createPlanMemoryPass(options));
+void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
+  switch (stage) {
+    case Stage::kInput:
+      return;
+    case Stage::kFuse:
+      return pm.addPass(createFusePass());
+    case Stage::kAttachLoss:
+      return pm.addPass(createAttachLossPass());
+    case Stage::kTileTokens: {
+      if (knobs.token_tiles <= 1) return;
+      TileTokensPassOptions options;
+      options.tiles = knobs.token_tiles;
+      options.head = knobs.vocab_chunks <= 1;  // a head split by vocabulary (--vocab-chunks) is not tiled
+      return pm.addPass(createTileTokensPass(options));
+    }
+    case Stage::kAutodiff:
+      return pm.addPass(createAutodiffPass());
+    case Stage::kPartition:
+      return pm.addPass(createPartitionPass());
+    case Stage::kHostEmbedding:
+      if (knobs.hostEmbedding()) pm.addPass(createHostEmbeddingPass());
+      return;
+    case Stage::kSplitVocab: {
+      if (knobs.vocab_chunks <= 1) return;
+      SplitVocabPassOptions options;
+      options.chunks = knobs.vocab_chunks;
+      return pm.addPass(createSplitVocabPass(options));
+    }
+    case Stage::kRecompute: {
+      if (knobs.schedule != Schedule::kStreamedRecompute) return;
+      RecomputePassOptions options;
+      options.keep = knobs.keep;
+      return pm.addPass(createRecomputePass(options));
+    }
+    case Stage::kSchedule: {
+      ScheduleStreamedPassOptions options;
+      options.update = knobs.update;
+      options.pinShared = knobs.pin_shared;
+      pm.addPass(knobs.schedule == Schedule::kResident ? createScheduleResidentPass()
+                                                       : createScheduleStreamedPass(options));
+      if (knobs.offload) pm.addPass(createOffloadActivationsPass());
+      if (knobs.bf16_staging) pm.addPass(createStageBf16Pass());
+      if (knobs.precision == ComputePrecision::kBf16) pm.addPass(createMixedPrecisionPass());
+      return;
+    }
+    case Stage::kMemory: {
+      PlanMemoryPassOptions options;
+      options.budget = knobs.budget;
+      return pm.addPass(createPlanMemoryPass(options));
+    }
   }
 }
 
-// Runs the stages from `first` (inclusive) to `last` ("" = to the end).
-bool runFrom(ModuleOp module, size_t first, const std::string& last, const Knobs& knobs, std::string& failed_stage) {
-  for (size_t i = first; i < std::size(kStages); ++i) {
+// Runs the stages from index `first` (inclusive) to `last` (unset: to the end).
+bool runFrom(ModuleOp module, size_t first, std::optional<Stage> last, const Knobs& knobs,
+             std::optional<Stage>& failed_stage) {
+  for (size_t i = first; i < kStageCount; ++i) {
+    const Stage stage = static_cast<Stage>(i);
     PassManager pm(module.getContext());
-    addStagePasses(pm, kStages[i], knobs);
+    addStagePasses(pm, stage, knobs);
     if (mlir::failed(pm.run(module))) {
-      failed_stage = kStages[i];
+      failed_stage = stage;
       return false;
     }
-    if (last == kStages[i]) return true;
+    if (last == stage) return true;
   }
   return true;
 }
@@ -104,8 +122,8 @@ bool runFrom(ModuleOp module, size_t first, const std::string& last, const Knobs
 // if they fail.
 OwningOpRef<ModuleOp> compileTrial(ModuleOp module, size_t first, const Knobs& knobs) {
   OwningOpRef<ModuleOp> trial = module.clone();
-  std::string ignored;
-  if (!runFrom(*trial, first, "", knobs, ignored)) return nullptr;
+  std::optional<Stage> ignored;
+  if (!runFrom(*trial, first, std::nullopt, knobs, ignored)) return nullptr;
   return trial;
 }
 
@@ -189,12 +207,6 @@ FrugalFit fitFrugal(ModuleOp module, size_t first, const Knobs& base, int64_t ba
   return fit;
 }
 
-size_t stageIndex(const std::string& name) {
-  for (size_t i = 0; i < std::size(kStages); ++i)
-    if (name == kStages[i]) return i;
-  return std::size(kStages);
-}
-
 // An evaluation (a forward-only function): nothing to differentiate or stream; schedule and
 // memory, resident.
 // A forward-only function (mtgen's plans, an ONNX evaluation): resident where the device budget
@@ -205,13 +217,13 @@ void runForwardOnly(ModuleOp module, const StageOptions& options, StageResult& r
   if (result.schedule == Schedule::kStreamedRecompute) {
     getModelFunction(module).emitError("a forward-only plan has no backward to recompute for: use --schedule "
                                        "streamed (or resident)");
-    result.failed = "schedule";
+    result.failed = Stage::kSchedule;
     return;
   }
   Knobs knobs{Schedule::kResident, 0, UpdateKind::kDeferred};
-  knobs.bf16_compute = options.precision == ComputePrecision::kBf16;
-  knobs.bf16_staging = options.stream_dtype == StreamDtype::kBf16 || knobs.bf16_compute;
-  const size_t schedule = stageIndex("schedule");
+  knobs.precision = options.precision;
+  knobs.bf16_staging = options.stream_dtype == StreamDtype::kBf16 || knobs.precision == ComputePrecision::kBf16;
+  const size_t schedule = indexOf(Stage::kSchedule);
   if (!options.schedule && options.device_mem > 0) {
     const int64_t resident = trialArena(module, schedule, knobs);
     result.arena_by_schedule.push_back({Schedule::kResident, resident});
@@ -220,8 +232,8 @@ void runForwardOnly(ModuleOp module, const StageOptions& options, StageResult& r
   knobs.schedule = result.schedule;
   knobs.budget = options.device_mem;
   // Streaming needs the layer blocks; a resident plan runs as one.
-  const size_t first = result.schedule == Schedule::kStreamed ? stageIndex("partition") : schedule;
-  if (!options.last.empty() && stageIndex(options.last) < first) return;
+  const size_t first = result.schedule == Schedule::kStreamed ? indexOf(Stage::kPartition) : schedule;
+  if (options.last && indexOf(*options.last) < first) return;
   runFrom(module, first, options.last, knobs, result.failed);
 }
 
@@ -246,8 +258,8 @@ void explainNoFit(const Trials& t, Knobs frugal, int64_t arena, Schedule schedul
       return success();
     });
     OwningOpRef<ModuleOp> trial = t.module.clone();
-    std::string ignored;
-    runFrom(*trial, t.first, "", frugal, ignored);
+    std::optional<Stage> ignored;
+    runFrom(*trial, t.first, std::nullopt, frugal, ignored);
   }
   InFlightDiagnostic diag = getModelFunction(t.module).emitError("the model needs at least ")
       << formatBytes(arena) << " of device memory even with the " << scheduleName(schedule)
@@ -282,7 +294,7 @@ void chooseSchedule(const Trials& t, StageResult& result) {
     }
   }
   if (result.arena_by_schedule.empty()) {  // every trial failed: its diagnostics say why
-    result.failed = "schedule";
+    result.failed = Stage::kSchedule;
     return;
   }
   const auto [frugalest, arena] = result.arena_by_schedule.back();
@@ -299,7 +311,7 @@ void chooseSchedule(const Trials& t, StageResult& result) {
     return;
   }
   result.arena_by_schedule.back().second = result.smallest_arena = fit.smallest_arena;
-  result.failed = "memory";
+  result.failed = Stage::kMemory;
   if (options.explain_failure) explainNoFit(t, fit.smallest, fit.smallest_arena, frugalest);
 }
 
@@ -346,13 +358,14 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
   StageResult result;
   result.schedule = options.schedule.value_or(Schedule::kResident);
   result.token_tiles = std::max<int64_t>(tiles, 1);
-  const size_t partition = stageIndex("partition");
-  const bool stops_early = !options.last.empty() && stageIndex(options.last) <= partition;
+  const size_t partition = indexOf(Stage::kPartition);
+  const bool stops_early = options.last && indexOf(*options.last) <= partition;
   if (options.update == UpdateKind::kOnArrival && !options.schedule) result.schedule = Schedule::kStreamed;
   Knobs early{result.schedule, 0, options.update};
   early.token_tiles = result.token_tiles;
   early.vocab_chunks = std::max<int64_t>(options.vocab_chunks, 1);
-  if (!runFrom(module, stageIndex("tile-tokens"), stops_early ? options.last : "partition", early, result.failed) ||
+  const std::optional<Stage> until = stops_early ? options.last : Stage::kPartition;
+  if (!runFrom(module, indexOf(Stage::kTileTokens), until, early, result.failed) ||
       stops_early)
     return result;
   int64_t batch = 0, seq = 0, vocab = 0;
@@ -360,7 +373,7 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
   if (options.vocab_chunks < 0 || (options.vocab_chunks > 1 && options.vocab_chunks > vocab)) {
     getModelFunction(module).emitError("--vocab-chunks must be between 0 (as the budget needs) and the vocabulary (")
         << vocab << "), not " << options.vocab_chunks;
-    result.failed = "split-vocab";
+    result.failed = Stage::kSplitVocab;
     return result;
   }
   result.vocab_chunks = std::max<int64_t>(options.vocab_chunks, 1);
@@ -373,17 +386,17 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
   defaults.vocab_chunks = result.vocab_chunks;
   defaults.embedding = options.embedding;
   defaults.tied_head = tiedHead(getModelFunction(module));
-  defaults.bf16_compute = options.precision == ComputePrecision::kBf16;
-  defaults.bf16_staging = options.stream_dtype == StreamDtype::kBf16 || defaults.bf16_compute;
+  defaults.precision = options.precision;
+  defaults.bf16_staging = options.stream_dtype == StreamDtype::kBf16 || defaults.precision == ComputePrecision::kBf16;
   defaults.token_tiles = result.token_tiles;  // applied before partition; named in the errors
   if (!options.schedule && options.device_mem > 0) chooseSchedule(trials, result);
   else if (result.schedule != Schedule::kResident && options.device_mem > 0) fitChosenSchedule(trials, result);
-  if (!result.failed.empty()) return result;
+  if (result.failed) return result;
   if (options.offload == Offload::kOn && result.schedule == Schedule::kResident) {  // asked for, or what fits
     getModelFunction(module).emitError("offloading activations needs a streamed schedule, not the resident one "
                                        "(which keeps everything on the device): give --schedule streamed-recompute "
                                        "(or drop --offload-activations on)");
-    result.failed = "schedule";
+    result.failed = Stage::kSchedule;
     return result;
   }
 
@@ -404,7 +417,7 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
   if (result.schedule == Schedule::kStreamedRecompute && options.device_mem > 0 && options.tune_recompute)
     result.recompute_keep = chosen.keep = tuneRecompute(trials, chosen);
   chosen.budget = options.device_mem;
-  if (!runFrom(module, partition + 1, options.last, chosen, result.failed) && result.failed == "memory")
+  if (!runFrom(module, partition + 1, options.last, chosen, result.failed) && result.failed == Stage::kMemory)
     if (auto arena = getModelFunction(module)->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr))
       result.smallest_arena = arena.getInt();
   return result;
@@ -450,8 +463,8 @@ StageResult searchTokenTiles(ModuleOp module, const StageOptions& options) {
     return compileTiled(m, tiles == 1 ? quiet : trial, tiles);
   };
   StageResult result = attempt(module, 1);
-  if (result.failed != "memory") {
-    if (result.failed.empty()) return result;
+  if (result.failed != Stage::kMemory) {
+    if (!result.failed) return result;
     replaceModule(module, *untiled);  // another failure: once more, saying why
     return compileTiled(module, options, 1);
   }
@@ -461,11 +474,11 @@ StageResult searchTokenTiles(ModuleOp module, const StageOptions& options) {
   for (int64_t tiles : tileCounts(batch, seq)) {
     OwningOpRef<ModuleOp> trial = untiled->clone();
     const StageResult tried = attempt(*trial, tiles);
-    if (tried.failed.empty()) {
+    if (!tried.failed) {
       frugal = tiles;
       break;
     }
-    if (tried.failed != "memory" || tried.smallest_arena < 0 ||
+    if (tried.failed != Stage::kMemory || tried.smallest_arena < 0 ||
         (frugal_arena >= 0 && tried.smallest_arena >= frugal_arena))
       break;
     frugal = tiles, frugal_arena = tried.smallest_arena;
@@ -480,13 +493,13 @@ StageResult searchTokenTiles(ModuleOp module, const StageOptions& options) {
 StageResult runStages(ModuleOp module, const StageOptions& options) {
   StageResult result;
   result.schedule = options.schedule.value_or(Schedule::kResident);
-  if (options.last == "input") return result;
+  if (options.last == Stage::kInput) return result;
   func::FuncOp func = getModelFunction(module);
   if (func && isForwardOnly(func)) {
     if (options.token_tiles > 1) {
       func.emitError("--token-tiles is for training plans: a forward-only plan keeps no activations for a backward "
                      "(drop --token-tiles)");
-      result.failed = "tile-tokens";
+      result.failed = Stage::kTileTokens;
       return result;
     }
     runForwardOnly(module, options, result);
@@ -495,24 +508,24 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   if (options.update == UpdateKind::kOnArrival && options.schedule == Schedule::kResident) {
     if (func) func.emitError("the on-arrival update needs a streamed schedule (the resident one copies every "
                              "gradient out at the end of the step): use --schedule streamed or streamed-recompute");
-    result.failed = "schedule";
+    result.failed = Stage::kSchedule;
     return result;
   }
   if (options.token_tiles < 0) {
     if (func) func.emitError("--token-tiles must be 0 (as the budget needs), 1 (never) or a tile count, not ")
                   << options.token_tiles;
-    result.failed = "tile-tokens";
+    result.failed = Stage::kTileTokens;
     return result;
   }
   // fuse and attach-loss, whatever the tiles.
-  const size_t tiling = stageIndex("tile-tokens");
-  const bool stops_early = !options.last.empty() && stageIndex(options.last) < tiling;
-  if (!runFrom(module, 1, stops_early ? options.last : "attach-loss", {result.schedule, 0, options.update},
-               result.failed) ||
+  const size_t tiling = indexOf(Stage::kTileTokens);
+  const bool stops_early = options.last && indexOf(*options.last) < tiling;
+  const std::optional<Stage> until = stops_early ? options.last : Stage::kAttachLoss;
+  if (!runFrom(module, indexOf(Stage::kFuse), until, {result.schedule, 0, options.update}, result.failed) ||
       stops_early)
     return result;
   // Tiles where asked, or searched where the budget may need them (a plan compiled to the end).
-  const bool search = options.token_tiles == 0 && options.device_mem > 0 && options.last.empty();
+  const bool search = options.token_tiles == 0 && options.device_mem > 0 && !options.last;
   return search ? searchTokenTiles(module, options) : compileTiled(module, options, std::max<int64_t>(options.token_tiles, 1));
 }
 
@@ -525,7 +538,6 @@ const char* scheduleName(Schedule schedule) {
   return "?";
 }
 
-const char* updateName(UpdateKind update) { return update == UpdateKind::kOnArrival ? "on-arrival" : "deferred"; }
 
 void modelShape(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
   module.walk([&](SoftmaxXentOp op) {

@@ -1,10 +1,11 @@
 // The pipeline's stages as a library: mtc runs them, and so do tests that compile IR in-process.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "compiler/Pipeline.h"
+#include "compiler/CompileOptions.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mt {
@@ -13,7 +14,7 @@ namespace mt {
 inline constexpr Schedule kSchedules[] = {Schedule::kResident, Schedule::kStreamed, Schedule::kStreamedRecompute};
 
 struct StageOptions {
-  std::string last;          // stop after this stage ("" = run all)
+  std::optional<Stage> last;  // stop after this stage (unset: run all)
   int64_t device_mem = 0;    // bytes; 0 = no budget
   std::optional<Schedule> schedule;  // unset: the first of kSchedules that fits the budget
   UpdateKind update = UpdateKind::kDeferred;
@@ -55,7 +56,7 @@ struct StageOptions {
 };
 
 struct StageResult {
-  std::string failed;    // the stage that failed (diagnostics emitted), or ""
+  std::optional<Stage> failed;  // the stage that failed (diagnostics emitted), if one did
   Schedule schedule = Schedule::kResident;  // the schedule used
   std::vector<std::pair<Schedule, int64_t>> arena_by_schedule;  // what an unset schedule measured
   int64_t recompute_keep = 0;  // streamed-recompute: the last blocks not recomputed
@@ -64,7 +65,7 @@ struct StageResult {
   int64_t token_tiles = 1;     // each layer block's token tiles (1: not tiled)
   bool offload = false;        // the kept activations offloaded to the host
   bool host_embedding = false;  // the token embedding looked up on the host
-  int64_t smallest_arena = -1;  // failed "memory": the least device memory any plan tried needs
+  int64_t smallest_arena = -1;  // failed kMemory: the least device memory any plan tried needs
 };
 
 // Runs the stages after "input" on `module`: fuse, attach-loss, tile-tokens (when the token-wise

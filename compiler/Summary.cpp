@@ -7,6 +7,7 @@
 
 #include "llvm/ADT/SmallPtrSet.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 #include "runtime/plan/plan_queries.h"
 

@@ -7,12 +7,15 @@
 #include <vector>
 
 #include "compiler/Emitter.h"
-#include "compiler/Pipeline.h"
+#include "compiler/CompileOptions.h"
 #include "compiler/Stages.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "runtime/plan/plan_format.h"
 
 namespace mt {
+
+// A size as mtc's summary and errors print it: "12.3 MiB" below a GiB, "1.50 TiB" above.
+std::string summaryBytes(double bytes);
 
 struct CompileReport {
   const CompileOptions& options;

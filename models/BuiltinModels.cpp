@@ -8,6 +8,7 @@
 #include "compiler/dialect/MtDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;
@@ -17,7 +18,7 @@ namespace mt {
 int64_t ModelConfig::numParams() const {
   const int64_t kv_width = kv_heads * headDim();
   int64_t per_layer, extra;
-  if (family == "gpt2") {
+  if (family == ModelFamily::kGpt2) {
     per_layer = 4 * width                                    // two layer norms
                 + width * width * 2 + 2 * width * kv_width   // q, proj; k, v
                 + 2 * width + 2 * kv_width                   // their biases
@@ -33,28 +34,28 @@ int64_t ModelConfig::numParams() const {
 
 const std::vector<ModelPreset>& modelPresets() {
   static const std::vector<ModelPreset> presets = {
-      {"gpt2-tiny", {"gpt2", 2, 64, 4, 4, 256, 256, 64, true}, "test-sized GPT-2, byte vocab"},
-      {"gpt2-demo", {"gpt2", 4, 256, 4, 4, 1024, 256, 128, true}, "the README demo: 3.2M params, byte vocab"},
-      {"gpt2-bench", {"gpt2", 6, 384, 6, 6, 1536, 256, 256, true}, "the CPU benchmark model (bench/cpu_train)"},
-      {"gpt2-124m", {"gpt2", 12, 768, 12, 12, 3072, 50257, 1024, true}, "GPT-2 small"},
-      {"gpt2-350m", {"gpt2", 24, 1024, 16, 16, 4096, 50257, 1024, true}, "GPT-2 medium"},
-      {"gpt2-774m", {"gpt2", 36, 1280, 20, 20, 5120, 50257, 1024, true}, "GPT-2 large"},
-      {"gpt2-1.5b", {"gpt2", 48, 1600, 25, 25, 6400, 50257, 1024, true}, "GPT-2 XL"},
-      {"llama-tiny", {"llama", 2, 64, 4, 2, 176, 256, 64, false}, "test-sized Llama, GQA 4:2, byte vocab"},
-      {"llama-bench", {"llama", 6, 384, 6, 2, 1024, 256, 256, false}, "CPU-sized Llama, byte vocab"},
-      {"llama-1b", {"llama", 16, 2048, 32, 8, 8192, 128256, 8192, true, 1e-5, 500000.0}, "Llama 3.2 1B shape"},
-      {"llama-3b", {"llama", 28, 3072, 24, 8, 8192, 128256, 8192, true, 1e-5, 500000.0}, "Llama 3.2 3B shape"},
-      {"llama-7b", {"llama", 32, 4096, 32, 32, 11008, 32000, 4096, false}, "Llama 2 7B shape"},
-      {"llama-8b", {"llama", 32, 4096, 32, 8, 14336, 128256, 8192, false, 1e-5, 500000.0}, "Llama 3 8B shape"},
-      {"llama-13b", {"llama", 40, 5120, 40, 40, 13824, 32000, 4096, false}, "Llama 2 13B shape"},
-      {"llama-70b", {"llama", 80, 8192, 64, 8, 28672, 128256, 8192, false, 1e-5, 500000.0}, "Llama 3 70B shape"},
-      {"llama-120b", {"llama", 96, 10240, 80, 8, 32768, 128256, 8192, false, 1e-5, 500000.0}, "a 121B Llama-style model"},
+      {"gpt2-tiny", {ModelFamily::kGpt2, 2, 64, 4, 4, 256, 256, 64, true}, "test-sized GPT-2, byte vocab"},
+      {"gpt2-demo", {ModelFamily::kGpt2, 4, 256, 4, 4, 1024, 256, 128, true}, "the README demo: 3.2M params, byte vocab"},
+      {"gpt2-bench", {ModelFamily::kGpt2, 6, 384, 6, 6, 1536, 256, 256, true}, "the CPU benchmark model (bench/cpu_train)"},
+      {"gpt2-124m", {ModelFamily::kGpt2, 12, 768, 12, 12, 3072, 50257, 1024, true}, "GPT-2 small"},
+      {"gpt2-350m", {ModelFamily::kGpt2, 24, 1024, 16, 16, 4096, 50257, 1024, true}, "GPT-2 medium"},
+      {"gpt2-774m", {ModelFamily::kGpt2, 36, 1280, 20, 20, 5120, 50257, 1024, true}, "GPT-2 large"},
+      {"gpt2-1.5b", {ModelFamily::kGpt2, 48, 1600, 25, 25, 6400, 50257, 1024, true}, "GPT-2 XL"},
+      {"llama-tiny", {ModelFamily::kLlama, 2, 64, 4, 2, 176, 256, 64, false}, "test-sized Llama, GQA 4:2, byte vocab"},
+      {"llama-bench", {ModelFamily::kLlama, 6, 384, 6, 2, 1024, 256, 256, false}, "CPU-sized Llama, byte vocab"},
+      {"llama-1b", {ModelFamily::kLlama, 16, 2048, 32, 8, 8192, 128256, 8192, true, 1e-5, 500000.0}, "Llama 3.2 1B shape"},
+      {"llama-3b", {ModelFamily::kLlama, 28, 3072, 24, 8, 8192, 128256, 8192, true, 1e-5, 500000.0}, "Llama 3.2 3B shape"},
+      {"llama-7b", {ModelFamily::kLlama, 32, 4096, 32, 32, 11008, 32000, 4096, false}, "Llama 2 7B shape"},
+      {"llama-8b", {ModelFamily::kLlama, 32, 4096, 32, 8, 14336, 128256, 8192, false, 1e-5, 500000.0}, "Llama 3 8B shape"},
+      {"llama-13b", {ModelFamily::kLlama, 40, 5120, 40, 40, 13824, 32000, 4096, false}, "Llama 2 13B shape"},
+      {"llama-70b", {ModelFamily::kLlama, 80, 8192, 64, 8, 28672, 128256, 8192, false, 1e-5, 500000.0}, "Llama 3 70B shape"},
+      {"llama-120b", {ModelFamily::kLlama, 96, 10240, 80, 8, 32768, 128256, 8192, false, 1e-5, 500000.0}, "a 121B Llama-style model"},
       // Qwen2.5 (Qwen2ForCausalLM): Llama with q/k/v biases, an untied head, 152,064 tokens.
-      {"qwen-tiny", {"llama", 2, 64, 4, 2, 176, 256, 64, false, 1e-6, 1e6, true}, "test-sized Qwen2: q/k/v biases, GQA 4:2"},
-      {"qwen2.5-7b", {"llama", 28, 3584, 28, 4, 18944, 152064, 131072, false, 1e-6, 1e6, true}, "Qwen2.5 7B shape"},
-      {"qwen2.5-14b", {"llama", 48, 5120, 40, 8, 13824, 152064, 131072, false, 1e-5, 1e6, true}, "Qwen2.5 14B shape"},
-      {"qwen2.5-32b", {"llama", 64, 5120, 40, 8, 27648, 152064, 131072, false, 1e-5, 1e6, true}, "Qwen2.5 32B shape"},
-      {"qwen2.5-72b", {"llama", 80, 8192, 64, 8, 29568, 152064, 131072, false, 1e-5, 1e6, true}, "Qwen2.5 72B shape"},
+      {"qwen-tiny", {ModelFamily::kLlama, 2, 64, 4, 2, 176, 256, 64, false, 1e-6, 1e6, true}, "test-sized Qwen2: q/k/v biases, GQA 4:2"},
+      {"qwen2.5-7b", {ModelFamily::kLlama, 28, 3584, 28, 4, 18944, 152064, 131072, false, 1e-6, 1e6, true}, "Qwen2.5 7B shape"},
+      {"qwen2.5-14b", {ModelFamily::kLlama, 48, 5120, 40, 8, 13824, 152064, 131072, false, 1e-5, 1e6, true}, "Qwen2.5 14B shape"},
+      {"qwen2.5-32b", {ModelFamily::kLlama, 64, 5120, 40, 8, 27648, 152064, 131072, false, 1e-5, 1e6, true}, "Qwen2.5 32B shape"},
+      {"qwen2.5-72b", {ModelFamily::kLlama, 80, 8192, 64, 8, 29568, 152064, 131072, false, 1e-5, 1e6, true}, "Qwen2.5 72B shape"},
   };
   return presets;
 }
@@ -66,7 +67,7 @@ const ModelPreset* findModelPreset(const std::string& name) {
 }
 
 std::string validateConfig(const ModelConfig& c, int64_t seq) {
-  if (c.family != "gpt2" && c.family != "llama") return "family must be gpt2 or llama, got '" + c.family + "'";
+  if (c.family == ModelFamily::kNone) return "a built-in model needs a family: gpt2 or llama";
   if (c.layers <= 0 || c.width <= 0 || c.heads <= 0 || c.ffn <= 0 || c.vocab <= 0 || c.context <= 0)
     return "layers, width, heads, ffn, vocab and context must be positive";
   // Bounds that keep every size product in int64 and the IR (built layer by layer) in memory; the
@@ -81,9 +82,9 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
     return "width " + std::to_string(c.width) + " is not divisible by " + std::to_string(c.heads) + " heads";
   if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0)
     return "heads " + std::to_string(c.heads) + " must be a multiple of kv_heads " + std::to_string(c.kv_heads);
-  if (c.family == "gpt2" && c.kv_heads != c.heads) return "gpt2 has no grouped-query heads (kv_heads = heads)";
-  if (c.family == "gpt2" && c.qkv_bias) return "gpt2 always has its q/k/v biases (qkv_bias is a llama option)";
-  if (c.family == "llama" && c.headDim() % 2 != 0) return "llama's rotary embedding needs an even head dim";
+  if (c.family == ModelFamily::kGpt2 && c.kv_heads != c.heads) return "gpt2 has no grouped-query heads (kv_heads = heads)";
+  if (c.family == ModelFamily::kGpt2 && c.qkv_bias) return "gpt2 always has its q/k/v biases (qkv_bias is a llama option)";
+  if (c.family == ModelFamily::kLlama && c.headDim() % 2 != 0) return "llama's rotary embedding needs an even head dim";
   if (seq <= 0 || seq > c.context)
     return "seq " + std::to_string(seq) + " must be between 1 and the context length " + std::to_string(c.context);
   if (c.vocab > (int64_t{1} << 31)) return "vocab too large";
@@ -113,7 +114,7 @@ class ModelBuilder {
  public:
   ModelBuilder(MLIRContext& ctx, const ModelConfig& c, int64_t batch, int64_t seq, ParamInit init, ModelForm form)
       : ctx_(ctx), c_(c), batch_(batch), seq_(seq), init_(init), decode_(form == ModelForm::kDecodeStep), b_(&ctx),
-        loc_(NameLoc::get(b_.getStringAttr("builtin " + c.family + " model"))) {}
+        loc_(NameLoc::get(b_.getStringAttr("builtin " + std::string(familyName(c.family)) + " model"))) {}
 
   // Ops take the module path of the part they belong to ("embed", "blocks.3", "head"): the
   // partition pass finds layer blocks by it, as it does in ONNX node names.
@@ -129,7 +130,7 @@ class ModelBuilder {
     const int64_t new_tokens = decode_ ? 1 : seq_;
     tokens_ = input("tokens", RankedTensorType::get({batch_, new_tokens}, b_.getI32Type()));
     if (decode_) positions_ = input("positions", RankedTensorType::get({batch_, new_tokens}, b_.getI32Type()));
-    outputs_.insert(outputs_.begin(), {"logits", c_.family == "gpt2" ? gpt2() : llama()});
+    outputs_.insert(outputs_.begin(), {"logits", c_.family == ModelFamily::kGpt2 ? gpt2() : llama()});
     SmallVector<Value> results;
     for (auto& [name, value] : outputs_) results.push_back(value);
     b_.create<func::ReturnOp>(loc_, results);
@@ -138,7 +139,7 @@ class ModelBuilder {
     if (decode_)
       for (auto [i, output] : llvm::enumerate(outputs_))
         func_.setResultAttr(i, kOutputAttr, b_.getStringAttr(output.first));
-    func_->setAttr(kModelAttr, b_.getStringAttr(c_.family));
+    func_->setAttr(kModelAttr, b_.getStringAttr(familyName(c_.family)));
     return module;
   }
 

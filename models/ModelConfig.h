@@ -8,8 +8,15 @@
 
 namespace mt {
 
+// A built-in family; kNone for models that come as IR or ONNX (no config of ours).
+enum class ModelFamily { kNone, kGpt2, kLlama };
+// Its name in presets' descriptions, the IR (mt.model) and the summary ("" for kNone).
+inline const char* familyName(ModelFamily family) {
+  return family == ModelFamily::kGpt2 ? "gpt2" : family == ModelFamily::kLlama ? "llama" : "";
+}
+
 struct ModelConfig {
-  std::string family;      // "gpt2" or "llama"
+  ModelFamily family = ModelFamily::kNone;
   int64_t layers = 0;
   int64_t width = 0;       // model dimension C
   int64_t heads = 0;

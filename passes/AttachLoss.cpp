@@ -1,6 +1,7 @@
 // mt-attach-loss: a function that returns logits (B, T, V) gets a targets input and returns
 // the mean softmax cross-entropy instead.
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;

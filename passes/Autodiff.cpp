@@ -5,6 +5,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;

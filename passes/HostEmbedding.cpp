@@ -11,6 +11,7 @@
 //          return ..., [%dW_h {mt.grad = "W"},] ..., %dx {mt.grad_tokens = "W"}
 // The schedules add the host tasks that fill %x and scatter-add %dx (insertHostEmbeddingTasks).
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;

@@ -1,7 +1,9 @@
 // mt-mixed-precision: a bf16 plan (Passes.td has the contract). The types each kernel takes come
 // from the op table's precision column (runtime/plan/op_table.def), the one place that says which
 // operands and results stay f32; the ops' own type inference gives the results.
+#include "runtime/plan/precision.h"
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 #include "runtime/plan/op_table.h"
 
@@ -186,7 +188,7 @@ struct MixedPrecisionPass : impl::MixedPrecisionPassBase<MixedPrecisionPass> {
       return signalPassFailure();
     }
     Retyper(func).run();
-    func->setAttr(kPrecisionAttr, StringAttr::get(func.getContext(), "bf16"));
+    func->setAttr(kPrecisionAttr, StringAttr::get(func.getContext(), precisionName(ComputePrecision::kBf16)));
   }
 };
 

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;

@@ -3,6 +3,7 @@
 
 #include "llvm/ADT/Hashing.h"
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;

@@ -3,6 +3,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;
@@ -162,20 +163,20 @@ void insertDeferredUpdates(func::FuncOp func) {
     // A parameter is first read by a copy in, or by the host's token lookup in it.
     Value read;
     if (auto copy = dyn_cast<H2DOp>(op)) read = copy.getInput();
-    if (auto lookup = dyn_cast<HostTaskOp>(op); lookup && lookup.getKind() == "embedding_lookup")
+    if (auto lookup = dyn_cast<HostTaskOp>(op); lookup && lookup.getKind() == HostTaskKind::EmbeddingLookup)
       read = lookup.getTensors()[2];
     auto arg = dyn_cast_or_null<BlockArgument>(read);
     if (!arg || paramName(func, arg.getArgNumber()).empty() ||
         !updated.insert(paramName(func, arg.getArgNumber()).str()).second)
       continue;
     b.setInsertionPoint(&op);
-    auto task = b.create<HostTaskOp>(op.getLoc(), "adamw_previous", ValueRange{arg});
+    auto task = b.create<HostTaskOp>(op.getLoc(), HostTaskKind::AdamwPrevious, ValueRange{arg});
     if (auto block = op.getAttr(kBlockAttr)) task->setAttr(kBlockAttr, block);
   }
   b.setInsertionPointToStart(&body);
   for (Value param : parameterArguments(func))
     if (updated.insert(paramName(func, cast<BlockArgument>(param).getArgNumber()).str()).second)
-      b.create<HostTaskOp>(func.getLoc(), "adamw_previous", ValueRange{param});
+      b.create<HostTaskOp>(func.getLoc(), HostTaskKind::AdamwPrevious, ValueRange{param});
 }
 
 StringRef gradientOf(func::FuncOp func, unsigned index) {
@@ -244,7 +245,7 @@ LogicalResult insertHostEmbeddingTasks(func::FuncOp func, ArrayRef<Value> hostRe
       if (isa<H2DOp>(user) && (!first || user->isBeforeInBlock(first))) first = user;
     if (!first) continue;
     b.setInsertionPoint(first);
-    auto task = b.create<HostTaskOp>(first->getLoc(), "embedding_lookup",
+    auto task = b.create<HostTaskOp>(first->getLoc(), HostTaskKind::EmbeddingLookup,
                                      ValueRange{arg, tokens, parameterNamed(func, table.getValue())});
     if (auto block = first->getAttr(kBlockAttr)) task->setAttr(kBlockAttr, block);
   }
@@ -261,7 +262,7 @@ LogicalResult insertHostEmbeddingTasks(func::FuncOp func, ArrayRef<Value> hostRe
       if (Operation* copy = hostResults[j].getDefiningOp(); after->isBeforeInBlock(copy)) after = copy;
     }
     b.setInsertionPointAfter(after);
-    auto task = b.create<HostTaskOp>(after->getLoc(), "embedding_grad",
+    auto task = b.create<HostTaskOp>(after->getLoc(), HostTaskKind::EmbeddingGrad,
                                      ValueRange{parameterNamed(func, table.getValue()), tokens, host});
     if (auto block = after->getAttr(kBlockAttr)) task->setAttr(kBlockAttr, block);
     if (accumulate) task->setAttr(kAccumulateAttr, b.getUnitAttr());

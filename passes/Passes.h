@@ -2,14 +2,12 @@
 #pragma once
 
 #include <memory>
-#include <optional>
-#include <vector>
 
 #include "compiler/dialect/MtDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
-#include "runtime/plan/arena.h"
+#include "passes/PassEnums.h"
 
 namespace mt {
 
@@ -18,127 +16,5 @@ namespace mt {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
-
-// Attribute names shared by the passes and the emitter.
-inline constexpr char kParamAttr[] = "mt.param";         // arg: {name, init, std, decay, origin};
-                                                         // init "weights": from the weights file
-inline constexpr char kInputAttr[] = "mt.input";         // arg: "tokens" | "targets" | a named input
-inline constexpr char kConstAttr[] = "mt.const";         // arg: its value (DenseElementsAttr)
-inline constexpr char kOutputAttr[] = "mt.output";       // result of a forward-only function: its name
-inline constexpr char kLossAttr[] = "mt.loss";           // result: the loss
-inline constexpr char kGradAttr[] = "mt.grad";           // result: gradient of the named param
-inline constexpr char kParamRowsKey[] = "rows";          // in mt.param of a piece: [first row, all rows]
-inline constexpr char kGradRowAttr[] = "mt.grad_row";    // result: first row of a piece's gradient
-// mt-host-embedding: the token lookup of a table parameter runs on the host.
-inline constexpr char kEmbeddedTokensAttr[] = "mt.embedded_tokens";  // arg: the step's tokens' rows of the named table
-inline constexpr char kGradTokensAttr[] = "mt.grad_tokens";  // result: per-token rows of the named table's gradient
-inline constexpr char kAccumulateAttr[] = "mt.accumulate";   // "embedding_grad" task: add to what landed before
-inline constexpr char kStagingAttr[] = "mt.staging";  // arg: the bf16 staging copy of the parameter (its mt.param)
-inline constexpr char kOffsetsAttr[] = "mt.offsets";     // op: arena offset of each result
-inline constexpr char kArenaBytesAttr[] = "mt.arena_bytes";  // func: arena size
-inline constexpr char kArenaMinBytesAttr[] = "mt.arena_min_bytes";  // func: smallest arena that works
-inline constexpr char kLandingOffsetAttr[] = "mt.landing_offset";  // d2h: offset in the gradient landing buffer
-inline constexpr char kLandingBytesAttr[] = "mt.landing_bytes";    // func: gradient landing buffer size
-inline constexpr char kActivationBytesAttr[] = "mt.activation_bytes";  // func: bytes of activations offloaded per step (both ways)
-inline constexpr char kVocabSplitAttr[] = "mt.vocab_split";    // func: the parameters split by vocabulary rows
-inline constexpr char kPinnedBytesAttr[] = "mt.pinned_bytes";      // func: shared weights kept on the device
-inline constexpr char kModelAttr[] = "mt.model";         // func: model name
-inline constexpr char kPrecisionAttr[] = "mt.precision"; // func: "bf16" once mt-mixed-precision ran
-inline constexpr char kBlockAttr[] = "mt.block";         // op: layer block index
-inline constexpr char kTemplatesAttr[] = "mt.block_templates";  // func: block -> template block
-inline constexpr char kBackwardAttr[] = "mt.backward";   // op: made by autodiff
-inline constexpr char kRecomputeAttr[] = "mt.recompute"; // op: a forward op cloned for backward
-inline constexpr char kTileAttr[] = "mt.tile";           // op: its token tile (mt-tile-tokens), from its location
-inline constexpr char kTokenTilesAttr[] = "mt.token_tiles";  // func: the token tiles per layer block
-
-
-// The module's model function: the only func.func. Emits an error and returns null otherwise.
-mlir::func::FuncOp getModelFunction(mlir::ModuleOp module);
-
-// The layer block of an op (mt.block), or std::nullopt before mt-partition ran.
-std::optional<int64_t> blockOf(mlir::Operation* op);
-
-// The layer block named in an op's module path ("blocks.3", "layers.3" in the first name of its
-// location), or std::nullopt: what mt-partition numbers blocks by.
-std::optional<int64_t> layerBlockInPath(mlir::Operation* op);
-
-// The module path of an op: the first name in its location (or the whole location printed).
-std::string modulePath(mlir::Operation* op);
-
-// `loc` marked as token tile `tile` (mt-tile-tokens): the ops a gradient rule builds from an op
-// share its location, so the backward of a tile carries its tile too (mt-partition reads it into
-// mt.tile).
-mlir::Location withTile(mlir::Location loc, int64_t tile);
-std::optional<int64_t> tileInLocation(mlir::Location loc);
-
-// The token tile of an op (mt.tile), or std::nullopt for an op of the whole block.
-std::optional<int64_t> tileOf(mlir::Operation* op);
-
-// The region of each op of `body`, numbered in program order: maximal runs of consecutive ops
-// of one layer block (a block's forward is one region, its recompute + backward another).
-llvm::DenseMap<mlir::Operation*, size_t> blockRegions(mlir::Block& body);
-
-// Where a copy for op `ops[i]` is issued, a block ahead: the start of the block region that runs
-// before the one op i is in (the first op if there is none). `ops`: the body's ops in order.
-mlir::Operation* prefetchPoint(llvm::ArrayRef<mlir::Operation*> ops, size_t i);
-
-// "123456 bytes (120.6 KiB)" — exact for the fix, readable for the person; "120.6 KiB" when not
-// `exact`.
-std::string formatBytes(int64_t bytes, bool exact = true);
-
-// Fails, with a diagnostic naming `pass`, unless `func` is differentiated (returns the loss,
-// then the gradients; or, if allowed, is forward-only) and not scheduled yet.
-mlir::LogicalResult checkReadyToSchedule(mlir::func::FuncOp func, llvm::StringRef pass,
-                                         bool allowForwardOnly = false);
-
-// Whether `func` is a forward-only model: every result is a named output (mt.output) and
-// none is a loss. Such a function is scheduled for evaluation: no autodiff, no optimizer.
-bool isForwardOnly(mlir::func::FuncOp func);
-
-// The parameter arguments (mt.param) of `func`, in order.
-llvm::SmallVector<mlir::Value> parameterArguments(mlir::func::FuncOp func);
-
-// The parameters used by ops of more than one layer block (a tied embedding and LM head),
-// in argument order. Host tasks and the return do not count; ops carry their block (mt-partition).
-llvm::SmallVector<mlir::Value> sharedParameters(mlir::func::FuncOp func);
-
-// AdamW one step late, overlapped with the forward: an "adamw_previous" host task for every
-// parameter just before its first copy to the device or host token lookup in it (at the start
-// if it has neither). The
-// host updates parameter k with the previous step's gradients while the parameters before it
-// already stream in and compute; global-norm clipping stays exact (that norm is complete).
-void insertDeferredUpdates(mlir::func::FuncOp func);
-
-// The parameter whose gradient result `index` of `func` is or adds to: its mt.grad, or its
-// mt.grad_tokens (rows scatter-added by the tokens on the host); "" for neither.
-llvm::StringRef gradientOf(mlir::func::FuncOp func, unsigned index);
-
-// Per result of `func`: whether it is a gradient result that completes its parameter's gradient:
-// the one result naming the parameter, or, for a parameter in row pieces (mt-split-vocab) or
-// with rows by token (mt-host-embedding), the contribution computed last. Host tasks on the
-// whole gradient follow that one. (One pass: a 100-layer model returns ~1,000 results.)
-std::vector<bool> completedGradients(mlir::func::FuncOp func);
-
-// The function's token ids input (mt.input = "tokens"), or null.
-mlir::BlockArgument tokensArgument(mlir::func::FuncOp func);
-
-// The first argument that is parameter `name` or one of its row pieces (which stands for the
-// whole host tensor in host tasks), or null.
-mlir::BlockArgument parameterNamed(mlir::func::FuncOp func, llvm::StringRef name);
-
-// The host side of mt-host-embedding, for the schedules: before the first copy in of each
-// argument with mt.embedded_tokens, the "embedding_lookup" host task that fills it; after the
-// copy out of each mt.grad_tokens result (`hostResults[i]`) and of the table's other gradient
-// results, the "embedding_grad" task that scatter-adds it into the table's gradient (onto
-// those, mt.accumulate, where there are any). Each task takes the block of the copy it follows;
-// it comes before the tasks on the whole gradient (inserted right after the same copy).
-// Fails, with a diagnostic, where a table named is not a parameter or there is no tokens input.
-mlir::LogicalResult insertHostEmbeddingTasks(mlir::func::FuncOp func, llvm::ArrayRef<mlir::Value> hostResults);
-
-// The bytes of one row (the first dimension's step) of `type`: where row r of a row piece starts.
-int64_t rowBytes(mlir::RankedTensorType type);
-
-// The param name of argument `index`, or "" if it is not a parameter.
-llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);
 
 }  // namespace mt

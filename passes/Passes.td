@@ -203,8 +203,11 @@ def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
     stream in the same way, its outputs copy out as they are complete, nothing is updated.
   }];
   let options = [
-    Option<"update", "update", "std::string", /*default=*/"\"deferred\"",
-           "When AdamW runs: deferred (one step late, exact clipping) or on-arrival">,
+    Option<"update", "update", "::mt::UpdateKind", /*default=*/"::mt::UpdateKind::kDeferred",
+           "When AdamW runs: deferred (one step late, exact clipping) or on-arrival",
+           [{::llvm::cl::values(
+               clEnumValN(::mt::UpdateKind::kDeferred, "deferred", "one step late, exact clipping"),
+               clEnumValN(::mt::UpdateKind::kOnArrival, "on-arrival", "as each gradient lands"))}]>,
     Option<"pinShared", "pin-shared", "bool", /*default=*/"false",
            "Copy a parameter used by more than one layer block (a tied embedding and LM head) "
            "once per step, before the first op, and keep it on the device">,

@@ -11,6 +11,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;
@@ -229,7 +230,7 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     // gradient too: scatter-added onto the head's pieces (tied), or from zeros (untied).
     auto tableOf = [&](Operation& op) -> BlockArgument {
       auto task = dyn_cast<HostTaskOp>(op);
-      return task && task.getKind() == "embedding_grad" ? cast<BlockArgument>(task.getTensors()[0]) : nullptr;
+      return task && task.getKind() == HostTaskKind::EmbeddingGrad ? cast<BlockArgument>(task.getTensors()[0]) : nullptr;
     };
     for (Operation& op : body) {
       // A piece stands for a table split by mt-split-vocab: the pieces' results give its size.
@@ -242,7 +243,7 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     std::map<std::string, int64_t> freeAt;  // parameter -> position after which its gradient's bytes are free
     for (Operation& op : body) {
       auto task = dyn_cast<HostTaskOp>(op);
-      if (!task || task.getKind() != "adamw_on_arrival") continue;
+      if (!task || task.getKind() != HostTaskKind::AdamwOnArrival) continue;
       for (Value param : task.getTensors()) {
         auto arg = dyn_cast<BlockArgument>(param);
         const std::string name = arg ? paramName(func, arg.getArgNumber()).str() : "";

@@ -5,6 +5,7 @@
 // forward-only function (named outputs, no loss) is scheduled the same way without the host
 // tasks: one evaluation.
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;
@@ -53,7 +54,7 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
       hostResults.push_back(host);
       if (i > 0 && !forward && completes[i]) hostGrads.push_back(host);  // a piece: once
     }
-    if (!hostGrads.empty()) b.create<HostTaskOp>(ret.getLoc(), "grad_norm", hostGrads);
+    if (!hostGrads.empty()) b.create<HostTaskOp>(ret.getLoc(), HostTaskKind::GradNorm, hostGrads);
     ret->setOperands(hostResults);
     if (forward) return;
     if (failed(insertHostEmbeddingTasks(func, hostResults))) return signalPassFailure();

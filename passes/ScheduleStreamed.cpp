@@ -7,6 +7,7 @@
 
 #include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;
@@ -89,10 +90,6 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       }
     }
 
-    if (update != "deferred" && update != "on-arrival") {
-      func.emitError("mt-schedule-streamed: update must be deferred or on-arrival, not ") << update;
-      return signalPassFailure();
-    }
     // The loss and each gradient leave as soon as they are complete; each gradient's share of
     // the global norm is taken on the host right away (on arrival, by the update of its
     // parameter, in the same pass over the gradient).
@@ -108,23 +105,23 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       if (def) host->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
       hostResults.push_back(host);
       if (forward_only || i == 0 || !completes[i]) continue;  // a piece: the last one's tasks cover all
-      if (update == "deferred") {
-        auto norm = b.create<HostTaskOp>(ret.getLoc(), "grad_norm", ValueRange{host.getResult()});
+      if (update == UpdateKind::kDeferred) {
+        auto norm = b.create<HostTaskOp>(ret.getLoc(), HostTaskKind::GradNorm, ValueRange{host.getResult()});
         if (def) norm->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
       }
-      if (update == "on-arrival") {
+      if (update == UpdateKind::kOnArrival) {
         Value param = paramByName[gradientOf(func, i).str()];
         if (!param) {
           func.emitError("result ") << i << " is not the gradient of a parameter";
           return signalPassFailure();
         }
-        auto adamw = b.create<HostTaskOp>(ret.getLoc(), "adamw_on_arrival", ValueRange{param});
+        auto adamw = b.create<HostTaskOp>(ret.getLoc(), HostTaskKind::AdamwOnArrival, ValueRange{param});
         if (def) adamw->setAttr(kBlockAttr, def->getAttr(kBlockAttr));
       }
     }
     ret->setOperands(hostResults);
     if (failed(insertHostEmbeddingTasks(func, hostResults))) return signalPassFailure();
-    if (update == "deferred" && !forward_only) insertDeferredUpdates(func);
+    if (update == UpdateKind::kDeferred && !forward_only) insertDeferredUpdates(func);
     if (pinned_bytes) func->setAttr(kPinnedBytesAttr, b.getI64IntegerAttr(pinned_bytes));
   }
 };

@@ -14,6 +14,7 @@
 
 #include "llvm/ADT/SetVector.h"
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;

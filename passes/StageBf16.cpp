@@ -6,6 +6,7 @@
 // changes; the forward and backward then see bf16-rounded weights, while the master, the moments
 // and the gradients stay fp32.
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;

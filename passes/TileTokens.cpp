@@ -10,6 +10,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "mlir/IR/Builders.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;

@@ -34,7 +34,7 @@ struct Flags {
 
 std::string description() {
   std::string stages;
-  for (const char* stage : mt::kStages) stages += (stages.empty() ? "" : ", ") + std::string(stage);
+  for (const char* stage : mt::kStageNames) stages += (stages.empty() ? "" : ", ") + std::string(stage);
   return
       "mtc: compile a model into a MegaTrain training plan (+ initial weights as safetensors).\n\n"
       "Examples:\n"
@@ -93,8 +93,9 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
 // What is written besides the plan, and the kind of plan.
 void addOutputFlags(CLI::App& app, Flags& f) {
   mt::CompileOptions& o = f.o;
-  app.add_option("--emit", o.emit, "print the IR after this stage and stop")
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(mt::kStages), std::end(mt::kStages))));
+  std::map<std::string, std::optional<mt::Stage>> stages;
+  for (size_t i = 0; i < mt::kStageCount; ++i) stages[mt::kStageNames[i]] = static_cast<mt::Stage>(i);
+  mt::choiceOf(app, "--emit", o.emit, "print the IR after this stage and stop", stages);
   app.add_option("--weights", o.weights, "initial weights file (default: beside the plan)");
   app.add_flag("--no-weights", o.no_weights, "do not write initial weights");
   CLI::Option* forward_only = app.add_flag("--forward-only", o.forward_only,
@@ -171,8 +172,9 @@ void addPrecisionFlags(CLI::App& app, Flags& f) {
                  "(weights and activations bf16 on the device, products, attention and norms accumulating in f32; "
                  "norms' statistics, softmax, the loss and the weights' gradients f32; the host's master weights and "
                  "AdamW moments fp32 as always; the weights stream as bf16)",
-               std::map<std::string, mt::ComputePrecision>{{"fp32", mt::ComputePrecision::kFp32},
-                                                            {"bf16", mt::ComputePrecision::kBf16}})
+               std::map<std::string, mt::ComputePrecision>{
+                   {mt::precisionName(mt::ComputePrecision::kFp32), mt::ComputePrecision::kFp32},
+                   {mt::precisionName(mt::ComputePrecision::kBf16), mt::ComputePrecision::kBf16}})
       ->default_str("fp32");
   mt::choiceOf(app, "--offload-activations", o.offload,
                  "keep the activations the backward reads (block inputs) on the host in between, copied out "

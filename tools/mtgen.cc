@@ -23,7 +23,8 @@
 namespace {
 
 struct Options {
-  std::string plan_path, weights, tokenizer, prompt, prompt_file, end_of_text, backend = "auto";
+  std::string plan_path, weights, tokenizer, prompt, prompt_file, end_of_text;
+  mt::BackendChoice backend = mt::BackendChoice::kAuto;
   bool bytes = false, greedy = false, no_stop = false, print_ids = false;
   mt::GenerationOptions generation;
 };
@@ -201,7 +202,8 @@ int main(int argc, char** argv) {
   app.add_option("--eot", o.end_of_text, "stop at this token (default: the tokenizer's end-of-text)");
   app.add_flag("--no-stop", o.no_stop, "do not stop at the end-of-text token");
   app.add_flag("--ids", o.print_ids, "print the new token ids instead of text");
-  app.add_option("--backend", o.backend, "cpu, cuda or auto (the GPU when there is one)")->capture_default_str();
+  mt::choiceOf(app, "--backend", o.backend, "where to run: the GPU when there is one (auto)", mt::backendChoiceNames())
+      ->default_str("auto");
   if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
   if (const auto problem = checkFlags(o)) {
     std::fprintf(stderr, "mtgen: error: %s\n", problem->c_str());

@@ -36,8 +36,9 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("--grad-clip", c.grad_clip,
                  "global gradient-norm bound, 0 = off [default: 1, off for a plan that updates as "
                  "gradients land, which cannot clip]");
-  app.add_option("--backend", c.backend, "cpu, cuda or auto (cuda when a GPU runs every kernel of the plan)")
-      ->capture_default_str();
+  choiceOf(app, "--backend", c.backend, "where to run: cuda when a GPU runs every kernel of the plan (auto)",
+           backendChoiceNames())
+      ->default_str("auto");
   app.add_flag("--tf32", c.tf32,
                "cuda: matrix products on the tensor cores in TF32 (~7x faster on an H100, relative error ~1e-3) "
                "instead of exact fp32");

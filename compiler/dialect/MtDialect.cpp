@@ -1,6 +1,7 @@
 #include "compiler/dialect/MtDialect.h"
 
 #include "compiler/dialect/MtDialect.cpp.inc"
+#include "compiler/dialect/MtEnums.cpp.inc"
 #include "compiler/dialect/MtInterfaces.cpp.inc"
 
 namespace mt {

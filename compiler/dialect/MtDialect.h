@@ -8,6 +8,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "compiler/dialect/MtAttrNames.h"
+
 namespace mt {
 // Bytes of all operands and results of `op` (the default memory traffic of an op).
 int64_t defaultBytesAccessed(mlir::Operation* op);
@@ -20,6 +22,7 @@ mlir::RankedTensorType tokenTileType(mlir::RankedTensorType whole, int64_t tiles
 }  // namespace mt
 
 #include "compiler/dialect/MtDialect.h.inc"
+#include "compiler/dialect/MtEnums.h.inc"
 #include "compiler/dialect/MtInterfaces.h.inc"
 
 #define GET_OP_CLASSES

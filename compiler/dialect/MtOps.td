@@ -3,6 +3,7 @@
 
 include "MtDialect.td"
 include "MtInterfaces.td"
+include "mlir/IR/EnumAttr.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -866,6 +867,18 @@ def Mt_D2HOp : Mt_Op<"d2h", [AllTypesMatch<["input", "result"]>,
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+// What a host task does; the emitter maps it to the plan's HostTask.Kind (adamw_on_arrival to
+// NORM_AND_ADAMW_ON_ARRIVAL: it takes its gradient's norm share itself).
+def Mt_HostTaskKind : I32EnumAttr<"HostTaskKind", "what an mt.host_task does", [
+    I32EnumAttrCase<"GradNorm", 0, "grad_norm">,
+    I32EnumAttrCase<"Adamw", 1, "adamw">,
+    I32EnumAttrCase<"AdamwPrevious", 2, "adamw_previous">,
+    I32EnumAttrCase<"AdamwOnArrival", 3, "adamw_on_arrival">,
+    I32EnumAttrCase<"EmbeddingLookup", 4, "embedding_lookup">,
+    I32EnumAttrCase<"EmbeddingGrad", 5, "embedding_grad">]> {
+  let cppNamespace = "::mt";
+}
+
 def Mt_HostTaskOp : Mt_Op<"host_task"> {
   let summary = "optimizer and token-embedding work on the host";
   let description = [{
@@ -888,14 +901,14 @@ def Mt_HostTaskOp : Mt_Op<"host_task"> {
     %table is the parameter or one of its row pieces (the task reads the whole tensor).
 
     ```mlir
-    mt.host_task "embedding_lookup"(%x, %tokens, %wte) : tensor<8x256x384xf32>, tensor<8x256xi32>, tensor<256x384xf32>
-    mt.host_task "adamw_previous"(%w0) : tensor<384xf32>
-    mt.host_task "grad_norm"(%g0, %g1) : tensor<384xf32>, tensor<384x384xf32>
-    mt.host_task "adamw"(%w0, %w1) : tensor<384xf32>, tensor<384x384xf32>
-    mt.host_task "adamw_on_arrival"(%w1) : tensor<384x384xf32>
+    mt.host_task embedding_lookup(%x, %tokens, %wte) : tensor<8x256x384xf32>, tensor<8x256xi32>, tensor<256x384xf32>
+    mt.host_task adamw_previous(%w0) : tensor<384xf32>
+    mt.host_task grad_norm(%g0, %g1) : tensor<384xf32>, tensor<384x384xf32>
+    mt.host_task adamw(%w0, %w1) : tensor<384xf32>, tensor<384x384xf32>
+    mt.host_task adamw_on_arrival(%w1) : tensor<384x384xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$kind, Variadic<AnyRankedTensor>:$tensors);
+  let arguments = (ins Mt_HostTaskKind:$kind, Variadic<AnyRankedTensor>:$tensors);
   let assemblyFormat = "$kind `(` $tensors `)` attr-dict `:` type($tensors)";
   let hasVerifier = 1;
 }

@@ -9,6 +9,7 @@
 
 #include "compiler/dialect/MtDialect.h"
 #include "compiler/onnx/Importer.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
 using namespace mlir;

@@ -5,7 +5,8 @@
 #include <vector>
 
 #include "kernels/kernel_args.h"
-#include "runtime/backends/backend.h"
+#include "runtime/host/host_store.h"
+#include "runtime/host/step_options.h"
 
 namespace mt {
 

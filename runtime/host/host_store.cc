@@ -9,16 +9,11 @@
 #include "kernels/random/counter_rng.h"
 #include "runtime/io/error.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/plan/initializer.h"
 #include "runtime/plan/plan_queries.h"
 
 namespace mt {
 namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 // Parameters are initialised and loaded in tiles of this many elements, in parallel.
 constexpr int64_t kTile = 1 << 16;
@@ -32,28 +27,6 @@ std::string gib(int64_t bytes) {
 }
 
 }  // namespace
-
-void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uint64_t seed,
-                      const std::string& name, int64_t first) {
-  switch (init.kind()) {
-    case plan::Initializer::ZEROS: std::fill(data, data + n, 0.0f); return;
-    case plan::Initializer::ONES: std::fill(data, data + n, 1.0f); return;
-    case plan::Initializer::NORMAL: break;
-    case plan::Initializer::WEIGHTS: std::fill(data, data + n, 0.0f); return;  // loadParams fills it
-    default: throw Error("unknown initializer for " + name);
-  }
-  const uint64_t key = splitmix64(seed ^ fnv1a(name));
-  const double std_dev = init.std();
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    // Box-Muller on two uniforms in (0, 1] drawn from the counter (key, element).
-    const uint64_t element = uint64_t(first + i);
-    const double u1 = double((splitmix64(key + 2 * element) >> 11) + 1) * 0x1.0p-53;
-    const double u2 = double((splitmix64(key + 2 * element + 1) >> 11) + 1) * 0x1.0p-53;
-    data[i] = static_cast<float>(std_dev * std::sqrt(-2.0 * std::log(u1)) *
-                                 std::cos(6.283185307179586 * u2));
-  }
-}
 
 HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
   const int n = plan.host_tensors_size();

@@ -94,10 +94,4 @@ class HostStore {
   int64_t num_params_ = 0, total_bytes_ = 0;
 };
 
-// Fills `n` floats per the initializer. NORMAL uses a counter-based generator keyed by
-// (seed, name): the values do not depend on the order or the thread that makes them.
-// Fills elements [first, first + n) of the tensor; `data` points at element `first`.
-void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uint64_t seed,
-                      const std::string& name, int64_t first = 0);
-
 }  // namespace mt

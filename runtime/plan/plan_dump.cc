@@ -91,7 +91,7 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
                        m.vocab());
     out << fmt::format("  params {}  flops/step {:.3e}  predicted step {:.1f} ms on {}  precision {}\n",
                        m.num_params(), m.flops_per_step(), m.predicted_step_us() / 1e3, m.hardware(),
-                       m.precision().empty() ? "fp32" : m.precision());
+                       precisionName(planPrecision(plan)));
     out << fmt::format("  arena {}  buffers {}  host tensors {}  streams {}  events {}\n",
                        mib(plan.arena_bytes()), plan.buffers_size(), plan.host_tensors_size(),
                        plan.streams_size(), plan.num_events());

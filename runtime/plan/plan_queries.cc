@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <map>
 
+#include "runtime/io/error.h"
 #include "runtime/plan/op_table.h"
 
 namespace mt {
@@ -158,6 +160,30 @@ std::string cudaUnsupportedKernels(const plan::Plan& plan) {
   for (const auto& [op, calls] : missing)
     list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(calls) + (calls == 1 ? " call)" : " calls)");
   return "the CUDA backend has no kernel yet for " + list;
+}
+
+std::string planFingerprint(const plan::Plan& plan) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+    h = (h ^ 0xff) * 0x100000001b3ull;
+  };
+  mix(std::to_string(plan.model().batch()) + "x" + std::to_string(plan.model().seq()) + "v" +
+      std::to_string(plan.model().vocab()));
+  for (const auto& t : plan.host_tensors()) {
+    std::string shape;
+    for (auto d : t.shape()) shape += std::to_string(d) + ",";
+    mix(t.name() + "|" + shape + "|" + std::to_string(t.role()) + "|" + std::to_string(t.dtype()));
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+ComputePrecision planPrecision(const plan::Plan& plan) {
+  const std::optional<ComputePrecision> precision = parsePrecision(plan.model().precision());
+  if (!precision) throw Error("the plan's precision '" + plan.model().precision() + "' is neither fp32 nor bf16");
+  return *precision;
 }
 
 }  // namespace mt

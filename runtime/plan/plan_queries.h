@@ -8,6 +8,7 @@
 
 #include "kernels/kernel_args.h"
 #include "runtime/plan/plan_format.h"
+#include "runtime/plan/precision.h"
 
 namespace mt {
 
@@ -56,5 +57,16 @@ KernelArgs bindKernelCall(const plan::Plan& plan, const plan::KernelCall& call, 
 
 // The tensor view of a buffer / host tensor (shape and dtype, no data).
 Tensor bufferTensor(const plan::DeviceBuffer& buffer);
+
+// Metadata key, in checkpoints and in the initial weights mtc writes, of planFingerprint.
+inline constexpr char kPlanFingerprintKey[] = "plan_fingerprint";
+
+// A digest of what the plan trains (host tensors' names, shapes, roles, and the model's
+// batch/seq/vocab): a checkpoint only loads into a plan with the same fingerprint.
+std::string planFingerprint(const plan::Plan& plan);
+
+// What the plan's device computes in (ModelInfo.precision; plans before 1.7 wrote none: fp32).
+// Throws mt::Error for a name that is neither.
+ComputePrecision planPrecision(const plan::Plan& plan);
 
 }  // namespace mt

@@ -62,24 +62,6 @@ uint64_t parseNumber(const std::map<std::string, std::string>& meta, const std::
 
 }  // namespace
 
-std::string planFingerprint(const plan::Plan& plan) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&](const std::string& s) {
-    for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-    h = (h ^ 0xff) * 0x100000001b3ull;
-  };
-  mix(std::to_string(plan.model().batch()) + "x" + std::to_string(plan.model().seq()) + "v" +
-      std::to_string(plan.model().vocab()));
-  for (const auto& t : plan.host_tensors()) {
-    std::string shape;
-    for (auto d : t.shape()) shape += std::to_string(d) + ",";
-    mix(t.name() + "|" + shape + "|" + std::to_string(t.role()) + "|" + std::to_string(t.dtype()));
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
 CheckpointDir::CheckpointDir(const std::string& dir) : dir_(dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);

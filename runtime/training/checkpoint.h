@@ -14,6 +14,7 @@
 #include "runtime/host/host_store.h"
 #include "runtime/io/file_lock.h"
 #include "runtime/plan/plan_format.h"
+#include "runtime/plan/plan_queries.h"  // planFingerprint
 
 namespace mt {
 
@@ -27,13 +28,6 @@ struct CheckpointState {
   int64_t total_steps = 0;
   std::map<std::string, std::string> provenance;  // keys under kProvenancePrefix
 };
-
-// Metadata key, in checkpoints and in the initial weights mtc writes, of planFingerprint.
-inline constexpr char kPlanFingerprintKey[] = "plan_fingerprint";
-
-// A digest of what the plan trains (host tensors' names, shapes, roles, and the model's
-// batch/seq/vocab): a checkpoint only loads into a plan with the same fingerprint.
-std::string planFingerprint(const plan::Plan& plan);
 
 // A checkpoint directory held by one run from its start: created if missing (a bad path fails
 // before any training, not after it) and locked (flock on .mtrun.lock, released however the

@@ -27,50 +27,6 @@ constexpr int64_t kShardBytes = int64_t{5} << 30;
 
 }  // namespace
 
-std::string huggingFaceName(const std::string& name) {
-  static const std::pair<const char*, const char*> kLayerParts[] = {
-      {"attn_norm.weight", "input_layernorm.weight"}, {"mlp_norm.weight", "post_attention_layernorm.weight"},
-      {"attn.q.", "self_attn.q_proj."},             {"attn.k.", "self_attn.k_proj."},
-      {"attn.v.", "self_attn.v_proj."},             {"attn.o.", "self_attn.o_proj."},
-      {"mlp.gate.", "mlp.gate_proj."},              {"mlp.up.", "mlp.up_proj."},
-      {"mlp.down.", "mlp.down_proj."}};
-  if (name == "embed.weight") return "model.embed_tokens.weight";
-  if (name == "norm.weight") return "model.norm.weight";
-  if (name == "lm_head.weight") return "lm_head.weight";
-  if (name.rfind("layers.", 0) == 0) {
-    const size_t dot = name.find('.', 7);
-    if (dot == std::string::npos) return "";
-    const std::string layer = name.substr(0, dot + 1), part = name.substr(dot + 1);
-    for (const auto& [ours, theirs] : kLayerParts)
-      if (part.rfind(ours, 0) == 0) return "model." + layer + theirs + part.substr(std::strlen(ours));
-  }
-  return "";
-}
-
-HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body) {
-  if (std::string llama = huggingFaceName(param); !llama.empty()) return {llama};
-  if (param == "wte.weight" || param == "wpe.weight" || param.rfind("ln_f.", 0) == 0) return {gpt2_body + param};
-  if (param.rfind("blocks.", 0) != 0) return {};
-  const size_t dot = param.find('.', 7);
-  if (dot == std::string::npos) return {};
-  const std::string layer = gpt2_body + "h." + param.substr(7, dot - 7) + ".", part = param.substr(dot + 1);
-  const size_t last = part.rfind('.');
-  if (last == std::string::npos) return {};
-  const std::string module = part.substr(0, last), kind = part.substr(last);  // kind: ".weight" / ".bias"
-  const bool matrix = kind == ".weight";
-  if (kind != ".weight" && kind != ".bias") return {};
-  if (module == "ln1") return {layer + "ln_1" + kind};
-  if (module == "ln2") return {layer + "ln_2" + kind};
-  static const std::pair<const char*, const char*> kConv1D[] = {
-      {"attn.proj", "attn.c_proj"}, {"mlp.fc", "mlp.c_fc"}, {"mlp.proj", "mlp.c_proj"}};
-  for (const auto& [ours, theirs] : kConv1D)
-    if (module == ours) return {layer + theirs + kind, matrix};
-  static const char* kQkv[] = {"attn.q", "attn.k", "attn.v"};
-  for (int64_t i = 0; i < 3; ++i)
-    if (module == kQkv[i]) return {layer + "attn.c_attn" + kind, matrix, i, 3};
-  return {};
-}
-
 void checkHuggingFaceExport(const plan::Plan& plan) {
   if (plan.model().hf_config().empty())
     throw Error("--export-hf: the plan's model has no Hugging Face form (the llama and gpt2 families have one, "

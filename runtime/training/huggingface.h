@@ -8,26 +8,10 @@
 #include <string>
 
 #include "runtime/host/host_store.h"
+#include "runtime/plan/huggingface_names.h"
 #include "runtime/plan/plan_format.h"
 
 namespace mt {
-
-// The llama family's parameter `name` as Hugging Face checkpoints spell it ("layers.3.attn.q.weight"
-// -> "model.layers.3.self_attn.q_proj.weight"), or "" if it has none.
-std::string huggingFaceName(const std::string& name);
-
-// Where a parameter of either family lives in a Hugging Face checkpoint: the tensor (GPT-2's
-// body under `gpt2_body`: "transformer." as transformers saves GPT2LMHeadModel, "" in the
-// original checkpoints), whether it is stored transposed (GPT-2's Conv1D: [in, out]), and which
-// part of how many along the tensor's output axis (GPT-2's c_attn holds q, k and v side by
-// side). `name` is empty where the parameter has no place. One table for mtc's import and
-// mtrun's export.
-struct HuggingFacePlace {
-  std::string name;
-  bool transposed = false;
-  int64_t part = 0, parts = 1;
-};
-HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body = "transformer.");
 
 // What the exported weights are stored as: the fp32 master, or its bf16 rounding (to nearest even).
 enum class ExportDtype { kF32, kBf16 };

@@ -12,14 +12,13 @@
 
 namespace mt {
 
-BackendKind chooseBackend(const std::string& name, bool tf32, const plan::Plan& plan) {
-  if (name != "cpu" && name != "cuda" && name != "auto")
-    throw Error("unknown backend '" + name + "': choose cpu, cuda or auto");
+BackendKind chooseBackend(BackendChoice choice, bool tf32, const plan::Plan& plan) {
   BackendKind kind = BackendKind::kCpu;
-  if (name != "cpu") {
+  if (choice != BackendChoice::kCpu) {
     const GpuInfo gpu = probeGpu();
-    if (name == "cuda" && !gpu.available) throw Error("--backend cuda: " + gpu.description + "; use --backend cpu");
-    const std::string missing = gpu.available && name == "auto" ? cudaUnsupportedKernels(plan) : "";
+    if (choice == BackendChoice::kCuda && !gpu.available)
+      throw Error("--backend cuda: " + gpu.description + "; use --backend cpu");
+    const std::string missing = gpu.available && choice == BackendChoice::kAuto ? cudaUnsupportedKernels(plan) : "";
     if (!missing.empty())
       std::printf("note: running on the CPU although there is a GPU (%s): %s\n", gpu.description.c_str(),
                   missing.c_str());
@@ -27,7 +26,7 @@ BackendKind chooseBackend(const std::string& name, bool tf32, const plan::Plan& 
   }
   // Explicitly on the CPU, --tf32 contradicts the run; chosen by "auto" it is a note, so that
   // one config file serves machines with and without a GPU.
-  if (kind == BackendKind::kCpu && tf32 && name == "cpu")
+  if (kind == BackendKind::kCpu && tf32 && choice == BackendChoice::kCpu)
     throw Error("--tf32 sets the CUDA backend's matrix precision, but this run is on the CPU (exact fp32): drop "
                 "--tf32");
   if (kind == BackendKind::kCpu && tf32)

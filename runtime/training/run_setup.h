@@ -7,16 +7,17 @@
 #include "runtime/backends/backend.h"
 #include "runtime/host/host_store.h"
 #include "runtime/plan/plan_format.h"
+#include "runtime/training/backend_choice.h"
 
 namespace mt {
 
 enum class BackendKind { kCpu, kCuda };
 
-// `name` cpu, cuda or auto: "auto" takes the GPU when there is one and the CUDA backend has every
-// kernel of the plan, and says why when it does not; "cuda" refuses rather than fall back.
-// `tf32` on a run that lands on the CPU: an error when asked for "cpu", a note under "auto" (one
+// Where a run asking for `choice` lands: auto takes the GPU when there is one and the CUDA backend
+// has every kernel of the plan, and says why when it does not; cuda refuses rather than fall back.
+// `tf32` on a run that lands on the CPU: an error when asked for cpu, a note under auto (one
 // config file serves machines with and without a GPU).
-BackendKind chooseBackend(const std::string& name, bool tf32, const plan::Plan& plan);
+BackendKind chooseBackend(BackendChoice choice, bool tf32, const plan::Plan& plan);
 std::unique_ptr<Backend> createBackend(BackendKind kind, bool tf32, const plan::Plan& plan, HostStore& store);
 
 // Whether the plan's parameters come from an imported model's weights (no initializer of their own).

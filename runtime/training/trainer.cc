@@ -250,7 +250,7 @@ void Trainer::printHeader() const {
   std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | %s | backend %s (%s)\n",
               model_.name().c_str(), static_cast<long long>(store_.numParams()),
               static_cast<long long>(model_.batch()), static_cast<long long>(model_.seq()),
-              model_.precision() == "bf16" ? "bf16 plan (fp32 master weights and moments)" : "fp32",
+              planPrecision(plan_) == ComputePrecision::kBf16 ? "bf16 plan (fp32 master weights and moments)" : "fp32",
               backend_->name().c_str(), blasDescription().c_str());
   const std::string held_out =
       val_data_ ? fmt::format(", validation {} tokens ({})", val_data_->size(), config_.val_data_path)

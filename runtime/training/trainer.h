@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/training/backend_choice.h"
+
 #include "runtime/training/huggingface.h"
 
 namespace mt {
@@ -18,7 +20,7 @@ struct TrainConfig {
   std::string grads_path;      // gradients of the first step (safetensors); "" = none
   std::string log_path;        // JSONL, one object per step; "" = none
   std::string trace_path;      // measured timeline of the last step (Chrome trace JSON); "" = none
-  std::string backend = "auto";
+  BackendChoice backend = BackendChoice::kAuto;
   bool tf32 = false;           // CUDA: matrix products in TF32 instead of exact fp32
   int64_t steps = 100;         // optimizer steps
   int64_t accumulate = 1;      // micro-batches (plan steps) per optimizer step

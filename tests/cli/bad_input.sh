@@ -231,7 +231,7 @@ expect_error "give one of them" "$bin/mtrun" good.plan --data corpus.tok --steps
 expect_error "make one with mttok" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --val-data missing.tok
 expect_error "draws 1048578 sequences per step" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --accumulate 524289
 expect_error "cannot write" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --export no/such/dir/w.safetensors
-expect_error "unknown backend" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend tpu
+expect_error_exit 2 "'tpu' is not one of auto|cpu|cuda" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend tpu
 # --backend cuda never falls back to the CPU: without a GPU it refuses and says why.
 if [ ! -e /dev/nvidia0 ]; then
   expect_error "use --backend cpu" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend cuda

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
 #include "models/BuiltinModels.h"
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 #include "runtime/plan/verifier.h"
 
@@ -37,7 +38,7 @@ class EmitterTest : public ::testing::Test {
 TEST_F(EmitterTest, BuiltinModelPlanVerifiesWithStreamsAndEvents) {
   ModelConfig config = findModelPreset("llama-tiny")->config;
   auto module = buildModel(context_, config, 2, 8);
-  ASSERT_EQ(runStages(*module, {}).failed, "");
+  ASSERT_FALSE(runStages(*module, {}).failed);
   plan::Plan plan;
   ASSERT_TRUE(mlir::succeeded(emit(*module, plan)));
   verifyPlan(plan);
@@ -98,8 +99,8 @@ TEST_F(EmitterTest, IdenticalBlocksShareTemplatesThatExpandToTheFlatProgram) {
     SCOPED_TRACE(scheduleName(schedule));
     auto flat_module = buildModel(context_, config, 2, 8);
     auto templated_module = buildModel(context_, config, 2, 8);
-    ASSERT_EQ(runStages(*flat_module, {"", 0, schedule}).failed, "");
-    ASSERT_EQ(runStages(*templated_module, {"", 0, schedule}).failed, "");
+    ASSERT_FALSE(runStages(*flat_module, {std::nullopt, 0, schedule}).failed);
+    ASSERT_FALSE(runStages(*templated_module, {std::nullopt, 0, schedule}).failed);
     plan::Plan flat, templated;
     ASSERT_TRUE(mlir::succeeded(emit(*flat_module, flat, false)));
     ASSERT_TRUE(mlir::succeeded(emit(*templated_module, templated, true)));
@@ -117,7 +118,7 @@ TEST_F(EmitterTest, IdenticalBlocksShareTemplatesThatExpandToTheFlatProgram) {
 
 TEST_F(EmitterTest, RefusesAModuleWithoutAMemoryPlan) {
   auto module = buildModel(context_, findModelPreset("gpt2-tiny")->config, 2, 8);
-  ASSERT_EQ(runStages(*module, {"schedule"}).failed, "");
+  ASSERT_FALSE(runStages(*module, {Stage::kSchedule}).failed);
   plan::Plan plan;
   std::string message;
   mlir::ScopedDiagnosticHandler capture(&context_, [&](mlir::Diagnostic& d) {

@@ -30,7 +30,7 @@ struct Loaded {
       : plan(mt::readPlan(path)), store((mt::verifyPlan(plan), plan)) {
     store.initialize(plan.init_seed());
     store.loadParams(mt::SafetensorsFile(weights));
-    kind = mt::chooseBackend("auto", false, plan);
+    kind = mt::chooseBackend(mt::BackendChoice::kAuto, false, plan);
     backend = mt::createBackend(kind, false, plan, store);
     generator = std::make_unique<mt::Generator>(plan, store, *backend);
   }

@@ -191,8 +191,8 @@ Result runTest(const fs::path& dir) {
     context.printOpOnDiagnostic(false);
     ImportedModel signature;
     auto module = importModel(context, (dir / "model.onnx").string(), options, &signature);
-    const StageResult stages = runStages(*module, {"", 0, Schedule::kResident});
-    if (!stages.failed.empty()) return {Outcome::Fail, "stage " + stages.failed + " failed"};
+    const StageResult stages = runStages(*module, {std::nullopt, 0, Schedule::kResident});
+    if (stages.failed) return {Outcome::Fail, std::string("stage ") + stageName(*stages.failed) + " failed"};
     EmitOptions emit;
     emit.model_name = dir.filename().string();
     plan::Plan plan;

@@ -33,7 +33,7 @@ inline Attempt attemptImport(const std::string& path, bool training) {
   } catch (const onnximport::ImportError&) {
     return Attempt::kRefused;
   }
-  if (!runStages(*module, {"", 0, Schedule::kResident}).failed.empty()) return Attempt::kImported;  // a pass refused it
+  if (runStages(*module, {std::nullopt, 0, Schedule::kResident}).failed) return Attempt::kImported;  // a pass refused it
   plan::Plan plan;
   PlanStats stats;
   EmitOptions emit;

@@ -7,13 +7,13 @@
 // scatter over all of it.
 
 // CHECK-LABEL: func.func @tied
-// CHECK: mt.host_task "embedding_lookup"(%arg4, %arg0, %arg1) {mt.block = 1 : i64}
+// CHECK: mt.host_task embedding_lookup(%arg4, %arg0, %arg1) {mt.block = 1 : i64}
 // CHECK-NEXT: mt.h2d %arg4 {mt.block = 1 : i64
 // CHECK: %[[D1:.*]] = mt.d2h %{{.*}} {mt.block = 2 : i64, mt.landing_offset = 48 : i64} : tensor<3x4xf32>
 // CHECK: %[[D0:.*]] = mt.d2h %{{.*}} {mt.block = 1 : i64, mt.landing_offset = 0 : i64} : tensor<3x4xf32>
 // CHECK: %[[ROWS:.*]] = mt.d2h %{{.*}} {mt.block = 1 : i64} : tensor<1x2x4xf32>
-// CHECK-NEXT: mt.host_task "embedding_grad"(%arg1, %arg0, %[[ROWS]]) {mt.accumulate, mt.block = 1 : i64, mt.landing_offset = 0 : i64}
-// CHECK-NEXT: mt.host_task "adamw_on_arrival"(%arg2) {mt.block = 1 : i64}
+// CHECK-NEXT: mt.host_task embedding_grad(%arg1, %arg0, %[[ROWS]]) {mt.accumulate, mt.block = 1 : i64, mt.landing_offset = 0 : i64}
+// CHECK-NEXT: mt.host_task adamw_on_arrival(%arg2) {mt.block = 1 : i64}
 // CHECK-NEXT: return %{{.*}}, %[[D0]], %[[D1]], %[[ROWS]]
 func.func @tied(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<3x4xf32> {mt.param = {init = "normal", name = "e", rows = array<i64: 0, 6>, std = 1.000000e+00 : f32}}, %arg2: tensor<3x4xf32> {mt.param = {init = "normal", name = "e", rows = array<i64: 3, 6>, std = 1.000000e+00 : f32}}, %arg3: tensor<1x2xi32> {mt.input = "targets"}, %arg4: tensor<1x2x4xf32> {mt.embedded_tokens = "e"}) -> (tensor<f32> {mt.loss}, tensor<3x4xf32> {mt.grad = "e", mt.grad_row = 0 : i64}, tensor<3x4xf32> {mt.grad = "e", mt.grad_row = 3 : i64}, tensor<1x2x4xf32> {mt.grad_tokens = "e"}) attributes {mt.block_templates = array<i64>, mt.vocab_split = ["e"]} {
   %0 = mt.fill {mt.block = 1 : i64, value = 0xFF800000 : f32} : tensor<1x2x2xf32>

@@ -31,8 +31,8 @@ func.func @step(%arg0: tensor<2x3xi32> {mt.input = "tokens"}, %arg1: tensor<5x4x
   %9 = mt.embedding_grad %0, %8 {vocab = 5 : i64} : tensor<2x3xi32>, tensor<2x3x4xf32>
   %10 = mt.d2h %loss : tensor<f32>
   %11 = mt.d2h %9 : tensor<5x4xf32>
-  mt.host_task "grad_norm"(%11) : tensor<5x4xf32>
-  mt.host_task "adamw"(%arg1) : tensor<5x4xf32>
+  mt.host_task grad_norm(%11) : tensor<5x4xf32>
+  mt.host_task adamw(%arg1) : tensor<5x4xf32>
   return %10, %11 : tensor<f32>, tensor<5x4xf32>
 }
 
@@ -118,13 +118,13 @@ func.func @landing(%a: tensor<4x4xf32> {mt.param = {name = "a", init = "zeros"}}
     -> (tensor<4x4xf32> {mt.grad = "a"}, tensor<4x4xf32> {mt.grad = "b"}, tensor<4x4xf32> {mt.grad = "c"}) {
   %da = mt.fill {mt.block = 0 : i64, value = 1.0 : f32} : tensor<4x4xf32>
   %ga = mt.d2h %da {mt.block = 0 : i64} : tensor<4x4xf32>
-  mt.host_task "adamw_on_arrival"(%a) {mt.block = 0 : i64} : tensor<4x4xf32>
+  mt.host_task adamw_on_arrival(%a) {mt.block = 0 : i64} : tensor<4x4xf32>
   %db = mt.fill {mt.block = 0 : i64, value = 2.0 : f32} : tensor<4x4xf32>
   %gb = mt.d2h %db {mt.block = 0 : i64} : tensor<4x4xf32>
-  mt.host_task "adamw_on_arrival"(%b) {mt.block = 0 : i64} : tensor<4x4xf32>
+  mt.host_task adamw_on_arrival(%b) {mt.block = 0 : i64} : tensor<4x4xf32>
   %dc = mt.fill {mt.block = -1 : i64, value = 3.0 : f32} : tensor<4x4xf32>
   %gc = mt.d2h %dc {mt.block = -1 : i64} : tensor<4x4xf32>
-  mt.host_task "adamw_on_arrival"(%c) {mt.block = -1 : i64} : tensor<4x4xf32>
+  mt.host_task adamw_on_arrival(%c) {mt.block = -1 : i64} : tensor<4x4xf32>
   return %ga, %gb, %gc : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
 }
 
@@ -150,4 +150,14 @@ func.func @forward(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
   %y = mt.matmul %x, %d2 : tensor<2x3x4xf32>, tensor<4x4xf32>
   %h = mt.d2h %y : tensor<2x3x4xf32>
   return %h : tensor<2x3x4xf32>
+}
+
+// -----
+
+// A host task's kind is one of the enum's (mt.host_task's HostTaskKind): another is refused
+// when the IR is read, naming the kinds there are.
+func.func @unknown_task(%a: tensor<4xf32> {mt.param = {name = "a", init = "zeros"}}) {
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [grad_norm, adamw, adamw_previous, adamw_on_arrival, embedding_lookup, embedding_grad]}}
+  mt.host_task adam(%a) : tensor<4xf32>
+  return
 }

@@ -7,9 +7,9 @@
 
 // CHECK-LABEL: func.func @step
 // CHECK-NEXT: %[[TOKENS:.*]] = mt.h2d %arg1 : tensor<2x3xi32>
-// CHECK-NEXT: mt.host_task "adamw_previous"(%arg2) : tensor<5x4xf32>
+// CHECK-NEXT: mt.host_task adamw_previous(%arg2) : tensor<5x4xf32>
 // CHECK-NEXT: %[[W:.*]] = mt.h2d %arg2 : tensor<5x4xf32>
-// CHECK-NEXT: mt.host_task "adamw_previous"(%arg0) : tensor<4xf32>
+// CHECK-NEXT: mt.host_task adamw_previous(%arg0) : tensor<4xf32>
 // CHECK-NEXT: %[[B:.*]] = mt.h2d %arg0 : tensor<4xf32>
 // CHECK-NEXT: mt.embedding %[[TOKENS]], %[[W]]
 // CHECK: mt.binary %{{.*}}, %[[B]] {fn = "add"}
@@ -17,7 +17,7 @@
 // CHECK: %[[LOSS_HOST:.*]] = mt.d2h %loss : tensor<f32>
 // CHECK-NEXT: %[[DW_HOST:.*]] = mt.d2h %[[DW]] : tensor<5x4xf32>
 // CHECK-NEXT: %[[DB_HOST:.*]] = mt.d2h %{{.*}} : tensor<4xf32>
-// CHECK-NEXT: mt.host_task "grad_norm"(%[[DW_HOST]], %[[DB_HOST]]) : tensor<5x4xf32>, tensor<4xf32>
+// CHECK-NEXT: mt.host_task grad_norm(%[[DW_HOST]], %[[DB_HOST]]) : tensor<5x4xf32>, tensor<4xf32>
 // CHECK-NOT: adamw
 // CHECK: return %[[LOSS_HOST]], %[[DW_HOST]], %[[DB_HOST]]
 func.func @step(%b: tensor<4xf32> {mt.param = {name = "b", init = "zeros"}},

@@ -7,9 +7,9 @@
 
 // CHECK-LABEL: func.func @f
 // CHECK: %[[TOKENS:.*]] = mt.h2d %arg0
-// CHECK-NEXT: mt.host_task "adamw_previous"(%arg1)
+// CHECK-NEXT: mt.host_task adamw_previous(%arg1)
 // CHECK-NEXT: %[[E:.*]] = mt.h2d %arg1
-// CHECK-NEXT: mt.host_task "adamw_previous"(%arg2)
+// CHECK-NEXT: mt.host_task adamw_previous(%arg2)
 // CHECK-NEXT: %[[W_FWD:.*]] = mt.h2d %arg2
 // CHECK-NOT: adamw
 // CHECK: mt.embedding %[[TOKENS]], %[[E]]
@@ -21,10 +21,10 @@
 // CHECK: mt.matmul %{{.*}}, %[[W_BWD]] {mt.backward, mt.block = 0 : i64}
 // CHECK: %[[DW:.*]] = mt.matmul {{.*}}transpose_a = true
 // CHECK-NEXT: %[[DW_HOST:.*]] = mt.d2h %[[DW]]
-// CHECK-NEXT: mt.host_task "grad_norm"(%[[DW_HOST]])
+// CHECK-NEXT: mt.host_task grad_norm(%[[DW_HOST]])
 // CHECK: %[[DE:.*]] = mt.embedding_grad
 // CHECK-NEXT: %[[DE_HOST:.*]] = mt.d2h %[[DE]]
-// CHECK-NEXT: mt.host_task "grad_norm"(%[[DE_HOST]])
+// CHECK-NEXT: mt.host_task grad_norm(%[[DE_HOST]])
 // CHECK-NEXT: return %[[LOSS]], %[[DE_HOST]], %[[DW_HOST]]
 func.func @f(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<3x4xf32> {mt.param = {init = "normal", name = "e", std = 1.000000e+00 : f32}}, %arg2: tensor<4x4xf32> {mt.param = {init = "normal", name = "w", std = 1.000000e+00 : f32}}, %arg3: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}, tensor<3x4xf32> {mt.grad = "e"}, tensor<4x4xf32> {mt.grad = "w"}) attributes {mt.block_templates = array<i64: 0>} {
   %0 = mt.embedding %arg0, %arg1 {mt.block = -1 : i64} : tensor<1x2xi32>, tensor<3x4xf32>

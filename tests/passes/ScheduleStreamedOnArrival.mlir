@@ -7,9 +7,9 @@
 // CHECK-NOT: adamw_previous
 // CHECK-NOT: grad_norm
 // CHECK: mt.d2h %{{.*}} {mt.block = 0 : i64} : tensor<4x4xf32>
-// CHECK-NEXT: mt.host_task "adamw_on_arrival"(%arg2) {mt.block = 0 : i64}
+// CHECK-NEXT: mt.host_task adamw_on_arrival(%arg2) {mt.block = 0 : i64}
 // CHECK: mt.d2h %{{.*}} {mt.block = -1 : i64} : tensor<3x4xf32>
-// CHECK-NEXT: mt.host_task "adamw_on_arrival"(%arg1) {mt.block = -1 : i64}
+// CHECK-NEXT: mt.host_task adamw_on_arrival(%arg1) {mt.block = -1 : i64}
 // CHECK-NEXT: return
 func.func @f(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<3x4xf32> {mt.param = {init = "normal", name = "e", std = 1.000000e+00 : f32}}, %arg2: tensor<4x4xf32> {mt.param = {init = "normal", name = "w", std = 1.000000e+00 : f32}}, %arg3: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}, tensor<3x4xf32> {mt.grad = "e"}, tensor<4x4xf32> {mt.grad = "w"}) attributes {mt.block_templates = array<i64: 0>} {
   %0 = mt.embedding %arg0, %arg1 {mt.block = -1 : i64} : tensor<1x2xi32>, tensor<3x4xf32>

@@ -8,9 +8,9 @@
 // CHECK-SAME: %arg4: tensor<3x4xbf16> {mt.staging = {init = "normal", name = "e", std = 1.000000e+00 : f32}}
 // CHECK-SAME: %arg5: tensor<4x4xbf16> {mt.staging = {init = "normal", name = "w", std = 1.000000e+00 : f32}}
 // CHECK-NEXT: mt.h2d %arg0 {mt.block = -1 : i64} : tensor<1x2xi32>
-// CHECK-NEXT: mt.host_task "adamw_previous"(%arg1)
+// CHECK-NEXT: mt.host_task adamw_previous(%arg1)
 // CHECK-NEXT: %[[E:.*]] = mt.h2d %arg4 {mt.block = -1 : i64} : tensor<3x4xbf16>
-// CHECK-NEXT: mt.host_task "adamw_previous"(%arg2)
+// CHECK-NEXT: mt.host_task adamw_previous(%arg2)
 // CHECK-NEXT: %[[W:.*]] = mt.h2d %arg5 {mt.block = -1 : i64} : tensor<4x4xbf16>
 // CHECK-NEXT: mt.h2d %arg3 {mt.block = -1 : i64} : tensor<1x2xi32>
 // CHECK-NEXT: %[[EF:.*]] = mt.widen %[[E]] {mt.block = -1 : i64} : tensor<3x4xbf16> -> tensor<3x4xf32>

@@ -1,0 +1,80 @@
+// What mtc is asked to do: the options of one compile and the modes in them, each an enum
+// parsed once at the edge (tools/mtc.cc) and read as such by the driver (Pipeline.h), the stages
+// (Stages.h), the batch search, the summary and the emitter.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <regex>
+#include <string>
+
+#include "models/ModelConfig.h"
+#include "passes/PassEnums.h"
+#include "runtime/plan/precision.h"
+
+namespace mt {
+
+// What the weights cross the link as (mtc --stream-dtype): the fp32 master, or its bf16 copy
+// (mt-stage-bf16; the master then held split, no host bytes added). A bf16 plan streams bf16.
+enum class StreamDtype { kF32, kBf16 };
+// The schedules the compiler can emit, from the most device memory to the least (mtc
+// --schedule; unset: the first that fits the budget).
+enum class Schedule { kResident, kStreamed, kStreamedRecompute };
+// Kept activations on the host between the forward and the backward (mtc --offload-activations):
+// when nothing else fits the budget, always (streamed schedules), never.
+enum class Offload { kAuto, kOn, kOff };
+// Where the tokens are looked up in their embedding table (mtc --embedding): on the host when
+// the vocabulary is split and the table is the tied LM head's, on the device, on the host.
+enum class EmbeddingPlace { kAuto, kDevice, kHost };
+
+// The stages of the pipeline, in order; --emit can stop after any of them.
+enum class Stage {
+  kInput, kFuse, kAttachLoss, kTileTokens, kAutodiff, kPartition,
+  kHostEmbedding, kSplitVocab, kRecompute, kSchedule, kMemory
+};
+inline constexpr size_t kStageCount = static_cast<size_t>(Stage::kMemory) + 1;
+// Their names on the command line (--emit) and in messages, indexed by the enum.
+inline constexpr const char* kStageNames[kStageCount] = {
+    "input", "fuse", "attach-loss", "tile-tokens", "autodiff", "partition",
+    "host-embedding", "split-vocab", "recompute", "schedule", "memory"};
+inline const char* stageName(Stage stage) { return kStageNames[static_cast<size_t>(stage)]; }
+
+// The schedule's name on the command line and in the summary.
+const char* scheduleName(Schedule schedule);
+
+struct CompileOptions {
+  std::string model;            // a preset name or a .mlir file
+  ModelConfig overrides;        // non-zero fields replace the preset's
+  std::optional<bool> tied;     // replaces the preset's tying when set
+  int64_t batch = 8;             // 0: the largest that fits device_mem (built-in models)
+  int64_t seq = 0;              // 0: the model's context length (presets)
+  std::optional<Stage> emit;    // print the IR after this stage instead of writing a plan
+  std::string output;           // plan path
+  std::string weights;          // initial weights path; "" = beside the plan
+  bool no_weights = false;
+  uint64_t seed = 1;
+  int64_t device_mem = 0;       // bytes; 0 = no budget
+  int64_t host_mem = 0;         // bytes of host memory the training machine has; 0 = unchecked
+  std::string hardware = "cpu";
+  std::optional<Schedule> schedule;  // unset: the first that fits the budget
+  std::optional<UpdateKind> update;  // unset: by host_mem
+  int64_t vocab_chunks = 0;       // the LM head in this many vocabulary chunks; 0: only if the budget needs it
+  int64_t token_tiles = 0;        // each layer block's token-wise work in this many tiles; 0: only if the budget needs it
+  Offload offload = Offload::kAuto;
+  EmbeddingPlace embedding = EmbeddingPlace::kAuto;
+  StreamDtype stream_dtype = StreamDtype::kF32;
+  ComputePrecision precision = ComputePrecision::kFp32;
+  // A forward-only plan (tokens in, logits out; no loss, gradients or optimizer) for sampling
+  // (mtgen) and evaluation: built-in models and Hugging Face folders return their logits as the
+  // output "logits"; an ONNX model is imported as an evaluation (its graph outputs).
+  bool forward_only = false;
+  // With forward_only: a decode step over a key/value cache of `seq` positions (built-in models
+  // and Hugging Face folders; models/BuiltinModels.h, ModelForm::kDecodeStep) for mtgen.
+  bool kv_cache = false;
+  // ONNX: initializers matching `frozen` stay constants; with `trainable`, only matching ones train.
+  std::optional<std::regex> frozen, trainable;
+};
+
+// Parses "80GiB", "512MiB", "1.5TiB", "1000000" (bytes); returns -1 if malformed.
+int64_t parseByteSize(const std::string& text);
+
+}  // namespace mt

@@ -1,0 +1,39 @@
+// The names of the mt dialect's discardable attributes: what the passes write on functions,
+// arguments, results and ops, and the emitter reads. One place, beside the dialect.
+#pragma once
+
+namespace mt {
+
+// Attribute names shared by the passes and the emitter.
+inline constexpr char kParamAttr[] = "mt.param";         // arg: {name, init, std, decay, origin};
+                                                         // init "weights": from the weights file
+inline constexpr char kInputAttr[] = "mt.input";         // arg: "tokens" | "targets" | a named input
+inline constexpr char kConstAttr[] = "mt.const";         // arg: its value (DenseElementsAttr)
+inline constexpr char kOutputAttr[] = "mt.output";       // result of a forward-only function: its name
+inline constexpr char kLossAttr[] = "mt.loss";           // result: the loss
+inline constexpr char kGradAttr[] = "mt.grad";           // result: gradient of the named param
+inline constexpr char kParamRowsKey[] = "rows";          // in mt.param of a piece: [first row, all rows]
+inline constexpr char kGradRowAttr[] = "mt.grad_row";    // result: first row of a piece's gradient
+// mt-host-embedding: the token lookup of a table parameter runs on the host.
+inline constexpr char kEmbeddedTokensAttr[] = "mt.embedded_tokens";  // arg: the step's tokens' rows of the named table
+inline constexpr char kGradTokensAttr[] = "mt.grad_tokens";  // result: per-token rows of the named table's gradient
+inline constexpr char kAccumulateAttr[] = "mt.accumulate";   // "embedding_grad" task: add to what landed before
+inline constexpr char kStagingAttr[] = "mt.staging";  // arg: the bf16 staging copy of the parameter (its mt.param)
+inline constexpr char kOffsetsAttr[] = "mt.offsets";     // op: arena offset of each result
+inline constexpr char kArenaBytesAttr[] = "mt.arena_bytes";  // func: arena size
+inline constexpr char kArenaMinBytesAttr[] = "mt.arena_min_bytes";  // func: smallest arena that works
+inline constexpr char kLandingOffsetAttr[] = "mt.landing_offset";  // d2h: offset in the gradient landing buffer
+inline constexpr char kLandingBytesAttr[] = "mt.landing_bytes";    // func: gradient landing buffer size
+inline constexpr char kActivationBytesAttr[] = "mt.activation_bytes";  // func: bytes of activations offloaded per step (both ways)
+inline constexpr char kVocabSplitAttr[] = "mt.vocab_split";    // func: the parameters split by vocabulary rows
+inline constexpr char kPinnedBytesAttr[] = "mt.pinned_bytes";      // func: shared weights kept on the device
+inline constexpr char kModelAttr[] = "mt.model";         // func: model name
+inline constexpr char kPrecisionAttr[] = "mt.precision"; // func: "bf16" once mt-mixed-precision ran
+inline constexpr char kBlockAttr[] = "mt.block";         // op: layer block index
+inline constexpr char kTemplatesAttr[] = "mt.block_templates";  // func: block -> template block
+inline constexpr char kBackwardAttr[] = "mt.backward";   // op: made by autodiff
+inline constexpr char kRecomputeAttr[] = "mt.recompute"; // op: a forward op cloned for backward
+inline constexpr char kTileAttr[] = "mt.tile";           // op: its token tile (mt-tile-tokens), from its location
+inline constexpr char kTokenTilesAttr[] = "mt.token_tiles";  // func: the token tiles per layer block
+
+}  // namespace mt

@@ -1,0 +1,12 @@
+// Modes the passes take as options, parsed once where the driver reads its flags (compiler/
+// CompileOptions.h) and passed to the passes as these enums, never as strings.
+#pragma once
+
+namespace mt {
+
+// When AdamW runs (mtc --update; mt-schedule-streamed's `update`): one step late, overlapped with
+// the next forward (exact global-norm clipping; 16 host bytes per parameter), or as each
+// gradient lands (no clipping, ~12 bytes; streamed schedules only).
+enum class UpdateKind { kDeferred, kOnArrival };
+
+}  // namespace mt
