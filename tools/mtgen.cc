@@ -1,6 +1,7 @@
 // mtgen: sample text from a model through a forward-only plan (mtc --forward-only [--kv-cache]).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "runtime/backends/cpu_libraries.h"
 #include "runtime/io/error.h"
+#include "runtime/generation/end_tokens.h"
 #include "runtime/generation/generator.h"
 #include "runtime/data/hf_tokenizer.h"
 #include "runtime/io/mapped_file.h"
@@ -42,15 +44,24 @@ class Text {
             reinterpret_cast<const unsigned char*>(text.data()) + text.size()};
   }
   std::string bytesOf(uint32_t id) const { return tokenizer_ ? tokenizer_->bytesOf(id) : std::string(1, char(id)); }
-  // The token that ends a text: --eot's, else the tokenizer's end-of-text (none for bytes).
-  std::optional<uint32_t> stopToken(const Options& o) const {
-    if (o.no_stop) return std::nullopt;
+  // The tokens that end a text: --eot's; else the model's own (eos_token_id of its folder's
+  // generation_config.json or of its config.json) and the tokenizer's end-of-text; none for bytes.
+  std::vector<uint32_t> stopTokens(const Options& o, const mt::plan::Plan& plan) const {
+    if (o.no_stop || !tokenizer_) return {};
     if (!o.end_of_text.empty()) {
-      const auto id = tokenizer_ ? tokenizer_->tokenId(o.end_of_text) : std::nullopt;
+      const auto id = tokenizer_->tokenId(o.end_of_text);
       if (!id) throw mt::Error("--eot " + o.end_of_text + " is not a token of the tokenizer");
-      return id;
+      return {*id};
     }
-    return tokenizer_ ? tokenizer_->endOfText() : std::nullopt;
+    struct stat st {};
+    const bool folder = stat(o.tokenizer.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    return mt::modelEndTokens(plan, folder ? o.tokenizer : "", tokenizer_->endOfText(), vocab());
+  }
+  // "<|im_end|> (151645), <|endoftext|> (151643)"
+  std::string describe(const std::vector<uint32_t>& ids) const {
+    std::string text;
+    for (uint32_t id : ids) text += fmt::format("{}{} ({})", text.empty() ? "" : ", ", tokenizer_->bytesOf(id), id);
+    return text;
   }
 
  private:
@@ -123,7 +134,7 @@ int generate(Options& o) {
     throw mt::Error("the tokenizer's vocabulary (" + std::to_string(text.vocab()) + ") is larger than the model's (" +
                     std::to_string(generator.vocab()) + "): it is not this model's tokenizer");
   if (o.greedy) o.generation.sampling.temperature = 0;
-  o.generation.stop_token = text.stopToken(o);
+  o.generation.stop_tokens = text.stopTokens(o, plan);
   const std::string prompt = o.prompt_file.empty() ? o.prompt : mt::readWholeFile(o.prompt_file, "prompt file", "");
   const std::vector<uint32_t> prompt_ids = text.encode(prompt);
   std::fprintf(stderr, "mtgen: %s | %lld sample%s, %s %lld tokens | weights %s | backend %s | %s\n",
@@ -134,6 +145,8 @@ int generate(Options& o) {
                    : fmt::format("temperature {}, top-k {}, top-p {}, seed {}", o.generation.sampling.temperature,
                                  o.generation.sampling.top_k, o.generation.sampling.top_p, o.generation.sampling.seed)
                          .c_str());
+  if (!o.generation.stop_tokens.empty())
+    std::fprintf(stderr, "mtgen: stops at %s\n", text.describe(o.generation.stop_tokens).c_str());
   // One sample streams as it is drawn; several are printed one after another at the end.
   Printer printer;
   const bool stream = generator.rows() == 1 && !o.print_ids;
@@ -199,8 +212,10 @@ int main(int argc, char** argv) {
   app.add_option("--top-p", s.top_p, "then among the fewest whose probability reaches p")->capture_default_str();
   app.add_flag("--greedy", o.greedy, "always the most likely token (as --temperature 0)");
   app.add_option("--seed", s.seed, "the draws' seed: the same seed, the same text")->capture_default_str();
-  app.add_option("--eot", o.end_of_text, "stop at this token (default: the tokenizer's end-of-text)");
-  app.add_flag("--no-stop", o.no_stop, "do not stop at the end-of-text token");
+  app.add_option("--eot", o.end_of_text,
+                 "stop at this token only (default: the model's end tokens, eos_token_id of the --tokenizer "
+                 "folder's generation_config.json or of the model's config.json, and the tokenizer's end-of-text)");
+  app.add_flag("--no-stop", o.no_stop, "do not stop at an end token");
   app.add_flag("--ids", o.print_ids, "print the new token ids instead of text");
   mt::choiceOf(app, "--backend", o.backend, "where to run: the GPU when there is one (auto)", mt::backendChoiceNames())
       ->default_str("auto");

@@ -152,7 +152,7 @@ std::vector<std::vector<uint32_t>> Generator::generate(const std::vector<uint32_
       readLogits(r, last[r], row_logits.data());
       // Each (row, step) its own draw, so rows differ and a run is reproducible.
       const uint32_t id = sampleToken(row_logits.data(), vocab_, options.sampling, (uint64_t(r) << 32) | uint64_t(step));
-      if (options.stop_token && id == *options.stop_token) {
+      if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), id) != options.stop_tokens.end()) {
         done[r] = true;
         continue;
       }

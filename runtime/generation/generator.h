@@ -26,7 +26,7 @@ namespace mt {
 struct GenerationOptions {
   SamplingOptions sampling;
   int64_t max_tokens = 100;             // new tokens per row
-  std::optional<uint32_t> stop_token;   // a row ends when it draws this (end-of-text); kept out of its text
+  std::vector<uint32_t> stop_tokens;    // a row ends when it draws one (the model's end tokens); kept out of its text
 };
 
 class Generator {

@@ -4,7 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "runtime/io/error.h"
+#include "runtime/generation/end_tokens.h"
 #include "runtime/generation/generator.h"
+#include "tests/runtime/expect_error.h"
+#include "tests/runtime/scratch_path.h"
+
+#include <filesystem>
+#include <fstream>
 
 namespace mt {
 namespace {
@@ -70,11 +76,16 @@ TEST(Generator, SlidesTheWindowAndStopsEachRowAtTheStopToken) {
 
   // Stop token 6: row 0 stops after 3, 4, 5; row 1 right after 4; the loop ends when both have.
   backend.windows.clear();
-  options.stop_token = 6;
+  options.stop_tokens = {6};
   added = generator.generate({1, 2}, options);
   EXPECT_EQ(added[0], (std::vector<uint32_t>{3, 4, 5}));
   EXPECT_EQ(added[1], (std::vector<uint32_t>{4}));
   EXPECT_EQ(backend.windows.size(), 4u);
+  // Any of several end tokens ends a row (a chat model's turn end beside its end-of-text).
+  options.stop_tokens = {7, 4};
+  added = generator.generate({1, 2}, options);
+  EXPECT_EQ(added[0], (std::vector<uint32_t>{3}));
+  EXPECT_EQ(added[1], (std::vector<uint32_t>{}));
 
   EXPECT_THROW(generator.generate({}, options), Error);
   EXPECT_THROW(generator.generate({9}, options), Error);  // past the vocabulary
@@ -90,6 +101,28 @@ TEST(Generator, RefusesATrainingPlan) {
   HostStore store(plan);
   NextTokenBackend backend(store);
   EXPECT_THROW(Generator(plan, store, backend), Error);
+}
+
+// Issue 32: mtgen stopped at <|endoftext|>, not at the turn end a chat model was trained to
+// emit. The model's end tokens are eos_token_id of its folder's generation_config.json (as
+// transformers' generate() reads it), else of its config.json, with the tokenizer's end-of-text.
+TEST(EndTokens, AreTheModelsOwnAsGenerateReadsThem) {
+  plan::Plan plan = forwardOnlyPlan();
+  plan.mutable_model()->set_hf_config(R"({"eos_token_id": [5, 7]})");
+  EXPECT_EQ(modelEndTokens(plan, "", std::nullopt, kVocab), (std::vector<uint32_t>{5, 7}));
+  EXPECT_EQ(modelEndTokens(plan, "", 7u, kVocab), (std::vector<uint32_t>{5, 7}));
+  EXPECT_EQ(modelEndTokens(plan, "", 2u, kVocab), (std::vector<uint32_t>{5, 7, 2}));
+  const std::string dir = test::scratchPath("model");
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(modelEndTokens(plan, dir, 2u, kVocab), (std::vector<uint32_t>{5, 7, 2}));  // no generation_config.json
+  std::ofstream(dir + "/generation_config.json") << R"({"bos_token_id": 1, "eos_token_id": 6})";
+  EXPECT_EQ(modelEndTokens(plan, dir, 2u, kVocab), (std::vector<uint32_t>{6, 2}));
+  plan.mutable_model()->clear_hf_config();
+  std::ofstream(dir + "/generation_config.json") << R"({"eos_token_id": null})";
+  EXPECT_EQ(modelEndTokens(plan, dir, 2u, kVocab), (std::vector<uint32_t>{2}));  // a built-in model: its tokenizer's
+  std::ofstream(dir + "/generation_config.json") << R"({"eos_token_id": [3, 99]})";
+  test::expectError([&] { modelEndTokens(plan, dir, 2u, kVocab); },
+                    "generation_config.json: eos_token_id holds 99, not a token id below the vocabulary's 8");
 }
 
 }  // namespace
