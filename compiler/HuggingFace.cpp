@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -82,6 +83,12 @@ class ConfigReader {
       throw error("'" + key + "' is " + jsonBrief(config_[key]) + ": " + why);
   }
   void take(const std::string& key) { taken_.insert(key); }
+  // The value of `key` as it is (taken), for a setting read whole; null when absent.
+  const json& value(const std::string& key) {
+    static const json null_value;
+    taken_.insert(key);
+    return has(key) ? config_[key] : null_value;
+  }
 
   // Every key taken or inert, else an error naming the rest.
   void finish() const {
@@ -115,9 +122,10 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t
   c.rope_theta = r.number("rope_theta", 10000.0);
   c.tied = r.boolean("tie_word_embeddings", false);
   c.qkv_bias = architecture == "Qwen2ForCausalLM";
-  if (r.has("head_dim") && r.integer("head_dim") * c.heads != c.width)
-    throw r.error("'head_dim' is not hidden_size / num_attention_heads: projections of another width are not "
-                  "supported");
+  c.qk_norm = architecture == "Qwen3ForCausalLM";
+  // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
+  // heads x head_dim wide, not hidden_size.
+  if (r.has("head_dim") && r.integer("head_dim") * c.heads != c.width) c.head_dim = r.integer("head_dim");
   r.take("head_dim");
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
@@ -127,12 +135,17 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t
   r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
   r.require("pretraining_tp", 1, "tensor-parallel slicing of the projections is not supported");
   sliding_window = 0;
-  if (architecture == "Qwen2ForCausalLM") {
+  if (architecture == "Qwen2ForCausalLM" || architecture == "Qwen3ForCausalLM") {
     // Qwen2 names a window it uses only with use_sliding_window.
     if (r.boolean("use_sliding_window", false))
       throw r.error("'use_sliding_window' is true: sliding-window attention is not supported");
     r.take("sliding_window");
     r.take("max_window_layers");
+    // Newer transformers list each layer's attention: all full without a sliding window.
+    if (const json& types = r.value("layer_types"); !types.is_null()) {
+      if (!types.is_array() || !std::all_of(types.begin(), types.end(), [](const json& t) { return t == "full_attention"; }))
+        throw r.error("'layer_types' names layers other than full_attention: sliding-window attention is not supported");
+    }
   } else if (architecture == "MistralForCausalLM") {
     sliding_window = r.has("sliding_window") ? r.integer("sliding_window") : 0;
     r.take("sliding_window");
@@ -271,16 +284,17 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
       !config["architectures"][0].is_string())
     throw r.error("'architectures' does not name one architecture");
   model.architecture = config["architectures"][0].get<std::string>();
-  static const std::set<std::string> kSupported = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM",
-                                                   "GPT2LMHeadModel"};
+  static const std::set<std::string> kSupported = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                                                   "MistralForCausalLM", "GPT2LMHeadModel"};
   if (!kSupported.count(model.architecture))
     throw r.error("architecture " + model.architecture +
-                  " is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
-                  "GPT2LMHeadModel)");
+                  " is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                  "MistralForCausalLM, GPT2LMHeadModel)");
   // model_type says the same family as the architecture (transformers picks the config class by
   // it, the model class by the architecture: a folder where they disagree loads as neither says).
   static const std::map<std::string, std::string> kModelType = {{"LlamaForCausalLM", "llama"},
                                                                 {"Qwen2ForCausalLM", "qwen2"},
+                                                                {"Qwen3ForCausalLM", "qwen3"},
                                                                 {"MistralForCausalLM", "mistral"},
                                                                 {"GPT2LMHeadModel", "gpt2"}};
   if (config.contains("model_type") &&
@@ -315,6 +329,8 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
                    "attn.o.weight", "mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"};
     if (c.qkv_bias)
       for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) layer_parts.push_back(part);
+    if (c.qk_norm)
+      for (const char* part : {"attn.q_norm.weight", "attn.k_norm.weight"}) layer_parts.push_back(part);
   }
   if (!c.tied) place("lm_head.weight");
   for (int64_t l = 0; l < c.layers; ++l)
@@ -342,9 +358,10 @@ std::string huggingFaceConfig(const ModelConfig& c) {
     return config.dump(2) + "\n";
   }
   if (c.family != ModelFamily::kLlama) return "";
+  const char* architecture = c.qk_norm ? "Qwen3ForCausalLM" : c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
   nlohmann::ordered_json config = {
-      {"architectures", {c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
-      {"model_type", c.qkv_bias ? "qwen2" : "llama"},
+      {"architectures", {architecture}},
+      {"model_type", c.qk_norm ? "qwen3" : c.qkv_bias ? "qwen2" : "llama"},
       {"hidden_size", c.width},
       {"intermediate_size", c.ffn},
       {"num_hidden_layers", c.layers},
@@ -356,8 +373,9 @@ std::string huggingFaceConfig(const ModelConfig& c) {
       {"rope_theta", c.rope_theta},
       {"tie_word_embeddings", c.tied},
       {"hidden_act", "silu"}};
-  if (c.qkv_bias) config["use_sliding_window"] = false;
-  else config["attention_bias"] = false;
+  if (c.head_dim) config["head_dim"] = c.head_dim;
+  if (c.qkv_bias || c.qk_norm) config["use_sliding_window"] = false;
+  if (!c.qkv_bias) config["attention_bias"] = false;
   return config.dump(2) + "\n";
 }
 

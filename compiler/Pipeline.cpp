@@ -151,8 +151,9 @@ bool importOnnx(MLIRContext& context, const CompileOptions& o, LoadedModel& m) {
 
 // The model's shape in the summary: "llama, 2 layers, width 64, ...".
 std::string describeShape(const std::string& origin, const ModelConfig& c) {
-  return fmt::format("{}, {} layers, width {}, {} heads / {} kv, ffn {}, vocab {}{}{}", origin, c.layers, c.width,
-                     c.heads, c.kv_heads, c.ffn, c.vocab, c.tied ? ", tied" : "", c.qkv_bias ? ", q/k/v biases" : "");
+  return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}", origin, c.layers, c.width,
+                     c.heads, c.kv_heads, c.head_dim ? fmt::format(" of width {}", c.head_dim) : "", c.ffn, c.vocab,
+                     c.tied ? ", tied" : "", c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k norms" : "");
 }
 
 // A built-in model or a Hugging Face folder from its config: the shape checked, the update

@@ -25,8 +25,9 @@ int64_t ModelConfig::numParams() const {
                 + 2 * width * ffn + ffn + width;             // mlp
     extra = vocab * width + context * width + 2 * width;     // wte, wpe, ln_f
   } else {
-    per_layer = 2 * width + 2 * width * width + 2 * width * kv_width + 3 * width * ffn +
-                (qkv_bias ? width + 2 * kv_width : 0);
+    const int64_t q_width = heads * headDim();
+    per_layer = 2 * width + 2 * width * q_width + 2 * width * kv_width + 3 * width * ffn +  // norms; q, o; k, v; mlp
+                (qkv_bias ? q_width + 2 * kv_width : 0) + (qk_norm ? 2 * headDim() : 0);
     extra = vocab * width + width;
   }
   return layers * per_layer + extra + (tied ? 0 : vocab * width);
@@ -56,6 +57,16 @@ const std::vector<ModelPreset>& modelPresets() {
       {"qwen2.5-14b", {ModelFamily::kLlama, 48, 5120, 40, 8, 13824, 152064, 131072, false, 1e-5, 1e6, true}, "Qwen2.5 14B shape"},
       {"qwen2.5-32b", {ModelFamily::kLlama, 64, 5120, 40, 8, 27648, 152064, 131072, false, 1e-5, 1e6, true}, "Qwen2.5 32B shape"},
       {"qwen2.5-72b", {ModelFamily::kLlama, 80, 8192, 64, 8, 29568, 152064, 131072, false, 1e-5, 1e6, true}, "Qwen2.5 72B shape"},
+      // Qwen3 (Qwen3ForCausalLM): Llama with heads of 128 whatever the width, RMSNorm of each head
+      // of q and k before the rotary embedding, no biases, 151,936 tokens.
+      {"qwen3-tiny", {ModelFamily::kLlama, 2, 64, 4, 2, 176, 256, 64, false, 1e-6, 1e6, false, 32, true},
+       "test-sized Qwen3: heads of 32 in width 64, q/k norms, GQA 4:2"},
+      {"qwen3-0.6b", {ModelFamily::kLlama, 28, 1024, 16, 8, 3072, 151936, 40960, true, 1e-6, 1e6, false, 128, true}, "Qwen3 0.6B shape"},
+      {"qwen3-1.7b", {ModelFamily::kLlama, 28, 2048, 16, 8, 6144, 151936, 40960, true, 1e-6, 1e6, false, 128, true}, "Qwen3 1.7B shape"},
+      {"qwen3-4b", {ModelFamily::kLlama, 36, 2560, 32, 8, 9728, 151936, 40960, true, 1e-6, 1e6, false, 128, true}, "Qwen3 4B shape"},
+      {"qwen3-8b", {ModelFamily::kLlama, 36, 4096, 32, 8, 12288, 151936, 40960, false, 1e-6, 1e6, false, 128, true}, "Qwen3 8B shape"},
+      {"qwen3-14b", {ModelFamily::kLlama, 40, 5120, 40, 8, 17408, 151936, 40960, false, 1e-6, 1e6, false, 128, true}, "Qwen3 14B shape"},
+      {"qwen3-32b", {ModelFamily::kLlama, 64, 5120, 64, 8, 25600, 151936, 40960, false, 1e-6, 1e6, false, 128, true}, "Qwen3 32B shape"},
   };
   return presets;
 }
@@ -78,8 +89,11 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
            " and " + std::to_string(c.ffn);
   if (c.context > kMaxContext)
     return "context " + std::to_string(c.context) + " is more than " + std::to_string(kMaxContext) + " tokens";
-  if (c.width % c.heads != 0)
+  if (c.head_dim < 0 || c.head_dim > kMaxWidth) return "head_dim must be between 0 (width / heads) and " + std::to_string(kMaxWidth);
+  if (c.head_dim == 0 && c.width % c.heads != 0)
     return "width " + std::to_string(c.width) + " is not divisible by " + std::to_string(c.heads) + " heads";
+  if (c.family == ModelFamily::kGpt2 && (c.head_dim || c.qk_norm))
+    return "gpt2's heads are width / heads wide, without q/k norms (head_dim and qk_norm are llama options)";
   if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0)
     return "heads " + std::to_string(c.heads) + " must be a multiple of kv_heads " + std::to_string(c.kv_heads);
   if (c.family == ModelFamily::kGpt2 && c.kv_heads != c.heads) return "gpt2 has no grouped-query heads (kv_heads = heads)";
@@ -199,6 +213,21 @@ class ModelBuilder {
         .getResult();
   }
 
+  // RMSNorm of each head of `x` (batch, seq, heads x head width) over its head width, one weight
+  // shared by the heads (Qwen3's q_norm and k_norm): the heads as rows of a view, normalized, and
+  // the view back (reshapes: no copy).
+  Value headNorm(Value x, const std::string& name) {
+    auto type = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> split(type.getShape());
+    split.back() /= c_.headDim();
+    split.push_back(c_.headDim());
+    Value heads = b_.create<ReshapeOp>(loc_, RankedTensorType::get(split, type.getElementType()), x);
+    Value normed = b_.create<RmsNormOp>(loc_, heads, param(name + ".weight", {c_.headDim()}, "ones"),
+                                        b_.getF32FloatAttr(static_cast<float>(c_.norm_eps)))
+                       .getResult();
+    return b_.create<ReshapeOp>(loc_, type, normed);
+  }
+
   Value gpt2() {
     const double std = 0.02, residual_std = 0.02 / std::sqrt(2.0 * c_.layers);
     enter("embed");
@@ -229,7 +258,7 @@ class ModelBuilder {
 
   Value llama() {
     const double std = 0.02, residual_std = 0.02 / std::sqrt(2.0 * c_.layers);
-    const int64_t kv_width = c_.kv_heads * c_.headDim();
+    const int64_t kv_width = c_.kv_heads * c_.headDim(), q_width = c_.heads * c_.headDim();
     const FloatAttr theta = b_.getF32FloatAttr(static_cast<float>(c_.rope_theta));
     const IntegerAttr head_dim = b_.getI64IntegerAttr(c_.headDim());
     enter("embed");
@@ -239,14 +268,15 @@ class ModelBuilder {
       const std::string p = "layers." + std::to_string(l) + ".";
       enter("layers." + std::to_string(l));
       Value h = rmsNorm(x, p + "attn_norm");
-      Value q = linear(h, p + "attn.q", c_.width, c_.width, c_.qkv_bias, std);
+      Value q = linear(h, p + "attn.q", q_width, c_.width, c_.qkv_bias, std);
       Value k = linear(h, p + "attn.k", kv_width, c_.width, c_.qkv_bias, std);
       Value v = linear(h, p + "attn.v", kv_width, c_.width, c_.qkv_bias, std);
+      if (c_.qk_norm) q = headNorm(q, p + "attn.q_norm"), k = headNorm(k, p + "attn.k_norm");
       Value a = attention(l, q, k, v, [&](Value x) -> Value {
         if (decode_) return b_.create<RopeAtOp>(loc_, x, positions_, head_dim, theta);
         return b_.create<RopeOp>(loc_, x, head_dim, theta, b_.getBoolAttr(false));
       });
-      x = b_.create<AddOp>(loc_, x, linear(a, p + "attn.o", c_.width, c_.width, false, residual_std));
+      x = b_.create<AddOp>(loc_, x, linear(a, p + "attn.o", c_.width, q_width, false, residual_std));
       h = rmsNorm(x, p + "mlp_norm");
       Value gate = linear(h, p + "mlp.gate", c_.ffn, c_.width, false, std);
       Value up = linear(h, p + "mlp.up", c_.ffn, c_.width, false, std);

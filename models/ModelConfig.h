@@ -1,4 +1,5 @@
-// Built-in model families (GPT-2, Llama; Qwen2 is Llama with q/k/v biases) described by a small
+// Built-in model families (GPT-2, Llama; Qwen2 is Llama with q/k/v biases, Qwen3 Llama with a
+// head width of its own and q/k norms) described by a small
 // config. Plain C++ (no MLIR):
 // the tools read configs and presets without the compiler's headers.
 #pragma once
@@ -28,8 +29,10 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
   bool qkv_bias = false;   // llama: biases on the q, k and v projections (Qwen2's shape)
+  int64_t head_dim = 0;    // llama: each head's width where it is not width / heads (Qwen3: 128); 0: width / heads
+  bool qk_norm = false;    // llama: RMSNorm of each head of q and of k before the rotary embedding (Qwen3)
 
-  int64_t headDim() const { return width / heads; }
+  int64_t headDim() const { return head_dim ? head_dim : width / heads; }
   // Parameters of the model (exact).
   int64_t numParams() const;
 };

@@ -11,7 +11,8 @@ std::string huggingFaceName(const std::string& name) {
       {"attn.q.", "self_attn.q_proj."},             {"attn.k.", "self_attn.k_proj."},
       {"attn.v.", "self_attn.v_proj."},             {"attn.o.", "self_attn.o_proj."},
       {"mlp.gate.", "mlp.gate_proj."},              {"mlp.up.", "mlp.up_proj."},
-      {"mlp.down.", "mlp.down_proj."}};
+      {"mlp.down.", "mlp.down_proj."},
+      {"attn.q_norm.", "self_attn.q_norm."},        {"attn.k_norm.", "self_attn.k_norm."}};
   if (name == "embed.weight") return "model.embed_tokens.weight";
   if (name == "norm.weight") return "model.norm.weight";
   if (name == "lm_head.weight") return "lm_head.weight";

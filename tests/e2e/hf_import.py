@@ -45,6 +45,15 @@ MODELS = {
                     rope_theta=1000000.0, tie_word_embeddings=True, hidden_act="silu", use_sliding_window=False,
                     sliding_window=4096, max_window_layers=28, model_type="qwen2", torch_dtype="float16")),
 }
+# Qwen3: heads of their own width (32, not 64 / 4), q and k RMS-normalized per head before RoPE.
+MODELS["qwen3-bf16"] = dict(
+    architecture="Qwen3ForCausalLM", dtype=torch.bfloat16, shards=1,
+    config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=32, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=1000000.0, tie_word_embeddings=False, hidden_act="silu", attention_bias=False,
+                attention_dropout=0.0, use_sliding_window=False, sliding_window=None, max_window_layers=2,
+                layer_types=["full_attention", "full_attention"], rope_scaling=None, model_type="qwen3",
+                torch_dtype="bfloat16", bos_token_id=1, eos_token_id=2))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
     config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_ctx=64, vocab_size=256, n_inner=None,
@@ -114,21 +123,25 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
     away from 0, so a tensor put in the wrong place shows."""
     g = torch.Generator().manual_seed(seed)
     C, FF, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
-    KVW = cfg["num_key_value_heads"] * C // cfg["num_attention_heads"]
+    D = cfg.get("head_dim") or C // cfg["num_attention_heads"]
+    QW, KVW = cfg["num_attention_heads"] * D, cfg["num_key_value_heads"] * D
     w = {"model.embed_tokens.weight": torch.randn(V, C, generator=g) * 0.1,
          "model.norm.weight": 1 + 0.1 * torch.randn(C, generator=g)}
     if not cfg["tie_word_embeddings"]:
         w["lm_head.weight"] = torch.randn(V, C, generator=g) * 0.05
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
-        shapes = {"self_attn.q_proj": (C, C), "self_attn.k_proj": (KVW, C), "self_attn.v_proj": (KVW, C),
-                  "self_attn.o_proj": (C, C), "mlp.gate_proj": (FF, C), "mlp.up_proj": (FF, C),
+        shapes = {"self_attn.q_proj": (QW, C), "self_attn.k_proj": (KVW, C), "self_attn.v_proj": (KVW, C),
+                  "self_attn.o_proj": (C, QW), "mlp.gate_proj": (FF, C), "mlp.up_proj": (FF, C),
                   "mlp.down_proj": (C, FF)}
         for name, shape in shapes.items():
             w[p + name + ".weight"] = torch.randn(*shape, generator=g) / math.sqrt(shape[1])
         if qkv_bias:
             for name in ("q_proj", "k_proj", "v_proj"):
                 w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
+        if cfg.get("model_type") == "qwen3":
+            for name in ("q_norm", "k_norm"):
+                w[p + f"self_attn.{name}.weight"] = 1 + 0.1 * torch.randn(D, generator=g)
         w[p + "input_layernorm.weight"] = 1 + 0.1 * torch.randn(C, generator=g)
         w[p + "post_attention_layernorm.weight"] = 1 + 0.1 * torch.randn(C, generator=g)
     return {k: v.to(dtype) for k, v in w.items()}
@@ -169,9 +182,10 @@ def write_folder(folder, spec, weights, config_extra=None):
 
 
 def hf_logits(p, cfg, tokens):
-    """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM compute them (eager attention)."""
+    """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM compute them (eager
+    attention; Qwen3's q_norm and k_norm on each head before the rotary embedding)."""
     H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
-    D, eps, L = C // H, cfg["rms_norm_eps"], cfg["num_hidden_layers"]
+    D, eps, L = cfg.get("head_dim") or C // H, cfg["rms_norm_eps"], cfg["num_hidden_layers"]
     B, T = tokens.shape
     inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
     freqs = torch.outer(torch.arange(T).float(), inv_freq)
@@ -192,14 +206,17 @@ def hf_logits(p, cfg, tokens):
     for l in range(L):
         pre = f"model.layers.{l}."
         h = rms_norm(x, p[pre + "input_layernorm.weight"])
-        q = linear(h, pre + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
-        k = linear(h, pre + "self_attn.k_proj").view(B, T, KV, D).transpose(1, 2)
+        q = linear(h, pre + "self_attn.q_proj").view(B, T, H, D)
+        k = linear(h, pre + "self_attn.k_proj").view(B, T, KV, D)
+        if pre + "self_attn.q_norm.weight" in p:
+            q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = linear(h, pre + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
         v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
         scores = q @ k.transpose(2, 3) / math.sqrt(D) + mask
-        o = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+        o = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, H * D)
         x = x + linear(o, pre + "self_attn.o_proj")
         h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
         x = x + linear(F.silu(linear(h, pre + "mlp.gate_proj")) * linear(h, pre + "mlp.up_proj"), pre + "mlp.down_proj")
@@ -300,7 +317,8 @@ def hf_name_of(ours):
     for a, b in (("attn_norm.weight", "input_layernorm.weight"), ("mlp_norm.weight", "post_attention_layernorm.weight"),
                  ("attn.q.", "self_attn.q_proj."), ("attn.k.", "self_attn.k_proj."), ("attn.v.", "self_attn.v_proj."),
                  ("attn.o.", "self_attn.o_proj."), ("mlp.gate.", "mlp.gate_proj."), ("mlp.up.", "mlp.up_proj."),
-                 ("mlp.down.", "mlp.down_proj.")):
+                 ("mlp.down.", "mlp.down_proj."), ("attn.q_norm.", "self_attn.q_norm."),
+                 ("attn.k_norm.", "self_attn.k_norm.")):
         if rest.startswith(a):
             return f"model.layers.{layer}." + b + rest[len(a):]
     raise KeyError(ours)

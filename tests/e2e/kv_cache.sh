@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The key/value cache (mtc --kv-cache) gives the logits of recomputing the whole prefix: for
-# GPT-2 (learned positions), Llama (rotary, grouped heads) and Qwen2 (q/k/v biases), fp32 and a
+# GPT-2 (learned positions), Llama (rotary, grouped heads), Qwen2 (q/k/v biases) and Qwen3 (heads
+# of their own width, q/k norms), fp32 and a
 # batch of rows with different texts, every position's logits of the decode plan against the
 # window plan's (kv_cache_check); streamed and bf16 decode plans too. Flags that cannot make a decode step are
 # refused.
@@ -9,7 +10,7 @@ set -euo pipefail
 bin=$1 check=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 failed=0
-for model in gpt2-tiny llama-tiny qwen-tiny; do
+for model in gpt2-tiny llama-tiny qwen-tiny qwen3-tiny; do
   echo "== $model"
   "$bin/mtc" "$model" --forward-only --batch 3 --seq 40 -o "$model.window.plan" > /dev/null
   "$bin/mtc" "$model" --forward-only --kv-cache --batch 3 --seq 40 --no-weights -o "$model.decode.plan" \

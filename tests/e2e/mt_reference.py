@@ -256,15 +256,21 @@ def forward(p, cfg, tokens):
         x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], eps)
         head = p["wte.weight"] if cfg["tied"] else p["lm_head.weight"]
     else:
-        D, theta = C // H, cfg.get("rope_theta", 10000.0)
+        D, theta = cfg.get("head_dim", C // H), cfg.get("rope_theta", 10000.0)
+
+        def head_norm(x, name):  # Qwen3's q_norm / k_norm: RMSNorm of each head over its width
+            if name not in p:
+                return x
+            B_, T_, W = x.shape
+            return rms_norm(x.view(B_, T_, W // D, D), p[name], eps).view(B_, T_, W)
         x = p["embed.weight"][tokens]
         for l in range(L):
             b = f"layers.{l}."
             # q/k/v carry biases in a Qwen2-shaped model (qkv_bias); no other projection does.
             lin = lambda h, n: h @ p[b + n + ".weight"].t() + (p[b + n + ".bias"] if b + n + ".bias" in p else 0)
             h = rms_norm(x, p[b + "attn_norm.weight"], eps)
-            q = rope(lin(h, "attn.q"), D, theta)
-            k = rope(lin(h, "attn.k"), D, theta)
+            q = rope(head_norm(lin(h, "attn.q"), b + "attn.q_norm.weight"), D, theta)
+            k = rope(head_norm(lin(h, "attn.k"), b + "attn.k_norm.weight"), D, theta)
             x = x + lin(attention(q, k, lin(h, "attn.v"), H, KV), "attn.o")
             h = rms_norm(x, p[b + "mlp_norm.weight"], eps)
             x = x + lin(F.silu(lin(h, "mlp.gate")) * lin(h, "mlp.up"), "mlp.down")

@@ -31,6 +31,9 @@ PRESETS = {  # must match models/BuiltinModels.cpp
     "llama-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False),
     "qwen-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-6,
                       rope_theta=1e6, ill_conditioned=("attn.k.bias",)),
+    # Qwen3: heads of 32 in width 64 (not 64 / 4), each head of q and k RMS-normalized before RoPE.
+    "qwen3-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-6,
+                       rope_theta=1e6, head_dim=32),
 }
 ILL_CONDITIONED_WEIGHT_TOL = 1e-3
 
