@@ -185,13 +185,13 @@ std::string batchOneMinimums(MLIRContext& context, const ModelConfig& config, in
   std::vector<std::string> parts;
   const auto [least_device, its_host] = smallest(o.offload == Offload::kOff ? Offload::kOff : Offload::kAuto);
   if (least_device > 0 && its_host > 0)
-    parts.push_back(fmt::format("at least {} of device memory (with {} of host memory)", summaryBytes(least_device),
-                                summaryBytes(its_host)));
+    parts.push_back(fmt::format("at least {} of device memory (with {} of host memory)", formatBytes(least_device),
+                                formatBytes(its_host)));
   if (o.offload != Offload::kOn) {
     const auto [its_device, least_host] = smallest(Offload::kOff);
     if (least_host > 0 && least_host != its_host)
       parts.push_back(fmt::format("at least {} of host memory with nothing offloaded (then {} of device memory)",
-                                  summaryBytes(least_host), summaryBytes(its_device)));
+                                  formatBytes(least_host), formatBytes(its_device)));
   }
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : ", or ") + part;

@@ -42,8 +42,9 @@ bool isHuggingFaceFolder(const std::string& path);
 // Reads the folder's config and weight index; throws mt::Error naming what it cannot take.
 HuggingFaceModel readHuggingFaceFolder(const std::string& dir);
 
-// A config.json transformers reads for a built-in model (LlamaForCausalLM, or Qwen2ForCausalLM
-// when it has q/k/v biases; GPT2LMHeadModel for the gpt2 family); "" for another family.
+// A config.json transformers reads for a built-in model (LlamaForCausalLM; Qwen2ForCausalLM when
+// it has q/k/v biases, Qwen3ForCausalLM with q/k norms; GPT2LMHeadModel for the gpt2 family); ""
+// for another family.
 std::string huggingFaceConfig(const ModelConfig& config);
 
 // Writes the plan's parameters from the folder's weights as fp32 safetensors at `path` (with the

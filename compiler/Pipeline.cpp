@@ -22,6 +22,7 @@
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
 #include "runtime/io/error.h"
+#include "runtime/io/format_bytes.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/plan/initializer.h"
 #include "runtime/plan/plan_queries.h"
@@ -54,12 +55,6 @@ int64_t parseByteSize(const std::string& text) {
   return static_cast<int64_t>(value * scale);
 }
 
-std::string summaryBytes(double bytes) {
-  if (bytes >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.2f} TiB", bytes / (1024.0 * 1024 * 1024 * 1024));
-  if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024));
-  return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024));
-}
-
 namespace {
 
 // When AdamW runs (--update): auto keeps the exact, deferred update unless its 16 host bytes
@@ -71,7 +66,7 @@ UpdateKind chooseUpdate(const CompileOptions& o, double num_params, std::string&
   const double deferred_bytes = per_param * num_params;
   if (o.host_mem <= 0 || deferred_bytes <= o.host_mem) return UpdateKind::kDeferred;
   note = fmt::format("chosen for --host-mem: the deferred update's {:.0f} bytes/param would need {}", per_param,
-                     summaryBytes(deferred_bytes));
+                     formatBytes(deferred_bytes));
   return UpdateKind::kOnArrival;
 }
 
@@ -182,8 +177,8 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
     const BatchChoice choice = searchBatch(context, config, seq, o, *m.update, hw);
     if (choice.batch == 0) {
       std::fprintf(stderr, "mtc: error: not even batch 1 of %s fits --device-mem %s%s: it needs %s\n",
-                   o.model.c_str(), summaryBytes(o.device_mem).c_str(),
-                   o.host_mem > 0 ? (" and --host-mem " + summaryBytes(o.host_mem)).c_str() : "",
+                   o.model.c_str(), formatBytes(o.device_mem).c_str(),
+                   o.host_mem > 0 ? (" and --host-mem " + formatBytes(o.host_mem)).c_str() : "",
                    choice.note.c_str());
       return false;
     }
@@ -286,9 +281,9 @@ std::string hostParts(const plan::Plan& plan, const PlanStats& stats) {
   return std::string(stats.bf16_staging ? "fp32 master weights (held as their bf16 copies + 16-bit residuals)"
                                         : "fp32 master weights") +
          (landing >= 0 ? ", two AdamW moments, a gradient landing buffer of " +
-                             summaryBytes(4.0 * checkedNumel(plan.host_tensors(landing).shape(), "landing"))
+                             formatBytes(4.0 * checkedNumel(plan.host_tensors(landing).shape(), "landing"))
                        : std::string(", gradients, two AdamW moments")) +
-         (activation_host_bytes ? ", offloaded activations " + formatBytes(activation_host_bytes, /*exact=*/false)
+         (activation_host_bytes ? ", offloaded activations " + formatBytes(activation_host_bytes)
                                 : "");
 }
 
@@ -366,9 +361,9 @@ bool checkHostBudget(const CompileOptions& o, const plan::Plan& plan, const Plan
   std::fprintf(stderr,
                "mtc: error: the plan needs %s of host memory (%.1f bytes for each of %s parameters: %s) but "
                "--host-mem is %s: use a machine with at least %s%s or a smaller model\n",
-               summaryBytes(report.host_bytes).c_str(), double(report.host_bytes) / stats.num_params,
-               formatParamCount(stats.num_params).c_str(), report.host_parts.c_str(), summaryBytes(o.host_mem).c_str(),
-               summaryBytes(report.host_bytes).c_str(),
+               formatBytes(report.host_bytes).c_str(), double(report.host_bytes) / stats.num_params,
+               formatParamCount(stats.num_params).c_str(), report.host_parts.c_str(), formatBytes(o.host_mem).c_str(),
+               formatBytes(report.host_bytes).c_str(),
                gradLandingTensor(plan) >= 0
                    ? ""
                    : ", compile with --update on-arrival (about 12 bytes/param; no global-norm clipping),");

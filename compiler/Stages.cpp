@@ -262,13 +262,13 @@ void explainNoFit(const Trials& t, Knobs frugal, int64_t arena, Schedule schedul
     runFrom(*trial, t.first, std::nullopt, frugal, ignored);
   }
   InFlightDiagnostic diag = getModelFunction(t.module).emitError("the model needs at least ")
-      << formatBytes(arena) << " of device memory even with the " << scheduleName(schedule)
+      << formatBytesExact(arena) << " of device memory even with the " << scheduleName(schedule)
       << " schedule (weights streamed per block, activations recomputed"
       << (frugal.vocab_chunks > 1 ? fmt::format(", the vocabulary in {} chunks", frugal.vocab_chunks) : "")
       << (frugal.offload ? ", kept activations offloaded to the host" : "")
       << (frugal.token_tiles > 1 ? fmt::format(", each layer block in {} token tiles", frugal.token_tiles) : "")
       << "); the budget is "
-      << formatBytes(t.options.device_mem) << ": raise --device-mem to at least " << arena
+      << formatBytesExact(t.options.device_mem) << ": raise --device-mem to at least " << arena
       << " bytes or make the batch or sequence smaller";
   for (const std::string& note : notes) diag.attachNote() << note;
 }

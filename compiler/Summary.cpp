@@ -69,7 +69,7 @@ void printTokenTiles(const CompileReport& r, ModuleOp module, const StageResult&
               recomputed ? "each tile's activations recomputed just before its backward"
                          : "every tile's activations kept for the backward (tiles save memory when recomputed: "
                            "--schedule streamed-recompute)",
-              formatBytes(static_cast<int64_t>(add_bytes), /*exact=*/false).c_str(),
+              formatBytes(static_cast<int64_t>(add_bytes)).c_str(),
               millis(add_bytes / emit.hardware.memory_bps * 1e6).c_str(),
               recomputed ? ", the norms before attention recomputed once more per tile" : "");
 }
@@ -107,7 +107,7 @@ void printUnfusedAttention(ModuleOp module) {
   if (count == 0) return;
   std::printf("  attention      %d not fused into mt.attention (the graph did not match its pattern: docs/onnx.md, "
               "Fusion): each materialises %s f32 scores and their softmax, %s per step in all, read again by the "
-              "backward\n", count, shape.c_str(), summaryBytes(bytes).c_str());
+              "backward\n", count, shape.c_str(), formatBytes(bytes).c_str());
 }
 
 void printPlanAndWeights(const CompileReport& r, const plan::Plan& plan) {
@@ -150,7 +150,7 @@ void printForwardOnlySummary(const CompileReport& r, const StageResult& stages, 
   if (tokens && logits && cache_rows)
     std::printf("  decode step    batch %lld, one new token each over a key/value cache of %lld positions (%s on "
                 "the host, read every step), vocab %lld: for mtgen\n",
-                (long long)emit.batch, (long long)cache_rows, summaryBytes(cache_bytes).c_str(), (long long)emit.vocab);
+                (long long)emit.batch, (long long)cache_rows, formatBytes(cache_bytes).c_str(), (long long)emit.vocab);
   else if (tokens && logits)
     std::printf("  forward only   batch %lld x seq %lld, vocab %lld: tokens in, logits out (no loss, gradients or "
                 "optimizer; for mtgen)\n",
@@ -159,11 +159,11 @@ void printForwardOnlySummary(const CompileReport& r, const StageResult& stages, 
     std::printf("  forward only   an evaluation: the model's inputs in, its outputs out (no loss, gradients or "
                 "optimizer)\n");
   std::printf("  parameters     %s; host %s (%s)\n", formatParamCount(stats.num_params).c_str(),
-              summaryBytes(r.host_bytes).c_str(), r.host_parts.c_str());
-  std::printf("  device arena   %s, schedule %s%s\n", summaryBytes(plan.arena_bytes()).c_str(),
+              formatBytes(r.host_bytes).c_str(), r.host_parts.c_str());
+  std::printf("  device arena   %s, schedule %s%s\n", formatBytes(plan.arena_bytes()).c_str(),
               stages.schedule == Schedule::kResident ? "resident" : "streamed (the weights copied in per block, one "
                                                                      "block ahead: they do not fit the budget together)",
-              r.options.device_mem ? (", budget " + summaryBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str()
+              r.options.device_mem ? (", budget " + formatBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str()
                                    : ", no budget");
   // The weights cross once: mt-plan-memory keeps their device bytes, so runs on the same
   // weights (mtgen's) copy only what changes.
@@ -172,11 +172,11 @@ void printForwardOnlySummary(const CompileReport& r, const StageResult& stages, 
   if (kept)
     std::printf("  per run        %.3e FLOP; h2d %s the first run (with the weights, then kept on the device), %s "
                 "each later one (the %s); d2h %s (the outputs)\n",
-                stats.flops, summaryBytes(stats.h2d_bytes).c_str(), summaryBytes(stats.h2d_bytes - kept).c_str(),
-                fresh, summaryBytes(stats.d2h_bytes).c_str());
+                stats.flops, formatBytes(stats.h2d_bytes).c_str(), formatBytes(stats.h2d_bytes - kept).c_str(),
+                fresh, formatBytes(stats.d2h_bytes).c_str());
   else
     std::printf("  per run        %.3e FLOP; h2d %s (the weights and the %s), d2h %s (the outputs)\n", stats.flops,
-                summaryBytes(stats.h2d_bytes).c_str(), fresh, summaryBytes(stats.d2h_bytes).c_str());
+                formatBytes(stats.h2d_bytes).c_str(), fresh, formatBytes(stats.d2h_bytes).c_str());
   printPrecision(r, stats);
   std::printf("  predicted run  %s on %s%s (compute %s, h2d %s, d2h %s)\n", millis(stats.step_us).c_str(),
               emit.hardware.name.c_str(), kept ? ", the first" : "", millis(stats.compute_us).c_str(),
@@ -214,7 +214,7 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
               r.batch_note.empty() ? "" : ("; " + r.batch_note).c_str());
   std::printf("  parameters     %s; host %s (%.1f bytes/param: %s)\n", formatParamCount(stats.num_params).c_str(),
-              summaryBytes(r.host_bytes).c_str(), double(r.host_bytes) / stats.num_params, r.host_parts.c_str());
+              formatBytes(r.host_bytes).c_str(), double(r.host_bytes) / stats.num_params, r.host_parts.c_str());
   if (r.update == UpdateKind::kOnArrival)
     std::printf("  optimizer      AdamW per parameter as its gradient lands, its norm share in the same pass, "
                 "overlapped with the backward; no "
@@ -224,10 +224,10 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
                 "forward); exact global-norm clipping\n");
   std::string measured;
   for (const auto& [schedule, arena] : stages.arena_by_schedule)
-    measured += (measured.empty() ? "" : "; ") + std::string(scheduleName(schedule)) + " " + summaryBytes(arena);
-  std::printf("  device arena   %s, schedule %s%s%s\n", summaryBytes(plan.arena_bytes()).c_str(), scheduleName(stages.schedule),
+    measured += (measured.empty() ? "" : "; ") + std::string(scheduleName(schedule)) + " " + formatBytes(arena);
+  std::printf("  device arena   %s, schedule %s%s%s\n", formatBytes(plan.arena_bytes()).c_str(), scheduleName(stages.schedule),
               measured.empty() ? "" : (" (chosen for the budget: " + measured + ")").c_str(),
-              r.options.device_mem ? (", budget " + summaryBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str() : ", no budget");
+              r.options.device_mem ? (", budget " + formatBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str() : ", no budget");
 }
 
 // A step's work and traffic: FLOPs, how often each forward runs, the link's bytes, activations moved.
@@ -245,12 +245,12 @@ void printPerStep(const CompileReport& r, ModuleOp module, const StageResult& st
                                          : fmt::format("the last {} keep their activations", stages.recompute_keep));
   }
   std::printf("  per step       %.3e FLOP; %s; h2d %s (weights cross the link %.2fx%s), d2h %s; activations moved %s\n",
-              stats.flops, forward_runs.c_str(), summaryBytes(stats.h2d_bytes).c_str(),
+              stats.flops, forward_runs.c_str(), formatBytes(stats.h2d_bytes).c_str(),
               stats.num_params ? double(stats.weight_h2d_numel) / stats.num_params : 0.0,
               stats.bf16_staging ? ", as bf16" : "",
-              summaryBytes(stats.d2h_bytes).c_str(),
+              formatBytes(stats.d2h_bytes).c_str(),
               stats.activation_bytes
-                  ? (formatBytes(stats.activation_bytes, /*exact=*/false) + " (kept ones offloaded to the host and back" +
+                  ? (formatBytes(stats.activation_bytes) + " (kept ones offloaded to the host and back" +
                      (r.options.offload == Offload::kOn ? ")" : ": the budget needs it)"))
                         .c_str()
                   : "none (kept on the device)");
@@ -282,12 +282,12 @@ void printHostEmbeddingAndPinned(const CompileReport& r, ModuleOp module, const 
                 "the tokens' rows cross the link, %s per step each way, not the table\n",
                 tables.c_str(), r.options.embedding == EmbeddingPlace::kHost ? "--embedding host" : "the vocabulary split needs the tied "
                 "head's weight read by the head alone",
-                formatBytes(stats.token_row_bytes / 2, /*exact=*/false).c_str());
+                formatBytes(stats.token_row_bytes / 2).c_str());
   }
   if (auto pinned = getModelFunction(module)->getAttrOfType<IntegerAttr>(kPinnedBytesAttr))
     std::printf("  shared weights %s used by blocks far apart (a tied embedding and LM head) stay on the device "
                 "all step: copied in once, not per block\n",
-                summaryBytes(pinned.getInt()).c_str());
+                formatBytes(pinned.getInt()).c_str());
 }
 
 // The predicted step, its floor and what bounds it; where compute waits, on what.

@@ -10,12 +10,10 @@
 #include "compiler/CompileOptions.h"
 #include "compiler/Stages.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "runtime/io/format_bytes.h"
 #include "runtime/plan/plan_format.h"
 
 namespace mt {
-
-// A size as mtc's summary and errors print it: "12.3 MiB" below a GiB, "1.50 TiB" above.
-std::string summaryBytes(double bytes);
 
 struct CompileReport {
   const CompileOptions& options;

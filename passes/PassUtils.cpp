@@ -23,17 +23,6 @@ func::FuncOp getModelFunction(ModuleOp module) {
   return found;
 }
 
-std::string formatBytes(int64_t bytes, bool exact) {
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
-  double value = bytes;
-  int unit = -1;
-  while (value >= 1024 && unit < 3) value /= 1024, ++unit;
-  const std::string exactText = std::to_string(bytes) + " bytes";
-  if (unit < 0) return exactText;
-  const std::string readable = llvm::formatv("{0:F1}", value).str() + " " + units[unit];
-  return exact ? exactText + " (" + readable + ")" : readable;
-}
-
 namespace {
 // "blocks.12" / "layers.12" anywhere in a module path -> 12.
 std::optional<int64_t> blockIndexIn(StringRef path) {

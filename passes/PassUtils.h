@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "runtime/io/format_bytes.h"
 #include "runtime/plan/arena.h"
 
 namespace mt {
@@ -47,10 +48,6 @@ llvm::DenseMap<mlir::Operation*, size_t> blockRegions(mlir::Block& body);
 // Where a copy for op `ops[i]` is issued, a block ahead: the start of the block region that runs
 // before the one op i is in (the first op if there is none). `ops`: the body's ops in order.
 mlir::Operation* prefetchPoint(llvm::ArrayRef<mlir::Operation*> ops, size_t i);
-
-// "123456 bytes (120.6 KiB)" — exact for the fix, readable for the person; "120.6 KiB" when not
-// `exact`.
-std::string formatBytes(int64_t bytes, bool exact = true);
 
 // Fails, with a diagnostic naming `pass`, unless `func` is differentiated (returns the loss,
 // then the gradients; or, if allowed, is forward-only) and not scheduled yet.

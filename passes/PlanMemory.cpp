@@ -192,8 +192,8 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
       bool recomputes = false;
       for (Operation& op : body) recomputes |= op.hasAttr(kRecomputeAttr);
       InFlightDiagnostic diag = func.emitError("the plan needs ")
-          << formatBytes(chosen.peak) << " of device memory but the budget is "
-          << formatBytes(static_cast<int64_t>(budget)) << ": raise the budget to at least " << chosen.peak
+          << formatBytesExact(chosen.peak) << " of device memory but the budget is "
+          << formatBytesExact(static_cast<int64_t>(budget)) << ": raise the budget to at least " << chosen.peak
           << " bytes, "
           << scheduleAdvice(func, recomputes)
           << "or make the batch, the sequence or the model smaller";
@@ -355,12 +355,12 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     const char* separator = " ";
     for (const Kind& k : kinds) {
       if (k.count == 0) continue;
-      os << separator << k.name << " " << formatBytes(k.bytes, /*exact=*/false) << " (" << k.count
+      os << separator << k.name << " " << formatBytes(k.bytes) << " (" << k.count
          << (k.count == 1 ? " value)" : " values)");
       separator = ", ";
     }
     if (largest) {
-      os << "; the largest is " << formatBytes(tensorBytes(largest.getType()), /*exact=*/false) << ", ";
+      os << "; the largest is " << formatBytes(tensorBytes(largest.getType())) << ", ";
       auto copy = largest.getDefiningOp<H2DOp>();
       auto arg = copy ? dyn_cast<BlockArgument>(copy.getInput()) : nullptr;
       StringRef name = arg ? paramName(cast<func::FuncOp>(body.getParentOp()), arg.getArgNumber()) : "";

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/io/error.h"
+#include "runtime/io/format_bytes.h"
 #include "runtime/plan/plan_queries.h"
 
 namespace mt {
@@ -17,7 +18,6 @@ namespace {
 // Above this a cgroup v1 limit means "none" (the kernel writes 2^63 rounded down to a page).
 constexpr int64_t kNoLimit = int64_t{1} << 62;
 
-std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", bytes / double(int64_t{1} << 30)); }
 
 // The first whitespace-separated number in `path`, or -1 (missing, "max", malformed).
 int64_t readNumber(const std::string& path) {
@@ -75,7 +75,7 @@ void tightenByCgroups(std::string dir, const std::string& top, bool v2, std::str
       const int64_t free = std::max<int64_t>(0, limit - usage + cache);
       if (memory.available < 0 || free < memory.available)
         memory = {free, fmt::format("the memory cgroup {} limits it to {}, {} in use", shown.empty() ? "/" : shown,
-                                    gib(limit), gib(usage))};
+                                    formatBytes(limit), formatBytes(usage))};
     }
     if (dir.size() <= top.size()) return;
     dir.resize(dir.rfind('/'));
@@ -119,9 +119,9 @@ void checkHostMemory(const plan::Plan& plan, const HostExtras& extras, const Hos
   throw Error(fmt::format(
       "the plan needs {} of host memory ({} of host tensors{}{}) but only {} is available ({}): run on a machine "
       "(or in a cgroup) with more memory, or compile a smaller model{}{}",
-      gib(host + arena + sums), gib(host),
-      arena ? fmt::format(" + the {} arena the CPU backend holds in host memory", gib(arena)) : "",
-      sums ? fmt::format(" + {} of --accumulate's gradient sums", gib(sums)) : "", gib(memory.available),
+      formatBytes(host + arena + sums), formatBytes(host),
+      arena ? fmt::format(" + the {} arena the CPU backend holds in host memory", formatBytes(arena)) : "",
+      sums ? fmt::format(" + {} of --accumulate's gradient sums", formatBytes(sums)) : "", formatBytes(memory.available),
       memory.bound, arena ? ", or a plan for a smaller --device-mem (the CPU backend's arena)" : "",
       sums ? ", or train without --accumulate (a plan of a larger batch instead)" : ""));
 }

@@ -8,6 +8,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/random/counter_rng.h"
 #include "runtime/io/error.h"
+#include "runtime/io/format_bytes.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/plan/initializer.h"
 #include "runtime/plan/plan_queries.h"
@@ -19,12 +20,6 @@ namespace {
 constexpr int64_t kTile = 1 << 16;
 // Loaded tensors are checked in tiles of this many elements (on the stack), in parallel.
 constexpr int64_t kCheckTile = 4096;
-
-std::string gib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
-  return buf;
-}
 
 }  // namespace
 
@@ -74,7 +69,7 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
     }
   } catch (const std::bad_alloc&) {
     tensors_.clear();
-    throw Error("cannot allocate " + gib(total_bytes_) + " of host memory for the plan");
+    throw Error("cannot allocate " + formatBytes(total_bytes_) + " of host memory for the plan");
   }
   // Gradients of an on-arrival plan are views into the landing buffer (the verifier checked
   // that each lies inside it).

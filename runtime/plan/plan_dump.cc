@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/io/format_bytes.h"
 #include "runtime/plan/op_table.h"
 #include "runtime/plan/plan_queries.h"
 
@@ -27,7 +28,6 @@ std::string shapeLabel(const google::protobuf::RepeatedField<int64_t>& shape) {
   return s + "]";
 }
 
-std::string mib(int64_t bytes) { return fmt::format("{:.2f} MiB", bytes / 1048576.0); }
 
 std::string bufferName(const plan::Plan& plan, uint32_t b) {
   return b < static_cast<uint32_t>(plan.buffers_size()) ? "%" + plan.buffers(b).name() : "%?";
@@ -93,7 +93,7 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
                        m.num_params(), m.flops_per_step(), m.predicted_step_us() / 1e3, m.hardware(),
                        precisionName(planPrecision(plan)));
     out << fmt::format("  arena {}  buffers {}  host tensors {}  streams {}  events {}\n",
-                       mib(plan.arena_bytes()), plan.buffers_size(), plan.host_tensors_size(),
+                       formatBytes(plan.arena_bytes()), plan.buffers_size(), plan.host_tensors_size(),
                        plan.streams_size(), plan.num_events());
     if (plan.templates_size()) {
       out << "  block templates";
@@ -115,7 +115,7 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
     }
   }
   if (options.memory) {
-    out << fmt::format("device arena ({}):\n", mib(plan.arena_bytes()));
+    out << fmt::format("device arena ({}):\n", formatBytes(plan.arena_bytes()));
     std::vector<int> order(plan.buffers_size());
     for (int i = 0; i < plan.buffers_size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),

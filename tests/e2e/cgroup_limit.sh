@@ -23,12 +23,12 @@ in_cgroup true || { echo "SKIP: cannot move a process into $cg"; exit 77; }
 
 failed=0
 "$bin/mttok" --bytes /usr/share/games/fortunes/fortunes -o data.tok > /dev/null
-# 31.9 M parameters: 0.63 GiB of host memory with the CPU backend's arena, over the 0.25 GiB.
+# 31.9 M parameters: 0.63 GiB of host memory with the CPU backend's arena, over the 256 MiB.
 "$bin/mtc" llama-bench --width 768 --layers 8 --batch 2 --seq 64 --no-weights -o big.plan > /dev/null
 in_cgroup "$bin/mtrun" big.plan --data data.tok --steps 2 > big.out 2>&1
 code=$?
 cat big.out
-if [ $code -ne 1 ] || ! grep -q "memory cgroup .* limits it to 0.25 GiB" big.out; then
+if [ $code -ne 1 ] || ! grep -q "memory cgroup .* limits it to 256.0 MiB" big.out; then
   echo "FAIL: a plan over the cgroup's limit: exit $code (want 1 and the cgroup named)"
   failed=$((failed + 1))
 fi

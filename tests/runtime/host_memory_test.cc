@@ -44,7 +44,7 @@ TEST_F(FakeSystem, CgroupV2LimitLessUsagePlusReclaimableCache) {
   write("/sys/fs/cgroup/user.slice/memory.max", "max\n");
   const HostMemory m = availableHostMemory(root_);
   EXPECT_EQ(m.available, kGiB / 2 + kGiB / 8);
-  EXPECT_NE(m.bound.find("/user.slice/job limits it to 1.00 GiB, 0.50 GiB in use"), std::string::npos) << m.bound;
+  EXPECT_NE(m.bound.find("/user.slice/job limits it to 1.00 GiB, 512.0 MiB in use"), std::string::npos) << m.bound;
 }
 
 TEST_F(FakeSystem, TheTightestAncestorBounds) {
@@ -102,7 +102,7 @@ TEST(HostMemoryCheck, NamesTheHostTensorsTheArenaAndWhatBounds) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     const std::string message = e.what();
-    EXPECT_NE(message.find("needs 1.50 GiB of host memory (1.00 GiB of host tensors + the 0.50 GiB arena"),
+    EXPECT_NE(message.find("needs 1.50 GiB of host memory (1.00 GiB of host tensors + the 512.0 MiB arena"),
               std::string::npos) << message;
     EXPECT_NE(message.find("only 1.25 GiB is available (the memory cgroup /job"), std::string::npos) << message;
   }
@@ -117,7 +117,7 @@ TEST(HostMemoryCheck, CountsTheGradientSumsOfAccumulation) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     const std::string message = e.what();
-    EXPECT_NE(message.find("needs 1.50 GiB of host memory (1.00 GiB of host tensors + 0.50 GiB of --accumulate's "
+    EXPECT_NE(message.find("needs 1.50 GiB of host memory (1.00 GiB of host tensors + 512.0 MiB of --accumulate's "
                            "gradient sums)"),
               std::string::npos) << message;
     EXPECT_NE(message.find("or train without --accumulate"), std::string::npos) << message;

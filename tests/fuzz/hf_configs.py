@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""Writes config.json seeds for the hf_config fuzz harness into DIR: the one-layer Llama of width 8
+its weights file fits (tests/fuzz/fuzz_hf_config.cc), the same shape as Qwen2, Qwen3 (head_dim,
+layer_types) and Mistral, a GPT-2, and one nested as deep as a file may be (64 levels)."""
+import json
+import os
+import sys
+
+llama = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=8, intermediate_size=16,
+             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, vocab_size=16,
+             max_position_embeddings=32, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=True,
+             hidden_act="silu", attention_bias=False, torch_dtype="float32", bos_token_id=1, eos_token_id=[2, 3])
+seeds = {
+    "llama.json": llama,
+    "qwen2.json": dict(llama, architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False,
+                       sliding_window=4096, max_window_layers=28),
+    "qwen3.json": dict(llama, architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=4,
+                       layer_types=["full_attention"], use_sliding_window=False, sliding_window=None),
+    "mistral.json": dict(llama, architectures=["MistralForCausalLM"], model_type="mistral", sliding_window=16),
+    "gpt2.json": dict(architectures=["GPT2LMHeadModel"], model_type="gpt2", n_embd=8, n_layer=1, n_head=2,
+                      n_positions=32, vocab_size=16, layer_norm_epsilon=1e-5, activation_function="gelu_new"),
+}
+deep = "x"
+for _ in range(60):
+    deep = [deep]
+seeds["deep.json"] = dict(llama, rope_scaling={"type": "linear", "factor": deep})
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+for name, config in seeds.items():
+    with open(os.path.join(out, name), "w") as f:
+        json.dump(config, f)
