@@ -1,5 +1,7 @@
 #include "compiler/Pipeline.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -204,6 +206,17 @@ bool loadHuggingFace(MLIRContext& context, const CompileOptions& o, const Hardwa
 
 bool loadPreset(MLIRContext& context, const CompileOptions& o, const HardwareProfile& hw, LoadedModel& m) {
   const ModelPreset* preset = findModelPreset(o.model);
+  struct stat st {};
+  const bool exists = stat(o.model.c_str(), &st) == 0;
+  if (!preset && (exists || o.model.find('/') != std::string::npos)) {
+    // A path, not a preset's name: say what is wrong with the path.
+    std::fprintf(stderr, "mtc: error: %s %s\n", o.model.c_str(),
+                 !exists ? "does not exist"
+                 : S_ISDIR(st.st_mode)
+                     ? "is a folder without config.json: a Hugging Face model folder holds config.json and its weights"
+                     : "is neither a .mlir nor an .onnx file");
+    return false;
+  }
   if (!preset) {
     std::string known;
     for (const auto& p : modelPresets()) known += " " + p.name;
@@ -379,6 +392,9 @@ void chooseWeightsOutput(const CompileOptions& o, const LoadedModel& m, const Pl
   if (report.weights.empty()) report.weights = weightsBesidePlan(o.output);
   constexpr int64_t kAutoWeightsLimit = int64_t{1} << 29;  // parameters (2 GiB of fp32)
   report.write_weights = !o.no_weights && (explicit_weights || stats.num_params <= kAutoWeightsLimit);
+  report.weights_origin = m.hf ? "the folder's weights, widened to f32"
+                          : !m.imported.params.empty() ? "the ONNX model's initializers"
+                                                       : fmt::format("seed {}", o.seed);
 }
 
 // What the summary says of the model and the choices made for it.

@@ -129,7 +129,7 @@ void printPlanAndWeights(const CompileReport& r, const plan::Plan& plan) {
               r.options.output.c_str(), instructions, plan.streams_size(), plan.num_events(), stored, plan.templates_size(),
               r.seconds);
   if (r.write_weights)
-    std::printf("  weights        %s (seed %llu)\n", r.weights.c_str(), (unsigned long long)r.options.seed);
+    std::printf("  weights        %s (%s)\n", r.weights.c_str(), r.weights_origin.c_str());
   else
     std::printf("  weights        not written (%s); mtrun initialises from the plan's seeded initializers\n",
                 r.options.no_weights ? "--no-weights" : "over 2 GiB: pass --weights PATH to write them");

@@ -35,6 +35,7 @@ struct CompileReport {
   std::string host_parts;            // what the host bytes hold
   bool write_weights = false;
   std::string weights;               // the initial weights' path
+  std::string weights_origin;        // what they are: the seeded initializers, or the model's own
   double seconds = 0.0;              // compile time
 };
 

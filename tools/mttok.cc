@@ -90,6 +90,13 @@ constexpr size_t kMaxExampleBytes = size_t{16} << 20;
 // followed by the end-of-text token (not counted).
 int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   const mt::ChatTemplate chat_template = o.chat_template ? *o.chat_template : mt::templateFor(tokenizer);
+  // A template whose markers the tokenizer lacks still renders, but its markers become plain text.
+  const char* marker = chat_template == mt::ChatTemplate::Llama3 ? "<|start_header_id|>" : "<|im_start|>";
+  if (!tokenizer.tokenId(marker))
+    std::fprintf(stderr,
+                 "mttok: warning: the tokenizer %s has no %s token: the template's markers become plain text, "
+                 "which the model has not learnt as turns (name its own template with --template)\n",
+                 tokenizer.path().c_str(), marker);
   const uint32_t end = documentEnd(o, tokenizer);
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counted;

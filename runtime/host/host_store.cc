@@ -126,6 +126,14 @@ void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::Ho
   for (int i = 0; i < plan_.host_tensors_size(); ++i) {
     const auto& t = plan_.host_tensors(i);
     if (std::find(roles.begin(), roles.end(), t.role()) == roles.end()) continue;
+    // A Hugging Face checkpoint's file given as weights: its tensors carry transformers' names
+    // (and dtypes, layouts) that mtc converts when it compiles the folder.
+    if (!file.entries().count(t.name()))
+      for (const char* hf : {"model.embed_tokens.weight", "transformer.wte.weight"})
+        if (file.entries().count(hf))
+          throw Error("weights file " + file.path() + " holds a Hugging Face checkpoint's tensors ('" + hf +
+                      "'), not the plan's ('" + t.name() + "'): compile the model's folder with mtc (mtc FOLDER "
+                      "-o PLAN), which converts its weights into PLAN.safetensors");
     const auto& entry = file.f32(t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end()));
     if (t.role() == plan::ROLE_PARAM)
       setParam(i, [&](int64_t first, int64_t n, float* out) { std::memcpy(out, entry.data + 4 * first, 4 * n); });

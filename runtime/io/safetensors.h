@@ -36,6 +36,7 @@ class SafetensorsFile {
   // Throws mt::Error for a missing, truncated or malformed file.
   explicit SafetensorsFile(const std::string& path);
 
+  const std::string& path() const { return path_; }
   const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
   // The metadata, less the checksums (which the entries hold).
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

@@ -558,6 +558,25 @@ int Trainer::finish() {
   return 0;
 }
 
+// Each token file holds at least one sequence of the plan (seq + 1 tokens: the last is the
+// last position's target); one that does not is named with its flag and the fix.
+void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data) {
+  const int64_t need = plan.model().seq() + 1;
+  const std::string needs = " tokens, fewer than one sequence of the plan needs (" + std::to_string(need) +
+                            ": seq " + std::to_string(plan.model().seq()) + " + 1 target)";
+  const int64_t held_out = static_cast<int64_t>(c.val_fraction * data.size());
+  if (data.size() - held_out < need)
+    throw Error("--data " + c.data_path + " holds " + std::to_string(data.size() - held_out) +
+                (held_out ? " tokens to train on after --val-fraction's" : "") + needs +
+                ": give more data, or compile with a shorter --seq");
+  if (held_out && held_out < need)
+    throw Error("--val-fraction " + fmt::format("{}", c.val_fraction) + " holds out " + std::to_string(held_out) + " of " +
+                c.data_path + "'s" + needs + ": raise --val-fraction, or give --val-data");
+  if (val_data && val_data->size() < need)
+    throw Error("--val-data " + c.val_data_path + " holds " + std::to_string(val_data->size()) + needs +
+                ": give more held-out data, or compile with a shorter --seq");
+}
+
 // --resume auto, resolved: the checkpoint folder's newest checkpoint where it has one, else a
 // fresh start, said.
 TrainConfig resolveResume(TrainConfig config) {
@@ -581,6 +600,7 @@ int train(const TrainConfig& given) {
   const std::unique_ptr<TokenFile> data = openTokens(config.data_path, plan);
   const std::unique_ptr<TokenFile> val_data =
       config.val_data_path.empty() ? nullptr : openTokens(config.val_data_path, plan);
+  checkEnoughTokens(config, plan, *data, val_data.get());
   const int64_t batch = plan.model().batch();
   if (config.accumulate * batch > kMaxStepRows)
     throw Error("--accumulate " + std::to_string(config.accumulate) + " at the plan's batch " + std::to_string(batch) +

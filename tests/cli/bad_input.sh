@@ -42,6 +42,11 @@ printf 'hello world, this is a small corpus for the tests.\n%.0s' {1..200} > cor
 "$bin/mtc" llama-tiny --batch 2 --seq 16 -o other.plan >/dev/null
 
 expect_error "is not a .mlir or .onnx file, a Hugging Face folder (with config.json) or a built-in model" "$bin/mtc" gpt5-huge -o x.plan
+# Issue 32: a path says what is wrong with it, not that it is no built-in model.
+expect_error "no/such/folder does not exist" "$bin/mtc" no/such/folder -o x.plan
+mkdir -p emptyfolder
+expect_error "emptyfolder/ is a folder without config.json" "$bin/mtc" emptyfolder/ -o x.plan
+expect_error "corpus.txt is neither a .mlir nor an .onnx file" "$bin/mtc" corpus.txt -o x.plan
 expect_error "raise --device-mem to at least" "$bin/mtc" gpt2-tiny --batch 2 --seq 16 --device-mem 4KiB -o budget.plan
 expect_error "mtc: note: at the peak (" "$bin/mtc" gpt2-tiny --batch 2 --seq 16 --device-mem 4KiB -o budget.plan
 expect_error "raise the budget to at least" "$bin/mtc" gpt2-tiny --batch 2 --seq 16 --device-mem 4KiB --schedule resident -o budget.plan
@@ -215,6 +220,17 @@ expect_error "cannot open token file adir: it is a directory" "$bin/mtrun" good.
 head -c 40 corpus.tok > short.tok
 expect_error "truncated" "$bin/mtrun" good.plan --data short.tok --steps 1
 expect_error "no tensor 'wte.weight'" "$bin/mtrun" good.plan --data corpus.tok --weights other.safetensors --steps 1
+# Issue 32: a Hugging Face checkpoint given as --weights names the fix (compile the folder); a
+# token file too short for one sequence names its flag.
+"$bin/mtrun" other.plan --data corpus.tok --steps 1 --export-hf hf.out >/dev/null 2>&1
+expect_error "holds a Hugging Face checkpoint's tensors ('model.embed_tokens.weight'), not the plan's" \
+  "$bin/mtrun" other.plan --data corpus.tok --weights hf.out/model.safetensors --steps 1
+printf 'abc' > tiny.txt && "$bin/mttok" --bytes tiny.txt -o tiny.tok >/dev/null
+expect_error "--data tiny.tok holds 3 tokens, fewer than one sequence of the plan needs (17: seq 16 + 1 target)" \
+  "$bin/mtrun" good.plan --data tiny.tok --steps 1
+expect_error "--val-data tiny.tok holds 3 tokens, fewer than one sequence" \
+  "$bin/mtrun" good.plan --data corpus.tok --val-data tiny.tok --steps 1
+expect_error "--val-fraction 0.001 holds out" "$bin/mtrun" good.plan --data corpus.tok --val-fraction 0.001 --steps 1
 expect_error "--steps must be positive" "$bin/mtrun" good.plan --data corpus.tok --steps 0
 # Issue 18 #5, #6, #11: hyperparameters are validated before anything runs; none is left to
 # poison the weights or crash (--print-every 0 divided by zero; --lr nan wrote NaN weights).
