@@ -93,7 +93,7 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
                        m.num_params(), m.flops_per_step(), m.predicted_step_us() / 1e3, m.hardware(),
                        precisionName(planPrecision(plan)));
     out << fmt::format("  arena {}  buffers {}  host tensors {}  streams {}  events {}\n",
-                       formatBytes(plan.arena_bytes()), plan.buffers_size(), plan.host_tensors_size(),
+                       formatBytesExact(plan.arena_bytes()), plan.buffers_size(), plan.host_tensors_size(),
                        plan.streams_size(), plan.num_events());
     if (plan.templates_size()) {
       out << "  block templates";
@@ -115,7 +115,7 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
     }
   }
   if (options.memory) {
-    out << fmt::format("device arena ({}):\n", formatBytes(plan.arena_bytes()));
+    out << fmt::format("device arena ({}):\n", formatBytesExact(plan.arena_bytes()));
     std::vector<int> order(plan.buffers_size());
     for (int i = 0; i < plan.buffers_size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),

@@ -16,7 +16,11 @@ shape=(llama-tiny --layers 8 --width 64 --ffn 128 --context 512 --batch 2 --seq 
 "$bin/mtc" "${shape[@]}" --schedule streamed-recompute --offload-activations off -o kept.plan --no-weights > kept.txt
 "$bin/mtc" "${shape[@]}" --device-mem 6MiB -o tight.plan --no-weights > tight.txt
 "$bin/mtc" "${shape[@]}" --device-mem 6MiB --update on-arrival -o arrival.plan --no-weights > arrival.txt
-arena() { sed -n 's/.*device arena *\([0-9.]*\) MiB.*/\1/p' "$1"; }
+# The summary's device arena in MiB, whatever unit it prints it in.
+arena() {
+  sed -n 's/.*device arena *\([0-9.]*\) \([A-Za-z]*\),.*/\1 \2/p' "$1" |
+    awk '{ printf "%.3f", $1 * ($2 == "KiB" ? 1 / 1024 : $2 == "GiB" ? 1024 : $2 == "bytes" ? 1 / 1048576 : 1) }'
+}
 check "kept on the device, streamed-recompute needs more than 6 MiB ($(arena kept.txt) MiB)" \
   "awk -v a='$(arena kept.txt)' 'BEGIN { exit !(a > 6) }'"
 check "6 MiB offloads them and says so" "grep -q 'activations moved [0-9.]* MiB (kept ones offloaded.*the budget needs it)' tight.txt"

@@ -22,7 +22,11 @@ shape=(llama-tiny --layers 4 --width 64 --ffn 256 --vocab 512 --batch 4 --seq 32
   --no-weights > offload.txt
 "$bin/mtc" "${shape[@]}" --schedule streamed --update on-arrival --precision bf16 -o arrival.plan --no-weights \
   > arrival.txt
-arena() { sed -n 's/.*device arena *\([0-9.]*\) MiB.*/\1/p' "$1"; }
+# The summary's device arena in MiB, whatever unit it prints it in.
+arena() {
+  sed -n 's/.*device arena *\([0-9.]*\) \([A-Za-z]*\),.*/\1 \2/p' "$1" |
+    awk '{ printf "%.3f", $1 * ($2 == "KiB" ? 1 / 1024 : $2 == "GiB" ? 1024 : $2 == "bytes" ? 1 / 1048576 : 1) }'
+}
 check "the summary says bf16 and what stays f32" \
   "grep -q '^  precision      bf16 (--precision bf16)' bf16.txt && grep -q 'the weights. gradients are f32' bf16.txt &&
    grep -q '^  precision      fp32' f32.txt"

@@ -20,7 +20,11 @@ shape=(llama-tiny --layers 4 --width 64 --ffn 256 --vocab 512 --batch 4 --seq 32
 "$bin/mtc" "${shape[@]}" --device-mem 2MiB --stream-dtype bf16 -o tight.plan --no-weights > tight.txt
 "$bin/mtc" "${shape[@]}" --device-mem 2MiB --stream-dtype bf16 --update on-arrival -o arrival.plan --no-weights \
   > arrival.txt
-mib() { sed -n "s/.* h2d \([0-9.]*\) MiB (weights.*/\1/p" "$1"; }
+# The summary's h2d bytes per step, in MiB whatever unit it prints them in.
+mib() {
+  sed -n "s/.* h2d \([0-9.]*\) \([A-Za-z]*\) (weights.*/\1 \2/p" "$1" |
+    awk '{ printf "%.3f", $1 * ($2 == "KiB" ? 1 / 1024 : $2 == "GiB" ? 1024 : $2 == "bytes" ? 1 / 1048576 : 1) }'
+}
 check "the summary says the weights cross as bf16, and why the numbers move" \
   "grep -q 'weights cross the link 1.00x, as bf16' bf16.txt && grep -q '^  staging .*bf16 copies of the fp32 master' bf16.txt"
 check "no host bytes added: 16.0 bytes/param as fp32, the split master named" \

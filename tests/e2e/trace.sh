@@ -20,8 +20,7 @@ grep -q "measured over 2 steps (after the first): .* model TFLOP/s; predicted .*
   { echo "FAIL: mtrun's report lacks the measured-vs-predicted line"; cat run.txt; exit 1; }
 grep -q "compute busy .*; h2d .* GB/s" run.txt || { echo "FAIL: no busy/copy rates in the report"; exit 1; }
 grep -q "mt.matmul .* ms/step" run.txt || { echo "FAIL: --profile printed no kernel times"; exit 1; }
-"$bin/mtdump" m.plan --memory | sed -n 's/.*arena \([0-9.]*\) MiB.*/\1/p' | head -1 |
-  awk '{ printf "%d", $1 * 1048576 }' > arena.txt
+"$bin/mtdump" m.plan --memory | sed -n 's/.*arena \([0-9]*\) bytes.*/\1/p' | head -1 > arena.txt
 /usr/bin/python3 - <<'PY'
 import json, collections
 events = json.load(open("trace.json"))["traceEvents"]
