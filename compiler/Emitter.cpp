@@ -293,6 +293,7 @@ LogicalResult Emitter::run() {
   if (!precision) return func_.emitError("mt.precision is ") << attr << ": neither fp32 nor bf16";
   model->set_precision(precisionName(*precision));
   model->set_hf_config(options_.hf_config);
+  model->set_hf_source(options_.hf_source);
   return success();
 }
 

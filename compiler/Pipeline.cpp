@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +26,7 @@
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
 #include "runtime/io/error.h"
+#include "runtime/io/atomic_folder.h"
 #include "runtime/io/format_bytes.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/plan/initializer.h"
@@ -450,6 +453,7 @@ int compile(const CompileOptions& requested) {
   emit.init_seed = o.seed;
   emit.hardware = hw;
   emit.hf_config = m.hf ? m.hf->config_json : huggingFaceConfig(m.config);
+  if (m.hf) emit.hf_source = withoutTrailingSlashes(std::filesystem::absolute(o.model).lexically_normal().string());
   plan::Plan plan;
   PlanStats stats;
   if (failed(emitPlan(*m.module, emit, plan, stats))) {

@@ -168,6 +168,34 @@ void writeShards(const std::string& dir, const std::vector<std::vector<Safetenso
   writeFileAtomically(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
 }
 
+// The files of a model folder beside its weights that an export carries over: the tokenizer (its
+// several forms), its special tokens, the chat template, the generation config.
+constexpr const char* kCarriedFiles[] = {"tokenizer.json",     "tokenizer_config.json", "special_tokens_map.json",
+                                         "added_tokens.json",  "vocab.json",            "merges.txt",
+                                         "tokenizer.model",    "chat_template.jinja",   "chat_template.json",
+                                         "generation_config.json"};
+
+// Copies the carried files of the folder the plan's model came from into `dir` (plain files
+// only, each at most 256 MiB); says what it did in `report`.
+void carryFiles(const plan::Plan& plan, const std::string& dir, HuggingFaceExport& report) {
+  const std::string& source = plan.model().hf_source();
+  if (source.empty()) return;
+  report.source = source;
+  struct stat st {};
+  if (stat(source.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    report.note = "the tokenizer files were not copied: " + source + ", the folder the model came from, is gone";
+    return;
+  }
+  for (const char* name : kCarriedFiles) {
+    const std::string from = source + "/" + name;
+    if (lstat(from.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (st.st_size > (int64_t{256} << 20))
+      throw Error(from + " is over 256 MiB: not a tokenizer file an export carries; remove it or export elsewhere");
+    writeFileAtomically(dir + "/" + name, readWholeFile(from, "model file", ""));
+    report.carried.push_back(name);
+  }
+}
+
 }  // namespace
 
 void checkHuggingFaceExportFolder(const std::string& dir) {
@@ -191,8 +219,8 @@ void checkHuggingFaceExportFolder(const std::string& dir) {
   AtomicFolderWriter probe(target);  // the parent is writable: the staging folder can be made (and goes again)
 }
 
-void exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir, ExportDtype dtype,
-                       const std::map<std::string, std::string>& metadata) {
+HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir,
+                                    ExportDtype dtype, const std::map<std::string, std::string>& metadata) {
   checkHuggingFaceExport(plan);
   nlohmann::ordered_json config = parseOrderedJsonInput(plan.model().hf_config(), "the plan's Hugging Face config");
   if (!config.is_object()) throw Error("the plan's Hugging Face config is not a JSON object (recompile it with mtc)");
@@ -204,7 +232,10 @@ void exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std
   meta["format"] = "pt";
   writeShards(folder.staging(), shardedTensors(store, dtype, members), meta);
   writeFileAtomically(folder.staging() + "/config.json", config.dump(2) + "\n");
+  HuggingFaceExport report;
+  carryFiles(plan, folder.staging(), report);
   folder.commit();
+  return report;
 }
 
 }  // namespace mt

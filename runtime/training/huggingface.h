@@ -6,6 +6,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "runtime/host/host_store.h"
 #include "runtime/plan/huggingface_names.h"
@@ -30,7 +31,15 @@ void checkHuggingFaceExportFolder(const std::string& dir);
 // renamed or exchanged into place; an earlier export there is replaced, every file of it):
 // config.json with torch_dtype set, and the parameters under Hugging Face's names with
 // `metadata` (provenance).
-void exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir, ExportDtype dtype,
-                       const std::map<std::string, std::string>& metadata);
+// With the model's own files from the folder it was imported from (ModelInfo.hf_source): its
+// tokenizer, chat template and generation config, so the export loads with from_pretrained and
+// works with mttok and mtgen as it is.
+struct HuggingFaceExport {
+  std::vector<std::string> carried;  // the files copied from `source`
+  std::string source;                // the folder the model came from ("" for a built-in model)
+  std::string note;                  // why none were copied, where the folder is gone
+};
+HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir,
+                                    ExportDtype dtype, const std::map<std::string, std::string>& metadata);
 
 }  // namespace mt

@@ -507,9 +507,15 @@ void Trainer::exportWeights(int64_t steps_done) {
     std::printf("weights written to %s\n", config_.export_path.c_str());
   }
   if (!config_.export_hf_dir.empty()) {
-    exportHuggingFace(plan_, store_, config_.export_hf_dir, config_.export_dtype, metadata);
-    std::printf("Hugging Face folder written to %s (%s)\n", config_.export_hf_dir.c_str(),
-                config_.export_dtype == ExportDtype::kBf16 ? "bf16" : "f32");
+    const HuggingFaceExport exported =
+        exportHuggingFace(plan_, store_, config_.export_hf_dir, config_.export_dtype, metadata);
+    std::string carried;
+    for (const std::string& name : exported.carried) carried += (carried.empty() ? "" : ", ") + name;
+    std::printf("Hugging Face folder written to %s (%s)%s\n", config_.export_hf_dir.c_str(),
+                config_.export_dtype == ExportDtype::kBf16 ? "bf16" : "f32",
+                !carried.empty()          ? ("; with " + carried + " from " + exported.source).c_str()
+                : !exported.note.empty() ? ("; " + exported.note).c_str()
+                                          : "");
   }
 }
 

@@ -160,12 +160,23 @@ def write_safetensors(path, tensors):
         f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
 
 
+# The files beside the weights an export carries over (runtime/training/huggingface.cc): small
+# stand-ins, compared byte for byte.
+CARRIED = {"tokenizer_config.json": '{"chat_template": "{{ messages }}", "eos_token": "</s>"}\n',
+           "generation_config.json": '{"eos_token_id": [2, 3]}\n',
+           "chat_template.jinja": "{% for m in messages %}{{ m['content'] }}{% endfor %}\n"}
+
+
 def write_folder(folder, spec, weights, config_extra=None):
-    """A model folder as transformers saves it: config.json, model.safetensors or shards + index."""
+    """A model folder as transformers saves it: config.json, model.safetensors or shards + index,
+    and the CARRIED files."""
     os.makedirs(folder, exist_ok=True)
     config = dict(spec["config"], architectures=[spec["architecture"]], **(config_extra or {}))
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
+    for carried, text in CARRIED.items():
+        with open(os.path.join(folder, carried), "w") as f:
+            f.write(text)
     names = list(weights)
     if spec["shards"] == 1:
         write_safetensors(os.path.join(folder, "model.safetensors"), weights)
@@ -260,6 +271,12 @@ def check_export(bin_dir, work, name, spec, plan, data, tokens, failures):
             failures.append(f"{name}: --export-hf f32 '{hf_name}' is not --export's weights in Hugging Face's layout")
         if hf_name in bf16 and not torch.equal(bf16[hf_name], tensor.to(torch.bfloat16)):
             failures.append(f"{name}: --export-hf bf16 '{hf_name}' is not the bf16 rounding of --export's weights")
+    # Self-contained (issue 32): the source folder's tokenizer files, chat template and generation
+    # config are carried over byte for byte.
+    for carried, text in CARRIED.items():
+        path = os.path.join(out_bf16, carried)
+        if not os.path.exists(path) or open(path).read() != text:
+            failures.append(f"{name}: --export-hf did not carry {carried} over from the source folder")
     with open(os.path.join(out_f32, "config.json")) as f:
         config = json.load(f)
     want = dict(spec["config"], architectures=[spec["architecture"]], torch_dtype="float32")
@@ -442,6 +459,16 @@ def main():
         print(f"{name}: 20 steps, first loss {mt_losses[0]:.4f} last {mt_losses[-1]:.4f}, worst relative "
               f"difference to the transformers-style model {worst:.2e}")
         check_export(bin_dir, work, name, spec, plan, data, tokens, failures)
+    # The folder a plan was compiled from gone by the time of the export: the weights are still
+    # exported, and the export says its tokenizer files could not be carried over.
+    source = os.path.join(work, "llama-bf16-sharded")
+    os.rename(source, source + ".moved")
+    out = subprocess.run([f"{bin_dir}/mtrun", os.path.join(work, "llama-bf16-sharded.plan"), "--data", data, "--steps",
+                          "1", "--export-hf", os.path.join(work, "gone-out")], capture_output=True, text=True)
+    os.rename(source + ".moved", source)
+    if out.returncode != 0 or "the tokenizer files were not copied: " + source + ", the folder the model came from, " \
+            "is gone" not in out.stdout or not os.path.exists(os.path.join(work, "gone-out", "model.safetensors")):
+        failures.append(f"export with the source folder gone: exit {out.returncode}: {out.stdout}{out.stderr}")
     # --batch auto sizes a folder's model like a built-in one (issue 17).
     auto = subprocess.run([f"{bin_dir}/mtc", os.path.join(work, "llama-bf16-sharded"), "--batch", "auto",
                            "--device-mem", "4MiB", "--seq", "32", "-o", os.path.join(work, "auto.plan")],
