@@ -2,15 +2,17 @@
 # Packs what bench/gpu/run.sh needs on the lent GPU machine, which has CUDA and PyTorch but none
 # of our build dependencies (MLIR, protobuf, OpenBLAS, ...): mtrun, mttok and the CUDA twin tests
 # built here with the shared libraries they need beyond glibc and CUDA, the plans compiled here
-# (mtc needs no GPU), and a token file. Everything goes to .gpu/ (git-ignored, ~40 MiB), which
-# the device tool carries:   run(command="bash bench/gpu/run.sh", carry=[".gpu"])
+# (mtc needs no GPU), and a token file. Everything goes to .gpu/ (git-ignored, ~110 MiB), packed
+# into .gpu.tar.xz (~25 MiB: the device tool carries at most 64 MiB), which the device tool carries:
+#   run(command="tar xJf .gpu.tar.xz && bash bench/gpu/run.sh", carry=[".gpu.tar.xz"])
 # usage: bash bench/gpu/pack.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/build.sh
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/plans
-cp build/bin/mtrun build/bin/mtgen build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate build/bin/kv_cache_check .gpu/bin/
-for lib in $(ldd build/bin/mtrun build/bin/mtgen build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate build/bin/kv_cache_check |
+cp build/bin/mtrun build/bin/mtgen build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate build/bin/kv_cache_check \
+  build/bin/mt_gpu_kernel_rate .gpu/bin/
+for lib in $(ldd build/bin/mtrun build/bin/mtgen build/bin/mt_cuda_twin_tests build/bin/mt_adamw_rate build/bin/kv_cache_check build/bin/mt_gpu_kernel_rate |
              awk '/=>/ { print $3 }' | sort -u); do
   case $(basename "$lib") in
     # glibc's and CUDA's own: the machine's versions must be used.
@@ -35,6 +37,16 @@ build/bin/mtc llama-tiny --tied --layers 4 --width 64 --ffn 256 --vocab 4096 --b
 # Weights streamed as bf16 staging copies, widened on the device.
 build/bin/mtc llama-tiny --batch 4 --seq 32 --device-mem 1300KiB --stream-dtype bf16 --no-weights \
   -o .gpu/plans/llama-tiny-bf16.plan >/dev/null
+# Each block's token-wise work in 2 tiles along the tokens (mtc --token-tiles), fp32 and bf16.
+build/bin/mtc llama-tiny --batch 2 --seq 64 --token-tiles 2 --no-weights -o .gpu/plans/llama-tiny-tiled.plan >/dev/null
+build/bin/mtc llama-tiny --batch 2 --seq 64 --token-tiles 2 --precision bf16 --no-weights \
+  -o .gpu/plans/llama-tiny-tiled-mixed.plan >/dev/null
+# bf16 plans whose heads are 64 and 128 wide: attention on the tensor-core kernels
+# (attention_mma_cuda.cu), 100 tokens (not a multiple of their 64-row tiles), grouped heads.
+build/bin/mtc llama-tiny --width 256 --heads 4 --kv-heads 2 --ffn 512 --batch 2 --context 128 --seq 100 --precision bf16 \
+  --no-weights -o .gpu/plans/llama-tiny-d64-mixed.plan >/dev/null
+build/bin/mtc llama-tiny --width 256 --heads 2 --kv-heads 1 --ffn 512 --batch 2 --context 128 --seq 100 --precision bf16 \
+  --no-weights -o .gpu/plans/llama-tiny-d128-mixed.plan >/dev/null
 # bf16 plans (mtc --precision bf16): resident and streamed-recompute, against the CPU's emulation.
 for model in gpt2-tiny llama-tiny; do
   build/bin/mtc $model --batch 4 --seq 32 --precision bf16 --no-weights -o .gpu/plans/$model-mixed.plan >/dev/null
@@ -94,6 +106,9 @@ llama-1b-8k-offload llama-1b 3GiB --batch 1 --context 8192 --seq 8192 --untied
 llama-1b-8k-tied llama-1b 3GiB --batch 1 --context 8192 --seq 8192
 llama-7b-bf16 llama-7b 8GiB --batch 4 --seq 1024 --update on-arrival --host-mem 110GiB --stream-dtype bf16
 llama-1b-mixed llama-1b 8GiB --batch 4 --seq 1024 --precision bf16
+llama-1b-mixed-auto llama-1b 76GiB --batch auto --seq 1024 --precision bf16
 qwen7b-mixed qwen2.5-7b 76GiB --batch auto --seq 1024 --precision bf16 --update on-arrival --host-mem 110GiB
 LIST
 du -sh .gpu
+XZ_OPT=-T2 tar cJf .gpu.tar.xz .gpu
+du -sh .gpu.tar.xz

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (device tool), after bench/gpu/pack.sh here:
-#   run(command="bash bench/gpu/run.sh", carry=[".gpu"], timeout_s=600)
+#   run(command="tar xJf .gpu.tar.xz && bash bench/gpu/run.sh", carry=[".gpu.tar.xz"], timeout_s=600)
 # 1. every CUDA kernel against its CPU twin; 2. the same plans on cuda and cpu, 10 steps:
 # losses and weights compared; decode plans' logits against window plans' on cuda; --export-hf
 # folders loaded by transformers; 3. the Llama bench plans on cuda (exact fp32, then TF32):
 # step time, model TFLOP/s, copy rates, busy share, measured vs predicted; 4. PyTorch native
-# training of the same architectures where they fit in GPU memory. Logs go to $OUT; a table
+# training of the same architectures where they fit in GPU memory; before 3, the kernels alone
+# (mt_gpu_kernel_rate: bf16 attention and the models' products) beside PyTorch's (BENCH_KERNELS=0 skips). Logs go to $OUT; a table
 # is printed last. One call may run 10 minutes: `run.sh check` does 1-2, `run.sh bench` 3-4,
+# `run.sh attention` the twins and the parity of the plans with 64- and 128-wide heads (what a
+# change to the tensor-core attention needs), then 3-5,
 # `run.sh` all of it (about 6-8 minutes expected; split it if the first call runs long).
 set -uo pipefail
 what=${1:-all}
@@ -33,7 +36,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 date -u +%Y-%m-%dT%H:%MZ | tee -a "$out/gpu.txt"
 LD_LIBRARY_PATH=$mt_libs ldd .gpu/bin/mtrun | grep -E 'not found|cuda|cublas' | tee "$out/ldd.txt"
 
-twins="" parity="" rows="" torch_rows="" adamw_rows=""
+twins="" parity="" kernel_rows="" rows="" torch_rows="" adamw_rows=""
 # The summary so far, with the logs, copied to $OUT after each part: a call that runs out of
 # time still returns what it measured.
 publish() {
@@ -41,6 +44,7 @@ publish() {
     echo "GPU: $(head -1 "$out/gpu.txt"), $(tail -1 "$out/gpu.txt")"
     echo "twins: $twins"
     echo "$parity"
+    echo "$kernel_rows"
     echo "$rows"
     echo "$adamw_rows"
     echo "$torch_rows"
@@ -51,7 +55,7 @@ publish() {
     tar czf "$OUT/logs.tgz" -C .gpu --exclude="*.safetensors" out
   fi
 }
-if [ "$what" = all ] || [ "$what" = check ]; then
+if [ "$what" = all ] || [ "$what" = check ] || [ "$what" = attention ]; then
 echo "== 1. CUDA twins"
 mt 180 mt_cuda_twin_tests > "$out/twins.txt" 2>&1 || echo "twin tests exited $?"
 twins=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/twins.txt" | tr '\n' ' ')
@@ -59,7 +63,9 @@ echo "$twins"; grep -A3 'Failure' "$out/twins.txt" | head -40
 
 echo "== 2. cuda vs cpu, 10 steps"
 parity=""
-for plan in .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan; do
+plans=$(ls .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan)
+[ "$what" = attention ] && plans=$(ls .gpu/plans/llama-tiny-d*-mixed.plan)
+for plan in $plans; do
   name=$(basename "$plan" .plan)
   for backend in cpu cuda; do
     mt 60 mtrun "$plan" --data .gpu/corpus.tok --steps 10 --backend $backend --log "$out/$name.$backend.jsonl" \
@@ -69,6 +75,10 @@ for plan in .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan; do
   tol=""; case $name in *-mixed*) tol=--bf16 ;; esac  # bf16 plans: bf16 tolerances
   parity+=$(python3 tests/e2e/backend_parity.py "$out/$name" 10 $tol) ; parity+=$'\n'
 done
+echo "$parity"
+publish
+fi
+if [ "$what" = all ] || [ "$what" = check ]; then
 echo "== 2b. decode plans on cuda: the key/value cache against the window plan, every position"
 for model in gpt2-tiny llama-tiny qwen-tiny; do
   parity+=$(mt 60 kv_cache_check .gpu/kv/$model.window.plan .gpu/kv/$model.decode.plan .gpu/kv/$model.window.safetensors 2>&1 | tail -3)$'\n'
@@ -89,14 +99,22 @@ echo "$parity"
 publish
 fi
 
-if [ "$what" = all ] || [ "$what" = bench ]; then
+if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = attention ]; then
+if [ "${BENCH_KERNELS:-1}" = 1 ]; then
+echo "== 3a. kernels alone: our attention and the models' products, then PyTorch's"
+mt 150 mt_gpu_kernel_rate > "$out/kernels.txt" 2>&1 || echo "mt_gpu_kernel_rate exited $?: $(tail -2 "$out/kernels.txt")"
+timeout 150 python3 bench/gpu/kernel_peer.py > "$out/kernel_peer.txt" 2>&1 || echo "kernel_peer.py exited $?"
+kernel_rows=$(grep -E '^(attention|gemm)' "$out/kernels.txt"; grep -E '^torch' "$out/kernel_peer.txt")
+publish
+fi
 echo "== 3. Llama bench plans on cuda"
 for model in $bench_models; do
   plan=.gpu/plans/bench-$model.plan name=bench-$model
   modes=$bench_modes; case $model in *-mixed*) modes=bf16 ;; esac  # a bf16 plan: one precision
   for mode in $modes; do
     flag=""; [ $mode = tf32 ] && flag=--tf32
-    mt 240 mtrun "$plan" --data .gpu/corpus.tok --steps 4 --backend cuda $flag --print-every 1 \
+    steps=4; case $model in *7b*) steps=3 ;; esac  # a 7B step takes ~15 s: the first is left out
+    mt 240 mtrun "$plan" --data .gpu/corpus.tok --steps $steps --backend cuda $flag --print-every 1 --profile \
       --trace "$out/$name.$mode.trace.json" > "$out/$name.$mode.txt" 2>&1 || echo "$name $mode failed or timed out"
     line=$(grep 'measured over' "$out/$name.$mode.txt" | sed 's/measured over //')
     busy=$(grep 'compute busy' "$out/$name.$mode.txt" | sed 's/^ *//')

@@ -6,6 +6,7 @@ in exact fp32 and in TF32; for a bf16 bench plan (NAME-mixed) the same model und
 (our bf16 plan's peer). Prints one 'torch ...' line per run; 'does not fit' where the
 parameters, gradients, moments and activations exceed the GPU's memory."""
 import gc
+import os
 import time
 
 import torch
@@ -119,7 +120,9 @@ if __name__ == "__main__":
         if name not in SHAPES:
             print(f"torch {arg}: no PyTorch twin of this shape")
             continue
-        runs = [("bf16", b) for b in (64, 32, 16, 8, 4)] if arg.endswith("-mixed") else [("fp32", BATCH), ("tf32", BATCH)]
+        # BENCH_TORCH_BATCHES="16": start the bf16 search there (the largest that fit before).
+        batches = [int(b) for b in os.environ.get("BENCH_TORCH_BATCHES", "64 32 16 8 4").split()]
+        runs = [("bf16", b) for b in batches] if arg.endswith("-mixed") else [("fp32", BATCH), ("tf32", BATCH)]
         for mode, batch in runs:
             result = run(name, mode, batch)
             gc.collect()  # the run's model and optimizer state are garbage now: give their memory back

@@ -1,128 +1,190 @@
-// Causal attention of a bf16 plan on the tensor cores (head_dim 64 or 128): flash-style, as the
-// CUDA-core kernels of attention_cuda.cu, with the products on WMMA 16x16x16 bf16 fragments
-// accumulating in f32. A block of 4 warps owns 64 query rows (forward, dq) or 64 key rows (dk,
-// dv); each warp 16 of them. Tiles of q, k, v and dout are staged in shared memory as bf16; the
-// scores, the online softmax (forward), the probabilities and score gradients are f32, rounded
-// to bf16 only as the operands of the next product (what FlashAttention does); outputs are
-// rounded once. The backward is two kernels, as the CUDA-core one: dk/dv per key tile summing
-// over the query heads of its group, dq per query tile: one writer per output, no atomics.
-// kernels/attention/attention_cpu.cc (with bf16 storage emulated) is the reference the twin
-// tests compare with (tests/kernels/cuda_twin_test.cc, Bf16Activations).
-#include <mma.h>
-
+// Causal attention of a bf16 plan on the tensor cores (head_dim 64 or 128), FlashAttention-2
+// style: mma.sync m16n8k16 (bf16 operands, f32 accumulation) with the scores, probabilities and
+// output accumulators held in registers; tiles of q, k, v and dout staged in shared memory by
+// cp.async, double-buffered (the next tile lands while this one is multiplied), read by
+// ldmatrix. A block of 4 warps owns 64 rows, each warp 16: query rows (forward, dq) or key rows
+// (dk, dv). The scores and the online softmax are f32 (in base 2: the scale folds log2(e) in);
+// probabilities and score gradients are rounded to bf16 only as the operands of the next
+// product (what FlashAttention does); outputs are rounded once. The backward is two kernels:
+// dk/dv per key tile summing over the query heads of its group, dq per query tile: one writer
+// per output, no atomics (the scores are computed twice, 7 products instead of 5, for results
+// that do not depend on scheduling). kernels/attention/attention_cpu.cc (with bf16 storage
+// emulated) is the reference the twin tests compare with (tests/kernels/cuda_twin_test.cc,
+// Bf16Activations); bench/gpu_kernel_rate.cc checks sampled rows at T 4096 and times them.
+// (The WMMA kernels this replaces ran at 36 TFLOP/s forward, 25 backward in training on an H200.)
 #include "kernels/attention/attention_mma.cuh"
 #include "kernels/cuda_common.cuh"
 
 namespace mt {
 namespace {
 
-using namespace nvcuda;
 using cuda::bf16;
 
-constexpr int kRows = 64;          // query (or key) rows per block, 16 per warp
-constexpr int kCols = 64;          // key (or query) rows per tile the block loops over
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kScoreLd = kCols + 4;  // f32 (16, kCols) per-warp score tiles
-constexpr int kProbLd = kCols + 8;   // bf16 (16, kCols) per-warp probability tiles
+constexpr int kRows = 64;  // rows a block owns (16 per warp), and the key tile of the forward and dq
+constexpr float kLog2e = 1.4426950408889634f;
 
+// bf16 per staged row: rows 16 bytes apart modulo 128, so ldmatrix's 8 rows hit distinct banks.
 template <int D>
-struct Layout {
-  static constexpr int kLd = D + 8;  // bf16 rows of staged tiles: 16-byte aligned, fewer bank conflicts
-  static constexpr int kOutLd = D + 4;
-  static constexpr size_t kTile = size_t(kRows) * kLd * sizeof(bf16);                   // a staged (64, D) tile
-  static constexpr size_t kScores = size_t(kWarps) * 16 * kScoreLd * sizeof(float);   // per-warp (16, 64) f32
-  static constexpr size_t kProbs = size_t(kWarps) * 16 * kProbLd * sizeof(bf16);      // per-warp (16, 64) bf16
-  static constexpr size_t kOut = size_t(kWarps) * 16 * kOutLd * sizeof(float);        // per-warp (16, D) f32
-};
-
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
-using FragAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-
-// Rows [first, first + kRows) of a (seq, D) slab (row r at src + r * stride) into a staged
-// tile, 8 bf16 (16 bytes) per access; rows past `rows` are zero.
+__host__ __device__ constexpr int rowLd() { return D + 8; }
+// Query rows per tile of the dk/dv kernel: 32 for head_dim 128 keeps its accumulators (dk and dv,
+// 16 x 128 f32 each per warp) and two score tiles within the registers.
 template <int D>
-__device__ void stageTile(bf16* tile, const bf16* __restrict__ src, int64_t rows, int64_t stride) {
-  constexpr int kChunks = D / 8;
-  for (int idx = threadIdx.x; idx < kRows * kChunks; idx += kThreads) {
-    const int r = idx / kChunks, c = idx % kChunks;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (r < rows) value = *reinterpret_cast<const uint4*>(src + r * stride + c * 8);
-    *reinterpret_cast<uint4*>(tile + r * Layout<D>::kLd + c * 8) = value;
-  }
+__host__ __device__ constexpr int gradQueryRows() { return D == 128 ? 32 : 64; }
+
+__device__ __forceinline__ uint32_t sharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16 bytes from global to shared memory, asynchronously; zeros where !valid (nothing is read).
+__device__ __forceinline__ void copyAsync16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sharedAddress(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void commitCopies() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void waitCopies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// scores (16, kCols) f32 of warp rows = a (16, D) rows of `a` times the (kCols, D) rows of `b`
-// transposed: a · bᵀ (both staged row-major).
-template <int D>
-__device__ void productABt(float* scores, const bf16* a, const bf16* b) {
-  constexpr int kLd = Layout<D>::kLd;
-#pragma unroll
-  for (int c = 0; c < kCols / 16; ++c) {
-    FragAcc acc;
-    wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-    for (int k = 0; k < D / 16; ++k) {
-      FragA fa;
-      FragBCol fb;
-      wmma::load_matrix_sync(fa, a + k * 16, kLd);
-      wmma::load_matrix_sync(fb, b + c * 16 * kLd + k * 16, kLd);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(scores + c * 16, acc, kScoreLd, wmma::mem_row_major);
-  }
+__device__ __forceinline__ void ldmatrix4(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(sharedAddress(p)));
+}
+__device__ __forceinline__ void ldmatrix4Trans(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(sharedAddress(p)));
+}
+// c (16 x 8, f32) += a (16 x 16, bf16, row-major) · b (16 x 8, bf16). A thread holds c[0], c[1] at
+// row lane/4, columns 2(lane%4) and +1, and c[2], c[3] eight rows below.
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half: the lower column
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+// The A operand (16 x 16) spanning score columns 16kk.. of accumulators s[2kk], s[2kk + 1]: a
+// product's f32 result, rounded, is the next product's bf16 operand without leaving the registers.
+template <int N>
+__device__ __forceinline__ void scoresAsA(uint32_t (&a)[4], const float (&s)[N][4], int kk) {
+  a[0] = packBf16(s[2 * kk][0], s[2 * kk][1]);
+  a[1] = packBf16(s[2 * kk][2], s[2 * kk][3]);
+  a[2] = packBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  a[3] = packBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 }
 
-// acc[n] += p (16, kCols) bf16 times the staged (kCols, D) tile t: p · t.
+// The A operand: rows r0.. r0+15, columns c0.. c0+15 of a staged row-major tile.
 template <int D>
-__device__ void accumulatePT(FragAcc (&acc)[D / 16], const bf16* p, const bf16* t) {
-#pragma unroll
-  for (int k = 0; k < kCols / 16; ++k) {
-    FragA fa;
-    wmma::load_matrix_sync(fa, p + k * 16, kProbLd);
-#pragma unroll
-    for (int n = 0; n < D / 16; ++n) {
-      FragBRow fb;
-      wmma::load_matrix_sync(fb, t + k * 16 * Layout<D>::kLd + n * 16, Layout<D>::kLd);
-      wmma::mma_sync(acc[n], fa, fb, acc[n]);
-    }
-  }
-}
-
-// Writes a warp's (16, D) f32 accumulators, through its staging area, as bf16 rows
-// first_row + r (< rows) of dst (row stride `stride`).
-template <int D>
-__device__ void storeWarpRows(float* staging, FragAcc (&acc)[D / 16], bf16* __restrict__ dst, int64_t first_row,
-                              int64_t rows, int64_t stride) {
-#pragma unroll
-  for (int n = 0; n < D / 16; ++n)
-    wmma::store_matrix_sync(staging + n * 16, acc[n], Layout<D>::kOutLd, wmma::mem_row_major);
-  __syncwarp();
+__device__ __forceinline__ void loadA(uint32_t (&a)[4], const bf16* tile, int r0, int c0) {
   const int lane = threadIdx.x & 31;
-  for (int idx = lane; idx < 16 * D; idx += 32) {
-    const int r = idx / D, c = idx % D;
-    if (first_row + r < rows) dst[(first_row + r) * stride + c] = __float2bfloat16_rn(staging[r * Layout<D>::kOutLd + c]);
+  ldmatrix4(a, tile + (r0 + (lane & 15)) * rowLd<D>() + c0 + (lane >> 4) * 8);
+}
+// B operands of two 8-column tiles (n0.., n0+8..) over k0.. k0+15 from a tile stored n-major
+// (a row per n: keys for q·kᵀ): b[0], b[1] for columns n0.., b[2], b[3] for n0+8...
+template <int D>
+__device__ __forceinline__ void loadBt(uint32_t (&b)[4], const bf16* tile, int n0, int k0) {
+  const int lane = threadIdx.x & 31;
+  ldmatrix4(b, tile + (n0 + (lane & 7) + (lane >> 4) * 8) * rowLd<D>() + k0 + ((lane >> 3) & 1) * 8);
+}
+// The same from a tile stored k-major (a row per k: values for p·v), by transposing loads.
+template <int D>
+__device__ __forceinline__ void loadB(uint32_t (&b)[4], const bf16* tile, int k0, int n0) {
+  const int lane = threadIdx.x & 31;
+  ldmatrix4Trans(b, tile + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * rowLd<D>() + n0 + (lane >> 4) * 8);
+}
+
+// acc (16 x kN) += a-rows (16 x D, rows r0.. of tile_a) · rowsᵀ (kN rows of tile_b): scores.
+template <int D, int kN>
+__device__ __forceinline__ void productABt(float (&acc)[kN / 8][4], const bf16* tile_a, int r0, const bf16* tile_b) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[4];
+    loadA<D>(a, tile_a, r0, kk * 16);
+#pragma unroll
+    for (int np = 0; np < kN / 16; ++np) {
+      uint32_t b[4];
+      loadBt<D>(b, tile_b, np * 16, kk * 16);
+      mma(acc[2 * np], a, b[0], b[1]);
+      mma(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+// acc (16 x D) += p (16 x kK, f32 accumulators rounded to bf16) · tile (kK rows x D).
+template <int D, int kK>
+__device__ __forceinline__ void accumulatePT(float (&acc)[D / 8][4], const float (&p)[kK / 8][4], const bf16* tile) {
+#pragma unroll
+  for (int kk = 0; kk < kK / 16; ++kk) {
+    uint32_t a[4];
+    scoresAsA(a, p, kk);
+#pragma unroll
+    for (int np = 0; np < D / 16; ++np) {
+      uint32_t b[4];
+      loadB<D>(b, tile, kk * 16, np * 16);
+      mma(acc[2 * np], a, b[0], b[1]);
+      mma(acc[2 * np + 1], a, b[2], b[3]);
+    }
   }
 }
 
-// Per query row of a tile: its lse (+inf past the sequence: probability 0) and
-// delta = rowsum(dout * out), by warps.
+// Rows [0, kTileRows) of a (seq, D) slab (row r at src + r * stride) into a staged tile,
+// asynchronously, 16 bytes per copy; rows at or past `rows` are zero.
+template <int D, int kTileRows>
+__device__ __forceinline__ void stageAsync(bf16* tile, const bf16* __restrict__ src, int64_t rows, int64_t stride) {
+  constexpr int kChunks = D / 8;
+  for (int idx = threadIdx.x; idx < kTileRows * kChunks; idx += kThreads) {
+    const int r = idx / kChunks, c = idx % kChunks;
+    const bool valid = r < rows;
+    copyAsync16(tile + r * rowLd<D>() + c * 8, valid ? src + r * stride + c * 8 : src, valid);
+  }
+}
+
+// Per query row of a tile: its log-sum-exp in base 2 (+inf past the sequence: probability 0)
+// and delta = rowsum(dout * out), by warps.
 template <int D>
-__device__ void stageRowStats(float* row_lse, float* row_delta, const float* __restrict__ lse_rows,
+__device__ void stageRowStats(float* lse2, float* delta, int n_rows, const float* __restrict__ lse_rows,
                               const bf16* __restrict__ dout, const bf16* __restrict__ out, int64_t rows,
                               int64_t stride) {
   const int lane = threadIdx.x & 31;
-  for (int r = threadIdx.x >> 5; r < kRows; r += kWarps) {
+  for (int r = threadIdx.x >> 5; r < n_rows; r += kWarps) {
     float sum = 0.0f;
     if (r < rows)
-      for (int c = lane; c < D; c += 32) sum += __bfloat162float(dout[r * stride + c]) * __bfloat162float(out[r * stride + c]);
+      for (int c = 2 * lane; c < D; c += 64) {
+        const float2 g = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + r * stride + c));
+        const float2 o = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(out + r * stride + c));
+        sum += g.x * o.x + g.y * o.y;
+      }
     sum = cuda::warpSum(sum);
     if (lane == 0) {
-      row_delta[r] = sum;
-      row_lse[r] = r < rows ? lse_rows[r] : INFINITY;
+      delta[r] = sum;
+      lse2[r] = r < rows ? lse_rows[r] * kLog2e : INFINITY;
     }
+  }
+}
+
+// Writes a warp's (16, D) accumulators, times `scale_a` (row lane/4) and `scale_b` (8 below),
+// as bf16 rows first_row + lane/4 and + 8 (those < rows) of dst (row stride `stride`).
+template <int D>
+__device__ __forceinline__ void storeRows(const float (&acc)[D / 8][4], float scale_a, float scale_b,
+                                          bf16* __restrict__ dst, int64_t first_row, int64_t rows, int64_t stride) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row_a = first_row + (lane >> 2), row_b = row_a + 8;
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    const int c = n * 8 + 2 * (lane & 3);
+    if (row_a < rows)
+      *reinterpret_cast<__nv_bfloat162*>(dst + row_a * stride + c) =
+          __floats2bfloat162_rn(acc[n][0] * scale_a, acc[n][1] * scale_a);
+    if (row_b < rows)
+      *reinterpret_cast<__nv_bfloat162*>(dst + row_b * stride + c) =
+          __floats2bfloat162_rn(acc[n][2] * scale_b, acc[n][3] * scale_b);
   }
 }
 
@@ -136,21 +198,17 @@ __device__ Coords blockCoords(int64_t heads, int64_t tiles, bool reverse) {
   return {block / (tiles * heads), (block / tiles) % heads, reverse ? tiles - 1 - t : t};
 }
 
+// Block per 64 query rows of (batch, head): key tiles 0..its own, the online softmax in registers.
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     flashForward(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                  bf16* __restrict__ out, float* __restrict__ lse, AttentionShape d) {
-  using L = Layout<D>;
+  constexpr int kTile = kRows * rowLd<D>();
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16 *q_tile = reinterpret_cast<bf16*>(smem), *k_tile = q_tile + kRows * L::kLd, *v_tile = k_tile + kRows * L::kLd;
-  float* scores = reinterpret_cast<float*>(smem + 3 * L::kTile);
-  bf16* probs = reinterpret_cast<bf16*>(smem + 3 * L::kTile + L::kScores);
-  float* o_rows = reinterpret_cast<float*>(smem + 3 * L::kTile + L::kScores + L::kProbs);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int row = lane >> 1, half = lane & 1;  // this lane's row of the warp's 16 and half of its columns
-  float* warp_scores = scores + warp * 16 * kScoreLd;
-  bf16* warp_probs = probs + warp * 16 * kProbLd;
-  float* warp_o = o_rows + warp * 16 * L::kOutLd;
+  bf16* q_tile = reinterpret_cast<bf16*>(smem);
+  bf16* k_tiles = q_tile + kTile;      // two buffers
+  bf16* v_tiles = k_tiles + 2 * kTile;  // two buffers
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r0 = warp * 16;
 
   const int64_t tiles = (d.seq + kRows - 1) / kRows;
   const Coords at = blockCoords(d.heads, tiles, true);
@@ -158,181 +216,245 @@ __global__ void __launch_bounds__(kThreads)
   const bf16* qb = q + (at.b * d.seq) * d.q_stride + at.head * D;
   const bf16* kb = k + (at.b * d.seq) * d.kv_stride + kvh * D;
   const bf16* vb = v + (at.b * d.seq) * d.kv_stride + kvh * D;
-  stageTile<D>(q_tile, qb + i0 * d.q_stride, d.seq - i0, d.q_stride);
-  for (int idx = lane; idx < 16 * L::kOutLd; idx += 32) warp_o[idx] = 0.0f;
-  const int64_t qi = i0 + warp * 16 + row;
-  float row_max = -INFINITY, row_sum = 0.0f;
-  for (int64_t j0 = 0; j0 <= i0; j0 += kCols) {
-    __syncthreads();  // the previous tile's readers are done
-    stageTile<D>(k_tile, kb + j0 * d.kv_stride, d.seq - j0, d.kv_stride);
-    stageTile<D>(v_tile, vb + j0 * d.kv_stride, d.seq - j0, d.kv_stride);
+  stageAsync<D, kRows>(q_tile, qb + i0 * d.q_stride, d.seq - i0, d.q_stride);
+  stageAsync<D, kRows>(k_tiles, kb, d.seq, d.kv_stride);
+  stageAsync<D, kRows>(v_tiles, vb, d.seq, d.kv_stride);
+  commitCopies();
+
+  const int64_t row_a = i0 + r0 + (lane >> 2), row_b = row_a + 8;  // this thread's two query rows
+  const float scale2 = d.scale * kLog2e;
+  float o[D / 8][4] = {};
+  float max_a = -INFINITY, max_b = -INFINITY, sum_a = 0.0f, sum_b = 0.0f;  // sums: this thread's columns
+  uint32_t qf[D / 16][4];
+  for (int64_t t = 0; t <= at.tile; ++t) {
+    const int buf = t & 1;
+    if (t < at.tile) {
+      const int64_t j1 = (t + 1) * kRows;
+      stageAsync<D, kRows>(k_tiles + (buf ^ 1) * kTile, kb + j1 * d.kv_stride, d.seq - j1, d.kv_stride);
+      stageAsync<D, kRows>(v_tiles + (buf ^ 1) * kTile, vb + j1 * d.kv_stride, d.seq - j1, d.kv_stride);
+    }
+    commitCopies();
+    waitCopies<1>();  // this tile (and, the first time, q) has landed
     __syncthreads();
-    productABt<D>(warp_scores, q_tile + warp * 16 * L::kLd, k_tile);
-    __syncwarp();
-    // Online softmax of this lane's half row; key j0 is visible to every row (j0 <= i0 <= qi).
-    float tile_max = -INFINITY;
-    for (int c = half * (kCols / 2); c < (half + 1) * (kCols / 2); ++c) {
-      const float s = j0 + c <= qi ? d.scale * warp_scores[row * kScoreLd + c] : -INFINITY;
-      warp_scores[row * kScoreLd + c] = s;
-      tile_max = fmaxf(tile_max, s);
-    }
-    const float new_max = fmaxf(row_max, fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1)));
-    const float keep = expf(row_max - new_max);
-    float sum = 0.0f;
-    for (int c = half * (kCols / 2); c < (half + 1) * (kCols / 2); ++c) {
-      const float p = expf(warp_scores[row * kScoreLd + c] - new_max);
-      warp_probs[row * kProbLd + c] = __float2bfloat16_rn(p);
-      sum += p;
-    }
-    row_sum = row_sum * keep + sum + __shfl_xor_sync(0xffffffffu, sum, 1);
-    row_max = new_max;
-    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) warp_o[row * L::kOutLd + c] *= keep;
-    __syncwarp();
-    FragAcc acc[D / 16];
+    if (t == 0) {
 #pragma unroll
-    for (int n = 0; n < D / 16; ++n) wmma::load_matrix_sync(acc[n], warp_o + n * 16, L::kOutLd, wmma::mem_row_major);
-    accumulatePT<D>(acc, warp_probs, v_tile);
+      for (int kk = 0; kk < D / 16; ++kk) loadA<D>(qf[kk], q_tile, r0, kk * 16);
+    }
+    const bf16 *kt = k_tiles + buf * kTile, *vt = v_tiles + buf * kTile;
+    float s[kRows / 8][4] = {};
 #pragma unroll
-    for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(warp_o + n * 16, acc[n], L::kOutLd, wmma::mem_row_major);
-    __syncwarp();
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+      for (int np = 0; np < kRows / 16; ++np) {
+        uint32_t b[4];
+        loadBt<D>(b, kt, np * 16, kk * 16);
+        mma(s[2 * np], qf[kk], b[0], b[1]);
+        mma(s[2 * np + 1], qf[kk], b[2], b[3]);
+      }
+    // Scaled to base 2; on the diagonal tile, keys after the row are masked. Every row sees
+    // key 0 in the first tile, so its maximum is finite from then on.
+    const bool diagonal = t == at.tile;
+    const int64_t j0 = t * kRows;
+    float tile_a = max_a, tile_b = max_b;
+#pragma unroll
+    for (int n = 0; n < kRows / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t col = j0 + n * 8 + 2 * (lane & 3) + (e & 1);
+        const bool masked = diagonal && col > (e < 2 ? row_a : row_b);
+        s[n][e] = masked ? -INFINITY : s[n][e] * scale2;
+        if (e < 2)
+          tile_a = fmaxf(tile_a, s[n][e]);
+        else
+          tile_b = fmaxf(tile_b, s[n][e]);
+      }
+    tile_a = fmaxf(tile_a, __shfl_xor_sync(0xffffffffu, tile_a, 1));
+    tile_a = fmaxf(tile_a, __shfl_xor_sync(0xffffffffu, tile_a, 2));
+    tile_b = fmaxf(tile_b, __shfl_xor_sync(0xffffffffu, tile_b, 1));
+    tile_b = fmaxf(tile_b, __shfl_xor_sync(0xffffffffu, tile_b, 2));
+    const float keep_a = exp2f(max_a - tile_a), keep_b = exp2f(max_b - tile_b);
+    max_a = tile_a, max_b = tile_b;
+    sum_a *= keep_a, sum_b *= keep_b;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) o[n][0] *= keep_a, o[n][1] *= keep_a, o[n][2] *= keep_b, o[n][3] *= keep_b;
+#pragma unroll
+    for (int n = 0; n < kRows / 8; ++n) {
+      s[n][0] = exp2f(s[n][0] - max_a), s[n][1] = exp2f(s[n][1] - max_a);
+      s[n][2] = exp2f(s[n][2] - max_b), s[n][3] = exp2f(s[n][3] - max_b);
+      sum_a += s[n][0] + s[n][1], sum_b += s[n][2] + s[n][3];
+    }
+    accumulatePT<D, kRows>(o, s, vt);
+    __syncthreads();  // every warp is done with this buffer before the next iteration refills it
   }
-  if (qi < d.seq) {
-    bf16* dst = out + (at.b * d.seq + qi) * d.q_stride + at.head * D;
-    const float inv = 1.0f / row_sum;
-    for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c)
-      dst[c] = __float2bfloat16_rn(warp_o[row * L::kOutLd + c] * inv);
-    if (half == 0) lse[(at.b * d.heads + at.head) * d.seq + qi] = row_max + logf(row_sum);
+  sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 1);
+  sum_a += __shfl_xor_sync(0xffffffffu, sum_a, 2);
+  sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 1);
+  sum_b += __shfl_xor_sync(0xffffffffu, sum_b, 2);
+  storeRows<D>(o, 1.0f / sum_a, 1.0f / sum_b, out + (at.b * d.seq) * d.q_stride + at.head * D, i0 + r0, d.seq,
+               d.q_stride);
+  if ((lane & 3) == 0) {
+    float* lse_rows = lse + (at.b * d.heads + at.head) * d.seq;
+    constexpr float kLn2 = 0.6931471805599453f;
+    if (row_a < d.seq) lse_rows[row_a] = (max_a + log2f(sum_a)) * kLn2;
+    if (row_b < d.seq) lse_rows[row_b] = (max_b + log2f(sum_b)) * kLn2;
   }
 }
 
-// Block per key tile of (batch, kv head): dv = Σ Pᵀ dout, dk = Σ dSᵀ q over the query heads of
-// its group and the query tiles at or after it. Warp w owns keys j0 + 16w .. + 15.
+// Block per 64 key rows of (batch, kv head): dv = Σ Pᵀ dout, dk = Σ dSᵀ q over the query heads of
+// its group and the query tiles at or after it, Sᵀ and dPᵀ computed key-major in registers.
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     flashGradKeys(const bf16* __restrict__ dout, const bf16* __restrict__ q, const bf16* __restrict__ k,
                   const bf16* __restrict__ v, const bf16* __restrict__ out, const float* __restrict__ lse,
                   bf16* __restrict__ dk, bf16* __restrict__ dv, AttentionShape d) {
-  using L = Layout<D>;
+  constexpr int kQ = gradQueryRows<D>(), kKeyTile = kRows * rowLd<D>(), kQueryTile = kQ * rowLd<D>();
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* k_tile = reinterpret_cast<bf16*>(smem);
-  bf16 *v_tile = k_tile + kRows * L::kLd, *q_tile = v_tile + kRows * L::kLd, *do_tile = q_tile + kRows * L::kLd;
-  float* scores = reinterpret_cast<float*>(smem + 4 * L::kTile);  // Sᵀ, then dPᵀ beside it
-  float* dp = scores + kWarps * 16 * kScoreLd;
-  bf16* probs = reinterpret_cast<bf16*>(smem + 4 * L::kTile + 2 * L::kScores);  // Pᵀ, then dSᵀ beside it
-  bf16* ds = probs + kWarps * 16 * kProbLd;
-  float* row_lse = reinterpret_cast<float*>(smem + 4 * L::kTile + 2 * L::kScores + 2 * L::kProbs);
-  float* row_delta = row_lse + kCols;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, row = lane >> 1, half = lane & 1;
-  float *warp_s = scores + warp * 16 * kScoreLd, *warp_dp = dp + warp * 16 * kScoreLd;
-  bf16 *warp_p = probs + warp * 16 * kProbLd, *warp_ds = ds + warp * 16 * kProbLd;
+  bf16* v_tile = k_tile + kKeyTile;
+  bf16* q_tiles = v_tile + kKeyTile;         // two buffers
+  bf16* do_tiles = q_tiles + 2 * kQueryTile;  // two buffers
+  float* lse2 = reinterpret_cast<float*>(do_tiles + 2 * kQueryTile);
+  float* delta = lse2 + kQ;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r0 = warp * 16;
 
   const int64_t tiles = (d.seq + kRows - 1) / kRows;
   const Coords at = blockCoords(d.kv_heads, tiles, false);
   const int64_t j0 = at.tile * kRows, group = d.heads / d.kv_heads;
   const int64_t kv_first = (at.b * d.seq) * d.kv_stride + at.head * D;
-  stageTile<D>(k_tile, k + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride);
-  stageTile<D>(v_tile, v + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride);
-  const int64_t kj = j0 + warp * 16 + row;
-  FragAcc dk_acc[D / 16], dv_acc[D / 16];
-#pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(dk_acc[n], 0.0f), wmma::fill_fragment(dv_acc[n], 0.0f);
-  for (int64_t h = at.head * group; h < (at.head + 1) * group; ++h) {
-    const int64_t q_first = (at.b * d.seq) * d.q_stride + h * D;
-    for (int64_t i0 = j0; i0 < d.seq; i0 += kCols) {
-      __syncthreads();  // the previous tile's readers are done
-      const int64_t row0 = q_first + i0 * d.q_stride;
-      stageTile<D>(q_tile, q + row0, d.seq - i0, d.q_stride);
-      stageTile<D>(do_tile, dout + row0, d.seq - i0, d.q_stride);
-      stageRowStats<D>(row_lse, row_delta, lse + (at.b * d.heads + h) * d.seq + i0, dout + row0, out + row0,
-                       d.seq - i0, d.q_stride);
-      __syncthreads();
-      productABt<D>(warp_s, k_tile + warp * 16 * L::kLd, q_tile);   // Sᵀ: keys x queries
-      productABt<D>(warp_dp, v_tile + warp * 16 * L::kLd, do_tile);  // dPᵀ = v · doutᵀ
-      __syncwarp();
-      for (int c = half * (kCols / 2); c < (half + 1) * (kCols / 2); ++c) {
-        const float p = kj <= i0 + c ? expf(d.scale * warp_s[row * kScoreLd + c] - row_lse[c]) : 0.0f;
-        warp_p[row * kProbLd + c] = __float2bfloat16_rn(p);
-        warp_ds[row * kProbLd + c] = __float2bfloat16_rn(p * (warp_dp[row * kScoreLd + c] - row_delta[c]) * d.scale);
-      }
-      __syncwarp();
-      accumulatePT<D>(dv_acc, warp_p, do_tile);
-      accumulatePT<D>(dk_acc, warp_ds, q_tile);
+  // The query tiles, head by head of the group: i0 = j0, j0 + kQ, ... < seq.
+  const int64_t per_head = (d.seq - j0 + kQ - 1) / kQ, steps = group * per_head;
+  auto queryRow0 = [&](int64_t u) {  // the first element of step u's query tile (q, dout and out alike)
+    const int64_t h = at.head * group + u / per_head, i0 = j0 + (u % per_head) * kQ;
+    return (at.b * d.seq + i0) * d.q_stride + h * D;
+  };
+  stageAsync<D, kRows>(k_tile, k + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride);
+  stageAsync<D, kRows>(v_tile, v + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride);
+  stageAsync<D, kQ>(q_tiles, q + queryRow0(0), d.seq - j0, d.q_stride);
+  stageAsync<D, kQ>(do_tiles, dout + queryRow0(0), d.seq - j0, d.q_stride);
+  commitCopies();
+
+  const int64_t key_a = j0 + r0 + (lane >> 2), key_b = key_a + 8;  // this thread's two key rows
+  const float scale2 = d.scale * kLog2e;
+  float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};
+  for (int64_t u = 0; u < steps; ++u) {
+    const int buf = u & 1;
+    const int64_t h = at.head * group + u / per_head, i0 = j0 + (u % per_head) * kQ;
+    if (u + 1 < steps) {
+      const int64_t next = queryRow0(u + 1), next_i0 = j0 + ((u + 1) % per_head) * kQ;
+      stageAsync<D, kQ>(q_tiles + (buf ^ 1) * kQueryTile, q + next, d.seq - next_i0, d.q_stride);
+      stageAsync<D, kQ>(do_tiles + (buf ^ 1) * kQueryTile, dout + next, d.seq - next_i0, d.q_stride);
     }
+    commitCopies();
+    const int64_t row0 = queryRow0(u);
+    stageRowStats<D>(lse2, delta, kQ, lse + (at.b * d.heads + h) * d.seq + i0, dout + row0, out + row0, d.seq - i0,
+                     d.q_stride);
+    waitCopies<1>();
+    __syncthreads();
+    const bf16 *qt = q_tiles + buf * kQueryTile, *dot = do_tiles + buf * kQueryTile;
+    float st[kQ / 8][4] = {}, dpt[kQ / 8][4] = {};  // Sᵀ and dPᵀ: this warp's 16 keys x kQ queries
+    productABt<D, kQ>(st, k_tile, r0, qt);
+    productABt<D, kQ>(dpt, v_tile, r0, dot);
+    const bool near_diagonal = i0 < j0 + kRows;
+#pragma unroll
+    for (int n = 0; n < kQ / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = n * 8 + 2 * (lane & 3) + (e & 1);
+        const bool masked = near_diagonal && (e < 2 ? key_a : key_b) > i0 + c;
+        const float p = masked ? 0.0f : exp2f(st[n][e] * scale2 - lse2[c]);
+        st[n][e] = p;
+        dpt[n][e] = p * (dpt[n][e] - delta[c]) * d.scale;
+      }
+    accumulatePT<D, kQ>(dv_acc, st, dot);
+    accumulatePT<D, kQ>(dk_acc, dpt, qt);
+    __syncthreads();  // every warp is done with this buffer and the row stats
   }
-  __syncthreads();  // the staging below reuses the score areas of every warp
-  float* staging = scores + warp * 16 * Layout<D>::kOutLd;
-  storeWarpRows<D>(staging, dk_acc, dk + kv_first, j0 + warp * 16, d.seq, d.kv_stride);
-  __syncwarp();
-  storeWarpRows<D>(staging, dv_acc, dv + kv_first, j0 + warp * 16, d.seq, d.kv_stride);
+  storeRows<D>(dk_acc, 1.0f, 1.0f, dk + kv_first, j0 + r0, d.seq, d.kv_stride);
+  storeRows<D>(dv_acc, 1.0f, 1.0f, dv + kv_first, j0 + r0, d.seq, d.kv_stride);
 }
 
-// Block per query tile of (batch, head): dq = Σ dS k over the key tiles up to it.
+// Block per 64 query rows of (batch, head): dq = Σ dS k over the key tiles up to its own.
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     flashGradQueries(const bf16* __restrict__ dout, const bf16* __restrict__ q, const bf16* __restrict__ k,
                      const bf16* __restrict__ v, const bf16* __restrict__ out, const float* __restrict__ lse,
                      bf16* __restrict__ dq, AttentionShape d) {
-  using L = Layout<D>;
+  constexpr int kTile = kRows * rowLd<D>();
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* q_tile = reinterpret_cast<bf16*>(smem);
-  bf16 *do_tile = q_tile + kRows * L::kLd, *k_tile = do_tile + kRows * L::kLd, *v_tile = k_tile + kRows * L::kLd;
-  float* scores = reinterpret_cast<float*>(smem + 4 * L::kTile);
-  float* dp = scores + kWarps * 16 * kScoreLd;
-  bf16* ds = reinterpret_cast<bf16*>(smem + 4 * L::kTile + 2 * L::kScores);
-  float* row_lse = reinterpret_cast<float*>(smem + 4 * L::kTile + 2 * L::kScores + L::kProbs);
-  float* row_delta = row_lse + kRows;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, row = lane >> 1, half = lane & 1;
-  float *warp_s = scores + warp * 16 * kScoreLd, *warp_dp = dp + warp * 16 * kScoreLd;
-  bf16* warp_ds = ds + warp * 16 * kProbLd;
+  bf16* do_tile = q_tile + kTile;
+  bf16* k_tiles = do_tile + kTile;      // two buffers
+  bf16* v_tiles = k_tiles + 2 * kTile;  // two buffers
+  float* lse2 = reinterpret_cast<float*>(v_tiles + 2 * kTile);
+  float* delta = lse2 + kRows;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r0 = warp * 16;
 
   const int64_t tiles = (d.seq + kRows - 1) / kRows;
   const Coords at = blockCoords(d.heads, tiles, true);
   const int64_t i0 = at.tile * kRows, kvh = at.head / (d.heads / d.kv_heads);
   const int64_t row0 = (at.b * d.seq + i0) * d.q_stride + at.head * D;
   const int64_t kv_first = (at.b * d.seq) * d.kv_stride + kvh * D;
-  stageTile<D>(q_tile, q + row0, d.seq - i0, d.q_stride);
-  stageTile<D>(do_tile, dout + row0, d.seq - i0, d.q_stride);
-  stageRowStats<D>(row_lse, row_delta, lse + (at.b * d.heads + at.head) * d.seq + i0, dout + row0, out + row0,
+  stageAsync<D, kRows>(q_tile, q + row0, d.seq - i0, d.q_stride);
+  stageAsync<D, kRows>(do_tile, dout + row0, d.seq - i0, d.q_stride);
+  stageAsync<D, kRows>(k_tiles, k + kv_first, d.seq, d.kv_stride);
+  stageAsync<D, kRows>(v_tiles, v + kv_first, d.seq, d.kv_stride);
+  commitCopies();
+  stageRowStats<D>(lse2, delta, kRows, lse + (at.b * d.heads + at.head) * d.seq + i0, dout + row0, out + row0,
                    d.seq - i0, d.q_stride);
-  const int r = warp * 16 + row;  // this lane's query row in the tile
-  const int64_t qi = i0 + r;
-  FragAcc dq_acc[D / 16];
-#pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(dq_acc[n], 0.0f);
-  for (int64_t j0 = 0; j0 <= i0; j0 += kCols) {
-    __syncthreads();  // the previous tile's readers are done (and, the first time, the row stats written)
-    stageTile<D>(k_tile, k + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride);
-    stageTile<D>(v_tile, v + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride);
-    __syncthreads();
-    productABt<D>(warp_s, q_tile + warp * 16 * L::kLd, k_tile);    // S
-    productABt<D>(warp_dp, do_tile + warp * 16 * L::kLd, v_tile);  // dP = dout · vᵀ
-    __syncwarp();
-    for (int c = half * (kCols / 2); c < (half + 1) * (kCols / 2); ++c) {
-      const float p = j0 + c <= qi ? expf(d.scale * warp_s[row * kScoreLd + c] - row_lse[r]) : 0.0f;
-      warp_ds[row * kProbLd + c] = __float2bfloat16_rn(p * (warp_dp[row * kScoreLd + c] - row_delta[r]) * d.scale);
+
+  const int64_t row_a = i0 + r0 + (lane >> 2), row_b = row_a + 8;
+  const float scale2 = d.scale * kLog2e;
+  float dq_acc[D / 8][4] = {};
+  float lse_a = 0.0f, lse_b = 0.0f, delta_a = 0.0f, delta_b = 0.0f;
+  for (int64_t t = 0; t <= at.tile; ++t) {
+    const int buf = t & 1;
+    if (t < at.tile) {
+      const int64_t j1 = (t + 1) * kRows;
+      stageAsync<D, kRows>(k_tiles + (buf ^ 1) * kTile, k + kv_first + j1 * d.kv_stride, d.seq - j1, d.kv_stride);
+      stageAsync<D, kRows>(v_tiles + (buf ^ 1) * kTile, v + kv_first + j1 * d.kv_stride, d.seq - j1, d.kv_stride);
     }
-    __syncwarp();
-    accumulatePT<D>(dq_acc, warp_ds, k_tile);
+    commitCopies();
+    waitCopies<1>();
+    __syncthreads();  // the tiles, and (the first time) the row stats, are visible to every warp
+    if (t == 0) {
+      lse_a = lse2[r0 + (lane >> 2)], lse_b = lse2[r0 + (lane >> 2) + 8];
+      delta_a = delta[r0 + (lane >> 2)], delta_b = delta[r0 + (lane >> 2) + 8];
+    }
+    const bf16 *kt = k_tiles + buf * kTile, *vt = v_tiles + buf * kTile;
+    float s[kRows / 8][4] = {}, dp[kRows / 8][4] = {};
+    productABt<D, kRows>(s, q_tile, r0, kt);
+    productABt<D, kRows>(dp, do_tile, r0, vt);
+    const bool diagonal = t == at.tile;
+    const int64_t j0 = t * kRows;
+#pragma unroll
+    for (int n = 0; n < kRows / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t col = j0 + n * 8 + 2 * (lane & 3) + (e & 1);
+        const bool upper = e >= 2;
+        const bool masked = diagonal && col > (upper ? row_b : row_a);
+        const float p = masked ? 0.0f : exp2f(s[n][e] * scale2 - (upper ? lse_b : lse_a));
+        s[n][e] = p * (dp[n][e] - (upper ? delta_b : delta_a)) * d.scale;
+      }
+    accumulatePT<D, kRows>(dq_acc, s, kt);
+    __syncthreads();
   }
-  __syncthreads();
-  float* staging = scores + warp * 16 * Layout<D>::kOutLd;
-  storeWarpRows<D>(staging, dq_acc, dq + (at.b * d.seq) * d.q_stride + at.head * D, i0 + warp * 16, d.seq, d.q_stride);
+  storeRows<D>(dq_acc, 1.0f, 1.0f, dq + (at.b * d.seq) * d.q_stride + at.head * D, i0 + r0, d.seq, d.q_stride);
 }
 
 template <int D>
 constexpr size_t forwardSmem() {
-  return 3 * Layout<D>::kTile + Layout<D>::kScores + Layout<D>::kProbs + Layout<D>::kOut;
+  return 5 * size_t(kRows) * rowLd<D>() * sizeof(bf16);
 }
 template <int D>
 constexpr size_t gradKeysSmem() {
-  return 4 * Layout<D>::kTile + 2 * Layout<D>::kScores + 2 * Layout<D>::kProbs + 2 * kCols * sizeof(float);
+  return (2 * size_t(kRows) + 4 * gradQueryRows<D>()) * rowLd<D>() * sizeof(bf16) +
+         2 * gradQueryRows<D>() * sizeof(float);
 }
 template <int D>
 constexpr size_t gradQueriesSmem() {
-  return 4 * Layout<D>::kTile + 2 * Layout<D>::kScores + Layout<D>::kProbs + 2 * kRows * sizeof(float);
+  return 6 * size_t(kRows) * rowLd<D>() * sizeof(bf16) + 2 * kRows * sizeof(float);
 }
-// The backward's staging of a warp's (16, D) f32 result reuses the two score areas.
-static_assert(2 * Layout<128>::kScores >= Layout<128>::kOut && 2 * Layout<64>::kScores >= Layout<64>::kOut);
 
 template <typename Kernel>
 void allowSmem(Kernel kernel, size_t bytes) {

@@ -37,7 +37,10 @@ def main():
         print(f"{name}: FAIL (missing output: {e})")
         return 1
     total = sum(float(g.norm()) ** 2 for g in grads.values()) ** 0.5
-    zero_grad = sorted(n for n, g in grads.items() if float(g.norm()) <= 1e-7 * total)
+    # Analytically zero: fp32 sums leave ~1e-8 of the total norm in such a gradient, bf16's
+    # roundings ~2e-7 (gpt2-tiny-mixed's key biases; its smallest real gradient, the query bias,
+    # is 2e-4 of the total).
+    zero_grad = sorted(n for n, g in grads.items() if float(g.norm()) <= (1e-5 if bf16 else 1e-7) * total)
     loss_err = max((abs(a - b) / abs(a) for a, b in zip(*losses)), default=float("inf"))
     errs = {n: ref.rel_err(weights[1][n], w) for n, w in weights[0].items() if n not in zero_grad}
     worst = max(errs, key=errs.get)
