@@ -27,7 +27,7 @@ namespace {
 struct Options {
   std::string plan_path, weights, tokenizer, prompt, prompt_file, end_of_text;
   mt::BackendChoice backend = mt::BackendChoice::kAuto;
-  bool bytes = false, greedy = false, no_stop = false, print_ids = false;
+  bool bytes = false, greedy = false, no_stop = false, print_ids = false, other_tokenizer = false;
   mt::GenerationOptions generation;
 };
 
@@ -38,6 +38,7 @@ class Text {
     if (!o.tokenizer.empty()) tokenizer_ = std::make_unique<mt::HfTokenizer>(mt::resolveTokenizerPath(o.tokenizer));
   }
   uint32_t vocab() const { return tokenizer_ ? tokenizer_->vocabSize() : 256; }
+  uint32_t fingerprint() const { return tokenizer_ ? tokenizer_->fingerprint() : 0; }
   std::vector<uint32_t> encode(const std::string& text) const {
     if (tokenizer_) return tokenizer_->encode(text, /*add_special_tokens=*/true);
     return {reinterpret_cast<const unsigned char*>(text.data()),
@@ -120,6 +121,8 @@ int generate(Options& o) {
   mt::plan::Plan plan = mt::readPlan(o.plan_path);
   mt::verifyPlan(plan);
   const Text text(o);
+  if (!o.other_tokenizer)
+    mt::checkModelTokenizer(plan, text.fingerprint(), "--tokenizer " + o.tokenizer, "--other-tokenizer");
   mt::HostStore store(plan);
   store.initialize(plan.init_seed());
   const std::string weights = mt::initialWeightsPath(o.weights, o.plan_path, plan);
@@ -216,6 +219,8 @@ int main(int argc, char** argv) {
                  "stop at this token only (default: the model's end tokens, eos_token_id of the --tokenizer "
                  "folder's generation_config.json or of the model's config.json, and the tokenizer's end-of-text)");
   app.add_flag("--no-stop", o.no_stop, "do not stop at an end token");
+  app.add_flag("--other-tokenizer", o.other_tokenizer,
+               "read and write text with another tokenizer than the model's own (refused otherwise)");
   app.add_flag("--ids", o.print_ids, "print the new token ids instead of text");
   mt::choiceOf(app, "--backend", o.backend, "where to run: the GPU when there is one (auto)", mt::backendChoiceNames())
       ->default_str("auto");

@@ -39,6 +39,9 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   choiceOf(app, "--backend", c.backend, "where to run: cuda when a GPU runs every kernel of the plan (auto)",
            backendChoiceNames())
       ->default_str("auto");
+  app.add_flag("--other-tokenizer", c.other_tokenizer,
+               "train on token files made with another tokenizer than the model's own (refused otherwise: their "
+               "ids mean other tokens to the model)");
   app.add_flag("--tf32", c.tf32,
                "cuda: matrix products on the tensor cores in TF32 (~7x faster on an H100, relative error ~1e-3) "
                "instead of exact fp32");

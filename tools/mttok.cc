@@ -46,10 +46,12 @@ void printIds(const std::vector<uint32_t>& ids) {
   std::printf("\n");
 }
 
+// The token file, with the fingerprint of the tokenizer that made it (mtrun and mtgen check it
+// against the model's).
 void writeTokens(const Options& o, const std::vector<uint32_t>& ids, uint32_t vocab, const std::vector<uint8_t>* counted,
-                 const std::string& what) {
+                 uint32_t fingerprint, const std::string& what) {
   if (ids.empty()) throw mt::Error("the inputs hold no text: no token file to write");
-  mt::writeTokenFile(o.output, ids, vocab, counted);
+  mt::writeTokenFile(o.output, ids, vocab, counted, fingerprint);
   std::printf("mttok: %zu tokens (vocab %u)%s from %zu file%s -> %s\n", ids.size(), vocab, what.c_str(),
               o.inputs.size(), o.inputs.size() == 1 ? "" : "s", o.output.c_str());
 }
@@ -79,7 +81,7 @@ int encodeDocuments(const Options& o, mt::HfTokenizer& tokenizer) {
     ids.insert(ids.end(), doc.begin(), doc.end());
     ids.push_back(end);
   }
-  writeTokens(o, ids, tokenizer.vocabSize(), nullptr, " in " + std::to_string(o.inputs.size()) + " document" + (o.inputs.size() == 1 ? "" : "s"));
+  writeTokens(o, ids, tokenizer.vocabSize(), nullptr, tokenizer.fingerprint(), " in " + std::to_string(o.inputs.size()) + " document" + (o.inputs.size() == 1 ? "" : "s"));
   return 0;
 }
 
@@ -135,7 +137,7 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   }
   int64_t targets = 0;
   for (uint8_t c : counted) targets += c;
-  writeTokens(o, ids, tokenizer.vocabSize(), &counted,
+  writeTokens(o, ids, tokenizer.vocabSize(), &counted, tokenizer.fingerprint(),
               " in " + std::to_string(examples) + " examples, " + std::to_string(targets) + " counted by the loss");
   if (split_differently)
     std::printf("mttok: note: %lld example%s tokenized at a reply's start differently from the whole text "
@@ -178,7 +180,7 @@ int encodeLegacy(const Options& o) {
     printIds(ids);
     return 0;
   }
-  writeTokens(o, ids, vocab, nullptr, "");
+  writeTokens(o, ids, vocab, nullptr, o.bpe ? mt::kGpt2BpeTokenizerFingerprint : mt::kBytesTokenizerFingerprint, "");
   return 0;
 }
 

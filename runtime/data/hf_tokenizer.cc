@@ -9,6 +9,7 @@
 
 #include "runtime/data/hf_tokenizer_impl.h"
 #include "runtime/data/utf8.h"
+#include "runtime/io/checksum.h"
 #include "runtime/io/error.h"
 
 namespace mt {
@@ -295,6 +296,17 @@ std::optional<uint32_t> HfTokenizer::tokenId(const std::string& content) const {
   auto it = impl_->vocab.find(content);
   if (it != impl_->vocab.end()) return it->second;
   return std::nullopt;
+}
+
+uint32_t HfTokenizer::fingerprint() const {
+  uint32_t crc = 0;
+  for (uint32_t id = 0; id < vocab_size_; ++id) {
+    const std::string& token = impl_->token_of[id];
+    const unsigned char marks[2] = {static_cast<unsigned char>(impl_->special[id] ? 1 : 0), 0};
+    crc = crc32c(token.data(), token.size(), crc);
+    crc = crc32c(marks, 2, crc);  // the end of the token (and whether it is special)
+  }
+  return crc ? crc : 1;
 }
 
 bool HfTokenizer::isSpecial(uint32_t id) const { return id < vocab_size_ && impl_->special[id]; }

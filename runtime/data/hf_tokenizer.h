@@ -53,6 +53,10 @@ class HfTokenizer {
   // <|end_of_text|>, </s> and <eos>, if there is one.
   std::optional<uint32_t> endOfText() const;
   const std::string& path() const { return path_; }
+  // What the ids mean, in 32 bits: the CRC-32C of every id's token in id order (vocabulary and
+  // added tokens, special ones marked), never 0. Two files that map ids to the same tokens agree,
+  // however their JSON is laid out; a token file made with another tokenizer does not.
+  uint32_t fingerprint() const;
 
   struct Impl;  // the file's components, in hf_tokenizer.cc
 

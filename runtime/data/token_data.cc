@@ -37,6 +37,7 @@ TokenFile::TokenFile(const std::string& path)
   std::memcpy(&bytes_per_token_, header + 12, 4);
   std::memcpy(&count, header + 16, 8);
   std::memcpy(&vocab_, header + 24, 4);
+  std::memcpy(&tokenizer_fingerprint_, header + 28, 4);
   if (std::memcmp(header, kTokenMagic, 8) != 0) throw bad("bad magic (not a MegaTrain token file)");
   if (version != kTokenVersion && version != kTokenMaskedVersion)
     throw bad("version " + std::to_string(version) + ", this reader knows 1 (ids) and 2 (ids and a loss mask)");
@@ -132,20 +133,19 @@ IoFault TokenFile::changedError(const std::string& what) const {
 }
 
 void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size,
-                    const std::vector<uint8_t>* counted) {
+                    const std::vector<uint8_t>* counted, uint32_t tokenizer_fingerprint) {
   const uint32_t width = vocab_size <= 65536 ? 2 : 4;
   if (counted && counted->size() != ids.size())
     throw Error("a loss mask of " + std::to_string(counted->size()) + " entries for " + std::to_string(ids.size()) +
                 " tokens");
   std::string bytes(kHeaderBytes + ids.size() * width + (counted ? ids.size() : 0), '\0');
   const uint64_t count = ids.size();
-  const uint32_t reserved = 0;
   std::memcpy(&bytes[0], kTokenMagic, 8);
   std::memcpy(&bytes[8], counted ? &kTokenMaskedVersion : &kTokenVersion, 4);
   std::memcpy(&bytes[12], &width, 4);
   std::memcpy(&bytes[16], &count, 8);
   std::memcpy(&bytes[24], &vocab_size, 4);
-  std::memcpy(&bytes[28], &reserved, 4);
+  std::memcpy(&bytes[28], &tokenizer_fingerprint, 4);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] >= vocab_size) throw Error("token id " + std::to_string(ids[i]) + " >= vocab size");
     if (width == 2) {

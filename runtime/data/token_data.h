@@ -6,7 +6,8 @@
 //   offset 12 u32      bytes per token (2 or 4)
 //   offset 16 u64      count
 //   offset 24 u32      vocab size (every id is < it)
-//   offset 28 u32      reserved (0)
+//   offset 28 u32      the tokenizer's fingerprint (0: not recorded; mttok writes it since
+//                      session 16: HfTokenizer::fingerprint, or a constant per built-in tokenizer)
 // The reader checks the header, the size and every id when it opens the file, and again on every
 // read: a file truncated or rewritten under a run is an error naming it, never a crash (as a
 // memory mapping would be) or out-of-vocabulary ids reaching the model.
@@ -34,6 +35,8 @@ class TokenFile {
   bool hasLossMask() const { return masked_; }
   uint32_t vocabSize() const { return vocab_; }
   const std::string& path() const { return path_; }
+  // The fingerprint of the tokenizer that made the file; 0 where it was not recorded.
+  uint32_t tokenizerFingerprint() const { return tokenizer_fingerprint_; }
   // The CRC-32C of the whole file as it was opened (a run's provenance names its data by it).
   uint32_t checksum() const { return crc32c_; }
   // Tokens [first, first + count): throws mt::Error if the range is outside the file or the file
@@ -61,12 +64,19 @@ class TokenFile {
   int64_t count_ = 0;
   uint32_t vocab_ = 0;
   uint32_t crc32c_ = 0;
+  uint32_t tokenizer_fingerprint_ = 0;
 };
+
+// The fingerprints of mttok's built-in tokenizations (--bytes, --bpe); a tokenizer.json's is
+// HfTokenizer::fingerprint.
+inline constexpr uint32_t kBytesTokenizerFingerprint = 0x62797465;  // "byte"
+inline constexpr uint32_t kGpt2BpeTokenizerFingerprint = 0x67707432;  // "gpt2"
 
 // Writes a token file atomically. Ids must be < vocab_size; 2-byte ids when vocab_size <= 65536.
 // With `counted` (one 0/1 byte per id): version 2, the loss mask after the ids.
+// `tokenizer_fingerprint` (0: none) goes into the header.
 void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size,
-                    const std::vector<uint8_t>* counted = nullptr);
+                    const std::vector<uint8_t>* counted = nullptr, uint32_t tokenizer_fingerprint = 0);
 
 // Deterministic training batches: for (step, row) a window start drawn from a counter-based
 // generator keyed by the seed, so any step's batch can be produced without the ones before it

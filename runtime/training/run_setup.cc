@@ -4,8 +4,11 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "runtime/training/checkpoint.h"
 #include "runtime/backends/cuda_device.h"
+#include "runtime/data/hf_tokenizer.h"
 #include "runtime/io/error.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/plan/plan_queries.h"
@@ -61,6 +64,25 @@ std::string initialWeightsPath(const std::string& weights_flag, const std::strin
                 ": pass --weights with the .safetensors file mtc wrote when it compiled the plan");
   if (exists) std::printf("note: %s: starting from the plan's seeded initializers\n", problem.c_str());
   return "";
+}
+
+std::optional<uint32_t> modelTokenizerFingerprint(const plan::Plan& plan) {
+  const std::string& source = plan.model().hf_source();
+  if (source.empty()) return std::nullopt;
+  const std::string path = source + "/tokenizer.json";
+  if (access(path.c_str(), R_OK) != 0) return std::nullopt;
+  return HfTokenizer(path).fingerprint();
+}
+
+void checkModelTokenizer(const plan::Plan& plan, uint32_t fingerprint, const std::string& what,
+                         const std::string& override_flag) {
+  if (fingerprint == 0) return;  // not recorded (a token file from before)
+  const std::optional<uint32_t> model = modelTokenizerFingerprint(plan);
+  if (!model || *model == fingerprint) return;
+  throw Error(fmt::format("{} was made with another tokenizer (fingerprint {:08x}) than the model's ({}/tokenizer.json, "
+                          "{:08x}): its ids mean other tokens to this model. Tokenize with the model's own "
+                          "(mttok --tokenizer {}), or pass {} if that is what you mean",
+                          what, fingerprint, plan.model().hf_source(), *model, plan.model().hf_source(), override_flag));
 }
 
 }  // namespace mt

@@ -2,6 +2,7 @@
 // it starts from.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/backends/backend.h"
@@ -19,6 +20,18 @@ enum class BackendKind { kCpu, kCuda };
 // config file serves machines with and without a GPU).
 BackendKind chooseBackend(BackendChoice choice, bool tf32, const plan::Plan& plan);
 std::unique_ptr<Backend> createBackend(BackendKind kind, bool tf32, const plan::Plan& plan, HostStore& store);
+
+// The tokenizer of the Hugging Face folder the plan's model came from (ModelInfo.hf_source, its
+// tokenizer.json), as a fingerprint (HfTokenizer::fingerprint); nullopt for a model from
+// elsewhere, or where the folder or its tokenizer.json is gone.
+std::optional<uint32_t> modelTokenizerFingerprint(const plan::Plan& plan);
+
+// Throws mt::Error unless `fingerprint` (a token file's, or --tokenizer's; 0: not recorded) is the
+// model's (modelTokenizerFingerprint) or unknown: ids of another tokenizer mean other tokens to
+// the model, trained on or printed without a word. `what` names the file or flag; the error names
+// both tokenizers and the fix (`override_flag` passes it).
+void checkModelTokenizer(const plan::Plan& plan, uint32_t fingerprint, const std::string& what,
+                         const std::string& override_flag);
 
 // Whether the plan's parameters come from an imported model's weights (no initializer of their own).
 bool isImported(const plan::Plan& plan);

@@ -607,6 +607,10 @@ int train(const TrainConfig& given) {
   const std::unique_ptr<TokenFile> val_data =
       config.val_data_path.empty() ? nullptr : openTokens(config.val_data_path, plan);
   checkEnoughTokens(config, plan, *data, val_data.get());
+  if (!config.other_tokenizer) {
+    checkModelTokenizer(plan, data->tokenizerFingerprint(), "--data " + config.data_path, "--other-tokenizer");
+    if (val_data) checkModelTokenizer(plan, val_data->tokenizerFingerprint(), "--val-data " + config.val_data_path, "--other-tokenizer");
+  }
   const int64_t batch = plan.model().batch();
   if (config.accumulate * batch > kMaxStepRows)
     throw Error("--accumulate " + std::to_string(config.accumulate) + " at the plan's batch " + std::to_string(batch) +

@@ -22,6 +22,7 @@ struct TrainConfig {
   std::string trace_path;      // measured timeline of the last step (Chrome trace JSON); "" = none
   BackendChoice backend = BackendChoice::kAuto;
   bool tf32 = false;           // CUDA: matrix products in TF32 instead of exact fp32
+  bool other_tokenizer = false;  // train on token files of another tokenizer than the model's
   int64_t steps = 100;         // optimizer steps
   int64_t accumulate = 1;      // micro-batches (plan steps) per optimizer step
   uint64_t seed = 1;           // data order, dropout masks (and initial weights when no weights file)

@@ -78,6 +78,27 @@ def main():
     worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
     print(f"{SCHEDULE.steps} steps on the replies only ({want_counted} of {SCHEDULE.batch * SCHEDULE.seq} targets), "
           f"losses within {worst:.1e} of the transformers-style model")
+    # Issue 32: ids of another tokenizer mean other tokens to the model, though they fit its
+    # vocabulary (Llama 3's 128,256 < Qwen's 151,936): the token file records its tokenizer, and
+    # mtrun (and mtgen, for --tokenizer) refuse a mismatch, naming both, unless told.
+    ref.run([f"{bin_dir}/mttok", "--tokenizer", "llama3", "--chat", "sft.jsonl", "-o", "llama3.tok"])
+    other = subprocess.run([f"{bin_dir}/mtrun", "m.plan", "--data", "llama3.tok", "--steps", "1"],
+                           capture_output=True, text=True)
+    if other.returncode != 1 or "was made with another tokenizer" not in other.stderr or \
+            "mttok --tokenizer " not in other.stderr:
+        failures.append(f"a token file of another tokenizer: exit {other.returncode}: {other.stderr}")
+    told = subprocess.run([f"{bin_dir}/mtrun", "m.plan", "--data", "llama3.tok", "--steps", "1", "--other-tokenizer"],
+                          capture_output=True, text=True)
+    if told.returncode != 0:
+        failures.append(f"--other-tokenizer: exit {told.returncode}: {told.stderr}")
+    ref.run([f"{bin_dir}/mtc", "qwen", "--forward-only", "--kv-cache", "--batch", "1", "--seq", "32", "-o", "g.plan"])
+    gen = subprocess.run([f"{bin_dir}/mtgen", "g.plan", "--tokenizer", "llama3", "--prompt", "Hi", "--max-tokens", "2"],
+                         capture_output=True, text=True)
+    own = subprocess.run([f"{bin_dir}/mtgen", "g.plan", "--tokenizer", "qwen", "--prompt", "Hi", "--max-tokens", "2"],
+                         capture_output=True, text=True)
+    if gen.returncode != 1 or "--tokenizer llama3 was made with another tokenizer" not in gen.stderr or own.returncode != 0:
+        failures.append(f"mtgen --tokenizer of another model: exit {gen.returncode} ({gen.stderr}); its own: exit "
+                        f"{own.returncode} ({own.stderr})")
     ref.finish("sft_pipeline", failures)
 
 
