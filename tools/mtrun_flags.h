@@ -17,7 +17,11 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "initial weights (safetensors); default: the PLAN.safetensors mtc wrote beside the plan when it was "
                  "written for this plan, else the plan's seeded initializers (an imported model has none: its "
                  "weights are needed)");
-  app.add_option("--steps", c.steps, "training steps (optimizer updates)")->capture_default_str();
+  CLI::Option* steps = app.add_option("--steps", c.steps, "training steps (optimizer updates)")->capture_default_str();
+  app.add_option("--epochs", c.epochs,
+                 "train for the steps that draw this many times the training tokens (windows are drawn at random: a "
+                 "count of tokens, not each token once); instead of --steps")
+      ->excludes(steps);
   app.add_option("--accumulate", c.accumulate,
                  "micro-batches per optimizer step: the plan runs N times, the gradients summed on the host (4 more "
                  "bytes of host memory per parameter) and their mean applied once, exactly the update of one step "
@@ -69,7 +73,13 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "a token file of held-out tokens to validate on (instead of --val-fraction's share of --data)");
   app.add_option("--val-every", c.val_every, "steps between validation losses (0: at the end only)")
       ->capture_default_str();
-  app.add_option("--val-batches", c.val_batches, "batches per validation loss")->capture_default_str();
+  app.add_option("--val-batches", c.val_batches,
+                 "at most this many held-out batches per validation (0: all: one pass over the held-out tokens, "
+                 "each a target once)")
+      ->capture_default_str();
+  app.add_flag("--keep-best", c.keep_best,
+               "keep the weights of the lowest validation loss in --checkpoint-dir (best.ckpt.safetensors) and "
+               "export those at the end");
   choiceOf(app, "--on-nonfinite", c.skip_nonfinite,
                           "NaN/Inf in the loss or a gradient: stop (name the first offending tensor, exit 1) or "
                           "skip the step; either way the update is not applied",

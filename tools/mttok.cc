@@ -1,6 +1,7 @@
 // mttok: turn text into a token file (bytes, GPT-2 BPE, or any byte-level BPE tokenizer.json),
 // instruction data into a token file with a loss mask, and token files back into text.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -30,6 +31,8 @@ struct Options {
   bool bytes = false, bpe = false, print_ids = false, skip_special = false, no_special = false;
   Job job = Job::Encode;
   std::optional<mt::ChatTemplate> chat_template;  // unset: the tokenizer's own
+  int64_t max_length = 0;                         // --chat: tokens per example at most (0: no limit)
+  bool train_on_prompt = false;                   // --chat: count the prompts' tokens too
 };
 
 std::string readText(const std::string& path) {
@@ -85,10 +88,17 @@ int encodeDocuments(const Options& o, mt::HfTokenizer& tokenizer) {
   return 0;
 }
 
-// The longest line of JSONL instruction data read (far past any sequence a model trains on).
-constexpr size_t kMaxExampleBytes = size_t{16} << 20;
+// What shaping did to the examples, for the summary: each count with the first example it hit.
+struct ShapingNote {
+  int64_t count = 0;
+  std::string first;
+  void add(const std::string& where) {
+    if (count++ == 0) first = where;
+  }
+};
 
-// JSONL instruction data: each example rendered with the chat template, its replies counted,
+// Instruction data (JSONL, or one JSON array): each example rendered with the chat template, its
+// replies counted (everything but the end with --train-on-prompt), cut to --max-length tokens,
 // followed by the end-of-text token (not counted).
 int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   const mt::ChatTemplate chat_template = o.chat_template ? *o.chat_template : mt::templateFor(tokenizer);
@@ -103,33 +113,35 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counted;
   int64_t examples = 0, split_differently = 0;
+  ShapingNote empty_replies, truncated, nothing_left;
   for (const auto& path : o.inputs) {
-    const std::string text = readText(path);
-    int64_t number = 0;
-    for (size_t at = 0; at < text.size();) {
-      const size_t line_end = std::min(text.find('\n', at), text.size());
-      const std::string_view line_view(text.data() + at, line_end - at);
-      at = line_end + 1;
-      ++number;
-      if (line_view.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      const std::string where = path + ":" + std::to_string(number);
-      // Tokenizing takes some 45 times an example's size at its peak: one example is bounded.
-      if (line_view.size() > kMaxExampleBytes)
-        throw mt::Error(where + ": an example of " + std::to_string(line_view.size()) + " bytes; mttok --chat reads "
-                        "examples (lines) of at most " + std::to_string(kMaxExampleBytes >> 20) +
-                        " MiB: split it into several");
-      const std::string line(line_view);
+    mt::forEachExample(path, readText(path), [&](const std::vector<mt::ChatMessage>& messages, const std::string& where) {
+      for (const mt::ChatMessage& m : messages)
+        if (m.role == "assistant" && m.content.find_first_not_of(" \t\r\n") == std::string::npos) {
+          empty_replies.add(where);
+          break;
+        }
       std::vector<mt::ChatPart> parts;
       try {
-        parts = mt::renderChat(mt::readExample(line, where), chat_template);
+        parts = mt::renderChat(messages, chat_template);
       } catch (const mt::Error& e) {
-        throw std::string(e.what()).rfind(where, 0) == 0 ? e : mt::Error(where + ": " + e.what());
+        throw mt::Error(where + ": " + e.what());
       }
+      const size_t first = ids.size();
       split_differently += !mt::appendExample(tokenizer, parts, ids, counted);
+      if (o.train_on_prompt) std::fill(counted.begin() + static_cast<std::ptrdiff_t>(first), counted.end(), 1);
+      // --max-length: the example with its end token fits; what is cut is its end (the last replies).
+      if (o.max_length > 0 && ids.size() - first + 1 > static_cast<size_t>(o.max_length)) {
+        ids.resize(first + static_cast<size_t>(o.max_length) - 1);
+        counted.resize(ids.size());
+        truncated.add(where);
+        if (std::find(counted.begin() + static_cast<std::ptrdiff_t>(first), counted.end(), 1) == counted.end())
+          nothing_left.add(where);
+      }
       ids.push_back(end);
       counted.push_back(0);
       ++examples;
-    }
+    });
   }
   if (o.print_ids) {
     printIds(ids);
@@ -138,7 +150,19 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   int64_t targets = 0;
   for (uint8_t c : counted) targets += c;
   writeTokens(o, ids, tokenizer.vocabSize(), &counted, tokenizer.fingerprint(),
-              " in " + std::to_string(examples) + " examples, " + std::to_string(targets) + " counted by the loss");
+              " in " + std::to_string(examples) + " examples, " + std::to_string(targets) + " counted by the loss" +
+                  (o.train_on_prompt ? " (--train-on-prompt: the prompts too)" : ""));
+  if (truncated.count)
+    std::printf("mttok: %lld of %lld examples cut to --max-length %lld tokens (the first: %s)%s\n",
+                static_cast<long long>(truncated.count), static_cast<long long>(examples),
+                static_cast<long long>(o.max_length), truncated.first.c_str(),
+                nothing_left.count ? fmt::format("; {} of them kept no reply token (the first: {})", nothing_left.count,
+                                                 nothing_left.first).c_str()
+                                   : "");
+  if (empty_replies.count)
+    std::fprintf(stderr, "mttok: warning: %lld example%s an empty reply (the first: %s): trained on, they teach the "
+                 "model to answer nothing\n", static_cast<long long>(empty_replies.count),
+                 empty_replies.count == 1 ? " has" : "s have", empty_replies.first.c_str());
   if (split_differently)
     std::printf("mttok: note: %lld example%s tokenized at a reply's start differently from the whole text "
                 "(a reply beginning with a line break); the ids still decode to the same text\n",
@@ -191,6 +215,7 @@ std::optional<std::string> checkCombination(const Options& o) {
   if (o.job != Job::Encode && o.tokenizer.empty())
     return std::string(o.job == Job::Chat ? "--chat" : "--decode") + " needs --tokenizer";
   if (o.chat_template && o.job != Job::Chat) return "--template applies to --chat";
+  if ((o.max_length || o.train_on_prompt) && o.job != Job::Chat) return "--max-length and --train-on-prompt apply to --chat";
   if (o.job == Job::Decode && o.print_ids) return "--decode prints text; --ids is for encoding";
   if (o.job != Job::Decode && o.output.empty() && !o.print_ids) return "give -o FILE (or --ids to print the ids)";
   return std::nullopt;
@@ -210,9 +235,10 @@ int main(int argc, char** argv) {
       "  mttok --tokenizer llama3 docs/*.txt -o docs.tok     a Hugging Face tokenizer: each file a document,\n"
       "                                                      ended by the end-of-text token\n"
       "  mttok --tokenizer Qwen2.5-0.5B/ --chat sft.jsonl -o sft.tok\n"
-      "                                                      instruction data (alpaca, messages or sharegpt\n"
-      "                                                      JSONL) with its chat template; only the replies\n"
-      "                                                      count in the loss\n"
+      "                                                      instruction data (alpaca, messages or sharegpt;\n"
+      "                                                      JSONL or a JSON array) with its chat template; only\n"
+      "                                                      the replies count in the loss (--max-length 2048\n"
+      "                                                      cuts longer examples; --train-on-prompt counts all)\n"
       "  mttok --tokenizer qwen3 --decode sft.tok            the text of a token file\n"
       "  echo \"Hello world\" | mttok --tokenizer gpt2 --ids -  print the ids (with --tokenizer: a line per input)\n\n"
       "--tokenizer takes a tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3, mistral (installed\n"
@@ -224,11 +250,20 @@ int main(int argc, char** argv) {
   app.add_option("--bpe-dir", o.bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe")->capture_default_str();
   app.add_option("--tokenizer", o.tokenizer, "a Hugging Face BPE tokenizer (byte-level, or SentencePiece-style with byte fallback): FILE, FOLDER "
                  "or gpt2|llama3|qwen3|mistral");
-  app.add_flag("--chat", chat, "the inputs are JSONL instruction data: write ids and a loss mask counting the replies");
+  app.add_flag("--chat", chat,
+               "the inputs are instruction data (JSONL, or a JSON array of examples): write ids and a loss mask "
+               "counting the replies");
   mt::choiceOf(app, "--template", o.chat_template, "chat template for --chat (default: the tokenizer's own)",
                std::map<std::string, std::optional<mt::ChatTemplate>>{{"chatml", mt::ChatTemplate::ChatML},
                                                                       {"qwen3", mt::ChatTemplate::Qwen3},
                                                                       {"llama3", mt::ChatTemplate::Llama3}});
+  app.add_option("--max-length", o.max_length,
+                 "with --chat: cut each example to this many tokens, its end token included (the cut examples "
+                 "are counted and the first named)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
+  app.add_flag("--train-on-prompt", o.train_on_prompt,
+               "with --chat: count the prompts' tokens (system, user turns, the template's markers) in the loss too, "
+               "not only the replies");
   app.add_flag("--decode", decode_flag, "the inputs are token files: write their text");
   app.add_flag("--skip-special", o.skip_special, "with --decode: leave special tokens out of the text");
   app.add_option("--eot", o.end_of_text, "the token that ends each document or example (default: the tokenizer's "

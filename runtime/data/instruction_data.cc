@@ -58,10 +58,25 @@ std::string trim(const std::string& text) {
 
 std::string lstripNewlines(const std::string& text) { return text.substr(std::min(text.find_first_not_of('\n'), text.size())); }
 
+// LLaMA-Factory's "history": earlier [user, assistant] turns of an alpaca record.
+void appendHistory(const json& history, std::vector<ChatMessage>& messages, const std::string& where) {
+  if (!history.is_array()) throw Error(where + ": \"history\" is not a list of [user, assistant] pairs");
+  for (size_t i = 0; i < history.size(); ++i) {
+    const json& pair = history[i];
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string())
+      throw Error(where + ": \"history\" item " + std::to_string(i) + " is not a [user, assistant] pair of strings");
+    messages.push_back({"user", pair[0].get<std::string>()});
+    messages.push_back({"assistant", pair[1].get<std::string>()});
+  }
+}
+
 }  // namespace
 
 std::vector<ChatMessage> readExample(const std::string& json_line, const std::string& where) {
-  const json example = parseJsonInput(json_line, where);
+  return exampleMessages(parseJsonInput(json_line, where), where);
+}
+
+std::vector<ChatMessage> exampleMessages(const json& example, const std::string& where) {
   if (!example.is_object()) throw Error(where + ": not a JSON object");
   std::vector<ChatMessage> messages;
   if (example.contains("messages")) {
@@ -77,6 +92,8 @@ std::vector<ChatMessage> readExample(const std::string& json_line, const std::st
       if (!input.empty()) prompt += "\n\n" + input;
     }
     if (example.contains("system")) messages.push_back({"system", stringField(example, "system", where)});
+    if (example.contains("history") && !example.at("history").is_null())
+      appendHistory(example.at("history"), messages, where);
     messages.push_back({"user", prompt});
     messages.push_back({"assistant", stringField(example, "output", where)});
   } else {
@@ -86,6 +103,36 @@ std::vector<ChatMessage> readExample(const std::string& json_line, const std::st
   for (const ChatMessage& m : messages) replies |= m.role == "assistant";
   if (!replies) throw Error(where + ": no assistant message: nothing in it would be trained");
   return messages;
+}
+
+void forEachExample(const std::string& path, const std::string& text,
+                    const std::function<void(const std::vector<ChatMessage>&, const std::string& where)>& each) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '[') {  // one JSON array of examples
+    if (text.size() > kMaxExampleArrayBytes)
+      throw Error(path + ": a JSON array of " + std::to_string(text.size() >> 20) + " MiB; mttok --chat reads arrays "
+                  "of at most " + std::to_string(kMaxExampleArrayBytes >> 20) + " MiB: write it as JSONL (one "
+                  "example per line) instead");
+    const json examples = parseJsonInput(text, path);
+    for (size_t i = 0; i < examples.size(); ++i) {
+      const std::string where = path + ": record " + std::to_string(i);
+      each(exampleMessages(examples[i], where), where);
+    }
+    return;
+  }
+  int64_t number = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t line_end = std::min(text.find('\n', at), text.size());
+    const std::string_view line(text.data() + at, line_end - at);
+    at = line_end + 1;
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = path + ":" + std::to_string(number);
+    if (line.size() > kMaxExampleBytes)
+      throw Error(where + ": an example of " + std::to_string(line.size()) + " bytes; mttok --chat reads examples "
+                  "(lines) of at most " + std::to_string(kMaxExampleBytes >> 20) + " MiB: split it into several");
+    each(readExample(std::string(line), where), where);
+  }
 }
 
 std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatTemplate chat_template) {

@@ -2,9 +2,12 @@
 // token ids and a loss mask that counts only what the model is taught to write (the assistant's
 // replies and the token that ends each reply).
 //
-// One JSON object per line, in any of three shapes:
-//   alpaca    {"instruction": "...", "input": "..." (optional), "output": "...", "system": "..." (optional)}
-//             -> user: instruction, then "\n\n" and input when there is one; assistant: output
+// One JSON object per line (JSONL), or one JSON array of them (Stanford Alpaca's alpaca_data.json),
+// each in any of three shapes:
+//   alpaca    {"instruction": "...", "input": "..." (optional), "output": "...", "system": "..." (optional),
+//              "history": [["user turn", "reply"], ...] (optional, LLaMA-Factory's earlier turns)}
+//             -> system; each history pair as user and assistant; user: instruction, then "\n\n" and
+//                input when there is one; assistant: output
 //   messages  {"messages": [{"role": "system"|"user"|"assistant", "content": "..."}, ...]}
 //   sharegpt  {"conversations": [{"from": "system"|"human"|"gpt", "value": "..."}, ...]}
 // Templates (what Hugging Face's chat templates render, without a generation prompt):
@@ -15,8 +18,11 @@
 //           per message, CONTENT trimmed of surrounding white space
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "runtime/data/hf_tokenizer.h"
 
@@ -29,8 +35,20 @@ struct ChatMessage {
   std::string content;
 };
 
-// The messages of one JSONL line; throws mt::Error naming `where` (file:line) and what is wrong.
+// The messages of one example (parsed, or a JSONL line); throws mt::Error naming `where` (file:line) and what is wrong.
+std::vector<ChatMessage> exampleMessages(const nlohmann::json& example, const std::string& where);
 std::vector<ChatMessage> readExample(const std::string& json_line, const std::string& where);
+
+// The longest example (a JSONL line) and the largest JSON array file read: far past any
+// sequence a model trains on, and bounded, since tokenizing takes some 45 times an example's size.
+inline constexpr size_t kMaxExampleBytes = size_t{16} << 20;
+inline constexpr size_t kMaxExampleArrayBytes = size_t{1} << 30;
+
+// Calls `each` with every example of a file's `text` in order and where it is (path:line for
+// JSONL, "path: record N" in a JSON array: a text whose first character is '['). Blank lines are
+// skipped. Throws mt::Error naming where an example is malformed or too large.
+void forEachExample(const std::string& path, const std::string& text,
+                    const std::function<void(const std::vector<ChatMessage>&, const std::string& where)>& each);
 
 // A stretch of a rendered conversation and whether its tokens are targets of the loss.
 struct ChatPart {

@@ -190,4 +190,39 @@ int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int6
   return counted;
 }
 
+HeldOutBatches::HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq, int64_t begin, int64_t end,
+                               int64_t max_batches)
+    : data_(data), batch_(batch), seq_(seq), begin_(begin) {
+  if (begin < 0 || end > data.size() || end - begin < seq + 1)
+    throw Error("held-out tokens: " + std::to_string(end - begin) + " to validate on; a sequence of " +
+                std::to_string(seq) + " needs at least " + std::to_string(seq + 1));
+  windows_ = (end - begin - 1) / seq;
+  all_batches_ = (windows_ + batch - 1) / batch;
+  batches_ = max_batches > 0 ? std::min(max_batches, all_batches_) : all_batches_;
+}
+
+int64_t HeldOutBatches::fill(int64_t i, int32_t* tokens, int32_t* targets) const {
+  int64_t counted = 0;
+  std::vector<uint8_t> mask;
+  for (int64_t b = 0; b < batch_; ++b) {
+    const int64_t window = i * batch_ + b;
+    int32_t* row_tokens = tokens + b * seq_;
+    int32_t* row_targets = targets + b * seq_;
+    if (window >= windows_) {  // padding: nothing counted
+      std::fill(row_tokens, row_tokens + seq_, 0);
+      std::fill(row_targets, row_targets + seq_, -1);
+      continue;
+    }
+    const std::vector<uint32_t> ids =
+        data_.read(begin_ + window * seq_, seq_ + 1, data_.hasLossMask() ? &mask : nullptr);
+    for (int64_t t = 0; t < seq_; ++t) {
+      const bool counts = mask.empty() || mask[t + 1];
+      row_tokens[t] = static_cast<int32_t>(ids[t]);
+      row_targets[t] = counts ? static_cast<int32_t>(ids[t + 1]) : -1;
+      counted += counts;
+    }
+  }
+  return counted;
+}
+
 }  // namespace mt

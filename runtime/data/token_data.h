@@ -101,4 +101,26 @@ class BatchSampler {
   int64_t begin_, end_;
 };
 
+// Held-out batches for validation: tokens [begin, end) cut in order into consecutive windows of
+// seq + 1 tokens overlapping by one (window k: tokens begin + k·seq .. begin + (k+1)·seq; each
+// token after the first is the target once), `batch` windows per batch, the last batch's rows
+// past the final window padding (token 0, target -1: the loss ignores them). One pass over
+// every batch is one pass over the held-out tokens; `max_batches` > 0 keeps the first ones only.
+class HeldOutBatches {
+ public:
+  // Throws mt::Error if [begin, end) holds fewer than seq + 1 tokens.
+  HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq, int64_t begin, int64_t end,
+                 int64_t max_batches = 0);
+  int64_t windows() const { return windows_; }
+  int64_t batches() const { return batches_; }          // those validated (max_batches applied)
+  int64_t allBatches() const { return all_batches_; }   // a whole pass
+  // Batch i's tokens and targets (a target the file's mask leaves out is -1); returns the
+  // targets counted. Throws mt::Error if the file changed underneath.
+  int64_t fill(int64_t i, int32_t* tokens, int32_t* targets) const;
+
+ private:
+  const TokenFile& data_;
+  int64_t batch_, seq_, begin_, windows_, all_batches_, batches_;
+};
+
 }  // namespace mt

@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "runtime/io/error.h"
 #include "runtime/io/safetensors.h"
@@ -22,6 +25,9 @@ namespace fs = std::filesystem;
 constexpr char kSuffix[] = ".ckpt.safetensors";
 constexpr char kFormat[] = "megatrain-checkpoint-1";
 constexpr char kLockName[] = ".mtrun.lock";
+// --keep-best's checkpoint (no step-<N> name: never pruned, never resumed from by default).
+constexpr char kBestName[] = "best.ckpt.safetensors";
+constexpr char kValLossKey[] = "val_loss";
 
 // Steps of the complete checkpoints in `dir`, ascending (temporary files do not match).
 std::vector<std::pair<int64_t, fs::path>> checkpoints(const std::string& dir) {
@@ -81,14 +87,15 @@ CheckpointDir::CheckpointDir(const std::string& dir) : dir_(dir) {
   });
 }
 
-void CheckpointDir::write(const plan::Plan& plan, const HostStore& store, const CheckpointState& state,
-                          int keep) const {
-  const std::string& dir = dir_;
-  std::error_code ec;
-  char name[64];
-  std::snprintf(name, sizeof name, "step-%09lld%s", static_cast<long long>(state.step), kSuffix);
+namespace {
+
+// The checkpoint file `name` in `dir`, its metadata `state`'s and `extra`.
+void writeCheckpointFile(const std::string& dir, const std::string& name, const plan::Plan& plan,
+                         const HostStore& store, const CheckpointState& state,
+                         const std::map<std::string, std::string>& extra) {
   const std::string path = (fs::path(dir) / name).string();
   std::map<std::string, std::string> metadata = state.provenance;
+  metadata.insert(extra.begin(), extra.end());
   metadata.insert({{"format", kFormat},
                    {"step", std::to_string(state.step)},
                    {"seed", std::to_string(state.seed)},
@@ -97,8 +104,42 @@ void CheckpointDir::write(const plan::Plan& plan, const HostStore& store, const 
                    {kPlanFingerprintKey, planFingerprint(plan)}});
   store.saveState(path, metadata);
   syncDirectory(dir);
-  auto all = checkpoints(dir);
+}
+
+}  // namespace
+
+void CheckpointDir::write(const plan::Plan& plan, const HostStore& store, const CheckpointState& state,
+                          int keep) const {
+  char name[64];
+  std::snprintf(name, sizeof name, "step-%09lld%s", static_cast<long long>(state.step), kSuffix);
+  writeCheckpointFile(dir_, name, plan, store, state, {});
+  std::error_code ec;
+  auto all = checkpoints(dir_);
   for (size_t i = 0; keep > 0 && i + keep < all.size(); ++i) fs::remove(all[i].second, ec);
+}
+
+void CheckpointDir::writeBest(const plan::Plan& plan, const HostStore& store, const CheckpointState& state,
+                              double val_loss) const {
+  writeCheckpointFile(dir_, kBestName, plan, store, state, {{kValLossKey, fmt::format("{}", val_loss)}});
+}
+
+std::optional<BestCheckpoint> bestCheckpoint(const std::string& dir) {
+  const std::string path = (fs::path(dir) / kBestName).string();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return std::nullopt;
+  SafetensorsFile file(path);
+  const auto& meta = file.metadata();
+  auto loss = meta.find(kValLossKey);
+  double val_loss = 0.0;
+  try {
+    size_t used = 0;
+    if (loss != meta.end()) val_loss = std::stod(loss->second, &used);
+    if (loss == meta.end() || used != loss->second.size() || !std::isfinite(val_loss)) throw Error("");
+  } catch (...) {
+    throw Error("checkpoint " + path + " is corrupt: metadata '" + std::string(kValLossKey) +
+                "' is missing or not a finite number");
+  }
+  return BestCheckpoint{path, static_cast<int64_t>(parseNumber(meta, "step", path)), val_loss};
 }
 
 std::optional<std::string> latestCheckpoint(const std::string& dir) {

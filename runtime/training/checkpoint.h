@@ -47,12 +47,24 @@ class CheckpointDir {
 
   // Writes step-<N>.ckpt.safetensors atomically, then removes the oldest beyond `keep`.
   void write(const plan::Plan& plan, const HostStore& store, const CheckpointState& state, int keep) const;
+  // Writes best.ckpt.safetensors atomically (--keep-best: the weights of the lowest validation
+  // loss so far, `val_loss` in its metadata); the step-<N> checkpoints' pruning leaves it.
+  void writeBest(const plan::Plan& plan, const HostStore& store, const CheckpointState& state, double val_loss) const;
 
  private:
   std::string dir_;
   std::unique_ptr<FileLock> lock_;
   int removed_ = 0;
 };
+
+// --keep-best's checkpoint in `dir`, if any: where, its step and validation loss. Throws
+// mt::Error if its metadata is corrupt.
+struct BestCheckpoint {
+  std::string path;
+  int64_t step = 0;
+  double val_loss = 0.0;
+};
+std::optional<BestCheckpoint> bestCheckpoint(const std::string& dir);
 
 // The path of the newest complete checkpoint in `dir`, if any.
 std::optional<std::string> latestCheckpoint(const std::string& dir);

@@ -30,6 +30,7 @@
 #include "runtime/training/run_files.h"
 #include "runtime/training/run_setup.h"
 #include "runtime/training/step_report.h"
+#include "runtime/training/validation.h"
 
 namespace mt {
 
@@ -111,46 +112,6 @@ int64_t gradientSumBytes(const plan::Plan& plan, int64_t accumulate) {
 
 }  // namespace
 
-// The sequences one optimizer step may draw (the sampler keys a row by 20 bits).
-constexpr int64_t kMaxStepRows = int64_t{1} << 20;
-
-// Every hyperparameter is checked before anything runs: none may crash the run (a zero
-// interval) or reach the weights as NaN (issue 18). Throws naming the flag and what it takes.
-void validateConfig(const TrainConfig& c) {
-  auto require = [](bool ok, const std::string& what) {
-    if (!ok) throw Error(what);
-  };
-  // Far beyond any run, and small enough that steps x tokens cannot overflow.
-  constexpr int64_t kMaxSteps = int64_t{1} << 40;
-  require(c.steps > 0, "--steps must be positive");
-  require(c.steps <= kMaxSteps, "--steps " + std::to_string(c.steps) + " is beyond any run: give at most 2^40");
-  require(c.accumulate >= 1 && c.accumulate <= kMaxStepRows,
-          "--accumulate must be between 1 (no accumulation) and " + std::to_string(kMaxStepRows));
-  require(std::isfinite(c.lr) && c.lr >= 0.0, "--lr must be a finite number >= 0");
-  require(std::isfinite(c.min_lr_ratio) && c.min_lr_ratio >= 0.0 && c.min_lr_ratio <= 1.0,
-          "--min-lr-ratio must be between 0 and 1");
-  require(std::isfinite(c.weight_decay) && c.weight_decay >= 0.0, "--weight-decay must be a finite number >= 0");
-  require(c.beta1 >= 0.0 && c.beta1 < 1.0, "--beta1 must be in [0, 1)");
-  require(c.beta2 >= 0.0 && c.beta2 < 1.0, "--beta2 must be in [0, 1)");
-  require(std::isfinite(c.eps) && c.eps > 0.0, "--eps must be a finite number > 0");
-  require(!std::isnan(c.grad_clip) && std::isfinite(c.grad_clip),
-          "--grad-clip must be a finite number (0: no clipping)");
-  require(c.val_fraction >= 0.0 && c.val_fraction < 1.0, "--val-fraction must be in [0, 1)");
-  require(c.val_data_path.empty() || c.val_fraction == 0.0,
-          "--val-data and --val-fraction both name held-out tokens: give one of them");
-  require(c.val_batches >= 1, "--val-batches must be at least 1");
-  require(c.val_every >= 0, "--val-every must be 0 (at the end only) or positive");
-  require(c.print_every >= 1, "--print-every must be at least 1");
-  require(c.checkpoint_every >= 0, "--checkpoint-every must be 0 (at the end and on signals only) or positive");
-  require(c.keep >= 1, "--keep must be at least 1");
-  require(!c.resume_auto || !c.checkpoint_dir.empty(),
-          "--resume auto needs --checkpoint-dir: the folder it resumes from and writes checkpoints to");
-  require(c.warmup >= 0 && c.warmup <= c.steps,
-          "--warmup " + std::to_string(c.warmup) + " with --steps " + std::to_string(c.steps) +
-              ": the warmup must be between 0 and the number of steps; pass a --warmup of at most " +
-              std::to_string(c.steps));
-}
-
 namespace {
 
 // The training and held-out tokens: ids the model's vocabulary holds.
@@ -181,6 +142,7 @@ class Trainer {
   void skipNonfinite(int64_t step, const StepResult& result);  // throws unless --on-nonfinite skip
   void recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds);
   void validate(int64_t step);
+  void restoreBest();
   void checkpoint(int64_t step);
   // A fault of a file (IoFault) or of an export after `step`'s update: the weights saved where
   // they still can be (saveAfterFault), then an error saying where.
@@ -210,7 +172,7 @@ class Trainer {
   const int64_t val_tokens_;  // --val-fraction's held-out tail of the data
   const int64_t tokens_per_step_;
   BatchSampler sampler_;
-  std::optional<BatchSampler> val_sampler_;
+  std::optional<Validator> validator_;
   std::unique_ptr<Backend> backend_;
   StepReport report_;
   StepTimeline traced_;  // --trace: the last training step's timeline (not a validation step's)
@@ -241,8 +203,14 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
       sampler_(data, model_.batch(), model_.seq(), resumed.seed, 0, data.size() - val_tokens_),
       report_(plan, store) {
   if (val_tokens_ > 0)
-    val_sampler_.emplace(data, model_.batch(), model_.seq(), resumed.seed ^ 0x7a1, data.size() - val_tokens_);
-  if (val_data) val_sampler_.emplace(*val_data, model_.batch(), model_.seq(), resumed.seed ^ 0x7a1);
+    validator_.emplace(HeldOutBatches(data, model_.batch(), model_.seq(), data.size() - val_tokens_, data.size(),
+                                      config.val_batches));
+  if (val_data)
+    validator_.emplace(HeldOutBatches(*val_data, model_.batch(), model_.seq(), 0, val_data->size(), config.val_batches));
+  // A resumed run keeps the best it had: later validations must beat it to replace it.
+  if (validator_ && config.keep_best && resumed.step > 0)
+    if (const auto best = bestCheckpoint(config.checkpoint_dir); best && best->step <= resumed.step)
+      validator_->rememberBest(best->step, best->val_loss);
   backend_ = createBackend(backend_kind, config.tf32, plan, store);
 }
 
@@ -256,9 +224,24 @@ void Trainer::printHeader() const {
       val_data_ ? fmt::format(", validation {} tokens ({})", val_data_->size(), config_.val_data_path)
       : val_tokens_ ? fmt::format(" (the last {} held out for validation)", val_tokens_)
                     : std::string();
+  // How often the training tokens are seen: the steps draw windows at random, so a run of many
+  // passes over little data (a small instruction set) is said, not discovered.
+  const int64_t train_tokens = data_.size() - val_tokens_;
+  const double passes = double(config_.steps) * double(tokens_per_step_) / double(train_tokens);
   std::printf("  host %.1f MiB (%.1f bytes/param), device arena %.1f MiB, data %lld tokens%s\n",
               store_.totalBytes() / 1048576.0, double(store_.totalBytes()) / double(store_.numParams()),
               backend_->arenaBytes() / 1048576.0, static_cast<long long>(data_.size()), held_out.c_str());
+  std::printf("  %lld steps of %lld tokens: %.3g passes over the %lld training tokens%s\n",
+              static_cast<long long>(config_.steps), static_cast<long long>(tokens_per_step_), passes,
+              static_cast<long long>(train_tokens), passes > 10 ? " (many: watch the validation loss)" : "");
+  if (validator_) {
+    const HeldOutBatches& held = validator_->batches();
+    std::printf("  validation: %lld held-out sequences in %lld batches%s\n", static_cast<long long>(held.windows()),
+                static_cast<long long>(held.allBatches()),
+                held.batches() < held.allBatches() ? fmt::format(", the first {} of them (--val-batches)",
+                                                                 held.batches()).c_str()
+                                                   : ", all of them each time");
+  }
   if (config_.accumulate > 1)
     std::printf("  accumulating %lld micro-batches per step: %lld sequences per update, the gradients summed in "
                 "%.1f MiB of host memory and their mean applied once\n",
@@ -420,41 +403,53 @@ void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted
   }
 }
 
-// The mean loss over the same validation batches every time: no update, and only what the
-// loss needs runs (the plan's loss prefixes: no backward, no gradients).
+// The held-out loss after `step`: one pass over the held-out tokens (or --val-batches of it),
+// no update, and only what the loss needs runs (the plan's loss prefixes: no backward). With
+// --keep-best a new lowest loss checkpoints its weights; a loss above the best for
+// kRisesBeforeWarning validations in a row is said.
 void Trainer::validate(int64_t step) {
-  if (!val_sampler_) return;
+  if (!validator_) return;
   backend_->applyPendingUpdate();  // validate the weights after this step's update
   StepOptions eval = options_;
   eval.update = false;
   eval.loss_only = true;
   eval.micro_step = 0, eval.micro_steps = 1;  // one batch each, nothing accumulated
   eval.random.training = false;                // dropout off, as PyTorch's eval()
-  // Each batch's loss is the mean over its counted targets: weighted by them (all of a batch's
-  // without a loss mask), the validation loss is the mean over every counted target.
-  double total = 0.0;
-  int64_t counted = 0;
-  for (int64_t i = 0; i < config_.val_batches; ++i) {
-    const int64_t c = val_sampler_->fill(i, store_.i32(store_.tokens()), store_.i32(store_.targets()));
-    const StepResult result = backend_->runStep(eval);
-    if (!result.corrupt_transfer.empty())  // a validation updates nothing: only its loss is wrong
-      throw Error("validation after step " + std::to_string(step) + ": --verify-transfers: the bytes of " +
-                  result.corrupt_transfer + " differ from the host's: the link or the device corrupted the copy. "
-                  "Check the GPU (nvidia-smi -q: ECC errors; dmesg: Xid errors) and its link, then resume");
-    total += static_cast<double>(c) * result.loss;
-    counted += c;
-  }
+  const Validation v = validator_->run(step, *backend_, store_, eval);
+  const HeldOutBatches& held = validator_->batches();
   clearStatus();
-  if (counted == 0) {
-    std::printf("step %5lld/%lld  validation: the loss mask leaves out every target of the %lld held-out "
-                "batches: no loss\n", static_cast<long long>(step), static_cast<long long>(config_.steps),
-                static_cast<long long>(config_.val_batches));
+  const std::string at = fmt::format("step {:5}/{}  validation", step, config_.steps);
+  if (v.counted == 0) {
+    std::printf("%s: the loss mask leaves out every held-out target: no loss\n", at.c_str());
     return;
   }
-  const double val_loss = total / static_cast<double>(counted);
-  std::printf("step %5lld/%lld  validation loss %.4f (%lld held-out batches)\n", static_cast<long long>(step),
-              static_cast<long long>(config_.steps), val_loss, static_cast<long long>(config_.val_batches));
-  if (outputs_.log) outputs_.log.write({{"step", step}, {"val_loss", val_loss}});
+  const std::string scope = held.batches() == held.allBatches()
+                                ? fmt::format("{} held-out targets", v.counted)
+                                : fmt::format("{} targets of the first {} of {} held-out batches (--val-batches)",
+                                              v.counted, held.batches(), held.allBatches());
+  std::printf("%s loss %.4f  perplexity %.2f (%s)%s\n", at.c_str(), v.loss, std::exp(v.loss), scope.c_str(),
+              config_.keep_best && v.best ? "  best so far: kept" : "");
+  if (outputs_.log)
+    outputs_.log.write({{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_targets", v.counted}});
+  if (config_.keep_best && v.best)
+    outputs_.checkpoints->writeBest(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, v.loss);
+  if (v.since_best == kRisesBeforeWarning)
+    std::printf("warning: the validation loss has stayed above its best (%.4f after step %lld) for %d validations: "
+                "the model may be overfitting%s\n",
+                v.best_loss, static_cast<long long>(v.best_step), kRisesBeforeWarning,
+                config_.keep_best ? " (--keep-best exports the best weights)"
+                                  : "; --keep-best keeps and exports the weights of the best");
+}
+
+// --keep-best at the end: the exports hold the best validation's weights, loaded back from its
+// checkpoint, where a later step's were worse.
+void Trainer::restoreBest() {
+  if (!config_.keep_best) return;
+  const std::optional<BestCheckpoint> best = bestCheckpoint(config_.checkpoint_dir);
+  if (!best || best->step == config_.steps) return;
+  loadCheckpoint(best->path, plan_, store_);
+  std::printf("--keep-best: the exports hold the weights after step %lld (validation loss %.4f, the lowest), "
+              "from %s\n", static_cast<long long>(best->step), best->val_loss, best->path.c_str());
 }
 
 void Trainer::checkpoint(int64_t step) {
@@ -557,30 +552,12 @@ int Trainer::finish() {
                 static_cast<long long>(transfers_verified_));
   writeTrace();
   try {
+    restoreBest();
     exportWeights(config_.steps);
   } catch (const Error& fault) {
     stopOnFault(fault, config_.steps);
   }
   return 0;
-}
-
-// Each token file holds at least one sequence of the plan (seq + 1 tokens: the last is the
-// last position's target); one that does not is named with its flag and the fix.
-void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data) {
-  const int64_t need = plan.model().seq() + 1;
-  const std::string needs = " tokens, fewer than one sequence of the plan needs (" + std::to_string(need) +
-                            ": seq " + std::to_string(plan.model().seq()) + " + 1 target)";
-  const int64_t held_out = static_cast<int64_t>(c.val_fraction * data.size());
-  if (data.size() - held_out < need)
-    throw Error("--data " + c.data_path + " holds " + std::to_string(data.size() - held_out) +
-                (held_out ? " tokens to train on after --val-fraction's" : "") + needs +
-                ": give more data, or compile with a shorter --seq");
-  if (held_out && held_out < need)
-    throw Error("--val-fraction " + fmt::format("{}", c.val_fraction) + " holds out " + std::to_string(held_out) + " of " +
-                c.data_path + "'s" + needs + ": raise --val-fraction, or give --val-data");
-  if (val_data && val_data->size() < need)
-    throw Error("--val-data " + c.val_data_path + " holds " + std::to_string(val_data->size()) + needs +
-                ": give more held-out data, or compile with a shorter --seq");
 }
 
 // --resume auto, resolved: the checkpoint folder's newest checkpoint where it has one, else a
@@ -595,18 +572,36 @@ TrainConfig resolveResume(TrainConfig config) {
   return config;
 }
 
+// --epochs E, resolved: the steps that draw E times the training tokens (the windows are drawn
+// at random, so a pass is a count of tokens, not a guarantee that each is seen), said.
+TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const TokenFile& data) {
+  if (config.epochs <= 0.0) return config;
+  const int64_t train_tokens = data.size() - static_cast<int64_t>(config.val_fraction * data.size());
+  const int64_t per_step = config.accumulate * plan.model().batch() * plan.model().seq();
+  const double steps = std::ceil(config.epochs * double(train_tokens) / double(per_step));
+  if (!(steps <= double(int64_t{1} << 40)))
+    throw Error(fmt::format("--epochs {} is {:.3g} steps: beyond any run; give fewer", config.epochs, steps));
+  config.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
+  std::printf("--epochs %g: %lld steps of %lld tokens over the %lld training tokens\n", config.epochs,
+              static_cast<long long>(config.steps), static_cast<long long>(per_step),
+              static_cast<long long>(train_tokens));
+  validateConfig(config);  // --warmup against the steps now known
+  return config;
+}
+
 }  // namespace
 
 int train(const TrainConfig& given) {
   validateConfig(given);
-  const TrainConfig config = resolveResume(given);
+  TrainConfig config = resolveResume(given);
   const plan::Plan plan = readTrainingPlan(config);
-  const StepOptions options = stepOptions(config, plan);
   const std::string initial_weights = initialWeightsPath(config.weights_path, config.plan_path, plan);
   const std::unique_ptr<TokenFile> data = openTokens(config.data_path, plan);
   const std::unique_ptr<TokenFile> val_data =
       config.val_data_path.empty() ? nullptr : openTokens(config.val_data_path, plan);
   checkEnoughTokens(config, plan, *data, val_data.get());
+  config = resolveEpochs(config, plan, *data);
+  const StepOptions options = stepOptions(config, plan);
   if (!config.other_tokenizer) {
     checkModelTokenizer(plan, data->tokenizerFingerprint(), "--data " + config.data_path, "--other-tokenizer");
     if (val_data) checkModelTokenizer(plan, val_data->tokenizerFingerprint(), "--val-data " + config.val_data_path, "--other-tokenizer");

@@ -6,6 +6,7 @@
 
 #include "runtime/training/backend_choice.h"
 
+#include "runtime/plan/plan_format.h"
 #include "runtime/training/huggingface.h"
 
 namespace mt {
@@ -24,6 +25,7 @@ struct TrainConfig {
   bool tf32 = false;           // CUDA: matrix products in TF32 instead of exact fp32
   bool other_tokenizer = false;  // train on token files of another tokenizer than the model's
   int64_t steps = 100;         // optimizer steps
+  double epochs = 0.0;         // > 0: the steps that draw this many times the training tokens (instead of --steps)
   int64_t accumulate = 1;      // micro-batches (plan steps) per optimizer step
   uint64_t seed = 1;           // data order, dropout masks (and initial weights when no weights file)
   double lr = 1e-3;
@@ -40,7 +42,8 @@ struct TrainConfig {
   double val_fraction = 0.0;   // the last fraction of the tokens, held out for validation
   std::string val_data_path;   // or a token file of held-out tokens ("" = none)
   int64_t val_every = 0;       // steps between validation losses (0: only at the end)
-  int64_t val_batches = 4;     // batches averaged per validation loss
+  int64_t val_batches = 0;     // at most this many held-out batches per validation (0: all of them)
+  bool keep_best = false;      // keep (best.ckpt.safetensors) and export the lowest validation loss's weights
   bool skip_nonfinite = false;  // NaN/Inf loss or gradients: skip the step (else stop)
   bool verify_transfers = false;  // check every copy to the device against the host's bytes
   int64_t print_every = 1;
@@ -51,9 +54,17 @@ struct TrainConfig {
 // the last step.
 double learningRate(const TrainConfig& config, int64_t step);
 
+// The sequences one optimizer step may draw (the sampler keys a row by 20 bits).
+inline constexpr int64_t kMaxStepRows = int64_t{1} << 20;
+
 // Throws mt::Error naming the first flag whose value no run can take (a NaN learning rate, a
 // zero print interval, a warmup past the steps); train() starts with it.
 void validateConfig(const TrainConfig& config);
+
+class TokenFile;
+// Throws mt::Error unless --data (less --val-fraction's share) and the held-out tokens each hold
+// one sequence of the plan (seq + 1 tokens), naming the flag and the fix.
+void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data);
 
 // Runs training; returns the process exit code. Throws mt::Error on bad input. SIGINT and
 // SIGTERM end the run after the current step, with a checkpoint when a directory is set.

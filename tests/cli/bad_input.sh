@@ -237,7 +237,7 @@ expect_error "--steps must be positive" "$bin/mtrun" good.plan --data corpus.tok
 # Issue 30 #13: a value out of range is a bad flag: exit 2, as --help says.
 for flags in "--print-every 0" "--lr nan" "--lr -1" "--lr inf" "--grad-clip nan" "--weight-decay -0.1" \
              "--beta1 1" "--beta2 nan" "--eps 0" "--min-lr-ratio 2" "--val-fraction nan" "--val-fraction 1" \
-             "--val-batches 0" "--keep 0" "--checkpoint-every -1" "--val-every -1" "--steps 99999999999999999999" \
+             "--val-batches -1" "--keep 0" "--checkpoint-every -1" "--val-every -1" "--steps 99999999999999999999" \
              "--accumulate 0" "--accumulate 2000000"; do
   # shellcheck disable=SC2086
   expect_error_exit 2 "${flags%% *}" "$bin/mtrun" good.plan --data corpus.tok $flags --export nan.safetensors

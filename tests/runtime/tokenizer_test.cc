@@ -294,6 +294,32 @@ TEST(InstructionData, ReadsAlpacaMessagesAndShareGpt) {
   expectError([] { readExample(R"({"instruction": "x", "output": 5})", "f:5"); }, "\"output\" is not a string");
 }
 
+// LLaMA-Factory's alpaca "history" (earlier turns before the instruction), and a JSON array file
+// (Stanford Alpaca's alpaca_data.json) beside JSONL: the same examples, each named where it is.
+TEST(InstructionData, ReadsHistoryAndJsonArrays) {
+  auto turns = readExample(
+      R"({"system": "S", "instruction": "Q2", "output": "A2", "history": [["Q0", "A0"], ["Q1", "A1"]]})", "x:1");
+  ASSERT_EQ(turns.size(), 7u);
+  const std::vector<std::string> want = {"system S", "user Q0", "assistant A0", "user Q1", "assistant A1", "user Q2", "assistant A2"};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(turns[i].role + " " + turns[i].content, want[i]);
+  expectError([] { readExample(R"({"instruction": "x", "output": "y", "history": [["only one"]]})", "f:6"); },
+              "f:6: \"history\" item 0 is not a [user, assistant] pair of strings");
+  const std::string records = R"({"instruction": "I0", "output": "O0"})" "\n\n" R"({"instruction": "I1", "output": "O1"})";
+  const std::string array = "  [" R"({"instruction": "I0", "output": "O0"})" ",\n" R"({"instruction": "I1", "output": "O1"})" "]";
+  for (const auto& [text, places] : {std::pair{records, std::vector<std::string>{"d.jsonl:1", "d.jsonl:3"}},
+                                     std::pair{array, std::vector<std::string>{"d.jsonl: record 0", "d.jsonl: record 1"}}}) {
+    std::vector<std::string> seen, where_seen;
+    forEachExample("d.jsonl", text, [&](const std::vector<ChatMessage>& m, const std::string& where) {
+      seen.push_back(m.back().content);
+      where_seen.push_back(where);
+    });
+    EXPECT_EQ(seen, (std::vector<std::string>{"O0", "O1"}));
+    EXPECT_EQ(where_seen, places);
+  }
+  expectError([] { forEachExample("a.json", R"([{"instruction": "x", "output": "y"}, 7])", [](auto&, auto&) {}); },
+              "a.json: record 1: not a JSON object");
+}
+
 TEST(InstructionData, TemplatesRenderAsHuggingFaceDoes) {
   const std::vector<ChatMessage> chat = {{"user", "Hi"}, {"assistant", "\nHello "}, {"user", "Bye"}, {"assistant", "Ciao"}};
   std::string text, counted;

@@ -1,0 +1,73 @@
+// What mtrun checks of its flags and inputs before anything runs. Every hyperparameter: none may
+// crash the run (a zero interval) or reach the weights as NaN (issue 18); each error names the
+// flag and what it takes.
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "runtime/data/token_data.h"
+#include "runtime/io/error.h"
+#include "runtime/training/trainer.h"
+
+namespace mt {
+
+void validateConfig(const TrainConfig& c) {
+  auto require = [](bool ok, const std::string& what) {
+    if (!ok) throw Error(what);
+  };
+  // Far beyond any run, and small enough that steps x tokens cannot overflow.
+  constexpr int64_t kMaxSteps = int64_t{1} << 40;
+  require(c.steps > 0, "--steps must be positive");
+  require(std::isfinite(c.epochs) && c.epochs >= 0.0, "--epochs must be a finite number >= 0 (0: --steps decides)");
+  require(c.steps <= kMaxSteps, "--steps " + std::to_string(c.steps) + " is beyond any run: give at most 2^40");
+  require(c.accumulate >= 1 && c.accumulate <= kMaxStepRows,
+          "--accumulate must be between 1 (no accumulation) and " + std::to_string(kMaxStepRows));
+  require(std::isfinite(c.lr) && c.lr >= 0.0, "--lr must be a finite number >= 0");
+  require(std::isfinite(c.min_lr_ratio) && c.min_lr_ratio >= 0.0 && c.min_lr_ratio <= 1.0,
+          "--min-lr-ratio must be between 0 and 1");
+  require(std::isfinite(c.weight_decay) && c.weight_decay >= 0.0, "--weight-decay must be a finite number >= 0");
+  require(c.beta1 >= 0.0 && c.beta1 < 1.0, "--beta1 must be in [0, 1)");
+  require(c.beta2 >= 0.0 && c.beta2 < 1.0, "--beta2 must be in [0, 1)");
+  require(std::isfinite(c.eps) && c.eps > 0.0, "--eps must be a finite number > 0");
+  require(!std::isnan(c.grad_clip) && std::isfinite(c.grad_clip),
+          "--grad-clip must be a finite number (0: no clipping)");
+  require(c.val_fraction >= 0.0 && c.val_fraction < 1.0, "--val-fraction must be in [0, 1)");
+  require(c.val_data_path.empty() || c.val_fraction == 0.0,
+          "--val-data and --val-fraction both name held-out tokens: give one of them");
+  require(c.val_batches >= 0, "--val-batches must be 0 (one whole pass over the held-out tokens) or positive");
+  require(!c.keep_best || (!c.checkpoint_dir.empty() && (c.val_fraction > 0.0 || !c.val_data_path.empty())),
+          "--keep-best keeps the weights of the lowest validation loss in --checkpoint-dir: give --checkpoint-dir, "
+          "and held-out tokens (--val-data or --val-fraction)");
+  require(c.val_every >= 0, "--val-every must be 0 (at the end only) or positive");
+  require(c.print_every >= 1, "--print-every must be at least 1");
+  require(c.checkpoint_every >= 0, "--checkpoint-every must be 0 (at the end and on signals only) or positive");
+  require(c.keep >= 1, "--keep must be at least 1");
+  require(!c.resume_auto || !c.checkpoint_dir.empty(),
+          "--resume auto needs --checkpoint-dir: the folder it resumes from and writes checkpoints to");
+  require(c.warmup >= 0 && c.warmup <= c.steps,
+          "--warmup " + std::to_string(c.warmup) + " with --steps " + std::to_string(c.steps) +
+              ": the warmup must be between 0 and the number of steps; pass a --warmup of at most " +
+              std::to_string(c.steps));
+}
+
+// Each token file holds at least one sequence of the plan (seq + 1 tokens: the last is the
+// last position's target); one that does not is named with its flag and the fix.
+void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data) {
+  const int64_t need = plan.model().seq() + 1;
+  const std::string needs = " tokens, fewer than one sequence of the plan needs (" + std::to_string(need) +
+                            ": seq " + std::to_string(plan.model().seq()) + " + 1 target)";
+  const int64_t held_out = static_cast<int64_t>(c.val_fraction * data.size());
+  if (data.size() - held_out < need)
+    throw Error("--data " + c.data_path + " holds " + std::to_string(data.size() - held_out) +
+                (held_out ? " tokens to train on after --val-fraction's" : "") + needs +
+                ": give more data, or compile with a shorter --seq");
+  if (held_out && held_out < need)
+    throw Error("--val-fraction " + fmt::format("{}", c.val_fraction) + " holds out " + std::to_string(held_out) + " of " +
+                c.data_path + "'s" + needs + ": raise --val-fraction, or give --val-data");
+  if (val_data && val_data->size() < need)
+    throw Error("--val-data " + c.val_data_path + " holds " + std::to_string(val_data->size()) + needs +
+                ": give more held-out data, or compile with a shorter --seq");
+}
+
+}  // namespace mt

@@ -1,0 +1,47 @@
+// Validation: one pass over the held-out tokens (HeldOutBatches: consecutive windows, each
+// token a target once), the loss the mean over every counted target, and the history a run
+// needs from it: the lowest loss so far (--keep-best) and how many validations have passed
+// since (the overfitting warning).
+#pragma once
+#include <cstdint>
+#include <optional>
+
+#include "runtime/backends/backend.h"
+#include "runtime/data/token_data.h"
+#include "runtime/host/host_store.h"
+
+namespace mt {
+
+struct Validation {
+  double loss = 0.0;      // mean over the counted targets (0 when none counted)
+  int64_t counted = 0;    // targets
+  bool best = false;      // lower than every earlier validation's loss
+  int since_best = 0;     // validations since the best (0: this one is the best)
+  double best_loss = 0.0;
+  int64_t best_step = 0;
+};
+
+// Validations since the best after which the run warns that it may be overfitting.
+inline constexpr int kRisesBeforeWarning = 3;
+
+class Validator {
+ public:
+  explicit Validator(HeldOutBatches batches) : batches_(batches) {}
+  const HeldOutBatches& batches() const { return batches_; }
+  // An earlier best (a resumed run's --keep-best checkpoint): later validations must beat it.
+  void rememberBest(int64_t step, double loss) { best_ = {step, loss}, since_best_ = 0; }
+  // The held-out loss of the weights in `store` after `step`: every batch run with `eval`
+  // (loss only, no update). Throws mt::Error if --verify-transfers finds a copy corrupted.
+  Validation run(int64_t step, Backend& backend, HostStore& store, const StepOptions& eval);
+
+ private:
+  HeldOutBatches batches_;
+  struct Best {
+    int64_t step;
+    double loss;
+  };
+  std::optional<Best> best_;
+  int since_best_ = 0;
+};
+
+}  // namespace mt

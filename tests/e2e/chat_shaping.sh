@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# mttok --chat shapes instruction data as fine-tuning users expect: a JSON array file (Stanford
+# Alpaca's alpaca_data.json) gives the token file its JSONL twin gives, byte for byte; alpaca's
+# "history" (LLaMA-Factory) renders its earlier turns; --max-length cuts each example, end token
+# included, and says how many it cut; --train-on-prompt counts every token but the examples' ends;
+# an empty reply is warned about.
+# usage: chat_shaping.sh BIN_DIR WORK_DIR
+set -uo pipefail
+here="$(dirname "$(readlink -f "$0")")"
+source "$here/check.sh"
+bin=$1 work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
+/usr/bin/python3 - <<'PY'
+import json
+examples = [
+    {"instruction": "Add the numbers.", "input": "2 and 3", "output": "5"},
+    {"instruction": "And now?", "output": "Nine.", "history": [["What is 4 plus 5?", "It is nine."]]},
+    {"messages": [{"role": "user", "content": "Write a long answer please, with many words in it"},
+                  {"role": "assistant", "content": "Here are many words: one two three four five six seven eight."}]},
+    {"instruction": "Say nothing.", "output": "  "},
+]
+with open("data.jsonl", "w") as f:
+    f.writelines(json.dumps(e) + "\n" for e in examples)
+with open("data.json", "w") as f:
+    json.dump(examples, f, indent=2)
+PY
+tok=(--tokenizer qwen3 --chat)
+"$bin/mttok" "${tok[@]}" data.jsonl -o lines.tok > lines.txt 2> lines.err
+"$bin/mttok" "${tok[@]}" data.json -o array.tok > /dev/null 2>&1
+check "a JSON array gives the JSONL file's tokens" "cmp -s lines.tok array.tok"
+check "an empty reply is warned about, naming it" "grep -q 'warning: 1 example has an empty reply (the first: data.jsonl:4)' lines.err"
+"$bin/mttok" --tokenizer qwen3 --decode lines.tok -o lines.txt.decoded
+check "the history's turns come before the instruction" \
+  "grep -q 'What is 4 plus 5?<|im_end|>' lines.txt.decoded && grep -q 'It is nine.<|im_end|>' lines.txt.decoded"
+# The ids of each example end with Qwen's <|endoftext|> (151643).
+"$bin/mttok" "${tok[@]}" data.jsonl --max-length 24 --ids > cut.ids 2> /dev/null
+"$bin/mttok" "${tok[@]}" data.jsonl --max-length 24 -o cut.tok > cut.txt 2> /dev/null
+longest=$(tr ' ' '\n' < cut.ids | awk '$1 == 151643 { if (n + 1 > m) m = n + 1; n = 0; next } { n++ } END { print m }')
+check "--max-length 24: no example longer, its end token included" "[ '$longest' -le 24 ]"
+check "--max-length says how many it cut" "grep -q 'examples cut to --max-length 24 tokens (the first: data.jsonl:' cut.txt"
+"$bin/mttok" "${tok[@]}" data.jsonl --train-on-prompt -o all.tok > all.txt 2> /dev/null
+total=$(sed -n 's/^mttok: \([0-9]*\) tokens.*/\1/p' all.txt)
+counted=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' all.txt)
+replies=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' lines.txt)
+check "--train-on-prompt counts all but the 4 examples' ends" "[ $((total - 4)) = '$counted' ] && [ '$replies' -lt '$counted' ]"
+refused=$("$bin/mttok" --tokenizer qwen3 data.jsonl --max-length 24 -o x.tok 2>&1); code=$?
+check "--max-length without --chat is refused (exit 2)" "[ $code = 2 ] && grep -q 'apply to --chat' <<< \"\$refused\""
+finish
