@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "runtime/data/bpe_tokenizer.h"
+#include "runtime/data/chat_jinja.h"
 #include "runtime/io/error.h"
 #include "runtime/data/hf_tokenizer.h"
 #include "runtime/data/instruction_data.h"
@@ -97,11 +98,30 @@ struct ShapingNote {
   }
 };
 
-// Instruction data (JSONL, or one JSON array): each example rendered with the chat template, its
-// replies counted (everything but the end with --train-on-prompt), cut to --max-length tokens,
-// followed by the end-of-text token (not counted).
-int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
+const char* templateName(mt::ChatTemplate t) {
+  switch (t) {
+    case mt::ChatTemplate::ChatML: return "chatml";
+    case mt::ChatTemplate::Qwen3: return "qwen3";
+    case mt::ChatTemplate::Llama3: return "llama3";
+  }
+  return "?";
+}
+
+// Every example of the inputs rendered into parts: with the tokenizer folder's own chat template
+// (Jinja2, as transformers renders it) unless --template names a built-in one or the folder has
+// none; says which.
+std::vector<std::vector<mt::ChatPart>> renderExamples(const Options& o, const mt::HfTokenizer& tokenizer,
+                                                      const std::vector<std::vector<mt::ChatMessage>>& examples,
+                                                      const std::vector<std::string>& where) {
+  const std::optional<mt::FolderChatTemplate> own = o.chat_template ? std::nullopt : mt::folderChatTemplate(tokenizer.path());
+  FILE* notes = o.print_ids ? stderr : stdout;  // --ids: standard output holds the ids alone
+  if (own) {
+    std::fprintf(notes, "mttok: chat template: %s, rendered by Jinja2 as transformers renders it\n", own->source.c_str());
+    return mt::renderWithJinja(*own, tokenizer, examples, where);
+  }
   const mt::ChatTemplate chat_template = o.chat_template ? *o.chat_template : mt::templateFor(tokenizer);
+  std::fprintf(notes, "mttok: chat template: the built-in %s (%s)\n", templateName(chat_template),
+              o.chat_template ? "--template" : "the folder has none; the tokenizer's special tokens imply it");
   // A template whose markers the tokenizer lacks still renders, but its markers become plain text.
   const char* marker = chat_template == mt::ChatTemplate::Llama3 ? "<|start_header_id|>" : "<|im_start|>";
   if (!tokenizer.tokenId(marker))
@@ -109,40 +129,55 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
                  "mttok: warning: the tokenizer %s has no %s token: the template's markers become plain text, "
                  "which the model has not learnt as turns (name its own template with --template)\n",
                  tokenizer.path().c_str(), marker);
+  std::vector<std::vector<mt::ChatPart>> rendered;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    try {
+      rendered.push_back(mt::renderChat(examples[i], chat_template));
+    } catch (const mt::Error& e) {
+      throw mt::Error(where[i] + ": " + e.what());
+    }
+  }
+  return rendered;
+}
+
+// Instruction data (JSONL, or one JSON array): each example rendered with a chat template, its
+// replies counted (everything but the end with --train-on-prompt), cut to --max-length tokens,
+// followed by the end-of-text token (not counted).
+int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   const uint32_t end = documentEnd(o, tokenizer);
-  std::vector<uint32_t> ids;
-  std::vector<uint8_t> counted;
-  int64_t examples = 0, split_differently = 0;
+  std::vector<std::vector<mt::ChatMessage>> examples;
+  std::vector<std::string> where;
   ShapingNote empty_replies, truncated, nothing_left;
-  for (const auto& path : o.inputs) {
-    mt::forEachExample(path, readText(path), [&](const std::vector<mt::ChatMessage>& messages, const std::string& where) {
+  for (const auto& path : o.inputs)
+    mt::forEachExample(path, readText(path), [&](const std::vector<mt::ChatMessage>& messages, const std::string& at) {
       for (const mt::ChatMessage& m : messages)
         if (m.role == "assistant" && m.content.find_first_not_of(" \t\r\n") == std::string::npos) {
-          empty_replies.add(where);
+          empty_replies.add(at);
           break;
         }
-      std::vector<mt::ChatPart> parts;
-      try {
-        parts = mt::renderChat(messages, chat_template);
-      } catch (const mt::Error& e) {
-        throw mt::Error(where + ": " + e.what());
-      }
-      const size_t first = ids.size();
-      split_differently += !mt::appendExample(tokenizer, parts, ids, counted);
-      if (o.train_on_prompt) std::fill(counted.begin() + static_cast<std::ptrdiff_t>(first), counted.end(), 1);
-      // --max-length: the example with its end token fits; what is cut is its end (the last replies).
-      if (o.max_length > 0 && ids.size() - first + 1 > static_cast<size_t>(o.max_length)) {
-        ids.resize(first + static_cast<size_t>(o.max_length) - 1);
-        counted.resize(ids.size());
-        truncated.add(where);
-        if (std::find(counted.begin() + static_cast<std::ptrdiff_t>(first), counted.end(), 1) == counted.end())
-          nothing_left.add(where);
-      }
-      ids.push_back(end);
-      counted.push_back(0);
-      ++examples;
+      examples.push_back(messages);
+      where.push_back(at);
     });
+  const std::vector<std::vector<mt::ChatPart>> rendered = renderExamples(o, tokenizer, examples, where);
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> counted;
+  int64_t split_differently = 0;
+  for (size_t e = 0; e < rendered.size(); ++e) {
+    const size_t first = ids.size();
+    split_differently += !mt::appendExample(tokenizer, rendered[e], ids, counted);
+    if (o.train_on_prompt) std::fill(counted.begin() + static_cast<std::ptrdiff_t>(first), counted.end(), 1);
+    // --max-length: the example with its end token fits; what is cut is its end (the last replies).
+    if (o.max_length > 0 && ids.size() - first + 1 > static_cast<size_t>(o.max_length)) {
+      ids.resize(first + static_cast<size_t>(o.max_length) - 1);
+      counted.resize(ids.size());
+      truncated.add(where[e]);
+      if (std::find(counted.begin() + static_cast<std::ptrdiff_t>(first), counted.end(), 1) == counted.end())
+        nothing_left.add(where[e]);
+    }
+    ids.push_back(end);
+    counted.push_back(0);
   }
+  const int64_t examples_count = static_cast<int64_t>(examples.size());
   if (o.print_ids) {
     printIds(ids);
     return 0;
@@ -150,11 +185,11 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   int64_t targets = 0;
   for (uint8_t c : counted) targets += c;
   writeTokens(o, ids, tokenizer.vocabSize(), &counted, tokenizer.fingerprint(),
-              " in " + std::to_string(examples) + " examples, " + std::to_string(targets) + " counted by the loss" +
+              " in " + std::to_string(examples_count) + " examples, " + std::to_string(targets) + " counted by the loss" +
                   (o.train_on_prompt ? " (--train-on-prompt: the prompts too)" : ""));
   if (truncated.count)
     std::printf("mttok: %lld of %lld examples cut to --max-length %lld tokens (the first: %s)%s\n",
-                static_cast<long long>(truncated.count), static_cast<long long>(examples),
+                static_cast<long long>(truncated.count), static_cast<long long>(examples_count),
                 static_cast<long long>(o.max_length), truncated.first.c_str(),
                 nothing_left.count ? fmt::format("; {} of them kept no reply token (the first: {})", nothing_left.count,
                                                  nothing_left.first).c_str()
@@ -253,7 +288,9 @@ int main(int argc, char** argv) {
   app.add_flag("--chat", chat,
                "the inputs are instruction data (JSONL, or a JSON array of examples): write ids and a loss mask "
                "counting the replies");
-  mt::choiceOf(app, "--template", o.chat_template, "chat template for --chat (default: the tokenizer's own)",
+  mt::choiceOf(app, "--template", o.chat_template,
+               "a built-in chat template for --chat (default: the tokenizer folder's own chat template, rendered by "
+               "Jinja2 as transformers does; where it has none, the built-in its special tokens imply)",
                std::map<std::string, std::optional<mt::ChatTemplate>>{{"chatml", mt::ChatTemplate::ChatML},
                                                                       {"qwen3", mt::ChatTemplate::Qwen3},
                                                                       {"llama3", mt::ChatTemplate::Llama3}});

