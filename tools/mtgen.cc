@@ -13,6 +13,7 @@
 #include "runtime/io/error.h"
 #include "runtime/generation/end_tokens.h"
 #include "runtime/generation/generator.h"
+#include "runtime/data/chat_jinja.h"
 #include "runtime/data/hf_tokenizer.h"
 #include "runtime/io/mapped_file.h"
 #include "runtime/plan/plan_format.h"
@@ -26,6 +27,8 @@ namespace {
 
 struct Options {
   std::string plan_path, weights, tokenizer, prompt, prompt_file, end_of_text;
+  std::string chat, system;                        // --chat: a user message (and --system's) to reply to
+  std::optional<mt::ChatTemplate> chat_template;  // --template: a built-in one instead of the folder's
   mt::BackendChoice backend = mt::BackendChoice::kAuto;
   bool bytes = false, greedy = false, no_stop = false, print_ids = false, other_tokenizer = false;
   mt::GenerationOptions generation;
@@ -43,6 +46,18 @@ class Text {
     if (tokenizer_) return tokenizer_->encode(text, /*add_special_tokens=*/true);
     return {reinterpret_cast<const unsigned char*>(text.data()),
             reinterpret_cast<const unsigned char*>(text.data()) + text.size()};
+  }
+  // --chat: the conversation in the chat template, through the generation prompt (the template
+  // writes the special tokens it wants: none are added). Says which template on standard error.
+  std::vector<uint32_t> encodeChat(const Options& o) const {
+    std::vector<mt::ChatMessage> messages;
+    if (!o.system.empty()) messages.push_back({"system", o.system});
+    messages.push_back({"user", o.chat});
+    const mt::ChosenChatTemplate chosen = mt::chooseChatTemplate(*tokenizer_, o.chat_template);
+    std::fprintf(stderr, "mtgen: chat template: %s\n", chosen.description.c_str());
+    const std::string prompt = chosen.own ? mt::renderGenerationPrompt(*chosen.own, *tokenizer_, messages)
+                                          : mt::generationPrompt(messages, chosen.builtin);
+    return tokenizer_->encode(prompt, /*add_special_tokens=*/false);
   }
   std::string bytesOf(uint32_t id) const { return tokenizer_ ? tokenizer_->bytesOf(id) : std::string(1, char(id)); }
   // The tokens that end a text: --eot's; else the model's own (eos_token_id of its folder's
@@ -100,7 +115,10 @@ class Printer {
 std::optional<std::string> checkFlags(const Options& o) {
   const auto& s = o.generation.sampling;
   if (o.bytes && !o.tokenizer.empty()) return "--bytes and --tokenizer each choose the tokens: give one";
-  if (o.prompt.empty() == o.prompt_file.empty()) return "give the text to continue with --prompt or --prompt-file";
+  if (!o.prompt.empty() + !o.prompt_file.empty() + !o.chat.empty() != 1)
+    return "give one of --prompt or --prompt-file (text to continue) or --chat (a message to reply to)";
+  if (!o.chat.empty() && o.tokenizer.empty()) return "--chat needs the model's --tokenizer (its folder's chat template)";
+  if (o.chat.empty() && (!o.system.empty() || o.chat_template)) return "--system and --template apply to --chat";
   if (!(std::isfinite(s.temperature) && s.temperature >= 0)) return "--temperature must be 0 (greedy) or positive";
   if (!(s.top_p > 0 && s.top_p <= 1)) return "--top-p must be in (0, 1]";
   if (s.top_k < 0) return "--top-k must be 0 (all tokens) or positive";
@@ -138,8 +156,11 @@ int generate(Options& o) {
                     std::to_string(generator.vocab()) + "): it is not this model's tokenizer");
   if (o.greedy) o.generation.sampling.temperature = 0;
   o.generation.stop_tokens = text.stopTokens(o, plan);
-  const std::string prompt = o.prompt_file.empty() ? o.prompt : mt::readWholeFile(o.prompt_file, "prompt file", "");
-  const std::vector<uint32_t> prompt_ids = text.encode(prompt);
+  // --chat prints the reply alone; a prompt is printed with its continuation.
+  const std::string prompt = !o.chat.empty()         ? std::string()
+                             : o.prompt_file.empty() ? o.prompt
+                                                     : mt::readWholeFile(o.prompt_file, "prompt file", "");
+  const std::vector<uint32_t> prompt_ids = o.chat.empty() ? text.encode(prompt) : text.encodeChat(o);
   std::fprintf(stderr, "mtgen: %s | %lld sample%s, %s %lld tokens | weights %s | backend %s | %s\n",
                plan.model().name().c_str(), static_cast<long long>(generator.rows()), generator.rows() == 1 ? "" : "s",
                generator.cached() ? "key/value cache of" : "window of", static_cast<long long>(generator.window()), weights.empty() ? "the plan's seeded initializers" : weights.c_str(),
@@ -195,7 +216,8 @@ int main(int argc, char** argv) {
       "  mtgen gen.plan --weights trained.safetensors --prompt \"Q: \" --greedy\n"
       "  mtgen gen.plan --weights trained.safetensors --prompt \"Q: \" --temperature 0.8 --top-p 0.95 --seed 7\n"
       "  mtc Qwen2.5-0.5B/ --forward-only --kv-cache --batch 1 --seq 256 -o q.plan   (its weights beside it)\n"
-      "  mtgen q.plan --tokenizer Qwen2.5-0.5B/ --prompt \"The capital of France is\" --max-tokens 20\n\n"
+      "  mtgen q.plan --tokenizer Qwen2.5-0.5B/ --prompt \"The capital of France is\" --max-tokens 20\n"
+      "  mtgen q.plan --tokenizer Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (its chat template)\n\n"
       "The text goes to standard output, what was run to standard error. A batch of B gives B samples of the\n"
       "same prompt. A --kv-cache plan runs one token's forward per token, attending over the keys and values\n"
       "of the tokens before it (the prompt is fed a token at a time; a full cache is rebuilt from the text's\n"
@@ -208,6 +230,14 @@ int main(int argc, char** argv) {
   app.add_option("--tokenizer", o.tokenizer, "the model's Hugging Face tokenizer: FILE, FOLDER or gpt2|llama3|qwen3");
   app.add_option("--prompt", o.prompt, "the text to continue");
   app.add_option("--prompt-file", o.prompt_file, "... read from a file");
+  app.add_option("--chat", o.chat,
+                 "a user message to reply to, in the chat template of the --tokenizer folder (Jinja2, as transformers "
+                 "renders it; or --template's built-in one): prints the reply");
+  app.add_option("--system", o.system, "with --chat: a system message before it");
+  mt::choiceOf(app, "--template", o.chat_template, "with --chat: a built-in chat template instead of the folder's own",
+               std::map<std::string, std::optional<mt::ChatTemplate>>{{"chatml", mt::ChatTemplate::ChatML},
+                                                                      {"qwen3", mt::ChatTemplate::Qwen3},
+                                                                      {"llama3", mt::ChatTemplate::Llama3}});
   app.add_option("--max-tokens", o.generation.max_tokens, "new tokens at most")->check(mt::positiveInteger())
       ->capture_default_str();
   app.add_option("--temperature", s.temperature, "softmax temperature; 0 = greedy")->capture_default_str();

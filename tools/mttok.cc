@@ -98,30 +98,17 @@ struct ShapingNote {
   }
 };
 
-const char* templateName(mt::ChatTemplate t) {
-  switch (t) {
-    case mt::ChatTemplate::ChatML: return "chatml";
-    case mt::ChatTemplate::Qwen3: return "qwen3";
-    case mt::ChatTemplate::Llama3: return "llama3";
-  }
-  return "?";
-}
-
 // Every example of the inputs rendered into parts: with the tokenizer folder's own chat template
 // (Jinja2, as transformers renders it) unless --template names a built-in one or the folder has
 // none; says which.
 std::vector<std::vector<mt::ChatPart>> renderExamples(const Options& o, const mt::HfTokenizer& tokenizer,
                                                       const std::vector<std::vector<mt::ChatMessage>>& examples,
                                                       const std::vector<std::string>& where) {
-  const std::optional<mt::FolderChatTemplate> own = o.chat_template ? std::nullopt : mt::folderChatTemplate(tokenizer.path());
-  FILE* notes = o.print_ids ? stderr : stdout;  // --ids: standard output holds the ids alone
-  if (own) {
-    std::fprintf(notes, "mttok: chat template: %s, rendered by Jinja2 as transformers renders it\n", own->source.c_str());
-    return mt::renderWithJinja(*own, tokenizer, examples, where);
-  }
-  const mt::ChatTemplate chat_template = o.chat_template ? *o.chat_template : mt::templateFor(tokenizer);
-  std::fprintf(notes, "mttok: chat template: the built-in %s (%s)\n", templateName(chat_template),
-              o.chat_template ? "--template" : "the folder has none; the tokenizer's special tokens imply it");
+  const mt::ChosenChatTemplate chosen = mt::chooseChatTemplate(tokenizer, o.chat_template);
+  // --ids: standard output holds the ids alone.
+  std::fprintf(o.print_ids ? stderr : stdout, "mttok: chat template: %s\n", chosen.description.c_str());
+  if (chosen.own) return mt::renderWithJinja(*chosen.own, tokenizer, examples, where);
+  const mt::ChatTemplate chat_template = chosen.builtin;
   // A template whose markers the tokenizer lacks still renders, but its markers become plain text.
   const char* marker = chat_template == mt::ChatTemplate::Llama3 ? "<|start_header_id|>" : "<|im_start|>";
   if (!tokenizer.tokenId(marker))

@@ -91,6 +91,9 @@ try:
     render = lambda messages, prompt: template.render(messages=messages, add_generation_prompt=prompt,
                                                       tools=None, documents=None, **job["context"])
     for index, messages in enumerate(job["examples"]):
+        if job.get("generation_prompt"):
+            out.append({"text": marked_spans(render(messages, True))[0], "counted": []})
+            continue
         text, spans = marked_spans(render(messages, False))
         if not spans:
             for i, message in enumerate(messages):
@@ -261,13 +264,20 @@ std::optional<FolderChatTemplate> folderChatTemplate(const std::string& tokenize
   return found;
 }
 
-std::vector<std::vector<ChatPart>> renderWithJinja(const FolderChatTemplate& chat_template, const HfTokenizer& tokenizer,
-                                                   const std::vector<std::vector<ChatMessage>>& examples,
-                                                   const std::vector<std::string>& where) {
+namespace {
+
+// The renderer's answer for `examples`: {"renderings": [{"text", "counted"}]}. Throws mt::Error
+// naming the example the template failed on.
+json runJob(const FolderChatTemplate& chat_template, const HfTokenizer& tokenizer,
+            const std::vector<std::vector<ChatMessage>>& examples, const std::vector<std::string>& where,
+            bool generation_prompt) {
   std::vector<std::string> specials;
   for (uint32_t id = 0; id < tokenizer.vocabSize(); ++id)
     if (tokenizer.isSpecial(id)) specials.push_back(tokenizer.bytesOf(id));
-  json job = {{"template", chat_template.text}, {"context", json::parse(chat_template.context_json)}, {"specials", specials}};
+  json job = {{"template", chat_template.text},
+              {"context", json::parse(chat_template.context_json)},
+              {"specials", specials},
+              {"generation_prompt", generation_prompt}};
   json& list = job["examples"] = json::array();
   for (const auto& messages : examples) {
     json turns = json::array();
@@ -293,12 +303,42 @@ std::vector<std::vector<ChatPart>> renderWithJinja(const FolderChatTemplate& cha
     const std::string at = index >= 0 && index < static_cast<int64_t>(where.size()) ? where[index] + ": " : "";
     throw Error(at + "the chat template " + chat_template.source + " failed: " + result.value("error", "(no message)"));
   }
+  if (!result.at("renderings").is_array() || result.at("renderings").size() != examples.size())
+    throw Error("the chat template's renderer returned another number of renderings than examples");
+  return result;
+}
+
+}  // namespace
+
+std::vector<std::vector<ChatPart>> renderWithJinja(const FolderChatTemplate& chat_template, const HfTokenizer& tokenizer,
+                                                   const std::vector<std::vector<ChatMessage>>& examples,
+                                                   const std::vector<std::string>& where) {
+  const json result = runJob(chat_template, tokenizer, examples, where, /*generation_prompt=*/false);
   std::vector<std::vector<ChatPart>> rendered;
   const json& renderings = result.at("renderings");
   for (size_t i = 0; i < renderings.size() && i < examples.size(); ++i)
     rendered.push_back(partsOf(renderings[i].at("text").get<std::string>(), renderings[i].at("counted"), where[i]));
-  if (rendered.size() != examples.size()) throw Error("the chat template's renderer returned too few renderings");
   return rendered;
+}
+
+ChosenChatTemplate chooseChatTemplate(const HfTokenizer& tokenizer, std::optional<ChatTemplate> requested) {
+  ChosenChatTemplate chosen;
+  if (!requested) chosen.own = folderChatTemplate(tokenizer.path());
+  if (chosen.own) {
+    chosen.description = chosen.own->source + ", rendered by Jinja2 as transformers renders it";
+    return chosen;
+  }
+  chosen.builtin = requested ? *requested : templateFor(tokenizer);
+  static const char* const kNames[] = {"chatml", "qwen3", "llama3"};
+  chosen.description = std::string("the built-in ") + kNames[static_cast<int>(chosen.builtin)] +
+                       (requested ? " (--template)" : " (the folder has none; the tokenizer's special tokens imply it)");
+  return chosen;
+}
+
+std::string renderGenerationPrompt(const FolderChatTemplate& chat_template, const HfTokenizer& tokenizer,
+                                   const std::vector<ChatMessage>& messages) {
+  const json result = runJob(chat_template, tokenizer, {messages}, {"the conversation"}, /*generation_prompt=*/true);
+  return result.at("renderings").at(0).at("text").get<std::string>();
 }
 
 }  // namespace mt

@@ -37,4 +37,18 @@ std::vector<std::vector<ChatPart>> renderWithJinja(const FolderChatTemplate& cha
                                                    const std::vector<std::vector<ChatMessage>>& examples,
                                                    const std::vector<std::string>& where);
 
+// The template mttok --chat and mtgen --chat render with: --template's built-in one where given,
+// else the tokenizer folder's own, else the built-in the tokenizer's special tokens imply.
+struct ChosenChatTemplate {
+  std::optional<FolderChatTemplate> own;  // set: render with Jinja2
+  ChatTemplate builtin = ChatTemplate::ChatML;
+  std::string description;  // for the tool to say which
+};
+ChosenChatTemplate chooseChatTemplate(const HfTokenizer& tokenizer, std::optional<ChatTemplate> requested);
+
+// The conversation rendered with the generation prompt (add_generation_prompt=True): what a chat
+// model reads before it writes its reply.
+std::string renderGenerationPrompt(const FolderChatTemplate& chat_template, const HfTokenizer& tokenizer,
+                                   const std::vector<ChatMessage>& messages);
+
 }  // namespace mt

@@ -1,6 +1,9 @@
 #include "runtime/data/instruction_data.h"
 
 #include <algorithm>
+#include <string_view>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/io/error.h"
@@ -105,6 +108,26 @@ std::vector<ChatMessage> exampleMessages(const json& example, const std::string&
   return messages;
 }
 
+namespace {
+
+// The offset of the first byte of `text` that is not well-formed UTF-8, or npos.
+size_t firstInvalidUtf8(std::string_view text) {
+  const std::string valid = validUtf8(std::string(text));
+  if (valid == text) return std::string_view::npos;
+  size_t i = 0;
+  while (i < text.size() && i < valid.size() && text[i] == valid[i]) ++i;
+  return i;
+}
+
+// The error for text that is not UTF-8, naming the byte and where, and the fix.
+Error notUtf8(const std::string& where, std::string_view text, size_t at, const char* of) {
+  return Error(fmt::format("{}: not UTF-8 text (byte 0x{:02X} at byte {} of {}): instruction data is read as UTF-8, "
+                           "as JSON is; convert the file first (e.g. iconv -f latin1 -t utf-8)",
+                           where, static_cast<unsigned char>(text[at]), at, of));
+}
+
+}  // namespace
+
 void forEachExample(const std::string& path, const std::string& text,
                     const std::function<void(const std::vector<ChatMessage>&, const std::string& where)>& each) {
   const size_t first = text.find_first_not_of(" \t\r\n");
@@ -113,6 +136,10 @@ void forEachExample(const std::string& path, const std::string& text,
       throw Error(path + ": a JSON array of " + std::to_string(text.size() >> 20) + " MiB; mttok --chat reads arrays "
                   "of at most " + std::to_string(kMaxExampleArrayBytes >> 20) + " MiB: write it as JSONL (one "
                   "example per line) instead");
+    if (const size_t bad = firstInvalidUtf8(text); bad != std::string_view::npos) {
+      const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n'));
+      throw notUtf8(path + ":" + std::to_string(line), text, bad, "the file");
+    }
     const json examples = parseJsonInput(text, path);
     for (size_t i = 0; i < examples.size(); ++i) {
       const std::string where = path + ": record " + std::to_string(i);
@@ -131,6 +158,7 @@ void forEachExample(const std::string& path, const std::string& text,
     if (line.size() > kMaxExampleBytes)
       throw Error(where + ": an example of " + std::to_string(line.size()) + " bytes; mttok --chat reads examples "
                   "(lines) of at most " + std::to_string(kMaxExampleBytes >> 20) + " MiB: split it into several");
+    if (const size_t bad = firstInvalidUtf8(line); bad != std::string_view::npos) throw notUtf8(where, line, bad, "the line");
     each(readExample(std::string(line), where), where);
   }
 }
@@ -168,6 +196,13 @@ std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatT
     add("\n", false);
   }
   return parts;
+}
+
+std::string generationPrompt(const std::vector<ChatMessage>& messages, ChatTemplate chat_template) {
+  std::string text;
+  for (const ChatPart& part : renderChat(messages, chat_template)) text += part.text;
+  return text + (chat_template == ChatTemplate::Llama3 ? "<|start_header_id|>assistant<|end_header_id|>\n\n"
+                                                       : "<|im_start|>assistant\n");
 }
 
 ChatTemplate templateFor(const HfTokenizer& tokenizer) {

@@ -123,6 +123,12 @@ std::vector<std::vector<uint32_t>> Generator::generate(const std::vector<uint32_
                                                        const GenerationOptions& options,
                                                        const std::function<void(int64_t, uint32_t)>& on_token) {
   if (prompt.empty()) throw Error("the prompt holds no tokens: generation continues a text, give it one");
+  if (static_cast<int64_t>(prompt.size()) > seq_)
+    throw Error("the prompt is " + std::to_string(prompt.size()) + " tokens, more than the plan's " +
+                (cached() ? "key/value cache" : "window") + " of " + std::to_string(seq_) +
+                " positions: the model would read only its last " + std::to_string(seq_) + ". Compile a forward-only "
+                "plan with a --seq of at least the prompt and the reply (mtc MODEL --forward-only --kv-cache --seq " +
+                std::to_string(std::max<int64_t>(2 * seq_, static_cast<int64_t>(prompt.size()) + 256)) + ")");
   for (uint32_t id : prompt)
     if (id >= vocab_) throw Error("prompt token " + std::to_string(id) + " is past the model's vocabulary of " +
                                   std::to_string(vocab_) + ": tokenise with the model's tokenizer");

@@ -1,5 +1,6 @@
 #include "runtime/training/run_files.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,12 +50,31 @@ std::map<std::string, std::string> provenance(const TrainConfig& config, const p
 
 }  // namespace
 
-JsonLog::JsonLog(const std::string& path, bool append)
-    : path_(path), file_(std::fopen(path.c_str(), append ? "a" : "w")) {
-  if (!file_) throw Error("cannot write log " + path + ": " + std::strerror(errno));
+void JsonLog::Close::operator()(std::FILE* f) const {
+  struct stat st {};
+  const bool empty = fstat(fileno(f), &st) == 0 && st.st_size == 0;
+  std::fclose(f);
+  if (empty && !remove_if_empty.empty()) ::unlink(remove_if_empty.c_str());
+}
+
+JsonLog::JsonLog(const std::string& path, bool append) : path_(path) {
+  struct stat st {};
+  const bool existed = ::stat(path.c_str(), &st) == 0;
+  // Only a regular file with lines in it is emptied (at the first line); a device (/dev/null) is
+  // written as it is.
+  truncate_first_ = !append && existed && S_ISREG(st.st_mode) && st.st_size > 0;
+  std::FILE* f = std::fopen(path.c_str(), "a");  // created if missing, an earlier log kept for now
+  if (!f) throw Error("cannot write log " + path + ": " + std::strerror(errno));
+  std::fseek(f, 0, SEEK_END);  // ftell then tells where the whole lines end (write's rollback)
+  file_ = std::unique_ptr<std::FILE, Close>(f, Close{existed ? std::string() : path});
 }
 
 void JsonLog::write(const nlohmann::json& line) {
+  if (truncate_first_) {
+    if (ftruncate(fileno(file_.get()), 0) != 0) throw IoFault("cannot write log " + path_ + ": " + std::strerror(errno));
+    std::fseek(file_.get(), 0, SEEK_SET);
+    truncate_first_ = false;
+  }
   const std::string text = line.dump() + "\n";
   const long whole = std::ftell(file_.get());  // where the last whole line ends
   if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size() || std::fflush(file_.get()) != 0) {

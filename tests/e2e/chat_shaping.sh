@@ -6,7 +6,7 @@
 # an empty reply is warned about. A folder's own chat template renders by Jinja2: one whose
 # replies sit in {% generation %} blocks (transformers' assistant mask) gives, for a ChatML layout,
 # the built-in chatml template's file byte for byte; a template's raise_exception names the
-# example and the template's message.
+# example and the template's message. mtgen --chat replies to a message in the folder's template.
 # usage: chat_shaping.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -61,6 +61,16 @@ echo '{"messages": [{"role": "system", "content": "S"}, {"role": "user", "conten
 refused=$("$bin/mttok" --tokenizer own --chat system.jsonl -o x.tok 2>&1); code=$?
 check "the template's raise_exception names the example (exit 1)" \
   "[ $code = 1 ] && grep -q 'system.jsonl:1: the chat template own/chat_template.jinja failed: TemplateError: System role not supported' <<< \"\$refused\""
+# mtgen --chat: the message in the folder's template through its generation prompt, the reply
+# alone printed: the ids a --prompt of that very text gives (greedy).
+"$bin/mtc" qwen3-tiny --vocab 151669 --forward-only --kv-cache --batch 1 --seq 32 -o g.plan > /dev/null
+"$bin/mtgen" g.plan --tokenizer qwen3 --chat "Hi" --greedy --ids --max-tokens 3 --no-stop > chat.ids 2> chat.err
+"$bin/mtgen" g.plan --tokenizer qwen3 --prompt $'<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n' --greedy --ids \
+  --max-tokens 3 --no-stop > prompt.ids 2> /dev/null
+check "mtgen --chat reads the template's generation prompt" \
+  "[ -s chat.ids ] && cmp -s chat.ids prompt.ids && grep -q 'chat template: .*tokenizer_config.json (chat_template), rendered by Jinja2' chat.err"
+"$bin/mtgen" g.plan --chat "Hi" > /dev/null 2>&1; code=$?
+check "mtgen --chat without --tokenizer is refused (exit 2)" "[ $code = 2 ]"
 refused=$("$bin/mttok" --tokenizer qwen3 data.jsonl --max-length 24 -o x.tok 2>&1); code=$?
 check "--max-length without --chat is refused (exit 2)" "[ $code = 2 ] && grep -q 'apply to --chat' <<< \"\$refused\""
 finish
