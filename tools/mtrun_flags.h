@@ -12,7 +12,7 @@ namespace mt {
 // Adds mtrun's flags to `app`, each writing its field of `c`.
 inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("plan", c.plan_path, "plan file written by mtc")->required();
-  app.add_option("--data", c.data_path, "token file (make one with mttok)")->required();
+  app.add_option("--data", c.data_path, "token file (make one with mttok); required but with --export-only");
   app.add_option("--weights", c.weights_path,
                  "initial weights (safetensors); default: the PLAN.safetensors mtc wrote beside the plan when it was "
                  "written for this plan, else the plan's seeded initializers (an imported model has none: its "
@@ -77,6 +77,9 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "at most this many held-out batches per validation (0: all: one pass over the held-out tokens, "
                  "each a target once)")
       ->capture_default_str();
+  app.add_flag("--export-only", c.export_only,
+               "write --export / --export-hf (--export-dtype) from the --resume checkpoint's weights and stop: no "
+               "data, no training");
   app.add_flag("--keep-best", c.keep_best,
                "keep the weights of the lowest validation loss in --checkpoint-dir (best.ckpt.safetensors) and "
                "export those at the end");

@@ -181,4 +181,39 @@ CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& p
   return resumed;
 }
 
+// --export and --export-hf of the weights in `store` after `steps_done`, with the run's provenance.
+void exportStore(const TrainConfig& config, const plan::Plan& plan, const HostStore& store,
+                 const std::map<std::string, std::string>& provenance, int64_t steps_done) {
+  std::map<std::string, std::string> metadata = provenance;
+  metadata[std::string(kProvenancePrefix) + "step"] = std::to_string(steps_done);
+  if (!config.export_path.empty()) {
+    store.saveParams(config.export_path, metadata);
+    std::printf("weights written to %s\n", config.export_path.c_str());
+  }
+  if (!config.export_hf_dir.empty()) {
+    const HuggingFaceExport exported = exportHuggingFace(plan, store, config.export_hf_dir, config.export_dtype, metadata);
+    std::string carried;
+    for (const std::string& name : exported.carried) carried += (carried.empty() ? "" : ", ") + name;
+    std::printf("Hugging Face folder written to %s (%s)%s\n", config.export_hf_dir.c_str(),
+                config.export_dtype == ExportDtype::kBf16 ? "bf16" : "f32",
+                !carried.empty()          ? ("; with " + carried + " from " + exported.source).c_str()
+                : !exported.note.empty() ? ("; " + exported.note).c_str()
+                                          : "");
+  }
+}
+
+// --export-only: the --resume checkpoint's weights exported (its provenance kept), nothing trained.
+int exportCheckpoint(const TrainConfig& config, const plan::Plan& plan) {
+  RunOutputs outputs = openOutputs(config, plan);  // the exports' paths checked and locked
+  HostStore store(plan);
+  store.initialize(plan.init_seed());
+  const std::optional<std::string> latest = latestCheckpoint(config.resume_dir);
+  if (!latest) throw Error("no checkpoint in " + config.resume_dir + " to export (write them with --checkpoint-dir)");
+  const CheckpointState state = loadCheckpoint(*latest, plan, store);
+  std::printf("--export-only: the weights after step %lld, from %s\n", static_cast<long long>(state.step),
+              latest->c_str());
+  exportStore(config, plan, store, state.provenance, state.step);
+  return 0;
+}
+
 }  // namespace mt

@@ -3,6 +3,7 @@
 // to keep, and the state it starts from (initial weights or a checkpoint, and their provenance).
 #pragma once
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -56,5 +57,13 @@ RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan);
 // the checkpoint to resume from; the state's provenance is this run's.
 CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& plan, const TokenFile& data,
                                   const std::string& path, HostStore& store);
+
+// --export and --export-hf (--export-dtype) of the weights in `store` after `steps_done`, with
+// `provenance` in their metadata; says where.
+void exportStore(const TrainConfig& config, const plan::Plan& plan, const HostStore& store,
+                 const std::map<std::string, std::string>& provenance, int64_t steps_done);
+
+// --export-only: the newest checkpoint of --resume exported (its provenance kept), nothing trained.
+int exportCheckpoint(const TrainConfig& config, const plan::Plan& plan);
 
 }  // namespace mt

@@ -18,6 +18,9 @@ void validateConfig(const TrainConfig& c) {
   };
   // Far beyond any run, and small enough that steps x tokens cannot overflow.
   constexpr int64_t kMaxSteps = int64_t{1} << 40;
+  require(!c.data_path.empty() || c.export_only, "--data is required: the token file to train on (make one with mttok)");
+  require(!c.export_only || (!c.resume_dir.empty() && (!c.export_path.empty() || !c.export_hf_dir.empty())),
+          "--export-only writes a checkpoint's weights: give --resume CHECKPOINT_DIR and --export or --export-hf");
   require(c.steps > 0, "--steps must be positive");
   require(std::isfinite(c.epochs) && c.epochs >= 0.0, "--epochs must be a finite number >= 0 (0: --steps decides)");
   require(c.steps <= kMaxSteps, "--steps " + std::to_string(c.steps) + " is beyond any run: give at most 2^40");

@@ -494,25 +494,7 @@ std::string Trainer::saveAfterFault(int64_t step) {
          "rescue checkpoint): they are lost";
 }
 
-void Trainer::exportWeights(int64_t steps_done) {
-  std::map<std::string, std::string> metadata = resumed_.provenance;
-  metadata[std::string(kProvenancePrefix) + "step"] = std::to_string(steps_done);
-  if (!config_.export_path.empty()) {
-    store_.saveParams(config_.export_path, metadata);
-    std::printf("weights written to %s\n", config_.export_path.c_str());
-  }
-  if (!config_.export_hf_dir.empty()) {
-    const HuggingFaceExport exported =
-        exportHuggingFace(plan_, store_, config_.export_hf_dir, config_.export_dtype, metadata);
-    std::string carried;
-    for (const std::string& name : exported.carried) carried += (carried.empty() ? "" : ", ") + name;
-    std::printf("Hugging Face folder written to %s (%s)%s\n", config_.export_hf_dir.c_str(),
-                config_.export_dtype == ExportDtype::kBf16 ? "bf16" : "f32",
-                !carried.empty()          ? ("; with " + carried + " from " + exported.source).c_str()
-                : !exported.note.empty() ? ("; " + exported.note).c_str()
-                                          : "");
-  }
-}
+void Trainer::exportWeights(int64_t steps_done) { exportStore(config_, plan_, store_, resumed_.provenance, steps_done); }
 
 void Trainer::writeTrace() {
   if (config_.trace_path.empty() || traced_.empty()) return;
@@ -595,6 +577,7 @@ int train(const TrainConfig& given) {
   validateConfig(given);
   TrainConfig config = resolveResume(given);
   const plan::Plan plan = readTrainingPlan(config);
+  if (config.export_only) return exportCheckpoint(config, plan);
   const std::string initial_weights = initialWeightsPath(config.weights_path, config.plan_path, plan);
   const std::unique_ptr<TokenFile> data = openTokens(config.data_path, plan);
   const std::unique_ptr<TokenFile> val_data =

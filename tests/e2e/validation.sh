@@ -7,7 +7,8 @@
 # those: a run trained to overfit (on one repeated phrase, validated on other text) warns after
 # three validations above its best, and exports the weights a run stopped at the best step ends
 # with, bit for bit; resumed halfway, it keeps the same best.
-# --epochs E trains the steps that draw E times the training tokens.
+# --epochs E trains the steps that draw E times the training tokens; --export-only exports a
+# checkpoint's weights without data or training.
 # usage: validation.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -62,6 +63,13 @@ check "the export is the best step's weights, bit for bit" "same_tensors best.sa
 "$bin/mtrun" "${common[@]}" --steps 12 --checkpoint-dir ck2 --keep-best --resume ck2 --export resumed.safetensors \
   > resumed.txt
 check "resumed halfway, the same best exported" "same_tensors best.safetensors resumed.safetensors"
+# --export-only: a checkpoint's weights exported without data or training.
+"$bin/mtrun" b4.plan --data train.tok --steps 2 --checkpoint-dir eo --export trained.safetensors --print-every 100 > /dev/null
+"$bin/mtrun" b4.plan --resume eo --export-only --export only.safetensors > only.txt
+check "--export-only writes the checkpoint's weights bit for bit, with no --data" \
+  "same_tensors trained.safetensors only.safetensors && grep -q -- '--export-only: the weights after step 2' only.txt"
+check "--export-only without --resume is refused (exit 2)" \
+  "$bin/mtrun b4.plan --export-only --export x.safetensors > /dev/null 2>&1; [ \$? = 2 ]"
 refused=$("$bin/mtrun" b4.plan --data train.tok --val-data held.tok --steps 1 --keep-best 2>&1)
 code=$?
 check "--keep-best without --checkpoint-dir is refused (exit 2), naming the fix" \
