@@ -235,9 +235,7 @@ int main(int argc, char** argv) {
                  "renders it; or --template's built-in one): prints the reply");
   app.add_option("--system", o.system, "with --chat: a system message before it");
   mt::choiceOf(app, "--template", o.chat_template, "with --chat: a built-in chat template instead of the folder's own",
-               std::map<std::string, std::optional<mt::ChatTemplate>>{{"chatml", mt::ChatTemplate::ChatML},
-                                                                      {"qwen3", mt::ChatTemplate::Qwen3},
-                                                                      {"llama3", mt::ChatTemplate::Llama3}});
+               mt::chatTemplateNames());
   app.add_option("--max-tokens", o.generation.max_tokens, "new tokens at most")->check(mt::positiveInteger())
       ->capture_default_str();
   app.add_option("--temperature", s.temperature, "softmax temperature; 0 = greedy")->capture_default_str();

@@ -278,9 +278,7 @@ int main(int argc, char** argv) {
   mt::choiceOf(app, "--template", o.chat_template,
                "a built-in chat template for --chat (default: the tokenizer folder's own chat template, rendered by "
                "Jinja2 as transformers does; where it has none, the built-in its special tokens imply)",
-               std::map<std::string, std::optional<mt::ChatTemplate>>{{"chatml", mt::ChatTemplate::ChatML},
-                                                                      {"qwen3", mt::ChatTemplate::Qwen3},
-                                                                      {"llama3", mt::ChatTemplate::Llama3}});
+               mt::chatTemplateNames());
   app.add_option("--max-length", o.max_length,
                  "with --chat: cut each example to this many tokens, its end token included (the cut examples "
                  "are counted and the first named)")

@@ -329,8 +329,7 @@ ChosenChatTemplate chooseChatTemplate(const HfTokenizer& tokenizer, std::optiona
     return chosen;
   }
   chosen.builtin = requested ? *requested : templateFor(tokenizer);
-  static const char* const kNames[] = {"chatml", "qwen3", "llama3"};
-  chosen.description = std::string("the built-in ") + kNames[static_cast<int>(chosen.builtin)] +
+  chosen.description = std::string("the built-in ") + chatTemplateName(chosen.builtin) +
                        (requested ? " (--template)" : " (the folder has none; the tokenizer's special tokens imply it)");
   return chosen;
 }

@@ -75,6 +75,18 @@ void appendHistory(const json& history, std::vector<ChatMessage>& messages, cons
 
 }  // namespace
 
+const std::map<std::string, std::optional<ChatTemplate>>& chatTemplateNames() {
+  static const std::map<std::string, std::optional<ChatTemplate>> names = {
+      {"chatml", ChatTemplate::ChatML}, {"qwen3", ChatTemplate::Qwen3}, {"llama3", ChatTemplate::Llama3}};
+  return names;
+}
+
+const char* chatTemplateName(ChatTemplate chat_template) {
+  for (const auto& [name, t] : chatTemplateNames())
+    if (t == chat_template) return name.c_str();
+  return "?";
+}
+
 std::vector<ChatMessage> readExample(const std::string& json_line, const std::string& where) {
   return exampleMessages(parseJsonInput(json_line, where), where);
 }

@@ -19,6 +19,8 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,9 @@
 namespace mt {
 
 enum class ChatTemplate { ChatML, Qwen3, Llama3 };
+// The built-in templates by their flag names (--template), and each one's name.
+const std::map<std::string, std::optional<ChatTemplate>>& chatTemplateNames();
+const char* chatTemplateName(ChatTemplate chat_template);
 
 struct ChatMessage {
   std::string role;  // system, user or assistant

@@ -20,6 +20,22 @@ int64_t modifiedNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 }
 
+// One row of a batch: tokens [start, start + seq) of `data` and, as targets, each next token,
+// counted unless the file's mask leaves it out (-1: ignored by the loss). `mask` is scratch.
+// Returns the targets counted.
+int64_t readRow(const TokenFile& data, int64_t start, int64_t seq, std::vector<uint8_t>& mask, int32_t* tokens,
+                int32_t* targets) {
+  const std::vector<uint32_t> window = data.read(start, seq + 1, data.hasLossMask() ? &mask : nullptr);
+  int64_t counted = 0;
+  for (int64_t t = 0; t < seq; ++t) {
+    tokens[t] = static_cast<int32_t>(window[t]);
+    const bool counts = mask.empty() || mask[t + 1];
+    targets[t] = counts ? static_cast<int32_t>(window[t + 1]) : -1;
+    counted += counts;
+  }
+  return counted;
+}
+
 }  // namespace
 
 TokenFile::TokenFile(const std::string& path)
@@ -177,15 +193,7 @@ int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int6
   for (int64_t b = 0; b < batch_; ++b) {
     const uint64_t key = splitmix64(splitmix64(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(first_row + b));
     const int64_t start = begin_ + static_cast<int64_t>(key % windows);
-    const std::vector<uint32_t> window = data_.read(start, seq_ + 1, data_.hasLossMask() ? &mask : nullptr);
-    for (int64_t t = 0; t < seq_; ++t) {
-      tokens[b * seq_ + t] = static_cast<int32_t>(window[t]);
-      // The target is the next token, counted unless the file's mask leaves it out (-1: ignored
-      // by the loss).
-      const bool counts = mask.empty() || mask[t + 1];
-      targets[b * seq_ + t] = counts ? static_cast<int32_t>(window[t + 1]) : -1;
-      counted += counts;
-    }
+    counted += readRow(data_, start, seq_, mask, tokens + b * seq_, targets + b * seq_);
   }
   return counted;
 }
@@ -213,14 +221,7 @@ int64_t HeldOutBatches::fill(int64_t i, int32_t* tokens, int32_t* targets) const
       std::fill(row_targets, row_targets + seq_, -1);
       continue;
     }
-    const std::vector<uint32_t> ids =
-        data_.read(begin_ + window * seq_, seq_ + 1, data_.hasLossMask() ? &mask : nullptr);
-    for (int64_t t = 0; t < seq_; ++t) {
-      const bool counts = mask.empty() || mask[t + 1];
-      row_tokens[t] = static_cast<int32_t>(ids[t]);
-      row_targets[t] = counts ? static_cast<int32_t>(ids[t + 1]) : -1;
-      counted += counts;
-    }
+    counted += readRow(data_, begin_ + window * seq_, seq_, mask, row_tokens, row_targets);
   }
   return counted;
 }

@@ -43,8 +43,8 @@ struct TrainConfig {
   std::string val_data_path;   // or a token file of held-out tokens ("" = none)
   int64_t val_every = 0;       // steps between validation losses (0: only at the end)
   int64_t val_batches = 0;     // at most this many held-out batches per validation (0: all of them)
-  bool keep_best = false;
-  bool export_only = false;    // write --export/--export-hf from the --resume checkpoint; no data, no steps      // keep (best.ckpt.safetensors) and export the lowest validation loss's weights
+  bool keep_best = false;      // keep (best.ckpt.safetensors) and export the lowest validation loss's weights
+  bool export_only = false;    // write --export/--export-hf from the --resume checkpoint; no data, no steps
   bool skip_nonfinite = false;  // NaN/Inf loss or gradients: skip the step (else stop)
   bool verify_transfers = false;  // check every copy to the device against the host's bytes
   int64_t print_every = 1;

@@ -52,6 +52,20 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
   const config = JSON.parse(fs.readFileSync(dir + "/tokenizer_config.json"));
   const t = new Tokenizer(JSON.parse(fs.readFileSync(dir + "/tokenizer.json")), config);
   const template = new Template(config.chat_template);
+  // Each stretch of text encoded on its own, the counted spans' ids marked 1: what mttok does.
+  const encodeSpans = (text, spans) => {
+    const ids = [], mask = [];
+    let from = 0;
+    for (const [begin, end] of [...spans, [text.length, text.length]]) {
+      for (const [a, b, counted] of [[from, begin, 0], [begin, end, 1]]) {
+        const part = t.encode(text.slice(a, b), { add_special_tokens: false }).ids;
+        ids.push(...part);
+        mask.push(...part.map(() => counted));
+      }
+      from = end;
+    }
+    return { ids, mask };
+  };
   const ids = [], mask = [];
   for (const example of examples) {
     const messages = asMessages(example);
@@ -71,19 +85,10 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
       cursor = at + rendered.length + endOfTurn.length;
     });
     const whole = t.encode(text, { add_special_tokens: false }).ids;
-    const pieceIds = [], pieceMask = [];
-    let from = 0;
-    for (const [begin, end] of [...spans, [text.length, text.length]]) {
-      for (const [a, b, counted] of [[from, begin, 0], [begin, end, 1]]) {
-        const part = t.encode(text.slice(a, b), { add_special_tokens: false }).ids;
-        pieceIds.push(...part);
-        pieceMask.push(...part.map(() => counted));
-      }
-      from = end;
-    }
-    if (pieceIds.join(" ") !== whole.join(" ")) throw new Error("the reply boundaries split tokens: pick other data");
+    const pieces = encodeSpans(text, spans);
+    if (pieces.ids.join(" ") !== whole.join(" ")) throw new Error("the reply boundaries split tokens: pick other data");
     ids.push(...whole, t.token_to_id(endOfText));
-    mask.push(...pieceMask, 0);
+    mask.push(...pieces.mask, 0);
   }
   fs.writeFileSync("node_" + name + ".json", JSON.stringify({ ids, mask }));
   // The folder's template as it renders, whole: each reply from its generation prompt's end
@@ -102,17 +107,9 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
       for (const s of specials) { const at = text.indexOf(s, start); if (at >= 0) end = Math.min(end, at + s.length); }
       cuts.push([start, end]);
     });
-    let from = 0;
-    for (const [begin, end] of [...cuts, [text.length, text.length]]) {
-      for (const [a, b, counted] of [[from, begin, 0], [begin, end, 1]]) {
-        const part = t.encode(text.slice(a, b), { add_special_tokens: false }).ids;
-        jinjaIds.push(...part);
-        jinjaMask.push(...part.map(() => counted));
-      }
-      from = end;
-    }
-    jinjaIds.push(t.token_to_id(endOfText));
-    jinjaMask.push(0);
+    const pieces = encodeSpans(text, cuts);
+    jinjaIds.push(...pieces.ids, t.token_to_id(endOfText));
+    jinjaMask.push(...pieces.mask, 0);
   }
   fs.writeFileSync("node_" + name + ".jinja.json", JSON.stringify({ ids: jinjaIds, mask: jinjaMask }));
 }
