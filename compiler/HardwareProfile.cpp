@@ -13,9 +13,10 @@ const std::vector<HardwareProfile>& hardwareProfiles() {
   // attention kernels' (exact fp32 on CUDA cores: 20 TFLOP/s forward, 14 backward at context
   // 8192; priced at the matmul peak they were predicted at a tenth of their time).
   // bf16 plans: products at the rate cuBLAS measured for 8192^3 bf16 on the lent H100 (770-800
-  // TFLOP/s, measured there in November 2026: docs/perf.md), not the 989 datasheet peak; attention at 120 TFLOP/s, a prediction
-  // for our WMMA flash kernels (attention_mma_cuda.cu: shared-memory bound near 430, mma.sync
-  // and one or two blocks per SM well below; docs/perf.md), not yet measured; the CPU emulates
+  // TFLOP/s, measured there in November 2026: docs/perf.md), not the 989 datasheet peak; attention at 120 TFLOP/s, predicted
+  // for the WMMA kernels before any GPU run; measured on an H200 in session 17 (docs/perf.md): the
+  // mma.sync kernels that replaced them run ~160 forward and ~43-62 backward in training, so a
+  // bf16 step is predicted short (qwen2.5-7b: measured/predicted 1.22); the CPU emulates
   // bf16 storage around its f32 kernels (no faster than fp32).
   static const std::vector<HardwareProfile> profiles = {
       {"cpu", 170e9, 170e9, 170e9, 170e9, 12e9, 12e9, 12e9, 35e9,
