@@ -294,6 +294,7 @@ LogicalResult Emitter::run() {
   model->set_precision(precisionName(*precision));
   model->set_hf_config(options_.hf_config);
   model->set_hf_source(options_.hf_source);
+  model->set_active_params(options_.active_params);
   return success();
 }
 

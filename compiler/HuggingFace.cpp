@@ -108,6 +108,38 @@ class ConfigReader {
   std::set<std::string> taken_;
 };
 
+// A mixture of experts' settings (Qwen3MoeForCausalLM, MixtralForCausalLM) into `c`.
+void readExperts(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
+  if (architecture == "MixtralForCausalLM") {
+    c.experts = r.integer("num_local_experts");
+    c.expert_ffn = c.ffn;  // each expert is as wide as intermediate_size; no dense layers
+    c.normalize_topk = true;
+    if (const json& noise = r.value("router_jitter_noise"); !noise.is_null() && !(noise.is_number() && noise == 0))
+      throw r.error("'router_jitter_noise' is not 0: random noise on the router's logits is not supported");
+  } else if (architecture == "Qwen3MoeForCausalLM") {
+    c.experts = r.integer("num_experts");
+    c.expert_ffn = r.integer("moe_intermediate_size");
+    c.normalize_topk = r.boolean("norm_topk_prob", false);
+    c.moe_every = r.integer("decoder_sparse_step", 1);
+    if (const json& dense = r.value("mlp_only_layers"); !dense.is_null()) {
+      if (!dense.is_array()) throw r.error("'mlp_only_layers' is not a list of layer indices");
+      for (const json& l : dense) {
+        if (!l.is_number_integer() || l.get<int64_t>() < 0 || l.get<int64_t>() >= c.layers)
+          throw r.error("'mlp_only_layers' holds " + jsonBrief(l) + ", not a layer index below " +
+                        std::to_string(c.layers));
+        c.dense_layers.push_back(l.get<int64_t>());
+      }
+    }
+  } else {
+    return;
+  }
+  c.experts_per_token = r.integer("num_experts_per_tok");
+  r.require("output_router_logits", false,
+            "the router's auxiliary load-balancing loss is not implemented yet: set it false to train on the "
+            "language-model loss alone");
+  r.take("router_aux_loss_coef");  // used only with output_router_logits
+}
+
 ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t& sliding_window) {
   ModelConfig c;
   c.family = ModelFamily::kLlama;
@@ -122,7 +154,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t
   c.rope_theta = r.number("rope_theta", 10000.0);
   c.tied = r.boolean("tie_word_embeddings", false);
   c.qkv_bias = architecture == "Qwen2ForCausalLM";
-  c.qk_norm = architecture == "Qwen3ForCausalLM";
+  c.qk_norm = architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM";
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
   // heads x head_dim wide, not hidden_size.
   if (r.has("head_dim") && r.integer("head_dim") * c.heads != c.width) c.head_dim = r.integer("head_dim");
@@ -134,8 +166,9 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");
   r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
   r.require("pretraining_tp", 1, "tensor-parallel slicing of the projections is not supported");
+  readExperts(r, architecture, c);
   sliding_window = 0;
-  if (architecture == "Qwen2ForCausalLM" || architecture == "Qwen3ForCausalLM") {
+  if (architecture == "Qwen2ForCausalLM" || architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM") {
     // Qwen2 names a window it uses only with use_sliding_window.
     if (r.boolean("use_sliding_window", false))
       throw r.error("'use_sliding_window' is true: sliding-window attention is not supported");
@@ -146,7 +179,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t
       if (!types.is_array() || !std::all_of(types.begin(), types.end(), [](const json& t) { return t == "full_attention"; }))
         throw r.error("'layer_types' names layers other than full_attention: sliding-window attention is not supported");
     }
-  } else if (architecture == "MistralForCausalLM") {
+  } else if (architecture == "MistralForCausalLM" || architecture == "MixtralForCausalLM") {
     sliding_window = r.has("sliding_window") ? r.integer("sliding_window") : 0;
     r.take("sliding_window");
   }
@@ -284,19 +317,17 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
       !config["architectures"][0].is_string())
     throw r.error("'architectures' does not name one architecture");
   model.architecture = config["architectures"][0].get<std::string>();
-  static const std::set<std::string> kSupported = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                                                   "MistralForCausalLM", "GPT2LMHeadModel"};
-  if (!kSupported.count(model.architecture))
-    throw r.error("architecture " + model.architecture +
-                  " is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                  "MistralForCausalLM, GPT2LMHeadModel)");
   // model_type says the same family as the architecture (transformers picks the config class by
   // it, the model class by the architecture: a folder where they disagree loads as neither says).
-  static const std::map<std::string, std::string> kModelType = {{"LlamaForCausalLM", "llama"},
-                                                                {"Qwen2ForCausalLM", "qwen2"},
-                                                                {"Qwen3ForCausalLM", "qwen3"},
-                                                                {"MistralForCausalLM", "mistral"},
-                                                                {"GPT2LMHeadModel", "gpt2"}};
+  static const std::map<std::string, std::string> kModelType = {
+      {"LlamaForCausalLM", "llama"},       {"Qwen2ForCausalLM", "qwen2"},     {"Qwen3ForCausalLM", "qwen3"},
+      {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"MistralForCausalLM", "mistral"}, {"MixtralForCausalLM", "mixtral"},
+      {"GPT2LMHeadModel", "gpt2"}};
+  if (!kModelType.count(model.architecture)) {
+    std::string supported;
+    for (const auto& [architecture, type] : kModelType) supported += (supported.empty() ? "" : ", ") + architecture;
+    throw r.error("architecture " + model.architecture + " is not supported (supported: " + supported + ")");
+  }
   if (config.contains("model_type") &&
       (!config["model_type"].is_string() || config["model_type"] != kModelType.at(model.architecture)))
     throw r.error("'model_type' is " + jsonBrief(config["model_type"]) + " but the architecture " + model.architecture +
@@ -310,12 +341,23 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
   // (GPT2Model's) have no prefix.
   const std::string gpt2_body = files.count("transformer.wte.weight") ? "transformer." : "";
   std::set<std::string> placed;
+  const ExpertLayout expert_layout = expertLayoutOf(model.architecture);
+  auto fileOf = [&](const std::string& name, const std::string& ours) {
+    auto it = files.find(name);
+    if (it == files.end()) throw Error(dir + ": the weights have no '" + name + "' (the model's " + ours + ")");
+    placed.insert(name);
+    return it->second;
+  };
   auto place = [&](const std::string& ours) {
-    const HuggingFacePlace where = huggingFacePlace(ours, gpt2_body);
-    auto it = files.find(where.name);
-    if (it == files.end()) throw Error(dir + ": the weights have no '" + where.name + "' (the model's " + ours + ")");
-    model.weights[ours] = {it->second, where};
-    placed.insert(where.name);
+    const HuggingFacePlace where = huggingFacePlace(ours, gpt2_body, expert_layout);
+    HuggingFaceSource& source = model.weights[ours];
+    source.place = where;
+    if (!where.per_expert) {
+      source.file = fileOf(where.name, ours);
+      return;
+    }
+    for (int64_t e = 0; e < model.config.experts; ++e)
+      source.expert_files.push_back(fileOf(expertTensorName(where, e), ours));
   };
   const ModelConfig& c = model.config;
   std::vector<std::string> layer_parts;  // each layer's parameters, under "<layers>.N."
@@ -326,15 +368,22 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
   } else {
     for (const char* name : {"embed.weight", "norm.weight"}) place(name);
     layer_parts = {"attn_norm.weight", "mlp_norm.weight", "attn.q.weight", "attn.k.weight", "attn.v.weight",
-                   "attn.o.weight", "mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"};
+                   "attn.o.weight"};
     if (c.qkv_bias)
       for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) layer_parts.push_back(part);
     if (c.qk_norm)
       for (const char* part : {"attn.q_norm.weight", "attn.k_norm.weight"}) layer_parts.push_back(part);
   }
   if (!c.tied) place("lm_head.weight");
-  for (int64_t l = 0; l < c.layers; ++l)
-    for (const std::string& part : layer_parts) place((gpt2 ? "blocks." : "layers.") + std::to_string(l) + "." + part);
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string layer = (gpt2 ? "blocks." : "layers.") + std::to_string(l) + ".";
+    for (const std::string& part : layer_parts) place(layer + part);
+    if (gpt2) continue;
+    const auto mlp = c.isMoeLayer(l) ? std::vector<std::string>{"moe.router.weight", "moe.gate.weight", "moe.up.weight",
+                                                                "moe.down.weight"}
+                                     : std::vector<std::string>{"mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"};
+    for (const std::string& part : mlp) place(layer + part);
+  }
   for (const auto& [name, file] : files) {
     if (placed.count(name)) continue;
     const bool derived = name.ends_with("rotary_emb.inv_freq") ||  // from rope_theta, not a weight
@@ -347,6 +396,46 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
   return model;
 }
 
+namespace {
+
+// A mixture of experts' config.json: Qwen3MoeForCausalLM (with q/k norms), MixtralForCausalLM
+// (without, every layer's experts as wide as intermediate_size); "" for a shape neither has.
+std::string expertsConfig(const ModelConfig& c) {
+  const bool qwen = c.qk_norm;
+  if (c.qkv_bias || (!qwen && (c.moe_every != 1 || !c.dense_layers.empty() || !c.normalize_topk))) return "";
+  nlohmann::ordered_json config = {
+      {"architectures", {qwen ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM"}},
+      {"model_type", qwen ? "qwen3_moe" : "mixtral"},
+      {"hidden_size", c.width},
+      {"intermediate_size", qwen ? c.ffn : c.expert_ffn},
+      {"num_hidden_layers", c.layers},
+      {"num_attention_heads", c.heads},
+      {"num_key_value_heads", c.kv_heads},
+      {"vocab_size", c.vocab},
+      {"max_position_embeddings", c.context},
+      {"rms_norm_eps", c.norm_eps},
+      {"rope_theta", c.rope_theta},
+      {"tie_word_embeddings", c.tied},
+      {"hidden_act", "silu"},
+      {"num_experts_per_tok", c.experts_per_token},
+      {"output_router_logits", false}};
+  if (c.head_dim) config["head_dim"] = c.head_dim;
+  if (qwen) {
+    config["num_experts"] = c.experts;
+    config["moe_intermediate_size"] = c.expert_ffn;
+    config["norm_topk_prob"] = c.normalize_topk;
+    config["decoder_sparse_step"] = c.moe_every;
+    config["mlp_only_layers"] = c.dense_layers;
+    config["use_sliding_window"] = false;
+    config["attention_bias"] = false;
+  } else {
+    config["num_local_experts"] = c.experts;
+  }
+  return config.dump(2) + "\n";
+}
+
+}  // namespace
+
 std::string huggingFaceConfig(const ModelConfig& c) {
   if (c.family == ModelFamily::kGpt2) {
     nlohmann::ordered_json config = {
@@ -358,6 +447,7 @@ std::string huggingFaceConfig(const ModelConfig& c) {
     return config.dump(2) + "\n";
   }
   if (c.family != ModelFamily::kLlama) return "";
+  if (c.experts > 0) return expertsConfig(c);
   const char* architecture = c.qk_norm ? "Qwen3ForCausalLM" : c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
   nlohmann::ordered_json config = {
       {"architectures", {architecture}},
@@ -381,14 +471,20 @@ std::string huggingFaceConfig(const ModelConfig& c) {
 
 void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path) {
   std::map<std::string, std::unique_ptr<SafetensorsFile>> open;  // shards, mapped as they are first needed
-  auto entryOf = [&](const HuggingFaceSource& source) -> const SafetensorsEntry& {
-    auto& shard = open[source.file];
-    if (!shard) shard = std::make_unique<SafetensorsFile>(model.dir + "/" + source.file);
-    auto it = shard->entries().find(source.place.name);
+  auto entryOf = [&](const std::string& file, const std::string& name) -> const SafetensorsEntry& {
+    auto& shard = open[file];
+    if (!shard) shard = std::make_unique<SafetensorsFile>(model.dir + "/" + file);
+    auto it = shard->entries().find(name);
     if (it == shard->entries().end())
-      throw Error(model.dir + "/" + source.file + " has no '" + source.place.name + "', which its index places there");
-    shard->verify(source.place.name);
+      throw Error(model.dir + "/" + file + " has no '" + name + "', which its index places there");
+    shard->verify(name);
     return it->second;
+  };
+  auto requireShape = [&](const SafetensorsEntry& entry, const std::string& name, const std::vector<int64_t>& expected,
+                          const std::string& ours) {
+    if (entry.shape != expected || (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16"))
+      throw Error(model.dir + ": '" + name + "' is " + entry.dtype + " [" + shapeText(entry.shape) +
+                  "] but the model's " + ours + " needs [" + shapeText(expected) + "] in F32, BF16 or F16");
   };
   std::vector<SafetensorsTensor> tensors;
   for (const auto& t : plan.host_tensors()) {
@@ -397,16 +493,31 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
     const int64_t n = checkedNumel(t.shape(), t.name());
     const HuggingFaceSource& source = model.weights.at(t.name());
     const HuggingFacePlace& place = source.place;
-    const SafetensorsEntry& entry = entryOf(source);
+    if (place.per_expert) {
+      // Stacked from one tensor per expert, each ours without its first axis.
+      const std::vector<int64_t> expert_shape(shape.begin() + 1, shape.end());
+      const int64_t expert_numel = n / std::max<int64_t>(shape[0], 1);
+      std::vector<std::pair<const SafetensorsEntry*, std::string>> experts;
+      for (int64_t e = 0; e < static_cast<int64_t>(source.expert_files.size()); ++e) {
+        const std::string name = expertTensorName(place, e);
+        const SafetensorsEntry& entry = entryOf(source.expert_files[e], name);
+        requireShape(entry, name, expert_shape, t.name());
+        experts.push_back({&entry, model.dir + "/" + source.expert_files[e] + ": '" + name + "'"});
+      }
+      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [experts, expert_numel](void* out) {
+                           float* values = static_cast<float*>(out);
+                           for (size_t e = 0; e < experts.size(); ++e)
+                             widen(*experts[e].first, expert_numel, values + e * expert_numel, experts[e].second);
+                         }});
+      continue;
+    }
+    const SafetensorsEntry& entry = entryOf(source.file, place.name);
     // The source's shape: ours, transposed (a matrix in Conv1D's [in, out]), its output axis
     // `parts` times as long.
     std::vector<int64_t> expected = shape;
     if (place.transposed && expected.size() == 2) std::swap(expected[0], expected[1]);
     if (!expected.empty()) expected.back() *= place.parts;
-    if (entry.shape != expected || (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16")) {
-      throw Error(model.dir + ": '" + place.name + "' is " + entry.dtype + " [" + shapeText(entry.shape) +
-                  "] but the model's " + t.name() + " needs [" + shapeText(expected) + "] in F32, BF16 or F16");
-    }
+    requireShape(entry, place.name, expected, t.name());
     const std::string where = model.dir + "/" + source.file + ": '" + place.name + "'";
     tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, &place, shape, n, where](void* out) {
                          float* values = static_cast<float*>(out);

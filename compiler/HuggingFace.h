@@ -1,5 +1,6 @@
-// Hugging Face model folders in: `config.json` (LlamaForCausalLM, Qwen2ForCausalLM and
-// MistralForCausalLM into the built-in llama family's config, GPT2LMHeadModel into the gpt2
+// Hugging Face model folders in: `config.json` (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// MistralForCausalLM and the mixtures of experts Qwen3MoeForCausalLM and MixtralForCausalLM into
+// the built-in llama family's config, GPT2LMHeadModel into the gpt2
 // family's), and the folder's safetensors (one file, or shards with model.safetensors.index.json;
 // F32, BF16 or F16) mapped by name onto the family's parameters and widened to the fp32 master,
 // one tensor at a time (GPT-2's Conv1D weights transposed, its fused c_attn cut into q, k and v).
@@ -23,6 +24,7 @@ namespace mt {
 struct HuggingFaceSource {
   std::string file;
   HuggingFacePlace place;
+  std::vector<std::string> expert_files;  // a per-expert place: expert e's tensor's file (shards may split them)
 };
 
 struct HuggingFaceModel {

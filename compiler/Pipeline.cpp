@@ -151,9 +151,17 @@ bool importOnnx(MLIRContext& context, const CompileOptions& o, LoadedModel& m) {
 
 // The model's shape in the summary: "llama, 2 layers, width 64, ...".
 std::string describeShape(const std::string& origin, const ModelConfig& c) {
-  return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}", origin, c.layers, c.width,
+  std::string experts;
+  if (c.experts) {
+    int64_t moe_layers = 0;
+    for (int64_t l = 0; l < c.layers; ++l) moe_layers += c.isMoeLayer(l);
+    experts = fmt::format(", {} experts of width {} (top {}{}) in {} of {} layers", c.experts, c.expert_ffn,
+                          c.experts_per_token, c.normalize_topk ? ", renormalised" : "", moe_layers, c.layers);
+  }
+  return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}", origin, c.layers, c.width,
                      c.heads, c.kv_heads, c.head_dim ? fmt::format(" of width {}", c.head_dim) : "", c.ffn, c.vocab,
-                     c.tied ? ", tied" : "", c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k norms" : "");
+                     c.tied ? ", tied" : "", c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k norms" : "",
+                     experts);
 }
 
 // A built-in model or a Hugging Face folder from its config: the shape checked, the update
@@ -454,6 +462,7 @@ int compile(const CompileOptions& requested) {
   emit.hardware = hw;
   emit.hf_config = m.hf ? m.hf->config_json : huggingFaceConfig(m.config);
   if (m.hf) emit.hf_source = withoutTrailingSlashes(std::filesystem::absolute(o.model).lexically_normal().string());
+  if (m.config.experts) emit.active_params = m.config.numActiveParams();
   plan::Plan plan;
   PlanStats stats;
   if (failed(emitPlan(*m.module, emit, plan, stats))) {

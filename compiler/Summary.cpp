@@ -213,8 +213,11 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
   std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
               r.batch_note.empty() ? "" : ("; " + r.batch_note).c_str());
-  std::printf("  parameters     %s; host %s (%.1f bytes/param: %s)\n", formatParamCount(stats.num_params).c_str(),
-              formatBytes(r.host_bytes).c_str(), double(r.host_bytes) / stats.num_params, r.host_parts.c_str());
+  const std::string active =
+      emit.active_params ? " (" + formatParamCount(emit.active_params) + " active per token)" : std::string();
+  std::printf("  parameters     %s%s; host %s (%.1f bytes/param: %s)\n", formatParamCount(stats.num_params).c_str(),
+              active.c_str(), formatBytes(r.host_bytes).c_str(), double(r.host_bytes) / stats.num_params,
+              r.host_parts.c_str());
   if (r.update == UpdateKind::kOnArrival)
     std::printf("  optimizer      AdamW per parameter as its gradient lands, its norm share in the same pass, "
                 "overlapped with the backward; no "
@@ -306,8 +309,10 @@ void printPrediction(const EmitOptions& emit, const PlanStats& stats) {
   for (int s : {3, 1, 2, 0})
     if (stats.compute_wait_us[s] >= 0.005 * stats.step_us)
       idle += fmt::format("{}{} on {}", idle.empty() ? "" : ", ", millis(stats.compute_wait_us[s]), stream_names[s]);
-  // Model TFLOP/s as MegaTrain reports it: 6 * parameters * tokens over the step time.
-  const double model_tflops = 6.0 * stats.num_params * emit.batch * emit.seq / (stats.step_us * 1e-6) / 1e12;
+  // Model TFLOP/s as MegaTrain reports it: 6 * parameters * tokens over the step time (a mixture
+  // of experts: its active parameters).
+  const double params = static_cast<double>(emit.active_params ? emit.active_params : stats.num_params);
+  const double model_tflops = 6.0 * params * emit.batch * emit.seq / (stats.step_us * 1e-6) / 1e12;
   // The floor: the busiest stream's work alone (FLOPs over the peak, bytes over the bandwidth),
   // what no schedule of this plan beats; the prediction adds the waits its dependencies cost.
   const double busy_us[] = {stats.compute_us, stats.h2d_us, stats.d2h_us, stats.host_us};

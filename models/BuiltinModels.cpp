@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -15,23 +16,38 @@ using namespace mlir;
 
 namespace mt {
 
-int64_t ModelConfig::numParams() const {
-  const int64_t kv_width = kv_heads * headDim();
-  int64_t per_layer, extra;
-  if (family == ModelFamily::kGpt2) {
-    per_layer = 4 * width                                    // two layer norms
-                + width * width * 2 + 2 * width * kv_width   // q, proj; k, v
-                + 2 * width + 2 * kv_width                   // their biases
-                + 2 * width * ffn + ffn + width;             // mlp
-    extra = vocab * width + context * width + 2 * width;     // wte, wpe, ln_f
-  } else {
-    const int64_t q_width = heads * headDim();
-    per_layer = 2 * width + 2 * width * q_width + 2 * width * kv_width + 3 * width * ffn +  // norms; q, o; k, v; mlp
-                (qkv_bias ? q_width + 2 * kv_width : 0) + (qk_norm ? 2 * headDim() : 0);
-    extra = vocab * width + width;
-  }
-  return layers * per_layer + extra + (tied ? 0 : vocab * width);
+bool ModelConfig::isMoeLayer(int64_t l) const {
+  return experts > 0 && moe_every > 0 && (l + 1) % moe_every == 0 &&
+         std::find(dense_layers.begin(), dense_layers.end(), l) == dense_layers.end();
 }
+
+namespace {
+
+// Parameters of `c` counting `routed` of each MoE layer's experts.
+int64_t countParams(const ModelConfig& c, int64_t routed) {
+  const int64_t kv_width = c.kv_heads * c.headDim();
+  if (c.family == ModelFamily::kGpt2) {
+    const int64_t per_layer = 4 * c.width                                     // two layer norms
+                              + c.width * c.width * 2 + 2 * c.width * kv_width  // q, proj; k, v
+                              + 2 * c.width + 2 * kv_width                      // their biases
+                              + 2 * c.width * c.ffn + c.ffn + c.width;          // mlp
+    return c.layers * per_layer + c.vocab * c.width + c.context * c.width + 2 * c.width +  // wte, wpe, ln_f
+           (c.tied ? 0 : c.vocab * c.width);
+  }
+  const int64_t q_width = c.heads * c.headDim();
+  const int64_t attention = 2 * c.width + 2 * c.width * q_width + 2 * c.width * kv_width +  // norms; q, o; k, v
+                            (c.qkv_bias ? q_width + 2 * kv_width : 0) + (c.qk_norm ? 2 * c.headDim() : 0);
+  int64_t total = c.vocab * c.width + c.width + (c.tied ? 0 : c.vocab * c.width);  // embed, norm, head
+  for (int64_t l = 0; l < c.layers; ++l)
+    total += attention + (c.isMoeLayer(l) ? c.experts * c.width + routed * 3 * c.width * c.expert_ffn  // router, experts
+                                          : 3 * c.width * c.ffn);
+  return total;
+}
+
+}  // namespace
+
+int64_t ModelConfig::numParams() const { return countParams(*this, experts); }
+int64_t ModelConfig::numActiveParams() const { return countParams(*this, experts_per_token); }
 
 const std::vector<ModelPreset>& modelPresets() {
   static const std::vector<ModelPreset> presets = {
@@ -67,6 +83,22 @@ const std::vector<ModelPreset>& modelPresets() {
       {"qwen3-8b", {ModelFamily::kLlama, 36, 4096, 32, 8, 12288, 151936, 40960, false, 1e-6, 1e6, false, 128, true}, "Qwen3 8B shape"},
       {"qwen3-14b", {ModelFamily::kLlama, 40, 5120, 40, 8, 17408, 151936, 40960, false, 1e-6, 1e6, false, 128, true}, "Qwen3 14B shape"},
       {"qwen3-32b", {ModelFamily::kLlama, 64, 5120, 64, 8, 25600, 151936, 40960, false, 1e-6, 1e6, false, 128, true}, "Qwen3 32B shape"},
+      // Mixtures of experts (DESIGN.md §14): Qwen3-MoE (Qwen3MoeForCausalLM: Qwen3's attention, 128
+      // experts of width moe_intermediate_size, top 8 renormalised) and Mixtral (MixtralForCausalLM:
+      // Llama's attention, 8 experts of width intermediate_size, top 2 renormalised). `ffn` is the
+      // config's intermediate_size, used by dense layers only (none in these presets).
+      {"qwen3-moe-tiny", {ModelFamily::kLlama, 2, 64, 4, 2, 176, 256, 64, false, 1e-6, 1e6, false, 32, true, 4, 2, 32, true},
+       "test-sized Qwen3-MoE: 4 experts of width 32, top 2"},
+      {"qwen3-30b-a3b", {ModelFamily::kLlama, 48, 2048, 32, 4, 6144, 151936, 40960, false, 1e-6, 1e6, false, 128, true, 128, 8, 768, true},
+       "Qwen3-30B-A3B shape: 128 experts, top 8"},
+      {"qwen3-235b-a22b", {ModelFamily::kLlama, 94, 4096, 64, 4, 12288, 151936, 40960, false, 1e-6, 1e6, false, 128, true, 128, 8, 1536, true},
+       "Qwen3-235B-A22B shape: 128 experts, top 8"},
+      {"mixtral-tiny", {ModelFamily::kLlama, 2, 64, 4, 2, 176, 256, 64, false, 1e-5, 1e6, false, 0, false, 4, 2, 48, true},
+       "test-sized Mixtral: 4 experts of width 48, top 2"},
+      {"mixtral-8x7b", {ModelFamily::kLlama, 32, 4096, 32, 8, 14336, 32000, 32768, false, 1e-5, 1e6, false, 0, false, 8, 2, 14336, true},
+       "Mixtral 8x7B shape: 8 experts, top 2"},
+      {"mixtral-8x22b", {ModelFamily::kLlama, 56, 6144, 48, 8, 16384, 32768, 65536, false, 1e-5, 1e6, false, 0, false, 8, 2, 16384, true},
+       "Mixtral 8x22B shape: 8 experts, top 2"},
   };
   return presets;
 }
@@ -99,6 +131,17 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
   if (c.family == ModelFamily::kGpt2 && c.kv_heads != c.heads) return "gpt2 has no grouped-query heads (kv_heads = heads)";
   if (c.family == ModelFamily::kGpt2 && c.qkv_bias) return "gpt2 always has its q/k/v biases (qkv_bias is a llama option)";
   if (c.family == ModelFamily::kLlama && c.headDim() % 2 != 0) return "llama's rotary embedding needs an even head dim";
+  if (c.experts < 0 || c.experts_per_token < 0 || c.expert_ffn < 0 || c.moe_every < 0)
+    return "experts, experts_per_token, expert_ffn and moe_every must not be negative";
+  if (c.experts > 0) {
+    if (c.family != ModelFamily::kLlama) return "mixtures of experts are a llama option (Qwen3-MoE, Mixtral)";
+    if (c.experts > kMaxExperts) return "experts " + std::to_string(c.experts) + ": at most " + std::to_string(kMaxExperts) + " are supported";
+    if (c.experts_per_token < 1 || c.experts_per_token > c.experts)
+      return "experts_per_token " + std::to_string(c.experts_per_token) + " must lie in [1, " + std::to_string(c.experts) + "]";
+    if (c.expert_ffn < 1 || c.expert_ffn > kMaxWidth)
+      return "expert_ffn must lie in [1, " + std::to_string(kMaxWidth) + "], got " + std::to_string(c.expert_ffn);
+    if (c.moe_every < 1) return "moe_every (decoder_sparse_step) must be positive";
+  }
   if (seq <= 0 || seq > c.context)
     return "seq " + std::to_string(seq) + " must be between 1 and the context length " + std::to_string(c.context);
   if (c.vocab > (int64_t{1} << 31)) return "vocab too large";
@@ -278,15 +321,40 @@ class ModelBuilder {
       });
       x = b_.create<AddOp>(loc_, x, linear(a, p + "attn.o", c_.width, q_width, false, residual_std));
       h = rmsNorm(x, p + "mlp_norm");
-      Value gate = linear(h, p + "mlp.gate", c_.ffn, c_.width, false, std);
-      Value up = linear(h, p + "mlp.up", c_.ffn, c_.width, false, std);
-      Value s = b_.create<SwigluOp>(loc_, gate, up);
-      x = b_.create<AddOp>(loc_, x, linear(s, p + "mlp.down", c_.width, c_.ffn, false, residual_std));
+      x = b_.create<AddOp>(loc_, x, c_.isMoeLayer(l) ? experts(h, p, std, residual_std) : mlp(h, p, std, residual_std));
     }
     enter("head");
     x = rmsNorm(x, "norm");
     Value head = c_.tied ? embed : param("lm_head.weight", {c_.vocab, c_.width}, "normal", std);
     return b_.create<MatmulOp>(loc_, x, head, false, true);
+  }
+
+  // The dense SwiGLU MLP of a llama layer.
+  Value mlp(Value h, const std::string& p, double std, double residual_std) {
+    Value gate = linear(h, p + "mlp.gate", c_.ffn, c_.width, false, std);
+    Value up = linear(h, p + "mlp.up", c_.ffn, c_.width, false, std);
+    Value s = b_.create<SwigluOp>(loc_, gate, up);
+    return linear(s, p + "mlp.down", c_.width, c_.ffn, false, residual_std);
+  }
+
+  // A mixture of SwiGLU experts in its place: the router's top k per token, each token's rows
+  // grouped by expert, the experts' products over their row ranges, the outputs weighed back.
+  // Expert weights are stacked (experts, out, in), each a torch Linear's.
+  Value experts(Value h, const std::string& p, double std, double residual_std) {
+    const int64_t e = c_.experts, f = c_.expert_ffn, d = c_.width;
+    Value logits = linear(h, p + "moe.router", e, d, false, std);
+    auto route = b_.create<MoeRouteOp>(
+        loc_, logits, c_.normalize_topk ? MoeRouting::SoftmaxTopKNormalized : MoeRouting::SoftmaxTopK,
+        c_.experts_per_token);
+    auto dispatch = b_.create<MoeDispatchOp>(loc_, h, route.getExperts(), e);
+    auto product = [&](Value x, const std::string& name, int64_t out, int64_t in, double sd) -> Value {
+      return b_.create<GroupedMatmulOp>(loc_, x, param(p + "moe." + name + ".weight", {e, out, in}, "normal", sd),
+                                        dispatch.getCounts(), true);
+    };
+    Value s = b_.create<SwigluOp>(loc_, product(dispatch.getRouted(), "gate", f, d, std),
+                                  product(dispatch.getRouted(), "up", f, d, std));
+    return b_.create<MoeCombineOp>(loc_, product(s, "down", d, f, residual_std), dispatch.getPositions(),
+                                   route.getWeights());
   }
 
   MLIRContext& ctx_;

@@ -1,5 +1,5 @@
 // Built-in model families (GPT-2, Llama; Qwen2 is Llama with q/k/v biases, Qwen3 Llama with a
-// head width of its own and q/k norms) described by a small
+// head width of its own and q/k norms, Mixtral and Qwen3-MoE Llama with mixtures of experts) described by a small
 // config. Plain C++ (no MLIR):
 // the tools read configs and presets without the compiler's headers.
 #pragma once
@@ -31,10 +31,24 @@ struct ModelConfig {
   bool qkv_bias = false;   // llama: biases on the q, k and v projections (Qwen2's shape)
   int64_t head_dim = 0;    // llama: each head's width where it is not width / heads (Qwen3: 128); 0: width / heads
   bool qk_norm = false;    // llama: RMSNorm of each head of q and of k before the rotary embedding (Qwen3)
+  // llama: a mixture of experts in place of the MLP (Qwen3-MoE, Mixtral; DESIGN.md §14). A router
+  // picks `experts_per_token` of `experts` SwiGLU MLPs of width `expert_ffn` per token.
+  int64_t experts = 0;            // 0: dense MLPs of width `ffn` everywhere
+  int64_t experts_per_token = 0;  // k (num_experts_per_tok)
+  int64_t expert_ffn = 0;         // moe_intermediate_size (Mixtral: its intermediate_size)
+  bool normalize_topk = true;     // the k chosen probabilities divided by their sum (Qwen3-MoE's norm_topk_prob)
+  int64_t moe_every = 1;          // decoder_sparse_step: layer l has experts when (l + 1) % moe_every == 0 ...
+  std::vector<int64_t> dense_layers;  // ... and l is not one of these (mlp_only_layers): those keep the dense MLP
+
+  // Whether layer `l`'s MLP is a mixture of experts.
+  bool isMoeLayer(int64_t l) const;
 
   int64_t headDim() const { return head_dim ? head_dim : width / heads; }
   // Parameters of the model (exact).
   int64_t numParams() const;
+  // Those one token's forward pass uses: all but the experts it is not routed to (= numParams()
+  // for a dense model). Model FLOPs are 6 * active parameters * tokens.
+  int64_t numActiveParams() const;
 };
 
 struct ModelPreset {
@@ -50,6 +64,7 @@ const ModelPreset* findModelPreset(const std::string& name);
 inline constexpr int64_t kMaxLayers = 1024;
 inline constexpr int64_t kMaxWidth = int64_t{1} << 20;
 inline constexpr int64_t kMaxContext = int64_t{1} << 24;
+inline constexpr int64_t kMaxExperts = 4096;
 
 // A parameter count as people say it: "120.6 K", "56.6 M", "7.616 B", "70.554 B".
 std::string formatParamCount(int64_t count);

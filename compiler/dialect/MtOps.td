@@ -913,4 +913,6 @@ def Mt_HostTaskOp : Mt_Op<"host_task"> {
   let hasVerifier = 1;
 }
 
+include "MtMoeOps.td"
+
 #endif // MT_OPS_TD

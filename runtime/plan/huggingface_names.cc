@@ -5,7 +5,11 @@
 
 namespace mt {
 
-std::string huggingFaceName(const std::string& name) {
+ExpertLayout expertLayoutOf(const std::string& architecture) {
+  return architecture == "MixtralForCausalLM" ? ExpertLayout::kMixtral : ExpertLayout::kQwen3Moe;
+}
+
+std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
   static const std::pair<const char*, const char*> kLayerParts[] = {
       {"attn_norm.weight", "input_layernorm.weight"}, {"mlp_norm.weight", "post_attention_layernorm.weight"},
       {"attn.q.", "self_attn.q_proj."},             {"attn.k.", "self_attn.k_proj."},
@@ -13,6 +17,12 @@ std::string huggingFaceName(const std::string& name) {
       {"mlp.gate.", "mlp.gate_proj."},              {"mlp.up.", "mlp.up_proj."},
       {"mlp.down.", "mlp.down_proj."},
       {"attn.q_norm.", "self_attn.q_norm."},        {"attn.k_norm.", "self_attn.k_norm."}};
+  static const std::pair<const char*, const char*> kQwen3MoeParts[] = {
+      {"moe.router.", "mlp.gate."}, {"moe.gate.", "mlp.experts.*.gate_proj."},
+      {"moe.up.", "mlp.experts.*.up_proj."}, {"moe.down.", "mlp.experts.*.down_proj."}};
+  static const std::pair<const char*, const char*> kMixtralParts[] = {
+      {"moe.router.", "block_sparse_moe.gate."}, {"moe.gate.", "block_sparse_moe.experts.*.w1."},
+      {"moe.up.", "block_sparse_moe.experts.*.w3."}, {"moe.down.", "block_sparse_moe.experts.*.w2."}};
   if (name == "embed.weight") return "model.embed_tokens.weight";
   if (name == "norm.weight") return "model.norm.weight";
   if (name == "lm_head.weight") return "lm_head.weight";
@@ -22,12 +32,23 @@ std::string huggingFaceName(const std::string& name) {
     const std::string layer = name.substr(0, dot + 1), part = name.substr(dot + 1);
     for (const auto& [ours, theirs] : kLayerParts)
       if (part.rfind(ours, 0) == 0) return "model." + layer + theirs + part.substr(std::strlen(ours));
+    for (const auto& [ours, theirs] : experts == ExpertLayout::kMixtral ? kMixtralParts : kQwen3MoeParts)
+      if (part.rfind(ours, 0) == 0) return "model." + layer + theirs + part.substr(std::strlen(ours));
   }
   return "";
 }
 
-HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body) {
-  if (std::string llama = huggingFaceName(param); !llama.empty()) return {llama};
+std::string expertTensorName(const HuggingFacePlace& place, int64_t e) {
+  std::string name = place.name;
+  const size_t star = name.find('*');
+  return star == std::string::npos ? name : name.replace(star, 1, std::to_string(e));
+}
+
+HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body, ExpertLayout experts) {
+  if (std::string llama = huggingFaceName(param, experts); !llama.empty()) {
+    const bool per_expert = llama.find('*') != std::string::npos;
+    return {llama, false, 0, 1, per_expert};
+  }
   if (param == "wte.weight" || param == "wpe.weight" || param.rfind("ln_f.", 0) == 0) return {gpt2_body + param};
   if (param.rfind("blocks.", 0) != 0) return {};
   const size_t dot = param.find('.', 7);

@@ -7,9 +7,16 @@
 
 namespace mt {
 
+// How a checkpoint names a mixture of experts' tensors: Qwen3-MoE's ("mlp.gate" the router,
+// "mlp.experts.E.gate_proj/up_proj/down_proj") or Mixtral's ("block_sparse_moe.gate",
+// "block_sparse_moe.experts.E.w1/w3/w2"). Parsed once from the architecture's name.
+enum class ExpertLayout { kQwen3Moe, kMixtral };
+ExpertLayout expertLayoutOf(const std::string& architecture);
+
 // The llama family's parameter `name` as Hugging Face checkpoints spell it ("layers.3.attn.q.weight"
-// -> "model.layers.3.self_attn.q_proj.weight"), or "" if it has none.
-std::string huggingFaceName(const std::string& name);
+// -> "model.layers.3.self_attn.q_proj.weight"), or "" if it has none. A stacked expert weight
+// ("layers.3.moe.gate.weight", experts x out x in) has a '*' where the expert's index goes.
+std::string huggingFaceName(const std::string& name, ExpertLayout experts = ExpertLayout::kQwen3Moe);
 
 // Where a parameter of either family lives in a Hugging Face checkpoint: the tensor (GPT-2's
 // body under `gpt2_body`: "transformer." as transformers saves GPT2LMHeadModel, "" in the
@@ -17,11 +24,18 @@ std::string huggingFaceName(const std::string& name);
 // part of how many along the tensor's output axis (GPT-2's c_attn holds q, k and v side by
 // side). `name` is empty where the parameter has no place. One table for mtc's import and
 // mtrun's export.
+// A stacked expert weight (experts, out, in) is one tensor per expert: `name` has a '*' for the
+// index (expertTensorName).
 struct HuggingFacePlace {
   std::string name;
   bool transposed = false;
   int64_t part = 0, parts = 1;
+  bool per_expert = false;  // the parameter's first axis indexes experts, each its own tensor
 };
-HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body = "transformer.");
+HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body = "transformer.",
+                                  ExpertLayout experts = ExpertLayout::kQwen3Moe);
+
+// Expert `e`'s tensor of a per-expert place.
+std::string expertTensorName(const HuggingFacePlace& place, int64_t e);
 
 }  // namespace mt

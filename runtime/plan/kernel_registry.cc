@@ -10,6 +10,7 @@
 #include "kernels/embedding/embedding.h"
 #include "kernels/loss/loss.h"
 #include "kernels/matmul/matmul.h"
+#include "kernels/moe/moe.h"
 #include "kernels/norm/norm.h"
 #include "kernels/layout/layout.h"
 #include "kernels/pointwise/pointwise.h"

@@ -25,6 +25,14 @@ namespace {
 // Shards of at most this many bytes, as transformers' save_pretrained writes by default.
 constexpr int64_t kShardBytes = int64_t{5} << 30;
 
+// How the plan's Hugging Face config names its experts' tensors (its architecture's layout).
+ExpertLayout expertLayoutOfPlan(const plan::Plan& plan) {
+  const nlohmann::json config = parseJsonInput(plan.model().hf_config(), "the plan's Hugging Face config");
+  const bool named = config.is_object() && config.contains("architectures") && config["architectures"].is_array() &&
+                     !config["architectures"].empty() && config["architectures"][0].is_string();
+  return expertLayoutOf(named ? config["architectures"][0].get<std::string>() : "");
+}
+
 }  // namespace
 
 void checkHuggingFaceExport(const plan::Plan& plan) {
@@ -35,7 +43,7 @@ void checkHuggingFaceExport(const plan::Plan& plan) {
   std::map<std::string, std::vector<bool>> parts;  // each fused tensor's parts present
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
-    const HuggingFacePlace place = huggingFacePlace(t.name());
+    const HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", expertLayoutOfPlan(plan));
     if (place.name.empty()) throw Error("--export-hf: the plan's parameter '" + t.name() + "' has no Hugging Face name");
     auto& present = parts[place.name];
     present.resize(static_cast<size_t>(place.parts));
@@ -82,19 +90,67 @@ bool isEarlierExport(const std::string& dir) {
 // produced from its parts (GPT-2's c_attn from q, k and v; Conv1D's transposed), cut into shards
 // of at most kShardBytes. `members` holds the parts the tensors' producers read.
 using Members = std::map<std::string, std::vector<std::pair<HuggingFacePlace, SafetensorsTensor>>>;
-std::vector<std::vector<SafetensorsTensor>> shardedTensors(const HostStore& store, ExportDtype dtype, Members& members) {
+
+// `total` f32 values into `buffer` as f32 (width 4) or rounded to bf16 (width 2).
+void storeValues(const float* values, int64_t total, int width, void* buffer) {
+  if (width == 4) {
+    std::memcpy(buffer, values, 4 * static_cast<size_t>(total));
+    return;
+  }
+  auto* bits = static_cast<uint16_t*>(buffer);
+  for (int64_t i = 0; i < total; ++i) bits[i] = bf16Bits(values[i]);
+}
+
+// A stacked expert weight (experts, out, in) as one tensor per expert. Where the store produces
+// the parameter's values (they are not in memory as f32), they are produced once, for expert 0,
+// and kept until the last expert's tensor is written (the shards are written in order).
+std::vector<SafetensorsTensor> expertTensors(const HuggingFacePlace& place, SafetensorsTensor f32, int width) {
+  const int64_t experts = f32.shape.empty() ? 0 : f32.shape[0];
+  const std::vector<int64_t> shape(f32.shape.begin() + (experts ? 1 : 0), f32.shape.end());
+  const int64_t n = experts ? f32.bytes / 4 / experts : 0;
+  auto whole = std::make_shared<std::vector<float>>();
+  auto source = std::make_shared<SafetensorsTensor>(std::move(f32));
+  std::vector<SafetensorsTensor> out;
+  for (int64_t e = 0; e < experts; ++e)
+    out.push_back({expertTensorName(place, e), width == 2 ? "BF16" : "F32", shape, nullptr, n * width,
+                   [source, whole, e, n, experts, width](void* buffer) {
+                     const float* values = static_cast<const float*>(source->data);
+                     if (!values) {
+                       if (whole->empty()) {
+                         whole->resize(static_cast<size_t>(n * experts));
+                         source->produce(whole->data());
+                       }
+                       values = whole->data();
+                     }
+                     storeValues(values + e * n, n, width, buffer);
+                     if (e == experts - 1) std::vector<float>().swap(*whole);
+                   }});
+  return out;
+}
+
+std::vector<std::vector<SafetensorsTensor>> shardedTensors(const HostStore& store, ExportDtype dtype,
+                                                           ExpertLayout layout, Members& members) {
   const int width = dtype == ExportDtype::kBf16 ? 2 : 4;
   std::vector<std::vector<SafetensorsTensor>> shards(1);
   int64_t shard_bytes = 0;
+  auto add = [&](SafetensorsTensor out) {
+    if (shard_bytes > 0 && shard_bytes + out.bytes > kShardBytes) shards.emplace_back(), shard_bytes = 0;
+    shard_bytes += out.bytes;
+    shards.back().push_back(std::move(out));
+  };
   std::vector<std::string> order;
   for (int p : store.params()) {
     SafetensorsTensor f32 = store.savedTensor(p);
-    HuggingFacePlace place = huggingFacePlace(f32.name);
+    HuggingFacePlace place = huggingFacePlace(f32.name, "transformer.", layout);
     if (!members.count(place.name)) order.push_back(place.name);
     members[place.name].emplace_back(std::move(place), std::move(f32));
   }
   for (const std::string& name : order) {
     auto& parts = members[name];
+    if (parts[0].first.per_expert) {
+      for (SafetensorsTensor& t : expertTensors(parts[0].first, std::move(parts[0].second), width)) add(std::move(t));
+      continue;
+    }
     std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first.part < b.first.part; });
     // Each part's shape: [out, in] or [out]; stored [in, parts * out] (transposed) or [parts * out, ...].
     const std::vector<int64_t> shape = parts[0].second.shape;
@@ -133,16 +189,9 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const HostStore& stor
         }
         values = assembled.data();
       }
-      if (width == 4) {
-        std::memcpy(buffer, values, 4 * static_cast<size_t>(total));
-        return;
-      }
-      auto* bits = static_cast<uint16_t*>(buffer);
-      for (int64_t i = 0; i < total; ++i) bits[i] = bf16Bits(values[i]);
+      storeValues(values, total, width, buffer);
     };
-    if (shard_bytes > 0 && shard_bytes + out.bytes > kShardBytes) shards.emplace_back(), shard_bytes = 0;
-    shards.back().push_back(std::move(out));
-    shard_bytes += shards.back().back().bytes;
+    add(std::move(out));
   }
   return shards;
 }
@@ -230,7 +279,7 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
   Members members;
   std::map<std::string, std::string> meta = metadata;
   meta["format"] = "pt";
-  writeShards(folder.staging(), shardedTensors(store, dtype, members), meta);
+  writeShards(folder.staging(), shardedTensors(store, dtype, expertLayoutOfPlan(plan), members), meta);
   writeFileAtomically(folder.staging() + "/config.json", config.dump(2) + "\n");
   HuggingFaceExport report;
   carryFiles(plan, folder.staging(), report);

@@ -10,7 +10,9 @@
 namespace mt {
 
 StepReport::StepReport(const plan::Plan& plan, const HostStore& store)
-    : plan_(plan), model_flops_(6.0 * double(store.numParams()) * double(plan.model().batch() * plan.model().seq())) {
+    : plan_(plan), model_flops_(6.0 *
+                               double(plan.model().active_params() ? plan.model().active_params() : store.numParams()) *
+                               double(plan.model().batch() * plan.model().seq())) {
   first_.kernel_us.assign(kNumKernels, 0.0);
   rest_.kernel_us.assign(kNumKernels, 0.0);
 }

@@ -33,7 +33,7 @@ class StepReport {
   void accumulate(Totals& totals, double seconds, const StepTimeline& timeline) const;
 
   const plan::Plan& plan_;
-  double model_flops_;               // 6 · params · tokens per step
+  double model_flops_;               // 6 · (active) params · tokens per step
   Totals first_, rest_;
 };
 

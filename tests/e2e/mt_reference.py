@@ -238,6 +238,28 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
+def experts(h, p, prefix, k, normalize):
+    """A mixture of SwiGLU experts as Hugging Face's Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
+    compute it: softmax over the router's logits, the top k (renormalised when `normalize`), each
+    expert over the tokens routed to it, the outputs weighed and index-added back per expert."""
+    shape = h.shape
+    x = h.reshape(-1, shape[-1])
+    probs = torch.softmax(x @ p[prefix + "router.weight"].t(), dim=-1)
+    weights, chosen = torch.topk(probs, k, dim=-1)
+    if normalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(x)
+    gate, up, down = (p[prefix + n + ".weight"] for n in ("gate", "up", "down"))
+    for e in range(gate.shape[0]):
+        token, slot = torch.where(chosen == e)
+        if len(token) == 0:
+            continue
+        xe = x[token]
+        y = (F.silu(xe @ gate[e].t()) * (xe @ up[e].t())) @ down[e].t()
+        out = out.index_add(0, token, y * weights[token, slot, None])
+    return out.view(shape)
+
+
 def forward(p, cfg, tokens):
     """Logits of models/BuiltinModels.cpp's gpt2 / llama graph."""
     L, C, H, KV = cfg["layers"], cfg["width"], cfg["heads"], cfg["kv_heads"]
@@ -273,7 +295,10 @@ def forward(p, cfg, tokens):
             k = rope(head_norm(lin(h, "attn.k"), b + "attn.k_norm.weight"), D, theta)
             x = x + lin(attention(q, k, lin(h, "attn.v"), H, KV), "attn.o")
             h = rms_norm(x, p[b + "mlp_norm.weight"], eps)
-            x = x + lin(F.silu(lin(h, "mlp.gate")) * lin(h, "mlp.up"), "mlp.down")
+            if b + "moe.router.weight" in p:
+                x = x + experts(h, p, b + "moe.", cfg["experts_per_token"], cfg.get("normalize_topk", True))
+            else:
+                x = x + lin(F.silu(lin(h, "mlp.gate")) * lin(h, "mlp.up"), "mlp.down")
         x = rms_norm(x, p["norm.weight"], eps)
         head = p["embed.weight"] if cfg["tied"] else p["lm_head.weight"]
     return x @ head.t()

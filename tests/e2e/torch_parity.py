@@ -34,6 +34,11 @@ PRESETS = {  # must match models/BuiltinModels.cpp
     # Qwen3: heads of 32 in width 64 (not 64 / 4), each head of q and k RMS-normalized before RoPE.
     "qwen3-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-6,
                        rope_theta=1e6, head_dim=32),
+    # Mixtures of experts: 4 SwiGLU experts, the top 2 of the router's softmax renormalised.
+    "qwen3-moe-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-6,
+                           rope_theta=1e6, head_dim=32, experts_per_token=2),
+    "mixtral-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, rope_theta=1e6,
+                         experts_per_token=2),
 }
 ILL_CONDITIONED_WEIGHT_TOL = 1e-3
 

@@ -1,0 +1,214 @@
+// The mixture-of-experts ops (MtMoeOps.td): shape inference mirroring their kernels' checks
+// (kernels/moe/moe_cpu.cc), costs, kernel attributes and gradient rules.
+#include "compiler/dialect/MtDialect.h"
+#include "compiler/dialect/MtOpShapes.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+namespace mt {
+
+using namespace op_shapes;
+
+namespace {
+
+int64_t numel(Value v) { return tensorOf(v).getNumElements(); }
+
+// The rows of a (..., C) tensor: the product of its leading dimensions.
+int64_t leadingRows(ArrayRef<int64_t> shape) {
+  int64_t rows = 1;
+  for (int64_t d : shape.drop_back()) rows *= d;
+  return rows;
+}
+
+// `choices` (..., k) i32 or f32 beside `tokens` (..., C): the same leading dimensions.
+LogicalResult requireChoicesOf(std::optional<Location> loc, Value choices, Value tokens, StringRef what) {
+  auto c = tensorOf(choices).getShape(), t = tensorOf(tokens).getShape();
+  if (c.empty() || t.empty() || c.drop_back() != t.drop_back())
+    return emitOptionalError(loc, what, " ", shapeStr(c), " must be (..., k) beside the tokens' ", shapeStr(t));
+  return success();
+}
+
+// Routed rows (N*k, C) for `choices` (..., k).
+LogicalResult requireRoutedFor(std::optional<Location> loc, Value routed, Value choices, StringRef what) {
+  auto r = tensorOf(routed).getShape();
+  if (r.size() != 2 || r[0] != numel(choices))
+    return emitOptionalError(loc, what, " ", shapeStr(r), " must be (", numel(choices), ", C): a row per routed choice");
+  return success();
+}
+
+bool transposeB(BoolAttr attr) { return attr && attr.getValue(); }
+
+}  // namespace
+
+LogicalResult MoeRouteOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                           SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto logits = tensorOf(adaptor.getLogits()).getShape();
+  const int64_t k = static_cast<int64_t>(adaptor.getTopK());
+  if (logits.empty()) return emitOptionalError(loc, "moe_route logits must be (..., experts)");
+  if (k <= 0 || k > logits.back())
+    return emitOptionalError(loc, "moe_route top_k ", k, " must lie in [1, ", logits.back(), " experts]");
+  SmallVector<int64_t> shape(logits);
+  shape.back() = k;
+  types.push_back(f32Tensor(ctx, shape));
+  types.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 32)));
+  return success();
+}
+
+LogicalResult MoeRouteGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                               SmallVectorImpl<Type>& types) {
+  SmallVector<Type> forward;
+  if (failed(MoeRouteOp::inferReturnTypes(ctx, loc, MoeRouteOp::Adaptor({adaptor.getLogits()}, adaptor.getAttributes()),
+                                          forward)) ||
+      failed(requireShape(loc, adaptor.getDweights(), cast<RankedTensorType>(forward[0]).getShape(), "dweights")) ||
+      failed(requireShape(loc, adaptor.getExperts(), cast<RankedTensorType>(forward[1]).getShape(), "experts")))
+    return failure();
+  types.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+LogicalResult MoeDispatchOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                              SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireChoicesOf(loc, adaptor.getExperts(), adaptor.getInput(), "moe_dispatch experts")))
+    return failure();
+  const int64_t experts = static_cast<int64_t>(adaptor.getNumExperts());
+  if (experts <= 0) return emitOptionalError(loc, "moe_dispatch num_experts must be positive");
+  auto input = tensorOf(adaptor.getInput());
+  types.push_back(RankedTensorType::get({numel(adaptor.getExperts()), input.getShape().back()}, input.getElementType()));
+  types.push_back(adaptor.getExperts().getType());
+  types.push_back(RankedTensorType::get({experts}, IntegerType::get(ctx, 32)));
+  return success();
+}
+
+LogicalResult MoeDispatchGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                  SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireRoutedFor(loc, adaptor.getDrouted(), adaptor.getPositions(), "moe_dispatch_grad drouted")))
+    return failure();
+  auto drouted = tensorOf(adaptor.getDrouted());
+  SmallVector<int64_t> shape(tensorOf(adaptor.getPositions()).getShape());
+  shape.back() = drouted.getShape()[1];
+  types.push_back(RankedTensorType::get(shape, drouted.getElementType()));
+  return success();
+}
+
+// input (R, K), weight (E, N, K) or (E, K, N), counts (E): the result's (R, N).
+static FailureOr<SmallVector<int64_t, 2>> groupedProductShape(std::optional<Location> loc, Value input, Value weight,
+                                                              Value counts, bool transposed) {
+  auto x = tensorOf(input).getShape(), w = tensorOf(weight).getShape();
+  if (x.size() != 2 || w.size() != 3)
+    return emitOptionalError(loc, "grouped_matmul takes (rows, K) rows and (experts, ., .) weights, got ", shapeStr(x),
+                             " and ", shapeStr(w));
+  if (failed(requireShape(loc, counts, {w[0]}, "counts"))) return failure();
+  const int64_t k = transposed ? w[2] : w[1];
+  if (k != x[1])
+    return emitOptionalError(loc, "grouped_matmul contraction sizes differ: ", shapeStr(x), " and ", shapeStr(w));
+  return SmallVector<int64_t, 2>{x[0], transposed ? w[1] : w[2]};
+}
+
+LogicalResult GroupedMatmulOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto shape = groupedProductShape(loc, adaptor.getInput(), adaptor.getWeight(), adaptor.getCounts(),
+                                   transposeB(adaptor.getTransposeBAttr()));
+  FailureOr<Type> act = activationType(loc, {adaptor.getInput(), adaptor.getWeight()});
+  if (failed(shape) || failed(act)) return failure();
+  types.push_back(RankedTensorType::get(*shape, *act));
+  return success();
+}
+
+LogicalResult GroupedMatmulWeightGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                                          Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto x = tensorOf(adaptor.getInput()).getShape(), dy = tensorOf(adaptor.getDout()).getShape();
+  auto counts = tensorOf(adaptor.getCounts()).getShape();
+  if (x.size() != 2 || dy.size() != 2 || x[0] != dy[0] || counts.size() != 1)
+    return emitOptionalError(loc, "grouped_matmul_weight_grad takes (R, K) rows, (R, N) gradients and (E) counts, got ",
+                             shapeStr(x), ", ", shapeStr(dy), ", ", shapeStr(counts));
+  if (failed(activationType(loc, {adaptor.getInput(), adaptor.getDout()}))) return failure();
+  types.push_back(transposeB(adaptor.getTransposeBAttr()) ? f32Tensor(ctx, {counts[0], dy[1], x[1]})
+                                                          : f32Tensor(ctx, {counts[0], x[1], dy[1]}));
+  return success();
+}
+
+LogicalResult MoeCombineOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                             SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireRoutedFor(loc, adaptor.getRouted(), adaptor.getPositions(), "moe_combine routed")) ||
+      failed(requireShape(loc, adaptor.getWeights(), tensorOf(adaptor.getPositions()).getShape(), "weights")))
+    return failure();
+  auto routed = tensorOf(adaptor.getRouted());
+  SmallVector<int64_t> shape(tensorOf(adaptor.getPositions()).getShape());
+  shape.back() = routed.getShape()[1];
+  types.push_back(RankedTensorType::get(shape, routed.getElementType()));
+  return success();
+}
+
+LogicalResult MoeCombineGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                 SmallVectorImpl<Type>& types) {
+  SmallVector<Type> forward;
+  if (failed(MoeCombineOp::inferReturnTypes(
+          ctx, loc, MoeCombineOp::Adaptor(adaptor.getOperands().drop_front(), adaptor.getAttributes()), forward)) ||
+      failed(requireShape(loc, adaptor.getDout(), cast<RankedTensorType>(forward[0]).getShape(), "dout")) ||
+      failed(activationType(loc, {adaptor.getDout(), adaptor.getRouted()})))
+    return failure();
+  types.push_back(adaptor.getRouted().getType());
+  types.push_back(adaptor.getWeights().getType());
+  return success();
+}
+
+// Costs: the products count the routed rows only (the active parameters' FLOPs); bytes are the
+// default (every operand, so all experts' weights).
+int64_t MoeRouteOp::getFlops() { return 5 * numel(getLogits()); }
+int64_t MoeRouteGradOp::getFlops() { return 8 * numel(getLogits()); }
+int64_t MoeDispatchOp::getFlops() { return 0; }
+int64_t MoeDispatchGradOp::getFlops() { return numel(getDrouted()); }
+int64_t GroupedMatmulOp::getFlops() { return 2 * numel(getResult()) * tensorOf(getInput()).getShape()[1]; }
+int64_t GroupedMatmulWeightGradOp::getFlops() { return 2 * numel(getInput()) * tensorOf(getDout()).getShape()[1]; }
+int64_t MoeCombineOp::getFlops() { return 2 * numel(getRouted()); }
+int64_t MoeCombineGradOp::getFlops() { return 4 * numel(getRouted()); }
+
+// Kernel attributes in the op table's order (runtime/plan/op_table.def).
+void MoeRouteOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getTopK()));
+  ints.push_back(static_cast<int64_t>(getRouting()));
+}
+void MoeRouteGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getTopK()));
+  ints.push_back(static_cast<int64_t>(getRouting()));
+}
+void GroupedMatmulOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(getTransposeB());
+}
+void GroupedMatmulWeightGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(getTransposeB());
+}
+
+// Gradient rules. The expert indices, positions and counts are integers: no gradient.
+SmallVector<Value> MoeRouteOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  if (!grads[0]) return {Value()};
+  return {b.create<MoeRouteGradOp>(getLoc(), grads[0], getLogits(), getExperts(), getRouting(), getTopK())};
+}
+
+SmallVector<Value> MoeDispatchOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  if (!grads[0]) return {Value(), Value()};
+  return {b.create<MoeDispatchGradOp>(getLoc(), grads[0], getPositions()), Value()};
+}
+
+// Y_e = X_e op(W_e): dX_e = dY_e op(W_e)^T (the same product with transpose_b flipped),
+// dW_e from the expert's rows alone.
+SmallVector<Value> GroupedMatmulOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  const Location loc = getLoc();
+  Value dx = b.create<GroupedMatmulOp>(loc, grads[0], getWeight(), getCounts(), !getTransposeB());
+  Value dw = b.create<GroupedMatmulWeightGradOp>(loc, getInput(), grads[0], getCounts(), getTransposeB());
+  return {dx, dw, Value()};
+}
+
+SmallVector<Value> MoeCombineOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  auto g = b.create<MoeCombineGradOp>(getLoc(), grads[0], getRouted(), getPositions(), getWeights());
+  return {g.getDrouted(), Value(), g.getDweights()};
+}
+
+}  // namespace mt

@@ -1,0 +1,43 @@
+// Mixture-of-experts kernels (compiler/dialect/MtMoeOps.td; DESIGN.md §14). N tokens of width
+// D, E experts, k chosen per token, R = N*k routed rows grouped by expert.
+//   mt.moe_route: logits (N, E) f32 -> weights (N, k) f32, experts (N, k) i32
+//                 int attrs: [top_k, routing (MoeRouting: 0 softmax_topk, 1 softmax_topk_normalized,
+//                 2 topk_softmax)]
+//   mt.moe_route_grad: (dweights (N, k), logits (N, E), experts (N, k)) -> dlogits (N, E); the same attrs
+//   mt.moe_dispatch: (input (N, D), experts (N, k)) -> routed (R, D), positions (N, k) i32, counts (E) i32
+//   mt.moe_dispatch_grad: (drouted (R, D), positions (N, k)) -> dinput (N, D)
+//   mt.grouped_matmul: (input (R, K), weight (E, Nout, K) | (E, K, Nout), counts (E)) -> (R, Nout)
+//                      int attrs: [transpose_b]
+//   mt.grouped_matmul_weight_grad: (input (R, K), dout (R, Nout), counts (E)) -> dweight, the weight's shape
+//                                  int attrs: [transpose_b]
+//   mt.moe_combine: (routed (R, D), positions (N, k), weights (N, k)) -> (N, D)
+//   mt.moe_combine_grad: (dout (N, D), routed (R, D), positions, weights) -> drouted (R, D), dweights (N, k)
+// Leading dimensions of the token tensors may be any (B, T, ...): N is their product.
+// Expert indices, positions and counts are data: a kernel treats one out of range as choosing
+// nothing (no row read or written outside its tensors), so a corrupt plan cannot reach memory.
+#pragma once
+#include "kernels/kernel_args.h"
+
+namespace mt {
+
+// MoeRouting's values (the IR enum's, compiler/dialect/MtMoeOps.td).
+enum class MoeRoutingKind : int64_t { kSoftmaxTopK = 0, kSoftmaxTopKNormalized = 1, kTopKSoftmax = 2 };
+
+std::string moe_route_check(const KernelArgs& args);
+void moe_route_cpu(const KernelArgs& args);
+std::string moe_route_grad_check(const KernelArgs& args);
+void moe_route_grad_cpu(const KernelArgs& args);
+std::string moe_dispatch_check(const KernelArgs& args);
+void moe_dispatch_cpu(const KernelArgs& args);
+std::string moe_dispatch_grad_check(const KernelArgs& args);
+void moe_dispatch_grad_cpu(const KernelArgs& args);
+std::string grouped_matmul_check(const KernelArgs& args);
+void grouped_matmul_cpu(const KernelArgs& args);
+std::string grouped_matmul_weight_grad_check(const KernelArgs& args);
+void grouped_matmul_weight_grad_cpu(const KernelArgs& args);
+std::string moe_combine_check(const KernelArgs& args);
+void moe_combine_cpu(const KernelArgs& args);
+std::string moe_combine_grad_check(const KernelArgs& args);
+void moe_combine_grad_cpu(const KernelArgs& args);
+
+}  // namespace mt

@@ -1,0 +1,392 @@
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "kernels/moe/moe.h"
+
+namespace mt {
+namespace {
+
+constexpr int64_t kMaxRows = std::numeric_limits<int32_t>::max();  // positions and BLAS sizes are 32-bit
+
+// (..., k) beside (..., C): the same leading dimensions.
+std::string expectChoices(const Tensor& choices, const Tensor& tokens, const char* what) {
+  if (choices.rank() < 1 || tokens.rank() < 1 || choices.rank() != tokens.rank() ||
+      !std::equal(choices.shape.begin(), choices.shape.end() - 1, tokens.shape.begin()))
+    return std::string(what) + " " + shapeString(choices.shape) + " must be (..., k) beside the tokens' " +
+           shapeString(tokens.shape);
+  return "";
+}
+
+// Routed rows (N*k, C) for choices (..., k).
+std::string expectRouted(const Tensor& routed, const Tensor& choices, const char* what) {
+  if (routed.rank() != 2 || routed.dim(0) != choices.numel())
+    return std::string(what) + " " + shapeString(routed.shape) + " must be (" + std::to_string(choices.numel()) +
+           ", C): a row per routed choice";
+  if (routed.dim(0) > kMaxRows) return std::string(what) + ": more than 2^31 - 1 routed rows";
+  return "";
+}
+
+std::string checkRouting(const KernelArgs& args, const Tensor& logits) {
+  if (logits.rank() < 1) return "moe_route logits must be (..., experts)";
+  const int64_t k = args.ints[0], routing = args.ints[1];
+  if (k < 1 || k > logits.dim(-1))
+    return "moe_route top_k " + std::to_string(k) + " must lie in [1, " + std::to_string(logits.dim(-1)) + "]";
+  if (routing < 0 || routing > 2) return "moe_route routing " + std::to_string(routing) + " is not 0, 1 or 2";
+  return "";
+}
+
+std::vector<int64_t> withLast(std::vector<int64_t> shape, int64_t last) {
+  shape.back() = last;
+  return shape;
+}
+
+// One token's choice: the k largest of `scores` (E), largest first, ties to the lower index.
+void topK(const float* scores, int64_t experts, int64_t k, int32_t* chosen) {
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < experts; ++e) {
+      if (std::find(chosen, chosen + j, static_cast<int32_t>(e)) != chosen + j) continue;
+      if (best < 0 || scores[e] > scores[best]) best = e;
+    }
+    chosen[j] = static_cast<int32_t>(best);
+  }
+}
+
+// softmax of `x` (n) into `p`.
+void softmax(const float* x, int64_t n, float* p) {
+  float max = x[0];
+  for (int64_t i = 1; i < n; ++i) max = std::max(max, x[i]);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += p[i] = std::exp(x[i] - max);
+  for (int64_t i = 0; i < n; ++i) p[i] /= sum;
+}
+
+bool validExpert(int32_t e, int64_t experts) { return e >= 0 && e < experts; }
+
+// Expert e's first routed row and row count from `counts`, each count clipped to what is left
+// of the `rows` (a negative or oversized count cannot reach past the tensors).
+struct ExpertRanges {
+  std::vector<int64_t> first, count;
+  int64_t total = 0;
+  ExpertRanges(const Tensor& counts, int64_t rows) {
+    const int64_t experts = counts.numel();
+    first.resize(experts), count.resize(experts);
+    for (int64_t e = 0; e < experts; ++e) {
+      first[e] = total;
+      count[e] = std::clamp<int64_t>(counts.i32()[e], 0, rows - total);
+      total += count[e];
+    }
+  }
+};
+
+}  // namespace
+
+std::string moe_route_check(const KernelArgs& args) {
+  const Tensor &logits = args.in[0], &weights = args.out[0], &experts = args.out[1];
+  MT_CHECK(expectDType(logits, DType::F32, "moe_route logits"));
+  MT_CHECK(expectDType(weights, DType::F32, "moe_route weights"));
+  MT_CHECK(expectDType(experts, DType::I32, "moe_route experts"));
+  MT_CHECK(checkRouting(args, logits));
+  MT_CHECK(expectShape(weights, withLast(logits.shape, args.ints[0]), "moe_route weights"));
+  return expectShape(experts, weights.shape, "moe_route experts");
+}
+
+void moe_route_cpu(const KernelArgs& args) {
+  const Tensor &logits = args.in[0], &weights = args.out[0], &experts = args.out[1];
+  const int64_t num_experts = logits.dim(-1), k = args.ints[0], tokens = leadingRows(logits);
+  const auto routing = static_cast<MoeRoutingKind>(args.ints[1]);
+#pragma omp parallel
+  {
+    std::vector<float> p(num_experts);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* l = logits.f32() + t * num_experts;
+      float* w = weights.f32() + t * k;
+      int32_t* chosen = experts.i32() + t * k;
+      if (routing == MoeRoutingKind::kTopKSoftmax) {
+        topK(l, num_experts, k, chosen);
+        for (int64_t j = 0; j < k; ++j) p[j] = l[chosen[j]];
+        softmax(p.data(), k, w);
+        continue;
+      }
+      softmax(l, num_experts, p.data());
+      topK(p.data(), num_experts, k, chosen);
+      float sum = 0.0f;
+      for (int64_t j = 0; j < k; ++j) sum += w[j] = p[chosen[j]];
+      if (routing == MoeRoutingKind::kSoftmaxTopKNormalized)
+        for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+    }
+  }
+}
+
+std::string moe_route_grad_check(const KernelArgs& args) {
+  const Tensor &dweights = args.in[0], &logits = args.in[1], &experts = args.in[2], &dlogits = args.out[0];
+  MT_CHECK(expectDType(dweights, DType::F32, "moe_route_grad dweights"));
+  MT_CHECK(expectDType(logits, DType::F32, "moe_route_grad logits"));
+  MT_CHECK(expectDType(experts, DType::I32, "moe_route_grad experts"));
+  MT_CHECK(expectDType(dlogits, DType::F32, "moe_route_grad dlogits"));
+  MT_CHECK(checkRouting(args, logits));
+  MT_CHECK(expectShape(dweights, withLast(logits.shape, args.ints[0]), "moe_route_grad dweights"));
+  MT_CHECK(expectShape(experts, dweights.shape, "moe_route_grad experts"));
+  return expectShape(dlogits, logits.shape, "moe_route_grad dlogits");
+}
+
+// Per token: the weights' gradient back through the top-k's renormalisation (if any) and the
+// softmax. A chosen index out of range takes no gradient.
+void moe_route_grad_cpu(const KernelArgs& args) {
+  const Tensor &dweights = args.in[0], &logits = args.in[1], &experts = args.in[2], &dlogits = args.out[0];
+  const int64_t num_experts = logits.dim(-1), k = args.ints[0], tokens = leadingRows(logits);
+  const auto routing = static_cast<MoeRoutingKind>(args.ints[1]);
+#pragma omp parallel
+  {
+    std::vector<float> p(num_experts), w(k), dp(k);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* l = logits.f32() + t * num_experts;
+      const float* dw = dweights.f32() + t * k;
+      const int32_t* chosen = experts.i32() + t * k;
+      float* dl = dlogits.f32() + t * num_experts;
+      std::fill(dl, dl + num_experts, 0.0f);
+      if (routing == MoeRoutingKind::kTopKSoftmax) {
+        // w = softmax(l[chosen]): dl[chosen j] = w_j (dw_j - sum_m dw_m w_m).
+        for (int64_t j = 0; j < k; ++j) p[j] = validExpert(chosen[j], num_experts) ? l[chosen[j]] : 0.0f;
+        softmax(p.data(), k, w.data());
+        float dot = 0.0f;
+        for (int64_t j = 0; j < k; ++j) dot += dw[j] * w[j];
+        for (int64_t j = 0; j < k; ++j)
+          if (validExpert(chosen[j], num_experts)) dl[chosen[j]] += w[j] * (dw[j] - dot);
+        continue;
+      }
+      softmax(l, num_experts, p.data());
+      // dp over the chosen experts: dw itself, or back through w_j = p_j / S.
+      for (int64_t j = 0; j < k; ++j) dp[j] = dw[j];
+      if (routing == MoeRoutingKind::kSoftmaxTopKNormalized) {
+        float sum = 0.0f, dot = 0.0f;
+        for (int64_t j = 0; j < k; ++j) sum += validExpert(chosen[j], num_experts) ? p[chosen[j]] : 0.0f;
+        for (int64_t j = 0; j < k; ++j)
+          dot += dw[j] * (validExpert(chosen[j], num_experts) ? p[chosen[j]] / sum : 0.0f);
+        for (int64_t j = 0; j < k; ++j) dp[j] = (dw[j] - dot) / sum;
+      }
+      // Softmax backward: dl_i = p_i (g_i - sum_m g_m p_m), g the chosen experts' dp (else 0).
+      float dot = 0.0f;
+      for (int64_t j = 0; j < k; ++j)
+        if (validExpert(chosen[j], num_experts)) dot += dp[j] * p[chosen[j]];
+      for (int64_t i = 0; i < num_experts; ++i) dl[i] = -p[i] * dot;
+      for (int64_t j = 0; j < k; ++j)
+        if (validExpert(chosen[j], num_experts)) dl[chosen[j]] += p[chosen[j]] * dp[j];
+    }
+  }
+}
+
+std::string moe_dispatch_check(const KernelArgs& args) {
+  const Tensor &input = args.in[0], &experts = args.in[1];
+  const Tensor &routed = args.out[0], &positions = args.out[1], &counts = args.out[2];
+  MT_CHECK(expectDType(input, DType::F32, "moe_dispatch input"));
+  MT_CHECK(expectDType(experts, DType::I32, "moe_dispatch experts"));
+  MT_CHECK(expectDType(routed, DType::F32, "moe_dispatch routed"));
+  MT_CHECK(expectDType(positions, DType::I32, "moe_dispatch positions"));
+  MT_CHECK(expectDType(counts, DType::I32, "moe_dispatch counts"));
+  MT_CHECK(expectChoices(experts, input, "moe_dispatch experts"));
+  MT_CHECK(expectRouted(routed, experts, "moe_dispatch routed"));
+  if (routed.dim(1) != input.dim(-1)) return "moe_dispatch routed rows must be as wide as the input's";
+  MT_CHECK(expectShape(positions, experts.shape, "moe_dispatch positions"));
+  if (counts.rank() != 1 || counts.dim(0) < 1) return "moe_dispatch counts must be (experts), got " + shapeString(counts.shape);
+  return "";
+}
+
+// A stable counting sort of the (token, choice) slots by expert; each slot's row copied to its place.
+void moe_dispatch_cpu(const KernelArgs& args) {
+  const Tensor &input = args.in[0], &experts = args.in[1];
+  const Tensor &routed = args.out[0], &positions = args.out[1], &counts = args.out[2];
+  const int64_t slots = experts.numel(), k = experts.dim(-1), width = input.dim(-1), num_experts = counts.dim(0);
+  std::vector<int64_t> next(num_experts + 1, 0);  // the last: slots whose expert is out of range
+  auto bucket = [&](int32_t e) { return validExpert(e, num_experts) ? e : num_experts; };
+  for (int64_t s = 0; s < slots; ++s) ++next[bucket(experts.i32()[s])];
+  for (int64_t e = 0; e < num_experts; ++e) counts.i32()[e] = static_cast<int32_t>(next[e]);
+  int64_t first = 0;
+  for (int64_t& n : next) first += std::exchange(n, first);
+  for (int64_t s = 0; s < slots; ++s) positions.i32()[s] = static_cast<int32_t>(next[bucket(experts.i32()[s])]++);
+#pragma omp parallel for schedule(static) if (slots * width > 32768)
+  for (int64_t s = 0; s < slots; ++s) {
+    const float* row = input.f32() + (s / k) * width;
+    std::copy(row, row + width, routed.f32() + positions.i32()[s] * width);
+  }
+}
+
+std::string moe_dispatch_grad_check(const KernelArgs& args) {
+  const Tensor &drouted = args.in[0], &positions = args.in[1], &dinput = args.out[0];
+  MT_CHECK(expectDType(drouted, DType::F32, "moe_dispatch_grad drouted"));
+  MT_CHECK(expectDType(positions, DType::I32, "moe_dispatch_grad positions"));
+  MT_CHECK(expectDType(dinput, DType::F32, "moe_dispatch_grad dinput"));
+  MT_CHECK(expectRouted(drouted, positions, "moe_dispatch_grad drouted"));
+  return expectShape(dinput, withLast(positions.shape, drouted.dim(1)), "moe_dispatch_grad dinput");
+}
+
+void moe_dispatch_grad_cpu(const KernelArgs& args) {
+  const Tensor &drouted = args.in[0], &positions = args.in[1], &dinput = args.out[0];
+  const int64_t rows = drouted.dim(0), width = drouted.dim(1), k = positions.dim(-1), tokens = leadingRows(positions);
+#pragma omp parallel for schedule(static) if (rows * width > 32768)
+  for (int64_t t = 0; t < tokens; ++t) {
+    float* d = dinput.f32() + t * width;
+    std::fill(d, d + width, 0.0f);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t r = positions.i32()[t * k + j];
+      if (r < 0 || r >= rows) continue;
+      const float* g = drouted.f32() + r * width;
+      for (int64_t c = 0; c < width; ++c) d[c] += g[c];
+    }
+  }
+}
+
+std::string grouped_matmul_check(const KernelArgs& args) {
+  const Tensor &input = args.in[0], &weight = args.in[1], &counts = args.in[2], &out = args.out[0];
+  MT_CHECK(expectDType(input, DType::F32, "grouped_matmul input"));
+  MT_CHECK(expectDType(weight, DType::F32, "grouped_matmul weight"));
+  MT_CHECK(expectDType(counts, DType::I32, "grouped_matmul counts"));
+  MT_CHECK(expectDType(out, DType::F32, "grouped_matmul result"));
+  if (args.ints[0] != 0 && args.ints[0] != 1) return "grouped_matmul transpose_b must be 0 or 1";
+  const bool tb = args.ints[0];
+  if (input.rank() != 2 || weight.rank() != 3)
+    return "grouped_matmul takes (rows, K) and (experts, ., .), got " + shapeString(input.shape) + " and " +
+           shapeString(weight.shape);
+  MT_CHECK(expectShape(counts, {weight.dim(0)}, "grouped_matmul counts"));
+  if ((tb ? weight.dim(2) : weight.dim(1)) != input.dim(1))
+    return "grouped_matmul contraction sizes differ: " + shapeString(input.shape) + " and " + shapeString(weight.shape);
+  if (input.dim(0) > kMaxRows || weight.dim(1) > kMaxRows || weight.dim(2) > kMaxRows)
+    return "grouped_matmul dimensions exceed 2^31 - 1 (BLAS's limit)";
+  return expectShape(out, {input.dim(0), tb ? weight.dim(1) : weight.dim(2)}, "grouped_matmul result");
+}
+
+// One sgemm per expert over its row range; rows past the experts' total are zero.
+void grouped_matmul_cpu(const KernelArgs& args) {
+  const Tensor &input = args.in[0], &weight = args.in[1], &counts = args.in[2], &out = args.out[0];
+  const bool tb = args.ints[0];
+  const int64_t rows = input.dim(0), k = input.dim(1), n = out.dim(1);
+  const ExpertRanges ranges(counts, rows);
+  for (int64_t e = 0; e < counts.numel(); ++e) {
+    const int64_t m = ranges.count[e];
+    if (m == 0) continue;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+                static_cast<int>(n), static_cast<int>(k), 1.0f, input.f32() + ranges.first[e] * k,
+                static_cast<int>(k), weight.f32() + e * k * n, static_cast<int>(tb ? k : n), 0.0f,
+                out.f32() + ranges.first[e] * n, static_cast<int>(n));
+  }
+  std::fill(out.f32() + ranges.total * n, out.f32() + rows * n, 0.0f);
+}
+
+std::string grouped_matmul_weight_grad_check(const KernelArgs& args) {
+  const Tensor &input = args.in[0], &dout = args.in[1], &counts = args.in[2], &dweight = args.out[0];
+  MT_CHECK(expectDType(input, DType::F32, "grouped_matmul_weight_grad input"));
+  MT_CHECK(expectDType(dout, DType::F32, "grouped_matmul_weight_grad dout"));
+  MT_CHECK(expectDType(counts, DType::I32, "grouped_matmul_weight_grad counts"));
+  MT_CHECK(expectDType(dweight, DType::F32, "grouped_matmul_weight_grad dweight"));
+  if (args.ints[0] != 0 && args.ints[0] != 1) return "grouped_matmul_weight_grad transpose_b must be 0 or 1";
+  if (input.rank() != 2 || dout.rank() != 2 || input.dim(0) != dout.dim(0) || counts.rank() != 1)
+    return "grouped_matmul_weight_grad takes (R, K) rows, (R, N) gradients and (E) counts, got " +
+           shapeString(input.shape) + ", " + shapeString(dout.shape) + ", " + shapeString(counts.shape);
+  if (input.dim(0) > kMaxRows || input.dim(1) > kMaxRows || dout.dim(1) > kMaxRows)
+    return "grouped_matmul_weight_grad dimensions exceed 2^31 - 1 (BLAS's limit)";
+  const bool tb = args.ints[0];
+  return expectShape(dweight,
+                     tb ? std::vector<int64_t>{counts.dim(0), dout.dim(1), input.dim(1)}
+                        : std::vector<int64_t>{counts.dim(0), input.dim(1), dout.dim(1)},
+                     "grouped_matmul_weight_grad dweight");
+}
+
+void grouped_matmul_weight_grad_cpu(const KernelArgs& args) {
+  const Tensor &input = args.in[0], &dout = args.in[1], &counts = args.in[2], &dweight = args.out[0];
+  const bool tb = args.ints[0];
+  const int64_t k = input.dim(1), n = dout.dim(1);
+  const ExpertRanges ranges(counts, input.dim(0));
+  for (int64_t e = 0; e < counts.numel(); ++e) {
+    float* dw = dweight.f32() + e * k * n;
+    const int64_t m = ranges.count[e];
+    if (m == 0) {
+      std::fill(dw, dw + k * n, 0.0f);
+      continue;
+    }
+    const float* x = input.f32() + ranges.first[e] * k;
+    const float* dy = dout.f32() + ranges.first[e] * n;
+    if (tb)  // (N, K) = dY^T X
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(k),
+                  static_cast<int>(m), 1.0f, dy, static_cast<int>(n), x, static_cast<int>(k), 0.0f, dw,
+                  static_cast<int>(k));
+    else  // (K, N) = X^T dY
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(k), static_cast<int>(n),
+                  static_cast<int>(m), 1.0f, x, static_cast<int>(k), dy, static_cast<int>(n), 0.0f, dw,
+                  static_cast<int>(n));
+  }
+}
+
+std::string moe_combine_check(const KernelArgs& args) {
+  const Tensor &routed = args.in[0], &positions = args.in[1], &weights = args.in[2], &out = args.out[0];
+  MT_CHECK(expectDType(routed, DType::F32, "moe_combine routed"));
+  MT_CHECK(expectDType(positions, DType::I32, "moe_combine positions"));
+  MT_CHECK(expectDType(weights, DType::F32, "moe_combine weights"));
+  MT_CHECK(expectDType(out, DType::F32, "moe_combine result"));
+  MT_CHECK(expectRouted(routed, positions, "moe_combine routed"));
+  MT_CHECK(expectShape(weights, positions.shape, "moe_combine weights"));
+  return expectShape(out, withLast(positions.shape, routed.dim(1)), "moe_combine result");
+}
+
+void moe_combine_cpu(const KernelArgs& args) {
+  const Tensor &routed = args.in[0], &positions = args.in[1], &weights = args.in[2], &out = args.out[0];
+  const int64_t rows = routed.dim(0), width = routed.dim(1), k = positions.dim(-1), tokens = leadingRows(positions);
+#pragma omp parallel for schedule(static) if (rows * width > 32768)
+  for (int64_t t = 0; t < tokens; ++t) {
+    float* y = out.f32() + t * width;
+    std::fill(y, y + width, 0.0f);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t r = positions.i32()[t * k + j];
+      if (r < 0 || r >= rows) continue;
+      const float w = weights.f32()[t * k + j];
+      const float* x = routed.f32() + r * width;
+      for (int64_t c = 0; c < width; ++c) y[c] += w * x[c];
+    }
+  }
+}
+
+std::string moe_combine_grad_check(const KernelArgs& args) {
+  const Tensor &dout = args.in[0], &routed = args.in[1], &positions = args.in[2], &weights = args.in[3];
+  const Tensor &drouted = args.out[0], &dweights = args.out[1];
+  MT_CHECK(expectDType(dout, DType::F32, "moe_combine_grad dout"));
+  MT_CHECK(expectDType(drouted, DType::F32, "moe_combine_grad drouted"));
+  MT_CHECK(expectDType(dweights, DType::F32, "moe_combine_grad dweights"));
+  KernelArgs forward{{routed, positions, weights}, {dout}, {}, {}};
+  MT_CHECK(moe_combine_check(forward));
+  MT_CHECK(expectShape(drouted, routed.shape, "moe_combine_grad drouted"));
+  return expectShape(dweights, weights.shape, "moe_combine_grad dweights");
+}
+
+// drouted[positions[t, j]] = weights[t, j] * dout[t] (rows no choice names stay zero);
+// dweights[t, j] = dout[t] . routed[positions[t, j]].
+void moe_combine_grad_cpu(const KernelArgs& args) {
+  const Tensor &dout = args.in[0], &routed = args.in[1], &positions = args.in[2], &weights = args.in[3];
+  const Tensor &drouted = args.out[0], &dweights = args.out[1];
+  const int64_t rows = routed.dim(0), width = routed.dim(1), k = positions.dim(-1), tokens = leadingRows(positions);
+  std::fill(drouted.f32(), drouted.f32() + rows * width, 0.0f);
+#pragma omp parallel for schedule(static) if (rows * width > 32768)
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* dy = dout.f32() + t * width;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t r = positions.i32()[t * k + j];
+      float& dw = dweights.f32()[t * k + j];
+      dw = 0.0f;
+      if (r < 0 || r >= rows) continue;
+      const float w = weights.f32()[t * k + j];
+      const float* x = routed.f32() + r * width;
+      float* dx = drouted.f32() + r * width;
+      for (int64_t c = 0; c < width; ++c) {
+        dx[c] = w * dy[c];
+        dw += dy[c] * x[c];
+      }
+    }
+  }
+}
+
+}  // namespace mt

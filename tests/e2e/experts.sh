@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Mixtures of experts through the whole pipeline (issue 33; DESIGN.md §14): a Qwen3-MoE-shaped
+# model of 4 layers trains bit for bit the same resident, streamed, streamed with every block
+# recomputed and under a device budget (1.3 MiB) that forces streamed-recompute (invariant 1: streaming
+# moves bytes, never numbers), resumes from a checkpoint bit for bit, follows the untiled plan in
+# token tiles within fp32 rounding (the experts run on the whole batch; the products around them
+# in tiles), trains as a bf16 plan with its loss falling, and samples the same greedy text
+# through the key/value cache as over the whole window. The summary names the experts and the
+# active parameters.
+# usage: experts.sh BIN_DIR WORK_DIR
+set -uo pipefail
+source "$(dirname "$(readlink -f "$0")")/check.sh"
+bin=$1 work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
+make_corpus
+
+shape=(qwen3-moe-tiny --layers 4 --batch 4 --seq 32)
+"$bin/mtc" "${shape[@]}" --schedule resident -o resident.plan --weights w0.safetensors > resident.txt
+"$bin/mtc" "${shape[@]}" --schedule streamed -o streamed.plan --no-weights > streamed.txt
+"$bin/mtc" "${shape[@]}" --schedule streamed-recompute -o recompute.plan --no-weights > recompute.txt
+"$bin/mtc" "${shape[@]}" --device-mem 1300KiB -o tight.plan --no-weights > tight.txt
+check "the summary names the experts" \
+  "grep -q '4 experts of width 32 (top 2, renormalised) in 4 of 4 layers' resident.txt"
+check "the summary gives the active parameters" "grep -Eq 'parameters .* \([0-9.]+ K active per token\)' resident.txt"
+check "a 1.3 MiB budget picks streamed-recompute" "grep -q 'schedule streamed-recompute' tight.txt"
+for plan in resident streamed recompute tight; do train $plan.plan $plan w0.safetensors; done
+for plan in streamed recompute tight; do
+  check "$plan: bit-identical losses" "cmp -s resident.loss $plan.loss"
+  check "$plan: bit-identical weights" "same_tensors resident.safetensors $plan.safetensors"
+done
+check_resume streamed.plan w0.safetensors
+
+"$bin/mtc" "${shape[@]}" --schedule resident --token-tiles 2 -o tiled.plan --no-weights > tiled.txt
+train tiled.plan tiled w0.safetensors
+check "token tiles: losses within 1e-6 of the untiled plan's" \
+  "paste resident.loss tiled.loss | awk '{ d = \$1 - \$2; if (d < 0) d = -d; if (d > 1e-6 * \$1) bad = 1 } END { exit bad }'"
+
+"$bin/mtc" "${shape[@]}" --precision bf16 -o bf16.plan --no-weights > bf16.txt
+"$bin/mtrun" bf16.plan --data corpus.tok --weights w0.safetensors --steps 30 --lr 3e-3 --log bf16.jsonl \
+  --print-every 100 >/dev/null
+check "bf16: the loss falls over 30 steps" \
+  "awk -F'\"loss\":' '{ split(\$2, a, \",\"); l[NR] = a[1] } END { exit !(l[NR] < l[1] - 0.5) }' bf16.jsonl"
+
+"$bin/mtrun" resident.plan --data corpus.tok --weights w0.safetensors --steps 60 --lr 3e-3 --export trained.safetensors \
+  --print-every 100 > run.txt
+"$bin/mtc" "${shape[@]}" --forward-only --kv-cache --batch 1 --seq 64 -o cache.plan --no-weights >/dev/null
+"$bin/mtc" "${shape[@]}" --forward-only --batch 1 --seq 64 -o window.plan --no-weights >/dev/null
+for plan in cache window; do
+  "$bin/mtgen" $plan.plan --weights trained.safetensors --prompt "12: how" --greedy --max-tokens 24 > $plan.out 2>/dev/null
+done
+check "greedy text through the cache = over the window" "cmp -s cache.out window.out && [ -s cache.out ]"
+finish

@@ -1,0 +1,210 @@
+// The mixture-of-experts kernels (kernels/moe/moe.h) against double references: the router's
+// three weightings and their gradients (finite differences), the counting sort's order, the
+// grouped products and their weight gradients in both layouts, the combine and its backward;
+// and data a corrupt plan could hold (expert indices out of range, counts that do not add up)
+// read and written inside the tensors only.
+#include <algorithm>
+#include <numeric>
+
+#include "kernels/moe/moe.h"
+#include "tests/kernels/kernel_harness.h"
+
+namespace mt::test {
+namespace {
+
+using Routing = MoeRoutingKind;
+
+// Route weights of one token in double for `chosen` experts (the kernel's choice), by `routing`.
+Doubles routeWeights(const Doubles& logits, const std::vector<int32_t>& chosen, Routing routing) {
+  const size_t k = chosen.size();
+  Doubles w(k);
+  if (routing == Routing::kTopKSoftmax) {
+    double max = -1e300, sum = 0;
+    for (int32_t e : chosen) max = std::max(max, logits[e]);
+    for (size_t j = 0; j < k; ++j) sum += w[j] = std::exp(logits[chosen[j]] - max);
+    for (double& v : w) v /= sum;
+    return w;
+  }
+  double max = *std::max_element(logits.begin(), logits.end()), sum = 0;
+  for (double l : logits) sum += std::exp(l - max);
+  for (size_t j = 0; j < k; ++j) w[j] = std::exp(logits[chosen[j]] - max) / sum;
+  if (routing == Routing::kSoftmaxTopKNormalized) {
+    const double s = std::accumulate(w.begin(), w.end(), 0.0);
+    for (double& v : w) v /= s;
+  }
+  return w;
+}
+
+class MoeKernels : public KernelTest {};
+
+TEST_F(MoeKernels, RouteWeighsTheLargestChoicesEachWay) {
+  const int64_t tokens = 5, experts = 6, k = 2;
+  const std::vector<float> logits = randomFloats(tokens * experts, rng, 2.0f);
+  for (Routing routing : {Routing::kSoftmaxTopK, Routing::kSoftmaxTopKNormalized, Routing::kTopKSoftmax}) {
+    auto out = runKernel(KernelId::MoeRoute, {HostTensor::f32({tokens, experts}, logits)},
+                         {HostTensor::f32({tokens, k}), HostTensor::i32({tokens, k}, std::vector<int32_t>(tokens * k))},
+                         {k, static_cast<int64_t>(routing)});
+    Doubles want;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const Doubles row(logits.begin() + t * experts, logits.begin() + (t + 1) * experts);
+      std::vector<int32_t> order(experts);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+      order.resize(k);
+      EXPECT_EQ(std::vector<int32_t>(out[1].ints.begin() + t * k, out[1].ints.begin() + (t + 1) * k), order)
+          << "token " << t << ": the largest first";
+      const Doubles w = routeWeights(row, order, routing);
+      want.insert(want.end(), w.begin(), w.end());
+    }
+    expectClose(out[0].floats, want, kF32Tol, "route weights, routing " + std::to_string(int(routing)));
+  }
+}
+
+TEST_F(MoeKernels, RouteBreaksTiesTowardTheLowerExpert) {
+  auto out = runKernel(KernelId::MoeRoute, {HostTensor::f32({1, 4}, {0.5f, 1.0f, 1.0f, 1.0f})},
+                       {HostTensor::f32({1, 2}), HostTensor::i32({1, 2}, {0, 0})}, {2, 0});
+  EXPECT_EQ(out[1].ints, (std::vector<int32_t>{1, 2}));
+}
+
+TEST_F(MoeKernels, RouteGradientMatchesFiniteDifferences) {
+  const int64_t tokens = 3, experts = 5, k = 3;
+  const std::vector<float> logits = randomFloats(tokens * experts, rng, 1.5f);
+  const std::vector<float> dweights = randomFloats(tokens * k, rng);
+  for (Routing routing : {Routing::kSoftmaxTopK, Routing::kSoftmaxTopKNormalized, Routing::kTopKSoftmax}) {
+    const int64_t mode = static_cast<int64_t>(routing);
+    auto fwd = runKernel(KernelId::MoeRoute, {HostTensor::f32({tokens, experts}, logits)},
+                         {HostTensor::f32({tokens, k}), HostTensor::i32({tokens, k}, std::vector<int32_t>(tokens * k))},
+                         {k, mode});
+    const std::vector<int32_t> chosen = fwd[1].ints;
+    auto grad = runKernel(KernelId::MoeRouteGrad,
+                          {HostTensor::f32({tokens, k}, dweights), HostTensor::f32({tokens, experts}, logits),
+                           HostTensor::i32({tokens, k}, chosen)},
+                          {HostTensor::f32({tokens, experts})}, {k, mode});
+    // The choice is fixed near these logits (no ties): the weights are smooth in them.
+    auto reference = [&](const Doubles& x) {
+      Doubles w;
+      for (int64_t t = 0; t < tokens; ++t) {
+        const Doubles row(x.begin() + t * experts, x.begin() + (t + 1) * experts);
+        const Doubles wt = routeWeights(row, std::vector<int32_t>(chosen.begin() + t * k, chosen.begin() + (t + 1) * k),
+                                        routing);
+        w.insert(w.end(), wt.begin(), wt.end());
+      }
+      return w;
+    };
+    const Doubles want = finiteDifferences(reference, Doubles(logits.begin(), logits.end()),
+                                           Doubles(dweights.begin(), dweights.end()));
+    expectClose(grad[0].floats, want, kGradTol, "route gradient, routing " + std::to_string(mode));
+  }
+}
+
+// 4 tokens, k = 2, 3 experts; slot (1, 1) names expert -1 and slot (3, 0) expert 3: out of range.
+const std::vector<int32_t> kChoices = {2, 0, 1, -1, 2, 1, 3, 2};
+
+TEST_F(MoeKernels, DispatchGroupsRowsByExpertInTokenOrder) {
+  std::vector<float> x(4 * 2);
+  std::iota(x.begin(), x.end(), 0.0f);  // token t's row: {2t, 2t + 1}
+  auto out = runKernel(KernelId::MoeDispatch, {HostTensor::f32({4, 2}, x), HostTensor::i32({4, 2}, kChoices)},
+                       {HostTensor::f32({8, 2}), HostTensor::i32({4, 2}, std::vector<int32_t>(8)),
+                        HostTensor::i32({3}, {0, 0, 0})});
+  EXPECT_EQ(out[2].ints, (std::vector<int32_t>{1, 2, 3})) << "counts leave the out-of-range choices out";
+  // Expert 0: (0,1); expert 1: (1,0), (2,1); expert 2: (0,0), (2,0), (3,1); then (1,1), (3,0).
+  EXPECT_EQ(out[1].ints, (std::vector<int32_t>{3, 0, 1, 6, 4, 2, 7, 5}));
+  const std::vector<int32_t> token_of_row = {0, 1, 2, 0, 2, 3, 1, 3};
+  for (int64_t r = 0; r < 8; ++r)
+    EXPECT_EQ(out[0].floats[r * 2], 2.0f * token_of_row[r]) << "routed row " << r;
+  // Back: each token's rows summed.
+  std::vector<float> drouted(16);
+  std::iota(drouted.begin(), drouted.end(), 1.0f);
+  auto back = runKernel(KernelId::MoeDispatchGrad, {HostTensor::f32({8, 2}, drouted), HostTensor::i32({4, 2}, out[1].ints)},
+                        {HostTensor::f32({4, 2})});
+  Doubles want(8, 0.0);
+  for (int64_t s = 0; s < 8; ++s)
+    for (int64_t c = 0; c < 2; ++c) want[(s / 2) * 2 + c] += drouted[out[1].ints[s] * 2 + c];
+  expectClose(back[0].floats, want, 0.0, "dispatch gradient");
+}
+
+// y[r] = x[r] @ op(w[e]) for the rows of expert e; zero past the counted rows.
+Doubles groupedReference(const std::vector<float>& x, const std::vector<float>& w, const std::vector<int64_t>& counts,
+                         int64_t rows, int64_t k, int64_t n, bool tb) {
+  Doubles y(rows * n, 0.0);
+  int64_t r = 0;
+  for (size_t e = 0; e < counts.size(); ++e)
+    for (int64_t i = 0; i < counts[e]; ++i, ++r)
+      for (int64_t o = 0; o < n; ++o)
+        for (int64_t c = 0; c < k; ++c)
+          y[r * n + o] += double(x[r * k + c]) * w[e * k * n + (tb ? o * k + c : c * n + o)];
+  return y;
+}
+
+TEST_F(MoeKernels, GroupedProductsAndWeightGradientsInBothLayouts) {
+  const int64_t rows = 7, k = 3, n = 4, experts = 3;
+  const std::vector<int32_t> counts = {2, 0, 4};  // 6 of 7 rows counted: the last is zero
+  const std::vector<float> x = randomFloats(rows * k, rng), w = randomFloats(experts * k * n, rng);
+  const std::vector<float> dy = randomFloats(rows * n, rng);
+  for (bool tb : {false, true}) {
+    const Shape wshape = tb ? Shape{experts, n, k} : Shape{experts, k, n};
+    auto y = runKernel(KernelId::GroupedMatmul,
+                       {HostTensor::f32({rows, k}, x), HostTensor::f32(wshape, w), HostTensor::i32({experts}, counts)},
+                       {HostTensor::f32({rows, n}, std::vector<float>(rows * n, 9.0f))}, {tb});
+    expectClose(y[0].floats, groupedReference(x, w, {2, 0, 4}, rows, k, n, tb), kF32Tol, "grouped product");
+    auto dw = runKernel(KernelId::GroupedMatmulWeightGrad,
+                        {HostTensor::f32({rows, k}, x), HostTensor::f32({rows, n}, dy), HostTensor::i32({experts}, counts)},
+                        {HostTensor::f32(wshape, std::vector<float>(experts * k * n, 9.0f))}, {tb});
+    Doubles want(experts * k * n, 0.0);
+    for (int64_t e = 0, r0 = 0; e < experts; r0 += counts[e], ++e)
+      for (int64_t r = r0; r < r0 + counts[e]; ++r)
+        for (int64_t c = 0; c < k; ++c)
+          for (int64_t o = 0; o < n; ++o)
+            want[e * k * n + (tb ? o * k + c : c * n + o)] += double(x[r * k + c]) * dy[r * n + o];
+    expectClose(dw[0].floats, want, kF32Tol, "grouped weight gradient");
+  }
+}
+
+TEST_F(MoeKernels, CountsThatDoNotAddUpStayInsideTheRows) {
+  const int64_t rows = 6, k = 2, n = 3;
+  const std::vector<float> x = randomFloats(rows * k, rng), w = randomFloats(3 * n * k, rng);
+  // -5 reads as 0, 100 as the 6 rows left, the last expert gets none.
+  const std::vector<int32_t> counts = {-5, 100, 3};
+  auto y = runKernel(KernelId::GroupedMatmul,
+                     {HostTensor::f32({rows, k}, x), HostTensor::f32({3, n, k}, w), HostTensor::i32({3}, counts)},
+                     {HostTensor::f32({rows, n})}, {1});
+  expectClose(y[0].floats, groupedReference(x, w, {0, 6, 0}, rows, k, n, true), kF32Tol, "clipped counts");
+}
+
+TEST_F(MoeKernels, CombineAndItsGradient) {
+  const int64_t tokens = 3, k = 2, d = 4, rows = tokens * k;
+  const std::vector<int32_t> positions = {4, 1, 0, 5, 3, 2};
+  const std::vector<float> routed = randomFloats(rows * d, rng), weights = randomFloats(tokens * k, rng);
+  const std::vector<float> dout = randomFloats(tokens * d, rng);
+  auto y = runKernel(KernelId::MoeCombine,
+                     {HostTensor::f32({rows, d}, routed), HostTensor::i32({tokens, k}, positions),
+                      HostTensor::f32({tokens, k}, weights)},
+                     {HostTensor::f32({tokens, d})});
+  Doubles want(tokens * d, 0.0), drouted(rows * d, 0.0), dweights(tokens * k, 0.0);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t r = positions[t * k + j];
+      for (int64_t c = 0; c < d; ++c) {
+        want[t * d + c] += double(weights[t * k + j]) * routed[r * d + c];
+        drouted[r * d + c] = double(weights[t * k + j]) * dout[t * d + c];
+        dweights[t * k + j] += double(dout[t * d + c]) * routed[r * d + c];
+      }
+    }
+  expectClose(y[0].floats, want, kF32Tol, "combine");
+  auto g = runKernel(KernelId::MoeCombineGrad,
+                     {HostTensor::f32({tokens, d}, dout), HostTensor::f32({rows, d}, routed),
+                      HostTensor::i32({tokens, k}, positions), HostTensor::f32({tokens, k}, weights)},
+                     {HostTensor::f32({rows, d}), HostTensor::f32({tokens, k})});
+  expectClose(g[0].floats, drouted, kF32Tol, "combine gradient of the routed rows");
+  expectClose(g[1].floats, dweights, kF32Tol, "combine gradient of the weights");
+  // A position out of range (a corrupt plan) contributes nothing and writes nowhere.
+  auto bad = runKernel(KernelId::MoeCombine,
+                       {HostTensor::f32({rows, d}, routed), HostTensor::i32({tokens, k}, {4, 1, 0, 99, -3, 2}),
+                        HostTensor::f32({tokens, k}, weights)},
+                       {HostTensor::f32({tokens, d})});
+  for (int64_t c = 0; c < d; ++c)
+    EXPECT_FLOAT_EQ(bad[0].floats[1 * d + c], weights[2] * routed[0 * d + c]) << "token 1 keeps its valid choice";
+}
+
+}  // namespace
+}  // namespace mt::test
