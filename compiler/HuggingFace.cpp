@@ -398,27 +398,33 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
 
 namespace {
 
+// The keys of a llama-family config.json every architecture has, in transformers' order.
+nlohmann::ordered_json llamaConfig(const ModelConfig& c, const char* architecture, const char* model_type,
+                                   int64_t intermediate) {
+  return {{"architectures", {architecture}},
+          {"model_type", model_type},
+          {"hidden_size", c.width},
+          {"intermediate_size", intermediate},
+          {"num_hidden_layers", c.layers},
+          {"num_attention_heads", c.heads},
+          {"num_key_value_heads", c.kv_heads},
+          {"vocab_size", c.vocab},
+          {"max_position_embeddings", c.context},
+          {"rms_norm_eps", c.norm_eps},
+          {"rope_theta", c.rope_theta},
+          {"tie_word_embeddings", c.tied},
+          {"hidden_act", "silu"}};
+}
+
 // A mixture of experts' config.json: Qwen3MoeForCausalLM (with q/k norms), MixtralForCausalLM
 // (without, every layer's experts as wide as intermediate_size); "" for a shape neither has.
 std::string expertsConfig(const ModelConfig& c) {
   const bool qwen = c.qk_norm;
   if (c.qkv_bias || (!qwen && (c.moe_every != 1 || !c.dense_layers.empty() || !c.normalize_topk))) return "";
-  nlohmann::ordered_json config = {
-      {"architectures", {qwen ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM"}},
-      {"model_type", qwen ? "qwen3_moe" : "mixtral"},
-      {"hidden_size", c.width},
-      {"intermediate_size", qwen ? c.ffn : c.expert_ffn},
-      {"num_hidden_layers", c.layers},
-      {"num_attention_heads", c.heads},
-      {"num_key_value_heads", c.kv_heads},
-      {"vocab_size", c.vocab},
-      {"max_position_embeddings", c.context},
-      {"rms_norm_eps", c.norm_eps},
-      {"rope_theta", c.rope_theta},
-      {"tie_word_embeddings", c.tied},
-      {"hidden_act", "silu"},
-      {"num_experts_per_tok", c.experts_per_token},
-      {"output_router_logits", false}};
+  nlohmann::ordered_json config = qwen ? llamaConfig(c, "Qwen3MoeForCausalLM", "qwen3_moe", c.ffn)
+                                       : llamaConfig(c, "MixtralForCausalLM", "mixtral", c.expert_ffn);
+  config["num_experts_per_tok"] = c.experts_per_token;
+  config["output_router_logits"] = false;
   if (c.head_dim) config["head_dim"] = c.head_dim;
   if (qwen) {
     config["num_experts"] = c.experts;
@@ -448,21 +454,9 @@ std::string huggingFaceConfig(const ModelConfig& c) {
   }
   if (c.family != ModelFamily::kLlama) return "";
   if (c.experts > 0) return expertsConfig(c);
-  const char* architecture = c.qk_norm ? "Qwen3ForCausalLM" : c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
-  nlohmann::ordered_json config = {
-      {"architectures", {architecture}},
-      {"model_type", c.qk_norm ? "qwen3" : c.qkv_bias ? "qwen2" : "llama"},
-      {"hidden_size", c.width},
-      {"intermediate_size", c.ffn},
-      {"num_hidden_layers", c.layers},
-      {"num_attention_heads", c.heads},
-      {"num_key_value_heads", c.kv_heads},
-      {"vocab_size", c.vocab},
-      {"max_position_embeddings", c.context},
-      {"rms_norm_eps", c.norm_eps},
-      {"rope_theta", c.rope_theta},
-      {"tie_word_embeddings", c.tied},
-      {"hidden_act", "silu"}};
+  nlohmann::ordered_json config =
+      llamaConfig(c, c.qk_norm ? "Qwen3ForCausalLM" : c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
+                  c.qk_norm ? "qwen3" : c.qkv_bias ? "qwen2" : "llama", c.ffn);
   if (c.head_dim) config["head_dim"] = c.head_dim;
   if (c.qkv_bias || c.qk_norm) config["use_sliding_window"] = false;
   if (!c.qkv_bias) config["attention_bias"] = false;

@@ -16,11 +16,6 @@ using namespace mlir;
 
 namespace mt {
 
-bool ModelConfig::isMoeLayer(int64_t l) const {
-  return experts > 0 && moe_every > 0 && (l + 1) % moe_every == 0 &&
-         std::find(dense_layers.begin(), dense_layers.end(), l) == dense_layers.end();
-}
-
 namespace {
 
 // Parameters of `c` counting `routed` of each MoE layer's experts.

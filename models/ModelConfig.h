@@ -3,6 +3,7 @@
 // config. Plain C++ (no MLIR):
 // the tools read configs and presets without the compiler's headers.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,7 +42,10 @@ struct ModelConfig {
   std::vector<int64_t> dense_layers;  // ... and l is not one of these (mlp_only_layers): those keep the dense MLP
 
   // Whether layer `l`'s MLP is a mixture of experts.
-  bool isMoeLayer(int64_t l) const;
+  bool isMoeLayer(int64_t l) const {
+    return experts > 0 && moe_every > 0 && (l + 1) % moe_every == 0 &&
+           std::find(dense_layers.begin(), dense_layers.end(), l) == dense_layers.end();
+  }
 
   int64_t headDim() const { return head_dim ? head_dim : width / heads; }
   // Parameters of the model (exact).
