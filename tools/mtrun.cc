@@ -2,7 +2,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include <string>
+
 #include "runtime/backends/cpu_libraries.h"
+#include "runtime/distributed/world.h"
 #include "runtime/io/error.h"
 #include "runtime/training/trainer.h"
 #include "tools/mtrun_flags.h"
@@ -23,6 +26,16 @@ int main(int argc, char** argv) {
       "SIGINT/SIGTERM with neither a --checkpoint-dir nor an --export (the progress is lost).\n"
       "Every output path is checked, and the checkpoint directory locked, before the first step."};
   mt::addTrainFlags(app, c);
+  // Under mpirun, MPI first (it may consume its own arguments); ranks other than 0 print nothing
+  // but errors: rank 0 speaks for the job.
+  const mt::World* world = nullptr;
+  const int started = mt::runTool("mtrun", [&] {
+    world = &mt::World::start(&argc, &argv);
+    return 0;
+  });
+  if (started) return started;
+  if (world->rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 1;
+  for (int i = 1; i < argc; ++i) c.command_line += (i > 1 ? " " : "") + std::string(argv[i]);
   if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
   try {
     mt::validateConfig(c);  // a flag's value out of range is a bad flag too: exit 2
@@ -30,5 +43,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mtrun: error: %s\n", e.what());
     return 2;
   }
-  return mt::runTool("mtrun", [&] { return mt::train(c); });
+  const std::string tool = world->distributed() ? "mtrun (rank " + std::to_string(world->rank()) + ")" : "mtrun";
+  return mt::runTool(tool.c_str(), [&] { return mt::train(c); });
 }

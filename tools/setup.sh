@@ -12,6 +12,7 @@ packages=(
   clang libclang-rt-14-dev libomp-14-dev            # the libFuzzer harnesses (tests/fuzz)
   python3-torch python3-onnx python3-numpy         # PyTorch goldens and the benchmark peer
   python3-jinja2                                   # mttok --chat: a folder's own chat template, as transformers renders it
+  openmpi-bin libopenmpi-dev                       # mpirun mtrun: data parallel over ranks (docs/distributed.md)
   fortunes fortunes-min                            # the demo corpus (text is not committed)
 )
 # Node.js and npm (GPT-2's BPE vocabulary and its reference encoder): Debian's, unless the

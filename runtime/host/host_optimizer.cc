@@ -35,9 +35,13 @@ void HostOptimizer::beginStep(const StepOptions& options) {
   if (options.micro_steps < 1 || options.micro_step < 0 || options.micro_step >= options.micro_steps)
     throw Error("micro-batch " + std::to_string(options.micro_step) + " of " + std::to_string(options.micro_steps) +
                 ": not a micro-batch of an accumulated step");
-  if (options.micro_steps > 1 && unseen_grad_ >= 0)
-    throw Error("gradient accumulation: the host never sees the gradient '" + plan_.host_tensors(unseen_grad_).name() +
-                "' land (no host task takes its norm), so it cannot sum it; train without --accumulate");
+  if ((options.micro_steps > 1 || options.exchange) && unseen_grad_ >= 0)
+    throw Error(std::string(options.exchange ? "data parallel: " : "gradient accumulation: ") +
+                "the host never sees the gradient '" + plan_.host_tensors(unseen_grad_).name() +
+                "' land (no host task takes its norm), so it cannot sum it; " +
+                (options.exchange ? "train in one process" : "train without --accumulate"));
+  if (options.exchange && options.micro_steps != 1)
+    throw Error("data parallel: --accumulate with several ranks is not supported yet; give each rank one micro-batch");
   options_ = options;
   grad_sq_sum_ = 0.0;
   first_nonfinite_ = -1;
@@ -128,6 +132,10 @@ void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
 }
 
 bool HostOptimizer::foldGradient(int grad) {
+  if (options_.exchange) {  // the ranks' gradients summed in rank order, as --accumulate's micro-batches
+    options_.exchange->reduce(store_.f32(grad), store_.numel(grad));
+    return true;
+  }
   if (options_.micro_steps == 1) return true;
   if (grad_sums_.empty()) grad_sums_.resize(plan_.host_tensors_size());
   std::vector<float>& sum = grad_sums_[grad];

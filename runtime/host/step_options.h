@@ -10,6 +10,15 @@
 
 namespace mt {
 
+// Data parallel over ranks (mpirun; runtime/distributed/gradient_exchange.h): sums a gradient
+// that landed on this rank's host with every other rank's, in place, so that each rank holds the
+// step's mean. The host optimizer calls it for each gradient before taking its norm.
+class GradientExchange {
+ public:
+  virtual ~GradientExchange() = default;
+  virtual void reduce(float* grad, int64_t n) = 0;
+};
+
 struct StepOptions {
   AdamWParams adamw;       // lr, betas, eps, weight decay (for tensors that take it), step
   double grad_clip = 1.0;  // global gradient-norm bound; 0 disables clipping
@@ -28,6 +37,9 @@ struct StepOptions {
   // and the step's (each micro-batch's loss is the mean over its own counted targets).
   float micro_weight = 1.0f;
   float step_divisor = 1.0f;
+  // Several ranks (mpirun): each gradient is summed across them as it lands (micro_steps is 1:
+  // one rank, one micro-batch). Null: one process.
+  GradientExchange* exchange = nullptr;
   // What the plan's random kernels (dropout) draw from in this run; training false for a
   // validation or an evaluation (dropout is then the identity).
   StepRandomness random;

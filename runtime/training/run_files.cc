@@ -127,7 +127,7 @@ RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
     }
   }
   const std::string& dir = config.checkpoint_dir.empty() ? config.resume_dir : config.checkpoint_dir;
-  if (!dir.empty()) {
+  if (!dir.empty() && config.writes_checkpoints) {
     outputs.checkpoints = std::make_unique<CheckpointDir>(dir);
     if (outputs.checkpoints->removedLeftovers())
       std::printf("removed %d temporary file(s) of checkpoints interrupted while written in %s\n",

@@ -1,4 +1,4 @@
-// What mtrun checks of its flags and inputs before anything runs. Every hyperparameter: none may
+// What mtrun checks of its flags and inputs before anything runs, and what they resolve to. Every hyperparameter: none may
 // crash the run (a zero interval) or reach the weights as NaN (issue 18); each error names the
 // flag and what it takes.
 #include <cmath>
@@ -6,9 +6,17 @@
 
 #include <fmt/format.h>
 
+#include "runtime/training/train_config.h"
+
+#include <algorithm>
+#include <cstdio>
+
 #include "runtime/data/token_data.h"
+#include "runtime/distributed/world.h"
 #include "runtime/io/error.h"
-#include "runtime/training/trainer.h"
+#include "runtime/plan/plan_queries.h"
+#include "runtime/plan/verifier.h"
+#include "runtime/training/checkpoint.h"
 
 namespace mt {
 
@@ -71,6 +79,65 @@ void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const Token
   if (val_data && val_data->size() < need)
     throw Error("--val-data " + c.val_data_path + " holds " + std::to_string(val_data->size()) + needs +
                 ": give more held-out data, or compile with a shorter --seq");
+}
+
+// The plan to train: read, verified, and a training plan.
+plan::Plan readTrainingPlan(const TrainConfig& config) {
+  plan::Plan plan = readPlan(config.plan_path);
+  verifyPlan(plan);
+  if (!isTrainingPlan(plan))
+    throw Error(config.plan_path + " is a forward-only plan (inputs to outputs, no loss): it cannot be "
+                "trained; compile the model without --forward-only");
+  return plan;
+}
+
+// The optimizer's settings for this plan; throws for flags the plan cannot honour.
+StepOptions stepOptions(const TrainConfig& config, const plan::Plan& plan) {
+  const bool on_arrival = updatesOnArrival(planUpdateKind(plan));
+  if (on_arrival && config.grad_clip > 0)
+    throw Error("--grad-clip " + fmt::format("{}", config.grad_clip) + ": this plan updates each parameter as its "
+                "gradient lands, before the global norm is known, so it cannot clip by it; pass --grad-clip 0 or "
+                "compile with mtc --update deferred (16 bytes of host memory per parameter instead of ~12)");
+  if (on_arrival && !config.grads_path.empty())
+    throw Error("--dump-grads: this plan consumes each gradient as it lands and keeps none; compile with "
+                "mtc --update deferred to dump them");
+  StepOptions options;
+  options.adamw.beta1 = config.beta1;
+  options.adamw.beta2 = config.beta2;
+  options.adamw.eps = config.eps;
+  options.adamw.weight_decay = config.weight_decay;
+  options.grad_clip = config.grad_clip >= 0 ? config.grad_clip : on_arrival ? 0.0 : 1.0;
+  options.verify_transfers = config.verify_transfers;
+  return options;
+}
+
+// --resume auto, resolved: the checkpoint folder's newest checkpoint where it has one, else a
+// fresh start, said.
+TrainConfig resolveResume(TrainConfig config) {
+  if (!config.resume_auto) return config;
+  if (latestCheckpoint(config.checkpoint_dir)) {
+    config.resume_dir = config.checkpoint_dir;
+  } else {
+    std::printf("--resume auto: no checkpoint in %s yet: starting from the beginning\n", config.checkpoint_dir.c_str());
+  }
+  return config;
+}
+
+// --epochs E, resolved: the steps that draw E times the training tokens (the windows are drawn
+// at random, so a pass is a count of tokens, not a guarantee that each is seen), said.
+TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const TokenFile& data) {
+  if (config.epochs <= 0.0) return config;
+  const int64_t train_tokens = data.size() - static_cast<int64_t>(config.val_fraction * data.size());
+  const int64_t per_step = config.accumulate * World::get().size() * plan.model().batch() * plan.model().seq();
+  const double steps = std::ceil(config.epochs * double(train_tokens) / double(per_step));
+  if (!(steps <= double(int64_t{1} << 40)))
+    throw Error(fmt::format("--epochs {} is {:.3g} steps: beyond any run; give fewer", config.epochs, steps));
+  config.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
+  std::printf("--epochs %g: %lld steps of %lld tokens over the %lld training tokens\n", config.epochs,
+              static_cast<long long>(config.steps), static_cast<long long>(per_step),
+              static_cast<long long>(train_tokens));
+  validateConfig(config);  // --warmup against the steps now known
+  return config;
 }
 
 }  // namespace mt

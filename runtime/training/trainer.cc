@@ -26,10 +26,13 @@
 #include "runtime/io/error.h"
 #include "runtime/plan/plan_queries.h"
 #include "runtime/plan/verifier.h"
+#include "runtime/distributed/gradient_exchange.h"
 #include "runtime/training/checkpoint.h"
+#include "runtime/training/data_parallel.h"
 #include "runtime/training/run_files.h"
 #include "runtime/training/run_setup.h"
 #include "runtime/training/step_report.h"
+#include "runtime/training/train_config.h"
 #include "runtime/training/validation.h"
 
 namespace mt {
@@ -48,36 +51,6 @@ namespace {
 std::atomic<int> g_stop_signal{0};
 
 void onStopSignal(int signal) { g_stop_signal = signal; }
-
-// The plan to train: read, verified, and a training plan.
-plan::Plan readTrainingPlan(const TrainConfig& config) {
-  plan::Plan plan = readPlan(config.plan_path);
-  verifyPlan(plan);
-  if (!isTrainingPlan(plan))
-    throw Error(config.plan_path + " is a forward-only plan (inputs to outputs, no loss): it cannot be "
-                "trained; compile the model without --forward-only");
-  return plan;
-}
-
-// The optimizer's settings for this plan; throws for flags the plan cannot honour.
-StepOptions stepOptions(const TrainConfig& config, const plan::Plan& plan) {
-  const bool on_arrival = updatesOnArrival(planUpdateKind(plan));
-  if (on_arrival && config.grad_clip > 0)
-    throw Error("--grad-clip " + fmt::format("{}", config.grad_clip) + ": this plan updates each parameter as its "
-                "gradient lands, before the global norm is known, so it cannot clip by it; pass --grad-clip 0 or "
-                "compile with mtc --update deferred (16 bytes of host memory per parameter instead of ~12)");
-  if (on_arrival && !config.grads_path.empty())
-    throw Error("--dump-grads: this plan consumes each gradient as it lands and keeps none; compile with "
-                "mtc --update deferred to dump them");
-  StepOptions options;
-  options.adamw.beta1 = config.beta1;
-  options.adamw.beta2 = config.beta2;
-  options.adamw.eps = config.eps;
-  options.adamw.weight_decay = config.weight_decay;
-  options.grad_clip = config.grad_clip >= 0 ? config.grad_clip : on_arrival ? 0.0 : 1.0;
-  options.verify_transfers = config.verify_transfers;
-  return options;
-}
 
 // "m:ss", or "h:mm:ss" from an hour.
 std::string formatDuration(double seconds) {
@@ -138,6 +111,7 @@ class Trainer {
 
  private:
   StepResult runOptimizerStep(int64_t step, int64_t& counted);
+  StepResult runDataParallelStep(int64_t step, int64_t& counted);
   [[noreturn]] void failCorruptTransfer(int64_t step, const StepResult& result);
   void skipNonfinite(int64_t step, const StepResult& result);  // throws unless --on-nonfinite skip
   void recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds);
@@ -176,6 +150,8 @@ class Trainer {
   std::unique_ptr<Backend> backend_;
   StepReport report_;
   StepTimeline traced_;  // --trace: the last training step's timeline (not a validation step's)
+  const World& world_;   // the ranks of a data-parallel job (mpirun), or one
+  std::unique_ptr<RankGradientExchange> exchange_;  // with several ranks: the gradients' sum across them
   // The last optimizer step's runs of the plan: each one's time and measured timeline.
   std::vector<std::pair<double, StepTimeline>> plan_runs_;
   double total_seconds_ = 0.0;
@@ -197,11 +173,14 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
       options_(options),
       on_arrival_(updatesOnArrival(planUpdateKind(plan))),
       masked_(data.hasLossMask()),
-      on_terminal_(isatty(fileno(stdout))),
+      // mpirun hands its ranks a pseudo-terminal even when its own output goes to a file: no
+      // redrawn status line there.
+      on_terminal_(isatty(fileno(stdout)) && !World::get().distributed()),
       val_tokens_(static_cast<int64_t>(config.val_fraction * data.size())),
-      tokens_per_step_(config.accumulate * model_.batch() * model_.seq()),
+      tokens_per_step_(config.accumulate * World::get().size() * model_.batch() * model_.seq()),
       sampler_(data, model_.batch(), model_.seq(), resumed.seed, 0, data.size() - val_tokens_),
-      report_(plan, store) {
+      report_(plan, store),
+      world_(World::get()) {
   if (val_tokens_ > 0)
     validator_.emplace(HeldOutBatches(data, model_.batch(), model_.seq(), data.size() - val_tokens_, data.size(),
                                       config.val_batches));
@@ -212,6 +191,10 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
     if (const auto best = bestCheckpoint(config.checkpoint_dir); best && best->step <= resumed.step)
       validator_->rememberBest(best->step, best->val_loss);
   backend_ = createBackend(backend_kind, config.tf32, plan, store);
+  if (world_.distributed()) {
+    exchange_ = std::make_unique<RankGradientExchange>(world_);
+    options_.exchange = exchange_.get();
+  }
 }
 
 void Trainer::printHeader() const {
@@ -247,6 +230,11 @@ void Trainer::printHeader() const {
                 "%.1f MiB of host memory and their mean applied once\n",
                 static_cast<long long>(config_.accumulate), static_cast<long long>(config_.accumulate * model_.batch()),
                 gradientSumBytes(plan_, config_.accumulate) / 1048576.0);
+  if (world_.distributed())
+    std::printf("  data parallel over %d ranks: rank r runs micro-batch r of each step (%lld sequences per update), "
+                "each gradient summed across the ranks in rank order as it lands (as --accumulate %d, bit for bit); "
+                "rank 0 prints, logs, checkpoints and exports\n",
+                world_.size(), static_cast<long long>(world_.size() * model_.batch()), world_.size());
   if (on_arrival_)
     std::printf("  AdamW runs per parameter as its gradient lands (mtc --update on-arrival): no global-norm "
                 "clipping\n");
@@ -282,10 +270,10 @@ int Trainer::run() {
     } catch (const IoFault& fault) {
       stopOnFault(fault, step);
     }
-    if (step == config_.steps || (config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) ||
-        g_stop_signal)
+    const bool stop = world_.distributed() ? anyRankStops(world_, g_stop_signal != 0) : g_stop_signal != 0;
+    if (step == config_.steps || (config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) || stop)
       checkpoint(step);
-    if (g_stop_signal && step < config_.steps) return stopEarly(step);
+    if (stop && step < config_.steps) return stopEarly(step);
   }
   return finish();
 }
@@ -296,6 +284,7 @@ int Trainer::run() {
 // a loss mask; with one, each micro-batch weighs by its counted targets). A step whose loss
 // mask leaves out every target updates nothing. `counted`: the step's counted targets.
 StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
+  if (exchange_) return runDataParallelStep(step, counted);
   StepResult result;
   double loss_sum = 0.0;
   counted = 0;
@@ -324,6 +313,29 @@ StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
   options_.update = true;
   if (masked_) result.loss = counted ? static_cast<float>(loss_sum / static_cast<double>(counted)) : 0.0f;
   else if (config_.accumulate > 1) result.loss = static_cast<float>(loss_sum / static_cast<double>(config_.accumulate));
+  return result;
+}
+
+// One optimizer step of a data-parallel job: this rank runs micro-batch `rank` of the step (the
+// rows --accumulate N's micro-batch `rank` holds), its gradients summed with the other ranks' as
+// they land (weighed as --accumulate weighs its micro-batches), the loss from every rank's.
+StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
+  plan_runs_.clear();
+  const int64_t mine = sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()),
+                                     world_.rank() * model_.batch());
+  const RankShares shares = shareStep(world_, mine, masked_);
+  counted = shares.total;
+  exchange_->setStep(shares.weights, shares.divisor);
+  options_.micro_step = 0, options_.micro_steps = 1;
+  options_.update = counted > 0;
+  options_.random = {resumed_.seed, static_cast<uint64_t>((step - 1) * world_.size() + world_.rank()), true};
+  const auto start = std::chrono::steady_clock::now();
+  StepResult result = backend_->runStep(options_);
+  plan_runs_.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                          backend_->lastTimeline());
+  transfers_verified_ += result.transfers_verified;
+  options_.update = true;
+  result.loss = stepLoss(world_, shares, result.loss, masked_);
   return result;
 }
 
@@ -431,7 +443,7 @@ void Trainer::validate(int64_t step) {
               config_.keep_best && v.best ? "  best so far: kept" : "");
   if (outputs_.log)
     outputs_.log.write({{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_targets", v.counted}});
-  if (config_.keep_best && v.best)
+  if (config_.keep_best && v.best && outputs_.checkpoints)
     outputs_.checkpoints->writeBest(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, v.loss);
   if (v.since_best == kRisesBeforeWarning)
     std::printf("warning: the validation loss has stayed above its best (%.4f after step %lld) for %d validations: "
@@ -444,7 +456,7 @@ void Trainer::validate(int64_t step) {
 // --keep-best at the end: the exports hold the best validation's weights, loaded back from its
 // checkpoint, where a later step's were worse.
 void Trainer::restoreBest() {
-  if (!config_.keep_best) return;
+  if (!config_.keep_best || !outputs_.checkpoints) return;
   const std::optional<BestCheckpoint> best = bestCheckpoint(config_.checkpoint_dir);
   if (!best || best->step == config_.steps) return;
   loadCheckpoint(best->path, plan_, store_);
@@ -471,6 +483,7 @@ void Trainer::stopOnFault(const Error& fault, int64_t step) {
 // checkpoint folder in the current folder or TMPDIR. What the error says of them.
 std::string Trainer::saveAfterFault(int64_t step) {
   const std::string after = "the weights after step " + std::to_string(step);
+  if (!config_.writes_checkpoints) return "rank 0 keeps the job's checkpoints";
   if (outputs_.checkpoints) {
     try {
       checkpoint(step);
@@ -542,40 +555,16 @@ int Trainer::finish() {
   return 0;
 }
 
-// --resume auto, resolved: the checkpoint folder's newest checkpoint where it has one, else a
-// fresh start, said.
-TrainConfig resolveResume(TrainConfig config) {
-  if (!config.resume_auto) return config;
-  if (latestCheckpoint(config.checkpoint_dir)) {
-    config.resume_dir = config.checkpoint_dir;
-  } else {
-    std::printf("--resume auto: no checkpoint in %s yet: starting from the beginning\n", config.checkpoint_dir.c_str());
-  }
-  return config;
-}
-
-// --epochs E, resolved: the steps that draw E times the training tokens (the windows are drawn
-// at random, so a pass is a count of tokens, not a guarantee that each is seen), said.
-TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const TokenFile& data) {
-  if (config.epochs <= 0.0) return config;
-  const int64_t train_tokens = data.size() - static_cast<int64_t>(config.val_fraction * data.size());
-  const int64_t per_step = config.accumulate * plan.model().batch() * plan.model().seq();
-  const double steps = std::ceil(config.epochs * double(train_tokens) / double(per_step));
-  if (!(steps <= double(int64_t{1} << 40)))
-    throw Error(fmt::format("--epochs {} is {:.3g} steps: beyond any run; give fewer", config.epochs, steps));
-  config.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
-  std::printf("--epochs %g: %lld steps of %lld tokens over the %lld training tokens\n", config.epochs,
-              static_cast<long long>(config.steps), static_cast<long long>(per_step),
-              static_cast<long long>(train_tokens));
-  validateConfig(config);  // --warmup against the steps now known
-  return config;
-}
-
 }  // namespace
 
 int train(const TrainConfig& given) {
   validateConfig(given);
-  TrainConfig config = resolveResume(given);
+  const World& world = World::get();
+  if (world.distributed() && given.accumulate > 1)
+    throw Error("--accumulate " + std::to_string(given.accumulate) + " with " + std::to_string(world.size()) +
+                " ranks is not supported yet: run " + std::to_string(given.accumulate * world.size()) +
+                " ranks, or one process with --accumulate " + std::to_string(given.accumulate * world.size()));
+  TrainConfig config = forRank(resolveResume(given), world.rank());
   const plan::Plan plan = readTrainingPlan(config);
   if (config.export_only) return exportCheckpoint(config, plan);
   const std::string initial_weights = initialWeightsPath(config.weights_path, config.plan_path, plan);
@@ -583,17 +572,27 @@ int train(const TrainConfig& given) {
   const std::unique_ptr<TokenFile> val_data =
       config.val_data_path.empty() ? nullptr : openTokens(config.val_data_path, plan);
   checkEnoughTokens(config, plan, *data, val_data.get());
+  checkRanksAgree(world, config, plan, *data);
   config = resolveEpochs(config, plan, *data);
   const StepOptions options = stepOptions(config, plan);
   if (!config.other_tokenizer) {
     checkModelTokenizer(plan, data->tokenizerFingerprint(), "--data " + config.data_path, "--other-tokenizer");
     if (val_data) checkModelTokenizer(plan, val_data->tokenizerFingerprint(), "--val-data " + config.val_data_path, "--other-tokenizer");
   }
-  const int64_t batch = plan.model().batch();
-  if (config.accumulate * batch > kMaxStepRows)
-    throw Error("--accumulate " + std::to_string(config.accumulate) + " at the plan's batch " + std::to_string(batch) +
-                " draws " + std::to_string(config.accumulate * batch) + " sequences per step; at most " +
+  const int64_t batch = plan.model().batch(), micro_batches = config.accumulate * world.size();
+  if (micro_batches * batch > kMaxStepRows)
+    throw Error("--accumulate " + std::to_string(config.accumulate) + " on " + std::to_string(world.size()) +
+                " rank(s) at the plan's batch " + std::to_string(batch) + " draws " +
+                std::to_string(micro_batches * batch) + " sequences per step; at most " +
                 std::to_string(kMaxStepRows) + " can be: accumulate fewer");
+  if (world.distributed() && config.backend != BackendChoice::kCpu) {
+    // Each rank would take GPU 0: a rank's GPU by its local rank comes with a machine of several
+    // GPUs to test it on (docs/distributed.md).
+    if (config.backend == BackendChoice::kCuda)
+      throw Error("--backend cuda with several ranks is not supported yet (every rank would run on GPU 0): use "
+                  "--backend cpu, or one process");
+    config.backend = BackendChoice::kCpu;
+  }
   const BackendKind backend_kind = chooseBackend(config.backend, config.tf32, plan);
   checkHostMemory(plan, HostExtras{backend_kind == BackendKind::kCpu, gradientSumBytes(plan, config.accumulate)});
   RunOutputs outputs = openOutputs(config, plan);

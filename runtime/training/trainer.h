@@ -49,6 +49,8 @@ struct TrainConfig {
   bool verify_transfers = false;  // check every copy to the device against the host's bytes
   int64_t print_every = 1;
   bool profile = false;        // print the time per kernel at the end
+  std::string command_line;    // mtrun's arguments as given: every rank of a data-parallel job must give the same
+  bool writes_checkpoints = true;  // false on ranks other than 0 of a data-parallel job (rank 0 writes the job's)
 };
 
 // Learning rate of 1-based `step`: linear warmup, then cosine decay to lr * min_lr_ratio at

@@ -1,0 +1,156 @@
+#include "runtime/distributed/world.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/io/error.h"
+
+#ifdef MT_MPI_ENABLED
+// MPI's C API only: without these, OpenMPI's and MPICH's headers drag in their deprecated C++ bindings.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace mt {
+namespace {
+
+World* g_world = nullptr;
+
+int envInt(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value ? std::atoi(value) : 0;
+}
+
+#ifdef MT_MPI_ENABLED
+MPI_Comm g_comm = MPI_COMM_NULL;  // MPI_COMM_WORLD's duplicate: the trainer's collectives
+
+// An MPI call that failed (the default handler is replaced by MPI_ERRORS_RETURN): a rank that
+// cannot talk to the others stops, and mpirun ends the job.
+void check(int code, const char* what) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw Error(std::string("MPI: ") + what + " failed: " + std::string(text, static_cast<size_t>(length)));
+}
+
+std::vector<int> ints(const std::vector<int64_t>& values) { return std::vector<int>(values.begin(), values.end()); }
+#endif
+
+}  // namespace
+
+int launchedRanks() {
+  const int ompi = envInt("OMPI_COMM_WORLD_SIZE"), pmi = envInt("PMI_SIZE");
+  return ompi > 1 ? ompi : pmi > 1 ? pmi : 1;
+}
+
+World& World::start(int* argc, char*** argv) {
+  static World world;
+  g_world = &world;
+#ifdef MT_MPI_ENABLED
+  if (launchedRanks() > 1) {
+    // The host stream's thread exchanges gradients while the main thread waits for the step:
+    // one thread at a time calls MPI.
+    int provided = 0;
+    check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    world.started_ = true;
+    if (provided < MPI_THREAD_SERIALIZED)
+      throw Error("MPI gives no thread support (MPI_THREAD_SERIALIZED): the host optimizer's thread cannot exchange "
+                  "gradients; use an MPI built with threads (Debian's OpenMPI is)");
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &g_comm), "MPI_Comm_dup");
+    check(MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check(MPI_Comm_rank(g_comm, &world.rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(g_comm, &world.size_), "MPI_Comm_size");
+    MPI_Comm host;
+    check(MPI_Comm_split_type(g_comm, MPI_COMM_TYPE_SHARED, world.rank_, MPI_INFO_NULL, &host), "MPI_Comm_split_type");
+    check(MPI_Comm_rank(host, &world.local_rank_), "MPI_Comm_rank (host)");
+    check(MPI_Comm_size(host, &world.local_size_), "MPI_Comm_size (host)");
+    MPI_Comm_free(&host);
+  }
+#else
+  (void)argc, (void)argv;
+  if (const int ranks = launchedRanks(); ranks > 1)
+    throw Error("mpirun started " + std::to_string(ranks) +
+                " ranks, but this mtrun was built without MPI: each would train alone. Install OpenMPI "
+                "(bash tools/setup.sh: openmpi-bin libopenmpi-dev) and rebuild, or run one process");
+#endif
+  return world;
+}
+
+World& World::get() {
+  static World alone;
+  return g_world ? *g_world : alone;
+}
+
+World::~World() {
+#ifdef MT_MPI_ENABLED
+  if (started_) {
+    if (g_comm != MPI_COMM_NULL) MPI_Comm_free(&g_comm);
+    MPI_Finalize();
+  }
+#endif
+}
+
+std::vector<std::string> World::allgather(const std::string& mine) const {
+  if (size_ == 1) return {mine};
+#ifdef MT_MPI_ENABLED
+  const std::vector<int64_t> lengths = allgather(static_cast<int64_t>(mine.size()));
+  std::vector<int> counts(lengths.begin(), lengths.end()), displs(static_cast<size_t>(size_));
+  int total = 0;
+  for (int r = 0; r < size_; ++r) displs[r] = total, total += counts[r];
+  std::string all(static_cast<size_t>(total), '\0');
+  check(MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), counts.data(), displs.data(),
+                       MPI_CHAR, g_comm),
+        "MPI_Allgatherv");
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r) out.push_back(all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(counts[r])));
+  return out;
+#else
+  return {mine};
+#endif
+}
+
+std::vector<int64_t> World::allgather(int64_t mine) const {
+  std::vector<int64_t> out(static_cast<size_t>(size_), mine);
+#ifdef MT_MPI_ENABLED
+  if (size_ > 1) check(MPI_Allgather(&mine, 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, g_comm), "MPI_Allgather");
+#endif
+  return out;
+}
+
+std::vector<float> World::allgather(float mine) const {
+  std::vector<float> out(static_cast<size_t>(size_), mine);
+#ifdef MT_MPI_ENABLED
+  if (size_ > 1) check(MPI_Allgather(&mine, 1, MPI_FLOAT, out.data(), 1, MPI_FLOAT, g_comm), "MPI_Allgather");
+#endif
+  return out;
+}
+
+void World::exchangeSlices(const float* data, const std::vector<int64_t>& counts, const std::vector<int64_t>& offsets,
+                           float* received) const {
+#ifdef MT_MPI_ENABLED
+  const std::vector<int> send_counts = ints(counts), send_displs = ints(offsets);
+  std::vector<int> recv_counts(static_cast<size_t>(size_), send_counts[rank_]), recv_displs(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) recv_displs[r] = r * send_counts[rank_];
+  check(MPI_Alltoallv(data, send_counts.data(), send_displs.data(), MPI_FLOAT, received, recv_counts.data(),
+                      recv_displs.data(), MPI_FLOAT, g_comm),
+        "MPI_Alltoallv");
+#else
+  std::memcpy(received, data + offsets[0], static_cast<size_t>(counts[0]) * sizeof(float));
+#endif
+}
+
+void World::gatherSlices(const float* mine, const std::vector<int64_t>& counts, const std::vector<int64_t>& offsets,
+                         float* data) const {
+#ifdef MT_MPI_ENABLED
+  const std::vector<int> recv_counts = ints(counts), recv_displs = ints(offsets);
+  check(MPI_Allgatherv(mine, recv_counts[rank_], MPI_FLOAT, data, recv_counts.data(), recv_displs.data(), MPI_FLOAT,
+                       g_comm),
+        "MPI_Allgatherv");
+#else
+  std::memcpy(data + offsets[0], mine, static_cast<size_t>(counts[0]) * sizeof(float));
+#endif
+}
+
+}  // namespace mt

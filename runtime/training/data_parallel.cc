@@ -1,0 +1,64 @@
+#include "runtime/training/data_parallel.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "runtime/data/token_data.h"
+#include "runtime/io/error.h"
+#include "runtime/plan/plan_queries.h"
+#include "runtime/version.h"
+
+namespace mt {
+
+void checkRanksAgree(const World& world, const TrainConfig& config, const plan::Plan& plan, const TokenFile& data) {
+  if (!world.distributed()) return;
+  const std::pair<const char*, std::string> fields[] = {
+      {"plan (fingerprint)", planFingerprint(plan)},
+      {"data (tokens in --data)", std::to_string(data.size())},
+      {"flags", config.command_line},
+      {"code (MegaTrain version)", kVersion},
+  };
+  for (const auto& [field, mine] : fields) {
+    const std::vector<std::string> all = world.allgather(mine);
+    for (int r = 1; r < world.size(); ++r)
+      if (all[r] != all[0])
+        throw Error("rank " + std::to_string(r) + " runs another " + field + " than rank 0: '" + all[r] + "' vs '" +
+                    all[0] + "'; every rank of the job must run the same plan, data, flags and code");
+  }
+}
+
+TrainConfig forRank(TrainConfig config, int rank) {
+  if (rank == 0) return config;
+  for (std::string* path : {&config.log_path, &config.export_path, &config.export_hf_dir, &config.grads_path,
+                            &config.trace_path})
+    path->clear();
+  config.writes_checkpoints = false;
+  return config;
+}
+
+RankShares shareStep(const World& world, int64_t counted, bool masked) {
+  RankShares shares;
+  shares.counted = world.allgather(counted);
+  for (int64_t c : shares.counted) {
+    shares.total += c;
+    shares.weights.push_back(masked ? static_cast<float>(c) : 1.0f);
+  }
+  shares.divisor = masked ? static_cast<float>(std::max<int64_t>(shares.total, 1)) : static_cast<float>(world.size());
+  return shares;
+}
+
+float stepLoss(const World& world, const RankShares& shares, float loss, bool masked) {
+  const std::vector<float> losses = world.allgather(loss);
+  double sum = 0.0;
+  for (size_t r = 0; r < losses.size(); ++r)
+    sum += masked ? static_cast<double>(shares.counted[r]) * losses[r] : losses[r];
+  if (masked) return shares.total ? static_cast<float>(sum / static_cast<double>(shares.total)) : 0.0f;
+  return static_cast<float>(sum / static_cast<double>(losses.size()));
+}
+
+bool anyRankStops(const World& world, bool mine) {
+  const std::vector<int64_t> all = world.allgather(static_cast<int64_t>(mine));
+  return std::any_of(all.begin(), all.end(), [](int64_t s) { return s != 0; });
+}
+
+}  // namespace mt

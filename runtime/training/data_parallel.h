@@ -1,0 +1,45 @@
+// mtrun over several ranks (mpirun; DESIGN.md §13, docs/distributed.md): what the trainer does
+// differently when World::get() has more than one rank. Rank r runs micro-batch r of each step
+// (the sequences one process with --accumulate N runs as its micro-batch r), its gradients summed
+// with the others' in rank order as they land (gradient_exchange.h); every rank then holds the
+// same gradients, norm and weights, and rank 0 alone prints, logs, checkpoints and exports.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "runtime/distributed/world.h"
+#include "runtime/plan/plan_format.h"
+#include "runtime/training/trainer.h"
+
+namespace mt {
+
+class TokenFile;
+
+// Throws mt::Error unless every rank runs the same plan, data, flags and code, naming the first
+// rank and field that differ from rank 0's. A world of one agrees with itself.
+void checkRanksAgree(const World& world, const TrainConfig& config, const plan::Plan& plan, const TokenFile& data);
+
+// `config` as rank `rank` runs it: rank 0 as given; the others write nothing (no log, exports,
+// dumped gradients, trace or checkpoints: their state is rank 0's), resuming from the same
+// checkpoint folder.
+TrainConfig forRank(TrainConfig config, int rank);
+
+// One step's shares: each rank's counted targets, in rank order, and what they make.
+struct RankShares {
+  std::vector<int64_t> counted;  // rank r's counted targets
+  int64_t total = 0;
+  // The weight of rank r's gradient and the divisor of their sum, as --accumulate weighs its
+  // micro-batches: 1 and the rank count, or (with a loss mask) the counted targets and their total.
+  std::vector<float> weights;
+  float divisor = 1.0f;
+};
+RankShares shareStep(const World& world, int64_t counted, bool masked);
+
+// The step's loss from every rank's, summed in rank order as --accumulate sums its micro-batches'.
+float stepLoss(const World& world, const RankShares& shares, float loss, bool masked);
+
+// Whether any rank was asked to stop (SIGINT/SIGTERM reach the ranks at different moments: they
+// stop after the same step, all of them).
+bool anyRankStops(const World& world, bool mine);
+
+}  // namespace mt

@@ -1,0 +1,28 @@
+// A training run's configuration resolved before its first step (train_config.cc): the plan read
+// and checked for training, the optimizer's settings, --resume auto and --epochs turned into
+// what they mean for this plan and data. The checks of the flags themselves are in trainer.h
+// (validateConfig, checkEnoughTokens).
+#pragma once
+#include "runtime/host/step_options.h"
+#include "runtime/plan/plan_format.h"
+#include "runtime/training/trainer.h"
+
+namespace mt {
+
+class TokenFile;
+
+// The plan to train: read, verified, and a training plan.
+plan::Plan readTrainingPlan(const TrainConfig& config);
+
+// The optimizer's settings for this plan; throws for flags the plan cannot honour.
+StepOptions stepOptions(const TrainConfig& config, const plan::Plan& plan);
+
+// --resume auto, resolved: the checkpoint folder's newest checkpoint where it has one, else a
+// fresh start, said.
+TrainConfig resolveResume(TrainConfig config);
+
+// --epochs E, resolved: the steps that draw E times the training tokens (over every rank's
+// micro-batches), said.
+TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const TokenFile& data);
+
+}  // namespace mt

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Data parallel over MPI ranks (issue 31; docs/distributed.md): `mpirun -np N mtrun` trains bit
+# for bit as one process with --accumulate N — every step's loss and norm in the log, the first
+# step's gradients and the weights after 6 steps — for 2 and 3 ranks (3 oversubscribe this 2-core
+# machine), resident, streamed, bf16 and on-arrival plans, and data with a loss mask (each rank's
+# gradient weighed by its counted targets). A checkpoint written by 2 ranks resumes in one process
+# with --accumulate 2 to the same weights. Only rank 0 prints and writes. Ranks that disagree
+# (another flag) are refused naming the rank and the field; --accumulate with ranks is refused
+# (not yet supported); a rank killed mid-run ends the job within a minute.
+# usage: data_parallel.sh BIN_DIR WORK_DIR
+set -uo pipefail
+source "$(dirname "$(readlink -f "$0")")/check.sh"
+bin=$1 work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
+command -v mpirun >/dev/null || { echo "FAIL: no mpirun (bash tools/setup.sh installs openmpi-bin)"; exit 1; }
+# Shared memory between the ranks of this machine only; root allowed (CI runs as root).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader \
+  OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+ranks() { local n=$1; shift; mpirun -np "$n" --bind-to none "$@"; }
+make_corpus
+
+shape=(llama-tiny --layers 2 --batch 2 --seq 32)
+"$bin/mtc" "${shape[@]}" --schedule resident -o resident.plan --weights w0.safetensors >/dev/null
+"$bin/mtc" "${shape[@]}" --schedule streamed -o streamed.plan --no-weights >/dev/null
+"$bin/mtc" "${shape[@]}" --precision bf16 -o bf16.plan --no-weights >/dev/null
+"$bin/mtc" "${shape[@]}" --update on-arrival -o arrival.plan --no-weights >/dev/null
+
+# run NAME RANKS|-ACCUMULATE PLAN [flags]: 6 steps; NAME.jsonl, NAME.safetensors, NAME.grads.safetensors
+# (none for an on-arrival plan: it keeps no gradient).
+run() {
+  local name=$1 how=$2 plan=$3
+  shift 3
+  local cmd=("$bin/mtrun" "$plan" --data corpus.tok --weights w0.safetensors --steps 6 --log "$name.jsonl"
+             --export "$name.safetensors" --print-every 100 "$@")
+  [ "$plan" = arrival.plan ] || cmd+=(--dump-grads "$name.grads.safetensors")
+  if [ "$how" -lt 0 ]; then "${cmd[@]}" --accumulate $((-how)) > "$name.out"; else ranks "$how" "${cmd[@]}" > "$name.out"; fi
+}
+# same NAME_A NAME_B WHAT: the logs' losses and norms (less the times), the gradients (where
+# dumped) and the weights bit for bit.
+untimed() { sed 's/"step_ms":[^,]*,//; s/,"tokens_per_s":[^}]*//' "$1"; }
+same() {
+  check "$3: the same losses and norms" "cmp -s <(untimed $1.jsonl) <(untimed $2.jsonl) && [ -s $1.jsonl ]"
+  [ -e $1.grads.safetensors ] &&
+    check "$3: the same first-step gradients" "same_tensors $1.grads.safetensors $2.grads.safetensors"
+  check "$3: the same weights" "same_tensors $1.safetensors $2.safetensors"
+}
+for n in 2 3; do
+  run acc$n -$n resident.plan
+  run np$n $n resident.plan
+  same acc$n np$n "$n ranks = --accumulate $n (resident)"
+done
+check "only rank 0 prints" "[ \"\$(grep -c 'done:' np3.out)\" -eq 1 ] && grep -q 'data parallel over 3 ranks' np3.out"
+for plan in streamed bf16; do
+  run $plan.acc -2 $plan.plan
+  run $plan.np 2 $plan.plan
+  same $plan.acc $plan.np "2 ranks = --accumulate 2 ($plan)"
+done
+run arrival.acc -2 arrival.plan --grad-clip 0
+run arrival.np 2 arrival.plan --grad-clip 0
+same arrival.acc arrival.np "2 ranks = --accumulate 2 (on-arrival)"
+
+# A loss mask: each rank's gradient weighs by its counted targets, as each micro-batch's does.
+/usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$e2e_dir')
+import mt_reference as ref
+ids = ref.read_tokens('corpus.tok')
+ref.write_tokens('masked.tok', ids, 256, [(i // 7) % 3 != 0 for i in range(len(ids))])"
+run masked.acc -2 resident.plan --data masked.tok
+run masked.np 2 resident.plan --data masked.tok
+same masked.acc masked.np "2 ranks = --accumulate 2 (loss mask)"
+
+# A checkpoint written by 2 ranks resumes in one process with --accumulate 2.
+ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --weights w0.safetensors --steps 6 --checkpoint-dir ck \
+  --checkpoint-every 3 --print-every 100 > ck.out
+rm -f ck/step-000000006.ckpt.safetensors  # resume from step 3's
+"$bin/mtrun" resident.plan --data corpus.tok --steps 6 --resume ck --accumulate 2 --export resumed.safetensors \
+  --print-every 100 > resumed.out
+check "2 ranks' checkpoint at step 3, resumed with --accumulate 2: the same weights at step 6" \
+  "same_tensors np2.safetensors resumed.safetensors"
+
+# Refusals.
+mpirun -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --lr 1e-3 : \
+  -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --lr 2e-3 > mismatch.out 2> mismatch.err
+check "ranks with other flags are refused" \
+  "[ \$? -ne 0 ] && grep -q 'rank 1 runs another flags than rank 0' mismatch.err"
+ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --accumulate 2 > acc.out 2> acc.err
+check "--accumulate with ranks is refused, naming what works" \
+  "[ \$? -ne 0 ] && grep -q 'run 4 ranks, or one process with --accumulate 4' acc.err"
+# A rank killed mid-run: the job ends (mpirun sees it) within a minute, not hanging.
+ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --steps 100000 --print-every 100000 > killed.out 2> killed.err &
+job=$!
+sleep 4
+victim=$(pgrep -f "mtrun resident.plan --data corpus.tok --steps 100000" | tail -1)
+kill -9 "$victim"
+for _ in $(seq 1 60); do kill -0 $job 2>/dev/null || break; sleep 1; done
+check "a killed rank ends the job within a minute" "! kill -0 $job 2>/dev/null"
+wait $job
+check "... with a failing exit" "[ $? -ne 0 ]"
+kill -9 $job 2>/dev/null
+finish
