@@ -63,7 +63,7 @@ echo "$twins"; grep -A3 'Failure' "$out/twins.txt" | head -40
 
 echo "== 2. cuda vs cpu, 10 steps"
 parity=""
-plans=$(ls .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan)
+plans=$(ls .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan .gpu/plans/qwen3-moe-tiny*.plan .gpu/plans/mixtral-tiny*.plan)
 [ "$what" = attention ] && plans=$(ls .gpu/plans/llama-tiny-d*-mixed.plan)
 for plan in $plans; do
   name=$(basename "$plan" .plan)

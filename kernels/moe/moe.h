@@ -40,4 +40,16 @@ void moe_combine_cpu(const KernelArgs& args);
 std::string moe_combine_grad_check(const KernelArgs& args);
 void moe_combine_grad_cpu(const KernelArgs& args);
 
+// CUDA twins (kernels/moe/moe_cuda.cu), built when CUDA is enabled. f32 (the op table's F32_ONLY);
+// mt.moe_route takes at most 32 experts per token there; the grouped products read the experts'
+// counts back to the host (one synchronisation of the stream per product).
+void moe_route_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void moe_route_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void moe_dispatch_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void moe_dispatch_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void grouped_matmul_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void grouped_matmul_weight_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void moe_combine_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void moe_combine_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+
 }  // namespace mt

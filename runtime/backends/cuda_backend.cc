@@ -27,6 +27,7 @@
 #include "kernels/layout/layout.h"
 #include "kernels/loss/loss.h"
 #include "kernels/matmul/matmul.h"
+#include "kernels/moe/moe.h"
 #include "kernels/norm/norm.h"
 #include "kernels/pointwise/pointwise.h"
 #include "kernels/random/dropout.h"

@@ -455,5 +455,44 @@ TEST_F(CudaTwinTest, Bf16Activations) {
   expectBf16Twin(KernelId::EmbeddingGradChunk, {tokens, randomF32({4, 31, 72})}, {H::f32({25, 72})}, {20});
 }
 
+// The mixture-of-experts kernels (kernels/moe): the router's three weightings and their
+// gradients, the counting sort (an expert no token chooses, indices out of range), the grouped
+// products in both layouts and their weight gradients, the combine and its backward.
+TEST_F(CudaTwinTest, MixtureOfExperts) {
+  const int64_t tokens = 37, experts = 5, k = 2, d = 24, f = 40, rows = tokens * k;
+  const auto logits = randomF32({tokens, experts}, 2.0f);
+  auto routeOutputs = [&] {
+    return std::vector<HostTensor>{HostTensor::f32({tokens, k}),
+                                   HostTensor::i32({tokens, k}, std::vector<int32_t>(rows))};
+  };
+  for (int64_t routing : {0, 1, 2}) {
+    expectTwin(KernelId::MoeRoute, {logits}, routeOutputs(), {k, routing});
+    const auto chosen = runKernel(KernelId::MoeRoute, {logits}, routeOutputs(), {k, routing})[1];
+    expectTwin(KernelId::MoeRouteGrad, {randomF32({tokens, k}), logits, chosen}, {HostTensor::f32({tokens, experts})},
+               {k, routing});
+  }
+  std::vector<int32_t> choices(rows);
+  for (int64_t s = 0; s < rows; ++s) choices[s] = static_cast<int32_t>(s * 7 % experts == 3 ? 4 : s * 7 % experts);
+  choices[5] = -1, choices[9] = static_cast<int32_t>(experts);  // out of range: no expert's
+  const std::vector<HostTensor> dispatch_outputs = {HostTensor::f32({rows, d}),
+                                                    HostTensor::i32({tokens, k}, std::vector<int32_t>(rows)),
+                                                    HostTensor::i32({experts}, std::vector<int32_t>(experts))};
+  const std::vector<HostTensor> dispatch_inputs = {randomF32({tokens, d}), HostTensor::i32({tokens, k}, choices)};
+  expectTwin(KernelId::MoeDispatch, dispatch_inputs, dispatch_outputs);
+  const auto dispatched = runKernel(KernelId::MoeDispatch, dispatch_inputs, dispatch_outputs);
+  const HostTensor &routed = dispatched[0], &positions = dispatched[1], &counts = dispatched[2];
+  for (int64_t tb : {0, 1}) {
+    const Shape weight = tb ? Shape{experts, f, d} : Shape{experts, d, f};
+    expectTwin(KernelId::GroupedMatmul, {routed, randomF32(weight), counts}, {HostTensor::f32({rows, f})}, {tb});
+    expectTwin(KernelId::GroupedMatmulWeightGrad, {routed, randomF32({rows, f}), counts}, {HostTensor::f32(weight)},
+               {tb});
+  }
+  expectTwin(KernelId::MoeDispatchGrad, {randomF32({rows, d}), positions}, {HostTensor::f32({tokens, d})});
+  const auto weights = randomF32({tokens, k});
+  expectTwin(KernelId::MoeCombine, {randomF32({rows, d}), positions, weights}, {HostTensor::f32({tokens, d})});
+  expectTwin(KernelId::MoeCombineGrad, {randomF32({tokens, d}), randomF32({rows, d}), positions, weights},
+             {HostTensor::f32({rows, d}), HostTensor::f32({tokens, k})});
+}
+
 }  // namespace
 }  // namespace mt::test

@@ -1,0 +1,375 @@
+// CUDA twins of the mixture-of-experts kernels; kernels/moe/moe_cpu.cc is the reference (f32:
+// the op table runs them F32_ONLY, a bf16 plan widening around them). The router and the
+// combine run a thread per token or element; the counting sort a block per expert (a block-wide
+// scan keeps each expert's rows in token order, as the CPU's stable sort; no scratch memory: the
+// arena is the plan's); the grouped products
+// one cuBLAS product per expert, for which the experts' row counts are read back to the host
+// (the one synchronisation these kernels make: the split of the rows is data).
+#include <cublas_v2.h>
+
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cuda_common.cuh"
+#include "kernels/moe/moe.h"
+
+namespace mt {
+
+cudaDataType_t blasType(const Tensor& t);  // kernels/matmul/matmul_cuda.cu
+
+namespace {
+
+using cuda::blocksFor;
+using cuda::kThreads;
+
+void cublasCheck(cublasStatus_t status, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuBLAS error: ") + cublasGetStatusString(status) + " in " + call);
+}
+#define MT_CUBLAS_CHECK(call) cublasCheck((call), #call)
+
+// The most experts a token may choose on the GPU (its choices live in registers).
+constexpr int64_t kMaxTopK = 32;
+
+__device__ bool validExpert(int32_t e, int64_t experts) { return e >= 0 && e < experts; }
+
+// One token's top k of `score(e)`, largest first, ties to the lower index (the CPU's topK).
+template <typename Score>
+__device__ void topK(Score score, int64_t experts, int64_t k, int32_t* chosen) {
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t best = -1;
+    float best_score = 0.0f;
+    for (int64_t e = 0; e < experts; ++e) {
+      bool taken = false;
+      for (int64_t m = 0; m < j; ++m) taken |= chosen[m] == e;
+      if (taken) continue;
+      const float s = score(e);
+      if (best < 0 || s > best_score) best = e, best_score = s;
+    }
+    chosen[j] = static_cast<int32_t>(best);
+  }
+}
+
+// The softmax of row `l` (E) at e: exp(l[e] - max) / sum, as the CPU computes it.
+struct RowSoftmax {
+  const float* l;
+  float max, sum;
+  __device__ RowSoftmax(const float* row, int64_t n) : l(row), max(row[0]), sum(0.0f) {
+    for (int64_t i = 1; i < n; ++i) max = fmaxf(max, row[i]);
+    for (int64_t i = 0; i < n; ++i) sum += expf(row[i] - max);
+  }
+  __device__ float operator()(int64_t e) const { return expf(l[e] - max) / sum; }
+};
+
+__global__ void routeKernel(const float* __restrict__ logits, float* __restrict__ weights,
+                            int32_t* __restrict__ experts, int64_t tokens, int64_t num_experts, int64_t k,
+                            int64_t routing) {
+  MT_GRID_STRIDE(t, tokens) {
+    const float* l = logits + t * num_experts;
+    float* w = weights + t * k;
+    int32_t chosen[kMaxTopK];
+    if (routing == static_cast<int64_t>(MoeRoutingKind::kTopKSoftmax)) {
+      topK([&](int64_t e) { return l[e]; }, num_experts, k, chosen);
+      float max = l[chosen[0]], sum = 0.0f;
+      for (int64_t j = 1; j < k; ++j) max = fmaxf(max, l[chosen[j]]);
+      for (int64_t j = 0; j < k; ++j) sum += w[j] = expf(l[chosen[j]] - max);
+      for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+    } else {
+      const RowSoftmax p(l, num_experts);
+      topK(p, num_experts, k, chosen);
+      float sum = 0.0f;
+      for (int64_t j = 0; j < k; ++j) sum += w[j] = p(chosen[j]);
+      if (routing == static_cast<int64_t>(MoeRoutingKind::kSoftmaxTopKNormalized))
+        for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+    }
+    for (int64_t j = 0; j < k; ++j) experts[t * k + j] = chosen[j];
+  }
+}
+
+__global__ void routeGradKernel(const float* __restrict__ dweights, const float* __restrict__ logits,
+                                const int32_t* __restrict__ experts, float* __restrict__ dlogits, int64_t tokens,
+                                int64_t num_experts, int64_t k, int64_t routing) {
+  MT_GRID_STRIDE(t, tokens) {
+    const float* l = logits + t * num_experts;
+    const float* dw = dweights + t * k;
+    const int32_t* chosen = experts + t * k;
+    float* dl = dlogits + t * num_experts;
+    for (int64_t i = 0; i < num_experts; ++i) dl[i] = 0.0f;
+    if (routing == static_cast<int64_t>(MoeRoutingKind::kTopKSoftmax)) {
+      float max = -INFINITY, sum = 0.0f, dot = 0.0f;
+      for (int64_t j = 0; j < k; ++j) max = fmaxf(max, validExpert(chosen[j], num_experts) ? l[chosen[j]] : 0.0f);
+      for (int64_t j = 0; j < k; ++j) sum += expf((validExpert(chosen[j], num_experts) ? l[chosen[j]] : 0.0f) - max);
+      auto w = [&](int64_t j) { return expf((validExpert(chosen[j], num_experts) ? l[chosen[j]] : 0.0f) - max) / sum; };
+      for (int64_t j = 0; j < k; ++j) dot += dw[j] * w(j);
+      for (int64_t j = 0; j < k; ++j)
+        if (validExpert(chosen[j], num_experts)) dl[chosen[j]] += w(j) * (dw[j] - dot);
+      continue;
+    }
+    const RowSoftmax p(l, num_experts);
+    float dp[kMaxTopK];
+    for (int64_t j = 0; j < k; ++j) dp[j] = dw[j];
+    if (routing == static_cast<int64_t>(MoeRoutingKind::kSoftmaxTopKNormalized)) {
+      float sum = 0.0f, dot = 0.0f;
+      for (int64_t j = 0; j < k; ++j) sum += validExpert(chosen[j], num_experts) ? p(chosen[j]) : 0.0f;
+      for (int64_t j = 0; j < k; ++j) dot += dw[j] * (validExpert(chosen[j], num_experts) ? p(chosen[j]) / sum : 0.0f);
+      for (int64_t j = 0; j < k; ++j) dp[j] = (dw[j] - dot) / sum;
+    }
+    float dot = 0.0f;
+    for (int64_t j = 0; j < k; ++j)
+      if (validExpert(chosen[j], num_experts)) dot += dp[j] * p(chosen[j]);
+    for (int64_t i = 0; i < num_experts; ++i) dl[i] = -p(i) * dot;
+    for (int64_t j = 0; j < k; ++j)
+      if (validExpert(chosen[j], num_experts)) dl[chosen[j]] += p(chosen[j]) * dp[j];
+  }
+}
+
+// Block b places the slots of bucket b (experts 0..E-1; bucket E: indices out of range) in slot
+// order after every slot of the buckets before it: a count of those, then a block-wide scan of
+// its own (each block reads every slot: E is small, and no scratch memory is needed). The
+// experts' counts as i32 for the products.
+__global__ void dispatchPositionsKernel(const int32_t* __restrict__ experts, int64_t slots, int64_t num_experts,
+                                        int32_t* __restrict__ positions, int32_t* __restrict__ counts) {
+  using Reduce = cub::BlockReduce<int64_t, kThreads>;
+  using Scan = cub::BlockScan<int64_t, kThreads>;
+  __shared__ union {
+    typename Reduce::TempStorage reduce;
+    typename Scan::TempStorage scan;
+  } storage;
+  __shared__ int64_t base;
+  const int64_t bucket = blockIdx.x;
+  auto bucketOf = [&](int64_t s) {
+    const int32_t e = experts[s];
+    return validExpert(e, num_experts) ? static_cast<int64_t>(e) : num_experts;
+  };
+  int64_t before = 0, mine = 0;
+  for (int64_t s = threadIdx.x; s < slots; s += blockDim.x) {
+    const int64_t b = bucketOf(s);
+    before += b < bucket;
+    mine += b == bucket;
+  }
+  const int64_t total_before = Reduce(storage.reduce).Sum(before);
+  __syncthreads();
+  const int64_t total_mine = Reduce(storage.reduce).Sum(mine);
+  if (threadIdx.x == 0) {
+    base = total_before;
+    if (bucket < num_experts) counts[bucket] = static_cast<int32_t>(total_mine);
+  }
+  __syncthreads();
+  for (int64_t first = 0; first < slots; first += blockDim.x) {
+    const int64_t s = first + threadIdx.x;
+    const int64_t here = s < slots && bucketOf(s) == bucket;
+    int64_t rank = 0, run = 0;
+    Scan(storage.scan).ExclusiveSum(here, rank, run);
+    if (here) positions[s] = static_cast<int32_t>(base + rank);
+    __syncthreads();
+    if (threadIdx.x == 0) base += run;
+    __syncthreads();
+  }
+}
+
+__global__ void copyRowsKernel(const float* __restrict__ input, const int32_t* __restrict__ positions,
+                               float* __restrict__ routed, int64_t slots, int64_t k, int64_t width) {
+  MT_GRID_STRIDE(e, slots * width) {
+    const int64_t s = e / width, c = e % width;
+    routed[positions[s] * width + c] = input[(s / k) * width + c];
+  }
+}
+
+// dinput[t] = the sum over j, in order, of drouted[positions[t, j]] (positions out of range skipped).
+__global__ void gatherSumKernel(const float* __restrict__ drouted, const int32_t* __restrict__ positions,
+                                float* __restrict__ dinput, int64_t tokens, int64_t k, int64_t rows, int64_t width) {
+  MT_GRID_STRIDE(e, tokens * width) {
+    const int64_t t = e / width, c = e % width;
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t r = positions[t * k + j];
+      if (r >= 0 && r < rows) sum += drouted[r * width + c];
+    }
+    dinput[e] = sum;
+  }
+}
+
+__global__ void combineKernel(const float* __restrict__ routed, const int32_t* __restrict__ positions,
+                              const float* __restrict__ weights, float* __restrict__ out, int64_t tokens, int64_t k,
+                              int64_t rows, int64_t width) {
+  MT_GRID_STRIDE(e, tokens * width) {
+    const int64_t t = e / width, c = e % width;
+    float y = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t r = positions[t * k + j];
+      if (r >= 0 && r < rows) y += weights[t * k + j] * routed[r * width + c];
+    }
+    out[e] = y;
+  }
+}
+
+// drouted[positions[s]] = weights[s] * dout[token of s].
+__global__ void combineGradRowsKernel(const float* __restrict__ dout, const int32_t* __restrict__ positions,
+                                      const float* __restrict__ weights, float* __restrict__ drouted, int64_t slots,
+                                      int64_t k, int64_t rows, int64_t width) {
+  MT_GRID_STRIDE(e, slots * width) {
+    const int64_t s = e / width, c = e % width, r = positions[s];
+    if (r >= 0 && r < rows) drouted[r * width + c] = weights[s] * dout[(s / k) * width + c];
+  }
+}
+
+// dweights[s] = dout[token of s] . routed[positions[s]]: a block per slot.
+__global__ void combineGradWeightsKernel(const float* __restrict__ dout, const float* __restrict__ routed,
+                                         const int32_t* __restrict__ positions, float* __restrict__ dweights,
+                                         int64_t k, int64_t rows, int64_t width) {
+  using Reduce = cub::BlockReduce<float, kThreads>;
+  __shared__ typename Reduce::TempStorage storage;
+  const int64_t s = blockIdx.x, r = positions[s];
+  float dot = 0.0f;
+  if (r >= 0 && r < rows)
+    for (int64_t c = threadIdx.x; c < width; c += blockDim.x) dot += dout[(s / k) * width + c] * routed[r * width + c];
+  const float total = Reduce(storage).Sum(dot);
+  if (threadIdx.x == 0) dweights[s] = total;
+}
+
+// The experts' row ranges, from their counts read back to the host and clipped as the CPU clips
+// them (ExpertRanges in moe_cpu.cc).
+struct HostRanges {
+  std::vector<int64_t> first, count;
+  int64_t total = 0;
+  HostRanges(const Tensor& counts, int64_t rows, cudaStream_t stream) {
+    std::vector<int32_t> host(static_cast<size_t>(counts.numel()));
+    MT_CUDA_CHECK(cudaMemcpyAsync(host.data(), counts.data, counts.bytes(), cudaMemcpyDeviceToHost, stream));
+    MT_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int32_t c : host) {
+      first.push_back(total);
+      count.push_back(std::min<int64_t>(std::max<int64_t>(c, 0), rows - total));
+      total += count.back();
+    }
+  }
+};
+
+void requireTopK(int64_t k) {
+  if (k > kMaxTopK)
+    throw std::runtime_error("moe_route on CUDA takes at most " + std::to_string(kMaxTopK) + " experts per token, got " +
+                             std::to_string(k));
+}
+
+}  // namespace
+
+void moe_route_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor& logits = args.in[0];
+  const int64_t k = args.ints[0], tokens = leadingRows(logits);
+  requireTopK(k);
+  if (tokens == 0) return;
+  routeKernel<<<blocksFor(tokens), kThreads, 0, launch.stream>>>(logits.f32(), args.out[0].f32(), args.out[1].i32(),
+                                                                 tokens, logits.dim(-1), k, args.ints[1]);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void moe_route_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor& logits = args.in[1];
+  const int64_t k = args.ints[0], tokens = leadingRows(logits);
+  requireTopK(k);
+  if (tokens == 0) return;
+  routeGradKernel<<<blocksFor(tokens), kThreads, 0, launch.stream>>>(
+      args.in[0].f32(), logits.f32(), args.in[2].i32(), args.out[0].f32(), tokens, logits.dim(-1), k, args.ints[1]);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void moe_dispatch_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &input = args.in[0], &experts = args.in[1];
+  const int64_t slots = experts.numel(), num_experts = args.out[2].dim(0), width = input.dim(-1);
+  dispatchPositionsKernel<<<static_cast<unsigned>(num_experts + 1), kThreads, 0, launch.stream>>>(
+      experts.i32(), slots, num_experts, args.out[1].i32(), args.out[2].i32());
+  MT_CUDA_CHECK_LAUNCH();
+  if (slots * width == 0) return;
+  copyRowsKernel<<<blocksFor(slots * width), kThreads, 0, launch.stream>>>(input.f32(), args.out[1].i32(),
+                                                                          args.out[0].f32(), slots, experts.dim(-1),
+                                                                          width);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void moe_dispatch_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &drouted = args.in[0], &positions = args.in[1];
+  const int64_t tokens = leadingRows(positions), width = drouted.dim(1);
+  if (tokens * width == 0) return;
+  gatherSumKernel<<<blocksFor(tokens * width), kThreads, 0, launch.stream>>>(
+      drouted.f32(), positions.i32(), args.out[0].f32(), tokens, positions.dim(-1), drouted.dim(0), width);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+// Row-major Y (m, n) = X (m, k) · op(W) as column-major Yᵀ = op(W)ᵀ Xᵀ (matmul_cuda's rule).
+void grouped_matmul_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &input = args.in[0], &weight = args.in[1], &counts = args.in[2], &out = args.out[0];
+  const bool tb = args.ints[0];
+  const int64_t rows = input.dim(0), k = input.dim(1), n = out.dim(1);
+  const HostRanges ranges(counts, rows, launch.stream);
+  const float one = 1.0f, zero = 0.0f;
+  for (size_t e = 0; e < ranges.count.size(); ++e) {
+    if (ranges.count[e] == 0) continue;
+    MT_CUBLAS_CHECK(cublasGemmEx(launch.blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
+                                 static_cast<int>(ranges.count[e]), static_cast<int>(k), &one,
+                                 weight.f32() + static_cast<int64_t>(e) * k * n, blasType(weight),
+                                 static_cast<int>(tb ? k : n), input.f32() + ranges.first[e] * k, blasType(input),
+                                 static_cast<int>(k), &zero, out.f32() + ranges.first[e] * n, blasType(out),
+                                 static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+  if (ranges.total < rows)
+    MT_CUDA_CHECK(cudaMemsetAsync(out.f32() + ranges.total * n, 0, (rows - ranges.total) * n * sizeof(float),
+                                  launch.stream));
+}
+
+// dW_e = dY_eᵀ X_e (N, K) with transpose_b, else X_eᵀ dY_e (K, N); zero for an expert without rows.
+void grouped_matmul_weight_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &input = args.in[0], &dout = args.in[1], &counts = args.in[2], &dweight = args.out[0];
+  const bool tb = args.ints[0];
+  const int64_t k = input.dim(1), n = dout.dim(1);
+  const HostRanges ranges(counts, input.dim(0), launch.stream);
+  const float one = 1.0f, zero = 0.0f;
+  for (size_t e = 0; e < ranges.count.size(); ++e) {
+    float* dw = dweight.f32() + static_cast<int64_t>(e) * k * n;
+    const int m = static_cast<int>(ranges.count[e]);
+    if (m == 0) {
+      MT_CUDA_CHECK(cudaMemsetAsync(dw, 0, k * n * sizeof(float), launch.stream));
+      continue;
+    }
+    const float* x = input.f32() + ranges.first[e] * k;
+    const float* dy = dout.f32() + ranges.first[e] * n;
+    // Row-major (N, K) = dYᵀ X is column-major (K, N) = Xᵀ dY: A = X (K x m, ld K), B = dY (N x m, ld N).
+    if (tb)
+      MT_CUBLAS_CHECK(cublasGemmEx(launch.blas, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(k), static_cast<int>(n), m,
+                                   &one, x, blasType(input), static_cast<int>(k), dy, blasType(dout),
+                                   static_cast<int>(n), &zero, dw, CUDA_R_32F, static_cast<int>(k), CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+    else  // row-major (K, N) = Xᵀ dY is column-major (N, K) = dYᵀ X
+      MT_CUBLAS_CHECK(cublasGemmEx(launch.blas, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(n), static_cast<int>(k), m,
+                                   &one, dy, blasType(dout), static_cast<int>(n), x, blasType(input),
+                                   static_cast<int>(k), &zero, dw, CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+void moe_combine_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &routed = args.in[0], &positions = args.in[1];
+  const int64_t tokens = leadingRows(positions), width = routed.dim(1);
+  if (tokens * width == 0) return;
+  combineKernel<<<blocksFor(tokens * width), kThreads, 0, launch.stream>>>(
+      routed.f32(), positions.i32(), args.in[2].f32(), args.out[0].f32(), tokens, positions.dim(-1), routed.dim(0),
+      width);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void moe_combine_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &dout = args.in[0], &routed = args.in[1], &positions = args.in[2], &weights = args.in[3];
+  const int64_t slots = positions.numel(), rows = routed.dim(0), width = routed.dim(1), k = positions.dim(-1);
+  MT_CUDA_CHECK(cudaMemsetAsync(args.out[0].data, 0, args.out[0].bytes(), launch.stream));
+  if (slots == 0) return;
+  if (width > 0) {
+    combineGradRowsKernel<<<blocksFor(slots * width), kThreads, 0, launch.stream>>>(
+        dout.f32(), positions.i32(), weights.f32(), args.out[0].f32(), slots, k, rows, width);
+    MT_CUDA_CHECK_LAUNCH();
+  }
+  combineGradWeightsKernel<<<static_cast<unsigned>(slots), kThreads, 0, launch.stream>>>(
+      dout.f32(), routed.f32(), positions.i32(), args.out[1].f32(), k, rows, width);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace mt
