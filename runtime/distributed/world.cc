@@ -127,6 +127,16 @@ std::vector<float> World::allgather(float mine) const {
   return out;
 }
 
+std::vector<std::vector<double>> World::allgather(const std::vector<double>& mine) const {
+  const std::string bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(double));
+  std::vector<std::vector<double>> out;
+  for (const std::string& theirs : allgather(bytes)) {
+    out.emplace_back(theirs.size() / sizeof(double));
+    std::memcpy(out.back().data(), theirs.data(), out.back().size() * sizeof(double));
+  }
+  return out;
+}
+
 void World::exchangeSlices(const float* data, const std::vector<int64_t>& counts, const std::vector<int64_t>& offsets,
                            float* received) const {
 #ifdef MT_MPI_ENABLED

@@ -32,6 +32,7 @@ class World {
   std::vector<std::string> allgather(const std::string& mine) const;
   std::vector<int64_t> allgather(int64_t mine) const;
   std::vector<float> allgather(float mine) const;
+  std::vector<std::vector<double>> allgather(const std::vector<double>& mine) const;
 
   // The sum of each float array over the ranks: `data` (n) of rank r goes to the ranks in the
   // slices they own; the MPI calls behind the gradient exchange (gradient_exchange.h).

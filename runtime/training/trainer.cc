@@ -427,7 +427,7 @@ void Trainer::validate(int64_t step) {
   eval.loss_only = true;
   eval.micro_step = 0, eval.micro_steps = 1;  // one batch each, nothing accumulated
   eval.random.training = false;                // dropout off, as PyTorch's eval()
-  const Validation v = validator_->run(step, *backend_, store_, eval);
+  const Validation v = validator_->run(step, *backend_, store_, eval, world_);
   const HeldOutBatches& held = validator_->batches();
   clearStatus();
   const std::string at = fmt::format("step {:5}/{}  validation", step, config_.steps);

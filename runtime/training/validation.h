@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "runtime/backends/backend.h"
+#include "runtime/distributed/world.h"
 #include "runtime/data/token_data.h"
 #include "runtime/host/host_store.h"
 
@@ -31,8 +32,10 @@ class Validator {
   // An earlier best (a resumed run's --keep-best checkpoint): later validations must beat it.
   void rememberBest(int64_t step, double loss) { best_ = {step, loss}, since_best_ = 0; }
   // The held-out loss of the weights in `store` after `step`: every batch run with `eval`
-  // (loss only, no update). Throws mt::Error if --verify-transfers finds a copy corrupted.
-  Validation run(int64_t step, Backend& backend, HostStore& store, const StepOptions& eval);
+  // (loss only, no update). With several ranks, rank r runs batches r, r + N, ... and every rank
+  // sums all of them in batch order: one process's loss, bit for bit. Throws mt::Error if
+  // --verify-transfers finds a copy corrupted.
+  Validation run(int64_t step, Backend& backend, HostStore& store, const StepOptions& eval, const World& world);
 
  private:
   HeldOutBatches batches_;

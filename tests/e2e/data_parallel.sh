@@ -3,7 +3,8 @@
 # for bit as one process with --accumulate N — every step's loss and norm in the log, the first
 # step's gradients and the weights after 6 steps — for 2 and 3 ranks (3 oversubscribe this 2-core
 # machine), resident, streamed, bf16 and on-arrival plans, and data with a loss mask (each rank's
-# gradient weighed by its counted targets). A checkpoint written by 2 ranks resumes in one process
+# gradient weighed by its counted targets); validation sharded over the ranks gives one process's
+# held-out loss. A checkpoint written by 2 ranks resumes in one process
 # with --accumulate 2 to the same weights. Only rank 0 prints and writes. Ranks that disagree
 # (another flag) are refused naming the rank and the field; --accumulate with ranks is refused
 # (not yet supported); a rank killed mid-run ends the job within a minute.
@@ -44,11 +45,14 @@ same() {
     check "$3: the same first-step gradients" "same_tensors $1.grads.safetensors $2.grads.safetensors"
   check "$3: the same weights" "same_tensors $1.safetensors $2.safetensors"
 }
+# With validation every 3 steps: each rank runs its share of the held-out batches, the loss
+# summed in batch order (the logs hold it).
 for n in 2 3; do
-  run acc$n -$n resident.plan
-  run np$n $n resident.plan
-  same acc$n np$n "$n ranks = --accumulate $n (resident)"
+  run acc$n -$n resident.plan --val-fraction 0.2 --val-every 3
+  run np$n $n resident.plan --val-fraction 0.2 --val-every 3
+  same acc$n np$n "$n ranks = --accumulate $n (resident, validated)"
 done
+check "the logs hold the validations" "[ \"\$(grep -c val_loss np3.jsonl)\" -eq 2 ]"
 check "only rank 0 prints" "[ \"\$(grep -c 'done:' np3.out)\" -eq 1 ] && grep -q 'data parallel over 3 ranks' np3.out"
 for plan in streamed bf16; do
   run $plan.acc -2 $plan.plan
@@ -71,12 +75,12 @@ same masked.acc masked.np "2 ranks = --accumulate 2 (loss mask)"
 
 # A checkpoint written by 2 ranks resumes in one process with --accumulate 2.
 ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --weights w0.safetensors --steps 6 --checkpoint-dir ck \
-  --checkpoint-every 3 --print-every 100 > ck.out
+  --checkpoint-every 3 --export straight.safetensors --print-every 100 > ck.out
 rm -f ck/step-000000006.ckpt.safetensors  # resume from step 3's
 "$bin/mtrun" resident.plan --data corpus.tok --steps 6 --resume ck --accumulate 2 --export resumed.safetensors \
   --print-every 100 > resumed.out
 check "2 ranks' checkpoint at step 3, resumed with --accumulate 2: the same weights at step 6" \
-  "same_tensors np2.safetensors resumed.safetensors"
+  "same_tensors straight.safetensors resumed.safetensors"
 
 # Refusals.
 mpirun -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --lr 1e-3 : \
