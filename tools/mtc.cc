@@ -212,7 +212,7 @@ std::optional<int> parseBatch(Flags& f) {
 
 int listModels() {
   for (const auto& p : mt::modelPresets())
-    std::printf("%-12s %9s params  %s\n", p.name.c_str(), mt::formatParamCount(p.config.numParams()).c_str(),
+    std::printf("%-15s %9s params  %s\n", p.name.c_str(), mt::formatParamCount(p.config.numParams()).c_str(),
                 p.description.c_str());
   return 0;
 }
