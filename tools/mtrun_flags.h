@@ -63,6 +63,10 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("--dump-grads", c.grads_path, "write the first step's gradients (safetensors)");
   app.add_option("--print-every", c.print_every, "print a progress line every N steps")
       ->capture_default_str();
+  app.add_option("--rank-timeout", c.rank_timeout,
+                 "under mpirun: the seconds a rank waits for the others before it ends the job (a rank hung, "
+                 "stopped or gone; the wait for rank 0's checkpoints is not bounded)")
+      ->capture_default_str();
   app.add_flag("--profile", c.profile, "print the time spent in each kernel at the end");
   app.add_option("--trace", c.trace_path,
                  "write the measured timeline of the last step (Chrome/Perfetto JSON; mtdump PLAN --trace T "

@@ -1,5 +1,7 @@
 #include "runtime/distributed/world.h"
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -84,11 +86,53 @@ World& World::get() {
 }
 
 World::~World() {
+  stopping_ = true;
+  if (watchdog_.joinable()) watchdog_.join();
 #ifdef MT_MPI_ENABLED
   if (started_) {
     if (g_comm != MPI_COMM_NULL) MPI_Comm_free(&g_comm);
     MPI_Finalize();
   }
+#endif
+}
+
+namespace {
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+World::Waiting::Waiting(const World& world, const char* call) : world_(world) {
+  world_.waiting_in_ = call;
+  world_.waiting_since_ns_ = nowNs();
+}
+World::Waiting::~Waiting() { world_.waiting_since_ns_ = 0; }
+
+void World::boundWaits(double seconds) {
+  if (size_ == 1 || seconds <= 0 || watchdog_.joinable()) return;
+  wait_bound_s_ = seconds;
+  watchdog_ = std::thread([this] { watch(); });
+}
+
+void World::watch() {
+  while (!stopping_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const int64_t since = waiting_since_ns_;
+    if (since == 0 || static_cast<double>(nowNs() - since) * 1e-9 <= wait_bound_s_) continue;
+    std::fprintf(stderr,
+                 "mtrun (rank %d): waited %.0f s in %s for the other ranks: one of them hung, was stopped or lost "
+                 "its host; ending the job (mtrun --rank-timeout bounds this wait; rank 0's last checkpoint, if it "
+                 "wrote any, is intact)\n",
+                 rank_, wait_bound_s_, waiting_in_.load());
+    std::fflush(nullptr);
+    std::_Exit(1);  // mpirun ends the other ranks
+  }
+}
+
+void World::barrier() const {
+#ifdef MT_MPI_ENABLED
+  if (size_ > 1) check(MPI_Barrier(g_comm), "MPI_Barrier");
 #endif
 }
 
@@ -100,6 +144,7 @@ std::vector<std::string> World::allgather(const std::string& mine) const {
   int total = 0;
   for (int r = 0; r < size_; ++r) displs[r] = total, total += counts[r];
   std::string all(static_cast<size_t>(total), '\0');
+  const Waiting waiting(*this, "MPI_Allgatherv");
   check(MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), counts.data(), displs.data(),
                        MPI_CHAR, g_comm),
         "MPI_Allgatherv");
@@ -114,7 +159,10 @@ std::vector<std::string> World::allgather(const std::string& mine) const {
 std::vector<int64_t> World::allgather(int64_t mine) const {
   std::vector<int64_t> out(static_cast<size_t>(size_), mine);
 #ifdef MT_MPI_ENABLED
-  if (size_ > 1) check(MPI_Allgather(&mine, 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, g_comm), "MPI_Allgather");
+  if (size_ > 1) {
+    const Waiting waiting(*this, "MPI_Allgather");
+    check(MPI_Allgather(&mine, 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, g_comm), "MPI_Allgather");
+  }
 #endif
   return out;
 }
@@ -122,7 +170,10 @@ std::vector<int64_t> World::allgather(int64_t mine) const {
 std::vector<float> World::allgather(float mine) const {
   std::vector<float> out(static_cast<size_t>(size_), mine);
 #ifdef MT_MPI_ENABLED
-  if (size_ > 1) check(MPI_Allgather(&mine, 1, MPI_FLOAT, out.data(), 1, MPI_FLOAT, g_comm), "MPI_Allgather");
+  if (size_ > 1) {
+    const Waiting waiting(*this, "MPI_Allgather");
+    check(MPI_Allgather(&mine, 1, MPI_FLOAT, out.data(), 1, MPI_FLOAT, g_comm), "MPI_Allgather");
+  }
 #endif
   return out;
 }
@@ -143,6 +194,7 @@ void World::exchangeSlices(const float* data, const std::vector<int64_t>& counts
   const std::vector<int> send_counts = ints(counts), send_displs = ints(offsets);
   std::vector<int> recv_counts(static_cast<size_t>(size_), send_counts[rank_]), recv_displs(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) recv_displs[r] = r * send_counts[rank_];
+  const Waiting waiting(*this, "MPI_Alltoallv (a gradient's slices)");
   check(MPI_Alltoallv(data, send_counts.data(), send_displs.data(), MPI_FLOAT, received, recv_counts.data(),
                       recv_displs.data(), MPI_FLOAT, g_comm),
         "MPI_Alltoallv");
@@ -155,6 +207,7 @@ void World::gatherSlices(const float* mine, const std::vector<int64_t>& counts, 
                          float* data) const {
 #ifdef MT_MPI_ENABLED
   const std::vector<int> recv_counts = ints(counts), recv_displs = ints(offsets);
+  const Waiting waiting(*this, "MPI_Allgatherv (a gradient's sums)");
   check(MPI_Allgatherv(mine, recv_counts[rank_], MPI_FLOAT, data, recv_counts.data(), recv_displs.data(), MPI_FLOAT,
                        g_comm),
         "MPI_Allgatherv");

@@ -3,8 +3,10 @@
 // Debian) is the engine; without it (a build without libopenmpi-dev, or a plain `mtrun`) the
 // world is one rank and nothing here talks to anyone.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace mt {
@@ -19,7 +21,7 @@ class World {
   static World& get();
   World(const World&) = delete;
   World& operator=(const World&) = delete;
-  ~World();  // MPI_Finalize, when started
+  ~World();  // the watchdog stopped; MPI_Finalize, when started
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -27,6 +29,15 @@ class World {
   int localRank() const { return local_rank_; }
   int localSize() const { return local_size_; }
   bool distributed() const { return size_ > 1; }
+
+  // Bounds every wait of this rank's collectives for the others: a wait past `seconds` means a
+  // rank hung, was stopped or lost its host, and would leave the job waiting forever, so this
+  // rank says so on stderr and exits 1 (mpirun then ends the others). A watchdog thread checks
+  // once a second. A world of one has nothing to wait for.
+  void boundWaits(double seconds);
+  // Waits, unbounded, until every rank gets here: where rank 0 writes what the others wait for
+  // (a checkpoint: its time grows with the model, not a sign of a hung rank).
+  void barrier() const;
 
   // Every rank's value, in rank order (a world of one: {mine}).
   std::vector<std::string> allgather(const std::string& mine) const;
@@ -46,8 +57,25 @@ class World {
 
  private:
   World() = default;
+  // A collective of this rank waiting for the others (its MPI call's name) from construction to
+  // destruction: what the watchdog times.
+  class Waiting {
+   public:
+    Waiting(const World& world, const char* call);
+    ~Waiting();
+
+   private:
+    const World& world_;
+  };
+  void watch();  // the watchdog thread's loop
+
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   bool started_ = false;
+  double wait_bound_s_ = 0.0;  // 0: unbounded
+  mutable std::atomic<int64_t> waiting_since_ns_{0};  // 0: not waiting
+  mutable std::atomic<const char*> waiting_in_{nullptr};
+  std::atomic<bool> stopping_{false};
+  std::thread watchdog_;
 };
 
 // How many processes the launcher says it started (OpenMPI's OMPI_COMM_WORLD_SIZE, PMI's

@@ -443,8 +443,11 @@ void Trainer::validate(int64_t step) {
               config_.keep_best && v.best ? "  best so far: kept" : "");
   if (outputs_.log)
     outputs_.log.write({{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_targets", v.counted}});
-  if (config_.keep_best && v.best && outputs_.checkpoints)
-    outputs_.checkpoints->writeBest(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, v.loss);
+  if (config_.keep_best && v.best) {
+    if (outputs_.checkpoints)
+      outputs_.checkpoints->writeBest(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, v.loss);
+    world_.barrier();  // the other ranks wait for rank 0's, unbounded
+  }
   if (v.since_best == kRisesBeforeWarning)
     std::printf("warning: the validation loss has stayed above its best (%.4f after step %lld) for %d validations: "
                 "the model may be overfitting%s\n",
@@ -464,12 +467,15 @@ void Trainer::restoreBest() {
               "from %s\n", static_cast<long long>(best->step), best->val_loss, best->path.c_str());
 }
 
+// Written by rank 0 alone; the other ranks wait for it, unbounded (its time grows with the model).
 void Trainer::checkpoint(int64_t step) {
-  if (!outputs_.checkpoints) return;
-  backend_->applyPendingUpdate();
-  clearStatus();
-  outputs_.checkpoints->write(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, config_.keep);
-  std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), outputs_.checkpoints->path().c_str());
+  if (outputs_.checkpoints) {
+    backend_->applyPendingUpdate();
+    clearStatus();
+    outputs_.checkpoints->write(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, config_.keep);
+    std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), outputs_.checkpoints->path().c_str());
+  }
+  world_.barrier();
 }
 
 void Trainer::stopOnFault(const Error& fault, int64_t step) {
@@ -565,6 +571,7 @@ int train(const TrainConfig& given) {
                 " ranks is not supported yet: run " + std::to_string(given.accumulate * world.size()) +
                 " ranks, or one process with --accumulate " + std::to_string(given.accumulate * world.size()));
   TrainConfig config = forRank(resolveResume(given), world.rank());
+  World::get().boundWaits(config.rank_timeout);
   const plan::Plan plan = readTrainingPlan(config);
   if (config.export_only) return exportCheckpoint(config, plan);
   const std::string initial_weights = initialWeightsPath(config.weights_path, config.plan_path, plan);

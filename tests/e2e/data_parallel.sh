@@ -7,7 +7,8 @@
 # held-out loss. A checkpoint written by 2 ranks resumes in one process
 # with --accumulate 2 to the same weights. Only rank 0 prints and writes. Ranks that disagree
 # (another flag) are refused naming the rank and the field; --accumulate with ranks is refused
-# (not yet supported); a rank killed mid-run ends the job within a minute.
+# (not yet supported); a rank killed mid-run ends the job within a minute, a rank stopped (alive
+# but silent) after --rank-timeout.
 # usage: data_parallel.sh BIN_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$(readlink -f "$0")")/check.sh"
@@ -101,4 +102,15 @@ check "a killed rank ends the job within a minute" "! kill -0 $job 2>/dev/null"
 wait $job
 check "... with a failing exit" "[ $? -ne 0 ]"
 kill -9 $job 2>/dev/null
+# A rank stopped (alive, silent): the other waits --rank-timeout seconds for it, then ends the job.
+ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --steps 100000 --print-every 100000 --rank-timeout 3 \
+  > stopped.out 2> stopped.err &
+job=$!
+sleep 4
+victim=$(pgrep -f "mtrun resident.plan --data corpus.tok --steps 100000 --print-every 100000 --rank-timeout" | tail -1)
+kill -STOP "$victim"
+for _ in $(seq 1 30); do kill -0 $job 2>/dev/null || break; sleep 1; done
+check "a stopped rank ends the job after --rank-timeout" "! kill -0 $job 2>/dev/null"
+check "... saying why" "grep -q 'waited 3 s in MPI_.* for the other ranks: one of them hung, was stopped' stopped.err"
+kill -9 $job "$victim" 2>/dev/null
 finish
