@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
@@ -230,11 +231,19 @@ void Trainer::printHeader() const {
                 "%.1f MiB of host memory and their mean applied once\n",
                 static_cast<long long>(config_.accumulate), static_cast<long long>(config_.accumulate * model_.batch()),
                 gradientSumBytes(plan_, config_.accumulate) / 1048576.0);
-  if (world_.distributed())
+  if (world_.distributed()) {
     std::printf("  data parallel over %d ranks: rank r runs micro-batch r of each step (%lld sequences per update), "
                 "each gradient summed across the ranks in rank order as it lands (as --accumulate %d, bit for bit); "
                 "rank 0 prints, logs, checkpoints and exports\n",
                 world_.size(), static_cast<long long>(world_.size() * model_.batch()), world_.size());
+    // Each rank holds the whole optimizer state today (replicated): a host's bytes grow with its ranks.
+    const std::vector<int64_t> local_ranks = world_.allgather(static_cast<int64_t>(world_.localRank()));
+    const auto hosts = std::count(local_ranks.begin(), local_ranks.end(), 0);
+    std::printf("  host memory: %.1f MiB per rank (the whole fp32 master and moments: not sharded yet), %.1f MiB on "
+                "rank 0's host (%d ranks); %lld host(s)\n",
+                store_.totalBytes() / 1048576.0, world_.localSize() * (store_.totalBytes() / 1048576.0),
+                world_.localSize(), static_cast<long long>(hosts));
+  }
   if (on_arrival_)
     std::printf("  AdamW runs per parameter as its gradient lands (mtc --update on-arrival): no global-norm "
                 "clipping\n");

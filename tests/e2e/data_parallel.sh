@@ -55,6 +55,8 @@ for n in 2 3; do
 done
 check "the logs hold the validations" "[ \"\$(grep -c val_loss np3.jsonl)\" -eq 2 ]"
 check "only rank 0 prints" "[ \"\$(grep -c 'done:' np3.out)\" -eq 1 ] && grep -q 'data parallel over 3 ranks' np3.out"
+check "the host bytes per rank and per host are said" \
+  "grep -Eq 'host memory: [0-9.]+ MiB per rank .*, [0-9.]+ MiB on rank 0.s host \(3 ranks\); 1 host' np3.out"
 for plan in streamed bf16; do
   run $plan.acc -2 $plan.plan
   run $plan.np 2 $plan.plan
