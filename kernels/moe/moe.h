@@ -16,9 +16,27 @@
 // Expert indices, positions and counts are data: a kernel treats one out of range as choosing
 // nothing (no row read or written outside its tensors), so a corrupt plan cannot reach memory.
 #pragma once
+#include <algorithm>
+#include <vector>
+
 #include "kernels/kernel_args.h"
 
 namespace mt {
+
+// Expert e's first routed row and row count from the experts' counts (in host memory), each count
+// clipped to what is left of the `rows` (a negative or oversized count cannot reach past the
+// tensors): the grouped products' ranges, on the CPU and, from the counts read back, on CUDA.
+struct ExpertRanges {
+  std::vector<int64_t> first, count;
+  int64_t total = 0;
+  ExpertRanges(const int32_t* counts, int64_t experts, int64_t rows) {
+    for (int64_t e = 0; e < experts; ++e) {
+      first.push_back(total);
+      count.push_back(std::clamp<int64_t>(counts[e], 0, rows - total));
+      total += count.back();
+    }
+  }
+};
 
 // MoeRouting's values (the IR enum's, compiler/dialect/MtMoeOps.td).
 enum class MoeRoutingKind : int64_t { kSoftmaxTopK = 0, kSoftmaxTopKNormalized = 1, kTopKSoftmax = 2 };

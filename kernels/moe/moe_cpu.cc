@@ -68,21 +68,6 @@ void softmax(const float* x, int64_t n, float* p) {
 
 bool validExpert(int32_t e, int64_t experts) { return e >= 0 && e < experts; }
 
-// Expert e's first routed row and row count from `counts`, each count clipped to what is left
-// of the `rows` (a negative or oversized count cannot reach past the tensors).
-struct ExpertRanges {
-  std::vector<int64_t> first, count;
-  int64_t total = 0;
-  ExpertRanges(const Tensor& counts, int64_t rows) {
-    const int64_t experts = counts.numel();
-    first.resize(experts), count.resize(experts);
-    for (int64_t e = 0; e < experts; ++e) {
-      first[e] = total;
-      count[e] = std::clamp<int64_t>(counts.i32()[e], 0, rows - total);
-      total += count[e];
-    }
-  }
-};
 
 }  // namespace
 
@@ -267,7 +252,7 @@ void grouped_matmul_cpu(const KernelArgs& args) {
   const Tensor &input = args.in[0], &weight = args.in[1], &counts = args.in[2], &out = args.out[0];
   const bool tb = args.ints[0];
   const int64_t rows = input.dim(0), k = input.dim(1), n = out.dim(1);
-  const ExpertRanges ranges(counts, rows);
+  const ExpertRanges ranges(counts.i32(), counts.numel(), rows);
   for (int64_t e = 0; e < counts.numel(); ++e) {
     const int64_t m = ranges.count[e];
     if (m == 0) continue;
@@ -302,7 +287,7 @@ void grouped_matmul_weight_grad_cpu(const KernelArgs& args) {
   const Tensor &input = args.in[0], &dout = args.in[1], &counts = args.in[2], &dweight = args.out[0];
   const bool tb = args.ints[0];
   const int64_t k = input.dim(1), n = dout.dim(1);
-  const ExpertRanges ranges(counts, input.dim(0));
+  const ExpertRanges ranges(counts.i32(), counts.numel(), input.dim(0));
   for (int64_t e = 0; e < counts.numel(); ++e) {
     float* dw = dweight.f32() + e * k * n;
     const int64_t m = ranges.count[e];

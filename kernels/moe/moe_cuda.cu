@@ -229,22 +229,13 @@ __global__ void combineGradWeightsKernel(const float* __restrict__ dout, const f
   if (threadIdx.x == 0) dweights[s] = total;
 }
 
-// The experts' row ranges, from their counts read back to the host and clipped as the CPU clips
-// them (ExpertRanges in moe_cpu.cc).
-struct HostRanges {
-  std::vector<int64_t> first, count;
-  int64_t total = 0;
-  HostRanges(const Tensor& counts, int64_t rows, cudaStream_t stream) {
-    std::vector<int32_t> host(static_cast<size_t>(counts.numel()));
-    MT_CUDA_CHECK(cudaMemcpyAsync(host.data(), counts.data, counts.bytes(), cudaMemcpyDeviceToHost, stream));
-    MT_CUDA_CHECK(cudaStreamSynchronize(stream));
-    for (int32_t c : host) {
-      first.push_back(total);
-      count.push_back(std::min<int64_t>(std::max<int64_t>(c, 0), rows - total));
-      total += count.back();
-    }
-  }
-};
+// The experts' row ranges (ExpertRanges) from their counts read back to the host.
+ExpertRanges hostRanges(const Tensor& counts, int64_t rows, cudaStream_t stream) {
+  std::vector<int32_t> host(static_cast<size_t>(counts.numel()));
+  MT_CUDA_CHECK(cudaMemcpyAsync(host.data(), counts.data, counts.bytes(), cudaMemcpyDeviceToHost, stream));
+  MT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return ExpertRanges(host.data(), counts.numel(), rows);
+}
 
 void requireTopK(int64_t k) {
   if (k > kMaxTopK)
@@ -301,7 +292,7 @@ void grouped_matmul_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &input = args.in[0], &weight = args.in[1], &counts = args.in[2], &out = args.out[0];
   const bool tb = args.ints[0];
   const int64_t rows = input.dim(0), k = input.dim(1), n = out.dim(1);
-  const HostRanges ranges(counts, rows, launch.stream);
+  const ExpertRanges ranges = hostRanges(counts, rows, launch.stream);
   const float one = 1.0f, zero = 0.0f;
   for (size_t e = 0; e < ranges.count.size(); ++e) {
     if (ranges.count[e] == 0) continue;
@@ -322,7 +313,7 @@ void grouped_matmul_weight_grad_cuda(const KernelArgs& args, const CudaLaunch& l
   const Tensor &input = args.in[0], &dout = args.in[1], &counts = args.in[2], &dweight = args.out[0];
   const bool tb = args.ints[0];
   const int64_t k = input.dim(1), n = dout.dim(1);
-  const HostRanges ranges(counts, input.dim(0), launch.stream);
+  const ExpertRanges ranges = hostRanges(counts, input.dim(0), launch.stream);
   const float one = 1.0f, zero = 0.0f;
   for (size_t e = 0; e < ranges.count.size(); ++e) {
     float* dw = dweight.f32() + static_cast<int64_t>(e) * k * n;

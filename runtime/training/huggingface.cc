@@ -25,12 +25,12 @@ namespace {
 // Shards of at most this many bytes, as transformers' save_pretrained writes by default.
 constexpr int64_t kShardBytes = int64_t{5} << 30;
 
-// How the plan's Hugging Face config names its experts' tensors (its architecture's layout).
-ExpertLayout expertLayoutOfPlan(const plan::Plan& plan) {
-  const nlohmann::json config = parseJsonInput(plan.model().hf_config(), "the plan's Hugging Face config");
+// How a Hugging Face config names its experts' tensors (its architecture's layout).
+template <typename Json>
+ExpertLayout expertLayoutOfConfig(const Json& config) {
   const bool named = config.is_object() && config.contains("architectures") && config["architectures"].is_array() &&
                      !config["architectures"].empty() && config["architectures"][0].is_string();
-  return expertLayoutOf(named ? config["architectures"][0].get<std::string>() : "");
+  return expertLayoutOf(named ? config["architectures"][0].template get<std::string>() : "");
 }
 
 }  // namespace
@@ -41,9 +41,11 @@ void checkHuggingFaceExport(const plan::Plan& plan) {
                 "imported from a folder or built in; this plan's is " + plan.model().name() +
                 ", from another source): use --export for safetensors under the plan's names");
   std::map<std::string, std::vector<bool>> parts;  // each fused tensor's parts present
+  const ExpertLayout layout =
+      expertLayoutOfConfig(parseJsonInput(plan.model().hf_config(), "the plan's Hugging Face config"));
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
-    const HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", expertLayoutOfPlan(plan));
+    const HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", layout);
     if (place.name.empty()) throw Error("--export-hf: the plan's parameter '" + t.name() + "' has no Hugging Face name");
     auto& present = parts[place.name];
     present.resize(static_cast<size_t>(place.parts));
@@ -279,7 +281,7 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
   Members members;
   std::map<std::string, std::string> meta = metadata;
   meta["format"] = "pt";
-  writeShards(folder.staging(), shardedTensors(store, dtype, expertLayoutOfPlan(plan), members), meta);
+  writeShards(folder.staging(), shardedTensors(store, dtype, expertLayoutOfConfig(config), members), meta);
   writeFileAtomically(folder.staging() + "/config.json", config.dump(2) + "\n");
   HuggingFaceExport report;
   carryFiles(plan, folder.staging(), report);

@@ -113,6 +113,7 @@ class Trainer {
  private:
   StepResult runOptimizerStep(int64_t step, int64_t& counted);
   StepResult runDataParallelStep(int64_t step, int64_t& counted);
+  StepResult runPlan();
   [[noreturn]] void failCorruptTransfer(int64_t step, const StepResult& result);
   void skipNonfinite(int64_t step, const StepResult& result);  // throws unless --on-nonfinite skip
   void recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds);
@@ -311,12 +312,8 @@ StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
     options_.update = !(last && counted == 0);
     // Dropout's masks: keyed by the seed and this run's index, so a resumed run draws the same.
     options_.random = {resumed_.seed, static_cast<uint64_t>((step - 1) * config_.accumulate + m), true};
-    const auto start = std::chrono::steady_clock::now();
-    result = backend_->runStep(options_);
-    plan_runs_.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                            backend_->lastTimeline());
+    result = runPlan();
     loss_sum += masked_ ? static_cast<double>(c) * result.loss : result.loss;
-    transfers_verified_ += result.transfers_verified;
     if (!result.corrupt_transfer.empty()) return result;  // the step is lost: nothing more to run
   }
   options_.update = true;
@@ -338,13 +335,20 @@ StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
   options_.micro_step = 0, options_.micro_steps = 1;
   options_.update = counted > 0;
   options_.random = {resumed_.seed, static_cast<uint64_t>((step - 1) * world_.size() + world_.rank()), true};
+  StepResult result = runPlan();
+  options_.update = true;
+  result.loss = stepLoss(world_, shares, result.loss, masked_);
+  return result;
+}
+
+// One run of the plan with options_: its time and timeline kept for the step's report, its
+// verified copies counted.
+StepResult Trainer::runPlan() {
   const auto start = std::chrono::steady_clock::now();
   StepResult result = backend_->runStep(options_);
   plan_runs_.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                           backend_->lastTimeline());
   transfers_verified_ += result.transfers_verified;
-  options_.update = true;
-  result.loss = stepLoss(world_, shares, result.loss, masked_);
   return result;
 }
 
