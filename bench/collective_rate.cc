@@ -1,6 +1,7 @@
 // The data-parallel gradient sum against MPI's own allreduce of the same bytes, in the same run
-// (issue 31): what our fixed-order exchange (runtime/distributed/gradient_exchange.h: slices to
-// their owners, summed in rank order, gathered back) costs over the engine's fastest sum, which
+// (issue 31): what our fixed-order exchange (runtime/distributed/rank_exchange.h: slices to
+// their owners, summed in rank order; the sharded optimizer's update then gathers the weights
+// back, here the sums themselves) costs over the engine's fastest sum, which
 // adds in an order of its own choosing. Run it under mpirun; rank 0 prints a table: per size,
 // the bytes each rank sends (2 (N-1)/N of the tensor for both), the best time of each, their
 // ratio and the algorithmic bandwidth (tensor bytes over time).
@@ -16,7 +17,7 @@
 #include <mpi.h>
 
 #include "runtime/backends/cpu_libraries.h"
-#include "runtime/distributed/gradient_exchange.h"
+#include "runtime/distributed/rank_exchange.h"
 #include "runtime/io/error.h"
 
 namespace {
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     const int64_t max_mib = argc > 1 ? std::atoll(argv[1]) : 256;
-    mt::RankGradientExchange exchange(world);
+    mt::MpiRankExchange exchange(world);
     exchange.setStep(std::vector<float>(static_cast<size_t>(world.size()), 1.0f), static_cast<float>(world.size()));
     if (world.rank() == 0)
       std::printf("%d ranks (%d on this host); each sends and receives 2(N-1)/N of the tensor in both\n"
@@ -60,7 +61,10 @@ int main(int argc, char** argv) {
       const int64_t n = mib << 18;  // floats
       std::vector<float> grad(static_cast<size_t>(n), 1.0f + world.rank());
       const int reps = mib >= 64 ? 3 : 10;
-      const double ours = bestSeconds(reps, [&] { exchange.reduce(grad.data(), n); });
+      const double ours = bestSeconds(reps, [&] {
+        exchange.reduceToOwner(grad.data(), n, 0);
+        exchange.gatherWhole(grad.data(), n, 0);
+      });
       const double theirs = bestSeconds(reps, [&] {
         MPI_Allreduce(MPI_IN_PLACE, grad.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       });

@@ -30,8 +30,21 @@ struct AdamWParams {
 // master's values are the same bit for bit whatever its layout.
 void adamw_cpu(const MasterWeights& w, const float* grad, float* m, float* v, int64_t n, const AdamWParams& p);
 
-// Sum of squares in double, deterministic for any thread count.
+// The gradient norm's chunks: its sum of squares is summed per chunk of this many elements (in
+// double), then the chunks' sums in order — fixed, so the sum is the same for any thread count,
+// and the same when the chunks are summed on different ranks (a sharded optimizer owns whole
+// chunks); small enough (256 KiB of gradient) that a chunk just summed is still in cache for its
+// update.
+constexpr int64_t kAdamWChunk = int64_t{1} << 16;
+inline int64_t adamw_chunks(int64_t n) { return (n + kAdamWChunk - 1) / kAdamWChunk; }
+
+// Sum of squares in double, deterministic for any thread count: sum_of_chunks over
+// sum_squares_chunks_cpu's partial sums.
 double sum_squares_cpu(const float* x, int64_t n);
+// Each chunk's sum of squares: partials[adamw_chunks(n)].
+void sum_squares_chunks_cpu(const float* x, int64_t n, double* partials);
+// The chunks' sums added in order: the sum of squares.
+double sum_of_chunks(const double* partials, int64_t chunks);
 
 // AdamW and the gradient's sum of squares (returned: the same value, bit for bit, as
 // sum_squares_cpu) in one pass over it: chunk by chunk, the chunk's squares are summed, then, if
@@ -40,6 +53,10 @@ double sum_squares_cpu(const float* x, int64_t n);
 // that need no global norm first (on arrival): the gradient crosses the memory bus once, not twice.
 double adamw_with_norm_cpu(const MasterWeights& w, const float* grad, float* m, float* v, int64_t n,
                            const AdamWParams& p);
+// The same, each chunk's sum of squares left in partials[adamw_chunks(n)] (adamw_with_norm_cpu
+// returns their sum_of_chunks).
+void adamw_with_norm_chunks_cpu(const MasterWeights& w, const float* grad, float* m, float* v, int64_t n,
+                                const AdamWParams& p, double* partials);
 
 // Gradient accumulation over `count` micro-batches (mtrun --accumulate), one landed gradient
 // `grad` of micro-batch `index` (0-based) folded into its running sum `sum` (n elements each):

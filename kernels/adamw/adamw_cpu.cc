@@ -72,9 +72,7 @@ inline double sumSquaresRange(const float* x, int64_t begin, int64_t end) {
   return s;
 }
 
-// Chunks of the norm's partial sums: fixed, so the sum is the same for any thread count; small
-// enough (256 KiB of gradient) that a chunk just summed is still in cache for its update.
-constexpr int64_t kChunk = 1 << 16;
+constexpr int64_t kChunk = kAdamWChunk;
 
 // One chunk's update of the master: in place (then its bf16 copy, if any, from the chunk just
 // written), or split.
@@ -99,31 +97,42 @@ void adamw_cpu(const MasterWeights& w, const float* grad, float* m, float* v, in
     updateChunk(w, grad, m, v, c * kChunk, std::min(n, (c + 1) * kChunk), k, p.l2 != 0.0);
 }
 
-double sum_squares_cpu(const float* x, int64_t n) {
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> partial(chunks, 0.0);
+void sum_squares_chunks_cpu(const float* x, int64_t n, double* partials) {
+  const int64_t chunks = adamw_chunks(n);
 #pragma omp parallel for schedule(static) if (chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c) partial[c] = sumSquaresRange(x, c * kChunk, std::min(n, (c + 1) * kChunk));
-  double total = 0.0;
-  for (double s : partial) total += s;
+  for (int64_t c = 0; c < chunks; ++c) partials[c] = sumSquaresRange(x, c * kChunk, std::min(n, (c + 1) * kChunk));
+}
+
+double sum_of_chunks(const double* partials, int64_t chunks) {
+  double total = 0.0;  // non-negative partials: not finite exactly when one is not
+  for (int64_t c = 0; c < chunks; ++c) total += partials[c];
   return total;
+}
+
+double sum_squares_cpu(const float* x, int64_t n) {
+  std::vector<double> partials(adamw_chunks(n));
+  sum_squares_chunks_cpu(x, n, partials.data());
+  return sum_of_chunks(partials.data(), adamw_chunks(n));
+}
+
+void adamw_with_norm_chunks_cpu(const MasterWeights& w, const float* grad, float* m, float* v, int64_t n,
+                                const AdamWParams& p, double* partials) {
+  const Coefficients k(p);
+  const int64_t chunks = adamw_chunks(n);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
+    partials[c] = sumSquaresRange(grad, begin, end);
+    if (!std::isfinite(partials[c])) continue;
+    updateChunk(w, grad, m, v, begin, end, k, p.l2 != 0.0);
+  }
 }
 
 double adamw_with_norm_cpu(const MasterWeights& w, const float* grad, float* m, float* v, int64_t n,
                            const AdamWParams& p) {
-  const Coefficients k(p);
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> partial(chunks, 0.0);
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
-    partial[c] = sumSquaresRange(grad, begin, end);
-    if (!std::isfinite(partial[c])) continue;
-    updateChunk(w, grad, m, v, begin, end, k, p.l2 != 0.0);
-  }
-  double total = 0.0;  // non-negative partials: not finite exactly when one is not
-  for (double s : partial) total += s;
-  return total;
+  std::vector<double> partials(adamw_chunks(n));
+  adamw_with_norm_chunks_cpu(w, grad, m, v, n, p, partials.data());
+  return sum_of_chunks(partials.data(), adamw_chunks(n));
 }
 
 void accumulate_gradient_cpu(float* sum, float* grad, int64_t n, int64_t index, int64_t count, float weight,

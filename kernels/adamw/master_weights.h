@@ -25,6 +25,10 @@ struct MasterWeights {
   uint16_t* bf16 = nullptr;     // its streamed bf16 copy, or null (plain, not streamed as bf16)
   int16_t* residual = nullptr;  // split: what restores the master from `bf16`
   bool split() const { return f32 == nullptr; }
+  // The same master from element `begin` on (a slice of it).
+  MasterWeights from(int64_t begin) const {
+    return {f32 ? f32 + begin : nullptr, bf16 ? bf16 + begin : nullptr, residual ? residual + begin : nullptr};
+  }
 };
 
 // x as (its bf16 rounding, the residual); see above.

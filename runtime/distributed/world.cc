@@ -1,9 +1,11 @@
 #include "runtime/distributed/world.h"
 
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "runtime/io/error.h"
 
@@ -37,8 +39,29 @@ void check(int code, const char* what) {
   throw Error(std::string("MPI: ") + what + " failed: " + std::string(text, static_cast<size_t>(length)));
 }
 
-std::vector<int> ints(const std::vector<int64_t>& values) { return std::vector<int>(values.begin(), values.end()); }
+// MPI's counts and displacements are int (OpenMPI 4 has no large-count calls).
+std::vector<int> ints(const std::vector<int64_t>& values) {
+  for (int64_t v : values)
+    if (v > std::numeric_limits<int>::max())
+      throw Error("data parallel: a tensor of more than 2^31 - 1 elements (" + std::to_string(v) +
+                  " at an offset) cannot be exchanged between ranks yet (MPI counts are int): train it in one process");
+  return std::vector<int>(values.begin(), values.end());
+}
+
+MPI_Datatype mpiType(World::Scalar type) {
+  switch (type) {
+    case World::Scalar::kF32: return MPI_FLOAT;
+    case World::Scalar::kF64: return MPI_DOUBLE;
+    case World::Scalar::kU16: return MPI_UINT16_T;
+    case World::Scalar::kI16: return MPI_INT16_T;
+  }
+  return MPI_BYTE;
+}
 #endif
+
+size_t scalarBytes(World::Scalar type) {
+  return type == World::Scalar::kF64 ? 8 : type == World::Scalar::kF32 ? 4 : 2;
+}
 
 }  // namespace
 
@@ -203,17 +226,33 @@ void World::exchangeSlices(const float* data, const std::vector<int64_t>& counts
 #endif
 }
 
-void World::gatherSlices(const float* mine, const std::vector<int64_t>& counts, const std::vector<int64_t>& offsets,
-                         float* data) const {
+void World::allgatherSlices(void* data, Scalar type, const std::vector<int64_t>& counts,
+                            const std::vector<int64_t>& offsets) const {
 #ifdef MT_MPI_ENABLED
+  if (size_ == 1) return;
   const std::vector<int> recv_counts = ints(counts), recv_displs = ints(offsets);
-  const Waiting waiting(*this, "MPI_Allgatherv (a gradient's sums)");
-  check(MPI_Allgatherv(mine, recv_counts[rank_], MPI_FLOAT, data, recv_counts.data(), recv_displs.data(), MPI_FLOAT,
-                       g_comm),
+  const Waiting waiting(*this, "MPI_Allgatherv (the ranks' slices)");
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, recv_counts.data(), recv_displs.data(),
+                       mpiType(type), g_comm),
         "MPI_Allgatherv");
 #else
-  std::memcpy(data + offsets[0], mine, static_cast<size_t>(counts[0]) * sizeof(float));
+  (void)data, (void)type, (void)counts, (void)offsets;  // a world of one holds every slice
 #endif
+}
+
+void World::gatherSlicesToFirst(const void* mine, Scalar type, const std::vector<int64_t>& counts,
+                                const std::vector<int64_t>& offsets, void* data) const {
+#ifdef MT_MPI_ENABLED
+  if (size_ > 1) {
+    const std::vector<int> recv_counts = ints(counts), recv_displs = ints(offsets);
+    const Waiting waiting(*this, "MPI_Gatherv (the ranks' slices for rank 0)");
+    check(MPI_Gatherv(mine, recv_counts[rank_], mpiType(type), data, recv_counts.data(), recv_displs.data(),
+                      mpiType(type), 0, g_comm),
+          "MPI_Gatherv");
+    return;
+  }
+#endif
+  std::memcpy(static_cast<std::byte*>(data) + offsets[0] * scalarBytes(type), mine, counts[0] * scalarBytes(type));
 }
 
 }  // namespace mt

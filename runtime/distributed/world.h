@@ -45,15 +45,20 @@ class World {
   std::vector<float> allgather(float mine) const;
   std::vector<std::vector<double>> allgather(const std::vector<double>& mine) const;
 
-  // The sum of each float array over the ranks: `data` (n) of rank r goes to the ranks in the
-  // slices they own; the MPI calls behind the gradient exchange (gradient_exchange.h).
-  // Rank r receives every rank's slice r (of `counts`/`offsets`) into `received` (size x
-  // counts[r]), rank order.
+  // The collectives of the sharded optimizer (rank_exchange.h). Slice r of a tensor is counts[r]
+  // elements at offsets[r].
+  enum class Scalar { kF32, kF64, kU16, kI16 };
+  // Rank r receives every rank's slice r of `data` (floats) into `received` (size() x
+  // counts[r]), in rank order.
   void exchangeSlices(const float* data, const std::vector<int64_t>& counts, const std::vector<int64_t>& offsets,
                       float* received) const;
-  // Every rank's slice (its counts[r] floats at `mine`) gathered into `data` at the offsets.
-  void gatherSlices(const float* mine, const std::vector<int64_t>& counts, const std::vector<int64_t>& offsets,
-                    float* data) const;
+  // Every rank's slice of `data`, from its owner, into place on every rank.
+  void allgatherSlices(void* data, Scalar type, const std::vector<int64_t>& counts,
+                       const std::vector<int64_t>& offsets) const;
+  // Rank 0 receives every rank's slice (counts[rank] elements at `mine`) into `data` at the
+  // offsets; `data` is ignored on the other ranks.
+  void gatherSlicesToFirst(const void* mine, Scalar type, const std::vector<int64_t>& counts,
+                           const std::vector<int64_t>& offsets, void* data) const;
 
  private:
   World() = default;

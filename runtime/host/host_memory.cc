@@ -111,8 +111,18 @@ HostMemory availableHostMemory(const std::string& root) {
   return memory;
 }
 
+int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard) {
+  int64_t bytes = planHostBytes(plan);
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2) {
+      const int64_t n = checkedNumel(t.shape(), t.name());
+      bytes -= (n - shard.of(n, t.param_index()).size()) * dtypeBytes(t.dtype());
+    }
+  return bytes;
+}
+
 void checkHostMemory(const plan::Plan& plan, const HostExtras& extras, const HostMemory& memory) {
-  const int64_t host = planHostBytes(plan);
+  const int64_t host = shardedHostBytes(plan, extras.shard);
   const int64_t arena = extras.arena_on_host ? plan.arena_bytes() : 0;
   const int64_t sums = extras.gradient_sums;
   if (memory.available < 0 || host + arena + sums <= memory.available) return;

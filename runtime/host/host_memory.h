@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/host/rank_exchange.h"
 #include "runtime/plan/plan_format.h"
 
 namespace mt {
@@ -18,10 +19,15 @@ struct HostMemory {
 // `root` prefixes /proc and /sys (tests point it at a made-up tree).
 HostMemory availableHostMemory(const std::string& root = "");
 
+// The plan's host tensors' bytes on this process: all of them (planHostBytes), less the moments'
+// slices other ranks hold when the optimizer is sharded.
+int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard);
+
 // What a run holds in host memory beside the plan's host tensors.
 struct HostExtras {
   bool arena_on_host = false;    // the CPU backend holds the device arena in host memory
   int64_t gradient_sums = 0;     // bytes of gradient accumulation's running sums (mtrun --accumulate)
+  Shard shard;                   // this rank's share of a sharded optimizer (the moments)
 };
 
 // Throws mt::Error, naming each part and what bounds the memory, if the plan's host tensors and

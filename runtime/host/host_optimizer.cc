@@ -40,6 +40,8 @@ void HostOptimizer::beginStep(const StepOptions& options) {
                 "the host never sees the gradient '" + plan_.host_tensors(unseen_grad_).name() +
                 "' land (no host task takes its norm), so it cannot sum it; " +
                 (options.exchange ? "train in one process" : "train without --accumulate"));
+  if (options.exchange && store_.shard().ranks != options.exchange->shard().ranks)
+    throw Error("internal: the host store is not sharded over the ranks that exchange its gradients");
   if (options.exchange && options.micro_steps != 1)
     throw Error("data parallel: --accumulate with several ranks is not supported yet; give each rank one micro-batch");
   options_ = options;
@@ -61,7 +63,7 @@ void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tenso
   }
   if (kind == plan::HostTask::GRAD_NORM) {
     for (int g : tensors)
-      if (foldGradient(g)) addNorm(g, sum_squares_cpu(store_.f32(g), store_.numel(g)));
+      if (foldGradient(g)) addNorm(g, gradSumSquares(g));
     return;
   }
   if (kind == plan::HostTask::ADAMW_PREVIOUS) {
@@ -117,23 +119,31 @@ void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
   for (int param : params) {
     const int grad = store_.gradOf(param);
     if (!foldGradient(grad)) continue;
-    const float* g = store_.f32(grad);
-    const int64_t n = store_.numel(param);
     if (first_nonfinite_ >= 0 || !options_.update) {  // the norm only: no update runs now
-      addNorm(grad, sum_squares_cpu(g, n));
+      addNorm(grad, gradSumSquares(grad));
       continue;
     }
     // No clipping: the norm is not complete yet.
-    const double sum = adamw_with_norm_cpu(store_.master(param), g, store_.f32(store_.moment1Of(param)),
-                                           store_.f32(store_.moment2Of(param)), n, forParam(param, options_.adamw));
+    const int64_t n = store_.numel(param);
+    const ShardRange mine = owned(n, param);
+    chunk_sums_.resize(static_cast<size_t>(adamw_chunks(mine.size())));
+    adamw_with_norm_chunks_cpu(store_.master(param).from(mine.begin), store_.f32(grad) + mine.begin,
+                               store_.f32(store_.moment1Of(param)), store_.f32(store_.moment2Of(param)), mine.size(),
+                               forParam(param, options_.adamw), chunk_sums_.data());
     updated_ = true;
+    if (!options_.exchange) {
+      addNorm(grad, sum_of_chunks(chunk_sums_.data(), adamw_chunks(n)));
+      continue;
+    }
+    const double sum = gatheredSum(n, param);
+    options_.exchange->gatherMaster(store_.master(param), n, param);
     addNorm(grad, sum);
   }
 }
 
 bool HostOptimizer::foldGradient(int grad) {
   if (options_.exchange) {  // the ranks' gradients summed in rank order, as --accumulate's micro-batches
-    options_.exchange->reduce(store_.f32(grad), store_.numel(grad));
+    options_.exchange->reduceToOwner(store_.f32(grad), store_.numel(grad), plan_.host_tensors(grad).param_index());
     return true;
   }
   if (options_.micro_steps == 1) return true;
@@ -151,6 +161,26 @@ Tensor HostOptimizer::hostTensor(int index) const {
   return Tensor{store_.data(index), {t.shape().begin(), t.shape().end()}, static_cast<DType>(t.dtype())};
 }
 
+ShardRange HostOptimizer::owned(int64_t n, int param) const {
+  return options_.exchange ? options_.exchange->shard().of(n, param) : ShardRange{0, n};
+}
+
+double HostOptimizer::gradSumSquares(int grad) {
+  const int64_t n = store_.numel(grad);
+  if (!options_.exchange) return sum_squares_cpu(store_.f32(grad), n);
+  const int param = plan_.host_tensors(grad).param_index();
+  const ShardRange mine = owned(n, param);
+  chunk_sums_.resize(static_cast<size_t>(adamw_chunks(mine.size())));
+  sum_squares_chunks_cpu(store_.f32(grad) + mine.begin, mine.size(), chunk_sums_.data());
+  return gatheredSum(n, param);
+}
+
+double HostOptimizer::gatheredSum(int64_t n, int param) {
+  all_chunk_sums_.resize(static_cast<size_t>(adamw_chunks(n)));
+  options_.exchange->gatherChunkSums(chunk_sums_.data(), n, param, all_chunk_sums_.data());
+  return sum_of_chunks(all_chunk_sums_.data(), adamw_chunks(n));
+}
+
 void HostOptimizer::addNorm(int grad, double sum_squares) {
   if (!std::isfinite(sum_squares) && first_nonfinite_ < 0) first_nonfinite_ = grad;
   grad_sq_sum_ += sum_squares;
@@ -162,10 +192,17 @@ AdamWParams HostOptimizer::forParam(int param, const AdamWParams& adamw) const {
   return q;
 }
 
+// Sharded: each rank updates its slice (its moments are that slice alone), then the updated
+// slices are gathered into every rank's master.
 void HostOptimizer::update(const std::vector<int>& params, const AdamWParams& adamw) {
-  for (int param : params)
-    adamw_cpu(store_.master(param), store_.f32(store_.gradOf(param)), store_.f32(store_.moment1Of(param)),
-              store_.f32(store_.moment2Of(param)), store_.numel(param), forParam(param, adamw));
+  for (int param : params) {
+    const int64_t n = store_.numel(param);
+    const ShardRange mine = owned(n, param);
+    adamw_cpu(store_.master(param).from(mine.begin), store_.f32(store_.gradOf(param)) + mine.begin,
+              store_.f32(store_.moment1Of(param)), store_.f32(store_.moment2Of(param)), mine.size(),
+              forParam(param, adamw));
+    if (options_.exchange) options_.exchange->gatherMaster(store_.master(param), n, param);
+  }
 }
 
 }  // namespace mt

@@ -35,6 +35,14 @@ class HostOptimizer {
   AdamWParams forParam(int param, const AdamWParams& adamw) const;
   // Gradient `grad`'s share of the norm; the first non-finite one is remembered.
   void addNorm(int grad, double sum_squares);
+  // Gradient `grad`'s sum of squares: of all of it in one process; sharded, of this rank's slice
+  // by chunk, the ranks' chunks gathered and added in order (the same sum, bit for bit).
+  double gradSumSquares(int grad);
+  // Sharded: the chunk sums in chunk_sums_ (this rank's slice of parameter `param`'s n elements)
+  // gathered from every rank and added in order.
+  double gatheredSum(int64_t n, int param);
+  // The elements of parameter `param` (n of them) this process updates: all, or its rank's slice.
+  ShardRange owned(int64_t n, int param) const;
   // NORM_AND_ADAMW_ON_ARRIVAL: each gradient's norm share and its update in one pass.
   void normAndUpdate(const std::vector<int>& params);
   // Host tensor `index` as a kernel operand.
@@ -62,6 +70,8 @@ class HostOptimizer {
   int unseen_grad_ = -1;
   // Gradient accumulation's running sums, by host tensor index (allocated on first use).
   std::vector<std::vector<float>> grad_sums_;
+  // Sharded: this rank's chunk sums of squares of a gradient's slice, and every rank's.
+  std::vector<double> chunk_sums_, all_chunk_sums_;
 };
 
 }  // namespace mt

@@ -7,6 +7,7 @@
 
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/random/counter_rng.h"
+#include "runtime/host/host_memory.h"
 #include "runtime/io/error.h"
 #include "runtime/io/format_bytes.h"
 #include "runtime/io/safetensors.h"
@@ -21,11 +22,15 @@ constexpr int64_t kTile = 1 << 16;
 // Loaded tensors are checked in tiles of this many elements (on the stack), in parallel.
 constexpr int64_t kCheckTile = 4096;
 
+bool isMoment(plan::HostRole role) { return role == plan::ROLE_MOMENT1 || role == plan::ROLE_MOMENT2; }
+
 }  // namespace
 
-HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
+HostStore::HostStore(const plan::Plan& plan, const RankExchange* ranks)
+    : plan_(plan), ranks_(ranks), shard_(ranks ? ranks->shard() : Shard{}) {
   const int n = plan.host_tensors_size();
   numel_.resize(n);
+  held_.resize(n);
   grad_of_.assign(n, -1);
   m1_of_.assign(n, -1);
   m2_of_.assign(n, -1);
@@ -35,6 +40,7 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
   for (int i = 0; i < n; ++i) {
     const auto& t = plan.host_tensors(i);
     numel_[i] = checkedNumel(t.shape(), t.name());
+    held_[i] = isMoment(t.role()) ? shard_.of(numel_[i], t.param_index()) : ShardRange{0, numel_[i]};
     switch (t.role()) {
       case plan::ROLE_PARAM:
         params_.push_back(i);
@@ -51,7 +57,7 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
       default: break;
     }
   }
-  total_bytes_ = planHostBytes(plan);  // checkHostMemory (host_memory.h) has said it fits
+  total_bytes_ = shardedHostBytes(plan, shard_);  // checkHostMemory (host_memory.h) has said it fits
   tensors_.resize(n);
   data_.resize(n);
   try {
@@ -60,7 +66,7 @@ HostStore::HostStore(const plan::Plan& plan) : plan_(plan) {
       if (residual_of_[i] >= 0) continue;  // a split master: its staging copy and residual hold it
       // Each tensor on pages of its own: the CUDA backend pins the ones it copies
       // (cudaHostRegister), and two registrations must not share a page.
-      const int64_t held = numel_[i] * dtypeBytes(plan.host_tensors(i).dtype());
+      const int64_t held = held_[i].size() * dtypeBytes(plan.host_tensors(i).dtype());
       const int64_t rounded = (std::max<int64_t>(held, 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
       tensors_[i].reset(static_cast<std::byte*>(std::aligned_alloc(kPageBytes, rounded)));
       if (!tensors_[i]) throw std::bad_alloc();
@@ -137,8 +143,8 @@ void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::Ho
     const auto& entry = file.f32(t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end()));
     if (t.role() == plan::ROLE_PARAM)
       setParam(i, [&](int64_t first, int64_t n, float* out) { std::memcpy(out, entry.data + 4 * first, 4 * n); });
-    else
-      std::memcpy(data(i), entry.data, entry.bytes);
+    else  // all of it, or this rank's slice of a sharded moment
+      std::memcpy(data(i), entry.data + 4 * held_[i].begin, static_cast<size_t>(bytes(i)));
     checkLoaded(i);
   }
 }
@@ -146,7 +152,7 @@ void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::Ho
 void HostStore::checkLoaded(int index) const {
   const auto& t = plan_.host_tensors(index);
   const bool second_moment = t.role() == plan::ROLE_MOMENT2;
-  const int64_t n = numel_[index], tiles = (n + kCheckTile - 1) / kCheckTile;
+  const int64_t n = held_[index].size(), tiles = (n + kCheckTile - 1) / kCheckTile;
   int64_t first = n;  // the first element that is not finite, or negative in a second moment
 #pragma omp parallel for schedule(static) reduction(min : first) if (tiles > 1)
   for (int64_t tile = 0; tile < tiles; ++tile) {
@@ -171,7 +177,7 @@ void HostStore::checkLoaded(int index) const {
   throw Error("tensor '" + t.name() + "' holds " +
               (std::isfinite(value) ? "a negative value " + std::to_string(value) + " (an AdamW second moment)"
                                     : std::string("a value that is not finite (") + std::to_string(value) + ")") +
-              " at element " + std::to_string(first) +
+              " at element " + std::to_string(held_[index].begin + first) +
               ": refusing to train from it (a corrupt file, or one written from a run that diverged)");
 }
 
@@ -180,6 +186,11 @@ SafetensorsTensor HostStore::savedTensor(int index) const {
   SafetensorsTensor out{t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(index), 4 * numel_[index]};
   if (!out.data)  // a split master, restored as it is written
     out.produce = [this, index](void* buffer) { read_master(master(index), 0, numel_[index], static_cast<float*>(buffer)); };
+  else if (ranks_ && isMoment(t.role()))  // a sharded moment, gathered from its owners
+    out = {t.name(), "F32", {t.shape().begin(), t.shape().end()}, nullptr, 4 * numel_[index],
+           [this, index, param = t.param_index()](void* buffer) {
+             ranks_->gatherToFirst(f32(index), numel_[index], param, static_cast<float*>(buffer));
+           }};
   return out;
 }
 
@@ -214,6 +225,14 @@ void HostStore::saveState(const std::string& path, const std::map<std::string, s
       out.push_back(savedTensor(i));
   }
   writeSafetensors(path, out, metadata);
+}
+
+void HostStore::sendState() const {
+  if (!ranks_) return;
+  // What rank 0's saveState gathers, in its order: the sharded moments.
+  for (int i = 0; i < plan_.host_tensors_size(); ++i)
+    if (isMoment(plan_.host_tensors(i).role()))
+      ranks_->gatherToFirst(f32(i), numel_[i], plan_.host_tensors(i).param_index(), nullptr);
 }
 
 }  // namespace mt

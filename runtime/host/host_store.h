@@ -3,6 +3,8 @@
 // gradient landing buffer (on-arrival update) the gradients are views into it. A split master
 // (plan 1.7: a parameter with a residual) has no bytes of its own: its values are its bf16
 // staging copy and residual (kernels/adamw/master_weights.h), read and written through master().
+// Sharded over data-parallel ranks (rank_exchange.h), a rank holds only its slice of each AdamW
+// moment: data() of a moment points at its slice's first element.
 #pragma once
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "kernels/adamw/master_weights.h"
+#include "runtime/host/rank_exchange.h"
 #include "runtime/plan/plan_format.h"
 #include "runtime/io/safetensors.h"
 
@@ -23,17 +26,23 @@ class HostStore {
  public:
   // Checks that the machine has the memory the plan needs before allocating anything and
   // throws mt::Error with both numbers if not. The plan must be verified.
-  explicit HostStore(const plan::Plan& plan);
+  // `ranks`: the data-parallel ranks whose optimizer is sharded (each holding its slice of the
+  // moments; a checkpoint's moments gathered from them on rank 0); null: one process.
+  explicit HostStore(const plan::Plan& plan, const RankExchange* ranks = nullptr);
 
   // Null for a split master (see master()).
   void* data(int index) const { return data_[index]; }
   float* f32(int index) const { return static_cast<float*>(data(index)); }
   int32_t* i32(int index) const { return static_cast<int32_t*>(data(index)); }
   int64_t numel(int index) const { return numel_[index]; }
-  // The bytes tensor `index` holds (0 for a split master).
+  // The elements of tensor `index` this process holds: all, or its slice of a sharded moment.
+  ShardRange held(int index) const { return held_[index]; }
+  // The bytes tensor `index` holds here (0 for a split master).
   int64_t bytes(int index) const {
-    return data_[index] ? numel_[index] * dtypeBytes(plan_.host_tensors(index).dtype()) : 0;
+    return data_[index] ? held_[index].size() * dtypeBytes(plan_.host_tensors(index).dtype()) : 0;
   }
+  // This process's share of the optimizer: the whole, or its rank's slices.
+  Shard shard() const { return shard_; }
 
   // Parameters from the plan's initializers (seeded; WEIGHTS ones zero until loadParams),
   // constants from the plan, everything else zero.
@@ -45,8 +54,11 @@ class HostStore {
   // Gradients (role GRAD), under their parameters' names.
   void saveGrads(const std::string& path) const;
   // Parameters and AdamW moments under their plan names (a checkpoint's tensors), plus metadata.
-  // Loading them refuses values that are not finite and negative second moments.
+  // Loading them refuses values that are not finite and negative second moments. Sharded, rank 0
+  // writes the file, gathering the moments' slices from the other ranks as it goes: they call
+  // sendState() meanwhile. Loading, each rank keeps its slice of the moments.
   void saveState(const std::string& path, const std::map<std::string, std::string>& metadata) const;
+  void sendState() const;
   void loadState(const SafetensorsFile& file) {
     load(file, {plan::ROLE_PARAM, plan::ROLE_MOMENT1, plan::ROLE_MOMENT2});
   }
@@ -67,7 +79,8 @@ class HostStore {
   int output(const std::string& name) const { return find(plan::ROLE_OUTPUT, name); }
   int64_t numParams() const { return num_params_; }
   int64_t totalBytes() const { return total_bytes_; }
-  // Tensor `index` as saved: fp32 under its plan name (a split master restored as it is written).
+  // Tensor `index` as saved: fp32 under its plan name (a split master restored as it is written;
+  // a sharded moment gathered on rank 0).
   SafetensorsTensor savedTensor(int index) const;
 
  private:
@@ -89,6 +102,9 @@ class HostStore {
   std::vector<std::unique_ptr<std::byte[], FreeDeleter>> tensors_;  // page-aligned; null for views
   std::vector<std::byte*> data_;  // each tensor's bytes: its own, or a view (landing gradients)
   std::vector<int64_t> numel_;
+  std::vector<ShardRange> held_;  // of each tensor, the elements held here
+  const RankExchange* ranks_;     // sharded over them, or null
+  Shard shard_;
   std::vector<int> params_, grad_of_, m1_of_, m2_of_, staging_of_, residual_of_;
   int tokens_ = -1, targets_ = -1, loss_ = -1;
   int64_t num_params_ = 0, total_bytes_ = 0;

@@ -7,17 +7,9 @@
 
 #include "kernels/adamw/adamw.h"
 #include "kernels/kernel_args.h"
+#include "runtime/host/rank_exchange.h"
 
 namespace mt {
-
-// Data parallel over ranks (mpirun; runtime/distributed/gradient_exchange.h): sums a gradient
-// that landed on this rank's host with every other rank's, in place, so that each rank holds the
-// step's mean. The host optimizer calls it for each gradient before taking its norm.
-class GradientExchange {
- public:
-  virtual ~GradientExchange() = default;
-  virtual void reduce(float* grad, int64_t n) = 0;
-};
 
 struct StepOptions {
   AdamWParams adamw;       // lr, betas, eps, weight decay (for tensors that take it), step
@@ -37,9 +29,10 @@ struct StepOptions {
   // and the step's (each micro-batch's loss is the mean over its own counted targets).
   float micro_weight = 1.0f;
   float step_divisor = 1.0f;
-  // Several ranks (mpirun): each gradient is summed across them as it lands (micro_steps is 1:
-  // one rank, one micro-batch). Null: one process.
-  GradientExchange* exchange = nullptr;
+  // Several ranks (mpirun): each gradient is summed across them into its owner's slice as it
+  // lands, each rank updates its slices and the updated weights are gathered (rank_exchange.h;
+  // micro_steps is 1: one rank, one micro-batch). Null: one process.
+  RankExchange* exchange = nullptr;
   // What the plan's random kernels (dropout) draw from in this run; training false for a
   // validation or an evaluation (dropout is then the identity).
   StepRandomness random;

@@ -1,7 +1,7 @@
 // mtrun over several ranks (mpirun; DESIGN.md §13, docs/distributed.md): what the trainer does
 // differently when World::get() has more than one rank. Rank r runs micro-batch r of each step
 // (the sequences one process with --accumulate N runs as its micro-batch r), its gradients summed
-// with the others' in rank order as they land (gradient_exchange.h); every rank then holds the
+// with the others' in rank order as they land (rank_exchange.h); every rank then holds the
 // same gradients, norm and weights, and rank 0 alone prints, logs, checkpoints and exports.
 #pragma once
 #include <cstdint>

@@ -126,7 +126,7 @@ RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
       throw Error(what.rfind("--export-hf", 0) == 0 ? what : "--export-hf: " + what + " (checked before the run starts)");
     }
   }
-  const std::string& dir = config.checkpoint_dir.empty() ? config.resume_dir : config.checkpoint_dir;
+  const std::string& dir = checkpointFolder(config);
   if (!dir.empty() && config.writes_checkpoints) {
     outputs.checkpoints = std::make_unique<CheckpointDir>(dir);
     if (outputs.checkpoints->removedLeftovers())
@@ -135,6 +135,10 @@ RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
   }
   if (!config.log_path.empty()) outputs.log = JsonLog(config.log_path, /*append=*/!config.resume_dir.empty());
   return outputs;
+}
+
+const std::string& checkpointFolder(const TrainConfig& config) {
+  return config.checkpoint_dir.empty() ? config.resume_dir : config.checkpoint_dir;
 }
 
 CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& plan, const TokenFile& data,

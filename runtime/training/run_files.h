@@ -52,6 +52,9 @@ struct RunOutputs {
 // paths writable, the checkpoint directory created and locked (its killed writers' temporary
 // files removed), the log opened.
 RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan);
+// Where the run's checkpoints go: --checkpoint-dir, else the --resume folder ("" = none). The
+// same on every rank (only rank 0 opens it).
+const std::string& checkpointFolder(const TrainConfig& config);
 
 // The initial weights (`path`, from initialWeightsPath; "" for the seeded initializers), then
 // the checkpoint to resume from; the state's provenance is this run's.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,7 +28,7 @@
 #include "runtime/io/error.h"
 #include "runtime/plan/plan_queries.h"
 #include "runtime/plan/verifier.h"
-#include "runtime/distributed/gradient_exchange.h"
+#include "runtime/distributed/rank_exchange.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/data_parallel.h"
 #include "runtime/training/run_files.h"
@@ -106,7 +107,7 @@ class Trainer {
  public:
   Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions options, const TokenFile& data,
           const TokenFile* val_data, BackendKind backend_kind, HostStore& store, const CheckpointState& resumed,
-          RunOutputs& outputs);
+          RunOutputs& outputs, MpiRankExchange* exchange);
   void printHeader() const;
   int run();  // the steps, then the end; the exit code
 
@@ -120,6 +121,9 @@ class Trainer {
   void validate(int64_t step);
   void restoreBest();
   void checkpoint(int64_t step);
+  // Rank 0 writes a checkpoint file with `write`; the other ranks of a sharded optimizer send it
+  // their slices of the moments meanwhile (where rank 0 writes one: --checkpoint-dir).
+  void writeState(const std::function<void()>& write);
   // A fault of a file (IoFault) or of an export after `step`'s update: the weights saved where
   // they still can be (saveAfterFault), then an error saying where.
   [[noreturn]] void stopOnFault(const Error& fault, int64_t step);
@@ -153,7 +157,7 @@ class Trainer {
   StepReport report_;
   StepTimeline traced_;  // --trace: the last training step's timeline (not a validation step's)
   const World& world_;   // the ranks of a data-parallel job (mpirun), or one
-  std::unique_ptr<RankGradientExchange> exchange_;  // with several ranks: the gradients' sum across them
+  MpiRankExchange* exchange_;  // with several ranks: the sharded optimizer's exchanges; else null
   // The last optimizer step's runs of the plan: each one's time and measured timeline.
   std::vector<std::pair<double, StepTimeline>> plan_runs_;
   double total_seconds_ = 0.0;
@@ -163,7 +167,7 @@ class Trainer {
 
 Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions options, const TokenFile& data,
                  const TokenFile* val_data, BackendKind backend_kind, HostStore& store,
-                 const CheckpointState& resumed, RunOutputs& outputs)
+                 const CheckpointState& resumed, RunOutputs& outputs, MpiRankExchange* exchange)
     : config_(config),
       plan_(plan),
       model_(plan.model()),
@@ -182,7 +186,8 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
       tokens_per_step_(config.accumulate * World::get().size() * model_.batch() * model_.seq()),
       sampler_(data, model_.batch(), model_.seq(), resumed.seed, 0, data.size() - val_tokens_),
       report_(plan, store),
-      world_(World::get()) {
+      world_(World::get()),
+      exchange_(exchange) {
   if (val_tokens_ > 0)
     validator_.emplace(HeldOutBatches(data, model_.batch(), model_.seq(), data.size() - val_tokens_, data.size(),
                                       config.val_batches));
@@ -193,10 +198,7 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
     if (const auto best = bestCheckpoint(config.checkpoint_dir); best && best->step <= resumed.step)
       validator_->rememberBest(best->step, best->val_loss);
   backend_ = createBackend(backend_kind, config.tf32, plan, store);
-  if (world_.distributed()) {
-    exchange_ = std::make_unique<RankGradientExchange>(world_);
-    options_.exchange = exchange_.get();
-  }
+  options_.exchange = exchange_;
 }
 
 void Trainer::printHeader() const {
@@ -237,13 +239,19 @@ void Trainer::printHeader() const {
                 "each gradient summed across the ranks in rank order as it lands (as --accumulate %d, bit for bit); "
                 "rank 0 prints, logs, checkpoints and exports\n",
                 world_.size(), static_cast<long long>(world_.size() * model_.batch()), world_.size());
-    // Each rank holds the whole optimizer state today (replicated): a host's bytes grow with its ranks.
+    // The moments are sharded; the master weights and the gradients are whole on every rank.
     const std::vector<int64_t> local_ranks = world_.allgather(static_cast<int64_t>(world_.localRank()));
+    const std::vector<int64_t> held = world_.allgather(store_.totalBytes());
     const auto hosts = std::count(local_ranks.begin(), local_ranks.end(), 0);
-    std::printf("  host memory: %.1f MiB per rank (the whole fp32 master and moments: not sharded yet), %.1f MiB on "
-                "rank 0's host (%d ranks); %lld host(s)\n",
-                store_.totalBytes() / 1048576.0, world_.localSize() * (store_.totalBytes() / 1048576.0),
-                world_.localSize(), static_cast<long long>(hosts));
+    int64_t on_host = 0;  // rank 0's host: the ranks with its local ranks before the next local rank 0
+    for (int r = 0; r < world_.size() && (r == 0 || local_ranks[r] != 0); ++r) on_host += held[r];
+    const auto [least, most] = std::minmax_element(held.begin(), held.end());
+    std::printf("  host memory: %.1f to %.1f MiB per rank (%.1f to %.1f bytes/param: the AdamW moments sharded over the "
+                "ranks, each updating its slice; the master weights and gradients whole on each), %.1f MiB on rank "
+                "0's host (%d ranks); %lld host(s)\n",
+                *least / 1048576.0, *most / 1048576.0, double(*least) / double(store_.numParams()),
+                double(*most) / double(store_.numParams()), on_host / 1048576.0, world_.localSize(),
+                static_cast<long long>(hosts));
   }
   if (on_arrival_)
     std::printf("  AdamW runs per parameter as its gradient lands (mtc --update on-arrival): no global-norm "
@@ -393,7 +401,12 @@ void Trainer::skipNonfinite(int64_t step, const StepResult& result) {
 // What a finished step leaves: the first step's gradients (--dump-grads), the profile, the
 // progress line, the log line.
 void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds) {
-  if (step == 1 && !config_.grads_path.empty()) store_.saveGrads(config_.grads_path);
+  if (step == 1 && (!config_.grads_path.empty() || config_.sends_grads)) {
+    if (exchange_)  // each summed gradient is whole on its owner's slice only
+      for (int p : store_.params())
+        if (store_.gradOf(p) >= 0) exchange_->gatherWhole(store_.f32(store_.gradOf(p)), store_.numel(p), p);
+    if (!config_.grads_path.empty()) store_.saveGrads(config_.grads_path);
+  }
   for (const auto& [run_seconds, timeline] : plan_runs_) report_.add(run_seconds, timeline);
   const bool nothing_counted = masked_ && counted == 0;
   if (nothing_counted) {
@@ -456,11 +469,10 @@ void Trainer::validate(int64_t step) {
               config_.keep_best && v.best ? "  best so far: kept" : "");
   if (outputs_.log)
     outputs_.log.write({{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_targets", v.counted}});
-  if (config_.keep_best && v.best) {
-    if (outputs_.checkpoints)
+  if (config_.keep_best && v.best)
+    writeState([&] {
       outputs_.checkpoints->writeBest(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, v.loss);
-    world_.barrier();  // the other ranks wait for rank 0's, unbounded
-  }
+    });
   if (v.since_best == kRisesBeforeWarning)
     std::printf("warning: the validation loss has stayed above its best (%.4f after step %lld) for %d validations: "
                 "the model may be overfitting%s\n",
@@ -480,14 +492,21 @@ void Trainer::restoreBest() {
               "from %s\n", static_cast<long long>(best->step), best->val_loss, best->path.c_str());
 }
 
-// Written by rank 0 alone; the other ranks wait for it, unbounded (its time grows with the model).
 void Trainer::checkpoint(int64_t step) {
-  if (outputs_.checkpoints) {
-    backend_->applyPendingUpdate();
+  backend_->applyPendingUpdate();  // on every rank: a sharded update gathers the weights
+  writeState([&] {
     clearStatus();
     outputs_.checkpoints->write(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, config_.keep);
     std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), outputs_.checkpoints->path().c_str());
-  }
+  });
+}
+
+// The other ranks wait for rank 0's file, unbounded (its time grows with the model).
+void Trainer::writeState(const std::function<void()>& write) {
+  if (outputs_.checkpoints)
+    write();
+  else if (!checkpointFolder(config_).empty())
+    store_.sendState();  // rank 0 writes: it gathers this rank's moments
   world_.barrier();
 }
 
@@ -502,7 +521,8 @@ void Trainer::stopOnFault(const Error& fault, int64_t step) {
 // checkpoint folder in the current folder or TMPDIR. What the error says of them.
 std::string Trainer::saveAfterFault(int64_t step) {
   const std::string after = "the weights after step " + std::to_string(step);
-  if (!config_.writes_checkpoints) return "rank 0 keeps the job's checkpoints";
+  if (world_.distributed())  // one rank cannot gather the others' moments
+    return "the optimizer's state is sharded over the ranks: resume from the job's last checkpoint";
   if (outputs_.checkpoints) {
     try {
       checkpoint(step);
@@ -614,11 +634,14 @@ int train(const TrainConfig& given) {
     config.backend = BackendChoice::kCpu;
   }
   const BackendKind backend_kind = chooseBackend(config.backend, config.tf32, plan);
-  checkHostMemory(plan, HostExtras{backend_kind == BackendKind::kCpu, gradientSumBytes(plan, config.accumulate)});
+  // Several ranks: the optimizer sharded over them (each holds its slice of the moments).
+  const std::unique_ptr<MpiRankExchange> exchange = world.distributed() ? std::make_unique<MpiRankExchange>(world) : nullptr;
+  checkHostMemory(plan, HostExtras{backend_kind == BackendKind::kCpu, gradientSumBytes(plan, config.accumulate),
+                                   exchange ? exchange->shard() : Shard{}});
   RunOutputs outputs = openOutputs(config, plan);
-  HostStore store(plan);
+  HostStore store(plan, exchange.get());
   const CheckpointState resumed = loadStartingState(config, plan, *data, initial_weights, store);
-  Trainer trainer(config, plan, options, *data, val_data.get(), backend_kind, store, resumed, outputs);
+  Trainer trainer(config, plan, options, *data, val_data.get(), backend_kind, store, resumed, outputs, exchange.get());
   trainer.printHeader();
   return trainer.run();
 }

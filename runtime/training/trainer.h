@@ -51,6 +51,7 @@ struct TrainConfig {
   bool profile = false;        // print the time per kernel at the end
   std::string command_line;    // mtrun's arguments as given: every rank of a data-parallel job must give the same
   bool writes_checkpoints = true;  // false on ranks other than 0 of a data-parallel job (rank 0 writes the job's)
+  bool sends_grads = false;    // ranks other than 0 when rank 0 dumps the first step's gradients: they send their slices
   double rank_timeout = 600.0;  // several ranks: the longest a rank waits for the others before ending the job
 };
 

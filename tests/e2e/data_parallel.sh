@@ -4,11 +4,12 @@
 # step's gradients and the weights after 6 steps — for 2 and 3 ranks (3 oversubscribe this 2-core
 # machine), resident, streamed, bf16 and on-arrival plans, and data with a loss mask (each rank's
 # gradient weighed by its counted targets); validation sharded over the ranks gives one process's
-# held-out loss. A checkpoint written by 2 ranks resumes in one process
-# with --accumulate 2 to the same weights. Only rank 0 prints and writes. Ranks that disagree
-# (another flag) are refused naming the rank and the field; --accumulate with ranks is refused
-# (not yet supported); a rank killed mid-run ends the job within a minute, a rank stopped (alive
-# but silent) after --rank-timeout.
+# held-out loss. The AdamW moments are sharded (each rank holds and updates a slice): a rank holds
+# less than one process. A checkpoint written by 2 ranks is one process's and resumes in one
+# process with --accumulate 2 to the same weights, on 3 ranks as --accumulate 3. Only rank 0
+# prints and writes. Ranks that disagree (another flag) are refused naming the rank and the
+# field; --accumulate with ranks is refused (not yet supported); a rank killed mid-run ends the
+# job within a minute, a rank stopped (alive but silent) after --rank-timeout.
 # usage: data_parallel.sh BIN_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$(readlink -f "$0")")/check.sh"
@@ -56,7 +57,14 @@ done
 check "the logs hold the validations" "[ \"\$(grep -c val_loss np3.jsonl)\" -eq 2 ]"
 check "only rank 0 prints" "[ \"\$(grep -c 'done:' np3.out)\" -eq 1 ] && grep -q 'data parallel over 3 ranks' np3.out"
 check "the host bytes per rank and per host are said" \
-  "grep -Eq 'host memory: [0-9.]+ MiB per rank .*, [0-9.]+ MiB on rank 0.s host \(3 ranks\); 1 host' np3.out"
+  "grep -Eq 'host memory: [0-9.]+ to [0-9.]+ MiB per rank .*, [0-9.]+ MiB on rank 0.s host \(3 ranks\); 1 host' np3.out"
+# The moments sharded: each rank holds less than one process (16 bytes/param here), the host
+# less than 3 of them.
+one=$(sed -n 's/^  host \([0-9.]*\) MiB.*/\1/p' acc3.out)
+most=$(sed -n 's/.*host memory: [0-9.]* to \([0-9.]*\) MiB per rank.*/\1/p' np3.out)
+on_host=$(sed -n 's/.*, \([0-9.]*\) MiB on rank 0.s host.*/\1/p' np3.out)
+check "sharded: each of 3 ranks holds at most 3/4 of one process's host bytes ($most of $one MiB), the host $on_host" \
+  "awk -v o=$one -v m=$most -v h=$on_host 'BEGIN { exit !(m <= 0.75 * o && h <= 2.25 * o) }'"
 for plan in streamed bf16; do
   run $plan.acc -2 $plan.plan
   run $plan.np 2 $plan.plan
@@ -76,14 +84,27 @@ run masked.acc -2 resident.plan --data masked.tok
 run masked.np 2 resident.plan --data masked.tok
 same masked.acc masked.np "2 ranks = --accumulate 2 (loss mask)"
 
-# A checkpoint written by 2 ranks resumes in one process with --accumulate 2.
-ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --weights w0.safetensors --steps 6 --checkpoint-dir ck \
-  --checkpoint-every 3 --export straight.safetensors --print-every 100 > ck.out
+# A checkpoint written by 2 ranks (each moment gathered from its 2 owners) is the file one process
+# with --accumulate 2 writes, --keep-best's too; it resumes in one process with --accumulate 2
+# to the same weights, and on 3 ranks (other slices) as one process with --accumulate 3 does.
+ckpt=(resident.plan --data corpus.tok --weights w0.safetensors --steps 6 --checkpoint-every 3 --print-every 100
+      --val-fraction 0.2 --val-every 3 --keep-best)
+ranks 2 "$bin/mtrun" "${ckpt[@]}" --checkpoint-dir ck --export straight.safetensors > ck.out
+"$bin/mtrun" "${ckpt[@]}" --checkpoint-dir ck1 --accumulate 2 > ck1.out
+check "2 ranks' checkpoint = one process's with --accumulate 2 (weights and moments)" \
+  "same_tensors ck/step-000000003.ckpt.safetensors ck1/step-000000003.ckpt.safetensors"
+check "... and --keep-best's" "same_tensors ck/best.ckpt.safetensors ck1/best.ckpt.safetensors"
 rm -f ck/step-000000006.ckpt.safetensors  # resume from step 3's
-"$bin/mtrun" resident.plan --data corpus.tok --steps 6 --resume ck --accumulate 2 --export resumed.safetensors \
-  --print-every 100 > resumed.out
+cp -r ck ck3
+cp -r ck ck3acc
+resume=(resident.plan --data corpus.tok --steps 6 --val-fraction 0.2 --print-every 100)
+"$bin/mtrun" "${resume[@]}" --resume ck --accumulate 2 --export resumed.safetensors > resumed.out
 check "2 ranks' checkpoint at step 3, resumed with --accumulate 2: the same weights at step 6" \
   "same_tensors straight.safetensors resumed.safetensors"
+ranks 3 "$bin/mtrun" "${resume[@]}" --resume ck3 --export resumed3.safetensors > resumed3.out
+"$bin/mtrun" "${resume[@]}" --resume ck3acc --accumulate 3 --export resumed3acc.safetensors > resumed3acc.out
+check "... resumed on 3 ranks: as one process with --accumulate 3" \
+  "same_tensors resumed3.safetensors resumed3acc.safetensors"
 
 # Refusals.
 mpirun -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --lr 1e-3 : \

@@ -1,0 +1,83 @@
+#include "runtime/distributed/rank_exchange.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/adamw/adamw.h"
+
+namespace mt {
+
+void MpiRankExchange::setStep(std::vector<float> weights, float divisor) {
+  weights_ = std::move(weights);
+  divisor_ = divisor;
+}
+
+void MpiRankExchange::slices(int64_t n, int param, std::vector<int64_t>& counts, std::vector<int64_t>& offsets) const {
+  const Shard shard = this->shard();
+  counts.resize(static_cast<size_t>(shard.ranks));
+  offsets.resize(static_cast<size_t>(shard.ranks));
+  for (int r = 0; r < shard.ranks; ++r) {
+    const ShardRange range = shard.of(n, param, r);
+    offsets[r] = range.begin;
+    counts[r] = range.size();
+  }
+}
+
+void MpiRankExchange::reduceToOwner(float* grad, int64_t n, int param) {
+  const int ranks = world_.size(), me = world_.rank();
+  std::vector<int64_t> slice_counts, slice_offsets;
+  slices(n, param, slice_counts, slice_offsets);
+  // Rounds: each moves the next piece of every rank's slice, at most round_ elements in all.
+  const int64_t widest = *std::max_element(slice_counts.begin(), slice_counts.end());
+  const int64_t piece = std::max<int64_t>(1, round_ / ranks);
+  std::vector<int64_t> counts(static_cast<size_t>(ranks)), offsets(static_cast<size_t>(ranks));
+  for (int64_t done = 0; done < widest || done == 0; done += piece) {
+    for (int r = 0; r < ranks; ++r) {
+      offsets[r] = slice_offsets[r] + std::min(done, slice_counts[r]);
+      counts[r] = std::min(piece, slice_offsets[r] + slice_counts[r] - offsets[r]);
+    }
+    const int64_t mine = counts[me];
+    received_.resize(static_cast<size_t>(std::max<int64_t>(mine * ranks, 1)));
+    world_.exchangeSlices(grad, counts, offsets, received_.data());
+    // Rank order, as --accumulate's micro-batches: the first starts the sum, the last leaves
+    // the mean in its own piece, which goes back into place.
+    sum_.resize(static_cast<size_t>(std::max<int64_t>(mine, 1)));
+    for (int r = 0; r < ranks; ++r)
+      accumulate_gradient_cpu(sum_.data(), received_.data() + r * mine, mine, r, ranks, weights_[r], divisor_);
+    std::memcpy(grad + offsets[me], received_.data() + (ranks - 1) * mine, static_cast<size_t>(mine) * sizeof(float));
+  }
+}
+
+void MpiRankExchange::gatherChunkSums(const double* mine, int64_t n, int param, double* all) const {
+  const Shard shard = this->shard();
+  std::vector<int64_t> counts(static_cast<size_t>(shard.ranks)), offsets(static_cast<size_t>(shard.ranks));
+  for (int r = 0; r < shard.ranks; ++r) {
+    const ShardRange range = shard.of(n, param, r);  // whole chunks: its first begins one
+    offsets[r] = range.begin / kAdamWChunk;
+    counts[r] = adamw_chunks(range.size());
+  }
+  std::copy(mine, mine + counts[shard.rank], all + offsets[shard.rank]);
+  world_.allgatherSlices(all, World::Scalar::kF64, counts, offsets);
+}
+
+void MpiRankExchange::gatherMaster(const MasterWeights& w, int64_t n, int param) const {
+  std::vector<int64_t> counts, offsets;
+  slices(n, param, counts, offsets);
+  if (w.f32) world_.allgatherSlices(w.f32, World::Scalar::kF32, counts, offsets);
+  if (w.bf16) world_.allgatherSlices(w.bf16, World::Scalar::kU16, counts, offsets);
+  if (w.residual) world_.allgatherSlices(w.residual, World::Scalar::kI16, counts, offsets);
+}
+
+void MpiRankExchange::gatherWhole(float* data, int64_t n, int param) const {
+  std::vector<int64_t> counts, offsets;
+  slices(n, param, counts, offsets);
+  world_.allgatherSlices(data, World::Scalar::kF32, counts, offsets);
+}
+
+void MpiRankExchange::gatherToFirst(const float* mine, int64_t n, int param, float* whole) const {
+  std::vector<int64_t> counts, offsets;
+  slices(n, param, counts, offsets);
+  world_.gatherSlicesToFirst(mine, World::Scalar::kF32, counts, offsets, whole);
+}
+
+}  // namespace mt
