@@ -121,6 +121,14 @@ int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard) {
   return bytes;
 }
 
+int64_t gradientSumBytes(const plan::Plan& plan, int64_t accumulate) {
+  if (accumulate == 1) return 0;
+  int64_t bytes = 0;
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_GRAD) bytes += hostTensorBytes(t);
+  return bytes;
+}
+
 void checkHostMemory(const plan::Plan& plan, const HostExtras& extras, const HostMemory& memory) {
   const int64_t host = shardedHostBytes(plan, extras.shard);
   const int64_t arena = extras.arena_on_host ? plan.arena_bytes() : 0;

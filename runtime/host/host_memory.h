@@ -30,6 +30,10 @@ struct HostExtras {
   Shard shard;                   // this rank's share of a sharded optimizer (the moments)
 };
 
+// Host bytes of --accumulate's running gradient sums: one f32 per gradient element, none
+// without accumulation.
+int64_t gradientSumBytes(const plan::Plan& plan, int64_t accumulate);
+
 // Throws mt::Error, naming each part and what bounds the memory, if the plan's host tensors and
 // the extras do not fit what is available. Called before anything is allocated.
 void checkHostMemory(const plan::Plan& plan, const HostExtras& extras,

@@ -1,6 +1,7 @@
 #include "runtime/training/data_parallel.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include "runtime/data/token_data.h"
@@ -55,6 +56,31 @@ float stepLoss(const World& world, const RankShares& shares, float loss, bool ma
     sum += masked ? static_cast<double>(shares.counted[r]) * losses[r] : losses[r];
   if (masked) return shares.total ? static_cast<float>(sum / static_cast<double>(shares.total)) : 0.0f;
   return static_cast<float>(sum / static_cast<double>(losses.size()));
+}
+
+void printRanks(const World& world, const HostStore& store, int64_t batch) {
+  std::printf("  data parallel over %d ranks: rank r runs micro-batch r of each step (%lld sequences per update), "
+              "each gradient summed across the ranks in rank order as it lands (as --accumulate %d, bit for bit); "
+              "rank 0 prints, logs, checkpoints and exports\n",
+              world.size(), static_cast<long long>(world.size() * batch), world.size());
+  // The moments are sharded; the master weights and the gradients are whole on every rank.
+  const std::vector<int64_t> local_ranks = world.allgather(static_cast<int64_t>(world.localRank()));
+  const std::vector<int64_t> held = world.allgather(store.totalBytes());
+  const auto hosts = std::count(local_ranks.begin(), local_ranks.end(), 0);
+  int64_t on_host = 0;  // rank 0's host: the ranks with its local ranks before the next local rank 0
+  for (int r = 0; r < world.size() && (r == 0 || local_ranks[r] != 0); ++r) on_host += held[r];
+  const auto [least, most] = std::minmax_element(held.begin(), held.end());
+  const double params = static_cast<double>(store.numParams());
+  std::printf("  host memory: %.1f to %.1f MiB per rank (%.1f to %.1f bytes/param: the AdamW moments sharded over the "
+              "ranks, each updating its slice; the master weights and gradients whole on each), %.1f MiB on rank "
+              "0's host (%d ranks); %lld host(s)\n",
+              *least / 1048576.0, *most / 1048576.0, *least / params, *most / params, on_host / 1048576.0,
+              world.localSize(), static_cast<long long>(hosts));
+}
+
+void gatherGradients(const RankExchange& exchange, HostStore& store) {
+  for (int p : store.params())
+    if (store.gradOf(p) >= 0) exchange.gatherWhole(store.f32(store.gradOf(p)), store.numel(p), p);
 }
 
 bool anyRankStops(const World& world, bool mine) {

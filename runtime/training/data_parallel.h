@@ -1,13 +1,16 @@
 // mtrun over several ranks (mpirun; DESIGN.md §13, docs/distributed.md): what the trainer does
 // differently when World::get() has more than one rank. Rank r runs micro-batch r of each step
 // (the sequences one process with --accumulate N runs as its micro-batch r), its gradients summed
-// with the others' in rank order as they land (rank_exchange.h); every rank then holds the
-// same gradients, norm and weights, and rank 0 alone prints, logs, checkpoints and exports.
+// with the others' in rank order into their owners' slices as they land (rank_exchange.h); each
+// rank updates its slices, every rank then holds the same norm and weights, and rank 0 alone
+// prints, logs, checkpoints and exports.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "runtime/distributed/world.h"
+#include "runtime/host/host_store.h"
+#include "runtime/host/rank_exchange.h"
 #include "runtime/plan/plan_format.h"
 #include "runtime/training/trainer.h"
 
@@ -37,6 +40,14 @@ RankShares shareStep(const World& world, int64_t counted, bool masked);
 
 // The step's loss from every rank's, summed in rank order as --accumulate sums its micro-batches'.
 float stepLoss(const World& world, const RankShares& shares, float loss, bool masked);
+
+// mtrun's header lines of a data-parallel job (rank 0 prints): the ranks, the sequences per
+// update, the host bytes per rank (least and most) and on rank 0's host. Every rank calls it.
+void printRanks(const World& world, const HostStore& store, int64_t batch);
+
+// Each parameter's summed gradient whole on every rank (each holds it on its slice only): for
+// rank 0's --dump-grads. Every rank calls it.
+void gatherGradients(const RankExchange& exchange, HostStore& store);
 
 // Whether any rank was asked to stop (SIGINT/SIGTERM reach the ranks at different moments: they
 // stop after the same step, all of them).

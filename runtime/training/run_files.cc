@@ -17,6 +17,7 @@
 #include "runtime/io/safetensors.h"
 #include "runtime/plan/plan_queries.h"
 #include "runtime/training/huggingface.h"
+#include "runtime/training/run_setup.h"
 #include "runtime/version.h"
 
 namespace mt {
@@ -135,6 +136,17 @@ RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
   }
   if (!config.log_path.empty()) outputs.log = JsonLog(config.log_path, /*append=*/!config.resume_dir.empty());
   return outputs;
+}
+
+std::unique_ptr<TokenFile> openTokens(const std::string& path, const plan::Plan& plan) {
+  auto file = std::make_unique<TokenFile>(path);
+  const int64_t vocab = plan.model().vocab();
+  if (file->vocabSize() > vocab)
+    throw Error("token file " + path + " has vocab size " + std::to_string(file->vocabSize()) +
+                " but the model's vocabulary is " + std::to_string(vocab) + ": tokenise with the model's " +
+                (isImported(plan) ? std::string("own tokenizer (an imported model's vocabulary is fixed)")
+                                  : "tokenizer, or compile with --vocab " + std::to_string(file->vocabSize())));
+  return file;
 }
 
 const std::string& checkpointFolder(const TrainConfig& config) {

@@ -52,6 +52,10 @@ struct RunOutputs {
 // paths writable, the checkpoint directory created and locked (its killed writers' temporary
 // files removed), the log opened.
 RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan);
+// The training or held-out tokens at `path`: refused unless the model's vocabulary holds its ids
+// (the error says how to tokenise or compile to match).
+std::unique_ptr<TokenFile> openTokens(const std::string& path, const plan::Plan& plan);
+
 // Where the run's checkpoints go: --checkpoint-dir, else the --resume folder ("" = none). The
 // same on every rank (only rank 0 opens it).
 const std::string& checkpointFolder(const TrainConfig& config);

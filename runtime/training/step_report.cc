@@ -1,5 +1,10 @@
 #include "runtime/training/step_report.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -8,6 +13,18 @@
 #include "runtime/plan/plan_format.h"
 
 namespace mt {
+
+std::string formatDuration(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+size_t terminalColumns() {
+  struct winsize size {};
+  if (ioctl(fileno(stdout), TIOCGWINSZ, &size) == 0 && size.ws_col > 1) return size.ws_col;
+  return 80;
+}
 
 StepReport::StepReport(const plan::Plan& plan, const HostStore& store)
     : plan_(plan), model_flops_(6.0 *

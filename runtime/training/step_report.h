@@ -3,13 +3,20 @@
 // convention MegaTrain and most papers use), how busy the compute stream was, the rates the
 // copies achieved, and (--profile) the time per kernel.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/host/host_store.h"
 #include "runtime/plan/plan_dump.h"
 
 namespace mt {
+
+// "m:ss", or "h:mm:ss" from an hour (a run's time left).
+std::string formatDuration(double seconds);
+// The width of the terminal on stdout (80 if it does not say).
+size_t terminalColumns();
 
 class StepReport {
  public:

@@ -1,6 +1,5 @@
 #include "runtime/training/trainer.h"
 
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,51 +53,11 @@ std::atomic<int> g_stop_signal{0};
 
 void onStopSignal(int signal) { g_stop_signal = signal; }
 
-// "m:ss", or "h:mm:ss" from an hour.
-std::string formatDuration(double seconds) {
-  const int64_t s = static_cast<int64_t>(seconds + 0.5);
-  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
-  return fmt::format("{}:{:02}", s / 60, s % 60);
-}
-
-// The width of the terminal on stdout (80 if it does not say).
-size_t terminalColumns() {
-  struct winsize size {};
-  if (ioctl(fileno(stdout), TIOCGWINSZ, &size) == 0 && size.ws_col > 1) return size.ws_col;
-  return 80;
-}
-
 // What went wrong in a step whose loss or a gradient is not finite.
 std::string nonfiniteProblem(const StepResult& result) {
   if (std::isfinite(result.loss)) return "the gradient '" + result.nonfinite_grad + "' holds NaN or Inf";
   return "the loss is " + std::to_string(result.loss) +
          (result.nonfinite_grad.empty() ? "" : " (first non-finite gradient: '" + result.nonfinite_grad + "')");
-}
-
-// Host bytes of --accumulate's running gradient sums: one f32 per gradient element, none
-// without accumulation.
-int64_t gradientSumBytes(const plan::Plan& plan, int64_t accumulate) {
-  if (accumulate == 1) return 0;
-  int64_t bytes = 0;
-  for (const auto& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_GRAD) bytes += hostTensorBytes(t);
-  return bytes;
-}
-
-}  // namespace
-
-namespace {
-
-// The training and held-out tokens: ids the model's vocabulary holds.
-std::unique_ptr<TokenFile> openTokens(const std::string& path, const plan::Plan& plan) {
-  auto file = std::make_unique<TokenFile>(path);
-  const int64_t vocab = plan.model().vocab();
-  if (file->vocabSize() > vocab)
-    throw Error("token file " + path + " has vocab size " + std::to_string(file->vocabSize()) +
-                " but the model's vocabulary is " + std::to_string(vocab) + ": tokenise with the model's " +
-                (isImported(plan) ? std::string("own tokenizer (an imported model's vocabulary is fixed)")
-                                  : "tokenizer, or compile with --vocab " + std::to_string(file->vocabSize())));
-  return file;
 }
 
 // One training run once its plan, data, outputs and starting weights are in place: the backend,
@@ -234,25 +193,7 @@ void Trainer::printHeader() const {
                 "%.1f MiB of host memory and their mean applied once\n",
                 static_cast<long long>(config_.accumulate), static_cast<long long>(config_.accumulate * model_.batch()),
                 gradientSumBytes(plan_, config_.accumulate) / 1048576.0);
-  if (world_.distributed()) {
-    std::printf("  data parallel over %d ranks: rank r runs micro-batch r of each step (%lld sequences per update), "
-                "each gradient summed across the ranks in rank order as it lands (as --accumulate %d, bit for bit); "
-                "rank 0 prints, logs, checkpoints and exports\n",
-                world_.size(), static_cast<long long>(world_.size() * model_.batch()), world_.size());
-    // The moments are sharded; the master weights and the gradients are whole on every rank.
-    const std::vector<int64_t> local_ranks = world_.allgather(static_cast<int64_t>(world_.localRank()));
-    const std::vector<int64_t> held = world_.allgather(store_.totalBytes());
-    const auto hosts = std::count(local_ranks.begin(), local_ranks.end(), 0);
-    int64_t on_host = 0;  // rank 0's host: the ranks with its local ranks before the next local rank 0
-    for (int r = 0; r < world_.size() && (r == 0 || local_ranks[r] != 0); ++r) on_host += held[r];
-    const auto [least, most] = std::minmax_element(held.begin(), held.end());
-    std::printf("  host memory: %.1f to %.1f MiB per rank (%.1f to %.1f bytes/param: the AdamW moments sharded over the "
-                "ranks, each updating its slice; the master weights and gradients whole on each), %.1f MiB on rank "
-                "0's host (%d ranks); %lld host(s)\n",
-                *least / 1048576.0, *most / 1048576.0, double(*least) / double(store_.numParams()),
-                double(*most) / double(store_.numParams()), on_host / 1048576.0, world_.localSize(),
-                static_cast<long long>(hosts));
-  }
+  if (world_.distributed()) printRanks(world_, store_, model_.batch());
   if (on_arrival_)
     std::printf("  AdamW runs per parameter as its gradient lands (mtc --update on-arrival): no global-norm "
                 "clipping\n");
@@ -402,9 +343,7 @@ void Trainer::skipNonfinite(int64_t step, const StepResult& result) {
 // progress line, the log line.
 void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds) {
   if (step == 1 && (!config_.grads_path.empty() || config_.sends_grads)) {
-    if (exchange_)  // each summed gradient is whole on its owner's slice only
-      for (int p : store_.params())
-        if (store_.gradOf(p) >= 0) exchange_->gatherWhole(store_.f32(store_.gradOf(p)), store_.numel(p), p);
+    if (exchange_) gatherGradients(*exchange_, store_);
     if (!config_.grads_path.empty()) store_.saveGrads(config_.grads_path);
   }
   for (const auto& [run_seconds, timeline] : plan_runs_) report_.add(run_seconds, timeline);
