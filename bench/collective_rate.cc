@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     }
     const int64_t max_mib = argc > 1 ? std::atoll(argv[1]) : 256;
     mt::MpiRankExchange exchange(world);
-    exchange.setStep(std::vector<float>(static_cast<size_t>(world.size()), 1.0f), static_cast<float>(world.size()));
+    exchange.setStep(0, 1, std::vector<float>(static_cast<size_t>(world.size()), 1.0f), static_cast<float>(world.size()));
     if (world.rank() == 0)
       std::printf("%d ranks (%d on this host); each sends and receives 2(N-1)/N of the tensor in both\n"
                   "| tensor | ours (fixed order) | MPI_Allreduce | ours / MPI | ours GB/s | MPI GB/s |\n"

@@ -25,7 +25,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("--accumulate", c.accumulate,
                  "micro-batches per optimizer step: the plan runs N times, the gradients summed on the host (4 more "
                  "bytes of host memory per parameter) and their mean applied once, exactly the update of one step "
-                 "at N times the plan's batch (the same sequences, fp32 rounding apart)")
+                 "at N times the plan's batch (the same sequences, fp32 rounding apart); under mpirun with R ranks, "
+                 "each rank runs N of the step's N*R micro-batches, as --accumulate N*R in one process")
       ->capture_default_str();
   app.add_option("--seed", c.seed, "seed of the data order and of dropout's masks")->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();

@@ -7,7 +7,9 @@
 
 namespace mt {
 
-void MpiRankExchange::setStep(std::vector<float> weights, float divisor) {
+void MpiRankExchange::setStep(int64_t micro_step, int64_t micro_steps, std::vector<float> weights, float divisor) {
+  micro_step_ = micro_step;
+  micro_steps_ = micro_steps;
   weights_ = std::move(weights);
   divisor_ = divisor;
 }
@@ -30,6 +32,15 @@ void MpiRankExchange::reduceToOwner(float* grad, int64_t n, int param) {
   // Rounds: each moves the next piece of every rank's slice, at most round_ elements in all.
   const int64_t widest = *std::max_element(slice_counts.begin(), slice_counts.end());
   const int64_t piece = std::max<int64_t>(1, round_ / ranks);
+  // The running sum of this rank's slice: for this call alone, or kept over the micro-steps.
+  float* sum = nullptr;
+  if (micro_steps_ > 1) {
+    std::vector<float>& kept = sums_[param];
+    kept.resize(static_cast<size_t>(std::max<int64_t>(slice_counts[me], 1)));  // once: the same size each step
+    sum = kept.data();
+  } else {
+    sum_.resize(static_cast<size_t>(std::max<int64_t>(std::min(piece, slice_counts[me]), 1)));
+  }
   std::vector<int64_t> counts(static_cast<size_t>(ranks)), offsets(static_cast<size_t>(ranks));
   for (int64_t done = 0; done < widest || done == 0; done += piece) {
     for (int r = 0; r < ranks; ++r) {
@@ -39,12 +50,15 @@ void MpiRankExchange::reduceToOwner(float* grad, int64_t n, int param) {
     const int64_t mine = counts[me];
     received_.resize(static_cast<size_t>(std::max<int64_t>(mine * ranks, 1)));
     world_.exchangeSlices(grad, counts, offsets, received_.data());
-    // Rank order, as --accumulate's micro-batches: the first starts the sum, the last leaves
+    // Micro-batch order (k·N + r), as --accumulate's: the first starts the sum, the last leaves
     // the mean in its own piece, which goes back into place.
-    sum_.resize(static_cast<size_t>(std::max<int64_t>(mine, 1)));
+    float* piece_sum = micro_steps_ > 1 ? sum + (offsets[me] - slice_offsets[me]) : sum_.data();
+    const int64_t count = micro_steps_ * ranks;
     for (int r = 0; r < ranks; ++r)
-      accumulate_gradient_cpu(sum_.data(), received_.data() + r * mine, mine, r, ranks, weights_[r], divisor_);
-    std::memcpy(grad + offsets[me], received_.data() + (ranks - 1) * mine, static_cast<size_t>(mine) * sizeof(float));
+      accumulate_gradient_cpu(piece_sum, received_.data() + r * mine, mine, micro_step_ * ranks + r, count,
+                              weights_[r], divisor_);
+    if (micro_step_ + 1 == micro_steps_)
+      std::memcpy(grad + offsets[me], received_.data() + (ranks - 1) * mine, static_cast<size_t>(mine) * sizeof(float));
   }
 }
 

@@ -8,6 +8,7 @@
 // receives as much; the updated weights come back by MPI_Allgatherv, (N - 1) / N of each. N ranks
 // train bit for bit as one process with --accumulate N.
 #pragma once
+#include <map>
 #include <vector>
 
 #include "runtime/distributed/world.h"
@@ -20,10 +21,13 @@ class MpiRankExchange : public RankExchange {
   // `round`: the most elements of a gradient one MPI_Alltoallv moves (MPI counts are int, and
   // the receive buffer stays about this size).
   explicit MpiRankExchange(const World& world, int64_t round = int64_t{1} << 26) : world_(world), round_(round) {}
-  // This step's weighing (set before the step, the same on every rank): rank r's gradient times
-  // weights[r], the sum divided by `divisor` (1 and N; with a loss mask, each rank's counted
-  // targets and the step's).
-  void setStep(std::vector<float> weights, float divisor);
+  // This run's weighing (set before each run of the plan, the same on every rank): it is
+  // micro-step `micro_step` of `micro_steps` (--accumulate K with ranks: micro-step k of rank r
+  // holds the step's micro-batch k·N + r, and the owners sum them in that order, as one process
+  // with --accumulate N·K sums its micro-batches); rank r's gradient times weights[r], the sum
+  // divided by `divisor` at the step's last micro-batch (1 and N·K; with a loss mask, each
+  // micro-batch's counted targets and the step's).
+  void setStep(int64_t micro_step, int64_t micro_steps, std::vector<float> weights, float divisor);
 
   Shard shard() const override { return {world_.rank(), world_.size()}; }
   void reduceToOwner(float* grad, int64_t n, int param) override;
@@ -38,8 +42,11 @@ class MpiRankExchange : public RankExchange {
 
   const World& world_;
   const int64_t round_;
+  int64_t micro_step_ = 0, micro_steps_ = 1;
   std::vector<float> weights_;
   float divisor_ = 1.0f;
+  // --accumulate with ranks: each parameter's running sum of its slice over the micro-steps.
+  std::map<int, std::vector<float>> sums_;
   std::vector<float> received_;  // the ranks' pieces of this rank's slice, rank after rank
   std::vector<float> sum_;       // their running sum
 };

@@ -121,11 +121,12 @@ int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard) {
   return bytes;
 }
 
-int64_t gradientSumBytes(const plan::Plan& plan, int64_t accumulate) {
+int64_t gradientSumBytes(const plan::Plan& plan, int64_t accumulate, const Shard& shard) {
   if (accumulate == 1) return 0;
   int64_t bytes = 0;
   for (const auto& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_GRAD) bytes += hostTensorBytes(t);
+    if (t.role() == plan::ROLE_GRAD)
+      bytes += shard.of(checkedNumel(t.shape(), t.name()), t.param_index()).size() * dtypeBytes(t.dtype());
   return bytes;
 }
 

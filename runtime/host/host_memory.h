@@ -30,9 +30,9 @@ struct HostExtras {
   Shard shard;                   // this rank's share of a sharded optimizer (the moments)
 };
 
-// Host bytes of --accumulate's running gradient sums: one f32 per gradient element, none
-// without accumulation.
-int64_t gradientSumBytes(const plan::Plan& plan, int64_t accumulate);
+// Host bytes of --accumulate's running gradient sums: one f32 per gradient element (of this
+// rank's slices when the optimizer is sharded), none without accumulation.
+int64_t gradientSumBytes(const plan::Plan& plan, int64_t accumulate, const Shard& shard = {});
 
 // Throws mt::Error, naming each part and what bounds the memory, if the plan's host tensors and
 // the extras do not fit what is available. Called before anything is allocated.

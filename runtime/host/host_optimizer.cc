@@ -42,8 +42,6 @@ void HostOptimizer::beginStep(const StepOptions& options) {
                 (options.exchange ? "train in one process" : "train without --accumulate"));
   if (options.exchange && store_.shard().ranks != options.exchange->shard().ranks)
     throw Error("internal: the host store is not sharded over the ranks that exchange its gradients");
-  if (options.exchange && options.micro_steps != 1)
-    throw Error("data parallel: --accumulate with several ranks is not supported yet; give each rank one micro-batch");
   options_ = options;
   grad_sq_sum_ = 0.0;
   first_nonfinite_ = -1;
@@ -142,9 +140,9 @@ void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
 }
 
 bool HostOptimizer::foldGradient(int grad) {
-  if (options_.exchange) {  // the ranks' gradients summed in rank order, as --accumulate's micro-batches
+  if (options_.exchange) {  // the ranks' gradients summed in micro-batch order, as --accumulate's
     options_.exchange->reduceToOwner(store_.f32(grad), store_.numel(grad), plan_.host_tensors(grad).param_index());
-    return true;
+    return gradientsComplete();
   }
   if (options_.micro_steps == 1) return true;
   if (grad_sums_.empty()) grad_sums_.resize(plan_.host_tensors_size());

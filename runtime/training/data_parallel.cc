@@ -1,5 +1,7 @@
 #include "runtime/training/data_parallel.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <utility>
@@ -45,24 +47,22 @@ RankShares shareStep(const World& world, int64_t counted, bool masked) {
     shares.total += c;
     shares.weights.push_back(masked ? static_cast<float>(c) : 1.0f);
   }
-  shares.divisor = masked ? static_cast<float>(std::max<int64_t>(shares.total, 1)) : static_cast<float>(world.size());
   return shares;
 }
 
-float stepLoss(const World& world, const RankShares& shares, float loss, bool masked) {
+void addLosses(const World& world, const RankShares& shares, float loss, bool masked, double& loss_sum) {
   const std::vector<float> losses = world.allgather(loss);
-  double sum = 0.0;
   for (size_t r = 0; r < losses.size(); ++r)
-    sum += masked ? static_cast<double>(shares.counted[r]) * losses[r] : losses[r];
-  if (masked) return shares.total ? static_cast<float>(sum / static_cast<double>(shares.total)) : 0.0f;
-  return static_cast<float>(sum / static_cast<double>(losses.size()));
+    loss_sum += masked ? static_cast<double>(shares.counted[r]) * losses[r] : losses[r];
 }
 
-void printRanks(const World& world, const HostStore& store, int64_t batch) {
-  std::printf("  data parallel over %d ranks: rank r runs micro-batch r of each step (%lld sequences per update), "
-              "each gradient summed across the ranks in rank order as it lands (as --accumulate %d, bit for bit); "
-              "rank 0 prints, logs, checkpoints and exports\n",
-              world.size(), static_cast<long long>(world.size() * batch), world.size());
+void printRanks(const World& world, const HostStore& store, int64_t batch, int64_t accumulate) {
+  const int64_t micro_batches = world.size() * accumulate;
+  std::printf("  data parallel over %d ranks: rank r runs micro-batch%s of each step (%lld sequences per update), "
+              "each gradient summed across the ranks in micro-batch order as it lands (as --accumulate %lld, bit for "
+              "bit); rank 0 prints, logs, checkpoints and exports\n",
+              world.size(), accumulate > 1 ? fmt::format("es r, r + {}, ... ({} of them)", world.size(), accumulate).c_str() : " r",
+              static_cast<long long>(micro_batches * batch), static_cast<long long>(micro_batches));
   // The moments are sharded; the master weights and the gradients are whole on every rank.
   const std::vector<int64_t> local_ranks = world.allgather(static_cast<int64_t>(world.localRank()));
   const std::vector<int64_t> held = world.allgather(store.totalBytes());

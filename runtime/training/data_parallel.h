@@ -27,23 +27,23 @@ void checkRanksAgree(const World& world, const TrainConfig& config, const plan::
 // checkpoint folder.
 TrainConfig forRank(TrainConfig config, int rank);
 
-// One step's shares: each rank's counted targets, in rank order, and what they make.
+// One micro-step's shares: each rank's counted targets, in rank order, and what they make.
 struct RankShares {
   std::vector<int64_t> counted;  // rank r's counted targets
   int64_t total = 0;
-  // The weight of rank r's gradient and the divisor of their sum, as --accumulate weighs its
-  // micro-batches: 1 and the rank count, or (with a loss mask) the counted targets and their total.
+  // The weight of rank r's gradient, as --accumulate weighs its micro-batches: 1, or (with a loss
+  // mask) its counted targets.
   std::vector<float> weights;
-  float divisor = 1.0f;
 };
 RankShares shareStep(const World& world, int64_t counted, bool masked);
 
-// The step's loss from every rank's, summed in rank order as --accumulate sums its micro-batches'.
-float stepLoss(const World& world, const RankShares& shares, float loss, bool masked);
+// Every rank's loss of this micro-step added to `loss_sum` in rank order (times its counted
+// targets with a loss mask), as --accumulate adds its micro-batches' one after the other.
+void addLosses(const World& world, const RankShares& shares, float loss, bool masked, double& loss_sum);
 
 // mtrun's header lines of a data-parallel job (rank 0 prints): the ranks, the sequences per
 // update, the host bytes per rank (least and most) and on rank 0's host. Every rank calls it.
-void printRanks(const World& world, const HostStore& store, int64_t batch);
+void printRanks(const World& world, const HostStore& store, int64_t batch, int64_t accumulate);
 
 // Each parameter's summed gradient whole on every rank (each holds it on its slice only): for
 // rank 0's --dump-grads. Every rank calls it.

@@ -192,8 +192,8 @@ void Trainer::printHeader() const {
     std::printf("  accumulating %lld micro-batches per step: %lld sequences per update, the gradients summed in "
                 "%.1f MiB of host memory and their mean applied once\n",
                 static_cast<long long>(config_.accumulate), static_cast<long long>(config_.accumulate * model_.batch()),
-                gradientSumBytes(plan_, config_.accumulate) / 1048576.0);
-  if (world_.distributed()) printRanks(world_, store_, model_.batch());
+                gradientSumBytes(plan_, config_.accumulate, store_.shard()) / 1048576.0);
+  if (world_.distributed()) printRanks(world_, store_, model_.batch(), config_.accumulate);
   if (on_arrival_)
     std::printf("  AdamW runs per parameter as its gradient lands (mtc --update on-arrival): no global-norm "
                 "clipping\n");
@@ -271,22 +271,35 @@ StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
   return result;
 }
 
-// One optimizer step of a data-parallel job: this rank runs micro-batch `rank` of the step (the
-// rows --accumulate N's micro-batch `rank` holds), its gradients summed with the other ranks' as
-// they land (weighed as --accumulate weighs its micro-batches), the loss from every rank's.
+// One optimizer step of a data-parallel job, N ranks, --accumulate K: micro-step k of this rank
+// runs the step's micro-batch k·N + rank (the rows one process with --accumulate N·K gives it),
+// its gradients summed with the other ranks' into their owners' slices as they land, in that
+// micro-batch order and weighed as --accumulate weighs its micro-batches; the loss from every
+// rank's, added in the same order.
 StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
   plan_runs_.clear();
-  const int64_t mine = sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()),
-                                     world_.rank() * model_.batch());
-  const RankShares shares = shareStep(world_, mine, masked_);
-  counted = shares.total;
-  exchange_->setStep(shares.weights, shares.divisor);
-  options_.micro_step = 0, options_.micro_steps = 1;
-  options_.update = counted > 0;
-  options_.random = {resumed_.seed, static_cast<uint64_t>((step - 1) * world_.size() + world_.rank()), true};
-  StepResult result = runPlan();
+  const int64_t ranks = world_.size(), micro_steps = config_.accumulate;
+  StepResult result;
+  double loss_sum = 0.0;
+  counted = 0;
+  options_.micro_steps = micro_steps;
+  for (int64_t k = 0; k < micro_steps; ++k) {
+    const int64_t m = k * ranks + world_.rank();
+    const int64_t mine =
+        sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()), m * model_.batch());
+    const RankShares shares = shareStep(world_, mine, masked_);
+    counted += shares.total;
+    exchange_->setStep(k, micro_steps, shares.weights,
+                       masked_ ? static_cast<float>(std::max<int64_t>(counted, 1)) : static_cast<float>(ranks * micro_steps));
+    options_.micro_step = k;
+    options_.update = !(k + 1 == micro_steps && counted == 0);
+    options_.random = {resumed_.seed, static_cast<uint64_t>((step - 1) * ranks * micro_steps + m), true};
+    result = runPlan();
+    addLosses(world_, shares, result.loss, masked_, loss_sum);
+  }
   options_.update = true;
-  result.loss = stepLoss(world_, shares, result.loss, masked_);
+  result.loss = masked_ ? (counted ? static_cast<float>(loss_sum / static_cast<double>(counted)) : 0.0f)
+                        : static_cast<float>(loss_sum / static_cast<double>(ranks * micro_steps));
   return result;
 }
 
@@ -538,10 +551,6 @@ int Trainer::finish() {
 int train(const TrainConfig& given) {
   validateConfig(given);
   const World& world = World::get();
-  if (world.distributed() && given.accumulate > 1)
-    throw Error("--accumulate " + std::to_string(given.accumulate) + " with " + std::to_string(world.size()) +
-                " ranks is not supported yet: run " + std::to_string(given.accumulate * world.size()) +
-                " ranks, or one process with --accumulate " + std::to_string(given.accumulate * world.size()));
   TrainConfig config = forRank(resolveResume(given), world.rank());
   World::get().boundWaits(config.rank_timeout);
   const plan::Plan plan = readTrainingPlan(config);
@@ -575,8 +584,9 @@ int train(const TrainConfig& given) {
   const BackendKind backend_kind = chooseBackend(config.backend, config.tf32, plan);
   // Several ranks: the optimizer sharded over them (each holds its slice of the moments).
   const std::unique_ptr<MpiRankExchange> exchange = world.distributed() ? std::make_unique<MpiRankExchange>(world) : nullptr;
-  checkHostMemory(plan, HostExtras{backend_kind == BackendKind::kCpu, gradientSumBytes(plan, config.accumulate),
-                                   exchange ? exchange->shard() : Shard{}});
+  const Shard shard = exchange ? exchange->shard() : Shard{};
+  checkHostMemory(plan, HostExtras{backend_kind == BackendKind::kCpu, gradientSumBytes(plan, config.accumulate, shard),
+                                   shard});
   RunOutputs outputs = openOutputs(config, plan);
   HostStore store(plan, exchange.get());
   const CheckpointState resumed = loadStartingState(config, plan, *data, initial_weights, store);

@@ -8,8 +8,8 @@
 # less than one process. A checkpoint written by 2 ranks is one process's and resumes in one
 # process with --accumulate 2 to the same weights, on 3 ranks as --accumulate 3. Only rank 0
 # prints and writes. Ranks that disagree (another flag) are refused naming the rank and the
-# field; --accumulate with ranks is refused (not yet supported); a rank killed mid-run ends the
-# job within a minute, a rank stopped (alive but silent) after --rank-timeout.
+# field. --accumulate K on N ranks is one process's --accumulate N·K. A rank killed mid-run ends
+# the job within a minute, a rank stopped (alive but silent) after --rank-timeout.
 # usage: data_parallel.sh BIN_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$(readlink -f "$0")")/check.sh"
@@ -83,6 +83,14 @@ ref.write_tokens('masked.tok', ids, 256, [(i // 7) % 3 != 0 for i in range(len(i
 run masked.acc -2 resident.plan --data masked.tok
 run masked.np 2 resident.plan --data masked.tok
 same masked.acc masked.np "2 ranks = --accumulate 2 (loss mask)"
+# --accumulate K on N ranks: micro-step k of rank r is micro-batch k·N + r of --accumulate N·K.
+run masked.acc4 -4 resident.plan --data masked.tok
+run masked.np2x2 2 resident.plan --data masked.tok --accumulate 2
+same masked.acc4 masked.np2x2 "2 ranks with --accumulate 2 = --accumulate 4 (loss mask)"
+check "... said at start" "grep -q 'micro-batches r, r + 2, ... (2 of them) of each step (8 sequences per update)' masked.np2x2.out"
+run arrival.acc4 -4 arrival.plan --grad-clip 0
+run arrival.np2x2 2 arrival.plan --grad-clip 0 --accumulate 2
+same arrival.acc4 arrival.np2x2 "2 ranks with --accumulate 2 = --accumulate 4 (on-arrival)"
 
 # A checkpoint written by 2 ranks (each moment gathered from its 2 owners) is the file one process
 # with --accumulate 2 writes, --keep-best's too; it resumes in one process with --accumulate 2
@@ -111,9 +119,6 @@ mpirun -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --lr 1e-3 : 
   -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --lr 2e-3 > mismatch.out 2> mismatch.err
 check "ranks with other flags are refused" \
   "[ \$? -ne 0 ] && grep -q 'rank 1 runs another flags than rank 0' mismatch.err"
-ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --accumulate 2 > acc.out 2> acc.err
-check "--accumulate with ranks is refused, naming what works" \
-  "[ \$? -ne 0 ] && grep -q 'run 4 ranks, or one process with --accumulate 4' acc.err"
 # A rank killed mid-run: the job ends (mpirun sees it) within a minute, not hanging.
 ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --steps 100000 --print-every 100000 > killed.out 2> killed.err &
 job=$!

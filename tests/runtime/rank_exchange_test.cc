@@ -69,7 +69,7 @@ TEST_P(RankExchangeTest, GradientSummedIntoItsOwnersSliceAsAccumulate) {
   std::vector<float> weights;
   float total = 0.0f;
   for (int r = 0; r < ranks; ++r) total += weights.emplace_back(static_cast<float>(r + 1));
-  exchange.setStep(weights, total);
+  exchange.setStep(0, 1, weights, total);
   for (int64_t n : kSizes)
     for (int param : {0, 1, 2}) {
       std::vector<float> grad = rankTensor(me, n);
@@ -90,6 +90,29 @@ TEST_P(RankExchangeTest, GradientSummedIntoItsOwnersSliceAsAccumulate) {
       exchange.gatherWhole(grad.data(), n, param);
       EXPECT_TRUE(sameBits(grad.data(), last.data(), n)) << "rank " << me << ": n " << n;
     }
+}
+
+TEST_P(RankExchangeTest, MicroStepsSummedInMicroBatchOrderAsAccumulate) {
+  MpiRankExchange exchange(world_, GetParam());
+  const int ranks = world_.size(), me = world_.rank();
+  const int64_t micro_steps = 3, count = micro_steps * ranks;
+  for (int64_t n : {int64_t{5}, 3 * kAdamWChunk + 7}) {
+    // The reference: micro-batch m's gradient (rank m % N's data at micro-step m / N) in order m.
+    std::vector<float> sum(static_cast<size_t>(n)), last;
+    for (int64_t m = 0; m < count; ++m) {
+      last = rankTensor(static_cast<int>(m), n);
+      accumulate_gradient_cpu(sum.data(), last.data(), n, m, count, 1.0f, static_cast<float>(count));
+    }
+    std::vector<float> grad;
+    for (int64_t k = 0; k < micro_steps; ++k) {
+      exchange.setStep(k, micro_steps, std::vector<float>(static_cast<size_t>(ranks), 1.0f), static_cast<float>(count));
+      grad = rankTensor(static_cast<int>(k * ranks + me), n);
+      exchange.reduceToOwner(grad.data(), n, 2);
+    }
+    const ShardRange mine = exchange.shard().of(n, 2);
+    EXPECT_TRUE(sameBits(grad.data() + mine.begin, last.data() + mine.begin, mine.size()))
+        << "rank " << me << ": n " << n;
+  }
 }
 
 TEST_P(RankExchangeTest, ChunkSumsGatheredAreOneProcesssSumOfSquares) {
