@@ -44,7 +44,7 @@ double bestSeconds(int reps, F f) {
 int main(int argc, char** argv) {
   mt::configureCpuLibraries(argv);  // as mtrun: OpenMP threads wait passively (ranks share the cores)
   try {
-    const mt::World& world = mt::World::start(&argc, &argv);
+    mt::World& world = mt::World::start(&argc, &argv);
     if (!world.distributed()) {
       std::fprintf(stderr, "mt_collective_rate: run it under mpirun with at least 2 ranks (mpirun -np 2 ...)\n");
       return 2;

@@ -20,7 +20,7 @@ class MpiRankExchange : public RankExchange {
  public:
   // `round`: the most elements of a gradient one MPI_Alltoallv moves (MPI counts are int, and
   // the receive buffer stays about this size).
-  explicit MpiRankExchange(const World& world, int64_t round = int64_t{1} << 26) : world_(world), round_(round) {}
+  explicit MpiRankExchange(World& world, int64_t round = int64_t{1} << 26) : world_(world), round_(round) {}
   // This run's weighing (set before each run of the plan, the same on every rank): it is
   // micro-step `micro_step` of `micro_steps` (--accumulate K with ranks: micro-step k of rank r
   // holds the step's micro-batch k·N + r, and the owners sum them in that order, as one process
@@ -29,18 +29,22 @@ class MpiRankExchange : public RankExchange {
   // micro-batch's counted targets and the step's).
   void setStep(int64_t micro_step, int64_t micro_steps, std::vector<float> weights, float divisor);
 
-  Shard shard() const override { return {world_.rank(), world_.size()}; }
+  Shard shard() const override {
+    return {world_.rank(), world_.size(), world_.sharesHostMemory(), !world_.sharesHostMemory() || world_.localRank() == 0};
+  }
   void reduceToOwner(float* grad, int64_t n, int param) override;
   void gatherChunkSums(const double* mine, int64_t n, int param, double* all) const override;
   void gatherMaster(const MasterWeights& w, int64_t n, int param) const override;
   void gatherWhole(float* data, int64_t n, int param) const override;
   void gatherToFirst(const float* mine, int64_t n, int param, float* whole) const override;
+  std::byte* sharedHostMemory(int64_t bytes) override { return world_.allocateShared(bytes); }
+  void hostCopyWritten() const override { world_.hostBarrier(); }
 
  private:
   // Every rank's slice of parameter `param`'s n-element tensor: counts and offsets, in elements.
   void slices(int64_t n, int param, std::vector<int64_t>& counts, std::vector<int64_t>& offsets) const;
 
-  const World& world_;
+  World& world_;
   const int64_t round_;
   int64_t micro_step_ = 0, micro_steps_ = 1;
   std::vector<float> weights_;

@@ -1,5 +1,6 @@
 #include "runtime/distributed/world.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
@@ -28,6 +29,9 @@ int envInt(const char* name) {
 
 #ifdef MT_MPI_ENABLED
 MPI_Comm g_comm = MPI_COMM_NULL;  // MPI_COMM_WORLD's duplicate: the trainer's collectives
+MPI_Comm g_host = MPI_COMM_NULL;  // the ranks of this host
+MPI_Comm g_peers = MPI_COMM_NULL;  // the ranks with this rank's local rank, one per host
+std::vector<MPI_Win> g_windows;    // the shared blocks (freed before MPI_Finalize)
 
 // An MPI call that failed (the default handler is replaced by MPI_ERRORS_RETURN): a rank that
 // cannot talk to the others stops, and mpirun ends the job.
@@ -87,11 +91,7 @@ World& World::start(int* argc, char*** argv) {
     check(MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check(MPI_Comm_rank(g_comm, &world.rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(g_comm, &world.size_), "MPI_Comm_size");
-    MPI_Comm host;
-    check(MPI_Comm_split_type(g_comm, MPI_COMM_TYPE_SHARED, world.rank_, MPI_INFO_NULL, &host), "MPI_Comm_split_type");
-    check(MPI_Comm_rank(host, &world.local_rank_), "MPI_Comm_rank (host)");
-    check(MPI_Comm_size(host, &world.local_size_), "MPI_Comm_size (host)");
-    MPI_Comm_free(&host);
+    world.findHosts();
   }
 #else
   (void)argc, (void)argv;
@@ -101,6 +101,76 @@ World& World::start(int* argc, char*** argv) {
                 "(bash tools/setup.sh: openmpi-bin libopenmpi-dev) and rebuild, or run one process");
 #endif
   return world;
+}
+
+#ifdef MT_MPI_ENABLED
+void World::findHosts() {
+  // MT_RANKS_PER_HOST=K takes every K consecutive ranks for a host of their own (tests of several
+  // hosts on one machine); by default a host is the ranks that can share memory.
+  if (const int per_host = envInt("MT_RANKS_PER_HOST"); per_host > 0)
+    check(MPI_Comm_split(g_comm, rank_ / per_host, rank_, &g_host), "MPI_Comm_split (host)");
+  else
+    check(MPI_Comm_split_type(g_comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &g_host), "MPI_Comm_split_type");
+  check(MPI_Comm_rank(g_host, &local_rank_), "MPI_Comm_rank (host)");
+  check(MPI_Comm_size(g_host, &local_size_), "MPI_Comm_size (host)");
+  check(MPI_Comm_split(g_comm, local_rank_, rank_, &g_peers), "MPI_Comm_split (peers)");
+  int peer_count = 0;
+  check(MPI_Comm_size(g_peers, &peer_count), "MPI_Comm_size (peers)");
+  peers_.assign(static_cast<size_t>(peer_count), 0);
+  check(MPI_Allgather(&rank_, 1, MPI_INT, peers_.data(), 1, MPI_INT, g_peers), "MPI_Allgather (peers)");
+  std::vector<int> local_sizes(static_cast<size_t>(size_));
+  check(MPI_Allgather(&local_size_, 1, MPI_INT, local_sizes.data(), 1, MPI_INT, g_comm), "MPI_Allgather (hosts)");
+  shares_host_ = local_size_ > 1 && std::all_of(local_sizes.begin(), local_sizes.end(),
+                                                [&](int n) { return n == local_size_; });
+}
+#endif
+
+std::byte* World::allocateShared(int64_t bytes) {
+#ifdef MT_MPI_ENABLED
+  if (shares_host_) {
+    MPI_Win window = MPI_WIN_NULL;
+    void* mine = nullptr;
+    check(MPI_Win_allocate_shared(local_rank_ == 0 ? static_cast<MPI_Aint>(bytes) : 0, 1, MPI_INFO_NULL, g_host, &mine,
+                                  &window),
+          "MPI_Win_allocate_shared");
+    g_windows.push_back(window);
+    MPI_Aint size = 0;
+    int unit = 0;
+    void* base = nullptr;
+    check(MPI_Win_shared_query(window, 0, &size, &unit, &base), "MPI_Win_shared_query");
+    // One passive epoch for the window's life: MPI_Win_sync then orders the ranks' loads and stores.
+    check(MPI_Win_lock_all(MPI_MODE_NOCHECK, window), "MPI_Win_lock_all");
+    return static_cast<std::byte*>(base);
+  }
+#endif
+  (void)bytes;
+  throw Error("internal: shared host memory asked for where the host's ranks do not share it");
+}
+
+void World::hostBarrier() const {
+#ifdef MT_MPI_ENABLED
+  if (!shares_host_) return;
+  for (MPI_Win w : g_windows) check(MPI_Win_sync(w), "MPI_Win_sync");
+  {
+    const Waiting waiting(*this, "MPI_Barrier (the host's ranks)");
+    check(MPI_Barrier(g_host), "MPI_Barrier (host)");
+  }
+  for (MPI_Win w : g_windows) check(MPI_Win_sync(w), "MPI_Win_sync");
+#endif
+}
+
+void World::allgatherPeers(void* data, Scalar type, const std::vector<int64_t>& counts,
+                           const std::vector<int64_t>& offsets) const {
+#ifdef MT_MPI_ENABLED
+  if (peers_.size() == 1) return;
+  const std::vector<int> recv_counts = ints(counts), recv_displs = ints(offsets);
+  const Waiting waiting(*this, "MPI_Allgatherv (the peers' slices)");
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, recv_counts.data(), recv_displs.data(),
+                       mpiType(type), g_peers),
+        "MPI_Allgatherv");
+#else
+  (void)data, (void)type, (void)counts, (void)offsets;
+#endif
 }
 
 World& World::get() {
@@ -113,7 +183,12 @@ World::~World() {
   if (watchdog_.joinable()) watchdog_.join();
 #ifdef MT_MPI_ENABLED
   if (started_) {
-    if (g_comm != MPI_COMM_NULL) MPI_Comm_free(&g_comm);
+    for (MPI_Win& window : g_windows) {
+      MPI_Win_unlock_all(window);
+      MPI_Win_free(&window);
+    }
+    for (MPI_Comm* comm : {&g_peers, &g_host, &g_comm})
+      if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm);
     MPI_Finalize();
   }
 #endif

@@ -4,6 +4,7 @@
 // world is one rank and nothing here talks to anyone.
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -60,6 +61,23 @@ class World {
   void gatherSlicesToFirst(const void* mine, Scalar type, const std::vector<int64_t>& counts,
                            const std::vector<int64_t>& offsets, void* data) const;
 
+  // One host copy (rank_exchange.h): the ranks of a host share one copy of what they all read
+  // alike (the master weights) in an MPI-3 shared-memory window (MPI_Win_allocate_shared), which
+  // its local rank 0 allocates. Shared when a host runs more than one rank and every host the
+  // same number (the peers below then cover every slice).
+  bool sharesHostMemory() const { return shares_host_; }
+  // `bytes` of memory shared by this host's ranks: the same bytes on each. Collective over the
+  // host's ranks; freed when the world ends.
+  std::byte* allocateShared(int64_t bytes);
+  // A barrier of this host's ranks after which each sees what the others wrote before it.
+  void hostBarrier() const;
+  // The ranks with this rank's local rank, one per host, in host order (world ranks): who holds,
+  // on another host, the slices this rank keeps current in its host's copy.
+  const std::vector<int>& peers() const { return peers_; }
+  // In place among the peers: peer h's slice (counts[h] elements at offsets[h]) into place.
+  void allgatherPeers(void* data, Scalar type, const std::vector<int64_t>& counts,
+                      const std::vector<int64_t>& offsets) const;
+
  private:
   World() = default;
   // A collective of this rank waiting for the others (its MPI call's name) from construction to
@@ -73,9 +91,12 @@ class World {
     const World& world_;
   };
   void watch();  // the watchdog thread's loop
+  void findHosts();  // MPI: this rank's host, its local rank, its peers
 
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   bool started_ = false;
+  bool shares_host_ = false;
+  std::vector<int> peers_{0};
   double wait_bound_s_ = 0.0;  // 0: unbounded
   mutable std::atomic<int64_t> waiting_since_ns_{0};  // 0: not waiting
   mutable std::atomic<const char*> waiting_in_{nullptr};

@@ -23,10 +23,14 @@ constexpr int64_t kTile = 1 << 16;
 constexpr int64_t kCheckTile = 4096;
 
 bool isMoment(plan::HostRole role) { return role == plan::ROLE_MOMENT1 || role == plan::ROLE_MOMENT2; }
+// What a host's ranks share with one host copy: the master weights and their bf16 copies.
+bool inHostCopy(plan::HostRole role) {
+  return role == plan::ROLE_PARAM || role == plan::ROLE_STAGING || role == plan::ROLE_RESIDUAL;
+}
 
 }  // namespace
 
-HostStore::HostStore(const plan::Plan& plan, const RankExchange* ranks)
+HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks)
     : plan_(plan), ranks_(ranks), shard_(ranks ? ranks->shard() : Shard{}) {
   const int n = plan.host_tensors_size();
   numel_.resize(n);
@@ -60,14 +64,34 @@ HostStore::HostStore(const plan::Plan& plan, const RankExchange* ranks)
   total_bytes_ = shardedHostBytes(plan, shard_);  // checkHostMemory (host_memory.h) has said it fits
   tensors_.resize(n);
   data_.resize(n);
+  // Each tensor on pages of its own: the CUDA backend pins the ones it copies (cudaHostRegister),
+  // and two registrations must not share a page.
+  const auto pages = [&](int i) {
+    const int64_t held = held_[i].size() * dtypeBytes(plan.host_tensors(i).dtype());
+    return (std::max<int64_t>(held, 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
+  };
+  const auto allocated = [&](int i) {
+    return !(landing >= 0 && plan.host_tensors(i).role() == plan::ROLE_GRAD) &&
+           residual_of_[i] < 0;  // a split master: its staging copy and residual hold it
+  };
+  // One host copy: the masters and their bf16 copies in the block the host's ranks share.
+  std::byte* shared = nullptr;
+  if (shard_.shared_copy) {
+    int64_t shared_bytes = 0;
+    for (int i = 0; i < n; ++i)
+      if (allocated(i) && inHostCopy(plan.host_tensors(i).role())) shared_bytes += pages(i);
+    shared = ranks->sharedHostMemory(shared_bytes);
+  }
   try {
     for (int i = 0; i < n; ++i) {
-      if (landing >= 0 && plan.host_tensors(i).role() == plan::ROLE_GRAD) continue;
-      if (residual_of_[i] >= 0) continue;  // a split master: its staging copy and residual hold it
-      // Each tensor on pages of its own: the CUDA backend pins the ones it copies
-      // (cudaHostRegister), and two registrations must not share a page.
-      const int64_t held = held_[i].size() * dtypeBytes(plan.host_tensors(i).dtype());
-      const int64_t rounded = (std::max<int64_t>(held, 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
+      if (!allocated(i)) continue;
+      const int64_t rounded = pages(i);
+      if (shared && inHostCopy(plan.host_tensors(i).role())) {
+        data_[i] = shared;
+        if (shard_.writes_copy) std::memset(shared, 0, rounded);
+        shared += rounded;
+        continue;
+      }
       tensors_[i].reset(static_cast<std::byte*>(std::aligned_alloc(kPageBytes, rounded)));
       if (!tensors_[i]) throw std::bad_alloc();
       std::memset(tensors_[i].get(), 0, rounded);
@@ -110,6 +134,7 @@ std::vector<float> HostStore::readParam(int param) const {
 }
 
 void HostStore::setParam(int param, const std::function<void(int64_t, int64_t, float*)>& values) {
+  if (!shard_.writes_copy) return;  // the host's writer sets its shared copy
   const MasterWeights w = master(param);
   const int64_t n = numel_[param], tiles = (n + kTile - 1) / kTile;
 #pragma omp parallel for schedule(static) if (tiles > 1)
@@ -145,7 +170,7 @@ void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::Ho
       setParam(i, [&](int64_t first, int64_t n, float* out) { std::memcpy(out, entry.data + 4 * first, 4 * n); });
     else  // all of it, or this rank's slice of a sharded moment
       std::memcpy(data(i), entry.data + 4 * held_[i].begin, static_cast<size_t>(bytes(i)));
-    checkLoaded(i);
+    if (t.role() != plan::ROLE_PARAM || shard_.writes_copy) checkLoaded(i);
   }
 }
 

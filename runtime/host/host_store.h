@@ -27,8 +27,10 @@ class HostStore {
   // Checks that the machine has the memory the plan needs before allocating anything and
   // throws mt::Error with both numbers if not. The plan must be verified.
   // `ranks`: the data-parallel ranks whose optimizer is sharded (each holding its slice of the
-  // moments; a checkpoint's moments gathered from them on rank 0); null: one process.
-  explicit HostStore(const plan::Plan& plan, const RankExchange* ranks = nullptr);
+  // moments; a checkpoint's moments gathered from them on rank 0), and which may share one host
+  // copy of the master weights (Shard::shared_copy: only its writer sets it whole, then
+  // RankExchange::hostCopyWritten); null: one process.
+  explicit HostStore(const plan::Plan& plan, RankExchange* ranks = nullptr);
 
   // Null for a split master (see master()).
   void* data(int index) const { return data_[index]; }
@@ -103,7 +105,7 @@ class HostStore {
   std::vector<std::byte*> data_;  // each tensor's bytes: its own, or a view (landing gradients)
   std::vector<int64_t> numel_;
   std::vector<ShardRange> held_;  // of each tensor, the elements held here
-  const RankExchange* ranks_;     // sharded over them, or null
+  RankExchange* ranks_;           // sharded over them, or null
   Shard shard_;
   std::vector<int> params_, grad_of_, m1_of_, m2_of_, staging_of_, residual_of_;
   int tokens_ = -1, targets_ = -1, loss_ = -1;

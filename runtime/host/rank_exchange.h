@@ -8,6 +8,7 @@
 // the same numbers on the owners as in one process, added in the same order: exact clipping.
 #pragma once
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/adamw/adamw.h"
@@ -23,6 +24,11 @@ struct ShardRange {
 
 struct Shard {
   int rank = 0, ranks = 1;
+  // One host copy: the ranks of a host share one copy of the master weights (and their bf16
+  // copies), which its local rank 0 allocates and writes when it is set whole (initial weights, a
+  // checkpoint); each rank updates its slices of it in place.
+  bool shared_copy = false;
+  bool writes_copy = true;  // this rank allocates and sets the copy (its own, or its host's)
 
   // Rank r's slice of parameter `param` (its host tensor index), n elements: piece p = (r +
   // param) mod N of its C chunks, chunks [C·p/N, C·(p+1)/N). A tensor of fewer chunks than ranks
@@ -51,10 +57,15 @@ class RankExchange {
   // (adamw_chunks of its slice) from `mine`, all adamw_chunks(n) of them into `all`, in order.
   virtual void gatherChunkSums(const double* mine, int64_t n, int param, double* all) const = 0;
   // After each rank updated its slice of a parameter's master: every rank's slice of each of the
-  // master's arrays (fp32, bf16 copy, residual) into place on every rank.
+  // master's arrays (fp32, bf16 copy, residual) into place on every rank (with one host copy,
+  // from the other hosts only: the host's ranks wrote theirs in place).
   virtual void gatherMaster(const MasterWeights& w, int64_t n, int param) const = 0;
   // Every rank's slice of `data` (n floats) into place on every rank: a summed gradient whole.
   virtual void gatherWhole(float* data, int64_t n, int param) const = 0;
+  // One host copy: `bytes` of memory the host's ranks share (collective over them; null where
+  // they share none), and the barrier after its writer set it whole.
+  virtual std::byte* sharedHostMemory(int64_t bytes) = 0;
+  virtual void hostCopyWritten() const = 0;
   // Rank 0 receives every rank's slice (`mine`: this rank's shard().of(n, param).size() floats)
   // into `whole` (n floats; null on the other ranks): a moment for rank 0's checkpoint.
   virtual void gatherToFirst(const float* mine, int64_t n, int param, float* whole) const = 0;

@@ -72,10 +72,12 @@ void printRanks(const World& world, const HostStore& store, int64_t batch, int64
   const auto [least, most] = std::minmax_element(held.begin(), held.end());
   const double params = static_cast<double>(store.numParams());
   std::printf("  host memory: %.1f to %.1f MiB per rank (%.1f to %.1f bytes/param: the AdamW moments sharded over the "
-              "ranks, each updating its slice; the master weights and gradients whole on each), %.1f MiB on rank "
-              "0's host (%d ranks); %lld host(s)\n",
-              *least / 1048576.0, *most / 1048576.0, *least / params, *most / params, on_host / 1048576.0,
-              world.localSize(), static_cast<long long>(hosts));
+              "ranks, each updating its slice; %s), %.1f MiB on rank 0's host (%d ranks); %lld host(s)\n",
+              *least / 1048576.0, *most / 1048576.0, *least / params, *most / params,
+              store.shard().shared_copy ? "one copy of the master weights per host, in memory its ranks share; the "
+                                          "gradients whole on each rank"
+                                        : "the master weights and gradients whole on each",
+              on_host / 1048576.0, world.localSize(), static_cast<long long>(hosts));
 }
 
 void gatherGradients(const RankExchange& exchange, HostStore& store) {

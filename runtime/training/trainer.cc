@@ -550,7 +550,7 @@ int Trainer::finish() {
 
 int train(const TrainConfig& given) {
   validateConfig(given);
-  const World& world = World::get();
+  World& world = World::get();
   TrainConfig config = forRank(resolveResume(given), world.rank());
   World::get().boundWaits(config.rank_timeout);
   const plan::Plan plan = readTrainingPlan(config);
@@ -590,6 +590,7 @@ int train(const TrainConfig& given) {
   RunOutputs outputs = openOutputs(config, plan);
   HostStore store(plan, exchange.get());
   const CheckpointState resumed = loadStartingState(config, plan, *data, initial_weights, store);
+  if (exchange) exchange->hostCopyWritten();  // one host copy: its writer has set it
   Trainer trainer(config, plan, options, *data, val_data.get(), backend_kind, store, resumed, outputs, exchange.get());
   trainer.printHeader();
   return trainer.run();

@@ -59,7 +59,7 @@ TEST(Shard, SlicesAreWholeChunksCoveringTheTensorOnce) {
 
 class RankExchangeTest : public ::testing::TestWithParam<int64_t> {  // the round, in elements
  protected:
-  const World& world_ = World::get();
+  World& world_ = World::get();
 };
 
 TEST_P(RankExchangeTest, GradientSummedIntoItsOwnersSliceAsAccumulate) {
