@@ -5,10 +5,12 @@
 // (accumulate_gradient_cpu in rank order), with pieces smaller than a slice (several rounds of
 // MPI_Alltoallv) and with slices of tensors of a few elements, one chunk, a chunk and a bit; the
 // gathered chunk sums are sum_squares_cpu's; masters (plain with a bf16 copy, split) and moments
-// gathered whole.
+// gathered whole — each rank with its own copy, the ranks of a host sharing one, and two hosts
+// of shared copies completed from each other (CTest runs the three: MT_RANKS_PER_HOST).
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -128,17 +130,31 @@ TEST_P(RankExchangeTest, ChunkSumsGatheredAreOneProcesssSumOfSquares) {
   }
 }
 
+// The master's arrays: this rank's own, or (one host copy: several ranks on a host) the host's,
+// in memory its ranks share. Set to garbage: each rank knows only its slice until gathered.
+template <typename T>
+T* masterArray(MpiRankExchange& exchange, std::vector<std::vector<T>>& own, int64_t n, T garbage) {
+  if (!exchange.shard().shared_copy) return own.emplace_back(static_cast<size_t>(n), garbage).data();
+  T* shared = reinterpret_cast<T*>(exchange.sharedHostMemory(n * static_cast<int64_t>(sizeof(T))));
+  if (exchange.shard().writes_copy) std::fill(shared, shared + n, garbage);
+  exchange.hostCopyWritten();
+  return shared;
+}
+
 TEST_P(RankExchangeTest, MastersAndMomentsGathered) {
-  const MpiRankExchange exchange(world_, GetParam());
+  MpiRankExchange exchange(world_, GetParam());
   const int me = world_.rank();
   for (int64_t n : kSizes) {
     const std::vector<float> expected = rankTensor(7, n);
     const ShardRange mine = exchange.shard().of(n, 1);
-    // Each rank knows only its slice; the rest is garbage until gathered.
-    std::vector<float> plain(static_cast<size_t>(n), -1.0f), split_values(static_cast<size_t>(n));
-    std::vector<uint16_t> copy(static_cast<size_t>(n), 0xffff), hi(static_cast<size_t>(n), 0xffff);
-    std::vector<int16_t> lo(static_cast<size_t>(n), -1);
-    const MasterWeights with_copy{plain.data(), copy.data(), nullptr}, split{nullptr, hi.data(), lo.data()};
+    std::vector<std::vector<float>> own_f32;
+    std::vector<std::vector<uint16_t>> own_u16;
+    std::vector<std::vector<int16_t>> own_i16;
+    float* plain = masterArray<float>(exchange, own_f32, n, -1.0f);
+    uint16_t* copy = masterArray<uint16_t>(exchange, own_u16, n, 0xffff);
+    uint16_t* hi = masterArray<uint16_t>(exchange, own_u16, n, 0xffff);
+    int16_t* lo = masterArray<int16_t>(exchange, own_i16, n, -1);
+    const MasterWeights with_copy{plain, copy, nullptr}, split{nullptr, hi, lo};
     write_master(with_copy, mine.begin, mine.size(), expected.data() + mine.begin);
     write_master(split, mine.begin, mine.size(), expected.data() + mine.begin);
     exchange.gatherMaster(with_copy, n, 1);
@@ -147,8 +163,8 @@ TEST_P(RankExchangeTest, MastersAndMomentsGathered) {
     std::vector<float> expected_plain(static_cast<size_t>(n)), restored(static_cast<size_t>(n));
     write_master({expected_plain.data(), expected_copy.data(), nullptr}, 0, n, expected.data());
     read_master(split, 0, n, restored.data());
-    EXPECT_TRUE(sameBits(plain.data(), expected.data(), n)) << "rank " << me << ", n " << n;
-    EXPECT_EQ(copy, expected_copy) << "rank " << me << ", n " << n;
+    EXPECT_TRUE(sameBits(plain, expected.data(), n)) << "rank " << me << ", n " << n;
+    EXPECT_EQ(std::vector<uint16_t>(copy, copy + n), expected_copy) << "rank " << me << ", n " << n;
     EXPECT_TRUE(sameBits(restored.data(), expected.data(), n)) << "rank " << me << ", n " << n;
     // A moment's slices to rank 0 (a checkpoint).
     std::vector<float> whole(me == 0 ? static_cast<size_t>(n) : 0);
