@@ -72,6 +72,10 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("--trace", c.trace_path,
                  "write the measured timeline of the last step (Chrome/Perfetto JSON; mtdump PLAN --trace T "
                  "--measured THIS lays it beside the prediction)");
+  app.add_option("--report", c.report_path,
+                 "write a picture of the run at its end: one self-contained HTML page (loss and validation loss, "
+                 "learning rate, gradient norm, tokens/s by step; measured against predicted step time; memory; "
+                 "the logged numbers embedded as JSON)");
   app.add_option("--val-fraction", c.val_fraction, "hold out this last fraction of the tokens for validation")
       ->capture_default_str();
   app.add_option("--val-data", c.val_data_path,

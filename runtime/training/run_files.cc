@@ -108,7 +108,7 @@ std::unique_ptr<FileLock> lockExport(const std::string& path, const char* flag) 
 RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
   RunOutputs outputs;
   for (auto [path, flag] : {std::pair{&config.export_path, "--export"}, {&config.trace_path, "--trace"},
-                            {&config.grads_path, "--dump-grads"}})
+                            {&config.grads_path, "--dump-grads"}, {&config.report_path, "--report"}})
     if (!path->empty()) checkWritable(*path, flag);
   if (!config.export_path.empty()) {
     outputs.export_lock = lockExport(config.export_path, "--export");

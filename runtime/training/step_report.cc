@@ -67,6 +67,14 @@ void StepReport::accumulate(Totals& totals, double seconds, const StepTimeline& 
   }
 }
 
+StepReport::Measured StepReport::measured() const {
+  const Totals& t = rest_.steps > 0 ? rest_ : first_;
+  if (t.steps == 0) return {};
+  const double step_s = t.seconds / t.steps;
+  return {t.steps, step_s, model_flops_ / step_s * 1e-12, plan_.model().predicted_step_us() * 1e-6,
+          t.compute_us * 1e-6 / t.seconds};
+}
+
 void StepReport::print(bool per_kernel, bool micro_batches) const {
   const Totals& t = rest_.steps > 0 ? rest_ : first_;
   if (t.steps == 0) return;

@@ -28,6 +28,13 @@ class StepReport {
   // Prints the summary (and, with `per_kernel`, the time per kernel) to stdout. `micro_batches`:
   // each run of the plan was one micro-batch of an accumulated step (mtrun --accumulate).
   void print(bool per_kernel, bool micro_batches = false) const;
+  // The steps measured (after the first, unless it is the only one) and their mean time, against
+  // the plan's prediction (0: none).
+  struct Measured {
+    int64_t steps = 0;
+    double step_s = 0.0, model_tflops = 0.0, predicted_s = 0.0, compute_busy = 0.0;
+  };
+  Measured measured() const;
 
  private:
   struct Totals {

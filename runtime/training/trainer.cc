@@ -31,6 +31,7 @@
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/data_parallel.h"
 #include "runtime/training/run_files.h"
+#include "runtime/training/run_report.h"
 #include "runtime/training/run_setup.h"
 #include "runtime/training/step_report.h"
 #include "runtime/training/train_config.h"
@@ -89,6 +90,9 @@ class Trainer {
   std::string saveAfterFault(int64_t step);
   void exportWeights(int64_t steps_done);
   void writeTrace();
+  // A log line: into --log, and kept for --report.
+  void logLine(const nlohmann::json& line);
+  void writeReport();  // --report
   int stopEarly(int64_t step);
   int finish();
   // On a terminal the progress line is redrawn in place: other messages clear it first.
@@ -119,6 +123,7 @@ class Trainer {
   MpiRankExchange* exchange_;  // with several ranks: the sharded optimizer's exchanges; else null
   // The last optimizer step's runs of the plan: each one's time and measured timeline.
   std::vector<std::pair<double, StepTimeline>> plan_runs_;
+  std::vector<nlohmann::json> logged_;  // --report: the run's log lines
   double total_seconds_ = 0.0;
   int64_t steps_run_ = 0;
   int64_t transfers_verified_ = 0;  // --verify-transfers: copies to the device checked so far
@@ -383,13 +388,13 @@ void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted
     std::printf("%s%s", line.c_str(), line_due ? "\n" : "");
     std::fflush(stdout);
   }
-  if (outputs_.log) {
+  if (outputs_.log || !config_.report_path.empty()) {
     nlohmann::json line = {{"step", step},           {"loss", result.loss},
                            {"lr", options_.adamw.lr}, {"grad_norm", result.grad_norm},
                            {"tokens_per_s", tok_s},  {"step_ms", seconds * 1e3}};
     if (masked_) line["tokens_counted"] = counted;
     if (nothing_counted) line["skipped"] = "no target counted";
-    outputs_.log.write(line);
+    logLine(line);
   }
 }
 
@@ -419,8 +424,7 @@ void Trainer::validate(int64_t step) {
                                               v.counted, held.batches(), held.allBatches());
   std::printf("%s loss %.4f  perplexity %.2f (%s)%s\n", at.c_str(), v.loss, std::exp(v.loss), scope.c_str(),
               config_.keep_best && v.best ? "  best so far: kept" : "");
-  if (outputs_.log)
-    outputs_.log.write({{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_targets", v.counted}});
+  logLine({{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_targets", v.counted}});
   if (config_.keep_best && v.best)
     writeState([&] {
       outputs_.checkpoints->writeBest(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, v.loss);
@@ -500,6 +504,41 @@ std::string Trainer::saveAfterFault(int64_t step) {
 
 void Trainer::exportWeights(int64_t steps_done) { exportStore(config_, plan_, store_, resumed_.provenance, steps_done); }
 
+void Trainer::logLine(const nlohmann::json& line) {
+  if (outputs_.log) outputs_.log.write(line);
+  if (!config_.report_path.empty()) logged_.push_back(line);
+}
+
+void Trainer::writeReport() {
+  if (config_.report_path.empty()) return;
+  RunReport report{model_.name(), {}, logged_};
+  const auto fact = [&](std::string label, std::string value) { report.facts.emplace_back(label, value); };
+  fact("model", fmt::format("{}: {} parameters{}", model_.name(), store_.numParams(),
+                            model_.active_params() ? fmt::format(" ({} active per token)", model_.active_params()) : ""));
+  fact("batch", fmt::format("{} sequences x {} tokens per run of the plan; {} tokens per step", model_.batch(),
+                            model_.seq(), tokens_per_step_));
+  fact("steps", fmt::format("{} of {}{}", steps_run_, config_.steps,
+                            resumed_.step > 0 ? fmt::format(" (resumed after step {})", resumed_.step) : ""));
+  fact("precision", planPrecision(plan_) == ComputePrecision::kBf16 ? "bf16 plan (fp32 master weights and moments)"
+                                                                     : "fp32");
+  fact("backend", backend_->name() + " (" + blasDescription() + ")");
+  fact("memory", fmt::format("host {:.1f} MiB ({:.1f} bytes/param), device arena {:.1f} MiB",
+                             store_.totalBytes() / 1048576.0, double(store_.totalBytes()) / double(store_.numParams()),
+                             backend_->arenaBytes() / 1048576.0));
+  const StepReport::Measured m = report_.measured();
+  if (m.steps > 0) {
+    fact("measured step", fmt::format("{:.1f} ms (mean of {} step{}{}), {:.3g} model TFLOP/s, compute busy {:.0f}%",
+                                      m.step_s * 1e3, m.steps, m.steps == 1 ? "" : "s",
+                                      steps_run_ > m.steps ? " after the first" : "", m.model_tflops, 100 * m.compute_busy));
+    if (m.predicted_s > 0)
+      fact("predicted step", fmt::format("{:.1f} ms on {} (measured/predicted {:.2f})", m.predicted_s * 1e3,
+                                         model_.hardware(), m.step_s / m.predicted_s));
+  }
+  fact("command", "mtrun " + config_.command_line);
+  writeFileAtomically(config_.report_path, renderRunReport(report));
+  std::printf("report written to %s\n", config_.report_path.c_str());
+}
+
 void Trainer::writeTrace() {
   if (config_.trace_path.empty() || traced_.empty()) return;
   std::ostringstream trace;
@@ -519,6 +558,7 @@ int Trainer::stopEarly(int64_t step) {
               : saved              ? ""
                                    : " (no --checkpoint-dir or --export: progress is lost)");
   writeTrace();
+  writeReport();
   try {
     exportWeights(step);
   } catch (const Error& fault) {
@@ -537,6 +577,7 @@ int Trainer::finish() {
     std::printf("transfers verified: %lld copies to the device, each the host's bytes (checksums compared)\n",
                 static_cast<long long>(transfers_verified_));
   writeTrace();
+  writeReport();
   try {
     restoreBest();
     exportWeights(config_.steps);

@@ -21,6 +21,7 @@ struct TrainConfig {
   std::string grads_path;      // gradients of the first step (safetensors); "" = none
   std::string log_path;        // JSONL, one object per step; "" = none
   std::string trace_path;      // measured timeline of the last step (Chrome trace JSON); "" = none
+  std::string report_path;     // the run's picture (self-contained HTML: run_report.h); "" = none
   BackendChoice backend = BackendChoice::kAuto;
   bool tf32 = false;           // CUDA: matrix products in TF32 instead of exact fp32
   bool other_tokenizer = false;  // train on token files of another tokenizer than the model's
