@@ -21,6 +21,7 @@
 #include "runtime/io/safetensors.h"
 #include "runtime/data/utf8.h"
 #include "runtime/plan/verifier.h"
+#include "tools/folder_plan.h"
 #include "tools/tool_main.h"
 
 namespace {
@@ -32,6 +33,7 @@ struct Options {
   mt::BackendChoice backend = mt::BackendChoice::kAuto;
   bool bytes = false, greedy = false, no_stop = false, print_ids = false, other_tokenizer = false;
   mt::GenerationOptions generation;
+  int64_t context = 1024;  // mtgen DIR: the key/value cache's tokens of the plan it compiles
 };
 
 // Text in and out: byte tokens, or a Hugging Face tokenizer.
@@ -135,7 +137,19 @@ void reportSpeed(const std::vector<std::vector<uint32_t>>& samples, size_t promp
                drawn == 1 ? "" : "s", seconds, seconds > 0 ? drawn / seconds : 0.0, prompt_tokens);
 }
 
+// mtgen DIR: the folder's forward plan, compiled (or compiled before) into the cache; its
+// tokenizer unless another is named.
+void useFolder(Options& o) {
+  const std::string dir = o.plan_path;
+  const mt::FolderPlan folder = mt::folderPlan(dir, o.context);
+  std::fprintf(stderr, "mtgen: %s's forward plan with a %lld-token key/value cache: %s (%s)\n", dir.c_str(),
+               static_cast<long long>(o.context), folder.plan.c_str(),
+               folder.cached ? "compiled before" : "compiled now; the next mtgen of this folder reuses it");
+  o.plan_path = folder.plan;
+}
+
 int generate(Options& o) {
+  if (mt::isModelFolder(o.plan_path)) useFolder(o);
   mt::plan::Plan plan = mt::readPlan(o.plan_path);
   mt::verifyPlan(plan);
   const Text text(o);
@@ -217,13 +231,21 @@ int main(int argc, char** argv) {
       "  mtgen gen.plan --weights trained.safetensors --prompt \"Q: \" --temperature 0.8 --top-p 0.95 --seed 7\n"
       "  mtc Qwen2.5-0.5B/ --forward-only --kv-cache --batch 1 --seq 256 -o q.plan   (its weights beside it)\n"
       "  mtgen q.plan --tokenizer Qwen2.5-0.5B/ --prompt \"The capital of France is\" --max-tokens 20\n"
-      "  mtgen q.plan --tokenizer Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (its chat template)\n\n"
+      "  mtgen q.plan --tokenizer Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (its chat template)\n"
+      "  mtgen Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (the folder compiled once, then reused)\n\n"
       "The text goes to standard output, what was run to standard error. A batch of B gives B samples of the\n"
       "same prompt. A --kv-cache plan runs one token's forward per token, attending over the keys and values\n"
       "of the tokens before it (the prompt is fed a token at a time; a full cache is rebuilt from the text's\n"
       "last seq/2 tokens); a plain --forward-only plan runs the whole window of the last seq tokens per token.\n"
       "Exit codes: 0 success, 1 bad input (message on stderr), 2 bad flags."};
-  app.add_option("plan", o.plan_path, "a forward-only plan (mtc --forward-only; with --kv-cache, fast)")->required();
+  app.add_option("plan", o.plan_path,
+                 "a forward-only plan (mtc --forward-only; with --kv-cache, fast), or a Hugging Face model folder "
+                 "(compiled into such a plan once, then reused from ~/.cache/megatrain/mtgen)")
+      ->required();
+  app.add_option("--context", o.context,
+                 "with a model folder: the key/value cache's tokens of the plan compiled for it (prompt and reply)")
+      ->check(mt::positiveInteger())
+      ->capture_default_str();
   app.add_option("--weights", o.weights, "weights (.safetensors, e.g. mtrun --export's); default: those mtc wrote "
                                          "beside the plan");
   app.add_flag("--bytes", o.bytes, "byte tokens (vocab 256; the default for such a model)");
@@ -253,6 +275,8 @@ int main(int argc, char** argv) {
   mt::choiceOf(app, "--backend", o.backend, "where to run: the GPU when there is one (auto)", mt::backendChoiceNames())
       ->default_str("auto");
   if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
+  // A model folder brings its tokenizer.
+  if (mt::isModelFolder(o.plan_path) && o.tokenizer.empty() && !o.bytes) o.tokenizer = o.plan_path;
   if (const auto problem = checkFlags(o)) {
     std::fprintf(stderr, "mtgen: error: %s\n", problem->c_str());
     return 2;

@@ -99,6 +99,25 @@ def main():
     if gen.returncode != 1 or "--tokenizer llama3 was made with another tokenizer" not in gen.stderr or own.returncode != 0:
         failures.append(f"mtgen --tokenizer of another model: exit {gen.returncode} ({gen.stderr}); its own: exit "
                         f"{own.returncode} ({own.stderr})")
+    # mtgen DIR: the folder compiled once into the cache (then reused), its tokenizer by default:
+    # the same ids as the plan mtc makes of it; a folder mtc refuses leaves nothing in the cache.
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.abspath("cache"))
+    want = subprocess.run([f"{bin_dir}/mtgen", "g.plan", "--tokenizer", "qwen", "--prompt", "Hi", "--max-tokens", "4",
+                           "--greedy", "--ids", "--no-stop"], capture_output=True, text=True).stdout
+    runs = [subprocess.run([f"{bin_dir}/mtgen", "qwen", "--context", "32", "--prompt", "Hi", "--max-tokens", "4",
+                            "--greedy", "--ids", "--no-stop"], capture_output=True, text=True, env=env) for _ in range(2)]
+    said = ["compiled now" in runs[0].stderr, "compiled before" in runs[1].stderr]
+    if [r.stdout for r in runs] != [want, want] or not want.strip() or said != [True, True]:
+        failures.append(f"mtgen DIR: ids {[r.stdout for r in runs]} vs the plan's {want!r}; compiled now/before {said}: "
+                        f"{runs[0].stderr[-300:]}")
+    os.makedirs("broken", exist_ok=True)
+    with open("broken/config.json", "w") as f:
+        json.dump({"architectures": ["NoSuchForCausalLM"], "model_type": "nosuch"}, f)
+    broken = subprocess.run([f"{bin_dir}/mtgen", "broken", "--prompt", "Hi", "--bytes"], capture_output=True, text=True,
+                            env=env)
+    left = sorted(os.listdir("cache/megatrain/mtgen"))
+    if broken.returncode != 1 or "mtc could not compile broken" not in broken.stderr or len(left) != 1:
+        failures.append(f"mtgen of a folder mtc refuses: exit {broken.returncode}, {broken.stderr[-300:]}; cache {left}")
     ref.finish("sft_pipeline", failures)
 
 
