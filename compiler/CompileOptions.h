@@ -70,6 +70,9 @@ struct CompileOptions {
   // With forward_only: a decode step over a key/value cache of `seq` positions (built-in models
   // and Hugging Face folders; models/BuiltinModels.h, ModelForm::kDecodeStep) for mtgen.
   bool kv_cache = false;
+  // The data-parallel job the summary prices (mpirun -np ranks mtrun; the plan is the same).
+  int64_t ranks = 1;
+  int64_t ranks_per_host = 1;
   // ONNX: initializers matching `frozen` stay constants; with `trainable`, only matching ones train.
   std::optional<std::regex> frozen, trainable;
 };

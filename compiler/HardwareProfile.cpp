@@ -17,17 +17,18 @@ const std::vector<HardwareProfile>& hardwareProfiles() {
   // for the WMMA kernels before any GPU run; measured on an H200 in session 17 (docs/perf.md): the
   // mma.sync kernels that replaced them run ~160 forward and ~43-62 backward in training, so a
   // bf16 step is predicted short (qwen2.5-7b: measured/predicted 1.22); the CPU emulates
-  // bf16 storage around its f32 kernels (no faster than fp32).
+  // bf16 storage around its f32 kernels (no faster than fp32). Between hosts (mtc --ranks):
+  // assumed, not measured — 100 Gb/s Ethernet for the CPU machine, a 400 Gb/s NIC per GPU host.
   static const std::vector<HardwareProfile> profiles = {
-      {"cpu", 170e9, 170e9, 170e9, 170e9, 12e9, 12e9, 12e9, 35e9,
+      {"cpu", 170e9, 170e9, 170e9, 170e9, 12e9, 12e9, 12e9, 35e9, 12.5e9,
        "2-core x86 development machine, OpenBLAS sgemm, AdamW at 39 GB/s (docs/perf.md)"},
-      {"h100-pcie5", 494e12, 16e12, 780e12, 120e12, 3.35e12, 50e9, 50e9, 120e9,
+      {"h100-pcie5", 494e12, 16e12, 780e12, 120e12, 3.35e12, 50e9, 50e9, 120e9, 50e9,
        "H100 SXM TF32 dense peak, bf16 products as measured, HBM3, PCIe Gen5 x16 pinned, 16-core host",
        int64_t{76} << 30},  // 80 GB (79.2 GiB usable)
-      {"h200", 494e12, 16e12, 780e12, 120e12, 4.8e12, 50e9, 50e9, 120e9,
+      {"h200", 494e12, 16e12, 780e12, 120e12, 4.8e12, 50e9, 50e9, 120e9, 50e9,
        "H200 TF32 dense peak, bf16 products as the H100's, HBM3e, PCIe Gen5 x16 pinned, 16-core host",
        int64_t{136} << 30},  // 141 GB (140.4 GiB usable)
-      {"gh200", 494e12, 16e12, 780e12, 120e12, 4.0e12, 400e9, 400e9, 400e9,
+      {"gh200", 494e12, 16e12, 780e12, 120e12, 4.0e12, 400e9, 400e9, 400e9, 50e9,
        "GH200 TF32 dense peak, bf16 products as the H100's, NVLink-C2C", int64_t{90} << 30},  // 96 GB (95.6 GiB)
   };
   return profiles;
@@ -45,7 +46,8 @@ std::string parseHardwareSpec(const std::string& spec, HardwareProfile& out) {
       {"bf16-tflops", &HardwareProfile::bf16_flops_per_s},
       {"bf16-attention-tflops", &HardwareProfile::bf16_attention_flops_per_s},
       {"memory-gbps", &HardwareProfile::memory_bps},   {"h2d-gbps", &HardwareProfile::h2d_bps},
-      {"d2h-gbps", &HardwareProfile::d2h_bps},         {"host-gbps", &HardwareProfile::host_bps}};
+      {"d2h-gbps", &HardwareProfile::d2h_bps},         {"host-gbps", &HardwareProfile::host_bps},
+      {"net-gbps", &HardwareProfile::network_bps}};
   std::string keys, names;
   for (const auto& [key, field] : rates) keys += std::string(keys.empty() ? "" : ", ") + key;
   keys += ", link-gbps";

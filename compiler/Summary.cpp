@@ -346,6 +346,7 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
   printUnfusedAttention(module);
   printHostEmbeddingAndPinned(r, module, stages, stats);
   printPrediction(emit, stats);
+  printDataParallel(r.options, emit, plan, stats);
   printPlanAndWeights(r, plan);
 }
 

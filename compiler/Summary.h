@@ -41,5 +41,8 @@ struct CompileReport {
 
 void printSummary(const CompileReport& r, mlir::ModuleOp module, const StageResult& stages, const EmitOptions& emit,
                   const plan::Plan& plan, const PlanStats& stats);
+// --ranks: the plan run data parallel (SummaryRanks.cpp). Nothing for one rank.
+void printDataParallel(const CompileOptions& o, const EmitOptions& emit, const plan::Plan& plan,
+                       const PlanStats& stats);
 
 }  // namespace mt

@@ -114,6 +114,14 @@ void addScheduleFlags(CLI::App& app, Flags& f) {
   std::string &device_mem = f.device_mem, &host_mem = f.host_mem;
   app.add_option("--device-mem", device_mem, "device memory budget, e.g. 80GiB (fail if exceeded)");
   app.add_option("--host-mem", host_mem, "host memory of the training machine, e.g. 1.5TiB (fail if exceeded)");
+  app.add_option("--ranks", o.ranks,
+                 "price the plan run data parallel on this many ranks (mpirun -np N mtrun; the plan is the same): "
+                 "host bytes per rank and per host, bytes exchanged per step, the host stream against the step")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--ranks-per-host", o.ranks_per_host,
+                 "with --ranks: ranks on each host (they share one copy of the master weights; default: all on one)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   mt::choiceOf(app, "--schedule", o.schedule,
                  "resident (all weights on the device), streamed (weights per block), streamed-recompute "
                  "(and activations recomputed per block), or auto: the first that fits --device-mem",
@@ -240,6 +248,13 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
       std::fprintf(stderr, "mtc: error: %s '%s' is not a regular expression: %s\n", flag, text->c_str(), e.what());
       return 2;
     }
+  }
+  if (!app.count("--ranks-per-host")) o.ranks_per_host = o.ranks;  // all on one host
+  if (o.ranks % o.ranks_per_host != 0) {
+    std::fprintf(stderr, "mtc: error: --ranks %lld is not a whole number of hosts of --ranks-per-host %lld (every host "
+                         "runs as many ranks, so that they share one copy of the weights)\n",
+                 (long long)o.ranks, (long long)o.ranks_per_host);
+    return 2;
   }
   if (o.precision == mt::ComputePrecision::kBf16 && app.count("--stream-dtype") && o.stream_dtype == mt::StreamDtype::kF32) {
     std::fprintf(stderr, "mtc: error: --precision bf16 streams the weights as bf16: drop --stream-dtype f32 (or compile "

@@ -83,6 +83,13 @@ ref.write_tokens('masked.tok', ids, 256, [(i // 7) % 3 != 0 for i in range(len(i
 run masked.acc -2 resident.plan --data masked.tok
 run masked.np 2 resident.plan --data masked.tok
 same masked.acc masked.np "2 ranks = --accumulate 2 (loss mask)"
+# mtc --ranks prices the same: its host bytes per host are mtrun's (within page rounding).
+"$bin/mtc" "${shape[@]}" --schedule resident --ranks 3 -o priced.plan --no-weights > priced.out
+predicted=$(sed -n 's/.*, \([0-9.]*\) MiB per host;.*/\1/p' priced.out)
+check "mtc --ranks 3 predicts the host's bytes mtrun measured ($predicted vs $on_host MiB)" \
+  "awk -v p=$predicted -v h=$on_host 'BEGIN { exit !(p >= 0.95 * h && p <= 1.05 * h) }'"
+"$bin/mtc" "${shape[@]}" --ranks 3 --ranks-per-host 2 -o odd.plan --no-weights > odd.out 2> odd.err
+check "mtc --ranks 3 --ranks-per-host 2 is refused (exit 2)" "[ \$? -eq 2 ] && grep -q 'whole number of hosts' odd.err"
 # Two hosts of two ranks (MT_RANKS_PER_HOST=2 on this machine): each host's copy is completed
 # from the other's (each rank from its peer), a bf16 plan's split masters too.
 run hosts.acc -4 bf16.plan
