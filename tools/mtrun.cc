@@ -46,5 +46,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string tool = world->distributed() ? "mtrun (rank " + std::to_string(world->rank()) + ")" : "mtrun";
-  return mt::runTool(tool.c_str(), [&] { return mt::train(c); });
+  const int code = mt::runTool(tool.c_str(), [&] { return mt::train(c); });
+  // A rank that failed ends the job: the others may wait for it in a collective, a barrier or
+  // MPI's finalize (its message is out already).
+  if (code == 1) world->abortJob(code);
+  return code;
 }

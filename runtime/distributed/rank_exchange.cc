@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
+
+#include "runtime/io/error.h"
 
 #include "kernels/adamw/adamw.h"
 
@@ -60,6 +63,26 @@ void MpiRankExchange::reduceToOwner(float* grad, int64_t n, int param) {
     if (micro_step_ + 1 == micro_steps_)
       std::memcpy(grad + offsets[me], received_.data() + (ranks - 1) * mine, static_cast<size_t>(mine) * sizeof(float));
   }
+}
+
+int64_t MpiRankExchange::bufferBytes(const plan::Plan& plan) const {
+  int64_t widest = 0;  // the largest slice of a parameter this rank owns
+  for (int i = 0; i < plan.host_tensors_size(); ++i) {
+    const auto& t = plan.host_tensors(i);
+    if (t.role() != plan::ROLE_PARAM) continue;
+    const int64_t n = checkedNumel(t.shape(), t.name());
+    if (n > std::numeric_limits<int>::max())
+      throw Error("data parallel: parameter '" + t.name() + "' has " + std::to_string(n) +
+                  " elements, more than MPI's int counts carry (2^31 - 1): train it in one process");
+    widest = std::max(widest, shard().of(n, i).size());
+  }
+  const int64_t ranks = world_.size(), piece = std::max<int64_t>(1, round_ / ranks);
+  return 4 * (std::min(round_, widest * ranks) + std::min(piece, widest));  // received_ and sum_
+}
+
+bool MpiRankExchange::everyRank(bool mine) const {
+  const std::vector<int64_t> all = world_.allgather(static_cast<int64_t>(mine));
+  return std::all_of(all.begin(), all.end(), [](int64_t v) { return v != 0; });
 }
 
 void MpiRankExchange::gatherChunkSums(const double* mine, int64_t n, int param, double* all) const {

@@ -13,6 +13,7 @@
 
 #include "runtime/distributed/world.h"
 #include "runtime/host/rank_exchange.h"
+#include "runtime/plan/plan_format.h"
 
 namespace mt {
 
@@ -29,6 +30,9 @@ class MpiRankExchange : public RankExchange {
   // micro-batch's counted targets and the step's).
   void setStep(int64_t micro_step, int64_t micro_steps, std::vector<float> weights, float divisor);
 
+  // The host bytes its buffers reach for `plan`'s gradients (what the memory check adds), and
+  // the check that every parameter's slices fit MPI's int counts; throws mt::Error naming it.
+  int64_t bufferBytes(const plan::Plan& plan) const;
   Shard shard() const override {
     return {world_.rank(), world_.size(), world_.sharesHostMemory(), !world_.sharesHostMemory() || world_.localRank() == 0};
   }
@@ -38,6 +42,7 @@ class MpiRankExchange : public RankExchange {
   void gatherWhole(float* data, int64_t n, int param) const override;
   void gatherToFirst(const float* mine, int64_t n, int param, float* whole) const override;
   std::byte* sharedHostMemory(int64_t bytes) override { return world_.allocateShared(bytes); }
+  bool everyRank(bool mine) const override;
   void hostCopyWritten() const override { world_.hostBarrier(); }
 
  private:

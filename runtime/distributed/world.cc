@@ -228,6 +228,17 @@ void World::watch() {
   }
 }
 
+void World::abortJob(int code) const {
+#ifdef MT_MPI_ENABLED
+  if (started_ && size_ > 1) {
+    std::fflush(nullptr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+  }
+#else
+  (void)code;
+#endif
+}
+
 void World::barrier() const {
 #ifdef MT_MPI_ENABLED
   if (size_ > 1) check(MPI_Barrier(g_comm), "MPI_Barrier");

@@ -39,6 +39,10 @@ class World {
   // Waits, unbounded, until every rank gets here: where rank 0 writes what the others wait for
   // (a checkpoint: its time grows with the model, not a sign of a hung rank).
   void barrier() const;
+  // Ends every rank of the job now (MPI_Abort) with exit code `code`: what a rank that failed
+  // does, so that no other rank waits for it, in a collective or in MPI_Finalize. A world of one
+  // returns.
+  void abortJob(int code) const;
 
   // Every rank's value, in rank order (a world of one: {mine}).
   std::vector<std::string> allgather(const std::string& mine) const;

@@ -143,16 +143,21 @@ int64_t gradientSumBytes(const plan::Plan& plan, int64_t accumulate, const Shard
 void checkHostMemory(const plan::Plan& plan, const HostExtras& extras, const HostMemory& memory) {
   const int64_t host = shardedHostBytes(plan, extras.shard);
   const int64_t arena = extras.arena_on_host ? plan.arena_bytes() : 0;
-  const int64_t sums = extras.gradient_sums;
+  const int64_t sums = extras.gradient_sums + extras.exchange_buffers;
   if (memory.available < 0 || host + arena + sums <= memory.available) return;
   throw Error(fmt::format(
       "the plan needs {} of host memory ({} of host tensors{}{}) but only {} is available ({}): run on a machine "
       "(or in a cgroup) with more memory, or compile a smaller model{}{}",
       formatBytes(host + arena + sums), formatBytes(host),
       arena ? fmt::format(" + the {} arena the CPU backend holds in host memory", formatBytes(arena)) : "",
-      sums ? fmt::format(" + {} of --accumulate's gradient sums", formatBytes(sums)) : "", formatBytes(memory.available),
+      (extras.gradient_sums ? fmt::format(" + {} of --accumulate's gradient sums", formatBytes(extras.gradient_sums))
+                            : "") +
+          (extras.exchange_buffers
+               ? fmt::format(" + {} of the ranks' exchange buffers", formatBytes(extras.exchange_buffers))
+               : ""),
+      formatBytes(memory.available),
       memory.bound, arena ? ", or a plan for a smaller --device-mem (the CPU backend's arena)" : "",
-      sums ? ", or train without --accumulate (a plan of a larger batch instead)" : ""));
+      extras.gradient_sums ? ", or train without --accumulate (a plan of a larger batch instead)" : ""));
 }
 
 }  // namespace mt

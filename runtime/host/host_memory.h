@@ -29,6 +29,7 @@ struct HostExtras {
   bool arena_on_host = false;    // the CPU backend holds the device arena in host memory
   int64_t gradient_sums = 0;     // bytes of gradient accumulation's running sums (mtrun --accumulate)
   Shard shard;                   // this rank's share of a sharded optimizer (the moments)
+  int64_t exchange_buffers = 0;  // bytes of the data-parallel exchange's buffers
 };
 
 // Host bytes of --accumulate's running gradient sums: one f32 per gradient element (of this

@@ -87,12 +87,15 @@ StepResult HostOptimizer::endStep(bool discard) {
   if (store_.loss() >= 0) result.loss = store_.f32(store_.loss())[0];
   result.grad_norm = std::sqrt(grad_sq_sum_);
   if (first_nonfinite_ >= 0) result.nonfinite_grad = plan_.host_tensors(first_nonfinite_).name();
-  result.partially_updated = updated_ && (discard || first_nonfinite_ >= 0 || !std::isfinite(result.loss));
+  // Several ranks decide alike: a loss not finite, or a discarded run, on any rank is every
+  // rank's (each training run of the plan reaches here on every rank; a validation's need not).
+  bool sound = std::isfinite(result.loss) && !discard;
+  if (options_.exchange && options_.update) sound = options_.exchange->everyRank(sound);
+  result.partially_updated = updated_ && (!sound || first_nonfinite_ >= 0);
   // The previous pending update ran at the start of this step; this step's is pending now,
   // unless it is not to be applied (NaN/Inf gradients or loss, a discarded step, or no update
   // asked for).
-  pending_ = deferred_ && options_.update && gradientsComplete() && first_nonfinite_ < 0 &&
-             std::isfinite(result.loss) && !discard;
+  pending_ = deferred_ && options_.update && gradientsComplete() && first_nonfinite_ < 0 && sound;
   if (pending_) pending_adamw_ = stepAdamW();
   return result;
 }

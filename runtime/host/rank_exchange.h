@@ -62,6 +62,8 @@ class RankExchange {
   virtual void gatherMaster(const MasterWeights& w, int64_t n, int param) const = 0;
   // Every rank's slice of `data` (n floats) into place on every rank: a summed gradient whole.
   virtual void gatherWhole(float* data, int64_t n, int param) const = 0;
+  // Whether `mine` holds on every rank (a step's verdicts: every rank decides alike).
+  virtual bool everyRank(bool mine) const = 0;
   // One host copy: `bytes` of memory the host's ranks share (collective over them; null where
   // they share none), and the barrier after its writer set it whole.
   virtual std::byte* sharedHostMemory(int64_t bytes) = 0;

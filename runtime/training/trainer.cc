@@ -196,7 +196,8 @@ void Trainer::printHeader() const {
   if (config_.accumulate > 1)
     std::printf("  accumulating %lld micro-batches per step: %lld sequences per update, the gradients summed in "
                 "%.1f MiB of host memory and their mean applied once\n",
-                static_cast<long long>(config_.accumulate), static_cast<long long>(config_.accumulate * model_.batch()),
+                static_cast<long long>(config_.accumulate),
+                static_cast<long long>(config_.accumulate * world_.size() * model_.batch()),
                 gradientSumBytes(plan_, config_.accumulate, store_.shard()) / 1048576.0);
   if (world_.distributed()) printRanks(world_, store_, model_.batch(), config_.accumulate);
   if (on_arrival_)
@@ -627,7 +628,7 @@ int train(const TrainConfig& given) {
   const std::unique_ptr<MpiRankExchange> exchange = world.distributed() ? std::make_unique<MpiRankExchange>(world) : nullptr;
   const Shard shard = exchange ? exchange->shard() : Shard{};
   checkHostMemory(plan, HostExtras{backend_kind == BackendKind::kCpu, gradientSumBytes(plan, config.accumulate, shard),
-                                   shard});
+                                   shard, exchange ? exchange->bufferBytes(plan) : 0});
   RunOutputs outputs = openOutputs(config, plan);
   HostStore store(plan, exchange.get());
   const CheckpointState resumed = loadStartingState(config, plan, *data, initial_weights, store);

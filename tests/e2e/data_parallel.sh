@@ -132,6 +132,13 @@ mpirun -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --lr 1e-3 : 
   -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --lr 2e-3 > mismatch.out 2> mismatch.err
 check "ranks with other flags are refused" \
   "[ \$? -ne 0 ] && grep -q 'rank 1 runs another flags than rank 0' mismatch.err"
+# A rank that fails alone (rank 0's log cannot be written) ends the job (MPI_Abort), not waits.
+touch not-a-folder
+timeout 60 bash -c "$(declare -f ranks); ranks 2 '$bin/mtrun' resident.plan --data corpus.tok --steps 2 \
+  --log not-a-folder/log.jsonl" > alone.out 2> alone.err
+code=$?
+check "a rank failing alone ends the job with its error" \
+  "[ $code -ne 0 ] && [ $code -ne 124 ] && grep -q 'mtrun (rank 0): error: .*not-a-folder' alone.err"
 # A rank killed mid-run: the job ends (mpirun sees it) within a minute, not hanging.
 ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --steps 100000 --print-every 100000 > killed.out 2> killed.err &
 job=$!
