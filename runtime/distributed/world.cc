@@ -147,6 +147,18 @@ std::byte* World::allocateShared(int64_t bytes) {
   throw Error("internal: shared host memory asked for where the host's ranks do not share it");
 }
 
+int64_t World::sumOnHost(int64_t mine) const {
+#ifdef MT_MPI_ENABLED
+  if (size_ > 1) {
+    int64_t sum = 0;
+    const Waiting waiting(*this, "MPI_Allreduce (the host's ranks)");
+    check(MPI_Allreduce(&mine, &sum, 1, MPI_INT64_T, MPI_SUM, g_host), "MPI_Allreduce (host)");
+    return sum;
+  }
+#endif
+  return mine;
+}
+
 void World::hostBarrier() const {
 #ifdef MT_MPI_ENABLED
   if (!shares_host_) return;

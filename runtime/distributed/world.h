@@ -73,6 +73,8 @@ class World {
   // `bytes` of memory shared by this host's ranks: the same bytes on each. Collective over the
   // host's ranks; freed when the world ends.
   std::byte* allocateShared(int64_t bytes);
+  // The sum of `mine` over this host's ranks (a world of one: mine).
+  int64_t sumOnHost(int64_t mine) const;
   // A barrier of this host's ranks after which each sees what the others wrote before it.
   void hostBarrier() const;
   // The ranks with this rank's local rank, one per host, in host order (world ranks): who holds,

@@ -140,24 +140,32 @@ int64_t gradientSumBytes(const plan::Plan& plan, int64_t accumulate, const Shard
   return bytes;
 }
 
+int64_t hostBytesNeeded(const plan::Plan& plan, const HostExtras& extras) {
+  return shardedHostBytes(plan, extras.shard) + (extras.arena_on_host ? plan.arena_bytes() : 0) +
+         extras.gradient_sums + extras.exchange_buffers;
+}
+
 void checkHostMemory(const plan::Plan& plan, const HostExtras& extras, const HostMemory& memory) {
   const int64_t host = shardedHostBytes(plan, extras.shard);
   const int64_t arena = extras.arena_on_host ? plan.arena_bytes() : 0;
   const int64_t sums = extras.gradient_sums + extras.exchange_buffers;
-  if (memory.available < 0 || host + arena + sums <= memory.available) return;
+  const int64_t others = extras.host_peers_bytes;
+  if (memory.available < 0 || host + arena + sums + others <= memory.available) return;
   throw Error(fmt::format(
-      "the plan needs {} of host memory ({} of host tensors{}{}) but only {} is available ({}): run on a machine "
-      "(or in a cgroup) with more memory, or compile a smaller model{}{}",
-      formatBytes(host + arena + sums), formatBytes(host),
+      "the plan needs {} of host memory ({} of host tensors{}{}{}) but only {} is available ({}): run on a machine "
+      "(or in a cgroup) with more memory, or compile a smaller model{}{}{}",
+      formatBytes(host + arena + sums + others), formatBytes(host),
       arena ? fmt::format(" + the {} arena the CPU backend holds in host memory", formatBytes(arena)) : "",
       (extras.gradient_sums ? fmt::format(" + {} of --accumulate's gradient sums", formatBytes(extras.gradient_sums))
                             : "") +
           (extras.exchange_buffers
                ? fmt::format(" + {} of the ranks' exchange buffers", formatBytes(extras.exchange_buffers))
                : ""),
+      others ? fmt::format(" + {} for the other {} rank(s) of this host", formatBytes(others), extras.host_peers) : "",
       formatBytes(memory.available),
       memory.bound, arena ? ", or a plan for a smaller --device-mem (the CPU backend's arena)" : "",
-      extras.gradient_sums ? ", or train without --accumulate (a plan of a larger batch instead)" : ""));
+      extras.gradient_sums ? ", or train without --accumulate (a plan of a larger batch instead)" : "",
+      others ? ", or fewer ranks per host" : ""));
 }
 
 }  // namespace mt

@@ -30,7 +30,14 @@ struct HostExtras {
   int64_t gradient_sums = 0;     // bytes of gradient accumulation's running sums (mtrun --accumulate)
   Shard shard;                   // this rank's share of a sharded optimizer (the moments)
   int64_t exchange_buffers = 0;  // bytes of the data-parallel exchange's buffers
+  // Data parallel: what the host's other ranks need of the same memory (hostBytesNeeded of each),
+  // and how many they are. Every rank of a host then checks the host's total.
+  int64_t host_peers_bytes = 0;
+  int host_peers = 0;
 };
+
+// What this process needs: the plan's host tensors here and the extras, the other ranks aside.
+int64_t hostBytesNeeded(const plan::Plan& plan, const HostExtras& extras);
 
 // Host bytes of --accumulate's running gradient sums: one f32 per gradient element (of this
 // rank's slices when the optimizer is sharded), none without accumulation.

@@ -627,8 +627,13 @@ int train(const TrainConfig& given) {
   // Several ranks: the optimizer sharded over them (each holds its slice of the moments).
   const std::unique_ptr<MpiRankExchange> exchange = world.distributed() ? std::make_unique<MpiRankExchange>(world) : nullptr;
   const Shard shard = exchange ? exchange->shard() : Shard{};
-  checkHostMemory(plan, HostExtras{backend_kind == BackendKind::kCpu, gradientSumBytes(plan, config.accumulate, shard),
-                                   shard, exchange ? exchange->bufferBytes(plan) : 0});
+  HostExtras extras{backend_kind == BackendKind::kCpu, gradientSumBytes(plan, config.accumulate, shard), shard,
+                    exchange ? exchange->bufferBytes(plan) : 0};
+  // The ranks of a host share its memory: each checks the host's total.
+  const int64_t mine = hostBytesNeeded(plan, extras);
+  extras.host_peers_bytes = world.sumOnHost(mine) - mine;
+  extras.host_peers = world.localSize() - 1;
+  checkHostMemory(plan, extras);
   RunOutputs outputs = openOutputs(config, plan);
   HostStore store(plan, exchange.get());
   const CheckpointState resumed = loadStartingState(config, plan, *data, initial_weights, store);

@@ -124,5 +124,24 @@ TEST(HostMemoryCheck, CountsTheGradientSumsOfAccumulation) {
   }
 }
 
+TEST(HostMemoryCheck, CountsTheOtherRanksOfTheHost) {
+  const plan::Plan plan = oneGiBPlan();
+  const HostMemory memory{kGiB + kGiB / 4, "MemAvailable"};
+  HostExtras extras;
+  EXPECT_EQ(hostBytesNeeded(plan, extras), kGiB);
+  checkHostMemory(plan, extras, memory);  // one rank fits
+  extras.host_peers_bytes = kGiB, extras.host_peers = 1;
+  try {
+    checkHostMemory(plan, extras, memory);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("needs 2.00 GiB of host memory (1.00 GiB of host tensors + 1.00 GiB for the other 1 "
+                           "rank(s) of this host)"),
+              std::string::npos) << message;
+    EXPECT_NE(message.find("or fewer ranks per host"), std::string::npos) << message;
+  }
+}
+
 }  // namespace
 }  // namespace mt
