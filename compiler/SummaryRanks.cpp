@@ -27,9 +27,7 @@ struct HostShares {
 
 HostShares hostShares(const plan::Plan& plan) {
   HostShares s;
-  std::set<int> split;
-  for (const auto& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_RESIDUAL) split.insert(t.param_index());
+  const std::set<int> split = splitMasters(plan);
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_GRAD) s.gradient_values += static_cast<double>(hostTensorBytes(t));
   const int landing = gradLandingTensor(plan);
@@ -37,9 +35,8 @@ HostShares hostShares(const plan::Plan& plan) {
     const auto& t = plan.host_tensors(i);
     const double bytes = static_cast<double>(hostTensorBytes(t));
     if (t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2) s.moments += bytes;
-    else if ((t.role() == plan::ROLE_PARAM && !split.count(i)) || t.role() == plan::ROLE_STAGING ||
-             t.role() == plan::ROLE_RESIDUAL) s.copy += bytes;
-    else if (t.role() != plan::ROLE_GRAD && t.role() != plan::ROLE_PARAM && i != landing) s.rest += bytes;
+    else if (isMasterRole(t.role())) s.copy += split.count(i) ? 0 : bytes;
+    else if (t.role() != plan::ROLE_GRAD && i != landing) s.rest += bytes;
   }
   s.grads = landing >= 0 ? static_cast<double>(hostTensorBytes(plan.host_tensors(landing))) : s.gradient_values;
   return s;

@@ -99,25 +99,23 @@ void MpiRankExchange::gatherChunkSums(const double* mine, int64_t n, int param, 
 
 void MpiRankExchange::gatherMaster(const MasterWeights& w, int64_t n, int param) const {
   std::vector<int64_t> counts, offsets;
+  World::Group group = World::Group::kAll;
   if (world_.sharesHostMemory()) {
     // The host's ranks wrote their slices into the host's copy; this rank brings in its peers'
     // (its local rank on the other hosts), then the host's ranks wait for each other.
-    const Shard shard = this->shard();
+    group = World::Group::kPeers;
     for (int peer : world_.peers()) {
-      const ShardRange range = shard.of(n, param, peer);
+      const ShardRange range = shard().of(n, param, peer);
       offsets.push_back(range.begin);
       counts.push_back(range.size());
     }
-    if (w.f32) world_.allgatherPeers(w.f32, World::Scalar::kF32, counts, offsets);
-    if (w.bf16) world_.allgatherPeers(w.bf16, World::Scalar::kU16, counts, offsets);
-    if (w.residual) world_.allgatherPeers(w.residual, World::Scalar::kI16, counts, offsets);
-    world_.hostBarrier();
-    return;
+  } else {
+    slices(n, param, counts, offsets);
   }
-  slices(n, param, counts, offsets);
-  if (w.f32) world_.allgatherSlices(w.f32, World::Scalar::kF32, counts, offsets);
-  if (w.bf16) world_.allgatherSlices(w.bf16, World::Scalar::kU16, counts, offsets);
-  if (w.residual) world_.allgatherSlices(w.residual, World::Scalar::kI16, counts, offsets);
+  if (w.f32) world_.allgatherSlices(w.f32, World::Scalar::kF32, counts, offsets, group);
+  if (w.bf16) world_.allgatherSlices(w.bf16, World::Scalar::kU16, counts, offsets, group);
+  if (w.residual) world_.allgatherSlices(w.residual, World::Scalar::kI16, counts, offsets, group);
+  world_.hostBarrier();  // no-op without a host copy
 }
 
 void MpiRankExchange::gatherWhole(float* data, int64_t n, int param) const {

@@ -171,20 +171,6 @@ void World::hostBarrier() const {
 #endif
 }
 
-void World::allgatherPeers(void* data, Scalar type, const std::vector<int64_t>& counts,
-                           const std::vector<int64_t>& offsets) const {
-#ifdef MT_MPI_ENABLED
-  if (peers_.size() == 1) return;
-  const std::vector<int> recv_counts = ints(counts), recv_displs = ints(offsets);
-  const Waiting waiting(*this, "MPI_Allgatherv (the peers' slices)");
-  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, recv_counts.data(), recv_displs.data(),
-                       mpiType(type), g_peers),
-        "MPI_Allgatherv");
-#else
-  (void)data, (void)type, (void)counts, (void)offsets;
-#endif
-}
-
 World& World::get() {
   static World alone;
   return g_world ? *g_world : alone;
@@ -325,16 +311,17 @@ void World::exchangeSlices(const float* data, const std::vector<int64_t>& counts
 }
 
 void World::allgatherSlices(void* data, Scalar type, const std::vector<int64_t>& counts,
-                            const std::vector<int64_t>& offsets) const {
+                            const std::vector<int64_t>& offsets, Group group) const {
 #ifdef MT_MPI_ENABLED
-  if (size_ == 1) return;
+  const bool peers = group == Group::kPeers;
+  if ((peers ? static_cast<int>(peers_.size()) : size_) == 1) return;  // every slice is here
   const std::vector<int> recv_counts = ints(counts), recv_displs = ints(offsets);
-  const Waiting waiting(*this, "MPI_Allgatherv (the ranks' slices)");
+  const Waiting waiting(*this, peers ? "MPI_Allgatherv (the peers' slices)" : "MPI_Allgatherv (the ranks' slices)");
   check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, recv_counts.data(), recv_displs.data(),
-                       mpiType(type), g_comm),
+                       mpiType(type), peers ? g_peers : g_comm),
         "MPI_Allgatherv");
 #else
-  (void)data, (void)type, (void)counts, (void)offsets;  // a world of one holds every slice
+  (void)data, (void)type, (void)counts, (void)offsets, (void)group;  // a world of one holds every slice
 #endif
 }
 

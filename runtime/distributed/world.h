@@ -57,9 +57,12 @@ class World {
   // counts[r]), in rank order.
   void exchangeSlices(const float* data, const std::vector<int64_t>& counts, const std::vector<int64_t>& offsets,
                       float* received) const;
-  // Every rank's slice of `data`, from its owner, into place on every rank.
-  void allgatherSlices(void* data, Scalar type, const std::vector<int64_t>& counts,
-                       const std::vector<int64_t>& offsets) const;
+  // The ranks a collective runs over: all of them, or this rank's peers (below).
+  enum class Group { kAll, kPeers };
+  // Every rank's slice of `data` (slice i: the group's rank i's), from its owner, into place on
+  // every rank of the group.
+  void allgatherSlices(void* data, Scalar type, const std::vector<int64_t>& counts, const std::vector<int64_t>& offsets,
+                       Group group = Group::kAll) const;
   // Rank 0 receives every rank's slice (counts[rank] elements at `mine`) into `data` at the
   // offsets; `data` is ignored on the other ranks.
   void gatherSlicesToFirst(const void* mine, Scalar type, const std::vector<int64_t>& counts,
@@ -78,11 +81,8 @@ class World {
   // A barrier of this host's ranks after which each sees what the others wrote before it.
   void hostBarrier() const;
   // The ranks with this rank's local rank, one per host, in host order (world ranks): who holds,
-  // on another host, the slices this rank keeps current in its host's copy.
+  // on another host, the slices this rank keeps current in its host's copy (Group::kPeers).
   const std::vector<int>& peers() const { return peers_; }
-  // In place among the peers: peer h's slice (counts[h] elements at offsets[h]) into place.
-  void allgatherPeers(void* data, Scalar type, const std::vector<int64_t>& counts,
-                      const std::vector<int64_t>& offsets) const;
 
  private:
   World() = default;

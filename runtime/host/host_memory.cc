@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
-#include <set>
 #include <sstream>
 #include <vector>
 
@@ -114,20 +113,13 @@ HostMemory availableHostMemory(const std::string& root) {
 
 int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard) {
   int64_t bytes = planHostBytes(plan);
-  std::set<int> split;  // masters held as their bf16 copy and residual: no bytes of their own
   for (const auto& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_RESIDUAL) split.insert(t.param_index());
-  for (int i = 0; i < plan.host_tensors_size(); ++i) {
-    const auto& t = plan.host_tensors(i);
     if (t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2) {
       const int64_t n = checkedNumel(t.shape(), t.name());
       bytes -= (n - shard.of(n, t.param_index()).size()) * dtypeBytes(t.dtype());
     }
-    // One host copy: the host's writer holds the masters and their bf16 copies for its ranks.
-    const bool in_copy = (t.role() == plan::ROLE_PARAM && !split.count(i)) || t.role() == plan::ROLE_STAGING ||
-                         t.role() == plan::ROLE_RESIDUAL;
-    if (shard.shared_copy && !shard.writes_copy && in_copy) bytes -= hostTensorBytes(t);
-  }
+  // One host copy: the host's writer holds the masters and their bf16 copies for its ranks.
+  if (shard.shared_copy && !shard.writes_copy) bytes -= masterBytes(plan);
   return bytes;
 }
 

@@ -23,10 +23,6 @@ constexpr int64_t kTile = 1 << 16;
 constexpr int64_t kCheckTile = 4096;
 
 bool isMoment(plan::HostRole role) { return role == plan::ROLE_MOMENT1 || role == plan::ROLE_MOMENT2; }
-// What a host's ranks share with one host copy: the master weights and their bf16 copies.
-bool inHostCopy(plan::HostRole role) {
-  return role == plan::ROLE_PARAM || role == plan::ROLE_STAGING || role == plan::ROLE_RESIDUAL;
-}
 
 }  // namespace
 
@@ -79,14 +75,14 @@ HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks)
   if (shard_.shared_copy) {
     int64_t shared_bytes = 0;
     for (int i = 0; i < n; ++i)
-      if (allocated(i) && inHostCopy(plan.host_tensors(i).role())) shared_bytes += pages(i);
+      if (allocated(i) && isMasterRole(plan.host_tensors(i).role())) shared_bytes += pages(i);
     shared = ranks->sharedHostMemory(shared_bytes);
   }
   try {
     for (int i = 0; i < n; ++i) {
       if (!allocated(i)) continue;
       const int64_t rounded = pages(i);
-      if (shared && inHostCopy(plan.host_tensors(i).role())) {
+      if (shared && isMasterRole(plan.host_tensors(i).role())) {
         data_[i] = shared;
         if (shard_.writes_copy) std::memset(shared, 0, rounded);
         shared += rounded;

@@ -39,7 +39,6 @@ struct Shard {
     return {std::min(n, chunks * piece / ranks * kAdamWChunk), std::min(n, chunks * (piece + 1) / ranks * kAdamWChunk)};
   }
   ShardRange of(int64_t n, int param) const { return of(n, param, rank); }
-  bool whole() const { return ranks == 1; }
 };
 
 class RankExchange {

@@ -31,7 +31,7 @@ struct StepOptions {
   float step_divisor = 1.0f;
   // Several ranks (mpirun): each gradient is summed across them into its owner's slice as it
   // lands, each rank updates its slices and the updated weights are gathered (rank_exchange.h;
-  // micro_steps is 1: one rank, one micro-batch). Null: one process.
+  // micro-step k of rank r is the step's micro-batch k·N + r). Null: one process.
   RankExchange* exchange = nullptr;
   // What the plan's random kernels (dropout) draw from in this run; training false for a
   // validation or an evaluation (dropout is then the identity).

@@ -100,11 +100,28 @@ bool isSplitMaster(const plan::Plan& plan, int param) {
   return false;
 }
 
-int64_t planHostBytes(const plan::Plan& plan) {
-  const bool landing = gradLandingTensor(plan) >= 0;
+std::set<int> splitMasters(const plan::Plan& plan) {
   std::set<int> split;
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_RESIDUAL) split.insert(t.param_index());
+  return split;
+}
+
+bool isMasterRole(plan::HostRole role) {
+  return role == plan::ROLE_PARAM || role == plan::ROLE_STAGING || role == plan::ROLE_RESIDUAL;
+}
+
+int64_t masterBytes(const plan::Plan& plan) {
+  const std::set<int> split = splitMasters(plan);
+  int64_t bytes = 0;
+  for (int i = 0; i < plan.host_tensors_size(); ++i)
+    if (isMasterRole(plan.host_tensors(i).role()) && !split.count(i)) bytes += hostTensorBytes(plan.host_tensors(i));
+  return bytes;
+}
+
+int64_t planHostBytes(const plan::Plan& plan) {
+  const bool landing = gradLandingTensor(plan) >= 0;
+  const std::set<int> split = splitMasters(plan);
   int64_t bytes = 0;
   for (int i = 0; i < plan.host_tensors_size(); ++i) {
     const auto& t = plan.host_tensors(i);

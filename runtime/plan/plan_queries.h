@@ -3,6 +3,7 @@
 // kernels CUDA lacks, a kernel call's operands. Answers assume a verified plan unless said.
 #pragma once
 #include <cstddef>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,14 @@ bool updatesParameters(plan::HostTask::Kind kind);
 // Whether parameter host tensor `param` is a split master (it has a ROLE_RESIDUAL: no bytes of
 // its own).
 bool isSplitMaster(const plan::Plan& plan, int param);
+// The split masters' host tensor indices.
+std::set<int> splitMasters(const plan::Plan& plan);
+// Whether a host tensor of this role holds master-weight bytes: a parameter's fp32 master (unless
+// split: then none), its bf16 staging copy or its residual. What the ranks of a host share one
+// copy of (data parallel).
+bool isMasterRole(plan::HostRole role);
+// The bytes of those tensors: the master weights as the host holds them.
+int64_t masterBytes(const plan::Plan& plan);
 
 // Bytes of host memory the plan's host tensors take (views into the landing buffer not
 // counted twice, split masters counted as their staging copies and residuals): what the host

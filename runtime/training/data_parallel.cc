@@ -67,8 +67,7 @@ void printRanks(const World& world, const HostStore& store, int64_t batch, int64
   const std::vector<int64_t> local_ranks = world.allgather(static_cast<int64_t>(world.localRank()));
   const std::vector<int64_t> held = world.allgather(store.totalBytes());
   const auto hosts = std::count(local_ranks.begin(), local_ranks.end(), 0);
-  int64_t on_host = 0;  // rank 0's host: the ranks with its local ranks before the next local rank 0
-  for (int r = 0; r < world.size() && (r == 0 || local_ranks[r] != 0); ++r) on_host += held[r];
+  const int64_t on_host = world.sumOnHost(store.totalBytes());  // rank 0 prints its host's
   const auto [least, most] = std::minmax_element(held.begin(), held.end());
   const double params = static_cast<double>(store.numParams());
   std::printf("  host memory: %.1f to %.1f MiB per rank (%.1f to %.1f bytes/param: the AdamW moments sharded over the "
