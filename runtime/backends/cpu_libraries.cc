@@ -37,8 +37,11 @@ void configureCpuLibraries(char** argv) {
     setenv("OPENBLAS_CORETYPE", core, 1);
     changed = true;
   }
-  if (!std::getenv("OMP_WAIT_POLICY")) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
+  // A user's own settings win; see cpu_libraries.h for why each is set.
+  static const char* kDefaults[][2] = {{"OMP_WAIT_POLICY", "passive"}, {"OPENBLAS_THREAD_TIMEOUT", "4"}};
+  for (const auto& [name, value] : kDefaults) {
+    if (std::getenv(name)) continue;
+    setenv(name, value, 1);
     changed = true;
   }
   // execv returns only on failure: carry on as loaded.

@@ -7,6 +7,11 @@
 // - OpenMP threads spin while they wait for work by default. The CPU backend runs a team per
 //   stream at once, beside OpenBLAS's pool: spinning teams starve each other (gpt2-tiny: 350 ms
 //   per step instead of 7 ms on a 16-core machine). OMP_WAIT_POLICY=passive.
+// - OpenBLAS's worker threads spin (sched_yield) for 2^28 cycles after each product before they
+//   sleep, so every OpenMP kernel between two products shared its cores with them: attention,
+//   GELU and the adds ran ~2x slower (gpt2-bench 1,062 -> 913 ms per step, docs/perf.md).
+//   OPENBLAS_THREAD_TIMEOUT=4 (2^4 cycles, its minimum): they sleep at once and are woken for
+//   the next product (microseconds, against products of milliseconds).
 #pragma once
 #include <string>
 
