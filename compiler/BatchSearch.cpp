@@ -51,7 +51,7 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
                     const CompileOptions& o, UpdateKind update, const HardwareProfile& hw, bool tuned,
                     const SearchHints& hints = {}) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
-  OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq);
+  OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq, ParamInit::kSeeded, modelForm(o));
   StageOptions stage = stageOptions(o, update, std::nullopt, tuned);
   stage.first_schedule = o.schedule ? 0 : hints.first_schedule;
   stage.max_keep = hints.max_keep;
@@ -201,6 +201,11 @@ std::string batchOneMinimums(MLIRContext& context, const ModelConfig& config, in
 }  // namespace
 
 // The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
+ModelForm modelForm(const CompileOptions& o) {
+  if (o.kv_cache) return ModelForm::kDecodeStep;
+  return o.forward_only ? ModelForm::kSequence : ModelForm::kTraining;
+}
+
 StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optional<Stage> last,
                           bool tune_recompute) {
   StageOptions stage;

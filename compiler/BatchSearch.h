@@ -9,9 +9,14 @@
 #include "compiler/CompileOptions.h"
 #include "compiler/Stages.h"
 #include "mlir/IR/MLIRContext.h"
+#include "models/BuiltinModels.h"
 #include "models/ModelConfig.h"
 
 namespace mt {
+
+// What the model is built as for `o`: a decode step (--kv-cache), the sequence's forward
+// (--forward-only), or training's (a mixture of experts also returns its router's statistics).
+ModelForm modelForm(const CompileOptions& o);
 
 // The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
 StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optional<Stage> last, bool tune_recompute);

@@ -73,6 +73,9 @@ struct CompileOptions {
   // The data-parallel job the summary prices (mpirun -np ranks mtrun; the plan is the same).
   int64_t ranks = 1;
   int64_t ranks_per_host = 1;
+  // A mixture of experts' router load-balancing loss coefficient (mtc --router-aux-loss),
+  // replacing the preset's 0 or the folder's config; unset: theirs.
+  std::optional<double> router_aux_loss;
   // ONNX: initializers matching `frozen` stay constants; with `trainable`, only matching ones train.
   std::optional<std::regex> frozen, trainable;
 };

@@ -166,10 +166,15 @@ LogicalResult HostTensorBuilder::addTrainingResults(func::ReturnOp ret, std::map
   loss->set_role(plan::ROLE_LOSS);
   const int lossIndex = plan_.host_tensors_size() - 1;
 
-  // The returned values are d2h results: the loss, then the gradient of each named parameter.
+  // The returned values are d2h results: the loss, then the gradient of each named parameter,
+  // then named outputs (the router's statistics).
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     if (i == 0) {
       h_.tensor[v] = lossIndex;
+      continue;
+    }
+    if (auto output = func_.getResultAttrOfType<StringAttr>(i, kOutputAttr)) {
+      addHostValue(v, output.getValue().str(), plan::ROLE_OUTPUT);  // a statistic for the step log
       continue;
     }
     if (auto table = func_.getResultAttrOfType<StringAttr>(i, kGradTokensAttr)) {

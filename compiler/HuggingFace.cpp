@@ -56,6 +56,14 @@ class ConfigReader {
       throw error("'" + key + "' is not a positive number");
     return config_[key].get<double>();
   }
+  // A finite number >= 0 (a loss's coefficient).
+  double fraction(const std::string& key, double fallback) {
+    taken_.insert(key);
+    if (!has(key)) return fallback;
+    if (!config_[key].is_number() || !(config_[key].get<double>() >= 0.0) || !std::isfinite(config_[key].get<double>()))
+      throw error("'" + key + "' is not a finite number of at least 0");
+    return config_[key].get<double>();
+  }
   // A probability such as a dropout rate: in [0, 1].
   double probability(const std::string& key) {
     taken_.insert(key);
@@ -134,10 +142,10 @@ void readExperts(ConfigReader& r, const std::string& architecture, ModelConfig& 
     return;
   }
   c.experts_per_token = r.integer("num_experts_per_tok");
-  r.require("output_router_logits", false,
-            "the router's auxiliary load-balancing loss is not implemented yet: set it false to train on the "
-            "language-model loss alone");
-  r.take("router_aux_loss_coef");  // used only with output_router_logits
+  // Hugging Face adds the router's load-balancing loss (times its coefficient, 0.001 by default)
+  // only where output_router_logits is true; the loss is logged either way.
+  const double coef = r.fraction("router_aux_loss_coef", 0.001);
+  if (r.boolean("output_router_logits", false)) c.router_aux_loss_coef = coef;
 }
 
 ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t& sliding_window) {
@@ -424,7 +432,8 @@ std::string expertsConfig(const ModelConfig& c) {
   nlohmann::ordered_json config = qwen ? llamaConfig(c, "Qwen3MoeForCausalLM", "qwen3_moe", c.ffn)
                                        : llamaConfig(c, "MixtralForCausalLM", "mixtral", c.expert_ffn);
   config["num_experts_per_tok"] = c.experts_per_token;
-  config["output_router_logits"] = false;
+  config["output_router_logits"] = c.router_aux_loss_coef > 0;
+  if (c.router_aux_loss_coef > 0) config["router_aux_loss_coef"] = c.router_aux_loss_coef;
   if (c.head_dim) config["head_dim"] = c.head_dim;
   if (qwen) {
     config["num_experts"] = c.experts;

@@ -155,8 +155,11 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   if (c.experts) {
     int64_t moe_layers = 0;
     for (int64_t l = 0; l < c.layers; ++l) moe_layers += c.isMoeLayer(l);
-    experts = fmt::format(", {} experts of width {} (top {}{}) in {} of {} layers", c.experts, c.expert_ffn,
-                          c.experts_per_token, c.normalize_topk ? ", renormalised" : "", moe_layers, c.layers);
+    experts = fmt::format(", {} experts of width {} (top {}{}) in {} of {} layers{}", c.experts, c.expert_ffn,
+                          c.experts_per_token, c.normalize_topk ? ", renormalised" : "", moe_layers, c.layers,
+                          c.router_aux_loss_coef > 0 ? fmt::format(", load-balancing loss x {:g} trained on",
+                                                                   c.router_aux_loss_coef)
+                                                     : "");
   }
   return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}", origin, c.layers, c.width,
                      c.heads, c.kv_heads, c.head_dim ? fmt::format(" of width {}", c.head_dim) : "", c.ffn, c.vocab,
@@ -176,6 +179,8 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
   if (problem.empty() && sliding_window && seq > sliding_window)
     problem = "its attention slides over " + std::to_string(sliding_window) + " tokens, and sliding windows "
               "are not supported: train with --seq " + std::to_string(sliding_window) + " or less (exact there)";
+  if (problem.empty() && o.router_aux_loss && !config.experts)
+    problem = "--router-aux-loss is the load-balancing loss of a mixture of experts' router; this model has none";
   if (problem.empty() && o.batch == 0 && o.forward_only)
     problem = "--forward-only takes a --batch of its own (the sequences sampled at once; 1 for mtgen's one sample)";
   if (problem.empty() && o.batch == 0 && o.device_mem == 0)
@@ -197,7 +202,7 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
     }
     batch = choice.batch, m.batch_note = choice.note, m.searched = choice.hints;
   }
-  m.module = buildModel(context, config, batch, seq, init, o.kv_cache ? ModelForm::kDecodeStep : ModelForm::kSequence);
+  m.module = buildModel(context, config, batch, seq, init, modelForm(o));
   return true;
 }
 
@@ -211,6 +216,7 @@ bool loadHuggingFace(MLIRContext& context, const CompileOptions& o, const Hardwa
   }
   m.config = m.hf->config;
   if (v.context) m.config.context = std::min(m.config.context, v.context);
+  if (o.router_aux_loss) m.config.router_aux_loss_coef = *o.router_aux_loss;
   m.description = fmt::format("{} ({})", o.model, describeShape("Hugging Face " + m.hf->architecture, m.config));
   return buildFromConfig(context, o, hw, ParamInit::kWeightsFile, m.hf->sliding_window, m);
 }
@@ -247,6 +253,7 @@ bool loadPreset(MLIRContext& context, const CompileOptions& o, const HardwarePro
     if (value) *field = value;
   if (v.heads && !v.kv_heads && config.family == ModelFamily::kGpt2) config.kv_heads = config.heads;
   if (o.tied) config.tied = *o.tied;
+  if (o.router_aux_loss) config.router_aux_loss_coef = *o.router_aux_loss;
   m.description = fmt::format("{} ({})", o.model, describeShape(familyName(config.family), config));
   return buildFromConfig(context, o, hw, ParamInit::kSeeded, 0, m);
 }
@@ -258,6 +265,11 @@ bool loadModel(MLIRContext& context, llvm::SourceMgr& sources, const CompileOpti
     return o.model.size() > suffix.size() && o.model.compare(o.model.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   const bool from_config = !endsWith(".onnx") && !endsWith(".mlir");
+  if (o.router_aux_loss && !from_config) {
+    std::fprintf(stderr, "mtc: error: %s: --router-aux-loss is for a mixture of experts built from a preset or a "
+                 "Hugging Face folder\n", o.model.c_str());
+    return false;
+  }
   if (o.kv_cache && !from_config) {
     std::fprintf(stderr, "mtc: error: %s: --kv-cache builds the decode step of a built-in model or a Hugging Face "
                  "folder (its attention is known); for this model use --forward-only alone (mtgen then recomputes "

@@ -165,7 +165,8 @@ namespace {
 class ModelBuilder {
  public:
   ModelBuilder(MLIRContext& ctx, const ModelConfig& c, int64_t batch, int64_t seq, ParamInit init, ModelForm form)
-      : ctx_(ctx), c_(c), batch_(batch), seq_(seq), init_(init), decode_(form == ModelForm::kDecodeStep), b_(&ctx),
+      : ctx_(ctx), c_(c), batch_(batch), seq_(seq), init_(init), decode_(form == ModelForm::kDecodeStep),
+        training_(form == ModelForm::kTraining), b_(&ctx),
         loc_(NameLoc::get(b_.getStringAttr("builtin " + std::string(familyName(c.family)) + " model"))) {}
 
   // Ops take the module path of the part they belong to ("embed", "blocks.3", "head"): the
@@ -187,10 +188,13 @@ class ModelBuilder {
     for (auto& [name, value] : outputs_) results.push_back(value);
     b_.create<func::ReturnOp>(loc_, results);
     func_.setType(b_.getFunctionType(body->getArgumentTypes(), ValueRange(results).getTypes()));
-    // A decode step is forward-only by construction: its results are named outputs.
-    if (decode_)
-      for (auto [i, output] : llvm::enumerate(outputs_))
-        func_.setResultAttr(i, kOutputAttr, b_.getStringAttr(output.first));
+    // A decode step is forward-only by construction: its results are named outputs; otherwise
+    // the results after the logits are (the router's statistics).
+    for (auto [i, output] : llvm::enumerate(outputs_))
+      if (decode_ || i > 0) func_.setResultAttr(i, kOutputAttr, b_.getStringAttr(output.first));
+    if (training_ && c_.router_aux_loss_coef > 0 && router_stats_)
+      func_.setResultAttr(outputs_.size() - 1, kObjectiveWeightAttr,
+                          b_.getF32FloatAttr(static_cast<float>(c_.router_aux_loss_coef)));
     func_->setAttr(kModelAttr, b_.getStringAttr(familyName(c_.family)));
     return module;
   }
@@ -302,6 +306,9 @@ class ModelBuilder {
     enter("embed");
     Value embed = param("embed.weight", {c_.vocab, c_.width}, "normal", std);
     Value x = b_.create<EmbeddingOp>(loc_, tokens_, embed);
+    if (training_ && c_.experts > 0)
+      router_stats_ = b_.create<FillOp>(loc_, RankedTensorType::get({2, c_.experts}, b_.getF32Type()),
+                                        b_.getF32FloatAttr(0.0f));
     for (int64_t l = 0; l < c_.layers; ++l) {
       const std::string p = "layers." + std::to_string(l) + ".";
       enter("layers." + std::to_string(l));
@@ -321,7 +328,12 @@ class ModelBuilder {
     enter("head");
     x = rmsNorm(x, "norm");
     Value head = c_.tied ? embed : param("lm_head.weight", {c_.vocab, c_.width}, "normal", std);
-    return b_.create<MatmulOp>(loc_, x, head, false, true);
+    Value logits = b_.create<MatmulOp>(loc_, x, head, false, true);
+    if (router_stats_) {
+      outputs_.push_back({"expert_load", router_stats_});
+      outputs_.push_back({"router_aux_loss", b_.create<MoeBalanceLossOp>(loc_, router_stats_, batch_ * seq_ * moe_layers_)});
+    }
+    return logits;
   }
 
   // The dense SwiGLU MLP of a llama layer.
@@ -341,6 +353,10 @@ class ModelBuilder {
     auto route = b_.create<MoeRouteOp>(
         loc_, logits, c_.normalize_topk ? MoeRouting::SoftmaxTopKNormalized : MoeRouting::SoftmaxTopK,
         c_.experts_per_token);
+    if (router_stats_) {
+      router_stats_ = b_.create<MoeBalanceStatsOp>(loc_, logits, route.getExperts(), router_stats_);
+      ++moe_layers_;
+    }
     auto dispatch = b_.create<MoeDispatchOp>(loc_, h, route.getExperts(), e);
     auto product = [&](Value x, const std::string& name, int64_t out, int64_t in, double sd) -> Value {
       return b_.create<GroupedMatmulOp>(loc_, x, param(p + "moe." + name + ".weight", {e, out, in}, "normal", sd),
@@ -357,11 +373,15 @@ class ModelBuilder {
   int64_t batch_, seq_;
   ParamInit init_;
   bool decode_;
+  bool training_;       // kTraining: a mixture of experts returns its router's statistics too
+  Value router_stats_;  // training a mixture of experts: the statistics of the MoE layers so far
+  int64_t moe_layers_ = 0;
   OpBuilder b_;
   Location loc_;
   func::FuncOp func_;
   Value tokens_, positions_;  // positions_: a decode step's input
-  std::vector<std::pair<std::string, Value>> outputs_;  // after the logits: a decode step's new keys/values
+  // After the logits: a decode step's new keys/values, or the router's statistics (kTraining).
+  std::vector<std::pair<std::string, Value>> outputs_;
 };
 
 }  // namespace

@@ -11,11 +11,16 @@ namespace mt {
 // file (a pretrained model: every parameter's init is "weights").
 enum class ParamInit { kSeeded, kWeightsFile };
 
-// What the function computes: the whole sequence (training, evaluation), or one decode step
-// over a key/value cache (mtc --kv-cache: generation).
-enum class ModelForm { kSequence, kDecodeStep };
+// What the function computes: the whole sequence (evaluation), the same for training, or one
+// decode step over a key/value cache (mtc --kv-cache: generation).
+enum class ModelForm { kSequence, kTraining, kDecodeStep };
 
 // kSequence: the forward function (tokens (batch, seq), params...) -> logits (batch, seq, vocab).
+// kTraining: the same; a mixture of experts also returns its router's statistics as named
+//   outputs after the logits (DESIGN.md §14): expert_load (2, experts): row 0 each expert's
+//   choices over the MoE layers, row 1 its softmax probability summed over their tokens; and
+//   router_aux_loss (): Hugging Face's load-balancing loss from them, carrying mt.objective_weight
+//   (the config's router_aux_loss_coef) when that is above zero, so training adds it to the loss.
 // kDecodeStep: one new token per sequence at a run-time position, attending over a cache of
 // `seq` earlier positions; forward-only, its inputs and outputs named:
 //   tokens (batch, 1) i32, positions (batch, 1) i32 (the new token's position p: the cache holds

@@ -40,6 +40,9 @@ struct ModelConfig {
   bool normalize_topk = true;     // the k chosen probabilities divided by their sum (Qwen3-MoE's norm_topk_prob)
   int64_t moe_every = 1;          // decoder_sparse_step: layer l has experts when (l + 1) % moe_every == 0 ...
   std::vector<int64_t> dense_layers;  // ... and l is not one of these (mlp_only_layers): those keep the dense MLP
+  // The router's load-balancing loss times this is added to the training loss (Hugging Face's
+  // router_aux_loss_coef, where its config sets output_router_logits); 0: logged, not trained on.
+  double router_aux_loss_coef = 0.0;
 
   // Whether layer `l`'s MLP is a mixture of experts.
   bool isMoeLayer(int64_t l) const {

@@ -1,5 +1,6 @@
 // mt-attach-loss: a function that returns logits (B, T, V) gets a targets input and returns
-// the mean softmax cross-entropy instead.
+// the mean softmax cross-entropy instead. Named outputs after the logits (a mixture of experts'
+// router statistics) stay where they are.
 #include "mlir/IR/Builders.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
@@ -17,12 +18,17 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
     func::FuncOp func = getModelFunction(getOperation());
     if (!func) return signalPassFailure();
     auto ret = cast<func::ReturnOp>(func.getBody().back().getTerminator());
-    if (ret.getNumOperands() != 1) {
-      ret.emitError("cannot attach a loss: the model function must return one value (the logits), "
-                    "it returns ")
-          << ret.getNumOperands();
+    if (ret.getNumOperands() < 1) {
+      ret.emitError("cannot attach a loss: the model function returns nothing; it must return its logits");
       return signalPassFailure();
     }
+    for (unsigned i = 1; i < ret.getNumOperands(); ++i)
+      if (!func.getResultAttr(i, kOutputAttr)) {
+        ret.emitError("cannot attach a loss: the model function must return its logits, then named outputs "
+                      "only; result ")
+            << i << " has no " << kOutputAttr;
+        return signalPassFailure();
+      }
     Value out = ret.getOperand(0);
     auto type = dyn_cast<RankedTensorType>(out.getType());
     if (type && type.getRank() == 0 && type.getElementType().isF32()) {
@@ -49,7 +55,8 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
     func.insertArgument(index, targetsType, attrs, func.getLoc());
     auto loss = b.create<SoftmaxXentOp>(ret.getLoc(), out, func.getArgument(index));
     ret->setOperand(0, loss.getLoss());
-    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), {loss.getLoss().getType()}));
+    SmallVector<Type> results(ret.getOperandTypes());
+    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), results));
     func.setResultAttr(0, kLossAttr, UnitAttr::get(&getContext()));
   }
 };

@@ -27,15 +27,21 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
     if (!func) return signalPassFailure();
     Block& body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    auto lossType = ret.getNumOperands() == 1
-                        ? dyn_cast<RankedTensorType>(ret.getOperand(0).getType())
-                        : RankedTensorType();
-    if (!lossType || lossType.getRank() != 0 || !lossType.getElementType().isF32()) {
-      ret.emitError("autodiff needs a function that returns one scalar f32 loss (run "
-                    "mt-attach-loss first); it returns ")
+    auto lossType = ret.getNumOperands() >= 1 ? dyn_cast<RankedTensorType>(ret.getOperand(0).getType())
+                                               : RankedTensorType();
+    bool outputsAfter = true;
+    for (unsigned i = 1; i < ret.getNumOperands(); ++i) outputsAfter &= bool(func.getResultAttr(i, kOutputAttr));
+    if (!lossType || lossType.getRank() != 0 || !lossType.getElementType().isF32() || !outputsAfter) {
+      ret.emitError("autodiff needs a function that returns one scalar f32 loss, then named outputs only "
+                    "(run mt-attach-loss first); it returns ")
           << ret.getOperandTypes();
       return signalPassFailure();
     }
+    // The outputs after the loss, kept after the gradients; one with an objective weight adds
+    // to the loss for the gradient (the loss reported stays the loss).
+    SmallVector<std::pair<Value, DictionaryAttr>> outputs;
+    for (unsigned i = 1; i < ret.getNumOperands(); ++i)
+      outputs.emplace_back(ret.getOperand(i), func.getResultAttrDict(i));
     // The values that depend on a parameter, forward.
     DenseSet<Value> needsGrad;
     for (Value p : parameterArguments(func)) needsGrad.insert(p);
@@ -60,6 +66,9 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
     for (Operation& op : body.without_terminator()) forward.push_back(&op);
     Value loss = ret.getOperand(0);
     grads[loss] = b.create<FillOp>(ret.getLoc(), lossType, b.getF32FloatAttr(1.0f));
+    for (auto& [value, attrs] : outputs)
+      if (auto weight = attrs.getAs<FloatAttr>(kObjectiveWeightAttr))
+        accumulate(value, b.create<FillOp>(ret.getLoc(), value.getType(), weight));
     for (Operation* op : llvm::reverse(forward)) {
       SmallVector<Value> resultGrads;
       bool any = false;
@@ -89,6 +98,10 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
         g = b.create<FillOp>(ret.getLoc(), arg.getType(), b.getF32FloatAttr(0.0f));
       results.push_back(g);
       resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(kGradAttr, b.getStringAttr(name))));
+    }
+    for (auto& [value, attrs] : outputs) {
+      results.push_back(value);
+      resultAttrs.push_back(attrs);
     }
     b.create<func::ReturnOp>(ret.getLoc(), results);
     ret.erase();

@@ -28,7 +28,8 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
   let description = [{
     If the model function returns logits (B, T, V), appends a `targets` (B, T) i32 input and
     an `mt.softmax_xent`, and returns the scalar loss instead. A function that already returns
-    a scalar loss is left as it is; anything else is an error.
+    a scalar loss is left as it is; anything else is an error. Results after the first must be
+    named outputs (`mt.output`: a mixture of experts' router statistics); they stay after the loss.
   }];
   let dependentDialects = ["::mt::MtDialect"];
 }
@@ -87,7 +88,9 @@ def AutodiffPass : Pass<"mt-autodiff", "mlir::ModuleOp"> {
     Walks the forward ops in reverse, applying each op's gradient rule
     (GradientOpInterface), summing the gradients of values used more than once, and returns
     the loss followed by one gradient per parameter argument (result attribute `mt.grad`
-    naming the parameter). Needs a function that returns a scalar loss.
+    naming the parameter), then the function's named outputs. Needs a function that returns a
+    scalar loss, then named outputs only; an output with `mt.objective_weight` w adds w times
+    itself to the loss for the gradient (its gradient seeded with w), the loss returned unchanged.
   }];
   let dependentDialects = ["::mt::MtDialect"];
 }

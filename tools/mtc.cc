@@ -81,6 +81,12 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
   app.add_option("--ffn", o.overrides.ffn, "override: MLP hidden width")->check(mt::positiveInteger());
   app.add_option("--vocab", o.overrides.vocab, "override: vocabulary size")->check(mt::positiveInteger());
   app.add_option("--context", o.overrides.context, "override: maximum sequence length")->check(mt::positiveInteger());
+  app.add_option("--router-aux-loss", o.router_aux_loss,
+                 "a mixture of experts: train on the router's load-balancing loss times this coefficient "
+                 "(Hugging Face's router_aux_loss_coef; typical 0.001-0.02), added to the language-model loss; 0: "
+                 "logged only. Default: the folder's config (its coefficient where output_router_logits is "
+                 "true), else 0")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--tied", tied, "override: tie the output projection to the embedding");
   app.add_flag("--untied", untied, "override: separate output projection");
   app.add_option("--frozen", frozen,

@@ -11,6 +11,9 @@ inline constexpr char kInputAttr[] = "mt.input";         // arg: "tokens" | "tar
 inline constexpr char kConstAttr[] = "mt.const";         // arg: its value (DenseElementsAttr)
 inline constexpr char kOutputAttr[] = "mt.output";       // result of a forward-only function: its name
 inline constexpr char kLossAttr[] = "mt.loss";           // result: the loss
+// An output of a training function added to the loss with this weight (F32) for the gradient
+// (the router's auxiliary loss); the loss result itself stays without it.
+inline constexpr char kObjectiveWeightAttr[] = "mt.objective_weight";
 inline constexpr char kGradAttr[] = "mt.grad";           // result: gradient of the named param
 inline constexpr char kParamRowsKey[] = "rows";          // in mt.param of a piece: [first row, all rows]
 inline constexpr char kGradRowAttr[] = "mt.grad_row";    // result: first row of a piece's gradient

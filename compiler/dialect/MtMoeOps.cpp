@@ -159,6 +159,59 @@ LogicalResult MoeCombineGradOp::inferReturnTypes(MLIRContext* ctx, std::optional
   return success();
 }
 
+// (2, E) statistics for (..., E) logits.
+static LogicalResult requireStatsOf(std::optional<Location> loc, Value stats, Value logits, StringRef what) {
+  auto l = tensorOf(logits).getShape();
+  if (l.empty()) return emitOptionalError(loc, what, ": the logits must be (..., experts)");
+  return requireShape(loc, stats, {2, l.back()}, what);
+}
+
+LogicalResult MoeBalanceStatsOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                  SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireChoicesOf(loc, adaptor.getExperts(), adaptor.getLogits(), "moe_balance_stats experts")) ||
+      failed(requireStatsOf(loc, adaptor.getTotal(), adaptor.getLogits(), "moe_balance_stats total")))
+    return failure();
+  types.push_back(adaptor.getTotal().getType());
+  return success();
+}
+
+LogicalResult MoeBalanceStatsGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                      SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireStatsOf(loc, adaptor.getDtotal(), adaptor.getLogits(), "moe_balance_stats_grad dtotal")))
+    return failure();
+  types.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+static LogicalResult requireBalanceStats(std::optional<Location> loc, Value stats, int64_t rows) {
+  auto s = tensorOf(stats).getShape();
+  if (s.size() != 2 || s[0] != 2 || s[1] <= 0)
+    return emitOptionalError(loc, "moe_balance_loss stats ", shapeStr(s), " must be (2, experts)");
+  if (rows <= 0) return emitOptionalError(loc, "moe_balance_loss rows must be positive");
+  return success();
+}
+
+LogicalResult MoeBalanceLossOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                 SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireBalanceStats(loc, adaptor.getStats(), static_cast<int64_t>(adaptor.getRows()))))
+    return failure();
+  types.push_back(f32Tensor(ctx, {}));
+  return success();
+}
+
+LogicalResult MoeBalanceLossGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                     SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireShape(loc, adaptor.getDloss(), {}, "moe_balance_loss_grad dloss")) ||
+      failed(requireBalanceStats(loc, adaptor.getStats(), static_cast<int64_t>(adaptor.getRows()))))
+    return failure();
+  types.push_back(adaptor.getStats().getType());
+  return success();
+}
+
 // Costs: the products count the routed rows only (the active parameters' FLOPs); bytes are the
 // default (every operand, so all experts' weights).
 int64_t MoeRouteOp::getFlops() { return 5 * numel(getLogits()); }
@@ -169,6 +222,10 @@ int64_t GroupedMatmulOp::getFlops() { return 2 * numel(getResult()) * tensorOf(g
 int64_t GroupedMatmulWeightGradOp::getFlops() { return 2 * numel(getInput()) * tensorOf(getDout()).getShape()[1]; }
 int64_t MoeCombineOp::getFlops() { return 2 * numel(getRouted()); }
 int64_t MoeCombineGradOp::getFlops() { return 4 * numel(getRouted()); }
+int64_t MoeBalanceStatsOp::getFlops() { return 5 * numel(getLogits()); }
+int64_t MoeBalanceStatsGradOp::getFlops() { return 8 * numel(getLogits()); }
+int64_t MoeBalanceLossOp::getFlops() { return 2 * numel(getStats()); }
+int64_t MoeBalanceLossGradOp::getFlops() { return numel(getStats()); }
 
 // Kernel attributes in the op table's order (runtime/plan/op_table.def).
 void MoeRouteOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
@@ -184,6 +241,12 @@ void GroupedMatmulOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVector
 }
 void GroupedMatmulWeightGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(getTransposeB());
+}
+void MoeBalanceLossOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getRows()));
+}
+void MoeBalanceLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(static_cast<int64_t>(getRows()));
 }
 
 // Gradient rules. The expert indices, positions and counts are integers: no gradient.
@@ -209,6 +272,17 @@ SmallVector<Value> GroupedMatmulOp::buildGradient(OpBuilder& b, ArrayRef<Value> 
 SmallVector<Value> MoeCombineOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   auto g = b.create<MoeCombineGradOp>(getLoc(), grads[0], getRouted(), getPositions(), getWeights());
   return {g.getDrouted(), Value(), g.getDweights()};
+}
+
+// The running statistics pass their gradient through unchanged; the counts take none, so the
+// logits' comes from row 1 alone.
+SmallVector<Value> MoeBalanceStatsOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  if (!grads[0]) return {Value(), Value(), Value()};
+  return {b.create<MoeBalanceStatsGradOp>(getLoc(), grads[0], getLogits()), Value(), grads[0]};
+}
+
+SmallVector<Value> MoeBalanceLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<MoeBalanceLossGradOp>(getLoc(), grads[0], getStats(), getRows())};
 }
 
 }  // namespace mt

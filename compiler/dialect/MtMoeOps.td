@@ -160,4 +160,75 @@ def Mt_MoeCombineGradOp : Mt_KernelOp<"moe_combine_grad", [KernelOpInterface]> {
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
+// The router's load-balancing statistics and auxiliary loss, as Hugging Face's
+// load_balancing_loss_func computes them (Mixtral, Qwen3-MoE, gpt-oss): over the L MoE layers'
+// N tokens each, C_e = how many of the L*N*k choices went to expert e, S_e = the sum over the
+// L*N rows of softmax(logits)[e]; aux = E * sum_e C_e * S_e / (L*N)^2. The statistics run as a
+// chain through the layers (each adds its own to the last), so no op sees two layers at once.
+
+def Mt_MoeBalanceStatsOp : Mt_KernelOp<"moe_balance_stats", [KernelOpInterface,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "one MoE layer's routing statistics added to the running ones: (2, E)";
+  let description = [{
+    `logits` (..., E), the router's; `experts` (..., k), its choices; `total` (2, E), the
+    statistics of the layers before (zeros before the first). Result: `total` with row 0 plus
+    each expert's count of choices (an index outside [0, E) counts for none) and row 1 plus
+    each expert's softmax probability summed over the tokens. Only row 1 takes a gradient
+    (through the softmax into the logits); the counts are integers.
+
+    ```mlir
+    %s1 = mt.moe_balance_stats %logits, %e, %s0 : tensor<8x256x8xf32>, tensor<8x256x2xi32>, tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$logits, Mt_I32Tensor:$experts, Mt_F32Tensor:$total);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
+def Mt_MoeBalanceStatsGradOp : Mt_KernelOp<"moe_balance_stats_grad", [KernelOpInterface]> {
+  let summary = "backward of mt.moe_balance_stats: the logits' gradient from row 1's";
+  let description = [{
+    dlogits[t] = p_t * (g - <g, p_t>) with p_t = softmax(logits[t]) and g = dtotal[1] (E).
+
+    ```mlir
+    %dl = mt.moe_balance_stats_grad %ds, %logits : tensor<2x8xf32>, tensor<8x256x8xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$dtotal, Mt_F32Tensor:$logits);
+  let results = (outs Mt_F32Tensor:$dlogits);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
+def Mt_MoeBalanceLossOp : Mt_KernelOp<"moe_balance_loss", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "the router's auxiliary load-balancing loss from the layers' statistics";
+  let description = [{
+    `stats` (2, E) from the last mt.moe_balance_stats; `rows` = L*N, the router rows over all
+    MoE layers. Result (scalar): E * sum_e stats[0, e] * stats[1, e] / rows^2.
+
+    ```mlir
+    %aux = mt.moe_balance_loss %s4 {rows = 8192} : tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$stats, I64Attr:$rows);
+  let results = (outs Mt_F32Tensor:$loss);
+  let assemblyFormat = "$stats attr-dict `:` type($stats)";
+}
+
+def Mt_MoeBalanceLossGradOp : Mt_KernelOp<"moe_balance_loss_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "backward of mt.moe_balance_loss: (2, E), row 0 zero";
+  let description = [{
+    dstats[1, e] = dloss * E * stats[0, e] / rows^2; dstats[0, e] = 0 (the counts take none).
+
+    ```mlir
+    %ds = mt.moe_balance_loss_grad %daux, %s4 {rows = 8192} : tensor<f32>, tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$stats, I64Attr:$rows);
+  let results = (outs Mt_F32Tensor:$dstats);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
 #endif // MT_MOE_OPS_TD

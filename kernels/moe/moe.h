@@ -12,6 +12,11 @@
 //                                  int attrs: [transpose_b]
 //   mt.moe_combine: (routed (R, D), positions (N, k), weights (N, k)) -> (N, D)
 //   mt.moe_combine_grad: (dout (N, D), routed (R, D), positions, weights) -> drouted (R, D), dweights (N, k)
+//   mt.moe_balance_stats: (logits (N, E), experts (N, k), total (2, E)) -> (2, E): total plus the
+//                         layer's choices per expert (row 0) and softmax probabilities summed (row 1)
+//   mt.moe_balance_stats_grad: (dtotal (2, E), logits (N, E)) -> dlogits (N, E)
+//   mt.moe_balance_loss: stats (2, E) -> () E * sum_e stats[0,e] * stats[1,e] / rows^2; int attrs: [rows]
+//   mt.moe_balance_loss_grad: (dloss (), stats (2, E)) -> dstats (2, E); int attrs: [rows]
 // Leading dimensions of the token tensors may be any (B, T, ...): N is their product.
 // Expert indices, positions and counts are data: a kernel treats one out of range as choosing
 // nothing (no row read or written outside its tensors), so a corrupt plan cannot reach memory.
@@ -57,10 +62,19 @@ std::string moe_combine_check(const KernelArgs& args);
 void moe_combine_cpu(const KernelArgs& args);
 std::string moe_combine_grad_check(const KernelArgs& args);
 void moe_combine_grad_cpu(const KernelArgs& args);
+std::string moe_balance_stats_check(const KernelArgs& args);
+void moe_balance_stats_cpu(const KernelArgs& args);
+std::string moe_balance_stats_grad_check(const KernelArgs& args);
+void moe_balance_stats_grad_cpu(const KernelArgs& args);
+std::string moe_balance_loss_check(const KernelArgs& args);
+void moe_balance_loss_cpu(const KernelArgs& args);
+std::string moe_balance_loss_grad_check(const KernelArgs& args);
+void moe_balance_loss_grad_cpu(const KernelArgs& args);
 
 // CUDA twins (kernels/moe/moe_cuda.cu), built when CUDA is enabled. f32 (the op table's F32_ONLY);
 // mt.moe_route takes at most 32 experts per token there; the grouped products read the experts'
-// counts back to the host (one synchronisation of the stream per product).
+// counts back to the host (one synchronisation of the stream per product); mt.moe_balance_stats
+// takes at most 512 experts there.
 void moe_route_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void moe_route_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void moe_dispatch_cuda(const KernelArgs& args, const CudaLaunch& launch);
@@ -69,5 +83,9 @@ void grouped_matmul_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void grouped_matmul_weight_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void moe_combine_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void moe_combine_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void moe_balance_stats_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void moe_balance_stats_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void moe_balance_loss_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void moe_balance_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 
 }  // namespace mt

@@ -68,6 +68,22 @@ void softmax(const float* x, int64_t n, float* p) {
 
 bool validExpert(int32_t e, int64_t experts) { return e >= 0 && e < experts; }
 
+// The router's load-balancing statistics (2, E) for (..., E) logits beside them.
+std::string expectStats(const Tensor& stats, const Tensor& logits, const char* what) {
+  if (logits.rank() < 1) return std::string(what) + ": the logits must be (..., experts)";
+  return expectShape(stats, {2, logits.dim(-1)}, what);
+}
+
+std::string checkBalanceLoss(const KernelArgs& args, const Tensor& stats, const char* what) {
+  if (stats.rank() != 2 || stats.dim(0) != 2 || stats.dim(1) < 1)
+    return std::string(what) + " stats " + shapeString(stats.shape) + " must be (2, experts)";
+  if (args.ints[0] < 1) return std::string(what) + " rows " + std::to_string(args.ints[0]) + " must be positive";
+  return "";
+}
+
+// Tokens per partial sum of the probabilities: the chunks add up in order, whatever the
+// threads, so the statistics are the same on any number of cores.
+constexpr int64_t kStatsChunk = 1024;
 
 }  // namespace
 
@@ -371,6 +387,116 @@ void moe_combine_grad_cpu(const KernelArgs& args) {
         dw += dy[c] * x[c];
       }
     }
+  }
+}
+
+std::string moe_balance_stats_check(const KernelArgs& args) {
+  const Tensor &logits = args.in[0], &experts = args.in[1], &total = args.in[2], &out = args.out[0];
+  MT_CHECK(expectDType(logits, DType::F32, "moe_balance_stats logits"));
+  MT_CHECK(expectDType(experts, DType::I32, "moe_balance_stats experts"));
+  MT_CHECK(expectDType(total, DType::F32, "moe_balance_stats total"));
+  MT_CHECK(expectDType(out, DType::F32, "moe_balance_stats result"));
+  MT_CHECK(expectChoices(experts, logits, "moe_balance_stats experts"));
+  MT_CHECK(expectStats(total, logits, "moe_balance_stats total"));
+  return expectShape(out, total.shape, "moe_balance_stats result");
+}
+
+// result[0, e] = total[0, e] + choices of expert e; result[1, e] = total[1, e] + the sum over the
+// tokens of softmax(logits[t])[e] (in double, chunk by chunk, the chunks in order).
+void moe_balance_stats_cpu(const KernelArgs& args) {
+  const Tensor &logits = args.in[0], &experts = args.in[1], &total = args.in[2], &out = args.out[0];
+  const int64_t num_experts = logits.dim(-1), tokens = leadingRows(logits), choices = experts.numel();
+  const int64_t chunks = (tokens + kStatsChunk - 1) / kStatsChunk;
+  std::vector<double> partial(chunks * num_experts, 0.0);
+#pragma omp parallel if (tokens * num_experts > 32768)
+  {
+    std::vector<float> p(num_experts);
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      double* sum = partial.data() + c * num_experts;
+      for (int64_t t = c * kStatsChunk; t < std::min(tokens, (c + 1) * kStatsChunk); ++t) {
+        softmax(logits.f32() + t * num_experts, num_experts, p.data());
+        for (int64_t e = 0; e < num_experts; ++e) sum[e] += p[e];
+      }
+    }
+  }
+  std::vector<int64_t> count(num_experts, 0);
+  for (int64_t i = 0; i < choices; ++i)
+    if (validExpert(experts.i32()[i], num_experts)) ++count[experts.i32()[i]];
+  for (int64_t e = 0; e < num_experts; ++e) {
+    double prob = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) prob += partial[c * num_experts + e];
+    out.f32()[e] = total.f32()[e] + static_cast<float>(count[e]);
+    out.f32()[num_experts + e] = total.f32()[num_experts + e] + static_cast<float>(prob);
+  }
+}
+
+std::string moe_balance_stats_grad_check(const KernelArgs& args) {
+  const Tensor &dtotal = args.in[0], &logits = args.in[1], &dlogits = args.out[0];
+  MT_CHECK(expectDType(dtotal, DType::F32, "moe_balance_stats_grad dtotal"));
+  MT_CHECK(expectDType(logits, DType::F32, "moe_balance_stats_grad logits"));
+  MT_CHECK(expectDType(dlogits, DType::F32, "moe_balance_stats_grad dlogits"));
+  MT_CHECK(expectStats(dtotal, logits, "moe_balance_stats_grad dtotal"));
+  return expectShape(dlogits, logits.shape, "moe_balance_stats_grad dlogits");
+}
+
+// dlogits[t] = p_t * (g - <g, p_t>), g = dtotal[1]: row 1 sums each token's softmax.
+void moe_balance_stats_grad_cpu(const KernelArgs& args) {
+  const Tensor &dtotal = args.in[0], &logits = args.in[1], &dlogits = args.out[0];
+  const int64_t num_experts = logits.dim(-1), tokens = leadingRows(logits);
+  const float* g = dtotal.f32() + num_experts;
+#pragma omp parallel if (tokens * num_experts > 32768)
+  {
+    std::vector<float> p(num_experts);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tokens; ++t) {
+      softmax(logits.f32() + t * num_experts, num_experts, p.data());
+      float dot = 0.0f;
+      for (int64_t e = 0; e < num_experts; ++e) dot += g[e] * p[e];
+      float* dl = dlogits.f32() + t * num_experts;
+      for (int64_t e = 0; e < num_experts; ++e) dl[e] = p[e] * (g[e] - dot);
+    }
+  }
+}
+
+std::string moe_balance_loss_check(const KernelArgs& args) {
+  const Tensor &stats = args.in[0], &loss = args.out[0];
+  MT_CHECK(expectDType(stats, DType::F32, "moe_balance_loss stats"));
+  MT_CHECK(expectDType(loss, DType::F32, "moe_balance_loss result"));
+  MT_CHECK(checkBalanceLoss(args, stats, "moe_balance_loss"));
+  return expectShape(loss, {}, "moe_balance_loss result");
+}
+
+// E * sum_e stats[0, e] * stats[1, e] / rows^2, summed in double.
+void moe_balance_loss_cpu(const KernelArgs& args) {
+  const Tensor &stats = args.in[0], &loss = args.out[0];
+  const int64_t num_experts = stats.dim(1);
+  const double rows = static_cast<double>(args.ints[0]);
+  double sum = 0.0;
+  for (int64_t e = 0; e < num_experts; ++e)
+    sum += static_cast<double>(stats.f32()[e]) * static_cast<double>(stats.f32()[num_experts + e]);
+  loss.f32()[0] = static_cast<float>(static_cast<double>(num_experts) * sum / (rows * rows));
+}
+
+std::string moe_balance_loss_grad_check(const KernelArgs& args) {
+  const Tensor &dloss = args.in[0], &stats = args.in[1], &dstats = args.out[0];
+  MT_CHECK(expectDType(dloss, DType::F32, "moe_balance_loss_grad dloss"));
+  MT_CHECK(expectDType(stats, DType::F32, "moe_balance_loss_grad stats"));
+  MT_CHECK(expectDType(dstats, DType::F32, "moe_balance_loss_grad result"));
+  MT_CHECK(expectShape(dloss, {}, "moe_balance_loss_grad dloss"));
+  MT_CHECK(checkBalanceLoss(args, stats, "moe_balance_loss_grad"));
+  return expectShape(dstats, stats.shape, "moe_balance_loss_grad result");
+}
+
+// dstats[1, e] = dloss * E * stats[0, e] / rows^2; row 0 (the counts) zero.
+void moe_balance_loss_grad_cpu(const KernelArgs& args) {
+  const Tensor &dloss = args.in[0], &stats = args.in[1], &dstats = args.out[0];
+  const int64_t num_experts = stats.dim(1);
+  const double rows = static_cast<double>(args.ints[0]);
+  const double scale = static_cast<double>(dloss.f32()[0]) * static_cast<double>(num_experts) / (rows * rows);
+  for (int64_t e = 0; e < num_experts; ++e) {
+    dstats.f32()[e] = 0.0f;
+    dstats.f32()[num_experts + e] = static_cast<float>(scale * static_cast<double>(stats.f32()[e]));
   }
 }
 

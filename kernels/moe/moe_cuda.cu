@@ -243,6 +243,90 @@ void requireTopK(int64_t k) {
                              std::to_string(k));
 }
 
+
+// The most experts mt.moe_balance_stats takes on the GPU: a warp's lanes hold the sums of
+// E / 32 experts each in registers.
+constexpr int64_t kMaxBalanceExperts = 512;
+constexpr int kBalanceLanes = 32, kBalancePerLane = kMaxBalanceExperts / kBalanceLanes;
+constexpr int kBalanceThreads = 1024;
+
+// One block: warp w takes tokens w, w + warps, ... (a lane per E/32 experts: the row's max and
+// sum by warp shuffles), each lane summing its experts' probabilities; the warps' sums then add
+// in warp order in shared memory, and the choices are counted with shared integer atomics
+// (exact in any order). Deterministic; one block, so one SM (N*E exps a layer, small beside
+// the layer's products).
+__global__ void balanceStatsKernel(const float* __restrict__ logits, const int32_t* __restrict__ experts,
+                                   const float* __restrict__ total, float* __restrict__ out, int64_t tokens,
+                                   int64_t num_experts, int64_t choices) {
+  __shared__ float prob[kMaxBalanceExperts];
+  __shared__ int count[kMaxBalanceExperts];
+  for (int64_t e = threadIdx.x; e < num_experts; e += blockDim.x) prob[e] = 0.0f, count[e] = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < choices; i += blockDim.x)
+    if (validExpert(experts[i], num_experts)) atomicAdd(&count[experts[i]], 1);
+  const int lane = threadIdx.x % kBalanceLanes, warp = threadIdx.x / kBalanceLanes;
+  const int warps = blockDim.x / kBalanceLanes;
+  float sum[kBalancePerLane] = {};
+  for (int64_t t = warp; t < tokens; t += warps) {
+    const float* l = logits + t * num_experts;
+    float max = -INFINITY;
+    for (int64_t e = lane; e < num_experts; e += kBalanceLanes) max = fmaxf(max, l[e]);
+    for (int o = kBalanceLanes / 2; o > 0; o /= 2) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, o));
+    float z = 0.0f;
+    for (int64_t e = lane; e < num_experts; e += kBalanceLanes) z += expf(l[e] - max);
+    for (int o = kBalanceLanes / 2; o > 0; o /= 2) z += __shfl_xor_sync(0xffffffffu, z, o);
+#pragma unroll
+    for (int j = 0; j < kBalancePerLane; ++j) {
+      const int64_t e = lane + j * kBalanceLanes;
+      if (e < num_experts) sum[j] += expf(l[e] - max) / z;
+    }
+  }
+  for (int w = 0; w < warps; ++w) {
+    __syncthreads();
+    if (warp == w)
+#pragma unroll
+      for (int j = 0; j < kBalancePerLane; ++j) {
+        const int64_t e = lane + j * kBalanceLanes;
+        if (e < num_experts) prob[e] += sum[j];
+      }
+  }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < num_experts; e += blockDim.x) {
+    out[e] = total[e] + static_cast<float>(count[e]);
+    out[num_experts + e] = total[num_experts + e] + prob[e];
+  }
+}
+
+// dlogits[t] = p_t * (g - <g, p_t>), g = dtotal[1]; a thread per token.
+__global__ void balanceStatsGradKernel(const float* __restrict__ dtotal, const float* __restrict__ logits,
+                                       float* __restrict__ dlogits, int64_t tokens, int64_t num_experts) {
+  const float* g = dtotal + num_experts;
+  MT_GRID_STRIDE(t, tokens) {
+    const RowSoftmax p(logits + t * num_experts, num_experts);
+    float dot = 0.0f;
+    for (int64_t e = 0; e < num_experts; ++e) dot += g[e] * p(e);
+    for (int64_t e = 0; e < num_experts; ++e) dlogits[t * num_experts + e] = p(e) * (g[e] - dot);
+  }
+}
+
+// E * sum_e stats[0, e] * stats[1, e] / rows^2: one thread, in double, as the CPU adds it.
+__global__ void balanceLossKernel(const float* __restrict__ stats, float* __restrict__ loss, int64_t num_experts,
+                                  double rows) {
+  double sum = 0.0;
+  for (int64_t e = 0; e < num_experts; ++e)
+    sum += static_cast<double>(stats[e]) * static_cast<double>(stats[num_experts + e]);
+  loss[0] = static_cast<float>(static_cast<double>(num_experts) * sum / (rows * rows));
+}
+
+__global__ void balanceLossGradKernel(const float* __restrict__ dloss, const float* __restrict__ stats,
+                                      float* __restrict__ dstats, int64_t num_experts, double rows) {
+  const double scale = static_cast<double>(dloss[0]) * static_cast<double>(num_experts) / (rows * rows);
+  MT_GRID_STRIDE(e, num_experts) {
+    dstats[e] = 0.0f;
+    dstats[num_experts + e] = static_cast<float>(scale * static_cast<double>(stats[e]));
+  }
+}
+
 }  // namespace
 
 void moe_route_cuda(const KernelArgs& args, const CudaLaunch& launch) {
@@ -360,6 +444,40 @@ void moe_combine_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   }
   combineGradWeightsKernel<<<static_cast<unsigned>(slots), kThreads, 0, launch.stream>>>(
       dout.f32(), routed.f32(), positions.i32(), args.out[1].f32(), k, rows, width);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void moe_balance_stats_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &logits = args.in[0], &experts = args.in[1];
+  const int64_t num_experts = logits.dim(-1);
+  if (num_experts > kMaxBalanceExperts)
+    throw std::runtime_error("moe_balance_stats on CUDA takes at most " + std::to_string(kMaxBalanceExperts) +
+                             " experts, got " + std::to_string(num_experts));
+  balanceStatsKernel<<<1, kBalanceThreads, 0, launch.stream>>>(logits.f32(), experts.i32(), args.in[2].f32(),
+                                                               args.out[0].f32(), leadingRows(logits), num_experts,
+                                                               experts.numel());
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void moe_balance_stats_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor& logits = args.in[1];
+  const int64_t tokens = leadingRows(logits);
+  if (tokens == 0) return;
+  balanceStatsGradKernel<<<blocksFor(tokens), kThreads, 0, launch.stream>>>(args.in[0].f32(), logits.f32(),
+                                                                            args.out[0].f32(), tokens, logits.dim(-1));
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void moe_balance_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  balanceLossKernel<<<1, 1, 0, launch.stream>>>(args.in[0].f32(), args.out[0].f32(), args.in[0].dim(1),
+                                                static_cast<double>(args.ints[0]));
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void moe_balance_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const int64_t num_experts = args.in[1].dim(1);
+  balanceLossGradKernel<<<blocksFor(num_experts), kThreads, 0, launch.stream>>>(
+      args.in[0].f32(), args.in[1].f32(), args.out[0].f32(), num_experts, static_cast<double>(args.ints[0]));
   MT_CUDA_CHECK_LAUNCH();
 }
 

@@ -31,6 +31,7 @@
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/data_parallel.h"
 #include "runtime/training/run_files.h"
+#include "runtime/training/router_stats.h"
 #include "runtime/training/run_report.h"
 #include "runtime/training/run_setup.h"
 #include "runtime/training/step_report.h"
@@ -118,6 +119,7 @@ class Trainer {
   std::optional<Validator> validator_;
   std::unique_ptr<Backend> backend_;
   StepReport report_;
+  RouterStats router_;   // a mixture of experts: the step's routing, for the log
   StepTimeline traced_;  // --trace: the last training step's timeline (not a validation step's)
   const World& world_;   // the ranks of a data-parallel job (mpirun), or one
   MpiRankExchange* exchange_;  // with several ranks: the sharded optimizer's exchanges; else null
@@ -150,6 +152,7 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
       tokens_per_step_(config.accumulate * World::get().size() * model_.batch() * model_.seq()),
       sampler_(data, model_.batch(), model_.seq(), resumed.seed, 0, data.size() - val_tokens_),
       report_(plan, store),
+      router_(store),
       world_(World::get()),
       exchange_(exchange) {
   if (val_tokens_ > 0)
@@ -254,6 +257,7 @@ StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
   double loss_sum = 0.0;
   counted = 0;
   plan_runs_.clear();
+  router_.startStep();
   options_.micro_steps = config_.accumulate;
   for (int64_t m = 0; m < config_.accumulate; ++m) {
     const int64_t c =
@@ -268,6 +272,7 @@ StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
     // Dropout's masks: keyed by the seed and this run's index, so a resumed run draws the same.
     options_.random = {resumed_.seed, static_cast<uint64_t>((step - 1) * config_.accumulate + m), true};
     result = runPlan();
+    router_.addRun();
     loss_sum += masked_ ? static_cast<double>(c) * result.loss : result.loss;
     if (!result.corrupt_transfer.empty()) return result;  // the step is lost: nothing more to run
   }
@@ -284,6 +289,7 @@ StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
 // rank's, added in the same order.
 StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
   plan_runs_.clear();
+  router_.startStep();
   const int64_t ranks = world_.size(), micro_steps = config_.accumulate;
   StepResult result;
   double loss_sum = 0.0;
@@ -301,8 +307,10 @@ StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
     options_.update = !(k + 1 == micro_steps && counted == 0);
     options_.random = {resumed_.seed, static_cast<uint64_t>((step - 1) * ranks * micro_steps + m), true};
     result = runPlan();
+    router_.addRun();
     addLosses(world_, shares, result.loss, masked_, loss_sum);
   }
+  router_.addRanks(world_);
   options_.update = true;
   result.loss = masked_ ? (counted ? static_cast<float>(loss_sum / static_cast<double>(counted)) : 0.0f)
                         : static_cast<float>(loss_sum / static_cast<double>(ranks * micro_steps));
@@ -383,6 +391,8 @@ void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted
                                    config_.steps, result.loss, options_.adamw.lr, result.grad_norm, tok_s,
                                    seconds * 1e3);
     if (masked_) line += fmt::format("  {} counted", counted);
+    if (router_.present())
+      line += fmt::format("  aux {:.4f}  load max/mean {:.2f}", router_.auxLoss(), router_.imbalance());
     if (step < config_.steps) line += "  ETA " + formatDuration(eta);
     if (!line_due) line.resize(std::min(line.size(), terminalColumns() - 1));
     clearStatus();
@@ -394,6 +404,7 @@ void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted
                            {"lr", options_.adamw.lr}, {"grad_norm", result.grad_norm},
                            {"tokens_per_s", tok_s},  {"step_ms", seconds * 1e3}};
     if (masked_) line["tokens_counted"] = counted;
+    router_.addTo(line);
     if (nothing_counted) line["skipped"] = "no target counted";
     logLine(line);
   }

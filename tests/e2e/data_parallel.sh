@@ -54,6 +54,16 @@ for n in 2 3; do
   run np$n $n resident.plan --val-fraction 0.2 --val-every 3
   same acc$n np$n "$n ranks = --accumulate $n (resident, validated)"
 done
+# A mixture of experts trained with its router's load-balancing loss: the log's auxiliary loss
+# and choices per expert are every rank's, as one process's.
+"$bin/mtc" qwen3-moe-tiny --layers 2 --batch 2 --seq 32 --router-aux-loss 0.02 -o moe.plan --weights moe0.safetensors \
+  >/dev/null
+moe_run=("$bin/mtrun" moe.plan --data corpus.tok --weights moe0.safetensors --steps 4 --print-every 100)
+"${moe_run[@]}" --accumulate 2 --log moe_acc.jsonl --export moe_acc.safetensors > moe_acc.out
+ranks 2 "${moe_run[@]}" --log moe_np.jsonl --export moe_np.safetensors > moe_np.out
+same moe_acc moe_np "a mixture of experts with its load-balancing loss: 2 ranks = --accumulate 2"
+check "its log holds each step's choices per expert, over both ranks' micro-batches (2 x 64 tokens x 2 x 2 layers)" \
+  "/usr/bin/python3 -c 'import json, sys; sys.exit(not all(sum(json.loads(l)[\"expert_tokens\"]) == 512 for l in open(\"moe_np.jsonl\")))'"
 check "the logs hold the validations" "[ \"\$(grep -c val_loss np3.jsonl)\" -eq 2 ]"
 check "only rank 0 prints" "[ \"\$(grep -c 'done:' np3.out)\" -eq 1 ] && grep -q 'data parallel over 3 ranks' np3.out"
 check "the host bytes per rank and per host are said" \

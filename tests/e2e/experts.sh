@@ -6,7 +6,8 @@
 # token tiles within fp32 rounding (the experts run on the whole batch; the products around them
 # in tiles), trains as a bf16 plan with its loss falling, and samples the same greedy text
 # through the key/value cache as over the whole window. The summary names the experts and the
-# active parameters.
+# active parameters. Every plan trains with the router's load-balancing loss (--router-aux-loss)
+# and logs each step's choices per expert: they add up to every token's k choices in every layer.
 # usage: experts.sh BIN_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$(readlink -f "$0")")/check.sh"
@@ -14,13 +15,14 @@ bin=$1 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
 make_corpus
 
-shape=(qwen3-moe-tiny --layers 4 --batch 4 --seq 32)
+shape=(qwen3-moe-tiny --layers 4 --batch 4 --seq 32 --router-aux-loss 0.02)
 "$bin/mtc" "${shape[@]}" --schedule resident -o resident.plan --weights w0.safetensors > resident.txt
 "$bin/mtc" "${shape[@]}" --schedule streamed -o streamed.plan --no-weights > streamed.txt
 "$bin/mtc" "${shape[@]}" --schedule streamed-recompute -o recompute.plan --no-weights > recompute.txt
 "$bin/mtc" "${shape[@]}" --device-mem 1300KiB -o tight.plan --no-weights > tight.txt
 check "the summary names the experts" \
   "grep -q '4 experts of width 32 (top 2, renormalised) in 4 of 4 layers' resident.txt"
+check "the summary names the load-balancing loss" "grep -q 'load-balancing loss x 0.02 trained on' resident.txt"
 check "the summary gives the active parameters" "grep -Eq 'parameters .* \([0-9.]+ K active per token\)' resident.txt"
 check "a 1.3 MiB budget picks streamed-recompute" "grep -q 'schedule streamed-recompute' tight.txt"
 for plan in resident streamed recompute tight; do train $plan.plan $plan w0.safetensors; done
@@ -29,6 +31,12 @@ for plan in streamed recompute tight; do
   check "$plan: bit-identical weights" "same_tensors resident.safetensors $plan.safetensors"
 done
 check_resume streamed.plan w0.safetensors
+"$bin/mtrun" resident.plan --data corpus.tok --weights w0.safetensors --steps 3 --log load.jsonl --print-every 100 >/dev/null
+check "each step's expert choices add up to 4 x 32 tokens x top 2 x 4 layers, its aux loss logged" \
+  "/usr/bin/python3 -c 'import json, sys; lines = [json.loads(l) for l in open(\"load.jsonl\")]; sys.exit(not (len(lines) == 3 and all(sum(l[\"expert_tokens\"]) == 1024 and len(l[\"expert_tokens\"]) == 4 and l[\"aux_loss\"] > 1.9 for l in lines)))'"
+"$bin/mtc" qwen3-moe-tiny --layers 4 --batch 4 --seq 32 -o plain.plan --no-weights > plain.txt
+train plain.plan plain w0.safetensors
+check "without --router-aux-loss the losses differ (the auxiliary loss trains the router)" "! cmp -s resident.loss plain.loss"
 
 "$bin/mtc" "${shape[@]}" --schedule resident --token-tiles 2 -o tiled.plan --no-weights > tiled.txt
 train tiled.plan tiled w0.safetensors

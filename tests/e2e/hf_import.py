@@ -480,12 +480,12 @@ def refusals(bin_dir, work, failures):
             failures.append(f"{name}: wanted an error saying {needle!r}, got: {err.strip()}")
         if os.path.exists(folder + ".plan") or os.path.exists(folder + ".safetensors"):
             failures.append(f"{name}: a plan or its weights were written")
-    # A mixture of experts' own: the auxiliary loss asked for (not implemented yet), an expert missing.
+    # A mixture of experts' own: a negative auxiliary loss coefficient, an expert missing.
     moe = MODELS["qwen3-moe-bf16-sharded"]
     moe_weights = hf_weights(moe["config"], False, torch.float32, seed=5)
     moe_cases = [
-        ("moe-aux-loss", {"output_router_logits": True}, None,
-         "'output_router_logits' is true: the router's auxiliary load-balancing loss is not implemented yet"),
+        ("moe-aux-loss", {"output_router_logits": True, "router_aux_loss_coef": -0.01}, None,
+         "'router_aux_loss_coef' is not a finite number of at least 0"),
         ("moe-expert", {}, lambda w: w.pop("model.layers.2.mlp.experts.3.up_proj.weight"),
          "the weights have no 'model.layers.2.mlp.experts.3.up_proj.weight' (the model's layers.2.moe.up.weight)"),
         ("moe-expert-shape", {}, lambda w: w.update({"model.layers.0.mlp.experts.1.down_proj.weight": torch.zeros(64, 16)}),
@@ -517,6 +517,21 @@ def refusals(bin_dir, work, failures):
         err = mtc_error(bin_dir, folder)
         if needle not in err:
             failures.append(f"{name}: wanted an error saying {needle!r}, got: {err.strip()}")
+
+
+def router_aux_loss(bin_dir, work, failures):
+    """A mixture of experts' config asking for the router's load-balancing loss
+    (output_router_logits, router_aux_loss_coef) trains on it; mtc --router-aux-loss 0 turns it off."""
+    moe = MODELS["qwen3-moe-bf16-sharded"]
+    folder = os.path.join(work, "moe-aux-loss")
+    write_folder(folder, dict(moe, shards=1), hf_weights(moe["config"], False, torch.float32, seed=5),
+                 {"output_router_logits": True, "router_aux_loss_coef": 0.02})
+    for flags, said in (([], True), (["--router-aux-loss", "0"], False)):
+        out = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", "2", "--seq", "16", "-o", folder + ".plan"] + flags,
+                             capture_output=True, text=True)
+        if out.returncode != 0 or ("load-balancing loss x 0.02 trained on" in out.stdout) != said:
+            failures.append(f"output_router_logits with {flags}: exit {out.returncode}, the summary "
+                            f"{'does not say' if said else 'says'} it trains on the load-balancing loss: {out.stdout}")
 
 
 def main():
@@ -588,6 +603,7 @@ def main():
     if auto.returncode != 0 or "the largest that fits --device-mem" not in auto.stdout:
         failures.append(f"--batch auto on a folder: exit {auto.returncode}: {auto.stdout}{auto.stderr}")
     refusals(bin_dir, work, failures)
+    router_aux_loss(bin_dir, work, failures)
     ref.finish("hf_import", failures)
 
 

@@ -170,10 +170,12 @@ class Schedule:
                 "--grad-clip", str(self.clip), "--seed", str(self.seed)]
 
 
-def torch_train(params, logits_of, tokens, schedule, after_backward=None, counted=None):
+def torch_train(params, logits_of, tokens, schedule, after_backward=None, counted=None, aux_coef=0.0, aux_log=None):
     """mtrun's training loop in PyTorch: the same batches, AdamW (decay on tensors of rank >= 2),
     global-norm clipping and LR schedule. `after_backward(step)` sees the unclipped gradients.
-    `counted`: a loss mask (targets it leaves out ignored). Returns the losses."""
+    `counted`: a loss mask (targets it leaves out ignored). Returns the losses. `logits_of` may
+    return (logits, aux): a mixture of experts' load-balancing loss, added times `aux_coef` to
+    the loss that is differentiated (as Hugging Face does) and appended to `aux_log`."""
     s = schedule
     decay = [p for p in params.values() if p.dim() >= 2]
     no_decay = [p for p in params.values() if p.dim() < 2]
@@ -182,10 +184,16 @@ def torch_train(params, logits_of, tokens, schedule, after_backward=None, counte
     losses = []
     for step in range(1, s.steps + 1):
         x, y = batch(tokens, step - 1, s.batch, s.seq, s.seed, counted)
-        logits = logits_of(x)
+        logits, aux = logits_of(x), None
+        if isinstance(logits, tuple):
+            logits, aux = logits
         loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1), ignore_index=-100)
         opt.zero_grad()
-        loss.backward()
+        if aux is not None:
+            aux_log.append(aux.item())
+            (loss + aux_coef * aux).backward()
+        else:
+            loss.backward()
         losses.append(loss.item())
         if after_backward:
             after_backward(step)
@@ -238,13 +246,17 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
-def experts(h, p, prefix, k, normalize):
+def experts(h, p, prefix, k, normalize, router_logits=None):
     """A mixture of SwiGLU experts as Hugging Face's Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
     compute it: softmax over the router's logits, the top k (renormalised when `normalize`), each
-    expert over the tokens routed to it, the outputs weighed and index-added back per expert."""
+    expert over the tokens routed to it, the outputs weighed and index-added back per expert.
+    The router's logits (N, E) are appended to `router_logits` when given."""
     shape = h.shape
     x = h.reshape(-1, shape[-1])
-    probs = torch.softmax(x @ p[prefix + "router.weight"].t(), dim=-1)
+    logits = x @ p[prefix + "router.weight"].t()
+    if router_logits is not None:
+        router_logits.append(logits)
+    probs = torch.softmax(logits, dim=-1)
     weights, chosen = torch.topk(probs, k, dim=-1)
     if normalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
@@ -260,8 +272,22 @@ def experts(h, p, prefix, k, normalize):
     return out.view(shape)
 
 
-def forward(p, cfg, tokens):
-    """Logits of models/BuiltinModels.cpp's gpt2 / llama graph."""
+def load_balancing_loss(router_logits, num_experts, top_k):
+    """Hugging Face's load_balancing_loss_func without an attention mask (Mixtral, Qwen3-MoE):
+    over the layers' router logits concatenated, the fraction of the top-k choices each expert
+    got times its mean softmax probability, summed, times the number of experts."""
+    logits = torch.cat(router_logits, dim=0)
+    probs = torch.softmax(logits, dim=-1)
+    _, chosen = torch.topk(probs, top_k, dim=-1)
+    mask = F.one_hot(chosen, num_experts).float()  # (rows, k, E)
+    tokens_per_expert = mask.mean(dim=0)
+    prob_per_expert = probs.mean(dim=0)
+    return (tokens_per_expert * prob_per_expert.unsqueeze(0)).sum() * num_experts
+
+
+def forward(p, cfg, tokens, router_logits=None):
+    """Logits of models/BuiltinModels.cpp's gpt2 / llama graph; a mixture of experts' router
+    logits, layer by layer, appended to `router_logits` when given."""
     L, C, H, KV = cfg["layers"], cfg["width"], cfg["heads"], cfg["kv_heads"]
     eps = cfg.get("eps", 1e-5)
     B, T = tokens.shape
@@ -296,7 +322,8 @@ def forward(p, cfg, tokens):
             x = x + lin(attention(q, k, lin(h, "attn.v"), H, KV), "attn.o")
             h = rms_norm(x, p[b + "mlp_norm.weight"], eps)
             if b + "moe.router.weight" in p:
-                x = x + experts(h, p, b + "moe.", cfg["experts_per_token"], cfg.get("normalize_topk", True))
+                x = x + experts(h, p, b + "moe.", cfg["experts_per_token"], cfg.get("normalize_topk", True),
+                                router_logits)
             else:
                 x = x + lin(F.silu(lin(h, "mlp.gate")) * lin(h, "mlp.up"), "mlp.down")
         x = rms_norm(x, p["norm.weight"], eps)

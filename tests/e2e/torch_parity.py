@@ -34,9 +34,10 @@ PRESETS = {  # must match models/BuiltinModels.cpp
     # Qwen3: heads of 32 in width 64 (not 64 / 4), each head of q and k RMS-normalized before RoPE.
     "qwen3-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-6,
                        rope_theta=1e6, head_dim=32),
-    # Mixtures of experts: 4 SwiGLU experts, the top 2 of the router's softmax renormalised.
+    # Mixtures of experts: 4 SwiGLU experts, the top 2 of the router's softmax renormalised; Qwen3's
+    # trained with the router's load-balancing loss (times aux_coef, mtc --router-aux-loss) too.
     "qwen3-moe-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-6,
-                           rope_theta=1e6, head_dim=32, experts_per_token=2),
+                           rope_theta=1e6, head_dim=32, experts_per_token=2, experts=4, aux_coef=0.05),
     "mixtral-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, rope_theta=1e6,
                          experts_per_token=2),
 }
@@ -51,6 +52,8 @@ def main():
     plan = os.path.join(work, model + ".plan")
     weights = os.path.join(work, model + ".safetensors")
     data = ref.make_corpus(bin_dir, work)
+    if "aux_coef" in cfg:
+        extra += ["--router-aux-loss", str(cfg["aux_coef"])]
     ref.run([f"{bin_dir}/mtc", model, "--batch", str(BATCH), "--seq", str(SEQ), "-o", plan, "--seed", "3"] + extra)
     log, grads_path, final = (os.path.join(work, n) for n in ("log.jsonl", "grads.safetensors", "final.safetensors"))
     ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--weights", weights, "--log", log, "--dump-grads", grads_path,
@@ -86,11 +89,24 @@ def main():
         print(f"step-1 gradients: {len(params) - len(zero_grad)} tensors, worst relative error "
               f"{worst:.3e}; {len(zero_grad)} analytically zero: {sorted(zero_grad)}")
 
-    torch_losses = ref.torch_train(params, lambda x: ref.forward(params, cfg, x), tokens, SCHEDULE,
-                                   after_backward=check_step1_gradients)
+    def logits_of(x):
+        if "aux_coef" not in cfg:
+            return ref.forward(params, cfg, x)
+        router_logits = []
+        logits = ref.forward(params, cfg, x, router_logits)
+        return logits, ref.load_balancing_loss(router_logits, cfg["experts"], cfg["experts_per_token"])
+
+    torch_aux = []
+    torch_losses = ref.torch_train(params, logits_of, tokens, SCHEDULE, after_backward=check_step1_gradients,
+                                   aux_coef=cfg.get("aux_coef", 0.0), aux_log=torch_aux)
     worst_loss = ref.compare_losses(mt_losses, torch_losses, LOSS_TOL, failures)
     print(f"losses: {SCHEDULE.steps} steps, first {torch_losses[0]:.4f} last {torch_losses[-1]:.4f}, "
           f"worst relative difference {worst_loss:.3e}")
+    if torch_aux:
+        mt_aux = [json.loads(line)["aux_loss"] for line in open(log)]
+        worst_aux = ref.compare_losses(mt_aux, torch_aux, LOSS_TOL, failures)
+        print(f"load-balancing losses (x {cfg['aux_coef']} in the loss): first {torch_aux[0]:.4f} last "
+              f"{torch_aux[-1]:.4f}, worst relative difference {worst_aux:.3e}")
     loose = {n for n in params if n.endswith(cfg.get("ill_conditioned", ())) and n not in zero_grad}
     for names, tol in ((set(params) - zero_grad - loose, 1e-5), (loose, ILL_CONDITIONED_WEIGHT_TOL)):
         if not names:

@@ -494,5 +494,25 @@ TEST_F(CudaTwinTest, MixtureOfExperts) {
              {HostTensor::f32({rows, d}), HostTensor::f32({tokens, k})});
 }
 
+// The router's load-balancing statistics: small (37 tokens, 5 experts, choices out of range) and
+// large (more tokens than the block's warps, more experts than a warp's lanes), their gradient,
+// the loss and its gradient.
+TEST_F(CudaTwinTest, RouterLoadBalancing) {
+  for (auto [tokens, experts] : {std::pair<int64_t, int64_t>{37, 5}, {3001, 130}}) {
+    const int64_t k = 2;
+    std::vector<int32_t> choices(tokens * k);
+    for (int64_t s = 0; s < tokens * k; ++s) choices[s] = static_cast<int32_t>(s * 7 % (experts + 1)) - (s % 11 == 0);
+    const auto logits = randomF32({tokens, experts}, 2.0f);
+    expectTwin(KernelId::MoeBalanceStats,
+               {logits, HostTensor::i32({tokens, k}, choices), randomF32({2, experts})},
+               {HostTensor::f32({2, experts})});
+    expectTwin(KernelId::MoeBalanceStatsGrad, {randomF32({2, experts}), logits}, {HostTensor::f32({tokens, experts})});
+    const int64_t rows = 4 * tokens;
+    expectTwin(KernelId::MoeBalanceLoss, {randomF32({2, experts})}, {HostTensor::f32({})}, {rows});
+    expectTwin(KernelId::MoeBalanceLossGrad, {randomF32({}), randomF32({2, experts})}, {HostTensor::f32({2, experts})},
+               {rows});
+  }
+}
+
 }  // namespace
 }  // namespace mt::test

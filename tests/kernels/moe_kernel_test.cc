@@ -1,6 +1,7 @@
 // The mixture-of-experts kernels (kernels/moe/moe.h) against double references: the router's
 // three weightings and their gradients (finite differences), the counting sort's order, the
 // grouped products and their weight gradients in both layouts, the combine and its backward;
+// the router's load-balancing statistics and loss and their gradients (finite differences);
 // and data a corrupt plan could hold (expert indices out of range, counts that do not add up)
 // read and written inside the tensors only.
 #include <algorithm>
@@ -204,6 +205,65 @@ TEST_F(MoeKernels, CombineAndItsGradient) {
                        {HostTensor::f32({tokens, d})});
   for (int64_t c = 0; c < d; ++c)
     EXPECT_FLOAT_EQ(bad[0].floats[1 * d + c], weights[2] * routed[0 * d + c]) << "token 1 keeps its valid choice";
+}
+
+// The layers' statistics in double: choices per expert (out-of-range ones count for none) and
+// softmax probabilities summed over the tokens, added to `total`.
+Doubles balanceStats(const Doubles& logits, const std::vector<int32_t>& choices, int64_t experts,
+                     const Doubles& total) {
+  Doubles out = total;
+  for (int32_t e : choices)
+    if (e >= 0 && e < experts) out[e] += 1.0;
+  for (size_t t = 0; t * experts < logits.size(); ++t) {
+    double max = -1e300, sum = 0;
+    for (int64_t e = 0; e < experts; ++e) max = std::max(max, logits[t * experts + e]);
+    for (int64_t e = 0; e < experts; ++e) sum += std::exp(logits[t * experts + e] - max);
+    for (int64_t e = 0; e < experts; ++e) out[experts + e] += std::exp(logits[t * experts + e] - max) / sum;
+  }
+  return out;
+}
+
+TEST_F(MoeKernels, BalanceStatsCountChoicesAndSumProbabilities) {
+  const int64_t tokens = 4, experts = 3;
+  const std::vector<float> logits = randomFloats(tokens * experts, rng, 2.0f);
+  const std::vector<float> total = {5, 0, 2, 0.5f, 1.5f, 0.25f};
+  auto out = runKernel(KernelId::MoeBalanceStats,
+                       {HostTensor::f32({tokens, experts}, logits), HostTensor::i32({tokens, 2}, kChoices),
+                        HostTensor::f32({2, experts}, total)},
+                       {HostTensor::f32({2, experts})});
+  const Doubles want =
+      balanceStats(Doubles(logits.begin(), logits.end()), kChoices, experts, Doubles(total.begin(), total.end()));
+  EXPECT_EQ(want[0] - 5, 1) << "the reference counts expert 0 once";
+  expectClose(out[0].floats, want, kF32Tol, "balance statistics");
+  for (int64_t e = 0; e < experts; ++e)
+    EXPECT_EQ(out[0].floats[e], float(want[e])) << "the counts are exact (expert " << e << ")";
+}
+
+TEST_F(MoeKernels, BalanceGradientsMatchFiniteDifferences) {
+  const int64_t tokens = 5, experts = 4, rows = 10;
+  const std::vector<float> logits = randomFloats(tokens * experts, rng, 1.5f);
+  const std::vector<float> dtotal = randomFloats(2 * experts, rng);
+  auto grad = runKernel(KernelId::MoeBalanceStatsGrad,
+                        {HostTensor::f32({2, experts}, dtotal), HostTensor::f32({tokens, experts}, logits)},
+                        {HostTensor::f32({tokens, experts})});
+  const std::vector<int32_t> none(tokens * 2, -1);  // the counts take no gradient
+  auto statsOf = [&](const Doubles& x) { return balanceStats(x, none, experts, Doubles(2 * experts, 0.0)); };
+  expectClose(grad[0].floats,
+              finiteDifferences(statsOf, Doubles(logits.begin(), logits.end()), Doubles(dtotal.begin(), dtotal.end())),
+              kGradTol, "balance statistics gradient");
+
+  const std::vector<float> stats = {7, 2, 0, 11, 1.25f, 0.5f, 2.0f, 1.25f};
+  auto loss = runKernel(KernelId::MoeBalanceLoss, {HostTensor::f32({2, experts}, stats)}, {HostTensor::f32({})},
+                        {rows});
+  double want = 0;
+  for (int64_t e = 0; e < experts; ++e) want += double(stats[e]) * stats[experts + e];
+  expectClose(loss[0].floats, {experts * want / (rows * rows)}, kF32Tol, "balance loss");
+  auto dstats = runKernel(KernelId::MoeBalanceLossGrad,
+                          {HostTensor::f32({}, {2.0f}), HostTensor::f32({2, experts}, stats)},
+                          {HostTensor::f32({2, experts})}, {rows});
+  Doubles dwant(2 * experts, 0.0);
+  for (int64_t e = 0; e < experts; ++e) dwant[experts + e] = 2.0 * experts * stats[e] / (rows * rows);
+  expectClose(dstats[0].floats, dwant, kF32Tol, "balance loss gradient (row 0, the counts: none)");
 }
 
 }  // namespace

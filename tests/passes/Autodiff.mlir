@@ -44,7 +44,7 @@ func.func @logits(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
                   %w: tensor<5x4xf32> {mt.param = {name = "w", init = "normal", std = 0.02 : f32}})
     -> tensor<2x3x4xf32> {
   %x = mt.embedding %tokens, %w : tensor<2x3xi32>, tensor<5x4xf32>
-  // expected-error @+1 {{autodiff needs a function that returns one scalar f32 loss (run mt-attach-loss first)}}
+  // expected-error @+1 {{autodiff needs a function that returns one scalar f32 loss, then named outputs only (run mt-attach-loss first)}}
   return %x : tensor<2x3x4xf32>
 }
 
