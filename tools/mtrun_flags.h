@@ -19,8 +19,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "weights are needed)");
   CLI::Option* steps = app.add_option("--steps", c.steps, "training steps (optimizer updates)")->capture_default_str();
   app.add_option("--epochs", c.epochs,
-                 "train for the steps that draw this many times the training tokens (windows are drawn at random: a "
-                 "count of tokens, not each token once); instead of --steps")
+                 "train for the steps that draw this many times the training tokens (--rows examples: examples; "
+                 "they are drawn at random: a count, not each once); instead of --steps")
       ->excludes(steps);
   app.add_option("--accumulate", c.accumulate,
                  "micro-batches per optimizer step: the plan runs N times, the gradients summed on the host (4 more "
@@ -28,6 +28,13 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "at N times the plan's batch (the same sequences, fp32 rounding apart); under mpirun with R ranks, "
                  "each rank runs N of the step's N*R micro-batches, as --accumulate N*R in one process")
       ->capture_default_str();
+  choiceOf(app, "--rows", c.rows,
+           "how each row of a batch is cut from --data: packed (a window of the plan's sequence starting anywhere: "
+           "examples run into each other, as packed fine-tuning does) or examples (one instruction example per "
+           "row from its start, the rest padding the loss ignores; an example longer than the row is cut and "
+           "counted at start; needs a token file of mttok --chat)",
+           std::map<std::string, RowLayout>{{"packed", RowLayout::kPacked}, {"examples", RowLayout::kExamples}})
+      ->default_str("packed");
   app.add_option("--seed", c.seed, "seed of the data order and of dropout's masks")->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr-ratio", c.min_lr_ratio, "final lr as a fraction of --lr (cosine)")

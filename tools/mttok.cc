@@ -53,9 +53,9 @@ void printIds(const std::vector<uint32_t>& ids) {
 // The token file, with the fingerprint of the tokenizer that made it (mtrun and mtgen check it
 // against the model's).
 void writeTokens(const Options& o, const std::vector<uint32_t>& ids, uint32_t vocab, const std::vector<uint8_t>* counted,
-                 uint32_t fingerprint, const std::string& what) {
+                 uint32_t fingerprint, const std::string& what, const std::vector<int64_t>* example_starts = nullptr) {
   if (ids.empty()) throw mt::Error("the inputs hold no text: no token file to write");
-  mt::writeTokenFile(o.output, ids, vocab, counted, fingerprint);
+  mt::writeTokenFile(o.output, ids, vocab, counted, fingerprint, example_starts);
   std::printf("mttok: %zu tokens (vocab %u)%s from %zu file%s -> %s\n", ids.size(), vocab, what.c_str(),
               o.inputs.size(), o.inputs.size() == 1 ? "" : "s", o.output.c_str());
 }
@@ -148,9 +148,11 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   const std::vector<std::vector<mt::ChatPart>> rendered = renderExamples(o, tokenizer, examples, where);
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counted;
+  std::vector<int64_t> starts;  // each example's first token: mtrun --rows examples
   int64_t split_differently = 0;
   for (size_t e = 0; e < rendered.size(); ++e) {
     const size_t first = ids.size();
+    starts.push_back(static_cast<int64_t>(first));
     split_differently += !mt::appendExample(tokenizer, rendered[e], ids, counted);
     if (o.train_on_prompt) std::fill(counted.begin() + static_cast<std::ptrdiff_t>(first), counted.end(), 1);
     // --max-length: the example with its end token fits; what is cut is its end (the last replies).
@@ -173,7 +175,8 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   for (uint8_t c : counted) targets += c;
   writeTokens(o, ids, tokenizer.vocabSize(), &counted, tokenizer.fingerprint(),
               " in " + std::to_string(examples_count) + " examples, " + std::to_string(targets) + " counted by the loss" +
-                  (o.train_on_prompt ? " (--train-on-prompt: the prompts too)" : ""));
+                  (o.train_on_prompt ? " (--train-on-prompt: the prompts too)" : ""),
+              &starts);
   if (truncated.count)
     std::printf("mttok: %lld of %lld examples cut to --max-length %lld tokens (the first: %s)%s\n",
                 static_cast<long long>(truncated.count), static_cast<long long>(examples_count),

@@ -36,6 +36,23 @@ int64_t readRow(const TokenFile& data, int64_t start, int64_t seq, std::vector<u
   return counted;
 }
 
+// One example as a row: tokens [start, end) of `data`, cut to seq + 1, then padding (token 0,
+// target -1). Returns the targets counted.
+int64_t readExampleRow(const TokenFile& data, int64_t start, int64_t end, int64_t seq, std::vector<uint8_t>& mask,
+                       int32_t* tokens, int32_t* targets) {
+  const int64_t length = std::min(end - start, seq + 1);
+  const std::vector<uint32_t> example = data.read(start, length, &mask);
+  int64_t counted = 0;
+  for (int64_t t = 0; t < seq; ++t) {
+    const bool inside = t + 1 < length;
+    tokens[t] = t < length ? static_cast<int32_t>(example[t]) : 0;
+    const bool counts = inside && mask[t + 1];
+    targets[t] = counts ? static_cast<int32_t>(example[t + 1]) : -1;
+    counted += counts;
+  }
+  return counted;
+}
+
 }  // namespace
 
 TokenFile::TokenFile(const std::string& path)
@@ -55,19 +72,35 @@ TokenFile::TokenFile(const std::string& path)
   std::memcpy(&vocab_, header + 24, 4);
   std::memcpy(&tokenizer_fingerprint_, header + 28, 4);
   if (std::memcmp(header, kTokenMagic, 8) != 0) throw bad("bad magic (not a MegaTrain token file)");
-  if (version != kTokenVersion && version != kTokenMaskedVersion)
-    throw bad("version " + std::to_string(version) + ", this reader knows 1 (ids) and 2 (ids and a loss mask)");
-  masked_ = version == kTokenMaskedVersion;
+  if (version != kTokenVersion && version != kTokenMaskedVersion && version != kTokenExamplesVersion)
+    throw bad("version " + std::to_string(version) +
+              ", this reader knows 1 (ids), 2 (ids and a loss mask) and 3 (and the examples)");
+  masked_ = version != kTokenVersion;
   if (bytes_per_token_ != 2 && bytes_per_token_ != 4)
     throw bad("bytes per token is " + std::to_string(bytes_per_token_) + ", not 2 or 4");
   if (vocab_ == 0) throw bad("vocab size is 0");
   // A plan holds tokens and targets as int32: an id past INT32_MAX would turn negative there.
   if (vocab_ > (uint32_t{1} << 31)) throw bad("vocab size " + std::to_string(vocab_) + " is past 2^31 (ids are int32)");
   const uint64_t per_token = bytes_per_token_ + (masked_ ? 1 : 0);  // the id, and its mask byte
-  if (count > (size - kHeaderBytes) / per_token || count * per_token != size - kHeaderBytes)
+  // Version 3: the examples' section after the mask (its count, then one u64 per example).
+  uint64_t examples = 0;
+  const uint64_t body = size - kHeaderBytes;
+  if (version == kTokenExamplesVersion) {
+    if (count > body / per_token || body - count * per_token < 8)
+      throw bad("header says " + std::to_string(count) + " tokens but the file has no room for them, their loss "
+                "mask and its examples' count (truncated?)");
+    unsigned char raw[8];
+    if (file_.readAt(raw, 8, kHeaderBytes + count * per_token) != 8) throw bad("its examples' count cannot be read");
+    std::memcpy(&examples, raw, 8);
+    if (examples == 0 || examples > count || examples != (body - count * per_token - 8) / 8 ||
+        (body - count * per_token - 8) % 8 != 0)
+      throw bad("it says " + std::to_string(examples) + " examples but holds " +
+                std::to_string((body - std::min(body, count * per_token + 8)) / 8) + " example starts for " +
+                std::to_string(count) + " tokens (truncated?)");
+  }
+  if (count > body / per_token || count * per_token + (examples ? 8 + 8 * examples : 0) != body)
     throw bad("header says " + std::to_string(count) + " tokens but the file holds " +
-              std::to_string((size - kHeaderBytes) / per_token) + (masked_ ? " with their loss mask" : "") +
-              " (truncated?)");
+              std::to_string(body / per_token) + (masked_ ? " with their loss mask" : "") + " (truncated?)");
   count_ = static_cast<int64_t>(count);
   struct stat st;
   if (fstat(file_.fd(), &st) != 0) throw bad(std::strerror(errno));
@@ -83,6 +116,36 @@ TokenFile::TokenFile(const std::string& path)
     mask.resize(static_cast<size_t>(std::min(kChunkTokens, count_ - first)));
     readMask(first, static_cast<int64_t>(mask.size()), mask.data(), bad, &crc32c_);
   }
+  if (examples) readExamples(examples, bad);
+}
+
+void TokenFile::readExamples(uint64_t examples, const std::function<Error(const std::string&)>& bad) {
+  const size_t offset = kHeaderBytes + static_cast<size_t>(count_) * (bytes_per_token_ + 1);
+  std::vector<unsigned char> raw(8 + 8 * examples);
+  if (file_.readAt(raw.data(), raw.size(), offset) != raw.size()) throw bad("its example starts cannot be read");
+  crc32c_ = crc32c(raw.data(), raw.size(), crc32c_);
+  example_starts_.resize(examples);
+  for (uint64_t i = 0; i < examples; ++i) {
+    uint64_t start;
+    std::memcpy(&start, raw.data() + 8 + 8 * i, 8);
+    const uint64_t previous = i ? static_cast<uint64_t>(example_starts_[i - 1]) : 0;
+    if ((i == 0 && start != 0) || (i > 0 && start <= previous) || start >= static_cast<uint64_t>(count_))
+      throw bad("example " + std::to_string(i) + " starts at token " + std::to_string(start) +
+                (i == 0 ? ", not 0" : ", not after example " + std::to_string(i - 1) + "'s start " +
+                                          std::to_string(previous) + " and below the " + std::to_string(count_) +
+                                          " tokens"));
+    example_starts_[i] = static_cast<int64_t>(start);
+  }
+}
+
+int64_t TokenFile::exampleEnd(size_t i, int64_t end_limit) const {
+  const int64_t end = i + 1 < example_starts_.size() ? example_starts_[i + 1] : count_;
+  return std::min(end, end_limit);
+}
+
+size_t TokenFile::firstExampleFrom(int64_t token) const {
+  return static_cast<size_t>(std::lower_bound(example_starts_.begin(), example_starts_.end(), token) -
+                             example_starts_.begin());
 }
 
 std::vector<uint32_t> TokenFile::read(int64_t first, int64_t count, std::vector<uint8_t>* counted) const {
@@ -149,15 +212,22 @@ IoFault TokenFile::changedError(const std::string& what) const {
 }
 
 void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size,
-                    const std::vector<uint8_t>* counted, uint32_t tokenizer_fingerprint) {
+                    const std::vector<uint8_t>* counted, uint32_t tokenizer_fingerprint,
+                    const std::vector<int64_t>* example_starts) {
   const uint32_t width = vocab_size <= 65536 ? 2 : 4;
   if (counted && counted->size() != ids.size())
     throw Error("a loss mask of " + std::to_string(counted->size()) + " entries for " + std::to_string(ids.size()) +
                 " tokens");
-  std::string bytes(kHeaderBytes + ids.size() * width + (counted ? ids.size() : 0), '\0');
+  if (example_starts && (!counted || example_starts->empty() || example_starts->front() != 0 ||
+                         example_starts->back() >= static_cast<int64_t>(ids.size()) ||
+                         !std::is_sorted(example_starts->begin(), example_starts->end(), std::less_equal<>())))
+    throw Error("example starts must come with a loss mask, begin at 0 and rise strictly below the token count");
+  const size_t examples = example_starts ? example_starts->size() : 0;
+  std::string bytes(kHeaderBytes + ids.size() * width + (counted ? ids.size() : 0) + (examples ? 8 + 8 * examples : 0),
+                    '\0');
   const uint64_t count = ids.size();
   std::memcpy(&bytes[0], kTokenMagic, 8);
-  std::memcpy(&bytes[8], counted ? &kTokenMaskedVersion : &kTokenVersion, 4);
+  std::memcpy(&bytes[8], examples ? &kTokenExamplesVersion : counted ? &kTokenMaskedVersion : &kTokenVersion, 4);
   std::memcpy(&bytes[12], &width, 4);
   std::memcpy(&bytes[16], &count, 8);
   std::memcpy(&bytes[24], &vocab_size, 4);
@@ -175,36 +245,77 @@ void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, u
     if ((*counted)[i] > 1) throw Error("loss mask entry " + std::to_string(i) + " is not 0 or 1");
     bytes[kHeaderBytes + ids.size() * width + i] = static_cast<char>((*counted)[i]);
   }
+  if (examples) {
+    const size_t at = kHeaderBytes + ids.size() * (width + 1);
+    const uint64_t n = examples;
+    std::memcpy(&bytes[at], &n, 8);
+    for (size_t i = 0; i < examples; ++i) {
+      const uint64_t start = static_cast<uint64_t>((*example_starts)[i]);
+      std::memcpy(&bytes[at + 8 + 8 * i], &start, 8);
+    }
+  }
   writeFileAtomically(path, bytes);
 }
 
 BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed, int64_t begin,
-                           int64_t end)
-    : data_(data), batch_(batch), seq_(seq), seed_(seed), begin_(begin), end_(end < 0 ? data.size() : end) {
-  if (begin_ < 0 || end_ > data.size() || end_ - begin_ < seq + 1)
+                           int64_t end, RowLayout layout)
+    : data_(data), batch_(batch), seq_(seq), seed_(seed), begin_(begin), end_(end < 0 ? data.size() : end),
+      layout_(layout) {
+  if (begin_ < 0 || end_ > data.size() || begin_ > end_) throw Error("token range outside the token file");
+  if (layout == RowLayout::kExamples) {
+    if (!data.hasExamples())
+      throw Error("--rows examples: token file " + data.path() + " does not record where its examples start "
+                  "(mttok --chat records them, since version 3 of the format: tokenise the instruction data again, "
+                  "or train --rows packed)");
+    first_example_ = data.firstExampleFrom(begin_), last_example_ = data.firstExampleFrom(end_);
+    if (first_example_ == last_example_) throw Error("token file " + data.path() + ": no example to train on");
+    return;
+  }
+  if (end_ - begin_ < seq + 1)
     throw Error("token file has " + std::to_string(end_ - begin_) + " tokens to sample from; a sequence of " +
                 std::to_string(seq) + " needs at least " + std::to_string(seq + 1));
 }
 
 int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row) const {
-  const uint64_t windows = static_cast<uint64_t>(end_ - begin_ - seq_);
   int64_t counted = 0;
   std::vector<uint8_t> mask;
   for (int64_t b = 0; b < batch_; ++b) {
     const uint64_t key = splitmix64(splitmix64(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(first_row + b));
-    const int64_t start = begin_ + static_cast<int64_t>(key % windows);
+    if (layout_ == RowLayout::kExamples) {
+      const size_t i = first_example_ + key % (last_example_ - first_example_);
+      counted += readExampleRow(data_, data_.exampleStarts()[i], data_.exampleEnd(i, end_), seq_, mask,
+                                tokens + b * seq_, targets + b * seq_);
+      continue;
+    }
+    const int64_t start = begin_ + static_cast<int64_t>(key % static_cast<uint64_t>(end_ - begin_ - seq_));
     counted += readRow(data_, start, seq_, mask, tokens + b * seq_, targets + b * seq_);
   }
   return counted;
 }
 
+int64_t BatchSampler::examplesCut() const {
+  int64_t cut = 0;
+  for (size_t i = first_example_; i < last_example_; ++i)
+    cut += data_.exampleEnd(i, end_) - data_.exampleStarts()[i] > seq_ + 1;
+  return cut;
+}
+
 HeldOutBatches::HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq, int64_t begin, int64_t end,
-                               int64_t max_batches)
-    : data_(data), batch_(batch), seq_(seq), begin_(begin) {
-  if (begin < 0 || end > data.size() || end - begin < seq + 1)
-    throw Error("held-out tokens: " + std::to_string(end - begin) + " to validate on; a sequence of " +
-                std::to_string(seq) + " needs at least " + std::to_string(seq + 1));
-  windows_ = (end - begin - 1) / seq;
+                               int64_t max_batches, RowLayout layout)
+    : data_(data), batch_(batch), seq_(seq), begin_(begin), end_(end), layout_(layout) {
+  if (layout == RowLayout::kExamples) {
+    if (!data.hasExamples())
+      throw Error("--rows examples: held-out token file " + data.path() + " does not record its examples (mttok "
+                  "--chat writes them)");
+    first_example_ = data.firstExampleFrom(begin);
+    windows_ = static_cast<int64_t>(data.firstExampleFrom(end) - first_example_);
+    if (windows_ == 0) throw Error("held-out tokens of " + data.path() + ": no example starts among them");
+  } else {
+    if (begin < 0 || end > data.size() || end - begin < seq + 1)
+      throw Error("held-out tokens: " + std::to_string(end - begin) + " to validate on; a sequence of " +
+                  std::to_string(seq) + " needs at least " + std::to_string(seq + 1));
+    windows_ = (end - begin - 1) / seq;
+  }
   all_batches_ = (windows_ + batch - 1) / batch;
   batches_ = max_batches > 0 ? std::min(max_batches, all_batches_) : all_batches_;
 }
@@ -219,6 +330,12 @@ int64_t HeldOutBatches::fill(int64_t i, int32_t* tokens, int32_t* targets) const
     if (window >= windows_) {  // padding: nothing counted
       std::fill(row_tokens, row_tokens + seq_, 0);
       std::fill(row_targets, row_targets + seq_, -1);
+      continue;
+    }
+    if (layout_ == RowLayout::kExamples) {
+      const size_t e = first_example_ + static_cast<size_t>(window);
+      counted += readExampleRow(data_, data_.exampleStarts()[e], data_.exampleEnd(e, end_), seq_, mask, row_tokens,
+                                row_targets);
       continue;
     }
     counted += readRow(data_, begin_ + window * seq_, seq_, mask, row_tokens, row_targets);

@@ -1,8 +1,11 @@
 // Token files: a 32-byte header, then `count` little-endian token ids, then (version 2) a loss
 // mask: `count` bytes, 1 where the token counts as a target of the loss, 0 where it does not
-// (an instruction's prompt: the model reads it, is not trained to write it).
+// (an instruction's prompt: the model reads it, is not trained to write it), then (version 3,
+// instruction data: mttok --chat) its examples: a u64 `examples`, then each example's first
+// token as a u64, the first 0, strictly rising, below `count` (an example runs to the next's
+// start, the last to the end; its end-of-text token is its last).
 //   offset 0  char[8]  magic "MTTOKENS"
-//   offset 8  u32      version (1: no mask; 2: a loss mask follows the ids)
+//   offset 8  u32      version (1: no mask; 2: a loss mask follows the ids; 3: and the examples)
 //   offset 12 u32      bytes per token (2 or 4)
 //   offset 16 u64      count
 //   offset 24 u32      vocab size (every id is < it)
@@ -25,6 +28,12 @@ namespace mt {
 inline constexpr char kTokenMagic[8] = {'M', 'T', 'T', 'O', 'K', 'E', 'N', 'S'};
 inline constexpr uint32_t kTokenVersion = 1;        // ids only
 inline constexpr uint32_t kTokenMaskedVersion = 2;  // ids and a loss mask
+inline constexpr uint32_t kTokenExamplesVersion = 3;  // ids, a loss mask and the examples' starts
+
+// How a batch's rows are cut from the tokens (mtrun --rows): windows starting anywhere (packed,
+// an example may begin mid-row and run into the next), or one example per row from its start,
+// the rest of the row padding that counts for nothing (a file that records its examples).
+enum class RowLayout { kPacked, kExamples };
 
 class TokenFile {
  public:
@@ -37,6 +46,14 @@ class TokenFile {
   const std::string& path() const { return path_; }
   // The fingerprint of the tokenizer that made the file; 0 where it was not recorded.
   uint32_t tokenizerFingerprint() const { return tokenizer_fingerprint_; }
+  // Each example's first token (version 3), or empty.
+  const std::vector<int64_t>& exampleStarts() const { return example_starts_; }
+  bool hasExamples() const { return !example_starts_.empty(); }
+  // Example i's tokens [start, end) within [begin, end_limit): its end is the next example's
+  // start, the file's end or `end_limit`, whichever comes first.
+  int64_t exampleEnd(size_t i, int64_t end_limit) const;
+  // The first example starting at or after `token` (the examples' count when none does).
+  size_t firstExampleFrom(int64_t token) const;
   // The CRC-32C of the whole file as it was opened (a run's provenance names its data by it).
   uint32_t checksum() const { return crc32c_; }
   // Tokens [first, first + count): throws mt::Error if the range is outside the file or the file
@@ -55,6 +72,8 @@ class TokenFile {
   void readMask(int64_t first, int64_t count, uint8_t* out, const std::function<Error(const std::string&)>& changed,
                 uint32_t* crc = nullptr) const;
   IoFault changedError(const std::string& what) const;
+  // Version 3: the `examples` starts after the mask, each checked (from 0, rising, in the file).
+  void readExamples(uint64_t examples, const std::function<Error(const std::string&)>& bad);
 
   std::string path_;
   InputFile file_;
@@ -65,6 +84,7 @@ class TokenFile {
   uint32_t vocab_ = 0;
   uint32_t crc32c_ = 0;
   uint32_t tokenizer_fingerprint_ = 0;
+  std::vector<int64_t> example_starts_;
 };
 
 // The fingerprints of mttok's built-in tokenizations (--bytes, --bpe); a tokenizer.json's is
@@ -73,32 +93,41 @@ inline constexpr uint32_t kBytesTokenizerFingerprint = 0x62797465;  // "byte"
 inline constexpr uint32_t kGpt2BpeTokenizerFingerprint = 0x67707432;  // "gpt2"
 
 // Writes a token file atomically. Ids must be < vocab_size; 2-byte ids when vocab_size <= 65536.
-// With `counted` (one 0/1 byte per id): version 2, the loss mask after the ids.
+// With `counted` (one 0/1 byte per id): version 2, the loss mask after the ids; with
+// `example_starts` too (each example's first id, from 0, rising): version 3.
 // `tokenizer_fingerprint` (0: none) goes into the header.
 void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size,
-                    const std::vector<uint8_t>* counted = nullptr, uint32_t tokenizer_fingerprint = 0);
+                    const std::vector<uint8_t>* counted = nullptr, uint32_t tokenizer_fingerprint = 0,
+                    const std::vector<int64_t>* example_starts = nullptr);
 
 // Deterministic training batches: for (step, row) a window start drawn from a counter-based
 // generator keyed by the seed, so any step's batch can be produced without the ones before it
 // (which is what resuming needs).
 class BatchSampler {
  public:
-  // Windows are drawn from tokens [begin, end) (default: the whole file).
+  // Windows are drawn from tokens [begin, end) (default: the whole file); kExamples: the
+  // examples that start there (the file must record them).
   BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed, int64_t begin = 0,
-               int64_t end = -1);
+               int64_t end = -1, RowLayout layout = RowLayout::kPacked);
   // tokens[b][t] = data[start + t], targets[b][t] = data[start + t + 1], where each start is
   // drawn from (seed, step, first_row + b): with first_row = m * batch, micro-batch m of an
   // accumulated step holds rows [m * batch, (m + 1) * batch) of what a sampler of the whole
   // step's batch draws. A target the file's loss mask leaves out is -1 (the loss ignores it).
-  // Returns the targets counted. Throws mt::Error if the file changed underneath (see
-  // TokenFile::read).
+  // kExamples: the draw picks an example; the row holds it from its start (cut after seq + 1
+  // tokens), then padding (token 0, target -1). Returns the targets counted. Throws mt::Error if
+  // the file changed underneath (see TokenFile::read).
   int64_t fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row = 0) const;
+  // kExamples: the examples drawn from, and how many are longer than a row (their tails cut).
+  int64_t examples() const { return static_cast<int64_t>(last_example_ - first_example_); }
+  int64_t examplesCut() const;
 
  private:
   const TokenFile& data_;
   int64_t batch_, seq_;
   uint64_t seed_;
   int64_t begin_, end_;
+  RowLayout layout_;
+  size_t first_example_ = 0, last_example_ = 0;  // kExamples: [first, last) start in [begin, end)
 };
 
 // Held-out batches for validation: tokens [begin, end) cut in order into consecutive windows of
@@ -109,8 +138,10 @@ class BatchSampler {
 class HeldOutBatches {
  public:
   // Throws mt::Error if [begin, end) holds fewer than seq + 1 tokens.
+  // kExamples: each held-out example that starts in [begin, end) one row, in order (cut and
+  // padded as BatchSampler's).
   HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq, int64_t begin, int64_t end,
-                 int64_t max_batches = 0);
+                 int64_t max_batches = 0, RowLayout layout = RowLayout::kPacked);
   int64_t windows() const { return windows_; }
   int64_t batches() const { return batches_; }          // those validated (max_batches applied)
   int64_t allBatches() const { return all_batches_; }   // a whole pass
@@ -120,7 +151,9 @@ class HeldOutBatches {
 
  private:
   const TokenFile& data_;
-  int64_t batch_, seq_, begin_, windows_, all_batches_, batches_;
+  int64_t batch_, seq_, begin_, end_, windows_, all_batches_, batches_;
+  RowLayout layout_;
+  size_t first_example_ = 0;
 };
 
 }  // namespace mt

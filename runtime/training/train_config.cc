@@ -128,17 +128,29 @@ TrainConfig resolveResume(TrainConfig config) {
 // at random, so a pass is a count of tokens, not a guarantee that each is seen), said.
 TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const TokenFile& data) {
   if (config.epochs <= 0.0) return config;
-  const int64_t train_tokens = data.size() - static_cast<int64_t>(config.val_fraction * data.size());
-  const int64_t per_step = config.accumulate * World::get().size() * plan.model().batch() * plan.model().seq();
-  const double steps = std::ceil(config.epochs * double(train_tokens) / double(per_step));
+  const int64_t train_tokens = data.size() - heldOutTokens(config, data);
+  const int64_t rows = config.accumulate * World::get().size() * plan.model().batch();
+  const bool examples = config.rows == RowLayout::kExamples;
+  // Examples: the rows that draw E times the training examples; packed: the tokens.
+  const int64_t train = examples ? static_cast<int64_t>(data.firstExampleFrom(train_tokens)) : train_tokens;
+  const int64_t per_step = examples ? rows : rows * plan.model().seq();
+  const double steps = std::ceil(config.epochs * double(train) / double(per_step));
   if (!(steps <= double(int64_t{1} << 40)))
     throw Error(fmt::format("--epochs {} is {:.3g} steps: beyond any run; give fewer", config.epochs, steps));
   config.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
-  std::printf("--epochs %g: %lld steps of %lld tokens over the %lld training tokens\n", config.epochs,
-              static_cast<long long>(config.steps), static_cast<long long>(per_step),
-              static_cast<long long>(train_tokens));
+  std::printf("--epochs %g: %lld steps of %lld %s over the %lld training %s\n", config.epochs,
+              static_cast<long long>(config.steps), static_cast<long long>(per_step), examples ? "rows" : "tokens",
+              static_cast<long long>(train), examples ? "examples" : "tokens");
   validateConfig(config);  // --warmup against the steps now known
   return config;
+}
+
+int64_t heldOutTokens(const TrainConfig& config, const TokenFile& data) {
+  const int64_t tail = static_cast<int64_t>(config.val_fraction * static_cast<double>(data.size()));
+  if (tail == 0 || config.rows != RowLayout::kExamples || !data.hasExamples()) return tail;
+  // One example per row: the held-out tail begins at an example's start, so none is cut in two.
+  const size_t first = data.firstExampleFrom(data.size() - tail);
+  return first < data.exampleStarts().size() ? data.size() - data.exampleStarts()[first] : 0;
 }
 
 }  // namespace mt

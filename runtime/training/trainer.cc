@@ -79,6 +79,7 @@ class Trainer {
   [[noreturn]] void failCorruptTransfer(int64_t step, const StepResult& result);
   void skipNonfinite(int64_t step, const StepResult& result);  // throws unless --on-nonfinite skip
   void recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds);
+  void printPasses() const;
   void validate(int64_t step);
   void restoreBest();
   void checkpoint(int64_t step);
@@ -144,22 +145,23 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
       outputs_(outputs),
       options_(options),
       on_arrival_(updatesOnArrival(planUpdateKind(plan))),
-      masked_(data.hasLossMask()),
+      masked_(data.hasLossMask() || config.rows == RowLayout::kExamples),  // padding counts for nothing
       // mpirun hands its ranks a pseudo-terminal even when its own output goes to a file: no
       // redrawn status line there.
       on_terminal_(isatty(fileno(stdout)) && !World::get().distributed()),
-      val_tokens_(static_cast<int64_t>(config.val_fraction * data.size())),
+      val_tokens_(heldOutTokens(config, data)),
       tokens_per_step_(config.accumulate * World::get().size() * model_.batch() * model_.seq()),
-      sampler_(data, model_.batch(), model_.seq(), resumed.seed, 0, data.size() - val_tokens_),
+      sampler_(data, model_.batch(), model_.seq(), resumed.seed, 0, data.size() - val_tokens_, config.rows),
       report_(plan, store),
       router_(store),
       world_(World::get()),
       exchange_(exchange) {
-  if (val_tokens_ > 0)
+  if (val_tokens_ > 0 || (config.val_fraction > 0 && config.rows == RowLayout::kExamples))
     validator_.emplace(HeldOutBatches(data, model_.batch(), model_.seq(), data.size() - val_tokens_, data.size(),
-                                      config.val_batches));
+                                      config.val_batches, config.rows));
   if (val_data)
-    validator_.emplace(HeldOutBatches(*val_data, model_.batch(), model_.seq(), 0, val_data->size(), config.val_batches));
+    validator_.emplace(HeldOutBatches(*val_data, model_.batch(), model_.seq(), 0, val_data->size(), config.val_batches,
+                                      config.rows));
   // A resumed run keeps the best it had: later validations must beat it to replace it.
   if (validator_ && config.keep_best && resumed.step > 0)
     if (const auto best = bestCheckpoint(config.checkpoint_dir); best && best->step <= resumed.step)
@@ -178,16 +180,10 @@ void Trainer::printHeader() const {
       val_data_ ? fmt::format(", validation {} tokens ({})", val_data_->size(), config_.val_data_path)
       : val_tokens_ ? fmt::format(" (the last {} held out for validation)", val_tokens_)
                     : std::string();
-  // How often the training tokens are seen: the steps draw windows at random, so a run of many
-  // passes over little data (a small instruction set) is said, not discovered.
-  const int64_t train_tokens = data_.size() - val_tokens_;
-  const double passes = double(config_.steps) * double(tokens_per_step_) / double(train_tokens);
   std::printf("  host %.1f MiB (%.1f bytes/param), device arena %.1f MiB, data %lld tokens%s\n",
               store_.totalBytes() / 1048576.0, double(store_.totalBytes()) / double(store_.numParams()),
               backend_->arenaBytes() / 1048576.0, static_cast<long long>(data_.size()), held_out.c_str());
-  std::printf("  %lld steps of %lld tokens: %.3g passes over the %lld training tokens%s\n",
-              static_cast<long long>(config_.steps), static_cast<long long>(tokens_per_step_), passes,
-              static_cast<long long>(train_tokens), passes > 10 ? " (many: watch the validation loss)" : "");
+  printPasses();
   if (validator_) {
     const HeldOutBatches& held = validator_->batches();
     std::printf("  validation: %lld held-out sequences in %lld batches%s\n", static_cast<long long>(held.windows()),
@@ -368,6 +364,24 @@ void Trainer::skipNonfinite(int64_t step, const StepResult& result) {
 
 // What a finished step leaves: the first step's gradients (--dump-grads), the profile, the
 // progress line, the log line.
+// How often the training data is seen: the steps draw windows (or examples) at random, so a run
+// of many passes over little data (a small instruction set) is said, not discovered.
+void Trainer::printPasses() const {
+  const bool examples = config_.rows == RowLayout::kExamples;
+  const int64_t rows = tokens_per_step_ / model_.seq();
+  const int64_t train = examples ? sampler_.examples() : data_.size() - val_tokens_;
+  const double passes = double(config_.steps) * double(examples ? rows : tokens_per_step_) / double(train);
+  std::printf("  %lld steps of %lld %s: %.3g passes over the %lld training %s%s\n", static_cast<long long>(config_.steps),
+              static_cast<long long>(examples ? rows : tokens_per_step_), examples ? "rows" : "tokens", passes,
+              static_cast<long long>(train), examples ? "examples (one per row, padded)" : "tokens",
+              passes > 10 ? " (many: watch the validation loss)" : "");
+  if (examples && sampler_.examplesCut())
+    std::printf("  %lld of the %lld examples are longer than a row of %lld tokens: their ends are cut (mttok "
+                "--max-length shapes them; a plan of a longer --seq keeps them)\n",
+                static_cast<long long>(sampler_.examplesCut()), static_cast<long long>(train),
+                static_cast<long long>(model_.seq() + 1));
+}
+
 void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds) {
   if (step == 1 && (!config_.grads_path.empty() || config_.sends_grads)) {
     if (exchange_) gatherGradients(*exchange_, store_);

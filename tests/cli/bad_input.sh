@@ -168,6 +168,8 @@ if grep -q "initial weights: imported.safetensors" <<<"$out"; then
 else
   failed=$((failed + 1)); echo "FAIL: an imported plan did not start from the weights beside it"
 fi
+expect_error "--rows examples: token file eight.tok does not record where its examples start" \
+  "$bin/mtrun" imported.plan --data eight.tok --steps 1 --rows examples
 mv imported.safetensors moved.safetensors
 expect_error "there is no imported.safetensors: pass --weights" "$bin/mtrun" imported.plan --data eight.tok --steps 1
 cp good.safetensors imported.safetensors  # another plan's weights

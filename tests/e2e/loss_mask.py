@@ -5,7 +5,10 @@ cross_entropy(ignore_index=-100). Checked against a PyTorch twin on the same bat
 step's gradients tensor by tensor within 1e-5 and 10 steps' losses within 1e-5 (relative); with
 --accumulate 2 at batch 2, each micro-batch weighed by its counted targets, the run of one plan of
 batch 4 within fp32 rounding; a file whose mask counts nothing trains without NaN and leaves the
-weights as they were (each step says it updated nothing).
+weights as they were (each step says it updated nothing). A version-3 file (the examples' starts
+recorded, as mttok --chat writes) with --rows examples: each row one example from its start, cut past
+the row, padded with targets the loss ignores; its gradients and losses against the same PyTorch
+twin on those rows, and validation over the held-out examples.
 usage: loss_mask.py BIN_DIR WORK_DIR"""
 import json
 import os
@@ -87,6 +90,8 @@ def main():
     if acc_err > TOL or acc_loss > TOL:
         failures.append(f"--accumulate with a loss mask: weights {acc_err:.2e}, losses {acc_loss:.2e} from batch 4's")
 
+    examples(bin_dir, tokens, counted, params, failures)
+
     # Nothing counted: no NaN, no update, and each step says so.
     out = subprocess.run([f"{bin_dir}/mtrun", "m.plan", "--data", "nothing.tok", "--steps", "3", "--log",
                           "nothing.jsonl", "--export", "nothing.safetensors", "--print-every", "1"],
@@ -101,6 +106,72 @@ def main():
     else:
         print("a mask that counts nothing: 3 steps without NaN, no update, weights unchanged")
     ref.finish("loss_mask", failures)
+
+
+def examples(bin_dir, tokens, counted, params, failures):
+    """--rows examples on a version-3 file: examples of 8 to 47 tokens (some longer than a row of
+    SEQ + 1: cut), mtrun against PyTorch on the same rows."""
+    lengths = 8 + (np.arange(8000) * 37) % 40
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    starts = starts[starts < len(tokens)]
+    ref.write_tokens("examples.tok", tokens, 256, counted, starts)
+    out = subprocess.run([f"{bin_dir}/mtrun", "m.plan", "--data", "examples.tok", "--weights", "m.safetensors",
+                          "--rows", "examples", "--log", "ex.jsonl", "--dump-grads", "ex.grads.safetensors",
+                          "--print-every", "5"] + SCHEDULE.mtrun_flags(), capture_output=True, text=True)
+    if out.returncode != 0:
+        failures.append(f"--rows examples: exit {out.returncode}: {out.stdout}{out.stderr}")
+        return
+    cut = int((np.diff(np.append(starts, len(tokens))) > SEQ + 1).sum())
+    if f"{cut} of the {len(starts)} examples are longer than a row" not in out.stdout:
+        failures.append(f"--rows examples: the start does not say {cut} of {len(starts)} examples are cut:\n{out.stdout}")
+    first = ref.read_safetensors("m.safetensors")
+    fresh = {k: v.detach().clone().requires_grad_() for k, v in first.items()}
+    mt_grads = ref.read_safetensors("ex.grads.safetensors")
+    errs = {}
+
+    def first_gradients(step):
+        if step == 1:
+            errs.update({n: ref.rel_err(mt_grads[n], p.grad) for n, p in fresh.items()})
+    torch_losses = ref.torch_train(fresh, lambda x: ref.forward(fresh, CFG, x), tokens, SCHEDULE,
+                                   after_backward=first_gradients,
+                                   batch_of=lambda step: ref.batch_examples(tokens, counted, starts, step, BATCH, SEQ,
+                                                                             SCHEDULE.seed))
+    worst = max(errs, key=errs.get)
+    if errs[worst] > TOL:
+        failures.append(f"--rows examples: the gradient of {worst} is {errs[worst]:.2e} from PyTorch's")
+    loss_err = ref.compare_losses([line["loss"] for line in log_of("ex.jsonl")], torch_losses, TOL, failures)
+    padded = [int((ref.batch_examples(tokens, counted, starts, s, BATCH, SEQ, SCHEDULE.seed)[0] == 0).sum())
+              for s in range(SCHEDULE.steps)]
+    print(f"--rows examples: first step's gradients within {errs[worst]:.1e}, {SCHEDULE.steps} losses within "
+          f"{loss_err:.1e} of PyTorch's on the same rows ({cut} of {len(starts)} examples cut; padded positions per "
+          f"step {padded})")
+    if not any(padded):
+        failures.append("--rows examples: no step had padding: the padding is untested")
+    # Validation over the held-out examples: one row each, the mean over their counted targets.
+    out = subprocess.run([f"{bin_dir}/mtrun", "m.plan", "--data", "examples.tok", "--weights", "m.safetensors",
+                          "--rows", "examples", "--steps", "1", "--lr", "0", "--val-fraction", "0.1", "--log",
+                          "exval.jsonl", "--print-every", "5"], capture_output=True, text=True)
+    split = int(len(tokens) - int(0.1 * len(tokens)))
+    held = [i for i, s0 in enumerate(starts) if s0 >= split]
+    ends = list(starts[1:]) + [len(tokens)]
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for i in held:
+            x = np.zeros(SEQ, dtype=np.int64)
+            example, mask = np.asarray(tokens[starts[i]:ends[i]])[:SEQ + 1], np.asarray(counted[starts[i]:ends[i]])[:SEQ + 1]
+            x[:len(example)] = example[:SEQ]
+            y = np.full(SEQ, -100)
+            y[:len(example) - 1] = np.where(mask[1:] != 0, example[1:], -100)
+            logits = ref.forward(first, CFG, torch.tensor(x)[None])
+            total += float(torch.nn.functional.cross_entropy(logits[0], torch.tensor(y), reduction="sum",
+                                                             ignore_index=-100))
+            n += int((y != -100).sum())
+    val = [line["val_loss"] for line in log_of("exval.jsonl") if "val_loss" in line] if out.returncode == 0 else []
+    if not val or abs(val[0] - total / n) > TOL * total / n:
+        failures.append(f"--rows examples validation: {val} vs the held-out examples' {total / n} (exit "
+                        f"{out.returncode}: {out.stdout[-400:]}{out.stderr})")
+    else:
+        print(f"--rows examples validation over {len(held)} held-out examples: {val[0]:.6f} vs {total / n:.6f}")
 
 
 main()

@@ -67,7 +67,7 @@ def read_token_file(path):
     version, width, count, vocab = struct.unpack("<IIQI", data[8:28])
     dtype = "<u2" if width == 2 else "<u4"
     ids = np.frombuffer(data[32:32 + count * width], dtype=dtype).astype(np.int64)
-    counted = np.frombuffer(data[32 + count * width:], dtype=np.uint8) if version == 2 else None
+    counted = np.frombuffer(data[32 + count * width:32 + count * (width + 1)], dtype=np.uint8) if version >= 2 else None
     return ids, counted, vocab
 
 
@@ -133,14 +133,37 @@ def batch(tokens, step, batch_size, seq, seed, counted=None):
     return torch.tensor(np.stack(xs)), torch.tensor(np.stack(ys))
 
 
-def write_tokens(path, ids, vocab, counted=None):
-    """A token file as runtime/data/token_data.cc writes it: version 2 with a loss mask when `counted`."""
+def batch_examples(tokens, counted, starts, step, batch_size, seq, seed):
+    """BatchSampler::fill with --rows examples, step 0-based: each row one example drawn by the same
+    key, from its start, cut after seq + 1 tokens, then padding (token 0, target -100)."""
+    xs, ys = [], []
+    ends = list(starts[1:]) + [len(tokens)]
+    for b in range(batch_size):
+        key = _mix(_mix(seed ^ 0x5EED) ^ ((step << 20) & MASK64) ^ b)
+        i = key % len(starts)
+        example = np.asarray(tokens[starts[i]:ends[i]])[:seq + 1]
+        mask = np.asarray(counted[starts[i]:ends[i]])[:seq + 1]
+        n = len(example)
+        x, y = np.zeros(seq, dtype=np.int64), np.full(seq, -100, dtype=np.int64)
+        x[:n] = example[:seq]
+        y[:n - 1] = np.where(mask[1:] != 0, example[1:], -100)
+        xs.append(x)
+        ys.append(y)
+    return torch.tensor(np.stack(xs)), torch.tensor(np.stack(ys))
+
+
+def write_tokens(path, ids, vocab, counted=None, starts=None):
+    """A token file as runtime/data/token_data.cc writes it: version 2 with a loss mask when `counted`,
+    version 3 with the examples' starts too."""
     ids = np.asarray(ids)
     width = 2 if vocab <= 65536 else 4
-    header = b"MTTOKENS" + struct.pack("<IIQII", 1 if counted is None else 2, width, len(ids), vocab, 0)
+    version = 1 if counted is None else 2 if starts is None else 3
+    header = b"MTTOKENS" + struct.pack("<IIQII", version, width, len(ids), vocab, 0)
     body = ids.astype("<u2" if width == 2 else "<u4").tobytes()
     if counted is not None:
         body += np.asarray(counted, dtype=np.uint8).tobytes()
+    if starts is not None:
+        body += struct.pack("<Q", len(starts)) + np.asarray(starts, dtype="<u8").tobytes()
     with open(path, "wb") as f:
         f.write(header + body)
 
@@ -170,12 +193,14 @@ class Schedule:
                 "--grad-clip", str(self.clip), "--seed", str(self.seed)]
 
 
-def torch_train(params, logits_of, tokens, schedule, after_backward=None, counted=None, aux_coef=0.0, aux_log=None):
+def torch_train(params, logits_of, tokens, schedule, after_backward=None, counted=None, aux_coef=0.0, aux_log=None,
+                batch_of=None):
     """mtrun's training loop in PyTorch: the same batches, AdamW (decay on tensors of rank >= 2),
     global-norm clipping and LR schedule. `after_backward(step)` sees the unclipped gradients.
     `counted`: a loss mask (targets it leaves out ignored). Returns the losses. `logits_of` may
     return (logits, aux): a mixture of experts' load-balancing loss, added times `aux_coef` to
-    the loss that is differentiated (as Hugging Face does) and appended to `aux_log`."""
+    the loss that is differentiated (as Hugging Face does) and appended to `aux_log`. `batch_of(step)`
+    (0-based) gives each step's batch instead of the packed sampler's."""
     s = schedule
     decay = [p for p in params.values() if p.dim() >= 2]
     no_decay = [p for p in params.values() if p.dim() < 2]
@@ -183,7 +208,7 @@ def torch_train(params, logits_of, tokens, schedule, after_backward=None, counte
                              {"params": no_decay, "weight_decay": 0.0}], lr=s.lr, betas=(0.9, 0.95), eps=1e-8)
     losses = []
     for step in range(1, s.steps + 1):
-        x, y = batch(tokens, step - 1, s.batch, s.seq, s.seed, counted)
+        x, y = batch_of(step - 1) if batch_of else batch(tokens, step - 1, s.batch, s.seq, s.seed, counted)
         logits, aux = logits_of(x), None
         if isinstance(logits, tuple):
             logits, aux = logits

@@ -1,5 +1,6 @@
-// Token files: the header, the size, every id and loss-mask byte; then reads and a batch from a
-// valid one (a masked target must be -1, a counted one an id, and the count agree).
+// Token files: the header, the size, every id and loss-mask byte, every example start; then reads
+// and a batch from a valid one (a masked target must be -1, a counted one an id, and the count
+// agree), packed and, where the file records its examples, one example per row and held out.
 #include <vector>
 
 #include "runtime/data/token_data.h"
@@ -15,10 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (id >= file.vocabSize()) __builtin_trap();  // an id past the vocabulary got through
     for (uint8_t c : counted)
       if (c > 1) __builtin_trap();  // a mask byte other than 0/1 got through
-    if (file.size() >= 9) {
-      const mt::BatchSampler sampler(file, 2, 8, 1);
-      std::vector<int32_t> tokens(16), targets(16);
-      const int64_t n = sampler.fill(3, tokens.data(), targets.data());
+    std::vector<int32_t> tokens(16), targets(16);
+    auto checkBatch = [&](int64_t n) {
       int64_t seen = 0;
       for (int32_t t : targets) {
         // (as int64: a vocabulary of exactly 2^31 is valid, its ids all int32s)
@@ -26,6 +25,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         seen += t >= 0;
       }
       if (seen != n) __builtin_trap();
+    };
+    if (file.size() >= 9) checkBatch(mt::BatchSampler(file, 2, 8, 1).fill(3, tokens.data(), targets.data()));
+    if (file.hasExamples()) {
+      const mt::BatchSampler sampler(file, 2, 8, 1, 0, -1, mt::RowLayout::kExamples);
+      checkBatch(sampler.fill(3, tokens.data(), targets.data()));
+      const mt::HeldOutBatches held(file, 2, 8, file.size() / 2, file.size(), 0, mt::RowLayout::kExamples);
+      checkBatch(held.fill(held.allBatches() - 1, tokens.data(), targets.data()));
     }
   });
   return 0;

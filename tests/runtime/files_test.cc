@@ -105,6 +105,83 @@ TEST(TokenFile, CarriesALossMask) {
   expectError([&] { writeTokenFile(temp("y.tok"), ids, 256, &mask); }, "a loss mask of 20 entries");
 }
 
+// Version 3 (mttok --chat): the examples' starts after the mask. --rows examples puts one
+// example per row from its start: its tokens, its counted targets, then padding (token 0,
+// target -1); one longer than a row is cut. Held-out rows are the examples in order. Starts that
+// do not begin at 0, do not rise or lie past the tokens, and a section cut short, are refused.
+TEST(TokenFile, RecordsItsExamplesForOnePerRow) {
+  const std::string path = temp("examples.tok");
+  // Examples of 5, 12 and 3 tokens: token i is 100 + its place in its example; only the second
+  // half of each example counts (a reply after its prompt).
+  const std::vector<int64_t> starts = {0, 5, 17};
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> counted;
+  for (int64_t length : {5, 12, 3})
+    for (int64_t t = 0; t < length; ++t) ids.push_back(100 + static_cast<uint32_t>(t)), counted.push_back(2 * t >= length);
+  writeTokenFile(path, ids, 256, &counted, 0, &starts);
+  TokenFile file(path);
+  ASSERT_TRUE(file.hasExamples());
+  EXPECT_EQ(file.exampleStarts(), starts);
+  EXPECT_EQ(file.exampleEnd(2, file.size()), 20);
+  const int64_t seq = 8;
+  BatchSampler sampler(file, 4, seq, 7, 0, -1, RowLayout::kExamples);
+  EXPECT_EQ(sampler.examples(), 3);
+  EXPECT_EQ(sampler.examplesCut(), 1) << "the 12-token example is longer than a row of 8 + 1";
+  std::vector<int32_t> tokens(4 * seq), targets(4 * seq);
+  int64_t want_counted = 0;
+  const int64_t n = sampler.fill(3, tokens.data(), targets.data());
+  for (int64_t b = 0; b < 4; ++b) {
+    const int32_t* row = tokens.data() + b * seq;
+    const int32_t* target = targets.data() + b * seq;
+    ASSERT_EQ(row[0], 100) << "row " << b << " begins at an example's start";
+    int64_t length = 1;
+    while (length < seq && row[length] == 100 + length) ++length;
+    const int64_t example = length == 5 ? 5 : length == 3 ? 3 : 12;
+    for (int64_t t = 0; t < seq; ++t) {
+      const bool inside = t + 1 < std::min<int64_t>(example, seq + 1);
+      if (t >= std::min<int64_t>(example, seq + 1)) EXPECT_EQ(row[t], 0) << "padding, row " << b;
+      const bool counts = inside && 2 * (t + 1) >= example;
+      EXPECT_EQ(target[t], counts ? 101 + t : -1) << "row " << b << " position " << t;
+      want_counted += counts;
+    }
+  }
+  EXPECT_EQ(n, want_counted);
+  HeldOutBatches held(file, 2, seq, 5, file.size(), 0, RowLayout::kExamples);
+  EXPECT_EQ(held.windows(), 2) << "the examples starting in the held-out range";
+  EXPECT_EQ(held.allBatches(), 1);
+  held.fill(0, tokens.data(), targets.data());
+  EXPECT_EQ(std::vector<int32_t>(tokens.begin(), tokens.begin() + seq),
+            (std::vector<int32_t>{100, 101, 102, 103, 104, 105, 106, 107}));
+  EXPECT_EQ(std::vector<int32_t>(tokens.begin() + seq, tokens.begin() + 2 * seq),
+            (std::vector<int32_t>{100, 101, 102, 0, 0, 0, 0, 0}));
+  writeTokenFile(temp("plain.tok"), ids, 256, &counted);
+  TokenFile plain(temp("plain.tok"));
+  expectError([&] { BatchSampler s(plain, 1, seq, 1, 0, -1, RowLayout::kExamples); }, "does not record where its examples start");
+
+  const std::string bytes = readAll(path);
+  const size_t section = bytes.size() - 8 * 4;  // the count, then 3 starts
+  auto withStart = [&](int i, uint64_t start) {
+    std::string b = bytes;
+    std::memcpy(&b[section + 8 + 8 * i], &start, 8);
+    writeAll(temp("bad-examples.tok"), b);
+  };
+  withStart(0, 1);
+  expectError([&] { TokenFile f(temp("bad-examples.tok")); }, "example 0 starts at token 1, not 0");
+  withStart(2, 5);
+  expectError([&] { TokenFile f(temp("bad-examples.tok")); }, "example 2 starts at token 5, not after example 1");
+  withStart(2, 20);
+  expectError([&] { TokenFile f(temp("bad-examples.tok")); }, "below the 20 tokens");
+  std::string many = bytes;
+  const uint64_t huge = uint64_t{1} << 62;
+  std::memcpy(&many[section], &huge, 8);
+  writeAll(temp("bad-examples.tok"), many);
+  expectError([&] { TokenFile f(temp("bad-examples.tok")); }, "example starts for 20 tokens");
+  writeAll(temp("bad-examples.tok"), bytes.substr(0, bytes.size() - 4));
+  expectError([&] { TokenFile f(temp("bad-examples.tok")); }, "truncated?");
+  const std::vector<int64_t> falling = {0, 9, 4};
+  expectError([&] { writeTokenFile(temp("y.tok"), ids, 256, &counted, 0, &falling); }, "rise strictly");
+}
+
 TEST(BatchSampler, IsDeterministicPerStepAndShiftsTargets) {
   const std::string path = temp("sampler.tok");
   std::vector<uint32_t> ids;
