@@ -113,6 +113,9 @@ std::string renderRunReport(const RunReport& report) {
   page += chart("Learning rate", {{"lr", "#2ca02c", pointsOf(report.log, "lr")}});
   page += chart("Gradient norm (before clipping)", {{"norm", "#9467bd", pointsOf(report.log, "grad_norm")}});
   page += chart("Throughput", {{"tokens/s", "#ff7f0e", pointsOf(report.log, "tokens_per_s")}});
+  // A mixture of experts: its router's load-balancing loss (top-k when the load is even).
+  if (const auto aux = pointsOf(report.log, "aux_loss"); !aux.empty())
+    page += chart("Router load-balancing loss (k when the experts' load is even)", {{"aux loss", "#8c564b", aux}});
   // The log as data: "</" escaped (valid JSON) so no string in it can end the script element.
   std::string data = nlohmann::json(report.log).dump();
   for (size_t at = data.find("</"); at != std::string::npos; at = data.find("</", at + 3)) data.replace(at, 2, "<\\/");

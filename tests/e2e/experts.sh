@@ -31,7 +31,9 @@ for plan in streamed recompute tight; do
   check "$plan: bit-identical weights" "same_tensors resident.safetensors $plan.safetensors"
 done
 check_resume streamed.plan w0.safetensors
-"$bin/mtrun" resident.plan --data corpus.tok --weights w0.safetensors --steps 3 --log load.jsonl --print-every 100 >/dev/null
+"$bin/mtrun" resident.plan --data corpus.tok --weights w0.safetensors --steps 3 --log load.jsonl --print-every 100 \
+  --report load.html >/dev/null
+check "--report draws the load-balancing loss" "grep -q 'Router load-balancing loss' load.html && [ \"\$(grep -c '<svg' load.html)\" -eq 5 ]"
 check "each step's expert choices add up to 4 x 32 tokens x top 2 x 4 layers, its aux loss logged" \
   "/usr/bin/python3 -c 'import json, sys; lines = [json.loads(l) for l in open(\"load.jsonl\")]; sys.exit(not (len(lines) == 3 and all(sum(l[\"expert_tokens\"]) == 1024 and len(l[\"expert_tokens\"]) == 4 and l[\"aux_loss\"] > 1.9 for l in lines)))'"
 "$bin/mtc" qwen3-moe-tiny --layers 4 --batch 4 --seq 32 -o plain.plan --no-weights > plain.txt
