@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/kernel_args.h"
+#include "kernels/moe/routing.h"  // MoeRoutingKind; the per-token routing both backends run
 
 namespace mt {
 
@@ -43,8 +44,6 @@ struct ExpertRanges {
   }
 };
 
-// MoeRouting's values (the IR enum's, compiler/dialect/MtMoeOps.td).
-enum class MoeRoutingKind : int64_t { kSoftmaxTopK = 0, kSoftmaxTopKNormalized = 1, kTopKSoftmax = 2 };
 
 std::string moe_route_check(const KernelArgs& args);
 void moe_route_cpu(const KernelArgs& args);

@@ -45,28 +45,13 @@ std::vector<int64_t> withLast(std::vector<int64_t> shape, int64_t last) {
   return shape;
 }
 
-// One token's choice: the k largest of `scores` (E), largest first, ties to the lower index.
-void topK(const float* scores, int64_t experts, int64_t k, int32_t* chosen) {
-  for (int64_t j = 0; j < k; ++j) {
-    int64_t best = -1;
-    for (int64_t e = 0; e < experts; ++e) {
-      if (std::find(chosen, chosen + j, static_cast<int32_t>(e)) != chosen + j) continue;
-      if (best < 0 || scores[e] > scores[best]) best = e;
-    }
-    chosen[j] = static_cast<int32_t>(best);
-  }
-}
+using routing::validExpert;
 
-// softmax of `x` (n) into `p`.
-void softmax(const float* x, int64_t n, float* p) {
-  float max = x[0];
-  for (int64_t i = 1; i < n; ++i) max = std::max(max, x[i]);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += p[i] = std::exp(x[i] - max);
-  for (int64_t i = 0; i < n; ++i) p[i] /= sum;
+// Row `l`'s softmax (E) into `p`, as routing::RowSoftmax evaluates it (the GPU's, on demand).
+void softmaxRow(const float* l, int64_t experts, float* p) {
+  const routing::RowSoftmax softmax(l, experts);
+  for (int64_t e = 0; e < experts; ++e) p[e] = softmax(e);
 }
-
-bool validExpert(int32_t e, int64_t experts) { return e >= 0 && e < experts; }
 
 // The router's load-balancing statistics (2, E) for (..., E) logits beside them.
 std::string expectStats(const Tensor& stats, const Tensor& logits, const char* what) {
@@ -107,20 +92,9 @@ void moe_route_cpu(const KernelArgs& args) {
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tokens; ++t) {
       const float* l = logits.f32() + t * num_experts;
-      float* w = weights.f32() + t * k;
-      int32_t* chosen = experts.i32() + t * k;
-      if (routing == MoeRoutingKind::kTopKSoftmax) {
-        topK(l, num_experts, k, chosen);
-        for (int64_t j = 0; j < k; ++j) p[j] = l[chosen[j]];
-        softmax(p.data(), k, w);
-        continue;
-      }
-      softmax(l, num_experts, p.data());
-      topK(p.data(), num_experts, k, chosen);
-      float sum = 0.0f;
-      for (int64_t j = 0; j < k; ++j) sum += w[j] = p[chosen[j]];
-      if (routing == MoeRoutingKind::kSoftmaxTopKNormalized)
-        for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+      if (routing != MoeRoutingKind::kTopKSoftmax) softmaxRow(l, num_experts, p.data());
+      routing::routeToken(l, [&](int64_t e) { return p[e]; }, num_experts, k, routing, weights.f32() + t * k,
+                          experts.i32() + t * k);
     }
   }
 }
@@ -138,48 +112,20 @@ std::string moe_route_grad_check(const KernelArgs& args) {
 }
 
 // Per token: the weights' gradient back through the top-k's renormalisation (if any) and the
-// softmax. A chosen index out of range takes no gradient.
+// softmax (routing::routeGradToken). A chosen index out of range takes no gradient.
 void moe_route_grad_cpu(const KernelArgs& args) {
   const Tensor &dweights = args.in[0], &logits = args.in[1], &experts = args.in[2], &dlogits = args.out[0];
   const int64_t num_experts = logits.dim(-1), k = args.ints[0], tokens = leadingRows(logits);
   const auto routing = static_cast<MoeRoutingKind>(args.ints[1]);
 #pragma omp parallel
   {
-    std::vector<float> p(num_experts), w(k), dp(k);
+    std::vector<float> p(num_experts);
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tokens; ++t) {
       const float* l = logits.f32() + t * num_experts;
-      const float* dw = dweights.f32() + t * k;
-      const int32_t* chosen = experts.i32() + t * k;
-      float* dl = dlogits.f32() + t * num_experts;
-      std::fill(dl, dl + num_experts, 0.0f);
-      if (routing == MoeRoutingKind::kTopKSoftmax) {
-        // w = softmax(l[chosen]): dl[chosen j] = w_j (dw_j - sum_m dw_m w_m).
-        for (int64_t j = 0; j < k; ++j) p[j] = validExpert(chosen[j], num_experts) ? l[chosen[j]] : 0.0f;
-        softmax(p.data(), k, w.data());
-        float dot = 0.0f;
-        for (int64_t j = 0; j < k; ++j) dot += dw[j] * w[j];
-        for (int64_t j = 0; j < k; ++j)
-          if (validExpert(chosen[j], num_experts)) dl[chosen[j]] += w[j] * (dw[j] - dot);
-        continue;
-      }
-      softmax(l, num_experts, p.data());
-      // dp over the chosen experts: dw itself, or back through w_j = p_j / S.
-      for (int64_t j = 0; j < k; ++j) dp[j] = dw[j];
-      if (routing == MoeRoutingKind::kSoftmaxTopKNormalized) {
-        float sum = 0.0f, dot = 0.0f;
-        for (int64_t j = 0; j < k; ++j) sum += validExpert(chosen[j], num_experts) ? p[chosen[j]] : 0.0f;
-        for (int64_t j = 0; j < k; ++j)
-          dot += dw[j] * (validExpert(chosen[j], num_experts) ? p[chosen[j]] / sum : 0.0f);
-        for (int64_t j = 0; j < k; ++j) dp[j] = (dw[j] - dot) / sum;
-      }
-      // Softmax backward: dl_i = p_i (g_i - sum_m g_m p_m), g the chosen experts' dp (else 0).
-      float dot = 0.0f;
-      for (int64_t j = 0; j < k; ++j)
-        if (validExpert(chosen[j], num_experts)) dot += dp[j] * p[chosen[j]];
-      for (int64_t i = 0; i < num_experts; ++i) dl[i] = -p[i] * dot;
-      for (int64_t j = 0; j < k; ++j)
-        if (validExpert(chosen[j], num_experts)) dl[chosen[j]] += p[chosen[j]] * dp[j];
+      if (routing != MoeRoutingKind::kTopKSoftmax) softmaxRow(l, num_experts, p.data());
+      routing::routeGradToken(l, [&](int64_t e) { return p[e]; }, dweights.f32() + t * k, experts.i32() + t * k,
+                              num_experts, k, routing, dlogits.f32() + t * num_experts);
     }
   }
 }
@@ -415,7 +361,7 @@ void moe_balance_stats_cpu(const KernelArgs& args) {
     for (int64_t c = 0; c < chunks; ++c) {
       double* sum = partial.data() + c * num_experts;
       for (int64_t t = c * kStatsChunk; t < std::min(tokens, (c + 1) * kStatsChunk); ++t) {
-        softmax(logits.f32() + t * num_experts, num_experts, p.data());
+        softmaxRow(logits.f32() + t * num_experts, num_experts, p.data());
         for (int64_t e = 0; e < num_experts; ++e) sum[e] += p[e];
       }
     }
@@ -450,11 +396,8 @@ void moe_balance_stats_grad_cpu(const KernelArgs& args) {
     std::vector<float> p(num_experts);
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tokens; ++t) {
-      softmax(logits.f32() + t * num_experts, num_experts, p.data());
-      float dot = 0.0f;
-      for (int64_t e = 0; e < num_experts; ++e) dot += g[e] * p[e];
-      float* dl = dlogits.f32() + t * num_experts;
-      for (int64_t e = 0; e < num_experts; ++e) dl[e] = p[e] * (g[e] - dot);
+      softmaxRow(logits.f32() + t * num_experts, num_experts, p.data());
+      routing::balanceGradToken([&](int64_t e) { return p[e]; }, g, num_experts, dlogits.f32() + t * num_experts);
     }
   }
 }

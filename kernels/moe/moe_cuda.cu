@@ -1,6 +1,7 @@
 // CUDA twins of the mixture-of-experts kernels; kernels/moe/moe_cpu.cc is the reference (f32:
 // the op table runs them F32_ONLY, a bf16 plan widening around them). The router and the
-// combine run a thread per token or element; the counting sort a block per expert (a block-wide
+// combine run a thread per token or element (the router's per-token code is the CPU's,
+// kernels/moe/routing.h); the counting sort a block per expert (a block-wide
 // scan keeps each expert's rows in token order, as the CPU's stable sort; no scratch memory: the
 // arena is the plan's); the grouped products
 // one cuBLAS product per expert, for which the experts' row counts are read back to the host
@@ -33,95 +34,29 @@ void cublasCheck(cublasStatus_t status, const char* call) {
 // The most experts a token may choose on the GPU (its choices live in registers).
 constexpr int64_t kMaxTopK = 32;
 
-__device__ bool validExpert(int32_t e, int64_t experts) { return e >= 0 && e < experts; }
+using routing::RowSoftmax;
+using routing::validExpert;
 
-// One token's top k of `score(e)`, largest first, ties to the lower index (the CPU's topK).
-template <typename Score>
-__device__ void topK(Score score, int64_t experts, int64_t k, int32_t* chosen) {
-  for (int64_t j = 0; j < k; ++j) {
-    int64_t best = -1;
-    float best_score = 0.0f;
-    for (int64_t e = 0; e < experts; ++e) {
-      bool taken = false;
-      for (int64_t m = 0; m < j; ++m) taken |= chosen[m] == e;
-      if (taken) continue;
-      const float s = score(e);
-      if (best < 0 || s > best_score) best = e, best_score = s;
-    }
-    chosen[j] = static_cast<int32_t>(best);
-  }
-}
-
-// The softmax of row `l` (E) at e: exp(l[e] - max) / sum, as the CPU computes it.
-struct RowSoftmax {
-  const float* l;
-  float max, sum;
-  __device__ RowSoftmax(const float* row, int64_t n) : l(row), max(row[0]), sum(0.0f) {
-    for (int64_t i = 1; i < n; ++i) max = fmaxf(max, row[i]);
-    for (int64_t i = 0; i < n; ++i) sum += expf(row[i] - max);
-  }
-  __device__ float operator()(int64_t e) const { return expf(l[e] - max) / sum; }
-};
-
+// A thread per token: routing::routeToken with the row's softmax evaluated on demand (the chosen
+// experts in registers: at most kMaxTopK).
 __global__ void routeKernel(const float* __restrict__ logits, float* __restrict__ weights,
                             int32_t* __restrict__ experts, int64_t tokens, int64_t num_experts, int64_t k,
-                            int64_t routing) {
+                            MoeRoutingKind routing) {
   MT_GRID_STRIDE(t, tokens) {
     const float* l = logits + t * num_experts;
-    float* w = weights + t * k;
     int32_t chosen[kMaxTopK];
-    if (routing == static_cast<int64_t>(MoeRoutingKind::kTopKSoftmax)) {
-      topK([&](int64_t e) { return l[e]; }, num_experts, k, chosen);
-      float max = l[chosen[0]], sum = 0.0f;
-      for (int64_t j = 1; j < k; ++j) max = fmaxf(max, l[chosen[j]]);
-      for (int64_t j = 0; j < k; ++j) sum += w[j] = expf(l[chosen[j]] - max);
-      for (int64_t j = 0; j < k; ++j) w[j] /= sum;
-    } else {
-      const RowSoftmax p(l, num_experts);
-      topK(p, num_experts, k, chosen);
-      float sum = 0.0f;
-      for (int64_t j = 0; j < k; ++j) sum += w[j] = p(chosen[j]);
-      if (routing == static_cast<int64_t>(MoeRoutingKind::kSoftmaxTopKNormalized))
-        for (int64_t j = 0; j < k; ++j) w[j] /= sum;
-    }
+    routing::routeToken(l, RowSoftmax(l, num_experts), num_experts, k, routing, weights + t * k, chosen);
     for (int64_t j = 0; j < k; ++j) experts[t * k + j] = chosen[j];
   }
 }
 
 __global__ void routeGradKernel(const float* __restrict__ dweights, const float* __restrict__ logits,
                                 const int32_t* __restrict__ experts, float* __restrict__ dlogits, int64_t tokens,
-                                int64_t num_experts, int64_t k, int64_t routing) {
+                                int64_t num_experts, int64_t k, MoeRoutingKind routing) {
   MT_GRID_STRIDE(t, tokens) {
     const float* l = logits + t * num_experts;
-    const float* dw = dweights + t * k;
-    const int32_t* chosen = experts + t * k;
-    float* dl = dlogits + t * num_experts;
-    for (int64_t i = 0; i < num_experts; ++i) dl[i] = 0.0f;
-    if (routing == static_cast<int64_t>(MoeRoutingKind::kTopKSoftmax)) {
-      float max = -INFINITY, sum = 0.0f, dot = 0.0f;
-      for (int64_t j = 0; j < k; ++j) max = fmaxf(max, validExpert(chosen[j], num_experts) ? l[chosen[j]] : 0.0f);
-      for (int64_t j = 0; j < k; ++j) sum += expf((validExpert(chosen[j], num_experts) ? l[chosen[j]] : 0.0f) - max);
-      auto w = [&](int64_t j) { return expf((validExpert(chosen[j], num_experts) ? l[chosen[j]] : 0.0f) - max) / sum; };
-      for (int64_t j = 0; j < k; ++j) dot += dw[j] * w(j);
-      for (int64_t j = 0; j < k; ++j)
-        if (validExpert(chosen[j], num_experts)) dl[chosen[j]] += w(j) * (dw[j] - dot);
-      continue;
-    }
-    const RowSoftmax p(l, num_experts);
-    float dp[kMaxTopK];
-    for (int64_t j = 0; j < k; ++j) dp[j] = dw[j];
-    if (routing == static_cast<int64_t>(MoeRoutingKind::kSoftmaxTopKNormalized)) {
-      float sum = 0.0f, dot = 0.0f;
-      for (int64_t j = 0; j < k; ++j) sum += validExpert(chosen[j], num_experts) ? p(chosen[j]) : 0.0f;
-      for (int64_t j = 0; j < k; ++j) dot += dw[j] * (validExpert(chosen[j], num_experts) ? p(chosen[j]) / sum : 0.0f);
-      for (int64_t j = 0; j < k; ++j) dp[j] = (dw[j] - dot) / sum;
-    }
-    float dot = 0.0f;
-    for (int64_t j = 0; j < k; ++j)
-      if (validExpert(chosen[j], num_experts)) dot += dp[j] * p(chosen[j]);
-    for (int64_t i = 0; i < num_experts; ++i) dl[i] = -p(i) * dot;
-    for (int64_t j = 0; j < k; ++j)
-      if (validExpert(chosen[j], num_experts)) dl[chosen[j]] += p(chosen[j]) * dp[j];
+    routing::routeGradToken(l, RowSoftmax(l, num_experts), dweights + t * k, experts + t * k, num_experts, k, routing,
+                            dlogits + t * num_experts);
   }
 }
 
@@ -302,10 +237,8 @@ __global__ void balanceStatsGradKernel(const float* __restrict__ dtotal, const f
                                        float* __restrict__ dlogits, int64_t tokens, int64_t num_experts) {
   const float* g = dtotal + num_experts;
   MT_GRID_STRIDE(t, tokens) {
-    const RowSoftmax p(logits + t * num_experts, num_experts);
-    float dot = 0.0f;
-    for (int64_t e = 0; e < num_experts; ++e) dot += g[e] * p(e);
-    for (int64_t e = 0; e < num_experts; ++e) dlogits[t * num_experts + e] = p(e) * (g[e] - dot);
+    routing::balanceGradToken(RowSoftmax(logits + t * num_experts, num_experts), g, num_experts,
+                              dlogits + t * num_experts);
   }
 }
 
@@ -335,7 +268,8 @@ void moe_route_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   requireTopK(k);
   if (tokens == 0) return;
   routeKernel<<<blocksFor(tokens), kThreads, 0, launch.stream>>>(logits.f32(), args.out[0].f32(), args.out[1].i32(),
-                                                                 tokens, logits.dim(-1), k, args.ints[1]);
+                                                                 tokens, logits.dim(-1), k,
+                                                                 static_cast<MoeRoutingKind>(args.ints[1]));
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -345,7 +279,8 @@ void moe_route_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   requireTopK(k);
   if (tokens == 0) return;
   routeGradKernel<<<blocksFor(tokens), kThreads, 0, launch.stream>>>(
-      args.in[0].f32(), logits.f32(), args.in[2].i32(), args.out[0].f32(), tokens, logits.dim(-1), k, args.ints[1]);
+      args.in[0].f32(), logits.f32(), args.in[2].i32(), args.out[0].f32(), tokens, logits.dim(-1), k,
+      static_cast<MoeRoutingKind>(args.ints[1]));
   MT_CUDA_CHECK_LAUNCH();
 }
 
