@@ -1,4 +1,5 @@
 #include "runtime/training/trainer.h"
+#include "runtime/training/trainer_run.h"
 
 #include <unistd.h>
 
@@ -12,7 +13,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -20,7 +20,6 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/backends/backend.h"
-#include "runtime/backends/cpu_libraries.h"
 #include "runtime/data/token_data.h"
 #include "runtime/host/host_memory.h"
 #include "runtime/host/host_store.h"
@@ -32,7 +31,6 @@
 #include "runtime/training/data_parallel.h"
 #include "runtime/training/run_files.h"
 #include "runtime/training/router_stats.h"
-#include "runtime/training/run_report.h"
 #include "runtime/training/run_setup.h"
 #include "runtime/training/step_report.h"
 #include "runtime/training/train_config.h"
@@ -62,75 +60,8 @@ std::string nonfiniteProblem(const StepResult& result) {
          (result.nonfinite_grad.empty() ? "" : " (first non-finite gradient: '" + result.nonfinite_grad + "')");
 }
 
-// One training run once its plan, data, outputs and starting weights are in place: the backend,
-// the samplers, then the steps, each phase of a step a method.
-class Trainer {
- public:
-  Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions options, const TokenFile& data,
-          const TokenFile* val_data, BackendKind backend_kind, HostStore& store, const CheckpointState& resumed,
-          RunOutputs& outputs, MpiRankExchange* exchange);
-  void printHeader() const;
-  int run();  // the steps, then the end; the exit code
+}  // namespace
 
- private:
-  StepResult runOptimizerStep(int64_t step, int64_t& counted);
-  StepResult runDataParallelStep(int64_t step, int64_t& counted);
-  StepResult runPlan();
-  [[noreturn]] void failCorruptTransfer(int64_t step, const StepResult& result);
-  void skipNonfinite(int64_t step, const StepResult& result);  // throws unless --on-nonfinite skip
-  void recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds);
-  void printPasses() const;
-  void validate(int64_t step);
-  void restoreBest();
-  void checkpoint(int64_t step);
-  // Rank 0 writes a checkpoint file with `write`; the other ranks of a sharded optimizer send it
-  // their slices of the moments meanwhile (where rank 0 writes one: --checkpoint-dir).
-  void writeState(const std::function<void()>& write);
-  // A fault of a file (IoFault) or of an export after `step`'s update: the weights saved where
-  // they still can be (saveAfterFault), then an error saying where.
-  [[noreturn]] void stopOnFault(const Error& fault, int64_t step);
-  std::string saveAfterFault(int64_t step);
-  void exportWeights(int64_t steps_done);
-  void writeTrace();
-  // A log line: into --log, and kept for --report.
-  void logLine(const nlohmann::json& line);
-  void writeReport();  // --report
-  int stopEarly(int64_t step);
-  int finish();
-  // On a terminal the progress line is redrawn in place: other messages clear it first.
-  void clearStatus() const {
-    if (on_terminal_) std::printf("\r\033[K");
-  }
-
-  const TrainConfig& config_;
-  const plan::Plan& plan_;
-  const plan::ModelInfo& model_;
-  const TokenFile& data_;
-  const TokenFile* val_data_;  // --val-data's tokens, or null
-  HostStore& store_;
-  const CheckpointState& resumed_;
-  RunOutputs& outputs_;
-  StepOptions options_;
-  const bool on_arrival_;
-  const bool masked_;  // the data has a loss mask
-  const bool on_terminal_;
-  const int64_t val_tokens_;  // --val-fraction's held-out tail of the data
-  const int64_t tokens_per_step_;
-  BatchSampler sampler_;
-  std::optional<Validator> validator_;
-  std::unique_ptr<Backend> backend_;
-  StepReport report_;
-  RouterStats router_;   // a mixture of experts: the step's routing, for the log
-  StepTimeline traced_;  // --trace: the last training step's timeline (not a validation step's)
-  const World& world_;   // the ranks of a data-parallel job (mpirun), or one
-  MpiRankExchange* exchange_;  // with several ranks: the sharded optimizer's exchanges; else null
-  // The last optimizer step's runs of the plan: each one's time and measured timeline.
-  std::vector<std::pair<double, StepTimeline>> plan_runs_;
-  std::vector<nlohmann::json> logged_;  // --report: the run's log lines
-  double total_seconds_ = 0.0;
-  int64_t steps_run_ = 0;
-  int64_t transfers_verified_ = 0;  // --verify-transfers: copies to the device checked so far
-};
 
 Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions options, const TokenFile& data,
                  const TokenFile* val_data, BackendKind backend_kind, HostStore& store,
@@ -170,40 +101,6 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
   options_.exchange = exchange_;
 }
 
-void Trainer::printHeader() const {
-  std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | %s | backend %s (%s)\n",
-              model_.name().c_str(), static_cast<long long>(store_.numParams()),
-              static_cast<long long>(model_.batch()), static_cast<long long>(model_.seq()),
-              planPrecision(plan_) == ComputePrecision::kBf16 ? "bf16 plan (fp32 master weights and moments)" : "fp32",
-              backend_->name().c_str(), blasDescription().c_str());
-  const std::string held_out =
-      val_data_ ? fmt::format(", validation {} tokens ({})", val_data_->size(), config_.val_data_path)
-      : val_tokens_ ? fmt::format(" (the last {} held out for validation)", val_tokens_)
-                    : std::string();
-  std::printf("  host %.1f MiB (%.1f bytes/param), device arena %.1f MiB, data %lld tokens%s\n",
-              store_.totalBytes() / 1048576.0, double(store_.totalBytes()) / double(store_.numParams()),
-              backend_->arenaBytes() / 1048576.0, static_cast<long long>(data_.size()), held_out.c_str());
-  printPasses();
-  if (validator_) {
-    const HeldOutBatches& held = validator_->batches();
-    std::printf("  validation: %lld held-out sequences in %lld batches%s\n", static_cast<long long>(held.windows()),
-                static_cast<long long>(held.allBatches()),
-                held.batches() < held.allBatches() ? fmt::format(", the first {} of them (--val-batches)",
-                                                                 held.batches()).c_str()
-                                                   : ", all of them each time");
-  }
-  if (config_.accumulate > 1)
-    std::printf("  accumulating %lld micro-batches per step: %lld sequences per update, the gradients summed in "
-                "%.1f MiB of host memory and their mean applied once\n",
-                static_cast<long long>(config_.accumulate),
-                static_cast<long long>(config_.accumulate * world_.size() * model_.batch()),
-                gradientSumBytes(plan_, config_.accumulate, store_.shard()) / 1048576.0);
-  if (world_.distributed()) printRanks(world_, store_, model_.batch(), config_.accumulate);
-  if (on_arrival_)
-    std::printf("  AdamW runs per parameter as its gradient lands (mtc --update on-arrival): no global-norm "
-                "clipping\n");
-  std::fflush(stdout);
-}
 
 int Trainer::run() {
   g_stop_signal = 0;
@@ -362,67 +259,7 @@ void Trainer::skipNonfinite(int64_t step, const StepResult& result) {
               what.c_str(), result.partially_updated ? (" (" + applied + ")").c_str() : "");
 }
 
-// What a finished step leaves: the first step's gradients (--dump-grads), the profile, the
-// progress line, the log line.
-// How often the training data is seen: the steps draw windows (or examples) at random, so a run
-// of many passes over little data (a small instruction set) is said, not discovered.
-void Trainer::printPasses() const {
-  const bool examples = config_.rows == RowLayout::kExamples;
-  const int64_t rows = tokens_per_step_ / model_.seq();
-  const int64_t train = examples ? sampler_.examples() : data_.size() - val_tokens_;
-  const double passes = double(config_.steps) * double(examples ? rows : tokens_per_step_) / double(train);
-  std::printf("  %lld steps of %lld %s: %.3g passes over the %lld training %s%s\n", static_cast<long long>(config_.steps),
-              static_cast<long long>(examples ? rows : tokens_per_step_), examples ? "rows" : "tokens", passes,
-              static_cast<long long>(train), examples ? "examples (one per row, padded)" : "tokens",
-              passes > 10 ? " (many: watch the validation loss)" : "");
-  if (examples && sampler_.examplesCut())
-    std::printf("  %lld of the %lld examples are longer than a row of %lld tokens: their ends are cut (mttok "
-                "--max-length shapes them; a plan of a longer --seq keeps them)\n",
-                static_cast<long long>(sampler_.examplesCut()), static_cast<long long>(train),
-                static_cast<long long>(model_.seq() + 1));
-}
 
-void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds) {
-  if (step == 1 && (!config_.grads_path.empty() || config_.sends_grads)) {
-    if (exchange_) gatherGradients(*exchange_, store_);
-    if (!config_.grads_path.empty()) store_.saveGrads(config_.grads_path);
-  }
-  for (const auto& [run_seconds, timeline] : plan_runs_) report_.add(run_seconds, timeline);
-  const bool nothing_counted = masked_ && counted == 0;
-  if (nothing_counted) {
-    clearStatus();
-    std::printf("step %5lld/%lld  no target counted (the loss mask leaves out every target of the step's "
-                "sequences): no update\n", static_cast<long long>(step), static_cast<long long>(config_.steps));
-  }
-  if (!config_.trace_path.empty()) traced_ = backend_->lastTimeline();
-  const double tok_s = tokens_per_step_ / seconds;
-  const bool line_due = step % config_.print_every == 0 || step == config_.steps;
-  if ((line_due || on_terminal_) && !nothing_counted) {
-    // On a terminal every step redraws one status line, cut to the terminal's width (a wrapped
-    // one cannot be redrawn in place); the periodic lines stay. Both end with the time left.
-    const double eta = total_seconds_ / static_cast<double>(steps_run_ + 1) * (config_.steps - step);
-    std::string line = fmt::format("step {:5}/{}  loss {:.4f}  lr {:.3e}  norm {:.3f}  {:.0f} tok/s  {:.1f} ms", step,
-                                   config_.steps, result.loss, options_.adamw.lr, result.grad_norm, tok_s,
-                                   seconds * 1e3);
-    if (masked_) line += fmt::format("  {} counted", counted);
-    if (router_.present())
-      line += fmt::format("  aux {:.4f}  load max/mean {:.2f}", router_.auxLoss(), router_.imbalance());
-    if (step < config_.steps) line += "  ETA " + formatDuration(eta);
-    if (!line_due) line.resize(std::min(line.size(), terminalColumns() - 1));
-    clearStatus();
-    std::printf("%s%s", line.c_str(), line_due ? "\n" : "");
-    std::fflush(stdout);
-  }
-  if (outputs_.log || !config_.report_path.empty()) {
-    nlohmann::json line = {{"step", step},           {"loss", result.loss},
-                           {"lr", options_.adamw.lr}, {"grad_norm", result.grad_norm},
-                           {"tokens_per_s", tok_s},  {"step_ms", seconds * 1e3}};
-    if (masked_) line["tokens_counted"] = counted;
-    router_.addTo(line);
-    if (nothing_counted) line["skipped"] = "no target counted";
-    logLine(line);
-  }
-}
 
 // The held-out loss after `step`: one pass over the held-out tokens (or --val-batches of it),
 // no update, and only what the loss needs runs (the plan's loss prefixes: no backward). With
@@ -530,47 +367,8 @@ std::string Trainer::saveAfterFault(int64_t step) {
 
 void Trainer::exportWeights(int64_t steps_done) { exportStore(config_, plan_, store_, resumed_.provenance, steps_done); }
 
-void Trainer::logLine(const nlohmann::json& line) {
-  if (outputs_.log) outputs_.log.write(line);
-  if (!config_.report_path.empty()) logged_.push_back(line);
-}
 
-void Trainer::writeReport() {
-  if (config_.report_path.empty()) return;
-  RunReport report{model_.name(), {}, logged_};
-  const auto fact = [&](std::string label, std::string value) { report.facts.emplace_back(label, value); };
-  fact("model", fmt::format("{}: {} parameters{}", model_.name(), store_.numParams(),
-                            model_.active_params() ? fmt::format(" ({} active per token)", model_.active_params()) : ""));
-  fact("batch", fmt::format("{} sequences x {} tokens per run of the plan; {} tokens per step", model_.batch(),
-                            model_.seq(), tokens_per_step_));
-  fact("steps", fmt::format("{} of {}{}", steps_run_, config_.steps,
-                            resumed_.step > 0 ? fmt::format(" (resumed after step {})", resumed_.step) : ""));
-  fact("precision", planPrecision(plan_) == ComputePrecision::kBf16 ? "bf16 plan (fp32 master weights and moments)"
-                                                                     : "fp32");
-  fact("backend", backend_->name() + " (" + blasDescription() + ")");
-  fact("memory", fmt::format("host {:.1f} MiB ({:.1f} bytes/param), device arena {:.1f} MiB",
-                             store_.totalBytes() / 1048576.0, double(store_.totalBytes()) / double(store_.numParams()),
-                             backend_->arenaBytes() / 1048576.0));
-  const StepReport::Measured m = report_.measured();
-  if (m.steps > 0) {
-    fact("measured step", fmt::format("{:.1f} ms (mean of {} step{}{}), {:.3g} model TFLOP/s, compute busy {:.0f}%",
-                                      m.step_s * 1e3, m.steps, m.steps == 1 ? "" : "s",
-                                      steps_run_ > m.steps ? " after the first" : "", m.model_tflops, 100 * m.compute_busy));
-    if (m.predicted_s > 0)
-      fact("predicted step", fmt::format("{:.1f} ms on {} (measured/predicted {:.2f})", m.predicted_s * 1e3,
-                                         model_.hardware(), m.step_s / m.predicted_s));
-  }
-  fact("command", "mtrun " + config_.command_line);
-  writeFileAtomically(config_.report_path, renderRunReport(report));
-  std::printf("report written to %s\n", config_.report_path.c_str());
-}
 
-void Trainer::writeTrace() {
-  if (config_.trace_path.empty() || traced_.empty()) return;
-  std::ostringstream trace;
-  writeMeasuredTrace(plan_, traced_, backend_->name(), trace);
-  writeFileAtomically(config_.trace_path, trace.str());
-}
 
 // Stopped by a signal before the last step: the progress is kept by the checkpoint written
 // after the step and/or the export; with neither it is lost, and the exit code says so.
@@ -612,8 +410,6 @@ int Trainer::finish() {
   }
   return 0;
 }
-
-}  // namespace
 
 int train(const TrainConfig& given) {
   validateConfig(given);

@@ -1,0 +1,159 @@
+// What a training run prints and writes about itself: the header, the progress line and the
+// log, the --report page and the --trace timeline (the Trainer's other half: trainer.cc).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "runtime/backends/cpu_libraries.h"
+#include "runtime/host/host_memory.h"
+#include "runtime/plan/plan_queries.h"
+#include "runtime/training/data_parallel.h"
+#include "runtime/training/run_report.h"
+#include "runtime/training/trainer_run.h"
+
+namespace mt {
+
+void Trainer::printHeader() const {
+  std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | %s | backend %s (%s)\n",
+              model_.name().c_str(), static_cast<long long>(store_.numParams()),
+              static_cast<long long>(model_.batch()), static_cast<long long>(model_.seq()),
+              planPrecision(plan_) == ComputePrecision::kBf16 ? "bf16 plan (fp32 master weights and moments)" : "fp32",
+              backend_->name().c_str(), blasDescription().c_str());
+  const std::string held_out =
+      val_data_ ? fmt::format(", validation {} tokens ({})", val_data_->size(), config_.val_data_path)
+      : val_tokens_ ? fmt::format(" (the last {} held out for validation)", val_tokens_)
+                    : std::string();
+  std::printf("  host %.1f MiB (%.1f bytes/param), device arena %.1f MiB, data %lld tokens%s\n",
+              store_.totalBytes() / 1048576.0, double(store_.totalBytes()) / double(store_.numParams()),
+              backend_->arenaBytes() / 1048576.0, static_cast<long long>(data_.size()), held_out.c_str());
+  printPasses();
+  if (validator_) {
+    const HeldOutBatches& held = validator_->batches();
+    std::printf("  validation: %lld held-out sequences in %lld batches%s\n", static_cast<long long>(held.windows()),
+                static_cast<long long>(held.allBatches()),
+                held.batches() < held.allBatches() ? fmt::format(", the first {} of them (--val-batches)",
+                                                                 held.batches()).c_str()
+                                                   : ", all of them each time");
+  }
+  if (config_.accumulate > 1)
+    std::printf("  accumulating %lld micro-batches per step: %lld sequences per update, the gradients summed in "
+                "%.1f MiB of host memory and their mean applied once\n",
+                static_cast<long long>(config_.accumulate),
+                static_cast<long long>(config_.accumulate * world_.size() * model_.batch()),
+                gradientSumBytes(plan_, config_.accumulate, store_.shard()) / 1048576.0);
+  if (world_.distributed()) printRanks(world_, store_, model_.batch(), config_.accumulate);
+  if (on_arrival_)
+    std::printf("  AdamW runs per parameter as its gradient lands (mtc --update on-arrival): no global-norm "
+                "clipping\n");
+  std::fflush(stdout);
+}
+
+// What a finished step leaves: the first step's gradients (--dump-grads), the profile, the
+// progress line, the log line.
+// How often the training data is seen: the steps draw windows (or examples) at random, so a run
+// of many passes over little data (a small instruction set) is said, not discovered.
+void Trainer::printPasses() const {
+  const bool examples = config_.rows == RowLayout::kExamples;
+  const int64_t rows = tokens_per_step_ / model_.seq();
+  const int64_t train = examples ? sampler_.examples() : data_.size() - val_tokens_;
+  const double passes = double(config_.steps) * double(examples ? rows : tokens_per_step_) / double(train);
+  std::printf("  %lld steps of %lld %s: %.3g passes over the %lld training %s%s\n", static_cast<long long>(config_.steps),
+              static_cast<long long>(examples ? rows : tokens_per_step_), examples ? "rows" : "tokens", passes,
+              static_cast<long long>(train), examples ? "examples (one per row, padded)" : "tokens",
+              passes > 10 ? " (many: watch the validation loss)" : "");
+  if (examples && sampler_.examplesCut())
+    std::printf("  %lld of the %lld examples are longer than a row of %lld tokens: their ends are cut (mttok "
+                "--max-length shapes them; a plan of a longer --seq keeps them)\n",
+                static_cast<long long>(sampler_.examplesCut()), static_cast<long long>(train),
+                static_cast<long long>(model_.seq() + 1));
+}
+
+void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds) {
+  if (step == 1 && (!config_.grads_path.empty() || config_.sends_grads)) {
+    if (exchange_) gatherGradients(*exchange_, store_);
+    if (!config_.grads_path.empty()) store_.saveGrads(config_.grads_path);
+  }
+  for (const auto& [run_seconds, timeline] : plan_runs_) report_.add(run_seconds, timeline);
+  const bool nothing_counted = masked_ && counted == 0;
+  if (nothing_counted) {
+    clearStatus();
+    std::printf("step %5lld/%lld  no target counted (the loss mask leaves out every target of the step's "
+                "sequences): no update\n", static_cast<long long>(step), static_cast<long long>(config_.steps));
+  }
+  if (!config_.trace_path.empty()) traced_ = backend_->lastTimeline();
+  const double tok_s = tokens_per_step_ / seconds;
+  const bool line_due = step % config_.print_every == 0 || step == config_.steps;
+  if ((line_due || on_terminal_) && !nothing_counted) {
+    // On a terminal every step redraws one status line, cut to the terminal's width (a wrapped
+    // one cannot be redrawn in place); the periodic lines stay. Both end with the time left.
+    const double eta = total_seconds_ / static_cast<double>(steps_run_ + 1) * (config_.steps - step);
+    std::string line = fmt::format("step {:5}/{}  loss {:.4f}  lr {:.3e}  norm {:.3f}  {:.0f} tok/s  {:.1f} ms", step,
+                                   config_.steps, result.loss, options_.adamw.lr, result.grad_norm, tok_s,
+                                   seconds * 1e3);
+    if (masked_) line += fmt::format("  {} counted", counted);
+    if (router_.present())
+      line += fmt::format("  aux {:.4f}  load max/mean {:.2f}", router_.auxLoss(), router_.imbalance());
+    if (step < config_.steps) line += "  ETA " + formatDuration(eta);
+    if (!line_due) line.resize(std::min(line.size(), terminalColumns() - 1));
+    clearStatus();
+    std::printf("%s%s", line.c_str(), line_due ? "\n" : "");
+    std::fflush(stdout);
+  }
+  if (outputs_.log || !config_.report_path.empty()) {
+    nlohmann::json line = {{"step", step},           {"loss", result.loss},
+                           {"lr", options_.adamw.lr}, {"grad_norm", result.grad_norm},
+                           {"tokens_per_s", tok_s},  {"step_ms", seconds * 1e3}};
+    if (masked_) line["tokens_counted"] = counted;
+    router_.addTo(line);
+    if (nothing_counted) line["skipped"] = "no target counted";
+    logLine(line);
+  }
+}
+
+void Trainer::logLine(const nlohmann::json& line) {
+  if (outputs_.log) outputs_.log.write(line);
+  if (!config_.report_path.empty()) logged_.push_back(line);
+}
+
+void Trainer::writeReport() {
+  if (config_.report_path.empty()) return;
+  RunReport report{model_.name(), {}, logged_};
+  const auto fact = [&](std::string label, std::string value) { report.facts.emplace_back(label, value); };
+  fact("model", fmt::format("{}: {} parameters{}", model_.name(), store_.numParams(),
+                            model_.active_params() ? fmt::format(" ({} active per token)", model_.active_params()) : ""));
+  fact("batch", fmt::format("{} sequences x {} tokens per run of the plan; {} tokens per step", model_.batch(),
+                            model_.seq(), tokens_per_step_));
+  fact("steps", fmt::format("{} of {}{}", steps_run_, config_.steps,
+                            resumed_.step > 0 ? fmt::format(" (resumed after step {})", resumed_.step) : ""));
+  fact("precision", planPrecision(plan_) == ComputePrecision::kBf16 ? "bf16 plan (fp32 master weights and moments)"
+                                                                     : "fp32");
+  fact("backend", backend_->name() + " (" + blasDescription() + ")");
+  fact("memory", fmt::format("host {:.1f} MiB ({:.1f} bytes/param), device arena {:.1f} MiB",
+                             store_.totalBytes() / 1048576.0, double(store_.totalBytes()) / double(store_.numParams()),
+                             backend_->arenaBytes() / 1048576.0));
+  const StepReport::Measured m = report_.measured();
+  if (m.steps > 0) {
+    fact("measured step", fmt::format("{:.1f} ms (mean of {} step{}{}), {:.3g} model TFLOP/s, compute busy {:.0f}%",
+                                      m.step_s * 1e3, m.steps, m.steps == 1 ? "" : "s",
+                                      steps_run_ > m.steps ? " after the first" : "", m.model_tflops, 100 * m.compute_busy));
+    if (m.predicted_s > 0)
+      fact("predicted step", fmt::format("{:.1f} ms on {} (measured/predicted {:.2f})", m.predicted_s * 1e3,
+                                         model_.hardware(), m.step_s / m.predicted_s));
+  }
+  fact("command", "mtrun " + config_.command_line);
+  writeFileAtomically(config_.report_path, renderRunReport(report));
+  std::printf("report written to %s\n", config_.report_path.c_str());
+}
+
+void Trainer::writeTrace() {
+  if (config_.trace_path.empty() || traced_.empty()) return;
+  std::ostringstream trace;
+  writeMeasuredTrace(plan_, traced_, backend_->name(), trace);
+  writeFileAtomically(config_.trace_path, trace.str());
+}
+
+}  // namespace mt
