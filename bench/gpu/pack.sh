@@ -48,13 +48,17 @@ build/bin/mtc llama-tiny --width 256 --heads 4 --kv-heads 2 --ffn 512 --batch 2 
 build/bin/mtc llama-tiny --width 256 --heads 2 --kv-heads 1 --ffn 512 --batch 2 --context 128 --seq 100 --precision bf16 \
   --no-weights -o .gpu/plans/llama-tiny-d128-mixed.plan >/dev/null
 # Mixtures of experts (the twins of kernels/moe): Qwen3-MoE and Mixtral shapes, resident and
-# streamed-recompute, and a bf16 plan around the f32 expert kernels.
+# streamed-recompute, and a bf16 plan around the f32 expert kernels; Qwen3-MoE's trained on its
+# router's load-balancing loss too (the statistics' backward on the device).
 for model in qwen3-moe-tiny mixtral-tiny; do
-  build/bin/mtc $model --batch 4 --seq 32 --no-weights -o .gpu/plans/$model.plan >/dev/null
-  build/bin/mtc $model --batch 4 --seq 32 --device-mem 1300KiB --no-weights -o .gpu/plans/$model-streamed.plan >/dev/null
+  aux=()
+  [ $model = qwen3-moe-tiny ] && aux=(--router-aux-loss 0.02)
+  build/bin/mtc $model --batch 4 --seq 32 "${aux[@]}" --no-weights -o .gpu/plans/$model.plan >/dev/null
+  build/bin/mtc $model --batch 4 --seq 32 "${aux[@]}" --device-mem 1300KiB --no-weights \
+    -o .gpu/plans/$model-streamed.plan >/dev/null
 done
-build/bin/mtc qwen3-moe-tiny --batch 4 --seq 32 --precision bf16 --no-weights -o .gpu/plans/qwen3-moe-tiny-mixed.plan \
-  >/dev/null
+build/bin/mtc qwen3-moe-tiny --batch 4 --seq 32 --router-aux-loss 0.02 --precision bf16 --no-weights \
+  -o .gpu/plans/qwen3-moe-tiny-mixed.plan >/dev/null
 # bf16 plans (mtc --precision bf16): resident and streamed-recompute, against the CPU's emulation.
 for model in gpt2-tiny llama-tiny; do
   build/bin/mtc $model --batch 4 --seq 32 --precision bf16 --no-weights -o .gpu/plans/$model-mixed.plan >/dev/null
