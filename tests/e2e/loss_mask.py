@@ -60,21 +60,9 @@ def main():
         failures.append(f"tokens_counted {[line.get('tokens_counted') for line in log]}, want {want_counted}")
     print(f"targets counted per step: {want_counted} of {BATCH * SEQ}")
 
-    params = {k: v.requires_grad_() for k, v in ref.read_safetensors("m.safetensors").items()}
-    mt_grads = ref.read_safetensors("grads.safetensors")
-    grad_errs = {}
-
-    def first_gradients(step):
-        if step == 1:
-            grad_errs.update({n: ref.rel_err(mt_grads[n], p.grad) for n, p in params.items()})
-    torch_losses = ref.torch_train(params, lambda x: ref.forward(params, CFG, x), tokens, SCHEDULE,
-                                   after_backward=first_gradients, counted=counted)
-    worst = max(grad_errs, key=grad_errs.get)
-    print(f"first step's gradients within {grad_errs[worst]:.1e} of PyTorch's (worst {worst})")
-    if grad_errs[worst] > TOL:
-        failures.append(f"the gradient of {worst} is {grad_errs[worst]:.2e} from PyTorch's")
-    loss_err = ref.compare_losses(mt_losses, torch_losses, TOL, failures)
-    print(f"{SCHEDULE.steps} steps' losses within {loss_err:.1e} of cross_entropy(ignore_index=-100)")
+    grad_err, loss_err = against_torch("", "grads.safetensors", mt_losses, tokens, failures, counted=counted)
+    print(f"first step's gradients within {grad_err:.1e} of PyTorch's; {SCHEDULE.steps} steps' losses within "
+          f"{loss_err:.1e} of cross_entropy(ignore_index=-100)")
 
     # --accumulate 2 at batch 2 against batch 4: the same sequences, each micro-batch weighed by
     # its counted targets.
@@ -90,7 +78,7 @@ def main():
     if acc_err > TOL or acc_loss > TOL:
         failures.append(f"--accumulate with a loss mask: weights {acc_err:.2e}, losses {acc_loss:.2e} from batch 4's")
 
-    examples(bin_dir, tokens, counted, params, failures)
+    examples(bin_dir, tokens, counted, failures)
 
     # Nothing counted: no NaN, no update, and each step says so.
     out = subprocess.run([f"{bin_dir}/mtrun", "m.plan", "--data", "nothing.tok", "--steps", "3", "--log",
@@ -108,7 +96,26 @@ def main():
     ref.finish("loss_mask", failures)
 
 
-def examples(bin_dir, tokens, counted, params, failures):
+def against_torch(what, grads_path, mt_losses, tokens, failures, counted=None, batch_of=None):
+    """The PyTorch twin trained from m.safetensors on the same batches (the packed sampler's, or
+    `batch_of`'s): the first step's gradients (mtrun's in `grads_path`) and the losses compared
+    within TOL. Returns the worst gradient and loss errors."""
+    params = {k: v.requires_grad_() for k, v in ref.read_safetensors("m.safetensors").items()}
+    mt_grads = ref.read_safetensors(grads_path)
+    errs = {}
+
+    def first_gradients(step):
+        if step == 1:
+            errs.update({n: ref.rel_err(mt_grads[n], p.grad) for n, p in params.items()})
+    torch_losses = ref.torch_train(params, lambda x: ref.forward(params, CFG, x), tokens, SCHEDULE,
+                                   after_backward=first_gradients, counted=counted, batch_of=batch_of)
+    worst = max(errs, key=errs.get)
+    if errs[worst] > TOL:
+        failures.append(f"{what}the gradient of {worst} is {errs[worst]:.2e} from PyTorch's")
+    return errs[worst], ref.compare_losses(mt_losses, torch_losses, TOL, failures)
+
+
+def examples(bin_dir, tokens, counted, failures):
     """--rows examples on a version-3 file: examples of 8 to 47 tokens (some longer than a row of
     SEQ + 1: cut), mtrun against PyTorch on the same rows."""
     lengths = 8 + (np.arange(8000) * 37) % 40
@@ -124,25 +131,12 @@ def examples(bin_dir, tokens, counted, params, failures):
     cut = int((np.diff(np.append(starts, len(tokens))) > SEQ + 1).sum())
     if f"{cut} of the {len(starts)} examples are longer than a row" not in out.stdout:
         failures.append(f"--rows examples: the start does not say {cut} of {len(starts)} examples are cut:\n{out.stdout}")
-    first = ref.read_safetensors("m.safetensors")
-    fresh = {k: v.detach().clone().requires_grad_() for k, v in first.items()}
-    mt_grads = ref.read_safetensors("ex.grads.safetensors")
-    errs = {}
-
-    def first_gradients(step):
-        if step == 1:
-            errs.update({n: ref.rel_err(mt_grads[n], p.grad) for n, p in fresh.items()})
-    torch_losses = ref.torch_train(fresh, lambda x: ref.forward(fresh, CFG, x), tokens, SCHEDULE,
-                                   after_backward=first_gradients,
-                                   batch_of=lambda step: ref.batch_examples(tokens, counted, starts, step, BATCH, SEQ,
-                                                                             SCHEDULE.seed))
-    worst = max(errs, key=errs.get)
-    if errs[worst] > TOL:
-        failures.append(f"--rows examples: the gradient of {worst} is {errs[worst]:.2e} from PyTorch's")
-    loss_err = ref.compare_losses([line["loss"] for line in log_of("ex.jsonl")], torch_losses, TOL, failures)
+    grad_err, loss_err = against_torch(
+        "--rows examples: ", "ex.grads.safetensors", [line["loss"] for line in log_of("ex.jsonl")], tokens, failures,
+        batch_of=lambda step: ref.batch_examples(tokens, counted, starts, step, BATCH, SEQ, SCHEDULE.seed))
     padded = [int((ref.batch_examples(tokens, counted, starts, s, BATCH, SEQ, SCHEDULE.seed)[0] == 0).sum())
               for s in range(SCHEDULE.steps)]
-    print(f"--rows examples: first step's gradients within {errs[worst]:.1e}, {SCHEDULE.steps} losses within "
+    print(f"--rows examples: first step's gradients within {grad_err:.1e}, {SCHEDULE.steps} losses within "
           f"{loss_err:.1e} of PyTorch's on the same rows ({cut} of {len(starts)} examples cut; padded positions per "
           f"step {padded})")
     if not any(padded):
@@ -155,6 +149,7 @@ def examples(bin_dir, tokens, counted, params, failures):
     held = [i for i, s0 in enumerate(starts) if s0 >= split]
     ends = list(starts[1:]) + [len(tokens)]
     total, n = 0.0, 0
+    weights = ref.read_safetensors("m.safetensors")
     with torch.no_grad():
         for i in held:
             x = np.zeros(SEQ, dtype=np.int64)
@@ -162,7 +157,7 @@ def examples(bin_dir, tokens, counted, params, failures):
             x[:len(example)] = example[:SEQ]
             y = np.full(SEQ, -100)
             y[:len(example) - 1] = np.where(mask[1:] != 0, example[1:], -100)
-            logits = ref.forward(first, CFG, torch.tensor(x)[None])
+            logits = ref.forward(weights, CFG, torch.tensor(x)[None])
             total += float(torch.nn.functional.cross_entropy(logits[0], torch.tensor(y), reduction="sum",
                                                              ignore_index=-100))
             n += int((y != -100).sum())
