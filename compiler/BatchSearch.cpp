@@ -200,12 +200,12 @@ std::string batchOneMinimums(MLIRContext& context, const ModelConfig& config, in
 
 }  // namespace
 
-// The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
 ModelForm modelForm(const CompileOptions& o) {
   if (o.kv_cache) return ModelForm::kDecodeStep;
   return o.forward_only ? ModelForm::kSequence : ModelForm::kTraining;
 }
 
+// The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
 StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optional<Stage> last,
                           bool tune_recompute) {
   StageOptions stage;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fmt/format.h>
 #include <map>
@@ -179,6 +180,10 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
   if (problem.empty() && sliding_window && seq > sliding_window)
     problem = "its attention slides over " + std::to_string(sliding_window) + " tokens, and sliding windows "
               "are not supported: train with --seq " + std::to_string(sliding_window) + " or less (exact there)";
+  if (problem.empty() && o.router_aux_loss && !std::isfinite(*o.router_aux_loss))
+    problem = "--router-aux-loss must be a finite coefficient";
+  if (problem.empty() && o.router_aux_loss && o.forward_only)
+    problem = "--router-aux-loss is a training loss; a --forward-only plan has none (drop it)";
   if (problem.empty() && o.router_aux_loss && !config.experts)
     problem = "--router-aux-loss is the load-balancing loss of a mixture of experts' router; this model has none";
   if (problem.empty() && o.batch == 0 && o.forward_only)

@@ -306,7 +306,9 @@ class ModelBuilder {
     enter("embed");
     Value embed = param("embed.weight", {c_.vocab, c_.width}, "normal", std);
     Value x = b_.create<EmbeddingOp>(loc_, tokens_, embed);
-    if (training_ && c_.experts > 0)
+    bool any_moe_layer = false;
+    for (int64_t l = 0; l < c_.layers; ++l) any_moe_layer |= c_.isMoeLayer(l);
+    if (training_ && any_moe_layer)
       router_stats_ = b_.create<FillOp>(loc_, RankedTensorType::get({2, c_.experts}, b_.getF32Type()),
                                         b_.getF32FloatAttr(0.0f));
     for (int64_t l = 0; l < c_.layers; ++l) {

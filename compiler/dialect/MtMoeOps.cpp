@@ -162,7 +162,7 @@ LogicalResult MoeCombineGradOp::inferReturnTypes(MLIRContext* ctx, std::optional
 // (2, E) statistics for (..., E) logits.
 static LogicalResult requireStatsOf(std::optional<Location> loc, Value stats, Value logits, StringRef what) {
   auto l = tensorOf(logits).getShape();
-  if (l.empty()) return emitOptionalError(loc, what, ": the logits must be (..., experts)");
+  if (l.empty() || l.back() < 1) return emitOptionalError(loc, what, ": the logits must be (..., experts), experts >= 1");
   return requireShape(loc, stats, {2, l.back()}, what);
 }
 

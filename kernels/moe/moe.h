@@ -73,7 +73,7 @@ void moe_balance_loss_grad_cpu(const KernelArgs& args);
 // CUDA twins (kernels/moe/moe_cuda.cu), built when CUDA is enabled. f32 (the op table's F32_ONLY);
 // mt.moe_route takes at most 32 experts per token there; the grouped products read the experts'
 // counts back to the host (one synchronisation of the stream per product); mt.moe_balance_stats
-// takes at most 512 experts there.
+// sums 512 experts per pass over the tokens there.
 void moe_route_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void moe_route_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void moe_dispatch_cuda(const KernelArgs& args, const CudaLaunch& launch);

@@ -47,15 +47,18 @@ std::vector<int64_t> withLast(std::vector<int64_t> shape, int64_t last) {
 
 using routing::validExpert;
 
-// Row `l`'s softmax (E) into `p`, as routing::RowSoftmax evaluates it (the GPU's, on demand).
+// Row `l`'s softmax (E) into `p`: the bits routing::RowSoftmax gives (the GPU's, evaluated on
+// demand): the same max, exps, sum in expert order and division, each exp taken once.
 void softmaxRow(const float* l, int64_t experts, float* p) {
-  const routing::RowSoftmax softmax(l, experts);
-  for (int64_t e = 0; e < experts; ++e) p[e] = softmax(e);
+  float max = l[0], sum = 0.0f;
+  for (int64_t e = 1; e < experts; ++e) max = fmaxf(max, l[e]);
+  for (int64_t e = 0; e < experts; ++e) sum += p[e] = expf(l[e] - max);
+  for (int64_t e = 0; e < experts; ++e) p[e] /= sum;
 }
 
 // The router's load-balancing statistics (2, E) for (..., E) logits beside them.
 std::string expectStats(const Tensor& stats, const Tensor& logits, const char* what) {
-  if (logits.rank() < 1) return std::string(what) + ": the logits must be (..., experts)";
+  if (logits.rank() < 1 || logits.dim(-1) < 1) return std::string(what) + ": the logits must be (..., experts), experts >= 1";
   return expectShape(stats, {2, logits.dim(-1)}, what);
 }
 

@@ -179,10 +179,10 @@ void requireTopK(int64_t k) {
 }
 
 
-// The most experts mt.moe_balance_stats takes on the GPU: a warp's lanes hold the sums of
-// E / 32 experts each in registers.
-constexpr int64_t kMaxBalanceExperts = 512;
-constexpr int kBalanceLanes = 32, kBalancePerLane = kMaxBalanceExperts / kBalanceLanes;
+// The experts mt.moe_balance_stats sums at once on the GPU (a warp's lanes hold E / 32 each in
+// registers); more are taken in chunks of this many, each chunk a pass over the tokens.
+constexpr int64_t kBalanceChunk = 512;
+constexpr int kBalanceLanes = 32, kBalancePerLane = kBalanceChunk / kBalanceLanes;
 constexpr int kBalanceThreads = 1024;
 
 // One block: warp w takes tokens w, w + warps, ... (a lane per E/32 experts: the row's max and
@@ -190,45 +190,51 @@ constexpr int kBalanceThreads = 1024;
 // in warp order in shared memory, and the choices are counted with shared integer atomics
 // (exact in any order). Deterministic; one block, so one SM (N*E exps a layer, small beside
 // the layer's products).
-__global__ void balanceStatsKernel(const float* __restrict__ logits, const int32_t* __restrict__ experts,
-                                   const float* __restrict__ total, float* __restrict__ out, int64_t tokens,
-                                   int64_t num_experts, int64_t choices) {
-  __shared__ float prob[kMaxBalanceExperts];
-  __shared__ int count[kMaxBalanceExperts];
-  for (int64_t e = threadIdx.x; e < num_experts; e += blockDim.x) prob[e] = 0.0f, count[e] = 0;
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < choices; i += blockDim.x)
-    if (validExpert(experts[i], num_experts)) atomicAdd(&count[experts[i]], 1);
+__global__ void __launch_bounds__(kBalanceThreads)
+    balanceStatsKernel(const float* __restrict__ logits, const int32_t* __restrict__ experts,
+                       const float* __restrict__ total, float* __restrict__ out, int64_t tokens, int64_t num_experts,
+                       int64_t choices) {
+  __shared__ float prob[kBalanceChunk];
+  __shared__ int count[kBalanceChunk];
   const int lane = threadIdx.x % kBalanceLanes, warp = threadIdx.x / kBalanceLanes;
   const int warps = blockDim.x / kBalanceLanes;
-  float sum[kBalancePerLane] = {};
-  for (int64_t t = warp; t < tokens; t += warps) {
-    const float* l = logits + t * num_experts;
-    float max = -INFINITY;
-    for (int64_t e = lane; e < num_experts; e += kBalanceLanes) max = fmaxf(max, l[e]);
-    for (int o = kBalanceLanes / 2; o > 0; o /= 2) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, o));
-    float z = 0.0f;
-    for (int64_t e = lane; e < num_experts; e += kBalanceLanes) z += expf(l[e] - max);
-    for (int o = kBalanceLanes / 2; o > 0; o /= 2) z += __shfl_xor_sync(0xffffffffu, z, o);
-#pragma unroll
-    for (int j = 0; j < kBalancePerLane; ++j) {
-      const int64_t e = lane + j * kBalanceLanes;
-      if (e < num_experts) sum[j] += expf(l[e] - max) / z;
-    }
-  }
-  for (int w = 0; w < warps; ++w) {
+  for (int64_t first = 0; first < num_experts; first += kBalanceChunk) {
+    const int64_t chunk = min(kBalanceChunk, num_experts - first);
+    __syncthreads();  // the previous chunk's results are written
+    for (int64_t e = threadIdx.x; e < chunk; e += blockDim.x) prob[e] = 0.0f, count[e] = 0;
     __syncthreads();
-    if (warp == w)
+    for (int64_t i = threadIdx.x; i < choices; i += blockDim.x)
+      if (validExpert(experts[i], num_experts) && experts[i] >= first && experts[i] < first + chunk)
+        atomicAdd(&count[experts[i] - first], 1);
+    float sum[kBalancePerLane] = {};
+    for (int64_t t = warp; t < tokens; t += warps) {
+      const float* l = logits + t * num_experts;
+      float max = -INFINITY;
+      for (int64_t e = lane; e < num_experts; e += kBalanceLanes) max = fmaxf(max, l[e]);
+      for (int o = kBalanceLanes / 2; o > 0; o /= 2) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, o));
+      float z = 0.0f;
+      for (int64_t e = lane; e < num_experts; e += kBalanceLanes) z += expf(l[e] - max);
+      for (int o = kBalanceLanes / 2; o > 0; o /= 2) z += __shfl_xor_sync(0xffffffffu, z, o);
 #pragma unroll
       for (int j = 0; j < kBalancePerLane; ++j) {
         const int64_t e = lane + j * kBalanceLanes;
-        if (e < num_experts) prob[e] += sum[j];
+        if (e < chunk) sum[j] += expf(l[first + e] - max) / z;
       }
-  }
-  __syncthreads();
-  for (int64_t e = threadIdx.x; e < num_experts; e += blockDim.x) {
-    out[e] = total[e] + static_cast<float>(count[e]);
-    out[num_experts + e] = total[num_experts + e] + prob[e];
+    }
+    for (int w = 0; w < warps; ++w) {
+      __syncthreads();
+      if (warp == w)
+#pragma unroll
+        for (int j = 0; j < kBalancePerLane; ++j) {
+          const int64_t e = lane + j * kBalanceLanes;
+          if (e < chunk) prob[e] += sum[j];
+        }
+    }
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < chunk; e += blockDim.x) {
+      out[first + e] = total[first + e] + static_cast<float>(count[e]);
+      out[num_experts + first + e] = total[num_experts + first + e] + prob[e];
+    }
   }
 }
 
@@ -385,9 +391,6 @@ void moe_combine_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
 void moe_balance_stats_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &logits = args.in[0], &experts = args.in[1];
   const int64_t num_experts = logits.dim(-1);
-  if (num_experts > kMaxBalanceExperts)
-    throw std::runtime_error("moe_balance_stats on CUDA takes at most " + std::to_string(kMaxBalanceExperts) +
-                             " experts, got " + std::to_string(num_experts));
   balanceStatsKernel<<<1, kBalanceThreads, 0, launch.stream>>>(logits.f32(), experts.i32(), args.in[2].f32(),
                                                                args.out[0].f32(), leadingRows(logits), num_experts,
                                                                experts.numel());

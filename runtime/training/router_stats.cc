@@ -6,13 +6,23 @@
 
 #include "runtime/distributed/world.h"
 #include "runtime/host/host_store.h"
+#include "runtime/io/error.h"
 
 namespace mt {
 
-RouterStats::RouterStats(const HostStore& store) : store_(store) {
+RouterStats::RouterStats(const plan::Plan& plan, const HostStore& store) : store_(store) {
   load_ = store.output("expert_load");
   aux_ = store.output("router_aux_loss");
-  if (present()) experts_ = store.numel(load_) / 2;
+  if (load_ < 0 && aux_ < 0) return;
+  // Read from a plan file: hostile until checked.
+  const auto shaped = [&](int i, int64_t rank) {
+    const plan::HostTensor& t = plan.host_tensors(i);
+    return t.dtype() == plan::DTYPE_F32 && t.shape_size() == rank && (rank == 0 || t.shape(0) == 2);
+  };
+  if (!present() || !shaped(load_, 2) || !shaped(aux_, 0))
+    throw Error("the plan's router outputs are malformed: expert_load must be an f32 (2, experts) output and "
+                "router_aux_loss an f32 scalar beside it (recompile the plan with mtc)");
+  experts_ = store.numel(load_) / 2;
   tokens_.assign(experts_, 0);
 }
 

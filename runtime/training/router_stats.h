@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/plan.pb.h"
+
 namespace mt {
 
 class HostStore;
@@ -15,8 +17,9 @@ class World;
 
 class RouterStats {
  public:
-  // Finds the outputs in `store`'s plan; present() is false for a plan without them.
-  explicit RouterStats(const HostStore& store);
+  // Finds the outputs in `store`'s `plan`; present() is false for a plan without them. Throws
+  // mt::Error for outputs of those names but not their shapes (a hostile plan).
+  RouterStats(const plan::Plan& plan, const HostStore& store);
   bool present() const { return load_ >= 0 && aux_ >= 0; }
 
   void startStep();

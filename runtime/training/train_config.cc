@@ -64,8 +64,11 @@ void validateConfig(const TrainConfig& c) {
 }
 
 // Each token file holds at least one sequence of the plan (seq + 1 tokens: the last is the
-// last position's target); one that does not is named with its flag and the fix.
+// last position's target); one that does not is named with its flag and the fix. (--rows
+// examples: the samplers refuse a file, or a held-out tail, without an example.)
 void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data) {
+  // One example per row pads short examples: the samplers need an example, not a sequence.
+  if (c.rows == RowLayout::kExamples) return;
   const int64_t need = plan.model().seq() + 1;
   const std::string needs = " tokens, fewer than one sequence of the plan needs (" + std::to_string(need) +
                             ": seq " + std::to_string(plan.model().seq()) + " + 1 target)";
@@ -131,6 +134,8 @@ TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const Toke
   const int64_t train_tokens = data.size() - heldOutTokens(config, data);
   const int64_t rows = config.accumulate * World::get().size() * plan.model().batch();
   const bool examples = config.rows == RowLayout::kExamples;
+  if (examples && !data.hasExamples())  // the sampler's error, before a steps count made of none
+    BatchSampler(data, 1, plan.model().seq(), 0, 0, -1, RowLayout::kExamples);
   // Examples: the rows that draw E times the training examples; packed: the tokens.
   const int64_t train = examples ? static_cast<int64_t>(data.firstExampleFrom(train_tokens)) : train_tokens;
   const int64_t per_step = examples ? rows : rows * plan.model().seq();

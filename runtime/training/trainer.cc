@@ -84,7 +84,7 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
       tokens_per_step_(config.accumulate * World::get().size() * model_.batch() * model_.seq()),
       sampler_(data, model_.batch(), model_.seq(), resumed.seed, 0, data.size() - val_tokens_, config.rows),
       report_(plan, store),
-      router_(store),
+      router_(plan, store),
       world_(World::get()),
       exchange_(exchange) {
   if (val_tokens_ > 0 || (config.val_fraction > 0 && config.rows == RowLayout::kExamples))

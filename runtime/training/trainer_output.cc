@@ -52,8 +52,6 @@ void Trainer::printHeader() const {
   std::fflush(stdout);
 }
 
-// What a finished step leaves: the first step's gradients (--dump-grads), the profile, the
-// progress line, the log line.
 // How often the training data is seen: the steps draw windows (or examples) at random, so a run
 // of many passes over little data (a small instruction set) is said, not discovered.
 void Trainer::printPasses() const {
@@ -65,6 +63,9 @@ void Trainer::printPasses() const {
               static_cast<long long>(examples ? rows : tokens_per_step_), examples ? "rows" : "tokens", passes,
               static_cast<long long>(train), examples ? "examples (one per row, padded)" : "tokens",
               passes > 10 ? " (many: watch the validation loss)" : "");
+  if (examples && router_.present())
+    std::printf("  note: the rows' padding is routed like any token and counted in the router's load-balancing "
+                "statistics (Hugging Face leaves padding out of them through its attention mask)\n");
   if (examples && sampler_.examplesCut())
     std::printf("  %lld of the %lld examples are longer than a row of %lld tokens: their ends are cut (mttok "
                 "--max-length shapes them; a plan of a longer --seq keeps them)\n",
@@ -72,6 +73,8 @@ void Trainer::printPasses() const {
                 static_cast<long long>(model_.seq() + 1));
 }
 
+// What a finished step leaves: the first step's gradients (--dump-grads), the profile, the
+// progress line, the log line.
 void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds) {
   if (step == 1 && (!config_.grads_path.empty() || config_.sends_grads)) {
     if (exchange_) gatherGradients(*exchange_, store_);

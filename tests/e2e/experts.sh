@@ -15,7 +15,8 @@ bin=$1 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
 make_corpus
 
-shape=(qwen3-moe-tiny --layers 4 --batch 4 --seq 32 --router-aux-loss 0.02)
+model=(qwen3-moe-tiny --layers 4 --batch 4 --seq 32)
+shape=("${model[@]}" --router-aux-loss 0.02)
 "$bin/mtc" "${shape[@]}" --schedule resident -o resident.plan --weights w0.safetensors > resident.txt
 "$bin/mtc" "${shape[@]}" --schedule streamed -o streamed.plan --no-weights > streamed.txt
 "$bin/mtc" "${shape[@]}" --schedule streamed-recompute -o recompute.plan --no-weights > recompute.txt
@@ -23,6 +24,11 @@ shape=(qwen3-moe-tiny --layers 4 --batch 4 --seq 32 --router-aux-loss 0.02)
 check "the summary names the experts" \
   "grep -q '4 experts of width 32 (top 2, renormalised) in 4 of 4 layers' resident.txt"
 check "the summary names the load-balancing loss" "grep -q 'load-balancing loss x 0.02 trained on' resident.txt"
+"$bin/mtc" qwen3-moe-tiny --router-aux-loss inf -o x.plan > inf.err 2>&1
+check "--router-aux-loss must be finite" "grep -q -- '--router-aux-loss: Value inf not in range' inf.err && [ ! -e x.plan ]"
+"$bin/mtc" qwen3-moe-tiny --router-aux-loss 0.01 --forward-only --batch 1 -o x.plan > forward.err 2>&1
+check "--router-aux-loss is refused for a forward-only plan" \
+  "grep -q 'a --forward-only plan has none' forward.err && [ ! -e x.plan ]"
 check "the summary gives the active parameters" "grep -Eq 'parameters .* \([0-9.]+ K active per token\)' resident.txt"
 check "a 1.3 MiB budget picks streamed-recompute" "grep -q 'schedule streamed-recompute' tight.txt"
 for plan in resident streamed recompute tight; do train $plan.plan $plan w0.safetensors; done
@@ -36,7 +42,7 @@ check_resume streamed.plan w0.safetensors
 check "--report draws the load-balancing loss" "grep -q 'Router load-balancing loss' load.html && [ \"\$(grep -c '<svg' load.html)\" -eq 5 ]"
 check "each step's expert choices add up to 4 x 32 tokens x top 2 x 4 layers, its aux loss logged" \
   "/usr/bin/python3 -c 'import json, sys; lines = [json.loads(l) for l in open(\"load.jsonl\")]; sys.exit(not (len(lines) == 3 and all(sum(l[\"expert_tokens\"]) == 1024 and len(l[\"expert_tokens\"]) == 4 and l[\"aux_loss\"] > 1.9 for l in lines)))'"
-"$bin/mtc" qwen3-moe-tiny --layers 4 --batch 4 --seq 32 -o plain.plan --no-weights > plain.txt
+"$bin/mtc" "${model[@]}" -o plain.plan --no-weights > plain.txt
 train plain.plan plain w0.safetensors
 check "without --router-aux-loss the losses differ (the auxiliary loss trains the router)" "! cmp -s resident.loss plain.loss"
 
@@ -53,8 +59,8 @@ check "bf16: the loss falls over 30 steps" \
 
 "$bin/mtrun" resident.plan --data corpus.tok --weights w0.safetensors --steps 60 --lr 3e-3 --export trained.safetensors \
   --print-every 100 > run.txt
-"$bin/mtc" "${shape[@]}" --forward-only --kv-cache --batch 1 --seq 64 -o cache.plan --no-weights >/dev/null
-"$bin/mtc" "${shape[@]}" --forward-only --batch 1 --seq 64 -o window.plan --no-weights >/dev/null
+"$bin/mtc" "${model[@]}" --forward-only --kv-cache --batch 1 --seq 64 -o cache.plan --no-weights >/dev/null
+"$bin/mtc" "${model[@]}" --forward-only --batch 1 --seq 64 -o window.plan --no-weights >/dev/null
 for plan in cache window; do
   "$bin/mtgen" $plan.plan --weights trained.safetensors --prompt "12: how" --greedy --max-tokens 24 > $plan.out 2>/dev/null
 done

@@ -532,6 +532,16 @@ def router_aux_loss(bin_dir, work, failures):
         if out.returncode != 0 or ("load-balancing loss x 0.02 trained on" in out.stdout) != said:
             failures.append(f"output_router_logits with {flags}: exit {out.returncode}, the summary "
                             f"{'does not say' if said else 'says'} it trains on the load-balancing loss: {out.stdout}")
+    # Every layer dense (mlp_only_layers): no router, so no statistics; it compiles and trains.
+    dense = dict(moe["config"], mlp_only_layers=[0, 1, 2], output_router_logits=True)
+    folder = os.path.join(work, "moe-all-dense")
+    write_folder(folder, dict(moe, config=dense, shards=1), hf_weights(dense, False, torch.float32, seed=5))
+    out = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", "2", "--seq", "16", "-o", folder + ".plan"],
+                         capture_output=True, text=True)
+    run = subprocess.run([f"{bin_dir}/mtrun", folder + ".plan", "--data", os.path.join(work, "data.tok"), "--steps", "1",
+                          "--log", folder + ".jsonl"], capture_output=True, text=True) if out.returncode == 0 else out
+    if run.returncode != 0 or "in 0 of 3 layers" not in out.stdout or "expert_tokens" in open(folder + ".jsonl").read():
+        failures.append(f"a Qwen3-MoE config whose layers are all dense: exit {run.returncode}: {out.stdout}{run.stderr}")
 
 
 def main():
