@@ -154,10 +154,8 @@ bool importOnnx(MLIRContext& context, const CompileOptions& o, LoadedModel& m) {
 std::string describeShape(const std::string& origin, const ModelConfig& c) {
   std::string experts;
   if (c.experts) {
-    int64_t moe_layers = 0;
-    for (int64_t l = 0; l < c.layers; ++l) moe_layers += c.isMoeLayer(l);
     experts = fmt::format(", {} experts of width {} (top {}{}) in {} of {} layers{}", c.experts, c.expert_ffn,
-                          c.experts_per_token, c.normalize_topk ? ", renormalised" : "", moe_layers, c.layers,
+                          c.experts_per_token, c.normalize_topk ? ", renormalised" : "", c.moeLayers(), c.layers,
                           c.router_aux_loss_coef > 0 ? fmt::format(", load-balancing loss x {:g} trained on",
                                                                    c.router_aux_loss_coef)
                                                      : "");

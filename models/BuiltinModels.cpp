@@ -306,9 +306,7 @@ class ModelBuilder {
     enter("embed");
     Value embed = param("embed.weight", {c_.vocab, c_.width}, "normal", std);
     Value x = b_.create<EmbeddingOp>(loc_, tokens_, embed);
-    bool any_moe_layer = false;
-    for (int64_t l = 0; l < c_.layers; ++l) any_moe_layer |= c_.isMoeLayer(l);
-    if (training_ && any_moe_layer)
+    if (training_ && c_.moeLayers() > 0)
       router_stats_ = b_.create<FillOp>(loc_, RankedTensorType::get({2, c_.experts}, b_.getF32Type()),
                                         b_.getF32FloatAttr(0.0f));
     for (int64_t l = 0; l < c_.layers; ++l) {
@@ -333,7 +331,7 @@ class ModelBuilder {
     Value logits = b_.create<MatmulOp>(loc_, x, head, false, true);
     if (router_stats_) {
       outputs_.push_back({"expert_load", router_stats_});
-      outputs_.push_back({"router_aux_loss", b_.create<MoeBalanceLossOp>(loc_, router_stats_, batch_ * seq_ * moe_layers_)});
+      outputs_.push_back({"router_aux_loss", b_.create<MoeBalanceLossOp>(loc_, router_stats_, batch_ * seq_ * c_.moeLayers())});
     }
     return logits;
   }
@@ -355,10 +353,7 @@ class ModelBuilder {
     auto route = b_.create<MoeRouteOp>(
         loc_, logits, c_.normalize_topk ? MoeRouting::SoftmaxTopKNormalized : MoeRouting::SoftmaxTopK,
         c_.experts_per_token);
-    if (router_stats_) {
-      router_stats_ = b_.create<MoeBalanceStatsOp>(loc_, logits, route.getExperts(), router_stats_);
-      ++moe_layers_;
-    }
+    if (router_stats_) router_stats_ = b_.create<MoeBalanceStatsOp>(loc_, logits, route.getExperts(), router_stats_);
     auto dispatch = b_.create<MoeDispatchOp>(loc_, h, route.getExperts(), e);
     auto product = [&](Value x, const std::string& name, int64_t out, int64_t in, double sd) -> Value {
       return b_.create<GroupedMatmulOp>(loc_, x, param(p + "moe." + name + ".weight", {e, out, in}, "normal", sd),
@@ -377,7 +372,6 @@ class ModelBuilder {
   bool decode_;
   bool training_;       // kTraining: a mixture of experts returns its router's statistics too
   Value router_stats_;  // training a mixture of experts: the statistics of the MoE layers so far
-  int64_t moe_layers_ = 0;
   OpBuilder b_;
   Location loc_;
   func::FuncOp func_;

@@ -49,6 +49,12 @@ struct ModelConfig {
     return experts > 0 && moe_every > 0 && (l + 1) % moe_every == 0 &&
            std::find(dense_layers.begin(), dense_layers.end(), l) == dense_layers.end();
   }
+  // How many layers are mixtures of experts.
+  int64_t moeLayers() const {
+    int64_t n = 0;
+    for (int64_t l = 0; l < layers; ++l) n += isMoeLayer(l);
+    return n;
+  }
 
   int64_t headDim() const { return head_dim ? head_dim : width / heads; }
   // Parameters of the model (exact).

@@ -22,13 +22,12 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
       ret.emitError("cannot attach a loss: the model function returns nothing; it must return its logits");
       return signalPassFailure();
     }
-    for (unsigned i = 1; i < ret.getNumOperands(); ++i)
-      if (!func.getResultAttr(i, kOutputAttr)) {
-        ret.emitError("cannot attach a loss: the model function must return its logits, then named outputs "
-                      "only; result ")
-            << i << " has no " << kOutputAttr;
-        return signalPassFailure();
-      }
+    if (const unsigned i = firstUnnamedResult(func, 1); i < func.getNumResults()) {
+      ret.emitError("cannot attach a loss: the model function must return its logits, then named outputs "
+                    "only; result ")
+          << i << " has no " << kOutputAttr;
+      return signalPassFailure();
+    }
     Value out = ret.getOperand(0);
     auto type = dyn_cast<RankedTensorType>(out.getType());
     if (type && type.getRank() == 0 && type.getElementType().isF32()) {

@@ -29,9 +29,8 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     auto lossType = ret.getNumOperands() >= 1 ? dyn_cast<RankedTensorType>(ret.getOperand(0).getType())
                                                : RankedTensorType();
-    bool outputsAfter = true;
-    for (unsigned i = 1; i < ret.getNumOperands(); ++i) outputsAfter &= bool(func.getResultAttr(i, kOutputAttr));
-    if (!lossType || lossType.getRank() != 0 || !lossType.getElementType().isF32() || !outputsAfter) {
+    const bool outputs_after = firstUnnamedResult(func, 1) == func.getNumResults();
+    if (!lossType || lossType.getRank() != 0 || !lossType.getElementType().isF32() || !outputs_after) {
       ret.emitError("autodiff needs a function that returns one scalar f32 loss, then named outputs only "
                     "(run mt-attach-loss first); it returns ")
           << ret.getOperandTypes();

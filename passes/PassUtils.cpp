@@ -114,10 +114,13 @@ LogicalResult checkReadyToSchedule(func::FuncOp func, StringRef pass, bool allow
 }
 
 bool isForwardOnly(func::FuncOp func) {
-  if (func.getNumResults() == 0) return false;
-  for (unsigned i = 0; i < func.getNumResults(); ++i)
-    if (!func.getResultAttr(i, kOutputAttr)) return false;
-  return true;
+  return func.getNumResults() > 0 && firstUnnamedResult(func, 0) == func.getNumResults();
+}
+
+unsigned firstUnnamedResult(func::FuncOp func, unsigned first) {
+  unsigned i = first;
+  while (i < func.getNumResults() && func.getResultAttr(i, kOutputAttr)) ++i;
+  return i;
 }
 
 SmallVector<Value> parameterArguments(func::FuncOp func) {

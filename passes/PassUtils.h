@@ -57,6 +57,10 @@ mlir::LogicalResult checkReadyToSchedule(mlir::func::FuncOp func, llvm::StringRe
 // Whether `func` is a forward-only model: every result is a named output (mt.output) and
 // none is a loss. Such a function is scheduled for evaluation: no autodiff, no optimizer.
 bool isForwardOnly(mlir::func::FuncOp func);
+// The first result of `func` from `first` on that is not a named output (mt.output), or the
+// number of results if none: a training function's results after its logits or its loss must
+// all be named outputs (a mixture of experts' router statistics).
+unsigned firstUnnamedResult(mlir::func::FuncOp func, unsigned first);
 
 // The parameter arguments (mt.param) of `func`, in order.
 llvm::SmallVector<mlir::Value> parameterArguments(mlir::func::FuncOp func);

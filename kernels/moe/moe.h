@@ -44,7 +44,6 @@ struct ExpertRanges {
   }
 };
 
-
 std::string moe_route_check(const KernelArgs& args);
 void moe_route_cpu(const KernelArgs& args);
 std::string moe_route_grad_check(const KernelArgs& args);

@@ -45,16 +45,8 @@ std::vector<int64_t> withLast(std::vector<int64_t> shape, int64_t last) {
   return shape;
 }
 
+using routing::softmaxInto;
 using routing::validExpert;
-
-// Row `l`'s softmax (E) into `p`: the bits routing::RowSoftmax gives (the GPU's, evaluated on
-// demand): the same max, exps, sum in expert order and division, each exp taken once.
-void softmaxRow(const float* l, int64_t experts, float* p) {
-  float max = l[0], sum = 0.0f;
-  for (int64_t e = 1; e < experts; ++e) max = fmaxf(max, l[e]);
-  for (int64_t e = 0; e < experts; ++e) sum += p[e] = expf(l[e] - max);
-  for (int64_t e = 0; e < experts; ++e) p[e] /= sum;
-}
 
 // The router's load-balancing statistics (2, E) for (..., E) logits beside them.
 std::string expectStats(const Tensor& stats, const Tensor& logits, const char* what) {
@@ -95,7 +87,7 @@ void moe_route_cpu(const KernelArgs& args) {
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tokens; ++t) {
       const float* l = logits.f32() + t * num_experts;
-      if (routing != MoeRoutingKind::kTopKSoftmax) softmaxRow(l, num_experts, p.data());
+      if (routing != MoeRoutingKind::kTopKSoftmax) softmaxInto(l, num_experts, p.data());
       routing::routeToken(l, [&](int64_t e) { return p[e]; }, num_experts, k, routing, weights.f32() + t * k,
                           experts.i32() + t * k);
     }
@@ -126,7 +118,7 @@ void moe_route_grad_cpu(const KernelArgs& args) {
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tokens; ++t) {
       const float* l = logits.f32() + t * num_experts;
-      if (routing != MoeRoutingKind::kTopKSoftmax) softmaxRow(l, num_experts, p.data());
+      if (routing != MoeRoutingKind::kTopKSoftmax) softmaxInto(l, num_experts, p.data());
       routing::routeGradToken(l, [&](int64_t e) { return p[e]; }, dweights.f32() + t * k, experts.i32() + t * k,
                               num_experts, k, routing, dlogits.f32() + t * num_experts);
     }
@@ -364,7 +356,7 @@ void moe_balance_stats_cpu(const KernelArgs& args) {
     for (int64_t c = 0; c < chunks; ++c) {
       double* sum = partial.data() + c * num_experts;
       for (int64_t t = c * kStatsChunk; t < std::min(tokens, (c + 1) * kStatsChunk); ++t) {
-        softmaxRow(logits.f32() + t * num_experts, num_experts, p.data());
+        softmaxInto(logits.f32() + t * num_experts, num_experts, p.data());
         for (int64_t e = 0; e < num_experts; ++e) sum[e] += p[e];
       }
     }
@@ -399,7 +391,7 @@ void moe_balance_stats_grad_cpu(const KernelArgs& args) {
     std::vector<float> p(num_experts);
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tokens; ++t) {
-      softmaxRow(logits.f32() + t * num_experts, num_experts, p.data());
+      softmaxInto(logits.f32() + t * num_experts, num_experts, p.data());
       routing::balanceGradToken([&](int64_t e) { return p[e]; }, g, num_experts, dlogits.f32() + t * num_experts);
     }
   }
@@ -413,15 +405,9 @@ std::string moe_balance_loss_check(const KernelArgs& args) {
   return expectShape(loss, {}, "moe_balance_loss result");
 }
 
-// E * sum_e stats[0, e] * stats[1, e] / rows^2, summed in double.
+// E * sum_e stats[0, e] * stats[1, e] / rows^2 (routing::balanceLoss).
 void moe_balance_loss_cpu(const KernelArgs& args) {
-  const Tensor &stats = args.in[0], &loss = args.out[0];
-  const int64_t num_experts = stats.dim(1);
-  const double rows = static_cast<double>(args.ints[0]);
-  double sum = 0.0;
-  for (int64_t e = 0; e < num_experts; ++e)
-    sum += static_cast<double>(stats.f32()[e]) * static_cast<double>(stats.f32()[num_experts + e]);
-  loss.f32()[0] = static_cast<float>(static_cast<double>(num_experts) * sum / (rows * rows));
+  args.out[0].f32()[0] = routing::balanceLoss(args.in[0].f32(), args.in[0].dim(1), args.ints[0]);
 }
 
 std::string moe_balance_loss_grad_check(const KernelArgs& args) {
@@ -434,15 +420,13 @@ std::string moe_balance_loss_grad_check(const KernelArgs& args) {
   return expectShape(dstats, stats.shape, "moe_balance_loss_grad result");
 }
 
-// dstats[1, e] = dloss * E * stats[0, e] / rows^2; row 0 (the counts) zero.
+// dstats[1, e] = dloss * E * stats[0, e] / rows^2 (routing::balanceLossGrad); row 0 (the counts) zero.
 void moe_balance_loss_grad_cpu(const KernelArgs& args) {
   const Tensor &dloss = args.in[0], &stats = args.in[1], &dstats = args.out[0];
   const int64_t num_experts = stats.dim(1);
-  const double rows = static_cast<double>(args.ints[0]);
-  const double scale = static_cast<double>(dloss.f32()[0]) * static_cast<double>(num_experts) / (rows * rows);
   for (int64_t e = 0; e < num_experts; ++e) {
     dstats.f32()[e] = 0.0f;
-    dstats.f32()[num_experts + e] = static_cast<float>(scale * static_cast<double>(stats.f32()[e]));
+    dstats.f32()[num_experts + e] = routing::balanceLossGrad(dloss.f32()[0], stats.f32(), num_experts, args.ints[0], e);
   }
 }
 

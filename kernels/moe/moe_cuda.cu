@@ -248,21 +248,17 @@ __global__ void balanceStatsGradKernel(const float* __restrict__ dtotal, const f
   }
 }
 
-// E * sum_e stats[0, e] * stats[1, e] / rows^2: one thread, in double, as the CPU adds it.
+// mt.moe_balance_loss: one thread (routing::balanceLoss, as the CPU).
 __global__ void balanceLossKernel(const float* __restrict__ stats, float* __restrict__ loss, int64_t num_experts,
-                                  double rows) {
-  double sum = 0.0;
-  for (int64_t e = 0; e < num_experts; ++e)
-    sum += static_cast<double>(stats[e]) * static_cast<double>(stats[num_experts + e]);
-  loss[0] = static_cast<float>(static_cast<double>(num_experts) * sum / (rows * rows));
+                                  int64_t rows) {
+  loss[0] = routing::balanceLoss(stats, num_experts, rows);
 }
 
 __global__ void balanceLossGradKernel(const float* __restrict__ dloss, const float* __restrict__ stats,
-                                      float* __restrict__ dstats, int64_t num_experts, double rows) {
-  const double scale = static_cast<double>(dloss[0]) * static_cast<double>(num_experts) / (rows * rows);
+                                      float* __restrict__ dstats, int64_t num_experts, int64_t rows) {
   MT_GRID_STRIDE(e, num_experts) {
     dstats[e] = 0.0f;
-    dstats[num_experts + e] = static_cast<float>(scale * static_cast<double>(stats[e]));
+    dstats[num_experts + e] = routing::balanceLossGrad(dloss[0], stats, num_experts, rows, e);
   }
 }
 
@@ -408,14 +404,14 @@ void moe_balance_stats_grad_cuda(const KernelArgs& args, const CudaLaunch& launc
 
 void moe_balance_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   balanceLossKernel<<<1, 1, 0, launch.stream>>>(args.in[0].f32(), args.out[0].f32(), args.in[0].dim(1),
-                                                static_cast<double>(args.ints[0]));
+                                                args.ints[0]);
   MT_CUDA_CHECK_LAUNCH();
 }
 
 void moe_balance_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t num_experts = args.in[1].dim(1);
   balanceLossGradKernel<<<blocksFor(num_experts), kThreads, 0, launch.stream>>>(
-      args.in[0].f32(), args.in[1].f32(), args.out[0].f32(), num_experts, static_cast<double>(args.ints[0]));
+      args.in[0].f32(), args.in[1].f32(), args.out[0].f32(), num_experts, args.ints[0]);
   MT_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,9 +1,10 @@
 // One token's routing, written once for the CPU kernels (kernels/moe/moe_cpu.cc) and their CUDA
 // twins (kernels/moe/moe_cuda.cu), so the two cannot drift apart: the softmax of a row of router
-// logits, the top-k choice, the weights each MoeRoutingKind gives, their gradient, and the
-// load-balancing statistics' gradient. `prob(e)` is the row's softmax at expert e: the CPU passes
-// the row computed once into scratch, the GPU (no scratch per thread) a RowSoftmax evaluating it
-// on demand; both are exp(l[e] - max) / sum with the sum added in expert order.
+// logits, the top-k choice, the weights each MoeRoutingKind gives, their gradient, the
+// load-balancing statistics' gradient, and the load-balancing loss and its gradient. `prob(e)` is
+// the row's softmax at expert e: the CPU passes the row computed once into scratch (softmaxInto),
+// the GPU (no scratch per thread) a RowSoftmax evaluating it on demand; both are
+// exp(l[e] - max) / sum with the sum added in expert order.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -30,6 +31,15 @@ struct RowSoftmax {
   }
   MT_HOST_DEVICE float operator()(int64_t e) const { return expf(l[e] - max) / sum; }
 };
+
+// Row `l`'s softmax (n) into `p` (the CPU's scratch): RowSoftmax's bits — the same max, exps,
+// sum in order and division — with each exp taken once.
+MT_HOST_DEVICE inline void softmaxInto(const float* l, int64_t n, float* p) {
+  float max = l[0], sum = 0.0f;
+  for (int64_t i = 1; i < n; ++i) max = fmaxf(max, l[i]);
+  for (int64_t i = 0; i < n; ++i) sum += p[i] = expf(l[i] - max);
+  for (int64_t i = 0; i < n; ++i) p[i] /= sum;
+}
 
 // The k largest of score(e) over E experts into `chosen`, largest first, ties to the lower index.
 template <typename Score>
@@ -113,6 +123,24 @@ MT_HOST_DEVICE void balanceGradToken(const Prob& prob, const float* g, int64_t e
   float dot = 0.0f;
   for (int64_t e = 0; e < experts; ++e) dot += g[e] * prob(e);
   for (int64_t e = 0; e < experts; ++e) dl[e] = prob(e) * (g[e] - dot);
+}
+
+// mt.moe_balance_loss from the statistics (2, E) of `rows` router rows: E * sum_e C_e * S_e /
+// rows^2, added in double.
+MT_HOST_DEVICE inline float balanceLoss(const float* stats, int64_t experts, int64_t rows) {
+  double sum = 0.0;
+  for (int64_t e = 0; e < experts; ++e) sum += static_cast<double>(stats[e]) * static_cast<double>(stats[experts + e]);
+  const double r = static_cast<double>(rows);
+  return static_cast<float>(static_cast<double>(experts) * sum / (r * r));
+}
+
+// Its gradient at expert e's probability sum (row 1): dloss * E * C_e / rows^2 (the counts, row
+// 0, take none).
+MT_HOST_DEVICE inline float balanceLossGrad(float dloss, const float* stats, int64_t experts, int64_t rows,
+                                            int64_t e) {
+  const double r = static_cast<double>(rows);
+  return static_cast<float>(static_cast<double>(dloss) * static_cast<double>(experts) / (r * r) *
+                            static_cast<double>(stats[e]));
 }
 
 }  // namespace routing

@@ -138,6 +138,13 @@ void TokenFile::readExamples(uint64_t examples, const std::function<Error(const 
   }
 }
 
+void TokenFile::requireExamples(const std::string& what) const {
+  if (!hasExamples())
+    throw Error("--rows examples: " + what + " " + path_ + " does not record where its examples start (mttok --chat "
+                "records them, since version 3 of the format: tokenise the instruction data again, or train --rows "
+                "packed)");
+}
+
 int64_t TokenFile::exampleEnd(size_t i, int64_t end_limit) const {
   const int64_t end = i + 1 < example_starts_.size() ? example_starts_[i + 1] : count_;
   return std::min(end, end_limit);
@@ -263,10 +270,7 @@ BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, ui
       layout_(layout) {
   if (begin_ < 0 || end_ > data.size() || begin_ > end_) throw Error("token range outside the token file");
   if (layout == RowLayout::kExamples) {
-    if (!data.hasExamples())
-      throw Error("--rows examples: token file " + data.path() + " does not record where its examples start "
-                  "(mttok --chat records them, since version 3 of the format: tokenise the instruction data again, "
-                  "or train --rows packed)");
+    data.requireExamples();
     first_example_ = data.firstExampleFrom(begin_), last_example_ = data.firstExampleFrom(end_);
     if (first_example_ == last_example_) throw Error("token file " + data.path() + ": no example to train on");
     return;
@@ -304,9 +308,7 @@ HeldOutBatches::HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq
                                int64_t max_batches, RowLayout layout)
     : data_(data), batch_(batch), seq_(seq), begin_(begin), end_(end), layout_(layout) {
   if (layout == RowLayout::kExamples) {
-    if (!data.hasExamples())
-      throw Error("--rows examples: held-out token file " + data.path() + " does not record its examples (mttok "
-                  "--chat writes them)");
+    data.requireExamples("held-out token file");
     first_example_ = data.firstExampleFrom(begin);
     windows_ = static_cast<int64_t>(data.firstExampleFrom(end) - first_example_);
     if (windows_ == 0) throw Error("held-out tokens of " + data.path() + ": no example starts among them");

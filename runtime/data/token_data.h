@@ -49,6 +49,9 @@ class TokenFile {
   // Each example's first token (version 3), or empty.
   const std::vector<int64_t>& exampleStarts() const { return example_starts_; }
   bool hasExamples() const { return !example_starts_.empty(); }
+  // Throws mt::Error naming the file (`what`: its part, "token file" or "held-out token file")
+  // and the fix unless it records its examples (--rows examples needs them).
+  void requireExamples(const std::string& what = "token file") const;
   // Example i's tokens [start, end) within [begin, end_limit): its end is the next example's
   // start, the file's end or `end_limit`, whichever comes first.
   int64_t exampleEnd(size_t i, int64_t end_limit) const;

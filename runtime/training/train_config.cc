@@ -134,8 +134,7 @@ TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const Toke
   const int64_t train_tokens = data.size() - heldOutTokens(config, data);
   const int64_t rows = config.accumulate * World::get().size() * plan.model().batch();
   const bool examples = config.rows == RowLayout::kExamples;
-  if (examples && !data.hasExamples())  // the sampler's error, before a steps count made of none
-    BatchSampler(data, 1, plan.model().seq(), 0, 0, -1, RowLayout::kExamples);
+  if (examples) data.requireExamples();  // before a steps count made of none
   // Examples: the rows that draw E times the training examples; packed: the tokens.
   const int64_t train = examples ? static_cast<int64_t>(data.firstExampleFrom(train_tokens)) : train_tokens;
   const int64_t per_step = examples ? rows : rows * plan.model().seq();
@@ -152,10 +151,15 @@ TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const Toke
 
 int64_t heldOutTokens(const TrainConfig& config, const TokenFile& data) {
   const int64_t tail = static_cast<int64_t>(config.val_fraction * static_cast<double>(data.size()));
-  if (tail == 0 || config.rows != RowLayout::kExamples || !data.hasExamples()) return tail;
+  if (config.val_fraction <= 0.0 || config.rows != RowLayout::kExamples) return tail;
   // One example per row: the held-out tail begins at an example's start, so none is cut in two.
+  data.requireExamples();
   const size_t first = data.firstExampleFrom(data.size() - tail);
-  return first < data.exampleStarts().size() ? data.size() - data.exampleStarts()[first] : 0;
+  if (first == data.exampleStarts().size())
+    throw Error(fmt::format("--val-fraction {} holds out the last {} tokens of {}, where no example starts: raise "
+                            "--val-fraction, or give --val-data",
+                            config.val_fraction, tail, data.path()));
+  return data.size() - data.exampleStarts()[first];
 }
 
 }  // namespace mt

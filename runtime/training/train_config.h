@@ -26,7 +26,7 @@ TrainConfig resolveResume(TrainConfig config);
 TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const TokenFile& data);
 
 // --val-fraction's held-out tail of `data`, in tokens; with --rows examples it begins at an
-// example's start (0 when no example starts in the tail: the error comes with the validator).
+// example's start (an error naming the fix when no example starts in the tail).
 int64_t heldOutTokens(const TrainConfig& config, const TokenFile& data);
 
 }  // namespace mt

@@ -87,7 +87,7 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
       router_(plan, store),
       world_(World::get()),
       exchange_(exchange) {
-  if (val_tokens_ > 0 || (config.val_fraction > 0 && config.rows == RowLayout::kExamples))
+  if (val_tokens_ > 0)
     validator_.emplace(HeldOutBatches(data, model_.batch(), model_.seq(), data.size() - val_tokens_, data.size(),
                                       config.val_batches, config.rows));
   if (val_data)

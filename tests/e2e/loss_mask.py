@@ -147,16 +147,11 @@ def examples(bin_dir, tokens, counted, failures):
                           "exval.jsonl", "--print-every", "5"], capture_output=True, text=True)
     split = int(len(tokens) - int(0.1 * len(tokens)))
     held = [i for i, s0 in enumerate(starts) if s0 >= split]
-    ends = list(starts[1:]) + [len(tokens)]
     total, n = 0.0, 0
     weights = ref.read_safetensors("m.safetensors")
     with torch.no_grad():
         for i in held:
-            x = np.zeros(SEQ, dtype=np.int64)
-            example, mask = np.asarray(tokens[starts[i]:ends[i]])[:SEQ + 1], np.asarray(counted[starts[i]:ends[i]])[:SEQ + 1]
-            x[:len(example)] = example[:SEQ]
-            y = np.full(SEQ, -100)
-            y[:len(example) - 1] = np.where(mask[1:] != 0, example[1:], -100)
+            x, y = ref.example_row(tokens, counted, starts, i, SEQ)
             logits = ref.forward(weights, CFG, torch.tensor(x)[None])
             total += float(torch.nn.functional.cross_entropy(logits[0], torch.tensor(y), reduction="sum",
                                                              ignore_index=-100))

@@ -133,23 +133,25 @@ def batch(tokens, step, batch_size, seq, seed, counted=None):
     return torch.tensor(np.stack(xs)), torch.tensor(np.stack(ys))
 
 
+def example_row(tokens, counted, starts, i, seq):
+    """Example i of a version-3 file as mtrun --rows examples puts it in a row: from its start, cut
+    after seq + 1 tokens, then padding (token 0, target -100). Returns (tokens, targets)."""
+    end = starts[i + 1] if i + 1 < len(starts) else len(tokens)
+    example = np.asarray(tokens[starts[i]:end])[:seq + 1]
+    mask = np.asarray(counted[starts[i]:end])[:seq + 1]
+    n = len(example)
+    x, y = np.zeros(seq, dtype=np.int64), np.full(seq, -100, dtype=np.int64)
+    x[:n] = example[:seq]
+    y[:n - 1] = np.where(mask[1:] != 0, example[1:], -100)
+    return x, y
+
+
 def batch_examples(tokens, counted, starts, step, batch_size, seq, seed):
-    """BatchSampler::fill with --rows examples, step 0-based: each row one example drawn by the same
-    key, from its start, cut after seq + 1 tokens, then padding (token 0, target -100)."""
-    xs, ys = [], []
-    ends = list(starts[1:]) + [len(tokens)]
-    for b in range(batch_size):
-        key = _mix(_mix(seed ^ 0x5EED) ^ ((step << 20) & MASK64) ^ b)
-        i = key % len(starts)
-        example = np.asarray(tokens[starts[i]:ends[i]])[:seq + 1]
-        mask = np.asarray(counted[starts[i]:ends[i]])[:seq + 1]
-        n = len(example)
-        x, y = np.zeros(seq, dtype=np.int64), np.full(seq, -100, dtype=np.int64)
-        x[:n] = example[:seq]
-        y[:n - 1] = np.where(mask[1:] != 0, example[1:], -100)
-        xs.append(x)
-        ys.append(y)
-    return torch.tensor(np.stack(xs)), torch.tensor(np.stack(ys))
+    """BatchSampler::fill with --rows examples, step 0-based: each row the example (example_row)
+    drawn by the packed sampler's key."""
+    rows = [example_row(tokens, counted, starts, _mix(_mix(seed ^ 0x5EED) ^ ((step << 20) & MASK64) ^ b) % len(starts),
+                        seq) for b in range(batch_size)]
+    return torch.tensor(np.stack([x for x, _ in rows])), torch.tensor(np.stack([y for _, y in rows]))
 
 
 def write_tokens(path, ids, vocab, counted=None, starts=None):
