@@ -17,8 +17,10 @@ endforeach()
 foreach(src ${MT_KERNEL_SOURCES})
   list(APPEND MT_SANITIZED_SOURCES ${PROJECT_SOURCE_DIR}/kernels/${src})
 endforeach()
-# A copy of the runtime compiled with a sanitizer, for the executables below.
+# A copy of the runtime compiled with a sanitizer, for the executables below; with WITH_MPI (and
+# MPI found), its data-parallel ranks on MPI as in mt_runtime.
 function(mt_sanitized_runtime name flags)
+  cmake_parse_arguments(ARG "WITH_MPI" "" "" ${ARGN})
   add_library(${name} STATIC ${MT_SANITIZED_SOURCES})
   add_dependencies(${name} mt_plan)
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
@@ -27,5 +29,9 @@ function(mt_sanitized_runtime name flags)
   target_link_libraries(${name} PUBLIC protobuf::libprotobuf OpenMP::OpenMP_CXX PkgConfig::OPENBLAS
                         nlohmann_json::nlohmann_json fmt::fmt ICU::uc ICU::i18n)
   # Built without CUDA: sanitizers check the host side, and the CUDA backend then refuses.
+  if(ARG_WITH_MPI AND MPI_C_FOUND)
+    target_link_libraries(${name} PUBLIC MPI::MPI_C)
+    target_compile_definitions(${name} PRIVATE MT_MPI_ENABLED)
+  endif()
 endfunction()
 

@@ -222,6 +222,7 @@ StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optio
   stage.embedding = o.embedding;
   stage.stream_dtype = o.stream_dtype;
   stage.precision = o.precision;
+  stage.land_gradients = o.ranks > 1;
   return stage;
 }
 

@@ -70,7 +70,9 @@ struct CompileOptions {
   // With forward_only: a decode step over a key/value cache of `seq` positions (built-in models
   // and Hugging Face folders; models/BuiltinModels.h, ModelForm::kDecodeStep) for mtgen.
   bool kv_cache = false;
-  // The data-parallel job the summary prices (mpirun -np ranks mtrun; the plan is the same).
+  // The data-parallel job the summary prices (mpirun -np ranks mtrun). Above 1, a streamed plan
+  // with the deferred update keeps its gradients apart (StageOptions::land_gradients); any plan
+  // runs on any number of ranks.
   int64_t ranks = 1;
   int64_t ranks_per_host = 1;
   // A mixture of experts' router load-balancing loss coefficient (mtc --router-aux-loss),

@@ -159,6 +159,9 @@ LogicalResult HostTensorBuilder::addTrainingResults(func::ReturnOp ret, std::map
     t->set_dtype(plan::DTYPE_F32);
     t->add_shape((landing.getInt() + 3) / 4);
     h_.landing = plan_.host_tensors_size() - 1;
+    // Landed for the deferred update (no task updates on arrival): each kept apart once summed.
+    h_.gradients_apart = true;
+    func_.walk([&](HostTaskOp task) { h_.gradients_apart &= task.getKind() != HostTaskKind::AdamwOnArrival; });
   }
   plan::HostTensor* loss = plan_.add_host_tensors();
   loss->set_name("loss");

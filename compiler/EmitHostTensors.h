@@ -22,6 +22,7 @@ struct HostTensors {
   std::map<int, int> stagingOfParam;            // param host tensor -> its bf16 staging host tensor
   llvm::DenseMap<mlir::Value, int> gradOfRows;  // tokens' rows of a gradient (host) -> that gradient's host tensor
   int landing = -1;                             // the gradient landing host tensor, if the plan has one
+  bool gradients_apart = false;                 // gradients land there, kept apart (gradientsKeptApart)
 
   // The bytes of host tensor `t` (its own allocation, or its place in the landing buffer), or
   // `bytes` of them from byte `offset` (a row slice).

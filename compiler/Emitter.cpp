@@ -47,6 +47,11 @@ class Emitter {
   ByteRange hostRange(int t, int64_t offset = 0, int64_t bytes = -1) const {
     return hosts_.range(plan_, t, offset, bytes);
   }
+  // A gradient's summed value, where the host reads it for the update: its landed bytes, or the
+  // gradient's own tensor where the plan keeps gradients apart (the grad_norm task fills it).
+  ByteRange summedGradRange(int grad) const {
+    return hosts_.gradients_apart ? ByteRange{grad, 0, hostTensorBytes(plan_.host_tensors(grad))} : hostRange(grad);
+  }
   double micros(double bytes, double bps) const { return bytes / bps * 1e6; }
 
   func::FuncOp func_;
@@ -170,7 +175,9 @@ LogicalResult Emitter::lowerHostTask(HostTaskOp task, int index, Instr& instr) {
       const int grad = hosts_.gradOfRows.count(v) ? hosts_.gradOfRows[v] : hosts_.tensor[v];
       body->add_tensors(grad);
       hazards_.read(hostRange(grad), index, instr.deps);
-      bytes += hostTensorBytes(plan_.host_tensors(grad));
+      if (hosts_.gradients_apart) hazards_.write(summedGradRange(grad), index, instr.deps);
+      // Read for its norm; kept apart: read again and written into its own tensor.
+      bytes += (hosts_.gradients_apart ? 3 : 1) * hostTensorBytes(plan_.host_tensors(grad));
     }
   } else if (kind == HostTaskKind::EmbeddingLookup || kind == HostTaskKind::EmbeddingGrad) {
     const bool lookup = kind == HostTaskKind::EmbeddingLookup;
@@ -208,7 +215,7 @@ LogicalResult Emitter::lowerHostTask(HostTaskOp task, int index, Instr& instr) {
         return task.emitError("adamw operand is not a parameter argument");
       const int p = hosts_.tensor[v];
       body->add_tensors(p);
-      hazards_.read(hostRange(hosts_.gradOfParam[p]), index, instr.deps);
+      hazards_.read(summedGradRange(hosts_.gradOfParam[p]), index, instr.deps);
       hazards_.write(hostRange(p), index, instr.deps);
       // grad; param, m, v read and written (a split master's staging copy and residual are
       // its 4 bytes per weight)

@@ -319,9 +319,12 @@ std::string hostParts(const plan::Plan& plan, const PlanStats& stats) {
     if (t.role() == plan::ROLE_ACTIVATION) activation_host_bytes += hostTensorBytes(t);
   return std::string(stats.bf16_staging ? "fp32 master weights (held as their bf16 copies + 16-bit residuals)"
                                         : "fp32 master weights") +
-         (landing >= 0 ? ", two AdamW moments, a gradient landing buffer of " +
-                             formatBytes(4.0 * checkedNumel(plan.host_tensors(landing).shape(), "landing"))
-                       : std::string(", gradients, two AdamW moments")) +
+         (landing < 0 ? std::string(", gradients, two AdamW moments")
+                      : std::string(gradientsKeptApart(plan) ? ", gradients (each rank of a data-parallel job its "
+                                                               "slice), two AdamW moments"
+                                                             : ", two AdamW moments") +
+                            ", a gradient landing buffer of " +
+                            formatBytes(4.0 * checkedNumel(plan.host_tensors(landing).shape(), "landing"))) +
          (activation_host_bytes ? ", offloaded activations " + formatBytes(activation_host_bytes)
                                 : "");
 }
@@ -403,7 +406,7 @@ bool checkHostBudget(const CompileOptions& o, const plan::Plan& plan, const Plan
                formatBytes(report.host_bytes).c_str(), double(report.host_bytes) / stats.num_params,
                formatParamCount(stats.num_params).c_str(), report.host_parts.c_str(), formatBytes(o.host_mem).c_str(),
                formatBytes(report.host_bytes).c_str(),
-               gradLandingTensor(plan) >= 0
+               updatesOnArrival(planUpdateKind(plan))
                    ? ""
                    : ", compile with --update on-arrival (about 12 bytes/param; no global-norm clipping),");
   return false;

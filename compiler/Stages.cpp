@@ -26,6 +26,7 @@ struct Knobs {
   bool bf16_staging = false;  // the weights cross the link as bf16 staging copies
   ComputePrecision precision = ComputePrecision::kFp32;  // kBf16: a bf16 plan (mt-mixed-precision)
   int64_t token_tiles = 1;    // each layer block's token-wise work in tiles (mt-tile-tokens)
+  bool land_gradients = false;  // StageOptions::land_gradients
 
   bool hostEmbedding() const {
     return embedding == EmbeddingPlace::kHost ||
@@ -97,6 +98,7 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
     case Stage::kMemory: {
       PlanMemoryPassOptions options;
       options.budget = knobs.budget;
+      options.landDeferred = knobs.land_gradients && knobs.schedule != Schedule::kResident;
       return pm.addPass(createPlanMemoryPass(options));
     }
   }
@@ -389,6 +391,7 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
   defaults.precision = options.precision;
   defaults.bf16_staging = options.stream_dtype == StreamDtype::kBf16 || defaults.precision == ComputePrecision::kBf16;
   defaults.token_tiles = result.token_tiles;  // applied before partition; named in the errors
+  defaults.land_gradients = options.land_gradients;
   if (!options.schedule && options.device_mem > 0) chooseSchedule(trials, result);
   else if (result.schedule != Schedule::kResident && options.device_mem > 0) fitChosenSchedule(trials, result);
   if (result.failed) return result;

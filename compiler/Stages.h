@@ -53,6 +53,10 @@ struct StageOptions {
   // in (mt-mixed-precision for bf16, which streams bf16 whatever stream_dtype says).
   StreamDtype stream_dtype = StreamDtype::kF32;
   ComputePrecision precision = ComputePrecision::kFp32;
+  // A streamed plan with the deferred update lands its gradients in a host buffer of a few
+  // blocks' and keeps them apart (plan 1.17): each data-parallel rank then holds only its slice
+  // of each summed gradient (a plan for ranks: mtc --ranks).
+  bool land_gradients = false;
 };
 
 struct StageResult {

@@ -1,7 +1,7 @@
 // mtc --ranks N [--ranks-per-host R]: what the plan costs run data parallel on N ranks
 // (mpirun -np N mtrun; docs/distributed.md), from the plan itself (the same plan runs on every
-// rank): each rank's and each host's host bytes with the optimizer sharded and one host copy of
-// the master weights, the bytes each rank exchanges per step, and the host stream's time
+// rank): each rank's and each host's host bytes with the optimizer sharded (and the summed
+// gradients, in a plan that keeps them apart) and one host copy of the master weights, the bytes each rank exchanges per step, and the host stream's time
 // against the predicted step.
 #include <fmt/format.h>
 
@@ -19,6 +19,7 @@ std::string millis(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
 // The plan's host bytes by what the ranks do with them.
 struct HostShares {
   double grads = 0;    // gradient landing buffers: whole on every rank
+  double grad_sums = 0;  // summed gradients kept apart (gradientsKeptApart): sharded
   double moments = 0;  // AdamW moments: sharded
   double copy = 0;     // master weights and their bf16 copies: one per host (shared by its ranks)
   double rest = 0;     // per-step inputs, offloaded activations, the loss: every rank's own
@@ -39,6 +40,7 @@ HostShares hostShares(const plan::Plan& plan) {
     else if (t.role() != plan::ROLE_GRAD && i != landing) s.rest += bytes;
   }
   s.grads = landing >= 0 ? static_cast<double>(hostTensorBytes(plan.host_tensors(landing))) : s.gradient_values;
+  if (gradientsKeptApart(plan)) s.grad_sums = s.gradient_values;
   return s;
 }
 
@@ -63,7 +65,7 @@ void printDataParallel(const CompileOptions& o, const EmitOptions& emit, const p
   if (o.ranks <= 1) return;
   const int64_t n = o.ranks, r = o.ranks_per_host, hosts = n / r;
   const HostShares s = hostShares(plan);
-  const double own = s.grads + s.moments / n + s.rest;  // every rank's
+  const double own = s.grads + (s.moments + s.grad_sums) / n + s.rest;  // every rank's
   const double writer = own + s.copy;                    // the rank holding its host's copy
   const double host = r * own + s.copy;
   // Per rank per step: its gradient's slices out to their owners and the other ranks' slices of

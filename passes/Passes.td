@@ -318,13 +318,17 @@ def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
     parameters are updated as their gradients land (`adamw_on_arrival`), also plans the host
     buffer they land in: each gradient's `mt.d2h` gets `mt.landing_offset`, its bytes free
     once its update has run (kept to the end of that block's region), and the function
-    `mt.landing_bytes`. In a forward-only function the weights and constants keep their bytes
+    `mt.landing_bytes`. With `land-deferred`, so do the gradients of a deferred update, their
+    bytes free once their `grad_norm` task has run (the host keeps each summed gradient apart:
+    a plan for data-parallel ranks, each of which keeps only its slice). In a forward-only function the weights and constants keep their bytes
     to the end (no value reuses them), so a backend may keep them between runs — where the
     budget has room for that (a streamed one may not: then they are placed by liveness).
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"0",
            "Device memory budget in bytes (0: unlimited)">,
+    Option<"landDeferred", "land-deferred", "bool", /*default=*/"false",
+           "Land a deferred update's gradients in the host landing buffer too">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

@@ -187,7 +187,7 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     for (auto& [op, offsets] : chosen.offsets) op->setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
     func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(chosen.peak));
     func->setAttr(kArenaMinBytesAttr, b.getI64IntegerAttr(smallest.peak));
-    planGradientLanding(func, position, regionOf, regionEnd);
+    planGradientLanding(func, position, regionOf, regionEnd, landDeferred);
     if (budget > 0 && chosen.peak > budget) {
       bool recomputes = false;
       for (Operation& op : body) recomputes |= op.hasAttr(kRecomputeAttr);
@@ -202,11 +202,13 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     }
   }
 
-  // The host buffer the gradients land in when each is consumed on arrival (adamw_on_arrival):
-  // a gradient's bytes are taken at its copy out and free again at the end of the block region
-  // where its update ran, so the next copies overlap the host's work instead of waiting for it.
+  // The host buffer the gradients land in when each is consumed on arrival (adamw_on_arrival),
+  // or, with `deferred`, when the host keeps each apart once its norm is taken (grad_norm): a
+  // gradient's bytes are taken at its copy out and free again at the end of the block region
+  // where that task ran, so the next copies overlap the host's work instead of waiting for it.
   static void planGradientLanding(func::FuncOp func, DenseMap<Operation*, int64_t>& position,
-                                  DenseMap<Operation*, size_t>& regionOf, std::vector<int64_t>& regionEnd) {
+                                  DenseMap<Operation*, size_t>& regionOf, std::vector<int64_t>& regionEnd,
+                                  bool deferred) {
     Block& body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     // Each parameter's gradient on the host: one value, or one per row piece (mt-split-vocab),
@@ -243,11 +245,13 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     std::map<std::string, int64_t> freeAt;  // parameter -> position after which its gradient's bytes are free
     for (Operation& op : body) {
       auto task = dyn_cast<HostTaskOp>(op);
-      if (!task || task.getKind() != HostTaskKind::AdamwOnArrival) continue;
-      for (Value param : task.getTensors()) {
-        auto arg = dyn_cast<BlockArgument>(param);
-        const std::string name = arg ? paramName(func, arg.getArgNumber()).str() : "";
-        if (wholeBytes.count(name)) freeAt[name] = regionEnd[regionOf[&op]];
+      if (!task) continue;
+      for (Value v : task.getTensors()) {
+        std::string name;  // the parameter whose gradient the task consumes
+        if (task.getKind() == HostTaskKind::AdamwOnArrival)
+          if (auto arg = dyn_cast<BlockArgument>(v)) name = paramName(func, arg.getArgNumber()).str();
+        if (deferred && task.getKind() == HostTaskKind::GradNorm) name = gradNormParam(func, v, pieceOf);
+        if (wholeBytes.count(name)) freeAt[name] = std::max(freeAt[name], regionEnd[regionOf[&op]]);
       }
     }
     if (freeAt.empty()) return;
@@ -276,6 +280,18 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
       releaseUntil(position[&op], dying, landing, offsets);
     }
     func->setAttr(kLandingBytesAttr, b.getI64IntegerAttr(landing.peak()));
+  }
+
+  // The parameter whose gradient a grad_norm task takes as `v`: a gradient (piece) copied out,
+  // or the tokens' rows the host scatters into a table's gradient; "" if neither.
+  template <typename Pieces>
+  static std::string gradNormParam(func::FuncOp func, Value v, const Pieces& pieceOf) {
+    if (auto piece = pieceOf.find(v); piece != pieceOf.end()) return piece->second.param;
+    for (Operation* user : v.getUsers())
+      if (auto task = dyn_cast<HostTaskOp>(user); task && task.getKind() == HostTaskKind::EmbeddingGrad)
+        if (auto table = dyn_cast<BlockArgument>(task.getTensors()[0]))
+          return paramName(func, table.getArgNumber()).str();
+    return "";
   }
 
   struct Placement {

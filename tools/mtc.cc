@@ -121,8 +121,10 @@ void addScheduleFlags(CLI::App& app, Flags& f) {
   app.add_option("--device-mem", device_mem, "device memory budget, e.g. 80GiB (fail if exceeded)");
   app.add_option("--host-mem", host_mem, "host memory of the training machine, e.g. 1.5TiB (fail if exceeded)");
   app.add_option("--ranks", o.ranks,
-                 "price the plan run data parallel on this many ranks (mpirun -np N mtrun; the plan is the same): "
-                 "host bytes per rank and per host, bytes exchanged per step, the host stream against the step")
+                 "a plan for a data-parallel job of this many ranks (mpirun -np N mtrun), priced in the summary: "
+                 "host bytes per rank and per host, bytes exchanged per step, the host stream against the step; "
+                 "above 1, a streamed plan with the deferred update lands its gradients in a buffer so that each "
+                 "rank keeps only its slice of them (the plan runs on any number of ranks, or in one process)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   app.add_option("--ranks-per-host", o.ranks_per_host,

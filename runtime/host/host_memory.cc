@@ -113,8 +113,9 @@ HostMemory availableHostMemory(const std::string& root) {
 
 int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard) {
   int64_t bytes = planHostBytes(plan);
+  const bool apart = gradientsKeptApart(plan);  // a rank keeps its slice of each summed gradient
   for (const auto& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2) {
+    if (t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2 || (apart && t.role() == plan::ROLE_GRAD)) {
       const int64_t n = checkedNumel(t.shape(), t.name());
       bytes -= (n - shard.of(n, t.param_index()).size()) * dtypeBytes(t.dtype());
     }

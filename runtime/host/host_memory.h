@@ -20,7 +20,8 @@ struct HostMemory {
 HostMemory availableHostMemory(const std::string& root = "");
 
 // The plan's host tensors' bytes on this process: all of them (planHostBytes), less the moments'
-// slices other ranks hold when the optimizer is sharded, and less the master weights where
+// slices other ranks hold when the optimizer is sharded (and the summed gradients' where the
+// plan keeps them apart: gradientsKeptApart), and less the master weights where
 // another rank of the host holds the host's shared copy.
 int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/embedding/embedding.h"
 #include "runtime/io/error.h"
@@ -128,7 +129,7 @@ void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
     const int64_t n = store_.numel(param);
     const ShardRange mine = owned(n, param);
     chunk_sums_.resize(static_cast<size_t>(adamw_chunks(mine.size())));
-    adamw_with_norm_chunks_cpu(store_.master(param).from(mine.begin), store_.f32(grad) + mine.begin,
+    adamw_with_norm_chunks_cpu(store_.master(param).from(mine.begin), store_.f32At(grad, mine.begin),
                                store_.f32(store_.moment1Of(param)), store_.f32(store_.moment2Of(param)), mine.size(),
                                forParam(param, options_.adamw), chunk_sums_.data());
     updated_ = true;
@@ -143,23 +144,28 @@ void HostOptimizer::normAndUpdate(const std::vector<int>& params) {
 }
 
 bool HostOptimizer::foldGradient(int grad) {
-  if (options_.exchange) {  // the ranks' gradients summed in micro-batch order, as --accumulate's
-    options_.exchange->reduceToOwner(store_.f32(grad), store_.numel(grad), plan_.host_tensors(grad).param_index());
-    return gradientsComplete();
-  }
-  if (options_.micro_steps == 1) return true;
-  if (grad_sums_.empty()) grad_sums_.resize(plan_.host_tensors_size());
-  std::vector<float>& sum = grad_sums_[grad];
+  float* landed = static_cast<float*>(store_.landed(grad));
   const int64_t n = store_.numel(grad);
-  if (sum.empty()) sum.resize(n);  // once, the first time it lands; checkHostMemory counted it
-  accumulate_gradient_cpu(sum.data(), store_.f32(grad), n, options_.micro_step, options_.micro_steps,
-                          options_.micro_weight, options_.step_divisor);
-  return gradientsComplete();
+  if (options_.exchange) {  // the ranks' gradients summed in micro-batch order, as --accumulate's
+    options_.exchange->reduceToOwner(landed, n, plan_.host_tensors(grad).param_index());
+  } else if (options_.micro_steps > 1) {
+    if (grad_sums_.empty()) grad_sums_.resize(plan_.host_tensors_size());
+    std::vector<float>& sum = grad_sums_[grad];
+    if (sum.empty()) sum.resize(n);  // once, the first time it lands; checkHostMemory counted it
+    accumulate_gradient_cpu(sum.data(), landed, n, options_.micro_step, options_.micro_steps, options_.micro_weight,
+                            options_.step_divisor);
+  }
+  if (!gradientsComplete()) return false;
+  // Kept apart: the summed gradient (this rank's slice of it) out of the landing buffer, whose
+  // bytes the next gradients land in.
+  if (store_.gradientsApart())
+    std::memcpy(store_.f32(grad), landed + store_.held(grad).begin, static_cast<size_t>(store_.bytes(grad)));
+  return true;
 }
 
 Tensor HostOptimizer::hostTensor(int index) const {
   const auto& t = plan_.host_tensors(index);
-  return Tensor{store_.data(index), {t.shape().begin(), t.shape().end()}, static_cast<DType>(t.dtype())};
+  return Tensor{store_.landed(index), {t.shape().begin(), t.shape().end()}, static_cast<DType>(t.dtype())};
 }
 
 ShardRange HostOptimizer::owned(int64_t n, int param) const {
@@ -172,7 +178,7 @@ double HostOptimizer::gradSumSquares(int grad) {
   const int param = plan_.host_tensors(grad).param_index();
   const ShardRange mine = owned(n, param);
   chunk_sums_.resize(static_cast<size_t>(adamw_chunks(mine.size())));
-  sum_squares_chunks_cpu(store_.f32(grad) + mine.begin, mine.size(), chunk_sums_.data());
+  sum_squares_chunks_cpu(store_.f32At(grad, mine.begin), mine.size(), chunk_sums_.data());
   return gatheredSum(n, param);
 }
 
@@ -199,7 +205,7 @@ void HostOptimizer::update(const std::vector<int>& params, const AdamWParams& ad
   for (int param : params) {
     const int64_t n = store_.numel(param);
     const ShardRange mine = owned(n, param);
-    adamw_cpu(store_.master(param).from(mine.begin), store_.f32(store_.gradOf(param)) + mine.begin,
+    adamw_cpu(store_.master(param).from(mine.begin), store_.f32At(store_.gradOf(param), mine.begin),
               store_.f32(store_.moment1Of(param)), store_.f32(store_.moment2Of(param)), mine.size(),
               forParam(param, adamw));
     if (options_.exchange) options_.exchange->gatherMaster(store_.master(param), n, param);

@@ -45,13 +45,15 @@ class HostOptimizer {
   ShardRange owned(int64_t n, int param) const;
   // NORM_AND_ADAMW_ON_ARRIVAL: each gradient's norm share and its update in one pass.
   void normAndUpdate(const std::vector<int>& params);
-  // Host tensor `index` as a kernel operand.
+  // Host tensor `index` as a kernel operand (a gradient: where it lands).
   Tensor hostTensor(int index) const;
   // Whether this step's gradients are the ones to update with: not an earlier micro-batch of an
   // accumulated step.
   bool gradientsComplete() const { return options_.micro_step + 1 == options_.micro_steps; }
-  // Gradient accumulation: folds the just landed gradient `grad` into its running sum (the last
-  // micro-batch: turns it into the mean). Returns gradientsComplete().
+  // Folds the just landed gradient `grad` into its running sum over the micro-batches (--accumulate)
+  // or the ranks (the last micro-batch: turns it into the mean); where the plan keeps gradients
+  // apart, the complete sum (this rank's slice) goes into the gradient's own tensor. Returns
+  // gradientsComplete().
   bool foldGradient(int grad);
 
   const plan::Plan& plan_;

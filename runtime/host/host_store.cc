@@ -37,10 +37,13 @@ HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks)
   staging_of_.assign(n, -1);
   residual_of_.assign(n, -1);
   const int landing = gradLandingTensor(plan);
+  gradients_apart_ = gradientsKeptApart(plan);
   for (int i = 0; i < n; ++i) {
     const auto& t = plan.host_tensors(i);
     numel_[i] = checkedNumel(t.shape(), t.name());
-    held_[i] = isMoment(t.role()) ? shard_.of(numel_[i], t.param_index()) : ShardRange{0, numel_[i]};
+    held_[i] = isMoment(t.role()) || (gradients_apart_ && t.role() == plan::ROLE_GRAD)
+                   ? shard_.of(numel_[i], t.param_index())
+                   : ShardRange{0, numel_[i]};
     switch (t.role()) {
       case plan::ROLE_PARAM:
         params_.push_back(i);
@@ -67,7 +70,7 @@ HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks)
     return (std::max<int64_t>(held, 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
   };
   const auto allocated = [&](int i) {
-    return !(landing >= 0 && plan.host_tensors(i).role() == plan::ROLE_GRAD) &&
+    return !(landing >= 0 && !gradients_apart_ && plan.host_tensors(i).role() == plan::ROLE_GRAD) &&
            residual_of_[i] < 0;  // a split master: its staging copy and residual hold it
   };
   // One host copy: the masters and their bf16 copies in the block the host's ranks share.
@@ -97,11 +100,15 @@ HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks)
     tensors_.clear();
     throw Error("cannot allocate " + formatBytes(total_bytes_) + " of host memory for the plan");
   }
-  // Gradients of an on-arrival plan are views into the landing buffer (the verifier checked
-  // that each lies inside it).
+  // Gradients land in the landing buffer where the plan has one (the verifier checked that each
+  // lies inside it); an on-arrival plan's are views there.
+  landed_ = data_;
   if (landing >= 0)
     for (int i = 0; i < n; ++i)
-      if (plan.host_tensors(i).role() == plan::ROLE_GRAD) data_[i] = data_[landing] + plan.host_tensors(i).landing_offset();
+      if (plan.host_tensors(i).role() == plan::ROLE_GRAD) {
+        landed_[i] = data_[landing] + plan.host_tensors(i).landing_offset();
+        if (!gradients_apart_) data_[i] = landed_[i];
+      }
 }
 
 void HostStore::initialize(uint64_t seed) {
@@ -207,12 +214,20 @@ SafetensorsTensor HostStore::savedTensor(int index) const {
   SafetensorsTensor out{t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(index), 4 * numel_[index]};
   if (!out.data)  // a split master, restored as it is written
     out.produce = [this, index](void* buffer) { read_master(master(index), 0, numel_[index], static_cast<float*>(buffer)); };
-  else if (ranks_ && isMoment(t.role()))  // a sharded moment, gathered from its owners
+  else if (ownedBySlices(index))  // gathered from its owners
     out = {t.name(), "F32", {t.shape().begin(), t.shape().end()}, nullptr, 4 * numel_[index],
-           [this, index, param = t.param_index()](void* buffer) {
-             ranks_->gatherToFirst(f32(index), numel_[index], param, static_cast<float*>(buffer));
-           }};
+           [this, index](void* buffer) { sendSlice(index, static_cast<float*>(buffer)); }};
   return out;
+}
+
+bool HostStore::ownedBySlices(int index) const {
+  const auto role = plan_.host_tensors(index).role();
+  return ranks_ && (isMoment(role) || role == plan::ROLE_GRAD);
+}
+
+void HostStore::sendSlice(int index, float* whole) const {
+  const int param = plan_.host_tensors(index).param_index();
+  ranks_->gatherToFirst(f32At(index, shard_.of(numel_[index], param).begin), numel_[index], param, whole);
 }
 
 void HostStore::saveParams(const std::string& path, const std::map<std::string, std::string>& provenance) const {
@@ -233,9 +248,16 @@ void HostStore::saveGrads(const std::string& path) const {
     const auto& t = plan_.host_tensors(p);
     const int g = grad_of_[p];
     if (g < 0) continue;  // a parameter the plan never updates
-    out.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(g), bytes(g)});
+    out.push_back(savedTensor(g));
+    out.back().name = t.name();
   }
   writeSafetensors(path, out, {{"format", "pt"}, {"producer", "megatrain"}});
+}
+
+void HostStore::sendGrads() const {
+  // What rank 0's saveGrads gathers, in its order.
+  for (int p : params_)
+    if (grad_of_[p] >= 0) sendSlice(grad_of_[p], nullptr);
 }
 
 void HostStore::saveState(const std::string& path, const std::map<std::string, std::string>& metadata) const {
@@ -249,11 +271,9 @@ void HostStore::saveState(const std::string& path, const std::map<std::string, s
 }
 
 void HostStore::sendState() const {
-  if (!ranks_) return;
   // What rank 0's saveState gathers, in its order: the sharded moments.
   for (int i = 0; i < plan_.host_tensors_size(); ++i)
-    if (isMoment(plan_.host_tensors(i).role()))
-      ranks_->gatherToFirst(f32(i), numel_[i], plan_.host_tensors(i).param_index(), nullptr);
+    if (isMoment(plan_.host_tensors(i).role()) && ownedBySlices(i)) sendSlice(i, nullptr);
 }
 
 }  // namespace mt

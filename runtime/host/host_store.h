@@ -1,10 +1,13 @@
 // The host store: every host tensor of a plan (fp32 master weights, gradient landing buffers,
 // AdamW moments, per-step inputs and the loss) in host memory, allocated once. In a plan with a
-// gradient landing buffer (on-arrival update) the gradients are views into it. A split master
+// gradient landing buffer the gradients land there (landed()): in an on-arrival plan they are
+// views into it; in one that keeps them apart (gradientsKeptApart: a deferred update compiled
+// for ranks) each has its own tensor, which the host optimizer fills as it lands. A split master
 // (plan 1.7: a parameter with a residual) has no bytes of its own: its values are its bf16
 // staging copy and residual (kernels/adamw/master_weights.h), read and written through master().
 // Sharded over data-parallel ranks (rank_exchange.h), a rank holds only its slice of each AdamW
-// moment: data() of a moment points at its slice's first element.
+// moment (and of each gradient kept apart): data() of such a tensor points at its slice's first
+// element (f32At() indexes it by the whole tensor's elements).
 #pragma once
 #include <cstdint>
 #include <cstdlib>
@@ -35,9 +38,18 @@ class HostStore {
   // Null for a split master (see master()).
   void* data(int index) const { return data_[index]; }
   float* f32(int index) const { return static_cast<float*>(data(index)); }
+  // Element `element` (of the whole tensor) of f32 tensor `index`, which must be among the
+  // elements held here (held()).
+  float* f32At(int index, int64_t element) const { return f32(index) + (element - held_[index].begin); }
+  // Where the device's copies of tensor `index` land (or are read from): its bytes, or, for a
+  // gradient of a plan with a landing buffer, its place there.
+  void* landed(int index) const { return landed_[index]; }
+  // Whether the gradients are kept apart from where they land (gradientsKeptApart).
+  bool gradientsApart() const { return gradients_apart_; }
   int32_t* i32(int index) const { return static_cast<int32_t*>(data(index)); }
   int64_t numel(int index) const { return numel_[index]; }
-  // The elements of tensor `index` this process holds: all, or its slice of a sharded moment.
+  // The elements of tensor `index` this process holds: all, or its slice of a sharded moment or
+  // of a gradient kept apart.
   ShardRange held(int index) const { return held_[index]; }
   // The bytes tensor `index` holds here (0 for a split master).
   int64_t bytes(int index) const {
@@ -53,8 +65,10 @@ class HostStore {
   void loadParams(const SafetensorsFile& file) { load(file, {plan::ROLE_PARAM}); }
   // Parameters (role PARAM), under their plan names, with `provenance` in the metadata.
   void saveParams(const std::string& path, const std::map<std::string, std::string>& provenance = {}) const;
-  // Gradients (role GRAD), under their parameters' names.
+  // Gradients (role GRAD), under their parameters' names. Sharded, rank 0 writes the file,
+  // gathering each summed gradient from its owners: the other ranks call sendGrads() meanwhile.
   void saveGrads(const std::string& path) const;
+  void sendGrads() const;
   // Parameters and AdamW moments under their plan names (a checkpoint's tensors), plus metadata.
   // Loading them refuses values that are not finite and negative second moments. Sharded, rank 0
   // writes the file, gathering the moments' slices from the other ranks as it goes: they call
@@ -82,11 +96,17 @@ class HostStore {
   int64_t numParams() const { return num_params_; }
   int64_t totalBytes() const { return total_bytes_; }
   // Tensor `index` as saved: fp32 under its plan name (a split master restored as it is written;
-  // a sharded moment gathered on rank 0).
+  // a sharded moment or summed gradient gathered from its owners on rank 0).
   SafetensorsTensor savedTensor(int index) const;
 
  private:
   int find(plan::HostRole role, const std::string& name) const;
+  // Whether tensor `index` is summed or updated slice by slice over the ranks: its whole value
+  // is the owners' slices (a moment, a summed gradient).
+  bool ownedBySlices(int index) const;
+  // Tensor `index` (ownedBySlices) gathered from its owners' slices into `whole` on rank 0 (n
+  // floats; null on the other ranks, which send theirs).
+  void sendSlice(int index, float* whole) const;
   // Every tensor of the given roles from `file`, by its plan name.
   void load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles);
   // Sets parameter `param`'s master (and its staging copy) to `values(first, n, out)`, which
@@ -103,6 +123,8 @@ class HostStore {
   static constexpr int64_t kPageBytes = 4096;
   std::vector<std::unique_ptr<std::byte[], FreeDeleter>> tensors_;  // page-aligned; null for views
   std::vector<std::byte*> data_;  // each tensor's bytes: its own, or a view (landing gradients)
+  std::vector<std::byte*> landed_;  // where the device's copies of each tensor land: data_, or the landing buffer
+  bool gradients_apart_ = false;
   std::vector<int64_t> numel_;
   std::vector<ShardRange> held_;  // of each tensor, the elements held here
   RankExchange* ranks_;           // sharded over them, or null

@@ -79,6 +79,10 @@ int gradLandingTensor(const plan::Plan& plan) {
   return -1;
 }
 
+bool gradientsKeptApart(const plan::Plan& plan) {
+  return gradLandingTensor(plan) >= 0 && !updatesOnArrival(planUpdateKind(plan));
+}
+
 bool updatesParameters(plan::HostTask::Kind kind) {
   return kind == plan::HostTask::ADAMW || kind == plan::HostTask::ADAMW_PREVIOUS || updatesOnArrival(kind);
 }
@@ -120,12 +124,12 @@ int64_t masterBytes(const plan::Plan& plan) {
 }
 
 int64_t planHostBytes(const plan::Plan& plan) {
-  const bool landing = gradLandingTensor(plan) >= 0;
+  const bool views = gradLandingTensor(plan) >= 0 && !gradientsKeptApart(plan);  // gradients in the landing buffer
   const std::set<int> split = splitMasters(plan);
   int64_t bytes = 0;
   for (int i = 0; i < plan.host_tensors_size(); ++i) {
     const auto& t = plan.host_tensors(i);
-    if (!(landing && t.role() == plan::ROLE_GRAD) && !split.count(i)) bytes += hostTensorBytes(t);
+    if (!(views && t.role() == plan::ROLE_GRAD) && !split.count(i)) bytes += hostTensorBytes(t);
   }
   return bytes;
 }

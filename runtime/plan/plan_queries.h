@@ -29,8 +29,14 @@ int64_t keptCopyBytes(const plan::Plan& plan);
 // plan's loss prefixes (plan 1.9: what the loss needs; all of them in a plan that has none).
 std::vector<size_t> stepLengths(const plan::Plan& plan, bool loss_only);
 
-// The plan's ROLE_GRAD_LANDING tensor (every gradient is a view into it), or -1.
+// The plan's ROLE_GRAD_LANDING tensor (every gradient lands at its landing_offset there), or -1.
 int gradLandingTensor(const plan::Plan& plan);
+// Whether the plan's gradients are kept apart from where they land (plan 1.17): they land in
+// the landing buffer, and the host task that takes each one's norm keeps it (summed over
+// micro-batches and ranks; a rank its slice) in the gradient's own tensor, which the deferred
+// update reads — a plan compiled for data-parallel ranks (mtc --ranks). In an on-arrival plan
+// the gradients are views into the landing buffer; without one, they land in their own tensors.
+bool gradientsKeptApart(const plan::Plan& plan);
 
 // The kind of the plan's AdamW tasks (ADAMW when it has none).
 plan::HostTask::Kind planUpdateKind(const plan::Plan& plan);
@@ -51,8 +57,8 @@ bool isMasterRole(plan::HostRole role);
 // The bytes of those tensors: the master weights as the host holds them.
 int64_t masterBytes(const plan::Plan& plan);
 
-// Bytes of host memory the plan's host tensors take (views into the landing buffer not
-// counted twice, split masters counted as their staging copies and residuals): what the host
+// Bytes of host memory the plan's host tensors take (gradients that are views into the landing
+// buffer not counted twice, split masters counted as their staging copies and residuals): what the host
 // store allocates.
 int64_t planHostBytes(const plan::Plan& plan);
 

@@ -63,25 +63,24 @@ void printRanks(const World& world, const HostStore& store, int64_t batch, int64
               "bit); rank 0 prints, logs, checkpoints and exports\n",
               world.size(), accumulate > 1 ? fmt::format("es r, r + {}, ... ({} of them)", world.size(), accumulate).c_str() : " r",
               static_cast<long long>(micro_batches * batch), static_cast<long long>(micro_batches));
-  // The moments are sharded; the master weights and the gradients are whole on every rank.
+  // The moments are sharded (and the summed gradients, where the plan keeps them apart); the
+  // master weights are whole on every rank or host.
   const std::vector<int64_t> local_ranks = world.allgather(static_cast<int64_t>(world.localRank()));
   const std::vector<int64_t> held = world.allgather(store.totalBytes());
   const auto hosts = std::count(local_ranks.begin(), local_ranks.end(), 0);
   const int64_t on_host = world.sumOnHost(store.totalBytes());  // rank 0 prints its host's
   const auto [least, most] = std::minmax_element(held.begin(), held.end());
   const double params = static_cast<double>(store.numParams());
-  std::printf("  host memory: %.1f to %.1f MiB per rank (%.1f to %.1f bytes/param: the AdamW moments sharded over the "
-              "ranks, each updating its slice; %s), %.1f MiB on rank 0's host (%d ranks); %lld host(s)\n",
+  const bool apart = store.gradientsApart();
+  std::printf("  host memory: %.1f to %.1f MiB per rank (%.1f to %.1f bytes/param: the AdamW moments%s sharded over "
+              "the ranks, each updating its slice; %s; %s), %.1f MiB on rank 0's host (%d ranks); %lld host(s)\n",
               *least / 1048576.0, *most / 1048576.0, *least / params, *most / params,
-              store.shard().shared_copy ? "one copy of the master weights per host, in memory its ranks share; the "
-                                          "gradients whole on each rank"
-                                        : "the master weights and gradients whole on each",
+              apart ? " and summed gradients" : "",
+              store.shard().shared_copy ? "one copy of the master weights per host, in memory its ranks share"
+                                        : "the master weights whole on each",
+              apart ? "the gradients land in a buffer of a few blocks' (a plan for ranks: mtc --ranks)"
+                    : "the gradients whole on each rank (mtc --ranks N compiles a plan that keeps only slices)",
               on_host / 1048576.0, world.localSize(), static_cast<long long>(hosts));
-}
-
-void gatherGradients(const RankExchange& exchange, HostStore& store) {
-  for (int p : store.params())
-    if (store.gradOf(p) >= 0) exchange.gatherWhole(store.f32(store.gradOf(p)), store.numel(p), p);
 }
 
 bool anyRankStops(const World& world, bool mine) {

@@ -45,10 +45,6 @@ void addLosses(const World& world, const RankShares& shares, float loss, bool ma
 // update, the host bytes per rank (least and most) and on rank 0's host. Every rank calls it.
 void printRanks(const World& world, const HostStore& store, int64_t batch, int64_t accumulate);
 
-// Each parameter's summed gradient whole on every rank (each holds it on its slice only): for
-// rank 0's --dump-grads. Every rank calls it.
-void gatherGradients(const RankExchange& exchange, HostStore& store);
-
 // Whether any rank was asked to stop (SIGINT/SIGTERM reach the ranks at different moments: they
 // stop after the same step, all of them).
 bool anyRankStops(const World& world, bool mine);

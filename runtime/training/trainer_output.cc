@@ -77,8 +77,9 @@ void Trainer::printPasses() const {
 // progress line, the log line.
 void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds) {
   if (step == 1 && (!config_.grads_path.empty() || config_.sends_grads)) {
-    if (exchange_) gatherGradients(*exchange_, store_);
+    // Sharded: rank 0 gathers each summed gradient from its owners as it writes.
     if (!config_.grads_path.empty()) store_.saveGrads(config_.grads_path);
+    if (config_.sends_grads) store_.sendGrads();
   }
   for (const auto& [run_seconds, timeline] : plan_runs_) report_.add(run_seconds, timeline);
   const bool nothing_counted = masked_ && counted == 0;

@@ -8,7 +8,8 @@
 # less than one process. A checkpoint written by 2 ranks is one process's and resumes in one
 # process with --accumulate 2 to the same weights, on 3 ranks as --accumulate 3. Only rank 0
 # prints and writes. Ranks that disagree (another flag) are refused naming the rank and the
-# field. --accumulate K on N ranks is one process's --accumulate N·K. A rank killed mid-run ends
+# field. --accumulate K on N ranks is one process's --accumulate N·K. A plan for ranks (mtc
+# --ranks) keeps only each rank's slice of the summed gradients, the same training. A rank killed mid-run ends
 # the job within a minute, a rank stopped (alive but silent) after --rank-timeout.
 # usage: data_parallel.sh BIN_DIR WORK_DIR
 set -uo pipefail
@@ -100,6 +101,28 @@ check "mtc --ranks 3 predicts the host's bytes mtrun measured ($predicted vs $on
   "awk -v p=$predicted -v h=$on_host 'BEGIN { exit !(p >= 0.95 * h && p <= 1.05 * h) }'"
 "$bin/mtc" "${shape[@]}" --ranks 3 --ranks-per-host 2 -o odd.plan --no-weights > odd.out 2> odd.err
 check "mtc --ranks 3 --ranks-per-host 2 is refused (exit 2)" "[ \$? -eq 2 ] && grep -q 'whole number of hosts' odd.err"
+# A plan for ranks (mtc --ranks 3): a streamed plan's gradients land in a buffer of a few blocks'
+# and each rank keeps only its slice of each summed gradient (ZeRO-2 over host memory) — the
+# same training bit for bit on 3 ranks and in one process; less host memory than the plan that
+# keeps whole gradients, as mtc predicts. A tied head in vocabulary chunks on 2 ranks too (its
+# gradient's rows scattered by the host into the landing buffer).
+"$bin/mtc" "${shape[@]}" --schedule streamed --ranks 3 -o landed.plan --no-weights > landed.plan.out
+run streamed.acc3 -3 streamed.plan
+run landed.np 3 landed.plan
+run landed.acc -3 landed.plan
+same streamed.acc3 landed.np "a plan for 3 ranks (gradients kept apart) on 3 ranks = the streamed plan's --accumulate 3"
+same streamed.acc3 landed.acc "... in one process with --accumulate 3"
+landed_host=$(sed -n 's/.*, \([0-9.]*\) MiB on rank 0.s host.*/\1/p' landed.np.out)
+landed_predicted=$(sed -n 's/.*, \([0-9.]*\) MiB per host;.*/\1/p' landed.plan.out)
+check "... its host holds less than with whole gradients ($landed_host vs $on_host MiB), as mtc --ranks 3 predicts ($landed_predicted)" \
+  "awk -v l=$landed_host -v h=$on_host -v p=$landed_predicted 'BEGIN { exit !(l < 0.9 * h && p >= 0.95 * l && p <= 1.05 * l) }' && grep -q 'moments and summed gradients sharded' landed.np.out"
+tied=(llama-tiny --tied --layers 2 --batch 2 --seq 32 --vocab-chunks 3 --schedule streamed-recompute)
+"$bin/mtc" "${tied[@]}" -o tied.plan --no-weights >/dev/null
+"$bin/mtc" "${tied[@]}" --ranks 2 -o tied-landed.plan --no-weights >/dev/null
+run tied.acc -2 tied.plan
+run tied.np 2 tied-landed.plan
+same tied.acc tied.np "a tied head in vocabulary chunks, gradients kept apart: 2 ranks = --accumulate 2"
+
 # Two hosts of two ranks (MT_RANKS_PER_HOST=2 on this machine): each host's copy is completed
 # from the other's (each rank from its peer), a bf16 plan's split masters too.
 run hosts.acc -4 bf16.plan

@@ -5,6 +5,8 @@
 # host tensor) resident and on arrival, untied and tied (its token embedding on the host), and
 # the weights streamed as bf16 staging copies resident and streamed-recompute, a bf16 plan
 # resident and offloaded on arrival, and token-tiled blocks resident and offloaded on arrival.
+# So does a plan for ranks (mtc --ranks) in one process and on 2 MPI ranks (the exchange on the
+# host optimizer's thread beside the stream threads).
 # usage: streaming_tsan.sh BIN_DIR MTRUN_TSAN WORK_DIR
 set -euo pipefail
 bin=$1 mtrun_tsan=$2 work=$3
@@ -78,6 +80,19 @@ for plan in tiles-resident tiles-arrival; do
     --print-every 100 --grad-clip 0 >/dev/null
   sed 's/.*"loss":\([^,]*\),.*/\1/' $plan.jsonl > $plan.loss
 done
+# A plan for ranks (mtc --ranks 2): its gradients land in a reused buffer, each copied apart by
+# the host task that takes its norm while the d2h stream lands the next ones — in one process
+# with --accumulate 2, and on 2 MPI ranks, whose exchanges run on the host optimizer's thread
+# beside the stream threads (the same losses).
+"$bin/mtc" llama-tiny --layers 3 --batch 2 --seq 16 --schedule streamed-recompute --ranks 2 -o landed.plan --no-weights \
+  >/dev/null
+landed=(landed.plan --data corpus.tok --weights w.safetensors --steps 3 --print-every 100 --grad-clip 0)
+"$mtrun_tsan" "${landed[@]}" --accumulate 2 --log landed-acc.jsonl >/dev/null
+command -v mpirun >/dev/null || { echo "FAIL: no mpirun (bash tools/setup.sh installs openmpi-bin)"; exit 1; }
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader \
+  OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
+  mpirun -np 2 --bind-to none "$mtrun_tsan" "${landed[@]}" --log landed-np.jsonl >/dev/null
+for run in landed-acc landed-np; do sed 's/.*"loss":\([^,]*\),.*/\1/' $run.jsonl > $run.loss; done
 cmp resident.loss streamed-recompute.loss || { echo "0 passed, 1 failed: losses differ"; exit 1; }
 cmp resident.loss arrival.loss || { echo "1 passed, 1 failed: on-arrival losses differ"; exit 1; }
 cmp resident.loss offload.loss || { echo "2 passed, 1 failed: offloaded losses differ"; exit 1; }
@@ -86,4 +101,6 @@ cmp tied-resident.loss tied-arrival.loss || { echo "4 passed, 1 failed: tied voc
 cmp bf16-resident.loss bf16-streamed.loss || { echo "5 passed, 1 failed: bf16-staged losses differ"; exit 1; }
 cmp mixed-resident.loss mixed-offload.loss || { echo "6 passed, 1 failed: bf16-plan losses differ"; exit 1; }
 cmp tiles-resident.loss tiles-arrival.loss || { echo "7 passed, 1 failed: token-tiled losses differ"; exit 1; }
-echo "8 passed, 0 failed"
+[ -s landed-acc.loss ] && cmp landed-acc.loss landed-np.loss ||
+  { echo "8 passed, 1 failed: the plan for ranks: 2 ranks' losses differ from --accumulate 2's"; exit 1; }
+echo "9 passed, 0 failed"
