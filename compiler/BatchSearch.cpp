@@ -24,13 +24,13 @@ namespace {
 // The host bytes of the plan `module` (through every stage) emits — its host tensors, built as
 // the emitter builds them, without the instructions (the costly part of an emit); INT64_MAX if
 // they cannot be placed.
-int64_t moduleHostBytes(ModuleOp module) {
+int64_t moduleHostBytes(ModuleOp module, int64_t ranks, int64_t ranks_per_host) {
   plan::Plan plan;
   PlanStats stats;
   HostTensors hosts;
   func::FuncOp func = getModelFunction(module);
   if (!func || failed(addHostTensors(func, plan, stats, hosts))) return std::numeric_limits<int64_t>::max();
-  return planHostBytes(plan);
+  return static_cast<int64_t>(hostBytesPerHost(plan, ranks, ranks_per_host));
 }
 
 // One trial compile of --batch auto's search: whether `config` at `batch` fits --device-mem and
@@ -79,10 +79,13 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
   plan::Plan plan;
   PlanStats stats;
   if (failed(emitPlan(*trial, emit, plan, stats))) return result;
-  result.host_bytes = planHostBytes(plan);
+  // --ranks: a host's bytes (its ranks share it), the job's step (a host's link or memory may
+  // bound a small batch).
+  result.host_bytes = static_cast<int64_t>(hostBytesPerHost(plan, o.ranks, o.ranks_per_host));
   result.fits = o.host_mem <= 0 || result.host_bytes <= o.host_mem;
   if (o.host_mem > 0) result.usage = std::max(result.usage, double(result.host_bytes) / o.host_mem);
-  if (result.fits && stats.step_us > 0) result.tokens_per_s = double(batch * seq) / (stats.step_us * 1e-6);
+  const double step_us = dataParallelStepMicros(o, emit, plan, stats);
+  if (result.fits && step_us > 0) result.tokens_per_s = double(batch * seq) / (step_us * 1e-6);
   return result;
 }
 
@@ -212,7 +215,9 @@ StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optio
   stage.last = last;
   stage.device_mem = o.device_mem;
   stage.host_mem = o.host_mem;
-  stage.host_bytes = moduleHostBytes;
+  stage.host_bytes = [ranks = o.ranks, per_host = o.ranks_per_host](ModuleOp module) {
+    return moduleHostBytes(module, ranks, per_host);
+  };
   stage.schedule = o.schedule;
   stage.update = update;
   stage.tune_recompute = tune_recompute;

@@ -18,17 +18,19 @@ const std::vector<HardwareProfile>& hardwareProfiles() {
   // mma.sync kernels that replaced them run ~160 forward and ~43-62 backward in training, so a
   // bf16 step is predicted short (qwen2.5-7b: measured/predicted 1.22); the CPU emulates
   // bf16 storage around its f32 kernels (no faster than fp32). Between hosts (mtc --ranks):
-  // assumed, not measured — 100 Gb/s Ethernet for the CPU machine, a 400 Gb/s NIC per GPU host.
+  // assumed, not measured — 100 Gb/s Ethernet for the CPU machine, a 400 Gb/s NIC per GPU host;
+  // between a host's GPUs, an HGX board's NVLink 4 (450 GB/s each way per GPU, the datasheet's;
+  // none between the CPU machine's ranks or on a GH200 host of one GPU).
   static const std::vector<HardwareProfile> profiles = {
-      {"cpu", 170e9, 170e9, 170e9, 170e9, 12e9, 12e9, 12e9, 35e9, 12.5e9,
+      {"cpu", 170e9, 170e9, 170e9, 170e9, 12e9, 12e9, 12e9, 35e9, 12.5e9, 0,
        "2-core x86 development machine, OpenBLAS sgemm, AdamW at 39 GB/s (docs/perf.md)"},
-      {"h100-pcie5", 494e12, 16e12, 780e12, 120e12, 3.35e12, 50e9, 50e9, 120e9, 50e9,
+      {"h100-pcie5", 494e12, 16e12, 780e12, 120e12, 3.35e12, 50e9, 50e9, 120e9, 50e9, 450e9,
        "H100 SXM TF32 dense peak, bf16 products as measured, HBM3, PCIe Gen5 x16 pinned, 16-core host",
        int64_t{76} << 30},  // 80 GB (79.2 GiB usable)
-      {"h200", 494e12, 16e12, 780e12, 120e12, 4.8e12, 50e9, 50e9, 120e9, 50e9,
+      {"h200", 494e12, 16e12, 780e12, 120e12, 4.8e12, 50e9, 50e9, 120e9, 50e9, 450e9,
        "H200 TF32 dense peak, bf16 products as the H100's, HBM3e, PCIe Gen5 x16 pinned, 16-core host",
        int64_t{136} << 30},  // 141 GB (140.4 GiB usable)
-      {"gh200", 494e12, 16e12, 780e12, 120e12, 4.0e12, 400e9, 400e9, 400e9, 50e9,
+      {"gh200", 494e12, 16e12, 780e12, 120e12, 4.0e12, 400e9, 400e9, 400e9, 50e9, 0,
        "GH200 TF32 dense peak, bf16 products as the H100's, NVLink-C2C", int64_t{90} << 30},  // 96 GB (95.6 GiB)
   };
   return profiles;
@@ -47,7 +49,7 @@ std::string parseHardwareSpec(const std::string& spec, HardwareProfile& out) {
       {"bf16-attention-tflops", &HardwareProfile::bf16_attention_flops_per_s},
       {"memory-gbps", &HardwareProfile::memory_bps},   {"h2d-gbps", &HardwareProfile::h2d_bps},
       {"d2h-gbps", &HardwareProfile::d2h_bps},         {"host-gbps", &HardwareProfile::host_bps},
-      {"net-gbps", &HardwareProfile::network_bps}};
+      {"net-gbps", &HardwareProfile::network_bps},     {"nvlink-gbps", &HardwareProfile::nvlink_bps}};
   std::string keys, names;
   for (const auto& [key, field] : rates) keys += std::string(keys.empty() ? "" : ", ") + key;
   keys += ", link-gbps";
@@ -72,8 +74,12 @@ std::string parseHardwareSpec(const std::string& spec, HardwareProfile& out) {
     const std::string key = items[i].substr(0, eq), text = eq == std::string::npos ? "" : items[i].substr(eq + 1);
     char* end = nullptr;
     const double value = std::strtod(text.c_str(), &end);
-    if (eq == std::string::npos || text.empty() || *end != '\0' || !(value > 0) || !std::isfinite(value))
-      return "'" + items[i] + "' in --hw " + spec + " is not KEY=POSITIVE_NUMBER (keys: " + keys + ")";
+    // nvlink-gbps=0: GPUs without NVLink between them (PCIe cards); every other rate is positive.
+    const bool zero_allowed = key == "nvlink-gbps" && value == 0;
+    if (eq == std::string::npos || text.empty() || *end != '\0' || !(value > 0 || zero_allowed) ||
+        !std::isfinite(value))
+      return "'" + items[i] + "' in --hw " + spec + " is not KEY=POSITIVE_NUMBER (keys: " + keys + "; nvlink-gbps=0: "
+             "no NVLink)";
     const double scale = key.find("tflops") != std::string::npos ? 1e12 : 1e9;
     bool known = key == "link-gbps";
     if (known) out.h2d_bps = out.d2h_bps = value * scale;

@@ -17,6 +17,9 @@ struct HardwareProfile {
   double d2h_bps;        // device -> host link
   double host_bps;       // host memory bandwidth seen by the optimizer
   double network_bps;    // between hosts, one host's link (data parallel over hosts)
+  // Between the GPUs of one host, each GPU's, each way (NVLink; 0: none, as for PCIe cards): what
+  // device collectives would move at (DESIGN.md §13; priced by mtc --ranks, not built).
+  double nvlink_bps;
   std::string note;      // where the numbers come from
   // The device budget mtc assumes when --device-mem is not given: the card's memory less room
   // for the CUDA context, the libraries' workspaces and fragmentation (0: no device, no budget).
@@ -31,8 +34,8 @@ const HardwareProfile* findHardwareProfile(const std::string& name);
 // A profile from mtc's --hw: a known profile's name, and/or comma-separated rates overriding
 // its numbers (without a name, h100-pcie5's): tflops=, attention-tflops=, bf16-tflops=,
 // bf16-attention-tflops= (TFLOP/s),
-// memory-gbps=, h2d-gbps=, d2h-gbps=, link-gbps= (both directions), host-gbps=, net-gbps= (GB/s, 1e9
-// bytes/s). "h100-pcie5,link-gbps=25" or "tflops=312,link-gbps=25". Sets `out` (named `spec`
+// memory-gbps=, h2d-gbps=, d2h-gbps=, link-gbps= (both directions), host-gbps=, net-gbps=,
+// nvlink-gbps= (GB/s, 1e9 bytes/s). "h100-pcie5,link-gbps=25" or "tflops=312,link-gbps=25". Sets `out` (named `spec`
 // when it overrides anything) and returns "", or returns what is wrong with `spec`.
 std::string parseHardwareSpec(const std::string& spec, HardwareProfile& out);
 

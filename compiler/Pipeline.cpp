@@ -399,6 +399,18 @@ bool chooseHardware(const CompileOptions& requested, HardwareProfile& hw, Compil
 bool checkHostBudget(const CompileOptions& o, const plan::Plan& plan, const PlanStats& stats, CompileReport& report) {
   report.host_bytes = planHostBytes(plan);
   report.host_parts = hostParts(plan, stats);
+  if (o.ranks > 1) {  // a host of the job: its ranks share the master weights and shard the optimizer
+    const double host = hostBytesPerHost(plan, o.ranks, o.ranks_per_host);
+    if (o.host_mem <= 0 || host <= o.host_mem) return true;
+    std::fprintf(stderr,
+                 "mtc: error: each host of the %lld-rank job needs %s of host memory (%lld ranks on it: the master "
+                 "weights once, each rank its share of the moments and gradients and its own buffers) but --host-mem "
+                 "is %s: use hosts with at least %s, fewer ranks per "
+                 "host (--ranks-per-host), or a smaller model\n",
+                 (long long)o.ranks, formatBytes(host).c_str(), (long long)o.ranks_per_host,
+                 formatBytes(o.host_mem).c_str(), formatBytes(host).c_str());
+    return false;
+  }
   if (o.host_mem <= 0 || report.host_bytes <= o.host_mem) return true;
   std::fprintf(stderr,
                "mtc: error: the plan needs %s of host memory (%.1f bytes for each of %s parameters: %s) but "

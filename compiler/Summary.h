@@ -44,5 +44,13 @@ void printSummary(const CompileReport& r, mlir::ModuleOp module, const StageResu
 // --ranks: the plan run data parallel (SummaryRanks.cpp). Nothing for one rank.
 void printDataParallel(const CompileOptions& o, const EmitOptions& emit, const plan::Plan& plan,
                        const PlanStats& stats);
+// The host bytes of one host of a job of `ranks` ranks, `ranks_per_host` on each (the optimizer
+// sharded, one copy of the master weights per host): what --host-mem bounds. One process's for
+// one rank.
+double hostBytesPerHost(const plan::Plan& plan, int64_t ranks, int64_t ranks_per_host);
+// The predicted step of the job `o` prices (--ranks) as mtrun runs it (the exchange on the
+// hosts): one rank's step, or longer where a host's stream, memory or link is busier.
+double dataParallelStepMicros(const CompileOptions& o, const EmitOptions& emit, const plan::Plan& plan,
+                              const PlanStats& stats);
 
 }  // namespace mt

@@ -1,10 +1,14 @@
 // mtc --ranks N [--ranks-per-host R]: what the plan costs run data parallel on N ranks
 // (mpirun -np N mtrun; docs/distributed.md), from the plan itself (the same plan runs on every
 // rank): each rank's and each host's host bytes with the optimizer sharded (and the summed
-// gradients, in a plan that keeps them apart) and one host copy of the master weights, the bytes each rank exchanges per step, and the host stream's time
-// against the predicted step.
+// gradients, in a plan that keeps them apart) and one host copy of the master weights, the
+// bytes each rank exchanges per step, and the job's step priced two ways — as mtrun runs it
+// (the exchange on the hosts) and with device collectives (NCCL over NVLink, DESIGN.md §13; not
+// built) — each bounded by the busiest of the device, a rank's host stream, the host's memory
+// and the host's network link.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -18,11 +22,11 @@ std::string millis(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
 
 // The plan's host bytes by what the ranks do with them.
 struct HostShares {
-  double grads = 0;    // gradient landing buffers: whole on every rank
+  double grads = 0;      // gradient landing buffers: whole on every rank
   double grad_sums = 0;  // summed gradients kept apart (gradientsKeptApart): sharded
-  double moments = 0;  // AdamW moments: sharded
-  double copy = 0;     // master weights and their bf16 copies: one per host (shared by its ranks)
-  double rest = 0;     // per-step inputs, offloaded activations, the loss: every rank's own
+  double moments = 0;    // AdamW moments: sharded
+  double copy = 0;       // master weights and their bf16 copies: one per host (shared by its ranks)
+  double rest = 0;       // per-step inputs, offloaded activations, the loss: every rank's own
   double gradient_values = 0;  // the gradients' bytes (each exchanged per step)
 };
 
@@ -44,9 +48,22 @@ HostShares hostShares(const plan::Plan& plan) {
   return s;
 }
 
-// The host optimizer's work in the plan's host tasks: AdamW and the norm (what sharding divides
-// by the rank count), at the profile's host bandwidth.
-double optimizerMicros(const plan::Plan& plan, const HardwareProfile& hw) {
+// Host bytes of every rank (own), of the rank holding its host's copy, and of a host.
+struct RankBytes {
+  double own = 0, writer = 0, host = 0;
+};
+
+RankBytes rankBytes(const HostShares& s, int64_t n, int64_t r) {
+  RankBytes b;
+  b.own = s.grads + (s.moments + s.grad_sums) / n + s.rest;
+  b.writer = b.own + s.copy;
+  b.host = r * b.own + s.copy;
+  return b;
+}
+
+// The bytes of the host optimizer's work in the plan's host tasks: AdamW and the norm (what
+// sharding divides by the rank count).
+double optimizerBytes(const plan::Plan& plan) {
   double bytes = 0;
   for (const auto& s : plan.streams())
     for (const auto& in : s.instructions())
@@ -55,48 +72,138 @@ double optimizerMicros(const plan::Plan& plan, const HardwareProfile& hw) {
         if (kind != plan::HostTask::EMBEDDING_LOOKUP && kind != plan::HostTask::EMBEDDING_GRAD)
           bytes += static_cast<double>(in.bytes());
       }
-  return bytes / hw.host_bps * 1e6;
+  return bytes;
+}
+
+// A job's step, priced by the resources that must each fit in it when the steps overlap: the
+// step is the busiest one's time.
+struct JobStep {
+  double device_us = 0;       // one rank's device step
+  double host_stream_us = 0;  // one rank's host stream: its optimizer share, its exchanges (waits included)
+  double host_memory_us = 0;  // a host's memory traffic: its ranks' copies, exchanges, updates
+  double network_us = 0;      // a host's link to the others, each way
+  double step_us() const { return std::max({device_us, host_stream_us, host_memory_us, network_us}); }
+  // The host stream waits for the network (its exchanges' calls): a stream mostly waiting is
+  // bound by the network.
+  const char* bound() const {
+    const double step = step_us();
+    return step == device_us          ? "the devices"
+           : step == host_memory_us   ? "the hosts' memory, not the GPUs"
+           : network_us >= 0.5 * step ? "the network between hosts, not the GPUs"
+                                      : "each rank's host stream, not the GPUs";
+  }
+};
+
+// One rank's device step when its host stream takes `host_stream_us` instead of one process's
+// stats.host_us: the compute's waits on the host (the plan's simulation) shrink in proportion
+// (an estimate: the waits' share of a shorter host stream is not simulated again).
+double deviceStep(const PlanStats& stats, double step_us, double host_stream_us) {
+  const double shorter = stats.host_us > 0 ? std::max(0.0, 1.0 - host_stream_us / stats.host_us) : 0.0;
+  return step_us - stats.compute_wait_us[3] * shorter;
+}
+
+struct Job {
+  int64_t n = 1, r = 1, hosts = 1;
+  HostShares shares;
+  double optimizer_bytes = 0;  // one process's
+};
+
+// As mtrun runs it: each rank's device copies its whole gradient to its host, which sends the
+// slices to their owners (between hosts over the link, within one through shared memory) and
+// gets the updated weights back; every device reads every weight over its own link.
+JobStep hostExchangeStep(const Job& job, const HardwareProfile& hw, const PlanStats& stats, double& grad_out,
+                         double& grad_between, double& weights_in, double& local_us) {
+  const double n = job.n, r = job.r, g = job.shares.gradient_values;
+  grad_out = g * (n - 1) / n;
+  grad_between = g * (n - r) / n;
+  weights_in = job.shares.copy * (job.hosts - 1) / n;
+  const double local_bytes = 2.0 * (grad_out - grad_between);  // read and written in shared memory
+  local_us = local_bytes / hw.host_bps * 1e6;
+  JobStep step;
+  step.network_us = r * (grad_between + weights_in) / hw.network_bps * 1e6;
+  const double optimizer_us = job.optimizer_bytes / hw.host_bps * 1e6;
+  step.host_stream_us = stats.host_us - optimizer_us * (1.0 - 1.0 / n) + step.network_us + local_us;
+  step.device_us = deviceStep(stats, stats.step_us, step.host_stream_us);
+  const double memory = r * (static_cast<double>(stats.h2d_bytes + stats.d2h_bytes) + local_bytes + grad_between +
+                             weights_in) +
+                        job.optimizer_bytes * r / n;
+  step.host_memory_us = memory / hw.host_bps * 1e6;
+  return step;
+}
+
+// With device collectives (not built): the gradients reduce-scattered over NVLink before they
+// leave, so each GPU copies out its 1/R slice; each weight crosses PCIe once per host (1/R per
+// GPU) and is all-gathered over NVLink; between hosts only the hosts' slices move.
+JobStep deviceCollectivesStep(const Job& job, const HardwareProfile& hw, const PlanStats& stats, double& nvlink_us) {
+  const double r = job.r, h = job.hosts, g = job.shares.gradient_values;
+  const double weights = static_cast<double>(stats.weight_h2d_bytes);
+  const double h2d = static_cast<double>(stats.h2d_bytes) - weights * (r - 1) / r;
+  const double d2h = static_cast<double>(stats.d2h_bytes) - g * (r - 1) / r;
+  nvlink_us = (weights + g) * (r - 1) / r / hw.nvlink_bps * 1e6;
+  JobStep step;
+  const double between = (g + job.shares.copy) * (h - 1) / h;  // each host's, each way
+  step.network_us = between / hw.network_bps * 1e6;
+  const double optimizer_us = job.optimizer_bytes / hw.host_bps * 1e6;
+  step.host_stream_us = stats.host_us - optimizer_us * (1.0 - 1.0 / job.n) + step.network_us;
+  // The plan's waits beyond its busiest device stream stay; the busiest is the new streams'.
+  const double busiest = std::max({stats.compute_us, stats.h2d_us, stats.d2h_us});
+  const double links = std::max({stats.compute_us, h2d / hw.h2d_bps * 1e6, d2h / hw.d2h_bps * 1e6, nvlink_us});
+  step.device_us = deviceStep(stats, links + (stats.step_us - busiest), step.host_stream_us);
+  step.host_memory_us = (r * (h2d + d2h) + between + job.optimizer_bytes * r / job.n) / hw.host_bps * 1e6;
+  return step;
+}
+
+std::string jobRate(const JobStep& step, const Job& job, const EmitOptions& emit, const PlanStats& stats) {
+  const double tokens = static_cast<double>(job.n * emit.batch * emit.seq);
+  const double params = static_cast<double>(emit.active_params ? emit.active_params : stats.num_params);
+  return fmt::format("step {} (device {}, host stream {}, host memory {}, network {}), bound by {}: {:.0f} tokens/s, "
+                     "{:.1f} model TFLOP/s for the job",
+                     millis(step.step_us()), millis(step.device_us), millis(step.host_stream_us),
+                     millis(step.host_memory_us), millis(step.network_us), step.bound(),
+                     tokens / (step.step_us() * 1e-6), 6.0 * params * tokens / (step.step_us() * 1e-6) / 1e12);
 }
 
 }  // namespace
 
+double dataParallelStepMicros(const CompileOptions& o, const EmitOptions& emit, const plan::Plan& plan,
+                              const PlanStats& stats) {
+  if (o.ranks <= 1) return stats.step_us;
+  const Job job{o.ranks, o.ranks_per_host, o.ranks / o.ranks_per_host, hostShares(plan), optimizerBytes(plan)};
+  double grad_out = 0, grad_between = 0, weights_in = 0, local_us = 0;
+  return hostExchangeStep(job, emit.hardware, stats, grad_out, grad_between, weights_in, local_us).step_us();
+}
+
+double hostBytesPerHost(const plan::Plan& plan, int64_t ranks, int64_t ranks_per_host) {
+  if (ranks <= 1) return static_cast<double>(planHostBytes(plan));
+  return rankBytes(hostShares(plan), ranks, ranks_per_host).host;
+}
+
 void printDataParallel(const CompileOptions& o, const EmitOptions& emit, const plan::Plan& plan,
                        const PlanStats& stats) {
   if (o.ranks <= 1) return;
-  const int64_t n = o.ranks, r = o.ranks_per_host, hosts = n / r;
-  const HostShares s = hostShares(plan);
-  const double own = s.grads + (s.moments + s.grad_sums) / n + s.rest;  // every rank's
-  const double writer = own + s.copy;                    // the rank holding its host's copy
-  const double host = r * own + s.copy;
-  // Per rank per step: its gradient's slices out to their owners and the other ranks' slices of
-  // its own in; the updated weights' slices back (with one host copy, only from the other hosts).
-  const double grad_out = s.gradient_values * (n - 1) / n, grad_between = s.gradient_values * (n - r) / n;
-  const double weights_in = s.copy * (hosts - 1) / n;
-  // Each host's link carries its r ranks' traffic between hosts, both ways at once; within the
-  // host the slices move through shared memory (read and written).
-  const double link_us = r * (grad_between + weights_in) / emit.hardware.network_bps * 1e6;
-  const double local_us = 2.0 * (grad_out - grad_between) / emit.hardware.host_bps * 1e6;
-  const double optimizer_us = optimizerMicros(plan, emit.hardware);
-  const double host_us = stats.host_us - optimizer_us * (1.0 - 1.0 / n) + link_us + local_us;
-  const double step_us = std::max(stats.step_us, stats.step_us + host_us - stats.host_us);
-  const double tokens = static_cast<double>(n * emit.batch * emit.seq);
+  const Job job{o.ranks, o.ranks_per_host, o.ranks / o.ranks_per_host, hostShares(plan), optimizerBytes(plan)};
+  const RankBytes bytes = rankBytes(job.shares, job.n, job.r);
+  double grad_out = 0, grad_between = 0, weights_in = 0, local_us = 0;
+  const JobStep exchange = hostExchangeStep(job, emit.hardware, stats, grad_out, grad_between, weights_in, local_us);
   std::printf("  data parallel  %lld ranks (--ranks), %lld per host on %lld host%s: %lld x %lld tokens per update; "
               "host %s per rank (%s on the rank holding the host's copy of the master weights), %s per host; per "
               "step each rank sends its gradient's slices to their owners (%s, %s of them between hosts) and gets "
               "the updated weights back (%s between hosts): %s on a %.0f GB/s link per host, %s through shared "
-              "memory; the host optimizer 1/%lld of one process's; host stream %s of a %s step%s: %.0f tokens/s "
-              "for the job\n",
-              (long long)n, (long long)r, (long long)hosts, hosts == 1 ? "" : "s", (long long)n,
-              (long long)(emit.batch * emit.seq), formatBytes(static_cast<int64_t>(own)).c_str(),
-              formatBytes(static_cast<int64_t>(writer)).c_str(), formatBytes(static_cast<int64_t>(host)).c_str(),
-              formatBytes(static_cast<int64_t>(grad_out)).c_str(),
-              formatBytes(static_cast<int64_t>(grad_between)).c_str(),
-              formatBytes(static_cast<int64_t>(weights_in)).c_str(), millis(link_us).c_str(),
-              emit.hardware.network_bps * 1e-9, millis(local_us).c_str(), (long long)n, millis(host_us).c_str(),
-              millis(step_us).c_str(),
-              host_us <= stats.step_us ? " (overlapped: the step as one process's)"
-                                       : " (the host stream outlasts the step: it is the bottleneck)",
-              tokens / (step_us * 1e-6));
+              "memory; the host optimizer 1/%lld of one process's\n",
+              (long long)job.n, (long long)job.r, (long long)job.hosts, job.hosts == 1 ? "" : "s", (long long)job.n,
+              (long long)(emit.batch * emit.seq), formatBytes(bytes.own).c_str(), formatBytes(bytes.writer).c_str(),
+              formatBytes(bytes.host).c_str(), formatBytes(grad_out).c_str(), formatBytes(grad_between).c_str(),
+              formatBytes(weights_in).c_str(), millis(exchange.network_us).c_str(), emit.hardware.network_bps * 1e-9,
+              millis(local_us).c_str(), (long long)job.n);
+  std::printf("  job step       as mtrun runs it (the exchange on the hosts): %s\n",
+              jobRate(exchange, job, emit, stats).c_str());
+  if (emit.hardware.nvlink_bps <= 0 || job.r <= 1) return;
+  double nvlink_us = 0;
+  const JobStep devices = deviceCollectivesStep(job, emit.hardware, stats, nvlink_us);
+  std::printf("  with NCCL      gradients reduce-scattered and weights all-gathered over NVLink (%.0f GB/s: %s per "
+              "GPU), each weight over PCIe once per host (DESIGN.md §13; not built: it waits for a machine with "
+              "several GPUs): %s\n",
+              emit.hardware.nvlink_bps * 1e-9, millis(nvlink_us).c_str(), jobRate(devices, job, emit, stats).c_str());
 }
 
 }  // namespace mt

@@ -37,6 +37,12 @@ TEST(HardwareSpec, NamesRatesAndRefusals) {
   for (const char* bad : {"h200,link-gbps", "h200,link-gbps=", "tflops=-3", "tflops=0", "tflops=3x", "h200,"})
     EXPECT_NE(parseHardwareSpec(bad, p).find("is not KEY=POSITIVE_NUMBER"), std::string::npos) << bad;
   EXPECT_NE(parseHardwareSpec("h200,pcie=5", p).find("unknown rate 'pcie'"), std::string::npos);
+  // Between a host's GPUs: NVLink's rate, or none (0) for PCIe cards; no other rate may be 0.
+  ASSERT_EQ(parseHardwareSpec("h100-pcie5,nvlink-gbps=0", p), "");
+  EXPECT_DOUBLE_EQ(p.nvlink_bps, 0.0);
+  ASSERT_EQ(parseHardwareSpec("nvlink-gbps=300", p), "");
+  EXPECT_DOUBLE_EQ(p.nvlink_bps, 300e9);
+  EXPECT_NE(parseHardwareSpec("h200,net-gbps=0", p).find("is not KEY=POSITIVE_NUMBER"), std::string::npos);
 }
 
 }  // namespace

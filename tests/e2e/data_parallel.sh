@@ -99,6 +99,20 @@ same masked.acc masked.np "2 ranks = --accumulate 2 (loss mask)"
 predicted=$(sed -n 's/.*, \([0-9.]*\) MiB per host;.*/\1/p' priced.out)
 check "mtc --ranks 3 predicts the host's bytes mtrun measured ($predicted vs $on_host MiB)" \
   "awk -v p=$predicted -v h=$on_host 'BEGIN { exit !(p >= 0.95 * h && p <= 1.05 * h) }'"
+check "... and the job's step: bound by the devices (this plan on one host)" \
+  "grep -q 'job step .*bound by the devices' priced.out"
+# The job's step bound by what is busiest: a slow link between hosts bounds it (and mtc says so);
+# with NVLink (h100-pcie5's profile) the devices' collectives are priced beside it.
+"$bin/mtc" "${shape[@]}" --schedule resident --ranks 4 --ranks-per-host 2 --hw h100-pcie5,net-gbps=0.0001 \
+  -o slow.plan --no-weights > slow.out
+check "mtc --ranks 4 on 2 hosts over a slow link: the network bounds the job's step" \
+  "grep -q 'job step .*bound by the network between hosts, not the GPUs' slow.out && grep -q 'with NCCL .*over NVLink' slow.out"
+# --host-mem bounds each host of the job: 3 ranks of one host need more than one process.
+"$bin/mtc" "${shape[@]}" --schedule resident --host-mem 2.5MiB -o fits.plan --no-weights > fits.out
+check "one process fits in 2.5 MiB of host memory" "[ \$? -eq 0 ]"
+"$bin/mtc" "${shape[@]}" --schedule resident --host-mem 2.5MiB --ranks 3 -o tight.plan --no-weights > tight.out 2> tight.err
+check "... 3 ranks on that host do not: refused naming the host's bytes" \
+  "[ \$? -ne 0 ] && grep -q 'each host of the 3-rank job needs 2.9 MiB of host memory' tight.err && [ ! -e tight.plan ]"
 "$bin/mtc" "${shape[@]}" --ranks 3 --ranks-per-host 2 -o odd.plan --no-weights > odd.out 2> odd.err
 check "mtc --ranks 3 --ranks-per-host 2 is refused (exit 2)" "[ \$? -eq 2 ] && grep -q 'whole number of hosts' odd.err"
 # A plan for ranks (mtc --ranks 3): a streamed plan's gradients land in a buffer of a few blocks'
