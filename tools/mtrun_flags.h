@@ -73,7 +73,7 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
       ->capture_default_str();
   app.add_option("--rank-timeout", c.rank_timeout,
                  "under mpirun: the seconds a rank waits for the others before it ends the job (a rank hung, "
-                 "stopped or gone; the wait for rank 0's checkpoints is not bounded)")
+                 "stopped or gone; the wait for rank 0's checkpoint adds its bytes' time at 10 MB/s)")
       ->capture_default_str();
   app.add_flag("--profile", c.profile, "print the time spent in each kernel at the end");
   app.add_option("--trace", c.trace_path,

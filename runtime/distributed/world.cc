@@ -199,8 +199,9 @@ int64_t nowNs() {
 }
 }  // namespace
 
-World::Waiting::Waiting(const World& world, const char* call) : world_(world) {
+World::Waiting::Waiting(const World& world, const char* call, double bound_s) : world_(world) {
   world_.waiting_in_ = call;
+  world_.waiting_bound_s_ = bound_s > 0 ? bound_s : world.wait_bound_s_;
   world_.waiting_since_ns_ = nowNs();
 }
 World::Waiting::~Waiting() { world_.waiting_since_ns_ = 0; }
@@ -215,12 +216,14 @@ void World::watch() {
   while (!stopping_) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const int64_t since = waiting_since_ns_;
-    if (since == 0 || static_cast<double>(nowNs() - since) * 1e-9 <= wait_bound_s_) continue;
+    const double bound = waiting_bound_s_;
+    if (since == 0 || static_cast<double>(nowNs() - since) * 1e-9 <= bound) continue;
     std::fprintf(stderr,
                  "mtrun (rank %d): waited %.0f s in %s for the other ranks: one of them hung, was stopped or lost "
-                 "its host; ending the job (mtrun --rank-timeout bounds this wait; rank 0's last checkpoint, if it "
+                 "its host; ending the job (mtrun --rank-timeout bounds this wait%s; rank 0's last checkpoint, if it "
                  "wrote any, is intact)\n",
-                 rank_, wait_bound_s_, waiting_in_.load());
+                 rank_, bound, waiting_in_.load(),
+                 bound > wait_bound_s_ ? ", with the time rank 0's checkpoint may take to write" : "");
     std::fflush(nullptr);
     std::_Exit(1);  // mpirun ends the other ranks
   }
@@ -237,9 +240,13 @@ void World::abortJob(int code) const {
 #endif
 }
 
-void World::barrier() const {
+void World::barrier(double seconds) const {
 #ifdef MT_MPI_ENABLED
-  if (size_ > 1) check(MPI_Barrier(g_comm), "MPI_Barrier");
+  if (size_ == 1) return;
+  const Waiting waiting(*this, "MPI_Barrier (rank 0 writing a checkpoint)", seconds);
+  check(MPI_Barrier(g_comm), "MPI_Barrier");
+#else
+  (void)seconds;
 #endif
 }
 

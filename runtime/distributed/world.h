@@ -36,9 +36,10 @@ class World {
   // rank says so on stderr and exits 1 (mpirun then ends the others). A watchdog thread checks
   // once a second. A world of one has nothing to wait for.
   void boundWaits(double seconds);
-  // Waits, unbounded, until every rank gets here: where rank 0 writes what the others wait for
-  // (a checkpoint: its time grows with the model, not a sign of a hung rank).
-  void barrier() const;
+  // Waits until every rank gets here, for at most `seconds` instead of boundWaits' bound: where
+  // rank 0 writes what the others wait for (a checkpoint: its time grows with the model, not a
+  // sign of a hung rank — but a rank 0 hung in it must not leave the job waiting forever).
+  void barrier(double seconds) const;
   // Ends every rank of the job now (MPI_Abort) with exit code `code`: what a rank that failed
   // does, so that no other rank waits for it, in a collective or in MPI_Finalize. A world of one
   // returns.
@@ -90,7 +91,8 @@ class World {
   // destruction: what the watchdog times.
   class Waiting {
    public:
-    Waiting(const World& world, const char* call);
+    // `bound_s`: this wait's bound (0: boundWaits').
+    Waiting(const World& world, const char* call, double bound_s = 0.0);
     ~Waiting();
 
    private:
@@ -106,6 +108,7 @@ class World {
   double wait_bound_s_ = 0.0;  // 0: unbounded
   mutable std::atomic<int64_t> waiting_since_ns_{0};  // 0: not waiting
   mutable std::atomic<const char*> waiting_in_{nullptr};
+  mutable std::atomic<double> waiting_bound_s_{0.0};  // the current wait's bound
   std::atomic<bool> stopping_{false};
   std::thread watchdog_;
 };

@@ -208,4 +208,22 @@ for _ in $(seq 1 30); do kill -0 $job 2>/dev/null || break; sleep 1; done
 check "a stopped rank ends the job after --rank-timeout" "! kill -0 $job 2>/dev/null"
 check "... saying why" "grep -q 'waited 3 s in MPI_.* for the other ranks: one of them hung, was stopped' stopped.err"
 kill -9 $job "$victim" 2>/dev/null
+# Rank 0 stopped while it writes a checkpoint every step: rank 1, waiting for its file or in a
+# collective, ends the job too (the checkpoint's wait is bounded by --rank-timeout and the time
+# its bytes take at 10 MB/s), and the last published checkpoint loads.
+ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --steps 100000 --print-every 100000 --rank-timeout 3 \
+  --checkpoint-every 1 --checkpoint-dir ckstop > stopped0.out 2> stopped0.err &
+job=$!
+sleep 4
+victim=
+for p in $(pgrep -f "mtrun resident.plan .*--checkpoint-dir ckstop"); do
+  tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && victim=$p
+done
+kill -STOP "$victim"
+for _ in $(seq 1 30); do kill -0 $job 2>/dev/null || break; sleep 1; done
+check "rank 0 stopped while writing checkpoints ends the job within 30 s" "[ -n '$victim' ] && ! kill -0 $job 2>/dev/null"
+check "... rank 1 saying why" "grep -q 'mtrun (rank 1): waited [0-9]* s in MPI_' stopped0.err"
+kill -9 $job "$victim" 2>/dev/null
+"$bin/mtrun" resident.plan --data corpus.tok --resume ckstop --steps 1 --print-every 100 > ckstop.out 2>&1
+check "... its last published checkpoint resumes" "grep -q 'resum' ckstop.out"
 finish
