@@ -91,6 +91,11 @@ class ConfigReader {
       throw error("'" + key + "' is " + jsonBrief(config_[key]) + ": " + why);
   }
   void take(const std::string& key) { taken_.insert(key); }
+  // A reader of the object under `key` (taken), its errors naming it.
+  ConfigReader nested(const std::string& key) {
+    taken_.insert(key);
+    return ConfigReader(config_[key], path_ + " '" + key + "'");
+  }
   // The value of `key` as it is (taken), for a setting read whole; null when absent.
   const json& value(const std::string& key) {
     static const json null_value;
@@ -115,6 +120,47 @@ class ConfigReader {
   std::string path_;
   std::set<std::string> taken_;
 };
+
+// rope_scaling into `c` (transformers' rope types linear, llama3 — Llama 3.1 and 3.2 — and yarn;
+// default or absent: none). Another type is refused by name: it would turn other angles.
+void readRopeScaling(ConfigReader& r, ModelConfig& c) {
+  if (!r.has("rope_scaling")) return r.take("rope_scaling");
+  if (!r.value("rope_scaling").is_object()) throw r.error("'rope_scaling' is not an object");
+  ConfigReader s = r.nested("rope_scaling");
+  // transformers names it rope_type (older configs: type; some carry both).
+  const std::string type = s.has("rope_type") ? s.text("rope_type", "") : s.text("type", "default");
+  s.take("type");
+  RopeScaling& out = c.rope_scaling;
+  const auto factor = [&] {
+    if (!s.has("factor")) throw s.error("no 'factor'");
+    return s.number("factor", 1.0);
+  };
+  if (type == "default") {
+  } else if (type == "linear") {
+    out.kind = RopeScaling::Kind::kLinear, out.factor = factor();
+  } else if (type == "llama3") {
+    out.kind = RopeScaling::Kind::kLlama3, out.factor = factor();
+    out.low_freq_factor = s.number("low_freq_factor", 1.0);
+    out.high_freq_factor = s.number("high_freq_factor", 4.0);
+    out.original_context = s.integer("original_max_position_embeddings");
+    if (!(out.high_freq_factor > out.low_freq_factor))
+      throw s.error("'high_freq_factor' must be above 'low_freq_factor'");
+  } else if (type == "yarn") {
+    out.kind = RopeScaling::Kind::kYarn, out.factor = factor();
+    out.original_context = s.integer("original_max_position_embeddings", 0);
+    out.beta_fast = s.number("beta_fast", 32.0);
+    out.beta_slow = s.number("beta_slow", 1.0);
+    out.truncate = s.boolean("truncate", true);
+    out.attention_factor = s.number("attention_factor", 0.0);
+    out.mscale = s.fraction("mscale", 0.0);
+    out.mscale_all_dim = s.fraction("mscale_all_dim", 0.0);
+    if (out.original_context > c.context)
+      throw s.error("'original_max_position_embeddings' is above the config's max_position_embeddings");
+  } else {
+    throw s.error("rope type '" + type + "' is not supported (linear, llama3 and yarn are): its angles differ");
+  }
+  s.finish();
+}
 
 // A mixture of experts' settings (Qwen3MoeForCausalLM, MixtralForCausalLM) into `c`.
 void readExperts(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
@@ -169,7 +215,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t
   r.take("head_dim");
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
-  r.require("rope_scaling", nullptr, "scaled rotary embeddings (long-context variants) are not supported yet");
+  readRopeScaling(r, c);
   r.require("attention_bias", false, "an output-projection bias has no place in the llama family");
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");
   r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");

@@ -41,6 +41,38 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
 
 }  // namespace
 
+RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c) {
+  const RopeScaling& r = c.rope_scaling;
+  RopeScalingAttrs out;
+  out.kind = static_cast<int64_t>(r.kind);
+  if (r.kind == RopeScaling::Kind::kNone) return out;
+  double factor = r.factor, a = 0.0, b = 0.0, cc = 0.0, attention = 1.0;
+  if (r.kind == RopeScaling::Kind::kLlama3) {
+    a = r.low_freq_factor, b = r.high_freq_factor, cc = static_cast<double>(r.original_context);
+  } else if (r.kind == RopeScaling::Kind::kYarn) {
+    // transformers' _compute_yarn_parameters (in double, as Python computes them): a config
+    // naming the original context takes the factor from the two contexts' ratio.
+    const double original = r.original_context ? static_cast<double>(r.original_context) : static_cast<double>(c.context);
+    if (r.original_context) factor = static_cast<double>(c.context) / original;
+    const auto mscale = [](double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+    attention = r.attention_factor > 0.0                         ? r.attention_factor
+                : r.mscale > 0.0 && r.mscale_all_dim > 0.0 ? mscale(factor, r.mscale) / mscale(factor, r.mscale_all_dim)
+                                                               : mscale(factor, 1.0);
+    const double dim = static_cast<double>(c.headDim()), base = c.rope_theta;
+    const auto correction = [&](double rotations) {
+      return dim * std::log(original / (rotations * 2.0 * M_PI)) / (2.0 * std::log(base));
+    };
+    double low = correction(r.beta_fast), high = correction(r.beta_slow);
+    if (r.truncate) low = std::floor(low), high = std::ceil(high);
+    low = std::max(low, 0.0), high = std::min(high, dim - 1.0);
+    if (low == high) high += 0.001;  // a ramp of one pair
+    a = low, b = high - low;
+  }
+  out.values = {static_cast<float>(factor), static_cast<float>(a), static_cast<float>(b), static_cast<float>(cc),
+                static_cast<float>(attention)};
+  return out;
+}
+
 int64_t ModelConfig::numParams() const { return countParams(*this, experts); }
 int64_t ModelConfig::numActiveParams() const { return countParams(*this, experts_per_token); }
 
@@ -303,6 +335,10 @@ class ModelBuilder {
     const int64_t kv_width = c_.kv_heads * c_.headDim(), q_width = c_.heads * c_.headDim();
     const FloatAttr theta = b_.getF32FloatAttr(static_cast<float>(c_.rope_theta));
     const IntegerAttr head_dim = b_.getI64IntegerAttr(c_.headDim());
+    // Hugging Face's rope_scaling, where the config has one.
+    const RopeScalingAttrs scaling = ropeScalingAttrs(c_);
+    const IntegerAttr scaling_kind = b_.getI64IntegerAttr(scaling.kind);
+    const DenseF32ArrayAttr scaling_values = scaling.kind ? b_.getDenseF32ArrayAttr(scaling.values) : nullptr;
     enter("embed");
     Value embed = param("embed.weight", {c_.vocab, c_.width}, "normal", std);
     Value x = b_.create<EmbeddingOp>(loc_, tokens_, embed);
@@ -318,8 +354,9 @@ class ModelBuilder {
       Value v = linear(h, p + "attn.v", kv_width, c_.width, c_.qkv_bias, std);
       if (c_.qk_norm) q = headNorm(q, p + "attn.q_norm"), k = headNorm(k, p + "attn.k_norm");
       Value a = attention(l, q, k, v, [&](Value x) -> Value {
-        if (decode_) return b_.create<RopeAtOp>(loc_, x, positions_, head_dim, theta);
-        return b_.create<RopeOp>(loc_, x, head_dim, theta, b_.getBoolAttr(false));
+        if (decode_) return b_.create<RopeAtOp>(loc_, x, positions_, head_dim, theta, scaling_kind, scaling_values);
+        return b_.create<RopeOp>(loc_, x, head_dim, theta, b_.getBoolAttr(false), b_.getI64IntegerAttr(0), scaling_kind,
+                                 scaling_values);
       });
       x = b_.create<AddOp>(loc_, x, linear(a, p + "attn.o", c_.width, q_width, false, residual_std));
       h = rmsNorm(x, p + "mlp_norm");

@@ -7,6 +7,16 @@
 
 namespace mt {
 
+// A llama model's rotary scaling as mt.rope's attributes: scaling_kind (RopeScaling::Kind, 0:
+// none) and `scaling` = [factor, a, b, c, attention] (kernels/rope/rope.h), computed from the
+// config as transformers computes its rope parameters (YaRN's correction range and attention
+// factor in double, as Python does).
+struct RopeScalingAttrs {
+  int64_t kind = 0;
+  std::vector<float> values;  // empty for none
+};
+RopeScalingAttrs ropeScalingAttrs(const ModelConfig& config);
+
 // Where the parameters' first values come from: the plan's seeded initializers, or a weights
 // file (a pretrained model: every parameter's init is "weights").
 enum class ParamInit { kSeeded, kWeightsFile };

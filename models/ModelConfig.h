@@ -17,6 +17,21 @@ inline const char* familyName(ModelFamily family) {
   return family == ModelFamily::kGpt2 ? "gpt2" : family == ModelFamily::kLlama ? "llama" : "";
 }
 
+// Hugging Face's rope_scaling of a llama-family model: how the rotary frequencies are scaled
+// for a longer context than the one trained on (kernels/rope/rope.h computes them; the kinds are
+// its RopeScalingKind's).
+struct RopeScaling {
+  enum class Kind { kNone = 0, kLinear = 1, kLlama3 = 2, kYarn = 3 };
+  Kind kind = Kind::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 0.0, high_freq_factor = 0.0;  // llama3
+  int64_t original_context = 0;  // llama3, yarn: original_max_position_embeddings
+  double beta_fast = 32.0, beta_slow = 1.0;  // yarn
+  bool truncate = true;          // yarn: the correction range rounded to whole pairs
+  double attention_factor = 0.0;  // yarn: cos and sin scaled by it; 0: from factor (and mscale)
+  double mscale = 0.0, mscale_all_dim = 0.0;  // yarn: the attention factor's ratio form
+};
+
 struct ModelConfig {
   ModelFamily family = ModelFamily::kNone;
   int64_t layers = 0;
@@ -43,6 +58,7 @@ struct ModelConfig {
   // The router's load-balancing loss times this is added to the training loss (Hugging Face's
   // router_aux_loss_coef, where its config sets output_router_logits); 0: logged, not trained on.
   double router_aux_loss_coef = 0.0;
+  RopeScaling rope_scaling;  // llama: none unless a Hugging Face config says (last: presets list the fields before)
 
   // Whether layer `l`'s MLP is a mixture of experts.
   bool isMoeLayer(int64_t l) const {

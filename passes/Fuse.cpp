@@ -416,9 +416,11 @@ std::optional<float> ropeTheta(const std::vector<float>& cos, const std::vector<
     if (std::fabs(estimate - std::round(estimate)) < 1e-3 * estimate) estimate = std::round(estimate);
     theta = static_cast<float>(estimate);
   }
+  RopeFrequencies plain;
+  plain.theta = theta;
   for (int64_t p = 0; p < t; ++p)
     for (int64_t i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(p) * ropeInverseFrequency(theta, i, d);
+      const float angle = static_cast<float>(p) * ropeInverseFrequency(plain, i, d);
       for (int64_t j : {i, i + half})
         if (std::fabs(cos[p * d + j] - std::cos(angle)) > 1e-4f || std::fabs(sin[p * d + j] - std::sin(angle)) > 1e-4f)
           return std::nullopt;
@@ -454,8 +456,9 @@ struct FuseRope : OpRewritePattern<AddOp> {
           if (!theta) continue;
           Location loc = op.getLoc();
           Value rows = asRows(x, rewriter, loc);
-          auto rotatedRows = rewriter.create<RopeOp>(loc, rows, rewriter.getI64IntegerAttr(d),
-                                                     rewriter.getF32FloatAttr(*theta), rewriter.getBoolAttr(false));
+          auto rotatedRows = rewriter.create<RopeOp>(
+              loc, rows, rewriter.getI64IntegerAttr(d), rewriter.getF32FloatAttr(*theta), rewriter.getBoolAttr(false),
+              rewriter.getI64IntegerAttr(0), rewriter.getI64IntegerAttr(0), nullptr);
           auto shape = type.getShape();  // (B, H, T, D)
           auto split = RankedTensorType::get({shape[0], shape[2], shape[1], shape[3]}, type.getElementType());
           Value heads = rewriter.create<ReshapeOp>(loc, split, rotatedRows);

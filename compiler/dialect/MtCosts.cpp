@@ -121,8 +121,11 @@ void RopeOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<floa
   ints.push_back(getInverse());
   // Plan 1.12: a third attribute where a token tile starts inside its sequence (older plans
   // and untiled ropes have two).
-  if (getPositionOffset() != 0) ints.push_back(getPositionOffset());
+  // Plan 1.18: a fourth, the frequencies' scaling kind, with its parameters after theta.
+  if (getPositionOffset() != 0 || getScalingKind() != 0) ints.push_back(getPositionOffset());
+  if (getScalingKind() != 0) ints.push_back(getScalingKind());
   floats.push_back(getTheta().convertToFloat());
+  if (auto scaling = getScaling()) floats.append(scaling->begin(), scaling->end());
 }
 void AttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(static_cast<int64_t>(getNumHeads()));
@@ -130,7 +133,9 @@ void AttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl
 }
 void RopeAtOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
   ints.push_back(static_cast<int64_t>(getHeadDim()));
+  if (getScalingKind() != 0) ints.push_back(getScalingKind());
   floats.push_back(getTheta().convertToFloat());
+  if (auto scaling = getScaling()) floats.append(scaling->begin(), scaling->end());
 }
 void CachedAttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(static_cast<int64_t>(getNumHeads()));

@@ -117,7 +117,9 @@ SmallVector<Value> SwigluOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) 
 }
 
 SmallVector<Value> RopeOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
-  return {b.create<RopeOp>(getLoc(), grads[0], getHeadDim(), getTheta(), !getInverse(), getPositionOffset())};
+  // The same frequencies (and scaling), turned back.
+  return {b.create<RopeOp>(getLoc(), grads[0], getHeadDimAttr(), getThetaAttr(), b.getBoolAttr(!getInverse()),
+                           getPositionOffsetAttr(), getScalingKindAttr(), getScalingAttr())};
 }
 
 // The tiles' gradients make the whole's; a tile nothing depends on contributes zeros.

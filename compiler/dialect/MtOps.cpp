@@ -4,6 +4,7 @@
 
 #include "compiler/dialect/MtDialect.h"
 #include "compiler/dialect/MtOpShapes.h"
+#include "kernels/rope/rope.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
@@ -317,6 +318,13 @@ LogicalResult checkRope(std::optional<Location> loc, Adaptor adaptor, StringRef 
     return emitOptionalError(loc, op, " head_dim ", headDim, " must be even and divide ", x[2]);
   if (adaptor.getThetaAttr() && !(adaptor.getThetaAttr().getValueAsDouble() > 0.0))
     return emitOptionalError(loc, op, " theta must be positive");
+  const int64_t kind = adaptor.getScalingKindAttr() ? adaptor.getScalingKindAttr().getInt() : 0;
+  const auto scaling = adaptor.getScalingAttr();
+  if (kind < 0 || kind >= kRopeScalingKinds)
+    return emitOptionalError(loc, op, " scaling_kind ", kind, " is not 0 (none), 1 (linear), 2 (llama3) or 3 (yarn)");
+  if ((kind != 0) != static_cast<bool>(scaling) || (scaling && scaling.size() != 5))
+    return emitOptionalError(loc, op, " takes `scaling` (5 values: factor, a, b, c, attention) exactly when its "
+                             "scaling_kind is not 0");
   return success();
 }
 

@@ -379,16 +379,22 @@ def Mt_RopeOp : Mt_KernelOp<"rope", [
   let description = [{
     `inverse` turns by the negated angle; the gradient of a rope is the inverse rope. Token t
     sits at position `position_offset` + t (a token tile of mt-tile-tokens that starts inside
-    its sequence).
+    its sequence). `scaling_kind` (kernels/rope/rope.h: RopeScalingKind; 0 none, 1 linear, 2
+    llama3, 3 yarn) scales the frequencies as Hugging Face's rope_scaling does, with `scaling` =
+    [factor, a, b, c, attention] (cos and sin times attention).
 
     ```mlir
     %q2 = mt.rope %q {head_dim = 64, theta = 10000.0 : f32} : tensor<8x256x384xf32>
+    %q3 = mt.rope %q {head_dim = 64, theta = 500000.0 : f32, scaling_kind = 2,
+                      scaling = array<f32: 8.0, 1.0, 4.0, 8192.0, 1.0>} : tensor<8x256x384xf32>
     ```
   }];
   let arguments = (ins Mt_FloatTensor:$input, I64Attr:$head_dim,
                        DefaultValuedAttr<F32Attr, "10000.0">:$theta,
                        DefaultValuedAttr<BoolAttr, "false">:$inverse,
-                       DefaultValuedAttr<I64Attr, "0">:$position_offset);
+                       DefaultValuedAttr<I64Attr, "0">:$position_offset,
+                       DefaultValuedAttr<I64Attr, "0">:$scaling_kind,
+                       OptionalAttr<DenseF32ArrayAttr>:$scaling);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
@@ -431,7 +437,7 @@ def Mt_RopeAtOp : Mt_KernelOp<"rope_at", [
   let description = [{
     The decode plan's rotary embedding (mtc --kv-cache): the new tokens sit after a cached
     prefix, their positions a run-time input. The same angles as `mt.rope` at the same
-    position, bit for bit. Forward only (no gradient).
+    position, bit for bit (its frequency scaling too). Forward only (no gradient).
 
     ```mlir
     %k2 = mt.rope_at %k, %positions {head_dim = 64, theta = 10000.0 : f32}
@@ -439,7 +445,9 @@ def Mt_RopeAtOp : Mt_KernelOp<"rope_at", [
     ```
   }];
   let arguments = (ins Mt_FloatTensor:$input, Mt_I32Tensor:$positions, I64Attr:$head_dim,
-                       DefaultValuedAttr<F32Attr, "10000.0">:$theta);
+                       DefaultValuedAttr<F32Attr, "10000.0">:$theta,
+                       DefaultValuedAttr<I64Attr, "0">:$scaling_kind,
+                       OptionalAttr<DenseF32ArrayAttr>:$scaling);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$input `,` $positions attr-dict `:` type($input) `,` type($positions)";
 }

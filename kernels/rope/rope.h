@@ -1,11 +1,15 @@
 // mt.rope: rotary position embedding, "rotate half" convention (as in Hugging Face Llama):
 // in each head of size D, element i < D/2 pairs with i + D/2 and the pair turns by the angle
-// p * theta^(-2i/D), p the position: offset + t for token t (dim 1).
-//   x (B, T, H*D) -> (B, T, H*D)     int attrs: [head_dim, inverse(, offset)]  float attrs: [theta]
+// p * f_i, p the position: offset + t for token t (dim 1), f_i pair i's inverse frequency,
+// theta^(-2i/D) or scaled as Hugging Face's rope_scaling says (RopeFrequencies below).
+//   x (B, T, H*D) -> (B, T, H*D)
+//   int attrs: [head_dim, inverse(, offset(, scaling kind))]
+//   float attrs: [theta] or, scaled, [theta, factor, a, b, c, attention]
 // The offset (default 0; plan 1.12) places a token tile that starts inside its sequence.
 // inverse = 1 turns by the negated angle: the gradient of rope is rope with inverse flipped.
 // mt.rope_at: the same turn at given positions (a decode plan's new tokens after the cache):
-//   (x (B, T, H*D), positions (B, T) i32) -> (B, T, H*D)   int attrs: [head_dim]  float attrs: [theta]
+//   (x (B, T, H*D), positions (B, T) i32) -> (B, T, H*D)
+//   int attrs: [head_dim(, scaling kind)]  float attrs: as mt.rope's
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -13,9 +17,66 @@
 #include "kernels/kernel_args.h"
 
 namespace mt {
-// theta^(-2i/D) in float, exactly as rope_cpu computes it: pair i's angle per position.
-inline float ropeInverseFrequency(float theta, int64_t i, int64_t head_dim) {
-  return 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+
+// Hugging Face's rope_scaling (plan 1.18), the kernels' int attribute: how each pair's inverse
+// frequency is scaled from theta^(-2i/D).
+enum class RopeScalingKind : int64_t {
+  kNone = 0,
+  kLinear = 1,  // divided by `factor`
+  kLlama3 = 2,  // Llama 3.1: a = low_freq_factor, b = high_freq_factor, c = original max positions
+  kYarn = 3,    // YaRN: a = the ramp's start, b = its length (from beta_fast/slow), c unused
+};
+inline constexpr int64_t kRopeScalingKinds = 4;
+
+// What turns pair i (all in f32, the order of Hugging Face's float32 torch ops): theta, the
+// scaling and its parameters, and the factor cos and sin are multiplied by (YaRN's attention
+// factor; 1 otherwise).
+struct RopeFrequencies {
+  float theta = 10000.0f;
+  RopeScalingKind kind = RopeScalingKind::kNone;
+  float factor = 1.0f, a = 0.0f, b = 0.0f, c = 0.0f;
+  float attention = 1.0f;
+};
+
+// Pair i's inverse frequency, on the CPU and in the CUDA twins alike.
+MT_HOST_DEVICE inline float ropeInverseFrequency(const RopeFrequencies& f, int64_t i, int64_t head_dim) {
+  const float base = powf(f.theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  const float plain = 1.0f / base;
+  switch (f.kind) {
+    case RopeScalingKind::kNone: return plain;
+    case RopeScalingKind::kLinear: return plain / f.factor;
+    case RopeScalingKind::kLlama3: {
+      // transformers' _compute_llama3_parameters: wavelengths past the original context's
+      // low-frequency bound slowed by `factor`, those under its high-frequency bound kept, the
+      // ones between blended.
+      const float wavelen = 1.0f / plain * 6.2831855f;  // 2 pi / inv_freq, as torch's __rtruediv__
+      const float low_wavelen = f.c / f.a, high_wavelen = f.c / f.b;
+      const float slowed = wavelen > low_wavelen ? plain / f.factor : plain;
+      if (wavelen < high_wavelen || wavelen > low_wavelen) return slowed;
+      const float smooth = (f.c / wavelen - f.a) / (f.b - f.a);
+      return (1.0f - smooth) * slowed / f.factor + smooth * slowed;
+    }
+    case RopeScalingKind::kYarn: {
+      // transformers' _compute_yarn_parameters: interpolated (divided by factor) below the ramp,
+      // extrapolated (kept) above it, linear across it.
+      const float ramp = fminf(fmaxf((static_cast<float>(i) - f.a) / f.b, 0.0f), 1.0f);
+      const float extrapolation = 1.0f - ramp;
+      return 1.0f / (f.factor * base) * (1.0f - extrapolation) + plain * extrapolation;
+    }
+  }
+  return plain;
+}
+
+// mt.rope's and mt.rope_at's frequencies from their attributes (`kind_at`: the index of the
+// scaling kind's int attribute; absent: none). The checks said the attributes are well formed.
+inline RopeFrequencies ropeFrequencies(const KernelArgs& args, size_t kind_at) {
+  RopeFrequencies f;
+  f.theta = args.floats[0];
+  if (args.ints.size() <= kind_at || args.ints[kind_at] == 0) return f;
+  f.kind = static_cast<RopeScalingKind>(args.ints[kind_at]);
+  f.factor = args.floats[1], f.a = args.floats[2], f.b = args.floats[3], f.c = args.floats[4];
+  f.attention = args.floats[5];
+  return f;
 }
 
 // The position of token 0 of mt.rope's input: its third int attribute where it has one.

@@ -7,8 +7,9 @@ namespace mt {
 namespace {
 
 // What rope and rope_at share: x (B, T, H*D) f32, the result of its shape, int attr 0 the
-// head_dim, float attr 0 theta. `op` names the kernel.
-std::string checkRotation(const KernelArgs& args, const std::string& op) {
+// head_dim, float attr 0 theta, the scaling kind at int attr `kind_at` (if there) and its
+// parameters. `op` names the kernel.
+std::string checkRotation(const KernelArgs& args, const std::string& op, size_t kind_at) {
   const Tensor &x = args.in[0], &out = args.out[0];
   MT_CHECK(expectDType(x, DType::F32, (op + " input").c_str()));
   MT_CHECK(expectDType(out, DType::F32, (op + " result").c_str()));
@@ -16,17 +17,31 @@ std::string checkRotation(const KernelArgs& args, const std::string& op) {
   const int64_t head_dim = args.ints[0];
   if (head_dim <= 0 || head_dim % 2 != 0 || x.dim(2) % head_dim != 0)
     return op + " head_dim " + std::to_string(head_dim) + " must be even and divide " + std::to_string(x.dim(2));
-  if (!(args.floats[0] > 0.0f)) return op + " theta must be positive";
+  if (args.floats.empty() || !(args.floats[0] > 0.0f)) return op + " theta must be positive";
+  const int64_t kind = args.ints.size() > kind_at ? args.ints[kind_at] : 0;
+  if (kind < 0 || kind >= kRopeScalingKinds) return op + " scaling kind " + std::to_string(kind) + " is unknown";
+  if (args.floats.size() != (kind ? 6u : 1u))
+    return op + " takes " + (kind ? "6 float attributes (theta and a scaling's)" : "1 float attribute (theta)") +
+           ", got " + std::to_string(args.floats.size());
+  if (kind) {
+    const RopeFrequencies f = ropeFrequencies(args, kind_at);
+    for (float v : {f.factor, f.attention})
+      if (!(v > 0.0f) || !std::isfinite(v)) return op + " scaling factors must be positive and finite";
+    if (f.kind == RopeScalingKind::kLlama3 && !(f.a > 0.0f && f.b > f.a && f.c > 0.0f && std::isfinite(f.b * f.c)))
+      return op + " llama3 scaling needs 0 < low_freq_factor < high_freq_factor and positive original positions";
+    if (f.kind == RopeScalingKind::kYarn && !(f.b > 0.0f && std::isfinite(f.a) && std::isfinite(f.b)))
+      return op + " yarn scaling needs a finite ramp of positive length";
+  }
   return expectShape(out, x.shape, (op + " result").c_str());
 }
 
 }  // namespace
 
 std::string rope_check(const KernelArgs& args) {
-  if (args.ints.size() != 2 && args.ints.size() != 3)
-    return "rope takes 2 or 3 int attributes (head_dim, inverse, position offset), got " +
+  if (args.ints.size() < 2 || args.ints.size() > 4)
+    return "rope takes 2 to 4 int attributes (head_dim, inverse, position offset, scaling kind), got " +
            std::to_string(args.ints.size());
-  MT_CHECK(checkRotation(args, "rope"));
+  MT_CHECK(checkRotation(args, "rope", 3));
   if (args.ints[1] != 0 && args.ints[1] != 1) return "rope inverse flag must be 0 or 1";
   // Positions stay exact in the float angle's int32 range, as the compiler's verifier says.
   const int64_t offset = ropePositionOffset(args);
@@ -37,21 +52,23 @@ std::string rope_check(const KernelArgs& args) {
 
 namespace {
 
-// Turns each head's pairs of token (b, t) by the angle position(b, t) * theta^(-2i/D).
+// Turns each head's pairs of token (b, t) by the angle position(b, t) * f_i (scaled by
+// f.attention).
 template <typename PositionOf>
-void rotate(const Tensor& x, const Tensor& out, int64_t head_dim, float theta, float sign, PositionOf position) {
+void rotate(const Tensor& x, const Tensor& out, int64_t head_dim, const RopeFrequencies& f, float sign,
+            PositionOf position) {
   const int64_t batch = x.dim(0), seq = x.dim(1), width = x.dim(2);
   const int64_t half = head_dim / 2, heads = width / head_dim;
   std::vector<float> inv_freq(half);
-  for (int64_t i = 0; i < half; ++i) inv_freq[i] = ropeInverseFrequency(theta, i, head_dim);
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = ropeInverseFrequency(f, i, head_dim);
 #pragma omp parallel for schedule(static)
   for (int64_t token = 0; token < batch * seq; ++token) {
     const float at = static_cast<float>(position(token / seq, token % seq));
     std::vector<float> cos_t(half), sin_t(half);
     for (int64_t i = 0; i < half; ++i) {
       const float angle = at * inv_freq[i];
-      cos_t[i] = std::cos(angle);
-      sin_t[i] = sign * std::sin(angle);
+      cos_t[i] = std::cos(angle) * f.attention;
+      sin_t[i] = sign * (std::sin(angle) * f.attention);
     }
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t base = token * width + h * head_dim;
@@ -71,12 +88,14 @@ void rotate(const Tensor& x, const Tensor& out, int64_t head_dim, float theta, f
 
 void rope_cpu(const KernelArgs& args) {
   const int64_t offset = ropePositionOffset(args);
-  rotate(args.in[0], args.out[0], args.ints[0], args.floats[0], args.ints[1] ? -1.0f : 1.0f,
+  rotate(args.in[0], args.out[0], args.ints[0], ropeFrequencies(args, 3), args.ints[1] ? -1.0f : 1.0f,
          [offset](int64_t, int64_t t) { return offset + t; });
 }
 
 std::string rope_at_check(const KernelArgs& args) {
-  MT_CHECK(checkRotation(args, "rope_at"));
+  if (args.ints.empty() || args.ints.size() > 2)
+    return "rope_at takes 1 or 2 int attributes (head_dim, scaling kind), got " + std::to_string(args.ints.size());
+  MT_CHECK(checkRotation(args, "rope_at", 1));
   MT_CHECK(expectDType(args.in[1], DType::I32, "rope_at positions"));
   return expectShape(args.in[1], {args.in[0].dim(0), args.in[0].dim(1)}, "rope_at positions");
 }
@@ -84,7 +103,7 @@ std::string rope_at_check(const KernelArgs& args) {
 void rope_at_cpu(const KernelArgs& args) {
   const int32_t* positions = args.in[1].i32();
   const int64_t seq = args.in[0].dim(1);
-  rotate(args.in[0], args.out[0], args.ints[0], args.floats[0], 1.0f,
+  rotate(args.in[0], args.out[0], args.ints[0], ropeFrequencies(args, 1), 1.0f,
          [&](int64_t b, int64_t t) { return int64_t{positions[b * seq + t]}; });
 }
 

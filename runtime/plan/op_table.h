@@ -35,7 +35,7 @@ struct KernelInfo {
   int num_inputs;
   int num_outputs;
   int num_int_attrs;  // -1: variable, validated by the kernel's check
-  int num_float_attrs;
+  int num_float_attrs;  // -1: variable, validated by the kernel's check (rope's scaling)
   KernelPrecision precision;
   bool has_cuda;   // the CUDA backend runs it (the row names a CUDA twin)
   bool cuda_bf16;  // ... and its twin takes bf16 activations

@@ -67,6 +67,25 @@ MODELS["qwen3-moe-bf16-sharded"] = dict(
                 rope_scaling=None, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                 norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[1], output_router_logits=False,
                 router_aux_loss_coef=0.001, model_type="qwen3_moe", torch_dtype="bfloat16"))
+# Scaled rotary frequencies (rope_scaling): Llama 3.1's "llama3" (with D = 16 and an original
+# context of 32, pair 0 is kept, pair 1 blended, the others slowed by the factor) and YaRN's,
+# as gpt-oss has it (truncate false: pair 1 on the ramp; cos and sin times its attention factor).
+MODELS["llama3-rope-f32"] = dict(
+    architecture="LlamaForCausalLM", dtype=torch.float32, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=256, rms_norm_eps=1e-5,
+                rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", attention_bias=False,
+                rope_scaling=dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                  original_max_position_embeddings=32, rope_type="llama3"),
+                model_type="llama", torch_dtype="float32"))
+MODELS["yarn-rope-f32"] = dict(
+    architecture="LlamaForCausalLM", dtype=torch.float32, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=192, rms_norm_eps=1e-5,
+                rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", attention_bias=False,
+                rope_scaling=dict(factor=4.0, beta_fast=32.0, beta_slow=1.0, original_max_position_embeddings=48,
+                                  truncate=False, rope_type="yarn"),
+                model_type="llama", torch_dtype="float32"))
 MODELS["mixtral-f16"] = dict(
     architecture="MixtralForCausalLM", dtype=torch.float16, shards=1,
     config=dict(hidden_size=64, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -255,16 +274,67 @@ def write_folder(folder, spec, weights, config_extra=None):
         json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
 
 
+def hf_rope_parameters(cfg, D):
+    """transformers' rope initialisation (modeling_rope_utils): the inverse frequencies in float32
+    and the factor cos and sin are multiplied by, for no scaling, "linear", "llama3" and "yarn"."""
+    base = cfg["rope_theta"]
+    inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+    scaling = cfg.get("rope_scaling") or {}
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind == "default":
+        return inv_freq, 1.0
+    factor = scaling["factor"]
+    if kind == "linear":
+        return inv_freq / factor, 1.0
+    if kind == "llama3":
+        low_freq_factor, high_freq_factor = scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old_context_len = scaling["original_max_position_embeddings"]
+        low_freq_wavelen, high_freq_wavelen = old_context_len / low_freq_factor, old_context_len / high_freq_factor
+        wavelen = 2 * math.pi / inv_freq
+        inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+        smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+        smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+        is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+        return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama), 1.0
+    assert kind == "yarn", kind
+    original = scaling.get("original_max_position_embeddings")
+    if original:
+        factor = cfg["max_position_embeddings"] / original
+    else:
+        original = cfg["max_position_embeddings"]
+
+    def get_mscale(scale, mscale=1):
+        return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+    attention_factor = scaling.get("attention_factor")
+    if attention_factor is None:
+        attention_factor = get_mscale(factor)
+    beta_fast, beta_slow = scaling.get("beta_fast") or 32, scaling.get("beta_slow") or 1
+
+    def find_correction_dim(num_rotations):
+        return (D * math.log(original / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+    low, high = find_correction_dim(beta_fast), find_correction_dim(beta_slow)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, D - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(D // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    pos_freqs = base ** (torch.arange(0, D, 2).float() / D)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    extrapolation_factor = 1 - ramp
+    return interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor, attention_factor
+
+
 def hf_logits(p, cfg, tokens):
     """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM compute them (eager
     attention; Qwen3's q_norm and k_norm on each head before the rotary embedding)."""
     H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
     D, eps, L = cfg.get("head_dim") or C // H, cfg["rms_norm_eps"], cfg["num_hidden_layers"]
     B, T = tokens.shape
-    inv_freq = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+    inv_freq, attention_factor = hf_rope_parameters(cfg, D)
     freqs = torch.outer(torch.arange(T).float(), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+    cos, sin = (emb.cos() * attention_factor)[None, None], (emb.sin() * attention_factor)[None, None]
 
     def rotate_half(x):
         return torch.cat((-x[..., D // 2:], x[..., :D // 2]), dim=-1)
@@ -443,7 +513,10 @@ def refusals(bin_dir, work, failures):
     spec = MODELS["llama-bf16-sharded"]
     weights = hf_weights(spec["config"], False, torch.float32, seed=5)
     cases = [  # (name, config changes, weight changes, what the error must say)
-        ("rope-scaling", {"rope_scaling": {"type": "llama3", "factor": 8.0}}, None, "'rope_scaling' is"),
+        ("rope-scaling", {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, None,
+         "'rope_scaling': rope type 'dynamic' is not supported (linear, llama3 and yarn are)"),
+        ("rope-llama3-partial", {"rope_scaling": {"type": "llama3", "factor": 8.0}}, None,
+         "'rope_scaling': no 'original_max_position_embeddings'"),
         ("unknown-key", {"attn_logit_softcapping": 50.0}, None, "mtc does not know 'attn_logit_softcapping'"),
         ("gpt-neox", {"architectures": ["GPTNeoXForCausalLM"]}, None, "architecture GPTNeoXForCausalLM is not supported"),
         ("o-bias", {"attention_bias": True}, None, "'attention_bias' is true"),

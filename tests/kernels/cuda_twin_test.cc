@@ -208,6 +208,13 @@ TEST_F(CudaTwinTest, Rope) {
     expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, inverse}, {10000.0f});
   // A token tile inside its sequence (mt-tile-tokens): positions from the offset on.
   expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, 1, 4096}, {10000.0f});
+  // Scaled frequencies (rope_scaling): linear, llama3 (kept, blended and slowed pairs), yarn (a
+  // fractional ramp, cos and sin times its attention factor); at a position past 4096 too.
+  expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, 0, 0, 1}, {10000.0f, 4.0f, 0, 0, 0, 1.0f});
+  expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, 0, 5000, 2},
+             {500000.0f, 8.0f, 1.0f, 4.0f, 32.0f, 1.0f});
+  expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, 1, 0, 3},
+             {150000.0f, 32.0f, 0.0f, 1.766f, 0.0f, 1.3466f});
 }
 
 // The transfer checksum (mtrun --verify-transfers): the GPU's partial sums, written to mapped
@@ -261,6 +268,8 @@ TEST_F(CudaTwinTest, RopeAtAndCachedAttention) {
   const auto x = randomF32({2, 3, 96});
   const auto positions = HostTensor::i32({2, 3}, {0, 1, 2, 1000, 1001, 1002});
   expectTwin(KernelId::RopeAt, {x, positions}, {HostTensor::f32({2, 3, 96})}, {24}, {500000.0f});
+  expectTwin(KernelId::RopeAt, {x, positions}, {HostTensor::f32({2, 3, 96})}, {24, 3},
+             {150000.0f, 32.0f, 0.5f, 2.5f, 0.0f, 1.3466f});
   for (const CachedCase& c : kCachedCases) {
     const auto in = cachedAttentionInputs(c);
     expectTwin(KernelId::CachedAttention, in, {HostTensor::f32({c.batch, c.fresh, c.heads * c.head_dim})},

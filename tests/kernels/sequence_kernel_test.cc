@@ -3,8 +3,11 @@
 // on random inputs, and each backward kernel against central finite differences of it.
 #include "tests/kernels/reference.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <numeric>
 
 #include "kernels/rope/rope.h"
 
@@ -70,6 +73,76 @@ TEST_F(KernelTest, RopeWithOffsetTurnsATileAsTheWholeSequence) {
     args.floats = {theta};
     EXPECT_NE(rope_check(args).find("position offset"), std::string::npos) << "offset " << bad;
   }
+}
+
+// Scaled frequencies (Hugging Face's rope_scaling, plan 1.18): each pair turns by the angle the
+// scaling's formula gives, computed here in double from transformers' definitions (llama3:
+// kept, blended, slowed by the factor; yarn: interpolated below the ramp, kept above, cos and
+// sin times the attention factor); the inverse turns back; rope_at turns as rope at the same
+// positions; malformed attributes are refused.
+TEST_F(KernelTest, RopeScalingTurnsByTheScaledFrequencies) {
+  const int64_t t = 6, d = 16, width = 2 * d, half = d / 2;
+  const float theta = 10000.0f;
+  auto x = HostTensor::f32({1, t, width}, randomFloats(t * width, rng));
+  struct Case {
+    int64_t kind;
+    std::vector<float> floats;
+    std::function<double(int64_t)> inv_freq;  // of pair i
+    double attention;
+  };
+  const auto plain = [&](int64_t i) { return 1.0 / std::pow(double(theta), 2.0 * i / d); };
+  const auto llama3 = [&](int64_t i) {
+    const double f = plain(i), wavelen = 2 * M_PI / f, factor = 8, low = 1, high = 4, original = 32;
+    if (wavelen < original / high) return f;
+    if (wavelen > original / low) return f / factor;
+    const double smooth = (original / wavelen - low) / (high - low);
+    return (1 - smooth) * f / factor + smooth * f;
+  };
+  const auto yarn = [&](int64_t i) {
+    const double ramp = std::clamp((i - 0.25) / 1.5, 0.0, 1.0);
+    return plain(i) / 4 * ramp + plain(i) * (1 - ramp);
+  };
+  const std::vector<Case> cases = {{1, {theta, 4.0f, 0, 0, 0, 1.0f}, [&](int64_t i) { return plain(i) / 4; }, 1.0},
+                                   {2, {theta, 8.0f, 1.0f, 4.0f, 32.0f, 1.0f}, llama3, 1.0},
+                                   {3, {theta, 4.0f, 0.25f, 1.5f, 0.0f, 1.25f}, yarn, 1.25}};
+  for (const Case& c : cases) {
+    const auto got = runKernel(KernelId::Rope, {x}, {HostTensor::f32({1, t, width})}, {d, 0, 0, c.kind}, c.floats)[0].floats;
+    double worst = 0;
+    for (int64_t p = 0; p < t; ++p)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t at = p * width + h * d + i;
+          const double angle = p * c.inv_freq(i), x1 = x.floats[at], x2 = x.floats[at + half];
+          const double y1 = c.attention * (x1 * std::cos(angle) - x2 * std::sin(angle));
+          const double y2 = c.attention * (x2 * std::cos(angle) + x1 * std::sin(angle));
+          worst = std::max({worst, std::fabs(got[at] - y1), std::fabs(got[at + half] - y2)});
+        }
+    EXPECT_LT(worst, 2e-5) << "scaling kind " << c.kind;
+    // The gradient turns back: inverse(rope(x)) = attention^2 x.
+    const auto back = runKernel(KernelId::Rope, {HostTensor::f32({1, t, width}, got)}, {HostTensor::f32({1, t, width})},
+                                {d, 1, 0, c.kind}, c.floats)[0].floats;
+    for (size_t e = 0; e < back.size(); e += 7)
+      EXPECT_NEAR(back[e], c.attention * c.attention * x.floats[e], 1e-5) << "kind " << c.kind << " element " << e;
+    std::vector<int32_t> positions(t);
+    std::iota(positions.begin(), positions.end(), 0);
+    const auto at = runKernel(KernelId::RopeAt, {x, HostTensor::i32({1, t}, positions)}, {HostTensor::f32({1, t, width})},
+                              {d, c.kind}, c.floats)[0].floats;
+    EXPECT_EQ(at, got) << "rope_at differs from rope with scaling kind " << c.kind;
+  }
+  KernelArgs args;
+  args.in.push_back(Tensor{nullptr, {1, t, width}, DType::F32});
+  args.out.push_back(Tensor{nullptr, {1, t, width}, DType::F32});
+  args.ints = {d, 0, 0, 4};
+  args.floats = {theta, 1, 0, 0, 0, 1};
+  EXPECT_NE(rope_check(args).find("scaling kind 4 is unknown"), std::string::npos);
+  args.ints = {d, 0, 0, 2};
+  args.floats = {theta};
+  EXPECT_NE(rope_check(args).find("takes 6 float attributes"), std::string::npos);
+  args.floats = {theta, 8, 4, 1, 32, 1};  // high_freq_factor below low_freq_factor
+  EXPECT_NE(rope_check(args).find("llama3 scaling needs"), std::string::npos);
+  args.ints = {d, 0, 0, 3};
+  args.floats = {theta, 4, 0, 0, 0, 1};  // a ramp of no length
+  EXPECT_NE(rope_check(args).find("yarn scaling needs"), std::string::npos);
 }
 
 // mt.cached_attention gives the rows of causal attention: new tokens p0 .. p0 + n - 1 over cache
