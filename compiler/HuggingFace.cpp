@@ -140,13 +140,15 @@ void readRopeScaling(ConfigReader& r, ModelConfig& c) {
     out.kind = RopeScaling::Kind::kLinear, out.factor = factor();
   } else if (type == "llama3") {
     out.kind = RopeScaling::Kind::kLlama3, out.factor = factor();
-    out.low_freq_factor = s.number("low_freq_factor", 1.0);
-    out.high_freq_factor = s.number("high_freq_factor", 4.0);
+    for (const char* key : {"low_freq_factor", "high_freq_factor"})  // transformers needs them too
+      if (!s.has(key)) throw s.error(std::string("no '") + key + "'");
+    out.low_freq_factor = s.number("low_freq_factor", 0.0);
+    out.high_freq_factor = s.number("high_freq_factor", 0.0);
     out.original_context = s.integer("original_max_position_embeddings");
     if (!(out.high_freq_factor > out.low_freq_factor))
       throw s.error("'high_freq_factor' must be above 'low_freq_factor'");
   } else if (type == "yarn") {
-    out.kind = RopeScaling::Kind::kYarn, out.factor = factor();
+    out.kind = RopeScaling::Kind::kYarn, out.factor = factor(), out.context = c.context;
     out.original_context = s.integer("original_max_position_embeddings", 0);
     out.beta_fast = s.number("beta_fast", 32.0);
     out.beta_slow = s.number("beta_slow", 1.0);
@@ -216,7 +218,12 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, int64_t
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
   readRopeScaling(r, c);
-  r.require("attention_bias", false, "an output-projection bias has no place in the llama family");
+  // Llama's and Qwen3's attention_bias: biases on q, k, v and the output projection. Qwen2 has the
+  // first three whatever its config says (transformers' Qwen2Attention), so none there.
+  if (architecture == "Qwen2ForCausalLM")
+    r.require("attention_bias", false, "Qwen2's output projection has no bias in transformers");
+  else if (r.boolean("attention_bias", false))
+    c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");
   r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
   r.require("pretraining_tp", 1, "tensor-parallel slicing of the projections is not supported");
@@ -425,6 +432,7 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
                    "attn.o.weight"};
     if (c.qkv_bias)
       for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) layer_parts.push_back(part);
+    if (c.o_bias) layer_parts.push_back("attn.o.bias");
     if (c.qk_norm)
       for (const char* part : {"attn.q_norm.weight", "attn.k_norm.weight"}) layer_parts.push_back(part);
   }
@@ -509,12 +517,15 @@ std::string huggingFaceConfig(const ModelConfig& c) {
   }
   if (c.family != ModelFamily::kLlama) return "";
   if (c.experts > 0) return expertsConfig(c);
+  // Qwen2: q/k/v biases alone; Llama and Qwen3 bias all four projections or none (attention_bias).
+  const bool qwen2 = !c.qk_norm && c.qkv_bias && !c.o_bias;
+  if (!qwen2 && c.qkv_bias != c.o_bias) return "";
   nlohmann::ordered_json config =
-      llamaConfig(c, c.qk_norm ? "Qwen3ForCausalLM" : c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
-                  c.qk_norm ? "qwen3" : c.qkv_bias ? "qwen2" : "llama", c.ffn);
+      llamaConfig(c, c.qk_norm ? "Qwen3ForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
+                  c.qk_norm ? "qwen3" : qwen2 ? "qwen2" : "llama", c.ffn);
   if (c.head_dim) config["head_dim"] = c.head_dim;
-  if (c.qkv_bias || c.qk_norm) config["use_sliding_window"] = false;
-  if (!c.qkv_bias) config["attention_bias"] = false;
+  if (qwen2 || c.qk_norm) config["use_sliding_window"] = false;
+  if (!qwen2) config["attention_bias"] = c.o_bias;
   return config.dump(2) + "\n";
 }
 

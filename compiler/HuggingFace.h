@@ -5,9 +5,9 @@
 // F32, BF16 or F16) mapped by name onto the family's parameters and widened to the fp32 master,
 // one tensor at a time (GPT-2's Conv1D weights transposed, its fused c_attn cut into q, k and v).
 // Read strictly:
-// a config key mtc does not know, a setting it does not implement (rope scaling, sliding windows
-// shorter than the sequence, biases it has no place for) or a tensor without a place is an error
-// naming it, never ignored.
+// a config key mtc does not know, a setting it does not implement (a rope scaling other than
+// linear, llama3 and yarn, sliding windows shorter than the sequence, biases it has no place
+// for) or a tensor without a place is an error naming it, never ignored.
 #pragma once
 #include <map>
 #include <string>

@@ -160,15 +160,14 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
                                                                    c.router_aux_loss_coef)
                                                      : "");
   }
-  static const char* const kScalings[] = {"", "linear", "llama3", "yarn"};
-  const std::string rope =
-      c.rope_scaling.kind == RopeScaling::Kind::kNone
-          ? ""
-          : fmt::format(", rope scaled ({} x {:g})", kScalings[static_cast<int>(c.rope_scaling.kind)],
-                        c.rope_scaling.factor);
+  // The factor in effect (YaRN's from the two contexts where the config names the original).
+  const std::string rope = c.rope_scaling.kind == RopeScaling::Kind::kNone
+                               ? ""
+                               : fmt::format(", rope scaled ({} x {:g})", ropeScalingName(c.rope_scaling.kind),
+                                             ropeScalingAttrs(c).values[0]);
   return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}{}", origin, c.layers,
                      c.width, c.heads, c.kv_heads, c.head_dim ? fmt::format(" of width {}", c.head_dim) : "", c.ffn,
-                     c.vocab, c.tied ? ", tied" : "", c.qkv_bias ? ", q/k/v biases" : "",
+                     c.vocab, c.tied ? ", tied" : "", c.o_bias ? ", q/k/v/o biases" : c.qkv_bias ? ", q/k/v biases" : "",
                      c.qk_norm ? ", q/k norms" : "", rope, experts);
 }
 

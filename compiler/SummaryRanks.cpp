@@ -124,8 +124,10 @@ JobStep hostExchangeStep(const Job& job, const HardwareProfile& hw, const PlanSt
   const double optimizer_us = job.optimizer_bytes / hw.host_bps * 1e6;
   step.host_stream_us = stats.host_us - optimizer_us * (1.0 - 1.0 / n) + step.network_us + local_us;
   step.device_us = deviceStep(stats, stats.step_us, step.host_stream_us);
-  const double memory = r * (static_cast<double>(stats.h2d_bytes + stats.d2h_bytes) + local_bytes + grad_between +
-                             weights_in) +
+  // What crosses the link is read from memory as it is sent and written as the same amount is
+  // received (the exchange is symmetric).
+  const double memory = r * (static_cast<double>(stats.h2d_bytes + stats.d2h_bytes) + local_bytes +
+                             2.0 * (grad_between + weights_in)) +
                         job.optimizer_bytes * r / n;
   step.host_memory_us = memory / hw.host_bps * 1e6;
   return step;
@@ -149,7 +151,7 @@ JobStep deviceCollectivesStep(const Job& job, const HardwareProfile& hw, const P
   const double busiest = std::max({stats.compute_us, stats.h2d_us, stats.d2h_us});
   const double links = std::max({stats.compute_us, h2d / hw.h2d_bps * 1e6, d2h / hw.d2h_bps * 1e6, nvlink_us});
   step.device_us = deviceStep(stats, links + (stats.step_us - busiest), step.host_stream_us);
-  step.host_memory_us = (r * (h2d + d2h) + between + job.optimizer_bytes * r / job.n) / hw.host_bps * 1e6;
+  step.host_memory_us = (r * (h2d + d2h) + 2.0 * between + job.optimizer_bytes * r / job.n) / hw.host_bps * 1e6;
   return step;
 }
 

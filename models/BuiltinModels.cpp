@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "compiler/dialect/MtDialect.h"
+#include "kernels/rope/rope.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "passes/PassUtils.h"
@@ -31,7 +32,8 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
   }
   const int64_t q_width = c.heads * c.headDim();
   const int64_t attention = 2 * c.width + 2 * c.width * q_width + 2 * c.width * kv_width +  // norms; q, o; k, v
-                            (c.qkv_bias ? q_width + 2 * kv_width : 0) + (c.qk_norm ? 2 * c.headDim() : 0);
+                            (c.qkv_bias ? q_width + 2 * kv_width : 0) + (c.o_bias ? c.width : 0) +
+                            (c.qk_norm ? 2 * c.headDim() : 0);
   int64_t total = c.vocab * c.width + c.width + (c.tied ? 0 : c.vocab * c.width);  // embed, norm, head
   for (int64_t l = 0; l < c.layers; ++l)
     total += attention + (c.isMoeLayer(l) ? c.experts * c.width + routed * 3 * c.width * c.expert_ffn  // router, experts
@@ -40,6 +42,11 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
 }
 
 }  // namespace
+
+static_assert(static_cast<int64_t>(RopeScaling::Kind::kLinear) == static_cast<int64_t>(RopeScalingKind::kLinear) &&
+                  static_cast<int64_t>(RopeScaling::Kind::kLlama3) == static_cast<int64_t>(RopeScalingKind::kLlama3) &&
+                  static_cast<int64_t>(RopeScaling::Kind::kYarn) == static_cast<int64_t>(RopeScalingKind::kYarn),
+              "a config's rope scaling kinds are the rope kernels'");
 
 RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c) {
   const RopeScaling& r = c.rope_scaling;
@@ -52,8 +59,10 @@ RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c) {
   } else if (r.kind == RopeScaling::Kind::kYarn) {
     // transformers' _compute_yarn_parameters (in double, as Python computes them): a config
     // naming the original context takes the factor from the two contexts' ratio.
-    const double original = r.original_context ? static_cast<double>(r.original_context) : static_cast<double>(c.context);
-    if (r.original_context) factor = static_cast<double>(c.context) / original;
+    // The config's context, not a --context that shortens the sequences trained on.
+    const double context = static_cast<double>(r.context ? r.context : c.context);
+    const double original = r.original_context ? static_cast<double>(r.original_context) : context;
+    if (r.original_context) factor = context / original;
     const auto mscale = [](double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
     attention = r.attention_factor > 0.0                         ? r.attention_factor
                 : r.mscale > 0.0 && r.mscale_all_dim > 0.0 ? mscale(factor, r.mscale) / mscale(factor, r.mscale_all_dim)
@@ -151,8 +160,9 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
   if (c.head_dim < 0 || c.head_dim > kMaxWidth) return "head_dim must be between 0 (width / heads) and " + std::to_string(kMaxWidth);
   if (c.head_dim == 0 && c.width % c.heads != 0)
     return "width " + std::to_string(c.width) + " is not divisible by " + std::to_string(c.heads) + " heads";
-  if (c.family == ModelFamily::kGpt2 && (c.head_dim || c.qk_norm))
-    return "gpt2's heads are width / heads wide, without q/k norms (head_dim and qk_norm are llama options)";
+  if (c.family == ModelFamily::kGpt2 && (c.head_dim || c.qk_norm || c.o_bias))
+    return "gpt2's heads are width / heads wide, without q/k norms, its biases its own (head_dim, qk_norm and o_bias "
+           "are llama options)";
   if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0)
     return "heads " + std::to_string(c.heads) + " must be a multiple of kv_heads " + std::to_string(c.kv_heads);
   if (c.family == ModelFamily::kGpt2 && c.kv_heads != c.heads) return "gpt2 has no grouped-query heads (kv_heads = heads)";
@@ -358,7 +368,7 @@ class ModelBuilder {
         return b_.create<RopeOp>(loc_, x, head_dim, theta, b_.getBoolAttr(false), b_.getI64IntegerAttr(0), scaling_kind,
                                  scaling_values);
       });
-      x = b_.create<AddOp>(loc_, x, linear(a, p + "attn.o", c_.width, q_width, false, residual_std));
+      x = b_.create<AddOp>(loc_, x, linear(a, p + "attn.o", c_.width, q_width, c_.o_bias, residual_std));
       h = rmsNorm(x, p + "mlp_norm");
       x = b_.create<AddOp>(loc_, x, c_.isMoeLayer(l) ? experts(h, p, std, residual_std) : mlp(h, p, std, residual_std));
     }

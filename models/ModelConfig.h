@@ -23,6 +23,7 @@ inline const char* familyName(ModelFamily family) {
 struct RopeScaling {
   enum class Kind { kNone = 0, kLinear = 1, kLlama3 = 2, kYarn = 3 };
   Kind kind = Kind::kNone;
+  int64_t context = 0;  // yarn: the config's max_position_embeddings (mtc --context leaves the angles)
   double factor = 1.0;
   double low_freq_factor = 0.0, high_freq_factor = 0.0;  // llama3
   int64_t original_context = 0;  // llama3, yarn: original_max_position_embeddings
@@ -31,6 +32,16 @@ struct RopeScaling {
   double attention_factor = 0.0;  // yarn: cos and sin scaled by it; 0: from factor (and mscale)
   double mscale = 0.0, mscale_all_dim = 0.0;  // yarn: the attention factor's ratio form
 };
+
+// The rope type's name in transformers' configs ("" for none).
+inline const char* ropeScalingName(RopeScaling::Kind kind) {
+  switch (kind) {
+    case RopeScaling::Kind::kLinear: return "linear";
+    case RopeScaling::Kind::kLlama3: return "llama3";
+    case RopeScaling::Kind::kYarn: return "yarn";
+    default: return "";
+  }
+}
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::kNone;
@@ -59,6 +70,7 @@ struct ModelConfig {
   // router_aux_loss_coef, where its config sets output_router_logits); 0: logged, not trained on.
   double router_aux_loss_coef = 0.0;
   RopeScaling rope_scaling;  // llama: none unless a Hugging Face config says (last: presets list the fields before)
+  bool o_bias = false;       // llama: a bias on the attention's output projection too (Llama's attention_bias)
 
   // Whether layer `l`'s MLP is a mixture of experts.
   bool isMoeLayer(int64_t l) const {

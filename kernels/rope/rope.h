@@ -13,6 +13,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "kernels/kernel_args.h"
 
@@ -53,7 +54,7 @@ MT_HOST_DEVICE inline float ropeInverseFrequency(const RopeFrequencies& f, int64
       const float low_wavelen = f.c / f.a, high_wavelen = f.c / f.b;
       const float slowed = wavelen > low_wavelen ? plain / f.factor : plain;
       if (wavelen < high_wavelen || wavelen > low_wavelen) return slowed;
-      const float smooth = (f.c / wavelen - f.a) / (f.b - f.a);
+      const float smooth = (1.0f / wavelen * f.c - f.a) / (f.b - f.a);  // old_context_len / wavelen, as torch
       return (1.0f - smooth) * slowed / f.factor + smooth * slowed;
     }
     case RopeScalingKind::kYarn: {
@@ -65,6 +66,19 @@ MT_HOST_DEVICE inline float ropeInverseFrequency(const RopeFrequencies& f, int64
     }
   }
   return plain;
+}
+
+// What is wrong with a scaling's parameters ("" if nothing): the kernels' checks and the
+// compiler's verifier of mt.rope ask the same.
+inline std::string ropeScalingProblem(const RopeFrequencies& f) {
+  if (f.kind == RopeScalingKind::kNone) return "";
+  for (float v : {f.factor, f.attention})
+    if (!(v > 0.0f) || !std::isfinite(v)) return "scaling factors must be positive and finite";
+  if (f.kind == RopeScalingKind::kLlama3 && !(f.a > 0.0f && f.b > f.a && f.c > 0.0f && std::isfinite(f.b * f.c)))
+    return "llama3 scaling needs 0 < low_freq_factor < high_freq_factor and positive original positions";
+  if (f.kind == RopeScalingKind::kYarn && !(f.b > 0.0f && std::isfinite(f.a) && std::isfinite(f.b)))
+    return "yarn scaling needs a finite ramp of positive length";
+  return "";
 }
 
 // mt.rope's and mt.rope_at's frequencies from their attributes (`kind_at`: the index of the

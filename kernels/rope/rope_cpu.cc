@@ -23,15 +23,8 @@ std::string checkRotation(const KernelArgs& args, const std::string& op, size_t 
   if (args.floats.size() != (kind ? 6u : 1u))
     return op + " takes " + (kind ? "6 float attributes (theta and a scaling's)" : "1 float attribute (theta)") +
            ", got " + std::to_string(args.floats.size());
-  if (kind) {
-    const RopeFrequencies f = ropeFrequencies(args, kind_at);
-    for (float v : {f.factor, f.attention})
-      if (!(v > 0.0f) || !std::isfinite(v)) return op + " scaling factors must be positive and finite";
-    if (f.kind == RopeScalingKind::kLlama3 && !(f.a > 0.0f && f.b > f.a && f.c > 0.0f && std::isfinite(f.b * f.c)))
-      return op + " llama3 scaling needs 0 < low_freq_factor < high_freq_factor and positive original positions";
-    if (f.kind == RopeScalingKind::kYarn && !(f.b > 0.0f && std::isfinite(f.a) && std::isfinite(f.b)))
-      return op + " yarn scaling needs a finite ramp of positive length";
-  }
+  if (const std::string problem = ropeScalingProblem(ropeFrequencies(args, kind_at)); !problem.empty())
+    return op + " " + problem;
   return expectShape(out, x.shape, (op + " result").c_str());
 }
 

@@ -199,9 +199,9 @@ int64_t nowNs() {
 }
 }  // namespace
 
-World::Waiting::Waiting(const World& world, const char* call, double bound_s) : world_(world) {
+World::Waiting::Waiting(const World& world, const char* call) : world_(world) {
   world_.waiting_in_ = call;
-  world_.waiting_bound_s_ = bound_s > 0 ? bound_s : world.wait_bound_s_;
+  world_.waiting_bound_s_ = std::max(world.wait_bound_s_, world.longer_bound_s_.load());
   world_.waiting_since_ns_ = nowNs();
 }
 World::Waiting::~Waiting() { world_.waiting_since_ns_ = 0; }
@@ -217,7 +217,9 @@ void World::watch() {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const int64_t since = waiting_since_ns_;
     const double bound = waiting_bound_s_;
-    if (since == 0 || static_cast<double>(nowNs() - since) * 1e-9 <= bound) continue;
+    // A wait that ended and another that began between the two reads: the bound may be the new
+    // one's, the start the old one's; the next look sees them together.
+    if (since == 0 || since != waiting_since_ns_ || static_cast<double>(nowNs() - since) * 1e-9 <= bound) continue;
     std::fprintf(stderr,
                  "mtrun (rank %d): waited %.0f s in %s for the other ranks: one of them hung, was stopped or lost "
                  "its host; ending the job (mtrun --rank-timeout bounds this wait%s; rank 0's last checkpoint, if it "
@@ -240,15 +242,18 @@ void World::abortJob(int code) const {
 #endif
 }
 
-void World::barrier(double seconds) const {
+void World::barrier() const {
 #ifdef MT_MPI_ENABLED
   if (size_ == 1) return;
-  const Waiting waiting(*this, "MPI_Barrier (rank 0 writing a checkpoint)", seconds);
+  const Waiting waiting(*this, "MPI_Barrier");
   check(MPI_Barrier(g_comm), "MPI_Barrier");
-#else
-  (void)seconds;
 #endif
 }
+
+World::LongerWaits::LongerWaits(const World& world, double seconds) : world_(world) {
+  world_.longer_bound_s_ = seconds;
+}
+World::LongerWaits::~LongerWaits() { world_.longer_bound_s_ = 0.0; }
 
 std::vector<std::string> World::allgather(const std::string& mine) const {
   if (size_ == 1) return {mine};

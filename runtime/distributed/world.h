@@ -36,10 +36,21 @@ class World {
   // rank says so on stderr and exits 1 (mpirun then ends the others). A watchdog thread checks
   // once a second. A world of one has nothing to wait for.
   void boundWaits(double seconds);
-  // Waits until every rank gets here, for at most `seconds` instead of boundWaits' bound: where
-  // rank 0 writes what the others wait for (a checkpoint: its time grows with the model, not a
-  // sign of a hung rank — but a rank 0 hung in it must not leave the job waiting forever).
-  void barrier(double seconds) const;
+  // Waits until every rank gets here.
+  void barrier() const;
+  // While one lives, this rank's waits are bounded by `seconds` instead of boundWaits' bound:
+  // where rank 0 writes what the others wait for (a checkpoint: its time grows with the model,
+  // not a sign of a hung rank — but a rank 0 hung in it must not leave the job waiting forever).
+  class LongerWaits {
+   public:
+    LongerWaits(const World& world, double seconds);
+    ~LongerWaits();
+    LongerWaits(const LongerWaits&) = delete;
+    LongerWaits& operator=(const LongerWaits&) = delete;
+
+   private:
+    const World& world_;
+  };
   // Ends every rank of the job now (MPI_Abort) with exit code `code`: what a rank that failed
   // does, so that no other rank waits for it, in a collective or in MPI_Finalize. A world of one
   // returns.
@@ -91,8 +102,7 @@ class World {
   // destruction: what the watchdog times.
   class Waiting {
    public:
-    // `bound_s`: this wait's bound (0: boundWaits').
-    Waiting(const World& world, const char* call, double bound_s = 0.0);
+    Waiting(const World& world, const char* call);
     ~Waiting();
 
    private:
@@ -109,6 +119,7 @@ class World {
   mutable std::atomic<int64_t> waiting_since_ns_{0};  // 0: not waiting
   mutable std::atomic<const char*> waiting_in_{nullptr};
   mutable std::atomic<double> waiting_bound_s_{0.0};  // the current wait's bound
+  mutable std::atomic<double> longer_bound_s_{0.0};   // a LongerWaits' bound (0: none)
   std::atomic<bool> stopping_{false};
   std::thread watchdog_;
 };

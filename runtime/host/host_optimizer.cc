@@ -36,11 +36,17 @@ void HostOptimizer::beginStep(const StepOptions& options) {
   if (options.micro_steps < 1 || options.micro_step < 0 || options.micro_step >= options.micro_steps)
     throw Error("micro-batch " + std::to_string(options.micro_step) + " of " + std::to_string(options.micro_steps) +
                 ": not a micro-batch of an accumulated step");
-  if ((options.micro_steps > 1 || options.exchange) && unseen_grad_ >= 0)
-    throw Error(std::string(options.exchange ? "data parallel: " : "gradient accumulation: ") +
+  // Summed on the host (over micro-batches or ranks), or kept apart from where it lands: the host
+  // task that takes a gradient's norm does either, so every gradient needs one.
+  if ((options.micro_steps > 1 || options.exchange || store_.gradientsApart()) && unseen_grad_ >= 0)
+    throw Error(std::string(options.exchange             ? "data parallel: "
+                            : options.micro_steps > 1    ? "gradient accumulation: "
+                                                         : "a plan that keeps gradients apart: ") +
                 "the host never sees the gradient '" + plan_.host_tensors(unseen_grad_).name() +
-                "' land (no host task takes its norm), so it cannot sum it; " +
-                (options.exchange ? "train in one process" : "train without --accumulate"));
+                "' land (no host task takes its norm), so it cannot sum it or keep it; " +
+                (options.exchange           ? "train in one process"
+                 : options.micro_steps > 1 ? "train without --accumulate"
+                                           : "recompile the model with mtc"));
   if (options.exchange && store_.shard().ranks != options.exchange->shard().ranks)
     throw Error("internal: the host store is not sharded over the ranks that exchange its gradients");
   options_ = options;

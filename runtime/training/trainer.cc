@@ -320,16 +320,19 @@ void Trainer::checkpoint(int64_t step) {
   });
 }
 
-// The other ranks wait for rank 0's file: --rank-timeout, and the time its bytes (weights and
-// two moments, fp32) take at 10 MB/s — a disk slower than that is a fault, and a rank 0 hung in
-// the write then ends the job instead of leaving it waiting forever.
+// The other ranks wait for rank 0's file (as it gathers their moments, then until it is
+// published): --rank-timeout, and the time its bytes (weights and two moments, fp32) take at
+// 10 MB/s — a disk slower than that is a fault, and a rank 0 hung in the write then ends the
+// job instead of leaving it waiting forever.
 void Trainer::writeState(const std::function<void()>& write) {
+  constexpr double kSlowestDiskBps = 10e6;
+  const World::LongerWaits longer(world_,
+                                  config_.rank_timeout + 12.0 * static_cast<double>(store_.numParams()) / kSlowestDiskBps);
   if (outputs_.checkpoints)
     write();
   else if (!checkpointFolder(config_).empty())
     store_.sendState();  // rank 0 writes: it gathers this rank's moments
-  constexpr double kSlowestDiskBps = 10e6;
-  world_.barrier(config_.rank_timeout + 12.0 * static_cast<double>(store_.numParams()) / kSlowestDiskBps);
+  world_.barrier();
 }
 
 void Trainer::stopOnFault(const Error& fault, int64_t step) {

@@ -69,7 +69,8 @@ MODELS["qwen3-moe-bf16-sharded"] = dict(
                 router_aux_loss_coef=0.001, model_type="qwen3_moe", torch_dtype="bfloat16"))
 # Scaled rotary frequencies (rope_scaling): Llama 3.1's "llama3" (with D = 16 and an original
 # context of 32, pair 0 is kept, pair 1 blended, the others slowed by the factor) and YaRN's,
-# as gpt-oss has it (truncate false: pair 1 on the ramp; cos and sin times its attention factor).
+# as gpt-oss has it (truncate false: pair 1 on the ramp; cos and sin times its attention factor),
+# with gpt-oss's attention biases too (attention_bias: q, k, v and the output projection).
 MODELS["llama3-rope-f32"] = dict(
     architecture="LlamaForCausalLM", dtype=torch.float32, shards=1,
     config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
@@ -82,7 +83,7 @@ MODELS["yarn-rope-f32"] = dict(
     architecture="LlamaForCausalLM", dtype=torch.float32, shards=1,
     config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, vocab_size=256, max_position_embeddings=192, rms_norm_eps=1e-5,
-                rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", attention_bias=False,
+                rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", attention_bias=True,
                 rope_scaling=dict(factor=4.0, beta_fast=32.0, beta_slow=1.0, original_max_position_embeddings=48,
                                   truncate=False, rope_type="yarn"),
                 model_type="llama", torch_dtype="float32"))
@@ -185,8 +186,9 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             shapes.update({"mlp.gate_proj": (FF, C), "mlp.up_proj": (FF, C), "mlp.down_proj": (C, FF)})
         for name, shape in shapes.items():
             w[p + name + ".weight"] = torch.randn(*shape, generator=g) / math.sqrt(shape[1])
-        if qkv_bias:
-            for name in ("q_proj", "k_proj", "v_proj"):
+        # Qwen2's q/k/v biases; Llama's attention_bias puts one on the output projection too.
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            if (qkv_bias and name != "o_proj") or cfg.get("attention_bias"):
                 w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
         if cfg.get("model_type") in ("qwen3", "qwen3_moe"):
             for name in ("q_norm", "k_norm"):
@@ -516,10 +518,11 @@ def refusals(bin_dir, work, failures):
         ("rope-scaling", {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, None,
          "'rope_scaling': rope type 'dynamic' is not supported (linear, llama3 and yarn are)"),
         ("rope-llama3-partial", {"rope_scaling": {"type": "llama3", "factor": 8.0}}, None,
-         "'rope_scaling': no 'original_max_position_embeddings'"),
+         "'rope_scaling': no 'low_freq_factor'"),
         ("unknown-key", {"attn_logit_softcapping": 50.0}, None, "mtc does not know 'attn_logit_softcapping'"),
         ("gpt-neox", {"architectures": ["GPTNeoXForCausalLM"]}, None, "architecture GPTNeoXForCausalLM is not supported"),
-        ("o-bias", {"attention_bias": True}, None, "'attention_bias' is true"),
+        ("qwen2-o-bias", {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "attention_bias": True}, None,
+         "'attention_bias' is true: Qwen2's output projection has no bias in transformers"),
         ("missing", {}, lambda w: w.pop("model.layers.1.mlp.up_proj.weight"),
          "the weights have no 'model.layers.1.mlp.up_proj.weight' (the model's layers.1.mlp.up.weight)"),
         ("extra", {}, lambda w: w.update({"model.layers.0.self_attn.o_proj.bias": torch.zeros(64)}),
