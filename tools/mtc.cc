@@ -122,7 +122,8 @@ void addScheduleFlags(CLI::App& app, Flags& f) {
   app.add_option("--host-mem", host_mem, "host memory of the training machine, e.g. 1.5TiB (fail if exceeded)");
   app.add_option("--ranks", o.ranks,
                  "a plan for a data-parallel job of this many ranks (mpirun -np N mtrun), priced in the summary: "
-                 "host bytes per rank and per host, bytes exchanged per step, the host stream against the step; "
+                 "host bytes per rank and per host, bytes exchanged per step, the job's step and what bounds it "
+                 "(the devices, a host's memory or stream, the network; with NVLink also device collectives'); "
                  "above 1, a streamed plan with the deferred update lands its gradients in a buffer so that each "
                  "rank keeps only its slice of them (the plan runs on any number of ranks, or in one process)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
