@@ -688,6 +688,17 @@ def main():
                           capture_output=True, text=True)
     if auto.returncode != 0 or "the largest that fits --device-mem" not in auto.stdout:
         failures.append(f"--batch auto on a folder: exit {auto.returncode}: {auto.stdout}{auto.stderr}")
+    # A scaled rotary embedding in a decode plan (mt.rope_at with YaRN's frequencies): greedy
+    # text over the key/value cache = the window plan's (mt.rope).
+    texts = []
+    for flags in (["--kv-cache"], []):
+        plan = os.path.join(work, "yarn-gen" + ("-kv" if flags else "") + ".plan")
+        subprocess.run([f"{bin_dir}/mtc", os.path.join(work, "yarn-rope-f32"), "--forward-only", "--batch", "1", "--seq",
+                        "64"] + flags + ["-o", plan], capture_output=True, check=True)
+        texts.append(subprocess.run([f"{bin_dir}/mtgen", plan, "--prompt", "Q: ", "--greedy", "--max-tokens", "40"],
+                                    capture_output=True, check=True).stdout)
+    if texts[0] != texts[1] or not texts[0]:
+        failures.append(f"yarn: the kv-cache plan's greedy text {texts[0]!r} differs from the window's {texts[1]!r}")
     refusals(bin_dir, work, failures)
     router_aux_loss(bin_dir, work, failures)
     ref.finish("hf_import", failures)
