@@ -102,33 +102,56 @@ double deviceStep(const PlanStats& stats, double step_us, double host_stream_us)
   return step_us - stats.compute_wait_us[3] * shorter;
 }
 
+// The job --ranks prices: N ranks, R per host, the plan's host bytes by share and its host
+// optimizer's bytes.
 struct Job {
   int64_t n = 1, r = 1, hosts = 1;
   HostShares shares;
   double optimizer_bytes = 0;  // one process's
 };
 
+Job jobOf(const CompileOptions& o, const plan::Plan& plan) {
+  return {o.ranks, o.ranks_per_host, o.ranks / o.ranks_per_host, hostShares(plan), optimizerBytes(plan)};
+}
+
+// One rank's host stream without its exchanges: one process's, the optimizer's work divided
+// over the ranks.
+double shardedHostMicros(const Job& job, const HardwareProfile& hw, const PlanStats& stats) {
+  return stats.host_us - job.optimizer_bytes / hw.host_bps * 1e6 * (1.0 - 1.0 / job.n);
+}
+
+// What each rank exchanges per step as mtrun runs it: its gradient's slices to their owners (of
+// them between hosts), the updated weights back from the other hosts; the time of the slices
+// that stay on the host through shared memory (read and written).
+struct Exchange {
+  double grad_out = 0, grad_between = 0, weights_in = 0, local_us = 0;
+};
+
+Exchange exchangeOf(const Job& job, const HardwareProfile& hw) {
+  const double n = job.n, g = job.shares.gradient_values;
+  Exchange e;
+  e.grad_out = g * (n - 1) / n;
+  e.grad_between = g * (n - job.r) / n;
+  e.weights_in = job.shares.copy * (job.hosts - 1) / n;
+  e.local_us = 2.0 * (e.grad_out - e.grad_between) / hw.host_bps * 1e6;
+  return e;
+}
+
 // As mtrun runs it: each rank's device copies its whole gradient to its host, which sends the
 // slices to their owners (between hosts over the link, within one through shared memory) and
 // gets the updated weights back; every device reads every weight over its own link.
-JobStep hostExchangeStep(const Job& job, const HardwareProfile& hw, const PlanStats& stats, double& grad_out,
-                         double& grad_between, double& weights_in, double& local_us) {
-  const double n = job.n, r = job.r, g = job.shares.gradient_values;
-  grad_out = g * (n - 1) / n;
-  grad_between = g * (n - r) / n;
-  weights_in = job.shares.copy * (job.hosts - 1) / n;
-  const double local_bytes = 2.0 * (grad_out - grad_between);  // read and written in shared memory
-  local_us = local_bytes / hw.host_bps * 1e6;
+JobStep hostExchangeStep(const Job& job, const Exchange& e, const HardwareProfile& hw, const PlanStats& stats) {
+  const double r = job.r;
   JobStep step;
-  step.network_us = r * (grad_between + weights_in) / hw.network_bps * 1e6;
-  const double optimizer_us = job.optimizer_bytes / hw.host_bps * 1e6;
-  step.host_stream_us = stats.host_us - optimizer_us * (1.0 - 1.0 / n) + step.network_us + local_us;
+  step.network_us = r * (e.grad_between + e.weights_in) / hw.network_bps * 1e6;
+  step.host_stream_us = shardedHostMicros(job, hw, stats) + step.network_us + e.local_us;
   step.device_us = deviceStep(stats, stats.step_us, step.host_stream_us);
   // What crosses the link is read from memory as it is sent and written as the same amount is
-  // received (the exchange is symmetric).
+  // received (the exchange is symmetric); the shared-memory slices are read and written.
+  const double local_bytes = 2.0 * (e.grad_out - e.grad_between);
   const double memory = r * (static_cast<double>(stats.h2d_bytes + stats.d2h_bytes) + local_bytes +
-                             2.0 * (grad_between + weights_in)) +
-                        job.optimizer_bytes * r / n;
+                             2.0 * (e.grad_between + e.weights_in)) +
+                        job.optimizer_bytes * r / job.n;
   step.host_memory_us = memory / hw.host_bps * 1e6;
   return step;
 }
@@ -145,8 +168,7 @@ JobStep deviceCollectivesStep(const Job& job, const HardwareProfile& hw, const P
   JobStep step;
   const double between = (g + job.shares.copy) * (h - 1) / h;  // each host's, each way
   step.network_us = between / hw.network_bps * 1e6;
-  const double optimizer_us = job.optimizer_bytes / hw.host_bps * 1e6;
-  step.host_stream_us = stats.host_us - optimizer_us * (1.0 - 1.0 / job.n) + step.network_us;
+  step.host_stream_us = shardedHostMicros(job, hw, stats) + step.network_us;
   // The plan's waits beyond its busiest device stream stay; the busiest is the new streams'.
   const double busiest = std::max({stats.compute_us, stats.h2d_us, stats.d2h_us});
   const double links = std::max({stats.compute_us, h2d / hw.h2d_bps * 1e6, d2h / hw.d2h_bps * 1e6, nvlink_us});
@@ -170,9 +192,8 @@ std::string jobRate(const JobStep& step, const Job& job, const EmitOptions& emit
 double dataParallelStepMicros(const CompileOptions& o, const EmitOptions& emit, const plan::Plan& plan,
                               const PlanStats& stats) {
   if (o.ranks <= 1) return stats.step_us;
-  const Job job{o.ranks, o.ranks_per_host, o.ranks / o.ranks_per_host, hostShares(plan), optimizerBytes(plan)};
-  double grad_out = 0, grad_between = 0, weights_in = 0, local_us = 0;
-  return hostExchangeStep(job, emit.hardware, stats, grad_out, grad_between, weights_in, local_us).step_us();
+  const Job job = jobOf(o, plan);
+  return hostExchangeStep(job, exchangeOf(job, emit.hardware), emit.hardware, stats).step_us();
 }
 
 double hostBytesPerHost(const plan::Plan& plan, int64_t ranks, int64_t ranks_per_host) {
@@ -183,10 +204,10 @@ double hostBytesPerHost(const plan::Plan& plan, int64_t ranks, int64_t ranks_per
 void printDataParallel(const CompileOptions& o, const EmitOptions& emit, const plan::Plan& plan,
                        const PlanStats& stats) {
   if (o.ranks <= 1) return;
-  const Job job{o.ranks, o.ranks_per_host, o.ranks / o.ranks_per_host, hostShares(plan), optimizerBytes(plan)};
+  const Job job = jobOf(o, plan);
   const RankBytes bytes = rankBytes(job.shares, job.n, job.r);
-  double grad_out = 0, grad_between = 0, weights_in = 0, local_us = 0;
-  const JobStep exchange = hostExchangeStep(job, emit.hardware, stats, grad_out, grad_between, weights_in, local_us);
+  const Exchange e = exchangeOf(job, emit.hardware);
+  const JobStep exchange = hostExchangeStep(job, e, emit.hardware, stats);
   std::printf("  data parallel  %lld ranks (--ranks), %lld per host on %lld host%s: %lld x %lld tokens per update; "
               "host %s per rank (%s on the rank holding the host's copy of the master weights), %s per host; per "
               "step each rank sends its gradient's slices to their owners (%s, %s of them between hosts) and gets "
@@ -194,9 +215,9 @@ void printDataParallel(const CompileOptions& o, const EmitOptions& emit, const p
               "memory; the host optimizer 1/%lld of one process's\n",
               (long long)job.n, (long long)job.r, (long long)job.hosts, job.hosts == 1 ? "" : "s", (long long)job.n,
               (long long)(emit.batch * emit.seq), formatBytes(bytes.own).c_str(), formatBytes(bytes.writer).c_str(),
-              formatBytes(bytes.host).c_str(), formatBytes(grad_out).c_str(), formatBytes(grad_between).c_str(),
-              formatBytes(weights_in).c_str(), millis(exchange.network_us).c_str(), emit.hardware.network_bps * 1e-9,
-              millis(local_us).c_str(), (long long)job.n);
+              formatBytes(bytes.host).c_str(), formatBytes(e.grad_out).c_str(), formatBytes(e.grad_between).c_str(),
+              formatBytes(e.weights_in).c_str(), millis(exchange.network_us).c_str(), emit.hardware.network_bps * 1e-9,
+              millis(e.local_us).c_str(), (long long)job.n);
   std::printf("  job step       as mtrun runs it (the exchange on the hosts): %s\n",
               jobRate(exchange, job, emit, stats).c_str());
   if (emit.hardware.nvlink_bps <= 0 || job.r <= 1) return;

@@ -242,6 +242,14 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
       const std::string name = paramName(func, table.getArgNumber()).str();
       wholeBytes[name] = std::max(wholeBytes[name], tensorBytes(table.getType()));
     }
+    // The parameter whose gradient a grad_norm task takes as `v`: a gradient (piece) copied out,
+    // or the tokens' rows the host scatters into a table's gradient; "" if neither.
+    auto normedParam = [&](Value v) -> std::string {
+      if (auto piece = pieceOf.find(v); piece != pieceOf.end()) return piece->second.param;
+      for (Operation* user : v.getUsers())
+        if (BlockArgument table = tableOf(*user)) return paramName(func, table.getArgNumber()).str();
+      return "";
+    };
     std::map<std::string, int64_t> freeAt;  // parameter -> position after which its gradient's bytes are free
     for (Operation& op : body) {
       auto task = dyn_cast<HostTaskOp>(op);
@@ -250,7 +258,7 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
         std::string name;  // the parameter whose gradient the task consumes
         if (task.getKind() == HostTaskKind::AdamwOnArrival)
           if (auto arg = dyn_cast<BlockArgument>(v)) name = paramName(func, arg.getArgNumber()).str();
-        if (deferred && task.getKind() == HostTaskKind::GradNorm) name = gradNormParam(func, v, pieceOf);
+        if (deferred && task.getKind() == HostTaskKind::GradNorm) name = normedParam(v);
         if (wholeBytes.count(name)) freeAt[name] = std::max(freeAt[name], regionEnd[regionOf[&op]]);
       }
     }
@@ -280,18 +288,6 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
       releaseUntil(position[&op], dying, landing, offsets);
     }
     func->setAttr(kLandingBytesAttr, b.getI64IntegerAttr(landing.peak()));
-  }
-
-  // The parameter whose gradient a grad_norm task takes as `v`: a gradient (piece) copied out,
-  // or the tokens' rows the host scatters into a table's gradient; "" if neither.
-  template <typename Pieces>
-  static std::string gradNormParam(func::FuncOp func, Value v, const Pieces& pieceOf) {
-    if (auto piece = pieceOf.find(v); piece != pieceOf.end()) return piece->second.param;
-    for (Operation* user : v.getUsers())
-      if (auto task = dyn_cast<HostTaskOp>(user); task && task.getKind() == HostTaskKind::EmbeddingGrad)
-        if (auto table = dyn_cast<BlockArgument>(task.getTensors()[0]))
-          return paramName(func, table.getArgNumber()).str();
-    return "";
   }
 
   struct Placement {

@@ -325,13 +325,11 @@ LogicalResult checkRope(std::optional<Location> loc, Adaptor adaptor, StringRef 
   if ((kind != 0) != static_cast<bool>(scaling) || (scaling && scaling.size() != 5))
     return emitOptionalError(loc, op, " takes `scaling` (5 values: factor, a, b, c, attention) exactly when its "
                              "scaling_kind is not 0");
-  if (scaling) {  // the kernels' own check of the values, so that no plan mtrun refuses is written
-    RopeFrequencies f;
-    f.kind = static_cast<RopeScalingKind>(kind);
-    f.factor = scaling[0], f.a = scaling[1], f.b = scaling[2], f.c = scaling[3], f.attention = scaling[4];
-    if (const std::string problem = ropeScalingProblem(f); !problem.empty())
+  // The kernels' own check of the values (theta checked above), so that no plan mtrun refuses is written.
+  if (scaling)
+    if (const std::string problem = ropeScalingProblem(ropeFrequencies(0.0f, kind, scaling.asArrayRef().data()));
+        !problem.empty())
       return emitOptionalError(loc, op, " ", problem);
-  }
   return success();
 }
 

@@ -81,16 +81,22 @@ inline std::string ropeScalingProblem(const RopeFrequencies& f) {
   return "";
 }
 
-// mt.rope's and mt.rope_at's frequencies from their attributes (`kind_at`: the index of the
-// scaling kind's int attribute; absent: none). The checks said the attributes are well formed.
-inline RopeFrequencies ropeFrequencies(const KernelArgs& args, size_t kind_at) {
+// The frequencies of theta, scaling `kind` and its five values (factor, a, b, c, attention; null
+// for none), as mt.rope's attributes give them.
+inline RopeFrequencies ropeFrequencies(float theta, int64_t kind, const float* scaling) {
   RopeFrequencies f;
-  f.theta = args.floats[0];
-  if (args.ints.size() <= kind_at || args.ints[kind_at] == 0) return f;
-  f.kind = static_cast<RopeScalingKind>(args.ints[kind_at]);
-  f.factor = args.floats[1], f.a = args.floats[2], f.b = args.floats[3], f.c = args.floats[4];
-  f.attention = args.floats[5];
+  f.theta = theta;
+  if (kind == 0) return f;
+  f.kind = static_cast<RopeScalingKind>(kind);
+  f.factor = scaling[0], f.a = scaling[1], f.b = scaling[2], f.c = scaling[3], f.attention = scaling[4];
   return f;
+}
+
+// mt.rope's and mt.rope_at's frequencies from their kernel attributes (`kind_at`: the index of
+// the scaling kind's int attribute; absent: none). The checks said the attributes are well formed.
+inline RopeFrequencies ropeFrequencies(const KernelArgs& args, size_t kind_at) {
+  const int64_t kind = args.ints.size() > kind_at ? args.ints[kind_at] : 0;
+  return ropeFrequencies(args.floats[0], kind, kind ? args.floats.data() + 1 : nullptr);
 }
 
 // The position of token 0 of mt.rope's input: its third int attribute where it has one.

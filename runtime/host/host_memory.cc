@@ -111,11 +111,15 @@ HostMemory availableHostMemory(const std::string& root) {
   return memory;
 }
 
+bool heldBySlices(plan::HostRole role, bool gradients_apart) {
+  return role == plan::ROLE_MOMENT1 || role == plan::ROLE_MOMENT2 || (gradients_apart && role == plan::ROLE_GRAD);
+}
+
 int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard) {
   int64_t bytes = planHostBytes(plan);
-  const bool apart = gradientsKeptApart(plan);  // a rank keeps its slice of each summed gradient
+  const bool apart = gradientsKeptApart(plan);
   for (const auto& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2 || (apart && t.role() == plan::ROLE_GRAD)) {
+    if (heldBySlices(t.role(), apart)) {
       const int64_t n = checkedNumel(t.shape(), t.name());
       bytes -= (n - shard.of(n, t.param_index()).size()) * dtypeBytes(t.dtype());
     }

@@ -24,6 +24,10 @@ HostMemory availableHostMemory(const std::string& root = "");
 // plan keeps them apart: gradientsKeptApart), and less the master weights where
 // another rank of the host holds the host's shared copy.
 int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard);
+// Whether a rank holds only its slice (Shard::of) of a host tensor of this role: the AdamW moments,
+// and the summed gradients where the plan keeps them apart (`gradients_apart`). What the host
+// store allocates and shardedHostBytes counts.
+bool heldBySlices(plan::HostRole role, bool gradients_apart);
 
 // What a run holds in host memory beside the plan's host tensors.
 struct HostExtras {

@@ -41,9 +41,8 @@ HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks)
   for (int i = 0; i < n; ++i) {
     const auto& t = plan.host_tensors(i);
     numel_[i] = checkedNumel(t.shape(), t.name());
-    held_[i] = isMoment(t.role()) || (gradients_apart_ && t.role() == plan::ROLE_GRAD)
-                   ? shard_.of(numel_[i], t.param_index())
-                   : ShardRange{0, numel_[i]};
+    held_[i] = heldBySlices(t.role(), gradients_apart_) ? shard_.of(numel_[i], t.param_index())
+                                                        : ShardRange{0, numel_[i]};
     switch (t.role()) {
       case plan::ROLE_PARAM:
         params_.push_back(i);

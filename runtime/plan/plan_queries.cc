@@ -124,7 +124,8 @@ int64_t masterBytes(const plan::Plan& plan) {
 }
 
 int64_t planHostBytes(const plan::Plan& plan) {
-  const bool views = gradLandingTensor(plan) >= 0 && !gradientsKeptApart(plan);  // gradients in the landing buffer
+  // An on-arrival plan's gradients are views into the landing buffer (gradientsKeptApart: not).
+  const bool views = gradLandingTensor(plan) >= 0 && updatesOnArrival(planUpdateKind(plan));
   const std::set<int> split = splitMasters(plan);
   int64_t bytes = 0;
   for (int i = 0; i < plan.host_tensors_size(); ++i) {
