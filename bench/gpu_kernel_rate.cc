@@ -3,12 +3,13 @@
 //   - cuBLAS bf16 products through matmul_cuda: 8192³ first (the ceiling), then every linear layer
 //     of llama-1b and qwen2.5-7b as the plans run it: forward, input gradient, weight gradient
 //     (f32 result);
-//   - our tensor-core attention (kernels/attention/attention_mma_cuda.cu), causal, bf16, forward
-//     and backward, checked against a float64 reference on sampled rows before it is timed.
+//   - causal bf16 attention, forward and backward, checked against a float64 reference on sampled
+//     rows before it is timed: our tensor-core kernels (kernels/attention/attention_mma_cuda.cu)
+//     and cuDNN's fused flash attention (attention_cudnn.cc, mtrun --attention cudnn) side by side.
 // Random inputs (never zeros), CUDA events, the median of 9 timed launches (each region repeated
 // until it lasts ~1 ms) after a warm-up. One line per case; bench/gpu/kernel_peer.py prints
 // PyTorch's lines for the same cases, and bench/gpu/run.sh puts the two side by side.
-// usage: mt_gpu_kernel_rate
+// usage: mt_gpu_kernel_rate [all|attention]   (attention: the products left out)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "kernels/attention/attention.h"
+#include "kernels/attention/attention_cudnn.h"
 #include "kernels/cuda_check.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/matmul/matmul.h"
@@ -256,6 +258,7 @@ SampledError sampledError(const AttentionCase& c, const std::vector<float>& q, c
   return worst;
 }
 
+// `launch.cudnn_attention` set: cuDNN's; else ours.
 void benchAttention(const AttentionCase& c, const CudaLaunch& launch) {
   const int64_t B = c.batch, T = c.seq, wq = c.heads * c.head_dim, wkv = c.kv_heads * c.head_dim;
   DeviceTensor q({B, T, wq}, DType::BF16, 11), k({B, T, wkv}, DType::BF16, 12), v({B, T, wkv}, DType::BF16, 13);
@@ -281,15 +284,15 @@ void benchAttention(const AttentionCase& c, const CudaLaunch& launch) {
   // Causal: half of the T² scores. Forward 2 products (QKᵀ, PV), backward 5 (the FlashAttention
   // count, whatever the kernel recomputes).
   const double fwd_flops = 2.0 * B * c.heads * T * T * c.head_dim, bwd_flops = 2.5 * fwd_flops;
-  std::printf("attention %s (batch %lld, T %lld, %lld/%lld heads of %lld): forward %.3f ms %.1f TFLOP/s, backward "
+  std::printf("attention %s %s (batch %lld, T %lld, %lld/%lld heads of %lld): forward %.3f ms %.1f TFLOP/s, backward "
               "%.3f ms %.1f TFLOP/s; sampled rows' error %.2e (%s, worst: %s)\n",
-              c.name, static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(c.heads),
+              c.name, launch.cudnn_attention ? "cudnn" : "ours", static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(c.heads),
               static_cast<long long>(c.kv_heads), static_cast<long long>(c.head_dim), fwd_ms,
               fwd_flops / (fwd_ms * 1e-3) / 1e12, bwd_ms, bwd_flops / (bwd_ms * 1e-3) / 1e12, error.error,
               error.error <= 2e-2 ? "ok" : "WRONG", error.where.c_str());
 }
 
-int run() {
+int run(bool products) {
   const GpuInfo gpu = probeGpu();
   if (!gpu.available) {
     std::printf("mt_gpu_kernel_rate: nothing timed: %s\n", gpu.description.c_str());
@@ -302,11 +305,20 @@ int run() {
   if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error("cannot create a cuBLAS handle");
   const CudaLaunch launch{stream, blas};
+  CudnnAttention cudnn(stream);
+  std::printf("cuDNN %lld\n", static_cast<long long>(CudnnAttention::version()));
   for (const AttentionCase& c : {AttentionCase{"T4096-d128", 4, 4096, 32, 8, 128},
                                  AttentionCase{"qwen2.5-7b", 16, 1024, 28, 4, 128},
-                                 AttentionCase{"llama-1b", 16, 1024, 32, 8, 64}})
+                                 AttentionCase{"llama-1b", 16, 1024, 32, 8, 64}}) {
     benchAttention(c, launch);
-  benchGemms(launch);
+    try {
+      benchAttention(c, CudaLaunch{stream, blas, &cudnn, true});
+    } catch (const std::exception& e) {  // cuDNN's refusal: said, and the products still timed
+      std::printf("attention %s cudnn: %s\n", c.name, e.what());
+      MT_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+  }
+  if (products) benchGemms(launch);
   cublasDestroy(blas);
   MT_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
@@ -315,9 +327,14 @@ int run() {
 }  // namespace
 }  // namespace mt
 
-int main() {
+int main(int argc, char** argv) {
+  const std::string what = argc > 1 ? argv[1] : "all";
+  if (what != "all" && what != "attention") {
+    std::fprintf(stderr, "usage: mt_gpu_kernel_rate [all|attention]\n");
+    return 2;
+  }
   try {
-    return mt::run();
+    return mt::run(what == "all");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mt_gpu_kernel_rate: %s\n", e.what());
     return 1;

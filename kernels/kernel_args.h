@@ -57,9 +57,15 @@ using KernelCpuFn = void (*)(const KernelArgs&);
 // a stream and that stream's cuBLAS handle. The handles are declared (outside the namespace)
 // as CUDA declares them, so headers need no CUDA include.
 using CudaStream = ::CUstream_st*;
+class CudnnAttention;  // kernels/attention/attention_cudnn.h
 struct CudaLaunch {
   CudaStream stream = nullptr;
   ::cublasContext* blas = nullptr;  // bound to `stream`; exact fp32 math unless mtrun --tf32
+  // Set where the run uses cuDNN's fused attention (mtrun --attention auto or cudnn): the calls
+  // of mt.attention and mt.attention_grad it takes run through it; with `cudnn_only` every call
+  // does, and one it cannot take is refused.
+  CudnnAttention* cudnn_attention = nullptr;
+  bool cudnn_only = false;
 };
 using KernelCudaFn = void (*)(const KernelArgs&, const CudaLaunch&);
 

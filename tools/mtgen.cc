@@ -160,7 +160,7 @@ int generate(Options& o) {
   const std::string weights = mt::initialWeightsPath(o.weights, o.plan_path, plan);
   if (!weights.empty()) store.loadParams(mt::SafetensorsFile(weights));
   const mt::BackendKind kind = mt::chooseBackend(o.backend, false, plan);
-  auto backend = mt::createBackend(kind, false, plan, store);
+  auto backend = mt::createBackend(kind, mt::CudaOptions{}, plan, store);
   mt::Generator generator(plan, store, *backend);
   if (o.tokenizer.empty() && generator.vocab() != 256)
     throw mt::Error("the model's vocabulary is " + std::to_string(generator.vocab()) +

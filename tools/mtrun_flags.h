@@ -57,6 +57,14 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_flag("--tf32", c.tf32,
                "cuda: matrix products on the tensor cores in TF32 (~7x faster on an H100, relative error ~1e-3) "
                "instead of exact fp32");
+  choiceOf(app, "--attention", c.attention,
+           "cuda: whose kernels run the causal attention: cudnn (cuDNN's fused flash attention: bf16 plans, "
+           "head_dim a multiple of 8 up to 128; refuses a plan it cannot run), ours (this project's kernels, any "
+           "plan), or auto: cudnn for every call it takes, ours for the rest, said at start",
+           std::map<std::string, AttentionEngine>{{"auto", AttentionEngine::kAuto},
+                                                  {"ours", AttentionEngine::kOurs},
+                                                  {"cudnn", AttentionEngine::kCudnn}})
+      ->default_str("auto");
   app.add_option("--log", c.log_path, "write one JSON object per step to this file");
   app.add_option("--export", c.export_path,
                  "write the trained weights (safetensors) here: at the end, or when SIGINT/SIGTERM stops the run");

@@ -16,7 +16,8 @@ for lib in $(ldd build/bin/mtrun build/bin/mtgen build/bin/mt_cuda_twin_tests bu
              awk '/=>/ { print $3 }' | sort -u); do
   case $(basename "$lib") in
     # glibc's and CUDA's own: the machine's versions must be used.
-    libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | libcuda.so* | libcudart* | libcublas*) ;;
+    # cuDNN too: its shim loads its engines from its own folder, which must be the machine's.
+    libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | libcuda.so* | libcudart* | libcublas* | libcudnn*) ;;
     *) cp -L "$lib" .gpu/lib/ ;;
   esac
 done
@@ -47,6 +48,12 @@ build/bin/mtc llama-tiny --width 256 --heads 4 --kv-heads 2 --ffn 512 --batch 2 
   --no-weights -o .gpu/plans/llama-tiny-d64-mixed.plan >/dev/null
 build/bin/mtc llama-tiny --width 256 --heads 2 --kv-heads 1 --ffn 512 --batch 2 --context 128 --seq 100 --precision bf16 \
   --no-weights -o .gpu/plans/llama-tiny-d128-mixed.plan >/dev/null
+# The same heads over 128 tokens: cuDNN's fused attention before 9.16 takes multiples of 128
+# (run.sh cudnn runs these on cuda with --attention cudnn against the CPU).
+build/bin/mtc llama-tiny --width 256 --heads 4 --kv-heads 2 --ffn 512 --batch 2 --context 128 --seq 128 --precision bf16 \
+  --no-weights -o .gpu/plans/llama-tiny-d64-s128-mixed.plan >/dev/null
+build/bin/mtc llama-tiny --width 256 --heads 2 --kv-heads 1 --ffn 512 --batch 2 --context 128 --seq 128 --precision bf16 \
+  --no-weights -o .gpu/plans/llama-tiny-d128-s128-mixed.plan >/dev/null
 # Mixtures of experts (the twins of kernels/moe): Qwen3-MoE and Mixtral shapes, resident and
 # streamed-recompute, and a bf16 plan around the f32 expert kernels; Qwen3-MoE's trained on its
 # router's load-balancing loss too (the statistics' backward on the device).

@@ -23,7 +23,11 @@ rm -rf "$out" && mkdir -p "$out"
 # them (its torch needs the machine's newer libstdc++).
 cublas=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
 cudart=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libcudart.so.13*' 2>/dev/null | head -1)
-mt_libs=$PWD/.gpu/lib:${cublas:+$(dirname "$cublas"):}${cudart:+$(dirname "$cudart"):}/usr/local/cuda/lib64
+# cuDNN (mtrun --attention cudnn): the machine's, PyTorch's first (9.19 in November 2026; the CUDA
+# folder's was 9.14), with the NVRTC its runtime-compiled engines load.
+cudnn=$(find /opt /usr/local/cuda*/ /usr/lib -name 'libcudnn.so.9*' 2>/dev/null | head -1)
+nvrtc=$(find /usr/local/cuda*/ /usr/lib /opt -name 'libnvrtc.so.13*' 2>/dev/null | head -1)
+mt_libs=$PWD/.gpu/lib:${cublas:+$(dirname "$cublas"):}${cudart:+$(dirname "$cudart"):}${cudnn:+$(dirname "$cudnn"):}${nvrtc:+$(dirname "$nvrtc"):}/usr/local/cuda/lib64
 # mt SECONDS TOOL ARGS...: one of our tools under a time limit.
 mt() { local secs=$1 tool=$2; shift 2; LD_LIBRARY_PATH=$mt_libs:${LD_LIBRARY_PATH:-} timeout "$secs" ".gpu/bin/$tool" "$@"; }
 # Bench models and precisions: all by default; BENCH_MODELS="llama-1b" BENCH_MODES=tf32 narrow a call
@@ -34,7 +38,7 @@ bench_models=${BENCH_MODELS:-"llama-1b llama-3b llama-7b"}
 bench_modes=${BENCH_MODES:-"fp32 tf32"}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 date -u +%Y-%m-%dT%H:%MZ | tee -a "$out/gpu.txt"
-LD_LIBRARY_PATH=$mt_libs ldd .gpu/bin/mtrun | grep -E 'not found|cuda|cublas' | tee "$out/ldd.txt"
+LD_LIBRARY_PATH=$mt_libs ldd .gpu/bin/mtrun | grep -E 'not found|cuda|cublas|cudnn' | tee "$out/ldd.txt"
 
 twins="" parity="" kernel_rows="" rows="" torch_rows="" adamw_rows=""
 # The summary so far, with the logs, copied to $OUT after each part: a call that runs out of
@@ -78,6 +82,28 @@ done
 echo "$parity"
 publish
 fi
+if [ "$what" = cudnn ]; then
+echo "== cuDNN's fused attention (mtrun --attention cudnn): the twins (all), attention alone, bf16 plans"
+mt 240 mt_cuda_twin_tests > "$out/twins.txt" 2>&1 || echo "twin tests exited $?"
+twins=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/twins.txt" | tr '\n' ' ')
+echo "$twins"; grep -B2 -A6 'Failure' "$out/twins.txt" | head -60
+mt 150 mt_gpu_kernel_rate attention > "$out/kernels.txt" 2>&1 || echo "mt_gpu_kernel_rate exited $?: $(tail -2 "$out/kernels.txt")"
+kernel_rows=$(grep -E '^(cuDNN|attention)' "$out/kernels.txt")
+echo "$kernel_rows"
+for plan in .gpu/plans/llama-tiny-d64-mixed.plan .gpu/plans/llama-tiny-d128-mixed.plan \
+  .gpu/plans/llama-tiny-d64-s128-mixed.plan .gpu/plans/llama-tiny-d128-s128-mixed.plan; do
+  name=$(basename "$plan" .plan)-cudnn
+  for backend in cpu cuda; do
+    flag=""; [ $backend = cuda ] && flag="--attention cudnn"
+    mt 60 mtrun "$plan" --data .gpu/corpus.tok --steps 10 --backend $backend $flag --log "$out/$name.$backend.jsonl" \
+      --export "$out/$name.$backend.safetensors" --dump-grads "$out/$name.$backend.grads.safetensors" --print-every 100 \
+      > "$out/$name.$backend.txt" 2>&1 || { echo "$name on $backend failed:"; tail -5 "$out/$name.$backend.txt"; }
+  done
+  parity+=$(python3 tests/e2e/backend_parity.py "$out/$name" 10 --bf16)$'\n'
+done
+echo "$parity"
+publish
+fi
 if [ "$what" = all ] || [ "$what" = check ]; then
 echo "== 2b. decode plans on cuda: the key/value cache against the window plan, every position"
 for model in gpt2-tiny llama-tiny qwen-tiny; do
@@ -99,7 +125,7 @@ echo "$parity"
 publish
 fi
 
-if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = attention ]; then
+if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = attention ] || [ "${BENCH_AFTER_CUDNN:-0}" = 1 ]; then
 if [ "${BENCH_KERNELS:-1}" = 1 ]; then
 echo "== 3a. kernels alone: our attention and the models' products, then PyTorch's"
 mt 150 mt_gpu_kernel_rate > "$out/kernels.txt" 2>&1 || echo "mt_gpu_kernel_rate exited $?: $(tail -2 "$out/kernels.txt")"
@@ -113,6 +139,11 @@ for model in $bench_models; do
   modes=$bench_modes; case $model in *-mixed*) modes=bf16 ;; esac  # a bf16 plan: one precision
   for mode in $modes; do
     flag=""; [ $mode = tf32 ] && flag=--tf32
+    # bf16 plans: whose attention (BENCH_ATTENTION="ours cudnn" runs each; the name says which).
+    engines=ours; [ $mode = bf16 ] && engines=${BENCH_ATTENTION:-ours}
+    for engine in $engines; do
+    name=bench-$model; [ $engine = cudnn ] && name=bench-$model-cudnn
+    [ $mode = bf16 ] && flag="--attention $engine"
     steps=4; case $model in *7b*) steps=3 ;; esac  # a 7B step takes ~15 s: the first is left out
     mt 240 mtrun "$plan" --data .gpu/corpus.tok --steps $steps --backend cuda $flag --print-every 1 --profile \
       --trace "$out/$name.$mode.trace.json" > "$out/$name.$mode.txt" 2>&1 || echo "$name $mode failed or timed out"
@@ -120,6 +151,7 @@ for model in $bench_models; do
     busy=$(grep 'compute busy' "$out/$name.$mode.txt" | sed 's/^ *//')
     rows+="$name $mode: ${line:-no result} | ${busy}"$'\n'
     publish
+    done
   done
 done
 

@@ -6,6 +6,7 @@ namespace mt {
 namespace {
 
 using cuda::blocksFor;
+using cuda::launchBf16x8;
 using cuda::data;
 using cuda::fromFloat;
 using cuda::kThreads;
@@ -81,10 +82,25 @@ void launchUnary(const KernelArgs& args, const CudaLaunch& launch, F f) {
   });
   MT_CUDA_CHECK_LAUNCH();
 }
+// A binary functor's math on arrays, for the eight-wide bf16 kernel.
+template <typename F>
+struct BinaryOnArrays {
+  F f;
+  __device__ void operator()(const float (&in)[2], float (&out)[1]) const { out[0] = f(in[0], in[1]); }
+};
+struct SwigluGradOnArrays {  // in: dy, gate, up; out: dgate, dup (swigluGradKernel's math)
+  __device__ void operator()(const float (&in)[3], float (&out)[2]) const {
+    const float d = in[0], g = in[1], s = sigmoid(g);
+    out[1] = d * (g * s);
+    out[0] = d * in[2] * s * (1.0f + g * (1.0f - s));
+  }
+};
+
 template <typename F>
 void launchBinary(const KernelArgs& args, const CudaLaunch& launch, F f) {
   const int64_t n = args.in[0].numel();
   if (n == 0) return;
+  if (launchBf16x8<2, 1>({&args.in[0], &args.in[1]}, {&args.out[0]}, n, BinaryOnArrays<F>{f}, launch.stream)) return;
   withFloat(args.in[0].dtype, [&](auto t) {
     using T = decltype(t);
     binaryKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(data<const T>(args.in[0]), data<const T>(args.in[1]),
@@ -105,6 +121,9 @@ void swiglu_cuda(const KernelArgs& args, const CudaLaunch& launch) { launchBinar
 void swiglu_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t n = args.in[0].numel();
   if (n == 0) return;
+  if (launchBf16x8<3, 2>({&args.in[0], &args.in[1], &args.in[2]}, {&args.out[0], &args.out[1]}, n,
+                         SwigluGradOnArrays{}, launch.stream))
+    return;
   withFloat(args.in[0].dtype, [&](auto t) {
     using T = decltype(t);
     swigluGradKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(data<const T>(args.in[0]), data<const T>(args.in[1]),

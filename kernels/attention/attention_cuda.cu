@@ -10,8 +10,10 @@
 // to nearest even, everything between (scores, softmax, sums) is f32; the lse is f32.
 // - one warp per row (head_dim <= 256): the simple version, kept for wide heads whose tiles
 //   would not fit in shared memory.
-// bf16 calls with head_dim 64 or 128 run on the tensor cores instead (attention_mma_cuda.cu).
+// bf16 calls with head_dim 64 or 128 run on the tensor cores instead (attention_mma_cuda.cu), or,
+// where the run chose it (CudaLaunch::cudnn_attention), through cuDNN (attention_cudnn.cc).
 #include "kernels/attention/attention.h"
+#include "kernels/attention/attention_cudnn.h"
 #include "kernels/attention/attention_mma.cuh"
 #include "kernels/cuda_common.cuh"
 
@@ -554,6 +556,8 @@ void attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Dims d = attnDims(args.in[0], args);
   const int64_t rows = d.batch * d.heads * d.seq;
   if (rows == 0) return;
+  if (launch.cudnn_attention && (launch.cudnn_only || CudnnAttention::unsupported(args.in[0], d).empty()))
+    return launch.cudnn_attention->forward(args, d);
   if (attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[0].dtype, [&](auto type) {
     using T = decltype(type);
@@ -572,6 +576,8 @@ void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Dims d = attnDims(args.in[1], args);
   const int64_t query_rows = d.batch * d.heads * d.seq, key_rows = d.batch * d.kv_heads * d.seq;
   if (query_rows == 0) return;
+  if (launch.cudnn_attention && (launch.cudnn_only || CudnnAttention::unsupported(args.in[1], d).empty()))
+    return launch.cudnn_attention->backward(args, d);
   if (attentionOnTensorCores(args.in[1], d)) return attentionBackwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[1].dtype, [&](auto type) {
     using T = decltype(type);

@@ -3,39 +3,50 @@
 #include "kernels/cuda_common.cuh"
 #include "kernels/rope/rope.h"
 
+#include <algorithm>
+
 namespace mt {
 namespace {
 
 using cuda::fromFloat;
 using cuda::toFloat;
 
-// One thread per rotated pair (b, t, head, i < D/2); token (b, t) sits at positions[b * seq + t]
-// (mt.rope_at) or at offset + t (positions null: mt.rope).
+// A block per token (b, t), at positions[b * seq + t] (mt.rope_at) or offset + t (positions
+// null: mt.rope): a thread per pair i < D/2 computes its angle's cosine and sine once and turns
+// pair i of every head (the index arithmetic and the transcendentals once per token, not once
+// per element: at a GPU's bandwidth they, not the bytes, bounded a thread per pair).
 template <typename T>
 __global__ void ropeKernel(const T* __restrict__ x, const int32_t* __restrict__ positions, T* __restrict__ y,
-                           int64_t pairs, int64_t seq, int64_t heads, int64_t head_dim, RopeFrequencies f,
+                           int64_t tokens, int64_t seq, int64_t heads, int64_t head_dim, RopeFrequencies f,
                            float sign, int64_t offset) {
   const int64_t half = head_dim / 2;
-  MT_GRID_STRIDE(p, pairs) {
-    const int64_t i = p % half, token = p / (half * heads), h = (p / half) % heads;
+  for (int64_t token = blockIdx.x; token < tokens; token += gridDim.x) {
     const int64_t t = positions ? int64_t{positions[token]} : offset + token % seq;
-    const float angle = static_cast<float>(t) * ropeInverseFrequency(f, i, head_dim);
-    const float c = cosf(angle) * f.attention, s = sign * (sinf(angle) * f.attention);
-    const int64_t base = token * heads * head_dim + h * head_dim;
-    const float x1 = toFloat(x[base + i]), x2 = toFloat(x[base + i + half]);
-    y[base + i] = fromFloat<T>(x1 * c - x2 * s);
-    y[base + i + half] = fromFloat<T>(x2 * c + x1 * s);
+    const T* row = x + token * heads * head_dim;
+    T* out = y + token * heads * head_dim;
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+      const float angle = static_cast<float>(t) * ropeInverseFrequency(f, i, head_dim);
+      const float c = cosf(angle) * f.attention, s = sign * (sinf(angle) * f.attention);
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t base = h * head_dim;
+        const float x1 = toFloat(row[base + i]), x2 = toFloat(row[base + i + half]);
+        out[base + i] = fromFloat<T>(x1 * c - x2 * s);
+        out[base + i + half] = fromFloat<T>(x2 * c + x1 * s);
+      }
+    }
   }
 }
 
 void launchRope(const Tensor& x, const int32_t* positions, const Tensor& y, int64_t head_dim,
                 const RopeFrequencies& f, float sign, int64_t offset, cudaStream_t stream) {
-  const int64_t heads = x.dim(2) / head_dim, pairs = x.numel() / 2;
-  if (pairs == 0) return;
+  const int64_t heads = x.dim(2) / head_dim, tokens = x.numel() / x.dim(2), half = head_dim / 2;
+  if (tokens == 0 || half == 0) return;
+  const int threads = static_cast<int>(std::min<int64_t>((half + 31) / 32 * 32, 128));
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(tokens, int64_t{1} << 30));
   cuda::withFloat(x.dtype, [&](auto t) {
     using T = decltype(t);
-    ropeKernel<<<cuda::blocksFor(pairs), cuda::kThreads, 0, stream>>>(
-        cuda::data<const T>(x), positions, cuda::data<T>(y), pairs, x.dim(1), heads, head_dim, f, sign, offset);
+    ropeKernel<<<blocks, threads, 0, stream>>>(cuda::data<const T>(x), positions, cuda::data<T>(y), tokens, x.dim(1),
+                                               heads, head_dim, f, sign, offset);
   });
   MT_CUDA_CHECK_LAUNCH();
 }

@@ -37,10 +37,17 @@ class Backend {
 // runs on its own thread, events are real synchronisation.
 std::unique_ptr<Backend> createCpuBackend(const plan::Plan& plan, HostStore& store);
 
+// Which implementation runs a plan's causal attention on the GPU (mtrun --attention): cuDNN's
+// fused flash attention (attention_cudnn.cc; bf16 plans, head_dim a multiple of 8 up to 128),
+// ours (kernels/attention/attention_*cuda.cu: any plan), or auto: cuDNN for every call it takes,
+// ours for the rest, the split said at start. cudnn refuses a plan with a call it cannot take.
+enum class AttentionEngine { kAuto, kOurs, kCudnn };
+
 struct CudaOptions {
   // Matrix products on the tensor cores in TF32 (10-bit mantissa, ~7x the fp32 rate on an
   // H100, relative error ~1e-3) instead of exact fp32. Off: the plan's precision is kept.
   bool tf32 = false;
+  AttentionEngine attention = AttentionEngine::kAuto;
 };
 
 // The CUDA backend (runtime/backends/cuda_backend.cc): one device arena of the planned size, a CUDA

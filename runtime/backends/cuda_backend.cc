@@ -8,6 +8,8 @@
 // the host optimizer runs beside it as the plan says.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <memory>
 #include <set>
 
 #include "runtime/backends/backend.h"
@@ -20,6 +22,7 @@
 
 #include "kernels/activation/activation.h"
 #include "kernels/attention/attention.h"
+#include "kernels/attention/attention_cudnn.h"
 #include "kernels/attention/cached_attention.h"
 #include "kernels/checksum/checksum.h"
 #include "kernels/elementwise/elementwise.h"
@@ -78,6 +81,10 @@ class CudaBackend final : public Backend {
  private:
   void setUp(const plan::Plan& plan, HostStore& store, const CudaOptions& options);
   void release();  // everything set up so far, in reverse
+  // Which attention calls cuDNN takes (--attention auto: those it can; cudnn: all, or the plan is
+  // refused naming the first it cannot take): their graphs built and workspace held before the
+  // first step, and the split said.
+  void prepareCudnnAttention();
   void runProgram(int stream);
   void execute(int stream, size_t index);
   // --verify-transfers: after copy `c` (issued on `s`), the device's checksum of its bytes into
@@ -92,6 +99,9 @@ class CudaBackend final : public Backend {
   std::vector<void*> pinned_;
   std::vector<cudaStream_t> streams_;    // per plan stream; null for the host stream
   std::vector<cublasHandle_t> blas_;     // per plan stream; null but for compute streams
+  // per plan stream; set on compute streams where the run chose cuDNN's attention
+  std::vector<std::unique_ptr<CudnnAttention>> cudnn_;
+  bool cudnn_only_ = false;  // mtrun --attention cudnn: every attention call through cuDNN
   std::vector<cudaEvent_t> events_;      // per plan event; null for those the host stream records
   StepRandomness random_;  // the current run's; every kernel call of programs_ points here
   bool holds_weights_ = false;  // a run completed: the kept copies' bytes are on the device
@@ -169,7 +179,11 @@ void CudaBackend::setUp(const plan::Plan& plan, HostStore& store, const CudaOpti
     }
     streams_.push_back(s);
     blas_.push_back(blas);
+    cudnn_.push_back(stream.kind() == plan::Stream::COMPUTE && options.attention != AttentionEngine::kOurs
+                         ? std::make_unique<CudnnAttention>(s)
+                         : nullptr);
   }
+  cudnn_only_ = options.attention == AttentionEngine::kCudnn;
   events_.assign(plan.num_events(), nullptr);
   for (int s = 0; s < plan.streams_size(); ++s) {
     if (plan.streams(s).kind() == plan::Stream::HOST) continue;
@@ -179,6 +193,7 @@ void CudaBackend::setUp(const plan::Plan& plan, HostStore& store, const CudaOpti
   }
 
   programs_ = bindPrograms(plan, store, arena_, &random_);
+  prepareCudnnAttention();
   transfers_ = std::make_unique<TransferCheck>(plan, programs_);
   step_lengths_ = stepLengths(plan, false);
   loss_lengths_ = stepLengths(plan, true);
@@ -199,6 +214,36 @@ void CudaBackend::setUp(const plan::Plan& plan, HostStore& store, const CudaOpti
 
 CudaBackend::~CudaBackend() { release(); }
 
+void CudaBackend::prepareCudnnAttention() {
+  int through_cudnn = 0, through_ours = 0;
+  int64_t workspace = 0;
+  for (size_t s = 0; s < programs_.size(); ++s)
+    for (const Op& op : programs_[s]) {
+      const auto* k = std::get_if<KernelOp>(&op);
+      if (!k || (k->id != KernelId::Attention && k->id != KernelId::AttentionGrad)) continue;
+      const bool backward = k->id == KernelId::AttentionGrad;
+      const Tensor& q = k->args.in[backward ? 1 : 0];
+      const AttentionShape d = attentionShape(q, k->args);
+      const std::string why = cudnn_[s] ? CudnnAttention::unsupported(q, d) : "not chosen";
+      if (why.empty()) {
+        try {
+          cudnn_[s]->prepare(d, backward);
+        } catch (const std::exception& e) {
+          throw Error(std::string(e.what()));
+        }
+        workspace = std::max(workspace, cudnn_[s]->workspaceBytes());
+        ++through_cudnn;
+      } else {
+        if (cudnn_only_) throw Error("--attention cudnn: " + why + "; run with --attention ours or auto");
+        ++through_ours;
+      }
+    }
+  if (through_cudnn > 0)
+    std::printf("attention: %d calls through cuDNN %lld's fused flash attention (workspace %.1f MiB beside the "
+                "plan's arena), %d through ours\n",
+                through_cudnn, static_cast<long long>(CudnnAttention::version()), workspace / 1048576.0, through_ours);
+}
+
 void CudaBackend::release() {
   threads_.reset();
   // Teardown: errors are ignored (there is no one left to report them to).
@@ -213,6 +258,7 @@ void CudaBackend::release() {
   if (step_start_) cudaEventDestroy(step_start_);
   for (cudaEvent_t e : events_)
     if (e) cudaEventDestroy(e);
+  cudnn_.clear();
   for (cublasHandle_t h : blas_)
     if (h) cublasDestroy(h);
   for (cudaStream_t s : streams_)
@@ -305,7 +351,7 @@ void CudaBackend::execute(int stream, size_t index) {
   if (start) check(cudaEventRecord(start, s), "timing the step");
   if (const auto* k = std::get_if<KernelOp>(&op)) {
     try {
-      kernelCuda(k->id)(k->args, CudaLaunch{s, blas_[stream]});
+      kernelCuda(k->id)(k->args, CudaLaunch{s, blas_[stream], cudnn_[stream].get(), cudnn_only_});
     } catch (const std::exception& e) {  // the kernels' own errors (they do not link the runtime)
       throw Error(std::string(kKernelTable[static_cast<size_t>(k->id)].op_name) + " on the GPU: " + e.what());
     }

@@ -37,8 +37,12 @@ BackendKind chooseBackend(BackendChoice choice, bool tf32, const plan::Plan& pla
   return kind;
 }
 
-std::unique_ptr<Backend> createBackend(BackendKind kind, bool tf32, const plan::Plan& plan, HostStore& store) {
-  if (kind == BackendKind::kCuda) return createCudaBackend(plan, store, CudaOptions{tf32});
+std::unique_ptr<Backend> createBackend(BackendKind kind, const CudaOptions& cuda, const plan::Plan& plan,
+                                       HostStore& store) {
+  if (kind == BackendKind::kCuda) return createCudaBackend(plan, store, cuda);
+  if (cuda.attention != AttentionEngine::kAuto)
+    throw Error("--attention chooses the CUDA backend's attention, but this run is on the CPU: drop --attention or "
+                "run with --backend cuda");
   return createCpuBackend(plan, store);
 }
 

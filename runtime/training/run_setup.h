@@ -19,7 +19,9 @@ enum class BackendKind { kCpu, kCuda };
 // `tf32` on a run that lands on the CPU: an error when asked for cpu, a note under auto (one
 // config file serves machines with and without a GPU).
 BackendKind chooseBackend(BackendChoice choice, bool tf32, const plan::Plan& plan);
-std::unique_ptr<Backend> createBackend(BackendKind kind, bool tf32, const plan::Plan& plan, HostStore& store);
+// `cuda`: the CUDA backend's options; a CPU run refuses --attention cudnn.
+std::unique_ptr<Backend> createBackend(BackendKind kind, const CudaOptions& cuda, const plan::Plan& plan,
+                                       HostStore& store);
 
 // The tokenizer of the Hugging Face folder the plan's model came from (ModelInfo.hf_source, its
 // tokenizer.json), as a fingerprint (HfTokenizer::fingerprint); nullopt for a model from

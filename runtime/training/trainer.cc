@@ -97,7 +97,7 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
   if (validator_ && config.keep_best && resumed.step > 0)
     if (const auto best = bestCheckpoint(config.checkpoint_dir); best && best->step <= resumed.step)
       validator_->rememberBest(best->step, best->val_loss);
-  backend_ = createBackend(backend_kind, config.tf32, plan, store);
+  backend_ = createBackend(backend_kind, CudaOptions{config.tf32, config.attention}, plan, store);
   options_.exchange = exchange_;
 }
 

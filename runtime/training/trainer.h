@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/backends/backend.h"
 #include "runtime/training/backend_choice.h"
 
 #include "runtime/data/token_data.h"
@@ -25,6 +26,7 @@ struct TrainConfig {
   std::string report_path;     // the run's picture (self-contained HTML: run_report.h); "" = none
   BackendChoice backend = BackendChoice::kAuto;
   bool tf32 = false;           // CUDA: matrix products in TF32 instead of exact fp32
+  AttentionEngine attention = AttentionEngine::kAuto;  // CUDA: whose kernels run the attention
   bool other_tokenizer = false;  // train on token files of another tokenizer than the model's
   int64_t steps = 100;         // optimizer steps
   double epochs = 0.0;         // > 0: the steps that draw this many times the training tokens (instead of --steps)

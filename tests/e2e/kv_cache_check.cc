@@ -31,7 +31,7 @@ struct Loaded {
     store.initialize(plan.init_seed());
     store.loadParams(mt::SafetensorsFile(weights));
     kind = mt::chooseBackend(mt::BackendChoice::kAuto, false, plan);
-    backend = mt::createBackend(kind, false, plan, store);
+    backend = mt::createBackend(kind, mt::CudaOptions{}, plan, store);
     generator = std::make_unique<mt::Generator>(plan, store, *backend);
   }
   mt::plan::Plan plan;

@@ -5,6 +5,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_cudnn.h"
 #include "kernels/checksum/checksum.h"
 #include "kernels/cuda_check.h"
 #include "runtime/backends/cuda_device.h"
@@ -60,7 +62,7 @@ class CudaTwinTest : public ::testing::Test {
     args.ints = ints;
     args.floats = floats;
     args.random = &kTestRandomness;
-    cuda(args, CudaLaunch{nullptr, blas_});
+    cuda(args, CudaLaunch{nullptr, blas_, cudnn_, cudnn_ != nullptr});
     MT_CUDA_CHECK(cudaDeviceSynchronize());
     for (size_t i = 0; i < outputs.size(); ++i)
       MT_CUDA_CHECK(cudaMemcpy(outputs[i].view().data, args.out[i].data, args.out[i].bytes(), cudaMemcpyDeviceToHost));
@@ -132,6 +134,7 @@ class CudaTwinTest : public ::testing::Test {
 
   static constexpr double kBf16Tol = 1e-2;
   cublasHandle_t blas_ = nullptr;
+  CudnnAttention* cudnn_ = nullptr;  // set: attention runs through cuDNN (mtrun --attention cudnn)
   std::mt19937 rng{99};
 };
 
@@ -387,6 +390,53 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
 
 // Every kernel a bf16 plan calls, on bf16 activations (op_table.def's cuda_bf16), against the
 // CPU's emulation: bf16 loads and stores, f32 math, statistics and weight gradients f32.
+// cuDNN's fused flash attention (mtrun --attention cudnn) against the CPU twin, as a bf16 plan
+// calls it: grouped and plain heads, 64 and 128 wide, lengths that are not multiples of its
+// tiles; its forward's lse feeds our backward and ours feeds its backward (the two must agree on
+// what lse is). Where libcudnn cannot run the graph the test fails naming cuDNN's reason.
+TEST_F(CudaTwinTest, CudnnAttention) {
+  CudnnAttention cudnn(nullptr);
+  std::printf("cuDNN %lld\n", static_cast<long long>(CudnnAttention::version()));
+  struct Attn {
+    int64_t batch, seq, heads, kv_heads, head_dim;
+  };
+  std::vector<Attn> cases = {{1, 128, 4, 2, 64}, {2, 256, 8, 2, 128}, {2, 128, 4, 4, 64}};
+  if (CudnnAttention::version() > 91500)  // any length (before 9.16: multiples of 128)
+    cases.insert(cases.end(), {{1, 70, 4, 2, 64}, {2, 200, 8, 2, 128}, {1, 33, 2, 1, 128}});
+  for (const Attn& c : cases) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + ", T " + std::to_string(c.seq) + ", heads " +
+                 std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + " of " + std::to_string(c.head_dim));
+    const int64_t wq = c.heads * c.head_dim, wkv = c.kv_heads * c.head_dim;
+    const auto q = randomF32({c.batch, c.seq, wq}), k = randomF32({c.batch, c.seq, wkv});
+    const auto v = randomF32({c.batch, c.seq, wkv}), dout = randomF32({c.batch, c.seq, wq});
+    const std::vector<int64_t> heads{c.heads, c.kv_heads};
+    const std::vector<HostTensor> outs = {HostTensor::f32({c.batch, c.seq, wq}), HostTensor::f32({c.batch, c.heads, c.seq})};
+    const std::vector<HostTensor> grads = {HostTensor::f32({c.batch, c.seq, wq}), HostTensor::f32({c.batch, c.seq, wkv}),
+                                           HostTensor::f32({c.batch, c.seq, wkv})};
+    cudnn_ = &cudnn;
+    expectBf16Twin(KernelId::Attention, {q, k, v}, outs, heads);
+    const auto fwd = runBf16(KernelId::Attention, {q, k, v}, outs, heads);  // the CPU's forward
+    expectBf16Twin(KernelId::AttentionGrad, {dout, q, k, v, fwd[0], fwd[1]}, grads, heads);
+    // cuDNN's forward, then our backward from its out and lse: the CPU's gradients.
+    std::vector<HostTensor> in = {q, k, v}, out = outs;
+    toBf16(KernelId::Attention, in, out, false);
+    const auto cudnn_fwd = runOnGpu(KernelId::Attention, in, out, heads, {});
+    cudnn_ = nullptr;
+    expectBf16Twin(KernelId::AttentionGrad, {dout, q, k, v, cudnn_fwd[0], cudnn_fwd[1]}, grads, heads);
+  }
+  // What it does not take, refused by name.
+  Tensor q;
+  q.dtype = DType::F32;
+  EXPECT_NE(CudnnAttention::unsupported(q, AttentionShape{1, 8, 2, 1, 64, 128, 64, 0.125f}).find("bf16"),
+            std::string::npos);
+  q.dtype = DType::BF16;
+  EXPECT_NE(CudnnAttention::unsupported(q, AttentionShape{1, 8, 2, 1, 160, 320, 160, 0.08f}).find("160"),
+            std::string::npos);
+  EXPECT_NE(CudnnAttention::unsupported(q, AttentionShape{1, 1, 2, 1, 128, 256, 128, 0.08f}).find("one token"),
+            std::string::npos);
+  EXPECT_EQ(CudnnAttention::unsupported(q, AttentionShape{1, 256, 2, 1, 128, 256, 128, 0.08f}), "");
+}
+
 TEST_F(CudaTwinTest, Bf16Activations) {
   using H = HostTensor;
   const auto a = randomF32({4, 33, 70}), b = randomF32({70}), out = H::f32({4, 33, 70});
@@ -424,6 +474,15 @@ TEST_F(CudaTwinTest, Bf16Activations) {
   expectBf16Twin(KernelId::SiluGrad, {dy, x}, {act});
   expectBf16Twin(KernelId::Swiglu, {x, up}, {act});
   expectBf16Twin(KernelId::SwigluGrad, {dy, x, up}, {act, act});
+  // The eight-wide bf16 paths (n a multiple of 8, 16-byte aligned; 5 x 7 x 301 above takes the
+  // scalar ones): a residual add and the activations.
+  const Shape wide{3, 5, 64};
+  const auto g8 = randomF32(wide, 2.0f), u8 = randomF32(wide), d8 = randomF32(wide), o8 = H::f32(wide);
+  expectBf16Twin(KernelId::Add, {g8, u8}, {o8});
+  expectBf16Twin(KernelId::Swiglu, {g8, u8}, {o8});
+  expectBf16Twin(KernelId::SwigluGrad, {d8, g8, u8}, {o8, o8});
+  expectBf16Twin(KernelId::SiluGrad, {d8, g8}, {o8});
+  expectBf16Twin(KernelId::GeluGrad, {d8, g8}, {o8}, {1});
   expectBf16Twin(KernelId::Rope, {randomF32({2, 37, 96})}, {H::f32({2, 37, 96})}, {24, 0}, {10000.0f});
   expectBf16Twin(KernelId::RopeAt, {randomF32({2, 1, 96}), H::i32({2, 1}, {5, 700})}, {H::f32({2, 1, 96})}, {24},
                  {10000.0f});

@@ -1,0 +1,552 @@
+// cuDNN's fused flash attention through the backend graph API (attention_cudnn.h). The graphs
+// are the patterns cuDNN's documentation gives for its fused attention engines ("flash
+// attention" forward and backward): products, a causal mask built from generated row and
+// column indices, the softmax as reductions and pointwise steps, the probabilities rounded to
+// bf16 as the second product's operand. cuDNN fuses each graph into one kernel or declines it;
+// a declined graph is an error naming cuDNN's reason, never a silent fallback.
+#include "kernels/attention/attention_cudnn.h"
+
+#include <cudnn.h>
+#include <cuda_runtime.h>
+
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cuda_check.h"
+
+// The handle attributes of the operation graph and the execution plan are deprecated in cuDNN
+// 9.19 in favour of device properties, which older 9.x libraries lack: the handle works on all.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace mt {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, cudnnStatus_t status) {
+  char detail[1024] = "";
+  cudnnGetLastErrorString(detail, sizeof detail);
+  throw std::runtime_error("cuDNN attention: " + what + ": " + cudnnGetErrorString(status) +
+                           (detail[0] ? std::string(" (") + detail + ")" : std::string()) +
+                           "; run with mtrun --attention ours");
+}
+
+void check(cudnnStatus_t status, const std::string& what) {
+  if (status != CUDNN_STATUS_SUCCESS) fail(what, status);
+}
+
+// A backend descriptor, destroyed with its owner.
+class Desc {
+ public:
+  Desc(cudnnBackendDescriptorType_t type, const char* what) : what_(what) {
+    check(cudnnBackendCreateDescriptor(type, &d_), std::string("creating ") + what);
+  }
+  ~Desc() {
+    if (d_) cudnnBackendDestroyDescriptor(d_);
+  }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+
+  template <typename T>
+  Desc& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T* values, int64_t count = 1) {
+    check(cudnnBackendSetAttribute(d_, name, type, count, values),
+          std::string("setting attribute ") + std::to_string(name) + " of " + what_);
+    return *this;
+  }
+  Desc& setDesc(cudnnBackendAttributeName_t name, const Desc& other) {
+    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &other.d_);
+  }
+  Desc& finalize() {
+    check(cudnnBackendFinalize(d_), std::string("finalizing ") + what_);
+    return *this;
+  }
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+  const char* what_;
+};
+
+enum class Kind { Bf16, F32, I32, Bool };
+
+cudnnDataType_t cudnnType(Kind kind) {
+  switch (kind) {
+    case Kind::Bf16: return CUDNN_DATA_BFLOAT16;
+    case Kind::F32: return CUDNN_DATA_FLOAT;
+    case Kind::I32: return CUDNN_DATA_INT32;
+    case Kind::Bool: return CUDNN_DATA_BOOLEAN;
+  }
+  return CUDNN_DATA_FLOAT;
+}
+
+using Dims = std::vector<int64_t>;
+
+// Packed strides of dims, the last fastest.
+Dims packed(const Dims& dims) {
+  Dims strides(dims.size(), 1);
+  for (size_t i = dims.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * dims[i];
+  return strides;
+}
+
+}  // namespace
+
+// A graph being built, then its execution plan: every descriptor stays alive as long as the plan.
+struct CudnnAttention::Plan {
+  std::vector<std::unique_ptr<Desc>> descs;
+  std::vector<cudnnBackendDescriptor_t> ops;
+  std::unique_ptr<Desc> plan;
+  int64_t workspace = 0;
+  int64_t next_uid = 1;
+  // The uids of the tensors the caller binds, in the order of the kernel's operands (in, then
+  // out); the scalars passed by value (uid, value); tensors of the graph that live in the
+  // workspace, ahead of cuDNN's own share (uid, offset, bytes), zeroed before each run.
+  std::vector<int64_t> bound;
+  std::vector<std::pair<int64_t, float>> by_value;
+  struct Internal {
+    int64_t uid, offset, bytes;
+  };
+  std::vector<Internal> internal;
+  int64_t internal_bytes = 0;
+
+  Desc& make(cudnnBackendDescriptorType_t type, const char* what) {
+    descs.push_back(std::make_unique<Desc>(type, what));
+    return *descs.back();
+  }
+
+  // A tensor: real (bound to memory at run time), virtual (inside the fused kernel only), or a
+  // scalar passed by value. Returns its descriptor; its uid is next_uid - 1.
+  const Desc& tensor(Kind kind, const Dims& dims, const Dims& strides, bool is_virtual, bool by_value = false) {
+    const cudnnDataType_t type = cudnnType(kind);
+    const int64_t uid = next_uid++, alignment = 16;
+    const bool virt = is_virtual, value = by_value;
+    Desc& t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, "a tensor");
+    t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type)
+        .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), static_cast<int64_t>(dims.size()))
+        .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), static_cast<int64_t>(strides.size()))
+        .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid)
+        .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &alignment)
+        .set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &virt);
+    if (by_value) t.set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, &value);
+    return t.finalize();
+  }
+  int64_t lastUid() const { return next_uid - 1; }
+  const Desc& inner(Kind kind, const Dims& dims) { return tensor(kind, dims, packed(dims), true); }
+  const Desc& scalar(float value) {
+    const Dims one{1, 1, 1, 1};
+    const Desc& t = tensor(Kind::F32, one, one, false, true);
+    by_value.emplace_back(lastUid(), value);
+    return t;
+  }
+  // A tensor of the graph kept in the workspace (f32, packed or as given).
+  const Desc& inWorkspace(const Dims& dims, const Dims& strides) {
+    const Desc& t = tensor(Kind::F32, dims, strides, false);
+    int64_t elements = 1;
+    for (int64_t n : dims) elements *= n;
+    internal.push_back({lastUid(), internal_bytes, elements * 4});
+    internal_bytes += (elements * 4 + 255) / 256 * 256;
+    return t;
+  }
+
+  void matmul(const Desc& a, const Desc& b, const Desc& c) {
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    Desc& mm = make(CUDNN_BACKEND_MATMUL_DESCRIPTOR, "a product");
+    mm.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &f32).finalize();
+    Desc& op = make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "a product's operation");
+    op.setDesc(CUDNN_ATTR_OPERATION_MATMUL_ADESC, a)
+        .setDesc(CUDNN_ATTR_OPERATION_MATMUL_BDESC, b)
+        .setDesc(CUDNN_ATTR_OPERATION_MATMUL_CDESC, c)
+        .setDesc(CUDNN_ATTR_OPERATION_MATMUL_DESC, mm)
+        .finalize();
+    ops.push_back(op.get());
+  }
+
+  // y = mode(x[, b][, t]); precision: the arithmetic's type; axis >= 0 for GEN_INDEX.
+  void pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc& y, const Desc* t = nullptr,
+                 Kind precision = Kind::F32, int64_t axis = -1) {
+    const cudnnDataType_t prec = cudnnType(precision);
+    Desc& pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "a pointwise step");
+    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode)
+        .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &prec);
+    if (axis >= 0) pw.set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, &axis);
+    pw.finalize();
+    Desc& op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "a pointwise operation");
+    op.setDesc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw).setDesc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+    if (b) op.setDesc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
+    op.setDesc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+    if (t) op.setDesc(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, *t);
+    const float one = 1.0f;
+    op.set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, &one)
+        .set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, &one)
+        .finalize();
+    ops.push_back(op.get());
+  }
+
+  void reduction(cudnnReduceTensorOp_t reduce, const Desc& x, const Desc& y) {
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    Desc& r = make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "a reduction");
+    r.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, &reduce)
+        .set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &f32);
+    if (cudnnGetVersion() >= 91100) {  // the attribute is 9.11's
+      const bool deterministic = false;
+      r.set(CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, CUDNN_TYPE_BOOLEAN, &deterministic);
+    }
+    r.finalize();
+    Desc& op = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "a reduction's operation");
+    op.setDesc(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x)
+        .setDesc(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y)
+        .setDesc(CUDNN_ATTR_OPERATION_REDUCTION_DESC, r)
+        .finalize();
+    ops.push_back(op.get());
+  }
+
+  // The causal mask of scores (B, H, T, T): keys after the query's position become -inf.
+  const Desc& causalMask(const Desc& scores, const Dims& dims) {
+    const Desc& row = inner(Kind::I32, dims);
+    pointwise(CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, row, nullptr, Kind::F32, 2);
+    const Desc& col = inner(Kind::I32, dims);
+    pointwise(CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, col, nullptr, Kind::F32, 3);
+    const Desc& keep = inner(Kind::Bool, dims);
+    pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, keep, nullptr, Kind::Bool);
+    // -inf, as cuDNN 9.10 and later want it (the lowest float before).
+    const Desc& minus_inf = scalar(cudnnGetVersion() >= 91000 ? -std::numeric_limits<float>::infinity()
+                                                              : std::numeric_limits<float>::lowest());
+    const Desc& masked = inner(Kind::F32, dims);
+    pointwise(CUDNN_POINTWISE_BINARY_SELECT, scores, &minus_inf, masked, &keep);
+    return masked;
+  }
+
+  // Scores Q K^T times the scale (the scalar `scale`), minus `stats` where given (the backward's
+  // log-probabilities), causally masked: (B, H, T, T) f32, virtual.
+  const Desc& maskedScores(const Desc& q, const Desc& kt, const Desc& scale, const Dims& scores_dims,
+                           const Desc* stats = nullptr) {
+    const Desc& raw = inner(Kind::F32, scores_dims);
+    matmul(q, kt, raw);
+    const Desc* scores = &inner(Kind::F32, scores_dims);
+    pointwise(CUDNN_POINTWISE_MUL, raw, &scale, *scores);
+    if (stats) {
+      const Desc& shifted = inner(Kind::F32, scores_dims);
+      pointwise(CUDNN_POINTWISE_SUB, *scores, stats, shifted);
+      scores = &shifted;
+    }
+    return causalMask(*scores, scores_dims);
+  }
+  // y: x's elements seen through y's dims and strides (a transpose, for the products).
+  void reshape(const Desc& x, const Desc& y) {
+    Desc& op = make(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, "a reshape");
+    op.setDesc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x).setDesc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y).finalize();
+    ops.push_back(op.get());
+  }
+
+  void build(cudnnHandle_t handle);
+};
+
+namespace {
+
+// Q, O and their gradients (B, T, H*D) as cuDNN's (b, h, s, d); K, V (B, T, Hkv*D) likewise.
+Dims tokenMajorStrides(const AttentionShape& d, int64_t heads) {
+  return {d.seq * heads * d.head_dim, d.head_dim, heads * d.head_dim, 1};
+}
+
+}  // namespace
+
+void CudnnAttention::Plan::build(cudnnHandle_t handle) {
+  Desc& graph = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "the operation graph");
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle)
+      .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), static_cast<int64_t>(ops.size()))
+      .finalize();
+  // The heuristics' engine configurations, best first: the first whose plan builds is used.
+  std::string reasons;
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "the engine heuristics");
+    heur.setDesc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
+        .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode)
+        .finalize();
+    int64_t count = 0;
+    check(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                   nullptr),
+          "counting the heuristics' engines");
+    std::vector<std::unique_ptr<Desc>> configs;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (int64_t i = 0; i < count; ++i) {
+      configs.push_back(std::make_unique<Desc>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "an engine configuration"));
+      raw.push_back(configs.back()->get());
+    }
+    int64_t got = 0;
+    if (count > 0)
+      check(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                     &got, raw.data()),
+            "reading the heuristics' engines");
+    for (int64_t i = 0; i < got; ++i) {
+      auto candidate = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "an execution plan");
+      const cudnnBackendDescriptor_t config = raw[i];
+      // The plan's handle: required before cuDNN 9.8, deprecated since.
+      if ((cudnnGetVersion() < 90800 && cudnnBackendSetAttribute(candidate->get(), CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                                                 CUDNN_TYPE_HANDLE, 1, &handle) != CUDNN_STATUS_SUCCESS) ||
+          cudnnBackendSetAttribute(candidate->get(), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &config) != CUDNN_STATUS_SUCCESS)
+        continue;
+      if (const cudnnStatus_t status = cudnnBackendFinalize(candidate->get()); status != CUDNN_STATUS_SUCCESS) {
+        char detail[512] = "";
+        cudnnGetLastErrorString(detail, sizeof detail);
+        reasons += std::string(" engine ") + std::to_string(i) + ": " + cudnnGetErrorString(status) + " " + detail + ";";
+        continue;
+      }
+      check(cudnnBackendGetAttribute(candidate->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                     &count, &workspace),
+            "reading the plan's workspace size");
+      for (auto& c : configs) descs.push_back(std::move(c));
+      plan = std::move(candidate);
+      return;
+    }
+    reasons += " heuristics mode " + std::to_string(mode) + " offered " + std::to_string(got) + " engines;";
+  }
+  throw std::runtime_error("cuDNN attention: no engine runs this graph (cuDNN " + std::to_string(cudnnGetVersion()) +
+                           "):" + reasons + " run with mtrun --attention ours");
+}
+
+CudnnAttention::CudnnAttention(CudaStream stream) : stream_(stream) {
+  cudnnHandle_t handle = nullptr;
+  check(cudnnCreate(&handle), "creating a handle");
+  handle_ = handle;
+  check(cudnnSetStream(handle, stream), "binding the handle to its stream");
+}
+
+CudnnAttention::~CudnnAttention() {
+  plans_.clear();  // the plans before the handle they were built with
+  if (workspace_) cudaFree(workspace_);
+  if (handle_) cudnnDestroy(handle_);
+}
+
+std::string CudnnAttention::unsupported(const Tensor& q, const AttentionShape& d) {
+  if (q.dtype != DType::BF16) return "cuDNN's fused attention takes bf16 plans (mtc --precision bf16)";
+  if (d.head_dim % 8 != 0 || d.head_dim > 128)
+    return "cuDNN's fused attention takes head_dim a multiple of 8 up to 128, not " + std::to_string(d.head_dim);
+  if (d.seq < 2) return "cuDNN's fused attention refuses sequences of one token";
+  // Before 9.16 the backward needs a padding mask where T is not a multiple of 128 (cuDNN's own
+  // frontend adds one); this graph has none, so those versions take multiples of 128 only.
+  if (version() <= 91500 && d.seq % 128 != 0)
+    return "cuDNN " + std::to_string(version()) + "'s fused attention takes sequences of a multiple of 128 tokens "
+           "here, not " + std::to_string(d.seq) + " (cuDNN 9.16 or later takes any)";
+  return "";
+}
+
+int64_t CudnnAttention::version() { return static_cast<int64_t>(cudnnGetVersion()); }
+
+char* CudnnAttention::workspace(int64_t bytes) {
+  if (bytes <= workspace_bytes_) return static_cast<char*>(workspace_);
+  // Grown before the first run of a larger plan: the stream's earlier work may still use it.
+  MT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (workspace_) MT_CUDA_CHECK(cudaFree(workspace_));
+  workspace_ = nullptr;
+  workspace_bytes_ = 0;
+  MT_CUDA_CHECK(cudaMalloc(&workspace_, bytes));
+  workspace_bytes_ = bytes;
+  return static_cast<char*>(workspace_);
+}
+}  // namespace mt
+
+namespace mt {
+namespace {
+
+struct Shapes {
+  Dims q, kv, kt, scores, stats, q_strides, kv_strides, kt_strides, stats_strides;
+};
+
+Shapes shapesOf(const AttentionShape& d) {
+  const int64_t B = d.batch, T = d.seq, H = d.heads, Hk = d.kv_heads, D = d.head_dim;
+  Shapes s;
+  s.q = {B, H, T, D};
+  s.kv = {B, Hk, T, D};
+  s.kt = {B, Hk, D, T};  // K as the first product's right operand: its strides transposed
+  s.scores = {B, H, T, T};
+  s.stats = {B, H, T, 1};
+  s.q_strides = tokenMajorStrides(d, H);
+  s.kv_strides = tokenMajorStrides(d, Hk);
+  s.kt_strides = {T * Hk * D, D, 1, Hk * D};
+  s.stats_strides = {H * T, T, 1, 1};  // lse (B, H, T)
+  return s;
+}
+
+// out = softmax(masked scores) V, with lse = max + log(sum exp(scores - max)).
+void buildForward(CudnnAttention::Plan& g, const AttentionShape& d) {
+  const Shapes s = shapesOf(d);
+  const Desc& q = g.tensor(Kind::Bf16, s.q, s.q_strides, false);
+  const int64_t q_uid = g.lastUid();
+  const Desc& kt = g.tensor(Kind::Bf16, s.kt, s.kt_strides, false);
+  const int64_t k_uid = g.lastUid();
+  const Desc& v = g.tensor(Kind::Bf16, s.kv, s.kv_strides, false);
+  const int64_t v_uid = g.lastUid();
+  const Desc& scores = g.maskedScores(q, kt, g.scalar(d.scale), s.scores);
+  const Desc& max = g.tensor(Kind::F32, s.stats, s.stats_strides, true);
+  g.reduction(CUDNN_REDUCE_TENSOR_MAX, scores, max);
+  const Desc& shifted = g.inner(Kind::F32, s.scores);
+  g.pointwise(CUDNN_POINTWISE_SUB, scores, &max, shifted);
+  const Desc& exps = g.inner(Kind::F32, s.scores);
+  g.pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, exps);
+  const Desc& sum = g.tensor(Kind::F32, s.stats, s.stats_strides, true);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, exps, sum);
+  const Desc& log_sum = g.tensor(Kind::F32, s.stats, s.stats_strides, true);
+  g.pointwise(CUDNN_POINTWISE_LOG, sum, nullptr, log_sum);
+  const Desc& lse = g.tensor(Kind::F32, s.stats, s.stats_strides, false);
+  const int64_t lse_uid = g.lastUid();
+  g.pointwise(CUDNN_POINTWISE_ADD, max, &log_sum, lse);
+  const Desc& probs = g.inner(Kind::Bf16, s.scores);  // rounded to bf16: the product's operand
+  g.pointwise(CUDNN_POINTWISE_DIV, exps, &sum, probs);
+  const Desc& out = g.tensor(Kind::Bf16, s.q, s.q_strides, false);
+  const int64_t out_uid = g.lastUid();
+  g.matmul(probs, v, out);
+  g.bound = {q_uid, k_uid, v_uid, out_uid, lse_uid};  // args.in[0..2], args.out[0..1]
+}
+
+// dq, dk, dv from dout, q, k, v, out and lse, as cuDNN's flash backward wants its graph:
+//   delta = rowsum(dout * out) (kept in the workspace);  P = exp(masked(scale Q K^T - lse))
+//   dV = P^T dO;  dS = P (dO V^T - delta) scale;  dK = dS^T Q;  dQ = dS K (summed in f32 in the
+//   workspace, then rounded). With grouped heads, dK and dV are computed per query head and
+//   summed over each key/value head's group.
+void buildBackward(CudnnAttention::Plan& g, const AttentionShape& d) {
+  const Shapes s = shapesOf(d);
+  const int64_t B = d.batch, T = d.seq, H = d.heads, Hk = d.kv_heads, D = d.head_dim;
+  const bool grouped = H != Hk;
+  const Desc& dout = g.tensor(Kind::Bf16, s.q, s.q_strides, false);
+  const int64_t dout_uid = g.lastUid();
+  const Desc& q = g.tensor(Kind::Bf16, s.q, s.q_strides, false);
+  const int64_t q_uid = g.lastUid();
+  const Desc& kt = g.tensor(Kind::Bf16, s.kt, s.kt_strides, false);
+  const int64_t k_uid = g.lastUid();
+  const Desc& vt = g.tensor(Kind::Bf16, s.kt, s.kt_strides, false);  // V transposed like K
+  const int64_t v_uid = g.lastUid();
+  const Desc& out = g.tensor(Kind::Bf16, s.q, s.q_strides, false);
+  const int64_t out_uid = g.lastUid();
+  const Desc& lse = g.tensor(Kind::F32, s.stats, s.stats_strides, false);
+  const int64_t lse_uid = g.lastUid();
+
+  // delta = rowsum(dO * O) (times 1: the place of the dropout's inverse scale).
+  const Desc& products = g.tensor(Kind::F32, s.q, {H * T * D, T * D, H * D, 1}, true);
+  g.pointwise(CUDNN_POINTWISE_MUL, dout, &out, products);
+  const Desc& row_sums = g.tensor(Kind::F32, s.stats, s.stats_strides, true);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, products, row_sums);
+  const Desc& delta = g.inWorkspace(s.stats, s.stats_strides);
+  g.pointwise(CUDNN_POINTWISE_MUL, row_sums, &g.scalar(1.0f), delta);
+
+  // P = exp(masked(scale Q K^T - lse)), f32.
+  const Desc& scale = g.scalar(d.scale);
+  const Desc& log_probs = g.maskedScores(q, kt, scale, s.scores, &lse);
+  const Desc& probs = g.inner(Kind::F32, s.scores);
+  g.pointwise(CUDNN_POINTWISE_EXP, log_probs, nullptr, probs);
+
+  // dV = P^T dO (per query head, then summed over the group).
+  const Dims transposed_scores{B, H, T, T}, transposed_strides{H * T * T, T * T, 1, T};
+  const Desc& probs_t = g.tensor(Kind::Bf16, transposed_scores, transposed_strides, true);
+  g.reshape(probs, probs_t);
+  const Desc& dv = g.tensor(Kind::Bf16, s.kv, s.kv_strides, false);
+  const int64_t dv_uid = g.lastUid();
+  const Dims full_heads{B, H, T, D}, full_strides{H * T * D, T * D, D, 1};
+  if (grouped) {
+    const Desc& dv_heads = g.tensor(Kind::Bf16, full_heads, full_strides, true);
+    g.matmul(probs_t, dout, dv_heads);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dv_heads, dv);
+  } else {
+    g.matmul(probs_t, dout, dv);
+  }
+
+  // dS = P (dO V^T - delta) scale, f32.
+  const Desc& dprobs = g.inner(Kind::F32, s.scores);
+  g.matmul(dout, vt, dprobs);
+  const Desc& centred = g.inner(Kind::F32, s.scores);
+  g.pointwise(CUDNN_POINTWISE_SUB, dprobs, &delta, centred);
+  const Desc& dscores_unscaled = g.inner(Kind::F32, s.scores);
+  g.pointwise(CUDNN_POINTWISE_MUL, centred, &probs, dscores_unscaled);
+  const Desc& dscores = g.inner(Kind::F32, s.scores);
+  g.pointwise(CUDNN_POINTWISE_MUL, dscores_unscaled, &scale, dscores);
+
+  // dK = dS^T Q (per query head, then summed over the group).
+  const Desc& dscores_t = g.tensor(Kind::Bf16, transposed_scores, transposed_strides, true);
+  g.reshape(dscores, dscores_t);
+  const Desc& dk = g.tensor(Kind::Bf16, s.kv, s.kv_strides, false);
+  const int64_t dk_uid = g.lastUid();
+  if (grouped) {
+    const Desc& dk_heads = g.tensor(Kind::Bf16, full_heads, full_strides, true);
+    g.matmul(dscores_t, q, dk_heads);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dk_heads, dk);
+  } else {
+    g.matmul(dscores_t, q, dk);
+  }
+
+  // dQ = dS K, summed in f32 in the workspace, then rounded into dq.
+  // f32 as cuDNN's own frontend declares this view (the type of the graph's intermediates).
+  const Desc& k = g.tensor(Kind::F32, s.kv, s.kv_strides, true);
+  g.reshape(kt, k);
+  const Desc& dq_sum = g.inWorkspace(full_heads, full_strides);
+  g.matmul(dscores, k, dq_sum);
+  const Desc& dq = g.tensor(Kind::Bf16, s.q, s.q_strides, false);
+  const int64_t dq_uid = g.lastUid();
+  g.pointwise(CUDNN_POINTWISE_IDENTITY, dq_sum, nullptr, dq);
+  // args.in: dout, q, k, v, out, lse; args.out: dq, dk, dv.
+  g.bound = {dout_uid, q_uid, k_uid, v_uid, out_uid, lse_uid, dq_uid, dk_uid, dv_uid};
+}
+
+}  // namespace
+
+CudnnAttention::Plan& CudnnAttention::planFor(bool backward, const AttentionShape& d) {
+  const Key key{backward, d.batch, d.seq, d.heads, d.kv_heads, d.head_dim};
+  if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
+  auto plan = std::make_unique<Plan>();
+  if (backward)
+    buildBackward(*plan, d);
+  else
+    buildForward(*plan, d);
+  plan->build(handle_);
+  return *plans_.emplace(key, std::move(plan)).first->second;
+}
+
+namespace {
+// Runs a built plan on the caller's tensors (`pointers`, in g.bound's order); `workspace` holds
+// g.internal_bytes and then cuDNN's g.workspace.
+void run(cudnnHandle_t handle, CudnnAttention::Plan& g, const std::vector<void*>& pointers, char* workspace,
+         cudaStream_t stream) {
+  std::vector<int64_t> uids = g.bound;
+  std::vector<void*> data = pointers;
+  std::vector<float> values;
+  values.reserve(g.by_value.size());  // no reallocation: data keeps pointers into it
+  for (const auto& [uid, value] : g.by_value) {
+    values.push_back(value);
+    uids.push_back(uid);
+    data.push_back(&values.back());
+  }
+  // Zeroed every run: cuDNN before 9.6 accumulates dq into it without clearing it first.
+  for (const auto& t : g.internal) {
+    MT_CUDA_CHECK(cudaMemsetAsync(workspace + t.offset, 0, t.bytes, stream));
+    uids.push_back(t.uid);
+    data.push_back(workspace + t.offset);
+  }
+  void* own = workspace + g.internal_bytes;
+  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "the variant pack");
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), static_cast<int64_t>(uids.size()))
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, data.data(), static_cast<int64_t>(data.size()))
+      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &own)
+      .finalize();
+  check(cudnnBackendExecute(handle, g.plan->get(), pack.get()), "running the fused attention");
+}
+}  // namespace
+
+void CudnnAttention::prepare(const AttentionShape& d, bool backward) {
+  Plan& g = planFor(backward, d);
+  workspace(g.internal_bytes + g.workspace);
+}
+
+void CudnnAttention::forward(const KernelArgs& args, const AttentionShape& d) {
+  if (const std::string why = unsupported(args.in[0], d); !why.empty()) throw std::runtime_error(why);
+  Plan& g = planFor(false, d);
+  run(handle_, g, {args.in[0].data, args.in[1].data, args.in[2].data, args.out[0].data, args.out[1].data},
+      workspace(g.internal_bytes + g.workspace), stream_);
+}
+
+void CudnnAttention::backward(const KernelArgs& args, const AttentionShape& d) {
+  if (const std::string why = unsupported(args.in[1], d); !why.empty()) throw std::runtime_error(why);
+  Plan& g = planFor(true, d);
+  // attention_grad's operands: dout, q, k, v, out, lse -> dq, dk, dv.
+  std::vector<void*> pointers;
+  for (const Tensor& t : args.in) pointers.push_back(t.data);
+  for (const Tensor& t : args.out) pointers.push_back(t.data);
+  run(handle_, g, pointers, workspace(g.internal_bytes + g.workspace), stream_);
+}
+}  // namespace mt

@@ -1,0 +1,60 @@
+// Causal attention of a bf16 plan through cuDNN's fused flash attention (the library's
+// scaled-dot-product engines, reached through its backend graph API: the operation graph of
+// products, masks and softmax that cuDNN recognises and runs as one kernel). An alternative
+// to our own tensor-core kernels (attention_mma_cuda.cu) chosen per run (mtrun --attention
+// cudnn); the same operands and results as mt.attention / mt.attention_grad:
+//   q (B, T, H*D), k, v (B, T, Hkv*D), bf16 -> out (B, T, H*D) bf16, lse (B, H, T) f32
+// where lse is the natural-log log-sum-exp of each row's scaled scores, as our kernels keep it
+// (cuDNN's "stats"), so either forward pairs with either backward.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "kernels/attention/attention.h"
+
+struct cudnnContext;
+
+namespace mt {
+
+// One per CUDA stream that runs attention: a cuDNN handle bound to the stream, the execution
+// plans built so far (one per shape and direction: building one takes milliseconds to
+// seconds, running it microseconds) and the device workspace the plans need, grown on demand.
+class CudnnAttention {
+ public:
+  explicit CudnnAttention(CudaStream stream);
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // "" when cuDNN takes this call, else why not (bf16 only; head_dim a multiple of 8, <= 128;
+  // two tokens or more; before cuDNN 9.16 a multiple of 128 tokens).
+  static std::string unsupported(const Tensor& q, const AttentionShape& d);
+  // The library's version (e.g. 91900), 0 where libcudnn cannot be loaded.
+  static int64_t version();
+
+  // args as attention_cuda's / attention_grad_cuda's; both throw naming cuDNN's error.
+  void forward(const KernelArgs& args, const AttentionShape& d);
+  void backward(const KernelArgs& args, const AttentionShape& d);
+  // Builds the graph and plan of a call, and grows the workspace for it, ahead of the first run
+  // (a backend's start: cuDNN's refusals and the memory surface there, not in a step).
+  void prepare(const AttentionShape& d, bool backward);
+  // Device bytes held for the plans' workspaces (outside the plan's arena).
+  int64_t workspaceBytes() const { return workspace_bytes_; }
+
+  struct Plan;  // attention_cudnn.cc: a built graph, its execution plan and its tensors' ids
+
+ private:
+  using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t>;  // backward, B, T, H, Hkv, D
+  Plan& planFor(bool backward, const AttentionShape& d);
+  char* workspace(int64_t bytes);
+
+  CudaStream stream_;
+  cudnnContext* handle_ = nullptr;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+  void* workspace_ = nullptr;
+  int64_t workspace_bytes_ = 0;
+};
+}  // namespace mt
