@@ -63,6 +63,7 @@ struct CompileOptions {
   EmbeddingPlace embedding = EmbeddingPlace::kAuto;
   StreamDtype stream_dtype = StreamDtype::kF32;
   ComputePrecision precision = ComputePrecision::kFp32;
+  bool precision_by_profile = false;  // bf16 because --hw names a GPU (no --precision given)
   // A forward-only plan (tokens in, logits out; no loss, gradients or optimizer) for sampling
   // (mtgen) and evaluation: built-in models and Hugging Face folders return their logits as the
   // output "logits"; an ONNX model is imported as an evaluation (its graph outputs).

@@ -11,7 +11,7 @@ struct HardwareProfile {
   double flops_per_s;    // dense matrix throughput at the plan's precision
   double attention_flops_per_s;  // our fused causal attention kernels (fp32 on CUDA cores)
   double bf16_flops_per_s;       // dense matrix throughput with bf16 operands (a bf16 plan)
-  double bf16_attention_flops_per_s;  // our attention kernels on bf16 operands
+  double bf16_attention_flops_per_s;  // causal attention on bf16 operands (cuDNN's fused kernels, mtrun's default)
   double memory_bps;     // device memory bandwidth (bounds pointwise kernels)
   double h2d_bps;        // host -> device link
   double d2h_bps;        // device -> host link

@@ -20,11 +20,13 @@ std::string millis(double us) { return fmt::format("{:.1f} ms", us / 1e3); }
 
 void printPrecision(const CompileReport& r, const PlanStats& stats) {
   if (r.options.precision == ComputePrecision::kBf16)
-    std::printf("  precision      bf16 (--precision bf16): the device holds weights and activations in bf16 (rounded to "
+    std::printf("  precision      bf16 (%s): the device holds weights and activations in bf16 (rounded to "
                 "nearest even; the weights to nearest, ties away from zero, on the host: the master held exactly as its "
                 "bf16 copy + a 16-bit residual, no host bytes added); products, attention, norms and reductions "
                 "accumulate in f32; norms' statistics, log-sum-exps, the loss and the weights' gradients are f32; "
-                "master weights and AdamW moments fp32 on the host. Lossy: every bf16 activation and weight read\n");
+                "master weights and AdamW moments fp32 on the host. Lossy: every bf16 activation and weight read\n",
+                r.options.precision_by_profile ? "the GPU profiles' default; --precision fp32 for f32 on the device"
+                                               : "--precision bf16");
   else
     std::printf("  precision      fp32 (--precision fp32): everything in f32 on the device (TF32 products only with "
                 "mtrun --tf32)\n");

@@ -192,7 +192,7 @@ void addPrecisionFlags(CLI::App& app, Flags& f) {
                std::map<std::string, mt::ComputePrecision>{
                    {mt::precisionName(mt::ComputePrecision::kFp32), mt::ComputePrecision::kFp32},
                    {mt::precisionName(mt::ComputePrecision::kBf16), mt::ComputePrecision::kBf16}})
-      ->default_str("fp32");
+      ->default_str("bf16 for the GPU profiles (--hw h100-pcie5, h200, gh200), fp32 for cpu");
   mt::choiceOf(app, "--offload-activations", o.offload,
                  "keep the activations the backward reads (block inputs) on the host in between, copied out "
                  "after the forward and back a block ahead of the backward (long contexts): auto (when nothing "
@@ -265,6 +265,15 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
                          "runs as many ranks, so that they share one copy of the weights)\n",
                  (long long)o.ranks, (long long)o.ranks_per_host);
     return 2;
+  }
+  // bf16 is a GPU profile's default precision (measured on an H200: docs/perf.md), fp32 the
+  // CPU's (its backend emulates bf16 storage, no faster than fp32).
+  if (!app.count("--precision")) {
+    mt::HardwareProfile profile;
+    if (mt::parseHardwareSpec(o.hardware, profile).empty() && profile.device_budget_bytes > 0) {
+      o.precision = mt::ComputePrecision::kBf16;
+      o.precision_by_profile = true;
+    }
   }
   if (o.precision == mt::ComputePrecision::kBf16 && app.count("--stream-dtype") && o.stream_dtype == mt::StreamDtype::kF32) {
     std::fprintf(stderr, "mtc: error: --precision bf16 streams the weights as bf16: drop --stream-dtype f32 (or compile "
