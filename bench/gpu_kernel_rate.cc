@@ -305,17 +305,19 @@ int run(bool products) {
   if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error("cannot create a cuBLAS handle");
   const CudaLaunch launch{stream, blas};
-  CudnnAttention cudnn(stream);
-  std::printf("cuDNN %lld\n", static_cast<long long>(CudnnAttention::version()));
-  for (const AttentionCase& c : {AttentionCase{"T4096-d128", 4, 4096, 32, 8, 128},
-                                 AttentionCase{"qwen2.5-7b", 16, 1024, 28, 4, 128},
-                                 AttentionCase{"llama-1b", 16, 1024, 32, 8, 64}}) {
-    benchAttention(c, launch);
-    try {
-      benchAttention(c, CudaLaunch{stream, blas, &cudnn, true});
-    } catch (const std::exception& e) {  // cuDNN's refusal: said, and the products still timed
-      std::printf("attention %s cudnn: %s\n", c.name, e.what());
-      MT_CUDA_CHECK(cudaDeviceSynchronize());
+  {
+    CudnnAttention cudnn(stream);  // gone before its stream
+    std::printf("cuDNN %lld\n", static_cast<long long>(CudnnAttention::version()));
+    for (const AttentionCase& c : {AttentionCase{"T4096-d128", 4, 4096, 32, 8, 128},
+                                   AttentionCase{"qwen2.5-7b", 16, 1024, 28, 4, 128},
+                                   AttentionCase{"llama-1b", 16, 1024, 32, 8, 64}}) {
+      benchAttention(c, launch);
+      try {
+        benchAttention(c, CudaLaunch{stream, blas, &cudnn, true});
+      } catch (const std::exception& e) {  // cuDNN's refusal: said, and the products still timed
+        std::printf("attention %s cudnn: %s\n", c.name, e.what());
+        MT_CUDA_CHECK(cudaDeviceSynchronize());
+      }
     }
   }
   if (products) benchGemms(launch);

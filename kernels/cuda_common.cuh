@@ -92,15 +92,21 @@ __global__ void elementwiseBf16x8(Pointers<In> in, Pointers<Out> out, int64_t wo
     for (int k = 0; k < 8; ++k) {
       float args[In], results[Out];
 #pragma unroll
-      for (int a = 0; a < In; ++a) args[a] = __bfloat162float(reinterpret_cast<const bf16*>(&x[a])[k]);
+      for (int a = 0; a < In; ++a) args[a] = toFloat(reinterpret_cast<const bf16*>(&x[a])[k]);
       f(args, results);
 #pragma unroll
-      for (int o = 0; o < Out; ++o) reinterpret_cast<bf16*>(&y[o])[k] = __float2bfloat16_rn(results[o]);
+      for (int o = 0; o < Out; ++o) reinterpret_cast<bf16*>(&y[o])[k] = fromFloat<bf16>(results[o]);
     }
 #pragma unroll
     for (int o = 0; o < Out; ++o) static_cast<uint4*>(const_cast<void*>(out.p[o]))[w] = y[o];
   }
 }
+// A binary functor's math (float, float) -> float as elementwiseBf16x8 takes it.
+template <typename F>
+struct BinaryOnArrays {
+  F f;
+  __device__ void operator()(const float (&in)[2], float (&out)[1]) const { out[0] = f(in[0], in[1]); }
+};
 // Runs f over n bf16 elements of the tensors eight at a time and returns true, or returns false
 // (the caller runs its scalar kernel) unless n is a multiple of 8 and every pointer 16-byte aligned.
 template <int In, int Out, typename F>

@@ -266,18 +266,19 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
                  (long long)o.ranks, (long long)o.ranks_per_host);
     return 2;
   }
-  // bf16 is a GPU profile's default precision (measured on an H200: docs/perf.md), fp32 the
-  // CPU's (its backend emulates bf16 storage, no faster than fp32).
+  // bf16 is a named GPU profile's default precision (measured on an H200: docs/perf.md), fp32
+  // the CPU's (its backend emulates bf16 storage, no faster than fp32) and rates-only specs'.
   if (!app.count("--precision")) {
-    mt::HardwareProfile profile;
-    if (mt::parseHardwareSpec(o.hardware, profile).empty() && profile.device_budget_bytes > 0) {
+    const mt::HardwareProfile* named = mt::findHardwareProfile(o.hardware.substr(0, o.hardware.find(',')));
+    if (named && named->device_budget_bytes > 0) {
       o.precision = mt::ComputePrecision::kBf16;
       o.precision_by_profile = true;
     }
   }
   if (o.precision == mt::ComputePrecision::kBf16 && app.count("--stream-dtype") && o.stream_dtype == mt::StreamDtype::kF32) {
-    std::fprintf(stderr, "mtc: error: --precision bf16 streams the weights as bf16: drop --stream-dtype f32 (or compile "
-                         "with --precision fp32)\n");
+    std::fprintf(stderr, "mtc: error: %s streams the weights as bf16: drop --stream-dtype f32 (or compile with "
+                         "--precision fp32)\n",
+                 o.precision_by_profile ? "a bf16 plan (the GPU profiles' default precision)" : "--precision bf16");
     return 2;
   }
   for (auto [flag, text, bytes] : {std::tuple{"--device-mem", &device_mem, &o.device_mem},

@@ -111,8 +111,10 @@ build/bin/mtc llama-tiny --batch 4 --seq 32 --schedule streamed-recompute --offl
 # weights streamed as bf16 staging copies (half the h2d bytes). llama-1b-mixed, qwen7b-mixed: bf16
 # plans; the 7B at the batch --batch auto picks for 76 GiB (the comparison with MegaTrain's 272
 # model TFLOP/s on Qwen2.5-7B; on arrival: 12 bytes/param fit the machine's 128 GiB).
+# fp32 unless the line says --precision bf16 (bf16 is the GPU profiles' default).
 while read -r name model budget extra; do
-  build/bin/mtc "$model" --device-mem "$budget" --hw h100-pcie5 $extra --no-weights \
+  precision=--precision=fp32; case "$extra" in *--precision*) precision="" ;; esac
+  build/bin/mtc "$model" --device-mem "$budget" --hw h100-pcie5 $precision $extra --no-weights \
     -o ".gpu/plans/bench-$name.plan" > ".gpu/plans/bench-$name.txt"
 done <<'LIST'
 llama-1b llama-1b 8GiB --batch 4 --seq 1024

@@ -10,7 +10,11 @@
 # is printed last. One call may run 10 minutes: `run.sh check` does 1-2, `run.sh bench` 3-4,
 # `run.sh attention` the twins and the parity of the plans with 64- and 128-wide heads (what a
 # change to the tensor-core attention needs), then 3-5,
-# `run.sh` all of it (about 6-8 minutes expected; split it if the first call runs long).
+# `run.sh` all of it (about 6-8 minutes expected; split it if the first call runs long);
+# `run.sh cudnn` the twins, cuDNN's attention alone beside ours and the bf16 parity plans with
+# --attention cudnn (about 1 minute), then with BENCH_AFTER_CUDNN=1 the bench plans of
+# BENCH_MODELS (BENCH_KERNELS=0 BENCH_PEERS=0 BENCH_GEN=0 keep it to them; BENCH_ATTENTION="cudnn
+# ours" times a bf16 plan with each).
 set -uo pipefail
 what=${1:-all}
 cd "$(dirname "$0")/../.."
@@ -139,10 +143,11 @@ for model in $bench_models; do
   modes=$bench_modes; case $model in *-mixed*) modes=bf16 ;; esac  # a bf16 plan: one precision
   for mode in $modes; do
     flag=""; [ $mode = tf32 ] && flag=--tf32
-    # bf16 plans: whose attention (BENCH_ATTENTION="ours cudnn" runs each; the name says which).
-    engines=ours; [ $mode = bf16 ] && engines=${BENCH_ATTENTION:-ours}
+    # bf16 plans: whose attention, mtrun's default (auto: cuDNN's) unless BENCH_ATTENTION="ours
+    # cudnn" runs each (the row's name says which).
+    engines=auto; [ $mode = bf16 ] && engines=${BENCH_ATTENTION:-auto}
     for engine in $engines; do
-    name=bench-$model; [ $engine = cudnn ] && name=bench-$model-cudnn
+    name=bench-$model; [ $engine != auto ] && name=bench-$model-$engine
     [ $mode = bf16 ] && flag="--attention $engine"
     steps=4; case $model in *7b*) steps=3 ;; esac  # a 7B step takes ~15 s: the first is left out
     mt 240 mtrun "$plan" --data .gpu/corpus.tok --steps $steps --backend cuda $flag --print-every 1 --profile \

@@ -62,13 +62,23 @@ __global__ void binaryKernel(const T* __restrict__ a, const T* __restrict__ b, T
   MT_GRID_STRIDE(i, n) y[i] = fromFloat<T>(f(toFloat(a[i]), toFloat(b[i])));
 }
 
+// SwiGLU's gradient: in dy, gate, up; out dgate, dup (the scalar and eight-wide kernels' math).
+struct SwigluGrad {
+  __device__ void operator()(const float (&in)[3], float (&out)[2]) const {
+    const float d = in[0], g = in[1], s = sigmoid(g);
+    out[1] = d * (g * s);
+    out[0] = d * in[2] * s * (1.0f + g * (1.0f - s));
+  }
+};
 template <typename T>
 __global__ void swigluGradKernel(const T* __restrict__ dy, const T* __restrict__ gate, const T* __restrict__ up,
                                  T* __restrict__ dgate, T* __restrict__ dup, int64_t n) {
   MT_GRID_STRIDE(i, n) {
-    const float g = toFloat(gate[i]), d = toFloat(dy[i]), s = sigmoid(g);
-    dup[i] = fromFloat<T>(d * (g * s));
-    dgate[i] = fromFloat<T>(d * toFloat(up[i]) * s * (1.0f + g * (1.0f - s)));
+    const float in[3] = {toFloat(dy[i]), toFloat(gate[i]), toFloat(up[i])};
+    float out[2];
+    SwigluGrad{}(in, out);
+    dgate[i] = fromFloat<T>(out[0]);
+    dup[i] = fromFloat<T>(out[1]);
   }
 }
 
@@ -82,25 +92,12 @@ void launchUnary(const KernelArgs& args, const CudaLaunch& launch, F f) {
   });
   MT_CUDA_CHECK_LAUNCH();
 }
-// A binary functor's math on arrays, for the eight-wide bf16 kernel.
-template <typename F>
-struct BinaryOnArrays {
-  F f;
-  __device__ void operator()(const float (&in)[2], float (&out)[1]) const { out[0] = f(in[0], in[1]); }
-};
-struct SwigluGradOnArrays {  // in: dy, gate, up; out: dgate, dup (swigluGradKernel's math)
-  __device__ void operator()(const float (&in)[3], float (&out)[2]) const {
-    const float d = in[0], g = in[1], s = sigmoid(g);
-    out[1] = d * (g * s);
-    out[0] = d * in[2] * s * (1.0f + g * (1.0f - s));
-  }
-};
-
 template <typename F>
 void launchBinary(const KernelArgs& args, const CudaLaunch& launch, F f) {
   const int64_t n = args.in[0].numel();
   if (n == 0) return;
-  if (launchBf16x8<2, 1>({&args.in[0], &args.in[1]}, {&args.out[0]}, n, BinaryOnArrays<F>{f}, launch.stream)) return;
+  if (launchBf16x8<2, 1>({&args.in[0], &args.in[1]}, {&args.out[0]}, n, cuda::BinaryOnArrays<F>{f}, launch.stream))
+    return;
   withFloat(args.in[0].dtype, [&](auto t) {
     using T = decltype(t);
     binaryKernel<<<blocksFor(n), kThreads, 0, launch.stream>>>(data<const T>(args.in[0]), data<const T>(args.in[1]),
@@ -122,7 +119,7 @@ void swiglu_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t n = args.in[0].numel();
   if (n == 0) return;
   if (launchBf16x8<3, 2>({&args.in[0], &args.in[1], &args.in[2]}, {&args.out[0], &args.out[1]}, n,
-                         SwigluGradOnArrays{}, launch.stream))
+                         SwigluGrad{}, launch.stream))
     return;
   withFloat(args.in[0].dtype, [&](auto t) {
     using T = decltype(t);

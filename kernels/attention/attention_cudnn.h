@@ -32,7 +32,7 @@ class CudnnAttention {
   // "" when cuDNN takes this call, else why not (bf16 only; head_dim a multiple of 8, <= 128;
   // two tokens or more; before cuDNN 9.16 a multiple of 128 tokens).
   static std::string unsupported(const Tensor& q, const AttentionShape& d);
-  // The library's version (e.g. 91900), 0 where libcudnn cannot be loaded.
+  // The loaded library's version (e.g. 91900; libcudnn is linked: a binary without it does not start).
   static int64_t version();
 
   // args as attention_cuda's / attention_grad_cuda's; both throw naming cuDNN's error.

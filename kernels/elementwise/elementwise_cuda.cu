@@ -99,18 +99,13 @@ struct RowMajor {
   __device__ float operator()(int64_t r, int64_t c) const { return toFloat(x[r * cols + c]); }
 };
 
-// F's math on arrays, for the eight-wide bf16 kernel.
-template <typename F>
-struct OnArrays {
-  __device__ void operator()(const float (&in)[2], float (&out)[1]) const { out[0] = F{}(in[0], in[1]); }
-};
-
 template <typename F>
 void launchBroadcast(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t n = args.in[0].numel(), inner = args.in[1].numel();
   if (n == 0 || inner == 0) return;
   // The same shapes (a residual add): no index arithmetic, eight values a thread in bf16.
-  if (inner == n && launchBf16x8<2, 1>({&args.in[0], &args.in[1]}, {&args.out[0]}, n, OnArrays<F>{}, launch.stream))
+  if (inner == n &&
+      launchBf16x8<2, 1>({&args.in[0], &args.in[1]}, {&args.out[0]}, n, cuda::BinaryOnArrays<F>{F{}}, launch.stream))
     return;
   withFloat(args.in[0].dtype, [&](auto t) {
     using T = decltype(t);

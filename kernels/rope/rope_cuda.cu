@@ -39,8 +39,8 @@ __global__ void ropeKernel(const T* __restrict__ x, const int32_t* __restrict__ 
 
 void launchRope(const Tensor& x, const int32_t* positions, const Tensor& y, int64_t head_dim,
                 const RopeFrequencies& f, float sign, int64_t offset, cudaStream_t stream) {
+  if (x.numel() == 0 || head_dim < 2) return;
   const int64_t heads = x.dim(2) / head_dim, tokens = x.numel() / x.dim(2), half = head_dim / 2;
-  if (tokens == 0 || half == 0) return;
   const int threads = static_cast<int>(std::min<int64_t>((half + 31) / 32 * 32, 128));
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(tokens, int64_t{1} << 30));
   cuda::withFloat(x.dtype, [&](auto t) {

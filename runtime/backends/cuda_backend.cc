@@ -101,7 +101,7 @@ class CudaBackend final : public Backend {
   std::vector<cublasHandle_t> blas_;     // per plan stream; null but for compute streams
   // per plan stream; set on compute streams where the run chose cuDNN's attention
   std::vector<std::unique_ptr<CudnnAttention>> cudnn_;
-  bool cudnn_only_ = false;  // mtrun --attention cudnn: every attention call through cuDNN
+  AttentionEngine attention_ = AttentionEngine::kAuto;  // mtrun --attention
   std::vector<cudaEvent_t> events_;      // per plan event; null for those the host stream records
   StepRandomness random_;  // the current run's; every kernel call of programs_ points here
   bool holds_weights_ = false;  // a run completed: the kept copies' bytes are on the device
@@ -179,11 +179,9 @@ void CudaBackend::setUp(const plan::Plan& plan, HostStore& store, const CudaOpti
     }
     streams_.push_back(s);
     blas_.push_back(blas);
-    cudnn_.push_back(stream.kind() == plan::Stream::COMPUTE && options.attention != AttentionEngine::kOurs
-                         ? std::make_unique<CudnnAttention>(s)
-                         : nullptr);
+    cudnn_.push_back(nullptr);  // made by prepareCudnnAttention where a call uses it
   }
-  cudnn_only_ = options.attention == AttentionEngine::kCudnn;
+  attention_ = options.attention;
   events_.assign(plan.num_events(), nullptr);
   for (int s = 0; s < plan.streams_size(); ++s) {
     if (plan.streams(s).kind() == plan::Stream::HOST) continue;
@@ -215,33 +213,39 @@ void CudaBackend::setUp(const plan::Plan& plan, HostStore& store, const CudaOpti
 CudaBackend::~CudaBackend() { release(); }
 
 void CudaBackend::prepareCudnnAttention() {
-  int through_cudnn = 0, through_ours = 0;
-  int64_t workspace = 0;
+  int through_cudnn = 0, calls = 0;
+  std::string why_ours;  // the first reason a call stays on our kernels
   for (size_t s = 0; s < programs_.size(); ++s)
     for (const Op& op : programs_[s]) {
       const auto* k = std::get_if<KernelOp>(&op);
       if (!k || (k->id != KernelId::Attention && k->id != KernelId::AttentionGrad)) continue;
+      ++calls;
+      if (attention_ == AttentionEngine::kOurs) continue;
       const bool backward = k->id == KernelId::AttentionGrad;
       const Tensor& q = k->args.in[backward ? 1 : 0];
       const AttentionShape d = attentionShape(q, k->args);
-      const std::string why = cudnn_[s] ? CudnnAttention::unsupported(q, d) : "not chosen";
-      if (why.empty()) {
-        try {
-          cudnn_[s]->prepare(d, backward);
-        } catch (const std::exception& e) {
-          throw Error(std::string(e.what()));
-        }
-        workspace = std::max(workspace, cudnn_[s]->workspaceBytes());
-        ++through_cudnn;
-      } else {
-        if (cudnn_only_) throw Error("--attention cudnn: " + why + "; run with --attention ours or auto");
-        ++through_ours;
+      if (const std::string why = CudnnAttention::unsupported(q, d); !why.empty()) {
+        if (attention_ == AttentionEngine::kCudnn) throw Error("--attention cudnn: " + why + "; run with --attention auto or ours");
+        if (why_ours.empty()) why_ours = why;
+        continue;
       }
+      // A handle only where a call uses it: a plan cuDNN takes nothing of needs no cuDNN.
+      if (!cudnn_[s]) cudnn_[s] = std::make_unique<CudnnAttention>(streams_[s]);
+      try {
+        cudnn_[s]->prepare(d, backward);
+      } catch (const std::exception& e) {  // cuDNN's refusal or the workspace's memory: the run's error
+        throw Error(e.what());
+      }
+      ++through_cudnn;
     }
-  if (through_cudnn > 0)
-    std::printf("attention: %d calls through cuDNN %lld's fused flash attention (workspace %.1f MiB beside the "
-                "plan's arena), %d through ours\n",
-                through_cudnn, static_cast<long long>(CudnnAttention::version()), workspace / 1048576.0, through_ours);
+  if (calls == 0 || attention_ == AttentionEngine::kOurs) return;
+  int64_t workspace = 0;  // each stream's own
+  for (const auto& c : cudnn_)
+    if (c) workspace += c->workspaceBytes();
+  std::printf("attention: %d of %d calls through cuDNN %lld's fused flash attention (workspace %.1f MiB beside the "
+              "plan's arena)%s%s\n",
+              through_cudnn, calls, static_cast<long long>(CudnnAttention::version()), workspace / 1048576.0,
+              why_ours.empty() ? "" : ", the rest through ours: ", why_ours.c_str());
 }
 
 void CudaBackend::release() {
@@ -351,7 +355,8 @@ void CudaBackend::execute(int stream, size_t index) {
   if (start) check(cudaEventRecord(start, s), "timing the step");
   if (const auto* k = std::get_if<KernelOp>(&op)) {
     try {
-      kernelCuda(k->id)(k->args, CudaLaunch{s, blas_[stream], cudnn_[stream].get(), cudnn_only_});
+      kernelCuda(k->id)(k->args, CudaLaunch{s, blas_[stream], cudnn_[stream].get(),
+                                            attention_ == AttentionEngine::kCudnn});
     } catch (const std::exception& e) {  // the kernels' own errors (they do not link the runtime)
       throw Error(std::string(kKernelTable[static_cast<size_t>(k->id)].op_name) + " on the GPU: " + e.what());
     }

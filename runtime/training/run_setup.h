@@ -19,7 +19,7 @@ enum class BackendKind { kCpu, kCuda };
 // `tf32` on a run that lands on the CPU: an error when asked for cpu, a note under auto (one
 // config file serves machines with and without a GPU).
 BackendKind chooseBackend(BackendChoice choice, bool tf32, const plan::Plan& plan);
-// `cuda`: the CUDA backend's options; a CPU run refuses --attention cudnn.
+// `cuda`: the CUDA backend's options (a CPU run notes that --attention has no effect there).
 std::unique_ptr<Backend> createBackend(BackendKind kind, const CudaOptions& cuda, const plan::Plan& plan,
                                        HostStore& store);
 
