@@ -9,6 +9,7 @@
 #include <cudnn.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -332,7 +333,8 @@ void CudnnAttention::Plan::build(cudnnHandle_t handle) {
                            "):" + reasons + " mtrun --attention ours runs this project's kernels instead");
 }
 
-CudnnAttention::CudnnAttention(CudaStream stream) : stream_(stream) {
+CudnnAttention::CudnnAttention(CudaStream stream, int64_t workspace_cap)
+    : stream_(stream), workspace_cap_(workspace_cap) {
   cudnnHandle_t handle = nullptr;
   check(cudnnCreate(&handle), "creating a handle");
   if (const cudnnStatus_t status = cudnnSetStream(handle, stream); status != CUDNN_STATUS_SUCCESS) {
@@ -554,9 +556,23 @@ void run(cudnnHandle_t handle, CudnnAttention::Plan& g, const std::vector<void*>
 }
 }  // namespace
 
+int64_t CudnnAttention::sequencesPerRun(const AttentionShape& d) const {
+  // dq's f32 sum in our share, and cuDNN's own share as measured on an H200 (the grouped heads'
+  // dk and dv per query head, or the like): 4 bytes per query element each, and the row sums.
+  const int64_t per_sequence = std::max<int64_t>(d.heads * d.seq * (2 * 4 * d.head_dim + 4), 1);
+  return std::clamp<int64_t>(workspace_cap_ / per_sequence, 1, std::max<int64_t>(d.batch, 1));
+}
+
 void CudnnAttention::prepare(const AttentionShape& d, bool backward) {
-  Plan& g = planFor(backward, d);
-  workspace(g.internal_bytes + g.workspace);
+  // The backward's runs: whole ones of sequencesPerRun sequences and the rest.
+  const int64_t per_run = backward ? sequencesPerRun(d) : d.batch;
+  for (int64_t batch : {per_run, d.batch % per_run}) {
+    if (batch == 0) continue;
+    AttentionShape part = d;
+    part.batch = batch;
+    Plan& g = planFor(backward, part);
+    workspace(g.internal_bytes + g.workspace);
+  }
 }
 
 void CudnnAttention::forward(const KernelArgs& args, const AttentionShape& d) {
@@ -568,11 +584,17 @@ void CudnnAttention::forward(const KernelArgs& args, const AttentionShape& d) {
 
 void CudnnAttention::backward(const KernelArgs& args, const AttentionShape& d) {
   if (const std::string why = unsupported(args.in[1], d); !why.empty()) throw std::runtime_error(why);
-  Plan& g = planFor(true, d);
-  // attention_grad's operands: dout, q, k, v, out, lse -> dq, dk, dv.
-  std::vector<void*> pointers;
-  for (const Tensor& t : args.in) pointers.push_back(t.data);
-  for (const Tensor& t : args.out) pointers.push_back(t.data);
-  run(handle_, g, pointers, workspace(g.internal_bytes + g.workspace), stream_);
+  // In runs of whole sequences, so the workspace stays under its cap whatever the batch: every
+  // operand (dout, q, k, v, out, lse -> dq, dk, dv) has the batch as its leading dimension.
+  const int64_t per_run = sequencesPerRun(d);
+  for (int64_t first = 0; first < d.batch; first += per_run) {
+    AttentionShape part = d;
+    part.batch = std::min(per_run, d.batch - first);
+    Plan& g = planFor(true, part);
+    std::vector<void*> pointers;
+    for (const std::vector<Tensor>* operands : {&args.in, &args.out})
+      for (const Tensor& t : *operands) pointers.push_back(static_cast<char*>(t.data) + first * (t.bytes() / d.batch));
+    run(handle_, g, pointers, workspace(g.internal_bytes + g.workspace), stream_);
+  }
 }
 }  // namespace mt

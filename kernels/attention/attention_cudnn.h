@@ -21,10 +21,14 @@ namespace mt {
 
 // One per CUDA stream that runs attention: a cuDNN handle bound to the stream, the execution
 // plans built so far (one per shape and direction: building one takes milliseconds to
-// seconds, running it microseconds) and the device workspace the plans need, grown on demand.
+// seconds, running it microseconds) and the device workspace the plans need, grown on demand
+// up to a cap (the backward's needs ~8 bytes per query element: 5 GB for qwen2.5-7b at batch
+// 179, so it runs in chunks of whole sequences).
 class CudnnAttention {
  public:
-  explicit CudnnAttention(CudaStream stream);
+  // `workspace_cap`: the device bytes the backward's workspace may take (it runs in chunks of
+  // whole sequences to stay under it; at least one sequence a run).
+  explicit CudnnAttention(CudaStream stream, int64_t workspace_cap = int64_t{512} << 20);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
@@ -49,6 +53,9 @@ class CudnnAttention {
  private:
   using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t>;  // backward, B, T, H, Hkv, D
   Plan& planFor(bool backward, const AttentionShape& d);
+  // Sequences per run of the backward: the most whose workspace (~8 bytes per query element)
+  // stays under workspace_cap_, at least one.
+  int64_t sequencesPerRun(const AttentionShape& d) const;
   char* workspace(int64_t bytes);
 
   CudaStream stream_;
@@ -56,5 +63,6 @@ class CudnnAttention {
   std::map<Key, std::unique_ptr<Plan>> plans_;
   void* workspace_ = nullptr;
   int64_t workspace_bytes_ = 0;
+  int64_t workspace_cap_;
 };
 }  // namespace mt

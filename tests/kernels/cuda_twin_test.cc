@@ -423,6 +423,22 @@ TEST_F(CudaTwinTest, CudnnAttention) {
     cudnn_ = nullptr;
     expectBf16Twin(KernelId::AttentionGrad, {dout, q, k, v, cudnn_fwd[0], cudnn_fwd[1]}, grads, heads);
   }
+  // The backward in runs of one sequence (a workspace cap below one sequence's needs), as a large
+  // batch runs: the same gradients.
+  {
+    CudnnAttention chunked(nullptr, 1);
+    const int64_t batch = 3, seq = 128, heads = 4, kv_heads = 2, head_dim = 64;
+    const int64_t wq = heads * head_dim, wkv = kv_heads * head_dim;
+    const auto q = randomF32({batch, seq, wq}), k = randomF32({batch, seq, wkv});
+    const auto v = randomF32({batch, seq, wkv}), dout = randomF32({batch, seq, wq});
+    const auto fwd = runBf16(KernelId::Attention, {q, k, v},
+                             {HostTensor::f32({batch, seq, wq}), HostTensor::f32({batch, heads, seq})}, {heads, kv_heads});
+    cudnn_ = &chunked;
+    expectBf16Twin(KernelId::AttentionGrad, {dout, q, k, v, fwd[0], fwd[1]},
+                   {HostTensor::f32({batch, seq, wq}), HostTensor::f32({batch, seq, wkv}), HostTensor::f32({batch, seq, wkv})},
+                   {heads, kv_heads});
+    cudnn_ = nullptr;
+  }
   // What it does not take, refused by name.
   Tensor q;
   q.dtype = DType::F32;
