@@ -496,6 +496,8 @@ TEST_F(CudaTwinTest, Bf16Activations) {
   const Shape wide{3, 5, 64};
   const auto g8 = randomF32(wide, 2.0f), u8 = randomF32(wide), d8 = randomF32(wide), o8 = H::f32(wide);
   expectBf16Twin(KernelId::Add, {g8, u8}, {o8});
+  expectBf16Twin(KernelId::Add, {g8, randomF32({64})}, {o8});  // a bias add: b repeated, 8 a thread
+  expectBf16Twin(KernelId::Mul, {g8, randomF32({5, 64})}, {o8});
   expectBf16Twin(KernelId::Swiglu, {g8, u8}, {o8});
   expectBf16Twin(KernelId::SwigluGrad, {d8, g8, u8}, {o8, o8});
   expectBf16Twin(KernelId::SiluGrad, {d8, g8}, {o8});
