@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <vector>
 
@@ -560,7 +561,11 @@ int64_t CudnnAttention::sequencesPerRun(const AttentionShape& d) const {
   // dq's f32 sum in our share, and cuDNN's own share as measured on an H200 (the grouped heads'
   // dk and dv per query head, or the like): 4 bytes per query element each, and the row sums.
   const int64_t per_sequence = std::max<int64_t>(d.heads * d.seq * (2 * 4 * d.head_dim + 4), 1);
-  return std::clamp<int64_t>(workspace_cap_ / per_sequence, 1, std::max<int64_t>(d.batch, 1));
+  // Runs start 16 bytes apart at least, as the graph's tensors are declared aligned: a
+  // sequence's lse is heads * seq floats (q, k, v and the rest: head_dim a multiple of 8 bf16).
+  const int64_t aligned = 16 / std::gcd<int64_t>(16, d.heads * d.seq * 4);
+  const int64_t sequences = std::max(workspace_cap_ / per_sequence / aligned * aligned, aligned);
+  return std::min(sequences, std::max<int64_t>(d.batch, 1));
 }
 
 void CudnnAttention::prepare(const AttentionShape& d, bool backward) {

@@ -54,7 +54,8 @@ class CudnnAttention {
   using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t>;  // backward, B, T, H, Hkv, D
   Plan& planFor(bool backward, const AttentionShape& d);
   // Sequences per run of the backward: the most whose workspace (~8 bytes per query element)
-  // stays under workspace_cap_, at least one.
+  // stays under workspace_cap_ (at least one), in steps that keep each run's operands 16-byte
+  // aligned.
   int64_t sequencesPerRun(const AttentionShape& d) const;
   char* workspace(int64_t bytes);
 
