@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -107,19 +108,25 @@ struct BinaryOnArrays {
   F f;
   __device__ void operator()(const float (&in)[2], float (&out)[1]) const { out[0] = f(in[0], in[1]); }
 };
+// Whether the tensors are bf16 with 16-byte aligned data: what the eight-wide kernels read.
+inline bool bf16x8Aligned(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors)
+    if (t->dtype != DType::BF16 || reinterpret_cast<uintptr_t>(t->data) % 16 != 0) return false;
+  return true;
+}
 // Runs f over n bf16 elements of the tensors eight at a time and returns true, or returns false
-// (the caller runs its scalar kernel) unless n is a multiple of 8 and every pointer 16-byte aligned.
+// (the caller runs its scalar kernel) unless n is a multiple of 8 and every tensor bf16x8Aligned.
 template <int In, int Out, typename F>
 bool launchBf16x8(const Tensor* const (&in)[In], const Tensor* const (&out)[Out], int64_t n, F f, CudaStream stream) {
   Pointers<In> ins;
   Pointers<Out> outs;
   bool aligned = n % 8 == 0;
   for (int a = 0; a < In; ++a) {
-    aligned = aligned && in[a]->dtype == DType::BF16 && reinterpret_cast<uintptr_t>(in[a]->data) % 16 == 0;
+    aligned = aligned && bf16x8Aligned({in[a]});
     ins.p[a] = in[a]->data;
   }
   for (int o = 0; o < Out; ++o) {
-    aligned = aligned && out[o]->dtype == DType::BF16 && reinterpret_cast<uintptr_t>(out[o]->data) % 16 == 0;
+    aligned = aligned && bf16x8Aligned({out[o]});
     outs.p[o] = out[o]->data;
   }
   if (!aligned) return false;

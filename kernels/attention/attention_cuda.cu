@@ -556,8 +556,7 @@ void attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Dims d = attnDims(args.in[0], args);
   const int64_t rows = d.batch * d.heads * d.seq;
   if (rows == 0) return;
-  if (launch.cudnn_attention && (launch.cudnn_only || CudnnAttention::unsupported(args.in[0], d).empty()))
-    return launch.cudnn_attention->forward(args, d);
+  if (CudnnAttention::runs(launch, args.in[0], d)) return launch.cudnn_attention->forward(args, d);
   if (attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[0].dtype, [&](auto type) {
     using T = decltype(type);
@@ -576,8 +575,7 @@ void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Dims d = attnDims(args.in[1], args);
   const int64_t query_rows = d.batch * d.heads * d.seq, key_rows = d.batch * d.kv_heads * d.seq;
   if (query_rows == 0) return;
-  if (launch.cudnn_attention && (launch.cudnn_only || CudnnAttention::unsupported(args.in[1], d).empty()))
-    return launch.cudnn_attention->backward(args, d);
+  if (CudnnAttention::runs(launch, args.in[1], d)) return launch.cudnn_attention->backward(args, d);
   if (attentionOnTensorCores(args.in[1], d)) return attentionBackwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[1].dtype, [&](auto type) {
     using T = decltype(type);

@@ -98,8 +98,9 @@ struct CudnnAttention::Plan {
   std::unique_ptr<Desc> plan;
   int64_t workspace = 0;
   int64_t next_uid = 1;
-  // The uids of the tensors the caller binds, by the kernel's operand (in, then out); the scalars passed by value (uid, value); tensors of the graph that live in the
-  // workspace, ahead of cuDNN's own share (uid, offset, bytes), zeroed before each run.
+  // The uids of the tensors the caller binds, by the kernel's operand (in, then out); the
+  // scalars passed by value (uid, value); tensors of the graph that live in the workspace, ahead
+  // of cuDNN's own share (uid, offset, bytes), zeroed before each run.
   std::vector<int64_t> bound;
   std::vector<std::pair<int64_t, float>> by_value;
   struct Internal {
@@ -435,6 +436,21 @@ void buildForward(CudnnAttention::Plan& g, const AttentionShape& d) {
   g.matmul(probs, v, g.operand(3, Kind::Bf16, s.q, s.q_strides));
 }
 
+// Operand `slot` (dk or dv, (B, Hkv, T, D)) = x^T b: x (B, H, T, T) f32 seen transposed and
+// rounded to bf16 as the product's operand; with grouped heads computed per query head, then
+// summed over each key/value head's group.
+void transposedProduct(CudnnAttention::Plan& g, const Desc& x, const Desc& b, size_t slot, const Shapes& s,
+                       const AttentionShape& d) {
+  const int64_t B = d.batch, T = d.seq, H = d.heads, D = d.head_dim;
+  const Desc& x_t = g.tensor(Kind::Bf16, {B, H, T, T}, {H * T * T, T * T, 1, T}, true);
+  g.reshape(x, x_t);
+  const Desc& out = g.operand(slot, Kind::Bf16, s.kv, s.kv_strides);
+  if (H == d.kv_heads) return g.matmul(x_t, b, out);
+  const Desc& per_head = g.tensor(Kind::Bf16, {B, H, T, D}, {H * T * D, T * D, D, 1}, true);
+  g.matmul(x_t, b, per_head);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, per_head, out);
+}
+
 // dq, dk, dv from dout, q, k, v, out and lse, as cuDNN's flash backward wants its graph:
 //   delta = rowsum(dout * out) (kept in the workspace);  P = exp(masked(scale Q K^T - lse))
 //   dV = P^T dO;  dS = P (dO V^T - delta) scale;  dK = dS^T Q;  dQ = dS K (summed in f32 in the
@@ -442,8 +458,7 @@ void buildForward(CudnnAttention::Plan& g, const AttentionShape& d) {
 //   summed over each key/value head's group.
 void buildBackward(CudnnAttention::Plan& g, const AttentionShape& d) {
   const Shapes s = shapesOf(d);
-  const int64_t B = d.batch, T = d.seq, H = d.heads, Hk = d.kv_heads, D = d.head_dim;
-  const bool grouped = H != Hk;
+  const int64_t B = d.batch, T = d.seq, H = d.heads, D = d.head_dim;
   // Operands: dout, q, k, v, out, lse -> dq, dk, dv.
   const Desc& dout = g.operand(0, Kind::Bf16, s.q, s.q_strides);
   const Desc& q = g.operand(1, Kind::Bf16, s.q, s.q_strides);
@@ -467,19 +482,7 @@ void buildBackward(CudnnAttention::Plan& g, const AttentionShape& d) {
   const Desc& probs = g.inner(Kind::F32, s.scores);
   g.pointwise(CUDNN_POINTWISE_EXP, log_probs, nullptr, probs);
 
-  // dV = P^T dO (per query head, then summed over the group).
-  const Dims transposed_scores{B, H, T, T}, transposed_strides{H * T * T, T * T, 1, T};
-  const Desc& probs_t = g.tensor(Kind::Bf16, transposed_scores, transposed_strides, true);
-  g.reshape(probs, probs_t);
-  const Desc& dv = g.operand(8, Kind::Bf16, s.kv, s.kv_strides);
-  const Dims full_heads{B, H, T, D}, full_strides{H * T * D, T * D, D, 1};
-  if (grouped) {
-    const Desc& dv_heads = g.tensor(Kind::Bf16, full_heads, full_strides, true);
-    g.matmul(probs_t, dout, dv_heads);
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dv_heads, dv);
-  } else {
-    g.matmul(probs_t, dout, dv);
-  }
+  transposedProduct(g, probs, dout, 8, s, d);  // dV = P^T dO
 
   // dS = P (dO V^T - delta) scale, f32.
   const Desc& dprobs = g.inner(Kind::F32, s.scores);
@@ -491,23 +494,13 @@ void buildBackward(CudnnAttention::Plan& g, const AttentionShape& d) {
   const Desc& dscores = g.inner(Kind::F32, s.scores);
   g.pointwise(CUDNN_POINTWISE_MUL, dscores_unscaled, &scale, dscores);
 
-  // dK = dS^T Q (per query head, then summed over the group).
-  const Desc& dscores_t = g.tensor(Kind::Bf16, transposed_scores, transposed_strides, true);
-  g.reshape(dscores, dscores_t);
-  const Desc& dk = g.operand(7, Kind::Bf16, s.kv, s.kv_strides);
-  if (grouped) {
-    const Desc& dk_heads = g.tensor(Kind::Bf16, full_heads, full_strides, true);
-    g.matmul(dscores_t, q, dk_heads);
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dk_heads, dk);
-  } else {
-    g.matmul(dscores_t, q, dk);
-  }
+  transposedProduct(g, dscores, q, 7, s, d);  // dK = dS^T Q
 
   // dQ = dS K, summed in f32 in the workspace, then rounded into dq.
   // f32 as cuDNN's own frontend declares this view (the type of the graph's intermediates).
   const Desc& k = g.tensor(Kind::F32, s.kv, s.kv_strides, true);
   g.reshape(kt, k);
-  const Desc& dq_sum = g.inWorkspace(full_heads, full_strides);
+  const Desc& dq_sum = g.inWorkspace({B, H, T, D}, {H * T * D, T * D, D, 1});
   g.matmul(dscores, k, dq_sum);
   g.pointwise(CUDNN_POINTWISE_IDENTITY, dq_sum, nullptr, g.operand(6, Kind::Bf16, s.q, s.q_strides));
 }

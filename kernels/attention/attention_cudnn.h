@@ -36,6 +36,11 @@ class CudnnAttention {
   // "" when cuDNN takes this call, else why not (bf16 only; head_dim a multiple of 8, <= 128;
   // two tokens or more; before cuDNN 9.16 a multiple of 128 tokens).
   static std::string unsupported(const Tensor& q, const AttentionShape& d);
+  // Whether `launch` sends this call (q and its shape) through cuDNN: where the run uses it, every
+  // call it takes, or with cudnn_only every call (one it cannot take is then refused by name).
+  static bool runs(const CudaLaunch& launch, const Tensor& q, const AttentionShape& d) {
+    return launch.cudnn_attention && (launch.cudnn_only || unsupported(q, d).empty());
+  }
   // The loaded library's version (e.g. 91900; libcudnn is linked: a binary without it does not start).
   static int64_t version();
 

@@ -124,12 +124,7 @@ void launchBroadcast(const KernelArgs& args, const CudaLaunch& launch) {
   if (inner == n &&
       launchBf16x8<2, 1>({&args.in[0], &args.in[1]}, {&args.out[0]}, n, cuda::BinaryOnArrays<F>{F{}}, launch.stream))
     return;
-  const bool aligned = [&] {
-    for (const Tensor* t : {&args.in[0], &args.in[1], &args.out[0]})
-      if (t->dtype != DType::BF16 || reinterpret_cast<uintptr_t>(t->data) % 16 != 0) return false;
-    return inner % 8 == 0;
-  }();
-  if (aligned) {  // n is a multiple of inner
+  if (inner % 8 == 0 && cuda::bf16x8Aligned({&args.in[0], &args.in[1], &args.out[0]})) {  // n: a multiple of inner
     broadcastBf16x8<<<blocksFor(n / 8), kThreads, 0, launch.stream>>>(
         data<const uint4>(args.in[0]), data<const uint4>(args.in[1]), data<uint4>(args.out[0]), n / 8, inner / 8, F{});
     MT_CUDA_CHECK_LAUNCH();
