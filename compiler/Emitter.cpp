@@ -231,7 +231,8 @@ LogicalResult Emitter::lowerHostTask(HostTaskOp task, int index, Instr& instr) {
 
 LogicalResult Emitter::lowerKernel(Operation* op, int index, Instr& instr) {
   KernelId id;
-  if (!isa<KernelOpInterface>(op) || !findKernel(op->getName().getStringRef(), &id))
+  auto kernel = dyn_cast<KernelOpInterface>(op);
+  if (!kernel || !findKernel(kernel.getKernelName(), &id))
     return op->emitError("has no kernel in the op table (runtime/plan/op_table.def)");
   instr.stream = kCompute;
   auto* call = instr.body.mutable_kernel();

@@ -259,13 +259,14 @@ class ModelBuilder {
   // step, over the layer's key/value cache and the new token, whose key and value become outputs.
   Value attention(int64_t layer, Value q, Value k, Value v, const std::function<Value(Value)>& rotate) {
     q = rotate(q), k = rotate(k);
-    if (!decode_) return b_.create<AttentionOp>(loc_, q, k, v, c_.heads, c_.kv_heads).getResult();
+    if (!decode_) return b_.create<AttentionOp>(loc_, q, k, v, Value(), c_.heads, c_.kv_heads, 0).getResult();
     auto cache = RankedTensorType::get({batch_, seq_, c_.kv_heads * c_.headDim()}, b_.getF32Type());
     const std::string l = std::to_string(layer);
     Value k_cache = input("cache." + l + ".key", cache), v_cache = input("cache." + l + ".value", cache);
     outputs_.push_back({"new." + l + ".key", k});
     outputs_.push_back({"new." + l + ".value", v});
-    return b_.create<CachedAttentionOp>(loc_, q, k, v, k_cache, v_cache, positions_, c_.heads, c_.kv_heads).getResult();
+    return b_.create<CachedAttentionOp>(loc_, q, k, v, k_cache, v_cache, positions_, Value(), c_.heads, c_.kv_heads, 0)
+        .getResult();
   }
 
   // init: "normal" (with std), "zeros" or "ones".

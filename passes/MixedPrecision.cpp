@@ -29,7 +29,8 @@ RankedTensorType withElement(Value v, Type element) {
 // The op table's row for `op`, or null (ops without a kernel: copies, host tasks, views).
 const KernelInfo* kernelOf(Operation* op) {
   KernelId id;
-  if (!isa<KernelOpInterface>(op) || !findKernel(op->getName().getStringRef(), &id)) return nullptr;
+  auto kernel = dyn_cast<KernelOpInterface>(op);
+  if (!kernel || !findKernel(kernel.getKernelName(), &id)) return nullptr;
   return &kKernelTable[static_cast<size_t>(id)];
 }
 

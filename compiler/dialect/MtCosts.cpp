@@ -40,22 +40,29 @@ int64_t SiluGradOp::getFlops() { return 8 * numel(getInput()); }
 int64_t SwigluOp::getFlops() { return 6 * numel(getGate()); }
 int64_t SwigluGradOp::getFlops() { return 10 * numel(getGate()); }
 int64_t RopeOp::getFlops() { return 3 * numel(getInput()); }
-// Causal: row i attends to i + 1 keys; QK^T and PV each take 2 flops per (query, key, channel).
-static int64_t causalAttentionFlops(Value q) {
+// Causal: row i attends to i + 1 keys, or min(i + 1, window); QK^T and PV each take 2 flops
+// per (query, key, channel).
+static int64_t causalAttentionFlops(Value q, int64_t window) {
   auto s = cast<RankedTensorType>(q.getType()).getShape();
   const int64_t batch = s[0], seq = s[1], width = s[2];
-  return 2 * batch * width * seq * (seq + 1);
+  const int64_t full = window > 0 && window < seq ? window : seq;  // rows before `full` see i + 1 keys
+  const int64_t keys = full * (full + 1) / 2 + (seq - full) * full;
+  return 4 * batch * width * keys;
 }
-int64_t AttentionOp::getFlops() { return causalAttentionFlops(getQ()); }
+int64_t AttentionOp::getFlops() { return causalAttentionFlops(getQ(), getWindow()); }
+// Per (b, t, h): the row's dot product with dout, an exp and a multiply-add.
+int64_t AttentionSinksGradOp::getFlops() { return 2 * numel(getDout()) + 3 * numel(getLse()); }
 int64_t RopeAtOp::getFlops() { return 3 * numel(getInput()); }
-// New token t sees at most S + t + 1 keys (the whole cache: the plan does not know p0).
+// New token t sees at most S + t + 1 keys (the whole cache: the plan does not know p0), or
+// its window's.
 int64_t CachedAttentionOp::getFlops() {
   auto q = getQ().getType().getShape();
   const int64_t cache = getKCache().getType().getShape()[1];
-  return 4 * q[0] * q[2] * q[1] * (cache + (q[1] + 1) / 2);
+  const int64_t keys = cache + (q[1] + 1) / 2;
+  return 4 * q[0] * q[2] * q[1] * (getWindow() > 0 ? std::min<int64_t>(keys, getWindow()) : keys);
 }
 // The backward recomputes the scores and forms dP, dQ, dK, dV: 5 products against 2 forward.
-int64_t AttentionGradOp::getFlops() { return causalAttentionFlops(getQ()) * 5 / 2; }
+int64_t AttentionGradOp::getFlops() { return causalAttentionFlops(getQ(), getWindow()) * 5 / 2; }
 int64_t SoftmaxXentOp::getFlops() { return 4 * numel(getLogits()); }
 int64_t SoftmaxXentGradOp::getFlops() { return 3 * numel(getLogits()); }
 int64_t XentChunkOp::getFlops() { return 4 * numel(getLogits()); }
@@ -127,10 +134,15 @@ void RopeOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<floa
   floats.push_back(getTheta().convertToFloat());
   if (auto scaling = getScaling()) floats.append(scaling->begin(), scaling->end());
 }
-void AttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
-  ints.push_back(static_cast<int64_t>(getNumHeads()));
-  ints.push_back(static_cast<int64_t>(getNumKvHeads()));
+// Attention calls: [num_heads, num_kv_heads], and the window where there is one (plan 1.19).
+static void attentionAttrs(SmallVectorImpl<int64_t>& ints, int64_t heads, int64_t kv_heads, int64_t window) {
+  ints.append({heads, kv_heads});
+  if (window != 0) ints.push_back(window);
 }
+void AttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  attentionAttrs(ints, getNumHeads(), getNumKvHeads(), getWindow());
+}
+StringRef AttentionOp::getKernelName() { return getSinks() ? "mt.attention_sinks" : "mt.attention"; }
 void RopeAtOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
   ints.push_back(static_cast<int64_t>(getHeadDim()));
   if (getScalingKind() != 0) ints.push_back(getScalingKind());
@@ -138,12 +150,13 @@ void RopeAtOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<fl
   if (auto scaling = getScaling()) floats.append(scaling->begin(), scaling->end());
 }
 void CachedAttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
-  ints.push_back(static_cast<int64_t>(getNumHeads()));
-  ints.push_back(static_cast<int64_t>(getNumKvHeads()));
+  attentionAttrs(ints, getNumHeads(), getNumKvHeads(), getWindow());
+}
+StringRef CachedAttentionOp::getKernelName() {
+  return getSinks() ? "mt.cached_attention_sinks" : "mt.cached_attention";
 }
 void AttentionGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
-  ints.push_back(static_cast<int64_t>(getNumHeads()));
-  ints.push_back(static_cast<int64_t>(getNumKvHeads()));
+  attentionAttrs(ints, getNumHeads(), getNumKvHeads(), getWindow());
 }
 
 void UnaryOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {

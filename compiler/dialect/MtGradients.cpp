@@ -137,8 +137,11 @@ SmallVector<Value> TokenConcatOp::buildGradient(OpBuilder& b, ArrayRef<Value> gr
 
 SmallVector<Value> AttentionOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   auto g = b.create<AttentionGradOp>(getLoc(), grads[0], getQ(), getK(), getV(), getResult(),
-                                     getLse(), getNumHeads(), getNumKvHeads());
-  return {g.getDq(), g.getDk(), g.getDv()};
+                                     getLse(), getNumHeads(), getNumKvHeads(), getWindow());
+  // The sinks' own gradient; q, k and v's are the same given the lse, which counts the sinks.
+  if (!getSinks()) return {g.getDq(), g.getDk(), g.getDv()};
+  Value dsinks = b.create<AttentionSinksGradOp>(getLoc(), grads[0], getResult(), getLse(), getSinks());
+  return {g.getDq(), g.getDk(), g.getDv(), dsinks};
 }
 
 SmallVector<Value> SoftmaxXentOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {

@@ -36,13 +36,17 @@ def CostOpInterface : OpInterface<"CostOpInterface"> {
 def KernelOpInterface : OpInterface<"KernelOpInterface"> {
   let cppNamespace = "::mt";
   let description = [{
-    Marks an op that lowers to one kernel of the op table (runtime/plan/op_table.def, found by the
-    op's name) and gives the kernel's positional attributes in the table's order.
+    Marks an op that lowers to one kernel of the op table (runtime/plan/op_table.def, found by
+    getKernelName) and gives the kernel's positional attributes in the table's order.
   }];
   let methods = [
     InterfaceMethod<"Appends the kernel's int and float attributes.", "void", "getKernelAttrs",
       (ins "::llvm::SmallVectorImpl<int64_t> &":$ints, "::llvm::SmallVectorImpl<float> &":$floats),
       [{}], [{ (void)ints; (void)floats; }]>,
+    InterfaceMethod<[{The op table row's name: the op's own, but where an op's optional operand
+      selects another row of the table (mt.attention with sinks: mt.attention_sinks).}],
+      "::llvm::StringRef", "getKernelName", (ins), [{}],
+      [{ return $_op->getName().getStringRef(); }]>,
   ];
 }
 

@@ -32,8 +32,13 @@ LogicalResult inferNorm(MLIRContext* ctx, std::optional<Location> loc, Value x, 
   return success();
 }
 
+// `window` (null while the op is parsed with its default) and `sinks` (null: none) as mt.attention's.
 LogicalResult checkAttentionOperands(std::optional<Location> loc, Value q, Value k, Value v,
-                                     int64_t heads, int64_t kvHeads) {
+                                     int64_t heads, int64_t kvHeads, IntegerAttr window = {}, Value sinks = {}) {
+  if (window && window.getInt() < 0)
+    return emitOptionalError(loc, "attention window ", window.getInt(), " must not be negative (0: none)");
+  if (sinks && (failed(requireStatic(loc, {sinks})) || failed(requireShape(loc, sinks, {heads}, "sinks"))))
+    return failure();
   if (failed(requireStatic(loc, {q, k, v}))) return failure();
   auto qs = tensorOf(q).getShape();
   if (qs.size() != 3) return emitOptionalError(loc, "attention q must be (B, T, H*D)");
@@ -345,8 +350,8 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location>
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type>& types) {
-  if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(),
-                                    adaptor.getNumHeads(), adaptor.getNumKvHeads())))
+  if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(), adaptor.getNumHeads(),
+                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr(), adaptor.getSinks())))
     return failure();
   auto q = tensorOf(adaptor.getQ()).getShape();
   FailureOr<Type> act = activationType(loc, {adaptor.getQ(), adaptor.getK(), adaptor.getV()});
@@ -368,7 +373,7 @@ LogicalResult RopeAtOp::inferReturnTypes(MLIRContext* ctx, std::optional<Locatio
 LogicalResult CachedAttentionOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                                   Adaptor adaptor, SmallVectorImpl<Type>& types) {
   if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(), adaptor.getNumHeads(),
-                                    adaptor.getNumKvHeads())) ||
+                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr(), adaptor.getSinks())) ||
       failed(requireStatic(loc, {adaptor.getKCache(), adaptor.getVCache(), adaptor.getPositions()})))
     return failure();
   auto q = tensorOf(adaptor.getQ()).getShape();
@@ -389,8 +394,8 @@ LogicalResult CachedAttentionOp::inferReturnTypes(MLIRContext* ctx, std::optiona
 
 LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                                 Adaptor adaptor, SmallVectorImpl<Type>& types) {
-  if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(),
-                                    adaptor.getNumHeads(), adaptor.getNumKvHeads())))
+  if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(), adaptor.getNumHeads(),
+                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr())))
     return failure();
   auto q = tensorOf(adaptor.getQ()).getShape();
   const int64_t heads = adaptor.getNumHeads();
@@ -403,6 +408,22 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<
   types.push_back(adaptor.getQ().getType());
   types.push_back(adaptor.getK().getType());
   types.push_back(adaptor.getV().getType());
+  return success();
+}
+
+LogicalResult AttentionSinksGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                                     Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto sinks = tensorOf(adaptor.getSinks()).getShape();
+  auto dout = tensorOf(adaptor.getDout()).getShape();
+  if (sinks.size() != 1 || sinks[0] <= 0) return emitOptionalError(loc, "sinks must be (H), got ", shapeStr(sinks));
+  if (dout.size() != 3 || dout[2] % sinks[0] != 0)
+    return emitOptionalError(loc, "dout must be (B, T, H*D) for ", sinks[0], " heads, got ", shapeStr(dout));
+  if (failed(requireShape(loc, adaptor.getOut(), dout, "out")) ||
+      failed(requireShape(loc, adaptor.getLse(), {dout[0], sinks[0], dout[1]}, "lse")) ||
+      failed(activationType(loc, {adaptor.getDout(), adaptor.getOut()})))
+    return failure();
+  types.push_back(adaptor.getSinks().getType());
   return success();
 }
 

@@ -404,30 +404,58 @@ def Mt_RopeOp : Mt_KernelOp<"rope", [
 //===----------------------------------------------------------------------===//
 
 def Mt_AttentionOp : Mt_KernelOp<"attention", [
-    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs", "getKernelName"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "fused causal self-attention with grouped-query heads";
   let description = [{
     q is (B, T, H*D), k and v (B, T, Hkv*D); H is a multiple of Hkv. Returns the output
-    (B, T, H*D) and each row's log-sum-exp (B, H, T) for the backward pass.
+    (B, T, H*D) and each row's log-sum-exp (B, H, T) for the backward pass. A `window` W > 0
+    lets query i see keys i - W < j <= i (sliding-window attention, as transformers masks it);
+    `sinks` (H), where given, are a learned logit per query head in each row's softmax
+    denominator, unscaled, with no value (gpt-oss's attention sinks; the kernel
+    mt.attention_sinks).
 
     ```mlir
     %o, %lse = mt.attention %q, %k, %v {num_heads = 6, num_kv_heads = 2}
         : tensor<8x256x384xf32>, tensor<8x256x128xf32>, tensor<8x256x128xf32>
+    %o2, %lse2 = mt.attention %q, %k, %v sinks %s : tensor<6xf32> {num_heads = 6, num_kv_heads = 2, window = 128}
+        : tensor<8x256x384xf32>, tensor<8x256x128xf32>, tensor<8x256x128xf32>
     ```
   }];
-  let arguments = (ins Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v, I64Attr:$num_heads,
-                       I64Attr:$num_kv_heads);
+  let arguments = (ins Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v, Optional<Mt_F32Tensor>:$sinks,
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads, DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Mt_FloatTensor:$result, Mt_F32Tensor:$lse);
-  let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` type($q) `,` type($k) `,` type($v)";
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`sinks` $sinks^ `:` type($sinks))? attr-dict `:` type($q) `,` type($k) `,` type($v)
+  }];
 }
 
 def Mt_AttentionGradOp : Mt_KernelOp<"attention_grad", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
   let summary = "fused backward of mt.attention: (dq, dk, dv)";
+  let description = [{
+    The same for an attention with sinks: its lse counts them.
+  }];
   let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v,
-                       Mt_FloatTensor:$out, Mt_F32Tensor:$lse, I64Attr:$num_heads, I64Attr:$num_kv_heads);
+                       Mt_FloatTensor:$out, Mt_F32Tensor:$lse, I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                       DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Mt_FloatTensor:$dq, Mt_FloatTensor:$dk, Mt_FloatTensor:$dv);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
+def Mt_AttentionSinksGradOp : Mt_KernelOp<"attention_sinks_grad", [KernelOpInterface]> {
+  let summary = "the gradient of mt.attention's sinks (H)";
+  let description = [{
+    dsink_h = -sum over (b, t) of exp(sink_h - lse[b, h, t]) * (dout . out)[b, t, h]: a sink
+    takes probability from every key of its row in proportion.
+
+    ```mlir
+    %ds = mt.attention_sinks_grad %dout, %out, %lse, %s
+        : tensor<8x256x384xf32>, tensor<8x256x384xf32>, tensor<8x6x256xf32>, tensor<6xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$out, Mt_F32Tensor:$lse, Mt_F32Tensor:$sinks);
+  let results = (outs Mt_F32Tensor:$result);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
@@ -453,7 +481,7 @@ def Mt_RopeAtOp : Mt_KernelOp<"rope_at", [
 }
 
 def Mt_CachedAttentionOp : Mt_KernelOp<"cached_attention", [
-    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs", "getKernelName"]>]> {
   let summary = "causal attention of new tokens over a key/value cache and themselves";
   let description = [{
     q (B, T, H*D), k and v (B, T, Hkv*D): T new tokens of each sequence; k_cache and v_cache
@@ -461,7 +489,8 @@ def Mt_CachedAttentionOp : Mt_KernelOp<"cached_attention", [
     positions, consecutive from p0 = positions[b, 0]. New token t of sequence b attends to
     cache rows [0, p0) and new tokens [0, t], softmax scale 1/sqrt(D) (as `mt.attention`,
     whose row p0 + t it reproduces). A p0 outside [0, S - T] is clamped into it (the caller
-    keeps p0 + T <= S). Forward only (no gradient).
+    keeps p0 + T <= S). `window` and `sinks` as `mt.attention`'s (the kernel with sinks:
+    mt.cached_attention_sinks). Forward only (no gradient).
 
     ```mlir
     %o = mt.cached_attention %q, %k, %v, %kc, %vc, %pos {num_heads = 4, num_kv_heads = 2}
@@ -470,7 +499,8 @@ def Mt_CachedAttentionOp : Mt_KernelOp<"cached_attention", [
     ```
   }];
   let arguments = (ins Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v, Mt_FloatTensor:$k_cache,
-                       Mt_FloatTensor:$v_cache, Mt_I32Tensor:$positions, I64Attr:$num_heads, I64Attr:$num_kv_heads);
+                       Mt_FloatTensor:$v_cache, Mt_I32Tensor:$positions, Optional<Mt_F32Tensor>:$sinks,
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads, DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }

@@ -19,19 +19,23 @@ struct AttnDims : AttentionShape {
 
 std::string checkQKV(const KernelArgs& args, const Tensor& q, const Tensor& k, const Tensor& v,
                      const char* op) {
+  MT_CHECK(attentionAttrsProblem(args, op));
   for (const Tensor& t : args.in) MT_CHECK(expectDType(t, DType::F32, op));
   for (const Tensor& t : args.out) MT_CHECK(expectDType(t, DType::F32, op));
   if (q.rank() != 3) return std::string(op) + ": q must be (B, T, H*D), got " + shapeString(q.shape);
-  const int64_t heads = args.ints[0], kv_heads = args.ints[1];
-  if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
-    return std::string(op) + ": num_heads " + std::to_string(heads) +
-           " must be a positive multiple of num_kv_heads " + std::to_string(kv_heads);
+  const int64_t heads = args.ints[0];
   if (q.dim(2) % heads != 0 || q.dim(2) == 0)
     return std::string(op) + ": q width " + std::to_string(q.dim(2)) + " is not divisible by " +
            std::to_string(heads) + " heads";
   const int64_t head_dim = q.dim(2) / heads;
-  MT_CHECK(expectShape(k, {q.dim(0), q.dim(1), kv_heads * head_dim}, op));
-  return expectShape(v, {q.dim(0), q.dim(1), kv_heads * head_dim}, op);
+  MT_CHECK(expectShape(k, {q.dim(0), q.dim(1), args.ints[1] * head_dim}, op));
+  return expectShape(v, {q.dim(0), q.dim(1), args.ints[1] * head_dim}, op);
+}
+
+// A call's sinks (H) f32, where it has them (the fourth input of mt.attention_sinks).
+std::string checkSinks(const Tensor& sinks, int64_t heads, const char* op) {
+  MT_CHECK(expectDType(sinks, DType::F32, op));
+  return expectShape(sinks, {heads}, op);
 }
 
 // Query rows per block: a block's scores against every key up to its last row are one
@@ -58,34 +62,46 @@ class SingleThreadedBlas {
   int saved_;
 };
 
-// probs[r][j] (ld = keys) = softmax row of query i0 + r over keys j <= i0 + r, 0 beyond;
-// `scores` holds the scaled scores on entry. Writes each row's log-sum-exp when lse != null,
-// else uses the given lse (backward: recompute P exactly as the forward normalised it).
-void causalSoftmax(float* scores, int64_t rows, int64_t keys, int64_t i0, float* lse_out,
-                   const float* lse_in) {
+// probs[r][j - lo] (ld = keys - lo) = the softmax row of query i0 + r over the keys it sees
+// (firstVisibleKey .. itself), 0 elsewhere; `scores` holds the scaled scores of keys [lo, keys)
+// on entry. Writes each row's log-sum-exp (counting the sink, when there is one) when
+// lse_out != null, else uses the given lse (backward: P recomputed exactly as the forward
+// normalised it).
+void maskedSoftmax(float* scores, int64_t rows, int64_t lo, int64_t keys, int64_t i0, const AttnDims& d,
+                   const float* sink, float* lse_out, const float* lse_in) {
+  const int64_t span = keys - lo;
   for (int64_t r = 0; r < rows; ++r) {
-    float* row = scores + r * keys;
-    const int64_t valid = i0 + r + 1;
+    float* row = scores + r * span;
+    const int64_t first = firstVisibleKey(d, i0 + r) - lo, end = i0 + r + 1 - lo;
+    std::fill(row, row + first, 0.0f);
     if (lse_in) {
       const float l = lse_in[r];
 #pragma omp simd
-      for (int64_t j = 0; j < valid; ++j) row[j] = fastExp(row[j] - l);
+      for (int64_t j = first; j < end; ++j) row[j] = fastExp(row[j] - l);
     } else {
-      float max_score = -INFINITY;
-      for (int64_t j = 0; j < valid; ++j) max_score = std::max(max_score, row[j]);
-      float sum = 0.0f;
+      float max_score = sink ? *sink : -INFINITY;
+      for (int64_t j = first; j < end; ++j) max_score = std::max(max_score, row[j]);
+      float sum = sink ? fastExp(*sink - max_score) : 0.0f;
 #pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < valid; ++j) {
+      for (int64_t j = first; j < end; ++j) {
         row[j] = fastExp(row[j] - max_score);
         sum += row[j];
       }
       const float inv = 1.0f / sum;
 #pragma omp simd
-      for (int64_t j = 0; j < valid; ++j) row[j] *= inv;
+      for (int64_t j = first; j < end; ++j) row[j] *= inv;
       lse_out[r] = max_score + std::log(sum);
     }
-    std::fill(row + valid, row + keys, 0.0f);
+    std::fill(row + end, row + span, 0.0f);
   }
+}
+
+// sum over c < n of a[c] * b[c]: a row's dout . out (the softmax backward's delta).
+float rowDot(const float* a, const float* b, int64_t n) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < n; ++c) sum += a[c] * b[c];
+  return sum;
 }
 
 }  // namespace
@@ -100,12 +116,27 @@ AttentionShape attentionShape(const Tensor& q, const KernelArgs& args) {
   s.q_stride = s.heads * s.head_dim;
   s.kv_stride = s.kv_heads * s.head_dim;
   s.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  s.window = args.ints.size() > 2 ? args.ints[2] : 0;
   return s;
+}
+
+std::string attentionAttrsProblem(const KernelArgs& args, const char* op) {
+  if (args.ints.size() != 2 && args.ints.size() != 3)
+    return std::string(op) + " takes 2 or 3 int attributes (num_heads, num_kv_heads, window), got " +
+           std::to_string(args.ints.size());
+  const int64_t heads = args.ints[0], kv_heads = args.ints[1];
+  if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
+    return std::string(op) + ": num_heads " + std::to_string(heads) + " must be a positive multiple of num_kv_heads " +
+           std::to_string(kv_heads);
+  if (args.ints.size() == 3 && args.ints[2] < 0)
+    return std::string(op) + ": window " + std::to_string(args.ints[2]) + " must not be negative (0: none)";
+  return "";
 }
 
 std::string attention_check(const KernelArgs& args) {
   const Tensor& q = args.in[0];
   MT_CHECK(checkQKV(args, q, args.in[1], args.in[2], "attention"));
+  if (args.in.size() == 4) MT_CHECK(checkSinks(args.in[3], args.ints[0], "attention sinks"));
   MT_CHECK(expectShape(args.out[0], q.shape, "attention out"));
   return expectShape(args.out[1], {q.dim(0), args.ints[0], q.dim(1)}, "attention lse");
 }
@@ -113,6 +144,7 @@ std::string attention_check(const KernelArgs& args) {
 void attention_cpu(const KernelArgs& args) {
   const Tensor &q = args.in[0], &k = args.in[1], &v = args.in[2];
   const AttnDims d = attnDims(q, args);
+  const float* sinks = args.in.size() == 4 ? args.in[3].f32() : nullptr;
   SingleThreadedBlas single;
 #pragma omp parallel
   {
@@ -122,18 +154,20 @@ void attention_cpu(const KernelArgs& args) {
       // Largest blocks first: the later rows of a causal block see more keys.
       const int64_t blk = d.blocks - 1 - task % d.blocks, h = (task / d.blocks) % d.heads;
       const int64_t b = task / (d.blocks * d.heads), kvh = h / d.group;
+      // The block's queries see keys [lo, keys): all before them, or a window's worth.
       const int64_t i0 = blk * kBlockRows, rows = std::min(kBlockRows, d.seq - i0), keys = i0 + rows;
+      const int64_t lo = firstVisibleKey(d, i0);
       const float* qb = q.f32() + (b * d.seq + i0) * d.q_stride + h * d.head_dim;
-      const float* kb = k.f32() + b * d.seq * d.kv_stride + kvh * d.head_dim;
-      const float* vb = v.f32() + b * d.seq * d.kv_stride + kvh * d.head_dim;
-      const int rk = static_cast<int>(keys);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), rk, d.hd, d.scale, qb,
-                  d.q_stride, kb, d.kv_stride, 0.0f, probs.data(), rk);
+      const float* kb = k.f32() + (b * d.seq + lo) * d.kv_stride + kvh * d.head_dim;
+      const float* vb = v.f32() + (b * d.seq + lo) * d.kv_stride + kvh * d.head_dim;
+      const int span = static_cast<int>(keys - lo);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), span, d.hd, d.scale, qb,
+                  d.q_stride, kb, d.kv_stride, 0.0f, probs.data(), span);
       float* lse = args.out[1].f32() + (b * d.heads + h) * d.seq + i0;
-      causalSoftmax(probs.data(), rows, keys, i0, lse, nullptr);
+      maskedSoftmax(probs.data(), rows, lo, keys, i0, d, sinks ? sinks + h : nullptr, lse, nullptr);
       float* ob = args.out[0].f32() + (b * d.seq + i0) * d.q_stride + h * d.head_dim;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), d.hd, rk, 1.0f,
-                  probs.data(), rk, vb, d.kv_stride, 0.0f, ob, d.q_stride);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), d.hd, span, 1.0f,
+                  probs.data(), span, vb, d.kv_stride, 0.0f, ob, d.q_stride);
     }
   }
 }
@@ -174,41 +208,73 @@ void attention_grad_cpu(const KernelArgs& args) {
       for (int64_t h = kvh * d.group; h < (kvh + 1) * d.group; ++h) {
         for (int64_t blk = 0; blk < d.blocks; ++blk) {
           const int64_t i0 = blk * kBlockRows, rows = std::min(kBlockRows, d.seq - i0), keys = i0 + rows;
-          const int r = static_cast<int>(rows), rk = static_cast<int>(keys);
-          const int64_t q_off = (b * d.seq + i0) * d.q_stride + h * d.head_dim;
+          const int64_t lo = firstVisibleKey(d, i0);
+          const int r = static_cast<int>(rows), span = static_cast<int>(keys - lo);
+          const int64_t q_off = (b * d.seq + i0) * d.q_stride + h * d.head_dim, k_off = lo * d.kv_stride;
           const float* qb = q.f32() + q_off;
           const float* dob = dout.f32() + q_off;
           const float* ob = out.f32() + q_off;
           float* dqb = args.out[0].f32() + q_off;
           // P, recomputed from the saved log-sum-exp.
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, rk, d.hd, d.scale, qb, d.q_stride, kb, d.kv_stride,
-                      0.0f, probs.data(), rk);
-          causalSoftmax(probs.data(), rows, keys, i0, nullptr, lse.f32() + (b * d.heads + h) * d.seq + i0);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, span, d.hd, d.scale, qb, d.q_stride, kb + k_off,
+                      d.kv_stride, 0.0f, probs.data(), span);
+          maskedSoftmax(probs.data(), rows, lo, keys, i0, d, nullptr, nullptr,
+                        lse.f32() + (b * d.heads + h) * d.seq + i0);
           // dV += P^T dO;  dP = dO V^T
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rk, d.hd, r, 1.0f, probs.data(), rk, dob,
-                      d.q_stride, 1.0f, dvb, d.kv_stride);
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, rk, d.hd, 1.0f, dob, d.q_stride, vb, d.kv_stride, 0.0f,
-                      dprobs.data(), rk);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, span, d.hd, r, 1.0f, probs.data(), span, dob,
+                      d.q_stride, 1.0f, dvb + k_off, d.kv_stride);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, span, d.hd, 1.0f, dob, d.q_stride, vb + k_off,
+                      d.kv_stride, 0.0f, dprobs.data(), span);
           // dS = P * (dP - rowsum(dO * O)) * scale
           for (int64_t row = 0; row < rows; ++row) {
-            const float* doi = dob + row * d.q_stride;
-            const float* oi = ob + row * d.q_stride;
-            float delta = 0.0f;
-#pragma omp simd reduction(+ : delta)
-            for (int64_t c = 0; c < d.head_dim; ++c) delta += doi[c] * oi[c];
-            float* ds = dprobs.data() + row * keys;
-            const float* p = probs.data() + row * keys;
+            const float delta = rowDot(dob + row * d.q_stride, ob + row * d.q_stride, d.head_dim);
+            float* ds = dprobs.data() + row * span;
+            const float* p = probs.data() + row * span;
 #pragma omp simd
-            for (int64_t j = 0; j < keys; ++j) ds[j] = p[j] * (ds[j] - delta) * d.scale;
+            for (int64_t j = 0; j < span; ++j) ds[j] = p[j] * (ds[j] - delta) * d.scale;
           }
           // dQ = dS K;  dK += dS^T Q
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, d.hd, rk, 1.0f, dprobs.data(), rk, kb,
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, d.hd, span, 1.0f, dprobs.data(), span, kb + k_off,
                       d.kv_stride, 0.0f, dqb, d.q_stride);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rk, d.hd, r, 1.0f, dprobs.data(), rk, qb, d.q_stride,
-                      1.0f, dkb, d.kv_stride);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, span, d.hd, r, 1.0f, dprobs.data(), span, qb,
+                      d.q_stride, 1.0f, dkb + k_off, d.kv_stride);
         }
       }
     }
+  }
+}
+
+std::string attention_sinks_grad_check(const KernelArgs& args) {
+  if (!args.ints.empty()) return "attention_sinks_grad takes no int attributes";
+  for (const Tensor& t : args.in) MT_CHECK(expectDType(t, DType::F32, "attention_sinks_grad"));
+  const Tensor &dout = args.in[0], &out = args.in[1], &lse = args.in[2], &sinks = args.in[3];
+  if (sinks.rank() != 1 || sinks.dim(0) <= 0)
+    return "attention_sinks_grad: sinks must be (H) with H > 0, got " + shapeString(sinks.shape);
+  const int64_t heads = sinks.dim(0);
+  if (dout.rank() != 3 || dout.dim(2) == 0 || dout.dim(2) % heads != 0)
+    return "attention_sinks_grad: dout must be (B, T, H*D) for " + std::to_string(heads) + " heads, got " +
+           shapeString(dout.shape);
+  MT_CHECK(expectShape(out, dout.shape, "attention_sinks_grad out"));
+  MT_CHECK(expectShape(lse, {dout.dim(0), heads, dout.dim(1)}, "attention_sinks_grad lse"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "attention_sinks_grad dsinks"));
+  return expectShape(args.out[0], {heads}, "attention_sinks_grad dsinks");
+}
+
+void attention_sinks_grad_cpu(const KernelArgs& args) {
+  const Tensor &dout = args.in[0], &out = args.in[1], &lse = args.in[2], &sinks = args.in[3];
+  const int64_t heads = sinks.dim(0), batch = dout.dim(0), seq = dout.dim(1), width = dout.dim(2);
+  const int64_t head_dim = width / heads;
+  // A head per task, its rows summed in a fixed order (in double: B*T terms).
+#pragma omp parallel for schedule(static)
+  for (int64_t h = 0; h < heads; ++h) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < seq; ++t) {
+        const int64_t off = (b * seq + t) * width + h * head_dim;
+        const float p_sink = std::exp(sinks.f32()[h] - lse.f32()[(b * heads + h) * seq + t]);
+        sum += static_cast<double>(p_sink) * rowDot(dout.f32() + off, out.f32() + off, head_dim);
+      }
+    args.out[0].f32()[h] = static_cast<float>(-sum);
   }
 }
 

@@ -540,6 +540,8 @@ void withPaddedHeadDim(int64_t head_dim, F f) {
 
 Dims attnDims(const Tensor& q, const KernelArgs& args) {
   const Dims d = attentionShape(q, args);
+  if (d.window != 0)  // the backend refuses such plans first (cudaUnsupportedKernels)
+    throw std::runtime_error("attention on CUDA has no sliding window yet");
   if (d.head_dim > 32 * kMaxPerLane)
     throw std::runtime_error("attention on CUDA supports head_dim <= " + std::to_string(32 * kMaxPerLane) +
                              ", got " + std::to_string(d.head_dim));

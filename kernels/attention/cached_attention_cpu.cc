@@ -14,14 +14,16 @@ std::string cached_attention_check(const KernelArgs& args) {
   for (int i = 0; i < 5; ++i) MT_CHECK(expectDType(args.in[i], DType::F32, "cached_attention"));
   MT_CHECK(expectDType(positions, DType::I32, "cached_attention positions"));
   MT_CHECK(expectDType(args.out[0], DType::F32, "cached_attention out"));
+  MT_CHECK(attentionAttrsProblem(args, "cached_attention"));
   if (q.rank() != 3) return "cached_attention: q must be (B, T, H*D), got " + shapeString(q.shape);
   const int64_t heads = args.ints[0], kv_heads = args.ints[1];
-  if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
-    return "cached_attention: num_heads " + std::to_string(heads) + " must be a positive multiple of num_kv_heads " +
-           std::to_string(kv_heads);
   if (q.dim(2) == 0 || q.dim(2) % heads != 0)
     return "cached_attention: q width " + std::to_string(q.dim(2)) + " is not divisible by " +
            std::to_string(heads) + " heads";
+  if (args.in.size() == 7) {
+    MT_CHECK(expectDType(args.in[6], DType::F32, "cached_attention sinks"));
+    MT_CHECK(expectShape(args.in[6], {heads}, "cached_attention sinks"));
+  }
   const int64_t head_dim = q.dim(2) / heads;
   if (head_dim > kCachedAttentionMaxHeadDim)
     return "cached_attention: head_dim " + std::to_string(head_dim) + " is more than " +
@@ -40,6 +42,7 @@ void cached_attention_cpu(const KernelArgs& args) {
   const Tensor &q = args.in[0], &k = args.in[1], &v = args.in[2], &k_cache = args.in[3], &v_cache = args.in[4];
   const int32_t* positions = args.in[5].i32();
   const AttentionShape s = attentionShape(q, args);
+  const float* sinks = args.in.size() == 7 ? args.in[6].f32() : nullptr;
   const int64_t cache_rows = k_cache.dim(1), group = s.heads / s.kv_heads, tasks = s.batch * s.heads * s.seq;
 #pragma omp parallel
   {
@@ -58,9 +61,10 @@ void cached_attention_cpu(const KernelArgs& args) {
         return j < p0 ? v_cache.f32() + (b * cache_rows + j) * s.kv_stride + kv
                       : v.f32() + (b * s.seq + j - p0) * s.kv_stride + kv;
       };
-      const int64_t keys = p0 + t + 1;
-      float max_score = -INFINITY;
-      for (int64_t j = 0; j < keys; ++j) {
+      // Keys [first, p0 + t]: all before the token, or its window's.
+      const int64_t keys = p0 + t + 1, first = firstVisibleKey(s, p0 + t);
+      float max_score = sinks ? sinks[h] : -INFINITY;
+      for (int64_t j = first; j < keys; ++j) {
         const float* kj = key(j);
         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
@@ -68,15 +72,15 @@ void cached_attention_cpu(const KernelArgs& args) {
         probs[j] = s.scale * dot;
         max_score = std::max(max_score, probs[j]);
       }
-      float sum = 0.0f;
-      for (int64_t j = 0; j < keys; ++j) {
+      float sum = sinks ? fastExp(sinks[h] - max_score) : 0.0f;
+      for (int64_t j = first; j < keys; ++j) {
         probs[j] = fastExp(probs[j] - max_score);
         sum += probs[j];
       }
       const float inv = 1.0f / sum;
       float* out = args.out[0].f32() + (b * s.seq + t) * s.q_stride + h * s.head_dim;
       std::fill(out, out + s.head_dim, 0.0f);
-      for (int64_t j = 0; j < keys; ++j) {
+      for (int64_t j = first; j < keys; ++j) {
         const float p = probs[j] * inv;
         const float* vj = value(j);
 #pragma omp simd

@@ -4,6 +4,8 @@
 // softmax (running max, sum and output, the output's D channels spread over the lanes), the
 // warps' partial results merged at the end. Agrees with the CPU to rounding (another order
 // of the sums, expf for fastExp).
+#include <stdexcept>
+
 #include "kernels/attention/attention.h"
 #include "kernels/attention/cached_attention.h"
 #include "kernels/cuda_common.cuh"
@@ -76,6 +78,8 @@ __global__ void cachedAttentionKernel(const T* __restrict__ q, const T* __restri
 void cached_attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor& q = args.in[0];
   const AttentionShape s = attentionShape(q, args);
+  if (s.window != 0)  // the backend refuses such plans first (cudaUnsupportedKernels)
+    throw std::runtime_error("cached_attention on CUDA has no sliding window yet");
   const int64_t tasks = s.batch * s.heads * s.seq;
   if (tasks == 0) return;
   cuda::withFloat(q.dtype, [&](auto tag) {

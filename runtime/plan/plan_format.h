@@ -11,7 +11,7 @@ namespace mt {
 inline constexpr char kPlanMagic[] = "MTPLAN";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 18;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 19;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -34,7 +34,10 @@ inline constexpr uint32_t kPlanVersionMinor = 18;  // 1.1: inputs, outputs, cons
                                                   // mt.moe_balance_loss(_grad);
                                                   // 1.17: a deferred update's gradients land
                                                   // in the landing buffer, kept apart;
-                                                  // 1.18: mt.rope(_at)'s frequency scaling
+                                                  // 1.18: mt.rope(_at)'s frequency scaling;
+                                                  // 1.19: attention's sliding window and
+                                                  // sinks (mt.attention_sinks(_grad),
+                                                  // mt.cached_attention_sinks)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

@@ -70,6 +70,13 @@ const Case kCases[] = {
      "%o, %lse = mt.attention %qr, %kr, %v {num_heads = 2, num_kv_heads = 1} "
      ": tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>\n"
      "%logits = mt.matmul %o, %w {transpose_b = true} : tensor<2x3x8xf32>, tensor<4x8xf32>"},
+    // gpt-oss's attention: a sliding window of 2 over 3 tokens, a sink per head (a parameter).
+    {"attention_window_sinks",
+     "%q: tensor<2x3x8xf32> P(q), %k: tensor<2x3x4xf32> P(k), %v: tensor<2x3x4xf32> P(v), "
+     "%s: tensor<2xf32> P(s), %w: tensor<4x8xf32> P(w)",
+     "%o, %lse = mt.attention %q, %k, %v sinks %s : tensor<2xf32> {num_heads = 2, num_kv_heads = 1, window = 2} "
+     ": tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>\n"
+     "%logits = mt.matmul %o, %w {transpose_b = true} : tensor<2x3x8xf32>, tensor<4x8xf32>"},
     {"unary_functions", "%x: tensor<2x3x4xf32> P(x)",
      "%e = mt.unary %x {fn = \"exp\"} : tensor<2x3x4xf32>\n"
      "%l = mt.unary %e {fn = \"log\"} : tensor<2x3x4xf32>\n"

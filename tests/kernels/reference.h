@@ -85,27 +85,30 @@ inline Doubles rope(const Doubles& x, int64_t b, int64_t t, int64_t width, int64
   return y;
 }
 
-// q (b, t, h*d), k/v (b, t, hk*d); returns out (b, t, h*d) then lse (b, h, t).
+// q (b, t, h*d), k/v (b, t, hk*d); returns out (b, t, h*d) then lse (b, h, t). Query i sees keys
+// j <= i, within the last `window` (0: all); `sinks` (h, or empty) join each row's softmax as
+// gpt-oss's eager attention has them: a column of the scores, dropped after the softmax.
 inline Doubles attention(const Doubles& q, const Doubles& k, const Doubles& v, int64_t b, int64_t t,
-                         int64_t h, int64_t hk, int64_t d) {
+                         int64_t h, int64_t hk, int64_t d, int64_t window = 0, const Doubles& sinks = {}) {
   Doubles out(b * t * h * d, 0.0), lse(b * h * t);
   const double scale = 1.0 / std::sqrt(double(d));
   for (int64_t z = 0; z < b; ++z)
     for (int64_t head = 0; head < h; ++head) {
       const int64_t kvh = head / (h / hk);
       for (int64_t i = 0; i < t; ++i) {
+        const int64_t first = window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
         std::vector<double> s(i + 1);
-        double mx = -1e300;
-        for (int64_t j = 0; j <= i; ++j) {
+        double mx = sinks.empty() ? -1e300 : sinks[head];
+        for (int64_t j = first; j <= i; ++j) {
           double dot = 0;
           for (int64_t c = 0; c < d; ++c)
             dot += q[(z * t + i) * h * d + head * d + c] * k[(z * t + j) * hk * d + kvh * d + c];
           s[j] = dot * scale;
           mx = std::max(mx, s[j]);
         }
-        double sum = 0;
-        for (auto& e : s) sum += std::exp(e - mx);
-        for (int64_t j = 0; j <= i; ++j)
+        double sum = sinks.empty() ? 0.0 : std::exp(sinks[head] - mx);
+        for (int64_t j = first; j <= i; ++j) sum += std::exp(s[j] - mx);
+        for (int64_t j = first; j <= i; ++j)
           for (int64_t c = 0; c < d; ++c)
             out[(z * t + i) * h * d + head * d + c] +=
                 std::exp(s[j] - mx) / sum * v[(z * t + j) * hk * d + kvh * d + c];

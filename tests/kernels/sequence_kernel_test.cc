@@ -9,6 +9,7 @@
 #include <limits>
 #include <numeric>
 
+#include "kernels/attention/attention.h"
 #include "kernels/rope/rope.h"
 
 namespace mt::test {
@@ -146,13 +147,14 @@ TEST_F(KernelTest, RopeScalingTurnsByTheScaledFrequencies) {
 }
 
 // mt.cached_attention gives the rows of causal attention: new tokens p0 .. p0 + n - 1 over cache
-// rows [0, p0) and each other. Cache rows from p0 on hold NaN: a read of them would show.
+// rows [0, p0) and each other; with a sliding window and sinks, those of mt.attention with them.
+// Cache rows from p0 on hold NaN: a read of them would show.
 TEST_F(KernelTest, CachedAttentionReproducesCausalAttentionRows) {
   const int64_t b = 2, t = 70, h = 4, hk = 2, d = 8, cache_rows = 72, wq = h * d, wkv = hk * d;
   auto q = HostTensor::f32({b, t, wq}, randomFloats(b * t * wq, rng));
   auto k = HostTensor::f32({b, t, wkv}, randomFloats(b * t * wkv, rng));
   auto v = HostTensor::f32({b, t, wkv}, randomFloats(b * t * wkv, rng));
-  const Doubles whole = slice(ref::attention(q.asDoubles(), k.asDoubles(), v.asDoubles(), b, t, h, hk, d), 0, b * t * wq);
+  const auto sinks = HostTensor::f32({h}, {1.0f, -0.5f, 0.25f, 3.0f});
   // Rows [from, from + n) of each sequence of x (b, t, width).
   auto rows = [&](const HostTensor& x, int64_t from, int64_t n, int64_t width) {
     std::vector<float> out;
@@ -160,26 +162,35 @@ TEST_F(KernelTest, CachedAttentionReproducesCausalAttentionRows) {
       out.insert(out.end(), x.floats.begin() + (r * t + from) * width, x.floats.begin() + (r * t + from + n) * width);
     return out;
   };
-  for (const auto [p0, n] : {std::pair<int64_t, int64_t>{0, 1}, {1, 1}, {40, 1}, {69, 1}, {0, 3}, {33, 3}, {67, 3}}) {
-    std::vector<float> k_cache(b * cache_rows * wkv, std::numeric_limits<float>::quiet_NaN()), v_cache = k_cache;
-    for (int64_t r = 0; r < b; ++r)
-      for (int64_t j = 0; j < p0 * wkv; ++j) {
-        k_cache[r * cache_rows * wkv + j] = k.floats[r * t * wkv + j];
-        v_cache[r * cache_rows * wkv + j] = v.floats[r * t * wkv + j];
-      }
-    std::vector<int32_t> positions;
-    for (int64_t r = 0; r < b; ++r)
-      for (int64_t i = 0; i < n; ++i) positions.push_back(static_cast<int32_t>(p0 + i));
-    const auto got = runKernel(
-        KernelId::CachedAttention,
-        {HostTensor::f32({b, n, wq}, rows(q, p0, n, wq)), HostTensor::f32({b, n, wkv}, rows(k, p0, n, wkv)),
-         HostTensor::f32({b, n, wkv}, rows(v, p0, n, wkv)), HostTensor::f32({b, cache_rows, wkv}, k_cache),
-         HostTensor::f32({b, cache_rows, wkv}, v_cache), HostTensor::i32({b, n}, positions)},
-        {HostTensor::f32({b, n, wq})}, {h, hk})[0].floats;
-    Doubles want;
-    for (int64_t r = 0; r < b; ++r)
-      want.insert(want.end(), whole.begin() + (r * t + p0) * wq, whole.begin() + (r * t + p0 + n) * wq);
-    expectClose(got, want, kF32Tol, "cached_attention at p0 = " + std::to_string(p0) + ", " + std::to_string(n) + " new");
+  for (const int64_t window : {int64_t{0}, int64_t{5}}) {
+    const bool with_sinks = window > 0;
+    const Doubles sinks_or_none = with_sinks ? sinks.asDoubles() : Doubles{};
+    const Doubles whole = slice(
+        ref::attention(q.asDoubles(), k.asDoubles(), v.asDoubles(), b, t, h, hk, d, window, sinks_or_none), 0, b * t * wq);
+    for (const auto [p0, n] : {std::pair<int64_t, int64_t>{0, 1}, {1, 1}, {40, 1}, {69, 1}, {0, 3}, {33, 3}, {67, 3}}) {
+      std::vector<float> k_cache(b * cache_rows * wkv, std::numeric_limits<float>::quiet_NaN()), v_cache = k_cache;
+      for (int64_t r = 0; r < b; ++r)
+        for (int64_t j = 0; j < p0 * wkv; ++j) {
+          k_cache[r * cache_rows * wkv + j] = k.floats[r * t * wkv + j];
+          v_cache[r * cache_rows * wkv + j] = v.floats[r * t * wkv + j];
+        }
+      std::vector<int32_t> positions;
+      for (int64_t r = 0; r < b; ++r)
+        for (int64_t i = 0; i < n; ++i) positions.push_back(static_cast<int32_t>(p0 + i));
+      std::vector<HostTensor> in = {
+          HostTensor::f32({b, n, wq}, rows(q, p0, n, wq)), HostTensor::f32({b, n, wkv}, rows(k, p0, n, wkv)),
+          HostTensor::f32({b, n, wkv}, rows(v, p0, n, wkv)), HostTensor::f32({b, cache_rows, wkv}, k_cache),
+          HostTensor::f32({b, cache_rows, wkv}, v_cache), HostTensor::i32({b, n}, positions)};
+      if (with_sinks) in.push_back(sinks);
+      const auto got = runKernel(with_sinks ? KernelId::CachedAttentionSinks : KernelId::CachedAttention, in,
+                                 {HostTensor::f32({b, n, wq})}, {h, hk, window})[0].floats;
+      Doubles want;
+      for (int64_t r = 0; r < b; ++r)
+        want.insert(want.end(), whole.begin() + (r * t + p0) * wq, whole.begin() + (r * t + p0 + n) * wq);
+      expectClose(got, want, kF32Tol,
+                  "cached_attention at p0 = " + std::to_string(p0) + ", " + std::to_string(n) + " new, window " +
+                      std::to_string(window));
+    }
   }
 }
 
@@ -223,6 +234,66 @@ TEST_F(KernelTest, CausalAttentionWithGroupedHeadsForwardAndGradient) {
               kGradTol, "attention dk");
   expectClose(grads[2].floats, finiteDifferences([&](const Doubles& x) { return o_of(q.asDoubles(), k.asDoubles(), x); }, v.asDoubles(), w),
               kGradTol, "attention dv");
+}
+
+// A sliding window shorter than the sequence (query blocks of 64 whose keys start inside the
+// sequence, a window not a multiple of the block) with gpt-oss's sinks: the outputs, lse and the
+// gradients of q, k, v and the sinks against the double reference and its finite differences.
+TEST_F(KernelTest, SlidingWindowAttentionWithSinksForwardAndGradient) {
+  const int64_t b = 1, t = 100, h = 4, hk = 2, d = 4;
+  auto q = HostTensor::f32({b, t, h * d}, randomFloats(b * t * h * d, rng));
+  auto k = HostTensor::f32({b, t, hk * d}, randomFloats(b * t * hk * d, rng));
+  auto v = HostTensor::f32({b, t, hk * d}, randomFloats(b * t * hk * d, rng));
+  auto sinks = HostTensor::f32({h}, {0.5f, -1.0f, 2.0f, 0.0f});
+  for (const int64_t window : {int64_t{0}, int64_t{1}, int64_t{37}, int64_t{100}}) {
+    const std::string at = "window " + std::to_string(window);
+    for (const bool with_sinks : {false, true}) {
+      const std::string what = at + (with_sinks ? " with sinks" : "");
+      std::vector<HostTensor> in = {q, k, v};
+      if (with_sinks) in.push_back(sinks);
+      auto out = runKernel(with_sinks ? KernelId::AttentionSinks : KernelId::Attention, in,
+                           {HostTensor::f32({b, t, h * d}), HostTensor::f32({b, h, t})}, {h, hk, window});
+      const Doubles sinks_or_none = with_sinks ? sinks.asDoubles() : Doubles{};
+      const Doubles want = ref::attention(q.asDoubles(), k.asDoubles(), v.asDoubles(), b, t, h, hk, d, window, sinks_or_none);
+      expectClose(out[0].floats, slice(want, 0, b * t * h * d), kF32Tol, "attention out, " + what);
+      expectClose(out[1].floats, slice(want, b * t * h * d, b * h * t), kF32Tol, "attention lse, " + what);
+      if (window != 37 || !with_sinks) continue;  // the gradients once (finite differences are slow)
+      auto dout = HostTensor::f32({b, t, h * d}, randomFloats(b * t * h * d, rng));
+      auto grads = runKernel(KernelId::AttentionGrad, {dout, q, k, v, out[0], out[1]},
+                             {HostTensor::f32({b, t, h * d}), HostTensor::f32({b, t, hk * d}), HostTensor::f32({b, t, hk * d})},
+                             {h, hk, window});
+      auto o_of = [&](const Doubles& qv, const Doubles& kv, const Doubles& vv, const Doubles& sv) {
+        return slice(ref::attention(qv, kv, vv, b, t, h, hk, d, window, sv), 0, b * t * h * d);
+      };
+      const Doubles w = dout.asDoubles(), qd = q.asDoubles(), kd = k.asDoubles(), vd = v.asDoubles();
+      expectClose(grads[0].floats, finiteDifferences([&](const Doubles& x) { return o_of(x, kd, vd, sinks_or_none); }, qd, w),
+                  kGradTol, "dq, " + what);
+      expectClose(grads[1].floats, finiteDifferences([&](const Doubles& x) { return o_of(qd, x, vd, sinks_or_none); }, kd, w),
+                  kGradTol, "dk, " + what);
+      expectClose(grads[2].floats, finiteDifferences([&](const Doubles& x) { return o_of(qd, kd, x, sinks_or_none); }, vd, w),
+                  kGradTol, "dv, " + what);
+      auto dsinks = runKernel(KernelId::AttentionSinksGrad, {dout, out[0], out[1], sinks}, {HostTensor::f32({h})}, {});
+      expectClose(dsinks[0].floats, finiteDifferences([&](const Doubles& x) { return o_of(qd, kd, vd, x); }, sinks.asDoubles(), w),
+                  kGradTol, "dsinks, " + what);
+    }
+  }
+}
+
+// The checks name a negative window, sinks of the wrong length and a third attribute too many.
+TEST_F(KernelTest, AttentionChecksNameABadWindowAndBadSinks) {
+  KernelArgs args;
+  const Tensor q{nullptr, {1, 4, 8}, DType::F32}, kv{nullptr, {1, 4, 4}, DType::F32};
+  const Tensor out = q, lse{nullptr, {1, 2, 4}, DType::F32}, sinks3{nullptr, {3}, DType::F32};
+  args.in = {q, kv, kv};
+  args.out = {out, lse};
+  args.ints = {2, 1, -5};
+  EXPECT_NE(attention_check(args).find("window -5 must not be negative"), std::string::npos);
+  args.ints = {2, 1, 3, 4};
+  EXPECT_NE(attention_check(args).find("takes 2 or 3 int attributes"), std::string::npos);
+  args.ints = {2, 1, 3};
+  EXPECT_EQ(attention_check(args), "");
+  args.in.push_back(sinks3);
+  EXPECT_NE(attention_check(args).find("attention sinks"), std::string::npos);
 }
 
 TEST_F(KernelTest, SoftmaxCrossEntropyIgnoresOutOfRangeTargetsAndHasTheRightGradient) {
