@@ -153,9 +153,14 @@ bool importOnnx(MLIRContext& context, const CompileOptions& o, LoadedModel& m) {
 // The model's shape in the summary: "llama, 2 layers, width 64, ...".
 std::string describeShape(const std::string& origin, const ModelConfig& c) {
   std::string experts;
+  const bool oss = c.expert_form == ModelConfig::ExpertForm::kGptOss;
   if (c.experts) {
+    const std::string routing = oss                 ? fmt::format(", softmax of the top k; gpt-oss's biased experts, "
+                                                                  "SwiGLU clamped at {:g}", c.swiglu_limit)
+                                : c.normalize_topk ? ", renormalised"
+                                                   : "";
     experts = fmt::format(", {} experts of width {} (top {}{}) in {} of {} layers{}", c.experts, c.expert_ffn,
-                          c.experts_per_token, c.normalize_topk ? ", renormalised" : "", c.moeLayers(), c.layers,
+                          c.experts_per_token, routing, c.moeLayers(), c.layers,
                           c.router_aux_loss_coef > 0 ? fmt::format(", load-balancing loss x {:g} trained on",
                                                                    c.router_aux_loss_coef)
                                                      : "");
@@ -165,10 +170,14 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
                                ? ""
                                : fmt::format(", rope scaled ({} x {:g})", ropeScalingName(c.rope_scaling.kind),
                                              ropeScalingAttrs(c).values[0]);
-  return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}{}", origin, c.layers,
+  int64_t sliding = 0;
+  for (int64_t l = 0; l < c.layers; ++l) sliding += c.attentionWindow(l) > 0;
+  const std::string window =
+      sliding ? fmt::format(", {}-token windows in {} of {} layers", c.sliding_window, sliding, c.layers) : "";
+  return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}{}{}{}", origin, c.layers,
                      c.width, c.heads, c.kv_heads, c.head_dim ? fmt::format(" of width {}", c.head_dim) : "", c.ffn,
                      c.vocab, c.tied ? ", tied" : "", c.o_bias ? ", q/k/v/o biases" : c.qkv_bias ? ", q/k/v biases" : "",
-                     c.qk_norm ? ", q/k norms" : "", rope, experts);
+                     c.qk_norm ? ", q/k norms" : "", c.attention_sinks ? ", attention sinks" : "", window, rope, experts);
 }
 
 // A built-in model or a Hugging Face folder from its config: the shape checked, the update

@@ -34,10 +34,14 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
   const int64_t attention = 2 * c.width + 2 * c.width * q_width + 2 * c.width * kv_width +  // norms; q, o; k, v
                             (c.qkv_bias ? q_width + 2 * kv_width : 0) + (c.o_bias ? c.width : 0) +
                             (c.qk_norm ? 2 * c.headDim() : 0);
+  const bool oss = c.expert_form == ModelConfig::ExpertForm::kGptOss;
+  // gpt-oss: the router's bias, each expert's gate_up and down biases
+  const int64_t router = c.experts * c.width + (oss ? c.experts : 0);
+  const int64_t expert = 3 * c.width * c.expert_ffn + (oss ? 2 * c.expert_ffn + c.width : 0);
   int64_t total = c.vocab * c.width + c.width + (c.tied ? 0 : c.vocab * c.width);  // embed, norm, head
   for (int64_t l = 0; l < c.layers; ++l)
-    total += attention + (c.isMoeLayer(l) ? c.experts * c.width + routed * 3 * c.width * c.expert_ffn  // router, experts
-                                          : 3 * c.width * c.ffn);
+    total += attention + (c.attention_sinks ? c.heads : 0) +
+             (c.isMoeLayer(l) ? router + routed * expert : 3 * c.width * c.ffn);
   return total;
 }
 
@@ -84,6 +88,36 @@ RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c) {
 
 int64_t ModelConfig::numParams() const { return countParams(*this, experts); }
 int64_t ModelConfig::numActiveParams() const { return countParams(*this, experts_per_token); }
+
+namespace {
+
+// gpt-oss (GptOssForCausalLM): Llama's attention with q/k/v/o biases, a sink per head and a
+// 128-token window on every other layer (the even ones), YaRN from a 4,096-token original context,
+// and in every layer `experts` of its own form (ModelConfig::ExpertForm::kGptOss), top 4.
+ModelConfig gptOss(int64_t layers, int64_t experts) {
+  ModelConfig c{ModelFamily::kLlama, layers, 2880, 64, 8, 2880, 201088, 131072, false, 1e-5, 150000.0, true, 64};
+  c.experts = experts, c.experts_per_token = 4, c.expert_ffn = 2880, c.normalize_topk = false;
+  c.rope_scaling.kind = RopeScaling::Kind::kYarn;
+  c.rope_scaling.context = 131072, c.rope_scaling.original_context = 4096, c.rope_scaling.factor = 32.0;
+  c.rope_scaling.truncate = false;
+  c.o_bias = true, c.attention_sinks = true, c.sliding_window = 128;
+  for (int64_t l = 0; l < layers; l += 2) c.sliding_layers.push_back(l);
+  c.expert_form = ModelConfig::ExpertForm::kGptOss, c.swiglu_limit = 7.0;
+  return c;
+}
+
+// Test-sized: 2 layers of width 64, 4 experts of width 32, top 2; a window of 8 on layer 0; the
+// SwiGLU clamped at 0.1 so that a test-sized model's small activations reach the clamps; no
+// rope scaling (the YaRN kernels are checked on their own).
+ModelConfig gptOssTiny() {
+  ModelConfig c{ModelFamily::kLlama, 2, 64, 4, 2, 176, 256, 64, false, 1e-5, 10000.0, true};
+  c.experts = 4, c.experts_per_token = 2, c.expert_ffn = 32, c.normalize_topk = false;
+  c.o_bias = true, c.attention_sinks = true, c.sliding_window = 8, c.sliding_layers = {0};
+  c.expert_form = ModelConfig::ExpertForm::kGptOss, c.swiglu_limit = 0.1;
+  return c;
+}
+
+}  // namespace
 
 const std::vector<ModelPreset>& modelPresets() {
   static const std::vector<ModelPreset> presets = {
@@ -135,6 +169,9 @@ const std::vector<ModelPreset>& modelPresets() {
        "Mixtral 8x7B shape: 8 experts, top 2"},
       {"mixtral-8x22b", {ModelFamily::kLlama, 56, 6144, 48, 8, 16384, 32768, 65536, false, 1e-5, 1e6, false, 0, false, 8, 2, 16384, true},
        "Mixtral 8x22B shape: 8 experts, top 2"},
+      {"gpt-oss-tiny", gptOssTiny(), "test-sized gpt-oss: sinks, a window of 8 on layer 0, 4 experts of width 32, top 2"},
+      {"gpt-oss-20b", gptOss(24, 32), "gpt-oss-20b shape: 32 experts, top 4, sinks, 128-token windows on alternate layers"},
+      {"gpt-oss-120b", gptOss(36, 128), "gpt-oss-120b shape: 128 experts, top 4, sinks, 128-token windows on alternate layers"},
   };
   return presets;
 }
@@ -178,7 +215,15 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
     if (c.expert_ffn < 1 || c.expert_ffn > kMaxWidth)
       return "expert_ffn must lie in [1, " + std::to_string(kMaxWidth) + "], got " + std::to_string(c.expert_ffn);
     if (c.moe_every < 1) return "moe_every (decoder_sparse_step) must be positive";
+    if (c.expert_form == ModelConfig::ExpertForm::kGptOss && !(c.swiglu_limit > 0.0 && std::isfinite(c.swiglu_limit)))
+      return "swiglu_limit must be finite and positive";
   }
+  if (c.family != ModelFamily::kLlama && (c.sliding_window || c.attention_sinks || c.expert_form != ModelConfig::ExpertForm::kSwiglu))
+    return "sliding windows, attention sinks and gpt-oss's experts are llama options";
+  if (c.sliding_window < 0) return "sliding_window must not be negative (0: none)";
+  for (int64_t l : c.sliding_layers)
+    if (l < 0 || l >= c.layers)
+      return "sliding layer " + std::to_string(l) + " is not a layer of " + std::to_string(c.layers);
   if (seq <= 0 || seq > c.context)
     return "seq " + std::to_string(seq) + " must be between 1 and the context length " + std::to_string(c.context);
   if (c.vocab > (int64_t{1} << 31)) return "vocab too large";
@@ -257,15 +302,19 @@ class ModelBuilder {
   // Self-attention of layer `layer` over q, k, v, q and k first turned by
   // `rotate` (the rotary embedding, or the identity): causal over the sequence, or, in a decode
   // step, over the layer's key/value cache and the new token, whose key and value become outputs.
+  // Its window and sinks where the model has them (gpt-oss, Mistral).
   Value attention(int64_t layer, Value q, Value k, Value v, const std::function<Value(Value)>& rotate) {
     q = rotate(q), k = rotate(k);
-    if (!decode_) return b_.create<AttentionOp>(loc_, q, k, v, Value(), c_.heads, c_.kv_heads, 0).getResult();
+    const int64_t window = c_.attentionWindow(layer);
+    Value sinks = c_.attention_sinks ? param("layers." + std::to_string(layer) + ".attn.sinks", {c_.heads}, "normal", 0.02)
+                                     : Value();
+    if (!decode_) return b_.create<AttentionOp>(loc_, q, k, v, sinks, c_.heads, c_.kv_heads, window).getResult();
     auto cache = RankedTensorType::get({batch_, seq_, c_.kv_heads * c_.headDim()}, b_.getF32Type());
     const std::string l = std::to_string(layer);
     Value k_cache = input("cache." + l + ".key", cache), v_cache = input("cache." + l + ".value", cache);
     outputs_.push_back({"new." + l + ".key", k});
     outputs_.push_back({"new." + l + ".value", v});
-    return b_.create<CachedAttentionOp>(loc_, q, k, v, k_cache, v_cache, positions_, Value(), c_.heads, c_.kv_heads, 0)
+    return b_.create<CachedAttentionOp>(loc_, q, k, v, k_cache, v_cache, positions_, sinks, c_.heads, c_.kv_heads, window)
         .getResult();
   }
 
@@ -397,21 +446,40 @@ class ModelBuilder {
   // Expert weights are stacked (experts, out, in), each a torch Linear's.
   Value experts(Value h, const std::string& p, double std, double residual_std) {
     const int64_t e = c_.experts, f = c_.expert_ffn, d = c_.width;
-    Value logits = linear(h, p + "moe.router", e, d, false, std);
-    auto route = b_.create<MoeRouteOp>(
-        loc_, logits, c_.normalize_topk ? MoeRouting::SoftmaxTopKNormalized : MoeRouting::SoftmaxTopK,
-        c_.experts_per_token);
+    const bool oss = c_.expert_form == ModelConfig::ExpertForm::kGptOss;
+    Value logits = linear(h, p + "moe.router", e, d, oss, std);
+    const MoeRouting routing = oss                 ? MoeRouting::TopKSoftmax
+                               : c_.normalize_topk ? MoeRouting::SoftmaxTopKNormalized
+                                                   : MoeRouting::SoftmaxTopK;
+    auto route = b_.create<MoeRouteOp>(loc_, logits, routing, c_.experts_per_token);
     if (router_stats_) router_stats_ = b_.create<MoeBalanceStatsOp>(loc_, logits, route.getExperts(), router_stats_);
     auto dispatch = b_.create<MoeDispatchOp>(loc_, h, route.getExperts(), e);
     auto product = [&](Value x, const std::string& name, int64_t out, int64_t in, double sd) -> Value {
       return b_.create<GroupedMatmulOp>(loc_, x, param(p + "moe." + name + ".weight", {e, out, in}, "normal", sd),
                                         dispatch.getCounts(), true);
     };
+    if (oss) {
+      Value s = b_.create<ClampedSwigluOp>(loc_, ossProduct(dispatch, dispatch.getRouted(), p + "moe.gate_up", d, 2 * f, std),
+                                           b_.getF32FloatAttr(1.702f),
+                                           b_.getF32FloatAttr(static_cast<float>(c_.swiglu_limit)));
+      return b_.create<MoeCombineOp>(loc_, ossProduct(dispatch, s, p + "moe.down", f, d, residual_std),
+                                     dispatch.getPositions(), route.getWeights());
+    }
     Value s = b_.create<SwigluOp>(loc_, product(dispatch.getRouted(), "gate", f, d, std),
                                   product(dispatch.getRouted(), "up", f, d, std));
     return b_.create<MoeCombineOp>(loc_, product(s, "down", d, f, residual_std), dispatch.getPositions(),
                                    route.getWeights());
   }
+
+  // gpt-oss's expert product over the routed rows x (R, in): weight (E, in, out) as Hugging Face
+  // stores it (x @ weight[e]), then each expert's bias (E, out).
+  Value ossProduct(MoeDispatchOp dispatch, Value x, const std::string& name, int64_t in, int64_t out, double sd) {
+    const int64_t e = c_.experts;
+    Value y = b_.create<GroupedMatmulOp>(loc_, x, param(name + ".weight", {e, in, out}, "normal", sd),
+                                         dispatch.getCounts(), false);
+    return b_.create<GroupedAddBiasOp>(loc_, y, param(name + ".bias", {e, out}, "zeros"), dispatch.getCounts());
+  }
+
 
   MLIRContext& ctx_;
   const ModelConfig& c_;

@@ -1,6 +1,6 @@
 // Built-in model families (GPT-2, Llama; Qwen2 is Llama with q/k/v biases, Qwen3 Llama with a
-// head width of its own and q/k norms, Mixtral and Qwen3-MoE Llama with mixtures of experts) described by a small
-// config. Plain C++ (no MLIR):
+// head width of its own and q/k norms, Mixtral and Qwen3-MoE Llama with mixtures of experts,
+// gpt-oss Llama with sinks, sliding windows and its own experts) described by a small config. Plain C++ (no MLIR):
 // the tools read configs and presets without the compiler's headers.
 #pragma once
 #include <algorithm>
@@ -71,6 +71,26 @@ struct ModelConfig {
   double router_aux_loss_coef = 0.0;
   RopeScaling rope_scaling;  // llama: none unless a Hugging Face config says (last: presets list the fields before)
   bool o_bias = false;       // llama: a bias on the attention's output projection too (Llama's attention_bias)
+  // llama: sliding-window attention (Mistral, gpt-oss): the layers in `sliding_layers` let each
+  // token see the last `sliding_window` tokens (itself included); the others see all before it.
+  int64_t sliding_window = 0;
+  std::vector<int64_t> sliding_layers;
+  bool attention_sinks = false;  // llama: a learned logit per head in each softmax's denominator (gpt-oss)
+  // llama: how the experts are written. kSwiglu: gate, up and down stacked as torch Linears'
+  // (out, in) weights, SiLU(gate) * up (Qwen3-MoE, Mixtral). kGptOss: gpt-oss's, as its Hugging
+  // Face tensors are: gate_up (E, D, 2F) with gate and up interleaved, down (E, F, D), a bias on
+  // each and on the router, the clamped SwiGLU (alpha 1.702, `swiglu_limit`), and the router's
+  // top k logits softmaxed (not the top k of a softmax).
+  enum class ExpertForm { kSwiglu, kGptOss };
+  ExpertForm expert_form = ExpertForm::kSwiglu;
+  double swiglu_limit = 7.0;  // kGptOss
+
+  // Whether layer `l`'s attention slides, and over how many tokens (0: it sees all before it).
+  int64_t attentionWindow(int64_t l) const {
+    return sliding_window > 0 && std::find(sliding_layers.begin(), sliding_layers.end(), l) != sliding_layers.end()
+               ? sliding_window
+               : 0;
+  }
 
   // Whether layer `l`'s MLP is a mixture of experts.
   bool isMoeLayer(int64_t l) const {

@@ -39,6 +39,8 @@ int64_t SiluOp::getFlops() { return 5 * numel(getInput()); }
 int64_t SiluGradOp::getFlops() { return 8 * numel(getInput()); }
 int64_t SwigluOp::getFlops() { return 6 * numel(getGate()); }
 int64_t SwigluGradOp::getFlops() { return 10 * numel(getGate()); }
+int64_t ClampedSwigluOp::getFlops() { return 8 * numel(getResult()); }
+int64_t ClampedSwigluGradOp::getFlops() { return 14 * numel(getDout()); }
 int64_t RopeOp::getFlops() { return 3 * numel(getInput()); }
 // Causal: row i attends to i + 1 keys, or min(i + 1, window); QK^T and PV each take 2 flops
 // per (query, key, channel).
@@ -157,6 +159,13 @@ StringRef CachedAttentionOp::getKernelName() {
 }
 void AttentionGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   attentionAttrs(ints, getNumHeads(), getNumKvHeads(), getWindow());
+}
+
+void ClampedSwigluOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.append({getAlpha().convertToFloat(), getLimit().convertToFloat()});
+}
+void ClampedSwigluGradOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.append({getAlpha().convertToFloat(), getLimit().convertToFloat()});
 }
 
 void UnaryOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {

@@ -135,6 +135,10 @@ SmallVector<Value> TokenConcatOp::buildGradient(OpBuilder& b, ArrayRef<Value> gr
   return SmallVector<Value>(split.getResults());
 }
 
+SmallVector<Value> ClampedSwigluOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<ClampedSwigluGradOp>(getLoc(), grads[0], getGateUp(), getAlphaAttr(), getLimitAttr())};
+}
+
 SmallVector<Value> AttentionOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   auto g = b.create<AttentionGradOp>(getLoc(), grads[0], getQ(), getK(), getV(), getResult(),
                                      getLse(), getNumHeads(), getNumKvHeads(), getWindow());

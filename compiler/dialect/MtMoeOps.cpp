@@ -212,6 +212,31 @@ LogicalResult MoeBalanceLossGradOp::inferReturnTypes(MLIRContext* ctx, std::opti
   return success();
 }
 
+LogicalResult GroupedAddBiasOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                 SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto x = tensorOf(adaptor.getInput()).getShape(), bias = tensorOf(adaptor.getBias()).getShape();
+  if (x.size() != 2 || bias.size() != 2 || bias[1] != x[1])
+    return emitOptionalError(loc, "grouped_add_bias takes (rows, C) and (experts, C), got ", shapeStr(x), " and ",
+                             shapeStr(bias));
+  if (failed(requireShape(loc, adaptor.getCounts(), {bias[0]}, "counts"))) return failure();
+  FailureOr<Type> act = activationType(loc, {adaptor.getInput(), adaptor.getBias()});
+  if (failed(act)) return failure();
+  types.push_back(RankedTensorType::get(x, *act));
+  return success();
+}
+
+LogicalResult GroupedBiasGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                  SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto dy = tensorOf(adaptor.getDout()).getShape(), counts = tensorOf(adaptor.getCounts()).getShape();
+  if (dy.size() != 2 || counts.size() != 1)
+    return emitOptionalError(loc, "grouped_bias_grad takes (rows, C) gradients and (E) counts, got ", shapeStr(dy),
+                             " and ", shapeStr(counts));
+  types.push_back(f32Tensor(ctx, {counts[0], dy[1]}));
+  return success();
+}
+
 // Costs: the products count the routed rows only (the active parameters' FLOPs); bytes are the
 // default (every operand, so all experts' weights).
 int64_t MoeRouteOp::getFlops() { return 5 * numel(getLogits()); }
@@ -220,6 +245,8 @@ int64_t MoeDispatchOp::getFlops() { return 0; }
 int64_t MoeDispatchGradOp::getFlops() { return numel(getDrouted()); }
 int64_t GroupedMatmulOp::getFlops() { return 2 * numel(getResult()) * tensorOf(getInput()).getShape()[1]; }
 int64_t GroupedMatmulWeightGradOp::getFlops() { return 2 * numel(getInput()) * tensorOf(getDout()).getShape()[1]; }
+int64_t GroupedAddBiasOp::getFlops() { return numel(getInput()); }
+int64_t GroupedBiasGradOp::getFlops() { return numel(getDout()); }
 int64_t MoeCombineOp::getFlops() { return 2 * numel(getRouted()); }
 int64_t MoeCombineGradOp::getFlops() { return 4 * numel(getRouted()); }
 int64_t MoeBalanceStatsOp::getFlops() { return 5 * numel(getLogits()); }
@@ -267,6 +294,10 @@ SmallVector<Value> GroupedMatmulOp::buildGradient(OpBuilder& b, ArrayRef<Value> 
   Value dx = b.create<GroupedMatmulOp>(loc, grads[0], getWeight(), getCounts(), !getTransposeB());
   Value dw = b.create<GroupedMatmulWeightGradOp>(loc, getInput(), grads[0], getCounts(), getTransposeB());
   return {dx, dw, Value()};
+}
+
+SmallVector<Value> GroupedAddBiasOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {grads[0], b.create<GroupedBiasGradOp>(getLoc(), grads[0], getCounts()), Value()};
 }
 
 SmallVector<Value> MoeCombineOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {

@@ -128,6 +128,37 @@ def Mt_GroupedMatmulWeightGradOp : Mt_KernelOp<"grouped_matmul_weight_grad", [
   let assemblyFormat = "$input `,` $dout `,` $counts attr-dict `:` type(operands)";
 }
 
+def Mt_GroupedAddBiasOp : Mt_KernelOp<"grouped_add_bias", [KernelOpInterface,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "each expert's bias row added to its rows (gpt-oss's expert biases)";
+  let description = [{
+    `input` (R, C) holds the routed rows grouped by expert as `counts` (E) says; row r of
+    expert e gets bias[e] (E, C) added; rows past the experts' total stay as they are.
+
+    ```mlir
+    %y = mt.grouped_add_bias %x, %b, %n : tensor<4096x1024xf32>, tensor<8x1024xf32>, tensor<8xi32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$input, Mt_FloatTensor:$bias, Mt_I32Tensor:$counts);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $bias `,` $counts attr-dict `:` type(operands)";
+}
+
+def Mt_GroupedBiasGradOp : Mt_KernelOp<"grouped_bias_grad", [KernelOpInterface]> {
+  let summary = "the gradient of mt.grouped_add_bias's bias: each expert's rows summed";
+  let description = [{
+    dbias[e] = the sum of dout's rows in expert e's range, in row order; zero for an expert
+    that got no rows.
+
+    ```mlir
+    %db = mt.grouped_bias_grad %dy, %n : tensor<4096x1024xf32>, tensor<8xi32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$dout, Mt_I32Tensor:$counts);
+  let results = (outs Mt_F32Tensor:$dbias);
+  let assemblyFormat = "$dout `,` $counts attr-dict `:` type(operands)";
+}
+
 def Mt_MoeCombineOp : Mt_KernelOp<"moe_combine", [KernelOpInterface,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "each token's expert outputs summed with the router's weights";

@@ -372,6 +372,33 @@ def Mt_SwigluGradOp : Mt_KernelOp<"swiglu_grad", [KernelOpInterface]> {
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
+def Mt_ClampedSwigluOp : Mt_KernelOp<"clamped_swiglu", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "gpt-oss's clamped SwiGLU over interleaved gate/up columns";
+  let description = [{
+    `gate_up` (..., 2F) holds gate_j at column 2j and up_j at 2j + 1 (Hugging Face's
+    gate_up[..., ::2] and [..., 1::2]). Result (..., F): (clamp(up, -limit, limit) + 1) *
+    g * sigmoid(alpha * g) with g = min(gate, limit). As torch's clamp, a value beyond a bound
+    takes no gradient.
+
+    ```mlir
+    %h = mt.clamped_swiglu %gu {alpha = 1.702 : f32, limit = 7.0 : f32} : tensor<4096x2048xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$gate_up, F32Attr:$alpha, F32Attr:$limit);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$gate_up attr-dict `:` type($gate_up)";
+}
+
+def Mt_ClampedSwigluGradOp : Mt_KernelOp<"clamped_swiglu_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "backward of mt.clamped_swiglu: dgate_up (..., 2F), interleaved as gate_up";
+  let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$gate_up, F32Attr:$alpha, F32Attr:$limit);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
 def Mt_RopeOp : Mt_KernelOp<"rope", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {

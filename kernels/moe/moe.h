@@ -10,6 +10,9 @@
 //                      int attrs: [transpose_b]
 //   mt.grouped_matmul_weight_grad: (input (R, K), dout (R, Nout), counts (E)) -> dweight, the weight's shape
 //                                  int attrs: [transpose_b]
+//   mt.grouped_add_bias: (input (R, C), bias (E, C), counts (E)) -> (R, C): each expert's rows plus
+//                        its bias row (gpt-oss's expert biases); rows past the experts' total as they are
+//   mt.grouped_bias_grad: (dout (R, C), counts (E)) -> dbias (E, C): the sum of each expert's rows
 //   mt.moe_combine: (routed (R, D), positions (N, k), weights (N, k)) -> (N, D)
 //   mt.moe_combine_grad: (dout (N, D), routed (R, D), positions, weights) -> drouted (R, D), dweights (N, k)
 //   mt.moe_balance_stats: (logits (N, E), experts (N, k), total (2, E)) -> (2, E): total plus the
@@ -29,20 +32,33 @@
 
 namespace mt {
 
-// Expert e's first routed row and row count from the experts' counts (in host memory), each count
-// clipped to what is left of the `rows` (a negative or oversized count cannot reach past the
-// tensors): the grouped products' ranges, on the CPU and, from the counts read back, on CUDA.
+// An expert's row count clipped to what is left of the `rows` after the `total` of the experts
+// before it (a negative or oversized count cannot reach past the tensors).
+MT_HOST_DEVICE inline int64_t clippedCount(int32_t count, int64_t rows, int64_t total) {
+  return count < 0 ? 0 : (count > rows - total ? rows - total : count);
+}
+
+// Expert e's first routed row and row count from the experts' counts (in host memory), each
+// clipped: the grouped products' ranges, on the CPU and, from the counts read back, on CUDA.
 struct ExpertRanges {
   std::vector<int64_t> first, count;
   int64_t total = 0;
   ExpertRanges(const int32_t* counts, int64_t experts, int64_t rows) {
     for (int64_t e = 0; e < experts; ++e) {
       first.push_back(total);
-      count.push_back(std::clamp<int64_t>(counts[e], 0, rows - total));
+      count.push_back(clippedCount(counts[e], rows, total));
       total += count.back();
     }
   }
 };
+
+// Expert e's first row and row count as ExpertRanges clips them, for one expert without the
+// others' vectors (the CUDA twin of mt.grouped_bias_grad, a block per expert).
+MT_HOST_DEVICE inline void expertRange(const int32_t* counts, int64_t e, int64_t rows, int64_t* first, int64_t* count) {
+  int64_t total = 0;
+  for (int64_t i = 0; i < e; ++i) total += clippedCount(counts[i], rows, total);
+  *first = total, *count = clippedCount(counts[e], rows, total);
+}
 
 std::string moe_route_check(const KernelArgs& args);
 void moe_route_cpu(const KernelArgs& args);
@@ -56,6 +72,10 @@ std::string grouped_matmul_check(const KernelArgs& args);
 void grouped_matmul_cpu(const KernelArgs& args);
 std::string grouped_matmul_weight_grad_check(const KernelArgs& args);
 void grouped_matmul_weight_grad_cpu(const KernelArgs& args);
+std::string grouped_add_bias_check(const KernelArgs& args);
+void grouped_add_bias_cpu(const KernelArgs& args);
+std::string grouped_bias_grad_check(const KernelArgs& args);
+void grouped_bias_grad_cpu(const KernelArgs& args);
 std::string moe_combine_check(const KernelArgs& args);
 void moe_combine_cpu(const KernelArgs& args);
 std::string moe_combine_grad_check(const KernelArgs& args);
@@ -79,6 +99,8 @@ void moe_dispatch_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void moe_dispatch_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void grouped_matmul_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void grouped_matmul_weight_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void grouped_add_bias_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void grouped_bias_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void moe_combine_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void moe_combine_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void moe_balance_stats_cuda(const KernelArgs& args, const CudaLaunch& launch);

@@ -221,6 +221,58 @@ void grouped_matmul_cpu(const KernelArgs& args) {
   std::fill(out.f32() + ranges.total * n, out.f32() + rows * n, 0.0f);
 }
 
+std::string grouped_add_bias_check(const KernelArgs& args) {
+  const Tensor &input = args.in[0], &bias = args.in[1], &counts = args.in[2];
+  MT_CHECK(expectDType(input, DType::F32, "grouped_add_bias input"));
+  MT_CHECK(expectDType(bias, DType::F32, "grouped_add_bias bias"));
+  MT_CHECK(expectDType(counts, DType::I32, "grouped_add_bias counts"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "grouped_add_bias result"));
+  if (input.rank() != 2 || bias.rank() != 2 || bias.dim(1) != input.dim(1))
+    return "grouped_add_bias takes (rows, C) and (experts, C), got " + shapeString(input.shape) + " and " +
+           shapeString(bias.shape);
+  MT_CHECK(expectShape(counts, {bias.dim(0)}, "grouped_add_bias counts"));
+  return expectShape(args.out[0], input.shape, "grouped_add_bias result");
+}
+
+void grouped_add_bias_cpu(const KernelArgs& args) {
+  const Tensor &input = args.in[0], &bias = args.in[1], &counts = args.in[2];
+  const int64_t rows = input.dim(0), c = input.dim(1);
+  const ExpertRanges ranges(counts.i32(), counts.numel(), rows);
+  for (int64_t e = 0; e < counts.numel(); ++e) {
+    const float* b = bias.f32() + e * c;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = ranges.first[e]; r < ranges.first[e] + ranges.count[e]; ++r)
+      for (int64_t j = 0; j < c; ++j) args.out[0].f32()[r * c + j] = input.f32()[r * c + j] + b[j];
+  }
+  std::copy(input.f32() + ranges.total * c, input.f32() + rows * c, args.out[0].f32() + ranges.total * c);
+}
+
+std::string grouped_bias_grad_check(const KernelArgs& args) {
+  const Tensor &dout = args.in[0], &counts = args.in[1];
+  MT_CHECK(expectDType(dout, DType::F32, "grouped_bias_grad dout"));
+  MT_CHECK(expectDType(counts, DType::I32, "grouped_bias_grad counts"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "grouped_bias_grad dbias"));
+  if (dout.rank() != 2 || counts.rank() != 1)
+    return "grouped_bias_grad takes (rows, C) gradients and (E) counts, got " + shapeString(dout.shape) + " and " +
+           shapeString(counts.shape);
+  return expectShape(args.out[0], {counts.dim(0), dout.dim(1)}, "grouped_bias_grad dbias");
+}
+
+// Each expert's rows summed in row order (an expert per task: deterministic); zero for one
+// without rows.
+void grouped_bias_grad_cpu(const KernelArgs& args) {
+  const Tensor &dout = args.in[0], &counts = args.in[1];
+  const int64_t c = dout.dim(1);
+  const ExpertRanges ranges(counts.i32(), counts.numel(), dout.dim(0));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t e = 0; e < counts.numel(); ++e) {
+    float* db = args.out[0].f32() + e * c;
+    std::fill(db, db + c, 0.0f);
+    for (int64_t r = ranges.first[e]; r < ranges.first[e] + ranges.count[e]; ++r)
+      for (int64_t j = 0; j < c; ++j) db[j] += dout.f32()[r * c + j];
+  }
+}
+
 std::string grouped_matmul_weight_grad_check(const KernelArgs& args) {
   const Tensor &input = args.in[0], &dout = args.in[1], &counts = args.in[2], &dweight = args.out[0];
   MT_CHECK(expectDType(input, DType::F32, "grouped_matmul_weight_grad input"));

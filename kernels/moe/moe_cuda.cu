@@ -309,6 +309,64 @@ void moe_dispatch_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
 }
 
 // Row-major Y (m, n) = X (m, k) · op(W) as column-major Yᵀ = op(W)ᵀ Xᵀ (matmul_cuda's rule).
+namespace {
+
+// A block per row: its expert found from the counts (ExpertRanges' clipping), its bias added.
+__global__ void groupedAddBiasKernel(const float* __restrict__ input, const float* __restrict__ bias,
+                                     const int32_t* __restrict__ counts, float* __restrict__ out, int64_t rows,
+                                     int64_t experts, int64_t c) {
+  __shared__ int64_t expert;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    if (threadIdx.x == 0) {
+      expert = -1;
+      int64_t total = 0;
+      for (int64_t e = 0; e < experts && expert < 0; ++e) {
+        total += clippedCount(counts[e], rows, total);
+        if (r < total) expert = e;
+      }
+    }
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
+      out[r * c + j] = input[r * c + j] + (expert >= 0 ? bias[expert * c + j] : 0.0f);
+    __syncthreads();
+  }
+}
+
+// A block per (expert, column block of blockDim.x): a thread per column sums the expert's rows
+// in row order.
+__global__ void groupedBiasGradKernel(const float* __restrict__ dout, const int32_t* __restrict__ counts,
+                                      float* __restrict__ dbias, int64_t rows, int64_t c, int64_t column_blocks) {
+  const int64_t e = blockIdx.x / column_blocks;
+  const int64_t j = (blockIdx.x % column_blocks) * blockDim.x + threadIdx.x;
+  if (j >= c) return;
+  int64_t first = 0, count = 0;
+  expertRange(counts, e, rows, &first, &count);
+  float sum = 0.0f;
+  for (int64_t r = first; r < first + count; ++r) sum += dout[r * c + j];
+  dbias[e * c + j] = sum;
+}
+
+}  // namespace
+
+void grouped_add_bias_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &input = args.in[0], &bias = args.in[1], &counts = args.in[2];
+  const int64_t rows = input.dim(0), c = input.dim(1);
+  if (rows == 0 || c == 0) return;
+  groupedAddBiasKernel<<<cuda::gridBlocks(rows, "grouped_add_bias"), kThreads, 0, launch.stream>>>(
+      input.f32(), bias.f32(), counts.i32(), args.out[0].f32(), rows, counts.numel(), c);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void grouped_bias_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &dout = args.in[0], &counts = args.in[1];
+  const int64_t experts = counts.numel(), c = dout.dim(1);
+  if (experts == 0 || c == 0) return;
+  const int64_t column_blocks = (c + kThreads - 1) / kThreads;
+  groupedBiasGradKernel<<<cuda::gridBlocks(experts * column_blocks, "grouped_bias_grad"), kThreads, 0,
+                          launch.stream>>>(dout.f32(), counts.i32(), args.out[0].f32(), dout.dim(0), c, column_blocks);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
 void grouped_matmul_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &input = args.in[0], &weight = args.in[1], &counts = args.in[2], &out = args.out[0];
   const bool tb = args.ints[0];

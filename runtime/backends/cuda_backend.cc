@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/activation/activation.h"
+#include "kernels/activation/clamped_swiglu.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_cudnn.h"
 #include "kernels/attention/cached_attention.h"

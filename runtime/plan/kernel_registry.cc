@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/activation/activation.h"
+#include "kernels/activation/clamped_swiglu.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/cached_attention.h"
 #include "kernels/elementwise/elementwise.h"

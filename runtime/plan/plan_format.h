@@ -37,7 +37,9 @@ inline constexpr uint32_t kPlanVersionMinor = 19;  // 1.1: inputs, outputs, cons
                                                   // 1.18: mt.rope(_at)'s frequency scaling;
                                                   // 1.19: attention's sliding window and
                                                   // sinks (mt.attention_sinks(_grad),
-                                                  // mt.cached_attention_sinks)
+                                                  // mt.cached_attention_sinks), gpt-oss's
+                                                  // experts (mt.clamped_swiglu(_grad),
+                                                  // mt.grouped_add_bias, mt.grouped_bias_grad)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

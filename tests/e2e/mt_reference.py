@@ -245,16 +245,26 @@ def compare_losses(mt_losses, torch_losses, tol, failures):
     return worst
 
 
-def attention(q, k, v, heads, kv_heads):
+def attention(q, k, v, heads, kv_heads, window=0, sinks=None):
+    """Causal attention; with a `window`, query i sees keys i - window < j <= i (transformers'
+    sliding-window mask); with `sinks` (heads), as gpt-oss's eager_attention_forward: each head's
+    sink a column of the scores, the max taken over it too, dropped after the softmax."""
     B, T, _ = q.shape
     D = q.shape[-1] // heads
     q = q.view(B, T, heads, D).transpose(1, 2)
     k = k.view(B, T, kv_heads, D).transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
     v = v.view(B, T, kv_heads, D).transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(D)
-    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    mask = (j > i) | ((i - j >= window) if window else torch.zeros(T, T, dtype=torch.bool))
     scores = scores.masked_fill(mask, float("-inf"))
-    out = torch.softmax(scores, dim=-1) @ v
+    if sinks is None:
+        probs = torch.softmax(scores, dim=-1)
+    else:
+        combined = torch.cat([scores, sinks.reshape(1, -1, 1, 1).expand(B, -1, T, -1)], dim=-1)
+        combined = combined - combined.max(dim=-1, keepdim=True).values
+        probs = torch.softmax(combined, dim=-1)[..., :-1]
+    out = probs @ v
     return out.transpose(1, 2).reshape(B, T, heads * D)
 
 
@@ -295,6 +305,31 @@ def experts(h, p, prefix, k, normalize, router_logits=None):
             continue
         xe = x[token]
         y = (F.silu(xe @ gate[e].t()) * (xe @ up[e].t())) @ down[e].t()
+        out = out.index_add(0, token, y * weights[token, slot, None])
+    return out.view(shape)
+
+
+def gpt_oss_experts(h, p, prefix, k, limit, router_logits=None):
+    """gpt-oss's experts as Hugging Face's GptOssMLP computes them (its training loop over the
+    experts hit): a biased router, the top k logits softmaxed, gate_up (E, D, 2F) with gate and up
+    interleaved, the clamped SwiGLU, down (E, F, D), a bias after each product."""
+    shape = h.shape
+    x = h.reshape(-1, shape[-1])
+    logits = x @ p[prefix + "router.weight"].t() + p[prefix + "router.bias"]
+    if router_logits is not None:
+        router_logits.append(logits)
+    top, chosen = torch.topk(logits, k, dim=-1)
+    weights = torch.softmax(top, dim=1)
+    out = torch.zeros_like(x)
+    gate_up, gate_up_bias = p[prefix + "gate_up.weight"], p[prefix + "gate_up.bias"]
+    down, down_bias = p[prefix + "down.weight"], p[prefix + "down.bias"]
+    for e in range(gate_up.shape[0]):
+        token, slot = torch.where(chosen == e)
+        if len(token) == 0:
+            continue
+        gu = x[token] @ gate_up[e] + gate_up_bias[e]
+        gate, up = gu[..., ::2].clamp(min=None, max=limit), gu[..., 1::2].clamp(min=-limit, max=limit)
+        y = ((up + 1) * (gate * torch.sigmoid(gate * 1.702))) @ down[e] + down_bias[e]
         out = out.index_add(0, token, y * weights[token, slot, None])
     return out.view(shape)
 
@@ -341,14 +376,18 @@ def forward(p, cfg, tokens, router_logits=None):
         x = p["embed.weight"][tokens]
         for l in range(L):
             b = f"layers.{l}."
-            # q/k/v carry biases in a Qwen2-shaped model (qkv_bias); no other projection does.
+            # q/k/v carry biases in a Qwen2-shaped model (qkv_bias), and o too in gpt-oss's.
             lin = lambda h, n: h @ p[b + n + ".weight"].t() + (p[b + n + ".bias"] if b + n + ".bias" in p else 0)
             h = rms_norm(x, p[b + "attn_norm.weight"], eps)
             q = rope(head_norm(lin(h, "attn.q"), b + "attn.q_norm.weight"), D, theta)
             k = rope(head_norm(lin(h, "attn.k"), b + "attn.k_norm.weight"), D, theta)
-            x = x + lin(attention(q, k, lin(h, "attn.v"), H, KV), "attn.o")
+            window = cfg.get("window", 0) if l in cfg.get("sliding_layers", ()) else 0
+            a = attention(q, k, lin(h, "attn.v"), H, KV, window, p.get(b + "attn.sinks"))
+            x = x + lin(a, "attn.o")
             h = rms_norm(x, p[b + "mlp_norm.weight"], eps)
-            if b + "moe.router.weight" in p:
+            if b + "moe.gate_up.weight" in p:
+                x = x + gpt_oss_experts(h, p, b + "moe.", cfg["experts_per_token"], cfg["swiglu_limit"], router_logits)
+            elif b + "moe.router.weight" in p:
                 x = x + experts(h, p, b + "moe.", cfg["experts_per_token"], cfg.get("normalize_topk", True),
                                 router_logits)
             else:

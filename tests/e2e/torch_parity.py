@@ -40,6 +40,10 @@ PRESETS = {  # must match models/BuiltinModels.cpp
                            rope_theta=1e6, head_dim=32, experts_per_token=2, experts=4, aux_coef=0.05),
     "mixtral-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, rope_theta=1e6,
                          experts_per_token=2),
+    # gpt-oss: q/k/v/o biases, a sink per head, an 8-token window on layer 0 (of 32 tokens), the
+    # biased router's top 2 logits softmaxed, interleaved gate_up and the SwiGLU clamped at 0.1.
+    "gpt-oss-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, window=8,
+                         sliding_layers=(0,), experts_per_token=2, swiglu_limit=0.1),
 }
 ILL_CONDITIONED_WEIGHT_TOL = 1e-3
 

@@ -575,6 +575,16 @@ TEST_F(CudaTwinTest, MixtureOfExperts) {
                {tb});
   }
   expectTwin(KernelId::MoeDispatchGrad, {randomF32({rows, d}), positions}, {HostTensor::f32({tokens, d})});
+  // gpt-oss's experts: the biases over the same ranges (and clipped counts), the clamped SwiGLU
+  // with values past its clamps.
+  for (const auto& c : {counts, HostTensor::i32({experts}, {-3, 100, 0, 5, 2})}) {
+    expectTwin(KernelId::GroupedAddBias, {randomF32({rows, f}), randomF32({experts, f}), c}, {HostTensor::f32({rows, f})});
+    expectTwin(KernelId::GroupedBiasGrad, {randomF32({rows, f}), c}, {HostTensor::f32({experts, f})});
+  }
+  const auto gate_up = randomF32({rows, 2 * f}, 4.0f);
+  expectTwin(KernelId::ClampedSwiglu, {gate_up}, {HostTensor::f32({rows, f})}, {}, {1.702f, 3.0f});
+  expectTwin(KernelId::ClampedSwigluGrad, {randomF32({rows, f}), gate_up}, {HostTensor::f32({rows, 2 * f})}, {},
+             {1.702f, 3.0f});
   const auto weights = randomF32({tokens, k});
   expectTwin(KernelId::MoeCombine, {randomF32({rows, d}), positions, weights}, {HostTensor::f32({tokens, d})});
   expectTwin(KernelId::MoeCombineGrad, {randomF32({tokens, d}), randomF32({rows, d}), positions, weights},

@@ -3,6 +3,7 @@
 // sequence_kernel_test.cc).
 #include "tests/kernels/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -354,6 +355,40 @@ TEST_F(KernelTest, ActivationsForwardAndGradient) {
   expectClose(grads[1].floats,
               finiteDifferences([&](const Doubles& v) { return swiglu(x.asDoubles(), v); }, up.asDoubles(), dy.asDoubles()),
               kGradTol, "swiglu dup");
+}
+
+// gpt-oss's clamped SwiGLU over interleaved gate/up columns, values on both sides of the clamps
+// (limit 2 against values of scale 3): the output and the gradient (finite differences; a
+// clamped value's is zero) of every column.
+TEST_F(KernelTest, ClampedSwigluOverInterleavedGateAndUp) {
+  const int64_t rows = 6, f = 10;
+  const float alpha = 1.702f, limit = 2.0f;
+  auto gate_up = HostTensor::f32({rows, 2 * f}, randomFloats(rows * 2 * f, rng, 3.0f));
+  auto dy = HostTensor::f32({rows, f}, randomFloats(rows * f, rng));
+  auto reference = [&](const Doubles& gu) {
+    Doubles y(rows * f);
+    for (int64_t i = 0; i < rows * f; ++i) {
+      const double g = std::min<double>(gu[2 * i], limit), u = std::clamp<double>(gu[2 * i + 1], -limit, limit);
+      y[i] = (u + 1.0) * g / (1.0 + std::exp(-alpha * g));
+    }
+    return y;
+  };
+  int64_t clamped = 0;
+  for (float v : gate_up.floats) clamped += std::abs(v) > limit;
+  ASSERT_GT(clamped, 10) << "the values must reach past the clamps";
+  expectClose(runKernel(KernelId::ClampedSwiglu, {gate_up}, {HostTensor::f32({rows, f})}, {}, {alpha, limit})[0].floats,
+              reference(gate_up.asDoubles()), kF32Tol, "clamped_swiglu");
+  expectClose(
+      runKernel(KernelId::ClampedSwigluGrad, {dy, gate_up}, {HostTensor::f32({rows, 2 * f})}, {}, {alpha, limit})[0].floats,
+      finiteDifferences(reference, gate_up.asDoubles(), dy.asDoubles()), kGradTol, "clamped_swiglu grad");
+  KernelArgs bad;
+  HostTensor odd = HostTensor::f32({2, 3}), half = HostTensor::f32({2, 1});
+  bad.in = {odd.view()};
+  bad.out = {half.view()};
+  bad.floats = {alpha, limit};
+  EXPECT_NE(checkKernelCall(KernelId::ClampedSwiglu, bad).find("must be even"), std::string::npos);
+  bad.floats = {alpha, -1.0f};
+  EXPECT_NE(checkKernelCall(KernelId::ClampedSwiglu, bad).find("limit finite and positive"), std::string::npos);
 }
 
 // The transfer checksum is the sum of its words' terms (any alignment, a short tail zero-padded)

@@ -172,6 +172,32 @@ TEST_F(MoeKernels, CountsThatDoNotAddUpStayInsideTheRows) {
   expectClose(y[0].floats, groupedReference(x, w, {0, 6, 0}, rows, k, n, true), kF32Tol, "clipped counts");
 }
 
+// gpt-oss's expert biases: each expert's rows get its bias row (rows past the total as they are),
+// and the bias gradient sums each expert's rows; counts that do not add up are clipped alike.
+TEST_F(MoeKernels, GroupedBiasAddsAndSumsEachExpertsRows) {
+  const int64_t rows = 7, c = 3, experts = 3;
+  const std::vector<float> x = randomFloats(rows * c, rng), bias = randomFloats(experts * c, rng);
+  const std::vector<float> dy = randomFloats(rows * c, rng);
+  for (const auto& [counts, clipped] : {std::pair<std::vector<int32_t>, std::vector<int64_t>>{{2, 0, 4}, {2, 0, 4}},
+                                        {{-5, 100, 3}, {0, 7, 0}}}) {
+    auto y = runKernel(KernelId::GroupedAddBias,
+                       {HostTensor::f32({rows, c}, x), HostTensor::f32({experts, c}, bias),
+                        HostTensor::i32({experts}, counts)},
+                       {HostTensor::f32({rows, c}, std::vector<float>(rows * c, 9.0f))});
+    auto db = runKernel(KernelId::GroupedBiasGrad, {HostTensor::f32({rows, c}, dy), HostTensor::i32({experts}, counts)},
+                        {HostTensor::f32({experts, c}, std::vector<float>(experts * c, 9.0f))});
+    Doubles want_y(x.begin(), x.end()), want_db(experts * c, 0.0);
+    for (int64_t e = 0, r0 = 0; e < experts; r0 += clipped[e], ++e)
+      for (int64_t r = r0; r < r0 + clipped[e]; ++r)
+        for (int64_t j = 0; j < c; ++j) {
+          want_y[r * c + j] += bias[e * c + j];
+          want_db[e * c + j] += dy[r * c + j];
+        }
+    expectClose(y[0].floats, want_y, kF32Tol, "grouped bias add, counts " + std::to_string(counts[0]));
+    expectClose(db[0].floats, want_db, kF32Tol, "grouped bias gradient, counts " + std::to_string(counts[0]));
+  }
+}
+
 TEST_F(MoeKernels, CombineAndItsGradient) {
   const int64_t tokens = 3, k = 2, d = 4, rows = tokens * k;
   const std::vector<int32_t> positions = {4, 1, 0, 5, 3, 2};
