@@ -65,4 +65,26 @@ for plan in cache window; do
   "$bin/mtgen" $plan.plan --weights trained.safetensors --prompt "12: how" --greedy --max-tokens 24 > $plan.out 2>/dev/null
 done
 check "greedy text through the cache = over the window" "cmp -s cache.out window.out && [ -s cache.out ]"
+
+# gpt-oss's form (sinks, an 8-token window on layer 0, biased experts, the clamped SwiGLU):
+# streamed and under a budget bit for bit as resident, and greedy text through the cache (whose
+# attention slides and has sinks too) as over the whole window.
+oss=(gpt-oss-tiny --layers 4 --batch 4 --seq 32)
+"$bin/mtc" "${oss[@]}" --schedule resident -o oss_resident.plan --weights oss0.safetensors > oss_resident.txt
+"$bin/mtc" "${oss[@]}" --schedule streamed -o oss_streamed.plan --no-weights >/dev/null
+"$bin/mtc" "${oss[@]}" --device-mem 1300KiB -o oss_tight.plan --no-weights >/dev/null
+check "gpt-oss: the summary names its sinks, windows and experts" \
+  "grep -q 'attention sinks, 8-token windows in 1 of 4 layers' oss_resident.txt && grep -q 'SwiGLU clamped at 0.1' oss_resident.txt"
+for plan in oss_resident oss_streamed oss_tight; do train $plan.plan $plan oss0.safetensors; done
+for plan in oss_streamed oss_tight; do
+  check "$plan: bit-identical losses and weights" "cmp -s oss_resident.loss $plan.loss && same_tensors oss_resident.safetensors $plan.safetensors"
+done
+"$bin/mtrun" oss_resident.plan --data corpus.tok --weights oss0.safetensors --steps 60 --lr 3e-3 \
+  --export oss_trained.safetensors --print-every 100 > /dev/null
+"$bin/mtc" "${oss[@]}" --forward-only --kv-cache --batch 1 --seq 64 -o oss_cache.plan --no-weights >/dev/null
+"$bin/mtc" "${oss[@]}" --forward-only --batch 1 --seq 64 -o oss_window.plan --no-weights >/dev/null
+for plan in oss_cache oss_window; do
+  "$bin/mtgen" $plan.plan --weights oss_trained.safetensors --prompt "12: how" --greedy --max-tokens 24 > $plan.out 2>/dev/null
+done
+check "gpt-oss: greedy text through the cache = over the window" "cmp -s oss_cache.out oss_window.out && [ -s oss_cache.out ]"
 finish
