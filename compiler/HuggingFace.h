@@ -1,18 +1,16 @@
-// Hugging Face model folders in: `config.json` (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-// MistralForCausalLM and the mixtures of experts Qwen3MoeForCausalLM and MixtralForCausalLM into
-// the built-in llama family's config, GPT2LMHeadModel into the gpt2
-// family's), and the folder's safetensors (one file, or shards with model.safetensors.index.json;
-// F32, BF16 or F16) mapped by name onto the family's parameters and widened to the fp32 master,
+// Hugging Face model folders in: `config.json` (compiler/HuggingFaceConfig.h) and the folder's
+// safetensors (one file, or shards with model.safetensors.index.json; F32, BF16 or F16) mapped by name onto the family's parameters and widened to the fp32 master,
 // one tensor at a time (GPT-2's Conv1D weights transposed, its fused c_attn cut into q, k and v).
 // Read strictly:
 // a config key mtc does not know, a setting it does not implement (a rope scaling other than
-// linear, llama3 and yarn, sliding windows shorter than the sequence, biases it has no place
-// for) or a tensor without a place is an error naming it, never ignored.
+// linear, llama3 and yarn, biases it has no place for) or a tensor without a place is an error
+// naming it, never ignored.
 #pragma once
 #include <map>
 #include <string>
 #include <vector>
 
+#include "compiler/HuggingFaceConfig.h"
 #include "models/ModelConfig.h"
 #include "runtime/plan/huggingface_names.h"
 #include "runtime/plan.pb.h"
@@ -25,13 +23,15 @@ struct HuggingFaceSource {
   std::string file;
   HuggingFacePlace place;
   std::vector<std::string> expert_files;  // a per-expert place: expert e's tensor's file (shards may split them)
+  // gpt-oss's official checkpoints: the MXFP4 scales' file, `file` holding the blocks (place.name
+  // + "_blocks" and "_scales"); empty for a plain tensor.
+  std::string mxfp4_scales_file;
 };
 
 struct HuggingFaceModel {
   std::string dir;
   std::string architecture;  // "LlamaForCausalLM", ...
   ModelConfig config;
-  int64_t sliding_window = 0;  // 0: none; else attention reaches back this many tokens (Mistral)
   std::string config_json;     // config.json as read: the plan keeps it for mtrun --export-hf
   std::map<std::string, HuggingFaceSource> weights;  // by the family's parameter name
   // What the config asks for that training does not do, said in mtc's summary (GPT-2's dropout).
@@ -43,11 +43,6 @@ bool isHuggingFaceFolder(const std::string& path);
 
 // Reads the folder's config and weight index; throws mt::Error naming what it cannot take.
 HuggingFaceModel readHuggingFaceFolder(const std::string& dir);
-
-// A config.json transformers reads for a built-in model (LlamaForCausalLM; Qwen2ForCausalLM when
-// it has q/k/v biases, Qwen3ForCausalLM with q/k norms; GPT2LMHeadModel for the gpt2 family); ""
-// for another family.
-std::string huggingFaceConfig(const ModelConfig& config);
 
 // Writes the plan's parameters from the folder's weights as fp32 safetensors at `path` (with the
 // plan's fingerprint, so mtrun takes them as the plan's initial weights). Throws mt::Error for a

@@ -182,16 +182,13 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
 
 // A built-in model or a Hugging Face folder from its config: the shape checked, the update
 // kind and the batch chosen (--batch auto: by trial compiles against both budgets), the module
-// built with `init`'s parameters. `sliding_window`: a window the attention must not exceed.
+// built with `init`'s parameters.
 bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const HardwareProfile& hw, ParamInit init,
-                     int64_t sliding_window, LoadedModel& m) {
+                     LoadedModel& m) {
   const ModelConfig& config = m.config;
   const int64_t seq = o.seq ? o.seq : config.context;
   std::string problem = validateConfig(config, seq);
   if (problem.empty() && o.batch != 0) problem = validateBatch(o.batch, seq);
-  if (problem.empty() && sliding_window && seq > sliding_window)
-    problem = "its attention slides over " + std::to_string(sliding_window) + " tokens, and sliding windows "
-              "are not supported: train with --seq " + std::to_string(sliding_window) + " or less (exact there)";
   if (problem.empty() && o.router_aux_loss && !std::isfinite(*o.router_aux_loss))
     problem = "--router-aux-loss must be a finite coefficient";
   if (problem.empty() && o.router_aux_loss && o.forward_only)
@@ -235,7 +232,7 @@ bool loadHuggingFace(MLIRContext& context, const CompileOptions& o, const Hardwa
   if (v.context) m.config.context = std::min(m.config.context, v.context);
   if (o.router_aux_loss) m.config.router_aux_loss_coef = *o.router_aux_loss;
   m.description = fmt::format("{} ({})", o.model, describeShape("Hugging Face " + m.hf->architecture, m.config));
-  return buildFromConfig(context, o, hw, ParamInit::kWeightsFile, m.hf->sliding_window, m);
+  return buildFromConfig(context, o, hw, ParamInit::kWeightsFile, m);
 }
 
 bool loadPreset(MLIRContext& context, const CompileOptions& o, const HardwareProfile& hw, LoadedModel& m) {
@@ -272,7 +269,7 @@ bool loadPreset(MLIRContext& context, const CompileOptions& o, const HardwarePro
   if (o.tied) config.tied = *o.tied;
   if (o.router_aux_loss) config.router_aux_loss_coef = *o.router_aux_loss;
   m.description = fmt::format("{} ({})", o.model, describeShape(familyName(config.family), config));
-  return buildFromConfig(context, o, hw, ParamInit::kSeeded, 0, m);
+  return buildFromConfig(context, o, hw, ParamInit::kSeeded, m);
 }
 
 // The model `o.model` names, by its kind: an ONNX file, a Hugging Face folder, mt IR, a preset.

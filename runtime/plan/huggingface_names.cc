@@ -1,12 +1,15 @@
 #include "runtime/plan/huggingface_names.h"
 
 #include <cstring>
+#include <span>
 #include <utility>
 
 namespace mt {
 
 ExpertLayout expertLayoutOf(const std::string& architecture) {
-  return architecture == "MixtralForCausalLM" ? ExpertLayout::kMixtral : ExpertLayout::kQwen3Moe;
+  return architecture == "MixtralForCausalLM"  ? ExpertLayout::kMixtral
+         : architecture == "GptOssForCausalLM" ? ExpertLayout::kGptOss
+                                               : ExpertLayout::kQwen3Moe;
 }
 
 std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
@@ -16,13 +19,22 @@ std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
       {"attn.v.", "self_attn.v_proj."},             {"attn.o.", "self_attn.o_proj."},
       {"mlp.gate.", "mlp.gate_proj."},              {"mlp.up.", "mlp.up_proj."},
       {"mlp.down.", "mlp.down_proj."},
-      {"attn.q_norm.", "self_attn.q_norm."},        {"attn.k_norm.", "self_attn.k_norm."}};
+      {"attn.q_norm.", "self_attn.q_norm."},        {"attn.k_norm.", "self_attn.k_norm."},
+      {"attn.sinks", "self_attn.sinks"}};
   static const std::pair<const char*, const char*> kQwen3MoeParts[] = {
       {"moe.router.", "mlp.gate."}, {"moe.gate.", "mlp.experts.*.gate_proj."},
       {"moe.up.", "mlp.experts.*.up_proj."}, {"moe.down.", "mlp.experts.*.down_proj."}};
   static const std::pair<const char*, const char*> kMixtralParts[] = {
       {"moe.router.", "block_sparse_moe.gate."}, {"moe.gate.", "block_sparse_moe.experts.*.w1."},
       {"moe.up.", "block_sparse_moe.experts.*.w3."}, {"moe.down.", "block_sparse_moe.experts.*.w2."}};
+  static const std::pair<const char*, const char*> kGptOssParts[] = {
+      {"moe.router.", "mlp.router."},
+      {"moe.gate_up.weight", "mlp.experts.gate_up_proj"}, {"moe.gate_up.bias", "mlp.experts.gate_up_proj_bias"},
+      {"moe.down.weight", "mlp.experts.down_proj"},       {"moe.down.bias", "mlp.experts.down_proj_bias"}};
+  using Parts = std::span<const std::pair<const char*, const char*>>;
+  const Parts expert_parts = experts == ExpertLayout::kMixtral  ? Parts(kMixtralParts)
+                             : experts == ExpertLayout::kGptOss ? Parts(kGptOssParts)
+                                                                : Parts(kQwen3MoeParts);
   if (name == "embed.weight") return "model.embed_tokens.weight";
   if (name == "norm.weight") return "model.norm.weight";
   if (name == "lm_head.weight") return "lm_head.weight";
@@ -32,7 +44,7 @@ std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
     const std::string layer = name.substr(0, dot + 1), part = name.substr(dot + 1);
     for (const auto& [ours, theirs] : kLayerParts)
       if (part.rfind(ours, 0) == 0) return "model." + layer + theirs + part.substr(std::strlen(ours));
-    for (const auto& [ours, theirs] : experts == ExpertLayout::kMixtral ? kMixtralParts : kQwen3MoeParts)
+    for (const auto& [ours, theirs] : expert_parts)
       if (part.rfind(ours, 0) == 0) return "model." + layer + theirs + part.substr(std::strlen(ours));
   }
   return "";

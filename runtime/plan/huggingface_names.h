@@ -8,9 +8,11 @@
 namespace mt {
 
 // How a checkpoint names a mixture of experts' tensors: Qwen3-MoE's ("mlp.gate" the router,
-// "mlp.experts.E.gate_proj/up_proj/down_proj") or Mixtral's ("block_sparse_moe.gate",
-// "block_sparse_moe.experts.E.w1/w3/w2"). Parsed once from the architecture's name.
-enum class ExpertLayout { kQwen3Moe, kMixtral };
+// "mlp.experts.E.gate_proj/up_proj/down_proj"), Mixtral's ("block_sparse_moe.gate",
+// "block_sparse_moe.experts.E.w1/w3/w2") or gpt-oss's ("mlp.router", and every expert in one
+// tensor: "mlp.experts.gate_up_proj", "mlp.experts.down_proj" and their "_bias", laid out as the
+// family's kGptOss parameters are). Parsed once from the architecture's name.
+enum class ExpertLayout { kQwen3Moe, kMixtral, kGptOss };
 ExpertLayout expertLayoutOf(const std::string& architecture);
 
 // The llama family's parameter `name` as Hugging Face checkpoints spell it ("layers.3.attn.q.weight"

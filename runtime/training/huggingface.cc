@@ -160,7 +160,10 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const HostStore& stor
     std::vector<int64_t> theirs = shape;
     if (transposed) std::swap(theirs[0], theirs[1]);
     theirs[transposed ? 1 : 0] *= static_cast<int64_t>(parts.size());
-    const int64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1, n = rows * cols;
+    // Rows along the first axis, the rest of each row as columns (gpt-oss's experts are 3-D).
+    int64_t cols = 1;
+    for (size_t d = 1; d < shape.size(); ++d) cols *= shape[d];
+    const int64_t rows = shape.empty() ? 1 : shape[0], n = rows * cols;
     const int64_t total = n * static_cast<int64_t>(parts.size());
     SafetensorsTensor out{name, width == 2 ? "BF16" : "F32", theirs, nullptr, total * width};
     out.produce = [&parts, transposed, rows, cols, n, total, width](void* buffer) {
@@ -276,6 +279,7 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
   nlohmann::ordered_json config = parseOrderedJsonInput(plan.model().hf_config(), "the plan's Hugging Face config");
   if (!config.is_object()) throw Error("the plan's Hugging Face config is not a JSON object (recompile it with mtc)");
   config["torch_dtype"] = dtype == ExportDtype::kBf16 ? "bfloat16" : "float32";
+  config.erase("quantization_config");  // an MXFP4 source's: the export's weights are dequantized
   checkHuggingFaceExportFolder(dir);  // still new, empty or ours
   AtomicFolderWriter folder(dir);
   Members members;

@@ -87,4 +87,11 @@ for plan in oss_cache oss_window; do
   "$bin/mtgen" $plan.plan --weights oss_trained.safetensors --prompt "12: how" --greedy --max-tokens 24 > $plan.out 2>/dev/null
 done
 check "gpt-oss: greedy text through the cache = over the window" "cmp -s oss_cache.out oss_window.out && [ -s oss_cache.out ]"
+# The preset's Hugging Face form (GptOssForCausalLM: layer_types, sinks, experts in one tensor
+# each) compiles back to the exported weights bit for bit.
+"$bin/mtrun" oss_resident.plan --data corpus.tok --weights oss0.safetensors --steps 2 --export oss_out.safetensors \
+  --export-hf oss_hf --print-every 100 > /dev/null
+"$bin/mtc" oss_hf --batch 4 --seq 32 -o oss_again.plan > oss_again.txt
+check "gpt-oss: --export-hf writes GptOssForCausalLM and compiles back to the same weights" \
+  "grep -q '\"GptOssForCausalLM\"' oss_hf/config.json && grep -q 'sliding_attention' oss_hf/config.json && same_tensors oss_out.safetensors oss_again.safetensors"
 finish

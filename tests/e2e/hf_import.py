@@ -94,6 +94,28 @@ MODELS["mixtral-f16"] = dict(
                 rope_theta=1000000.0, tie_word_embeddings=False, hidden_act="silu", attention_dropout=0.0,
                 sliding_window=None, num_local_experts=4, num_experts_per_tok=2, output_router_logits=False,
                 router_aux_loss_coef=0.02, router_jitter_noise=0.0, model_type="mixtral", torch_dtype="float16"))
+# gpt-oss (GptOssForCausalLM): q/k/v/o biases, a sink per head, an 8-token window on layer 0 (of
+# 32 tokens), YaRN, heads of their own width; its experts in one tensor each (gate_up (E, D, 2F)
+# interleaved, down (E, F, D), their biases), a biased router's top 2 logits softmaxed, the SwiGLU
+# clamped at 0.5 so that these small weights reach the clamps.
+MODELS["gpt-oss-bf16"] = dict(
+    architecture="GptOssForCausalLM", dtype=torch.bfloat16, shards=2,
+    config=dict(hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=32, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
+                rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", attention_bias=True,
+                attention_dropout=0.0, num_local_experts=4, num_experts_per_tok=2, experts_per_token=2,
+                swiglu_limit=0.5, sliding_window=8, layer_types=["sliding_attention", "full_attention"],
+                rope_scaling=dict(rope_type="yarn", factor=4.0, beta_fast=32.0, beta_slow=1.0, truncate=False,
+                                  original_max_position_embeddings=16),
+                initial_context_length=16, output_router_logits=False, router_aux_loss_coef=0.9,
+                model_type="gpt_oss", torch_dtype="bfloat16", eos_token_id=2, pad_token_id=0))
+# Mistral's sliding window shorter than the sequence (16 of 32 tokens), in every layer.
+MODELS["mistral-window-f32"] = dict(
+    architecture="MistralForCausalLM", dtype=torch.float32, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
+                rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", attention_dropout=0.0,
+                sliding_window=16, model_type="mistral", torch_dtype="float32"))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
     config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_ctx=64, vocab_size=256, n_inner=None,
@@ -103,7 +125,7 @@ GPT2 = dict(
                 task_specific_params={"text-generation": {"do_sample": True, "max_length": 50}},
                 model_type="gpt2", bos_token_id=50256, eos_token_id=50256))
 MODELS["gpt2-f32-tied"] = GPT2
-DTYPE_NAMES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
+DTYPE_NAMES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16", torch.uint8: "U8"}
 
 
 def gpt2_weights(cfg, seed):
@@ -173,7 +195,16 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
         p = f"model.layers.{l}."
         shapes = {"self_attn.q_proj": (QW, C), "self_attn.k_proj": (KVW, C), "self_attn.v_proj": (KVW, C),
                   "self_attn.o_proj": (C, QW)}
-        if moe_layer(cfg, l):
+        if cfg["model_type"] == "gpt_oss":
+            E = cfg["num_local_experts"]
+            shapes["mlp.router"] = (E, C)
+            w[p + "mlp.experts.gate_up_proj"] = torch.randn(E, C, 2 * FF, generator=g) / math.sqrt(C)
+            w[p + "mlp.experts.gate_up_proj_bias"] = 0.1 * torch.randn(E, 2 * FF, generator=g)
+            w[p + "mlp.experts.down_proj"] = torch.randn(E, FF, C, generator=g) / math.sqrt(FF)
+            w[p + "mlp.experts.down_proj_bias"] = 0.1 * torch.randn(E, C, generator=g)
+            w[p + "mlp.router.bias"] = 0.1 * torch.randn(E, generator=g)
+            w[p + "self_attn.sinks"] = torch.randn(cfg["num_attention_heads"], generator=g)
+        elif moe_layer(cfg, l):
             E, FE, mix = cfg.get("num_experts") or cfg["num_local_experts"], cfg.get("moe_intermediate_size", FF), \
                 cfg["model_type"] == "mixtral"
             shapes[("block_sparse_moe" if mix else "mlp") + ".gate"] = (E, C)
@@ -205,6 +236,36 @@ def moe_layer(cfg, layer):
     if cfg["model_type"] != "qwen3_moe":
         return False
     return layer not in cfg["mlp_only_layers"] and (layer + 1) % cfg["decoder_sparse_step"] == 0
+
+
+def sliding_window_of(cfg, layer):
+    """The window transformers gives `layer`'s attention (None: all keys before the query)."""
+    types = cfg.get("layer_types")
+    if types is not None:
+        return cfg["sliding_window"] if types[layer] == "sliding_attention" else None
+    return cfg.get("sliding_window") if cfg["model_type"] == "mistral" else None
+
+
+def hf_gpt_oss_experts(p, cfg, pre, h):
+    """GptOssMLP: the router F.linear with its bias, torch.topk of the logits, softmax over those;
+    each expert hit: gate_up = x @ gate_up_proj[e] + bias, gate and up de-interleaved and clamped,
+    (up + 1) * gate * sigmoid(1.702 * gate), @ down_proj[e] + bias, weighed and index-added."""
+    B, T, C = h.shape
+    x = h.reshape(-1, C)
+    logits = F.linear(x, p[pre + "mlp.router.weight"], p[pre + "mlp.router.bias"])
+    top, chosen = torch.topk(logits, cfg["num_experts_per_tok"], dim=-1)
+    weights = torch.softmax(top, dim=1)
+    limit, out = cfg["swiglu_limit"], torch.zeros_like(x)
+    ex = pre + "mlp.experts."
+    for e in range(logits.shape[1]):
+        token, slot = torch.where(chosen == e)
+        if len(token) == 0:
+            continue
+        gate_up = x[token] @ p[ex + "gate_up_proj"][e] + p[ex + "gate_up_proj_bias"][e]
+        gate, up = gate_up[..., ::2].clamp(min=None, max=limit), gate_up[..., 1::2].clamp(min=-limit, max=limit)
+        y = ((up + 1) * (gate * torch.sigmoid(gate * 1.702))) @ p[ex + "down_proj"][e] + p[ex + "down_proj_bias"][e]
+        out = out.index_add(0, token, y * weights[token, slot, None])
+    return out.view(B, T, C)
 
 
 def hf_experts(p, cfg, pre, h):
@@ -362,9 +423,20 @@ def hf_logits(p, cfg, tokens):
         k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
         v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
         scores = q @ k.transpose(2, 3) / math.sqrt(D) + mask
-        o = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, H * D)
+        window = sliding_window_of(cfg, l)
+        if window:  # transformers' sliding-window mask: key j of query i within i - window < j
+            scores = scores + torch.full((T, T), float("-inf")).tril(-window)
+        if pre + "self_attn.sinks" in p:  # gpt-oss: the sink a column of the scores, dropped after the softmax
+            combined = torch.cat([scores, p[pre + "self_attn.sinks"].reshape(1, -1, 1, 1).expand(B, -1, T, -1)], -1)
+            probs = torch.softmax(combined - combined.max(dim=-1, keepdim=True).values, dim=-1)[..., :-1]
+        else:
+            probs = torch.softmax(scores, dim=-1)
+        o = (probs @ v).transpose(1, 2).reshape(B, T, H * D)
         x = x + linear(o, pre + "self_attn.o_proj")
         h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
+        if cfg["model_type"] == "gpt_oss":
+            x = x + hf_gpt_oss_experts(p, cfg, pre, h)
+            continue
         if moe_layer(cfg, l):
             x = x + hf_experts(p, cfg, pre, h)
             continue
@@ -465,7 +537,10 @@ def hf_layout(ours, spec):
     transposed, a stacked expert weight (experts, out, in) cut into each expert's tensor."""
     if spec is GPT2:
         return gpt2_fused(ours)
-    mix = spec["architecture"] == "MixtralForCausalLM"
+    mix, oss = spec["architecture"] == "MixtralForCausalLM", spec["architecture"] == "GptOssForCausalLM"
+    oss_names = {"router.weight": "mlp.router.weight", "router.bias": "mlp.router.bias",
+                 "gate_up.weight": "mlp.experts.gate_up_proj", "gate_up.bias": "mlp.experts.gate_up_proj_bias",
+                 "down.weight": "mlp.experts.down_proj", "down.bias": "mlp.experts.down_proj_bias"}
     experts = {"router": ("block_sparse_moe.gate", None) if mix else ("mlp.gate", None),
                "gate": ("block_sparse_moe.experts.{}.w1", 1) if mix else ("mlp.experts.{}.gate_proj", 1),
                "up": ("block_sparse_moe.experts.{}.w3", 1) if mix else ("mlp.experts.{}.up_proj", 1),
@@ -473,6 +548,9 @@ def hf_layout(ours, spec):
     out = {}
     for name, t in ours.items():
         parts = name.split(".")
+        if len(parts) > 3 and parts[2] == "moe" and oss:  # gpt-oss: every expert in one tensor, as ours
+            out[f"model.layers.{parts[1]}." + oss_names[".".join(parts[3:])]] = t
+            continue
         if len(parts) > 3 and parts[2] == "moe":
             theirs, stacked = experts[parts[3]]
             pre = f"model.layers.{parts[1]}."
@@ -498,7 +576,7 @@ def hf_name_of(ours):
                  ("attn.q.", "self_attn.q_proj."), ("attn.k.", "self_attn.k_proj."), ("attn.v.", "self_attn.v_proj."),
                  ("attn.o.", "self_attn.o_proj."), ("mlp.gate.", "mlp.gate_proj."), ("mlp.up.", "mlp.up_proj."),
                  ("mlp.down.", "mlp.down_proj."), ("attn.q_norm.", "self_attn.q_norm."),
-                 ("attn.k_norm.", "self_attn.k_norm.")):
+                 ("attn.k_norm.", "self_attn.k_norm."), ("attn.sinks", "self_attn.sinks")):
         if rest.startswith(a):
             return f"model.layers.{layer}." + b + rest[len(a):]
     raise KeyError(ours)
@@ -529,8 +607,12 @@ def refusals(bin_dir, work, failures):
          "hold 'model.layers.0.self_attn.o_proj.bias', which the LlamaForCausalLM layout mtc reads has no place for"),
         ("shape", {}, lambda w: w.update({"model.norm.weight": torch.ones(32)}),
          "'model.norm.weight' is F32 [32] but the model's norm.weight needs [64]"),
-        ("window", {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": 16}, None,
-         "its attention slides over 16 tokens"),
+        ("layer-types", {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": 16,
+                         "layer_types": ["chunked_attention", "full_attention"]}, None,
+         "'layer_types' names \"chunked_attention\" for layer 0: only sliding_attention and full_attention"),
+        ("window-unknown", {"architectures": ["MistralForCausalLM"], "model_type": "mistral",
+                            "layer_types": ["sliding_attention", "full_attention"]}, None,
+         "layers slide but 'sliding_window' is not given"),
         # Issue 30 #11, #13: weights that are not finite are refused at import, naming the tensor
         # and the element; a model_type that contradicts the architecture is refused.
         ("nan-weight", {}, lambda w: w["model.layers.1.mlp.up_proj.weight"].view(-1).__setitem__(7, float("nan")),
@@ -620,6 +702,93 @@ def router_aux_loss(bin_dir, work, failures):
         failures.append(f"a Qwen3-MoE config whose layers are all dense: exit {run.returncode}: {out.stdout}{run.stderr}")
 
 
+FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+def dequantize_mxfp4(blocks, scales):
+    """transformers' convert_moe_packed_tensors in float32: each byte's low nibble then its high
+    one, times 2^(scale - 127); (E, out, G, 16) blocks to the (E, in, out) weight."""
+    lut = torch.tensor(FP4_VALUES)
+    E, out, G, B = blocks.shape
+    values = torch.empty(E, out, G, 2 * B)
+    values[..., 0::2] = lut[(blocks & 0x0F).long()]
+    values[..., 1::2] = lut[(blocks >> 4).long()]
+    values = torch.ldexp(values, (scales.to(torch.int32) - 127)[..., None].float())
+    return values.reshape(E, out, G * 2 * B).transpose(1, 2).contiguous()
+
+
+def mxfp4_import(bin_dir, work, data, tokens, failures):
+    """gpt-oss as its official checkpoints store it: the experts' weights as MXFP4 blocks and
+    scales (U8) under quantization_config, the rest BF16. mtc dequantizes them exactly (the
+    weights beside the plan equal transformers' dequantization bit for bit); the first loss is the
+    transformers-style model's; --export-hf writes the dequantized weights and a config without
+    quantization_config, which compiles back to the same weights. Then the refusals."""
+    spec = MODELS["gpt-oss-bf16"]
+    cfg = dict(spec["config"], hidden_size=64, intermediate_size=32)
+    weights = hf_weights(cfg, False, torch.bfloat16, seed=11)
+    g = torch.Generator().manual_seed(12)
+    dequantized = {}
+    for l in range(cfg["num_hidden_layers"]):
+        for name, (n_in, n_out) in {"gate_up_proj": (64, 64), "down_proj": (32, 64)}.items():
+            full = f"model.layers.{l}.mlp.experts.{name}"
+            del weights[full]
+            blocks = torch.randint(0, 256, (4, n_out, n_in // 32, 16), generator=g, dtype=torch.uint8)
+            scales = torch.randint(121, 127, (4, n_out, n_in // 32), generator=g, dtype=torch.uint8)
+            weights[full + "_blocks"], weights[full + "_scales"] = blocks, scales
+            dequantized[full] = dequantize_mxfp4(blocks, scales)
+    quant = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                                  "model.embed_tokens", "lm_head"]}
+    folder = os.path.join(work, "gpt-oss-mxfp4")
+    write_folder(folder, dict(spec, config=cfg, shards=1), weights, {"quantization_config": quant})
+    plan = folder + ".plan"
+    subprocess.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan],
+                   capture_output=True, check=True)
+    imported = ref.read_safetensors(folder + ".safetensors")
+    for l in range(cfg["num_hidden_layers"]):
+        for ours, theirs in (("gate_up", "gate_up_proj"), ("down", "down_proj")):
+            got, want = imported[f"layers.{l}.moe.{ours}.weight"], dequantized[f"model.layers.{l}.mlp.experts.{theirs}"]
+            if not torch.equal(got, want):
+                failures.append(f"mxfp4: layers.{l}.moe.{ours}.weight is not transformers' dequantization bit for bit")
+    log = folder + ".jsonl"
+    subprocess.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "1", "--seed", str(SCHEDULE.seed), "--log", log,
+                    "--export-hf", folder + "-out"], capture_output=True, check=True)
+    params = {k: v.float() for k, v in weights.items() if not k.endswith(("_blocks", "_scales"))}
+    params.update(dequantized)
+    x, y = ref.batch(tokens, 0, SCHEDULE.batch, SCHEDULE.seq, SCHEDULE.seed)
+    with torch.no_grad():
+        logits = hf_logits(params, cfg, x)
+        torch_loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1)).item()
+    mt_loss = json.loads(open(log).readline())["loss"]
+    if abs(mt_loss - torch_loss) > 1e-5 * abs(torch_loss):
+        failures.append(f"mxfp4: first loss {mt_loss} vs the transformers-style model's {torch_loss}")
+    with open(os.path.join(folder + "-out", "config.json")) as f:
+        if "quantization_config" in json.load(f):
+            failures.append("mxfp4: --export-hf kept quantization_config beside dequantized weights")
+    subprocess.run([f"{bin_dir}/mtc", folder + "-out", "--batch", "4", "--seq", "32", "-o", folder + "-again.plan"],
+                   capture_output=True, check=True)
+    print(f"mxfp4: experts dequantized bit for bit; first loss {mt_loss:.6f} vs {torch_loss:.6f}; exported and "
+          f"re-imported")
+    # Refusals: a scale past f32's range, blocks of the wrong shape, another quantization.
+    cases = [
+        ("mxfp4-inf", lambda w: w["model.layers.1.mlp.experts.down_proj_scales"].view(-1).__setitem__(5, 255), None,
+         "'model.layers.1.mlp.experts.down_proj_blocks' dequantizes to"),
+        ("mxfp4-shape", lambda w: w.update({"model.layers.0.mlp.experts.gate_up_proj_blocks":
+                                            torch.zeros(4, 64, 1, 16, dtype=torch.uint8)}), None,
+         "do not hold a [4,64,64] weight"),
+        ("mxfp4-method", None, {"quantization_config": {"quant_method": "bitsandbytes"}},
+         "'quant_method' is not mxfp4"),
+    ]
+    for name, change, config_extra, needle in cases:
+        w = {k: v.clone() for k, v in weights.items()}
+        if change:
+            change(w)
+        bad = os.path.join(work, "refuse-" + name)
+        write_folder(bad, dict(spec, config=cfg, shards=1), w, config_extra or {"quantization_config": quant})
+        err = mtc_error(bin_dir, bad)
+        if needle not in err:
+            failures.append(f"{name}: wanted an error saying {needle!r}, got: {err.strip()}")
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -701,6 +870,7 @@ def main():
         failures.append(f"yarn: the kv-cache plan's greedy text {texts[0]!r} differs from the window's {texts[1]!r}")
     refusals(bin_dir, work, failures)
     router_aux_loss(bin_dir, work, failures)
+    mxfp4_import(bin_dir, work, data, tokens, failures)
     ref.finish("hf_import", failures)
 
 

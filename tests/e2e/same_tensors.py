@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """same_tensors.py A B: exit 0 when two safetensors files hold the same tensors (names, dtypes,
 shapes, bytes) and the same metadata, what says where they come from aside (the producer, the
-plan fingerprint, a run's provenance: runs of differently compiled plans differ there) and the
-checksums too (they follow from the bytes; hand-edited files drop them). Prints what differs
+source folder, the plan fingerprint, a run's provenance: runs of differently compiled plans differ
+there) and the checksums too (they follow from the bytes; hand-edited files drop them). Prints what differs
 otherwise. Standard library only; onnx_parity.py imports `differences`."""
 import json
 import struct
 import sys
 
-IGNORED_METADATA = ("provenance.", "producer", "plan_fingerprint", "crc32c.")
+IGNORED_METADATA = ("provenance.", "producer", "source", "plan_fingerprint", "crc32c.")
 
 
 def _read(path):

@@ -1,0 +1,29 @@
+// A Hugging Face folder's config.json in and out: read key by key into the built-in family's
+// config (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, the mixtures
+// of experts Qwen3MoeForCausalLM, MixtralForCausalLM and GptOssForCausalLM into the llama
+// family's, GPT2LMHeadModel into the gpt2 family's), and written for a built-in model. Read
+// strictly: a key mtc does not know or a setting it does not implement is an error naming it.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "models/ModelConfig.h"
+
+namespace mt {
+
+struct HuggingFaceConfig {
+  std::string architecture;  // "LlamaForCausalLM", ...
+  ModelConfig config;
+  // What the config asks for that training does not do, said in mtc's summary (GPT-2's dropout).
+  std::vector<std::string> notes;
+};
+
+// Reads `config_json` (the text of `path`); throws mt::Error naming what it cannot take.
+HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const std::string& path);
+
+// A config.json transformers reads for a built-in model (LlamaForCausalLM; Qwen2ForCausalLM when
+// it has q/k/v biases, Qwen3ForCausalLM with q/k norms, Qwen3MoeForCausalLM, MixtralForCausalLM,
+// GptOssForCausalLM; GPT2LMHeadModel for the gpt2 family); "" for a shape none of them has.
+std::string huggingFaceConfig(const ModelConfig& config);
+
+}  // namespace mt
