@@ -223,9 +223,11 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
 bool loadHuggingFace(MLIRContext& context, const CompileOptions& o, const HardwareProfile& hw, LoadedModel& m) {
   m.hf = readHuggingFaceFolder(o.model);
   const ModelConfig& v = o.overrides;
-  if (v.layers || v.width || v.heads || v.kv_heads || v.ffn || v.vocab || o.tied) {
+  if (v.layers || v.width || v.heads || v.kv_heads || v.ffn || v.vocab || v.experts || v.experts_per_token ||
+      v.expert_ffn || o.tied) {
     std::fprintf(stderr, "mtc: error: %s is a pretrained model: its shape is its config's (drop --layers, --width, "
-                 "--heads, --kv-heads, --ffn, --vocab, --tied/--untied; --context may shorten it)\n", o.model.c_str());
+                 "--heads, --kv-heads, --ffn, --vocab, --experts, --experts-per-token, --expert-ffn, --tied/--untied; "
+                 "--context may shorten it)\n", o.model.c_str());
     return false;
   }
   m.config = m.hf->config;
@@ -263,8 +265,17 @@ bool loadPreset(MLIRContext& context, const CompileOptions& o, const HardwarePro
   for (auto [field, value] :
        {std::pair{&config.layers, v.layers}, {&config.width, v.width}, {&config.heads, v.heads},
         {&config.kv_heads, v.kv_heads}, {&config.ffn, v.ffn}, {&config.vocab, v.vocab},
-        {&config.context, v.context}})
+        {&config.context, v.context}, {&config.experts, v.experts}, {&config.experts_per_token, v.experts_per_token},
+        {&config.expert_ffn, v.expert_ffn}})
     if (value) *field = value;
+  // Another layer count repeats the preset's pattern of sliding layers (gpt-oss's every other one).
+  if (v.layers && !preset->config.sliding_layers.empty()) {
+    const auto& pattern = preset->config.sliding_layers;
+    config.sliding_layers.clear();
+    for (int64_t l = 0; l < config.layers; ++l)
+      if (std::find(pattern.begin(), pattern.end(), l % preset->config.layers) != pattern.end())
+        config.sliding_layers.push_back(l);
+  }
   if (v.heads && !v.kv_heads && config.family == ModelFamily::kGpt2) config.kv_heads = config.heads;
   if (o.tied) config.tied = *o.tied;
   if (o.router_aux_loss) config.router_aux_loss_coef = *o.router_aux_loss;

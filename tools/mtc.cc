@@ -80,6 +80,12 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
   app.add_option("--kv-heads", o.overrides.kv_heads, "override: key/value heads (llama)")->check(mt::positiveInteger());
   app.add_option("--ffn", o.overrides.ffn, "override: MLP hidden width")->check(mt::positiveInteger());
   app.add_option("--vocab", o.overrides.vocab, "override: vocabulary size")->check(mt::positiveInteger());
+  app.add_option("--experts", o.overrides.experts, "override: experts per mixture-of-experts layer")
+      ->check(mt::positiveInteger());
+  app.add_option("--experts-per-token", o.overrides.experts_per_token, "override: experts chosen per token (top k)")
+      ->check(mt::positiveInteger());
+  app.add_option("--expert-ffn", o.overrides.expert_ffn, "override: each expert's hidden width")
+      ->check(mt::positiveInteger());
   app.add_option("--context", o.overrides.context, "override: maximum sequence length")->check(mt::positiveInteger());
   app.add_option("--router-aux-loss", o.router_aux_loss,
                  "a mixture of experts: train on the router's load-balancing loss times this coefficient "
