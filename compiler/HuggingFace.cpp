@@ -103,7 +103,7 @@ void widen(const SafetensorsEntry& entry, int64_t n, float* out, const std::stri
 }
 
 // Parameter `name` (experts, in, out) dequantized from MXFP4 `blocks` and `scales` (U8; `where`
-// names them in errors), its values checked finite.
+// names them in errors), a NaN scale or a value past f32's range refused.
 SafetensorsTensor mxfp4Tensor(const std::string& name, const std::vector<int64_t>& shape, const SafetensorsEntry& blocks,
                               const SafetensorsEntry& scales, const std::string& where) {
   if (blocks.dtype != "U8" || scales.dtype != "U8")
@@ -112,13 +112,10 @@ SafetensorsTensor mxfp4Tensor(const std::string& name, const std::vector<int64_t
     throw Error(where + ": " + problem + " (the model's " + name + ")");
   google::protobuf::RepeatedField<int64_t> dims(shape.begin(), shape.end());
   const int64_t n = checkedNumel(dims, name);
-  return {name, "F32", shape, nullptr, 4 * n, [&blocks, &scales, shape, n, where](void* out) {
-            float* values = static_cast<float*>(out);
-            dequantizeMxfp4(blocks.data, scales.data, shape, values);
-            for (int64_t i = 0; i < n; ++i)
-              if (!std::isfinite(values[i]))
-                throw Error(where + " dequantizes to " + fmt::format("{}", values[i]) + " at element " +
-                            std::to_string(i) + " of the (experts, in, out) weight: a scale past f32's range");
+  return {name, "F32", shape, nullptr, 4 * n, [&blocks, &scales, shape, where](void* out) {
+            if (const std::string problem = dequantizeMxfp4(blocks.data, scales.data, shape, static_cast<float*>(out));
+                !problem.empty())
+              throw Error(where + ": " + problem + "; use a checkpoint without it");
           }};
 }
 
@@ -138,6 +135,7 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
   model.architecture = config.architecture;
   model.config = config.config;
   model.notes = config.notes;
+  model.mxfp4_experts = config.mxfp4_experts;
   const bool gpt2 = model.architecture == "GPT2LMHeadModel";
 
   const std::map<std::string, std::string> files = weightFiles(dir);
@@ -156,8 +154,9 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
     const HuggingFacePlace where = huggingFacePlace(ours, gpt2_body, expert_layout);
     HuggingFaceSource& source = model.weights[ours];
     source.place = where;
-    // gpt-oss's official checkpoints: an expert weight as MXFP4 blocks and scales (compiler/Mxfp4.h).
-    if (!where.per_expert && !files.count(where.name) && files.count(where.name + "_blocks")) {
+    // gpt-oss's official checkpoints (quantization_config): an expert weight as MXFP4 blocks and
+    // scales (compiler/Mxfp4.h); any other folder's `_blocks` are tensors without a place.
+    if (model.mxfp4_experts && !where.per_expert && !files.count(where.name) && files.count(where.name + "_blocks")) {
       source.file = fileOf(where.name + "_blocks", ours);
       source.mxfp4_scales_file = fileOf(where.name + "_scales", ours);
       return;

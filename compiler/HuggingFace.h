@@ -36,6 +36,7 @@ struct HuggingFaceModel {
   std::map<std::string, HuggingFaceSource> weights;  // by the family's parameter name
   // What the config asks for that training does not do, said in mtc's summary (GPT-2's dropout).
   std::vector<std::string> notes;
+  bool mxfp4_experts = false;  // the config's quantization_config says MXFP4 (compiler/Mxfp4.h)
 };
 
 // Whether `path` is a directory holding a config.json.

@@ -103,8 +103,8 @@ class ConfigReader {
         unknown += (unknown.empty() ? "'" : ", '") + item.key() + "'";
     if (!unknown.empty())
       throw error("mtc does not know " + unknown +
-                  ": such a setting may change the model, so it is not ignored (models/ and compiler/HuggingFace.cpp "
-                  "say what is read)");
+                  ": such a setting may change the model, so it is not ignored (models/ and "
+                  "compiler/HuggingFaceConfig.cpp say what is read)");
   }
 
  private:
@@ -157,7 +157,8 @@ void readRopeScaling(ConfigReader& r, ModelConfig& c) {
 }
 
 // A mixture of experts' settings (Qwen3MoeForCausalLM, MixtralForCausalLM, GptOssForCausalLM) into `c`.
-void readExperts(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
+// `mxfp4`: set where the config says the experts are stored in MXFP4 (gpt-oss's quantization_config).
+void readExperts(ConfigReader& r, const std::string& architecture, ModelConfig& c, bool* mxfp4) {
   if (architecture == "MixtralForCausalLM") {
     c.experts = r.integer("num_local_experts");
     c.expert_ffn = c.ffn;  // each expert is as wide as intermediate_size; no dense layers
@@ -187,31 +188,30 @@ void readExperts(ConfigReader& r, const std::string& architecture, ModelConfig& 
     c.expert_form = ModelConfig::ExpertForm::kGptOss;
     c.swiglu_limit = r.number("swiglu_limit", 7.0);
     c.attention_sinks = true;
-    // The original checkpoint's name for num_experts_per_tok, which transformers' config keeps too.
-    if (r.has("experts_per_token") && r.has("num_experts_per_tok") &&
-        r.integer("experts_per_token") != r.integer("num_experts_per_tok"))
+    // experts_per_token: the original checkpoint's name for num_experts_per_tok, which
+    // transformers' config keeps too; where both are given they agree.
+    const std::optional<int64_t> original =
+        r.has("experts_per_token") ? std::optional<int64_t>(r.integer("experts_per_token")) : std::nullopt;
+    r.take("experts_per_token");
+    c.experts_per_token = r.integer("num_experts_per_tok", original);
+    if (original && *original != c.experts_per_token)
       throw r.error("'experts_per_token' and 'num_experts_per_tok' differ: the config contradicts itself");
-    if (r.has("experts_per_token") && !r.has("num_experts_per_tok")) {
-      c.experts_per_token = r.integer("experts_per_token");
-    } else {
-      r.take("experts_per_token");
-    }
     // The context the YaRN scaling starts from, which rope_scaling names too: bookkeeping here.
     r.take("initial_context_length");
     // The official checkpoints' experts in MXFP4 (the other weights BF16): dequantized on import.
-    if (r.has("quantization_config")) {
+    if (!r.value("quantization_config").is_null()) {
       if (!r.value("quantization_config").is_object()) throw r.error("'quantization_config' is not an object");
       ConfigReader q = r.nested("quantization_config");
       if (q.text("quant_method", "") != "mxfp4")
         throw q.error("'quant_method' is not mxfp4: mtc dequantizes gpt-oss's MXFP4 experts only");
       q.take("modules_to_not_convert");  // the BF16 tensors: read as they are
       q.finish();
+      *mxfp4 = true;
     }
   } else {
     return;
   }
-  if (!(c.expert_form == ModelConfig::ExpertForm::kGptOss && c.experts_per_token > 0))
-    c.experts_per_token = r.integer("num_experts_per_tok");
+  if (c.expert_form != ModelConfig::ExpertForm::kGptOss) c.experts_per_token = r.integer("num_experts_per_tok");
   // Hugging Face adds the router's load-balancing loss (times its coefficient, 0.001 by default)
   // only where output_router_logits is true; the loss is logged either way.
   const double coef = r.fraction("router_aux_loss_coef", 0.001);
@@ -226,11 +226,13 @@ void readSlidingWindows(ConfigReader& r, const std::string& architecture, ModelC
   const bool mistral = architecture == "MistralForCausalLM" || architecture == "MixtralForCausalLM";
   const bool oss = architecture == "GptOssForCausalLM";
   if (!qwen && !mistral && !oss) return;
-  // Qwen names a window it uses only with use_sliding_window, from layer max_window_layers on.
+  // Qwen names a window it uses only with use_sliding_window, from layer max_window_layers on
+  // (both keys read only then: an unused one may hold anything, as transformers ignores it).
   const bool used = !qwen || r.boolean("use_sliding_window", false);
-  const int64_t window = r.has("sliding_window") ? r.integer("sliding_window") : 0;
   r.take("sliding_window");
-  const int64_t first_sliding = qwen ? r.integer("max_window_layers", c.layers) : 0;
+  r.take("max_window_layers");
+  const int64_t window = used && r.has("sliding_window") ? r.integer("sliding_window") : 0;
+  const int64_t first_sliding = qwen && used ? r.integer("max_window_layers", c.layers) : 0;
   const json& types = r.value("layer_types");
   std::vector<int64_t> sliding;
   if (!types.is_null()) {
@@ -257,7 +259,7 @@ void readSlidingWindows(ConfigReader& r, const std::string& architecture, ModelC
   if (window > 0) c.sliding_window = window, c.sliding_layers = sliding;
 }
 
-ModelConfig readConfig(ConfigReader& r, const std::string& architecture) {
+ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* mxfp4) {
   ModelConfig c;
   c.family = ModelFamily::kLlama;
   c.width = r.integer("hidden_size");
@@ -288,7 +290,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture) {
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");
   r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
   r.require("pretraining_tp", 1, "tensor-parallel slicing of the projections is not supported");
-  readExperts(r, architecture, c);
+  readExperts(r, architecture, c, mxfp4);
   readSlidingWindows(r, architecture, c);
   return c;
 }
@@ -356,7 +358,8 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
       (!config["model_type"].is_string() || config["model_type"] != kModelType.at(out.architecture)))
     throw r.error("'model_type' is " + jsonBrief(config["model_type"]) + " but the architecture " + out.architecture +
                   " is of model_type \"" + kModelType.at(out.architecture) + "\": the folder contradicts itself");
-  out.config = out.architecture == "GPT2LMHeadModel" ? readGpt2Config(r, out.notes) : readConfig(r, out.architecture);
+  out.config = out.architecture == "GPT2LMHeadModel" ? readGpt2Config(r, out.notes)
+                                                     : readConfig(r, out.architecture, &out.mxfp4_experts);
   r.finish();
   return out;
 

@@ -16,6 +16,7 @@ struct HuggingFaceConfig {
   ModelConfig config;
   // What the config asks for that training does not do, said in mtc's summary (GPT-2's dropout).
   std::vector<std::string> notes;
+  bool mxfp4_experts = false;  // gpt-oss's quantization_config: the experts as MXFP4 blocks and scales
 };
 
 // Reads `config_json` (the text of `path`); throws mt::Error naming what it cannot take.

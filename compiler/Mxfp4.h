@@ -4,7 +4,8 @@
 // (convert_moe_packed_tensors) does: the FP4 value times 2^(scale - 127), then the last two
 // axes swapped, so that (experts, out, in / 32, 16) blocks give the (experts, in, out) weight
 // GptOssExperts multiplies by. Every value is exact in f32 (an FP4 value has two significant
-// bits); one past f32's range is infinite, and the import refuses it as any non-finite weight.
+// bits); one past f32's range is infinite, and the import refuses it as any non-finite weight;
+// the scale byte 255 is E8M0's NaN (transformers' dequantization gives NaN or infinities there).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +21,9 @@ inline constexpr int64_t kMxfp4BlockValues = 32;  // values per scale
 std::string mxfp4ShapeProblem(const std::vector<int64_t>& blocks, const std::vector<int64_t>& scales,
                               const std::vector<int64_t>& weight);
 
-// The weight (experts, in, out) from checked blocks and scales (U8 bytes) into `out`.
-void dequantizeMxfp4(const std::byte* blocks, const std::byte* scales, const std::vector<int64_t>& weight, float* out);
+// The weight (experts, in, out) from checked blocks and scales (U8 bytes) into `out`; "" or what
+// is wrong with the data (a NaN scale, a value past f32's range), naming the element.
+std::string dequantizeMxfp4(const std::byte* blocks, const std::byte* scales, const std::vector<int64_t>& weight,
+                            float* out);
 
 }  // namespace mt

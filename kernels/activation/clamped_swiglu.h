@@ -12,8 +12,9 @@
 
 namespace mt {
 
+// As torch.clamp, a NaN stays NaN (the comparisons are written so that it falls through).
 MT_HOST_DEVICE inline float clampedSwiglu(float gate, float up, float alpha, float limit) {
-  const float g = gate < limit ? gate : limit;
+  const float g = gate > limit ? limit : gate;
   const float u = up < -limit ? -limit : (up > limit ? limit : up);
   return (u + 1.0f) * g / (1.0f + expf(-alpha * g));
 }
@@ -21,7 +22,7 @@ MT_HOST_DEVICE inline float clampedSwiglu(float gate, float up, float alpha, flo
 // d(out)/d(gate) and d(out)/d(up) times dout, written to *dgate and *dup.
 MT_HOST_DEVICE inline void clampedSwigluGrad(float dout, float gate, float up, float alpha, float limit, float* dgate,
                                              float* dup) {
-  const float g = gate < limit ? gate : limit;
+  const float g = gate > limit ? limit : gate;
   const float u = up < -limit ? -limit : (up > limit ? limit : up);
   const float s = 1.0f / (1.0f + expf(-alpha * g));
   *dgate = gate <= limit ? dout * (u + 1.0f) * s * (1.0f + alpha * g * (1.0f - s)) : 0.0f;
@@ -33,7 +34,7 @@ void clamped_swiglu_cpu(const KernelArgs& args);
 std::string clamped_swiglu_grad_check(const KernelArgs& args);
 void clamped_swiglu_grad_cpu(const KernelArgs& args);
 
-// CUDA twins (kernels/activation/activation_cuda.cu), built when CUDA is enabled.
+// CUDA twins (kernels/activation/clamped_swiglu_cuda.cu), built when CUDA is enabled.
 void clamped_swiglu_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void clamped_swiglu_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

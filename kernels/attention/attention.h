@@ -24,12 +24,17 @@ struct AttentionShape {
   int64_t window = 0;           // keys a query sees back to and including itself; 0: all before it
 };
 AttentionShape attentionShape(const Tensor& q, const KernelArgs& args);
-// The first key query `i` sees.
-inline int64_t firstVisibleKey(const AttentionShape& d, int64_t i) {
+// The first key query `i` sees, and whether it sees key `j` (the CPU kernels and the CUDA twins).
+MT_HOST_DEVICE inline int64_t firstVisibleKey(const AttentionShape& d, int64_t i) {
   return d.window > 0 && i >= d.window ? i - d.window + 1 : 0;
 }
-// "" or what is wrong with an attention call's int attributes (2, or 3 with the window).
+MT_HOST_DEVICE inline bool visibleKey(const AttentionShape& d, int64_t i, int64_t j) {
+  return j <= i && (d.window == 0 || i - j < d.window);
+}
+// "" or what is wrong with an attention call's int attributes (2, or 3 with the window), or with
+// its sinks (H f32).
 std::string attentionAttrsProblem(const KernelArgs& args, const char* op);
+std::string attentionSinksProblem(const Tensor& sinks, int64_t heads, const char* op);
 
 std::string attention_check(const KernelArgs& args);
 void attention_cpu(const KernelArgs& args);
@@ -38,7 +43,9 @@ void attention_grad_cpu(const KernelArgs& args);
 std::string attention_sinks_grad_check(const KernelArgs& args);
 void attention_sinks_grad_cpu(const KernelArgs& args);
 
-// CUDA twins (kernels/attention/attention_cuda.cu), built when CUDA is enabled.
+// CUDA twins (kernels/attention/attention_cuda.cu), built when CUDA is enabled; attention_cuda
+// takes the sinks where the call has them (mt.attention_sinks).
 void attention_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void attention_sinks_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -32,12 +32,6 @@ std::string checkQKV(const KernelArgs& args, const Tensor& q, const Tensor& k, c
   return expectShape(v, {q.dim(0), q.dim(1), args.ints[1] * head_dim}, op);
 }
 
-// A call's sinks (H) f32, where it has them (the fourth input of mt.attention_sinks).
-std::string checkSinks(const Tensor& sinks, int64_t heads, const char* op) {
-  MT_CHECK(expectDType(sinks, DType::F32, op));
-  return expectShape(sinks, {heads}, op);
-}
-
 // Query rows per block: a block's scores against every key up to its last row are one
 // matrix product, so the work runs in BLAS instead of dot-product loops.
 constexpr int64_t kBlockRows = 64;
@@ -120,6 +114,11 @@ AttentionShape attentionShape(const Tensor& q, const KernelArgs& args) {
   return s;
 }
 
+std::string attentionSinksProblem(const Tensor& sinks, int64_t heads, const char* op) {
+  MT_CHECK(expectDType(sinks, DType::F32, op));
+  return expectShape(sinks, {heads}, op);
+}
+
 std::string attentionAttrsProblem(const KernelArgs& args, const char* op) {
   if (args.ints.size() != 2 && args.ints.size() != 3)
     return std::string(op) + " takes 2 or 3 int attributes (num_heads, num_kv_heads, window), got " +
@@ -136,7 +135,7 @@ std::string attentionAttrsProblem(const KernelArgs& args, const char* op) {
 std::string attention_check(const KernelArgs& args) {
   const Tensor& q = args.in[0];
   MT_CHECK(checkQKV(args, q, args.in[1], args.in[2], "attention"));
-  if (args.in.size() == 4) MT_CHECK(checkSinks(args.in[3], args.ints[0], "attention sinks"));
+  if (args.in.size() == 4) MT_CHECK(attentionSinksProblem(args.in[3], args.ints[0], "attention sinks"));
   MT_CHECK(expectShape(args.out[0], q.shape, "attention out"));
   return expectShape(args.out[1], {q.dim(0), args.ints[0], q.dim(1)}, "attention lse");
 }

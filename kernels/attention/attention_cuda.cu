@@ -11,7 +11,10 @@
 // - one warp per row (head_dim <= 256): the simple version, kept for wide heads whose tiles
 //   would not fit in shared memory.
 // bf16 calls with head_dim 64 or 128 run on the tensor cores instead (attention_mma_cuda.cu), or,
-// where the run chose it (CudaLaunch::cudnn_attention), through cuDNN (attention_cudnn.cc).
+// where the run chose it (CudaLaunch::cudnn_attention), through cuDNN (attention_cudnn.cc), but
+// for a sliding window or sinks (gpt-oss): those take these kernels, which mask by the window
+// (visibleKey), start each row's online softmax from its sink (max = sink, sum = 1, no value) and
+// skip the key tiles no query of a tile sees.
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_cudnn.h"
 #include "kernels/attention/attention_mma.cuh"
@@ -30,6 +33,9 @@ constexpr int kWarpsPerBlock = 8;
 constexpr int kMaxPerLane = 8;  // head_dim <= 256
 
 using Dims = AttentionShape;
+
+// A call's sinks (H), the last input of mt.attention_sinks; null for mt.attention.
+const float* sinksOf(const KernelArgs& args) { return args.in.size() == 4 ? args.in[3].f32() : nullptr; }
 
 // A row of head_dim floats spread over the lanes: lane l holds elements l, l + 32, ...
 struct LaneRow {
@@ -90,21 +96,21 @@ __device__ int64_t warpIndex() { return (blockIdx.x * int64_t(blockDim.x) + thre
 
 // Where warp `w`'s query row (b, h, i) and its key/value head live.
 struct QueryRow {
-  int64_t i, lse_index;  // position; index into lse (B, H, T)
+  int64_t i, h, lse_index;  // position; query head; index into lse (B, H, T)
   int64_t q_off;         // offset of the row in q, out, dout, dq
   int64_t kv_base;       // offset of key/value row 0 of its batch and head in k, v
 };
 __device__ QueryRow queryRow(int64_t w, const Dims& d) {
   const int64_t i = w % d.seq, h = (w / d.seq) % d.heads, b = w / (d.seq * d.heads);
   const int64_t kvh = h / (d.heads / d.kv_heads);
-  return {i, (b * d.heads + h) * d.seq + i, (b * d.seq + i) * d.q_stride + h * d.head_dim,
+  return {i, h, (b * d.heads + h) * d.seq + i, (b * d.seq + i) * d.q_stride + h * d.head_dim,
           b * d.seq * d.kv_stride + kvh * d.head_dim};
 }
 
 // Warp per query row (b, h, i): out row and lse.
 template <typename T>
 __global__ void attentionForward(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                                 T* __restrict__ out, float* __restrict__ lse, Dims d) {
+                                 const float* __restrict__ sinks, T* __restrict__ out, float* __restrict__ lse, Dims d) {
   const int64_t w = warpIndex();
   if (w >= d.batch * d.heads * d.seq) return;
   const QueryRow row = queryRow(w, d);
@@ -113,8 +119,9 @@ __global__ void attentionForward(const T* __restrict__ q, const T* __restrict__ 
   LaneRow qi, acc;
   qi.load(q + q_off, d.head_dim);
   acc.zero();
-  float running_max = -INFINITY, sum = 0.0f;
-  for (int64_t j = 0; j <= i; ++j) {
+  // From the sink where there is one: exp(sink - sink) in the sum, nothing in the output.
+  float running_max = sinks ? sinks[row.h] : -INFINITY, sum = sinks ? 1.0f : 0.0f;
+  for (int64_t j = firstVisibleKey(d, i); j <= i; ++j) {
     const float s = d.scale * qi.dot(kb + j * d.kv_stride, d.head_dim);
     const float new_max = fmaxf(running_max, s);
     const float keep = expf(running_max - new_max), p = expf(s - new_max);
@@ -142,7 +149,7 @@ __global__ void attentionGradQuery(const T* __restrict__ dout, const T* __restri
   oi.load(out + q_off, d.head_dim);
   acc.zero();
   const float delta = doi.dot(oi), l = lse[row.lse_index];
-  for (int64_t j = 0; j <= i; ++j) {
+  for (int64_t j = firstVisibleKey(d, i); j <= i; ++j) {
     const float p = expf(d.scale * qi.dot(kb + j * d.kv_stride, d.head_dim) - l);
     const float ds = p * (doi.dot(vb + j * d.kv_stride, d.head_dim) - delta) * d.scale;
     acc.axpby(1.0f, ds, kb + j * d.kv_stride, d.head_dim);
@@ -167,7 +174,8 @@ __global__ void attentionGradKey(const T* __restrict__ dout, const T* __restrict
   dkj.zero();
   dvj.zero();
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-    for (int64_t i = j; i < d.seq; ++i) {
+    const int64_t last = d.window > 0 && j + d.window < d.seq ? j + d.window : d.seq;  // past the last query that sees j
+    for (int64_t i = j; i < last; ++i) {
       const int64_t q_off = (b * d.seq + i) * d.q_stride + h * d.head_dim;
       qi.load(q + q_off, d.head_dim);
       doi.load(dout + q_off, d.head_dim);
@@ -289,20 +297,24 @@ __device__ void stageRowStats(float* row_lse, float* row_delta, const float* __r
 }
 
 // Probabilities p and score gradients ds of the (query tile i0, key tile j0) pair from the
-// scores s and dp = dout . v, with the causal mask: p = 0 where key > query.
+// scores s and dp = dout . v, with the causal mask (and the window): p = 0 where the query does
+// not see the key.
 __device__ void probabilitiesAndScoreGrads(float (&s)[4][4], float (&dp)[4][4], const float* row_lse,
-                                           const float* row_delta, int64_t i0, int64_t j0, float scale) {
+                                           const float* row_delta, int64_t i0, int64_t j0, const Dims& d) {
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      const bool visible = j0 + tx + 16 * c <= i0 + ty + 16 * r;
-      const float p = visible ? expf(scale * s[r][c] - row_lse[ty + 16 * r]) : 0.0f;
+      const bool visible = visibleKey(d, i0 + ty + 16 * r, j0 + tx + 16 * c);
+      const float p = visible ? expf(d.scale * s[r][c] - row_lse[ty + 16 * r]) : 0.0f;
       s[r][c] = p;
-      dp[r][c] = p * (dp[r][c] - row_delta[ty + 16 * r]) * scale;
+      dp[r][c] = p * (dp[r][c] - row_delta[ty + 16 * r]) * d.scale;
     }
 }
+
+// The first key tile a query tile starting at i0 sees (0 without a window).
+__device__ int64_t firstKeyTile(const Dims& d, int64_t i0) { return firstVisibleKey(d, i0) / kTile * kTile; }
 
 // Where block `block` of a (batch, heads, tiles) grid works, heaviest tiles first when
 // `reverse` (a causal query tile t sees t + 1 key tiles).
@@ -317,7 +329,7 @@ __device__ TileCoords tileCoords(int64_t heads, int64_t tiles, bool reverse) {
 template <int DP, typename T>
 __global__ void __launch_bounds__(kTileThreads)
     attentionForwardTiled(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                          T* __restrict__ out, float* __restrict__ lse, Dims d) {
+                          const float* __restrict__ sinks, T* __restrict__ out, float* __restrict__ lse, Dims d) {
   extern __shared__ float smem[];
   float *q_tile = smem, *k_tile = q_tile + DP * kPad, *v_tile = k_tile + DP * kPad;
   float* p_tile = v_tile + DP * kPad;  // (64, kPad) probabilities, row-major
@@ -330,10 +342,11 @@ __global__ void __launch_bounds__(kTileThreads)
   const T* vb = v + (at.b * d.seq) * d.kv_stride + kvh * d.head_dim;
   stageTransposed<DP>(q_tile, qb + i0 * d.q_stride, d.seq - i0, d.q_stride, d.head_dim);
 
+  // Each row's online softmax starts from its sink where there is one (exp(sink - sink) in the sum).
   float row_max[4], row_sum[4], acc[4][DP / 16] = {};
 #pragma unroll
-  for (int r = 0; r < 4; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.0f;
-  for (int64_t j0 = 0; j0 <= i0; j0 += kTile) {
+  for (int r = 0; r < 4; ++r) row_max[r] = sinks ? sinks[at.head] : -INFINITY, row_sum[r] = sinks ? 1.0f : 0.0f;
+  for (int64_t j0 = firstKeyTile(d, i0); j0 <= i0; j0 += kTile) {
     __syncthreads();  // the previous key tile's readers are done
     stageTransposed<DP>(k_tile, kb + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
     stageTransposed<DP>(v_tile, vb + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
@@ -342,19 +355,20 @@ __global__ void __launch_bounds__(kTileThreads)
     tileDot<DP>(s, q_tile, k_tile);
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      // Every row sees key j0 (j0 <= i0 <= its position), so the new maximum is finite.
+      // A row may see none of this tile's keys (its window starts later) and none before: its
+      // maximum stays -inf, and nothing is added or rescaled.
       float new_max = row_max[r];
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        s[r][c] = j0 + tx + 16 * c <= i0 + ty + 16 * r ? d.scale * s[r][c] : -INFINITY;
+        s[r][c] = visibleKey(d, i0 + ty + 16 * r, j0 + tx + 16 * c) ? d.scale * s[r][c] : -INFINITY;
         new_max = fmaxf(new_max, s[r][c]);
       }
       new_max = rowMax16(new_max);
-      const float keep = expf(row_max[r] - new_max);
+      const float keep = new_max == -INFINITY ? 1.0f : expf(row_max[r] - new_max);
       float sum = 0.0f;
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const float p = expf(s[r][c] - new_max);
+        const float p = s[r][c] == -INFINITY ? 0.0f : expf(s[r][c] - new_max);
         p_tile[(ty + 16 * r) * kPad + tx + 16 * c] = p;
         sum += p;
       }
@@ -399,7 +413,9 @@ __global__ void __launch_bounds__(kTileThreads)
   float dk_acc[4][DP / 16] = {}, dv_acc[4][DP / 16] = {};  // key rows ty + 16r, dims tx + 16e
   for (int64_t h = at.head * group; h < (at.head + 1) * group; ++h) {
     const int64_t q_first = (at.b * d.seq) * d.q_stride + h * d.head_dim;
-    for (int64_t i0 = j0; i0 < d.seq; i0 += kTile) {
+    // The query tiles that see a key of this tile: from it on, within the window's reach.
+    const int64_t end = d.window > 0 && j0 + kTile - 1 + d.window < d.seq ? j0 + kTile - 1 + d.window : d.seq;
+    for (int64_t i0 = j0; i0 < end; i0 += kTile) {
       __syncthreads();  // the previous query tile's readers are done
       const int64_t row0 = q_first + i0 * d.q_stride;
       stageTransposed<DP>(q_tile, q + row0, d.seq - i0, d.q_stride, d.head_dim);
@@ -410,7 +426,7 @@ __global__ void __launch_bounds__(kTileThreads)
       float s[4][4] = {}, dp[4][4] = {};  // query rows ty + 16r, key cols tx + 16c
       tileDot<DP>(s, q_tile, k_tile);
       tileDot<DP>(dp, do_tile, v_tile);
-      probabilitiesAndScoreGrads(s, dp, row_lse, row_delta, i0, j0, d.scale);
+      probabilitiesAndScoreGrads(s, dp, row_lse, row_delta, i0, j0, d);
       const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll
       for (int r = 0; r < 4; ++r)
@@ -451,7 +467,7 @@ __global__ void __launch_bounds__(kTileThreads)
 
   float dq_acc[4][DP / 16] = {};  // query rows ty + 16r, dims tx + 16e
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  for (int64_t j0 = 0; j0 <= i0; j0 += kTile) {
+  for (int64_t j0 = firstKeyTile(d, i0); j0 <= i0; j0 += kTile) {
     __syncthreads();  // the previous key tile's readers are done
     stageTransposed<DP>(k_tile, k + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
     stageTransposed<DP>(v_tile, v + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
@@ -459,7 +475,7 @@ __global__ void __launch_bounds__(kTileThreads)
     float s[4][4] = {}, dp[4][4] = {};
     tileDot<DP>(s, q_tile, k_tile);
     tileDot<DP>(dp, do_tile, v_tile);
-    probabilitiesAndScoreGrads(s, dp, row_lse, row_delta, i0, j0, d.scale);
+    probabilitiesAndScoreGrads(s, dp, row_lse, row_delta, i0, j0, d);
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
@@ -495,7 +511,7 @@ void attentionTiled(const KernelArgs& args, const Dims& d, cudaStream_t stream) 
   attentionForwardTiled<DP, T><<<cuda::gridBlocks(d.batch * d.heads * tiles, "attention"), kTileThreads,
                                  forwardSmem<DP>(), stream>>>(cuda::data<const T>(args.in[0]),
                                                               cuda::data<const T>(args.in[1]),
-                                                              cuda::data<const T>(args.in[2]),
+                                                              cuda::data<const T>(args.in[2]), sinksOf(args),
                                                               cuda::data<T>(args.out[0]), args.out[1].f32(), d);
   MT_CUDA_CHECK_LAUNCH();
 }
@@ -540,8 +556,6 @@ void withPaddedHeadDim(int64_t head_dim, F f) {
 
 Dims attnDims(const Tensor& q, const KernelArgs& args) {
   const Dims d = attentionShape(q, args);
-  if (d.window != 0)  // the backend refuses such plans first (cudaUnsupportedKernels)
-    throw std::runtime_error("attention on CUDA has no sliding window yet");
   if (d.head_dim > 32 * kMaxPerLane)
     throw std::runtime_error("attention on CUDA supports head_dim <= " + std::to_string(32 * kMaxPerLane) +
                              ", got " + std::to_string(d.head_dim));
@@ -558,8 +572,10 @@ void attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Dims d = attnDims(args.in[0], args);
   const int64_t rows = d.batch * d.heads * d.seq;
   if (rows == 0) return;
-  if (CudnnAttention::runs(launch, args.in[0], d)) return launch.cudnn_attention->forward(args, d);
-  if (attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
+  // A window or sinks: these kernels (the backend sends no such call to cuDNN).
+  const bool plain = d.window == 0 && !sinksOf(args);
+  if (plain && CudnnAttention::runs(launch, args.in[0], d)) return launch.cudnn_attention->forward(args, d);
+  if (plain && attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[0].dtype, [&](auto type) {
     using T = decltype(type);
     if (d.head_dim <= kMaxTiledHeadDim) {
@@ -568,7 +584,7 @@ void attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
     }
     attentionForward<<<warpBlocks(rows), 32 * kWarpsPerBlock, 0, launch.stream>>>(
         cuda::data<const T>(args.in[0]), cuda::data<const T>(args.in[1]), cuda::data<const T>(args.in[2]),
-        cuda::data<T>(args.out[0]), args.out[1].f32(), d);
+        sinksOf(args), cuda::data<T>(args.out[0]), args.out[1].f32(), d);
     MT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -577,8 +593,10 @@ void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Dims d = attnDims(args.in[1], args);
   const int64_t query_rows = d.batch * d.heads * d.seq, key_rows = d.batch * d.kv_heads * d.seq;
   if (query_rows == 0) return;
-  if (CudnnAttention::runs(launch, args.in[1], d)) return launch.cudnn_attention->backward(args, d);
-  if (attentionOnTensorCores(args.in[1], d)) return attentionBackwardTensorCores(args, d, launch.stream);
+  // The backward of sinks is the plain one given their lse; a window takes these kernels.
+  if (d.window == 0 && CudnnAttention::runs(launch, args.in[1], d)) return launch.cudnn_attention->backward(args, d);
+  if (d.window == 0 && attentionOnTensorCores(args.in[1], d))
+    return attentionBackwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[1].dtype, [&](auto type) {
     using T = decltype(type);
     if (d.head_dim <= kMaxTiledHeadDim) {

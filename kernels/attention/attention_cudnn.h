@@ -34,7 +34,8 @@ class CudnnAttention {
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
   // "" when cuDNN takes this call, else why not (bf16 only; head_dim a multiple of 8, <= 128;
-  // two tokens or more; before cuDNN 9.16 a multiple of 128 tokens).
+  // two tokens or more; before cuDNN 9.16 a multiple of 128 tokens; no sliding window). A
+  // forward with sinks (mt.attention_sinks) never goes to cuDNN; its backward is the plain one.
   static std::string unsupported(const Tensor& q, const AttentionShape& d);
   // Whether `launch` sends this call (q and its shape) through cuDNN: where the run uses it, every
   // call it takes, or with cudnn_only every call (one it cannot take is then refused by name).

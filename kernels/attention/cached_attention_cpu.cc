@@ -20,10 +20,7 @@ std::string cached_attention_check(const KernelArgs& args) {
   if (q.dim(2) == 0 || q.dim(2) % heads != 0)
     return "cached_attention: q width " + std::to_string(q.dim(2)) + " is not divisible by " +
            std::to_string(heads) + " heads";
-  if (args.in.size() == 7) {
-    MT_CHECK(expectDType(args.in[6], DType::F32, "cached_attention sinks"));
-    MT_CHECK(expectShape(args.in[6], {heads}, "cached_attention sinks"));
-  }
+  if (args.in.size() == 7) MT_CHECK(attentionSinksProblem(args.in[6], heads, "cached_attention sinks"));
   const int64_t head_dim = q.dim(2) / heads;
   if (head_dim > kCachedAttentionMaxHeadDim)
     return "cached_attention: head_dim " + std::to_string(head_dim) + " is more than " +

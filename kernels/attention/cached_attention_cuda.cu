@@ -2,10 +2,9 @@
 // A decode step reads the whole cache once and does little arithmetic per byte: one block per
 // (sequence, head, new token), its warps splitting the keys, each warp keeping an online
 // softmax (running max, sum and output, the output's D channels spread over the lanes), the
-// warps' partial results merged at the end. Agrees with the CPU to rounding (another order
+// warps' partial results merged at the end (with the sink, where the call has one). Its window
+// and sinks as mt.attention's. Agrees with the CPU to rounding (another order
 // of the sums, expf for fastExp).
-#include <stdexcept>
-
 #include "kernels/attention/attention.h"
 #include "kernels/attention/cached_attention.h"
 #include "kernels/cuda_common.cuh"
@@ -22,8 +21,8 @@ constexpr int kChannelsPerLane = kCachedAttentionMaxHeadDim / 32;
 template <typename T>
 __global__ void cachedAttentionKernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                       const T* __restrict__ k_cache, const T* __restrict__ v_cache,
-                                      const int32_t* __restrict__ positions, T* __restrict__ out, AttentionShape s,
-                                      int64_t cache_rows) {
+                                      const int32_t* __restrict__ positions, const float* __restrict__ sinks,
+                                      T* __restrict__ out, AttentionShape s, int64_t cache_rows) {
   const int64_t task = blockIdx.x;
   const int64_t t = task % s.seq, h = (task / s.seq) % s.heads, b = task / (s.seq * s.heads);
   const int64_t kv = (h / (s.heads / s.kv_heads)) * s.head_dim, p0 = cachedPrefix(positions, b, s.seq, cache_rows);
@@ -36,7 +35,8 @@ __global__ void cachedAttentionKernel(const T* __restrict__ q, const T* __restri
     acc[c] = 0.0f;
   }
   float max_score = -INFINITY, sum = 0.0f;
-  for (int64_t j = warp; j < p0 + t + 1; j += kWarps) {
+  // Keys [first, p0 + t]: all before the token, or its window's.
+  for (int64_t j = firstVisibleKey(s, p0 + t) + warp; j < p0 + t + 1; j += kWarps) {
     const T* kj = j < p0 ? k_cache + (b * cache_rows + j) * s.kv_stride + kv : k + (b * s.seq + j - p0) * s.kv_stride + kv;
     const T* vj = j < p0 ? v_cache + (b * cache_rows + j) * s.kv_stride + kv : v + (b * s.seq + j - p0) * s.kv_stride + kv;
     float dot = 0.0f;
@@ -59,9 +59,10 @@ __global__ void cachedAttentionKernel(const T* __restrict__ q, const T* __restri
   if (lane == 0) warp_max[warp] = max_score, warp_sum[warp] = sum;
   for (int c = 0; c < kChannelsPerLane; ++c) warp_out[warp][lane + 32 * c] = acc[c];
   __syncthreads();
-  float block_max = -INFINITY;
+  // The sink, where the call has one, joins the denominator with no value.
+  float block_max = sinks ? sinks[h] : -INFINITY;
   for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, warp_max[w]);
-  float total = 0.0f;
+  float total = sinks ? expf(sinks[h] - block_max) : 0.0f;
   // A warp that saw no key (max -inf) adds nothing.
   for (int w = 0; w < kWarps; ++w) total += warp_max[w] == -INFINITY ? 0.0f : warp_sum[w] * expf(warp_max[w] - block_max);
   T* oi = out + (b * s.seq + t) * s.q_stride + h * s.head_dim;
@@ -78,16 +79,15 @@ __global__ void cachedAttentionKernel(const T* __restrict__ q, const T* __restri
 void cached_attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor& q = args.in[0];
   const AttentionShape s = attentionShape(q, args);
-  if (s.window != 0)  // the backend refuses such plans first (cudaUnsupportedKernels)
-    throw std::runtime_error("cached_attention on CUDA has no sliding window yet");
+  const float* sinks = args.in.size() == 7 ? args.in[6].f32() : nullptr;
   const int64_t tasks = s.batch * s.heads * s.seq;
   if (tasks == 0) return;
   cuda::withFloat(q.dtype, [&](auto tag) {
     using T = decltype(tag);
     cachedAttentionKernel<T><<<cuda::gridBlocks(tasks, "cached_attention"), 32 * kWarps, 0, launch.stream>>>(
         cuda::data<const T>(q), cuda::data<const T>(args.in[1]), cuda::data<const T>(args.in[2]),
-        cuda::data<const T>(args.in[3]), cuda::data<const T>(args.in[4]), args.in[5].i32(), cuda::data<T>(args.out[0]),
-        s, args.in[3].dim(1));
+        cuda::data<const T>(args.in[3]), cuda::data<const T>(args.in[4]), args.in[5].i32(), sinks,
+        cuda::data<T>(args.out[0]), s, args.in[3].dim(1));
   });
   MT_CUDA_CHECK_LAUNCH();
 }

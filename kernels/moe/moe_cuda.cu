@@ -308,7 +308,6 @@ void moe_dispatch_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   MT_CUDA_CHECK_LAUNCH();
 }
 
-// Row-major Y (m, n) = X (m, k) · op(W) as column-major Yᵀ = op(W)ᵀ Xᵀ (matmul_cuda's rule).
 namespace {
 
 // A block per row: its expert found from the counts (ExpertRanges' clipping), its bias added.
@@ -367,6 +366,7 @@ void grouped_bias_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   MT_CUDA_CHECK_LAUNCH();
 }
 
+// Row-major Y (m, n) = X (m, k) · op(W) as column-major Yᵀ = op(W)ᵀ Xᵀ (matmul_cuda's rule).
 void grouped_matmul_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &input = args.in[0], &weight = args.in[1], &counts = args.in[2], &out = args.out[0];
   const bool tb = args.ints[0];

@@ -172,15 +172,8 @@ std::string cudaUnsupportedKernels(const plan::Plan& plan) {
       for (const auto* buffers : {&in.kernel().inputs(), &in.kernel().outputs()})
         for (uint32_t b : *buffers)
           bf16 |= b < static_cast<uint32_t>(plan.buffers_size()) && plan.buffers(b).dtype() == plan::DTYPE_BF16;
-      // The CUDA attention kernels have no sliding window yet (its int attribute 3).
-      const auto id = static_cast<KernelId>(in.kernel().kernel());
-      const bool windowed = (id == KernelId::Attention || id == KernelId::AttentionGrad ||
-                             id == KernelId::CachedAttention) &&
-                            in.kernel().int_attrs_size() > 2 && in.kernel().int_attrs(2) != 0;
       if (!info.has_cuda)
         ++missing[std::string(info.op_name)];
-      else if (windowed)
-        ++missing[std::string(info.op_name) + " with a sliding window"];
       else if (bf16 && info.precision.kind == KernelPrecision::kMixed && !info.cuda_bf16)
         ++missing[std::string(info.op_name) + " on bf16"];
     }

@@ -247,25 +247,10 @@ def sliding_window_of(cfg, layer):
 
 
 def hf_gpt_oss_experts(p, cfg, pre, h):
-    """GptOssMLP: the router F.linear with its bias, torch.topk of the logits, softmax over those;
-    each expert hit: gate_up = x @ gate_up_proj[e] + bias, gate and up de-interleaved and clamped,
-    (up + 1) * gate * sigmoid(1.702 * gate), @ down_proj[e] + bias, weighed and index-added."""
-    B, T, C = h.shape
-    x = h.reshape(-1, C)
-    logits = F.linear(x, p[pre + "mlp.router.weight"], p[pre + "mlp.router.bias"])
-    top, chosen = torch.topk(logits, cfg["num_experts_per_tok"], dim=-1)
-    weights = torch.softmax(top, dim=1)
-    limit, out = cfg["swiglu_limit"], torch.zeros_like(x)
-    ex = pre + "mlp.experts."
-    for e in range(logits.shape[1]):
-        token, slot = torch.where(chosen == e)
-        if len(token) == 0:
-            continue
-        gate_up = x[token] @ p[ex + "gate_up_proj"][e] + p[ex + "gate_up_proj_bias"][e]
-        gate, up = gate_up[..., ::2].clamp(min=None, max=limit), gate_up[..., 1::2].clamp(min=-limit, max=limit)
-        y = ((up + 1) * (gate * torch.sigmoid(gate * 1.702))) @ p[ex + "down_proj"][e] + p[ex + "down_proj_bias"][e]
-        out = out.index_add(0, token, y * weights[token, slot, None])
-    return out.view(B, T, C)
+    """GptOssMLP under Hugging Face's names (mt_reference.gpt_oss_mlp computes it)."""
+    names = ("mlp.router.weight", "mlp.router.bias", "mlp.experts.gate_up_proj", "mlp.experts.gate_up_proj_bias",
+             "mlp.experts.down_proj", "mlp.experts.down_proj_bias")
+    return ref.gpt_oss_mlp(h, *(p[pre + n] for n in names), cfg["num_experts_per_tok"], cfg["swiglu_limit"])
 
 
 def hf_experts(p, cfg, pre, h):
@@ -426,11 +411,7 @@ def hf_logits(p, cfg, tokens):
         window = sliding_window_of(cfg, l)
         if window:  # transformers' sliding-window mask: key j of query i within i - window < j
             scores = scores + torch.full((T, T), float("-inf")).tril(-window)
-        if pre + "self_attn.sinks" in p:  # gpt-oss: the sink a column of the scores, dropped after the softmax
-            combined = torch.cat([scores, p[pre + "self_attn.sinks"].reshape(1, -1, 1, 1).expand(B, -1, T, -1)], -1)
-            probs = torch.softmax(combined - combined.max(dim=-1, keepdim=True).values, dim=-1)[..., :-1]
-        else:
-            probs = torch.softmax(scores, dim=-1)
+        probs = ref.softmax_with_sinks(scores, p.get(pre + "self_attn.sinks"))  # gpt-oss's sinks, where it has them
         o = (probs @ v).transpose(1, 2).reshape(B, T, H * D)
         x = x + linear(o, pre + "self_attn.o_proj")
         h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
@@ -706,8 +687,10 @@ FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2
 
 
 def dequantize_mxfp4(blocks, scales):
-    """transformers' convert_moe_packed_tensors in float32: each byte's low nibble then its high
-    one, times 2^(scale - 127); (E, out, G, 16) blocks to the (E, in, out) weight."""
+    """This test's transcription of transformers' convert_moe_packed_tensors (integrations/mxfp4.py),
+    in float32 rather than its default bfloat16 (the values are exact in both): each byte's low
+    nibble then its high one, times 2^(scale - 127); (E, out, G, 16) blocks to the (E, in, out)
+    weight."""
     lut = torch.tensor(FP4_VALUES)
     E, out, G, B = blocks.shape
     values = torch.empty(E, out, G, 2 * B)
@@ -720,8 +703,8 @@ def dequantize_mxfp4(blocks, scales):
 def mxfp4_import(bin_dir, work, data, tokens, failures):
     """gpt-oss as its official checkpoints store it: the experts' weights as MXFP4 blocks and
     scales (U8) under quantization_config, the rest BF16. mtc dequantizes them exactly (the
-    weights beside the plan equal transformers' dequantization bit for bit); the first loss is the
-    transformers-style model's; --export-hf writes the dequantized weights and a config without
+    weights beside the plan equal dequantize_mxfp4's bit for bit); the first loss is the
+    transformers-style model's; --export-hf writes the weights and a config without
     quantization_config, which compiles back to the same weights. Then the refusals."""
     spec = MODELS["gpt-oss-bf16"]
     cfg = dict(spec["config"], hidden_size=64, intermediate_size=32)
@@ -751,7 +734,8 @@ def mxfp4_import(bin_dir, work, data, tokens, failures):
                 failures.append(f"mxfp4: layers.{l}.moe.{ours}.weight is not transformers' dequantization bit for bit")
     log = folder + ".jsonl"
     subprocess.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "1", "--seed", str(SCHEDULE.seed), "--log", log,
-                    "--export-hf", folder + "-out"], capture_output=True, check=True)
+                    "--export", folder + "-out.safetensors", "--export-hf", folder + "-out"], capture_output=True,
+                   check=True)
     params = {k: v.float() for k, v in weights.items() if not k.endswith(("_blocks", "_scales"))}
     params.update(dequantized)
     x, y = ref.batch(tokens, 0, SCHEDULE.batch, SCHEDULE.seq, SCHEDULE.seed)
@@ -766,12 +750,21 @@ def mxfp4_import(bin_dir, work, data, tokens, failures):
             failures.append("mxfp4: --export-hf kept quantization_config beside dequantized weights")
     subprocess.run([f"{bin_dir}/mtc", folder + "-out", "--batch", "4", "--seq", "32", "-o", folder + "-again.plan"],
                    capture_output=True, check=True)
+    exported, again = ref.read_safetensors(folder + "-out.safetensors"), ref.read_safetensors(folder + "-again.safetensors")
+    if exported.keys() != again.keys() or any(not torch.equal(exported[k], again[k]) for k in exported):
+        failures.append("mxfp4: the exported folder does not compile back to the exported weights bit for bit")
     print(f"mxfp4: experts dequantized bit for bit; first loss {mt_loss:.6f} vs {torch_loss:.6f}; exported and "
           f"re-imported")
     # Refusals: a scale past f32's range, blocks of the wrong shape, another quantization.
+    def past_f32(w):  # scale 2^127 for a block of 6.0s
+        w["model.layers.1.mlp.experts.down_proj_scales"].view(-1)[5] = 254
+        w["model.layers.1.mlp.experts.down_proj_blocks"].view(-1, 16)[5] = 0x77
     cases = [
-        ("mxfp4-inf", lambda w: w["model.layers.1.mlp.experts.down_proj_scales"].view(-1).__setitem__(5, 255), None,
-         "'model.layers.1.mlp.experts.down_proj_blocks' dequantizes to"),
+        ("mxfp4-nan-scale", lambda w: w["model.layers.1.mlp.experts.down_proj_scales"].view(-1).__setitem__(5, 255),
+         None, "'model.layers.1.mlp.experts.down_proj_blocks': scale 5 is 255, E8M0's NaN"),
+        ("mxfp4-inf", past_f32, None, "dequantizes to inf: a scale past f32's range"),
+        ("mxfp4-no-config", None, {"quantization_config": None},
+         "the weights have no 'model.layers.0.mlp.experts.gate_up_proj'"),
         ("mxfp4-shape", lambda w: w.update({"model.layers.0.mlp.experts.gate_up_proj_blocks":
                                             torch.zeros(4, 64, 1, 16, dtype=torch.uint8)}), None,
          "do not hold a [4,64,64] weight"),

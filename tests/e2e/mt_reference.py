@@ -258,14 +258,20 @@ def attention(q, k, v, heads, kv_heads, window=0, sinks=None):
     i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
     mask = (j > i) | ((i - j >= window) if window else torch.zeros(T, T, dtype=torch.bool))
     scores = scores.masked_fill(mask, float("-inf"))
-    if sinks is None:
-        probs = torch.softmax(scores, dim=-1)
-    else:
-        combined = torch.cat([scores, sinks.reshape(1, -1, 1, 1).expand(B, -1, T, -1)], dim=-1)
-        combined = combined - combined.max(dim=-1, keepdim=True).values
-        probs = torch.softmax(combined, dim=-1)[..., :-1]
-    out = probs @ v
+    out = softmax_with_sinks(scores, sinks) @ v
     return out.transpose(1, 2).reshape(B, T, heads * D)
+
+
+def softmax_with_sinks(scores, sinks=None):
+    """The softmax of scores (B, H, T, T), with gpt-oss's sinks (H) where given as its
+    eager_attention_forward has them: a column of the scores, the max taken over it too, dropped
+    after the softmax."""
+    if sinks is None:
+        return torch.softmax(scores, dim=-1)
+    B, H, T, _ = scores.shape
+    combined = torch.cat([scores, sinks.reshape(1, -1, 1, 1).expand(B, -1, T, -1)], dim=-1)
+    combined = combined - combined.max(dim=-1, keepdim=True).values
+    return torch.softmax(combined, dim=-1)[..., :-1]
 
 
 def rope(x, head_dim, theta):
@@ -310,19 +316,23 @@ def experts(h, p, prefix, k, normalize, router_logits=None):
 
 
 def gpt_oss_experts(h, p, prefix, k, limit, router_logits=None):
+    """gpt-oss's experts under our parameter names (gpt_oss_mlp)."""
+    names = ("router.weight", "router.bias", "gate_up.weight", "gate_up.bias", "down.weight", "down.bias")
+    return gpt_oss_mlp(h, *(p[prefix + n] for n in names), k, limit, router_logits)
+
+
+def gpt_oss_mlp(h, router, router_bias, gate_up, gate_up_bias, down, down_bias, k, limit, router_logits=None):
     """gpt-oss's experts as Hugging Face's GptOssMLP computes them (its training loop over the
     experts hit): a biased router, the top k logits softmaxed, gate_up (E, D, 2F) with gate and up
     interleaved, the clamped SwiGLU, down (E, F, D), a bias after each product."""
     shape = h.shape
     x = h.reshape(-1, shape[-1])
-    logits = x @ p[prefix + "router.weight"].t() + p[prefix + "router.bias"]
+    logits = x @ router.t() + router_bias
     if router_logits is not None:
         router_logits.append(logits)
     top, chosen = torch.topk(logits, k, dim=-1)
     weights = torch.softmax(top, dim=1)
     out = torch.zeros_like(x)
-    gate_up, gate_up_bias = p[prefix + "gate_up.weight"], p[prefix + "gate_up.bias"]
-    down, down_bias = p[prefix + "down.weight"], p[prefix + "down.bias"]
     for e in range(gate_up.shape[0]):
         token, slot = torch.where(chosen == e)
         if len(token) == 0:

@@ -1,0 +1,51 @@
+// CUDA twin of mt.attention_sinks_grad; kernels/attention/attention_cpu.cc is the reference.
+// A block per head sums its B*T rows' exp(sink - lse) * (dout . out): each thread a strided set
+// of rows in a fixed order (in double, as the CPU), then cub's block reduction (a fixed tree):
+// deterministic. The rows' dot products run a thread each (head_dim multiply-adds).
+#include <cub/block/block_reduce.cuh>
+
+#include "kernels/attention/attention.h"
+#include "kernels/cuda_common.cuh"
+
+namespace mt {
+namespace {
+
+constexpr int kSinkThreads = 256;
+
+template <typename T>
+__global__ void __launch_bounds__(kSinkThreads)
+    sinksGradKernel(const T* __restrict__ dout, const T* __restrict__ out, const float* __restrict__ lse,
+                    const float* __restrict__ sinks, float* __restrict__ dsinks, int64_t rows, int64_t seq,
+                    int64_t heads, int64_t head_dim) {
+  const int64_t h = blockIdx.x, width = heads * head_dim;
+  double sum = 0.0;
+  for (int64_t row = threadIdx.x; row < rows; row += kSinkThreads) {  // row = b * seq + t
+    const T* dy = dout + row * width + h * head_dim;
+    const T* y = out + row * width + h * head_dim;
+    float dot = 0.0f;
+    for (int64_t c = 0; c < head_dim; ++c) dot += cuda::toFloat(dy[c]) * cuda::toFloat(y[c]);
+    const int64_t b = row / seq, t = row % seq;
+    sum += static_cast<double>(expf(sinks[h] - lse[(b * heads + h) * seq + t])) * dot;
+  }
+  using Reduce = cub::BlockReduce<double, kSinkThreads>;
+  __shared__ typename Reduce::TempStorage scratch;
+  const double total = Reduce(scratch).Sum(sum);
+  if (threadIdx.x == 0) dsinks[h] = static_cast<float>(-total);
+}
+
+}  // namespace
+
+void attention_sinks_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &dout = args.in[0], &sinks = args.in[3];
+  const int64_t heads = sinks.dim(0), rows = dout.dim(0) * dout.dim(1);
+  if (heads == 0) return;
+  cuda::withFloat(dout.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    sinksGradKernel<T><<<cuda::gridBlocks(heads, "attention_sinks_grad"), kSinkThreads, 0, launch.stream>>>(
+        cuda::data<const T>(dout), cuda::data<const T>(args.in[1]), args.in[2].f32(), sinks.f32(), args.out[0].f32(),
+        rows, dout.dim(1), heads, dout.dim(2) / heads);
+  });
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace mt
