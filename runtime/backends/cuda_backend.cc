@@ -103,6 +103,7 @@ class CudaBackend final : public Backend {
   // per plan stream; set on compute streams where the run chose cuDNN's attention
   std::vector<std::unique_ptr<CudnnAttention>> cudnn_;
   AttentionEngine attention_ = AttentionEngine::kAuto;  // mtrun --attention
+  int device_ = 0;  // CudaOptions::device
   std::vector<cudaEvent_t> events_;      // per plan event; null for those the host stream records
   StepRandomness random_;  // the current run's; every kernel call of programs_ points here
   bool holds_weights_ = false;  // a run completed: the kept copies' bytes are on the device
@@ -142,7 +143,8 @@ CudaBackend::CudaBackend(const plan::Plan& plan, HostStore& store, const CudaOpt
 void CudaBackend::setUp(const plan::Plan& plan, HostStore& store, const CudaOptions& options) {
   if (const std::string missing = cudaUnsupportedKernels(plan); !missing.empty())
     throw Error(missing + ": run this plan with --backend cpu");
-  check(cudaSetDevice(0), "selecting GPU 0");
+  device_ = options.device;
+  check(cudaSetDevice(device_), ("selecting GPU " + std::to_string(device_)).c_str());
   size_t free_bytes = 0, total_bytes = 0;
   check(cudaMemGetInfo(&free_bytes, &total_bytes), "reading the GPU's free memory");
   if (static_cast<size_t>(arena_bytes_) > free_bytes)
@@ -348,6 +350,8 @@ double CudaBackend::sinceStepStart() const {
 }
 
 void CudaBackend::runProgram(int stream) {
+  // A stream thread's current device is its own: this run's GPU (a rank's need not be GPU 0).
+  check(cudaSetDevice(device_), "selecting the run's GPU on a stream thread");
   for (size_t i = 0; i < (*lengths_)[stream]; ++i) execute(stream, i);
   // The step ends when the GPU has done this stream's work, not when it was issued.
   if (streams_[stream]) check(cudaStreamSynchronize(streams_[stream]), "finishing a stream's step");

@@ -20,4 +20,13 @@ GpuInfo probeGpu() {
 #endif
 }
 
+int gpuCount() {
+#if MT_WITH_CUDA
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+#else
+  return 0;
+#endif
+}
+
 }  // namespace mt

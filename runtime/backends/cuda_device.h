@@ -11,5 +11,7 @@ struct GpuInfo {
 };
 
 GpuInfo probeGpu();
+// How many GPUs this process sees (0 without CUDA or where the driver answers an error).
+int gpuCount();
 
 }  // namespace mt

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "runtime/backends/cuda_device.h"
 #include "runtime/data/token_data.h"
 #include "runtime/io/error.h"
 #include "runtime/plan/plan_queries.h"
@@ -28,6 +29,25 @@ void checkRanksAgree(const World& world, const TrainConfig& config, const plan::
         throw Error("rank " + std::to_string(r) + " runs another " + field + " than rank 0: '" + all[r] + "' vs '" +
                     all[0] + "'; every rank of the job must run the same plan, data, flags and code");
   }
+}
+
+int rankDevice(const World& world, bool on_gpu) {
+  const int gpus = on_gpu ? gpuCount() : 0;
+  const int device = on_gpu && gpus > 0 ? world.localRank() % gpus : -1;
+  if (!world.distributed()) return std::max(device, 0);
+  const std::vector<int64_t> devices = world.allgather(static_cast<int64_t>(device));
+  const auto gpu_rank = std::find_if(devices.begin(), devices.end(), [](int64_t d) { return d >= 0; });
+  const auto cpu_rank = std::find(devices.begin(), devices.end(), int64_t{-1});
+  if (gpu_rank != devices.end() && cpu_rank != devices.end())
+    throw Error(fmt::format("rank {} runs on a GPU and rank {} on the CPU: every rank of the job must run on the same "
+                            "backend (give --backend cpu or cuda, on hosts that all have GPUs for cuda)",
+                            gpu_rank - devices.begin(), cpu_rank - devices.begin()));
+  if (world.rank() == 0 && gpu_rank != devices.end()) {
+    std::string where;
+    for (size_t r = 0; r < devices.size(); ++r) where += fmt::format("{}rank {}: GPU {}", r ? ", " : "", r, devices[r]);
+    std::printf("ranks on their host's GPUs by local rank (%s)\n", where.c_str());
+  }
+  return std::max(device, 0);
 }
 
 TrainConfig forRank(TrainConfig config, int rank) {

@@ -22,6 +22,12 @@ class TokenFile;
 // rank and field that differ from rank 0's. A world of one agrees with itself.
 void checkRanksAgree(const World& world, const TrainConfig& config, const plan::Plan& plan, const TokenFile& data);
 
+// The GPU this rank runs on where the run landed on CUDA (`on_gpu`): its local rank modulo the
+// host's GPUs (ranks beyond them share one, each with its own arena), or -1 on the CPU. Collective:
+// every rank calls it; a world whose ranks landed on different backends (a host without a GPU
+// among hosts with one) is refused, naming a rank of each kind; rank 0 says where each rank runs.
+int rankDevice(const World& world, bool on_gpu);
+
 // `config` as rank `rank` runs it: rank 0 as given; the others write nothing (no log, exports,
 // dumped gradients, trace or checkpoints: their state is rank 0's), resuming from the same
 // checkpoint folder.

@@ -97,7 +97,7 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
   if (validator_ && config.keep_best && resumed.step > 0)
     if (const auto best = bestCheckpoint(config.checkpoint_dir); best && best->step <= resumed.step)
       validator_->rememberBest(best->step, best->val_loss);
-  backend_ = createBackend(backend_kind, CudaOptions{config.tf32, config.attention}, plan, store);
+  backend_ = createBackend(backend_kind, CudaOptions{config.tf32, config.attention, config.cuda_device}, plan, store);
   options_.exchange = exchange_;
 }
 
@@ -442,15 +442,9 @@ int train(const TrainConfig& given) {
                 " rank(s) at the plan's batch " + std::to_string(batch) + " draws " +
                 std::to_string(micro_batches * batch) + " sequences per step; at most " +
                 std::to_string(kMaxStepRows) + " can be: accumulate fewer");
-  if (world.distributed() && config.backend != BackendChoice::kCpu) {
-    // Each rank would take GPU 0: a rank's GPU by its local rank comes with a machine of several
-    // GPUs to test it on (docs/distributed.md).
-    if (config.backend == BackendChoice::kCuda)
-      throw Error("--backend cuda with several ranks is not supported yet (every rank would run on GPU 0): use "
-                  "--backend cpu, or one process");
-    config.backend = BackendChoice::kCpu;
-  }
   const BackendKind backend_kind = chooseBackend(config.backend, config.tf32, plan);
+  // A rank's GPU by its local rank (every rank on the same backend; rank 0 says where each runs).
+  config.cuda_device = rankDevice(world, backend_kind == BackendKind::kCuda);
   // Several ranks: the optimizer sharded over them (each holds its slice of the moments).
   const std::unique_ptr<MpiRankExchange> exchange = world.distributed() ? std::make_unique<MpiRankExchange>(world) : nullptr;
   const Shard shard = exchange ? exchange->shard() : Shard{};

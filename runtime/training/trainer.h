@@ -27,6 +27,7 @@ struct TrainConfig {
   BackendChoice backend = BackendChoice::kAuto;
   bool tf32 = false;           // CUDA: matrix products in TF32 instead of exact fp32
   AttentionEngine attention = AttentionEngine::kAuto;  // CUDA: whose kernels run the attention
+  int cuda_device = 0;         // CUDA: the GPU this process runs on (a rank's: data_parallel.h's rankDevice)
   bool other_tokenizer = false;  // train on token files of another tokenizer than the model's
   int64_t steps = 100;         // optimizer steps
   double epochs = 0.0;         // > 0: the steps that draw this many times the training tokens (instead of --steps)

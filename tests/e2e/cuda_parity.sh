@@ -3,8 +3,8 @@
 # and streamed-recompute under a small device budget, give the same losses (fp32: relative
 # 1e-4; the GPU sums in another order) and the same weights (1e-3 relative, after 10 AdamW
 # steps; backend_parity.py says which tensors it leaves out), and bf16 plans of both within bf16
-# rounding of the CPU's emulation. Exits 77 (ctest: skipped) where
-# no GPU is usable, saying why.
+# rounding of the CPU's emulation; Qwen3-MoE's and gpt-oss's tiny models alike. Exits 77
+# (ctest: skipped) where no GPU is usable, saying why.
 # usage: cuda_parity.sh BIN_DIR WORK_DIR
 set -euo pipefail
 bin=$1 work=$2
@@ -35,6 +35,16 @@ for model in gpt2-tiny llama-tiny; do
       "/usr/bin/python3 $(dirname "$0")/backend_parity.py $name 10"
   done
   # The bf16 plan: CUDA's bf16 kernels against the CPU's emulation (bf16 tolerances).
+  both $model-mixed $model --precision bf16
+  check "$model-mixed: losses and weights on cuda match the cpu's within bf16 rounding" \
+    "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model-mixed 10 cpu cuda --bf16"
+done
+# Mixtures of experts (the MoE twins end to end) and gpt-oss's sliding windows and sinks (our
+# attention kernels with the window's mask and the sink's term), fp32 and as bf16 plans.
+for model in qwen3-moe-tiny gpt-oss-tiny; do
+  both $model $model
+  check "$model: losses and weights on cuda match the cpu's" \
+    "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model 10"
   both $model-mixed $model --precision bf16
   check "$model-mixed: losses and weights on cuda match the cpu's within bf16 rounding" \
     "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model-mixed 10 cpu cuda --bf16"
