@@ -66,6 +66,12 @@ for model in qwen3-moe-tiny mixtral-tiny; do
 done
 build/bin/mtc qwen3-moe-tiny --batch 4 --seq 32 --router-aux-loss 0.02 --precision bf16 --no-weights \
   -o .gpu/plans/qwen3-moe-tiny-mixed.plan >/dev/null
+# gpt-oss (a window of 8 on its even layers, sinks, its biased experts, the clamped SwiGLU):
+# resident, streamed-recompute and bf16 (our attention kernels with the window and the sinks).
+build/bin/mtc gpt-oss-tiny --batch 4 --seq 32 --no-weights -o .gpu/plans/gpt-oss-tiny.plan >/dev/null
+build/bin/mtc gpt-oss-tiny --batch 4 --seq 32 --device-mem 1300KiB --no-weights -o .gpu/plans/gpt-oss-tiny-streamed.plan \
+  >/dev/null
+build/bin/mtc gpt-oss-tiny --batch 4 --seq 32 --precision bf16 --no-weights -o .gpu/plans/gpt-oss-tiny-mixed.plan >/dev/null
 # bf16 plans (mtc --precision bf16): resident and streamed-recompute, against the CPU's emulation.
 for model in gpt2-tiny llama-tiny; do
   build/bin/mtc $model --batch 4 --seq 32 --precision bf16 --no-weights -o .gpu/plans/$model-mixed.plan >/dev/null
@@ -74,7 +80,7 @@ for model in gpt2-tiny llama-tiny; do
 done
 # Decode plans (mtc --kv-cache) beside window plans of the same models: kv_cache_check on cuda.
 mkdir -p .gpu/kv .gpu/hf
-for model in gpt2-tiny llama-tiny qwen-tiny; do
+for model in gpt2-tiny llama-tiny qwen-tiny gpt-oss-tiny; do
   build/bin/mtc $model --forward-only --batch 3 --seq 40 -o .gpu/kv/$model.window.plan >/dev/null
   build/bin/mtc $model --forward-only --kv-cache --batch 3 --seq 40 --no-weights -o .gpu/kv/$model.decode.plan >/dev/null
   build/bin/mtc $model --forward-only --kv-cache --batch 3 --seq 40 --precision bf16 --no-weights \
@@ -82,8 +88,9 @@ for model in gpt2-tiny llama-tiny qwen-tiny; do
   build/bin/mtc $model --forward-only --batch 3 --seq 40 --precision bf16 --no-weights \
     -o .gpu/kv/$model.window-bf16.plan >/dev/null
 done
-# Hugging Face folders from mtrun --export-hf (f32 and bf16), for transformers to load there.
-for model in llama-tiny qwen-tiny; do
+# Hugging Face folders from mtrun --export-hf (f32 and bf16), for transformers to load there
+# (gpt-oss's: transformers' own GptOssForCausalLM against hf_import.py's twin: sinks, windows).
+for model in llama-tiny qwen-tiny gpt-oss-tiny; do
   build/bin/mtc $model --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
   for dtype in f32 bf16; do
     build/bin/mtrun .gpu/hf/$model.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \

@@ -71,7 +71,8 @@ echo "$twins"; grep -A3 'Failure' "$out/twins.txt" | head -40
 
 echo "== 2. cuda vs cpu, 10 steps"
 parity=""
-plans=$(ls .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan .gpu/plans/qwen3-moe-tiny*.plan .gpu/plans/mixtral-tiny*.plan)
+plans=$(ls .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan .gpu/plans/qwen3-moe-tiny*.plan .gpu/plans/mixtral-tiny*.plan \
+  .gpu/plans/gpt-oss-tiny*.plan)
 [ "$what" = attention ] && plans=$(ls .gpu/plans/llama-tiny-d*-mixed.plan)
 for plan in $plans; do
   name=$(basename "$plan" .plan)
@@ -110,7 +111,7 @@ publish
 fi
 if [ "$what" = all ] || [ "$what" = check ]; then
 echo "== 2b. decode plans on cuda: the key/value cache against the window plan, every position"
-for model in gpt2-tiny llama-tiny qwen-tiny; do
+for model in gpt2-tiny llama-tiny qwen-tiny gpt-oss-tiny; do
   parity+=$(mt 60 kv_cache_check .gpu/kv/$model.window.plan .gpu/kv/$model.decode.plan .gpu/kv/$model.window.safetensors 2>&1 | tail -3)$'\n'
   # bf16: both plans round their activations, at different points of the sum: a looser bound.
   parity+=$(mt 60 kv_cache_check .gpu/kv/$model.window-bf16.plan .gpu/kv/$model.decode-bf16.plan \
