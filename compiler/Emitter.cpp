@@ -254,12 +254,11 @@ LogicalResult Emitter::lowerKernel(Operation* op, int index, Instr& instr) {
   const int64_t flops = cost.getFlops(), bytes = cost.getBytesAccessed();
   instr.body.set_flops(flops);
   instr.body.set_bytes(bytes);
-  // bf16 operands run at the bf16 rates (tensor cores on a GPU), but for attention with a window or
-  // sinks: its forward (and a window's backward) run on the kernels that take them, whose math is
-  // f32 (kernels/attention/attention_cuda.cu), at the f32 attention rate.
+  // bf16 operands run at the bf16 rates (tensor cores on a GPU), but for a windowed attention's
+  // backward, which runs on the kernels whose math is f32 (kernels/attention/attention_cuda.cu):
+  // the f32 attention rate.
   bool bf16 = op->getNumOperands() && isa<RankedTensorType>(op->getOperand(0).getType()) &&
               cast<RankedTensorType>(op->getOperand(0).getType()).getElementType().isBF16();
-  if (auto attention = dyn_cast<AttentionOp>(op); attention && (attention.getWindow() || attention.getSinks())) bf16 = false;
   if (auto grad = dyn_cast<AttentionGradOp>(op); grad && grad.getWindow()) bf16 = false;
   const double rate = isa<AttentionOp, AttentionGradOp>(op) ? (bf16 ? options_.hardware.bf16_attention_flops_per_s
                                                                     : options_.hardware.attention_flops_per_s)

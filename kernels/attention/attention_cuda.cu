@@ -11,10 +11,12 @@
 // - one warp per row (head_dim <= 256): the simple version, kept for wide heads whose tiles
 //   would not fit in shared memory.
 // bf16 calls with head_dim 64 or 128 run on the tensor cores instead (attention_mma_cuda.cu), or,
-// where the run chose it (CudaLaunch::cudnn_attention), through cuDNN (attention_cudnn.cc), but
-// for a sliding window or sinks (gpt-oss): those take these kernels, which mask by the window
-// (visibleKey), start each row's online softmax from its sink (max = sink, sum = 1, no value) and
-// skip the key tiles no query of a tile sees.
+// where the run chose it (CudaLaunch::cudnn_attention), through cuDNN (attention_cudnn.cc). A
+// sliding window or sinks (gpt-oss) are not cuDNN's here: the tensor cores' forward takes both,
+// their backward sinks only (the plain one given the lse), and these kernels the rest (f32 calls,
+// other head widths, a windowed bf16 backward): they mask by the window (visibleKey), start each
+// row's online softmax from its sink (max = sink, sum = 1, no value) and skip the key tiles no
+// query of a tile sees.
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_cudnn.h"
 #include "kernels/attention/attention_mma.cuh"
@@ -572,10 +574,11 @@ void attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Dims d = attnDims(args.in[0], args);
   const int64_t rows = d.batch * d.heads * d.seq;
   if (rows == 0) return;
-  // A window or sinks: these kernels (the backend sends no such call to cuDNN).
+  // A window or sinks: not cuDNN's graph (the backend sends no such call to it); the tensor cores'
+  // forward takes both.
   const bool plain = d.window == 0 && !sinksOf(args);
   if (plain && CudnnAttention::runs(launch, args.in[0], d)) return launch.cudnn_attention->forward(args, d);
-  if (plain && attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
+  if (attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[0].dtype, [&](auto type) {
     using T = decltype(type);
     if (d.head_dim <= kMaxTiledHeadDim) {

@@ -199,10 +199,13 @@ __device__ Coords blockCoords(int64_t heads, int64_t tiles, bool reverse) {
 }
 
 // Block per 64 query rows of (batch, head): key tiles 0..its own, the online softmax in registers.
+// A sliding window starts at the first key tile a row of the block sees and masks every tile by
+// it; sinks (gpt-oss) start each row's softmax from its sink: its maximum, and exp2(0) = 1 in the
+// sum of the row's first lane (the lanes' sums are added at the end).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 2)
     flashForward(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
-                 bf16* __restrict__ out, float* __restrict__ lse, AttentionShape d) {
+                 const float* __restrict__ sinks, bf16* __restrict__ out, float* __restrict__ lse, AttentionShape d) {
   constexpr int kTile = kRows * rowLd<D>();
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* q_tile = reinterpret_cast<bf16*>(smem);
@@ -213,20 +216,26 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t tiles = (d.seq + kRows - 1) / kRows;
   const Coords at = blockCoords(d.heads, tiles, true);
   const int64_t i0 = at.tile * kRows, kvh = at.head / (d.heads / d.kv_heads);
+  const int64_t first_tile = firstVisibleKey(d, i0) / kRows;  // 0 without a window
   const bf16* qb = q + (at.b * d.seq) * d.q_stride + at.head * D;
   const bf16* kb = k + (at.b * d.seq) * d.kv_stride + kvh * D;
   const bf16* vb = v + (at.b * d.seq) * d.kv_stride + kvh * D;
+  const int64_t j_first = first_tile * kRows;
   stageAsync<D, kRows>(q_tile, qb + i0 * d.q_stride, d.seq - i0, d.q_stride);
-  stageAsync<D, kRows>(k_tiles, kb, d.seq, d.kv_stride);
-  stageAsync<D, kRows>(v_tiles, vb, d.seq, d.kv_stride);
+  stageAsync<D, kRows>(k_tiles + (first_tile & 1) * kTile, kb + j_first * d.kv_stride, d.seq - j_first, d.kv_stride);
+  stageAsync<D, kRows>(v_tiles + (first_tile & 1) * kTile, vb + j_first * d.kv_stride, d.seq - j_first, d.kv_stride);
   commitCopies();
 
   const int64_t row_a = i0 + r0 + (lane >> 2), row_b = row_a + 8;  // this thread's two query rows
   const float scale2 = d.scale * kLog2e;
   float o[D / 8][4] = {};
   float max_a = -INFINITY, max_b = -INFINITY, sum_a = 0.0f, sum_b = 0.0f;  // sums: this thread's columns
+  if (sinks) {
+    max_a = max_b = sinks[at.head] * kLog2e;
+    if ((lane & 3) == 0) sum_a = sum_b = 1.0f;
+  }
   uint32_t qf[D / 16][4];
-  for (int64_t t = 0; t <= at.tile; ++t) {
+  for (int64_t t = first_tile; t <= at.tile; ++t) {
     const int buf = t & 1;
     if (t < at.tile) {
       const int64_t j1 = (t + 1) * kRows;
@@ -236,7 +245,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     commitCopies();
     waitCopies<1>();  // this tile (and, the first time, q) has landed
     __syncthreads();
-    if (t == 0) {
+    if (t == first_tile) {
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) loadA<D>(qf[kk], q_tile, r0, kk * 16);
     }
@@ -251,8 +260,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         mma(s[2 * np], qf[kk], b[0], b[1]);
         mma(s[2 * np + 1], qf[kk], b[2], b[3]);
       }
-    // Scaled to base 2; on the diagonal tile, keys after the row are masked. Every row sees
-    // key 0 in the first tile, so its maximum is finite from then on.
+    // Scaled to base 2; on the diagonal tile, keys after the row are masked, and with a window
+    // the keys before it. Without one every row sees key 0 in the first tile, so its maximum is
+    // finite from then on; with one a row may see none of a tile's keys, and stays at -inf.
     const bool diagonal = t == at.tile;
     const int64_t j0 = t * kRows;
     float tile_a = max_a, tile_b = max_b;
@@ -260,8 +270,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int n = 0; n < kRows / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int64_t col = j0 + n * 8 + 2 * (lane & 3) + (e & 1);
-        const bool masked = diagonal && col > (e < 2 ? row_a : row_b);
+        const int64_t col = j0 + n * 8 + 2 * (lane & 3) + (e & 1), row = e < 2 ? row_a : row_b;
+        const bool masked = (diagonal && col > row) || (d.window > 0 && row - col >= d.window);
         s[n][e] = masked ? -INFINITY : s[n][e] * scale2;
         if (e < 2)
           tile_a = fmaxf(tile_a, s[n][e]);
@@ -272,15 +282,20 @@ __global__ void __launch_bounds__(kThreads, 2)
     tile_a = fmaxf(tile_a, __shfl_xor_sync(0xffffffffu, tile_a, 2));
     tile_b = fmaxf(tile_b, __shfl_xor_sync(0xffffffffu, tile_b, 1));
     tile_b = fmaxf(tile_b, __shfl_xor_sync(0xffffffffu, tile_b, 2));
-    const float keep_a = exp2f(max_a - tile_a), keep_b = exp2f(max_b - tile_b);
+    // A row still at -inf keeps all (nothing to rescale) and adds nothing (exp2 of -inf - -inf is NaN).
+    const float keep_a = tile_a == -INFINITY ? 1.0f : exp2f(max_a - tile_a);
+    const float keep_b = tile_b == -INFINITY ? 1.0f : exp2f(max_b - tile_b);
     max_a = tile_a, max_b = tile_b;
     sum_a *= keep_a, sum_b *= keep_b;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) o[n][0] *= keep_a, o[n][1] *= keep_a, o[n][2] *= keep_b, o[n][3] *= keep_b;
 #pragma unroll
     for (int n = 0; n < kRows / 8; ++n) {
-      s[n][0] = exp2f(s[n][0] - max_a), s[n][1] = exp2f(s[n][1] - max_a);
-      s[n][2] = exp2f(s[n][2] - max_b), s[n][3] = exp2f(s[n][3] - max_b);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float m = e < 2 ? max_a : max_b;
+        s[n][e] = s[n][e] == -INFINITY ? 0.0f : exp2f(s[n][e] - m);
+      }
       sum_a += s[n][0] + s[n][1], sum_b += s[n][2] + s[n][3];
     }
     accumulatePT<D, kRows>(o, s, vt);
@@ -468,7 +483,7 @@ void forward(const KernelArgs& args, const AttentionShape& d, cudaStream_t strea
   const int64_t tiles = (d.seq + kRows - 1) / kRows;
   flashForward<D><<<cuda::gridBlocks(d.batch * d.heads * tiles, "attention"), kThreads, forwardSmem<D>(), stream>>>(
       cuda::data<const bf16>(args.in[0]), cuda::data<const bf16>(args.in[1]), cuda::data<const bf16>(args.in[2]),
-      cuda::data<bf16>(args.out[0]), args.out[1].f32(), d);
+      args.in.size() == 4 ? args.in[3].f32() : nullptr, cuda::data<bf16>(args.out[0]), args.out[1].f32(), d);
   MT_CUDA_CHECK_LAUNCH();
 }
 

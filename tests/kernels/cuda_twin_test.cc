@@ -267,14 +267,15 @@ TEST_F(CudaTwinTest, AttentionForwardAndBackward) {
 
 // gpt-oss's attention: a sliding window (shorter than a tile, longer than one, not a multiple
 // of it: rows whose window starts past a key tile's first keys) with and without sinks, on the
-// tiled kernels (head_dim 64, also as a bf16 plan calls them) and the warp-per-row ones (160);
-// the sinks' gradient; the decode step's cached attention with both.
+// tiled kernels (f32), the warp-per-row ones (head_dim 160) and, as a bf16 plan calls them with
+// heads of 64 and 128, the tensor cores' forward and the tiled backward; the sinks' gradient; the
+// decode step's cached attention with both.
 TEST_F(CudaTwinTest, SlidingWindowAndSinks) {
   struct Case {
     int64_t batch, seq, heads, kv_heads, head_dim, window;
   };
   for (const Case& c : {Case{2, 150, 4, 2, 64, 37}, Case{1, 200, 2, 1, 64, 128}, Case{1, 70, 4, 4, 24, 1},
-                        Case{1, 45, 2, 1, 160, 20}}) {
+                        Case{1, 45, 2, 1, 160, 20}, Case{1, 150, 2, 1, 128, 70}}) {
     const int64_t wq = c.heads * c.head_dim, wkv = c.kv_heads * c.head_dim;
     const auto q = randomF32({c.batch, c.seq, wq}), k = randomF32({c.batch, c.seq, wkv});
     const auto v = randomF32({c.batch, c.seq, wkv}), dout = randomF32({c.batch, c.seq, wq});
@@ -288,8 +289,8 @@ TEST_F(CudaTwinTest, SlidingWindowAndSinks) {
     const auto fwd = runKernel(KernelId::AttentionSinks, {q, k, v, sinks}, outs, attrs);
     expectTwin(KernelId::AttentionGrad, {dout, q, k, v, fwd[0], fwd[1]}, grads, attrs);
     expectTwin(KernelId::AttentionSinksGrad, {dout, fwd[0], fwd[1], sinks}, {HostTensor::f32({c.heads})});
-    if (c.head_dim != 64) continue;
-    // As a bf16 plan calls them (the tensor cores and cuDNN take no window or sinks: these kernels).
+    if (c.head_dim != 64 && c.head_dim != 128) continue;
+    // As a bf16 plan calls them: the forward on the tensor cores, the windowed backward tiled.
     expectBf16Twin(KernelId::AttentionSinks, {q, k, v, sinks}, outs, attrs);
     const auto bf16_fwd = runBf16(KernelId::AttentionSinks, {q, k, v, sinks}, outs, attrs);
     expectBf16Twin(KernelId::AttentionGrad, {dout, q, k, v, bf16_fwd[0], bf16_fwd[1]}, grads, attrs);
