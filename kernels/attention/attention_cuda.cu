@@ -367,10 +367,11 @@ __global__ void __launch_bounds__(kTileThreads)
       }
       new_max = rowMax16(new_max);
       const float keep = new_max == -INFINITY ? 1.0f : expf(row_max[r] - new_max);
+      const float base = new_max == -INFINITY ? 0.0f : new_max;  // exp(-inf - base) = 0, never NaN
       float sum = 0.0f;
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const float p = s[r][c] == -INFINITY ? 0.0f : expf(s[r][c] - new_max);
+        const float p = expf(s[r][c] - base);
         p_tile[(ty + 16 * r) * kPad + tx + 16 * c] = p;
         sum += p;
       }
@@ -577,6 +578,8 @@ void attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   // A window or sinks: not cuDNN's graph (the backend sends no such call to it); the tensor cores'
   // forward takes both.
   const bool plain = d.window == 0 && !sinksOf(args);
+  if (!plain && launch.cudnn_attention && launch.cudnn_only)
+    throw std::runtime_error("attention with a sliding window or sinks: cuDNN's fused attention here takes neither");
   if (plain && CudnnAttention::runs(launch, args.in[0], d)) return launch.cudnn_attention->forward(args, d);
   if (attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[0].dtype, [&](auto type) {
@@ -597,6 +600,8 @@ void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t query_rows = d.batch * d.heads * d.seq, key_rows = d.batch * d.kv_heads * d.seq;
   if (query_rows == 0) return;
   // The backward of sinks is the plain one given their lse; a window takes these kernels.
+  if (d.window != 0 && launch.cudnn_attention && launch.cudnn_only)
+    throw std::runtime_error("attention with a sliding window: cuDNN's fused attention here takes none");
   if (d.window == 0 && CudnnAttention::runs(launch, args.in[1], d)) return launch.cudnn_attention->backward(args, d);
   if (d.window == 0 && attentionOnTensorCores(args.in[1], d))
     return attentionBackwardTensorCores(args, d, launch.stream);

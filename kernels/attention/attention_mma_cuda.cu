@@ -265,13 +265,15 @@ __global__ void __launch_bounds__(kThreads, 2)
     // finite from then on; with one a row may see none of a tile's keys, and stays at -inf.
     const bool diagonal = t == at.tile;
     const int64_t j0 = t * kRows;
+    // Only the diagonal tile, and with a window the tiles its reach ends in, mask anything.
+    const bool edge = diagonal || (d.window > 0 && i0 + kRows - 1 - j0 >= d.window);
     float tile_a = max_a, tile_b = max_b;
 #pragma unroll
     for (int n = 0; n < kRows / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int64_t col = j0 + n * 8 + 2 * (lane & 3) + (e & 1), row = e < 2 ? row_a : row_b;
-        const bool masked = (diagonal && col > row) || (d.window > 0 && row - col >= d.window);
+        const bool masked = edge && ((diagonal && col > row) || (d.window > 0 && row - col >= d.window));
         s[n][e] = masked ? -INFINITY : s[n][e] * scale2;
         if (e < 2)
           tile_a = fmaxf(tile_a, s[n][e]);
@@ -282,20 +284,19 @@ __global__ void __launch_bounds__(kThreads, 2)
     tile_a = fmaxf(tile_a, __shfl_xor_sync(0xffffffffu, tile_a, 2));
     tile_b = fmaxf(tile_b, __shfl_xor_sync(0xffffffffu, tile_b, 1));
     tile_b = fmaxf(tile_b, __shfl_xor_sync(0xffffffffu, tile_b, 2));
-    // A row still at -inf keeps all (nothing to rescale) and adds nothing (exp2 of -inf - -inf is NaN).
+    // A row still at -inf (a window that has not reached it) keeps all and adds nothing: its
+    // maximum counts as 0 below (exp2 of -inf - -inf would be NaN); a row with a key, as before.
     const float keep_a = tile_a == -INFINITY ? 1.0f : exp2f(max_a - tile_a);
     const float keep_b = tile_b == -INFINITY ? 1.0f : exp2f(max_b - tile_b);
     max_a = tile_a, max_b = tile_b;
+    const float base_a = max_a == -INFINITY ? 0.0f : max_a, base_b = max_b == -INFINITY ? 0.0f : max_b;
     sum_a *= keep_a, sum_b *= keep_b;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) o[n][0] *= keep_a, o[n][1] *= keep_a, o[n][2] *= keep_b, o[n][3] *= keep_b;
 #pragma unroll
     for (int n = 0; n < kRows / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float m = e < 2 ? max_a : max_b;
-        s[n][e] = s[n][e] == -INFINITY ? 0.0f : exp2f(s[n][e] - m);
-      }
+      s[n][0] = exp2f(s[n][0] - base_a), s[n][1] = exp2f(s[n][1] - base_a);
+      s[n][2] = exp2f(s[n][2] - base_b), s[n][3] = exp2f(s[n][3] - base_b);
       sum_a += s[n][0] + s[n][1], sum_b += s[n][2] + s[n][3];
     }
     accumulatePT<D, kRows>(o, s, vt);

@@ -48,7 +48,7 @@ struct CudaOptions {
   // H100, relative error ~1e-3) instead of exact fp32. Off: the plan's precision is kept.
   bool tf32 = false;
   AttentionEngine attention = AttentionEngine::kAuto;
-  // The GPU this process runs on: 0, or a rank's by its local rank (runtime/training/run_setup.cc).
+  // The GPU this process runs on: 0, or a rank's by its local rank (runtime/training/data_parallel.cc).
   // Every thread of the backend that calls CUDA selects it (the current device is per thread).
   int device = 0;
 };

@@ -23,7 +23,7 @@ class TokenFile;
 void checkRanksAgree(const World& world, const TrainConfig& config, const plan::Plan& plan, const TokenFile& data);
 
 // The GPU this rank runs on where the run landed on CUDA (`on_gpu`): its local rank modulo the
-// host's GPUs (ranks beyond them share one, each with its own arena), or -1 on the CPU. Collective:
+// host's GPUs (ranks beyond them share one, each with its own arena); 0 on the CPU. Collective:
 // every rank calls it; a world whose ranks landed on different backends (a host without a GPU
 // among hosts with one) is refused, naming a rank of each kind; rank 0 says where each rank runs.
 int rankDevice(const World& world, bool on_gpu);

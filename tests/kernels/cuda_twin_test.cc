@@ -268,14 +268,15 @@ TEST_F(CudaTwinTest, AttentionForwardAndBackward) {
 // gpt-oss's attention: a sliding window (shorter than a tile, longer than one, not a multiple
 // of it: rows whose window starts past a key tile's first keys) with and without sinks, on the
 // tiled kernels (f32), the warp-per-row ones (head_dim 160) and, as a bf16 plan calls them with
-// heads of 64 and 128, the tensor cores' forward and the tiled backward; the sinks' gradient; the
-// decode step's cached attention with both.
+// heads of 64 and 128, the tensor cores' forward and the tiled backward (without a window: the
+// tensor cores' backward, and cuDNN's); the sinks' gradient; the decode step's cached attention
+// with both.
 TEST_F(CudaTwinTest, SlidingWindowAndSinks) {
   struct Case {
     int64_t batch, seq, heads, kv_heads, head_dim, window;
   };
   for (const Case& c : {Case{2, 150, 4, 2, 64, 37}, Case{1, 200, 2, 1, 64, 128}, Case{1, 70, 4, 4, 24, 1},
-                        Case{1, 45, 2, 1, 160, 20}, Case{1, 150, 2, 1, 128, 70}}) {
+                        Case{1, 45, 2, 1, 160, 20}, Case{1, 150, 2, 1, 128, 70}, Case{1, 256, 2, 1, 64, 0}}) {
     const int64_t wq = c.heads * c.head_dim, wkv = c.kv_heads * c.head_dim;
     const auto q = randomF32({c.batch, c.seq, wq}), k = randomF32({c.batch, c.seq, wkv});
     const auto v = randomF32({c.batch, c.seq, wkv}), dout = randomF32({c.batch, c.seq, wq});
@@ -295,6 +296,13 @@ TEST_F(CudaTwinTest, SlidingWindowAndSinks) {
     const auto bf16_fwd = runBf16(KernelId::AttentionSinks, {q, k, v, sinks}, outs, attrs);
     expectBf16Twin(KernelId::AttentionGrad, {dout, q, k, v, bf16_fwd[0], bf16_fwd[1]}, grads, attrs);
     expectBf16Twin(KernelId::AttentionSinksGrad, {dout, bf16_fwd[0], bf16_fwd[1], sinks}, {HostTensor::f32({c.heads})});
+    if (c.window != 0) continue;
+    // gpt-oss's full layers under --attention auto: the sinks' forward ours, the backward cuDNN's
+    // on the lse that counts the sinks (the plain backward given it).
+    CudnnAttention cudnn(nullptr);
+    cudnn_ = &cudnn;
+    expectBf16Twin(KernelId::AttentionGrad, {dout, q, k, v, bf16_fwd[0], bf16_fwd[1]}, grads, attrs);
+    cudnn_ = nullptr;
   }
   for (const CachedCase& c : kCachedCases) {
     auto in = cachedAttentionInputs(c);
