@@ -57,14 +57,23 @@ check "token tiles: losses within 1e-6 of the untiled plan's" \
 check "bf16: the loss falls over 30 steps" \
   "awk -F'\"loss\":' '{ split(\$2, a, \",\"); l[NR] = a[1] } END { exit !(l[NR] < l[1] - 0.5) }' bf16.jsonl"
 
-"$bin/mtrun" resident.plan --data corpus.tok --weights w0.safetensors --steps 60 --lr 3e-3 --export trained.safetensors \
-  --print-every 100 > run.txt
-"$bin/mtc" "${model[@]}" --forward-only --kv-cache --batch 1 --seq 64 -o cache.plan --no-weights >/dev/null
-"$bin/mtc" "${model[@]}" --forward-only --batch 1 --seq 64 -o window.plan --no-weights >/dev/null
-for plan in cache window; do
-  "$bin/mtgen" $plan.plan --weights trained.safetensors --prompt "12: how" --greedy --max-tokens 24 > $plan.out 2>/dev/null
-done
-check "greedy text through the cache = over the window" "cmp -s cache.out window.out && [ -s cache.out ]"
+# cache_equals_window NAME PLAN WEIGHTS MODEL_ARGS...: PLAN trained 60 steps from WEIGHTS, then
+# greedy text through a decode plan's key/value cache must be the whole-window plan's.
+cache_equals_window() {
+  local name=$1 plan=$2 weights=$3
+  shift 3
+  "$bin/mtrun" $plan --data corpus.tok --weights $weights --steps 60 --lr 3e-3 --export ${name}trained.safetensors \
+    --print-every 100 > /dev/null
+  "$bin/mtc" "$@" --forward-only --kv-cache --batch 1 --seq 64 -o ${name}cache.plan --no-weights >/dev/null
+  "$bin/mtc" "$@" --forward-only --batch 1 --seq 64 -o ${name}window.plan --no-weights >/dev/null
+  for kind in cache window; do
+    "$bin/mtgen" ${name}$kind.plan --weights ${name}trained.safetensors --prompt "12: how" --greedy --max-tokens 24 \
+      > ${name}$kind.out 2>/dev/null
+  done
+  check "${name:-qwen3-moe }greedy text through the cache = over the window" \
+    "cmp -s ${name}cache.out ${name}window.out && [ -s ${name}cache.out ]"
+}
+cache_equals_window "" resident.plan w0.safetensors "${model[@]}"
 
 # gpt-oss's form (sinks, an 8-token window on layer 0, biased experts, the clamped SwiGLU):
 # streamed and under a budget bit for bit as resident, and greedy text through the cache (whose
@@ -79,14 +88,7 @@ for plan in oss_resident oss_streamed oss_tight; do train $plan.plan $plan oss0.
 for plan in oss_streamed oss_tight; do
   check "$plan: bit-identical losses and weights" "cmp -s oss_resident.loss $plan.loss && same_tensors oss_resident.safetensors $plan.safetensors"
 done
-"$bin/mtrun" oss_resident.plan --data corpus.tok --weights oss0.safetensors --steps 60 --lr 3e-3 \
-  --export oss_trained.safetensors --print-every 100 > /dev/null
-"$bin/mtc" "${oss[@]}" --forward-only --kv-cache --batch 1 --seq 64 -o oss_cache.plan --no-weights >/dev/null
-"$bin/mtc" "${oss[@]}" --forward-only --batch 1 --seq 64 -o oss_window.plan --no-weights >/dev/null
-for plan in oss_cache oss_window; do
-  "$bin/mtgen" $plan.plan --weights oss_trained.safetensors --prompt "12: how" --greedy --max-tokens 24 > $plan.out 2>/dev/null
-done
-check "gpt-oss: greedy text through the cache = over the window" "cmp -s oss_cache.out oss_window.out && [ -s oss_cache.out ]"
+cache_equals_window oss_ oss_resident.plan oss0.safetensors "${oss[@]}"
 # The preset's Hugging Face form (GptOssForCausalLM: layer_types, sinks, experts in one tensor
 # each) compiles back to the exported weights bit for bit.
 "$bin/mtrun" oss_resident.plan --data corpus.tok --weights oss0.safetensors --steps 2 --export oss_out.safetensors \

@@ -570,6 +570,27 @@ def mtc_error(bin_dir, folder, *flags):
     return r.stderr if r.returncode == 1 else f"(exit {r.returncode}) {r.stderr}"
 
 
+def expect_refusals(bin_dir, work, spec, weights, cases, failures):
+    """Each case (name, config changes — "architectures" among them replaces the spec's —, a change
+    to the weights or None, what the error must say): its folder must be refused with that error,
+    and no plan or weights written."""
+    for name, config_changes, weight_change, needle in cases:
+        w = {k: v.clone() for k, v in weights.items()}
+        if weight_change:
+            weight_change(w)
+        changes = dict(config_changes)
+        s = dict(spec, shards=1, config=dict(spec["config"]))
+        if "architectures" in changes:
+            s["architecture"] = changes.pop("architectures")[0]
+        folder = os.path.join(work, "refuse-" + name)
+        write_folder(folder, s, w, changes)
+        err = mtc_error(bin_dir, folder)
+        if needle not in err:
+            failures.append(f"{name}: wanted an error saying {needle!r}, got: {err.strip()}")
+        if os.path.exists(folder + ".plan") or os.path.exists(folder + ".safetensors"):
+            failures.append(f"{name}: a plan or its weights were written")
+
+
 def refusals(bin_dir, work, failures):
     spec = MODELS["llama-bf16-sharded"]
     weights = hf_weights(spec["config"], False, torch.float32, seed=5)
@@ -604,21 +625,7 @@ def refusals(bin_dir, work, failures):
          "'model_type' is \"gpt2\" but the architecture LlamaForCausalLM is of model_type \"llama\""),
         ("config-nan", {"rope_theta": float("nan")}, None, "config.json is not valid JSON: parse error at line"),
     ]
-    for name, config_changes, weight_change, needle in cases:
-        w = {k: v.clone() for k, v in weights.items()}
-        if weight_change:
-            weight_change(w)
-        s = dict(spec, shards=1, config=dict(spec["config"]))
-        arch = config_changes.pop("architectures", [spec["architecture"]])[0] if "architectures" in config_changes else None
-        if arch:
-            s["architecture"] = arch
-        folder = os.path.join(work, "refuse-" + name)
-        write_folder(folder, s, w, config_changes)
-        err = mtc_error(bin_dir, folder)
-        if needle not in err:
-            failures.append(f"{name}: wanted an error saying {needle!r}, got: {err.strip()}")
-        if os.path.exists(folder + ".plan") or os.path.exists(folder + ".safetensors"):
-            failures.append(f"{name}: a plan or its weights were written")
+    expect_refusals(bin_dir, work, spec, weights, cases, failures)
     # A mixture of experts' own: a negative auxiliary loss coefficient, an expert missing.
     moe = MODELS["qwen3-moe-bf16-sharded"]
     moe_weights = hf_weights(moe["config"], False, torch.float32, seed=5)
@@ -631,31 +638,14 @@ def refusals(bin_dir, work, failures):
          "'model.layers.0.mlp.experts.1.down_proj.weight' is F32 [64,16] but the model's layers.0.moe.down.weight "
          "needs [64,32]"),
     ]
-    for name, config_changes, weight_change, needle in moe_cases:
-        w = {k: v.clone() for k, v in moe_weights.items()}
-        if weight_change:
-            weight_change(w)
-        folder = os.path.join(work, "refuse-" + name)
-        write_folder(folder, dict(moe, shards=1), w, config_changes)
-        err = mtc_error(bin_dir, folder)
-        if needle not in err:
-            failures.append(f"{name}: wanted an error saying {needle!r}, got: {err.strip()}")
+    expect_refusals(bin_dir, work, moe, moe_weights, moe_cases, failures)
     gpt2_cases = [  # GPT-2's own: (name, config changes, weight changes, what the error must say)
         ("gpt2-relu", {"activation_function": "relu"}, None, "'activation_function' is relu"),
         ("gpt2-cross", {"add_cross_attention": True}, None, "'add_cross_attention' is true"),
         ("gpt2-c_attn", {}, lambda w: w.update({"transformer.h.0.attn.c_attn.weight": torch.zeros(64, 64)}),
          "'transformer.h.0.attn.c_attn.weight' is F32 [64,64] but the model's blocks.0.attn.q.weight needs [64,192]"),
     ]
-    gpt2_weights_ = gpt2_weights(GPT2["config"], seed=5)
-    for name, config_changes, weight_change, needle in gpt2_cases:
-        w = dict(gpt2_weights_)
-        if weight_change:
-            weight_change(w)
-        folder = os.path.join(work, "refuse-" + name)
-        write_folder(folder, GPT2, w, config_changes)
-        err = mtc_error(bin_dir, folder)
-        if needle not in err:
-            failures.append(f"{name}: wanted an error saying {needle!r}, got: {err.strip()}")
+    expect_refusals(bin_dir, work, GPT2, gpt2_weights(GPT2["config"], seed=5), gpt2_cases, failures)
 
 
 def router_aux_loss(bin_dir, work, failures):
@@ -759,27 +749,20 @@ def mxfp4_import(bin_dir, work, data, tokens, failures):
     def past_f32(w):  # scale 2^127 for a block of 6.0s
         w["model.layers.1.mlp.experts.down_proj_scales"].view(-1)[5] = 254
         w["model.layers.1.mlp.experts.down_proj_blocks"].view(-1, 16)[5] = 0x77
+    quantized = {"quantization_config": quant}
     cases = [
-        ("mxfp4-nan-scale", lambda w: w["model.layers.1.mlp.experts.down_proj_scales"].view(-1).__setitem__(5, 255),
-         None, "'model.layers.1.mlp.experts.down_proj_blocks': scale 5 is 255, E8M0's NaN"),
-        ("mxfp4-inf", past_f32, None, "dequantizes to inf: a scale past f32's range"),
-        ("mxfp4-no-config", None, {"quantization_config": None},
+        ("mxfp4-nan-scale", quantized, lambda w: w["model.layers.1.mlp.experts.down_proj_scales"].view(-1).__setitem__(5, 255),
+         "'model.layers.1.mlp.experts.down_proj_blocks': scale 5 is 255, E8M0's NaN"),
+        ("mxfp4-inf", quantized, past_f32, "dequantizes to inf: a scale past f32's range"),
+        ("mxfp4-no-config", {"quantization_config": None}, None,
          "the weights have no 'model.layers.0.mlp.experts.gate_up_proj'"),
-        ("mxfp4-shape", lambda w: w.update({"model.layers.0.mlp.experts.gate_up_proj_blocks":
-                                            torch.zeros(4, 64, 1, 16, dtype=torch.uint8)}), None,
+        ("mxfp4-shape", quantized, lambda w: w.update({"model.layers.0.mlp.experts.gate_up_proj_blocks":
+                                                       torch.zeros(4, 64, 1, 16, dtype=torch.uint8)}),
          "do not hold a [4,64,64] weight"),
-        ("mxfp4-method", None, {"quantization_config": {"quant_method": "bitsandbytes"}},
+        ("mxfp4-method", {"quantization_config": {"quant_method": "bitsandbytes"}}, None,
          "'quant_method' is not mxfp4"),
     ]
-    for name, change, config_extra, needle in cases:
-        w = {k: v.clone() for k, v in weights.items()}
-        if change:
-            change(w)
-        bad = os.path.join(work, "refuse-" + name)
-        write_folder(bad, dict(spec, config=cfg, shards=1), w, config_extra or {"quantization_config": quant})
-        err = mtc_error(bin_dir, bad)
-        if needle not in err:
-            failures.append(f"{name}: wanted an error saying {needle!r}, got: {err.strip()}")
+    expect_refusals(bin_dir, work, dict(spec, config=cfg), weights, cases, failures)
 
 
 def main():
