@@ -36,6 +36,20 @@ def read_safetensors(path):
     return out
 
 
+def write_safetensors(path, tensors):
+    """F32 tensors as a safetensors file (no metadata: mtrun --weights takes it as given)."""
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        raw = t.detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
 def fresh_work_dir(work):
     """Empties (or makes) the test's WORK folder and enters it."""
     shutil.rmtree(work, ignore_errors=True)
