@@ -102,16 +102,14 @@ void widen(const SafetensorsEntry& entry, int64_t n, float* out, const std::stri
                   "checkpoint without them");
 }
 
-// Parameter `name` (experts, in, out) dequantized from MXFP4 `blocks` and `scales` (U8; `where`
-// names them in errors), a NaN scale or a value past f32's range refused.
-SafetensorsTensor mxfp4Tensor(const std::string& name, const std::vector<int64_t>& shape, const SafetensorsEntry& blocks,
-                              const SafetensorsEntry& scales, const std::string& where) {
+// Parameter `name` (experts, in, out; n values) dequantized from MXFP4 `blocks` and `scales` (U8;
+// `where` names them in errors), a NaN scale or a value past f32's range refused.
+SafetensorsTensor mxfp4Tensor(const std::string& name, const std::vector<int64_t>& shape, int64_t n,
+                              const SafetensorsEntry& blocks, const SafetensorsEntry& scales, const std::string& where) {
   if (blocks.dtype != "U8" || scales.dtype != "U8")
     throw Error(where + " and its scales are " + blocks.dtype + " and " + scales.dtype + ": MXFP4 stores both as U8");
   if (const std::string problem = mxfp4ShapeProblem(blocks.shape, scales.shape, shape); !problem.empty())
     throw Error(where + ": " + problem + " (the model's " + name + ")");
-  google::protobuf::RepeatedField<int64_t> dims(shape.begin(), shape.end());
-  const int64_t n = checkedNumel(dims, name);
   return {name, "F32", shape, nullptr, 4 * n, [&blocks, &scales, shape, where](void* out) {
             if (const std::string problem = dequantizeMxfp4(blocks.data, scales.data, shape, static_cast<float*>(out));
                 !problem.empty())
@@ -253,7 +251,7 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
       continue;
     }
     if (!source.mxfp4_scales_file.empty()) {
-      tensors.push_back(mxfp4Tensor(t.name(), shape, entryOf(source.file, place.name + "_blocks"),
+      tensors.push_back(mxfp4Tensor(t.name(), shape, n, entryOf(source.file, place.name + "_blocks"),
                                     entryOf(source.mxfp4_scales_file, place.name + "_scales"),
                                     model.dir + ": '" + place.name + "_blocks'"));
       continue;

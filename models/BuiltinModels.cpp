@@ -306,7 +306,7 @@ class ModelBuilder {
   Value attention(int64_t layer, Value q, Value k, Value v, const std::function<Value(Value)>& rotate) {
     q = rotate(q), k = rotate(k);
     // A window as long as the sequence (a decode plan's: its cache) changes nothing: none, so the
-    // call keeps the fastest kernels (cuDNN's and the tensor cores' take no window).
+    // call keeps the fastest kernels (cuDNN's graph and the tensor cores' backward take no window).
     const int64_t window = c_.attentionWindow(layer) < seq_ ? c_.attentionWindow(layer) : 0;
     Value sinks = c_.attention_sinks ? param("layers." + std::to_string(layer) + ".attn.sinks", {c_.heads}, "normal", 0.02)
                                      : Value();

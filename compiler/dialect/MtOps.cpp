@@ -309,8 +309,10 @@ MT_POINTWISE_INFER(SwigluOp, 1)
 MT_POINTWISE_INFER(SwigluGradOp, 2)
 #undef MT_POINTWISE_INFER
 
-// gate_up (..., 2F) -> (..., F); alpha finite, limit finite and positive (the kernel's check too).
-LogicalResult checkClampedSwiglu(std::optional<Location> loc, Value gate_up, FloatAttr alpha, FloatAttr limit) {
+// gate_up (..., 2F) -> (..., F), the shape returned; alpha finite, limit finite and positive (the
+// kernel's check too).
+FailureOr<SmallVector<int64_t>> clampedSwigluShape(std::optional<Location> loc, Value gate_up, FloatAttr alpha,
+                                                   FloatAttr limit) {
   if (failed(requireStatic(loc, {gate_up}))) return failure();
   auto x = tensorOf(gate_up).getShape();
   if (x.empty() || x.back() % 2 != 0)
@@ -320,27 +322,24 @@ LogicalResult checkClampedSwiglu(std::optional<Location> loc, Value gate_up, Flo
     return emitOptionalError(loc, "clamped_swiglu alpha must be finite");
   if (limit && !(limit.getValueAsDouble() > 0.0 && std::isfinite(limit.getValueAsDouble())))
     return emitOptionalError(loc, "clamped_swiglu limit must be finite and positive");
-  return success();
+  SmallVector<int64_t> half(x);
+  half.back() /= 2;
+  return half;
 }
 
 LogicalResult ClampedSwigluOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
                                                 SmallVectorImpl<Type>& types) {
-  if (failed(checkClampedSwiglu(loc, adaptor.getGateUp(), adaptor.getAlphaAttr(), adaptor.getLimitAttr())))
-    return failure();
-  SmallVector<int64_t> half(tensorOf(adaptor.getGateUp()).getShape());
-  half.back() /= 2;
-  types.push_back(RankedTensorType::get(half, tensorOf(adaptor.getGateUp()).getElementType()));
+  auto half = clampedSwigluShape(loc, adaptor.getGateUp(), adaptor.getAlphaAttr(), adaptor.getLimitAttr());
+  if (failed(half)) return failure();
+  types.push_back(RankedTensorType::get(*half, tensorOf(adaptor.getGateUp()).getElementType()));
   return success();
 }
 
 LogicalResult ClampedSwigluGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
                                                     SmallVectorImpl<Type>& types) {
-  if (failed(checkClampedSwiglu(loc, adaptor.getGateUp(), adaptor.getAlphaAttr(), adaptor.getLimitAttr())) ||
-      failed(requireStatic(loc, {adaptor.getDout()})))
-    return failure();
-  SmallVector<int64_t> half(tensorOf(adaptor.getGateUp()).getShape());
-  half.back() /= 2;
-  if (failed(requireShape(loc, adaptor.getDout(), half, "dout")) ||
+  auto half = clampedSwigluShape(loc, adaptor.getGateUp(), adaptor.getAlphaAttr(), adaptor.getLimitAttr());
+  if (failed(half) || failed(requireStatic(loc, {adaptor.getDout()}))) return failure();
+  if (failed(requireShape(loc, adaptor.getDout(), *half, "dout")) ||
       failed(activationType(loc, {adaptor.getDout(), adaptor.getGateUp()})))
     return failure();
   types.push_back(adaptor.getGateUp().getType());

@@ -12,18 +12,20 @@
 
 namespace mt {
 
-// As torch.clamp, a NaN stays NaN (the comparisons are written so that it falls through).
+// gate clamped from above and up both ways, as torch.clamp: a NaN stays NaN (the comparisons are
+// written so that it falls through).
+MT_HOST_DEVICE inline float clampedGate(float gate, float limit) { return gate > limit ? limit : gate; }
+MT_HOST_DEVICE inline float clampedUp(float up, float limit) { return up < -limit ? -limit : (up > limit ? limit : up); }
+
 MT_HOST_DEVICE inline float clampedSwiglu(float gate, float up, float alpha, float limit) {
-  const float g = gate > limit ? limit : gate;
-  const float u = up < -limit ? -limit : (up > limit ? limit : up);
-  return (u + 1.0f) * g / (1.0f + expf(-alpha * g));
+  const float g = clampedGate(gate, limit);
+  return (clampedUp(up, limit) + 1.0f) * g / (1.0f + expf(-alpha * g));
 }
 
 // d(out)/d(gate) and d(out)/d(up) times dout, written to *dgate and *dup.
 MT_HOST_DEVICE inline void clampedSwigluGrad(float dout, float gate, float up, float alpha, float limit, float* dgate,
                                              float* dup) {
-  const float g = gate > limit ? limit : gate;
-  const float u = up < -limit ? -limit : (up > limit ? limit : up);
+  const float g = clampedGate(gate, limit), u = clampedUp(up, limit);
   const float s = 1.0f / (1.0f + expf(-alpha * g));
   *dgate = gate <= limit ? dout * (u + 1.0f) * s * (1.0f + alpha * g * (1.0f - s)) : 0.0f;
   *dup = up >= -limit && up <= limit ? dout * g * s : 0.0f;

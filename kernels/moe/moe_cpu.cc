@@ -238,9 +238,10 @@ void grouped_add_bias_cpu(const KernelArgs& args) {
   const Tensor &input = args.in[0], &bias = args.in[1], &counts = args.in[2];
   const int64_t rows = input.dim(0), c = input.dim(1);
   const ExpertRanges ranges(counts.i32(), counts.numel(), rows);
+  // An expert per task (one parallel region for the call, as the gradient's).
+#pragma omp parallel for schedule(dynamic, 1)
   for (int64_t e = 0; e < counts.numel(); ++e) {
     const float* b = bias.f32() + e * c;
-#pragma omp parallel for schedule(static)
     for (int64_t r = ranges.first[e]; r < ranges.first[e] + ranges.count[e]; ++r)
       for (int64_t j = 0; j < c; ++j) args.out[0].f32()[r * c + j] = input.f32()[r * c + j] + b[j];
   }
