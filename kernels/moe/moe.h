@@ -8,8 +8,14 @@
 //   mt.moe_dispatch_grad: (drouted (R, D), positions (N, k)) -> dinput (N, D)
 //   mt.grouped_matmul: (input (R, K), weight (E, Nout, K) | (E, K, Nout), counts (E)) -> (R, Nout)
 //                      int attrs: [transpose_b]
-//   mt.grouped_matmul_weight_grad: (input (R, K), dout (R, Nout), counts (E)) -> dweight, the weight's shape
-//                                  int attrs: [transpose_b]
+//   mt.grouped_matmul_into: (input (R, K), weight (G, Nout, K) | (G, K, Nout), counts (E), into (R, Nout))
+//                           -> (R, Nout): `into` with the rows of experts [first, first + G) replaced
+//                           by their products (weight[g] is expert first + g's; plan 1.20, experts
+//                           streamed in groups); the result may be into's own bytes
+//                           int attrs: [transpose_b, first_expert]
+//   mt.grouped_matmul_weight_grad: (input (R, K), dout (R, Nout), counts (E)) -> dweight (G, ., .), the
+//                                  weight's shape: experts [first, first + G) (G = E without first)
+//                                  int attrs: [transpose_b(, first_expert)] (plan 1.20: the first)
 //   mt.grouped_add_bias: (input (R, C), bias (E, C), counts (E)) -> (R, C): each expert's rows plus
 //                        its bias row (gpt-oss's expert biases); rows past the experts' total as they are
 //   mt.grouped_bias_grad: (dout (R, C), counts (E)) -> dbias (E, C): the sum of each expert's rows
@@ -70,6 +76,8 @@ std::string moe_dispatch_grad_check(const KernelArgs& args);
 void moe_dispatch_grad_cpu(const KernelArgs& args);
 std::string grouped_matmul_check(const KernelArgs& args);
 void grouped_matmul_cpu(const KernelArgs& args);
+std::string grouped_matmul_into_check(const KernelArgs& args);
+void grouped_matmul_into_cpu(const KernelArgs& args);
 std::string grouped_matmul_weight_grad_check(const KernelArgs& args);
 void grouped_matmul_weight_grad_cpu(const KernelArgs& args);
 std::string grouped_add_bias_check(const KernelArgs& args);
@@ -98,6 +106,7 @@ void moe_route_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void moe_dispatch_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void moe_dispatch_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void grouped_matmul_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void grouped_matmul_into_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void grouped_matmul_weight_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void grouped_add_bias_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void grouped_bias_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -185,40 +186,76 @@ void moe_dispatch_grad_cpu(const KernelArgs& args) {
   }
 }
 
-std::string grouped_matmul_check(const KernelArgs& args) {
+namespace {
+
+// The checks of mt.grouped_matmul(_into): `weight` holds `experts` experts from `first` on.
+std::string groupedProductCheck(const KernelArgs& args, const char* name) {
   const Tensor &input = args.in[0], &weight = args.in[1], &counts = args.in[2], &out = args.out[0];
   MT_CHECK(expectDType(input, DType::F32, "grouped_matmul input"));
   MT_CHECK(expectDType(weight, DType::F32, "grouped_matmul weight"));
   MT_CHECK(expectDType(counts, DType::I32, "grouped_matmul counts"));
   MT_CHECK(expectDType(out, DType::F32, "grouped_matmul result"));
-  if (args.ints[0] != 0 && args.ints[0] != 1) return "grouped_matmul transpose_b must be 0 or 1";
+  if (args.ints[0] != 0 && args.ints[0] != 1) return std::string(name) + " transpose_b must be 0 or 1";
   const bool tb = args.ints[0];
-  if (input.rank() != 2 || weight.rank() != 3)
-    return "grouped_matmul takes (rows, K) and (experts, ., .), got " + shapeString(input.shape) + " and " +
-           shapeString(weight.shape);
-  MT_CHECK(expectShape(counts, {weight.dim(0)}, "grouped_matmul counts"));
+  if (input.rank() != 2 || weight.rank() != 3 || counts.rank() != 1)
+    return std::string(name) + " takes (rows, K), (experts, ., .) and (E) counts, got " + shapeString(input.shape) +
+           ", " + shapeString(weight.shape) + " and " + shapeString(counts.shape);
+  const int64_t first = args.ints.size() > 1 ? args.ints[1] : 0;
+  if (first < 0 || first > counts.dim(0) - weight.dim(0) || (args.in.size() < 4 && weight.dim(0) != counts.dim(0)))
+    return std::string(name) + ": experts [" + std::to_string(first) + ", " + std::to_string(first + weight.dim(0)) +
+           ") are not within the " + std::to_string(counts.dim(0)) + " counted" +
+           (args.in.size() < 4 ? " (the whole product takes them all)" : "");
   if ((tb ? weight.dim(2) : weight.dim(1)) != input.dim(1))
-    return "grouped_matmul contraction sizes differ: " + shapeString(input.shape) + " and " + shapeString(weight.shape);
+    return std::string(name) + " contraction sizes differ: " + shapeString(input.shape) + " and " +
+           shapeString(weight.shape);
   if (input.dim(0) > kMaxRows || weight.dim(1) > kMaxRows || weight.dim(2) > kMaxRows)
-    return "grouped_matmul dimensions exceed 2^31 - 1 (BLAS's limit)";
+    return std::string(name) + " dimensions exceed 2^31 - 1 (BLAS's limit)";
   return expectShape(out, {input.dim(0), tb ? weight.dim(1) : weight.dim(2)}, "grouped_matmul result");
 }
 
-// One sgemm per expert over its row range; rows past the experts' total are zero.
-void grouped_matmul_cpu(const KernelArgs& args) {
-  const Tensor &input = args.in[0], &weight = args.in[1], &counts = args.in[2], &out = args.out[0];
-  const bool tb = args.ints[0];
-  const int64_t rows = input.dim(0), k = input.dim(1), n = out.dim(1);
-  const ExpertRanges ranges(counts.i32(), counts.numel(), rows);
-  for (int64_t e = 0; e < counts.numel(); ++e) {
-    const int64_t m = ranges.count[e];
+}  // namespace
+
+std::string grouped_matmul_check(const KernelArgs& args) { return groupedProductCheck(args, "grouped_matmul"); }
+
+std::string grouped_matmul_into_check(const KernelArgs& args) {
+  MT_CHECK(expectDType(args.in[3], DType::F32, "grouped_matmul_into into"));
+  MT_CHECK(expectShape(args.in[3], args.out[0].shape, "grouped_matmul_into into"));
+  return groupedProductCheck(args, "grouped_matmul_into");
+}
+
+namespace {
+
+// One sgemm per expert of [first, first + weight's experts) over its row range, into out's rows.
+void expertProducts(const Tensor& input, const Tensor& weight, const ExpertRanges& ranges, int64_t first, bool tb,
+                    const Tensor& out) {
+  const int64_t k = input.dim(1), n = out.dim(1);
+  for (int64_t g = 0; g < weight.dim(0); ++g) {
+    const int64_t e = first + g, m = ranges.count[e];
     if (m == 0) continue;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
                 static_cast<int>(n), static_cast<int>(k), 1.0f, input.f32() + ranges.first[e] * k,
-                static_cast<int>(k), weight.f32() + e * k * n, static_cast<int>(tb ? k : n), 0.0f,
+                static_cast<int>(k), weight.f32() + g * k * n, static_cast<int>(tb ? k : n), 0.0f,
                 out.f32() + ranges.first[e] * n, static_cast<int>(n));
   }
-  std::fill(out.f32() + ranges.total * n, out.f32() + rows * n, 0.0f);
+}
+
+}  // namespace
+
+// Every expert's product; rows past the experts' total are zero.
+void grouped_matmul_cpu(const KernelArgs& args) {
+  const Tensor &input = args.in[0], &counts = args.in[2], &out = args.out[0];
+  const ExpertRanges ranges(counts.i32(), counts.numel(), input.dim(0));
+  expertProducts(input, args.in[1], ranges, 0, args.ints[0], out);
+  std::fill(out.f32() + ranges.total * out.dim(1), out.f32() + out.numel(), 0.0f);
+}
+
+// A group's products written over `into` (in place where the plan gave the result its bytes).
+void grouped_matmul_into_cpu(const KernelArgs& args) {
+  const Tensor &input = args.in[0], &counts = args.in[2], &into = args.in[3], &out = args.out[0];
+  // memmove: a plan could overlap the two without making them one (still inside its arena).
+  if (out.data != into.data) std::memmove(out.data, into.data, into.bytes());
+  const ExpertRanges ranges(counts.i32(), counts.numel(), input.dim(0));
+  expertProducts(input, args.in[1], ranges, args.ints[1], args.ints[0], out);
 }
 
 std::string grouped_add_bias_check(const KernelArgs& args) {
@@ -280,27 +317,39 @@ std::string grouped_matmul_weight_grad_check(const KernelArgs& args) {
   MT_CHECK(expectDType(dout, DType::F32, "grouped_matmul_weight_grad dout"));
   MT_CHECK(expectDType(counts, DType::I32, "grouped_matmul_weight_grad counts"));
   MT_CHECK(expectDType(dweight, DType::F32, "grouped_matmul_weight_grad dweight"));
+  if (args.ints.empty() || args.ints.size() > 2)
+    return "grouped_matmul_weight_grad takes int attrs [transpose_b(, first_expert)]";
   if (args.ints[0] != 0 && args.ints[0] != 1) return "grouped_matmul_weight_grad transpose_b must be 0 or 1";
-  if (input.rank() != 2 || dout.rank() != 2 || input.dim(0) != dout.dim(0) || counts.rank() != 1)
-    return "grouped_matmul_weight_grad takes (R, K) rows, (R, N) gradients and (E) counts, got " +
-           shapeString(input.shape) + ", " + shapeString(dout.shape) + ", " + shapeString(counts.shape);
+  if (input.rank() != 2 || dout.rank() != 2 || input.dim(0) != dout.dim(0) || counts.rank() != 1 ||
+      dweight.rank() != 3)
+    return "grouped_matmul_weight_grad takes (R, K) rows, (R, N) gradients and (E) counts into (experts, ., .), got " +
+           shapeString(input.shape) + ", " + shapeString(dout.shape) + ", " + shapeString(counts.shape) + " into " +
+           shapeString(dweight.shape);
   if (input.dim(0) > kMaxRows || input.dim(1) > kMaxRows || dout.dim(1) > kMaxRows)
     return "grouped_matmul_weight_grad dimensions exceed 2^31 - 1 (BLAS's limit)";
+  const int64_t first = args.ints.size() > 1 ? args.ints[1] : 0;
+  const int64_t experts = args.ints.size() > 1 ? dweight.dim(0) : counts.dim(0);
+  if (first < 0 || first > counts.dim(0) - experts)
+    return "grouped_matmul_weight_grad: experts [" + std::to_string(first) + ", " + std::to_string(first + experts) +
+           ") are not within the " + std::to_string(counts.dim(0)) + " counted";
   const bool tb = args.ints[0];
   return expectShape(dweight,
-                     tb ? std::vector<int64_t>{counts.dim(0), dout.dim(1), input.dim(1)}
-                        : std::vector<int64_t>{counts.dim(0), input.dim(1), dout.dim(1)},
+                     tb ? std::vector<int64_t>{experts, dout.dim(1), input.dim(1)}
+                        : std::vector<int64_t>{experts, input.dim(1), dout.dim(1)},
                      "grouped_matmul_weight_grad dweight");
 }
 
+// The gradients of experts [first, first + dweight's experts): one sgemm per expert, zero for
+// one without rows.
 void grouped_matmul_weight_grad_cpu(const KernelArgs& args) {
   const Tensor &input = args.in[0], &dout = args.in[1], &counts = args.in[2], &dweight = args.out[0];
   const bool tb = args.ints[0];
+  const int64_t first = args.ints.size() > 1 ? args.ints[1] : 0;
   const int64_t k = input.dim(1), n = dout.dim(1);
   const ExpertRanges ranges(counts.i32(), counts.numel(), input.dim(0));
-  for (int64_t e = 0; e < counts.numel(); ++e) {
-    float* dw = dweight.f32() + e * k * n;
-    const int64_t m = ranges.count[e];
+  for (int64_t g = 0; g < dweight.dim(0); ++g) {
+    float* dw = dweight.f32() + g * k * n;
+    const int64_t e = first + g, m = ranges.count[e];
     if (m == 0) {
       std::fill(dw, dw + k * n, 0.0f);
       continue;

@@ -366,36 +366,60 @@ void grouped_bias_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   MT_CUDA_CHECK_LAUNCH();
 }
 
-// Row-major Y (m, n) = X (m, k) · op(W) as column-major Yᵀ = op(W)ᵀ Xᵀ (matmul_cuda's rule).
-void grouped_matmul_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  const Tensor &input = args.in[0], &weight = args.in[1], &counts = args.in[2], &out = args.out[0];
-  const bool tb = args.ints[0];
-  const int64_t rows = input.dim(0), k = input.dim(1), n = out.dim(1);
-  const ExpertRanges ranges = hostRanges(counts, rows, launch.stream);
+namespace {
+
+// One cuBLAS product per expert of [first, first + weight's experts) over its row range, into
+// out's rows (the twin of the CPU's expertProducts). Row-major Y (m, n) = X (m, k) · op(W) as
+// column-major Yᵀ = op(W)ᵀ Xᵀ (matmul_cuda's rule).
+void expertProducts(const Tensor& input, const Tensor& weight, const ExpertRanges& ranges, int64_t first, bool tb,
+                    const Tensor& out, const CudaLaunch& launch) {
+  const int64_t k = input.dim(1), n = out.dim(1);
   const float one = 1.0f, zero = 0.0f;
-  for (size_t e = 0; e < ranges.count.size(); ++e) {
+  for (int64_t g = 0; g < weight.dim(0); ++g) {
+    const int64_t e = first + g;
     if (ranges.count[e] == 0) continue;
     MT_CUBLAS_CHECK(cublasGemmEx(launch.blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
                                  static_cast<int>(ranges.count[e]), static_cast<int>(k), &one,
-                                 weight.f32() + static_cast<int64_t>(e) * k * n, blasType(weight),
-                                 static_cast<int>(tb ? k : n), input.f32() + ranges.first[e] * k, blasType(input),
-                                 static_cast<int>(k), &zero, out.f32() + ranges.first[e] * n, blasType(out),
-                                 static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                 weight.f32() + g * k * n, blasType(weight), static_cast<int>(tb ? k : n),
+                                 input.f32() + ranges.first[e] * k, blasType(input), static_cast<int>(k), &zero,
+                                 out.f32() + ranges.first[e] * n, blasType(out), static_cast<int>(n),
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
+}
+
+}  // namespace
+
+void grouped_matmul_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &input = args.in[0], &out = args.out[0];
+  const int64_t rows = input.dim(0), n = out.dim(1);
+  const ExpertRanges ranges = hostRanges(args.in[2], rows, launch.stream);
+  expertProducts(input, args.in[1], ranges, 0, args.ints[0], out, launch);
   if (ranges.total < rows)
     MT_CUDA_CHECK(cudaMemsetAsync(out.f32() + ranges.total * n, 0, (rows - ranges.total) * n * sizeof(float),
                                   launch.stream));
 }
 
-// dW_e = dY_eᵀ X_e (N, K) with transpose_b, else X_eᵀ dY_e (K, N); zero for an expert without rows.
+// A group's products written over `into` (in place where the plan gave the result its bytes).
+void grouped_matmul_into_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &input = args.in[0], &into = args.in[3], &out = args.out[0];
+  if (out.data != into.data)
+    MT_CUDA_CHECK(cudaMemcpyAsync(out.data, into.data, into.bytes(), cudaMemcpyDeviceToDevice, launch.stream));
+  const ExpertRanges ranges = hostRanges(args.in[2], input.dim(0), launch.stream);
+  expertProducts(input, args.in[1], ranges, args.ints[1], args.ints[0], out, launch);
+}
+
+// dW_e = dY_eᵀ X_e (N, K) with transpose_b, else X_eᵀ dY_e (K, N), for the experts [first, first +
+// dweight's experts); zero for an expert without rows.
 void grouped_matmul_weight_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &input = args.in[0], &dout = args.in[1], &counts = args.in[2], &dweight = args.out[0];
   const bool tb = args.ints[0];
+  const int64_t first = args.ints.size() > 1 ? args.ints[1] : 0;
   const int64_t k = input.dim(1), n = dout.dim(1);
   const ExpertRanges ranges = hostRanges(counts, input.dim(0), launch.stream);
   const float one = 1.0f, zero = 0.0f;
-  for (size_t e = 0; e < ranges.count.size(); ++e) {
-    float* dw = dweight.f32() + static_cast<int64_t>(e) * k * n;
+  for (int64_t g = 0; g < dweight.dim(0); ++g) {
+    const int64_t e = first + g;
+    float* dw = dweight.f32() + g * k * n;
     const int m = static_cast<int>(ranges.count[e]);
     if (m == 0) {
       MT_CUDA_CHECK(cudaMemsetAsync(dw, 0, k * n * sizeof(float), launch.stream));

@@ -11,7 +11,7 @@ namespace mt {
 inline constexpr char kPlanMagic[] = "MTPLAN";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 19;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 20;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -39,7 +39,10 @@ inline constexpr uint32_t kPlanVersionMinor = 19;  // 1.1: inputs, outputs, cons
                                                   // sinks (mt.attention_sinks(_grad),
                                                   // mt.cached_attention_sinks), gpt-oss's
                                                   // experts (mt.clamped_swiglu(_grad),
-                                                  // mt.grouped_add_bias, mt.grouped_bias_grad)
+                                                  // mt.grouped_add_bias, mt.grouped_bias_grad);
+                                                  // 1.20: experts in groups
+                                                  // (mt.grouped_matmul_into, a first expert
+                                                  // in mt.grouped_matmul_weight_grad)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

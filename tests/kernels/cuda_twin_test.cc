@@ -592,7 +592,8 @@ TEST_F(CudaTwinTest, Bf16Activations) {
 
 // The mixture-of-experts kernels (kernels/moe): the router's three weightings and their
 // gradients, the counting sort (an expert no token chooses, indices out of range), the grouped
-// products in both layouts and their weight gradients, the combine and its backward.
+// products in both layouts and their weight gradients (whole and a group's), the combine and its
+// backward.
 TEST_F(CudaTwinTest, MixtureOfExperts) {
   const int64_t tokens = 37, experts = 5, k = 2, d = 24, f = 40, rows = tokens * k;
   const auto logits = randomF32({tokens, experts}, 2.0f);
@@ -621,6 +622,13 @@ TEST_F(CudaTwinTest, MixtureOfExperts) {
     expectTwin(KernelId::GroupedMatmul, {routed, randomF32(weight), counts}, {HostTensor::f32({rows, f})}, {tb});
     expectTwin(KernelId::GroupedMatmulWeightGrad, {routed, randomF32({rows, f}), counts}, {HostTensor::f32(weight)},
                {tb});
+    // A group of experts 1..3 (mt-split-experts): its products over `into`, its weight gradient.
+    Shape group = weight;
+    group[0] = 3;
+    expectTwin(KernelId::GroupedMatmulInto, {routed, randomF32(group), counts, randomF32({rows, f})},
+               {HostTensor::f32({rows, f})}, {tb, 1});
+    expectTwin(KernelId::GroupedMatmulWeightGrad, {routed, randomF32({rows, f}), counts}, {HostTensor::f32(group)},
+               {tb, 1});
   }
   expectTwin(KernelId::MoeDispatchGrad, {randomF32({rows, d}), positions}, {HostTensor::f32({tokens, d})});
   // gpt-oss's experts: the biases over the same ranges (and clipped counts), the clamped SwiGLU

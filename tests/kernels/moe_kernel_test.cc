@@ -161,6 +161,92 @@ TEST_F(MoeKernels, GroupedProductsAndWeightGradientsInBothLayouts) {
   }
 }
 
+// The experts [first, first + size) of a stacked weight (E, ., .): a group's piece of it.
+std::vector<float> expertSlice(const std::vector<float>& w, int64_t first, int64_t size, int64_t per_expert) {
+  return std::vector<float>(w.begin() + first * per_expert, w.begin() + (first + size) * per_expert);
+}
+
+// Experts streamed in groups (mt-split-experts): for every split of 5 experts into groups of
+// consecutive experts (all 16), the chain of mt.grouped_matmul_into from zeros equals the whole
+// product bit for bit, and each group's weight gradient the whole gradient's rows bit for bit
+// (the same sgemms); the product in place of `into` (as the memory planner places it) too.
+TEST_F(MoeKernels, ProductsOverGroupsOfExpertsAreTheWholeProductBitForBit) {
+  const int64_t rows = 9, k = 3, n = 4, experts = 5, per = k * n;
+  const std::vector<int32_t> counts = {2, 0, 3, 1, 2};  // 8 of 9 rows counted: the last is zero
+  const std::vector<float> x = randomFloats(rows * k, rng), w = randomFloats(experts * per, rng);
+  const std::vector<float> dy = randomFloats(rows * n, rng);
+  for (bool tb : {false, true}) {
+    auto shapeOf = [&](int64_t e) { return tb ? Shape{e, n, k} : Shape{e, k, n}; };
+    const auto whole = runKernel(KernelId::GroupedMatmul,
+                                 {HostTensor::f32({rows, k}, x), HostTensor::f32(shapeOf(experts), w),
+                                  HostTensor::i32({experts}, counts)},
+                                 {HostTensor::f32({rows, n})}, {tb})[0].floats;
+    const auto wholeGrad = runKernel(KernelId::GroupedMatmulWeightGrad,
+                                     {HostTensor::f32({rows, k}, x), HostTensor::f32({rows, n}, dy),
+                                      HostTensor::i32({experts}, counts)},
+                                     {HostTensor::f32(shapeOf(experts))}, {tb})[0].floats;
+    for (int split = 0; split < 16; ++split) {  // bit b set: a group starts at expert b + 1
+      std::vector<int64_t> first = {0};
+      for (int64_t b = 0; b < 4; ++b)
+        if (split >> b & 1) first.push_back(b + 1);
+      first.push_back(experts);
+      HostTensor y = HostTensor::f32({rows, n}, std::vector<float>(rows * n, 0.0f));
+      for (size_t g = 0; g + 1 < first.size(); ++g) {
+        const int64_t size = first[g + 1] - first[g];
+        const bool in_place = g % 2 == 1;  // alternately in into's bytes and in bytes of its own
+        HostTensor piece = HostTensor::f32(shapeOf(size), expertSlice(w, first[g], size, per));
+        HostTensor xs = HostTensor::f32({rows, k}, x), ns = HostTensor::i32({experts}, counts);
+        HostTensor out = HostTensor::f32({rows, n}, std::vector<float>(rows * n, 7.0f));
+        KernelArgs args;
+        args.in = {xs.view(), piece.view(), ns.view(), y.view()};
+        args.out = {in_place ? y.view() : out.view()};
+        args.ints = {tb, first[g]};
+        ASSERT_EQ(checkKernelCall(KernelId::GroupedMatmulInto, args), "");
+        runKernelCpu(KernelId::GroupedMatmulInto, args);
+        if (!in_place) y = out;
+        const auto grad = runKernel(KernelId::GroupedMatmulWeightGrad,
+                                    {HostTensor::f32({rows, k}, x), HostTensor::f32({rows, n}, dy),
+                                     HostTensor::i32({experts}, counts)},
+                                    {HostTensor::f32(shapeOf(size), std::vector<float>(size * per, 9.0f))},
+                                    {tb, first[g]})[0].floats;
+        EXPECT_EQ(grad, expertSlice(wholeGrad, first[g], size, per))
+            << "split " << split << ", group " << g << ", transpose_b " << tb;
+      }
+      EXPECT_EQ(y.floats, whole) << "split " << split << ", transpose_b " << tb;
+    }
+  }
+}
+
+// A group's range is checked against the counts: experts past the counted ones, a first expert
+// on the whole product, an `into` of another shape.
+TEST_F(MoeKernels, GroupRangesOutsideTheCountsAreRefused) {
+  const int64_t rows = 4, k = 2, n = 3;
+  HostTensor x = HostTensor::f32({rows, k}), w2 = HostTensor::f32({2, n, k}), w3 = HostTensor::f32({3, n, k});
+  HostTensor counts = HostTensor::i32({3}, {1, 1, 2}), into = HostTensor::f32({rows, n}), y = HostTensor::f32({rows, n});
+  HostTensor bad_into = HostTensor::f32({rows, n + 1}), dy = HostTensor::f32({rows, n}), dw2 = HostTensor::f32({2, n, k});
+  auto check = [&](KernelId id, std::vector<Tensor> in, Tensor out, std::vector<int64_t> ints) {
+    KernelArgs args;
+    args.in = std::move(in);
+    args.out = {out};
+    args.ints = std::move(ints);
+    return checkKernelCall(id, args);
+  };
+  EXPECT_EQ(check(KernelId::GroupedMatmulInto, {x.view(), w2.view(), counts.view(), into.view()}, y.view(), {1, 1}), "");
+  EXPECT_NE(check(KernelId::GroupedMatmulInto, {x.view(), w2.view(), counts.view(), into.view()}, y.view(), {1, 2})
+                .find("experts [2, 4) are not within the 3 counted"),
+            std::string::npos);
+  EXPECT_NE(check(KernelId::GroupedMatmulInto, {x.view(), w2.view(), counts.view(), into.view()}, y.view(), {1, -1}),
+            "");
+  EXPECT_NE(check(KernelId::GroupedMatmulInto, {x.view(), w2.view(), counts.view(), bad_into.view()}, y.view(), {1, 0}),
+            "");
+  EXPECT_NE(check(KernelId::GroupedMatmul, {x.view(), w2.view(), counts.view()}, y.view(), {1}).find("the whole product takes them all"),
+            std::string::npos);
+  EXPECT_EQ(check(KernelId::GroupedMatmul, {x.view(), w3.view(), counts.view()}, y.view(), {1}), "");
+  EXPECT_EQ(check(KernelId::GroupedMatmulWeightGrad, {x.view(), dy.view(), counts.view()}, dw2.view(), {1, 1}), "");
+  EXPECT_NE(check(KernelId::GroupedMatmulWeightGrad, {x.view(), dy.view(), counts.view()}, dw2.view(), {1, 2}), "");
+  EXPECT_NE(check(KernelId::GroupedMatmulWeightGrad, {x.view(), dy.view(), counts.view()}, dw2.view(), {1}), "");
+}
+
 TEST_F(MoeKernels, CountsThatDoNotAddUpStayInsideTheRows) {
   const int64_t rows = 6, k = 2, n = 3;
   const std::vector<float> x = randomFloats(rows * k, rng), w = randomFloats(3 * n * k, rng);
