@@ -458,7 +458,7 @@ class ModelBuilder {
     auto dispatch = b_.create<MoeDispatchOp>(loc_, h, route.getExperts(), e);
     auto product = [&](Value x, const std::string& name, int64_t out, int64_t in, double sd) -> Value {
       return b_.create<GroupedMatmulOp>(loc_, x, param(p + "moe." + name + ".weight", {e, out, in}, "normal", sd),
-                                        dispatch.getCounts(), true);
+                                        dispatch.getCounts(), Value(), true, 0);
     };
     if (oss) {
       Value s = b_.create<ClampedSwigluOp>(loc_, ossProduct(dispatch, dispatch.getRouted(), p + "moe.gate_up", d, 2 * f, std),
@@ -478,7 +478,7 @@ class ModelBuilder {
   Value ossProduct(MoeDispatchOp dispatch, Value x, const std::string& name, int64_t in, int64_t out, double sd) {
     const int64_t e = c_.experts;
     Value y = b_.create<GroupedMatmulOp>(loc_, x, param(name + ".weight", {e, in, out}, "normal", sd),
-                                         dispatch.getCounts(), false);
+                                         dispatch.getCounts(), Value(), false, 0);
     return b_.create<GroupedAddBiasOp>(loc_, y, param(name + ".bias", {e, out}, "zeros"), dispatch.getCounts());
   }
 

@@ -273,4 +273,9 @@ StringRef paramName(func::FuncOp func, unsigned index) {
   return name ? name.getValue() : "";
 }
 
+bool isRowPiece(func::FuncOp func, unsigned index) {
+  auto param = func.getArgAttrOfType<DictionaryAttr>(index, kParamAttr);
+  return param && param.get(kParamRowsKey);
+}
+
 }  // namespace mt

@@ -105,6 +105,10 @@ mlir::LogicalResult insertHostEmbeddingTasks(mlir::func::FuncOp func, llvm::Arra
 // The bytes of one row (the first dimension's step) of `type`: where row r of a row piece starts.
 int64_t rowBytes(mlir::RankedTensorType type);
 
+// Whether argument `index` is a row piece of a parameter (mt.param with rows: mt-split-vocab,
+// mt-split-experts).
+bool isRowPiece(mlir::func::FuncOp func, unsigned index);
+
 // The param name of argument `index`, or "" if it is not a parameter.
 llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);
 

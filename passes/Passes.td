@@ -164,6 +164,35 @@ def SplitVocabPass : Pass<"mt-split-vocab", "mlir::ModuleOp"> {
   let dependentDialects = ["::mt::MtDialect"];
 }
 
+def SplitExpertsPass : Pass<"mt-split-experts", "mlir::ModuleOp"> {
+  let summary = "Each stacked expert weight in groups of consecutive experts";
+  let description = [{
+    Splits every stacked expert weight (an (E, ., .) parameter read only as the weight of
+    `mt.grouped_matmul`, its gradient one `mt.grouped_matmul_weight_grad`) into `groups`
+    pieces of consecutive experts (`mt.param` with `rows = [first expert, E]`, as
+    mt-split-vocab's chunks; the gradient pieces with `mt.grad_row`). Each product over the
+    stack becomes a chain from zeros, one `mt.grouped_matmul ... into` per group (each replacing
+    its experts' rows: the whole product bit for bit), and the gradient one
+    `mt.grouped_matmul_weight_grad {first_expert, experts}` per group. The streamed schedules
+    then copy a group in one group ahead of its products, so the device holds a few experts of a
+    layer at a time. The function gets `mt.expert_split`, the names split. Needs `mt-partition`
+    and a differentiated function; a model without stacked expert weights is an error;
+    `groups` <= 1 leaves the function alone (more groups than experts: a group per expert).
+
+    ```mlir
+    // groups = 2, a (4, 8, 6) stack:
+    %z = mt.fill {value = 0.0 : f32} : tensor<16x8xf32>
+    %y0 = mt.grouped_matmul %x, %w0, %n into %z {first_expert = 0 : i64, transpose_b = true} ...
+    %y1 = mt.grouped_matmul %x, %w1, %n into %y0 {first_expert = 2 : i64, transpose_b = true} ...
+    ```
+  }];
+  let options = [
+    Option<"groups", "groups", "int64_t", /*default=*/"0",
+           "Number of groups of experts (0 or 1: no split)">,
+  ];
+  let dependentDialects = ["::mt::MtDialect"];
+}
+
 def RecomputePass : Pass<"mt-recompute", "mlir::ModuleOp"> {
   let summary = "Recompute each layer block's activations in its backward pass";
   let description = [{
@@ -186,12 +215,16 @@ def RecomputePass : Pass<"mt-recompute", "mlir::ModuleOp"> {
 }
 
 def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
-  let summary = "Streamed schedule: weights copied in per block, one block ahead; gradients out as they complete";
+  let summary = "Streamed schedule: weights copied in per block, one block ahead (a stack's groups of experts one group ahead); gradients out as they complete";
   let description = [{
     Like mt-schedule-resident, but a parameter's device copy lives only for one run of uses
     within a block (its forward, then its recompute + backward): an `mt.h2d` is inserted at the
     start of the block that runs before (a prefetch one block ahead), so weights cross the
-    link once forward and once backward. Each gradient is copied out right after it is
+    link once forward and once backward. The row pieces of one parameter (mt-split-experts'
+    groups of experts) that one region reads in turn are copied one piece ahead instead: each
+    where the piece before it starts being read, so the device holds two of them at a time;
+    a piece read twice apart in a region (its recomputed product, then its input gradient) is
+    copied twice. Each gradient is copied out right after it is
     complete and its share of the global norm taken on the host at once. AdamW runs one step
     late (`adamw_previous`): each parameter's update of the previous step just before its
     first copy in, so the host optimizer overlaps the forward instead of ending the step.
@@ -310,7 +343,9 @@ def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
   let description = [{
     Gives every device value (results of compute ops and of `mt.h2d`) an offset in a single
     arena (`mt.offsets` on its op), reusing the bytes of values whose last use has passed;
-    `mt.reshape` results share their input's bytes. A value copied to the host keeps its bytes
+    `mt.reshape` results share their input's bytes, token tiles their whole's, and each link
+    of a chain of a stack's groups of experts (`mt.grouped_matmul ... into`, mt-split-experts)
+    the bytes of its `into` where it is that value's only reader (made in place). A value copied to the host keeps its bytes
     to the end of its block's region (the copy runs beside the next kernels instead of making
     them wait) unless only the plan without that slack fits the budget. Records the arena size
     as `mt.arena_bytes` and the smallest arena (no slack) as `mt.arena_min_bytes` on the

@@ -1,9 +1,11 @@
 // mt-plan-memory: static offsets of every device value in one arena. Values are placed in
 // program order, first fit, and their bytes return to the free list after their last use;
 // results are placed before the op's dying operands are freed, so no op writes over its own
-// inputs. Views share another value's bytes and extend its lifetime: a reshape its input's, a
-// token tile (mt.token_split) its part of the whole, and each tile of an mt.token_concat is
-// made in place in the whole's bytes (which are taken when the first tile is made).
+// inputs but a chain's link (below). Views share another value's bytes and extend its lifetime:
+// a reshape its input's, a token tile (mt.token_split) its part of the whole, each tile of an
+// mt.token_concat is made in place in the whole's bytes (which are taken when the first tile is
+// made), and each link of a chain of a stack's groups of experts (mt.grouped_matmul into, from
+// mt-split-experts) is made in place in its `into`'s bytes, of which it is the only reader.
 #include <map>
 #include <vector>
 
@@ -100,11 +102,23 @@ bool placeableTile(Value tile, const Views& views, const DenseSet<Value>& placed
 // (mt.scale by 1, exact) and the copy placed.
 Views buildViews(Block& body) {
   Views views;
+  DenseSet<Value> links;  // results of a group's product placed in their `into`'s bytes
   for (Operation& op : body) {
     if (auto reshape = dyn_cast<ReshapeOp>(op)) views.alias(reshape.getResult(), reshape.getInput(), 0);
     if (auto split = dyn_cast<TokenSplitOp>(op))
       for (auto [i, tile] : llvm::enumerate(split.getTiles()))
         views.alias(tile, split.getInput(), static_cast<int64_t>(i) * tensorBytes(tile.getType()));
+    // A chain of a stack's groups of experts (mt-split-experts) in one buffer: each link in its
+    // `into`'s bytes where it is their only reader (a value of its own or the link before).
+    if (auto product = dyn_cast<GroupedMatmulOp>(op)) {
+      Value into = product.getInto();
+      Operation* def = into ? into.getDefiningOp() : nullptr;
+      if (into && into.hasOneUse() &&
+          (links.contains(into) || (def && !views.isView(into) && onDevice(def) && !isa<TokenConcatOp>(def)))) {
+        views.alias(product.getResult(), into, 0);
+        links.insert(product.getResult());
+      }
+    }
   }
   DenseSet<Value> placed;
   for (Operation& op : body) {

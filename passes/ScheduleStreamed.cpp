@@ -1,9 +1,10 @@
-// mt-schedule-streamed: weights stream in per block (one block ahead), gradients stream out as
-// they complete, the host takes the norm as they land; AdamW runs one step late, each
+// mt-schedule-streamed: weights stream in per block (one block ahead; a stack's groups of
+// experts one group ahead within the block), gradients stream out as they complete, the host takes the norm as they land; AdamW runs one step late, each
 // parameter's update just before its first copy in (overlapped with the next forward), or —
 // on arrival — right after its gradient landed (overlapped with the backward, no clipping).
 // A forward-only function streams its weights the same way and copies its outputs out.
 #include <map>
+#include <set>
 
 #include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/Builders.h"
@@ -55,39 +56,61 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
         return use.getOwner() != copy && !isa<func::ReturnOp, HostTaskOp>(use.getOwner());
       });
     };
+    // Uses in program order, split into runs of one value within one region, each run reading a
+    // copy of its own: placed where the run before it starts if that run is in the same region
+    // (a row piece one piece ahead: the next group of experts streams in during the products of
+    // this one), else one region ahead.
+    auto streamRuns = [&](std::vector<OpOperand*> uses) {
+      std::sort(uses.begin(), uses.end(), [&](OpOperand* x, OpOperand* y) {
+        return position[x->getOwner()] < position[y->getOwner()];
+      });
+      size_t previous = uses.size();  // the first use of the run before, if any
+      for (size_t start = 0; start < uses.size();) {
+        const size_t run_region = region[uses[start]->getOwner()];
+        const Value read = uses[start]->get();
+        size_t end = start;
+        while (end < uses.size() && region[uses[end]->getOwner()] == run_region && uses[end]->get() == read) ++end;
+        Operation* at = previous < uses.size() && region[uses[previous]->getOwner()] == run_region
+                            ? uses[previous]->getOwner()
+                            : prefetchPoint(ops, position[uses[start]->getOwner()]);
+        b.setInsertionPoint(at);
+        auto copy = b.create<H2DOp>(func.getLoc(), read);
+        copy->setAttr(kBlockAttr, at->getAttr(kBlockAttr));
+        for (size_t u = start; u < end; ++u) uses[u]->set(copy.getResult());
+        previous = start;
+        start = end;
+      }
+    };
+    auto streamedUses = [&](BlockArgument arg, std::vector<OpOperand*>& uses) {
+      for (OpOperand& use : arg.getUses())
+        if (!isa<func::ReturnOp, HostTaskOp>(use.getOwner())) uses.push_back(&use);
+    };
     int64_t pinned_bytes = 0;
     DenseSet<Value> pinned;  // before any copy replaces a use
     if (pinShared)
       for (Value param : sharedParameters(func)) pinned.insert(param);
+    std::set<std::string> streamedPieces;  // parameters whose row pieces are scheduled
     for (BlockArgument arg : func.getArguments()) {
       if (arg.use_empty()) continue;
-      if (paramName(func, arg.getArgNumber()).empty()) {
+      const StringRef name = paramName(func, arg.getArgNumber());
+      if (name.empty()) {
         copyInOnce(arg);
         continue;
       }
-      // Uses in program order, split into runs that stay within one region.
-      std::vector<OpOperand*> uses;
-      for (OpOperand& use : arg.getUses())
-        if (!isa<func::ReturnOp, HostTaskOp>(use.getOwner())) uses.push_back(&use);
-      std::sort(uses.begin(), uses.end(), [&](OpOperand* x, OpOperand* y) {
-        return position[x->getOwner()] < position[y->getOwner()];
-      });
       if (pinned.contains(arg)) {
         copyInOnce(arg);
         pinned_bytes += tensorBytes(arg.getType());
         continue;
       }
-      for (size_t start = 0; start < uses.size();) {
-        const size_t run_region = region[uses[start]->getOwner()];
-        size_t end = start;
-        while (end < uses.size() && region[uses[end]->getOwner()] == run_region) ++end;
-        Operation* at = prefetchPoint(ops, position[uses[start]->getOwner()]);
-        b.setInsertionPoint(at);
-        auto copy = b.create<H2DOp>(func.getLoc(), arg);
-        copy->setAttr(kBlockAttr, at->getAttr(kBlockAttr));
-        for (size_t u = start; u < end; ++u) uses[u]->set(copy.getResult());
-        start = end;
+      std::vector<OpOperand*> uses;
+      if (!isRowPiece(func, arg.getArgNumber())) {
+        streamedUses(arg, uses);
+      } else if (streamedPieces.insert(name.str()).second) {  // all its pieces at the first one
+        for (BlockArgument piece : func.getArguments())
+          if (isRowPiece(func, piece.getArgNumber()) && paramName(func, piece.getArgNumber()) == name)
+            streamedUses(piece, uses);
       }
+      streamRuns(std::move(uses));
     }
 
     // The loss and each gradient leave as soon as they are complete; each gradient's share of

@@ -14,6 +14,7 @@
 
 #include "llvm/ADT/SetVector.h"
 #include "mlir/IR/Builders.h"
+#include "passes/ParamPieces.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
@@ -33,69 +34,6 @@ void markOps(Operation* first, Operation* end, int64_t block, StringRef mark) {
     op->setAttr(kBlockAttr, b.getI64IntegerAttr(block));
     if (!mark.empty()) op->setAttr(mark, b.getUnitAttr());
   }
-}
-
-// Chunk c of `rows` rows holds rows [first[c], first[c + 1]): sizes as even as they come.
-SmallVector<int64_t> chunkStarts(int64_t rows, int64_t chunks) {
-  SmallVector<int64_t> first;
-  for (int64_t c = 0; c <= chunks; ++c) first.push_back(rows * c / chunks);
-  return first;
-}
-
-// Inserts one argument per row piece of parameter `weight` right after it: the same mt.param
-// with rows = [first row, all rows].
-SmallVector<BlockArgument> insertPieces(func::FuncOp func, BlockArgument weight, ArrayRef<int64_t> first) {
-  Builder b(func.getContext());
-  auto type = cast<RankedTensorType>(weight.getType());
-  auto param = func.getArgAttrOfType<DictionaryAttr>(weight.getArgNumber(), kParamAttr);
-  SmallVector<BlockArgument> pieces;
-  for (size_t c = 0; c + 1 < first.size(); ++c) {
-    NamedAttrList attrs(param);
-    attrs.set(kParamRowsKey, b.getDenseI64ArrayAttr({first[c], type.getDimSize(0)}));
-    const unsigned index = weight.getArgNumber() + 1 + c;
-    func.insertArgument(index, RankedTensorType::get({first[c + 1] - first[c], type.getDimSize(1)}, b.getF32Type()),
-                        b.getDictionaryAttr({b.getNamedAttr(kParamAttr, attrs.getDictionary(func.getContext()))}),
-                        weight.getLoc());
-    pieces.push_back(func.getArgument(index));
-  }
-  return pieces;
-}
-
-// Replaces the gradient result of parameter `name` by one result per piece, in row order.
-void splitGradResult(func::FuncOp func, StringRef name, ArrayRef<Value> pieceGrads, ArrayRef<int64_t> first) {
-  Builder b(func.getContext());
-  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  SmallVector<DictionaryAttr> resultAttrs;
-  func.getAllResultAttrs(resultAttrs);
-  SmallVector<Value> results;
-  SmallVector<Attribute> attrs;
-  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-    auto grad = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
-    if (!grad || grad.getValue() != name) {
-      results.push_back(ret.getOperand(i));
-      attrs.push_back(resultAttrs[i] ? Attribute(resultAttrs[i]) : b.getDictionaryAttr({}));
-      continue;
-    }
-    for (size_t c = 0; c < pieceGrads.size(); ++c) {
-      results.push_back(pieceGrads[c]);
-      attrs.push_back(b.getDictionaryAttr({b.getNamedAttr(kGradAttr, b.getStringAttr(name)),
-                                           b.getNamedAttr(kGradRowAttr, b.getI64IntegerAttr(first[c]))}));
-    }
-  }
-  ret->setOperands(results);
-  SmallVector<Type> types;
-  for (Value v : results) types.push_back(v.getType());
-  func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(), types));
-  func.setAllResultAttrs(attrs);
-}
-
-// Adds `name` to the function's list of parameters split by vocabulary rows (for the summary).
-void noteSplit(func::FuncOp func, StringRef name) {
-  Builder b(func.getContext());
-  SmallVector<Attribute> names;
-  if (auto split = func->getAttrOfType<ArrayAttr>(kVocabSplitAttr)) names.append(split.begin(), split.end());
-  names.push_back(b.getStringAttr(name));
-  func->setAttr(kVocabSplitAttr, b.getArrayAttr(names));
 }
 
 // The token embedding in chunks of the table's rows, each in its own layer block before the
@@ -121,7 +59,7 @@ void splitEmbedding(func::FuncOp func, int64_t vocab, int64_t chunks) {
   if (!grad || !grad->hasOneUse() || *grad->getUsers().begin() != ret) return;
   const std::string name = paramName(func, table.getArgNumber()).str();
 
-  const SmallVector<int64_t> first = chunkStarts(vocab, chunks);
+  const SmallVector<int64_t> first = pieceStarts(vocab, chunks);
   SmallVector<BlockArgument> pieces = insertPieces(func, table, first);
   OpBuilder b(func.getContext());
   auto block = [&](Operation* op, int64_t c) { op->setAttr(kBlockAttr, b.getI64IntegerAttr(-1 - chunks + c)); };
@@ -146,7 +84,7 @@ void splitEmbedding(func::FuncOp func, int64_t vocab, int64_t chunks) {
   grad.erase();
   lookup.erase();
   func.eraseArgument(table.getArgNumber());
-  noteSplit(func, name);
+  noteSplit(func, kVocabSplitAttr, name);
 }
 
 // The LM head and the loss it feeds: the forward product logits = h W^T, its loss, the loss's
@@ -298,7 +236,7 @@ LogicalResult splitHead(func::FuncOp func, int64_t chunks, int64_t& vocab) {
   vocab = cast<RankedTensorType>(m.weight.getType()).getDimSize(0);
   if (chunks > vocab) return func.emitError("cannot split a vocabulary of ") << vocab << " into " << chunks << " chunks";
   const int64_t epilogue = *blockOf(m.xent);
-  const SmallVector<int64_t> first = chunkStarts(vocab, chunks);
+  const SmallVector<int64_t> first = pieceStarts(vocab, chunks);
   SmallVector<BlockArgument> pieces = insertPieces(func, m.weight, first);
   SmallVector<MatmulOp> forwardProducts;
   XentFinishOp finish = buildForwardChunks(m, pieces, first, vocab, epilogue, forwardProducts);
@@ -307,7 +245,7 @@ LogicalResult splitHead(func::FuncOp func, int64_t chunks, int64_t& vocab) {
     return failure();
   splitGradResult(func, m.name, pieceGrads, first);
   eraseWholeHead(func, m);
-  noteSplit(func, m.name);
+  noteSplit(func, kVocabSplitAttr, m.name);
   return success();
 }
 

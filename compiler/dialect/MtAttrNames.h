@@ -29,6 +29,7 @@ inline constexpr char kLandingOffsetAttr[] = "mt.landing_offset";  // d2h: offse
 inline constexpr char kLandingBytesAttr[] = "mt.landing_bytes";    // func: gradient landing buffer size
 inline constexpr char kActivationBytesAttr[] = "mt.activation_bytes";  // func: bytes of activations offloaded per step (both ways)
 inline constexpr char kVocabSplitAttr[] = "mt.vocab_split";    // func: the parameters split by vocabulary rows
+inline constexpr char kExpertSplitAttr[] = "mt.expert_split";  // func: the stacked expert weights split into groups
 inline constexpr char kPinnedBytesAttr[] = "mt.pinned_bytes";      // func: shared weights kept on the device
 inline constexpr char kModelAttr[] = "mt.model";         // func: model name
 inline constexpr char kPrecisionAttr[] = "mt.precision"; // func: "bf16" once mt-mixed-precision ran

@@ -95,25 +95,40 @@ LogicalResult MoeDispatchGradOp::inferReturnTypes(MLIRContext* ctx, std::optiona
 }
 
 // input (R, K), weight (E, N, K) or (E, K, N), counts (E): the result's (R, N).
+// A product's (R, N) result; `first` and `into`: a group's, its weight the experts from `first` on.
 static FailureOr<SmallVector<int64_t, 2>> groupedProductShape(std::optional<Location> loc, Value input, Value weight,
-                                                              Value counts, bool transposed) {
+                                                              Value counts, Value into, int64_t first,
+                                                              bool transposed) {
   auto x = tensorOf(input).getShape(), w = tensorOf(weight).getShape();
   if (x.size() != 2 || w.size() != 3)
     return emitOptionalError(loc, "grouped_matmul takes (rows, K) rows and (experts, ., .) weights, got ", shapeStr(x),
                              " and ", shapeStr(w));
-  if (failed(requireShape(loc, counts, {w[0]}, "counts"))) return failure();
   const int64_t k = transposed ? w[2] : w[1];
   if (k != x[1])
     return emitOptionalError(loc, "grouped_matmul contraction sizes differ: ", shapeStr(x), " and ", shapeStr(w));
-  return SmallVector<int64_t, 2>{x[0], transposed ? w[1] : w[2]};
+  SmallVector<int64_t, 2> shape{x[0], transposed ? w[1] : w[2]};
+  if (!into) {
+    if (first != 0) return emitOptionalError(loc, "grouped_matmul: a first_expert needs the products so far (into)");
+    if (failed(requireShape(loc, counts, {w[0]}, "counts"))) return failure();
+    return shape;
+  }
+  auto n = tensorOf(counts).getShape();
+  if (n.size() != 1 || first < 0 || first > n[0] - w[0])
+    return emitOptionalError(loc, "grouped_matmul: experts [", first, ", ", first + w[0], ") are not within counts ",
+                             shapeStr(n));
+  if (failed(requireShape(loc, into, shape, "into"))) return failure();
+  return shape;
 }
 
 LogicalResult GroupedMatmulOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
                                                 SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  const int64_t first = adaptor.getFirstExpertAttr() ? adaptor.getFirstExpertAttr().getInt() : 0;
   auto shape = groupedProductShape(loc, adaptor.getInput(), adaptor.getWeight(), adaptor.getCounts(),
-                                   transposeB(adaptor.getTransposeBAttr()));
-  FailureOr<Type> act = activationType(loc, {adaptor.getInput(), adaptor.getWeight()});
+                                   adaptor.getInto(), first, transposeB(adaptor.getTransposeBAttr()));
+  SmallVector<Value, 3> activations{adaptor.getInput(), adaptor.getWeight()};
+  if (adaptor.getInto()) activations.push_back(adaptor.getInto());
+  FailureOr<Type> act = activationType(loc, activations);
   if (failed(shape) || failed(act)) return failure();
   types.push_back(RankedTensorType::get(*shape, *act));
   return success();
@@ -127,9 +142,15 @@ LogicalResult GroupedMatmulWeightGradOp::inferReturnTypes(MLIRContext* ctx, std:
   if (x.size() != 2 || dy.size() != 2 || x[0] != dy[0] || counts.size() != 1)
     return emitOptionalError(loc, "grouped_matmul_weight_grad takes (R, K) rows, (R, N) gradients and (E) counts, got ",
                              shapeStr(x), ", ", shapeStr(dy), ", ", shapeStr(counts));
+  const int64_t first = adaptor.getFirstExpertAttr() ? adaptor.getFirstExpertAttr().getInt() : 0;
+  const int64_t group = adaptor.getExpertsAttr() ? adaptor.getExpertsAttr().getInt() : 0;
+  const int64_t experts = group > 0 ? group : counts[0];
+  if (group < 0 || first < 0 || first > counts[0] - experts || (group == 0 && first != 0))
+    return emitOptionalError(loc, "grouped_matmul_weight_grad: experts [", first, ", ", first + experts,
+                             ") are not within counts ", shapeStr(counts), " (a first_expert needs experts > 0)");
   if (failed(activationType(loc, {adaptor.getInput(), adaptor.getDout()}))) return failure();
-  types.push_back(transposeB(adaptor.getTransposeBAttr()) ? f32Tensor(ctx, {counts[0], dy[1], x[1]})
-                                                          : f32Tensor(ctx, {counts[0], x[1], dy[1]}));
+  types.push_back(transposeB(adaptor.getTransposeBAttr()) ? f32Tensor(ctx, {experts, dy[1], x[1]})
+                                                          : f32Tensor(ctx, {experts, x[1], dy[1]}));
   return success();
 }
 
@@ -243,8 +264,31 @@ int64_t MoeRouteOp::getFlops() { return 5 * numel(getLogits()); }
 int64_t MoeRouteGradOp::getFlops() { return 8 * numel(getLogits()); }
 int64_t MoeDispatchOp::getFlops() { return 0; }
 int64_t MoeDispatchGradOp::getFlops() { return numel(getDrouted()); }
-int64_t GroupedMatmulOp::getFlops() { return 2 * numel(getResult()) * tensorOf(getInput()).getShape()[1]; }
-int64_t GroupedMatmulWeightGradOp::getFlops() { return 2 * numel(getInput()) * tensorOf(getDout()).getShape()[1]; }
+// A group's products count its experts' share of the rows (G/E of them, as an even router gives)
+// in their FLOPs and in the bytes of the rows they read and write; a group's weights are its own.
+static int64_t groupShare(int64_t amount, int64_t group, Value counts) {
+  return amount * group / tensorOf(counts).getShape()[0];
+}
+static int64_t bytesOf(Value v) { return tensorBytes(v.getType()); }
+int64_t GroupedMatmulOp::getFlops() {
+  return groupShare(2 * numel(getResult()) * tensorOf(getInput()).getShape()[1],
+                    tensorOf(getWeight()).getShape()[0], getCounts());
+}
+int64_t GroupedMatmulOp::getBytesAccessed() {
+  if (!getInto()) return defaultBytesAccessed(getOperation());
+  const int64_t group = tensorOf(getWeight()).getShape()[0];
+  return groupShare(bytesOf(getInput()) + bytesOf(getResult()), group, getCounts()) + bytesOf(getWeight()) +
+         bytesOf(getCounts());
+}
+int64_t GroupedMatmulWeightGradOp::getFlops() {
+  return groupShare(2 * numel(getInput()) * tensorOf(getDout()).getShape()[1], tensorOf(getDweight()).getShape()[0],
+                    getCounts());
+}
+int64_t GroupedMatmulWeightGradOp::getBytesAccessed() {
+  if (getExperts() == 0) return defaultBytesAccessed(getOperation());
+  return groupShare(bytesOf(getInput()) + bytesOf(getDout()), getExperts(), getCounts()) + bytesOf(getDweight()) +
+         bytesOf(getCounts());
+}
 int64_t GroupedAddBiasOp::getFlops() { return numel(getInput()); }
 int64_t GroupedBiasGradOp::getFlops() { return numel(getDout()); }
 int64_t MoeCombineOp::getFlops() { return 2 * numel(getRouted()); }
@@ -265,9 +309,12 @@ void MoeRouteGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorI
 }
 void GroupedMatmulOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(getTransposeB());
+  if (getInto()) ints.push_back(static_cast<int64_t>(getFirstExpert()));
 }
+StringRef GroupedMatmulOp::getKernelName() { return getInto() ? "mt.grouped_matmul_into" : "mt.grouped_matmul"; }
 void GroupedMatmulWeightGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(getTransposeB());
+  if (getExperts() > 0) ints.push_back(static_cast<int64_t>(getFirstExpert()));
 }
 void MoeBalanceLossOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(static_cast<int64_t>(getRows()));
@@ -291,9 +338,13 @@ SmallVector<Value> MoeDispatchOp::buildGradient(OpBuilder& b, ArrayRef<Value> gr
 // dW_e from the expert's rows alone.
 SmallVector<Value> GroupedMatmulOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   const Location loc = getLoc();
-  Value dx = b.create<GroupedMatmulOp>(loc, grads[0], getWeight(), getCounts(), !getTransposeB());
-  Value dw = b.create<GroupedMatmulWeightGradOp>(loc, getInput(), grads[0], getCounts(), getTransposeB());
-  return {dx, dw, Value()};
+  if (getInto()) {  // a group's product: made after mt-autodiff, never differentiated
+    emitError("a group's product (into) has no gradient rule: mt-split-experts runs after mt-autodiff");
+    return {Value(), Value(), Value(), Value()};
+  }
+  Value dx = b.create<GroupedMatmulOp>(loc, grads[0], getWeight(), getCounts(), Value(), !getTransposeB(), 0);
+  Value dw = b.create<GroupedMatmulWeightGradOp>(loc, getInput(), grads[0], getCounts(), getTransposeB(), 0, 0);
+  return {dx, dw, Value()};  // one per operand: no into here
 }
 
 SmallVector<Value> GroupedAddBiasOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {

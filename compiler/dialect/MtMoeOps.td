@@ -89,8 +89,14 @@ def Mt_MoeDispatchGradOp : Mt_KernelOp<"moe_dispatch_grad", [KernelOpInterface]>
   let assemblyFormat = "$drouted `,` $positions attr-dict `:` type($drouted) `,` type($positions)";
 }
 
-def Mt_GroupedMatmulOp : Mt_KernelOp<"grouped_matmul", [
-    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+// The grouped products count a group's share of the rows in their bytes too (a group's product
+// reads and writes its experts' rows only, in place).
+class Mt_GroupedKernelOp<string mnemonic, list<Trait> traits = []>
+    : Mt_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
+                                           DeclareOpInterfaceMethods<CostOpInterface, ["getBytesAccessed"]>])>;
+
+def Mt_GroupedMatmulOp : Mt_GroupedKernelOp<"grouped_matmul", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs", "getKernelName"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "per-expert products over row ranges: rows of expert e times weight[e]";
   let description = [{
@@ -99,23 +105,35 @@ def Mt_GroupedMatmulOp : Mt_KernelOp<"grouped_matmul", [
     expert a torch Linear's (out, in) weight), else (E, K, N). Result (R, N): row r of expert
     e is input[r] @ op(weight[e]); rows past the experts' total are zero.
 
+    With `into` (R, N), a group of experts (mt-split-experts; plan 1.20): `weight` holds the
+    G experts from `first_expert` on, and the result is `into` with those experts' rows
+    replaced by their products. A chain of groups from zeros gives the whole product's result
+    bit for bit; the memory planner gives each link its `into`'s bytes (in place). A group's
+    product has no gradient rule: the split runs after mt-autodiff.
+
     ```mlir
     %g = mt.grouped_matmul %x, %wg, %n {transpose_b = true}
         : tensor<4096x384xf32>, tensor<8x1024x384xf32>, tensor<8xi32>
+    %g1 = mt.grouped_matmul %x, %wg1, %n into %g0 {first_expert = 4 : i64, transpose_b = true}
+        : tensor<4096x384xf32>, tensor<4x1024x384xf32>, tensor<8xi32>, tensor<4096x1024xf32>
     ```
   }];
   let arguments = (ins Mt_FloatTensor:$input, Mt_FloatTensor:$weight, Mt_I32Tensor:$counts,
-                       DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+                       Optional<Mt_FloatTensor>:$into,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
+                       DefaultValuedAttr<I64Attr, "0">:$first_expert);
   let results = (outs Mt_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $weight `,` $counts attr-dict `:` type(operands)";
+  let assemblyFormat = "$input `,` $weight `,` $counts (`into` $into^)? attr-dict `:` type(operands)";
 }
 
-def Mt_GroupedMatmulWeightGradOp : Mt_KernelOp<"grouped_matmul_weight_grad", [
+def Mt_GroupedMatmulWeightGradOp : Mt_GroupedKernelOp<"grouped_matmul_weight_grad", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
   let summary = "the weight gradient of mt.grouped_matmul, one product per expert";
   let description = [{
     dweight[e] = dout_e^T @ input_e (E, N, K) with `transpose_b`, else input_e^T @ dout_e
-    (E, K, N), over expert e's row range; zero for an expert that got no rows.
+    (E, K, N), over expert e's row range; zero for an expert that got no rows. With `experts`
+    G > 0, the gradient of a group's weight (mt-split-experts): experts `first_expert` to
+    `first_expert` + G − 1 only, (G, ., .).
 
     ```mlir
     %dwg = mt.grouped_matmul_weight_grad %x, %dg, %n {transpose_b = true}
@@ -123,7 +141,9 @@ def Mt_GroupedMatmulWeightGradOp : Mt_KernelOp<"grouped_matmul_weight_grad", [
     ```
   }];
   let arguments = (ins Mt_FloatTensor:$input, Mt_FloatTensor:$dout, Mt_I32Tensor:$counts,
-                       DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
+                       DefaultValuedAttr<I64Attr, "0">:$first_expert,
+                       DefaultValuedAttr<I64Attr, "0">:$experts);
   let results = (outs Mt_F32Tensor:$dweight);
   let assemblyFormat = "$input `,` $dout `,` $counts attr-dict `:` type(operands)";
 }
