@@ -59,6 +59,9 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
   stage.explain_failure = false;
   // Token tiles are for what no batch fits untiled (long contexts at batch 1), not searched here.
   if (stage.token_tiles == 0) stage.token_tiles = 1;
+  // Experts in groups likewise (each group a parameter per stack: trials grow with them): larger
+  // batches are sized with whole experts unless --expert-groups gives the groups.
+  if (stage.expert_groups == 0 && batch > 1) stage.expert_groups = 1;
   const StageResult stages = runStages(*trial, stage);
   BatchTrial result;
   result.smallest_arena = stages.smallest_arena;
@@ -222,6 +225,7 @@ StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optio
   stage.update = update;
   stage.tune_recompute = tune_recompute;
   stage.vocab_chunks = o.vocab_chunks;
+  stage.expert_groups = o.expert_groups;
   stage.token_tiles = o.token_tiles;
   stage.offload = o.offload;
   stage.embedding = o.embedding;

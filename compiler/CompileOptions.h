@@ -29,13 +29,13 @@ enum class EmbeddingPlace { kAuto, kDevice, kHost };
 // The stages of the pipeline, in order; --emit can stop after any of them.
 enum class Stage {
   kInput, kFuse, kAttachLoss, kTileTokens, kAutodiff, kPartition,
-  kHostEmbedding, kSplitVocab, kRecompute, kSchedule, kMemory
+  kHostEmbedding, kSplitVocab, kSplitExperts, kRecompute, kSchedule, kMemory
 };
 inline constexpr size_t kStageCount = static_cast<size_t>(Stage::kMemory) + 1;
 // Their names on the command line (--emit) and in messages, indexed by the enum.
 inline constexpr const char* kStageNames[kStageCount] = {
     "input", "fuse", "attach-loss", "tile-tokens", "autodiff", "partition",
-    "host-embedding", "split-vocab", "recompute", "schedule", "memory"};
+    "host-embedding", "split-vocab", "split-experts", "recompute", "schedule", "memory"};
 inline const char* stageName(Stage stage) { return kStageNames[static_cast<size_t>(stage)]; }
 
 // The schedule's name on the command line and in the summary.
@@ -58,6 +58,7 @@ struct CompileOptions {
   std::optional<Schedule> schedule;  // unset: the first that fits the budget
   std::optional<UpdateKind> update;  // unset: by host_mem
   int64_t vocab_chunks = 0;       // the LM head in this many vocabulary chunks; 0: only if the budget needs it
+  int64_t expert_groups = 0;      // each stacked expert weight in this many groups; 0: only if the budget needs it
   int64_t token_tiles = 0;        // each layer block's token-wise work in this many tiles; 0: only if the budget needs it
   Offload offload = Offload::kAuto;
   EmbeddingPlace embedding = EmbeddingPlace::kAuto;

@@ -20,6 +20,7 @@ struct Knobs {
   int64_t keep = 0;        // streamed-recompute: the last blocks that keep their activations
   bool pin_shared = false;  // streamed: weights shared across blocks stay on the device
   int64_t vocab_chunks = 1;  // the LM head's vocabulary chunks (1: not split)
+  int64_t expert_groups = 1;  // each stacked expert weight's groups (1: not split)
   bool offload = false;      // streamed: the activations the backward reads wait on the host
   EmbeddingPlace embedding = EmbeddingPlace::kAuto;  // StageOptions::embedding
   bool tied_head = false;    // the tokens' embedding table is the LM head's weight
@@ -77,6 +78,12 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
       SplitVocabPassOptions options;
       options.chunks = knobs.vocab_chunks;
       return pm.addPass(createSplitVocabPass(options));
+    }
+    case Stage::kSplitExperts: {
+      if (knobs.expert_groups <= 1) return;
+      SplitExpertsPassOptions options;
+      options.groups = knobs.expert_groups;
+      return pm.addPass(createSplitExpertsPass(options));
     }
     case Stage::kRecompute: {
       if (knobs.schedule != Schedule::kStreamedRecompute) return;
@@ -150,43 +157,57 @@ bool keepFits(ModuleOp module, size_t first, const Knobs& knobs, const StageOpti
          options.host_bytes(*trial) <= options.host_mem;
 }
 
-// Splitting the LM head by vocabulary chunks (doubling from 2) under `knobs`: the fewest chunks
-// whose plan fits `budget` (0 when none does, or the model has no head to split: those trials
-// fail quietly), and the smallest arena seen with its chunks. The search stops where more
-// chunks stop shrinking the arena (the peak is elsewhere then) and at 1024 chunks (each a
-// block of the plan).
+// A split by `knob` (the LM head's vocabulary chunks, the experts' groups) under `knobs`,
+// doubling from 2: the fewest pieces whose plan fits `budget` (0 when none does, or the model
+// has nothing to split: those trials fail quietly), and the smallest arena seen with its
+// pieces. The search stops where more pieces stop shrinking the arena (the peak is elsewhere
+// then) and at `most` pieces.
 struct ChunkSearch {
   int64_t fitting = 0, fitting_arena = -1;
   int64_t smallest_arena = -1, smallest_chunks = 0;
 };
-ChunkSearch searchVocabChunks(ModuleOp module, size_t first, Knobs knobs, int64_t budget, int64_t vocab) {
+ChunkSearch searchSplit(ModuleOp module, size_t first, Knobs knobs, int64_t Knobs::*knob, int64_t most,
+                        int64_t budget) {
   ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic&) { return success(); });
-  constexpr int64_t kMaxChunks = 1024;
   ChunkSearch found;
-  for (int64_t chunks = 2; chunks <= std::min(vocab, kMaxChunks); chunks *= 2) {
-    knobs.vocab_chunks = chunks;
+  for (int64_t pieces = 2; pieces <= most; pieces *= 2) {
+    knobs.*knob = pieces;
     const int64_t arena = trialArena(module, first, knobs);
     if (arena < 0 || (found.smallest_arena >= 0 && arena >= found.smallest_arena)) break;
     if (found.smallest_arena < 0 || arena < found.smallest_arena)
-      found.smallest_arena = arena, found.smallest_chunks = chunks;
+      found.smallest_arena = arena, found.smallest_chunks = pieces;
     if (arena <= budget) {
-      found.fitting = chunks, found.fitting_arena = arena;
+      found.fitting = pieces, found.fitting_arena = arena;
       break;
     }
   }
   return found;
 }
 
+// The most experts of any stacked expert weight (the most groups a split can make); 0 without.
+int64_t mostExperts(ModuleOp module) {
+  int64_t most = 0;
+  module.walk([&](GroupedMatmulOp op) {
+    most = std::max(most, cast<RankedTensorType>(op.getWeight().getType()).getDimSize(0));
+  });
+  return most;
+}
+
 // A plan for `base` (its schedule the most frugal that was tried, too large for `budget`) that
 // fits after all: first the LM head in vocabulary chunks, then the activations offloaded, then
-// both. `fits` is false if none does; `smallest` then holds the knobs of the smallest arena.
+// both, then the experts in groups (where `experts` > 1 may be split) on top of the smallest. `fits` is false if none
+// does; `smallest` then holds the knobs of the smallest arena.
 struct FrugalFit {
   bool fits = false;
   Knobs chosen, smallest;
   int64_t smallest_arena = -1;
 };
-FrugalFit fitFrugal(ModuleOp module, size_t first, const Knobs& base, int64_t base_arena, int64_t budget,
-                    int64_t vocab, bool split, bool offload, bool offload_first = false) {
+FrugalFit fitFrugal(ModuleOp module, size_t first, Knobs base, int64_t base_arena, int64_t budget, int64_t vocab,
+                    bool split, int64_t experts, bool offload, bool offload_first = false) {
+  constexpr int64_t kMaxChunks = 1024;  // vocabulary chunks: each a block of the plan
+  // Groups of experts the search tries at most (each a parameter per stack; --expert-groups may
+  // give more, up to a group per expert).
+  constexpr int64_t kMaxExpertGroups = 32;
   FrugalFit fit;
   fit.smallest = base, fit.smallest_arena = base_arena;
   auto consider = [&](const Knobs& knobs, int64_t arena) {
@@ -195,17 +216,26 @@ FrugalFit fitFrugal(ModuleOp module, size_t first, const Knobs& base, int64_t ba
     if (arena >= 0 && arena <= budget && !fit.fits) fit.fits = true, fit.chosen = knobs;
     return fit.fits;
   };
-  auto trySplit = [&](Knobs knobs) {
-    const ChunkSearch search = searchVocabChunks(module, first, knobs, budget, vocab);
-    knobs.vocab_chunks = search.fitting ? search.fitting : search.smallest_chunks;
-    return search.smallest_arena >= 0 && consider(knobs, search.fitting ? search.fitting_arena : search.smallest_arena);
+  // Tries the split by `knob` on `knobs`: the fewest pieces that fit, else the smallest arena's.
+  auto trySplit = [&](Knobs knobs, int64_t Knobs::*knob, int64_t most) {
+    const ChunkSearch search = searchSplit(module, first, knobs, knob, most, budget);
+    if (search.smallest_arena < 0 || (fit.smallest_arena >= 0 && search.smallest_arena >= fit.smallest_arena &&
+                                      !search.fitting))
+      return false;
+    knobs.*knob = search.fitting ? search.fitting : search.smallest_chunks;
+    return consider(knobs, search.fitting ? search.fitting_arena : search.smallest_arena);
   };
-  if (split && !(offload && offload_first) && trySplit(base)) return fit;
-  if (!offload) return fit;
-  Knobs offloaded = base;
-  offloaded.offload = true;
-  if (consider(offloaded, trialArena(module, first, offloaded))) return fit;
-  if (split) trySplit(offloaded);
+  auto trySplitVocab = [&](Knobs knobs) { return trySplit(knobs, &Knobs::vocab_chunks, std::min(vocab, kMaxChunks)); };
+  if (split && !(offload && offload_first) && trySplitVocab(base)) return fit;
+  if (offload) {
+    Knobs offloaded = base;
+    offloaded.offload = true;
+    if (consider(offloaded, trialArena(module, first, offloaded))) return fit;
+    if (split && trySplitVocab(offloaded)) return fit;
+  }
+  // Last the experts in groups (with recompute their weights cross the link once more a step), on
+  // top of what shrank the arena most.
+  if (experts > 1) trySplit(fit.smallest, &Knobs::expert_groups, std::min(experts, kMaxExpertGroups));
   return fit;
 }
 
@@ -247,6 +277,7 @@ struct Trials {
   Knobs defaults;              // what every trial starts from
   int64_t vocab;
   bool split_if_needed;        // the vocabulary may be split to fit the budget
+  int64_t experts_if_needed;   // > 1: the experts (this many in the largest stack) may go in groups
 };
 
 // The error for a budget no plan fits: the most frugal plan (`frugal`, `arena` bytes) compiled
@@ -266,6 +297,7 @@ void explainNoFit(const Trials& t, Knobs frugal, int64_t arena, Schedule schedul
   InFlightDiagnostic diag = getModelFunction(t.module).emitError("the model needs at least ")
       << formatBytesExact(arena) << " of device memory even with the " << scheduleName(schedule)
       << " schedule (weights streamed per block, activations recomputed"
+      << (frugal.expert_groups > 1 ? fmt::format(", the experts in {} groups", frugal.expert_groups) : "")
       << (frugal.vocab_chunks > 1 ? fmt::format(", the vocabulary in {} chunks", frugal.vocab_chunks) : "")
       << (frugal.offload ? ", kept activations offloaded to the host" : "")
       << (frugal.token_tiles > 1 ? fmt::format(", each layer block in {} token tiles", frugal.token_tiles) : "")
@@ -276,7 +308,8 @@ void explainNoFit(const Trials& t, Knobs frugal, int64_t arena, Schedule schedul
 }
 
 // An unset schedule under a budget: the first of kSchedules whose plan fits, else the most
-// frugal one with the vocabulary split and/or the activations offloaded. Sets result.failed
+// frugal one with the vocabulary split, the activations offloaded and/or the experts in groups.
+// Sets result.failed
 // (diagnosed unless the options say not to explain) when none fits.
 void chooseSchedule(const Trials& t, StageResult& result) {
   const StageOptions& options = t.options;
@@ -304,11 +337,12 @@ void chooseSchedule(const Trials& t, StageResult& result) {
   base.schedule = frugalest;
   base.offload = options.offload == Offload::kOn;
   const FrugalFit fit =
-      fitFrugal(t.module, t.first, base, arena, options.device_mem, t.vocab, t.split_if_needed,
+      fitFrugal(t.module, t.first, base, arena, options.device_mem, t.vocab, t.split_if_needed, t.experts_if_needed,
                 options.offload == Offload::kAuto && frugalest != Schedule::kResident, options.offload_first);
   if (fit.fits) {
     result.schedule = frugalest;
     result.vocab_chunks = fit.chosen.vocab_chunks;
+    result.expert_groups = fit.chosen.expert_groups;
     result.offload = fit.chosen.offload;
     return;
   }
@@ -317,8 +351,8 @@ void chooseSchedule(const Trials& t, StageResult& result) {
   if (options.explain_failure) explainNoFit(t, fit.smallest, fit.smallest_arena, frugalest);
 }
 
-// A streamed schedule the user chose, under a budget: the vocabulary split and the offload if
-// it needs them.
+// A streamed schedule the user chose, under a budget: the vocabulary split, the offload and the
+// experts in groups if it needs them.
 void fitChosenSchedule(const Trials& t, StageResult& result) {
   Knobs base = t.defaults;
   base.schedule = result.schedule;
@@ -326,8 +360,10 @@ void fitChosenSchedule(const Trials& t, StageResult& result) {
   const int64_t arena = trialArena(t.module, t.first, base);
   if (arena <= t.options.device_mem) return;
   const FrugalFit fit = fitFrugal(t.module, t.first, base, arena, t.options.device_mem, t.vocab, t.split_if_needed,
-                                  t.options.offload == Offload::kAuto);
-  if (fit.fits) result.vocab_chunks = fit.chosen.vocab_chunks, result.offload = fit.chosen.offload;
+                                  t.experts_if_needed, t.options.offload == Offload::kAuto);
+  if (fit.fits)
+    result.vocab_chunks = fit.chosen.vocab_chunks, result.expert_groups = fit.chosen.expert_groups,
+    result.offload = fit.chosen.offload;
 }
 
 // Recompute only as much as the budgets need: the largest number of last blocks that keep
@@ -379,13 +415,34 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
     return result;
   }
   result.vocab_chunks = std::max<int64_t>(options.vocab_chunks, 1);
+  if (options.expert_groups < 0) {
+    getModelFunction(module).emitError("--expert-groups must not be negative (0: as the budget needs), not ")
+        << options.expert_groups;
+    result.failed = Stage::kSplitExperts;
+    return result;
+  }
+  if (const int64_t experts = mostExperts(module); options.expert_groups > 1 && options.expert_groups > experts) {
+    if (experts == 0)
+      getModelFunction(module).emitError("--expert-groups ") << options.expert_groups
+          << ": the model has no mixture of experts to split; drop the flag";
+    else
+      getModelFunction(module).emitError("--expert-groups must be between 0 (as the budget needs) and the experts of a "
+                                         "layer (")
+          << experts << "), not " << options.expert_groups;
+    result.failed = Stage::kSplitExperts;
+    return result;
+  }
+  result.expert_groups = std::max<int64_t>(options.expert_groups, 1);
   result.offload = options.offload == Offload::kOn && result.schedule != Schedule::kResident;
 
-  // The schedule, the vocabulary split and the offload: chosen by trial compiles for the budget.
-  Trials trials{module, partition + 1, options, {}, vocab, options.vocab_chunks == 0 && options.device_mem > 0};
+  // The schedule, the vocabulary split, the offload and the expert groups: chosen by trial
+  // compiles for the budget.
+  Trials trials{module, partition + 1, options, {}, vocab, options.vocab_chunks == 0 && options.device_mem > 0,
+                options.expert_groups == 0 && options.device_mem > 0 ? mostExperts(module) : 0};
   Knobs& defaults = trials.defaults;
   defaults.update = options.update;
   defaults.vocab_chunks = result.vocab_chunks;
+  defaults.expert_groups = result.expert_groups;
   defaults.embedding = options.embedding;
   defaults.tied_head = tiedHead(getModelFunction(module));
   defaults.precision = options.precision;
@@ -407,6 +464,7 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
   Knobs chosen = defaults;
   chosen.schedule = result.schedule;
   chosen.vocab_chunks = result.vocab_chunks;
+  chosen.expert_groups = result.expert_groups;
   chosen.offload = result.offload;
   result.host_embedding = chosen.hostEmbedding();
   // Weights shared by blocks far apart (a tied embedding and LM head) stay on the device when

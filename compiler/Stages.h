@@ -40,6 +40,9 @@ struct StageOptions {
   // The LM head and its loss over this many vocabulary chunks (mt-split-vocab); 0: as few as
   // the budget needs (none when the whole head fits), 1: never split.
   int64_t vocab_chunks = 0;
+  // Each stacked expert weight in this many groups of consecutive experts (mt-split-experts);
+  // 0: as few as the budget needs (none when whole layers fit), 1: never split.
+  int64_t expert_groups = 0;
   // Each layer block's token-wise work in this many tiles along the tokens (mt-tile-tokens); 0:
   // as few as the budget needs (none when an untiled plan fits), 1: never tiled.
   int64_t token_tiles = 0;
@@ -66,6 +69,7 @@ struct StageResult {
   int64_t recompute_keep = 0;  // streamed-recompute: the last blocks not recomputed
   bool pin_shared = false;     // streamed: weights shared across blocks stay on the device
   int64_t vocab_chunks = 1;    // the LM head's vocabulary chunks (1: not split)
+  int64_t expert_groups = 1;   // the groups each stacked expert weight is in (1: not split)
   int64_t token_tiles = 1;     // each layer block's token tiles (1: not tiled)
   bool offload = false;        // the kept activations offloaded to the host
   bool host_embedding = false;  // the token embedding looked up on the host
@@ -75,7 +79,7 @@ struct StageResult {
 // Runs the stages after "input" on `module`: fuse, attach-loss, tile-tokens (when the token-wise
 // work is tiled: asked for, or the only way to fit the budget), autodiff, partition,
 // host-embedding (when the token embedding runs on the host), split-vocab (when the vocabulary
-// is split), recompute (when the schedule recomputes),
+// is split), split-experts (when the experts stream in groups), recompute (when the schedule recomputes),
 // schedule (with the activation offload when chosen), memory. A forward-only function (named
 // outputs, no loss) runs only schedule and memory, resident — or, where the budget does not
 // hold its weights (or --schedule says so), partition, then schedule and memory, streamed.

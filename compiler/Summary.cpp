@@ -274,6 +274,17 @@ void printVocabSplit(const CompileReport& r, ModuleOp module, const StageResult&
   }
 }
 
+void printExpertSplit(const CompileReport& r, ModuleOp module, const StageResult& stages) {
+  auto split = getModelFunction(module)->getAttrOfType<ArrayAttr>(kExpertSplitAttr);
+  if (!split || split.empty()) return;
+  std::printf("  expert groups  %zu stacked expert weights (%s%s) in %lld groups of consecutive experts (%s): each "
+              "group copied in a group ahead of its products, so the device holds about two groups of a stack at a "
+              "time\n",
+              split.size(), cast<StringAttr>(split[0]).getValue().str().c_str(), split.size() > 1 ? ", ..." : "",
+              (long long)stages.expert_groups,
+              r.options.expert_groups > 0 ? "--expert-groups" : "the fewest that fit --device-mem");
+}
+
 // Tables looked up on the host, and weights pinned on the device for the whole step.
 void printHostEmbeddingAndPinned(const CompileReport& r, ModuleOp module, const StageResult& stages,
                                  const PlanStats& stats) {
@@ -342,6 +353,7 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
   printMemory(r, stages, emit, plan, stats);
   printPerStep(r, module, stages, stats);
   printVocabSplit(r, module, stages, emit);
+  printExpertSplit(r, module, stages);
   printTokenTiles(r, module, stages, emit);
   printPrecision(r, stats);
   printDropout(module);

@@ -161,6 +161,13 @@ void addScheduleFlags(CLI::App& app, Flags& f) {
                  "head fits), 1: never")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--expert-groups", o.expert_groups,
+                 "each stacked expert weight of a mixture of experts in this many groups of consecutive experts, "
+                 "each copied to the device a group ahead of its products (the device holds a few experts of a "
+                 "layer at a time; the same result bit for bit); 0: as few as --device-mem needs (none when whole "
+                 "layers fit), 1: never")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--token-tiles", o.token_tiles,
                  "each layer block's token-wise work (norms, projections, the MLP) in this many tiles along the "
                  "tokens, each tile recomputed just before its backward (attention still over the whole "

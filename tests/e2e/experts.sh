@@ -5,7 +5,8 @@
 # moves bytes, never numbers), resumes from a checkpoint bit for bit, follows the untiled plan in
 # token tiles within fp32 rounding (the experts run on the whole batch; the products around them
 # in tiles), trains as a bf16 plan with its loss falling, and samples the same greedy text
-# through the key/value cache as over the whole window. The summary names the experts and the
+# through the key/value cache as over the whole window; the experts streamed in groups (bit for
+# bit, also picked by a budget). The summary names the experts and the
 # active parameters. Every plan trains with the router's load-balancing loss (--router-aux-loss)
 # and logs each step's choices per expert: they add up to every token's k choices in every layer.
 # usage: experts.sh BIN_DIR WORK_DIR
@@ -57,6 +58,43 @@ check "token tiles: losses within 1e-6 of the untiled plan's" \
 check "bf16: the loss falls over 30 steps" \
   "awk -F'\"loss\":' '{ split(\$2, a, \",\"); l[NR] = a[1] } END { exit !(l[NR] < l[1] - 0.5) }' bf16.jsonl"
 
+# Experts streamed in groups (mt-split-experts): each stacked expert weight in groups of
+# consecutive experts, each copied in a group ahead of its products. The same numbers bit for
+# bit: streamed in 2 groups, recomputed in 4 (an expert each), on arrival, a bf16 plan against
+# the bf16 plan without groups, gpt-oss's form (weights as stored, biases, gate and up
+# interleaved); and a budget too small for a layer's whole experts picks the groups itself.
+"$bin/mtc" "${shape[@]}" --schedule streamed --expert-groups 2 -o groups2.plan --no-weights > groups2.txt
+"$bin/mtc" "${shape[@]}" --schedule streamed-recompute --expert-groups 4 -o groups4.plan --no-weights >/dev/null
+check "the summary names the groups" \
+  "grep -q 'expert groups  12 stacked expert weights (layers.0.moe.up.weight, ...) in 2 groups' groups2.txt"
+for plan in groups2 groups4; do
+  train $plan.plan $plan w0.safetensors
+  check "$plan: bit-identical losses and weights" "cmp -s resident.loss $plan.loss && same_tensors resident.safetensors $plan.safetensors"
+done
+"$bin/mtc" "${shape[@]}" --update on-arrival -o arrival.plan --no-weights >/dev/null
+"$bin/mtc" "${shape[@]}" --update on-arrival --expert-groups 2 -o arrival_groups.plan --no-weights >/dev/null
+"$bin/mtc" "${shape[@]}" --precision bf16 --expert-groups 2 -o bf16_groups.plan --no-weights >/dev/null
+for plan in arrival arrival_groups bf16 bf16_groups; do train $plan.plan $plan w0.safetensors; done
+check "on arrival: bit-identical with and without groups" \
+  "cmp -s arrival.loss arrival_groups.loss && same_tensors arrival.safetensors arrival_groups.safetensors"
+check "bf16: bit-identical with and without groups" "cmp -s bf16.loss bf16_groups.loss && same_tensors bf16.safetensors bf16_groups.safetensors"
+big=(qwen3-moe-tiny --layers 2 --experts 16 --expert-ffn 256 --batch 2 --seq 16)
+"$bin/mtc" "${big[@]}" --schedule resident -o big_resident.plan --weights big0.safetensors >/dev/null
+# (--vocab-chunks 1: a vocabulary split folds the loss in chunks, not bit for bit the whole's)
+"$bin/mtc" "${big[@]}" --device-mem 5MiB --vocab-chunks 1 -o big_tight.plan --no-weights > big_tight.txt
+"$bin/mtc" "${big[@]}" --device-mem 5MiB --vocab-chunks 1 --expert-groups 1 -o x.plan --no-weights > big_never.err 2>&1
+check "a 5 MiB budget puts 16 experts of 256 in 2 groups (the fewest that fit; whole layers need 7.2 MiB)" \
+  "grep -q 'in 2 groups of consecutive experts (the fewest that fit --device-mem)' big_tight.txt"
+check "with --expert-groups 1 the same budget fits no plan" "grep -q 'raise --device-mem' big_never.err && [ ! -e x.plan ]"
+for plan in big_resident big_tight; do train $plan.plan $plan big0.safetensors; done
+check "big_tight: bit-identical losses and weights" \
+  "cmp -s big_resident.loss big_tight.loss && same_tensors big_resident.safetensors big_tight.safetensors"
+"$bin/mtc" qwen3-moe-tiny --expert-groups 5 -o x.plan > five.err 2>&1
+check "--expert-groups past the experts is refused" \
+  "grep -q -- '--expert-groups must be between 0 (as the budget needs) and the experts of a layer (4), not 5' five.err && [ ! -e x.plan ]"
+"$bin/mtc" llama-tiny --expert-groups 2 -o x.plan > dense.err 2>&1
+check "--expert-groups on a dense model is refused" "grep -q 'the model has no mixture of experts to split' dense.err && [ ! -e x.plan ]"
+
 # cache_equals_window NAME PLAN WEIGHTS MODEL_ARGS...: PLAN trained 60 steps from WEIGHTS, then
 # greedy text through a decode plan's key/value cache must be the whole-window plan's.
 cache_equals_window() {
@@ -84,8 +122,9 @@ oss=(gpt-oss-tiny --layers 4 --batch 4 --seq 32)
 "$bin/mtc" "${oss[@]}" --device-mem 1300KiB -o oss_tight.plan --no-weights >/dev/null
 check "gpt-oss: the summary names its sinks, windows and experts" \
   "grep -q 'attention sinks, 8-token windows in 2 of 4 layers' oss_resident.txt && grep -q 'SwiGLU clamped at 0.1' oss_resident.txt"
-for plan in oss_resident oss_streamed oss_tight; do train $plan.plan $plan oss0.safetensors; done
-for plan in oss_streamed oss_tight; do
+"$bin/mtc" "${oss[@]}" --schedule streamed-recompute --expert-groups 2 -o oss_groups.plan --no-weights >/dev/null
+for plan in oss_resident oss_streamed oss_tight oss_groups; do train $plan.plan $plan oss0.safetensors; done
+for plan in oss_streamed oss_tight oss_groups; do
   check "$plan: bit-identical losses and weights" "cmp -s oss_resident.loss $plan.loss && same_tensors oss_resident.safetensors $plan.safetensors"
 done
 cache_equals_window oss_ oss_resident.plan oss0.safetensors "${oss[@]}"
