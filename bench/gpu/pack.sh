@@ -72,6 +72,11 @@ build/bin/mtc gpt-oss-tiny --batch 4 --seq 32 --no-weights -o .gpu/plans/gpt-oss
 build/bin/mtc gpt-oss-tiny --batch 4 --seq 32 --device-mem 1300KiB --no-weights -o .gpu/plans/gpt-oss-tiny-streamed.plan \
   >/dev/null
 build/bin/mtc gpt-oss-tiny --batch 4 --seq 32 --precision bf16 --no-weights -o .gpu/plans/gpt-oss-tiny-mixed.plan >/dev/null
+# The experts streamed in 2 groups (mt.grouped_matmul_into in place on the device).
+for model in qwen3-moe-tiny gpt-oss-tiny; do
+  build/bin/mtc $model --batch 4 --seq 32 --schedule streamed-recompute --expert-groups 2 --no-weights \
+    -o .gpu/plans/$model-groups.plan >/dev/null
+done
 # bf16 plans (mtc --precision bf16): resident and streamed-recompute, against the CPU's emulation.
 for model in gpt2-tiny llama-tiny; do
   build/bin/mtc $model --batch 4 --seq 32 --precision bf16 --no-weights -o .gpu/plans/$model-mixed.plan >/dev/null

@@ -40,7 +40,8 @@ for model in gpt2-tiny llama-tiny; do
     "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model-mixed 10 cpu cuda --bf16"
 done
 # Mixtures of experts (the MoE twins end to end) and gpt-oss's sliding windows and sinks (our
-# attention kernels with the window's mask and the sink's term), fp32 and as bf16 plans.
+# attention kernels with the window's mask and the sink's term), fp32 and as bf16 plans, and
+# with their experts streamed in groups.
 for model in qwen3-moe-tiny gpt-oss-tiny; do
   both $model $model
   check "$model: losses and weights on cuda match the cpu's" \
@@ -48,5 +49,9 @@ for model in qwen3-moe-tiny gpt-oss-tiny; do
   both $model-mixed $model --precision bf16
   check "$model-mixed: losses and weights on cuda match the cpu's within bf16 rounding" \
     "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model-mixed 10 cpu cuda --bf16"
+  # The experts streamed in 2 groups (mt.grouped_matmul_into, made in place on the device).
+  both $model-groups $model --schedule streamed-recompute --expert-groups 2
+  check "$model-groups: losses and weights on cuda match the cpu's" \
+    "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model-groups 10"
 done
 finish
