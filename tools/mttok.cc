@@ -110,7 +110,7 @@ std::vector<std::vector<mt::ChatPart>> renderExamples(const Options& o, const mt
   if (chosen.own) return mt::renderWithJinja(*chosen.own, tokenizer, examples, where);
   const mt::ChatTemplate chat_template = chosen.builtin;
   // A template whose markers the tokenizer lacks still renders, but its markers become plain text.
-  const char* marker = chat_template == mt::ChatTemplate::Llama3 ? "<|start_header_id|>" : "<|im_start|>";
+  const char* marker = mt::turnMarker(chat_template);
   if (!tokenizer.tokenId(marker))
     std::fprintf(stderr,
                  "mttok: warning: the tokenizer %s has no %s token: the template's markers become plain text, "

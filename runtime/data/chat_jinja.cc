@@ -35,7 +35,8 @@ constexpr size_t kOutputPerInputByte = 64;
 // example, its rendering and the byte ranges the loss counts: the {% generation %} blocks where
 // the template has them (transformers' assistant mask), else each reply from where the
 // conversation before it, rendered with the generation prompt, ends through the first special
-// token after that. Exit 3: the template failed ({"error", "example"} on stdout); exit 4: no Jinja2.
+// token after that of those the template writes right after a reply (a probe conversation says
+// which: ChatML's <|im_end|>, harmony's <|end|> and <|return|>, not its <|channel|>). Exit 3: the template failed ({"error", "example"} on stdout); exit 4: no Jinja2.
 constexpr char kRenderer[] = R"PY(
 import json, sys
 from datetime import datetime
@@ -79,6 +80,18 @@ def marked_spans(text):
             plain.append(ch)
     return "".join(plain), spans
 
+def reply_enders(render, specials):
+    # The special tokens the template writes right after a reply's content (ChatML's <|im_end|>,
+    # harmony's <|end|> and <|return|>): where a reply ends, and not at a marker inside the reply
+    # the model writes itself (harmony's <|channel|>final<|message|>). A template that cannot
+    # render the probe keeps them all.
+    user, reply = "\ue002", "\ue003"
+    try:
+        text = render([{"role": "user", "content": user}, {"role": "assistant", "content": reply}] * 2, False)
+    except Exception:
+        return specials
+    return [s for s in specials if reply + s in text] or specials
+
 with open(sys.argv[1], encoding="utf-8") as f:
     job = json.load(f)
 env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, Generation])
@@ -90,6 +103,7 @@ try:
     template = env.from_string(job["template"])
     render = lambda messages, prompt: template.render(messages=messages, add_generation_prompt=prompt,
                                                       tools=None, documents=None, **job["context"])
+    enders = reply_enders(render, job["specials"])
     for index, messages in enumerate(job["examples"]):
         if job.get("generation_prompt"):
             out.append({"text": marked_spans(render(messages, True))[0], "counted": []})
@@ -106,7 +120,7 @@ try:
                                      "earlier turns differently once later ones follow): the reply cannot be told "
                                      "apart")
                 start = len(prefix)
-                ends = [at + len(s) for s in job["specials"] for at in [text.find(s, start)] if at >= 0]
+                ends = [at + len(s) for s in enders for at in [text.find(s, start)] if at >= 0]
                 end = min(ends) if ends else len(text)
                 spans.append([len(text[:start].encode("utf-8")), len(text[:end].encode("utf-8"))])
         out.append({"text": text, "counted": spans})

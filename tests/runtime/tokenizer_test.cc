@@ -1,6 +1,7 @@
 // Hugging Face tokenizer.json reading and BPE on small hand-made tokenizers (the real GPT-2,
 // Llama 3, Qwen 3 and Mistral files are checked against Hugging Face's JavaScript tokenizers in
 // tests/e2e/tokenizer_vs_node.sh), and instruction data's templates and loss masks.
+#include <ctime>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -339,6 +340,34 @@ TEST(InstructionData, TemplatesRenderAsHuggingFaceDoes) {
   EXPECT_EQ(counted, "Hello<|eot_id|>Ciao<|eot_id|>");  // trimmed, as Llama 3's template does
   expectError([] { renderChat({{"user", "Q"}, {"assistant", "<think>x</think>A"}}, ChatTemplate::Qwen3); },
               "reasoning trace");
+}
+
+// gpt-oss's harmony as its template renders a training conversation: the system header with
+// today's date, the first system message as the developer's instructions, each reply in the final
+// channel, counted from <|channel|> (what the model writes after the generation prompt's
+// <|start|>assistant) through <|end|>, the last through <|return|>.
+TEST(InstructionData, HarmonyRendersAsGptOssTemplateDoes) {
+  const std::vector<ChatMessage> chat = {
+      {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}, {"assistant", "Ciao"}};
+  std::string text, counted;
+  for (const auto& part : renderChat(chat, ChatTemplate::Harmony)) (part.counted ? counted : text) += part.text + "|";
+  char date[16];
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  std::strftime(date, sizeof date, "%Y-%m-%d", &local);
+  EXPECT_EQ(text, std::string("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+                              "Knowledge cutoff: 2024-06\nCurrent date: ") + date +
+                      "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be "
+                      "included for every message.<|end|><|start|>developer<|message|># Instructions\n\nBe brief."
+                      "<|end|><|start|>user<|message|>Hi<|end|><|start|>assistant|<|start|>user<|message|>Bye<|end|>"
+                      "<|start|>assistant|");
+  EXPECT_EQ(counted, "<|channel|>final<|message|>Hello<|end|>|<|channel|>final<|message|>Ciao<|return|>|");
+  const std::string prompt = generationPrompt({{"user", "Hi"}}, ChatTemplate::Harmony);
+  EXPECT_EQ(prompt.substr(prompt.find("<|start|>user")), "<|start|>user<|message|>Hi<|end|><|start|>assistant");
+  expectError([] { renderChat({{"user", "Q"}, {"system", "S"}}, ChatTemplate::Harmony); }, "a system message after the first");
+  expectError([] { renderChat({{"user", "Q"}, {"assistant", "<|channel|>final<|message|>A"}}, ChatTemplate::Harmony); },
+              "harmony's channel markers");
 }
 
 TEST(InstructionData, TheMaskCountsRepliesAndTheirEnd) {
