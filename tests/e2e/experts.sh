@@ -60,7 +60,7 @@ check "bf16: the loss falls over 30 steps" \
 
 # Experts streamed in groups (mt-split-experts): each stacked expert weight in groups of
 # consecutive experts, each copied in a group ahead of its products. The same numbers bit for
-# bit: streamed in 2 groups, recomputed in 4 (an expert each), on arrival, a bf16 plan against
+# bit: streamed in 2 groups, recomputed in 4 (an expert each; resumed bit for bit), on arrival, a bf16 plan against
 # the bf16 plan without groups, gpt-oss's form (weights as stored, biases, gate and up
 # interleaved); and a budget too small for a layer's whole experts picks the groups itself.
 "$bin/mtc" "${shape[@]}" --schedule streamed --expert-groups 2 -o groups2.plan --no-weights > groups2.txt
@@ -71,6 +71,7 @@ for plan in groups2 groups4; do
   train $plan.plan $plan w0.safetensors
   check "$plan: bit-identical losses and weights" "cmp -s resident.loss $plan.loss && same_tensors resident.safetensors $plan.safetensors"
 done
+check_resume groups4.plan w0.safetensors
 "$bin/mtc" "${shape[@]}" --update on-arrival -o arrival.plan --no-weights >/dev/null
 "$bin/mtc" "${shape[@]}" --update on-arrival --expert-groups 2 -o arrival_groups.plan --no-weights >/dev/null
 "$bin/mtc" "${shape[@]}" --precision bf16 --expert-groups 2 -o bf16_groups.plan --no-weights >/dev/null
