@@ -184,6 +184,10 @@ ChunkSearch searchSplit(ModuleOp module, size_t first, Knobs knobs, int64_t Knob
   return found;
 }
 
+// Groups of experts the budget's search tries at most (each a parameter per stack;
+// --expert-groups may give more, up to a group per expert).
+constexpr int64_t kMaxExpertGroups = 32;
+
 // The most experts of any stacked expert weight (the most groups a split can make); 0 without.
 int64_t mostExperts(ModuleOp module) {
   int64_t most = 0;
@@ -205,9 +209,6 @@ struct FrugalFit {
 FrugalFit fitFrugal(ModuleOp module, size_t first, Knobs base, int64_t base_arena, int64_t budget, int64_t vocab,
                     bool split, int64_t experts, bool offload, bool offload_first = false) {
   constexpr int64_t kMaxChunks = 1024;  // vocabulary chunks: each a block of the plan
-  // Groups of experts the search tries at most (each a parameter per stack; --expert-groups may
-  // give more, up to a group per expert).
-  constexpr int64_t kMaxExpertGroups = 32;
   FrugalFit fit;
   fit.smallest = base, fit.smallest_arena = base_arena;
   auto consider = [&](const Knobs& knobs, int64_t arena) {
@@ -239,12 +240,33 @@ FrugalFit fitFrugal(ModuleOp module, size_t first, Knobs base, int64_t base_aren
   return fit;
 }
 
-// An evaluation (a forward-only function): nothing to differentiate or stream; schedule and
-// memory, resident.
+// Whether --expert-groups suits the model (0, 1, or at most its experts); else diagnosed, and
+// result.failed set.
+bool expertGroupsValid(ModuleOp module, const StageOptions& options, StageResult& result) {
+  if (options.expert_groups < 0) {
+    getModelFunction(module).emitError("--expert-groups must not be negative (0: as the budget needs), not ")
+        << options.expert_groups;
+    result.failed = Stage::kSplitExperts;
+    return false;
+  }
+  if (const int64_t experts = mostExperts(module); options.expert_groups > 1 && options.expert_groups > experts) {
+    if (experts == 0)
+      getModelFunction(module).emitError("--expert-groups ") << options.expert_groups
+          << ": the model has no mixture of experts to split; drop the flag";
+    else
+      getModelFunction(module).emitError("--expert-groups must be between 0 (as the budget needs) and the experts of a "
+                                         "layer (")
+          << experts << "), not " << options.expert_groups;
+    result.failed = Stage::kSplitExperts;
+    return false;
+  }
+  return true;
+}
+
 // A forward-only function (mtgen's plans, an ONNX evaluation): resident where the device budget
 // holds all the weights (then kept on the device between runs), else streamed — partitioned
-// into layer blocks, the weights copied in per block — or as --schedule says. No backward:
-// nothing to recompute.
+// into layer blocks, the weights copied in per block, the experts in groups where even that does
+// not fit (or --expert-groups says) — or as --schedule says. No backward: nothing to recompute.
 void runForwardOnly(ModuleOp module, const StageOptions& options, StageResult& result) {
   if (result.schedule == Schedule::kStreamedRecompute) {
     getModelFunction(module).emitError("a forward-only plan has no backward to recompute for: use --schedule "
@@ -261,7 +283,31 @@ void runForwardOnly(ModuleOp module, const StageOptions& options, StageResult& r
     result.arena_by_schedule.push_back({Schedule::kResident, resident});
     if (resident < 0 || resident > options.device_mem) result.schedule = Schedule::kStreamed;
   }
+  if (!expertGroupsValid(module, options, result)) return;
+  if (options.expert_groups > 1) {  // the experts stream in groups: a streamed schedule
+    if (options.schedule == Schedule::kResident) {
+      getModelFunction(module).emitError("--expert-groups streams the experts in groups: it needs --schedule "
+                                         "streamed, not resident");
+      result.failed = Stage::kSchedule;
+      return;
+    }
+    result.schedule = Schedule::kStreamed;
+  }
   knobs.schedule = result.schedule;
+  if (result.schedule == Schedule::kStreamed) {
+    // Weights too large for the device even streamed: the experts in groups, the fewest that fit.
+    knobs.expert_groups = std::max<int64_t>(options.expert_groups, 1);
+    const int64_t experts = options.expert_groups == 0 && options.device_mem > 0 ? mostExperts(module) : 0;
+    const size_t partition = indexOf(Stage::kPartition);
+    const int64_t streamed = experts > 1 ? trialArena(module, partition, knobs) : -1;
+    if (streamed > options.device_mem) {
+      const ChunkSearch search = searchSplit(module, partition, knobs, &Knobs::expert_groups,
+                                             std::min(experts, kMaxExpertGroups), options.device_mem);
+      if (search.fitting || (search.smallest_arena >= 0 && search.smallest_arena < streamed))
+        knobs.expert_groups = search.fitting ? search.fitting : search.smallest_chunks;
+    }
+    result.expert_groups = knobs.expert_groups;
+  }
   knobs.budget = options.device_mem;
   // Streaming needs the layer blocks; a resident plan runs as one.
   const size_t first = result.schedule == Schedule::kStreamed ? indexOf(Stage::kPartition) : schedule;
@@ -415,23 +461,7 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
     return result;
   }
   result.vocab_chunks = std::max<int64_t>(options.vocab_chunks, 1);
-  if (options.expert_groups < 0) {
-    getModelFunction(module).emitError("--expert-groups must not be negative (0: as the budget needs), not ")
-        << options.expert_groups;
-    result.failed = Stage::kSplitExperts;
-    return result;
-  }
-  if (const int64_t experts = mostExperts(module); options.expert_groups > 1 && options.expert_groups > experts) {
-    if (experts == 0)
-      getModelFunction(module).emitError("--expert-groups ") << options.expert_groups
-          << ": the model has no mixture of experts to split; drop the flag";
-    else
-      getModelFunction(module).emitError("--expert-groups must be between 0 (as the budget needs) and the experts of a "
-                                         "layer (")
-          << experts << "), not " << options.expert_groups;
-    result.failed = Stage::kSplitExperts;
-    return result;
-  }
+  if (!expertGroupsValid(module, options, result)) return result;
   result.expert_groups = std::max<int64_t>(options.expert_groups, 1);
   result.offload = options.offload == Offload::kOn && result.schedule != Schedule::kResident;
 

@@ -137,9 +137,21 @@ void printPlanAndWeights(const CompileReport& r, const plan::Plan& plan) {
                 r.options.no_weights ? "--no-weights" : "over 2 GiB: pass --weights PATH to write them");
 }
 
+// The stacked expert weights split into groups (mt-split-experts), and why.
+void printExpertSplit(const CompileReport& r, ModuleOp module, const StageResult& stages) {
+  auto split = getModelFunction(module)->getAttrOfType<ArrayAttr>(kExpertSplitAttr);
+  if (!split || split.empty()) return;
+  std::printf("  expert groups  %zu stacked expert weights (%s%s) in %lld groups of consecutive experts (%s): each "
+              "group copied in a group ahead of its products, so the device holds about two groups of a stack at a "
+              "time\n",
+              split.size(), cast<StringAttr>(split[0]).getValue().str().c_str(), split.size() > 1 ? ", ..." : "",
+              (long long)stages.expert_groups,
+              r.options.expert_groups > 0 ? "--expert-groups" : "the fewest that fit --device-mem");
+}
+
 // A forward-only plan (--forward-only): what it computes and costs, nothing of training.
-void printForwardOnlySummary(const CompileReport& r, const StageResult& stages, const EmitOptions& emit,
-                             const plan::Plan& plan, const PlanStats& stats) {
+void printForwardOnlySummary(const CompileReport& r, ModuleOp module, const StageResult& stages,
+                             const EmitOptions& emit, const plan::Plan& plan, const PlanStats& stats) {
   bool tokens = false, logits = false;
   int64_t cache_bytes = 0, cache_rows = 0;
   for (const auto& t : plan.host_tensors()) {
@@ -162,9 +174,13 @@ void printForwardOnlySummary(const CompileReport& r, const StageResult& stages, 
                 "optimizer)\n");
   std::printf("  parameters     %s; host %s (%s)\n", formatParamCount(stats.num_params).c_str(),
               formatBytes(r.host_bytes).c_str(), r.host_parts.c_str());
-  std::printf("  device arena   %s, schedule %s%s\n", formatBytes(plan.arena_bytes()).c_str(),
-              stages.schedule == Schedule::kResident ? "resident" : "streamed (the weights copied in per block, one "
-                                                                     "block ahead: they do not fit the budget together)",
+  const char* why = r.options.schedule      ? "--schedule"
+                    : r.options.expert_groups > 1 ? "--expert-groups"
+                                                  : "they do not fit the budget together";
+  std::printf("  device arena   %s, schedule %s%s%s%s\n", formatBytes(plan.arena_bytes()).c_str(),
+              stages.schedule == Schedule::kResident ? "resident"
+                                                     : "streamed (the weights copied in per block, one block ahead: ",
+              stages.schedule == Schedule::kResident ? "" : why, stages.schedule == Schedule::kResident ? "" : ")",
               r.options.device_mem ? (", budget " + formatBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str()
                                    : ", no budget");
   // The weights cross once: mt-plan-memory keeps their device bytes, so runs on the same
@@ -179,6 +195,7 @@ void printForwardOnlySummary(const CompileReport& r, const StageResult& stages, 
   else
     std::printf("  per run        %.3e FLOP; h2d %s (the weights and the %s), d2h %s (the outputs)\n", stats.flops,
                 formatBytes(stats.h2d_bytes).c_str(), fresh, formatBytes(stats.d2h_bytes).c_str());
+  printExpertSplit(r, module, stages);
   printPrecision(r, stats);
   std::printf("  predicted run  %s on %s%s (compute %s, h2d %s, d2h %s)\n", millis(stats.step_us).c_str(),
               emit.hardware.name.c_str(), kept ? ", the first" : "", millis(stats.compute_us).c_str(),
@@ -274,16 +291,6 @@ void printVocabSplit(const CompileReport& r, ModuleOp module, const StageResult&
   }
 }
 
-void printExpertSplit(const CompileReport& r, ModuleOp module, const StageResult& stages) {
-  auto split = getModelFunction(module)->getAttrOfType<ArrayAttr>(kExpertSplitAttr);
-  if (!split || split.empty()) return;
-  std::printf("  expert groups  %zu stacked expert weights (%s%s) in %lld groups of consecutive experts (%s): each "
-              "group copied in a group ahead of its products, so the device holds about two groups of a stack at a "
-              "time\n",
-              split.size(), cast<StringAttr>(split[0]).getValue().str().c_str(), split.size() > 1 ? ", ..." : "",
-              (long long)stages.expert_groups,
-              r.options.expert_groups > 0 ? "--expert-groups" : "the fewest that fit --device-mem");
-}
 
 // Tables looked up on the host, and weights pinned on the device for the whole step.
 void printHostEmbeddingAndPinned(const CompileReport& r, ModuleOp module, const StageResult& stages,
@@ -345,7 +352,7 @@ void printPrediction(const EmitOptions& emit, const PlanStats& stats) {
 void printSummary(const CompileReport& r, ModuleOp module, const StageResult& stages, const EmitOptions& emit,
                   const plan::Plan& plan, const PlanStats& stats) {
   if (!isTrainingPlan(plan)) {
-    printForwardOnlySummary(r, stages, emit, plan, stats);
+    printForwardOnlySummary(r, module, stages, emit, plan, stats);
     return;
   }
   std::printf("mtc: %s\n", r.description.c_str());

@@ -176,7 +176,8 @@ def SplitExpertsPass : Pass<"mt-split-experts", "mlir::ModuleOp"> {
     `mt.grouped_matmul_weight_grad {first_expert, experts}` per group. The streamed schedules
     then copy a group in one group ahead of its products, so the device holds a few experts of a
     layer at a time. The function gets `mt.expert_split`, the names split. Needs `mt-partition`
-    and a differentiated function; a model without stacked expert weights is an error;
+    and a differentiated function, or a forward-only one (no gradients to split); a model
+    without stacked expert weights is an error;
     `groups` <= 1 leaves the function alone (more groups than experts: a group per expert).
 
     ```mlir

@@ -10,7 +10,8 @@
 // memory planner gives each link its `into`'s bytes), and the weight's gradient one
 // mt.grouped_matmul_weight_grad per group, a gradient piece each. The streamed schedules copy
 // a piece in one group ahead of its products (mt-schedule-streamed). Runs after mt-autodiff
-// (the chains have no gradient rule) and before mt-recompute (which clones them as it finds them).
+// (the chains have no gradient rule) and before mt-recompute (which clones them as it finds them);
+// a forward-only function (mtgen's plans) has no gradients to split.
 #include "mlir/IR/Builders.h"
 #include "passes/ParamPieces.h"
 #include "passes/PassUtils.h"
@@ -50,7 +51,9 @@ std::optional<ExpertStack> matchStack(func::FuncOp func, BlockArgument arg) {
   for (unsigned i = 1; i < func.getNumResults(); ++i)
     if (auto g = func.getResultAttrOfType<StringAttr>(i, kGradAttr); g && g.getValue() == s.name)
       s.grad = ret.getOperand(i).getDefiningOp<GroupedMatmulWeightGradOp>();
-  if (s.products.empty() || !s.grad || s.grad.getExperts() != 0 || !s.grad->hasOneUse()) return std::nullopt;
+  if (s.products.empty()) return std::nullopt;
+  if (isForwardOnly(func)) return s;
+  if (!s.grad || s.grad.getExperts() != 0 || !s.grad->hasOneUse()) return std::nullopt;
   return s;
 }
 
@@ -93,7 +96,7 @@ struct SplitExpertsPass : impl::SplitExpertsPassBase<SplitExpertsPass> {
     if (groups <= 1) return;
     func::FuncOp func = getModelFunction(getOperation());
     if (!func) return signalPassFailure();
-    if (failed(checkReadyToSchedule(func, "mt-split-experts"))) return signalPassFailure();
+    if (failed(checkReadyToSchedule(func, "mt-split-experts", /*allowForwardOnly=*/true))) return signalPassFailure();
     if (!func->hasAttr(kTemplatesAttr)) {
       func.emitError("mt-split-experts needs layer blocks: run mt-partition first");
       return signalPassFailure();
@@ -111,9 +114,11 @@ struct SplitExpertsPass : impl::SplitExpertsPassBase<SplitExpertsPass> {
       const SmallVector<int64_t> first = pieceStarts(experts, std::min<int64_t>(groups, experts));
       SmallVector<BlockArgument> pieces = insertPieces(func, s.weight, first);
       for (GroupedMatmulOp product : s.products) splitProduct(product, pieces, first);
-      SmallVector<Value> grads = splitGradient(s.grad, first);
-      splitGradResult(func, s.name, grads, first);
-      s.grad.erase();
+      if (s.grad) {
+        SmallVector<Value> grads = splitGradient(s.grad, first);
+        splitGradResult(func, s.name, grads, first);
+        s.grad.erase();
+      }
       func.eraseArgument(s.weight.getArgNumber());
       noteSplit(func, kExpertSplitAttr, s.name);
     }

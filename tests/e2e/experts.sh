@@ -129,6 +129,13 @@ for plan in oss_streamed oss_tight oss_groups; do
   check "$plan: bit-identical losses and weights" "cmp -s oss_resident.loss $plan.loss && same_tensors oss_resident.safetensors $plan.safetensors"
 done
 cache_equals_window oss_ oss_resident.plan oss0.safetensors "${oss[@]}"
+# Sampling with the experts streamed in groups (a forward-only plan): the same greedy text.
+"$bin/mtc" "${oss[@]}" --forward-only --kv-cache --batch 1 --seq 64 --expert-groups 2 -o oss_cache_groups.plan \
+  --no-weights > oss_cache_groups.txt
+"$bin/mtgen" oss_cache_groups.plan --weights oss_trained.safetensors --prompt "12: how" --greedy --max-tokens 24 \
+  > oss_cache_groups.out 2>/dev/null
+check "gpt-oss: greedy text through the cache with its experts in 2 groups = with them whole" \
+  "cmp -s oss_cache.out oss_cache_groups.out && grep -q 'expert groups  8 stacked' oss_cache_groups.txt"
 # The preset's Hugging Face form (GptOssForCausalLM: layer_types, sinks, experts in one tensor
 # each) compiles back to the exported weights bit for bit.
 "$bin/mtrun" oss_resident.plan --data corpus.tok --weights oss0.safetensors --steps 2 --export oss_out.safetensors \
