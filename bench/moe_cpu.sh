@@ -4,7 +4,9 @@
 # columns a token) against one MLP of width 1,024; batch 8 x 256 tokens, the same attention and
 # vocabulary. Runs alternate, ROUNDS of each (the median of their steady-state ms/step is
 # reported), then one --profile run of the MoE splits its step into the experts' products and the
-# routing (router, dispatch, combine, their gradients and the load-balancing statistics).
+# routing (router, dispatch, combine, their gradients and the load-balancing statistics). The
+# MoE streamed (weights copied in per block) with its experts whole and in 4 groups (mtc
+# --expert-groups 4) gives what the groups cost: the same products, a zero fill per chain.
 # usage: bash bench/moe_cpu.sh [ROUNDS] [STEPS]   (run tools/build.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +19,9 @@ $bin/mttok --bytes $corpus -o $work/fortunes.tok >/dev/null
 shape=(--layers 4 --width 256 --heads 4 --kv-heads 2 --context 256 --batch 8 --seq 256)
 $bin/mtc mixtral-tiny "${shape[@]}" --experts 8 --experts-per-token 2 --expert-ffn 512 -o $work/moe.plan > $work/moe.txt
 $bin/mtc llama-tiny "${shape[@]}" --ffn 1024 -o $work/dense.plan > $work/dense.txt
+moe_args=(mixtral-tiny "${shape[@]}" --experts 8 --experts-per-token 2 --expert-ffn 512 --schedule streamed)
+$bin/mtc "${moe_args[@]}" -o $work/streamed.plan > /dev/null
+$bin/mtc "${moe_args[@]}" --expert-groups 4 -o $work/groups.plan > /dev/null
 
 # Steady-state ms/step of one run (every step after the first).
 step_ms() {
@@ -25,12 +30,12 @@ step_ms() {
   tail -n +2 "$work/$1.jsonl" | sed 's/.*"step_ms":\([0-9.]*\).*/\1/' | awk '{ s += $1; n++ } END { printf "%.1f\n", s / n }'
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-: > $work/dense.ms; : > $work/moe.ms
+: > $work/dense.ms; : > $work/moe.ms; : > $work/streamed.ms; : > $work/groups.ms
 for ((r = 0; r < rounds; r++)); do
-  step_ms dense >> $work/dense.ms
-  step_ms moe >> $work/moe.ms
+  for plan in dense moe streamed groups; do step_ms $plan >> $work/$plan.ms; done
 done
 dense=$(median < $work/dense.ms) moe=$(median < $work/moe.ms)
+streamed=$(median < $work/streamed.ms) groups=$(median < $work/groups.ms)
 
 $bin/mtrun $work/moe.plan --data $work/fortunes.tok --steps "$steps" --print-every 1000 --profile > $work/profile.txt
 kernel_ms() { awk -v pat="$1" '$1 ~ pat && $3 == "ms/step" { s += $2 } END { printf "%.1f", s }' $work/profile.txt; }
@@ -47,3 +52,7 @@ printf '%-58s %12s %10s\n' "MoE: 8 experts of 512, top 2 ($(params moe), $active
   "$(awk -v a=$moe -v b=$dense 'BEGIN { printf "%.2fx", a / b }')"
 printf '%-58s %12s\n' "  of which the experts' grouped products (profile run)" "$experts"
 printf '%-58s %12s\n' "  of which routing: mt.moe_* (profile run)" "$routing"
+printf '%-58s %12s %10s\n' "MoE streamed, experts whole" "$streamed" \
+  "$(awk -v a=$streamed -v b=$dense 'BEGIN { printf "%.2fx", a / b }')"
+printf '%-58s %12s %10s\n' "MoE streamed, experts in 4 groups (vs whole: $(awk -v a=$groups -v b=$streamed 'BEGIN { printf "%.2fx", a / b }'))" \
+  "$groups" "$(awk -v a=$groups -v b=$dense 'BEGIN { printf "%.2fx", a / b }')"

@@ -291,7 +291,6 @@ void printVocabSplit(const CompileReport& r, ModuleOp module, const StageResult&
   }
 }
 
-
 // Tables looked up on the host, and weights pinned on the device for the whole step.
 void printHostEmbeddingAndPinned(const CompileReport& r, ModuleOp module, const StageResult& stages,
                                  const PlanStats& stats) {

@@ -12,6 +12,7 @@
 #include "mlir/IR/Builders.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
+#include "runtime/plan/plan_format.h"
 
 using namespace mlir;
 
@@ -404,9 +405,13 @@ class ModelBuilder {
     enter("embed");
     Value embed = param("embed.weight", {c_.vocab, c_.width}, "normal", std);
     Value x = b_.create<EmbeddingOp>(loc_, tokens_, embed);
-    if (training_ && c_.moeLayers() > 0)
+    if (training_ && c_.moeLayers() > 0) {
       router_stats_ = b_.create<FillOp>(loc_, RankedTensorType::get({2, c_.experts}, b_.getF32Type()),
                                         b_.getF32FloatAttr(0.0f));
+      // Which tokens the statistics count: Hugging Face's attention mask (the padding of
+      // --rows examples left out; mtrun fills it, all 1 for packed rows).
+      token_mask_ = input(kTokenMaskInput, RankedTensorType::get({batch_, seq_}, b_.getF32Type()));
+    }
     for (int64_t l = 0; l < c_.layers; ++l) {
       const std::string p = "layers." + std::to_string(l) + ".";
       enter("layers." + std::to_string(l));
@@ -430,7 +435,9 @@ class ModelBuilder {
     Value logits = b_.create<MatmulOp>(loc_, x, head, false, true);
     if (router_stats_) {
       outputs_.push_back({"expert_load", router_stats_});
-      outputs_.push_back({"router_aux_loss", b_.create<MoeBalanceLossOp>(loc_, router_stats_, batch_ * seq_ * c_.moeLayers())});
+      // The rows the counts give: the tokens the mask kept, in every MoE layer.
+      outputs_.push_back({"router_aux_loss", b_.create<MoeBalanceLossOp>(loc_, router_stats_, batch_ * seq_ * c_.moeLayers(),
+                                                                         c_.experts_per_token)});
     }
     return logits;
   }
@@ -454,7 +461,8 @@ class ModelBuilder {
                                : c_.normalize_topk ? MoeRouting::SoftmaxTopKNormalized
                                                    : MoeRouting::SoftmaxTopK;
     auto route = b_.create<MoeRouteOp>(loc_, logits, routing, c_.experts_per_token);
-    if (router_stats_) router_stats_ = b_.create<MoeBalanceStatsOp>(loc_, logits, route.getExperts(), router_stats_);
+    if (router_stats_)
+      router_stats_ = b_.create<MoeBalanceStatsOp>(loc_, logits, route.getExperts(), router_stats_, token_mask_);
     auto dispatch = b_.create<MoeDispatchOp>(loc_, h, route.getExperts(), e);
     auto product = [&](Value x, const std::string& name, int64_t out, int64_t in, double sd) -> Value {
       return b_.create<GroupedMatmulOp>(loc_, x, param(p + "moe." + name + ".weight", {e, out, in}, "normal", sd),
@@ -490,6 +498,7 @@ class ModelBuilder {
   bool decode_;
   bool training_;       // kTraining: a mixture of experts returns its router's statistics too
   Value router_stats_;  // training a mixture of experts: the statistics of the MoE layers so far
+  Value token_mask_;    // and the tokens they count (B, T)
   OpBuilder b_;
   Location loc_;
   func::FuncOp func_;

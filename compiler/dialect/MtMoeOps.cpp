@@ -187,11 +187,19 @@ static LogicalResult requireStatsOf(std::optional<Location> loc, Value stats, Va
   return requireShape(loc, stats, {2, l.back()}, what);
 }
 
+// A mask of the tokens the statistics count: absent, or one value per token of the logits.
+static LogicalResult requireTokenMask(std::optional<Location> loc, Value mask, Value logits, const char* what) {
+  if (!mask) return success();
+  auto l = tensorOf(logits).getShape();
+  return requireShape(loc, mask, l.drop_back(), what);
+}
+
 LogicalResult MoeBalanceStatsOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
                                                   SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands())) ||
       failed(requireChoicesOf(loc, adaptor.getExperts(), adaptor.getLogits(), "moe_balance_stats experts")) ||
-      failed(requireStatsOf(loc, adaptor.getTotal(), adaptor.getLogits(), "moe_balance_stats total")))
+      failed(requireStatsOf(loc, adaptor.getTotal(), adaptor.getLogits(), "moe_balance_stats total")) ||
+      failed(requireTokenMask(loc, adaptor.getMask(), adaptor.getLogits(), "moe_balance_stats mask")))
     return failure();
   types.push_back(adaptor.getTotal().getType());
   return success();
@@ -200,24 +208,27 @@ LogicalResult MoeBalanceStatsOp::inferReturnTypes(MLIRContext* ctx, std::optiona
 LogicalResult MoeBalanceStatsGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
                                                       SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands())) ||
-      failed(requireStatsOf(loc, adaptor.getDtotal(), adaptor.getLogits(), "moe_balance_stats_grad dtotal")))
+      failed(requireStatsOf(loc, adaptor.getDtotal(), adaptor.getLogits(), "moe_balance_stats_grad dtotal")) ||
+      failed(requireTokenMask(loc, adaptor.getMask(), adaptor.getLogits(), "moe_balance_stats_grad mask")))
     return failure();
   types.push_back(adaptor.getLogits().getType());
   return success();
 }
 
-static LogicalResult requireBalanceStats(std::optional<Location> loc, Value stats, int64_t rows) {
+static LogicalResult requireBalanceStats(std::optional<Location> loc, Value stats, int64_t rows, IntegerAttr topK) {
   auto s = tensorOf(stats).getShape();
   if (s.size() != 2 || s[0] != 2 || s[1] <= 0)
     return emitOptionalError(loc, "moe_balance_loss stats ", shapeStr(s), " must be (2, experts)");
   if (rows <= 0) return emitOptionalError(loc, "moe_balance_loss rows must be positive");
+  if (topK && topK.getInt() < 0) return emitOptionalError(loc, "moe_balance_loss top_k must not be negative");
   return success();
 }
 
 LogicalResult MoeBalanceLossOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
                                                  SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands())) ||
-      failed(requireBalanceStats(loc, adaptor.getStats(), static_cast<int64_t>(adaptor.getRows()))))
+      failed(requireBalanceStats(loc, adaptor.getStats(), static_cast<int64_t>(adaptor.getRows()),
+                                 adaptor.getTopKAttr())))
     return failure();
   types.push_back(f32Tensor(ctx, {}));
   return success();
@@ -227,7 +238,8 @@ LogicalResult MoeBalanceLossGradOp::inferReturnTypes(MLIRContext* ctx, std::opti
                                                      SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands())) ||
       failed(requireShape(loc, adaptor.getDloss(), {}, "moe_balance_loss_grad dloss")) ||
-      failed(requireBalanceStats(loc, adaptor.getStats(), static_cast<int64_t>(adaptor.getRows()))))
+      failed(requireBalanceStats(loc, adaptor.getStats(), static_cast<int64_t>(adaptor.getRows()),
+                                 adaptor.getTopKAttr())))
     return failure();
   types.push_back(adaptor.getStats().getType());
   return success();
@@ -318,9 +330,17 @@ void GroupedMatmulWeightGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, S
 }
 void MoeBalanceLossOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(static_cast<int64_t>(getRows()));
+  if (getTopK() > 0) ints.push_back(static_cast<int64_t>(getTopK()));
 }
 void MoeBalanceLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(static_cast<int64_t>(getRows()));
+  if (getTopK() > 0) ints.push_back(static_cast<int64_t>(getTopK()));
+}
+StringRef MoeBalanceStatsOp::getKernelName() {
+  return getMask() ? "mt.moe_balance_stats_masked" : "mt.moe_balance_stats";
+}
+StringRef MoeBalanceStatsGradOp::getKernelName() {
+  return getMask() ? "mt.moe_balance_stats_grad_masked" : "mt.moe_balance_stats_grad";
 }
 
 // Gradient rules. The expert indices, positions and counts are integers: no gradient.
@@ -359,12 +379,15 @@ SmallVector<Value> MoeCombineOp::buildGradient(OpBuilder& b, ArrayRef<Value> gra
 // The running statistics pass their gradient through unchanged; the counts take none, so the
 // logits' comes from row 1 alone.
 SmallVector<Value> MoeBalanceStatsOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
-  if (!grads[0]) return {Value(), Value(), Value()};
-  return {b.create<MoeBalanceStatsGradOp>(getLoc(), grads[0], getLogits()), Value(), grads[0]};
+  SmallVector<Value> none(getNumOperands(), Value());
+  if (!grads[0]) return none;
+  none[0] = b.create<MoeBalanceStatsGradOp>(getLoc(), grads[0], getLogits(), getMask());
+  none[2] = grads[0];
+  return none;  // the experts and the mask take none
 }
 
 SmallVector<Value> MoeBalanceLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
-  return {b.create<MoeBalanceLossGradOp>(getLoc(), grads[0], getStats(), getRows())};
+  return {b.create<MoeBalanceLossGradOp>(getLoc(), grads[0], getStats(), getRows(), getTopK())};
 }
 
 }  // namespace mt

@@ -217,7 +217,8 @@ def Mt_MoeCombineGradOp : Mt_KernelOp<"moe_combine_grad", [KernelOpInterface]> {
 // L*N rows of softmax(logits)[e]; aux = E * sum_e C_e * S_e / (L*N)^2. The statistics run as a
 // chain through the layers (each adds its own to the last), so no op sees two layers at once.
 
-def Mt_MoeBalanceStatsOp : Mt_KernelOp<"moe_balance_stats", [KernelOpInterface,
+def Mt_MoeBalanceStatsOp : Mt_KernelOp<"moe_balance_stats", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelName"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "one MoE layer's routing statistics added to the running ones: (2, E)";
   let description = [{
@@ -225,29 +226,36 @@ def Mt_MoeBalanceStatsOp : Mt_KernelOp<"moe_balance_stats", [KernelOpInterface,
     statistics of the layers before (zeros before the first). Result: `total` with row 0 plus
     each expert's count of choices (an index outside [0, E) counts for none) and row 1 plus
     each expert's softmax probability summed over the tokens. Only row 1 takes a gradient
-    (through the softmax into the logits); the counts are integers.
+    (through the softmax into the logits); the counts are integers. With `mask` (..., one value
+    per token; plan 1.21), the tokens where it is not 0 only: Hugging Face's attention mask,
+    which leaves the padding of `mtrun --rows examples` out.
 
     ```mlir
     %s1 = mt.moe_balance_stats %logits, %e, %s0 : tensor<8x256x8xf32>, tensor<8x256x2xi32>, tensor<2x8xf32>
+    %m1 = mt.moe_balance_stats %logits, %e, %s0 mask %keep
+        : tensor<8x256x8xf32>, tensor<8x256x2xi32>, tensor<2x8xf32>, tensor<8x256xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$logits, Mt_I32Tensor:$experts, Mt_F32Tensor:$total);
+  let arguments = (ins Mt_F32Tensor:$logits, Mt_I32Tensor:$experts, Mt_F32Tensor:$total,
+                       Optional<Mt_F32Tensor>:$mask);
   let results = (outs Mt_F32Tensor:$result);
-  let assemblyFormat = "operands attr-dict `:` type(operands)";
+  let assemblyFormat = "$logits `,` $experts `,` $total (`mask` $mask^)? attr-dict `:` type(operands)";
 }
 
-def Mt_MoeBalanceStatsGradOp : Mt_KernelOp<"moe_balance_stats_grad", [KernelOpInterface]> {
+def Mt_MoeBalanceStatsGradOp : Mt_KernelOp<"moe_balance_stats_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelName"]>]> {
   let summary = "backward of mt.moe_balance_stats: the logits' gradient from row 1's";
   let description = [{
-    dlogits[t] = p_t * (g - <g, p_t>) with p_t = softmax(logits[t]) and g = dtotal[1] (E).
+    dlogits[t] = p_t * (g - <g, p_t>) with p_t = softmax(logits[t]) and g = dtotal[1] (E);
+    with `mask`, zero for a token where it is 0.
 
     ```mlir
     %dl = mt.moe_balance_stats_grad %ds, %logits : tensor<2x8xf32>, tensor<8x256x8xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$dtotal, Mt_F32Tensor:$logits);
+  let arguments = (ins Mt_F32Tensor:$dtotal, Mt_F32Tensor:$logits, Optional<Mt_F32Tensor>:$mask);
   let results = (outs Mt_F32Tensor:$dlogits);
-  let assemblyFormat = "operands attr-dict `:` type(operands)";
+  let assemblyFormat = "$dtotal `,` $logits (`mask` $mask^)? attr-dict `:` type(operands)";
 }
 
 def Mt_MoeBalanceLossOp : Mt_KernelOp<"moe_balance_loss", [
@@ -256,13 +264,15 @@ def Mt_MoeBalanceLossOp : Mt_KernelOp<"moe_balance_loss", [
   let summary = "the router's auxiliary load-balancing loss from the layers' statistics";
   let description = [{
     `stats` (2, E) from the last mt.moe_balance_stats; `rows` = L*N, the router rows over all
-    MoE layers. Result (scalar): E * sum_e stats[0, e] * stats[1, e] / rows^2.
+    MoE layers. Result (scalar): E * sum_e stats[0, e] * stats[1, e] / rows^2. With `top_k`
+    (the statistics of masked tokens; plan 1.21) the rows are those the counts give, sum_e
+    stats[0, e] / top_k (each kept token chose top_k experts; 0 rows: the loss is 0).
 
     ```mlir
     %aux = mt.moe_balance_loss %s4 {rows = 8192} : tensor<2x8xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$stats, I64Attr:$rows);
+  let arguments = (ins Mt_F32Tensor:$stats, I64Attr:$rows, DefaultValuedAttr<I64Attr, "0">:$top_k);
   let results = (outs Mt_F32Tensor:$loss);
   let assemblyFormat = "$stats attr-dict `:` type($stats)";
 }
@@ -271,13 +281,15 @@ def Mt_MoeBalanceLossGradOp : Mt_KernelOp<"moe_balance_loss_grad", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
   let summary = "backward of mt.moe_balance_loss: (2, E), row 0 zero";
   let description = [{
-    dstats[1, e] = dloss * E * stats[0, e] / rows^2; dstats[0, e] = 0 (the counts take none).
+    dstats[1, e] = dloss * E * stats[0, e] / rows^2; dstats[0, e] = 0 (the counts take none;
+    nor do the rows `top_k` has them give).
 
     ```mlir
     %ds = mt.moe_balance_loss_grad %daux, %s4 {rows = 8192} : tensor<f32>, tensor<2x8xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$stats, I64Attr:$rows);
+  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$stats, I64Attr:$rows,
+                       DefaultValuedAttr<I64Attr, "0">:$top_k);
   let results = (outs Mt_F32Tensor:$dstats);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }

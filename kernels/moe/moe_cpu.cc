@@ -58,8 +58,31 @@ std::string expectStats(const Tensor& stats, const Tensor& logits, const char* w
 std::string checkBalanceLoss(const KernelArgs& args, const Tensor& stats, const char* what) {
   if (stats.rank() != 2 || stats.dim(0) != 2 || stats.dim(1) < 1)
     return std::string(what) + " stats " + shapeString(stats.shape) + " must be (2, experts)";
+  if (args.ints.empty() || args.ints.size() > 2) return std::string(what) + " takes int attrs [rows(, top_k)]";
   if (args.ints[0] < 1) return std::string(what) + " rows " + std::to_string(args.ints[0]) + " must be positive";
+  if (args.ints.size() > 1 && args.ints[1] < 1)
+    return std::string(what) + " top_k " + std::to_string(args.ints[1]) + " must be positive";
   return "";
+}
+
+// The router rows mt.moe_balance_loss(_grad)'s statistics count (routing::balanceRows).
+double balanceRows(const KernelArgs& args, const Tensor& stats) {
+  return routing::balanceRows(stats.f32(), stats.dim(1), args.ints[0], args.ints.size() > 1 ? args.ints[1] : 0);
+}
+
+// The optional mask of the tokens the statistics count (mt.moe_balance_stats(_grad) with a mask,
+// plan 1.21): f32, one per token of `logits`; a token counts where it is not 0.
+std::string expectTokenMask(const KernelArgs& args, size_t index, const Tensor& logits, const char* what) {
+  if (args.in.size() <= index) return "";
+  const Tensor& mask = args.in[index];
+  MT_CHECK(expectDType(mask, DType::F32, what));
+  if (mask.numel() != leadingRows(logits))
+    return std::string(what) + " " + shapeString(mask.shape) + " must hold one value per token of " +
+           shapeString(logits.shape);
+  return "";
+}
+const float* tokenMask(const KernelArgs& args, size_t index) {
+  return args.in.size() > index ? args.in[index].f32() : nullptr;
 }
 
 // Tokens per partial sum of the probabilities: the chunks add up in order, whatever the
@@ -441,14 +464,18 @@ std::string moe_balance_stats_check(const KernelArgs& args) {
   MT_CHECK(expectDType(out, DType::F32, "moe_balance_stats result"));
   MT_CHECK(expectChoices(experts, logits, "moe_balance_stats experts"));
   MT_CHECK(expectStats(total, logits, "moe_balance_stats total"));
+  MT_CHECK(expectTokenMask(args, 3, logits, "moe_balance_stats mask"));
   return expectShape(out, total.shape, "moe_balance_stats result");
 }
 
 // result[0, e] = total[0, e] + choices of expert e; result[1, e] = total[1, e] + the sum over the
-// tokens of softmax(logits[t])[e] (in double, chunk by chunk, the chunks in order).
+// tokens of softmax(logits[t])[e] (in double, chunk by chunk, the chunks in order); with a mask,
+// over the tokens it keeps only.
 void moe_balance_stats_cpu(const KernelArgs& args) {
   const Tensor &logits = args.in[0], &experts = args.in[1], &total = args.in[2], &out = args.out[0];
   const int64_t num_experts = logits.dim(-1), tokens = leadingRows(logits), choices = experts.numel();
+  const float* mask = tokenMask(args, 3);
+  const int64_t k = experts.dim(-1);  // choices per token
   const int64_t chunks = (tokens + kStatsChunk - 1) / kStatsChunk;
   std::vector<double> partial(chunks * num_experts, 0.0);
 #pragma omp parallel if (tokens * num_experts > 32768)
@@ -458,6 +485,7 @@ void moe_balance_stats_cpu(const KernelArgs& args) {
     for (int64_t c = 0; c < chunks; ++c) {
       double* sum = partial.data() + c * num_experts;
       for (int64_t t = c * kStatsChunk; t < std::min(tokens, (c + 1) * kStatsChunk); ++t) {
+        if (mask && mask[t] == 0.0f) continue;
         softmaxInto(logits.f32() + t * num_experts, num_experts, p.data());
         for (int64_t e = 0; e < num_experts; ++e) sum[e] += p[e];
       }
@@ -465,7 +493,7 @@ void moe_balance_stats_cpu(const KernelArgs& args) {
   }
   std::vector<int64_t> count(num_experts, 0);
   for (int64_t i = 0; i < choices; ++i)
-    if (validExpert(experts.i32()[i], num_experts)) ++count[experts.i32()[i]];
+    if (validExpert(experts.i32()[i], num_experts) && (!mask || mask[i / k] != 0.0f)) ++count[experts.i32()[i]];
   for (int64_t e = 0; e < num_experts; ++e) {
     double prob = 0.0;
     for (int64_t c = 0; c < chunks; ++c) prob += partial[c * num_experts + e];
@@ -480,19 +508,26 @@ std::string moe_balance_stats_grad_check(const KernelArgs& args) {
   MT_CHECK(expectDType(logits, DType::F32, "moe_balance_stats_grad logits"));
   MT_CHECK(expectDType(dlogits, DType::F32, "moe_balance_stats_grad dlogits"));
   MT_CHECK(expectStats(dtotal, logits, "moe_balance_stats_grad dtotal"));
+  MT_CHECK(expectTokenMask(args, 2, logits, "moe_balance_stats_grad mask"));
   return expectShape(dlogits, logits.shape, "moe_balance_stats_grad dlogits");
 }
 
-// dlogits[t] = p_t * (g - <g, p_t>), g = dtotal[1]: row 1 sums each token's softmax.
+// dlogits[t] = p_t * (g - <g, p_t>), g = dtotal[1]: row 1 sums each token's softmax; zero for a
+// token the mask leaves out.
 void moe_balance_stats_grad_cpu(const KernelArgs& args) {
   const Tensor &dtotal = args.in[0], &logits = args.in[1], &dlogits = args.out[0];
   const int64_t num_experts = logits.dim(-1), tokens = leadingRows(logits);
   const float* g = dtotal.f32() + num_experts;
+  const float* mask = tokenMask(args, 2);
 #pragma omp parallel if (tokens * num_experts > 32768)
   {
     std::vector<float> p(num_experts);
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tokens; ++t) {
+      if (mask && mask[t] == 0.0f) {
+        std::fill(dlogits.f32() + t * num_experts, dlogits.f32() + (t + 1) * num_experts, 0.0f);
+        continue;
+      }
       softmaxInto(logits.f32() + t * num_experts, num_experts, p.data());
       routing::balanceGradToken([&](int64_t e) { return p[e]; }, g, num_experts, dlogits.f32() + t * num_experts);
     }
@@ -507,9 +542,9 @@ std::string moe_balance_loss_check(const KernelArgs& args) {
   return expectShape(loss, {}, "moe_balance_loss result");
 }
 
-// E * sum_e stats[0, e] * stats[1, e] / rows^2 (routing::balanceLoss).
+// E * sum_e stats[0, e] * stats[1, e] / rows^2 (routing::balanceLoss; rows: balanceRows).
 void moe_balance_loss_cpu(const KernelArgs& args) {
-  args.out[0].f32()[0] = routing::balanceLoss(args.in[0].f32(), args.in[0].dim(1), args.ints[0]);
+  args.out[0].f32()[0] = routing::balanceLoss(args.in[0].f32(), args.in[0].dim(1), balanceRows(args, args.in[0]));
 }
 
 std::string moe_balance_loss_grad_check(const KernelArgs& args) {
@@ -526,9 +561,10 @@ std::string moe_balance_loss_grad_check(const KernelArgs& args) {
 void moe_balance_loss_grad_cpu(const KernelArgs& args) {
   const Tensor &dloss = args.in[0], &stats = args.in[1], &dstats = args.out[0];
   const int64_t num_experts = stats.dim(1);
+  const double rows = balanceRows(args, stats);
   for (int64_t e = 0; e < num_experts; ++e) {
     dstats.f32()[e] = 0.0f;
-    dstats.f32()[num_experts + e] = routing::balanceLossGrad(dloss.f32()[0], stats.f32(), num_experts, args.ints[0], e);
+    dstats.f32()[num_experts + e] = routing::balanceLossGrad(dloss.f32()[0], stats.f32(), num_experts, rows, e);
   }
 }
 

@@ -189,11 +189,11 @@ constexpr int kBalanceThreads = 1024;
 // sum by warp shuffles), each lane summing its experts' probabilities; the warps' sums then add
 // in warp order in shared memory, and the choices are counted with shared integer atomics
 // (exact in any order). Deterministic; one block, so one SM (N*E exps a layer, small beside
-// the layer's products).
+// the layer's products). With a mask (null: none), the tokens it keeps (not 0) only.
 __global__ void __launch_bounds__(kBalanceThreads)
     balanceStatsKernel(const float* __restrict__ logits, const int32_t* __restrict__ experts,
-                       const float* __restrict__ total, float* __restrict__ out, int64_t tokens, int64_t num_experts,
-                       int64_t choices) {
+                       const float* __restrict__ total, const float* __restrict__ mask, float* __restrict__ out,
+                       int64_t tokens, int64_t num_experts, int64_t choices, int64_t k) {
   __shared__ float prob[kBalanceChunk];
   __shared__ int count[kBalanceChunk];
   const int lane = threadIdx.x % kBalanceLanes, warp = threadIdx.x / kBalanceLanes;
@@ -204,10 +204,12 @@ __global__ void __launch_bounds__(kBalanceThreads)
     for (int64_t e = threadIdx.x; e < chunk; e += blockDim.x) prob[e] = 0.0f, count[e] = 0;
     __syncthreads();
     for (int64_t i = threadIdx.x; i < choices; i += blockDim.x)
-      if (validExpert(experts[i], num_experts) && experts[i] >= first && experts[i] < first + chunk)
+      if (validExpert(experts[i], num_experts) && experts[i] >= first && experts[i] < first + chunk &&
+          (!mask || mask[i / k] != 0.0f))
         atomicAdd(&count[experts[i] - first], 1);
     float sum[kBalancePerLane] = {};
     for (int64_t t = warp; t < tokens; t += warps) {
+      if (mask && mask[t] == 0.0f) continue;  // the whole warp: t is the warp's
       const float* l = logits + t * num_experts;
       float max = -INFINITY;
       for (int64_t e = lane; e < num_experts; e += kBalanceLanes) max = fmaxf(max, l[e]);
@@ -238,11 +240,17 @@ __global__ void __launch_bounds__(kBalanceThreads)
   }
 }
 
-// dlogits[t] = p_t * (g - <g, p_t>), g = dtotal[1]; a thread per token.
+// dlogits[t] = p_t * (g - <g, p_t>), g = dtotal[1]; a thread per token; zero for one a mask (null:
+// none) leaves out.
 __global__ void balanceStatsGradKernel(const float* __restrict__ dtotal, const float* __restrict__ logits,
-                                       float* __restrict__ dlogits, int64_t tokens, int64_t num_experts) {
+                                       const float* __restrict__ mask, float* __restrict__ dlogits, int64_t tokens,
+                                       int64_t num_experts) {
   const float* g = dtotal + num_experts;
   MT_GRID_STRIDE(t, tokens) {
+    if (mask && mask[t] == 0.0f) {
+      for (int64_t e = 0; e < num_experts; ++e) dlogits[t * num_experts + e] = 0.0f;
+      continue;
+    }
     routing::balanceGradToken(RowSoftmax(logits + t * num_experts, num_experts), g, num_experts,
                               dlogits + t * num_experts);
   }
@@ -250,15 +258,17 @@ __global__ void balanceStatsGradKernel(const float* __restrict__ dtotal, const f
 
 // mt.moe_balance_loss: one thread (routing::balanceLoss, as the CPU).
 __global__ void balanceLossKernel(const float* __restrict__ stats, float* __restrict__ loss, int64_t num_experts,
-                                  int64_t rows) {
-  loss[0] = routing::balanceLoss(stats, num_experts, rows);
+                                  int64_t rows, int64_t top_k) {
+  loss[0] = routing::balanceLoss(stats, num_experts, routing::balanceRows(stats, num_experts, rows, top_k));
 }
 
+// Each thread sums the counts for the rows itself (E adds, in the CPU's order).
 __global__ void balanceLossGradKernel(const float* __restrict__ dloss, const float* __restrict__ stats,
-                                      float* __restrict__ dstats, int64_t num_experts, int64_t rows) {
+                                      float* __restrict__ dstats, int64_t num_experts, int64_t rows, int64_t top_k) {
   MT_GRID_STRIDE(e, num_experts) {
     dstats[e] = 0.0f;
-    dstats[num_experts + e] = routing::balanceLossGrad(dloss[0], stats, num_experts, rows, e);
+    dstats[num_experts + e] = routing::balanceLossGrad(
+        dloss[0], stats, num_experts, routing::balanceRows(stats, num_experts, rows, top_k), e);
   }
 }
 
@@ -469,9 +479,10 @@ void moe_combine_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
 void moe_balance_stats_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &logits = args.in[0], &experts = args.in[1];
   const int64_t num_experts = logits.dim(-1);
-  balanceStatsKernel<<<1, kBalanceThreads, 0, launch.stream>>>(logits.f32(), experts.i32(), args.in[2].f32(),
+  const float* mask = args.in.size() > 3 ? args.in[3].f32() : nullptr;
+  balanceStatsKernel<<<1, kBalanceThreads, 0, launch.stream>>>(logits.f32(), experts.i32(), args.in[2].f32(), mask,
                                                                args.out[0].f32(), leadingRows(logits), num_experts,
-                                                               experts.numel());
+                                                               experts.numel(), experts.dim(-1));
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -479,21 +490,23 @@ void moe_balance_stats_grad_cuda(const KernelArgs& args, const CudaLaunch& launc
   const Tensor& logits = args.in[1];
   const int64_t tokens = leadingRows(logits);
   if (tokens == 0) return;
-  balanceStatsGradKernel<<<blocksFor(tokens), kThreads, 0, launch.stream>>>(args.in[0].f32(), logits.f32(),
+  const float* mask = args.in.size() > 2 ? args.in[2].f32() : nullptr;
+  balanceStatsGradKernel<<<blocksFor(tokens), kThreads, 0, launch.stream>>>(args.in[0].f32(), logits.f32(), mask,
                                                                             args.out[0].f32(), tokens, logits.dim(-1));
   MT_CUDA_CHECK_LAUNCH();
 }
 
 void moe_balance_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   balanceLossKernel<<<1, 1, 0, launch.stream>>>(args.in[0].f32(), args.out[0].f32(), args.in[0].dim(1),
-                                                args.ints[0]);
+                                                args.ints[0], args.ints.size() > 1 ? args.ints[1] : 0);
   MT_CUDA_CHECK_LAUNCH();
 }
 
 void moe_balance_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t num_experts = args.in[1].dim(1);
   balanceLossGradKernel<<<blocksFor(num_experts), kThreads, 0, launch.stream>>>(
-      args.in[0].f32(), args.in[1].f32(), args.out[0].f32(), num_experts, args.ints[0]);
+      args.in[0].f32(), args.in[1].f32(), args.out[0].f32(), num_experts, args.ints[0],
+      args.ints.size() > 1 ? args.ints[1] : 0);
   MT_CUDA_CHECK_LAUNCH();
 }
 

@@ -125,21 +125,30 @@ MT_HOST_DEVICE void balanceGradToken(const Prob& prob, const float* g, int64_t e
   for (int64_t e = 0; e < experts; ++e) dl[e] = prob(e) * (g[e] - dot);
 }
 
-// mt.moe_balance_loss from the statistics (2, E) of `rows` router rows: E * sum_e C_e * S_e /
-// rows^2, added in double.
-MT_HOST_DEVICE inline float balanceLoss(const float* stats, int64_t experts, int64_t rows) {
+// The router rows the statistics (2, E) count: `rows` (every token of every layer), or with
+// `top_k` > 0 the choices counted over top_k — the tokens a mask kept (mt.moe_balance_stats with
+// a mask; each kept token chooses top_k experts).
+MT_HOST_DEVICE inline double balanceRows(const float* stats, int64_t experts, int64_t rows, int64_t top_k) {
+  if (top_k <= 0) return static_cast<double>(rows);
+  double choices = 0.0;
+  for (int64_t e = 0; e < experts; ++e) choices += static_cast<double>(stats[e]);
+  return choices / static_cast<double>(top_k);
+}
+
+// mt.moe_balance_loss from the statistics (2, E) of `rows` router rows (balanceRows): E * sum_e
+// C_e * S_e / rows^2, added in double; 0 where no row was counted.
+MT_HOST_DEVICE inline float balanceLoss(const float* stats, int64_t experts, double rows) {
+  if (rows <= 0.0) return 0.0f;
   double sum = 0.0;
   for (int64_t e = 0; e < experts; ++e) sum += static_cast<double>(stats[e]) * static_cast<double>(stats[experts + e]);
-  const double r = static_cast<double>(rows);
-  return static_cast<float>(static_cast<double>(experts) * sum / (r * r));
+  return static_cast<float>(static_cast<double>(experts) * sum / (rows * rows));
 }
 
 // Its gradient at expert e's probability sum (row 1): dloss * E * C_e / rows^2 (the counts, row
-// 0, take none).
-MT_HOST_DEVICE inline float balanceLossGrad(float dloss, const float* stats, int64_t experts, int64_t rows,
-                                            int64_t e) {
-  const double r = static_cast<double>(rows);
-  return static_cast<float>(static_cast<double>(dloss) * static_cast<double>(experts) / (r * r) *
+// 0, take none; nor does `rows`, which they give).
+MT_HOST_DEVICE inline float balanceLossGrad(float dloss, const float* stats, int64_t experts, double rows, int64_t e) {
+  if (rows <= 0.0) return 0.0f;
+  return static_cast<float>(static_cast<double>(dloss) * static_cast<double>(experts) / (rows * rows) *
                             static_cast<double>(stats[e]));
 }
 

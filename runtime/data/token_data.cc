@@ -37,10 +37,13 @@ int64_t readRow(const TokenFile& data, int64_t start, int64_t seq, std::vector<u
 }
 
 // One example as a row: tokens [start, end) of `data`, cut to seq + 1, then padding (token 0,
-// target -1). Returns the targets counted.
+// target -1; `kept`, where given, 1 for the example's tokens and 0 for the padding). Returns the
+// targets counted.
 int64_t readExampleRow(const TokenFile& data, int64_t start, int64_t end, int64_t seq, std::vector<uint8_t>& mask,
-                       int32_t* tokens, int32_t* targets) {
+                       int32_t* tokens, int32_t* targets, float* kept) {
   const int64_t length = std::min(end - start, seq + 1);
+  if (kept)
+    for (int64_t t = 0; t < seq; ++t) kept[t] = t < length ? 1.0f : 0.0f;
   const std::vector<uint32_t> example = data.read(start, length, &mask);
   int64_t counted = 0;
   for (int64_t t = 0; t < seq; ++t) {
@@ -280,15 +283,16 @@ BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, ui
                 std::to_string(seq) + " needs at least " + std::to_string(seq + 1));
 }
 
-int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row) const {
+int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row, float* kept) const {
   int64_t counted = 0;
   std::vector<uint8_t> mask;
+  if (kept) std::fill(kept, kept + batch_ * seq_, 1.0f);  // packed rows: every token
   for (int64_t b = 0; b < batch_; ++b) {
     const uint64_t key = splitmix64(splitmix64(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(first_row + b));
     if (layout_ == RowLayout::kExamples) {
       const size_t i = first_example_ + key % (last_example_ - first_example_);
       counted += readExampleRow(data_, data_.exampleStarts()[i], data_.exampleEnd(i, end_), seq_, mask,
-                                tokens + b * seq_, targets + b * seq_);
+                                tokens + b * seq_, targets + b * seq_, kept ? kept + b * seq_ : nullptr);
       continue;
     }
     const int64_t start = begin_ + static_cast<int64_t>(key % static_cast<uint64_t>(end_ - begin_ - seq_));
@@ -322,9 +326,10 @@ HeldOutBatches::HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq
   batches_ = max_batches > 0 ? std::min(max_batches, all_batches_) : all_batches_;
 }
 
-int64_t HeldOutBatches::fill(int64_t i, int32_t* tokens, int32_t* targets) const {
+int64_t HeldOutBatches::fill(int64_t i, int32_t* tokens, int32_t* targets, float* kept) const {
   int64_t counted = 0;
   std::vector<uint8_t> mask;
+  if (kept) std::fill(kept, kept + batch_ * seq_, 1.0f);
   for (int64_t b = 0; b < batch_; ++b) {
     const int64_t window = i * batch_ + b;
     int32_t* row_tokens = tokens + b * seq_;
@@ -332,12 +337,13 @@ int64_t HeldOutBatches::fill(int64_t i, int32_t* tokens, int32_t* targets) const
     if (window >= windows_) {  // padding: nothing counted
       std::fill(row_tokens, row_tokens + seq_, 0);
       std::fill(row_targets, row_targets + seq_, -1);
+      if (kept) std::fill(kept + b * seq_, kept + (b + 1) * seq_, 0.0f);
       continue;
     }
     if (layout_ == RowLayout::kExamples) {
       const size_t e = first_example_ + static_cast<size_t>(window);
       counted += readExampleRow(data_, data_.exampleStarts()[e], data_.exampleEnd(e, end_), seq_, mask, row_tokens,
-                                row_targets);
+                                row_targets, kept ? kept + b * seq_ : nullptr);
       continue;
     }
     counted += readRow(data_, begin_ + window * seq_, seq_, mask, row_tokens, row_targets);

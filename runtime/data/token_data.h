@@ -118,8 +118,9 @@ class BatchSampler {
   // step's batch draws. A target the file's loss mask leaves out is -1 (the loss ignores it).
   // kExamples: the draw picks an example; the row holds it from its start (cut after seq + 1
   // tokens), then padding (token 0, target -1). Returns the targets counted. Throws mt::Error if
-  // the file changed underneath (see TokenFile::read).
-  int64_t fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row = 0) const;
+  // the file changed underneath (see TokenFile::read). `kept` (B, T), where given: 1 for a row's
+  // tokens, 0 for its padding (the router's statistics leave it out: a plan's "token_mask").
+  int64_t fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row = 0, float* kept = nullptr) const;
   // kExamples: the examples drawn from, and how many are longer than a row (their tails cut).
   int64_t examples() const { return static_cast<int64_t>(last_example_ - first_example_); }
   int64_t examplesCut() const;
@@ -150,7 +151,7 @@ class HeldOutBatches {
   int64_t allBatches() const { return all_batches_; }   // a whole pass
   // Batch i's tokens and targets (a target the file's mask leaves out is -1); returns the
   // targets counted. Throws mt::Error if the file changed underneath.
-  int64_t fill(int64_t i, int32_t* tokens, int32_t* targets) const;
+  int64_t fill(int64_t i, int32_t* tokens, int32_t* targets, float* kept = nullptr) const;
 
  private:
   const TokenFile& data_;

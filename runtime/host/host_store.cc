@@ -10,6 +10,7 @@
 #include "runtime/host/host_memory.h"
 #include "runtime/io/error.h"
 #include "runtime/io/format_bytes.h"
+#include "runtime/plan/plan_format.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/plan/initializer.h"
 #include "runtime/plan/plan_queries.h"
@@ -99,6 +100,9 @@ HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks)
     tensors_.clear();
     throw Error("cannot allocate " + formatBytes(total_bytes_) + " of host memory for the plan");
   }
+  // Every token kept until the data says otherwise (a consumer that fills only the tokens).
+  if (float* mask = tokenMask()) std::fill(mask, mask + numel_[input(kTokenMaskInput)], 1.0f);
+
   // Gradients land in the landing buffer where the plan has one (the verifier checked that each
   // lies inside it); an on-arrival plan's are views there.
   landed_ = data_;
@@ -273,6 +277,11 @@ void HostStore::sendState() const {
   // What rank 0's saveState gathers, in its order: the sharded moments.
   for (int i = 0; i < plan_.host_tensors_size(); ++i)
     if (isMoment(plan_.host_tensors(i).role()) && ownedBySlices(i)) sendSlice(i, nullptr);
+}
+
+float* HostStore::tokenMask() const {
+  const int i = input(kTokenMaskInput);
+  return i >= 0 && plan_.host_tensors(i).dtype() == plan::DTYPE_F32 ? f32(i) : nullptr;
 }
 
 }  // namespace mt

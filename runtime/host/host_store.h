@@ -92,6 +92,9 @@ class HostStore {
   int loss() const { return loss_; }  // -1 in a forward-only plan
   // The host tensor of the named input (ROLE_INPUT) or output (ROLE_OUTPUT), or -1.
   int input(const std::string& name) const { return find(plan::ROLE_INPUT, name); }
+  // The plan's "token_mask" input (B, T) f32, the tokens the router's statistics count (1: kept;
+  // all 1 until filled), or null where the plan has none.
+  float* tokenMask() const;
   int output(const std::string& name) const { return find(plan::ROLE_OUTPUT, name); }
   int64_t numParams() const { return num_params_; }
   int64_t totalBytes() const { return total_bytes_; }

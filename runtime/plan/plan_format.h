@@ -9,9 +9,12 @@
 namespace mt {
 
 inline constexpr char kPlanMagic[] = "MTPLAN";
+// The named input of a training plan that says which tokens the router's load-balancing
+// statistics count (B, T) f32, 1 kept, 0 left out (the padding of --rows examples; plan 1.21).
+inline constexpr char kTokenMaskInput[] = "token_mask";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 20;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 21;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -42,7 +45,11 @@ inline constexpr uint32_t kPlanVersionMinor = 20;  // 1.1: inputs, outputs, cons
                                                   // mt.grouped_add_bias, mt.grouped_bias_grad);
                                                   // 1.20: experts in groups
                                                   // (mt.grouped_matmul_into, a first expert
-                                                  // in mt.grouped_matmul_weight_grad)
+                                                  // in mt.grouped_matmul_weight_grad);
+                                                  // 1.21: the router's statistics over the
+                                                  // tokens a mask keeps
+                                                  // (mt.moe_balance_stats(_grad)_masked,
+                                                  // top_k in mt.moe_balance_loss(_grad))
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

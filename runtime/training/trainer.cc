@@ -153,8 +153,8 @@ StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
   router_.startStep();
   options_.micro_steps = config_.accumulate;
   for (int64_t m = 0; m < config_.accumulate; ++m) {
-    const int64_t c =
-        sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()), m * model_.batch());
+    const int64_t c = sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()),
+                                    m * model_.batch(), store_.tokenMask());
     counted += c;
     const bool last = m + 1 == config_.accumulate;
     options_.micro_step = m;
@@ -190,8 +190,8 @@ StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
   options_.micro_steps = micro_steps;
   for (int64_t k = 0; k < micro_steps; ++k) {
     const int64_t m = k * ranks + world_.rank();
-    const int64_t mine =
-        sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()), m * model_.batch());
+    const int64_t mine = sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()),
+                                       m * model_.batch(), store_.tokenMask());
     const RankShares shares = shareStep(world_, mine, masked_);
     counted += shares.total;
     exchange_->setStep(k, micro_steps, shares.weights,

@@ -63,9 +63,10 @@ void Trainer::printPasses() const {
               static_cast<long long>(examples ? rows : tokens_per_step_), examples ? "rows" : "tokens", passes,
               static_cast<long long>(train), examples ? "examples (one per row, padded)" : "tokens",
               passes > 10 ? " (many: watch the validation loss)" : "");
-  if (examples && router_.present())
+  if (examples && router_.present() && !store_.tokenMask())  // a plan before 1.21
     std::printf("  note: the rows' padding is routed like any token and counted in the router's load-balancing "
-                "statistics (Hugging Face leaves padding out of them through its attention mask)\n");
+                "statistics (this plan has no token mask: compile it again to leave padding out, as Hugging "
+                "Face's attention mask does)\n");
   if (examples && sampler_.examplesCut())
     std::printf("  %lld of the %lld examples are longer than a row of %lld tokens: their ends are cut (mttok "
                 "--max-length shapes them; a plan of a longer --seq keeps them)\n",

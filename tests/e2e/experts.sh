@@ -11,7 +11,8 @@
 # and logs each step's choices per expert: they add up to every token's k choices in every layer.
 # usage: experts.sh BIN_DIR WORK_DIR
 set -uo pipefail
-source "$(dirname "$(readlink -f "$0")")/check.sh"
+here="$(dirname "$(readlink -f "$0")")"
+source "$here/check.sh"
 bin=$1 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 2
 make_corpus
@@ -43,6 +44,28 @@ check_resume streamed.plan w0.safetensors
 check "--report draws the load-balancing loss" "grep -q 'Router load-balancing loss' load.html && [ \"\$(grep -c '<svg' load.html)\" -eq 5 ]"
 check "each step's expert choices add up to 4 x 32 tokens x top 2 x 4 layers, its aux loss logged" \
   "/usr/bin/python3 -c 'import json, sys; lines = [json.loads(l) for l in open(\"load.jsonl\")]; sys.exit(not (len(lines) == 3 and all(sum(l[\"expert_tokens\"]) == 1024 and len(l[\"expert_tokens\"]) == 4 and l[\"aux_loss\"] > 1.9 for l in lines)))'"
+# --rows examples: each row an example from its start, padded; the router's statistics leave the
+# padding out (the plan's token mask, as Hugging Face's attention mask does): each step's choices
+# add up to 2 x 4 layers x the rows' example tokens, not the padded rows'.
+/usr/bin/python3 - "$here" <<'PY'
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import mt_reference as ref
+lengths = 6 + (np.arange(300) * 7) % 40  # 6 to 45 tokens: some rows padded, some cut
+starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+tokens = (np.arange(int(lengths.sum())) * 31 + 7) % 256
+ref.write_tokens("examples.tok", tokens, 256, np.ones(len(tokens), dtype=np.uint8), starts)
+kept = []
+for step in range(3):
+    rows = [ref._mix(ref._mix(7 ^ 0x5EED) ^ ((step << 20) & ref.MASK64) ^ b) % len(starts) for b in range(4)]
+    kept.append(sum(min(int(lengths[i]), 32) for i in rows))
+json.dump(kept, open("examples.kept", "w"))
+PY
+"$bin/mtrun" resident.plan --data examples.tok --rows examples --seed 7 --weights w0.safetensors --steps 3 \
+  --log examples.jsonl --print-every 100 > examples.txt
+check "--rows examples: each step's expert choices count the rows' tokens, not their padding" \
+  "/usr/bin/python3 -c 'import json, sys; kept = json.load(open(\"examples.kept\")); lines = [json.loads(l) for l in open(\"examples.jsonl\")]; sys.exit(not (len(lines) == 3 and all(sum(l[\"expert_tokens\"]) == 8 * k for l, k in zip(lines, kept)) and min(kept) < 128))' && ! grep -q 'padding is routed like any token' examples.txt"
 "$bin/mtc" "${model[@]}" -o plain.plan --no-weights > plain.txt
 train plain.plan plain w0.safetensors
 check "without --router-aux-loss the losses differ (the auxiliary loss trains the router)" "! cmp -s resident.loss plain.loss"

@@ -649,7 +649,7 @@ TEST_F(CudaTwinTest, MixtureOfExperts) {
 
 // The router's load-balancing statistics: small (37 tokens, 5 experts, choices out of range) and
 // large (more tokens than the block's warps, more experts than a warp's lanes), their gradient,
-// the loss and its gradient.
+// the loss and its gradient; with a token mask and the loss's rows from the counts.
 TEST_F(CudaTwinTest, RouterLoadBalancing) {
   for (auto [tokens, experts] : {std::pair<int64_t, int64_t>{37, 5}, {3001, 130}}) {
     const int64_t k = 2;
@@ -664,6 +664,19 @@ TEST_F(CudaTwinTest, RouterLoadBalancing) {
     expectTwin(KernelId::MoeBalanceLoss, {randomF32({2, experts})}, {HostTensor::f32({})}, {rows});
     expectTwin(KernelId::MoeBalanceLossGrad, {randomF32({}), randomF32({2, experts})}, {HostTensor::f32({2, experts})},
                {rows});
+    // With a token mask (every third token left out) and the loss's rows from the counts.
+    std::vector<float> keep(tokens);
+    for (int64_t t = 0; t < tokens; ++t) keep[t] = t % 3 == 1 ? 0.0f : 1.0f;
+    expectTwin(KernelId::MoeBalanceStatsMasked,
+               {logits, HostTensor::i32({tokens, k}, choices), randomF32({2, experts}), HostTensor::f32({tokens}, keep)},
+               {HostTensor::f32({2, experts})});
+    expectTwin(KernelId::MoeBalanceStatsGradMasked, {randomF32({2, experts}), logits, HostTensor::f32({tokens}, keep)},
+               {HostTensor::f32({tokens, experts})});
+    std::vector<float> counted(2 * experts);
+    for (int64_t e = 0; e < 2 * experts; ++e) counted[e] = e < experts ? float(e * 3 % 7) : 0.5f + float(e);
+    expectTwin(KernelId::MoeBalanceLoss, {HostTensor::f32({2, experts}, counted)}, {HostTensor::f32({})}, {rows, k});
+    expectTwin(KernelId::MoeBalanceLossGrad, {randomF32({}), HostTensor::f32({2, experts}, counted)},
+               {HostTensor::f32({2, experts})}, {rows, k});
   }
 }
 

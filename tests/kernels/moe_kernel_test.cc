@@ -378,5 +378,67 @@ TEST_F(MoeKernels, BalanceGradientsMatchFiniteDifferences) {
   expectClose(dstats[0].floats, dwant, kF32Tol, "balance loss gradient (row 0, the counts: none)");
 }
 
+// The statistics with a token mask (plan 1.21, the padding of --rows examples left out): those of
+// the kept tokens alone, bit for bit (the same sums in the same order), their gradient zero for a
+// token left out; the loss with top_k takes its rows from the counts (the kept tokens), 0 when
+// none is kept.
+TEST_F(MoeKernels, MaskedStatisticsAreTheKeptTokensStatistics) {
+  const int64_t tokens = 7, experts = 5, k = 2;
+  const std::vector<float> logits = randomFloats(tokens * experts, rng, 1.5f);
+  const std::vector<float> keep = {1, 0, 1, 1, 0, 0, 1};
+  std::vector<int32_t> choices(tokens * k);
+  for (int64_t i = 0; i < tokens * k; ++i) choices[i] = static_cast<int32_t>((i * 3 + i / k) % experts);
+  std::vector<float> kept_logits;
+  std::vector<int32_t> kept_choices;
+  for (int64_t t = 0; t < tokens; ++t)
+    if (keep[t] != 0.0f) {
+      kept_logits.insert(kept_logits.end(), logits.begin() + t * experts, logits.begin() + (t + 1) * experts);
+      kept_choices.insert(kept_choices.end(), choices.begin() + t * k, choices.begin() + (t + 1) * k);
+    }
+  const int64_t kept = static_cast<int64_t>(kept_logits.size()) / experts;
+  const std::vector<float> total = randomFloats(2 * experts, rng);
+  const auto masked = runKernel(KernelId::MoeBalanceStatsMasked,
+                                {HostTensor::f32({tokens, experts}, logits), HostTensor::i32({tokens, k}, choices),
+                                 HostTensor::f32({2, experts}, total), HostTensor::f32({tokens}, keep)},
+                                {HostTensor::f32({2, experts})})[0].floats;
+  const auto subset = runKernel(KernelId::MoeBalanceStats,
+                                {HostTensor::f32({kept, experts}, kept_logits), HostTensor::i32({kept, k}, kept_choices),
+                                 HostTensor::f32({2, experts}, total)},
+                                {HostTensor::f32({2, experts})})[0].floats;
+  EXPECT_EQ(masked, subset);
+  const std::vector<float> dtotal = randomFloats(2 * experts, rng);
+  const auto dmasked = runKernel(KernelId::MoeBalanceStatsGradMasked,
+                                 {HostTensor::f32({2, experts}, dtotal), HostTensor::f32({tokens, experts}, logits),
+                                  HostTensor::f32({tokens}, keep)},
+                                 {HostTensor::f32({tokens, experts}, std::vector<float>(tokens * experts, 9.0f))})[0]
+                           .floats;
+  const auto dsubset = runKernel(KernelId::MoeBalanceStatsGrad,
+                                 {HostTensor::f32({2, experts}, dtotal), HostTensor::f32({kept, experts}, kept_logits)},
+                                 {HostTensor::f32({kept, experts})})[0].floats;
+  for (int64_t t = 0, j = 0; t < tokens; j += keep[t] != 0.0f, ++t)
+    for (int64_t e = 0; e < experts; ++e)
+      EXPECT_EQ(dmasked[t * experts + e], keep[t] != 0.0f ? dsubset[j * experts + e] : 0.0f) << "token " << t;
+  // The loss of the masked statistics (L = 1 layer here): rows from the counts = the kept tokens.
+  std::vector<float> stats(2 * experts, 0.0f);
+  for (int64_t e = 0; e < experts; ++e) stats[e] = masked[e] - total[e], stats[experts + e] = masked[experts + e];
+  const auto byCounts = runKernel(KernelId::MoeBalanceLoss, {HostTensor::f32({2, experts}, stats)},
+                                  {HostTensor::f32({})}, {tokens, k})[0].floats;
+  const auto byRows = runKernel(KernelId::MoeBalanceLoss, {HostTensor::f32({2, experts}, stats)},
+                                {HostTensor::f32({})}, {kept})[0].floats;
+  EXPECT_EQ(byCounts, byRows);
+  const auto dByCounts = runKernel(KernelId::MoeBalanceLossGrad,
+                                   {HostTensor::f32({}, {1.5f}), HostTensor::f32({2, experts}, stats)},
+                                   {HostTensor::f32({2, experts})}, {tokens, k})[0].floats;
+  const auto dByRows = runKernel(KernelId::MoeBalanceLossGrad,
+                                 {HostTensor::f32({}, {1.5f}), HostTensor::f32({2, experts}, stats)},
+                                 {HostTensor::f32({2, experts})}, {kept})[0].floats;
+  EXPECT_EQ(dByCounts, dByRows);
+  const std::vector<float> none(2 * experts, 0.0f);
+  EXPECT_EQ(runKernel(KernelId::MoeBalanceLoss, {HostTensor::f32({2, experts}, none)}, {HostTensor::f32({}, {9.0f})},
+                      {tokens, k})[0].floats,
+            std::vector<float>{0.0f})
+      << "no token kept: no loss";
+}
+
 }  // namespace
 }  // namespace mt::test

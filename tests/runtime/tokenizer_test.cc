@@ -349,19 +349,26 @@ TEST(InstructionData, TemplatesRenderAsHuggingFaceDoes) {
 TEST(InstructionData, HarmonyRendersAsGptOssTemplateDoes) {
   const std::vector<ChatMessage> chat = {
       {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}, {"assistant", "Ciao"}};
+  // Today's date, read around the rendering (a test run across midnight sees either).
+  auto today = [] {
+    char date[16];
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    return std::string(date, std::strftime(date, sizeof date, "%Y-%m-%d", &local));
+  };
+  auto header = [](const std::string& date) {
+    return "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
+           "2024-06\nCurrent date: " + date + "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, "
+           "final. Channel must be included for every message.<|end|>";
+  };
+  const std::string before = today();
   std::string text, counted;
   for (const auto& part : renderChat(chat, ChatTemplate::Harmony)) (part.counted ? counted : text) += part.text + "|";
-  char date[16];
-  const std::time_t now = std::time(nullptr);
-  std::tm local{};
-  localtime_r(&now, &local);
-  std::strftime(date, sizeof date, "%Y-%m-%d", &local);
-  EXPECT_EQ(text, std::string("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
-                              "Knowledge cutoff: 2024-06\nCurrent date: ") + date +
-                      "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be "
-                      "included for every message.<|end|><|start|>developer<|message|># Instructions\n\nBe brief."
-                      "<|end|><|start|>user<|message|>Hi<|end|><|start|>assistant|<|start|>user<|message|>Bye<|end|>"
-                      "<|start|>assistant|");
+  const std::string after = today();
+  const std::string rest = "<|start|>developer<|message|># Instructions\n\nBe brief.<|end|><|start|>user<|message|>Hi"
+                           "<|end|><|start|>assistant|<|start|>user<|message|>Bye<|end|><|start|>assistant|";
+  EXPECT_TRUE(text == header(before) + rest || text == header(after) + rest) << text;
   EXPECT_EQ(counted, "<|channel|>final<|message|>Hello<|end|>|<|channel|>final<|message|>Ciao<|return|>|");
   const std::string prompt = generationPrompt({{"user", "Hi"}}, ChatTemplate::Harmony);
   EXPECT_EQ(prompt.substr(prompt.find("<|start|>user")), "<|start|>user<|message|>Hi<|end|><|start|>assistant");
