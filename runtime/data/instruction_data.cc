@@ -80,7 +80,7 @@ void appendHistory(const json& history, std::vector<ChatMessage>& messages, cons
 const std::map<std::string, std::optional<ChatTemplate>>& chatTemplateNames() {
   static const std::map<std::string, std::optional<ChatTemplate>> names = {
       {"chatml", ChatTemplate::ChatML}, {"qwen3", ChatTemplate::Qwen3}, {"llama3", ChatTemplate::Llama3},
-      {"harmony", ChatTemplate::Harmony}};
+      {"harmony", ChatTemplate::Harmony}, {"mistral", ChatTemplate::Mistral}};
   return names;
 }
 
@@ -221,6 +221,22 @@ void renderHarmony(const std::vector<ChatMessage>& messages, const std::function
   }
 }
 
+// Mistral's [INST] format as Mixtral-8x7B-Instruct's template renders it (instruction_data.h).
+void renderMistral(const std::vector<ChatMessage>& messages, const std::function<void(std::string, bool)>& add) {
+  add("<s>", false);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "system")
+      throw Error("a system message: Mistral's template takes user and assistant turns only; put the instructions in "
+                  "the first user message");
+    if ((m.role == "user") != (i % 2 == 0))
+      throw Error("message " + std::to_string(i) + " (" + m.role + "): Mistral's template needs the turns to "
+                  "alternate user, assistant, user, ...");
+    if (m.role == "user") add("[INST] " + m.content + " [/INST]", false);
+    else add(m.content + "</s>", true);
+  }
+}
+
 }  // namespace
 
 std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatTemplate chat_template) {
@@ -235,6 +251,10 @@ std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatT
   };
   if (chat_template == ChatTemplate::Harmony) {
     renderHarmony(messages, add);
+    return parts;
+  }
+  if (chat_template == ChatTemplate::Mistral) {
+    renderMistral(messages, add);
     return parts;
   }
   if (chat_template == ChatTemplate::Llama3) {
@@ -268,6 +288,7 @@ std::string generationPrompt(const std::vector<ChatMessage>& messages, ChatTempl
   switch (chat_template) {
     case ChatTemplate::Llama3: return text + "<|start_header_id|>assistant<|end_header_id|>\n\n";
     case ChatTemplate::Harmony: return text + "<|start|>assistant";
+    case ChatTemplate::Mistral: return text;  // the last user turn's [/INST] is the prompt's end
     case ChatTemplate::ChatML:
     case ChatTemplate::Qwen3: break;
   }
@@ -278,6 +299,7 @@ const char* turnMarker(ChatTemplate chat_template) {
   switch (chat_template) {
     case ChatTemplate::Llama3: return "<|start_header_id|>";
     case ChatTemplate::Harmony: return "<|start|>";
+    case ChatTemplate::Mistral: return "<s>";  // its [INST] markers are text in Mistral's vocabulary
     case ChatTemplate::ChatML:
     case ChatTemplate::Qwen3: break;
   }
@@ -290,7 +312,7 @@ ChatTemplate templateFor(const HfTokenizer& tokenizer) {
   if (tokenizer.tokenId("<|start|>") && tokenizer.tokenId("<|channel|>")) return ChatTemplate::Harmony;
   throw Error("the tokenizer " + tokenizer.path() +
               " has neither ChatML's <|im_start|>, Llama 3's <|start_header_id|> nor harmony's <|start|> and "
-              "<|channel|>: name a template with --template");
+              "<|channel|>: name a template with --template (Mistral's [INST] format: --template mistral)");
 }
 
 bool appendExample(HfTokenizer& tokenizer, const std::vector<ChatPart>& parts, std::vector<uint32_t>& ids,

