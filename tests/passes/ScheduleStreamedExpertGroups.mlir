@@ -5,8 +5,8 @@
 // at most. The backward copies its groups the same way in its own region.
 
 // CHECK-LABEL: func.func @forward
-// CHECK: %[[DOWN0:.*]] = mt.h2d %arg5 {mt.block = -1 : i64} : tensor<1x4x8xf32>
 // CHECK: %[[UP0:.*]] = mt.h2d %arg3 {mt.block = -1 : i64} : tensor<1x8x4xf32>
+// CHECK: %[[DOWN0:.*]] = mt.h2d %arg5 {mt.block = -1 : i64} : tensor<1x4x8xf32>
 // CHECK: mt.moe_dispatch
 // CHECK-NEXT: %[[Z0:.*]] = mt.fill {mt.block = 0 : i64
 // CHECK-NEXT: %[[UP1:.*]] = mt.h2d %arg4 {mt.block = 0 : i64} : tensor<2x8x4xf32>
