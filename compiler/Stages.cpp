@@ -165,6 +165,9 @@ bool keepFits(ModuleOp module, size_t first, const Knobs& knobs, const StageOpti
 struct ChunkSearch {
   int64_t fitting = 0, fitting_arena = -1;
   int64_t smallest_arena = -1, smallest_chunks = 0;
+  // What the search chose: the fewest pieces that fit, else those of the smallest arena.
+  int64_t chosen() const { return fitting ? fitting : smallest_chunks; }
+  int64_t chosenArena() const { return fitting ? fitting_arena : smallest_arena; }
 };
 ChunkSearch searchSplit(ModuleOp module, size_t first, Knobs knobs, int64_t Knobs::*knob, int64_t most,
                         int64_t budget) {
@@ -199,8 +202,8 @@ int64_t mostExperts(ModuleOp module) {
 
 // A plan for `base` (its schedule the most frugal that was tried, too large for `budget`) that
 // fits after all: first the LM head in vocabulary chunks, then the activations offloaded, then
-// both, then the experts in groups (where `experts` > 1 may be split) on top of the smallest. `fits` is false if none
-// does; `smallest` then holds the knobs of the smallest arena.
+// both, then the experts in groups (where `experts` > 1 may be split) on top of the smallest.
+// `fits` is false if none does; `smallest` then holds the knobs of the smallest arena.
 struct FrugalFit {
   bool fits = false;
   Knobs chosen, smallest;
@@ -223,8 +226,8 @@ FrugalFit fitFrugal(ModuleOp module, size_t first, Knobs base, int64_t base_aren
     if (search.smallest_arena < 0 || (fit.smallest_arena >= 0 && search.smallest_arena >= fit.smallest_arena &&
                                       !search.fitting))
       return false;
-    knobs.*knob = search.fitting ? search.fitting : search.smallest_chunks;
-    return consider(knobs, search.fitting ? search.fitting_arena : search.smallest_arena);
+    knobs.*knob = search.chosen();
+    return consider(knobs, search.chosenArena());
   };
   auto trySplitVocab = [&](Knobs knobs) { return trySplit(knobs, &Knobs::vocab_chunks, std::min(vocab, kMaxChunks)); };
   if (split && !(offload && offload_first) && trySplitVocab(base)) return fit;
@@ -308,7 +311,7 @@ void runForwardOnly(ModuleOp module, const StageOptions& options, StageResult& r
       const ChunkSearch search = searchSplit(module, partition, knobs, &Knobs::expert_groups,
                                              std::min(experts, kMaxExpertGroups), options.device_mem);
       if (search.fitting || (search.smallest_arena >= 0 && search.smallest_arena < streamed))
-        knobs.expert_groups = search.fitting ? search.fitting : search.smallest_chunks;
+        knobs.expert_groups = search.chosen();
     }
     result.expert_groups = knobs.expert_groups;
   }
@@ -359,8 +362,7 @@ void explainNoFit(const Trials& t, Knobs frugal, int64_t arena, Schedule schedul
 
 // An unset schedule under a budget: the first of kSchedules whose plan fits, else the most
 // frugal one with the vocabulary split, the activations offloaded and/or the experts in groups.
-// Sets result.failed
-// (diagnosed unless the options say not to explain) when none fits.
+// Sets result.failed (diagnosed unless the options say not to explain) when none fits.
 void chooseSchedule(const Trials& t, StageResult& result) {
   const StageOptions& options = t.options;
   for (size_t i = options.first_schedule; i < std::size(kSchedules); ++i) {

@@ -174,13 +174,14 @@ void printForwardOnlySummary(const CompileReport& r, ModuleOp module, const Stag
                 "optimizer)\n");
   std::printf("  parameters     %s; host %s (%s)\n", formatParamCount(stats.num_params).c_str(),
               formatBytes(r.host_bytes).c_str(), r.host_parts.c_str());
-  const char* why = r.options.schedule      ? "--schedule"
-                    : r.options.expert_groups > 1 ? "--expert-groups"
-                                                  : "they do not fit the budget together";
-  std::printf("  device arena   %s, schedule %s%s%s%s\n", formatBytes(plan.arena_bytes()).c_str(),
-              stages.schedule == Schedule::kResident ? "resident"
-                                                     : "streamed (the weights copied in per block, one block ahead: ",
-              stages.schedule == Schedule::kResident ? "" : why, stages.schedule == Schedule::kResident ? "" : ")",
+  const std::string schedule =
+      stages.schedule == Schedule::kResident
+          ? "resident"
+          : std::string("streamed (the weights copied in per block, one block ahead: ") +
+                (r.options.schedule                ? "--schedule"
+                 : r.options.expert_groups > 1 ? "--expert-groups"
+                                               : "they do not fit the budget together") + ")";
+  std::printf("  device arena   %s, schedule %s%s\n", formatBytes(plan.arena_bytes()).c_str(), schedule.c_str(),
               r.options.device_mem ? (", budget " + formatBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str()
                                    : ", no budget");
   // The weights cross once: mt-plan-memory keeps their device bytes, so runs on the same

@@ -1,5 +1,6 @@
 // mt-schedule-streamed: weights stream in per block (one block ahead; a stack's groups of
-// experts one group ahead within the block), gradients stream out as they complete, the host takes the norm as they land; AdamW runs one step late, each
+// experts one group ahead within the block), gradients stream out as they complete, the host
+// takes the norm as they land; AdamW runs one step late, each
 // parameter's update just before its first copy in (overlapped with the next forward), or —
 // on arrival — right after its gradient landed (overlapped with the backward, no clipping).
 // A forward-only function streams its weights the same way and copies its outputs out.

@@ -37,9 +37,10 @@ struct ExpertStack {
 // The stack `arg` is, if it is one; a parameter that looks like one but is read otherwise is
 // left whole (it is not an expert weight).
 std::optional<ExpertStack> matchStack(func::FuncOp func, BlockArgument arg) {
-  auto param = func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kParamAttr);
   auto type = dyn_cast<RankedTensorType>(arg.getType());
-  if (!param || param.get(kParamRowsKey) || !type || type.getRank() != 3) return std::nullopt;
+  if (paramName(func, arg.getArgNumber()).empty() || isRowPiece(func, arg.getArgNumber()) || !type ||
+      type.getRank() != 3)
+    return std::nullopt;
   ExpertStack s{arg, paramName(func, arg.getArgNumber()).str(), {}, nullptr};
   for (Operation* user : arg.getUsers()) {
     if (isa<func::ReturnOp>(user)) continue;
