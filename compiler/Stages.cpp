@@ -367,7 +367,9 @@ void chooseSchedule(const Trials& t, StageResult& result) {
   const StageOptions& options = t.options;
   for (size_t i = options.first_schedule; i < std::size(kSchedules); ++i) {
     const Schedule schedule = kSchedules[i];
-    if (options.update == UpdateKind::kOnArrival && schedule == Schedule::kResident) continue;
+    // The resident schedule keeps everything on the device: no update on arrival, nothing offloaded.
+    if ((options.update == UpdateKind::kOnArrival || options.offload == Offload::kOn) && schedule == Schedule::kResident)
+      continue;
     Knobs knobs = t.defaults;
     knobs.schedule = schedule;
     knobs.offload = options.offload == Offload::kOn && schedule != Schedule::kResident;

@@ -2,7 +2,8 @@
 # Activations the backward reads kept on the host (mt-offload-activations): at a long context
 # the block inputs outgrow the budget; mtc offloads them when nothing else fits, says how many
 # bytes move, and training gives bit-identical losses and weights to the all-resident plan
-# (deferred and on-arrival update). A resident schedule with the offload forced is refused.
+# (deferred and on-arrival update). A resident schedule with the offload forced is refused; forced
+# under a budget, the schedule chosen is a streamed one.
 # usage: activation_offload.sh BIN_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$(readlink -f "$0")")/check.sh"
@@ -33,6 +34,12 @@ check "without the offload (or tiles) 6 MiB is refused, naming the smallest budg
 "$bin/mtc" "${shape[@]}" --schedule resident --offload-activations on -o bad.plan --no-weights > bad.txt 2>&1
 check "a resident schedule with the offload forced is refused" \
   "[ $? -eq 1 ] && grep -q 'needs a streamed schedule' bad.txt && [ ! -e bad.plan ]"
+# The offload forced where the budget would fit the resident schedule: the schedule chosen is a
+# streamed one (--batch auto's trials too; they once all failed, reported as 'not even batch 1 fits').
+"$bin/mtc" llama-tiny --layers 2 --seq 32 --batch auto --device-mem 4MiB --offload-activations on -o auto.plan \
+  --no-weights > auto.txt 2>&1
+check "the offload forced under a budget: a streamed schedule chosen, --batch auto too" \
+  "[ $? -eq 0 ] && grep -q 'schedule streamed.*chosen for the budget' auto.txt && grep -q 'activations moved [0-9.]* MiB' auto.txt"
 
 train resident.plan resident w0.safetensors && train tight.plan tight w0.safetensors
 check "offloaded vs resident: bit-identical losses" "cmp -s resident.loss tight.loss"
