@@ -23,9 +23,11 @@ int main(int argc, char** argv) {
       "  mtrun model.plan --data corpus.tok --steps 5000 --resume ckpt\n"
       "  mpirun -np 4 mtrun model.plan --data corpus.tok   (data parallel: as --accumulate 4, bit for bit;\n"
       "                                                    rank 0 prints and writes; docs/distributed.md)\n\n"
-      "Exit codes: 0 success (also when SIGINT/SIGTERM stopped the run and a checkpoint or --export kept\n"
-      "its progress), 1 bad input or runtime error (message on stderr), 2 bad flags, 130/143 stopped by\n"
-      "SIGINT/SIGTERM with neither a --checkpoint-dir nor an --export (the progress is lost).\n"
+      "SIGINT, SIGTERM or SIGUSR1 stops the run after the step it is in, with a checkpoint. Under mpirun,\n"
+      "send SIGUSR1 to mpirun: it forwards it, while SIGTERM and SIGINT it follows with SIGKILL a second later.\n\n"
+      "Exit codes: 0 success (also when a signal stopped the run and a checkpoint or --export kept its\n"
+      "progress), 1 bad input or runtime error (message on stderr), 2 bad flags, 130/143/138 stopped by\n"
+      "SIGINT/SIGTERM/SIGUSR1 with neither a --checkpoint-dir nor an --export (the progress is lost).\n"
       "Every output path is checked, and the checkpoint directory locked, before the first step."};
   mt::addTrainFlags(app, c);
   // Under mpirun, MPI first (it may consume its own arguments); ranks other than 0 print nothing

@@ -67,11 +67,11 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
       ->default_str("auto");
   app.add_option("--log", c.log_path, "write one JSON object per step to this file");
   app.add_option("--export", c.export_path,
-                 "write the trained weights (safetensors) here: at the end, or when SIGINT/SIGTERM stops the run");
+                 "write the trained weights (safetensors) here: at the end, or when SIGINT/SIGTERM/SIGUSR1 stops the run");
   app.add_option("--export-hf", c.export_hf_dir,
                  "write the trained weights as a Hugging Face folder here (config.json + safetensors under Hugging "
                  "Face's names, sharded past 5 GB) for llama-family (Llama, Qwen2, Mistral) and GPT-2 models: at the end, or "
-                 "when SIGINT/SIGTERM stops the run");
+                 "when SIGINT/SIGTERM/SIGUSR1 stops the run");
   choiceOf(app, "--export-dtype", c.export_dtype,
                           "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even)",
            std::map<std::string, ExportDtype>{{"f32", ExportDtype::kF32}, {"bf16", ExportDtype::kBf16}})
@@ -118,7 +118,7 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                "applied (costs a read of each copied byte on both sides)");
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "write checkpoints (parameters, AdamW state, step) here: at the end, every "
-                 "--checkpoint-every steps, and on SIGINT/SIGTERM");
+                 "--checkpoint-every steps, and on SIGINT/SIGTERM/SIGUSR1");
   app.add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (0: end and signals only)")
       ->capture_default_str();
   app.add_option("--keep", c.keep, "checkpoints to keep, newest first")->capture_default_str();

@@ -18,7 +18,7 @@ void checkRanksAgree(const World& world, const TrainConfig& config, const plan::
   if (!world.distributed()) return;
   const std::pair<const char*, std::string> fields[] = {
       {"plan (fingerprint)", planFingerprint(plan)},
-      {"data (tokens in --data)", std::to_string(data.size())},
+      {"data (tokens and CRC-32C of --data)", fmt::format("{} tokens, {:08x}", data.size(), data.checksum())},
       {"flags", config.command_line},
       {"code (MegaTrain version)", kVersion},
   };
@@ -80,7 +80,8 @@ void printRanks(const World& world, const HostStore& store, int64_t batch, int64
   const int64_t micro_batches = world.size() * accumulate;
   std::printf("  data parallel over %d ranks: rank r runs micro-batch%s of each step (%lld sequences per update), "
               "each gradient summed across the ranks in micro-batch order as it lands (as --accumulate %lld, bit for "
-              "bit); rank 0 prints, logs, checkpoints and exports\n",
+              "bit); rank 0 prints, logs, checkpoints and exports; to stop with a checkpoint, kill -USR1 mpirun "
+              "(it forwards SIGUSR1; SIGTERM and SIGINT it follows with SIGKILL a second later)\n",
               world.size(), accumulate > 1 ? fmt::format("es r, r + {}, ... ({} of them)", world.size(), accumulate).c_str() : " r",
               static_cast<long long>(micro_batches * batch), static_cast<long long>(micro_batches));
   // The moments are sharded (and the summed gradients, where the plan keeps them apart); the
@@ -103,9 +104,10 @@ void printRanks(const World& world, const HostStore& store, int64_t batch, int64
               on_host / 1048576.0, world.localSize(), static_cast<long long>(hosts));
 }
 
-bool anyRankStops(const World& world, bool mine) {
+int stopSignalOfRanks(const World& world, int mine) {
   const std::vector<int64_t> all = world.allgather(static_cast<int64_t>(mine));
-  return std::any_of(all.begin(), all.end(), [](int64_t s) { return s != 0; });
+  const auto first = std::find_if(all.begin(), all.end(), [](int64_t s) { return s != 0; });
+  return first == all.end() ? 0 : static_cast<int>(*first);
 }
 
 }  // namespace mt

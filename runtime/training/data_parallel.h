@@ -51,8 +51,9 @@ void addLosses(const World& world, const RankShares& shares, float loss, bool ma
 // update, the host bytes per rank (least and most) and on rank 0's host. Every rank calls it.
 void printRanks(const World& world, const HostStore& store, int64_t batch, int64_t accumulate);
 
-// Whether any rank was asked to stop (SIGINT/SIGTERM reach the ranks at different moments: they
-// stop after the same step, all of them).
-bool anyRankStops(const World& world, bool mine);
+// The signal that asked the job to stop, if any rank got one (0: none): the lowest rank's. The
+// signals reach the ranks at different moments (or one rank alone); they stop after the same
+// step, all of them, naming the same signal.
+int stopSignalOfRanks(const World& world, int mine);
 
 }  // namespace mt

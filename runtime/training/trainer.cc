@@ -53,6 +53,15 @@ std::atomic<int> g_stop_signal{0};
 
 void onStopSignal(int signal) { g_stop_signal = signal; }
 
+// SIGUSR1 too: mpirun forwards it to the ranks as it is (SIGTERM and SIGINT it follows with
+// SIGKILL after odls_base_sigkill_timeout, 1 s by default, too soon for a checkpoint), and it is
+// what Slurm's --signal sends before a job's time runs out.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+
+const char* signalName(int signal) {
+  return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : signal == SIGUSR1 ? "SIGUSR1" : "a signal";
+}
+
 // What went wrong in a step whose loss or a gradient is not finite.
 std::string nonfiniteProblem(const StepResult& result) {
   if (std::isfinite(result.loss)) return "the gradient '" + result.nonfinite_grad + "' holds NaN or Inf";
@@ -104,8 +113,7 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
 
 int Trainer::run() {
   g_stop_signal = 0;
-  std::signal(SIGINT, onStopSignal);
-  std::signal(SIGTERM, onStopSignal);
+  for (int signal : kStopSignals) std::signal(signal, onStopSignal);
   for (int64_t step = resumed_.step + 1; step <= config_.steps; ++step) {
     options_.adamw.step = step;
     options_.adamw.lr = learningRate(config_, step);
@@ -131,10 +139,10 @@ int Trainer::run() {
     } catch (const IoFault& fault) {
       stopOnFault(fault, step);
     }
-    const bool stop = world_.distributed() ? anyRankStops(world_, g_stop_signal != 0) : g_stop_signal != 0;
+    const int stop = world_.distributed() ? stopSignalOfRanks(world_, g_stop_signal) : g_stop_signal.load();
     if (step == config_.steps || (config_.checkpoint_every > 0 && step % config_.checkpoint_every == 0) || stop)
       checkpoint(step);
-    if (stop && step < config_.steps) return stopEarly(step);
+    if (stop && step < config_.steps) return stopEarly(step, stop);
   }
   return finish();
 }
@@ -378,11 +386,14 @@ void Trainer::exportWeights(int64_t steps_done) { exportStore(config_, plan_, st
 
 // Stopped by a signal before the last step: the progress is kept by the checkpoint written
 // after the step and/or the export; with neither it is lost, and the exit code says so.
-int Trainer::stopEarly(int64_t step) {
+int Trainer::stopEarly(int64_t step, int signal) {
   backend_->applyPendingUpdate();
   clearStatus();
-  const bool saved = outputs_.checkpoints || !config_.export_path.empty() || !config_.export_hf_dir.empty();
-  std::printf("stopped by %s after step %lld%s\n", g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
+  bool saved = outputs_.checkpoints || !config_.export_path.empty() || !config_.export_hf_dir.empty();
+  // Rank 0 writes the job's checkpoint and export: every rank exits as it does (another rank's
+  // 128 + signal would fail the job mpirun reports).
+  if (world_.distributed()) saved = world_.allgather(static_cast<int64_t>(saved))[0] != 0;
+  std::printf("stopped by %s after step %lld%s\n", signalName(signal),
               static_cast<long long>(step),
               outputs_.checkpoints ? "; resume with --resume"
               : saved              ? ""
@@ -394,7 +405,7 @@ int Trainer::stopEarly(int64_t step) {
   } catch (const Error& fault) {
     stopOnFault(fault, step);
   }
-  return saved ? 0 : 128 + g_stop_signal;
+  return saved ? 0 : 128 + signal;
 }
 
 int Trainer::finish() {

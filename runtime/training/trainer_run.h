@@ -64,7 +64,7 @@ class Trainer {
   // A log line: into --log, and kept for --report.
   void logLine(const nlohmann::json& line);
   void writeReport();  // --report
-  int stopEarly(int64_t step);
+  int stopEarly(int64_t step, int signal);  // `signal` stopped the run after `step`
   int finish();
   // On a terminal the progress line is redrawn in place: other messages clear it first.
   void clearStatus() const {

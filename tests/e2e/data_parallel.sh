@@ -10,7 +10,9 @@
 # prints and writes. Ranks that disagree (another flag) are refused naming the rank and the
 # field. --accumulate K on N ranks is one process's --accumulate N·K. A plan for ranks (mtc
 # --ranks) keeps only each rank's slice of the summed gradients, the same training. A rank killed mid-run ends
-# the job within a minute, a rank stopped (alive but silent) after --rank-timeout.
+# the job within a minute, a rank stopped (alive but silent) after --rank-timeout; another data
+# file of as many tokens is refused. SIGUSR1 to mpirun (or SIGTERM to one rank) stops the job
+# after one step on every rank with one checkpoint, which resumes to an unstopped run's weights.
 # usage: data_parallel.sh BIN_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$(readlink -f "$0")")/check.sh"
@@ -84,6 +86,14 @@ done
 run arrival.acc -2 arrival.plan --grad-clip 0
 run arrival.np 2 arrival.plan --grad-clip 0
 same arrival.acc arrival.np "2 ranks = --accumulate 2 (on-arrival)"
+# 3 ranks (oversubscribed): slices of uneven sizes, the bf16 plan's split masters and the
+# on-arrival update's too.
+run bf16.acc3 -3 bf16.plan
+run bf16.np3 3 bf16.plan
+same bf16.acc3 bf16.np3 "3 ranks = --accumulate 3 (bf16)"
+run arrival.acc3 -3 arrival.plan --grad-clip 0
+run arrival.np3 3 arrival.plan --grad-clip 0
+same arrival.acc3 arrival.np3 "3 ranks = --accumulate 3 (on-arrival)"
 
 # A loss mask: each rank's gradient weighs by its counted targets, as each micro-batch's does.
 /usr/bin/python3 -c "
@@ -179,6 +189,17 @@ mpirun -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --lr 1e-3 : 
   -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --lr 2e-3 > mismatch.out 2> mismatch.err
 check "ranks with other flags are refused" \
   "[ \$? -ne 0 ] && grep -q 'rank 1 runs another flags than rank 0' mismatch.err"
+# Another data file of as many tokens (what a stale copy on another host would be): refused by
+# its checksum, naming the rank and the field.
+/usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$e2e_dir')
+import mt_reference as ref
+ids = ref.read_tokens('corpus.tok')
+ref.write_tokens('other.tok', list(reversed(ids)), 256)"
+mpirun -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 : \
+  -np 1 "$bin/mtrun" resident.plan --data other.tok --steps 2 > otherdata.out 2> otherdata.err
+check "ranks reading another data file of as many tokens are refused" \
+  "[ \$? -ne 0 ] && grep -q 'rank 1 runs another data (tokens and CRC-32C of --data) than rank 0' otherdata.err"
 # A rank that fails alone (rank 0's log cannot be written) ends the job (MPI_Abort), not waits.
 touch not-a-folder
 timeout 60 bash -c "$(declare -f ranks); ranks 2 '$bin/mtrun' resident.plan --data corpus.tok --steps 2 \
@@ -186,16 +207,29 @@ timeout 60 bash -c "$(declare -f ranks); ranks 2 '$bin/mtrun' resident.plan --da
 code=$?
 check "a rank failing alone ends the job with its error" \
   "[ $code -ne 0 ] && [ $code -ne 124 ] && grep -q 'mtrun (rank 0): error: .*not-a-folder' alone.err"
+# rank_pid TAG RANK: the pid of rank RANK of the job whose command line holds TAG (its environment
+# says its rank: mpirun's own command line holds TAG too).
+rank_pid() {
+  local p
+  for p in $(pgrep -f "mtrun resident.plan .*$1"); do
+    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo $p; return; }
+  done
+}
+# trained LOG: wait (up to a minute) until LOG holds 3 steps: the ranks are mid-run.
+trained() { for _ in $(seq 1 300); do [ "$(wc -l 2>/dev/null < "$1")" -ge 3 ] 2>/dev/null && return; sleep 0.2; done; }
 # A rank killed mid-run: the job ends (mpirun sees it) within a minute, not hanging.
-ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --steps 100000 --print-every 100000 > killed.out 2> killed.err &
+ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --steps 100000 --print-every 100000 --log killed.jsonl \
+  > killed.out 2> killed.err &
 job=$!
-sleep 4
-victim=$(pgrep -f "mtrun resident.plan --data corpus.tok --steps 100000" | tail -1)
+trained killed.jsonl
+victim=$(rank_pid killed.jsonl 1)
 kill -9 "$victim"
 for _ in $(seq 1 60); do kill -0 $job 2>/dev/null || break; sleep 1; done
-check "a killed rank ends the job within a minute" "! kill -0 $job 2>/dev/null"
+check "a rank killed mid-run (rank 1, pid ${victim:-none}) ends the job within a minute" \
+  "[ -n '$victim' ] && ! kill -0 $job 2>/dev/null"
 wait $job
-check "... with a failing exit" "[ $? -ne 0 ]"
+check "... with a failing exit, mpirun naming the rank" \
+  "[ $? -ne 0 ] && grep -q 'process rank 1 .*exited on signal 9' killed.err"
 kill -9 $job 2>/dev/null
 # A rank stopped (alive, silent): the other waits --rank-timeout seconds for it, then ends the job.
 ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --steps 100000 --print-every 100000 --rank-timeout 3 \
@@ -224,6 +258,40 @@ for _ in $(seq 1 30); do kill -0 $job 2>/dev/null || break; sleep 1; done
 check "rank 0 stopped while writing checkpoints ends the job within 30 s" "[ -n '$victim' ] && ! kill -0 $job 2>/dev/null"
 check "... rank 1 saying why" "grep -q 'mtrun (rank 1): waited [0-9]* s in MPI_' stopped0.err"
 kill -9 $job "$victim" 2>/dev/null
-"$bin/mtrun" resident.plan --data corpus.tok --resume ckstop --steps 1 --print-every 100 > ckstop.out 2>&1
-check "... its last published checkpoint resumes" "grep -q 'resum' ckstop.out"
+last=$(ls ckstop | sed -n 's/^step-0*\([0-9][0-9]*\)\.ckpt\.safetensors$/\1/p' | sort -n | tail -1)
+"$bin/mtrun" resident.plan --data corpus.tok --resume ckstop --steps $((${last:-0} + 1)) --print-every 100 > ckstop.out 2>&1
+check "... its last published checkpoint (step ${last:-none}) resumes and trains a step" \
+  "[ $? -eq 0 ] && [ -n '$last' ] && grep -q 'resuming from ckstop/step-0*$last.ckpt.safetensors: step $last done' ckstop.out && grep -q 'done: 1 steps' ckstop.out"
+
+# Stopping the job with a checkpoint: SIGUSR1 to mpirun (which forwards it as it is; SIGTERM and
+# SIGINT it follows with SIGKILL a second later, too soon for a real model's checkpoint). The ranks
+# stop after the same step, rank 0 checkpoints once, the job exits 0; resumed to 2 more steps, the
+# weights are those of a run never stopped (a constant learning rate: no schedule to differ).
+steady=(resident.plan --data corpus.tok --weights w0.safetensors --print-every 100000 --min-lr-ratio 1)
+mpirun -np 2 --bind-to none "$bin/mtrun" "${steady[@]}" --steps 100000 --log usr1.jsonl --checkpoint-dir ckusr1 \
+  > usr1.out 2> usr1.err &  # mpirun itself, not a shell around it, gets the signal
+job=$!
+trained usr1.jsonl
+kill -USR1 $job
+wait $job
+code=$?
+stopped=$(sed -n 's/^stopped by SIGUSR1 after step \([0-9]*\); resume with --resume$/\1/p' usr1.out)
+check "SIGUSR1 to mpirun: the job stops after step ${stopped:-none} with one checkpoint, exit 0" \
+  "[ $code -eq 0 ] && [ -n '$stopped' ] && [ \"\$(ls ckusr1)\" = step-$(printf %09d ${stopped:-0}).ckpt.safetensors ]"
+ranks 2 "$bin/mtrun" "${steady[@]}" --steps $((${stopped:-0} + 2)) --resume ckusr1 --export usr1.resumed.safetensors \
+  > usr1.resumed.out
+ranks 2 "$bin/mtrun" "${steady[@]}" --steps $((${stopped:-0} + 2)) --export usr1.straight.safetensors > usr1.straight.out
+check "... resumed for 2 more steps: the weights of a run never stopped" \
+  "same_tensors usr1.straight.safetensors usr1.resumed.safetensors"
+# SIGTERM to one rank alone (as a scheduler may deliver it): every rank stops after the same
+# step, rank 0 naming the signal and checkpointing.
+ranks 2 "$bin/mtrun" "${steady[@]}" --steps 100000 --log term1.jsonl --checkpoint-dir ckterm1 > term1.out 2> term1.err &
+job=$!
+trained term1.jsonl
+victim=$(rank_pid term1.jsonl 1)
+kill -TERM "$victim"
+wait $job
+code=$?
+check "SIGTERM to rank 1 alone: the job stops with rank 0's checkpoint, exit 0" \
+  "[ -n '$victim' ] && [ $code -eq 0 ] && grep -q '^stopped by SIGTERM after step [0-9]*; resume with --resume' term1.out && [ \"\$(ls ckterm1 | wc -l)\" -eq 1 ]"
 finish
