@@ -188,16 +188,18 @@ std::string batchOneMinimums(MLIRContext& context, const ModelConfig& config, in
     trial.device_mem = arena;
     return {arena, tryBatch(context, config, 1, seq, trial, update, hw, true).host_bytes};
   };
+  // With --ranks, a host's bytes: its ranks share the master weights, each holds its slices.
+  const std::string per_host = o.ranks > 1 ? fmt::format(" per host, its {} ranks together", o.ranks_per_host) : "";
   std::vector<std::string> parts;
   const auto [least_device, its_host] = smallest(o.offload == Offload::kOff ? Offload::kOff : Offload::kAuto);
   if (least_device > 0 && its_host > 0)
-    parts.push_back(fmt::format("at least {} of device memory (with {} of host memory)", formatBytes(least_device),
-                                formatBytes(its_host)));
+    parts.push_back(fmt::format("at least {} of device memory (with {} of host memory{})", formatBytes(least_device),
+                                formatBytes(its_host), per_host));
   if (o.offload != Offload::kOn) {
     const auto [its_device, least_host] = smallest(Offload::kOff);
     if (least_host > 0 && least_host != its_host)
-      parts.push_back(fmt::format("at least {} of host memory with nothing offloaded (then {} of device memory)",
-                                  formatBytes(least_host), formatBytes(its_device)));
+      parts.push_back(fmt::format("at least {} of host memory{} with nothing offloaded (then {} of device memory)",
+                                  formatBytes(least_host), per_host, formatBytes(its_device)));
   }
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : ", or ") + part;

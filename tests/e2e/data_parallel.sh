@@ -13,6 +13,7 @@
 # the job within a minute, a rank stopped (alive but silent) after --rank-timeout; another data
 # file of as many tokens is refused. SIGUSR1 to mpirun (or SIGTERM to one rank) stops the job
 # after one step on every rank with one checkpoint, which resumes to an unstopped run's weights.
+# mtc --ranks --batch auto sizes each rank's batch against a host's bytes.
 # usage: data_parallel.sh BIN_DIR WORK_DIR
 set -uo pipefail
 source "$(dirname "$(readlink -f "$0")")/check.sh"
@@ -123,6 +124,17 @@ check "one process fits in 2.5 MiB of host memory" "[ \$? -eq 0 ]"
 "$bin/mtc" "${shape[@]}" --schedule resident --host-mem 2.5MiB --ranks 3 -o tight.plan --no-weights > tight.out 2> tight.err
 check "... 3 ranks on that host do not: refused naming the host's bytes" \
   "[ \$? -ne 0 ] && grep -q 'each host of the 3-rank job needs 2.9 MiB of host memory' tight.err && [ ! -e tight.plan ]"
+# --batch auto per rank: each rank's batch sized against the device, the host's bytes (its ranks
+# together) against --host-mem: 2.3 MiB holds one process's plan, not 3 ranks of it.
+auto=(llama-tiny --layers 2 --seq 32 --batch auto --device-mem 4MiB --host-mem 2.3MiB --no-weights)
+"$bin/mtc" "${auto[@]}" -o auto1.plan > auto1.out 2>&1
+"$bin/mtc" "${auto[@]}" --ranks 3 -o auto3.plan > auto3.out 2>&1
+check "--batch auto with --ranks 3: refused where one process fits, naming a host's bytes" \
+  "[ \$? -eq 1 ] && grep -q '^  batch [0-9]* x seq 32' auto1.out && grep -q 'not even batch 1 .* of host memory per host, its 3 ranks together' auto3.out && [ ! -e auto3.plan ]"
+"$bin/mtc" "${auto[@]/2.3MiB/8MiB}" --ranks 2 -o auto2.plan > auto2.out 2>&1
+per_rank=$(sed -n 's/^  batch \([0-9]*\) x seq 32 = \([0-9]*\) tokens\/step.*/\2/p' auto2.out)
+check "... with room, each of 2 ranks its batch ($per_rank tokens), 2 of them an update" \
+  "[ -n '$per_rank' ] && grep -q 'data parallel  2 ranks (--ranks), 2 per host on 1 host: 2 x $per_rank tokens per update' auto2.out"
 "$bin/mtc" "${shape[@]}" --ranks 3 --ranks-per-host 2 -o odd.plan --no-weights > odd.out 2> odd.err
 check "mtc --ranks 3 --ranks-per-host 2 is refused (exit 2)" "[ \$? -eq 2 ] && grep -q 'whole number of hosts' odd.err"
 # A plan for ranks (mtc --ranks 3): a streamed plan's gradients land in a buffer of a few blocks'
