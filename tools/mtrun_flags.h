@@ -79,10 +79,25 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("--dump-grads", c.grads_path, "write the first step's gradients (safetensors)");
   app.add_option("--print-every", c.print_every, "print a progress line every N steps")
       ->capture_default_str();
-  app.add_option("--rank-timeout", c.rank_timeout,
-                 "under mpirun: the seconds a rank waits for the others before it ends the job (a rank hung, "
-                 "stopped or gone; the wait for rank 0's checkpoint adds its bytes' time at 10 MB/s)")
-      ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--rank-timeout",
+         [&c](const std::string& value) {
+           if (value == "auto") return c.rank_timeout.reset();
+           size_t used = 0;
+           double seconds = 0.0;
+           try {
+             seconds = std::stod(value, &used);
+           } catch (const std::exception&) {
+           }
+           if (used != value.size() || !(seconds > 0.0) || !std::isfinite(seconds))
+             throw CLI::ValidationError("--rank-timeout", "'" + value + "' is not auto or a positive number of seconds");
+           c.rank_timeout = seconds;
+         },
+         "under mpirun: the seconds a rank waits for the others before it ends the job (a rank hung, stopped or "
+         "gone; the wait for rank 0's checkpoint adds its bytes' time at 10 MB/s); auto: 600 until the first step "
+         "is done, then 60 + 4 x the slowest step so far")
+      ->type_name("S|auto")
+      ->default_str("auto");
   app.add_flag("--profile", c.profile, "print the time spent in each kernel at the end");
   app.add_option("--trace", c.trace_path,
                  "write the measured timeline of the last step (Chrome/Perfetto JSON; mtdump PLAN --trace T "

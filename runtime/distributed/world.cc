@@ -177,10 +177,11 @@ World& World::get() {
 }
 
 World::~World() {
-  stopping_ = true;
-  if (watchdog_.joinable()) watchdog_.join();
 #ifdef MT_MPI_ENABLED
   if (started_) {
+    // Freeing the windows and finalizing wait for every rank: watched like any collective, so a
+    // rank hung at the end does not leave the others waiting forever.
+    const Waiting waiting(*this, "MPI_Finalize");
     for (MPI_Win& window : g_windows) {
       MPI_Win_unlock_all(window);
       MPI_Win_free(&window);
@@ -190,6 +191,8 @@ World::~World() {
     MPI_Finalize();
   }
 #endif
+  stopping_ = true;
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 namespace {
@@ -201,7 +204,7 @@ int64_t nowNs() {
 
 World::Waiting::Waiting(const World& world, const char* call) : world_(world) {
   world_.waiting_in_ = call;
-  world_.waiting_bound_s_ = std::max(world.wait_bound_s_, world.longer_bound_s_.load());
+  world_.waiting_bound_s_ = std::max(world.wait_bound_s_.load(), world.longer_bound_s_.load());
   world_.waiting_since_ns_ = nowNs();
 }
 World::Waiting::~Waiting() { world_.waiting_since_ns_ = 0; }

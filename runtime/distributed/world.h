@@ -22,7 +22,7 @@ class World {
   static World& get();
   World(const World&) = delete;
   World& operator=(const World&) = delete;
-  ~World();  // the watchdog stopped; MPI_Finalize, when started
+  ~World();  // MPI_Finalize, when started (its wait watched), then the watchdog stopped
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -36,6 +36,9 @@ class World {
   // rank says so on stderr and exits 1 (mpirun then ends the others). A watchdog thread checks
   // once a second. A world of one has nothing to wait for.
   void boundWaits(double seconds);
+  // A new bound for the waits that start from now on (once boundWaits started the watchdog).
+  void setWaitBound(double seconds) const { wait_bound_s_ = seconds; }
+  double waitBound() const { return wait_bound_s_; }
   // Waits until every rank gets here.
   void barrier() const;
   // While one lives, this rank's waits are bounded by `seconds` instead of boundWaits' bound:
@@ -115,7 +118,7 @@ class World {
   bool started_ = false;
   bool shares_host_ = false;
   std::vector<int> peers_{0};
-  double wait_bound_s_ = 0.0;  // 0: unbounded
+  mutable std::atomic<double> wait_bound_s_{0.0};  // 0: unbounded
   mutable std::atomic<int64_t> waiting_since_ns_{0};  // 0: not waiting
   mutable std::atomic<const char*> waiting_in_{nullptr};
   mutable std::atomic<double> waiting_bound_s_{0.0};  // the current wait's bound

@@ -76,7 +76,8 @@ void addLosses(const World& world, const RankShares& shares, float loss, bool ma
     loss_sum += masked ? static_cast<double>(shares.counted[r]) * losses[r] : losses[r];
 }
 
-void printRanks(const World& world, const HostStore& store, int64_t batch, int64_t accumulate) {
+void printRanks(const World& world, const HostStore& store, int64_t batch, int64_t accumulate,
+                std::optional<double> rank_timeout) {
   const int64_t micro_batches = world.size() * accumulate;
   std::printf("  data parallel over %d ranks: rank r runs micro-batch%s of each step (%lld sequences per update), "
               "each gradient summed across the ranks in micro-batch order as it lands (as --accumulate %lld, bit for "
@@ -102,6 +103,12 @@ void printRanks(const World& world, const HostStore& store, int64_t batch, int64
               apart ? "the gradients land in a buffer of a few blocks' (a plan for ranks: mtc --ranks)"
                     : "the gradients whole on each rank (mtc --ranks N compiles a plan that keeps only slices)",
               on_host / 1048576.0, world.localSize(), static_cast<long long>(hosts));
+  const std::string bound = rank_timeout ? fmt::format("{:g} s (--rank-timeout)", *rank_timeout)
+                                         : fmt::format("{:g} s until the first step is done, then {:g} s + {:g}x the "
+                                                       "slowest step (--rank-timeout auto)",
+                                                       kRankWaitAtStart, kRankWaitBase, kRankWaitPerStep);
+  std::printf("  a rank waits for the others at most %s, then ends the job (one hung, stopped or gone)\n",
+              bound.c_str());
 }
 
 int stopSignalOfRanks(const World& world, int mine) {

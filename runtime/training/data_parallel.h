@@ -6,6 +6,7 @@
 // prints, logs, checkpoints and exports.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "runtime/distributed/world.h"
@@ -49,7 +50,8 @@ void addLosses(const World& world, const RankShares& shares, float loss, bool ma
 
 // mtrun's header lines of a data-parallel job (rank 0 prints): the ranks, the sequences per
 // update, the host bytes per rank (least and most) and on rank 0's host. Every rank calls it.
-void printRanks(const World& world, const HostStore& store, int64_t batch, int64_t accumulate);
+void printRanks(const World& world, const HostStore& store, int64_t batch, int64_t accumulate,
+                std::optional<double> rank_timeout);
 
 // The signal that asked the job to stop, if any rank got one (0: none): the lowest rank's. The
 // signals reach the ranks at different moments (or one rank alone); they stop after the same

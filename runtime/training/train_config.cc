@@ -52,7 +52,8 @@ void validateConfig(const TrainConfig& c) {
           "and held-out tokens (--val-data or --val-fraction)");
   require(c.val_every >= 0, "--val-every must be 0 (at the end only) or positive");
   require(c.print_every >= 1, "--print-every must be at least 1");
-  require(std::isfinite(c.rank_timeout) && c.rank_timeout > 0.0, "--rank-timeout must be a positive number of seconds");
+  require(!c.rank_timeout || (std::isfinite(*c.rank_timeout) && *c.rank_timeout > 0.0),
+          "--rank-timeout must be auto or a positive number of seconds");
   require(c.checkpoint_every >= 0, "--checkpoint-every must be 0 (at the end and on signals only) or positive");
   require(c.keep >= 1, "--keep must be at least 1");
   require(!c.resume_auto || !c.checkpoint_dir.empty(),

@@ -127,6 +127,10 @@ int Trainer::run() {
     double seconds = 0.0;
     for (const auto& plan_run : plan_runs_) seconds += plan_run.first;
     total_seconds_ += seconds;
+    if (world_.distributed() && !config_.rank_timeout) {  // auto: the waits follow the slowest step
+      slowest_step_s_ = std::max(slowest_step_s_, seconds);
+      world_.setWaitBound(kRankWaitBase + kRankWaitPerStep * slowest_step_s_);
+    }
     if (!result.corrupt_transfer.empty()) failCorruptTransfer(step, result);
     if (!std::isfinite(result.loss) || !result.nonfinite_grad.empty()) {
       skipNonfinite(step, result);
@@ -335,7 +339,7 @@ void Trainer::checkpoint(int64_t step) {
 void Trainer::writeState(const std::function<void()>& write) {
   constexpr double kSlowestDiskBps = 10e6;
   const World::LongerWaits longer(world_,
-                                  config_.rank_timeout + 12.0 * static_cast<double>(store_.numParams()) / kSlowestDiskBps);
+                                  world_.waitBound() + 12.0 * static_cast<double>(store_.numParams()) / kSlowestDiskBps);
   if (outputs_.checkpoints)
     write();
   else if (!checkpointFolder(config_).empty())
@@ -432,7 +436,7 @@ int train(const TrainConfig& given) {
   validateConfig(given);
   World& world = World::get();
   TrainConfig config = forRank(resolveResume(given), world.rank());
-  World::get().boundWaits(config.rank_timeout);
+  World::get().boundWaits(config.rank_timeout.value_or(kRankWaitAtStart));
   const plan::Plan plan = readTrainingPlan(config);
   if (config.export_only) return exportCheckpoint(config, plan);
   const std::string initial_weights = initialWeightsPath(config.weights_path, config.plan_path, plan);

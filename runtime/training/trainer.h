@@ -2,6 +2,7 @@
 // backend, feeds batches, schedules the learning rate, logs, exports weights.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "runtime/backends/backend.h"
@@ -58,8 +59,15 @@ struct TrainConfig {
   std::string command_line;    // mtrun's arguments as given: every rank of a data-parallel job must give the same
   bool writes_checkpoints = true;  // false on ranks other than 0 of a data-parallel job (rank 0 writes the job's)
   bool sends_grads = false;    // ranks other than 0 when rank 0 dumps the first step's gradients: they send their slices
-  double rank_timeout = 600.0;  // several ranks: the longest a rank waits for the others before ending the job
+  // Several ranks: the longest a rank waits for the others before ending the job; unset (auto):
+  // kRankWaitAtStart until this rank's first step is done, then kRankWaitBase plus
+  // kRankWaitPerStep times its slowest step so far (a rank waits for the others about a step's
+  // imbalance; start-up reads the weights, a time that grows with the model).
+  std::optional<double> rank_timeout;
 };
+inline constexpr double kRankWaitAtStart = 600.0;
+inline constexpr double kRankWaitBase = 60.0;
+inline constexpr double kRankWaitPerStep = 4.0;
 
 // Learning rate of 1-based `step`: linear warmup, then cosine decay to lr * min_lr_ratio at
 // the last step.

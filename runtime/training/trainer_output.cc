@@ -45,7 +45,7 @@ void Trainer::printHeader() const {
                 static_cast<long long>(config_.accumulate),
                 static_cast<long long>(config_.accumulate * world_.size() * model_.batch()),
                 gradientSumBytes(plan_, config_.accumulate, store_.shard()) / 1048576.0);
-  if (world_.distributed()) printRanks(world_, store_, model_.batch(), config_.accumulate);
+  if (world_.distributed()) printRanks(world_, store_, model_.batch(), config_.accumulate, config_.rank_timeout);
   if (on_arrival_)
     std::printf("  AdamW runs per parameter as its gradient lands (mtc --update on-arrival): no global-norm "
                 "clipping\n");

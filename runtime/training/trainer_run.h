@@ -97,6 +97,7 @@ class Trainer {
   std::vector<std::pair<double, StepTimeline>> plan_runs_;
   std::vector<nlohmann::json> logged_;  // --report: the run's log lines
   double total_seconds_ = 0.0;
+  double slowest_step_s_ = 0.0;  // --rank-timeout auto's measure
   int64_t steps_run_ = 0;
   int64_t transfers_verified_ = 0;  // --verify-transfers: copies to the device checked so far
 };

@@ -70,6 +70,8 @@ check "its log holds each step's choices per expert, over both ranks' micro-batc
   "/usr/bin/python3 -c 'import json, sys; sys.exit(not all(sum(json.loads(l)[\"expert_tokens\"]) == 512 for l in open(\"moe_np.jsonl\")))'"
 check "the logs hold the validations" "[ \"\$(grep -c val_loss np3.jsonl)\" -eq 2 ]"
 check "only rank 0 prints" "[ \"\$(grep -c 'done:' np3.out)\" -eq 1 ] && grep -q 'data parallel over 3 ranks' np3.out"
+check "the bound of a rank's waits is said (auto: 600 s until a step is done, then 60 s + 4 steps)" \
+  "grep -q 'a rank waits for the others at most 600 s until the first step is done, then 60 s + 4x the slowest step (--rank-timeout auto)' np3.out"
 check "the host bytes per rank and per host are said" \
   "grep -Eq 'host memory: [0-9.]+ to [0-9.]+ MiB per rank .*, [0-9.]+ MiB on rank 0.s host \(3 ranks\); 1 host' np3.out"
 # The moments sharded: each rank holds less than one process (16 bytes/param here), the host

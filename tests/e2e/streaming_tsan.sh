@@ -6,7 +6,7 @@
 # the weights streamed as bf16 staging copies resident and streamed-recompute, a bf16 plan
 # resident and offloaded on arrival, and token-tiled blocks resident and offloaded on arrival.
 # So does a plan for ranks (mtc --ranks) in one process and on 2 MPI ranks (the exchange on the
-# host optimizer's thread beside the stream threads).
+# host optimizer's thread beside the stream threads), and an on-arrival plan on 2 MPI ranks.
 # usage: streaming_tsan.sh BIN_DIR MTRUN_TSAN WORK_DIR
 set -euo pipefail
 bin=$1 mtrun_tsan=$2 work=$3
@@ -92,7 +92,16 @@ command -v mpirun >/dev/null || { echo "FAIL: no mpirun (bash tools/setup.sh ins
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader \
   OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
   mpirun -np 2 --bind-to none "$mtrun_tsan" "${landed[@]}" --log landed-np.jsonl >/dev/null
-for run in landed-acc landed-np; do sed 's/.*"loss":\([^,]*\),.*/\1/' $run.jsonl > $run.loss; done
+# The on-arrival update on 2 MPI ranks: each gradient exchanged as it lands, the owners updating
+# their slices while the streams run on.
+"$bin/mtc" llama-tiny --layers 3 --batch 2 --seq 16 --schedule streamed-recompute --update on-arrival -o arrival-np.plan \
+  --no-weights >/dev/null
+arrival_np=(arrival-np.plan --data corpus.tok --weights w.safetensors --steps 3 --print-every 100 --grad-clip 0)
+"$mtrun_tsan" "${arrival_np[@]}" --accumulate 2 --log arrival-acc.jsonl >/dev/null
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader \
+  OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
+  mpirun -np 2 --bind-to none "$mtrun_tsan" "${arrival_np[@]}" --log arrival-np.jsonl >/dev/null
+for run in landed-acc landed-np arrival-acc arrival-np; do sed 's/.*"loss":\([^,]*\),.*/\1/' $run.jsonl > $run.loss; done
 cmp resident.loss streamed-recompute.loss || { echo "0 passed, 1 failed: losses differ"; exit 1; }
 cmp resident.loss arrival.loss || { echo "1 passed, 1 failed: on-arrival losses differ"; exit 1; }
 cmp resident.loss offload.loss || { echo "2 passed, 1 failed: offloaded losses differ"; exit 1; }
@@ -103,4 +112,6 @@ cmp mixed-resident.loss mixed-offload.loss || { echo "6 passed, 1 failed: bf16-p
 cmp tiles-resident.loss tiles-arrival.loss || { echo "7 passed, 1 failed: token-tiled losses differ"; exit 1; }
 [ -s landed-acc.loss ] && cmp landed-acc.loss landed-np.loss ||
   { echo "8 passed, 1 failed: the plan for ranks: 2 ranks' losses differ from --accumulate 2's"; exit 1; }
-echo "9 passed, 0 failed"
+[ -s arrival-acc.loss ] && cmp arrival-acc.loss arrival-np.loss ||
+  { echo "9 passed, 1 failed: on arrival, 2 ranks' losses differ from --accumulate 2's"; exit 1; }
+echo "10 passed, 0 failed"
