@@ -40,17 +40,20 @@ int main(int argc, char** argv) {
   if (started) return started;
   if (world->rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 1;
   for (int i = 1; i < argc; ++i) c.command_line += (i > 1 ? " " : "") + std::string(argv[i]);
-  if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
+  // A rank that failed (bad flags: 2, an error: 1) ends the job: the others may wait for it in a
+  // collective, a barrier or MPI's finalize (its message is out already). A rank that finalizes
+  // and exits alone, even with an error, leaves mpirun waiting for the rest.
+  auto leave = [&](int code) {
+    if (code == 1 || code == 2) world->abortJob(code);
+    return code;
+  };
+  if (const auto code = mt::parseFlags(app, argc, argv)) return leave(*code);
   try {
     mt::validateConfig(c);  // a flag's value out of range is a bad flag too: exit 2
   } catch (const mt::Error& e) {
     std::fprintf(stderr, "mtrun: error: %s\n", e.what());
-    return 2;
+    return leave(2);
   }
   const std::string tool = world->distributed() ? "mtrun (rank " + std::to_string(world->rank()) + ")" : "mtrun";
-  const int code = mt::runTool(tool.c_str(), [&] { return mt::train(c); });
-  // A rank that failed ends the job: the others may wait for it in a collective, a barrier or
-  // MPI's finalize (its message is out already).
-  if (code == 1) world->abortJob(code);
-  return code;
+  return leave(mt::runTool(tool.c_str(), [&] { return mt::train(c); }));
 }

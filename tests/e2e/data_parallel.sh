@@ -203,6 +203,12 @@ mpirun -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --lr 1e-3 : 
   -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --lr 2e-3 > mismatch.out 2> mismatch.err
 check "ranks with other flags are refused" \
   "[ \$? -ne 0 ] && grep -q 'rank 1 runs another flags than rank 0' mismatch.err"
+# A rank whose flags do not parse (exit 2) ends the job at once: the others were left waiting for
+# it until --rank-timeout.
+timeout 60 mpirun -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 : \
+  -np 1 "$bin/mtrun" resident.plan --data corpus.tok --steps 2 --bogus > badflag.out 2> badflag.err
+check "a rank with a flag that does not parse ends the job at once (exit 2)" \
+  "[ \$? -eq 2 ] && grep -q 'The following argument was not expected: --bogus' badflag.err"
 # Another data file of as many tokens (what a stale copy on another host would be): refused by
 # its checksum, naming the rank and the field.
 /usr/bin/python3 -c "
