@@ -85,6 +85,22 @@ for plan in $plans; do
   parity+=$(python3 tests/e2e/backend_parity.py "$out/$name" 10 $tol) ; parity+=$'\n'
 done
 echo "$parity"
+# Issue 31's first GPU check: 2 ranks sharing the one GPU (each its own arena) against one process
+# with --accumulate 2, bit for bit (the sums happen on the host in rank order). Needs an mpirun
+# that can start our OpenMPI 4.1 build (Debian's); skipped, saying so, where there is none.
+echo "== 2a. 2 ranks on one GPU vs --accumulate 2 (cuda)"
+if command -v mpirun >/dev/null; then
+  ranked=(.gpu/plans/llama-tiny.plan --data .gpu/corpus.tok --steps 6 --backend cuda --print-every 100)
+  mt 60 mtrun "${ranked[@]}" --accumulate 2 --export "$out/ranks.acc.safetensors" > "$out/ranks.acc.txt" 2>&1
+  LD_LIBRARY_PATH=$mt_libs:${LD_LIBRARY_PATH:-} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    timeout 120 mpirun -np 2 --bind-to none -x LD_LIBRARY_PATH .gpu/bin/mtrun "${ranked[@]}" \
+    --export "$out/ranks.np.safetensors" > "$out/ranks.np.txt" 2>&1 || { echo "2 ranks failed:"; tail -8 "$out/ranks.np.txt"; }
+  grep 'ranks on their host' "$out/ranks.np.txt"
+  python3 tests/e2e/same_tensors.py "$out/ranks.acc.safetensors" "$out/ranks.np.safetensors" &&
+    echo "ranks: 2 ranks on one GPU = --accumulate 2, bit for bit" || echo "ranks: 2 ranks on one GPU DIFFER from --accumulate 2"
+else
+  echo "ranks: no mpirun on this machine: the check of 2 ranks on one GPU skipped"
+fi
 publish
 fi
 if [ "$what" = cudnn ]; then
