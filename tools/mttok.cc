@@ -149,11 +149,11 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counted;
   std::vector<int64_t> starts;  // each example's first token: mtrun --rows examples
-  int64_t split_differently = 0;
+  int64_t crossing_examples = 0;  // a token across a reply's edge
   for (size_t e = 0; e < rendered.size(); ++e) {
     const size_t first = ids.size();
     starts.push_back(static_cast<int64_t>(first));
-    split_differently += !mt::appendExample(tokenizer, rendered[e], ids, counted);
+    crossing_examples += mt::appendExample(tokenizer, rendered[e], ids, counted) > 0;
     if (o.train_on_prompt) std::fill(counted.begin() + static_cast<std::ptrdiff_t>(first), counted.end(), 1);
     // --max-length: the example with its end token fits; what is cut is its end (the last replies).
     if (o.max_length > 0 && ids.size() - first + 1 > static_cast<size_t>(o.max_length)) {
@@ -188,10 +188,11 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
     std::fprintf(stderr, "mttok: warning: %lld example%s an empty reply (the first: %s): trained on, they teach the "
                  "model to answer nothing\n", static_cast<long long>(empty_replies.count),
                  empty_replies.count == 1 ? " has" : "s have", empty_replies.first.c_str());
-  if (split_differently)
-    std::printf("mttok: note: %lld example%s tokenized at a reply's start differently from the whole text "
-                "(a reply beginning with a line break); the ids still decode to the same text\n",
-                static_cast<long long>(split_differently), split_differently == 1 ? "" : "s");
+  if (crossing_examples)
+    std::printf("mttok: note: %lld example%s a token across a reply's edge (the prompt's end and the reply's start "
+                "in one token, as the whole conversation encodes): counted, as Hugging Face's assistant mask "
+                "counts it\n",
+                static_cast<long long>(crossing_examples), crossing_examples == 1 ? " has" : "s have");
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unicode/normalizer2.h>
 #include <unicode/unistr.h>
+#include <unicode/utf8.h>
 #include <unistd.h>
 
 #include <queue>
@@ -37,19 +38,53 @@ std::string normalize(const std::string& utf8, NormalForm form) {
   return out;
 }
 
-// `text` after the normalizer `step`; nullopt where it would pass `max_bytes`.
-std::optional<std::string> applyNormalizer(const NormalizerStep& step, const std::string& text, size_t max_bytes) {
+// `text` in `form`, `sources` (where each byte of `text` comes from) rewritten for the result:
+// normalized chunk by chunk, each from a character with a normalization boundary before it (one
+// that never combines with what precedes it: ICU's promise that such chunks normalize on their
+// own to the whole text's result), each result byte coming from where its chunk's bytes did.
+std::string normalizeWithSources(const std::string& text, NormalForm form, std::vector<TokenSpan>& sources) {
+  const icu::Normalizer2& normalizer = normalizerOf(form);
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::StringPiece whole(text.data(), static_cast<int32_t>(text.size()));
+  if (normalizer.isNormalizedUTF8(whole, status) && U_SUCCESS(status)) return text;  // most text: as it is
+  std::string out;
+  std::vector<TokenSpan> out_sources;
+  size_t chunk = 0;
+  auto flush = [&](size_t end) {
+    if (end == chunk) return;
+    const std::string piece = normalize(text.substr(chunk, end - chunk), form);
+    out += piece;
+    out_sources.insert(out_sources.end(), piece.size(), TokenSpan{sources[chunk].begin, sources[end - 1].end});
+    chunk = end;
+  };
+  const int32_t length = static_cast<int32_t>(text.size());
+  for (int32_t i = 0; i < length;) {
+    const int32_t at = i;
+    UChar32 c = 0;
+    U8_NEXT(text.data(), i, length, c);
+    if (static_cast<size_t>(at) > chunk && c >= 0 && normalizer.hasBoundaryBefore(c)) flush(static_cast<size_t>(at));
+  }
+  flush(text.size());
+  sources = std::move(out_sources);
+  return out;
+}
+
+// `text` after the normalizer `step`; nullopt where it would pass `max_bytes`. With `sources`
+// (where each byte of `text` comes from), rewritten for the result.
+std::optional<std::string> applyNormalizer(const NormalizerStep& step, const std::string& text, size_t max_bytes,
+                                           std::vector<TokenSpan>* sources) {
   std::string out;
   switch (step.kind) {
     case NormalizerStep::Kind::kUnicode:
-      out = normalize(text, step.form);
+      out = sources ? normalizeWithSources(text, step.form, *sources) : normalize(text, step.form);
       break;
     case NormalizerStep::Kind::kPrepend:  // as `tokenizers`: nothing before an empty string
       if (text.size() + step.text.size() > max_bytes) return std::nullopt;
       out = text.empty() ? text : step.text + text;
+      if (sources && !text.empty()) sources->insert(sources->begin(), step.text.size(), sources->front());
       break;
     case NormalizerStep::Kind::kReplace:
-      return replaceAll(text, step.text, step.replacement, max_bytes);
+      return replaceAll(text, step.text, step.replacement, max_bytes, sources);
   }
   if (out.size() > max_bytes) return std::nullopt;
   return out;
@@ -68,24 +103,29 @@ std::string describeNormalizer(const NormalizerStep& step) {
   return "?";
 }
 
-// Calls out(piece) for the stretches of `text` between matches and, unless the step removes
-// them, for the matches: the "Isolated" and "Removed" behaviours of `tokenizers`' Split.
+// Calls out(piece, at) for the stretches of `text` between matches and, unless the step removes
+// them, for the matches (`at`: where the piece starts in `text`): the "Isolated" and "Removed"
+// behaviours of `tokenizers`' Split.
 template <typename Out>
 void splitByPattern(SplitStep& step, const RegexBudget& budget, const std::string& text, Out&& out) {
   const icu::UnicodeString u = icu::UnicodeString::fromUTF8(text);
-  auto emit = [&](int32_t begin, int32_t end) {
+  size_t byte_at = 0;  // where the next stretch starts in `text` (valid UTF-8: it round-trips)
+  auto stretch = [&](int32_t begin, int32_t end, bool keep) {
     if (end <= begin) return;
     std::string piece;
     u.tempSubStringBetween(begin, end).toUTF8String(piece);
-    out(std::move(piece));
+    const size_t at = byte_at;
+    byte_at += piece.size();
+    if (keep) out(std::move(piece), at);
   };
+  auto emit = [&](int32_t begin, int32_t end) { stretch(begin, end, true); };
   UErrorCode status = U_ZERO_ERROR;
   step.matcher->reset(u);
   int32_t last = 0;
   while (step.matcher->find(status) && U_SUCCESS(status)) {
     const int32_t begin = step.matcher->start(status), end = step.matcher->end(status);
     emit(last, begin);
-    if (!step.remove_matches) emit(begin, end);
+    stretch(begin, end, !step.remove_matches);
     last = end;
   }
   if (status == U_REGEX_STOPPED_BY_CALLER)
@@ -191,12 +231,17 @@ const std::vector<uint32_t>& HfTokenizer::encodePiece(const std::string& piece) 
   return cache_.emplace(piece, std::move(ids)).first->second;
 }
 
-void HfTokenizer::encodeSegment(const std::string& text, std::vector<uint32_t>& ids) {
+void HfTokenizer::encodeSegment(const std::string& text, size_t at, std::vector<uint32_t>& ids, SpanSink& sink) {
   Impl& t = *impl_;
   std::string normalized = text;
+  if (sink.spans) {
+    sink.sources.resize(text.size());
+    for (size_t k = 0; k < text.size(); ++k) sink.sources[k] = {at + k, at + k + 1};
+  }
   const size_t max_bytes = kMaxNormalizerGrowth * text.size() + 4096;
   for (size_t s = 0; s < t.normalizers.size(); ++s) {
-    std::optional<std::string> next = applyNormalizer(t.normalizers[s], normalized, max_bytes);
+    std::optional<std::string> next =
+        applyNormalizer(t.normalizers[s], normalized, max_bytes, sink.spans ? &sink.sources : nullptr);
     if (!next)
       throw Error(path_ + ": normalizer " + std::to_string(s + 1) + " (" + describeNormalizer(t.normalizers[s]) +
                   ") makes a text of " + std::to_string(text.size()) + " bytes longer than " +
@@ -205,42 +250,91 @@ void HfTokenizer::encodeSegment(const std::string& text, std::vector<uint32_t>& 
     normalized = std::move(*next);
   }
   t.normalized_splitter.split(
-      normalized, [&](const std::string& piece) { encodePretokenized(piece, ids); },
-      [&](uint32_t id) { ids.push_back(id); });
+      normalized, [&](const std::string& piece, size_t piece_at) { encodePretokenized(piece, piece_at, ids, sink); },
+      [&](uint32_t id, size_t token_at, size_t size) {
+        ids.push_back(id);
+        if (sink.spans) sink.spans->push_back({sink.sources[token_at].begin, sink.sources[token_at + size - 1].end});
+      });
 }
 
-void HfTokenizer::encodePretokenized(const std::string& text, std::vector<uint32_t>& ids) {
+void HfTokenizer::encodePretokenized(const std::string& text, size_t at, std::vector<uint32_t>& ids, SpanSink& sink) {
   Impl& t = *impl_;
-  std::vector<std::string> pieces{text};
+  // A piece and where its bytes lie in the normalized segment: from `at`, but for a prefix space
+  // ByteLevel put before it, which lies where the piece's first byte does.
+  struct Piece {
+    std::string text;
+    size_t at = 0;
+    bool spaced = false;
+    size_t source(size_t j) const { return at + j - (spaced && j > 0 ? 1 : 0); }
+  };
+  std::vector<Piece> pieces{{text, at, false}};
   auto prefixSpaces = [&] {
     for (auto& piece : pieces)
-      if (piece.empty() || piece[0] != ' ') piece.insert(piece.begin(), ' ');
+      if (piece.text.empty() || piece.text[0] != ' ') piece.text.insert(piece.text.begin(), ' '), piece.spaced = true;
   };
   // The Split steps, then ByteLevel: its prefix space on each piece they made, then its own
   // pattern where it uses one.
   for (size_t s = 0; s < t.splits.size(); ++s) {
     if (s == t.byte_level_step && t.prefix_space) prefixSpaces();
-    std::vector<std::string> next;
+    std::vector<Piece> next;
     for (const auto& piece : pieces)
-      splitByPattern(t.splits[s], t.regex_budget, piece, [&](std::string p) { next.push_back(std::move(p)); });
+      splitByPattern(t.splits[s], t.regex_budget, piece.text, [&](std::string p, size_t offset) {
+        next.push_back({std::move(p), piece.source(offset), piece.spaced && offset == 0});
+      });
     pieces = std::move(next);
   }
   if (t.byte_level_step == t.splits.size() && t.prefix_space) prefixSpaces();
   for (const auto& piece : pieces) {
-    const auto& piece_ids = encodePiece(piece);
+    const auto& piece_ids = encodePiece(piece.text);
     ids.insert(ids.end(), piece_ids.begin(), piece_ids.end());
+    if (!sink.spans) continue;
+    size_t j = 0;  // the next token's first byte in the piece
+    for (uint32_t id : piece_ids) {
+      const size_t bytes = pieceBytes(id);
+      if (bytes == 0 || j + bytes > piece.text.size()) break;
+      sink.spans->push_back({sink.sources[piece.source(j)].begin, sink.sources[piece.source(j + bytes - 1)].end});
+      j += bytes;
+    }
+    if (j != piece.text.size())  // the tokens of a piece spell it: a broken promise of the reader
+      throw Error(path_ + ": the tokens of the piece '" + piece.text + "' do not spell it; cannot say where they lie");
   }
 }
 
+size_t HfTokenizer::pieceBytes(uint32_t id) const {
+  const Impl& t = *impl_;
+  if (t.alphabet == Alphabet::kByteLevel) return t.text_of[id].size();
+  return t.byte_token[id] ? 1 : t.token_of[id].size();
+}
+
 std::vector<uint32_t> HfTokenizer::encode(const std::string& utf8_text, bool add_special_tokens) {
+  SpanSink none;
+  return encodeWith(utf8_text, add_special_tokens, none);
+}
+
+std::vector<uint32_t> HfTokenizer::encode(const std::string& utf8_text, bool add_special_tokens,
+                                          std::vector<TokenSpan>& spans) {
+  spans.clear();
+  SpanSink sink{&spans, {}};
+  return encodeWith(utf8_text, add_special_tokens, sink);
+}
+
+std::vector<uint32_t> HfTokenizer::encodeWith(const std::string& utf8_text, bool add_special_tokens, SpanSink& sink) {
   Impl& t = *impl_;
   t.regex_budget.bytes += utf8_text.size();
+  const std::string text = validUtf8(utf8_text);
   std::vector<uint32_t> ids;
   if (add_special_tokens) ids = t.prefix;
+  if (sink.spans) sink.spans->assign(ids.size(), TokenSpan{0, 0});
   t.raw_splitter.split(
-      validUtf8(utf8_text), [&](const std::string& piece) { encodeSegment(piece, ids); },
-      [&](uint32_t id) { ids.push_back(id); });
-  if (add_special_tokens) ids.insert(ids.end(), t.suffix.begin(), t.suffix.end());
+      text, [&](const std::string& piece, size_t at) { encodeSegment(piece, at, ids, sink); },
+      [&](uint32_t id, size_t at, size_t size) {
+        ids.push_back(id);
+        if (sink.spans) sink.spans->push_back({at, at + size});
+      });
+  if (add_special_tokens) {
+    ids.insert(ids.end(), t.suffix.begin(), t.suffix.end());
+    if (sink.spans) sink.spans->resize(ids.size(), TokenSpan{text.size(), text.size()});
+  }
   return ids;
 }
 

@@ -22,6 +22,16 @@
 
 namespace mt {
 
+// Where a token comes from in the text encoded: bytes [begin, end) of it (as encode reads it:
+// malformed UTF-8 replaced). A byte a normalizer or the pre-tokenizer adds (SentencePiece's `▁`
+// before a stretch, ByteLevel's prefix space) lies where the character after it lies, a byte a
+// normalizer makes of several (a Unicode normal form's composition, a Replace) where they all
+// lie, as the `tokenizers` library's offsets; the post-processor's tokens lie at the text's start
+// or end, empty.
+struct TokenSpan {
+  size_t begin = 0, end = 0;
+};
+
 class HfTokenizer {
  public:
   // Reads `tokenizer_json` (a file path). Throws mt::Error naming the file and the first thing
@@ -35,6 +45,8 @@ class HfTokenizer {
   // become their ids, as in `tokenizers`. With `add_special_tokens`, the post-processor's
   // special tokens surround it (Llama 3's <|begin_of_text|>, where the file asks for one).
   std::vector<uint32_t> encode(const std::string& utf8_text, bool add_special_tokens = true);
+  // The same ids, and in `spans` where each comes from (one per id).
+  std::vector<uint32_t> encode(const std::string& utf8_text, bool add_special_tokens, std::vector<TokenSpan>& spans);
   // The text of `ids` (bytes that do not form UTF-8 become U+FFFD); special added tokens are
   // left out with `skip_special_tokens`. Throws mt::Error for an id the tokenizer lacks.
   std::string decode(const std::vector<uint32_t>& ids, bool skip_special_tokens = false) const;
@@ -61,12 +73,22 @@ class HfTokenizer {
   struct Impl;  // the file's components, in hf_tokenizer.cc
 
  private:
+  // Where the spans go while encode() is asked for them (spans: null when not), and where the
+  // current segment's normalized bytes come from in the text (one span per byte).
+  struct SpanSink {
+    std::vector<TokenSpan>* spans = nullptr;
+    std::vector<TokenSpan> sources;
+  };
+  std::vector<uint32_t> encodeWith(const std::string& utf8_text, bool add_special_tokens, SpanSink& sink);
   // BPE over one pre-tokenized piece (its bytes or characters), cached per piece.
   const std::vector<uint32_t>& encodePiece(const std::string& piece);
-  // A stretch between raw added tokens: normalized, split on normalized added tokens, and each
-  // piece between those pre-tokenized and encoded.
-  void encodeSegment(const std::string& text, std::vector<uint32_t>& ids);
-  void encodePretokenized(const std::string& text, std::vector<uint32_t>& ids);
+  // A stretch between raw added tokens, at byte `at` of the text: normalized, split on
+  // normalized added tokens, and each piece between those pre-tokenized and encoded.
+  void encodeSegment(const std::string& text, size_t at, std::vector<uint32_t>& ids, SpanSink& sink);
+  // A piece of the normalized segment, its first byte at `at` of it.
+  void encodePretokenized(const std::string& text, size_t at, std::vector<uint32_t>& ids, SpanSink& sink);
+  // How many bytes of a piece token `id` stands for (its bytes, or its vocabulary string).
+  size_t pieceBytes(uint32_t id) const;
 
   std::string path_;
   std::unique_ptr<Impl> impl_;

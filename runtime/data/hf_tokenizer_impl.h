@@ -67,7 +67,8 @@ class AddedTokenSplitter {
       if (nodes_[node].id < 0) nodes_[node].id = token.id;  // a token written twice: the first wins
     }
   }
-  // Calls piece(text) for every stretch between tokens and token(id) for every token, in order.
+  // Calls piece(text, at) for every stretch between tokens and token(id, at, size) for every
+  // token, in order (`at`: where it starts in `text`).
   template <typename Piece, typename Token>
   void split(const std::string& text, Piece&& piece, Token&& token) const {
     size_t gap = 0;
@@ -84,12 +85,12 @@ class AddedTokenSplitter {
         ++i;
         continue;
       }
-      if (i > gap) piece(text.substr(gap, i - gap));
-      token(static_cast<uint32_t>(found));
+      if (i > gap) piece(text.substr(gap, i - gap), gap);
+      token(static_cast<uint32_t>(found), i, found_size);
       i += found_size;
       gap = i;
     }
-    if (gap < text.size()) piece(text.substr(gap));
+    if (gap < text.size()) piece(text.substr(gap), gap);
   }
 
  private:
@@ -147,17 +148,29 @@ struct CharacterDecoder {
 };
 
 // `text` with every occurrence of `from` (not empty) replaced by `to`, left to right; nullopt
-// as soon as the result would pass `max_bytes`.
+// as soon as the result would pass `max_bytes`. With `sources` (where each byte of `text` comes
+// from), rewritten for the result: a replacement's bytes come from where its match's did.
 inline std::optional<std::string> replaceAll(const std::string& text, const std::string& from, const std::string& to,
-                                             size_t max_bytes = SIZE_MAX) {
+                                             size_t max_bytes = SIZE_MAX, std::vector<TokenSpan>* sources = nullptr) {
   std::string out;
+  std::vector<TokenSpan> out_sources;
+  auto keep = [&](size_t begin, size_t end) {  // text[begin, end) copied as it is
+    out.append(text, begin, end - begin);
+    if (sources) out_sources.insert(out_sources.end(), sources->begin() + begin, sources->begin() + end);
+  };
   size_t at = 0;
   for (size_t found; (found = text.find(from, at)) != std::string::npos; at = found + from.size()) {
     if (out.size() + (found - at) + to.size() > max_bytes) return std::nullopt;
-    out.append(text, at, found - at).append(to);
+    keep(at, found);
+    out.append(to);
+    if (sources)
+      out_sources.insert(out_sources.end(), to.size(),
+                         TokenSpan{(*sources)[found].begin, (*sources)[found + from.size() - 1].end});
   }
   if (out.size() + (text.size() - at) > max_bytes) return std::nullopt;
-  return out.append(text, at, std::string::npos);
+  keep(at, text.size());
+  if (sources) *sources = std::move(out_sources);
+  return out;
 }
 
 // How much the normalizers may lengthen a text: NFKC/NFKD expand a character by at most 18

@@ -315,18 +315,30 @@ ChatTemplate templateFor(const HfTokenizer& tokenizer) {
               "<|channel|>: name a template with --template (Mistral's [INST] format: --template mistral)");
 }
 
-bool appendExample(HfTokenizer& tokenizer, const std::vector<ChatPart>& parts, std::vector<uint32_t>& ids,
-                   std::vector<uint8_t>& counted) {
-  const size_t first = ids.size();
+size_t appendExample(HfTokenizer& tokenizer, const std::vector<ChatPart>& parts, std::vector<uint32_t>& ids,
+                     std::vector<uint8_t>& counted) {
+  // The parts' bytes as the tokenizer reads them (malformed UTF-8 replaced), and where each
+  // counted part lies in the whole.
   std::string whole;
+  std::vector<TokenSpan> counted_parts;
   for (const ChatPart& part : parts) {
-    const std::vector<uint32_t> part_ids = tokenizer.encode(part.text, /*add_special_tokens=*/false);
-    ids.insert(ids.end(), part_ids.begin(), part_ids.end());
-    counted.insert(counted.end(), part_ids.size(), part.counted ? 1 : 0);
-    whole += part.text;
+    const size_t begin = whole.size();
+    whole += validUtf8(part.text);
+    if (part.counted && whole.size() > begin) counted_parts.push_back({begin, whole.size()});
   }
-  const std::vector<uint32_t> at_once = tokenizer.encode(whole, /*add_special_tokens=*/false);
-  return std::equal(at_once.begin(), at_once.end(), ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end());
+  std::vector<TokenSpan> spans;
+  const std::vector<uint32_t> whole_ids = tokenizer.encode(whole, /*add_special_tokens=*/false, spans);
+  size_t crossing = 0;
+  auto part = counted_parts.begin();  // the first counted part not wholly before the token
+  for (size_t i = 0; i < whole_ids.size(); ++i) {
+    const TokenSpan span = spans[i];
+    while (part != counted_parts.end() && part->end <= span.begin) ++part;
+    const bool overlaps = part != counted_parts.end() && part->begin < span.end;
+    counted.push_back(overlaps ? 1 : 0);
+    crossing += overlaps && (span.begin < part->begin || span.end > part->end);
+  }
+  ids.insert(ids.end(), whole_ids.begin(), whole_ids.end());
+  return crossing;
 }
 
 }  // namespace mt

