@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
     }
     mt::MpiRankExchange exchange(world);
     exchange.setStep(0, 1, std::vector<float>(static_cast<size_t>(world.size()), 1.0f), static_cast<float>(world.size()));
-    if (argc > 2 && std::strcmp(argv[1], "--plan") == 0) {
+    if (argc > 1 && std::strcmp(argv[1], "--plan") == 0) {
+      if (argc == 2) throw mt::Error("--plan takes one or more plans (mtc MODEL ... -o PLAN)");
       if (world.rank() == 0)
         std::printf("%d ranks (%d on this host): a step's exchanges, one per gradient, each rank sending 2(N-1)/N of "
                     "the gradients\n| plan | gradients | their bytes | sent per rank | ours (fixed order) | "

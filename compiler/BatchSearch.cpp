@@ -189,7 +189,9 @@ std::string batchOneMinimums(MLIRContext& context, const ModelConfig& config, in
     return {arena, tryBatch(context, config, 1, seq, trial, update, hw, true).host_bytes};
   };
   // With --ranks, a host's bytes: its ranks share the master weights, each holds its slices.
-  const std::string per_host = o.ranks > 1 ? fmt::format(" per host, its {} ranks together", o.ranks_per_host) : "";
+  const std::string per_host = o.ranks <= 1            ? ""
+                               : o.ranks_per_host == 1 ? " per host"
+                                                       : fmt::format(" per host, its {} ranks together", o.ranks_per_host);
   std::vector<std::string> parts;
   const auto [least_device, its_host] = smallest(o.offload == Offload::kOff ? Offload::kOff : Offload::kAuto);
   if (least_device > 0 && its_host > 0)

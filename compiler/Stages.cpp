@@ -452,7 +452,9 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
   result.token_tiles = std::max<int64_t>(tiles, 1);
   const size_t partition = indexOf(Stage::kPartition);
   const bool stops_early = options.last && indexOf(*options.last) <= partition;
-  if (options.update == UpdateKind::kOnArrival && !options.schedule) result.schedule = Schedule::kStreamed;
+  // No budget to choose by: a streamed schedule where the resident one cannot serve.
+  if ((options.update == UpdateKind::kOnArrival || options.offload == Offload::kOn) && !options.schedule)
+    result.schedule = Schedule::kStreamed;
   Knobs early{result.schedule, 0, options.update};
   early.token_tiles = result.token_tiles;
   early.vocab_chunks = std::max<int64_t>(options.vocab_chunks, 1);

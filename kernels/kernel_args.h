@@ -45,6 +45,10 @@ struct KernelArgs {
   std::vector<int64_t> ints;
   std::vector<float> floats;
   const StepRandomness* random = nullptr;  // set by the backends; read by random kernels only
+
+  // Int attribute `i`, or 0 where the call leaves it out (the attributes an op gained in a later
+  // plan version, whose 0 means what plans before it meant: no window, offset 0, expert 0).
+  int64_t intOrZero(size_t i) const { return i < ints.size() ? ints[i] : 0; }
 };
 
 // A check returns "" when the call is well-formed, else a message naming what is wrong. It

@@ -90,6 +90,11 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
     DenseSet<Value> pinned;  // before any copy replaces a use
     if (pinShared)
       for (Value param : sharedParameters(func)) pinned.insert(param);
+    // A parameter in row pieces: its pieces in argument order (gathered in one pass: a scan of
+    // every argument per split parameter grew with their product).
+    std::map<std::string, std::vector<BlockArgument>> piecesOf;
+    for (BlockArgument arg : func.getArguments())
+      if (isRowPiece(func, arg.getArgNumber())) piecesOf[paramName(func, arg.getArgNumber()).str()].push_back(arg);
     std::set<std::string> streamedPieces;  // parameters whose row pieces are scheduled
     for (BlockArgument arg : func.getArguments()) {
       if (arg.use_empty()) continue;
@@ -107,9 +112,7 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       if (!isRowPiece(func, arg.getArgNumber())) {
         streamedUses(arg, uses);
       } else if (streamedPieces.insert(name.str()).second) {  // all its pieces at the first one
-        for (BlockArgument piece : func.getArguments())
-          if (isRowPiece(func, piece.getArgNumber()) && paramName(func, piece.getArgNumber()) == name)
-            streamedUses(piece, uses);
+        for (BlockArgument piece : piecesOf[name.str()]) streamedUses(piece, uses);
       }
       streamRuns(std::move(uses));
     }

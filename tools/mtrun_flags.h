@@ -1,6 +1,7 @@
 // mtrun's flags, shared by mtrun and the fuzz harness of its config files (tests/fuzz).
 #pragma once
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <map>
 #include <string>
 
@@ -93,9 +94,10 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
              throw CLI::ValidationError("--rank-timeout", "'" + value + "' is not auto or a positive number of seconds");
            c.rank_timeout = seconds;
          },
-         "under mpirun: the seconds a rank waits for the others before it ends the job (a rank hung, stopped or "
-         "gone; the wait for rank 0's checkpoint adds its bytes' time at 10 MB/s); auto: 600 until the first step "
-         "is done, then 60 + 4 x the slowest step so far")
+         fmt::format("under mpirun: the seconds a rank waits for the others before it ends the job (a rank hung, "
+                     "stopped or gone; the wait for rank 0's checkpoint adds its bytes' time at 10 MB/s); auto: {:g} "
+                     "until the first step is done, then {:g} + {:g} x the slowest step so far",
+                     mt::kRankWaitAtStart, mt::kRankWaitBase, mt::kRankWaitPerStep))
       ->type_name("S|auto")
       ->default_str("auto");
   app.add_flag("--profile", c.profile, "print the time spent in each kernel at the end");

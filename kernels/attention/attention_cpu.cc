@@ -110,7 +110,7 @@ AttentionShape attentionShape(const Tensor& q, const KernelArgs& args) {
   s.q_stride = s.heads * s.head_dim;
   s.kv_stride = s.kv_heads * s.head_dim;
   s.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  s.window = args.ints.size() > 2 ? args.ints[2] : 0;
+  s.window = args.intOrZero(2);
   return s;
 }
 

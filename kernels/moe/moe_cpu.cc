@@ -67,7 +67,7 @@ std::string checkBalanceLoss(const KernelArgs& args, const Tensor& stats, const 
 
 // The router rows mt.moe_balance_loss(_grad)'s statistics count (routing::balanceRows).
 double balanceRows(const KernelArgs& args, const Tensor& stats) {
-  return routing::balanceRows(stats.f32(), stats.dim(1), args.ints[0], args.ints.size() > 1 ? args.ints[1] : 0);
+  return routing::balanceRows(stats.f32(), stats.dim(1), args.ints[0], args.intOrZero(1));
 }
 
 // The optional mask of the tokens the statistics count (mt.moe_balance_stats(_grad) with a mask,
@@ -88,6 +88,45 @@ const float* tokenMask(const KernelArgs& args, size_t index) {
 // Tokens per partial sum of the probabilities: the chunks add up in order, whatever the
 // threads, so the statistics are the same on any number of cores.
 constexpr int64_t kStatsChunk = 1024;
+
+// The checks of mt.grouped_matmul(_into): `weight` holds `experts` experts from `first` on.
+std::string groupedProductCheck(const KernelArgs& args, const char* name) {
+  const Tensor &input = args.in[0], &weight = args.in[1], &counts = args.in[2], &out = args.out[0];
+  MT_CHECK(expectDType(input, DType::F32, "grouped_matmul input"));
+  MT_CHECK(expectDType(weight, DType::F32, "grouped_matmul weight"));
+  MT_CHECK(expectDType(counts, DType::I32, "grouped_matmul counts"));
+  MT_CHECK(expectDType(out, DType::F32, "grouped_matmul result"));
+  if (args.ints[0] != 0 && args.ints[0] != 1) return std::string(name) + " transpose_b must be 0 or 1";
+  const bool tb = args.ints[0];
+  if (input.rank() != 2 || weight.rank() != 3 || counts.rank() != 1)
+    return std::string(name) + " takes (rows, K), (experts, ., .) and (E) counts, got " + shapeString(input.shape) +
+           ", " + shapeString(weight.shape) + " and " + shapeString(counts.shape);
+  const int64_t first = args.intOrZero(1);
+  if (first < 0 || first > counts.dim(0) - weight.dim(0) || (args.in.size() < 4 && weight.dim(0) != counts.dim(0)))
+    return std::string(name) + ": experts [" + std::to_string(first) + ", " + std::to_string(first + weight.dim(0)) +
+           ") are not within the " + std::to_string(counts.dim(0)) + " counted" +
+           (args.in.size() < 4 ? " (the whole product takes them all)" : "");
+  if ((tb ? weight.dim(2) : weight.dim(1)) != input.dim(1))
+    return std::string(name) + " contraction sizes differ: " + shapeString(input.shape) + " and " +
+           shapeString(weight.shape);
+  if (input.dim(0) > kMaxRows || weight.dim(1) > kMaxRows || weight.dim(2) > kMaxRows)
+    return std::string(name) + " dimensions exceed 2^31 - 1 (BLAS's limit)";
+  return expectShape(out, {input.dim(0), tb ? weight.dim(1) : weight.dim(2)}, "grouped_matmul result");
+}
+
+// One sgemm per expert of [first, first + weight's experts) over its row range, into out's rows.
+void expertProducts(const Tensor& input, const Tensor& weight, const ExpertRanges& ranges, int64_t first, bool tb,
+                    const Tensor& out) {
+  const int64_t k = input.dim(1), n = out.dim(1);
+  for (int64_t g = 0; g < weight.dim(0); ++g) {
+    const int64_t e = first + g, m = ranges.count[e];
+    if (m == 0) continue;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+                static_cast<int>(n), static_cast<int>(k), 1.0f, input.f32() + ranges.first[e] * k,
+                static_cast<int>(k), weight.f32() + g * k * n, static_cast<int>(tb ? k : n), 0.0f,
+                out.f32() + ranges.first[e] * n, static_cast<int>(n));
+  }
+}
 
 }  // namespace
 
@@ -209,35 +248,6 @@ void moe_dispatch_grad_cpu(const KernelArgs& args) {
   }
 }
 
-namespace {
-
-// The checks of mt.grouped_matmul(_into): `weight` holds `experts` experts from `first` on.
-std::string groupedProductCheck(const KernelArgs& args, const char* name) {
-  const Tensor &input = args.in[0], &weight = args.in[1], &counts = args.in[2], &out = args.out[0];
-  MT_CHECK(expectDType(input, DType::F32, "grouped_matmul input"));
-  MT_CHECK(expectDType(weight, DType::F32, "grouped_matmul weight"));
-  MT_CHECK(expectDType(counts, DType::I32, "grouped_matmul counts"));
-  MT_CHECK(expectDType(out, DType::F32, "grouped_matmul result"));
-  if (args.ints[0] != 0 && args.ints[0] != 1) return std::string(name) + " transpose_b must be 0 or 1";
-  const bool tb = args.ints[0];
-  if (input.rank() != 2 || weight.rank() != 3 || counts.rank() != 1)
-    return std::string(name) + " takes (rows, K), (experts, ., .) and (E) counts, got " + shapeString(input.shape) +
-           ", " + shapeString(weight.shape) + " and " + shapeString(counts.shape);
-  const int64_t first = args.ints.size() > 1 ? args.ints[1] : 0;
-  if (first < 0 || first > counts.dim(0) - weight.dim(0) || (args.in.size() < 4 && weight.dim(0) != counts.dim(0)))
-    return std::string(name) + ": experts [" + std::to_string(first) + ", " + std::to_string(first + weight.dim(0)) +
-           ") are not within the " + std::to_string(counts.dim(0)) + " counted" +
-           (args.in.size() < 4 ? " (the whole product takes them all)" : "");
-  if ((tb ? weight.dim(2) : weight.dim(1)) != input.dim(1))
-    return std::string(name) + " contraction sizes differ: " + shapeString(input.shape) + " and " +
-           shapeString(weight.shape);
-  if (input.dim(0) > kMaxRows || weight.dim(1) > kMaxRows || weight.dim(2) > kMaxRows)
-    return std::string(name) + " dimensions exceed 2^31 - 1 (BLAS's limit)";
-  return expectShape(out, {input.dim(0), tb ? weight.dim(1) : weight.dim(2)}, "grouped_matmul result");
-}
-
-}  // namespace
-
 std::string grouped_matmul_check(const KernelArgs& args) { return groupedProductCheck(args, "grouped_matmul"); }
 
 std::string grouped_matmul_into_check(const KernelArgs& args) {
@@ -245,24 +255,6 @@ std::string grouped_matmul_into_check(const KernelArgs& args) {
   MT_CHECK(expectShape(args.in[3], args.out[0].shape, "grouped_matmul_into into"));
   return groupedProductCheck(args, "grouped_matmul_into");
 }
-
-namespace {
-
-// One sgemm per expert of [first, first + weight's experts) over its row range, into out's rows.
-void expertProducts(const Tensor& input, const Tensor& weight, const ExpertRanges& ranges, int64_t first, bool tb,
-                    const Tensor& out) {
-  const int64_t k = input.dim(1), n = out.dim(1);
-  for (int64_t g = 0; g < weight.dim(0); ++g) {
-    const int64_t e = first + g, m = ranges.count[e];
-    if (m == 0) continue;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-                static_cast<int>(n), static_cast<int>(k), 1.0f, input.f32() + ranges.first[e] * k,
-                static_cast<int>(k), weight.f32() + g * k * n, static_cast<int>(tb ? k : n), 0.0f,
-                out.f32() + ranges.first[e] * n, static_cast<int>(n));
-  }
-}
-
-}  // namespace
 
 // Every expert's product; rows past the experts' total are zero.
 void grouped_matmul_cpu(const KernelArgs& args) {
@@ -350,7 +342,7 @@ std::string grouped_matmul_weight_grad_check(const KernelArgs& args) {
            shapeString(dweight.shape);
   if (input.dim(0) > kMaxRows || input.dim(1) > kMaxRows || dout.dim(1) > kMaxRows)
     return "grouped_matmul_weight_grad dimensions exceed 2^31 - 1 (BLAS's limit)";
-  const int64_t first = args.ints.size() > 1 ? args.ints[1] : 0;
+  const int64_t first = args.intOrZero(1);
   const int64_t experts = args.ints.size() > 1 ? dweight.dim(0) : counts.dim(0);
   if (first < 0 || first > counts.dim(0) - experts)
     return "grouped_matmul_weight_grad: experts [" + std::to_string(first) + ", " + std::to_string(first + experts) +
@@ -367,7 +359,7 @@ std::string grouped_matmul_weight_grad_check(const KernelArgs& args) {
 void grouped_matmul_weight_grad_cpu(const KernelArgs& args) {
   const Tensor &input = args.in[0], &dout = args.in[1], &counts = args.in[2], &dweight = args.out[0];
   const bool tb = args.ints[0];
-  const int64_t first = args.ints.size() > 1 ? args.ints[1] : 0;
+  const int64_t first = args.intOrZero(1);
   const int64_t k = input.dim(1), n = dout.dim(1);
   const ExpertRanges ranges(counts.i32(), counts.numel(), input.dim(0));
   for (int64_t g = 0; g < dweight.dim(0); ++g) {

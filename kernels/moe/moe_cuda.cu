@@ -423,7 +423,7 @@ void grouped_matmul_into_cuda(const KernelArgs& args, const CudaLaunch& launch) 
 void grouped_matmul_weight_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &input = args.in[0], &dout = args.in[1], &counts = args.in[2], &dweight = args.out[0];
   const bool tb = args.ints[0];
-  const int64_t first = args.ints.size() > 1 ? args.ints[1] : 0;
+  const int64_t first = args.intOrZero(1);
   const int64_t k = input.dim(1), n = dout.dim(1);
   const ExpertRanges ranges = hostRanges(counts, input.dim(0), launch.stream);
   const float one = 1.0f, zero = 0.0f;
@@ -498,15 +498,14 @@ void moe_balance_stats_grad_cuda(const KernelArgs& args, const CudaLaunch& launc
 
 void moe_balance_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   balanceLossKernel<<<1, 1, 0, launch.stream>>>(args.in[0].f32(), args.out[0].f32(), args.in[0].dim(1),
-                                                args.ints[0], args.ints.size() > 1 ? args.ints[1] : 0);
+                                                args.ints[0], args.intOrZero(1));
   MT_CUDA_CHECK_LAUNCH();
 }
 
 void moe_balance_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t num_experts = args.in[1].dim(1);
   balanceLossGradKernel<<<blocksFor(num_experts), kThreads, 0, launch.stream>>>(
-      args.in[0].f32(), args.in[1].f32(), args.out[0].f32(), num_experts, args.ints[0],
-      args.ints.size() > 1 ? args.ints[1] : 0);
+      args.in[0].f32(), args.in[1].f32(), args.out[0].f32(), num_experts, args.ints[0], args.intOrZero(1));
   MT_CUDA_CHECK_LAUNCH();
 }
 

@@ -95,12 +95,12 @@ inline RopeFrequencies ropeFrequencies(float theta, int64_t kind, const float* s
 // mt.rope's and mt.rope_at's frequencies from their kernel attributes (`kind_at`: the index of
 // the scaling kind's int attribute; absent: none). The checks said the attributes are well formed.
 inline RopeFrequencies ropeFrequencies(const KernelArgs& args, size_t kind_at) {
-  const int64_t kind = args.ints.size() > kind_at ? args.ints[kind_at] : 0;
+  const int64_t kind = args.intOrZero(kind_at);
   return ropeFrequencies(args.floats[0], kind, kind ? args.floats.data() + 1 : nullptr);
 }
 
 // The position of token 0 of mt.rope's input: its third int attribute where it has one.
-inline int64_t ropePositionOffset(const KernelArgs& args) { return args.ints.size() > 2 ? args.ints[2] : 0; }
+inline int64_t ropePositionOffset(const KernelArgs& args) { return args.intOrZero(2); }
 
 std::string rope_check(const KernelArgs& args);
 void rope_cpu(const KernelArgs& args);

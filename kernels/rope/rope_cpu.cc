@@ -18,7 +18,7 @@ std::string checkRotation(const KernelArgs& args, const std::string& op, size_t 
   if (head_dim <= 0 || head_dim % 2 != 0 || x.dim(2) % head_dim != 0)
     return op + " head_dim " + std::to_string(head_dim) + " must be even and divide " + std::to_string(x.dim(2));
   if (args.floats.empty() || !(args.floats[0] > 0.0f)) return op + " theta must be positive";
-  const int64_t kind = args.ints.size() > kind_at ? args.ints[kind_at] : 0;
+  const int64_t kind = args.intOrZero(kind_at);
   if (kind < 0 || kind >= kRopeScalingKinds) return op + " scaling kind " + std::to_string(kind) + " is unknown";
   if (args.floats.size() != (kind ? 6u : 1u))
     return op + " takes " + (kind ? "6 float attributes (theta and a scaling's)" : "1 float attribute (theta)") +

@@ -81,7 +81,10 @@ std::optional<std::string> applyNormalizer(const NormalizerStep& step, const std
     case NormalizerStep::Kind::kPrepend:  // as `tokenizers`: nothing before an empty string
       if (text.size() + step.text.size() > max_bytes) return std::nullopt;
       out = text.empty() ? text : step.text + text;
-      if (sources && !text.empty()) sources->insert(sources->begin(), step.text.size(), sources->front());
+      if (sources && !text.empty()) {
+        const TokenSpan first = sources->front();  // a copy: inserting may move the element
+        sources->insert(sources->begin(), step.text.size(), first);
+      }
       break;
     case NormalizerStep::Kind::kReplace:
       return replaceAll(text, step.text, step.replacement, max_bytes, sources);

@@ -24,7 +24,7 @@ namespace mt {
 
 // Where a token comes from in the text encoded: bytes [begin, end) of it (as encode reads it:
 // malformed UTF-8 replaced). A byte a normalizer or the pre-tokenizer adds (SentencePiece's `▁`
-// before a stretch, ByteLevel's prefix space) lies where the character after it lies, a byte a
+// before a stretch, ByteLevel's prefix space) lies where the byte after it lies, a byte a
 // normalizer makes of several (a Unicode normal form's composition, a Replace) where they all
 // lie, as the `tokenizers` library's offsets; the post-processor's tokens lie at the text's start
 // or end, empty.

@@ -54,8 +54,8 @@ std::atomic<int> g_stop_signal{0};
 void onStopSignal(int signal) { g_stop_signal = signal; }
 
 // SIGUSR1 too: mpirun forwards it to the ranks as it is (SIGTERM and SIGINT it follows with
-// SIGKILL after odls_base_sigkill_timeout, 1 s by default, too soon for a checkpoint), and it is
-// what Slurm's --signal sends before a job's time runs out.
+// SIGKILL after odls_base_sigkill_timeout, 1 s by default, too soon for a checkpoint), and
+// Slurm's --signal=USR1@T sends it before a job's time runs out.
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
 
 const char* signalName(int signal) {
@@ -333,17 +333,36 @@ void Trainer::checkpoint(int64_t step) {
 }
 
 // The other ranks wait for rank 0's file (as it gathers their moments, then until it is
-// published): --rank-timeout, and the time its bytes (weights and two moments, fp32) take at
-// 10 MB/s — a disk slower than that is a fault, and a rank 0 hung in the write then ends the
-// job instead of leaving it waiting forever.
-void Trainer::writeState(const std::function<void()>& write) {
+// published): the rank's wait bound, and the time its bytes (weights and two moments, fp32, or
+// an export beside them) take at 10 MB/s — a disk slower than that is a fault, and a rank 0 hung
+// in the write then ends the job instead of leaving it waiting forever.
+double Trainer::rankZeroWriteBound() const {
   constexpr double kSlowestDiskBps = 10e6;
-  const World::LongerWaits longer(world_,
-                                  world_.waitBound() + 12.0 * static_cast<double>(store_.numParams()) / kSlowestDiskBps);
+  return world_.waitBound() + 16.0 * static_cast<double>(store_.numParams()) / kSlowestDiskBps;
+}
+
+void Trainer::writeState(const std::function<void()>& write) {
+  const World::LongerWaits longer(world_, rankZeroWriteBound());
   if (outputs_.checkpoints)
     write();
   else if (!checkpointFolder(config_).empty())
     store_.sendState();  // rank 0 writes: it gathers this rank's moments
+  world_.barrier();
+}
+
+// What rank 0 alone does at a run's end (the trace, the report, the best weights restored, the
+// exports): the other ranks wait for it here, as for a checkpoint, so that MPI_Finalize (whose
+// wait is watched with the steps' bound) waits for the teardown only.
+void Trainer::finishOnRankZero(int64_t steps_done, bool restore_best) {
+  const World::LongerWaits longer(world_, rankZeroWriteBound());
+  writeTrace();
+  writeReport();
+  try {
+    if (restore_best) restoreBest();
+    exportWeights(steps_done);
+  } catch (const Error& fault) {
+    stopOnFault(fault, steps_done);
+  }
   world_.barrier();
 }
 
@@ -402,13 +421,7 @@ int Trainer::stopEarly(int64_t step, int signal) {
               outputs_.checkpoints ? "; resume with --resume"
               : saved              ? ""
                                    : " (no --checkpoint-dir or --export: progress is lost)");
-  writeTrace();
-  writeReport();
-  try {
-    exportWeights(step);
-  } catch (const Error& fault) {
-    stopOnFault(fault, step);
-  }
+  finishOnRankZero(step, /*restore_best=*/false);
   return saved ? 0 : 128 + signal;
 }
 
@@ -421,14 +434,7 @@ int Trainer::finish() {
   if (config_.verify_transfers)
     std::printf("transfers verified: %lld copies to the device, each the host's bytes (checksums compared)\n",
                 static_cast<long long>(transfers_verified_));
-  writeTrace();
-  writeReport();
-  try {
-    restoreBest();
-    exportWeights(config_.steps);
-  } catch (const Error& fault) {
-    stopOnFault(fault, config_.steps);
-  }
+  finishOnRankZero(config_.steps, /*restore_best=*/true);
   return 0;
 }
 
@@ -436,9 +442,9 @@ int train(const TrainConfig& given) {
   validateConfig(given);
   World& world = World::get();
   TrainConfig config = forRank(resolveResume(given), world.rank());
-  World::get().boundWaits(config.rank_timeout.value_or(kRankWaitAtStart));
   const plan::Plan plan = readTrainingPlan(config);
-  if (config.export_only) return exportCheckpoint(config, plan);
+  if (config.export_only) return exportCheckpoint(config, plan);  // rank 0's file alone: no collective to watch
+  World::get().boundWaits(config.rank_timeout.value_or(kRankWaitAtStart));
   const std::string initial_weights = initialWeightsPath(config.weights_path, config.plan_path, plan);
   const std::unique_ptr<TokenFile> data = openTokens(config.data_path, plan);
   const std::unique_ptr<TokenFile> val_data =

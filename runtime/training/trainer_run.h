@@ -55,6 +55,8 @@ class Trainer {
   // Rank 0 writes a checkpoint file with `write`; the other ranks of a sharded optimizer send it
   // their slices of the moments meanwhile (where rank 0 writes one: --checkpoint-dir).
   void writeState(const std::function<void()>& write);
+  double rankZeroWriteBound() const;  // how long the other ranks wait for what rank 0 writes
+  void finishOnRankZero(int64_t steps_done, bool restore_best);
   // A fault of a file (IoFault) or of an export after `step`'s update: the weights saved where
   // they still can be (saveAfterFault), then an error saying where.
   [[noreturn]] void stopOnFault(const Error& fault, int64_t step);

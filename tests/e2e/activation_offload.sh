@@ -40,6 +40,8 @@ check "a resident schedule with the offload forced is refused" \
   --no-weights > auto.txt 2>&1
 check "the offload forced under a budget: a streamed schedule chosen, --batch auto too" \
   "[ $? -eq 0 ] && grep -q 'schedule streamed.*chosen for the budget' auto.txt && grep -q 'activations moved [0-9.]* MiB' auto.txt"
+"$bin/mtc" llama-tiny --layers 2 --batch 2 --seq 32 --offload-activations on -o free.plan --no-weights > free.txt 2>&1
+check "... and without a budget: streamed" "[ $? -eq 0 ] && grep -q 'schedule streamed, no budget' free.txt"
 
 train resident.plan resident w0.safetensors && train tight.plan tight w0.safetensors
 check "offloaded vs resident: bit-identical losses" "cmp -s resident.loss tight.loss"

@@ -236,7 +236,19 @@ rank_pid() {
   done
 }
 # trained LOG: wait (up to a minute) until LOG holds 3 steps: the ranks are mid-run.
-trained() { for _ in $(seq 1 300); do [ "$(wc -l 2>/dev/null < "$1")" -ge 3 ] 2>/dev/null && return; sleep 0.2; done; }
+trained() {
+  for _ in $(seq 1 300); do [ "$(wc -l 2>/dev/null < "$1")" -ge 3 ] 2>/dev/null && return 0; sleep 0.2; done
+  return 1
+}
+# ended JOB TAG SECONDS: JOB's exit status once it ends, within SECONDS; past them (a job that
+# would run on: a signal not delivered), it and its ranks (command lines holding TAG) are
+# killed, and the status is 124.
+ended() {
+  local job=$1 tag=$2
+  for _ in $(seq 1 "$3"); do kill -0 "$job" 2>/dev/null || { wait "$job"; return; }; sleep 1; done
+  kill -9 "$job" 2>/dev/null; pkill -9 -f "mtrun resident.plan .*$tag"; wait "$job" 2>/dev/null
+  return 124
+}
 # A rank killed mid-run: the job ends (mpirun sees it) within a minute, not hanging.
 ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --steps 100000 --print-every 100000 --log killed.jsonl \
   > killed.out 2> killed.err &
@@ -244,12 +256,11 @@ job=$!
 trained killed.jsonl
 victim=$(rank_pid killed.jsonl 1)
 kill -9 "$victim"
-for _ in $(seq 1 60); do kill -0 $job 2>/dev/null || break; sleep 1; done
-check "a rank killed mid-run (rank 1, pid ${victim:-none}) ends the job within a minute" \
-  "[ -n '$victim' ] && ! kill -0 $job 2>/dev/null"
-wait $job
+ended $job killed.jsonl 60
+code=$?
+check "a rank killed mid-run (rank 1, pid ${victim:-none}) ends the job within a minute" "[ -n '$victim' ] && [ $code -ne 124 ]"
 check "... with a failing exit, mpirun naming the rank" \
-  "[ $? -ne 0 ] && grep -q 'process rank 1 .*exited on signal 9' killed.err"
+  "[ $code -ne 0 ] && grep -q 'process rank 1 .*exited on signal 9' killed.err"
 kill -9 $job 2>/dev/null
 # A rank stopped (alive, silent): the other waits --rank-timeout seconds for it, then ends the job.
 ranks 2 "$bin/mtrun" resident.plan --data corpus.tok --steps 100000 --print-every 100000 --rank-timeout 3 \
@@ -293,7 +304,7 @@ mpirun -np 2 --bind-to none "$bin/mtrun" "${steady[@]}" --steps 100000 --log usr
 job=$!
 trained usr1.jsonl
 kill -USR1 $job
-wait $job
+ended $job usr1.jsonl 60
 code=$?
 stopped=$(sed -n 's/^stopped by SIGUSR1 after step \([0-9]*\); resume with --resume$/\1/p' usr1.out)
 check "SIGUSR1 to mpirun: the job stops after step ${stopped:-none} with one checkpoint, exit 0" \
@@ -310,7 +321,7 @@ job=$!
 trained term1.jsonl
 victim=$(rank_pid term1.jsonl 1)
 kill -TERM "$victim"
-wait $job
+ended $job term1.jsonl 60
 code=$?
 check "SIGTERM to rank 1 alone: the job stops with rank 0's checkpoint, exit 0" \
   "[ -n '$victim' ] && [ $code -eq 0 ] && grep -q '^stopped by SIGTERM after step [0-9]*; resume with --resume' term1.out && [ \"\$(ls ckterm1 | wc -l)\" -eq 1 ]"
