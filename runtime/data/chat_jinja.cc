@@ -295,7 +295,10 @@ json runJob(const FolderChatTemplate& chat_template, const HfTokenizer& tokenize
   json& list = job["examples"] = json::array();
   for (const auto& messages : examples) {
     json turns = json::array();
-    for (const ChatMessage& m : messages) turns.push_back({{"role", m.role}, {"content", m.content}});
+    for (const ChatMessage& m : messages) {
+      turns.push_back({{"role", m.role}, {"content", m.content}});
+      if (m.reasoning) turns.back()["reasoning_content"] = *m.reasoning;
+    }
     list.push_back(std::move(turns));
   }
   const std::string bytes = job.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -41,6 +41,10 @@ std::vector<ChatMessage> readTurns(const json& list, const char* role_key, const
     }
     if (!ours) throw Error(at + ": role '" + role + "' is not one of " + known);
     messages.push_back({*ours, stringField(list[i], content_key, at)});
+    if (list[i].contains("reasoning_content") && !list[i].at("reasoning_content").is_null()) {
+      if (*ours != "assistant") throw Error(at + ": \"reasoning_content\" on a " + *ours + " message: only a reply reasons");
+      messages.back().reasoning = stringField(list[i], "reasoning_content", at);
+    }
   }
   return messages;
 }
@@ -62,6 +66,20 @@ std::string trim(const std::string& text) {
 }
 
 std::string lstripNewlines(const std::string& text) { return text.substr(std::min(text.find_first_not_of('\n'), text.size())); }
+std::string rstripNewlines(const std::string& text) { return text.substr(0, text.find_last_not_of('\n') + 1); }
+
+// A reply as Qwen 3's template reads it: its reasoning (reasoning_content, else what a content
+// holding </think> has before the first </think>, after the last <think> there, line breaks
+// stripped) and its content (after the last </think>, leading line breaks stripped).
+std::pair<std::string, std::string> qwen3Reply(const ChatMessage& m) {
+  if (m.reasoning) return {*m.reasoning, m.content};
+  const size_t close = m.content.find("</think>");
+  if (close == std::string::npos) return {"", m.content};
+  const std::string before = rstripNewlines(m.content.substr(0, close));
+  const size_t open = before.rfind("<think>");
+  return {lstripNewlines(open == std::string::npos ? before : before.substr(open + 7)),
+          lstripNewlines(m.content.substr(m.content.rfind("</think>") + 8))};
+}
 
 // LLaMA-Factory's "history": earlier [user, assistant] turns of an alpaca record.
 void appendHistory(const json& history, std::vector<ChatMessage>& messages, const std::string& where) {
@@ -271,12 +289,22 @@ std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatT
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     const bool reply = m.role == "assistant";
-    if (chat_template == ChatTemplate::Qwen3 && reply && m.content.find("</think>") != std::string::npos)
-      throw Error("a reply holding a reasoning trace (</think>): Qwen 3's template moves it, and mttok does not "
-                  "render reasoning yet; remove the trace or use --template chatml");
-    const bool thinking = chat_template == ChatTemplate::Qwen3 && reply && i > last_user && i + 1 == messages.size();
-    add("<|im_start|>" + m.role + "\n" + (thinking ? "<think>\n\n</think>\n\n" : ""), false);
-    add((thinking ? lstripNewlines(m.content) : m.content) + "<|im_end|>", reply);
+    if (chat_template != ChatTemplate::Qwen3 || !reply) {
+      add("<|im_start|>" + m.role + "\n", false);
+      add(m.content + "<|im_end|>", reply);
+      add("\n", false);
+      continue;
+    }
+    // Qwen 3: a reply after the last user message opens with its thinking block, the last one
+    // always (empty, not counted: what the generation prompt without thinking writes), another
+    // where it reasons (counted: the model writes it after the prompt); earlier replies lose it.
+    const auto [reasoning, content] = qwen3Reply(m);
+    const bool block = i > last_user && (i + 1 == messages.size() || !reasoning.empty());
+    const std::string stripped = lstripNewlines(rstripNewlines(reasoning));
+    add("<|im_start|>assistant\n" + std::string(block && stripped.empty() ? "<think>\n\n</think>\n\n" : ""), false);
+    add((block && !stripped.empty() ? "<think>\n" + stripped + "\n</think>\n\n" : "") +
+            (block ? lstripNewlines(content) : content) + "<|im_end|>",
+        true);
     add("\n", false);
   }
   return parts;

@@ -12,8 +12,10 @@
 //   sharegpt  {"conversations": [{"from": "system"|"human"|"gpt", "value": "..."}, ...]}
 // Templates (what Hugging Face's chat templates render, without a generation prompt):
 //   chatml  <|im_start|>ROLE\nCONTENT<|im_end|>\n per message (Qwen 2/2.5)
-//   qwen3   chatml, the last assistant reply after the last user message opening with an empty
-//           thinking block: <think>\n\n</think>\n\n (Qwen 3's template without reasoning)
+//   qwen3   chatml, a reply after the last user message opening with its thinking block
+//           <think>\nREASONING\n</think>\n\n (the last one always, empty without reasoning; the
+//           reasoning from reasoning_content, or from a content holding </think>), as Qwen 3's
+//           template; earlier replies without their reasoning
 //   llama3  <|begin_of_text|>, then <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>
 //           per message, CONTENT trimmed of surrounding white space
 //   harmony gpt-oss: <|start|>system<|message|>(the identity, knowledge cutoff, today's date,
@@ -46,6 +48,10 @@ const char* chatTemplateName(ChatTemplate chat_template);
 struct ChatMessage {
   std::string role;  // system, user or assistant
   std::string content;
+  // An assistant message's "reasoning_content" (the messages shape, as transformers passes it to
+  // a template): Qwen 3's renders it in a <think> block; the other built-ins, as their templates,
+  // leave it out.
+  std::optional<std::string> reasoning = std::nullopt;
 };
 
 // The messages of one example (parsed, or a JSONL line); throws mt::Error naming `where` (file:line) and what is wrong.

@@ -62,6 +62,22 @@ echo '{"messages": [{"role": "system", "content": "S"}, {"role": "user", "conten
 refused=$("$bin/mttok" --tokenizer own --chat system.jsonl -o x.tok 2>&1); code=$?
 check "the template's raise_exception names the example (exit 1)" \
   "[ $code = 1 ] && grep -q 'system.jsonl:1: the chat template own/chat_template.jinja failed: TemplateError: System role not supported' <<< \"\$refused\""
+# Qwen 3's reasoning: the built-in (--template qwen3) gives the file Qwen 3's own template gives
+# (the package's tokenizer_config.json, rendered by Jinja2), ids and mask, where every example's
+# last reply reasons (the one case where the two count alike: without reasoning the template's
+# empty block follows the generation prompt, counted there, not by the built-in): the thinking
+# block from reasoning_content or from a content holding </think>, an earlier reply's trace dropped.
+cat > reasoning.jsonl <<'JSONL'
+{"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "It is 4.", "reasoning_content": "2 and 2 make 4."}]}
+{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<think>\nGreet back.\n</think>\n\nHello!"}, {"role": "user", "content": "Bye"}, {"role": "assistant", "content": "<think>Say goodbye.</think>Ciao."}]}
+JSONL
+"$bin/mttok" --tokenizer qwen3 --chat reasoning.jsonl -o reasoning_jinja.tok > reasoning_jinja.txt 2>&1
+"$bin/mttok" --tokenizer qwen3 --chat reasoning.jsonl --template qwen3 -o reasoning_builtin.tok > reasoning_builtin.txt 2>&1
+"$bin/mttok" --tokenizer qwen3 --decode reasoning_builtin.tok -o reasoning.decoded
+check "qwen3 reasoning: the built-in gives Qwen 3's own template's tokens and mask" \
+  "cmp -s reasoning_jinja.tok reasoning_builtin.tok && grep -q 'rendered by Jinja2' reasoning_jinja.txt"
+check "... the thinking blocks rendered, an earlier reply's trace dropped" \
+  "grep -q 'Say goodbye.' reasoning.decoded && grep -q '2 and 2 make 4.' reasoning.decoded && ! grep -q 'Greet back' reasoning.decoded"
 # gpt-oss's harmony: the built-in (what gpt-oss's tokenizer, which has no template of its own,
 # implies) gives the file a transcription of gpt-oss's template renders by Jinja2, ids and mask:
 # each reply counted from the <|channel|> the model writes after <|start|>assistant through its

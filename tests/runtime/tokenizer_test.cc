@@ -338,8 +338,33 @@ TEST(InstructionData, TemplatesRenderAsHuggingFaceDoes) {
   for (const auto& part : renderChat(chat, ChatTemplate::Llama3)) (part.counted ? counted : text) += part.text;
   EXPECT_EQ(text.substr(0, 61), "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi");
   EXPECT_EQ(counted, "Hello<|eot_id|>Ciao<|eot_id|>");  // trimmed, as Llama 3's template does
-  expectError([] { renderChat({{"user", "Q"}, {"assistant", "<think>x</think>A"}}, ChatTemplate::Qwen3); },
-              "reasoning trace");
+}
+
+// Qwen 3's reasoning, as its template renders it: a reply after the last user message opens with
+// its <think> block (from reasoning_content, or from a content holding </think>), counted with
+// the reply; an earlier reply loses its reasoning; the other templates leave reasoning_content out.
+TEST(InstructionData, Qwen3RendersReasoningAsItsTemplateDoes) {
+  auto render = [](const std::vector<ChatMessage>& chat, ChatTemplate t) {
+    std::string text, counted;
+    for (const auto& part : renderChat(chat, t)) (part.counted ? counted : text) += part.text + "|";
+    return std::pair{text, counted};
+  };
+  ChatMessage reasoned{"assistant", "\nIt is 4."};
+  reasoned.reasoning = "\n2 and 2 make 4.\n\n";
+  auto [text, counted] = render({{"user", "2+2?"}, reasoned}, ChatTemplate::Qwen3);
+  EXPECT_EQ(text, "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n|\n|");
+  EXPECT_EQ(counted, "<think>\n2 and 2 make 4.\n</think>\n\nIt is 4.<|im_end|>|");
+  // The trace in the content: the same rendering; an earlier reply's trace is dropped.
+  const ChatMessage inline_trace{"assistant", "<think>\n2 and 2 make 4.</think>\n\nIt is 4."};
+  EXPECT_EQ(render({{"user", "2+2?"}, inline_trace}, ChatTemplate::Qwen3).second, counted);
+  std::tie(text, counted) = render({{"user", "2+2?"}, inline_trace, {"user", "And 3+3?"}, {"assistant", "6."}},
+                                   ChatTemplate::Qwen3);
+  EXPECT_EQ(counted, "It is 4.<|im_end|>|6.<|im_end|>|");
+  EXPECT_NE(text.find("<|im_start|>assistant\n<think>\n\n</think>\n\n|"), std::string::npos);  // the last, empty
+  EXPECT_EQ(render({{"user", "2+2?"}, reasoned}, ChatTemplate::ChatML).second, "\nIt is 4.<|im_end|>|");
+  expectError([] { readExample(R"({"messages": [{"role": "user", "content": "Q", "reasoning_content": "r"},
+                                              {"role": "assistant", "content": "A"}]})", "x.jsonl:1"); },
+              "x.jsonl:1: message 0: \"reasoning_content\" on a user message");
 }
 
 // Mistral's [INST] format as Mixtral-8x7B-Instruct's template renders it: <s>, the user turns in
