@@ -1,5 +1,7 @@
 #include "compiler/Stages.h"
 
+#include "compiler/StageTrials.h"
+
 #include <algorithm>
 #include <fmt/format.h>
 #include "mlir/Pass/PassManager.h"
@@ -10,30 +12,9 @@
 using namespace mlir;
 
 namespace mt {
+using namespace stages;
 namespace {
 
-// How the stages after partition run.
-struct Knobs {
-  Schedule schedule = Schedule::kResident;
-  int64_t budget = 0;      // the memory planner's; 0: none
-  UpdateKind update = UpdateKind::kDeferred;
-  int64_t keep = 0;        // streamed-recompute: the last blocks that keep their activations
-  bool pin_shared = false;  // streamed: weights shared across blocks stay on the device
-  int64_t vocab_chunks = 1;  // the LM head's vocabulary chunks (1: not split)
-  int64_t expert_groups = 1;  // each stacked expert weight's groups (1: not split)
-  bool offload = false;      // streamed: the activations the backward reads wait on the host
-  EmbeddingPlace embedding = EmbeddingPlace::kAuto;  // StageOptions::embedding
-  bool tied_head = false;    // the tokens' embedding table is the LM head's weight
-  bool bf16_staging = false;  // the weights cross the link as bf16 staging copies
-  ComputePrecision precision = ComputePrecision::kFp32;  // kBf16: a bf16 plan (mt-mixed-precision)
-  int64_t token_tiles = 1;    // each layer block's token-wise work in tiles (mt-tile-tokens)
-  bool land_gradients = false;  // StageOptions::land_gradients
-
-  bool hostEmbedding() const {
-    return embedding == EmbeddingPlace::kHost ||
-           (embedding == EmbeddingPlace::kAuto && tied_head && vocab_chunks > 1);
-  }
-};
 
 // Whether the LM head's weight is the table the tokens are looked up in (tied).
 bool tiedHead(func::FuncOp func) {
@@ -127,6 +108,11 @@ bool runFrom(ModuleOp module, size_t first, std::optional<Stage> last, const Kno
   return true;
 }
 
+
+}  // namespace
+
+namespace stages {
+
 // The stages after partition run on a copy of `module` under `knobs` (without a budget); null
 // if they fail.
 OwningOpRef<ModuleOp> compileTrial(ModuleOp module, size_t first, const Knobs& knobs) {
@@ -147,6 +133,10 @@ int64_t trialArena(ModuleOp module, size_t first, const Knobs& knobs) {
   return trial ? minimumArena(*trial) : -1;
 }
 
+}  // namespace stages
+
+namespace {
+
 // Whether the stages after partition under `knobs` (a number of blocks keeping their
 // activations) give a plan within the device budget and, with the activations offloaded (the
 // kept ones then wait on the host), the host budget.
@@ -157,91 +147,6 @@ bool keepFits(ModuleOp module, size_t first, const Knobs& knobs, const StageOpti
          options.host_bytes(*trial) <= options.host_mem;
 }
 
-// A split by `knob` (the LM head's vocabulary chunks, the experts' groups) under `knobs`,
-// doubling from 2: the fewest pieces whose plan fits `budget` (0 when none does, or the model
-// has nothing to split: those trials fail quietly), and the smallest arena seen with its
-// pieces. The search stops where more pieces stop shrinking the arena (the peak is elsewhere
-// then) and at `most` pieces.
-struct ChunkSearch {
-  int64_t fitting = 0, fitting_arena = -1;
-  int64_t smallest_arena = -1, smallest_chunks = 0;
-  // What the search chose: the fewest pieces that fit, else those of the smallest arena.
-  int64_t chosen() const { return fitting ? fitting : smallest_chunks; }
-  int64_t chosenArena() const { return fitting ? fitting_arena : smallest_arena; }
-};
-ChunkSearch searchSplit(ModuleOp module, size_t first, Knobs knobs, int64_t Knobs::*knob, int64_t most,
-                        int64_t budget) {
-  ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic&) { return success(); });
-  ChunkSearch found;
-  for (int64_t pieces = 2; pieces <= most; pieces *= 2) {
-    knobs.*knob = pieces;
-    const int64_t arena = trialArena(module, first, knobs);
-    if (arena < 0 || (found.smallest_arena >= 0 && arena >= found.smallest_arena)) break;
-    if (found.smallest_arena < 0 || arena < found.smallest_arena)
-      found.smallest_arena = arena, found.smallest_chunks = pieces;
-    if (arena <= budget) {
-      found.fitting = pieces, found.fitting_arena = arena;
-      break;
-    }
-  }
-  return found;
-}
-
-// Groups of experts the budget's search tries at most (each a parameter per stack;
-// --expert-groups may give more, up to a group per expert).
-constexpr int64_t kMaxExpertGroups = 32;
-
-// The most experts of any stacked expert weight (the most groups a split can make); 0 without.
-int64_t mostExperts(ModuleOp module) {
-  int64_t most = 0;
-  module.walk([&](GroupedMatmulOp op) {
-    most = std::max(most, cast<RankedTensorType>(op.getWeight().getType()).getDimSize(0));
-  });
-  return most;
-}
-
-// A plan for `base` (its schedule the most frugal that was tried, too large for `budget`) that
-// fits after all: first the LM head in vocabulary chunks, then the activations offloaded, then
-// both, then the experts in groups (where `experts` > 1 may be split) on top of the smallest.
-// `fits` is false if none does; `smallest` then holds the knobs of the smallest arena.
-struct FrugalFit {
-  bool fits = false;
-  Knobs chosen, smallest;
-  int64_t smallest_arena = -1;
-};
-FrugalFit fitFrugal(ModuleOp module, size_t first, Knobs base, int64_t base_arena, int64_t budget, int64_t vocab,
-                    bool split, int64_t experts, bool offload, bool offload_first = false) {
-  constexpr int64_t kMaxChunks = 1024;  // vocabulary chunks: each a block of the plan
-  FrugalFit fit;
-  fit.smallest = base, fit.smallest_arena = base_arena;
-  auto consider = [&](const Knobs& knobs, int64_t arena) {
-    if (arena >= 0 && (fit.smallest_arena < 0 || arena < fit.smallest_arena))
-      fit.smallest = knobs, fit.smallest_arena = arena;
-    if (arena >= 0 && arena <= budget && !fit.fits) fit.fits = true, fit.chosen = knobs;
-    return fit.fits;
-  };
-  // Tries the split by `knob` on `knobs`: the fewest pieces that fit, else the smallest arena's.
-  auto trySplit = [&](Knobs knobs, int64_t Knobs::*knob, int64_t most) {
-    const ChunkSearch search = searchSplit(module, first, knobs, knob, most, budget);
-    if (search.smallest_arena < 0 || (fit.smallest_arena >= 0 && search.smallest_arena >= fit.smallest_arena &&
-                                      !search.fitting))
-      return false;
-    knobs.*knob = search.chosen();
-    return consider(knobs, search.chosenArena());
-  };
-  auto trySplitVocab = [&](Knobs knobs) { return trySplit(knobs, &Knobs::vocab_chunks, std::min(vocab, kMaxChunks)); };
-  if (split && !(offload && offload_first) && trySplitVocab(base)) return fit;
-  if (offload) {
-    Knobs offloaded = base;
-    offloaded.offload = true;
-    if (consider(offloaded, trialArena(module, first, offloaded))) return fit;
-    if (split && trySplitVocab(offloaded)) return fit;
-  }
-  // Last the experts in groups (with recompute their weights cross the link once more a step), on
-  // top of what shrank the arena most.
-  if (experts > 1) trySplit(fit.smallest, &Knobs::expert_groups, std::min(experts, kMaxExpertGroups));
-  return fit;
-}
 
 // Whether --expert-groups suits the model (0, 1, or at most its experts); else diagnosed, and
 // result.failed set.
