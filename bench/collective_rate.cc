@@ -105,8 +105,8 @@ int main(int argc, char** argv) {
     const int64_t max_mib = argc > 1 ? std::atoll(argv[1]) : 256;
     if (world.rank() == 0)
       std::printf("%d ranks (%d on this host); each sends and receives 2(N-1)/N of the tensor in both\n"
-                  "| tensor | ours (fixed order) | MPI_Allreduce | ours / MPI | ours GB/s | MPI GB/s |\n"
-                  "|---|---|---|---|---|---|\n",
+                  "| tensor | sent per rank | ours (fixed order) | MPI_Allreduce | ours / MPI | ours GB/s | MPI GB/s |\n"
+                  "|---|---|---|---|---|---|---|\n",
                   world.size(), world.localSize());
     for (int64_t mib = 1; mib <= max_mib; mib *= 4) {
       const int64_t n = mib << 18;  // floats
@@ -120,9 +120,11 @@ int main(int argc, char** argv) {
         MPI_Allreduce(MPI_IN_PLACE, grad.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       });
       const double bytes = 4.0 * static_cast<double>(n);
+      const double sent = 2.0 * (world.size() - 1) / world.size() * bytes;
       if (world.rank() == 0)
-        std::printf("| %lld MiB | %.2f ms | %.2f ms | %.2fx | %.2f | %.2f |\n", static_cast<long long>(mib), ours * 1e3,
-                    theirs * 1e3, ours / theirs, bytes / ours * 1e-9, bytes / theirs * 1e-9);
+        std::printf("| %lld MiB | %.1f MiB | %.2f ms | %.2f ms | %.2fx | %.2f | %.2f |\n", static_cast<long long>(mib),
+                    sent / 1048576.0, ours * 1e3, theirs * 1e3, ours / theirs, bytes / ours * 1e-9,
+                    bytes / theirs * 1e-9);
     }
     return 0;
   } catch (const mt::Error& e) {
