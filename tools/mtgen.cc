@@ -9,6 +9,8 @@
 #include <memory>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/backends/cpu_libraries.h"
 #include "runtime/io/error.h"
 #include "runtime/generation/end_tokens.h"
@@ -30,6 +32,7 @@ struct Options {
   std::string plan_path, weights, tokenizer, prompt, prompt_file, end_of_text;
   std::string chat, system;                        // --chat: a user message (and --system's) to reply to
   std::optional<mt::ChatTemplate> chat_template;  // --template: a built-in one instead of the folder's
+  bool no_thinking = false;                        // --no-thinking: Qwen 3's enable_thinking=False
   mt::BackendChoice backend = mt::BackendChoice::kAuto;
   bool bytes = false, greedy = false, no_stop = false, print_ids = false, other_tokenizer = false;
   mt::GenerationOptions generation;
@@ -55,11 +58,30 @@ class Text {
     std::vector<mt::ChatMessage> messages;
     if (!o.system.empty()) messages.push_back({"system", o.system});
     messages.push_back({"user", o.chat});
-    const mt::ChosenChatTemplate chosen = mt::chooseChatTemplate(*tokenizer_, o.chat_template);
+    mt::ChosenChatTemplate chosen = mt::chooseChatTemplate(*tokenizer_, o.chat_template);
     std::fprintf(stderr, "mtgen: chat template: %s\n", chosen.description.c_str());
-    const std::string prompt = chosen.own ? mt::renderGenerationPrompt(*chosen.own, *tokenizer_, messages)
-                                          : mt::generationPrompt(messages, chosen.builtin);
+    if (o.no_thinking) withoutThinking(chosen);
+    std::string prompt = chosen.own ? mt::renderGenerationPrompt(*chosen.own, *tokenizer_, messages)
+                                    : mt::generationPrompt(messages, chosen.builtin);
+    if (o.no_thinking && !chosen.own) prompt += mt::kQwen3EmptyThinking;  // as Qwen 3's template writes it
     return tokenizer_->encode(prompt, /*add_special_tokens=*/false);
+  }
+  // --no-thinking: the template told enable_thinking=False (Qwen 3's then ends the prompt with an
+  // empty thinking block: the model answers without reasoning); a template without the switch is
+  // refused, as the flag would change nothing.
+  static void withoutThinking(mt::ChosenChatTemplate& chosen) {
+    if (!chosen.own) {
+      if (chosen.builtin != mt::ChatTemplate::Qwen3)
+        throw mt::Error(std::string("--no-thinking is Qwen 3's switch; the built-in ") +
+                        mt::chatTemplateName(chosen.builtin) + " template has no thinking to leave out");
+      return;
+    }
+    if (chosen.own->text.find("enable_thinking") == std::string::npos)
+      throw mt::Error("--no-thinking: the chat template " + chosen.own->source +
+                      " takes no enable_thinking (Qwen 3's does); drop the flag");
+    nlohmann::json context = nlohmann::json::parse(chosen.own->context_json);
+    context["enable_thinking"] = false;
+    chosen.own->context_json = context.dump();
   }
   std::string bytesOf(uint32_t id) const { return tokenizer_ ? tokenizer_->bytesOf(id) : std::string(1, char(id)); }
   // The tokens that end a text: --eot's; else the model's own (eos_token_id of its folder's
@@ -120,7 +142,8 @@ std::optional<std::string> checkFlags(const Options& o) {
   if (!o.prompt.empty() + !o.prompt_file.empty() + !o.chat.empty() != 1)
     return "give one of --prompt or --prompt-file (text to continue) or --chat (a message to reply to)";
   if (!o.chat.empty() && o.tokenizer.empty()) return "--chat needs the model's --tokenizer (its folder's chat template)";
-  if (o.chat.empty() && (!o.system.empty() || o.chat_template)) return "--system and --template apply to --chat";
+  if (o.chat.empty() && (!o.system.empty() || o.chat_template || o.no_thinking))
+    return "--system, --template and --no-thinking apply to --chat";
   if (!(std::isfinite(s.temperature) && s.temperature >= 0)) return "--temperature must be 0 (greedy) or positive";
   if (!(s.top_p > 0 && s.top_p <= 1)) return "--top-p must be in (0, 1]";
   if (s.top_k < 0) return "--top-k must be 0 (all tokens) or positive";
@@ -256,6 +279,9 @@ int main(int argc, char** argv) {
                  "a user message to reply to, in the chat template of the --tokenizer folder (Jinja2, as transformers "
                  "renders it; or --template's built-in one): prints the reply");
   app.add_option("--system", o.system, "with --chat: a system message before it");
+  app.add_flag("--no-thinking", o.no_thinking,
+               "with --chat: Qwen 3's enable_thinking=False (the prompt ends with an empty thinking block: a reply "
+               "without reasoning)");
   mt::choiceOf(app, "--template", o.chat_template, "with --chat: a built-in chat template instead of the folder's own",
                mt::chatTemplateNames());
   app.add_option("--max-tokens", o.generation.max_tokens, "new tokens at most")->check(mt::positiveInteger())

@@ -301,7 +301,7 @@ std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatT
     const auto [reasoning, content] = qwen3Reply(m);
     const bool block = i > last_user && (i + 1 == messages.size() || !reasoning.empty());
     const std::string stripped = lstripNewlines(rstripNewlines(reasoning));
-    add("<|im_start|>assistant\n" + std::string(block && stripped.empty() ? "<think>\n\n</think>\n\n" : ""), false);
+    add("<|im_start|>assistant\n" + std::string(block && stripped.empty() ? kQwen3EmptyThinking : ""), false);
     add((block && !stripped.empty() ? "<think>\n" + stripped + "\n</think>\n\n" : "") +
             (block ? lstripNewlines(content) : content) + "<|im_end|>",
         true);

@@ -41,6 +41,10 @@
 namespace mt {
 
 enum class ChatTemplate { ChatML, Qwen3, Llama3, Harmony, Mistral };
+
+// Qwen 3's empty thinking block: before its last reply without reasoning, and what its
+// generation prompt adds with enable_thinking=False.
+inline constexpr char kQwen3EmptyThinking[] = "<think>\n\n</think>\n\n";
 // The built-in templates by their flag names (--template), and each one's name.
 const std::map<std::string, std::optional<ChatTemplate>>& chatTemplateNames();
 const char* chatTemplateName(ChatTemplate chat_template);

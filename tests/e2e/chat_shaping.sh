@@ -7,7 +7,8 @@
 # replies sit in {% generation %} blocks (transformers' assistant mask) gives, for a ChatML layout,
 # the built-in chatml template's file byte for byte; a template's raise_exception names the
 # example and the template's message; gpt-oss's harmony and Mistral's [INST] built in render as
-# transcriptions of their templates do. mtgen --chat replies to a message in the folder's template.
+# transcriptions of their templates do. mtgen --chat replies to a message in the folder's template
+# (--no-thinking: Qwen 3's enable_thinking=False).
 # usage: chat_shaping.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -134,6 +135,18 @@ check "mistral: [INST] turns, each reply ending with </s> (the whole text encode
   --max-tokens 3 --no-stop > prompt.ids 2> /dev/null
 check "mtgen --chat reads the template's generation prompt" \
   "[ -s chat.ids ] && cmp -s chat.ids prompt.ids && grep -q 'chat template: .*tokenizer_config.json (chat_template), rendered by Jinja2' chat.err"
+# --no-thinking: Qwen 3's template told enable_thinking=False (the folder's, by Jinja2, and the
+# built-in alike): the prompt ends with an empty thinking block; a template without it refused.
+"$bin/mtgen" g.plan --tokenizer qwen3 --chat "Hi" --no-thinking --greedy --ids --max-tokens 3 --no-stop > nothink.ids \
+  2> /dev/null
+"$bin/mtgen" g.plan --tokenizer qwen3 --chat "Hi" --no-thinking --template qwen3 --greedy --ids --max-tokens 3 --no-stop \
+  > nothink_builtin.ids 2> /dev/null
+"$bin/mtgen" g.plan --tokenizer qwen3 --greedy --ids --max-tokens 3 --no-stop \
+  --prompt $'<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n' > nothink_prompt.ids 2> /dev/null
+check "mtgen --chat --no-thinking: the prompt ends with Qwen 3's empty thinking block (its template and the built-in)" \
+  "[ -s nothink.ids ] && cmp -s nothink.ids nothink_prompt.ids && cmp -s nothink_builtin.ids nothink_prompt.ids && ! cmp -s nothink.ids chat.ids"
+refused=$("$bin/mtgen" g.plan --tokenizer qwen3 --chat "Hi" --no-thinking --template chatml 2>&1); code=$?
+check "... refused for a template without thinking (exit 1)" "[ $code = 1 ] && grep -q 'no thinking to leave out' <<< \"\$refused\""
 "$bin/mtgen" g.plan --chat "Hi" > /dev/null 2>&1; code=$?
 check "mtgen --chat without --tokenizer is refused (exit 2)" "[ $code = 2 ]"
 refused=$("$bin/mttok" --tokenizer qwen3 data.jsonl --max-length 24 -o x.tok 2>&1); code=$?
