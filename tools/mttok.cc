@@ -146,6 +146,19 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
       where.push_back(at);
     });
   const std::vector<std::vector<mt::ChatPart>> rendered = renderExamples(o, tokenizer, examples, where);
+  // A reasoning_content the rendering does not hold: the template left it out (Qwen 3's keeps the
+  // reasoning after the last user message only; the others render none).
+  ShapingNote unrendered_reasoning;
+  for (size_t e = 0; e < rendered.size(); ++e) {
+    std::string text;
+    for (const mt::ChatPart& part : rendered[e]) text += part.text;
+    for (const mt::ChatMessage& m : examples[e]) {
+      const size_t first = m.reasoning ? m.reasoning->find_first_not_of(" \t\r\n") : std::string::npos;
+      if (first == std::string::npos) continue;
+      const std::string reasoning = m.reasoning->substr(first, m.reasoning->find_last_not_of(" \t\r\n") + 1 - first);
+      if (text.find(reasoning) == std::string::npos) unrendered_reasoning.add(where[e]);
+    }
+  }
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counted;
   std::vector<int64_t> starts;  // each example's first token: mtrun --rows examples
@@ -188,6 +201,11 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
     std::fprintf(stderr, "mttok: warning: %lld example%s an empty reply (the first: %s): trained on, they teach the "
                  "model to answer nothing\n", static_cast<long long>(empty_replies.count),
                  empty_replies.count == 1 ? " has" : "s have", empty_replies.first.c_str());
+  if (unrendered_reasoning.count)
+    std::printf("mttok: note: %lld repl%s reasoning_content the template leaves out (the first: %s): Qwen 3's "
+                "keeps a reasoning only after the last user message, the other templates none; it is not trained\n",
+                static_cast<long long>(unrendered_reasoning.count), unrendered_reasoning.count == 1 ? "y's" : "ies'",
+                unrendered_reasoning.first.c_str());
   if (crossing_examples)
     std::printf("mttok: note: %lld example%s a token across a reply's edge (the prompt's end and the reply's start "
                 "in one token, as the whole conversation encodes): counted, as Hugging Face's assistant mask "

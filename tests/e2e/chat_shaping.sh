@@ -71,6 +71,7 @@ check "the template's raise_exception names the example (exit 1)" \
 cat > reasoning.jsonl <<'JSONL'
 {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "It is 4.", "reasoning_content": "2 and 2 make 4."}]}
 {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<think>\nGreet back.\n</think>\n\nHello!"}, {"role": "user", "content": "Bye"}, {"role": "assistant", "content": "<think>Say goodbye.</think>Ciao."}]}
+{"messages": [{"role": "user", "content": "A?"}, {"role": "assistant", "content": "Yes.", "reasoning_content": "Think of A."}, {"role": "user", "content": "B?"}, {"role": "assistant", "content": "No.", "reasoning_content": "Think of B."}]}
 JSONL
 "$bin/mttok" --tokenizer qwen3 --chat reasoning.jsonl -o reasoning_jinja.tok > reasoning_jinja.txt 2>&1
 "$bin/mttok" --tokenizer qwen3 --chat reasoning.jsonl --template qwen3 -o reasoning_builtin.tok > reasoning_builtin.txt 2>&1
@@ -79,6 +80,9 @@ check "qwen3 reasoning: the built-in gives Qwen 3's own template's tokens and ma
   "cmp -s reasoning_jinja.tok reasoning_builtin.tok && grep -q 'rendered by Jinja2' reasoning_jinja.txt"
 check "... the thinking blocks rendered, an earlier reply's trace dropped" \
   "grep -q 'Say goodbye.' reasoning.decoded && grep -q '2 and 2 make 4.' reasoning.decoded && ! grep -q 'Greet back' reasoning.decoded"
+"$bin/mttok" --tokenizer qwen3 --chat reasoning.jsonl --template chatml -o reasoning_chatml.tok > reasoning_chatml.txt 2>&1
+check "... and said: a reasoning_content the template leaves out (Qwen 3's: before the last user message; ChatML's: all)" \
+  "grep -q \"note: 1 reply's reasoning_content the template leaves out (the first: reasoning.jsonl:3)\" reasoning_builtin.txt && grep -q \"note: 1 reply's reasoning_content\" reasoning_jinja.txt && grep -q \"note: 3 replies' reasoning_content the template leaves out (the first: reasoning.jsonl:1)\" reasoning_chatml.txt"
 # gpt-oss's harmony: the built-in (what gpt-oss's tokenizer, which has no template of its own,
 # implies) gives the file a transcription of gpt-oss's template renders by Jinja2, ids and mask:
 # each reply counted from the <|channel|> the model writes after <|start|>assistant through its
