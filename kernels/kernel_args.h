@@ -49,6 +49,8 @@ struct KernelArgs {
   // Int attribute `i`, or 0 where the call leaves it out (the attributes an op gained in a later
   // plan version, whose 0 means what plans before it meant: no window, offset 0, expert 0).
   int64_t intOrZero(size_t i) const { return i < ints.size() ? ints[i] : 0; }
+  // Input `i`'s f32 data, or null where the call leaves that optional input out (a mask).
+  const float* optionalF32(size_t i) const { return i < in.size() ? in[i].f32() : nullptr; }
 };
 
 // A check returns "" when the call is well-formed, else a message naming what is wrong. It

@@ -93,8 +93,9 @@ int encodeDocuments(const Options& o, mt::HfTokenizer& tokenizer) {
 struct ShapingNote {
   int64_t count = 0;
   std::string first;
-  void add(const std::string& where) {
-    if (count++ == 0) first = where;
+  void add(const std::string& where, int64_t n = 1) {
+    if (n > 0 && count == 0) first = where;
+    count += n;
   }
 };
 
@@ -146,24 +147,15 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
       where.push_back(at);
     });
   const std::vector<std::vector<mt::ChatPart>> rendered = renderExamples(o, tokenizer, examples, where);
-  // A reasoning_content the rendering does not hold: the template left it out (Qwen 3's keeps the
-  // reasoning after the last user message only; the others render none).
-  ShapingNote unrendered_reasoning;
-  for (size_t e = 0; e < rendered.size(); ++e) {
-    std::string text;
-    for (const mt::ChatPart& part : rendered[e]) text += part.text;
-    for (const mt::ChatMessage& m : examples[e]) {
-      const size_t first = m.reasoning ? m.reasoning->find_first_not_of(" \t\r\n") : std::string::npos;
-      if (first == std::string::npos) continue;
-      const std::string reasoning = m.reasoning->substr(first, m.reasoning->find_last_not_of(" \t\r\n") + 1 - first);
-      if (text.find(reasoning) == std::string::npos) unrendered_reasoning.add(where[e]);
-    }
-  }
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counted;
   std::vector<int64_t> starts;  // each example's first token: mtrun --rows examples
   int64_t crossing_examples = 0;  // a token across a reply's edge
+  // A reasoning_content the rendering does not hold: the template left it out (Qwen 3's keeps the
+  // reasoning after the last user message only; the others render none).
+  ShapingNote unrendered_reasoning;
   for (size_t e = 0; e < rendered.size(); ++e) {
+    unrendered_reasoning.add(where[e], static_cast<int64_t>(mt::reasoningLeftOut(examples[e], rendered[e])));
     const size_t first = ids.size();
     starts.push_back(static_cast<int64_t>(first));
     crossing_examples += mt::appendExample(tokenizer, rendered[e], ids, counted) > 0;

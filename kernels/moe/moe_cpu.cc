@@ -81,9 +81,6 @@ std::string expectTokenMask(const KernelArgs& args, size_t index, const Tensor& 
            shapeString(logits.shape);
   return "";
 }
-const float* tokenMask(const KernelArgs& args, size_t index) {
-  return args.in.size() > index ? args.in[index].f32() : nullptr;
-}
 
 // Tokens per partial sum of the probabilities: the chunks add up in order, whatever the
 // threads, so the statistics are the same on any number of cores.
@@ -466,7 +463,7 @@ std::string moe_balance_stats_check(const KernelArgs& args) {
 void moe_balance_stats_cpu(const KernelArgs& args) {
   const Tensor &logits = args.in[0], &experts = args.in[1], &total = args.in[2], &out = args.out[0];
   const int64_t num_experts = logits.dim(-1), tokens = leadingRows(logits), choices = experts.numel();
-  const float* mask = tokenMask(args, 3);
+  const float* mask = args.optionalF32(3);
   const int64_t k = experts.dim(-1);  // choices per token
   const int64_t chunks = (tokens + kStatsChunk - 1) / kStatsChunk;
   std::vector<double> partial(chunks * num_experts, 0.0);
@@ -510,7 +507,7 @@ void moe_balance_stats_grad_cpu(const KernelArgs& args) {
   const Tensor &dtotal = args.in[0], &logits = args.in[1], &dlogits = args.out[0];
   const int64_t num_experts = logits.dim(-1), tokens = leadingRows(logits);
   const float* g = dtotal.f32() + num_experts;
-  const float* mask = tokenMask(args, 2);
+  const float* mask = args.optionalF32(2);
 #pragma omp parallel if (tokens * num_experts > 32768)
   {
     std::vector<float> p(num_experts);

@@ -479,7 +479,7 @@ void moe_combine_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
 void moe_balance_stats_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor &logits = args.in[0], &experts = args.in[1];
   const int64_t num_experts = logits.dim(-1);
-  const float* mask = args.in.size() > 3 ? args.in[3].f32() : nullptr;
+  const float* mask = args.optionalF32(3);
   balanceStatsKernel<<<1, kBalanceThreads, 0, launch.stream>>>(logits.f32(), experts.i32(), args.in[2].f32(), mask,
                                                                args.out[0].f32(), leadingRows(logits), num_experts,
                                                                experts.numel(), experts.dim(-1));
@@ -490,7 +490,7 @@ void moe_balance_stats_grad_cuda(const KernelArgs& args, const CudaLaunch& launc
   const Tensor& logits = args.in[1];
   const int64_t tokens = leadingRows(logits);
   if (tokens == 0) return;
-  const float* mask = args.in.size() > 2 ? args.in[2].f32() : nullptr;
+  const float* mask = args.optionalF32(2);
   balanceStatsGradKernel<<<blocksFor(tokens), kThreads, 0, launch.stream>>>(args.in[0].f32(), logits.f32(), mask,
                                                                             args.out[0].f32(), tokens, logits.dim(-1));
   MT_CUDA_CHECK_LAUNCH();

@@ -343,6 +343,18 @@ ChatTemplate templateFor(const HfTokenizer& tokenizer) {
               "<|channel|>: name a template with --template (Mistral's [INST] format: --template mistral)");
 }
 
+size_t reasoningLeftOut(const std::vector<ChatMessage>& messages, const std::vector<ChatPart>& parts) {
+  std::string text;
+  for (const ChatPart& part : parts) text += part.text;
+  size_t left_out = 0;
+  for (const ChatMessage& m : messages)
+    if (m.reasoning) {
+      const std::string reasoning = trim(*m.reasoning);
+      left_out += !reasoning.empty() && text.find(reasoning) == std::string::npos;
+    }
+  return left_out;
+}
+
 size_t appendExample(HfTokenizer& tokenizer, const std::vector<ChatPart>& parts, std::vector<uint32_t>& ids,
                      std::vector<uint8_t>& counted) {
   // The parts' bytes as the tokenizer reads them (malformed UTF-8 replaced), and where each

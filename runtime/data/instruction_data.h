@@ -93,6 +93,10 @@ ChatTemplate templateFor(const HfTokenizer& tokenizer);
 // markers as plain text).
 const char* turnMarker(ChatTemplate chat_template);
 
+// How many of `messages`' replies have a reasoning_content that their rendering, `parts`, does
+// not hold (trimmed): the template left it out, and it is not trained.
+size_t reasoningLeftOut(const std::vector<ChatMessage>& messages, const std::vector<ChatPart>& parts);
+
 // Appends one rendered example's ids and loss mask (1 = counted) to `ids` and `counted`: the ids
 // of the whole conversation encoded at once (Hugging Face's apply_chat_template with
 // tokenize=True), each token counted where its text overlaps a counted part (as transformers'
