@@ -155,9 +155,7 @@ const std::vector<uint32_t>& BpeTokenizer::encodeWord(const std::string& word_te
 std::vector<uint32_t> BpeTokenizer::encode(const std::string& utf8_text) {
   std::vector<uint32_t> ids;
   for (const std::string& token : gpt2PreTokens(utf8_text)) {
-    std::string mapped;
-    for (unsigned char byte : token) mapped += byteLevelChars()[byte];
-    const auto& word_ids = encodeWord(mapped);
+    const auto& word_ids = encodeWord(byteLevelString(token));
     ids.insert(ids.end(), word_ids.begin(), word_ids.end());
   }
   return ids;

@@ -176,13 +176,8 @@ const std::vector<uint32_t>& HfTokenizer::encodePiece(const std::string& piece) 
   if (cached != cache_.end()) return cached->second;
   const Impl& t = *impl_;
   std::vector<uint32_t> ids;
-  std::string whole;
   if (t.ignore_merges) {
-    if (t.alphabet == Alphabet::kByteLevel)
-      for (unsigned char b : piece) whole += byteLevelChars()[b];
-    else
-      whole = piece;
-    auto it = t.vocab.find(whole);
+    auto it = t.vocab.find(t.spelled(piece));
     if (it != t.vocab.end()) ids.push_back(it->second);
   }
   if (ids.empty()) {

@@ -16,6 +16,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "runtime/data/hf_tokenizer.h"
+#include "runtime/data/utf8.h"
 #include "runtime/io/error.h"
 
 namespace mt::hf {
@@ -205,6 +206,11 @@ struct HfTokenizer::Impl {
   hf::AddedTokenSplitter raw_splitter, normalized_splitter;
   std::vector<uint32_t> prefix, suffix;  // the post-processor's special tokens around the text
   hf::RegexBudget regex_budget;           // shared by the matchers of `splits`
+
+  // How the vocabulary spells `bytes`: in the byte-level alphabet, or as they are.
+  std::string spelled(const std::string& bytes) const {
+    return alphabet == hf::Alphabet::kByteLevel ? byteLevelString(bytes) : bytes;
+  }
 
   // Reads the file at `path` into the fields above; throws mt::Error naming the file and the
   // first thing in it that is malformed or not supported.

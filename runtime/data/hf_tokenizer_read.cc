@@ -420,6 +420,14 @@ void HfTokenizer::Impl::read(const std::string& path) {
   readDecoder(optional("decoder"), Where{path, "decoder"});
 
   vocab_size = static_cast<uint32_t>(token_of.size());
+  // An added token on a vocabulary entry's id must be that entry (GPT-2's <|endoftext|>, Llama 2's
+  // <s>): another one would stand for two texts, the BPE making the id of the entry's, the
+  // decoder writing the added token's (and the tokens of a piece would not spell it).
+  for (const AddedToken& token : added)
+    if (token.id < vocab_size && !token_of[token.id].empty() && token_of[token.id] != spelled(token.content))
+      throw Where{path, "added_tokens"}.error("added token " + jsonBrief(json(token.content)) + " has id " +
+                                              std::to_string(token.id) + ", the vocabulary's entry " +
+                                              jsonBrief(json(token_of[token.id])) + ": one id for two tokens");
   for (const AddedToken& token : added) vocab_size = std::max(vocab_size, token.id + 1);
   token_of.resize(vocab_size);
   special.assign(vocab_size, false);

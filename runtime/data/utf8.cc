@@ -99,6 +99,12 @@ std::string validUtf8(const std::string& bytes) {
   return out;
 }
 
+std::string byteLevelString(const std::string& bytes) {
+  std::string out;
+  for (unsigned char b : bytes) out += byteLevelChars()[b];
+  return out;
+}
+
 const std::array<std::string, 256>& byteLevelChars() {
   static const std::array<std::string, 256> chars = [] {
     std::array<std::string, 256> out;

@@ -24,6 +24,9 @@ std::string validUtf8(const std::string& bytes);
 
 // Byte b's character in the byte-level alphabet, as UTF-8.
 const std::array<std::string, 256>& byteLevelChars();
+// `bytes` written in the byte-level alphabet (each byte its character): how GPT-2-style
+// vocabularies spell them.
+std::string byteLevelString(const std::string& bytes);
 
 // The byte a byte-level character stands for, or -1 for a character outside the alphabet.
 int byteLevelByte(char32_t c);

@@ -262,6 +262,21 @@ TEST(HfTokenizer, RefusesCharacterTokenizersItCannotDecode) {
   refused(file, "without a Sequence decoder");
 }
 
+// An added token on a vocabulary entry's id must be that entry (found by the fuzzer: the BPE made
+// the id of "ll", which decoded as the added token and could not say where it lay); the entry's
+// own spelling is fine (GPT-2's <|endoftext|>, Llama 2's <s>), in the byte-level alphabet too.
+TEST(HfTokenizer, RefusesAnAddedTokenOnAnotherEntrysId) {
+  json file = tinyTokenizer({"ll"}, {"l l"});
+  addToken(file, 256, "<|endoftext|>");
+  expectError([&] { HfTokenizer t(save(file)); },
+              "added token \"<|endoftext|>\" has id 256, the vocabulary's entry \"ll\": one id for two tokens");
+  file = tinyTokenizer({"<|endoftext|>", byteLevelString("\u00e9!")}, {});
+  addToken(file, 256, "<|endoftext|>");
+  addToken(file, 257, "\u00e9!", /*special=*/false);
+  HfTokenizer t(save(file));
+  EXPECT_EQ(t.encode("a<|endoftext|>\u00e9!", false), (std::vector<uint32_t>{'a', 256, 257}));
+}
+
 // A ChatML tokenizer: the template's markers are added tokens, everything else bytes.
 json chatmlTokenizer() {
   json file = tinyTokenizer({}, {});
