@@ -103,7 +103,7 @@ struct ShapingNote {
 // (Jinja2, as transformers renders it) unless --template names a built-in one or the folder has
 // none; says which.
 std::vector<std::vector<mt::ChatPart>> renderExamples(const Options& o, const mt::HfTokenizer& tokenizer,
-                                                      const std::vector<std::vector<mt::ChatMessage>>& examples,
+                                                      const std::vector<mt::ChatExample>& examples,
                                                       const std::vector<std::string>& where) {
   const mt::ChosenChatTemplate chosen = mt::chooseChatTemplate(tokenizer, o.chat_template);
   // --ids: standard output holds the ids alone.
@@ -120,7 +120,7 @@ std::vector<std::vector<mt::ChatPart>> renderExamples(const Options& o, const mt
   std::vector<std::vector<mt::ChatPart>> rendered;
   for (size_t i = 0; i < examples.size(); ++i) {
     try {
-      rendered.push_back(mt::renderChat(examples[i], chat_template));
+      rendered.push_back(mt::renderExample(examples[i], chat_template));
     } catch (const mt::Error& e) {
       throw mt::Error(where[i] + ": " + e.what());
     }
@@ -133,17 +133,19 @@ std::vector<std::vector<mt::ChatPart>> renderExamples(const Options& o, const mt
 // followed by the end-of-text token (not counted).
 int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   const uint32_t end = documentEnd(o, tokenizer);
-  std::vector<std::vector<mt::ChatMessage>> examples;
+  std::vector<mt::ChatExample> examples;
   std::vector<std::string> where;
-  ShapingNote empty_replies, truncated, nothing_left;
+  ShapingNote empty_replies, truncated, nothing_left, with_tools;
   for (const auto& path : o.inputs)
-    mt::forEachExample(path, readText(path), [&](const std::vector<mt::ChatMessage>& messages, const std::string& at) {
-      for (const mt::ChatMessage& m : messages)
-        if (m.role == "assistant" && m.content.find_first_not_of(" \t\r\n") == std::string::npos) {
+    mt::forEachExample(path, readText(path), [&](const mt::ChatExample& example, const std::string& at) {
+      for (const mt::ChatMessage& m : example.messages)
+        if (m.role == "assistant" && m.tool_fields.empty() &&
+            m.content.find_first_not_of(" \t\r\n") == std::string::npos) {
           empty_replies.add(at);
           break;
         }
-      examples.push_back(messages);
+      if (example.usesTools()) with_tools.add(at);
+      examples.push_back(example);
       where.push_back(at);
     });
   const std::vector<std::vector<mt::ChatPart>> rendered = renderExamples(o, tokenizer, examples, where);
@@ -151,11 +153,11 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   std::vector<uint8_t> counted;
   std::vector<int64_t> starts;  // each example's first token: mtrun --rows examples
   int64_t crossing_examples = 0;  // a token across a reply's edge
-  // A reasoning_content the rendering does not hold: the template left it out (Qwen 3's keeps the
-  // reasoning after the last user message only; the others render none).
+  // A reasoning the rendering does not hold: the template left it out (Qwen 3's keeps the reasoning
+  // after the last user message only, gpt-oss's the last reply's thinking; the others render none).
   ShapingNote unrendered_reasoning;
   for (size_t e = 0; e < rendered.size(); ++e) {
-    unrendered_reasoning.add(where[e], static_cast<int64_t>(mt::reasoningLeftOut(examples[e], rendered[e])));
+    unrendered_reasoning.add(where[e], static_cast<int64_t>(mt::reasoningLeftOut(examples[e].messages, rendered[e])));
     const size_t first = ids.size();
     starts.push_back(static_cast<int64_t>(first));
     crossing_examples += mt::appendExample(tokenizer, rendered[e], ids, counted) > 0;
@@ -194,10 +196,16 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
                  "model to answer nothing\n", static_cast<long long>(empty_replies.count),
                  empty_replies.count == 1 ? " has" : "s have", empty_replies.first.c_str());
   if (unrendered_reasoning.count)
-    std::printf("mttok: note: %lld repl%s reasoning_content the template leaves out (the first: %s): Qwen 3's "
-                "keeps a reasoning only after the last user message, the other templates none; it is not trained\n",
+    std::printf("mttok: note: %lld repl%s reasoning the template leaves out (the first: %s): Qwen 3's keeps "
+                "the reasoning_content after the last user message, gpt-oss's the last reply's thinking, the other "
+                "templates none; it is not trained\n",
                 static_cast<long long>(unrendered_reasoning.count), unrendered_reasoning.count == 1 ? "y's" : "ies'",
                 unrendered_reasoning.first.c_str());
+  if (with_tools.count)
+    std::printf("mttok: %lld example%s tools, tool calls or tool results (the first: %s): each reply of calls is "
+                "counted as a reply, through the token that ends it; the tools' schemas and results are read\n",
+                static_cast<long long>(with_tools.count), with_tools.count == 1 ? " has" : "s have",
+                with_tools.first.c_str());
   if (crossing_examples)
     std::printf("mttok: note: %lld example%s a token across a reply's edge (the prompt's end and the reply's start "
                 "in one token, as the whole conversation encodes): counted, as Hugging Face's assistant mask "

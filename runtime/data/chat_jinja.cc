@@ -24,6 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 // A template far past any real one (Qwen 3's is 4 KiB), and what the renderer may print back per
 // byte of examples sent (tokenizing already costs some 45 times an example's size).
@@ -36,7 +37,10 @@ constexpr size_t kOutputPerInputByte = 64;
 // the template has them (transformers' assistant mask), else each reply from where the
 // conversation before it, rendered with the generation prompt, ends through the first special
 // token after that of those the template writes right after a reply (a probe conversation says
-// which: ChatML's <|im_end|>, harmony's <|end|> and <|return|>, not its <|channel|>). Exit 3: the template failed ({"error", "example"} on stdout); exit 4: no Jinja2.
+// which: ChatML's <|im_end|>, harmony's <|end|> and <|return|>, not its <|channel|>; for a reply
+// of tool calls, the first after a call's arguments, harmony's <|call|>) that the generation
+// prompt's assistant header does not follow (harmony's reply may be an analysis message, then the
+// final answer or a call). Each example's tools are the template's `tools`. Exit 3: the template failed ({"error", "example"} on stdout); exit 4: no Jinja2.
 constexpr char kRenderer[] = R"PY(
 import json, sys
 from datetime import datetime
@@ -87,10 +91,47 @@ def reply_enders(render, specials):
     # render the probe keeps them all.
     user, reply = "\ue002", "\ue003"
     try:
-        text = render([{"role": "user", "content": user}, {"role": "assistant", "content": reply}] * 2, False)
+        text = render([{"role": "user", "content": user}, {"role": "assistant", "content": reply}] * 2, False, None)
     except Exception:
         return specials
     return [s for s in specials if reply + s in text] or specials
+
+def call_enders(render, specials):
+    # The special token that ends a reply of tool calls: the first after a call's arguments
+    # (ChatML's <|im_end|>, harmony's <|call|>). None where the template cannot render the probe.
+    arguments = "\ue004"
+    call = {"type": "function", "function": {"name": "probe", "arguments": arguments}}
+    messages = [{"role": "user", "content": "\ue002"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "content": "\ue005"}, {"role": "assistant", "content": "\ue003"}]
+    try:
+        text = render(messages, False, [{"type": "function", "function": {"name": "probe", "parameters": {}}}])
+    except Exception:
+        return []
+    at = text.find(arguments)
+    found = [(text.find(s, at), -len(s), s) for s in specials if at >= 0 and text.find(s, at) >= 0]
+    return [min(found)[2]] if found else []
+
+def assistant_header(render):
+    # What the generation prompt adds (ChatML's <|im_start|>assistant\n, harmony's <|start|>assistant):
+    # an ender followed by it is not a reply's end, the model goes on with another message of its
+    # own (harmony's analysis message before the final answer or the call). None where unclear.
+    try:
+        bare, prompted = (render([{"role": "user", "content": "\ue002"}], p, None) for p in (False, True))
+    except Exception:
+        return None
+    return prompted[len(bare):] if prompted.startswith(bare) and len(prompted) > len(bare) else None
+
+def reply_end(text, start, stop, enders, header):
+    # Through the first ender after `start` that the assistant's header does not follow, before `stop`
+    # (the next reply's start).
+    end = start
+    while True:
+        ends = [at + len(s) for s in enders for at in [text.find(s, end)] if at >= 0]
+        if not ends:
+            return len(text) if end == start else end
+        end = min(ends)
+        if not header or not text.startswith(header, end) or end + len(header) >= stop:
+            return end
 
 with open(sys.argv[1], encoding="utf-8") as f:
     job = json.load(f)
@@ -101,27 +142,32 @@ env.globals["strftime_now"] = strftime_now
 index, out = -1, []
 try:
     template = env.from_string(job["template"])
-    render = lambda messages, prompt: template.render(messages=messages, add_generation_prompt=prompt,
-                                                      tools=None, documents=None, **job["context"])
+    render = lambda messages, prompt, tools: template.render(messages=messages, add_generation_prompt=prompt,
+                                                             tools=tools, documents=None, **job["context"])
     enders = reply_enders(render, job["specials"])
-    for index, messages in enumerate(job["examples"]):
+    enders += [s for s in call_enders(render, job["specials"]) if s not in enders]
+    header = assistant_header(render)
+    for index, example in enumerate(job["examples"]):
+        messages, tools = example["messages"], example["tools"]
         if job.get("generation_prompt"):
-            out.append({"text": marked_spans(render(messages, True))[0], "counted": []})
+            out.append({"text": marked_spans(render(messages, True, tools))[0], "counted": []})
             continue
-        text, spans = marked_spans(render(messages, False))
+        text, spans = marked_spans(render(messages, False, tools))
         if not spans:
+            starts = []
             for i, message in enumerate(messages):
                 if message["role"] != "assistant":
                     continue
-                prefix, _ = marked_spans(render(messages[:i], True))
+                prefix, _ = marked_spans(render(messages[:i], True, tools))
                 if not text.startswith(prefix):
                     raise ValueError(f"reply {i}: the conversation before it, rendered with the generation prompt, "
                                      "is not how the whole conversation's rendering begins (the template renders "
                                      "earlier turns differently once later ones follow): the reply cannot be told "
-                                     "apart")
-                start = len(prefix)
-                ends = [at + len(s) for s in enders for at in [text.find(s, start)] if at >= 0]
-                end = min(ends) if ends else len(text)
+                                     "apart (gpt-oss's, for one, drops a call's thinking once a final answer follows: "
+                                     "leave that thinking out, or end the example at the call)")
+                starts.append(len(prefix))
+            for start, stop in zip(starts, starts[1:] + [len(text) + 1]):
+                end = reply_end(text, start, stop, enders, header)
                 spans.append([len(text[:start].encode("utf-8")), len(text[:end].encode("utf-8"))])
         out.append({"text": text, "counted": spans})
 except Exception as e:
@@ -283,23 +329,26 @@ namespace {
 // The renderer's answer for `examples`: {"renderings": [{"text", "counted"}]}. Throws mt::Error
 // naming the example the template failed on.
 json runJob(const FolderChatTemplate& chat_template, const HfTokenizer& tokenizer,
-            const std::vector<std::vector<ChatMessage>>& examples, const std::vector<std::string>& where,
+            const std::vector<ChatExample>& examples, const std::vector<std::string>& where,
             bool generation_prompt) {
   std::vector<std::string> specials;
   for (uint32_t id = 0; id < tokenizer.vocabSize(); ++id)
     if (tokenizer.isSpecial(id)) specials.push_back(tokenizer.bytesOf(id));
-  json job = {{"template", chat_template.text},
-              {"context", json::parse(chat_template.context_json)},
-              {"specials", specials},
-              {"generation_prompt", generation_prompt}};
-  json& list = job["examples"] = json::array();
-  for (const auto& messages : examples) {
-    json turns = json::array();
-    for (const ChatMessage& m : messages) {
+  // Ordered: the tools' and calls' keys reach the template in the data's order.
+  ordered_json job = {{"template", chat_template.text},
+                      {"context", ordered_json::parse(chat_template.context_json)},
+                      {"specials", specials},
+                      {"generation_prompt", generation_prompt}};
+  ordered_json& list = job["examples"] = ordered_json::array();
+  for (const ChatExample& example : examples) {
+    ordered_json turns = ordered_json::array();
+    for (const ChatMessage& m : example.messages) {
       turns.push_back({{"role", m.role}, {"content", m.content}});
-      if (m.reasoning) turns.back()["reasoning_content"] = *m.reasoning;
+      if (m.reasoning) turns.back()[m.reasoning_field] = *m.reasoning;
+      if (!m.tool_fields.empty()) turns.back().update(ordered_json::parse(m.tool_fields));
     }
-    list.push_back(std::move(turns));
+    list.push_back({{"messages", std::move(turns)},
+                    {"tools", example.tools.empty() ? ordered_json() : ordered_json::parse(example.tools)}});
   }
   const std::string bytes = job.dump(-1, ' ', false, json::error_handler_t::replace);
   const TempJobFile file(bytes);
@@ -328,7 +377,7 @@ json runJob(const FolderChatTemplate& chat_template, const HfTokenizer& tokenize
 }  // namespace
 
 std::vector<std::vector<ChatPart>> renderWithJinja(const FolderChatTemplate& chat_template, const HfTokenizer& tokenizer,
-                                                   const std::vector<std::vector<ChatMessage>>& examples,
+                                                   const std::vector<ChatExample>& examples,
                                                    const std::vector<std::string>& where) {
   const json result = runJob(chat_template, tokenizer, examples, where, /*generation_prompt=*/false);
   std::vector<std::vector<ChatPart>> rendered;
@@ -353,7 +402,8 @@ ChosenChatTemplate chooseChatTemplate(const HfTokenizer& tokenizer, std::optiona
 
 std::string renderGenerationPrompt(const FolderChatTemplate& chat_template, const HfTokenizer& tokenizer,
                                    const std::vector<ChatMessage>& messages) {
-  const json result = runJob(chat_template, tokenizer, {messages}, {"the conversation"}, /*generation_prompt=*/true);
+  const json result =
+      runJob(chat_template, tokenizer, {ChatExample{messages}}, {"the conversation"}, /*generation_prompt=*/true);
   return result.at("renderings").at(0).at("text").get<std::string>();
 }
 

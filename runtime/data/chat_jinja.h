@@ -8,7 +8,10 @@
 // The loss mask: a reply starts where the template's generation prompt ends (the conversation
 // up to the reply, rendered with add_generation_prompt=True, must be where the whole rendering
 // begins) and runs through the first special token the template writes after it (the end of
-// the turn the model must learn to emit).
+// the turn the model must learn to emit; for a reply of tool calls, the first special token after a
+// call's arguments, harmony's <|call|>), and on where the assistant's header follows it (harmony's
+// analysis message, then the final answer or a call: one reply). An example's tools are the
+// template's `tools`.
 #pragma once
 #include <optional>
 #include <string>
@@ -34,7 +37,7 @@ std::optional<FolderChatTemplate> folderChatTemplate(const std::string& tokenize
 // `where` names each example for errors. Throws mt::Error naming the example and the template's
 // complaint, or saying how to install Jinja2 where Python lacks it.
 std::vector<std::vector<ChatPart>> renderWithJinja(const FolderChatTemplate& chat_template, const HfTokenizer& tokenizer,
-                                                   const std::vector<std::vector<ChatMessage>>& examples,
+                                                   const std::vector<ChatExample>& examples,
                                                    const std::vector<std::string>& where);
 
 // The template mttok --chat and mtgen --chat render with: --template's built-in one where given,

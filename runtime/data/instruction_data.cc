@@ -15,38 +15,115 @@
 namespace mt {
 namespace {
 
-using nlohmann::json;
+using Json = nlohmann::ordered_json;  // keys in the data's order: a template's tojson writes them so
 
-std::string stringField(const json& object, const char* key, const std::string& where) {
+std::string stringField(const Json& object, const char* key, const std::string& where) {
   if (!object.contains(key)) throw Error(where + ": no \"" + key + "\"");
   if (!object.at(key).is_string()) throw Error(where + ": \"" + key + "\" is not a string");
   return object.at(key).get<std::string>();
 }
 
-// A list of {role-key: ..., content-key: ...} objects, roles renamed by `roles`.
-std::vector<ChatMessage> readTurns(const json& list, const char* role_key, const char* content_key,
-                                   const std::vector<std::pair<std::string, std::string>>& roles,
-                                   const std::string& where) {
+bool present(const Json& object, const char* key) { return object.contains(key) && !object.at(key).is_null(); }
+
+// An assistant message's tool calls as transformers takes them: a list of {"function": {"name",
+// "arguments"}} (OpenAI's shape) or of {"name", "arguments"}, the arguments an object or their
+// JSON as a string (OpenAI's).
+void checkToolCalls(const Json& calls, const std::string& where) {
+  if (!calls.is_array()) throw Error(where + ": \"tool_calls\" is " + jsonBrief(calls) + ", not a list of calls");
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string at = where + ": tool call " + std::to_string(i);
+    if (!calls[i].is_object()) throw Error(at + " is not an object");
+    const Json& function = calls[i].contains("function") ? calls[i].at("function") : calls[i];
+    if (!function.is_object()) throw Error(at + ": \"function\" is not an object");
+    if (stringField(function, "name", at).empty()) throw Error(at + ": an empty \"name\"");
+    if (!function.contains("arguments"))
+      throw Error(at + ": no \"arguments\" (an object of the arguments, or its JSON as a string)");
+    const Json& arguments = function.at("arguments");
+    if (!arguments.is_object() && !arguments.is_string())
+      throw Error(at + ": \"arguments\" is " + jsonBrief(arguments) + ", neither an object nor its JSON as a string");
+  }
+}
+
+// A message of the messages shape: role and content, an assistant's reasoning_content (or
+// thinking) and tool_calls, a tool result's tool_call_id and name.
+ChatMessage messageOf(const Json& m, const std::string& at) {
+  const std::string role = stringField(m, "role", at);
+  if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+    throw Error(at + ": role '" + role + "' is not one of system, user, assistant, tool");
+  ChatMessage message{role, ""};
+  Json tool_fields = Json::object();
+  // An empty list calls nothing, as in a template's `if message.tool_calls`.
+  if (present(m, "tool_calls") && !(m.at("tool_calls").is_array() && m.at("tool_calls").empty())) {
+    if (role != "assistant") throw Error(at + ": \"tool_calls\" on a " + role + " message: only a reply calls tools");
+    checkToolCalls(m.at("tool_calls"), at);
+    tool_fields["tool_calls"] = m.at("tool_calls");
+  }
+  // A reply of tool calls without content (OpenAI writes null) renders as an empty content: Qwen 3's
+  // template, among others, cannot take null.
+  if (tool_fields.empty() || present(m, "content")) message.content = stringField(m, "content", at);
+  for (const char* field : {"reasoning_content", "thinking"}) {
+    if (!present(m, field)) continue;
+    if (role != "assistant") throw Error(at + ": \"" + field + "\" on a " + role + " message: only a reply reasons");
+    if (message.reasoning)
+      throw Error(at + ": both \"reasoning_content\" and \"thinking\": give the reasoning once, under the name the "
+                  "model's template reads (Qwen 3's reasoning_content, gpt-oss's thinking)");
+    message.reasoning = stringField(m, field, at);
+    message.reasoning_field = field;
+  }
+  if (role == "tool")
+    for (const char* key : {"tool_call_id", "name"})
+      if (present(m, key)) tool_fields[key] = stringField(m, key, at);
+  if (!tool_fields.empty()) message.tool_fields = tool_fields.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return message;
+}
+
+// A message of the sharegpt shape, LLaMA-Factory's function calling included: a function_call's
+// value is the JSON of a call {"name", "arguments"} or of a list of them, an observation a tool's
+// result.
+ChatMessage sharegptMessageOf(const Json& m, const std::string& at) {
+  static const std::pair<const char*, const char*> kRoles[] = {
+      {"system", "system"}, {"human", "user"}, {"gpt", "assistant"}, {"function_call", "assistant"}, {"observation", "tool"}};
+  const std::string from = stringField(m, "from", at);
+  const auto role = std::find_if(std::begin(kRoles), std::end(kRoles), [&](const auto& r) { return from == r.first; });
+  if (role == std::end(kRoles))
+    throw Error(at + ": \"from\" '" + from + "' is not one of system, human, gpt, function_call, observation");
+  ChatMessage message{role->second, stringField(m, "value", at)};
+  if (from == "function_call") {
+    Json calls = parseOrderedJsonInput(message.content, at + ": the function_call's value");
+    if (!calls.is_array()) calls = Json::array({calls});
+    Json tool_calls = Json::array();
+    for (const Json& call : calls) tool_calls.push_back({{"type", "function"}, {"function", call}});
+    checkToolCalls(tool_calls, at);
+    message.content.clear();
+    message.tool_fields = Json{{"tool_calls", tool_calls}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+  return message;
+}
+
+std::vector<ChatMessage> readTurns(const Json& list, bool sharegpt, const std::string& where) {
   if (!list.is_array() || list.empty()) throw Error(where + ": the conversation is not a list of messages");
   std::vector<ChatMessage> messages;
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string at = where + ": message " + std::to_string(i);
     if (!list[i].is_object()) throw Error(at + " is not an object");
-    const std::string role = stringField(list[i], role_key, at);
-    std::string known;
-    const std::string* ours = nullptr;
-    for (const auto& [theirs, mine] : roles) {
-      known += (known.empty() ? "" : ", ") + theirs;
-      if (role == theirs) ours = &mine;
-    }
-    if (!ours) throw Error(at + ": role '" + role + "' is not one of " + known);
-    messages.push_back({*ours, stringField(list[i], content_key, at)});
-    if (list[i].contains("reasoning_content") && !list[i].at("reasoning_content").is_null()) {
-      if (*ours != "assistant") throw Error(at + ": \"reasoning_content\" on a " + *ours + " message: only a reply reasons");
-      messages.back().reasoning = stringField(list[i], "reasoning_content", at);
-    }
+    messages.push_back(sharegpt ? sharegptMessageOf(list[i], at) : messageOf(list[i], at));
   }
   return messages;
+}
+
+// The example's "tools": a list of the functions' schemas (objects), or LLaMA-Factory's JSON
+// text of one. Empty without.
+std::string toolsOf(const Json& example, const std::string& where) {
+  if (!present(example, "tools")) return "";
+  Json tools = example.at("tools");
+  if (tools.is_string()) {
+    if (tools.get<std::string>().find_first_not_of(" \t\r\n") == std::string::npos) return "";
+    tools = parseOrderedJsonInput(tools.get<std::string>(), where + ": \"tools\"");
+  }
+  if (!tools.is_array()) throw Error(where + ": \"tools\" is " + jsonBrief(tools) + ", not a list of the functions' schemas");
+  for (size_t i = 0; i < tools.size(); ++i)
+    if (!tools[i].is_object()) throw Error(where + ": tool " + std::to_string(i) + " is not an object (a function's schema)");
+  return tools.empty() ? "" : tools.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 // Python's str.isspace() over a code point: what Jinja's `trim` strips.
@@ -72,7 +149,7 @@ std::string rstripNewlines(const std::string& text) { return text.substr(0, text
 // holding </think> has before the first </think>, after the last <think> there, line breaks
 // stripped) and its content (after the last </think>, leading line breaks stripped).
 std::pair<std::string, std::string> qwen3Reply(const ChatMessage& m) {
-  if (m.reasoning) return {*m.reasoning, m.content};
+  if (m.reasoning && m.reasoning_field == "reasoning_content") return {*m.reasoning, m.content};
   const size_t close = m.content.find("</think>");
   if (close == std::string::npos) return {"", m.content};
   const std::string before = rstripNewlines(m.content.substr(0, close));
@@ -82,10 +159,10 @@ std::pair<std::string, std::string> qwen3Reply(const ChatMessage& m) {
 }
 
 // LLaMA-Factory's "history": earlier [user, assistant] turns of an alpaca record.
-void appendHistory(const json& history, std::vector<ChatMessage>& messages, const std::string& where) {
+void appendHistory(const Json& history, std::vector<ChatMessage>& messages, const std::string& where) {
   if (!history.is_array()) throw Error(where + ": \"history\" is not a list of [user, assistant] pairs");
   for (size_t i = 0; i < history.size(); ++i) {
-    const json& pair = history[i];
+    const Json& pair = history[i];
     if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string())
       throw Error(where + ": \"history\" item " + std::to_string(i) + " is not a [user, assistant] pair of strings");
     messages.push_back({"user", pair[0].get<std::string>()});
@@ -108,19 +185,24 @@ const char* chatTemplateName(ChatTemplate chat_template) {
   return "?";
 }
 
-std::vector<ChatMessage> readExample(const std::string& json_line, const std::string& where) {
-  return exampleMessages(parseJsonInput(json_line, where), where);
+bool ChatExample::usesTools() const {
+  return !tools.empty() || std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) {
+    return m.role == "tool" || !m.tool_fields.empty();
+  });
 }
 
-std::vector<ChatMessage> exampleMessages(const json& example, const std::string& where) {
+ChatExample readExample(const std::string& json_line, const std::string& where) {
+  return exampleOf(parseOrderedJsonInput(json_line, where), where);
+}
+
+ChatExample exampleOf(const Json& example, const std::string& where) {
   if (!example.is_object()) throw Error(where + ": not a JSON object");
-  std::vector<ChatMessage> messages;
+  ChatExample result;
+  std::vector<ChatMessage>& messages = result.messages;
   if (example.contains("messages")) {
-    messages = readTurns(example.at("messages"), "role", "content",
-                         {{"system", "system"}, {"user", "user"}, {"assistant", "assistant"}}, where);
+    messages = readTurns(example.at("messages"), /*sharegpt=*/false, where);
   } else if (example.contains("conversations")) {
-    messages = readTurns(example.at("conversations"), "from", "value",
-                         {{"system", "system"}, {"human", "user"}, {"gpt", "assistant"}}, where);
+    messages = readTurns(example.at("conversations"), /*sharegpt=*/true, where);
   } else if (example.contains("instruction")) {
     std::string prompt = stringField(example, "instruction", where);
     if (example.contains("input") && !example.at("input").is_null()) {
@@ -135,10 +217,11 @@ std::vector<ChatMessage> exampleMessages(const json& example, const std::string&
   } else {
     throw Error(where + ": neither \"messages\", \"conversations\" nor alpaca's \"instruction\"/\"output\"");
   }
+  result.tools = toolsOf(example, where);
   bool replies = false;
   for (const ChatMessage& m : messages) replies |= m.role == "assistant";
   if (!replies) throw Error(where + ": no assistant message: nothing in it would be trained");
-  return messages;
+  return result;
 }
 
 namespace {
@@ -162,7 +245,7 @@ Error notUtf8(const std::string& where, std::string_view text, size_t at, const 
 }  // namespace
 
 void forEachExample(const std::string& path, const std::string& text,
-                    const std::function<void(const std::vector<ChatMessage>&, const std::string& where)>& each) {
+                    const std::function<void(const ChatExample&, const std::string& where)>& each) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {  // one JSON array of examples
     if (text.size() > kMaxExampleArrayBytes)
@@ -173,10 +256,10 @@ void forEachExample(const std::string& path, const std::string& text,
       const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n'));
       throw notUtf8(path + ":" + std::to_string(line), text, bad, "the file");
     }
-    const json examples = parseJsonInput(text, path);
+    const Json examples = parseOrderedJsonInput(text, path);
     for (size_t i = 0; i < examples.size(); ++i) {
       const std::string where = path + ": record " + std::to_string(i);
-      each(exampleMessages(examples[i], where), where);
+      each(exampleOf(examples[i], where), where);
     }
     return;
   }
@@ -212,12 +295,12 @@ void checkHarmonyReply(const ChatMessage& m) {
   for (const char* marker : {"<|channel|>analysis<|message|>", "<|channel|>final<|message|>"})
     if (m.content.find(marker) != std::string::npos)
       throw Error(std::string("a reply holding harmony's channel markers (") + marker + "): gpt-oss's template "
-                  "refuses them in the content; give the final answer alone (mttok does not render the analysis "
-                  "channel yet)");
+                  "refuses them in the content; give the final answer as the content and the analysis as the "
+                  "message's \"thinking\"");
 }
 
 // gpt-oss's harmony format as its chat template renders a conversation for training (no tools,
-// reasoning effort medium; instruction_data.h).
+// reasoning effort medium, the last reply's thinking; instruction_data.h).
 void renderHarmony(const std::vector<ChatMessage>& messages, const std::function<void(std::string, bool)>& add) {
   add("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
       "2024-06\nCurrent date: " + today() + "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, "
@@ -234,7 +317,12 @@ void renderHarmony(const std::vector<ChatMessage>& messages, const std::function
     } else {
       checkHarmonyReply(m);
       add("<|start|>assistant", false);
-      add("<|channel|>final<|message|>" + m.content + (i + 1 == messages.size() ? "<|return|>" : "<|end|>"), true);
+      const bool last = i + 1 == messages.size();
+      // The last reply's "thinking" as its analysis message, which the model writes before the
+      // final answer; earlier replies lose it, as the template drops their chain of thought.
+      if (last && m.reasoning && m.reasoning_field == "thinking")
+        add("<|channel|>analysis<|message|>" + *m.reasoning + "<|end|><|start|>assistant", true);
+      add("<|channel|>final<|message|>" + m.content + (last ? "<|return|>" : "<|end|>"), true);
     }
   }
 }
@@ -257,7 +345,25 @@ void renderMistral(const std::vector<ChatMessage>& messages, const std::function
 
 }  // namespace
 
+namespace {
+
+Error builtinWithoutTools(ChatTemplate chat_template, const char* what) {
+  return Error(std::string(what) + ": the built-in template " + chatTemplateName(chat_template) +
+               " renders no tools; render with the tokenizer folder's own chat template (mttok's default where the "
+               "folder has one: drop --template), which transformers renders them with");
+}
+
+}  // namespace
+
+std::vector<ChatPart> renderExample(const ChatExample& example, ChatTemplate chat_template) {
+  if (!example.tools.empty()) throw builtinWithoutTools(chat_template, "\"tools\"");
+  return renderChat(example.messages, chat_template);
+}
+
 std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatTemplate chat_template) {
+  for (const ChatMessage& m : messages)
+    if (m.role == "tool" || !m.tool_fields.empty())
+      throw builtinWithoutTools(chat_template, m.role == "tool" ? "a tool's result" : "a reply of tool calls");
   std::vector<ChatPart> parts;
   auto add = [&](std::string text, bool counted) {
     if (text.empty()) return;

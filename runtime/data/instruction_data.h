@@ -8,8 +8,15 @@
 //              "history": [["user turn", "reply"], ...] (optional, LLaMA-Factory's earlier turns)}
 //             -> system; each history pair as user and assistant; user: instruction, then "\n\n" and
 //                input when there is one; assistant: output
-//   messages  {"messages": [{"role": "system"|"user"|"assistant", "content": "..."}, ...]}
-//   sharegpt  {"conversations": [{"from": "system"|"human"|"gpt", "value": "..."}, ...]}
+//   messages  {"messages": [{"role": "system"|"user"|"assistant"|"tool", "content": "..."}, ...],
+//              "tools": [...] (optional)}: an assistant message's "reasoning_content" (or gpt-oss's
+//              "thinking") and "tool_calls", a tool message's "tool_call_id" and "name", as
+//              transformers passes them
+//   sharegpt  {"conversations": [{"from": "system"|"human"|"gpt"|"function_call"|"observation",
+//              "value": "..."}, ...], "tools": "..." (optional)}: LLaMA-Factory's function calling,
+//              a function_call's value the JSON of a call {"name", "arguments"} or a list of them
+// Tools (the functions a model may call) reach a folder's own template only (Jinja2): the built-in
+// templates refuse them.
 // Templates (what Hugging Face's chat templates render, without a generation prompt):
 //   chatml  <|im_start|>ROLE\nCONTENT<|im_end|>\n per message (Qwen 2/2.5)
 //   qwen3   chatml, a reply after the last user message opening with its thinking block
@@ -22,7 +29,9 @@
 //           reasoning medium, the valid channels)<|end|>; a first system message as the developer's
 //           <|start|>developer<|message|># Instructions\n\nCONTENT<|end|>; <|start|>user<|message|>
 //           CONTENT<|end|>; <|start|>assistant<|channel|>final<|message|>CONTENT, then <|return|>
-//           for the conversation's last message, else <|end|> (the model writes from <|channel|> on)
+//           for the conversation's last message, else <|end|> (the model writes from <|channel|> on);
+//           the last reply's "thinking" before it as <|start|>assistant<|channel|>analysis<|message|>
+//           THINKING<|end|> (earlier replies' dropped, as the template drops them)
 //   mistral Mistral / Mixtral Instruct v0.1: <s>, then [INST] USER [/INST] per user turn and
 //           REPLY</s> per reply; roles alternate from a user turn, no system message (the
 //           template refuses both as Mixtral's does); its generation prompt adds nothing
@@ -50,17 +59,33 @@ const std::map<std::string, std::optional<ChatTemplate>>& chatTemplateNames();
 const char* chatTemplateName(ChatTemplate chat_template);
 
 struct ChatMessage {
-  std::string role;  // system, user or assistant
-  std::string content;
-  // An assistant message's "reasoning_content" (the messages shape, as transformers passes it to
-  // a template): Qwen 3's renders it in a <think> block; the other built-ins, as their templates,
-  // leave it out.
+  std::string role;  // system, user, assistant or tool
+  std::string content;  // "" for a reply of tool calls whose content is null or absent (OpenAI's)
+  // An assistant message's reasoning (the messages shape's "reasoning_content", or gpt-oss's
+  // "thinking", passed to a template under the data's name): Qwen 3's template renders it in a
+  // <think> block, harmony's as the last reply's analysis message; the other built-ins, as their
+  // templates, leave it out.
   std::optional<std::string> reasoning = std::nullopt;
+  std::string reasoning_field = "reasoning_content";
+  // The message's tool fields, for a folder's template: a JSON object holding an assistant
+  // message's "tool_calls" or a tool message's "tool_call_id" and "name", keys in the data's order
+  // (a template's tojson writes them so). Empty without.
+  std::string tool_fields = {};
 };
 
-// The messages of one example (parsed, or a JSONL line); throws mt::Error naming `where` (file:line) and what is wrong.
-std::vector<ChatMessage> exampleMessages(const nlohmann::json& example, const std::string& where);
-std::vector<ChatMessage> readExample(const std::string& json_line, const std::string& where);
+// One example: its conversation and the functions its model may call.
+struct ChatExample {
+  std::vector<ChatMessage> messages;
+  // The example's "tools" (apply_chat_template's tools=): a JSON array of the functions' schemas,
+  // keys in the data's order. Empty without.
+  std::string tools = {};
+  // Whether the example holds tools, tool calls or tool results: only a folder's template renders them.
+  bool usesTools() const;
+};
+
+// One example (parsed, or a JSONL line); throws mt::Error naming `where` (file:line) and what is wrong.
+ChatExample exampleOf(const nlohmann::ordered_json& example, const std::string& where);
+ChatExample readExample(const std::string& json_line, const std::string& where);
 
 // The longest example (a JSONL line) and the largest JSON array file read: far past any
 // sequence a model trains on, and bounded, since tokenizing takes some 45 times an example's size.
@@ -71,14 +96,17 @@ inline constexpr size_t kMaxExampleArrayBytes = size_t{1} << 30;
 // JSONL, "path: record N" in a JSON array: a text whose first character is '['). Blank lines are
 // skipped. Throws mt::Error naming where an example is malformed or too large.
 void forEachExample(const std::string& path, const std::string& text,
-                    const std::function<void(const std::vector<ChatMessage>&, const std::string& where)>& each);
+                    const std::function<void(const ChatExample&, const std::string& where)>& each);
 
 // A stretch of a rendered conversation and whether its tokens are targets of the loss.
 struct ChatPart {
   std::string text;
   bool counted = false;
 };
+// Both throw mt::Error for tools, tool calls or tool results, which the built-in templates do not
+// render.
 std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatTemplate chat_template);
+std::vector<ChatPart> renderExample(const ChatExample& example, ChatTemplate chat_template);
 
 // `messages` in a built-in template, then the header of the assistant's turn (what
 // add_generation_prompt=True appends): what a chat model reads before it writes its reply.

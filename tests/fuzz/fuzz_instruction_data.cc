@@ -9,10 +9,10 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string line(reinterpret_cast<const char*>(data), size);
   mt::fuzz::refusalIsFine([&] {
-    const std::vector<mt::ChatMessage> messages = mt::readExample(line, "input:1");
+    const mt::ChatExample example = mt::readExample(line, "input:1");
     for (mt::ChatTemplate chat_template :
          {mt::ChatTemplate::ChatML, mt::ChatTemplate::Qwen3, mt::ChatTemplate::Llama3, mt::ChatTemplate::Harmony})
-      mt::fuzz::refusalIsFine([&] { mt::renderChat(messages, chat_template); });
+      mt::fuzz::refusalIsFine([&] { mt::renderExample(example, chat_template); });
   });
   return 0;
 }

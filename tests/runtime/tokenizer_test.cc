@@ -287,20 +287,20 @@ json chatmlTokenizer() {
 }
 
 TEST(InstructionData, ReadsAlpacaMessagesAndShareGpt) {
-  auto alpaca = readExample(R"({"instruction": "Add", "input": "2 and 3", "output": "5"})", "x:1");
+  auto alpaca = readExample(R"({"instruction": "Add", "input": "2 and 3", "output": "5"})", "x:1").messages;
   ASSERT_EQ(alpaca.size(), 2u);
   EXPECT_EQ(alpaca[0].role, "user");
   EXPECT_EQ(alpaca[0].content, "Add\n\n2 and 3");
   EXPECT_EQ(alpaca[1].content, "5");
-  EXPECT_EQ(readExample(R"({"instruction": "Hi", "input": "", "output": "Yo"})", "x:1")[0].content, "Hi");
+  EXPECT_EQ(readExample(R"({"instruction": "Hi", "input": "", "output": "Yo"})", "x:1").messages[0].content, "Hi");
   auto chat = readExample(R"({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
                                             {"role": "assistant", "content": "A"}]})",
-                          "x:1");
+                          "x:1").messages;
   EXPECT_EQ(chat.size(), 3u);
-  auto share = readExample(R"({"conversations": [{"from": "human", "value": "U"}, {"from": "gpt", "value": "A"}]})", "x:1");
+  auto share = readExample(R"({"conversations": [{"from": "human", "value": "U"}, {"from": "gpt", "value": "A"}]})", "x:1").messages;
   EXPECT_EQ(share[1].role, "assistant");
   expectError([] { readExample(R"({"messages": [{"role": "robot", "content": "x"}]})", "f:7"); },
-              "f:7: message 0: role 'robot' is not one of system, user, assistant");
+              "f:7: message 0: role 'robot' is not one of system, user, assistant, tool");
   expectError([] { readExample(R"({"messages": [{"role": "user", "content": "x"}]})", "f:2"); },
               "f:2: no assistant message");
   expectError([] { readExample("[1, 2]", "f:3"); }, "f:3: not a JSON object");
@@ -314,7 +314,7 @@ TEST(InstructionData, ReadsAlpacaMessagesAndShareGpt) {
 // (Stanford Alpaca's alpaca_data.json) beside JSONL: the same examples, each named where it is.
 TEST(InstructionData, ReadsHistoryAndJsonArrays) {
   auto turns = readExample(
-      R"({"system": "S", "instruction": "Q2", "output": "A2", "history": [["Q0", "A0"], ["Q1", "A1"]]})", "x:1");
+      R"({"system": "S", "instruction": "Q2", "output": "A2", "history": [["Q0", "A0"], ["Q1", "A1"]]})", "x:1").messages;
   ASSERT_EQ(turns.size(), 7u);
   const std::vector<std::string> want = {"system S", "user Q0", "assistant A0", "user Q1", "assistant A1", "user Q2", "assistant A2"};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(turns[i].role + " " + turns[i].content, want[i]);
@@ -325,8 +325,8 @@ TEST(InstructionData, ReadsHistoryAndJsonArrays) {
   for (const auto& [text, places] : {std::pair{records, std::vector<std::string>{"d.jsonl:1", "d.jsonl:3"}},
                                      std::pair{array, std::vector<std::string>{"d.jsonl: record 0", "d.jsonl: record 1"}}}) {
     std::vector<std::string> seen, where_seen;
-    forEachExample("d.jsonl", text, [&](const std::vector<ChatMessage>& m, const std::string& where) {
-      seen.push_back(m.back().content);
+    forEachExample("d.jsonl", text, [&](const ChatExample& e, const std::string& where) {
+      seen.push_back(e.messages.back().content);
       where_seen.push_back(where);
     });
     EXPECT_EQ(seen, (std::vector<std::string>{"O0", "O1"}));
@@ -380,6 +380,65 @@ TEST(InstructionData, Qwen3RendersReasoningAsItsTemplateDoes) {
   expectError([] { readExample(R"({"messages": [{"role": "user", "content": "Q", "reasoning_content": "r"},
                                               {"role": "assistant", "content": "A"}]})", "x.jsonl:1"); },
               "x.jsonl:1: message 0: \"reasoning_content\" on a user message");
+}
+
+// Function calling in the data: the messages shape's tool_calls (OpenAI's {"function": ...} and the
+// bare {"name", "arguments"}), a null content beside them, tool results with their id and name,
+// the example's tools; LLaMA-Factory's sharegpt function_call and observation turns and its tools
+// as JSON text. Keys keep the data's order (a template's tojson writes them so); what a template
+// cannot take is refused naming the message; the built-in templates refuse tools.
+TEST(InstructionData, ReadsToolCallsAndTools) {
+  const ChatExample example = readExample(
+      R"({"messages": [{"role": "user", "content": "Weather in Paris?"},
+                       {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "id": "c1",
+                        "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "C"}}}]},
+                       {"role": "tool", "content": "18", "tool_call_id": "c1", "name": "get_weather"},
+                       {"role": "assistant", "content": "18 degrees."}],
+          "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]})",
+      "x:1");
+  ASSERT_EQ(example.messages.size(), 4u);
+  EXPECT_TRUE(example.usesTools());
+  EXPECT_EQ(example.messages[1].content, "");
+  EXPECT_EQ(example.messages[1].tool_fields,
+            R"({"tool_calls":[{"type":"function","id":"c1","function":{"name":"get_weather","arguments":{"city":"Paris","unit":"C"}}}]})");
+  EXPECT_EQ(example.messages[2].role, "tool");
+  EXPECT_EQ(example.messages[2].tool_fields, R"({"tool_call_id":"c1","name":"get_weather"})");
+  EXPECT_EQ(example.tools, R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])");
+  EXPECT_FALSE(readExample(R"({"instruction": "Q", "output": "A"})", "x:2").usesTools());
+  // LLaMA-Factory's sharegpt: the call's JSON as text, a list of calls too; tools as JSON text.
+  const ChatExample share = readExample(
+      R"({"conversations": [{"from": "human", "value": "Add 2 and 3"},
+                            {"from": "function_call", "value": "{\"name\": \"add\", \"arguments\": {\"b\": 3, \"a\": 2}}"},
+                            {"from": "observation", "value": "5"}, {"from": "gpt", "value": "It is 5."}],
+          "tools": "[{\"name\": \"add\", \"parameters\": {}}]"})",
+      "x:3");
+  EXPECT_EQ(share.messages[1].role, "assistant");
+  EXPECT_EQ(share.messages[1].content, "");
+  EXPECT_EQ(share.messages[1].tool_fields,
+            R"({"tool_calls":[{"type":"function","function":{"name":"add","arguments":{"b":3,"a":2}}}]})");
+  EXPECT_EQ(share.messages[2].role, "tool");
+  EXPECT_EQ(share.tools, R"([{"name":"add","parameters":{}}])");
+  EXPECT_EQ(readExample(R"({"conversations": [{"from": "function_call",
+                          "value": "[{\"name\": \"f\", \"arguments\": \"{}\"}, {\"name\": \"g\", \"arguments\": {}}]"}]})",
+                        "x:4").messages[0].tool_fields,
+            R"({"tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}},)"
+            R"({"type":"function","function":{"name":"g","arguments":{}}}]})");
+  const std::string reply = R"(, {"role": "assistant", "content": "A"}]})";
+  expectError([&] { readExample(R"({"messages": [{"role": "user", "content": "Q", "tool_calls": [{"name": "f", "arguments": {}}]})" + reply, "f:1"); },
+              "f:1: message 0: \"tool_calls\" on a user message");
+  expectError([&] { readExample(R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": 7}]})" + reply, "f:2"); },
+              "f:2: message 0: tool call 0: \"arguments\" is 7, neither an object nor its JSON as a string");
+  expectError([&] { readExample(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": {}}}]})" + reply, "f:3"); },
+              "f:3: message 0: tool call 0: no \"name\"");
+  expectError([&] { readExample(R"({"messages": [{"role": "assistant", "content": null}]})", "f:4"); },
+              "f:4: message 0: \"content\" is not a string");
+  expectError([] { readExample(R"({"instruction": "Q", "output": "A", "tools": {"name": "f"}})", "f:5"); },
+              "f:5: \"tools\" is an object of 1 key, not a list of the functions' schemas");
+  expectError([] { readExample(R"({"conversations": [{"from": "function_call", "value": "not json"}]})", "f:6"); },
+              "f:6: message 0: the function_call's value");
+  expectError([&] { renderExample(example, ChatTemplate::ChatML); }, "\"tools\": the built-in template chatml renders no tools");
+  expectError([&] { renderChat(example.messages, ChatTemplate::Qwen3); },
+              "a reply of tool calls: the built-in template qwen3 renders no tools");
 }
 
 // Mistral's [INST] format as Mixtral-8x7B-Instruct's template renders it: <s>, the user turns in
