@@ -103,9 +103,16 @@ def call_enders(render, specials):
     call = {"type": "function", "function": {"name": "probe", "arguments": arguments}}
     messages = [{"role": "user", "content": "\ue002"}, {"role": "assistant", "content": "", "tool_calls": [call]},
                 {"role": "tool", "content": "\ue005"}, {"role": "assistant", "content": "\ue003"}]
-    try:
-        text = render(messages, False, [{"type": "function", "function": {"name": "probe", "parameters": {}}}])
-    except Exception:
+    schema = {"type": "function", "function": {"name": "probe", "description": "A probe.",
+                                               "parameters": {"type": "object", "properties": {}}}}
+    text = None
+    for tools in ([schema], None):  # a template that cannot write the schema may still write the call
+        try:
+            text = render(messages, False, tools)
+            break
+        except Exception:
+            pass
+    if text is None:
         return []
     at = text.find(arguments)
     found = [(text.find(s, at), -len(s), s) for s in specials if at >= 0 and text.find(s, at) >= 0]

@@ -311,7 +311,7 @@ void renderHarmony(const std::vector<ChatMessage>& messages, const std::function
       if (i != 0)
         throw Error("a system message after the first: gpt-oss's template takes the first message alone as the "
                     "developer's instructions (and drops later ones); merge it into the first");
-      if (!m.content.empty()) add("<|start|>developer<|message|># Instructions\n\n" + m.content + "<|end|>", false);
+      if (!m.content.empty()) add("<|start|>developer<|message|># Instructions\n\n" + m.content + "\n\n<|end|>", false);
     } else if (m.role == "user") {
       add("<|start|>user<|message|>" + m.content + "<|end|>", false);
     } else {

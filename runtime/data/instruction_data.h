@@ -27,7 +27,7 @@
 //           per message, CONTENT trimmed of surrounding white space
 //   harmony gpt-oss: <|start|>system<|message|>(the identity, knowledge cutoff, today's date,
 //           reasoning medium, the valid channels)<|end|>; a first system message as the developer's
-//           <|start|>developer<|message|># Instructions\n\nCONTENT<|end|>; <|start|>user<|message|>
+//           <|start|>developer<|message|># Instructions\n\nCONTENT\n\n<|end|>; <|start|>user<|message|>
 //           CONTENT<|end|>; <|start|>assistant<|channel|>final<|message|>CONTENT, then <|return|>
 //           for the conversation's last message, else <|end|> (the model writes from <|channel|> on);
 //           the last reply's "thinking" before it as <|start|>assistant<|channel|>analysis<|message|>

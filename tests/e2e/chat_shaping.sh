@@ -92,7 +92,7 @@ mkdir -p oss && cp /usr/local/share/megatrain/node_modules/@lenml/tokenizer-gpto
 cat > oss/chat_template.jinja <<'JINJA'
 {{- "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: " + strftime_now("%Y-%m-%d") + "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>" }}
 {%- if messages[0].role == "system" %}{%- set dev = messages[0].content %}{%- set turns = messages[1:] %}{%- else %}{%- set dev = "" %}{%- set turns = messages %}{%- endif %}
-{%- if dev %}{{- "<|start|>developer<|message|># Instructions\n\n" + dev + "<|end|>" }}{%- endif %}
+{%- if dev %}{{- "<|start|>developer<|message|># Instructions\n\n" + dev + "\n\n<|end|>" }}{%- endif %}
 {%- set last_call = namespace(name=none) %}
 {%- for m in turns %}
 {%- if m.role == "user" %}{{- "<|start|>user<|message|>" + m.content + "<|end|>" }}

@@ -479,7 +479,7 @@ TEST(InstructionData, HarmonyRendersAsGptOssTemplateDoes) {
   std::string text, counted;
   for (const auto& part : renderChat(chat, ChatTemplate::Harmony)) (part.counted ? counted : text) += part.text + "|";
   const std::string after = today();
-  const std::string rest = "<|start|>developer<|message|># Instructions\n\nBe brief.<|end|><|start|>user<|message|>Hi"
+  const std::string rest = "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n<|end|><|start|>user<|message|>Hi"
                            "<|end|><|start|>assistant|<|start|>user<|message|>Bye<|end|><|start|>assistant|";
   EXPECT_TRUE(text == header(before) + rest || text == header(after) + rest) << text;
   EXPECT_EQ(counted, "<|channel|>final<|message|>Hello<|end|>|<|channel|>final<|message|>Ciao<|return|>|");
