@@ -13,6 +13,7 @@
 
 #include "runtime/backends/cpu_libraries.h"
 #include "runtime/io/error.h"
+#include "runtime/io/json_input.h"
 #include "runtime/generation/end_tokens.h"
 #include "runtime/generation/generator.h"
 #include "runtime/data/chat_jinja.h"
@@ -31,6 +32,7 @@ namespace {
 struct Options {
   std::string plan_path, weights, tokenizer, prompt, prompt_file, end_of_text;
   std::string chat, system;                        // --chat: a user message (and --system's) to reply to
+  std::string tools;                               // --tools: a JSON file of the functions it may call
   std::optional<mt::ChatTemplate> chat_template;  // --template: a built-in one instead of the folder's
   bool no_thinking = false;                        // --no-thinking: Qwen 3's enable_thinking=False
   mt::BackendChoice backend = mt::BackendChoice::kAuto;
@@ -55,16 +57,31 @@ class Text {
   // --chat: the conversation in the chat template, through the generation prompt (the template
   // writes the special tokens it wants: none are added). Says which template on standard error.
   std::vector<uint32_t> encodeChat(const Options& o) const {
-    std::vector<mt::ChatMessage> messages;
-    if (!o.system.empty()) messages.push_back({"system", o.system});
-    messages.push_back({"user", o.chat});
+    mt::ChatExample conversation;
+    if (!o.system.empty()) conversation.messages.push_back({"system", o.system});
+    conversation.messages.push_back({"user", o.chat});
+    if (!o.tools.empty()) conversation.tools = readTools(o.tools);
     mt::ChosenChatTemplate chosen = mt::chooseChatTemplate(*tokenizer_, o.chat_template);
     std::fprintf(stderr, "mtgen: chat template: %s\n", chosen.description.c_str());
     if (o.no_thinking) withoutThinking(chosen);
-    std::string prompt = chosen.own ? mt::renderGenerationPrompt(*chosen.own, *tokenizer_, messages)
-                                    : mt::generationPrompt(messages, chosen.builtin);
+    if (!o.tools.empty() && !chosen.own)
+      throw mt::Error(std::string("--tools: the built-in ") + mt::chatTemplateName(chosen.builtin) +
+                      " template renders no tools; the tokenizer folder's own chat template does (drop --template)");
+    std::string prompt = chosen.own ? mt::renderGenerationPrompt(*chosen.own, *tokenizer_, conversation)
+                                    : mt::generationPrompt(conversation.messages, chosen.builtin);
     if (o.no_thinking && !chosen.own) prompt += mt::kQwen3EmptyThinking;  // as Qwen 3's template writes it
     return tokenizer_->encode(prompt, /*add_special_tokens=*/false);
+  }
+  // --tools FILE: the functions' schemas, a JSON list as an example's "tools" (a file of at most
+  // kMaxExampleBytes, as an example).
+  static std::string readTools(const std::string& path) {
+    const std::string text = mt::readWholeFile(path, "tools file", "");
+    if (text.size() > mt::kMaxExampleBytes)
+      throw mt::Error("tools file " + path + ": " + std::to_string(text.size()) + " bytes; at most " +
+                      std::to_string(mt::kMaxExampleBytes >> 20) + " MiB of schemas are read");
+    const std::string tools = mt::toolsOf(mt::parseOrderedJsonInput(text, "tools file " + path), "tools file " + path);
+    if (tools.empty()) throw mt::Error("tools file " + path + " lists no function: drop --tools");
+    return tools;
   }
   // --no-thinking: the template told enable_thinking=False (Qwen 3's then ends the prompt with an
   // empty thinking block: the model answers without reasoning); a template without the switch is
@@ -142,8 +159,8 @@ std::optional<std::string> checkFlags(const Options& o) {
   if (!o.prompt.empty() + !o.prompt_file.empty() + !o.chat.empty() != 1)
     return "give one of --prompt or --prompt-file (text to continue) or --chat (a message to reply to)";
   if (!o.chat.empty() && o.tokenizer.empty()) return "--chat needs the model's --tokenizer (its folder's chat template)";
-  if (o.chat.empty() && (!o.system.empty() || o.chat_template || o.no_thinking))
-    return "--system, --template and --no-thinking apply to --chat";
+  if (o.chat.empty() && (!o.system.empty() || o.chat_template || o.no_thinking || !o.tools.empty()))
+    return "--system, --tools, --template and --no-thinking apply to --chat";
   if (!(std::isfinite(s.temperature) && s.temperature >= 0)) return "--temperature must be 0 (greedy) or positive";
   if (!(s.top_p > 0 && s.top_p <= 1)) return "--top-p must be in (0, 1]";
   if (s.top_k < 0) return "--top-k must be 0 (all tokens) or positive";
@@ -279,6 +296,9 @@ int main(int argc, char** argv) {
                  "a user message to reply to, in the chat template of the --tokenizer folder (Jinja2, as transformers "
                  "renders it; or --template's built-in one): prints the reply");
   app.add_option("--system", o.system, "with --chat: a system message before it");
+  app.add_option("--tools", o.tools,
+                 "with --chat: a JSON file listing the functions the model may call (their schemas, as instruction "
+                 "data's \"tools\"), given to the folder's chat template: a model tuned on calls replies with one");
   app.add_flag("--no-thinking", o.no_thinking,
                "with --chat: Qwen 3's enable_thinking=False (the prompt ends with an empty thinking block: a reply "
                "without reasoning)");

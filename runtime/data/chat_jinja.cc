@@ -98,7 +98,7 @@ def reply_enders(render, specials):
 
 def call_enders(render, specials):
     # The special token that ends a reply of tool calls: the first after a call's arguments
-    # (ChatML's <|im_end|>, harmony's <|call|>). None where the template cannot render the probe.
+    # (ChatML's <|im_end|>, harmony's <|call|>); none where the template cannot render the probe.
     arguments = "\ue004"
     call = {"type": "function", "function": {"name": "probe", "arguments": arguments}}
     messages = [{"role": "user", "content": "\ue002"}, {"role": "assistant", "content": "", "tool_calls": [call]},
@@ -351,7 +351,7 @@ json runJob(const FolderChatTemplate& chat_template, const HfTokenizer& tokenize
     ordered_json turns = ordered_json::array();
     for (const ChatMessage& m : example.messages) {
       turns.push_back({{"role", m.role}, {"content", m.content}});
-      if (m.reasoning) turns.back()[m.reasoning_field] = *m.reasoning;
+      if (m.reasoning) turns.back()[reasoningFieldName(m.reasoning_field)] = *m.reasoning;
       if (!m.tool_fields.empty()) turns.back().update(ordered_json::parse(m.tool_fields));
     }
     list.push_back({{"messages", std::move(turns)},
@@ -408,9 +408,8 @@ ChosenChatTemplate chooseChatTemplate(const HfTokenizer& tokenizer, std::optiona
 }
 
 std::string renderGenerationPrompt(const FolderChatTemplate& chat_template, const HfTokenizer& tokenizer,
-                                   const std::vector<ChatMessage>& messages) {
-  const json result =
-      runJob(chat_template, tokenizer, {ChatExample{messages}}, {"the conversation"}, /*generation_prompt=*/true);
+                                   const ChatExample& conversation) {
+  const json result = runJob(chat_template, tokenizer, {conversation}, {"the conversation"}, /*generation_prompt=*/true);
   return result.at("renderings").at(0).at("text").get<std::string>();
 }
 

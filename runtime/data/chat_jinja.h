@@ -49,9 +49,9 @@ struct ChosenChatTemplate {
 };
 ChosenChatTemplate chooseChatTemplate(const HfTokenizer& tokenizer, std::optional<ChatTemplate> requested);
 
-// The conversation rendered with the generation prompt (add_generation_prompt=True): what a chat
-// model reads before it writes its reply.
+// The conversation rendered with the generation prompt (add_generation_prompt=True), its tools in
+// the template's `tools`: what a chat model reads before it writes its reply.
 std::string renderGenerationPrompt(const FolderChatTemplate& chat_template, const HfTokenizer& tokenizer,
-                                   const std::vector<ChatMessage>& messages);
+                                   const ChatExample& conversation);
 
 }  // namespace mt

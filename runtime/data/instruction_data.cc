@@ -61,13 +61,14 @@ ChatMessage messageOf(const Json& m, const std::string& at) {
   // A reply of tool calls without content (OpenAI writes null) renders as an empty content: Qwen 3's
   // template, among others, cannot take null.
   if (tool_fields.empty() || present(m, "content")) message.content = stringField(m, "content", at);
-  for (const char* field : {"reasoning_content", "thinking"}) {
-    if (!present(m, field)) continue;
-    if (role != "assistant") throw Error(at + ": \"" + field + "\" on a " + role + " message: only a reply reasons");
+  for (const auto field : {ChatMessage::ReasoningField::ReasoningContent, ChatMessage::ReasoningField::Thinking}) {
+    const char* name = reasoningFieldName(field);
+    if (!present(m, name)) continue;
+    if (role != "assistant") throw Error(at + ": \"" + name + "\" on a " + role + " message: only a reply reasons");
     if (message.reasoning)
       throw Error(at + ": both \"reasoning_content\" and \"thinking\": give the reasoning once, under the name the "
                   "model's template reads (Qwen 3's reasoning_content, gpt-oss's thinking)");
-    message.reasoning = stringField(m, field, at);
+    message.reasoning = stringField(m, name, at);
     message.reasoning_field = field;
   }
   if (role == "tool")
@@ -111,21 +112,6 @@ std::vector<ChatMessage> readTurns(const Json& list, bool sharegpt, const std::s
   return messages;
 }
 
-// The example's "tools": a list of the functions' schemas (objects), or LLaMA-Factory's JSON
-// text of one. Empty without.
-std::string toolsOf(const Json& example, const std::string& where) {
-  if (!present(example, "tools")) return "";
-  Json tools = example.at("tools");
-  if (tools.is_string()) {
-    if (tools.get<std::string>().find_first_not_of(" \t\r\n") == std::string::npos) return "";
-    tools = parseOrderedJsonInput(tools.get<std::string>(), where + ": \"tools\"");
-  }
-  if (!tools.is_array()) throw Error(where + ": \"tools\" is " + jsonBrief(tools) + ", not a list of the functions' schemas");
-  for (size_t i = 0; i < tools.size(); ++i)
-    if (!tools[i].is_object()) throw Error(where + ": tool " + std::to_string(i) + " is not an object (a function's schema)");
-  return tools.empty() ? "" : tools.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
 // Python's str.isspace() over a code point: what Jinja's `trim` strips.
 bool pythonSpace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
@@ -149,7 +135,7 @@ std::string rstripNewlines(const std::string& text) { return text.substr(0, text
 // holding </think> has before the first </think>, after the last <think> there, line breaks
 // stripped) and its content (after the last </think>, leading line breaks stripped).
 std::pair<std::string, std::string> qwen3Reply(const ChatMessage& m) {
-  if (m.reasoning && m.reasoning_field == "reasoning_content") return {*m.reasoning, m.content};
+  if (m.reasoning && m.reasoning_field == ChatMessage::ReasoningField::ReasoningContent) return {*m.reasoning, m.content};
   const size_t close = m.content.find("</think>");
   if (close == std::string::npos) return {"", m.content};
   const std::string before = rstripNewlines(m.content.substr(0, close));
@@ -185,6 +171,22 @@ const char* chatTemplateName(ChatTemplate chat_template) {
   return "?";
 }
 
+const char* reasoningFieldName(ChatMessage::ReasoningField field) {
+  return field == ChatMessage::ReasoningField::Thinking ? "thinking" : "reasoning_content";
+}
+
+std::string toolsOf(const Json& value, const std::string& where) {
+  Json tools = value;
+  if (tools.is_string()) {
+    if (tools.get<std::string>().find_first_not_of(" \t\r\n") == std::string::npos) return "";
+    tools = parseOrderedJsonInput(tools.get<std::string>(), where + ": \"tools\"");
+  }
+  if (!tools.is_array()) throw Error(where + ": \"tools\" is " + jsonBrief(tools) + ", not a list of the functions' schemas");
+  for (size_t i = 0; i < tools.size(); ++i)
+    if (!tools[i].is_object()) throw Error(where + ": tool " + std::to_string(i) + " is not an object (a function's schema)");
+  return tools.empty() ? "" : tools.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 bool ChatExample::usesTools() const {
   return !tools.empty() || std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) {
     return m.role == "tool" || !m.tool_fields.empty();
@@ -217,7 +219,7 @@ ChatExample exampleOf(const Json& example, const std::string& where) {
   } else {
     throw Error(where + ": neither \"messages\", \"conversations\" nor alpaca's \"instruction\"/\"output\"");
   }
-  result.tools = toolsOf(example, where);
+  if (present(example, "tools")) result.tools = toolsOf(example.at("tools"), where);
   bool replies = false;
   for (const ChatMessage& m : messages) replies |= m.role == "assistant";
   if (!replies) throw Error(where + ": no assistant message: nothing in it would be trained");
@@ -290,12 +292,13 @@ std::string today() {
   return std::string(date, std::strftime(date, sizeof date, "%Y-%m-%d", &local));
 }
 
-// A reply's content as harmony's template takes it: its channel markers belong in the template.
+// A reply's content and thinking as harmony's template takes them: its channel markers belong in
+// the template.
 void checkHarmonyReply(const ChatMessage& m) {
   for (const char* marker : {"<|channel|>analysis<|message|>", "<|channel|>final<|message|>"})
-    if (m.content.find(marker) != std::string::npos)
+    if (m.content.find(marker) != std::string::npos || (m.reasoning && m.reasoning->find(marker) != std::string::npos))
       throw Error(std::string("a reply holding harmony's channel markers (") + marker + "): gpt-oss's template "
-                  "refuses them in the content; give the final answer as the content and the analysis as the "
+                  "refuses them; give the final answer alone as the content and the analysis alone as the "
                   "message's \"thinking\"");
 }
 
@@ -320,7 +323,7 @@ void renderHarmony(const std::vector<ChatMessage>& messages, const std::function
       const bool last = i + 1 == messages.size();
       // The last reply's "thinking" as its analysis message, which the model writes before the
       // final answer; earlier replies lose it, as the template drops their chain of thought.
-      if (last && m.reasoning && m.reasoning_field == "thinking")
+      if (last && m.reasoning && m.reasoning_field == ChatMessage::ReasoningField::Thinking)
         add("<|channel|>analysis<|message|>" + *m.reasoning + "<|end|><|start|>assistant", true);
       add("<|channel|>final<|message|>" + m.content + (last ? "<|return|>" : "<|end|>"), true);
     }

@@ -66,12 +66,15 @@ struct ChatMessage {
   // <think> block, harmony's as the last reply's analysis message; the other built-ins, as their
   // templates, leave it out.
   std::optional<std::string> reasoning = std::nullopt;
-  std::string reasoning_field = "reasoning_content";
+  enum class ReasoningField { ReasoningContent, Thinking } reasoning_field = ReasoningField::ReasoningContent;
   // The message's tool fields, for a folder's template: a JSON object holding an assistant
   // message's "tool_calls" or a tool message's "tool_call_id" and "name", keys in the data's order
   // (a template's tojson writes them so). Empty without.
   std::string tool_fields = {};
 };
+
+// The data's name of a reasoning field: "reasoning_content" or "thinking".
+const char* reasoningFieldName(ChatMessage::ReasoningField field);
 
 // One example: its conversation and the functions its model may call.
 struct ChatExample {
@@ -82,6 +85,11 @@ struct ChatExample {
   // Whether the example holds tools, tool calls or tool results: only a folder's template renders them.
   bool usesTools() const;
 };
+
+// The functions a model may call, as a template takes them: a list of their schemas (objects), or
+// LLaMA-Factory's JSON text of one; returned as JSON text, keys in the data's order ("" for an
+// empty list). Throws mt::Error naming `where` for anything else.
+std::string toolsOf(const nlohmann::ordered_json& tools, const std::string& where);
 
 // One example (parsed, or a JSONL line); throws mt::Error naming `where` (file:line) and what is wrong.
 ChatExample exampleOf(const nlohmann::ordered_json& example, const std::string& where);

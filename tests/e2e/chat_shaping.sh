@@ -9,7 +9,7 @@
 # example and the template's message; gpt-oss's harmony and Mistral's [INST] built in render as
 # transcriptions of their templates do; function calling through a transcription of gpt-oss's
 # template counts each reply through its <|call|>. mtgen --chat replies to a message in the folder's template
-# (--no-thinking: Qwen 3's enable_thinking=False).
+# (--no-thinking: Qwen 3's enable_thinking=False; --tools: the functions' schemas in its tools block).
 # usage: chat_shaping.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -207,6 +207,31 @@ check "mtgen --chat reads the template's generation prompt" \
   --prompt $'<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n' > nothink_prompt.ids 2> /dev/null
 check "mtgen --chat --no-thinking: the prompt ends with Qwen 3's empty thinking block (its template and the built-in)" \
   "[ -s nothink.ids ] && cmp -s nothink.ids nothink_prompt.ids && cmp -s nothink_builtin.ids nothink_prompt.ids && ! cmp -s nothink.ids chat.ids"
+# mtgen --chat --tools: the functions' schemas in the folder's template (Qwen 3's tools block written
+# out by Python's json, as its template's tojson): the ids a --prompt-file of that very text gives,
+# on a plan whose cache holds the whole prompt; the built-in template refuses them.
+printf '%s' '[{"type": "function", "function": {"name": "get_weather", "description": "Weather now", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]' > tools.json
+"$bin/mtc" qwen3-tiny --vocab 151669 --context 256 --forward-only --kv-cache --batch 1 --seq 256 -o g256.plan > /dev/null
+/usr/bin/python3 - <<'PY'
+import json
+tools = json.load(open("tools.json"))
+head = ("<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+        "provided with function signatures within <tools></tools> XML tags:\n<tools>")
+tail = ("\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+        "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+        "</tool_call><|im_end|>\n")
+with open("tools_prompt.txt", "w", encoding="utf-8") as f:
+    f.write(head + "".join("\n" + json.dumps(t, ensure_ascii=False) for t in tools) + tail +
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+PY
+"$bin/mtgen" g256.plan --tokenizer qwen3 --chat "Hi" --tools tools.json --greedy --ids --max-tokens 3 --no-stop > tools_chat.ids 2> /dev/null
+"$bin/mtgen" g256.plan --tokenizer qwen3 --chat "Hi" --greedy --ids --max-tokens 3 --no-stop > notools_chat.ids 2> /dev/null
+"$bin/mtgen" g256.plan --tokenizer qwen3 --prompt-file tools_prompt.txt --greedy --ids --max-tokens 3 --no-stop > tools_prompt.ids 2> /dev/null
+check "mtgen --chat --tools: the schemas in the template's tools block (the ids of the text written out)" \
+  "[ -s tools_chat.ids ] && cmp -s tools_chat.ids tools_prompt.ids && ! cmp -s tools_chat.ids notools_chat.ids"
+refused=$("$bin/mtgen" g.plan --tokenizer qwen3 --chat "Hi" --tools tools.json --template qwen3 2>&1); code=$?
+check "mtgen --tools with a built-in template is refused, naming the fix" \
+  "[ $code = 1 ] && grep -q -- '--tools: the built-in qwen3 template renders no tools; the tokenizer folder' <<< \"\$refused\""
 refused=$("$bin/mtgen" g.plan --tokenizer qwen3 --chat "Hi" --no-thinking --template chatml 2>&1); code=$?
 check "... refused for a template without thinking (exit 1)" "[ $code = 1 ] && grep -q 'no thinking to leave out' <<< \"\$refused\""
 "$bin/mtgen" g.plan --chat "Hi" > /dev/null 2>&1; code=$?

@@ -488,6 +488,19 @@ TEST(InstructionData, HarmonyRendersAsGptOssTemplateDoes) {
   expectError([] { renderChat({{"user", "Q"}, {"system", "S"}}, ChatTemplate::Harmony); }, "a system message after the first");
   expectError([] { renderChat({{"user", "Q"}, {"assistant", "<|channel|>final<|message|>A"}}, ChatTemplate::Harmony); },
               "harmony's channel markers");
+  // gpt-oss's "thinking": the last reply's rendered as its analysis message, counted with it.
+  const ChatExample thought = readExample(R"({"messages": [{"role": "user", "content": "Q"},
+      {"role": "assistant", "content": "A", "thinking": "T"}]})", "x:1");
+  EXPECT_EQ(thought.messages[1].reasoning_field, ChatMessage::ReasoningField::Thinking);
+  counted.clear();
+  for (const auto& part : renderExample(thought, ChatTemplate::Harmony)) if (part.counted) counted += part.text + "|";
+  EXPECT_EQ(counted, "<|channel|>analysis<|message|>T<|end|><|start|>assistant<|channel|>final<|message|>A<|return|>|");
+  ChatMessage marked = thought.messages[1];
+  marked.reasoning = "<|channel|>analysis<|message|>T";
+  expectError([&] { renderChat({{"user", "Q"}, marked}, ChatTemplate::Harmony); }, "harmony's channel markers");
+  expectError([] { readExample(R"({"messages": [{"role": "assistant", "content": "A", "thinking": "T",
+                                                 "reasoning_content": "R"}]})", "x:2"); },
+              "x:2: message 0: both \"reasoning_content\" and \"thinking\"");
 }
 
 TEST(InstructionData, TheMaskCountsRepliesAndTheirEnd) {
