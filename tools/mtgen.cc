@@ -33,6 +33,8 @@ struct Options {
   std::string plan_path, weights, tokenizer, prompt, prompt_file, end_of_text;
   std::string chat, system;                        // --chat: a user message (and --system's) to reply to
   std::string tools;                               // --tools: a JSON file of the functions it may call
+  std::string conversation;                        // --conversation: a JSON file of the turns so far
+  bool chatting() const { return !chat.empty() || !conversation.empty(); }
   std::optional<mt::ChatTemplate> chat_template;  // --template: a built-in one instead of the folder's
   bool no_thinking = false;                        // --no-thinking: Qwen 3's enable_thinking=False
   mt::BackendChoice backend = mt::BackendChoice::kAuto;
@@ -54,19 +56,28 @@ class Text {
     return {reinterpret_cast<const unsigned char*>(text.data()),
             reinterpret_cast<const unsigned char*>(text.data()) + text.size()};
   }
-  // --chat: the conversation in the chat template, through the generation prompt (the template
-  // writes the special tokens it wants: none are added). Says which template on standard error.
+  // --chat / --conversation: the conversation in the chat template, through the generation prompt
+  // (the template writes the special tokens it wants: none are added). Says which template on
+  // standard error.
   std::vector<uint32_t> encodeChat(const Options& o) const {
-    mt::ChatExample conversation;
+    mt::ChatExample conversation = o.conversation.empty() ? mt::ChatExample{} : readConversation(o.conversation);
     if (!o.system.empty()) conversation.messages.push_back({"system", o.system});
-    conversation.messages.push_back({"user", o.chat});
-    if (!o.tools.empty()) conversation.tools = readTools(o.tools);
+    if (!o.chat.empty()) conversation.messages.push_back({"user", o.chat});
+    if (!o.tools.empty()) {
+      if (!conversation.tools.empty())
+        throw mt::Error("--tools and the conversation file " + o.conversation + " both list tools: give them once");
+      conversation.tools = readTools(o.tools);
+    }
+    if (conversation.messages.back().role == "assistant")
+      throw mt::Error("the conversation " + o.conversation + " ends with a reply: end it with a user or tool message "
+                      "(or add one with --chat) for the model to reply to");
     mt::ChosenChatTemplate chosen = mt::chooseChatTemplate(*tokenizer_, o.chat_template);
     std::fprintf(stderr, "mtgen: chat template: %s\n", chosen.description.c_str());
     if (o.no_thinking) withoutThinking(chosen);
-    if (!o.tools.empty() && !chosen.own)
-      throw mt::Error(std::string("--tools: the built-in ") + mt::chatTemplateName(chosen.builtin) +
-                      " template renders no tools; the tokenizer folder's own chat template does (drop --template)");
+    if (conversation.usesTools() && !chosen.own)
+      throw mt::Error(std::string("tools, tool calls or tool results: the built-in ") +
+                      mt::chatTemplateName(chosen.builtin) +
+                      " template renders none; the tokenizer folder's own chat template does (drop --template)");
     std::string prompt = chosen.own ? mt::renderGenerationPrompt(*chosen.own, *tokenizer_, conversation)
                                     : mt::generationPrompt(conversation.messages, chosen.builtin);
     if (o.no_thinking && !chosen.own) prompt += mt::kQwen3EmptyThinking;  // as Qwen 3's template writes it
@@ -82,6 +93,16 @@ class Text {
     const std::string tools = mt::toolsOf(mt::parseOrderedJsonInput(text, "tools file " + path), "tools file " + path);
     if (tools.empty()) throw mt::Error("tools file " + path + " lists no function: drop --tools");
     return tools;
+  }
+  // --conversation FILE: the turns so far, one JSON object in instruction data's messages (or
+  // sharegpt) shape, its tools too (a file of at most kMaxExampleBytes, as an example).
+  static mt::ChatExample readConversation(const std::string& path) {
+    const std::string text = mt::readWholeFile(path, "conversation file", "");
+    if (text.size() > mt::kMaxExampleBytes)
+      throw mt::Error("conversation file " + path + ": " + std::to_string(text.size()) + " bytes; at most " +
+                      std::to_string(mt::kMaxExampleBytes >> 20) + " MiB is read");
+    const std::string where = "conversation file " + path;
+    return mt::conversationOf(mt::parseOrderedJsonInput(text, where), where);
   }
   // --no-thinking: the template told enable_thinking=False (Qwen 3's then ends the prompt with an
   // empty thinking block: the model answers without reasoning); a template without the switch is
@@ -156,11 +177,14 @@ class Printer {
 std::optional<std::string> checkFlags(const Options& o) {
   const auto& s = o.generation.sampling;
   if (o.bytes && !o.tokenizer.empty()) return "--bytes and --tokenizer each choose the tokens: give one";
-  if (!o.prompt.empty() + !o.prompt_file.empty() + !o.chat.empty() != 1)
-    return "give one of --prompt or --prompt-file (text to continue) or --chat (a message to reply to)";
-  if (!o.chat.empty() && o.tokenizer.empty()) return "--chat needs the model's --tokenizer (its folder's chat template)";
-  if (o.chat.empty() && (!o.system.empty() || o.chat_template || o.no_thinking || !o.tools.empty()))
-    return "--system, --tools, --template and --no-thinking apply to --chat";
+  if (!o.prompt.empty() + !o.prompt_file.empty() + o.chatting() != 1)
+    return "give one of --prompt or --prompt-file (text to continue) or --chat / --conversation (to reply to)";
+  if (o.chatting() && o.tokenizer.empty())
+    return "--chat and --conversation need the model's --tokenizer (its folder's chat template)";
+  if (!o.chatting() && (!o.system.empty() || o.chat_template || o.no_thinking || !o.tools.empty()))
+    return "--system, --tools, --template and --no-thinking apply to --chat and --conversation";
+  if (!o.conversation.empty() && !o.system.empty())
+    return "--system with --conversation: write the system message into the conversation file";
   if (!(std::isfinite(s.temperature) && s.temperature >= 0)) return "--temperature must be 0 (greedy) or positive";
   if (!(s.top_p > 0 && s.top_p <= 1)) return "--top-p must be in (0, 1]";
   if (s.top_k < 0) return "--top-k must be 0 (all tokens) or positive";
@@ -211,10 +235,10 @@ int generate(Options& o) {
   if (o.greedy) o.generation.sampling.temperature = 0;
   o.generation.stop_tokens = text.stopTokens(o, plan);
   // --chat prints the reply alone; a prompt is printed with its continuation.
-  const std::string prompt = !o.chat.empty()         ? std::string()
+  const std::string prompt = o.chatting()            ? std::string()
                              : o.prompt_file.empty() ? o.prompt
                                                      : mt::readWholeFile(o.prompt_file, "prompt file", "");
-  const std::vector<uint32_t> prompt_ids = o.chat.empty() ? text.encode(prompt) : text.encodeChat(o);
+  const std::vector<uint32_t> prompt_ids = o.chatting() ? text.encodeChat(o) : text.encode(prompt);
   std::fprintf(stderr, "mtgen: %s | %lld sample%s, %s %lld tokens | weights %s | backend %s | %s\n",
                plan.model().name().c_str(), static_cast<long long>(generator.rows()), generator.rows() == 1 ? "" : "s",
                generator.cached() ? "key/value cache of" : "window of", static_cast<long long>(generator.window()), weights.empty() ? "the plan's seeded initializers" : weights.c_str(),
@@ -272,6 +296,8 @@ int main(int argc, char** argv) {
       "  mtc Qwen2.5-0.5B/ --forward-only --kv-cache --batch 1 --seq 256 -o q.plan   (its weights beside it)\n"
       "  mtgen q.plan --tokenizer Qwen2.5-0.5B/ --prompt \"The capital of France is\" --max-tokens 20\n"
       "  mtgen q.plan --tokenizer Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (its chat template)\n"
+      "  mtgen q.plan --tokenizer Qwen2.5-0.5B-Instruct/ --conversation turns.json --tools tools.json\n"
+      "                                          (the reply to a conversation, e.g. after a tool's result)\n"
       "  mtgen Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (the folder compiled once, then reused)\n\n"
       "The text goes to standard output, what was run to standard error. A batch of B gives B samples of the\n"
       "same prompt. A --kv-cache plan runs one token's forward per token, attending over the keys and values\n"
@@ -296,8 +322,12 @@ int main(int argc, char** argv) {
                  "a user message to reply to, in the chat template of the --tokenizer folder (Jinja2, as transformers "
                  "renders it; or --template's built-in one): prints the reply");
   app.add_option("--system", o.system, "with --chat: a system message before it");
+  app.add_option("--conversation", o.conversation,
+                 "the turns so far to reply to: a JSON file in instruction data's messages (or sharegpt) shape, "
+                 "tools, calls and their results too (a model tuned on calls answers from a tool's result); "
+                 "--chat adds a user message after them");
   app.add_option("--tools", o.tools,
-                 "with --chat: a JSON file listing the functions the model may call (their schemas, as instruction "
+                 "with --chat or --conversation: a JSON file listing the functions the model may call (their schemas, as instruction "
                  "data's \"tools\"), given to the folder's chat template: a model tuned on calls replies with one");
   app.add_flag("--no-thinking", o.no_thinking,
                "with --chat: Qwen 3's enable_thinking=False (the prompt ends with an empty thinking block: a reply "

@@ -198,6 +198,14 @@ ChatExample readExample(const std::string& json_line, const std::string& where) 
 }
 
 ChatExample exampleOf(const Json& example, const std::string& where) {
+  ChatExample result = conversationOf(example, where);
+  bool replies = false;
+  for (const ChatMessage& m : result.messages) replies |= m.role == "assistant";
+  if (!replies) throw Error(where + ": no assistant message: nothing in it would be trained");
+  return result;
+}
+
+ChatExample conversationOf(const Json& example, const std::string& where) {
   if (!example.is_object()) throw Error(where + ": not a JSON object");
   ChatExample result;
   std::vector<ChatMessage>& messages = result.messages;
@@ -220,9 +228,6 @@ ChatExample exampleOf(const Json& example, const std::string& where) {
     throw Error(where + ": neither \"messages\", \"conversations\" nor alpaca's \"instruction\"/\"output\"");
   }
   if (present(example, "tools")) result.tools = toolsOf(example.at("tools"), where);
-  bool replies = false;
-  for (const ChatMessage& m : messages) replies |= m.role == "assistant";
-  if (!replies) throw Error(where + ": no assistant message: nothing in it would be trained");
   return result;
 }
 

@@ -93,6 +93,8 @@ std::string toolsOf(const nlohmann::ordered_json& tools, const std::string& wher
 
 // One example (parsed, or a JSONL line); throws mt::Error naming `where` (file:line) and what is wrong.
 ChatExample exampleOf(const nlohmann::ordered_json& example, const std::string& where);
+// The same shapes without the assistant message an example needs: a conversation a model replies to.
+ChatExample conversationOf(const nlohmann::ordered_json& conversation, const std::string& where);
 ChatExample readExample(const std::string& json_line, const std::string& where);
 
 // The longest example (a JSONL line) and the largest JSON array file read: far past any

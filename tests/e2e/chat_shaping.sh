@@ -9,7 +9,8 @@
 # example and the template's message; gpt-oss's harmony and Mistral's [INST] built in render as
 # transcriptions of their templates do; function calling through a transcription of gpt-oss's
 # template counts each reply through its <|call|>. mtgen --chat replies to a message in the folder's template
-# (--no-thinking: Qwen 3's enable_thinking=False; --tools: the functions' schemas in its tools block).
+# (--no-thinking: Qwen 3's enable_thinking=False; --tools: the functions' schemas in its tools block;
+# --conversation: the turns so far, a call and its result).
 # usage: chat_shaping.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -224,14 +225,40 @@ with open("tools_prompt.txt", "w", encoding="utf-8") as f:
     f.write(head + "".join("\n" + json.dumps(t, ensure_ascii=False) for t in tools) + tail +
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
 PY
-"$bin/mtgen" g256.plan --tokenizer qwen3 --chat "Hi" --tools tools.json --greedy --ids --max-tokens 3 --no-stop > tools_chat.ids 2> /dev/null
-"$bin/mtgen" g256.plan --tokenizer qwen3 --chat "Hi" --greedy --ids --max-tokens 3 --no-stop > notools_chat.ids 2> /dev/null
-"$bin/mtgen" g256.plan --tokenizer qwen3 --prompt-file tools_prompt.txt --greedy --ids --max-tokens 3 --no-stop > tools_prompt.ids 2> /dev/null
+# (A random model's few greedy tokens may not change with the prompt: mtgen's count of the
+# prompt's tokens tells the prompts apart.)
+prompt_tokens() { sed -n 's/.*; a \([0-9]*\)-token prompt).*/\1/p' "$1"; }
+"$bin/mtgen" g256.plan --tokenizer qwen3 --chat "Hi" --tools tools.json --greedy --ids --max-tokens 3 --no-stop > tools_chat.ids 2> tools_chat.err
+"$bin/mtgen" g256.plan --tokenizer qwen3 --chat "Hi" --greedy --ids --max-tokens 3 --no-stop > notools_chat.ids 2> notools_chat.err
+"$bin/mtgen" g256.plan --tokenizer qwen3 --prompt-file tools_prompt.txt --greedy --ids --max-tokens 3 --no-stop > tools_prompt.ids 2> tools_prompt.err
 check "mtgen --chat --tools: the schemas in the template's tools block (the ids of the text written out)" \
-  "[ -s tools_chat.ids ] && cmp -s tools_chat.ids tools_prompt.ids && ! cmp -s tools_chat.ids notools_chat.ids"
+  "[ -s tools_chat.ids ] && cmp -s tools_chat.ids tools_prompt.ids && [ \"\$(prompt_tokens tools_chat.err)\" = \"\$(prompt_tokens tools_prompt.err)\" ] && [ \"\$(prompt_tokens tools_chat.err)\" -gt \"\$(prompt_tokens notools_chat.err)\" ]"
 refused=$("$bin/mtgen" g.plan --tokenizer qwen3 --chat "Hi" --tools tools.json --template qwen3 2>&1); code=$?
 check "mtgen --tools with a built-in template is refused, naming the fix" \
-  "[ $code = 1 ] && grep -q -- '--tools: the built-in qwen3 template renders no tools; the tokenizer folder' <<< \"\$refused\""
+  "[ $code = 1 ] && grep -q -- 'tools, tool calls or tool results: the built-in qwen3 template renders none; the tokenizer folder' <<< \"\$refused\""
+# mtgen --conversation: the turns so far (a call and the tool's result) in the folder's template,
+# the tools from --tools: the ids of that text written out; a conversation that ends with a reply,
+# or tools given twice, refused.
+cat > turns.json <<'EOF'
+{"messages": [{"role": "user", "content": "Weather in Oslo?"}, {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]}, {"role": "tool", "content": "-3 C"}]}
+EOF
+/usr/bin/python3 - <<'PY'
+head = open("tools_prompt.txt", encoding="utf-8").read().split("<|im_start|>user\n")[0]
+with open("turns_prompt.txt", "w", encoding="utf-8") as f:
+    f.write(head + "<|im_start|>user\nWeather in Oslo?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n"
+            "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call><|im_end|>\n"
+            "<|im_start|>user\n<tool_response>\n-3 C\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
+PY
+"$bin/mtgen" g256.plan --tokenizer qwen3 --conversation turns.json --tools tools.json --greedy --ids --max-tokens 3 --no-stop > turns_chat.ids 2> turns_chat.err
+"$bin/mtgen" g256.plan --tokenizer qwen3 --prompt-file turns_prompt.txt --greedy --ids --max-tokens 3 --no-stop > turns_prompt.ids 2> turns_prompt.err
+check "mtgen --conversation: a call and its result in the template (the ids of the text written out)" \
+  "[ -s turns_chat.ids ] && cmp -s turns_chat.ids turns_prompt.ids && [ \"\$(prompt_tokens turns_chat.err)\" = \"\$(prompt_tokens turns_prompt.err)\" ] && [ \"\$(prompt_tokens turns_chat.err)\" -gt \"\$(prompt_tokens tools_chat.err)\" ]"
+echo '{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}' > replied.json
+refused=$("$bin/mtgen" g256.plan --tokenizer qwen3 --conversation replied.json 2>&1); code=$?
+twice=$(printf '%s' "$(sed 's/]}$/], "tools": [{"name": "f"}]}/' turns.json)" > turns_tools.json;
+        "$bin/mtgen" g256.plan --tokenizer qwen3 --conversation turns_tools.json --tools tools.json 2>&1); code2=$?
+check "mtgen --conversation: one ending with a reply, or tools given twice, refused" \
+  "[ $code = 1 ] && grep -q 'ends with a reply: end it with a user or tool message' <<< \"\$refused\" && [ $code2 = 1 ] && grep -q 'both list tools: give them once' <<< \"\$twice\""
 refused=$("$bin/mtgen" g.plan --tokenizer qwen3 --chat "Hi" --no-thinking --template chatml 2>&1); code=$?
 check "... refused for a template without thinking (exit 1)" "[ $code = 1 ] && grep -q 'no thinking to leave out' <<< \"\$refused\""
 "$bin/mtgen" g.plan --chat "Hi" > /dev/null 2>&1; code=$?

@@ -10,6 +10,7 @@
 #include "runtime/io/error.h"
 #include "runtime/data/hf_tokenizer.h"
 #include "runtime/data/instruction_data.h"
+#include "runtime/io/json_input.h"
 #include "runtime/data/utf8.h"
 #include "tests/runtime/expect_error.h"
 #include "tests/runtime/scratch_path.h"
@@ -405,6 +406,10 @@ TEST(InstructionData, ReadsToolCallsAndTools) {
   EXPECT_EQ(example.messages[2].tool_fields, R"({"tool_call_id":"c1","name":"get_weather"})");
   EXPECT_EQ(example.tools, R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])");
   EXPECT_FALSE(readExample(R"({"instruction": "Q", "output": "A"})", "x:2").usesTools());
+  // A conversation to reply to (mtgen --conversation) needs no reply; an example does.
+  const std::string asked = R"({"messages": [{"role": "user", "content": "Q"}], "tools": [{"name": "f"}]})";
+  EXPECT_EQ(conversationOf(parseOrderedJsonInput(asked, "c"), "c").tools, R"([{"name":"f"}])");
+  expectError([&] { readExample(asked, "x:9"); }, "x:9: no assistant message");
   // LLaMA-Factory's sharegpt: the call's JSON as text, a list of calls too; tools as JSON text.
   const ChatExample share = readExample(
       R"({"conversations": [{"from": "human", "value": "Add 2 and 3"},
