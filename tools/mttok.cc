@@ -128,6 +128,24 @@ std::vector<std::vector<mt::ChatPart>> renderExamples(const Options& o, const mt
   return rendered;
 }
 
+// The examples' lengths in tokens (each to the next one's start, its end token included), for
+// choosing a plan's --seq: the median, the 95th percentile and the longest, named.
+void printLengths(const std::vector<int64_t>& starts, size_t total, const std::vector<std::string>& where) {
+  if (starts.empty()) return;
+  std::vector<int64_t> lengths(starts.size());
+  for (size_t e = 0; e < starts.size(); ++e)
+    lengths[e] = (e + 1 < starts.size() ? starts[e + 1] : static_cast<int64_t>(total)) - starts[e];
+  const size_t longest = static_cast<size_t>(std::max_element(lengths.begin(), lengths.end()) - lengths.begin());
+  std::vector<int64_t> sorted = lengths;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t p95 = std::min(sorted.size() - 1, (sorted.size() * 95 + 99) / 100 - 1);
+  std::printf("mttok: example lengths (tokens, the end token included): median %lld, 95%% at most %lld, longest "
+              "%lld (%s); mtrun --rows examples keeps every one whole with a plan's --seq of %lld or more\n",
+              static_cast<long long>(sorted[sorted.size() / 2]), static_cast<long long>(sorted[p95]),
+              static_cast<long long>(lengths[longest]), where[longest].c_str(),
+              static_cast<long long>(std::max<int64_t>(lengths[longest] - 1, 1)));
+}
+
 // Instruction data (JSONL, or one JSON array): each example rendered with a chat template, its
 // replies counted (everything but the end with --train-on-prompt), cut to --max-length tokens,
 // followed by the end-of-text token (not counted).
@@ -184,6 +202,7 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
               " in " + std::to_string(examples_count) + " examples, " + std::to_string(targets) + " counted by the loss" +
                   (o.train_on_prompt ? " (--train-on-prompt: the prompts too)" : ""),
               &starts);
+  printLengths(starts, ids.size(), where);
   if (truncated.count)
     std::printf("mttok: %lld of %lld examples cut to --max-length %lld tokens (the first: %s)%s\n",
                 static_cast<long long>(truncated.count), static_cast<long long>(examples_count),

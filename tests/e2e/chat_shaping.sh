@@ -45,6 +45,10 @@ check "the history's turns come before the instruction" \
 longest=$(tr ' ' '\n' < cut.ids | awk '$1 == 151643 { if (n + 1 > m) m = n + 1; n = 0; next } { n++ } END { print m }')
 check "--max-length 24: no example longer, its end token included" "[ '$longest' -le 24 ]"
 check "--max-length says how many it cut" "grep -q 'examples cut to --max-length 24 tokens (the first: data.jsonl:' cut.txt"
+longest_all=$("$bin/mttok" "${tok[@]}" data.jsonl --ids 2> /dev/null | tr ' ' '\n' |
+  awk '$1 == 151643 { if (n + 1 > m) m = n + 1; n = 0; next } { n++ } END { print m }')
+check "mttok names the longest example and the --seq that keeps every example whole" \
+  "[ -n '$longest_all' ] && grep -q \"longest $longest_all (data.jsonl:2); mtrun --rows examples keeps every one whole with a plan's --seq of $((longest_all - 1)) or more\" lines.txt"
 "$bin/mttok" "${tok[@]}" data.jsonl --train-on-prompt -o all.tok > all.txt 2> /dev/null
 total=$(sed -n 's/^mttok: \([0-9]*\) tokens.*/\1/p' all.txt)
 counted=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' all.txt)
