@@ -74,12 +74,8 @@ class Text {
     mt::ChosenChatTemplate chosen = mt::chooseChatTemplate(*tokenizer_, o.chat_template);
     std::fprintf(stderr, "mtgen: chat template: %s\n", chosen.description.c_str());
     if (o.no_thinking) withoutThinking(chosen);
-    if (conversation.usesTools() && !chosen.own)
-      throw mt::Error(std::string("tools, tool calls or tool results: the built-in ") +
-                      mt::chatTemplateName(chosen.builtin) +
-                      " template renders none; the tokenizer folder's own chat template does (drop --template)");
     std::string prompt = chosen.own ? mt::renderGenerationPrompt(*chosen.own, *tokenizer_, conversation)
-                                    : mt::generationPrompt(conversation.messages, chosen.builtin);
+                                    : mt::generationPrompt(conversation, chosen.builtin);
     if (o.no_thinking && !chosen.own) prompt += mt::kQwen3EmptyThinking;  // as Qwen 3's template writes it
     return tokenizer_->encode(prompt, /*add_special_tokens=*/false);
   }
@@ -102,7 +98,11 @@ class Text {
       throw mt::Error("conversation file " + path + ": " + std::to_string(text.size()) + " bytes; at most " +
                       std::to_string(mt::kMaxExampleBytes >> 20) + " MiB is read");
     const std::string where = "conversation file " + path;
-    return mt::conversationOf(mt::parseOrderedJsonInput(text, where), where);
+    const nlohmann::ordered_json turns = mt::parseOrderedJsonInput(text, where);
+    if (turns.is_object() && !turns.contains("messages") && !turns.contains("conversations"))
+      throw mt::Error(where + ": neither \"messages\" nor \"conversations\": a conversation to reply to is one "
+                      "object in instruction data's messages (or sharegpt) shape");
+    return mt::conversationOf(turns, where);
   }
   // --no-thinking: the template told enable_thinking=False (Qwen 3's then ends the prompt with an
   // empty thinking block: the model answers without reasoning); a template without the switch is
@@ -182,7 +182,7 @@ std::optional<std::string> checkFlags(const Options& o) {
   if (o.chatting() && o.tokenizer.empty())
     return "--chat and --conversation need the model's --tokenizer (its folder's chat template)";
   if (!o.chatting() && (!o.system.empty() || o.chat_template || o.no_thinking || !o.tools.empty()))
-    return "--system, --tools, --template and --no-thinking apply to --chat and --conversation";
+    return "--system, --tools, --template and --no-thinking apply to --chat or --conversation";
   if (!o.conversation.empty() && !o.system.empty())
     return "--system with --conversation: write the system message into the conversation file";
   if (!(std::isfinite(s.temperature) && s.temperature >= 0)) return "--temperature must be 0 (greedy) or positive";
@@ -321,7 +321,8 @@ int main(int argc, char** argv) {
   app.add_option("--chat", o.chat,
                  "a user message to reply to, in the chat template of the --tokenizer folder (Jinja2, as transformers "
                  "renders it; or --template's built-in one): prints the reply");
-  app.add_option("--system", o.system, "with --chat: a system message before it");
+  app.add_option("--system", o.system, "with --chat (not --conversation, whose file holds its own): a system "
+                                       "message before it");
   app.add_option("--conversation", o.conversation,
                  "the turns so far to reply to: a JSON file in instruction data's messages (or sharegpt) shape, "
                  "tools, calls and their results too (a model tuned on calls answers from a tool's result); "
@@ -330,7 +331,7 @@ int main(int argc, char** argv) {
                  "with --chat or --conversation: a JSON file listing the functions the model may call (their schemas, as instruction "
                  "data's \"tools\"), given to the folder's chat template: a model tuned on calls replies with one");
   app.add_flag("--no-thinking", o.no_thinking,
-               "with --chat: Qwen 3's enable_thinking=False (the prompt ends with an empty thinking block: a reply "
+               "with --chat or --conversation: Qwen 3's enable_thinking=False (the prompt ends with an empty thinking block: a reply "
                "without reasoning)");
   mt::choiceOf(app, "--template", o.chat_template, "with --chat: a built-in chat template instead of the folder's own",
                mt::chatTemplateNames());

@@ -84,25 +84,29 @@ def marked_spans(text):
             plain.append(ch)
     return "".join(plain), spans
 
+# The probes' texts: private-use characters no template writes, so each is found where it landed.
+PROBE_USER, PROBE_REPLY, PROBE_RESULT = "\ue002", "\ue003", "\ue005"
+PROBE_ARGUMENTS = ("\ue004", "\ue006")  # two calls' arguments
+
 def reply_enders(render, specials):
     # The special tokens the template writes right after a reply's content (ChatML's <|im_end|>,
     # harmony's <|end|> and <|return|>): where a reply ends, and not at a marker inside the reply
     # the model writes itself (harmony's <|channel|>final<|message|>). A template that cannot
     # render the probe keeps them all.
-    user, reply = "\ue002", "\ue003"
     try:
-        text = render([{"role": "user", "content": user}, {"role": "assistant", "content": reply}] * 2, False, None)
+        text = render([{"role": "user", "content": PROBE_USER}, {"role": "assistant", "content": PROBE_REPLY}] * 2,
+                      False, None)
     except Exception:
         return specials
-    return [s for s in specials if reply + s in text] or specials
+    return [s for s in specials if PROBE_REPLY + s in text] or specials
 
 def call_enders(render, specials):
-    # The special token that ends a reply of tool calls: the first after a call's arguments
-    # (ChatML's <|im_end|>, harmony's <|call|>); none where the template cannot render the probe.
-    arguments = "\ue004"
-    call = {"type": "function", "function": {"name": "probe", "arguments": arguments}}
-    messages = [{"role": "user", "content": "\ue002"}, {"role": "assistant", "content": "", "tool_calls": [call]},
-                {"role": "tool", "content": "\ue005"}, {"role": "assistant", "content": "\ue003"}]
+    # The special token that ends a reply of tool calls: the first after the last call's arguments
+    # that does not also sit between two calls (ChatML's <|im_end|>, harmony's <|call|>; not a token
+    # that closes each call); none where the template cannot render the probe.
+    calls = [{"type": "function", "function": {"name": "probe", "arguments": a}} for a in PROBE_ARGUMENTS]
+    messages = [{"role": "user", "content": PROBE_USER}, {"role": "assistant", "content": "", "tool_calls": calls},
+                {"role": "tool", "content": PROBE_RESULT}, {"role": "assistant", "content": PROBE_REPLY}]
     schema = {"type": "function", "function": {"name": "probe", "description": "A probe.",
                                                "parameters": {"type": "object", "properties": {}}}}
     text = None
@@ -114,8 +118,13 @@ def call_enders(render, specials):
             pass
     if text is None:
         return []
-    at = text.find(arguments)
-    found = [(text.find(s, at), -len(s), s) for s in specials if at >= 0 and text.find(s, at) >= 0]
+    first, last = text.find(PROBE_ARGUMENTS[0]), text.find(PROBE_ARGUMENTS[1])
+    if last < 0:  # one call per reply (gpt-oss's template writes the first only)
+        last = first
+    if last < 0:
+        return []
+    between = text[first:last] if first < last else ""
+    found = [(text.find(s, last), -len(s), s) for s in specials if text.find(s, last) >= 0 and s not in between]
     return [min(found)[2]] if found else []
 
 def assistant_header(render):
@@ -123,21 +132,30 @@ def assistant_header(render):
     # an ender followed by it is not a reply's end, the model goes on with another message of its
     # own (harmony's analysis message before the final answer or the call). None where unclear.
     try:
-        bare, prompted = (render([{"role": "user", "content": "\ue002"}], p, None) for p in (False, True))
+        bare, prompted = (render([{"role": "user", "content": PROBE_USER}], p, None) for p in (False, True))
     except Exception:
         return None
     return prompted[len(bare):] if prompted.startswith(bare) and len(prompted) > len(bare) else None
 
-def reply_end(text, start, stop, enders, header):
-    # Through the first ender after `start` that the assistant's header does not follow, before `stop`
-    # (the next reply's start).
+def reply_end(text, start, stop, enders, header, reply):
+    # Through the first ender after `start` that the assistant's header does not follow, before
+    # `stop` (where the next reply starts; None for the last message). A reply with messages after
+    # it and no ender before the next reply cannot be told apart from them.
     end = start
     while True:
         ends = [at + len(s) for s in enders for at in [text.find(s, end)] if at >= 0]
         if not ends:
-            return len(text) if end == start else end
+            if end > start:
+                return end
+            if stop is None:
+                return len(text)
+            raise ValueError(f"reply {reply}: no token the template ends a reply with follows it before the next "
+                             "messages: the reply cannot be told apart from them")
         end = min(ends)
-        if not header or not text.startswith(header, end) or end + len(header) >= stop:
+        if stop is not None and end > stop:
+            raise ValueError(f"reply {reply}: the first token the template ends a reply with comes after the next "
+                             "reply's start: the reply cannot be told apart")
+        if not header or not text.startswith(header, end) or (stop is not None and end + len(header) >= stop):
             return end
 
 with open(sys.argv[1], encoding="utf-8") as f:
@@ -161,7 +179,7 @@ try:
             continue
         text, spans = marked_spans(render(messages, False, tools))
         if not spans:
-            starts = []
+            starts = []  # (the reply's index, where it starts)
             for i, message in enumerate(messages):
                 if message["role"] != "assistant":
                     continue
@@ -172,9 +190,12 @@ try:
                                      "earlier turns differently once later ones follow): the reply cannot be told "
                                      "apart (gpt-oss's, for one, drops a call's thinking once a final answer follows: "
                                      "leave that thinking out, or end the example at the call)")
-                starts.append(len(prefix))
-            for start, stop in zip(starts, starts[1:] + [len(text) + 1]):
-                end = reply_end(text, start, stop, enders, header)
+                starts.append((i, len(prefix)))
+            for n, (i, start) in enumerate(starts):
+                # The next reply's start bounds this one; after the last reply, the end of the text
+                # where no message follows it, else the end of the text with an ender required.
+                stop = starts[n + 1][1] if n + 1 < len(starts) else (None if i + 1 == len(messages) else len(text))
+                end = reply_end(text, start, stop, enders, header, i)
                 spans.append([len(text[:start].encode("utf-8")), len(text[:end].encode("utf-8"))])
         out.append({"text": text, "counted": spans})
 except Exception as e:

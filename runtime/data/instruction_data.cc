@@ -26,22 +26,25 @@ std::string stringField(const Json& object, const char* key, const std::string& 
 bool present(const Json& object, const char* key) { return object.contains(key) && !object.at(key).is_null(); }
 
 // An assistant message's tool calls as transformers takes them: a list of {"function": {"name",
-// "arguments"}} (OpenAI's shape) or of {"name", "arguments"}, the arguments an object or their
-// JSON as a string (OpenAI's).
-void checkToolCalls(const Json& calls, const std::string& where) {
+// "arguments"}} (OpenAI's shape) or of {"name", "arguments"}. Arguments given as their JSON text
+// (OpenAI's) are read into the object the templates expect: Qwen 2.5's and gpt-oss's write
+// `arguments | tojson`, which would train the model to write the text as a quoted string.
+Json toolCallsOf(Json calls, const std::string& where) {
   if (!calls.is_array()) throw Error(where + ": \"tool_calls\" is " + jsonBrief(calls) + ", not a list of calls");
   for (size_t i = 0; i < calls.size(); ++i) {
     const std::string at = where + ": tool call " + std::to_string(i);
     if (!calls[i].is_object()) throw Error(at + " is not an object");
-    const Json& function = calls[i].contains("function") ? calls[i].at("function") : calls[i];
+    Json& function = calls[i].contains("function") ? calls[i].at("function") : calls[i];
     if (!function.is_object()) throw Error(at + ": \"function\" is not an object");
     if (stringField(function, "name", at).empty()) throw Error(at + ": an empty \"name\"");
     if (!function.contains("arguments"))
       throw Error(at + ": no \"arguments\" (an object of the arguments, or its JSON as a string)");
-    const Json& arguments = function.at("arguments");
-    if (!arguments.is_object() && !arguments.is_string())
+    Json& arguments = function.at("arguments");
+    if (arguments.is_string()) arguments = parseOrderedJsonInput(arguments.get<std::string>(), at + ": \"arguments\"");
+    if (!arguments.is_object())
       throw Error(at + ": \"arguments\" is " + jsonBrief(arguments) + ", neither an object nor its JSON as a string");
   }
+  return calls;
 }
 
 // A message of the messages shape: role and content, an assistant's reasoning_content (or
@@ -55,8 +58,7 @@ ChatMessage messageOf(const Json& m, const std::string& at) {
   // An empty list calls nothing, as in a template's `if message.tool_calls`.
   if (present(m, "tool_calls") && !(m.at("tool_calls").is_array() && m.at("tool_calls").empty())) {
     if (role != "assistant") throw Error(at + ": \"tool_calls\" on a " + role + " message: only a reply calls tools");
-    checkToolCalls(m.at("tool_calls"), at);
-    tool_fields["tool_calls"] = m.at("tool_calls");
+    tool_fields["tool_calls"] = toolCallsOf(m.at("tool_calls"), at);
   }
   // A reply of tool calls without content (OpenAI writes null) renders as an empty content: Qwen 3's
   // template, among others, cannot take null.
@@ -93,10 +95,15 @@ ChatMessage sharegptMessageOf(const Json& m, const std::string& at) {
     Json calls = parseOrderedJsonInput(message.content, at + ": the function_call's value");
     if (!calls.is_array()) calls = Json::array({calls});
     Json tool_calls = Json::array();
-    for (const Json& call : calls) tool_calls.push_back({{"type", "function"}, {"function", call}});
-    checkToolCalls(tool_calls, at);
+    for (const Json& call : calls) {
+      if (!call.is_object())
+        throw Error(at + ": the function_call's value is neither a call {\"name\", \"arguments\"} nor a list of them");
+      tool_calls.push_back({{"type", "function"}, {"function", call}});
+    }
+    if (tool_calls.empty()) throw Error(at + ": the function_call's value lists no call");
     message.content.clear();
-    message.tool_fields = Json{{"tool_calls", tool_calls}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+    message.tool_fields =
+        Json{{"tool_calls", toolCallsOf(tool_calls, at)}}.dump(-1, ' ', false, Json::error_handler_t::replace);
   }
   return message;
 }
@@ -357,8 +364,8 @@ namespace {
 
 Error builtinWithoutTools(ChatTemplate chat_template, const char* what) {
   return Error(std::string(what) + ": the built-in template " + chatTemplateName(chat_template) +
-               " renders no tools; render with the tokenizer folder's own chat template (mttok's default where the "
-               "folder has one: drop --template), which transformers renders them with");
+               " renders no tools; render with the tokenizer folder's own chat template (the default where the folder "
+               "has one: drop --template), as transformers does");
 }
 
 }  // namespace
@@ -424,9 +431,9 @@ std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatT
   return parts;
 }
 
-std::string generationPrompt(const std::vector<ChatMessage>& messages, ChatTemplate chat_template) {
+std::string generationPrompt(const ChatExample& conversation, ChatTemplate chat_template) {
   std::string text;
-  for (const ChatPart& part : renderChat(messages, chat_template)) text += part.text;
+  for (const ChatPart& part : renderExample(conversation, chat_template)) text += part.text;
   switch (chat_template) {
     case ChatTemplate::Llama3: return text + "<|start_header_id|>assistant<|end_header_id|>\n\n";
     case ChatTemplate::Harmony: return text + "<|start|>assistant";

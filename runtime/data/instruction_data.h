@@ -118,9 +118,10 @@ struct ChatPart {
 std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatTemplate chat_template);
 std::vector<ChatPart> renderExample(const ChatExample& example, ChatTemplate chat_template);
 
-// `messages` in a built-in template, then the header of the assistant's turn (what
+// `conversation` in a built-in template, then the header of the assistant's turn (what
 // add_generation_prompt=True appends): what a chat model reads before it writes its reply.
-std::string generationPrompt(const std::vector<ChatMessage>& messages, ChatTemplate chat_template);
+// Throws mt::Error for tools, as renderExample.
+std::string generationPrompt(const ChatExample& conversation, ChatTemplate chat_template);
 
 // The template a tokenizer's special tokens imply: <|start_header_id|> -> llama3, <|im_start|>
 // with <think> -> qwen3, <|im_start|> -> chatml, <|start|> with <|channel|> -> harmony. Throws

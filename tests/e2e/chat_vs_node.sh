@@ -152,12 +152,15 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
   if (!name.startsWith("qwen")) continue;
   // Function calling through Qwen's templates (tools=): the sharegpt turns as messages (a call's
   // JSON read, an observation a tool's result, the tools' JSON text read), a null content as an
-  // empty one (mttok's reading: Qwen 3's template cannot take null); each reply, calls too, from
-  // its generation prompt's end through the first special token after it (<|im_end|>).
+  // empty one and arguments given as JSON text as their object (mttok's reading: Qwen 3's template
+  // cannot take null, Qwen 2.5's would write the text as a quoted string); each reply, calls too,
+  // from its generation prompt's end through the first special token after it (<|im_end|>).
+  const readArguments = m => m.tool_calls ? { ...m, tool_calls: m.tool_calls.map(c => typeof c.function.arguments === "string"
+    ? { ...c, function: { ...c.function, arguments: JSON.parse(c.function.arguments) } } : c) } : m;
   const toolIds = [], toolMask = [];
   for (const line of fs.readFileSync("tools.jsonl", "utf8").split("\n").filter(l => l.trim())) {
     const example = JSON.parse(line);
-    const messages = example.messages ? example.messages.map(m => ({ ...m, content: m.content ?? "" }))
+    const messages = example.messages ? example.messages.map(m => readArguments({ ...m, content: m.content ?? "" }))
       : example.conversations.map(m => m.from === "function_call"
           ? { role: "assistant", content: "", tool_calls: [{ type: "function", function: JSON.parse(m.value) }] }
           : { role: { human: "user", gpt: "assistant", observation: "tool" }[m.from], content: m.value });

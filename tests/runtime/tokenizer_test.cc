@@ -426,7 +426,7 @@ TEST(InstructionData, ReadsToolCallsAndTools) {
   EXPECT_EQ(readExample(R"({"conversations": [{"from": "function_call",
                           "value": "[{\"name\": \"f\", \"arguments\": \"{}\"}, {\"name\": \"g\", \"arguments\": {}}]"}]})",
                         "x:4").messages[0].tool_fields,
-            R"({"tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}},)"
+            R"({"tool_calls":[{"type":"function","function":{"name":"f","arguments":{}}},)"
             R"({"type":"function","function":{"name":"g","arguments":{}}}]})");
   const std::string reply = R"(, {"role": "assistant", "content": "A"}]})";
   expectError([&] { readExample(R"({"messages": [{"role": "user", "content": "Q", "tool_calls": [{"name": "f", "arguments": {}}]})" + reply, "f:1"); },
@@ -441,6 +441,16 @@ TEST(InstructionData, ReadsToolCallsAndTools) {
               "f:5: \"tools\" is an object of 1 key, not a list of the functions' schemas");
   expectError([] { readExample(R"({"conversations": [{"from": "function_call", "value": "not json"}]})", "f:6"); },
               "f:6: message 0: the function_call's value");
+  expectError([] { readExample(R"({"conversations": [{"from": "function_call", "value": "[]"}]})", "f:7"); },
+              "f:7: message 0: the function_call's value lists no call");
+  expectError([] { readExample(R"({"conversations": [{"from": "function_call", "value": "7"}]})", "f:8"); },
+              "f:8: message 0: the function_call's value is neither a call");
+  // OpenAI's arguments as JSON text are read into the object the templates expect, in their order.
+  EXPECT_EQ(readExample(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f",
+                          "arguments": "{\"z\": 1, \"a\": [2]}"}}]}]})", "x:5").messages[0].tool_fields,
+            R"({"tool_calls":[{"function":{"name":"f","arguments":{"z":1,"a":[2]}}}]})");
+  expectError([&] { readExample(R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": "[1]"}]})" + reply, "f:9"); },
+              "f:9: message 0: tool call 0: \"arguments\" is a list of 1 item, neither an object nor its JSON as a string");
   expectError([&] { renderExample(example, ChatTemplate::ChatML); }, "\"tools\": the built-in template chatml renders no tools");
   expectError([&] { renderChat(example.messages, ChatTemplate::Qwen3); },
               "a reply of tool calls: the built-in template qwen3 renders no tools");
@@ -455,7 +465,7 @@ TEST(InstructionData, MistralRendersAsMixtralTemplateDoes) {
   for (const auto& part : renderChat(chat, ChatTemplate::Mistral)) (part.counted ? counted : text) += part.text + "|";
   EXPECT_EQ(text, "<s>[INST] Hi [/INST]|[INST] Bye [/INST]|");
   EXPECT_EQ(counted, "Hello</s>|Ciao</s>|");
-  EXPECT_EQ(generationPrompt({{"user", "Hi"}}, ChatTemplate::Mistral), "<s>[INST] Hi [/INST]");
+  EXPECT_EQ(generationPrompt(ChatExample{{{"user", "Hi"}}}, ChatTemplate::Mistral), "<s>[INST] Hi [/INST]");
   expectError([] { renderChat({{"system", "S"}, {"user", "Q"}}, ChatTemplate::Mistral); }, "a system message");
   expectError([] { renderChat({{"user", "Q"}, {"user", "Q"}}, ChatTemplate::Mistral); }, "alternate");
 }
@@ -488,7 +498,7 @@ TEST(InstructionData, HarmonyRendersAsGptOssTemplateDoes) {
                            "<|end|><|start|>assistant|<|start|>user<|message|>Bye<|end|><|start|>assistant|";
   EXPECT_TRUE(text == header(before) + rest || text == header(after) + rest) << text;
   EXPECT_EQ(counted, "<|channel|>final<|message|>Hello<|end|>|<|channel|>final<|message|>Ciao<|return|>|");
-  const std::string prompt = generationPrompt({{"user", "Hi"}}, ChatTemplate::Harmony);
+  const std::string prompt = generationPrompt(ChatExample{{{"user", "Hi"}}}, ChatTemplate::Harmony);
   EXPECT_EQ(prompt.substr(prompt.find("<|start|>user")), "<|start|>user<|message|>Hi<|end|><|start|>assistant");
   expectError([] { renderChat({{"user", "Q"}, {"system", "S"}}, ChatTemplate::Harmony); }, "a system message after the first");
   expectError([] { renderChat({{"user", "Q"}, {"assistant", "<|channel|>final<|message|>A"}}, ChatTemplate::Harmony); },
