@@ -100,32 +100,56 @@ def reply_enders(render, specials):
         return specials
     return [s for s in specials if PROBE_REPLY + s in text] or specials
 
-def call_enders(render, specials):
-    # The special token that ends a reply of tool calls: the first after the last call's arguments
-    # that does not also sit between two calls (ChatML's <|im_end|>, harmony's <|call|>; not a token
-    # that closes each call); none where the template cannot render the probe.
-    calls = [{"type": "function", "function": {"name": "probe", "arguments": a}} for a in PROBE_ARGUMENTS]
+SCHEMA = {"type": "function", "function": {"name": "probe", "description": "A probe.",
+                                           "parameters": {"type": "object", "properties": {}}}}
+
+def render_calls(render, arguments):
+    # A probe conversation whose reply calls `probe` once per arguments, then a tool's result and a
+    # reply, rendered; None where the template cannot (with the tool's schema, or without it).
+    calls = [{"type": "function", "function": {"name": "probe", "arguments": a}} for a in arguments]
     messages = [{"role": "user", "content": PROBE_USER}, {"role": "assistant", "content": "", "tool_calls": calls},
                 {"role": "tool", "content": PROBE_RESULT}, {"role": "assistant", "content": PROBE_REPLY}]
-    schema = {"type": "function", "function": {"name": "probe", "description": "A probe.",
-                                               "parameters": {"type": "object", "properties": {}}}}
-    text = None
-    for tools in ([schema], None):  # a template that cannot write the schema may still write the call
+    for tools in ([SCHEMA], None):
         try:
-            text = render(messages, False, tools)
-            break
+            return render(messages, False, tools)
         except Exception:
             pass
-    if text is None:
+    return None
+
+def call_enders(render, specials, enders):
+    # The special token that ends a reply of tool calls: among those between the last call's
+    # arguments and the tool's result that do not also sit between two calls (not a token that
+    # closes each call), one that ends a reply anyway where there is one (ChatML's <|im_end|>), else
+    # the first (harmony's <|call|>); none where the template cannot render a call. Templates that
+    # take one call per reply (Llama 3.1's) are probed with one.
+    text = render_calls(render, PROBE_ARGUMENTS) or render_calls(render, PROBE_ARGUMENTS[:1])
+    at = sorted(i for i in (text.find(a) for a in PROBE_ARGUMENTS) if i >= 0) if text else []
+    if not at:
         return []
-    first, last = text.find(PROBE_ARGUMENTS[0]), text.find(PROBE_ARGUMENTS[1])
-    if last < 0:  # one call per reply (gpt-oss's template writes the first only)
-        last = first
-    if last < 0:
-        return []
-    between = text[first:last] if first < last else ""
-    found = [(text.find(s, last), -len(s), s) for s in specials if text.find(s, last) >= 0 and s not in between]
-    return [min(found)[2]] if found else []
+    between = text[at[0]:at[-1]]
+    result = text.find(PROBE_RESULT, at[-1])
+    window = text[at[-1]:result if result >= 0 else len(text)]
+    found = sorted((window.find(s), -len(s), s) for s in specials if s in window and s not in between)
+    preferred = [f for f in found if f[2] in enders] or found
+    return [preferred[0][2]] if preferred else []
+
+def reads_text_arguments(render):
+    # Whether the template writes a call's arguments with tojson even when they are JSON text
+    # (Qwen 2.5's, gpt-oss's, Llama 3.1's): then OpenAI's text arguments are read into their object
+    # first, as those templates expect one (else the model would learn a quoted string); a template
+    # that writes text as it is (Qwen 3's, DeepSeek's) gets the text as given.
+    text_arguments = '{"probe": 1}'
+    text = render_calls(render, [text_arguments])
+    return text is not None and json.dumps(text_arguments, ensure_ascii=False) in text
+
+def with_argument_objects(messages):
+    def read(call):
+        function = call.get("function", call) if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+            function = dict(function, arguments=json.loads(function["arguments"]))
+            return dict(call, function=function) if "function" in call else function
+        return call
+    return [dict(m, tool_calls=[read(c) for c in m["tool_calls"]]) if m.get("tool_calls") else m for m in messages]
 
 def assistant_header(render):
     # What the generation prompt adds (ChatML's <|im_start|>assistant\n, harmony's <|start|>assistant):
@@ -170,10 +194,13 @@ try:
     render = lambda messages, prompt, tools: template.render(messages=messages, add_generation_prompt=prompt,
                                                              tools=tools, documents=None, **job["context"])
     enders = reply_enders(render, job["specials"])
-    enders += [s for s in call_enders(render, job["specials"]) if s not in enders]
+    enders += [s for s in call_enders(render, job["specials"], enders) if s not in enders]
     header = assistant_header(render)
+    read_arguments = reads_text_arguments(render)
     for index, example in enumerate(job["examples"]):
         messages, tools = example["messages"], example["tools"]
+        if read_arguments:
+            messages = with_argument_objects(messages)
         if job.get("generation_prompt"):
             out.append({"text": marked_spans(render(messages, True, tools))[0], "counted": []})
             continue

@@ -26,25 +26,27 @@ std::string stringField(const Json& object, const char* key, const std::string& 
 bool present(const Json& object, const char* key) { return object.contains(key) && !object.at(key).is_null(); }
 
 // An assistant message's tool calls as transformers takes them: a list of {"function": {"name",
-// "arguments"}} (OpenAI's shape) or of {"name", "arguments"}. Arguments given as their JSON text
-// (OpenAI's) are read into the object the templates expect: Qwen 2.5's and gpt-oss's write
-// `arguments | tojson`, which would train the model to write the text as a quoted string.
-Json toolCallsOf(Json calls, const std::string& where) {
+// "arguments"}} (OpenAI's shape) or of {"name", "arguments"}, the arguments an object or their
+// JSON text (OpenAI's), kept as given: the renderer reads text into its object for the templates
+// that write `arguments | tojson` (chat_jinja.cc).
+void checkToolCalls(const Json& calls, const std::string& where) {
   if (!calls.is_array()) throw Error(where + ": \"tool_calls\" is " + jsonBrief(calls) + ", not a list of calls");
   for (size_t i = 0; i < calls.size(); ++i) {
     const std::string at = where + ": tool call " + std::to_string(i);
     if (!calls[i].is_object()) throw Error(at + " is not an object");
-    Json& function = calls[i].contains("function") ? calls[i].at("function") : calls[i];
+    const Json& function = calls[i].contains("function") ? calls[i].at("function") : calls[i];
     if (!function.is_object()) throw Error(at + ": \"function\" is not an object");
     if (stringField(function, "name", at).empty()) throw Error(at + ": an empty \"name\"");
     if (!function.contains("arguments"))
       throw Error(at + ": no \"arguments\" (an object of the arguments, or its JSON as a string)");
-    Json& arguments = function.at("arguments");
-    if (arguments.is_string()) arguments = parseOrderedJsonInput(arguments.get<std::string>(), at + ": \"arguments\"");
-    if (!arguments.is_object())
+    const Json& arguments = function.at("arguments");
+    if (arguments.is_string()) {
+      if (!parseOrderedJsonInput(arguments.get<std::string>(), at + ": \"arguments\"").is_object())
+        throw Error(at + ": \"arguments\" is text that is not a JSON object's (" + jsonBrief(arguments) + ")");
+    } else if (!arguments.is_object()) {
       throw Error(at + ": \"arguments\" is " + jsonBrief(arguments) + ", neither an object nor its JSON as a string");
+    }
   }
-  return calls;
 }
 
 // A message of the messages shape: role and content, an assistant's reasoning_content (or
@@ -58,7 +60,8 @@ ChatMessage messageOf(const Json& m, const std::string& at) {
   // An empty list calls nothing, as in a template's `if message.tool_calls`.
   if (present(m, "tool_calls") && !(m.at("tool_calls").is_array() && m.at("tool_calls").empty())) {
     if (role != "assistant") throw Error(at + ": \"tool_calls\" on a " + role + " message: only a reply calls tools");
-    tool_fields["tool_calls"] = toolCallsOf(m.at("tool_calls"), at);
+    checkToolCalls(m.at("tool_calls"), at);
+    tool_fields["tool_calls"] = m.at("tool_calls");
   }
   // A reply of tool calls without content (OpenAI writes null) renders as an empty content: Qwen 3's
   // template, among others, cannot take null.
@@ -102,8 +105,8 @@ ChatMessage sharegptMessageOf(const Json& m, const std::string& at) {
     }
     if (tool_calls.empty()) throw Error(at + ": the function_call's value lists no call");
     message.content.clear();
-    message.tool_fields =
-        Json{{"tool_calls", toolCallsOf(tool_calls, at)}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+    checkToolCalls(tool_calls, at);
+    message.tool_fields = Json{{"tool_calls", tool_calls}}.dump(-1, ' ', false, Json::error_handler_t::replace);
   }
   return message;
 }

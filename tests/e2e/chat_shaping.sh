@@ -210,6 +210,11 @@ printf '%s' '{% for m in messages %}{{ m.role }}: {{ m.content }}{{ "\n" }}{% en
 refused=$("$bin/mttok" --tokenizer plain --chat data.jsonl -o plain.tok 2>&1); code=$?
 check "a template with no end token after a reply is refused, naming the example and the reply" \
   "[ $code = 1 ] && [ ! -e plain.tok ] && grep -q 'data.jsonl:2: .*reply 1: no token the template ends a reply with follows it before the next messages' <<< \"\$refused\""
+echo '{"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}, {"role": "user", "content": "More?"}]}' \
+  > last_reply.jsonl
+refused=$("$bin/mttok" --tokenizer plain --chat last_reply.jsonl -o last_reply.tok 2>&1); code=$?
+check "... and so is its last reply when a turn follows it (it was counted with that turn)" \
+  "[ $code = 1 ] && [ ! -e last_reply.tok ] && grep -q 'last_reply.jsonl:1: .*reply 1: no token the template ends a reply with' <<< \"\$refused\""
 # gpt-oss's template drops a call's thinking once a final answer follows: the turns before that
 # answer render differently in the whole, so the reply cannot be told apart: refused, with the fix.
 echo '{"messages": [{"role": "user", "content": "Oslo?"}, {"role": "assistant", "content": "", "thinking": "Need it.", "tool_calls": [{"type": "function", "function": {"name": "w", "arguments": {"city": "Oslo"}}}]}, {"role": "tool", "content": "3"}, {"role": "assistant", "content": "Cold."}]}' \

@@ -43,7 +43,8 @@ with open("data.jsonl", "w", encoding="utf-8") as f:
         f.write(json.dumps(e, ensure_ascii=False) + "\n")
     f.write("\n")  # blank lines are skipped
 # Function calling: OpenAI's messages (a null content beside two calls, arguments as an object
-# and as JSON text, two results in a row), a reply with content, reasoning and a call, and
+# and as compact JSON text — Qwen 2.5's template gets it as its object, Qwen 3's as it is —, two
+# results in a row), a reply with content, reasoning and a call, and
 # LLaMA-Factory's sharegpt (function_call, observation, tools as JSON text). Arguments in the
 # keys' own order, non-ASCII too (a template's tojson writes them as they are).
 weather = {"type": "function", "function": {"name": "get_weather", "description": "Weather now", "parameters": {
@@ -53,7 +54,7 @@ tools = [
     {"messages": [{"role": "system", "content": "You help."}, {"role": "user", "content": "Weather in Zürich and Rome?"},
                   {"role": "assistant", "content": None, "tool_calls": [
                       {"type": "function", "id": "c1", "function": {"name": "get_weather", "arguments": {"unit": "C", "city": "Zürich"}}},
-                      {"type": "function", "id": "c2", "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+                      {"type": "function", "id": "c2", "function": {"name": "get_weather", "arguments": '{"city":"Rome"}'}}]},
                   {"role": "tool", "content": "18", "tool_call_id": "c1"}, {"role": "tool", "content": "24", "tool_call_id": "c2"},
                   {"role": "assistant", "content": "Zürich 18, Rome 24."}], "tools": [weather]},
     {"messages": [{"role": "user", "content": "Plan a trip"},
@@ -152,11 +153,12 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
   if (!name.startsWith("qwen")) continue;
   // Function calling through Qwen's templates (tools=): the sharegpt turns as messages (a call's
   // JSON read, an observation a tool's result, the tools' JSON text read), a null content as an
-  // empty one and arguments given as JSON text as their object (mttok's reading: Qwen 3's template
-  // cannot take null, Qwen 2.5's would write the text as a quoted string); each reply, calls too,
-  // from its generation prompt's end through the first special token after it (<|im_end|>).
-  const readArguments = m => m.tool_calls ? { ...m, tool_calls: m.tool_calls.map(c => typeof c.function.arguments === "string"
-    ? { ...c, function: { ...c.function, arguments: JSON.parse(c.function.arguments) } } : c) } : m;
+  // empty one (Qwen 3's template cannot take null), and for Qwen 2.5, whose template writes
+  // arguments with tojson, arguments given as JSON text as their object (else it would write a
+  // quoted string; Qwen 3's writes the text as it is); each reply, calls too, from its generation
+  // prompt's end through the first special token after it (<|im_end|>).
+  const readArguments = m => m.tool_calls && name === "qwen2_5" ? { ...m, tool_calls: m.tool_calls.map(c =>
+    typeof c.function.arguments === "string" ? { ...c, function: { ...c.function, arguments: JSON.parse(c.function.arguments) } } : c) } : m;
   const toolIds = [], toolMask = [];
   for (const line of fs.readFileSync("tools.jsonl", "utf8").split("\n").filter(l => l.trim())) {
     const example = JSON.parse(line);

@@ -426,7 +426,7 @@ TEST(InstructionData, ReadsToolCallsAndTools) {
   EXPECT_EQ(readExample(R"({"conversations": [{"from": "function_call",
                           "value": "[{\"name\": \"f\", \"arguments\": \"{}\"}, {\"name\": \"g\", \"arguments\": {}}]"}]})",
                         "x:4").messages[0].tool_fields,
-            R"({"tool_calls":[{"type":"function","function":{"name":"f","arguments":{}}},)"
+            R"({"tool_calls":[{"type":"function","function":{"name":"f","arguments":"{}"}},)"
             R"({"type":"function","function":{"name":"g","arguments":{}}}]})");
   const std::string reply = R"(, {"role": "assistant", "content": "A"}]})";
   expectError([&] { readExample(R"({"messages": [{"role": "user", "content": "Q", "tool_calls": [{"name": "f", "arguments": {}}]})" + reply, "f:1"); },
@@ -445,12 +445,15 @@ TEST(InstructionData, ReadsToolCallsAndTools) {
               "f:7: message 0: the function_call's value lists no call");
   expectError([] { readExample(R"({"conversations": [{"from": "function_call", "value": "7"}]})", "f:8"); },
               "f:8: message 0: the function_call's value is neither a call");
-  // OpenAI's arguments as JSON text are read into the object the templates expect, in their order.
+  // OpenAI's arguments as JSON text are kept as given (the renderer reads them into their object
+  // for the templates that write arguments with tojson), but must be a JSON object's text.
   EXPECT_EQ(readExample(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f",
-                          "arguments": "{\"z\": 1, \"a\": [2]}"}}]}]})", "x:5").messages[0].tool_fields,
-            R"({"tool_calls":[{"function":{"name":"f","arguments":{"z":1,"a":[2]}}}]})");
+                          "arguments": "{\"z\":1}"}}]}]})", "x:5").messages[0].tool_fields,
+            R"({"tool_calls":[{"function":{"name":"f","arguments":"{\"z\":1}"}}]})");
   expectError([&] { readExample(R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": "[1]"}]})" + reply, "f:9"); },
-              "f:9: message 0: tool call 0: \"arguments\" is a list of 1 item, neither an object nor its JSON as a string");
+              "f:9: message 0: tool call 0: \"arguments\" is text that is not a JSON object's (\"[1]\")");
+  expectError([&] { readExample(R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": "{"}]})" + reply, "f:10"); },
+              "f:10: message 0: tool call 0: \"arguments\" is not valid JSON");
   expectError([&] { renderExample(example, ChatTemplate::ChatML); }, "\"tools\": the built-in template chatml renders no tools");
   expectError([&] { renderChat(example.messages, ChatTemplate::Qwen3); },
               "a reply of tool calls: the built-in template qwen3 renders no tools");
