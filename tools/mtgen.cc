@@ -328,8 +328,9 @@ int main(int argc, char** argv) {
                  "tools, calls and their results too (a model tuned on calls answers from a tool's result); "
                  "--chat adds a user message after them");
   app.add_option("--tools", o.tools,
-                 "with --chat or --conversation: a JSON file listing the functions the model may call (their schemas, as instruction "
-                 "data's \"tools\"), given to the folder's chat template: a model tuned on calls replies with one");
+                 "with --chat or --conversation: a JSON file listing the functions the model may call (their "
+                 "schemas, as instruction data's \"tools\"), given to the folder's chat template: a model tuned on "
+                 "calls replies with one");
   app.add_flag("--no-thinking", o.no_thinking,
                "with --chat or --conversation: Qwen 3's enable_thinking=False (the prompt ends with an empty thinking block: a reply "
                "without reasoning)");
