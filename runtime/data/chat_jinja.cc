@@ -216,7 +216,9 @@ try:
                                      "is not how the whole conversation's rendering begins (the template renders "
                                      "earlier turns differently once later ones follow): the reply cannot be told "
                                      "apart (gpt-oss's, for one, drops a call's thinking once a final answer follows: "
-                                     "leave that thinking out, or end the example at the call)")
+                                     "leave that thinking out, end the example at the call, or give the folder a "
+                                     "template whose replies sit in {% generation %} blocks, as TRL's training "
+                                     "copies of the templates have)")
                 starts.append((i, len(prefix)))
             for n, (i, start) in enumerate(starts):
                 # The next reply's start bounds this one; after the last reply, the end of the text

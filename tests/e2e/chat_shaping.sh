@@ -221,7 +221,7 @@ echo '{"messages": [{"role": "user", "content": "Oslo?"}, {"role": "assistant", 
   > oss_dropped.jsonl
 refused=$("$bin/mttok" --tokenizer oss --chat oss_dropped.jsonl -o oss_dropped.tok 2>&1)
 check "harmony tools: a call's thinking the template drops later is refused, naming the example and the fix" \
-  "[ ! -e oss_dropped.tok ] && grep -q 'oss_dropped.jsonl:1: .*reply 3: .*leave that thinking out, or end the example at the call' <<< \"\$refused\""
+  "[ ! -e oss_dropped.tok ] && grep -q 'oss_dropped.jsonl:1: .*reply 3: .*leave that thinking out, end the example at the call, or give the folder a template whose replies sit in {% generation %} blocks' <<< \"\$refused\""
 "$bin/mttok" --tokenizer gpt-oss --chat harmony.jsonl --train-on-prompt -o oss_all.tok > oss_all.txt 2>&1
 all=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' oss_all.txt)
 check "harmony: the replies are counted, the prompts not" "[ -n '$counted' ] && [ '$counted' -gt 20 ] && [ '$counted' -lt '$all' ]"
