@@ -79,26 +79,25 @@ class Text {
     if (o.no_thinking && !chosen.own) prompt += mt::kQwen3EmptyThinking;  // as Qwen 3's template writes it
     return tokenizer_->encode(prompt, /*add_special_tokens=*/false);
   }
-  // --tools FILE: the functions' schemas, a JSON list as an example's "tools" (a file of at most
-  // kMaxExampleBytes, as an example).
-  static std::string readTools(const std::string& path) {
-    const std::string text = mt::readWholeFile(path, "tools file", "");
+  // The JSON of `what` ("tools file PATH"), a file of at most kMaxExampleBytes, as an example.
+  static nlohmann::ordered_json readJsonFile(const std::string& path, const std::string& what) {
+    const std::string text = mt::readWholeFile(path, what, "");
     if (text.size() > mt::kMaxExampleBytes)
-      throw mt::Error("tools file " + path + ": " + std::to_string(text.size()) + " bytes; at most " +
-                      std::to_string(mt::kMaxExampleBytes >> 20) + " MiB of schemas are read");
-    const std::string tools = mt::toolsOf(mt::parseOrderedJsonInput(text, "tools file " + path), "tools file " + path);
+      throw mt::Error(what + " " + path + ": " + std::to_string(text.size()) + " bytes; at most " +
+                      std::to_string(mt::kMaxExampleBytes >> 20) + " MiB is read");
+    return mt::parseOrderedJsonInput(text, what + " " + path);
+  }
+  // --tools FILE: the functions' schemas, a JSON list as an example's "tools".
+  static std::string readTools(const std::string& path) {
+    const std::string tools = mt::toolsOf(readJsonFile(path, "tools file"), "tools file " + path);
     if (tools.empty()) throw mt::Error("tools file " + path + " lists no function: drop --tools");
     return tools;
   }
   // --conversation FILE: the turns so far, one JSON object in instruction data's messages (or
-  // sharegpt) shape, its tools too (a file of at most kMaxExampleBytes, as an example).
+  // sharegpt) shape, its tools too.
   static mt::ChatExample readConversation(const std::string& path) {
-    const std::string text = mt::readWholeFile(path, "conversation file", "");
-    if (text.size() > mt::kMaxExampleBytes)
-      throw mt::Error("conversation file " + path + ": " + std::to_string(text.size()) + " bytes; at most " +
-                      std::to_string(mt::kMaxExampleBytes >> 20) + " MiB is read");
     const std::string where = "conversation file " + path;
-    const nlohmann::ordered_json turns = mt::parseOrderedJsonInput(text, where);
+    const nlohmann::ordered_json turns = readJsonFile(path, "conversation file");
     if (turns.is_object() && !turns.contains("messages") && !turns.contains("conversations"))
       throw mt::Error(where + ": neither \"messages\" nor \"conversations\": a conversation to reply to is one "
                       "object in instruction data's messages (or sharegpt) shape");
@@ -332,9 +331,10 @@ int main(int argc, char** argv) {
                  "schemas, as instruction data's \"tools\"), given to the folder's chat template: a model tuned on "
                  "calls replies with one");
   app.add_flag("--no-thinking", o.no_thinking,
-               "with --chat or --conversation: Qwen 3's enable_thinking=False (the prompt ends with an empty thinking block: a reply "
-               "without reasoning)");
-  mt::choiceOf(app, "--template", o.chat_template, "with --chat: a built-in chat template instead of the folder's own",
+               "with --chat or --conversation: Qwen 3's enable_thinking=False (the prompt ends with an empty "
+               "thinking block: a reply without reasoning)");
+  mt::choiceOf(app, "--template", o.chat_template,
+               "with --chat or --conversation: a built-in chat template instead of the folder's own",
                mt::chatTemplateNames());
   app.add_option("--max-tokens", o.generation.max_tokens, "new tokens at most")->check(mt::positiveInteger())
       ->capture_default_str();

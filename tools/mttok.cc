@@ -146,26 +146,38 @@ void printLengths(const std::vector<int64_t>& starts, size_t total, const std::v
               static_cast<long long>(std::max<int64_t>(lengths[longest] - 1, 1)));
 }
 
+// The instruction data of the inputs, each example named where it is, and what reading them saw:
+// examples with an empty reply, and with tools.
+struct ChatInputs {
+  std::vector<mt::ChatExample> examples;
+  std::vector<std::string> where;
+  ShapingNote empty_replies, with_tools;
+};
+ChatInputs readChatInputs(const Options& o) {
+  ChatInputs in;
+  for (const auto& path : o.inputs)
+    mt::forEachExample(path, readText(path), [&](const mt::ChatExample& example, const std::string& at) {
+      for (const mt::ChatMessage& m : example.messages)
+        if (m.role == "assistant" && !m.holdsTools() && m.content.find_first_not_of(" \t\r\n") == std::string::npos) {
+          in.empty_replies.add(at);
+          break;
+        }
+      if (example.usesTools()) in.with_tools.add(at);
+      in.examples.push_back(example);
+      in.where.push_back(at);
+    });
+  return in;
+}
+
 // Instruction data (JSONL, or one JSON array): each example rendered with a chat template, its
 // replies counted (everything but the end with --train-on-prompt), cut to --max-length tokens,
 // followed by the end-of-text token (not counted).
 int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   const uint32_t end = documentEnd(o, tokenizer);
-  std::vector<mt::ChatExample> examples;
-  std::vector<std::string> where;
-  ShapingNote empty_replies, truncated, nothing_left, with_tools;
-  for (const auto& path : o.inputs)
-    mt::forEachExample(path, readText(path), [&](const mt::ChatExample& example, const std::string& at) {
-      for (const mt::ChatMessage& m : example.messages)
-        if (m.role == "assistant" && m.tool_fields.empty() &&
-            m.content.find_first_not_of(" \t\r\n") == std::string::npos) {
-          empty_replies.add(at);
-          break;
-        }
-      if (example.usesTools()) with_tools.add(at);
-      examples.push_back(example);
-      where.push_back(at);
-    });
+  const ChatInputs in = readChatInputs(o);
+  const std::vector<mt::ChatExample>& examples = in.examples;
+  const std::vector<std::string>& where = in.where;
+  ShapingNote truncated, nothing_left;
   const std::vector<std::vector<mt::ChatPart>> rendered = renderExamples(o, tokenizer, examples, where);
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counted;
@@ -210,21 +222,21 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
                 nothing_left.count ? fmt::format("; {} of them kept no reply token (the first: {})", nothing_left.count,
                                                  nothing_left.first).c_str()
                                    : "");
-  if (empty_replies.count)
+  if (in.empty_replies.count)
     std::fprintf(stderr, "mttok: warning: %lld example%s an empty reply (the first: %s): trained on, they teach the "
-                 "model to answer nothing\n", static_cast<long long>(empty_replies.count),
-                 empty_replies.count == 1 ? " has" : "s have", empty_replies.first.c_str());
+                 "model to answer nothing\n", static_cast<long long>(in.empty_replies.count),
+                 in.empty_replies.count == 1 ? " has" : "s have", in.empty_replies.first.c_str());
   if (unrendered_reasoning.count)
     std::printf("mttok: note: %lld repl%s reasoning the template leaves out (the first: %s): Qwen 3's keeps "
                 "the reasoning_content after the last user message, gpt-oss's the last reply's thinking, the other "
                 "templates none; it is not trained\n",
                 static_cast<long long>(unrendered_reasoning.count), unrendered_reasoning.count == 1 ? "y's" : "ies'",
                 unrendered_reasoning.first.c_str());
-  if (with_tools.count)
+  if (in.with_tools.count)
     std::printf("mttok: %lld example%s tools, tool calls or tool results (the first: %s): each reply of calls is "
                 "counted as a reply, through the token that ends it; the tools' schemas and results are read\n",
-                static_cast<long long>(with_tools.count), with_tools.count == 1 ? " has" : "s have",
-                with_tools.first.c_str());
+                static_cast<long long>(in.with_tools.count), in.with_tools.count == 1 ? " has" : "s have",
+                in.with_tools.first.c_str());
   if (crossing_examples)
     std::printf("mttok: note: %lld example%s a token across a reply's edge (the prompt's end and the reply's start "
                 "in one token, as the whole conversation encodes): counted, as Hugging Face's assistant mask "

@@ -38,9 +38,9 @@ constexpr size_t kOutputPerInputByte = 64;
 // conversation before it, rendered with the generation prompt, ends through the first special
 // token after that of those the template writes right after a reply (a probe conversation says
 // which: ChatML's <|im_end|>, harmony's <|end|> and <|return|>, not its <|channel|>; for a reply
-// of tool calls, the first after a call's arguments, harmony's <|call|>) that the generation
-// prompt's assistant header does not follow (harmony's reply may be an analysis message, then the
-// final answer or a call). Each example's tools are the template's `tools`. Exit 3: the template failed ({"error", "example"} on stdout); exit 4: no Jinja2.
+// of tool calls, the one call_enders finds after the last call, harmony's <|call|>) that the
+// generation prompt's assistant header does not follow (harmony's reply may be an analysis
+// message, then the final answer or a call). Each example's tools are the template's `tools`. Exit 3: the template failed ({"error", "example"} on stdout); exit 4: no Jinja2.
 constexpr char kRenderer[] = R"PY(
 import json, sys
 from datetime import datetime

@@ -8,10 +8,11 @@
 // The loss mask: a reply starts where the template's generation prompt ends (the conversation
 // up to the reply, rendered with add_generation_prompt=True, must be where the whole rendering
 // begins) and runs through the first special token the template writes after it (the end of
-// the turn the model must learn to emit; for a reply of tool calls, the first special token after a
-// call's arguments, harmony's <|call|>), and on where the assistant's header follows it (harmony's
-// analysis message, then the final answer or a call: one reply). An example's tools are the
-// template's `tools`.
+// the turn the model must learn to emit; for a reply of tool calls, the one after the last call's
+// arguments, not between calls, that a probe finds: ChatML's <|im_end|>, harmony's <|call|>), and
+// on where the assistant's header follows it (harmony's analysis message, then the final answer
+// or a call: one reply). An example's tools are the template's `tools`; arguments given as JSON
+// text are read into their object for a template that writes them with tojson.
 #pragma once
 #include <optional>
 #include <string>

@@ -198,9 +198,8 @@ std::string toolsOf(const Json& value, const std::string& where) {
 }
 
 bool ChatExample::usesTools() const {
-  return !tools.empty() || std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) {
-    return m.role == "tool" || !m.tool_fields.empty();
-  });
+  return !tools.empty() ||
+         std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) { return m.holdsTools(); });
 }
 
 ChatExample readExample(const std::string& json_line, const std::string& where) {
@@ -361,10 +360,6 @@ void renderMistral(const std::vector<ChatMessage>& messages, const std::function
   }
 }
 
-}  // namespace
-
-namespace {
-
 Error builtinWithoutTools(ChatTemplate chat_template, const char* what) {
   return Error(std::string(what) + ": the built-in template " + chatTemplateName(chat_template) +
                " renders no tools; render with the tokenizer folder's own chat template (the default where the folder "
@@ -380,7 +375,7 @@ std::vector<ChatPart> renderExample(const ChatExample& example, ChatTemplate cha
 
 std::vector<ChatPart> renderChat(const std::vector<ChatMessage>& messages, ChatTemplate chat_template) {
   for (const ChatMessage& m : messages)
-    if (m.role == "tool" || !m.tool_fields.empty())
+    if (m.holdsTools())
       throw builtinWithoutTools(chat_template, m.role == "tool" ? "a tool's result" : "a reply of tool calls");
   std::vector<ChatPart> parts;
   auto add = [&](std::string text, bool counted) {

@@ -71,6 +71,8 @@ struct ChatMessage {
   // message's "tool_calls" or a tool message's "tool_call_id" and "name", keys in the data's order
   // (a template's tojson writes them so). Empty without.
   std::string tool_fields = {};
+  // A tool's result, or a reply of tool calls: what only a folder's template renders.
+  bool holdsTools() const { return role == "tool" || !tool_fields.empty(); }
 };
 
 // The data's name of a reasoning field: "reasoning_content" or "thinking".
@@ -132,8 +134,8 @@ ChatTemplate templateFor(const HfTokenizer& tokenizer);
 // markers as plain text).
 const char* turnMarker(ChatTemplate chat_template);
 
-// How many of `messages`' replies have a reasoning_content that their rendering, `parts`, does
-// not hold (trimmed): the template left it out, and it is not trained.
+// How many of `messages`' replies have a reasoning (reasoning_content or thinking) that their
+// rendering, `parts`, does not hold (trimmed): the template left it out, and it is not trained.
 size_t reasoningLeftOut(const std::vector<ChatMessage>& messages, const std::vector<ChatPart>& parts);
 
 // Appends one rendered example's ids and loss mask (1 = counted) to `ids` and `counted`: the ids
