@@ -216,7 +216,16 @@ void HfTokenizer::Impl::readModel(const json& model, const Where& where) {
     size = std::max(size, id + 1);
   }
   token_of.resize(size);
-  for (const auto& [token, id] : vocab) token_of[id] = token;
+  // One id, one token: two entries on an id would stand for two texts, the BPE making the id of
+  // one and the decoder writing the other (and the tokens of a piece would not spell it).
+  std::vector<bool> taken(size, false);
+  for (const auto& [token, id] : vocab) {
+    if (taken[id])
+      throw where.error("the entries " + jsonBrief(json(token_of[id])) + " and " + jsonBrief(json(token)) +
+                        " share id " + std::to_string(id) + ": one id for two tokens");
+    taken[id] = true;
+    token_of[id] = token;
+  }
   for (int b = 0; b < 256; ++b) {
     // Its byte-level character, or its <0xXX> token (byte_fallback).
     auto it = vocab.find(alphabet == Alphabet::kByteLevel ? byteLevelChars()[b] : fmt::format("<0x{:02X}>", b));

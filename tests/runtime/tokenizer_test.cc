@@ -278,6 +278,14 @@ TEST(HfTokenizer, RefusesAnAddedTokenOnAnotherEntrysId) {
   EXPECT_EQ(t.encode("a<|endoftext|>\u00e9!", false), (std::vector<uint32_t>{'a', 256, 257}));
 }
 
+// Two vocabulary entries on one id are refused (found by the fuzzer: "Ġthe" and "ll" on one id,
+// the BPE making it for " the" and its bytes spelling "ll").
+TEST(HfTokenizer, RefusesTwoEntriesOnOneId) {
+  json file = tinyTokenizer({"ll"}, {"l l"});
+  file["model"]["vocab"]["he"] = 256;
+  expectError([&] { HfTokenizer t(save(file)); }, "share id 256: one id for two tokens");
+}
+
 // A ChatML tokenizer: the template's markers are added tokens, everything else bytes.
 json chatmlTokenizer() {
   json file = tinyTokenizer({}, {});
