@@ -212,7 +212,8 @@ std::string batchOneMinimums(MLIRContext& context, const ModelConfig& config, in
 
 ModelForm modelForm(const CompileOptions& o) {
   if (o.kv_cache) return ModelForm::kDecodeStep;
-  return o.forward_only ? ModelForm::kSequence : ModelForm::kTraining;
+  if (o.forward_only) return ModelForm::kSequence;
+  return o.packed_examples ? ModelForm::kPackedTraining : ModelForm::kTraining;
 }
 
 // The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).

@@ -72,6 +72,10 @@ struct CompileOptions {
   // With forward_only: a decode step over a key/value cache of `seq` positions (built-in models
   // and Hugging Face folders; models/BuiltinModels.h, ModelForm::kDecodeStep) for mtgen.
   bool kv_cache = false;
+  // A training plan whose rows hold several whole examples each (mtrun --rows packed-examples):
+  // the input "positions" gives each token's position in its example, attention keeps each
+  // example to itself (built-in models and Hugging Face folders; ModelForm::kPackedTraining).
+  bool packed_examples = false;
   // The data-parallel job the summary prices (mpirun -np ranks mtrun). Above 1, a streamed plan
   // with the deferred update keeps its gradients apart (StageOptions::land_gradients); any plan
   // runs on any number of ranks.

@@ -301,6 +301,12 @@ bool loadModel(MLIRContext& context, llvm::SourceMgr& sources, const CompileOpti
                  "the window for each token)\n", o.model.c_str());
     return false;
   }
+  if (o.packed_examples && !from_config) {
+    std::fprintf(stderr, "mtc: error: %s: --packed-examples builds the attention of a built-in model or a Hugging "
+                 "Face folder (an imported graph computes its own); train this model with mtrun --rows examples (one "
+                 "example per row) instead\n", o.model.c_str());
+    return false;
+  }
   if (endsWith(".onnx")) return importOnnx(context, o, m);
   if (isHuggingFaceFolder(o.model)) return loadHuggingFace(context, o, hw, m);
   if (from_config) return loadPreset(context, o, hw, m);

@@ -254,7 +254,8 @@ class ModelBuilder {
  public:
   ModelBuilder(MLIRContext& ctx, const ModelConfig& c, int64_t batch, int64_t seq, ParamInit init, ModelForm form)
       : ctx_(ctx), c_(c), batch_(batch), seq_(seq), init_(init), decode_(form == ModelForm::kDecodeStep),
-        training_(form == ModelForm::kTraining), b_(&ctx),
+        packed_(form == ModelForm::kPackedTraining),
+        training_(form == ModelForm::kTraining || form == ModelForm::kPackedTraining), b_(&ctx),
         loc_(NameLoc::get(b_.getStringAttr("builtin " + std::string(familyName(c.family)) + " model"))) {}
 
   // Ops take the module path of the part they belong to ("embed", "blocks.3", "head"): the
@@ -270,7 +271,8 @@ class ModelBuilder {
     b_.setInsertionPointToStart(body);
     const int64_t new_tokens = decode_ ? 1 : seq_;
     tokens_ = input("tokens", RankedTensorType::get({batch_, new_tokens}, b_.getI32Type()));
-    if (decode_) positions_ = input("positions", RankedTensorType::get({batch_, new_tokens}, b_.getI32Type()));
+    if (decode_ || packed_)
+      positions_ = input(kPositionsInput, RankedTensorType::get({batch_, new_tokens}, b_.getI32Type()));
     outputs_.insert(outputs_.begin(), {"logits", c_.family == ModelFamily::kGpt2 ? gpt2() : llama()});
     SmallVector<Value> results;
     for (auto& [name, value] : outputs_) results.push_back(value);
@@ -311,7 +313,9 @@ class ModelBuilder {
     const int64_t window = c_.attentionWindow(layer) < seq_ ? c_.attentionWindow(layer) : 0;
     Value sinks = c_.attention_sinks ? param("layers." + std::to_string(layer) + ".attn.sinks", {c_.heads}, "normal", 0.02)
                                      : Value();
-    if (!decode_) return b_.create<AttentionOp>(loc_, q, k, v, sinks, c_.heads, c_.kv_heads, window).getResult();
+    if (!decode_)
+      return b_.create<AttentionOp>(loc_, q, k, v, sinks, packed_ ? positions_ : Value(), c_.heads, c_.kv_heads, window)
+          .getResult();
     auto cache = RankedTensorType::get({batch_, seq_, c_.kv_heads * c_.headDim()}, b_.getF32Type());
     const std::string l = std::to_string(layer);
     Value k_cache = input("cache." + l + ".key", cache), v_cache = input("cache." + l + ".value", cache);
@@ -371,7 +375,7 @@ class ModelBuilder {
     Value wte = param("wte.weight", {c_.vocab, c_.width}, "normal", std);
     Value wpe = param("wpe.weight", {c_.context, c_.width}, "normal", std);
     Value x = b_.create<EmbeddingOp>(loc_, tokens_, wte);
-    Value positions = decode_ ? positions_
+    Value positions = positions_ ? positions_
                               : b_.create<PositionsOp>(loc_, RankedTensorType::get({batch_, seq_}, b_.getI32Type()));
     x = b_.create<AddOp>(loc_, x, b_.create<EmbeddingOp>(loc_, positions, wpe));
     for (int64_t l = 0; l < c_.layers; ++l) {
@@ -421,7 +425,9 @@ class ModelBuilder {
       Value v = linear(h, p + "attn.v", kv_width, c_.width, c_.qkv_bias, std);
       if (c_.qk_norm) q = headNorm(q, p + "attn.q_norm"), k = headNorm(k, p + "attn.k_norm");
       Value a = attention(l, q, k, v, [&](Value x) -> Value {
-        if (decode_) return b_.create<RopeAtOp>(loc_, x, positions_, head_dim, theta, scaling_kind, scaling_values);
+        if (positions_)
+          return b_.create<RopeAtOp>(loc_, x, positions_, head_dim, theta, scaling_kind, scaling_values,
+                                     b_.getBoolAttr(false));
         return b_.create<RopeOp>(loc_, x, head_dim, theta, b_.getBoolAttr(false), b_.getI64IntegerAttr(0), scaling_kind,
                                  scaling_values);
       });
@@ -496,13 +502,14 @@ class ModelBuilder {
   int64_t batch_, seq_;
   ParamInit init_;
   bool decode_;
-  bool training_;       // kTraining: a mixture of experts returns its router's statistics too
+  bool packed_;         // kPackedTraining: positions_ is each token's in its example
+  bool training_;       // kTraining or kPackedTraining: a mixture of experts returns its router's statistics too
   Value router_stats_;  // training a mixture of experts: the statistics of the MoE layers so far
   Value token_mask_;    // and the tokens they count (B, T)
   OpBuilder b_;
   Location loc_;
   func::FuncOp func_;
-  Value tokens_, positions_;  // positions_: a decode step's input
+  Value tokens_, positions_;  // positions_: a decode step's or packed examples' input, else null
   // After the logits: a decode step's new keys/values, or the router's statistics (kTraining).
   std::vector<std::pair<std::string, Value>> outputs_;
 };

@@ -21,9 +21,10 @@ RopeScalingAttrs ropeScalingAttrs(const ModelConfig& config);
 // file (a pretrained model: every parameter's init is "weights").
 enum class ParamInit { kSeeded, kWeightsFile };
 
-// What the function computes: the whole sequence (evaluation), the same for training, or one
-// decode step over a key/value cache (mtc --kv-cache: generation).
-enum class ModelForm { kSequence, kTraining, kDecodeStep };
+// What the function computes: the whole sequence (evaluation), the same for training, the same
+// for training on packed examples (mtc --packed-examples), or one decode step over a key/value
+// cache (mtc --kv-cache: generation).
+enum class ModelForm { kSequence, kTraining, kPackedTraining, kDecodeStep };
 
 // kSequence: the forward function (tokens (batch, seq), params...) -> logits (batch, seq, vocab).
 // kTraining: the same; a mixture of experts also returns its router's statistics as named
@@ -31,6 +32,10 @@ enum class ModelForm { kSequence, kTraining, kDecodeStep };
 //   choices over the MoE layers, row 1 its softmax probability summed over their tokens; and
 //   router_aux_loss (): Hugging Face's load-balancing loss from them, carrying mt.objective_weight
 //   (the config's router_aux_loss_coef) when that is above zero, so training adds it to the loss.
+// kPackedTraining: kTraining whose rows hold several examples each: the input positions
+//   (batch, seq) i32 is each token's position in its example (from 0 where one begins), which
+//   the rotary embedding (mt.rope_at) or GPT-2's position table reads and by which attention
+//   keeps each example to itself (mt.attention's positions).
 // kDecodeStep: one new token per sequence at a run-time position, attending over a cache of
 // `seq` earlier positions; forward-only, its inputs and outputs named:
 //   tokens (batch, 1) i32, positions (batch, 1) i32 (the new token's position p: the cache holds

@@ -375,7 +375,7 @@ struct FuseAttention : OpRewritePattern<ReshapeOp> {
     Value q = asRows(qk.getLhs(), rewriter, loc);
     Value k = keyRows ? keyRows : asRows(kv[0], rewriter, loc);
     Value v = asRows(kv[1], rewriter, loc);
-    auto fused = rewriter.create<AttentionOp>(loc, q, k, v, /*sinks=*/Value(), rewriter.getI64IntegerAttr(heads),
+    auto fused = rewriter.create<AttentionOp>(loc, q, k, v, /*sinks=*/Value(), /*positions=*/Value(), rewriter.getI64IntegerAttr(heads),
                                               rewriter.getI64IntegerAttr(kvHeads), rewriter.getI64IntegerAttr(0));
     rewriter.replaceOp(op, fused.getResult());
     return success();

@@ -117,6 +117,11 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                "with --forward-only: a decode step for mtgen: one new token per sequence attending over a "
                "key/value cache of --seq positions (built-in models and Hugging Face folders)")
       ->needs(forward_only);
+  app.add_flag("--packed-examples", o.packed_examples,
+               "a training plan for mtrun --rows packed-examples: several whole instruction examples per row, each "
+               "attending only to itself, its positions from 0 (the plan's input \"positions\"; built-in models and "
+               "Hugging Face folders)")
+      ->excludes(forward_only);
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
 }
 

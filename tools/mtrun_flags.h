@@ -31,10 +31,14 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
       ->capture_default_str();
   choiceOf(app, "--rows", c.rows,
            "how each row of a batch is cut from --data: packed (a window of the plan's sequence starting anywhere: "
-           "examples run into each other, as packed fine-tuning does) or examples (one instruction example per "
+           "examples run into each other, as packed fine-tuning does), examples (one instruction example per "
            "row from its start, the rest padding the loss ignores; an example longer than the row is cut and "
-           "counted at start; needs a token file of mttok --chat)",
-           std::map<std::string, RowLayout>{{"packed", RowLayout::kPacked}, {"examples", RowLayout::kExamples}})
+           "counted at start) or packed-examples (whole examples packed into each row, each seeing only itself, "
+           "each pass over them a new shuffle with every example once; needs a plan of mtc --packed-examples); "
+           "the last two need a token file of mttok --chat",
+           std::map<std::string, RowLayout>{{"packed", RowLayout::kPacked},
+                                            {"examples", RowLayout::kExamples},
+                                            {"packed-examples", RowLayout::kPackedExamples}})
       ->default_str("packed");
   app.add_option("--seed", c.seed, "seed of the data order and of dropout's masks")->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();

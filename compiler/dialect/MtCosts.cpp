@@ -144,10 +144,15 @@ static void attentionAttrs(SmallVectorImpl<int64_t>& ints, int64_t heads, int64_
 void AttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   attentionAttrs(ints, getNumHeads(), getNumKvHeads(), getWindow());
 }
-StringRef AttentionOp::getKernelName() { return getSinks() ? "mt.attention_sinks" : "mt.attention"; }
+StringRef AttentionOp::getKernelName() {
+  if (getPositions()) return getSinks() ? "mt.attention_packed_sinks" : "mt.attention_packed";
+  return getSinks() ? "mt.attention_sinks" : "mt.attention";
+}
 void RopeAtOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
   ints.push_back(static_cast<int64_t>(getHeadDim()));
-  if (getScalingKind() != 0) ints.push_back(getScalingKind());
+  // Plan 1.22: a third attribute, inverse, where it is set (a packed plan's gradient).
+  if (getScalingKind() != 0 || getInverse()) ints.push_back(getScalingKind());
+  if (getInverse()) ints.push_back(1);
   floats.push_back(getTheta().convertToFloat());
   if (auto scaling = getScaling()) floats.append(scaling->begin(), scaling->end());
 }
@@ -159,6 +164,9 @@ StringRef CachedAttentionOp::getKernelName() {
 }
 void AttentionGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   attentionAttrs(ints, getNumHeads(), getNumKvHeads(), getWindow());
+}
+StringRef AttentionGradOp::getKernelName() {
+  return getPositions() ? "mt.attention_packed_grad" : "mt.attention_grad";
 }
 
 void ClampedSwigluOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {

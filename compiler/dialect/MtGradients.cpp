@@ -122,6 +122,13 @@ SmallVector<Value> RopeOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
                            getPositionOffsetAttr(), getScalingKindAttr(), getScalingAttr())};
 }
 
+SmallVector<Value> RopeAtOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  // The same positions and frequencies, turned back; the positions are an input.
+  return {b.create<RopeAtOp>(getLoc(), grads[0], getPositions(), getHeadDimAttr(), getThetaAttr(),
+                             getScalingKindAttr(), getScalingAttr(), b.getBoolAttr(!getInverse())),
+          Value()};
+}
+
 // The tiles' gradients make the whole's; a tile nothing depends on contributes zeros.
 SmallVector<Value> TokenSplitOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   SmallVector<Value> tiles;
@@ -140,12 +147,14 @@ SmallVector<Value> ClampedSwigluOp::buildGradient(OpBuilder& b, ArrayRef<Value> 
 }
 
 SmallVector<Value> AttentionOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
-  auto g = b.create<AttentionGradOp>(getLoc(), grads[0], getQ(), getK(), getV(), getResult(),
-                                     getLse(), getNumHeads(), getNumKvHeads(), getWindow());
+  auto g = b.create<AttentionGradOp>(getLoc(), grads[0], getQ(), getK(), getV(), getResult(), getLse(),
+                                     getPositions(), getNumHeads(), getNumKvHeads(), getWindow());
+  SmallVector<Value> operand_grads = {g.getDq(), g.getDk(), g.getDv()};
   // The sinks' own gradient; q, k and v's are the same given the lse, which counts the sinks.
-  if (!getSinks()) return {g.getDq(), g.getDk(), g.getDv()};
-  Value dsinks = b.create<AttentionSinksGradOp>(getLoc(), grads[0], getResult(), getLse(), getSinks());
-  return {g.getDq(), g.getDk(), g.getDv(), dsinks};
+  if (getSinks())
+    operand_grads.push_back(b.create<AttentionSinksGradOp>(getLoc(), grads[0], getResult(), getLse(), getSinks()));
+  if (getPositions()) operand_grads.push_back(Value());  // an input, not differentiated
+  return operand_grads;
 }
 
 SmallVector<Value> SoftmaxXentOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {

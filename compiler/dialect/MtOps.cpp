@@ -34,7 +34,8 @@ LogicalResult inferNorm(MLIRContext* ctx, std::optional<Location> loc, Value x, 
 
 // `window` (null while the op is parsed with its default) and `sinks` (null: none) as mt.attention's.
 LogicalResult checkAttentionOperands(std::optional<Location> loc, Value q, Value k, Value v,
-                                     int64_t heads, int64_t kvHeads, IntegerAttr window = {}, Value sinks = {}) {
+                                     int64_t heads, int64_t kvHeads, IntegerAttr window = {}, Value sinks = {},
+                                     Value positions = {}) {
   if (window && window.getInt() < 0)
     return emitOptionalError(loc, "attention window ", window.getInt(), " must not be negative (0: none)");
   if (sinks && (failed(requireStatic(loc, {sinks})) || failed(requireShape(loc, sinks, {heads}, "sinks"))))
@@ -50,6 +51,9 @@ LogicalResult checkAttentionOperands(std::optional<Location> loc, Value q, Value
   const int64_t kvWidth = qs[2] / heads * kvHeads;
   if (failed(requireShape(loc, k, {qs[0], qs[1], kvWidth}, "k")) ||
       failed(requireShape(loc, v, {qs[0], qs[1], kvWidth}, "v")))
+    return failure();
+  if (positions && (failed(requireStatic(loc, {positions})) ||
+                    failed(requireShape(loc, positions, {qs[0], qs[1]}, "positions"))))
     return failure();
   return success();
 }
@@ -388,7 +392,8 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location>
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type>& types) {
   if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(), adaptor.getNumHeads(),
-                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr(), adaptor.getSinks())))
+                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr(), adaptor.getSinks(),
+                                    adaptor.getPositions())))
     return failure();
   auto q = tensorOf(adaptor.getQ()).getShape();
   FailureOr<Type> act = activationType(loc, {adaptor.getQ(), adaptor.getK(), adaptor.getV()});
@@ -432,7 +437,7 @@ LogicalResult CachedAttentionOp::inferReturnTypes(MLIRContext* ctx, std::optiona
 LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                                 Adaptor adaptor, SmallVectorImpl<Type>& types) {
   if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(), adaptor.getNumHeads(),
-                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr())))
+                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr(), {}, adaptor.getPositions())))
     return failure();
   auto q = tensorOf(adaptor.getQ()).getShape();
   const int64_t heads = adaptor.getNumHeads();

@@ -430,7 +430,7 @@ def Mt_RopeOp : Mt_KernelOp<"rope", [
 // Attention and loss
 //===----------------------------------------------------------------------===//
 
-def Mt_AttentionOp : Mt_KernelOp<"attention", [
+def Mt_AttentionOp : Mt_KernelOp<"attention", [AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs", "getKernelName"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "fused causal self-attention with grouped-query heads";
@@ -440,32 +440,39 @@ def Mt_AttentionOp : Mt_KernelOp<"attention", [
     lets query i see keys i - W < j <= i (sliding-window attention, as transformers masks it);
     `sinks` (H), where given, are a learned logit per query head in each row's softmax
     denominator, unscaled, with no value (gpt-oss's attention sinks; the kernel
-    mt.attention_sinks).
+    mt.attention_sinks). `positions` (B, T) i32, where given, is each token's position in its
+    example (mtc --packed-examples): query i sees only keys j >= i - positions[i], so the
+    examples packed in a row never see each other (the kernels mt.attention_packed(_sinks)).
 
     ```mlir
     %o, %lse = mt.attention %q, %k, %v {num_heads = 6, num_kv_heads = 2}
         : tensor<8x256x384xf32>, tensor<8x256x128xf32>, tensor<8x256x128xf32>
     %o2, %lse2 = mt.attention %q, %k, %v sinks %s : tensor<6xf32> {num_heads = 6, num_kv_heads = 2, window = 128}
         : tensor<8x256x384xf32>, tensor<8x256x128xf32>, tensor<8x256x128xf32>
+    %o3, %lse3 = mt.attention %q, %k, %v positions %p : tensor<8x256xi32> {num_heads = 6, num_kv_heads = 2}
+        : tensor<8x256x384xf32>, tensor<8x256x128xf32>, tensor<8x256x128xf32>
     ```
   }];
   let arguments = (ins Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v, Optional<Mt_F32Tensor>:$sinks,
+                       Optional<Mt_I32Tensor>:$positions,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads, DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Mt_FloatTensor:$result, Mt_F32Tensor:$lse);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`sinks` $sinks^ `:` type($sinks))? attr-dict `:` type($q) `,` type($k) `,` type($v)
+    $q `,` $k `,` $v (`sinks` $sinks^ `:` type($sinks))? (`positions` $positions^ `:` type($positions))? attr-dict
+    `:` type($q) `,` type($k) `,` type($v)
   }];
 }
 
 def Mt_AttentionGradOp : Mt_KernelOp<"attention_grad", [
-    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs", "getKernelName"]>]> {
   let summary = "fused backward of mt.attention: (dq, dk, dv)";
   let description = [{
-    The same for an attention with sinks: its lse counts them.
+    The same for an attention with sinks: its lse counts them. With the forward's `positions`
+    (packed examples) last: the kernel mt.attention_packed_grad.
   }];
   let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v,
-                       Mt_FloatTensor:$out, Mt_F32Tensor:$lse, I64Attr:$num_heads, I64Attr:$num_kv_heads,
-                       DefaultValuedAttr<I64Attr, "0">:$window);
+                       Mt_FloatTensor:$out, Mt_F32Tensor:$lse, Optional<Mt_I32Tensor>:$positions,
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads, DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Mt_FloatTensor:$dq, Mt_FloatTensor:$dk, Mt_FloatTensor:$dv);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
@@ -487,12 +494,15 @@ def Mt_AttentionSinksGradOp : Mt_KernelOp<"attention_sinks_grad", [KernelOpInter
 }
 
 def Mt_RopeAtOp : Mt_KernelOp<"rope_at", [
-    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "mt.rope at given positions: token (b, t) turns by positions[b, t], not t";
   let description = [{
     The decode plan's rotary embedding (mtc --kv-cache): the new tokens sit after a cached
-    prefix, their positions a run-time input. The same angles as `mt.rope` at the same
-    position, bit for bit (its frequency scaling too). Forward only (no gradient).
+    prefix, their positions a run-time input; a plan of packed examples' (mtc
+    --packed-examples): each token at its position in its example. The same angles as `mt.rope`
+    at the same position, bit for bit (its frequency scaling too); `inverse` turns back (the
+    gradient).
 
     ```mlir
     %k2 = mt.rope_at %k, %positions {head_dim = 64, theta = 10000.0 : f32}
@@ -502,7 +512,8 @@ def Mt_RopeAtOp : Mt_KernelOp<"rope_at", [
   let arguments = (ins Mt_FloatTensor:$input, Mt_I32Tensor:$positions, I64Attr:$head_dim,
                        DefaultValuedAttr<F32Attr, "10000.0">:$theta,
                        DefaultValuedAttr<I64Attr, "0">:$scaling_kind,
-                       OptionalAttr<DenseF32ArrayAttr>:$scaling);
+                       OptionalAttr<DenseF32ArrayAttr>:$scaling,
+                       DefaultValuedAttr<BoolAttr, "false">:$inverse);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$input `,` $positions attr-dict `:` type($input) `,` type($positions)";
 }

@@ -11,6 +11,12 @@
 // sum to 1 - exp(sink - lse). The backward of q, k, v is the same given that lse;
 // mt.attention_sinks_grad: (dout, out, lse, sinks) -> dsinks (H), the sinks' own gradient,
 //   dsink_h = -sum over (b, t) of exp(sink_h - lse[b, h, t]) * rowsum(dout * out)[b, t, h].
+// Packed examples (mtc --packed-examples; the kernel rows mt.attention_packed(_sinks|_grad)): the
+// calls' last input is positions (B, T) i32, each token's position in its example, and query i
+// of row b sees only keys of its own example, j >= i - positions[b, i] (clamped to [0, i]): as
+// flash-attention's variable-length calls, the examples packed in a row never see each other.
+// Positions rise by one within an example and restart at 0 where the next begins (mtrun fills
+// them so); the kernels take any positions without reading outside the call's tensors.
 #pragma once
 #include "kernels/kernel_args.h"
 
@@ -22,14 +28,32 @@ struct AttentionShape {
   int64_t q_stride, kv_stride;  // floats between tokens of q/out/dout (H*D) and of k/v (Hkv*D)
   float scale;                  // 1/sqrt(head_dim)
   int64_t window = 0;           // keys a query sees back to and including itself; 0: all before it
+  const int32_t* positions = nullptr;  // (B, T) packed examples: each token's position in its example
 };
-AttentionShape attentionShape(const Tensor& q, const KernelArgs& args);
-// The first key query `i` sees, and whether it sees key `j` (the CPU kernels and the CUDA twins).
-MT_HOST_DEVICE inline int64_t firstVisibleKey(const AttentionShape& d, int64_t i) {
-  return d.window > 0 && i >= d.window ? i - d.window + 1 : 0;
+// `positions`: a packed call's (its last input), or null.
+AttentionShape attentionShape(const Tensor& q, const KernelArgs& args, const Tensor* positions = nullptr);
+// The first key query `i` of row `b` sees, and whether it sees key `j` (the CPU kernels and the
+// CUDA twins): the window's start, or its example's where that is later.
+MT_HOST_DEVICE inline int64_t firstVisibleKey(const AttentionShape& d, int64_t b, int64_t i) {
+  int64_t first = d.window > 0 && i >= d.window ? i - d.window + 1 : 0;
+  if (d.positions && i < d.seq) {  // (a tile's rows past the sequence are computed, never kept)
+    const int64_t position = d.positions[b * d.seq + i];
+    const int64_t example_start = position < 0 ? i : position > i ? 0 : i - position;
+    if (example_start > first) first = example_start;
+  }
+  return first;
 }
-MT_HOST_DEVICE inline bool visibleKey(const AttentionShape& d, int64_t i, int64_t j) {
-  return j <= i && (d.window == 0 || i - j < d.window);
+// The lowest key any of queries [i0, i0 + rows) of row `b` sees: where a block's keys start.
+MT_HOST_DEVICE inline int64_t firstKeyOfRows(const AttentionShape& d, int64_t b, int64_t i0, int64_t rows) {
+  int64_t first = firstVisibleKey(d, b, i0);
+  for (int64_t r = 1; d.positions && r < rows; ++r) {
+    const int64_t row_first = firstVisibleKey(d, b, i0 + r);
+    if (row_first < first) first = row_first;
+  }
+  return first;
+}
+MT_HOST_DEVICE inline bool visibleKey(const AttentionShape& d, int64_t b, int64_t i, int64_t j) {
+  return j <= i && j >= firstVisibleKey(d, b, i);
 }
 // "" or what is wrong with an attention call's int attributes (2, or 3 with the window), or with
 // its sinks (H f32).
@@ -40,6 +64,10 @@ std::string attention_check(const KernelArgs& args);
 void attention_cpu(const KernelArgs& args);
 std::string attention_grad_check(const KernelArgs& args);
 void attention_grad_cpu(const KernelArgs& args);
+std::string attention_packed_check(const KernelArgs& args);
+void attention_packed_cpu(const KernelArgs& args);
+std::string attention_packed_grad_check(const KernelArgs& args);
+void attention_packed_grad_cpu(const KernelArgs& args);
 std::string attention_sinks_grad_check(const KernelArgs& args);
 void attention_sinks_grad_cpu(const KernelArgs& args);
 
@@ -48,4 +76,6 @@ void attention_sinks_grad_cpu(const KernelArgs& args);
 void attention_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void attention_sinks_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void attention_packed_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void attention_packed_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

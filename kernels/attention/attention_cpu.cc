@@ -36,9 +36,9 @@ std::string checkQKV(const KernelArgs& args, const Tensor& q, const Tensor& k, c
 // matrix product, so the work runs in BLAS instead of dot-product loops.
 constexpr int64_t kBlockRows = 64;
 
-AttnDims attnDims(const Tensor& q, const KernelArgs& args) {
+AttnDims attnDims(const Tensor& q, const KernelArgs& args, const Tensor* positions) {
   AttnDims d;
-  static_cast<AttentionShape&>(d) = attentionShape(q, args);
+  static_cast<AttentionShape&>(d) = attentionShape(q, args, positions);
   d.group = d.heads / d.kv_heads;
   d.blocks = (d.seq + kBlockRows - 1) / kBlockRows;
   d.hd = static_cast<int>(d.head_dim);
@@ -56,17 +56,17 @@ class SingleThreadedBlas {
   int saved_;
 };
 
-// probs[r][j - lo] (ld = keys - lo) = the softmax row of query i0 + r over the keys it sees
-// (firstVisibleKey .. itself), 0 elsewhere; `scores` holds the scaled scores of keys [lo, keys)
+// probs[r][j - lo] (ld = keys - lo) = the softmax row of query i0 + r of batch row b over the
+// keys it sees (firstVisibleKey .. itself), 0 elsewhere; `scores` holds the scaled scores of keys [lo, keys)
 // on entry. Writes each row's log-sum-exp (counting the sink, when there is one) when
 // lse_out != null, else uses the given lse (backward: P recomputed exactly as the forward
 // normalised it).
-void maskedSoftmax(float* scores, int64_t rows, int64_t lo, int64_t keys, int64_t i0, const AttnDims& d,
+void maskedSoftmax(float* scores, int64_t rows, int64_t lo, int64_t keys, int64_t b, int64_t i0, const AttnDims& d,
                    const float* sink, float* lse_out, const float* lse_in) {
   const int64_t span = keys - lo;
   for (int64_t r = 0; r < rows; ++r) {
     float* row = scores + r * span;
-    const int64_t first = firstVisibleKey(d, i0 + r) - lo, end = i0 + r + 1 - lo;
+    const int64_t first = firstVisibleKey(d, b, i0 + r) - lo, end = i0 + r + 1 - lo;
     std::fill(row, row + first, 0.0f);
     if (lse_in) {
       const float l = lse_in[r];
@@ -100,7 +100,7 @@ float rowDot(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
-AttentionShape attentionShape(const Tensor& q, const KernelArgs& args) {
+AttentionShape attentionShape(const Tensor& q, const KernelArgs& args, const Tensor* positions) {
   AttentionShape s;
   s.batch = q.dim(0);
   s.seq = q.dim(1);
@@ -111,6 +111,7 @@ AttentionShape attentionShape(const Tensor& q, const KernelArgs& args) {
   s.kv_stride = s.kv_heads * s.head_dim;
   s.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   s.window = args.intOrZero(2);
+  s.positions = positions ? positions->i32() : nullptr;
   return s;
 }
 
@@ -140,10 +141,12 @@ std::string attention_check(const KernelArgs& args) {
   return expectShape(args.out[1], {q.dim(0), args.ints[0], q.dim(1)}, "attention lse");
 }
 
-void attention_cpu(const KernelArgs& args) {
+namespace {
+
+// mt.attention(_sinks) and their packed rows: `sinks` (H) or null, `positions` (B, T) or null.
+void attentionForward(const KernelArgs& args, const float* sinks, const Tensor* positions) {
   const Tensor &q = args.in[0], &k = args.in[1], &v = args.in[2];
-  const AttnDims d = attnDims(q, args);
-  const float* sinks = args.in.size() == 4 ? args.in[3].f32() : nullptr;
+  const AttnDims d = attnDims(q, args, positions);
   SingleThreadedBlas single;
 #pragma omp parallel
   {
@@ -155,7 +158,7 @@ void attention_cpu(const KernelArgs& args) {
       const int64_t b = task / (d.blocks * d.heads), kvh = h / d.group;
       // The block's queries see keys [lo, keys): all before them, or a window's worth.
       const int64_t i0 = blk * kBlockRows, rows = std::min(kBlockRows, d.seq - i0), keys = i0 + rows;
-      const int64_t lo = firstVisibleKey(d, i0);
+      const int64_t lo = firstKeyOfRows(d, b, i0, rows);
       const float* qb = q.f32() + (b * d.seq + i0) * d.q_stride + h * d.head_dim;
       const float* kb = k.f32() + (b * d.seq + lo) * d.kv_stride + kvh * d.head_dim;
       const float* vb = v.f32() + (b * d.seq + lo) * d.kv_stride + kvh * d.head_dim;
@@ -163,12 +166,41 @@ void attention_cpu(const KernelArgs& args) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), span, d.hd, d.scale, qb,
                   d.q_stride, kb, d.kv_stride, 0.0f, probs.data(), span);
       float* lse = args.out[1].f32() + (b * d.heads + h) * d.seq + i0;
-      maskedSoftmax(probs.data(), rows, lo, keys, i0, d, sinks ? sinks + h : nullptr, lse, nullptr);
+      maskedSoftmax(probs.data(), rows, lo, keys, b, i0, d, sinks ? sinks + h : nullptr, lse, nullptr);
       float* ob = args.out[0].f32() + (b * d.seq + i0) * d.q_stride + h * d.head_dim;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), d.hd, span, 1.0f,
                   probs.data(), span, vb, d.kv_stride, 0.0f, ob, d.q_stride);
     }
   }
+}
+
+// A packed call's arguments without its positions (the last input): the unpacked call's.
+KernelArgs withoutPositions(const KernelArgs& args) {
+  KernelArgs rest = args;
+  rest.in.pop_back();
+  return rest;
+}
+
+std::string positionsProblem(const KernelArgs& args, const Tensor& q, const char* op) {
+  if (args.in.empty()) return std::string(op) + ": no positions";
+  MT_CHECK(expectDType(args.in.back(), DType::I32, op));
+  return expectShape(args.in.back(), {q.dim(0), q.dim(1)}, op);
+}
+
+}  // namespace
+
+void attention_cpu(const KernelArgs& args) {
+  attentionForward(args, args.in.size() == 4 ? args.in[3].f32() : nullptr, nullptr);
+}
+
+std::string attention_packed_check(const KernelArgs& args) {
+  const KernelArgs rest = withoutPositions(args);
+  MT_CHECK(attention_check(rest));
+  return positionsProblem(args, args.in[0], "attention positions");
+}
+
+void attention_packed_cpu(const KernelArgs& args) {
+  attentionForward(args, args.in.size() == 5 ? args.in[3].f32() : nullptr, &args.in.back());
 }
 
 std::string attention_grad_check(const KernelArgs& args) {
@@ -182,10 +214,13 @@ std::string attention_grad_check(const KernelArgs& args) {
   return expectShape(args.out[2], args.in[3].shape, "attention_grad dv");
 }
 
-void attention_grad_cpu(const KernelArgs& args) {
+namespace {
+
+// mt.attention_grad and its packed row (`positions` (B, T) or null).
+void attentionBackward(const KernelArgs& args, const Tensor* positions) {
   const Tensor &dout = args.in[0], &q = args.in[1], &k = args.in[2], &v = args.in[3];
   const Tensor &out = args.in[4], &lse = args.in[5];
-  const AttnDims d = attnDims(q, args);
+  const AttnDims d = attnDims(q, args, positions);
   SingleThreadedBlas single;
   // One task per (batch, kv head): it owns dk/dv of that head and dq of its query heads, so
   // no two threads write the same element and every sum runs in a fixed order.
@@ -207,7 +242,7 @@ void attention_grad_cpu(const KernelArgs& args) {
       for (int64_t h = kvh * d.group; h < (kvh + 1) * d.group; ++h) {
         for (int64_t blk = 0; blk < d.blocks; ++blk) {
           const int64_t i0 = blk * kBlockRows, rows = std::min(kBlockRows, d.seq - i0), keys = i0 + rows;
-          const int64_t lo = firstVisibleKey(d, i0);
+          const int64_t lo = firstKeyOfRows(d, b, i0, rows);
           const int r = static_cast<int>(rows), span = static_cast<int>(keys - lo);
           const int64_t q_off = (b * d.seq + i0) * d.q_stride + h * d.head_dim, k_off = lo * d.kv_stride;
           const float* qb = q.f32() + q_off;
@@ -217,7 +252,7 @@ void attention_grad_cpu(const KernelArgs& args) {
           // P, recomputed from the saved log-sum-exp.
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, span, d.hd, d.scale, qb, d.q_stride, kb + k_off,
                       d.kv_stride, 0.0f, probs.data(), span);
-          maskedSoftmax(probs.data(), rows, lo, keys, i0, d, nullptr, nullptr,
+          maskedSoftmax(probs.data(), rows, lo, keys, b, i0, d, nullptr, nullptr,
                         lse.f32() + (b * d.heads + h) * d.seq + i0);
           // dV += P^T dO;  dP = dO V^T
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, span, d.hd, r, 1.0f, probs.data(), span, dob,
@@ -242,6 +277,17 @@ void attention_grad_cpu(const KernelArgs& args) {
     }
   }
 }
+
+}  // namespace
+
+void attention_grad_cpu(const KernelArgs& args) { attentionBackward(args, nullptr); }
+
+std::string attention_packed_grad_check(const KernelArgs& args) {
+  MT_CHECK(attention_grad_check(withoutPositions(args)));
+  return positionsProblem(args, args.in[1], "attention_grad positions");
+}
+
+void attention_packed_grad_cpu(const KernelArgs& args) { attentionBackward(args, &args.in.back()); }
 
 std::string attention_sinks_grad_check(const KernelArgs& args) {
   if (!args.ints.empty()) return "attention_sinks_grad takes no int attributes";

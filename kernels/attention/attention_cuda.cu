@@ -98,14 +98,14 @@ __device__ int64_t warpIndex() { return (blockIdx.x * int64_t(blockDim.x) + thre
 
 // Where warp `w`'s query row (b, h, i) and its key/value head live.
 struct QueryRow {
-  int64_t i, h, lse_index;  // position; query head; index into lse (B, H, T)
+  int64_t b, i, h, lse_index;  // batch row; position; query head; index into lse (B, H, T)
   int64_t q_off;         // offset of the row in q, out, dout, dq
   int64_t kv_base;       // offset of key/value row 0 of its batch and head in k, v
 };
 __device__ QueryRow queryRow(int64_t w, const Dims& d) {
   const int64_t i = w % d.seq, h = (w / d.seq) % d.heads, b = w / (d.seq * d.heads);
   const int64_t kvh = h / (d.heads / d.kv_heads);
-  return {i, h, (b * d.heads + h) * d.seq + i, (b * d.seq + i) * d.q_stride + h * d.head_dim,
+  return {b, i, h, (b * d.heads + h) * d.seq + i, (b * d.seq + i) * d.q_stride + h * d.head_dim,
           b * d.seq * d.kv_stride + kvh * d.head_dim};
 }
 
@@ -123,7 +123,7 @@ __global__ void attentionForward(const T* __restrict__ q, const T* __restrict__ 
   acc.zero();
   // From the sink where there is one: exp(sink - sink) in the sum, nothing in the output.
   float running_max = sinks ? sinks[row.h] : -INFINITY, sum = sinks ? 1.0f : 0.0f;
-  for (int64_t j = firstVisibleKey(d, i); j <= i; ++j) {
+  for (int64_t j = firstVisibleKey(d, row.b, i); j <= i; ++j) {
     const float s = d.scale * qi.dot(kb + j * d.kv_stride, d.head_dim);
     const float new_max = fmaxf(running_max, s);
     const float keep = expf(running_max - new_max), p = expf(s - new_max);
@@ -151,7 +151,7 @@ __global__ void attentionGradQuery(const T* __restrict__ dout, const T* __restri
   oi.load(out + q_off, d.head_dim);
   acc.zero();
   const float delta = doi.dot(oi), l = lse[row.lse_index];
-  for (int64_t j = firstVisibleKey(d, i); j <= i; ++j) {
+  for (int64_t j = firstVisibleKey(d, row.b, i); j <= i; ++j) {
     const float p = expf(d.scale * qi.dot(kb + j * d.kv_stride, d.head_dim) - l);
     const float ds = p * (doi.dot(vb + j * d.kv_stride, d.head_dim) - delta) * d.scale;
     acc.axpby(1.0f, ds, kb + j * d.kv_stride, d.head_dim);
@@ -178,6 +178,7 @@ __global__ void attentionGradKey(const T* __restrict__ dout, const T* __restrict
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
     const int64_t last = d.window > 0 && j + d.window < d.seq ? j + d.window : d.seq;  // past the last query that sees j
     for (int64_t i = j; i < last; ++i) {
+      if (!visibleKey(d, b, i, j)) continue;  // another example's query (packed examples)
       const int64_t q_off = (b * d.seq + i) * d.q_stride + h * d.head_dim;
       qi.load(q + q_off, d.head_dim);
       doi.load(dout + q_off, d.head_dim);
@@ -302,21 +303,24 @@ __device__ void stageRowStats(float* row_lse, float* row_delta, const float* __r
 // scores s and dp = dout . v, with the causal mask (and the window): p = 0 where the query does
 // not see the key.
 __device__ void probabilitiesAndScoreGrads(float (&s)[4][4], float (&dp)[4][4], const float* row_lse,
-                                           const float* row_delta, int64_t i0, int64_t j0, const Dims& d) {
+                                           const float* row_delta, int64_t b, int64_t i0, int64_t j0,
+                                           const Dims& d) {
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      const bool visible = visibleKey(d, i0 + ty + 16 * r, j0 + tx + 16 * c);
+      const bool visible = visibleKey(d, b, i0 + ty + 16 * r, j0 + tx + 16 * c);
       const float p = visible ? expf(d.scale * s[r][c] - row_lse[ty + 16 * r]) : 0.0f;
       s[r][c] = p;
       dp[r][c] = p * (dp[r][c] - row_delta[ty + 16 * r]) * d.scale;
     }
 }
 
-// The first key tile a query tile starting at i0 sees (0 without a window).
-__device__ int64_t firstKeyTile(const Dims& d, int64_t i0) { return firstVisibleKey(d, i0) / kTile * kTile; }
+// The first key tile a query tile of row b starting at i0 sees (0 without a window or packing).
+__device__ int64_t firstKeyTile(const Dims& d, int64_t b, int64_t i0) {
+  return firstKeyOfRows(d, b, i0, d.seq - i0 < kTile ? d.seq - i0 : kTile) / kTile * kTile;
+}
 
 // Where block `block` of a (batch, heads, tiles) grid works, heaviest tiles first when
 // `reverse` (a causal query tile t sees t + 1 key tiles).
@@ -348,7 +352,7 @@ __global__ void __launch_bounds__(kTileThreads)
   float row_max[4], row_sum[4], acc[4][DP / 16] = {};
 #pragma unroll
   for (int r = 0; r < 4; ++r) row_max[r] = sinks ? sinks[at.head] : -INFINITY, row_sum[r] = sinks ? 1.0f : 0.0f;
-  for (int64_t j0 = firstKeyTile(d, i0); j0 <= i0; j0 += kTile) {
+  for (int64_t j0 = firstKeyTile(d, at.b, i0); j0 <= i0; j0 += kTile) {
     __syncthreads();  // the previous key tile's readers are done
     stageTransposed<DP>(k_tile, kb + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
     stageTransposed<DP>(v_tile, vb + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
@@ -362,7 +366,7 @@ __global__ void __launch_bounds__(kTileThreads)
       float new_max = row_max[r];
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        s[r][c] = visibleKey(d, i0 + ty + 16 * r, j0 + tx + 16 * c) ? d.scale * s[r][c] : -INFINITY;
+        s[r][c] = visibleKey(d, at.b, i0 + ty + 16 * r, j0 + tx + 16 * c) ? d.scale * s[r][c] : -INFINITY;
         new_max = fmaxf(new_max, s[r][c]);
       }
       new_max = rowMax16(new_max);
@@ -429,7 +433,7 @@ __global__ void __launch_bounds__(kTileThreads)
       float s[4][4] = {}, dp[4][4] = {};  // query rows ty + 16r, key cols tx + 16c
       tileDot<DP>(s, q_tile, k_tile);
       tileDot<DP>(dp, do_tile, v_tile);
-      probabilitiesAndScoreGrads(s, dp, row_lse, row_delta, i0, j0, d);
+      probabilitiesAndScoreGrads(s, dp, row_lse, row_delta, at.b, i0, j0, d);
       const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 #pragma unroll
       for (int r = 0; r < 4; ++r)
@@ -470,7 +474,7 @@ __global__ void __launch_bounds__(kTileThreads)
 
   float dq_acc[4][DP / 16] = {};  // query rows ty + 16r, dims tx + 16e
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  for (int64_t j0 = firstKeyTile(d, i0); j0 <= i0; j0 += kTile) {
+  for (int64_t j0 = firstKeyTile(d, at.b, i0); j0 <= i0; j0 += kTile) {
     __syncthreads();  // the previous key tile's readers are done
     stageTransposed<DP>(k_tile, k + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
     stageTransposed<DP>(v_tile, v + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
@@ -478,7 +482,7 @@ __global__ void __launch_bounds__(kTileThreads)
     float s[4][4] = {}, dp[4][4] = {};
     tileDot<DP>(s, q_tile, k_tile);
     tileDot<DP>(dp, do_tile, v_tile);
-    probabilitiesAndScoreGrads(s, dp, row_lse, row_delta, i0, j0, d);
+    probabilitiesAndScoreGrads(s, dp, row_lse, row_delta, at.b, i0, j0, d);
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
@@ -507,14 +511,14 @@ void allowSmem(Kernel kernel, size_t bytes) {
 }
 
 template <int DP, typename T>
-void attentionTiled(const KernelArgs& args, const Dims& d, cudaStream_t stream) {
+void attentionTiled(const KernelArgs& args, const Dims& d, const float* sinks, cudaStream_t stream) {
   static const bool ready = (allowSmem(attentionForwardTiled<DP, T>, forwardSmem<DP>()), true);
   (void)ready;
   const int64_t tiles = (d.seq + kTile - 1) / kTile;
   attentionForwardTiled<DP, T><<<cuda::gridBlocks(d.batch * d.heads * tiles, "attention"), kTileThreads,
                                  forwardSmem<DP>(), stream>>>(cuda::data<const T>(args.in[0]),
                                                               cuda::data<const T>(args.in[1]),
-                                                              cuda::data<const T>(args.in[2]), sinksOf(args),
+                                                              cuda::data<const T>(args.in[2]), sinks,
                                                               cuda::data<T>(args.out[0]), args.out[1].f32(), d);
   MT_CUDA_CHECK_LAUNCH();
 }
@@ -557,8 +561,8 @@ void withPaddedHeadDim(int64_t head_dim, F f) {
   else f(std::integral_constant<int, 128>{});
 }
 
-Dims attnDims(const Tensor& q, const KernelArgs& args) {
-  const Dims d = attentionShape(q, args);
+Dims attnDims(const Tensor& q, const KernelArgs& args, const Tensor* positions = nullptr) {
+  const Dims d = attentionShape(q, args, positions);
   if (d.head_dim > 32 * kMaxPerLane)
     throw std::runtime_error("attention on CUDA supports head_dim <= " + std::to_string(32 * kMaxPerLane) +
                              ", got " + std::to_string(d.head_dim));
@@ -571,40 +575,44 @@ unsigned warpBlocks(int64_t warps) {
 
 }  // namespace
 
-void attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  const Dims d = attnDims(args.in[0], args);
+namespace {
+
+// mt.attention(_sinks) and their packed rows (d.positions set), `sinks` (H) or null. A window,
+// sinks or packed examples are not cuDNN's graph (the backend sends no such call to it); the
+// tensor cores' forward takes a window and sinks.
+void attentionForwardCall(const KernelArgs& args, const Dims& d, const float* sinks, const CudaLaunch& launch) {
   const int64_t rows = d.batch * d.heads * d.seq;
   if (rows == 0) return;
-  // A window or sinks: not cuDNN's graph (the backend sends no such call to it); the tensor cores'
-  // forward takes both.
-  const bool plain = d.window == 0 && !sinksOf(args);
+  const bool plain = d.window == 0 && !sinks && !d.positions;
   if (!plain && launch.cudnn_attention && launch.cudnn_only)
-    throw std::runtime_error("attention with a sliding window or sinks: cuDNN's fused attention here takes neither");
+    throw std::runtime_error(
+        "attention with a sliding window, sinks or packed examples: cuDNN's fused attention here takes none");
   if (plain && CudnnAttention::runs(launch, args.in[0], d)) return launch.cudnn_attention->forward(args, d);
-  if (attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
+  if (!d.positions && attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[0].dtype, [&](auto type) {
     using T = decltype(type);
     if (d.head_dim <= kMaxTiledHeadDim) {
-      withPaddedHeadDim(d.head_dim, [&](auto dp) { attentionTiled<decltype(dp)::value, T>(args, d, launch.stream); });
+      withPaddedHeadDim(d.head_dim,
+                        [&](auto dp) { attentionTiled<decltype(dp)::value, T>(args, d, sinks, launch.stream); });
       return;
     }
     attentionForward<<<warpBlocks(rows), 32 * kWarpsPerBlock, 0, launch.stream>>>(
-        cuda::data<const T>(args.in[0]), cuda::data<const T>(args.in[1]), cuda::data<const T>(args.in[2]),
-        sinksOf(args), cuda::data<T>(args.out[0]), args.out[1].f32(), d);
+        cuda::data<const T>(args.in[0]), cuda::data<const T>(args.in[1]), cuda::data<const T>(args.in[2]), sinks,
+        cuda::data<T>(args.out[0]), args.out[1].f32(), d);
     MT_CUDA_CHECK_LAUNCH();
   });
 }
 
-void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  const Dims d = attnDims(args.in[1], args);
+// mt.attention_grad and its packed row. The backward of sinks is the plain one given their lse;
+// a window or packed examples take these kernels.
+void attentionBackwardCall(const KernelArgs& args, const Dims& d, const CudaLaunch& launch) {
   const int64_t query_rows = d.batch * d.heads * d.seq, key_rows = d.batch * d.kv_heads * d.seq;
   if (query_rows == 0) return;
-  // The backward of sinks is the plain one given their lse; a window takes these kernels.
-  if (d.window != 0 && launch.cudnn_attention && launch.cudnn_only)
-    throw std::runtime_error("attention with a sliding window: cuDNN's fused attention here takes none");
-  if (d.window == 0 && CudnnAttention::runs(launch, args.in[1], d)) return launch.cudnn_attention->backward(args, d);
-  if (d.window == 0 && attentionOnTensorCores(args.in[1], d))
-    return attentionBackwardTensorCores(args, d, launch.stream);
+  const bool plain = d.window == 0 && !d.positions;
+  if (!plain && launch.cudnn_attention && launch.cudnn_only)
+    throw std::runtime_error("attention with a sliding window or packed examples: cuDNN's fused attention here takes neither");
+  if (plain && CudnnAttention::runs(launch, args.in[1], d)) return launch.cudnn_attention->backward(args, d);
+  if (plain && attentionOnTensorCores(args.in[1], d)) return attentionBackwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[1].dtype, [&](auto type) {
     using T = decltype(type);
     if (d.head_dim <= kMaxTiledHeadDim) {
@@ -620,6 +628,25 @@ void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
         g.dout, g.q, g.k, g.v, g.out, g.lse, cuda::data<T>(args.out[1]), cuda::data<T>(args.out[2]), d);
     MT_CUDA_CHECK_LAUNCH();
   });
+}
+
+}  // namespace
+
+void attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  attentionForwardCall(args, attnDims(args.in[0], args), sinksOf(args), launch);
+}
+
+void attention_packed_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  attentionForwardCall(args, attnDims(args.in[0], args, &args.in.back()),
+                       args.in.size() == 5 ? args.in[3].f32() : nullptr, launch);
+}
+
+void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  attentionBackwardCall(args, attnDims(args.in[1], args), launch);
+}
+
+void attention_packed_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  attentionBackwardCall(args, attnDims(args.in[1], args, &args.in.back()), launch);
 }
 
 }  // namespace mt

@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t tiles = (d.seq + kRows - 1) / kRows;
   const Coords at = blockCoords(d.heads, tiles, true);
   const int64_t i0 = at.tile * kRows, kvh = at.head / (d.heads / d.kv_heads);
-  const int64_t first_tile = firstVisibleKey(d, i0) / kRows;  // 0 without a window
+  const int64_t first_tile = firstVisibleKey(d, at.b, i0) / kRows;  // 0 without a window (never packed)
   const bf16* qb = q + (at.b * d.seq) * d.q_stride + at.head * D;
   const bf16* kb = k + (at.b * d.seq) * d.kv_stride + kvh * D;
   const bf16* vb = v + (at.b * d.seq) * d.kv_stride + kvh * D;

@@ -59,7 +59,7 @@ void cached_attention_cpu(const KernelArgs& args) {
                       : v.f32() + (b * s.seq + j - p0) * s.kv_stride + kv;
       };
       // Keys [first, p0 + t]: all before the token, or its window's.
-      const int64_t keys = p0 + t + 1, first = firstVisibleKey(s, p0 + t);
+      const int64_t keys = p0 + t + 1, first = firstVisibleKey(s, b, p0 + t);
       float max_score = sinks ? sinks[h] : -INFINITY;
       for (int64_t j = first; j < keys; ++j) {
         const float* kj = key(j);

@@ -36,7 +36,7 @@ __global__ void cachedAttentionKernel(const T* __restrict__ q, const T* __restri
   }
   float max_score = -INFINITY, sum = 0.0f;
   // Keys [first, p0 + t]: all before the token, or its window's.
-  for (int64_t j = firstVisibleKey(s, p0 + t) + warp; j < p0 + t + 1; j += kWarps) {
+  for (int64_t j = firstVisibleKey(s, b, p0 + t) + warp; j < p0 + t + 1; j += kWarps) {
     const T* kj = j < p0 ? k_cache + (b * cache_rows + j) * s.kv_stride + kv : k + (b * s.seq + j - p0) * s.kv_stride + kv;
     const T* vj = j < p0 ? v_cache + (b * cache_rows + j) * s.kv_stride + kv : v + (b * s.seq + j - p0) * s.kv_stride + kv;
     float dot = 0.0f;

@@ -7,9 +7,11 @@
 //   float attrs: [theta] or, scaled, [theta, factor, a, b, c, attention]
 // The offset (default 0; plan 1.12) places a token tile that starts inside its sequence.
 // inverse = 1 turns by the negated angle: the gradient of rope is rope with inverse flipped.
-// mt.rope_at: the same turn at given positions (a decode plan's new tokens after the cache):
+// mt.rope_at: the same turn at given positions (a decode plan's new tokens after the cache;
+// packed examples, each from position 0):
 //   (x (B, T, H*D), positions (B, T) i32) -> (B, T, H*D)
-//   int attrs: [head_dim(, scaling kind)]  float attrs: as mt.rope's
+//   int attrs: [head_dim(, scaling kind(, inverse))]  float attrs: as mt.rope's (plan 1.22: inverse,
+//   the gradient of a packed plan's rope)
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -86,9 +86,11 @@ void rope_cpu(const KernelArgs& args) {
 }
 
 std::string rope_at_check(const KernelArgs& args) {
-  if (args.ints.empty() || args.ints.size() > 2)
-    return "rope_at takes 1 or 2 int attributes (head_dim, scaling kind), got " + std::to_string(args.ints.size());
+  if (args.ints.empty() || args.ints.size() > 3)
+    return "rope_at takes 1 to 3 int attributes (head_dim, scaling kind, inverse), got " +
+           std::to_string(args.ints.size());
   MT_CHECK(checkRotation(args, "rope_at", 1));
+  if (args.intOrZero(2) != 0 && args.intOrZero(2) != 1) return "rope_at inverse flag must be 0 or 1";
   MT_CHECK(expectDType(args.in[1], DType::I32, "rope_at positions"));
   return expectShape(args.in[1], {args.in[0].dim(0), args.in[0].dim(1)}, "rope_at positions");
 }
@@ -96,7 +98,7 @@ std::string rope_at_check(const KernelArgs& args) {
 void rope_at_cpu(const KernelArgs& args) {
   const int32_t* positions = args.in[1].i32();
   const int64_t seq = args.in[0].dim(1);
-  rotate(args.in[0], args.out[0], args.ints[0], ropeFrequencies(args, 1), 1.0f,
+  rotate(args.in[0], args.out[0], args.ints[0], ropeFrequencies(args, 1), args.intOrZero(2) ? -1.0f : 1.0f,
          [&](int64_t b, int64_t t) { return int64_t{positions[b * seq + t]}; });
 }
 

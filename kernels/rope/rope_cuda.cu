@@ -59,7 +59,8 @@ void rope_cuda(const KernelArgs& args, const CudaLaunch& launch) {
 }
 
 void rope_at_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  launchRope(args.in[0], args.in[1].i32(), args.out[0], args.ints[0], ropeFrequencies(args, 1), 1.0f, 0,
+  launchRope(args.in[0], args.in[1].i32(), args.out[0], args.ints[0], ropeFrequencies(args, 1),
+             args.intOrZero(2) ? -1.0f : 1.0f, 0,
              launch.stream);
 }
 

@@ -221,16 +221,21 @@ void CudaBackend::prepareCudnnAttention() {
   for (size_t s = 0; s < programs_.size(); ++s)
     for (const Op& op : programs_[s]) {
       const auto* k = std::get_if<KernelOp>(&op);
-      if (!k || (k->id != KernelId::Attention && k->id != KernelId::AttentionGrad && k->id != KernelId::AttentionSinks))
+      if (!k) continue;
+      const KernelId id = k->id;
+      const bool packed = id == KernelId::AttentionPacked || id == KernelId::AttentionPackedSinks ||
+                          id == KernelId::AttentionPackedGrad;
+      if (!packed && id != KernelId::Attention && id != KernelId::AttentionGrad && id != KernelId::AttentionSinks)
         continue;
       ++calls;
       if (attention_ == AttentionEngine::kOurs) continue;
-      const bool backward = k->id == KernelId::AttentionGrad;
+      const bool backward = id == KernelId::AttentionGrad || id == KernelId::AttentionPackedGrad;
       const Tensor& q = k->args.in[backward ? 1 : 0];
       const AttentionShape d = attentionShape(q, k->args);
-      const std::string why = k->id == KernelId::AttentionSinks
-                                  ? "this graph of cuDNN's fused attention has no sinks (our kernels take them)"
-                                  : CudnnAttention::unsupported(q, d);
+      const std::string why =
+          packed ? "this graph of cuDNN's fused attention does not keep packed examples apart (our kernels do)"
+          : id == KernelId::AttentionSinks ? "this graph of cuDNN's fused attention has no sinks (our kernels take them)"
+                                           : CudnnAttention::unsupported(q, d);
       if (!why.empty()) {
         if (attention_ == AttentionEngine::kCudnn) throw Error("--attention cudnn: " + why + "; run with --attention auto or ours");
         if (why_ours.empty()) why_ours = why;

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <numeric>
 
+#include "runtime/data/example_packing.h"
 #include "runtime/io/checksum.h"
 #include "kernels/random/counter_rng.h"
 #include "runtime/io/error.h"
@@ -36,23 +38,13 @@ int64_t readRow(const TokenFile& data, int64_t start, int64_t seq, std::vector<u
   return counted;
 }
 
-// One example as a row: tokens [start, end) of `data`, cut to seq + 1, then padding (token 0,
-// target -1; `kept`, where given, 1 for the example's tokens and 0 for the padding). Returns the
-// targets counted.
-int64_t readExampleRow(const TokenFile& data, int64_t start, int64_t end, int64_t seq, std::vector<uint8_t>& mask,
-                       int32_t* tokens, int32_t* targets, float* kept) {
-  const int64_t length = std::min(end - start, seq + 1);
-  if (kept)
-    for (int64_t t = 0; t < seq; ++t) kept[t] = t < length ? 1.0f : 0.0f;
-  const std::vector<uint32_t> example = data.read(start, length, &mask);
+// One example as a row from its start (--rows examples), then padding. Returns the targets
+// counted.
+int64_t exampleRow(const TokenFile& data, size_t i, int64_t end, int64_t seq, std::vector<uint8_t>& mask,
+                   const RowSlots& slots) {
   int64_t counted = 0;
-  for (int64_t t = 0; t < seq; ++t) {
-    const bool inside = t + 1 < length;
-    tokens[t] = t < length ? static_cast<int32_t>(example[t]) : 0;
-    const bool counts = inside && mask[t + 1];
-    targets[t] = counts ? static_cast<int32_t>(example[t + 1]) : -1;
-    counted += counts;
-  }
+  const int64_t used = placeExample(data, data.exampleStarts()[i], data.exampleEnd(i, end), seq, mask, slots, counted);
+  padSlots(slots.at(used), seq - used);
   return counted;
 }
 
@@ -268,14 +260,16 @@ void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, u
 }
 
 BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed, int64_t begin,
-                           int64_t end, RowLayout layout)
+                           int64_t end, RowLayout layout, int64_t step_rows)
     : data_(data), batch_(batch), seq_(seq), seed_(seed), begin_(begin), end_(end < 0 ? data.size() : end),
-      layout_(layout) {
+      layout_(layout), step_rows_(step_rows > 0 ? step_rows : batch) {
   if (begin_ < 0 || end_ > data.size() || begin_ > end_) throw Error("token range outside the token file");
-  if (layout == RowLayout::kExamples) {
+  if (byExamples(layout)) {
     data.requireExamples();
     first_example_ = data.firstExampleFrom(begin_), last_example_ = data.firstExampleFrom(end_);
     if (first_example_ == last_example_) throw Error("token file " + data.path() + ": no example to train on");
+    if (layout == RowLayout::kPackedExamples)
+      passes_ = std::make_shared<const PackedPasses>(data, first_example_, last_example_, end_, seq, seed);
     return;
   }
   if (end_ - begin_ < seq + 1)
@@ -283,16 +277,22 @@ BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, ui
                 std::to_string(seq) + " needs at least " + std::to_string(seq + 1));
 }
 
-int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row, float* kept) const {
+int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row, float* kept,
+                           int32_t* positions) const {
   int64_t counted = 0;
   std::vector<uint8_t> mask;
   if (kept) std::fill(kept, kept + batch_ * seq_, 1.0f);  // packed rows: every token
   for (int64_t b = 0; b < batch_; ++b) {
+    const RowSlots row{tokens + b * seq_, targets + b * seq_, kept ? kept + b * seq_ : nullptr,
+                       positions ? positions + b * seq_ : nullptr};
+    if (row.positions) std::iota(row.positions, row.positions + seq_, 0);
+    if (layout_ == RowLayout::kPackedExamples) {
+      counted += passes_->fill(step * step_rows_ + first_row + b, mask, row);
+      continue;
+    }
     const uint64_t key = splitmix64(splitmix64(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(first_row + b));
     if (layout_ == RowLayout::kExamples) {
-      const size_t i = first_example_ + key % (last_example_ - first_example_);
-      counted += readExampleRow(data_, data_.exampleStarts()[i], data_.exampleEnd(i, end_), seq_, mask,
-                                tokens + b * seq_, targets + b * seq_, kept ? kept + b * seq_ : nullptr);
+      counted += exampleRow(data_, first_example_ + key % (last_example_ - first_example_), end_, seq_, mask, row);
       continue;
     }
     const int64_t start = begin_ + static_cast<int64_t>(key % static_cast<uint64_t>(end_ - begin_ - seq_));
@@ -300,6 +300,8 @@ int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int6
   }
   return counted;
 }
+
+int64_t BatchSampler::packedRowsPerPass() const { return passes_ ? passes_->rowsPerFirstPass() : 0; }
 
 int64_t BatchSampler::examplesCut() const {
   int64_t cut = 0;
@@ -311,11 +313,17 @@ int64_t BatchSampler::examplesCut() const {
 HeldOutBatches::HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq, int64_t begin, int64_t end,
                                int64_t max_batches, RowLayout layout)
     : data_(data), batch_(batch), seq_(seq), begin_(begin), end_(end), layout_(layout) {
-  if (layout == RowLayout::kExamples) {
+  if (byExamples(layout)) {
     data.requireExamples("held-out token file");
     first_example_ = data.firstExampleFrom(begin);
     windows_ = static_cast<int64_t>(data.firstExampleFrom(end) - first_example_);
     if (windows_ == 0) throw Error("held-out tokens of " + data.path() + ": no example starts among them");
+    if (layout == RowLayout::kPackedExamples) {
+      std::vector<size_t> order(static_cast<size_t>(windows_));
+      std::iota(order.begin(), order.end(), first_example_);
+      packed_ = std::make_shared<const PackedRows>(data, std::move(order), end, seq);
+      windows_ = packed_->rows();
+    }
   } else {
     if (begin < 0 || end > data.size() || end - begin < seq + 1)
       throw Error("held-out tokens: " + std::to_string(end - begin) + " to validate on; a sequence of " +
@@ -326,27 +334,28 @@ HeldOutBatches::HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq
   batches_ = max_batches > 0 ? std::min(max_batches, all_batches_) : all_batches_;
 }
 
-int64_t HeldOutBatches::fill(int64_t i, int32_t* tokens, int32_t* targets, float* kept) const {
+int64_t HeldOutBatches::fill(int64_t i, int32_t* tokens, int32_t* targets, float* kept, int32_t* positions) const {
   int64_t counted = 0;
   std::vector<uint8_t> mask;
   if (kept) std::fill(kept, kept + batch_ * seq_, 1.0f);
   for (int64_t b = 0; b < batch_; ++b) {
     const int64_t window = i * batch_ + b;
-    int32_t* row_tokens = tokens + b * seq_;
-    int32_t* row_targets = targets + b * seq_;
+    const RowSlots row{tokens + b * seq_, targets + b * seq_, kept ? kept + b * seq_ : nullptr,
+                       positions ? positions + b * seq_ : nullptr};
+    if (row.positions) std::iota(row.positions, row.positions + seq_, 0);
     if (window >= windows_) {  // padding: nothing counted
-      std::fill(row_tokens, row_tokens + seq_, 0);
-      std::fill(row_targets, row_targets + seq_, -1);
-      if (kept) std::fill(kept + b * seq_, kept + (b + 1) * seq_, 0.0f);
+      padSlots(row, seq_);
+      continue;
+    }
+    if (layout_ == RowLayout::kPackedExamples) {
+      counted += packed_->fill(window, mask, row);
       continue;
     }
     if (layout_ == RowLayout::kExamples) {
-      const size_t e = first_example_ + static_cast<size_t>(window);
-      counted += readExampleRow(data_, data_.exampleStarts()[e], data_.exampleEnd(e, end_), seq_, mask, row_tokens,
-                                row_targets, kept ? kept + b * seq_ : nullptr);
+      counted += exampleRow(data_, first_example_ + static_cast<size_t>(window), end_, seq_, mask, row);
       continue;
     }
-    counted += readRow(data_, begin_ + window * seq_, seq_, mask, row_tokens, row_targets);
+    counted += readRow(data_, begin_ + window * seq_, seq_, mask, row.tokens, row.targets);
   }
   return counted;
 }

@@ -17,6 +17,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,15 @@ inline constexpr uint32_t kTokenMaskedVersion = 2;  // ids and a loss mask
 inline constexpr uint32_t kTokenExamplesVersion = 3;  // ids, a loss mask and the examples' starts
 
 // How a batch's rows are cut from the tokens (mtrun --rows): windows starting anywhere (packed,
-// an example may begin mid-row and run into the next), or one example per row from its start,
-// the rest of the row padding that counts for nothing (a file that records its examples).
-enum class RowLayout { kPacked, kExamples };
+// an example may begin mid-row and run into the next), one example per row from its start, the
+// rest of the row padding that counts for nothing, or whole examples packed into each row (a
+// plan of packed examples keeps each to itself; runtime/data/example_packing.h). The last two
+// need a file that records its examples.
+enum class RowLayout { kPacked, kExamples, kPackedExamples };
+inline bool byExamples(RowLayout layout) { return layout != RowLayout::kPacked; }
+
+class PackedRows;
+class PackedPasses;
 
 class TokenFile {
  public:
@@ -108,10 +115,12 @@ void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, u
 // (which is what resuming needs).
 class BatchSampler {
  public:
-  // Windows are drawn from tokens [begin, end) (default: the whole file); kExamples: the
-  // examples that start there (the file must record them).
+  // Windows are drawn from tokens [begin, end) (default: the whole file); kExamples,
+  // kPackedExamples: the examples that start there (the file must record them). kPackedExamples:
+  // `step_rows`, the rows of a step (its micro-batches' and ranks' together; default `batch`),
+  // place each step's rows in the run's sequence of packed rows.
   BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, uint64_t seed, int64_t begin = 0,
-               int64_t end = -1, RowLayout layout = RowLayout::kPacked);
+               int64_t end = -1, RowLayout layout = RowLayout::kPacked, int64_t step_rows = 0);
   // tokens[b][t] = data[start + t], targets[b][t] = data[start + t + 1], where each start is
   // drawn from (seed, step, first_row + b): with first_row = m * batch, micro-batch m of an
   // accumulated step holds rows [m * batch, (m + 1) * batch) of what a sampler of the whole
@@ -120,10 +129,18 @@ class BatchSampler {
   // tokens), then padding (token 0, target -1). Returns the targets counted. Throws mt::Error if
   // the file changed underneath (see TokenFile::read). `kept` (B, T), where given: 1 for a row's
   // tokens, 0 for its padding (the router's statistics leave it out: a plan's "token_mask").
-  int64_t fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row = 0, float* kept = nullptr) const;
-  // kExamples: the examples drawn from, and how many are longer than a row (their tails cut).
+  // kPackedExamples: row b is row step * step_rows + first_row + b of the run's packed rows (each
+  // pass a new shuffle of the examples, each example once in it: PackedPasses). `positions` (B,
+  // T), where given (a plan of packed examples): each token's position in its example from 0
+  // (in its row from 0 for the other layouts).
+  int64_t fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row = 0, float* kept = nullptr,
+               int32_t* positions = nullptr) const;
+  // kExamples, kPackedExamples: the examples drawn from, and how many are longer than a row
+  // (their tails cut).
   int64_t examples() const { return static_cast<int64_t>(last_example_ - first_example_); }
   int64_t examplesCut() const;
+  // kPackedExamples: the rows of the first pass over the examples.
+  int64_t packedRowsPerPass() const;
 
  private:
   const TokenFile& data_;
@@ -131,7 +148,9 @@ class BatchSampler {
   uint64_t seed_;
   int64_t begin_, end_;
   RowLayout layout_;
-  size_t first_example_ = 0, last_example_ = 0;  // kExamples: [first, last) start in [begin, end)
+  int64_t step_rows_;
+  size_t first_example_ = 0, last_example_ = 0;  // by examples: [first, last) start in [begin, end)
+  std::shared_ptr<const PackedPasses> passes_;   // kPackedExamples
 };
 
 // Held-out batches for validation: tokens [begin, end) cut in order into consecutive windows of
@@ -143,21 +162,24 @@ class HeldOutBatches {
  public:
   // Throws mt::Error if [begin, end) holds fewer than seq + 1 tokens.
   // kExamples: each held-out example that starts in [begin, end) one row, in order (cut and
-  // padded as BatchSampler's).
+  // padded as BatchSampler's); kPackedExamples: those examples in order, packed (PackedRows).
   HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq, int64_t begin, int64_t end,
                  int64_t max_batches = 0, RowLayout layout = RowLayout::kPacked);
   int64_t windows() const { return windows_; }
   int64_t batches() const { return batches_; }          // those validated (max_batches applied)
   int64_t allBatches() const { return all_batches_; }   // a whole pass
   // Batch i's tokens and targets (a target the file's mask leaves out is -1); returns the
-  // targets counted. Throws mt::Error if the file changed underneath.
-  int64_t fill(int64_t i, int32_t* tokens, int32_t* targets, float* kept = nullptr) const;
+  // targets counted. Throws mt::Error if the file changed underneath. `kept`, `positions`: as
+  // BatchSampler's.
+  int64_t fill(int64_t i, int32_t* tokens, int32_t* targets, float* kept = nullptr,
+               int32_t* positions = nullptr) const;
 
  private:
   const TokenFile& data_;
   int64_t batch_, seq_, begin_, end_, windows_, all_batches_, batches_;
   RowLayout layout_;
   size_t first_example_ = 0;
+  std::shared_ptr<const PackedRows> packed_;  // kPackedExamples
 };
 
 }  // namespace mt

@@ -42,7 +42,7 @@ Generator::Generator(const plan::Plan& plan, HostStore& store, Backend& backend)
   batch_ = tokens.shape(0);
   seq_ = tokens.shape(1);
   vocab_ = logits.shape(2);
-  positions_ = store.input("positions");
+  positions_ = store.input(kPositionsInput);
   if (positions_ >= 0) findCache(plan);
 }
 

@@ -279,6 +279,11 @@ void HostStore::sendState() const {
     if (isMoment(plan_.host_tensors(i).role()) && ownedBySlices(i)) sendSlice(i, nullptr);
 }
 
+int32_t* HostStore::positions() const {
+  const int i = input(kPositionsInput);
+  return i >= 0 && plan_.host_tensors(i).dtype() == plan::DTYPE_I32 ? i32(i) : nullptr;
+}
+
 float* HostStore::tokenMask() const {
   const int i = input(kTokenMaskInput);
   return i >= 0 && plan_.host_tensors(i).dtype() == plan::DTYPE_F32 ? f32(i) : nullptr;

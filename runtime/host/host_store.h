@@ -95,6 +95,9 @@ class HostStore {
   // The plan's "token_mask" input (B, T) f32, the tokens the router's statistics count (1: kept;
   // all 1 until filled), or null where the plan has none.
   float* tokenMask() const;
+  // The plan's "positions" input (B, T) i32 of a training plan of packed examples (each token's
+  // position in its example), or null where the plan has none.
+  int32_t* positions() const;
   int output(const std::string& name) const { return find(plan::ROLE_OUTPUT, name); }
   int64_t numParams() const { return num_params_; }
   int64_t totalBytes() const { return total_bytes_; }

@@ -12,9 +12,12 @@ inline constexpr char kPlanMagic[] = "MTPLAN";
 // The named input of a training plan that says which tokens the router's load-balancing
 // statistics count (B, T) f32, 1 kept, 0 left out (the padding of --rows examples; plan 1.21).
 inline constexpr char kTokenMaskInput[] = "token_mask";
+// The named input that gives each token's position (B, T) i32: in a decode step, after the cache;
+// in a training plan of packed examples (plan 1.22), in its example, from 0 where it begins.
+inline constexpr char kPositionsInput[] = "positions";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 21;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 22;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -49,7 +52,11 @@ inline constexpr uint32_t kPlanVersionMinor = 21;  // 1.1: inputs, outputs, cons
                                                   // 1.21: the router's statistics over the
                                                   // tokens a mask keeps
                                                   // (mt.moe_balance_stats(_grad)_masked,
-                                                  // top_k in mt.moe_balance_loss(_grad))
+                                                  // top_k in mt.moe_balance_loss(_grad));
+                                                  // 1.22: packed examples (the "positions"
+                                                  // input of a training plan,
+                                                  // mt.attention_packed(_sinks|_grad),
+                                                  // mt.rope_at's inverse)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

@@ -68,8 +68,8 @@ void validateConfig(const TrainConfig& c) {
 // last position's target); one that does not is named with its flag and the fix. (--rows
 // examples: the samplers refuse a file, or a held-out tail, without an example.)
 void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data) {
-  // One example per row pads short examples: the samplers need an example, not a sequence.
-  if (c.rows == RowLayout::kExamples) return;
+  // Rows of examples pad short ones: the samplers need an example, not a sequence.
+  if (byExamples(c.rows)) return;
   const int64_t need = plan.model().seq() + 1;
   const std::string needs = " tokens, fewer than one sequence of the plan needs (" + std::to_string(need) +
                             ": seq " + std::to_string(plan.model().seq()) + " + 1 target)";
@@ -84,6 +84,15 @@ void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const Token
   if (val_data && val_data->size() < need)
     throw Error("--val-data " + c.val_data_path + " holds " + std::to_string(val_data->size()) + needs +
                 ": give more held-out data, or compile with a shorter --seq");
+}
+
+void checkRowsFitPlan(const TrainConfig& c, const plan::Plan& plan) {
+  if (c.rows != RowLayout::kPackedExamples) return;
+  for (const plan::HostTensor& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_INPUT && t.name() == kPositionsInput) return;
+  throw Error("--rows packed-examples: " + c.plan_path + " was not compiled for packed examples (its attention would "
+              "let the examples in a row see each other); compile it with mtc --packed-examples, or train with --rows "
+              "examples (one example per row)");
 }
 
 // The plan to train: read, verified, and a training plan.
@@ -134,25 +143,32 @@ TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const Toke
   if (config.epochs <= 0.0) return config;
   const int64_t train_tokens = data.size() - heldOutTokens(config, data);
   const int64_t rows = config.accumulate * World::get().size() * plan.model().batch();
-  const bool examples = config.rows == RowLayout::kExamples;
+  const bool examples = byExamples(config.rows);
   if (examples) data.requireExamples();  // before a steps count made of none
-  // Examples: the rows that draw E times the training examples; packed: the tokens.
+  // Examples: the rows that draw E times the training examples (packed examples: that pack them
+  // E times, a pass's rows as the first pass packs them); windows: the tokens.
   const int64_t train = examples ? static_cast<int64_t>(data.firstExampleFrom(train_tokens)) : train_tokens;
   const int64_t per_step = examples ? rows : rows * plan.model().seq();
-  const double steps = std::ceil(config.epochs * double(train) / double(per_step));
+  const int64_t pass_rows =
+      config.rows == RowLayout::kPackedExamples
+          ? BatchSampler(data, plan.model().batch(), plan.model().seq(), config.seed, 0, train_tokens, config.rows)
+                .packedRowsPerPass()
+          : train;
+  const double steps = std::ceil(config.epochs * double(pass_rows) / double(per_step));
   if (!(steps <= double(int64_t{1} << 40)))
     throw Error(fmt::format("--epochs {} is {:.3g} steps: beyond any run; give fewer", config.epochs, steps));
   config.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
-  std::printf("--epochs %g: %lld steps of %lld %s over the %lld training %s\n", config.epochs,
+  std::printf("--epochs %g: %lld steps of %lld %s over the %lld training %s%s\n", config.epochs,
               static_cast<long long>(config.steps), static_cast<long long>(per_step), examples ? "rows" : "tokens",
-              static_cast<long long>(train), examples ? "examples" : "tokens");
+              static_cast<long long>(train), examples ? "examples" : "tokens",
+              pass_rows != train ? fmt::format(" (packed into {} rows a pass)", pass_rows).c_str() : "");
   validateConfig(config);  // --warmup against the steps now known
   return config;
 }
 
 int64_t heldOutTokens(const TrainConfig& config, const TokenFile& data) {
   const int64_t tail = static_cast<int64_t>(config.val_fraction * static_cast<double>(data.size()));
-  if (config.val_fraction <= 0.0 || config.rows != RowLayout::kExamples) return tail;
+  if (config.val_fraction <= 0.0 || !byExamples(config.rows)) return tail;
   // One example per row: the held-out tail begins at an example's start, so none is cut in two.
   data.requireExamples();
   const size_t first = data.firstExampleFrom(data.size() - tail);

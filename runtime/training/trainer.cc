@@ -85,13 +85,14 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
       outputs_(outputs),
       options_(options),
       on_arrival_(updatesOnArrival(planUpdateKind(plan))),
-      masked_(data.hasLossMask() || config.rows == RowLayout::kExamples),  // padding counts for nothing
+      masked_(data.hasLossMask() || byExamples(config.rows)),  // padding counts for nothing
       // mpirun hands its ranks a pseudo-terminal even when its own output goes to a file: no
       // redrawn status line there.
       on_terminal_(isatty(fileno(stdout)) && !World::get().distributed()),
       val_tokens_(heldOutTokens(config, data)),
       tokens_per_step_(config.accumulate * World::get().size() * model_.batch() * model_.seq()),
-      sampler_(data, model_.batch(), model_.seq(), resumed.seed, 0, data.size() - val_tokens_, config.rows),
+      sampler_(data, model_.batch(), model_.seq(), resumed.seed, 0, data.size() - val_tokens_, config.rows,
+               config.accumulate * World::get().size() * model_.batch()),
       report_(plan, store),
       router_(plan, store),
       world_(World::get()),
@@ -166,7 +167,7 @@ StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
   options_.micro_steps = config_.accumulate;
   for (int64_t m = 0; m < config_.accumulate; ++m) {
     const int64_t c = sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()),
-                                    m * model_.batch(), store_.tokenMask());
+                                    m * model_.batch(), store_.tokenMask(), store_.positions());
     counted += c;
     const bool last = m + 1 == config_.accumulate;
     options_.micro_step = m;
@@ -203,7 +204,7 @@ StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
   for (int64_t k = 0; k < micro_steps; ++k) {
     const int64_t m = k * ranks + world_.rank();
     const int64_t mine = sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()),
-                                       m * model_.batch(), store_.tokenMask());
+                                       m * model_.batch(), store_.tokenMask(), store_.positions());
     const RankShares shares = shareStep(world_, mine, masked_);
     counted += shares.total;
     exchange_->setStep(k, micro_steps, shares.weights,
@@ -443,6 +444,7 @@ int train(const TrainConfig& given) {
   World& world = World::get();
   TrainConfig config = forRank(resolveResume(given), world.rank());
   const plan::Plan plan = readTrainingPlan(config);
+  checkRowsFitPlan(config, plan);
   if (config.export_only) return exportCheckpoint(config, plan);  // rank 0's file alone: no collective to watch
   World::get().boundWaits(config.rank_timeout.value_or(kRankWaitAtStart));
   const std::string initial_weights = initialWeightsPath(config.weights_path, config.plan_path, plan);

@@ -55,14 +55,18 @@ void Trainer::printHeader() const {
 // How often the training data is seen: the steps draw windows (or examples) at random, so a run
 // of many passes over little data (a small instruction set) is said, not discovered.
 void Trainer::printPasses() const {
-  const bool examples = config_.rows == RowLayout::kExamples;
+  const bool examples = byExamples(config_.rows), packed = config_.rows == RowLayout::kPackedExamples;
   const int64_t rows = tokens_per_step_ / model_.seq();
   const int64_t train = examples ? sampler_.examples() : data_.size() - val_tokens_;
-  const double passes = double(config_.steps) * double(examples ? rows : tokens_per_step_) / double(train);
+  // What one pass takes: a row per example, the rows the examples pack into, or the tokens.
+  const int64_t pass = packed ? sampler_.packedRowsPerPass() : train;
+  const double passes = double(config_.steps) * double(examples ? rows : tokens_per_step_) / double(pass);
+  const std::string what = !examples ? "tokens"
+                           : packed  ? fmt::format("examples (packed into {} rows a pass, each example once)", pass)
+                                     : "examples (one per row, padded)";
   std::printf("  %lld steps of %lld %s: %.3g passes over the %lld training %s%s\n", static_cast<long long>(config_.steps),
               static_cast<long long>(examples ? rows : tokens_per_step_), examples ? "rows" : "tokens", passes,
-              static_cast<long long>(train), examples ? "examples (one per row, padded)" : "tokens",
-              passes > 10 ? " (many: watch the validation loss)" : "");
+              static_cast<long long>(train), what.c_str(), passes > 10 ? " (many: watch the validation loss)" : "");
   if (examples && router_.present() && !store_.tokenMask())  // a plan before 1.21
     std::printf("  note: the rows' padding is routed like any token and counted in the router's load-balancing "
                 "statistics (this plan has no token mask: compile it again to leave padding out, as Hugging "

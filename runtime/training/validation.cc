@@ -11,7 +11,8 @@ Validation Validator::run(int64_t step, Backend& backend, HostStore& store, cons
   // This rank's share of the batches: (counted targets, loss) of each, in order.
   std::vector<double> mine;
   for (int64_t i = world.rank(); i < batches_.batches(); i += world.size()) {
-    const int64_t c = batches_.fill(i, store.i32(store.tokens()), store.i32(store.targets()), store.tokenMask());
+    const int64_t c =
+        batches_.fill(i, store.i32(store.tokens()), store.i32(store.targets()), store.tokenMask(), store.positions());
     float loss = 0.0f;
     if (c > 0) {  // a batch whose mask leaves out every target has no loss (0/0)
       const StepResult result = backend.runStep(eval);

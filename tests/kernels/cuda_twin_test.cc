@@ -265,6 +265,42 @@ TEST_F(CudaTwinTest, AttentionForwardAndBackward) {
   }
 }
 
+// Packed examples (mt.attention_packed(_sinks|_grad)): rows whose positions restart at examples
+// of uneven lengths (one starting inside a tile, one longer than a tile), on the tiled kernels
+// (f32, and as a bf16 plan calls them: packed calls never go to the tensor cores or cuDNN) and the
+// warp-per-row ones (head_dim 160), with a window and sinks.
+TEST_F(CudaTwinTest, PackedExamples) {
+  struct Case {
+    int64_t batch, seq, heads, kv_heads, head_dim, window;
+  };
+  for (const Case& c : {Case{2, 150, 4, 2, 64, 0}, Case{1, 200, 2, 1, 128, 37}, Case{2, 70, 4, 4, 24, 0},
+                        Case{1, 45, 2, 1, 160, 20}}) {
+    const int64_t wq = c.heads * c.head_dim, wkv = c.kv_heads * c.head_dim;
+    const auto q = randomF32({c.batch, c.seq, wq}), k = randomF32({c.batch, c.seq, wkv});
+    const auto v = randomF32({c.batch, c.seq, wkv}), dout = randomF32({c.batch, c.seq, wq});
+    const auto sinks = randomF32({c.heads}, 2.0f);
+    std::vector<int32_t> positions;
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t i = 0, start = 0; i < c.seq; ++i) {
+        if (i == 1 + 29 * b || i == c.seq / 2 + 3) start = i;  // examples of uneven lengths
+        positions.push_back(static_cast<int32_t>(i - start));
+      }
+    const auto pos = HostTensor::i32({c.batch, c.seq}, positions);
+    const std::vector<int64_t> attrs{c.heads, c.kv_heads, c.window};
+    const std::vector<HostTensor> outs = {HostTensor::f32({c.batch, c.seq, wq}), HostTensor::f32({c.batch, c.heads, c.seq})};
+    const std::vector<HostTensor> grads = {HostTensor::f32({c.batch, c.seq, wq}), HostTensor::f32({c.batch, c.seq, wkv}),
+                                           HostTensor::f32({c.batch, c.seq, wkv})};
+    expectTwin(KernelId::AttentionPacked, {q, k, v, pos}, outs, attrs);
+    expectTwin(KernelId::AttentionPackedSinks, {q, k, v, sinks, pos}, outs, attrs);
+    const auto fwd = runKernel(KernelId::AttentionPackedSinks, {q, k, v, sinks, pos}, outs, attrs);
+    expectTwin(KernelId::AttentionPackedGrad, {dout, q, k, v, fwd[0], fwd[1], pos}, grads, attrs);
+    if (c.head_dim != 64 && c.head_dim != 128) continue;
+    expectBf16Twin(KernelId::AttentionPacked, {q, k, v, pos}, outs, attrs);
+    const auto bf16_fwd = runBf16(KernelId::AttentionPacked, {q, k, v, pos}, outs, attrs);
+    expectBf16Twin(KernelId::AttentionPackedGrad, {dout, q, k, v, bf16_fwd[0], bf16_fwd[1], pos}, grads, attrs);
+  }
+}
+
 // gpt-oss's attention: a sliding window (shorter than a tile, longer than one, not a multiple
 // of it: rows whose window starts past a key tile's first keys) with and without sinks, on the
 // tiled kernels (f32), the warp-per-row ones (head_dim 160) and, as a bf16 plan calls them with

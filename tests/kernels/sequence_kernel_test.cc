@@ -49,6 +49,16 @@ TEST_F(KernelTest, RopeAtTurnsAsRopeAtTheSamePosition) {
   const auto got = runKernel(KernelId::RopeAt, {HostTensor::f32({b, n, width}, part), HostTensor::i32({b, n}, positions)},
                              {HostTensor::f32({b, n, width})}, {d}, {theta})[0].floats;
   EXPECT_EQ(got, want) << "rope_at differs from rope at the same positions";
+  // Its inverse (a packed plan's gradient): rope's inverse at the same positions.
+  const auto whole_back = runKernel(KernelId::Rope, {x}, {HostTensor::f32({b, t, width})}, {d, 1}, {theta})[0].floats;
+  std::vector<float> want_back;
+  for (int64_t r = 0; r < b; ++r) {
+    const int64_t at = (r * t + first[r]) * width;
+    want_back.insert(want_back.end(), whole_back.begin() + at, whole_back.begin() + at + n * width);
+  }
+  const auto back = runKernel(KernelId::RopeAt, {HostTensor::f32({b, n, width}, part), HostTensor::i32({b, n}, positions)},
+                              {HostTensor::f32({b, n, width})}, {d, 0, 1}, {theta})[0].floats;
+  EXPECT_EQ(back, want_back) << "rope_at's inverse differs from rope's at the same positions";
 }
 
 // mt.rope with a position offset p turns a token tile as the whole sequence's rope turns its rows
@@ -277,6 +287,78 @@ TEST_F(KernelTest, SlidingWindowAttentionWithSinksForwardAndGradient) {
                   kGradTol, "dsinks, " + what);
     }
   }
+}
+
+// Packed examples: a row's positions restart at each example, and each example's outputs, lse
+// and gradients are the plain kernels' on that example alone (its own sequence), with and
+// without a window and sinks; segments shorter and longer than a query block of 64, one starting
+// inside a block.
+TEST_F(KernelTest, PackedAttentionKeepsEachExampleToItself) {
+  const int64_t b = 2, t = 100, h = 4, hk = 2, d = 4;
+  const std::vector<std::vector<int64_t>> examples = {{30, 55, 15}, {1, 70, 29}};  // lengths, per row
+  std::vector<int32_t> positions;
+  for (const auto& row : examples)
+    for (const int64_t length : row)
+      for (int64_t i = 0; i < length; ++i) positions.push_back(static_cast<int32_t>(i));
+  const auto pos = HostTensor::i32({b, t}, positions);
+  auto q = HostTensor::f32({b, t, h * d}, randomFloats(b * t * h * d, rng));
+  auto k = HostTensor::f32({b, t, hk * d}, randomFloats(b * t * hk * d, rng));
+  auto v = HostTensor::f32({b, t, hk * d}, randomFloats(b * t * hk * d, rng));
+  auto dout = HostTensor::f32({b, t, h * d}, randomFloats(b * t * h * d, rng));
+  auto sinks = HostTensor::f32({h}, {0.5f, -1.0f, 2.0f, 0.0f});
+  // Tokens [start, start + n) of row r of a (b, t, width) tensor, as a (1, n, width) one.
+  auto part = [&](const HostTensor& x, int64_t r, int64_t start, int64_t n) {
+    const int64_t width = x.shape[2];
+    const auto first = x.floats.begin() + (r * t + start) * width;
+    return HostTensor::f32({1, n, width}, std::vector<float>(first, first + n * width));
+  };
+  for (const int64_t window : {int64_t{0}, int64_t{20}}) {
+    for (const bool with_sinks : {false, true}) {
+      const std::string what = "window " + std::to_string(window) + (with_sinks ? " with sinks" : "");
+      std::vector<HostTensor> in = {q, k, v};
+      if (with_sinks) in.push_back(sinks);
+      in.push_back(pos);
+      const std::vector<int64_t> attrs = {h, hk, window};
+      auto out = runKernel(with_sinks ? KernelId::AttentionPackedSinks : KernelId::AttentionPacked, in,
+                           {HostTensor::f32({b, t, h * d}), HostTensor::f32({b, h, t})}, attrs);
+      auto grads = runKernel(KernelId::AttentionPackedGrad, {dout, q, k, v, out[0], out[1], pos},
+                             {HostTensor::f32({b, t, h * d}), HostTensor::f32({b, t, hk * d}), HostTensor::f32({b, t, hk * d})},
+                             attrs);
+      for (int64_t r = 0; r < b; ++r) {
+        int64_t start = 0;
+        for (const int64_t n : examples[r]) {
+          const std::string at = what + ", row " + std::to_string(r) + " from " + std::to_string(start);
+          std::vector<HostTensor> alone = {part(q, r, start, n), part(k, r, start, n), part(v, r, start, n)};
+          if (with_sinks) alone.push_back(sinks);
+          auto want = runKernel(with_sinks ? KernelId::AttentionSinks : KernelId::Attention, alone,
+                                {HostTensor::f32({1, n, h * d}), HostTensor::f32({1, h, n})}, attrs);
+          expectClose(part(out[0], r, start, n).floats, want[0].asDoubles(), kF32Tol, "packed out, " + at);
+          for (int64_t head = 0; head < h; ++head) {
+            const auto lse = out[1].floats.begin() + (r * h + head) * t + start;
+            expectClose(std::vector<float>(lse, lse + n), slice(want[1].asDoubles(), head * n, n), kF32Tol,
+                        "packed lse, " + at);
+          }
+          auto want_grads = runKernel(KernelId::AttentionGrad, {part(dout, r, start, n), alone[0], alone[1], alone[2],
+                                                                want[0], want[1]},
+                                      {HostTensor::f32({1, n, h * d}), HostTensor::f32({1, n, hk * d}),
+                                       HostTensor::f32({1, n, hk * d})},
+                                      attrs);
+          const char* names[] = {"dq", "dk", "dv"};
+          for (int g = 0; g < 3; ++g)
+            expectClose(part(grads[g], r, start, n).floats, want_grads[g].asDoubles(), kF32Tol,
+                        std::string("packed ") + names[g] + ", " + at);
+          start += n;
+        }
+      }
+    }
+  }
+  // Positions no run writes (negative, past the token, falling): each row still sees itself and
+  // the kernels stay inside the tensors.
+  std::vector<int32_t> odd(b * t);
+  for (int64_t i = 0; i < b * t; ++i) odd[i] = static_cast<int32_t>((i * 37) % 211) - 50;
+  auto out = runKernel(KernelId::AttentionPacked, {q, k, v, HostTensor::i32({b, t}, odd)},
+                       {HostTensor::f32({b, t, h * d}), HostTensor::f32({b, h, t})}, {h, hk});
+  for (const float x : out[1].floats) ASSERT_TRUE(std::isfinite(x));
 }
 
 // The checks name a negative window, sinks of the wrong length and a third attribute too many.

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Packed examples (mtc --packed-examples, mtrun --rows packed-examples): whole instruction
+examples packed into each row, each seeing only itself, its positions from 0. Checked against a
+PyTorch twin that runs every example of a row alone (its own sequence: causal attention over it,
+rotary or learned positions from 0) and takes the loss over the batch's counted targets: the first
+step's gradients tensor by tensor and 6 steps' losses within 1e-5 (relative), for Llama (rotary:
+mt.rope_at and its inverse) and GPT-2 (the position table). The rows are rebuilt here as
+runtime/data/example_packing.cc makes them (each pass a shuffle keyed by the seed, packed next fit),
+so the test also pins that order. Also: validation over held-out examples packed in order, a plan
+not compiled for packing refused with the fix, and the start saying how many rows a pass packs.
+usage: packed_examples.py BIN_DIR WORK_DIR"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mt_reference as ref  # noqa: E402
+
+torch.set_num_threads(2)
+TOL = 1e-5
+ZERO_GRAD = 1e-7  # relative to the global gradient norm: a gradient zero in exact arithmetic
+BATCH, SEQ = 4, 64
+SCHEDULE = ref.Schedule(steps=6, lr=3e-3, warmup=2, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=7,
+                        batch=BATCH, seq=SEQ)
+MODELS = {"llama-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False),
+          "gpt2-tiny": dict(family="gpt2", layers=2, width=64, heads=4, kv_heads=4, tied=True)}
+
+
+def log_of(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def pack(order, lengths):
+    """PackedRows: the examples in `order`, next fit into rows of SEQ slots (an example takes
+    min(length, SEQ)). Returns each row's examples."""
+    rows, used = [], SEQ
+    for i in order:
+        slots = min(lengths[i], SEQ)
+        if used + slots > SEQ:
+            rows.append([])
+            used = 0
+        rows[-1].append(i)
+        used += slots
+    return rows
+
+
+def shuffled(n, seed, p):
+    """PackedPasses::pass's Fisher-Yates shuffle of examples 0..n-1 for pass p."""
+    order = list(range(n))
+    key = ref._mix(ref._mix(seed ^ 0x9AC4ED) ^ p)
+    for i in range(n, 1, -1):
+        j = ref._mix((key + i) & ref.MASK64) % i
+        order[i - 1], order[j] = order[j], order[i - 1]
+    return order
+
+
+def example_slots(tokens, counted, starts, i):
+    """Example i in a packed row: its tokens (cut to SEQ + 1) and targets, the last -100."""
+    end = starts[i + 1] if i + 1 < len(starts) else len(tokens)
+    example = np.asarray(tokens[starts[i]:end])[:SEQ + 1]
+    mask = np.asarray(counted[starts[i]:end])[:SEQ + 1]
+    n = min(len(example), SEQ)
+    y = np.full(n, -100, dtype=np.int64)
+    y[:len(example) - 1] = np.where(mask[1:] != 0, example[1:], -100)[:n]
+    return torch.tensor(example[:n].astype(np.int64)), torch.tensor(y)
+
+
+class Rows:
+    """The run's packed rows, pass after pass, as mtrun draws them (one rank, no accumulation)."""
+
+    def __init__(self, tokens, counted, starts, seed):
+        self.tokens, self.counted, self.starts, self.seed = tokens, counted, starts, seed
+        self.lengths = np.diff(np.append(starts, len(tokens)))
+        self.passes = []
+
+    def row(self, g):
+        p = 0
+        while True:
+            if p == len(self.passes):
+                self.passes.append(pack(shuffled(len(self.starts), self.seed, p), self.lengths))
+            if g < len(self.passes[p]):
+                return self.passes[p][g]
+            g -= len(self.passes[p])
+            p += 1
+
+    def batch(self, step):
+        """(the rows' examples, each (tokens, targets)), targets (BATCH, SEQ) with -100 padding."""
+        rows, ys = [], torch.full((BATCH, SEQ), -100, dtype=torch.int64)
+        for b in range(BATCH):
+            parts = [example_slots(self.tokens, self.counted, self.starts, i) for i in self.row(step * BATCH + b)]
+            ys[b, :sum(len(x) for x, _ in parts)] = torch.cat([y for _, y in parts])
+            rows.append(parts)
+        return rows, ys
+
+
+def packed_logits(params, cfg, rows, vocab=256):
+    """Each example of each row run alone, its logits in its slots (zeros in the padding, whose
+    targets count for nothing)."""
+    out = torch.zeros(len(rows), SEQ, vocab)
+    for b, parts in enumerate(rows):
+        at = 0
+        for x, _ in parts:
+            out[b, at:at + len(x)] = ref.forward(params, cfg, x[None])[0]
+            at += len(x)
+    return out
+
+
+def check_model(bin_dir, name, cfg, tokens, counted, starts, failures):
+    plan = f"{name}.plan"
+    ref.run([f"{bin_dir}/mtc", name, "--packed-examples", "--batch", str(BATCH), "--seq", str(SEQ), "-o", plan,
+             "--seed", "3"])
+    out = subprocess.run([f"{bin_dir}/mtrun", plan, "--data", "examples.tok", "--rows", "packed-examples", "--log",
+                          f"{name}.jsonl", "--dump-grads", f"{name}.grads.safetensors", "--print-every", "3"]
+                         + SCHEDULE.mtrun_flags(), capture_output=True, text=True)
+    print(out.stdout[-1500:])
+    if out.returncode != 0:
+        failures.append(f"{name}: mtrun --rows packed-examples: exit {out.returncode}: {out.stderr}")
+        return
+    rows = Rows(tokens, counted, starts, SCHEDULE.seed)
+    params = {k: v.requires_grad_() for k, v in ref.read_safetensors(f"{name}.safetensors").items()}
+    mt_grads = ref.read_safetensors(f"{name}.grads.safetensors")
+    errs = {}
+
+    def first_gradients(step):
+        # A gradient zero in exact arithmetic (GPT-2's key bias: softmax ignores a constant added
+        # to a row of scores) is float noise on both sides: checked to be noise-sized.
+        if step != 1:
+            return
+        global_norm = sum(float(p.grad.norm()) ** 2 for p in params.values()) ** 0.5
+        for n, p in params.items():
+            if float(p.grad.norm()) <= ZERO_GRAD * global_norm:
+                errs[n] = 0.0 if float(mt_grads[n].norm()) <= ZERO_GRAD * global_norm else float("inf")
+            else:
+                errs[n] = ref.rel_err(mt_grads[n], p.grad)
+    torch_losses = ref.torch_train(params, lambda parts: packed_logits(params, cfg, parts), tokens, SCHEDULE,
+                                   after_backward=first_gradients, batch_of=rows.batch)
+    loss_err = ref.compare_losses([line["loss"] for line in log_of(f"{name}.jsonl")], torch_losses, TOL, failures)
+    worst = max(errs, key=errs.get)
+    if errs[worst] > TOL:
+        failures.append(f"{name}: the gradient of {worst} is {errs[worst]:.2e} from PyTorch's")
+    per_row = [len(rows.row(g)) for g in range(BATCH * SCHEDULE.steps)]
+    print(f"{name}: first step's gradients within {errs[worst]:.1e}, {SCHEDULE.steps} losses within {loss_err:.1e} "
+          f"of each example run alone (examples per row: {per_row})")
+    if max(per_row) < 2:
+        failures.append(f"{name}: no row held two examples: the packing is untested")
+    first_pass = len(rows.passes[0]) if rows.passes else 0
+    if f"packed into {first_pass} rows a pass" not in out.stdout:
+        failures.append(f"{name}: the start does not say the first pass packs {first_pass} rows")
+
+
+def validation(bin_dir, cfg, tokens, counted, starts, failures):
+    """--val-fraction with packed examples: the held-out examples in order, packed, the mean over
+    their counted targets."""
+    out = subprocess.run([f"{bin_dir}/mtrun", "llama-tiny.plan", "--data", "examples.tok", "--weights",
+                          "llama-tiny.safetensors", "--rows", "packed-examples", "--steps", "1", "--lr", "0",
+                          "--val-fraction", "0.1", "--log", "val.jsonl"], capture_output=True, text=True)
+    split = int(len(tokens) - int(0.1 * len(tokens)))
+    held = [i for i, s0 in enumerate(starts) if s0 >= split]
+    lengths = np.diff(np.append(starts, len(tokens)))
+    weights = ref.read_safetensors("llama-tiny.safetensors")
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for row in pack(held, lengths):
+            for i in row:
+                x, y = example_slots(tokens, counted, starts, i)
+                logits = ref.forward(weights, cfg, x[None])[0]
+                total += float(F.cross_entropy(logits, y, reduction="sum", ignore_index=-100))
+                n += int((y != -100).sum())
+    val = [line["val_loss"] for line in log_of("val.jsonl") if "val_loss" in line] if out.returncode == 0 else []
+    if not val or abs(val[0] - total / n) > TOL * total / n:
+        failures.append(f"packed validation: {val} vs the held-out examples' {total / n} (exit {out.returncode}: "
+                        f"{out.stdout[-400:]}{out.stderr})")
+    else:
+        print(f"validation over {len(held)} held-out examples packed in order: {val[0]:.6f} vs {total / n:.6f}")
+
+
+def main():
+    bin_dir, work = sys.argv[1], sys.argv[2]
+    ref.fresh_work_dir(work)
+    tokens = ref.read_tokens(ref.make_corpus(bin_dir, work))
+    counted = (np.sin(np.arange(len(tokens)) / 7.3) > 0.3).astype(np.uint8)
+    # Examples of 5 to 27 tokens, every 17th of 80 (longer than a row: cut): one to seven in a row.
+    i = np.arange(12000)
+    lengths = np.where(i % 17 == 16, 80, 5 + (i * 37) % 23)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    starts = starts[starts < len(tokens)]
+    ref.write_tokens("examples.tok", tokens, 256, counted, starts)
+    failures = []
+    for name, cfg in MODELS.items():
+        check_model(bin_dir, name, cfg, tokens, counted, starts, failures)
+    validation(bin_dir, MODELS["llama-tiny"], tokens, counted, starts, failures)
+    # A plan not compiled for packing is refused, naming the fix.
+    ref.run([f"{bin_dir}/mtc", "llama-tiny", "--batch", str(BATCH), "--seq", str(SEQ), "-o", "plain.plan",
+             "--no-weights"])
+    out = subprocess.run([f"{bin_dir}/mtrun", "plain.plan", "--data", "examples.tok", "--rows", "packed-examples",
+                          "--steps", "1"], capture_output=True, text=True)
+    if out.returncode != 1 or "mtc --packed-examples" not in out.stderr:
+        failures.append(f"a plain plan with --rows packed-examples: exit {out.returncode}: {out.stderr}")
+    else:
+        print(f"a plain plan refused: {out.stderr.strip()}")
+    ref.finish("packed_examples", failures)
+
+
+main()
