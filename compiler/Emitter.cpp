@@ -255,11 +255,12 @@ LogicalResult Emitter::lowerKernel(Operation* op, int index, Instr& instr) {
   instr.body.set_flops(flops);
   instr.body.set_bytes(bytes);
   // bf16 operands run at the bf16 rates (tensor cores on a GPU), but for a windowed attention's
-  // backward, which runs on the kernels whose math is f32 (kernels/attention/attention_cuda.cu):
-  // the f32 attention rate.
+  // backward and packed examples' attention both ways, which run on the kernels whose math is f32
+  // (kernels/attention/attention_cuda.cu): the f32 attention rate.
   bool bf16 = op->getNumOperands() && isa<RankedTensorType>(op->getOperand(0).getType()) &&
               cast<RankedTensorType>(op->getOperand(0).getType()).getElementType().isBF16();
-  if (auto grad = dyn_cast<AttentionGradOp>(op); grad && grad.getWindow()) bf16 = false;
+  if (auto grad = dyn_cast<AttentionGradOp>(op); grad && (grad.getWindow() || grad.getPositions())) bf16 = false;
+  if (auto forward = dyn_cast<AttentionOp>(op); forward && forward.getPositions()) bf16 = false;
   const double rate = isa<AttentionOp, AttentionGradOp>(op) ? (bf16 ? options_.hardware.bf16_attention_flops_per_s
                                                                     : options_.hardware.attention_flops_per_s)
                                                             : (bf16 ? options_.hardware.bf16_flops_per_s : options_.hardware.flops_per_s);

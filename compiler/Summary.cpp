@@ -233,6 +233,10 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
   std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
               r.batch_note.empty() ? "" : ("; " + r.batch_note).c_str());
+  if (r.options.packed_examples)
+    std::printf("  packing        whole examples per row (mtrun --rows packed-examples), each attending only to itself, "
+                "its positions from 0 (input \"positions\"); on CUDA its attention runs on this project's kernels "
+                "(cuDNN's graph here does not keep examples apart)\n");
   const std::string active =
       emit.active_params ? " (" + formatParamCount(emit.active_params) + " active per token)" : std::string();
   std::printf("  parameters     %s%s; host %s (%.1f bytes/param: %s)\n", formatParamCount(stats.num_params).c_str(),

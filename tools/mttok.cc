@@ -12,6 +12,7 @@
 
 #include "runtime/data/bpe_tokenizer.h"
 #include "runtime/data/chat_jinja.h"
+#include "runtime/data/example_packing.h"
 #include "runtime/io/error.h"
 #include "runtime/data/hf_tokenizer.h"
 #include "runtime/data/instruction_data.h"
@@ -144,6 +145,18 @@ void printLengths(const std::vector<int64_t>& starts, size_t total, const std::v
               static_cast<long long>(sorted[sorted.size() / 2]), static_cast<long long>(sorted[p95]),
               static_cast<long long>(lengths[longest]), where[longest].c_str(),
               static_cast<long long>(std::max<int64_t>(lengths[longest] - 1, 1)));
+  // What padding that costs, and what packing them saves (in file order; a run's shuffles pack
+  // about as many rows).
+  const int64_t seq = std::max<int64_t>(lengths[longest] - 1, 1);
+  std::vector<int64_t> slots(lengths.size());
+  int64_t used = 0;
+  for (size_t e = 0; e < lengths.size(); ++e) slots[e] = std::min(lengths[e], seq), used += slots[e];
+  const auto padding = [&](size_t rows) { return 100.0 * (1.0 - double(used) / (double(rows) * double(seq))); };
+  const size_t packed_rows = mt::nextFitRows(slots, seq).size();
+  std::printf("mttok: at that --seq, one example per row is %.0f%% padding; mtrun --rows packed-examples (a plan of "
+              "mtc --packed-examples: each example sees only itself) packs them into %zu rows instead of %zu, %.0f%% "
+              "padding\n",
+              padding(lengths.size()), packed_rows, lengths.size(), padding(packed_rows));
 }
 
 // The instruction data of the inputs, each example named where it is, and what reading them saw:

@@ -29,14 +29,21 @@ void padSlots(const RowSlots& slots, int64_t count) {
   if (slots.positions) std::iota(slots.positions, slots.positions + count, 0);
 }
 
+std::vector<size_t> nextFitRows(const std::vector<int64_t>& slots, int64_t seq) {
+  std::vector<size_t> row_first;
+  int64_t used = seq;  // the slots taken in the current row: none open yet
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (used + slots[i] > seq) row_first.push_back(i), used = 0;
+    used += slots[i];
+  }
+  return row_first;
+}
+
 PackedRows::PackedRows(const TokenFile& data, std::vector<size_t> order, int64_t end, int64_t seq)
     : data_(data), order_(std::move(order)), end_(end), seq_(seq) {
-  int64_t used = seq;  // the slots taken in the current row: none open yet
-  for (size_t i = 0; i < order_.size(); ++i) {
-    const int64_t slots = std::min(length(i), seq);
-    if (used + slots > seq) row_first_.push_back(i), used = 0;
-    used += slots;
-  }
+  std::vector<int64_t> slots(order_.size());
+  for (size_t i = 0; i < order_.size(); ++i) slots[i] = std::min(length(i), seq);
+  row_first_ = nextFitRows(slots, seq);
 }
 
 int64_t PackedRows::fill(int64_t row, std::vector<uint8_t>& mask, const RowSlots& slots) const {

@@ -33,6 +33,11 @@ int64_t placeExample(const TokenFile& data, int64_t start, int64_t end, int64_t 
 // Slots [0, count): padding (token 0, target -1, kept 0), its positions from 0 as one example's.
 void padSlots(const RowSlots& slots, int64_t count);
 
+// Examples taking `slots[i]` slots each (at most `seq`), in turn, next fit into rows of `seq`
+// slots: an example that does not fit in what is left of the current row starts the next. Returns
+// the index of each row's first example.
+std::vector<size_t> nextFitRows(const std::vector<int64_t>& slots, int64_t seq);
+
 // Whole examples packed into rows of `seq` slots, in the order given, next fit: an example that
 // does not fit in what is left of the current row starts the next (the rest padding); one longer
 // than a row fills a row of its own, cut as placeExample cuts it.

@@ -49,6 +49,12 @@ longest_all=$("$bin/mttok" "${tok[@]}" data.jsonl --ids 2> /dev/null | tr ' ' '\
   awk '$1 == 151643 { if (n + 1 > m) m = n + 1; n = 0; next } { n++ } END { print m }')
 check "mttok names the longest example and the --seq that keeps every example whole" \
   "[ -n '$longest_all' ] && grep -q \"longest $longest_all (data.jsonl:2); mtrun --rows examples keeps every one whole with a plan's --seq of $((longest_all - 1)) or more\" lines.txt"
+# Packing the 4 examples next fit into rows of that --seq, from their lengths in the ids.
+want_rows=$("$bin/mttok" "${tok[@]}" data.jsonl --ids 2> /dev/null | tr ' ' '\n' |
+  awk -v seq=$((longest_all - 1)) '$1 == 151643 { n++; s = n < seq ? n : seq; if (used + s > seq || rows == 0) { rows++; used = 0 }
+                                                   used += s; n = 0; next } { n++ } END { print rows }')
+check "mttok says how many rows --rows packed-examples packs the examples into ($want_rows)" \
+  "grep -q 'packs them into $want_rows rows instead of 4,' lines.txt"
 "$bin/mttok" "${tok[@]}" data.jsonl --train-on-prompt -o all.tok > all.txt 2> /dev/null
 total=$(sed -n 's/^mttok: \([0-9]*\) tokens.*/\1/p' all.txt)
 counted=$(sed -n 's/.* \([0-9]*\) counted by the loss.*/\1/p' all.txt)

@@ -6,8 +6,9 @@ rotary or learned positions from 0) and takes the loss over the batch's counted 
 step's gradients tensor by tensor and 6 steps' losses within 1e-5 (relative), for Llama (rotary:
 mt.rope_at and its inverse) and GPT-2 (the position table). The rows are rebuilt here as
 runtime/data/example_packing.cc makes them (each pass a shuffle keyed by the seed, packed next fit),
-so the test also pins that order. Also: validation over held-out examples packed in order, a plan
-not compiled for packing refused with the fix, and the start saying how many rows a pass packs.
+so the test also pins that order. Also: validation over held-out examples packed in order, a
+streamed-recompute plan bit for bit the resident one, --accumulate as a bigger batch, a plan not
+compiled for packing refused with the fix, and the start saying how many rows a pass packs.
 usage: packed_examples.py BIN_DIR WORK_DIR"""
 import json
 import os
@@ -180,6 +181,32 @@ def validation(bin_dir, cfg, tokens, counted, starts, failures):
         print(f"validation over {len(held)} held-out examples packed in order: {val[0]:.6f} vs {total / n:.6f}")
 
 
+def schedules_and_accumulation(bin_dir, failures):
+    """The positions reach every block of a streamed-recompute plan (its recomputed forward too):
+    its weights after 4 steps are the resident plan's bit for bit; --accumulate 2 at batch 2 draws
+    the rows of one step of batch 4 (the step's rows run on in the packed sequence): the same
+    weights within fp32 rounding."""
+    common = ["--data", "examples.tok", "--weights", "llama-tiny.safetensors", "--rows", "packed-examples",
+              "--steps", "4", "--print-every", "100"]
+    ref.run([f"{bin_dir}/mtc", "llama-tiny", "--packed-examples", "--batch", str(BATCH), "--seq", str(SEQ),
+             "--schedule", "streamed-recompute", "-o", "recompute.plan", "--no-weights"])
+    ref.run([f"{bin_dir}/mtc", "llama-tiny", "--packed-examples", "--batch", str(BATCH // 2), "--seq", str(SEQ),
+             "-o", "half.plan", "--no-weights"])
+    ref.run([f"{bin_dir}/mtrun", "llama-tiny.plan", "--export", "resident.safetensors"] + common)
+    ref.run([f"{bin_dir}/mtrun", "recompute.plan", "--export", "recompute.safetensors"] + common)
+    ref.run([f"{bin_dir}/mtrun", "half.plan", "--accumulate", "2", "--export", "half.safetensors"] + common)
+    resident = ref.read_safetensors("resident.safetensors")
+    recompute, half = ref.read_safetensors("recompute.safetensors"), ref.read_safetensors("half.safetensors")
+    differ = [n for n in resident if not torch.equal(resident[n], recompute[n])]
+    if differ:
+        failures.append(f"streamed-recompute's weights differ from resident's: {differ}")
+    acc_err = max(ref.rel_err(half[n], resident[n]) for n in resident)
+    if acc_err > TOL:
+        failures.append(f"--accumulate 2 x batch 2: weights {acc_err:.2e} from batch 4's")
+    print(f"streamed-recompute: the resident plan's weights bit for bit; --accumulate 2 x batch 2 within "
+          f"{acc_err:.1e} of batch 4")
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     ref.fresh_work_dir(work)
@@ -195,6 +222,7 @@ def main():
     for name, cfg in MODELS.items():
         check_model(bin_dir, name, cfg, tokens, counted, starts, failures)
     validation(bin_dir, MODELS["llama-tiny"], tokens, counted, starts, failures)
+    schedules_and_accumulation(bin_dir, failures)
     # A plan not compiled for packing is refused, naming the fix.
     ref.run([f"{bin_dir}/mtc", "llama-tiny", "--batch", str(BATCH), "--seq", str(SEQ), "-o", "plain.plan",
              "--no-weights"])
