@@ -20,8 +20,9 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "weights are needed)");
   CLI::Option* steps = app.add_option("--steps", c.steps, "training steps (optimizer updates)")->capture_default_str();
   app.add_option("--epochs", c.epochs,
-                 "train for the steps that draw this many times the training tokens (--rows examples: examples; "
-                 "they are drawn at random: a count, not each once); instead of --steps")
+                 "train for the steps that draw this many times the training tokens (--rows examples: examples, "
+                 "drawn at random: a count, not each once; --rows packed-examples: passes, each a shuffle with every "
+                 "example once, as many rows as the examples in file order pack into); instead of --steps")
       ->excludes(steps);
   app.add_option("--accumulate", c.accumulate,
                  "micro-batches per optimizer step: the plan runs N times, the gradients summed on the host (4 more "

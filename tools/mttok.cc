@@ -140,14 +140,13 @@ void printLengths(const std::vector<int64_t>& starts, size_t total, const std::v
   std::vector<int64_t> sorted = lengths;
   std::sort(sorted.begin(), sorted.end());
   const size_t p95 = std::min(sorted.size() - 1, (sorted.size() * 95 + 99) / 100 - 1);
+  const int64_t seq = std::max<int64_t>(lengths[longest] - 1, 1);  // a row holds --seq + 1 tokens
   std::printf("mttok: example lengths (tokens, the end token included): median %lld, 95%% at most %lld, longest "
               "%lld (%s); mtrun --rows examples keeps every one whole with a plan's --seq of %lld or more\n",
               static_cast<long long>(sorted[sorted.size() / 2]), static_cast<long long>(sorted[p95]),
-              static_cast<long long>(lengths[longest]), where[longest].c_str(),
-              static_cast<long long>(std::max<int64_t>(lengths[longest] - 1, 1)));
+              static_cast<long long>(lengths[longest]), where[longest].c_str(), static_cast<long long>(seq));
   // What padding that costs, and what packing them saves (in file order; a run's shuffles pack
   // about as many rows).
-  const int64_t seq = std::max<int64_t>(lengths[longest] - 1, 1);
   std::vector<int64_t> slots(lengths.size());
   int64_t used = 0;
   for (size_t e = 0; e < lengths.size(); ++e) slots[e] = std::min(lengths[e], seq), used += slots[e];

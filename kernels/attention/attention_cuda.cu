@@ -36,7 +36,8 @@ constexpr int kMaxPerLane = 8;  // head_dim <= 256
 
 using Dims = AttentionShape;
 
-// A call's sinks (H), the last input of mt.attention_sinks; null for mt.attention.
+// A call's sinks (H), the last input of mt.attention_sinks; null for mt.attention (the unpacked
+// rows: a packed call's fourth input is its positions).
 const float* sinksOf(const KernelArgs& args) { return args.in.size() == 4 ? args.in[3].f32() : nullptr; }
 
 // A row of head_dim floats spread over the lanes: lane l holds elements l, l + 32, ...
@@ -588,7 +589,7 @@ void attentionForwardCall(const KernelArgs& args, const Dims& d, const float* si
     throw std::runtime_error(
         "attention with a sliding window, sinks or packed examples: cuDNN's fused attention here takes none");
   if (plain && CudnnAttention::runs(launch, args.in[0], d)) return launch.cudnn_attention->forward(args, d);
-  if (!d.positions && attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
+  if (attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[0].dtype, [&](auto type) {
     using T = decltype(type);
     if (d.head_dim <= kMaxTiledHeadDim) {

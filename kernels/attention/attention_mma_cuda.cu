@@ -509,7 +509,9 @@ void backward(const KernelArgs& args, const AttentionShape& d, cudaStream_t stre
 }  // namespace
 
 bool attentionOnTensorCores(const Tensor& q, const AttentionShape& d) {
-  return q.dtype == DType::BF16 && (d.head_dim == 64 || d.head_dim == 128);
+  // Not packed examples' (their calls' fourth input is the positions, not sinks; these kernels
+  // mask by the window alone).
+  return q.dtype == DType::BF16 && (d.head_dim == 64 || d.head_dim == 128) && !d.positions;
 }
 
 void attentionForwardTensorCores(const KernelArgs& args, const AttentionShape& d, cudaStream_t stream) {

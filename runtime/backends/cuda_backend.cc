@@ -231,11 +231,10 @@ void CudaBackend::prepareCudnnAttention() {
       if (attention_ == AttentionEngine::kOurs) continue;
       const bool backward = id == KernelId::AttentionGrad || id == KernelId::AttentionPackedGrad;
       const Tensor& q = k->args.in[backward ? 1 : 0];
-      const AttentionShape d = attentionShape(q, k->args);
-      const std::string why =
-          packed ? "this graph of cuDNN's fused attention does not keep packed examples apart (our kernels do)"
-          : id == KernelId::AttentionSinks ? "this graph of cuDNN's fused attention has no sinks (our kernels take them)"
-                                           : CudnnAttention::unsupported(q, d);
+      const AttentionShape d = attentionShape(q, k->args, packed ? &k->args.in.back() : nullptr);
+      const std::string why = id == KernelId::AttentionSinks
+                                  ? "this graph of cuDNN's fused attention has no sinks (our kernels take them)"
+                                  : CudnnAttention::unsupported(q, d);
       if (!why.empty()) {
         if (attention_ == AttentionEngine::kCudnn) throw Error("--attention cudnn: " + why + "; run with --attention auto or ours");
         if (why_ours.empty()) why_ours = why;

@@ -60,10 +60,12 @@ int64_t PackedRows::fill(int64_t row, std::vector<uint8_t>& mask, const RowSlots
 
 PackedPasses::PackedPasses(const TokenFile& data, size_t first, size_t last, int64_t end, int64_t seq,
                            uint64_t seed)
-    : data_(data), first_(first), last_(last), end_(end), seq_(seq), seed_(seed) {
-  current_ = {0, std::make_shared<const PackedRows>(pass(0))};
-  first_rows_ = current_.second->rows();
-  pass_rows_.push_back(first_rows_);
+    : data_(data), first_(first), last_(last), end_(end), seq_(seq), seed_(seed) {}
+
+int64_t packedRowsInOrder(const TokenFile& data, size_t first, size_t last, int64_t end, int64_t seq) {
+  std::vector<size_t> order(last - first);
+  std::iota(order.begin(), order.end(), first);
+  return PackedRows(data, std::move(order), end, seq).rows();
 }
 
 // Pass p: the examples in a Fisher-Yates shuffle drawn from (seed, p), packed.

@@ -58,6 +58,11 @@ class PackedRows {
   int64_t end_, seq_;
 };
 
+// The rows examples [first, last) of `data` (the last ending at `end`) pack into in file order: a
+// pass's count without a seed (each pass's shuffle packs into a few rows more or fewer), what
+// --epochs and mtrun's start count by.
+int64_t packedRowsInOrder(const TokenFile& data, size_t first, size_t last, int64_t end, int64_t seq);
+
 // The training rows of --rows packed-examples: pass p over the examples [first, last) is a
 // shuffle of them keyed by (seed, p), packed (PackedRows); the passes follow each other, so each
 // example is in one row per pass. Row `row` of the run is found from the start, whatever came
@@ -67,7 +72,6 @@ class PackedPasses {
  public:
   PackedPasses(const TokenFile& data, size_t first, size_t last, int64_t end, int64_t seq, uint64_t seed);
   int64_t fill(int64_t row, std::vector<uint8_t>& mask, const RowSlots& slots) const;
-  int64_t rowsPerFirstPass() const { return first_rows_; }
 
  private:
   PackedRows pass(int64_t p) const;
@@ -76,7 +80,6 @@ class PackedPasses {
   size_t first_, last_;
   int64_t end_, seq_;
   uint64_t seed_;
-  int64_t first_rows_;
   // Passes [0, pass_rows_.size()) counted: pass p's rows begin at the sum of the counts before it.
   mutable std::vector<int64_t> pass_rows_;
   mutable std::pair<int64_t, std::shared_ptr<const PackedRows>> current_{-1, nullptr};

@@ -23,18 +23,18 @@ int64_t modifiedNs(const struct stat& st) {
 }
 
 // One row of a batch: tokens [start, start + seq) of `data` and, as targets, each next token,
-// counted unless the file's mask leaves it out (-1: ignored by the loss). `mask` is scratch.
-// Returns the targets counted.
-int64_t readRow(const TokenFile& data, int64_t start, int64_t seq, std::vector<uint8_t>& mask, int32_t* tokens,
-                int32_t* targets) {
+// counted unless the file's mask leaves it out (-1: ignored by the loss); positions from the
+// row's start. `mask` is scratch. Returns the targets counted.
+int64_t readRow(const TokenFile& data, int64_t start, int64_t seq, std::vector<uint8_t>& mask, const RowSlots& row) {
   const std::vector<uint32_t> window = data.read(start, seq + 1, data.hasLossMask() ? &mask : nullptr);
   int64_t counted = 0;
   for (int64_t t = 0; t < seq; ++t) {
-    tokens[t] = static_cast<int32_t>(window[t]);
+    row.tokens[t] = static_cast<int32_t>(window[t]);
     const bool counts = mask.empty() || mask[t + 1];
-    targets[t] = counts ? static_cast<int32_t>(window[t + 1]) : -1;
+    row.targets[t] = counts ? static_cast<int32_t>(window[t + 1]) : -1;
     counted += counts;
   }
+  if (row.positions) std::iota(row.positions, row.positions + seq, 0);
   return counted;
 }
 
@@ -135,7 +135,7 @@ void TokenFile::readExamples(uint64_t examples, const std::function<Error(const 
 
 void TokenFile::requireExamples(const std::string& what) const {
   if (!hasExamples())
-    throw Error("--rows examples: " + what + " " + path_ + " does not record where its examples start (mttok --chat "
+    throw Error("--rows examples and packed-examples: " + what + " " + path_ + " does not record where its examples start (mttok --chat "
                 "records them, since version 3 of the format: tokenise the instruction data again, or train --rows "
                 "packed)");
 }
@@ -285,7 +285,6 @@ int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int6
   for (int64_t b = 0; b < batch_; ++b) {
     const RowSlots row{tokens + b * seq_, targets + b * seq_, kept ? kept + b * seq_ : nullptr,
                        positions ? positions + b * seq_ : nullptr};
-    if (row.positions) std::iota(row.positions, row.positions + seq_, 0);
     if (layout_ == RowLayout::kPackedExamples) {
       counted += passes_->fill(step * step_rows_ + first_row + b, mask, row);
       continue;
@@ -296,12 +295,14 @@ int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int6
       continue;
     }
     const int64_t start = begin_ + static_cast<int64_t>(key % static_cast<uint64_t>(end_ - begin_ - seq_));
-    counted += readRow(data_, start, seq_, mask, tokens + b * seq_, targets + b * seq_);
+    counted += readRow(data_, start, seq_, mask, row);
   }
   return counted;
 }
 
-int64_t BatchSampler::packedRowsPerPass() const { return passes_ ? passes_->rowsPerFirstPass() : 0; }
+int64_t BatchSampler::packedRowsPerPass() const {
+  return packedRowsInOrder(data_, first_example_, last_example_, end_, seq_);
+}
 
 int64_t BatchSampler::examplesCut() const {
   int64_t cut = 0;
@@ -342,7 +343,6 @@ int64_t HeldOutBatches::fill(int64_t i, int32_t* tokens, int32_t* targets, float
     const int64_t window = i * batch_ + b;
     const RowSlots row{tokens + b * seq_, targets + b * seq_, kept ? kept + b * seq_ : nullptr,
                        positions ? positions + b * seq_ : nullptr};
-    if (row.positions) std::iota(row.positions, row.positions + seq_, 0);
     if (window >= windows_) {  // padding: nothing counted
       padSlots(row, seq_);
       continue;
@@ -355,7 +355,7 @@ int64_t HeldOutBatches::fill(int64_t i, int32_t* tokens, int32_t* targets, float
       counted += exampleRow(data_, first_example_ + static_cast<size_t>(window), end_, seq_, mask, row);
       continue;
     }
-    counted += readRow(data_, begin_ + window * seq_, seq_, mask, row.tokens, row.targets);
+    counted += readRow(data_, begin_ + window * seq_, seq_, mask, row);
   }
   return counted;
 }

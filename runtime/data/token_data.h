@@ -57,7 +57,7 @@ class TokenFile {
   const std::vector<int64_t>& exampleStarts() const { return example_starts_; }
   bool hasExamples() const { return !example_starts_.empty(); }
   // Throws mt::Error naming the file (`what`: its part, "token file" or "held-out token file")
-  // and the fix unless it records its examples (--rows examples needs them).
+  // and the fix unless it records its examples (--rows examples and packed-examples need them).
   void requireExamples(const std::string& what = "token file") const;
   // Example i's tokens [start, end) within [begin, end_limit): its end is the next example's
   // start, the file's end or `end_limit`, whichever comes first.
@@ -132,14 +132,15 @@ class BatchSampler {
   // kPackedExamples: row b is row step * step_rows + first_row + b of the run's packed rows (each
   // pass a new shuffle of the examples, each example once in it: PackedPasses). `positions` (B,
   // T), where given (a plan of packed examples): each token's position in its example from 0
-  // (in its row from 0 for the other layouts).
+  // (from the row's start for packed windows, from 0 in the padding).
   int64_t fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row = 0, float* kept = nullptr,
                int32_t* positions = nullptr) const;
   // kExamples, kPackedExamples: the examples drawn from, and how many are longer than a row
   // (their tails cut).
   int64_t examples() const { return static_cast<int64_t>(last_example_ - first_example_); }
   int64_t examplesCut() const;
-  // kPackedExamples: the rows of the first pass over the examples.
+  // kPackedExamples: the rows a pass over the examples packs into, counted in file order
+  // (packedRowsInOrder: a shuffled pass packs into a few more or fewer).
   int64_t packedRowsPerPass() const;
 
  private:

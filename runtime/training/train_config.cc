@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "runtime/data/example_packing.h"
 #include "runtime/data/token_data.h"
 #include "runtime/distributed/world.h"
 #include "runtime/io/error.h"
@@ -146,13 +147,13 @@ TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const Toke
   const bool examples = byExamples(config.rows);
   if (examples) data.requireExamples();  // before a steps count made of none
   // Examples: the rows that draw E times the training examples (packed examples: that pack them
-  // E times, a pass's rows as the first pass packs them); windows: the tokens.
+  // E times, a pass's rows as the examples pack in file order, seed-free so that a resumed run
+  // counts alike); windows: the tokens.
   const int64_t train = examples ? static_cast<int64_t>(data.firstExampleFrom(train_tokens)) : train_tokens;
   const int64_t per_step = examples ? rows : rows * plan.model().seq();
   const int64_t pass_rows =
       config.rows == RowLayout::kPackedExamples
-          ? BatchSampler(data, plan.model().batch(), plan.model().seq(), config.seed, 0, train_tokens, config.rows)
-                .packedRowsPerPass()
+          ? packedRowsInOrder(data, 0, static_cast<size_t>(train), train_tokens, plan.model().seq())
           : train;
   const double steps = std::ceil(config.epochs * double(pass_rows) / double(per_step));
   if (!(steps <= double(int64_t{1} << 40)))
@@ -161,7 +162,7 @@ TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const Toke
   std::printf("--epochs %g: %lld steps of %lld %s over the %lld training %s%s\n", config.epochs,
               static_cast<long long>(config.steps), static_cast<long long>(per_step), examples ? "rows" : "tokens",
               static_cast<long long>(train), examples ? "examples" : "tokens",
-              pass_rows != train ? fmt::format(" (packed into {} rows a pass)", pass_rows).c_str() : "");
+              pass_rows != train ? fmt::format(" (packed into about {} rows a pass)", pass_rows).c_str() : "");
   validateConfig(config);  // --warmup against the steps now known
   return config;
 }

@@ -28,8 +28,8 @@ TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const Toke
 // the fix for one that is not.
 void checkRowsFitPlan(const TrainConfig& config, const plan::Plan& plan);
 
-// --val-fraction's held-out tail of `data`, in tokens; with --rows examples it begins at an
-// example's start (an error naming the fix when no example starts in the tail).
+// --val-fraction's held-out tail of `data`, in tokens; with rows of examples (--rows examples,
+// packed-examples) it begins at an example's start (an error naming the fix when no example starts in the tail).
 int64_t heldOutTokens(const TrainConfig& config, const TokenFile& data);
 
 }  // namespace mt

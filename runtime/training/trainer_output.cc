@@ -62,7 +62,7 @@ void Trainer::printPasses() const {
   const int64_t pass = packed ? sampler_.packedRowsPerPass() : train;
   const double passes = double(config_.steps) * double(examples ? rows : tokens_per_step_) / double(pass);
   const std::string what = !examples ? "tokens"
-                           : packed  ? fmt::format("examples (packed into {} rows a pass, each example once)", pass)
+                           : packed  ? fmt::format("examples (packed into about {} rows a pass, each once)", pass)
                                      : "examples (one per row, padded)";
   std::printf("  %lld steps of %lld %s: %.3g passes over the %lld training %s%s\n", static_cast<long long>(config_.steps),
               static_cast<long long>(examples ? rows : tokens_per_step_), examples ? "rows" : "tokens", passes,

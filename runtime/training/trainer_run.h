@@ -83,7 +83,7 @@ class Trainer {
   RunOutputs& outputs_;
   StepOptions options_;
   const bool on_arrival_;
-  const bool masked_;  // targets may be left out: the data has a loss mask, or rows are padded (--rows examples)
+  const bool masked_;  // targets may be left out: the data has a loss mask, or rows are padded (rows of examples)
   const bool on_terminal_;
   const int64_t val_tokens_;  // --val-fraction's held-out tail of the data
   const int64_t tokens_per_step_;

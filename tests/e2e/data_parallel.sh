@@ -3,8 +3,8 @@
 # for bit as one process with --accumulate N — every step's loss and norm in the log, the first
 # step's gradients and the weights after 6 steps — for 2 and 3 ranks (3 oversubscribe this 2-core
 # machine), resident, streamed, bf16 and on-arrival plans, and data with a loss mask (each rank's
-# gradient weighed by its counted targets); validation sharded over the ranks gives one process's
-# held-out loss. The AdamW moments are sharded (each rank holds and updates a slice): a rank holds
+# gradient weighed by its counted targets) or of packed examples (each rank the step's next packed
+# rows); validation sharded over the ranks gives one process's held-out loss. The AdamW moments are sharded (each rank holds and updates a slice): a rank holds
 # less than one process. A checkpoint written by 2 ranks is one process's and resumes in one
 # process with --accumulate 2 to the same weights, on 3 ranks as --accumulate 3. Only rank 0
 # prints and writes. Ranks that disagree (another flag) are refused naming the rank and the
@@ -107,6 +107,18 @@ ref.write_tokens('masked.tok', ids, 256, [(i // 7) % 3 != 0 for i in range(len(i
 run masked.acc -2 resident.plan --data masked.tok
 run masked.np 2 resident.plan --data masked.tok
 same masked.acc masked.np "2 ranks = --accumulate 2 (loss mask)"
+# Packed examples: each rank's micro-batch holds the step's next rows of the packed passes.
+"$bin/mtc" "${shape[@]}" --schedule resident --packed-examples -o packed.plan --no-weights >/dev/null
+/usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$e2e_dir')
+import numpy as np
+import mt_reference as ref
+ids = ref.read_tokens('corpus.tok')
+starts = np.cumsum([0] + [5 + (i * 37) % 23 for i in range(len(ids))])
+ref.write_tokens('examples.tok', ids, 256, [(i // 7) % 3 != 0 for i in range(len(ids))], starts[starts < len(ids)])"
+run packed.acc -2 packed.plan --data examples.tok --rows packed-examples
+run packed.np 2 packed.plan --data examples.tok --rows packed-examples
+same packed.acc packed.np "2 ranks = --accumulate 2 (packed examples)"
 # mtc --ranks prices the same: its host bytes per host are mtrun's (within page rounding).
 "$bin/mtc" "${shape[@]}" --schedule resident --ranks 3 -o priced.plan --no-weights > priced.out
 predicted=$(sed -n 's/.*, \([0-9.]*\) MiB per host;.*/\1/p' priced.out)

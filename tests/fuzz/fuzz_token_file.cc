@@ -32,6 +32,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       checkBatch(sampler.fill(3, tokens.data(), targets.data()));
       const mt::HeldOutBatches held(file, 2, 8, file.size() / 2, file.size(), 0, mt::RowLayout::kExamples);
       checkBatch(held.fill(held.allBatches() - 1, tokens.data(), targets.data()));
+      // Packed examples: a later pass's rows, positions within the row's slots.
+      std::vector<int32_t> positions(16);
+      const mt::BatchSampler packed(file, 2, 8, 1, 0, -1, mt::RowLayout::kPackedExamples, 4);
+      checkBatch(packed.fill(5, tokens.data(), targets.data(), 2, nullptr, positions.data()));
+      for (int32_t p : positions)
+        if (p < 0 || p >= 8) __builtin_trap();
+      const mt::HeldOutBatches packed_held(file, 2, 8, 0, file.size(), 0, mt::RowLayout::kPackedExamples);
+      checkBatch(packed_held.fill(packed_held.allBatches() - 1, tokens.data(), targets.data(), nullptr,
+                                  positions.data()));
     }
   });
   return 0;

@@ -12,9 +12,11 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do objects+=("$1"); shift; done
 shift
 [ ${#objects[@]} -gt 0 ] && [ $# -gt 0 ] || { echo "usage: vector_code.sh OBJECT_FILE... -- FUNCTION..."; exit 2; }
 # One line per function: "<name> <packed conversions> <scalar conversions>"; an OpenMP part
-# (mt::gelu_cpu(...) [clone ._omp_fn.0]) counts for the function it was outlined from.
+# (mt::gelu_cpu(...) [clone ._omp_fn.0]) counts for the function it was outlined from; a function
+# of an anonymous namespace is named as if it were its enclosing namespace's (mt::attentionForward).
 table=$(objdump -d -C --no-show-raw-insn "${objects[@]}" | awk '
-  /^[0-9a-f]+ <.*>:$/ { name = $0; sub(/^[0-9a-f]+ </, "", name); sub(/\(.*/, "", name); sub(/>:$/, "", name); next }
+  /^[0-9a-f]+ <.*>:$/ { name = $0; sub(/^[0-9a-f]+ </, "", name); gsub(/\(anonymous namespace\)::/, "", name)
+                        sub(/\(.*/, "", name); sub(/>:$/, "", name); next }
   name != "" && /cvttps2dq/ { packed[name]++ }
   name != "" && /cvttss2si/ { scalar[name]++ }
   END { for (n in packed) print n, packed[n], scalar[n] + 0; for (n in scalar) if (!(n in packed)) print n, 0, scalar[n] }')

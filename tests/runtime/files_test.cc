@@ -11,6 +11,7 @@
 #include "tests/runtime/expect_error.h"
 #include "runtime/io/error.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/data/example_packing.h"
 #include "runtime/data/token_data.h"
 #include "runtime/training/trainer.h"
 
@@ -180,6 +181,67 @@ TEST(TokenFile, RecordsItsExamplesForOnePerRow) {
   expectError([&] { TokenFile f(temp("bad-examples.tok")); }, "truncated?");
   const std::vector<int64_t> falling = {0, 9, 4};
   expectError([&] { writeTokenFile(temp("y.tok"), ids, 256, &counted, 0, &falling); }, "rise strictly");
+}
+
+// --rows packed-examples: each pass over the examples a shuffle, packed next fit into rows of
+// whole examples (one longer than a row alone, cut), each example once per pass; positions from
+// 0 in each example and in the padding; the sampler's step rows are the passes' rows in turn,
+// the same for the same seed, another order for another.
+TEST(TokenFile, PacksWholeExamplesEachOncePerPass) {
+  const std::string path = temp("packed.tok");
+  const int64_t examples = 40, seq = 10;
+  std::vector<int64_t> starts;
+  std::vector<uint32_t> ids;
+  for (int64_t e = 0; e < examples; ++e) {  // example e: length 1 + (e * 7) % 13 (some past seq + 1), tokens e + 1
+    starts.push_back(static_cast<int64_t>(ids.size()));
+    ids.insert(ids.end(), static_cast<size_t>(1 + (e * 7) % 13), static_cast<uint32_t>(e + 1));
+  }
+  const std::vector<uint8_t> counted(ids.size(), 1);
+  writeTokenFile(path, ids, 256, &counted, 0, &starts);
+  TokenFile file(path);
+  auto length = [&](int64_t e) { return 1 + (e * 7) % 13; };
+  const PackedPasses passes(file, 0, examples, file.size(), seq, 5);
+  std::vector<int32_t> tokens(seq), targets(seq), positions(seq);
+  std::vector<float> kept(seq);
+  std::vector<uint8_t> mask;
+  std::vector<int64_t> seen;  // the examples in row order
+  for (int64_t row = 0; static_cast<int64_t>(seen.size()) < 2 * examples; ++row) {
+    passes.fill(row, mask, {tokens.data(), targets.data(), kept.data(), positions.data()});
+    int64_t t = 0;
+    while (t < seq && tokens[t] != 0) {  // an example from its position 0
+      const int64_t e = tokens[t] - 1, slots = std::min(length(e), seq);
+      seen.push_back(e);
+      for (int64_t i = 0; i < slots; ++i) {
+        ASSERT_EQ(tokens[t + i], e + 1) << "row " << row;
+        ASSERT_EQ(positions[t + i], i) << "row " << row << " slot " << t + i;
+        ASSERT_EQ(kept[t + i], 1.0f);
+        ASSERT_EQ(targets[t + i], i + 1 < length(e) ? e + 1 : -1) << "row " << row << " slot " << t + i;
+      }
+      t += slots;
+    }
+    for (int64_t i = t; i < seq; ++i)  // padding
+      ASSERT_TRUE(tokens[i] == 0 && targets[i] == -1 && kept[i] == 0.0f && positions[i] == i - t) << "row " << row;
+    ASSERT_GT(t, 0) << "row " << row << " holds an example";
+  }
+  ASSERT_EQ(static_cast<int64_t>(seen.size()), 2 * examples) << "each pass ends at a row's end";
+  std::vector<int64_t> first(seen.begin(), seen.begin() + examples), second(seen.begin() + examples, seen.end());
+  EXPECT_NE(first, second) << "each pass a new shuffle";
+  for (auto* pass : {&first, &second}) {
+    std::vector<int64_t> sorted = *pass;
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t e = 0; e < examples; ++e) ASSERT_EQ(sorted[e], e) << "each example once per pass";
+  }
+  EXPECT_GT(packedRowsInOrder(file, 0, examples, file.size(), seq), examples / 4);
+  // The sampler's step 2, row 1 of 3 (step_rows 6: two micro-batches of 3): the passes' row 13.
+  const BatchSampler sampler(file, 3, seq, 5, 0, -1, RowLayout::kPackedExamples, 6);
+  std::vector<int32_t> batch_tokens(3 * seq), batch_targets(3 * seq);
+  sampler.fill(2, batch_tokens.data(), batch_targets.data(), 0);
+  passes.fill(13, mask, {tokens.data(), targets.data()});
+  EXPECT_EQ(std::vector<int32_t>(batch_tokens.begin() + seq, batch_tokens.begin() + 2 * seq), tokens);
+  const BatchSampler other(file, 3, seq, 6, 0, -1, RowLayout::kPackedExamples, 6);
+  std::vector<int32_t> other_tokens(3 * seq), other_targets(3 * seq);
+  other.fill(2, other_tokens.data(), other_targets.data(), 0);
+  EXPECT_NE(other_tokens, batch_tokens) << "another seed, another order";
 }
 
 TEST(BatchSampler, IsDeterministicPerStepAndShiftsTargets) {
