@@ -89,6 +89,17 @@ def read_tokens(path):
     return read_token_file(path)[0]
 
 
+def read_example_starts(path):
+    """A version-3 token file's examples' starts (mttok --chat)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    version, width, count = struct.unpack("<IIQ", data[8:24])
+    assert version == 3, f"{path} records no examples (version {version})"
+    at = 32 + count * (width + 1)
+    (n,) = struct.unpack("<Q", data[at:at + 8])
+    return np.frombuffer(data[at + 8:at + 8 + 8 * n], dtype="<u8").astype(np.int64)
+
+
 def _mix(x):
     x = (x + 0x9E3779B97F4A7C15) & MASK64
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
@@ -166,6 +177,85 @@ def batch_examples(tokens, counted, starts, step, batch_size, seq, seed):
     rows = [example_row(tokens, counted, starts, _mix(_mix(seed ^ 0x5EED) ^ ((step << 20) & MASK64) ^ b) % len(starts),
                         seq) for b in range(batch_size)]
     return torch.tensor(np.stack([x for x, _ in rows])), torch.tensor(np.stack([y for _, y in rows]))
+
+
+def pack_next_fit(order, lengths, seq):
+    """runtime/data/example_packing.cc PackedRows: the examples in `order`, next fit into rows of
+    `seq` slots (an example takes min(length, seq)). Returns each row's examples."""
+    rows, used = [], seq
+    for i in order:
+        slots = min(lengths[i], seq)
+        if used + slots > seq:
+            rows.append([])
+            used = 0
+        rows[-1].append(i)
+        used += slots
+    return rows
+
+
+def shuffled_pass(n, seed, p):
+    """PackedPasses::pass's Fisher-Yates shuffle of examples 0..n-1 for pass p."""
+    order = list(range(n))
+    key = _mix(_mix(seed ^ 0x9AC4ED) ^ p)
+    for i in range(n, 1, -1):
+        j = _mix((key + i) & MASK64) % i
+        order[i - 1], order[j] = order[j], order[i - 1]
+    return order
+
+
+def packed_example(tokens, counted, starts, i, seq):
+    """Example i as a packed row holds it: its tokens (cut to seq + 1, at most seq slots) and
+    targets (counted ones; the last -100)."""
+    end = starts[i + 1] if i + 1 < len(starts) else len(tokens)
+    example = np.asarray(tokens[starts[i]:end])[:seq + 1]
+    mask = np.asarray(counted[starts[i]:end])[:seq + 1]
+    n = min(len(example), seq)
+    y = np.full(n, -100, dtype=np.int64)
+    y[:len(example) - 1] = np.where(mask[1:] != 0, example[1:], -100)[:n]
+    return torch.tensor(example[:n].astype(np.int64)), torch.tensor(y)
+
+
+class PackedRows:
+    """mtrun --rows packed-examples' rows, pass after pass (BatchSampler::fill with PackedPasses;
+    one rank, no accumulation): batch(step) gives each row's examples and the targets."""
+
+    def __init__(self, tokens, counted, starts, seed, batch_size, seq):
+        self.tokens, self.counted, self.starts, self.seed = tokens, counted, starts, seed
+        self.batch_size, self.seq = batch_size, seq
+        self.lengths = np.diff(np.append(starts, len(tokens)))
+        self.passes = []
+
+    def row(self, g):
+        p = 0
+        while True:
+            if p == len(self.passes):
+                self.passes.append(pack_next_fit(shuffled_pass(len(self.starts), self.seed, p), self.lengths, self.seq))
+            if g < len(self.passes[p]):
+                return self.passes[p][g]
+            g -= len(self.passes[p])
+            p += 1
+
+    def batch(self, step):
+        """(each row's examples as (tokens, targets)), targets (batch, seq) with -100 padding."""
+        rows, ys = [], torch.full((self.batch_size, self.seq), -100, dtype=torch.int64)
+        for b in range(self.batch_size):
+            parts = [packed_example(self.tokens, self.counted, self.starts, i, self.seq)
+                     for i in self.row(step * self.batch_size + b)]
+            ys[b, :sum(len(x) for x, _ in parts)] = torch.cat([y for _, y in parts])
+            rows.append(parts)
+        return rows, ys
+
+
+def packed_logits(rows, seq, vocab, logits_alone):
+    """Each example of each row run alone (`logits_alone(tokens)` -> (n, vocab)), its logits in
+    its slots; zeros in the padding, whose targets count for nothing."""
+    out = torch.zeros(len(rows), seq, vocab)
+    for b, parts in enumerate(rows):
+        at = 0
+        for x, _ in parts:
+            out[b, at:at + len(x)] = logits_alone(x)
+            at += len(x)
+    return out
 
 
 def write_tokens(path, ids, vocab, counted=None, starts=None):

@@ -38,81 +38,6 @@ def log_of(path):
         return [json.loads(line) for line in f]
 
 
-def pack(order, lengths):
-    """PackedRows: the examples in `order`, next fit into rows of SEQ slots (an example takes
-    min(length, SEQ)). Returns each row's examples."""
-    rows, used = [], SEQ
-    for i in order:
-        slots = min(lengths[i], SEQ)
-        if used + slots > SEQ:
-            rows.append([])
-            used = 0
-        rows[-1].append(i)
-        used += slots
-    return rows
-
-
-def shuffled(n, seed, p):
-    """PackedPasses::pass's Fisher-Yates shuffle of examples 0..n-1 for pass p."""
-    order = list(range(n))
-    key = ref._mix(ref._mix(seed ^ 0x9AC4ED) ^ p)
-    for i in range(n, 1, -1):
-        j = ref._mix((key + i) & ref.MASK64) % i
-        order[i - 1], order[j] = order[j], order[i - 1]
-    return order
-
-
-def example_slots(tokens, counted, starts, i):
-    """Example i in a packed row: its tokens (cut to SEQ + 1) and targets, the last -100."""
-    end = starts[i + 1] if i + 1 < len(starts) else len(tokens)
-    example = np.asarray(tokens[starts[i]:end])[:SEQ + 1]
-    mask = np.asarray(counted[starts[i]:end])[:SEQ + 1]
-    n = min(len(example), SEQ)
-    y = np.full(n, -100, dtype=np.int64)
-    y[:len(example) - 1] = np.where(mask[1:] != 0, example[1:], -100)[:n]
-    return torch.tensor(example[:n].astype(np.int64)), torch.tensor(y)
-
-
-class Rows:
-    """The run's packed rows, pass after pass, as mtrun draws them (one rank, no accumulation)."""
-
-    def __init__(self, tokens, counted, starts, seed):
-        self.tokens, self.counted, self.starts, self.seed = tokens, counted, starts, seed
-        self.lengths = np.diff(np.append(starts, len(tokens)))
-        self.passes = []
-
-    def row(self, g):
-        p = 0
-        while True:
-            if p == len(self.passes):
-                self.passes.append(pack(shuffled(len(self.starts), self.seed, p), self.lengths))
-            if g < len(self.passes[p]):
-                return self.passes[p][g]
-            g -= len(self.passes[p])
-            p += 1
-
-    def batch(self, step):
-        """(the rows' examples, each (tokens, targets)), targets (BATCH, SEQ) with -100 padding."""
-        rows, ys = [], torch.full((BATCH, SEQ), -100, dtype=torch.int64)
-        for b in range(BATCH):
-            parts = [example_slots(self.tokens, self.counted, self.starts, i) for i in self.row(step * BATCH + b)]
-            ys[b, :sum(len(x) for x, _ in parts)] = torch.cat([y for _, y in parts])
-            rows.append(parts)
-        return rows, ys
-
-
-def packed_logits(params, cfg, rows, vocab=256):
-    """Each example of each row run alone, its logits in its slots (zeros in the padding, whose
-    targets count for nothing)."""
-    out = torch.zeros(len(rows), SEQ, vocab)
-    for b, parts in enumerate(rows):
-        at = 0
-        for x, _ in parts:
-            out[b, at:at + len(x)] = ref.forward(params, cfg, x[None])[0]
-            at += len(x)
-    return out
-
-
 def check_model(bin_dir, name, cfg, tokens, counted, starts, failures):
     plan = f"{name}.plan"
     ref.run([f"{bin_dir}/mtc", name, "--packed-examples", "--batch", str(BATCH), "--seq", str(SEQ), "-o", plan,
@@ -124,7 +49,7 @@ def check_model(bin_dir, name, cfg, tokens, counted, starts, failures):
     if out.returncode != 0:
         failures.append(f"{name}: mtrun --rows packed-examples: exit {out.returncode}: {out.stderr}")
         return
-    rows = Rows(tokens, counted, starts, SCHEDULE.seed)
+    rows = ref.PackedRows(tokens, counted, starts, SCHEDULE.seed, BATCH, SEQ)
     params = {k: v.requires_grad_() for k, v in ref.read_safetensors(f"{name}.safetensors").items()}
     mt_grads = ref.read_safetensors(f"{name}.grads.safetensors")
     errs = {}
@@ -140,8 +65,8 @@ def check_model(bin_dir, name, cfg, tokens, counted, starts, failures):
                 errs[n] = 0.0 if float(mt_grads[n].norm()) <= ZERO_GRAD * global_norm else float("inf")
             else:
                 errs[n] = ref.rel_err(mt_grads[n], p.grad)
-    torch_losses = ref.torch_train(params, lambda parts: packed_logits(params, cfg, parts), tokens, SCHEDULE,
-                                   after_backward=first_gradients, batch_of=rows.batch)
+    torch_losses = ref.torch_train(params, lambda parts: ref.packed_logits(parts, SEQ, 256, lambda x: ref.forward(
+        params, cfg, x[None])[0]), tokens, SCHEDULE, after_backward=first_gradients, batch_of=rows.batch)
     loss_err = ref.compare_losses([line["loss"] for line in log_of(f"{name}.jsonl")], torch_losses, TOL, failures)
     worst = max(errs, key=errs.get)
     if errs[worst] > TOL:
@@ -151,7 +76,7 @@ def check_model(bin_dir, name, cfg, tokens, counted, starts, failures):
           f"of each example run alone (examples per row: {per_row})")
     if max(per_row) < 2:
         failures.append(f"{name}: no row held two examples: the packing is untested")
-    in_order = len(pack(range(len(starts)), rows.lengths))
+    in_order = len(ref.pack_next_fit(range(len(starts)), rows.lengths, SEQ))
     if f"packed into about {in_order} rows a pass" not in out.stdout:
         failures.append(f"{name}: the start does not say a pass packs about {in_order} rows (the file's order)")
 
@@ -168,9 +93,9 @@ def validation(bin_dir, cfg, tokens, counted, starts, failures):
     weights = ref.read_safetensors("llama-tiny.safetensors")
     total, n = 0.0, 0
     with torch.no_grad():
-        for row in pack(held, lengths):
+        for row in ref.pack_next_fit(held, lengths, SEQ):
             for i in row:
-                x, y = example_slots(tokens, counted, starts, i)
+                x, y = ref.packed_example(tokens, counted, starts, i, SEQ)
                 logits = ref.forward(weights, cfg, x[None])[0]
                 total += float(F.cross_entropy(logits, y, reduction="sum", ignore_index=-100))
                 n += int((y != -100).sum())
@@ -236,4 +161,5 @@ def main():
     ref.finish("packed_examples", failures)
 
 
-main()
+if __name__ == "__main__":
+    main()

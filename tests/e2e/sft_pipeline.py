@@ -4,7 +4,9 @@ the BF16 weights), instruction data in JSONL turned into a token file by `mttok 
 FOLDER --chat` (ChatML-style Qwen 3 template, a loss mask over the replies), compiled by
 `mtc FOLDER` and trained by mtrun. The losses must follow a transformers-style PyTorch model of
 the same folder trained with cross_entropy(ignore_index=-100) on the same batches and mask within
-1e-4 over the steps, and mtrun's tokens_counted must be the mask's count per step.
+1e-4 over the steps, and mtrun's tokens_counted must be the mask's count per step. The folder
+compiled for packed examples (mtc --packed-examples, mtrun --rows packed-examples) trains as that
+model run on each conversation alone.
 usage: /usr/bin/python3 tests/e2e/sft_pipeline.py BIN_DIR WORK_DIR
 """
 import json
@@ -48,6 +50,28 @@ def instruction_data(path):
             f.write(json.dumps(e, ensure_ascii=False) + "\n")
 
 
+def packed_examples(bin_dir, weights, tokens, counted, failures):
+    """The folder compiled for packed examples (mtc --packed-examples), trained with --rows
+    packed-examples: whole conversations per row, each as if alone — against the transformers-style
+    model run on each example alone, on the rows mtrun packs."""
+    ref.run([f"{bin_dir}/mtc", "qwen", "--packed-examples", "--batch", str(SCHEDULE.batch), "--seq",
+             str(SCHEDULE.seq), "-o", "p.plan", "--no-weights"])
+    ref.run([f"{bin_dir}/mtrun", "p.plan", "--data", "sft.tok", "--weights", "m.safetensors", "--rows",
+             "packed-examples", "--log", "p.jsonl", "--print-every", "3"] + SCHEDULE.mtrun_flags())
+    rows = ref.PackedRows(tokens, counted, ref.read_example_starts("sft.tok"), SCHEDULE.seed, SCHEDULE.batch,
+                          SCHEDULE.seq)
+    params = {k: v.float().requires_grad_() for k, v in weights.items()}
+    torch_losses = ref.torch_train(
+        params, lambda parts: ref.packed_logits(parts, SCHEDULE.seq, SPEC["config"]["vocab_size"], lambda x: hf.hf_logits(
+            params, SPEC["config"], x[None])[0]), tokens, SCHEDULE, batch_of=rows.batch)
+    worst = ref.compare_losses([json.loads(line)["loss"] for line in open("p.jsonl")], torch_losses, hf.LOSS_TOL,
+                               failures)
+    per_row = [len(rows.row(g)) for g in range(SCHEDULE.batch * SCHEDULE.steps)]
+    print(f"packed examples ({per_row} per row): losses within {worst:.1e} of the model run on each example alone")
+    if max(per_row) < 2:
+        failures.append(f"packed examples: no row held two ({per_row}): the packing is untested")
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     ref.fresh_work_dir(work)
@@ -78,6 +102,7 @@ def main():
     worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
     print(f"{SCHEDULE.steps} steps on the replies only ({want_counted} of {SCHEDULE.batch * SCHEDULE.seq} targets), "
           f"losses within {worst:.1e} of the transformers-style model")
+    packed_examples(bin_dir, weights, tokens, counted, failures)
     # Issue 32: ids of another tokenizer mean other tokens to the model, though they fit its
     # vocabulary (Llama 3's 128,256 < Qwen's 151,936): the token file records its tokenizer, and
     # mtrun (and mtgen, for --tokenizer) refuse a mismatch, naming both, unless told.
