@@ -35,6 +35,7 @@ struct Options {
   std::optional<mt::ChatTemplate> chat_template;  // unset: the tokenizer's own
   int64_t max_length = 0;                         // --chat: tokens per example at most (0: no limit)
   bool train_on_prompt = false;                   // --chat: count the prompts' tokens too
+  bool mask_history = false;                      // --chat: count each example's last reply only
 };
 
 std::string readText(const std::string& path) {
@@ -181,16 +182,25 @@ ChatInputs readChatInputs(const Options& o) {
   return in;
 }
 
+// The last counted stretch of a rendered example alone counted: its last reply (--mask-history).
+void countLastReplyOnly(std::vector<mt::ChatPart>& parts) {
+  bool last = true;
+  for (auto part = parts.rbegin(); part != parts.rend(); ++part)
+    if (part->counted) part->counted = last, last = false;
+}
+
 // Instruction data (JSONL, or one JSON array): each example rendered with a chat template, its
-// replies counted (everything but the end with --train-on-prompt), cut to --max-length tokens,
-// followed by the end-of-text token (not counted).
+// replies counted (everything but the end with --train-on-prompt, the last reply alone with
+// --mask-history), cut to --max-length tokens, followed by the end-of-text token (not counted).
 int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   const uint32_t end = documentEnd(o, tokenizer);
   const ChatInputs in = readChatInputs(o);
   const std::vector<mt::ChatExample>& examples = in.examples;
   const std::vector<std::string>& where = in.where;
   ShapingNote truncated, nothing_left;
-  const std::vector<std::vector<mt::ChatPart>> rendered = renderExamples(o, tokenizer, examples, where);
+  std::vector<std::vector<mt::ChatPart>> rendered = renderExamples(o, tokenizer, examples, where);
+  if (o.mask_history)
+    for (std::vector<mt::ChatPart>& parts : rendered) countLastReplyOnly(parts);
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counted;
   std::vector<int64_t> starts;  // each example's first token: mtrun --rows examples
@@ -224,7 +234,9 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   for (uint8_t c : counted) targets += c;
   writeTokens(o, ids, tokenizer.vocabSize(), &counted, tokenizer.fingerprint(),
               " in " + std::to_string(examples_count) + " examples, " + std::to_string(targets) + " counted by the loss" +
-                  (o.train_on_prompt ? " (--train-on-prompt: the prompts too)" : ""),
+                  (o.train_on_prompt ? " (--train-on-prompt: the prompts too)"
+                   : o.mask_history  ? " (--mask-history: each example's last reply)"
+                                     : ""),
               &starts);
   printLengths(starts, ids.size(), where);
   if (truncated.count)
@@ -302,7 +314,10 @@ std::optional<std::string> checkCombination(const Options& o) {
   if (o.job != Job::Encode && o.tokenizer.empty())
     return std::string(o.job == Job::Chat ? "--chat" : "--decode") + " needs --tokenizer";
   if (o.chat_template && o.job != Job::Chat) return "--template applies to --chat";
-  if ((o.max_length || o.train_on_prompt) && o.job != Job::Chat) return "--max-length and --train-on-prompt apply to --chat";
+  if ((o.max_length || o.train_on_prompt || o.mask_history) && o.job != Job::Chat)
+    return "--max-length, --train-on-prompt and --mask-history apply to --chat";
+  if (o.train_on_prompt && o.mask_history)
+    return "--train-on-prompt counts every token, --mask-history only the last reply's: give one";
   if (o.job == Job::Decode && o.print_ids) return "--decode prints text; --ids is for encoding";
   if (o.job != Job::Decode && o.output.empty() && !o.print_ids) return "give -o FILE (or --ids to print the ids)";
   return std::nullopt;
@@ -351,6 +366,9 @@ int main(int argc, char** argv) {
   app.add_flag("--train-on-prompt", o.train_on_prompt,
                "with --chat: count the prompts' tokens (system, user turns, the template's markers) in the loss too, "
                "not only the replies");
+  app.add_flag("--mask-history", o.mask_history,
+               "with --chat: count only each example's last reply in the loss, the earlier turns read as context "
+               "(LLaMA-Factory's mask_history)");
   app.add_flag("--decode", decode_flag, "the inputs are token files: write their text");
   app.add_flag("--skip-special", o.skip_special, "with --decode: leave special tokens out of the text");
   app.add_option("--eot", o.end_of_text, "the token that ends each document or example (default: the tokenizer's "

@@ -200,6 +200,19 @@ spans=$(counted_spans closer two_calls.tok)
 want=$'<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>\n<tool_call>\n{"name": "g", "arguments": {}}\n</tool_call><|im_end|>|Done.<|im_end|>|'
 check "a reply of two calls, each closed by a special token, counted through both and its <|im_end|>" '[ "$spans" = "$want" ]' ||
   printf 'counted: %s\n' "$spans"
+# --mask-history (LLaMA-Factory's): of a two-turn conversation only the last reply is counted,
+# exactly as it is counted without the flag; --train-on-prompt beside it is refused.
+echo '{"messages": [{"role": "user", "content": "A?"}, {"role": "assistant", "content": "One."}, {"role": "user", "content": "B?"}, {"role": "assistant", "content": "Two."}]}' > history.jsonl
+"$bin/mttok" --tokenizer qwen3 --chat history.jsonl -o history_all.tok > /dev/null 2>&1
+"$bin/mttok" --tokenizer qwen3 --chat history.jsonl --mask-history -o history_last.tok > history_last.txt 2>&1
+all_spans=$(counted_spans qwen3 history_all.tok)
+last_spans=$(counted_spans qwen3 history_last.tok)
+history_ok=$([ "$all_spans" = "One.<|im_end|>|$last_spans" ] && [[ "$last_spans" == *"Two.<|im_end|>|" ]] &&
+  grep -q 'last reply' history_last.txt && echo yes)
+check "--mask-history: only the last of the replies counted, as without the flag" '[ "$history_ok" = yes ]' ||
+  printf 'all: %s\nlast: %s\n' "$all_spans" "$last_spans"
+check "--mask-history with --train-on-prompt is refused" \
+  "! '$bin/mttok' --tokenizer qwen3 --chat history.jsonl --mask-history --train-on-prompt -o x.tok > both.txt 2>&1 && grep -q 'give one' both.txt"
 # Two replies in a row where no line break follows the end token (Llama 3.1's template): the
 # assistant's header after the first reply's <|eot_id|> opens the next reply, not a continuation.
 echo '{"messages": [{"role": "user", "content": "Two?"}, {"role": "assistant", "content": "One."}, {"role": "assistant", "content": "Two."}]}' > twice.jsonl
