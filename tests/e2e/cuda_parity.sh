@@ -3,7 +3,8 @@
 # and streamed-recompute under a small device budget, give the same losses (fp32: relative
 # 1e-4; the GPU sums in another order) and the same weights (1e-3 relative, after 10 AdamW
 # steps; backend_parity.py says which tensors it leaves out), and bf16 plans of both within bf16
-# rounding of the CPU's emulation; Qwen3-MoE's and gpt-oss's tiny models alike. Exits 77
+# rounding of the CPU's emulation; Qwen3-MoE's and gpt-oss's tiny models alike, and plans of
+# packed examples. Exits 77
 # (ctest: skipped) where no GPU is usable, saying why.
 # usage: cuda_parity.sh BIN_DIR WORK_DIR
 set -euo pipefail
@@ -17,13 +18,15 @@ if ! probe=$("$bin/mtrun" probe.plan --data corpus.tok --steps 1 --backend cuda 
   exit 77
 fi
 source "$(dirname "$0")/check.sh"
-# both NAME MTC_FLAGS...: NAME.plan compiled with the flags, trained 10 steps on each backend.
+# both NAME MTC_FLAGS...: NAME.plan compiled with the flags, trained 10 steps on each backend on
+# `data` (the corpus; the packed examples below set it).
+data=(--data corpus.tok)
 both() {
   local name=$1
   shift
   "$bin/mtc" "$@" --batch 4 --seq 32 -o $name.plan >/dev/null
   for backend in cpu cuda; do
-    "$bin/mtrun" $name.plan --data corpus.tok --steps 10 --backend $backend --log $name.$backend.jsonl \
+    "$bin/mtrun" $name.plan "${data[@]}" --steps 10 --backend $backend --log $name.$backend.jsonl \
       --export $name.$backend.safetensors --dump-grads $name.$backend.grads.safetensors --print-every 100 >/dev/null
   done
 }
@@ -53,5 +56,23 @@ for model in qwen3-moe-tiny gpt-oss-tiny; do
   both $model-groups $model --schedule streamed-recompute --expert-groups 2
   check "$model-groups: losses and weights on cuda match the cpu's" \
     "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model-groups 10"
+done
+# Packed examples (mtc --packed-examples): our attention kernels masking by each token's example,
+# fp32 and bf16, with gpt-oss's window and sinks too.
+/usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$(dirname "$0")')
+import numpy as np
+import mt_reference as ref
+ids = ref.read_tokens('corpus.tok')
+starts = np.cumsum([0] + [5 + (i * 37) % 23 for i in range(len(ids))])
+ref.write_tokens('examples.tok', ids, 256, [(i // 7) % 3 != 0 for i in range(len(ids))], starts[starts < len(ids)])"
+data=(--data examples.tok --rows packed-examples)
+for model in llama-tiny gpt-oss-tiny; do
+  both $model-packed $model --packed-examples
+  check "$model-packed: losses and weights on cuda match the cpu's" \
+    "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model-packed 10"
+  both $model-packed-mixed $model --packed-examples --precision bf16
+  check "$model-packed-mixed: losses and weights on cuda match the cpu's within bf16 rounding" \
+    "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model-packed-mixed 10 cpu cuda --bf16"
 done
 finish
