@@ -36,11 +36,12 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
            "row from its start, the rest padding the loss ignores; an example longer than the row is cut and "
            "counted at start) or packed-examples (whole examples packed into each row, each seeing only itself, "
            "each pass over them a new shuffle with every example once; needs a plan of mtc --packed-examples); "
-           "the last two need a token file of mttok --chat",
+           "the last two need a token file of mttok --chat; default: packed, or packed-examples for a plan of mtc "
+           "--packed-examples on such a file",
            std::map<std::string, RowLayout>{{"packed", RowLayout::kPacked},
                                             {"examples", RowLayout::kExamples},
                                             {"packed-examples", RowLayout::kPackedExamples}})
-      ->default_str("packed");
+      ->default_str("packed or packed-examples");
   app.add_option("--seed", c.seed, "seed of the data order and of dropout's masks")->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr-ratio", c.min_lr_ratio, "final lr as a fraction of --lr (cosine)")

@@ -87,13 +87,20 @@ void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const Token
                 ": give more held-out data, or compile with a shorter --seq");
 }
 
-void checkRowsFitPlan(const TrainConfig& c, const plan::Plan& plan) {
-  if (c.rows != RowLayout::kPackedExamples) return;
+TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data) {
+  bool packs = false;  // the plan takes each token's position in its example
   for (const plan::HostTensor& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_INPUT && t.name() == kPositionsInput) return;
-  throw Error("--rows packed-examples: " + c.plan_path + " was not compiled for packed examples (its attention would "
-              "let the examples in a row see each other); compile it with mtc --packed-examples, or train with --rows "
-              "examples (one example per row)");
+    packs |= t.role() == plan::ROLE_INPUT && t.name() == kPositionsInput;
+  if (config.rows == RowLayout::kPackedExamples && !packs)
+    throw Error("--rows packed-examples: " + config.plan_path + " was not compiled for packed examples (its attention "
+                "would let the examples in a row see each other); compile it with mtc --packed-examples, or train with "
+                "--rows examples (one example per row)");
+  if (!config.rows_given && packs && data.hasExamples()) {
+    config.rows = RowLayout::kPackedExamples;
+    std::printf("--rows packed-examples: a plan of packed examples on a token file of examples (give --rows to cut "
+                "the rows otherwise)\n");
+  }
+  return config;
 }
 
 // The plan to train: read, verified, and a training plan.

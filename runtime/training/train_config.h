@@ -24,9 +24,10 @@ TrainConfig resolveResume(TrainConfig config);
 // --epochs E, resolved: the steps that draw E times the training tokens (over every rank's
 // micro-batches), said.
 TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const TokenFile& data);
-// --rows packed-examples needs a plan of packed examples (mtc --packed-examples); throws naming
-// the fix for one that is not.
-void checkRowsFitPlan(const TrainConfig& config, const plan::Plan& plan);
+// --rows, resolved against the plan and the data: packed-examples needs a plan of packed
+// examples (mtc --packed-examples; throws naming the fix for one that is not); without --rows,
+// such a plan on a file of examples packs them (said).
+TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data);
 
 // --val-fraction's held-out tail of `data`, in tokens; with rows of examples (--rows examples,
 // packed-examples) it begins at an example's start (an error naming the fix when no example starts in the tail).

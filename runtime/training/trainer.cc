@@ -444,13 +444,13 @@ int train(const TrainConfig& given) {
   World& world = World::get();
   TrainConfig config = forRank(resolveResume(given), world.rank());
   const plan::Plan plan = readTrainingPlan(config);
-  checkRowsFitPlan(config, plan);
   if (config.export_only) return exportCheckpoint(config, plan);  // rank 0's file alone: no collective to watch
   World::get().boundWaits(config.rank_timeout.value_or(kRankWaitAtStart));
   const std::string initial_weights = initialWeightsPath(config.weights_path, config.plan_path, plan);
   const std::unique_ptr<TokenFile> data = openTokens(config.data_path, plan);
   const std::unique_ptr<TokenFile> val_data =
       config.val_data_path.empty() ? nullptr : openTokens(config.val_data_path, plan);
+  config = resolveRows(config, plan, *data);
   checkEnoughTokens(config, plan, *data, val_data.get());
   checkRanksAgree(world, config, plan, *data);
   config = resolveEpochs(config, plan, *data);

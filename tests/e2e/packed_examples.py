@@ -159,6 +159,12 @@ def main():
         check_model(bin_dir, name, cfg, tokens, counted, starts, failures)
     validation(bin_dir, MODELS["llama-tiny"], tokens, counted, starts, failures)
     schedules_and_accumulation(bin_dir, failures)
+    # Without --rows, a plan of packed examples on a file of examples packs them, saying so.
+    out = subprocess.run([f"{bin_dir}/mtrun", "llama-tiny.plan", "--data", "examples.tok", "--steps", "1"],
+                         capture_output=True, text=True)
+    if out.returncode != 0 or "--rows packed-examples: a plan of packed examples on a token file of examples" \
+            not in out.stdout or "packed into about" not in out.stdout:
+        failures.append(f"no --rows with a plan of packed examples: exit {out.returncode}: {out.stdout[-600:]}")
     # A plan not compiled for packing is refused, naming the fix.
     ref.run([f"{bin_dir}/mtc", "llama-tiny", "--batch", str(BATCH), "--seq", str(SEQ), "-o", "plain.plan",
              "--no-weights"])
