@@ -181,10 +181,10 @@ KernelArgs withoutPositions(const KernelArgs& args) {
   return rest;
 }
 
-std::string positionsProblem(const KernelArgs& args, const Tensor& q, const char* op) {
-  if (args.in.empty()) return std::string(op) + ": no positions";
-  MT_CHECK(expectDType(args.in.back(), DType::I32, op));
-  return expectShape(args.in.back(), {q.dim(0), q.dim(1)}, op);
+// "" or what is wrong with a packed call's positions: (B, T) i32 of q's (B, T, H*D).
+std::string positionsProblem(const Tensor& positions, const Tensor& q, const char* op) {
+  MT_CHECK(expectDType(positions, DType::I32, op));
+  return expectShape(positions, {q.dim(0), q.dim(1)}, op);
 }
 
 }  // namespace
@@ -194,9 +194,9 @@ void attention_cpu(const KernelArgs& args) {
 }
 
 std::string attention_packed_check(const KernelArgs& args) {
-  const KernelArgs rest = withoutPositions(args);
-  MT_CHECK(attention_check(rest));
-  return positionsProblem(args, args.in[0], "attention positions");
+  if (args.in.size() < 4) return "attention_packed takes q, k, v, (sinks,) positions";
+  MT_CHECK(attention_check(withoutPositions(args)));
+  return positionsProblem(args.in.back(), args.in[0], "attention positions");
 }
 
 void attention_packed_cpu(const KernelArgs& args) {
@@ -283,8 +283,9 @@ void attentionBackward(const KernelArgs& args, const Tensor* positions) {
 void attention_grad_cpu(const KernelArgs& args) { attentionBackward(args, nullptr); }
 
 std::string attention_packed_grad_check(const KernelArgs& args) {
+  if (args.in.size() < 7) return "attention_packed_grad takes dout, q, k, v, out, lse, positions";
   MT_CHECK(attention_grad_check(withoutPositions(args)));
-  return positionsProblem(args, args.in[1], "attention_grad positions");
+  return positionsProblem(args.in.back(), args.in[1], "attention_grad positions");
 }
 
 void attention_packed_grad_cpu(const KernelArgs& args) { attentionBackward(args, &args.in.back()); }

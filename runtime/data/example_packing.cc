@@ -62,16 +62,19 @@ PackedPasses::PackedPasses(const TokenFile& data, size_t first, size_t last, int
                            uint64_t seed)
     : data_(data), first_(first), last_(last), end_(end), seq_(seq), seed_(seed) {}
 
-int64_t packedRowsInOrder(const TokenFile& data, size_t first, size_t last, int64_t end, int64_t seq) {
+std::vector<size_t> examplesInOrder(size_t first, size_t last) {
   std::vector<size_t> order(last - first);
   std::iota(order.begin(), order.end(), first);
-  return PackedRows(data, std::move(order), end, seq).rows();
+  return order;
+}
+
+int64_t packedRowsInOrder(const TokenFile& data, size_t first, size_t last, int64_t end, int64_t seq) {
+  return PackedRows(data, examplesInOrder(first, last), end, seq).rows();
 }
 
 // Pass p: the examples in a Fisher-Yates shuffle drawn from (seed, p), packed.
 PackedRows PackedPasses::pass(int64_t p) const {
-  std::vector<size_t> order(last_ - first_);
-  std::iota(order.begin(), order.end(), first_);
+  std::vector<size_t> order = examplesInOrder(first_, last_);
   const uint64_t key = splitmix64(splitmix64(seed_ ^ 0x9ac4ed) ^ static_cast<uint64_t>(p));
   for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[splitmix64(key + i) % i]);
   return PackedRows(data_, std::move(order), end_, seq_);

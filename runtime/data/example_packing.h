@@ -58,6 +58,9 @@ class PackedRows {
   int64_t end_, seq_;
 };
 
+// Examples first, first + 1, ..., last - 1: the file's order.
+std::vector<size_t> examplesInOrder(size_t first, size_t last);
+
 // The rows examples [first, last) of `data` (the last ending at `end`) pack into in file order: a
 // pass's count without a seed (each pass's shuffle packs into a few rows more or fewer), what
 // --epochs and mtrun's start count by.

@@ -133,11 +133,20 @@ void TokenFile::readExamples(uint64_t examples, const std::function<Error(const 
   }
 }
 
-void TokenFile::requireExamples(const std::string& what) const {
+std::string rowsFlag(RowLayout layout) {
+  switch (layout) {
+    case RowLayout::kPacked: return "--rows packed";
+    case RowLayout::kExamples: return "--rows examples";
+    case RowLayout::kPackedExamples: return "--rows packed-examples";
+  }
+  return "--rows";
+}
+
+void TokenFile::requireExamples(RowLayout layout, const std::string& what) const {
   if (!hasExamples())
-    throw Error("--rows examples and packed-examples: " + what + " " + path_ + " does not record where its examples start (mttok --chat "
-                "records them, since version 3 of the format: tokenise the instruction data again, or train --rows "
-                "packed)");
+    throw Error(rowsFlag(layout) + ": " + what + " " + path_ + " does not record where its examples start (mttok "
+                "--chat records them, since version 3 of the format: tokenise the instruction data again, or train "
+                "--rows packed)");
 }
 
 int64_t TokenFile::exampleEnd(size_t i, int64_t end_limit) const {
@@ -265,7 +274,7 @@ BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, ui
       layout_(layout), step_rows_(step_rows > 0 ? step_rows : batch) {
   if (begin_ < 0 || end_ > data.size() || begin_ > end_) throw Error("token range outside the token file");
   if (byExamples(layout)) {
-    data.requireExamples();
+    data.requireExamples(layout);
     first_example_ = data.firstExampleFrom(begin_), last_example_ = data.firstExampleFrom(end_);
     if (first_example_ == last_example_) throw Error("token file " + data.path() + ": no example to train on");
     if (layout == RowLayout::kPackedExamples)
@@ -315,14 +324,13 @@ HeldOutBatches::HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq
                                int64_t max_batches, RowLayout layout)
     : data_(data), batch_(batch), seq_(seq), begin_(begin), end_(end), layout_(layout) {
   if (byExamples(layout)) {
-    data.requireExamples("held-out token file");
+    data.requireExamples(layout, "held-out token file");
     first_example_ = data.firstExampleFrom(begin);
     windows_ = static_cast<int64_t>(data.firstExampleFrom(end) - first_example_);
     if (windows_ == 0) throw Error("held-out tokens of " + data.path() + ": no example starts among them");
     if (layout == RowLayout::kPackedExamples) {
-      std::vector<size_t> order(static_cast<size_t>(windows_));
-      std::iota(order.begin(), order.end(), first_example_);
-      packed_ = std::make_shared<const PackedRows>(data, std::move(order), end, seq);
+      packed_ = std::make_shared<const PackedRows>(
+          data, examplesInOrder(first_example_, first_example_ + static_cast<size_t>(windows_)), end, seq);
       windows_ = packed_->rows();
     }
   } else {

@@ -38,6 +38,8 @@ inline constexpr uint32_t kTokenExamplesVersion = 3;  // ids, a loss mask and th
 // need a file that records its examples.
 enum class RowLayout { kPacked, kExamples, kPackedExamples };
 inline bool byExamples(RowLayout layout) { return layout != RowLayout::kPacked; }
+// mtrun's flag for a layout: "--rows packed", "--rows examples", "--rows packed-examples".
+std::string rowsFlag(RowLayout layout);
 
 class PackedRows;
 class PackedPasses;
@@ -56,9 +58,10 @@ class TokenFile {
   // Each example's first token (version 3), or empty.
   const std::vector<int64_t>& exampleStarts() const { return example_starts_; }
   bool hasExamples() const { return !example_starts_.empty(); }
-  // Throws mt::Error naming the file (`what`: its part, "token file" or "held-out token file")
-  // and the fix unless it records its examples (--rows examples and packed-examples need them).
-  void requireExamples(const std::string& what = "token file") const;
+  // Throws mt::Error naming the --rows that needs them (`layout`: examples or packed-examples),
+  // the file (`what`: its part, "token file" or "held-out token file") and the fix unless it
+  // records its examples.
+  void requireExamples(RowLayout layout, const std::string& what = "token file") const;
   // Example i's tokens [start, end) within [begin, end_limit): its end is the next example's
   // start, the file's end or `end_limit`, whichever comes first.
   int64_t exampleEnd(size_t i, int64_t end_limit) const;

@@ -152,7 +152,7 @@ TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const Toke
   const int64_t train_tokens = data.size() - heldOutTokens(config, data);
   const int64_t rows = config.accumulate * World::get().size() * plan.model().batch();
   const bool examples = byExamples(config.rows);
-  if (examples) data.requireExamples();  // before a steps count made of none
+  if (examples) data.requireExamples(config.rows);  // before a steps count made of none
   // Examples: the rows that draw E times the training examples (packed examples: that pack them
   // E times, a pass's rows as the examples pack in file order, seed-free so that a resumed run
   // counts alike); windows: the tokens.
@@ -178,7 +178,7 @@ int64_t heldOutTokens(const TrainConfig& config, const TokenFile& data) {
   const int64_t tail = static_cast<int64_t>(config.val_fraction * static_cast<double>(data.size()));
   if (config.val_fraction <= 0.0 || !byExamples(config.rows)) return tail;
   // One example per row: the held-out tail begins at an example's start, so none is cut in two.
-  data.requireExamples();
+  data.requireExamples(config.rows);
   const size_t first = data.firstExampleFrom(data.size() - tail);
   if (first == data.exampleStarts().size())
     throw Error(fmt::format("--val-fraction {} holds out the last {} tokens of {}, where no example starts: raise "

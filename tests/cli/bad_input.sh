@@ -170,6 +170,8 @@ else
 fi
 expect_error "--rows examples: token file eight.tok does not record where its examples start" \
   "$bin/mtrun" imported.plan --data eight.tok --steps 1 --rows examples
+expect_error "--rows packed-examples: imported.plan was not compiled for packed examples" \
+  "$bin/mtrun" imported.plan --data eight.tok --steps 1 --rows packed-examples
 mv imported.safetensors moved.safetensors
 expect_error "there is no imported.safetensors: pass --weights" "$bin/mtrun" imported.plan --data eight.tok --steps 1
 cp good.safetensors imported.safetensors  # another plan's weights
