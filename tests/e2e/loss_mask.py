@@ -156,12 +156,8 @@ def examples(bin_dir, tokens, counted, failures):
             total += float(torch.nn.functional.cross_entropy(logits[0], torch.tensor(y), reduction="sum",
                                                              ignore_index=-100))
             n += int((y != -100).sum())
-    val = [line["val_loss"] for line in log_of("exval.jsonl") if "val_loss" in line] if out.returncode == 0 else []
-    if not val or abs(val[0] - total / n) > TOL * total / n:
-        failures.append(f"--rows examples validation: {val} vs the held-out examples' {total / n} (exit "
-                        f"{out.returncode}: {out.stdout[-400:]}{out.stderr})")
-    else:
-        print(f"--rows examples validation over {len(held)} held-out examples: {val[0]:.6f} vs {total / n:.6f}")
+    if ref.validation_matches("--rows examples validation", "exval.jsonl", out, total / n, TOL, failures):
+        print(f"--rows examples validation over {len(held)} held-out examples: {total / n:.6f}, as mtrun's")
 
 
 main()

@@ -335,6 +335,20 @@ def torch_train(params, logits_of, tokens, schedule, after_backward=None, counte
     return losses
 
 
+def validation_matches(what, log_path, run, want, tol, failures):
+    """Whether mtrun's first val_loss in `log_path` (a finished `run`) is `want` within `tol`
+    relative; else a failure naming `what`, the run's exit and output."""
+    val = []
+    if run.returncode == 0:
+        with open(log_path) as f:
+            val = [json.loads(line)["val_loss"] for line in f if "val_loss" in line]
+    if val and abs(val[0] - want) <= tol * want:
+        return True
+    failures.append(f"{what}: {val} vs the held-out examples' {want} (exit {run.returncode}: {run.stdout[-400:]}"
+                    f"{run.stderr})")
+    return False
+
+
 def compare_losses(mt_losses, torch_losses, tol, failures):
     """Appends to `failures` each step whose losses differ by more than `tol` relative (and a
     missing step); returns the worst relative difference."""

@@ -99,12 +99,8 @@ def validation(bin_dir, cfg, tokens, counted, starts, failures):
                 logits = ref.forward(weights, cfg, x[None])[0]
                 total += float(F.cross_entropy(logits, y, reduction="sum", ignore_index=-100))
                 n += int((y != -100).sum())
-    val = [line["val_loss"] for line in log_of("val.jsonl") if "val_loss" in line] if out.returncode == 0 else []
-    if not val or abs(val[0] - total / n) > TOL * total / n:
-        failures.append(f"packed validation: {val} vs the held-out examples' {total / n} (exit {out.returncode}: "
-                        f"{out.stdout[-400:]}{out.stderr})")
-    else:
-        print(f"validation over {len(held)} held-out examples packed in order: {val[0]:.6f} vs {total / n:.6f}")
+    if ref.validation_matches("packed validation", "val.jsonl", out, total / n, TOL, failures):
+        print(f"validation over {len(held)} held-out examples packed in order: {total / n:.6f}, as mtrun's")
 
 
 def schedules_and_accumulation(bin_dir, failures):
