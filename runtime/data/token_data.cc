@@ -309,6 +309,13 @@ int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int6
   return counted;
 }
 
+int64_t BatchSampler::exampleSlots() const {
+  int64_t slots = 0;
+  for (size_t i = first_example_; i < last_example_; ++i)
+    slots += std::min(data_.exampleEnd(i, end_) - data_.exampleStarts()[i], seq_);
+  return slots;
+}
+
 int64_t BatchSampler::packedRowsPerPass() const {
   return packedRowsInOrder(data_, first_example_, last_example_, end_, seq_);
 }

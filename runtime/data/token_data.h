@@ -142,6 +142,8 @@ class BatchSampler {
   // (their tails cut).
   int64_t examples() const { return static_cast<int64_t>(last_example_ - first_example_); }
   int64_t examplesCut() const;
+  // kExamples, kPackedExamples: the slots the examples take in rows (each min(length, seq)).
+  int64_t exampleSlots() const;
   // kPackedExamples: the rows a pass over the examples packs into, counted in file order
   // (packedRowsInOrder: a shuffled pass packs into a few more or fewer).
   int64_t packedRowsPerPass() const;

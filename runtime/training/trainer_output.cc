@@ -61,9 +61,14 @@ void Trainer::printPasses() const {
   // What one pass takes: a row per example, the rows the examples pack into, or the tokens.
   const int64_t pass = packed ? sampler_.packedRowsPerPass() : train;
   const double passes = double(config_.steps) * double(examples ? rows : tokens_per_step_) / double(pass);
-  const std::string what = !examples ? "tokens"
-                           : packed  ? fmt::format("examples (packed into about {} rows a pass, each once)", pass)
-                                     : "examples (one per row, padded)";
+  // With examples, how much of a pass's rows is padding: compute the loss never sees.
+  const double padding = examples ? 100.0 * (1.0 - double(sampler_.exampleSlots()) /
+                                                       (double(pass) * double(model_.seq())))
+                                  : 0.0;
+  const std::string what =
+      !examples ? "tokens"
+      : packed  ? fmt::format("examples (packed into about {} rows a pass, each once; {:.0f}% padding)", pass, padding)
+                : fmt::format("examples (one per row, padded: {:.0f}% padding)", padding);
   std::printf("  %lld steps of %lld %s: %.3g passes over the %lld training %s%s\n", static_cast<long long>(config_.steps),
               static_cast<long long>(examples ? rows : tokens_per_step_), examples ? "rows" : "tokens", passes,
               static_cast<long long>(train), what.c_str(), passes > 10 ? " (many: watch the validation loss)" : "");

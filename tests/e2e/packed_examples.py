@@ -9,7 +9,7 @@ runtime/data/example_packing.cc makes them (each pass a shuffle keyed by the see
 so the test also pins that order. Also: validation over held-out examples packed in order, a
 streamed-recompute plan bit for bit the resident one, --accumulate as a bigger batch, a plan not
 compiled for packing refused with the fix, and the start saying how many rows a pass packs (in the
-file's order: the count --epochs takes).
+file's order: the count --epochs takes) and how much of them is padding.
 usage: packed_examples.py BIN_DIR WORK_DIR"""
 import json
 import os
@@ -77,8 +77,10 @@ def check_model(bin_dir, name, cfg, tokens, counted, starts, failures):
     if max(per_row) < 2:
         failures.append(f"{name}: no row held two examples: the packing is untested")
     in_order = len(ref.pack_next_fit(range(len(starts)), rows.lengths, SEQ))
-    if f"packed into about {in_order} rows a pass" not in out.stdout:
-        failures.append(f"{name}: the start does not say a pass packs about {in_order} rows (the file's order)")
+    padding = 100 * (1 - np.minimum(rows.lengths, SEQ).sum() / (in_order * SEQ))
+    if f"packed into about {in_order} rows a pass, each once; {padding:.0f}% padding" not in out.stdout:
+        failures.append(f"{name}: the start does not say a pass packs about {in_order} rows (the file's order), "
+                        f"{padding:.0f}% padding")
 
 
 def validation(bin_dir, cfg, tokens, counted, starts, failures):
