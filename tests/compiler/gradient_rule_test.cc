@@ -77,6 +77,17 @@ const Case kCases[] = {
      "%o, %lse = mt.attention %q, %k, %v sinks %s : tensor<2xf32> {num_heads = 2, num_kv_heads = 1, window = 2} "
      ": tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>\n"
      "%logits = mt.matmul %o, %w {transpose_b = true} : tensor<2x3x8xf32>, tensor<4x8xf32>"},
+    // Packed examples: rotary and attention at the input positions (kPositions below: row 0 two
+    // examples, the second from token 2; row 1 an example that began before the row, then one
+    // from token 1), with sinks.
+    {"packed_attention_rope_at",
+     "%pos: tensor<2x3xi32> {mt.input = \"positions\"}, %q: tensor<2x3x8xf32> P(q), %k: tensor<2x3x4xf32> P(k), "
+     "%v: tensor<2x3x4xf32> P(v), %s: tensor<2xf32> P(s), %w: tensor<4x8xf32> P(w)",
+     "%qr = mt.rope_at %q, %pos {head_dim = 4, theta = 100.0 : f32} : tensor<2x3x8xf32>, tensor<2x3xi32>\n"
+     "%kr = mt.rope_at %k, %pos {head_dim = 4, theta = 100.0 : f32} : tensor<2x3x4xf32>, tensor<2x3xi32>\n"
+     "%o, %lse = mt.attention %qr, %kr, %v sinks %s : tensor<2xf32> positions %pos : tensor<2x3xi32> "
+     "{num_heads = 2, num_kv_heads = 1} : tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>\n"
+     "%logits = mt.matmul %o, %w {transpose_b = true} : tensor<2x3x8xf32>, tensor<4x8xf32>"},
     {"unary_functions", "%x: tensor<2x3x4xf32> P(x)",
      "%e = mt.unary %x {fn = \"exp\"} : tensor<2x3x4xf32>\n"
      "%l = mt.unary %e {fn = \"log\"} : tensor<2x3x4xf32>\n"
@@ -156,6 +167,10 @@ TEST_P(GradientRuleTest, MatchesFiniteDifferencesOfTheCompiledLoss) {
   const int32_t tokens[6] = {0, 3, 6, 3, 1, 5}, targets[6] = {1, 0, 3, 2, 2, 1};
   std::copy(tokens, tokens + 6, store.i32(store.tokens()));
   std::copy(targets, targets + 6, store.i32(store.targets()));
+  if (const int positions = store.input(kPositionsInput); positions >= 0) {
+    const int32_t kPositions[6] = {0, 1, 0, 4, 0, 1};
+    std::copy(kPositions, kPositions + 6, store.i32(positions));
+  }
   auto backend = createCpuBackend(plan, store);
   StepOptions step;
   step.update = false;  // every run sees the same weights
