@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     return code;
   };
   if (const auto code = mt::parseFlags(app, argc, argv)) return leave(*code);
-  c.rows_given = app.count("--rows") > 0;
+  c.rows_default = app.count("--rows") == 0;
   try {
     mt::validateConfig(c);  // a flag's value out of range is a bad flag too: exit 2
   } catch (const mt::Error& e) {

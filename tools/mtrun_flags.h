@@ -11,6 +11,13 @@
 namespace mt {
 
 // Adds mtrun's flags to `app`, each writing its field of `c`.
+// --rows' choices, by the names the layouts have (runtime/data/token_data.h).
+inline std::map<std::string, RowLayout> rowLayoutNames() {
+  std::map<std::string, RowLayout> names;
+  for (const RowLayout layout : kRowLayouts) names[rowsName(layout)] = layout;
+  return names;
+}
+
 inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("plan", c.plan_path, "plan file written by mtc")->required();
   app.add_option("--data", c.data_path, "token file (make one with mttok); required but with --export-only");
@@ -38,9 +45,7 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
            "each pass over them a new shuffle with every example once; needs a plan of mtc --packed-examples); "
            "the last two need a token file of mttok --chat; default: packed, or packed-examples for a plan of mtc "
            "--packed-examples on such a file",
-           std::map<std::string, RowLayout>{{"packed", RowLayout::kPacked},
-                                            {"examples", RowLayout::kExamples},
-                                            {"packed-examples", RowLayout::kPackedExamples}})
+           rowLayoutNames())
       ->default_str("packed or packed-examples");
   app.add_option("--seed", c.seed, "seed of the data order and of dropout's masks")->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();

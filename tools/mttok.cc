@@ -214,10 +214,13 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
     starts.push_back(static_cast<int64_t>(first));
     crossing_examples += mt::appendExample(tokenizer, rendered[e], ids, counted) > 0;
     if (o.train_on_prompt) std::fill(counted.begin() + static_cast<std::ptrdiff_t>(first), counted.end(), 1);
-    // --max-length: the example with its end token fits; what is cut is its end (the last replies).
+    // --max-length: the example with its end token fits; what is cut is its end (the last replies),
+    // or with --mask-history its beginning (the earliest turns: the one reply counted stays).
     if (o.max_length > 0 && ids.size() - first + 1 > static_cast<size_t>(o.max_length)) {
-      ids.resize(first + static_cast<size_t>(o.max_length) - 1);
-      counted.resize(ids.size());
+      const size_t excess = ids.size() - first + 1 - static_cast<size_t>(o.max_length);
+      const auto cut_at = static_cast<std::ptrdiff_t>(o.mask_history ? first : ids.size() - excess);
+      ids.erase(ids.begin() + cut_at, ids.begin() + cut_at + static_cast<std::ptrdiff_t>(excess));
+      counted.erase(counted.begin() + cut_at, counted.begin() + cut_at + static_cast<std::ptrdiff_t>(excess));
       truncated.add(where[e]);
       if (std::find(counted.begin() + static_cast<std::ptrdiff_t>(first), counted.end(), 1) == counted.end())
         nothing_left.add(where[e]);
@@ -368,7 +371,7 @@ int main(int argc, char** argv) {
                "not only the replies");
   app.add_flag("--mask-history", o.mask_history,
                "with --chat: count only each example's last reply in the loss, the earlier turns read as context "
-               "(LLaMA-Factory's mask_history)");
+               "(LLaMA-Factory's mask_history; --max-length then cuts an example's beginning, not its end)");
   app.add_flag("--decode", decode_flag, "the inputs are token files: write their text");
   app.add_flag("--skip-special", o.skip_special, "with --decode: leave special tokens out of the text");
   app.add_option("--eot", o.end_of_text, "the token that ends each document or example (default: the tokenizer's "

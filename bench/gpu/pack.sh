@@ -87,15 +87,8 @@ done
 # packed-examples): our attention kernels masking by each token's example, fp32, bf16 with heads of
 # 64 (the tiled kernels: packed calls never go to the tensor cores or cuDNN), gpt-oss's window and
 # sinks.
-/usr/bin/python3 - .gpu/corpus.tok .gpu/examples.tok <<'PY'
-import sys
-sys.path.insert(0, "tests/e2e")
-import numpy as np
-import mt_reference as ref
-ids = ref.read_tokens(sys.argv[1])
-starts = np.cumsum([0] + [5 + (i * 37) % 23 for i in range(len(ids))])
-ref.write_tokens(sys.argv[2], ids, 256, [(i // 7) % 3 != 0 for i in range(len(ids))], starts[starts < len(ids)])
-PY
+/usr/bin/python3 -c "import sys; sys.path.insert(0, 'tests/e2e'); import mt_reference as ref
+ref.write_example_corpus('.gpu/corpus.tok', '.gpu/examples.tok')"
 build/bin/mtc llama-tiny --packed-examples --batch 4 --seq 64 --no-weights -o .gpu/plans/packed-llama-tiny.plan >/dev/null
 build/bin/mtc llama-tiny --packed-examples --width 256 --heads 4 --kv-heads 2 --ffn 512 --batch 2 --context 128 --seq 100 \
   --precision bf16 --no-weights -o .gpu/plans/packed-llama-tiny-d64-mixed.plan >/dev/null

@@ -133,13 +133,13 @@ void TokenFile::readExamples(uint64_t examples, const std::function<Error(const 
   }
 }
 
-std::string rowsFlag(RowLayout layout) {
+std::string rowsName(RowLayout layout) {
   switch (layout) {
-    case RowLayout::kPacked: return "--rows packed";
-    case RowLayout::kExamples: return "--rows examples";
-    case RowLayout::kPackedExamples: return "--rows packed-examples";
+    case RowLayout::kPacked: return "packed";
+    case RowLayout::kExamples: return "examples";
+    case RowLayout::kPackedExamples: return "packed-examples";
   }
-  return "--rows";
+  return "?";
 }
 
 void TokenFile::requireExamples(RowLayout layout, const std::string& what) const {

@@ -38,8 +38,11 @@ inline constexpr uint32_t kTokenExamplesVersion = 3;  // ids, a loss mask and th
 // need a file that records its examples.
 enum class RowLayout { kPacked, kExamples, kPackedExamples };
 inline bool byExamples(RowLayout layout) { return layout != RowLayout::kPacked; }
-// mtrun's flag for a layout: "--rows packed", "--rows examples", "--rows packed-examples".
-std::string rowsFlag(RowLayout layout);
+// A layout's name as mtrun's --rows takes it ("packed", "examples", "packed-examples"), and the
+// flag that chooses it ("--rows examples").
+inline constexpr RowLayout kRowLayouts[] = {RowLayout::kPacked, RowLayout::kExamples, RowLayout::kPackedExamples};
+std::string rowsName(RowLayout layout);
+inline std::string rowsFlag(RowLayout layout) { return "--rows " + rowsName(layout); }
 
 class PackedRows;
 class PackedPasses;

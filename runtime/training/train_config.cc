@@ -87,7 +87,7 @@ void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const Token
                 ": give more held-out data, or compile with a shorter --seq");
 }
 
-TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data) {
+TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data) {
   bool packs = false;  // the plan takes each token's position in its example
   for (const plan::HostTensor& t : plan.host_tensors())
     packs |= t.role() == plan::ROLE_INPUT && t.name() == kPositionsInput;
@@ -95,9 +95,9 @@ TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenF
     throw Error("--rows packed-examples: " + config.plan_path + " was not compiled for packed examples (its attention "
                 "would let the examples in a row see each other); compile it with mtc --packed-examples, or train with "
                 "--rows examples (one example per row)");
-  if (!config.rows_given && packs && data.hasExamples()) {
+  if (config.rows_default && packs && data.hasExamples() && (!val_data || val_data->hasExamples())) {
     config.rows = RowLayout::kPackedExamples;
-    std::printf("--rows packed-examples: a plan of packed examples on a token file of examples (give --rows to cut "
+    std::printf("--rows packed-examples: a plan of packed examples on token files of examples (give --rows to cut "
                 "the rows otherwise)\n");
   }
   return config;

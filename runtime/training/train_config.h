@@ -26,8 +26,8 @@ TrainConfig resolveResume(TrainConfig config);
 TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const TokenFile& data);
 // --rows, resolved against the plan and the data: packed-examples needs a plan of packed
 // examples (mtc --packed-examples; throws naming the fix for one that is not); without --rows,
-// such a plan on a file of examples packs them (said).
-TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data);
+// such a plan on files of examples (--data, and --val-data where given) packs them (said).
+TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data);
 
 // --val-fraction's held-out tail of `data`, in tokens; with rows of examples (--rows examples,
 // packed-examples) it begins at an example's start (an error naming the fix when no example starts in the tail).

@@ -450,7 +450,7 @@ int train(const TrainConfig& given) {
   const std::unique_ptr<TokenFile> data = openTokens(config.data_path, plan);
   const std::unique_ptr<TokenFile> val_data =
       config.val_data_path.empty() ? nullptr : openTokens(config.val_data_path, plan);
-  config = resolveRows(config, plan, *data);
+  config = resolveRows(config, plan, *data, val_data.get());
   checkEnoughTokens(config, plan, *data, val_data.get());
   checkRanksAgree(world, config, plan, *data);
   config = resolveEpochs(config, plan, *data);

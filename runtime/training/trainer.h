@@ -34,7 +34,7 @@ struct TrainConfig {
   double epochs = 0.0;         // > 0: the steps that draw this many times the training tokens (instead of --steps)
   int64_t accumulate = 1;      // micro-batches (plan steps) per optimizer step
   RowLayout rows = RowLayout::kPacked;  // --rows: windows anywhere, one example per row (padded), or packed examples
-  bool rows_given = false;  // --rows was given; else a plan of packed examples on a file of examples packs them
+  bool rows_default = false;  // no --rows: a plan of packed examples on files of examples packs them
   uint64_t seed = 1;           // data order, dropout masks (and initial weights when no weights file)
   double lr = 1e-3;
   double min_lr_ratio = 0.1;   // cosine decays to lr * min_lr_ratio

@@ -211,6 +211,11 @@ history_ok=$([ "$all_spans" = "One.<|im_end|>|$last_spans" ] && [[ "$last_spans"
   grep -q 'last reply' history_last.txt && echo yes)
 check "--mask-history: only the last of the replies counted, as without the flag" '[ "$history_ok" = yes ]' ||
   printf 'all: %s\nlast: %s\n' "$all_spans" "$last_spans"
+# With --max-length the beginning goes instead of the end: the last reply stays whole.
+"$bin/mttok" --tokenizer qwen3 --chat history.jsonl --mask-history --max-length 16 -o history_cut.tok > /dev/null 2>&1
+cut_spans=$(counted_spans qwen3 history_cut.tok)
+check "--mask-history --max-length 16: the beginning cut, the last reply counted whole" '[ "$cut_spans" = "$last_spans" ]' ||
+  printf 'cut: %s\n' "$cut_spans"
 check "--mask-history with --train-on-prompt is refused" \
   "! '$bin/mttok' --tokenizer qwen3 --chat history.jsonl --mask-history --train-on-prompt -o x.tok > both.txt 2>&1 && grep -q 'give one' both.txt"
 # Two replies in a row where no line break follows the end token (Llama 3.1's template): the

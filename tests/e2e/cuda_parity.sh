@@ -61,11 +61,8 @@ done
 # fp32 and bf16, with gpt-oss's window and sinks too.
 /usr/bin/python3 -c "
 import sys; sys.path.insert(0, '$(dirname "$0")')
-import numpy as np
 import mt_reference as ref
-ids = ref.read_tokens('corpus.tok')
-starts = np.cumsum([0] + [5 + (i * 37) % 23 for i in range(len(ids))])
-ref.write_tokens('examples.tok', ids, 256, [(i // 7) % 3 != 0 for i in range(len(ids))], starts[starts < len(ids)])"
+ref.write_example_corpus('corpus.tok', 'examples.tok')"
 data=(--data examples.tok --rows packed-examples)
 for model in llama-tiny gpt-oss-tiny; do
   both $model-packed $model --packed-examples

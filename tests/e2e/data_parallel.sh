@@ -111,11 +111,8 @@ same masked.acc masked.np "2 ranks = --accumulate 2 (loss mask)"
 "$bin/mtc" "${shape[@]}" --schedule resident --packed-examples -o packed.plan --no-weights >/dev/null
 /usr/bin/python3 -c "
 import sys; sys.path.insert(0, '$e2e_dir')
-import numpy as np
 import mt_reference as ref
-ids = ref.read_tokens('corpus.tok')
-starts = np.cumsum([0] + [5 + (i * 37) % 23 for i in range(len(ids))])
-ref.write_tokens('examples.tok', ids, 256, [(i // 7) % 3 != 0 for i in range(len(ids))], starts[starts < len(ids)])"
+ref.write_example_corpus('corpus.tok', 'examples.tok')"
 run packed.acc -2 packed.plan --data examples.tok --rows packed-examples
 run packed.np 2 packed.plan --data examples.tok --rows packed-examples
 same packed.acc packed.np "2 ranks = --accumulate 2 (packed examples)"

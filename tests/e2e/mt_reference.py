@@ -194,7 +194,8 @@ def pack_next_fit(order, lengths, seq):
 
 
 def shuffled_pass(n, seed, p):
-    """PackedPasses::pass's Fisher-Yates shuffle of examples 0..n-1 for pass p."""
+    """PackedPasses::pass's Fisher-Yates shuffle of examples 0..n-1 for pass p (the sampler's
+    examples from the file's first: its training examples begin there)."""
     order = list(range(n))
     key = _mix(_mix(seed ^ 0x9AC4ED) ^ p)
     for i in range(n, 1, -1):
@@ -215,9 +216,10 @@ def packed_example(tokens, counted, starts, i, seq):
     return torch.tensor(example[:n].astype(np.int64)), torch.tensor(y)
 
 
-class PackedRows:
-    """mtrun --rows packed-examples' rows, pass after pass (BatchSampler::fill with PackedPasses;
-    one rank, no accumulation): batch(step) gives each row's examples and the targets."""
+class PackedSampler:
+    """mtrun --rows packed-examples' rows, pass after pass (BatchSampler::fill over PackedPasses;
+    one rank, no accumulation, training examples from the file's first, every example of the file
+    trained on: no --val-fraction): batch(step) gives each row's examples and the targets."""
 
     def __init__(self, tokens, counted, starts, seed, batch_size, seq):
         self.tokens, self.counted, self.starts, self.seed = tokens, counted, starts, seed
@@ -256,6 +258,14 @@ def packed_logits(rows, seq, vocab, logits_alone):
             out[b, at:at + len(x)] = logits_alone(x)
             at += len(x)
     return out
+
+
+def write_example_corpus(corpus_path, path):
+    """A version-3 token file of `corpus_path`'s tokens cut into examples of 5 to 27 tokens, two
+    thirds of each counted: instruction-shaped data for the packed-examples checks."""
+    ids = read_tokens(corpus_path)
+    starts = np.cumsum([0] + [5 + (i * 37) % 23 for i in range(len(ids))])
+    write_tokens(path, ids, 256, [(i // 7) % 3 != 0 for i in range(len(ids))], starts[starts < len(ids)])
 
 
 def write_tokens(path, ids, vocab, counted=None, starts=None):
@@ -339,7 +349,7 @@ def validation_matches(what, log_path, run, want, tol, failures):
     """Whether mtrun's first val_loss in `log_path` (a finished `run`) is `want` within `tol`
     relative; else a failure naming `what`, the run's exit and output."""
     val = []
-    if run.returncode == 0:
+    if run.returncode == 0 and os.path.exists(log_path):
         with open(log_path) as f:
             val = [json.loads(line)["val_loss"] for line in f if "val_loss" in line]
     if val and abs(val[0] - want) <= tol * want:

@@ -49,7 +49,7 @@ def check_model(bin_dir, name, cfg, tokens, counted, starts, failures):
     if out.returncode != 0:
         failures.append(f"{name}: mtrun --rows packed-examples: exit {out.returncode}: {out.stderr}")
         return
-    rows = ref.PackedRows(tokens, counted, starts, SCHEDULE.seed, BATCH, SEQ)
+    rows = ref.PackedSampler(tokens, counted, starts, SCHEDULE.seed, BATCH, SEQ)
     params = {k: v.requires_grad_() for k, v in ref.read_safetensors(f"{name}.safetensors").items()}
     mt_grads = ref.read_safetensors(f"{name}.grads.safetensors")
     errs = {}
@@ -160,9 +160,21 @@ def main():
     # Without --rows, a plan of packed examples on a file of examples packs them, saying so.
     out = subprocess.run([f"{bin_dir}/mtrun", "llama-tiny.plan", "--data", "examples.tok", "--steps", "1"],
                          capture_output=True, text=True)
-    if out.returncode != 0 or "--rows packed-examples: a plan of packed examples on a token file of examples" \
+    if out.returncode != 0 or "--rows packed-examples: a plan of packed examples on token files of examples" \
             not in out.stdout or "packed into about" not in out.stdout:
         failures.append(f"no --rows with a plan of packed examples: exit {out.returncode}: {out.stdout[-600:]}")
+    # --rows examples says its padding; without --rows, a --val-data file that records no examples
+    # keeps the windows (the default packs only where every file can be).
+    out = subprocess.run([f"{bin_dir}/mtrun", "llama-tiny.plan", "--data", "examples.tok", "--steps", "1", "--rows",
+                          "examples"], capture_output=True, text=True)
+    lengths = np.diff(np.append(starts, len(tokens)))
+    padding = 100 * (1 - np.minimum(lengths, SEQ).sum() / (len(starts) * SEQ))
+    if out.returncode != 0 or f"(one per row, padded: {padding:.0f}% padding)" not in out.stdout:
+        failures.append(f"--rows examples does not say its {padding:.0f}% padding: {out.stdout[-400:]}{out.stderr}")
+    out = subprocess.run([f"{bin_dir}/mtrun", "llama-tiny.plan", "--data", "examples.tok", "--val-data", "data.tok",
+                          "--steps", "1"], capture_output=True, text=True)
+    if out.returncode != 0 or "packed-examples" in out.stdout:
+        failures.append(f"--val-data without examples: exit {out.returncode}: {out.stdout[-400:]}{out.stderr}")
     # A plan not compiled for packing is refused, naming the fix.
     ref.run([f"{bin_dir}/mtc", "llama-tiny", "--batch", str(BATCH), "--seq", str(SEQ), "-o", "plain.plan",
              "--no-weights"])

@@ -58,7 +58,7 @@ def packed_examples(bin_dir, weights, tokens, counted, failures):
              str(SCHEDULE.seq), "-o", "p.plan", "--no-weights"])
     ref.run([f"{bin_dir}/mtrun", "p.plan", "--data", "sft.tok", "--weights", "m.safetensors", "--rows",
              "packed-examples", "--log", "p.jsonl", "--print-every", "3"] + SCHEDULE.mtrun_flags())
-    rows = ref.PackedRows(tokens, counted, ref.read_example_starts("sft.tok"), SCHEDULE.seed, SCHEDULE.batch,
+    rows = ref.PackedSampler(tokens, counted, ref.read_example_starts("sft.tok"), SCHEDULE.seed, SCHEDULE.batch,
                           SCHEDULE.seq)
     params = {k: v.float().requires_grad_() for k, v in weights.items()}
     torch_losses = ref.torch_train(
