@@ -166,15 +166,23 @@ struct ChatInputs {
   std::vector<std::string> where;
   ShapingNote empty_replies, with_tools;
 };
+// Whether an example trains on an empty reply (white space only; not a reply of calls): any of
+// its replies, or with --mask-history its last.
+bool trainsOnEmptyReply(const mt::ChatExample& example, bool mask_history) {
+  bool empty = false;
+  for (const mt::ChatMessage& m : example.messages) {
+    if (m.role != "assistant") continue;
+    const bool blank = !m.holdsTools() && m.content.find_first_not_of(" \t\r\n") == std::string::npos;
+    empty = mask_history ? blank : empty || blank;
+  }
+  return empty;
+}
+
 ChatInputs readChatInputs(const Options& o) {
   ChatInputs in;
   for (const auto& path : o.inputs)
     mt::forEachExample(path, readText(path), [&](const mt::ChatExample& example, const std::string& at) {
-      for (const mt::ChatMessage& m : example.messages)
-        if (m.role == "assistant" && !m.holdsTools() && m.content.find_first_not_of(" \t\r\n") == std::string::npos) {
-          in.empty_replies.add(at);
-          break;
-        }
+      if (trainsOnEmptyReply(example, o.mask_history)) in.empty_replies.add(at);
       if (example.usesTools()) in.with_tools.add(at);
       in.examples.push_back(example);
       in.where.push_back(at);

@@ -216,6 +216,12 @@ check "--mask-history: only the last of the replies counted, as without the flag
 cut_spans=$(counted_spans qwen3 history_cut.tok)
 check "--mask-history --max-length 16: the beginning cut, the last reply counted whole" '[ "$cut_spans" = "$last_spans" ]' ||
   printf 'cut: %s\n' "$cut_spans"
+# An empty reply before the last is not trained on with --mask-history: no warning; without, one.
+echo '{"messages": [{"role": "user", "content": "A?"}, {"role": "assistant", "content": " "}, {"role": "user", "content": "B?"}, {"role": "assistant", "content": "Two."}]}' > blank_first.jsonl
+"$bin/mttok" --tokenizer qwen3 --chat blank_first.jsonl --mask-history -o /dev/null > blank_masked.txt 2>&1
+"$bin/mttok" --tokenizer qwen3 --chat blank_first.jsonl -o /dev/null > blank_all.txt 2>&1
+check "--mask-history warns of an empty reply only where it is the last" \
+  "! grep -q 'empty reply' blank_masked.txt && grep -q 'empty reply (the first: blank_first.jsonl:1)' blank_all.txt"
 check "--mask-history with --train-on-prompt is refused" \
   "! '$bin/mttok' --tokenizer qwen3 --chat history.jsonl --mask-history --train-on-prompt -o x.tok > both.txt 2>&1 && grep -q 'give one' both.txt"
 # Two replies in a row where no line break follows the end token (Llama 3.1's template): the
