@@ -55,6 +55,11 @@ MT_HOST_DEVICE inline int64_t firstKeyOfRows(const AttentionShape& d, int64_t b,
 MT_HOST_DEVICE inline bool visibleKey(const AttentionShape& d, int64_t b, int64_t i, int64_t j) {
   return j <= i && j >= firstVisibleKey(d, b, i);
 }
+// A call's sinks (H), or null: the fourth input of mt.attention_sinks and of
+// mt.attention_packed_sinks (its positions after them); `packed`: a call of a packed row.
+inline const float* attentionSinks(const KernelArgs& args, bool packed) {
+  return args.in.size() == (packed ? 5u : 4u) ? args.in[3].f32() : nullptr;
+}
 // "" or what is wrong with an attention call's int attributes (2, or 3 with the window), or with
 // its sinks (H f32).
 std::string attentionAttrsProblem(const KernelArgs& args, const char* op);

@@ -190,7 +190,7 @@ std::string positionsProblem(const Tensor& positions, const Tensor& q, const cha
 }  // namespace
 
 void attention_cpu(const KernelArgs& args) {
-  attentionForward(args, args.in.size() == 4 ? args.in[3].f32() : nullptr, nullptr);
+  attentionForward(args, attentionSinks(args, false), nullptr);
 }
 
 std::string attention_packed_check(const KernelArgs& args) {
@@ -200,7 +200,7 @@ std::string attention_packed_check(const KernelArgs& args) {
 }
 
 void attention_packed_cpu(const KernelArgs& args) {
-  attentionForward(args, args.in.size() == 5 ? args.in[3].f32() : nullptr, &args.in.back());
+  attentionForward(args, attentionSinks(args, true), &args.in.back());
 }
 
 std::string attention_grad_check(const KernelArgs& args) {

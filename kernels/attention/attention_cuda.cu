@@ -36,10 +36,6 @@ constexpr int kMaxPerLane = 8;  // head_dim <= 256
 
 using Dims = AttentionShape;
 
-// A call's sinks (H), the last input of mt.attention_sinks; null for mt.attention (the unpacked
-// rows: a packed call's fourth input is its positions).
-const float* sinksOf(const KernelArgs& args) { return args.in.size() == 4 ? args.in[3].f32() : nullptr; }
-
 // A row of head_dim floats spread over the lanes: lane l holds elements l, l + 32, ...
 struct LaneRow {
   float v[kMaxPerLane];
@@ -634,12 +630,11 @@ void attentionBackwardCall(const KernelArgs& args, const Dims& d, const CudaLaun
 }  // namespace
 
 void attention_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  attentionForwardCall(args, attnDims(args.in[0], args), sinksOf(args), launch);
+  attentionForwardCall(args, attnDims(args.in[0], args), attentionSinks(args, false), launch);
 }
 
 void attention_packed_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  attentionForwardCall(args, attnDims(args.in[0], args, &args.in.back()),
-                       args.in.size() == 5 ? args.in[3].f32() : nullptr, launch);
+  attentionForwardCall(args, attnDims(args.in[0], args, &args.in.back()), attentionSinks(args, true), launch);
 }
 
 void attention_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {

@@ -576,7 +576,7 @@ void CudnnAttention::prepare(const AttentionShape& d, bool backward) {
 }
 
 void CudnnAttention::forward(const KernelArgs& args, const AttentionShape& d) {
-  if (args.in.size() == 4) throw std::runtime_error("cuDNN's fused attention here takes no sinks");
+  if (attentionSinks(args, false)) throw std::runtime_error("cuDNN's fused attention here takes no sinks");
   if (const std::string why = unsupported(args.in[0], d); !why.empty()) throw std::runtime_error(why);
   Plan& g = planFor(false, d);
   run(handle_, g, {args.in[0].data, args.in[1].data, args.in[2].data, args.out[0].data, args.out[1].data},

@@ -484,7 +484,7 @@ void forward(const KernelArgs& args, const AttentionShape& d, cudaStream_t strea
   const int64_t tiles = (d.seq + kRows - 1) / kRows;
   flashForward<D><<<cuda::gridBlocks(d.batch * d.heads * tiles, "attention"), kThreads, forwardSmem<D>(), stream>>>(
       cuda::data<const bf16>(args.in[0]), cuda::data<const bf16>(args.in[1]), cuda::data<const bf16>(args.in[2]),
-      args.in.size() == 4 ? args.in[3].f32() : nullptr, cuda::data<bf16>(args.out[0]), args.out[1].f32(), d);
+      attentionSinks(args, false), cuda::data<bf16>(args.out[0]), args.out[1].f32(), d);
   MT_CUDA_CHECK_LAUNCH();
 }
 
