@@ -143,6 +143,10 @@ struct MaxOp {
   template <typename T>
   __device__ T operator()(T a, T b) const { return a > b ? a : b; }
 };
+struct MinOp {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a < b ? a : b; }
+};
 
 // Every lane of the warp gets op over the warp's values.
 template <typename T, typename Op>

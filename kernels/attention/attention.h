@@ -55,6 +55,17 @@ MT_HOST_DEVICE inline int64_t firstKeyOfRows(const AttentionShape& d, int64_t b,
 MT_HOST_DEVICE inline bool visibleKey(const AttentionShape& d, int64_t b, int64_t i, int64_t j) {
   return j <= i && j >= firstVisibleKey(d, b, i);
 }
+// Where a tiled kernel's loop over key tiles (of `tile` keys) starts for the query tile of row
+// `b` beginning at i0: the first key of the tile holding the lowest key any of its queries
+// (those inside the sequence) sees. 0 without a window or packed examples.
+MT_HOST_DEVICE inline int64_t firstKeyTileStart(const AttentionShape& d, int64_t b, int64_t i0, int64_t tile) {
+  return firstKeyOfRows(d, b, i0, d.seq - i0 < tile ? d.seq - i0 : tile) / tile * tile;
+}
+// Past the last query that sees key `j`: the end of its window's reach, else of the sequence
+// (packed examples' queries past j's example are masked, not bounded: positions are read per row).
+MT_HOST_DEVICE inline int64_t queryReachEnd(const AttentionShape& d, int64_t j) {
+  return d.window > 0 && j + d.window < d.seq ? j + d.window : d.seq;
+}
 // A call's sinks (H), or null: the fourth input of mt.attention_sinks and of
 // mt.attention_packed_sinks (its positions after them); `packed`: a call of a packed row.
 inline const float* attentionSinks(const KernelArgs& args, bool packed) {

@@ -12,11 +12,11 @@
 //   would not fit in shared memory.
 // bf16 calls with head_dim 64 or 128 run on the tensor cores instead (attention_mma_cuda.cu), or,
 // where the run chose it (CudaLaunch::cudnn_attention), through cuDNN (attention_cudnn.cc). A
-// sliding window or sinks (gpt-oss) are not cuDNN's here: the tensor cores' forward takes both,
-// their backward sinks only (the plain one given the lse), and these kernels the rest (f32 calls,
-// other head widths, a windowed bf16 backward): they mask by the window (visibleKey), start each
-// row's online softmax from its sink (max = sink, sum = 1, no value) and skip the key tiles no
-// query of a tile sees.
+// sliding window, sinks (gpt-oss) or packed examples are not cuDNN's here: the tensor cores take
+// all three both ways (the backward of sinks is the plain one given their lse), and these kernels
+// the rest (f32 calls, other head widths): they mask by the window and the examples (visibleKey),
+// start each row's online softmax from its sink (max = sink, sum = 1, no value) and skip the key
+// tiles no query of a tile sees.
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_cudnn.h"
 #include "kernels/attention/attention_mma.cuh"
@@ -173,8 +173,7 @@ __global__ void attentionGradKey(const T* __restrict__ dout, const T* __restrict
   dkj.zero();
   dvj.zero();
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-    const int64_t last = d.window > 0 && j + d.window < d.seq ? j + d.window : d.seq;  // past the last query that sees j
-    for (int64_t i = j; i < last; ++i) {
+    for (int64_t i = j, last = queryReachEnd(d, j); i < last; ++i) {
       if (!visibleKey(d, b, i, j)) continue;  // another example's query (packed examples)
       const int64_t q_off = (b * d.seq + i) * d.q_stride + h * d.head_dim;
       qi.load(q + q_off, d.head_dim);
@@ -314,11 +313,6 @@ __device__ void probabilitiesAndScoreGrads(float (&s)[4][4], float (&dp)[4][4], 
     }
 }
 
-// The first key tile a query tile of row b starting at i0 sees (0 without a window or packing).
-__device__ int64_t firstKeyTile(const Dims& d, int64_t b, int64_t i0) {
-  return firstKeyOfRows(d, b, i0, d.seq - i0 < kTile ? d.seq - i0 : kTile) / kTile * kTile;
-}
-
 // Where block `block` of a (batch, heads, tiles) grid works, heaviest tiles first when
 // `reverse` (a causal query tile t sees t + 1 key tiles).
 struct TileCoords {
@@ -349,7 +343,7 @@ __global__ void __launch_bounds__(kTileThreads)
   float row_max[4], row_sum[4], acc[4][DP / 16] = {};
 #pragma unroll
   for (int r = 0; r < 4; ++r) row_max[r] = sinks ? sinks[at.head] : -INFINITY, row_sum[r] = sinks ? 1.0f : 0.0f;
-  for (int64_t j0 = firstKeyTile(d, at.b, i0); j0 <= i0; j0 += kTile) {
+  for (int64_t j0 = firstKeyTileStart(d, at.b, i0, kTile); j0 <= i0; j0 += kTile) {
     __syncthreads();  // the previous key tile's readers are done
     stageTransposed<DP>(k_tile, kb + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
     stageTransposed<DP>(v_tile, vb + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
@@ -418,8 +412,7 @@ __global__ void __launch_bounds__(kTileThreads)
   for (int64_t h = at.head * group; h < (at.head + 1) * group; ++h) {
     const int64_t q_first = (at.b * d.seq) * d.q_stride + h * d.head_dim;
     // The query tiles that see a key of this tile: from it on, within the window's reach.
-    const int64_t end = d.window > 0 && j0 + kTile - 1 + d.window < d.seq ? j0 + kTile - 1 + d.window : d.seq;
-    for (int64_t i0 = j0; i0 < end; i0 += kTile) {
+    for (int64_t i0 = j0, end = queryReachEnd(d, j0 + kTile - 1); i0 < end; i0 += kTile) {
       __syncthreads();  // the previous query tile's readers are done
       const int64_t row0 = q_first + i0 * d.q_stride;
       stageTransposed<DP>(q_tile, q + row0, d.seq - i0, d.q_stride, d.head_dim);
@@ -471,7 +464,7 @@ __global__ void __launch_bounds__(kTileThreads)
 
   float dq_acc[4][DP / 16] = {};  // query rows ty + 16r, dims tx + 16e
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  for (int64_t j0 = firstKeyTile(d, at.b, i0); j0 <= i0; j0 += kTile) {
+  for (int64_t j0 = firstKeyTileStart(d, at.b, i0, kTile); j0 <= i0; j0 += kTile) {
     __syncthreads();  // the previous key tile's readers are done
     stageTransposed<DP>(k_tile, k + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
     stageTransposed<DP>(v_tile, v + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
@@ -576,7 +569,7 @@ namespace {
 
 // mt.attention(_sinks) and their packed rows (d.positions set), `sinks` (H) or null. A window,
 // sinks or packed examples are not cuDNN's graph (the backend sends no such call to it); the
-// tensor cores' forward takes a window and sinks.
+// tensor cores take them.
 void attentionForwardCall(const KernelArgs& args, const Dims& d, const float* sinks, const CudaLaunch& launch) {
   const int64_t rows = d.batch * d.heads * d.seq;
   if (rows == 0) return;
@@ -601,7 +594,7 @@ void attentionForwardCall(const KernelArgs& args, const Dims& d, const float* si
 }
 
 // mt.attention_grad and its packed row. The backward of sinks is the plain one given their lse;
-// a window or packed examples take these kernels.
+// a window or packed examples take the tensor cores or these kernels.
 void attentionBackwardCall(const KernelArgs& args, const Dims& d, const CudaLaunch& launch) {
   const int64_t query_rows = d.batch * d.heads * d.seq, key_rows = d.batch * d.kv_heads * d.seq;
   if (query_rows == 0) return;
@@ -609,7 +602,7 @@ void attentionBackwardCall(const KernelArgs& args, const Dims& d, const CudaLaun
   if (!plain && launch.cudnn_attention && launch.cudnn_only)
     throw std::runtime_error("attention with a sliding window or packed examples: cuDNN's fused attention here takes neither");
   if (plain && CudnnAttention::runs(launch, args.in[1], d)) return launch.cudnn_attention->backward(args, d);
-  if (plain && attentionOnTensorCores(args.in[1], d)) return attentionBackwardTensorCores(args, d, launch.stream);
+  if (attentionOnTensorCores(args.in[1], d)) return attentionBackwardTensorCores(args, d, launch.stream);
   cuda::withFloat(args.in[1].dtype, [&](auto type) {
     using T = decltype(type);
     if (d.head_dim <= kMaxTiledHeadDim) {

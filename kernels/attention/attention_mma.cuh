@@ -1,5 +1,6 @@
 // Causal attention of a bf16 plan on the tensor cores (attention_mma_cuda.cu), used by the
-// CUDA twins of mt.attention and mt.attention_grad (attention_cuda.cu) where it applies.
+// CUDA twins of mt.attention and mt.attention_grad and their sinks' and packed rows
+// (attention_cuda.cu) where it applies: any window, sinks, packed examples.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -8,7 +8,9 @@
 // product (what FlashAttention does); outputs are rounded once. The backward is two kernels:
 // dk/dv per key tile summing over the query heads of its group, dq per query tile: one writer
 // per output, no atomics (the scores are computed twice, 7 products instead of 5, for results
-// that do not depend on scheduling). kernels/attention/attention_cpu.cc (with bf16 storage
+// that do not depend on scheduling). Every kernel masks by each row's first visible key (a
+// sliding window's start, or a packed row's example's: firstVisibleKey) besides the causal mask,
+// and skips the tiles a warp's rows never see. kernels/attention/attention_cpu.cc (with bf16 storage
 // emulated) is the reference the twin tests compare with (tests/kernels/cuda_twin_test.cc,
 // Bf16Activations); bench/gpu_kernel_rate.cc checks sampled rows at T 4096 and times them.
 // (The WMMA kernels this replaces ran at 36 TFLOP/s forward, 25 backward in training on an H200.)
@@ -188,6 +190,25 @@ __device__ __forceinline__ void storeRows(const float (&acc)[D / 8][4], float sc
   }
 }
 
+// The first key each of a thread's two query rows sees (firstVisibleKey: 0, its window's start or
+// its example's), and the least and greatest over its warp's 16 rows: which key tiles the warp
+// skips (before every key its rows see) and which it masks (the diagonal, and those before some
+// row's first key).
+struct RowFirstKeys {
+  int64_t row_a, row_b, a, b, warp_least, warp_greatest;
+  __device__ RowFirstKeys(const AttentionShape& d, int64_t batch_row, int64_t row_a, int64_t row_b)
+      : row_a(row_a), row_b(row_b), a(firstVisibleKey(d, batch_row, row_a)), b(firstVisibleKey(d, batch_row, row_b)) {
+    warp_least = cuda::warpReduce(a < b ? a : b, cuda::MinOp{});
+    warp_greatest = cuda::warpReduce(a > b ? a : b, cuda::MaxOp{});
+  }
+  __device__ bool skips(int64_t j0) const { return j0 + kRows <= warp_least; }
+  __device__ bool masks(int64_t j0, bool diagonal) const { return diagonal || j0 < warp_greatest; }
+  // Whether key `col` is hidden from row a (`of_row_a`) or b: after it, or before its first key.
+  __device__ bool masked(bool of_row_a, int64_t col) const {
+    return of_row_a ? col > row_a || col < a : col > row_b || col < b;
+  }
+};
+
 // (b, head, tile) of this block in a (batch, heads, tiles) grid, heaviest causal tiles first
 // when `reverse`.
 struct Coords {
@@ -198,10 +219,12 @@ __device__ Coords blockCoords(int64_t heads, int64_t tiles, bool reverse) {
   return {block / (tiles * heads), (block / tiles) % heads, reverse ? tiles - 1 - t : t};
 }
 
-// Block per 64 query rows of (batch, head): key tiles 0..its own, the online softmax in registers.
-// A sliding window starts at the first key tile a row of the block sees and masks every tile by
-// it; sinks (gpt-oss) start each row's softmax from its sink: its maximum, and exp2(0) = 1 in the
-// sum of the row's first lane (the lanes' sums are added at the end).
+// Block per 64 query rows of (batch, head): the key tiles from the first any of its rows sees
+// through its own, the online softmax in registers. A row sees the keys from its first visible
+// one (firstVisibleKey: its window's start, or its example's in a packed row) through itself; the
+// rest are masked, and a warp skips the tiles before every key its 16 rows see. Sinks (gpt-oss)
+// start each row's softmax from its sink: its maximum, and exp2(0) = 1 in the sum of the row's
+// first lane (the lanes' sums are added at the end).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 2)
     flashForward(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
@@ -216,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t tiles = (d.seq + kRows - 1) / kRows;
   const Coords at = blockCoords(d.heads, tiles, true);
   const int64_t i0 = at.tile * kRows, kvh = at.head / (d.heads / d.kv_heads);
-  const int64_t first_tile = firstVisibleKey(d, at.b, i0) / kRows;  // 0 without a window (never packed)
+  const int64_t first_tile = firstKeyTileStart(d, at.b, i0, kRows) / kRows;  // 0 without a window or packing
   const bf16* qb = q + (at.b * d.seq) * d.q_stride + at.head * D;
   const bf16* kb = k + (at.b * d.seq) * d.kv_stride + kvh * D;
   const bf16* vb = v + (at.b * d.seq) * d.kv_stride + kvh * D;
@@ -227,6 +250,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   commitCopies();
 
   const int64_t row_a = i0 + r0 + (lane >> 2), row_b = row_a + 8;  // this thread's two query rows
+  const RowFirstKeys first(d, at.b, row_a, row_b);
   const float scale2 = d.scale * kLog2e;
   float o[D / 8][4] = {};
   float max_a = -INFINITY, max_b = -INFINITY, sum_a = 0.0f, sum_b = 0.0f;  // sums: this thread's columns
@@ -249,6 +273,11 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) loadA<D>(qf[kk], q_tile, r0, kk * 16);
     }
+    const int64_t j0 = t * kRows;
+    if (first.skips(j0)) {
+      __syncthreads();  // every warp is done with this buffer before the next iteration refills it
+      continue;
+    }
     const bf16 *kt = k_tiles + buf * kTile, *vt = v_tiles + buf * kTile;
     float s[kRows / 8][4] = {};
 #pragma unroll
@@ -260,20 +289,17 @@ __global__ void __launch_bounds__(kThreads, 2)
         mma(s[2 * np], qf[kk], b[0], b[1]);
         mma(s[2 * np + 1], qf[kk], b[2], b[3]);
       }
-    // Scaled to base 2; on the diagonal tile, keys after the row are masked, and with a window
-    // the keys before it. Without one every row sees key 0 in the first tile, so its maximum is
-    // finite from then on; with one a row may see none of a tile's keys, and stays at -inf.
-    const bool diagonal = t == at.tile;
-    const int64_t j0 = t * kRows;
-    // Only the diagonal tile, and with a window the tiles its reach ends in, mask anything.
-    const bool edge = diagonal || (d.window > 0 && i0 + kRows - 1 - j0 >= d.window);
+    // Scaled to base 2, the keys a row does not see masked. A row sees itself, on the diagonal
+    // tile; before it, it may see none of a tile's keys (its window or example starts later) and
+    // stays at -inf.
+    const bool edge = first.masks(j0, t == at.tile);
     float tile_a = max_a, tile_b = max_b;
 #pragma unroll
     for (int n = 0; n < kRows / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int64_t col = j0 + n * 8 + 2 * (lane & 3) + (e & 1), row = e < 2 ? row_a : row_b;
-        const bool masked = edge && ((diagonal && col > row) || (d.window > 0 && row - col >= d.window));
+        const int64_t col = j0 + n * 8 + 2 * (lane & 3) + (e & 1);
+        const bool masked = edge && first.masked(e < 2, col);
         s[n][e] = masked ? -INFINITY : s[n][e] * scale2;
         if (e < 2)
           tile_a = fmaxf(tile_a, s[n][e]);
@@ -317,7 +343,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 // Block per 64 key rows of (batch, kv head): dv = Σ Pᵀ dout, dk = Σ dSᵀ q over the query heads of
-// its group and the query tiles at or after it, Sᵀ and dPᵀ computed key-major in registers.
+// its group and the query tiles at or after it within the window's reach (queryReachEnd), Sᵀ and
+// dPᵀ computed key-major in registers; each query's first visible key (firstVisibleKey) staged
+// with its row statistics masks the keys before it, and a warp skips a query tile none of whose
+// queries sees one of its 16 keys (another example's, in a packed row).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 2)
     flashGradKeys(const bf16* __restrict__ dout, const bf16* __restrict__ q, const bf16* __restrict__ k,
@@ -331,14 +360,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   bf16* do_tiles = q_tiles + 2 * kQueryTile;  // two buffers
   float* lse2 = reinterpret_cast<float*>(do_tiles + 2 * kQueryTile);
   float* delta = lse2 + kQ;
+  int64_t* first_keys = reinterpret_cast<int64_t*>(delta + kQ);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r0 = warp * 16;
 
   const int64_t tiles = (d.seq + kRows - 1) / kRows;
   const Coords at = blockCoords(d.kv_heads, tiles, false);
   const int64_t j0 = at.tile * kRows, group = d.heads / d.kv_heads;
   const int64_t kv_first = (at.b * d.seq) * d.kv_stride + at.head * D;
-  // The query tiles, head by head of the group: i0 = j0, j0 + kQ, ... < seq.
-  const int64_t per_head = (d.seq - j0 + kQ - 1) / kQ, steps = group * per_head;
+  // The query tiles, head by head of the group: i0 = j0, j0 + kQ, ... before the reach's end.
+  const int64_t per_head = (queryReachEnd(d, j0 + kRows - 1) - j0 + kQ - 1) / kQ, steps = group * per_head;
   auto queryRow0 = [&](int64_t u) {  // the first element of step u's query tile (q, dout and out alike)
     const int64_t h = at.head * group + u / per_head, i0 = j0 + (u % per_head) * kQ;
     return (at.b * d.seq + i0) * d.q_stride + h * D;
@@ -364,19 +394,31 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t row0 = queryRow0(u);
     stageRowStats<D>(lse2, delta, kQ, lse + (at.b * d.heads + h) * d.seq + i0, dout + row0, out + row0, d.seq - i0,
                      d.q_stride);
+    for (int r = threadIdx.x; r < kQ; r += kThreads) first_keys[r] = firstVisibleKey(d, at.b, i0 + r);
     waitCopies<1>();
     __syncthreads();
+    // Whether a query of the tile (inside the sequence) sees one of this warp's keys.
+    bool seen = false;
+    for (int c = lane; c < kQ; c += 32)
+      seen |= i0 + c < d.seq && i0 + c >= j0 + r0 && first_keys[c] <= j0 + r0 + 15;
+    if (!__any_sync(0xffffffffu, seen)) {
+      __syncthreads();  // every warp is done with this buffer and the row stats
+      continue;
+    }
     const bf16 *qt = q_tiles + buf * kQueryTile, *dot = do_tiles + buf * kQueryTile;
     float st[kQ / 8][4] = {}, dpt[kQ / 8][4] = {};  // Sᵀ and dPᵀ: this warp's 16 keys x kQ queries
     productABt<D, kQ>(st, k_tile, r0, qt);
     productABt<D, kQ>(dpt, v_tile, r0, dot);
-    const bool near_diagonal = i0 < j0 + kRows;
+    // Near the diagonal keys after a query are masked; with a window or packed examples, keys
+    // before its first.
+    const bool edge = i0 < j0 + kRows || d.window > 0 || d.positions;
 #pragma unroll
     for (int n = 0; n < kQ / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = n * 8 + 2 * (lane & 3) + (e & 1);
-        const bool masked = near_diagonal && (e < 2 ? key_a : key_b) > i0 + c;
+        const int64_t key = e < 2 ? key_a : key_b;
+        const bool masked = edge && (key > i0 + c || key < first_keys[c]);
         const float p = masked ? 0.0f : exp2f(st[n][e] * scale2 - lse2[c]);
         st[n][e] = p;
         dpt[n][e] = p * (dpt[n][e] - delta[c]) * d.scale;
@@ -389,7 +431,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   storeRows<D>(dv_acc, 1.0f, 1.0f, dv + kv_first, j0 + r0, d.seq, d.kv_stride);
 }
 
-// Block per 64 query rows of (batch, head): dq = Σ dS k over the key tiles up to its own.
+// Block per 64 query rows of (batch, head): dq = Σ dS k over the key tiles its rows see (from the
+// first, as the forward, through its own; the same masks and skips).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 2)
     flashGradQueries(const bf16* __restrict__ dout, const bf16* __restrict__ q, const bf16* __restrict__ k,
@@ -410,19 +453,23 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t i0 = at.tile * kRows, kvh = at.head / (d.heads / d.kv_heads);
   const int64_t row0 = (at.b * d.seq + i0) * d.q_stride + at.head * D;
   const int64_t kv_first = (at.b * d.seq) * d.kv_stride + kvh * D;
+  const int64_t first_tile = firstKeyTileStart(d, at.b, i0, kRows) / kRows, j_first = first_tile * kRows;
   stageAsync<D, kRows>(q_tile, q + row0, d.seq - i0, d.q_stride);
   stageAsync<D, kRows>(do_tile, dout + row0, d.seq - i0, d.q_stride);
-  stageAsync<D, kRows>(k_tiles, k + kv_first, d.seq, d.kv_stride);
-  stageAsync<D, kRows>(v_tiles, v + kv_first, d.seq, d.kv_stride);
+  stageAsync<D, kRows>(k_tiles + (first_tile & 1) * kTile, k + kv_first + j_first * d.kv_stride, d.seq - j_first,
+                       d.kv_stride);
+  stageAsync<D, kRows>(v_tiles + (first_tile & 1) * kTile, v + kv_first + j_first * d.kv_stride, d.seq - j_first,
+                       d.kv_stride);
   commitCopies();
   stageRowStats<D>(lse2, delta, kRows, lse + (at.b * d.heads + at.head) * d.seq + i0, dout + row0, out + row0,
                    d.seq - i0, d.q_stride);
 
   const int64_t row_a = i0 + r0 + (lane >> 2), row_b = row_a + 8;
+  const RowFirstKeys first(d, at.b, row_a, row_b);
   const float scale2 = d.scale * kLog2e;
   float dq_acc[D / 8][4] = {};
   float lse_a = 0.0f, lse_b = 0.0f, delta_a = 0.0f, delta_b = 0.0f;
-  for (int64_t t = 0; t <= at.tile; ++t) {
+  for (int64_t t = first_tile; t <= at.tile; ++t) {
     const int buf = t & 1;
     if (t < at.tile) {
       const int64_t j1 = (t + 1) * kRows;
@@ -432,23 +479,27 @@ __global__ void __launch_bounds__(kThreads, 2)
     commitCopies();
     waitCopies<1>();
     __syncthreads();  // the tiles, and (the first time) the row stats, are visible to every warp
-    if (t == 0) {
+    if (t == first_tile) {
       lse_a = lse2[r0 + (lane >> 2)], lse_b = lse2[r0 + (lane >> 2) + 8];
       delta_a = delta[r0 + (lane >> 2)], delta_b = delta[r0 + (lane >> 2) + 8];
+    }
+    const int64_t j0 = t * kRows;
+    if (first.skips(j0)) {
+      __syncthreads();
+      continue;
     }
     const bf16 *kt = k_tiles + buf * kTile, *vt = v_tiles + buf * kTile;
     float s[kRows / 8][4] = {}, dp[kRows / 8][4] = {};
     productABt<D, kRows>(s, q_tile, r0, kt);
     productABt<D, kRows>(dp, do_tile, r0, vt);
-    const bool diagonal = t == at.tile;
-    const int64_t j0 = t * kRows;
+    const bool edge = first.masks(j0, t == at.tile);
 #pragma unroll
     for (int n = 0; n < kRows / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int64_t col = j0 + n * 8 + 2 * (lane & 3) + (e & 1);
         const bool upper = e >= 2;
-        const bool masked = diagonal && col > (upper ? row_b : row_a);
+        const bool masked = edge && first.masked(!upper, col);
         const float p = masked ? 0.0f : exp2f(s[n][e] * scale2 - (upper ? lse_b : lse_a));
         s[n][e] = p * (dp[n][e] - (upper ? delta_b : delta_a)) * d.scale;
       }
@@ -463,9 +514,9 @@ constexpr size_t forwardSmem() {
   return 5 * size_t(kRows) * rowLd<D>() * sizeof(bf16);
 }
 template <int D>
-constexpr size_t gradKeysSmem() {
+constexpr size_t gradKeysSmem() {  // the tiles, then per query row its lse, delta and first key
   return (2 * size_t(kRows) + 4 * gradQueryRows<D>()) * rowLd<D>() * sizeof(bf16) +
-         2 * gradQueryRows<D>() * sizeof(float);
+         gradQueryRows<D>() * (2 * sizeof(float) + sizeof(int64_t));
 }
 template <int D>
 constexpr size_t gradQueriesSmem() {
@@ -484,7 +535,7 @@ void forward(const KernelArgs& args, const AttentionShape& d, cudaStream_t strea
   const int64_t tiles = (d.seq + kRows - 1) / kRows;
   flashForward<D><<<cuda::gridBlocks(d.batch * d.heads * tiles, "attention"), kThreads, forwardSmem<D>(), stream>>>(
       cuda::data<const bf16>(args.in[0]), cuda::data<const bf16>(args.in[1]), cuda::data<const bf16>(args.in[2]),
-      attentionSinks(args, false), cuda::data<bf16>(args.out[0]), args.out[1].f32(), d);
+      attentionSinks(args, d.positions != nullptr), cuda::data<bf16>(args.out[0]), args.out[1].f32(), d);
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -509,9 +560,7 @@ void backward(const KernelArgs& args, const AttentionShape& d, cudaStream_t stre
 }  // namespace
 
 bool attentionOnTensorCores(const Tensor& q, const AttentionShape& d) {
-  // Not packed examples' (their calls' fourth input is the positions, not sinks; these kernels
-  // mask by the window alone).
-  return q.dtype == DType::BF16 && (d.head_dim == 64 || d.head_dim == 128) && !d.positions;
+  return q.dtype == DType::BF16 && (d.head_dim == 64 || d.head_dim == 128);
 }
 
 void attentionForwardTensorCores(const KernelArgs& args, const AttentionShape& d, cudaStream_t stream) {

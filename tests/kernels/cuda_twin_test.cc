@@ -267,8 +267,8 @@ TEST_F(CudaTwinTest, AttentionForwardAndBackward) {
 
 // Packed examples (mt.attention_packed(_sinks|_grad)): rows whose positions restart at examples
 // of uneven lengths (one starting inside a tile, one longer than a tile), on the tiled kernels
-// (f32, and as a bf16 plan calls them: packed calls never go to the tensor cores or cuDNN) and the
-// warp-per-row ones (head_dim 160), with a window and sinks.
+// (f32), the warp-per-row ones (head_dim 160) and, as a bf16 plan calls them with heads of 64 and
+// 128, the tensor cores both ways (never cuDNN), with a window and sinks.
 TEST_F(CudaTwinTest, PackedExamples) {
   struct Case {
     int64_t batch, seq, heads, kv_heads, head_dim, window;
@@ -296,6 +296,7 @@ TEST_F(CudaTwinTest, PackedExamples) {
     expectTwin(KernelId::AttentionPackedGrad, {dout, q, k, v, fwd[0], fwd[1], pos}, grads, attrs);
     if (c.head_dim != 64 && c.head_dim != 128) continue;
     expectBf16Twin(KernelId::AttentionPacked, {q, k, v, pos}, outs, attrs);
+    expectBf16Twin(KernelId::AttentionPackedSinks, {q, k, v, sinks, pos}, outs, attrs);
     const auto bf16_fwd = runBf16(KernelId::AttentionPacked, {q, k, v, pos}, outs, attrs);
     expectBf16Twin(KernelId::AttentionPackedGrad, {dout, q, k, v, bf16_fwd[0], bf16_fwd[1], pos}, grads, attrs);
   }
@@ -304,9 +305,8 @@ TEST_F(CudaTwinTest, PackedExamples) {
 // gpt-oss's attention: a sliding window (shorter than a tile, longer than one, not a multiple
 // of it: rows whose window starts past a key tile's first keys) with and without sinks, on the
 // tiled kernels (f32), the warp-per-row ones (head_dim 160) and, as a bf16 plan calls them with
-// heads of 64 and 128, the tensor cores' forward and the tiled backward (without a window: the
-// tensor cores' backward, and cuDNN's); the sinks' gradient; the decode step's cached attention
-// with both.
+// heads of 64 and 128, the tensor cores both ways (without a window, cuDNN's backward too); the
+// sinks' gradient; the decode step's cached attention with both.
 TEST_F(CudaTwinTest, SlidingWindowAndSinks) {
   struct Case {
     int64_t batch, seq, heads, kv_heads, head_dim, window;
@@ -327,7 +327,7 @@ TEST_F(CudaTwinTest, SlidingWindowAndSinks) {
     expectTwin(KernelId::AttentionGrad, {dout, q, k, v, fwd[0], fwd[1]}, grads, attrs);
     expectTwin(KernelId::AttentionSinksGrad, {dout, fwd[0], fwd[1], sinks}, {HostTensor::f32({c.heads})});
     if (c.head_dim != 64 && c.head_dim != 128) continue;
-    // As a bf16 plan calls them: the forward on the tensor cores, the windowed backward tiled.
+    // As a bf16 plan calls them: on the tensor cores, forward and backward.
     expectBf16Twin(KernelId::AttentionSinks, {q, k, v, sinks}, outs, attrs);
     const auto bf16_fwd = runBf16(KernelId::AttentionSinks, {q, k, v, sinks}, outs, attrs);
     expectBf16Twin(KernelId::AttentionGrad, {dout, q, k, v, bf16_fwd[0], bf16_fwd[1]}, grads, attrs);

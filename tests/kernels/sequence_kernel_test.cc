@@ -361,6 +361,47 @@ TEST_F(KernelTest, PackedAttentionKeepsEachExampleToItself) {
   for (const float x : out[1].floats) ASSERT_TRUE(std::isfinite(x));
 }
 
+// The bounds the tiled and tensor-core kernels loop over (attention.h): a query tile's key tiles
+// start at firstKeyTileStart, at or before every key its rows see and at the tile of the lowest
+// one; no query at or past queryReachEnd(j) sees key j, and without packing the one before it
+// does. Windows shorter and longer than a tile, packed rows of real positions and of positions
+// no run writes (negative, past the token, falling).
+TEST_F(KernelTest, AttentionTileBoundsHoldEveryVisibleKey) {
+  const int64_t batch = 2, seq = 150;
+  std::vector<int32_t> examples(batch * seq), odd(batch * seq);
+  for (int64_t r = 0; r < batch; ++r)
+    for (int64_t i = 0, start = 0; i < seq; ++i) {
+      if (i == 1 + 29 * r || i == 70 + r || i == 133) start = i;
+      examples[r * seq + i] = static_cast<int32_t>(i - start);
+      odd[r * seq + i] = static_cast<int32_t>((r * seq + i) * 37 % 211) - 50;
+    }
+  const std::vector<const int32_t*> row_positions = {nullptr, examples.data(), odd.data()};
+  for (const int32_t* positions : row_positions)
+    for (const int64_t window : {int64_t{0}, int64_t{1}, int64_t{20}, int64_t{70}})
+      for (const int64_t tile : {int64_t{32}, int64_t{64}}) {
+        AttentionShape d{batch, seq, 2, 1, 64, 128, 64, 0.125f, window, positions};
+        const std::string what = std::string(positions == nullptr ? "unpacked" : positions == examples.data()
+                                                                                    ? "packed"
+                                                                                    : "odd positions") +
+                                 ", window " + std::to_string(window) + ", tile " + std::to_string(tile);
+        for (int64_t b = 0; b < batch; ++b) {
+          for (int64_t i0 = 0; i0 < seq; i0 += tile) {
+            int64_t lowest = seq;
+            for (int64_t i = i0; i < std::min(seq, i0 + tile); ++i)
+              for (int64_t j = 0; j <= i; ++j)
+                if (visibleKey(d, b, i, j)) lowest = std::min(lowest, j);
+            EXPECT_EQ(firstKeyTileStart(d, b, i0, tile), lowest / tile * tile) << what << ", queries from " << i0;
+          }
+          for (int64_t j = 0; j < seq; ++j) {
+            const int64_t end = queryReachEnd(d, j);
+            for (int64_t i = end; i < seq; ++i)
+              ASSERT_FALSE(visibleKey(d, b, i, j)) << what << ": query " << i << " sees key " << j << " past its reach";
+            if (!positions) EXPECT_TRUE(visibleKey(d, b, end - 1, j)) << what << ", key " << j;
+          }
+        }
+      }
+}
+
 // The checks name a negative window, sinks of the wrong length and a third attribute too many.
 TEST_F(KernelTest, AttentionChecksNameABadWindowAndBadSinks) {
   KernelArgs args;
