@@ -19,6 +19,25 @@ using namespace mlir;
 
 namespace mt {
 namespace {
+// The rate an attention call (mt.attention or its gradient) runs at on the profile's GPU: a bf16
+// call cuDNN's graph takes (no window, sinks or packed examples; heads a multiple of 8 up to 128:
+// CudnnAttention::unsupported, mtrun's default) at cuDNN's, another with heads of 64 or 128 at our
+// tensor-core kernels' (attention_mma_cuda.cu; forward and backward apart), the rest (f32 plans,
+// other heads) at our f32 kernels'.
+double attentionRate(Operation* op, const HardwareProfile& hw) {
+  auto forward = dyn_cast<AttentionOp>(op);
+  auto grad = dyn_cast<AttentionGradOp>(op);
+  const Value q = forward ? forward.getQ() : grad.getQ();
+  const auto type = cast<RankedTensorType>(q.getType());
+  if (!type.getElementType().isBF16()) return hw.attention_flops_per_s;
+  const int64_t head_dim = type.getShape().back() / (forward ? forward.getNumHeads() : grad.getNumHeads());
+  const bool plain = forward ? !forward.getWindow() && !forward.getSinks() && !forward.getPositions()
+                             : !grad.getWindow() && !grad.getPositions();
+  if (plain && head_dim % 8 == 0 && head_dim <= 128) return hw.bf16_attention_flops_per_s;
+  if (head_dim == 64 || head_dim == 128)
+    return forward ? hw.bf16_attention_ours_flops_per_s : hw.bf16_attention_grad_ours_flops_per_s;
+  return hw.attention_flops_per_s;
+}
 
 class Emitter {
  public:
@@ -254,16 +273,12 @@ LogicalResult Emitter::lowerKernel(Operation* op, int index, Instr& instr) {
   const int64_t flops = cost.getFlops(), bytes = cost.getBytesAccessed();
   instr.body.set_flops(flops);
   instr.body.set_bytes(bytes);
-  // bf16 operands run at the bf16 rates (tensor cores on a GPU), but for a windowed attention's
-  // backward and packed examples' attention both ways, which run on the kernels whose math is f32
-  // (kernels/attention/attention_cuda.cu): the f32 attention rate.
-  bool bf16 = op->getNumOperands() && isa<RankedTensorType>(op->getOperand(0).getType()) &&
-              cast<RankedTensorType>(op->getOperand(0).getType()).getElementType().isBF16();
-  if (auto grad = dyn_cast<AttentionGradOp>(op); grad && (grad.getWindow() || grad.getPositions())) bf16 = false;
-  if (auto forward = dyn_cast<AttentionOp>(op); forward && forward.getPositions()) bf16 = false;
-  const double rate = isa<AttentionOp, AttentionGradOp>(op) ? (bf16 ? options_.hardware.bf16_attention_flops_per_s
-                                                                    : options_.hardware.attention_flops_per_s)
-                                                            : (bf16 ? options_.hardware.bf16_flops_per_s : options_.hardware.flops_per_s);
+  // bf16 operands run at the bf16 rates (tensor cores on a GPU); attention at its kernels'.
+  const bool bf16 = op->getNumOperands() && isa<RankedTensorType>(op->getOperand(0).getType()) &&
+                    cast<RankedTensorType>(op->getOperand(0).getType()).getElementType().isBF16();
+  const double rate = isa<AttentionOp, AttentionGradOp>(op)
+                          ? attentionRate(op, options_.hardware)
+                          : (bf16 ? options_.hardware.bf16_flops_per_s : options_.hardware.flops_per_s);
   instr.micros = std::max(flops / rate, bytes / options_.hardware.memory_bps) * 1e6;
   stats_.flops += flops;
   return success();

@@ -15,22 +15,24 @@ const std::vector<HardwareProfile>& hardwareProfiles() {
   // bf16 plans: products at the rate cuBLAS measured for 8192^3 bf16 on the lent H100 (770-800
   // TFLOP/s, measured there in November 2026: docs/perf.md), not the 989 datasheet peak; attention
   // at 300 TFLOP/s, what cuDNN's fused flash attention (mtrun's default for bf16 plans) ran at in
-  // training on an H200 in session 22 (qwen2.5-7b: ~396 forward, ~248 backward, 297 over both;
-  // our own mma.sync kernels, --attention ours, run ~160 and ~43-62); the CPU emulates bf16
+  // training on an H200 in session 22 (qwen2.5-7b: ~396 forward, ~248 backward, 297 over both);
+  // the calls cuDNN's graph does not take (a window, sinks, packed examples) at what our own
+  // mma.sync kernels ran at there (--attention ours: ~160 forward in training, 43-62 backward:
+  // 160 and 50); the CPU emulates bf16
   // storage around its f32 kernels (no faster than fp32). Between hosts (mtc --ranks):
   // assumed, not measured — 100 Gb/s Ethernet for the CPU machine, a 400 Gb/s NIC per GPU host;
   // between a host's GPUs, an HGX board's NVLink 4 (450 GB/s each way per GPU, the datasheet's;
   // none between the CPU machine's ranks or on a GH200 host of one GPU).
   static const std::vector<HardwareProfile> profiles = {
-      {"cpu", 170e9, 170e9, 170e9, 170e9, 12e9, 12e9, 12e9, 35e9, 12.5e9, 0,
+      {"cpu", 170e9, 170e9, 170e9, 170e9, 170e9, 170e9, 12e9, 12e9, 12e9, 35e9, 12.5e9, 0,
        "2-core x86 development machine, OpenBLAS sgemm, AdamW at 39 GB/s (docs/perf.md)"},
-      {"h100-pcie5", 494e12, 16e12, 780e12, 300e12, 3.35e12, 50e9, 50e9, 120e9, 50e9, 450e9,
+      {"h100-pcie5", 494e12, 16e12, 780e12, 300e12, 160e12, 50e12, 3.35e12, 50e9, 50e9, 120e9, 50e9, 450e9,
        "H100 SXM TF32 dense peak, bf16 products as measured, HBM3, PCIe Gen5 x16 pinned, 16-core host",
        int64_t{76} << 30},  // 80 GB (79.2 GiB usable)
-      {"h200", 494e12, 16e12, 780e12, 300e12, 4.8e12, 50e9, 50e9, 120e9, 50e9, 450e9,
+      {"h200", 494e12, 16e12, 780e12, 300e12, 160e12, 50e12, 4.8e12, 50e9, 50e9, 120e9, 50e9, 450e9,
        "H200 TF32 dense peak, bf16 products as the H100's, HBM3e, PCIe Gen5 x16 pinned, 16-core host",
        int64_t{136} << 30},  // 141 GB (140.4 GiB usable)
-      {"gh200", 494e12, 16e12, 780e12, 300e12, 4.0e12, 400e9, 400e9, 400e9, 50e9, 0,
+      {"gh200", 494e12, 16e12, 780e12, 300e12, 160e12, 50e12, 4.0e12, 400e9, 400e9, 400e9, 50e9, 0,
        "GH200 TF32 dense peak, bf16 products as the H100's, NVLink-C2C", int64_t{90} << 30},  // 96 GB (95.6 GiB)
   };
   return profiles;
@@ -47,6 +49,8 @@ std::string parseHardwareSpec(const std::string& spec, HardwareProfile& out) {
       {"tflops", &HardwareProfile::flops_per_s},       {"attention-tflops", &HardwareProfile::attention_flops_per_s},
       {"bf16-tflops", &HardwareProfile::bf16_flops_per_s},
       {"bf16-attention-tflops", &HardwareProfile::bf16_attention_flops_per_s},
+      {"bf16-ours-attention-tflops", &HardwareProfile::bf16_attention_ours_flops_per_s},
+      {"bf16-ours-attention-grad-tflops", &HardwareProfile::bf16_attention_grad_ours_flops_per_s},
       {"memory-gbps", &HardwareProfile::memory_bps},   {"h2d-gbps", &HardwareProfile::h2d_bps},
       {"d2h-gbps", &HardwareProfile::d2h_bps},         {"host-gbps", &HardwareProfile::host_bps},
       {"net-gbps", &HardwareProfile::network_bps},     {"nvlink-gbps", &HardwareProfile::nvlink_bps}};

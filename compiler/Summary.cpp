@@ -236,7 +236,8 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
   if (r.options.packed_examples)
     std::printf("  packing        whole examples per row (mtrun --rows packed-examples), each attending only to itself, "
                 "its positions from 0 (input \"positions\"); on CUDA its attention runs on this project's kernels "
-                "(cuDNN's graph here does not keep examples apart)\n");
+                "(the tensor cores' in a bf16 plan with heads of 64 or 128; cuDNN's graph here does not keep examples "
+                "apart)\n");
   const std::string active =
       emit.active_params ? " (" + formatParamCount(emit.active_params) + " active per token)" : std::string();
   std::printf("  parameters     %s%s; host %s (%.1f bytes/param: %s)\n", formatParamCount(stats.num_params).c_str(),

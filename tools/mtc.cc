@@ -221,7 +221,7 @@ void addPrecisionFlags(CLI::App& app, Flags& f) {
   app.add_option("--hw", o.hardware,
                  "hardware profile of the cost model: cpu, h100-pcie5, h200, gh200, and/or explicit rates "
                  "overriding its numbers (without a name, h100-pcie5's): tflops=, attention-tflops=, bf16-tflops=, "
-                 "bf16-attention-tflops= (TFLOP/s), memory-gbps=, h2d-gbps=, d2h-gbps=, link-gbps= (both), host-gbps=, "
+                 "bf16-attention-tflops=, bf16-ours-attention-tflops=, bf16-ours-attention-grad-tflops= (TFLOP/s), memory-gbps=, h2d-gbps=, d2h-gbps=, link-gbps= (both), host-gbps=, "
                  "net-gbps= (between hosts), nvlink-gbps= (between a host's GPUs) (GB/s); e.g. "
                  "h100-pcie5,link-gbps=25 or tflops=312,link-gbps=25,host-gbps=60")
       ->capture_default_str();

@@ -12,6 +12,7 @@
 #include "models/BuiltinModels.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
+#include "runtime/plan/op_table.h"
 #include "runtime/plan/verifier.h"
 
 namespace mt {
@@ -24,10 +25,11 @@ class EmitterTest : public ::testing::Test {
     context_.getOrLoadDialect<mlir::func::FuncDialect>();
     context_.printOpOnDiagnostic(false);
   }
-  mlir::LogicalResult emit(mlir::ModuleOp module, plan::Plan& plan, bool templates = false) {
+  mlir::LogicalResult emit(mlir::ModuleOp module, plan::Plan& plan, bool templates = false,
+                           const HardwareProfile& hardware = *findHardwareProfile("cpu")) {
     EmitOptions options;
     modelShape(module, options.batch, options.seq, options.vocab);
-    options.hardware = *findHardwareProfile("cpu");
+    options.hardware = hardware;
     options.templates = templates;
     PlanStats stats;
     return emitPlan(module, options, plan, stats);
@@ -113,6 +115,56 @@ TEST_F(EmitterTest, IdenticalBlocksShareTemplatesThatExpandToTheFlatProgram) {
     expandTemplates(templated);
     templated.clear_templates();
     EXPECT_EQ(templated.SerializeAsString(), flat.SerializeAsString()) << "the expansion is not the flat program";
+  }
+}
+
+// Each attention call is priced at the rate of the kernels that run it on a GPU: a bf16 plan's
+// plain calls at cuDNN's; its calls with a window, sinks or packed examples at our tensor-core
+// kernels' (forward and backward apart) where the heads are 64 or 128 wide, else at our f32
+// kernels'; an fp32 plan's at our f32 kernels'. Four rates far apart, memory never the bound.
+TEST_F(EmitterTest, PricesEachAttentionAtTheRateOfItsKernels) {
+  HardwareProfile hw = *findHardwareProfile("h200");
+  hw.attention_flops_per_s = 1e12, hw.bf16_attention_flops_per_s = 2e12;
+  hw.bf16_attention_ours_flops_per_s = 3e12, hw.bf16_attention_grad_ours_flops_per_s = 4e12;
+  hw.memory_bps = 1e30;
+  struct Case {
+    const char* what;
+    int64_t head_dim;
+    bool window, sinks, packed;
+    ComputePrecision precision;
+    double forward, backward;  // the rates expected
+  };
+  const auto bf16 = ComputePrecision::kBf16, fp32 = ComputePrecision::kFp32;
+  for (const Case& c : {Case{"bf16 plain", 64, false, false, false, bf16, 2e12, 2e12},
+                        Case{"bf16 window", 64, true, false, false, bf16, 3e12, 4e12},
+                        Case{"bf16 sinks", 128, false, true, false, bf16, 3e12, 2e12},
+                        Case{"bf16 packed", 64, false, false, true, bf16, 3e12, 4e12},
+                        Case{"bf16 packed, heads of 24", 24, false, false, true, bf16, 1e12, 1e12},
+                        Case{"fp32 window", 64, true, false, false, fp32, 1e12, 1e12}}) {
+    ModelConfig config = findModelPreset("llama-tiny")->config;
+    config.head_dim = c.head_dim;
+    if (c.window) config.sliding_window = 4, config.sliding_layers = {0, 1};
+    config.attention_sinks = c.sinks;
+    auto module = buildModel(context_, config, 2, 16, ParamInit::kSeeded,
+                             c.packed ? ModelForm::kPackedTraining : ModelForm::kTraining);
+    StageOptions stages;
+    stages.precision = c.precision;
+    ASSERT_FALSE(runStages(*module, stages).failed) << c.what;
+    plan::Plan plan;
+    ASSERT_TRUE(mlir::succeeded(emit(*module, plan, false, hw))) << c.what;
+    int forwards = 0, backwards = 0;
+    for (const auto& in : plan.streams(0).instructions()) {
+      if (!in.has_kernel()) continue;
+      const std::string_view name = kKernelTable[in.kernel().kernel()].op_name;
+      const bool forward = name.starts_with("mt.attention") && !name.ends_with("grad");
+      const bool backward = name == "mt.attention_grad" || name == "mt.attention_packed_grad";
+      if (!forward && !backward) continue;
+      (forward ? forwards : backwards) += 1;
+      EXPECT_NEAR(in.predicted_us(), in.flops() / (forward ? c.forward : c.backward) * 1e6, 1e-9 * in.predicted_us())
+          << c.what << ": " << name;
+    }
+    EXPECT_EQ(forwards, 2) << c.what;
+    EXPECT_EQ(backwards, 2) << c.what;
   }
 }
 
