@@ -13,20 +13,8 @@ steps=${1:-6}
 bin=build/bin
 work=build/bench/packing
 mkdir -p "$work"
-/usr/bin/python3 - "$work/sft.tok" <<'EOF'
-import sys
-sys.path.insert(0, "tests/e2e")
-import numpy as np
-import mt_reference as ref
-rng = np.random.default_rng(3)
-lengths = np.clip(rng.lognormal(np.log(100), 0.7, 3000).astype(int), 24, 511)
-starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-ids = rng.integers(1, 256, int(lengths.sum()))
-counted = np.concatenate([np.arange(n) >= n // 2 for n in lengths]).astype(np.uint8)
-ref.write_tokens(sys.argv[1], ids, 256, counted, starts)
-print(f"{len(lengths)} examples: median {int(np.median(lengths))}, 95% at most {int(np.percentile(lengths, 95))}, "
-      f"longest {lengths.max()} tokens")
-EOF
+/usr/bin/python3 -c "import sys; sys.path.insert(0, 'tests/e2e'); import mt_reference as ref
+print(ref.write_lognormal_examples('$work/sft.tok', 3000, 100, 24, 511))"
 $bin/mtc llama-bench --context 512 --batch 8 --seq 512 -o $work/rows.plan > /dev/null
 $bin/mtc llama-bench --context 512 --batch 8 --seq 512 --packed-examples -o $work/packed.plan --no-weights > /dev/null
 

@@ -85,10 +85,10 @@ for model in gpt2-tiny llama-tiny; do
 done
 # Packed examples (mtc --packed-examples; run.sh trains them on .gpu/examples.tok with --rows
 # packed-examples): our attention kernels masking by each token's example, fp32, bf16 with heads of
-# 64 (the tiled kernels: packed calls never go to the tensor cores or cuDNN), gpt-oss's window and
-# sinks.
+# 64 (the tensor cores both ways; packed calls never go to cuDNN), gpt-oss's window and sinks.
 /usr/bin/python3 -c "import sys; sys.path.insert(0, 'tests/e2e'); import mt_reference as ref
-ref.write_example_corpus('.gpu/corpus.tok', '.gpu/examples.tok')"
+ref.write_example_corpus('.gpu/corpus.tok', '.gpu/examples.tok')
+print('.gpu/sft.tok:', ref.write_lognormal_examples('.gpu/sft.tok', 3000, 300, 24, 1023))"
 build/bin/mtc llama-tiny --packed-examples --batch 4 --seq 64 --no-weights -o .gpu/plans/packed-llama-tiny.plan >/dev/null
 build/bin/mtc llama-tiny --packed-examples --width 256 --heads 4 --kv-heads 2 --ffn 512 --batch 2 --context 128 --seq 100 \
   --precision bf16 --no-weights -o .gpu/plans/packed-llama-tiny-d64-mixed.plan >/dev/null
@@ -133,6 +133,9 @@ build/bin/mtc llama-tiny --batch 4 --seq 32 --schedule streamed-recompute --offl
 # weights streamed as bf16 staging copies (half the h2d bytes). llama-1b-mixed, qwen7b-mixed: bf16
 # plans; the 7B at the batch --batch auto picks for 76 GiB (the comparison with MegaTrain's 272
 # model TFLOP/s on Qwen2.5-7B; on arrival: 12 bytes/param fit the machine's 128 GiB).
+# llama-1b-mixed-rows, llama-1b-mixed-packed: the same bf16 model on .gpu/sft.tok's instruction-shaped
+# examples (median 300 tokens), one per row (--rows examples) and packed (a plan of
+# --packed-examples: attention on the tensor cores, masked by example): a pass's time each way.
 # fp32 unless the line says --precision bf16 (bf16 is the GPU profiles' default).
 while read -r name model budget extra; do
   precision=--precision=fp32; case "$extra" in *--precision*) precision="" ;; esac
@@ -150,6 +153,8 @@ llama-1b-8k-tied llama-1b 3GiB --batch 1 --context 8192 --seq 8192
 llama-7b-bf16 llama-7b 8GiB --batch 4 --seq 1024 --update on-arrival --host-mem 110GiB --stream-dtype bf16
 llama-1b-mixed llama-1b 8GiB --batch 4 --seq 1024 --precision bf16
 llama-1b-mixed-auto llama-1b 76GiB --batch auto --seq 1024 --precision bf16
+llama-1b-mixed-rows llama-1b 76GiB --batch 32 --seq 1024 --precision bf16
+llama-1b-mixed-packed llama-1b 76GiB --batch 32 --seq 1024 --precision bf16 --packed-examples
 qwen7b-mixed qwen2.5-7b 76GiB --batch auto --seq 1024 --precision bf16 --update on-arrival --host-mem 110GiB
 LIST
 du -sh .gpu

@@ -36,7 +36,8 @@ mt_libs=$PWD/.gpu/lib:${cublas:+$(dirname "$cublas"):}${cudart:+$(dirname "$cuda
 mt() { local secs=$1 tool=$2; shift 2; LD_LIBRARY_PATH=$mt_libs:${LD_LIBRARY_PATH:-} timeout "$secs" ".gpu/bin/$tool" "$@"; }
 # Bench models and precisions: all by default; BENCH_MODELS="llama-1b" BENCH_MODES=tf32 narrow a call
 # (also llama-1b-untied, llama-1b-split: the LM head whole and in vocabulary chunks; BENCH_PEERS=0;
-# llama-1b-mixed, qwen7b-mixed: bf16 plans, run once each whatever BENCH_MODES says; BENCH_GEN=0 skips
+# llama-1b-mixed, qwen7b-mixed: bf16 plans, run once each whatever BENCH_MODES says; llama-1b-mixed-rows,
+# llama-1b-mixed-packed: bf16 on instruction-shaped examples, one per row and packed; BENCH_GEN=0 skips
 # the generation timing).
 bench_models=${BENCH_MODELS:-"llama-1b llama-3b llama-7b"}
 bench_modes=${BENCH_MODES:-"fp32 tf32"}
@@ -73,7 +74,7 @@ echo "== 2. cuda vs cpu, 10 steps"
 parity=""
 plans=$(ls .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan .gpu/plans/qwen3-moe-tiny*.plan .gpu/plans/mixtral-tiny*.plan \
   .gpu/plans/gpt-oss-tiny*.plan .gpu/plans/packed-*.plan)
-[ "$what" = attention ] && plans=$(ls .gpu/plans/llama-tiny-d*-mixed.plan)
+[ "$what" = attention ] && plans=$(ls .gpu/plans/llama-tiny-d*-mixed.plan .gpu/plans/packed-llama-tiny-d64-mixed.plan)
 for plan in $plans; do
   name=$(basename "$plan" .plan)
   data=(--data .gpu/corpus.tok)
@@ -169,11 +170,18 @@ for model in $bench_models; do
     name=bench-$model; [ $engine != auto ] && name=bench-$model-$engine
     [ $mode = bf16 ] && flag="--attention $engine"
     steps=4; case $model in *7b*) steps=3 ;; esac  # a 7B step takes ~15 s: the first is left out
-    mt 240 mtrun "$plan" --data .gpu/corpus.tok --steps $steps --backend cuda $flag --print-every 1 --profile \
+    # The instruction-shaped pair: one example per row, or packed; the rows of a pass said at start.
+    data=(--data .gpu/corpus.tok)
+    case $model in
+      *-rows) data=(--data .gpu/sft.tok --rows examples) ;;
+      *-packed) data=(--data .gpu/sft.tok --rows packed-examples) ;;
+    esac
+    mt 240 mtrun "$plan" "${data[@]}" --steps $steps --backend cuda $flag --print-every 1 --profile \
       --trace "$out/$name.$mode.trace.json" > "$out/$name.$mode.txt" 2>&1 || echo "$name $mode failed or timed out"
     line=$(grep 'measured over' "$out/$name.$mode.txt" | sed 's/measured over //')
     busy=$(grep 'compute busy' "$out/$name.$mode.txt" | sed 's/^ *//')
-    rows+="$name $mode: ${line:-no result} | ${busy}"$'\n'
+    pass=$(grep -o 'over the [0-9]* training examples ([^)]*)' "$out/$name.$mode.txt" | head -1)
+    rows+="$name $mode: ${line:-no result} | ${busy}${pass:+ | $pass}"$'\n'
     publish
     done
   done

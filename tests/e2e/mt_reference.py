@@ -268,6 +268,20 @@ def write_example_corpus(corpus_path, path):
     write_tokens(path, ids, 256, [(i // 7) % 3 != 0 for i in range(len(ids))], starts[starts < len(ids)])
 
 
+def write_lognormal_examples(path, count, median, shortest, longest, seed=3):
+    """A version-3 token file of `count` instruction-shaped examples of random byte ids, their
+    lengths log-normal around `median` (sigma 0.7, as real instruction data: most short) clipped
+    to [shortest, longest], the second half of each counted. Returns a line describing them."""
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(rng.lognormal(np.log(median), 0.7, count).astype(int), shortest, longest)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    ids = rng.integers(1, 256, int(lengths.sum()))
+    counted = np.concatenate([np.arange(n) >= n // 2 for n in lengths]).astype(np.uint8)
+    write_tokens(path, ids, 256, counted, starts)
+    return (f"{len(lengths)} examples: median {int(np.median(lengths))}, 95% at most "
+            f"{int(np.percentile(lengths, 95))}, longest {lengths.max()} tokens")
+
+
 def write_tokens(path, ids, vocab, counted=None, starts=None):
     """A token file as runtime/data/token_data.cc writes it: version 2 with a loss mask when `counted`,
     version 3 with the examples' starts too."""
