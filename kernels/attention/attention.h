@@ -55,16 +55,34 @@ MT_HOST_DEVICE inline int64_t firstKeyOfRows(const AttentionShape& d, int64_t b,
 MT_HOST_DEVICE inline bool visibleKey(const AttentionShape& d, int64_t b, int64_t i, int64_t j) {
   return j <= i && j >= firstVisibleKey(d, b, i);
 }
-// Where a tiled kernel's loop over key tiles (of `tile` keys) starts for the query tile of row
-// `b` beginning at i0: the first key of the tile holding the lowest key any of its queries
-// (those inside the sequence) sees. 0 without a window or packed examples.
-MT_HOST_DEVICE inline int64_t firstKeyTileStart(const AttentionShape& d, int64_t b, int64_t i0, int64_t tile) {
-  return firstKeyOfRows(d, b, i0, d.seq - i0 < tile ? d.seq - i0 : tile) / tile * tile;
+// Where a tiled kernel's loop over key tiles (of kTile keys) starts for the query tile of row `b`
+// beginning at i0: the first key of the tile holding the lowest key any of its queries (those
+// inside the sequence) sees. 0 without a window or packed examples.
+template <int64_t kTile>
+MT_HOST_DEVICE inline int64_t firstKeyTileStart(const AttentionShape& d, int64_t b, int64_t i0) {
+  return firstKeyOfRows(d, b, i0, d.seq - i0 < kTile ? d.seq - i0 : kTile) / kTile * kTile;
 }
-// Past the last query that sees key `j`: the end of its window's reach, else of the sequence
-// (packed examples' queries past j's example are masked, not bounded: positions are read per row).
+// Past the last query that sees key `j`: the end of its window's reach, else of the sequence.
 MT_HOST_DEVICE inline int64_t queryReachEnd(const AttentionShape& d, int64_t j) {
   return d.window > 0 && j + d.window < d.seq ? j + d.window : d.seq;
+}
+// A tile's row i's first visible key, for the tensor-core kernels' per-warp bounds: a row past
+// the sequence (computed, never kept) counts as seeing only itself, so it lowers no bound.
+MT_HOST_DEVICE inline int64_t rowFirstKey(const AttentionShape& d, int64_t b, int64_t i) {
+  return i < d.seq ? firstVisibleKey(d, b, i) : i;
+}
+// Past the last of queries from, from + stride, ... (before queryReachEnd(j_last)) that sees a key
+// at or before j_last, else `none`: a thread's share of the scan bounding a key tile's queries
+// (the block's maximum; stride 1: the whole bound). With packed examples, the end of the example
+// of j_last (any positions: every query is read).
+MT_HOST_DEVICE inline int64_t queriesSeeingKeysEnd(const AttentionShape& d, int64_t b, int64_t j_last, int64_t from,
+                                                   int64_t stride, int64_t none) {
+  const int64_t reach = queryReachEnd(d, j_last);
+  if (!d.positions) return reach > from ? reach : none;  // every query of the reach sees j_last
+  int64_t end = none;
+  for (int64_t i = from; i < reach; i += stride)
+    if (firstVisibleKey(d, b, i) <= j_last) end = i + 1;
+  return end;
 }
 // A call's sinks (H), or null: the fourth input of mt.attention_sinks and of
 // mt.attention_packed_sinks (its positions after them); `packed`: a call of a packed row.

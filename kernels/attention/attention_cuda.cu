@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(kTileThreads)
   float row_max[4], row_sum[4], acc[4][DP / 16] = {};
 #pragma unroll
   for (int r = 0; r < 4; ++r) row_max[r] = sinks ? sinks[at.head] : -INFINITY, row_sum[r] = sinks ? 1.0f : 0.0f;
-  for (int64_t j0 = firstKeyTileStart(d, at.b, i0, kTile); j0 <= i0; j0 += kTile) {
+  for (int64_t j0 = firstKeyTileStart<kTile>(d, at.b, i0); j0 <= i0; j0 += kTile) {
     __syncthreads();  // the previous key tile's readers are done
     stageTransposed<DP>(k_tile, kb + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
     stageTransposed<DP>(v_tile, vb + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
@@ -408,11 +408,15 @@ __global__ void __launch_bounds__(kTileThreads)
   stageTransposed<DP>(k_tile, k + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
   stageTransposed<DP>(v_tile, v + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
 
+  // The query tiles that see a key of this tile: from it on, through the last query that does (the
+  // window's reach; with packed examples, the end of the last key's example: one scan by the block).
+  const int64_t j_last = (j0 + kTile < d.seq ? j0 + kTile : d.seq) - 1;
+  const int64_t end = cuda::blockReduce(queriesSeeingKeysEnd(d, at.b, j_last, j0 + threadIdx.x, kTileThreads, j0 + 1),
+                                        cuda::MaxOp{}, j0 + 1);
   float dk_acc[4][DP / 16] = {}, dv_acc[4][DP / 16] = {};  // key rows ty + 16r, dims tx + 16e
   for (int64_t h = at.head * group; h < (at.head + 1) * group; ++h) {
     const int64_t q_first = (at.b * d.seq) * d.q_stride + h * d.head_dim;
-    // The query tiles that see a key of this tile: from it on, within the window's reach.
-    for (int64_t i0 = j0, end = queryReachEnd(d, j0 + kTile - 1); i0 < end; i0 += kTile) {
+    for (int64_t i0 = j0; i0 < end; i0 += kTile) {
       __syncthreads();  // the previous query tile's readers are done
       const int64_t row0 = q_first + i0 * d.q_stride;
       stageTransposed<DP>(q_tile, q + row0, d.seq - i0, d.q_stride, d.head_dim);
@@ -464,7 +468,7 @@ __global__ void __launch_bounds__(kTileThreads)
 
   float dq_acc[4][DP / 16] = {};  // query rows ty + 16r, dims tx + 16e
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  for (int64_t j0 = firstKeyTileStart(d, at.b, i0, kTile); j0 <= i0; j0 += kTile) {
+  for (int64_t j0 = firstKeyTileStart<kTile>(d, at.b, i0); j0 <= i0; j0 += kTile) {
     __syncthreads();  // the previous key tile's readers are done
     stageTransposed<DP>(k_tile, k + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
     stageTransposed<DP>(v_tile, v + kv_first + j0 * d.kv_stride, d.seq - j0, d.kv_stride, d.head_dim);
@@ -578,7 +582,7 @@ void attentionForwardCall(const KernelArgs& args, const Dims& d, const float* si
     throw std::runtime_error(
         "attention with a sliding window, sinks or packed examples: cuDNN's fused attention here takes none");
   if (plain && CudnnAttention::runs(launch, args.in[0], d)) return launch.cudnn_attention->forward(args, d);
-  if (attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, launch.stream);
+  if (attentionOnTensorCores(args.in[0], d)) return attentionForwardTensorCores(args, d, sinks, launch.stream);
   cuda::withFloat(args.in[0].dtype, [&](auto type) {
     using T = decltype(type);
     if (d.head_dim <= kMaxTiledHeadDim) {

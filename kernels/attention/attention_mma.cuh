@@ -9,7 +9,9 @@
 namespace mt {
 // Whether the tensor-core kernels take this call: bf16 activations, head_dim 64 or 128.
 bool attentionOnTensorCores(const Tensor& q, const AttentionShape& d);
-// args as attention_cuda's / attention_grad_cuda's.
-void attentionForwardTensorCores(const KernelArgs& args, const AttentionShape& d, cudaStream_t stream);
+// args as attention_cuda's / attention_grad_cuda's and their packed rows' (the positions in `d`);
+// `sinks` (H): the call's (attentionSinks), or null.
+void attentionForwardTensorCores(const KernelArgs& args, const AttentionShape& d, const float* sinks,
+                                 cudaStream_t stream);
 void attentionBackwardTensorCores(const KernelArgs& args, const AttentionShape& d, cudaStream_t stream);
 }  // namespace mt

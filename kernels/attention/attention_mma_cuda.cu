@@ -190,22 +190,24 @@ __device__ __forceinline__ void storeRows(const float (&acc)[D / 8][4], float sc
   }
 }
 
-// The first key each of a thread's two query rows sees (firstVisibleKey: 0, its window's start or
-// its example's), and the least and greatest over its warp's 16 rows: which key tiles the warp
-// skips (before every key its rows see) and which it masks (the diagonal, and those before some
-// row's first key).
+// The first key each of a thread's two query rows sees (rowFirstKey: 0, its window's start or its
+// example's), and the least and greatest over its warp's 16 rows: which key tiles the warp skips
+// (before every key its rows see) and which it masks (the diagonal, and those before some row's
+// first key); over the block's rows, the key tile its loop starts at (firstKeyTileStart's, from
+// two loads a thread). Every thread of the block constructs it (a block reduction).
 struct RowFirstKeys {
-  int64_t row_a, row_b, a, b, warp_least, warp_greatest;
+  int64_t row_a, row_b, first_a, first_b, warp_least, warp_greatest, first_tile;
   __device__ RowFirstKeys(const AttentionShape& d, int64_t batch_row, int64_t row_a, int64_t row_b)
-      : row_a(row_a), row_b(row_b), a(firstVisibleKey(d, batch_row, row_a)), b(firstVisibleKey(d, batch_row, row_b)) {
-    warp_least = cuda::warpReduce(a < b ? a : b, cuda::MinOp{});
-    warp_greatest = cuda::warpReduce(a > b ? a : b, cuda::MaxOp{});
+      : row_a(row_a), row_b(row_b), first_a(rowFirstKey(d, batch_row, row_a)), first_b(rowFirstKey(d, batch_row, row_b)) {
+    warp_least = cuda::warpReduce(first_a < first_b ? first_a : first_b, cuda::MinOp{});
+    warp_greatest = cuda::warpReduce(first_a > first_b ? first_a : first_b, cuda::MaxOp{});
+    first_tile = cuda::blockReduce(warp_least, cuda::MinOp{}, int64_t{INT64_MAX}) / kRows;
   }
   __device__ bool skips(int64_t j0) const { return j0 + kRows <= warp_least; }
   __device__ bool masks(int64_t j0, bool diagonal) const { return diagonal || j0 < warp_greatest; }
   // Whether key `col` is hidden from row a (`of_row_a`) or b: after it, or before its first key.
   __device__ bool masked(bool of_row_a, int64_t col) const {
-    return of_row_a ? col > row_a || col < a : col > row_b || col < b;
+    return of_row_a ? col > row_a || col < first_a : col > row_b || col < first_b;
   }
 };
 
@@ -239,7 +241,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t tiles = (d.seq + kRows - 1) / kRows;
   const Coords at = blockCoords(d.heads, tiles, true);
   const int64_t i0 = at.tile * kRows, kvh = at.head / (d.heads / d.kv_heads);
-  const int64_t first_tile = firstKeyTileStart(d, at.b, i0, kRows) / kRows;  // 0 without a window or packing
+  const int64_t row_a = i0 + r0 + (lane >> 2), row_b = row_a + 8;  // this thread's two query rows
+  const RowFirstKeys first(d, at.b, row_a, row_b);
+  const int64_t first_tile = first.first_tile;  // 0 without a window or packing
   const bf16* qb = q + (at.b * d.seq) * d.q_stride + at.head * D;
   const bf16* kb = k + (at.b * d.seq) * d.kv_stride + kvh * D;
   const bf16* vb = v + (at.b * d.seq) * d.kv_stride + kvh * D;
@@ -249,8 +253,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   stageAsync<D, kRows>(v_tiles + (first_tile & 1) * kTile, vb + j_first * d.kv_stride, d.seq - j_first, d.kv_stride);
   commitCopies();
 
-  const int64_t row_a = i0 + r0 + (lane >> 2), row_b = row_a + 8;  // this thread's two query rows
-  const RowFirstKeys first(d, at.b, row_a, row_b);
   const float scale2 = d.scale * kLog2e;
   float o[D / 8][4] = {};
   float max_a = -INFINITY, max_b = -INFINITY, sum_a = 0.0f, sum_b = 0.0f;  // sums: this thread's columns
@@ -367,8 +369,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   const Coords at = blockCoords(d.kv_heads, tiles, false);
   const int64_t j0 = at.tile * kRows, group = d.heads / d.kv_heads;
   const int64_t kv_first = (at.b * d.seq) * d.kv_stride + at.head * D;
-  // The query tiles, head by head of the group: i0 = j0, j0 + kQ, ... before the reach's end.
-  const int64_t per_head = (queryReachEnd(d, j0 + kRows - 1) - j0 + kQ - 1) / kQ, steps = group * per_head;
+  // The query tiles, head by head of the group: i0 = j0, j0 + kQ, ... through the last query that
+  // sees a key of this tile (the window's reach; with packed examples, the end of the last key's
+  // example: the block scans the positions once).
+  const int64_t queries_end = cuda::blockReduce(
+      queriesSeeingKeysEnd(d, at.b, j0 + kRows - 1, j0 + threadIdx.x, kThreads, j0 + 1), cuda::MaxOp{}, j0 + 1);
+  const int64_t per_head = (queries_end - j0 + kQ - 1) / kQ, steps = group * per_head;
   auto queryRow0 = [&](int64_t u) {  // the first element of step u's query tile (q, dout and out alike)
     const int64_t h = at.head * group + u / per_head, i0 = j0 + (u % per_head) * kQ;
     return (at.b * d.seq + i0) * d.q_stride + h * D;
@@ -453,7 +459,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t i0 = at.tile * kRows, kvh = at.head / (d.heads / d.kv_heads);
   const int64_t row0 = (at.b * d.seq + i0) * d.q_stride + at.head * D;
   const int64_t kv_first = (at.b * d.seq) * d.kv_stride + kvh * D;
-  const int64_t first_tile = firstKeyTileStart(d, at.b, i0, kRows) / kRows, j_first = first_tile * kRows;
+  const int64_t row_a = i0 + r0 + (lane >> 2), row_b = row_a + 8;
+  const RowFirstKeys first(d, at.b, row_a, row_b);
+  const int64_t first_tile = first.first_tile, j_first = first_tile * kRows;
   stageAsync<D, kRows>(q_tile, q + row0, d.seq - i0, d.q_stride);
   stageAsync<D, kRows>(do_tile, dout + row0, d.seq - i0, d.q_stride);
   stageAsync<D, kRows>(k_tiles + (first_tile & 1) * kTile, k + kv_first + j_first * d.kv_stride, d.seq - j_first,
@@ -464,8 +472,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   stageRowStats<D>(lse2, delta, kRows, lse + (at.b * d.heads + at.head) * d.seq + i0, dout + row0, out + row0,
                    d.seq - i0, d.q_stride);
 
-  const int64_t row_a = i0 + r0 + (lane >> 2), row_b = row_a + 8;
-  const RowFirstKeys first(d, at.b, row_a, row_b);
   const float scale2 = d.scale * kLog2e;
   float dq_acc[D / 8][4] = {};
   float lse_a = 0.0f, lse_b = 0.0f, delta_a = 0.0f, delta_b = 0.0f;
@@ -529,13 +535,13 @@ void allowSmem(Kernel kernel, size_t bytes) {
 }
 
 template <int D>
-void forward(const KernelArgs& args, const AttentionShape& d, cudaStream_t stream) {
+void forward(const KernelArgs& args, const AttentionShape& d, const float* sinks, cudaStream_t stream) {
   static const bool ready = (allowSmem(flashForward<D>, forwardSmem<D>()), true);
   (void)ready;
   const int64_t tiles = (d.seq + kRows - 1) / kRows;
   flashForward<D><<<cuda::gridBlocks(d.batch * d.heads * tiles, "attention"), kThreads, forwardSmem<D>(), stream>>>(
       cuda::data<const bf16>(args.in[0]), cuda::data<const bf16>(args.in[1]), cuda::data<const bf16>(args.in[2]),
-      attentionSinks(args, d.positions != nullptr), cuda::data<bf16>(args.out[0]), args.out[1].f32(), d);
+      sinks, cuda::data<bf16>(args.out[0]), args.out[1].f32(), d);
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -563,11 +569,12 @@ bool attentionOnTensorCores(const Tensor& q, const AttentionShape& d) {
   return q.dtype == DType::BF16 && (d.head_dim == 64 || d.head_dim == 128);
 }
 
-void attentionForwardTensorCores(const KernelArgs& args, const AttentionShape& d, cudaStream_t stream) {
+void attentionForwardTensorCores(const KernelArgs& args, const AttentionShape& d, const float* sinks,
+                                 cudaStream_t stream) {
   if (d.head_dim == 64)
-    forward<64>(args, d, stream);
+    forward<64>(args, d, sinks, stream);
   else
-    forward<128>(args, d, stream);
+    forward<128>(args, d, sinks, stream);
 }
 
 void attentionBackwardTensorCores(const KernelArgs& args, const AttentionShape& d, cudaStream_t stream) {

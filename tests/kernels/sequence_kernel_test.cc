@@ -363,9 +363,12 @@ TEST_F(KernelTest, PackedAttentionKeepsEachExampleToItself) {
 
 // The bounds the tiled and tensor-core kernels loop over (attention.h): a query tile's key tiles
 // start at firstKeyTileStart, at or before every key its rows see and at the tile of the lowest
-// one; no query at or past queryReachEnd(j) sees key j, and without packing the one before it
-// does. Windows shorter and longer than a tile, packed rows of real positions and of positions
-// no run writes (negative, past the token, falling).
+// one, which is also the least rowFirstKey over the tile's rows, past the sequence too (the
+// tensor cores' block reduction); no query at or past queryReachEnd(j) sees key j, and without
+// packing the one before it does; queriesSeeingKeysEnd, whole or as the maximum of 128 threads'
+// shares, is past the last query that sees a key of a key tile. Windows shorter and longer than a
+// tile, packed rows of real positions and of positions no run writes (negative, past the token,
+// falling).
 TEST_F(KernelTest, AttentionTileBoundsHoldEveryVisibleKey) {
   const int64_t batch = 2, seq = 150;
   std::vector<int32_t> examples(batch * seq), odd(batch * seq);
@@ -380,6 +383,9 @@ TEST_F(KernelTest, AttentionTileBoundsHoldEveryVisibleKey) {
     for (const int64_t window : {int64_t{0}, int64_t{1}, int64_t{20}, int64_t{70}})
       for (const int64_t tile : {int64_t{32}, int64_t{64}}) {
         AttentionShape d{batch, seq, 2, 1, 64, 128, 64, 0.125f, window, positions};
+        auto tileStart = [&](int64_t b, int64_t i0) {
+          return tile == 32 ? firstKeyTileStart<32>(d, b, i0) : firstKeyTileStart<64>(d, b, i0);
+        };
         const std::string what = std::string(positions == nullptr ? "unpacked" : positions == examples.data()
                                                                                     ? "packed"
                                                                                     : "odd positions") +
@@ -390,7 +396,21 @@ TEST_F(KernelTest, AttentionTileBoundsHoldEveryVisibleKey) {
             for (int64_t i = i0; i < std::min(seq, i0 + tile); ++i)
               for (int64_t j = 0; j <= i; ++j)
                 if (visibleKey(d, b, i, j)) lowest = std::min(lowest, j);
-            EXPECT_EQ(firstKeyTileStart(d, b, i0, tile), lowest / tile * tile) << what << ", queries from " << i0;
+            EXPECT_EQ(tileStart(b, i0), lowest / tile * tile) << what << ", queries from " << i0;
+            int64_t least = std::numeric_limits<int64_t>::max();
+            for (int64_t i = i0; i < i0 + tile; ++i) least = std::min(least, rowFirstKey(d, b, i));
+            EXPECT_EQ(least / tile * tile, tileStart(b, i0)) << what << ", queries from " << i0;
+            // Key tile [i0, i0 + tile): past the last query that sees one of its keys.
+            const int64_t j_last = std::min(seq, i0 + tile) - 1;
+            int64_t end = i0 + 1;
+            for (int64_t i = i0; i < seq; ++i)
+              for (int64_t j = i0; j <= j_last; ++j)
+                if (visibleKey(d, b, i, j)) end = std::max(end, i + 1);
+            EXPECT_EQ(queriesSeeingKeysEnd(d, b, j_last, i0, 1, i0 + 1), end) << what << ", keys from " << i0;
+            int64_t shares = i0 + 1;
+            for (int64_t thread = 0; thread < 128; ++thread)
+              shares = std::max(shares, queriesSeeingKeysEnd(d, b, j_last, i0 + thread, 128, i0 + 1));
+            EXPECT_EQ(shares, end) << what << ", keys from " << i0 << " in 128 shares";
           }
           for (int64_t j = 0; j < seq; ++j) {
             const int64_t end = queryReachEnd(d, j);
