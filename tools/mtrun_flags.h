@@ -49,9 +49,17 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
       ->default_str("packed or packed-examples");
   app.add_option("--seed", c.seed, "seed of the data order and of dropout's masks")->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
-  app.add_option("--min-lr-ratio", c.min_lr_ratio, "final lr as a fraction of --lr (cosine)")
+  choiceOf(app, "--lr-schedule", c.lr_schedule,
+           "the learning rate after the warmup: cosine or linear decay from --lr to --lr x --min-lr-ratio at the "
+           "last step, or constant --lr",
+           lrScheduleNames())
+      ->default_str("cosine");
+  app.add_option("--min-lr-ratio", c.min_lr_ratio, "final lr as a fraction of --lr (cosine, linear)")
       ->capture_default_str();
-  app.add_option("--warmup", c.warmup, "linear warmup steps")->capture_default_str();
+  auto* warmup = app.add_option("--warmup", c.warmup, "linear warmup steps")->capture_default_str();
+  app.add_option("--warmup-ratio", c.warmup_ratio,
+                 "linear warmup over this fraction of the steps (rounded up; with --epochs, of the steps they make)")
+      ->excludes(warmup);
   app.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay (matrices only)")
       ->capture_default_str();
   app.add_option("--beta1", c.beta1, "AdamW beta1")->capture_default_str();

@@ -59,6 +59,8 @@ void validateConfig(const TrainConfig& c) {
   require(c.keep >= 1, "--keep must be at least 1");
   require(!c.resume_auto || !c.checkpoint_dir.empty(),
           "--resume auto needs --checkpoint-dir: the folder it resumes from and writes checkpoints to");
+  require(!c.warmup_ratio || (*c.warmup_ratio >= 0.0 && *c.warmup_ratio <= 1.0),
+          "--warmup-ratio must be between 0 and 1 (the fraction of the steps that warm up)");
   require(c.warmup >= 0 && c.warmup <= c.steps,
           "--warmup " + std::to_string(c.warmup) + " with --steps " + std::to_string(c.steps) +
               ": the warmup must be between 0 and the number of steps; pass a --warmup of at most " +
@@ -171,6 +173,15 @@ TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const Toke
               static_cast<long long>(train), examples ? "examples" : "tokens",
               pass_rows != train ? fmt::format(" (packed into about {} rows a pass)", pass_rows).c_str() : "");
   validateConfig(config);  // --warmup against the steps now known
+  return config;
+}
+
+TrainConfig resolveWarmup(TrainConfig config) {
+  if (!config.warmup_ratio) return config;
+  // As transformers rounds warmup_ratio: up, so a ratio above 0 warms up at least one step.
+  config.warmup = static_cast<int64_t>(std::ceil(*config.warmup_ratio * double(config.steps)));
+  std::printf("--warmup-ratio %g: %lld warmup steps of %lld\n", *config.warmup_ratio,
+              static_cast<long long>(config.warmup), static_cast<long long>(config.steps));
   return config;
 }
 

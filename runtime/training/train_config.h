@@ -24,6 +24,8 @@ TrainConfig resolveResume(TrainConfig config);
 // --epochs E, resolved: the steps that draw E times the training tokens (over every rank's
 // micro-batches), said.
 TrainConfig resolveEpochs(TrainConfig config, const plan::Plan& plan, const TokenFile& data);
+// --warmup-ratio R: the warmup of ceil(R x steps) steps, once the steps are known (after --epochs).
+TrainConfig resolveWarmup(TrainConfig config);
 // --rows, resolved against the plan and the data: packed-examples needs a plan of packed
 // examples (mtc --packed-examples; throws naming the fix for one that is not); without --rows,
 // such a plan on files of examples (--data, and --val-data where given) packs them (said).

@@ -41,9 +41,11 @@ namespace mt {
 double learningRate(const TrainConfig& c, int64_t step) {
   if (step <= c.warmup) return c.lr * double(step) / double(c.warmup);
   const int64_t decay_steps = c.steps - c.warmup;
-  if (decay_steps <= 1) return c.lr;
+  if (decay_steps <= 1 || c.lr_schedule == LrSchedule::kConstant) return c.lr;
+  // 0 at the first step after the warmup, 1 at the last.
   const double progress = double(step - c.warmup - 1) / double(decay_steps - 1);
   const double min_lr = c.lr * c.min_lr_ratio;
+  if (c.lr_schedule == LrSchedule::kLinear) return c.lr - (c.lr - min_lr) * progress;
   return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
@@ -453,7 +455,7 @@ int train(const TrainConfig& given) {
   config = resolveRows(config, plan, *data, val_data.get());
   checkEnoughTokens(config, plan, *data, val_data.get());
   checkRanksAgree(world, config, plan, *data);
-  config = resolveEpochs(config, plan, *data);
+  config = resolveWarmup(resolveEpochs(config, plan, *data));
   const StepOptions options = stepOptions(config, plan);
   if (!config.other_tokenizer) {
     checkModelTokenizer(plan, data->tokenizerFingerprint(), "--data " + config.data_path, "--other-tokenizer");

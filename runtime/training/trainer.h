@@ -2,6 +2,7 @@
 // backend, feeds batches, schedules the learning rate, logs, exports weights.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -13,6 +14,15 @@
 #include "runtime/training/huggingface.h"
 
 namespace mt {
+
+// The learning rate after the warmup (mtrun --lr-schedule, parsed once at the edge): decaying as
+// a cosine or linearly to lr * min_lr_ratio at the last step, or constant.
+enum class LrSchedule { kCosine, kLinear, kConstant };
+inline const std::map<std::string, LrSchedule>& lrScheduleNames() {
+  static const std::map<std::string, LrSchedule> names = {
+      {"cosine", LrSchedule::kCosine}, {"linear", LrSchedule::kLinear}, {"constant", LrSchedule::kConstant}};
+  return names;
+}
 
 struct TrainConfig {
   std::string plan_path;
@@ -37,8 +47,10 @@ struct TrainConfig {
   bool rows_default = false;  // no --rows: a plan of packed examples on files of examples packs them
   uint64_t seed = 1;           // data order, dropout masks (and initial weights when no weights file)
   double lr = 1e-3;
-  double min_lr_ratio = 0.1;   // cosine decays to lr * min_lr_ratio
+  LrSchedule lr_schedule = LrSchedule::kCosine;  // after the warmup
+  double min_lr_ratio = 0.1;   // cosine and linear decay to lr * min_lr_ratio
   int64_t warmup = 0;          // linear warmup steps
+  std::optional<double> warmup_ratio;  // --warmup-ratio: the warmup as this fraction of the steps, once known
   double weight_decay = 0.1;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double grad_clip = -1.0;     // global-norm bound; 0 off; < 0: 1.0, or off for an on-arrival plan
@@ -70,8 +82,8 @@ inline constexpr double kRankWaitAtStart = 600.0;
 inline constexpr double kRankWaitBase = 60.0;
 inline constexpr double kRankWaitPerStep = 4.0;
 
-// Learning rate of 1-based `step`: linear warmup, then cosine decay to lr * min_lr_ratio at
-// the last step.
+// Learning rate of 1-based `step`: linear warmup, then the schedule from lr at the first step
+// after it: cosine or linear decay to lr * min_lr_ratio at the last step, or constant.
 double learningRate(const TrainConfig& config, int64_t step);
 
 // The sequences one optimizer step may draw (the sampler keys a row by 20 bits).

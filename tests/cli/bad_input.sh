@@ -261,7 +261,7 @@ expect_error "--steps must be positive" "$bin/mtrun" good.plan --data corpus.tok
 for flags in "--print-every 0" "--lr nan" "--lr -1" "--lr inf" "--grad-clip nan" "--weight-decay -0.1" \
              "--beta1 1" "--beta2 nan" "--eps 0" "--min-lr-ratio 2" "--val-fraction nan" "--val-fraction 1" \
              "--val-batches -1" "--keep 0" "--checkpoint-every -1" "--val-every -1" "--steps 99999999999999999999" \
-             "--accumulate 0" "--accumulate 2000000"; do
+             "--accumulate 0" "--accumulate 2000000" "--warmup-ratio 1.5" "--warmup-ratio nan"; do
   # shellcheck disable=SC2086
   expect_error_exit 2 "${flags%% *}" "$bin/mtrun" good.plan --data corpus.tok $flags --export nan.safetensors
 done
@@ -271,6 +271,9 @@ expect_error "make one with mttok" "$bin/mtrun" good.plan --data corpus.tok --st
 expect_error "draws 1048578 sequences per step" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --accumulate 524289
 expect_error "cannot write" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --export no/such/dir/w.safetensors
 expect_error_exit 2 "'tpu' is not one of auto|cpu|cuda" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend tpu
+expect_error_exit 2 "'step' is not one of constant|cosine|linear" "$bin/mtrun" good.plan --data corpus.tok --steps 1 \
+  --lr-schedule step
+expect_error_exit 2 "excludes --warmup" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --warmup 2 --warmup-ratio 0.1
 # --backend cuda never falls back to the CPU: without a GPU it refuses and says why.
 if [ ! -e /dev/nvidia0 ]; then
   expect_error "use --backend cpu" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --backend cuda

@@ -298,29 +298,32 @@ def write_tokens(path, ids, vocab, counted=None, starts=None):
         f.write(header + body)
 
 
-def learning_rate(step, steps, lr, warmup, min_lr_ratio):
-    """runtime/training/trainer.cc learningRate, step 1-based."""
+def learning_rate(step, steps, lr, warmup, min_lr_ratio, schedule="cosine"):
+    """runtime/training/trainer.cc learningRate, step 1-based; `schedule` as mtrun's --lr-schedule."""
     if step <= warmup:
         return lr * step / warmup
     decay = steps - warmup
-    if decay <= 1:
+    if decay <= 1 or schedule == "constant":
         return lr
     progress = (step - warmup - 1) / (decay - 1)
     min_lr = lr * min_lr_ratio
+    if schedule == "linear":
+        return lr - (lr - min_lr) * progress
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
 class Schedule:
     """One training run's settings, passed to mtrun and used by the PyTorch twin alike."""
 
-    def __init__(self, steps, lr, warmup, min_lr_ratio, weight_decay, clip, seed, batch, seq):
+    def __init__(self, steps, lr, warmup, min_lr_ratio, weight_decay, clip, seed, batch, seq, lr_schedule="cosine"):
         self.steps, self.lr, self.warmup, self.min_lr_ratio = steps, lr, warmup, min_lr_ratio
         self.weight_decay, self.clip, self.seed, self.batch, self.seq = weight_decay, clip, seed, batch, seq
+        self.lr_schedule = lr_schedule
 
     def mtrun_flags(self):
         return ["--steps", str(self.steps), "--lr", str(self.lr), "--warmup", str(self.warmup),
-                "--min-lr-ratio", str(self.min_lr_ratio), "--weight-decay", str(self.weight_decay),
-                "--grad-clip", str(self.clip), "--seed", str(self.seed)]
+                "--lr-schedule", self.lr_schedule, "--min-lr-ratio", str(self.min_lr_ratio),
+                "--weight-decay", str(self.weight_decay), "--grad-clip", str(self.clip), "--seed", str(self.seed)]
 
 
 def torch_train(params, logits_of, tokens, schedule, after_backward=None, counted=None, aux_coef=0.0, aux_log=None,
@@ -354,7 +357,7 @@ def torch_train(params, logits_of, tokens, schedule, after_backward=None, counte
             after_backward(step)
         torch.nn.utils.clip_grad_norm_(list(params.values()), s.clip)
         for g in opt.param_groups:
-            g["lr"] = learning_rate(step, s.steps, s.lr, s.warmup, s.min_lr_ratio)
+            g["lr"] = learning_rate(step, s.steps, s.lr, s.warmup, s.min_lr_ratio, s.lr_schedule)
         opt.step()
     return losses
 

@@ -13,6 +13,7 @@
 #include "runtime/io/safetensors.h"
 #include "runtime/data/example_packing.h"
 #include "runtime/data/token_data.h"
+#include "runtime/training/train_config.h"
 #include "runtime/training/trainer.h"
 
 namespace mt {
@@ -362,6 +363,36 @@ TEST(LearningRate, WarmsUpLinearlyThenDecaysByCosineToTheFloor) {
   EXPECT_DOUBLE_EQ(learningRate(c, 5), 1.0);
   EXPECT_NEAR(learningRate(c, 14), 0.1, 1e-12);
   for (int s = 5; s < 14; ++s) EXPECT_GT(learningRate(c, s), learningRate(c, s + 1));
+}
+
+// --lr-schedule linear: from lr at the first step after the warmup down by equal steps to
+// lr * min_lr_ratio at the last; constant: lr after the warmup. --warmup-ratio: ceil(ratio x steps).
+TEST(LearningRate, LinearAndConstantSchedulesAndAWarmupRatio) {
+  TrainConfig c;
+  c.lr = 1.0;
+  c.warmup = 4;
+  c.steps = 14;
+  c.min_lr_ratio = 0.1;
+  c.lr_schedule = LrSchedule::kLinear;
+  EXPECT_DOUBLE_EQ(learningRate(c, 2), 0.5);
+  EXPECT_DOUBLE_EQ(learningRate(c, 5), 1.0);
+  EXPECT_DOUBLE_EQ(learningRate(c, 6), 0.9);  // 9 equal steps of 0.1 from step 5 to step 14
+  EXPECT_NEAR(learningRate(c, 10), 0.5, 1e-12);
+  EXPECT_NEAR(learningRate(c, 14), 0.1, 1e-12);
+  c.lr_schedule = LrSchedule::kConstant;
+  EXPECT_DOUBLE_EQ(learningRate(c, 3), 0.75);
+  for (int s = 5; s <= 14; ++s) EXPECT_DOUBLE_EQ(learningRate(c, s), 1.0);
+
+  c.warmup = 0;
+  c.warmup_ratio = 0.1;
+  EXPECT_EQ(resolveWarmup(c).warmup, 2);  // 1.4 steps: rounded up
+  c.warmup_ratio = 0.0;
+  EXPECT_EQ(resolveWarmup(c).warmup, 0);
+  c.warmup_ratio = 1.0;
+  EXPECT_EQ(resolveWarmup(c).warmup, 14);
+  c.warmup_ratio.reset();
+  c.warmup = 3;
+  EXPECT_EQ(resolveWarmup(c).warmup, 3);  // no ratio: --warmup as given
 }
 
 TEST(Checksum, Crc32cMatchesTheStandardAndItsPortableTwin) {
