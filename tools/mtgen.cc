@@ -34,7 +34,8 @@ struct Options {
   std::string chat, system;                        // --chat: a user message (and --system's) to reply to
   std::string tools;                               // --tools: a JSON file of the functions it may call
   std::string conversation;                        // --conversation: a JSON file of the turns so far
-  bool chatting() const { return !chat.empty() || !conversation.empty(); }
+  std::string chat_file;                           // --chat-file: instruction data, a reply to each conversation
+  bool chatting() const { return !chat.empty() || !conversation.empty() || !chat_file.empty(); }
   std::optional<mt::ChatTemplate> chat_template;  // --template: a built-in one instead of the folder's
   bool no_thinking = false;                        // --no-thinking: Qwen 3's enable_thinking=False
   mt::BackendChoice backend = mt::BackendChoice::kAuto;
@@ -56,10 +57,8 @@ class Text {
     return {reinterpret_cast<const unsigned char*>(text.data()),
             reinterpret_cast<const unsigned char*>(text.data()) + text.size()};
   }
-  // --chat / --conversation: the conversation in the chat template, through the generation prompt
-  // (the template writes the special tokens it wants: none are added). Says which template on
-  // standard error.
-  std::vector<uint32_t> encodeChat(const Options& o) const {
+  // --chat / --conversation: the conversation the flags give.
+  static mt::ChatExample flagsConversation(const Options& o) {
     mt::ChatExample conversation = o.conversation.empty() ? mt::ChatExample{} : readConversation(o.conversation);
     if (!o.system.empty()) conversation.messages.push_back({"system", o.system});
     if (!o.chat.empty()) conversation.messages.push_back({"user", o.chat});
@@ -71,12 +70,22 @@ class Text {
     if (conversation.messages.back().role == "assistant")
       throw mt::Error("the conversation " + o.conversation + " ends with a reply: end it with a user or tool message "
                       "(or add one with --chat) for the model to reply to");
+    return conversation;
+  }
+  // The chat template of --chat, --conversation and --chat-file (said on standard error).
+  mt::ChosenChatTemplate chatTemplate(const Options& o) const {
     mt::ChosenChatTemplate chosen = mt::chooseChatTemplate(*tokenizer_, o.chat_template);
     std::fprintf(stderr, "mtgen: chat template: %s\n", chosen.description.c_str());
     if (o.no_thinking) withoutThinking(chosen);
+    return chosen;
+  }
+  // A conversation in the chat template, through the generation prompt (the template writes the
+  // special tokens it wants: none are added).
+  std::vector<uint32_t> encodeChat(const mt::ChosenChatTemplate& chosen, bool no_thinking,
+                                   const mt::ChatExample& conversation) const {
     std::string prompt = chosen.own ? mt::renderGenerationPrompt(*chosen.own, *tokenizer_, conversation)
                                     : mt::generationPrompt(conversation, chosen.builtin);
-    if (o.no_thinking && !chosen.own) prompt += mt::kQwen3EmptyThinking;  // as Qwen 3's template writes it
+    if (no_thinking && !chosen.own) prompt += mt::kQwen3EmptyThinking;  // as Qwen 3's template writes it
     return tokenizer_->encode(prompt, /*add_special_tokens=*/false);
   }
   // The JSON of `what` ("tools file PATH"), a file of at most kMaxExampleBytes, as an example.
@@ -176,10 +185,14 @@ class Printer {
 std::optional<std::string> checkFlags(const Options& o) {
   const auto& s = o.generation.sampling;
   if (o.bytes && !o.tokenizer.empty()) return "--bytes and --tokenizer each choose the tokens: give one";
-  if (!o.prompt.empty() + !o.prompt_file.empty() + o.chatting() != 1)
-    return "give one of --prompt or --prompt-file (text to continue) or --chat / --conversation (to reply to)";
+  if (!o.prompt.empty() + !o.prompt_file.empty() + (!o.chat.empty() || !o.conversation.empty()) + !o.chat_file.empty() != 1)
+    return "give one of --prompt or --prompt-file (text to continue), --chat / --conversation (to reply to) or "
+           "--chat-file (a reply to each conversation of a file)";
   if (o.chatting() && o.tokenizer.empty())
-    return "--chat and --conversation need the model's --tokenizer (its folder's chat template)";
+    return "--chat, --conversation and --chat-file need the model's --tokenizer (its folder's chat template)";
+  if (!o.chat_file.empty() && (!o.system.empty() || !o.tools.empty()))
+    return "--system and --tools with --chat-file: write them into the file's conversations (as instruction data: "
+           "a system message, \"tools\")";
   if (!o.chatting() && (!o.system.empty() || o.chat_template || o.no_thinking || !o.tools.empty()))
     return "--system, --tools, --template and --no-thinking apply to --chat or --conversation";
   if (!o.conversation.empty() && !o.system.empty())
@@ -211,6 +224,62 @@ void useFolder(Options& o) {
   o.plan_path = folder.plan;
 }
 
+// A conversation of --chat-file to reply to: the example without its last reply, which becomes
+// the reference the reply is compared with.
+struct FileConversation {
+  std::string where;
+  std::vector<uint32_t> prompt;
+  std::optional<std::string> reference;
+};
+
+// --chat-file: every conversation read and encoded first (a malformed one ends the run before
+// anything is written), then a reply to each in the file's order, one JSON object per line on
+// standard output: {"where", "reply", "finish": "stop" (an end token) or "length" (--max-tokens),
+// "reference" (the reply the example ended with), "ids" (with --ids)}. Each reply draws with the
+// same --seed: a conversation's reply does not depend on the others.
+int replyToEach(const Options& o, const Text& text, mt::Generator& generator) {
+  if (generator.rows() != 1)
+    throw mt::Error("--chat-file replies once to each conversation: give a plan of --batch 1, not " +
+                    std::to_string(generator.rows()));
+  const mt::ChosenChatTemplate chosen = text.chatTemplate(o);
+  std::vector<FileConversation> conversations;
+  mt::forEachExample(o.chat_file, mt::readWholeFile(o.chat_file, "chat file", ""),
+                     [&](const mt::ChatExample& example, const std::string& where) {
+                       mt::ChatExample conversation = example;
+                       FileConversation c{where, {}, std::nullopt};
+                       if (!conversation.messages.empty() && conversation.messages.back().role == "assistant") {
+                         c.reference = conversation.messages.back().content;
+                         conversation.messages.pop_back();
+                       }
+                       if (conversation.messages.empty() || conversation.messages.back().role == "assistant")
+                         throw mt::Error(where + ": nothing to reply to: a conversation ends with a user or tool "
+                                                 "message, or with the one reply it is compared with");
+                       c.prompt = text.encodeChat(chosen, o.no_thinking, conversation);
+                       conversations.push_back(std::move(c));
+                     },
+                     mt::ExamplesFor::kReplying);
+  if (conversations.empty()) throw mt::Error("--chat-file " + o.chat_file + " holds no conversation");
+  size_t drawn = 0, prompts = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (const FileConversation& c : conversations) {
+    const std::vector<uint32_t> ids = generator.generate(c.prompt, o.generation)[0];
+    std::string reply;
+    for (uint32_t id : ids) reply += text.bytesOf(id);
+    nlohmann::ordered_json line = {{"where", c.where},
+                                   {"reply", mt::validUtf8(reply)},
+                                   {"finish", int64_t(ids.size()) < o.generation.max_tokens ? "stop" : "length"}};
+    if (c.reference) line["reference"] = *c.reference;
+    if (o.print_ids) line["ids"] = ids;
+    std::printf("%s\n", line.dump().c_str());
+    std::fflush(stdout);
+    drawn += ids.size(), prompts += c.prompt.size();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "mtgen: %zu replies, %zu new tokens in %.2f s (%.1f tokens/s; %zu prompt tokens)\n",
+               conversations.size(), drawn, seconds, seconds > 0 ? drawn / seconds : 0.0, prompts);
+  return 0;
+}
+
 int generate(Options& o) {
   if (mt::isModelFolder(o.plan_path)) useFolder(o);
   mt::plan::Plan plan = mt::readPlan(o.plan_path);
@@ -233,11 +302,6 @@ int generate(Options& o) {
                     std::to_string(generator.vocab()) + "): it is not this model's tokenizer");
   if (o.greedy) o.generation.sampling.temperature = 0;
   o.generation.stop_tokens = text.stopTokens(o, plan);
-  // --chat prints the reply alone; a prompt is printed with its continuation.
-  const std::string prompt = o.chatting()            ? std::string()
-                             : o.prompt_file.empty() ? o.prompt
-                                                     : mt::readWholeFile(o.prompt_file, "prompt file", "");
-  const std::vector<uint32_t> prompt_ids = o.chatting() ? text.encodeChat(o) : text.encode(prompt);
   std::fprintf(stderr, "mtgen: %s | %lld sample%s, %s %lld tokens | weights %s | backend %s | %s\n",
                plan.model().name().c_str(), static_cast<long long>(generator.rows()), generator.rows() == 1 ? "" : "s",
                generator.cached() ? "key/value cache of" : "window of", static_cast<long long>(generator.window()), weights.empty() ? "the plan's seeded initializers" : weights.c_str(),
@@ -248,6 +312,14 @@ int generate(Options& o) {
                          .c_str());
   if (!o.generation.stop_tokens.empty())
     std::fprintf(stderr, "mtgen: stops at %s\n", text.describe(o.generation.stop_tokens).c_str());
+  if (!o.chat_file.empty()) return replyToEach(o, text, generator);
+  // --chat prints the reply alone; a prompt is printed with its continuation.
+  const std::string prompt = o.chatting()            ? std::string()
+                             : o.prompt_file.empty() ? o.prompt
+                                                     : mt::readWholeFile(o.prompt_file, "prompt file", "");
+  const std::vector<uint32_t> prompt_ids =
+      o.chatting() ? text.encodeChat(text.chatTemplate(o), o.no_thinking, Text::flagsConversation(o))
+                   : text.encode(prompt);
   // One sample streams as it is drawn; several are printed one after another at the end.
   Printer printer;
   const bool stream = generator.rows() == 1 && !o.print_ids;
@@ -297,7 +369,8 @@ int main(int argc, char** argv) {
       "  mtgen q.plan --tokenizer Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (its chat template)\n"
       "  mtgen q.plan --tokenizer Qwen2.5-0.5B-Instruct/ --conversation turns.json --tools tools.json\n"
       "                                          (the reply to a conversation, e.g. after a tool's result)\n"
-      "  mtgen Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (the folder compiled once, then reused)\n\n"
+      "  mtgen Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (the folder compiled once, then reused)\n"
+      "  mtgen tuned/ --chat-file held-out.jsonl --greedy > replies.jsonl   (a reply to each conversation)\n\n"
       "The text goes to standard output, what was run to standard error. A batch of B gives B samples of the\n"
       "same prompt. A --kv-cache plan runs one token's forward per token, attending over the keys and values\n"
       "of the tokens before it (the prompt is fed a token at a time; a full cache is rebuilt from the text's\n"
@@ -326,6 +399,11 @@ int main(int argc, char** argv) {
                  "the turns so far to reply to: a JSON file in instruction data's messages (or sharegpt) shape, "
                  "tools, calls and their results too (a model tuned on calls answers from a tool's result); "
                  "--chat adds a user message after them");
+  app.add_option("--chat-file", o.chat_file,
+                 "instruction data (JSONL or a JSON array, as mttok --chat reads: alpaca, messages or sharegpt, "
+                 "tools too): a reply to each conversation, one JSON object a line on standard output (where, "
+                 "reply, finish: stop or length, and the reference: the reply a conversation ends with, which is "
+                 "left out of its prompt); a plan of --batch 1");
   app.add_option("--tools", o.tools,
                  "with --chat or --conversation: a JSON file listing the functions the model may call (their "
                  "schemas, as instruction data's \"tools\"), given to the folder's chat template: a model tuned on "

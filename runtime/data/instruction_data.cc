@@ -261,13 +261,16 @@ Error notUtf8(const std::string& where, std::string_view text, size_t at, const 
 }  // namespace
 
 void forEachExample(const std::string& path, const std::string& text,
-                    const std::function<void(const ChatExample&, const std::string& where)>& each) {
+                    const std::function<void(const ChatExample&, const std::string& where)>& each, ExamplesFor use) {
+  auto read = [use](const Json& example, const std::string& where) {
+    return use == ExamplesFor::kTraining ? exampleOf(example, where) : conversationOf(example, where);
+  };
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {  // one JSON array of examples
     if (text.size() > kMaxExampleArrayBytes)
-      throw Error(path + ": a JSON array of " + std::to_string(text.size() >> 20) + " MiB; mttok --chat reads arrays "
-                  "of at most " + std::to_string(kMaxExampleArrayBytes >> 20) + " MiB: write it as JSONL (one "
-                  "example per line) instead");
+      throw Error(path + ": a JSON array of " + std::to_string(text.size() >> 20) + " MiB; arrays of at most " +
+                  std::to_string(kMaxExampleArrayBytes >> 20) + " MiB are read: write it as JSONL (one example per "
+                  "line) instead");
     if (const size_t bad = firstInvalidUtf8(text); bad != std::string_view::npos) {
       const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n'));
       throw notUtf8(path + ":" + std::to_string(line), text, bad, "the file");
@@ -275,7 +278,7 @@ void forEachExample(const std::string& path, const std::string& text,
     const Json examples = parseOrderedJsonInput(text, path);
     for (size_t i = 0; i < examples.size(); ++i) {
       const std::string where = path + ": record " + std::to_string(i);
-      each(exampleOf(examples[i], where), where);
+      each(read(examples[i], where), where);
     }
     return;
   }
@@ -288,10 +291,10 @@ void forEachExample(const std::string& path, const std::string& text,
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const std::string where = path + ":" + std::to_string(number);
     if (line.size() > kMaxExampleBytes)
-      throw Error(where + ": an example of " + std::to_string(line.size()) + " bytes; mttok --chat reads examples "
-                  "(lines) of at most " + std::to_string(kMaxExampleBytes >> 20) + " MiB: split it into several");
+      throw Error(where + ": an example of " + std::to_string(line.size()) + " bytes; examples (lines) of at most " +
+                  std::to_string(kMaxExampleBytes >> 20) + " MiB are read: split it into several");
     if (const size_t bad = firstInvalidUtf8(line); bad != std::string_view::npos) throw notUtf8(where, line, bad, "the line");
-    each(readExample(std::string(line), where), where);
+    each(read(parseOrderedJsonInput(std::string(line), where), where), where);
   }
 }
 

@@ -104,11 +104,15 @@ ChatExample readExample(const std::string& json_line, const std::string& where);
 inline constexpr size_t kMaxExampleBytes = size_t{16} << 20;
 inline constexpr size_t kMaxExampleArrayBytes = size_t{1} << 30;
 
+// What a file's examples are read for: training on (each must hold a reply: exampleOf), or
+// replying to (any conversation: conversationOf; mtgen --chat-file).
+enum class ExamplesFor { kTraining, kReplying };
 // Calls `each` with every example of a file's `text` in order and where it is (path:line for
 // JSONL, "path: record N" in a JSON array: a text whose first character is '['). Blank lines are
 // skipped. Throws mt::Error naming where an example is malformed or too large.
 void forEachExample(const std::string& path, const std::string& text,
-                    const std::function<void(const ChatExample&, const std::string& where)>& each);
+                    const std::function<void(const ChatExample&, const std::string& where)>& each,
+                    ExamplesFor use = ExamplesFor::kTraining);
 
 // A stretch of a rendered conversation and whether its tokens are targets of the loss.
 struct ChatPart {

@@ -100,6 +100,9 @@ expect_exit 2 "$bin/mtgen"
 expect_exit 2 "$bin/mtgen" good.plan
 expect_exit 2 "$bin/mtgen" good.plan --prompt x --temperature -1
 expect_exit 2 "$bin/mtgen" good.plan --prompt x --bytes --tokenizer gpt2
+expect_error_exit 2 "write them into the file's conversations" "$bin/mtgen" good.plan --tokenizer gpt2 --chat-file x.jsonl \
+  --system "Be brief."
+expect_error_exit 2 "give one of --prompt" "$bin/mtgen" good.plan --tokenizer gpt2 --chat-file x.jsonl --chat Hi
 expect_error "not a forward-only plan" "$bin/mtgen" good.plan --prompt x
 # A prompt past the plan's cache would be read only in part: refused, naming the fix.
 "$bin/mtc" gpt2-tiny --forward-only --kv-cache --batch 1 --seq 16 --no-weights -o gen16.plan >/dev/null

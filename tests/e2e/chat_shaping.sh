@@ -10,7 +10,8 @@
 # transcriptions of their templates do; function calling through a transcription of gpt-oss's
 # template counts each reply through its <|call|>. mtgen --chat replies to a message in the folder's template
 # (--no-thinking: Qwen 3's enable_thinking=False; --tools: the functions' schemas in its tools block;
-# --conversation: the turns so far, a call and its result).
+# --conversation: the turns so far, a call and its result); mtgen --chat-file replies to each
+# conversation of a file as --chat and --conversation reply to it alone.
 # usage: chat_shaping.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -338,6 +339,37 @@ twice=$(printf '%s' "$(sed 's/]}$/], "tools": [{"name": "f"}]}/' turns.json)" > 
         "$bin/mtgen" g256.plan --tokenizer qwen3 --conversation turns_tools.json --tools tools.json 2>&1); code2=$?
 check "mtgen --conversation: one ending with a reply, or tools given twice, refused" \
   "[ $code = 1 ] && grep -q 'ends with a reply: end it with a user or tool message' <<< \"\$refused\" && [ $code2 = 1 ] && grep -q 'both list tools: give them once' <<< \"\$twice\""
+# mtgen --chat-file: a reply to each conversation of a file, in its order, the ids --chat and
+# --conversation give each alone (the same seed each); an alpaca example's output is the reference,
+# left out of the prompt; a conversation with nothing to reply to ends the run before any reply.
+/usr/bin/python3 - <<'PY'
+import json
+turns = json.load(open("turns.json"))
+turns["tools"] = json.load(open("tools.json"))
+lines = [{"messages": [{"role": "user", "content": "Hi"}]}, turns,
+         {"instruction": "Name a river.", "output": "The Nile."}]
+with open("convs.jsonl", "w") as f:
+    f.writelines(json.dumps(l) + "\n" for l in lines)
+with open("noreply.jsonl", "w") as f:
+    f.write(json.dumps(lines[0]) + "\n" + json.dumps({"messages": [{"role": "assistant", "content": "Hello"}]}) + "\n")
+PY
+"$bin/mtgen" g256.plan --tokenizer qwen3 --chat-file convs.jsonl --greedy --ids --max-tokens 3 --no-stop > convs.out 2> convs.err
+"$bin/mtgen" g256.plan --tokenizer qwen3 --chat "Name a river." --greedy --ids --max-tokens 3 --no-stop > river.ids 2> /dev/null
+/usr/bin/python3 - <<'PY' > convs.check
+import json
+rows = [json.loads(l) for l in open("convs.out")]
+want = [open(f).read().split() for f in ("notools_chat.ids", "turns_chat.ids", "river.ids")]
+ok = (len(rows) == 3 and [[str(i) for i in r["ids"]] for r in rows] == want
+      and [r["where"] for r in rows] == ["convs.jsonl:1", "convs.jsonl:2", "convs.jsonl:3"]
+      and all(r["finish"] == "length" for r in rows) and "reference" not in rows[0]
+      and rows[2]["reference"] == "The Nile.")
+print("ok" if ok else f"rows {rows} want {want}")
+PY
+check "mtgen --chat-file: each conversation's reply as --chat / --conversation give it, the reference kept" \
+  "[ \"\$(cat convs.check)\" = ok ] && grep -q 'mtgen: 3 replies, 9 new tokens' convs.err"
+refused=$("$bin/mtgen" g256.plan --tokenizer qwen3 --chat-file noreply.jsonl --greedy --max-tokens 3 2> noreply.err); code=$?
+check "mtgen --chat-file: a conversation with nothing to reply to is refused before any reply (exit 1)" \
+  "[ $code = 1 ] && [ -z \"\$refused\" ] && grep -q 'noreply.jsonl:2: nothing to reply to' noreply.err"
 refused=$("$bin/mtgen" g.plan --tokenizer qwen3 --chat "Hi" --no-thinking --template chatml 2>&1); code=$?
 check "... refused for a template without thinking (exit 1)" "[ $code = 1 ] && grep -q 'no thinking to leave out' <<< \"\$refused\""
 "$bin/mtgen" g.plan --chat "Hi" > /dev/null 2>&1; code=$?
