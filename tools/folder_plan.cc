@@ -55,8 +55,9 @@ fs::path cacheRoot() {
 }
 
 // What the plan depends on: the folder (its real path), its files' names, sizes and times, the
-// context and the MegaTrain version.
-std::string folderState(const fs::path& dir, int64_t context) {
+// context, the batch (above 1: a plan of one row keeps the name it had before batches) and the
+// MegaTrain version.
+std::string folderState(const fs::path& dir, int64_t context, int64_t batch) {
   std::vector<std::string> files;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
     std::error_code ec;
@@ -66,6 +67,7 @@ std::string folderState(const fs::path& dir, int64_t context) {
   }
   std::sort(files.begin(), files.end());
   std::string state = fmt::format("{}\n{}\n{}\n", dir.string(), context, kVersion);
+  if (batch > 1) state += fmt::format("batch {}\n", batch);
   for (const std::string& f : files) state += f + "\n";
   return state;
 }
@@ -115,11 +117,12 @@ bool isModelFolder(const std::string& path) {
   return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / "config.json", ec);
 }
 
-FolderPlan folderPlan(const std::string& dir, int64_t context) {
+FolderPlan folderPlan(const std::string& dir, int64_t context, int64_t batch) {
   const fs::path folder = fs::canonical(dir);
   const fs::path root = cacheRoot();
-  const std::string name =
-      fmt::format("{}-{}-{:016x}", safeName(folder.filename().string()), context, fnv1a(folderState(folder, context)));
+  const std::string name = fmt::format("{}-{}{}-{:016x}", safeName(folder.filename().string()), context,
+                                       batch > 1 ? fmt::format("-b{}", batch) : "",
+                                       fnv1a(folderState(folder, context, batch)));
   const fs::path final = root / name;
   std::error_code ec;
   if (fs::is_regular_file(final / "gen.plan", ec)) {
@@ -130,8 +133,9 @@ FolderPlan folderPlan(const std::string& dir, int64_t context) {
   const fs::path staging = root / fmt::format("{}.tmp-{}", name, ::getpid());
   fs::remove_all(staging, ec);
   ownFolder(staging);
-  const int code = runQuietly({mtc.string(), folder.string(), "--forward-only", "--kv-cache", "--batch", "1", "--seq",
-                               std::to_string(context), "-o", (staging / "gen.plan").string()});
+  const int code = runQuietly({mtc.string(), folder.string(), "--forward-only", "--kv-cache", "--batch",
+                               std::to_string(batch), "--seq", std::to_string(context), "-o",
+                               (staging / "gen.plan").string()});
   if (code != 0) {
     fs::remove_all(staging, ec);
     throw Error(fmt::format("mtc could not compile {} (exit {}; its message above): a folder mtc imports "

@@ -16,11 +16,11 @@ struct FolderPlan {
 // Whether `path` is a model folder (a directory holding config.json).
 bool isModelFolder(const std::string& path);
 
-// The forward-only plan of model folder `dir` with a key/value cache of `context` tokens:
-// $XDG_CACHE_HOME/megatrain/mtgen (or ~/.cache/...), one subfolder per folder path, folder files'
-// sizes and times, context and MegaTrain version; compiled there by `mtc` from mtgen's own
-// folder when absent (its summary on stderr), published by a rename so that a failed or
-// interrupted compile leaves nothing. Throws mt::Error naming the cause and the fix.
-FolderPlan folderPlan(const std::string& dir, int64_t context);
+// The forward-only plan of model folder `dir` with a key/value cache of `context` tokens for
+// `batch` rows: $XDG_CACHE_HOME/megatrain/mtgen (or ~/.cache/...), one subfolder per folder path,
+// folder files' sizes and times, context, batch and MegaTrain version; compiled there by `mtc` from
+// mtgen's own folder when absent (its summary on stderr), published by a rename so that a failed
+// or interrupted compile leaves nothing. Throws mt::Error naming the cause and the fix.
+FolderPlan folderPlan(const std::string& dir, int64_t context, int64_t batch = 1);
 
 }  // namespace mt

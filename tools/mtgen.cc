@@ -42,6 +42,7 @@ struct Options {
   bool bytes = false, greedy = false, no_stop = false, print_ids = false, other_tokenizer = false;
   mt::GenerationOptions generation;
   int64_t context = 1024;  // mtgen DIR: the key/value cache's tokens of the plan it compiles
+  int64_t batch = 1;       // mtgen DIR: its rows (--chat-file: conversations replied to at once)
 };
 
 // Text in and out: byte tokens, or a Hugging Face tokenizer.
@@ -217,9 +218,10 @@ void reportSpeed(const std::vector<std::vector<uint32_t>>& samples, size_t promp
 // tokenizer unless another is named.
 void useFolder(Options& o) {
   const std::string dir = o.plan_path;
-  const mt::FolderPlan folder = mt::folderPlan(dir, o.context);
-  std::fprintf(stderr, "mtgen: %s's forward plan with a %lld-token key/value cache: %s (%s)\n", dir.c_str(),
-               static_cast<long long>(o.context), folder.plan.c_str(),
+  const mt::FolderPlan folder = mt::folderPlan(dir, o.context, o.batch);
+  std::fprintf(stderr, "mtgen: %s's forward plan with a %lld-token key/value cache, %lld row%s: %s (%s)\n", dir.c_str(),
+               static_cast<long long>(o.context), static_cast<long long>(o.batch), o.batch == 1 ? "" : "s",
+               folder.plan.c_str(),
                folder.cached ? "compiled before" : "compiled now; the next mtgen of this folder reuses it");
   o.plan_path = folder.plan;
 }
@@ -233,14 +235,12 @@ struct FileConversation {
 };
 
 // --chat-file: every conversation read and encoded first (a malformed one ends the run before
-// anything is written), then a reply to each in the file's order, one JSON object per line on
-// standard output: {"where", "reply", "finish": "stop" (an end token) or "length" (--max-tokens),
-// "reference" (the reply the example ended with), "ids" (with --ids)}. Each reply draws with the
-// same --seed: a conversation's reply does not depend on the others.
+// anything is written), then a reply to each, the plan's rows replying to as many at once, in the
+// file's order, one JSON object per line on standard output: {"where", "reply", "finish": "stop"
+// (an end token) or "length" (--max-tokens), "reference" (the reply the example ended with),
+// "ids" (with --ids)}. Each reply draws as a one-row run with --seed: a conversation's reply does
+// not depend on the others or on the row it runs in.
 int replyToEach(const Options& o, const Text& text, mt::Generator& generator) {
-  if (generator.rows() != 1)
-    throw mt::Error("--chat-file replies once to each conversation: give a plan of --batch 1, not " +
-                    std::to_string(generator.rows()));
   const mt::ChosenChatTemplate chosen = text.chatTemplate(o);
   std::vector<FileConversation> conversations;
   mt::forEachExample(o.chat_file, mt::readWholeFile(o.chat_file, "chat file", ""),
@@ -259,10 +259,8 @@ int replyToEach(const Options& o, const Text& text, mt::Generator& generator) {
                      },
                      mt::ExamplesFor::kReplying);
   if (conversations.empty()) throw mt::Error("--chat-file " + o.chat_file + " holds no conversation");
-  size_t drawn = 0, prompts = 0;
-  const auto start = std::chrono::steady_clock::now();
-  for (const FileConversation& c : conversations) {
-    const std::vector<uint32_t> ids = generator.generate(c.prompt, o.generation)[0];
+  size_t drawn = 0, prompt_tokens = 0;
+  auto print = [&](const FileConversation& c, const std::vector<uint32_t>& ids) {
     std::string reply;
     for (uint32_t id : ids) reply += text.bytesOf(id);
     nlohmann::ordered_json line = {{"where", c.where},
@@ -272,11 +270,20 @@ int replyToEach(const Options& o, const Text& text, mt::Generator& generator) {
     if (o.print_ids) line["ids"] = ids;
     std::printf("%s\n", line.dump().c_str());
     std::fflush(stdout);
-    drawn += ids.size(), prompts += c.prompt.size();
+    drawn += ids.size(), prompt_tokens += c.prompt.size();
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const size_t rows = static_cast<size_t>(generator.rows());
+  for (size_t first = 0; first < conversations.size(); first += rows) {
+    std::vector<std::vector<uint32_t>> prompts;
+    for (size_t i = first; i < std::min(first + rows, conversations.size()); ++i)
+      prompts.push_back(conversations[i].prompt);
+    const std::vector<std::vector<uint32_t>> replies = generator.generateEach(prompts, o.generation);
+    for (size_t i = 0; i < replies.size(); ++i) print(conversations[first + i], replies[i]);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "mtgen: %zu replies, %zu new tokens in %.2f s (%.1f tokens/s; %zu prompt tokens)\n",
-               conversations.size(), drawn, seconds, seconds > 0 ? drawn / seconds : 0.0, prompts);
+               conversations.size(), drawn, seconds, seconds > 0 ? drawn / seconds : 0.0, prompt_tokens);
   return 0;
 }
 
@@ -372,9 +379,10 @@ int main(int argc, char** argv) {
       "  mtgen Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (the folder compiled once, then reused)\n"
       "  mtgen tuned/ --chat-file held-out.jsonl --greedy > replies.jsonl   (a reply to each conversation)\n\n"
       "The text goes to standard output, what was run to standard error. A batch of B gives B samples of the\n"
-      "same prompt. A --kv-cache plan runs one token's forward per token, attending over the keys and values\n"
-      "of the tokens before it (the prompt is fed a token at a time; a full cache is rebuilt from the text's\n"
-      "last seq/2 tokens); a plain --forward-only plan runs the whole window of the last seq tokens per token.\n"
+      "same prompt (--chat-file: replies to B conversations at once). A --kv-cache plan runs one token's\n"
+      "forward per token, attending over the keys and values of the tokens before it (the prompt is fed a\n"
+      "token at a time; a full cache is rebuilt from the text's last seq/2 tokens); a plain --forward-only\n"
+      "plan runs the whole window of the last seq tokens per token.\n"
       "Exit codes: 0 success, 1 bad input (message on stderr), 2 bad flags."};
   app.add_option("plan", o.plan_path,
                  "a forward-only plan (mtc --forward-only; with --kv-cache, fast), or a Hugging Face model folder "
@@ -382,6 +390,11 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--context", o.context,
                  "with a model folder: the key/value cache's tokens of the plan compiled for it (prompt and reply)")
+      ->check(mt::positiveInteger())
+      ->capture_default_str();
+  app.add_option("--batch", o.batch,
+                 "with a model folder: the rows of the plan compiled for it: samples of one prompt, or conversations "
+                 "of --chat-file replied to at once")
       ->check(mt::positiveInteger())
       ->capture_default_str();
   app.add_option("--weights", o.weights, "weights (.safetensors, e.g. mtrun --export's); default: those mtc wrote "
@@ -403,7 +416,7 @@ int main(int argc, char** argv) {
                  "instruction data (JSONL or a JSON array, as mttok --chat reads: alpaca, messages or sharegpt, "
                  "tools too): a reply to each conversation, one JSON object a line on standard output (where, "
                  "reply, finish: stop or length, and the reference: the reply a conversation ends with, which is "
-                 "left out of its prompt); a plan of --batch 1");
+                 "left out of its prompt); a plan of batch B replies to B at once");
   app.add_option("--tools", o.tools,
                  "with --chat or --conversation: a JSON file listing the functions the model may call (their "
                  "schemas, as instruction data's \"tools\"), given to the folder's chat template: a model tuned on "
@@ -431,8 +444,13 @@ int main(int argc, char** argv) {
   mt::choiceOf(app, "--backend", o.backend, "where to run: the GPU when there is one (auto)", mt::backendChoiceNames())
       ->default_str("auto");
   if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
-  // A model folder brings its tokenizer.
+  // A model folder brings its tokenizer; a plan brings its rows and cache.
   if (mt::isModelFolder(o.plan_path) && o.tokenizer.empty() && !o.bytes) o.tokenizer = o.plan_path;
+  if (!mt::isModelFolder(o.plan_path) && (app.count("--batch") || app.count("--context"))) {
+    std::fprintf(stderr, "mtgen: error: --batch and --context apply to a model folder; a plan's rows and cache are "
+                         "compiled into it (mtc --batch, --seq)\n");
+    return 2;
+  }
   if (const auto problem = checkFlags(o)) {
     std::fprintf(stderr, "mtgen: error: %s\n", problem->c_str());
     return 2;

@@ -93,22 +93,29 @@ std::vector<int64_t> Generator::runWindow(const std::vector<std::vector<uint32_t
   return last;
 }
 
-void Generator::runDecode(const std::vector<uint32_t>& ids, int64_t position) {
-  if (!cached() || position < 0 || position >= seq_ || static_cast<int64_t>(ids.size()) != batch_)
+void Generator::runDecode(const std::vector<uint32_t>& ids, const std::vector<int64_t>& positions) {
+  const bool inside = std::all_of(positions.begin(), positions.end(), [&](int64_t p) { return p >= 0 && p < seq_; });
+  if (!cached() || !inside || static_cast<int64_t>(ids.size()) != batch_ ||
+      static_cast<int64_t>(positions.size()) != batch_)
     throw Error("runDecode: a decode plan's run takes one token per row at a position inside the cache");
   int32_t* tokens = store_.i32(tokens_);
-  int32_t* positions = store_.i32(positions_);
-  for (int64_t r = 0; r < batch_; ++r) tokens[r] = static_cast<int32_t>(ids[r]), positions[r] = static_cast<int32_t>(position);
+  int32_t* position_of = store_.i32(positions_);
+  for (int64_t r = 0; r < batch_; ++r)
+    tokens[r] = static_cast<int32_t>(ids[r]), position_of[r] = static_cast<int32_t>(positions[r]);
   backend_.runStep(evaluationRun());
-  // The new token's key and value become row `position` of its sequence's cache.
+  // The new token's key and value become row positions[r] of its sequence's cache.
   for (const CachePair& pair : cache_) {
     const bool bf16 = plan_.host_tensors(pair.fresh).dtype() == plan::DTYPE_BF16;
     for (int64_t r = 0; r < batch_; ++r) {
-      float* row = store_.f32(pair.cache) + (r * seq_ + position) * kv_width_;
+      float* row = store_.f32(pair.cache) + (r * seq_ + positions[r]) * kv_width_;
       if (bf16) widen_bf16(static_cast<const uint16_t*>(store_.data(pair.fresh)) + r * kv_width_, row, kv_width_);
       else std::memcpy(row, store_.f32(pair.fresh) + r * kv_width_, sizeof(float) * kv_width_);
     }
   }
+}
+
+void Generator::runDecode(const std::vector<uint32_t>& ids, int64_t position) {
+  runDecode(ids, std::vector<int64_t>(static_cast<size_t>(batch_), position));
 }
 
 void Generator::readLogits(int64_t r, int64_t at, float* out) const {
@@ -119,9 +126,7 @@ void Generator::readLogits(int64_t r, int64_t at, float* out) const {
     std::memcpy(out, store_.f32(logits_) + offset, sizeof(float) * vocab_);
 }
 
-std::vector<std::vector<uint32_t>> Generator::generate(const std::vector<uint32_t>& prompt,
-                                                       const GenerationOptions& options,
-                                                       const std::function<void(int64_t, uint32_t)>& on_token) {
+void Generator::checkPrompt(const std::vector<uint32_t>& prompt) const {
   if (prompt.empty()) throw Error("the prompt holds no tokens: generation continues a text, give it one");
   if (static_cast<int64_t>(prompt.size()) > seq_)
     throw Error("the prompt is " + std::to_string(prompt.size()) + " tokens, more than the plan's " +
@@ -132,49 +137,70 @@ std::vector<std::vector<uint32_t>> Generator::generate(const std::vector<uint32_
   for (uint32_t id : prompt)
     if (id >= vocab_) throw Error("prompt token " + std::to_string(id) + " is past the model's vocabulary of " +
                                   std::to_string(vocab_) + ": tokenise with the model's tokenizer");
-  std::vector<std::vector<uint32_t>> text(static_cast<size_t>(batch_), prompt), added(static_cast<size_t>(batch_));
-  std::vector<bool> done(static_cast<size_t>(batch_), false);
+}
+
+std::vector<std::vector<uint32_t>> Generator::generate(const std::vector<uint32_t>& prompt,
+                                                       const GenerationOptions& options,
+                                                       const std::function<void(int64_t, uint32_t)>& on_token) {
+  return run(std::vector<std::vector<uint32_t>>(static_cast<size_t>(batch_), prompt), options, on_token, true);
+}
+
+std::vector<std::vector<uint32_t>> Generator::generateEach(const std::vector<std::vector<uint32_t>>& prompts,
+                                                           const GenerationOptions& options) {
+  if (prompts.empty() || static_cast<int64_t>(prompts.size()) > batch_)
+    throw Error("generateEach: " + std::to_string(prompts.size()) + " prompts for a plan of " +
+                std::to_string(batch_) + " rows: give 1 to " + std::to_string(batch_));
+  return run(prompts, options, {}, false);
+}
+
+// Every run feeds each active row one token: a decode plan the next token of the row's text at
+// its own position (the cache holds text[base, base + fed) at positions 0 .. fed - 1, and is
+// rebuilt from the text's last seq / 2 tokens when full), a window plan the row's whole window.
+// A row whose text is all fed draws its next token, keyed by (row, its draws so far); it ends at
+// a stop token or at max_tokens. Idle and ended rows are fed a 0 at position 0, never read.
+std::vector<std::vector<uint32_t>> Generator::run(const std::vector<std::vector<uint32_t>>& prompts,
+                                                  const GenerationOptions& options,
+                                                  const std::function<void(int64_t, uint32_t)>& on_token,
+                                                  bool draws_by_row) {
+  for (const auto& prompt : prompts) checkPrompt(prompt);
+  const size_t rows = static_cast<size_t>(batch_);
+  std::vector<std::vector<uint32_t>> text(rows, std::vector<uint32_t>{0}), added(rows);
+  std::vector<bool> done(rows, true);
+  for (size_t r = 0; r < prompts.size(); ++r) text[r] = prompts[r], done[r] = options.max_tokens <= 0;
+  std::vector<size_t> base(rows, 0), fed(rows, 0);
+  std::vector<uint32_t> ids(rows, 0);
+  std::vector<int64_t> positions(rows, 0), last(rows, 0);
   std::vector<float> row_logits(static_cast<size_t>(vocab_));
-  // Decode plans: feeds each row's last `count` tokens at positions 0 .. count - 1 (a row that
-  // stopped early is fed zeros: its results are not read).
-  int64_t position = 0;
-  auto refill = [&](int64_t count) {
-    std::vector<uint32_t> ids(static_cast<size_t>(batch_));
-    for (position = 0; position < count; ++position) {
-      for (int64_t r = 0; r < batch_; ++r) {
-        const int64_t from_end = count - position;
-        ids[r] = int64_t(text[r].size()) >= from_end ? text[r][text[r].size() - from_end] : 0;
+  while (std::find(done.begin(), done.end(), false) != done.end()) {
+    if (cached()) {
+      for (size_t r = 0; r < rows; ++r) {
+        ids[r] = 0, positions[r] = 0;
+        if (done[r]) continue;
+        if (int64_t(fed[r]) == seq_) base[r] = text[r].size() - std::max<size_t>(1, static_cast<size_t>(seq_ / 2)), fed[r] = 0;
+        ids[r] = text[r][base[r] + fed[r]], positions[r] = static_cast<int64_t>(fed[r]);
       }
-      runDecode(ids, position);
+      runDecode(ids, positions);
+      for (size_t r = 0; r < rows; ++r) fed[r] += !done[r];
+    } else {
+      last = runWindow(text);
     }
-  };
-  if (cached()) refill(std::min<int64_t>(seq_, static_cast<int64_t>(prompt.size())));
-  for (int64_t step = 0; step < options.max_tokens; ++step) {
-    const std::vector<int64_t> last = cached() ? std::vector<int64_t>(static_cast<size_t>(batch_), 0) : runWindow(text);
-    bool any = false;
-    std::vector<uint32_t> drawn(static_cast<size_t>(batch_), 0);
-    for (int64_t r = 0; r < batch_; ++r) {
-      if (done[r]) continue;
-      readLogits(r, last[r], row_logits.data());
-      // Each (row, step) its own draw, so rows differ and a run is reproducible.
-      const uint32_t id = sampleToken(row_logits.data(), vocab_, options.sampling, (uint64_t(r) << 32) | uint64_t(step));
+    for (size_t r = 0; r < rows; ++r) {
+      if (done[r] || (cached() && base[r] + fed[r] < text[r].size())) continue;  // still feeding its text
+      readLogits(static_cast<int64_t>(r), last[r], row_logits.data());
+      // Each (row, draw) its own key, so rows differ and a run is reproducible.
+      const uint64_t key = (uint64_t(draws_by_row ? r : 0) << 32) | uint64_t(added[r].size());
+      const uint32_t id = sampleToken(row_logits.data(), vocab_, options.sampling, key);
       if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), id) != options.stop_tokens.end()) {
         done[r] = true;
         continue;
       }
       text[r].push_back(id);
       added[r].push_back(id);
-      drawn[r] = id;
-      if (on_token) on_token(r, id);
-      any = true;
+      if (on_token) on_token(static_cast<int64_t>(r), id);
+      done[r] = static_cast<int64_t>(added[r].size()) >= options.max_tokens;
     }
-    if (!any) break;
-    if (!cached() || step + 1 == options.max_tokens) continue;
-    // The drawn tokens' keys and values into the cache; a full cache is rebuilt from the
-    // text's last half.
-    if (position == seq_) refill(std::max<int64_t>(1, seq_ / 2));
-    else runDecode(drawn, position++);
   }
+  added.resize(prompts.size());
   return added;
 }
 

@@ -10,7 +10,8 @@
 //   token's forward. The prompt is fed one token per run. When the text outgrows the cache,
 //   the cache is rebuilt from the text's last seq / 2 tokens at positions from 0 (the window
 //   plan slides by one token instead: the two agree until the text is seq tokens long).
-// Every row continues the same prompt with draws of its own.
+// generate(): every row continues the same prompt with draws of its own; generateEach(): each row
+// its own prompt, at its own position (mtgen --chat-file: several conversations at once).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -46,12 +47,20 @@ class Generator {
   // vocabulary); `on_token(row, id)` sees each as it is drawn (the stop token excluded).
   std::vector<std::vector<uint32_t>> generate(const std::vector<uint32_t>& prompt, const GenerationOptions& options,
                                               const std::function<void(int64_t, uint32_t)>& on_token = {});
+  // The new tokens after each of `prompts` (at most rows(); rows past them idle), the rows run
+  // together. Prompt i's draws are keyed as a one-row generate()'s, so its tokens do not depend on
+  // the row it runs in or on the other prompts (but for rounding: the products' sums may be
+  // ordered otherwise at another batch).
+  std::vector<std::vector<uint32_t>> generateEach(const std::vector<std::vector<uint32_t>>& prompts,
+                                                  const GenerationOptions& options);
 
   // The steps generate() is made of (tests compare the two plans with them):
   // A window plan's run over each row's last `seq` tokens; returns each row's last position.
   std::vector<int64_t> runWindow(const std::vector<std::vector<uint32_t>>& text);
-  // A decode plan's run on each row's token `ids[r]` at `position` (< window()), storing their
-  // keys and values in the cache's row `position`; rows [0, position) must hold the earlier tokens'.
+  // A decode plan's run on each row's token `ids[r]` at `positions[r]` (< window()), storing its
+  // key and value in its cache's row positions[r]; rows [0, positions[r]) must hold the earlier
+  // tokens'. The second form: every row at `position`.
+  void runDecode(const std::vector<uint32_t>& ids, const std::vector<int64_t>& positions);
   void runDecode(const std::vector<uint32_t>& ids, int64_t position);
   // Row r's logits at token `at` of the last run (0 for a decode plan), as f32 in `out` (vocab()).
   void readLogits(int64_t r, int64_t at, float* out) const;
@@ -62,6 +71,14 @@ class Generator {
     int cache = -1, fresh = -1;
   };
   void findCache(const plan::Plan& plan);
+  // Throws mt::Error for a prompt the plan cannot continue: empty, past its window or cache, or
+  // with an id past the vocabulary.
+  void checkPrompt(const std::vector<uint32_t>& prompt) const;
+  // generate() and generateEach(): row r continues prompts[r]; draws keyed by the row
+  // (`draws_by_row`) or as row 0's.
+  std::vector<std::vector<uint32_t>> run(const std::vector<std::vector<uint32_t>>& prompts,
+                                         const GenerationOptions& options,
+                                         const std::function<void(int64_t, uint32_t)>& on_token, bool draws_by_row);
 
   const plan::Plan& plan_;
   HostStore& store_;

@@ -367,6 +367,14 @@ print("ok" if ok else f"rows {rows} want {want}")
 PY
 check "mtgen --chat-file: each conversation's reply as --chat / --conversation give it, the reference kept" \
   "[ \"\$(cat convs.check)\" = ok ] && grep -q 'mtgen: 3 replies, 9 new tokens' convs.err"
+# A plan of 2 rows replies to two conversations at once, each at its own positions (the second
+# pair: the third conversation beside an idle row): the same ids as one at a time.
+"$bin/mtc" qwen3-tiny --vocab 151669 --context 256 --forward-only --kv-cache --batch 2 --seq 256 --no-weights \
+  -o g256b2.plan > /dev/null
+"$bin/mtgen" g256b2.plan --weights g256.safetensors --tokenizer qwen3 --chat-file convs.jsonl --greedy --ids \
+  --max-tokens 3 --no-stop > convs2.out 2> convs2.err
+check "mtgen --chat-file on a plan of 2 rows: two conversations at once, the replies one at a time gives" \
+  "[ -s convs2.out ] && cmp -s convs.out convs2.out && grep -q 'mtgen: 3 replies, 9 new tokens' convs2.err"
 refused=$("$bin/mtgen" g256.plan --tokenizer qwen3 --chat-file noreply.jsonl --greedy --max-tokens 3 2> noreply.err); code=$?
 check "mtgen --chat-file: a conversation with nothing to reply to is refused before any reply (exit 1)" \
   "[ $code = 1 ] && [ -z \"\$refused\" ] && grep -q 'noreply.jsonl:2: nothing to reply to' noreply.err"

@@ -91,6 +91,101 @@ TEST(Generator, SlidesTheWindowAndStopsEachRowAtTheStopToken) {
   EXPECT_THROW(generator.generate({9}, options), Error);  // past the vocabulary
 }
 
+// generateEach on a window plan: each row continues its own prompt (row 1 from 5 by twos), and a
+// row without a prompt idles (its window zeros), its result left out.
+TEST(Generator, ContinuesEachRowsOwnPrompt) {
+  const plan::Plan plan = forwardOnlyPlan();
+  HostStore store(plan);
+  NextTokenBackend backend(store);
+  Generator generator(plan, store, backend);
+  GenerationOptions options;
+  options.sampling.temperature = 0;
+  options.max_tokens = 3;
+  auto added = generator.generateEach({{1, 2}, {5}}, options);
+  ASSERT_EQ(added.size(), 2u);
+  EXPECT_EQ(added[0], (std::vector<uint32_t>{3, 4, 5}));
+  EXPECT_EQ(added[1], (std::vector<uint32_t>{7, 1, 3}));
+  EXPECT_EQ(backend.windows[0], (std::vector<int32_t>{1, 2, 0, 0, 5, 0, 0, 0}));
+  added = generator.generateEach({{1, 2}}, options);
+  ASSERT_EQ(added.size(), 1u);
+  EXPECT_EQ(added[0], (std::vector<uint32_t>{3, 4, 5}));
+  EXPECT_THROW(generator.generateEach({{1}, {2}, {3}}, options), Error);  // more prompts than rows
+  EXPECT_THROW(generator.generateEach({{1}, {}}, options), Error);
+}
+
+// A decode plan (tokens and positions (rows, 1), a cache of kWindow positions of one layer) whose
+// stand-in model's next token is (token + position + 1) mod 16, and whose new key and value are
+// the token itself: each row feeds its own prompt at its own positions, draws once its text is
+// all fed, and rebuilds its own cache from its text's last half when full.
+plan::Plan decodePlan() {
+  plan::Plan plan;
+  auto add = [&](const char* name, plan::HostRole role, plan::DType dtype, std::vector<int64_t> shape) {
+    auto* t = plan.add_host_tensors();
+    t->set_name(name);
+    t->set_role(role);
+    t->set_dtype(dtype);
+    for (int64_t d : shape) t->add_shape(d);
+  };
+  add("tokens", plan::ROLE_TOKENS, plan::DTYPE_I32, {kRows, 1});
+  add(kPositionsInput, plan::ROLE_INPUT, plan::DTYPE_I32, {kRows, 1});
+  add("cache.0.key", plan::ROLE_INPUT, plan::DTYPE_F32, {kRows, kWindow, 1});
+  add("cache.0.value", plan::ROLE_INPUT, plan::DTYPE_F32, {kRows, kWindow, 1});
+  add("logits", plan::ROLE_OUTPUT, plan::DTYPE_F32, {kRows, 1, 16});
+  add("new.0.key", plan::ROLE_OUTPUT, plan::DTYPE_F32, {kRows, 1, 1});
+  add("new.0.value", plan::ROLE_OUTPUT, plan::DTYPE_F32, {kRows, 1, 1});
+  return plan;
+}
+
+class DecodeBackend : public Backend {
+ public:
+  explicit DecodeBackend(HostStore& store) : store_(store) {}
+  std::string name() const override { return "decode"; }
+  StepResult runStep(const StepOptions&) override {
+    const int32_t* tokens = store_.i32(store_.tokens());
+    const int32_t* positions = store_.i32(store_.input(kPositionsInput));
+    runs.push_back({{tokens[0], tokens[1]}, {positions[0], positions[1]}});
+    float* logits = store_.f32(store_.output("logits"));
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t v = 0; v < 16; ++v) logits[r * 16 + v] = v == (tokens[r] + positions[r] + 1) % 16 ? 5.0f : 0.0f;
+      store_.f32(store_.output("new.0.key"))[r] = store_.f32(store_.output("new.0.value"))[r] = float(tokens[r]);
+    }
+    return {};
+  }
+  void applyPendingUpdate() override {}
+  int64_t arenaBytes() const override { return 0; }
+  const StepTimeline& lastTimeline() const override { return timeline_; }
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> runs;  // each run's tokens and positions
+
+ private:
+  HostStore& store_;
+  StepTimeline timeline_;
+};
+
+TEST(Generator, FeedsEachRowAtItsOwnPositionInADecodePlan) {
+  const plan::Plan plan = decodePlan();
+  HostStore store(plan);
+  DecodeBackend backend(store);
+  Generator generator(plan, store, backend);
+  ASSERT_TRUE(generator.cached());
+  GenerationOptions options;
+  options.sampling.temperature = 0;
+  options.max_tokens = 4;
+  const auto added = generator.generateEach({{1, 2, 3}, {4}}, options);
+  // Row 0: 1, 2, 3 at 0-2, draws 3+2+1 = 6; 6 at 3 draws 10; full: 6, 10 again at 0, 1 draws 12;
+  // 12 at 2 draws 15. Row 1: 4 at 0 draws 5, 5 at 1 draws 7, 7 at 2 draws 10, 10 at 3 draws 14.
+  ASSERT_EQ(added.size(), 2u);
+  EXPECT_EQ(added[0], (std::vector<uint32_t>{6, 10, 12, 15}));
+  EXPECT_EQ(added[1], (std::vector<uint32_t>{5, 7, 10, 14}));
+  using Run = std::pair<std::vector<int32_t>, std::vector<int32_t>>;
+  EXPECT_EQ(backend.runs, (std::vector<Run>{{{1, 4}, {0, 0}}, {{2, 5}, {1, 1}}, {{3, 7}, {2, 2}}, {{6, 10}, {3, 3}},
+                                            {{6, 0}, {0, 0}}, {{10, 0}, {1, 0}}, {{12, 0}, {2, 0}}}));
+  // The cache holds each row's keys at their positions: row 0 after its rebuild 6, 10, 12.
+  const float* keys = store.f32(store.input("cache.0.key"));
+  EXPECT_EQ((std::vector<float>(keys, keys + 3)), (std::vector<float>{6, 10, 12}));
+  // A prompt's tokens do not depend on the row it runs in or on the other prompts.
+  EXPECT_EQ(generator.generateEach({{4}}, options)[0], added[1]);
+}
+
 TEST(Generator, RefusesATrainingPlan) {
   plan::Plan plan = forwardOnlyPlan();
   auto* loss = plan.add_host_tensors();
