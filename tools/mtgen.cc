@@ -43,6 +43,7 @@ struct Options {
   mt::GenerationOptions generation;
   int64_t context = 1024;  // mtgen DIR: the key/value cache's tokens of the plan it compiles
   int64_t batch = 1;       // mtgen DIR: its rows (--chat-file: conversations replied to at once)
+  bool folder = false;     // the plan was compiled from a model folder (mtgen DIR)
 };
 
 // Text in and out: byte tokens, or a Hugging Face tokenizer.
@@ -195,7 +196,7 @@ std::optional<std::string> checkFlags(const Options& o) {
     return "--system and --tools with --chat-file: write them into the file's conversations (as instruction data: "
            "a system message, \"tools\")";
   if (!o.chatting() && (!o.system.empty() || o.chat_template || o.no_thinking || !o.tools.empty()))
-    return "--system, --tools, --template and --no-thinking apply to --chat or --conversation";
+    return "--system, --tools, --template and --no-thinking apply to --chat, --conversation or --chat-file";
   if (!o.conversation.empty() && !o.system.empty())
     return "--system with --conversation: write the system message into the conversation file";
   if (!(std::isfinite(s.temperature) && s.temperature >= 0)) return "--temperature must be 0 (greedy) or positive";
@@ -224,6 +225,7 @@ void useFolder(Options& o) {
                folder.plan.c_str(),
                folder.cached ? "compiled before" : "compiled now; the next mtgen of this folder reuses it");
   o.plan_path = folder.plan;
+  o.folder = true;
 }
 
 // A conversation of --chat-file to reply to: the example without its last reply, which becomes
@@ -251,10 +253,18 @@ int replyToEach(const Options& o, const Text& text, mt::Generator& generator) {
                          c.reference = conversation.messages.back().content;
                          conversation.messages.pop_back();
                        }
-                       if (conversation.messages.empty() || conversation.messages.back().role == "assistant")
+                       const std::string& last = conversation.messages.empty() ? "" : conversation.messages.back().role;
+                       if (last != "user" && last != "tool")
                          throw mt::Error(where + ": nothing to reply to: a conversation ends with a user or tool "
                                                  "message, or with the one reply it is compared with");
                        c.prompt = text.encodeChat(chosen, o.no_thinking, conversation);
+                       if (static_cast<int64_t>(c.prompt.size()) > generator.window())
+                         throw mt::Error(fmt::format(
+                             "{}: its prompt is {} tokens, more than the plan's {} positions: {}", where,
+                             c.prompt.size(), generator.window(),
+                             o.folder ? fmt::format("give mtgen --context of at least {} (the prompt and the reply)",
+                                                    c.prompt.size() + 256)
+                                      : "compile the plan with a --seq that holds the prompt and the reply"));
                        conversations.push_back(std::move(c));
                      },
                      mt::ExamplesFor::kReplying);
@@ -268,7 +278,8 @@ int replyToEach(const Options& o, const Text& text, mt::Generator& generator) {
                                    {"finish", int64_t(ids.size()) < o.generation.max_tokens ? "stop" : "length"}};
     if (c.reference) line["reference"] = *c.reference;
     if (o.print_ids) line["ids"] = ids;
-    std::printf("%s\n", line.dump().c_str());
+    // (A path's bytes that are not UTF-8 are replaced: `where` names the file as given.)
+    std::printf("%s\n", line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     std::fflush(stdout);
     drawn += ids.size(), prompt_tokens += c.prompt.size();
   };
@@ -309,8 +320,10 @@ int generate(Options& o) {
                     std::to_string(generator.vocab()) + "): it is not this model's tokenizer");
   if (o.greedy) o.generation.sampling.temperature = 0;
   o.generation.stop_tokens = text.stopTokens(o, plan);
-  std::fprintf(stderr, "mtgen: %s | %lld sample%s, %s %lld tokens | weights %s | backend %s | %s\n",
-               plan.model().name().c_str(), static_cast<long long>(generator.rows()), generator.rows() == 1 ? "" : "s",
+  std::fprintf(stderr, "mtgen: %s | %lld %s%s, %s %lld tokens | weights %s | backend %s | %s\n",
+               plan.model().name().c_str(), static_cast<long long>(generator.rows()),
+               o.chat_file.empty() ? "sample" : "conversation",
+               generator.rows() == 1 ? "" : o.chat_file.empty() ? "s" : "s at once",
                generator.cached() ? "key/value cache of" : "window of", static_cast<long long>(generator.window()), weights.empty() ? "the plan's seeded initializers" : weights.c_str(),
                kind == mt::BackendKind::kCuda ? "cuda" : "cpu",
                o.generation.sampling.temperature == 0 ? "greedy"
@@ -422,10 +435,10 @@ int main(int argc, char** argv) {
                  "schemas, as instruction data's \"tools\"), given to the folder's chat template: a model tuned on "
                  "calls replies with one");
   app.add_flag("--no-thinking", o.no_thinking,
-               "with --chat or --conversation: Qwen 3's enable_thinking=False (the prompt ends with an empty "
+               "with --chat, --conversation or --chat-file: Qwen 3's enable_thinking=False (the prompt ends with an empty "
                "thinking block: a reply without reasoning)");
   mt::choiceOf(app, "--template", o.chat_template,
-               "with --chat or --conversation: a built-in chat template instead of the folder's own",
+               "with --chat, --conversation or --chat-file: a built-in chat template instead of the folder's own",
                mt::chatTemplateNames());
   app.add_option("--max-tokens", o.generation.max_tokens, "new tokens at most")->check(mt::positiveInteger())
       ->capture_default_str();

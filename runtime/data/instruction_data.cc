@@ -232,7 +232,8 @@ ChatExample conversationOf(const Json& example, const std::string& where) {
     if (example.contains("history") && !example.at("history").is_null())
       appendHistory(example.at("history"), messages, where);
     messages.push_back({"user", prompt});
-    messages.push_back({"assistant", stringField(example, "output", where)});
+    // Without "output": a prompt to reply to (training refuses it: no reply to learn).
+    if (example.contains("output")) messages.push_back({"assistant", stringField(example, "output", where)});
   } else {
     throw Error(where + ": neither \"messages\", \"conversations\" nor alpaca's \"instruction\"/\"output\"");
   }

@@ -341,43 +341,56 @@ check "mtgen --conversation: one ending with a reply, or tools given twice, refu
   "[ $code = 1 ] && grep -q 'ends with a reply: end it with a user or tool message' <<< \"\$refused\" && [ $code2 = 1 ] && grep -q 'both list tools: give them once' <<< \"\$twice\""
 # mtgen --chat-file: a reply to each conversation of a file, in its order, the ids --chat and
 # --conversation give each alone (the same seed each); an alpaca example's output is the reference,
-# left out of the prompt; a conversation with nothing to reply to ends the run before any reply.
+# left out of the prompt, and one without an output a prompt; a conversation with nothing to reply
+# to (ending with two replies, or a system message) or longer than the plan's cache ends the run
+# before any reply, naming its line and the fix.
 /usr/bin/python3 - <<'PY'
 import json
 turns = json.load(open("turns.json"))
 turns["tools"] = json.load(open("tools.json"))
 lines = [{"messages": [{"role": "user", "content": "Hi"}]}, turns,
-         {"instruction": "Name a river.", "output": "The Nile."}]
+         {"instruction": "Name a river.", "output": "The Nile."}, {"instruction": "Name a sea."}]
 with open("convs.jsonl", "w") as f:
     f.writelines(json.dumps(l) + "\n" for l in lines)
-with open("noreply.jsonl", "w") as f:
-    f.write(json.dumps(lines[0]) + "\n" + json.dumps({"messages": [{"role": "assistant", "content": "Hello"}]}) + "\n")
+refused = {"noreply": {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+                                    {"role": "assistant", "content": "Again"}]},
+           "sysend": {"messages": [{"role": "user", "content": "Hi"}, {"role": "system", "content": "Be brief."}]},
+           "long": {"messages": [{"role": "user", "content": "word " * 400}]}}
+for name, conversation in refused.items():
+    with open(name + ".jsonl", "w") as f:
+        f.write(json.dumps(lines[0]) + "\n" + json.dumps(conversation) + "\n")
 PY
 "$bin/mtgen" g256.plan --tokenizer qwen3 --chat-file convs.jsonl --greedy --ids --max-tokens 3 --no-stop > convs.out 2> convs.err
 "$bin/mtgen" g256.plan --tokenizer qwen3 --chat "Name a river." --greedy --ids --max-tokens 3 --no-stop > river.ids 2> /dev/null
+"$bin/mtgen" g256.plan --tokenizer qwen3 --chat "Name a sea." --greedy --ids --max-tokens 3 --no-stop > sea.ids 2> /dev/null
 /usr/bin/python3 - <<'PY' > convs.check
 import json
 rows = [json.loads(l) for l in open("convs.out")]
-want = [open(f).read().split() for f in ("notools_chat.ids", "turns_chat.ids", "river.ids")]
-ok = (len(rows) == 3 and [[str(i) for i in r["ids"]] for r in rows] == want
-      and [r["where"] for r in rows] == ["convs.jsonl:1", "convs.jsonl:2", "convs.jsonl:3"]
-      and all(r["finish"] == "length" for r in rows) and "reference" not in rows[0]
+want = [open(f).read().split() for f in ("notools_chat.ids", "turns_chat.ids", "river.ids", "sea.ids")]
+ok = (len(rows) == 4 and [[str(i) for i in r["ids"]] for r in rows] == want
+      and [r["where"] for r in rows] == [f"convs.jsonl:{n}" for n in range(1, 5)]
+      and all(r["finish"] == "length" for r in rows) and "reference" not in rows[0] and "reference" not in rows[3]
       and rows[2]["reference"] == "The Nile.")
 print("ok" if ok else f"rows {rows} want {want}")
 PY
 check "mtgen --chat-file: each conversation's reply as --chat / --conversation give it, the reference kept" \
-  "[ \"\$(cat convs.check)\" = ok ] && grep -q 'mtgen: 3 replies, 9 new tokens' convs.err"
-# A plan of 2 rows replies to two conversations at once, each at its own positions (the second
-# pair: the third conversation beside an idle row): the same ids as one at a time.
+  "[ \"\$(cat convs.check)\" = ok ] && grep -q 'mtgen: 4 replies, 12 new tokens' convs.err"
+# A plan of 2 rows replies to two conversations at once, each at its own positions: the same ids
+# as one at a time.
 "$bin/mtc" qwen3-tiny --vocab 151669 --context 256 --forward-only --kv-cache --batch 2 --seq 256 --no-weights \
   -o g256b2.plan > /dev/null
 "$bin/mtgen" g256b2.plan --weights g256.safetensors --tokenizer qwen3 --chat-file convs.jsonl --greedy --ids \
   --max-tokens 3 --no-stop > convs2.out 2> convs2.err
 check "mtgen --chat-file on a plan of 2 rows: two conversations at once, the replies one at a time gives" \
-  "[ -s convs2.out ] && cmp -s convs.out convs2.out && grep -q 'mtgen: 3 replies, 9 new tokens' convs2.err"
-refused=$("$bin/mtgen" g256.plan --tokenizer qwen3 --chat-file noreply.jsonl --greedy --max-tokens 3 2> noreply.err); code=$?
-check "mtgen --chat-file: a conversation with nothing to reply to is refused before any reply (exit 1)" \
-  "[ $code = 1 ] && [ -z \"\$refused\" ] && grep -q 'noreply.jsonl:2: nothing to reply to' noreply.err"
+  "[ -s convs2.out ] && cmp -s convs.out convs2.out && grep -q 'mtgen: 4 replies, 12 new tokens' convs2.err"
+for name in noreply sysend long; do
+  refused=$("$bin/mtgen" g256.plan --tokenizer qwen3 --chat-file $name.jsonl --greedy --max-tokens 3 2> $name.err)
+  echo "exit $? ${refused:+wrote}" >> $name.err
+done
+check "mtgen --chat-file: nothing to reply to, or a prompt past the cache, refused before any reply (exit 1)" \
+  "grep -q 'noreply.jsonl:2: nothing to reply to' noreply.err && grep -q 'sysend.jsonl:2: nothing to reply to' sysend.err \
+   && grep -q 'long.jsonl:2: its prompt is [0-9]* tokens, more than the plan.s 256 positions: compile the plan with a --seq' long.err \
+   && [ \"\$(tail -qn1 noreply.err sysend.err long.err | sort -u)\" = 'exit 1 ' ]"
 refused=$("$bin/mtgen" g.plan --tokenizer qwen3 --chat "Hi" --no-thinking --template chatml 2>&1); code=$?
 check "... refused for a template without thinking (exit 1)" "[ $code = 1 ] && grep -q 'no thinking to leave out' <<< \"\$refused\""
 "$bin/mtgen" g.plan --chat "Hi" > /dev/null 2>&1; code=$?

@@ -1,18 +1,32 @@
-// JSONL instruction data (mttok --chat): one example read from the input (alpaca, messages or
-// sharegpt shapes; any nesting, any size up to the campaign's length) and rendered in each
-// built-in chat template.
+// Instruction data (mttok --chat, mtgen --chat-file): the input read as one JSONL example
+// (alpaca, messages or sharegpt shapes; any nesting, any size up to the campaign's length) and
+// rendered in each built-in chat template, and read as a whole file of conversations to reply to
+// (JSONL or a JSON array), each rendered through its generation prompt in each template.
 #include <string>
 
 #include "runtime/data/instruction_data.h"
 #include "tests/fuzz/fuzz_common.h"
 
+namespace {
+constexpr mt::ChatTemplate kTemplates[] = {mt::ChatTemplate::ChatML, mt::ChatTemplate::Qwen3,
+                                           mt::ChatTemplate::Llama3, mt::ChatTemplate::Harmony};
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string line(reinterpret_cast<const char*>(data), size);
+  const std::string text(reinterpret_cast<const char*>(data), size);
   mt::fuzz::refusalIsFine([&] {
-    const mt::ChatExample example = mt::readExample(line, "input:1");
-    for (mt::ChatTemplate chat_template :
-         {mt::ChatTemplate::ChatML, mt::ChatTemplate::Qwen3, mt::ChatTemplate::Llama3, mt::ChatTemplate::Harmony})
+    const mt::ChatExample example = mt::readExample(text, "input:1");
+    for (mt::ChatTemplate chat_template : kTemplates)
       mt::fuzz::refusalIsFine([&] { mt::renderExample(example, chat_template); });
+  });
+  mt::fuzz::refusalIsFine([&] {
+    mt::forEachExample(
+        "input", text,
+        [](const mt::ChatExample& conversation, const std::string&) {
+          for (mt::ChatTemplate chat_template : kTemplates)
+            mt::fuzz::refusalIsFine([&] { mt::generationPrompt(conversation, chat_template); });
+        },
+        mt::ExamplesFor::kReplying);
   });
   return 0;
 }
