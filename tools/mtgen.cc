@@ -131,7 +131,21 @@ class Text {
     context["enable_thinking"] = false;
     chosen.own->context_json = context.dump();
   }
-  std::string bytesOf(uint32_t id) const { return tokenizer_ ? tokenizer_->bytesOf(id) : std::string(1, char(id)); }
+  // A drawn token's bytes; none for an id the tokenizer lacks (a model's vocabulary padded past its
+  // tokenizer's, as transformers' decode skips it), counted for unknownTokensNote.
+  std::string bytesOf(uint32_t id) const {
+    if (!tokenizer_) return std::string(1, char(id));
+    if (tokenizer_->hasToken(id)) return tokenizer_->bytesOf(id);
+    ++unknown_tokens_;
+    return {};
+  }
+  // On standard error, where drawn tokens had no text.
+  void unknownTokensNote() const {
+    if (unknown_tokens_)
+      std::fprintf(stderr, "mtgen: note: %zu drawn token%s the tokenizer has no text for (ids it has no token of: a "
+                           "model's vocabulary is often padded past its tokenizer's), left out of the text\n",
+                   unknown_tokens_, unknown_tokens_ == 1 ? "" : "s");
+  }
   // The tokens that end a text: --eot's; else the model's own (eos_token_id of its folder's
   // generation_config.json or of its config.json) and the tokenizer's end-of-text; none for bytes.
   std::vector<uint32_t> stopTokens(const Options& o, const mt::plan::Plan& plan) const {
@@ -154,6 +168,7 @@ class Text {
 
  private:
   std::unique_ptr<mt::HfTokenizer> tokenizer_;
+  mutable size_t unknown_tokens_ = 0;
 };
 
 // Writes text as it comes, holding back a character whose bytes have not all arrived.
@@ -295,6 +310,7 @@ int replyToEach(const Options& o, const Text& text, mt::Generator& generator) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "mtgen: %zu replies, %zu new tokens in %.2f s (%.1f tokens/s; %zu prompt tokens)\n",
                conversations.size(), drawn, seconds, seconds > 0 ? drawn / seconds : 0.0, prompt_tokens);
+  text.unknownTokensNote();
   return 0;
 }
 
@@ -353,6 +369,7 @@ int generate(Options& o) {
     printer.finish();
     std::printf("\n");
     reportSpeed(samples, prompt_ids.size(), seconds);
+    text.unknownTokensNote();
     return 0;
   }
   for (size_t r = 0; r < samples.size(); ++r) {
@@ -368,6 +385,7 @@ int generate(Options& o) {
     std::printf("\n");
   }
   reportSpeed(samples, prompt_ids.size(), seconds);
+  text.unknownTokensNote();
   return 0;
 }
 

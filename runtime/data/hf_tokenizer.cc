@@ -336,8 +336,10 @@ std::vector<uint32_t> HfTokenizer::encodeWith(const std::string& utf8_text, bool
   return ids;
 }
 
+bool HfTokenizer::hasToken(uint32_t id) const { return id < vocab_size_ && !impl_->token_of[id].empty(); }
+
 const std::string& HfTokenizer::bytesOf(uint32_t id) const {
-  if (id >= vocab_size_ || impl_->token_of[id].empty())
+  if (!hasToken(id))
     throw Error("token id " + std::to_string(id) + " is not in the tokenizer " + path_);
   return impl_->text_of[id];
 }

@@ -54,6 +54,8 @@ class HfTokenizer {
   // The bytes token `id` stands for (not necessarily whole UTF-8 characters: a character can
   // span tokens). Throws mt::Error for an id the tokenizer lacks.
   const std::string& bytesOf(uint32_t id) const;
+  // Whether the tokenizer has a token of id `id` (a model's vocabulary may be padded past it).
+  bool hasToken(uint32_t id) const;
 
   // The id of an added token or vocabulary entry written as `content`, if there is one.
   std::optional<uint32_t> tokenId(const std::string& content) const;

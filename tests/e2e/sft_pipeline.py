@@ -136,13 +136,32 @@ def main():
     if [r.stdout for r in runs] != [want, want] or not want.strip() or said != [True, True]:
         failures.append(f"mtgen DIR: ids {[r.stdout for r in runs]} vs the plan's {want!r}; compiled now/before {said}: "
                         f"{runs[0].stderr[-300:]}")
+    # mtgen DIR --chat-file --batch 2: the folder's plan of 2 rows (a cache entry of its own) replies
+    # to three conversations in the folder's template (Jinja2), two at once: the replies of one row.
+    with open("held-out.jsonl", "w") as f:
+        for question in ("Hi", "What is two and two?", "Name a colour."):
+            f.write(json.dumps({"instruction": question, "output": "Fine."}) + "\n")
+    replies = [subprocess.run([f"{bin_dir}/mtgen", "qwen", "--context", "64", "--batch", batch, "--chat-file",
+                               "held-out.jsonl", "--max-tokens", "3", "--greedy", "--ids", "--no-stop"],
+                              capture_output=True, text=True, env=env) for batch in ("1", "2")]
+    rows = [[json.loads(line) for line in r.stdout.splitlines()] for r in replies]
+    # The model's vocabulary is padded past its tokenizer's: a drawn id the tokenizer lacks has no
+    # text (as transformers' decode), and mtgen says so.
+    tokenizer = json.load(open("qwen/tokenizer.json"))
+    known = 1 + max(list(tokenizer["model"]["vocab"].values()) + [t["id"] for t in tokenizer["added_tokens"]])
+    unknown = any(i >= known for row in rows[0] for i in row["ids"])
+    if (any(r.returncode != 0 for r in replies) or rows[0] != rows[1] or len(rows[0]) != 3
+            or any(len(row["ids"]) != 3 or row["reference"] != "Fine." for row in rows[0])
+            or ("left out of the text" in replies[0].stderr) != unknown):
+        failures.append(f"mtgen DIR --chat-file at batch 1 and 2: {rows}; unknown ids {unknown}; "
+                        f"{replies[0].stderr[-300:]}")
     os.makedirs("broken", exist_ok=True)
     with open("broken/config.json", "w") as f:
         json.dump({"architectures": ["NoSuchForCausalLM"], "model_type": "nosuch"}, f)
     broken = subprocess.run([f"{bin_dir}/mtgen", "broken", "--prompt", "Hi", "--bytes"], capture_output=True, text=True,
                             env=env)
-    left = sorted(os.listdir("cache/megatrain/mtgen"))
-    if broken.returncode != 1 or "mtc could not compile broken" not in broken.stderr or len(left) != 1:
+    left = sorted(os.listdir("cache/megatrain/mtgen"))  # the three plans above, nothing of the broken one
+    if broken.returncode != 1 or "mtc could not compile broken" not in broken.stderr or len(left) != 3:
         failures.append(f"mtgen of a folder mtc refuses: exit {broken.returncode}, {broken.stderr[-300:]}; cache {left}")
     ref.finish("sft_pipeline", failures)
 
