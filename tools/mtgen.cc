@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -252,8 +253,8 @@ struct FileConversation {
 };
 
 // --chat-file: every conversation read and encoded first (a malformed one ends the run before
-// anything is written), then a reply to each, the plan's rows replying to as many at once, in the
-// file's order, one JSON object per line on standard output: {"where", "reply", "finish": "stop"
+// anything is written), then a reply to each, the plan's rows replying to as many at once (a row
+// whose reply ends takes the next conversation), printed in the file's order, one JSON object per line on standard output: {"where", "reply", "finish": "stop"
 // (an end token) or "length" (--max-tokens), "reference" (the reply the example ended with),
 // "ids" (with --ids)}. Each reply draws as a one-row run with --seed: a conversation's reply does
 // not depend on the others or on the row it runs in.
@@ -299,14 +300,19 @@ int replyToEach(const Options& o, const Text& text, mt::Generator& generator) {
     drawn += ids.size(), prompt_tokens += c.prompt.size();
   };
   const auto start = std::chrono::steady_clock::now();
-  const size_t rows = static_cast<size_t>(generator.rows());
-  for (size_t first = 0; first < conversations.size(); first += rows) {
-    std::vector<std::vector<uint32_t>> prompts;
-    for (size_t i = first; i < std::min(first + rows, conversations.size()); ++i)
-      prompts.push_back(conversations[i].prompt);
-    const std::vector<std::vector<uint32_t>> replies = generator.generateEach(prompts, o.generation);
-    for (size_t i = 0; i < replies.size(); ++i) print(conversations[first + i], replies[i]);
-  }
+  // Replies end in any order (a row takes the next conversation as its reply ends); each is
+  // printed once those before it are.
+  std::vector<std::vector<uint32_t>> prompts;
+  for (const FileConversation& c : conversations) prompts.push_back(c.prompt);
+  std::map<size_t, std::vector<uint32_t>> ended;
+  size_t printed = 0;
+  generator.generateAll(prompts, o.generation, [&](size_t i, std::vector<uint32_t> ids) {
+    ended.emplace(i, std::move(ids));
+    for (auto it = ended.find(printed); it != ended.end(); it = ended.find(printed)) {
+      print(conversations[printed++], it->second);
+      ended.erase(it);
+    }
+  });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "mtgen: %zu replies, %zu new tokens in %.2f s (%.1f tokens/s; %zu prompt tokens)\n",
                conversations.size(), drawn, seconds, seconds > 0 ? drawn / seconds : 0.0, prompt_tokens);

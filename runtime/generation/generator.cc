@@ -142,66 +142,82 @@ void Generator::checkPrompt(const std::vector<uint32_t>& prompt) const {
 std::vector<std::vector<uint32_t>> Generator::generate(const std::vector<uint32_t>& prompt,
                                                        const GenerationOptions& options,
                                                        const std::function<void(int64_t, uint32_t)>& on_token) {
-  return run(std::vector<std::vector<uint32_t>>(static_cast<size_t>(batch_), prompt), options, on_token, true);
+  std::vector<std::vector<uint32_t>> added(static_cast<size_t>(batch_));
+  run(std::vector<std::vector<uint32_t>>(static_cast<size_t>(batch_), prompt), options, on_token,
+      [&](size_t i, std::vector<uint32_t> tokens) { added[i] = std::move(tokens); }, true);
+  return added;
 }
 
 std::vector<std::vector<uint32_t>> Generator::generateEach(const std::vector<std::vector<uint32_t>>& prompts,
                                                            const GenerationOptions& options) {
-  if (prompts.empty() || static_cast<int64_t>(prompts.size()) > batch_)
-    throw Error("generateEach: " + std::to_string(prompts.size()) + " prompts for a plan of " +
-                std::to_string(batch_) + " rows: give 1 to " + std::to_string(batch_));
-  return run(prompts, options, {}, false);
+  std::vector<std::vector<uint32_t>> added(prompts.size());
+  generateAll(prompts, options, [&](size_t i, std::vector<uint32_t> tokens) { added[i] = std::move(tokens); });
+  return added;
 }
 
-// Every run feeds each active row one token: a decode plan the next token of the row's text at
-// its own position (the cache holds text[base, base + fed) at positions 0 .. fed - 1, and is
-// rebuilt from the text's last seq / 2 tokens when full), a window plan the row's whole window.
-// A row whose text is all fed draws its next token, keyed by (row, its draws so far); it ends at
-// a stop token or at max_tokens. Idle and ended rows are fed a 0 at position 0, never read.
-std::vector<std::vector<uint32_t>> Generator::run(const std::vector<std::vector<uint32_t>>& prompts,
-                                                  const GenerationOptions& options,
-                                                  const std::function<void(int64_t, uint32_t)>& on_token,
-                                                  bool draws_by_row) {
+void Generator::generateAll(const std::vector<std::vector<uint32_t>>& prompts, const GenerationOptions& options,
+                            const std::function<void(size_t, std::vector<uint32_t>)>& on_done) {
+  if (prompts.empty()) throw Error("no prompt to continue: give at least one");
+  run(prompts, options, {}, on_done, false);
+}
+
+// The rows are slots: each takes the next prompt not yet taken, and again when its prompt ends.
+// Every run feeds each busy row one token: a decode plan the next token of the row's text at its
+// own position (the cache holds text[base, base + fed) at positions 0 .. fed - 1, and is rebuilt
+// from the text's last seq / 2 tokens when full), a window plan the row's whole window. A row whose
+// text has all been run draws its next token, keyed by (its prompt's index, or 0 where
+// `draws_by_prompt` is false: a one-row run's, and its draws so far); it ends at a stop token or at
+// max_tokens. Idle rows are fed a 0 at position 0, never read.
+void Generator::run(const std::vector<std::vector<uint32_t>>& prompts, const GenerationOptions& options,
+                    const std::function<void(int64_t, uint32_t)>& on_token,
+                    const std::function<void(size_t, std::vector<uint32_t>)>& on_done, bool draws_by_prompt) {
   for (const auto& prompt : prompts) checkPrompt(prompt);
   const size_t rows = static_cast<size_t>(batch_);
+  constexpr size_t kIdle = SIZE_MAX;
+  std::vector<size_t> prompt_of(rows, kIdle), base(rows, 0), fed(rows, 0);
   std::vector<std::vector<uint32_t>> text(rows, std::vector<uint32_t>{0}), added(rows);
-  std::vector<bool> done(rows, true);
-  for (size_t r = 0; r < prompts.size(); ++r) text[r] = prompts[r], done[r] = options.max_tokens <= 0;
-  std::vector<size_t> base(rows, 0), fed(rows, 0);
+  size_t next = 0;
+  auto take = [&](size_t r) {  // row r's next prompt, if one is left
+    prompt_of[r] = kIdle;
+    if (next == prompts.size() || options.max_tokens <= 0) return;
+    prompt_of[r] = next, text[r] = prompts[next++], added[r].clear(), base[r] = fed[r] = 0;
+  };
+  for (size_t r = 0; r < rows; ++r) take(r);
+  auto busy = [&](size_t r) { return prompt_of[r] != kIdle; };
   std::vector<uint32_t> ids(rows, 0);
   std::vector<int64_t> positions(rows, 0), last(rows, 0);
   std::vector<float> row_logits(static_cast<size_t>(vocab_));
-  while (std::find(done.begin(), done.end(), false) != done.end()) {
+  while (std::any_of(prompt_of.begin(), prompt_of.end(), [&](size_t p) { return p != kIdle; })) {
     if (cached()) {
       for (size_t r = 0; r < rows; ++r) {
         ids[r] = 0, positions[r] = 0;
-        if (done[r]) continue;
+        if (!busy(r)) continue;
         if (int64_t(fed[r]) == seq_) base[r] = text[r].size() - std::max<size_t>(1, static_cast<size_t>(seq_ / 2)), fed[r] = 0;
         ids[r] = text[r][base[r] + fed[r]], positions[r] = static_cast<int64_t>(fed[r]);
       }
       runDecode(ids, positions);
-      for (size_t r = 0; r < rows; ++r) fed[r] += !done[r];
+      for (size_t r = 0; r < rows; ++r) fed[r] += busy(r);
     } else {
       last = runWindow(text);
     }
     for (size_t r = 0; r < rows; ++r) {
-      if (done[r] || (cached() && base[r] + fed[r] < text[r].size())) continue;  // still feeding its text
+      if (!busy(r) || (cached() && base[r] + fed[r] < text[r].size())) continue;  // still feeding its text
       readLogits(static_cast<int64_t>(r), last[r], row_logits.data());
-      // Each (row, draw) its own key, so rows differ and a run is reproducible.
-      const uint64_t key = (uint64_t(draws_by_row ? r : 0) << 32) | uint64_t(added[r].size());
+      // Each (prompt, draw) its own key, so rows differ and a run is reproducible.
+      const uint64_t key = (uint64_t(draws_by_prompt ? prompt_of[r] : 0) << 32) | uint64_t(added[r].size());
       const uint32_t id = sampleToken(row_logits.data(), vocab_, options.sampling, key);
-      if (std::find(options.stop_tokens.begin(), options.stop_tokens.end(), id) != options.stop_tokens.end()) {
-        done[r] = true;
-        continue;
+      const bool stop = std::find(options.stop_tokens.begin(), options.stop_tokens.end(), id) != options.stop_tokens.end();
+      if (!stop) {
+        text[r].push_back(id);
+        added[r].push_back(id);
+        if (on_token) on_token(static_cast<int64_t>(prompt_of[r]), id);
       }
-      text[r].push_back(id);
-      added[r].push_back(id);
-      if (on_token) on_token(static_cast<int64_t>(r), id);
-      done[r] = static_cast<int64_t>(added[r].size()) >= options.max_tokens;
+      if (stop || static_cast<int64_t>(added[r].size()) >= options.max_tokens) {
+        on_done(prompt_of[r], std::move(added[r]));
+        take(r);  // run from the next run on (this loop has passed it)
+      }
     }
   }
-  added.resize(prompts.size());
-  return added;
 }
 
 }  // namespace mt

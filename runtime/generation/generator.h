@@ -47,12 +47,16 @@ class Generator {
   // vocabulary); `on_token(row, id)` sees each as it is drawn (the stop token excluded).
   std::vector<std::vector<uint32_t>> generate(const std::vector<uint32_t>& prompt, const GenerationOptions& options,
                                               const std::function<void(int64_t, uint32_t)>& on_token = {});
-  // The new tokens after each of `prompts` (at most rows(); rows past them idle), the rows run
-  // together. Prompt i's draws are keyed as a one-row generate()'s, so its tokens do not depend on
+  // The new tokens after each of `prompts`, the rows running together (generateAll). Prompt i's draws are keyed as a one-row generate()'s, so its tokens do not depend on
   // the row it runs in or on the other prompts (but for rounding: the products' sums may be
   // ordered otherwise at another batch).
   std::vector<std::vector<uint32_t>> generateEach(const std::vector<std::vector<uint32_t>>& prompts,
                                                   const GenerationOptions& options);
+  // The same for any number of prompts, the rows as slots: a row whose prompt ends takes the next
+  // (continuous batching: a long reply holds one row, not the others). `on_done(i, tokens)` sees
+  // prompt i's new tokens as its row ends it, in the order they end.
+  void generateAll(const std::vector<std::vector<uint32_t>>& prompts, const GenerationOptions& options,
+                   const std::function<void(size_t, std::vector<uint32_t>)>& on_done);
 
   // The steps generate() is made of (tests compare the two plans with them):
   // A window plan's run over each row's last `seq` tokens; returns each row's last position.
@@ -74,11 +78,11 @@ class Generator {
   // Throws mt::Error for a prompt the plan cannot continue: empty, past its window or cache, or
   // with an id past the vocabulary.
   void checkPrompt(const std::vector<uint32_t>& prompt) const;
-  // generate() and generateEach(): row r continues prompts[r]; draws keyed by the row
-  // (`draws_by_row`) or as row 0's.
-  std::vector<std::vector<uint32_t>> run(const std::vector<std::vector<uint32_t>>& prompts,
-                                         const GenerationOptions& options,
-                                         const std::function<void(int64_t, uint32_t)>& on_token, bool draws_by_row);
+  // generate(), generateEach() and generateAll(): the rows continue the prompts in turn; draws
+  // keyed by the prompt's index (`draws_by_prompt`: generate()'s rows) or as a one-row run's.
+  void run(const std::vector<std::vector<uint32_t>>& prompts, const GenerationOptions& options,
+           const std::function<void(int64_t, uint32_t)>& on_token,
+           const std::function<void(size_t, std::vector<uint32_t>)>& on_done, bool draws_by_prompt);
 
   const plan::Plan& plan_;
   HostStore& store_;

@@ -109,8 +109,14 @@ TEST(Generator, ContinuesEachRowsOwnPrompt) {
   added = generator.generateEach({{1, 2}}, options);
   ASSERT_EQ(added.size(), 1u);
   EXPECT_EQ(added[0], (std::vector<uint32_t>{3, 4, 5}));
-  EXPECT_THROW(generator.generateEach({{1}, {2}, {3}}, options), Error);  // more prompts than rows
   EXPECT_THROW(generator.generateEach({{1}, {}}, options), Error);
+  // More prompts than rows: a row whose prompt ends takes the next (row 1 counts by twos).
+  options.stop_tokens = {4};
+  added = generator.generateEach({{1, 2}, {5}, {6}}, options);
+  ASSERT_EQ(added.size(), 3u);
+  EXPECT_EQ(added[0], (std::vector<uint32_t>{3}));     // stops at 4: row 0 then takes {6}
+  EXPECT_EQ(added[1], (std::vector<uint32_t>{7, 1, 3}));
+  EXPECT_EQ(added[2], (std::vector<uint32_t>{7, 0, 1}));  // in row 0: counts by ones from 6
 }
 
 // A decode plan (tokens and positions (rows, 1), a cache of kWindow positions of one layer) whose
