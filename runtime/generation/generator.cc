@@ -148,13 +148,6 @@ std::vector<std::vector<uint32_t>> Generator::generate(const std::vector<uint32_
   return added;
 }
 
-std::vector<std::vector<uint32_t>> Generator::generateEach(const std::vector<std::vector<uint32_t>>& prompts,
-                                                           const GenerationOptions& options) {
-  std::vector<std::vector<uint32_t>> added(prompts.size());
-  generateAll(prompts, options, [&](size_t i, std::vector<uint32_t> tokens) { added[i] = std::move(tokens); });
-  return added;
-}
-
 void Generator::generateAll(const std::vector<std::vector<uint32_t>>& prompts, const GenerationOptions& options,
                             const std::function<void(size_t, std::vector<uint32_t>)>& on_done) {
   if (prompts.empty()) throw Error("no prompt to continue: give at least one");

@@ -10,8 +10,8 @@
 //   token's forward. The prompt is fed one token per run. When the text outgrows the cache,
 //   the cache is rebuilt from the text's last seq / 2 tokens at positions from 0 (the window
 //   plan slides by one token instead: the two agree until the text is seq tokens long).
-// generate(): every row continues the same prompt with draws of its own; generateEach(): each row
-// its own prompt, at its own position (mtgen --chat-file: several conversations at once).
+// generate(): every row continues the same prompt with draws of its own; generateAll(): each row
+// a prompt of its own, at its own positions, taking the next as it ends one (mtgen --chat-file).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -47,14 +47,12 @@ class Generator {
   // vocabulary); `on_token(row, id)` sees each as it is drawn (the stop token excluded).
   std::vector<std::vector<uint32_t>> generate(const std::vector<uint32_t>& prompt, const GenerationOptions& options,
                                               const std::function<void(int64_t, uint32_t)>& on_token = {});
-  // The new tokens after each of `prompts`, the rows running together (generateAll). Prompt i's draws are keyed as a one-row generate()'s, so its tokens do not depend on
-  // the row it runs in or on the other prompts (but for rounding: the products' sums may be
-  // ordered otherwise at another batch).
-  std::vector<std::vector<uint32_t>> generateEach(const std::vector<std::vector<uint32_t>>& prompts,
-                                                  const GenerationOptions& options);
-  // The same for any number of prompts, the rows as slots: a row whose prompt ends takes the next
-  // (continuous batching: a long reply holds one row, not the others). `on_done(i, tokens)` sees
-  // prompt i's new tokens as its row ends it, in the order they end.
+  // The new tokens after each of `prompts`, the rows as slots running together: a row whose
+  // prompt ends takes the next (continuous batching: a long reply holds one row, not the others).
+  // `on_done(i, tokens)` sees prompt i's new tokens as its row ends it, in the order they end.
+  // Prompt i's draws are keyed as a one-row generate()'s, so its tokens do not depend on the row
+  // it runs in or on the other prompts (but for rounding: the products' sums may be ordered
+  // otherwise at another batch).
   void generateAll(const std::vector<std::vector<uint32_t>>& prompts, const GenerationOptions& options,
                    const std::function<void(size_t, std::vector<uint32_t>)>& on_done);
 
@@ -78,7 +76,7 @@ class Generator {
   // Throws mt::Error for a prompt the plan cannot continue: empty, past its window or cache, or
   // with an id past the vocabulary.
   void checkPrompt(const std::vector<uint32_t>& prompt) const;
-  // generate(), generateEach() and generateAll(): the rows continue the prompts in turn; draws
+  // generate() and generateAll(): the rows continue the prompts in turn; draws
   // keyed by the prompt's index (`draws_by_prompt`: generate()'s rows) or as a one-row run's.
   void run(const std::vector<std::vector<uint32_t>>& prompts, const GenerationOptions& options,
            const std::function<void(int64_t, uint32_t)>& on_token,

@@ -91,8 +91,16 @@ TEST(Generator, SlidesTheWindowAndStopsEachRowAtTheStopToken) {
   EXPECT_THROW(generator.generate({9}, options), Error);  // past the vocabulary
 }
 
-// generateEach on a window plan: each row continues its own prompt (row 1 from 5 by twos), and a
-// row without a prompt idles (its window zeros), its result left out.
+// Every prompt's new tokens from generateAll, by prompt.
+std::vector<std::vector<uint32_t>> generateEach(Generator& generator, const std::vector<std::vector<uint32_t>>& prompts,
+                                                const GenerationOptions& options) {
+  std::vector<std::vector<uint32_t>> added(prompts.size());
+  generator.generateAll(prompts, options, [&](size_t i, std::vector<uint32_t> tokens) { added[i] = std::move(tokens); });
+  return added;
+}
+
+// generateAll on a window plan: each row continues its own prompt (row 1 from 5 by twos), and a
+// row without a prompt idles (its window zeros).
 TEST(Generator, ContinuesEachRowsOwnPrompt) {
   const plan::Plan plan = forwardOnlyPlan();
   HostStore store(plan);
@@ -101,18 +109,18 @@ TEST(Generator, ContinuesEachRowsOwnPrompt) {
   GenerationOptions options;
   options.sampling.temperature = 0;
   options.max_tokens = 3;
-  auto added = generator.generateEach({{1, 2}, {5}}, options);
+  auto added = generateEach(generator, {{1, 2}, {5}}, options);
   ASSERT_EQ(added.size(), 2u);
   EXPECT_EQ(added[0], (std::vector<uint32_t>{3, 4, 5}));
   EXPECT_EQ(added[1], (std::vector<uint32_t>{7, 1, 3}));
   EXPECT_EQ(backend.windows[0], (std::vector<int32_t>{1, 2, 0, 0, 5, 0, 0, 0}));
-  added = generator.generateEach({{1, 2}}, options);
+  added = generateEach(generator, {{1, 2}}, options);
   ASSERT_EQ(added.size(), 1u);
   EXPECT_EQ(added[0], (std::vector<uint32_t>{3, 4, 5}));
-  EXPECT_THROW(generator.generateEach({{1}, {}}, options), Error);
+  EXPECT_THROW(generateEach(generator, {{1}, {}}, options), Error);
   // More prompts than rows: a row whose prompt ends takes the next (row 1 counts by twos).
   options.stop_tokens = {4};
-  added = generator.generateEach({{1, 2}, {5}, {6}}, options);
+  added = generateEach(generator, {{1, 2}, {5}, {6}}, options);
   ASSERT_EQ(added.size(), 3u);
   EXPECT_EQ(added[0], (std::vector<uint32_t>{3}));     // stops at 4: row 0 then takes {6}
   EXPECT_EQ(added[1], (std::vector<uint32_t>{7, 1, 3}));
@@ -176,7 +184,7 @@ TEST(Generator, FeedsEachRowAtItsOwnPositionInADecodePlan) {
   GenerationOptions options;
   options.sampling.temperature = 0;
   options.max_tokens = 4;
-  const auto added = generator.generateEach({{1, 2, 3}, {4}}, options);
+  const auto added = generateEach(generator, {{1, 2, 3}, {4}}, options);
   // Row 0: 1, 2, 3 at 0-2, draws 3+2+1 = 6; 6 at 3 draws 10; full: 6, 10 again at 0, 1 draws 12;
   // 12 at 2 draws 15. Row 1: 4 at 0 draws 5, 5 at 1 draws 7, 7 at 2 draws 10, 10 at 3 draws 14.
   ASSERT_EQ(added.size(), 2u);
@@ -189,7 +197,7 @@ TEST(Generator, FeedsEachRowAtItsOwnPositionInADecodePlan) {
   const float* keys = store.f32(store.input("cache.0.key"));
   EXPECT_EQ((std::vector<float>(keys, keys + 3)), (std::vector<float>{6, 10, 12}));
   // A prompt's tokens do not depend on the row it runs in or on the other prompts.
-  EXPECT_EQ(generator.generateEach({{4}}, options)[0], added[1]);
+  EXPECT_EQ(generateEach(generator, {{4}}, options)[0], added[1]);
 }
 
 TEST(Generator, RefusesATrainingPlan) {
