@@ -21,9 +21,10 @@ namespace mt {
 namespace {
 // The rate an attention call (mt.attention or its gradient) runs at on the profile's GPU: a bf16
 // call cuDNN's graph takes (no window, sinks or packed examples; heads a multiple of 8 up to 128:
-// CudnnAttention::unsupported, mtrun's default) at cuDNN's, another with heads of 64 or 128 at our
-// tensor-core kernels' (attention_mma_cuda.cu; forward and backward apart), the rest (f32 plans,
-// other heads) at our f32 kernels'.
+// CudnnAttention::unsupported, mtrun's default; the run's cuDNN version, not known here, may refuse
+// more: before 9.16, lengths that are not a multiple of 128) at cuDNN's, another with heads of 64
+// or 128 at our tensor-core kernels' (attention_mma_cuda.cu; forward and backward apart), the rest
+// (f32 plans, other heads) at our f32 kernels'.
 double attentionRate(Operation* op, const HardwareProfile& hw) {
   auto forward = dyn_cast<AttentionOp>(op);
   auto grad = dyn_cast<AttentionGradOp>(op);

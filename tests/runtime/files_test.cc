@@ -352,12 +352,18 @@ TEST(Safetensors, RejectsAShapeWhoseProductOverflows) {
   expectError([&] { SafetensorsFile f(temp("overflow.safetensors")); }, "too large");
 }
 
-TEST(LearningRate, WarmsUpLinearlyThenDecaysByCosineToTheFloor) {
+// A peak of 1 after 4 warmup steps, 14 steps, a floor of 0.1.
+TrainConfig scheduleOf14Steps() {
   TrainConfig c;
   c.lr = 1.0;
   c.warmup = 4;
   c.steps = 14;
   c.min_lr_ratio = 0.1;
+  return c;
+}
+
+TEST(LearningRate, WarmsUpLinearlyThenDecaysByCosineToTheFloor) {
+  const TrainConfig c = scheduleOf14Steps();
   EXPECT_DOUBLE_EQ(learningRate(c, 1), 0.25);
   EXPECT_DOUBLE_EQ(learningRate(c, 4), 1.0);
   EXPECT_DOUBLE_EQ(learningRate(c, 5), 1.0);
@@ -368,11 +374,7 @@ TEST(LearningRate, WarmsUpLinearlyThenDecaysByCosineToTheFloor) {
 // --lr-schedule linear: from lr at the first step after the warmup down by equal steps to
 // lr * min_lr_ratio at the last; constant: lr after the warmup. --warmup-ratio: ceil(ratio x steps).
 TEST(LearningRate, LinearAndConstantSchedulesAndAWarmupRatio) {
-  TrainConfig c;
-  c.lr = 1.0;
-  c.warmup = 4;
-  c.steps = 14;
-  c.min_lr_ratio = 0.1;
+  TrainConfig c = scheduleOf14Steps();
   c.lr_schedule = LrSchedule::kLinear;
   EXPECT_DOUBLE_EQ(learningRate(c, 2), 0.5);
   EXPECT_DOUBLE_EQ(learningRate(c, 5), 1.0);

@@ -32,9 +32,30 @@ plan::Plan forwardOnlyPlan() {
   return plan;
 }
 
-class NextTokenBackend : public Backend {
+// What every stand-in model's backend shares: no optimizer, no device, no timeline.
+class StandInBackend : public Backend {
  public:
-  explicit NextTokenBackend(HostStore& store) : store_(store) {}
+  explicit StandInBackend(HostStore& store) : store_(store) {}
+  void applyPendingUpdate() override {}
+  int64_t arenaBytes() const override { return 0; }
+  const StepTimeline& lastTimeline() const override { return timeline_; }
+
+ protected:
+  HostStore& store_;
+  StepTimeline timeline_;
+};
+
+// Greedy draws of at most `max_tokens` each.
+GenerationOptions greedy(int64_t max_tokens) {
+  GenerationOptions options;
+  options.sampling.temperature = 0;
+  options.max_tokens = max_tokens;
+  return options;
+}
+
+class NextTokenBackend : public StandInBackend {
+ public:
+  using StandInBackend::StandInBackend;
   std::string name() const override { return "next-token"; }
   StepResult runStep(const StepOptions&) override {
     const int32_t* tokens = store_.i32(store_.tokens());
@@ -46,14 +67,7 @@ class NextTokenBackend : public Backend {
           logits[(r * kWindow + t) * kVocab + v] = v == (tokens[r * kWindow + t] + r + 1) % kVocab ? 5.0f : 0.0f;
     return {};
   }
-  void applyPendingUpdate() override {}
-  int64_t arenaBytes() const override { return 0; }
-  const StepTimeline& lastTimeline() const override { return timeline_; }
   std::vector<std::vector<int32_t>> windows;  // the tokens of each run
-
- private:
-  HostStore& store_;
-  StepTimeline timeline_;
 };
 
 TEST(Generator, SlidesTheWindowAndStopsEachRowAtTheStopToken) {
@@ -61,9 +75,7 @@ TEST(Generator, SlidesTheWindowAndStopsEachRowAtTheStopToken) {
   HostStore store(plan);
   NextTokenBackend backend(store);
   Generator generator(plan, store, backend);
-  GenerationOptions options;
-  options.sampling.temperature = 0;
-  options.max_tokens = 6;
+  GenerationOptions options = greedy(6);
   std::vector<std::pair<int64_t, uint32_t>> seen;
   auto added = generator.generate({1, 2}, options, [&](int64_t r, uint32_t id) { seen.emplace_back(r, id); });
   // Row 0 counts up by one, row 1 by two (mod 8).
@@ -106,9 +118,7 @@ TEST(Generator, ContinuesEachRowsOwnPrompt) {
   HostStore store(plan);
   NextTokenBackend backend(store);
   Generator generator(plan, store, backend);
-  GenerationOptions options;
-  options.sampling.temperature = 0;
-  options.max_tokens = 3;
+  GenerationOptions options = greedy(3);
   auto added = generateEach(generator, {{1, 2}, {5}}, options);
   ASSERT_EQ(added.size(), 2u);
   EXPECT_EQ(added[0], (std::vector<uint32_t>{3, 4, 5}));
@@ -150,9 +160,9 @@ plan::Plan decodePlan() {
   return plan;
 }
 
-class DecodeBackend : public Backend {
+class DecodeBackend : public StandInBackend {
  public:
-  explicit DecodeBackend(HostStore& store) : store_(store) {}
+  using StandInBackend::StandInBackend;
   std::string name() const override { return "decode"; }
   StepResult runStep(const StepOptions&) override {
     const int32_t* tokens = store_.i32(store_.tokens());
@@ -165,14 +175,7 @@ class DecodeBackend : public Backend {
     }
     return {};
   }
-  void applyPendingUpdate() override {}
-  int64_t arenaBytes() const override { return 0; }
-  const StepTimeline& lastTimeline() const override { return timeline_; }
   std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> runs;  // each run's tokens and positions
-
- private:
-  HostStore& store_;
-  StepTimeline timeline_;
 };
 
 TEST(Generator, FeedsEachRowAtItsOwnPositionInADecodePlan) {
@@ -181,9 +184,7 @@ TEST(Generator, FeedsEachRowAtItsOwnPositionInADecodePlan) {
   DecodeBackend backend(store);
   Generator generator(plan, store, backend);
   ASSERT_TRUE(generator.cached());
-  GenerationOptions options;
-  options.sampling.temperature = 0;
-  options.max_tokens = 4;
+  const GenerationOptions options = greedy(4);
   const auto added = generateEach(generator, {{1, 2, 3}, {4}}, options);
   // Row 0: 1, 2, 3 at 0-2, draws 3+2+1 = 6; 6 at 3 draws 10; full: 6, 10 again at 0, 1 draws 12;
   // 12 at 2 draws 15. Row 1: 4 at 0 draws 5, 5 at 1 draws 7, 7 at 2 draws 10, 10 at 3 draws 14.
