@@ -395,32 +395,9 @@ int generate(Options& o) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  mt::configureCpuLibraries(argv);
-  Options o;
+// mtgen's flags, into `o`.
+void addFlags(CLI::App& app, Options& o) {
   auto& s = o.generation.sampling;
-  s.seed = 1;
-  CLI::App app{
-      "mtgen: sample text from a model: the plan mtc --forward-only makes (tokens in, logits out) and its weights.\n\n"
-      "Examples:\n"
-      "  mtc gpt2-demo --forward-only --kv-cache --batch 1 --seq 128 -o gen.plan\n"
-      "  mtgen gen.plan --weights trained.safetensors --prompt \"Q: \" --greedy\n"
-      "  mtgen gen.plan --weights trained.safetensors --prompt \"Q: \" --temperature 0.8 --top-p 0.95 --seed 7\n"
-      "  mtc Qwen2.5-0.5B/ --forward-only --kv-cache --batch 1 --seq 256 -o q.plan   (its weights beside it)\n"
-      "  mtgen q.plan --tokenizer Qwen2.5-0.5B/ --prompt \"The capital of France is\" --max-tokens 20\n"
-      "  mtgen q.plan --tokenizer Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (its chat template)\n"
-      "  mtgen q.plan --tokenizer Qwen2.5-0.5B-Instruct/ --conversation turns.json --tools tools.json\n"
-      "                                          (the reply to a conversation, e.g. after a tool's result)\n"
-      "  mtgen Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (the folder compiled once, then reused)\n"
-      "  mtgen tuned/ --chat-file held-out.jsonl --greedy > replies.jsonl   (a reply to each conversation)\n\n"
-      "The text goes to standard output, what was run to standard error. A batch of B gives B samples of the\n"
-      "same prompt (--chat-file: replies to B conversations at once). A --kv-cache plan runs one token's\n"
-      "forward per token, attending over the keys and values of the tokens before it (the prompt is fed a\n"
-      "token at a time; a full cache is rebuilt from the text's last seq/2 tokens); a plain --forward-only\n"
-      "plan runs the whole window of the last seq tokens per token.\n"
-      "Exit codes: 0 success, 1 bad input (message on stderr), 2 bad flags."};
   app.add_option("plan", o.plan_path,
                  "a forward-only plan (mtc --forward-only; with --kv-cache, fast), or a Hugging Face model folder "
                  "(compiled into such a plan once, then reused from ~/.cache/megatrain/mtgen)")
@@ -480,6 +457,34 @@ int main(int argc, char** argv) {
   app.add_flag("--ids", o.print_ids, "print the new token ids instead of text");
   mt::choiceOf(app, "--backend", o.backend, "where to run: the GPU when there is one (auto)", mt::backendChoiceNames())
       ->default_str("auto");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mt::configureCpuLibraries(argv);
+  Options o;
+  o.generation.sampling.seed = 1;
+  CLI::App app{
+      "mtgen: sample text from a model: the plan mtc --forward-only makes (tokens in, logits out) and its weights.\n\n"
+      "Examples:\n"
+      "  mtc gpt2-demo --forward-only --kv-cache --batch 1 --seq 128 -o gen.plan\n"
+      "  mtgen gen.plan --weights trained.safetensors --prompt \"Q: \" --greedy\n"
+      "  mtgen gen.plan --weights trained.safetensors --prompt \"Q: \" --temperature 0.8 --top-p 0.95 --seed 7\n"
+      "  mtc Qwen2.5-0.5B/ --forward-only --kv-cache --batch 1 --seq 256 -o q.plan   (its weights beside it)\n"
+      "  mtgen q.plan --tokenizer Qwen2.5-0.5B/ --prompt \"The capital of France is\" --max-tokens 20\n"
+      "  mtgen q.plan --tokenizer Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (its chat template)\n"
+      "  mtgen q.plan --tokenizer Qwen2.5-0.5B-Instruct/ --conversation turns.json --tools tools.json\n"
+      "                                          (the reply to a conversation, e.g. after a tool's result)\n"
+      "  mtgen Qwen2.5-0.5B-Instruct/ --chat \"Name three rivers.\"   (the folder compiled once, then reused)\n"
+      "  mtgen tuned/ --chat-file held-out.jsonl --greedy > replies.jsonl   (a reply to each conversation)\n\n"
+      "The text goes to standard output, what was run to standard error. A batch of B gives B samples of the\n"
+      "same prompt (--chat-file: replies to B conversations at once). A --kv-cache plan runs one token's\n"
+      "forward per token, attending over the keys and values of the tokens before it (the prompt is fed a\n"
+      "token at a time; a full cache is rebuilt from the text's last seq/2 tokens); a plain --forward-only\n"
+      "plan runs the whole window of the last seq tokens per token.\n"
+      "Exit codes: 0 success, 1 bad input (message on stderr), 2 bad flags."};
+  addFlags(app, o);
   if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
   // A model folder brings its tokenizer; a plan brings its rows and cache.
   if (mt::isModelFolder(o.plan_path) && o.tokenizer.empty() && !o.bytes) o.tokenizer = o.plan_path;
