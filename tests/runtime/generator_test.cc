@@ -17,18 +17,20 @@ namespace {
 
 constexpr int64_t kRows = 2, kWindow = 4, kVocab = 8;
 
+// A host tensor of the stand-in plans.
+void addHostTensor(plan::Plan& plan, const std::string& name, plan::HostRole role, plan::DType dtype,
+                   const std::vector<int64_t>& shape) {
+  auto* t = plan.add_host_tensors();
+  t->set_name(name);
+  t->set_role(role);
+  t->set_dtype(dtype);
+  for (int64_t d : shape) t->add_shape(d);
+}
+
 plan::Plan forwardOnlyPlan() {
   plan::Plan plan;
-  auto* tokens = plan.add_host_tensors();
-  tokens->set_name("tokens");
-  tokens->set_role(plan::ROLE_TOKENS);
-  tokens->set_dtype(plan::DTYPE_I32);
-  for (int64_t d : {kRows, kWindow}) tokens->add_shape(d);
-  auto* logits = plan.add_host_tensors();
-  logits->set_name("logits");
-  logits->set_role(plan::ROLE_OUTPUT);
-  logits->set_dtype(plan::DTYPE_F32);
-  for (int64_t d : {kRows, kWindow, kVocab}) logits->add_shape(d);
+  addHostTensor(plan, "tokens", plan::ROLE_TOKENS, plan::DTYPE_I32, {kRows, kWindow});
+  addHostTensor(plan, "logits", plan::ROLE_OUTPUT, plan::DTYPE_F32, {kRows, kWindow, kVocab});
   return plan;
 }
 
@@ -143,20 +145,13 @@ TEST(Generator, ContinuesEachRowsOwnPrompt) {
 // all fed, and rebuilds its own cache from its text's last half when full.
 plan::Plan decodePlan() {
   plan::Plan plan;
-  auto add = [&](const char* name, plan::HostRole role, plan::DType dtype, std::vector<int64_t> shape) {
-    auto* t = plan.add_host_tensors();
-    t->set_name(name);
-    t->set_role(role);
-    t->set_dtype(dtype);
-    for (int64_t d : shape) t->add_shape(d);
-  };
-  add("tokens", plan::ROLE_TOKENS, plan::DTYPE_I32, {kRows, 1});
-  add(kPositionsInput, plan::ROLE_INPUT, plan::DTYPE_I32, {kRows, 1});
-  add("cache.0.key", plan::ROLE_INPUT, plan::DTYPE_F32, {kRows, kWindow, 1});
-  add("cache.0.value", plan::ROLE_INPUT, plan::DTYPE_F32, {kRows, kWindow, 1});
-  add("logits", plan::ROLE_OUTPUT, plan::DTYPE_F32, {kRows, 1, 16});
-  add("new.0.key", plan::ROLE_OUTPUT, plan::DTYPE_F32, {kRows, 1, 1});
-  add("new.0.value", plan::ROLE_OUTPUT, plan::DTYPE_F32, {kRows, 1, 1});
+  addHostTensor(plan, "tokens", plan::ROLE_TOKENS, plan::DTYPE_I32, {kRows, 1});
+  addHostTensor(plan, kPositionsInput, plan::ROLE_INPUT, plan::DTYPE_I32, {kRows, 1});
+  addHostTensor(plan, "cache.0.key", plan::ROLE_INPUT, plan::DTYPE_F32, {kRows, kWindow, 1});
+  addHostTensor(plan, "cache.0.value", plan::ROLE_INPUT, plan::DTYPE_F32, {kRows, kWindow, 1});
+  addHostTensor(plan, "logits", plan::ROLE_OUTPUT, plan::DTYPE_F32, {kRows, 1, 16});
+  addHostTensor(plan, "new.0.key", plan::ROLE_OUTPUT, plan::DTYPE_F32, {kRows, 1, 1});
+  addHostTensor(plan, "new.0.value", plan::ROLE_OUTPUT, plan::DTYPE_F32, {kRows, 1, 1});
   return plan;
 }
 
@@ -203,11 +198,7 @@ TEST(Generator, FeedsEachRowAtItsOwnPositionInADecodePlan) {
 
 TEST(Generator, RefusesATrainingPlan) {
   plan::Plan plan = forwardOnlyPlan();
-  auto* loss = plan.add_host_tensors();
-  loss->set_name("loss");
-  loss->set_role(plan::ROLE_LOSS);
-  loss->set_dtype(plan::DTYPE_F32);
-  loss->add_shape(1);
+  addHostTensor(plan, "loss", plan::ROLE_LOSS, plan::DTYPE_F32, {1});
   HostStore store(plan);
   NextTokenBackend backend(store);
   EXPECT_THROW(Generator(plan, store, backend), Error);
