@@ -990,5 +990,6 @@ def Mt_HostTaskOp : Mt_Op<"host_task"> {
 }
 
 include "MtMoeOps.td"
+include "MtPreferenceOps.td"
 
 #endif // MT_OPS_TD

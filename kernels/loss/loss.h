@@ -21,6 +21,16 @@
 //   by `count`, the whole batch's counted targets (0 when it is 0); the shares add up to the loss.
 // mt.xent_tile_grad: (dloss (), logits, targets, lse, count ()) -> dlogits (..., V):
 //   softmax_xent_grad's rows with the whole batch's count.
+//
+// Preference training (DPO; compiler/dialect/MtPreferenceOps.td), rows in pairs (2i chosen,
+// 2i + 1 rejected):
+// mt.sequence_logprob: (logits (B, T, V), targets (B, T)) -> (logp (B), lse (B, T)): each row's
+//   sum over its valid targets of logit[target] - lse, in double, in token order.
+// mt.sequence_logprob_grad: (dlogp (B), logits, targets, lse) -> dlogits: dlogp[b] times one-hot
+//   minus softmax on the valid targets' rows, 0 on the others.
+// mt.dpo_loss: (logp (B), reference (B)) -> loss ()    float[beta]: the mean over the pairs of
+//   softplus(-z), z = beta * ((logp - reference)[2i] - (logp - reference)[2i + 1]), in double.
+// mt.dpo_loss_grad: (dloss (), logp, reference) -> dlogp (B)    float[beta]
 #pragma once
 #include "kernels/kernel_args.h"
 
@@ -41,6 +51,14 @@ std::string xent_tile_check(const KernelArgs& args);
 void xent_tile_cpu(const KernelArgs& args);
 std::string xent_tile_grad_check(const KernelArgs& args);
 void xent_tile_grad_cpu(const KernelArgs& args);
+std::string sequence_logprob_check(const KernelArgs& args);
+void sequence_logprob_cpu(const KernelArgs& args);
+std::string sequence_logprob_grad_check(const KernelArgs& args);
+void sequence_logprob_grad_cpu(const KernelArgs& args);
+std::string dpo_loss_check(const KernelArgs& args);
+void dpo_loss_cpu(const KernelArgs& args);
+std::string dpo_loss_grad_check(const KernelArgs& args);
+void dpo_loss_grad_cpu(const KernelArgs& args);
 
 // CUDA twins (kernels/loss/loss_cuda.cu), built when CUDA is enabled.
 void softmax_xent_cuda(const KernelArgs& args, const CudaLaunch& launch);
@@ -51,4 +69,8 @@ void xent_chunk_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void count_targets_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void xent_tile_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void xent_tile_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void sequence_logprob_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void sequence_logprob_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void dpo_loss_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void dpo_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -31,11 +31,12 @@ int64_t countValid(const Tensor& targets, int64_t vocab) {
   return count;
 }
 
-// dlogits of softmax_xent_grad / xent_chunk_grad / xent_tile_grad (args: dloss, logits, targets,
-// lse[, count]): the logits' columns are vocabulary ids [first, first + width) of a vocabulary of
-// `vocab`; each counted row's gradient is `coeff` (dloss over the counted targets) times softmax
-// minus one-hot.
-void xentGradRows(const KernelArgs& args, float coeff, int64_t first, int64_t vocab) {
+// dlogits of softmax_xent_grad / xent_chunk_grad / xent_tile_grad / sequence_logprob_grad (args:
+// dloss, logits, targets, lse[, count]): the logits' columns are vocabulary ids [first, first +
+// width) of a vocabulary of `vocab`; each counted row r's gradient is coeffOf(r) (dloss over the
+// counted targets, or minus its sequence's dlogp) times softmax minus one-hot.
+template <typename CoeffOf>
+void xentGradRows(const KernelArgs& args, CoeffOf coeffOf, int64_t first, int64_t vocab) {
   const Tensor &logits = args.in[1], &targets = args.in[2];
   const float* lse = args.in[3].f32();
   const int64_t width = logits.dim(-1), rows = leadingRows(logits);
@@ -48,6 +49,7 @@ void xentGradRows(const KernelArgs& args, float coeff, int64_t first, int64_t vo
       std::fill(dx, dx + width, 0.0f);
       continue;
     }
+    const float coeff = coeffOf(r);
 #pragma omp simd
     for (int64_t c = 0; c < width; ++c) dx[c] = coeff * std::exp(x[c] - lse[r]);
     if (t >= first && t - first < width) dx[t - first] -= coeff;
@@ -120,7 +122,8 @@ std::string softmax_xent_grad_check(const KernelArgs& args) {
 
 void softmax_xent_grad_cpu(const KernelArgs& args) {
   const int64_t vocab = args.in[1].dim(-1);
-  xentGradRows(args, coefficientOverValid(args, vocab), /*first=*/0, vocab);
+  const float coeff = coefficientOverValid(args, vocab);
+  xentGradRows(args, [=](int64_t) { return coeff; }, /*first=*/0, vocab);
 }
 
 std::string xent_chunk_check(const KernelArgs& args) {
@@ -191,7 +194,8 @@ std::string xent_chunk_grad_check(const KernelArgs& args) {
 }
 
 void xent_chunk_grad_cpu(const KernelArgs& args) {
-  xentGradRows(args, coefficientOverValid(args, args.ints[1]), args.ints[0], args.ints[1]);
+  const float coeff = coefficientOverValid(args, args.ints[1]);
+  xentGradRows(args, [=](int64_t) { return coeff; }, args.ints[0], args.ints[1]);
 }
 
 std::string count_targets_check(const KernelArgs& args) {
@@ -223,7 +227,113 @@ std::string xent_tile_grad_check(const KernelArgs& args) {
 }
 
 void xent_tile_grad_cpu(const KernelArgs& args) {
-  xentGradRows(args, coefficientOverCount(args), /*first=*/0, args.in[1].dim(-1));
+  const float coeff = coefficientOverCount(args);
+  xentGradRows(args, [=](int64_t) { return coeff; }, /*first=*/0, args.in[1].dim(-1));
+}
+
+namespace {
+
+// logits (B, T, V) and targets (B, T) of a sequence_logprob or its backward (`op`).
+std::string checkSequences(const Tensor& logits, const Tensor& targets, const char* op) {
+  MT_CHECK(checkLogitsTargets(logits, targets, op));
+  if (logits.shape.size() != 3) return std::string(op) + ": the logits must be (B, T, V)";
+  return "";
+}
+
+// logp and reference (B) of a dpo_loss or its backward: an even B > 0, the pairs' rows.
+std::string checkPairs(const Tensor& logp, const Tensor& reference, const char* op) {
+  MT_CHECK(expectDType(logp, DType::F32, op));
+  MT_CHECK(expectDType(reference, DType::F32, op));
+  if (logp.shape.size() != 1 || logp.shape[0] == 0 || logp.shape[0] % 2 != 0)
+    return std::string(op) + ": logp must be (B) of an even B > 0 (rows in pairs: chosen, rejected)";
+  return expectShape(reference, logp.shape, op);
+}
+
+// Pair i's preference margin z_i = beta * ((logp - reference)[2i] - (logp - reference)[2i + 1]).
+double pairMargin(const float* logp, const float* reference, int64_t i, double beta) {
+  return beta * ((double(logp[2 * i]) - reference[2 * i]) - (double(logp[2 * i + 1]) - reference[2 * i + 1]));
+}
+
+// log(1 + exp(x)) without overflow.
+double softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }
+
+}  // namespace
+
+std::string sequence_logprob_check(const KernelArgs& args) {
+  const Tensor &logits = args.in[0], &targets = args.in[1];
+  MT_CHECK(checkSequences(logits, targets, "sequence_logprob"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "sequence_logprob logp"));
+  MT_CHECK(expectShape(args.out[0], {logits.shape[0]}, "sequence_logprob logp"));
+  MT_CHECK(expectDType(args.out[1], DType::F32, "sequence_logprob lse"));
+  return expectShape(args.out[1], targets.shape, "sequence_logprob lse");
+}
+
+void sequence_logprob_cpu(const KernelArgs& args) {
+  const Tensor &logits = args.in[0], &targets = args.in[1];
+  const int64_t rows = logits.dim(0), seq = logits.dim(1), vocab = logits.dim(2);
+  float* lse = args.out[1].f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows * seq; ++r) lse[r] = rowLse(logits.f32() + r * vocab, vocab);
+  for (int64_t b = 0; b < rows; ++b) {  // each sequence's sum in double, in token order
+    double sum = 0.0;
+    for (int64_t r = b * seq; r < (b + 1) * seq; ++r) {
+      const int32_t t = targets.i32()[r];
+      if (validTarget(t, vocab)) sum += double(logits.f32()[r * vocab + t]) - lse[r];
+    }
+    args.out[0].f32()[b] = static_cast<float>(sum);
+  }
+}
+
+std::string sequence_logprob_grad_check(const KernelArgs& args) {
+  const Tensor &logits = args.in[1], &targets = args.in[2];
+  MT_CHECK(checkSequences(logits, targets, "sequence_logprob_grad"));
+  MT_CHECK(expectDType(args.in[0], DType::F32, "sequence_logprob_grad dlogp"));
+  MT_CHECK(expectShape(args.in[0], {logits.shape[0]}, "sequence_logprob_grad dlogp"));
+  MT_CHECK(expectDType(args.in[3], DType::F32, "sequence_logprob_grad lse"));
+  MT_CHECK(expectShape(args.in[3], targets.shape, "sequence_logprob_grad lse"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "sequence_logprob_grad result"));
+  return expectShape(args.out[0], logits.shape, "sequence_logprob_grad result");
+}
+
+void sequence_logprob_grad_cpu(const KernelArgs& args) {
+  const float* dlogp = args.in[0].f32();
+  const int64_t seq = args.in[1].dim(1);
+  // d logp / d logits = one-hot - softmax: softmax_xent's rows with coefficient -dlogp.
+  xentGradRows(args, [=](int64_t r) { return -dlogp[r / seq]; }, /*first=*/0, args.in[1].dim(2));
+}
+
+std::string dpo_loss_check(const KernelArgs& args) {
+  MT_CHECK(checkPairs(args.in[0], args.in[1], "dpo_loss"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "dpo_loss loss"));
+  return expectShape(args.out[0], {}, "dpo_loss loss");
+}
+
+void dpo_loss_cpu(const KernelArgs& args) {
+  const int64_t pairs = args.in[0].dim(0) / 2;
+  double total = 0.0;
+  for (int64_t i = 0; i < pairs; ++i) total += softplus(-pairMargin(args.in[0].f32(), args.in[1].f32(), i, args.floats[0]));
+  args.out[0].f32()[0] = static_cast<float>(total / pairs);
+}
+
+std::string dpo_loss_grad_check(const KernelArgs& args) {
+  MT_CHECK(expectDType(args.in[0], DType::F32, "dpo_loss_grad dloss"));
+  MT_CHECK(expectShape(args.in[0], {}, "dpo_loss_grad dloss"));
+  MT_CHECK(checkPairs(args.in[1], args.in[2], "dpo_loss_grad"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "dpo_loss_grad result"));
+  return expectShape(args.out[0], args.in[1].shape, "dpo_loss_grad result");
+}
+
+void dpo_loss_grad_cpu(const KernelArgs& args) {
+  const int64_t pairs = args.in[1].dim(0) / 2;
+  const double beta = args.floats[0], dloss = args.in[0].f32()[0];
+  float* dlogp = args.out[0].f32();
+  for (int64_t i = 0; i < pairs; ++i) {
+    // d softplus(-z) / dz = -sigmoid(-z) = -1 / (1 + exp(z))
+    const double z = pairMargin(args.in[1].f32(), args.in[2].f32(), i, beta);
+    const double dz = -dloss / pairs / (1.0 + std::exp(z));
+    dlogp[2 * i] = static_cast<float>(dz * beta);
+    dlogp[2 * i + 1] = static_cast<float>(-dz * beta);
+  }
 }
 
 }  // namespace mt

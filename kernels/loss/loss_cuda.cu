@@ -72,12 +72,17 @@ __global__ void countTargets(const int32_t* __restrict__ targets, float* __restr
 // reads of the targets per block, which a large batch feels), unless the count is given
 // (`divisor`: mt.xent_tile_grad's, the whole batch's, computed once by mt.count_targets).
 // Each element is stored once (a bf16 dlogit rounded once, as the CPU's).
+// With `dlogp` (mt.sequence_logprob_grad: one-hot minus softmax), row r's coefficient is minus
+// its sequence's, dlogp[r / seq].
 template <typename T>
 __global__ void xentGrad(const float* __restrict__ dloss, const T* __restrict__ logits,
                          const int32_t* __restrict__ targets, const float* __restrict__ lse, T* __restrict__ dlogits,
-                         int64_t rows, int64_t width, int64_t first, int64_t vocab, const float* __restrict__ divisor) {
+                         int64_t rows, int64_t width, int64_t first, int64_t vocab, const float* __restrict__ divisor,
+                         const float* __restrict__ dlogp, int64_t seq) {
   float coeff;
-  if (divisor) {
+  if (dlogp) {
+    coeff = -dlogp[blockIdx.x / seq];
+  } else if (divisor) {
     coeff = *divisor > 0.0f ? dloss[0] / *divisor : 0.0f;
   } else {
     int64_t count = 0;
@@ -94,6 +99,47 @@ __global__ void xentGrad(const float* __restrict__ dloss, const T* __restrict__ 
     float d = valid ? coeff * expf(toFloat(x[c]) - lse[r]) : 0.0f;
     if (valid && c == t - first) d -= coeff;
     dx[c] = fromFloat<T>(d);
+  }
+}
+
+// Each sequence's sum over its valid targets of logit[target] - lse; one block per sequence.
+template <typename T>
+__global__ void sequenceSums(const T* __restrict__ logits, const int32_t* __restrict__ targets,
+                             const float* __restrict__ lse, float* __restrict__ logp, int64_t seq, int64_t vocab) {
+  const int64_t first_row = blockIdx.x * seq;
+  double sum = 0.0;
+  for (int64_t r = first_row + threadIdx.x; r < first_row + seq; r += blockDim.x) {
+    const int32_t t = targets[r];
+    if (validTarget(t, vocab)) sum += double(toFloat(logits[r * vocab + t])) - lse[r];
+  }
+  sum = blockSum(sum);
+  if (threadIdx.x == 0) logp[blockIdx.x] = static_cast<float>(sum);
+}
+
+// Pair i's margin beta * ((logp - reference)[2i] - (logp - reference)[2i + 1]).
+__device__ double pairMargin(const float* logp, const float* reference, int64_t i, double beta) {
+  return beta * ((double(logp[2 * i]) - reference[2 * i]) - (double(logp[2 * i + 1]) - reference[2 * i + 1]));
+}
+
+// mt.dpo_loss: the mean over the pairs of softplus(-z); one block.
+__global__ void dpoLoss(const float* __restrict__ logp, const float* __restrict__ reference, float* __restrict__ loss,
+                        int64_t pairs, double beta) {
+  double total = 0.0;
+  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) {
+    const double minus_z = -pairMargin(logp, reference, i, beta);
+    total += fmax(minus_z, 0.0) + log1p(exp(-fabs(minus_z)));
+  }
+  total = blockSum(total);
+  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / pairs);
+}
+
+// mt.dpo_loss_grad: dlogp[2i] = -dloss * beta * sigmoid(-z_i) / pairs, dlogp[2i + 1] its negation.
+__global__ void dpoLossGrad(const float* __restrict__ dloss, const float* __restrict__ logp,
+                            const float* __restrict__ reference, float* __restrict__ dlogp, int64_t pairs, double beta) {
+  for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += int64_t(gridDim.x) * blockDim.x) {
+    const double dz = -double(dloss[0]) / pairs / (1.0 + exp(pairMargin(logp, reference, i, beta)));
+    dlogp[2 * i] = static_cast<float>(dz * beta);
+    dlogp[2 * i + 1] = static_cast<float>(-dz * beta);
   }
 }
 
@@ -164,7 +210,7 @@ void count_targets_cuda(const KernelArgs& args, const CudaLaunch& launch) {
 // dlogits of softmax_xent_grad / xent_chunk_grad / xent_tile_grad (args: dloss, logits, targets,
 // lse[, count]: `divisor`).
 static void launchXentGrad(const KernelArgs& args, const CudaLaunch& launch, int64_t first, int64_t vocab,
-                           const float* divisor = nullptr) {
+                           const float* divisor = nullptr, const float* dlogp = nullptr, int64_t seq = 1) {
   const Tensor &logits = args.in[1], &targets = args.in[2];
   const int64_t width = logits.dim(-1), rows = leadingRows(logits);
   if (rows == 0 || width == 0) return;
@@ -172,7 +218,7 @@ static void launchXentGrad(const KernelArgs& args, const CudaLaunch& launch, int
     using T = decltype(type);
     xentGrad<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(args.in[0].f32(), data<const T>(logits), targets.i32(),
                                                                args.in[3].f32(), data<T>(args.out[0]), rows, width,
-                                                               first, vocab, divisor);
+                                                               first, vocab, divisor, dlogp, seq);
   });
   MT_CUDA_CHECK_LAUNCH();
 }
@@ -206,6 +252,41 @@ void xent_finish_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor& targets = args.in[1];
   xentFinish<<<1, 1024, 0, launch.stream>>>(args.in[0].f32(), targets.i32(), args.out[0].f32(), args.out[1].f32(),
                                             targets.numel(), args.ints[0]);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void sequence_logprob_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor &logits = args.in[0], &targets = args.in[1];
+  const int64_t rows = logits.dim(0), seq = logits.dim(1), vocab = logits.dim(2);
+  if (rows == 0) return;
+  withFloat(logits.dtype, [&](auto type) {
+    using T = decltype(type);
+    if (seq > 0 && vocab > 0) {
+      rowLogSumExp<<<rowGrid(rows * seq), kRowThreads, 0, launch.stream>>>(data<const T>(logits), args.out[1].f32(),
+                                                                           vocab);
+      MT_CUDA_CHECK_LAUNCH();
+    }
+    sequenceSums<<<rowGrid(rows), kThreads, 0, launch.stream>>>(data<const T>(logits), targets.i32(),
+                                                                args.out[1].f32(), args.out[0].f32(), seq, vocab);
+  });
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void sequence_logprob_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor& logits = args.in[1];
+  launchXentGrad(args, launch, 0, logits.dim(2), nullptr, args.in[0].f32(), std::max<int64_t>(logits.dim(1), 1));
+}
+
+void dpo_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  dpoLoss<<<1, 256, 0, launch.stream>>>(args.in[0].f32(), args.in[1].f32(), args.out[0].f32(), args.in[0].dim(0) / 2,
+                                        args.floats[0]);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void dpo_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const int64_t pairs = args.in[1].dim(0) / 2;
+  dpoLossGrad<<<cuda::gridBlocks((pairs + kThreads - 1) / kThreads, "dpo_loss_grad"), kThreads, 0, launch.stream>>>(
+      args.in[0].f32(), args.in[1].f32(), args.in[2].f32(), args.out[0].f32(), pairs, args.floats[0]);
   MT_CUDA_CHECK_LAUNCH();
 }
 

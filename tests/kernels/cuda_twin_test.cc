@@ -459,6 +459,17 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
   expectTwin(KernelId::XentTile, {logits, targets, count}, {HostTensor::f32({}), HostTensor::f32({3, 29})});
   expectTwin(KernelId::XentTileGrad, {HostTensor::f32({}, {0.7f}), logits, targets, fwd[1], count},
              {HostTensor::f32({3, 29, vocab})});
+  // Preference training: each row's log-probability (its sum over 29 tokens, one ignored) and its
+  // backward; the DPO loss of the rows' pairs (a fourth row for an even batch).
+  const auto rows4 = HostTensor::i32({4, 29}, randomInts(4 * 29, vocab, rng));
+  const auto logits4 = randomF32({4, 29, vocab}, 3.0f);
+  expectTwin(KernelId::SequenceLogprob, {logits4, rows4}, {HostTensor::f32({4}), HostTensor::f32({4, 29})});
+  const auto seq = runKernel(KernelId::SequenceLogprob, {logits4, rows4}, {HostTensor::f32({4}), HostTensor::f32({4, 29})});
+  expectTwin(KernelId::SequenceLogprobGrad, {HostTensor::f32({4}, {0.7f, -0.2f, 1.5f, -1.0f}), logits4, rows4, seq[1]},
+             {HostTensor::f32({4, 29, vocab})});
+  const auto reference = randomF32({4}, 20.0f);
+  expectTwin(KernelId::DpoLoss, {seq[0], reference}, {HostTensor::f32({})}, {}, {0.1f});
+  expectTwin(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.7f}), seq[0], reference}, {HostTensor::f32({4})}, {}, {0.1f});
 
   auto ids = randomInts(4 * 31, 50, rng);
   ids[3] = 50;  // outside the table: a zero row, no gradient
@@ -617,6 +628,9 @@ TEST_F(CudaTwinTest, Bf16Activations) {
                  {600, 1500});
   expectBf16Twin(KernelId::XentTile, {logits, targets, H::f32({}, {150.0f})}, {H::f32({}), H::f32({3, 29})});
   expectBf16Twin(KernelId::XentTileGrad, {H::f32({}, {0.7f}), logits, targets, fwd[1], H::f32({}, {150.0f})},
+                 {H::f32({3, 29, vocab})});
+  expectBf16Twin(KernelId::SequenceLogprob, {logits, targets}, {H::f32({3}), H::f32({3, 29})});
+  expectBf16Twin(KernelId::SequenceLogprobGrad, {H::f32({3}, {0.7f, -0.2f, 1.5f}), logits, targets, fwd[1]},
                  {H::f32({3, 29, vocab})});
   const auto tokens = H::i32({4, 31}, randomInts(4 * 31, 50, rng));
   expectBf16Twin(KernelId::Embedding, {tokens, randomF32({50, 72})}, {H::f32({4, 31, 72})});

@@ -1,0 +1,97 @@
+// The preference-training ops (MtPreferenceOps.td): shape inference mirroring their kernels'
+// checks (kernels/loss/loss_cpu.cc), costs, kernel attributes and gradient rules.
+#include "compiler/dialect/MtDialect.h"
+#include "compiler/dialect/MtOpShapes.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+namespace mt {
+
+using namespace op_shapes;
+
+namespace {
+
+// logits (B, T, V) with targets (B, T): the batch's rows B.
+FailureOr<int64_t> sequenceRows(std::optional<Location> loc, Value logits, Value targets) {
+  auto shape = tensorOf(logits).getShape();
+  if (shape.size() != 3) return emitOptionalError(loc, "logits must be (B, T, V), not ", shapeStr(shape));
+  if (failed(requireShape(loc, targets, dropLast(shape), "targets"))) return failure();
+  return shape[0];
+}
+
+// logp and reference (B) of an even B: the pairs' rows.
+LogicalResult requirePairs(std::optional<Location> loc, Value logp, Value reference) {
+  auto rows = tensorOf(logp).getShape();
+  if (rows.size() != 1 || rows[0] == 0 || rows[0] % 2 != 0)
+    return emitOptionalError(loc, "logp must be (B) of an even B > 0 (pairs of rows), not ", shapeStr(rows));
+  return requireShape(loc, reference, rows, "reference");
+}
+
+}  // namespace
+
+LogicalResult SequenceLogprobOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                  SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  FailureOr<int64_t> rows = sequenceRows(loc, adaptor.getLogits(), adaptor.getTargets());
+  if (failed(rows)) return failure();
+  types.push_back(f32Tensor(ctx, {*rows}));
+  types.push_back(f32Tensor(ctx, tensorOf(adaptor.getTargets()).getShape()));
+  return success();
+}
+
+LogicalResult SequenceLogprobGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                      SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  FailureOr<int64_t> rows = sequenceRows(loc, adaptor.getLogits(), adaptor.getTargets());
+  if (failed(rows) || failed(requireShape(loc, adaptor.getDlogp(), {*rows}, "dlogp")) ||
+      failed(requireShape(loc, adaptor.getLse(), tensorOf(adaptor.getTargets()).getShape(), "lse")))
+    return failure();
+  types.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+LogicalResult DpoLossOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                          SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requirePairs(loc, adaptor.getLogp(), adaptor.getReference())))
+    return failure();
+  types.push_back(f32Tensor(ctx, {}));
+  return success();
+}
+
+LogicalResult DpoLossGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                              SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireShape(loc, adaptor.getDloss(), {}, "dloss")) ||
+      failed(requirePairs(loc, adaptor.getLogp(), adaptor.getReference())))
+    return failure();
+  types.push_back(adaptor.getLogp().getType());
+  return success();
+}
+
+// Costs: a log-sum-exp and a pick per token as mt.softmax_xent's; the pairs' few flops.
+int64_t SequenceLogprobOp::getFlops() { return 4 * tensorOf(getLogits()).getNumElements(); }
+int64_t SequenceLogprobGradOp::getFlops() { return 3 * tensorOf(getLogits()).getNumElements(); }
+int64_t DpoLossOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
+int64_t DpoLossGradOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
+
+// Kernel attributes in the op table's order (runtime/plan/op_table.def).
+void DpoLossOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.push_back(getBeta().convertToFloat());
+}
+void DpoLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.push_back(getBeta().convertToFloat());
+}
+
+// Gradient rules. The targets are integers and the reference an input: no gradient.
+SmallVector<Value> SequenceLogprobOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  if (!grads[0]) return {Value(), Value()};  // only the log-sum-exp is read: nothing to differentiate
+  return {b.create<SequenceLogprobGradOp>(getLoc(), grads[0], getLogits(), getTargets(), getLse()), Value()};
+}
+
+SmallVector<Value> DpoLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<DpoLossGradOp>(getLoc(), grads[0], getLogp(), getReference(), getBeta()), Value()};
+}
+
+}  // namespace mt
