@@ -237,6 +237,8 @@ StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optio
   stage.stream_dtype = o.stream_dtype;
   stage.precision = o.precision;
   stage.land_gradients = o.ranks > 1;
+  stage.objective = o.objective;
+  stage.dpo_beta = o.dpo_beta;
   return stage;
 }
 

@@ -84,6 +84,10 @@ struct CompileOptions {
   // A mixture of experts' router load-balancing loss coefficient (mtc --router-aux-loss),
   // replacing the preset's 0 or the folder's config; unset: theirs.
   std::optional<double> router_aux_loss;
+  // What the loss trains (mtc --objective): the next token, or preferences (DPO) over rows in
+  // (chosen, rejected) pairs with beta `dpo_beta` (mtc --dpo-beta).
+  LossObjective objective = LossObjective::kNextToken;
+  double dpo_beta = 0.1;
   // ONNX: initializers matching `frozen` stay constants; with `trainable`, only matching ones train.
   std::optional<std::regex> frozen, trainable;
 };

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "compiler/PlanTemplates.h"
+#include "runtime/plan/plan_format.h"
 
 namespace mt {
 namespace {
@@ -64,22 +65,26 @@ void predictTimeline(const std::vector<Instr>& instrs, PlanStats& stats) {
   stats.compute_wait_us[kCompute] = std::max(0.0, stats.step_us - stats.compute_us - waitedUs);
 }
 
-// A training step's loss-only run (validation): per stream, how many of its instructions (in
-// Instr order) it must execute. Everything the loss's copy out depends on, then in each stream
-// what comes before that, then whatever those depend on, until nothing more is needed. Empty
-// when the step has no loss (a forward-only plan).
+// A training step's loss-only run (validation; a preference plan's reference pass): per stream,
+// how many of its instructions (in Instr order) it must execute. Everything the copies out of the
+// loss and of a preference plan's policy log-probabilities depend on, then in each stream what
+// comes before that, then whatever those depend on, until nothing more is needed. Empty when the
+// step has no loss (a forward-only plan).
 std::vector<int> lossPrefixes(const std::vector<Instr>& instrs, const std::vector<int>& position,
                               const plan::Plan& plan) {
   int loss = -1;
-  for (size_t i = 0; i < instrs.size(); ++i)
-    if (instrs[i].body.has_copy() && instrs[i].body.copy().direction() == plan::Copy::DEVICE_TO_HOST &&
-        plan.host_tensors(instrs[i].body.copy().host_tensor()).role() == plan::ROLE_LOSS)
-      loss = static_cast<int>(i);
+  std::vector<int> pending;
+  for (size_t i = 0; i < instrs.size(); ++i) {
+    if (!instrs[i].body.has_copy() || instrs[i].body.copy().direction() != plan::Copy::DEVICE_TO_HOST) continue;
+    const plan::HostTensor& t = plan.host_tensors(instrs[i].body.copy().host_tensor());
+    if (t.role() == plan::ROLE_LOSS) loss = static_cast<int>(i);
+    if (t.role() == plan::ROLE_LOSS || (t.role() == plan::ROLE_OUTPUT && t.name() == kPolicyLogprobsOutput))
+      pending.push_back(static_cast<int>(i));
+  }
   if (loss < 0) return {};
   std::vector<std::vector<int>> byStream(kNumStreams);  // stream -> its instructions in order
   for (size_t i = 0; i < instrs.size(); ++i) byStream[instrs[i].stream].push_back(static_cast<int>(i));
   std::vector<int> prefix(kNumStreams, 0);
-  std::vector<int> pending = {loss};
   auto need = [&](int i) {
     if (position[i] >= prefix[instrs[i].stream]) pending.push_back(i);
   };

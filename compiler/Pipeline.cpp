@@ -180,6 +180,19 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
                      c.qk_norm ? ", q/k norms" : "", c.attention_sinks ? ", attention sinks" : "", window, rope, experts);
 }
 
+// What --objective dpo cannot be combined with ("" if nothing).
+std::string preferenceProblem(const CompileOptions& o) {
+  if (o.packed_examples)
+    return "--objective dpo trains on (chosen, rejected) rows, one reply each: drop --packed-examples";
+  if (o.batch == 0)
+    return "--objective dpo takes an even --batch of its own (its rows are (chosen, rejected) pairs; --batch auto "
+           "sizes any batch, not pairs)";
+  if (o.batch % 2 != 0)
+    return fmt::format("--objective dpo needs an even --batch (its rows are (chosen, rejected) pairs), not {}",
+                       o.batch);
+  return "";
+}
+
 // A built-in model or a Hugging Face folder from its config: the shape checked, the update
 // kind and the batch chosen (--batch auto: by trial compiles against both budgets), the module
 // built with `init`'s parameters.
@@ -199,6 +212,7 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
     problem = "--forward-only takes a --batch of its own (the sequences sampled at once; 1 for mtgen's one sample)";
   if (problem.empty() && o.batch == 0 && o.device_mem == 0)
     problem = "--batch auto needs --device-mem (or a GPU --hw profile) to size the batch against";
+  if (problem.empty() && o.objective == LossObjective::kDpo) problem = preferenceProblem(o);
   if (!problem.empty()) {
     std::fprintf(stderr, "mtc: error: %s: %s\n", o.model.c_str(), problem.c_str());
     return false;

@@ -19,8 +19,9 @@ namespace {
 // Whether the LM head's weight is the table the tokens are looked up in (tied).
 bool tiedHead(func::FuncOp func) {
   Value head;
-  func.walk([&](SoftmaxXentOp xent) {
-    if (auto product = xent.getLogits().getDefiningOp<MatmulOp>()) head = product.getRhs();
+  func.walk([&](Operation* op) {
+    if (!isa<SoftmaxXentOp, SequenceLogprobOp>(op)) return;  // the loss (next-token, DPO)
+    if (auto product = op->getOperand(0).getDefiningOp<MatmulOp>()) head = product.getRhs();
   });
   bool tied = false;
   const BlockArgument tokens = tokensArgument(func);
@@ -38,8 +39,12 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
       return;
     case Stage::kFuse:
       return pm.addPass(createFusePass());
-    case Stage::kAttachLoss:
-      return pm.addPass(createAttachLossPass());
+    case Stage::kAttachLoss: {
+      AttachLossPassOptions options;
+      options.objective = knobs.objective;
+      options.beta = knobs.dpo_beta;
+      return pm.addPass(createAttachLossPass(options));
+    }
     case Stage::kTileTokens: {
       if (knobs.token_tiles <= 1) return;
       TileTokensPassOptions options;
@@ -527,8 +532,10 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   const size_t tiling = indexOf(Stage::kTileTokens);
   const bool stops_early = options.last && indexOf(*options.last) < tiling;
   const std::optional<Stage> until = stops_early ? options.last : Stage::kAttachLoss;
-  if (!runFrom(module, indexOf(Stage::kFuse), until, {result.schedule, 0, options.update}, result.failed) ||
-      stops_early)
+  Knobs attach{result.schedule, 0, options.update};
+  attach.objective = options.objective;
+  attach.dpo_beta = options.dpo_beta;
+  if (!runFrom(module, indexOf(Stage::kFuse), until, attach, result.failed) || stops_early)
     return result;
   // Tiles where asked, or searched where the budget may need them (a plan compiled to the end).
   const bool search = options.token_tiles == 0 && options.device_mem > 0 && !options.last;
@@ -546,8 +553,9 @@ const char* scheduleName(Schedule schedule) {
 
 
 void modelShape(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
-  module.walk([&](SoftmaxXentOp op) {
-    auto logits = op.getLogits().getType().getShape();
+  module.walk([&](Operation* op) {
+    if (!isa<SoftmaxXentOp, SequenceLogprobOp>(op)) return;  // the loss (next-token, DPO)
+    auto logits = cast<RankedTensorType>(op->getOperand(0).getType()).getShape();
     vocab = logits.back();
     batch = logits.size() >= 3 ? logits[0] : 1;
     seq = logits.size() >= 2 ? logits[logits.size() - 2] : 1;

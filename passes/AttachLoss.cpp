@@ -1,9 +1,12 @@
 // mt-attach-loss: a function that returns logits (B, T, V) gets a targets input and returns
-// the mean softmax cross-entropy instead. Named outputs after the logits (a mixture of experts'
-// router statistics) stay where they are.
+// the mean softmax cross-entropy instead, or, with objective=dpo, the DPO loss of its rows in
+// (chosen, rejected) pairs against the reference model's log-probabilities (a second input),
+// the rows' own log-probabilities a named output after it. Named outputs after the logits (a
+// mixture of experts' router statistics) stay where they are.
 #include "mlir/IR/Builders.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
+#include "runtime/plan/plan_format.h"
 
 using namespace mlir;
 
@@ -14,49 +17,87 @@ namespace mt {
 namespace {
 
 struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
+  using AttachLossPassBase::AttachLossPassBase;
+
   void runOnOperation() override {
     func::FuncOp func = getModelFunction(getOperation());
     if (!func) return signalPassFailure();
     auto ret = cast<func::ReturnOp>(func.getBody().back().getTerminator());
-    if (ret.getNumOperands() < 1) {
-      ret.emitError("cannot attach a loss: the model function returns nothing; it must return its logits");
-      return signalPassFailure();
-    }
-    if (const unsigned i = firstUnnamedResult(func, 1); i < func.getNumResults()) {
-      ret.emitError("cannot attach a loss: the model function must return its logits, then named outputs "
-                    "only; result ")
-          << i << " has no " << kOutputAttr;
-      return signalPassFailure();
-    }
-    Value out = ret.getOperand(0);
-    auto type = dyn_cast<RankedTensorType>(out.getType());
-    if (type && type.getRank() == 0 && type.getElementType().isF32()) {
-      func.setResultAttr(0, kLossAttr, UnitAttr::get(&getContext()));
-      return;  // already a loss
-    }
-    if (!type || type.getRank() != 3 || !type.getElementType().isF32() || !type.hasStaticShape()) {
-      ret.emitError("cannot attach a loss: the function returns ")
-          << out.getType() << "; expected f32 logits of shape (B, T, V) or a scalar loss";
-      return signalPassFailure();
-    }
-    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      auto input = func.getArgAttrOfType<StringAttr>(i, kInputAttr);
-      if (input && input.getValue() == "targets") {
-        func.emitError("cannot attach a loss: the function already has a targets input but "
-                       "returns logits; return the loss or drop the targets input");
-        return signalPassFailure();
-      }
-    }
+    FailureOr<RankedTensorType> logits = logitsToEnd(func, ret);
+    if (failed(logits)) return signalPassFailure();
+    if (!*logits) return;  // already a loss
     OpBuilder b(ret);
-    auto targetsType = RankedTensorType::get(type.getShape().drop_back(), b.getI32Type());
-    const unsigned index = func.getNumArguments();
-    auto attrs = b.getDictionaryAttr(b.getNamedAttr(kInputAttr, b.getStringAttr("targets")));
-    func.insertArgument(index, targetsType, attrs, func.getLoc());
-    auto loss = b.create<SoftmaxXentOp>(ret.getLoc(), out, func.getArgument(index));
-    ret->setOperand(0, loss.getLoss());
+    Value targets = appendInput(func, RankedTensorType::get(logits->getShape().drop_back(), b.getI32Type()), "targets");
+    if (objective == LossObjective::kNextToken) {
+      ret->setOperand(0, b.create<SoftmaxXentOp>(ret.getLoc(), ret.getOperand(0), targets).getLoss());
+    } else if (failed(attachDpo(func, ret, targets))) {
+      return signalPassFailure();
+    }
     SmallVector<Type> results(ret.getOperandTypes());
     func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), results));
     func.setResultAttr(0, kLossAttr, UnitAttr::get(&getContext()));
+  }
+
+  // The logits' type when the function returns logits (B, T, V) and named outputs after them,
+  // and no targets input yet; null when it returns a loss already (marked so); failure otherwise.
+  FailureOr<RankedTensorType> logitsToEnd(func::FuncOp func, func::ReturnOp ret) {
+    if (ret.getNumOperands() < 1)
+      return ret.emitError("cannot attach a loss: the model function returns nothing; it must return its logits");
+    if (const unsigned i = firstUnnamedResult(func, 1); i < func.getNumResults())
+      return ret.emitError("cannot attach a loss: the model function must return its logits, then named outputs "
+                           "only; result ")
+             << i << " has no " << kOutputAttr;
+    auto type = dyn_cast<RankedTensorType>(ret.getOperand(0).getType());
+    if (type && type.getRank() == 0 && type.getElementType().isF32()) {
+      if (objective == LossObjective::kDpo)
+        return ret.emitError("cannot train preferences (objective dpo): the model function returns its own loss; "
+                             "it must return its logits");
+      func.setResultAttr(0, kLossAttr, UnitAttr::get(&getContext()));
+      return RankedTensorType();
+    }
+    if (!type || type.getRank() != 3 || !type.getElementType().isF32() || !type.hasStaticShape())
+      return ret.emitError("cannot attach a loss: the function returns ")
+             << ret.getOperand(0).getType() << "; expected f32 logits of shape (B, T, V) or a scalar loss";
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto input = func.getArgAttrOfType<StringAttr>(i, kInputAttr);
+      if (input && input.getValue() == "targets")
+        return func.emitError("cannot attach a loss: the function already has a targets input but "
+                              "returns logits; return the loss or drop the targets input");
+    }
+    return type;
+  }
+
+  // The DPO loss of the logits (ret's first operand) against `targets`; each row's
+  // log-probability becomes the named output after the loss.
+  LogicalResult attachDpo(func::FuncOp func, func::ReturnOp ret, Value targets) {
+    const int64_t rows = cast<RankedTensorType>(targets.getType()).getDimSize(0);
+    if (rows % 2 != 0)
+      return ret.emitError("cannot train preferences (objective dpo) on a batch of ")
+             << rows << " rows: its rows are (chosen, rejected) pairs; give an even batch";
+    OpBuilder b(ret);
+    Value reference = appendInput(func, RankedTensorType::get({rows}, b.getF32Type()), kReferenceLogprobsInput);
+    auto logp = b.create<SequenceLogprobOp>(ret.getLoc(), ret.getOperand(0), targets);
+    auto loss = b.create<DpoLossOp>(ret.getLoc(), logp.getLogp(), reference, b.getF32FloatAttr(beta));
+    SmallVector<Value> operands{loss.getLoss(), logp.getLogp()};
+    llvm::append_range(operands, ret.getOperands().drop_front());
+    SmallVector<DictionaryAttr> named;  // the outputs after the logits, by result index
+    func.getAllResultAttrs(named);
+    ret->setOperands(operands);
+    named.insert(named.begin() + 1,
+                 b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(kPolicyLogprobsOutput))));
+    SmallVector<Type> results(ret.getOperandTypes());
+    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), results));
+    func.setAllResultAttrs(named);
+    return success();
+  }
+
+  // A new last argument of `type`, the input named `name`.
+  static Value appendInput(func::FuncOp func, Type type, StringRef name) {
+    OpBuilder b(func.getContext());
+    const unsigned index = func.getNumArguments();
+    func.insertArgument(index, type, b.getDictionaryAttr(b.getNamedAttr(kInputAttr, b.getStringAttr(name))),
+                        func.getLoc());
+    return func.getArgument(index);
   }
 };
 

@@ -9,4 +9,9 @@ namespace mt {
 // gradient lands (no clipping, ~12 bytes; streamed schedules only).
 enum class UpdateKind { kDeferred, kOnArrival };
 
+// What the loss trains (mtc --objective; mt-attach-loss's `objective`): the next token's
+// cross-entropy, or direct preference optimisation over rows in (chosen, rejected) pairs
+// against the reference model's log-probabilities (compiler/dialect/MtPreferenceOps.td).
+enum class LossObjective { kNextToken, kDpo };
+
 }  // namespace mt

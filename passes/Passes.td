@@ -30,7 +30,21 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
     an `mt.softmax_xent`, and returns the scalar loss instead. A function that already returns
     a scalar loss is left as it is; anything else is an error. Results after the first must be
     named outputs (`mt.output`: a mixture of experts' router statistics); they stay after the loss.
+    With `objective=dpo` the batch's rows are (chosen, rejected) pairs: a second input, the
+    reference model's log-probability of each row (B) f32, named `reference log-probs`; the loss
+    is `mt.dpo_loss` of each row's `mt.sequence_logprob`, and those log-probabilities are a named
+    output, `policy log-probs`, right after the loss (the runtime reads the reference's from them
+    before training, and the implicit rewards after each step).
   }];
+  let options = [
+    Option<"objective", "objective", "::mt::LossObjective", /*default=*/"::mt::LossObjective::kNextToken",
+           "What the loss trains",
+           [{::llvm::cl::values(
+               clEnumValN(::mt::LossObjective::kNextToken, "next-token", "the next token's cross-entropy"),
+               clEnumValN(::mt::LossObjective::kDpo, "dpo", "direct preference optimisation over row pairs"))}]>,
+    Option<"beta", "beta", "double", /*default=*/"0.1",
+           "DPO's beta: how far the policy may move from the reference (objective=dpo)">,
+  ];
   let dependentDialects = ["::mt::MtDialect"];
 }
 

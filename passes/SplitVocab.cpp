@@ -102,6 +102,11 @@ struct HeadMatch {
 // read elsewhere (tied), or it has no gradient result.
 FailureOr<HeadMatch> matchHead(func::FuncOp func) {
   HeadMatch m;
+  bool preference = false;
+  func.walk([&](SequenceLogprobOp) { preference = true; });
+  if (preference)
+    return func.emitError("the vocabulary split covers the next-token loss; a DPO plan's (mt.sequence_logprob) is "
+                          "not split: give --vocab-chunks 1 (and a larger --device-mem, or a smaller --batch or --seq)");
   func.walk([&](SoftmaxXentOp op) { m.xent = op; });
   m.head = m.xent ? m.xent.getLogits().getDefiningOp<MatmulOp>() : nullptr;
   m.weight = m.head ? dyn_cast<BlockArgument>(m.head.getRhs()) : nullptr;

@@ -122,6 +122,22 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                "attending only to itself, its positions from 0 (the plan's input \"positions\"; built-in models and "
                "Hugging Face folders)")
       ->excludes(forward_only);
+  CLI::Option* objective =
+      mt::choiceOf(app, "--objective", o.objective,
+                   "what the loss trains: next-token (the cross-entropy of each target) or dpo (direct preference "
+                   "optimisation: the batch's rows are (chosen, rejected) pairs from mttok --preferences, the loss "
+                   "-log sigmoid(beta * ((chosen - its reference) - (rejected - its reference))) over each reply's "
+                   "summed log-probability, the reference the same model before training; an even --batch)",
+                   std::map<std::string, mt::LossObjective>{{"next-token", mt::LossObjective::kNextToken},
+                                                            {"dpo", mt::LossObjective::kDpo}})
+          ->default_str("next-token")
+          ->excludes(forward_only);
+  app.add_option("--dpo-beta", o.dpo_beta,
+                 "with --objective dpo: beta, how far training may move the model from its reference (TRL's "
+                 "default 0.1; larger keeps it closer)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->needs(objective);
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
 }
 

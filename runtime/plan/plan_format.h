@@ -15,9 +15,14 @@ inline constexpr char kTokenMaskInput[] = "token_mask";
 // The named input that gives each token's position (B, T) i32: in a decode step, after the cache;
 // in a training plan of packed examples (plan 1.22), in its example, from 0 where it begins.
 inline constexpr char kPositionsInput[] = "positions";
+// A preference-training plan's (mtc --objective dpo; plan 1.23; rows in (chosen, rejected) pairs):
+// the named input of the reference model's log-probability of each row's targets (B) f32, and
+// the named output of the policy's, the same sums under the weights being trained.
+inline constexpr char kReferenceLogprobsInput[] = "reference_logps";
+inline constexpr char kPolicyLogprobsOutput[] = "policy_logps";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 22;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 23;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -56,7 +61,10 @@ inline constexpr uint32_t kPlanVersionMinor = 22;  // 1.1: inputs, outputs, cons
                                                   // 1.22: packed examples (the "positions"
                                                   // input of a training plan,
                                                   // mt.attention_packed(_sinks|_grad),
-                                                  // mt.rope_at's inverse)
+                                                  // mt.rope_at's inverse);
+                                                  // 1.23: preference training
+                                                  // (mt.sequence_logprob(_grad),
+                                                  // mt.dpo_loss(_grad))
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an
