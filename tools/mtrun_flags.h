@@ -42,11 +42,13 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
            "examples run into each other, as packed fine-tuning does), examples (one instruction example per "
            "row from its start, the rest padding the loss ignores; an example longer than the row is cut and "
            "counted at start) or packed-examples (whole examples packed into each row, each seeing only itself, "
-           "each pass over them a new shuffle with every example once; needs a plan of mtc --packed-examples); "
-           "the last two need a token file of mttok --chat; default: packed, or packed-examples for a plan of mtc "
-           "--packed-examples on such a file",
+           "each pass over them a new shuffle with every example once; needs a plan of mtc --packed-examples) or "
+           "pairs (a prompt's chosen and rejected replies in two rows, drawn at random; a plan of mtc --objective "
+           "dpo on a token file of mttok --preferences takes it, and only it); examples and packed-examples need "
+           "a token file of mttok --chat; default: packed, packed-examples for a plan of mtc --packed-examples on "
+           "such a file, pairs for a plan of mtc --objective dpo",
            rowLayoutNames())
-      ->default_str("packed or packed-examples");
+      ->default_str("packed, packed-examples or pairs");
   app.add_option("--seed", c.seed, "seed of the data order and of dropout's masks")->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
   choiceOf(app, "--lr-schedule", c.lr_schedule,

@@ -16,13 +16,15 @@
 #include "runtime/io/error.h"
 #include "runtime/data/hf_tokenizer.h"
 #include "runtime/data/instruction_data.h"
+#include "runtime/data/preference_data.h"
 #include "runtime/io/mapped_file.h"
 #include "runtime/data/token_data.h"
 #include "tools/tool_main.h"
 
 namespace {
 
-enum class Job { Encode, Chat, Decode };
+// Preferences: chat examples in (chosen, rejected) pairs, each counting its last reply alone.
+enum class Job { Encode, Chat, Preferences, Decode };
 
 struct Options {
   std::vector<std::string> inputs;
@@ -55,9 +57,10 @@ void printIds(const std::vector<uint32_t>& ids) {
 // The token file, with the fingerprint of the tokenizer that made it (mtrun and mtgen check it
 // against the model's).
 void writeTokens(const Options& o, const std::vector<uint32_t>& ids, uint32_t vocab, const std::vector<uint8_t>* counted,
-                 uint32_t fingerprint, const std::string& what, const std::vector<int64_t>* example_starts = nullptr) {
+                 uint32_t fingerprint, const std::string& what, const std::vector<int64_t>* example_starts = nullptr,
+                 bool pairs = false) {
   if (ids.empty()) throw mt::Error("the inputs hold no text: no token file to write");
-  mt::writeTokenFile(o.output, ids, vocab, counted, fingerprint, example_starts);
+  mt::writeTokenFile(o.output, ids, vocab, counted, fingerprint, example_starts, pairs);
   std::printf("mttok: %zu tokens (vocab %u)%s from %zu file%s -> %s\n", ids.size(), vocab, what.c_str(),
               o.inputs.size(), o.inputs.size() == 1 ? "" : "s", o.output.c_str());
 }
@@ -132,7 +135,8 @@ std::vector<std::vector<mt::ChatPart>> renderExamples(const Options& o, const mt
 
 // The examples' lengths in tokens (each to the next one's start, its end token included), for
 // choosing a plan's --seq: the median, the 95th percentile and the longest, named.
-void printLengths(const std::vector<int64_t>& starts, size_t total, const std::vector<std::string>& where) {
+void printLengths(const std::vector<int64_t>& starts, size_t total, const std::vector<std::string>& where,
+                  bool pairs) {
   if (starts.empty()) return;
   std::vector<int64_t> lengths(starts.size());
   for (size_t e = 0; e < starts.size(); ++e)
@@ -143,9 +147,11 @@ void printLengths(const std::vector<int64_t>& starts, size_t total, const std::v
   const size_t p95 = std::min(sorted.size() - 1, (sorted.size() * 95 + 99) / 100 - 1);
   const int64_t seq = std::max<int64_t>(lengths[longest] - 1, 1);  // a row holds --seq + 1 tokens
   std::printf("mttok: example lengths (tokens, the end token included): median %lld, 95%% at most %lld, longest "
-              "%lld (%s); mtrun --rows examples keeps every one whole with a plan's --seq of %lld or more\n",
+              "%lld (%s); %s keeps every one whole with a plan's --seq of %lld or more\n",
               static_cast<long long>(sorted[sorted.size() / 2]), static_cast<long long>(sorted[p95]),
-              static_cast<long long>(lengths[longest]), where[longest].c_str(), static_cast<long long>(seq));
+              static_cast<long long>(lengths[longest]), where[longest].c_str(),
+              pairs ? "a plan of mtc --objective dpo" : "mtrun --rows examples", static_cast<long long>(seq));
+  if (pairs) return;  // pairs are not packed
   // What padding that costs, and what packing them saves (in file order; a run's shuffles pack
   // about as many rows).
   std::vector<int64_t> slots(lengths.size());
@@ -165,6 +171,7 @@ struct ChatInputs {
   std::vector<mt::ChatExample> examples;
   std::vector<std::string> where;
   ShapingNote empty_replies, with_tools;
+  ShapingNote same_replies;  // --preferences: pairs whose chosen and rejected replies are one text
 };
 // Whether an example trains on an empty reply (white space only; not a reply of calls): any of
 // its replies, or with --mask-history its last.
@@ -180,13 +187,24 @@ bool trainsOnEmptyReply(const mt::ChatExample& example, bool mask_history) {
 
 ChatInputs readChatInputs(const Options& o) {
   ChatInputs in;
-  for (const auto& path : o.inputs)
-    mt::forEachExample(path, readText(path), [&](const mt::ChatExample& example, const std::string& at) {
-      if (trainsOnEmptyReply(example, o.mask_history)) in.empty_replies.add(at);
-      if (example.usesTools()) in.with_tools.add(at);
-      in.examples.push_back(example);
-      in.where.push_back(at);
+  const bool last_reply = o.mask_history || o.job == Job::Preferences;
+  auto add = [&](const mt::ChatExample& example, const std::string& at) {
+    if (trainsOnEmptyReply(example, last_reply)) in.empty_replies.add(at);
+    if (example.usesTools()) in.with_tools.add(at);
+    in.examples.push_back(example);
+    in.where.push_back(at);
+  };
+  for (const auto& path : o.inputs) {
+    if (o.job == Job::Chat) {
+      mt::forEachExample(path, readText(path), add);
+      continue;
+    }
+    mt::forEachPreferencePair(path, readText(path), [&](const mt::PreferencePair& pair, const std::string& at) {
+      if (pair.chosen.messages.back().content == pair.rejected.messages.back().content) in.same_replies.add(at);
+      add(pair.chosen, at + " (chosen)");
+      add(pair.rejected, at + " (rejected)");
     });
+  }
   return in;
 }
 
@@ -200,14 +218,16 @@ void countLastReplyOnly(std::vector<mt::ChatPart>& parts) {
 // Instruction data (JSONL, or one JSON array): each example rendered with a chat template, its
 // replies counted (everything but the end with --train-on-prompt, the last reply alone with
 // --mask-history), cut to --max-length tokens, followed by the end-of-text token (not counted).
+// --preferences: each pair's chosen example, then its rejected one, as with --mask-history.
 int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   const uint32_t end = documentEnd(o, tokenizer);
   const ChatInputs in = readChatInputs(o);
+  const bool pairs = o.job == Job::Preferences, last_reply = o.mask_history || pairs;
   const std::vector<mt::ChatExample>& examples = in.examples;
   const std::vector<std::string>& where = in.where;
   ShapingNote truncated, nothing_left;
   std::vector<std::vector<mt::ChatPart>> rendered = renderExamples(o, tokenizer, examples, where);
-  if (o.mask_history)
+  if (last_reply)
     for (std::vector<mt::ChatPart>& parts : rendered) countLastReplyOnly(parts);
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counted;
@@ -226,7 +246,7 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
     // or with --mask-history its beginning (the earliest turns: the one reply counted stays).
     if (o.max_length > 0 && ids.size() - first + 1 > static_cast<size_t>(o.max_length)) {
       const size_t excess = ids.size() - first + 1 - static_cast<size_t>(o.max_length);
-      const auto cut_at = static_cast<std::ptrdiff_t>(o.mask_history ? first : ids.size() - excess);
+      const auto cut_at = static_cast<std::ptrdiff_t>(last_reply ? first : ids.size() - excess);
       ids.erase(ids.begin() + cut_at, ids.begin() + cut_at + static_cast<std::ptrdiff_t>(excess));
       counted.erase(counted.begin() + cut_at, counted.begin() + cut_at + static_cast<std::ptrdiff_t>(excess));
       truncated.add(where[e]);
@@ -245,11 +265,16 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   for (uint8_t c : counted) targets += c;
   writeTokens(o, ids, tokenizer.vocabSize(), &counted, tokenizer.fingerprint(),
               " in " + std::to_string(examples_count) + " examples, " + std::to_string(targets) + " counted by the loss" +
-                  (o.train_on_prompt ? " (--train-on-prompt: the prompts too)"
-                   : o.mask_history  ? " (--mask-history: each example's last reply)"
-                                     : ""),
-              &starts);
-  printLengths(starts, ids.size(), where);
+                  (pairs               ? " (" + std::to_string(examples_count / 2) + " pairs: each reply)"
+                   : o.train_on_prompt ? " (--train-on-prompt: the prompts too)"
+                   : o.mask_history    ? " (--mask-history: each example's last reply)"
+                                       : ""),
+              &starts, pairs);
+  printLengths(starts, ids.size(), where, pairs);
+  if (in.same_replies.count)
+    std::fprintf(stderr, "mttok: warning: %lld pair%s the same chosen and rejected reply (the first: %s): they teach "
+                 "no preference\n", static_cast<long long>(in.same_replies.count),
+                 in.same_replies.count == 1 ? " has" : "s have", in.same_replies.first.c_str());
   if (truncated.count)
     std::printf("mttok: %lld of %lld examples cut to --max-length %lld tokens (the first: %s)%s\n",
                 static_cast<long long>(truncated.count), static_cast<long long>(examples_count),
@@ -322,11 +347,14 @@ int encodeLegacy(const Options& o) {
 std::optional<std::string> checkCombination(const Options& o) {
   const int kinds = o.bytes + o.bpe + !o.tokenizer.empty();
   if (kinds > 1) return "--bytes, --bpe and --tokenizer each choose the tokenization: give one";
+  const bool chat = o.job == Job::Chat || o.job == Job::Preferences;
   if (o.job != Job::Encode && o.tokenizer.empty())
-    return std::string(o.job == Job::Chat ? "--chat" : "--decode") + " needs --tokenizer";
-  if (o.chat_template && o.job != Job::Chat) return "--template applies to --chat";
-  if ((o.max_length || o.train_on_prompt || o.mask_history) && o.job != Job::Chat)
-    return "--max-length, --train-on-prompt and --mask-history apply to --chat";
+    return std::string(o.job == Job::Chat ? "--chat" : o.job == Job::Preferences ? "--preferences" : "--decode") +
+           " needs --tokenizer";
+  if (o.chat_template && !chat) return "--template applies to --chat and --preferences";
+  if (o.max_length && !chat) return "--max-length applies to --chat and --preferences";
+  if ((o.train_on_prompt || o.mask_history) && o.job != Job::Chat)
+    return "--train-on-prompt and --mask-history apply to --chat (--preferences counts each reply alone)";
   if (o.train_on_prompt && o.mask_history)
     return "--train-on-prompt counts every token, --mask-history only the last reply's: give one";
   if (o.job == Job::Decode && o.print_ids) return "--decode prints text; --ids is for encoding";
@@ -338,7 +366,7 @@ std::optional<std::string> checkCombination(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  bool chat = false, decode_flag = false;
+  bool chat = false, preferences = false, decode_flag = false;
   CLI::App app{
       "mttok: tokenise text into a MegaTrain token file, instruction data into one with a loss mask, and token\n"
       "files back into text.\n\n"
@@ -352,6 +380,9 @@ int main(int argc, char** argv) {
       "                                                      JSONL or a JSON array) with its chat template; only\n"
       "                                                      the replies count in the loss (--max-length 2048\n"
       "                                                      cuts longer examples; --train-on-prompt counts all)\n"
+      "  mttok --tokenizer Qwen2.5-0.5B/ --preferences pairs.jsonl -o pairs.tok\n"
+      "                                                      preference data for mtc --objective dpo: each\n"
+      "                                                      prompt's chosen and rejected reply\n"
       "  mttok --tokenizer qwen3 --decode sft.tok            the text of a token file\n"
       "  echo \"Hello world\" | mttok --tokenizer gpt2 --ids -  print the ids (with --tokenizer: a line per input)\n\n"
       "--tokenizer takes a tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3, mistral, gpt-oss (installed\n"
@@ -380,6 +411,11 @@ int main(int argc, char** argv) {
   app.add_flag("--mask-history", o.mask_history,
                "with --chat: count only each example's last reply in the loss, the earlier turns read as context "
                "(LLaMA-Factory's mask_history; --max-length then cuts an example's beginning, not its end)");
+  app.add_flag("--preferences", preferences,
+               "the inputs are preference data for mtc --objective dpo (JSONL, or a JSON array: {\"prompt\", "
+               "\"chosen\", \"rejected\"}, each a string or a list of messages, or \"chosen\" and \"rejected\" "
+               "conversations sharing their prompt): write each pair's chosen and rejected example, each counting "
+               "its last reply alone (--max-length cuts a prompt's beginning)");
   app.add_flag("--decode", decode_flag, "the inputs are token files: write their text");
   app.add_flag("--skip-special", o.skip_special, "with --decode: leave special tokens out of the text");
   app.add_option("--eot", o.end_of_text, "the token that ends each document or example (default: the tokenizer's "
@@ -388,11 +424,11 @@ int main(int argc, char** argv) {
                                              "(Llama 3's <|begin_of_text|>, where its tokenizer.json asks for it)");
   app.add_flag("--ids", o.print_ids, "print the token ids (space-separated) instead of writing a file");
   if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
-  if (chat && decode_flag) {
-    std::fprintf(stderr, "mttok: error: --chat and --decode contradict each other\n");
+  if (chat + preferences + decode_flag > 1) {
+    std::fprintf(stderr, "mttok: error: --chat, --preferences and --decode each say what the inputs are: give one\n");
     return 2;
   }
-  o.job = chat ? Job::Chat : decode_flag ? Job::Decode : Job::Encode;
+  o.job = chat ? Job::Chat : preferences ? Job::Preferences : decode_flag ? Job::Decode : Job::Encode;
   if (const auto problem = checkCombination(o)) {
     std::fprintf(stderr, "mttok: error: %s\n", problem->c_str());
     return 2;
@@ -402,7 +438,8 @@ int main(int argc, char** argv) {
     mt::HfTokenizer tokenizer(mt::resolveTokenizerPath(o.tokenizer));
     switch (o.job) {
       case Job::Encode: return encodeDocuments(o, tokenizer);
-      case Job::Chat: return encodeChat(o, tokenizer);
+      case Job::Chat:
+      case Job::Preferences: return encodeChat(o, tokenizer);
       case Job::Decode: return decode(o, tokenizer);
     }
     return 1;

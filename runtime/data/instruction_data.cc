@@ -111,6 +111,8 @@ ChatMessage sharegptMessageOf(const Json& m, const std::string& at) {
   return message;
 }
 
+}  // namespace
+
 std::vector<ChatMessage> readTurns(const Json& list, bool sharegpt, const std::string& where) {
   if (!list.is_array() || list.empty()) throw Error(where + ": the conversation is not a list of messages");
   std::vector<ChatMessage> messages;
@@ -121,6 +123,8 @@ std::vector<ChatMessage> readTurns(const Json& list, bool sharegpt, const std::s
   }
   return messages;
 }
+
+namespace {
 
 // Python's str.isspace() over a code point: what Jinja's `trim` strips.
 bool pythonSpace(char32_t c) {
@@ -263,9 +267,13 @@ Error notUtf8(const std::string& where, std::string_view text, size_t at, const 
 
 void forEachExample(const std::string& path, const std::string& text,
                     const std::function<void(const ChatExample&, const std::string& where)>& each, ExamplesFor use) {
-  auto read = [use](const Json& example, const std::string& where) {
-    return use == ExamplesFor::kTraining ? exampleOf(example, where) : conversationOf(example, where);
-  };
+  forEachRecord(path, text, [&](const Json& example, const std::string& where) {
+    each(use == ExamplesFor::kTraining ? exampleOf(example, where) : conversationOf(example, where), where);
+  });
+}
+
+void forEachRecord(const std::string& path, const std::string& text,
+                   const std::function<void(const nlohmann::ordered_json&, const std::string& where)>& each) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {  // one JSON array of examples
     if (text.size() > kMaxExampleArrayBytes)
@@ -279,7 +287,7 @@ void forEachExample(const std::string& path, const std::string& text,
     const Json examples = parseOrderedJsonInput(text, path);
     for (size_t i = 0; i < examples.size(); ++i) {
       const std::string where = path + ": record " + std::to_string(i);
-      each(read(examples[i], where), where);
+      each(examples[i], where);
     }
     return;
   }
@@ -295,7 +303,7 @@ void forEachExample(const std::string& path, const std::string& text,
       throw Error(where + ": an example of " + std::to_string(line.size()) + " bytes; examples (lines) of at most " +
                   std::to_string(kMaxExampleBytes >> 20) + " MiB are read: split it into several");
     if (const size_t bad = firstInvalidUtf8(line); bad != std::string_view::npos) throw notUtf8(where, line, bad, "the line");
-    each(read(parseOrderedJsonInput(std::string(line), where), where), where);
+    each(parseOrderedJsonInput(std::string(line), where), where);
   }
 }
 

@@ -98,6 +98,9 @@ ChatExample exampleOf(const nlohmann::ordered_json& example, const std::string& 
 // The same shapes without the assistant message an example needs: a conversation a model replies to.
 ChatExample conversationOf(const nlohmann::ordered_json& conversation, const std::string& where);
 ChatExample readExample(const std::string& json_line, const std::string& where);
+// A list of messages in the messages shape, or with `sharegpt` in the sharegpt shape; throws
+// mt::Error naming `where` and the message that is malformed.
+std::vector<ChatMessage> readTurns(const nlohmann::ordered_json& list, bool sharegpt, const std::string& where);
 
 // The longest example (a JSONL line) and the largest JSON array file read: far past any
 // sequence a model trains on, and bounded, since tokenizing takes some 45 times an example's size.
@@ -113,6 +116,10 @@ enum class ExamplesFor { kTraining, kReplying };
 void forEachExample(const std::string& path, const std::string& text,
                     const std::function<void(const ChatExample&, const std::string& where)>& each,
                     ExamplesFor use = ExamplesFor::kTraining);
+// The same over the file's records as JSON, whatever their shape (preference pairs: mttok
+// --preferences), each checked to be well-formed UTF-8 and no larger than kMaxExampleBytes.
+void forEachRecord(const std::string& path, const std::string& text,
+                   const std::function<void(const nlohmann::ordered_json&, const std::string& where)>& each);
 
 // A stretch of a rendered conversation and whether its tokens are targets of the loss.
 struct ChatPart {

@@ -67,9 +67,10 @@ TokenFile::TokenFile(const std::string& path)
   std::memcpy(&vocab_, header + 24, 4);
   std::memcpy(&tokenizer_fingerprint_, header + 28, 4);
   if (std::memcmp(header, kTokenMagic, 8) != 0) throw bad("bad magic (not a MegaTrain token file)");
-  if (version != kTokenVersion && version != kTokenMaskedVersion && version != kTokenExamplesVersion)
+  if (version < kTokenVersion || version > kTokenPairsVersion)
     throw bad("version " + std::to_string(version) +
-              ", this reader knows 1 (ids), 2 (ids and a loss mask) and 3 (and the examples)");
+              ", this reader knows 1 (ids), 2 (ids and a loss mask), 3 (and the examples) and 4 (in pairs)");
+  pairs_ = version == kTokenPairsVersion;
   masked_ = version != kTokenVersion;
   if (bytes_per_token_ != 2 && bytes_per_token_ != 4)
     throw bad("bytes per token is " + std::to_string(bytes_per_token_) + ", not 2 or 4");
@@ -80,7 +81,7 @@ TokenFile::TokenFile(const std::string& path)
   // Version 3: the examples' section after the mask (its count, then one u64 per example).
   uint64_t examples = 0;
   const uint64_t body = size - kHeaderBytes;
-  if (version == kTokenExamplesVersion) {
+  if (version >= kTokenExamplesVersion) {
     if (count > body / per_token || body - count * per_token < 8)
       throw bad("header says " + std::to_string(count) + " tokens but the file has no room for them, their loss "
                 "mask and its examples' count (truncated?)");
@@ -92,6 +93,8 @@ TokenFile::TokenFile(const std::string& path)
       throw bad("it says " + std::to_string(examples) + " examples but holds " +
                 std::to_string((body - std::min(body, count * per_token + 8)) / 8) + " example starts for " +
                 std::to_string(count) + " tokens (truncated?)");
+    if (pairs_ && examples % 2 != 0)
+      throw bad("it says its " + std::to_string(examples) + " examples are (chosen, rejected) pairs: an odd count");
   }
   if (count > body / per_token || count * per_token + (examples ? 8 + 8 * examples : 0) != body)
     throw bad("header says " + std::to_string(count) + " tokens but the file holds " +
@@ -138,11 +141,19 @@ std::string rowsName(RowLayout layout) {
     case RowLayout::kPacked: return "packed";
     case RowLayout::kExamples: return "examples";
     case RowLayout::kPackedExamples: return "packed-examples";
+    case RowLayout::kPairs: return "pairs";
   }
   return "?";
 }
 
 void TokenFile::requireExamples(RowLayout layout, const std::string& what) const {
+  if (layout == RowLayout::kPairs && !pairs_)
+    throw Error(rowsFlag(layout) + ": " + what + " " + path_ + " is not preference data (a prompt's chosen and "
+                "rejected replies in pairs): make it with mttok --preferences");
+  if (layout != RowLayout::kPairs && pairs_)
+    throw Error(rowsFlag(layout) + ": " + what + " " + path_ + " is preference data (chosen and rejected replies "
+                "in pairs, mttok --preferences): train it with a plan of mtc --objective dpo, which reads it "
+                "--rows pairs");
   if (!hasExamples())
     throw Error(rowsFlag(layout) + ": " + what + " " + path_ + " does not record where its examples start (mttok "
                 "--chat records them, since version 3 of the format: tokenise the instruction data again, or train "
@@ -224,7 +235,7 @@ IoFault TokenFile::changedError(const std::string& what) const {
 
 void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size,
                     const std::vector<uint8_t>* counted, uint32_t tokenizer_fingerprint,
-                    const std::vector<int64_t>* example_starts) {
+                    const std::vector<int64_t>* example_starts, bool pairs) {
   const uint32_t width = vocab_size <= 65536 ? 2 : 4;
   if (counted && counted->size() != ids.size())
     throw Error("a loss mask of " + std::to_string(counted->size()) + " entries for " + std::to_string(ids.size()) +
@@ -234,11 +245,17 @@ void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, u
                          !std::is_sorted(example_starts->begin(), example_starts->end(), std::less_equal<>())))
     throw Error("example starts must come with a loss mask, begin at 0 and rise strictly below the token count");
   const size_t examples = example_starts ? example_starts->size() : 0;
+  if (pairs && (examples == 0 || examples % 2 != 0))
+    throw Error("examples in (chosen, rejected) pairs must be an even count, not " + std::to_string(examples));
   std::string bytes(kHeaderBytes + ids.size() * width + (counted ? ids.size() : 0) + (examples ? 8 + 8 * examples : 0),
                     '\0');
   const uint64_t count = ids.size();
   std::memcpy(&bytes[0], kTokenMagic, 8);
-  std::memcpy(&bytes[8], examples ? &kTokenExamplesVersion : counted ? &kTokenMaskedVersion : &kTokenVersion, 4);
+  const uint32_t version = pairs      ? kTokenPairsVersion
+                           : examples ? kTokenExamplesVersion
+                           : counted  ? kTokenMaskedVersion
+                                      : kTokenVersion;
+  std::memcpy(&bytes[8], &version, 4);
   std::memcpy(&bytes[12], &width, 4);
   std::memcpy(&bytes[16], &count, 8);
   std::memcpy(&bytes[24], &vocab_size, 4);
@@ -276,6 +293,11 @@ BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, ui
   if (byExamples(layout)) {
     data.requireExamples(layout);
     first_example_ = data.firstExampleFrom(begin_), last_example_ = data.firstExampleFrom(end_);
+    if (layout == RowLayout::kPairs) {  // whole pairs: from an even example, to one
+      first_example_ += first_example_ % 2, last_example_ -= last_example_ % 2;
+      last_example_ = std::max(first_example_, last_example_);
+      if (batch % 2 != 0) throw Error("--rows pairs: a batch of " + std::to_string(batch) + " rows is not pairs");
+    }
     if (first_example_ == last_example_) throw Error("token file " + data.path() + ": no example to train on");
     if (layout == RowLayout::kPackedExamples)
       passes_ = std::make_shared<const PackedPasses>(data, first_example_, last_example_, end_, seq, seed);
@@ -298,6 +320,10 @@ int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int6
       counted += passes_->fill(step * step_rows_ + first_row + b, mask, row);
       continue;
     }
+    if (layout_ == RowLayout::kPairs) {
+      counted += exampleRow(data_, exampleOfRow(step, first_row + b), end_, seq_, mask, row);
+      continue;
+    }
     const uint64_t key = splitmix64(splitmix64(seed_ ^ 0x5eed) ^ (uint64_t(step) << 20) ^ uint64_t(first_row + b));
     if (layout_ == RowLayout::kExamples) {
       counted += exampleRow(data_, first_example_ + key % (last_example_ - first_example_), end_, seq_, mask, row);
@@ -305,6 +331,23 @@ int64_t BatchSampler::fill(int64_t step, int32_t* tokens, int32_t* targets, int6
     }
     const int64_t start = begin_ + static_cast<int64_t>(key % static_cast<uint64_t>(end_ - begin_ - seq_));
     counted += readRow(data_, start, seq_, mask, row);
+  }
+  return counted;
+}
+
+size_t BatchSampler::exampleOfRow(int64_t step, int64_t row) const {
+  const uint64_t key = splitmix64(splitmix64(seed_ ^ 0x9a125) ^ (uint64_t(step) << 20) ^ uint64_t(row / 2));
+  const size_t pairs = (last_example_ - first_example_) / 2;
+  return first_example_ + 2 * (key % pairs) + static_cast<size_t>(row % 2);
+}
+
+int64_t BatchSampler::fillExamples(const std::vector<size_t>& examples, int32_t* tokens, int32_t* targets) const {
+  int64_t counted = 0;
+  std::vector<uint8_t> mask;
+  for (int64_t b = 0; b < batch_; ++b) {
+    const RowSlots row{tokens + b * seq_, targets + b * seq_, nullptr, nullptr};
+    if (static_cast<size_t>(b) < examples.size()) counted += exampleRow(data_, examples[b], end_, seq_, mask, row);
+    else padSlots(row, seq_);
   }
   return counted;
 }

@@ -3,9 +3,12 @@
 // (an instruction's prompt: the model reads it, is not trained to write it), then (version 3,
 // instruction data: mttok --chat) its examples: a u64 `examples`, then each example's first
 // token as a u64, the first 0, strictly rising, below `count` (an example runs to the next's
-// start, the last to the end; its end-of-text token is its last).
+// start, the last to the end; its end-of-text token is its last); version 4 (preference data:
+// mttok --preferences) as version 3, its examples in pairs: 2i a prompt and its chosen reply,
+// 2i + 1 the same prompt and its rejected reply, each counting its reply alone.
 //   offset 0  char[8]  magic "MTTOKENS"
-//   offset 8  u32      version (1: no mask; 2: a loss mask follows the ids; 3: and the examples)
+//   offset 8  u32      version (1: no mask; 2: a loss mask follows the ids; 3: and the examples;
+//                      4: and they are (chosen, rejected) pairs)
 //   offset 12 u32      bytes per token (2 or 4)
 //   offset 16 u64      count
 //   offset 24 u32      vocab size (every id is < it)
@@ -30,17 +33,21 @@ inline constexpr char kTokenMagic[8] = {'M', 'T', 'T', 'O', 'K', 'E', 'N', 'S'};
 inline constexpr uint32_t kTokenVersion = 1;        // ids only
 inline constexpr uint32_t kTokenMaskedVersion = 2;  // ids and a loss mask
 inline constexpr uint32_t kTokenExamplesVersion = 3;  // ids, a loss mask and the examples' starts
+inline constexpr uint32_t kTokenPairsVersion = 4;     // and the examples are (chosen, rejected) pairs
 
 // How a batch's rows are cut from the tokens (mtrun --rows): windows starting anywhere (packed,
 // an example may begin mid-row and run into the next), one example per row from its start, the
 // rest of the row padding that counts for nothing, or whole examples packed into each row (a
-// plan of packed examples keeps each to itself; runtime/data/example_packing.h). The last two
-// need a file that records its examples.
-enum class RowLayout { kPacked, kExamples, kPackedExamples };
+// plan of packed examples keeps each to itself; runtime/data/example_packing.h), or one example
+// per row in (chosen, rejected) pairs, rows 2j and 2j + 1 a pair's (a preference plan: mtc
+// --objective dpo; preference data, mttok --preferences). All but the first need a file that
+// records its examples.
+enum class RowLayout { kPacked, kExamples, kPackedExamples, kPairs };
 inline bool byExamples(RowLayout layout) { return layout != RowLayout::kPacked; }
-// A layout's name as mtrun's --rows takes it ("packed", "examples", "packed-examples"), and the
-// flag that chooses it ("--rows examples").
-inline constexpr RowLayout kRowLayouts[] = {RowLayout::kPacked, RowLayout::kExamples, RowLayout::kPackedExamples};
+// A layout's name as mtrun's --rows takes it ("packed", "examples", "packed-examples", "pairs"), and
+// the flag that chooses it ("--rows examples").
+inline constexpr RowLayout kRowLayouts[] = {RowLayout::kPacked, RowLayout::kExamples, RowLayout::kPackedExamples,
+                                            RowLayout::kPairs};
 std::string rowsName(RowLayout layout);
 inline std::string rowsFlag(RowLayout layout) { return "--rows " + rowsName(layout); }
 
@@ -61,6 +68,8 @@ class TokenFile {
   // Each example's first token (version 3), or empty.
   const std::vector<int64_t>& exampleStarts() const { return example_starts_; }
   bool hasExamples() const { return !example_starts_.empty(); }
+  // Version 4: examples 2i and 2i + 1 are a prompt's chosen and rejected replies.
+  bool hasPairs() const { return pairs_; }
   // Throws mt::Error naming the --rows that needs them (`layout`: examples or packed-examples),
   // the file (`what`: its part, "token file" or "held-out token file") and the fix unless it
   // records its examples.
@@ -101,6 +110,7 @@ class TokenFile {
   uint32_t crc32c_ = 0;
   uint32_t tokenizer_fingerprint_ = 0;
   std::vector<int64_t> example_starts_;
+  bool pairs_ = false;
 };
 
 // The fingerprints of mttok's built-in tokenizations (--bytes, --bpe); a tokenizer.json's is
@@ -111,10 +121,11 @@ inline constexpr uint32_t kGpt2BpeTokenizerFingerprint = 0x67707432;  // "gpt2"
 // Writes a token file atomically. Ids must be < vocab_size; 2-byte ids when vocab_size <= 65536.
 // With `counted` (one 0/1 byte per id): version 2, the loss mask after the ids; with
 // `example_starts` too (each example's first id, from 0, rising): version 3.
-// `tokenizer_fingerprint` (0: none) goes into the header.
+// `tokenizer_fingerprint` (0: none) goes into the header. With `pairs` (an even count of
+// examples): version 4, the examples (chosen, rejected) pairs.
 void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size,
                     const std::vector<uint8_t>* counted = nullptr, uint32_t tokenizer_fingerprint = 0,
-                    const std::vector<int64_t>* example_starts = nullptr);
+                    const std::vector<int64_t>* example_starts = nullptr, bool pairs = false);
 
 // Deterministic training batches: for (step, row) a window start drawn from a counter-based
 // generator keyed by the seed, so any step's batch can be produced without the ones before it
@@ -141,8 +152,19 @@ class BatchSampler {
   // (from the row's start for packed windows, from 0 in the padding).
   int64_t fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row = 0, float* kept = nullptr,
                int32_t* positions = nullptr) const;
-  // kExamples, kPackedExamples: the examples drawn from, and how many are longer than a row
-  // (their tails cut).
+  // kPairs: each pair of rows (2j, 2j + 1) holds pair p's examples 2p and 2p + 1, p drawn from
+  // (seed, step, first_row / 2 + j) as kExamples draws an example. Its pairs are those whose
+  // both examples start in [begin, end).
+  // kPairs: the example row `row` (counted from 0 over the whole step, as first_row + b) of step
+  // `step` holds.
+  size_t exampleOfRow(int64_t step, int64_t row) const;
+  // Row b holds example examples[b] from its start (cut and padded as kExamples), rows past the
+  // list padding (token 0, target -1): the examples in an order of the caller's (a preference
+  // run's reference pass). Returns the targets counted.
+  int64_t fillExamples(const std::vector<size_t>& examples, int32_t* tokens, int32_t* targets) const;
+  // kExamples, kPackedExamples, kPairs: the examples drawn from ([firstExample(), +examples())),
+  // and how many are longer than a row (their tails cut).
+  size_t firstExample() const { return first_example_; }
   int64_t examples() const { return static_cast<int64_t>(last_example_ - first_example_); }
   int64_t examplesCut() const;
   // kExamples, kPackedExamples: the slots the examples take in rows (each min(length, seq)).

@@ -90,9 +90,25 @@ void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const Token
 }
 
 TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data) {
-  bool packs = false;  // the plan takes each token's position in its example
-  for (const plan::HostTensor& t : plan.host_tensors())
+  bool packs = false;   // the plan takes each token's position in its example
+  bool prefers = false;  // the plan trains preferences over (chosen, rejected) rows
+  for (const plan::HostTensor& t : plan.host_tensors()) {
     packs |= t.role() == plan::ROLE_INPUT && t.name() == kPositionsInput;
+    prefers |= t.role() == plan::ROLE_INPUT && t.name() == kReferenceLogprobsInput;
+  }
+  if (prefers) {
+    if (!config.rows_default && config.rows != RowLayout::kPairs)
+      throw Error(rowsFlag(config.rows) + ": " + config.plan_path + " trains preferences (mtc --objective dpo): its "
+                  "rows are (chosen, rejected) pairs; drop --rows (or give --rows pairs)");
+    if (val_data || config.val_fraction > 0)
+      throw Error(config.plan_path + " trains preferences (mtc --objective dpo): held-out pairs are not validated "
+                  "yet; drop --val-data and --val-fraction");
+    config.rows = RowLayout::kPairs;
+    return config;
+  }
+  if (config.rows == RowLayout::kPairs)
+    throw Error("--rows pairs: " + config.plan_path + " trains the next token, not preferences; compile it with mtc "
+                "--objective dpo to train on pairs");
   if (config.rows == RowLayout::kPackedExamples && !packs)
     throw Error("--rows packed-examples: " + config.plan_path + " was not compiled for packed examples (its attention "
                 "would let the examples in a row see each other); compile it with mtc --packed-examples, or train with "

@@ -87,7 +87,7 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
       outputs_(outputs),
       options_(options),
       on_arrival_(updatesOnArrival(planUpdateKind(plan))),
-      masked_(data.hasLossMask() || byExamples(config.rows)),  // padding counts for nothing
+      masked_((data.hasLossMask() || byExamples(config.rows)) && config.rows != RowLayout::kPairs),
       // mpirun hands its ranks a pseudo-terminal even when its own output goes to a file: no
       // redrawn status line there.
       on_terminal_(isatty(fileno(stdout)) && !World::get().distributed()),
@@ -97,6 +97,7 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
                config.accumulate * World::get().size() * model_.batch()),
       report_(plan, store),
       router_(plan, store),
+      preference_(plan, store),
       world_(World::get()),
       exchange_(exchange) {
   if (val_tokens_ > 0)
@@ -115,6 +116,7 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
 
 
 int Trainer::run() {
+  prepareReference();
   g_stop_signal = 0;
   for (int signal : kStopSignals) std::signal(signal, onStopSignal);
   for (int64_t step = resumed_.step + 1; step <= config_.steps; ++step) {
@@ -166,10 +168,10 @@ StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
   counted = 0;
   plan_runs_.clear();
   router_.startStep();
+  preference_.startStep();
   options_.micro_steps = config_.accumulate;
   for (int64_t m = 0; m < config_.accumulate; ++m) {
-    const int64_t c = sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()),
-                                    m * model_.batch(), store_.tokenMask(), store_.positions());
+    const int64_t c = fillRows(step, m * model_.batch());
     counted += c;
     const bool last = m + 1 == config_.accumulate;
     options_.micro_step = m;
@@ -181,6 +183,7 @@ StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
     options_.random = {resumed_.seed, static_cast<uint64_t>((step - 1) * config_.accumulate + m), true};
     result = runPlan();
     router_.addRun();
+    if (preference_.present()) preference_.addRun();
     loss_sum += masked_ ? static_cast<double>(c) * result.loss : result.loss;
     if (!result.corrupt_transfer.empty()) return result;  // the step is lost: nothing more to run
   }
@@ -198,6 +201,7 @@ StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
 StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
   plan_runs_.clear();
   router_.startStep();
+  preference_.startStep();  // this rank's pairs
   const int64_t ranks = world_.size(), micro_steps = config_.accumulate;
   StepResult result;
   double loss_sum = 0.0;
@@ -205,8 +209,7 @@ StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
   options_.micro_steps = micro_steps;
   for (int64_t k = 0; k < micro_steps; ++k) {
     const int64_t m = k * ranks + world_.rank();
-    const int64_t mine = sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()),
-                                       m * model_.batch(), store_.tokenMask(), store_.positions());
+    const int64_t mine = fillRows(step, m * model_.batch());
     const RankShares shares = shareStep(world_, mine, masked_);
     counted += shares.total;
     exchange_->setStep(k, micro_steps, shares.weights,
@@ -216,6 +219,7 @@ StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
     options_.random = {resumed_.seed, static_cast<uint64_t>((step - 1) * ranks * micro_steps + m), true};
     result = runPlan();
     router_.addRun();
+    if (preference_.present()) preference_.addRun();
     addLosses(world_, shares, result.loss, masked_, loss_sum);
   }
   router_.addRanks(world_);
@@ -223,6 +227,43 @@ StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
   result.loss = masked_ ? (counted ? static_cast<float>(loss_sum / static_cast<double>(counted)) : 0.0f)
                         : static_cast<float>(loss_sum / static_cast<double>(ranks * micro_steps));
   return result;
+}
+
+int64_t Trainer::fillRows(int64_t step, int64_t first_row) {
+  const int64_t counted = sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()), first_row,
+                                        store_.tokenMask(), store_.positions());
+  if (preference_.present()) preference_.fillReference(sampler_, step - 1, first_row);
+  return counted;
+}
+
+// The reference model of a preference plan is the one training starts from: each training
+// example's log-probability under the starting weights, from loss-only runs before the first
+// step (kept beside the checkpoints), or, resuming, read back from the checkpoints' folder.
+void Trainer::prepareReference() {
+  if (!preference_.present()) return;
+  const int64_t examples = sampler_.examples();
+  const auto start = std::chrono::steady_clock::now();
+  if (resumed_.step > 0) {
+    preference_.load(referenceFile(config_.resume_dir), data_.checksum(), examples);
+  } else {
+    StepOptions eval = options_;
+    eval.update = false;
+    eval.loss_only = true;
+    eval.micro_step = 0, eval.micro_steps = 1;
+    eval.random.training = false;  // the reference without dropout, as TRL's evaluates it
+    preference_.computeReference(*backend_, store_, sampler_, eval, examples);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string kept;
+  if (outputs_.checkpoints) {  // rank 0's: every rank computed the same
+    preference_.save(referenceFile(outputs_.checkpoints->path()), data_.checksum());
+    kept = ", kept in " + referenceFile(outputs_.checkpoints->path());
+  }
+  std::printf("reference: the log-probabilities of the %lld examples' replies %s (%.1f s)%s\n",
+              static_cast<long long>(examples),
+              resumed_.step > 0 ? ("read from " + referenceFile(config_.resume_dir)).c_str()
+                                : "under the starting weights (loss-only runs)",
+              seconds, kept.c_str());
 }
 
 // One run of the plan with options_: its time and timeline kept for the step's report, its

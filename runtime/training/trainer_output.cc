@@ -68,7 +68,10 @@ void Trainer::printPasses() const {
   const std::string what =
       !examples ? "tokens"
       : packed  ? fmt::format("examples (packed into about {} rows a pass, each once; {:.0f}% padding)", pass, padding)
-                : fmt::format("examples (one per row, padded: {:.0f}% padding)", padding);
+      : config_.rows == RowLayout::kPairs
+          ? fmt::format("examples, {} (chosen, rejected) pairs (one per row, padded: {:.0f}% padding)", train / 2,
+                        padding)
+          : fmt::format("examples (one per row, padded: {:.0f}% padding)", padding);
   std::printf("  %lld steps of %lld %s: %.3g passes over the %lld training %s%s\n", static_cast<long long>(config_.steps),
               static_cast<long long>(examples ? rows : tokens_per_step_), examples ? "rows" : "tokens", passes,
               static_cast<long long>(train), what.c_str(), passes > 10 ? " (many: watch the validation loss)" : "");
@@ -111,6 +114,7 @@ void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted
     if (masked_) line += fmt::format("  {} counted", counted);
     if (router_.present())
       line += fmt::format("  aux {:.4f}  load max/mean {:.2f}", router_.auxLoss(), router_.imbalance());
+    line += preference_.describeStep();
     if (step < config_.steps) line += "  ETA " + formatDuration(eta);
     if (!line_due) line.resize(std::min(line.size(), terminalColumns() - 1));
     clearStatus();
@@ -123,6 +127,7 @@ void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted
                            {"tokens_per_s", tok_s},  {"step_ms", seconds * 1e3}};
     if (masked_) line["tokens_counted"] = counted;
     router_.addTo(line);
+    preference_.addTo(line);
     if (nothing_counted) line["skipped"] = "no target counted";
     logLine(line);
   }

@@ -22,6 +22,7 @@
 #include "runtime/io/error.h"
 #include "runtime/plan/plan_dump.h"
 #include "runtime/training/checkpoint.h"
+#include "runtime/training/preference.h"
 #include "runtime/training/router_stats.h"
 #include "runtime/training/run_files.h"
 #include "runtime/training/run_setup.h"
@@ -45,6 +46,11 @@ class Trainer {
   StepResult runOptimizerStep(int64_t step, int64_t& counted);
   StepResult runDataParallelStep(int64_t step, int64_t& counted);
   StepResult runPlan();
+  // A preference plan: its reference log-probabilities before the first step.
+  void prepareReference();
+  // The step's rows [first_row, first_row + batch): tokens, targets and what the plan takes
+  // beside them (the token mask, positions, the reference log-probabilities); the targets counted.
+  int64_t fillRows(int64_t step, int64_t first_row);
   [[noreturn]] void failCorruptTransfer(int64_t step, const StepResult& result);
   void skipNonfinite(int64_t step, const StepResult& result);  // throws unless --on-nonfinite skip
   void recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds);
@@ -83,7 +89,10 @@ class Trainer {
   RunOutputs& outputs_;
   StepOptions options_;
   const bool on_arrival_;
-  const bool masked_;  // targets may be left out: the data has a loss mask, or rows are padded (rows of examples)
+  // Targets may be left out (the data has a loss mask, or rows are padded: rows of examples), and
+  // each micro-batch's loss is the mean over its counted targets. Not for preferences: each
+  // micro-batch's loss is the mean over its pairs.
+  const bool masked_;
   const bool on_terminal_;
   const int64_t val_tokens_;  // --val-fraction's held-out tail of the data
   const int64_t tokens_per_step_;
@@ -92,6 +101,7 @@ class Trainer {
   std::unique_ptr<Backend> backend_;
   StepReport report_;
   RouterStats router_;   // a mixture of experts: the step's routing, for the log
+  Preference preference_;  // a preference plan: the reference, the step's rewards for the log
   StepTimeline traced_;  // --trace: the last training step's timeline (not a validation step's)
   const World& world_;   // the ranks of a data-parallel job (mpirun), or one
   MpiRankExchange* exchange_;  // with several ranks: the sharded optimizer's exchanges; else null

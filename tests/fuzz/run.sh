@@ -76,6 +76,8 @@ printf '{"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "\\u0120": 5}\0#version: 0.2
 printf '%s' '{"instruction": "Say hi", "input": "", "output": "Hi!"}' > seeds/instruction_data/alpaca.json
 printf '%s' '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello \u00e9\ud83d\ude00"}]}' > seeds/instruction_data/messages.json
 printf '%s' '{"conversations": [{"from": "human", "value": "Q"}, {"from": "gpt", "value": "A"}]}' > seeds/instruction_data/sharegpt.json
+printf '%s' '{"prompt": [{"role": "user", "content": "Q"}], "chosen": "A", "rejected": [{"role": "assistant", "content": "B"}]}' > seeds/instruction_data/preference.json
+printf '%s' '{"chosen": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}], "rejected": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "B"}]}' > seeds/instruction_data/preference_implicit.json
 printf '%s' '{"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": null, "thinking": "t", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"b": [1, {"c": null}], "a": "x"}}}]}, {"role": "tool", "content": "5", "tool_call_id": "c1"}, {"role": "assistant", "content": "A"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}' > seeds/instruction_data/tools.json
 printf '%s' '{"conversations": [{"from": "human", "value": "Q"}, {"from": "function_call", "value": "[{\"name\": \"f\", \"arguments\": \"{}\"}]"}, {"from": "observation", "value": "5"}, {"from": "gpt", "value": "A"}], "tools": "[{\"name\": \"f\"}]"}' > seeds/instruction_data/sharegpt_tools.json
 /usr/bin/python3 -c "

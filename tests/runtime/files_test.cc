@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "runtime/io/checksum.h"
 #include "tests/runtime/expect_error.h"
@@ -182,6 +183,60 @@ TEST(TokenFile, RecordsItsExamplesForOnePerRow) {
   expectError([&] { TokenFile f(temp("bad-examples.tok")); }, "truncated?");
   const std::vector<int64_t> falling = {0, 9, 4};
   expectError([&] { writeTokenFile(temp("y.tok"), ids, 256, &counted, 0, &falling); }, "rise strictly");
+}
+
+// Version 4 (mttok --preferences): the examples in (chosen, rejected) pairs. --rows pairs puts a
+// pair's two examples in rows 2j and 2j + 1, the same pair for the same (step, j), its examples
+// those exampleOfRow names; fillExamples writes examples in the caller's order, padding after.
+// An odd count of examples is refused when written and when read; pairs on another layout and
+// other layouts' files on pairs are refused naming the fix.
+TEST(TokenFile, RecordsPairsOfRepliesForPreferences) {
+  const std::string path = temp("pairs.tok");
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> counted;
+  std::vector<int64_t> starts;
+  for (uint32_t e = 0; e < 6; ++e) {  // example e: 4 tokens of value 10 e, then e + 1 tokens of 10 e + 1
+    starts.push_back(static_cast<int64_t>(ids.size()));
+    for (uint32_t t = 0; t < 5 + e; ++t) ids.push_back(10 * e + (t >= 4)), counted.push_back(t >= 4);
+  }
+  writeTokenFile(path, ids, 256, &counted, 0, &starts, /*pairs=*/true);
+  TokenFile file(path);
+  ASSERT_TRUE(file.hasPairs());
+  const int64_t seq = 8, batch = 4;
+  BatchSampler sampler(file, batch, seq, 5, 0, -1, RowLayout::kPairs);
+  std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
+  std::set<size_t> drawn;
+  for (int64_t step = 0; step < 6; ++step) {
+    sampler.fill(step, tokens.data(), targets.data(), /*first_row=*/batch);
+    for (int64_t b = 0; b < batch; ++b) {
+      const size_t e = sampler.exampleOfRow(step, batch + b);
+      drawn.insert(e);
+      EXPECT_EQ(e % 2, static_cast<size_t>(b % 2)) << "row " << b << ": chosen in even rows, rejected in odd";
+      if (b % 2) EXPECT_EQ(e, sampler.exampleOfRow(step, batch + b - 1) + 1) << "a pair's two examples";
+      EXPECT_EQ(tokens[b * seq], static_cast<int32_t>(10 * e)) << "step " << step << " row " << b;
+      EXPECT_EQ(targets[b * seq + 3], static_cast<int32_t>(10 * e + 1)) << "the reply counted";
+      EXPECT_EQ(targets[b * seq + 2], -1) << "the prompt not";
+    }
+  }
+  EXPECT_EQ(drawn.size(), 6u) << "every example of the three pairs drawn in 6 steps of 2 pairs";
+  sampler.fillExamples({5, 0}, tokens.data(), targets.data());
+  EXPECT_EQ(tokens[0], 50);
+  EXPECT_EQ(tokens[seq], 0);
+  EXPECT_EQ(std::vector<int32_t>(targets.begin() + 2 * seq, targets.end()), std::vector<int32_t>(2 * seq, -1))
+      << "rows past the list are padding";
+  expectError([&] { BatchSampler s(file, batch, seq, 5, 0, -1, RowLayout::kExamples); },
+              "train it with a plan of mtc --objective dpo");
+  writeTokenFile(temp("plain-examples.tok"), ids, 256, &counted, 0, &starts);
+  TokenFile examples(temp("plain-examples.tok"));
+  expectError([&] { BatchSampler s(examples, batch, seq, 5, 0, -1, RowLayout::kPairs); }, "make it with mttok --preferences");
+  const std::vector<int64_t> five(starts.begin(), starts.end() - 1);
+  expectError([&] { writeTokenFile(temp("y.tok"), ids, 256, &counted, 0, &five, true); }, "an even count, not 5");
+  std::string bytes = readAll(path);  // five starts said and held: version 4 refuses the odd count
+  const uint64_t count5 = 5;
+  const size_t section = bytes.size() - 8 * 7;
+  std::memcpy(&bytes[section], &count5, 8);
+  writeAll(temp("odd-pairs.tok"), bytes.substr(0, bytes.size() - 8));
+  expectError([&] { TokenFile f(temp("odd-pairs.tok")); }, "(chosen, rejected) pairs: an odd count");
 }
 
 // --rows packed-examples: each pass over the examples a shuffle, packed next fit into rows of

