@@ -102,9 +102,11 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
 // followed by a bisection, so the search needs at most about twice bisection's trials.
 int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o,
                             UpdateKind update, const HardwareProfile& hw) {
-  // At most 65,536 sequences, and within the tokens per step validateBatch allows.
-  int64_t max_batch = 1 << 16;
-  while (max_batch > 1 && !validateBatch(max_batch, seq).empty()) max_batch /= 2;
+  // At most 65,536 sequences, and within the tokens per step validateBatch allows. Searched in
+  // batch units (batchUnit): `good`, `bad` and `next` count units.
+  const int64_t unit = batchUnit(o);
+  int64_t max_batch = (1 << 16) / unit;
+  while (max_batch > 1 && !validateBatch(max_batch * unit, seq).empty()) max_batch /= 2;
   SearchHints hints;
   int64_t good = 0, bad = max_batch + 1;
   double good_usage = -1.0, bad_usage = -1.0;
@@ -117,7 +119,7 @@ int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int
   };
   for (int64_t next = 1; bad - good > 1;) {
     const int64_t bracket = bad - good;
-    const BatchTrial trial = tryBatch(context, config, next, seq, o, update, hw, /*tuned=*/false, hints);
+    const BatchTrial trial = tryBatch(context, config, next * unit, seq, o, update, hw, /*tuned=*/false, hints);
     if (trial.fits) {
       good = next, good_usage = trial.usage, hints = trial.hints;
       fitted.emplace_back(next, trial.usage);
@@ -137,7 +139,7 @@ int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int
     if (bisect) guess = good + (bad - good) / 2;
     next = std::clamp<int64_t>(guess, good + 1, std::min(bad - 1, 4 * good));
   }
-  return good;
+  return good * unit;
 }
 
 // --batch auto: the batch with the best predicted throughput among the largest that fits both
@@ -148,7 +150,8 @@ int64_t bestThroughputBatch(MLIRContext& context, const ModelConfig& config, int
                             UpdateKind update, const HardwareProfile& hw, int64_t largest, std::string& note,
                             SearchHints& chosen) {
   std::set<int64_t> candidates = {largest};
-  for (int k = 1; k < 8; ++k) candidates.insert(std::max<int64_t>(1, largest * k / 8));
+  const int64_t unit = batchUnit(o);
+  for (int k = 1; k < 8; ++k) candidates.insert(std::max<int64_t>(unit, largest * k / 8 / unit * unit));
   int64_t best = largest;
   double best_rate = 0.0, largest_rate = 0.0;
   SearchHints hints;
@@ -183,10 +186,10 @@ std::string batchOneMinimums(MLIRContext& context, const ModelConfig& config, in
     trial.offload = offload;
     trial.host_mem = 0;
     trial.device_mem = 1;
-    const int64_t arena = tryBatch(context, config, 1, seq, trial, update, hw, false).smallest_arena;
+    const int64_t arena = tryBatch(context, config, batchUnit(o), seq, trial, update, hw, false).smallest_arena;
     if (arena < 0) return {-1, -1};
     trial.device_mem = arena;
-    return {arena, tryBatch(context, config, 1, seq, trial, update, hw, true).host_bytes};
+    return {arena, tryBatch(context, config, batchUnit(o), seq, trial, update, hw, true).host_bytes};
   };
   // With --ranks, a host's bytes: its ranks share the master weights, each holds its slices.
   const std::string per_host = o.ranks <= 1            ? ""
@@ -217,6 +220,8 @@ ModelForm modelForm(const CompileOptions& o) {
 }
 
 // The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
+int64_t batchUnit(const CompileOptions& o) { return o.objective == LossObjective::kDpo ? 2 : 1; }
+
 StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optional<Stage> last,
                           bool tune_recompute) {
   StageOptions stage;

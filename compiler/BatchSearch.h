@@ -21,6 +21,9 @@ ModelForm modelForm(const CompileOptions& o);
 // The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
 StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optional<Stage> last, bool tune_recompute);
 
+// The batches a plan may have are multiples of this: 2 for a DPO plan (its rows come in pairs), else 1.
+int64_t batchUnit(const CompileOptions& o);
+
 // What a trial learnt that holds for every larger batch (fitting and the schedule are
 // monotone in the batch; the blocks that keep their activations are fewer): where the next
 // trial's searches start.
@@ -31,7 +34,7 @@ struct SearchHints {
 };
 
 struct BatchChoice {
-  int64_t batch = 0;   // 0: not even batch 1 fits
+  int64_t batch = 0;   // 0: not even the smallest batch (batchUnit) fits
   std::string note;    // why this batch (one line), or what batch 1 needs of each memory
   SearchHints hints;   // what the chosen batch's trial found: the final compile starts there
 };

@@ -184,9 +184,9 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
 std::string preferenceProblem(const CompileOptions& o) {
   if (o.packed_examples)
     return "--objective dpo trains on (chosen, rejected) rows, one reply each: drop --packed-examples";
-  if (o.batch == 0)
-    return "--objective dpo takes an even --batch of its own (its rows are (chosen, rejected) pairs; --batch auto "
-           "sizes any batch, not pairs)";
+  if (o.vocab_chunks > 1)
+    return "--objective dpo: its loss is not split by vocabulary yet: drop --vocab-chunks (a larger --device-mem, "
+           "or a smaller --batch or --seq, fits the head whole)";
   if (o.batch % 2 != 0)
     return fmt::format("--objective dpo needs an even --batch (its rows are (chosen, rejected) pairs), not {}",
                        o.batch);
@@ -210,9 +210,9 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
     problem = "--router-aux-loss is the load-balancing loss of a mixture of experts' router; this model has none";
   if (problem.empty() && o.batch == 0 && o.forward_only)
     problem = "--forward-only takes a --batch of its own (the sequences sampled at once; 1 for mtgen's one sample)";
+  if (problem.empty() && o.objective == LossObjective::kDpo) problem = preferenceProblem(o);
   if (problem.empty() && o.batch == 0 && o.device_mem == 0)
     problem = "--batch auto needs --device-mem (or a GPU --hw profile) to size the batch against";
-  if (problem.empty() && o.objective == LossObjective::kDpo) problem = preferenceProblem(o);
   if (!problem.empty()) {
     std::fprintf(stderr, "mtc: error: %s: %s\n", o.model.c_str(), problem.c_str());
     return false;
@@ -222,8 +222,8 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
   if (batch == 0) {
     const BatchChoice choice = searchBatch(context, config, seq, o, *m.update, hw);
     if (choice.batch == 0) {
-      std::fprintf(stderr, "mtc: error: not even batch 1 of %s fits --device-mem %s%s: it needs %s\n",
-                   o.model.c_str(), formatBytes(o.device_mem).c_str(),
+      std::fprintf(stderr, "mtc: error: not even batch %lld of %s fits --device-mem %s%s: it needs %s\n",
+                   static_cast<long long>(batchUnit(o)), o.model.c_str(), formatBytes(o.device_mem).c_str(),
                    o.host_mem > 0 ? (" and --host-mem " + formatBytes(o.host_mem)).c_str() : "",
                    choice.note.c_str());
       return false;

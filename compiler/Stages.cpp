@@ -387,7 +387,10 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
 
   // The schedule, the vocabulary split, the offload and the expert groups: chosen by trial
   // compiles for the budget.
-  Trials trials{module, partition + 1, options, {}, vocab, options.vocab_chunks == 0 && options.device_mem > 0,
+  // A DPO plan's loss is not split by vocabulary (mt-split-vocab refuses it): no such trials.
+  const bool may_split = options.vocab_chunks == 0 && options.device_mem > 0 &&
+                         options.objective != LossObjective::kDpo;
+  Trials trials{module, partition + 1, options, {}, vocab, may_split,
                 options.expert_groups == 0 && options.device_mem > 0 ? mostExperts(module) : 0};
   Knobs& defaults = trials.defaults;
   defaults.update = options.update;

@@ -31,9 +31,9 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
     a scalar loss is left as it is; anything else is an error. Results after the first must be
     named outputs (`mt.output`: a mixture of experts' router statistics); they stay after the loss.
     With `objective=dpo` the batch's rows are (chosen, rejected) pairs: a second input, the
-    reference model's log-probability of each row (B) f32, named `reference log-probs`; the loss
+    reference model's log-probability of each row (B) f32, named `reference_logps`; the loss
     is `mt.dpo_loss` of each row's `mt.sequence_logprob`, and those log-probabilities are a named
-    output, `policy log-probs`, right after the loss (the runtime reads the reference's from them
+    output, `policy_logps`, right after the loss (the runtime reads the reference's from them
     before training, and the implicit rewards after each step).
   }];
   let options = [

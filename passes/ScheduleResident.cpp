@@ -46,13 +46,19 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
       arg.replaceAllUsesExcept(copy.getResult(), copy);
     }
 
+    // The loss and the named outputs are copied out first: a loss-only run (validation, a
+    // preference plan's reference pass) ends at their copies, before any gradient's.
     b.setInsertionPoint(ret);
-    SmallVector<Value> hostResults, hostGrads;
+    const unsigned n = ret.getNumOperands();
+    SmallVector<Value> hostResults(n), hostGrads;
     const std::vector<bool> completes = completedGradients(func);
-    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      Value host = b.create<D2HOp>(ret.getLoc(), v);
-      hostResults.push_back(host);
-      if (i > 0 && !forward && completes[i]) hostGrads.push_back(host);  // a piece: once
+    for (unsigned i = 0; i < n; ++i)
+      if (i == 0 || forward || func.getResultAttr(i, kOutputAttr))
+        hostResults[i] = b.create<D2HOp>(ret.getLoc(), ret.getOperand(i));
+    for (unsigned i = 0; i < n; ++i) {
+      if (hostResults[i]) continue;
+      hostResults[i] = b.create<D2HOp>(ret.getLoc(), ret.getOperand(i));
+      if (completes[i]) hostGrads.push_back(hostResults[i]);  // a piece: once
     }
     if (!hostGrads.empty()) b.create<HostTaskOp>(ret.getLoc(), HostTaskKind::GradNorm, hostGrads);
     ret->setOperands(hostResults);

@@ -127,7 +127,8 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                    "what the loss trains: next-token (the cross-entropy of each target) or dpo (direct preference "
                    "optimisation: the batch's rows are (chosen, rejected) pairs from mttok --preferences, the loss "
                    "-log sigmoid(beta * ((chosen - its reference) - (rejected - its reference))) over each reply's "
-                   "summed log-probability, the reference the same model before training; an even --batch)",
+                   "summed log-probability, the reference the same model before training; an even --batch, and --batch "
+                   "auto sizes even ones)",
                    std::map<std::string, mt::LossObjective>{{"next-token", mt::LossObjective::kNextToken},
                                                             {"dpo", mt::LossObjective::kDpo}})
           ->default_str("next-token")

@@ -215,47 +215,79 @@ void countLastReplyOnly(std::vector<mt::ChatPart>& parts) {
     if (part->counted) part->counted = last, last = false;
 }
 
-// Instruction data (JSONL, or one JSON array): each example rendered with a chat template, its
-// replies counted (everything but the end with --train-on-prompt, the last reply alone with
-// --mask-history), cut to --max-length tokens, followed by the end-of-text token (not counted).
-// --preferences: each pair's chosen example, then its rejected one, as with --mask-history.
-int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
-  const uint32_t end = documentEnd(o, tokenizer);
-  const ChatInputs in = readChatInputs(o);
-  const bool pairs = o.job == Job::Preferences, last_reply = o.mask_history || pairs;
-  const std::vector<mt::ChatExample>& examples = in.examples;
-  const std::vector<std::string>& where = in.where;
-  ShapingNote truncated, nothing_left;
-  std::vector<std::vector<mt::ChatPart>> rendered = renderExamples(o, tokenizer, examples, where);
-  if (last_reply)
-    for (std::vector<mt::ChatPart>& parts : rendered) countLastReplyOnly(parts);
+// The examples encoded one after another, each followed by the end-of-text token (not counted),
+// and what shaping them did.
+struct Encoded {
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counted;
-  std::vector<int64_t> starts;  // each example's first token: mtrun --rows examples
-  int64_t crossing_examples = 0;  // a token across a reply's edge
+  std::vector<int64_t> starts;  // each example's first token: mtrun --rows examples, pairs
+  ShapingNote truncated, nothing_left;
   // A reasoning the rendering does not hold: the template left it out (Qwen 3's keeps the reasoning
   // after the last user message only, gpt-oss's the last reply's thinking; the others render none).
   ShapingNote unrendered_reasoning;
-  for (size_t e = 0; e < rendered.size(); ++e) {
-    unrendered_reasoning.add(where[e], static_cast<int64_t>(mt::reasoningLeftOut(examples[e].messages, rendered[e])));
-    const size_t first = ids.size();
-    starts.push_back(static_cast<int64_t>(first));
-    crossing_examples += mt::appendExample(tokenizer, rendered[e], ids, counted) > 0;
-    if (o.train_on_prompt) std::fill(counted.begin() + static_cast<std::ptrdiff_t>(first), counted.end(), 1);
-    // --max-length: the example with its end token fits; what is cut is its end (the last replies),
-    // or with --mask-history its beginning (the earliest turns: the one reply counted stays).
-    if (o.max_length > 0 && ids.size() - first + 1 > static_cast<size_t>(o.max_length)) {
-      const size_t excess = ids.size() - first + 1 - static_cast<size_t>(o.max_length);
-      const auto cut_at = static_cast<std::ptrdiff_t>(last_reply ? first : ids.size() - excess);
-      ids.erase(ids.begin() + cut_at, ids.begin() + cut_at + static_cast<std::ptrdiff_t>(excess));
-      counted.erase(counted.begin() + cut_at, counted.begin() + cut_at + static_cast<std::ptrdiff_t>(excess));
-      truncated.add(where[e]);
-      if (std::find(counted.begin() + static_cast<std::ptrdiff_t>(first), counted.end(), 1) == counted.end())
-        nothing_left.add(where[e]);
+  int64_t crossing_examples = 0;  // a token across a reply's edge
+};
+
+// `rendered` encoded, counted as the flags say, cut to --max-length tokens with the end token:
+// what is cut is an example's end (the last replies), or with the last reply alone counted
+// (--mask-history, --preferences) its beginning (the earliest turns; a pair's two examples lose
+// the same tokens, so that both keep one prompt).
+Encoded encodeExamples(const Options& o, mt::HfTokenizer& tokenizer, const ChatInputs& in,
+                       const std::vector<std::vector<mt::ChatPart>>& rendered, uint32_t end) {
+  const bool pairs = o.job == Job::Preferences, cut_beginning = o.mask_history || pairs;
+  const size_t group = pairs ? 2 : 1;
+  Encoded out;
+  for (size_t first = 0; first < rendered.size(); first += group) {
+    std::vector<std::vector<uint32_t>> ids(group);
+    std::vector<std::vector<uint8_t>> counted(group);
+    size_t longest = 0;
+    for (size_t k = 0; k < group; ++k) {
+      const size_t e = first + k;
+      out.unrendered_reasoning.add(in.where[e], static_cast<int64_t>(mt::reasoningLeftOut(in.examples[e].messages,
+                                                                                         rendered[e])));
+      out.crossing_examples += mt::appendExample(tokenizer, rendered[e], ids[k], counted[k]) > 0;
+      if (o.train_on_prompt) std::fill(counted[k].begin(), counted[k].end(), 1);
+      longest = std::max(longest, ids[k].size());
     }
-    ids.push_back(end);
-    counted.push_back(0);
+    for (size_t k = 0; k < group; ++k) {
+      const size_t length = pairs ? longest : ids[k].size();
+      if (o.max_length > 0 && length + 1 > static_cast<size_t>(o.max_length)) {
+        const size_t excess = std::min(length + 1 - static_cast<size_t>(o.max_length), ids[k].size());
+        const auto cut_at = static_cast<std::ptrdiff_t>(cut_beginning ? 0 : ids[k].size() - excess);
+        ids[k].erase(ids[k].begin() + cut_at, ids[k].begin() + cut_at + static_cast<std::ptrdiff_t>(excess));
+        counted[k].erase(counted[k].begin() + cut_at, counted[k].begin() + cut_at + static_cast<std::ptrdiff_t>(excess));
+        out.truncated.add(in.where[first + k]);
+        if (std::find(counted[k].begin(), counted[k].end(), 1) == counted[k].end())
+          out.nothing_left.add(in.where[first + k]);
+      }
+      out.starts.push_back(static_cast<int64_t>(out.ids.size()));
+      out.ids.insert(out.ids.end(), ids[k].begin(), ids[k].end());
+      out.counted.insert(out.counted.end(), counted[k].begin(), counted[k].end());
+      out.ids.push_back(end);
+      out.counted.push_back(0);
+    }
   }
+  return out;
+}
+
+// Instruction data (JSONL, or one JSON array): each example rendered with a chat template, its
+// replies counted (everything but the end with --train-on-prompt, the last reply alone with
+// --mask-history), shaped by encodeExamples. --preferences: each pair's chosen example, then its
+// rejected one, as with --mask-history.
+int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
+  const ChatInputs in = readChatInputs(o);
+  const bool pairs = o.job == Job::Preferences;
+  const std::vector<mt::ChatExample>& examples = in.examples;
+  const std::vector<std::string>& where = in.where;
+  std::vector<std::vector<mt::ChatPart>> rendered = renderExamples(o, tokenizer, examples, where);
+  if (o.mask_history || pairs)
+    for (std::vector<mt::ChatPart>& parts : rendered) countLastReplyOnly(parts);
+  const Encoded encoded = encodeExamples(o, tokenizer, in, rendered, documentEnd(o, tokenizer));
+  const std::vector<uint32_t>& ids = encoded.ids;
+  const std::vector<uint8_t>& counted = encoded.counted;
+  const ShapingNote &truncated = encoded.truncated, &nothing_left = encoded.nothing_left;
+  const ShapingNote& unrendered_reasoning = encoded.unrendered_reasoning;
+  const int64_t crossing_examples = encoded.crossing_examples;
   const int64_t examples_count = static_cast<int64_t>(examples.size());
   if (o.print_ids) {
     printIds(ids);
@@ -269,8 +301,8 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
                    : o.train_on_prompt ? " (--train-on-prompt: the prompts too)"
                    : o.mask_history    ? " (--mask-history: each example's last reply)"
                                        : ""),
-              &starts, pairs);
-  printLengths(starts, ids.size(), where, pairs);
+              &encoded.starts, pairs);
+  printLengths(encoded.starts, ids.size(), where, pairs);
   if (in.same_replies.count)
     std::fprintf(stderr, "mttok: warning: %lld pair%s the same chosen and rejected reply (the first: %s): they teach "
                  "no preference\n", static_cast<long long>(in.same_replies.count),
@@ -351,8 +383,7 @@ std::optional<std::string> checkCombination(const Options& o) {
   if (o.job != Job::Encode && o.tokenizer.empty())
     return std::string(o.job == Job::Chat ? "--chat" : o.job == Job::Preferences ? "--preferences" : "--decode") +
            " needs --tokenizer";
-  if (o.chat_template && !chat) return "--template applies to --chat and --preferences";
-  if (o.max_length && !chat) return "--max-length applies to --chat and --preferences";
+  if ((o.chat_template || o.max_length) && !chat) return "--template and --max-length apply to --chat and --preferences";
   if ((o.train_on_prompt || o.mask_history) && o.job != Job::Chat)
     return "--train-on-prompt and --mask-history apply to --chat (--preferences counts each reply alone)";
   if (o.train_on_prompt && o.mask_history)

@@ -341,17 +341,6 @@ size_t BatchSampler::exampleOfRow(int64_t step, int64_t row) const {
   return first_example_ + 2 * (key % pairs) + static_cast<size_t>(row % 2);
 }
 
-int64_t BatchSampler::fillExamples(const std::vector<size_t>& examples, int32_t* tokens, int32_t* targets) const {
-  int64_t counted = 0;
-  std::vector<uint8_t> mask;
-  for (int64_t b = 0; b < batch_; ++b) {
-    const RowSlots row{tokens + b * seq_, targets + b * seq_, nullptr, nullptr};
-    if (static_cast<size_t>(b) < examples.size()) counted += exampleRow(data_, examples[b], end_, seq_, mask, row);
-    else padSlots(row, seq_);
-  }
-  return counted;
-}
-
 int64_t BatchSampler::exampleSlots() const {
   int64_t slots = 0;
   for (size_t i = first_example_; i < last_example_; ++i)
@@ -376,7 +365,13 @@ HeldOutBatches::HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq
   if (byExamples(layout)) {
     data.requireExamples(layout, "held-out token file");
     first_example_ = data.firstExampleFrom(begin);
-    windows_ = static_cast<int64_t>(data.firstExampleFrom(end) - first_example_);
+    size_t last = data.firstExampleFrom(end);
+    if (layout == RowLayout::kPairs) {  // whole pairs, in batches of whole pairs
+      if (batch % 2 != 0) throw Error("--rows pairs: a batch of " + std::to_string(batch) + " rows is not pairs");
+      first_example_ += first_example_ % 2, last -= last % 2;
+      last = std::max(first_example_, last);
+    }
+    windows_ = static_cast<int64_t>(last - first_example_);
     if (windows_ == 0) throw Error("held-out tokens of " + data.path() + ": no example starts among them");
     if (layout == RowLayout::kPackedExamples) {
       packed_ = std::make_shared<const PackedRows>(
@@ -409,7 +404,7 @@ int64_t HeldOutBatches::fill(int64_t i, int32_t* tokens, int32_t* targets, float
       counted += packed_->fill(window, mask, row);
       continue;
     }
-    if (layout_ == RowLayout::kExamples) {
+    if (layout_ == RowLayout::kExamples || layout_ == RowLayout::kPairs) {
       counted += exampleRow(data_, first_example_ + static_cast<size_t>(window), end_, seq_, mask, row);
       continue;
     }

@@ -18,6 +18,7 @@
 // read: a file truncated or rewritten under a run is an error naming it, never a crash (as a
 // memory mapping would be) or out-of-vocabulary ids reaching the model.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -152,16 +153,11 @@ class BatchSampler {
   // (from the row's start for packed windows, from 0 in the padding).
   int64_t fill(int64_t step, int32_t* tokens, int32_t* targets, int64_t first_row = 0, float* kept = nullptr,
                int32_t* positions = nullptr) const;
-  // kPairs: each pair of rows (2j, 2j + 1) holds pair p's examples 2p and 2p + 1, p drawn from
-  // (seed, step, first_row / 2 + j) as kExamples draws an example. Its pairs are those whose
-  // both examples start in [begin, end).
-  // kPairs: the example row `row` (counted from 0 over the whole step, as first_row + b) of step
-  // `step` holds.
+  // kPairs: the example that row `row` (counted over the whole step, first_row + b) of step
+  // `step` holds. Rows 2j and 2j + 1 hold pair p's examples 2p and 2p + 1, p drawn from (seed,
+  // step, row / 2) as kExamples draws an example; the pairs are those whose examples start in
+  // [begin, end).
   size_t exampleOfRow(int64_t step, int64_t row) const;
-  // Row b holds example examples[b] from its start (cut and padded as kExamples), rows past the
-  // list padding (token 0, target -1): the examples in an order of the caller's (a preference
-  // run's reference pass). Returns the targets counted.
-  int64_t fillExamples(const std::vector<size_t>& examples, int32_t* tokens, int32_t* targets) const;
   // kExamples, kPackedExamples, kPairs: the examples drawn from ([firstExample(), +examples())),
   // and how many are longer than a row (their tails cut).
   size_t firstExample() const { return first_example_; }
@@ -193,10 +189,16 @@ class HeldOutBatches {
  public:
   // Throws mt::Error if [begin, end) holds fewer than seq + 1 tokens.
   // kExamples: each held-out example that starts in [begin, end) one row, in order (cut and
-  // padded as BatchSampler's); kPackedExamples: those examples in order, packed (PackedRows).
+  // padded as BatchSampler's); kPairs: the same, of whole pairs (an even batch: each batch whole
+  // pairs); kPackedExamples: those examples in order, packed (PackedRows).
   HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq, int64_t begin, int64_t end,
                  int64_t max_batches = 0, RowLayout layout = RowLayout::kPacked);
   int64_t windows() const { return windows_; }
+  // kExamples, kPairs: the first example, row 0 of batch 0 (row r of batch i: example
+  // firstExample() + i * batch + r while below windows()).
+  size_t firstExample() const { return first_example_; }
+  // The rows of batch i that hold data (the rest padding).
+  int64_t dataRows(int64_t i) const { return std::clamp<int64_t>(windows_ - i * batch_, 0, batch_); }
   int64_t batches() const { return batches_; }          // those validated (max_batches applied)
   int64_t allBatches() const { return all_batches_; }   // a whole pass
   // Batch i's tokens and targets (a target the file's mask leaves out is -1); returns the

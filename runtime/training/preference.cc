@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/distributed/world.h"
 #include "runtime/host/host_store.h"
 #include "runtime/io/error.h"
 #include "runtime/io/mapped_file.h"
@@ -15,7 +16,8 @@ namespace mt {
 namespace {
 
 constexpr char kReferenceMagic[8] = {'M', 'T', 'R', 'E', 'F', 'L', 'P', '1'};
-constexpr size_t kReferenceHeader = 8 + 4 + 8;  // magic, the data's checksum, the count
+// The magic, the data's checksum, the plan's sequence length, the first example, the count.
+constexpr size_t kReferenceHeader = 8 + 4 + 4 + 8 + 8;
 
 // The beta of the plan's mt.dpo_loss (its one float attribute), or NaN where it has none.
 double planBeta(const plan::Plan& plan) {
@@ -27,9 +29,18 @@ double planBeta(const plan::Plan& plan) {
   return NAN;
 }
 
+// log(1 + exp(x)) without overflow.
+double softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }
+
 }  // namespace
 
-std::string referenceFile(const std::string& folder) { return folder + "/reference_logps.bin"; }
+std::string referenceFile(const std::string& folder, bool held_out) {
+  return folder + (held_out ? "/reference_logps.val.bin" : "/reference_logps.bin");
+}
+
+void PairScores::add(const PairScores& o) {
+  loss += o.loss, pairs += o.pairs, right += o.right, chosen += o.chosen, rejected += o.rejected;
+}
 
 Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(store) {
   reference_ = store.input(kReferenceLogprobsInput);
@@ -47,89 +58,121 @@ Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(
                             "batch, beside an mt.dpo_loss with its beta (recompile the plan with mtc --objective dpo)",
                             kReferenceLogprobsInput, kPolicyLogprobsOutput));
   rows_ = plan.model().batch();
+  seq_ = plan.model().seq();
 }
 
-void Preference::computeReference(Backend& backend, HostStore& store, const BatchSampler& sampler,
-                                  const StepOptions& eval, int64_t examples) {
-  by_example_.assign(sampler.firstExample() + static_cast<size_t>(examples), 0.0f);
-  float* reference = store.f32(reference_);
-  std::fill(reference, reference + rows_, 0.0f);
-  for (int64_t first = 0; first < examples; first += rows_) {
-    std::vector<size_t> batch;
-    for (int64_t e = first; e < std::min(examples, first + rows_); ++e) batch.push_back(sampler.firstExample() + e);
-    sampler.fillExamples(batch, store.i32(store.tokens()), store.i32(store.targets()));
+ReferenceTable Preference::computeReference(Backend& backend, HostStore& store, const HeldOutBatches& in_order,
+                                            const StepOptions& eval, const World& world) const {
+  std::fill(store.f32(reference_), store.f32(reference_) + rows_, 0.0f);
+  std::vector<double> mine;  // this rank's batches' values, in order
+  for (int64_t i = world.rank(); i < in_order.allBatches(); i += world.size()) {
+    in_order.fill(i, store.i32(store.tokens()), store.i32(store.targets()), store.tokenMask());
     const StepResult result = backend.runStep(eval);
     if (!result.corrupt_transfer.empty())
       throw Error("the reference log-probabilities: --verify-transfers: the bytes of " + result.corrupt_transfer +
                   " differ from the host's: the link or the device corrupted the copy. Check the GPU (nvidia-smi -q: "
                   "ECC errors; dmesg: Xid errors) and its link, then run again");
-    for (size_t b = 0; b < batch.size(); ++b) by_example_[batch[b]] = store.f32(policy_)[b];
+    mine.insert(mine.end(), store.f32(policy_), store.f32(policy_) + rows_);
   }
+  const std::vector<std::vector<double>> shares = world.allgather(mine);
+  ReferenceTable table{in_order.firstExample(), std::vector<float>(static_cast<size_t>(in_order.windows()))};
+  for (size_t e = 0; e < table.values.size(); ++e) {
+    const size_t batch = e / static_cast<size_t>(rows_), row = e % static_cast<size_t>(rows_);
+    const std::vector<double>& share = shares[batch % static_cast<size_t>(world.size())];
+    table.values[e] = static_cast<float>(share[batch / static_cast<size_t>(world.size()) * rows_ + row]);
+    if (!std::isfinite(table.values[e]))
+      throw Error("the reference log-probability of example " + std::to_string(table.first + e) + " is " +
+                  std::to_string(table.values[e]) + ": the starting weights give its reply no probability");
+  }
+  return table;
 }
 
-void Preference::save(const std::string& path, uint32_t data_checksum) const {
-  std::string bytes(kReferenceHeader + 4 * by_example_.size(), '\0');
-  const uint64_t count = by_example_.size();
+void Preference::save(const std::string& path, const ReferenceTable& table, const TokenFile& data) const {
+  std::string bytes(kReferenceHeader + 4 * table.values.size(), '\0');
+  const uint32_t checksum = data.checksum(), seq = static_cast<uint32_t>(seq_);
+  const uint64_t first = table.first, count = table.values.size();
   std::memcpy(&bytes[0], kReferenceMagic, 8);
-  std::memcpy(&bytes[8], &data_checksum, 4);
-  std::memcpy(&bytes[12], &count, 8);
-  std::memcpy(&bytes[kReferenceHeader], by_example_.data(), 4 * by_example_.size());
+  std::memcpy(&bytes[8], &checksum, 4);
+  std::memcpy(&bytes[12], &seq, 4);
+  std::memcpy(&bytes[16], &first, 8);
+  std::memcpy(&bytes[24], &count, 8);
+  std::memcpy(&bytes[kReferenceHeader], table.values.data(), 4 * table.values.size());
   writeFileAtomically(path, bytes);
 }
 
-void Preference::load(const std::string& path, uint32_t data_checksum, int64_t examples) {
-  const std::string fix = "resume with the data the run started with, or start the run again";
-  const std::string bytes = readWholeFile(path, "reference log-probabilities", "(" + fix + ")");
-  uint32_t checksum = 0;
-  uint64_t count = 0;
-  if (bytes.size() >= kReferenceHeader) {
-    std::memcpy(&checksum, &bytes[8], 4);
-    std::memcpy(&count, &bytes[12], 8);
+ReferenceTable Preference::load(const std::string& path, const TokenFile& data, const HeldOutBatches& in_order) const {
+  const std::string fix = "resume with the data and plan the run started with, or start the run again";
+  const InputFile file(path, "reference log-probabilities", "(" + fix + ")");
+  const uint64_t want = static_cast<uint64_t>(in_order.windows());
+  char header[kReferenceHeader] = {};
+  uint32_t checksum = 0, seq = 0;
+  uint64_t first = 0, count = 0;
+  if (file.readAt(header, kReferenceHeader, 0) == kReferenceHeader) {
+    std::memcpy(&checksum, header + 8, 4), std::memcpy(&seq, header + 12, 4);
+    std::memcpy(&first, header + 16, 8), std::memcpy(&count, header + 24, 8);
   }
-  if (bytes.size() < kReferenceHeader || std::memcmp(bytes.data(), kReferenceMagic, 8) != 0 ||
-      count != static_cast<uint64_t>(examples) || bytes.size() != kReferenceHeader + 4 * count)
-    throw Error(path + " is not the reference log-probabilities of this data's " + std::to_string(examples) +
-                " examples (" + fix + ")");
-  if (checksum != data_checksum)
-    throw Error(path + " holds the reference log-probabilities of other data (its checksum differs): " + fix);
-  by_example_.resize(count);
-  std::memcpy(by_example_.data(), &bytes[kReferenceHeader], 4 * count);
-  for (size_t e = 0; e < count; ++e)
-    if (!std::isfinite(by_example_[e]))
-      throw Error(path + ": example " + std::to_string(e) + "'s reference log-probability is not finite (" + fix + ")");
+  if (std::memcmp(header, kReferenceMagic, 8) != 0 || first != in_order.firstExample() || count != want ||
+      file.size() != kReferenceHeader + 4 * want)
+    throw Error(fmt::format("{} is not the reference log-probabilities of examples {}..{} of {} ({})", path,
+                            in_order.firstExample(), in_order.firstExample() + want, data.path(), fix));
+  if (checksum != data.checksum() || seq != static_cast<uint64_t>(seq_))
+    throw Error(fmt::format("{} holds the reference log-probabilities of {}: {}", path,
+                            checksum != data.checksum() ? "other data (its checksum differs)"
+                                                        : fmt::format("rows of {} tokens, not {}", seq, seq_),
+                            fix));
+  ReferenceTable table{in_order.firstExample(), std::vector<float>(want)};
+  if (file.readAt(table.values.data(), 4 * want, kReferenceHeader) != 4 * want) throw Error(path + ": cut short");
+  for (size_t e = 0; e < want; ++e)
+    if (!std::isfinite(table.values[e]))
+      throw Error(path + ": example " + std::to_string(first + e) + "'s reference log-probability is not finite (" +
+                  fix + ")");
+  return table;
 }
 
 void Preference::fillReference(const BatchSampler& sampler, int64_t step, int64_t first_row) const {
   float* reference = store_.f32(reference_);
-  for (int64_t b = 0; b < rows_; ++b) reference[b] = by_example_.at(sampler.exampleOfRow(step, first_row + b));
+  for (int64_t b = 0; b < rows_; ++b) reference[b] = training_.of(sampler.exampleOfRow(step, first_row + b));
 }
 
-void Preference::startStep() { pairs_ = right_ = 0, chosen_sum_ = rejected_sum_ = 0.0; }
+void Preference::fillHeldOutReference(const HeldOutBatches& held, int64_t i) const {
+  float* reference = store_.f32(reference_);
+  for (int64_t b = 0; b < rows_; ++b)
+    reference[b] = b < held.dataRows(i) ? held_out_.of(held.firstExample() + i * rows_ + b) : 0.0f;
+}
 
-void Preference::addRun() {
+PairScores Preference::scoreRun(int64_t rows) const {
   const float *policy = store_.f32(policy_), *reference = store_.f32(reference_);
-  for (int64_t p = 0; p < rows_ / 2; ++p) {
+  PairScores s;
+  for (int64_t p = 0; p < rows / 2; ++p) {
     const double chosen = beta_ * (double(policy[2 * p]) - reference[2 * p]);
     const double rejected = beta_ * (double(policy[2 * p + 1]) - reference[2 * p + 1]);
-    chosen_sum_ += chosen, rejected_sum_ += rejected;
-    right_ += chosen > rejected;
-    ++pairs_;
+    s.loss += softplus(rejected - chosen);  // -log sigmoid(chosen - rejected), as mt.dpo_loss
+    s.chosen += chosen, s.rejected += rejected;
+    s.right += chosen > rejected;
+    ++s.pairs;
   }
+  return s;
 }
 
-void Preference::addTo(nlohmann::json& line) const {
-  if (!pairs_) return;
-  const double n = static_cast<double>(pairs_);
-  line["pairs_right"] = static_cast<double>(right_) / n;
-  line["reward_chosen"] = chosen_sum_ / n;
-  line["reward_rejected"] = rejected_sum_ / n;
-  line["reward_margin"] = (chosen_sum_ - rejected_sum_) / n;
+void Preference::addRanks(const World& world) {
+  PairScores total;
+  for (const std::vector<double>& share : world.allgather(step_.flat())) total.add(PairScores::unflat(share.data()));
+  step_ = total;
 }
 
-std::string Preference::describeStep() const {
-  if (!pairs_) return "";
-  return fmt::format("  chosen beats rejected {:.0f}%  margin {:.3f}", 100.0 * double(right_) / double(pairs_),
-                     (chosen_sum_ - rejected_sum_) / double(pairs_));
+void Preference::addTo(const PairScores& s, nlohmann::json& line, const std::string& prefix) {
+  if (!s.pairs) return;
+  const double n = static_cast<double>(s.pairs);
+  line[prefix + "pairs_right"] = static_cast<double>(s.right) / n;
+  line[prefix + "reward_chosen"] = s.chosen / n;
+  line[prefix + "reward_rejected"] = s.rejected / n;
+  line[prefix + "reward_margin"] = (s.chosen - s.rejected) / n;
+}
+
+std::string Preference::describe(const PairScores& s) {
+  if (!s.pairs) return "";
+  return fmt::format("  chosen beats rejected {:.0f}%  margin {:.3f}", 100.0 * double(s.right) / double(s.pairs),
+                     (s.chosen - s.rejected) / double(s.pairs));
 }
 
 }  // namespace mt

@@ -2,10 +2,10 @@
 // pairs of a prompt's replies reads the reference model's log-probability of each row's reply
 // (its input reference_logps) and gives the policy's (its output policy_logps). The reference
 // model is the one training starts from: before the first step, loss-only runs over every
-// training example in order give each its reference log-probability, kept for the whole run
-// (and beside its checkpoints, for a resumed run). Each step's implicit rewards, beta times the
-// policy's log-probability over the reference's, go into the log: how often the chosen reply's
-// beats the rejected one's, and by how much.
+// training (and held-out) example in order give each its reference log-probability, kept for the
+// whole run (and beside its checkpoints, for a resumed run). Each step's implicit rewards, beta
+// times the policy's log-probability over the reference's, go into the log: how often the chosen
+// reply's beats the rejected one's, and by how much; a validation scores the held-out pairs so.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,49 +23,77 @@ namespace mt {
 class HostStore;
 class World;
 
+// The reference log-probabilities of examples [first, first + values.size()) of a token file.
+struct ReferenceTable {
+  size_t first = 0;
+  std::vector<float> values;
+  float of(size_t example) const { return values.at(example - first); }
+};
+
+// A run's pairs scored: their DPO loss summed, how many, how many the chosen reply won, the
+// implicit rewards summed.
+struct PairScores {
+  double loss = 0.0;
+  int64_t pairs = 0, right = 0;
+  double chosen = 0.0, rejected = 0.0;
+  void add(const PairScores& other);
+  std::vector<double> flat() const { return {loss, double(pairs), double(right), chosen, rejected}; }
+  static PairScores unflat(const double* v) { return {v[0], int64_t(v[1]), int64_t(v[2]), v[3], v[4]}; }
+};
+
 class Preference {
  public:
   // Finds the input, the output and beta in `store`'s `plan`; present() is false for a plan
   // without them. Throws mt::Error for a plan with one but not the other, or of other shapes.
   Preference(const plan::Plan& plan, const HostStore& store);
   bool present() const { return reference_ >= 0; }
-  double beta() const { return beta_; }
 
-  // Every example of `sampler`'s pairs run in order, its rows at a time (loss-only runs of
-  // `eval`, the reference input 0): their policy log-probabilities become the reference's.
-  // Throws mt::Error if --verify-transfers finds a copy corrupted.
-  void computeReference(Backend& backend, HostStore& store, const BatchSampler& sampler, const StepOptions& eval,
-                        int64_t examples);
-  // The reference log-probabilities written to / read from `path` (binary: magic, the data's
-  // checksum, the count, the floats); load throws mt::Error naming the file and the fix if it is
-  // missing, malformed or made for other data.
-  void save(const std::string& path, uint32_t data_checksum) const;
-  void load(const std::string& path, uint32_t data_checksum, int64_t examples);
+  // The policy log-probabilities of every example of `in_order` (rows of whole pairs, in order;
+  // --rows pairs), by loss-only runs of `eval` with the reference input 0: rank r of `world`
+  // runs batches r, r + N, ..., and every rank gets every value. Throws mt::Error if
+  // --verify-transfers finds a copy corrupted, or a value is not finite.
+  ReferenceTable computeReference(Backend& backend, HostStore& store, const HeldOutBatches& in_order,
+                                  const StepOptions& eval, const World& world) const;
+  // `table` written to / read from `path` (binary: magic, the data's checksum, the plan's
+  // sequence length, the first example and the count, the floats), for `data`; load throws
+  // mt::Error naming the file and the fix if it is missing, malformed, or made for other data or
+  // another --seq.
+  void save(const std::string& path, const ReferenceTable& table, const TokenFile& data) const;
+  ReferenceTable load(const std::string& path, const TokenFile& data, const HeldOutBatches& in_order) const;
 
+  void useReference(ReferenceTable training) { training_ = std::move(training); }
+  void useHeldOutReference(ReferenceTable held_out) { held_out_ = std::move(held_out); }
   // The plan's reference input for the rows [first_row, first_row + batch) of step `step`.
   void fillReference(const BatchSampler& sampler, int64_t step, int64_t first_row) const;
+  // ... for batch `i` of the held-out pairs (padding rows 0).
+  void fillHeldOutReference(const HeldOutBatches& held, int64_t i) const;
+  // The pairs of the last run's first `rows` rows, scored from the store's input and output.
+  PairScores scoreRun(int64_t rows) const;
 
-  void startStep();
-  // After each run: its pairs' implicit rewards added to the step's.
-  void addRun();
+  void startStep() { step_ = {}; }
+  void addRun() { step_.add(scoreRun(rows_)); }  // after each run of a step
+  // A data-parallel step: every rank's pairs added, in rank order (each rank gets the total).
+  void addRanks(const World& world);
   // "pairs_right" (the share of pairs whose chosen reply's reward beats the rejected one's),
-  // "reward_margin", "reward_chosen", "reward_rejected" (means over the step's pairs) into a
-  // step's log line.
-  void addTo(nlohmann::json& line) const;
-  // The same for the progress line: "chosen beats rejected 62%  margin 0.120".
-  std::string describeStep() const;
+  // "reward_margin", "reward_chosen", "reward_rejected" (means over the pairs) into a log line,
+  // each name after `prefix` ("val_" for a validation).
+  static void addTo(const PairScores& scores, nlohmann::json& line, const std::string& prefix = "");
+  void addTo(nlohmann::json& line) const { addTo(step_, line); }
+  // For a progress line: "chosen beats rejected 62%  margin 0.120".
+  static std::string describe(const PairScores& scores);
+  std::string describeStep() const { return describe(step_); }
 
  private:
   const HostStore& store_;
   int reference_ = -1, policy_ = -1;
-  int64_t rows_ = 0;
+  int64_t rows_ = 0, seq_ = 0;
   double beta_ = 0.0;
-  std::vector<float> by_example_;  // the reference log-probability of each example of the file
-  int64_t pairs_ = 0, right_ = 0;
-  double chosen_sum_ = 0.0, rejected_sum_ = 0.0;
+  ReferenceTable training_, held_out_;
+  PairScores step_;
 };
 
-// Where a run keeps its reference log-probabilities: beside its checkpoints in `folder`.
-std::string referenceFile(const std::string& folder);
+// Where a run keeps its reference log-probabilities: beside its checkpoints in `folder`, the
+// training examples' and the held-out ones'.
+std::string referenceFile(const std::string& folder, bool held_out = false);
 
 }  // namespace mt

@@ -100,15 +100,17 @@ TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenF
     if (!config.rows_default && config.rows != RowLayout::kPairs)
       throw Error(rowsFlag(config.rows) + ": " + config.plan_path + " trains preferences (mtc --objective dpo): its "
                   "rows are (chosen, rejected) pairs; drop --rows (or give --rows pairs)");
-    if (val_data || config.val_fraction > 0)
-      throw Error(config.plan_path + " trains preferences (mtc --objective dpo): held-out pairs are not validated "
-                  "yet; drop --val-data and --val-fraction");
     config.rows = RowLayout::kPairs;
     return config;
   }
   if (config.rows == RowLayout::kPairs)
     throw Error("--rows pairs: " + config.plan_path + " trains the next token, not preferences; compile it with mtc "
                 "--objective dpo to train on pairs");
+  for (const TokenFile* file : {&data, val_data})
+    if (file && file->hasPairs())
+      throw Error(file->path() + " is preference data (chosen and rejected replies in pairs, mttok --preferences): "
+                  "train it with a plan of mtc --objective dpo; " + config.plan_path + " trains the next token, "
+                  "which would learn the rejected replies too");
   if (config.rows == RowLayout::kPackedExamples && !packs)
     throw Error("--rows packed-examples: " + config.plan_path + " was not compiled for packed examples (its attention "
                 "would let the examples in a row see each other); compile it with mtc --packed-examples, or train with "

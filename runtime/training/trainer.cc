@@ -223,6 +223,7 @@ StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
     addLosses(world_, shares, result.loss, masked_, loss_sum);
   }
   router_.addRanks(world_);
+  if (preference_.present()) preference_.addRanks(world_);
   options_.update = true;
   result.loss = masked_ ? (counted ? static_cast<float>(loss_sum / static_cast<double>(counted)) : 0.0f)
                         : static_cast<float>(loss_sum / static_cast<double>(ranks * micro_steps));
@@ -236,34 +237,39 @@ int64_t Trainer::fillRows(int64_t step, int64_t first_row) {
   return counted;
 }
 
-// The reference model of a preference plan is the one training starts from: each training
-// example's log-probability under the starting weights, from loss-only runs before the first
-// step (kept beside the checkpoints), or, resuming, read back from the checkpoints' folder.
+// The reference model of a preference plan is the one training starts from: each training (and
+// held-out) example's log-probability under the starting weights, from loss-only runs before the
+// first step shared among the ranks (kept beside the checkpoints), or, resuming, read back from
+// the checkpoints' folder.
 void Trainer::prepareReference() {
   if (!preference_.present()) return;
-  const int64_t examples = sampler_.examples();
   const auto start = std::chrono::steady_clock::now();
-  if (resumed_.step > 0) {
-    preference_.load(referenceFile(config_.resume_dir), data_.checksum(), examples);
-  } else {
-    StepOptions eval = options_;
-    eval.update = false;
-    eval.loss_only = true;
-    eval.micro_step = 0, eval.micro_steps = 1;
-    eval.random.training = false;  // the reference without dropout, as TRL's evaluates it
-    preference_.computeReference(*backend_, store_, sampler_, eval, examples);
+  StepOptions eval = options_;
+  eval.update = false;
+  eval.loss_only = true;
+  eval.micro_step = 0, eval.micro_steps = 1;
+  eval.random.training = false;  // the reference without dropout, as TRL's evaluates it
+  const HeldOutBatches training(data_, model_.batch(), model_.seq(), 0, data_.size() - val_tokens_, 0,
+                                RowLayout::kPairs);
+  auto reference = [&](const HeldOutBatches& in_order, const TokenFile& data, bool held_out) {
+    ReferenceTable table = resumed_.step > 0
+                               ? preference_.load(referenceFile(config_.resume_dir, held_out), data, in_order)
+                               : preference_.computeReference(*backend_, store_, in_order, eval, world_);
+    if (outputs_.checkpoints) preference_.save(referenceFile(outputs_.checkpoints->path(), held_out), table, data);
+    return table;
+  };
+  preference_.useReference(reference(training, data_, false));
+  int64_t examples = training.windows();
+  if (validator_) {
+    preference_.useHeldOutReference(reference(validator_->batches(), val_data_ ? *val_data_ : data_, true));
+    examples += validator_->batches().windows();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::string kept;
-  if (outputs_.checkpoints) {  // rank 0's: every rank computed the same
-    preference_.save(referenceFile(outputs_.checkpoints->path()), data_.checksum());
-    kept = ", kept in " + referenceFile(outputs_.checkpoints->path());
-  }
-  std::printf("reference: the log-probabilities of the %lld examples' replies %s (%.1f s)%s\n",
-              static_cast<long long>(examples),
-              resumed_.step > 0 ? ("read from " + referenceFile(config_.resume_dir)).c_str()
+  std::printf("reference: the log-probabilities of the %lld examples' replies%s %s (%.1f s)%s\n",
+              static_cast<long long>(examples), validator_ ? " (training and held-out)" : "",
+              resumed_.step > 0 ? ("read from " + config_.resume_dir).c_str()
                                 : "under the starting weights (loss-only runs)",
-              seconds, kept.c_str());
+              seconds, outputs_.checkpoints ? (", kept in " + outputs_.checkpoints->path()).c_str() : "");
 }
 
 // One run of the plan with options_: its time and timeline kept for the step's report, its
@@ -329,7 +335,8 @@ void Trainer::validate(int64_t step) {
   eval.loss_only = true;
   eval.micro_step = 0, eval.micro_steps = 1;  // one batch each, nothing accumulated
   eval.random.training = false;                // dropout off, as PyTorch's eval()
-  const Validation v = validator_->run(step, *backend_, store_, eval, world_);
+  const Validation v =
+      validator_->run(step, *backend_, store_, eval, world_, preference_.present() ? &preference_ : nullptr);
   const HeldOutBatches& held = validator_->batches();
   clearStatus();
   const std::string at = fmt::format("step {:5}/{}  validation", step, config_.steps);
@@ -337,13 +344,23 @@ void Trainer::validate(int64_t step) {
     std::printf("%s: the loss mask leaves out every held-out target: no loss\n", at.c_str());
     return;
   }
+  const char* what = preference_.present() ? "pairs" : "targets";
   const std::string scope = held.batches() == held.allBatches()
-                                ? fmt::format("{} held-out targets", v.counted)
-                                : fmt::format("{} targets of the first {} of {} held-out batches (--val-batches)",
-                                              v.counted, held.batches(), held.allBatches());
-  std::printf("%s loss %.4f  perplexity %.2f (%s)%s\n", at.c_str(), v.loss, std::exp(v.loss), scope.c_str(),
-              config_.keep_best && v.best ? "  best so far: kept" : "");
-  logLine({{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_targets", v.counted}});
+                                ? fmt::format("{} held-out {}", v.counted, what)
+                                : fmt::format("{} {} of the first {} of {} held-out batches (--val-batches)",
+                                              v.counted, what, held.batches(), held.allBatches());
+  nlohmann::json line = {{"step", step}, {"val_loss", v.loss}};
+  if (preference_.present()) {  // a DPO loss has no perplexity
+    std::printf("%s loss %.4f (%s)%s%s\n", at.c_str(), v.loss, scope.c_str(), Preference::describe(v.pairs).c_str(),
+                config_.keep_best && v.best ? "  best so far: kept" : "");
+    line["val_pairs"] = v.counted;
+    Preference::addTo(v.pairs, line, "val_");
+  } else {
+    std::printf("%s loss %.4f  perplexity %.2f (%s)%s\n", at.c_str(), v.loss, std::exp(v.loss), scope.c_str(),
+                config_.keep_best && v.best ? "  best so far: kept" : "");
+    line["val_ppl"] = std::exp(v.loss), line["val_targets"] = v.counted;
+  }
+  logLine(line);
   if (config_.keep_best && v.best)
     writeState([&] {
       outputs_.checkpoints->writeBest(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, v.loss);

@@ -95,7 +95,7 @@ void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted
     if (config_.sends_grads) store_.sendGrads();
   }
   for (const auto& [run_seconds, timeline] : plan_runs_) report_.add(run_seconds, timeline);
-  const bool nothing_counted = masked_ && counted == 0;
+  const bool nothing_counted = (masked_ || preference_.present()) && counted == 0;  // no update
   if (nothing_counted) {
     clearStatus();
     std::printf("step %5lld/%lld  no target counted (the loss mask leaves out every target of the step's "

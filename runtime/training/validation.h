@@ -10,12 +10,14 @@
 #include "runtime/distributed/world.h"
 #include "runtime/data/token_data.h"
 #include "runtime/host/host_store.h"
+#include "runtime/training/preference.h"
 
 namespace mt {
 
 struct Validation {
-  double loss = 0.0;      // mean over the counted targets (0 when none counted)
-  int64_t counted = 0;    // targets
+  double loss = 0.0;      // mean over the counted targets (0 when none counted); DPO: over the pairs
+  int64_t counted = 0;    // targets; DPO: pairs
+  PairScores pairs;       // DPO: the held-out pairs scored
   bool best = false;      // lower than every earlier validation's loss
   int since_best = 0;     // validations since the best (0: this one is the best)
   double best_loss = 0.0;
@@ -33,11 +35,15 @@ class Validator {
   void rememberBest(int64_t step, double loss) { best_ = {step, loss}, since_best_ = 0; }
   // The held-out loss of the weights in `store` after `step`: every batch run with `eval`
   // (loss only, no update). With several ranks, rank r runs batches r, r + N, ... and every rank
-  // sums all of them in batch order: one process's loss, bit for bit. Throws mt::Error if
-  // --verify-transfers finds a copy corrupted.
-  Validation run(int64_t step, Backend& backend, HostStore& store, const StepOptions& eval, const World& world);
+  // sums all of them in batch order: one process's loss, bit for bit. With `preference` (a DPO
+  // plan), the loss is the mean over the held-out pairs, scored on the host (padding rows left
+  // out). Throws mt::Error if --verify-transfers finds a copy corrupted.
+  Validation run(int64_t step, Backend& backend, HostStore& store, const StepOptions& eval, const World& world,
+                 const Preference* preference = nullptr);
 
  private:
+  // The best so far and the validations since it, updated by `v`.
+  void track(int64_t step, Validation& v);
   HeldOutBatches batches_;
   struct Best {
     int64_t step;

@@ -3,8 +3,8 @@
 # and streamed-recompute under a small device budget, give the same losses (fp32: relative
 # 1e-4; the GPU sums in another order) and the same weights (1e-3 relative, after 10 AdamW
 # steps; backend_parity.py says which tensors it leaves out), and bf16 plans of both within bf16
-# rounding of the CPU's emulation; Qwen3-MoE's and gpt-oss's tiny models alike, and plans of
-# packed examples. Exits 77
+# rounding of the CPU's emulation; Qwen3-MoE's and gpt-oss's tiny models alike, plans of
+# packed examples, and preference (DPO) plans. Exits 77
 # (ctest: skipped) where no GPU is usable, saying why.
 # usage: cuda_parity.sh BIN_DIR WORK_DIR
 set -euo pipefail
@@ -72,4 +72,17 @@ for model in llama-tiny gpt-oss-tiny; do
   check "$model-packed-mixed: losses and weights on cuda match the cpu's within bf16 rounding" \
     "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model-packed-mixed 10 cpu cuda --bf16"
 done
+# Preference training (mtc --objective dpo): the sequence log-probabilities' and the DPO loss's
+# kernels end to end, after the reference pass's loss-only runs, fp32 and bf16.
+/usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$(dirname "$0")')
+import mt_reference as ref
+ref.write_example_corpus('corpus.tok', 'pairs.tok', pairs=True)"
+data=(--data pairs.tok)
+both llama-tiny-dpo llama-tiny --objective dpo
+check "llama-tiny-dpo: losses and weights on cuda match the cpu's" \
+  "/usr/bin/python3 $(dirname "$0")/backend_parity.py llama-tiny-dpo 10"
+both llama-tiny-dpo-mixed llama-tiny --objective dpo --precision bf16
+check "llama-tiny-dpo-mixed: losses and weights on cuda match the cpu's within bf16 rounding" \
+  "/usr/bin/python3 $(dirname "$0")/backend_parity.py llama-tiny-dpo-mixed 10 cpu cuda --bf16"
 finish

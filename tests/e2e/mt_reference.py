@@ -279,12 +279,16 @@ def packed_logits(rows, seq, vocab, logits_alone):
     return out
 
 
-def write_example_corpus(corpus_path, path):
+def write_example_corpus(corpus_path, path, pairs=False):
     """A version-3 token file of `corpus_path`'s tokens cut into examples of 5 to 27 tokens, two
-    thirds of each counted: instruction-shaped data for the packed-examples checks."""
+    thirds of each counted: instruction-shaped data for the packed-examples checks; with `pairs`,
+    version 4, consecutive examples taken as (chosen, rejected) pairs (for mtc --objective dpo)."""
     ids = read_tokens(corpus_path)
     starts = np.cumsum([0] + [5 + (i * 37) % 23 for i in range(len(ids))])
-    write_tokens(path, ids, 256, [(i // 7) % 3 != 0 for i in range(len(ids))], starts[starts < len(ids)])
+    starts = starts[starts < len(ids)]
+    if pairs:
+        starts = starts[:len(starts) // 2 * 2]
+    write_tokens(path, ids, 256, [(i // 7) % 3 != 0 for i in range(len(ids))], starts, pairs)
 
 
 def write_lognormal_examples(path, count, median, shortest, longest, seed=3):
@@ -301,12 +305,12 @@ def write_lognormal_examples(path, count, median, shortest, longest, seed=3):
             f"{int(np.percentile(lengths, 95))}, longest {lengths.max()} tokens")
 
 
-def write_tokens(path, ids, vocab, counted=None, starts=None):
+def write_tokens(path, ids, vocab, counted=None, starts=None, pairs=False):
     """A token file as runtime/data/token_data.cc writes it: version 2 with a loss mask when `counted`,
-    version 3 with the examples' starts too."""
+    version 3 with the examples' starts too, version 4 with `pairs` (the examples in pairs)."""
     ids = np.asarray(ids)
     width = 2 if vocab <= 65536 else 4
-    version = 1 if counted is None else 2 if starts is None else 3
+    version = 1 if counted is None else 2 if starts is None else 4 if pairs else 3
     header = b"MTTOKENS" + struct.pack("<IIQII", version, width, len(ids), vocab, 0)
     body = ids.astype("<u2" if width == 2 else "<u4").tobytes()
     if counted is not None:

@@ -5,13 +5,16 @@ compiled by `mtc FOLDER --objective dpo` and trained by mtrun. The reference log
 the starting weights', computed before the first step. The losses must follow a transformers-style
 PyTorch model of the same folder trained with TRL's sigmoid loss on the same pairs within 1e-4 over
 the steps, and the logged implicit rewards (the share of pairs the chosen reply wins, the margin)
-must be the model's. A run resumed from a checkpoint reads the reference back and continues as the
-straight run does, and a streamed plan recomputing its activations gives the resident plan's losses
-bit for bit; what does not fit is refused by name.
+must be the model's, as must the held-out pairs' loss and rewards. A run resumed from a checkpoint
+reads the reference back and continues as the straight run does, and a streamed plan recomputing
+its activations gives the resident plan's losses bit for bit; the resident plan's loss-only run
+stops before the backward; --max-length cuts a pair's prompt once; --batch auto sizes pairs; two
+ranks log what --accumulate 2 logs; what does not fit is refused by name.
 usage: /usr/bin/python3 tests/e2e/preference.py BIN_DIR WORK_DIR
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,10 +39,10 @@ SPEC = dict(architecture="Qwen2ForCausalLM", dtype=torch.bfloat16, shards=1,
                         torch_dtype="bfloat16"))
 
 
-def preference_data(path):
+def preference_data(path, pairs=range(9)):
     """Pairs in the three shapes, replies of uneven lengths."""
     with open(path, "w", encoding="utf-8") as f:
-        for i in range(9):
+        for i in pairs:
             good, bad = f"{i} + {i} = {2 * i}.", f"It is {2 * i + 1}, I believe, or perhaps not."
             if i % 3 == 0:
                 pair = {"prompt": f"Double {i}.", "chosen": good, "rejected": bad}
@@ -66,14 +69,19 @@ def rows_of(tokens, counted, starts, examples):
     return torch.tensor(np.stack([x for x, _ in rows])), torch.tensor(np.stack([y for _, y in rows]))
 
 
-def torch_dpo(weights, tokens, counted, starts):
+def torch_dpo(weights, tokens, counted, starts, held):
     """The transformers-style model trained with TRL's sigmoid loss on mtrun's pairs: the losses,
-    and each step's (share of pairs won, mean reward margin)."""
+    each step's (share of pairs won, mean reward margin), and after the last step the held-out
+    pairs' (`held`: tokens, counted, starts) mean loss, share won and margin."""
     params = {k: v.float().requires_grad_() for k, v in weights.items()}
     logits_of = lambda x: hf.hf_logits(params, SPEC["config"], x)  # noqa: E731
-    with torch.no_grad():
-        x, y = rows_of(tokens, counted, starts, range(len(starts)))
-        reference = ref.sequence_logps(logits_of(x), y)
+
+    def logps(data):  # every example of (tokens, counted, starts)
+        x, y = rows_of(*data, range(len(data[2])))
+        with torch.no_grad():
+            return ref.sequence_logps(logits_of(x), y)
+
+    reference, held_reference = logps((tokens, counted, starts)), logps(held)
     drawn = [[ref.pair_example(starts, step, row, SCHEDULE.seed) for row in range(SCHEDULE.batch)]
              for step in range(SCHEDULE.steps)]
     rewards = []
@@ -86,7 +94,11 @@ def torch_dpo(weights, tokens, counted, starts):
 
     losses = ref.torch_train(params, logits_of, tokens, SCHEDULE, batch_of=lambda s: rows_of(tokens, counted, starts, drawn[s]),
                              loss_of=loss_of)
-    return losses, rewards
+    policy = logps(held)
+    margin = BETA * ((policy[0::2] - held_reference[0::2]) - (policy[1::2] - held_reference[1::2]))
+    validation = (ref.dpo_loss(policy, held_reference, BETA).item(), (margin > 0).double().mean().item(),
+                  margin.mean().item())
+    return losses, rewards, validation
 
 
 def refusals(bin_dir, failures):
@@ -104,6 +116,11 @@ def refusals(bin_dir, failures):
                          capture_output=True, text=True)
     if sft.returncode != 1 or "train it with a plan of mtc --objective dpo" not in sft.stderr:
         failures.append(f"preference data on a next-token plan: exit {sft.returncode}: {sft.stderr}")
+    packed = subprocess.run([f"{bin_dir}/mtrun", "m.plan", "--data", "pairs.tok", "--steps", "1"], capture_output=True,
+                            text=True)
+    if packed.returncode != 1 or "would learn the rejected replies too" not in packed.stderr:
+        failures.append(f"preference data on a next-token plan, rows by default: exit {packed.returncode}: "
+                        f"{packed.stderr}")
     with open("apart.jsonl", "w") as f:
         f.write(json.dumps({"chosen": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}],
                             "rejected": [{"role": "user", "content": "Yo"}, {"role": "assistant", "content": "No."}]}) + "\n")
@@ -121,8 +138,75 @@ def resumed(bin_dir, log, failures):
     out = run_out([f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--resume", "ck", "--log", "b.jsonl"]
                   + SCHEDULE.mtrun_flags())
     later = [json.loads(line)["loss"] for line in open("b.jsonl")][-2:]
-    if later != [line["loss"] for line in log[3:]] or "read from ck/reference_logps.bin" not in out:
+    if later != [line["loss"] for line in log[3:]] or "read from ck" not in out:
         failures.append(f"resumed after step 3: losses {later}, the straight run's {[line['loss'] for line in log[3:]]}")
+
+
+def loss_alone(failures):
+    """The resident plan's loss-only run (the reference pass, a validation) stops before the
+    backward: mtdump's count of compute instructions run for the loss alone ends before the first
+    gradient kernel."""
+    dump = subprocess.run([f"{sys.argv[1]}/mtdump", "d.plan"], capture_output=True, text=True, check=True).stdout
+    lines = dump.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("stream 0 'compute'"))
+    alone = int(lines[at].split("(the first ")[1].split()[0])
+    first_grad = next(int(line.split()[0]) for line in lines[at + 1:] if "_grad(" in line)
+    if alone > first_grad:
+        failures.append(f"the resident plan's loss alone runs {alone} compute instructions, past the first gradient "
+                        f"kernel at {first_grad}")
+
+
+def truncated_pairs(bin_dir, failures):
+    """--max-length cuts a pair's prompt once: both examples keep the same tokens before their reply."""
+    ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--preferences", "pairs.jsonl", "--max-length", "14", "-o",
+             "cut.tok"])
+    tokens, counted, _ = ref.read_token_file("cut.tok")
+    starts = list(ref.read_example_starts("cut.tok")) + [len(tokens)]
+    for p in range(len(starts) // 2):
+        (c0, c1), (r0, r1) = (starts[2 * p], starts[2 * p + 1]), (starts[2 * p + 1], starts[2 * p + 2])
+        reply_c, reply_r = int(np.argmax(counted[c0:c1])), int(np.argmax(counted[r0:r1]))
+        if max(c1 - c0, r1 - r0) > 14 or list(tokens[c0:c0 + reply_c]) != list(tokens[r0:r0 + reply_r]):
+            failures.append(f"--max-length 14, pair {p}: lengths {c1 - c0}, {r1 - r0}; prompts "
+                            f"{list(tokens[c0:c0 + reply_c])} and {list(tokens[r0:r0 + reply_r])}")
+
+
+def batch_auto(bin_dir, failures):
+    """--batch auto sizes even batches for DPO: at a budget where the largest batch of the next
+    token that fits is odd, DPO's largest is the even one below it."""
+    def largest(*flags):
+        out = subprocess.run([f"{bin_dir}/mtc", "llama-tiny", "--batch", "auto", "--seq", "32", *flags, "-o", "a.plan"],
+                             capture_output=True, text=True, check=True).stdout
+        said = re.search(r"the largest that fits --device-mem, (\d+),", out) or \
+            re.search(r"batch (\d+): the largest that fits", out)
+        return int(said.group(1))
+    for budget in ("2500KiB", "2700KiB", "2900KiB", "3100KiB"):
+        odd = largest("--device-mem", budget)
+        if odd % 2:
+            even = largest("--device-mem", budget, "--objective", "dpo")
+            if even != odd - 1:
+                failures.append(f"--batch auto --device-mem {budget}: DPO's largest batch {even}, the next token's {odd}")
+            return
+    failures.append("no budget tried gives an odd largest batch: --batch auto's pairs are untested")
+
+
+def data_parallel(bin_dir, failures):
+    """mpirun -np 2 (the reference shared between the ranks, each step's rewards over both ranks'
+    pairs, the held-out pairs validated) logs what --accumulate 2 in one process logs, bit for bit."""
+    if not shutil.which("mpirun"):
+        failures.append("no mpirun (bash tools/setup.sh installs openmpi-bin)")
+        return
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
+    common = [f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--val-data", "held.tok", "--val-every", "4",
+              "--steps", "4", "--seed", "3", "--lr", "3e-3"]
+    ranks = subprocess.run(["mpirun", "-np", "2", "--bind-to", "none"] + common + ["--log", "mp.jsonl"],
+                           capture_output=True, text=True, env=env)
+    ref.run(common + ["--accumulate", "2", "--log", "acc.jsonl"])
+    timing = {"tokens_per_s", "step_ms"}
+    lines = [[{k: v for k, v in json.loads(line).items() if k not in timing} for line in open(f)]
+             for f in ("mp.jsonl", "acc.jsonl")] if ranks.returncode == 0 else None
+    if not lines or lines[0] != lines[1] or not any("val_pairs_right" in line for line in lines[0]):
+        failures.append(f"mpirun -np 2 (exit {ranks.returncode}: {ranks.stderr[-300:]}) against --accumulate 2: {lines}")
 
 
 def main():
@@ -135,6 +219,9 @@ def main():
         shutil.copy(os.path.join(TOKENIZER, name), os.path.join("qwen", name))
     os.remove("qwen/chat_template.jinja")  # Qwen 3's own template, from tokenizer_config.json
     preference_data("pairs.jsonl")
+    preference_data("held.jsonl", range(20, 23))
+    ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--preferences", "held.jsonl", "-o", "held.tok"])
+    held = ref.read_token_file("held.tok")[:2] + (ref.read_example_starts("held.tok"),)
     out = run_out([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--preferences", "pairs.jsonl", "-o", "pairs.tok"])
     tokens, counted, _ = ref.read_token_file("pairs.tok")
     starts = ref.read_example_starts("pairs.tok")
@@ -151,9 +238,16 @@ def main():
     ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--dpo-beta", str(BETA), "--batch", str(SCHEDULE.batch),
              "--seq", str(SCHEDULE.seq), "-o", "d.plan"])
     ref.run([f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--log", "d.jsonl", "--checkpoint-dir", "ck",
-             "--checkpoint-every", "3"] + SCHEDULE.mtrun_flags())
+             "--checkpoint-every", "3", "--val-data", "held.tok", "--val-every", str(SCHEDULE.steps)]
+            + SCHEDULE.mtrun_flags())
     log = [json.loads(line) for line in open("d.jsonl")]
-    torch_losses, rewards = torch_dpo(weights, tokens, counted, starts)
+    val = [line for line in log if "val_loss" in line]
+    log = [line for line in log if "val_loss" not in line]
+    torch_losses, rewards, validation = torch_dpo(weights, tokens, counted, starts, held)
+    got_val = (val[0]["val_loss"], val[0]["val_pairs_right"], val[0]["val_reward_margin"]) if val else None
+    if not got_val or val[0]["val_pairs"] != 3 or any(abs(g - w) > 1e-4 * max(1.0, abs(w))
+                                                     for g, w in zip(got_val, validation)):
+        failures.append(f"held-out pairs: (loss, won, margin) {got_val}, the model's {validation}")
     worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
     got = [(line["pairs_right"], line["reward_margin"]) for line in log]
     if any(g[0] != w[0] or abs(g[1] - w[1]) > 1e-4 * max(1.0, abs(w[1])) for g, w in zip(got, rewards)):
@@ -162,6 +256,10 @@ def main():
         failures.append(f"DPO losses {[line['loss'] for line in log]}: not log 2 at the reference, or not falling")
     print(f"{SCHEDULE.steps} DPO steps: losses within {worst:.1e} of the transformers-style model, rewards {got}")
     resumed(bin_dir, log, failures)
+    loss_alone(failures)
+    truncated_pairs(bin_dir, failures)
+    batch_auto(bin_dir, failures)
+    data_parallel(bin_dir, failures)
     # Streamed with its activations recomputed: the resident plan's losses, bit for bit.
     ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--dpo-beta", str(BETA), "--batch", str(SCHEDULE.batch),
              "--seq", str(SCHEDULE.seq), "--schedule", "streamed-recompute", "-o", "r.plan"])

@@ -187,7 +187,7 @@ TEST(TokenFile, RecordsItsExamplesForOnePerRow) {
 
 // Version 4 (mttok --preferences): the examples in (chosen, rejected) pairs. --rows pairs puts a
 // pair's two examples in rows 2j and 2j + 1, the same pair for the same (step, j), its examples
-// those exampleOfRow names; fillExamples writes examples in the caller's order, padding after.
+// those exampleOfRow names; held out (and for the reference pass), whole pairs in order, padding after.
 // An odd count of examples is refused when written and when read; pairs on another layout and
 // other layouts' files on pairs are refused naming the fix.
 TEST(TokenFile, RecordsPairsOfRepliesForPreferences) {
@@ -219,11 +219,18 @@ TEST(TokenFile, RecordsPairsOfRepliesForPreferences) {
     }
   }
   EXPECT_EQ(drawn.size(), 6u) << "every example of the three pairs drawn in 6 steps of 2 pairs";
-  sampler.fillExamples({5, 0}, tokens.data(), targets.data());
-  EXPECT_EQ(tokens[0], 50);
-  EXPECT_EQ(tokens[seq], 0);
+  // In order, whole pairs from the first that starts in range (example 1 starts at 5: pairs 1, 2).
+  HeldOutBatches in_order(file, batch, seq, 2, file.size(), 0, RowLayout::kPairs);
+  EXPECT_EQ(in_order.firstExample(), 2u);
+  EXPECT_EQ(in_order.windows(), 4);
+  EXPECT_EQ(in_order.dataRows(0), 4);
+  HeldOutBatches last_pair(file, batch, seq, starts[4], file.size(), 0, RowLayout::kPairs);
+  EXPECT_EQ(last_pair.dataRows(0), 2);
+  last_pair.fill(0, tokens.data(), targets.data());
+  EXPECT_EQ(tokens[0], 40);
+  EXPECT_EQ(tokens[seq], 50);
   EXPECT_EQ(std::vector<int32_t>(targets.begin() + 2 * seq, targets.end()), std::vector<int32_t>(2 * seq, -1))
-      << "rows past the list are padding";
+      << "rows past the pairs are padding";
   expectError([&] { BatchSampler s(file, batch, seq, 5, 0, -1, RowLayout::kExamples); },
               "train it with a plan of mtc --objective dpo");
   writeTokenFile(temp("plain-examples.tok"), ids, 256, &counted, 0, &starts);
