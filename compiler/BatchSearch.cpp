@@ -93,7 +93,7 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
 }
 
 // The largest batch that fits both budgets (every block recomputed where the schedule
-// recomputes); 0 if batch 1 does not. Fitting is monotone in the batch, and so is the schedule
+// recomputes), a multiple of batchUnit; 0 if one unit does not. Fitting is monotone in the batch, and so is the schedule
 // it takes: a larger batch's trial starts from the schedule the largest fitting one needed. The
 // budgets' usage (BatchTrial) grows about linearly with the batch between the points where a
 // choice changes (the schedule, the offload), so the next batch tried is where a line reaches 1:
@@ -219,9 +219,9 @@ ModelForm modelForm(const CompileOptions& o) {
   return o.packed_examples ? ModelForm::kPackedTraining : ModelForm::kTraining;
 }
 
-// The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
 int64_t batchUnit(const CompileOptions& o) { return o.objective == LossObjective::kDpo ? 2 : 1; }
 
+// The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
 StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optional<Stage> last,
                           bool tune_recompute) {
   StageOptions stage;

@@ -230,11 +230,12 @@ struct Encoded {
 
 // `rendered` encoded, counted as the flags say, cut to --max-length tokens with the end token:
 // what is cut is an example's end (the last replies), or with the last reply alone counted
-// (--mask-history, --preferences) its beginning (the earliest turns; a pair's two examples lose
-// the same tokens, so that both keep one prompt).
+// (--mask-history) its beginning (the earliest turns). A pair (--preferences) is cut as TRL cuts
+// one: its prompt's beginning, the same tokens from both examples so that they keep one prompt,
+// then, where the prompt alone is not enough, each reply's end.
 Encoded encodeExamples(const Options& o, mt::HfTokenizer& tokenizer, const ChatInputs& in,
                        const std::vector<std::vector<mt::ChatPart>>& rendered, uint32_t end) {
-  const bool pairs = o.job == Job::Preferences, cut_beginning = o.mask_history || pairs;
+  const bool pairs = o.job == Job::Preferences, cut_beginning = o.mask_history;
   const size_t group = pairs ? 2 : 1;
   Encoded out;
   for (size_t first = 0; first < rendered.size(); first += group) {
@@ -249,13 +250,32 @@ Encoded encodeExamples(const Options& o, mt::HfTokenizer& tokenizer, const ChatI
       if (o.train_on_prompt) std::fill(counted[k].begin(), counted[k].end(), 1);
       longest = std::max(longest, ids[k].size());
     }
+    // Above --max-length (the end token included): `over` tokens; a pair's shared prompt, the
+    // tokens before either example's first counted one.
+    const auto over = [&](size_t length) {
+      return o.max_length > 0 && length + 1 > static_cast<size_t>(o.max_length)
+                 ? length + 1 - static_cast<size_t>(o.max_length)
+                 : size_t{0};
+    };
+    size_t prompt_cut = 0;
+    if (pairs && over(longest)) {
+      size_t prompt = longest;
+      for (size_t k = 0; k < group; ++k)
+        prompt = std::min(prompt, static_cast<size_t>(std::find(counted[k].begin(), counted[k].end(), 1) -
+                                                      counted[k].begin()));
+      prompt_cut = std::min(prompt, over(longest));
+    }
     for (size_t k = 0; k < group; ++k) {
-      const size_t length = pairs ? longest : ids[k].size();
-      if (o.max_length > 0 && length + 1 > static_cast<size_t>(o.max_length)) {
-        const size_t excess = std::min(length + 1 - static_cast<size_t>(o.max_length), ids[k].size());
-        const auto cut_at = static_cast<std::ptrdiff_t>(cut_beginning ? 0 : ids[k].size() - excess);
-        ids[k].erase(ids[k].begin() + cut_at, ids[k].begin() + cut_at + static_cast<std::ptrdiff_t>(excess));
-        counted[k].erase(counted[k].begin() + cut_at, counted[k].begin() + cut_at + static_cast<std::ptrdiff_t>(excess));
+      const auto cut = [&](size_t at, size_t n) {
+        ids[k].erase(ids[k].begin() + static_cast<std::ptrdiff_t>(at), ids[k].begin() + static_cast<std::ptrdiff_t>(at + n));
+        counted[k].erase(counted[k].begin() + static_cast<std::ptrdiff_t>(at),
+                         counted[k].begin() + static_cast<std::ptrdiff_t>(at + n));
+      };
+      const bool long_example = over(pairs ? longest : ids[k].size()) > 0;
+      if (prompt_cut) cut(0, prompt_cut);
+      if (const size_t excess = over(ids[k].size()))
+        cut(cut_beginning ? 0 : ids[k].size() - excess, excess);
+      if (long_example) {
         out.truncated.add(in.where[first + k]);
         if (std::find(counted[k].begin(), counted[k].end(), 1) == counted[k].end())
           out.nothing_left.add(in.where[first + k]);

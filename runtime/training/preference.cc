@@ -15,7 +15,7 @@
 namespace mt {
 namespace {
 
-constexpr char kReferenceMagic[8] = {'M', 'T', 'R', 'E', 'F', 'L', 'P', '1'};
+constexpr char kReferenceMagic[8] = {'M', 'T', 'R', 'E', 'F', 'L', 'P', '2'};
 // The magic, the data's checksum, the plan's sequence length, the first example, the count.
 constexpr size_t kReferenceHeader = 8 + 4 + 4 + 8 + 8;
 
@@ -144,9 +144,10 @@ PairScores Preference::scoreRun(int64_t rows) const {
   const float *policy = store_.f32(policy_), *reference = store_.f32(reference_);
   PairScores s;
   for (int64_t p = 0; p < rows / 2; ++p) {
-    const double chosen = beta_ * (double(policy[2 * p]) - reference[2 * p]);
-    const double rejected = beta_ * (double(policy[2 * p + 1]) - reference[2 * p + 1]);
-    s.loss += softplus(rejected - chosen);  // -log sigmoid(chosen - rejected), as mt.dpo_loss
+    const double chosen_gain = double(policy[2 * p]) - reference[2 * p];
+    const double rejected_gain = double(policy[2 * p + 1]) - reference[2 * p + 1];
+    const double chosen = beta_ * chosen_gain, rejected = beta_ * rejected_gain;
+    s.loss += softplus(-beta_ * (chosen_gain - rejected_gain));  // mt.dpo_loss's, rounded as it rounds
     s.chosen += chosen, s.rejected += rejected;
     s.right += chosen > rejected;
     ++s.pairs;

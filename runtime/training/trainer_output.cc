@@ -98,8 +98,10 @@ void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted
   const bool nothing_counted = (masked_ || preference_.present()) && counted == 0;  // no update
   if (nothing_counted) {
     clearStatus();
-    std::printf("step %5lld/%lld  no target counted (the loss mask leaves out every target of the step's "
-                "sequences): no update\n", static_cast<long long>(step), static_cast<long long>(config_.steps));
+    std::printf("step %5lld/%lld  no target counted (%s): no update\n", static_cast<long long>(step),
+                static_cast<long long>(config_.steps),
+                preference_.present() ? "no reply token of the step's pairs lies within the plan's --seq"
+                                      : "the loss mask leaves out every target of the step's sequences");
   }
   if (!config_.trace_path.empty()) traced_ = backend_->lastTimeline();
   const double tok_s = tokens_per_step_ / seconds;

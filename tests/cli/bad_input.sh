@@ -132,6 +132,8 @@ expect_error "--objective dpo needs an even --batch (its rows are (chosen, rejec
   "$bin/mtc" gpt2-tiny --objective dpo --batch 3 -o x.plan
 expect_error "--objective dpo trains on (chosen, rejected) rows, one reply each: drop --packed-examples" \
   "$bin/mtc" gpt2-tiny --objective dpo --packed-examples -o x.plan
+expect_error "--objective dpo: its loss is not split by vocabulary yet: drop --vocab-chunks" \
+  "$bin/mtc" gpt2-tiny --objective dpo --vocab-chunks 2 -o x.plan
 
 # ONNX: a file that is not a model, a truncated model, an op the importer lacks, and an imported
 # plan run without the weights that only the import has.

@@ -125,15 +125,30 @@ def refusals(bin_dir, failures):
         failures.append(f"conversations with two prompts: exit {apart.returncode}: {apart.stderr}")
 
 
-def resumed(bin_dir, log, failures):
-    """The run resumed from its step-3 checkpoint: the reference read back, the losses the straight
-    run's."""
+def resumed(bin_dir, log, val, failures):
+    """The run resumed from its step-3 checkpoint: the references (training and held-out) read
+    back, the losses and the validation the straight run's; a reference file cut short or of other
+    data refused."""
     os.remove("ck/step-000000005.ckpt.safetensors")
+    held_out = ["--val-data", "held.tok", "--val-every", str(SCHEDULE.steps)]
     out = run_out([f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--resume", "ck", "--log", "b.jsonl"]
-                  + SCHEDULE.mtrun_flags())
-    later = [json.loads(line)["loss"] for line in open("b.jsonl")][-2:]
-    if later != [line["loss"] for line in log[3:]] or "read from ck" not in out:
-        failures.append(f"resumed after step 3: losses {later}, the straight run's {[line['loss'] for line in log[3:]]}")
+                  + held_out + SCHEDULE.mtrun_flags())
+    lines = [json.loads(line) for line in open("b.jsonl")]
+    later = [line["loss"] for line in lines if "val_loss" not in line][-2:]
+    if later != [line["loss"] for line in log[3:]] or "read from ck" not in out or \
+            [line["val_loss"] for line in lines if "val_loss" in line] != [line["val_loss"] for line in val]:
+        failures.append(f"resumed after step 3: {lines[-3:]}, the straight run's {log[3:]}, {val}")
+    # A reference file cut short, or of other data, is refused by name before any step.
+    with open("ck/reference_logps.bin", "rb") as f:
+        saved = f.read()
+    for bytes_, says in ((saved[:-4], "is not the reference log-probabilities of examples 0..18 of pairs.tok"),
+                         (saved[:8] + bytes([saved[8] ^ 1]) + saved[9:], "other data (its checksum differs)")):
+        with open("ck/reference_logps.bin", "wb") as f:
+            f.write(bytes_)
+        bad = subprocess.run([f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--resume", "ck", "--steps", "6"],
+                             capture_output=True, text=True)
+        if bad.returncode != 1 or says not in bad.stderr or "step     6" in bad.stdout:
+            failures.append(f"a reference file {says!r}: exit {bad.returncode}: {bad.stderr[-300:]}")
 
 
 def loss_alone(failures):
@@ -150,18 +165,35 @@ def loss_alone(failures):
                         f"kernel at {first_grad}")
 
 
+def split_examples(path):
+    """Each example of a token file as (its tokens before the first counted one, its counted
+    tokens, its length with the end token)."""
+    tokens, counted, _ = ref.read_token_file(path)
+    starts = list(ref.read_example_starts(path)) + [len(tokens)]
+    out = []
+    for a, b in zip(starts, starts[1:]):
+        first = int(np.argmax(counted[a:b])) if counted[a:b].any() else b - a
+        out.append((list(tokens[a:a + first]), [int(t) for t, c in zip(tokens[a:b], counted[a:b]) if c], b - a))
+    return out
+
+
 def truncated_pairs(bin_dir, failures):
-    """--max-length cuts a pair's prompt once: both examples keep the same tokens before their reply."""
-    ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--preferences", "pairs.jsonl", "--max-length", "14", "-o",
-             "cut.tok"])
-    tokens, counted, _ = ref.read_token_file("cut.tok")
-    starts = list(ref.read_example_starts("cut.tok")) + [len(tokens)]
-    for p in range(len(starts) // 2):
-        (c0, c1), (r0, r1) = (starts[2 * p], starts[2 * p + 1]), (starts[2 * p + 1], starts[2 * p + 2])
-        reply_c, reply_r = int(np.argmax(counted[c0:c1])), int(np.argmax(counted[r0:r1]))
-        if max(c1 - c0, r1 - r0) > 14 or list(tokens[c0:c0 + reply_c]) != list(tokens[r0:r0 + reply_r]):
-            failures.append(f"--max-length 14, pair {p}: lengths {c1 - c0}, {r1 - r0}; prompts "
-                            f"{list(tokens[c0:c0 + reply_c])} and {list(tokens[r0:r0 + reply_r])}")
+    """--max-length cuts a pair as TRL cuts one: its prompt's beginning, the same tokens from both
+    examples; where the prompt is not enough, each reply's end."""
+    whole = split_examples("pairs.tok")
+    longest = max(length for _, _, length in whole)
+    for max_length, within_prompt in ((longest - 2, True), (8, False)):
+        ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--preferences", "pairs.jsonl", "--max-length",
+                 str(max_length), "-o", "cut.tok"])
+        cut = split_examples("cut.tok")
+        for p in range(len(cut) // 2):
+            pair, was = cut[2 * p:2 * p + 2], whole[2 * p:2 * p + 2]
+            ok = all(length <= max_length for _, _, length in pair) and pair[0][0] == pair[1][0]
+            for (prompt, reply, _), (prompt_was, reply_was, _) in zip(pair, was):
+                ok &= prompt == prompt_was[len(prompt_was) - len(prompt):] and reply == reply_was[:len(reply)]
+                ok &= bool(prompt) and reply == reply_was if within_prompt else not prompt and 0 < len(reply)
+            if not ok:
+                failures.append(f"--max-length {max_length}, pair {p}: {pair}, uncut {was}")
 
 
 def batch_auto(bin_dir, failures):
@@ -245,7 +277,7 @@ def main():
     if abs(log[0]["loss"] - np.log(2)) > 1e-6 or log[-1]["loss"] >= log[0]["loss"]:
         failures.append(f"DPO losses {[line['loss'] for line in log]}: not log 2 at the reference, or not falling")
     print(f"{SCHEDULE.steps} DPO steps: losses within {worst:.1e} of the transformers-style model, rewards {got}")
-    resumed(bin_dir, log, failures)
+    resumed(bin_dir, log, val, failures)
     loss_alone(failures)
     truncated_pairs(bin_dir, failures)
     batch_auto(bin_dir, failures)
