@@ -244,6 +244,8 @@ StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optio
   stage.land_gradients = o.ranks > 1;
   stage.objective = o.objective;
   stage.dpo_beta = o.dpo_beta;
+  stage.dpo_loss = o.dpo_loss;
+  stage.dpo_label_smoothing = o.dpo_label_smoothing;
   return stage;
 }
 

@@ -43,6 +43,8 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
       AttachLossPassOptions options;
       options.objective = knobs.objective;
       options.beta = knobs.dpo_beta;
+      options.dpoLoss = knobs.dpo_loss;
+      options.labelSmoothing = knobs.dpo_label_smoothing;
       return pm.addPass(createAttachLossPass(options));
     }
     case Stage::kTileTokens: {
@@ -538,6 +540,8 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   Knobs attach{result.schedule, 0, options.update};
   attach.objective = options.objective;
   attach.dpo_beta = options.dpo_beta;
+  attach.dpo_loss = options.dpo_loss;
+  attach.dpo_label_smoothing = options.dpo_label_smoothing;
   if (!runFrom(module, indexOf(Stage::kFuse), until, attach, result.failed) || stops_early)
     return result;
   // Tiles where asked, or searched where the budget may need them (a plan compiled to the end).

@@ -64,6 +64,8 @@ struct StageOptions {
   // with its beta).
   LossObjective objective = LossObjective::kNextToken;
   double dpo_beta = 0.1;
+  DpoLossKind dpo_loss = DpoLossKind::kSigmoid;
+  double dpo_label_smoothing = 0.0;
 };
 
 struct StageResult {

@@ -233,12 +233,16 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
   std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
               r.batch_note.empty() ? "" : ("; " + r.batch_note).c_str());
-  if (r.options.objective == LossObjective::kDpo)
-    std::printf("  objective      DPO (beta %g): rows 2i and 2i+1 a prompt's chosen and rejected replies (mtrun --rows "
-                "pairs on a token file of mttok --preferences), the loss -log sigmoid of beta times the chosen reply's "
-                "log-probability gain over the reference model's minus the rejected one's; the reference is the "
-                "starting weights, run once over the data before the first step\n",
-                r.options.dpo_beta);
+  if (r.options.objective == LossObjective::kDpo) {
+    const char* loss = r.options.dpo_loss == DpoLossKind::kHinge    ? "max(0, 1 - z) (hinge)"
+                       : r.options.dpo_loss == DpoLossKind::kRobust ? "robust DPO's loss of z"
+                                                                    : "-log sigmoid(z)";
+    std::printf("  objective      DPO (beta %g, label smoothing %g): rows 2i and 2i+1 a prompt's chosen and rejected "
+                "replies (mtrun --rows pairs on a token file of mttok --preferences), the loss %s, z beta times the "
+                "chosen reply's log-probability gain over the reference model's minus the rejected one's; the "
+                "reference is the starting weights, run once over the data before the first step\n",
+                r.options.dpo_beta, r.options.dpo_label_smoothing, loss);
+  }
   if (r.options.packed_examples)
     std::printf("  packing        whole examples per row (mtrun --rows packed-examples), each attending only to itself, "
                 "its positions from 0 (input \"positions\"); on CUDA its attention runs on this project's kernels "

@@ -77,7 +77,9 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
     OpBuilder b(ret);
     Value reference = appendInput(func, RankedTensorType::get({rows}, b.getF32Type()), kReferenceLogprobsInput);
     auto logp = b.create<SequenceLogprobOp>(ret.getLoc(), ret.getOperand(0), targets);
-    auto loss = b.create<DpoLossOp>(ret.getLoc(), logp.getLogp(), reference, b.getF32FloatAttr(beta));
+    auto loss = b.create<DpoLossOp>(ret.getLoc(), logp.getLogp(), reference, b.getF32FloatAttr(beta),
+                                    PreferenceLossAttr::get(b.getContext(), static_cast<PreferenceLoss>(dpoLoss.getValue())),
+                                    b.getF32FloatAttr(labelSmoothing));
     SmallVector<Value> operands{loss.getLoss(), logp.getLogp()};
     llvm::append_range(operands, ret.getOperands().drop_front());
     SmallVector<DictionaryAttr> named;  // the outputs after the logits, by result index

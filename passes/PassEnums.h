@@ -2,6 +2,8 @@
 // CompileOptions.h) and passed to the passes as these enums, never as strings.
 #pragma once
 
+#include "kernels/loss/loss.h"  // DpoLossKind: what mt.dpo_loss makes of a pair's margin
+
 namespace mt {
 
 // When AdamW runs (mtc --update; mt-schedule-streamed's `update`): one step late, overlapped with

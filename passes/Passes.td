@@ -44,6 +44,14 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
                clEnumValN(::mt::LossObjective::kDpo, "dpo", "direct preference optimisation over row pairs"))}]>,
     Option<"beta", "beta", "double", /*default=*/"0.1",
            "DPO's beta: how far the policy may move from the reference (objective=dpo)">,
+    Option<"dpoLoss", "dpo-loss", "::mt::DpoLossKind", /*default=*/"::mt::DpoLossKind::kSigmoid",
+           "What the DPO loss makes of a pair's margin (objective=dpo)",
+           [{::llvm::cl::values(
+               clEnumValN(::mt::DpoLossKind::kSigmoid, "sigmoid", "-log sigmoid (DPO)"),
+               clEnumValN(::mt::DpoLossKind::kHinge, "hinge", "max(0, 1 - margin) (SLiC)"),
+               clEnumValN(::mt::DpoLossKind::kRobust, "robust", "robust DPO (with label smoothing)"))}]>,
+    Option<"labelSmoothing", "label-smoothing", "double", /*default=*/"0.0",
+           "The share of pairs taken as mislabelled (objective=dpo; sigmoid, robust)">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

@@ -139,6 +139,21 @@ void addOutputFlags(CLI::App& app, Flags& f) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str()
       ->needs(objective);
+  mt::choiceOf(app, "--dpo-loss", o.dpo_loss,
+               "with --objective dpo: what the loss makes of a pair's margin z (beta times the chosen reply's "
+               "log-probability gain over the rejected one's), as TRL's loss_type: sigmoid (-log sigmoid(z), DPO), "
+               "hinge (max(0, 1 - z), SLiC) or robust (robust DPO, unbiased under --dpo-label-smoothing's noise)",
+               std::map<std::string, mt::DpoLossKind>{{"sigmoid", mt::DpoLossKind::kSigmoid},
+                                                      {"hinge", mt::DpoLossKind::kHinge},
+                                                      {"robust", mt::DpoLossKind::kRobust}})
+      ->default_str("sigmoid")
+      ->needs(objective);
+  app.add_option("--dpo-label-smoothing", o.dpo_label_smoothing,
+                 "with --objective dpo: the share of pairs taken to be labelled the wrong way round, in [0, 0.5) "
+                 "(TRL's label_smoothing: conservative DPO with sigmoid, robust DPO with robust; hinge ignores it)")
+      ->check(CLI::Range(0.0, 0.4999))
+      ->capture_default_str()
+      ->needs(objective);
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
 }
 

@@ -2,6 +2,7 @@
 // checks (kernels/loss/loss_cpu.cc), costs, kernel attributes and gradient rules.
 #include "compiler/dialect/MtDialect.h"
 #include "compiler/dialect/MtOpShapes.h"
+#include "kernels/loss/loss.h"
 #include "mlir/IR/Builders.h"
 
 using namespace mlir;
@@ -18,6 +19,15 @@ FailureOr<int64_t> sequenceRows(std::optional<Location> loc, Value logits, Value
   if (shape.size() != 3) return emitOptionalError(loc, "logits must be (B, T, V), not ", shapeStr(shape));
   if (failed(requireShape(loc, targets, dropLast(shape), "targets"))) return failure();
   return shape[0];
+}
+
+// A positive beta and a label smoothing in [0, 1/2] (below it for the robust loss), as the kernels check.
+LogicalResult requireLossAttrs(std::optional<Location> loc, llvm::APFloat beta, PreferenceLoss kind,
+                               llvm::APFloat smoothing) {
+  const float b = beta.convertToFloat(), e = smoothing.convertToFloat();
+  if (!(b > 0.0f) || !(e >= 0.0f && e <= 0.5f) || (kind == PreferenceLoss::Robust && e == 0.5f))
+    return emitOptionalError(loc, "beta must be positive and label_smoothing in [0, 1/2] (robust: below 1/2)");
+  return success();
 }
 
 // logp and reference (B) of an even B: the pairs' rows.
@@ -54,7 +64,8 @@ LogicalResult SequenceLogprobGradOp::inferReturnTypes(MLIRContext* ctx, std::opt
 LogicalResult DpoLossOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
                                           SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands())) ||
-      failed(requirePairs(loc, adaptor.getLogp(), adaptor.getReference())))
+      failed(requirePairs(loc, adaptor.getLogp(), adaptor.getReference())) ||
+      failed(requireLossAttrs(loc, adaptor.getBeta(), adaptor.getKind(), adaptor.getLabelSmoothing())))
     return failure();
   types.push_back(f32Tensor(ctx, {}));
   return success();
@@ -64,7 +75,8 @@ LogicalResult DpoLossGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Lo
                                               SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands())) ||
       failed(requireShape(loc, adaptor.getDloss(), {}, "dloss")) ||
-      failed(requirePairs(loc, adaptor.getLogp(), adaptor.getReference())))
+      failed(requirePairs(loc, adaptor.getLogp(), adaptor.getReference())) ||
+      failed(requireLossAttrs(loc, adaptor.getBeta(), adaptor.getKind(), adaptor.getLabelSmoothing())))
     return failure();
   types.push_back(adaptor.getLogp().getType());
   return success();
@@ -76,12 +88,18 @@ int64_t SequenceLogprobGradOp::getFlops() { return 3 * tensorOf(getLogits()).get
 int64_t DpoLossOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 int64_t DpoLossGradOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 
-// Kernel attributes in the op table's order (runtime/plan/op_table.def).
-void DpoLossOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
-  floats.push_back(getBeta().convertToFloat());
+// Kernel attributes in the op table's order (runtime/plan/op_table.def): int[kind]
+// float[beta, label_smoothing], the kind as the kernels number it.
+static_assert(static_cast<int64_t>(PreferenceLoss::Sigmoid) == static_cast<int64_t>(DpoLossKind::kSigmoid) &&
+              static_cast<int64_t>(PreferenceLoss::Hinge) == static_cast<int64_t>(DpoLossKind::kHinge) &&
+              static_cast<int64_t>(PreferenceLoss::Robust) == static_cast<int64_t>(DpoLossKind::kRobust));
+void DpoLossOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
+  ints.push_back(static_cast<int64_t>(getKind()));
+  floats.append({getBeta().convertToFloat(), getLabelSmoothing().convertToFloat()});
 }
-void DpoLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
-  floats.push_back(getBeta().convertToFloat());
+void DpoLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
+  ints.push_back(static_cast<int64_t>(getKind()));
+  floats.append({getBeta().convertToFloat(), getLabelSmoothing().convertToFloat()});
 }
 
 // Gradient rules. The targets are integers and the reference an input: no gradient.
@@ -91,7 +109,9 @@ SmallVector<Value> SequenceLogprobOp::buildGradient(OpBuilder& b, ArrayRef<Value
 }
 
 SmallVector<Value> DpoLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
-  return {b.create<DpoLossGradOp>(getLoc(), grads[0], getLogp(), getReference(), getBeta()), Value()};
+  return {b.create<DpoLossGradOp>(getLoc(), grads[0], getLogp(), getReference(), getBetaAttr(), getKindAttr(),
+                                  getLabelSmoothingAttr()),
+          Value()};
 }
 
 }  // namespace mt

@@ -8,6 +8,18 @@
 // mt.sequence_logprob sums each row's log-probabilities of its targets; mt.dpo_loss compares
 // each pair's sums with the reference model's (the same model before training, an input).
 
+// What mt.dpo_loss makes of a pair's margin z (TRL's loss_type; kernels/loss/loss.h DpoLossKind,
+// the same values), with label smoothing e:
+//   sigmoid  -(1 - e) log sigmoid(z) - e log sigmoid(-z)   (DPO; e > 0: conservative DPO)
+//   hinge    max(0, 1 - z)                                  (SLiC)
+//   robust   (-(1 - e) log sigmoid(z) + e log sigmoid(-z)) / (1 - 2e)   (robust DPO, e < 1/2)
+def Mt_PreferenceLoss : I32EnumAttr<"PreferenceLoss", "what mt.dpo_loss makes of a pair's margin", [
+    I32EnumAttrCase<"Sigmoid", 0, "sigmoid">,
+    I32EnumAttrCase<"Hinge", 1, "hinge">,
+    I32EnumAttrCase<"Robust", 2, "robust">]> {
+  let cppNamespace = "::mt";
+}
+
 def Mt_SequenceLogprobOp : Mt_KernelOp<"sequence_logprob", [KernelOpInterface,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "each row's summed log-probability of its targets under the softmax of its logits";
@@ -48,14 +60,19 @@ def Mt_DpoLossOp : Mt_KernelOp<"dpo_loss", [
     Over the P = B/2 pairs (rows 2i chosen, 2i+1 rejected), with the reference model's
     log-probabilities `reference` (B) (an input: no gradient):
       z_i = beta * ((logp[2i] - reference[2i]) - (logp[2i+1] - reference[2i+1]))
-      loss = mean_i -log(sigmoid(z_i)) = mean_i softplus(-z_i).
+      loss = mean_i l(z_i), l by `kind` (default sigmoid: softplus(-z) = -log sigmoid(z)) with
+      `label_smoothing` (default 0).
     beta * (logp - reference) is each row's implicit reward.
 
     ```mlir
     %loss = mt.dpo_loss %logp, %ref {beta = 1.0e-1 : f32} : tensor<4xf32>, tensor<4xf32>
+    %robust = mt.dpo_loss %logp, %ref {beta = 1.0e-1 : f32, kind = 2 : i32, label_smoothing = 1.0e-1 : f32}
+        : tensor<4xf32>, tensor<4xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$logp, Mt_F32Tensor:$reference, F32Attr:$beta);
+  let arguments = (ins Mt_F32Tensor:$logp, Mt_F32Tensor:$reference, F32Attr:$beta,
+                       DefaultValuedAttr<Mt_PreferenceLoss, "::mt::PreferenceLoss::Sigmoid">:$kind,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing);
   let results = (outs Mt_F32Tensor:$loss);
   let assemblyFormat = "$logp `,` $reference attr-dict `:` type($logp) `,` type($reference)";
 }
@@ -64,13 +81,15 @@ def Mt_DpoLossGradOp : Mt_KernelOp<"dpo_loss_grad", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
   let summary = "backward of mt.dpo_loss: dlogp (B)";
   let description = [{
-    dlogp[2i] = -dloss * beta * sigmoid(-z_i) / P, dlogp[2i+1] = -dlogp[2i].
+    dlogp[2i] = dloss * beta * l'(z_i) / P, dlogp[2i+1] = -dlogp[2i] (sigmoid: l'(z) = -sigmoid(-z)).
 
     ```mlir
     %dlogp = mt.dpo_loss_grad %dloss, %logp, %ref {beta = 1.0e-1 : f32} : tensor<f32>, tensor<4xf32>, tensor<4xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$logp, Mt_F32Tensor:$reference, F32Attr:$beta);
+  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$logp, Mt_F32Tensor:$reference, F32Attr:$beta,
+                       DefaultValuedAttr<Mt_PreferenceLoss, "::mt::PreferenceLoss::Sigmoid">:$kind,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing);
   let results = (outs Mt_F32Tensor:$dlogp);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }

@@ -28,13 +28,40 @@
 //   sum over its valid targets of logit[target] - lse, in double, in token order.
 // mt.sequence_logprob_grad: (dlogp (B), logits, targets, lse) -> dlogits: dlogp[b] times one-hot
 //   minus softmax on the valid targets' rows, 0 on the others.
-// mt.dpo_loss: (logp (B), reference (B)) -> loss ()    float[beta]: the mean over the pairs of
-//   softplus(-z), z = beta * ((logp - reference)[2i] - (logp - reference)[2i + 1]), in double.
-// mt.dpo_loss_grad: (dloss (), logp, reference) -> dlogp (B)    float[beta]
+// mt.dpo_loss: (logp (B), reference (B)) -> loss ()    int[kind] float[beta, label_smoothing]: the
+//   mean over the pairs of dpoPairLoss(kind, z, label_smoothing), z = beta * ((logp -
+//   reference)[2i] - (logp - reference)[2i + 1]), in double.
+// mt.dpo_loss_grad: (dloss (), logp, reference) -> dlogp (B)    int[kind] float[beta, label_smoothing]
 #pragma once
+#include <cmath>
+
 #include "kernels/kernel_args.h"
 
 namespace mt {
+
+// mt.dpo_loss's kinds (its int attribute), as TRL's DPOTrainer's loss_type names them.
+enum class DpoLossKind : int64_t {
+  kSigmoid = 0,  // -(1 - e) log sigmoid(z) - e log sigmoid(-z): DPO; with e > 0, conservative DPO
+  kHinge = 1,    // max(0, 1 - z): SLiC's hinge
+  kRobust = 2,   // (-(1 - e) log sigmoid(z) + e log sigmoid(-z)) / (1 - 2e): robust DPO (e < 1/2)
+};
+inline constexpr int64_t kDpoLossKinds = 3;
+
+// One pair's loss at margin z with label smoothing e (the CPU kernel, its CUDA twin and the
+// runtime's scoring of held-out pairs), and its derivative in z.
+MT_HOST_DEVICE inline double dpoSoftplus(double x) { return fmax(x, 0.0) + log1p(exp(-fabs(x))); }
+MT_HOST_DEVICE inline double dpoPairLoss(int64_t kind, double z, double e) {
+  if (kind == static_cast<int64_t>(DpoLossKind::kHinge)) return fmax(0.0, 1.0 - z);
+  if (kind == static_cast<int64_t>(DpoLossKind::kRobust))
+    return ((1.0 - e) * dpoSoftplus(-z) - e * dpoSoftplus(z)) / (1.0 - 2.0 * e);
+  return (1.0 - e) * dpoSoftplus(-z) + e * dpoSoftplus(z);
+}
+MT_HOST_DEVICE inline double dpoPairLossGrad(int64_t kind, double z, double e) {
+  if (kind == static_cast<int64_t>(DpoLossKind::kHinge)) return z < 1.0 ? -1.0 : 0.0;
+  const double up = 1.0 / (1.0 + exp(z)), down = 1.0 / (1.0 + exp(-z));  // sigmoid(-z), sigmoid(z)
+  if (kind == static_cast<int64_t>(DpoLossKind::kRobust)) return (-(1.0 - e) * up - e * down) / (1.0 - 2.0 * e);
+  return -(1.0 - e) * up + e * down;
+}
 std::string softmax_xent_check(const KernelArgs& args);
 void softmax_xent_cpu(const KernelArgs& args);
 std::string softmax_xent_grad_check(const KernelArgs& args);

@@ -240,13 +240,23 @@ std::string checkSequences(const Tensor& logits, const Tensor& targets, const ch
   return "";
 }
 
-// logp and reference (B) of a dpo_loss or its backward: an even B > 0, the pairs' rows.
-std::string checkPairs(const Tensor& logp, const Tensor& reference, const char* op) {
+// logp and reference (B) of a dpo_loss or its backward (`op`): an even B > 0, the pairs' rows;
+// its kind, beta > 0 and label smoothing in [0, 1/2] (below for the robust loss).
+std::string checkPairs(const KernelArgs& args, const Tensor& logp, const Tensor& reference, const char* op) {
   MT_CHECK(expectDType(logp, DType::F32, op));
   MT_CHECK(expectDType(reference, DType::F32, op));
   if (logp.shape.size() != 1 || logp.shape[0] == 0 || logp.shape[0] % 2 != 0)
     return std::string(op) + ": logp must be (B) of an even B > 0 (rows in pairs: chosen, rejected)";
-  return expectShape(reference, logp.shape, op);
+  MT_CHECK(expectShape(reference, logp.shape, op));
+  if (args.ints.size() != 1 || args.floats.size() != 2)
+    return std::string(op) + ": takes int[kind] and float[beta, label_smoothing]";
+  const int64_t kind = args.ints[0];
+  const float beta = args.floats[0], smoothing = args.floats[1];
+  if (kind < 0 || kind >= kDpoLossKinds) return std::string(op) + ": kind " + std::to_string(kind) + " is not a loss";
+  if (!(beta > 0.0f) || !(smoothing >= 0.0f && smoothing <= 0.5f) ||
+      (kind == static_cast<int64_t>(DpoLossKind::kRobust) && smoothing == 0.5f))
+    return std::string(op) + ": beta must be positive and the label smoothing in [0, 1/2] (the robust loss: below)";
+  return "";
 }
 
 // Pair i's preference margin z_i = beta * ((logp - reference)[2i] - (logp - reference)[2i + 1]).
@@ -254,8 +264,6 @@ double pairMargin(const float* logp, const float* reference, int64_t i, double b
   return beta * ((double(logp[2 * i]) - reference[2 * i]) - (double(logp[2 * i + 1]) - reference[2 * i + 1]));
 }
 
-// log(1 + exp(x)) without overflow.
-double softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }
 
 }  // namespace
 
@@ -303,7 +311,7 @@ void sequence_logprob_grad_cpu(const KernelArgs& args) {
 }
 
 std::string dpo_loss_check(const KernelArgs& args) {
-  MT_CHECK(checkPairs(args.in[0], args.in[1], "dpo_loss"));
+  MT_CHECK(checkPairs(args, args.in[0], args.in[1], "dpo_loss"));
   MT_CHECK(expectDType(args.out[0], DType::F32, "dpo_loss loss"));
   return expectShape(args.out[0], {}, "dpo_loss loss");
 }
@@ -311,14 +319,15 @@ std::string dpo_loss_check(const KernelArgs& args) {
 void dpo_loss_cpu(const KernelArgs& args) {
   const int64_t pairs = args.in[0].dim(0) / 2;
   double total = 0.0;
-  for (int64_t i = 0; i < pairs; ++i) total += softplus(-pairMargin(args.in[0].f32(), args.in[1].f32(), i, args.floats[0]));
+  for (int64_t i = 0; i < pairs; ++i)
+    total += dpoPairLoss(args.ints[0], pairMargin(args.in[0].f32(), args.in[1].f32(), i, args.floats[0]), args.floats[1]);
   args.out[0].f32()[0] = static_cast<float>(total / pairs);
 }
 
 std::string dpo_loss_grad_check(const KernelArgs& args) {
   MT_CHECK(expectDType(args.in[0], DType::F32, "dpo_loss_grad dloss"));
   MT_CHECK(expectShape(args.in[0], {}, "dpo_loss_grad dloss"));
-  MT_CHECK(checkPairs(args.in[1], args.in[2], "dpo_loss_grad"));
+  MT_CHECK(checkPairs(args, args.in[1], args.in[2], "dpo_loss_grad"));
   MT_CHECK(expectDType(args.out[0], DType::F32, "dpo_loss_grad result"));
   return expectShape(args.out[0], args.in[1].shape, "dpo_loss_grad result");
 }
@@ -328,9 +337,8 @@ void dpo_loss_grad_cpu(const KernelArgs& args) {
   const double beta = args.floats[0], dloss = args.in[0].f32()[0];
   float* dlogp = args.out[0].f32();
   for (int64_t i = 0; i < pairs; ++i) {
-    // d softplus(-z) / dz = -sigmoid(-z) = -1 / (1 + exp(z))
     const double z = pairMargin(args.in[1].f32(), args.in[2].f32(), i, beta);
-    const double dz = -dloss / pairs / (1.0 + std::exp(z));
+    const double dz = dloss / pairs * dpoPairLossGrad(args.ints[0], z, args.floats[1]);
     dlogp[2 * i] = static_cast<float>(dz * beta);
     dlogp[2 * i + 1] = static_cast<float>(-dz * beta);
   }

@@ -121,23 +121,22 @@ __device__ double pairMargin(const float* logp, const float* reference, int64_t 
   return beta * ((double(logp[2 * i]) - reference[2 * i]) - (double(logp[2 * i + 1]) - reference[2 * i + 1]));
 }
 
-// mt.dpo_loss: the mean over the pairs of softplus(-z); one block.
+// mt.dpo_loss: the mean over the pairs of dpoPairLoss; one block.
 __global__ void dpoLoss(const float* __restrict__ logp, const float* __restrict__ reference, float* __restrict__ loss,
-                        int64_t pairs, double beta) {
+                        int64_t pairs, int64_t kind, double beta, double smoothing) {
   double total = 0.0;
-  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) {
-    const double minus_z = -pairMargin(logp, reference, i, beta);
-    total += fmax(minus_z, 0.0) + log1p(exp(-fabs(minus_z)));
-  }
+  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x)
+    total += dpoPairLoss(kind, pairMargin(logp, reference, i, beta), smoothing);
   total = blockSum(total);
   if (threadIdx.x == 0) loss[0] = static_cast<float>(total / pairs);
 }
 
-// mt.dpo_loss_grad: dlogp[2i] = -dloss * beta * sigmoid(-z_i) / pairs, dlogp[2i + 1] its negation.
+// mt.dpo_loss_grad: dlogp[2i] = dloss * beta * dpoPairLossGrad(z_i) / pairs, dlogp[2i + 1] its negation.
 __global__ void dpoLossGrad(const float* __restrict__ dloss, const float* __restrict__ logp,
-                            const float* __restrict__ reference, float* __restrict__ dlogp, int64_t pairs, double beta) {
+                            const float* __restrict__ reference, float* __restrict__ dlogp, int64_t pairs, int64_t kind,
+                            double beta, double smoothing) {
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += int64_t(gridDim.x) * blockDim.x) {
-    const double dz = -double(dloss[0]) / pairs / (1.0 + exp(pairMargin(logp, reference, i, beta)));
+    const double dz = double(dloss[0]) / pairs * dpoPairLossGrad(kind, pairMargin(logp, reference, i, beta), smoothing);
     dlogp[2 * i] = static_cast<float>(dz * beta);
     dlogp[2 * i + 1] = static_cast<float>(-dz * beta);
   }
@@ -279,14 +278,15 @@ void sequence_logprob_grad_cuda(const KernelArgs& args, const CudaLaunch& launch
 
 void dpo_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   dpoLoss<<<1, 256, 0, launch.stream>>>(args.in[0].f32(), args.in[1].f32(), args.out[0].f32(), args.in[0].dim(0) / 2,
-                                        args.floats[0]);
+                                        args.ints[0], args.floats[0], args.floats[1]);
   MT_CUDA_CHECK_LAUNCH();
 }
 
 void dpo_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t pairs = args.in[1].dim(0) / 2;
   dpoLossGrad<<<cuda::gridBlocks((pairs + kThreads - 1) / kThreads, "dpo_loss_grad"), kThreads, 0, launch.stream>>>(
-      args.in[0].f32(), args.in[1].f32(), args.in[2].f32(), args.out[0].f32(), pairs, args.floats[0]);
+      args.in[0].f32(), args.in[1].f32(), args.in[2].f32(), args.out[0].f32(), pairs, args.ints[0], args.floats[0],
+      args.floats[1]);
   MT_CUDA_CHECK_LAUNCH();
 }
 

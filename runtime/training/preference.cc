@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/loss/loss.h"
 #include "runtime/distributed/world.h"
 #include "runtime/host/host_store.h"
 #include "runtime/io/error.h"
@@ -19,18 +20,13 @@ constexpr char kReferenceMagic[8] = {'M', 'T', 'R', 'E', 'F', 'L', 'P', '2'};
 // The magic, the data's checksum, the plan's sequence length, the first example, the count.
 constexpr size_t kReferenceHeader = 8 + 4 + 4 + 8 + 8;
 
-// The beta of the plan's mt.dpo_loss (its one float attribute), or NaN where it has none.
-double planBeta(const plan::Plan& plan) {
+// The plan's mt.dpo_loss call (its attributes: the loss, beta, the label smoothing), or null.
+const plan::KernelCall* dpoLossCall(const plan::Plan& plan) {
   for (const auto& stream : plan.streams())
     for (const auto& in : stream.instructions())
-      if (in.has_kernel() && in.kernel().kernel() == static_cast<uint32_t>(KernelId::DpoLoss) &&
-          in.kernel().float_attrs_size() == 1)
-        return in.kernel().float_attrs(0);
-  return NAN;
+      if (in.has_kernel() && in.kernel().kernel() == static_cast<uint32_t>(KernelId::DpoLoss)) return &in.kernel();
+  return nullptr;
 }
-
-// log(1 + exp(x)) without overflow.
-double softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }
 
 }  // namespace
 
@@ -51,12 +47,17 @@ Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(
     const plan::HostTensor& t = plan.host_tensors(i);
     return t.dtype() == plan::DTYPE_F32 && t.shape_size() == 1 ? t.shape(0) : -1;
   };
-  beta_ = planBeta(plan);
+  // The call's attributes were checked with the plan (dpo_loss_check): a kind, beta > 0, a smoothing.
+  const plan::KernelCall* loss = dpoLossCall(plan);
   if (reference_ < 0 || policy_ < 0 || rows(reference_) != plan.model().batch() ||
-      rows(policy_) != plan.model().batch() || plan.model().batch() % 2 != 0 || !(beta_ > 0.0))
+      rows(policy_) != plan.model().batch() || plan.model().batch() % 2 != 0 || !loss ||
+      loss->int_attrs_size() != 1 || loss->float_attrs_size() != 2)
     throw Error(fmt::format("the plan's preference tensors are malformed: {} and {} must be f32 (batch) of an even "
-                            "batch, beside an mt.dpo_loss with its beta (recompile the plan with mtc --objective dpo)",
+                            "batch, beside an mt.dpo_loss (recompile the plan with mtc --objective dpo)",
                             kReferenceLogprobsInput, kPolicyLogprobsOutput));
+  kind_ = loss->int_attrs(0);
+  beta_ = loss->float_attrs(0);
+  smoothing_ = loss->float_attrs(1);
   rows_ = plan.model().batch();
   seq_ = plan.model().seq();
 }
@@ -147,7 +148,7 @@ PairScores Preference::scoreRun(int64_t rows) const {
     const double chosen_gain = double(policy[2 * p]) - reference[2 * p];
     const double rejected_gain = double(policy[2 * p + 1]) - reference[2 * p + 1];
     const double chosen = beta_ * chosen_gain, rejected = beta_ * rejected_gain;
-    s.loss += softplus(-beta_ * (chosen_gain - rejected_gain));  // mt.dpo_loss's, rounded as it rounds
+    s.loss += dpoPairLoss(kind_, beta_ * (chosen_gain - rejected_gain), smoothing_);  // mt.dpo_loss's, rounded alike
     s.chosen += chosen, s.rejected += rejected;
     s.right += chosen > rejected;
     ++s.pairs;

@@ -87,7 +87,8 @@ class Preference {
   const HostStore& store_;
   int reference_ = -1, policy_ = -1;
   int64_t rows_ = 0, seq_ = 0;
-  double beta_ = 0.0;
+  int64_t kind_ = 0;  // the plan's mt.dpo_loss's: DpoLossKind, beta, label smoothing
+  double beta_ = 0.0, smoothing_ = 0.0;
   ReferenceTable training_, held_out_;
   PairScores step_;
 };

@@ -127,6 +127,9 @@ expect_exit 2 "$bin/mtc" gpt2-tiny --bogus-flag
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective reward
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-beta 0
 expect_exit 2 "$bin/mtc" gpt2-tiny --dpo-beta 0.1
+expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-loss ipo
+expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-label-smoothing 0.5
+expect_exit 2 "$bin/mtc" gpt2-tiny --dpo-loss hinge
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --forward-only
 expect_error "--objective dpo needs an even --batch (its rows are (chosen, rejected) pairs), not 3" \
   "$bin/mtc" gpt2-tiny --objective dpo --batch 3 -o x.plan

@@ -192,10 +192,15 @@ def sequence_logps(logits, y):
     return (logp * (y != -100)).sum(-1)
 
 
-def dpo_loss(policy, reference, beta):
-    """mt.dpo_loss (TRL's sigmoid loss): rows 2i chosen, 2i + 1 rejected."""
+def dpo_loss(policy, reference, beta, kind="sigmoid", smoothing=0.0):
+    """mt.dpo_loss, as TRL's DPOTrainer computes its loss_type `kind` with label_smoothing: rows 2i
+    chosen, 2i + 1 rejected."""
     z = beta * ((policy[0::2] - reference[0::2]) - (policy[1::2] - reference[1::2]))
-    return -F.logsigmoid(z).mean()
+    if kind == "hinge":
+        return torch.relu(1 - z).mean()
+    if kind == "robust":
+        return ((-F.logsigmoid(z) * (1 - smoothing) + F.logsigmoid(-z) * smoothing) / (1 - 2 * smoothing)).mean()
+    return (-F.logsigmoid(z) * (1 - smoothing) - F.logsigmoid(-z) * smoothing).mean()
 
 
 def pack_next_fit(order, lengths, seq):

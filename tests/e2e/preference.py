@@ -3,13 +3,14 @@ DPOTrainer reads (a string prompt and replies, message lists, two conversations 
 prompt) turned into pairs of examples by `mttok --tokenizer FOLDER --preferences`, a Qwen2 folder
 compiled by `mtc FOLDER --objective dpo` and trained by mtrun. The reference log-probabilities are
 the starting weights', computed before the first step. The losses must follow a transformers-style
-PyTorch model of the same folder trained with TRL's sigmoid loss on the same pairs within 1e-4 over
-the steps, and the logged implicit rewards (the share of pairs the chosen reply wins, the margin)
-must be the model's, as must the held-out pairs' loss and rewards. A run resumed from a checkpoint
-reads the reference back and continues as the straight run does, and a streamed plan recomputing
-its activations gives the resident plan's losses bit for bit; the resident plan's loss-only run
-stops before the backward; --max-length cuts a pair's prompt once; --batch auto sizes pairs; two
-ranks log what --accumulate 2 logs; what does not fit is refused by name.
+PyTorch model of the same folder trained with TRL's loss on the same pairs within 1e-4 over the
+steps (sigmoid; hinge; robust with label smoothing), and the logged implicit rewards (the share of
+pairs the chosen reply wins, the margin) must be the model's, as must the held-out pairs' loss and
+rewards. A run resumed from a checkpoint reads the reference back and continues as the straight
+run does, and a streamed plan recomputing its activations gives the resident plan's losses bit for
+bit; the resident plan's loss-only run stops before the backward; --max-length cuts a pair as TRL
+does; --batch auto sizes pairs; two ranks log what --accumulate 2 logs; what does not fit is
+refused by name.
 usage: /usr/bin/python3 tests/e2e/preference.py BIN_DIR WORK_DIR
 """
 import json
@@ -63,10 +64,10 @@ def rows_of(tokens, counted, starts, examples):
     return torch.tensor(np.stack([x for x, _ in rows])), torch.tensor(np.stack([y for _, y in rows]))
 
 
-def torch_dpo(weights, tokens, counted, starts, held):
-    """The transformers-style model trained with TRL's sigmoid loss on mtrun's pairs: the losses,
-    each step's (share of pairs won, mean reward margin), and after the last step the held-out
-    pairs' (`held`: tokens, counted, starts) mean loss, share won and margin."""
+def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=0.0, beta=BETA):
+    """The transformers-style model trained with TRL's loss (`kind`, label smoothing) on mtrun's
+    pairs: the losses, each step's (share of pairs won, mean reward margin), and after the last
+    step the held-out pairs' (`held`: tokens, counted, starts) mean loss, share won and margin."""
     params = {k: v.float().requires_grad_() for k, v in weights.items()}
     logits_of = lambda x: hf.hf_logits(params, SPEC["config"], x)  # noqa: E731
 
@@ -82,15 +83,15 @@ def torch_dpo(weights, tokens, counted, starts, held):
 
     def loss_of(logits, y, step):
         policy, ref_logps = ref.sequence_logps(logits, y), reference[drawn[step]]
-        margin = BETA * ((policy[0::2] - ref_logps[0::2]) - (policy[1::2] - ref_logps[1::2])).detach()
+        margin = beta * ((policy[0::2] - ref_logps[0::2]) - (policy[1::2] - ref_logps[1::2])).detach()
         rewards.append(((margin > 0).double().mean().item(), margin.mean().item()))
-        return ref.dpo_loss(policy, ref_logps, BETA)
+        return ref.dpo_loss(policy, ref_logps, beta, kind, smoothing)
 
     losses = ref.torch_train(params, logits_of, tokens, SCHEDULE, batch_of=lambda s: rows_of(tokens, counted, starts, drawn[s]),
                              loss_of=loss_of)
     policy = logps(held)
-    margin = BETA * ((policy[0::2] - held_reference[0::2]) - (policy[1::2] - held_reference[1::2]))
-    validation = (ref.dpo_loss(policy, held_reference, BETA).item(), (margin > 0).double().mean().item(),
+    margin = beta * ((policy[0::2] - held_reference[0::2]) - (policy[1::2] - held_reference[1::2]))
+    validation = (ref.dpo_loss(policy, held_reference, beta, kind, smoothing).item(), (margin > 0).double().mean().item(),
                   margin.mean().item())
     return losses, rewards, validation
 
@@ -235,6 +236,21 @@ def data_parallel(bin_dir, failures):
         failures.append(f"mpirun -np 2 (exit {ranks.returncode}: {ranks.stderr[-300:]}) against --accumulate 2: {lines}")
 
 
+def other_losses(bin_dir, tokens, counted, starts, held, weights, failures):
+    """--dpo-loss hinge (a beta small enough that every margin stays inside the hinge), and robust
+    with --dpo-label-smoothing 0.2: the losses TRL's loss_type gives."""
+    for kind, smoothing, beta in (("hinge", 0.0, 0.05), ("robust", 0.2, BETA)):
+        ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--dpo-beta", str(beta), "--dpo-loss", kind,
+                 "--dpo-label-smoothing", str(smoothing), "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
+                 "-o", f"{kind}.plan"])
+        ref.run([f"{bin_dir}/mtrun", f"{kind}.plan", "--data", "pairs.tok", "--log", f"{kind}.jsonl"]
+                + SCHEDULE.mtrun_flags())
+        torch_losses = torch_dpo(weights, tokens, counted, starts, held, kind, smoothing, beta)[0]
+        worst = ref.compare_losses([json.loads(line)["loss"] for line in open(f"{kind}.jsonl")], torch_losses,
+                                   hf.LOSS_TOL, failures)
+        print(f"--dpo-loss {kind}, label smoothing {smoothing}: losses within {worst:.1e} of TRL's loss")
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     ref.fresh_work_dir(work)
@@ -277,6 +293,7 @@ def main():
     if abs(log[0]["loss"] - np.log(2)) > 1e-6 or log[-1]["loss"] >= log[0]["loss"]:
         failures.append(f"DPO losses {[line['loss'] for line in log]}: not log 2 at the reference, or not falling")
     print(f"{SCHEDULE.steps} DPO steps: losses within {worst:.1e} of the transformers-style model, rewards {got}")
+    other_losses(bin_dir, tokens, counted, starts, held, weights, failures)
     resumed(bin_dir, log, val, failures)
     loss_alone(failures)
     truncated_pairs(bin_dir, failures)

@@ -12,6 +12,7 @@
 #include "runtime/backends/cuda_device.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/layout/layout.h"
+#include "kernels/loss/loss.h"
 #include "kernels/pointwise/pointwise.h"
 #include "kernels/softmax/softmax.h"
 #include "runtime/backends/cuda_kernels.h"
@@ -468,8 +469,11 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
   expectTwin(KernelId::SequenceLogprobGrad, {HostTensor::f32({4}, {0.7f, -0.2f, 1.5f, -1.0f}), logits4, rows4, seq[1]},
              {HostTensor::f32({4, 29, vocab})});
   const auto reference = randomF32({4}, 20.0f);
-  expectTwin(KernelId::DpoLoss, {seq[0], reference}, {HostTensor::f32({})}, {}, {0.1f});
-  expectTwin(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.7f}), seq[0], reference}, {HostTensor::f32({4})}, {}, {0.1f});
+  for (int64_t kind = 0; kind < kDpoLossKinds; ++kind) {  // sigmoid, hinge, robust, smoothed
+    expectTwin(KernelId::DpoLoss, {seq[0], reference}, {HostTensor::f32({})}, {kind}, {0.1f, 0.2f});
+    expectTwin(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.7f}), seq[0], reference}, {HostTensor::f32({4})}, {kind},
+               {0.1f, 0.2f});
+  }
 
   auto ids = randomInts(4 * 31, 50, rng);
   ids[3] = 50;  // outside the table: a zero row, no gradient

@@ -21,13 +21,19 @@ Doubles sequenceLogprob(const Doubles& logits, const std::vector<int32_t>& targe
   return logp;
 }
 
-// The mean over pairs (2i chosen, 2i + 1 rejected) of -log sigmoid(beta * (margin_chosen - margin_rejected)).
-double dpoLoss(const Doubles& logp, const Doubles& reference, double beta) {
+// The mean over pairs (2i chosen, 2i + 1 rejected) of TRL's losses of z = beta * (margin_chosen -
+// margin_rejected) with label smoothing e, from their definitions: sigmoid -(1 - e) log s(z) -
+// e log s(-z); hinge max(0, 1 - z); robust (-(1 - e) log s(z) + e log s(-z)) / (1 - 2e).
+double dpoLoss(const Doubles& logp, const Doubles& reference, double beta, DpoLossKind kind = DpoLossKind::kSigmoid,
+               double e = 0.0) {
   const size_t pairs = logp.size() / 2;
   double total = 0.0;
+  auto logSigmoid = [](double x) { return -std::log1p(std::exp(-x)); };
   for (size_t i = 0; i < pairs; ++i) {
     const double z = beta * ((logp[2 * i] - reference[2 * i]) - (logp[2 * i + 1] - reference[2 * i + 1]));
-    total += -std::log(1.0 / (1.0 + std::exp(-z)));
+    if (kind == DpoLossKind::kHinge) total += std::max(0.0, 1.0 - z);
+    else if (kind == DpoLossKind::kRobust) total += (-(1 - e) * logSigmoid(z) + e * logSigmoid(-z)) / (1 - 2 * e);
+    else total += -(1 - e) * logSigmoid(z) - e * logSigmoid(-z);
   }
   return total / pairs;
 }
@@ -59,14 +65,36 @@ TEST_F(PreferenceKernels, DpoLossAndGradientOverPairs) {
   // Pair 1's margins are huge, both ways round with pair 2: softplus neither overflows nor rounds to NaN.
   const Doubles logp{-12.5, -14.0, -3.0, -900.0, -900.0, -3.0}, reference{-13.0, -13.5, -2.0, -1.0, -1.0, -2.0};
   auto logpT = HostTensor::f32({6}, toFloats(logp)), refT = HostTensor::f32({6}, toFloats(reference));
-  auto loss = runKernel(KernelId::DpoLoss, {logpT, refT}, {HostTensor::f32({})}, {}, {beta});
+  auto loss = runKernel(KernelId::DpoLoss, {logpT, refT}, {HostTensor::f32({})}, {0}, {beta, 0.0f});
   expectClose(loss[0].floats, {dpoLoss(logp, reference, beta)}, kF32Tol, "dpo_loss");
-  auto grad = runKernel(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.5f}), logpT, refT}, {HostTensor::f32({6})}, {},
-                        {beta});
+  auto grad = runKernel(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.5f}), logpT, refT}, {HostTensor::f32({6})}, {0},
+                        {beta, 0.0f});
   expectClose(grad[0].floats,
               finiteDifferences([&](const Doubles& x) { return Doubles{dpoLoss(x, reference, beta)}; }, logp, {0.5}),
               kGradTol, "dpo_loss grad");
   EXPECT_EQ(grad[0].floats[0], -grad[0].floats[1]) << "a pair's rows take opposite gradients";
+}
+
+// TRL's other losses (mt.dpo_loss's kind) and label smoothing: each against its definition, its
+// gradient against finite differences (margins kept off the hinge's kink).
+TEST_F(PreferenceKernels, HingeRobustAndSmoothedLosses) {
+  // z = 0.4, 0.8, -1.2, 1.6: the last past the hinge (no gradient there), none at its kink.
+  const Doubles logp{-12.5, -14.0, -3.0, -4.0, -7.0, -2.0, -5.0, -9.0}, reference{-13.0, -13.5, -2.0, -1.0, -6.0, -4.0,
+                                                                                -5.0, -5.0};
+  auto logpT = HostTensor::f32({8}, toFloats(logp)), refT = HostTensor::f32({8}, toFloats(reference));
+  const float beta = 0.4f;
+  for (auto [kind, e] : {std::pair{DpoLossKind::kSigmoid, 0.1}, {DpoLossKind::kHinge, 0.0}, {DpoLossKind::kRobust, 0.2}}) {
+    const std::string what = "kind " + std::to_string(static_cast<int>(kind)) + ", smoothing " + std::to_string(e);
+    const std::vector<int64_t> ints{static_cast<int64_t>(kind)};
+    auto loss = runKernel(KernelId::DpoLoss, {logpT, refT}, {HostTensor::f32({})}, ints, {beta, float(e)});
+    expectClose(loss[0].floats, {dpoLoss(logp, reference, beta, kind, float(e))}, kF32Tol, "dpo_loss, " + what);
+    auto grad = runKernel(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.5f}), logpT, refT}, {HostTensor::f32({8})},
+                          ints, {beta, float(e)});
+    expectClose(grad[0].floats,
+                finiteDifferences([&](const Doubles& x) { return Doubles{dpoLoss(x, reference, beta, kind, float(e))}; },
+                                  logp, {0.5}),
+                kGradTol, "dpo_loss grad, " + what);
+  }
 }
 
 // A DPO plan's loss: mt.dpo_loss of mt.sequence_logprob; its backward, the two backwards
@@ -79,13 +107,13 @@ TEST_F(PreferenceKernels, ChainedBackwardIsTheDerivativeOfTheWholeLoss) {
   auto reference = HostTensor::f32({rows}, {-4.0f, -5.5f, -2.0f, -3.0f});
   auto seqOut = runKernel(KernelId::SequenceLogprob, {logits, targets},
                           {HostTensor::f32({rows}), HostTensor::f32({rows, seq})});
-  auto loss = runKernel(KernelId::DpoLoss, {seqOut[0], reference}, {HostTensor::f32({})}, {}, {beta});
+  auto loss = runKernel(KernelId::DpoLoss, {seqOut[0], reference}, {HostTensor::f32({})}, {0}, {beta, 0.0f});
   auto wholeLoss = [&](const Doubles& x) {
     return Doubles{dpoLoss(sequenceLogprob(x, targets.ints, rows, vocab), reference.asDoubles(), beta)};
   };
   expectClose(loss[0].floats, wholeLoss(logits.asDoubles()), kF32Tol, "the chained loss");
   auto dlogp = runKernel(KernelId::DpoLossGrad, {HostTensor::f32({}, {1.0f}), seqOut[0], reference},
-                         {HostTensor::f32({rows})}, {}, {beta});
+                         {HostTensor::f32({rows})}, {0}, {beta, 0.0f});
   auto dlogits = runKernel(KernelId::SequenceLogprobGrad, {dlogp[0], logits, targets, seqOut[1]},
                            {HostTensor::f32({rows, seq, vocab})});
   expectClose(dlogits[0].floats, finiteDifferences(wholeLoss, logits.asDoubles(), {1.0}), kGradTol,
@@ -102,13 +130,25 @@ TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
     args.floats = floats;
     return checkKernelCall(id, args);
   };
-  EXPECT_NE(problem(KernelId::DpoLoss, {HostTensor::f32({3}), HostTensor::f32({3})}, {HostTensor::f32({})}, {0.1f})
+  const auto pairs = [&](std::vector<int64_t> ints, std::vector<float> floats, int64_t reference = 4) {
+    KernelArgs args;
+    auto logp = HostTensor::f32({4}), ref = HostTensor::f32({reference}), loss = HostTensor::f32({});
+    args.in = {logp.view(), ref.view()};
+    args.out = {loss.view()};
+    args.ints = ints;
+    args.floats = floats;
+    return checkKernelCall(KernelId::DpoLoss, args);
+  };
+  EXPECT_NE(problem(KernelId::DpoLoss, {HostTensor::f32({3}), HostTensor::f32({3})}, {HostTensor::f32({})}, {0.1f, 0.0f})
                 .find("even B"),
             std::string::npos);
-  EXPECT_NE(problem(KernelId::DpoLoss, {HostTensor::f32({4}), HostTensor::f32({2})}, {HostTensor::f32({})}, {0.1f}),
-            "");
-  EXPECT_EQ(problem(KernelId::DpoLoss, {HostTensor::f32({4}), HostTensor::f32({4})}, {HostTensor::f32({})}, {0.1f}),
-            "");
+  EXPECT_NE(pairs({0}, {0.1f, 0.0f}, 2), "");
+  EXPECT_EQ(pairs({0}, {0.1f, 0.0f}), "");
+  EXPECT_NE(pairs({3}, {0.1f, 0.0f}).find("kind 3 is not a loss"), std::string::npos);
+  EXPECT_NE(pairs({0}, {0.0f, 0.0f}).find("beta must be positive"), std::string::npos);
+  EXPECT_NE(pairs({0}, {0.1f, 0.6f}).find("label smoothing in [0, 1/2]"), std::string::npos);
+  EXPECT_NE(pairs({2}, {0.1f, 0.5f}).find("the robust loss: below"), std::string::npos) << "1 - 2e = 0";
+  EXPECT_EQ(pairs({1}, {0.1f, 0.5f}), "");
   EXPECT_NE(problem(KernelId::SequenceLogprob, {HostTensor::f32({6, 5}), HostTensor::i32({6}, std::vector<int32_t>(6, 0))},
                     {HostTensor::f32({6}), HostTensor::f32({6})}, {})
                 .find("(B, T, V)"),

@@ -40,3 +40,24 @@ func.func @not_logits(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
   // expected-error @+1 {{cannot attach a loss: the function returns 'tensor<3x4xf32>'; expected f32 logits of shape (B, T, V) or a scalar loss}}
   return %y : tensor<3x4xf32>
 }
+
+// -----
+
+// A function that returns its own DPO loss (TRL's robust loss, label smoothing 0.2) is left as it
+// is; the attributes print back.
+// CHECK-LABEL: func.func @own_dpo_loss
+// CHECK: mt.dpo_loss %{{.*}}, %{{.*}} {beta = 1.000000e-01 : f32, kind = 2 : i32, label_smoothing = 2.000000e-01 : f32}
+func.func @own_dpo_loss(%logits: tensor<2x3x5xf32>, %targets: tensor<2x3xi32> {mt.input = "targets"},
+                        %ref: tensor<2xf32> {mt.input = "reference_logps"}) -> tensor<f32> {
+  %logp, %lse = mt.sequence_logprob %logits, %targets : tensor<2x3x5xf32>, tensor<2x3xi32>
+  %loss = mt.dpo_loss %logp, %ref {beta = 1.0e-1 : f32, kind = 2 : i32, label_smoothing = 2.0e-1 : f32} : tensor<2xf32>, tensor<2xf32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+func.func @robust_at_one_half(%logp: tensor<2xf32>, %ref: tensor<2xf32>) -> tensor<f32> {
+  // expected-error @+1 {{beta must be positive and label_smoothing in [0, 1/2] (robust: below 1/2)}}
+  %loss = mt.dpo_loss %logp, %ref {beta = 1.0e-1 : f32, kind = 2 : i32, label_smoothing = 5.0e-1 : f32} : tensor<2xf32>, tensor<2xf32>
+  return %loss : tensor<f32>
+}
