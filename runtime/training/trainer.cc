@@ -230,6 +230,17 @@ StepResult Trainer::runDataParallelStep(int64_t step, int64_t& counted) {
   return result;
 }
 
+// A run for the loss alone (a validation, a preference plan's reference pass): no update, one
+// batch, nothing accumulated, dropout off as PyTorch's eval().
+StepOptions Trainer::evalOptions() const {
+  StepOptions eval = options_;
+  eval.update = false;
+  eval.loss_only = true;
+  eval.micro_step = 0, eval.micro_steps = 1;
+  eval.random.training = false;
+  return eval;
+}
+
 int64_t Trainer::fillRows(int64_t step, int64_t first_row) {
   const int64_t counted = sampler_.fill(step - 1, store_.i32(store_.tokens()), store_.i32(store_.targets()), first_row,
                                         store_.tokenMask(), store_.positions());
@@ -244,11 +255,7 @@ int64_t Trainer::fillRows(int64_t step, int64_t first_row) {
 void Trainer::prepareReference() {
   if (!preference_.present()) return;
   const auto start = std::chrono::steady_clock::now();
-  StepOptions eval = options_;
-  eval.update = false;
-  eval.loss_only = true;
-  eval.micro_step = 0, eval.micro_steps = 1;
-  eval.random.training = false;  // the reference without dropout, as TRL's evaluates it
+  const StepOptions eval = evalOptions();  // the reference without dropout, as TRL's evaluates it
   const HeldOutBatches training(data_, model_.batch(), model_.seq(), 0, data_.size() - val_tokens_, 0,
                                 RowLayout::kPairs);
   auto reference = [&](const HeldOutBatches& in_order, const TokenFile& data, bool held_out) {
@@ -330,11 +337,7 @@ void Trainer::skipNonfinite(int64_t step, const StepResult& result) {
 void Trainer::validate(int64_t step) {
   if (!validator_) return;
   backend_->applyPendingUpdate();  // validate the weights after this step's update
-  StepOptions eval = options_;
-  eval.update = false;
-  eval.loss_only = true;
-  eval.micro_step = 0, eval.micro_steps = 1;  // one batch each, nothing accumulated
-  eval.random.training = false;                // dropout off, as PyTorch's eval()
+  const StepOptions eval = evalOptions();
   const Validation v =
       validator_->run(step, *backend_, store_, eval, world_, preference_.present() ? &preference_ : nullptr);
   const HeldOutBatches& held = validator_->batches();
