@@ -47,6 +47,11 @@ enum class DpoLossKind : int64_t {
 };
 inline constexpr int64_t kDpoLossKinds = 3;
 
+// Pair i's margin z = beta * ((logp - reference)[2i] - (logp - reference)[2i + 1]), in double.
+MT_HOST_DEVICE inline double dpoPairMargin(const float* logp, const float* reference, int64_t i, double beta) {
+  return beta * ((double(logp[2 * i]) - reference[2 * i]) - (double(logp[2 * i + 1]) - reference[2 * i + 1]));
+}
+
 // One pair's loss at margin z with label smoothing e (the CPU kernel, its CUDA twin and the
 // runtime's scoring of held-out pairs), and its derivative in z.
 MT_HOST_DEVICE inline double dpoSoftplus(double x) { return fmax(x, 0.0) + log1p(exp(-fabs(x))); }

@@ -259,12 +259,6 @@ std::string checkPairs(const KernelArgs& args, const Tensor& logp, const Tensor&
   return "";
 }
 
-// Pair i's preference margin z_i = beta * ((logp - reference)[2i] - (logp - reference)[2i + 1]).
-double pairMargin(const float* logp, const float* reference, int64_t i, double beta) {
-  return beta * ((double(logp[2 * i]) - reference[2 * i]) - (double(logp[2 * i + 1]) - reference[2 * i + 1]));
-}
-
-
 }  // namespace
 
 std::string sequence_logprob_check(const KernelArgs& args) {
@@ -320,7 +314,8 @@ void dpo_loss_cpu(const KernelArgs& args) {
   const int64_t pairs = args.in[0].dim(0) / 2;
   double total = 0.0;
   for (int64_t i = 0; i < pairs; ++i)
-    total += dpoPairLoss(args.ints[0], pairMargin(args.in[0].f32(), args.in[1].f32(), i, args.floats[0]), args.floats[1]);
+    total += dpoPairLoss(args.ints[0], dpoPairMargin(args.in[0].f32(), args.in[1].f32(), i, args.floats[0]),
+                         args.floats[1]);
   args.out[0].f32()[0] = static_cast<float>(total / pairs);
 }
 
@@ -337,7 +332,7 @@ void dpo_loss_grad_cpu(const KernelArgs& args) {
   const double beta = args.floats[0], dloss = args.in[0].f32()[0];
   float* dlogp = args.out[0].f32();
   for (int64_t i = 0; i < pairs; ++i) {
-    const double z = pairMargin(args.in[1].f32(), args.in[2].f32(), i, beta);
+    const double z = dpoPairMargin(args.in[1].f32(), args.in[2].f32(), i, beta);
     const double dz = dloss / pairs * dpoPairLossGrad(args.ints[0], z, args.floats[1]);
     dlogp[2 * i] = static_cast<float>(dz * beta);
     dlogp[2 * i + 1] = static_cast<float>(-dz * beta);

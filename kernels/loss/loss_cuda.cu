@@ -116,17 +116,12 @@ __global__ void sequenceSums(const T* __restrict__ logits, const int32_t* __rest
   if (threadIdx.x == 0) logp[blockIdx.x] = static_cast<float>(sum);
 }
 
-// Pair i's margin beta * ((logp - reference)[2i] - (logp - reference)[2i + 1]).
-__device__ double pairMargin(const float* logp, const float* reference, int64_t i, double beta) {
-  return beta * ((double(logp[2 * i]) - reference[2 * i]) - (double(logp[2 * i + 1]) - reference[2 * i + 1]));
-}
-
 // mt.dpo_loss: the mean over the pairs of dpoPairLoss; one block.
 __global__ void dpoLoss(const float* __restrict__ logp, const float* __restrict__ reference, float* __restrict__ loss,
                         int64_t pairs, int64_t kind, double beta, double smoothing) {
   double total = 0.0;
   for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x)
-    total += dpoPairLoss(kind, pairMargin(logp, reference, i, beta), smoothing);
+    total += dpoPairLoss(kind, dpoPairMargin(logp, reference, i, beta), smoothing);
   total = blockSum(total);
   if (threadIdx.x == 0) loss[0] = static_cast<float>(total / pairs);
 }
@@ -136,7 +131,7 @@ __global__ void dpoLossGrad(const float* __restrict__ dloss, const float* __rest
                             const float* __restrict__ reference, float* __restrict__ dlogp, int64_t pairs, int64_t kind,
                             double beta, double smoothing) {
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += int64_t(gridDim.x) * blockDim.x) {
-    const double dz = double(dloss[0]) / pairs * dpoPairLossGrad(kind, pairMargin(logp, reference, i, beta), smoothing);
+    const double dz = double(dloss[0]) / pairs * dpoPairLossGrad(kind, dpoPairMargin(logp, reference, i, beta), smoothing);
     dlogp[2 * i] = static_cast<float>(dz * beta);
     dlogp[2 * i + 1] = static_cast<float>(-dz * beta);
   }

@@ -48,6 +48,14 @@ int64_t exampleRow(const TokenFile& data, size_t i, int64_t end, int64_t seq, st
   return counted;
 }
 
+// --rows pairs: examples [first, last) narrowed to whole pairs (from an even example to one), in
+// rows of whole pairs (an even batch).
+void keepWholePairs(size_t& first, size_t& last, int64_t batch) {
+  if (batch % 2 != 0) throw Error("--rows pairs: a batch of " + std::to_string(batch) + " rows is not pairs");
+  first += first % 2, last -= last % 2;
+  last = std::max(first, last);
+}
+
 }  // namespace
 
 TokenFile::TokenFile(const std::string& path)
@@ -293,11 +301,7 @@ BatchSampler::BatchSampler(const TokenFile& data, int64_t batch, int64_t seq, ui
   if (byExamples(layout)) {
     data.requireExamples(layout);
     first_example_ = data.firstExampleFrom(begin_), last_example_ = data.firstExampleFrom(end_);
-    if (layout == RowLayout::kPairs) {  // whole pairs: from an even example, to one
-      first_example_ += first_example_ % 2, last_example_ -= last_example_ % 2;
-      last_example_ = std::max(first_example_, last_example_);
-      if (batch % 2 != 0) throw Error("--rows pairs: a batch of " + std::to_string(batch) + " rows is not pairs");
-    }
+    if (layout == RowLayout::kPairs) keepWholePairs(first_example_, last_example_, batch);
     if (first_example_ == last_example_) throw Error("token file " + data.path() + ": no example to train on");
     if (layout == RowLayout::kPackedExamples)
       passes_ = std::make_shared<const PackedPasses>(data, first_example_, last_example_, end_, seq, seed);
@@ -366,11 +370,7 @@ HeldOutBatches::HeldOutBatches(const TokenFile& data, int64_t batch, int64_t seq
     data.requireExamples(layout, "held-out token file");
     first_example_ = data.firstExampleFrom(begin);
     size_t last = data.firstExampleFrom(end);
-    if (layout == RowLayout::kPairs) {  // whole pairs, in batches of whole pairs
-      if (batch % 2 != 0) throw Error("--rows pairs: a batch of " + std::to_string(batch) + " rows is not pairs");
-      first_example_ += first_example_ % 2, last -= last % 2;
-      last = std::max(first_example_, last);
-    }
+    if (layout == RowLayout::kPairs) keepWholePairs(first_example_, last, batch);
     windows_ = static_cast<int64_t>(last - first_example_);
     if (windows_ == 0) throw Error("held-out tokens of " + data.path() + ": no example starts among them");
     if (layout == RowLayout::kPackedExamples) {

@@ -145,10 +145,9 @@ PairScores Preference::scoreRun(int64_t rows) const {
   const float *policy = store_.f32(policy_), *reference = store_.f32(reference_);
   PairScores s;
   for (int64_t p = 0; p < rows / 2; ++p) {
-    const double chosen_gain = double(policy[2 * p]) - reference[2 * p];
-    const double rejected_gain = double(policy[2 * p + 1]) - reference[2 * p + 1];
-    const double chosen = beta_ * chosen_gain, rejected = beta_ * rejected_gain;
-    s.loss += dpoPairLoss(kind_, beta_ * (chosen_gain - rejected_gain), smoothing_);  // mt.dpo_loss's, rounded alike
+    const double chosen = beta_ * (double(policy[2 * p]) - reference[2 * p]);
+    const double rejected = beta_ * (double(policy[2 * p + 1]) - reference[2 * p + 1]);
+    s.loss += dpoPairLoss(kind_, dpoPairMargin(policy, reference, p, beta_), smoothing_);  // mt.dpo_loss's
     s.chosen += chosen, s.rejected += rejected;
     s.right += chosen > rejected;
     ++s.pairs;
