@@ -184,9 +184,6 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
 std::string preferenceProblem(const CompileOptions& o) {
   if (o.packed_examples)
     return "--objective dpo trains on (chosen, rejected) rows, one reply each: drop --packed-examples";
-  if (o.vocab_chunks > 1)
-    return "--objective dpo: its loss is not split by vocabulary yet: drop --vocab-chunks (a larger --device-mem, "
-           "or a smaller --batch or --seq, fits the head whole)";
   if (o.batch % 2 != 0)
     return fmt::format("--objective dpo needs an even --batch (its rows are (chosen, rejected) pairs), not {}",
                        o.batch);

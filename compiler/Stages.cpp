@@ -389,9 +389,7 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
 
   // The schedule, the vocabulary split, the offload and the expert groups: chosen by trial
   // compiles for the budget.
-  // A DPO plan's loss is not split by vocabulary (mt-split-vocab refuses it): no such trials.
-  const bool may_split = options.vocab_chunks == 0 && options.device_mem > 0 &&
-                         options.objective != LossObjective::kDpo;
+  const bool may_split = options.vocab_chunks == 0 && options.device_mem > 0;
   Trials trials{module, partition + 1, options, {}, vocab, may_split,
                 options.expert_groups == 0 && options.device_mem > 0 ? mostExperts(module) : 0};
   Knobs& defaults = trials.defaults;
@@ -568,12 +566,15 @@ void modelShape(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
     seq = logits.size() >= 2 ? logits[logits.size() - 2] : 1;
   });
   module.walk([&](XentTileOp op) { vocab = op.getLogits().getType().getShape().back(); });  // a tiled head
-  module.walk([&](XentFinishOp op) {  // the loss over vocabulary chunks (mt-split-vocab)
-    auto targets = op.getTargets().getType().getShape();
-    vocab = op.getVocab();
+  // The loss over vocabulary chunks (mt-split-vocab): next-token, DPO.
+  auto chunked = [&](Value targets_value, int64_t chunked_vocab) {
+    auto targets = cast<RankedTensorType>(targets_value.getType()).getShape();
+    vocab = chunked_vocab;
     batch = targets.size() >= 2 ? targets[0] : 1;
     seq = targets.empty() ? 1 : targets.back();
-  });
+  };
+  module.walk([&](XentFinishOp op) { chunked(op.getTargets(), op.getVocab()); });
+  module.walk([&](SequenceLogprobFinishOp op) { chunked(op.getTargets(), op.getVocab()); });
   // A forward-only model's vocabulary: the last dimension of its output "logits".
   if (func::FuncOp func = getModelFunction(module); func && isForwardOnly(func))
     for (unsigned i = 0; i < func.getNumResults(); ++i)

@@ -8,12 +8,16 @@
 // Backward, chunk c (last chunk first; its logits are still there, the others recomputed):
 //                    dlogits_c = xent_chunk_grad(dloss, logits_c, targets, lse)
 //                    dh += dlogits_c W_c;  dW_c = dlogits_c^T h  (matmul's own gradient rule)
+// A DPO plan's loss (mt.sequence_logprob, each row's summed log-probability) goes the same way,
+// finished by sequence_logprob_finish and differentiated by sequence_logprob_chunk_grad; what
+// reads its sums (mt.dpo_loss and its backward) moves to the last chunk's block.
 // The untied token embedding of the same vocabulary goes the same way: x = embedding_chunk(ids,
 // E_c, x) from zeros, dE_c = embedding_grad_chunk(ids, dx), chunk c in block -1 - chunks + c.
 #include <cmath>
 
 #include "llvm/ADT/SetVector.h"
 #include "mlir/IR/Builders.h"
+#include "compiler/dialect/MtOpShapes.h"
 #include "passes/ParamPieces.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
@@ -90,43 +94,47 @@ void splitEmbedding(func::FuncOp func, int64_t vocab, int64_t chunks) {
 // The LM head and the loss it feeds: the forward product logits = h W^T, its loss, the loss's
 // one backward and the backward's products with dlogits (dh).
 struct HeadMatch {
-  SoftmaxXentOp xent;
-  SoftmaxXentGradOp xentGrad;
+  Operation* loss;       // mt.softmax_xent or mt.sequence_logprob: (logits, targets) -> (loss or logp, lse)
+  Operation* lossGrad;   // its backward: (dloss or dlogp, logits, targets, lse) -> dlogits
   MatmulOp head;
   BlockArgument weight;  // W, (vocab, C)
   std::string name;      // W's parameter name
   SmallVector<MatmulOp> dhProducts;
+
+  Value targets() const { return loss->getOperand(1); }
+  Value lse() const { return loss->getResult(1); }
+  bool sequences() const { return isa<SequenceLogprobOp>(loss); }  // a DPO plan's
 };
 
 // The head a vocabulary split can take, or a diagnostic: the loss is not a head's, the head is
 // read elsewhere (tied), or it has no gradient result.
 FailureOr<HeadMatch> matchHead(func::FuncOp func) {
-  HeadMatch m;
-  bool preference = false;
-  func.walk([&](SequenceLogprobOp) { preference = true; });
-  if (preference)
-    return func.emitError("the vocabulary split covers the next-token loss; a DPO plan's (mt.sequence_logprob) is "
-                          "not split: give --vocab-chunks 1 (and a larger --device-mem, or a smaller --batch or --seq)");
-  func.walk([&](SoftmaxXentOp op) { m.xent = op; });
-  m.head = m.xent ? m.xent.getLogits().getDefiningOp<MatmulOp>() : nullptr;
+  HeadMatch m{};
+  func.walk([&](Operation* op) {
+    if (isa<SoftmaxXentOp, SequenceLogprobOp>(op)) m.loss = op;
+  });
+  m.head = m.loss ? m.loss->getOperand(0).getDefiningOp<MatmulOp>() : nullptr;
   m.weight = m.head ? dyn_cast<BlockArgument>(m.head.getRhs()) : nullptr;
   if (!m.weight || !m.head.getTransposeB() || m.head.getTransposeA() ||
       paramName(func, m.weight.getArgNumber()).empty() || cast<RankedTensorType>(m.weight.getType()).getRank() != 2)
-    return func.emitError("the vocabulary split needs a loss mt.softmax_xent of logits = mt.matmul(h, W) "
-                          "{transpose_b} with W a (vocab, C) parameter (an LM head); this model has none");
+    return func.emitError("the vocabulary split needs a loss (mt.softmax_xent, or a DPO plan's mt.sequence_logprob) "
+                          "of logits = mt.matmul(h, W) {transpose_b} with W a (vocab, C) parameter (an LM head); "
+                          "this model has none");
   m.name = paramName(func, m.weight.getArgNumber()).str();
-  auto xentGrads = llvm::to_vector(llvm::make_filter_range(
-      m.xent.getLogits().getUsers(), [](Operation* user) { return isa<SoftmaxXentGradOp>(user); }));
-  if (xentGrads.size() != 1)
-    return func.emitError("the vocabulary split needs the one backward of the loss (mt.softmax_xent_grad); found ")
-           << xentGrads.size();
-  m.xentGrad = cast<SoftmaxXentGradOp>(xentGrads.front());
+  auto lossGrads = llvm::to_vector(llvm::make_filter_range(m.head.getResult().getUsers(), [](Operation* user) {
+    return isa<SoftmaxXentGradOp, SequenceLogprobGradOp>(user);
+  }));
+  if (lossGrads.size() != 1)
+    return func.emitError("the vocabulary split needs the one backward of the loss (mt.softmax_xent_grad or "
+                          "mt.sequence_logprob_grad); found ")
+           << lossGrads.size();
+  m.lossGrad = lossGrads.front();
   // The head's weight is read by the forward product and by the backward's products with
   // dlogits (dh) only; anything else (a tied embedding) needs the whole table.
   for (Operation* user : m.weight.getUsers()) {
     auto product = dyn_cast<MatmulOp>(user);
     if (product == m.head) continue;
-    if (product && product.getLhs() == m.xentGrad.getResult() && !product.getTransposeA() &&
+    if (product && product.getLhs() == m.lossGrad->getResult(0) && !product.getTransposeA() &&
         !product.getTransposeB()) {
       m.dhProducts.push_back(product);
       continue;
@@ -150,47 +158,50 @@ void assignBuilt(Block& body, Operation* previous, Operation* next, int64_t bloc
 }
 
 // Forward: the chunks where the loss was, each in its own block after `epilogue`, a running
-// (max, sum) through them; the loss finished with the last. Returns the finishing op; each
-// chunk's product in `products`.
-XentFinishOp buildForwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, ArrayRef<int64_t> first,
-                                int64_t vocab, int64_t epilogue, SmallVectorImpl<MatmulOp>& products) {
-  Block& body = *m.xent->getBlock();
-  OpBuilder b(m.xent);
+// (max, sum) through them; the loss finished with the last (its first result replaces the
+// loss's; the second is the log-sum-exp). Returns the finishing op; each chunk's product in
+// `products`.
+Operation* buildForwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, ArrayRef<int64_t> first, int64_t vocab,
+                              int64_t epilogue, SmallVectorImpl<MatmulOp>& products) {
+  Block& body = *m.loss->getBlock();
+  OpBuilder b(m.loss);
+  const Location loc = m.loss->getLoc();
   const int64_t chunks = static_cast<int64_t>(pieces.size());
-  Value h = m.head.getLhs(), targets = m.xent.getTargets();
-  auto rows = cast<RankedTensorType>(m.xent.getLse().getType()).getShape();
-  SmallVector<int64_t> runningShape(rows);
-  runningShape.push_back(2);
+  Value h = m.head.getLhs(), targets = m.targets();
+  const auto running_type =
+      RankedTensorType::get(op_shapes::runningShape(cast<RankedTensorType>(m.lse().getType()).getShape()),
+                            b.getF32Type());
   Value running;
   for (int64_t c = 0; c < chunks; ++c) {
-    Operation* previous = m.xent->getPrevNode();
-    if (c == 0)
-      running = b.create<FillOp>(m.xent.getLoc(), RankedTensorType::get(runningShape, b.getF32Type()),
-                                 b.getF32FloatAttr(-INFINITY));
+    Operation* previous = m.loss->getPrevNode();
+    if (c == 0) running = b.create<FillOp>(loc, running_type, b.getF32FloatAttr(-INFINITY));
     auto product = b.create<MatmulOp>(m.head.getLoc(), h, pieces[c], false, true);
-    running = b.create<XentChunkOp>(m.xent.getLoc(), product.getResult(), targets, running, first[c]);
+    running = b.create<XentChunkOp>(loc, product.getResult(), targets, running, first[c]);
     products.push_back(product);
-    assignBuilt(body, previous, m.xent, epilogue + 1 + c, "");
+    assignBuilt(body, previous, m.loss, epilogue + 1 + c, "");
   }
-  auto finish = b.create<XentFinishOp>(m.xent.getLoc(), running, targets, vocab);
+  Operation* finish = m.sequences() ? b.create<SequenceLogprobFinishOp>(loc, running, targets, vocab).getOperation()
+                                    : b.create<XentFinishOp>(loc, running, targets, vocab).getOperation();
   finish->setAttr(kBlockAttr, b.getI64IntegerAttr(epilogue + chunks));
-  m.xent.getLoss().replaceAllUsesWith(finish.getLoss());
+  m.loss->getResult(0).replaceAllUsesWith(finish->getResult(0));
   return finish;
 }
 
-// Backward, the last chunk first: its block's region runs on from the forward (the loss's
-// gradient seed joins it), so its weights are copied in once for both; the other chunks'
-// products are recomputed. dh (the sum over chunks) replaces the whole head's; each piece's
-// gradient in `pieceGrads`.
+// Backward, the last chunk first: its block's region runs on from the forward (what ran
+// between the loss and its backward joins it: the loss's gradient seed, a DPO plan's mt.dpo_loss
+// and its backward, which read the finished sums), so its weights are copied in once for both;
+// the other chunks' products are recomputed. dh (the sum over chunks) replaces the whole head's;
+// each piece's gradient in `pieceGrads`.
 LogicalResult buildBackwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, ArrayRef<int64_t> first,
-                                  int64_t vocab, int64_t epilogue, XentFinishOp finish,
+                                  int64_t vocab, int64_t epilogue, Operation* finish,
                                   ArrayRef<MatmulOp> forwardProducts, SmallVectorImpl<Value>& pieceGrads) {
-  Block& body = *m.xentGrad->getBlock();
-  OpBuilder b(m.xentGrad);
+  Block& body = *m.lossGrad->getBlock();
+  OpBuilder b(m.lossGrad);
+  const Location loc = m.lossGrad->getLoc();
   const int64_t chunks = static_cast<int64_t>(pieces.size());
-  Value dloss = m.xentGrad.getDloss();
-  if (Operation* seed = dloss.getDefiningOp(); seed && seed->getBlock() == &body)
-    seed->setAttr(kBlockAttr, b.getI64IntegerAttr(epilogue + chunks));
+  for (Operation* op = m.loss->getNextNode(); op && op != m.lossGrad; op = op->getNextNode())
+    if (blockOf(op) == epilogue) op->setAttr(kBlockAttr, b.getI64IntegerAttr(epilogue + chunks));
+  Value dseed = m.lossGrad->getOperand(0), lse = finish->getResult(1);
   Value h = m.head.getLhs(), dh;
   pieceGrads.assign(chunks, Value());
   for (int64_t c = chunks - 1; c >= 0; --c) {
@@ -200,14 +211,16 @@ LogicalResult buildBackwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, 
       product->setAttr(kRecomputeAttr, b.getUnitAttr());
       product->setAttr(kBlockAttr, b.getI64IntegerAttr(epilogue + 1 + c));
     }
-    Operation* previous = m.xentGrad->getPrevNode();
-    auto dlogits = b.create<XentChunkGradOp>(m.xentGrad.getLoc(), dloss, product.getResult(), m.xent.getTargets(),
-                                             finish.getLse(), first[c], vocab);
+    Operation* previous = m.lossGrad->getPrevNode();
+    Value logits = product.getResult(), targets = m.targets();
+    Value dlogits =
+        m.sequences() ? b.create<SequenceLogprobChunkGradOp>(loc, dseed, logits, targets, lse, first[c], vocab).getResult()
+                      : b.create<XentChunkGradOp>(loc, dseed, logits, targets, lse, first[c], vocab).getResult();
     SmallVector<Value> grads = cast<GradientOpInterface>(product.getOperation()).buildGradient(b, {dlogits});
     if (grads.size() != 2 || !grads[0] || !grads[1]) return failure();
-    dh = dh ? b.create<AddOp>(m.xentGrad.getLoc(), dh, grads[0]).getResult() : grads[0];
+    dh = dh ? b.create<AddOp>(loc, dh, grads[0]).getResult() : grads[0];
     pieceGrads[c] = grads[1];
-    assignBuilt(body, previous, m.xentGrad, epilogue + 1 + c, kBackwardAttr);
+    assignBuilt(body, previous, m.lossGrad, epilogue + 1 + c, kBackwardAttr);
   }
   for (MatmulOp product : m.dhProducts) product.getResult().replaceAllUsesWith(dh);
   return success();
@@ -219,10 +232,10 @@ void eraseWholeHead(func::FuncOp func, HeadMatch& m) {
   Operation* ret = body.getTerminator();
   SetVector<Operation*> dead;
   for (MatmulOp product : m.dhProducts) dead.insert(product);
-  dead.insert(m.xentGrad);
-  dead.insert(m.xent);
+  dead.insert(m.lossGrad);
+  dead.insert(m.loss);
   dead.insert(m.head);
-  for (Operation* op = m.xentGrad->getNextNode(); op != ret; op = op->getNextNode())
+  for (Operation* op = m.lossGrad->getNextNode(); op != ret; op = op->getNextNode())
     if (op->hasAttr(kBackwardAttr)) dead.insert(op);
   // Users come after their operands: erasing from the last op back frees each in turn.
   SmallVector<Operation*> ops;
@@ -240,11 +253,11 @@ LogicalResult splitHead(func::FuncOp func, int64_t chunks, int64_t& vocab) {
   HeadMatch& m = *match;
   vocab = cast<RankedTensorType>(m.weight.getType()).getDimSize(0);
   if (chunks > vocab) return func.emitError("cannot split a vocabulary of ") << vocab << " into " << chunks << " chunks";
-  const int64_t epilogue = *blockOf(m.xent);
+  const int64_t epilogue = *blockOf(m.loss);
   const SmallVector<int64_t> first = pieceStarts(vocab, chunks);
   SmallVector<BlockArgument> pieces = insertPieces(func, m.weight, first);
   SmallVector<MatmulOp> forwardProducts;
-  XentFinishOp finish = buildForwardChunks(m, pieces, first, vocab, epilogue, forwardProducts);
+  Operation* finish = buildForwardChunks(m, pieces, first, vocab, epilogue, forwardProducts);
   SmallVector<Value> pieceGrads;
   if (failed(buildBackwardChunks(m, pieces, first, vocab, epilogue, finish, forwardProducts, pieceGrads)))
     return failure();

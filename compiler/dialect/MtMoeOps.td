@@ -92,7 +92,7 @@ def Mt_MoeDispatchGradOp : Mt_KernelOp<"moe_dispatch_grad", [KernelOpInterface]>
 // The grouped products count a group's share of the rows in their bytes too (a group's product
 // reads and writes its experts' rows only, in place).
 class Mt_GroupedKernelOp<string mnemonic, list<Trait> traits = []>
-    : Mt_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
+    : Mt_Op<mnemonic, !listconcat(traits, [Pure, Mt_InferTypeOpAdaptor,
                                            DeclareOpInterfaceMethods<CostOpInterface, ["getBytesAccessed"]>])>;
 
 def Mt_GroupedMatmulOp : Mt_GroupedKernelOp<"grouped_matmul", [

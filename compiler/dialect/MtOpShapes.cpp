@@ -62,6 +62,12 @@ SmallVector<int64_t> dropLast(ArrayRef<int64_t> shape) {
   return SmallVector<int64_t>(shape.drop_back());
 }
 
+SmallVector<int64_t> runningShape(ArrayRef<int64_t> rows) {
+  SmallVector<int64_t> shape(rows);
+  shape.push_back(2);
+  return shape;
+}
+
 // Pointwise ops: every operand has the shape of the first; results likewise.
 LogicalResult inferPointwise(MLIRContext* ctx, std::optional<Location> loc, ValueRange operands,
                              unsigned numResults, SmallVectorImpl<Type>& types) {

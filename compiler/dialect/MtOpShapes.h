@@ -32,6 +32,10 @@ bool broadcastsTo(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out);
 
 llvm::SmallVector<int64_t> dropLast(llvm::ArrayRef<int64_t> shape);
 
+// The running state (..., 2) of a loss over vocabulary chunks (mt.xent_chunk's), for targets of
+// `rows`.
+llvm::SmallVector<int64_t> runningShape(llvm::ArrayRef<int64_t> rows);
+
 // Pointwise ops: every operand has the shape of the first; results likewise.
 mlir::LogicalResult inferPointwise(mlir::MLIRContext* ctx, std::optional<mlir::Location> loc,
                                    mlir::ValueRange operands, unsigned numResults,

@@ -494,13 +494,6 @@ LogicalResult SoftmaxXentGradOp::inferReturnTypes(MLIRContext* ctx, std::optiona
   return success();
 }
 
-// The running state (..., 2) of a cross-entropy over vocabulary chunks, for targets of `rows`.
-static SmallVector<int64_t> runningShape(ArrayRef<int64_t> rows) {
-  SmallVector<int64_t> shape(rows);
-  shape.push_back(2);
-  return shape;
-}
-
 LogicalResult XentChunkOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
                                             SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();

@@ -8,8 +8,29 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 // A pure tensor op with inferred result types that lowers to one kernel and has a cost.
+// MLIR's InferTypeOpAdaptor with the adaptor's own verification first. A parsed op's result types
+// are inferred before the op is verified, so a required attribute missing from a hand-written (or
+// hostile) .mlir file would reach the inference as null and crash it; the adaptor names it
+// instead ("'mt.xent_finish' op requires attribute 'vocab'").
+def Mt_InferTypeOpAdaptor : TraitList<[
+    DeclareOpInterfaceMethods<InferTypeOpInterface>,
+    NativeOpTrait<"InferTypeOpAdaptor", [], [{
+      static ::llvm::LogicalResult inferReturnTypes(::mlir::MLIRContext *context,
+                                                    std::optional<::mlir::Location> location, Adaptor adaptor,
+                                                    ::llvm::SmallVectorImpl<::mlir::Type> &inferredReturnTypes);
+    }], [{
+      ::llvm::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *context,
+          std::optional<::mlir::Location> location, ::mlir::ValueRange operands, ::mlir::DictionaryAttr attributes,
+          ::mlir::OpaqueProperties properties, ::mlir::RegionRange regions,
+          ::llvm::SmallVectorImpl<::mlir::Type> &inferredReturnTypes) {
+        $cppClass::Adaptor adaptor(operands, attributes, properties, regions);
+        if (location && ::mlir::failed(adaptor.verify(*location))) return ::mlir::failure();
+        return $cppClass::inferReturnTypes(context, location, adaptor, inferredReturnTypes);
+      }
+    }]>]>;
+
 class Mt_KernelOp<string mnemonic, list<Trait> traits = []>
-    : Mt_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor,
+    : Mt_Op<mnemonic, !listconcat(traits, [Pure, Mt_InferTypeOpAdaptor,
                                            DeclareOpInterfaceMethods<CostOpInterface>])>;
 
 //===----------------------------------------------------------------------===//

@@ -21,10 +21,13 @@ FailureOr<int64_t> sequenceRows(std::optional<Location> loc, Value logits, Value
   return shape[0];
 }
 
-// A positive beta and a label smoothing in [0, 1/2] (below it for the robust loss), as the kernels check.
-LogicalResult requireLossAttrs(std::optional<Location> loc, llvm::APFloat beta, PreferenceLoss kind,
-                               llvm::APFloat smoothing) {
-  const float b = beta.convertToFloat(), e = smoothing.convertToFloat();
+// A positive beta and a label smoothing in [0, 1/2] (below it for the robust loss), as the kernels
+// check. Read from the attributes themselves: while an op is parsed, those left to their defaults
+// (kind, label_smoothing) are absent (beta, required, the adaptor has checked: Mt_InferTypeOpAdaptor).
+LogicalResult requireLossAttrs(std::optional<Location> loc, FloatAttr beta, PreferenceLossAttr kind_attr,
+                               FloatAttr smoothing) {
+  const float b = beta.getValue().convertToFloat(), e = smoothing ? smoothing.getValue().convertToFloat() : 0.0f;
+  const PreferenceLoss kind = kind_attr ? kind_attr.getValue() : PreferenceLoss::Sigmoid;
   if (!(b > 0.0f) || !(e >= 0.0f && e <= 0.5f) || (kind == PreferenceLoss::Robust && e == 0.5f))
     return emitOptionalError(loc, "beta must be positive and label_smoothing in [0, 1/2] (robust: below 1/2)");
   return success();
@@ -61,11 +64,31 @@ LogicalResult SequenceLogprobGradOp::inferReturnTypes(MLIRContext* ctx, std::opt
   return success();
 }
 
+LogicalResult SequenceLogprobFinishOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                                        Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands()))) return failure();
+  auto targets = tensorOf(adaptor.getTargets()).getShape();
+  if (targets.size() != 2) return emitOptionalError(loc, "targets must be (B, T), not ", shapeStr(targets));
+  if (static_cast<int64_t>(adaptor.getVocab()) <= 0) return emitOptionalError(loc, "vocab must be positive");
+  if (failed(requireShape(loc, adaptor.getRunning(), runningShape(targets), "running"))) return failure();
+  types.push_back(f32Tensor(ctx, {targets[0]}));
+  types.push_back(f32Tensor(ctx, targets));
+  return success();
+}
+
+LogicalResult SequenceLogprobChunkGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
+                                                           Adaptor adaptor, SmallVectorImpl<Type>& types) {
+  if (static_cast<int64_t>(adaptor.getFirst()) < 0 || static_cast<int64_t>(adaptor.getVocab()) <= 0)
+    return emitOptionalError(loc, "first must not be negative and vocab must be positive");
+  SequenceLogprobGradOp::Adaptor whole(adaptor.getOperands());
+  return SequenceLogprobGradOp::inferReturnTypes(ctx, loc, whole, types);
+}
+
 LogicalResult DpoLossOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
                                           SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands())) ||
       failed(requirePairs(loc, adaptor.getLogp(), adaptor.getReference())) ||
-      failed(requireLossAttrs(loc, adaptor.getBeta(), adaptor.getKind(), adaptor.getLabelSmoothing())))
+      failed(requireLossAttrs(loc, adaptor.getBetaAttr(), adaptor.getKindAttr(), adaptor.getLabelSmoothingAttr())))
     return failure();
   types.push_back(f32Tensor(ctx, {}));
   return success();
@@ -76,7 +99,7 @@ LogicalResult DpoLossGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Lo
   if (failed(requireStatic(loc, adaptor.getOperands())) ||
       failed(requireShape(loc, adaptor.getDloss(), {}, "dloss")) ||
       failed(requirePairs(loc, adaptor.getLogp(), adaptor.getReference())) ||
-      failed(requireLossAttrs(loc, adaptor.getBeta(), adaptor.getKind(), adaptor.getLabelSmoothing())))
+      failed(requireLossAttrs(loc, adaptor.getBetaAttr(), adaptor.getKindAttr(), adaptor.getLabelSmoothingAttr())))
     return failure();
   types.push_back(adaptor.getLogp().getType());
   return success();
@@ -85,11 +108,20 @@ LogicalResult DpoLossGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Lo
 // Costs: a log-sum-exp and a pick per token as mt.softmax_xent's; the pairs' few flops.
 int64_t SequenceLogprobOp::getFlops() { return 4 * tensorOf(getLogits()).getNumElements(); }
 int64_t SequenceLogprobGradOp::getFlops() { return 3 * tensorOf(getLogits()).getNumElements(); }
+int64_t SequenceLogprobFinishOp::getFlops() { return tensorOf(getTargets()).getNumElements(); }
+int64_t SequenceLogprobChunkGradOp::getFlops() { return 3 * tensorOf(getLogits()).getNumElements(); }
 int64_t DpoLossOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 int64_t DpoLossGradOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 
-// Kernel attributes in the op table's order (runtime/plan/op_table.def): int[kind]
+// Kernel attributes in the op table's order (runtime/plan/op_table.def): the chunks' int[vocab]
+// and int[first, vocab] as mt.xent_finish's and mt.xent_chunk_grad's; the losses' int[kind]
 // float[beta, label_smoothing], the kind as the kernels number it.
+void SequenceLogprobFinishOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.push_back(getVocab());
+}
+void SequenceLogprobChunkGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  ints.append({static_cast<int64_t>(getFirst()), static_cast<int64_t>(getVocab())});
+}
 static_assert(static_cast<int64_t>(PreferenceLoss::Sigmoid) == static_cast<int64_t>(DpoLossKind::kSigmoid) &&
               static_cast<int64_t>(PreferenceLoss::Hinge) == static_cast<int64_t>(DpoLossKind::kHinge) &&
               static_cast<int64_t>(PreferenceLoss::Robust) == static_cast<int64_t>(DpoLossKind::kRobust));

@@ -52,6 +52,41 @@ def Mt_SequenceLogprobGradOp : Mt_KernelOp<"sequence_logprob_grad", [KernelOpInt
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
+// The vocabulary split of mt.sequence_logprob (mt-split-vocab, after autodiff: no gradient
+// rules): each chunk of the LM head's rows folds its logits into the running (log-sum-exp,
+// target logit) of every token with mt.xent_chunk, as the next-token loss's chunks do; these
+// finish each row's sum and give each chunk its dlogits.
+def Mt_SequenceLogprobFinishOp : Mt_KernelOp<"sequence_logprob_finish", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "mt.sequence_logprob's (logp, lse) from the running state of every vocabulary chunk";
+  let description = [{
+    `running` (B, T, 2) holds each token's log-sum-exp over all `vocab` ids and its target's
+    logit (`mt.xent_chunk` over every chunk): logp[b] = sum over t with targets[b, t] in [0, vocab)
+    of running[b, t, 1] - running[b, t, 0]; lse = running[..., 0].
+
+    ```mlir
+    %logp, %lse = mt.sequence_logprob_finish %r2, %targets {vocab = 256} : tensor<4x64x2xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$running, Mt_I32Tensor:$targets, I64Attr:$vocab);
+  let results = (outs Mt_F32Tensor:$logp, Mt_F32Tensor:$lse);
+  let assemblyFormat = "$running `,` $targets attr-dict `:` type($running) `,` type($targets)";
+}
+
+def Mt_SequenceLogprobChunkGradOp : Mt_KernelOp<"sequence_logprob_chunk_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "dlogits of one vocabulary chunk (mt.sequence_logprob_grad's columns [first, first + Vc))";
+  let description = [{
+    ```mlir
+    %dl1 = mt.sequence_logprob_chunk_grad %dlogp, %logits1, %targets, %lse {first = 128, vocab = 256} : tensor<4xf32>, tensor<4x64x128xf32>, tensor<4x64xi32>, tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$dlogp, Mt_FloatTensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$lse,
+                       I64Attr:$first, I64Attr:$vocab);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
 def Mt_DpoLossOp : Mt_KernelOp<"dpo_loss", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {

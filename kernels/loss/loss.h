@@ -28,6 +28,12 @@
 //   sum over its valid targets of logit[target] - lse, in double, in token order.
 // mt.sequence_logprob_grad: (dlogp (B), logits, targets, lse) -> dlogits: dlogp[b] times one-hot
 //   minus softmax on the valid targets' rows, 0 on the others.
+// The same sums over a vocabulary split into chunks (plan 1.24; mtc --objective dpo
+// --vocab-chunks), each chunk folded into the running state by mt.xent_chunk:
+// mt.sequence_logprob_finish: (running (B, T, 2), targets (B, T)) -> (logp (B), lse (B, T))
+//   int[vocab]: running[..., 1] - running[..., 0] summed as mt.sequence_logprob's.
+// mt.sequence_logprob_chunk_grad: (dlogp (B), logits (B, T, Vc), targets, lse) -> dlogits
+//   int[first, vocab]: sequence_logprob_grad's rows for the chunk's columns.
 // mt.dpo_loss: (logp (B), reference (B)) -> loss ()    int[kind] float[beta, label_smoothing]: the
 //   mean over the pairs of dpoPairLoss(kind, z, label_smoothing), z = beta * ((logp -
 //   reference)[2i] - (logp - reference)[2i + 1]), in double.
@@ -87,6 +93,10 @@ std::string sequence_logprob_check(const KernelArgs& args);
 void sequence_logprob_cpu(const KernelArgs& args);
 std::string sequence_logprob_grad_check(const KernelArgs& args);
 void sequence_logprob_grad_cpu(const KernelArgs& args);
+std::string sequence_logprob_finish_check(const KernelArgs& args);
+void sequence_logprob_finish_cpu(const KernelArgs& args);
+std::string sequence_logprob_chunk_grad_check(const KernelArgs& args);
+void sequence_logprob_chunk_grad_cpu(const KernelArgs& args);
 std::string dpo_loss_check(const KernelArgs& args);
 void dpo_loss_cpu(const KernelArgs& args);
 std::string dpo_loss_grad_check(const KernelArgs& args);
@@ -103,6 +113,8 @@ void xent_tile_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void xent_tile_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void sequence_logprob_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void sequence_logprob_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void sequence_logprob_finish_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void sequence_logprob_chunk_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void dpo_loss_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void dpo_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -242,6 +242,29 @@ std::string checkSequences(const Tensor& logits, const Tensor& targets, const ch
 
 // logp and reference (B) of a dpo_loss or its backward (`op`): an even B > 0, the pairs' rows;
 // its kind, beta > 0 and label smoothing in [0, 1/2] (below for the robust loss).
+// Each sequence's sum over its valid targets of targetLogit(r, t) - lse[r], in double, in token
+// order (mt.sequence_logprob's, and its finish over vocabulary chunks).
+template <typename TargetLogit>
+void sequenceSums(const Tensor& targets, const float* lse, int64_t vocab, TargetLogit targetLogit, float* logp) {
+  const int64_t rows = targets.dim(0), seq = targets.dim(1);
+  for (int64_t b = 0; b < rows; ++b) {
+    double sum = 0.0;
+    for (int64_t r = b * seq; r < (b + 1) * seq; ++r) {
+      const int32_t t = targets.i32()[r];
+      if (validTarget(t, vocab)) sum += double(targetLogit(r, t)) - lse[r];
+    }
+    logp[b] = static_cast<float>(sum);
+  }
+}
+
+// dlogits of sequence_logprob_grad and its chunks' (args: dlogp, logits (B, T, Vc), targets,
+// lse): d logp / d logits = one-hot - softmax, softmax_xent's rows with coefficient -dlogp.
+void sequenceGradRows(const KernelArgs& args, int64_t first, int64_t vocab) {
+  const float* dlogp = args.in[0].f32();
+  const int64_t seq = std::max<int64_t>(args.in[1].dim(1), 1);
+  xentGradRows(args, [=](int64_t r) { return -dlogp[r / seq]; }, first, vocab);
+}
+
 std::string checkPairs(const KernelArgs& args, const Tensor& logp, const Tensor& reference, const char* op) {
   MT_CHECK(expectDType(logp, DType::F32, op));
   MT_CHECK(expectDType(reference, DType::F32, op));
@@ -276,14 +299,8 @@ void sequence_logprob_cpu(const KernelArgs& args) {
   float* lse = args.out[1].f32();
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows * seq; ++r) lse[r] = rowLse(logits.f32() + r * vocab, vocab);
-  for (int64_t b = 0; b < rows; ++b) {  // each sequence's sum in double, in token order
-    double sum = 0.0;
-    for (int64_t r = b * seq; r < (b + 1) * seq; ++r) {
-      const int32_t t = targets.i32()[r];
-      if (validTarget(t, vocab)) sum += double(logits.f32()[r * vocab + t]) - lse[r];
-    }
-    args.out[0].f32()[b] = static_cast<float>(sum);
-  }
+  const float* x = logits.f32();
+  sequenceSums(targets, lse, vocab, [=](int64_t r, int32_t t) { return x[r * vocab + t]; }, args.out[0].f32());
 }
 
 std::string sequence_logprob_grad_check(const KernelArgs& args) {
@@ -297,12 +314,39 @@ std::string sequence_logprob_grad_check(const KernelArgs& args) {
   return expectShape(args.out[0], logits.shape, "sequence_logprob_grad result");
 }
 
-void sequence_logprob_grad_cpu(const KernelArgs& args) {
-  const float* dlogp = args.in[0].f32();
-  const int64_t seq = args.in[1].dim(1);
-  // d logp / d logits = one-hot - softmax: softmax_xent's rows with coefficient -dlogp.
-  xentGradRows(args, [=](int64_t r) { return -dlogp[r / seq]; }, /*first=*/0, args.in[1].dim(2));
+void sequence_logprob_grad_cpu(const KernelArgs& args) { sequenceGradRows(args, /*first=*/0, args.in[1].dim(2)); }
+
+std::string sequence_logprob_finish_check(const KernelArgs& args) {
+  const Tensor &running = args.in[0], &targets = args.in[1];
+  MT_CHECK(expectDType(running, DType::F32, "sequence_logprob_finish running"));
+  MT_CHECK(expectDType(targets, DType::I32, "sequence_logprob_finish targets"));
+  if (targets.shape.size() != 2) return "sequence_logprob_finish: the targets must be (B, T)";
+  MT_CHECK(expectShape(running, {targets.shape[0], targets.shape[1], 2}, "sequence_logprob_finish running"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "sequence_logprob_finish logp"));
+  MT_CHECK(expectShape(args.out[0], {targets.shape[0]}, "sequence_logprob_finish logp"));
+  MT_CHECK(expectDType(args.out[1], DType::F32, "sequence_logprob_finish lse"));
+  MT_CHECK(expectShape(args.out[1], targets.shape, "sequence_logprob_finish lse"));
+  if (args.ints[0] <= 0) return "sequence_logprob_finish: the vocabulary must be positive";
+  return "";
 }
+
+void sequence_logprob_finish_cpu(const KernelArgs& args) {
+  const float* running = args.in[0].f32();
+  float* lse = args.out[1].f32();
+  for (int64_t r = 0; r < args.in[1].numel(); ++r) lse[r] = running[2 * r];
+  sequenceSums(args.in[1], lse, args.ints[0], [=](int64_t r, int32_t) { return running[2 * r + 1]; },
+               args.out[0].f32());
+}
+
+std::string sequence_logprob_chunk_grad_check(const KernelArgs& args) {
+  MT_CHECK(sequence_logprob_grad_check(args));
+  if (args.ints[0] < 0 || args.ints[1] <= 0)
+    return "sequence_logprob_chunk_grad: the first vocabulary id must not be negative and the vocabulary must be "
+           "positive";
+  return "";
+}
+
+void sequence_logprob_chunk_grad_cpu(const KernelArgs& args) { sequenceGradRows(args, args.ints[0], args.ints[1]); }
 
 std::string dpo_loss_check(const KernelArgs& args) {
   MT_CHECK(checkPairs(args, args.in[0], args.in[1], "dpo_loss"));

@@ -103,14 +103,19 @@ __global__ void xentGrad(const float* __restrict__ dloss, const T* __restrict__ 
 }
 
 // Each sequence's sum over its valid targets of logit[target] - lse; one block per sequence.
+// With `running` (mt.sequence_logprob_finish: the vocabulary chunks' state), the target's logit is
+// running[2r + 1] and lse[r] is written from running[2r] first.
 template <typename T>
-__global__ void sequenceSums(const T* __restrict__ logits, const int32_t* __restrict__ targets,
-                             const float* __restrict__ lse, float* __restrict__ logp, int64_t seq, int64_t vocab) {
+__global__ void sequenceSums(const T* __restrict__ logits, const int32_t* __restrict__ targets, float* __restrict__ lse,
+                             float* __restrict__ logp, int64_t seq, int64_t vocab, const float* __restrict__ running) {
   const int64_t first_row = blockIdx.x * seq;
   double sum = 0.0;
   for (int64_t r = first_row + threadIdx.x; r < first_row + seq; r += blockDim.x) {
+    if (running) lse[r] = running[2 * r];
     const int32_t t = targets[r];
-    if (validTarget(t, vocab)) sum += double(toFloat(logits[r * vocab + t])) - lse[r];
+    if (!validTarget(t, vocab)) continue;
+    const float logit = running ? running[2 * r + 1] : toFloat(logits[r * vocab + t]);
+    sum += double(logit) - lse[r];
   }
   sum = blockSum(sum);
   if (threadIdx.x == 0) logp[blockIdx.x] = static_cast<float>(sum);
@@ -261,7 +266,8 @@ void sequence_logprob_cuda(const KernelArgs& args, const CudaLaunch& launch) {
       MT_CUDA_CHECK_LAUNCH();
     }
     sequenceSums<<<rowGrid(rows), kThreads, 0, launch.stream>>>(data<const T>(logits), targets.i32(),
-                                                                args.out[1].f32(), args.out[0].f32(), seq, vocab);
+                                                                args.out[1].f32(), args.out[0].f32(), seq, vocab,
+                                                                nullptr);
   });
   MT_CUDA_CHECK_LAUNCH();
 }
@@ -269,6 +275,22 @@ void sequence_logprob_cuda(const KernelArgs& args, const CudaLaunch& launch) {
 void sequence_logprob_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor& logits = args.in[1];
   launchXentGrad(args, launch, 0, logits.dim(2), nullptr, args.in[0].f32(), std::max<int64_t>(logits.dim(1), 1));
+}
+
+void sequence_logprob_finish_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor& targets = args.in[1];
+  const int64_t rows = targets.dim(0), seq = targets.dim(1);
+  if (rows == 0) return;
+  sequenceSums<float><<<rowGrid(rows), kThreads, 0, launch.stream>>>(nullptr, targets.i32(), args.out[1].f32(),
+                                                                     args.out[0].f32(), seq, args.ints[0],
+                                                                     args.in[0].f32());
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void sequence_logprob_chunk_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor& logits = args.in[1];
+  launchXentGrad(args, launch, args.ints[0], args.ints[1], nullptr, args.in[0].f32(),
+                 std::max<int64_t>(logits.dim(1), 1));
 }
 
 void dpo_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {

@@ -22,7 +22,7 @@ inline constexpr char kReferenceLogprobsInput[] = "reference_logps";
 inline constexpr char kPolicyLogprobsOutput[] = "policy_logps";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 23;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 24;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -64,7 +64,10 @@ inline constexpr uint32_t kPlanVersionMinor = 23;  // 1.1: inputs, outputs, cons
                                                   // mt.rope_at's inverse);
                                                   // 1.23: preference training
                                                   // (mt.sequence_logprob(_grad),
-                                                  // mt.dpo_loss(_grad))
+                                                  // mt.dpo_loss(_grad));
+                                                  // 1.24: its vocabulary split
+                                                  // (mt.sequence_logprob_finish,
+                                                  // mt.sequence_logprob_chunk_grad)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

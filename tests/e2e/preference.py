@@ -8,7 +8,8 @@ steps (sigmoid; hinge; robust with label smoothing), and the logged implicit rew
 pairs the chosen reply wins, the margin) must be the model's, as must the held-out pairs' loss and
 rewards. A run resumed from a checkpoint reads the reference back and continues as the straight
 run does, and a streamed plan recomputing its activations gives the resident plan's losses bit for
-bit; the resident plan's loss-only run stops before the backward; --max-length cuts a pair as TRL
+bit; the head and its loss split into vocabulary chunks give the same losses, rewards and held-out
+score within float rounding; the resident plan's loss-only run stops before the backward; --max-length cuts a pair as TRL
 does; --batch auto sizes pairs; two ranks log what --accumulate 2 logs; what does not fit is
 refused by name.
 usage: /usr/bin/python3 tests/e2e/preference.py BIN_DIR WORK_DIR
@@ -236,6 +237,28 @@ def data_parallel(bin_dir, failures):
         failures.append(f"mpirun -np 2 (exit {ranks.returncode}: {ranks.stderr[-300:]}) against --accumulate 2: {lines}")
 
 
+def vocab_split(bin_dir, log, val, failures):
+    """The LM head and its loss over 3 vocabulary chunks (streamed, the tied embedding looked up on
+    the host): the unsplit plan's losses, rewards and held-out score within float rounding (each
+    token's log-sum-exp is folded chunk by chunk), the reference pass included."""
+    ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--dpo-beta", str(BETA), "--batch", str(SCHEDULE.batch),
+             "--seq", str(SCHEDULE.seq), "--schedule", "streamed", "--vocab-chunks", "3", "-o", "v.plan"])
+    dump = subprocess.run([f"{bin_dir}/mtdump", "v.plan"], capture_output=True, text=True, check=True).stdout
+    if dump.count("sequence_logprob_chunk_grad(") != 3 or "sequence_logprob(" in dump:
+        failures.append("--vocab-chunks 3: not three chunks' sequence_logprob_chunk_grad in v.plan")
+    ref.run([f"{bin_dir}/mtrun", "v.plan", "--data", "pairs.tok", "--weights", "d.safetensors", "--log", "v.jsonl",
+             "--val-data", "held.tok", "--val-every", str(SCHEDULE.steps)] + SCHEDULE.mtrun_flags())
+    lines = [json.loads(line) for line in open("v.jsonl")]
+    split = [line for line in lines if "val_loss" not in line]
+    fields = ("loss", "reward_margin", "reward_chosen", "reward_rejected")
+    worst = max(abs(s[k] - w[k]) / max(1.0, abs(w[k])) for s, w in zip(split, log) for k in fields)
+    held = [line["val_loss"] for line in lines if "val_loss" in line]
+    if len(split) != len(log) or worst > 1e-5 or [s["pairs_right"] for s in split] != [w["pairs_right"] for w in log] \
+            or len(held) != 1 or abs(held[0] - val[0]["val_loss"]) > 2e-5:
+        failures.append(f"--vocab-chunks 3: {split} held out {held}, unsplit {log} held out {val}")
+    print(f"--vocab-chunks 3: losses and rewards within {worst:.1e} (relative) of the unsplit plan's")
+
+
 def other_losses(bin_dir, tokens, counted, starts, held, weights, failures):
     """--dpo-loss hinge (a beta small enough that every margin stays inside the hinge), and robust
     with --dpo-label-smoothing 0.2: the losses TRL's loss_type gives."""
@@ -307,6 +330,7 @@ def main():
     recomputed = [json.loads(line)["loss"] for line in open("r.jsonl")]
     if recomputed != [line["loss"] for line in log]:
         failures.append(f"streamed-recompute losses {recomputed}, the resident plan's {[line['loss'] for line in log]}")
+    vocab_split(bin_dir, log, val, failures)
     with open("sft.jsonl", "w") as f:
         f.write(json.dumps({"instruction": "Double 2.", "output": "4."}) + "\n")
     refusals(bin_dir, failures)

@@ -60,6 +60,45 @@ TEST_F(PreferenceKernels, SequenceLogprobSumsEachRowsCountedTargets) {
               kGradTol, "sequence_logprob grad");
 }
 
+// Over vocabulary chunks (mtc --objective dpo --vocab-chunks; uneven chunks, a target in each,
+// ignored targets, a row counting nothing): mt.xent_chunk's running state finished by
+// sequence_logprob_finish gives sequence_logprob's logp and lse, and each chunk's
+// sequence_logprob_chunk_grad its columns of sequence_logprob_grad.
+TEST_F(PreferenceKernels, VocabularyChunksGiveTheWholeSums) {
+  const int64_t rows = 3, seq = 4, vocab = 11;
+  const int64_t firsts[] = {0, 4, 8, vocab};  // chunks [0, 4), [4, 8), [8, 11)
+  auto logits = HostTensor::f32({rows, seq, vocab}, randomFloats(rows * seq * vocab, rng, 3.0f));
+  auto targets = HostTensor::i32({rows, seq}, {-1, 1, 5, 10, 4, -1, 8, 9, -1, -1, -1, -1});
+  const auto whole = runKernel(KernelId::SequenceLogprob, {logits, targets},
+                               {HostTensor::f32({rows}), HostTensor::f32({rows, seq})});
+  auto dlogp = HostTensor::f32({rows}, {0.7f, -1.3f, 2.0f});
+  const auto dwhole = runKernel(KernelId::SequenceLogprobGrad, {dlogp, logits, targets, whole[1]},
+                                {HostTensor::f32({rows, seq, vocab})});
+  auto chunkOf = [&](const HostTensor& t, int64_t first, int64_t width) {
+    HostTensor out = HostTensor::f32({rows, seq, width});
+    for (int64_t r = 0; r < rows * seq; ++r)
+      for (int64_t c = 0; c < width; ++c) out.floats[r * width + c] = t.floats[r * vocab + first + c];
+    return out;
+  };
+  auto running = HostTensor::f32({rows, seq, 2}, std::vector<float>(rows * seq * 2, -INFINITY));
+  for (int k = 0; k < 3; ++k)
+    running = runKernel(KernelId::XentChunk, {chunkOf(logits, firsts[k], firsts[k + 1] - firsts[k]), targets, running},
+                        {HostTensor::f32({rows, seq, 2})}, {firsts[k]})[0];
+  const auto finished = runKernel(KernelId::SequenceLogprobFinish, {running, targets},
+                                  {HostTensor::f32({rows}), HostTensor::f32({rows, seq})}, {vocab});
+  expectClose(finished[0].floats, whole[0].asDoubles(), kF32Tol, "sequence_logprob_finish logp");
+  EXPECT_EQ(finished[0].floats[2], 0.0f) << "a row counting no target";
+  expectClose(finished[1].floats, whole[1].asDoubles(), kF32Tol, "sequence_logprob_finish lse");
+  for (int k = 0; k < 3; ++k) {
+    const int64_t first = firsts[k], width = firsts[k + 1] - first;
+    const auto dchunk = runKernel(KernelId::SequenceLogprobChunkGrad,
+                                  {dlogp, chunkOf(logits, first, width), targets, finished[1]},
+                                  {HostTensor::f32({rows, seq, width})}, {first, vocab});
+    expectClose(dchunk[0].floats, chunkOf(dwhole[0], first, width).asDoubles(), kF32Tol,
+                "sequence_logprob_chunk_grad");
+  }
+}
+
 TEST_F(PreferenceKernels, DpoLossAndGradientOverPairs) {
   const float beta = 0.25f;
   // Pair 1's margins are huge, both ways round with pair 2: softplus neither overflows nor rounds to NaN.
@@ -123,11 +162,13 @@ TEST_F(PreferenceKernels, ChainedBackwardIsTheDerivativeOfTheWholeLoss) {
 // A plan read from a file is hostile: an odd batch, rows that are not (B, T, V), a reference
 // of another length are refused by name.
 TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
-  auto problem = [](KernelId id, std::vector<HostTensor> in, std::vector<HostTensor> out, std::vector<float> floats) {
+  auto problem = [](KernelId id, std::vector<HostTensor> in, std::vector<HostTensor> out, std::vector<float> floats,
+                    std::vector<int64_t> ints = {}) {
     KernelArgs args;
     for (auto& t : in) args.in.push_back(t.view());
     for (auto& t : out) args.out.push_back(t.view());
     args.floats = floats;
+    args.ints = ints;
     return checkKernelCall(id, args);
   };
   const auto pairs = [&](std::vector<int64_t> ints, std::vector<float> floats, int64_t reference = 4) {
@@ -153,6 +194,22 @@ TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
                     {HostTensor::f32({6}), HostTensor::f32({6})}, {})
                 .find("(B, T, V)"),
             std::string::npos);
+  // The vocabulary chunks': a running state of other tokens, a chunk before the first id.
+  const auto targets = HostTensor::i32({2, 3}, std::vector<int32_t>(6, 0));
+  EXPECT_NE(problem(KernelId::SequenceLogprobFinish, {HostTensor::f32({2, 4, 2}), targets},
+                    {HostTensor::f32({2}), HostTensor::f32({2, 3})}, {}, {8})
+                .find("running"),
+            std::string::npos);
+  EXPECT_EQ(problem(KernelId::SequenceLogprobFinish, {HostTensor::f32({2, 3, 2}), targets},
+                    {HostTensor::f32({2}), HostTensor::f32({2, 3})}, {}, {8}),
+            "");
+  const auto chunkGrad = [&](int64_t first) {
+    return problem(KernelId::SequenceLogprobChunkGrad,
+                   {HostTensor::f32({2}), HostTensor::f32({2, 3, 4}), targets, HostTensor::f32({2, 3})},
+                   {HostTensor::f32({2, 3, 4})}, {}, {first, 8});
+  };
+  EXPECT_NE(chunkGrad(-4).find("first vocabulary id must not be negative"), std::string::npos);
+  EXPECT_EQ(chunkGrad(4), "");
 }
 
 }  // namespace

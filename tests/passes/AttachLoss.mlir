@@ -61,3 +61,26 @@ func.func @robust_at_one_half(%logp: tensor<2xf32>, %ref: tensor<2xf32>) -> tens
   %loss = mt.dpo_loss %logp, %ref {beta = 1.0e-1 : f32, kind = 2 : i32, label_smoothing = 5.0e-1 : f32} : tensor<2xf32>, tensor<2xf32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A DPO loss written with its defaults left out (kind sigmoid, no label smoothing) parses, as the
+// op's documented example is written.
+// CHECK-LABEL: func.func @dpo_defaults
+// CHECK: mt.dpo_loss %{{.*}}, %{{.*}} {beta = 1.000000e-01 : f32} : tensor<2xf32>, tensor<2xf32>
+// CHECK: mt.dpo_loss_grad %{{.*}}, %{{.*}}, %{{.*}} {beta = 1.000000e-01 : f32} : tensor<f32>, tensor<2xf32>, tensor<2xf32>
+func.func @dpo_defaults(%logp: tensor<2xf32>, %ref: tensor<2xf32>, %seed: tensor<f32>)
+    -> (tensor<f32>, tensor<2xf32> {mt.output = "dlogp"}) {
+  %loss = mt.dpo_loss %logp, %ref {beta = 1.0e-1 : f32} : tensor<2xf32>, tensor<2xf32>
+  %dlogp = mt.dpo_loss_grad %seed, %logp, %ref {beta = 1.0e-1 : f32} : tensor<f32>, tensor<2xf32>, tensor<2xf32>
+  return %loss, %dlogp : tensor<f32>, tensor<2xf32>
+}
+
+// -----
+
+// A required attribute missing (beta) is named as the file is parsed (any mt op: Mt_InferTypeOpAdaptor).
+func.func @dpo_without_beta(%logp: tensor<2xf32>, %ref: tensor<2xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'mt.dpo_loss' op requires attribute 'beta'}}
+  %loss = mt.dpo_loss %logp, %ref : tensor<2xf32>, tensor<2xf32>
+  return %loss : tensor<f32>
+}

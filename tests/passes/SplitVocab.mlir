@@ -72,10 +72,46 @@ func.func @tied(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<6x4x
 // -----
 
 // A loss that is not a head's: nothing to split.
-// expected-error @+1 {{the vocabulary split needs a loss mt.softmax_xent of logits = mt.matmul(h, W) {transpose_b} with W a (vocab, C) parameter (an LM head); this model has none}}
+// expected-error @+1 {{the vocabulary split needs a loss (mt.softmax_xent, or a DPO plan's mt.sequence_logprob) of logits = mt.matmul(h, W) {transpose_b} with W a (vocab, C) parameter (an LM head); this model has none}}
 func.func @headless(%arg0: tensor<1x2x6xf32> {mt.param = {init = "normal", name = "z", std = 1.000000e+00 : f32}}, %arg1: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}, tensor<1x2x6xf32> {mt.grad = "z"}) attributes {mt.block_templates = array<i64>} {
   %loss, %lse = mt.softmax_xent %arg0, %arg1 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2xi32>
   %0 = mt.fill {mt.backward, mt.block = 0 : i64, value = 1.000000e+00 : f32} : tensor<f32>
   %1 = mt.softmax_xent_grad %0, %arg0, %arg1, %lse {mt.backward, mt.block = 0 : i64} : tensor<f32>, tensor<1x2x6xf32>, tensor<1x2xi32>, tensor<1x2xf32>
   return %loss, %1 : tensor<f32>, tensor<1x2x6xf32>
+}
+
+// -----
+
+// A DPO plan's loss (mt.sequence_logprob of rows in pairs, then mt.dpo_loss against the
+// reference): the same chunks, finished by mt.sequence_logprob_finish, whose sums replace the
+// whole's (in mt.dpo_loss and the output policy_logps); mt.dpo_loss, the seed and mt.dpo_loss_grad
+// join the last chunk's block, before its backward; each chunk's dlogits from
+// mt.sequence_logprob_chunk_grad of dlogp.
+
+// CHECK-LABEL: func.func @dpo
+// CHECK:      %[[INIT:.*]] = mt.fill {mt.block = 1 : i64, value = 0xFF800000 : f32} : tensor<2x1x2xf32>
+// CHECK-NEXT: %[[L0:.*]] = mt.matmul %arg0, %arg3 {mt.block = 1 : i64, transpose_b = true}
+// CHECK-NEXT: %[[R0:.*]] = mt.xent_chunk %[[L0]], %arg1, %[[INIT]] {first = 0 : i64, mt.block = 1 : i64}
+// CHECK-NEXT: %[[L1:.*]] = mt.matmul %arg0, %arg4 {mt.block = 2 : i64, transpose_b = true}
+// CHECK-NEXT: %[[R1:.*]] = mt.xent_chunk %[[L1]], %arg1, %[[R0]] {first = 3 : i64, mt.block = 2 : i64}
+// CHECK-NEXT: %[[LOGP:.*]], %[[LSE:.*]] = mt.sequence_logprob_finish %[[R1]], %arg1 {mt.block = 2 : i64, vocab = 6 : i64} : tensor<2x1x2xf32>, tensor<2x1xi32>
+// CHECK-NEXT: %[[LOSS:.*]] = mt.dpo_loss %[[LOGP]], %arg2 {beta = 1.000000e-01 : f32, mt.block = 2 : i64}
+// CHECK-NEXT: %[[SEED:.*]] = mt.fill {mt.backward, mt.block = 2 : i64, value = 1.000000e+00 : f32}
+// CHECK-NEXT: %[[DLOGP:.*]] = mt.dpo_loss_grad %[[SEED]], %[[LOGP]], %arg2 {beta = 1.000000e-01 : f32, mt.backward, mt.block = 2 : i64}
+// CHECK-NEXT: %[[D1:.*]] = mt.sequence_logprob_chunk_grad %[[DLOGP]], %[[L1]], %arg1, %[[LSE]] {first = 3 : i64, mt.backward, mt.block = 2 : i64, vocab = 6 : i64}
+// CHECK:      %[[RL0:.*]] = mt.matmul %arg0, %arg3 {mt.block = 1 : i64, mt.recompute, transpose_b = true}
+// CHECK-NEXT: %[[D0:.*]] = mt.sequence_logprob_chunk_grad %[[DLOGP]], %[[RL0]], %arg1, %[[LSE]] {first = 0 : i64, mt.backward, mt.block = 1 : i64, vocab = 6 : i64}
+// CHECK-NOT:  mt.sequence_logprob %
+// CHECK:      return %[[LOSS]], %{{.*}}, %{{.*}}, %[[LOGP]]
+func.func @dpo(%arg0: tensor<2x1x4xf32>, %arg1: tensor<2x1xi32> {mt.input = "targets"}, %arg2: tensor<2xf32> {mt.input = "reference_logps"}, %arg3: tensor<6x4xf32> {mt.param = {init = "normal", name = "w", std = 1.000000e+00 : f32}}) -> (tensor<f32> {mt.loss}, tensor<6x4xf32> {mt.grad = "w"}, tensor<2xf32> {mt.output = "policy_logps"}) attributes {mt.block_templates = array<i64>} {
+  %0 = mt.matmul %arg0, %arg3 {mt.block = 0 : i64, transpose_b = true} : tensor<2x1x4xf32>, tensor<6x4xf32>
+  %logp, %lse = mt.sequence_logprob %0, %arg1 {mt.block = 0 : i64} : tensor<2x1x6xf32>, tensor<2x1xi32>
+  %1 = mt.dpo_loss %logp, %arg2 {beta = 1.000000e-01 : f32, mt.block = 0 : i64} : tensor<2xf32>, tensor<2xf32>
+  %2 = mt.fill {mt.backward, mt.block = 0 : i64, value = 1.000000e+00 : f32} : tensor<f32>
+  %3 = mt.dpo_loss_grad %2, %logp, %arg2 {beta = 1.000000e-01 : f32, mt.backward, mt.block = 0 : i64} : tensor<f32>, tensor<2xf32>, tensor<2xf32>
+  %4 = mt.sequence_logprob_grad %3, %0, %arg1, %lse {mt.backward, mt.block = 0 : i64} : tensor<2xf32>, tensor<2x1x6xf32>, tensor<2x1xi32>, tensor<2x1xf32>
+  %5 = mt.reshape %4 {mt.backward, mt.block = 0 : i64} : tensor<2x1x6xf32> -> tensor<2x6xf32>
+  %6 = mt.reshape %arg0 {mt.backward, mt.block = 0 : i64} : tensor<2x1x4xf32> -> tensor<2x4xf32>
+  %7 = mt.matmul %5, %6 {mt.backward, mt.block = 0 : i64, transpose_a = true} : tensor<2x6xf32>, tensor<2x4xf32>
+  return %1, %7, %logp : tensor<f32>, tensor<6x4xf32>, tensor<2xf32>
 }
