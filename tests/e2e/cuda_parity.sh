@@ -73,7 +73,8 @@ for model in llama-tiny gpt-oss-tiny; do
     "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model-packed-mixed 10 cpu cuda --bf16"
 done
 # Preference training (mtc --objective dpo): the sequence log-probabilities' and the DPO loss's
-# kernels end to end, after the reference pass's loss-only runs, fp32 and bf16.
+# kernels end to end, after the reference pass's loss-only runs, fp32 and bf16; the LM head and
+# the loss over vocabulary chunks (streamed).
 /usr/bin/python3 -c "
 import sys; sys.path.insert(0, '$(dirname "$0")')
 import mt_reference as ref
@@ -85,4 +86,7 @@ check "llama-tiny-dpo: losses and weights on cuda match the cpu's" \
 both llama-tiny-dpo-mixed llama-tiny --objective dpo --precision bf16
 check "llama-tiny-dpo-mixed: losses and weights on cuda match the cpu's within bf16 rounding" \
   "/usr/bin/python3 $(dirname "$0")/backend_parity.py llama-tiny-dpo-mixed 10 cpu cuda --bf16"
+both llama-tiny-dpo-split llama-tiny --objective dpo --vocab-chunks 2 --schedule streamed
+check "llama-tiny-dpo-split: losses and weights on cuda match the cpu's" \
+  "/usr/bin/python3 $(dirname "$0")/backend_parity.py llama-tiny-dpo-split 10"
 finish
