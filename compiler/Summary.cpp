@@ -234,14 +234,17 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
               r.batch_note.empty() ? "" : ("; " + r.batch_note).c_str());
   if (r.options.objective == LossObjective::kDpo) {
+    const bool ipo = r.options.dpo_loss == DpoLossKind::kIpo;
     const char* loss = r.options.dpo_loss == DpoLossKind::kHinge    ? "max(0, 1 - z) (hinge)"
                        : r.options.dpo_loss == DpoLossKind::kRobust ? "robust DPO's loss of z"
+                       : ipo                                        ? "(z / beta - 1 / (2 beta))^2 (IPO)"
                                                                     : "-log sigmoid(z)";
     std::printf("  objective      DPO (beta %g, label smoothing %g): rows 2i and 2i+1 a prompt's chosen and rejected "
                 "replies (mtrun --rows pairs on a token file of mttok --preferences), the loss %s, z beta times the "
-                "chosen reply's log-probability gain over the reference model's minus the rejected one's; the "
+                "chosen reply's %s gain over the reference model's minus the rejected one's; the "
                 "reference is the starting weights, run once over the data before the first step\n",
-                r.options.dpo_beta, r.options.dpo_label_smoothing, loss);
+                r.options.dpo_beta, r.options.dpo_label_smoothing, loss,
+                ipo ? "mean log-probability per token" : "log-probability");
   }
   if (r.options.packed_examples)
     std::printf("  packing        whole examples per row (mtrun --rows packed-examples), each attending only to itself, "

@@ -76,7 +76,9 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
              << rows << " rows: its rows are (chosen, rejected) pairs; give an even batch";
     OpBuilder b(ret);
     Value reference = appendInput(func, RankedTensorType::get({rows}, b.getF32Type()), kReferenceLogprobsInput);
-    auto logp = b.create<SequenceLogprobOp>(ret.getLoc(), ret.getOperand(0), targets);
+    // IPO compares each reply's mean log-probability per token (TRL averages them for it).
+    auto logp = b.create<SequenceLogprobOp>(ret.getLoc(), ret.getOperand(0), targets,
+                                            dpoLoss.getValue() == DpoLossKind::kIpo);
     auto loss = b.create<DpoLossOp>(ret.getLoc(), logp.getLogp(), reference, b.getF32FloatAttr(beta),
                                     PreferenceLossAttr::get(b.getContext(), static_cast<PreferenceLoss>(dpoLoss.getValue())),
                                     b.getF32FloatAttr(labelSmoothing));

@@ -34,7 +34,8 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
     reference model's log-probability of each row (B) f32, named `reference_logps`; the loss
     is `mt.dpo_loss` of each row's `mt.sequence_logprob`, and those log-probabilities are a named
     output, `policy_logps`, right after the loss (the runtime reads the reference's from them
-    before training, and the implicit rewards after each step).
+    before training, and the implicit rewards after each step). With `dpo-loss=ipo` they are
+    each row's mean log-probability per counted target (`average`), as IPO compares them.
   }];
   let options = [
     Option<"objective", "objective", "::mt::LossObjective", /*default=*/"::mt::LossObjective::kNextToken",
@@ -49,7 +50,8 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
            [{::llvm::cl::values(
                clEnumValN(::mt::DpoLossKind::kSigmoid, "sigmoid", "-log sigmoid (DPO)"),
                clEnumValN(::mt::DpoLossKind::kHinge, "hinge", "max(0, 1 - margin) (SLiC)"),
-               clEnumValN(::mt::DpoLossKind::kRobust, "robust", "robust DPO (with label smoothing)"))}]>,
+               clEnumValN(::mt::DpoLossKind::kRobust, "robust", "robust DPO (with label smoothing)"),
+               clEnumValN(::mt::DpoLossKind::kIpo, "ipo", "IPO: (margin / beta - 1 / (2 beta))^2 of mean log-probabilities"))}]>,
     Option<"labelSmoothing", "label-smoothing", "double", /*default=*/"0.0",
            "The share of pairs taken as mislabelled (objective=dpo; sigmoid, robust)">,
   ];

@@ -104,6 +104,10 @@ struct HeadMatch {
   Value targets() const { return loss->getOperand(1); }
   Value lse() const { return loss->getResult(1); }
   bool sequences() const { return isa<SequenceLogprobOp>(loss); }  // a DPO plan's
+  bool average() const {  // its sums are means (the IPO loss's)
+    auto sums = dyn_cast<SequenceLogprobOp>(loss);
+    return sums && sums.getAverage();
+  }
 };
 
 // The head a vocabulary split can take, or a diagnostic: the loss is not a head's, the head is
@@ -180,8 +184,9 @@ Operation* buildForwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, Arra
     products.push_back(product);
     assignBuilt(body, previous, m.loss, epilogue + 1 + c, "");
   }
-  Operation* finish = m.sequences() ? b.create<SequenceLogprobFinishOp>(loc, running, targets, vocab).getOperation()
-                                    : b.create<XentFinishOp>(loc, running, targets, vocab).getOperation();
+  Operation* finish =
+      m.sequences() ? b.create<SequenceLogprobFinishOp>(loc, running, targets, vocab, m.average()).getOperation()
+                    : b.create<XentFinishOp>(loc, running, targets, vocab).getOperation();
   finish->setAttr(kBlockAttr, b.getI64IntegerAttr(epilogue + chunks));
   m.loss->getResult(0).replaceAllUsesWith(finish->getResult(0));
   return finish;
@@ -214,8 +219,10 @@ LogicalResult buildBackwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, 
     Operation* previous = m.lossGrad->getPrevNode();
     Value logits = product.getResult(), targets = m.targets();
     Value dlogits =
-        m.sequences() ? b.create<SequenceLogprobChunkGradOp>(loc, dseed, logits, targets, lse, first[c], vocab).getResult()
-                      : b.create<XentChunkGradOp>(loc, dseed, logits, targets, lse, first[c], vocab).getResult();
+        m.sequences()
+            ? b.create<SequenceLogprobChunkGradOp>(loc, dseed, logits, targets, lse, first[c], vocab, m.average())
+                  .getResult()
+            : b.create<XentChunkGradOp>(loc, dseed, logits, targets, lse, first[c], vocab).getResult();
     SmallVector<Value> grads = cast<GradientOpInterface>(product.getOperation()).buildGradient(b, {dlogits});
     if (grads.size() != 2 || !grads[0] || !grads[1]) return failure();
     dh = dh ? b.create<AddOp>(loc, dh, grads[0]).getResult() : grads[0];

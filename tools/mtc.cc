@@ -142,15 +142,18 @@ void addOutputFlags(CLI::App& app, Flags& f) {
   mt::choiceOf(app, "--dpo-loss", o.dpo_loss,
                "with --objective dpo: what the loss makes of a pair's margin z (beta times the chosen reply's "
                "log-probability gain over the rejected one's), as TRL's loss_type: sigmoid (-log sigmoid(z), DPO), "
-               "hinge (max(0, 1 - z), SLiC) or robust (robust DPO, unbiased under --dpo-label-smoothing's noise)",
+               "hinge (max(0, 1 - z), SLiC), robust (robust DPO, unbiased under --dpo-label-smoothing's noise) or "
+               "ipo ((z / beta - 1 / (2 beta))^2, IPO, of each reply's mean log-probability per token)",
                std::map<std::string, mt::DpoLossKind>{{"sigmoid", mt::DpoLossKind::kSigmoid},
                                                       {"hinge", mt::DpoLossKind::kHinge},
-                                                      {"robust", mt::DpoLossKind::kRobust}})
+                                                      {"robust", mt::DpoLossKind::kRobust},
+                                                      {"ipo", mt::DpoLossKind::kIpo}})
       ->default_str("sigmoid")
       ->needs(objective);
   app.add_option("--dpo-label-smoothing", o.dpo_label_smoothing,
                  "with --objective dpo: the share of pairs taken to be labelled the wrong way round, in [0, 0.5) "
-                 "(TRL's label_smoothing: conservative DPO with sigmoid, robust DPO with robust; hinge ignores it)")
+                 "(TRL's label_smoothing: conservative DPO with sigmoid, robust DPO with robust; hinge and ipo ignore "
+                 "it)")
       ->check(CLI::Range(0.0, 0.4999))
       ->capture_default_str()
       ->needs(objective);

@@ -113,18 +113,25 @@ int64_t SequenceLogprobChunkGradOp::getFlops() { return 3 * tensorOf(getLogits()
 int64_t DpoLossOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 int64_t DpoLossGradOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 
-// Kernel attributes in the op table's order (runtime/plan/op_table.def): the chunks' int[vocab]
-// and int[first, vocab] as mt.xent_finish's and mt.xent_chunk_grad's; the losses' int[kind]
-// float[beta, label_smoothing], the kind as the kernels number it.
+// Kernel attributes in the op table's order (runtime/plan/op_table.def): the sums' int[(average)],
+// left out for sums (plan 1.23's calls); the chunks' int[vocab, average] and int[first, vocab,
+// average]; the losses' int[kind] float[beta, label_smoothing], the kind as the kernels number it.
+void SequenceLogprobOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  if (getAverage()) ints.push_back(1);
+}
+void SequenceLogprobGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  if (getAverage()) ints.push_back(1);
+}
 void SequenceLogprobFinishOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
-  ints.push_back(getVocab());
+  ints.append({static_cast<int64_t>(getVocab()), getAverage() ? 1 : 0});
 }
 void SequenceLogprobChunkGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
-  ints.append({static_cast<int64_t>(getFirst()), static_cast<int64_t>(getVocab())});
+  ints.append({static_cast<int64_t>(getFirst()), static_cast<int64_t>(getVocab()), getAverage() ? 1 : 0});
 }
 static_assert(static_cast<int64_t>(PreferenceLoss::Sigmoid) == static_cast<int64_t>(DpoLossKind::kSigmoid) &&
               static_cast<int64_t>(PreferenceLoss::Hinge) == static_cast<int64_t>(DpoLossKind::kHinge) &&
-              static_cast<int64_t>(PreferenceLoss::Robust) == static_cast<int64_t>(DpoLossKind::kRobust));
+              static_cast<int64_t>(PreferenceLoss::Robust) == static_cast<int64_t>(DpoLossKind::kRobust) &&
+              static_cast<int64_t>(PreferenceLoss::Ipo) == static_cast<int64_t>(DpoLossKind::kIpo));
 void DpoLossOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
   ints.push_back(static_cast<int64_t>(getKind()));
   floats.append({getBeta().convertToFloat(), getLabelSmoothing().convertToFloat()});
@@ -137,7 +144,8 @@ void DpoLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorIm
 // Gradient rules. The targets are integers and the reference an input: no gradient.
 SmallVector<Value> SequenceLogprobOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   if (!grads[0]) return {Value(), Value()};  // only the log-sum-exp is read: nothing to differentiate
-  return {b.create<SequenceLogprobGradOp>(getLoc(), grads[0], getLogits(), getTargets(), getLse()), Value()};
+  return {b.create<SequenceLogprobGradOp>(getLoc(), grads[0], getLogits(), getTargets(), getLse(), getAverage()),
+          Value()};
 }
 
 SmallVector<Value> DpoLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {

@@ -13,41 +13,49 @@
 //   sigmoid  -(1 - e) log sigmoid(z) - e log sigmoid(-z)   (DPO; e > 0: conservative DPO)
 //   hinge    max(0, 1 - z)                                  (SLiC)
 //   robust   (-(1 - e) log sigmoid(z) + e log sigmoid(-z)) / (1 - 2e)   (robust DPO, e < 1/2)
+//   ipo      ((z - 1/2) / beta)^2   (IPO, of mean log-probabilities: mt.sequence_logprob {average})
 def Mt_PreferenceLoss : I32EnumAttr<"PreferenceLoss", "what mt.dpo_loss makes of a pair's margin", [
     I32EnumAttrCase<"Sigmoid", 0, "sigmoid">,
     I32EnumAttrCase<"Hinge", 1, "hinge">,
-    I32EnumAttrCase<"Robust", 2, "robust">]> {
+    I32EnumAttrCase<"Robust", 2, "robust">,
+    I32EnumAttrCase<"Ipo", 3, "ipo">]> {
   let cppNamespace = "::mt";
 }
 
-def Mt_SequenceLogprobOp : Mt_KernelOp<"sequence_logprob", [KernelOpInterface,
+def Mt_SequenceLogprobOp : Mt_KernelOp<"sequence_logprob", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
-  let summary = "each row's summed log-probability of its targets under the softmax of its logits";
+  let summary = "each row's summed (or mean) log-probability of its targets under the softmax of its logits";
   let description = [{
     logp[b] = sum over t with targets[b, t] in [0, V) of logits[b, t, targets[b, t]] - lse[b, t],
     lse the log-sum-exp of logits[b, t, :] (also returned, for the backward). A row with no
-    counted target has 0.
+    counted target has 0. With `average`, the sum over the row's count of counted targets (the
+    mean log-probability per token, as TRL's IPO loss takes it).
 
     ```mlir
     %logp, %lse = mt.sequence_logprob %logits, %targets : tensor<4x64x256xf32>, tensor<4x64xi32>
+    %mean, %lse2 = mt.sequence_logprob %logits, %targets {average = true} : tensor<4x64x256xf32>, tensor<4x64xi32>
     ```
   }];
-  let arguments = (ins Mt_FloatTensor:$logits, Mt_I32Tensor:$targets);
+  let arguments = (ins Mt_FloatTensor:$logits, Mt_I32Tensor:$targets,
+                       DefaultValuedAttr<BoolAttr, "false">:$average);
   let results = (outs Mt_F32Tensor:$logp, Mt_F32Tensor:$lse);
   let assemblyFormat = "$logits `,` $targets attr-dict `:` type($logits) `,` type($targets)";
 }
 
-def Mt_SequenceLogprobGradOp : Mt_KernelOp<"sequence_logprob_grad", [KernelOpInterface]> {
+def Mt_SequenceLogprobGradOp : Mt_KernelOp<"sequence_logprob_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
   let summary = "backward of mt.sequence_logprob: dlogits";
   let description = [{
     dlogits[b, t, v] = dlogp[b] * (onehot(targets[b, t])[v] - softmax(logits[b, t])[v]) where the
-    target counts, 0 where it does not.
+    target counts, 0 where it does not; with `average`, dlogp[b] over the row's count.
 
     ```mlir
     %dl = mt.sequence_logprob_grad %dlogp, %logits, %targets, %lse : tensor<4xf32>, tensor<4x64x256xf32>, tensor<4x64xi32>, tensor<4x64xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$dlogp, Mt_FloatTensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$lse);
+  let arguments = (ins Mt_F32Tensor:$dlogp, Mt_FloatTensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$lse,
+                       DefaultValuedAttr<BoolAttr, "false">:$average);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
@@ -62,13 +70,14 @@ def Mt_SequenceLogprobFinishOp : Mt_KernelOp<"sequence_logprob_finish", [
   let description = [{
     `running` (B, T, 2) holds each token's log-sum-exp over all `vocab` ids and its target's
     logit (`mt.xent_chunk` over every chunk): logp[b] = sum over t with targets[b, t] in [0, vocab)
-    of running[b, t, 1] - running[b, t, 0]; lse = running[..., 0].
+    of running[b, t, 1] - running[b, t, 0] (with `average`, over their count); lse = running[..., 0].
 
     ```mlir
     %logp, %lse = mt.sequence_logprob_finish %r2, %targets {vocab = 256} : tensor<4x64x2xf32>, tensor<4x64xi32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$running, Mt_I32Tensor:$targets, I64Attr:$vocab);
+  let arguments = (ins Mt_F32Tensor:$running, Mt_I32Tensor:$targets, I64Attr:$vocab,
+                       DefaultValuedAttr<BoolAttr, "false">:$average);
   let results = (outs Mt_F32Tensor:$logp, Mt_F32Tensor:$lse);
   let assemblyFormat = "$running `,` $targets attr-dict `:` type($running) `,` type($targets)";
 }
@@ -82,7 +91,7 @@ def Mt_SequenceLogprobChunkGradOp : Mt_KernelOp<"sequence_logprob_chunk_grad", [
     ```
   }];
   let arguments = (ins Mt_F32Tensor:$dlogp, Mt_FloatTensor:$logits, Mt_I32Tensor:$targets, Mt_F32Tensor:$lse,
-                       I64Attr:$first, I64Attr:$vocab);
+                       I64Attr:$first, I64Attr:$vocab, DefaultValuedAttr<BoolAttr, "false">:$average);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }

@@ -24,18 +24,20 @@
 //
 // Preference training (DPO; compiler/dialect/MtPreferenceOps.td), rows in pairs (2i chosen,
 // 2i + 1 rejected):
-// mt.sequence_logprob: (logits (B, T, V), targets (B, T)) -> (logp (B), lse (B, T)): each row's
-//   sum over its valid targets of logit[target] - lse, in double, in token order.
-// mt.sequence_logprob_grad: (dlogp (B), logits, targets, lse) -> dlogits: dlogp[b] times one-hot
-//   minus softmax on the valid targets' rows, 0 on the others.
+// mt.sequence_logprob: (logits (B, T, V), targets (B, T)) -> (logp (B), lse (B, T))
+//   int[(average)]: each row's sum over its valid targets of logit[target] - lse, in double, in
+//   token order; with average 1 (plan 1.24; the IPO loss), its mean over them (0 where none).
+// mt.sequence_logprob_grad: (dlogp (B), logits, targets, lse) -> dlogits    int[(average)]:
+//   dlogp[b] (over its count, averaged) times one-hot minus softmax on the valid targets' rows, 0
+//   on the others.
 // The same sums over a vocabulary split into chunks (plan 1.24; mtc --objective dpo
 // --vocab-chunks), each chunk folded into the running state by mt.xent_chunk:
 // mt.sequence_logprob_finish: (running (B, T, 2), targets (B, T)) -> (logp (B), lse (B, T))
-//   int[vocab]: running[..., 1] - running[..., 0] summed as mt.sequence_logprob's.
+//   int[vocab, average]: running[..., 1] - running[..., 0] summed (averaged) as mt.sequence_logprob's.
 // mt.sequence_logprob_chunk_grad: (dlogp (B), logits (B, T, Vc), targets, lse) -> dlogits
-//   int[first, vocab]: sequence_logprob_grad's rows for the chunk's columns.
+//   int[first, vocab, average]: sequence_logprob_grad's rows for the chunk's columns.
 // mt.dpo_loss: (logp (B), reference (B)) -> loss ()    int[kind] float[beta, label_smoothing]: the
-//   mean over the pairs of dpoPairLoss(kind, z, label_smoothing), z = beta * ((logp -
+//   mean over the pairs of dpoPairLoss(kind, z, beta, label_smoothing), z = beta * ((logp -
 //   reference)[2i] - (logp - reference)[2i + 1]), in double.
 // mt.dpo_loss_grad: (dloss (), logp, reference) -> dlogp (B)    int[kind] float[beta, label_smoothing]
 #pragma once
@@ -50,25 +52,35 @@ enum class DpoLossKind : int64_t {
   kSigmoid = 0,  // -(1 - e) log sigmoid(z) - e log sigmoid(-z): DPO; with e > 0, conservative DPO
   kHinge = 1,    // max(0, 1 - z): SLiC's hinge
   kRobust = 2,   // (-(1 - e) log sigmoid(z) + e log sigmoid(-z)) / (1 - 2e): robust DPO (e < 1/2)
+  kIpo = 3,      // ((z - 1/2) / beta)^2 = (z / beta - 1 / (2 beta))^2: IPO, of each reply's mean
+                 // log-probability per token (mt.sequence_logprob's average), e ignored
 };
-inline constexpr int64_t kDpoLossKinds = 3;
+inline constexpr int64_t kDpoLossKinds = 4;
+
+// Whether a sequence sum's kernel (sequence_logprob and its backward, finish and chunks' backward)
+// averages: its int attribute after `leading` others (absent: a plan 1.23 sum).
+inline bool sequenceAverages(const KernelArgs& args, size_t leading) {
+  return args.ints.size() > leading && args.ints[leading] == 1;
+}
 
 // Pair i's margin z = beta * ((logp - reference)[2i] - (logp - reference)[2i + 1]), in double.
 MT_HOST_DEVICE inline double dpoPairMargin(const float* logp, const float* reference, int64_t i, double beta) {
   return beta * ((double(logp[2 * i]) - reference[2 * i]) - (double(logp[2 * i + 1]) - reference[2 * i + 1]));
 }
 
-// One pair's loss at margin z with label smoothing e (the CPU kernel, its CUDA twin and the
-// runtime's scoring of held-out pairs), and its derivative in z.
+// One pair's loss at margin z (beta times the log-ratios' difference) with label smoothing e (the
+// CPU kernel, its CUDA twin and the runtime's scoring of held-out pairs), and its derivative in z.
 MT_HOST_DEVICE inline double dpoSoftplus(double x) { return fmax(x, 0.0) + log1p(exp(-fabs(x))); }
-MT_HOST_DEVICE inline double dpoPairLoss(int64_t kind, double z, double e) {
+MT_HOST_DEVICE inline double dpoPairLoss(int64_t kind, double z, double beta, double e) {
   if (kind == static_cast<int64_t>(DpoLossKind::kHinge)) return fmax(0.0, 1.0 - z);
+  if (kind == static_cast<int64_t>(DpoLossKind::kIpo)) return ((z - 0.5) / beta) * ((z - 0.5) / beta);
   if (kind == static_cast<int64_t>(DpoLossKind::kRobust))
     return ((1.0 - e) * dpoSoftplus(-z) - e * dpoSoftplus(z)) / (1.0 - 2.0 * e);
   return (1.0 - e) * dpoSoftplus(-z) + e * dpoSoftplus(z);
 }
-MT_HOST_DEVICE inline double dpoPairLossGrad(int64_t kind, double z, double e) {
+MT_HOST_DEVICE inline double dpoPairLossGrad(int64_t kind, double z, double beta, double e) {
   if (kind == static_cast<int64_t>(DpoLossKind::kHinge)) return z < 1.0 ? -1.0 : 0.0;
+  if (kind == static_cast<int64_t>(DpoLossKind::kIpo)) return 2.0 * (z - 0.5) / (beta * beta);
   const double up = 1.0 / (1.0 + exp(z)), down = 1.0 / (1.0 + exp(-z));  // sigmoid(-z), sigmoid(z)
   if (kind == static_cast<int64_t>(DpoLossKind::kRobust)) return (-(1.0 - e) * up - e * down) / (1.0 - 2.0 * e);
   return -(1.0 - e) * up + e * down;

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/loss/loss.h"
 
@@ -240,31 +241,68 @@ std::string checkSequences(const Tensor& logits, const Tensor& targets, const ch
   return "";
 }
 
-// logp and reference (B) of a dpo_loss or its backward (`op`): an even B > 0, the pairs' rows;
-// its kind, beta > 0 and label smoothing in [0, 1/2] (below for the robust loss).
 // Each sequence's sum over its valid targets of targetLogit(r, t) - lse[r], in double, in token
-// order (mt.sequence_logprob's, and its finish over vocabulary chunks).
+// order; with `average`, over its count of them (0 where it has none): mt.sequence_logprob's,
+// and its finish over vocabulary chunks.
 template <typename TargetLogit>
-void sequenceSums(const Tensor& targets, const float* lse, int64_t vocab, TargetLogit targetLogit, float* logp) {
+void sequenceSums(const Tensor& targets, const float* lse, int64_t vocab, bool average, TargetLogit targetLogit,
+                  float* logp) {
   const int64_t rows = targets.dim(0), seq = targets.dim(1);
   for (int64_t b = 0; b < rows; ++b) {
     double sum = 0.0;
+    int64_t count = 0;
     for (int64_t r = b * seq; r < (b + 1) * seq; ++r) {
       const int32_t t = targets.i32()[r];
-      if (validTarget(t, vocab)) sum += double(targetLogit(r, t)) - lse[r];
+      if (!validTarget(t, vocab)) continue;
+      sum += double(targetLogit(r, t)) - lse[r];
+      ++count;
     }
-    logp[b] = static_cast<float>(sum);
+    logp[b] = static_cast<float>(average ? (count ? sum / count : 0.0) : sum);
   }
 }
 
 // dlogits of sequence_logprob_grad and its chunks' (args: dlogp, logits (B, T, Vc), targets,
-// lse): d logp / d logits = one-hot - softmax, softmax_xent's rows with coefficient -dlogp.
-void sequenceGradRows(const KernelArgs& args, int64_t first, int64_t vocab) {
-  const float* dlogp = args.in[0].f32();
-  const int64_t seq = std::max<int64_t>(args.in[1].dim(1), 1);
-  xentGradRows(args, [=](int64_t r) { return -dlogp[r / seq]; }, first, vocab);
+// lse): d logp / d logits = one-hot - softmax, softmax_xent's rows with coefficient -dlogp (with
+// `average`, over the row's count of valid targets, in float as the CUDA twin divides).
+void sequenceGradRows(const KernelArgs& args, int64_t first, int64_t vocab, bool average) {
+  const Tensor& targets = args.in[2];
+  const int64_t rows = targets.dim(0), seq = std::max<int64_t>(targets.dim(1), 1);
+  std::vector<float> coeff(rows);
+  for (int64_t b = 0; b < rows; ++b) {
+    int64_t count = 0;
+    for (int64_t r = b * seq; average && r < (b + 1) * seq; ++r) count += validTarget(targets.i32()[r], vocab);
+    coeff[b] = average && count ? -args.in[0].f32()[b] / static_cast<float>(count) : -args.in[0].f32()[b];
+  }
+  xentGradRows(args, [&](int64_t r) { return coeff[r / seq]; }, first, vocab);
 }
 
+// dlogp (B), logits (B, T, Vc), targets (B, T), lse (B, T) -> dlogits of a sequence_logprob_grad
+// or a chunk's (`op`).
+std::string checkSequenceGrad(const KernelArgs& args, const char* op) {
+  const Tensor &logits = args.in[1], &targets = args.in[2];
+  MT_CHECK(checkSequences(logits, targets, op));
+  MT_CHECK(expectDType(args.in[0], DType::F32, op));
+  MT_CHECK(expectShape(args.in[0], {logits.shape[0]}, op));
+  MT_CHECK(expectDType(args.in[3], DType::F32, op));
+  MT_CHECK(expectShape(args.in[3], targets.shape, op));
+  MT_CHECK(expectDType(args.out[0], DType::F32, op));
+  return expectShape(args.out[0], logits.shape, op);
+}
+
+// The int attributes of a sequence sum's kernel (`op`): `leading` of its own, then whether the
+// sums are averages (0 or 1), which sequence_logprob(_grad) may leave out (plan 1.23: sums).
+std::string checkAverageAttr(const KernelArgs& args, size_t leading, bool optional, const char* op) {
+  const size_t n = args.ints.size();
+  if (n != leading + 1 && !(optional && n == leading))
+    return std::string(op) + ": takes " + std::to_string(leading) + " int attributes then average (0 or 1), not " +
+           std::to_string(n);
+  if (n == leading + 1 && args.ints[leading] != 0 && args.ints[leading] != 1)
+    return std::string(op) + ": average must be 0 or 1";
+  return "";
+}
+
+// logp and reference (B) of a dpo_loss or its backward (`op`): an even B > 0, the pairs' rows;
+// its kind, beta > 0 and label smoothing in [0, 1/2] (below for the robust loss).
 std::string checkPairs(const KernelArgs& args, const Tensor& logp, const Tensor& reference, const char* op) {
   MT_CHECK(expectDType(logp, DType::F32, op));
   MT_CHECK(expectDType(reference, DType::F32, op));
@@ -287,6 +325,7 @@ std::string checkPairs(const KernelArgs& args, const Tensor& logp, const Tensor&
 std::string sequence_logprob_check(const KernelArgs& args) {
   const Tensor &logits = args.in[0], &targets = args.in[1];
   MT_CHECK(checkSequences(logits, targets, "sequence_logprob"));
+  MT_CHECK(checkAverageAttr(args, 0, /*optional=*/true, "sequence_logprob"));
   MT_CHECK(expectDType(args.out[0], DType::F32, "sequence_logprob logp"));
   MT_CHECK(expectShape(args.out[0], {logits.shape[0]}, "sequence_logprob logp"));
   MT_CHECK(expectDType(args.out[1], DType::F32, "sequence_logprob lse"));
@@ -300,24 +339,22 @@ void sequence_logprob_cpu(const KernelArgs& args) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows * seq; ++r) lse[r] = rowLse(logits.f32() + r * vocab, vocab);
   const float* x = logits.f32();
-  sequenceSums(targets, lse, vocab, [=](int64_t r, int32_t t) { return x[r * vocab + t]; }, args.out[0].f32());
+  sequenceSums(targets, lse, vocab, sequenceAverages(args, 0), [=](int64_t r, int32_t t) { return x[r * vocab + t]; },
+               args.out[0].f32());
 }
 
 std::string sequence_logprob_grad_check(const KernelArgs& args) {
-  const Tensor &logits = args.in[1], &targets = args.in[2];
-  MT_CHECK(checkSequences(logits, targets, "sequence_logprob_grad"));
-  MT_CHECK(expectDType(args.in[0], DType::F32, "sequence_logprob_grad dlogp"));
-  MT_CHECK(expectShape(args.in[0], {logits.shape[0]}, "sequence_logprob_grad dlogp"));
-  MT_CHECK(expectDType(args.in[3], DType::F32, "sequence_logprob_grad lse"));
-  MT_CHECK(expectShape(args.in[3], targets.shape, "sequence_logprob_grad lse"));
-  MT_CHECK(expectDType(args.out[0], DType::F32, "sequence_logprob_grad result"));
-  return expectShape(args.out[0], logits.shape, "sequence_logprob_grad result");
+  MT_CHECK(checkSequenceGrad(args, "sequence_logprob_grad"));
+  return checkAverageAttr(args, 0, /*optional=*/true, "sequence_logprob_grad");
 }
 
-void sequence_logprob_grad_cpu(const KernelArgs& args) { sequenceGradRows(args, /*first=*/0, args.in[1].dim(2)); }
+void sequence_logprob_grad_cpu(const KernelArgs& args) {
+  sequenceGradRows(args, /*first=*/0, args.in[1].dim(2), sequenceAverages(args, 0));
+}
 
 std::string sequence_logprob_finish_check(const KernelArgs& args) {
   const Tensor &running = args.in[0], &targets = args.in[1];
+  MT_CHECK(checkAverageAttr(args, 1, /*optional=*/false, "sequence_logprob_finish"));
   MT_CHECK(expectDType(running, DType::F32, "sequence_logprob_finish running"));
   MT_CHECK(expectDType(targets, DType::I32, "sequence_logprob_finish targets"));
   if (targets.shape.size() != 2) return "sequence_logprob_finish: the targets must be (B, T)";
@@ -334,19 +371,22 @@ void sequence_logprob_finish_cpu(const KernelArgs& args) {
   const float* running = args.in[0].f32();
   float* lse = args.out[1].f32();
   for (int64_t r = 0; r < args.in[1].numel(); ++r) lse[r] = running[2 * r];
-  sequenceSums(args.in[1], lse, args.ints[0], [=](int64_t r, int32_t) { return running[2 * r + 1]; },
-               args.out[0].f32());
+  sequenceSums(args.in[1], lse, args.ints[0], sequenceAverages(args, 1),
+               [=](int64_t r, int32_t) { return running[2 * r + 1]; }, args.out[0].f32());
 }
 
 std::string sequence_logprob_chunk_grad_check(const KernelArgs& args) {
-  MT_CHECK(sequence_logprob_grad_check(args));
+  MT_CHECK(checkAverageAttr(args, 2, /*optional=*/false, "sequence_logprob_chunk_grad"));
+  MT_CHECK(checkSequenceGrad(args, "sequence_logprob_chunk_grad"));
   if (args.ints[0] < 0 || args.ints[1] <= 0)
     return "sequence_logprob_chunk_grad: the first vocabulary id must not be negative and the vocabulary must be "
            "positive";
   return "";
 }
 
-void sequence_logprob_chunk_grad_cpu(const KernelArgs& args) { sequenceGradRows(args, args.ints[0], args.ints[1]); }
+void sequence_logprob_chunk_grad_cpu(const KernelArgs& args) {
+  sequenceGradRows(args, args.ints[0], args.ints[1], sequenceAverages(args, 2));
+}
 
 std::string dpo_loss_check(const KernelArgs& args) {
   MT_CHECK(checkPairs(args, args.in[0], args.in[1], "dpo_loss"));
@@ -359,7 +399,7 @@ void dpo_loss_cpu(const KernelArgs& args) {
   double total = 0.0;
   for (int64_t i = 0; i < pairs; ++i)
     total += dpoPairLoss(args.ints[0], dpoPairMargin(args.in[0].f32(), args.in[1].f32(), i, args.floats[0]),
-                         args.floats[1]);
+                         args.floats[0], args.floats[1]);
   args.out[0].f32()[0] = static_cast<float>(total / pairs);
 }
 
@@ -377,7 +417,7 @@ void dpo_loss_grad_cpu(const KernelArgs& args) {
   float* dlogp = args.out[0].f32();
   for (int64_t i = 0; i < pairs; ++i) {
     const double z = dpoPairMargin(args.in[1].f32(), args.in[2].f32(), i, beta);
-    const double dz = dloss / pairs * dpoPairLossGrad(args.ints[0], z, args.floats[1]);
+    const double dz = dloss / pairs * dpoPairLossGrad(args.ints[0], z, beta, args.floats[1]);
     dlogp[2 * i] = static_cast<float>(dz * beta);
     dlogp[2 * i + 1] = static_cast<float>(-dz * beta);
   }

@@ -73,15 +73,24 @@ __global__ void countTargets(const int32_t* __restrict__ targets, float* __restr
 // (`divisor`: mt.xent_tile_grad's, the whole batch's, computed once by mt.count_targets).
 // Each element is stored once (a bf16 dlogit rounded once, as the CPU's).
 // With `dlogp` (mt.sequence_logprob_grad: one-hot minus softmax), row r's coefficient is minus
-// its sequence's, dlogp[r / seq].
+// its sequence's, dlogp[r / seq] (with `average`, over the sequence's count of valid targets, which
+// each block counts).
 template <typename T>
 __global__ void xentGrad(const float* __restrict__ dloss, const T* __restrict__ logits,
                          const int32_t* __restrict__ targets, const float* __restrict__ lse, T* __restrict__ dlogits,
                          int64_t rows, int64_t width, int64_t first, int64_t vocab, const float* __restrict__ divisor,
-                         const float* __restrict__ dlogp, int64_t seq) {
+                         const float* __restrict__ dlogp, int64_t seq, bool average) {
   float coeff;
   if (dlogp) {
-    coeff = -dlogp[blockIdx.x / seq];
+    const int64_t b = blockIdx.x / seq;
+    float d = dlogp[b];
+    if (average) {
+      int64_t count = 0;
+      for (int64_t r = b * seq + threadIdx.x; r < (b + 1) * seq; r += blockDim.x) count += validTarget(targets[r], vocab);
+      count = blockSum(count);
+      if (count) d /= static_cast<float>(count);
+    }
+    coeff = -d;
   } else if (divisor) {
     coeff = *divisor > 0.0f ? dloss[0] / *divisor : 0.0f;
   } else {
@@ -102,23 +111,28 @@ __global__ void xentGrad(const float* __restrict__ dloss, const T* __restrict__ 
   }
 }
 
-// Each sequence's sum over its valid targets of logit[target] - lse; one block per sequence.
-// With `running` (mt.sequence_logprob_finish: the vocabulary chunks' state), the target's logit is
+// Each sequence's sum over its valid targets of logit[target] - lse (with `average`, over their
+// count; 0 where there are none); one block per sequence. With `running`
+// (mt.sequence_logprob_finish: the vocabulary chunks' state), the target's logit is
 // running[2r + 1] and lse[r] is written from running[2r] first.
 template <typename T>
 __global__ void sequenceSums(const T* __restrict__ logits, const int32_t* __restrict__ targets, float* __restrict__ lse,
-                             float* __restrict__ logp, int64_t seq, int64_t vocab, const float* __restrict__ running) {
+                             float* __restrict__ logp, int64_t seq, int64_t vocab, const float* __restrict__ running,
+                             bool average) {
   const int64_t first_row = blockIdx.x * seq;
   double sum = 0.0;
+  int64_t count = 0;
   for (int64_t r = first_row + threadIdx.x; r < first_row + seq; r += blockDim.x) {
     if (running) lse[r] = running[2 * r];
     const int32_t t = targets[r];
     if (!validTarget(t, vocab)) continue;
     const float logit = running ? running[2 * r + 1] : toFloat(logits[r * vocab + t]);
     sum += double(logit) - lse[r];
+    ++count;
   }
   sum = blockSum(sum);
-  if (threadIdx.x == 0) logp[blockIdx.x] = static_cast<float>(sum);
+  count = blockSum(count);
+  if (threadIdx.x == 0) logp[blockIdx.x] = static_cast<float>(average ? (count ? sum / count : 0.0) : sum);
 }
 
 // mt.dpo_loss: the mean over the pairs of dpoPairLoss; one block.
@@ -126,7 +140,7 @@ __global__ void dpoLoss(const float* __restrict__ logp, const float* __restrict_
                         int64_t pairs, int64_t kind, double beta, double smoothing) {
   double total = 0.0;
   for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x)
-    total += dpoPairLoss(kind, dpoPairMargin(logp, reference, i, beta), smoothing);
+    total += dpoPairLoss(kind, dpoPairMargin(logp, reference, i, beta), beta, smoothing);
   total = blockSum(total);
   if (threadIdx.x == 0) loss[0] = static_cast<float>(total / pairs);
 }
@@ -136,7 +150,8 @@ __global__ void dpoLossGrad(const float* __restrict__ dloss, const float* __rest
                             const float* __restrict__ reference, float* __restrict__ dlogp, int64_t pairs, int64_t kind,
                             double beta, double smoothing) {
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += int64_t(gridDim.x) * blockDim.x) {
-    const double dz = double(dloss[0]) / pairs * dpoPairLossGrad(kind, dpoPairMargin(logp, reference, i, beta), smoothing);
+    const double dz =
+        double(dloss[0]) / pairs * dpoPairLossGrad(kind, dpoPairMargin(logp, reference, i, beta), beta, smoothing);
     dlogp[2 * i] = static_cast<float>(dz * beta);
     dlogp[2 * i + 1] = static_cast<float>(-dz * beta);
   }
@@ -209,7 +224,8 @@ void count_targets_cuda(const KernelArgs& args, const CudaLaunch& launch) {
 // dlogits of softmax_xent_grad / xent_chunk_grad / xent_tile_grad (args: dloss, logits, targets,
 // lse[, count]: `divisor`).
 static void launchXentGrad(const KernelArgs& args, const CudaLaunch& launch, int64_t first, int64_t vocab,
-                           const float* divisor = nullptr, const float* dlogp = nullptr, int64_t seq = 1) {
+                           const float* divisor = nullptr, const float* dlogp = nullptr, int64_t seq = 1,
+                           bool average = false) {
   const Tensor &logits = args.in[1], &targets = args.in[2];
   const int64_t width = logits.dim(-1), rows = leadingRows(logits);
   if (rows == 0 || width == 0) return;
@@ -217,7 +233,7 @@ static void launchXentGrad(const KernelArgs& args, const CudaLaunch& launch, int
     using T = decltype(type);
     xentGrad<<<rowGrid(rows), kRowThreads, 0, launch.stream>>>(args.in[0].f32(), data<const T>(logits), targets.i32(),
                                                                args.in[3].f32(), data<T>(args.out[0]), rows, width,
-                                                               first, vocab, divisor, dlogp, seq);
+                                                               first, vocab, divisor, dlogp, seq, average);
   });
   MT_CUDA_CHECK_LAUNCH();
 }
@@ -267,14 +283,15 @@ void sequence_logprob_cuda(const KernelArgs& args, const CudaLaunch& launch) {
     }
     sequenceSums<<<rowGrid(rows), kThreads, 0, launch.stream>>>(data<const T>(logits), targets.i32(),
                                                                 args.out[1].f32(), args.out[0].f32(), seq, vocab,
-                                                                nullptr);
+                                                                nullptr, sequenceAverages(args, 0));
   });
   MT_CUDA_CHECK_LAUNCH();
 }
 
 void sequence_logprob_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor& logits = args.in[1];
-  launchXentGrad(args, launch, 0, logits.dim(2), nullptr, args.in[0].f32(), std::max<int64_t>(logits.dim(1), 1));
+  launchXentGrad(args, launch, 0, logits.dim(2), nullptr, args.in[0].f32(), std::max<int64_t>(logits.dim(1), 1),
+                 sequenceAverages(args, 0));
 }
 
 void sequence_logprob_finish_cuda(const KernelArgs& args, const CudaLaunch& launch) {
@@ -283,14 +300,14 @@ void sequence_logprob_finish_cuda(const KernelArgs& args, const CudaLaunch& laun
   if (rows == 0) return;
   sequenceSums<float><<<rowGrid(rows), kThreads, 0, launch.stream>>>(nullptr, targets.i32(), args.out[1].f32(),
                                                                      args.out[0].f32(), seq, args.ints[0],
-                                                                     args.in[0].f32());
+                                                                     args.in[0].f32(), sequenceAverages(args, 1));
   MT_CUDA_CHECK_LAUNCH();
 }
 
 void sequence_logprob_chunk_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor& logits = args.in[1];
   launchXentGrad(args, launch, args.ints[0], args.ints[1], nullptr, args.in[0].f32(),
-                 std::max<int64_t>(logits.dim(1), 1));
+                 std::max<int64_t>(logits.dim(1), 1), sequenceAverages(args, 2));
 }
 
 void dpo_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {

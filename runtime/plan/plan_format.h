@@ -67,7 +67,9 @@ inline constexpr uint32_t kPlanVersionMinor = 24;  // 1.1: inputs, outputs, cons
                                                   // mt.dpo_loss(_grad));
                                                   // 1.24: its vocabulary split
                                                   // (mt.sequence_logprob_finish,
-                                                  // mt.sequence_logprob_chunk_grad)
+                                                  // mt.sequence_logprob_chunk_grad), the IPO
+                                                  // loss (mt.sequence_logprob(_grad)'s
+                                                  // average, mt.dpo_loss's kind 3)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

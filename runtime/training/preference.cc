@@ -147,7 +147,7 @@ PairScores Preference::scoreRun(int64_t rows) const {
   for (int64_t p = 0; p < rows / 2; ++p) {
     const double chosen = beta_ * (double(policy[2 * p]) - reference[2 * p]);
     const double rejected = beta_ * (double(policy[2 * p + 1]) - reference[2 * p + 1]);
-    s.loss += dpoPairLoss(kind_, dpoPairMargin(policy, reference, p, beta_), smoothing_);  // mt.dpo_loss's
+    s.loss += dpoPairLoss(kind_, dpoPairMargin(policy, reference, p, beta_), beta_, smoothing_);  // mt.dpo_loss's
     s.chosen += chosen, s.rejected += rejected;
     s.right += chosen > rejected;
     ++s.pairs;

@@ -127,7 +127,7 @@ expect_exit 2 "$bin/mtc" gpt2-tiny --bogus-flag
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective reward
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-beta 0
 expect_exit 2 "$bin/mtc" gpt2-tiny --dpo-beta 0.1
-expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-loss ipo
+expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-loss exo_pair
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-label-smoothing 0.5
 expect_exit 2 "$bin/mtc" gpt2-tiny --dpo-loss hinge
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --forward-only

@@ -186,10 +186,12 @@ def pair_example(starts, step, row, seed):
     return 2 * (key % (len(starts) // 2)) + row % 2
 
 
-def sequence_logps(logits, y):
-    """mt.sequence_logprob: each row's summed log-probability of its targets (-100 ignored)."""
+def sequence_logps(logits, y, average=False):
+    """mt.sequence_logprob: each row's summed log-probability of its targets (-100 ignored); with
+    `average`, over their count (TRL's for the IPO loss: the sum over the completion's size)."""
     logp = torch.log_softmax(logits.float(), -1).gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    return (logp * (y != -100)).sum(-1)
+    total = (logp * (y != -100)).sum(-1)
+    return total / (y != -100).sum(-1).clamp(min=1) if average else total
 
 
 def dpo_loss(policy, reference, beta, kind="sigmoid", smoothing=0.0):
@@ -198,6 +200,8 @@ def dpo_loss(policy, reference, beta, kind="sigmoid", smoothing=0.0):
     z = beta * ((policy[0::2] - reference[0::2]) - (policy[1::2] - reference[1::2]))
     if kind == "hinge":
         return torch.relu(1 - z).mean()
+    if kind == "ipo":  # TRL: (logits - 1 / (2 beta))^2, logits the log-ratios' difference (z / beta)
+        return ((z / beta - 1 / (2 * beta)) ** 2).mean()
     if kind == "robust":
         return ((-F.logsigmoid(z) * (1 - smoothing) + F.logsigmoid(-z) * smoothing) / (1 - 2 * smoothing)).mean()
     return (-F.logsigmoid(z) * (1 - smoothing) - F.logsigmoid(-z) * smoothing).mean()

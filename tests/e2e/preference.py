@@ -4,7 +4,7 @@ prompt) turned into pairs of examples by `mttok --tokenizer FOLDER --preferences
 compiled by `mtc FOLDER --objective dpo` and trained by mtrun. The reference log-probabilities are
 the starting weights', computed before the first step. The losses must follow a transformers-style
 PyTorch model of the same folder trained with TRL's loss on the same pairs within 1e-4 over the
-steps (sigmoid; hinge; robust with label smoothing), and the logged implicit rewards (the share of
+steps (sigmoid; hinge; robust with label smoothing; IPO of mean log-probabilities), and the logged implicit rewards (the share of
 pairs the chosen reply wins, the margin) must be the model's, as must the held-out pairs' loss and
 rewards. A run resumed from a checkpoint reads the reference back and continues as the straight
 run does, and a streamed plan recomputing its activations gives the resident plan's losses bit for
@@ -75,7 +75,7 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
     def logps(data):  # every example of (tokens, counted, starts)
         x, y = rows_of(*data, range(len(data[2])))
         with torch.no_grad():
-            return ref.sequence_logps(logits_of(x), y)
+            return ref.sequence_logps(logits_of(x), y, average=kind == "ipo")
 
     reference, held_reference = logps((tokens, counted, starts)), logps(held)
     drawn = [[ref.pair_example(starts, step, row, SCHEDULE.seed) for row in range(SCHEDULE.batch)]
@@ -83,7 +83,7 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
     rewards = []
 
     def loss_of(logits, y, step):
-        policy, ref_logps = ref.sequence_logps(logits, y), reference[drawn[step]]
+        policy, ref_logps = ref.sequence_logps(logits, y, average=kind == "ipo"), reference[drawn[step]]
         margin = beta * ((policy[0::2] - ref_logps[0::2]) - (policy[1::2] - ref_logps[1::2])).detach()
         rewards.append(((margin > 0).double().mean().item(), margin.mean().item()))
         return ref.dpo_loss(policy, ref_logps, beta, kind, smoothing)
@@ -260,9 +260,10 @@ def vocab_split(bin_dir, log, val, failures):
 
 
 def other_losses(bin_dir, tokens, counted, starts, held, weights, failures):
-    """--dpo-loss hinge (a beta small enough that every margin stays inside the hinge), and robust
-    with --dpo-label-smoothing 0.2: the losses TRL's loss_type gives."""
-    for kind, smoothing, beta in (("hinge", 0.0, 0.05), ("robust", 0.2, BETA)):
+    """--dpo-loss hinge (a beta small enough that every margin stays inside the hinge), robust
+    with --dpo-label-smoothing 0.2, and ipo (of each reply's mean log-probability per token): the
+    losses TRL's loss_type gives."""
+    for kind, smoothing, beta in (("hinge", 0.0, 0.05), ("robust", 0.2, BETA), ("ipo", 0.0, BETA)):
         ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--dpo-beta", str(beta), "--dpo-loss", kind,
                  "--dpo-label-smoothing", str(smoothing), "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
                  "-o", f"{kind}.plan"])

@@ -468,12 +468,18 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
   const auto seq = runKernel(KernelId::SequenceLogprob, {logits4, rows4}, {HostTensor::f32({4}), HostTensor::f32({4, 29})});
   expectTwin(KernelId::SequenceLogprobGrad, {HostTensor::f32({4}, {0.7f, -0.2f, 1.5f, -1.0f}), logits4, rows4, seq[1]},
              {HostTensor::f32({4, 29, vocab})});
-  // Its vocabulary-split form: the sums from a running state, a chunk [600, 1003) of 1500 ids.
-  expectTwin(KernelId::SequenceLogprobFinish, {randomF32({4, 29, 2}, 2.0f), rows4},
-             {HostTensor::f32({4}), HostTensor::f32({4, 29})}, {1500});
-  expectTwin(KernelId::SequenceLogprobChunkGrad,
-             {HostTensor::f32({4}, {0.7f, -0.2f, 1.5f, -1.0f}), logits4, rows4, seq[1]},
-             {HostTensor::f32({4, 29, vocab})}, {600, 1500});
+  // The means (the IPO loss's: average 1).
+  expectTwin(KernelId::SequenceLogprob, {logits4, rows4}, {HostTensor::f32({4}), HostTensor::f32({4, 29})}, {1});
+  expectTwin(KernelId::SequenceLogprobGrad, {HostTensor::f32({4}, {0.7f, -0.2f, 1.5f, -1.0f}), logits4, rows4, seq[1]},
+             {HostTensor::f32({4, 29, vocab})}, {1});
+  // Its vocabulary-split form: the sums (means) from a running state, a chunk [600, 1003) of 1500 ids.
+  for (int64_t average : {0, 1}) {
+    expectTwin(KernelId::SequenceLogprobFinish, {randomF32({4, 29, 2}, 2.0f), rows4},
+               {HostTensor::f32({4}), HostTensor::f32({4, 29})}, {1500, average});
+    expectTwin(KernelId::SequenceLogprobChunkGrad,
+               {HostTensor::f32({4}, {0.7f, -0.2f, 1.5f, -1.0f}), logits4, rows4, seq[1]},
+               {HostTensor::f32({4, 29, vocab})}, {600, 1500, average});
+  }
   const auto reference = randomF32({4}, 20.0f);
   for (int64_t kind = 0; kind < kDpoLossKinds; ++kind) {  // sigmoid, hinge, robust, smoothed
     expectTwin(KernelId::DpoLoss, {seq[0], reference}, {HostTensor::f32({})}, {kind}, {0.1f, 0.2f});
@@ -643,7 +649,7 @@ TEST_F(CudaTwinTest, Bf16Activations) {
   expectBf16Twin(KernelId::SequenceLogprobGrad, {H::f32({3}, {0.7f, -0.2f, 1.5f}), logits, targets, fwd[1]},
                  {H::f32({3, 29, vocab})});
   expectBf16Twin(KernelId::SequenceLogprobChunkGrad, {H::f32({3}, {0.7f, -0.2f, 1.5f}), logits, targets, fwd[1]},
-                 {H::f32({3, 29, vocab})}, {600, 1500});
+                 {H::f32({3, 29, vocab})}, {600, 1500, 1});
   const auto tokens = H::i32({4, 31}, randomInts(4 * 31, 50, rng));
   expectBf16Twin(KernelId::Embedding, {tokens, randomF32({50, 72})}, {H::f32({4, 31, 72})});
   expectBf16Twin(KernelId::EmbeddingGrad, {tokens, randomF32({4, 31, 72})}, {H::f32({50, 72})});

@@ -9,15 +9,24 @@
 namespace mt::test {
 namespace {
 
-class PreferenceKernels : public KernelTest {};
+class PreferenceKernels : public KernelTest {
+ protected:
+  void expectChunksGiveTheWhole(int64_t average);
+};
 
-// Each row's sum over its valid targets of log softmax(logits)[target], in double.
-Doubles sequenceLogprob(const Doubles& logits, const std::vector<int32_t>& targets, int64_t rows, int64_t vocab) {
+// Each row's sum over its valid targets of log softmax(logits)[target], in double; with `average`,
+// over their count (0 where there are none).
+Doubles sequenceLogprob(const Doubles& logits, const std::vector<int32_t>& targets, int64_t rows, int64_t vocab,
+                        bool average = false) {
   const Doubles xent = ref::softmaxXent(logits, targets, vocab);  // [mean, lse per token...]
   const int64_t seq = static_cast<int64_t>(targets.size()) / rows;
-  Doubles logp(rows, 0.0);
+  Doubles logp(rows, 0.0), count(rows, 0.0);
   for (int64_t r = 0; r < rows * seq; ++r)
-    if (targets[r] >= 0 && targets[r] < vocab) logp[r / seq] += logits[r * vocab + targets[r]] - xent[1 + r];
+    if (targets[r] >= 0 && targets[r] < vocab) {
+      logp[r / seq] += logits[r * vocab + targets[r]] - xent[1 + r];
+      count[r / seq] += 1.0;
+    }
+  for (int64_t b = 0; average && b < rows; ++b) logp[b] = count[b] > 0.0 ? logp[b] / count[b] : 0.0;
   return logp;
 }
 
@@ -32,48 +41,61 @@ double dpoLoss(const Doubles& logp, const Doubles& reference, double beta, DpoLo
   for (size_t i = 0; i < pairs; ++i) {
     const double z = beta * ((logp[2 * i] - reference[2 * i]) - (logp[2 * i + 1] - reference[2 * i + 1]));
     if (kind == DpoLossKind::kHinge) total += std::max(0.0, 1.0 - z);
+    else if (kind == DpoLossKind::kIpo) total += (z / beta - 1 / (2 * beta)) * (z / beta - 1 / (2 * beta));
     else if (kind == DpoLossKind::kRobust) total += (-(1 - e) * logSigmoid(z) + e * logSigmoid(-z)) / (1 - 2 * e);
     else total += -(1 - e) * logSigmoid(z) - e * logSigmoid(-z);
   }
   return total / pairs;
 }
 
+// Sums (no int attribute, plan 1.23's calls) and means (average 1, the IPO loss's).
 TEST_F(PreferenceKernels, SequenceLogprobSumsEachRowsCountedTargets) {
   const int64_t rows = 3, seq = 4, vocab = 7;
   auto logits = HostTensor::f32({rows, seq, vocab}, randomFloats(rows * seq * vocab, rng, 2.0f));
   // Row 0's prompt ignored (-1) and a target past the vocabulary; row 2 counts nothing: 0.
   auto targets = HostTensor::i32({rows, seq}, {-1, -1, 3, 6, 0, 1, 2, vocab, -1, -1, -1, -1});
-  auto out = runKernel(KernelId::SequenceLogprob, {logits, targets},
-                       {HostTensor::f32({rows}), HostTensor::f32({rows, seq})});
-  const Doubles want = sequenceLogprob(logits.asDoubles(), targets.ints, rows, vocab);
-  expectClose(out[0].floats, want, kF32Tol, "sequence_logprob logp");
-  EXPECT_EQ(out[0].floats[2], 0.0f) << "a row counting no target";
-  expectClose(out[1].floats, slice(ref::softmaxXent(logits.asDoubles(), targets.ints, vocab), 1, rows * seq),
-              kF32Tol, "sequence_logprob lse");
-  const Doubles dlogp{0.7, -1.3, 2.0};
-  auto grad = runKernel(KernelId::SequenceLogprobGrad,
-                        {HostTensor::f32({rows}, toFloats(dlogp)), logits, targets, out[1]},
-                        {HostTensor::f32({rows, seq, vocab})});
-  expectClose(grad[0].floats,
-              finiteDifferences([&](const Doubles& x) { return sequenceLogprob(x, targets.ints, rows, vocab); },
-                                logits.asDoubles(), dlogp),
-              kGradTol, "sequence_logprob grad");
+  for (bool average : {false, true}) {
+    const std::string what = average ? " (average)" : "";
+    const std::vector<int64_t> ints = average ? std::vector<int64_t>{1} : std::vector<int64_t>{};
+    auto out = runKernel(KernelId::SequenceLogprob, {logits, targets},
+                         {HostTensor::f32({rows}), HostTensor::f32({rows, seq})}, ints);
+    const Doubles want = sequenceLogprob(logits.asDoubles(), targets.ints, rows, vocab, average);
+    expectClose(out[0].floats, want, kF32Tol, "sequence_logprob logp" + what);
+    EXPECT_EQ(out[0].floats[2], 0.0f) << "a row counting no target" << what;
+    expectClose(out[1].floats, slice(ref::softmaxXent(logits.asDoubles(), targets.ints, vocab), 1, rows * seq),
+                kF32Tol, "sequence_logprob lse" + what);
+    const Doubles dlogp{0.7, -1.3, 2.0};
+    auto grad = runKernel(KernelId::SequenceLogprobGrad,
+                          {HostTensor::f32({rows}, toFloats(dlogp)), logits, targets, out[1]},
+                          {HostTensor::f32({rows, seq, vocab})}, ints);
+    expectClose(grad[0].floats,
+                finiteDifferences(
+                    [&](const Doubles& x) { return sequenceLogprob(x, targets.ints, rows, vocab, average); },
+                    logits.asDoubles(), dlogp),
+                kGradTol, "sequence_logprob grad" + what);
+  }
 }
 
 // Over vocabulary chunks (mtc --objective dpo --vocab-chunks; uneven chunks, a target in each,
 // ignored targets, a row counting nothing): mt.xent_chunk's running state finished by
 // sequence_logprob_finish gives sequence_logprob's logp and lse, and each chunk's
-// sequence_logprob_chunk_grad its columns of sequence_logprob_grad.
+// sequence_logprob_chunk_grad its columns of sequence_logprob_grad; sums and means alike.
 TEST_F(PreferenceKernels, VocabularyChunksGiveTheWholeSums) {
+  for (int64_t average : {0, 1}) expectChunksGiveTheWhole(average);
+}
+
+void PreferenceKernels::expectChunksGiveTheWhole(int64_t average) {
+  SCOPED_TRACE(average ? "average" : "sums");
   const int64_t rows = 3, seq = 4, vocab = 11;
   const int64_t firsts[] = {0, 4, 8, vocab};  // chunks [0, 4), [4, 8), [8, 11)
+  const std::vector<int64_t> whole_ints = average ? std::vector<int64_t>{1} : std::vector<int64_t>{};
   auto logits = HostTensor::f32({rows, seq, vocab}, randomFloats(rows * seq * vocab, rng, 3.0f));
   auto targets = HostTensor::i32({rows, seq}, {-1, 1, 5, 10, 4, -1, 8, 9, -1, -1, -1, -1});
   const auto whole = runKernel(KernelId::SequenceLogprob, {logits, targets},
-                               {HostTensor::f32({rows}), HostTensor::f32({rows, seq})});
+                               {HostTensor::f32({rows}), HostTensor::f32({rows, seq})}, whole_ints);
   auto dlogp = HostTensor::f32({rows}, {0.7f, -1.3f, 2.0f});
   const auto dwhole = runKernel(KernelId::SequenceLogprobGrad, {dlogp, logits, targets, whole[1]},
-                                {HostTensor::f32({rows, seq, vocab})});
+                                {HostTensor::f32({rows, seq, vocab})}, whole_ints);
   auto chunkOf = [&](const HostTensor& t, int64_t first, int64_t width) {
     HostTensor out = HostTensor::f32({rows, seq, width});
     for (int64_t r = 0; r < rows * seq; ++r)
@@ -85,7 +107,7 @@ TEST_F(PreferenceKernels, VocabularyChunksGiveTheWholeSums) {
     running = runKernel(KernelId::XentChunk, {chunkOf(logits, firsts[k], firsts[k + 1] - firsts[k]), targets, running},
                         {HostTensor::f32({rows, seq, 2})}, {firsts[k]})[0];
   const auto finished = runKernel(KernelId::SequenceLogprobFinish, {running, targets},
-                                  {HostTensor::f32({rows}), HostTensor::f32({rows, seq})}, {vocab});
+                                  {HostTensor::f32({rows}), HostTensor::f32({rows, seq})}, {vocab, average});
   expectClose(finished[0].floats, whole[0].asDoubles(), kF32Tol, "sequence_logprob_finish logp");
   EXPECT_EQ(finished[0].floats[2], 0.0f) << "a row counting no target";
   expectClose(finished[1].floats, whole[1].asDoubles(), kF32Tol, "sequence_logprob_finish lse");
@@ -93,7 +115,7 @@ TEST_F(PreferenceKernels, VocabularyChunksGiveTheWholeSums) {
     const int64_t first = firsts[k], width = firsts[k + 1] - first;
     const auto dchunk = runKernel(KernelId::SequenceLogprobChunkGrad,
                                   {dlogp, chunkOf(logits, first, width), targets, finished[1]},
-                                  {HostTensor::f32({rows, seq, width})}, {first, vocab});
+                                  {HostTensor::f32({rows, seq, width})}, {first, vocab, average});
     expectClose(dchunk[0].floats, chunkOf(dwhole[0], first, width).asDoubles(), kF32Tol,
                 "sequence_logprob_chunk_grad");
   }
@@ -114,7 +136,7 @@ TEST_F(PreferenceKernels, DpoLossAndGradientOverPairs) {
   EXPECT_EQ(grad[0].floats[0], -grad[0].floats[1]) << "a pair's rows take opposite gradients";
 }
 
-// TRL's other losses (mt.dpo_loss's kind) and label smoothing: each against its definition, its
+// TRL's other losses (mt.dpo_loss's kind: hinge, robust, IPO) and label smoothing: each against its definition, its
 // gradient against finite differences (margins kept off the hinge's kink).
 TEST_F(PreferenceKernels, HingeRobustAndSmoothedLosses) {
   // z = 0.4, 0.8, -1.2, 1.6: the last past the hinge (no gradient there), none at its kink.
@@ -122,7 +144,8 @@ TEST_F(PreferenceKernels, HingeRobustAndSmoothedLosses) {
                                                                                 -5.0, -5.0};
   auto logpT = HostTensor::f32({8}, toFloats(logp)), refT = HostTensor::f32({8}, toFloats(reference));
   const float beta = 0.4f;
-  for (auto [kind, e] : {std::pair{DpoLossKind::kSigmoid, 0.1}, {DpoLossKind::kHinge, 0.0}, {DpoLossKind::kRobust, 0.2}}) {
+  for (auto [kind, e] : {std::pair{DpoLossKind::kSigmoid, 0.1}, {DpoLossKind::kHinge, 0.0}, {DpoLossKind::kRobust, 0.2},
+                         {DpoLossKind::kIpo, 0.0}}) {
     const std::string what = "kind " + std::to_string(static_cast<int>(kind)) + ", smoothing " + std::to_string(e);
     const std::vector<int64_t> ints{static_cast<int64_t>(kind)};
     auto loss = runKernel(KernelId::DpoLoss, {logpT, refT}, {HostTensor::f32({})}, ints, {beta, float(e)});
@@ -185,7 +208,7 @@ TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
             std::string::npos);
   EXPECT_NE(pairs({0}, {0.1f, 0.0f}, 2), "");
   EXPECT_EQ(pairs({0}, {0.1f, 0.0f}), "");
-  EXPECT_NE(pairs({3}, {0.1f, 0.0f}).find("kind 3 is not a loss"), std::string::npos);
+  EXPECT_NE(pairs({4}, {0.1f, 0.0f}).find("kind 4 is not a loss"), std::string::npos);
   EXPECT_NE(pairs({0}, {0.0f, 0.0f}).find("beta must be positive"), std::string::npos);
   EXPECT_NE(pairs({0}, {0.1f, 0.6f}).find("label smoothing in [0, 1/2]"), std::string::npos);
   EXPECT_NE(pairs({2}, {0.1f, 0.5f}).find("the robust loss: below"), std::string::npos) << "1 - 2e = 0";
@@ -197,19 +220,28 @@ TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
   // The vocabulary chunks': a running state of other tokens, a chunk before the first id.
   const auto targets = HostTensor::i32({2, 3}, std::vector<int32_t>(6, 0));
   EXPECT_NE(problem(KernelId::SequenceLogprobFinish, {HostTensor::f32({2, 4, 2}), targets},
-                    {HostTensor::f32({2}), HostTensor::f32({2, 3})}, {}, {8})
+                    {HostTensor::f32({2}), HostTensor::f32({2, 3})}, {}, {8, 0})
                 .find("running"),
             std::string::npos);
   EXPECT_EQ(problem(KernelId::SequenceLogprobFinish, {HostTensor::f32({2, 3, 2}), targets},
-                    {HostTensor::f32({2}), HostTensor::f32({2, 3})}, {}, {8}),
+                    {HostTensor::f32({2}), HostTensor::f32({2, 3})}, {}, {8, 1}),
             "");
-  const auto chunkGrad = [&](int64_t first) {
+  const auto chunkGrad = [&](int64_t first, int64_t average) {
     return problem(KernelId::SequenceLogprobChunkGrad,
                    {HostTensor::f32({2}), HostTensor::f32({2, 3, 4}), targets, HostTensor::f32({2, 3})},
-                   {HostTensor::f32({2, 3, 4})}, {}, {first, 8});
+                   {HostTensor::f32({2, 3, 4})}, {}, {first, 8, average});
   };
-  EXPECT_NE(chunkGrad(-4).find("first vocabulary id must not be negative"), std::string::npos);
-  EXPECT_EQ(chunkGrad(4), "");
+  EXPECT_NE(chunkGrad(-4, 0).find("first vocabulary id must not be negative"), std::string::npos);
+  EXPECT_NE(chunkGrad(4, 2).find("average must be 0 or 1"), std::string::npos);
+  EXPECT_EQ(chunkGrad(4, 1), "");
+  // The sums' average: absent (plan 1.23) or 0 or 1, nothing more.
+  const auto sums = [&](std::vector<int64_t> ints) {
+    return problem(KernelId::SequenceLogprob, {HostTensor::f32({2, 3, 8}), targets},
+                   {HostTensor::f32({2}), HostTensor::f32({2, 3})}, {}, ints);
+  };
+  EXPECT_EQ(sums({}), "");
+  EXPECT_EQ(sums({1}), "");
+  EXPECT_NE(sums({1, 1}).find("takes 0 int attributes then average"), std::string::npos);
 }
 
 }  // namespace

@@ -84,3 +84,17 @@ func.func @dpo_without_beta(%logp: tensor<2xf32>, %ref: tensor<2xf32>) -> tensor
   %loss = mt.dpo_loss %logp, %ref : tensor<2xf32>, tensor<2xf32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// TRL's IPO loss of mean log-probabilities (mtc --dpo-loss ipo): the sums' average and the loss's
+// kind print back.
+// CHECK-LABEL: func.func @own_ipo_loss
+// CHECK: mt.sequence_logprob %{{.*}}, %{{.*}} {average = true} : tensor<2x3x5xf32>, tensor<2x3xi32>
+// CHECK: mt.dpo_loss %{{.*}}, %{{.*}} {beta = 1.000000e-01 : f32, kind = 3 : i32}
+func.func @own_ipo_loss(%logits: tensor<2x3x5xf32>, %targets: tensor<2x3xi32> {mt.input = "targets"},
+                        %ref: tensor<2xf32> {mt.input = "reference_logps"}) -> tensor<f32> {
+  %logp, %lse = mt.sequence_logprob %logits, %targets {average = true} : tensor<2x3x5xf32>, tensor<2x3xi32>
+  %loss = mt.dpo_loss %logp, %ref {beta = 1.0e-1 : f32, kind = 3 : i32} : tensor<2xf32>, tensor<2xf32>
+  return %loss : tensor<f32>
+}
