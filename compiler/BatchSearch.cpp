@@ -219,7 +219,7 @@ ModelForm modelForm(const CompileOptions& o) {
   return o.packed_examples ? ModelForm::kPackedTraining : ModelForm::kTraining;
 }
 
-int64_t batchUnit(const CompileOptions& o) { return o.objective == LossObjective::kDpo ? 2 : 1; }
+int64_t batchUnit(const CompileOptions& o) { return o.loss.objective == LossObjective::kDpo ? 2 : 1; }
 
 // The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
 StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optional<Stage> last,
@@ -242,10 +242,7 @@ StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optio
   stage.stream_dtype = o.stream_dtype;
   stage.precision = o.precision;
   stage.land_gradients = o.ranks > 1;
-  stage.objective = o.objective;
-  stage.dpo_beta = o.dpo_beta;
-  stage.dpo_loss = o.dpo_loss;
-  stage.dpo_label_smoothing = o.dpo_label_smoothing;
+  stage.loss = o.loss;
   return stage;
 }
 

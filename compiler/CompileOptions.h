@@ -85,12 +85,9 @@ struct CompileOptions {
   // replacing the preset's 0 or the folder's config; unset: theirs.
   std::optional<double> router_aux_loss;
   // What the loss trains (mtc --objective): the next token, or preferences (DPO) over rows in
-  // (chosen, rejected) pairs with beta `dpo_beta` (mtc --dpo-beta), the loss of a pair's margin
-  // `dpo_loss` (--dpo-loss) and its label smoothing (--dpo-label-smoothing).
-  LossObjective objective = LossObjective::kNextToken;
-  double dpo_beta = 0.1;
-  DpoLossKind dpo_loss = DpoLossKind::kSigmoid;
-  double dpo_label_smoothing = 0.0;
+  // (chosen, rejected) pairs with beta (mtc --dpo-beta), the loss of a pair's margin (--dpo-loss)
+  // and its label smoothing (--dpo-label-smoothing).
+  LossSpec loss;
   // ONNX: initializers matching `frozen` stay constants; with `trainable`, only matching ones train.
   std::optional<std::regex> frozen, trainable;
 };

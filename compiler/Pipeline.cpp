@@ -184,6 +184,8 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
 std::string preferenceProblem(const CompileOptions& o) {
   if (o.packed_examples)
     return "--objective dpo trains on (chosen, rejected) rows, one reply each: drop --packed-examples";
+  if (o.loss.simpo_gamma && o.loss.dpo_loss != DpoLossKind::kSimpo)
+    return "--simpo-gamma is SimPO's target margin: give it with --dpo-loss simpo (or drop it)";
   if (o.batch % 2 != 0)
     return fmt::format("--objective dpo needs an even --batch (its rows are (chosen, rejected) pairs), not {}",
                        o.batch);
@@ -207,7 +209,7 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
     problem = "--router-aux-loss is the load-balancing loss of a mixture of experts' router; this model has none";
   if (problem.empty() && o.batch == 0 && o.forward_only)
     problem = "--forward-only takes a --batch of its own (the sequences sampled at once; 1 for mtgen's one sample)";
-  if (problem.empty() && o.objective == LossObjective::kDpo) problem = preferenceProblem(o);
+  if (problem.empty() && o.loss.objective == LossObjective::kDpo) problem = preferenceProblem(o);
   if (problem.empty() && o.batch == 0 && o.device_mem == 0)
     problem = "--batch auto needs --device-mem (or a GPU --hw profile) to size the batch against";
   if (!problem.empty()) {

@@ -26,10 +26,7 @@ struct Knobs {
   ComputePrecision precision = ComputePrecision::kFp32;  // kBf16: a bf16 plan (mt-mixed-precision)
   int64_t token_tiles = 1;    // each layer block's token-wise work in tiles (mt-tile-tokens)
   bool land_gradients = false;  // StageOptions::land_gradients
-  LossObjective objective = LossObjective::kNextToken;  // StageOptions::objective, dpo_*
-  double dpo_beta = 0.1;
-  DpoLossKind dpo_loss = DpoLossKind::kSigmoid;
-  double dpo_label_smoothing = 0.0;
+  LossSpec loss;               // StageOptions::loss
 
   bool hostEmbedding() const {
     return embedding == EmbeddingPlace::kHost ||

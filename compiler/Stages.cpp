@@ -41,10 +41,11 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
       return pm.addPass(createFusePass());
     case Stage::kAttachLoss: {
       AttachLossPassOptions options;
-      options.objective = knobs.objective;
-      options.beta = knobs.dpo_beta;
-      options.dpoLoss = knobs.dpo_loss;
-      options.labelSmoothing = knobs.dpo_label_smoothing;
+      options.objective = knobs.loss.objective;
+      options.beta = knobs.loss.dpo_beta;
+      options.dpoLoss = knobs.loss.dpo_loss;
+      options.labelSmoothing = knobs.loss.dpo_label_smoothing;
+      options.simpoGamma = knobs.loss.simpo_gamma.value_or(kDefaultSimpoGamma);
       return pm.addPass(createAttachLossPass(options));
     }
     case Stage::kTileTokens: {
@@ -536,10 +537,7 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   const bool stops_early = options.last && indexOf(*options.last) < tiling;
   const std::optional<Stage> until = stops_early ? options.last : Stage::kAttachLoss;
   Knobs attach{result.schedule, 0, options.update};
-  attach.objective = options.objective;
-  attach.dpo_beta = options.dpo_beta;
-  attach.dpo_loss = options.dpo_loss;
-  attach.dpo_label_smoothing = options.dpo_label_smoothing;
+  attach.loss = options.loss;
   if (!runFrom(module, indexOf(Stage::kFuse), until, attach, result.failed) || stops_early)
     return result;
   // Tiles where asked, or searched where the budget may need them (a plan compiled to the end).

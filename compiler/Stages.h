@@ -60,12 +60,8 @@ struct StageOptions {
   // blocks' and keeps them apart (plan 1.17): each data-parallel rank then holds only its slice
   // of each summed gradient (a plan for ranks: mtc --ranks).
   bool land_gradients = false;
-  // What the loss trains (mt-attach-loss): the next token, or preferences over row pairs (DPO,
-  // with its beta).
-  LossObjective objective = LossObjective::kNextToken;
-  double dpo_beta = 0.1;
-  DpoLossKind dpo_loss = DpoLossKind::kSigmoid;
-  double dpo_label_smoothing = 0.0;
+  // What the loss trains (mt-attach-loss): the next token, or preferences over row pairs (DPO).
+  LossSpec loss;
 };
 
 struct StageResult {

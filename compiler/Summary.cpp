@@ -227,25 +227,36 @@ void printImportNotes(const CompileReport& r) {
   }
 }
 
+// A preference plan's loss (mtc --objective dpo and its flags), in words.
+void printObjective(const LossSpec& spec) {
+  std::printf("  objective      ");
+  if (spec.dpo_loss == DpoLossKind::kSimpo) {
+    std::printf("SimPO (beta %g, gamma %g, label smoothing %g): rows 2i and 2i+1 a prompt's chosen and rejected "
+                "replies (mtrun --rows pairs on a token file of mttok --preferences), the loss -log sigmoid(z - "
+                "gamma), z beta times the chosen reply's mean log-probability per token minus the rejected one's; no "
+                "reference model\n",
+                spec.dpo_beta, spec.simpo_gamma.value_or(kDefaultSimpoGamma), spec.dpo_label_smoothing);
+    return;
+  }
+  const bool ipo = spec.dpo_loss == DpoLossKind::kIpo;
+  const char* loss = spec.dpo_loss == DpoLossKind::kHinge    ? "max(0, 1 - z) (hinge)"
+                     : spec.dpo_loss == DpoLossKind::kRobust ? "robust DPO's loss of z"
+                     : ipo                                   ? "(z / beta - 1 / (2 beta))^2 (IPO)"
+                                                             : "-log sigmoid(z)";
+  std::printf("DPO (beta %g, label smoothing %g): rows 2i and 2i+1 a prompt's chosen and rejected replies (mtrun "
+              "--rows pairs on a token file of mttok --preferences), the loss %s, z beta times the chosen reply's %s "
+              "gain over the reference model's minus the rejected one's; the reference is the starting weights, run "
+              "once over the data before the first step\n",
+              spec.dpo_beta, spec.dpo_label_smoothing, loss, ipo ? "mean log-probability per token" : "log-probability");
+}
+
 // The batch, the parameters and their host bytes, the optimizer, the device arena and schedule.
 void printMemory(const CompileReport& r, const StageResult& stages, const EmitOptions& emit, const plan::Plan& plan,
                  const PlanStats& stats) {
   std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
               r.batch_note.empty() ? "" : ("; " + r.batch_note).c_str());
-  if (r.options.objective == LossObjective::kDpo) {
-    const bool ipo = r.options.dpo_loss == DpoLossKind::kIpo;
-    const char* loss = r.options.dpo_loss == DpoLossKind::kHinge    ? "max(0, 1 - z) (hinge)"
-                       : r.options.dpo_loss == DpoLossKind::kRobust ? "robust DPO's loss of z"
-                       : ipo                                        ? "(z / beta - 1 / (2 beta))^2 (IPO)"
-                                                                    : "-log sigmoid(z)";
-    std::printf("  objective      DPO (beta %g, label smoothing %g): rows 2i and 2i+1 a prompt's chosen and rejected "
-                "replies (mtrun --rows pairs on a token file of mttok --preferences), the loss %s, z beta times the "
-                "chosen reply's %s gain over the reference model's minus the rejected one's; the "
-                "reference is the starting weights, run once over the data before the first step\n",
-                r.options.dpo_beta, r.options.dpo_label_smoothing, loss,
-                ipo ? "mean log-probability per token" : "log-probability");
-  }
+  if (r.options.loss.objective == LossObjective::kDpo) printObjective(r.options.loss);
   if (r.options.packed_examples)
     std::printf("  packing        whole examples per row (mtrun --rows packed-examples), each attending only to itself, "
                 "its positions from 0 (input \"positions\"); on CUDA its attention runs on this project's kernels "

@@ -75,13 +75,19 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
       return ret.emitError("cannot train preferences (objective dpo) on a batch of ")
              << rows << " rows: its rows are (chosen, rejected) pairs; give an even batch";
     OpBuilder b(ret);
-    Value reference = appendInput(func, RankedTensorType::get({rows}, b.getF32Type()), kReferenceLogprobsInput);
-    // IPO compares each reply's mean log-probability per token (TRL averages them for it).
+    const DpoLossKind kind = dpoLoss.getValue();
+    const auto rowsType = RankedTensorType::get({rows}, b.getF32Type());
+    // SimPO has no reference model: its margin is the policy's alone (a reference of zeros).
+    Value reference = kind == DpoLossKind::kSimpo
+                          ? b.create<FillOp>(ret.getLoc(), rowsType, b.getF32FloatAttr(0.0f)).getResult()
+                          : appendInput(func, rowsType, kReferenceLogprobsInput);
+    // IPO and SimPO compare each reply's mean log-probability per token (TRL averages them for them).
     auto logp = b.create<SequenceLogprobOp>(ret.getLoc(), ret.getOperand(0), targets,
-                                            dpoLoss.getValue() == DpoLossKind::kIpo);
+                                            kind == DpoLossKind::kIpo || kind == DpoLossKind::kSimpo);
     auto loss = b.create<DpoLossOp>(ret.getLoc(), logp.getLogp(), reference, b.getF32FloatAttr(beta),
-                                    PreferenceLossAttr::get(b.getContext(), static_cast<PreferenceLoss>(dpoLoss.getValue())),
-                                    b.getF32FloatAttr(labelSmoothing));
+                                    PreferenceLossAttr::get(b.getContext(), static_cast<PreferenceLoss>(kind)),
+                                    b.getF32FloatAttr(labelSmoothing),
+                                    b.getF32FloatAttr(kind == DpoLossKind::kSimpo ? simpoGamma : 0.0));
     SmallVector<Value> operands{loss.getLoss(), logp.getLogp()};
     llvm::append_range(operands, ret.getOperands().drop_front());
     SmallVector<DictionaryAttr> named;  // the outputs after the logits, by result index

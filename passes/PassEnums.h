@@ -2,6 +2,8 @@
 // CompileOptions.h) and passed to the passes as these enums, never as strings.
 #pragma once
 
+#include <optional>
+
 #include "kernels/loss/loss.h"  // DpoLossKind: what mt.dpo_loss makes of a pair's margin
 
 namespace mt {
@@ -15,5 +17,18 @@ enum class UpdateKind { kDeferred, kOnArrival };
 // cross-entropy, or direct preference optimisation over rows in (chosen, rejected) pairs
 // against the reference model's log-probabilities (compiler/dialect/MtPreferenceOps.td).
 enum class LossObjective { kNextToken, kDpo };
+
+// The loss a plan trains, as the driver's flags give it (mtc --objective, --dpo-beta, --dpo-loss,
+// --dpo-label-smoothing, --simpo-gamma) and mt-attach-loss takes it: the objective and, for
+// preferences, beta, what the loss makes of a pair's margin, its label smoothing and SimPO's
+// target margin.
+struct LossSpec {
+  LossObjective objective = LossObjective::kNextToken;
+  double dpo_beta = 0.1;
+  DpoLossKind dpo_loss = DpoLossKind::kSigmoid;
+  double dpo_label_smoothing = 0.0;
+  std::optional<double> simpo_gamma;  // unset: kDefaultSimpoGamma
+};
+inline constexpr double kDefaultSimpoGamma = 0.5;  // TRL's CPOConfig simpo_gamma
 
 }  // namespace mt

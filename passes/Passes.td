@@ -34,8 +34,9 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
     reference model's log-probability of each row (B) f32, named `reference_logps`; the loss
     is `mt.dpo_loss` of each row's `mt.sequence_logprob`, and those log-probabilities are a named
     output, `policy_logps`, right after the loss (the runtime reads the reference's from them
-    before training, and the implicit rewards after each step). With `dpo-loss=ipo` they are
-    each row's mean log-probability per counted target (`average`), as IPO compares them.
+    before training, and the implicit rewards after each step). With `dpo-loss=ipo` or `simpo`
+    they are each row's mean log-probability per counted target (`average`), as those compare
+    them; SimPO is reference-free: no `reference_logps` input, a reference of zeros.
   }];
   let options = [
     Option<"objective", "objective", "::mt::LossObjective", /*default=*/"::mt::LossObjective::kNextToken",
@@ -51,9 +52,12 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
                clEnumValN(::mt::DpoLossKind::kSigmoid, "sigmoid", "-log sigmoid (DPO)"),
                clEnumValN(::mt::DpoLossKind::kHinge, "hinge", "max(0, 1 - margin) (SLiC)"),
                clEnumValN(::mt::DpoLossKind::kRobust, "robust", "robust DPO (with label smoothing)"),
-               clEnumValN(::mt::DpoLossKind::kIpo, "ipo", "IPO: (margin / beta - 1 / (2 beta))^2 of mean log-probabilities"))}]>,
+               clEnumValN(::mt::DpoLossKind::kIpo, "ipo", "IPO: (margin / beta - 1 / (2 beta))^2 of mean log-probabilities"),
+               clEnumValN(::mt::DpoLossKind::kSimpo, "simpo", "SimPO: -log sigmoid(margin - gamma), reference-free"))}]>,
     Option<"labelSmoothing", "label-smoothing", "double", /*default=*/"0.0",
-           "The share of pairs taken as mislabelled (objective=dpo; sigmoid, robust)">,
+           "The share of pairs taken as mislabelled (objective=dpo; sigmoid, robust, simpo)">,
+    Option<"simpoGamma", "simpo-gamma", "double", /*default=*/"::mt::kDefaultSimpoGamma",
+           "SimPO's target reward margin (objective=dpo, dpo-loss=simpo)">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

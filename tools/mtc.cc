@@ -123,7 +123,7 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                "Hugging Face folders)")
       ->excludes(forward_only);
   CLI::Option* objective =
-      mt::choiceOf(app, "--objective", o.objective,
+      mt::choiceOf(app, "--objective", o.loss.objective,
                    "what the loss trains: next-token (the cross-entropy of each target) or dpo (direct preference "
                    "optimisation: the batch's rows are (chosen, rejected) pairs from mttok --preferences, the loss "
                    "-log sigmoid(beta * ((chosen - its reference) - (rejected - its reference))) over each reply's "
@@ -133,29 +133,37 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                                                             {"dpo", mt::LossObjective::kDpo}})
           ->default_str("next-token")
           ->excludes(forward_only);
-  app.add_option("--dpo-beta", o.dpo_beta,
+  app.add_option("--dpo-beta", o.loss.dpo_beta,
                  "with --objective dpo: beta, how far training may move the model from its reference (TRL's "
                  "default 0.1; larger keeps it closer)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str()
       ->needs(objective);
-  mt::choiceOf(app, "--dpo-loss", o.dpo_loss,
+  mt::choiceOf(app, "--dpo-loss", o.loss.dpo_loss,
                "with --objective dpo: what the loss makes of a pair's margin z (beta times the chosen reply's "
                "log-probability gain over the rejected one's), as TRL's loss_type: sigmoid (-log sigmoid(z), DPO), "
                "hinge (max(0, 1 - z), SLiC), robust (robust DPO, unbiased under --dpo-label-smoothing's noise) or "
-               "ipo ((z / beta - 1 / (2 beta))^2, IPO, of each reply's mean log-probability per token)",
+               "ipo ((z / beta - 1 / (2 beta))^2, IPO, of each reply's mean log-probability per token); or simpo "
+               "(SimPO, as TRL's CPOTrainer with cpo_alpha 0: -log sigmoid(z - gamma) of each reply's mean "
+               "log-probability per token, no reference model; its beta is typically 2 to 2.5)",
                std::map<std::string, mt::DpoLossKind>{{"sigmoid", mt::DpoLossKind::kSigmoid},
                                                       {"hinge", mt::DpoLossKind::kHinge},
                                                       {"robust", mt::DpoLossKind::kRobust},
-                                                      {"ipo", mt::DpoLossKind::kIpo}})
+                                                      {"ipo", mt::DpoLossKind::kIpo},
+                                                      {"simpo", mt::DpoLossKind::kSimpo}})
       ->default_str("sigmoid")
       ->needs(objective);
-  app.add_option("--dpo-label-smoothing", o.dpo_label_smoothing,
+  app.add_option("--dpo-label-smoothing", o.loss.dpo_label_smoothing,
                  "with --objective dpo: the share of pairs taken to be labelled the wrong way round, in [0, 0.5) "
-                 "(TRL's label_smoothing: conservative DPO with sigmoid, robust DPO with robust; hinge and ipo ignore "
-                 "it)")
+                 "(TRL's label_smoothing: conservative DPO with sigmoid, robust DPO with robust; simpo takes it too; "
+                 "hinge and ipo ignore it)")
       ->check(CLI::Range(0.0, 0.4999))
       ->capture_default_str()
+      ->needs(objective);
+  app.add_option("--simpo-gamma", o.loss.simpo_gamma,
+                 "with --dpo-loss simpo: the target reward margin gamma the chosen reply's reward should beat the "
+                 "rejected one's by (TRL's simpo_gamma; default 0.5)")
+      ->check(CLI::Range(-1e6, 1e6))
       ->needs(objective);
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
 }

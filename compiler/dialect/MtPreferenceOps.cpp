@@ -1,5 +1,7 @@
 // The preference-training ops (MtPreferenceOps.td): shape inference mirroring their kernels'
 // checks (kernels/loss/loss_cpu.cc), costs, kernel attributes and gradient rules.
+#include <cmath>
+
 #include "compiler/dialect/MtDialect.h"
 #include "compiler/dialect/MtOpShapes.h"
 #include "kernels/loss/loss.h"
@@ -22,12 +24,19 @@ FailureOr<int64_t> sequenceRows(std::optional<Location> loc, Value logits, Value
 }
 
 // A positive beta and a label smoothing in [0, 1/2] (below it for the robust loss), as the kernels
-// check. Read from the attributes themselves: while an op is parsed, those left to their defaults
-// (kind, label_smoothing) are absent (beta, required, the adaptor has checked: Mt_InferTypeOpAdaptor).
-LogicalResult requireLossAttrs(std::optional<Location> loc, FloatAttr beta, PreferenceLossAttr kind_attr,
-                               FloatAttr smoothing) {
+// check; gamma finite, the simpo kind's only. Read from the attributes themselves: while an op is
+// parsed, those left to their defaults (kind, label_smoothing, gamma) are absent (beta, required,
+// the adaptor has checked: Mt_InferTypeOpAdaptor).
+template <typename Adaptor>
+LogicalResult requireLossAttrs(std::optional<Location> loc, Adaptor adaptor) {
+  const FloatAttr beta = adaptor.getBetaAttr(), smoothing = adaptor.getLabelSmoothingAttr();
+  const FloatAttr gamma = adaptor.getGammaAttr();
+  const PreferenceLossAttr kind_attr = adaptor.getKindAttr();
   const float b = beta.getValue().convertToFloat(), e = smoothing ? smoothing.getValue().convertToFloat() : 0.0f;
+  const float g = gamma ? gamma.getValue().convertToFloat() : 0.0f;
   const PreferenceLoss kind = kind_attr ? kind_attr.getValue() : PreferenceLoss::Sigmoid;
+  if (!std::isfinite(g) || (g != 0.0f && kind != PreferenceLoss::Simpo))
+    return emitOptionalError(loc, "gamma (SimPO's target margin) must be finite, and 0 but for kind simpo");
   if (!(b > 0.0f) || !(e >= 0.0f && e <= 0.5f) || (kind == PreferenceLoss::Robust && e == 0.5f))
     return emitOptionalError(loc, "beta must be positive and label_smoothing in [0, 1/2] (robust: below 1/2)");
   return success();
@@ -88,7 +97,7 @@ LogicalResult DpoLossOp::inferReturnTypes(MLIRContext* ctx, std::optional<Locati
                                           SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands())) ||
       failed(requirePairs(loc, adaptor.getLogp(), adaptor.getReference())) ||
-      failed(requireLossAttrs(loc, adaptor.getBetaAttr(), adaptor.getKindAttr(), adaptor.getLabelSmoothingAttr())))
+      failed(requireLossAttrs(loc, adaptor)))
     return failure();
   types.push_back(f32Tensor(ctx, {}));
   return success();
@@ -99,7 +108,7 @@ LogicalResult DpoLossGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Lo
   if (failed(requireStatic(loc, adaptor.getOperands())) ||
       failed(requireShape(loc, adaptor.getDloss(), {}, "dloss")) ||
       failed(requirePairs(loc, adaptor.getLogp(), adaptor.getReference())) ||
-      failed(requireLossAttrs(loc, adaptor.getBetaAttr(), adaptor.getKindAttr(), adaptor.getLabelSmoothingAttr())))
+      failed(requireLossAttrs(loc, adaptor)))
     return failure();
   types.push_back(adaptor.getLogp().getType());
   return success();
@@ -131,14 +140,19 @@ void SequenceLogprobChunkGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, 
 static_assert(static_cast<int64_t>(PreferenceLoss::Sigmoid) == static_cast<int64_t>(DpoLossKind::kSigmoid) &&
               static_cast<int64_t>(PreferenceLoss::Hinge) == static_cast<int64_t>(DpoLossKind::kHinge) &&
               static_cast<int64_t>(PreferenceLoss::Robust) == static_cast<int64_t>(DpoLossKind::kRobust) &&
-              static_cast<int64_t>(PreferenceLoss::Ipo) == static_cast<int64_t>(DpoLossKind::kIpo));
+              static_cast<int64_t>(PreferenceLoss::Ipo) == static_cast<int64_t>(DpoLossKind::kIpo) &&
+              static_cast<int64_t>(PreferenceLoss::Simpo) == static_cast<int64_t>(DpoLossKind::kSimpo));
+template <typename LossOp>
+static void lossKernelAttrs(LossOp op, SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
+  ints.push_back(static_cast<int64_t>(op.getKind()));
+  floats.append({op.getBeta().convertToFloat(), op.getLabelSmoothing().convertToFloat()});
+  if (op.getKind() == PreferenceLoss::Simpo) floats.push_back(op.getGamma().convertToFloat());  // plan 1.24's third
+}
 void DpoLossOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
-  ints.push_back(static_cast<int64_t>(getKind()));
-  floats.append({getBeta().convertToFloat(), getLabelSmoothing().convertToFloat()});
+  lossKernelAttrs(*this, ints, floats);
 }
 void DpoLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
-  ints.push_back(static_cast<int64_t>(getKind()));
-  floats.append({getBeta().convertToFloat(), getLabelSmoothing().convertToFloat()});
+  lossKernelAttrs(*this, ints, floats);
 }
 
 // Gradient rules. The targets are integers and the reference an input: no gradient.
@@ -150,7 +164,7 @@ SmallVector<Value> SequenceLogprobOp::buildGradient(OpBuilder& b, ArrayRef<Value
 
 SmallVector<Value> DpoLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   return {b.create<DpoLossGradOp>(getLoc(), grads[0], getLogp(), getReference(), getBetaAttr(), getKindAttr(),
-                                  getLabelSmoothingAttr()),
+                                  getLabelSmoothingAttr(), getGammaAttr()),
           Value()};
 }
 

@@ -14,11 +14,13 @@
 //   hinge    max(0, 1 - z)                                  (SLiC)
 //   robust   (-(1 - e) log sigmoid(z) + e log sigmoid(-z)) / (1 - 2e)   (robust DPO, e < 1/2)
 //   ipo      ((z - 1/2) / beta)^2   (IPO, of mean log-probabilities: mt.sequence_logprob {average})
+//   simpo    sigmoid's of z - gamma   (SimPO: of mean log-probabilities, the reference zeros)
 def Mt_PreferenceLoss : I32EnumAttr<"PreferenceLoss", "what mt.dpo_loss makes of a pair's margin", [
     I32EnumAttrCase<"Sigmoid", 0, "sigmoid">,
     I32EnumAttrCase<"Hinge", 1, "hinge">,
     I32EnumAttrCase<"Robust", 2, "robust">,
-    I32EnumAttrCase<"Ipo", 3, "ipo">]> {
+    I32EnumAttrCase<"Ipo", 3, "ipo">,
+    I32EnumAttrCase<"Simpo", 4, "simpo">]> {
   let cppNamespace = "::mt";
 }
 
@@ -105,7 +107,7 @@ def Mt_DpoLossOp : Mt_KernelOp<"dpo_loss", [
     log-probabilities `reference` (B) (an input: no gradient):
       z_i = beta * ((logp[2i] - reference[2i]) - (logp[2i+1] - reference[2i+1]))
       loss = mean_i l(z_i), l by `kind` (default sigmoid: softplus(-z) = -log sigmoid(z)) with
-      `label_smoothing` (default 0).
+      `label_smoothing` (default 0); `gamma`, SimPO's target margin, is the simpo kind's only.
     beta * (logp - reference) is each row's implicit reward.
 
     ```mlir
@@ -116,7 +118,8 @@ def Mt_DpoLossOp : Mt_KernelOp<"dpo_loss", [
   }];
   let arguments = (ins Mt_F32Tensor:$logp, Mt_F32Tensor:$reference, F32Attr:$beta,
                        DefaultValuedAttr<Mt_PreferenceLoss, "::mt::PreferenceLoss::Sigmoid">:$kind,
-                       DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing);
+                       DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$gamma);
   let results = (outs Mt_F32Tensor:$loss);
   let assemblyFormat = "$logp `,` $reference attr-dict `:` type($logp) `,` type($reference)";
 }
@@ -133,7 +136,8 @@ def Mt_DpoLossGradOp : Mt_KernelOp<"dpo_loss_grad", [
   }];
   let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$logp, Mt_F32Tensor:$reference, F32Attr:$beta,
                        DefaultValuedAttr<Mt_PreferenceLoss, "::mt::PreferenceLoss::Sigmoid">:$kind,
-                       DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing);
+                       DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$gamma);
   let results = (outs Mt_F32Tensor:$dlogp);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }

@@ -36,10 +36,10 @@
 //   int[vocab, average]: running[..., 1] - running[..., 0] summed (averaged) as mt.sequence_logprob's.
 // mt.sequence_logprob_chunk_grad: (dlogp (B), logits (B, T, Vc), targets, lse) -> dlogits
 //   int[first, vocab, average]: sequence_logprob_grad's rows for the chunk's columns.
-// mt.dpo_loss: (logp (B), reference (B)) -> loss ()    int[kind] float[beta, label_smoothing]: the
-//   mean over the pairs of dpoPairLoss(kind, z, beta, label_smoothing), z = beta * ((logp -
-//   reference)[2i] - (logp - reference)[2i + 1]), in double.
-// mt.dpo_loss_grad: (dloss (), logp, reference) -> dlogp (B)    int[kind] float[beta, label_smoothing]
+// mt.dpo_loss: (logp (B), reference (B)) -> loss ()    int[kind] float[beta, label_smoothing(, gamma)]:
+//   the mean over the pairs of dpoPairLoss(params, z), z = beta * ((logp - reference)[2i] - (logp -
+//   reference)[2i + 1]), in double.
+// mt.dpo_loss_grad: (dloss (), logp, reference) -> dlogp (B)    the same attributes
 #pragma once
 #include <cmath>
 
@@ -54,8 +54,22 @@ enum class DpoLossKind : int64_t {
   kRobust = 2,   // (-(1 - e) log sigmoid(z) + e log sigmoid(-z)) / (1 - 2e): robust DPO (e < 1/2)
   kIpo = 3,      // ((z - 1/2) / beta)^2 = (z / beta - 1 / (2 beta))^2: IPO, of each reply's mean
                  // log-probability per token (mt.sequence_logprob's average), e ignored
+  kSimpo = 4,    // sigmoid's of z - gamma: SimPO (TRL's CPOTrainer, cpo_alpha 0), reference-free (a
+                 // reference of zeros), of each reply's mean log-probability per token
 };
-inline constexpr int64_t kDpoLossKinds = 4;
+inline constexpr int64_t kDpoLossKinds = 5;
+
+// mt.dpo_loss's attributes: int[kind] float[beta, label_smoothing(, gamma)] (plan 1.24: gamma, a
+// third float of the simpo kind only).
+struct DpoLossParams {
+  int64_t kind = 0;        // DpoLossKind
+  double beta = 0.0;       // how far the policy may move from the reference
+  double smoothing = 0.0;  // the label smoothing e: the share of pairs taken to be mislabelled
+  double gamma = 0.0;      // SimPO's target reward margin
+};
+inline DpoLossParams dpoLossParams(const KernelArgs& args) {
+  return {args.ints[0], args.floats[0], args.floats[1], args.floats.size() > 2 ? double(args.floats[2]) : 0.0};
+}
 
 // Whether a sequence sum's kernel (sequence_logprob and its backward, finish and chunks' backward)
 // averages: its int attribute after `leading` others (absent: a plan 1.23 sum).
@@ -68,21 +82,25 @@ MT_HOST_DEVICE inline double dpoPairMargin(const float* logp, const float* refer
   return beta * ((double(logp[2 * i]) - reference[2 * i]) - (double(logp[2 * i + 1]) - reference[2 * i + 1]));
 }
 
-// One pair's loss at margin z (beta times the log-ratios' difference) with label smoothing e (the
-// CPU kernel, its CUDA twin and the runtime's scoring of held-out pairs), and its derivative in z.
+// One pair's loss at margin z (beta times the log-ratios' difference) under `p` (the CPU kernel,
+// its CUDA twin and the runtime's scoring of held-out pairs), and its derivative in z.
 MT_HOST_DEVICE inline double dpoSoftplus(double x) { return fmax(x, 0.0) + log1p(exp(-fabs(x))); }
-MT_HOST_DEVICE inline double dpoPairLoss(int64_t kind, double z, double beta, double e) {
-  if (kind == static_cast<int64_t>(DpoLossKind::kHinge)) return fmax(0.0, 1.0 - z);
-  if (kind == static_cast<int64_t>(DpoLossKind::kIpo)) return ((z - 0.5) / beta) * ((z - 0.5) / beta);
-  if (kind == static_cast<int64_t>(DpoLossKind::kRobust))
+MT_HOST_DEVICE inline double dpoPairLoss(const DpoLossParams& p, double z) {
+  const double e = p.smoothing;
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kHinge)) return fmax(0.0, 1.0 - z);
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kIpo)) return ((z - 0.5) / p.beta) * ((z - 0.5) / p.beta);
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kRobust))
     return ((1.0 - e) * dpoSoftplus(-z) - e * dpoSoftplus(z)) / (1.0 - 2.0 * e);
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kSimpo)) z -= p.gamma;
   return (1.0 - e) * dpoSoftplus(-z) + e * dpoSoftplus(z);
 }
-MT_HOST_DEVICE inline double dpoPairLossGrad(int64_t kind, double z, double beta, double e) {
-  if (kind == static_cast<int64_t>(DpoLossKind::kHinge)) return z < 1.0 ? -1.0 : 0.0;
-  if (kind == static_cast<int64_t>(DpoLossKind::kIpo)) return 2.0 * (z - 0.5) / (beta * beta);
+MT_HOST_DEVICE inline double dpoPairLossGrad(const DpoLossParams& p, double z) {
+  const double e = p.smoothing;
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kHinge)) return z < 1.0 ? -1.0 : 0.0;
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kIpo)) return 2.0 * (z - 0.5) / (p.beta * p.beta);
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kSimpo)) z -= p.gamma;
   const double up = 1.0 / (1.0 + exp(z)), down = 1.0 / (1.0 + exp(-z));  // sigmoid(-z), sigmoid(z)
-  if (kind == static_cast<int64_t>(DpoLossKind::kRobust)) return (-(1.0 - e) * up - e * down) / (1.0 - 2.0 * e);
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kRobust)) return (-(1.0 - e) * up - e * down) / (1.0 - 2.0 * e);
   return -(1.0 - e) * up + e * down;
 }
 std::string softmax_xent_check(const KernelArgs& args);

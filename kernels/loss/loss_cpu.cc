@@ -309,11 +309,13 @@ std::string checkPairs(const KernelArgs& args, const Tensor& logp, const Tensor&
   if (logp.shape.size() != 1 || logp.shape[0] == 0 || logp.shape[0] % 2 != 0)
     return std::string(op) + ": logp must be (B) of an even B > 0 (rows in pairs: chosen, rejected)";
   MT_CHECK(expectShape(reference, logp.shape, op));
-  if (args.ints.size() != 1 || args.floats.size() != 2)
-    return std::string(op) + ": takes int[kind] and float[beta, label_smoothing]";
+  if (args.ints.size() != 1 || args.floats.size() < 2 || args.floats.size() > 3)
+    return std::string(op) + ": takes int[kind] and float[beta, label_smoothing(, gamma)]";
   const int64_t kind = args.ints[0];
   const float beta = args.floats[0], smoothing = args.floats[1];
   if (kind < 0 || kind >= kDpoLossKinds) return std::string(op) + ": kind " + std::to_string(kind) + " is not a loss";
+  if (args.floats.size() == 3 && (kind != static_cast<int64_t>(DpoLossKind::kSimpo) || !std::isfinite(args.floats[2])))
+    return std::string(op) + ": gamma (a third float) is the simpo kind's, and finite";
   if (!(beta > 0.0f) || !(smoothing >= 0.0f && smoothing <= 0.5f) ||
       (kind == static_cast<int64_t>(DpoLossKind::kRobust) && smoothing == 0.5f))
     return std::string(op) + ": beta must be positive and the label smoothing in [0, 1/2] (the robust loss: below)";
@@ -396,10 +398,10 @@ std::string dpo_loss_check(const KernelArgs& args) {
 
 void dpo_loss_cpu(const KernelArgs& args) {
   const int64_t pairs = args.in[0].dim(0) / 2;
+  const DpoLossParams params = dpoLossParams(args);
   double total = 0.0;
   for (int64_t i = 0; i < pairs; ++i)
-    total += dpoPairLoss(args.ints[0], dpoPairMargin(args.in[0].f32(), args.in[1].f32(), i, args.floats[0]),
-                         args.floats[0], args.floats[1]);
+    total += dpoPairLoss(params, dpoPairMargin(args.in[0].f32(), args.in[1].f32(), i, params.beta));
   args.out[0].f32()[0] = static_cast<float>(total / pairs);
 }
 
@@ -413,11 +415,12 @@ std::string dpo_loss_grad_check(const KernelArgs& args) {
 
 void dpo_loss_grad_cpu(const KernelArgs& args) {
   const int64_t pairs = args.in[1].dim(0) / 2;
-  const double beta = args.floats[0], dloss = args.in[0].f32()[0];
+  const DpoLossParams params = dpoLossParams(args);
+  const double beta = params.beta, dloss = args.in[0].f32()[0];
   float* dlogp = args.out[0].f32();
   for (int64_t i = 0; i < pairs; ++i) {
     const double z = dpoPairMargin(args.in[1].f32(), args.in[2].f32(), i, beta);
-    const double dz = dloss / pairs * dpoPairLossGrad(args.ints[0], z, beta, args.floats[1]);
+    const double dz = dloss / pairs * dpoPairLossGrad(params, z);
     dlogp[2 * i] = static_cast<float>(dz * beta);
     dlogp[2 * i + 1] = static_cast<float>(-dz * beta);
   }

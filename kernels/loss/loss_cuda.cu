@@ -137,23 +137,23 @@ __global__ void sequenceSums(const T* __restrict__ logits, const int32_t* __rest
 
 // mt.dpo_loss: the mean over the pairs of dpoPairLoss; one block.
 __global__ void dpoLoss(const float* __restrict__ logp, const float* __restrict__ reference, float* __restrict__ loss,
-                        int64_t pairs, int64_t kind, double beta, double smoothing) {
+                        int64_t pairs, DpoLossParams params) {
   double total = 0.0;
   for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x)
-    total += dpoPairLoss(kind, dpoPairMargin(logp, reference, i, beta), beta, smoothing);
+    total += dpoPairLoss(params, dpoPairMargin(logp, reference, i, params.beta));
   total = blockSum(total);
   if (threadIdx.x == 0) loss[0] = static_cast<float>(total / pairs);
 }
 
 // mt.dpo_loss_grad: dlogp[2i] = dloss * beta * dpoPairLossGrad(z_i) / pairs, dlogp[2i + 1] its negation.
 __global__ void dpoLossGrad(const float* __restrict__ dloss, const float* __restrict__ logp,
-                            const float* __restrict__ reference, float* __restrict__ dlogp, int64_t pairs, int64_t kind,
-                            double beta, double smoothing) {
+                            const float* __restrict__ reference, float* __restrict__ dlogp, int64_t pairs,
+                            DpoLossParams params) {
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += int64_t(gridDim.x) * blockDim.x) {
     const double dz =
-        double(dloss[0]) / pairs * dpoPairLossGrad(kind, dpoPairMargin(logp, reference, i, beta), beta, smoothing);
-    dlogp[2 * i] = static_cast<float>(dz * beta);
-    dlogp[2 * i + 1] = static_cast<float>(-dz * beta);
+        double(dloss[0]) / pairs * dpoPairLossGrad(params, dpoPairMargin(logp, reference, i, params.beta));
+    dlogp[2 * i] = static_cast<float>(dz * params.beta);
+    dlogp[2 * i + 1] = static_cast<float>(-dz * params.beta);
   }
 }
 
@@ -312,15 +312,14 @@ void sequence_logprob_chunk_grad_cuda(const KernelArgs& args, const CudaLaunch& 
 
 void dpo_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   dpoLoss<<<1, 256, 0, launch.stream>>>(args.in[0].f32(), args.in[1].f32(), args.out[0].f32(), args.in[0].dim(0) / 2,
-                                        args.ints[0], args.floats[0], args.floats[1]);
+                                        dpoLossParams(args));
   MT_CUDA_CHECK_LAUNCH();
 }
 
 void dpo_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t pairs = args.in[1].dim(0) / 2;
   dpoLossGrad<<<cuda::gridBlocks((pairs + kThreads - 1) / kThreads, "dpo_loss_grad"), kThreads, 0, launch.stream>>>(
-      args.in[0].f32(), args.in[1].f32(), args.in[2].f32(), args.out[0].f32(), pairs, args.ints[0], args.floats[0],
-      args.floats[1]);
+      args.in[0].f32(), args.in[1].f32(), args.in[2].f32(), args.out[0].f32(), pairs, dpoLossParams(args));
   MT_CUDA_CHECK_LAUNCH();
 }
 

@@ -69,7 +69,9 @@ inline constexpr uint32_t kPlanVersionMinor = 24;  // 1.1: inputs, outputs, cons
                                                   // (mt.sequence_logprob_finish,
                                                   // mt.sequence_logprob_chunk_grad), the IPO
                                                   // loss (mt.sequence_logprob(_grad)'s
-                                                  // average, mt.dpo_loss's kind 3)
+                                                  // average, mt.dpo_loss's kind 3), SimPO
+                                                  // (kind 4, its gamma a third float, no
+                                                  // reference_logps input)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

@@ -42,22 +42,24 @@ Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(
   reference_ = store.input(kReferenceLogprobsInput);
   policy_ = store.output(kPolicyLogprobsOutput);
   if (reference_ < 0 && policy_ < 0) return;
+  const plan::KernelCall* loss = dpoLossCall(plan);
+  const bool simpo = loss && loss->int_attrs_size() == 1 && loss->int_attrs(0) == int64_t(DpoLossKind::kSimpo);
   // Read from a plan file: hostile until checked.
   const auto rows = [&](int i) {
     const plan::HostTensor& t = plan.host_tensors(i);
     return t.dtype() == plan::DTYPE_F32 && t.shape_size() == 1 ? t.shape(0) : -1;
   };
-  // The call's attributes were checked with the plan (dpo_loss_check): a kind, beta > 0, a smoothing.
-  const plan::KernelCall* loss = dpoLossCall(plan);
-  if (reference_ < 0 || policy_ < 0 || rows(reference_) != plan.model().batch() ||
+  // The call's attributes were checked with the plan (dpo_loss_check): a kind, beta > 0, a
+  // smoothing, SimPO's gamma.
+  if ((reference_ < 0) != simpo || policy_ < 0 || (!simpo && rows(reference_) != plan.model().batch()) ||
       rows(policy_) != plan.model().batch() || plan.model().batch() % 2 != 0 || !loss ||
-      loss->int_attrs_size() != 1 || loss->float_attrs_size() != 2)
-    throw Error(fmt::format("the plan's preference tensors are malformed: {} and {} must be f32 (batch) of an even "
-                            "batch, beside an mt.dpo_loss (recompile the plan with mtc --objective dpo)",
+      loss->int_attrs_size() != 1 || loss->float_attrs_size() < 2 || loss->float_attrs_size() > 3)
+    throw Error(fmt::format("the plan's preference tensors are malformed: {} (but SimPO's) and {} must be f32 (batch) "
+                            "of an even batch, beside an mt.dpo_loss (recompile the plan with mtc --objective dpo)",
                             kReferenceLogprobsInput, kPolicyLogprobsOutput));
-  kind_ = loss->int_attrs(0);
-  beta_ = loss->float_attrs(0);
-  smoothing_ = loss->float_attrs(1);
+  loss_ = {loss->int_attrs(0), loss->float_attrs(0), loss->float_attrs(1),
+           loss->float_attrs_size() > 2 ? double(loss->float_attrs(2)) : 0.0};
+  zeros_.assign(static_cast<size_t>(plan.model().batch()), 0.0f);
   rows_ = plan.model().batch();
   seq_ = plan.model().seq();
 }
@@ -131,23 +133,26 @@ ReferenceTable Preference::load(const std::string& path, const TokenFile& data, 
 }
 
 void Preference::fillReference(const BatchSampler& sampler, int64_t step, int64_t first_row) const {
+  if (referenceFree()) return;
   float* reference = store_.f32(reference_);
   for (int64_t b = 0; b < rows_; ++b) reference[b] = training_.of(sampler.exampleOfRow(step, first_row + b));
 }
 
 void Preference::fillHeldOutReference(const HeldOutBatches& held, int64_t i) const {
+  if (referenceFree()) return;
   float* reference = store_.f32(reference_);
   for (int64_t b = 0; b < rows_; ++b)
     reference[b] = b < held.dataRows(i) ? held_out_.of(held.firstExample() + i * rows_ + b) : 0.0f;
 }
 
 PairScores Preference::scoreRun(int64_t rows) const {
-  const float *policy = store_.f32(policy_), *reference = store_.f32(reference_);
+  const float* policy = store_.f32(policy_);
+  const float* reference = referenceFree() ? zeros_.data() : store_.f32(reference_);
   PairScores s;
   for (int64_t p = 0; p < rows / 2; ++p) {
-    const double chosen = beta_ * (double(policy[2 * p]) - reference[2 * p]);
-    const double rejected = beta_ * (double(policy[2 * p + 1]) - reference[2 * p + 1]);
-    s.loss += dpoPairLoss(kind_, dpoPairMargin(policy, reference, p, beta_), beta_, smoothing_);  // mt.dpo_loss's
+    const double chosen = loss_.beta * (double(policy[2 * p]) - reference[2 * p]);
+    const double rejected = loss_.beta * (double(policy[2 * p + 1]) - reference[2 * p + 1]);
+    s.loss += dpoPairLoss(loss_, dpoPairMargin(policy, reference, p, loss_.beta));  // mt.dpo_loss's
     s.chosen += chosen, s.rejected += rejected;
     s.right += chosen > rejected;
     ++s.pairs;

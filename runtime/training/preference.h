@@ -6,6 +6,7 @@
 // whole run (and beside its checkpoints, for a resumed run). Each step's implicit rewards, beta
 // times the policy's log-probability over the reference's, go into the log: how often the chosen
 // reply's beats the rejected one's, and by how much; a validation scores the held-out pairs so.
+// A SimPO plan (plan 1.24) has no reference: its input is absent, the policy's alone is scored.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/loss/loss.h"
 #include "runtime/backends/backend.h"
 #include "runtime/data/token_data.h"
 #include "runtime/host/step_options.h"
@@ -43,10 +45,12 @@ struct PairScores {
 
 class Preference {
  public:
-  // Finds the input, the output and beta in `store`'s `plan`; present() is false for a plan
-  // without them. Throws mt::Error for a plan with one but not the other, or of other shapes.
+  // Finds the input, the output and the loss's attributes in `store`'s `plan`; present() is false
+  // for a plan without them. Throws mt::Error for a plan with the output but not the input (save
+  // SimPO's, which has no input), or of other shapes.
   Preference(const plan::Plan& plan, const HostStore& store);
-  bool present() const { return reference_ >= 0; }
+  bool present() const { return policy_ >= 0; }
+  bool referenceFree() const { return present() && reference_ < 0; }  // SimPO's
 
   // The policy log-probabilities of every example of `in_order` (rows of whole pairs, in order;
   // --rows pairs), by loss-only runs of `eval` with the reference input 0: rank r of `world`
@@ -63,7 +67,8 @@ class Preference {
 
   void useReference(ReferenceTable training) { training_ = std::move(training); }
   void useHeldOutReference(ReferenceTable held_out) { held_out_ = std::move(held_out); }
-  // The plan's reference input for the rows [first_row, first_row + batch) of step `step`.
+  // The plan's reference input for the rows [first_row, first_row + batch) of step `step` (none
+  // where the plan is reference-free).
   void fillReference(const BatchSampler& sampler, int64_t step, int64_t first_row) const;
   // ... for batch `i` of the held-out pairs (padding rows 0).
   void fillHeldOutReference(const HeldOutBatches& held, int64_t i) const;
@@ -87,8 +92,8 @@ class Preference {
   const HostStore& store_;
   int reference_ = -1, policy_ = -1;
   int64_t rows_ = 0, seq_ = 0;
-  int64_t kind_ = 0;  // the plan's mt.dpo_loss's: DpoLossKind, beta, label smoothing
-  double beta_ = 0.0, smoothing_ = 0.0;
+  DpoLossParams loss_;  // the plan's mt.dpo_loss's
+  std::vector<float> zeros_;  // a reference-free plan's reference
   ReferenceTable training_, held_out_;
   PairScores step_;
 };

@@ -254,6 +254,10 @@ int64_t Trainer::fillRows(int64_t step, int64_t first_row) {
 // the checkpoints' folder.
 void Trainer::prepareReference() {
   if (!preference_.present()) return;
+  if (preference_.referenceFree()) {
+    std::printf("reference: none (SimPO scores each reply by its own mean log-probability per token)\n");
+    return;
+  }
   const auto start = std::chrono::steady_clock::now();
   const StepOptions eval = evalOptions();  // the reference without dropout, as TRL's evaluates it
   const HeldOutBatches training(data_, model_.batch(), model_.seq(), 0, data_.size() - val_tokens_, 0,

@@ -194,10 +194,13 @@ def sequence_logps(logits, y, average=False):
     return total / (y != -100).sum(-1).clamp(min=1) if average else total
 
 
-def dpo_loss(policy, reference, beta, kind="sigmoid", smoothing=0.0):
-    """mt.dpo_loss, as TRL's DPOTrainer computes its loss_type `kind` with label_smoothing: rows 2i
+def dpo_loss(policy, reference, beta, kind="sigmoid", smoothing=0.0, gamma=0.0):
+    """mt.dpo_loss, as TRL's DPOTrainer computes its loss_type `kind` with label_smoothing (and
+    CPOTrainer its "simpo", reference-free: `reference` zeros, with simpo_gamma `gamma`): rows 2i
     chosen, 2i + 1 rejected."""
     z = beta * ((policy[0::2] - reference[0::2]) - (policy[1::2] - reference[1::2]))
+    if kind == "simpo":  # CPOTrainer: logits = (chosen - rejected) - gamma / beta; beta * logits
+        z = z - gamma
     if kind == "hinge":
         return torch.relu(1 - z).mean()
     if kind == "ipo":  # TRL: (logits - 1 / (2 beta))^2, logits the log-ratios' difference (z / beta)

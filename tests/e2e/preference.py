@@ -65,34 +65,38 @@ def rows_of(tokens, counted, starts, examples):
     return torch.tensor(np.stack([x for x, _ in rows])), torch.tensor(np.stack([y for _, y in rows]))
 
 
-def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=0.0, beta=BETA):
-    """The transformers-style model trained with TRL's loss (`kind`, label smoothing) on mtrun's
-    pairs: the losses, each step's (share of pairs won, mean reward margin), and after the last
-    step the held-out pairs' (`held`: tokens, counted, starts) mean loss, share won and margin."""
+def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=0.0, beta=BETA, gamma=0.0):
+    """The transformers-style model trained with TRL's loss (`kind`, label smoothing; SimPO's
+    `gamma`, without a reference) on mtrun's pairs: the losses, each step's (share of pairs won,
+    mean reward margin), and after the last step the held-out pairs' (`held`: tokens, counted,
+    starts) mean loss, share won and margin."""
+    average = kind in ("ipo", "simpo")  # TRL averages each reply's log-probabilities for these
     params = {k: v.float().requires_grad_() for k, v in weights.items()}
     logits_of = lambda x: hf.hf_logits(params, SPEC["config"], x)  # noqa: E731
 
     def logps(data):  # every example of (tokens, counted, starts)
         x, y = rows_of(*data, range(len(data[2])))
         with torch.no_grad():
-            return ref.sequence_logps(logits_of(x), y, average=kind == "ipo")
+            return ref.sequence_logps(logits_of(x), y, average=average)
 
     reference, held_reference = logps((tokens, counted, starts)), logps(held)
+    if kind == "simpo":  # reference-free
+        reference, held_reference = torch.zeros_like(reference), torch.zeros_like(held_reference)
     drawn = [[ref.pair_example(starts, step, row, SCHEDULE.seed) for row in range(SCHEDULE.batch)]
              for step in range(SCHEDULE.steps)]
     rewards = []
 
     def loss_of(logits, y, step):
-        policy, ref_logps = ref.sequence_logps(logits, y, average=kind == "ipo"), reference[drawn[step]]
+        policy, ref_logps = ref.sequence_logps(logits, y, average=average), reference[drawn[step]]
         margin = beta * ((policy[0::2] - ref_logps[0::2]) - (policy[1::2] - ref_logps[1::2])).detach()
         rewards.append(((margin > 0).double().mean().item(), margin.mean().item()))
-        return ref.dpo_loss(policy, ref_logps, beta, kind, smoothing)
+        return ref.dpo_loss(policy, ref_logps, beta, kind, smoothing, gamma)
 
     losses = ref.torch_train(params, logits_of, tokens, SCHEDULE, batch_of=lambda s: rows_of(tokens, counted, starts, drawn[s]),
                              loss_of=loss_of)
     policy = logps(held)
     margin = beta * ((policy[0::2] - held_reference[0::2]) - (policy[1::2] - held_reference[1::2]))
-    validation = (ref.dpo_loss(policy, held_reference, beta, kind, smoothing).item(), (margin > 0).double().mean().item(),
+    validation = (ref.dpo_loss(policy, held_reference, beta, kind, smoothing, gamma).item(), (margin > 0).double().mean().item(),
                   margin.mean().item())
     return losses, rewards, validation
 
@@ -261,18 +265,31 @@ def vocab_split(bin_dir, log, val, failures):
 
 def other_losses(bin_dir, tokens, counted, starts, held, weights, failures):
     """--dpo-loss hinge (a beta small enough that every margin stays inside the hinge), robust
-    with --dpo-label-smoothing 0.2, and ipo (of each reply's mean log-probability per token): the
-    losses TRL's loss_type gives."""
-    for kind, smoothing, beta in (("hinge", 0.0, 0.05), ("robust", 0.2, BETA), ("ipo", 0.0, BETA)):
+    with --dpo-label-smoothing 0.2, ipo (of each reply's mean log-probability per token), and
+    simpo (reference-free, with --simpo-gamma and label smoothing): the losses TRL's loss_type
+    gives, and for SimPO the rewards and the held-out score too."""
+    for kind, smoothing, beta, gamma in (("hinge", 0.0, 0.05, None), ("robust", 0.2, BETA, None),
+                                         ("ipo", 0.0, BETA, None), ("simpo", 0.1, 2.0, 0.8)):
         ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--dpo-beta", str(beta), "--dpo-loss", kind,
                  "--dpo-label-smoothing", str(smoothing), "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
-                 "-o", f"{kind}.plan"])
-        ref.run([f"{bin_dir}/mtrun", f"{kind}.plan", "--data", "pairs.tok", "--log", f"{kind}.jsonl"]
-                + SCHEDULE.mtrun_flags())
-        torch_losses = torch_dpo(weights, tokens, counted, starts, held, kind, smoothing, beta)[0]
-        worst = ref.compare_losses([json.loads(line)["loss"] for line in open(f"{kind}.jsonl")], torch_losses,
-                                   hf.LOSS_TOL, failures)
+                 "-o", f"{kind}.plan"] + (["--simpo-gamma", str(gamma)] if gamma is not None else []))
+        out = run_out([f"{bin_dir}/mtrun", f"{kind}.plan", "--data", "pairs.tok", "--log", f"{kind}.jsonl",
+                       "--val-data", "held.tok", "--val-every", str(SCHEDULE.steps)] + SCHEDULE.mtrun_flags())
+        torch_losses, rewards, validation = torch_dpo(weights, tokens, counted, starts, held, kind, smoothing, beta,
+                                                      gamma or 0.0)
+        lines = [json.loads(line) for line in open(f"{kind}.jsonl")]
+        log, val = [line for line in lines if "val_loss" not in line], [line for line in lines if "val_loss" in line]
+        worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
         print(f"--dpo-loss {kind}, label smoothing {smoothing}: losses within {worst:.1e} of TRL's loss")
+        if kind != "simpo":
+            continue
+        got = [(line["pairs_right"], line["reward_margin"]) for line in log]
+        got_val = (val[0]["val_loss"], val[0]["val_pairs_right"], val[0]["val_reward_margin"]) if val else None
+        if "reference: none" not in out or any(g[0] != w[0] or abs(g[1] - w[1]) > 1e-4 * max(1.0, abs(w[1]))
+                                               for g, w in zip(got, rewards)) or not got_val or \
+                any(abs(g - w) > 1e-4 * max(1.0, abs(w)) for g, w in zip(got_val, validation)):
+            failures.append(f"SimPO: rewards {got}, the model's {rewards}; held out {got_val}, the model's "
+                            f"{validation}; reference pass: {'reference: none' in out}")
 
 
 def main():

@@ -481,10 +481,12 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
                {HostTensor::f32({4, 29, vocab})}, {600, 1500, average});
   }
   const auto reference = randomF32({4}, 20.0f);
-  for (int64_t kind = 0; kind < kDpoLossKinds; ++kind) {  // sigmoid, hinge, robust, smoothed
-    expectTwin(KernelId::DpoLoss, {seq[0], reference}, {HostTensor::f32({})}, {kind}, {0.1f, 0.2f});
+  for (int64_t kind = 0; kind < kDpoLossKinds; ++kind) {  // sigmoid, hinge, robust, IPO, SimPO (gamma); smoothed
+    std::vector<float> floats{0.1f, 0.2f};
+    if (kind == static_cast<int64_t>(DpoLossKind::kSimpo)) floats.push_back(0.3f);
+    expectTwin(KernelId::DpoLoss, {seq[0], reference}, {HostTensor::f32({})}, {kind}, floats);
     expectTwin(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.7f}), seq[0], reference}, {HostTensor::f32({4})}, {kind},
-               {0.1f, 0.2f});
+               floats);
   }
 
   auto ids = randomInts(4 * 31, 50, rng);

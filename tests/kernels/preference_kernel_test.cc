@@ -34,7 +34,7 @@ Doubles sequenceLogprob(const Doubles& logits, const std::vector<int32_t>& targe
 // margin_rejected) with label smoothing e, from their definitions: sigmoid -(1 - e) log s(z) -
 // e log s(-z); hinge max(0, 1 - z); robust (-(1 - e) log s(z) + e log s(-z)) / (1 - 2e).
 double dpoLoss(const Doubles& logp, const Doubles& reference, double beta, DpoLossKind kind = DpoLossKind::kSigmoid,
-               double e = 0.0) {
+               double e = 0.0, double gamma = 0.0) {
   const size_t pairs = logp.size() / 2;
   double total = 0.0;
   auto logSigmoid = [](double x) { return -std::log1p(std::exp(-x)); };
@@ -42,6 +42,7 @@ double dpoLoss(const Doubles& logp, const Doubles& reference, double beta, DpoLo
     const double z = beta * ((logp[2 * i] - reference[2 * i]) - (logp[2 * i + 1] - reference[2 * i + 1]));
     if (kind == DpoLossKind::kHinge) total += std::max(0.0, 1.0 - z);
     else if (kind == DpoLossKind::kIpo) total += (z / beta - 1 / (2 * beta)) * (z / beta - 1 / (2 * beta));
+    else if (kind == DpoLossKind::kSimpo) total += -(1 - e) * logSigmoid(z - gamma) - e * logSigmoid(gamma - z);
     else if (kind == DpoLossKind::kRobust) total += (-(1 - e) * logSigmoid(z) + e * logSigmoid(-z)) / (1 - 2 * e);
     else total += -(1 - e) * logSigmoid(z) - e * logSigmoid(-z);
   }
@@ -136,7 +137,7 @@ TEST_F(PreferenceKernels, DpoLossAndGradientOverPairs) {
   EXPECT_EQ(grad[0].floats[0], -grad[0].floats[1]) << "a pair's rows take opposite gradients";
 }
 
-// TRL's other losses (mt.dpo_loss's kind: hinge, robust, IPO) and label smoothing: each against its definition, its
+// TRL's other losses (mt.dpo_loss's kind: hinge, robust, IPO, SimPO with its gamma) and label smoothing: each against its definition, its
 // gradient against finite differences (margins kept off the hinge's kink).
 TEST_F(PreferenceKernels, HingeRobustAndSmoothedLosses) {
   // z = 0.4, 0.8, -1.2, 1.6: the last past the hinge (no gradient there), none at its kink.
@@ -144,17 +145,22 @@ TEST_F(PreferenceKernels, HingeRobustAndSmoothedLosses) {
                                                                                 -5.0, -5.0};
   auto logpT = HostTensor::f32({8}, toFloats(logp)), refT = HostTensor::f32({8}, toFloats(reference));
   const float beta = 0.4f;
-  for (auto [kind, e] : {std::pair{DpoLossKind::kSigmoid, 0.1}, {DpoLossKind::kHinge, 0.0}, {DpoLossKind::kRobust, 0.2},
-                         {DpoLossKind::kIpo, 0.0}}) {
-    const std::string what = "kind " + std::to_string(static_cast<int>(kind)) + ", smoothing " + std::to_string(e);
-    const std::vector<int64_t> ints{static_cast<int64_t>(kind)};
-    auto loss = runKernel(KernelId::DpoLoss, {logpT, refT}, {HostTensor::f32({})}, ints, {beta, float(e)});
-    expectClose(loss[0].floats, {dpoLoss(logp, reference, beta, kind, float(e))}, kF32Tol, "dpo_loss, " + what);
+  struct Case {
+    DpoLossKind kind;
+    double e, gamma;  // gamma: SimPO's, its third float
+  };
+  for (Case c : {Case{DpoLossKind::kSigmoid, 0.1, 0.0}, {DpoLossKind::kHinge, 0.0, 0.0}, {DpoLossKind::kRobust, 0.2, 0.0},
+                 {DpoLossKind::kIpo, 0.0, 0.0}, {DpoLossKind::kSimpo, 0.1, 0.3}}) {
+    const std::string what = "kind " + std::to_string(static_cast<int>(c.kind)) + ", smoothing " + std::to_string(c.e);
+    const std::vector<int64_t> ints{static_cast<int64_t>(c.kind)};
+    std::vector<float> floats{beta, float(c.e)};
+    if (c.kind == DpoLossKind::kSimpo) floats.push_back(float(c.gamma));
+    const auto want = [&](const Doubles& x) { return dpoLoss(x, reference, beta, c.kind, float(c.e), float(c.gamma)); };
+    auto loss = runKernel(KernelId::DpoLoss, {logpT, refT}, {HostTensor::f32({})}, ints, floats);
+    expectClose(loss[0].floats, {want(logp)}, kF32Tol, "dpo_loss, " + what);
     auto grad = runKernel(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.5f}), logpT, refT}, {HostTensor::f32({8})},
-                          ints, {beta, float(e)});
-    expectClose(grad[0].floats,
-                finiteDifferences([&](const Doubles& x) { return Doubles{dpoLoss(x, reference, beta, kind, float(e))}; },
-                                  logp, {0.5}),
+                          ints, floats);
+    expectClose(grad[0].floats, finiteDifferences([&](const Doubles& x) { return Doubles{want(x)}; }, logp, {0.5}),
                 kGradTol, "dpo_loss grad, " + what);
   }
 }
@@ -208,11 +214,14 @@ TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
             std::string::npos);
   EXPECT_NE(pairs({0}, {0.1f, 0.0f}, 2), "");
   EXPECT_EQ(pairs({0}, {0.1f, 0.0f}), "");
-  EXPECT_NE(pairs({4}, {0.1f, 0.0f}).find("kind 4 is not a loss"), std::string::npos);
+  EXPECT_NE(pairs({kDpoLossKinds}, {0.1f, 0.0f}).find("is not a loss"), std::string::npos);
   EXPECT_NE(pairs({0}, {0.0f, 0.0f}).find("beta must be positive"), std::string::npos);
   EXPECT_NE(pairs({0}, {0.1f, 0.6f}).find("label smoothing in [0, 1/2]"), std::string::npos);
   EXPECT_NE(pairs({2}, {0.1f, 0.5f}).find("the robust loss: below"), std::string::npos) << "1 - 2e = 0";
   EXPECT_EQ(pairs({1}, {0.1f, 0.5f}), "");
+  EXPECT_EQ(pairs({4}, {2.0f, 0.0f, 0.5f}), "") << "SimPO's gamma";
+  EXPECT_NE(pairs({0}, {0.1f, 0.0f, 0.5f}).find("gamma (a third float) is the simpo kind's"), std::string::npos);
+  EXPECT_NE(pairs({4}, {2.0f, 0.0f, INFINITY}).find("and finite"), std::string::npos);
   EXPECT_NE(problem(KernelId::SequenceLogprob, {HostTensor::f32({6, 5}), HostTensor::i32({6}, std::vector<int32_t>(6, 0))},
                     {HostTensor::f32({6}), HostTensor::f32({6})}, {})
                 .find("(B, T, V)"),

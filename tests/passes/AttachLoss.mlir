@@ -98,3 +98,21 @@ func.func @own_ipo_loss(%logits: tensor<2x3x5xf32>, %targets: tensor<2x3xi32> {m
   %loss = mt.dpo_loss %logp, %ref {beta = 1.0e-1 : f32, kind = 3 : i32} : tensor<2xf32>, tensor<2xf32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// SimPO (mtc --dpo-loss simpo): its target margin prints back; gamma on another kind is refused.
+// CHECK-LABEL: func.func @own_simpo_loss
+// CHECK: mt.dpo_loss %{{.*}}, %{{.*}} {beta = 2.000000e+00 : f32, gamma = 5.000000e-01 : f32, kind = 4 : i32}
+func.func @own_simpo_loss(%logp: tensor<2xf32>, %zeros: tensor<2xf32>) -> tensor<f32> {
+  %loss = mt.dpo_loss %logp, %zeros {beta = 2.0 : f32, kind = 4 : i32, gamma = 0.5 : f32} : tensor<2xf32>, tensor<2xf32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+func.func @gamma_of_sigmoid(%logp: tensor<2xf32>, %ref: tensor<2xf32>) -> tensor<f32> {
+  // expected-error @+1 {{gamma (SimPO's target margin) must be finite, and 0 but for kind simpo}}
+  %loss = mt.dpo_loss %logp, %ref {beta = 1.0e-1 : f32, gamma = 0.5 : f32} : tensor<2xf32>, tensor<2xf32>
+  return %loss : tensor<f32>
+}
