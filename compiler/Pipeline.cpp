@@ -184,8 +184,6 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
 std::string preferenceProblem(const CompileOptions& o) {
   if (o.packed_examples)
     return "--objective dpo trains on (chosen, rejected) rows, one reply each: drop --packed-examples";
-  if (o.loss.simpo_gamma && o.loss.dpo_loss != DpoLossKind::kSimpo)
-    return "--simpo-gamma is SimPO's target margin: give it with --dpo-loss simpo (or drop it)";
   if (o.batch % 2 != 0)
     return fmt::format("--objective dpo needs an even --batch (its rows are (chosen, rejected) pairs), not {}",
                        o.batch);

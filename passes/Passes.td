@@ -167,7 +167,7 @@ def HostEmbeddingPass : Pass<"mt-host-embedding", "mlir::ModuleOp"> {
 }
 
 def SplitVocabPass : Pass<"mt-split-vocab", "mlir::ModuleOp"> {
-  let summary = "The LM head and its cross-entropy over chunks of the vocabulary";
+  let summary = "The LM head and its loss (cross-entropy, or a DPO plan's sequence log-probabilities) over chunks of the vocabulary";
   let description = [{
     Rewrites the differentiated head `logits = mt.matmul(h, W) {transpose_b}`,
     `mt.softmax_xent` and their backward into `chunks` row slices of W: each a parameter piece
@@ -175,8 +175,12 @@ def SplitVocabPass : Pass<"mt-split-vocab", "mlir::ModuleOp"> {
     host tensor; its gradient result has `mt.grad_row`) in a layer block of its own after the
     epilogue, with `mt.xent_chunk` folding each chunk's logits into a running log-sum-exp,
     `mt.xent_finish` giving the loss, and per chunk `mt.xent_chunk_grad` then the product's
-    own gradient rule. The last chunk's backward follows its forward in the same block (its
-    logits are reused); the others recompute theirs. Neither W nor the (tokens, vocab) logits
+    own gradient rule. A DPO plan's `mt.sequence_logprob` goes the same way, finished by
+    `mt.sequence_logprob_finish` (each row's sum, or mean with `average`) and differentiated by
+    `mt.sequence_logprob_chunk_grad`; what ran between the loss and its backward in the head's
+    block (`mt.dpo_loss`, the seed, `mt.dpo_loss_grad`) joins the last chunk's. The last chunk's
+    backward follows its forward in the same block (its logits are reused); the others recompute
+    theirs. Neither W nor the (tokens, vocab) logits
     are on the device whole: a streamed schedule copies one chunk at a time. The untied token
     embedding of the same vocabulary goes the same way (`mt.embedding_chunk` from zeros,
     `mt.embedding_grad_chunk`; blocks -1 - chunks .. -2, before the prologue) unless it is read

@@ -320,6 +320,17 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
       return 2;
     }
   }
+  // A preference loss's flags mean nothing to another objective: refused, not ignored.
+  for (const char* flag : {"--dpo-beta", "--dpo-loss", "--dpo-label-smoothing", "--simpo-gamma"})
+    if (app.count(flag) && o.loss.objective != mt::LossObjective::kDpo) {
+      std::fprintf(stderr, "mtc: error: %s shapes a preference loss: give it with --objective dpo (or drop it)\n", flag);
+      return 2;
+    }
+  if (o.loss.simpo_gamma && o.loss.dpo_loss != mt::DpoLossKind::kSimpo) {
+    std::fprintf(stderr, "mtc: error: --simpo-gamma is SimPO's target margin: give it with --dpo-loss simpo (or drop "
+                         "it)\n");
+    return 2;
+  }
   if (!app.count("--ranks-per-host")) o.ranks_per_host = o.ranks;  // all on one host
   if (o.ranks % o.ranks_per_host != 0) {
     std::fprintf(stderr, "mtc: error: --ranks %lld is not a whole number of hosts of --ranks-per-host %lld (every host "

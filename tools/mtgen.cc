@@ -274,13 +274,7 @@ int replyToEach(const Options& o, const Text& text, mt::Generator& generator) {
                          throw mt::Error(where + ": nothing to reply to: a conversation ends with a user or tool "
                                                  "message, or with the one reply it is compared with");
                        c.prompt = text.encodeChat(chosen, o.no_thinking, conversation);
-                       if (static_cast<int64_t>(c.prompt.size()) > generator.window())
-                         throw mt::Error(fmt::format(
-                             "{}: its prompt is {} tokens, more than the plan's {} positions: {}", where,
-                             c.prompt.size(), generator.window(),
-                             o.folder ? fmt::format("give mtgen --context of at least {} (the prompt and the reply)",
-                                                    c.prompt.size() + 256)
-                                      : "compile the plan with a --seq that holds the prompt and the reply"));
+                       generator.checkPrompt(c.prompt, where);  // before any reply is written
                        conversations.push_back(std::move(c));
                      },
                      mt::ExamplesFor::kReplying);
@@ -334,6 +328,10 @@ int generate(Options& o) {
   const mt::BackendKind kind = mt::chooseBackend(o.backend, false, plan);
   auto backend = mt::createBackend(kind, mt::CudaOptions{}, plan, store);
   mt::Generator generator(plan, store, *backend);
+  if (o.folder)  // the folder's plan is compiled for --context: that is what to lengthen
+    generator.setLengthenAdvice([](int64_t tokens) {
+      return fmt::format("Give mtgen --context of at least {} (the prompt and the reply)", tokens + 256);
+    });
   if (o.tokenizer.empty() && generator.vocab() != 256)
     throw mt::Error("the model's vocabulary is " + std::to_string(generator.vocab()) +
                     ", not bytes (256): name its tokenizer with --tokenizer");

@@ -7,7 +7,6 @@ include "mlir/IR/EnumAttr.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-// A pure tensor op with inferred result types that lowers to one kernel and has a cost.
 // MLIR's InferTypeOpAdaptor with the adaptor's own verification first. A parsed op's result types
 // are inferred before the op is verified, so a required attribute missing from a hand-written (or
 // hostile) .mlir file would reach the inference as null and crash it; the adaptor names it
@@ -24,11 +23,13 @@ def Mt_InferTypeOpAdaptor : TraitList<[
           ::mlir::OpaqueProperties properties, ::mlir::RegionRange regions,
           ::llvm::SmallVectorImpl<::mlir::Type> &inferredReturnTypes) {
         $cppClass::Adaptor adaptor(operands, attributes, properties, regions);
-        if (location && ::mlir::failed(adaptor.verify(*location))) return ::mlir::failure();
+        if (::mlir::failed(adaptor.verify(location.value_or(::mlir::UnknownLoc::get(context)))))
+          return ::mlir::failure();
         return $cppClass::inferReturnTypes(context, location, adaptor, inferredReturnTypes);
       }
     }]>]>;
 
+// A pure tensor op with inferred result types that lowers to one kernel and has a cost.
 class Mt_KernelOp<string mnemonic, list<Trait> traits = []>
     : Mt_Op<mnemonic, !listconcat(traits, [Pure, Mt_InferTypeOpAdaptor,
                                            DeclareOpInterfaceMethods<CostOpInterface>])>;

@@ -125,11 +125,14 @@ int64_t DpoLossGradOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElement
 // Kernel attributes in the op table's order (runtime/plan/op_table.def): the sums' int[(average)],
 // left out for sums (plan 1.23's calls); the chunks' int[vocab, average] and int[first, vocab,
 // average]; the losses' int[kind] float[beta, label_smoothing], the kind as the kernels number it.
+static void sumsKernelAttrs(bool average, SmallVectorImpl<int64_t>& ints) {
+  if (average) ints.push_back(1);
+}
 void SequenceLogprobOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
-  if (getAverage()) ints.push_back(1);
+  sumsKernelAttrs(getAverage(), ints);
 }
 void SequenceLogprobGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
-  if (getAverage()) ints.push_back(1);
+  sumsKernelAttrs(getAverage(), ints);
 }
 void SequenceLogprobFinishOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.append({static_cast<int64_t>(getVocab()), getAverage() ? 1 : 0});

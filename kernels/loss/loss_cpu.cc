@@ -80,6 +80,24 @@ float coefficientOverValid(const KernelArgs& args, int64_t vocab) {
   return count ? args.in[0].f32()[0] / static_cast<float>(count) : 0.0f;
 }
 
+// A loss finished over vocabulary chunks (`op`: xent_finish, sequence_logprob_finish): (running
+// (..., 2), targets (...)) -> (f32 `result` shaped, lse (...)), its vocabulary (int 0) positive.
+std::string checkFinish(const KernelArgs& args, const std::vector<int64_t>& result, const char* op) {
+  const Tensor &running = args.in[0], &targets = args.in[1];
+  const auto what = [&](const char* part) { return std::string(op) + " " + part; };
+  MT_CHECK(expectDType(running, DType::F32, what("running").c_str()));
+  MT_CHECK(expectDType(targets, DType::I32, what("targets").c_str()));
+  std::vector<int64_t> want = targets.shape;
+  want.push_back(2);
+  MT_CHECK(expectShape(running, want, what("running").c_str()));
+  MT_CHECK(expectDType(args.out[0], DType::F32, what("result").c_str()));
+  MT_CHECK(expectShape(args.out[0], result, what("result").c_str()));
+  MT_CHECK(expectDType(args.out[1], DType::F32, what("lse").c_str()));
+  MT_CHECK(expectShape(args.out[1], targets.shape, what("lse").c_str()));
+  if (args.ints[0] <= 0) return std::string(op) + ": the vocabulary must be positive";
+  return "";
+}
+
 // A count operand (xent_tile's, xent_tile_grad's): an f32 scalar.
 std::string checkCount(const Tensor& count, const char* what) {
   MT_CHECK(expectDType(count, DType::F32, what));
@@ -159,20 +177,7 @@ void xent_chunk_cpu(const KernelArgs& args) {
   }
 }
 
-std::string xent_finish_check(const KernelArgs& args) {
-  const Tensor &running = args.in[0], &targets = args.in[1];
-  MT_CHECK(expectDType(running, DType::F32, "xent_finish running"));
-  MT_CHECK(expectDType(targets, DType::I32, "xent_finish targets"));
-  std::vector<int64_t> want = targets.shape;
-  want.push_back(2);
-  MT_CHECK(expectShape(running, want, "xent_finish running"));
-  MT_CHECK(expectDType(args.out[0], DType::F32, "xent_finish loss"));
-  MT_CHECK(expectShape(args.out[0], {}, "xent_finish loss"));
-  MT_CHECK(expectDType(args.out[1], DType::F32, "xent_finish lse"));
-  MT_CHECK(expectShape(args.out[1], targets.shape, "xent_finish lse"));
-  if (args.ints[0] <= 0) return "xent_finish: the vocabulary must be positive";
-  return "";
-}
+std::string xent_finish_check(const KernelArgs& args) { return checkFinish(args, {}, "xent_finish"); }
 
 void xent_finish_cpu(const KernelArgs& args) {
   const Tensor &running = args.in[0], &targets = args.in[1];
@@ -355,18 +360,10 @@ void sequence_logprob_grad_cpu(const KernelArgs& args) {
 }
 
 std::string sequence_logprob_finish_check(const KernelArgs& args) {
-  const Tensor &running = args.in[0], &targets = args.in[1];
+  const Tensor& targets = args.in[1];
   MT_CHECK(checkAverageAttr(args, 1, /*optional=*/false, "sequence_logprob_finish"));
-  MT_CHECK(expectDType(running, DType::F32, "sequence_logprob_finish running"));
-  MT_CHECK(expectDType(targets, DType::I32, "sequence_logprob_finish targets"));
   if (targets.shape.size() != 2) return "sequence_logprob_finish: the targets must be (B, T)";
-  MT_CHECK(expectShape(running, {targets.shape[0], targets.shape[1], 2}, "sequence_logprob_finish running"));
-  MT_CHECK(expectDType(args.out[0], DType::F32, "sequence_logprob_finish logp"));
-  MT_CHECK(expectShape(args.out[0], {targets.shape[0]}, "sequence_logprob_finish logp"));
-  MT_CHECK(expectDType(args.out[1], DType::F32, "sequence_logprob_finish lse"));
-  MT_CHECK(expectShape(args.out[1], targets.shape, "sequence_logprob_finish lse"));
-  if (args.ints[0] <= 0) return "sequence_logprob_finish: the vocabulary must be positive";
-  return "";
+  return checkFinish(args, {targets.shape[0]}, "sequence_logprob_finish");
 }
 
 void sequence_logprob_finish_cpu(const KernelArgs& args) {

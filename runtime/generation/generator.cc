@@ -126,16 +126,20 @@ void Generator::readLogits(int64_t r, int64_t at, float* out) const {
     std::memcpy(out, store_.f32(logits_) + offset, sizeof(float) * vocab_);
 }
 
-void Generator::checkPrompt(const std::vector<uint32_t>& prompt) const {
-  if (prompt.empty()) throw Error("the prompt holds no tokens: generation continues a text, give it one");
-  if (static_cast<int64_t>(prompt.size()) > seq_)
-    throw Error("the prompt is " + std::to_string(prompt.size()) + " tokens, more than the plan's " +
+void Generator::checkPrompt(const std::vector<uint32_t>& prompt, const std::string& where) const {
+  const std::string at = where.empty() ? "" : where + ": ";
+  if (prompt.empty()) throw Error(at + "the prompt holds no tokens: generation continues a text, give it one");
+  const int64_t tokens = static_cast<int64_t>(prompt.size());
+  if (tokens > seq_)
+    throw Error(at + "the prompt is " + std::to_string(tokens) + " tokens, more than the plan's " +
                 (cached() ? "key/value cache" : "window") + " of " + std::to_string(seq_) +
-                " positions: the model would read only its last " + std::to_string(seq_) + ". Compile a forward-only "
-                "plan with a --seq of at least the prompt and the reply (mtc MODEL --forward-only --kv-cache --seq " +
-                std::to_string(std::max<int64_t>(2 * seq_, static_cast<int64_t>(prompt.size()) + 256)) + ")");
+                " positions: the model would read only its last " + std::to_string(seq_) + ". " +
+                (lengthen_ ? lengthen_(tokens)
+                           : "Compile a forward-only plan with a --seq of at least the prompt and the reply (mtc "
+                             "MODEL --forward-only --kv-cache --seq " +
+                                 std::to_string(std::max<int64_t>(2 * seq_, tokens + 256)) + ")"));
   for (uint32_t id : prompt)
-    if (id >= vocab_) throw Error("prompt token " + std::to_string(id) + " is past the model's vocabulary of " +
+    if (id >= vocab_) throw Error(at + "prompt token " + std::to_string(id) + " is past the model's vocabulary of " +
                                   std::to_string(vocab_) + ": tokenise with the model's tokenizer");
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "runtime/backends/backend.h"
@@ -67,15 +68,22 @@ class Generator {
   // Row r's logits at token `at` of the last run (0 for a decode plan), as f32 in `out` (vocab()).
   void readLogits(int64_t r, int64_t at, float* out) const;
 
+  // Throws mt::Error (its message after `where: ` where given) for a prompt the plan cannot
+  // continue: empty, past its window or cache (saying how to lengthen it), or with an id past the
+  // vocabulary. generate() and generateAll() check theirs; a caller may check its prompts first.
+  void checkPrompt(const std::vector<uint32_t>& prompt, const std::string& where = "") const;
+  // How checkPrompt says to lengthen the window for a prompt of `tokens` (a sentence); by default,
+  // compiling a forward-only plan with a longer --seq (mtgen DIR: its --context instead).
+  void setLengthenAdvice(std::function<std::string(int64_t tokens)> advice) { lengthen_ = std::move(advice); }
+
  private:
   // One layer's cache (inputs, batch x seq rows) and the new token's row of it (outputs).
   struct CachePair {
     int cache = -1, fresh = -1;
   };
   void findCache(const plan::Plan& plan);
-  // Throws mt::Error for a prompt the plan cannot continue: empty, past its window or cache, or
-  // with an id past the vocabulary.
-  void checkPrompt(const std::vector<uint32_t>& prompt) const;
+  std::function<std::string(int64_t)> lengthen_;  // setLengthenAdvice's
+
   // generate() and generateAll(): the rows continue the prompts in turn; draws
   // keyed by the prompt's index (`draws_by_prompt`: generate()'s rows) or as a one-row run's.
   void run(const std::vector<std::vector<uint32_t>>& prompts, const GenerationOptions& options,

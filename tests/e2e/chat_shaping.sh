@@ -389,7 +389,7 @@ for name in noreply sysend long; do
 done
 check "mtgen --chat-file: nothing to reply to, or a prompt past the cache, refused before any reply (exit 1)" \
   "grep -q 'noreply.jsonl:2: nothing to reply to' noreply.err && grep -q 'sysend.jsonl:2: nothing to reply to' sysend.err \
-   && grep -q 'long.jsonl:2: its prompt is [0-9]* tokens, more than the plan.s 256 positions: compile the plan with a --seq' long.err \
+   && grep -q 'long.jsonl:2: the prompt is [0-9]* tokens, more than the plan.s [a-z/ ]* of 256 positions: .*Compile a forward-only plan with a --seq' long.err \
    && [ \"\$(tail -qn1 noreply.err sysend.err long.err | sort -u)\" = 'exit 1 ' ]"
 refused=$("$bin/mtgen" g.plan --tokenizer qwen3 --chat "Hi" --no-thinking --template chatml 2>&1); code=$?
 check "... refused for a template without thinking (exit 1)" "[ $code = 1 ] && grep -q 'no thinking to leave out' <<< \"\$refused\""

@@ -4,7 +4,8 @@ prompt) turned into pairs of examples by `mttok --tokenizer FOLDER --preferences
 compiled by `mtc FOLDER --objective dpo` and trained by mtrun. The reference log-probabilities are
 the starting weights', computed before the first step. The losses must follow a transformers-style
 PyTorch model of the same folder trained with TRL's loss on the same pairs within 1e-4 over the
-steps (sigmoid; hinge; robust with label smoothing; IPO of mean log-probabilities), and the logged implicit rewards (the share of
+steps (sigmoid; hinge; robust with label smoothing; IPO of mean log-probabilities; SimPO,
+reference-free, as TRL's CPOTrainer), and the logged implicit rewards (the share of
 pairs the chosen reply wins, the margin) must be the model's, as must the held-out pairs' loss and
 rewards. A run resumed from a checkpoint reads the reference back and continues as the straight
 run does, and a streamed plan recomputing its activations gives the resident plan's losses bit for

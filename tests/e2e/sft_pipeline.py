@@ -145,6 +145,11 @@ def main():
             or ("left out of the text" in replies[0].stderr) != unknown):
         failures.append(f"mtgen DIR --chat-file at batch 1 and 2: {rows}; unknown ids {unknown}; "
                         f"{replies[0].stderr[-300:]}")
+    # A prompt past the folder's --context: its --context named, as --chat and --chat-file alike.
+    long_chat = subprocess.run([f"{bin_dir}/mtgen", "qwen", "--context", "32", "--chat", " ".join(["colour"] * 40),
+                                "--max-tokens", "2"], capture_output=True, text=True, env=env)
+    if long_chat.returncode != 1 or "Give mtgen --context of at least" not in long_chat.stderr:
+        failures.append(f"mtgen DIR --chat past its --context: exit {long_chat.returncode}: {long_chat.stderr[-300:]}")
     os.makedirs("broken", exist_ok=True)
     with open("broken/config.json", "w") as f:
         json.dump({"architectures": ["NoSuchForCausalLM"], "model_type": "nosuch"}, f)

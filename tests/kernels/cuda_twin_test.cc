@@ -460,9 +460,16 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
   expectTwin(KernelId::XentTile, {logits, targets, count}, {HostTensor::f32({}), HostTensor::f32({3, 29})});
   expectTwin(KernelId::XentTileGrad, {HostTensor::f32({}, {0.7f}), logits, targets, fwd[1], count},
              {HostTensor::f32({3, 29, vocab})});
-  // Preference training: each row's log-probability (its sum over 29 tokens, one ignored) and its
-  // backward; the DPO loss of the rows' pairs (a fourth row for an even batch).
-  const auto rows4 = HostTensor::i32({4, 29}, randomInts(4 * 29, vocab, rng));
+  // Preference training: each row's log-probability (its sum over 29 tokens) and its backward; the
+  // DPO loss of the rows' pairs (a fourth row for an even batch). Each row counts its own number of
+  // targets (a prompt's ignored, one past the vocabulary) and row 3 none, so that a mean divides
+  // by its own row's count.
+  auto row_targets = randomInts(4 * 29, vocab, rng);
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t t = 0; t < 3 * b + 2; ++t) row_targets[b * 29 + t] = -1;
+  row_targets[40] = static_cast<int32_t>(vocab);
+  for (int64_t t = 0; t < 29; ++t) row_targets[3 * 29 + t] = -1;
+  const auto rows4 = HostTensor::i32({4, 29}, row_targets);
   const auto logits4 = randomF32({4, 29, vocab}, 3.0f);
   expectTwin(KernelId::SequenceLogprob, {logits4, rows4}, {HostTensor::f32({4}), HostTensor::f32({4, 29})});
   const auto seq = runKernel(KernelId::SequenceLogprob, {logits4, rows4}, {HostTensor::f32({4}), HostTensor::f32({4, 29})});
@@ -472,7 +479,8 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
   expectTwin(KernelId::SequenceLogprob, {logits4, rows4}, {HostTensor::f32({4}), HostTensor::f32({4, 29})}, {1});
   expectTwin(KernelId::SequenceLogprobGrad, {HostTensor::f32({4}, {0.7f, -0.2f, 1.5f, -1.0f}), logits4, rows4, seq[1]},
              {HostTensor::f32({4, 29, vocab})}, {1});
-  // Its vocabulary-split form: the sums (means) from a running state, a chunk [600, 1003) of 1500 ids.
+  // Its vocabulary-split form: the sums (means) from a running state, a chunk of ids from 600 of a
+  // vocabulary of 1500 (its columns past 1500 count no target).
   for (int64_t average : {0, 1}) {
     expectTwin(KernelId::SequenceLogprobFinish, {randomF32({4, 29, 2}, 2.0f), rows4},
                {HostTensor::f32({4}), HostTensor::f32({4, 29})}, {1500, average});
@@ -637,7 +645,9 @@ TEST_F(CudaTwinTest, Bf16Activations) {
   }
   const int64_t vocab = 1003;
   const auto logits = randomF32({3, 29, vocab}, 3.0f);
-  const auto targets = H::i32({3, 29}, randomInts(3 * 29, vocab, rng));
+  auto ids = randomInts(3 * 29, vocab, rng);
+  for (int64_t t : {0, 1, 29, 30, 31, 32}) ids[t] = -1;  // rows counting 27, 25 and 29 targets
+  const auto targets = H::i32({3, 29}, ids);
   expectBf16Twin(KernelId::SoftmaxXent, {logits, targets}, {H::f32({}), H::f32({3, 29})});
   const auto fwd = runBf16(KernelId::SoftmaxXent, {logits, targets}, {H::f32({}), H::f32({3, 29})});
   expectBf16Twin(KernelId::SoftmaxXentGrad, {H::f32({}, {0.7f}), logits, targets, fwd[1]}, {H::f32({3, 29, vocab})});

@@ -115,3 +115,24 @@ func.func @dpo(%arg0: tensor<2x1x4xf32>, %arg1: tensor<2x1xi32> {mt.input = "tar
   %7 = mt.matmul %5, %6 {mt.backward, mt.block = 0 : i64, transpose_a = true} : tensor<2x6xf32>, tensor<2x4xf32>
   return %1, %7, %logp : tensor<f32>, tensor<6x4xf32>, tensor<2xf32>
 }
+
+// -----
+
+// Means (the IPO and SimPO losses: mt.sequence_logprob {average}): the finish and each chunk's
+// backward average too.
+// CHECK-LABEL: func.func @dpo_means
+// CHECK:      mt.sequence_logprob_finish %{{.*}}, %arg1 {average = true, mt.block = 2 : i64, vocab = 6 : i64}
+// CHECK:      mt.sequence_logprob_chunk_grad %{{.*}} {average = true, first = 3 : i64, mt.backward, mt.block = 2 : i64, vocab = 6 : i64}
+// CHECK:      mt.sequence_logprob_chunk_grad %{{.*}} {average = true, first = 0 : i64, mt.backward, mt.block = 1 : i64, vocab = 6 : i64}
+func.func @dpo_means(%arg0: tensor<2x1x4xf32>, %arg1: tensor<2x1xi32> {mt.input = "targets"}, %arg2: tensor<2xf32> {mt.input = "reference_logps"}, %arg3: tensor<6x4xf32> {mt.param = {init = "normal", name = "w", std = 1.000000e+00 : f32}}) -> (tensor<f32> {mt.loss}, tensor<6x4xf32> {mt.grad = "w"}, tensor<2xf32> {mt.output = "policy_logps"}) attributes {mt.block_templates = array<i64>} {
+  %0 = mt.matmul %arg0, %arg3 {mt.block = 0 : i64, transpose_b = true} : tensor<2x1x4xf32>, tensor<6x4xf32>
+  %logp, %lse = mt.sequence_logprob %0, %arg1 {average = true, mt.block = 0 : i64} : tensor<2x1x6xf32>, tensor<2x1xi32>
+  %1 = mt.dpo_loss %logp, %arg2 {beta = 1.000000e-01 : f32, kind = 3 : i32, mt.block = 0 : i64} : tensor<2xf32>, tensor<2xf32>
+  %2 = mt.fill {mt.backward, mt.block = 0 : i64, value = 1.000000e+00 : f32} : tensor<f32>
+  %3 = mt.dpo_loss_grad %2, %logp, %arg2 {beta = 1.000000e-01 : f32, kind = 3 : i32, mt.backward, mt.block = 0 : i64} : tensor<f32>, tensor<2xf32>, tensor<2xf32>
+  %4 = mt.sequence_logprob_grad %3, %0, %arg1, %lse {average = true, mt.backward, mt.block = 0 : i64} : tensor<2xf32>, tensor<2x1x6xf32>, tensor<2x1xi32>, tensor<2x1xf32>
+  %5 = mt.reshape %4 {mt.backward, mt.block = 0 : i64} : tensor<2x1x6xf32> -> tensor<2x6xf32>
+  %6 = mt.reshape %arg0 {mt.backward, mt.block = 0 : i64} : tensor<2x1x4xf32> -> tensor<2x4xf32>
+  %7 = mt.matmul %5, %6 {mt.backward, mt.block = 0 : i64, transpose_a = true} : tensor<2x6xf32>, tensor<2x4xf32>
+  return %1, %7, %logp : tensor<f32>, tensor<6x4xf32>, tensor<2xf32>
+}
