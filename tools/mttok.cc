@@ -36,6 +36,8 @@ struct Options {
   Job job = Job::Encode;
   std::optional<mt::ChatTemplate> chat_template;  // unset: the tokenizer's own
   int64_t max_length = 0;                         // --chat: tokens per example at most (0: no limit)
+  int64_t max_prompt_length = 0;                  // --preferences: a pair's prompt's last tokens kept (0: all)
+  int64_t max_completion_length = 0;              // --preferences: each reply's first tokens kept (0: all)
   bool train_on_prompt = false;                   // --chat: count the prompts' tokens too
   bool mask_history = false;                      // --chat: count each example's last reply only
 };
@@ -228,61 +230,98 @@ struct Encoded {
   int64_t crossing_examples = 0;  // a token across a reply's edge
 };
 
+// One example's tokens and which of them count.
+struct ExampleTokens {
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> counted;
+  void cut(size_t at, size_t n) {
+    ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(at), ids.begin() + static_cast<std::ptrdiff_t>(at + n));
+    counted.erase(counted.begin() + static_cast<std::ptrdiff_t>(at),
+                  counted.begin() + static_cast<std::ptrdiff_t>(at + n));
+  }
+  size_t firstCounted() const {
+    return static_cast<size_t>(std::find(counted.begin(), counted.end(), 1) - counted.begin());
+  }
+};
+
+// The length limits given, for the report of what they cut: "--max-length 1024 tokens, ...".
+std::string lengthLimits(const Options& o) {
+  std::string text;
+  for (auto [flag, limit] : {std::pair{"--max-length", o.max_length}, {"--max-prompt-length", o.max_prompt_length},
+                             {"--max-completion-length", o.max_completion_length}})
+    if (limit > 0) text += fmt::format("{}{} {} tokens", text.empty() ? "" : ", ", flag, limit);
+  return text;
+}
+
+// How many tokens of `length` (the end token added) are above --max-length.
+size_t overMaxLength(const Options& o, size_t length) {
+  return o.max_length > 0 && length + 1 > static_cast<size_t>(o.max_length)
+             ? length + 1 - static_cast<size_t>(o.max_length)
+             : size_t{0};
+}
+
+// A pair (--preferences) cut as TRL's DPOTrainer cuts one: its prompt (the tokens before either
+// reply) to its last --max-prompt-length tokens, each reply to its first --max-completion-length;
+// then, above --max-length, the prompt's beginning, the same tokens from both examples so that they
+// keep one prompt, and where the prompt alone is not enough each reply's end. Returns whether
+// either example was cut.
+bool cutPair(const Options& o, std::vector<ExampleTokens>& pair) {
+  const auto prompt = [&] { return std::min(pair[0].firstCounted(), pair[1].firstCounted()); };
+  bool cut = false;
+  if (o.max_prompt_length > 0 && prompt() > static_cast<size_t>(o.max_prompt_length)) {
+    const size_t excess = prompt() - static_cast<size_t>(o.max_prompt_length);
+    for (ExampleTokens& e : pair) e.cut(0, excess);
+    cut = true;
+  }
+  for (ExampleTokens& e : pair) {
+    const size_t reply = e.ids.size() - prompt();
+    if (o.max_completion_length > 0 && reply > static_cast<size_t>(o.max_completion_length)) {
+      e.cut(prompt() + static_cast<size_t>(o.max_completion_length), reply - static_cast<size_t>(o.max_completion_length));
+      cut = true;
+    }
+  }
+  const size_t over = overMaxLength(o, std::max(pair[0].ids.size(), pair[1].ids.size()));
+  if (over == 0) return cut;
+  const size_t prompt_cut = std::min(prompt(), over);
+  for (ExampleTokens& e : pair) {
+    e.cut(0, prompt_cut);
+    if (const size_t excess = overMaxLength(o, e.ids.size())) e.cut(e.ids.size() - excess, excess);
+  }
+  return true;
+}
+
 // `rendered` encoded, counted as the flags say, cut to --max-length tokens with the end token:
 // what is cut is an example's end (the last replies), or with the last reply alone counted
-// (--mask-history) its beginning (the earliest turns). A pair (--preferences) is cut as TRL cuts
-// one: its prompt's beginning, the same tokens from both examples so that they keep one prompt,
-// then, where the prompt alone is not enough, each reply's end.
+// (--mask-history) its beginning (the earliest turns); a pair (--preferences) as cutPair does.
 Encoded encodeExamples(const Options& o, mt::HfTokenizer& tokenizer, const ChatInputs& in,
                        const std::vector<std::vector<mt::ChatPart>>& rendered, uint32_t end) {
-  const bool pairs = o.job == Job::Preferences, cut_beginning = o.mask_history;
+  const bool pairs = o.job == Job::Preferences;
   const size_t group = pairs ? 2 : 1;
   Encoded out;
   for (size_t first = 0; first < rendered.size(); first += group) {
-    std::vector<std::vector<uint32_t>> ids(group);
-    std::vector<std::vector<uint8_t>> counted(group);
-    size_t longest = 0;
+    std::vector<ExampleTokens> tokens(group);
     for (size_t k = 0; k < group; ++k) {
       const size_t e = first + k;
       out.unrendered_reasoning.add(in.where[e], static_cast<int64_t>(mt::reasoningLeftOut(in.examples[e].messages,
                                                                                          rendered[e])));
-      out.crossing_examples += mt::appendExample(tokenizer, rendered[e], ids[k], counted[k]) > 0;
-      if (o.train_on_prompt) std::fill(counted[k].begin(), counted[k].end(), 1);
-      longest = std::max(longest, ids[k].size());
+      out.crossing_examples += mt::appendExample(tokenizer, rendered[e], tokens[k].ids, tokens[k].counted) > 0;
+      if (o.train_on_prompt) std::fill(tokens[k].counted.begin(), tokens[k].counted.end(), 1);
     }
-    // Above --max-length (the end token included): `over` tokens; a pair's shared prompt, the
-    // tokens before either example's first counted one.
-    const auto over = [&](size_t length) {
-      return o.max_length > 0 && length + 1 > static_cast<size_t>(o.max_length)
-                 ? length + 1 - static_cast<size_t>(o.max_length)
-                 : size_t{0};
-    };
-    size_t prompt_cut = 0;
-    if (pairs && over(longest)) {
-      size_t prompt = longest;
-      for (size_t k = 0; k < group; ++k)
-        prompt = std::min(prompt, static_cast<size_t>(std::find(counted[k].begin(), counted[k].end(), 1) -
-                                                      counted[k].begin()));
-      prompt_cut = std::min(prompt, over(longest));
+    std::vector<bool> cut(group, false);
+    if (pairs) {
+      cut.assign(group, cutPair(o, tokens));
+    } else if (const size_t excess = overMaxLength(o, tokens[0].ids.size())) {
+      tokens[0].cut(o.mask_history ? 0 : tokens[0].ids.size() - excess, excess);
+      cut[0] = true;
     }
     for (size_t k = 0; k < group; ++k) {
-      const auto cut = [&](size_t at, size_t n) {
-        ids[k].erase(ids[k].begin() + static_cast<std::ptrdiff_t>(at), ids[k].begin() + static_cast<std::ptrdiff_t>(at + n));
-        counted[k].erase(counted[k].begin() + static_cast<std::ptrdiff_t>(at),
-                         counted[k].begin() + static_cast<std::ptrdiff_t>(at + n));
-      };
-      const bool long_example = over(pairs ? longest : ids[k].size()) > 0;
-      if (prompt_cut) cut(0, prompt_cut);
-      if (const size_t excess = over(ids[k].size()))
-        cut(cut_beginning ? 0 : ids[k].size() - excess, excess);
-      if (long_example) {
+      if (cut[k]) {
         out.truncated.add(in.where[first + k]);
-        if (std::find(counted[k].begin(), counted[k].end(), 1) == counted[k].end())
-          out.nothing_left.add(in.where[first + k]);
+        if (tokens[k].firstCounted() == tokens[k].counted.size()) out.nothing_left.add(in.where[first + k]);
       }
       out.starts.push_back(static_cast<int64_t>(out.ids.size()));
-      out.ids.insert(out.ids.end(), ids[k].begin(), ids[k].end());
-      out.counted.insert(out.counted.end(), counted[k].begin(), counted[k].end());
+      out.ids.insert(out.ids.end(), tokens[k].ids.begin(), tokens[k].ids.end());
+      out.counted.insert(out.counted.end(), tokens[k].counted.begin(), tokens[k].counted.end());
       out.ids.push_back(end);
       out.counted.push_back(0);
     }
@@ -328,9 +367,8 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
                  "no preference\n", static_cast<long long>(in.same_replies.count),
                  in.same_replies.count == 1 ? " has" : "s have", in.same_replies.first.c_str());
   if (truncated.count)
-    std::printf("mttok: %lld of %lld examples cut to --max-length %lld tokens (the first: %s)%s\n",
-                static_cast<long long>(truncated.count), static_cast<long long>(examples_count),
-                static_cast<long long>(o.max_length), truncated.first.c_str(),
+    std::printf("mttok: %lld of %lld examples cut to %s (the first: %s)%s\n", static_cast<long long>(truncated.count),
+                static_cast<long long>(examples_count), lengthLimits(o).c_str(), truncated.first.c_str(),
                 nothing_left.count ? fmt::format("; {} of them kept no reply token (the first: {})", nothing_left.count,
                                                  nothing_left.first).c_str()
                                    : "");
@@ -404,6 +442,8 @@ std::optional<std::string> checkCombination(const Options& o) {
     return std::string(o.job == Job::Chat ? "--chat" : o.job == Job::Preferences ? "--preferences" : "--decode") +
            " needs --tokenizer";
   if ((o.chat_template || o.max_length) && !chat) return "--template and --max-length apply to --chat and --preferences";
+  if ((o.max_prompt_length || o.max_completion_length) && o.job != Job::Preferences)
+    return "--max-prompt-length and --max-completion-length apply to --preferences (a pair's prompt and replies)";
   if ((o.train_on_prompt || o.mask_history) && o.job != Job::Chat)
     return "--train-on-prompt and --mask-history apply to --chat (--preferences counts each reply alone)";
   if (o.train_on_prompt && o.mask_history)
@@ -456,6 +496,14 @@ int main(int argc, char** argv) {
                  "with --chat: cut each example to this many tokens, its end token included (the cut examples "
                  "are counted and the first named)")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
+  app.add_option("--max-prompt-length", o.max_prompt_length,
+                 "with --preferences: keep a pair's prompt's last this many tokens (TRL's max_prompt_length), before "
+                 "--max-length")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--max-completion-length", o.max_completion_length,
+                 "with --preferences: keep each reply's first this many tokens (TRL's max_completion_length), before "
+                 "--max-length")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_flag("--train-on-prompt", o.train_on_prompt,
                "with --chat: count the prompts' tokens (system, user turns, the template's markers) in the loss too, "
                "not only the replies");

@@ -77,6 +77,9 @@ expect_exit 2 "$bin/mttok" --tokenizer gpt2 --template chatml corpus.txt -o x.to
 expect_exit 2 "$bin/mttok" --preferences corpus.txt -o x.tok
 expect_exit 2 "$bin/mttok" --tokenizer gpt2 --chat --preferences corpus.txt -o x.tok
 expect_exit 2 "$bin/mttok" --tokenizer gpt2 --preferences --mask-history corpus.txt -o x.tok
+expect_error_exit 2 "--max-prompt-length and --max-completion-length apply to --preferences" \
+  "$bin/mttok" --tokenizer gpt2 --chat --max-prompt-length 8 corpus.txt -o x.tok
+expect_exit 2 "$bin/mttok" --tokenizer gpt2 --preferences --max-completion-length 0 corpus.txt -o x.tok
 echo '{"model": {"type": "Unigram"}, "pre_tokenizer": {"type": "Metaspace"}}' > sp.json
 expect_error "pre-tokenizer Metaspace is not supported" "$bin/mttok" --tokenizer sp.json corpus.txt -o x.tok
 expect_error "cannot open tokenizer file no-such.json" "$bin/mttok" --tokenizer no-such.json corpus.txt -o x.tok

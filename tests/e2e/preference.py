@@ -186,7 +186,9 @@ def split_examples(path):
 
 def truncated_pairs(bin_dir, failures):
     """--max-length cuts a pair as TRL cuts one: its prompt's beginning, the same tokens from both
-    examples; where the prompt is not enough, each reply's end."""
+    examples; where the prompt is not enough, each reply's end. --max-prompt-length and
+    --max-completion-length keep the prompt's end and each reply's beginning, as TRL's
+    max_prompt_length and max_completion_length."""
     whole = split_examples("pairs.tok")
     longest = max(length for _, _, length in whole)
     for max_length, within_prompt in ((longest - 2, True), (8, False)):
@@ -201,6 +203,16 @@ def truncated_pairs(bin_dir, failures):
                 ok &= bool(prompt) and reply == reply_was if within_prompt else not prompt and 0 < len(reply)
             if not ok:
                 failures.append(f"--max-length {max_length}, pair {p}: {pair}, uncut {was}")
+    # TRL's max_prompt_length and max_completion_length: the prompt's last 4 tokens, each reply's first 3.
+    out = run_out([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--preferences", "pairs.jsonl", "--max-prompt-length", "4",
+                   "--max-completion-length", "3", "-o", "cut.tok"])
+    cut = split_examples("cut.tok")
+    for (prompt, reply, _), (prompt_was, reply_was, _) in zip(cut, whole):
+        if prompt != prompt_was[-4:] or reply != reply_was[:min(3, len(reply))] or not 0 < len(reply) <= 3:
+            failures.append(f"--max-prompt-length 4 --max-completion-length 3: {prompt}, {reply}; uncut {prompt_was}, "
+                            f"{reply_was}")
+    if "18 of 18 examples cut to --max-prompt-length 4 tokens, --max-completion-length 3 tokens" not in out:
+        failures.append(f"mttok's report of the prompt and completion cuts: {out}")
 
 
 def batch_auto(bin_dir, failures):
