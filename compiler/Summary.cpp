@@ -229,13 +229,16 @@ void printImportNotes(const CompileReport& r) {
 
 // A preference plan's loss (mtc --objective dpo and its flags), in words.
 void printObjective(const LossSpec& spec) {
+  const std::string nll = spec.rpo_alpha > 0.0 ? fmt::format(" plus {} times the chosen replies' negative "
+                                                             "log-likelihood per token (--rpo-alpha)", spec.rpo_alpha)
+                                               : "";
   std::printf("  objective      ");
   if (spec.dpo_loss == DpoLossKind::kSimpo) {
     std::printf("SimPO (beta %g, gamma %g, label smoothing %g): rows 2i and 2i+1 a prompt's chosen and rejected "
                 "replies (mtrun --rows pairs on a token file of mttok --preferences), the loss -log sigmoid(z - "
-                "gamma), z beta times the chosen reply's mean log-probability per token minus the rejected one's; no "
-                "reference model\n",
-                spec.dpo_beta, spec.simpo_gamma.value_or(kDefaultSimpoGamma), spec.dpo_label_smoothing);
+                "gamma)%s, z beta times the chosen reply's mean log-probability per token minus the rejected one's; "
+                "no reference model\n",
+                spec.dpo_beta, spec.simpo_gamma.value_or(kDefaultSimpoGamma), spec.dpo_label_smoothing, nll.c_str());
     return;
   }
   const bool ipo = spec.dpo_loss == DpoLossKind::kIpo;
@@ -244,10 +247,11 @@ void printObjective(const LossSpec& spec) {
                      : ipo                                   ? "(z / beta - 1 / (2 beta))^2 (IPO)"
                                                              : "-log sigmoid(z)";
   std::printf("DPO (beta %g, label smoothing %g): rows 2i and 2i+1 a prompt's chosen and rejected replies (mtrun "
-              "--rows pairs on a token file of mttok --preferences), the loss %s, z beta times the chosen reply's %s "
+              "--rows pairs on a token file of mttok --preferences), the loss %s%s, z beta times the chosen reply's %s "
               "gain over the reference model's minus the rejected one's; the reference is the starting weights, run "
               "once over the data before the first step\n",
-              spec.dpo_beta, spec.dpo_label_smoothing, loss, ipo ? "mean log-probability per token" : "log-probability");
+              spec.dpo_beta, spec.dpo_label_smoothing, loss, nll.c_str(),
+              ipo ? "mean log-probability per token" : "log-probability");
 }
 
 // The batch, the parameters and their host bytes, the optimizer, the device arena and schedule.

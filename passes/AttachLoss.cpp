@@ -88,7 +88,14 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
                                     PreferenceLossAttr::get(b.getContext(), static_cast<PreferenceLoss>(kind)),
                                     b.getF32FloatAttr(labelSmoothing),
                                     b.getF32FloatAttr(kind == DpoLossKind::kSimpo ? simpoGamma : 0.0));
-    SmallVector<Value> operands{loss.getLoss(), logp.getLogp()};
+    Value total = loss.getLoss();
+    if (rpoAlpha != 0.0) {  // the chosen replies' NLL too (TRL's rpo_alpha, CPOTrainer's cpo_alpha)
+      const int64_t vocab = cast<RankedTensorType>(ret.getOperand(0).getType()).getShape().back();
+      auto nll = b.create<PairNllOp>(ret.getLoc(), logp.getLogp(), targets, b.getF32FloatAttr(rpoAlpha),
+                                     b.getI64IntegerAttr(vocab), b.getBoolAttr(logp.getAverage()));
+      total = b.create<AddOp>(ret.getLoc(), total, nll.getLoss()).getResult();
+    }
+    SmallVector<Value> operands{total, logp.getLogp()};
     llvm::append_range(operands, ret.getOperands().drop_front());
     SmallVector<DictionaryAttr> named;  // the outputs after the logits, by result index
     func.getAllResultAttrs(named);

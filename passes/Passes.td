@@ -36,7 +36,8 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
     output, `policy_logps`, right after the loss (the runtime reads the reference's from them
     before training, and the implicit rewards after each step). With `dpo-loss=ipo` or `simpo`
     they are each row's mean log-probability per counted target (`average`), as those compare
-    them; SimPO is reference-free: no `reference_logps` input, a reference of zeros.
+    them; SimPO is reference-free: no `reference_logps` input, a reference of zeros. A nonzero
+    `rpo-alpha` adds `mt.pair_nll`, that weight times the chosen replies' NLL per token.
   }];
   let options = [
     Option<"objective", "objective", "::mt::LossObjective", /*default=*/"::mt::LossObjective::kNextToken",
@@ -58,6 +59,8 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
            "The share of pairs taken as mislabelled (objective=dpo; sigmoid, robust, simpo)">,
     Option<"simpoGamma", "simpo-gamma", "double", /*default=*/"::mt::kDefaultSimpoGamma",
            "SimPO's target reward margin (objective=dpo, dpo-loss=simpo)">,
+    Option<"rpoAlpha", "rpo-alpha", "double", /*default=*/"0.0",
+           "The weight of the chosen replies' NLL added to the loss (objective=dpo; TRL's rpo_alpha, cpo_alpha)">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

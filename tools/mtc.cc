@@ -165,6 +165,11 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                  "rejected one's by (TRL's simpo_gamma; default 0.5)")
       ->check(CLI::Range(-1e6, 1e6))
       ->needs(objective);
+  app.add_option("--rpo-alpha", o.loss.rpo_alpha,
+                 "with --objective dpo: add this weight times the chosen replies' negative log-likelihood per token "
+                 "to the loss (TRL's rpo_alpha; with --dpo-loss simpo, CPOTrainer's cpo_alpha)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->needs(objective);
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
 }
 
@@ -321,7 +326,7 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
     }
   }
   // A preference loss's flags mean nothing to another objective: refused, not ignored.
-  for (const char* flag : {"--dpo-beta", "--dpo-loss", "--dpo-label-smoothing", "--simpo-gamma"})
+  for (const char* flag : {"--dpo-beta", "--dpo-loss", "--dpo-label-smoothing", "--simpo-gamma", "--rpo-alpha"})
     if (app.count(flag) && o.loss.objective != mt::LossObjective::kDpo) {
       std::fprintf(stderr, "mtc: error: %s shapes a preference loss: give it with --objective dpo (or drop it)\n", flag);
       return 2;

@@ -93,6 +93,37 @@ LogicalResult SequenceLogprobChunkGradOp::inferReturnTypes(MLIRContext* ctx, std
   return SequenceLogprobGradOp::inferReturnTypes(ctx, loc, whole, types);
 }
 
+// logp (B) of an even B and targets (B, T), a positive vocabulary and a finite alpha (mt.pair_nll's).
+static LogicalResult requirePairNll(std::optional<Location> loc, Value logp, Value targets, int64_t vocab,
+                                    llvm::APFloat alpha) {
+  if (failed(requirePairs(loc, logp, logp))) return failure();
+  auto rows = tensorOf(targets).getShape();
+  if (rows.size() != 2 || rows[0] != tensorOf(logp).getDimSize(0))
+    return emitOptionalError(loc, "targets must be (B, T) beside logp (B), not ", shapeStr(rows));
+  if (vocab <= 0 || !std::isfinite(alpha.convertToFloat()))
+    return emitOptionalError(loc, "vocab must be positive and alpha finite");
+  return success();
+}
+
+LogicalResult PairNllOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                          SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requirePairNll(loc, adaptor.getLogp(), adaptor.getTargets(), adaptor.getVocab(), adaptor.getAlpha())))
+    return failure();
+  types.push_back(f32Tensor(ctx, {}));
+  return success();
+}
+
+LogicalResult PairNllGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                              SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireShape(loc, adaptor.getDloss(), {}, "dloss")) ||
+      failed(requirePairNll(loc, adaptor.getLogp(), adaptor.getTargets(), adaptor.getVocab(), adaptor.getAlpha())))
+    return failure();
+  types.push_back(adaptor.getLogp().getType());
+  return success();
+}
+
 LogicalResult DpoLossOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
                                           SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, adaptor.getOperands())) ||
@@ -119,6 +150,8 @@ int64_t SequenceLogprobOp::getFlops() { return 4 * tensorOf(getLogits()).getNumE
 int64_t SequenceLogprobGradOp::getFlops() { return 3 * tensorOf(getLogits()).getNumElements(); }
 int64_t SequenceLogprobFinishOp::getFlops() { return tensorOf(getTargets()).getNumElements(); }
 int64_t SequenceLogprobChunkGradOp::getFlops() { return 3 * tensorOf(getLogits()).getNumElements(); }
+int64_t PairNllOp::getFlops() { return tensorOf(getTargets()).getNumElements(); }
+int64_t PairNllGradOp::getFlops() { return tensorOf(getTargets()).getNumElements(); }
 int64_t DpoLossOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 int64_t DpoLossGradOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 
@@ -151,6 +184,17 @@ static void lossKernelAttrs(LossOp op, SmallVectorImpl<int64_t>& ints, SmallVect
   floats.append({op.getBeta().convertToFloat(), op.getLabelSmoothing().convertToFloat()});
   if (op.getKind() == PreferenceLoss::Simpo) floats.push_back(op.getGamma().convertToFloat());  // plan 1.24's third
 }
+template <typename NllOp>
+static void nllKernelAttrs(NllOp op, SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
+  ints.append({static_cast<int64_t>(op.getVocab()), op.getAverage() ? 1 : 0});
+  floats.push_back(op.getAlpha().convertToFloat());
+}
+void PairNllOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
+  nllKernelAttrs(*this, ints, floats);
+}
+void PairNllGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
+  nllKernelAttrs(*this, ints, floats);
+}
 void DpoLossOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
   lossKernelAttrs(*this, ints, floats);
 }
@@ -162,6 +206,12 @@ void DpoLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorIm
 SmallVector<Value> SequenceLogprobOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   if (!grads[0]) return {Value(), Value()};  // only the log-sum-exp is read: nothing to differentiate
   return {b.create<SequenceLogprobGradOp>(getLoc(), grads[0], getLogits(), getTargets(), getLse(), getAverage()),
+          Value()};
+}
+
+SmallVector<Value> PairNllOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<PairNllGradOp>(getLoc(), grads[0], getLogp(), getTargets(), getAlphaAttr(), getVocabAttr(),
+                                  getAverageAttr()),
           Value()};
 }
 

@@ -142,4 +142,40 @@ def Mt_DpoLossGradOp : Mt_KernelOp<"dpo_loss_grad", [
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
+def Mt_PairNllOp : Mt_KernelOp<"pair_nll", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "alpha times the chosen replies' negative log-likelihood per token (RPO's and CPO's NLL term)";
+  let description = [{
+    Rows 2i are the chosen replies: -alpha * sum_i S[2i] / sum_i n[2i], n[b] row b's targets in
+    [0, vocab) and S[b] its summed log-probability (`logp[b]`, or `logp[b] * n[b]` where
+    `average` says logp holds each row's mean); 0 where the chosen rows count nothing. Added to
+    mt.dpo_loss, this is TRL's rpo_alpha (DPOTrainer) and cpo_alpha (CPOTrainer).
+
+    ```mlir
+    %nll = mt.pair_nll %logp, %targets {alpha = 1.0 : f32, vocab = 256} : tensor<4xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$logp, Mt_I32Tensor:$targets, F32Attr:$alpha, I64Attr:$vocab,
+                       DefaultValuedAttr<BoolAttr, "false">:$average);
+  let results = (outs Mt_F32Tensor:$loss);
+  let assemblyFormat = "$logp `,` $targets attr-dict `:` type($logp) `,` type($targets)";
+}
+
+def Mt_PairNllGradOp : Mt_KernelOp<"pair_nll_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "backward of mt.pair_nll: dlogp (B), 0 on the rejected rows";
+  let description = [{
+    dlogp[2i] = -dloss * alpha * (average ? n[2i] : 1) / sum_i n[2i], dlogp[2i + 1] = 0.
+
+    ```mlir
+    %dlogp = mt.pair_nll_grad %dloss, %logp, %targets {alpha = 1.0 : f32, vocab = 256} : tensor<f32>, tensor<4xf32>, tensor<4x64xi32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$logp, Mt_I32Tensor:$targets, F32Attr:$alpha, I64Attr:$vocab,
+                       DefaultValuedAttr<BoolAttr, "false">:$average);
+  let results = (outs Mt_F32Tensor:$dlogp);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
 #endif // MT_PREFERENCE_OPS_TD

@@ -40,6 +40,13 @@
 //   the mean over the pairs of dpoPairLoss(params, z), z = beta * ((logp - reference)[2i] - (logp -
 //   reference)[2i + 1]), in double.
 // mt.dpo_loss_grad: (dloss (), logp, reference) -> dlogp (B)    the same attributes
+// mt.pair_nll: (logp (B), targets (B, T)) -> loss ()    int[vocab, average] float[alpha] (plan 1.24;
+//   TRL's rpo_alpha, CPOTrainer's cpo_alpha): alpha times the chosen replies' negative
+//   log-likelihood per token, -sum_i S[2i] / sum_i n[2i], n[b] row b's targets in [0, vocab) and
+//   S[b] its summed log-probability (logp[b], or logp[b] * n[b] where logp holds means); 0 where
+//   the chosen rows count nothing.
+// mt.pair_nll_grad: (dloss (), logp, targets) -> dlogp (B)    the same attributes: dlogp[2i] =
+//   -dloss * alpha * (average ? n[2i] : 1) / sum_i n[2i], dlogp[2i + 1] = 0.
 #pragma once
 #include <cmath>
 
@@ -75,6 +82,13 @@ inline DpoLossParams dpoLossParams(const KernelArgs& args) {
 // averages: its int attribute after `leading` others (absent: a plan 1.23 sum).
 inline bool sequenceAverages(const KernelArgs& args, size_t leading) {
   return args.ints.size() > leading && args.ints[leading] == 1;
+}
+
+// Row b's count of targets in [0, vocab), of (B, T) `targets` (mt.pair_nll's n[b]).
+MT_HOST_DEVICE inline int64_t rowTargets(const int32_t* targets, int64_t b, int64_t seq, int64_t vocab) {
+  int64_t n = 0;
+  for (int64_t t = b * seq; t < (b + 1) * seq; ++t) n += targets[t] >= 0 && targets[t] < vocab;
+  return n;
 }
 
 // Pair i's margin z = beta * ((logp - reference)[2i] - (logp - reference)[2i + 1]), in double.
@@ -127,6 +141,10 @@ std::string sequence_logprob_finish_check(const KernelArgs& args);
 void sequence_logprob_finish_cpu(const KernelArgs& args);
 std::string sequence_logprob_chunk_grad_check(const KernelArgs& args);
 void sequence_logprob_chunk_grad_cpu(const KernelArgs& args);
+std::string pair_nll_check(const KernelArgs& args);
+void pair_nll_cpu(const KernelArgs& args);
+std::string pair_nll_grad_check(const KernelArgs& args);
+void pair_nll_grad_cpu(const KernelArgs& args);
 std::string dpo_loss_check(const KernelArgs& args);
 void dpo_loss_cpu(const KernelArgs& args);
 std::string dpo_loss_grad_check(const KernelArgs& args);
@@ -145,6 +163,8 @@ void sequence_logprob_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void sequence_logprob_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void sequence_logprob_finish_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void sequence_logprob_chunk_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void pair_nll_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void pair_nll_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void dpo_loss_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void dpo_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

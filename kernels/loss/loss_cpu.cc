@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "kernels/loss/loss.h"
@@ -421,6 +422,70 @@ void dpo_loss_grad_cpu(const KernelArgs& args) {
     dlogp[2 * i] = static_cast<float>(dz * beta);
     dlogp[2 * i + 1] = static_cast<float>(-dz * beta);
   }
+}
+
+namespace {
+
+// logp (B) of rows in pairs and targets (B, T) of a pair_nll or its backward (`op`), int[vocab,
+// average] float[alpha].
+std::string checkPairNll(const KernelArgs& args, const Tensor& logp, const Tensor& targets, const char* op) {
+  MT_CHECK(checkAverageAttr(args, 1, /*optional=*/false, op));
+  MT_CHECK(expectDType(logp, DType::F32, op));
+  MT_CHECK(expectDType(targets, DType::I32, op));
+  if (logp.shape.size() != 1 || logp.shape[0] == 0 || logp.shape[0] % 2 != 0 || targets.shape.size() != 2 ||
+      targets.shape[0] != logp.shape[0])
+    return std::string(op) + ": logp must be (B) of an even B > 0 and the targets (B, T)";
+  if (args.ints[0] <= 0 || args.floats.size() != 1 || !std::isfinite(args.floats[0]))
+    return std::string(op) + ": takes a positive vocabulary and a finite alpha";
+  return "";
+}
+
+// The chosen rows' summed log-probabilities' total and their count of targets (mt.pair_nll's).
+std::pair<double, int64_t> chosenLikelihood(const KernelArgs& args, const Tensor& logp, const Tensor& targets) {
+  const int64_t seq = targets.dim(1), vocab = args.ints[0];
+  const bool average = sequenceAverages(args, 1);
+  double total = 0.0;
+  int64_t tokens = 0;
+  for (int64_t b = 0; b < logp.dim(0); b += 2) {
+    const int64_t n = rowTargets(targets.i32(), b, seq, vocab);
+    total += average ? double(logp.f32()[b]) * n : double(logp.f32()[b]);
+    tokens += n;
+  }
+  return {total, tokens};
+}
+
+}  // namespace
+
+std::string pair_nll_check(const KernelArgs& args) {
+  MT_CHECK(checkPairNll(args, args.in[0], args.in[1], "pair_nll"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "pair_nll loss"));
+  return expectShape(args.out[0], {}, "pair_nll loss");
+}
+
+void pair_nll_cpu(const KernelArgs& args) {
+  const auto [total, tokens] = chosenLikelihood(args, args.in[0], args.in[1]);
+  args.out[0].f32()[0] = tokens ? static_cast<float>(-double(args.floats[0]) * total / double(tokens)) : 0.0f;
+}
+
+std::string pair_nll_grad_check(const KernelArgs& args) {
+  MT_CHECK(expectDType(args.in[0], DType::F32, "pair_nll_grad dloss"));
+  MT_CHECK(expectShape(args.in[0], {}, "pair_nll_grad dloss"));
+  MT_CHECK(checkPairNll(args, args.in[1], args.in[2], "pair_nll_grad"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "pair_nll_grad result"));
+  return expectShape(args.out[0], args.in[1].shape, "pair_nll_grad result");
+}
+
+void pair_nll_grad_cpu(const KernelArgs& args) {
+  const Tensor &logp = args.in[1], &targets = args.in[2];
+  const int64_t seq = targets.dim(1), vocab = args.ints[0];
+  const int64_t tokens = chosenLikelihood(args, logp, targets).second;
+  const double scale = tokens ? -double(args.in[0].f32()[0]) * args.floats[0] / double(tokens) : 0.0;
+  float* dlogp = args.out[0].f32();
+  for (int64_t b = 0; b < logp.dim(0); ++b)
+    dlogp[b] = b % 2 ? 0.0f
+                     : static_cast<float>(scale * (sequenceAverages(args, 1)
+                                                       ? double(rowTargets(targets.i32(), b, seq, vocab))
+                                                       : 1.0));
 }
 
 }  // namespace mt

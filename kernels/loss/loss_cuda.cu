@@ -157,6 +157,29 @@ __global__ void dpoLossGrad(const float* __restrict__ dloss, const float* __rest
   }
 }
 
+// mt.pair_nll (`dlogp` null) or its backward; one block: the chosen rows' summed log-probabilities
+// (means times their counts with `average`) and counts of targets, then the loss or dlogp.
+__global__ void pairNll(const float* __restrict__ logp, const int32_t* __restrict__ targets, float* __restrict__ loss,
+                        const float* __restrict__ dloss, float* __restrict__ dlogp, int64_t rows, int64_t seq,
+                        int64_t vocab, bool average, float alpha) {
+  double total = 0.0;
+  int64_t tokens = 0;
+  for (int64_t b = 2 * threadIdx.x; b < rows; b += 2 * blockDim.x) {
+    const int64_t n = rowTargets(targets, b, seq, vocab);
+    total += average ? double(logp[b]) * n : double(logp[b]);
+    tokens += n;
+  }
+  total = blockSum(total);
+  tokens = blockSum(tokens);
+  if (!dlogp) {
+    if (threadIdx.x == 0) loss[0] = tokens ? static_cast<float>(-double(alpha) * total / double(tokens)) : 0.0f;
+    return;
+  }
+  const double scale = tokens ? -double(dloss[0]) * alpha / double(tokens) : 0.0;
+  for (int64_t b = threadIdx.x; b < rows; b += blockDim.x)
+    dlogp[b] = b % 2 ? 0.0f : static_cast<float>(scale * (average ? double(rowTargets(targets, b, seq, vocab)) : 1.0));
+}
+
 // One block per row: folds the chunk's log-sum-exp into the running one, takes the target's
 // logit if the chunk holds it.
 template <typename T>
@@ -308,6 +331,22 @@ void sequence_logprob_chunk_grad_cuda(const KernelArgs& args, const CudaLaunch& 
   const Tensor& logits = args.in[1];
   launchXentGrad(args, launch, args.ints[0], args.ints[1], nullptr, args.in[0].f32(),
                  std::max<int64_t>(logits.dim(1), 1), sequenceAverages(args, 2));
+}
+
+void pair_nll_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor& targets = args.in[1];
+  pairNll<<<1, 256, 0, launch.stream>>>(args.in[0].f32(), targets.i32(), args.out[0].f32(), nullptr, nullptr,
+                                        targets.dim(0), targets.dim(1), args.ints[0], sequenceAverages(args, 1),
+                                        args.floats[0]);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void pair_nll_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const Tensor& targets = args.in[2];
+  pairNll<<<1, 256, 0, launch.stream>>>(args.in[1].f32(), targets.i32(), nullptr, args.in[0].f32(), args.out[0].f32(),
+                                        targets.dim(0), targets.dim(1), args.ints[0], sequenceAverages(args, 1),
+                                        args.floats[0]);
+  MT_CUDA_CHECK_LAUNCH();
 }
 
 void dpo_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {

@@ -71,7 +71,7 @@ inline constexpr uint32_t kPlanVersionMinor = 24;  // 1.1: inputs, outputs, cons
                                                   // loss (mt.sequence_logprob(_grad)'s
                                                   // average, mt.dpo_loss's kind 3), SimPO
                                                   // (kind 4, its gamma a third float, no
-                                                  // reference_logps input)
+                                                  // reference_logps input), mt.pair_nll(_grad)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

@@ -28,6 +28,14 @@ const plan::KernelCall* dpoLossCall(const plan::Plan& plan) {
   return nullptr;
 }
 
+// The plan's mt.pair_nll call, or null.
+const plan::KernelCall* pairNllCall(const plan::Plan& plan) {
+  for (const auto& stream : plan.streams())
+    for (const auto& in : stream.instructions())
+      if (in.has_kernel() && in.kernel().kernel() == static_cast<uint32_t>(KernelId::PairNll)) return &in.kernel();
+  return nullptr;
+}
+
 }  // namespace
 
 std::string referenceFile(const std::string& folder, bool held_out) {
@@ -36,6 +44,7 @@ std::string referenceFile(const std::string& folder, bool held_out) {
 
 void PairScores::add(const PairScores& o) {
   loss += o.loss, pairs += o.pairs, right += o.right, chosen += o.chosen, rejected += o.rejected;
+  nll += o.nll, nll_tokens += o.nll_tokens;
 }
 
 Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(store) {
@@ -59,6 +68,9 @@ Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(
                             kReferenceLogprobsInput, kPolicyLogprobsOutput));
   loss_ = {loss->int_attrs(0), loss->float_attrs(0), loss->float_attrs(1),
            loss->float_attrs_size() > 2 ? double(loss->float_attrs(2)) : 0.0};
+  // Its attributes were checked with the plan (pair_nll_check): int[vocab, average] float[alpha].
+  if (const plan::KernelCall* nll = pairNllCall(plan))
+    nll_ = NllTerm{nll->float_attrs(0), nll->int_attrs(0), nll->int_attrs(1) == 1};
   zeros_.assign(static_cast<size_t>(plan.model().batch()), 0.0f);
   rows_ = plan.model().batch();
   seq_ = plan.model().seq();
@@ -156,8 +168,18 @@ PairScores Preference::scoreRun(int64_t rows) const {
     s.chosen += chosen, s.rejected += rejected;
     s.right += chosen > rejected;
     ++s.pairs;
+    if (nll_) {  // mt.pair_nll's sums, from the run's targets
+      const int64_t n = rowTargets(store_.i32(store_.targets()), 2 * p, seq_, nll_->vocab);
+      s.nll -= nll_->average ? double(policy[2 * p]) * n : double(policy[2 * p]);
+      s.nll_tokens += n;
+    }
   }
   return s;
+}
+
+double Preference::meanLoss(const PairScores& s) const {
+  const double pairs = s.pairs ? s.loss / double(s.pairs) : 0.0;
+  return pairs + (nll_ && s.nll_tokens ? nll_->alpha * s.nll / double(s.nll_tokens) : 0.0);
 }
 
 void Preference::addRanks(const World& world) {
@@ -173,6 +195,7 @@ void Preference::addTo(const PairScores& s, nlohmann::json& line, const std::str
   line[prefix + "reward_chosen"] = s.chosen / n;
   line[prefix + "reward_rejected"] = s.rejected / n;
   line[prefix + "reward_margin"] = (s.chosen - s.rejected) / n;
+  if (s.nll_tokens) line[prefix + "nll"] = s.nll / double(s.nll_tokens);
 }
 
 std::string Preference::describe(const PairScores& s) {

@@ -9,6 +9,7 @@
 // A SimPO plan (plan 1.24) has no reference: its input is absent, the policy's alone is scored.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,14 +34,21 @@ struct ReferenceTable {
 };
 
 // A run's pairs scored: their DPO loss summed, how many, how many the chosen reply won, the
-// implicit rewards summed.
+// implicit rewards summed; with an NLL term (mt.pair_nll), the chosen replies' negative
+// log-likelihood summed and their tokens.
 struct PairScores {
   double loss = 0.0;
   int64_t pairs = 0, right = 0;
   double chosen = 0.0, rejected = 0.0;
+  double nll = 0.0;
+  int64_t nll_tokens = 0;
   void add(const PairScores& other);
-  std::vector<double> flat() const { return {loss, double(pairs), double(right), chosen, rejected}; }
-  static PairScores unflat(const double* v) { return {v[0], int64_t(v[1]), int64_t(v[2]), v[3], v[4]}; }
+  std::vector<double> flat() const {
+    return {loss, double(pairs), double(right), chosen, rejected, nll, double(nll_tokens)};
+  }
+  static PairScores unflat(const double* v) {
+    return {v[0], int64_t(v[1]), int64_t(v[2]), v[3], v[4], v[5], int64_t(v[6])};
+  }
 };
 
 class Preference {
@@ -74,14 +82,18 @@ class Preference {
   void fillHeldOutReference(const HeldOutBatches& held, int64_t i) const;
   // The pairs of the last run's first `rows` rows, scored from the store's input and output.
   PairScores scoreRun(int64_t rows) const;
+  // The loss `scores` give, as the plan's: the mean DPO loss of the pairs, plus the NLL term's
+  // alpha times the chosen replies' NLL per token.
+  double meanLoss(const PairScores& scores) const;
 
   void startStep() { step_ = {}; }
   void addRun() { step_.add(scoreRun(rows_)); }  // after each run of a step
   // A data-parallel step: every rank's pairs added, in rank order (each rank gets the total).
   void addRanks(const World& world);
   // "pairs_right" (the share of pairs whose chosen reply's reward beats the rejected one's),
-  // "reward_margin", "reward_chosen", "reward_rejected" (means over the pairs) into a log line,
-  // each name after `prefix` ("val_" for a validation).
+  // "reward_margin", "reward_chosen", "reward_rejected" (means over the pairs), and with an NLL
+  // term "nll" (the chosen replies' per token) into a log line, each name after `prefix` ("val_"
+  // for a validation).
   static void addTo(const PairScores& scores, nlohmann::json& line, const std::string& prefix = "");
   void addTo(nlohmann::json& line) const { addTo(step_, line); }
   // For a progress line: "chosen beats rejected 62%  margin 0.120".
@@ -94,6 +106,12 @@ class Preference {
   int64_t rows_ = 0, seq_ = 0;
   DpoLossParams loss_;  // the plan's mt.dpo_loss's
   std::vector<float> zeros_;  // a reference-free plan's reference
+  struct NllTerm {  // the plan's mt.pair_nll's, if it has one
+    double alpha = 0.0;
+    int64_t vocab = 0;
+    bool average = false;
+  };
+  std::optional<NllTerm> nll_;
   ReferenceTable training_, held_out_;
   PairScores step_;
 };

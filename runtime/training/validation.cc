@@ -51,9 +51,9 @@ Validation Validator::run(int64_t step, Backend& backend, HostStore& store, cons
     total += static_cast<double>(c) * static_cast<float>(at[1]);
     v.counted += c;
   }
-  if (preference) total = v.pairs.loss, v.counted = v.pairs.pairs;
+  if (preference) v.counted = v.pairs.pairs;
   if (v.counted == 0) return v;
-  v.loss = total / static_cast<double>(v.counted);
+  v.loss = preference ? preference->meanLoss(v.pairs) : total / static_cast<double>(v.counted);
   track(step, v);
   return v;
 }

@@ -66,11 +66,13 @@ def rows_of(tokens, counted, starts, examples):
     return torch.tensor(np.stack([x for x, _ in rows])), torch.tensor(np.stack([y for _, y in rows]))
 
 
-def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=0.0, beta=BETA, gamma=0.0):
+def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=0.0, beta=BETA, gamma=0.0,
+              rpo_alpha=0.0):
     """The transformers-style model trained with TRL's loss (`kind`, label smoothing; SimPO's
-    `gamma`, without a reference) on mtrun's pairs: the losses, each step's (share of pairs won,
-    mean reward margin), and after the last step the held-out pairs' (`held`: tokens, counted,
-    starts) mean loss, share won and margin."""
+    `gamma`, without a reference; plus `rpo_alpha` times the chosen rows' cross-entropy, TRL's
+    rpo_alpha) on mtrun's pairs: the losses, each step's (share of pairs won, mean reward margin),
+    and after the last step the held-out pairs' (`held`: tokens, counted, starts) mean loss, share
+    won and margin."""
     average = kind in ("ipo", "simpo")  # TRL averages each reply's log-probabilities for these
     params = {k: v.float().requires_grad_() for k, v in weights.items()}
     logits_of = lambda x: hf.hf_logits(params, SPEC["config"], x)  # noqa: E731
@@ -87,18 +89,27 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
              for step in range(SCHEDULE.steps)]
     rewards = []
 
+    def chosen_nll(logits, y):  # TRL's RPO term: the chosen rows' cross-entropy per counted token
+        return torch.nn.functional.cross_entropy(logits[0::2].flatten(0, 1).float(), y[0::2].flatten(),
+                                                 ignore_index=-100)
+
     def loss_of(logits, y, step):
         policy, ref_logps = ref.sequence_logps(logits, y, average=average), reference[drawn[step]]
         margin = beta * ((policy[0::2] - ref_logps[0::2]) - (policy[1::2] - ref_logps[1::2])).detach()
         rewards.append(((margin > 0).double().mean().item(), margin.mean().item()))
-        return ref.dpo_loss(policy, ref_logps, beta, kind, smoothing, gamma)
+        loss = ref.dpo_loss(policy, ref_logps, beta, kind, smoothing, gamma)
+        return loss + rpo_alpha * chosen_nll(logits, y) if rpo_alpha else loss
 
     losses = ref.torch_train(params, logits_of, tokens, SCHEDULE, batch_of=lambda s: rows_of(tokens, counted, starts, drawn[s]),
                              loss_of=loss_of)
     policy = logps(held)
     margin = beta * ((policy[0::2] - held_reference[0::2]) - (policy[1::2] - held_reference[1::2]))
-    validation = (ref.dpo_loss(policy, held_reference, beta, kind, smoothing, gamma).item(), (margin > 0).double().mean().item(),
-                  margin.mean().item())
+    held_loss = ref.dpo_loss(policy, held_reference, beta, kind, smoothing, gamma).item()
+    if rpo_alpha:
+        x, y = rows_of(*held, range(len(held[2])))
+        with torch.no_grad():
+            held_loss += rpo_alpha * chosen_nll(logits_of(x), y).item()
+    validation = (held_loss, (margin > 0).double().mean().item(), margin.mean().item())
     return losses, rewards, validation
 
 
@@ -254,12 +265,15 @@ def data_parallel(bin_dir, failures):
         failures.append(f"mpirun -np 2 (exit {ranks.returncode}: {ranks.stderr[-300:]}) against --accumulate 2: {lines}")
 
 
-def vocab_split(bin_dir, log, val, failures):
+def vocab_split(bin_dir, unsplit, flags, failures):
     """The LM head and its loss over 3 vocabulary chunks (streamed, the tied embedding looked up on
-    the host): the unsplit plan's losses, rewards and held-out score within float rounding (each
-    token's log-sum-exp is folded chunk by chunk), the reference pass included."""
+    the host) under `flags`: the losses, rewards and held-out score of the unsplit plan's log
+    `unsplit` within float rounding (each token's log-sum-exp is folded chunk by chunk), the
+    reference pass included."""
+    lines = [json.loads(line) for line in open(unsplit)]
+    log, val = [line for line in lines if "val_loss" not in line], [line for line in lines if "val_loss" in line]
     ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--dpo-beta", str(BETA), "--batch", str(SCHEDULE.batch),
-             "--seq", str(SCHEDULE.seq), "--schedule", "streamed", "--vocab-chunks", "3", "-o", "v.plan"])
+             "--seq", str(SCHEDULE.seq), "--schedule", "streamed", "--vocab-chunks", "3", "-o", "v.plan"] + flags)
     dump = subprocess.run([f"{bin_dir}/mtdump", "v.plan"], capture_output=True, text=True, check=True).stdout
     if dump.count("sequence_logprob_chunk_grad(") != 3 or "sequence_logprob(" in dump:
         failures.append("--vocab-chunks 3: not three chunks' sequence_logprob_chunk_grad in v.plan")
@@ -272,37 +286,43 @@ def vocab_split(bin_dir, log, val, failures):
     held = [line["val_loss"] for line in lines if "val_loss" in line]
     if len(split) != len(log) or worst > 1e-5 or [s["pairs_right"] for s in split] != [w["pairs_right"] for w in log] \
             or len(held) != 1 or abs(held[0] - val[0]["val_loss"]) > 2e-5:
-        failures.append(f"--vocab-chunks 3: {split} held out {held}, unsplit {log} held out {val}")
-    print(f"--vocab-chunks 3: losses and rewards within {worst:.1e} (relative) of the unsplit plan's")
+        failures.append(f"--vocab-chunks 3 {flags}: {split} held out {held}, unsplit {log} held out {val}")
+    print(f"--vocab-chunks 3 {flags}: losses and rewards within {worst:.1e} (relative) of the unsplit plan's")
 
 
 def other_losses(bin_dir, tokens, counted, starts, held, weights, failures):
     """--dpo-loss hinge (a beta small enough that every margin stays inside the hinge), robust
-    with --dpo-label-smoothing 0.2, ipo (of each reply's mean log-probability per token), and
-    simpo (reference-free, with --simpo-gamma and label smoothing): the losses TRL's loss_type
-    gives, and for SimPO the rewards and the held-out score too."""
-    for kind, smoothing, beta, gamma in (("hinge", 0.0, 0.05, None), ("robust", 0.2, BETA, None),
-                                         ("ipo", 0.0, BETA, None), ("simpo", 0.1, 2.0, 0.8)):
+    with --dpo-label-smoothing 0.2, ipo (of each reply's mean log-probability per token), simpo
+    (reference-free, with --simpo-gamma and label smoothing), and sigmoid with --rpo-alpha (the
+    chosen replies' NLL added): the losses TRL's loss_type gives, and for SimPO and RPO the rewards
+    and the held-out score too."""
+    for kind, smoothing, beta, gamma, rpo in (("hinge", 0.0, 0.05, None, 0.0), ("robust", 0.2, BETA, None, 0.0),
+                                              ("ipo", 0.0, BETA, None, 0.0), ("simpo", 0.1, 2.0, 0.8, 0.0),
+                                              ("sigmoid", 0.0, BETA, None, 0.7)):
+        name = kind if not rpo else "rpo"
         ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--dpo-beta", str(beta), "--dpo-loss", kind,
                  "--dpo-label-smoothing", str(smoothing), "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
-                 "-o", f"{kind}.plan"] + (["--simpo-gamma", str(gamma)] if gamma is not None else []))
-        out = run_out([f"{bin_dir}/mtrun", f"{kind}.plan", "--data", "pairs.tok", "--log", f"{kind}.jsonl",
+                 "-o", f"{name}.plan"] + (["--simpo-gamma", str(gamma)] if gamma is not None else [])
+                + (["--rpo-alpha", str(rpo)] if rpo else []))
+        out = run_out([f"{bin_dir}/mtrun", f"{name}.plan", "--data", "pairs.tok", "--log", f"{name}.jsonl",
                        "--val-data", "held.tok", "--val-every", str(SCHEDULE.steps)] + SCHEDULE.mtrun_flags())
         torch_losses, rewards, validation = torch_dpo(weights, tokens, counted, starts, held, kind, smoothing, beta,
-                                                      gamma or 0.0)
-        lines = [json.loads(line) for line in open(f"{kind}.jsonl")]
+                                                      gamma or 0.0, rpo)
+        lines = [json.loads(line) for line in open(f"{name}.jsonl")]
         log, val = [line for line in lines if "val_loss" not in line], [line for line in lines if "val_loss" in line]
         worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
-        print(f"--dpo-loss {kind}, label smoothing {smoothing}: losses within {worst:.1e} of TRL's loss")
-        if kind != "simpo":
+        print(f"--dpo-loss {kind}, label smoothing {smoothing}, --rpo-alpha {rpo}: losses within {worst:.1e} of TRL's")
+        if kind != "simpo" and not rpo:
             continue
         got = [(line["pairs_right"], line["reward_margin"]) for line in log]
         got_val = (val[0]["val_loss"], val[0]["val_pairs_right"], val[0]["val_reward_margin"]) if val else None
-        if "reference: none" not in out or any(g[0] != w[0] or abs(g[1] - w[1]) > 1e-4 * max(1.0, abs(w[1]))
-                                               for g, w in zip(got, rewards)) or not got_val or \
-                any(abs(g - w) > 1e-4 * max(1.0, abs(w)) for g, w in zip(got_val, validation)):
-            failures.append(f"SimPO: rewards {got}, the model's {rewards}; held out {got_val}, the model's "
-                            f"{validation}; reference pass: {'reference: none' in out}")
+        if ("reference: none" in out) != (kind == "simpo") or \
+                any(g[0] != w[0] or abs(g[1] - w[1]) > 1e-4 * max(1.0, abs(w[1])) for g, w in zip(got, rewards)) or \
+                not got_val or any(abs(g - w) > 1e-4 * max(1.0, abs(w)) for g, w in zip(got_val, validation)) or \
+                ("nll" in log[0]) != bool(rpo):
+            failures.append(f"{name}: rewards {got}, the model's {rewards}; held out {got_val}, the model's "
+                            f"{validation}; reference pass: {'reference: none' not in out}; nll logged: "
+                            f"{'nll' in log[0]}")
 
 
 def main():
@@ -361,7 +381,9 @@ def main():
     recomputed = [json.loads(line)["loss"] for line in open("r.jsonl")]
     if recomputed != [line["loss"] for line in log]:
         failures.append(f"streamed-recompute losses {recomputed}, the resident plan's {[line['loss'] for line in log]}")
-    vocab_split(bin_dir, log, val, failures)
+    vocab_split(bin_dir, "d.jsonl", [], failures)
+    vocab_split(bin_dir, "ipo.jsonl", ["--dpo-loss", "ipo"], failures)  # means chunk by chunk
+    vocab_split(bin_dir, "rpo.jsonl", ["--rpo-alpha", "0.7"], failures)  # the NLL term in the last chunk's block
     with open("sft.jsonl", "w") as f:
         f.write(json.dumps({"instruction": "Double 2.", "output": "4."}) + "\n")
     refusals(bin_dir, failures)

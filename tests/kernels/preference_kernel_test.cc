@@ -165,6 +165,38 @@ TEST_F(PreferenceKernels, HingeRobustAndSmoothedLosses) {
   }
 }
 
+// The NLL term (mtc --rpo-alpha): alpha times the chosen rows' negative log-likelihood per token,
+// from sums or means; its gradient (on the chosen rows only) against finite differences; a batch
+// whose chosen rows count nothing gives 0.
+TEST_F(PreferenceKernels, PairNllIsTheChosenRepliesLikelihoodPerToken) {
+  const int64_t rows = 4, seq = 5, vocab = 9;
+  // Row 0 counts 3 targets, row 2 counts 5 (row 1 and 3 are rejected: not counted).
+  auto targets = HostTensor::i32({rows, seq}, {-1, -1, 3, 4, 5, -1, 1, 2, 3, 4, 0, 1, 2, 3, 8, -1, -1, -1, -1, 2});
+  const Doubles logp{-6.0, -9.0, -4.5, -3.0};
+  const float alpha = 0.7f;
+  for (int64_t average : {0, 1}) {
+    const Doubles n{3.0, 0.0, 5.0, 0.0};
+    const auto want = [&](const Doubles& x) {  // -alpha * (S0 + S2) / (n0 + n2)
+      const auto sum = [&](int b) { return average ? x[b] * n[b] : x[b]; };
+      return Doubles{-alpha * (sum(0) + sum(2)) / (n[0] + n[2])};
+    };
+    const std::vector<int64_t> ints{vocab, average};
+    auto loss = runKernel(KernelId::PairNll, {HostTensor::f32({rows}, toFloats(logp)), targets},
+                          {HostTensor::f32({})}, ints, {alpha});
+    expectClose(loss[0].floats, want(logp), kF32Tol, "pair_nll, average " + std::to_string(average));
+    auto grad = runKernel(KernelId::PairNllGrad, {HostTensor::f32({}, {0.5f}), HostTensor::f32({rows}, toFloats(logp)),
+                                                  targets},
+                          {HostTensor::f32({rows})}, ints, {alpha});
+    expectClose(grad[0].floats, finiteDifferences(want, logp, {0.5}), kGradTol,
+                "pair_nll grad, average " + std::to_string(average));
+    EXPECT_EQ(grad[0].floats[1], 0.0f) << "a rejected row";
+  }
+  auto none = HostTensor::i32({rows, seq}, std::vector<int32_t>(rows * seq, -1));
+  auto zero = runKernel(KernelId::PairNll, {HostTensor::f32({rows}, toFloats(logp)), none}, {HostTensor::f32({})},
+                        {vocab, 0}, {alpha});
+  EXPECT_EQ(zero[0].floats[0], 0.0f) << "chosen rows counting nothing";
+}
+
 // A DPO plan's loss: mt.dpo_loss of mt.sequence_logprob; its backward, the two backwards
 // chained, is the derivative of the whole loss in the logits.
 TEST_F(PreferenceKernels, ChainedBackwardIsTheDerivativeOfTheWholeLoss) {
@@ -251,6 +283,13 @@ TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
   EXPECT_EQ(sums({}), "");
   EXPECT_EQ(sums({1}), "");
   EXPECT_NE(sums({1, 1}).find("takes 0 int attributes then average"), std::string::npos);
+  // The NLL term's: logp of pairs beside (B, T) targets, a finite alpha.
+  const auto nll = [&](std::vector<float> alpha, int64_t rows) {
+    return problem(KernelId::PairNll, {HostTensor::f32({rows}), targets}, {HostTensor::f32({})}, alpha, {8, 0});
+  };
+  EXPECT_EQ(nll({0.5f}, 2), "");
+  EXPECT_NE(nll({INFINITY}, 2).find("finite alpha"), std::string::npos);
+  EXPECT_NE(nll({0.5f}, 4).find("logp must be (B) of an even B > 0 and the targets (B, T)"), std::string::npos);
 }
 
 }  // namespace

@@ -116,3 +116,25 @@ func.func @gamma_of_sigmoid(%logp: tensor<2xf32>, %ref: tensor<2xf32>) -> tensor
   %loss = mt.dpo_loss %logp, %ref {beta = 1.0e-1 : f32, gamma = 0.5 : f32} : tensor<2xf32>, tensor<2xf32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// The NLL term of RPO and CPO (mtc --rpo-alpha) added to a DPO loss: its attributes print back;
+// targets that are not (B, T) beside logp are refused.
+// CHECK-LABEL: func.func @own_rpo_loss
+// CHECK: mt.pair_nll %{{.*}}, %{{.*}} {alpha = 5.000000e-01 : f32, average = true, vocab = 5 : i64} : tensor<2xf32>, tensor<2x3xi32>
+func.func @own_rpo_loss(%logp: tensor<2xf32>, %targets: tensor<2x3xi32> {mt.input = "targets"},
+                        %ref: tensor<2xf32> {mt.input = "reference_logps"}) -> tensor<f32> {
+  %dpo = mt.dpo_loss %logp, %ref {beta = 1.0e-1 : f32} : tensor<2xf32>, tensor<2xf32>
+  %nll = mt.pair_nll %logp, %targets {alpha = 0.5 : f32, vocab = 5, average = true} : tensor<2xf32>, tensor<2x3xi32>
+  %loss = mt.add %dpo, %nll : tensor<f32>, tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+func.func @nll_of_other_rows(%logp: tensor<2xf32>, %targets: tensor<4x3xi32>) -> tensor<f32> {
+  // expected-error @+1 {{targets must be (B, T) beside logp (B), not [4,3]}}
+  %nll = mt.pair_nll %logp, %targets {alpha = 0.5 : f32, vocab = 5} : tensor<2xf32>, tensor<4x3xi32>
+  return %nll : tensor<f32>
+}
