@@ -263,31 +263,28 @@ size_t overMaxLength(const Options& o, size_t length) {
 // A pair (--preferences) cut as TRL's DPOTrainer cuts one: its prompt (the tokens before either
 // reply) to its last --max-prompt-length tokens, each reply to its first --max-completion-length;
 // then, above --max-length, the prompt's beginning, the same tokens from both examples so that they
-// keep one prompt, and where the prompt alone is not enough each reply's end. Returns whether
-// either example was cut.
-bool cutPair(const Options& o, std::vector<ExampleTokens>& pair) {
+// keep one prompt, and where the prompt alone is not enough each reply's end. Returns which of
+// the two examples was cut.
+std::vector<bool> cutPair(const Options& o, std::vector<ExampleTokens>& pair) {
   const auto prompt = [&] { return std::min(pair[0].firstCounted(), pair[1].firstCounted()); };
-  bool cut = false;
+  std::vector<bool> cut(pair.size(), false);
   if (o.max_prompt_length > 0 && prompt() > static_cast<size_t>(o.max_prompt_length)) {
     const size_t excess = prompt() - static_cast<size_t>(o.max_prompt_length);
     for (ExampleTokens& e : pair) e.cut(0, excess);
-    cut = true;
+    cut.assign(pair.size(), true);
   }
-  for (ExampleTokens& e : pair) {
-    const size_t reply = e.ids.size() - prompt();
-    if (o.max_completion_length > 0 && reply > static_cast<size_t>(o.max_completion_length)) {
-      e.cut(prompt() + static_cast<size_t>(o.max_completion_length), reply - static_cast<size_t>(o.max_completion_length));
-      cut = true;
-    }
+  for (size_t k = 0; k < pair.size(); ++k) {
+    const size_t reply = pair[k].ids.size() - prompt(), keep = static_cast<size_t>(o.max_completion_length);
+    if (o.max_completion_length > 0 && reply > keep) pair[k].cut(prompt() + keep, reply - keep), cut[k] = true;
   }
   const size_t over = overMaxLength(o, std::max(pair[0].ids.size(), pair[1].ids.size()));
-  if (over == 0) return cut;
   const size_t prompt_cut = std::min(prompt(), over);
-  for (ExampleTokens& e : pair) {
-    e.cut(0, prompt_cut);
-    if (const size_t excess = overMaxLength(o, e.ids.size())) e.cut(e.ids.size() - excess, excess);
+  for (size_t k = 0; k < pair.size(); ++k) {
+    if (prompt_cut) pair[k].cut(0, prompt_cut), cut[k] = true;
+    if (const size_t excess = overMaxLength(o, pair[k].ids.size()))
+      pair[k].cut(pair[k].ids.size() - excess, excess), cut[k] = true;
   }
-  return true;
+  return cut;
 }
 
 // `rendered` encoded, counted as the flags say, cut to --max-length tokens with the end token:
@@ -309,7 +306,7 @@ Encoded encodeExamples(const Options& o, mt::HfTokenizer& tokenizer, const ChatI
     }
     std::vector<bool> cut(group, false);
     if (pairs) {
-      cut.assign(group, cutPair(o, tokens));
+      cut = cutPair(o, tokens);
     } else if (const size_t excess = overMaxLength(o, tokens[0].ids.size())) {
       tokens[0].cut(o.mask_history ? 0 : tokens[0].ids.size() - excess, excess);
       cut[0] = true;
@@ -493,8 +490,8 @@ int main(int argc, char** argv) {
                "Jinja2 as transformers does; where it has none, the built-in its special tokens imply)",
                mt::chatTemplateNames());
   app.add_option("--max-length", o.max_length,
-                 "with --chat: cut each example to this many tokens, its end token included (the cut examples "
-                 "are counted and the first named)")
+                 "with --chat or --preferences: cut each example to this many tokens, its end token included (the "
+                 "cut examples are counted and the first named)")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
   app.add_option("--max-prompt-length", o.max_prompt_length,
                  "with --preferences: keep a pair's prompt's last this many tokens (TRL's max_prompt_length), before "

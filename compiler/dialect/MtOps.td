@@ -23,6 +23,7 @@ def Mt_InferTypeOpAdaptor : TraitList<[
           ::mlir::OpaqueProperties properties, ::mlir::RegionRange regions,
           ::llvm::SmallVectorImpl<::mlir::Type> &inferredReturnTypes) {
         $cppClass::Adaptor adaptor(operands, attributes, properties, regions);
+        // Without a location the error is still reported (at an unknown one): better than a crash.
         if (::mlir::failed(adaptor.verify(location.value_or(::mlir::UnknownLoc::get(context)))))
           return ::mlir::failure();
         return $cppClass::inferReturnTypes(context, location, adaptor, inferredReturnTypes);

@@ -157,7 +157,8 @@ int64_t DpoLossGradOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElement
 
 // Kernel attributes in the op table's order (runtime/plan/op_table.def): the sums' int[(average)],
 // left out for sums (plan 1.23's calls); the chunks' int[vocab, average] and int[first, vocab,
-// average]; the losses' int[kind] float[beta, label_smoothing], the kind as the kernels number it.
+// average]; the NLL term's int[vocab, average] float[alpha]; the losses' int[kind] float[beta,
+// label_smoothing(, gamma)], the kind as the kernels number it.
 static void sumsKernelAttrs(bool average, SmallVectorImpl<int64_t>& ints) {
   if (average) ints.push_back(1);
 }

@@ -35,7 +35,8 @@ Validation Validator::run(int64_t step, Backend& backend, HostStore& store, cons
   }
   // Each batch's loss is the mean over its counted targets: weighted by them, the validation
   // loss is the mean over every counted target of the pass (padding rows count none), summed in
-  // batch order whichever rank ran each. A DPO plan's: the pairs' losses summed, over the pairs.
+  // batch order whichever rank ran each. A DPO plan's: the pairs' losses summed, over the pairs
+  // (with an NLL term, plus its alpha times the chosen replies' NLL per token over the whole set).
   const std::vector<std::vector<double>> shares = world.allgather(mine);
   double total = 0.0;
   Validation v;

@@ -98,18 +98,24 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
         margin = beta * ((policy[0::2] - ref_logps[0::2]) - (policy[1::2] - ref_logps[1::2])).detach()
         rewards.append(((margin > 0).double().mean().item(), margin.mean().item()))
         loss = ref.dpo_loss(policy, ref_logps, beta, kind, smoothing, gamma)
-        return loss + rpo_alpha * chosen_nll(logits, y) if rpo_alpha else loss
+        if not rpo_alpha:
+            return loss
+        nll = chosen_nll(logits, y)
+        rewards[-1] += (nll.item(),)
+        return loss + rpo_alpha * nll
 
     losses = ref.torch_train(params, logits_of, tokens, SCHEDULE, batch_of=lambda s: rows_of(tokens, counted, starts, drawn[s]),
                              loss_of=loss_of)
     policy = logps(held)
     margin = beta * ((policy[0::2] - held_reference[0::2]) - (policy[1::2] - held_reference[1::2]))
-    held_loss = ref.dpo_loss(policy, held_reference, beta, kind, smoothing, gamma).item()
+    held_loss, held_nll = ref.dpo_loss(policy, held_reference, beta, kind, smoothing, gamma).item(), ()
     if rpo_alpha:
         x, y = rows_of(*held, range(len(held[2])))
         with torch.no_grad():
-            held_loss += rpo_alpha * chosen_nll(logits_of(x), y).item()
-    validation = (held_loss, (margin > 0).double().mean().item(), margin.mean().item())
+            held_nll = (chosen_nll(logits_of(x), y).item(),)
+        held_loss += rpo_alpha * held_nll[0]
+    # (loss, won, margin), and with rpo_alpha the chosen replies' NLL per token; each step's alike.
+    validation = (held_loss, (margin > 0).double().mean().item(), margin.mean().item()) + held_nll
     return losses, rewards, validation
 
 
@@ -219,7 +225,7 @@ def truncated_pairs(bin_dir, failures):
                    "--max-completion-length", "3", "-o", "cut.tok"])
     cut = split_examples("cut.tok")
     for (prompt, reply, _), (prompt_was, reply_was, _) in zip(cut, whole):
-        if prompt != prompt_was[-4:] or reply != reply_was[:min(3, len(reply))] or not 0 < len(reply) <= 3:
+        if prompt != prompt_was[-4:] or reply != reply_was[:3] or len(reply_was) < 4:
             failures.append(f"--max-prompt-length 4 --max-completion-length 3: {prompt}, {reply}; uncut {prompt_was}, "
                             f"{reply_was}")
     if "18 of 18 examples cut to --max-prompt-length 4 tokens, --max-completion-length 3 tokens" not in out:
@@ -314,12 +320,14 @@ def other_losses(bin_dir, tokens, counted, starts, held, weights, failures):
         print(f"--dpo-loss {kind}, label smoothing {smoothing}, --rpo-alpha {rpo}: losses within {worst:.1e} of TRL's")
         if kind != "simpo" and not rpo:
             continue
-        got = [(line["pairs_right"], line["reward_margin"]) for line in log]
-        got_val = (val[0]["val_loss"], val[0]["val_pairs_right"], val[0]["val_reward_margin"]) if val else None
-        if ("reference: none" in out) != (kind == "simpo") or \
-                any(g[0] != w[0] or abs(g[1] - w[1]) > 1e-4 * max(1.0, abs(w[1])) for g, w in zip(got, rewards)) or \
-                not got_val or any(abs(g - w) > 1e-4 * max(1.0, abs(w)) for g, w in zip(got_val, validation)) or \
-                ("nll" in log[0]) != bool(rpo):
+        nll = ("nll",) if rpo else ()  # the chosen replies' NLL per token, logged with --rpo-alpha
+        got = [tuple(line.get(k) for k in ("pairs_right", "reward_margin") + nll) for line in log]
+        got_val = tuple(val[0].get("val_" + k) for k in ("loss", "pairs_right", "reward_margin") + nll) if val else None
+        if ("reference: none" in out) != (kind == "simpo") or ("nll" in log[0]) != bool(rpo) or \
+                any(g[0] != w[0] or len(g) != len(w) or any(abs(a - b) > 1e-4 * max(1.0, abs(b)) for a, b in zip(g[1:], w[1:]))
+                    for g, w in zip(got, rewards)) or \
+                not got_val or len(got_val) != len(validation) or \
+                any(abs(g - w) > 1e-4 * max(1.0, abs(w)) for g, w in zip(got_val, validation)):
             failures.append(f"{name}: rewards {got}, the model's {rewards}; held out {got_val}, the model's "
                             f"{validation}; reference pass: {'reference: none' not in out}; nll logged: "
                             f"{'nll' in log[0]}")

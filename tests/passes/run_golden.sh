@@ -6,5 +6,5 @@ set -euo pipefail
 mt_opt=$1 filecheck=$2 test=$3
 passes=$(sed -n 's|^// PASSES: ||p' "$test" | head -1)
 [ -n "$passes" ] || { echo "$test has no // PASSES: line" >&2; exit 2; }
-# shellcheck disable=SC2086
-"$mt_opt" "$test" $passes --split-input-file --verify-diagnostics | "$filecheck" "$test"
+# eval: a pass's options may be quoted on the PASSES line ("--mt-x=\"a=1 b=2\"").
+eval "\"\$mt_opt\" \"\$test\" $passes --split-input-file --verify-diagnostics" | "$filecheck" "$test"
