@@ -452,6 +452,32 @@ std::optional<std::string> checkCombination(const Options& o) {
 
 }  // namespace
 
+// How --chat and --preferences render, count and cut their examples.
+void addShapingFlags(CLI::App& app, Options& o) {
+  mt::choiceOf(app, "--template", o.chat_template,
+               "a built-in chat template for --chat (default: the tokenizer folder's own chat template, rendered by "
+               "Jinja2 as transformers does; where it has none, the built-in its special tokens imply)",
+               mt::chatTemplateNames());
+  app.add_option("--max-length", o.max_length,
+                 "with --chat or --preferences: cut each example to this many tokens, its end token included (the "
+                 "cut examples are counted and the first named)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
+  app.add_option("--max-prompt-length", o.max_prompt_length,
+                 "with --preferences: keep a pair's prompt's last this many tokens (TRL's max_prompt_length), before "
+                 "--max-length")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--max-completion-length", o.max_completion_length,
+                 "with --preferences: keep each reply's first this many tokens (TRL's max_completion_length), before "
+                 "--max-length")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_flag("--train-on-prompt", o.train_on_prompt,
+               "with --chat: count the prompts' tokens (system, user turns, the template's markers) in the loss too, "
+               "not only the replies");
+  app.add_flag("--mask-history", o.mask_history,
+               "with --chat: count only each example's last reply in the loss, the earlier turns read as context "
+               "(LLaMA-Factory's mask_history; --max-length then cuts an example's beginning, not its end)");
+}
+
 int main(int argc, char** argv) {
   Options o;
   bool chat = false, preferences = false, decode_flag = false;
@@ -485,28 +511,7 @@ int main(int argc, char** argv) {
   app.add_flag("--chat", chat,
                "the inputs are instruction data (JSONL, or a JSON array of examples): write ids and a loss mask "
                "counting the replies");
-  mt::choiceOf(app, "--template", o.chat_template,
-               "a built-in chat template for --chat (default: the tokenizer folder's own chat template, rendered by "
-               "Jinja2 as transformers does; where it has none, the built-in its special tokens imply)",
-               mt::chatTemplateNames());
-  app.add_option("--max-length", o.max_length,
-                 "with --chat or --preferences: cut each example to this many tokens, its end token included (the "
-                 "cut examples are counted and the first named)")
-      ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
-  app.add_option("--max-prompt-length", o.max_prompt_length,
-                 "with --preferences: keep a pair's prompt's last this many tokens (TRL's max_prompt_length), before "
-                 "--max-length")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  app.add_option("--max-completion-length", o.max_completion_length,
-                 "with --preferences: keep each reply's first this many tokens (TRL's max_completion_length), before "
-                 "--max-length")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  app.add_flag("--train-on-prompt", o.train_on_prompt,
-               "with --chat: count the prompts' tokens (system, user turns, the template's markers) in the loss too, "
-               "not only the replies");
-  app.add_flag("--mask-history", o.mask_history,
-               "with --chat: count only each example's last reply in the loss, the earlier turns read as context "
-               "(LLaMA-Factory's mask_history; --max-length then cuts an example's beginning, not its end)");
+  addShapingFlags(app, o);
   app.add_flag("--preferences", preferences,
                "the inputs are preference data for mtc --objective dpo (JSONL, or a JSON array: {\"prompt\", "
                "\"chosen\", \"rejected\"}, each a string or a list of messages, or \"chosen\" and \"rejected\" "
