@@ -20,19 +20,12 @@ constexpr char kReferenceMagic[8] = {'M', 'T', 'R', 'E', 'F', 'L', 'P', '2'};
 // The magic, the data's checksum, the plan's sequence length, the first example, the count.
 constexpr size_t kReferenceHeader = 8 + 4 + 4 + 8 + 8;
 
-// The plan's mt.dpo_loss call (its attributes: the loss, beta, the label smoothing), or null.
-const plan::KernelCall* dpoLossCall(const plan::Plan& plan) {
+// The plan's first call of kernel `id` (mt.dpo_loss: the loss, beta, the label smoothing;
+// mt.pair_nll: the NLL term), or null.
+const plan::KernelCall* firstCall(const plan::Plan& plan, KernelId id) {
   for (const auto& stream : plan.streams())
     for (const auto& in : stream.instructions())
-      if (in.has_kernel() && in.kernel().kernel() == static_cast<uint32_t>(KernelId::DpoLoss)) return &in.kernel();
-  return nullptr;
-}
-
-// The plan's mt.pair_nll call, or null.
-const plan::KernelCall* pairNllCall(const plan::Plan& plan) {
-  for (const auto& stream : plan.streams())
-    for (const auto& in : stream.instructions())
-      if (in.has_kernel() && in.kernel().kernel() == static_cast<uint32_t>(KernelId::PairNll)) return &in.kernel();
+      if (in.has_kernel() && in.kernel().kernel() == static_cast<uint32_t>(id)) return &in.kernel();
   return nullptr;
 }
 
@@ -51,7 +44,7 @@ Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(
   reference_ = store.input(kReferenceLogprobsInput);
   policy_ = store.output(kPolicyLogprobsOutput);
   if (reference_ < 0 && policy_ < 0) return;
-  const plan::KernelCall* loss = dpoLossCall(plan);
+  const plan::KernelCall* loss = firstCall(plan, KernelId::DpoLoss);
   const bool simpo = loss && loss->int_attrs_size() == 1 && loss->int_attrs(0) == int64_t(DpoLossKind::kSimpo);
   // Read from a plan file: hostile until checked.
   const auto rows = [&](int i) {
@@ -69,7 +62,7 @@ Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(
   loss_ = {loss->int_attrs(0), loss->float_attrs(0), loss->float_attrs(1),
            loss->float_attrs_size() > 2 ? double(loss->float_attrs(2)) : 0.0};
   // Its attributes were checked with the plan (pair_nll_check): int[vocab, average] float[alpha].
-  if (const plan::KernelCall* nll = pairNllCall(plan))
+  if (const plan::KernelCall* nll = firstCall(plan, KernelId::PairNll))
     nll_ = NllTerm{nll->float_attrs(0), nll->int_attrs(0), nll->int_attrs(1) == 1};
   zeros_.assign(static_cast<size_t>(plan.model().batch()), 0.0f);
   rows_ = plan.model().batch();

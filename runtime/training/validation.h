@@ -36,8 +36,8 @@ class Validator {
   // The held-out loss of the weights in `store` after `step`: every batch run with `eval`
   // (loss only, no update). With several ranks, rank r runs batches r, r + N, ... and every rank
   // sums all of them in batch order: one process's loss, bit for bit. With `preference` (a DPO
-  // plan), the loss is the mean over the held-out pairs, scored on the host (padding rows left
-  // out). Throws mt::Error if --verify-transfers finds a copy corrupted.
+  // plan), the loss is the mean over the held-out pairs (plus an NLL term's, Preference::meanLoss),
+  // scored on the host (padding rows left out). Throws mt::Error if --verify-transfers finds a copy corrupted.
   Validation run(int64_t step, Backend& backend, HostStore& store, const StepOptions& eval, const World& world,
                  const Preference* preference = nullptr);
 
