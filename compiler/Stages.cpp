@@ -46,7 +46,7 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
       options.dpoLoss = knobs.loss.dpo_loss;
       options.labelSmoothing = knobs.loss.dpo_label_smoothing;
       options.simpoGamma = knobs.loss.simpo_gamma.value_or(kDefaultSimpoGamma);
-      options.rpoAlpha = knobs.loss.rpo_alpha;
+      options.rpoAlpha = knobs.loss.nllWeight();
       return pm.addPass(createAttachLossPass(options));
     }
     case Stage::kTileTokens: {

@@ -229,10 +229,19 @@ void printImportNotes(const CompileReport& r) {
 
 // A preference plan's loss (mtc --objective dpo and its flags), in words.
 void printObjective(const LossSpec& spec) {
-  const std::string nll = spec.rpo_alpha > 0.0 ? fmt::format(" plus {} times the chosen replies' negative "
-                                                             "log-likelihood per token (--rpo-alpha)", spec.rpo_alpha)
-                                               : "";
+  const double alpha = spec.nllWeight();
+  const std::string nll = alpha > 0.0 ? fmt::format(" plus {} times the chosen replies' negative log-likelihood per "
+                                                    "token (--rpo-alpha)", alpha)
+                                      : "";
   std::printf("  objective      ");
+  if (spec.dpo_loss == DpoLossKind::kOrpo) {
+    std::printf("ORPO (beta %g): rows 2i and 2i+1 a prompt's chosen and rejected replies (mtrun --rows pairs on a "
+                "token file of mttok --preferences), the loss -beta log sigmoid(z)%s, z the log odds ratio log(p_c / (1 "
+                "- p_c)) - log(p_r / (1 - p_r)) of each reply's mean probability per token p = exp(mean "
+                "log-probability); no reference model\n",
+                spec.dpo_beta, nll.c_str());
+    return;
+  }
   if (spec.dpo_loss == DpoLossKind::kSimpo) {
     std::printf("SimPO (beta %g, gamma %g, label smoothing %g): rows 2i and 2i+1 a prompt's chosen and rejected "
                 "replies (mtrun --rows pairs on a token file of mttok --preferences), the loss -log sigmoid(z - "

@@ -77,19 +77,18 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
     OpBuilder b(ret);
     const DpoLossKind kind = dpoLoss.getValue();
     const auto rowsType = RankedTensorType::get({rows}, b.getF32Type());
-    // SimPO has no reference model: its margin is the policy's alone (a reference of zeros).
-    Value reference = kind == DpoLossKind::kSimpo
+    // SimPO and ORPO have no reference model: their margin is the policy's alone (a reference of zeros).
+    Value reference = dpoReferenceFree(kind)
                           ? b.create<FillOp>(ret.getLoc(), rowsType, b.getF32FloatAttr(0.0f)).getResult()
                           : appendInput(func, rowsType, kReferenceLogprobsInput);
-    // IPO and SimPO compare each reply's mean log-probability per token (TRL averages them for them).
-    auto logp = b.create<SequenceLogprobOp>(ret.getLoc(), ret.getOperand(0), targets,
-                                            kind == DpoLossKind::kIpo || kind == DpoLossKind::kSimpo);
+    // IPO, SimPO and ORPO compare each reply's mean log-probability per token (TRL averages them for them).
+    auto logp = b.create<SequenceLogprobOp>(ret.getLoc(), ret.getOperand(0), targets, dpoAverages(kind));
     auto loss = b.create<DpoLossOp>(ret.getLoc(), logp.getLogp(), reference, b.getF32FloatAttr(beta),
                                     PreferenceLossAttr::get(b.getContext(), static_cast<PreferenceLoss>(kind)),
                                     b.getF32FloatAttr(labelSmoothing),
                                     b.getF32FloatAttr(kind == DpoLossKind::kSimpo ? simpoGamma : 0.0));
     Value total = loss.getLoss();
-    if (rpoAlpha != 0.0) {  // the chosen replies' NLL too (TRL's rpo_alpha, CPOTrainer's cpo_alpha)
+    if (rpoAlpha != 0.0) {  // the chosen replies' NLL too (TRL's rpo_alpha, CPOTrainer's cpo_alpha, ORPO's own)
       const int64_t vocab = cast<RankedTensorType>(ret.getOperand(0).getType()).getShape().back();
       auto nll = b.create<PairNllOp>(ret.getLoc(), logp.getLogp(), targets, b.getF32FloatAttr(rpoAlpha),
                                      b.getI64IntegerAttr(vocab), b.getBoolAttr(logp.getAverage()));

@@ -145,18 +145,21 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                "hinge (max(0, 1 - z), SLiC), robust (robust DPO, unbiased under --dpo-label-smoothing's noise) or "
                "ipo ((z / beta - 1 / (2 beta))^2, IPO, of each reply's mean log-probability per token); or simpo "
                "(SimPO, as TRL's CPOTrainer with cpo_alpha 0: -log sigmoid(z - gamma) of each reply's mean "
-               "log-probability per token, no reference model; its beta is typically 2 to 2.5)",
+               "log-probability per token, no reference model; its beta is typically 2 to 2.5) or orpo (ORPO, as "
+               "TRL's ORPOTrainer: the chosen replies' NLL per token plus -beta log sigmoid of the log odds ratio of "
+               "each reply's mean probability per token, no reference model)",
                std::map<std::string, mt::DpoLossKind>{{"sigmoid", mt::DpoLossKind::kSigmoid},
                                                       {"hinge", mt::DpoLossKind::kHinge},
                                                       {"robust", mt::DpoLossKind::kRobust},
                                                       {"ipo", mt::DpoLossKind::kIpo},
-                                                      {"simpo", mt::DpoLossKind::kSimpo}})
+                                                      {"simpo", mt::DpoLossKind::kSimpo},
+                                                      {"orpo", mt::DpoLossKind::kOrpo}})
       ->default_str("sigmoid")
       ->needs(objective);
   app.add_option("--dpo-label-smoothing", o.loss.dpo_label_smoothing,
                  "with --objective dpo: the share of pairs taken to be labelled the wrong way round, in [0, 0.5) "
                  "(TRL's label_smoothing: conservative DPO with sigmoid, robust DPO with robust; simpo takes it too; "
-                 "hinge and ipo ignore it)")
+                 "hinge, ipo and orpo have none)")
       ->check(CLI::Range(0.0, 0.4999))
       ->capture_default_str()
       ->needs(objective);
@@ -167,7 +170,8 @@ void addOutputFlags(CLI::App& app, Flags& f) {
       ->needs(objective);
   app.add_option("--rpo-alpha", o.loss.rpo_alpha,
                  "with --objective dpo: add this weight times the chosen replies' negative log-likelihood per token "
-                 "to the loss (TRL's rpo_alpha; with --dpo-loss simpo, CPOTrainer's cpo_alpha)")
+                 "to the loss (TRL's rpo_alpha; with --dpo-loss simpo, CPOTrainer's cpo_alpha; with --dpo-loss orpo "
+                 "the weight of ORPO's own NLL term, default 1)")
       ->check(CLI::Range(0.0, 1e6))
       ->needs(objective);
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
@@ -301,6 +305,30 @@ int listModels() {
   return 0;
 }
 
+// The preference loss's flags: exit code 2 for one that means nothing to the objective or the loss
+// given (refused, not ignored).
+std::optional<int> checkPreferenceFlags(const CLI::App& app, const mt::LossSpec& loss) {
+  for (const char* flag : {"--dpo-beta", "--dpo-loss", "--dpo-label-smoothing", "--simpo-gamma", "--rpo-alpha"})
+    if (app.count(flag) && loss.objective != mt::LossObjective::kDpo) {
+      std::fprintf(stderr, "mtc: error: %s shapes a preference loss: give it with --objective dpo (or drop it)\n", flag);
+      return 2;
+    }
+  const mt::DpoLossKind kind = loss.dpo_loss;
+  if (loss.dpo_label_smoothing != 0.0 &&
+      (kind == mt::DpoLossKind::kHinge || kind == mt::DpoLossKind::kIpo || kind == mt::DpoLossKind::kOrpo)) {
+    std::fprintf(stderr, "mtc: error: --dpo-label-smoothing: the %s loss has no label smoothing (sigmoid, robust and "
+                         "simpo have; or drop it)\n",
+                 app.get_option("--dpo-loss")->as<std::string>().c_str());
+    return 2;
+  }
+  if (loss.simpo_gamma && kind != mt::DpoLossKind::kSimpo) {
+    std::fprintf(stderr, "mtc: error: --simpo-gamma is SimPO's target margin: give it with --dpo-loss simpo (or drop "
+                         "it)\n");
+    return 2;
+  }
+  return std::nullopt;
+}
+
 // The flags that depend on each other or need parsing: exit code 2, naming the problem.
 std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
   mt::CompileOptions& o = f.o;
@@ -325,17 +353,7 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
       return 2;
     }
   }
-  // A preference loss's flags mean nothing to another objective: refused, not ignored.
-  for (const char* flag : {"--dpo-beta", "--dpo-loss", "--dpo-label-smoothing", "--simpo-gamma", "--rpo-alpha"})
-    if (app.count(flag) && o.loss.objective != mt::LossObjective::kDpo) {
-      std::fprintf(stderr, "mtc: error: %s shapes a preference loss: give it with --objective dpo (or drop it)\n", flag);
-      return 2;
-    }
-  if (o.loss.simpo_gamma && o.loss.dpo_loss != mt::DpoLossKind::kSimpo) {
-    std::fprintf(stderr, "mtc: error: --simpo-gamma is SimPO's target margin: give it with --dpo-loss simpo (or drop "
-                         "it)\n");
-    return 2;
-  }
+  if (const auto code = checkPreferenceFlags(app, o.loss)) return code;
   if (!app.count("--ranks-per-host")) o.ranks_per_host = o.ranks;  // all on one host
   if (o.ranks % o.ranks_per_host != 0) {
     std::fprintf(stderr, "mtc: error: --ranks %lld is not a whole number of hosts of --ranks-per-host %lld (every host "

@@ -178,7 +178,8 @@ static_assert(static_cast<int64_t>(PreferenceLoss::Sigmoid) == static_cast<int64
               static_cast<int64_t>(PreferenceLoss::Hinge) == static_cast<int64_t>(DpoLossKind::kHinge) &&
               static_cast<int64_t>(PreferenceLoss::Robust) == static_cast<int64_t>(DpoLossKind::kRobust) &&
               static_cast<int64_t>(PreferenceLoss::Ipo) == static_cast<int64_t>(DpoLossKind::kIpo) &&
-              static_cast<int64_t>(PreferenceLoss::Simpo) == static_cast<int64_t>(DpoLossKind::kSimpo));
+              static_cast<int64_t>(PreferenceLoss::Simpo) == static_cast<int64_t>(DpoLossKind::kSimpo) &&
+              static_cast<int64_t>(PreferenceLoss::Orpo) == static_cast<int64_t>(DpoLossKind::kOrpo));
 template <typename LossOp>
 static void lossKernelAttrs(LossOp op, SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
   ints.push_back(static_cast<int64_t>(op.getKind()));

@@ -15,12 +15,16 @@
 //   robust   (-(1 - e) log sigmoid(z) + e log sigmoid(-z)) / (1 - 2e)   (robust DPO, e < 1/2)
 //   ipo      ((z - 1/2) / beta)^2   (IPO, of mean log-probabilities: mt.sequence_logprob {average})
 //   simpo    sigmoid's of z - gamma   (SimPO: of mean log-probabilities, the reference zeros)
+//   orpo     -beta log sigmoid(z), z not beta times the gains but the log odds ratio
+//            log(p_c / (1 - p_c)) - log(p_r / (1 - p_r)), p = e^logp of each reply's mean
+//            log-probability per token (ORPO's odds-ratio term, the reference zeros; e ignored)
 def Mt_PreferenceLoss : I32EnumAttr<"PreferenceLoss", "what mt.dpo_loss makes of a pair's margin", [
     I32EnumAttrCase<"Sigmoid", 0, "sigmoid">,
     I32EnumAttrCase<"Hinge", 1, "hinge">,
     I32EnumAttrCase<"Robust", 2, "robust">,
     I32EnumAttrCase<"Ipo", 3, "ipo">,
-    I32EnumAttrCase<"Simpo", 4, "simpo">]> {
+    I32EnumAttrCase<"Simpo", 4, "simpo">,
+    I32EnumAttrCase<"Orpo", 5, "orpo">]> {
   let cppNamespace = "::mt";
 }
 
@@ -108,7 +112,12 @@ def Mt_DpoLossOp : Mt_KernelOp<"dpo_loss", [
       z_i = beta * ((logp[2i] - reference[2i]) - (logp[2i+1] - reference[2i+1]))
       loss = mean_i l(z_i), l by `kind` (default sigmoid: softplus(-z) = -log sigmoid(z)) with
       `label_smoothing` (default 0); `gamma`, SimPO's target margin, is the simpo kind's only.
-    beta * (logp - reference) is each row's implicit reward.
+    beta * (logp - reference) is each row's implicit reward. Kind orpo's z_i is instead the log
+    odds ratio of the rows' means (kernels/loss/loss.h orpoLogOdds), its loss beta * softplus(-z).
+
+    ```mlir
+    %orpo = mt.dpo_loss %mean, %zeros {beta = 1.0e-1 : f32, kind = 5 : i32} : tensor<4xf32>, tensor<4xf32>
+    ```
 
     ```mlir
     %loss = mt.dpo_loss %logp, %ref {beta = 1.0e-1 : f32} : tensor<4xf32>, tensor<4xf32>
@@ -128,7 +137,8 @@ def Mt_DpoLossGradOp : Mt_KernelOp<"dpo_loss_grad", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
   let summary = "backward of mt.dpo_loss: dlogp (B)";
   let description = [{
-    dlogp[2i] = dloss * beta * l'(z_i) / P, dlogp[2i+1] = -dlogp[2i] (sigmoid: l'(z) = -sigmoid(-z)).
+    dlogp[2i] = dloss * beta * l'(z_i) / P, dlogp[2i+1] = -dlogp[2i] (sigmoid: l'(z) = -sigmoid(-z));
+    orpo: dloss * l'(z_i) / P times z_i's slope in each row (1 / (1 - p) and -1 / (1 - p)).
 
     ```mlir
     %dlogp = mt.dpo_loss_grad %dloss, %logp, %ref {beta = 1.0e-1 : f32} : tensor<f32>, tensor<4xf32>, tensor<4xf32>

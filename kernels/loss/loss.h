@@ -37,8 +37,9 @@
 // mt.sequence_logprob_chunk_grad: (dlogp (B), logits (B, T, Vc), targets, lse) -> dlogits
 //   int[first, vocab, average]: sequence_logprob_grad's rows for the chunk's columns.
 // mt.dpo_loss: (logp (B), reference (B)) -> loss ()    int[kind] float[beta, label_smoothing(, gamma)]:
-//   the mean over the pairs of dpoPairLoss(params, z), z = beta * ((logp - reference)[2i] - (logp -
-//   reference)[2i + 1]), in double.
+//   the mean over the pairs of dpoPairLoss(params, z), z = dpoPairMargin's: beta * ((logp -
+//   reference)[2i] - (logp - reference)[2i + 1]), or for ORPO the log odds ratio of the pair's
+//   mean log-probabilities; in double.
 // mt.dpo_loss_grad: (dloss (), logp, reference) -> dlogp (B)    the same attributes
 // mt.pair_nll: (logp (B), targets (B, T)) -> loss ()    int[vocab, average] float[alpha] (plan 1.24;
 //   TRL's rpo_alpha, CPOTrainer's cpo_alpha): alpha times the chosen replies' negative
@@ -63,8 +64,19 @@ enum class DpoLossKind : int64_t {
                  // log-probability per token (mt.sequence_logprob's average), e ignored
   kSimpo = 4,    // sigmoid's of z - gamma: SimPO (TRL's CPOTrainer, cpo_alpha 0), reference-free (a
                  // reference of zeros), of each reply's mean log-probability per token
+  kOrpo = 5,     // -beta log sigmoid(z), z the log odds ratio of the chosen reply's mean probability per
+                 // token over the rejected one's: ORPO's odds-ratio term (plan 1.25), reference-free, e
+                 // ignored; ORPO's NLL term is mt.pair_nll's
 };
-inline constexpr int64_t kDpoLossKinds = 5;
+inline constexpr int64_t kDpoLossKinds = 6;
+
+// Whether a kind compares the policy alone (SimPO, ORPO: no reference model; the reference a
+// tensor of zeros), and whether it takes each reply's mean log-probability per token (as TRL
+// averages them for IPO, SimPO and ORPO) rather than its sum.
+MT_HOST_DEVICE inline bool dpoReferenceFree(DpoLossKind k) { return k == DpoLossKind::kSimpo || k == DpoLossKind::kOrpo; }
+MT_HOST_DEVICE inline bool dpoAverages(DpoLossKind k) {
+  return k == DpoLossKind::kIpo || k == DpoLossKind::kSimpo || k == DpoLossKind::kOrpo;
+}
 
 // mt.dpo_loss's attributes: int[kind] float[beta, label_smoothing(, gamma)] (plan 1.24: gamma, a
 // third float of the simpo kind only).
@@ -91,12 +103,32 @@ MT_HOST_DEVICE inline int64_t rowTargets(const int32_t* targets, int64_t b, int6
   return n;
 }
 
-// Pair i's margin z = beta * ((logp - reference)[2i] - (logp - reference)[2i + 1]), in double.
-MT_HOST_DEVICE inline double dpoPairMargin(const float* logp, const float* reference, int64_t i, double beta) {
-  return beta * ((double(logp[2 * i]) - reference[2 * i]) - (double(logp[2 * i + 1]) - reference[2 * i + 1]));
+// ORPO's log odds of a reply whose mean log-probability per token is x: log(p / (1 - p)), p = e^x,
+// and its slope 1 / (1 - p). A mean above kOrpoMostLikely (p within float rounding of 1, where the
+// odds are infinite and TRL's loss NaN) counts as kOrpoMostLikely, its slope 0.
+inline constexpr double kOrpoMostLikely = -1e-7;
+MT_HOST_DEVICE inline double orpoLogOdds(double x) {
+  x = fmin(x, kOrpoMostLikely);
+  return x - log(-expm1(x));
+}
+MT_HOST_DEVICE inline double orpoLogOddsSlope(double x) { return x < kOrpoMostLikely ? -1.0 / expm1(x) : 0.0; }
+
+// Pair i's margin z, in double, and its slopes in logp[2i] and logp[2i + 1]: beta * ((logp -
+// reference)[2i] - (logp - reference)[2i + 1]), or for ORPO the log odds ratio orpoLogOdds(logp[2i])
+// - orpoLogOdds(logp[2i + 1]) (its reference zeros).
+struct DpoMargin {
+  double z, chosen_slope, rejected_slope;
+};
+MT_HOST_DEVICE inline DpoMargin dpoPairMargin(const DpoLossParams& p, const float* logp, const float* reference,
+                                              int64_t i) {
+  const double chosen = double(logp[2 * i]) - reference[2 * i];
+  const double rejected = double(logp[2 * i + 1]) - reference[2 * i + 1];
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kOrpo))
+    return {orpoLogOdds(chosen) - orpoLogOdds(rejected), orpoLogOddsSlope(chosen), -orpoLogOddsSlope(rejected)};
+  return {p.beta * (chosen - rejected), p.beta, -p.beta};
 }
 
-// One pair's loss at margin z (beta times the log-ratios' difference) under `p` (the CPU kernel,
+// One pair's loss at margin z (dpoPairMargin's) under `p` (the CPU kernel,
 // its CUDA twin and the runtime's scoring of held-out pairs), and its derivative in z.
 MT_HOST_DEVICE inline double dpoSoftplus(double x) { return fmax(x, 0.0) + log1p(exp(-fabs(x))); }
 MT_HOST_DEVICE inline double dpoPairLoss(const DpoLossParams& p, double z) {
@@ -106,6 +138,7 @@ MT_HOST_DEVICE inline double dpoPairLoss(const DpoLossParams& p, double z) {
   if (p.kind == static_cast<int64_t>(DpoLossKind::kRobust))
     return ((1.0 - e) * dpoSoftplus(-z) - e * dpoSoftplus(z)) / (1.0 - 2.0 * e);
   if (p.kind == static_cast<int64_t>(DpoLossKind::kSimpo)) z -= p.gamma;
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kOrpo)) return p.beta * dpoSoftplus(-z);
   return (1.0 - e) * dpoSoftplus(-z) + e * dpoSoftplus(z);
 }
 MT_HOST_DEVICE inline double dpoPairLossGrad(const DpoLossParams& p, double z) {
@@ -114,6 +147,7 @@ MT_HOST_DEVICE inline double dpoPairLossGrad(const DpoLossParams& p, double z) {
   if (p.kind == static_cast<int64_t>(DpoLossKind::kIpo)) return 2.0 * (z - 0.5) / (p.beta * p.beta);
   if (p.kind == static_cast<int64_t>(DpoLossKind::kSimpo)) z -= p.gamma;
   const double up = 1.0 / (1.0 + exp(z)), down = 1.0 / (1.0 + exp(-z));  // sigmoid(-z), sigmoid(z)
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kOrpo)) return -p.beta * up;
   if (p.kind == static_cast<int64_t>(DpoLossKind::kRobust)) return (-(1.0 - e) * up - e * down) / (1.0 - 2.0 * e);
   return -(1.0 - e) * up + e * down;
 }

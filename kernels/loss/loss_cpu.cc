@@ -399,7 +399,7 @@ void dpo_loss_cpu(const KernelArgs& args) {
   const DpoLossParams params = dpoLossParams(args);
   double total = 0.0;
   for (int64_t i = 0; i < pairs; ++i)
-    total += dpoPairLoss(params, dpoPairMargin(args.in[0].f32(), args.in[1].f32(), i, params.beta));
+    total += dpoPairLoss(params, dpoPairMargin(params, args.in[0].f32(), args.in[1].f32(), i).z);
   args.out[0].f32()[0] = static_cast<float>(total / pairs);
 }
 
@@ -414,13 +414,13 @@ std::string dpo_loss_grad_check(const KernelArgs& args) {
 void dpo_loss_grad_cpu(const KernelArgs& args) {
   const int64_t pairs = args.in[1].dim(0) / 2;
   const DpoLossParams params = dpoLossParams(args);
-  const double beta = params.beta, dloss = args.in[0].f32()[0];
+  const double dloss = args.in[0].f32()[0];
   float* dlogp = args.out[0].f32();
   for (int64_t i = 0; i < pairs; ++i) {
-    const double z = dpoPairMargin(args.in[1].f32(), args.in[2].f32(), i, beta);
-    const double dz = dloss / pairs * dpoPairLossGrad(params, z);
-    dlogp[2 * i] = static_cast<float>(dz * beta);
-    dlogp[2 * i + 1] = static_cast<float>(-dz * beta);
+    const DpoMargin m = dpoPairMargin(params, args.in[1].f32(), args.in[2].f32(), i);
+    const double dz = dloss / pairs * dpoPairLossGrad(params, m.z);
+    dlogp[2 * i] = static_cast<float>(dz * m.chosen_slope);
+    dlogp[2 * i + 1] = static_cast<float>(dz * m.rejected_slope);
   }
 }
 

@@ -22,7 +22,7 @@ inline constexpr char kReferenceLogprobsInput[] = "reference_logps";
 inline constexpr char kPolicyLogprobsOutput[] = "policy_logps";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 24;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 25;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -71,7 +71,8 @@ inline constexpr uint32_t kPlanVersionMinor = 24;  // 1.1: inputs, outputs, cons
                                                   // loss (mt.sequence_logprob(_grad)'s
                                                   // average, mt.dpo_loss's kind 3), SimPO
                                                   // (kind 4, its gamma a third float, no
-                                                  // reference_logps input), mt.pair_nll(_grad)
+                                                  // reference_logps input), mt.pair_nll(_grad);
+                                                  // 1.25: ORPO (mt.dpo_loss's kind 5)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

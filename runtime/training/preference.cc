@@ -38,6 +38,7 @@ std::string referenceFile(const std::string& folder, bool held_out) {
 void PairScores::add(const PairScores& o) {
   loss += o.loss, pairs += o.pairs, right += o.right, chosen += o.chosen, rejected += o.rejected;
   nll += o.nll, nll_tokens += o.nll_tokens;
+  log_odds += o.log_odds, odds_pairs += o.odds_pairs;
 }
 
 Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(store) {
@@ -45,7 +46,8 @@ Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(
   policy_ = store.output(kPolicyLogprobsOutput);
   if (reference_ < 0 && policy_ < 0) return;
   const plan::KernelCall* loss = firstCall(plan, KernelId::DpoLoss);
-  const bool simpo = loss && loss->int_attrs_size() == 1 && loss->int_attrs(0) == int64_t(DpoLossKind::kSimpo);
+  const bool reference_free = loss && loss->int_attrs_size() == 1 && loss->int_attrs(0) >= 0 &&
+                    loss->int_attrs(0) < kDpoLossKinds && dpoReferenceFree(DpoLossKind(loss->int_attrs(0)));
   // Read from a plan file: hostile until checked.
   const auto rows = [&](int i) {
     const plan::HostTensor& t = plan.host_tensors(i);
@@ -53,10 +55,10 @@ Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(
   };
   // The call's attributes were checked with the plan (dpo_loss_check): a kind, beta > 0, a
   // smoothing, SimPO's gamma.
-  if ((reference_ < 0) != simpo || policy_ < 0 || (!simpo && rows(reference_) != plan.model().batch()) ||
+  if ((reference_ < 0) != reference_free || policy_ < 0 || (!reference_free && rows(reference_) != plan.model().batch()) ||
       rows(policy_) != plan.model().batch() || plan.model().batch() % 2 != 0 || !loss ||
       loss->int_attrs_size() != 1 || loss->float_attrs_size() < 2 || loss->float_attrs_size() > 3)
-    throw Error(fmt::format("the plan's preference tensors are malformed: {} (but SimPO's) and {} must be f32 (batch) "
+    throw Error(fmt::format("the plan's preference tensors are malformed: {} (but SimPO's and ORPO's) and {} must be f32 (batch) "
                             "of an even batch, beside an mt.dpo_loss (recompile the plan with mtc --objective dpo)",
                             kReferenceLogprobsInput, kPolicyLogprobsOutput));
   loss_ = {loss->int_attrs(0), loss->float_attrs(0), loss->float_attrs(1),
@@ -157,7 +159,9 @@ PairScores Preference::scoreRun(int64_t rows) const {
   for (int64_t p = 0; p < rows / 2; ++p) {
     const double chosen = loss_.beta * (double(policy[2 * p]) - reference[2 * p]);
     const double rejected = loss_.beta * (double(policy[2 * p + 1]) - reference[2 * p + 1]);
-    s.loss += dpoPairLoss(loss_, dpoPairMargin(policy, reference, p, loss_.beta));  // mt.dpo_loss's
+    const double z = dpoPairMargin(loss_, policy, reference, p).z;
+    s.loss += dpoPairLoss(loss_, z);  // mt.dpo_loss's
+    if (loss_.kind == static_cast<int64_t>(DpoLossKind::kOrpo)) s.log_odds += z, ++s.odds_pairs;
     s.chosen += chosen, s.rejected += rejected;
     s.right += chosen > rejected;
     ++s.pairs;
@@ -189,6 +193,7 @@ void Preference::addTo(const PairScores& s, nlohmann::json& line, const std::str
   line[prefix + "reward_rejected"] = s.rejected / n;
   line[prefix + "reward_margin"] = (s.chosen - s.rejected) / n;
   if (s.nll_tokens) line[prefix + "nll"] = s.nll / double(s.nll_tokens);
+  if (s.odds_pairs) line[prefix + "log_odds"] = s.log_odds / double(s.odds_pairs);
 }
 
 std::string Preference::describe(const PairScores& s) {

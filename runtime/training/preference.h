@@ -6,7 +6,8 @@
 // whole run (and beside its checkpoints, for a resumed run). Each step's implicit rewards, beta
 // times the policy's log-probability over the reference's, go into the log: how often the chosen
 // reply's beats the rejected one's, and by how much; a validation scores the held-out pairs so.
-// A SimPO plan (plan 1.24) has no reference: its input is absent, the policy's alone is scored.
+// A SimPO plan (plan 1.24) or an ORPO one (1.25) has no reference: its input is absent, the
+// policy's alone is scored.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -35,19 +36,21 @@ struct ReferenceTable {
 
 // A run's pairs scored: their DPO loss summed, how many, how many the chosen reply won, the
 // implicit rewards summed; with an NLL term (mt.pair_nll), the chosen replies' negative
-// log-likelihood summed and their tokens.
+// log-likelihood summed and their tokens; for ORPO, the pairs' log odds ratios summed and how many.
 struct PairScores {
   double loss = 0.0;
   int64_t pairs = 0, right = 0;
   double chosen = 0.0, rejected = 0.0;
   double nll = 0.0;
   int64_t nll_tokens = 0;
+  double log_odds = 0.0;
+  int64_t odds_pairs = 0;
   void add(const PairScores& other);
   std::vector<double> flat() const {
-    return {loss, double(pairs), double(right), chosen, rejected, nll, double(nll_tokens)};
+    return {loss, double(pairs), double(right), chosen, rejected, nll, double(nll_tokens), log_odds, double(odds_pairs)};
   }
   static PairScores unflat(const double* v) {
-    return {v[0], int64_t(v[1]), int64_t(v[2]), v[3], v[4], v[5], int64_t(v[6])};
+    return {v[0], int64_t(v[1]), int64_t(v[2]), v[3], v[4], v[5], int64_t(v[6]), v[7], int64_t(v[8])};
   }
 };
 
@@ -55,10 +58,10 @@ class Preference {
  public:
   // Finds the input, the output and the loss's attributes in `store`'s `plan`; present() is false
   // for a plan without them. Throws mt::Error for a plan with the output but not the input (save
-  // SimPO's, which has no input), or of other shapes.
+  // SimPO's and ORPO's, which have no input), or of other shapes.
   Preference(const plan::Plan& plan, const HostStore& store);
   bool present() const { return policy_ >= 0; }
-  bool referenceFree() const { return present() && reference_ < 0; }  // SimPO's
+  bool referenceFree() const { return present() && reference_ < 0; }  // SimPO's, ORPO's
 
   // The policy log-probabilities of every example of `in_order` (rows of whole pairs, in order;
   // --rows pairs), by loss-only runs of `eval` with the reference input 0: rank r of `world`
@@ -91,9 +94,9 @@ class Preference {
   // A data-parallel step: every rank's pairs added, in rank order (each rank gets the total).
   void addRanks(const World& world);
   // "pairs_right" (the share of pairs whose chosen reply's reward beats the rejected one's),
-  // "reward_margin", "reward_chosen", "reward_rejected" (means over the pairs), and with an NLL
-  // term "nll" (the chosen replies' per token) into a log line, each name after `prefix` ("val_"
-  // for a validation).
+  // "reward_margin", "reward_chosen", "reward_rejected" (means over the pairs), with an NLL term
+  // "nll" (the chosen replies' per token) and for ORPO "log_odds" (the mean log odds ratio) into a
+  // log line, each name after `prefix` ("val_" for a validation).
   static void addTo(const PairScores& scores, nlohmann::json& line, const std::string& prefix = "");
   void addTo(nlohmann::json& line) const { addTo(step_, line); }
   // For a progress line: "chosen beats rejected 62%  margin 0.120".

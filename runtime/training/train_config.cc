@@ -91,7 +91,7 @@ void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const Token
 
 TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data) {
   bool packs = false;   // the plan takes each token's position in its example
-  bool prefers = false;  // the plan trains preferences over (chosen, rejected) rows (SimPO's: no reference)
+  bool prefers = false;  // the plan trains preferences over (chosen, rejected) rows (SimPO's and ORPO's: no reference)
   for (const plan::HostTensor& t : plan.host_tensors()) {
     packs |= t.role() == plan::ROLE_INPUT && t.name() == kPositionsInput;
     prefers |= t.role() == plan::ROLE_OUTPUT && t.name() == kPolicyLogprobsOutput;

@@ -255,7 +255,8 @@ int64_t Trainer::fillRows(int64_t step, int64_t first_row) {
 void Trainer::prepareReference() {
   if (!preference_.present()) return;
   if (preference_.referenceFree()) {
-    std::printf("reference: none (SimPO scores each reply by its own mean log-probability per token)\n");
+    std::printf("reference: none (the loss, SimPO's or ORPO's, scores each reply by its own mean log-probability per "
+                "token)\n");
     return;
   }
   const auto start = std::chrono::steady_clock::now();

@@ -137,6 +137,8 @@ expect_error_exit 2 "--simpo-gamma is SimPO's target margin: give it with --dpo-
   "$bin/mtc" gpt2-tiny --objective dpo --simpo-gamma 0.5 -o x.plan
 expect_error_exit 2 "--dpo-loss shapes a preference loss: give it with --objective dpo" \
   "$bin/mtc" gpt2-tiny --objective next-token --dpo-loss ipo -o x.plan
+expect_error_exit 2 "--dpo-label-smoothing: the orpo loss has no label smoothing" \
+  "$bin/mtc" gpt2-tiny --objective dpo --dpo-loss orpo --dpo-label-smoothing 0.1 -o x.plan
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --forward-only
 expect_error "--objective dpo needs an even --batch (its rows are (chosen, rejected) pairs), not 3" \
   "$bin/mtc" gpt2-tiny --objective dpo --batch 3 -o x.plan

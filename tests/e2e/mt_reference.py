@@ -196,8 +196,13 @@ def sequence_logps(logits, y, average=False):
 
 def dpo_loss(policy, reference, beta, kind="sigmoid", smoothing=0.0, gamma=0.0):
     """mt.dpo_loss, as TRL's DPOTrainer computes its loss_type `kind` with label_smoothing (and
-    CPOTrainer its "simpo", reference-free: `reference` zeros, with simpo_gamma `gamma`): rows 2i
-    chosen, 2i + 1 rejected."""
+    CPOTrainer its "simpo", reference-free: `reference` zeros, with simpo_gamma `gamma`; and
+    ORPOTrainer its odds-ratio term, "orpo", of the rows' means, reference-free): rows 2i chosen,
+    2i + 1 rejected."""
+    if kind == "orpo":  # ORPOTrainer.odds_ratio_loss, as TRL writes it; the trainer subtracts its mean
+        c, r = policy[0::2], policy[1::2]
+        log_odds = (c - r) - (torch.log1p(-torch.exp(c)) - torch.log1p(-torch.exp(r)))
+        return -(beta * F.logsigmoid(log_odds)).mean()
     z = beta * ((policy[0::2] - reference[0::2]) - (policy[1::2] - reference[1::2]))
     if kind == "simpo":  # CPOTrainer: logits = (chosen - rejected) - gamma / beta; beta * logits
         z = z - gamma

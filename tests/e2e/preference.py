@@ -69,11 +69,14 @@ def rows_of(tokens, counted, starts, examples):
 def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=0.0, beta=BETA, gamma=0.0,
               rpo_alpha=0.0):
     """The transformers-style model trained with TRL's loss (`kind`, label smoothing; SimPO's
-    `gamma`, without a reference; plus `rpo_alpha` times the chosen rows' cross-entropy, TRL's
-    rpo_alpha) on mtrun's pairs: the losses, each step's (share of pairs won, mean reward margin),
-    and after the last step the held-out pairs' (`held`: tokens, counted, starts) mean loss, share
-    won and margin."""
-    average = kind in ("ipo", "simpo")  # TRL averages each reply's log-probabilities for these
+    `gamma`, without a reference; ORPO's odds-ratio term, without one; plus `rpo_alpha` times the
+    chosen rows' cross-entropy, TRL's rpo_alpha and ORPO's NLL term) on mtrun's pairs: the losses,
+    each step's (share of pairs won, mean reward margin; with rpo_alpha the NLL; for ORPO the mean
+    log odds ratio), and after the last step the held-out pairs' (`held`: tokens, counted, starts)
+    mean loss, share won and margin (and NLL, log odds ratio) alike. ORPO's NLL here is over the
+    chosen replies' tokens, as the paper defines it and mttok counts them (TRL's ORPOTrainer also
+    counts the prompt's)."""
+    average = kind in ("ipo", "simpo", "orpo")  # TRL averages each reply's log-probabilities for these
     params = {k: v.float().requires_grad_() for k, v in weights.items()}
     logits_of = lambda x: hf.hf_logits(params, SPEC["config"], x)  # noqa: E731
 
@@ -83,7 +86,7 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
             return ref.sequence_logps(logits_of(x), y, average=average)
 
     reference, held_reference = logps((tokens, counted, starts)), logps(held)
-    if kind == "simpo":  # reference-free
+    if kind in ("simpo", "orpo"):  # reference-free
         reference, held_reference = torch.zeros_like(reference), torch.zeros_like(held_reference)
     drawn = [[ref.pair_example(starts, step, row, SCHEDULE.seed) for row in range(SCHEDULE.batch)]
              for step in range(SCHEDULE.steps)]
@@ -93,16 +96,23 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
         return torch.nn.functional.cross_entropy(logits[0::2].flatten(0, 1).float(), y[0::2].flatten(),
                                                  ignore_index=-100)
 
+    def log_odds(policy):  # ORPO's mean log odds ratio (TRL logs it as log_odds_chosen)
+        if kind != "orpo":
+            return ()
+        c, r = policy[0::2].detach(), policy[1::2].detach()
+        return (((c - r) - (torch.log1p(-torch.exp(c)) - torch.log1p(-torch.exp(r)))).mean().item(),)
+
     def loss_of(logits, y, step):
         policy, ref_logps = ref.sequence_logps(logits, y, average=average), reference[drawn[step]]
         margin = beta * ((policy[0::2] - ref_logps[0::2]) - (policy[1::2] - ref_logps[1::2])).detach()
         rewards.append(((margin > 0).double().mean().item(), margin.mean().item()))
         loss = ref.dpo_loss(policy, ref_logps, beta, kind, smoothing, gamma)
-        if not rpo_alpha:
-            return loss
-        nll = chosen_nll(logits, y)
-        rewards[-1] += (nll.item(),)
-        return loss + rpo_alpha * nll
+        if rpo_alpha:
+            nll = chosen_nll(logits, y)
+            rewards[-1] += (nll.item(),)
+            loss = loss + rpo_alpha * nll
+        rewards[-1] += log_odds(policy)
+        return loss
 
     losses = ref.torch_train(params, logits_of, tokens, SCHEDULE, batch_of=lambda s: rows_of(tokens, counted, starts, drawn[s]),
                              loss_of=loss_of)
@@ -115,7 +125,7 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
             held_nll = (chosen_nll(logits_of(x), y).item(),)
         held_loss += rpo_alpha * held_nll[0]
     # (loss, won, margin), and with rpo_alpha the chosen replies' NLL per token; each step's alike.
-    validation = (held_loss, (margin > 0).double().mean().item(), margin.mean().item()) + held_nll
+    validation = (held_loss, (margin > 0).double().mean().item(), margin.mean().item()) + held_nll + log_odds(policy)
     return losses, rewards, validation
 
 
@@ -299,17 +309,21 @@ def vocab_split(bin_dir, unsplit, flags, failures):
 def other_losses(bin_dir, tokens, counted, starts, held, weights, failures):
     """--dpo-loss hinge (a beta small enough that every margin stays inside the hinge), robust
     with --dpo-label-smoothing 0.2, ipo (of each reply's mean log-probability per token), simpo
-    (reference-free, with --simpo-gamma and label smoothing), and sigmoid with --rpo-alpha (the
-    chosen replies' NLL added): the losses TRL's loss_type gives, and for SimPO and RPO the rewards
-    and the held-out score too."""
+    (reference-free, with --simpo-gamma and label smoothing), sigmoid with --rpo-alpha (the
+    chosen replies' NLL added) and orpo (reference-free, its NLL term at weight 1 unless told):
+    the losses TRL's loss_type gives, and for SimPO, RPO and ORPO the rewards, the NLL, ORPO's log
+    odds ratio and the held-out score too."""
     for kind, smoothing, beta, gamma, rpo in (("hinge", 0.0, 0.05, None, 0.0), ("robust", 0.2, BETA, None, 0.0),
                                               ("ipo", 0.0, BETA, None, 0.0), ("simpo", 0.1, 2.0, 0.8, 0.0),
-                                              ("sigmoid", 0.0, BETA, None, 0.7)):
+                                              ("sigmoid", 0.0, BETA, None, 0.7), ("orpo", 0.0, 0.5, None, None)):
         name = kind if not rpo else "rpo"
         ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--dpo-beta", str(beta), "--dpo-loss", kind,
-                 "--dpo-label-smoothing", str(smoothing), "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
-                 "-o", f"{name}.plan"] + (["--simpo-gamma", str(gamma)] if gamma is not None else [])
+                 "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", f"{name}.plan"]
+                + (["--dpo-label-smoothing", str(smoothing)] if smoothing else [])
+                + (["--simpo-gamma", str(gamma)] if gamma is not None else [])
                 + (["--rpo-alpha", str(rpo)] if rpo else []))
+        if rpo is None:  # ORPO's own NLL term, at weight 1 without --rpo-alpha
+            rpo = 1.0
         out = run_out([f"{bin_dir}/mtrun", f"{name}.plan", "--data", "pairs.tok", "--log", f"{name}.jsonl",
                        "--val-data", "held.tok", "--val-every", str(SCHEDULE.steps)] + SCHEDULE.mtrun_flags())
         torch_losses, rewards, validation = torch_dpo(weights, tokens, counted, starts, held, kind, smoothing, beta,
@@ -318,12 +332,13 @@ def other_losses(bin_dir, tokens, counted, starts, held, weights, failures):
         log, val = [line for line in lines if "val_loss" not in line], [line for line in lines if "val_loss" in line]
         worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
         print(f"--dpo-loss {kind}, label smoothing {smoothing}, --rpo-alpha {rpo}: losses within {worst:.1e} of TRL's")
-        if kind != "simpo" and not rpo:
+        if kind not in ("simpo", "orpo") and not rpo:
             continue
-        nll = ("nll",) if rpo else ()  # the chosen replies' NLL per token, logged with --rpo-alpha
+        nll = ("nll",) if rpo else ()  # the chosen replies' NLL per token, logged with --rpo-alpha (and ORPO's)
+        nll += ("log_odds",) if kind == "orpo" else ()
         got = [tuple(line.get(k) for k in ("pairs_right", "reward_margin") + nll) for line in log]
         got_val = tuple(val[0].get("val_" + k) for k in ("loss", "pairs_right", "reward_margin") + nll) if val else None
-        if ("reference: none" in out) != (kind == "simpo") or ("nll" in log[0]) != bool(rpo) or \
+        if ("reference: none" in out) != (kind in ("simpo", "orpo")) or ("nll" in log[0]) != bool(rpo) or \
                 any(g[0] != w[0] or len(g) != len(w) or any(abs(a - b) > 1e-4 * max(1.0, abs(b)) for a, b in zip(g[1:], w[1:]))
                     for g, w in zip(got, rewards)) or \
                 not got_val or len(got_val) != len(validation) or \

@@ -494,12 +494,17 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
                {vocab, average}, {0.7f});
   }
   const auto reference = randomF32({4}, 20.0f);
-  for (int64_t kind = 0; kind < kDpoLossKinds; ++kind) {  // sigmoid, hinge, robust, IPO, SimPO (gamma); smoothed
+  // ORPO's odds of the rows' means (row 3 counts nothing: a mean of 0, certain), no reference.
+  const auto means = runKernel(KernelId::SequenceLogprob, {logits4, rows4},
+                               {HostTensor::f32({4}), HostTensor::f32({4, 29})}, {1})[0];
+  const auto zeros = HostTensor::f32({4}, {0.0f, 0.0f, 0.0f, 0.0f});
+  for (int64_t kind = 0; kind < kDpoLossKinds; ++kind) {  // sigmoid, hinge, robust, IPO, SimPO (gamma), ORPO; smoothed
+    const bool orpo = kind == static_cast<int64_t>(DpoLossKind::kOrpo);
+    const HostTensor &logp = orpo ? means : seq[0], &ref = orpo ? zeros : reference;
     std::vector<float> floats{0.1f, 0.2f};
     if (kind == static_cast<int64_t>(DpoLossKind::kSimpo)) floats.push_back(0.3f);
-    expectTwin(KernelId::DpoLoss, {seq[0], reference}, {HostTensor::f32({})}, {kind}, floats);
-    expectTwin(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.7f}), seq[0], reference}, {HostTensor::f32({4})}, {kind},
-               floats);
+    expectTwin(KernelId::DpoLoss, {logp, ref}, {HostTensor::f32({})}, {kind}, floats);
+    expectTwin(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.7f}), logp, ref}, {HostTensor::f32({4})}, {kind}, floats);
   }
 
   auto ids = randomInts(4 * 31, 50, rng);

@@ -165,6 +165,41 @@ TEST_F(PreferenceKernels, HingeRobustAndSmoothedLosses) {
   }
 }
 
+// ORPO's odds-ratio term (kind 5, reference-free: a reference of zeros): -beta log sigmoid of the
+// log odds ratio of each pair's mean log-probabilities, as TRL's ORPOTrainer writes it (log1p of
+// -exp), its gradient against finite differences; a reply whose mean is 0 (certain in float) gives
+// a finite loss and no gradient where TRL's is NaN.
+TEST_F(PreferenceKernels, OrpoIsTheLogOddsRatioTerm) {
+  const Doubles logp{-0.5, -1.2, -2.0, -0.3, -0.05, -3.0, -1.0, -1.0};
+  const Doubles zeros(logp.size(), 0.0);
+  const float beta = 0.25f;
+  const auto want = [&](const Doubles& x) {
+    double total = 0.0;
+    for (size_t i = 0; i < x.size() / 2; ++i) {
+      const double c = x[2 * i], r = x[2 * i + 1];
+      const double log_odds = (c - r) - (std::log1p(-std::exp(c)) - std::log1p(-std::exp(r)));
+      total += -beta * -std::log1p(std::exp(-log_odds));  // -beta log sigmoid(log_odds)
+    }
+    return Doubles{total / double(x.size() / 2)};
+  };
+  const std::vector<int64_t> ints{static_cast<int64_t>(DpoLossKind::kOrpo)};
+  const std::vector<float> floats{beta, 0.0f};
+  auto logpT = HostTensor::f32({8}, toFloats(logp)), zerosT = HostTensor::f32({8}, toFloats(zeros));
+  auto loss = runKernel(KernelId::DpoLoss, {logpT, zerosT}, {HostTensor::f32({})}, ints, floats);
+  expectClose(loss[0].floats, want(logp), kF32Tol, "orpo loss");
+  auto grad = runKernel(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.5f}), logpT, zerosT}, {HostTensor::f32({8})},
+                        ints, floats);
+  expectClose(grad[0].floats, finiteDifferences(want, logp, {0.5}), kGradTol, "orpo grad");
+
+  auto certain = HostTensor::f32({2}, {0.0f, -1.0f}), zeros2 = HostTensor::f32({2}, {0.0f, 0.0f});
+  auto edge = runKernel(KernelId::DpoLoss, {certain, zeros2}, {HostTensor::f32({})}, ints, floats);
+  auto edgeGrad = runKernel(KernelId::DpoLossGrad, {HostTensor::f32({}, {1.0f}), certain, zeros2},
+                            {HostTensor::f32({2})}, ints, floats);
+  EXPECT_TRUE(std::isfinite(edge[0].floats[0]) && edge[0].floats[0] >= 0.0f) << edge[0].floats[0];
+  EXPECT_EQ(edgeGrad[0].floats[0], 0.0f) << "a chosen reply certain in float: no slope";
+  EXPECT_TRUE(std::isfinite(edgeGrad[0].floats[1]) && edgeGrad[0].floats[1] > 0.0f) << edgeGrad[0].floats[1];
+}
+
 // The NLL term (mtc --rpo-alpha): alpha times the chosen rows' negative log-likelihood per token,
 // from sums or means; its gradient (on the chosen rows only) against finite differences; a batch
 // whose chosen rows count nothing gives 0.
