@@ -25,6 +25,11 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "initial weights (safetensors); default: the PLAN.safetensors mtc wrote beside the plan when it was "
                  "written for this plan, else the plan's seeded initializers (an imported model has none: its "
                  "weights are needed)");
+  app.add_option("--reference-weights", c.reference_weights,
+                 "a preference plan's reference model (mtc --objective dpo; not simpo or orpo, which have none): its "
+                 "weights (safetensors of the plan's parameters, as mtc writes beside a plan or --export writes) "
+                 "instead of the starting weights; each example's reference log-probability is computed under them "
+                 "before the first step (resuming, read back from the checkpoints' folder instead)");
   CLI::Option* steps = app.add_option("--steps", c.steps, "training steps (optimizer updates)")->capture_default_str();
   app.add_option("--epochs", c.epochs,
                  "train for the steps that draw this many times the training tokens (--rows examples: examples, "

@@ -32,11 +32,15 @@ std::map<std::string, std::string> provenance(const TrainConfig& config, const p
   const std::string code = std::string("MegaTrain ") + kVersion;
   const std::string data_now = data.path() + ": " + std::to_string(data.size()) + " tokens, crc32c " +
                                hex32(data.checksum());
-  if (resumed.provenance.empty())
-    return {{p + "code", code},
-            {p + "plan", config.plan_path + ": model " + plan.model().name() + ", fingerprint " + planFingerprint(plan)},
-            {p + "data", data_now},
-            {p + "initial_weights", initial_weights}};
+  if (resumed.provenance.empty()) {
+    std::map<std::string, std::string> start{
+        {p + "code", code},
+        {p + "plan", config.plan_path + ": model " + plan.model().name() + ", fingerprint " + planFingerprint(plan)},
+        {p + "data", data_now},
+        {p + "initial_weights", initial_weights}};
+    if (!config.reference_weights.empty()) start[p + "reference_weights"] = config.reference_weights;
+    return start;
+  }
   std::map<std::string, std::string> kept = resumed.provenance;
   const std::string since = "; from step " + std::to_string(resumed.step + 1) + ": ";
   if (kept[p + "code"].find(code) == std::string::npos) kept[p + "code"] += since + code;
@@ -153,31 +157,32 @@ const std::string& checkpointFolder(const TrainConfig& config) {
   return config.checkpoint_dir.empty() ? config.resume_dir : config.checkpoint_dir;
 }
 
+std::string loadWeights(const plan::Plan& plan, const std::string& path, HostStore& store, const char* what) {
+  store.initialize(plan.init_seed());
+  if (path.empty()) return "the plan's seeded initializers (seed " + std::to_string(plan.init_seed()) + ")";
+  const SafetensorsFile weights(path);
+  store.loadParams(weights);
+  uint32_t crc = 0;  // of the parameters' bytes in plan order
+  std::set<std::string> used;
+  for (int p : store.params()) {
+    const SafetensorsEntry& e = weights.entries().at(plan.host_tensors(p).name());
+    crc = crc32c(e.data, static_cast<size_t>(e.bytes), crc);
+    used.insert(plan.host_tensors(p).name());
+  }
+  std::string unused;
+  int unused_count = 0;
+  for (const auto& entry : weights.entries())
+    if (!used.count(entry.first) && ++unused_count <= 3) unused += (unused.empty() ? "" : ", ") + entry.first;
+  if (unused_count)
+    std::printf("note: %s holds %d tensor%s the plan does not use (%s%s): not loaded\n", path.c_str(), unused_count,
+                unused_count == 1 ? "" : "s", unused.c_str(), unused_count > 3 ? ", ..." : "");
+  std::printf("%s: %s\n", what, path.c_str());
+  return path + " (crc32c " + hex32(crc) + " of its parameters' bytes in plan order)";
+}
+
 CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& plan, const TokenFile& data,
                                   const std::string& path, HostStore& store) {
-  store.initialize(plan.init_seed());
-  std::string initial_weights =
-      "the plan's seeded initializers (seed " + std::to_string(plan.init_seed()) + ")";
-  if (!path.empty()) {
-    const SafetensorsFile weights(path);
-    store.loadParams(weights);
-    uint32_t crc = 0;  // of the parameters' bytes in plan order
-    std::set<std::string> used;
-    for (int p : store.params()) {
-      const SafetensorsEntry& e = weights.entries().at(plan.host_tensors(p).name());
-      crc = crc32c(e.data, static_cast<size_t>(e.bytes), crc);
-      used.insert(plan.host_tensors(p).name());
-    }
-    initial_weights = path + " (crc32c " + hex32(crc) + " of its parameters' bytes in plan order)";
-    std::string unused;
-    int unused_count = 0;
-    for (const auto& entry : weights.entries())
-      if (!used.count(entry.first) && ++unused_count <= 3) unused += (unused.empty() ? "" : ", ") + entry.first;
-    if (unused_count)
-      std::printf("note: %s holds %d tensor%s the plan does not use (%s%s): not loaded\n", path.c_str(), unused_count,
-                  unused_count == 1 ? "" : "s", unused.c_str(), unused_count > 3 ? ", ..." : "");
-    std::printf("initial weights: %s\n", path.c_str());
-  }
+  const std::string initial_weights = loadWeights(plan, path, store, "initial weights");
   CheckpointState resumed;
   resumed.seed = config.seed;
   if (config.resume_dir.empty()) {

@@ -60,6 +60,11 @@ std::unique_ptr<TokenFile> openTokens(const std::string& path, const plan::Plan&
 // same on every rank (only rank 0 opens it).
 const std::string& checkpointFolder(const TrainConfig& config);
 
+// The store reset (HostStore::initialize) and its parameters from the weights file at `path`
+// ("" : the plan's seeded initializers), said as `what` ("initial weights: PATH"); returns their
+// description for a provenance: the path and a checksum of the parameters' bytes.
+std::string loadWeights(const plan::Plan& plan, const std::string& path, HostStore& store, const char* what);
+
 // The initial weights (`path`, from initialWeightsPath; "" for the seeded initializers), then
 // the checkpoint to resume from; the state's provenance is this run's.
 CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& plan, const TokenFile& data,

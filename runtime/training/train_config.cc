@@ -123,6 +123,22 @@ TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenF
   return config;
 }
 
+void checkReferenceWeights(const TrainConfig& config, const plan::Plan& plan) {
+  if (config.reference_weights.empty()) return;
+  bool reference = false, prefers = false;
+  for (const plan::HostTensor& t : plan.host_tensors()) {
+    reference |= t.role() == plan::ROLE_INPUT && t.name() == kReferenceLogprobsInput;
+    prefers |= t.role() == plan::ROLE_OUTPUT && t.name() == kPolicyLogprobsOutput;
+  }
+  if (!prefers)
+    throw Error("--reference-weights " + config.reference_weights + ": " + config.plan_path + " trains the next "
+                "token; a reference model belongs to preference training (mtc --objective dpo): drop the flag");
+  if (!reference)
+    throw Error("--reference-weights " + config.reference_weights + ": " + config.plan_path + "'s loss has no "
+                "reference model (mtc --dpo-loss simpo or orpo scores the policy alone): drop the flag, or compile "
+                "with a loss that compares with one");
+}
+
 // The plan to train: read, verified, and a training plan.
 plan::Plan readTrainingPlan(const TrainConfig& config) {
   plan::Plan plan = readPlan(config.plan_path);

@@ -30,6 +30,9 @@ TrainConfig resolveWarmup(TrainConfig config);
 // examples (mtc --packed-examples; throws naming the fix for one that is not); without --rows,
 // such a plan on files of examples (--data, and --val-data where given) packs them (said).
 TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data);
+// --reference-weights needs a plan that compares with a reference model (mtc --objective dpo, not
+// a reference-free loss): throws naming the fix otherwise.
+void checkReferenceWeights(const TrainConfig& config, const plan::Plan& plan);
 
 // --val-fraction's held-out tail of `data`, in tokens; with rows of examples (--rows examples,
 // packed-examples) it begins at an example's start (an error naming the fix when no example starts in the tail).

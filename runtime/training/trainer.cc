@@ -248,10 +248,18 @@ int64_t Trainer::fillRows(int64_t step, int64_t first_row) {
   return counted;
 }
 
-// The reference model of a preference plan is the one training starts from: each training (and
-// held-out) example's log-probability under the starting weights, from loss-only runs before the
-// first step shared among the ranks (kept beside the checkpoints), or, resuming, read back from
-// the checkpoints' folder.
+// The host's parameters replaced by the weights at `path` (the reference model's, or back to the
+// starting ones) by the host's writer, no rank of the host reading them meanwhile.
+void Trainer::swapWeights(const std::string& path, const char* what) {
+  if (exchange_) exchange_->hostCopyWritten();
+  loadWeights(plan_, path, store_, what);
+  if (exchange_) exchange_->hostCopyWritten();
+}
+
+// The reference model of a preference plan is the one training starts from, or the weights of
+// --reference-weights: each training (and held-out) example's log-probability under it, from
+// loss-only runs before the first step shared among the ranks (kept beside the checkpoints), or,
+// resuming, read back from the checkpoints' folder.
 void Trainer::prepareReference() {
   if (!preference_.present()) return;
   if (preference_.referenceFree()) {
@@ -259,6 +267,11 @@ void Trainer::prepareReference() {
                 "token)\n");
     return;
   }
+  const bool resuming = resumed_.step > 0, other_model = !config_.reference_weights.empty();
+  if (other_model && resuming)
+    std::printf("note: --reference-weights is not read again: resuming, the reference log-probabilities the run "
+                "computed at its start are read back\n");
+  if (other_model && !resuming) swapWeights(config_.reference_weights, "reference weights");
   const auto start = std::chrono::steady_clock::now();
   const StepOptions eval = evalOptions();  // the reference without dropout, as TRL's evaluates it
   const HeldOutBatches training(data_, model_.batch(), model_.seq(), 0, data_.size() - val_tokens_, 0,
@@ -277,11 +290,13 @@ void Trainer::prepareReference() {
     examples += validator_->batches().windows();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (other_model && !resuming) swapWeights(config_.weights_path, "back to the initial weights");
+  const std::string source = resuming      ? "read from " + config_.resume_dir
+                             : other_model ? "under " + config_.reference_weights + " (loss-only runs)"
+                                           : "under the starting weights (loss-only runs)";
   std::printf("reference: the log-probabilities of the %lld examples' replies%s %s (%.1f s)%s\n",
-              static_cast<long long>(examples), validator_ ? " (training and held-out)" : "",
-              resumed_.step > 0 ? ("read from " + config_.resume_dir).c_str()
-                                : "under the starting weights (loss-only runs)",
-              seconds, outputs_.checkpoints ? (", kept in " + outputs_.checkpoints->path()).c_str() : "");
+              static_cast<long long>(examples), validator_ ? " (training and held-out)" : "", source.c_str(), seconds,
+              outputs_.checkpoints ? (", kept in " + outputs_.checkpoints->path()).c_str() : "");
 }
 
 // One run of the plan with options_: its time and timeline kept for the step's report, its
@@ -514,7 +529,8 @@ int train(const TrainConfig& given) {
   const plan::Plan plan = readTrainingPlan(config);
   if (config.export_only) return exportCheckpoint(config, plan);  // rank 0's file alone: no collective to watch
   World::get().boundWaits(config.rank_timeout.value_or(kRankWaitAtStart));
-  const std::string initial_weights = initialWeightsPath(config.weights_path, config.plan_path, plan);
+  checkReferenceWeights(config, plan);
+  config.weights_path = initialWeightsPath(config.weights_path, config.plan_path, plan);
   const std::unique_ptr<TokenFile> data = openTokens(config.data_path, plan);
   const std::unique_ptr<TokenFile> val_data =
       config.val_data_path.empty() ? nullptr : openTokens(config.val_data_path, plan);
@@ -548,7 +564,7 @@ int train(const TrainConfig& given) {
   checkHostMemory(plan, extras);
   RunOutputs outputs = openOutputs(config, plan);
   HostStore store(plan, exchange.get());
-  const CheckpointState resumed = loadStartingState(config, plan, *data, initial_weights, store);
+  const CheckpointState resumed = loadStartingState(config, plan, *data, config.weights_path, store);
   if (exchange) exchange->hostCopyWritten();  // one host copy: its writer has set it
   Trainer trainer(config, plan, options, *data, val_data.get(), backend_kind, store, resumed, outputs, exchange.get());
   trainer.printHeader();

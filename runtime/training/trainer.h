@@ -27,7 +27,8 @@ inline const std::map<std::string, LrSchedule>& lrScheduleNames() {
 struct TrainConfig {
   std::string plan_path;
   std::string data_path;
-  std::string weights_path;    // initial weights; "" = the plan's initializers
+  std::string weights_path;    // initial weights; "" = the plan's initializers (train() resolves the flag)
+  std::string reference_weights;  // a preference plan's reference model; "" = the initial weights
   std::string export_path;     // trained weights (safetensors); "" = none
   std::string export_hf_dir;   // trained weights as a Hugging Face folder; "" = none
   ExportDtype export_dtype = ExportDtype::kF32;  // of the Hugging Face folder's weights

@@ -48,6 +48,7 @@ class Trainer {
   StepResult runPlan();
   // A preference plan: its reference log-probabilities before the first step.
   void prepareReference();
+  void swapWeights(const std::string& path, const char* what);
   StepOptions evalOptions() const;  // a loss-only run's options
   // The step's rows [first_row, first_row + batch): tokens, targets and what the plan takes
   // beside them (the token mask, positions, the reference log-probabilities); the targets counted.

@@ -67,7 +67,7 @@ def rows_of(tokens, counted, starts, examples):
 
 
 def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=0.0, beta=BETA, gamma=0.0,
-              rpo_alpha=0.0):
+              rpo_alpha=0.0, reference_weights=None):
     """The transformers-style model trained with TRL's loss (`kind`, label smoothing; SimPO's
     `gamma`, without a reference; ORPO's odds-ratio term, without one; plus `rpo_alpha` times the
     chosen rows' cross-entropy, TRL's rpo_alpha and ORPO's NLL term) on mtrun's pairs: the losses,
@@ -75,17 +75,18 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
     log odds ratio), and after the last step the held-out pairs' (`held`: tokens, counted, starts)
     mean loss, share won and margin (and NLL, log odds ratio) alike. ORPO's NLL here is over the
     chosen replies' tokens, as the paper defines it and mttok counts them (TRL's ORPOTrainer also
-    counts the prompt's)."""
+    counts the prompt's). The reference model is `reference_weights` where given, else `weights`."""
     average = kind in ("ipo", "simpo", "orpo")  # TRL averages each reply's log-probabilities for these
     params = {k: v.float().requires_grad_() for k, v in weights.items()}
     logits_of = lambda x: hf.hf_logits(params, SPEC["config"], x)  # noqa: E731
 
-    def logps(data):  # every example of (tokens, counted, starts)
+    def logps(data, model=params):  # every example of (tokens, counted, starts)
         x, y = rows_of(*data, range(len(data[2])))
         with torch.no_grad():
-            return ref.sequence_logps(logits_of(x), y, average=average)
+            return ref.sequence_logps(hf.hf_logits(model, SPEC["config"], x), y, average=average)
 
-    reference, held_reference = logps((tokens, counted, starts)), logps(held)
+    reference_model = {k: v.float() for k, v in (reference_weights or weights).items()}
+    reference, held_reference = logps((tokens, counted, starts), reference_model), logps(held, reference_model)
     if kind in ("simpo", "orpo"):  # reference-free
         reference, held_reference = torch.zeros_like(reference), torch.zeros_like(held_reference)
     drawn = [[ref.pair_example(starts, step, row, SCHEDULE.seed) for row in range(SCHEDULE.batch)]
@@ -127,6 +128,38 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
     # (loss, won, margin), and with rpo_alpha the chosen replies' NLL per token; each step's alike.
     validation = (held_loss, (margin > 0).double().mean().item(), margin.mean().item()) + held_nll + log_odds(policy)
     return losses, rewards, validation
+
+
+def other_reference(bin_dir, tokens, counted, starts, held, weights, failures):
+    """mtrun --reference-weights: the reference model another one (the starting weights perturbed,
+    compiled from a folder of their own), the policy still the starting weights: TRL's losses,
+    rewards and held-out score with that reference (the first loss no longer log 2)."""
+    generator = torch.Generator().manual_seed(11)
+    other = {k: (v.float() + 0.05 * torch.randn(v.shape, generator=generator)).to(v.dtype) for k, v in weights.items()}
+    hf.write_folder("qwen_ref", hf.CHAT_QWEN2, other)
+    ref.run([f"{bin_dir}/mtc", "qwen_ref", "--objective", "dpo", "--batch", str(SCHEDULE.batch), "--seq",
+             str(SCHEDULE.seq), "-o", "qref.plan"])
+    out = run_out([f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--reference-weights", "qref.safetensors",
+                   "--log", "refw.jsonl", "--val-data", "held.tok", "--val-every", str(SCHEDULE.steps)]
+                  + SCHEDULE.mtrun_flags())
+    torch_losses, rewards, validation = torch_dpo(weights, tokens, counted, starts, held, reference_weights=other)
+    lines = [json.loads(line) for line in open("refw.jsonl")]
+    log, val = [line for line in lines if "val_loss" not in line], [line for line in lines if "val_loss" in line]
+    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
+    got = [(line["pairs_right"], line["reward_margin"]) for line in log]
+    got_val = (val[0]["val_loss"], val[0]["val_pairs_right"], val[0]["val_reward_margin"]) if val else None
+    if abs(log[0]["loss"] - np.log(2)) < 1e-3 or "under qref.safetensors" not in out or \
+            any(g[0] != w[0] or abs(g[1] - w[1]) > 1e-4 * max(1.0, abs(w[1])) for g, w in zip(got, rewards)) or \
+            not got_val or any(abs(g - w) > 1e-4 * max(1.0, abs(w)) for g, w in zip(got_val, validation)):
+        failures.append(f"--reference-weights: first loss {log[0]['loss']}, rewards {got}, the model's {rewards}; "
+                        f"held out {got_val}, the model's {validation}")
+    print(f"--reference-weights: losses within {worst:.1e} of TRL's with that reference, first {log[0]['loss']:.4f}")
+    data_parallel(bin_dir, failures, ["--reference-weights", "qref.safetensors"])  # the host copy swapped and back
+    for plan, why in (("orpo.plan", "has no reference model"), ("m.plan", "trains the next token")):
+        refused = subprocess.run([f"{bin_dir}/mtrun", plan, "--data", "pairs.tok", "--reference-weights",
+                                  "qref.safetensors", "--steps", "1"], capture_output=True, text=True)
+        if refused.returncode != 1 or why not in refused.stderr:
+            failures.append(f"--reference-weights with {plan}: exit {refused.returncode}: {refused.stderr}")
 
 
 def refusals(bin_dir, failures):
@@ -261,16 +294,17 @@ def batch_auto(bin_dir, failures):
     failures.append("no budget tried gives an odd largest batch: --batch auto's pairs are untested")
 
 
-def data_parallel(bin_dir, failures):
+def data_parallel(bin_dir, failures, flags=()):
     """mpirun -np 2 (the reference shared between the ranks, each step's rewards over both ranks'
-    pairs, the held-out pairs validated) logs what --accumulate 2 in one process logs, bit for bit."""
+    pairs, the held-out pairs validated) logs what --accumulate 2 in one process logs, bit for bit;
+    both with `flags`."""
     if not shutil.which("mpirun"):
         failures.append("no mpirun (bash tools/setup.sh installs openmpi-bin)")
         return
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
                OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
     common = [f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--val-data", "held.tok", "--val-every", "4",
-              "--steps", "4", "--seed", "3", "--lr", "3e-3"]
+              "--steps", "4", "--seed", "3", "--lr", "3e-3"] + list(flags)
     ranks = subprocess.run(["mpirun", "-np", "2", "--bind-to", "none"] + common + ["--log", "mp.jsonl"],
                            capture_output=True, text=True, env=env)
     ref.run(common + ["--accumulate", "2", "--log", "acc.jsonl"])
@@ -278,7 +312,8 @@ def data_parallel(bin_dir, failures):
     lines = [[{k: v for k, v in json.loads(line).items() if k not in timing} for line in open(f)]
              for f in ("mp.jsonl", "acc.jsonl")] if ranks.returncode == 0 else None
     if not lines or lines[0] != lines[1] or not any("val_pairs_right" in line for line in lines[0]):
-        failures.append(f"mpirun -np 2 (exit {ranks.returncode}: {ranks.stderr[-300:]}) against --accumulate 2: {lines}")
+        failures.append(f"mpirun -np 2 {flags} (exit {ranks.returncode}: {ranks.stderr[-300:]}) against --accumulate 2: "
+                        f"{lines}")
 
 
 def vocab_split(bin_dir, unsplit, flags, failures):
@@ -410,6 +445,7 @@ def main():
     with open("sft.jsonl", "w") as f:
         f.write(json.dumps({"instruction": "Double 2.", "output": "4."}) + "\n")
     refusals(bin_dir, failures)
+    other_reference(bin_dir, tokens, counted, starts, held, weights, failures)
     ref.finish("preference", failures)
 
 
