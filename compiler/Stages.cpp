@@ -46,6 +46,7 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
       options.dpoLoss = knobs.loss.dpo_loss;
       options.labelSmoothing = knobs.loss.dpo_label_smoothing;
       options.simpoGamma = knobs.loss.simpo_gamma.value_or(kDefaultSimpoGamma);
+      options.discopopTau = knobs.loss.discopop_tau.value_or(kDefaultDiscopopTau);
       options.rpoAlpha = knobs.loss.nllWeight();
       return pm.addPass(createAttachLossPass(options));
     }

@@ -227,6 +227,24 @@ void printImportNotes(const CompileReport& r) {
   }
 }
 
+// The loss of a preference plan with a reference model, in words (z, c and r as printObjective
+// defines them).
+std::string lossInWords(const LossSpec& spec) {
+  switch (spec.dpo_loss) {
+    case DpoLossKind::kHinge: return "max(0, 1 - z) (hinge)";
+    case DpoLossKind::kRobust: return "robust DPO's loss of z";
+    case DpoLossKind::kIpo: return "(z / beta - 1 / (2 beta))^2 (IPO)";
+    case DpoLossKind::kExoPair: return "EXO's of z";
+    case DpoLossKind::kSppoHard: return "(c - 1 / (2 beta))^2 + (r + 1 / (2 beta))^2 (SPPO, hard)";
+    case DpoLossKind::kNcaPair: return "-log sigmoid(beta c) - log sigmoid(-beta c) / 2 - log sigmoid(-beta r) / 2 (NCA)";
+    case DpoLossKind::kApoZero: return "1 - sigmoid(beta c) + sigmoid(beta r) (APO-zero)";
+    case DpoLossKind::kApoDown: return "sigmoid(beta c) + 1 - sigmoid(z) (APO-down)";
+    case DpoLossKind::kDiscopop:
+      return fmt::format("DiscoPOP's of z, tau {}", spec.discopop_tau.value_or(kDefaultDiscopopTau));
+    default: return "-log sigmoid(z)";
+  }
+}
+
 // A preference plan's loss (mtc --objective dpo and its flags), in words.
 void printObjective(const LossSpec& spec) {
   const double alpha = spec.nllWeight();
@@ -251,15 +269,11 @@ void printObjective(const LossSpec& spec) {
     return;
   }
   const bool ipo = spec.dpo_loss == DpoLossKind::kIpo;
-  const char* loss = spec.dpo_loss == DpoLossKind::kHinge    ? "max(0, 1 - z) (hinge)"
-                     : spec.dpo_loss == DpoLossKind::kRobust ? "robust DPO's loss of z"
-                     : ipo                                   ? "(z / beta - 1 / (2 beta))^2 (IPO)"
-                                                             : "-log sigmoid(z)";
   std::printf("DPO (beta %g, label smoothing %g): rows 2i and 2i+1 a prompt's chosen and rejected replies (mtrun "
-              "--rows pairs on a token file of mttok --preferences), the loss %s%s, z beta times the chosen reply's %s "
-              "gain over the reference model's minus the rejected one's; the reference is the starting weights, run "
-              "once over the data before the first step\n",
-              spec.dpo_beta, spec.dpo_label_smoothing, loss, nll.c_str(),
+              "--rows pairs on a token file of mttok --preferences), the loss %s%s, z = beta (c - r), c and r the "
+              "chosen and rejected replies' %s gains over the reference model's; the reference is the starting "
+              "weights (or mtrun --reference-weights), run once over the data before the first step\n",
+              spec.dpo_beta, spec.dpo_label_smoothing, lossInWords(spec).c_str(), nll.c_str(),
               ipo ? "mean log-probability per token" : "log-probability");
 }
 

@@ -86,7 +86,8 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
     auto loss = b.create<DpoLossOp>(ret.getLoc(), logp.getLogp(), reference, b.getF32FloatAttr(beta),
                                     PreferenceLossAttr::get(b.getContext(), static_cast<PreferenceLoss>(kind)),
                                     b.getF32FloatAttr(labelSmoothing),
-                                    b.getF32FloatAttr(kind == DpoLossKind::kSimpo ? simpoGamma : 0.0));
+                                    b.getF32FloatAttr(kind == DpoLossKind::kSimpo ? simpoGamma : 0.0),
+                                    b.getF32FloatAttr(kind == DpoLossKind::kDiscopop ? discopopTau : 0.0));
     Value total = loss.getLoss();
     if (rpoAlpha != 0.0) {  // the chosen replies' NLL too (TRL's rpo_alpha, CPOTrainer's cpo_alpha, ORPO's own)
       const int64_t vocab = cast<RankedTensorType>(ret.getOperand(0).getType()).getShape().back();

@@ -19,19 +19,22 @@ enum class UpdateKind { kDeferred, kOnArrival };
 enum class LossObjective { kNextToken, kDpo };
 
 // The loss a plan trains, as the driver's flags give it (mtc --objective, --dpo-beta, --dpo-loss,
-// --dpo-label-smoothing, --simpo-gamma, --rpo-alpha) and mt-attach-loss takes it: the objective
-// and, for preferences, beta, what the loss makes of a pair's margin, its label smoothing, SimPO's
-// target margin and the weight of the chosen replies' NLL (ORPO's own term unless given).
+// --dpo-label-smoothing, --simpo-gamma, --discopop-tau, --rpo-alpha) and mt-attach-loss takes it:
+// the objective and, for preferences, beta, what the loss makes of a pair's margin, its label
+// smoothing, SimPO's target margin, DiscoPOP's temperature and the weight of the chosen replies'
+// NLL (ORPO's own term unless given).
 struct LossSpec {
   LossObjective objective = LossObjective::kNextToken;
   double dpo_beta = 0.1;
   DpoLossKind dpo_loss = DpoLossKind::kSigmoid;
   double dpo_label_smoothing = 0.0;
-  std::optional<double> simpo_gamma;  // unset: kDefaultSimpoGamma
+  std::optional<double> simpo_gamma;   // unset: kDefaultSimpoGamma
+  std::optional<double> discopop_tau;  // unset: kDefaultDiscopopTau
   std::optional<double> rpo_alpha;  // the chosen replies' NLL per token, this much of it added (0: none)
   // The NLL term's weight: rpo_alpha as given, else ORPO's 1 (its SFT term) and 0 for the others.
   double nllWeight() const { return rpo_alpha.value_or(dpo_loss == DpoLossKind::kOrpo ? 1.0 : 0.0); }
 };
-inline constexpr double kDefaultSimpoGamma = 0.5;  // TRL's CPOConfig simpo_gamma
+inline constexpr double kDefaultSimpoGamma = 0.5;     // TRL's CPOConfig simpo_gamma
+inline constexpr double kDefaultDiscopopTau = 0.05;   // TRL's DPOConfig discopop_tau
 
 }  // namespace mt

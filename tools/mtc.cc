@@ -102,6 +102,65 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "constants). Either way, an initializer holding Inf or NaN (a folded mask) stays a constant");
 }
 
+// The preference loss's shape (each needs --objective dpo, `objective`).
+void addPreferenceFlags(CLI::App& app, mt::LossSpec& loss, CLI::Option* objective) {
+  app.add_option("--dpo-beta", loss.dpo_beta,
+                 "with --objective dpo: beta, how far training may move the model from its reference (TRL's "
+                 "default 0.1; larger keeps it closer)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->needs(objective);
+  mt::choiceOf(app, "--dpo-loss", loss.dpo_loss,
+               "with --objective dpo: the preference loss, as TRL's loss_type, of c and r, the chosen and rejected "
+               "replies' log-probability gains over the reference model's, and z = beta (c - r): sigmoid (-log "
+               "sigmoid(z), DPO), hinge (max(0, 1 - z), SLiC), robust (robust DPO, unbiased under "
+               "--dpo-label-smoothing's noise), ipo ((z / beta - 1 / (2 beta))^2, IPO, of each reply's mean "
+               "log-probability per token), exo_pair (EXO), sppo_hard (SPPO, hard probabilities), nca_pair (NCA), "
+               "apo_zero or apo_down (APO: the chosen replies better, or worse, than the model's own), discopop "
+               "(DiscoPOP, --discopop-tau); or, with no reference model, simpo (SimPO, as TRL's CPOTrainer with "
+               "cpo_alpha 0: -log sigmoid(z - gamma) of each reply's mean log-probability per token; its beta is "
+               "typically 2 to 2.5) or orpo (ORPO, as TRL's ORPOTrainer: the chosen replies' NLL per token plus "
+               "-beta log sigmoid of the log odds ratio of each reply's mean probability per token); docs/inputs.md "
+               "has each formula",
+               std::map<std::string, mt::DpoLossKind>{{"sigmoid", mt::DpoLossKind::kSigmoid},
+                                                      {"hinge", mt::DpoLossKind::kHinge},
+                                                      {"robust", mt::DpoLossKind::kRobust},
+                                                      {"ipo", mt::DpoLossKind::kIpo},
+                                                      {"simpo", mt::DpoLossKind::kSimpo},
+                                                      {"orpo", mt::DpoLossKind::kOrpo},
+                                                      {"exo_pair", mt::DpoLossKind::kExoPair},
+                                                      {"sppo_hard", mt::DpoLossKind::kSppoHard},
+                                                      {"nca_pair", mt::DpoLossKind::kNcaPair},
+                                                      {"apo_zero", mt::DpoLossKind::kApoZero},
+                                                      {"apo_down", mt::DpoLossKind::kApoDown},
+                                                      {"discopop", mt::DpoLossKind::kDiscopop}})
+      ->default_str("sigmoid")
+      ->needs(objective);
+  app.add_option("--dpo-label-smoothing", loss.dpo_label_smoothing,
+                 "with --objective dpo: the share of pairs taken to be labelled the wrong way round, in [0, 0.5) "
+                 "(TRL's label_smoothing: conservative DPO with sigmoid, robust DPO with robust; simpo and exo_pair "
+                 "take it too (exo_pair: 1e-3 where 0, as TRL); the other losses have none)")
+      ->check(CLI::Range(0.0, 0.4999))
+      ->capture_default_str()
+      ->needs(objective);
+  app.add_option("--simpo-gamma", loss.simpo_gamma,
+                 "with --dpo-loss simpo: the target reward margin gamma the chosen reply's reward should beat the "
+                 "rejected one's by (TRL's simpo_gamma; default 0.5)")
+      ->check(CLI::Range(-1e6, 1e6))
+      ->needs(objective);
+  app.add_option("--discopop-tau", loss.discopop_tau,
+                 "with --dpo-loss discopop: the temperature of its mix of the logistic and exponential losses (TRL's "
+                 "discopop_tau; default 0.05)")
+      ->check(CLI::Range(1e-6, 1e6))
+      ->needs(objective);
+  app.add_option("--rpo-alpha", loss.rpo_alpha,
+                 "with --objective dpo: add this weight times the chosen replies' negative log-likelihood per token "
+                 "to the loss (TRL's rpo_alpha; with --dpo-loss simpo, CPOTrainer's cpo_alpha; with --dpo-loss orpo "
+                 "the weight of ORPO's own NLL term, default 1)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->needs(objective);
+}
+
 // What is written besides the plan, and the kind of plan.
 void addOutputFlags(CLI::App& app, Flags& f) {
   mt::CompileOptions& o = f.o;
@@ -133,47 +192,7 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                                                             {"dpo", mt::LossObjective::kDpo}})
           ->default_str("next-token")
           ->excludes(forward_only);
-  app.add_option("--dpo-beta", o.loss.dpo_beta,
-                 "with --objective dpo: beta, how far training may move the model from its reference (TRL's "
-                 "default 0.1; larger keeps it closer)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str()
-      ->needs(objective);
-  mt::choiceOf(app, "--dpo-loss", o.loss.dpo_loss,
-               "with --objective dpo: what the loss makes of a pair's margin z (beta times the chosen reply's "
-               "log-probability gain over the rejected one's), as TRL's loss_type: sigmoid (-log sigmoid(z), DPO), "
-               "hinge (max(0, 1 - z), SLiC), robust (robust DPO, unbiased under --dpo-label-smoothing's noise) or "
-               "ipo ((z / beta - 1 / (2 beta))^2, IPO, of each reply's mean log-probability per token); or simpo "
-               "(SimPO, as TRL's CPOTrainer with cpo_alpha 0: -log sigmoid(z - gamma) of each reply's mean "
-               "log-probability per token, no reference model; its beta is typically 2 to 2.5) or orpo (ORPO, as "
-               "TRL's ORPOTrainer: the chosen replies' NLL per token plus -beta log sigmoid of the log odds ratio of "
-               "each reply's mean probability per token, no reference model)",
-               std::map<std::string, mt::DpoLossKind>{{"sigmoid", mt::DpoLossKind::kSigmoid},
-                                                      {"hinge", mt::DpoLossKind::kHinge},
-                                                      {"robust", mt::DpoLossKind::kRobust},
-                                                      {"ipo", mt::DpoLossKind::kIpo},
-                                                      {"simpo", mt::DpoLossKind::kSimpo},
-                                                      {"orpo", mt::DpoLossKind::kOrpo}})
-      ->default_str("sigmoid")
-      ->needs(objective);
-  app.add_option("--dpo-label-smoothing", o.loss.dpo_label_smoothing,
-                 "with --objective dpo: the share of pairs taken to be labelled the wrong way round, in [0, 0.5) "
-                 "(TRL's label_smoothing: conservative DPO with sigmoid, robust DPO with robust; simpo takes it too; "
-                 "hinge, ipo and orpo have none)")
-      ->check(CLI::Range(0.0, 0.4999))
-      ->capture_default_str()
-      ->needs(objective);
-  app.add_option("--simpo-gamma", o.loss.simpo_gamma,
-                 "with --dpo-loss simpo: the target reward margin gamma the chosen reply's reward should beat the "
-                 "rejected one's by (TRL's simpo_gamma; default 0.5)")
-      ->check(CLI::Range(-1e6, 1e6))
-      ->needs(objective);
-  app.add_option("--rpo-alpha", o.loss.rpo_alpha,
-                 "with --objective dpo: add this weight times the chosen replies' negative log-likelihood per token "
-                 "to the loss (TRL's rpo_alpha; with --dpo-loss simpo, CPOTrainer's cpo_alpha; with --dpo-loss orpo "
-                 "the weight of ORPO's own NLL term, default 1)")
-      ->check(CLI::Range(0.0, 1e6))
-      ->needs(objective);
+  addPreferenceFlags(app, o.loss, objective);
   app.add_option("--seed", o.seed, "seed of the parameter initializers")->capture_default_str();
 }
 
@@ -308,22 +327,27 @@ int listModels() {
 // The preference loss's flags: exit code 2 for one that means nothing to the objective or the loss
 // given (refused, not ignored).
 std::optional<int> checkPreferenceFlags(const CLI::App& app, const mt::LossSpec& loss) {
-  for (const char* flag : {"--dpo-beta", "--dpo-loss", "--dpo-label-smoothing", "--simpo-gamma", "--rpo-alpha"})
+  for (const char* flag :
+       {"--dpo-beta", "--dpo-loss", "--dpo-label-smoothing", "--simpo-gamma", "--discopop-tau", "--rpo-alpha"})
     if (app.count(flag) && loss.objective != mt::LossObjective::kDpo) {
       std::fprintf(stderr, "mtc: error: %s shapes a preference loss: give it with --objective dpo (or drop it)\n", flag);
       return 2;
     }
   const mt::DpoLossKind kind = loss.dpo_loss;
-  if (loss.dpo_label_smoothing != 0.0 &&
-      (kind == mt::DpoLossKind::kHinge || kind == mt::DpoLossKind::kIpo || kind == mt::DpoLossKind::kOrpo)) {
-    std::fprintf(stderr, "mtc: error: --dpo-label-smoothing: the %s loss has no label smoothing (sigmoid, robust and "
-                         "simpo have; or drop it)\n",
+  if (loss.dpo_label_smoothing != 0.0 && !mt::dpoSmooths(kind)) {
+    std::fprintf(stderr, "mtc: error: --dpo-label-smoothing: the %s loss has no label smoothing (sigmoid, robust, "
+                         "simpo and exo_pair have; or drop it)\n",
                  app.get_option("--dpo-loss")->as<std::string>().c_str());
     return 2;
   }
   if (loss.simpo_gamma && kind != mt::DpoLossKind::kSimpo) {
     std::fprintf(stderr, "mtc: error: --simpo-gamma is SimPO's target margin: give it with --dpo-loss simpo (or drop "
                          "it)\n");
+    return 2;
+  }
+  if (loss.discopop_tau && kind != mt::DpoLossKind::kDiscopop) {
+    std::fprintf(stderr, "mtc: error: --discopop-tau is DiscoPOP's temperature: give it with --dpo-loss discopop (or "
+                         "drop it)\n");
     return 2;
   }
   return std::nullopt;

@@ -24,19 +24,23 @@ FailureOr<int64_t> sequenceRows(std::optional<Location> loc, Value logits, Value
 }
 
 // A positive beta and a label smoothing in [0, 1/2] (below it for the robust loss), as the kernels
-// check; gamma finite, the simpo kind's only. Read from the attributes themselves: while an op is
-// parsed, those left to their defaults (kind, label_smoothing, gamma) are absent (beta, required,
-// the adaptor has checked: Mt_InferTypeOpAdaptor).
+// check; gamma finite, the simpo kind's only; tau positive for the discopop kind, 0 for the others.
+// Read from the attributes themselves: while an op is parsed, those left to their defaults (kind,
+// label_smoothing, gamma, tau) are absent (beta, required, the adaptor has checked:
+// Mt_InferTypeOpAdaptor).
 template <typename Adaptor>
 LogicalResult requireLossAttrs(std::optional<Location> loc, Adaptor adaptor) {
   const FloatAttr beta = adaptor.getBetaAttr(), smoothing = adaptor.getLabelSmoothingAttr();
-  const FloatAttr gamma = adaptor.getGammaAttr();
+  const FloatAttr gamma = adaptor.getGammaAttr(), tau = adaptor.getTauAttr();
   const PreferenceLossAttr kind_attr = adaptor.getKindAttr();
   const float b = beta.getValue().convertToFloat(), e = smoothing ? smoothing.getValue().convertToFloat() : 0.0f;
-  const float g = gamma ? gamma.getValue().convertToFloat() : 0.0f;
+  const float g = gamma ? gamma.getValue().convertToFloat() : 0.0f, t = tau ? tau.getValue().convertToFloat() : 0.0f;
   const PreferenceLoss kind = kind_attr ? kind_attr.getValue() : PreferenceLoss::Sigmoid;
   if (!std::isfinite(g) || (g != 0.0f && kind != PreferenceLoss::Simpo))
     return emitOptionalError(loc, "gamma (SimPO's target margin) must be finite, and 0 but for kind simpo");
+  if (kind == PreferenceLoss::Discopop ? !(t > 0.0f && std::isfinite(t)) : t != 0.0f)
+    return emitOptionalError(loc, "tau (DiscoPOP's temperature) must be positive for kind discopop, and 0 for the "
+                                  "others");
   if (!(b > 0.0f) || !(e >= 0.0f && e <= 0.5f) || (kind == PreferenceLoss::Robust && e == 0.5f))
     return emitOptionalError(loc, "beta must be positive and label_smoothing in [0, 1/2] (robust: below 1/2)");
   return success();
@@ -158,7 +162,7 @@ int64_t DpoLossGradOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElement
 // Kernel attributes in the op table's order (runtime/plan/op_table.def): the sums' int[(average)],
 // left out for sums (plan 1.23's calls); the chunks' int[vocab, average] and int[first, vocab,
 // average]; the NLL term's int[vocab, average] float[alpha]; the losses' int[kind] float[beta,
-// label_smoothing(, gamma)], the kind as the kernels number it.
+// label_smoothing(, gamma or tau)], the kind as the kernels number it.
 static void sumsKernelAttrs(bool average, SmallVectorImpl<int64_t>& ints) {
   if (average) ints.push_back(1);
 }
@@ -179,12 +183,19 @@ static_assert(static_cast<int64_t>(PreferenceLoss::Sigmoid) == static_cast<int64
               static_cast<int64_t>(PreferenceLoss::Robust) == static_cast<int64_t>(DpoLossKind::kRobust) &&
               static_cast<int64_t>(PreferenceLoss::Ipo) == static_cast<int64_t>(DpoLossKind::kIpo) &&
               static_cast<int64_t>(PreferenceLoss::Simpo) == static_cast<int64_t>(DpoLossKind::kSimpo) &&
-              static_cast<int64_t>(PreferenceLoss::Orpo) == static_cast<int64_t>(DpoLossKind::kOrpo));
+              static_cast<int64_t>(PreferenceLoss::Orpo) == static_cast<int64_t>(DpoLossKind::kOrpo) &&
+              static_cast<int64_t>(PreferenceLoss::ExoPair) == static_cast<int64_t>(DpoLossKind::kExoPair) &&
+              static_cast<int64_t>(PreferenceLoss::SppoHard) == static_cast<int64_t>(DpoLossKind::kSppoHard) &&
+              static_cast<int64_t>(PreferenceLoss::NcaPair) == static_cast<int64_t>(DpoLossKind::kNcaPair) &&
+              static_cast<int64_t>(PreferenceLoss::ApoZero) == static_cast<int64_t>(DpoLossKind::kApoZero) &&
+              static_cast<int64_t>(PreferenceLoss::ApoDown) == static_cast<int64_t>(DpoLossKind::kApoDown) &&
+              static_cast<int64_t>(PreferenceLoss::Discopop) == static_cast<int64_t>(DpoLossKind::kDiscopop));
 template <typename LossOp>
 static void lossKernelAttrs(LossOp op, SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
   ints.push_back(static_cast<int64_t>(op.getKind()));
   floats.append({op.getBeta().convertToFloat(), op.getLabelSmoothing().convertToFloat()});
   if (op.getKind() == PreferenceLoss::Simpo) floats.push_back(op.getGamma().convertToFloat());  // plan 1.24's third
+  if (op.getKind() == PreferenceLoss::Discopop) floats.push_back(op.getTau().convertToFloat());  // plan 1.25's
 }
 template <typename NllOp>
 static void nllKernelAttrs(NllOp op, SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
@@ -219,7 +230,7 @@ SmallVector<Value> PairNllOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads)
 
 SmallVector<Value> DpoLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   return {b.create<DpoLossGradOp>(getLoc(), grads[0], getLogp(), getReference(), getBetaAttr(), getKindAttr(),
-                                  getLabelSmoothingAttr(), getGammaAttr()),
+                                  getLabelSmoothingAttr(), getGammaAttr(), getTauAttr()),
           Value()};
 }
 

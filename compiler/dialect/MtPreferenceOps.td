@@ -18,13 +18,25 @@
 //   orpo     -beta log sigmoid(z), z not beta times the gains but the log odds ratio
 //            log(p_c / (1 - p_c)) - log(p_r / (1 - p_r)), p = e^logp of each reply's mean
 //            log-probability per token (ORPO's odds-ratio term, the reference zeros; e ignored)
+// and of c and r, the chosen and rejected replies' log-ratios (z = beta (c - r)), s the sigmoid:
+//   exo_pair   s(z) (log s(z) - log(1 - e)) + s(-z) (log s(-z) - log e)   (EXO; e 1e-3 where 0)
+//   sppo_hard  (c - 1/(2 beta))^2 + (r + 1/(2 beta))^2                       (SPPO, hard)
+//   nca_pair   -log s(beta c) - log s(-beta c) / 2 - log s(-beta r) / 2     (NCA)
+//   apo_zero   1 - s(beta c) + s(beta r);  apo_down  s(beta c) + 1 - s(z)  (APO)
+//   discopop   -log s(z) (1 - m) + exp(-z) m, m = s(z / tau)               (DiscoPOP)
 def Mt_PreferenceLoss : I32EnumAttr<"PreferenceLoss", "what mt.dpo_loss makes of a pair's margin", [
     I32EnumAttrCase<"Sigmoid", 0, "sigmoid">,
     I32EnumAttrCase<"Hinge", 1, "hinge">,
     I32EnumAttrCase<"Robust", 2, "robust">,
     I32EnumAttrCase<"Ipo", 3, "ipo">,
     I32EnumAttrCase<"Simpo", 4, "simpo">,
-    I32EnumAttrCase<"Orpo", 5, "orpo">]> {
+    I32EnumAttrCase<"Orpo", 5, "orpo">,
+    I32EnumAttrCase<"ExoPair", 6, "exo_pair">,
+    I32EnumAttrCase<"SppoHard", 7, "sppo_hard">,
+    I32EnumAttrCase<"NcaPair", 8, "nca_pair">,
+    I32EnumAttrCase<"ApoZero", 9, "apo_zero">,
+    I32EnumAttrCase<"ApoDown", 10, "apo_down">,
+    I32EnumAttrCase<"Discopop", 11, "discopop">]> {
   let cppNamespace = "::mt";
 }
 
@@ -111,7 +123,8 @@ def Mt_DpoLossOp : Mt_KernelOp<"dpo_loss", [
     log-probabilities `reference` (B) (an input: no gradient):
       z_i = beta * ((logp[2i] - reference[2i]) - (logp[2i+1] - reference[2i+1]))
       loss = mean_i l(z_i), l by `kind` (default sigmoid: softplus(-z) = -log sigmoid(z)) with
-      `label_smoothing` (default 0); `gamma`, SimPO's target margin, is the simpo kind's only.
+      `label_smoothing` (default 0); `gamma`, SimPO's target margin, is the simpo kind's only, and
+      `tau`, DiscoPOP's temperature (positive), the discopop kind's.
     beta * (logp - reference) is each row's implicit reward. Kind orpo's z_i is instead the log
     odds ratio of the rows' means (kernels/loss/loss.h orpoLogOdds), its loss beta * softplus(-z).
 
@@ -128,7 +141,8 @@ def Mt_DpoLossOp : Mt_KernelOp<"dpo_loss", [
   let arguments = (ins Mt_F32Tensor:$logp, Mt_F32Tensor:$reference, F32Attr:$beta,
                        DefaultValuedAttr<Mt_PreferenceLoss, "::mt::PreferenceLoss::Sigmoid">:$kind,
                        DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing,
-                       DefaultValuedAttr<F32Attr, "0.0f">:$gamma);
+                       DefaultValuedAttr<F32Attr, "0.0f">:$gamma,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$tau);
   let results = (outs Mt_F32Tensor:$loss);
   let assemblyFormat = "$logp `,` $reference attr-dict `:` type($logp) `,` type($reference)";
 }
@@ -147,7 +161,8 @@ def Mt_DpoLossGradOp : Mt_KernelOp<"dpo_loss_grad", [
   let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$logp, Mt_F32Tensor:$reference, F32Attr:$beta,
                        DefaultValuedAttr<Mt_PreferenceLoss, "::mt::PreferenceLoss::Sigmoid">:$kind,
                        DefaultValuedAttr<F32Attr, "0.0f">:$label_smoothing,
-                       DefaultValuedAttr<F32Attr, "0.0f">:$gamma);
+                       DefaultValuedAttr<F32Attr, "0.0f">:$gamma,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$tau);
   let results = (outs Mt_F32Tensor:$dlogp);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }

@@ -36,10 +36,10 @@
 //   int[vocab, average]: running[..., 1] - running[..., 0] summed (averaged) as mt.sequence_logprob's.
 // mt.sequence_logprob_chunk_grad: (dlogp (B), logits (B, T, Vc), targets, lse) -> dlogits
 //   int[first, vocab, average]: sequence_logprob_grad's rows for the chunk's columns.
-// mt.dpo_loss: (logp (B), reference (B)) -> loss ()    int[kind] float[beta, label_smoothing(, gamma)]:
-//   the mean over the pairs of dpoPairLoss(params, z), z = dpoPairMargin's: beta * ((logp -
-//   reference)[2i] - (logp - reference)[2i + 1]), or for ORPO the log odds ratio of the pair's
-//   mean log-probabilities; in double.
+// mt.dpo_loss: (logp (B), reference (B)) -> loss ()    int[kind] float[beta, label_smoothing(, gamma
+//   or tau)]: the mean over the pairs of dpoPair's loss, in double: of z = beta * ((logp -
+//   reference)[2i] - (logp - reference)[2i + 1]), or of the two log-ratios apart, or for ORPO of
+//   the log odds ratio of the pair's mean log-probabilities.
 // mt.dpo_loss_grad: (dloss (), logp, reference) -> dlogp (B)    the same attributes
 // mt.pair_nll: (logp (B), targets (B, T)) -> loss ()    int[vocab, average] float[alpha] (plan 1.24;
 //   TRL's rpo_alpha, CPOTrainer's cpo_alpha): alpha times the chosen replies' negative
@@ -67,8 +67,16 @@ enum class DpoLossKind : int64_t {
   kOrpo = 5,     // -beta log sigmoid(z), z the log odds ratio of the chosen reply's mean probability per
                  // token over the rejected one's: ORPO's odds-ratio term (plan 1.25), reference-free, e
                  // ignored; ORPO's NLL term is mt.pair_nll's
+  // Plan 1.25, of c and r the chosen and rejected replies' log-ratios (policy minus reference),
+  // z = beta (c - r):
+  kExoPair = 6,    // s(z) (log s(z) - log(1 - e)) + s(-z) (log s(-z) - log e): EXO (e 1e-3 where 0, as TRL)
+  kSppoHard = 7,   // (c - 1/(2 beta))^2 + (r + 1/(2 beta))^2: SPPO with hard probabilities
+  kNcaPair = 8,    // -log s(beta c) - log s(-beta c) / 2 - log s(-beta r) / 2: NCA
+  kApoZero = 9,    // 1 - s(beta c) + s(beta r): APO-zero (the chosen replies better than the model's own)
+  kApoDown = 10,   // s(beta c) + 1 - s(z): APO-down (the chosen replies worse than the model's own)
+  kDiscopop = 11,  // -log s(z) (1 - m) + exp(-z) m, m = s(z / tau): DiscoPOP (tau its third float)
 };
-inline constexpr int64_t kDpoLossKinds = 6;
+inline constexpr int64_t kDpoLossKinds = 12;
 
 // Whether a kind compares the policy alone (SimPO, ORPO: no reference model; the reference a
 // tensor of zeros), and whether it takes each reply's mean log-probability per token (as TRL
@@ -77,17 +85,33 @@ MT_HOST_DEVICE inline bool dpoReferenceFree(DpoLossKind k) { return k == DpoLoss
 MT_HOST_DEVICE inline bool dpoAverages(DpoLossKind k) {
   return k == DpoLossKind::kIpo || k == DpoLossKind::kSimpo || k == DpoLossKind::kOrpo;
 }
+// Whether a kind's loss reads the label smoothing e (the others have none).
+inline bool dpoSmooths(DpoLossKind k) {
+  return k == DpoLossKind::kSigmoid || k == DpoLossKind::kRobust || k == DpoLossKind::kSimpo ||
+         k == DpoLossKind::kExoPair;
+}
 
-// mt.dpo_loss's attributes: int[kind] float[beta, label_smoothing(, gamma)] (plan 1.24: gamma, a
-// third float of the simpo kind only).
+// mt.dpo_loss's attributes: int[kind] float[beta, label_smoothing(, gamma or tau)] (a third float:
+// plan 1.24 the simpo kind's gamma, 1.25 the discopop kind's tau).
 struct DpoLossParams {
   int64_t kind = 0;        // DpoLossKind
   double beta = 0.0;       // how far the policy may move from the reference
   double smoothing = 0.0;  // the label smoothing e: the share of pairs taken to be mislabelled
   double gamma = 0.0;      // SimPO's target reward margin
+  double tau = 0.0;        // DiscoPOP's temperature of the mix of its two losses
 };
+// Whether a kind takes a third float: SimPO's gamma, DiscoPOP's tau.
+MT_HOST_DEVICE inline bool dpoHasThirdFloat(int64_t kind) {
+  return kind == static_cast<int64_t>(DpoLossKind::kSimpo) || kind == static_cast<int64_t>(DpoLossKind::kDiscopop);
+}
+// From a call's kind and its `count` (2 or 3, checked) floats.
+inline DpoLossParams dpoLossParams(int64_t kind, const float* floats, size_t count) {
+  DpoLossParams p{kind, floats[0], floats[1]};
+  if (count > 2) (kind == static_cast<int64_t>(DpoLossKind::kDiscopop) ? p.tau : p.gamma) = floats[2];
+  return p;
+}
 inline DpoLossParams dpoLossParams(const KernelArgs& args) {
-  return {args.ints[0], args.floats[0], args.floats[1], args.floats.size() > 2 ? double(args.floats[2]) : 0.0};
+  return dpoLossParams(args.ints[0], args.floats.data(), args.floats.size());
 }
 
 // Whether a sequence sum's kernel (sequence_logprob and its backward, finish and chunks' backward)
@@ -113,43 +137,83 @@ MT_HOST_DEVICE inline double orpoLogOdds(double x) {
 }
 MT_HOST_DEVICE inline double orpoLogOddsSlope(double x) { return x < kOrpoMostLikely ? -1.0 / expm1(x) : 0.0; }
 
-// Pair i's margin z, in double, and its slopes in logp[2i] and logp[2i + 1]: beta * ((logp -
-// reference)[2i] - (logp - reference)[2i + 1]), or for ORPO the log odds ratio orpoLogOdds(logp[2i])
-// - orpoLogOdds(logp[2i + 1]) (its reference zeros).
-struct DpoMargin {
-  double z, chosen_slope, rejected_slope;
-};
-MT_HOST_DEVICE inline DpoMargin dpoPairMargin(const DpoLossParams& p, const float* logp, const float* reference,
-                                              int64_t i) {
-  const double chosen = double(logp[2 * i]) - reference[2 * i];
-  const double rejected = double(logp[2 * i + 1]) - reference[2 * i + 1];
-  if (p.kind == static_cast<int64_t>(DpoLossKind::kOrpo))
-    return {orpoLogOdds(chosen) - orpoLogOdds(rejected), orpoLogOddsSlope(chosen), -orpoLogOddsSlope(rejected)};
-  return {p.beta * (chosen - rejected), p.beta, -p.beta};
+
+// The losses of the margin z alone (sigmoid, hinge, robust, IPO, SimPO, EXO, DiscoPOP) at z, and
+// their derivative in z, in double.
+MT_HOST_DEVICE inline double dpoSoftplus(double x) { return fmax(x, 0.0) + log1p(exp(-fabs(x))); }
+MT_HOST_DEVICE inline double dpoSigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+MT_HOST_DEVICE inline double dpoMarginLoss(const DpoLossParams& p, double z) {
+  const double e = p.smoothing;
+  switch (static_cast<DpoLossKind>(p.kind)) {
+    case DpoLossKind::kHinge: return fmax(0.0, 1.0 - z);
+    case DpoLossKind::kIpo: return ((z - 0.5) / p.beta) * ((z - 0.5) / p.beta);
+    case DpoLossKind::kRobust: return ((1.0 - e) * dpoSoftplus(-z) - e * dpoSoftplus(z)) / (1.0 - 2.0 * e);
+    case DpoLossKind::kExoPair: {
+      const double x = e > 0.0 ? e : 1e-3;  // TRL's stand-in for no smoothing
+      return dpoSigmoid(z) * (-dpoSoftplus(-z) - log1p(-x)) + dpoSigmoid(-z) * (-dpoSoftplus(z) - log(x));
+    }
+    case DpoLossKind::kDiscopop: {
+      const double m = dpoSigmoid(z / p.tau);
+      return dpoSoftplus(-z) * (1.0 - m) + exp(-z) * m;
+    }
+    case DpoLossKind::kSimpo: z -= p.gamma; [[fallthrough]];
+    default: return (1.0 - e) * dpoSoftplus(-z) + e * dpoSoftplus(z);
+  }
+}
+MT_HOST_DEVICE inline double dpoMarginLossGrad(const DpoLossParams& p, double z) {
+  const double e = p.smoothing;
+  const double up = dpoSigmoid(-z), down = dpoSigmoid(z);
+  switch (static_cast<DpoLossKind>(p.kind)) {
+    case DpoLossKind::kHinge: return z < 1.0 ? -1.0 : 0.0;
+    case DpoLossKind::kIpo: return 2.0 * (z - 0.5) / (p.beta * p.beta);
+    case DpoLossKind::kRobust: return (-(1.0 - e) * up - e * down) / (1.0 - 2.0 * e);
+    case DpoLossKind::kExoPair: {  // s(z) s(-z) (z - log((1 - e) / e))
+      const double x = e > 0.0 ? e : 1e-3;
+      return down * up * (z - log1p(-x) + log(x));
+    }
+    case DpoLossKind::kDiscopop: {
+      const double m = dpoSigmoid(z / p.tau), dm = m * (1.0 - m) / p.tau;
+      return -up * (1.0 - m) - dpoSoftplus(-z) * dm - exp(-z) * m + exp(-z) * dm;
+    }
+    case DpoLossKind::kSimpo: {
+      const double shifted_up = dpoSigmoid(p.gamma - z), shifted_down = dpoSigmoid(z - p.gamma);
+      return -(1.0 - e) * shifted_up + e * shifted_down;
+    }
+    default: return -(1.0 - e) * up + e * down;
+  }
 }
 
-// One pair's loss at margin z (dpoPairMargin's) under `p` (the CPU kernel,
-// its CUDA twin and the runtime's scoring of held-out pairs), and its derivative in z.
-MT_HOST_DEVICE inline double dpoSoftplus(double x) { return fmax(x, 0.0) + log1p(exp(-fabs(x))); }
-MT_HOST_DEVICE inline double dpoPairLoss(const DpoLossParams& p, double z) {
-  const double e = p.smoothing;
-  if (p.kind == static_cast<int64_t>(DpoLossKind::kHinge)) return fmax(0.0, 1.0 - z);
-  if (p.kind == static_cast<int64_t>(DpoLossKind::kIpo)) return ((z - 0.5) / p.beta) * ((z - 0.5) / p.beta);
-  if (p.kind == static_cast<int64_t>(DpoLossKind::kRobust))
-    return ((1.0 - e) * dpoSoftplus(-z) - e * dpoSoftplus(z)) / (1.0 - 2.0 * e);
-  if (p.kind == static_cast<int64_t>(DpoLossKind::kSimpo)) z -= p.gamma;
-  if (p.kind == static_cast<int64_t>(DpoLossKind::kOrpo)) return p.beta * dpoSoftplus(-z);
-  return (1.0 - e) * dpoSoftplus(-z) + e * dpoSoftplus(z);
-}
-MT_HOST_DEVICE inline double dpoPairLossGrad(const DpoLossParams& p, double z) {
-  const double e = p.smoothing;
-  if (p.kind == static_cast<int64_t>(DpoLossKind::kHinge)) return z < 1.0 ? -1.0 : 0.0;
-  if (p.kind == static_cast<int64_t>(DpoLossKind::kIpo)) return 2.0 * (z - 0.5) / (p.beta * p.beta);
-  if (p.kind == static_cast<int64_t>(DpoLossKind::kSimpo)) z -= p.gamma;
-  const double up = 1.0 / (1.0 + exp(z)), down = 1.0 / (1.0 + exp(-z));  // sigmoid(-z), sigmoid(z)
-  if (p.kind == static_cast<int64_t>(DpoLossKind::kOrpo)) return -p.beta * up;
-  if (p.kind == static_cast<int64_t>(DpoLossKind::kRobust)) return (-(1.0 - e) * up - e * down) / (1.0 - 2.0 * e);
-  return -(1.0 - e) * up + e * down;
+// Pair i's loss under `p` and its derivatives in logp[2i] (chosen) and logp[2i + 1] (rejected),
+// in double (the CPU kernel, its CUDA twin and the runtime's scoring of held-out pairs), with z,
+// the margin the log reports: beta times the log-ratios' difference, or ORPO's log odds ratio.
+struct DpoPair {
+  double loss, d_chosen, d_rejected, z;
+};
+MT_HOST_DEVICE inline DpoPair dpoPair(const DpoLossParams& p, const float* logp, const float* reference, int64_t i) {
+  const double c = double(logp[2 * i]) - reference[2 * i], r = double(logp[2 * i + 1]) - reference[2 * i + 1];
+  const double b = p.beta, z = b * (c - r);
+  const auto ds = [](double x) { return dpoSigmoid(x) * dpoSigmoid(-x); };  // the sigmoid's slope
+  switch (static_cast<DpoLossKind>(p.kind)) {
+    case DpoLossKind::kOrpo: {
+      const double odds = orpoLogOdds(c) - orpoLogOdds(r), up = dpoSigmoid(-odds);
+      return {b * dpoSoftplus(-odds), -b * up * orpoLogOddsSlope(c), b * up * orpoLogOddsSlope(r), odds};
+    }
+    case DpoLossKind::kSppoHard: {
+      const double win = c - 0.5 / b, lose = r + 0.5 / b;
+      return {win * win + lose * lose, 2.0 * win, 2.0 * lose, z};
+    }
+    case DpoLossKind::kNcaPair:
+      return {dpoSoftplus(-b * c) + 0.5 * dpoSoftplus(b * c) + 0.5 * dpoSoftplus(b * r),
+              b * (-dpoSigmoid(-b * c) + 0.5 * dpoSigmoid(b * c)), 0.5 * b * dpoSigmoid(b * r), z};
+    case DpoLossKind::kApoZero:
+      return {1.0 - dpoSigmoid(b * c) + dpoSigmoid(b * r), -b * ds(b * c), b * ds(b * r), z};
+    case DpoLossKind::kApoDown:
+      return {dpoSigmoid(b * c) + 1.0 - dpoSigmoid(z), b * ds(b * c) - b * ds(z), b * ds(z), z};
+    default: {
+      const double g = dpoMarginLossGrad(p, z);
+      return {dpoMarginLoss(p, z), b * g, -b * g, z};
+    }
+  }
 }
 std::string softmax_xent_check(const KernelArgs& args);
 void softmax_xent_cpu(const KernelArgs& args);

@@ -320,8 +320,11 @@ std::string checkPairs(const KernelArgs& args, const Tensor& logp, const Tensor&
   const int64_t kind = args.ints[0];
   const float beta = args.floats[0], smoothing = args.floats[1];
   if (kind < 0 || kind >= kDpoLossKinds) return std::string(op) + ": kind " + std::to_string(kind) + " is not a loss";
-  if (args.floats.size() == 3 && (kind != static_cast<int64_t>(DpoLossKind::kSimpo) || !std::isfinite(args.floats[2])))
-    return std::string(op) + ": gamma (a third float) is the simpo kind's, and finite";
+  if (args.floats.size() == 3 && (!dpoHasThirdFloat(kind) || !std::isfinite(args.floats[2]) ||
+                                  (kind == static_cast<int64_t>(DpoLossKind::kDiscopop) && !(args.floats[2] > 0.0f))))
+    return std::string(op) + ": a third float is the simpo kind's gamma (finite) or the discopop kind's tau (positive)";
+  if (args.floats.size() == 2 && kind == static_cast<int64_t>(DpoLossKind::kDiscopop))
+    return std::string(op) + ": the discopop kind takes its tau, a third float";
   if (!(beta > 0.0f) || !(smoothing >= 0.0f && smoothing <= 0.5f) ||
       (kind == static_cast<int64_t>(DpoLossKind::kRobust) && smoothing == 0.5f))
     return std::string(op) + ": beta must be positive and the label smoothing in [0, 1/2] (the robust loss: below)";
@@ -399,7 +402,7 @@ void dpo_loss_cpu(const KernelArgs& args) {
   const DpoLossParams params = dpoLossParams(args);
   double total = 0.0;
   for (int64_t i = 0; i < pairs; ++i)
-    total += dpoPairLoss(params, dpoPairMargin(params, args.in[0].f32(), args.in[1].f32(), i).z);
+    total += dpoPair(params, args.in[0].f32(), args.in[1].f32(), i).loss;
   args.out[0].f32()[0] = static_cast<float>(total / pairs);
 }
 
@@ -417,10 +420,9 @@ void dpo_loss_grad_cpu(const KernelArgs& args) {
   const double dloss = args.in[0].f32()[0];
   float* dlogp = args.out[0].f32();
   for (int64_t i = 0; i < pairs; ++i) {
-    const DpoMargin m = dpoPairMargin(params, args.in[1].f32(), args.in[2].f32(), i);
-    const double dz = dloss / pairs * dpoPairLossGrad(params, m.z);
-    dlogp[2 * i] = static_cast<float>(dz * m.chosen_slope);
-    dlogp[2 * i + 1] = static_cast<float>(dz * m.rejected_slope);
+    const DpoPair pair = dpoPair(params, args.in[1].f32(), args.in[2].f32(), i);
+    dlogp[2 * i] = static_cast<float>(dloss / pairs * pair.d_chosen);
+    dlogp[2 * i + 1] = static_cast<float>(dloss / pairs * pair.d_rejected);
   }
 }
 

@@ -140,21 +140,20 @@ __global__ void dpoLoss(const float* __restrict__ logp, const float* __restrict_
                         int64_t pairs, DpoLossParams params) {
   double total = 0.0;
   for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x)
-    total += dpoPairLoss(params, dpoPairMargin(params, logp, reference, i).z);
+    total += dpoPair(params, logp, reference, i).loss;
   total = blockSum(total);
   if (threadIdx.x == 0) loss[0] = static_cast<float>(total / pairs);
 }
 
-// mt.dpo_loss_grad: dlogp[2i] = dloss * dpoPairLossGrad(z_i) / pairs times z_i's slope in it, dlogp[2i + 1]
+// mt.dpo_loss_grad: dlogp[2i] = dloss / pairs times the pair's loss's derivative in it, dlogp[2i + 1]
 // alike.
 __global__ void dpoLossGrad(const float* __restrict__ dloss, const float* __restrict__ logp,
                             const float* __restrict__ reference, float* __restrict__ dlogp, int64_t pairs,
                             DpoLossParams params) {
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += int64_t(gridDim.x) * blockDim.x) {
-    const DpoMargin m = dpoPairMargin(params, logp, reference, i);
-    const double dz = double(dloss[0]) / pairs * dpoPairLossGrad(params, m.z);
-    dlogp[2 * i] = static_cast<float>(dz * m.chosen_slope);
-    dlogp[2 * i + 1] = static_cast<float>(dz * m.rejected_slope);
+    const DpoPair pair = dpoPair(params, logp, reference, i);
+    dlogp[2 * i] = static_cast<float>(double(dloss[0]) / pairs * pair.d_chosen);
+    dlogp[2 * i + 1] = static_cast<float>(double(dloss[0]) / pairs * pair.d_rejected);
   }
 }
 

@@ -54,15 +54,14 @@ Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(
     return t.dtype() == plan::DTYPE_F32 && t.shape_size() == 1 ? t.shape(0) : -1;
   };
   // The call's attributes were checked with the plan (dpo_loss_check): a kind, beta > 0, a
-  // smoothing, SimPO's gamma.
+  // smoothing, SimPO's gamma or DiscoPOP's tau.
   if ((reference_ < 0) != reference_free || policy_ < 0 || (!reference_free && rows(reference_) != plan.model().batch()) ||
       rows(policy_) != plan.model().batch() || plan.model().batch() % 2 != 0 || !loss ||
       loss->int_attrs_size() != 1 || loss->float_attrs_size() < 2 || loss->float_attrs_size() > 3)
     throw Error(fmt::format("the plan's preference tensors are malformed: {} (but SimPO's and ORPO's) and {} must be f32 (batch) "
                             "of an even batch, beside an mt.dpo_loss (recompile the plan with mtc --objective dpo)",
                             kReferenceLogprobsInput, kPolicyLogprobsOutput));
-  loss_ = {loss->int_attrs(0), loss->float_attrs(0), loss->float_attrs(1),
-           loss->float_attrs_size() > 2 ? double(loss->float_attrs(2)) : 0.0};
+  loss_ = dpoLossParams(loss->int_attrs(0), loss->float_attrs().data(), static_cast<size_t>(loss->float_attrs_size()));
   // Its attributes were checked with the plan (pair_nll_check): int[vocab, average] float[alpha].
   if (const plan::KernelCall* nll = firstCall(plan, KernelId::PairNll))
     nll_ = NllTerm{nll->float_attrs(0), nll->int_attrs(0), nll->int_attrs(1) == 1};
@@ -159,9 +158,9 @@ PairScores Preference::scoreRun(int64_t rows) const {
   for (int64_t p = 0; p < rows / 2; ++p) {
     const double chosen = loss_.beta * (double(policy[2 * p]) - reference[2 * p]);
     const double rejected = loss_.beta * (double(policy[2 * p + 1]) - reference[2 * p + 1]);
-    const double z = dpoPairMargin(loss_, policy, reference, p).z;
-    s.loss += dpoPairLoss(loss_, z);  // mt.dpo_loss's
-    if (loss_.kind == static_cast<int64_t>(DpoLossKind::kOrpo)) s.log_odds += z, ++s.odds_pairs;
+    const DpoPair pair = dpoPair(loss_, policy, reference, p);
+    s.loss += pair.loss;  // mt.dpo_loss's
+    if (loss_.kind == static_cast<int64_t>(DpoLossKind::kOrpo)) s.log_odds += pair.z, ++s.odds_pairs;
     s.chosen += chosen, s.rejected += rejected;
     s.right += chosen > rejected;
     ++s.pairs;

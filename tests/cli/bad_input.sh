@@ -130,7 +130,7 @@ expect_exit 2 "$bin/mtc" gpt2-tiny --bogus-flag
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective reward
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-beta 0
 expect_exit 2 "$bin/mtc" gpt2-tiny --dpo-beta 0.1
-expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-loss exo_pair
+expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-loss bco_pair
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-label-smoothing 0.5
 expect_exit 2 "$bin/mtc" gpt2-tiny --dpo-loss hinge
 expect_error_exit 2 "--simpo-gamma is SimPO's target margin: give it with --dpo-loss simpo" \
@@ -139,6 +139,8 @@ expect_error_exit 2 "--dpo-loss shapes a preference loss: give it with --objecti
   "$bin/mtc" gpt2-tiny --objective next-token --dpo-loss ipo -o x.plan
 expect_error_exit 2 "--dpo-label-smoothing: the orpo loss has no label smoothing" \
   "$bin/mtc" gpt2-tiny --objective dpo --dpo-loss orpo --dpo-label-smoothing 0.1 -o x.plan
+expect_error_exit 2 "--discopop-tau is DiscoPOP's temperature: give it with --dpo-loss discopop" \
+  "$bin/mtc" gpt2-tiny --objective dpo --discopop-tau 0.1 -o x.plan
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --forward-only
 expect_error "--objective dpo needs an even --batch (its rows are (chosen, rejected) pairs), not 3" \
   "$bin/mtc" gpt2-tiny --objective dpo --batch 3 -o x.plan

@@ -194,18 +194,34 @@ def sequence_logps(logits, y, average=False):
     return total / (y != -100).sum(-1).clamp(min=1) if average else total
 
 
-def dpo_loss(policy, reference, beta, kind="sigmoid", smoothing=0.0, gamma=0.0):
+def dpo_loss(policy, reference, beta, kind="sigmoid", smoothing=0.0, third=0.0):
     """mt.dpo_loss, as TRL's DPOTrainer computes its loss_type `kind` with label_smoothing (and
-    CPOTrainer its "simpo", reference-free: `reference` zeros, with simpo_gamma `gamma`; and
-    ORPOTrainer its odds-ratio term, "orpo", of the rows' means, reference-free): rows 2i chosen,
-    2i + 1 rejected."""
+    CPOTrainer its "simpo", reference-free: `reference` zeros, with simpo_gamma `third`; and
+    ORPOTrainer its odds-ratio term, "orpo", of the rows' means, reference-free; "discopop" with
+    discopop_tau `third`): rows 2i chosen, 2i + 1 rejected."""
     if kind == "orpo":  # ORPOTrainer.odds_ratio_loss, as TRL writes it; the trainer subtracts its mean
         c, r = policy[0::2], policy[1::2]
         log_odds = (c - r) - (torch.log1p(-torch.exp(c)) - torch.log1p(-torch.exp(r)))
         return -(beta * F.logsigmoid(log_odds)).mean()
-    z = beta * ((policy[0::2] - reference[0::2]) - (policy[1::2] - reference[1::2]))
+    c, r = policy[0::2] - reference[0::2], policy[1::2] - reference[1::2]  # the log-ratios
+    z = beta * (c - r)
     if kind == "simpo":  # CPOTrainer: logits = (chosen - rejected) - gamma / beta; beta * logits
-        z = z - gamma
+        z = z - third
+    if kind == "exo_pair":  # eqn (16) of the EXO paper, TRL's stand-in 1e-3 for no smoothing
+        e = smoothing or 1e-3
+        return (z.sigmoid() * (F.logsigmoid(z) - math.log(1 - e))
+                + (-z).sigmoid() * (F.logsigmoid(-z) - math.log(e))).mean()
+    if kind == "sppo_hard":
+        return ((c - 0.5 / beta) ** 2 + (r + 0.5 / beta) ** 2).mean()
+    if kind == "nca_pair":
+        return (-F.logsigmoid(beta * c) - 0.5 * F.logsigmoid(-beta * c) - 0.5 * F.logsigmoid(-beta * r)).mean()
+    if kind == "apo_zero":
+        return (1 - torch.sigmoid(beta * c) + torch.sigmoid(beta * r)).mean()
+    if kind == "apo_down":
+        return (torch.sigmoid(beta * c) + 1 - torch.sigmoid(z)).mean()
+    if kind == "discopop":  # eqn (5) of the DiscoPOP paper
+        m = torch.sigmoid(z / third)
+        return (-F.logsigmoid(z) * (1 - m) + torch.exp(-z) * m).mean()
     if kind == "hinge":
         return torch.relu(1 - z).mean()
     if kind == "ipo":  # TRL: (logits - 1 / (2 beta))^2, logits the log-ratios' difference (z / beta)

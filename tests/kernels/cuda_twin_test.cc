@@ -498,11 +498,13 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
   const auto means = runKernel(KernelId::SequenceLogprob, {logits4, rows4},
                                {HostTensor::f32({4}), HostTensor::f32({4, 29})}, {1})[0];
   const auto zeros = HostTensor::f32({4}, {0.0f, 0.0f, 0.0f, 0.0f});
-  for (int64_t kind = 0; kind < kDpoLossKinds; ++kind) {  // sigmoid, hinge, robust, IPO, SimPO (gamma), ORPO; smoothed
+  // Every kind (sigmoid, hinge, robust, IPO, SimPO with gamma, ORPO, EXO, SPPO, NCA, APO, DiscoPOP
+  // with tau); smoothed.
+  for (int64_t kind = 0; kind < kDpoLossKinds; ++kind) {
     const bool orpo = kind == static_cast<int64_t>(DpoLossKind::kOrpo);
     const HostTensor &logp = orpo ? means : seq[0], &ref = orpo ? zeros : reference;
     std::vector<float> floats{0.1f, 0.2f};
-    if (kind == static_cast<int64_t>(DpoLossKind::kSimpo)) floats.push_back(0.3f);
+    if (dpoHasThirdFloat(kind)) floats.push_back(0.3f);
     expectTwin(KernelId::DpoLoss, {logp, ref}, {HostTensor::f32({})}, {kind}, floats);
     expectTwin(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.7f}), logp, ref}, {HostTensor::f32({4})}, {kind}, floats);
   }

@@ -30,21 +30,45 @@ Doubles sequenceLogprob(const Doubles& logits, const std::vector<int32_t>& targe
   return logp;
 }
 
-// The mean over pairs (2i chosen, 2i + 1 rejected) of TRL's losses of z = beta * (margin_chosen -
-// margin_rejected) with label smoothing e, from their definitions: sigmoid -(1 - e) log s(z) -
-// e log s(-z); hinge max(0, 1 - z); robust (-(1 - e) log s(z) + e log s(-z)) / (1 - 2e).
+// The mean over pairs (2i chosen, 2i + 1 rejected) of TRL's losses of c and r, the pair's
+// log-ratios (policy minus reference), and z = beta (c - r), with label smoothing e, from their
+// definitions (TRL's DPOTrainer.dpo_loss): sigmoid -(1 - e) log s(z) - e log s(-z); hinge max(0,
+// 1 - z); robust (-(1 - e) log s(z) + e log s(-z)) / (1 - 2e); IPO; SimPO's shifted by `third`
+// (gamma); EXO; SPPO; NCA; APO; DiscoPOP with tau `third`.
 double dpoLoss(const Doubles& logp, const Doubles& reference, double beta, DpoLossKind kind = DpoLossKind::kSigmoid,
-               double e = 0.0, double gamma = 0.0) {
+               double e = 0.0, double third = 0.0) {
   const size_t pairs = logp.size() / 2;
   double total = 0.0;
   auto logSigmoid = [](double x) { return -std::log1p(std::exp(-x)); };
+  auto sigmoid = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
   for (size_t i = 0; i < pairs; ++i) {
-    const double z = beta * ((logp[2 * i] - reference[2 * i]) - (logp[2 * i + 1] - reference[2 * i + 1]));
-    if (kind == DpoLossKind::kHinge) total += std::max(0.0, 1.0 - z);
-    else if (kind == DpoLossKind::kIpo) total += (z / beta - 1 / (2 * beta)) * (z / beta - 1 / (2 * beta));
-    else if (kind == DpoLossKind::kSimpo) total += -(1 - e) * logSigmoid(z - gamma) - e * logSigmoid(gamma - z);
-    else if (kind == DpoLossKind::kRobust) total += (-(1 - e) * logSigmoid(z) + e * logSigmoid(-z)) / (1 - 2 * e);
-    else total += -(1 - e) * logSigmoid(z) - e * logSigmoid(-z);
+    const double c = logp[2 * i] - reference[2 * i], r = logp[2 * i + 1] - reference[2 * i + 1];
+    const double z = beta * (c - r);
+    switch (kind) {
+      case DpoLossKind::kHinge: total += std::max(0.0, 1.0 - z); break;
+      case DpoLossKind::kIpo: total += (z / beta - 1 / (2 * beta)) * (z / beta - 1 / (2 * beta)); break;
+      case DpoLossKind::kSimpo: total += -(1 - e) * logSigmoid(z - third) - e * logSigmoid(third - z); break;
+      case DpoLossKind::kRobust: total += (-(1 - e) * logSigmoid(z) + e * logSigmoid(-z)) / (1 - 2 * e); break;
+      case DpoLossKind::kExoPair: {
+        const double x = e == 0.0 ? 1e-3 : e;
+        total += sigmoid(z) * (logSigmoid(z) - std::log(1 - x)) + sigmoid(-z) * (logSigmoid(-z) - std::log(x));
+        break;
+      }
+      case DpoLossKind::kSppoHard:
+        total += (c - 0.5 / beta) * (c - 0.5 / beta) + (r + 0.5 / beta) * (r + 0.5 / beta);
+        break;
+      case DpoLossKind::kNcaPair:
+        total += -logSigmoid(beta * c) - 0.5 * logSigmoid(-beta * c) - 0.5 * logSigmoid(-beta * r);
+        break;
+      case DpoLossKind::kApoZero: total += 1 - sigmoid(beta * c) + sigmoid(beta * r); break;
+      case DpoLossKind::kApoDown: total += sigmoid(beta * c) + 1 - sigmoid(z); break;
+      case DpoLossKind::kDiscopop: {
+        const double m = sigmoid(z / third);
+        total += -logSigmoid(z) * (1 - m) + std::exp(-z) * m;
+        break;
+      }
+      default: total += -(1 - e) * logSigmoid(z) - e * logSigmoid(-z);
+    }
   }
   return total / pairs;
 }
@@ -137,8 +161,9 @@ TEST_F(PreferenceKernels, DpoLossAndGradientOverPairs) {
   EXPECT_EQ(grad[0].floats[0], -grad[0].floats[1]) << "a pair's rows take opposite gradients";
 }
 
-// TRL's other losses (mt.dpo_loss's kind: hinge, robust, IPO, SimPO with its gamma) and label smoothing: each against its definition, its
-// gradient against finite differences (margins kept off the hinge's kink).
+// TRL's other losses (mt.dpo_loss's kind: hinge, robust, IPO, SimPO with its gamma, EXO with and
+// without smoothing, SPPO, NCA, APO, DiscoPOP with its tau) and label smoothing: each against its
+// definition, its gradient against finite differences (margins kept off the hinge's kink).
 TEST_F(PreferenceKernels, HingeRobustAndSmoothedLosses) {
   // z = 0.4, 0.8, -1.2, 1.6: the last past the hinge (no gradient there), none at its kink.
   const Doubles logp{-12.5, -14.0, -3.0, -4.0, -7.0, -2.0, -5.0, -9.0}, reference{-13.0, -13.5, -2.0, -1.0, -6.0, -4.0,
@@ -147,15 +172,18 @@ TEST_F(PreferenceKernels, HingeRobustAndSmoothedLosses) {
   const float beta = 0.4f;
   struct Case {
     DpoLossKind kind;
-    double e, gamma;  // gamma: SimPO's, its third float
+    double e, third;  // third: SimPO's gamma, DiscoPOP's tau
   };
   for (Case c : {Case{DpoLossKind::kSigmoid, 0.1, 0.0}, {DpoLossKind::kHinge, 0.0, 0.0}, {DpoLossKind::kRobust, 0.2, 0.0},
-                 {DpoLossKind::kIpo, 0.0, 0.0}, {DpoLossKind::kSimpo, 0.1, 0.3}}) {
+                 {DpoLossKind::kIpo, 0.0, 0.0}, {DpoLossKind::kSimpo, 0.1, 0.3}, {DpoLossKind::kExoPair, 0.0, 0.0},
+                 {DpoLossKind::kExoPair, 0.2, 0.0}, {DpoLossKind::kSppoHard, 0.0, 0.0}, {DpoLossKind::kNcaPair, 0.0, 0.0},
+                 {DpoLossKind::kApoZero, 0.0, 0.0}, {DpoLossKind::kApoDown, 0.0, 0.0},
+                 {DpoLossKind::kDiscopop, 0.0, 0.5}}) {
     const std::string what = "kind " + std::to_string(static_cast<int>(c.kind)) + ", smoothing " + std::to_string(c.e);
     const std::vector<int64_t> ints{static_cast<int64_t>(c.kind)};
     std::vector<float> floats{beta, float(c.e)};
-    if (c.kind == DpoLossKind::kSimpo) floats.push_back(float(c.gamma));
-    const auto want = [&](const Doubles& x) { return dpoLoss(x, reference, beta, c.kind, float(c.e), float(c.gamma)); };
+    if (dpoHasThirdFloat(static_cast<int64_t>(c.kind))) floats.push_back(float(c.third));
+    const auto want = [&](const Doubles& x) { return dpoLoss(x, reference, beta, c.kind, float(c.e), float(c.third)); };
     auto loss = runKernel(KernelId::DpoLoss, {logpT, refT}, {HostTensor::f32({})}, ints, floats);
     expectClose(loss[0].floats, {want(logp)}, kF32Tol, "dpo_loss, " + what);
     auto grad = runKernel(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.5f}), logpT, refT}, {HostTensor::f32({8})},
@@ -287,8 +315,12 @@ TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
   EXPECT_NE(pairs({2}, {0.1f, 0.5f}).find("the robust loss: below"), std::string::npos) << "1 - 2e = 0";
   EXPECT_EQ(pairs({1}, {0.1f, 0.5f}), "");
   EXPECT_EQ(pairs({4}, {2.0f, 0.0f, 0.5f}), "") << "SimPO's gamma";
-  EXPECT_NE(pairs({0}, {0.1f, 0.0f, 0.5f}).find("gamma (a third float) is the simpo kind's"), std::string::npos);
-  EXPECT_NE(pairs({4}, {2.0f, 0.0f, INFINITY}).find("and finite"), std::string::npos);
+  EXPECT_NE(pairs({0}, {0.1f, 0.0f, 0.5f}).find("a third float is the simpo kind's gamma"), std::string::npos);
+  EXPECT_NE(pairs({4}, {2.0f, 0.0f, INFINITY}).find("(finite)"), std::string::npos);
+  const int64_t discopop = static_cast<int64_t>(DpoLossKind::kDiscopop);
+  EXPECT_EQ(pairs({discopop}, {0.1f, 0.0f, 0.05f}), "") << "DiscoPOP's tau";
+  EXPECT_NE(pairs({discopop}, {0.1f, 0.0f}).find("takes its tau"), std::string::npos);
+  EXPECT_NE(pairs({discopop}, {0.1f, 0.0f, 0.0f}).find("tau (positive)"), std::string::npos);
   EXPECT_NE(problem(KernelId::SequenceLogprob, {HostTensor::f32({6, 5}), HostTensor::i32({6}, std::vector<int32_t>(6, 0))},
                     {HostTensor::f32({6}), HostTensor::f32({6})}, {})
                 .find("(B, T, V)"),
