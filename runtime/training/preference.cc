@@ -37,6 +37,7 @@ std::string referenceFile(const std::string& folder, bool held_out) {
 
 void PairScores::add(const PairScores& o) {
   loss += o.loss, pairs += o.pairs, right += o.right, chosen += o.chosen, rejected += o.rejected;
+  logp_chosen += o.logp_chosen, logp_rejected += o.logp_rejected;
   nll += o.nll, nll_tokens += o.nll_tokens;
   log_odds += o.log_odds, odds_pairs += o.odds_pairs;
 }
@@ -162,6 +163,7 @@ PairScores Preference::scoreRun(int64_t rows) const {
     s.loss += pair.loss;  // mt.dpo_loss's
     if (loss_.kind == static_cast<int64_t>(DpoLossKind::kOrpo)) s.log_odds += pair.z, ++s.odds_pairs;
     s.chosen += chosen, s.rejected += rejected;
+    s.logp_chosen += policy[2 * p], s.logp_rejected += policy[2 * p + 1];
     s.right += chosen > rejected;
     ++s.pairs;
     if (nll_) {  // mt.pair_nll's sums, from the run's targets
@@ -191,6 +193,8 @@ void Preference::addTo(const PairScores& s, nlohmann::json& line, const std::str
   line[prefix + "reward_chosen"] = s.chosen / n;
   line[prefix + "reward_rejected"] = s.rejected / n;
   line[prefix + "reward_margin"] = (s.chosen - s.rejected) / n;
+  line[prefix + "logps_chosen"] = s.logp_chosen / n;
+  line[prefix + "logps_rejected"] = s.logp_rejected / n;
   if (s.nll_tokens) line[prefix + "nll"] = s.nll / double(s.nll_tokens);
   if (s.odds_pairs) line[prefix + "log_odds"] = s.log_odds / double(s.odds_pairs);
 }

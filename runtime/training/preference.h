@@ -35,22 +35,25 @@ struct ReferenceTable {
 };
 
 // A run's pairs scored: their DPO loss summed, how many, how many the chosen reply won, the
-// implicit rewards summed; with an NLL term (mt.pair_nll), the chosen replies' negative
-// log-likelihood summed and their tokens; for ORPO, the pairs' log odds ratios summed and how many.
+// implicit rewards and the policy's log-probabilities of the replies (sums, or means per token)
+// summed; with an NLL term (mt.pair_nll), the chosen replies' negative log-likelihood summed and
+// their tokens; for ORPO, the pairs' log odds ratios summed and how many.
 struct PairScores {
   double loss = 0.0;
   int64_t pairs = 0, right = 0;
   double chosen = 0.0, rejected = 0.0;
+  double logp_chosen = 0.0, logp_rejected = 0.0;
   double nll = 0.0;
   int64_t nll_tokens = 0;
   double log_odds = 0.0;
   int64_t odds_pairs = 0;
   void add(const PairScores& other);
   std::vector<double> flat() const {
-    return {loss, double(pairs), double(right), chosen, rejected, nll, double(nll_tokens), log_odds, double(odds_pairs)};
+    return {loss,        double(pairs),  double(right), chosen,   rejected,          logp_chosen,
+            logp_rejected, nll, double(nll_tokens), log_odds, double(odds_pairs)};
   }
   static PairScores unflat(const double* v) {
-    return {v[0], int64_t(v[1]), int64_t(v[2]), v[3], v[4], v[5], int64_t(v[6]), v[7], int64_t(v[8])};
+    return {v[0], int64_t(v[1]), int64_t(v[2]), v[3], v[4], v[5], v[6], v[7], int64_t(v[8]), v[9], int64_t(v[10])};
   }
 };
 
@@ -94,7 +97,9 @@ class Preference {
   // A data-parallel step: every rank's pairs added, in rank order (each rank gets the total).
   void addRanks(const World& world);
   // "pairs_right" (the share of pairs whose chosen reply's reward beats the rejected one's),
-  // "reward_margin", "reward_chosen", "reward_rejected" (means over the pairs), with an NLL term
+  // "reward_margin", "reward_chosen", "reward_rejected", "logps_chosen", "logps_rejected" (the
+  // policy's log-probabilities of the replies, TRL's logps/chosen and logps/rejected; means over the
+  // pairs), with an NLL term
   // "nll" (the chosen replies' per token) and for ORPO "log_odds" (the mean log odds ratio) into a
   // log line, each name after `prefix` ("val_" for a validation).
   static void addTo(const PairScores& scores, nlohmann::json& line, const std::string& prefix = "");

@@ -71,9 +71,9 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
     """The transformers-style model trained with TRL's loss (`kind`, label smoothing; SimPO's
     `gamma`, without a reference; ORPO's odds-ratio term, without one; plus `rpo_alpha` times the
     chosen rows' cross-entropy, TRL's rpo_alpha and ORPO's NLL term) on mtrun's pairs: the losses,
-    each step's (share of pairs won, mean reward margin; with rpo_alpha the NLL; for ORPO the mean
-    log odds ratio), and after the last step the held-out pairs' (`held`: tokens, counted, starts)
-    mean loss, share won and margin (and NLL, log odds ratio) alike. ORPO's NLL here is over the
+    each step's (share of pairs won, mean reward margin, the replies' mean log-probabilities; with
+    rpo_alpha the NLL; for ORPO the mean log odds ratio), and after the last step the held-out
+    pairs' (`held`: tokens, counted, starts) mean loss, share won, margin, ... alike. ORPO's NLL here is over the
     chosen replies' tokens, as the paper defines it and mttok counts them (TRL's ORPOTrainer also
     counts the prompt's). The reference model is `reference_weights` where given, else `weights`."""
     average = kind in ("ipo", "simpo", "orpo")  # TRL averages each reply's log-probabilities for these
@@ -106,7 +106,8 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
     def loss_of(logits, y, step):
         policy, ref_logps = ref.sequence_logps(logits, y, average=average), reference[drawn[step]]
         margin = beta * ((policy[0::2] - ref_logps[0::2]) - (policy[1::2] - ref_logps[1::2])).detach()
-        rewards.append(((margin > 0).double().mean().item(), margin.mean().item()))
+        rewards.append(((margin > 0).double().mean().item(), margin.mean().item(), policy[0::2].mean().item(),
+                        policy[1::2].mean().item()))
         loss = ref.dpo_loss(policy, ref_logps, beta, kind, smoothing, gamma)
         if rpo_alpha:
             nll = chosen_nll(logits, y)
@@ -126,7 +127,8 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
             held_nll = (chosen_nll(logits_of(x), y).item(),)
         held_loss += rpo_alpha * held_nll[0]
     # (loss, won, margin), and with rpo_alpha the chosen replies' NLL per token; each step's alike.
-    validation = (held_loss, (margin > 0).double().mean().item(), margin.mean().item()) + held_nll + log_odds(policy)
+    validation = ((held_loss, (margin > 0).double().mean().item(), margin.mean().item(), policy[0::2].mean().item(),
+                   policy[1::2].mean().item()) + held_nll + log_odds(policy))
     return losses, rewards, validation
 
 
@@ -376,8 +378,10 @@ def other_losses(bin_dir, tokens, counted, starts, held, weights, failures):
             continue
         nll = ("nll",) if rpo else ()  # the chosen replies' NLL per token, logged with --rpo-alpha (and ORPO's)
         nll += ("log_odds",) if kind == "orpo" else ()
-        got = [tuple(line.get(k) for k in ("pairs_right", "reward_margin") + nll) for line in log]
-        got_val = tuple(val[0].get("val_" + k) for k in ("loss", "pairs_right", "reward_margin") + nll) if val else None
+        logps = ("logps_chosen", "logps_rejected")  # the policy's, TRL's logps/chosen and logps/rejected
+        got = [tuple(line.get(k) for k in ("pairs_right", "reward_margin") + logps + nll) for line in log]
+        got_val = (tuple(val[0].get("val_" + k) for k in ("loss", "pairs_right", "reward_margin") + logps + nll)
+                   if val else None)
         if ("reference: none" in out) != (kind in ("simpo", "orpo")) or ("nll" in log[0]) != bool(rpo) or \
                 any(g[0] != w[0] or len(g) != len(w) or any(abs(a - b) > 1e-4 * max(1.0, abs(b)) for a, b in zip(g[1:], w[1:]))
                     for g, w in zip(got, rewards)) or \
@@ -424,9 +428,11 @@ def main():
                                                      for g, w in zip(got_val, validation)):
         failures.append(f"held-out pairs: (loss, won, margin) {got_val}, the model's {validation}")
     worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
-    got = [(line["pairs_right"], line["reward_margin"]) for line in log]
-    if any(g[0] != w[0] or abs(g[1] - w[1]) > 1e-4 * max(1.0, abs(w[1])) for g, w in zip(got, rewards)):
-        failures.append(f"implicit rewards (pairs won, margin) {got}, the model's {rewards}")
+    got = [(line["pairs_right"], line["reward_margin"], line["logps_chosen"], line["logps_rejected"]) for line in log]
+    if any(g[0] != w[0] or any(abs(a - b) > 1e-4 * max(1.0, abs(b)) for a, b in zip(g[1:], w[1:]))
+           for g, w in zip(got, rewards)):
+        failures.append(f"implicit rewards (pairs won, margin, the replies' log-probabilities) {got}, the model's "
+                        f"{rewards}")
     if abs(log[0]["loss"] - np.log(2)) > 1e-6 or log[-1]["loss"] >= log[0]["loss"]:
         failures.append(f"DPO losses {[line['loss'] for line in log]}: not log 2 at the reference, or not falling")
     print(f"{SCHEDULE.steps} DPO steps: losses within {worst:.1e} of the transformers-style model, rewards {got}")
