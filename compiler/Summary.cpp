@@ -234,7 +234,7 @@ std::string lossInWords(const LossSpec& spec) {
     case DpoLossKind::kHinge: return "max(0, 1 - z) (hinge)";
     case DpoLossKind::kRobust: return "robust DPO's loss of z";
     case DpoLossKind::kIpo: return "(z / beta - 1 / (2 beta))^2 (IPO)";
-    case DpoLossKind::kExoPair: return "EXO's of z";
+    case DpoLossKind::kExoPair: return spec.dpo_label_smoothing > 0.0 ? "EXO's of z" : "EXO's of z (smoothing 1e-3, TRL's for 0)";
     case DpoLossKind::kSppoHard: return "(c - 1 / (2 beta))^2 + (r + 1 / (2 beta))^2 (SPPO, hard)";
     case DpoLossKind::kNcaPair: return "-log sigmoid(beta c) - log sigmoid(-beta c) / 2 - log sigmoid(-beta r) / 2 (NCA)";
     case DpoLossKind::kApoZero: return "1 - sigmoid(beta c) + sigmoid(beta r) (APO-zero)";
@@ -249,7 +249,7 @@ std::string lossInWords(const LossSpec& spec) {
 void printObjective(const LossSpec& spec) {
   const double alpha = spec.nllWeight();
   const std::string nll = alpha > 0.0 ? fmt::format(" plus {} times the chosen replies' negative log-likelihood per "
-                                                    "token (--rpo-alpha)", alpha)
+                                                    "token ({})", alpha, spec.rpo_alpha ? "--rpo-alpha" : "ORPO's own")
                                       : "";
   std::printf("  objective      ");
   if (spec.dpo_loss == DpoLossKind::kOrpo) {

@@ -69,7 +69,7 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
     Option<"discopopTau", "discopop-tau", "double", /*default=*/"::mt::kDefaultDiscopopTau",
            "DiscoPOP's temperature (objective=dpo, dpo-loss=discopop)">,
     Option<"rpoAlpha", "rpo-alpha", "double", /*default=*/"0.0",
-           "The weight of the chosen replies' NLL added to the loss (objective=dpo; TRL's rpo_alpha, cpo_alpha)">,
+           "The weight of the chosen replies' NLL added to the loss (objective=dpo; TRL's rpo_alpha, cpo_alpha; ORPO's own term, which mtc gives 1)">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

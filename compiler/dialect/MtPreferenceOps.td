@@ -151,8 +151,10 @@ def Mt_DpoLossGradOp : Mt_KernelOp<"dpo_loss_grad", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
   let summary = "backward of mt.dpo_loss: dlogp (B)";
   let description = [{
-    dlogp[2i] = dloss * beta * l'(z_i) / P, dlogp[2i+1] = -dlogp[2i] (sigmoid: l'(z) = -sigmoid(-z));
-    orpo: dloss * l'(z_i) / P times z_i's slope in each row (1 / (1 - p) and -1 / (1 - p)).
+    For the losses of z alone: dlogp[2i] = dloss * beta * l'(z_i) / P, dlogp[2i+1] = -dlogp[2i]
+    (sigmoid: l'(z) = -sigmoid(-z)); orpo: dloss * l'(z_i) / P times z_i's slope in each row
+    (1 / (1 - p) and -1 / (1 - p)); sppo_hard, nca_pair, apo_zero, apo_down: dloss / P times the
+    loss's derivative in each row's log-ratio (kernels/loss/loss.h dpoPair).
 
     ```mlir
     %dlogp = mt.dpo_loss_grad %dloss, %logp, %ref {beta = 1.0e-1 : f32} : tensor<f32>, tensor<4xf32>, tensor<4xf32>

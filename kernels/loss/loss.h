@@ -85,8 +85,9 @@ MT_HOST_DEVICE inline bool dpoReferenceFree(DpoLossKind k) { return k == DpoLoss
 MT_HOST_DEVICE inline bool dpoAverages(DpoLossKind k) {
   return k == DpoLossKind::kIpo || k == DpoLossKind::kSimpo || k == DpoLossKind::kOrpo;
 }
-// Whether a kind's loss reads the label smoothing e (the others have none).
-inline bool dpoSmooths(DpoLossKind k) {
+// Whether a kind's loss reads the label smoothing e (the others have none; the kernels ignore it
+// for them, mtc refuses it).
+MT_HOST_DEVICE inline bool dpoSmooths(DpoLossKind k) {
   return k == DpoLossKind::kSigmoid || k == DpoLossKind::kRobust || k == DpoLossKind::kSimpo ||
          k == DpoLossKind::kExoPair;
 }
@@ -131,11 +132,12 @@ MT_HOST_DEVICE inline int64_t rowTargets(const int32_t* targets, int64_t b, int6
 // and its slope 1 / (1 - p). A mean above kOrpoMostLikely (p within float rounding of 1, where the
 // odds are infinite and TRL's loss NaN) counts as kOrpoMostLikely, its slope 0.
 inline constexpr double kOrpoMostLikely = -1e-7;
+// (Written so that a NaN mean stays NaN: fmin would drop it.)
 MT_HOST_DEVICE inline double orpoLogOdds(double x) {
-  x = fmin(x, kOrpoMostLikely);
+  x = x > kOrpoMostLikely ? kOrpoMostLikely : x;
   return x - log(-expm1(x));
 }
-MT_HOST_DEVICE inline double orpoLogOddsSlope(double x) { return x < kOrpoMostLikely ? -1.0 / expm1(x) : 0.0; }
+MT_HOST_DEVICE inline double orpoLogOddsSlope(double x) { return x > kOrpoMostLikely ? 0.0 : -1.0 / expm1(x); }
 
 
 // The losses of the margin z alone (sigmoid, hinge, robust, IPO, SimPO, EXO, DiscoPOP) at z, and
@@ -152,9 +154,9 @@ MT_HOST_DEVICE inline double dpoMarginLoss(const DpoLossParams& p, double z) {
       const double x = e > 0.0 ? e : 1e-3;  // TRL's stand-in for no smoothing
       return dpoSigmoid(z) * (-dpoSoftplus(-z) - log1p(-x)) + dpoSigmoid(-z) * (-dpoSoftplus(z) - log(x));
     }
-    case DpoLossKind::kDiscopop: {
+    case DpoLossKind::kDiscopop: {  // exp(-z) m as exp(-z - softplus(-z / tau)): no inf times 0 at z << 0
       const double m = dpoSigmoid(z / p.tau);
-      return dpoSoftplus(-z) * (1.0 - m) + exp(-z) * m;
+      return dpoSoftplus(-z) * (1.0 - m) + exp(-z - dpoSoftplus(-z / p.tau));
     }
     case DpoLossKind::kSimpo: z -= p.gamma; [[fallthrough]];
     default: return (1.0 - e) * dpoSoftplus(-z) + e * dpoSoftplus(z);
@@ -171,9 +173,10 @@ MT_HOST_DEVICE inline double dpoMarginLossGrad(const DpoLossParams& p, double z)
       const double x = e > 0.0 ? e : 1e-3;
       return down * up * (z - log1p(-x) + log(x));
     }
-    case DpoLossKind::kDiscopop: {
+    case DpoLossKind::kDiscopop: {  // exp(-z) m and exp(-z) m', m' = m (1 - m) / tau, in log space
       const double m = dpoSigmoid(z / p.tau), dm = m * (1.0 - m) / p.tau;
-      return -up * (1.0 - m) - dpoSoftplus(-z) * dm - exp(-z) * m + exp(-z) * dm;
+      const double scaled = -z - dpoSoftplus(-z / p.tau);  // log(exp(-z) m)
+      return -up * (1.0 - m) - dpoSoftplus(-z) * dm - exp(scaled) + exp(scaled - dpoSoftplus(z / p.tau)) / p.tau;
     }
     case DpoLossKind::kSimpo: {
       const double shifted_up = dpoSigmoid(p.gamma - z), shifted_down = dpoSigmoid(z - p.gamma);

@@ -308,7 +308,8 @@ std::string checkAverageAttr(const KernelArgs& args, size_t leading, bool option
 }
 
 // logp and reference (B) of a dpo_loss or its backward (`op`): an even B > 0, the pairs' rows;
-// its kind, beta > 0 and label smoothing in [0, 1/2] (below for the robust loss).
+// its kind, beta > 0 and label smoothing in [0, 1/2] (below for the robust loss; a kind without
+// smoothing ignores it, as mtc refuses it there), a third float only for the kinds that take one.
 std::string checkPairs(const KernelArgs& args, const Tensor& logp, const Tensor& reference, const char* op) {
   MT_CHECK(expectDType(logp, DType::F32, op));
   MT_CHECK(expectDType(reference, DType::F32, op));
@@ -316,7 +317,7 @@ std::string checkPairs(const KernelArgs& args, const Tensor& logp, const Tensor&
     return std::string(op) + ": logp must be (B) of an even B > 0 (rows in pairs: chosen, rejected)";
   MT_CHECK(expectShape(reference, logp.shape, op));
   if (args.ints.size() != 1 || args.floats.size() < 2 || args.floats.size() > 3)
-    return std::string(op) + ": takes int[kind] and float[beta, label_smoothing(, gamma)]";
+    return std::string(op) + ": takes int[kind] and float[beta, label_smoothing(, gamma or tau)]";
   const int64_t kind = args.ints[0];
   const float beta = args.floats[0], smoothing = args.floats[1];
   if (kind < 0 || kind >= kDpoLossKinds) return std::string(op) + ": kind " + std::to_string(kind) + " is not a loss";

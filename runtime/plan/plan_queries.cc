@@ -135,6 +135,12 @@ int64_t planHostBytes(const plan::Plan& plan) {
   return bytes;
 }
 
+bool hasHostTensor(const plan::Plan& plan, plan::HostRole role, const std::string& name) {
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == role && t.name() == name) return true;
+  return false;
+}
+
 bool isTrainingPlan(const plan::Plan& plan) {
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_LOSS) return true;

@@ -15,6 +15,8 @@ namespace mt {
 
 // Whether the plan is a training step (it has a loss) rather than a forward-only evaluation.
 bool isTrainingPlan(const plan::Plan& plan);
+// Whether the plan has a host tensor of `role` named `name` (a named input or output).
+bool hasHostTensor(const plan::Plan& plan, plan::HostRole role, const std::string& name);
 
 // Per stream, per instruction: whether it is a copy the device keeps between runs of a
 // forward-only plan — a weight, its bf16 staging copy or a constant (host tensors that do not

@@ -92,7 +92,8 @@ ReferenceTable Preference::computeReference(Backend& backend, HostStore& store, 
     table.values[e] = static_cast<float>(share[batch / static_cast<size_t>(world.size()) * rows_ + row]);
     if (!std::isfinite(table.values[e]))
       throw Error("the reference log-probability of example " + std::to_string(table.first + e) + " is " +
-                  std::to_string(table.values[e]) + ": the starting weights give its reply no probability");
+                  std::to_string(table.values[e]) + ": the reference model (the starting weights, or "
+                  "--reference-weights) gives its reply no probability");
   }
   return table;
 }

@@ -32,15 +32,11 @@ std::map<std::string, std::string> provenance(const TrainConfig& config, const p
   const std::string code = std::string("MegaTrain ") + kVersion;
   const std::string data_now = data.path() + ": " + std::to_string(data.size()) + " tokens, crc32c " +
                                hex32(data.checksum());
-  if (resumed.provenance.empty()) {
-    std::map<std::string, std::string> start{
-        {p + "code", code},
-        {p + "plan", config.plan_path + ": model " + plan.model().name() + ", fingerprint " + planFingerprint(plan)},
-        {p + "data", data_now},
-        {p + "initial_weights", initial_weights}};
-    if (!config.reference_weights.empty()) start[p + "reference_weights"] = config.reference_weights;
-    return start;
-  }
+  if (resumed.provenance.empty())
+    return {{p + "code", code},
+            {p + "plan", config.plan_path + ": model " + plan.model().name() + ", fingerprint " + planFingerprint(plan)},
+            {p + "data", data_now},
+            {p + "initial_weights", initial_weights}};
   std::map<std::string, std::string> kept = resumed.provenance;
   const std::string since = "; from step " + std::to_string(resumed.step + 1) + ": ";
   if (kept[p + "code"].find(code) == std::string::npos) kept[p + "code"] += since + code;
@@ -160,6 +156,10 @@ const std::string& checkpointFolder(const TrainConfig& config) {
 std::string loadWeights(const plan::Plan& plan, const std::string& path, HostStore& store, const char* what) {
   store.initialize(plan.init_seed());
   if (path.empty()) return "the plan's seeded initializers (seed " + std::to_string(plan.init_seed()) + ")";
+  return loadParamsFrom(plan, path, store, what);
+}
+
+std::string loadParamsFrom(const plan::Plan& plan, const std::string& path, HostStore& store, const char* what) {
   const SafetensorsFile weights(path);
   store.loadParams(weights);
   uint32_t crc = 0;  // of the parameters' bytes in plan order

@@ -64,6 +64,9 @@ const std::string& checkpointFolder(const TrainConfig& config);
 // ("" : the plan's seeded initializers), said as `what` ("initial weights: PATH"); returns their
 // description for a provenance: the path and a checksum of the parameters' bytes.
 std::string loadWeights(const plan::Plan& plan, const std::string& path, HostStore& store, const char* what);
+// Only the parameters, from the file at `path`, the rest of the store as it is; the same said and
+// returned.
+std::string loadParamsFrom(const plan::Plan& plan, const std::string& path, HostStore& store, const char* what);
 
 // The initial weights (`path`, from initialWeightsPath; "" for the seeded initializers), then
 // the checkpoint to resume from; the state's provenance is this run's.

@@ -15,6 +15,7 @@
 #include "runtime/data/token_data.h"
 #include "runtime/distributed/world.h"
 #include "runtime/io/error.h"
+#include "runtime/io/safetensors.h"
 #include "runtime/plan/plan_queries.h"
 #include "runtime/plan/verifier.h"
 #include "runtime/training/checkpoint.h"
@@ -30,6 +31,8 @@ void validateConfig(const TrainConfig& c) {
   require(!c.data_path.empty() || c.export_only, "--data is required: the token file to train on (make one with mttok)");
   require(!c.export_only || (!c.resume_dir.empty() && (!c.export_path.empty() || !c.export_hf_dir.empty())),
           "--export-only writes a checkpoint's weights: give --resume CHECKPOINT_DIR and --export or --export-hf");
+  require(!c.export_only || c.reference_weights.empty(),
+          "--reference-weights names the reference model of a preference run; --export-only trains nothing: drop it");
   require(c.steps > 0, "--steps must be positive");
   require(std::isfinite(c.epochs) && c.epochs >= 0.0, "--epochs must be a finite number >= 0 (0: --steps decides)");
   require(c.steps <= kMaxSteps, "--steps " + std::to_string(c.steps) + " is beyond any run: give at most 2^40");
@@ -90,12 +93,10 @@ void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const Token
 }
 
 TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data) {
-  bool packs = false;   // the plan takes each token's position in its example
-  bool prefers = false;  // the plan trains preferences over (chosen, rejected) rows (SimPO's and ORPO's: no reference)
-  for (const plan::HostTensor& t : plan.host_tensors()) {
-    packs |= t.role() == plan::ROLE_INPUT && t.name() == kPositionsInput;
-    prefers |= t.role() == plan::ROLE_OUTPUT && t.name() == kPolicyLogprobsOutput;
-  }
+  // Whether the plan takes each token's position in its example, and whether it trains preferences
+  // over (chosen, rejected) rows (SimPO's and ORPO's: no reference).
+  const bool packs = hasHostTensor(plan, plan::ROLE_INPUT, kPositionsInput);
+  const bool prefers = hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyLogprobsOutput);
   if (prefers) {
     if (!config.rows_default && config.rows != RowLayout::kPairs)
       throw Error(rowsFlag(config.rows) + ": " + config.plan_path + " trains preferences (mtc --objective dpo): its "
@@ -125,18 +126,23 @@ TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenF
 
 void checkReferenceWeights(const TrainConfig& config, const plan::Plan& plan) {
   if (config.reference_weights.empty()) return;
-  bool reference = false, prefers = false;
-  for (const plan::HostTensor& t : plan.host_tensors()) {
-    reference |= t.role() == plan::ROLE_INPUT && t.name() == kReferenceLogprobsInput;
-    prefers |= t.role() == plan::ROLE_OUTPUT && t.name() == kPolicyLogprobsOutput;
-  }
-  if (!prefers)
+  if (!hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyLogprobsOutput))
     throw Error("--reference-weights " + config.reference_weights + ": " + config.plan_path + " trains the next "
                 "token; a reference model belongs to preference training (mtc --objective dpo): drop the flag");
-  if (!reference)
+  if (!hasHostTensor(plan, plan::ROLE_INPUT, kReferenceLogprobsInput))
     throw Error("--reference-weights " + config.reference_weights + ": " + config.plan_path + "'s loss has no "
                 "reference model (mtc --dpo-loss simpo or orpo scores the policy alone): drop the flag, or compile "
                 "with a loss that compares with one");
+  // The file read now, before anything is written or started: each parameter there, F32, of its shape.
+  const SafetensorsFile file(config.reference_weights);
+  for (const plan::HostTensor& t : plan.host_tensors()) {
+    if (t.role() != plan::ROLE_PARAM) continue;
+    if (!file.entries().count(t.name()))
+      throw Error("--reference-weights " + config.reference_weights + " holds no tensor '" + t.name() + "' of the " +
+                  "plan's parameters: give the weights of the same model under the plan's names (mtc writes them "
+                  "beside a plan it compiles from the reference's folder; mtrun --export writes them too)");
+    file.f32(t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end()));
+  }
 }
 
 // The plan to train: read, verified, and a training plan.

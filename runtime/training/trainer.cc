@@ -84,6 +84,7 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
       val_data_(val_data),
       store_(store),
       resumed_(resumed),
+      provenance_(resumed.provenance),
       outputs_(outputs),
       options_(options),
       on_arrival_(updatesOnArrival(planUpdateKind(plan))),
@@ -249,11 +250,14 @@ int64_t Trainer::fillRows(int64_t step, int64_t first_row) {
 }
 
 // The host's parameters replaced by the weights at `path` (the reference model's, or back to the
-// starting ones) by the host's writer, no rank of the host reading them meanwhile.
-void Trainer::swapWeights(const std::string& path, const char* what) {
+// starting ones: "" for the seeded initializers) by the host's writer, no rank of the host reading
+// them meanwhile; returns their description (loadWeights').
+std::string Trainer::swapWeights(const std::string& path, const char* what) {
   if (exchange_) exchange_->hostCopyWritten();
-  loadWeights(plan_, path, store_, what);
+  const std::string loaded =
+      path.empty() ? loadWeights(plan_, path, store_, what) : loadParamsFrom(plan_, path, store_, what);
   if (exchange_) exchange_->hostCopyWritten();
+  return loaded;
 }
 
 // The reference model of a preference plan is the one training starts from, or the weights of
@@ -271,7 +275,9 @@ void Trainer::prepareReference() {
   if (other_model && resuming)
     std::printf("note: --reference-weights is not read again: resuming, the reference log-probabilities the run "
                 "computed at its start are read back\n");
-  if (other_model && !resuming) swapWeights(config_.reference_weights, "reference weights");
+  if (other_model && !resuming)
+    provenance_[std::string(kProvenancePrefix) + "reference_weights"] =
+        swapWeights(config_.reference_weights, "reference weights");
   const auto start = std::chrono::steady_clock::now();
   const StepOptions eval = evalOptions();  // the reference without dropout, as TRL's evaluates it
   const HeldOutBatches training(data_, model_.batch(), model_.seq(), 0, data_.size() - val_tokens_, 0,
@@ -290,7 +296,13 @@ void Trainer::prepareReference() {
     examples += validator_->batches().windows();
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (other_model && !resuming) swapWeights(config_.weights_path, "back to the initial weights");
+  if (other_model && !resuming) {
+    const std::string initial = provenance_[std::string(kProvenancePrefix) + "initial_weights"];
+    const std::string again = swapWeights(config_.weights_path, "back to the initial weights");
+    if (again != initial)
+      throw Error("the initial weights changed while the reference was computed: they were " + initial + ", now " +
+                  again + "; start the run again with files that stay as they are");
+  }
   const std::string source = resuming      ? "read from " + config_.resume_dir
                              : other_model ? "under " + config_.reference_weights + " (loss-only runs)"
                                            : "under the starting weights (loss-only runs)";
@@ -386,7 +398,7 @@ void Trainer::validate(int64_t step) {
   logLine(line);
   if (config_.keep_best && v.best)
     writeState([&] {
-      outputs_.checkpoints->writeBest(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, v.loss);
+      outputs_.checkpoints->writeBest(plan_, store_, {step, resumed_.seed, config_.steps, provenance_}, v.loss);
     });
   if (v.since_best == kRisesBeforeWarning)
     std::printf("warning: the validation loss has stayed above its best (%.4f after step %lld) for %d validations: "
@@ -411,7 +423,7 @@ void Trainer::checkpoint(int64_t step) {
   backend_->applyPendingUpdate();  // on every rank: a sharded update gathers the weights
   writeState([&] {
     clearStatus();
-    outputs_.checkpoints->write(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, config_.keep);
+    outputs_.checkpoints->write(plan_, store_, {step, resumed_.seed, config_.steps, provenance_}, config_.keep);
     std::printf("checkpoint: step %lld -> %s\n", static_cast<long long>(step), outputs_.checkpoints->path().c_str());
   });
 }
@@ -476,7 +488,7 @@ std::string Trainer::saveAfterFault(int64_t step) {
     const std::string dir = base + "/mtrun-rescue-" + std::to_string(getpid());
     try {
       backend_->applyPendingUpdate();
-      CheckpointDir(dir).write(plan_, store_, {step, resumed_.seed, config_.steps, resumed_.provenance}, 1);
+      CheckpointDir(dir).write(plan_, store_, {step, resumed_.seed, config_.steps, provenance_}, 1);
       return after + " (and the optimizer's state) were written to the checkpoint folder " + dir +
              ": fix the fault, then resume with --resume " + dir;
     } catch (const Error&) {
@@ -486,7 +498,7 @@ std::string Trainer::saveAfterFault(int64_t step) {
          "rescue checkpoint): they are lost";
 }
 
-void Trainer::exportWeights(int64_t steps_done) { exportStore(config_, plan_, store_, resumed_.provenance, steps_done); }
+void Trainer::exportWeights(int64_t steps_done) { exportStore(config_, plan_, store_, provenance_, steps_done); }
 
 
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,7 +49,7 @@ class Trainer {
   StepResult runPlan();
   // A preference plan: its reference log-probabilities before the first step.
   void prepareReference();
-  void swapWeights(const std::string& path, const char* what);
+  std::string swapWeights(const std::string& path, const char* what);
   StepOptions evalOptions() const;  // a loss-only run's options
   // The step's rows [first_row, first_row + batch): tokens, targets and what the plan takes
   // beside them (the token mask, positions, the reference log-probabilities); the targets counted.
@@ -88,6 +89,9 @@ class Trainer {
   const TokenFile* val_data_;  // --val-data's tokens, or null
   HostStore& store_;
   const CheckpointState& resumed_;
+  // Where the run's weights come from (recorded in checkpoints and exports): resumed_'s, and the
+  // reference model's weights where --reference-weights gives them.
+  std::map<std::string, std::string> provenance_;
   RunOutputs& outputs_;
   StepOptions options_;
   const bool on_arrival_;

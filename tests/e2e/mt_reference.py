@@ -194,15 +194,18 @@ def sequence_logps(logits, y, average=False):
     return total / (y != -100).sum(-1).clamp(min=1) if average else total
 
 
+def orpo_log_odds(c, r):
+    """ORPOTrainer's log odds ratio of (chosen, rejected) mean log-probabilities, as TRL writes it."""
+    return (c - r) - (torch.log1p(-torch.exp(c)) - torch.log1p(-torch.exp(r)))
+
+
 def dpo_loss(policy, reference, beta, kind="sigmoid", smoothing=0.0, third=0.0):
     """mt.dpo_loss, as TRL's DPOTrainer computes its loss_type `kind` with label_smoothing (and
     CPOTrainer its "simpo", reference-free: `reference` zeros, with simpo_gamma `third`; and
     ORPOTrainer its odds-ratio term, "orpo", of the rows' means, reference-free; "discopop" with
     discopop_tau `third`): rows 2i chosen, 2i + 1 rejected."""
     if kind == "orpo":  # ORPOTrainer.odds_ratio_loss, as TRL writes it; the trainer subtracts its mean
-        c, r = policy[0::2], policy[1::2]
-        log_odds = (c - r) - (torch.log1p(-torch.exp(c)) - torch.log1p(-torch.exp(r)))
-        return -(beta * F.logsigmoid(log_odds)).mean()
+        return -(beta * F.logsigmoid(orpo_log_odds(policy[0::2], policy[1::2]))).mean()
     c, r = policy[0::2] - reference[0::2], policy[1::2] - reference[1::2]  # the log-ratios
     z = beta * (c - r)
     if kind == "simpo":  # CPOTrainer: logits = (chosen - rejected) - gamma / beta; beta * logits

@@ -100,8 +100,7 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
     def log_odds(policy):  # ORPO's mean log odds ratio (TRL logs it as log_odds_chosen)
         if kind != "orpo":
             return ()
-        c, r = policy[0::2].detach(), policy[1::2].detach()
-        return (((c - r) - (torch.log1p(-torch.exp(c)) - torch.log1p(-torch.exp(r)))).mean().item(),)
+        return (ref.orpo_log_odds(policy[0::2].detach(), policy[1::2].detach()).mean().item(),)
 
     def loss_of(logits, y, step):
         policy, ref_logps = ref.sequence_logps(logits, y, average=average), reference[drawn[step]]
@@ -142,8 +141,11 @@ def other_reference(bin_dir, tokens, counted, starts, held, weights, failures):
     ref.run([f"{bin_dir}/mtc", "qwen_ref", "--objective", "dpo", "--batch", str(SCHEDULE.batch), "--seq",
              str(SCHEDULE.seq), "-o", "qref.plan"])
     out = run_out([f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--reference-weights", "qref.safetensors",
-                   "--log", "refw.jsonl", "--val-data", "held.tok", "--val-every", str(SCHEDULE.steps)]
-                  + SCHEDULE.mtrun_flags())
+                   "--log", "refw.jsonl", "--val-data", "held.tok", "--val-every", str(SCHEDULE.steps), "--export",
+                   "refw.safetensors"] + SCHEDULE.mtrun_flags())
+    dump = run_out([f"{bin_dir}/mtdump", "refw.safetensors"])
+    if not re.search(r"provenance\.reference_weights +qref\.safetensors \(crc32c [0-9a-f]{8}", dump):
+        failures.append(f"--reference-weights: the export's provenance does not name the reference: {dump}")
     torch_losses, rewards, validation = torch_dpo(weights, tokens, counted, starts, held, reference_weights=other)
     lines = [json.loads(line) for line in open("refw.jsonl")]
     log, val = [line for line in lines if "val_loss" not in line], [line for line in lines if "val_loss" in line]
@@ -157,11 +159,15 @@ def other_reference(bin_dir, tokens, counted, starts, held, weights, failures):
                         f"held out {got_val}, the model's {validation}")
     print(f"--reference-weights: losses within {worst:.1e} of TRL's with that reference, first {log[0]['loss']:.4f}")
     data_parallel(bin_dir, failures, ["--reference-weights", "qref.safetensors"])  # the host copy swapped and back
-    for plan, why in (("orpo.plan", "has no reference model"), ("m.plan", "trains the next token")):
-        refused = subprocess.run([f"{bin_dir}/mtrun", plan, "--data", "pairs.tok", "--reference-weights",
-                                  "qref.safetensors", "--steps", "1"], capture_output=True, text=True)
-        if refused.returncode != 1 or why not in refused.stderr:
-            failures.append(f"--reference-weights with {plan}: exit {refused.returncode}: {refused.stderr}")
+    ref.run([f"{bin_dir}/mtc", "gpt2-tiny", "-o", "g.plan"])  # another model's weights
+    for plan, weights, why in (("orpo.plan", "qref.safetensors", "has no reference model"),
+                               ("m.plan", "qref.safetensors", "trains the next token"),
+                               ("d.plan", "g.safetensors", "holds no tensor")):
+        refused = subprocess.run([f"{bin_dir}/mtrun", plan, "--data", "pairs.tok", "--reference-weights", weights,
+                                  "--steps", "1", "--checkpoint-dir", "refused"], capture_output=True, text=True)
+        if refused.returncode != 1 or why not in refused.stderr or os.path.exists("refused"):
+            failures.append(f"--reference-weights {weights} with {plan}: exit {refused.returncode}, checkpoint folder "
+                            f"made: {os.path.exists('refused')}: {refused.stderr}")
 
 
 def refusals(bin_dir, failures):

@@ -161,10 +161,26 @@ TEST_F(PreferenceKernels, DpoLossAndGradientOverPairs) {
   EXPECT_EQ(grad[0].floats[0], -grad[0].floats[1]) << "a pair's rows take opposite gradients";
 }
 
+// Every kind at margins of thousands, both ways round (z = -2999 and 2999): the loss and its
+// gradient stay finite (DiscoPOP's exp(-z) times a sigmoid that has rounded to 0 is taken in log
+// space, as is every softplus).
+TEST_F(PreferenceKernels, EveryKindStaysFiniteAtHugeMargins) {
+  auto logp = HostTensor::f32({4}, {-3000.0f, -1.0f, -1.0f, -3000.0f}), zeros = HostTensor::f32({4});
+  for (int64_t kind = 0; kind < kDpoLossKinds; ++kind) {
+    std::vector<float> floats{1.0f, 0.0f};
+    if (dpoHasThirdFloat(kind)) floats.push_back(0.5f);
+    auto loss = runKernel(KernelId::DpoLoss, {logp, zeros}, {HostTensor::f32({})}, {kind}, floats);
+    auto grad = runKernel(KernelId::DpoLossGrad, {HostTensor::f32({}, {1.0f}), logp, zeros}, {HostTensor::f32({4})},
+                          {kind}, floats);
+    EXPECT_TRUE(std::isfinite(loss[0].floats[0])) << "kind " << kind << ": loss " << loss[0].floats[0];
+    for (float g : grad[0].floats) EXPECT_TRUE(std::isfinite(g)) << "kind " << kind << ": a gradient " << g;
+  }
+}
+
 // TRL's other losses (mt.dpo_loss's kind: hinge, robust, IPO, SimPO with its gamma, EXO with and
 // without smoothing, SPPO, NCA, APO, DiscoPOP with its tau) and label smoothing: each against its
 // definition, its gradient against finite differences (margins kept off the hinge's kink).
-TEST_F(PreferenceKernels, HingeRobustAndSmoothedLosses) {
+TEST_F(PreferenceKernels, EveryKindAgainstItsDefinition) {
   // z = 0.4, 0.8, -1.2, 1.6: the last past the hinge (no gradient there), none at its kink.
   const Doubles logp{-12.5, -14.0, -3.0, -4.0, -7.0, -2.0, -5.0, -9.0}, reference{-13.0, -13.5, -2.0, -1.0, -6.0, -4.0,
                                                                                 -5.0, -5.0};
