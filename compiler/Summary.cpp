@@ -74,6 +74,14 @@ void printTokenTiles(const CompileReport& r, ModuleOp module, const StageResult&
               formatBytes(static_cast<int64_t>(add_bytes)).c_str(),
               millis(add_bytes / emit.hardware.memory_bps * 1e6).c_str(),
               recomputed ? ", the norms before attention recomputed once more per tile" : "");
+  // The preference loss sums each row over its tokens: it reads the tiles' logits joined, unless
+  // the vocabulary split folds them chunk by chunk.
+  bool chunked = false;
+  module.walk([&](SequenceLogprobFinishOp) { chunked = true; });
+  if (r.options.loss.objective == LossObjective::kDpo && !chunked)
+    std::printf("  note           the preference loss reads the batch's logits whole (%s in f32), not tile by tile: "
+                "--vocab-chunks N streams them in chunks of the vocabulary instead\n",
+                formatBytes(4 * emit.batch * emit.seq * emit.vocab).c_str());
 }
 
 // The model's dropouts (ONNX Dropout in training mode): the one random step of training.
