@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   };
   if (const auto code = mt::parseFlags(app, argc, argv)) return leave(*code);
   c.rows_default = app.count("--rows") == 0;
+  c.lr_default = app.count("--lr") == 0;
   try {
     mt::validateConfig(c);  // a flag's value out of range is a bad flag too: exit 2
   } catch (const mt::Error& e) {

@@ -55,7 +55,9 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
            rowLayoutNames())
       ->default_str("packed, packed-examples or pairs");
   app.add_option("--seed", c.seed, "seed of the data order and of dropout's masks")->capture_default_str();
-  app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
+  app.add_option("--lr", c.lr,
+                 "peak learning rate (default 0.001; for a preference plan, mtc --objective dpo, 1e-6 as TRL's "
+                 "DPOConfig: its losses move the model far at the next token's rates)");
   choiceOf(app, "--lr-schedule", c.lr_schedule,
            "the learning rate after the warmup: cosine or linear decay from --lr to --lr x --min-lr-ratio at the "
            "last step, or constant --lr",

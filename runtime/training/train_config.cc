@@ -124,6 +124,14 @@ TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenF
   return config;
 }
 
+TrainConfig resolveLearningRate(TrainConfig config, const plan::Plan& plan) {
+  if (!config.lr_default || !hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyLogprobsOutput)) return config;
+  config.lr = kPreferenceLr;
+  std::printf("--lr %g: a preference plan's default (TRL's DPOConfig; the next token's is 0.001): pass --lr to "
+              "choose\n", config.lr);
+  return config;
+}
+
 void checkReferenceWeights(const TrainConfig& config, const plan::Plan& plan) {
   if (config.reference_weights.empty()) return;
   if (!hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyLogprobsOutput))

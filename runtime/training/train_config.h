@@ -30,6 +30,9 @@ TrainConfig resolveWarmup(TrainConfig config);
 // examples (mtc --packed-examples; throws naming the fix for one that is not); without --rows,
 // such a plan on files of examples (--data, and --val-data where given) packs them (said).
 TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data);
+// Without --lr, a preference plan trains at kPreferenceLr (said), as TRL's DPOConfig defaults.
+inline constexpr double kPreferenceLr = 1e-6;
+TrainConfig resolveLearningRate(TrainConfig config, const plan::Plan& plan);
 // --reference-weights needs a plan that compares with a reference model (mtc --objective dpo, not
 // a reference-free loss): throws naming the fix otherwise.
 void checkReferenceWeights(const TrainConfig& config, const plan::Plan& plan);

@@ -547,6 +547,7 @@ int train(const TrainConfig& given) {
   const std::unique_ptr<TokenFile> val_data =
       config.val_data_path.empty() ? nullptr : openTokens(config.val_data_path, plan);
   config = resolveRows(config, plan, *data, val_data.get());
+  config = resolveLearningRate(config, plan);
   checkEnoughTokens(config, plan, *data, val_data.get());
   checkRanksAgree(world, config, plan, *data);
   config = resolveWarmup(resolveEpochs(config, plan, *data));

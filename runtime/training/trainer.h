@@ -47,7 +47,8 @@ struct TrainConfig {
   RowLayout rows = RowLayout::kPacked;  // --rows: windows anywhere, one example per row (padded), or packed examples
   bool rows_default = false;  // no --rows: a plan of packed examples on files of examples packs them
   uint64_t seed = 1;           // data order, dropout masks (and initial weights when no weights file)
-  double lr = 1e-3;
+  double lr = 1e-3;  // the next token's default; a preference plan's is kPreferenceLr (resolveLearningRate)
+  bool lr_default = false;  // no --lr
   LrSchedule lr_schedule = LrSchedule::kCosine;  // after the warmup
   double min_lr_ratio = 0.1;   // cosine and linear decay to lr * min_lr_ratio
   int64_t warmup = 0;          // linear warmup steps

@@ -170,6 +170,15 @@ def other_reference(bin_dir, tokens, counted, starts, held, weights, failures):
                             f"made: {os.path.exists('refused')}: {refused.stderr}")
 
 
+def default_lr(bin_dir, failures):
+    """Without --lr a preference plan trains at TRL's DPOConfig's 1e-6, and says so."""
+    out = run_out([f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--steps", "1", "--lr-schedule", "constant",
+                   "--log", "lr.jsonl"])
+    lr = json.loads(open("lr.jsonl").readline())["lr"]
+    if lr != 1e-6 or "--lr 1e-06: a preference plan's default" not in out:
+        failures.append(f"a preference plan without --lr: lr {lr}: {out}")
+
+
 def refusals(bin_dir, failures):
     """What does not fit is refused by name, nothing written."""
     odd = subprocess.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--batch", "3", "--seq", "40", "-o", "odd.plan"],
@@ -463,6 +472,7 @@ def main():
         f.write(json.dumps({"instruction": "Double 2.", "output": "4."}) + "\n")
     refusals(bin_dir, failures)
     other_reference(bin_dir, tokens, counted, starts, held, weights, failures)
+    default_lr(bin_dir, failures)
     ref.finish("preference", failures)
 
 
