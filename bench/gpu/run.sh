@@ -80,7 +80,7 @@ for plan in $plans; do
   data=(--data .gpu/corpus.tok)
   case $name in
     packed-*) data=(--data .gpu/examples.tok --rows packed-examples) ;;
-    dpo-*) data=(--data .gpu/pairs.tok) ;;
+    dpo-*) data=(--data .gpu/pairs.tok --lr 1e-3) ;;  # the next token's rate: weights that move (not DPO's 1e-6)
   esac
   for backend in cpu cuda; do
     mt 60 mtrun "$plan" "${data[@]}" --steps 10 --backend $backend --log "$out/$name.$backend.jsonl" \
