@@ -247,6 +247,12 @@ std::string lossInWords(const LossSpec& spec) {
     case DpoLossKind::kNcaPair: return "-log sigmoid(beta c) - log sigmoid(-beta c) / 2 - log sigmoid(-beta r) / 2 (NCA)";
     case DpoLossKind::kApoZero: return "1 - sigmoid(beta c) + sigmoid(beta r) (APO-zero)";
     case DpoLossKind::kApoDown: return "sigmoid(beta c) + 1 - sigmoid(z) (APO-down)";
+    case DpoLossKind::kAot:
+      return "-log sigmoid of beta times the k-th smallest of the pairs' policy log-ratios (chosen over rejected) "
+             "minus the k-th smallest of the reference's, over the micro-batch (AOT)";
+    case DpoLossKind::kAotPair:
+      return "-log sigmoid of beta times the k-th smallest c minus the k-th smallest r over the micro-batch's pairs "
+             "(AOT, pairs)";
     case DpoLossKind::kDiscopop:
       return fmt::format("DiscoPOP's of z, tau {}", spec.discopop_tau.value_or(kDefaultDiscopopTau));
     default: return "-log sigmoid(z)";

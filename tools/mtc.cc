@@ -117,7 +117,8 @@ void addPreferenceFlags(CLI::App& app, mt::LossSpec& loss, CLI::Option* objectiv
                "--dpo-label-smoothing's noise), ipo ((z / beta - 1 / (2 beta))^2, IPO, of each reply's mean "
                "log-probability per token), exo_pair (EXO), sppo_hard (SPPO, hard probabilities), nca_pair (NCA), "
                "apo_zero or apo_down (APO: the chosen replies better, or worse, than the model's own), discopop "
-               "(DiscoPOP, --discopop-tau); or, with no reference model, simpo (SimPO, as TRL's CPOTrainer with "
+               "(DiscoPOP, --discopop-tau), aot or aot_pair (AOT: sorted over the batch's pairs); or, with no "
+               "reference model, simpo (SimPO, as TRL's CPOTrainer with "
                "cpo_alpha 0: -log sigmoid(z - gamma) of each reply's mean log-probability per token; its beta is "
                "typically 2 to 2.5) or orpo (ORPO, as TRL's ORPOTrainer: the chosen replies' NLL per token plus "
                "-beta log sigmoid of the log odds ratio of each reply's mean probability per token); docs/inputs.md "
@@ -133,13 +134,15 @@ void addPreferenceFlags(CLI::App& app, mt::LossSpec& loss, CLI::Option* objectiv
                                                       {"nca_pair", mt::DpoLossKind::kNcaPair},
                                                       {"apo_zero", mt::DpoLossKind::kApoZero},
                                                       {"apo_down", mt::DpoLossKind::kApoDown},
-                                                      {"discopop", mt::DpoLossKind::kDiscopop}})
+                                                      {"discopop", mt::DpoLossKind::kDiscopop},
+                                                      {"aot", mt::DpoLossKind::kAot},
+                                                      {"aot_pair", mt::DpoLossKind::kAotPair}})
       ->default_str("sigmoid")
       ->needs(objective);
   app.add_option("--dpo-label-smoothing", loss.dpo_label_smoothing,
                  "with --objective dpo: the share of pairs taken to be labelled the wrong way round, in [0, 0.5) "
-                 "(TRL's label_smoothing: conservative DPO with sigmoid, robust DPO with robust; simpo and exo_pair "
-                 "take it too (exo_pair: 1e-3 where 0, as TRL); the other losses have none)")
+                 "(TRL's label_smoothing: conservative DPO with sigmoid, robust DPO with robust; simpo, exo_pair, aot "
+                 "and aot_pair take it too (exo_pair: 1e-3 where 0, as TRL); the other losses have none)")
       ->check(CLI::Range(0.0, 0.4999))
       ->capture_default_str()
       ->needs(objective);
@@ -336,7 +339,7 @@ std::optional<int> checkPreferenceFlags(const CLI::App& app, const mt::LossSpec&
   const mt::DpoLossKind kind = loss.dpo_loss;
   if (loss.dpo_label_smoothing != 0.0 && !mt::dpoSmooths(kind)) {
     std::fprintf(stderr, "mtc: error: --dpo-label-smoothing: the %s loss has no label smoothing (sigmoid, robust, "
-                         "simpo and exo_pair have; or drop it)\n",
+                         "simpo, exo_pair, aot and aot_pair have; or drop it)\n",
                  app.get_option("--dpo-loss")->as<std::string>().c_str());
     return 2;
   }

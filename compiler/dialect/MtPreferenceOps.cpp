@@ -189,7 +189,9 @@ static_assert(static_cast<int64_t>(PreferenceLoss::Sigmoid) == static_cast<int64
               static_cast<int64_t>(PreferenceLoss::NcaPair) == static_cast<int64_t>(DpoLossKind::kNcaPair) &&
               static_cast<int64_t>(PreferenceLoss::ApoZero) == static_cast<int64_t>(DpoLossKind::kApoZero) &&
               static_cast<int64_t>(PreferenceLoss::ApoDown) == static_cast<int64_t>(DpoLossKind::kApoDown) &&
-              static_cast<int64_t>(PreferenceLoss::Discopop) == static_cast<int64_t>(DpoLossKind::kDiscopop));
+              static_cast<int64_t>(PreferenceLoss::Discopop) == static_cast<int64_t>(DpoLossKind::kDiscopop) &&
+              static_cast<int64_t>(PreferenceLoss::Aot) == static_cast<int64_t>(DpoLossKind::kAot) &&
+              static_cast<int64_t>(PreferenceLoss::AotPair) == static_cast<int64_t>(DpoLossKind::kAotPair));
 template <typename LossOp>
 static void lossKernelAttrs(LossOp op, SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
   ints.push_back(static_cast<int64_t>(op.getKind()));

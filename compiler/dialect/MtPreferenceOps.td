@@ -24,6 +24,9 @@
 //   nca_pair   -log s(beta c) - log s(-beta c) / 2 - log s(-beta r) / 2     (NCA)
 //   apo_zero   1 - s(beta c) + s(beta r);  apo_down  s(beta c) + 1 - s(z)  (APO)
 //   discopop   -log s(z) (1 - m) + exp(-z) m, m = s(z / tau)               (DiscoPOP)
+//   aot        sigmoid's of beta (x_(k) - y_(k)), the k-th smallest over the batch's pairs of
+//              x = the policy's log-ratio chosen over rejected, y the reference's     (AOT)
+//   aot_pair   the same of x = c, y = r                                               (AOT, pairs)
 def Mt_PreferenceLoss : I32EnumAttr<"PreferenceLoss", "what mt.dpo_loss makes of a pair's margin", [
     I32EnumAttrCase<"Sigmoid", 0, "sigmoid">,
     I32EnumAttrCase<"Hinge", 1, "hinge">,
@@ -36,7 +39,9 @@ def Mt_PreferenceLoss : I32EnumAttr<"PreferenceLoss", "what mt.dpo_loss makes of
     I32EnumAttrCase<"NcaPair", 8, "nca_pair">,
     I32EnumAttrCase<"ApoZero", 9, "apo_zero">,
     I32EnumAttrCase<"ApoDown", 10, "apo_down">,
-    I32EnumAttrCase<"Discopop", 11, "discopop">]> {
+    I32EnumAttrCase<"Discopop", 11, "discopop">,
+    I32EnumAttrCase<"Aot", 12, "aot">,
+    I32EnumAttrCase<"AotPair", 13, "aot_pair">]> {
   let cppNamespace = "::mt";
 }
 
@@ -154,7 +159,8 @@ def Mt_DpoLossGradOp : Mt_KernelOp<"dpo_loss_grad", [
     For the losses of z alone: dlogp[2i] = dloss * beta * l'(z_i) / P, dlogp[2i+1] = -dlogp[2i]
     (sigmoid: l'(z) = -sigmoid(-z)); orpo: dloss * l'(z_i) / P times z_i's slope in each row
     (1 / (1 - p) and -1 / (1 - p)); sppo_hard, nca_pair, apo_zero, apo_down: dloss / P times the
-    loss's derivative in each row's log-ratio (kernels/loss/loss.h dpoPair).
+    loss's derivative in each row's log-ratio (kernels/loss/loss.h dpoPair); aot, aot_pair: each
+    row's side's derivative at its rank (dpoBatchPair).
 
     ```mlir
     %dlogp = mt.dpo_loss_grad %dloss, %logp, %ref {beta = 1.0e-1 : f32} : tensor<f32>, tensor<4xf32>, tensor<4xf32>

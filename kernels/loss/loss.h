@@ -37,9 +37,9 @@
 // mt.sequence_logprob_chunk_grad: (dlogp (B), logits (B, T, Vc), targets, lse) -> dlogits
 //   int[first, vocab, average]: sequence_logprob_grad's rows for the chunk's columns.
 // mt.dpo_loss: (logp (B), reference (B)) -> loss ()    int[kind] float[beta, label_smoothing(, gamma
-//   or tau)]: the mean over the pairs of dpoPair's loss, in double: of z = beta * ((logp -
+//   or tau)]: the mean over the pairs of dpoBatchPair's loss, in double: of z = beta * ((logp -
 //   reference)[2i] - (logp - reference)[2i + 1]), or of the two log-ratios apart, or for ORPO of
-//   the log odds ratio of the pair's mean log-probabilities.
+//   the log odds ratio of the pair's mean log-probabilities, or for AOT of sorted sides.
 // mt.dpo_loss_grad: (dloss (), logp, reference) -> dlogp (B)    the same attributes
 // mt.pair_nll: (logp (B), targets (B, T)) -> loss ()    int[vocab, average] float[alpha] (plan 1.24;
 //   TRL's rpo_alpha, CPOTrainer's cpo_alpha): alpha times the chosen replies' negative
@@ -75,8 +75,14 @@ enum class DpoLossKind : int64_t {
   kApoZero = 9,    // 1 - s(beta c) + s(beta r): APO-zero (the chosen replies better than the model's own)
   kApoDown = 10,   // s(beta c) + 1 - s(z): APO-down (the chosen replies worse than the model's own)
   kDiscopop = 11,  // -log s(z) (1 - m) + exp(-z) m, m = s(z / tau): DiscoPOP (tau its third float)
+  // AOT: the sigmoid loss (with smoothing) of beta times a difference of sorted values, the k-th
+  // smallest of one side against the k-th smallest of the other (over the batch's pairs, ties by
+  // row order): of the policy's log-ratio chosen over rejected against the reference's (aot), or
+  // of the chosen replies' log-ratios against the rejected ones' (aot_pair).
+  kAot = 12,
+  kAotPair = 13,
 };
-inline constexpr int64_t kDpoLossKinds = 12;
+inline constexpr int64_t kDpoLossKinds = 14;
 
 // Whether a kind compares the policy alone (SimPO, ORPO: no reference model; the reference a
 // tensor of zeros), and whether it takes each reply's mean log-probability per token (as TRL
@@ -89,7 +95,7 @@ MT_HOST_DEVICE inline bool dpoAverages(DpoLossKind k) {
 // for them, mtc refuses it).
 MT_HOST_DEVICE inline bool dpoSmooths(DpoLossKind k) {
   return k == DpoLossKind::kSigmoid || k == DpoLossKind::kRobust || k == DpoLossKind::kSimpo ||
-         k == DpoLossKind::kExoPair;
+         k == DpoLossKind::kExoPair || k == DpoLossKind::kAot || k == DpoLossKind::kAotPair;
 }
 
 // mt.dpo_loss's attributes: int[kind] float[beta, label_smoothing(, gamma or tau)] (a third float:
@@ -218,6 +224,63 @@ MT_HOST_DEVICE inline DpoPair dpoPair(const DpoLossParams& p, const float* logp,
     }
   }
 }
+// AOT's sides of pair i: x (the policy's log-ratio chosen over rejected, or the chosen reply's
+// log-ratio) and y (the reference's, or the rejected reply's log-ratio).
+MT_HOST_DEVICE inline void aotSides(const DpoLossParams& p, const float* logp, const float* reference, int64_t i,
+                                    double& x, double& y) {
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kAot)) {
+    x = double(logp[2 * i]) - logp[2 * i + 1];
+    y = double(reference[2 * i]) - reference[2 * i + 1];
+  } else {
+    x = double(logp[2 * i]) - reference[2 * i];
+    y = double(logp[2 * i + 1]) - reference[2 * i + 1];
+  }
+}
+// The rank of pair i's side (x, or y with `rejected`) among the `pairs` pairs' (ties by row order),
+// and the pair whose other side has rank `rank`.
+MT_HOST_DEVICE inline int64_t aotRank(const DpoLossParams& p, const float* logp, const float* reference, int64_t pairs,
+                                      int64_t i, bool rejected) {
+  double xi, yi, xj, yj;
+  aotSides(p, logp, reference, i, xi, yi);
+  const double vi = rejected ? yi : xi;
+  int64_t rank = 0;
+  for (int64_t j = 0; j < pairs; ++j) {
+    aotSides(p, logp, reference, j, xj, yj);
+    const double vj = rejected ? yj : xj;
+    rank += vj < vi || (vj == vi && j < i);
+  }
+  return rank;
+}
+MT_HOST_DEVICE inline int64_t aotPartner(const DpoLossParams& p, const float* logp, const float* reference,
+                                         int64_t pairs, int64_t rank, bool rejected) {
+  for (int64_t j = 0; j < pairs; ++j)
+    if (aotRank(p, logp, reference, pairs, j, rejected) == rank) return j;
+  return 0;  // unreachable: the ranks are a permutation
+}
+
+// The pairs' losses as each kernel sums them: pair i's dpoPair, or for AOT the loss at pair i's
+// chosen side's rank (each rank once over the pairs) with the derivatives in pair i's two rows
+// (each row's side met at its own rank: O(pairs^2) per pair, pairs being a micro-batch's).
+MT_HOST_DEVICE inline DpoPair dpoBatchPair(const DpoLossParams& p, const float* logp, const float* reference,
+                                           int64_t pairs, int64_t i) {
+  if (p.kind != static_cast<int64_t>(DpoLossKind::kAot) && p.kind != static_cast<int64_t>(DpoLossKind::kAotPair))
+    return dpoPair(p, logp, reference, i);
+  DpoLossParams sigmoid = p;
+  sigmoid.kind = static_cast<int64_t>(DpoLossKind::kSigmoid);
+  double x, y, xo, yo;
+  aotSides(p, logp, reference, i, x, y);
+  // x at its rank meets the other side's value of that rank; so does y.
+  const int64_t y_of_x = aotPartner(p, logp, reference, pairs, aotRank(p, logp, reference, pairs, i, false), true);
+  const int64_t x_of_y = aotPartner(p, logp, reference, pairs, aotRank(p, logp, reference, pairs, i, true), false);
+  aotSides(p, logp, reference, y_of_x, xo, yo);
+  const double z = p.beta * (x - yo);
+  const double dx = p.beta * dpoMarginLossGrad(sigmoid, z);
+  aotSides(p, logp, reference, x_of_y, xo, yo);
+  const double dy = -p.beta * dpoMarginLossGrad(sigmoid, p.beta * (xo - y));
+  if (p.kind == static_cast<int64_t>(DpoLossKind::kAot)) return {dpoMarginLoss(sigmoid, z), dx, -dx, z};
+  return {dpoMarginLoss(sigmoid, z), dx, dy, z};
+}
+
 std::string softmax_xent_check(const KernelArgs& args);
 void softmax_xent_cpu(const KernelArgs& args);
 std::string softmax_xent_grad_check(const KernelArgs& args);

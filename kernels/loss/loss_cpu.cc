@@ -403,7 +403,7 @@ void dpo_loss_cpu(const KernelArgs& args) {
   const DpoLossParams params = dpoLossParams(args);
   double total = 0.0;
   for (int64_t i = 0; i < pairs; ++i)
-    total += dpoPair(params, args.in[0].f32(), args.in[1].f32(), i).loss;
+    total += dpoBatchPair(params, args.in[0].f32(), args.in[1].f32(), pairs, i).loss;
   args.out[0].f32()[0] = static_cast<float>(total / pairs);
 }
 
@@ -421,7 +421,7 @@ void dpo_loss_grad_cpu(const KernelArgs& args) {
   const double dloss = args.in[0].f32()[0];
   float* dlogp = args.out[0].f32();
   for (int64_t i = 0; i < pairs; ++i) {
-    const DpoPair pair = dpoPair(params, args.in[1].f32(), args.in[2].f32(), i);
+    const DpoPair pair = dpoBatchPair(params, args.in[1].f32(), args.in[2].f32(), pairs, i);
     dlogp[2 * i] = static_cast<float>(dloss / pairs * pair.d_chosen);
     dlogp[2 * i + 1] = static_cast<float>(dloss / pairs * pair.d_rejected);
   }

@@ -140,7 +140,7 @@ __global__ void dpoLoss(const float* __restrict__ logp, const float* __restrict_
                         int64_t pairs, DpoLossParams params) {
   double total = 0.0;
   for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x)
-    total += dpoPair(params, logp, reference, i).loss;
+    total += dpoBatchPair(params, logp, reference, pairs, i).loss;
   total = blockSum(total);
   if (threadIdx.x == 0) loss[0] = static_cast<float>(total / pairs);
 }
@@ -151,7 +151,7 @@ __global__ void dpoLossGrad(const float* __restrict__ dloss, const float* __rest
                             const float* __restrict__ reference, float* __restrict__ dlogp, int64_t pairs,
                             DpoLossParams params) {
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += int64_t(gridDim.x) * blockDim.x) {
-    const DpoPair pair = dpoPair(params, logp, reference, i);
+    const DpoPair pair = dpoBatchPair(params, logp, reference, pairs, i);
     dlogp[2 * i] = static_cast<float>(double(dloss[0]) / pairs * pair.d_chosen);
     dlogp[2 * i + 1] = static_cast<float>(double(dloss[0]) / pairs * pair.d_rejected);
   }

@@ -73,7 +73,7 @@ inline constexpr uint32_t kPlanVersionMinor = 25;  // 1.1: inputs, outputs, cons
                                                   // (kind 4, its gamma a third float, no
                                                   // reference_logps input), mt.pair_nll(_grad);
                                                   // 1.25: ORPO (mt.dpo_loss's kind 5), TRL's
-                                                  // other losses (kinds 6 to 11, DiscoPOP's tau
+                                                  // other losses (kinds 6 to 13, DiscoPOP's tau
                                                   // a third float)
 
 

@@ -160,7 +160,7 @@ PairScores Preference::scoreRun(int64_t rows) const {
   for (int64_t p = 0; p < rows / 2; ++p) {
     const double chosen = loss_.beta * (double(policy[2 * p]) - reference[2 * p]);
     const double rejected = loss_.beta * (double(policy[2 * p + 1]) - reference[2 * p + 1]);
-    const DpoPair pair = dpoPair(loss_, policy, reference, p);
+    const DpoPair pair = dpoBatchPair(loss_, policy, reference, rows / 2, p);
     s.loss += pair.loss;  // mt.dpo_loss's
     if (loss_.kind == static_cast<int64_t>(DpoLossKind::kOrpo)) s.log_odds += pair.z, ++s.odds_pairs;
     s.chosen += chosen, s.rejected += rejected;

@@ -222,6 +222,11 @@ def dpo_loss(policy, reference, beta, kind="sigmoid", smoothing=0.0, third=0.0):
         return (1 - torch.sigmoid(beta * c) + torch.sigmoid(beta * r)).mean()
     if kind == "apo_down":
         return (torch.sigmoid(beta * c) + 1 - torch.sigmoid(z)).mean()
+    if kind in ("aot", "aot_pair"):  # TRL: each side sorted over the batch, the k-th against the k-th
+        x = policy[0::2] - policy[1::2] if kind == "aot" else c
+        y = reference[0::2] - reference[1::2] if kind == "aot" else r
+        delta = torch.sort(x, dim=0)[0] - torch.sort(y, dim=0)[0]
+        return (-F.logsigmoid(beta * delta) * (1 - smoothing) - F.logsigmoid(-beta * delta) * smoothing).mean()
     if kind == "discopop":  # eqn (5) of the DiscoPOP paper
         m = torch.sigmoid(z / third)
         return (-F.logsigmoid(z) * (1 - m) + torch.exp(-z) * m).mean()

@@ -363,15 +363,16 @@ def other_losses(bin_dir, tokens, counted, starts, held, weights, failures):
     with --dpo-label-smoothing 0.2, ipo (of each reply's mean log-probability per token), simpo
     (reference-free, with --simpo-gamma and label smoothing), sigmoid with --rpo-alpha (the
     chosen replies' NLL added), orpo (reference-free, its NLL term at weight 1 unless told), and
-    exo_pair (no smoothing: TRL's 1e-3), sppo_hard, nca_pair, apo_zero, apo_down and discopop
-    (--discopop-tau): the losses TRL's loss_type gives, and for SimPO, RPO and ORPO the rewards,
+    exo_pair (no smoothing: TRL's 1e-3), sppo_hard, nca_pair, apo_zero, apo_down, discopop
+    (--discopop-tau), aot (smoothed) and aot_pair (sorted over each step's pairs): the losses TRL's loss_type gives, and for SimPO, RPO and ORPO the rewards,
     the NLL, ORPO's log odds ratio and the held-out score too."""
     for kind, smoothing, beta, gamma, rpo in (("hinge", 0.0, 0.05, None, 0.0), ("robust", 0.2, BETA, None, 0.0),
                                               ("ipo", 0.0, BETA, None, 0.0), ("simpo", 0.1, 2.0, 0.8, 0.0),
                                               ("sigmoid", 0.0, BETA, None, 0.7), ("orpo", 0.0, 0.5, None, None),
                                               ("exo_pair", 0.0, BETA, None, 0.0), ("sppo_hard", 0.0, BETA, None, 0.0),
                                               ("nca_pair", 0.0, BETA, None, 0.0), ("apo_zero", 0.0, BETA, None, 0.0),
-                                              ("apo_down", 0.0, BETA, None, 0.0), ("discopop", 0.0, BETA, 0.5, 0.0)):
+                                              ("apo_down", 0.0, BETA, None, 0.0), ("discopop", 0.0, BETA, 0.5, 0.0),
+                                              ("aot", 0.1, BETA, None, 0.0), ("aot_pair", 0.0, BETA, None, 0.0)):
         name = kind if not rpo else "rpo"
         ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "dpo", "--dpo-beta", str(beta), "--dpo-loss", kind,
                  "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", f"{name}.plan"]

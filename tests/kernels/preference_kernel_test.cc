@@ -2,6 +2,8 @@
 // their backwards) against double references and finite differences; the two chained, as a
 // DPO plan runs them, against the finite differences of the whole loss in the logits; and the
 // checks' refusals of what a corrupt plan could hold.
+#include <algorithm>
+
 #include "kernels/loss/loss.h"
 #include "tests/kernels/kernel_harness.h"
 #include "tests/kernels/reference.h"
@@ -34,12 +36,27 @@ Doubles sequenceLogprob(const Doubles& logits, const std::vector<int32_t>& targe
 // log-ratios (policy minus reference), and z = beta (c - r), with label smoothing e, from their
 // definitions (TRL's DPOTrainer.dpo_loss): sigmoid -(1 - e) log s(z) - e log s(-z); hinge max(0,
 // 1 - z); robust (-(1 - e) log s(z) + e log s(-z)) / (1 - 2e); IPO; SimPO's shifted by `third`
-// (gamma); EXO; SPPO; NCA; APO; DiscoPOP with tau `third`.
+// (gamma); EXO; SPPO; NCA; APO; DiscoPOP with tau `third`; AOT of the sorted sides.
 double dpoLoss(const Doubles& logp, const Doubles& reference, double beta, DpoLossKind kind = DpoLossKind::kSigmoid,
                double e = 0.0, double third = 0.0) {
   const size_t pairs = logp.size() / 2;
   double total = 0.0;
   auto logSigmoid = [](double x) { return -std::log1p(std::exp(-x)); };
+  if (kind == DpoLossKind::kAot || kind == DpoLossKind::kAotPair) {  // TRL: torch.sort of each side
+    Doubles x(pairs), y(pairs);
+    for (size_t i = 0; i < pairs; ++i) {
+      const bool aot = kind == DpoLossKind::kAot;
+      x[i] = aot ? logp[2 * i] - logp[2 * i + 1] : logp[2 * i] - reference[2 * i];
+      y[i] = aot ? reference[2 * i] - reference[2 * i + 1] : logp[2 * i + 1] - reference[2 * i + 1];
+    }
+    std::sort(x.begin(), x.end());
+    std::sort(y.begin(), y.end());
+    for (size_t k = 0; k < pairs; ++k) {
+      const double z = beta * (x[k] - y[k]);
+      total += -(1 - e) * logSigmoid(z) - e * logSigmoid(-z);
+    }
+    return total / pairs;
+  }
   auto sigmoid = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
   for (size_t i = 0; i < pairs; ++i) {
     const double c = logp[2 * i] - reference[2 * i], r = logp[2 * i + 1] - reference[2 * i + 1];
@@ -181,8 +198,9 @@ TEST_F(PreferenceKernels, EveryKindStaysFiniteAtHugeMargins) {
 // without smoothing, SPPO, NCA, APO, DiscoPOP with its tau) and label smoothing: each against its
 // definition, its gradient against finite differences (margins kept off the hinge's kink).
 TEST_F(PreferenceKernels, EveryKindAgainstItsDefinition) {
-  // z = 0.4, 0.8, -1.2, 1.6: the last past the hinge (no gradient there), none at its kink.
-  const Doubles logp{-12.5, -14.0, -3.0, -4.0, -7.0, -2.0, -5.0, -9.0}, reference{-13.0, -13.5, -2.0, -1.0, -6.0, -4.0,
+  // z = 0.4, 0.8, -1.32, 1.6: the last past the hinge (no gradient there), none at its kink; no two
+  // pairs' sides tie (AOT sorts them).
+  const Doubles logp{-12.5, -14.0, -3.0, -4.0, -7.3, -2.0, -5.0, -9.0}, reference{-13.0, -13.5, -2.0, -1.0, -6.0, -4.0,
                                                                                 -5.0, -5.0};
   auto logpT = HostTensor::f32({8}, toFloats(logp)), refT = HostTensor::f32({8}, toFloats(reference));
   const float beta = 0.4f;
@@ -194,7 +212,7 @@ TEST_F(PreferenceKernels, EveryKindAgainstItsDefinition) {
                  {DpoLossKind::kIpo, 0.0, 0.0}, {DpoLossKind::kSimpo, 0.1, 0.3}, {DpoLossKind::kExoPair, 0.0, 0.0},
                  {DpoLossKind::kExoPair, 0.2, 0.0}, {DpoLossKind::kSppoHard, 0.0, 0.0}, {DpoLossKind::kNcaPair, 0.0, 0.0},
                  {DpoLossKind::kApoZero, 0.0, 0.0}, {DpoLossKind::kApoDown, 0.0, 0.0},
-                 {DpoLossKind::kDiscopop, 0.0, 0.5}}) {
+                 {DpoLossKind::kDiscopop, 0.0, 0.5}, {DpoLossKind::kAot, 0.1, 0.0}, {DpoLossKind::kAotPair, 0.0, 0.0}}) {
     const std::string what = "kind " + std::to_string(static_cast<int>(c.kind)) + ", smoothing " + std::to_string(c.e);
     const std::vector<int64_t> ints{static_cast<int64_t>(c.kind)};
     std::vector<float> floats{beta, float(c.e)};
