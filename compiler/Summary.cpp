@@ -79,9 +79,9 @@ void printTokenTiles(const CompileReport& r, ModuleOp module, const StageResult&
   bool chunked = false;
   module.walk([&](SequenceLogprobFinishOp) { chunked = true; });
   if (r.options.loss.objective == LossObjective::kDpo && !chunked)
-    std::printf("  note           the preference loss reads the batch's logits whole (%s in f32), not tile by tile: "
-                "--vocab-chunks N streams them in chunks of the vocabulary instead\n",
-                formatBytes(4 * emit.batch * emit.seq * emit.vocab).c_str());
+    std::printf("  note           the preference loss reads the batch's logits whole (%lld x %lld x %lld), not tile by "
+                "tile: --vocab-chunks N streams them in chunks of the vocabulary instead\n",
+                (long long)emit.batch, (long long)emit.seq, (long long)emit.vocab);
 }
 
 // The model's dropouts (ONNX Dropout in training mode): the one random step of training.

@@ -97,7 +97,7 @@ build/bin/mtc gpt-oss-tiny --packed-examples --batch 4 --seq 64 --no-weights -o 
 # Preference training (mtc --objective dpo; run.sh trains them on .gpu/pairs.tok): the sequence
 # log-probabilities' and the DPO loss's twins end to end, with the reference pass's loss-only runs,
 # fp32 (resident, streamed-recompute, streamed over 2 vocabulary chunks) and bf16; ORPO (no
-# reference pass) and SPPO (a loss of the two log-ratios apart).
+# reference pass), SPPO (a loss of the two log-ratios apart) and AOT (sorted over the pairs).
 build/bin/mtc llama-tiny --objective dpo --batch 4 --seq 32 --no-weights -o .gpu/plans/dpo-llama-tiny.plan >/dev/null
 build/bin/mtc llama-tiny --objective dpo --batch 4 --seq 32 --schedule streamed-recompute --no-weights \
   -o .gpu/plans/dpo-llama-tiny-streamed.plan >/dev/null
@@ -105,7 +105,7 @@ build/bin/mtc llama-tiny --objective dpo --batch 4 --seq 32 --precision bf16 --n
   -o .gpu/plans/dpo-llama-tiny-mixed.plan >/dev/null
 build/bin/mtc llama-tiny --objective dpo --batch 4 --seq 32 --schedule streamed --vocab-chunks 2 --no-weights \
   -o .gpu/plans/dpo-llama-tiny-split.plan >/dev/null
-for loss in orpo sppo_hard; do
+for loss in orpo sppo_hard aot; do
   build/bin/mtc llama-tiny --objective dpo --dpo-loss $loss --batch 4 --seq 32 --no-weights \
     -o .gpu/plans/dpo-llama-tiny-$loss.plan >/dev/null
 done

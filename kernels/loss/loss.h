@@ -255,7 +255,7 @@ MT_HOST_DEVICE inline int64_t aotPartner(const DpoLossParams& p, const float* lo
                                          int64_t pairs, int64_t rank, bool rejected) {
   for (int64_t j = 0; j < pairs; ++j)
     if (aotRank(p, logp, reference, pairs, j, rejected) == rank) return j;
-  return 0;  // unreachable: the ranks are a permutation
+  return 0;  // only with a NaN side (no permutation then), whose loss is NaN anyway
 }
 
 // The pairs' losses as each kernel sums them: pair i's dpoPair, or for AOT the loss at pair i's

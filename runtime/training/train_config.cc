@@ -141,15 +141,18 @@ void checkReferenceWeights(const TrainConfig& config, const plan::Plan& plan) {
     throw Error("--reference-weights " + config.reference_weights + ": " + config.plan_path + "'s loss has no "
                 "reference model (mtc --dpo-loss simpo or orpo scores the policy alone): drop the flag, or compile "
                 "with a loss that compares with one");
-  // The file read now, before anything is written or started: each parameter there, F32, of its shape.
+  if (!config.resume_dir.empty()) return;  // resuming, the reference log-probabilities are read back instead
+  // The file's header read now, before anything is written or started: each parameter there, F32,
+  // of its shape (its values, their checksums and finiteness, when it is loaded).
   const SafetensorsFile file(config.reference_weights);
   for (const plan::HostTensor& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
-    if (!file.entries().count(t.name()))
-      throw Error("--reference-weights " + config.reference_weights + " holds no tensor '" + t.name() + "' of the " +
-                  "plan's parameters: give the weights of the same model under the plan's names (mtc writes them "
+    const auto entry = file.entries().find(t.name());
+    const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+    if (entry == file.entries().end() || entry->second.dtype != "F32" || entry->second.shape != shape)
+      throw Error("--reference-weights " + config.reference_weights + " holds no F32 tensor '" + t.name() + "' of " +
+                  "the plan's shape: give the weights of the same model under the plan's names (mtc writes them "
                   "beside a plan it compiles from the reference's folder; mtrun --export writes them too)");
-    file.f32(t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end()));
   }
 }
 

@@ -74,8 +74,8 @@ for model in llama-tiny gpt-oss-tiny; do
 done
 # Preference training (mtc --objective dpo): the sequence log-probabilities' and the DPO loss's
 # kernels end to end, after the reference pass's loss-only runs, fp32 and bf16; the LM head and
-# the loss over vocabulary chunks (streamed); ORPO (no reference, means, the NLL term) and SPPO (a
-# loss of the two log-ratios apart).
+# the loss over vocabulary chunks (streamed); ORPO (no reference, means, the NLL term), SPPO (a
+# loss of the two log-ratios apart) and AOT (sorted over the batch's pairs).
 /usr/bin/python3 -c "
 import sys; sys.path.insert(0, '$(dirname "$0")')
 import mt_reference as ref
@@ -90,7 +90,7 @@ check "llama-tiny-dpo-mixed: losses and weights on cuda match the cpu's within b
 both llama-tiny-dpo-split llama-tiny --objective dpo --vocab-chunks 2 --schedule streamed
 check "llama-tiny-dpo-split: losses and weights on cuda match the cpu's" \
   "/usr/bin/python3 $(dirname "$0")/backend_parity.py llama-tiny-dpo-split 10"
-for loss in orpo sppo_hard; do
+for loss in orpo sppo_hard aot; do
   both llama-tiny-$loss llama-tiny --objective dpo --dpo-loss $loss
   check "llama-tiny-$loss: losses and weights on cuda match the cpu's" \
     "/usr/bin/python3 $(dirname "$0")/backend_parity.py llama-tiny-$loss 10"
