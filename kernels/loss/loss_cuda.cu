@@ -135,7 +135,7 @@ __global__ void sequenceSums(const T* __restrict__ logits, const int32_t* __rest
   if (threadIdx.x == 0) logp[blockIdx.x] = static_cast<float>(average ? (count ? sum / count : 0.0) : sum);
 }
 
-// mt.dpo_loss: the mean over the pairs of dpoPairLoss; one block.
+// mt.dpo_loss: the mean over the pairs of dpoBatchPair's losses; one block.
 __global__ void dpoLoss(const float* __restrict__ logp, const float* __restrict__ reference, float* __restrict__ loss,
                         int64_t pairs, DpoLossParams params) {
   double total = 0.0;
