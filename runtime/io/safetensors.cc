@@ -144,6 +144,12 @@ void SafetensorsFile::verify(const std::string& name) const {
 
 const SafetensorsEntry& SafetensorsFile::f32(const std::string& name,
                                              const std::vector<int64_t>& shape) const {
+  const SafetensorsEntry& entry = f32Header(name, shape);
+  verify(name);
+  return entry;
+}
+
+const SafetensorsEntry& SafetensorsFile::f32Header(const std::string& name, const std::vector<int64_t>& shape) const {
   auto it = entries_.find(name);
   if (it == entries_.end())
     throw Error("weights file " + path_ + " has no tensor '" + name +
@@ -152,7 +158,6 @@ const SafetensorsEntry& SafetensorsFile::f32(const std::string& name,
     throw Error("weights file " + path_ + ": tensor '" + name + "' is " + it->second.dtype + " [" +
                 shapeText(it->second.shape) + "] but the plan needs F32 [" + shapeText(shape) + "]");
   }
-  verify(name);
   return it->second;
 }
 

@@ -43,6 +43,9 @@ class SafetensorsFile {
   // The entry `name`, checked to be F32 of `shape` and against its checksum; throws mt::Error
   // naming the mismatch.
   const SafetensorsEntry& f32(const std::string& name, const std::vector<int64_t>& shape) const;
+  // The same from the header alone (its bytes neither read nor checksummed): a file checked before
+  // it is loaded.
+  const SafetensorsEntry& f32Header(const std::string& name, const std::vector<int64_t>& shape) const;
   // Throws mt::Error if entry `name` does not match the checksum the file carries for it.
   void verify(const std::string& name) const;
 

@@ -99,9 +99,8 @@ class Preference {
   // "pairs_right" (the share of pairs whose chosen reply's reward beats the rejected one's),
   // "reward_margin", "reward_chosen", "reward_rejected", "logps_chosen", "logps_rejected" (the
   // policy's log-probabilities of the replies, TRL's logps/chosen and logps/rejected; means over the
-  // pairs), with an NLL term
-  // "nll" (the chosen replies' per token) and for ORPO "log_odds" (the mean log odds ratio) into a
-  // log line, each name after `prefix` ("val_" for a validation).
+  // pairs), with an NLL term "nll" (the chosen replies' per token) and for ORPO "log_odds" (the mean
+  // log odds ratio) into a log line, each name after `prefix` ("val_" for a validation).
   static void addTo(const PairScores& scores, nlohmann::json& line, const std::string& prefix = "");
   void addTo(nlohmann::json& line) const { addTo(step_, line); }
   // For a progress line: "chosen beats rejected 62%  margin 0.120".

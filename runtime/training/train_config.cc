@@ -145,14 +145,14 @@ void checkReferenceWeights(const TrainConfig& config, const plan::Plan& plan) {
   // The file's header read now, before anything is written or started: each parameter there, F32,
   // of its shape (its values, their checksums and finiteness, when it is loaded).
   const SafetensorsFile file(config.reference_weights);
-  for (const plan::HostTensor& t : plan.host_tensors()) {
-    if (t.role() != plan::ROLE_PARAM) continue;
-    const auto entry = file.entries().find(t.name());
-    const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-    if (entry == file.entries().end() || entry->second.dtype != "F32" || entry->second.shape != shape)
-      throw Error("--reference-weights " + config.reference_weights + " holds no F32 tensor '" + t.name() + "' of " +
-                  "the plan's shape: give the weights of the same model under the plan's names (mtc writes them "
-                  "beside a plan it compiles from the reference's folder; mtrun --export writes them too)");
+  try {
+    for (const plan::HostTensor& t : plan.host_tensors())
+      if (t.role() == plan::ROLE_PARAM)
+        file.f32Header(t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end()));
+  } catch (const Error& e) {
+    throw Error(std::string("--reference-weights: ") + e.what() + ": give the weights of the same model under the "
+                "plan's names (mtc writes them beside a plan it compiles from the reference's folder; mtrun --export "
+                "writes them too)");
   }
 }
 

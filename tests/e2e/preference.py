@@ -162,7 +162,7 @@ def other_reference(bin_dir, tokens, counted, starts, held, weights, failures):
     ref.run([f"{bin_dir}/mtc", "gpt2-tiny", "-o", "g.plan"])  # another model's weights
     for plan, weights, why in (("orpo.plan", "qref.safetensors", "has no reference model"),
                                ("m.plan", "qref.safetensors", "trains the next token"),
-                               ("d.plan", "g.safetensors", "holds no F32 tensor")):
+                               ("d.plan", "g.safetensors", "--reference-weights: weights file g.safetensors has no tensor")):
         refused = subprocess.run([f"{bin_dir}/mtrun", plan, "--data", "pairs.tok", "--reference-weights", weights,
                                   "--steps", "1", "--checkpoint-dir", "refused"], capture_output=True, text=True)
         if refused.returncode != 1 or why not in refused.stderr or os.path.exists("refused"):
