@@ -219,7 +219,7 @@ ModelForm modelForm(const CompileOptions& o) {
   return o.packed_examples ? ModelForm::kPackedTraining : ModelForm::kTraining;
 }
 
-int64_t batchUnit(const CompileOptions& o) { return o.loss.objective == LossObjective::kDpo ? 2 : 1; }
+int64_t batchUnit(const CompileOptions& o) { return rowsInPairs(o.loss.objective) ? 2 : 1; }
 
 // The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
 StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optional<Stage> last,

@@ -180,13 +180,15 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
                      c.qk_norm ? ", q/k norms" : "", c.attention_sinks ? ", attention sinks" : "", window, rope, experts);
 }
 
-// What --objective dpo cannot be combined with ("" if nothing).
+// What --objective dpo or kto cannot be combined with ("" if nothing).
 std::string preferenceProblem(const CompileOptions& o) {
+  const bool kto = o.loss.objective == LossObjective::kKto;
+  const char* flag = kto ? "--objective kto" : "--objective dpo";
+  const char* pairs = kto ? "(example, KL row)" : "(chosen, rejected)";
   if (o.packed_examples)
-    return "--objective dpo trains on (chosen, rejected) rows, one reply each: drop --packed-examples";
+    return fmt::format("{} trains on {} rows, one reply each: drop --packed-examples", flag, pairs);
   if (o.batch % 2 != 0)
-    return fmt::format("--objective dpo needs an even --batch (its rows are (chosen, rejected) pairs), not {}",
-                       o.batch);
+    return fmt::format("{} needs an even --batch (its rows are {} pairs), not {}", flag, pairs, o.batch);
   return "";
 }
 
@@ -207,7 +209,7 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
     problem = "--router-aux-loss is the load-balancing loss of a mixture of experts' router; this model has none";
   if (problem.empty() && o.batch == 0 && o.forward_only)
     problem = "--forward-only takes a --batch of its own (the sequences sampled at once; 1 for mtgen's one sample)";
-  if (problem.empty() && o.loss.objective == LossObjective::kDpo) problem = preferenceProblem(o);
+  if (problem.empty() && rowsInPairs(o.loss.objective)) problem = preferenceProblem(o);
   if (problem.empty() && o.batch == 0 && o.device_mem == 0)
     problem = "--batch auto needs --device-mem (or a GPU --hw profile) to size the batch against";
   if (!problem.empty()) {

@@ -48,6 +48,8 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
       options.simpoGamma = knobs.loss.simpo_gamma.value_or(kDefaultSimpoGamma);
       options.discopopTau = knobs.loss.discopop_tau.value_or(kDefaultDiscopopTau);
       options.rpoAlpha = knobs.loss.nllWeight();
+      options.desirableWeight = knobs.loss.desirable_weight;
+      options.undesirableWeight = knobs.loss.undesirable_weight;
       return pm.addPass(createAttachLossPass(options));
     }
     case Stage::kTileTokens: {

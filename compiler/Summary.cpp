@@ -78,7 +78,7 @@ void printTokenTiles(const CompileReport& r, ModuleOp module, const StageResult&
   // the vocabulary split folds them chunk by chunk.
   bool chunked = false;
   module.walk([&](SequenceLogprobFinishOp) { chunked = true; });
-  if (r.options.loss.objective == LossObjective::kDpo && !chunked)
+  if (rowsInPairs(r.options.loss.objective) && !chunked)
     std::printf("  note           the preference loss reads the batch's logits whole (%lld x %lld x %lld), not tile by "
                 "tile: --vocab-chunks N streams them in chunks of the vocabulary instead\n",
                 (long long)emit.batch, (long long)emit.seq, (long long)emit.vocab);
@@ -259,8 +259,19 @@ std::string lossInWords(const LossSpec& spec) {
   }
 }
 
-// A preference plan's loss (mtc --objective dpo and its flags), in words.
+// A preference plan's loss (mtc --objective dpo or kto and their flags), in words.
 void printObjective(const LossSpec& spec) {
+  if (spec.objective == LossObjective::kKto) {
+    std::printf("  objective      KTO (beta %g, desirable weight %g, undesirable weight %g): rows 2i an example (a "
+                "prompt and its completion, labelled desirable or not) and 2i+1 its KL row (the prompt with another "
+                "example's completion; mtrun --rows pairs on a token file of mttok --unpaired), the loss w_d (1 - "
+                "sigmoid(beta (c - kl))) for a desirable example and w_u (1 - sigmoid(beta (kl - c))) for an "
+                "undesirable one, c its log-probability's gain over the reference model's, kl the mean gain of the "
+                "micro-batch's KL rows (at least 0, no gradient); the reference is the starting weights (or mtrun "
+                "--reference-weights), run once over the data before the first step\n",
+                spec.dpo_beta, spec.desirable_weight, spec.undesirable_weight);
+    return;
+  }
   const double alpha = spec.nllWeight();
   const std::string nll = alpha > 0.0 ? fmt::format(" plus {} times the chosen replies' negative log-likelihood per "
                                                     "token ({})", alpha, spec.rpo_alpha ? "--rpo-alpha" : "ORPO's own")
@@ -297,7 +308,7 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
   std::printf("  batch %lld x seq %lld = %lld tokens/step, vocab %lld%s\n", (long long)emit.batch,
               (long long)emit.seq, (long long)(emit.batch * emit.seq), (long long)emit.vocab,
               r.batch_note.empty() ? "" : ("; " + r.batch_note).c_str());
-  if (r.options.loss.objective == LossObjective::kDpo) printObjective(r.options.loss);
+  if (rowsInPairs(r.options.loss.objective)) printObjective(r.options.loss);
   if (r.options.packed_examples)
     std::printf("  packing        whole examples per row (mtrun --rows packed-examples), each attending only to itself, "
                 "its positions from 0 (input \"positions\"); on CUDA its attention runs on this project's kernels "

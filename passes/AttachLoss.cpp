@@ -1,7 +1,8 @@
 // mt-attach-loss: a function that returns logits (B, T, V) gets a targets input and returns
 // the mean softmax cross-entropy instead, or, with objective=dpo, the DPO loss of its rows in
 // (chosen, rejected) pairs against the reference model's log-probabilities (a second input),
-// the rows' own log-probabilities a named output after it. Named outputs after the logits (a
+// the rows' own log-probabilities a named output after it; with objective=kto, the KTO loss of
+// its rows in (example, KL row) pairs, the examples' labels a third input. Named outputs after the logits (a
 // mixture of experts' router statistics) stay where they are.
 #include "mlir/IR/Builders.h"
 #include "passes/PassUtils.h"
@@ -30,7 +31,7 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
     Value targets = appendInput(func, RankedTensorType::get(logits->getShape().drop_back(), b.getI32Type()), "targets");
     if (objective == LossObjective::kNextToken) {
       ret->setOperand(0, b.create<SoftmaxXentOp>(ret.getLoc(), ret.getOperand(0), targets).getLoss());
-    } else if (failed(attachDpo(func, ret, targets))) {
+    } else if (failed(attachPreference(func, ret, targets))) {
       return signalPassFailure();
     }
     SmallVector<Type> results(ret.getOperandTypes());
@@ -49,9 +50,9 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
              << i << " has no " << kOutputAttr;
     auto type = dyn_cast<RankedTensorType>(ret.getOperand(0).getType());
     if (type && type.getRank() == 0 && type.getElementType().isF32()) {
-      if (objective == LossObjective::kDpo)
-        return ret.emitError("cannot train preferences (objective dpo): the model function returns its own loss; "
-                             "it must return its logits");
+      if (rowsInPairs(objective))
+        return ret.emitError("cannot train preferences (objective dpo or kto): the model function returns its own "
+                             "loss; it must return its logits");
       func.setResultAttr(0, kLossAttr, UnitAttr::get(&getContext()));
       return RankedTensorType();
     }
@@ -67,22 +68,47 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
     return type;
   }
 
-  // The DPO loss of the logits (ret's first operand) against `targets`; each row's
+  // The preference loss of the logits (ret's first operand) against `targets`; each row's
   // log-probability becomes the named output after the loss.
-  LogicalResult attachDpo(func::FuncOp func, func::ReturnOp ret, Value targets) {
+  LogicalResult attachPreference(func::FuncOp func, func::ReturnOp ret, Value targets) {
     const int64_t rows = cast<RankedTensorType>(targets.getType()).getDimSize(0);
     if (rows % 2 != 0)
-      return ret.emitError("cannot train preferences (objective dpo) on a batch of ")
-             << rows << " rows: its rows are (chosen, rejected) pairs; give an even batch";
+      return ret.emitError("cannot train preferences (objective ")
+             << stringifyObjective() << ") on a batch of " << rows
+             << " rows: its rows are " << (objective == LossObjective::kKto ? "(example, KL row)" : "(chosen, rejected)")
+             << " pairs; give an even batch";
+    OpBuilder b(ret);
+    SequenceLogprobOp logp;
+    Value total = objective == LossObjective::kKto ? attachKto(func, ret, targets, logp)
+                                                   : attachDpo(func, ret, targets, logp);
+    SmallVector<Value> operands{total, logp.getLogp()};
+    llvm::append_range(operands, ret.getOperands().drop_front());
+    SmallVector<DictionaryAttr> named;  // the outputs after the logits, by result index
+    func.getAllResultAttrs(named);
+    ret->setOperands(operands);
+    named.insert(named.begin() + 1,
+                 b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(kPolicyLogprobsOutput))));
+    SmallVector<Type> results(ret.getOperandTypes());
+    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), results));
+    func.setAllResultAttrs(named);
+    return success();
+  }
+
+  StringRef stringifyObjective() const { return objective == LossObjective::kKto ? "kto" : "dpo"; }
+
+  // The DPO loss (or its kin, dpo-loss) of rows in (chosen, rejected) pairs, with its NLL term;
+  // `logp` the rows' log-probabilities it reads.
+  Value attachDpo(func::FuncOp func, func::ReturnOp ret, Value targets, SequenceLogprobOp& logp) {
     OpBuilder b(ret);
     const DpoLossKind kind = dpoLoss.getValue();
+    const int64_t rows = cast<RankedTensorType>(targets.getType()).getDimSize(0);
     const auto rowsType = RankedTensorType::get({rows}, b.getF32Type());
     // SimPO and ORPO have no reference model: their margin is the policy's alone (a reference of zeros).
     Value reference = dpoReferenceFree(kind)
                           ? b.create<FillOp>(ret.getLoc(), rowsType, b.getF32FloatAttr(0.0f)).getResult()
                           : appendInput(func, rowsType, kReferenceLogprobsInput);
     // IPO, SimPO and ORPO compare each reply's mean log-probability per token (TRL averages them for them).
-    auto logp = b.create<SequenceLogprobOp>(ret.getLoc(), ret.getOperand(0), targets, dpoAverages(kind));
+    logp = b.create<SequenceLogprobOp>(ret.getLoc(), ret.getOperand(0), targets, dpoAverages(kind));
     auto loss = b.create<DpoLossOp>(ret.getLoc(), logp.getLogp(), reference, b.getF32FloatAttr(beta),
                                     PreferenceLossAttr::get(b.getContext(), static_cast<PreferenceLoss>(kind)),
                                     b.getF32FloatAttr(labelSmoothing),
@@ -95,17 +121,20 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
                                      b.getI64IntegerAttr(vocab), b.getBoolAttr(logp.getAverage()));
       total = b.create<AddOp>(ret.getLoc(), total, nll.getLoss()).getResult();
     }
-    SmallVector<Value> operands{total, logp.getLogp()};
-    llvm::append_range(operands, ret.getOperands().drop_front());
-    SmallVector<DictionaryAttr> named;  // the outputs after the logits, by result index
-    func.getAllResultAttrs(named);
-    ret->setOperands(operands);
-    named.insert(named.begin() + 1,
-                 b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(kPolicyLogprobsOutput))));
-    SmallVector<Type> results(ret.getOperandTypes());
-    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), results));
-    func.setAllResultAttrs(named);
-    return success();
+    return total;
+  }
+
+  // The KTO loss of rows in (example, KL row) pairs, of each row's summed log-probability (TRL's
+  // KTOTrainer sums them) against the reference's, the examples' labels an input.
+  Value attachKto(func::FuncOp func, func::ReturnOp ret, Value targets, SequenceLogprobOp& logp) {
+    OpBuilder b(ret);
+    const int64_t rows = cast<RankedTensorType>(targets.getType()).getDimSize(0);
+    Value reference = appendInput(func, RankedTensorType::get({rows}, b.getF32Type()), kReferenceLogprobsInput);
+    Value labels = appendInput(func, RankedTensorType::get({rows / 2}, b.getF32Type()), kKtoLabelsInput);
+    logp = b.create<SequenceLogprobOp>(ret.getLoc(), ret.getOperand(0), targets, /*average=*/false);
+    return b.create<KtoLossOp>(ret.getLoc(), logp.getLogp(), reference, labels, b.getF32FloatAttr(beta),
+                               b.getF32FloatAttr(desirableWeight), b.getF32FloatAttr(undesirableWeight))
+        .getLoss();
   }
 
   // A new last argument of `type`, the input named `name`.

@@ -14,15 +14,19 @@ namespace mt {
 enum class UpdateKind { kDeferred, kOnArrival };
 
 // What the loss trains (mtc --objective; mt-attach-loss's `objective`): the next token's
-// cross-entropy, or direct preference optimisation over rows in (chosen, rejected) pairs
-// against the reference model's log-probabilities (compiler/dialect/MtPreferenceOps.td).
-enum class LossObjective { kNextToken, kDpo };
+// cross-entropy, direct preference optimisation over rows in (chosen, rejected) pairs against the
+// reference model's log-probabilities, or KTO over rows in pairs of a labelled example and its KL
+// row (compiler/dialect/MtPreferenceOps.td).
+enum class LossObjective { kNextToken, kDpo, kKto };
+// Whether the batch's rows come in pairs scored against a reference (mtrun --rows pairs).
+inline bool rowsInPairs(LossObjective objective) { return objective != LossObjective::kNextToken; }
 
 // The loss a plan trains, as the driver's flags give it (mtc --objective, --dpo-beta, --dpo-loss,
-// --dpo-label-smoothing, --simpo-gamma, --discopop-tau, --rpo-alpha) and mt-attach-loss takes it:
-// the objective and, for preferences, beta, what the loss makes of a pair's margin, its label
-// smoothing, SimPO's target margin, DiscoPOP's temperature and the weight of the chosen replies'
-// NLL (ORPO's own term unless given).
+// --dpo-label-smoothing, --simpo-gamma, --discopop-tau, --rpo-alpha, --desirable-weight,
+// --undesirable-weight) and mt-attach-loss takes it: the objective and, for preferences, beta, what
+// the loss makes of a pair's margin, its label smoothing, SimPO's target margin, DiscoPOP's
+// temperature and the weight of the chosen replies' NLL (ORPO's own term unless given); for KTO,
+// beta and the weights of the desirable and the undesirable examples' losses.
 struct LossSpec {
   LossObjective objective = LossObjective::kNextToken;
   double dpo_beta = 0.1;
@@ -31,6 +35,8 @@ struct LossSpec {
   std::optional<double> simpo_gamma;   // unset: kDefaultSimpoGamma
   std::optional<double> discopop_tau;  // unset: kDefaultDiscopopTau
   std::optional<double> rpo_alpha;  // the chosen replies' NLL per token, this much of it added (0: none)
+  double desirable_weight = 1.0;    // KTO's (TRL's KTOConfig defaults)
+  double undesirable_weight = 1.0;
   // The NLL term's weight: rpo_alpha as given, else ORPO's 1 (its SFT term) and 0 for the others.
   double nllWeight() const { return rpo_alpha.value_or(dpo_loss == DpoLossKind::kOrpo ? 1.0 : 0.0); }
 };

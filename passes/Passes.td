@@ -38,15 +38,20 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
     they are each row's mean log-probability per counted target (`average`), as those compare
     them; SimPO is reference-free: no `reference_logps` input, a reference of zeros. A nonzero
     `rpo-alpha` adds `mt.pair_nll`, that weight times the chosen replies' NLL per token.
+    With `objective=kto` the rows are pairs of an example and its KL row (the example's prompt with
+    another's completion): the inputs `reference_logps` (B) and `kto_labels` (B/2) f32 (1: the
+    example's completion is desirable), the loss `mt.kto_loss` of each row's summed
+    `mt.sequence_logprob`, and the same `policy_logps` output.
   }];
   let options = [
     Option<"objective", "objective", "::mt::LossObjective", /*default=*/"::mt::LossObjective::kNextToken",
            "What the loss trains",
            [{::llvm::cl::values(
                clEnumValN(::mt::LossObjective::kNextToken, "next-token", "the next token's cross-entropy"),
-               clEnumValN(::mt::LossObjective::kDpo, "dpo", "direct preference optimisation over row pairs"))}]>,
+               clEnumValN(::mt::LossObjective::kDpo, "dpo", "direct preference optimisation over row pairs"),
+               clEnumValN(::mt::LossObjective::kKto, "kto", "KTO over pairs of a labelled example and its KL row"))}]>,
     Option<"beta", "beta", "double", /*default=*/"0.1",
-           "DPO's beta: how far the policy may move from the reference (objective=dpo)">,
+           "beta: how far the policy may move from the reference (objective=dpo or kto)">,
     Option<"dpoLoss", "dpo-loss", "::mt::DpoLossKind", /*default=*/"::mt::DpoLossKind::kSigmoid",
            "What the DPO loss makes of a pair's margin (objective=dpo)",
            [{::llvm::cl::values(
@@ -72,6 +77,10 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
            "DiscoPOP's temperature (objective=dpo, dpo-loss=discopop)">,
     Option<"rpoAlpha", "rpo-alpha", "double", /*default=*/"0.0",
            "The weight of the chosen replies' NLL added to the loss (objective=dpo; TRL's rpo_alpha, cpo_alpha; ORPO's own term, which mtc gives 1)">,
+    Option<"desirableWeight", "desirable-weight", "double", /*default=*/"1.0",
+           "The weight of a desirable example's loss (objective=kto; TRL's desirable_weight)">,
+    Option<"undesirableWeight", "undesirable-weight", "double", /*default=*/"1.0",
+           "The weight of an undesirable example's loss (objective=kto; TRL's undesirable_weight)">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

@@ -102,10 +102,10 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "constants). Either way, an initializer holding Inf or NaN (a folded mask) stays a constant");
 }
 
-// The preference loss's shape (each needs --objective dpo, `objective`).
+// The preference loss's shape (each needs --objective, `objective`: dpo or kto, as each says).
 void addPreferenceFlags(CLI::App& app, mt::LossSpec& loss, CLI::Option* objective) {
-  app.add_option("--dpo-beta", loss.dpo_beta,
-                 "with --objective dpo: beta, how far training may move the model from its reference (TRL's "
+  app.add_option("--dpo-beta,--beta", loss.dpo_beta,
+                 "with --objective dpo or kto: beta, how far training may move the model from its reference (TRL's "
                  "default 0.1; larger keeps it closer)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str()
@@ -162,6 +162,18 @@ void addPreferenceFlags(CLI::App& app, mt::LossSpec& loss, CLI::Option* objectiv
                  "the weight of ORPO's own NLL term, default 1)")
       ->check(CLI::Range(0.0, 1e6))
       ->needs(objective);
+  app.add_option("--desirable-weight", loss.desirable_weight,
+                 "with --objective kto: the weight of a desirable example's loss (TRL's desirable_weight; with more "
+                 "of one kind than the other, weigh the rarer up: TRL suggests desirable weight times their count "
+                 "within 1 to 4/3 of undesirable weight times theirs)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str()
+      ->needs(objective);
+  app.add_option("--undesirable-weight", loss.undesirable_weight,
+                 "with --objective kto: the weight of an undesirable example's loss (TRL's undesirable_weight)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str()
+      ->needs(objective);
 }
 
 // What is written besides the plan, and the kind of plan.
@@ -190,9 +202,12 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                    "optimisation: the batch's rows are (chosen, rejected) pairs from mttok --preferences, the loss "
                    "-log sigmoid(beta * ((chosen - its reference) - (rejected - its reference))) over each reply's "
                    "summed log-probability, the reference the same model before training; an even --batch, and --batch "
-                   "auto sizes even ones)",
+                   "auto sizes even ones) or kto (KTO, as TRL's KTOTrainer: each example one completion labelled "
+                   "desirable or undesirable, from mttok --unpaired, in rows beside a KL row that estimates how far "
+                   "the model has moved; an even --batch too)",
                    std::map<std::string, mt::LossObjective>{{"next-token", mt::LossObjective::kNextToken},
-                                                            {"dpo", mt::LossObjective::kDpo}})
+                                                            {"dpo", mt::LossObjective::kDpo},
+                                                            {"kto", mt::LossObjective::kKto}})
           ->default_str("next-token")
           ->excludes(forward_only);
   addPreferenceFlags(app, o.loss, objective);
@@ -330,10 +345,19 @@ int listModels() {
 // The preference loss's flags: exit code 2 for one that means nothing to the objective or the loss
 // given (refused, not ignored).
 std::optional<int> checkPreferenceFlags(const CLI::App& app, const mt::LossSpec& loss) {
-  for (const char* flag :
-       {"--dpo-beta", "--dpo-loss", "--dpo-label-smoothing", "--simpo-gamma", "--discopop-tau", "--rpo-alpha"})
+  if (app.count("--dpo-beta") && !mt::rowsInPairs(loss.objective)) {
+    std::fprintf(stderr, "mtc: error: --beta (--dpo-beta) shapes a preference loss: give it with --objective dpo or "
+                         "kto (or drop it)\n");
+    return 2;
+  }
+  for (const char* flag : {"--dpo-loss", "--dpo-label-smoothing", "--simpo-gamma", "--discopop-tau", "--rpo-alpha"})
     if (app.count(flag) && loss.objective != mt::LossObjective::kDpo) {
       std::fprintf(stderr, "mtc: error: %s shapes a preference loss: give it with --objective dpo (or drop it)\n", flag);
+      return 2;
+    }
+  for (const char* flag : {"--desirable-weight", "--undesirable-weight"})
+    if (app.count(flag) && loss.objective != mt::LossObjective::kKto) {
+      std::fprintf(stderr, "mtc: error: %s weighs KTO's examples: give it with --objective kto (or drop it)\n", flag);
       return 2;
     }
   const mt::DpoLossKind kind = loss.dpo_loss;

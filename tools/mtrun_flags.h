@@ -26,7 +26,7 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "written for this plan, else the plan's seeded initializers (an imported model has none: its "
                  "weights are needed)");
   app.add_option("--reference-weights", c.reference_weights,
-                 "a preference plan's reference model (mtc --objective dpo; not simpo or orpo, which have none): its "
+                 "a preference plan's reference model (mtc --objective dpo or kto; not simpo or orpo, which have none): its "
                  "weights (safetensors of the plan's parameters, as mtc writes beside a plan or --export writes) "
                  "instead of the starting weights; each example's reference log-probability is computed under them "
                  "before the first step (resuming, read back from the checkpoints' folder instead)");
@@ -49,15 +49,16 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
            "counted at start) or packed-examples (whole examples packed into each row, each seeing only itself, "
            "each pass over them a new shuffle with every example once; needs a plan of mtc --packed-examples) or "
            "pairs (a prompt's chosen and rejected replies in two rows, drawn at random; a plan of mtc --objective "
-           "dpo on a token file of mttok --preferences takes it, and only it); examples and packed-examples need "
-           "a token file of mttok --chat; default: packed, packed-examples for a plan of mtc --packed-examples on "
-           "such a file, pairs for a plan of mtc --objective dpo",
+           "dpo on a token file of mttok --preferences takes it, and only it; a KTO plan, mtc --objective kto, its "
+           "labelled examples beside their KL rows, mttok --unpaired); examples and packed-examples need a token "
+           "file of mttok --chat; default: packed, packed-examples for a plan of mtc --packed-examples on such a "
+           "file, pairs for a plan of mtc --objective dpo or kto",
            rowLayoutNames())
       ->default_str("packed, packed-examples or pairs");
   app.add_option("--seed", c.seed, "seed of the data order and of dropout's masks")->capture_default_str();
   app.add_option("--lr", c.lr,
-                 "peak learning rate (default 0.001; for a preference plan, mtc --objective dpo, 1e-6 as TRL's "
-                 "DPOConfig: its losses move the model far at the next token's rates)");
+                 "peak learning rate (default 0.001; for a preference plan, mtc --objective dpo or kto, 1e-6 as TRL's "
+                 "DPOConfig and KTOConfig: their losses move the model far at the next token's rates)");
   choiceOf(app, "--lr-schedule", c.lr_schedule,
            "the learning rate after the warmup: cosine or linear decay from --lr to --lr x --min-lr-ratio at the "
            "last step, or constant --lr",

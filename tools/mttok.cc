@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -24,7 +26,10 @@
 namespace {
 
 // Preferences: chat examples in (chosen, rejected) pairs, each counting its last reply alone.
-enum class Job { Encode, Chat, Preferences, Decode };
+// Unpaired: KTO's labelled examples, each beside its KL row (its prompt, another's completion).
+enum class Job { Encode, Chat, Preferences, Unpaired, Decode };
+// Whether a job writes its examples in pairs of rows, cut alike (cutPair).
+bool inPairs(Job job) { return job == Job::Preferences || job == Job::Unpaired; }
 
 struct Options {
   std::vector<std::string> inputs;
@@ -36,8 +41,8 @@ struct Options {
   Job job = Job::Encode;
   std::optional<mt::ChatTemplate> chat_template;  // unset: the tokenizer's own
   int64_t max_length = 0;                         // --chat: tokens per example at most (0: no limit)
-  int64_t max_prompt_length = 0;                  // --preferences: a pair's prompt's last tokens kept (0: all)
-  int64_t max_completion_length = 0;              // --preferences: each reply's first tokens kept (0: all)
+  int64_t max_prompt_length = 0;      // --preferences, --unpaired: a pair's prompt's last tokens kept (0: all)
+  int64_t max_completion_length = 0;  // --preferences, --unpaired: each reply's first tokens kept (0: all)
   bool train_on_prompt = false;                   // --chat: count the prompts' tokens too
   bool mask_history = false;                      // --chat: count each example's last reply only
 };
@@ -60,9 +65,9 @@ void printIds(const std::vector<uint32_t>& ids) {
 // against the model's).
 void writeTokens(const Options& o, const std::vector<uint32_t>& ids, uint32_t vocab, const std::vector<uint8_t>* counted,
                  uint32_t fingerprint, const std::string& what, const std::vector<int64_t>* example_starts = nullptr,
-                 bool pairs = false) {
+                 bool pairs = false, const std::vector<uint8_t>* labels = nullptr) {
   if (ids.empty()) throw mt::Error("the inputs hold no text: no token file to write");
-  mt::writeTokenFile(o.output, ids, vocab, counted, fingerprint, example_starts, pairs);
+  mt::writeTokenFile(o.output, ids, vocab, counted, fingerprint, example_starts, pairs, labels);
   std::printf("mttok: %zu tokens (vocab %u)%s from %zu file%s -> %s\n", ids.size(), vocab, what.c_str(),
               o.inputs.size(), o.inputs.size() == 1 ? "" : "s", o.output.c_str());
 }
@@ -138,7 +143,8 @@ std::vector<std::vector<mt::ChatPart>> renderExamples(const Options& o, const mt
 // The examples' lengths in tokens (each to the next one's start, its end token included), for
 // choosing a plan's --seq: the median, the 95th percentile and the longest, named.
 void printLengths(const std::vector<int64_t>& starts, size_t total, const std::vector<std::string>& where,
-                  bool pairs) {
+                  Job job) {
+  const bool pairs = inPairs(job);
   if (starts.empty()) return;
   std::vector<int64_t> lengths(starts.size());
   for (size_t e = 0; e < starts.size(); ++e)
@@ -152,7 +158,10 @@ void printLengths(const std::vector<int64_t>& starts, size_t total, const std::v
               "%lld (%s); %s keeps every one whole with a plan's --seq of %lld or more\n",
               static_cast<long long>(sorted[sorted.size() / 2]), static_cast<long long>(sorted[p95]),
               static_cast<long long>(lengths[longest]), where[longest].c_str(),
-              pairs ? "a plan of mtc --objective dpo" : "mtrun --rows examples", static_cast<long long>(seq));
+              job == Job::Unpaired ? "a plan of mtc --objective kto"
+              : pairs              ? "a plan of mtc --objective dpo"
+                                   : "mtrun --rows examples",
+              static_cast<long long>(seq));
   if (pairs) return;  // pairs are not packed
   // What padding that costs, and what packing them saves (in file order; a run's shuffles pack
   // about as many rows).
@@ -174,6 +183,8 @@ struct ChatInputs {
   std::vector<std::string> where;
   ShapingNote empty_replies, with_tools;
   ShapingNote same_replies;  // --preferences: pairs whose chosen and rejected replies are one text
+  std::vector<uint8_t> labels;  // --unpaired: each example's (1 desirable), one per pair of rows
+  ShapingNote same_prompt_kl;   // --unpaired: KL rows that found no other prompt's completion
 };
 // Whether an example trains on an empty reply (white space only; not a reply of calls): any of
 // its replies, or with --mask-history its last.
@@ -187,15 +198,46 @@ bool trainsOnEmptyReply(const mt::ChatExample& example, bool mask_history) {
   return empty;
 }
 
+// KTO's examples, each followed by its KL row: its prompt with another prompt's completion
+// (mt::klSource), as TRL's KTOTrainer pairs a batch's prompts with each other's completions; the
+// labels one per example. The KL rows' completions were checked (empty, tools) as their own examples.
+void addUnpaired(const Options& o, ChatInputs& in,
+                 const std::function<void(const mt::ChatExample&, const std::string&)>& add) {
+  std::vector<mt::LabelledExample> examples;
+  std::vector<std::string> where;
+  for (const auto& path : o.inputs)
+    mt::forEachLabelledExample(path, readText(path), [&](const mt::LabelledExample& e, const std::string& at) {
+      examples.push_back(e);
+      where.push_back(at);
+    });
+  if (examples.size() < 2)
+    throw mt::Error(fmt::format("--unpaired: {} example{}: KTO needs two or more (each example's KL row pairs its "
+                                "prompt with another example's completion)",
+                                examples.size(), examples.size() == 1 ? "" : "s"));
+  for (size_t i = 0; i < examples.size(); ++i) {
+    add(examples[i].example, where[i]);
+    bool same_prompt = false;
+    const size_t source = mt::klSource(examples, i, same_prompt);
+    if (same_prompt) in.same_prompt_kl.add(where[i]);
+    in.examples.push_back(mt::klExample(examples[i], examples[source]));
+    in.where.push_back(where[i] + " (KL row, the completion of " + where[source] + ")");
+    in.labels.push_back(examples[i].desirable);
+  }
+}
+
 ChatInputs readChatInputs(const Options& o) {
   ChatInputs in;
-  const bool last_reply = o.mask_history || o.job == Job::Preferences;
+  const bool last_reply = o.mask_history || inPairs(o.job);
   auto add = [&](const mt::ChatExample& example, const std::string& at) {
     if (trainsOnEmptyReply(example, last_reply)) in.empty_replies.add(at);
     if (example.usesTools()) in.with_tools.add(at);
     in.examples.push_back(example);
     in.where.push_back(at);
   };
+  if (o.job == Job::Unpaired) {
+    addUnpaired(o, in, add);
+    return in;
+  }
   for (const auto& path : o.inputs) {
     if (o.job == Job::Chat) {
       mt::forEachExample(path, readText(path), add);
@@ -292,7 +334,7 @@ std::vector<bool> cutPair(const Options& o, std::vector<ExampleTokens>& pair) {
 // (--mask-history) its beginning (the earliest turns); a pair (--preferences) as cutPair does.
 Encoded encodeExamples(const Options& o, mt::HfTokenizer& tokenizer, const ChatInputs& in,
                        const std::vector<std::vector<mt::ChatPart>>& rendered, uint32_t end) {
-  const bool pairs = o.job == Job::Preferences;
+  const bool pairs = inPairs(o.job);
   const size_t group = pairs ? 2 : 1;
   Encoded out;
   for (size_t first = 0; first < rendered.size(); first += group) {
@@ -326,13 +368,28 @@ Encoded encodeExamples(const Options& o, mt::HfTokenizer& tokenizer, const ChatI
   return out;
 }
 
+// KTO's labels counted, and TRL's advice where they are out of balance: desirable_weight times the
+// desirable examples within 1 to 4/3 of undesirable_weight times the undesirable ones.
+void printLabelBalance(const std::vector<uint8_t>& labels) {
+  const int64_t desirable = std::count(labels.begin(), labels.end(), uint8_t{1});
+  const int64_t undesirable = static_cast<int64_t>(labels.size()) - desirable;
+  std::printf("mttok: %lld desirable and %lld undesirable examples\n", static_cast<long long>(desirable),
+              static_cast<long long>(undesirable));
+  const double ratio = undesirable ? double(desirable) / double(undesirable) : INFINITY;
+  if (desirable && undesirable && ratio >= 1.0 && ratio <= 4.0 / 3.0) return;
+  std::printf("mttok: note: TRL's KTO advice is desirable weight x %lld within 1 to 4/3 of undesirable weight x %lld: "
+              "weigh the rarer kind up (mtc --desirable-weight, --undesirable-weight)%s\n",
+              static_cast<long long>(desirable), static_cast<long long>(undesirable),
+              desirable && undesirable ? "" : "; with one kind alone, KTO still trains, against the KL estimate");
+}
+
 // Instruction data (JSONL, or one JSON array): each example rendered with a chat template, its
 // replies counted (everything but the end with --train-on-prompt, the last reply alone with
 // --mask-history), shaped by encodeExamples. --preferences: each pair's chosen example, then its
 // rejected one, as with --mask-history.
 int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   const ChatInputs in = readChatInputs(o);
-  const bool pairs = o.job == Job::Preferences;
+  const bool pairs = inPairs(o.job);
   const std::vector<mt::ChatExample>& examples = in.examples;
   const std::vector<std::string>& where = in.where;
   std::vector<std::vector<mt::ChatPart>> rendered = renderExamples(o, tokenizer, examples, where);
@@ -353,12 +410,22 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
   for (uint8_t c : counted) targets += c;
   writeTokens(o, ids, tokenizer.vocabSize(), &counted, tokenizer.fingerprint(),
               " in " + std::to_string(examples_count) + " examples, " + std::to_string(targets) + " counted by the loss" +
-                  (pairs               ? " (" + std::to_string(examples_count / 2) + " pairs: each reply)"
-                   : o.train_on_prompt ? " (--train-on-prompt: the prompts too)"
-                   : o.mask_history    ? " (--mask-history: each example's last reply)"
-                                       : ""),
-              &encoded.starts, pairs);
-  printLengths(encoded.starts, ids.size(), where, pairs);
+                  (o.job == Job::Unpaired ? " (" + std::to_string(examples_count / 2) +
+                                                " labelled examples, each beside its KL row: each completion)"
+                   : pairs                ? " (" + std::to_string(examples_count / 2) + " pairs: each reply)"
+                   : o.train_on_prompt    ? " (--train-on-prompt: the prompts too)"
+                   : o.mask_history       ? " (--mask-history: each example's last reply)"
+                                          : ""),
+              &encoded.starts, pairs, o.job == Job::Unpaired ? &in.labels : nullptr);
+  printLengths(encoded.starts, ids.size(), where, o.job);
+  if (o.job == Job::Unpaired) printLabelBalance(in.labels);
+  if (in.same_prompt_kl.count)
+    std::fprintf(stderr, "mttok: warning: %lld KL row%s a completion of %s own prompt (no other prompt within "
+                 "%zu examples; the first: %s), which biases the KL estimate up: interleave examples of different "
+                 "prompts\n",
+                 static_cast<long long>(in.same_prompt_kl.count), in.same_prompt_kl.count == 1 ? " is" : "s are",
+                 in.same_prompt_kl.count == 1 ? "its example's" : "their examples'", mt::kKlTries,
+                 in.same_prompt_kl.first.c_str());
   if (in.same_replies.count)
     std::fprintf(stderr, "mttok: warning: %lld pair%s the same chosen and rejected reply (the first: %s): they teach "
                  "no preference\n", static_cast<long long>(in.same_replies.count),
@@ -434,15 +501,21 @@ int encodeLegacy(const Options& o) {
 std::optional<std::string> checkCombination(const Options& o) {
   const int kinds = o.bytes + o.bpe + !o.tokenizer.empty();
   if (kinds > 1) return "--bytes, --bpe and --tokenizer each choose the tokenization: give one";
-  const bool chat = o.job == Job::Chat || o.job == Job::Preferences;
+  const bool chat = o.job == Job::Chat || inPairs(o.job);
   if (o.job != Job::Encode && o.tokenizer.empty())
-    return std::string(o.job == Job::Chat ? "--chat" : o.job == Job::Preferences ? "--preferences" : "--decode") +
+    return std::string(o.job == Job::Chat          ? "--chat"
+                       : o.job == Job::Preferences ? "--preferences"
+                       : o.job == Job::Unpaired    ? "--unpaired"
+                                                   : "--decode") +
            " needs --tokenizer";
-  if ((o.chat_template || o.max_length) && !chat) return "--template and --max-length apply to --chat and --preferences";
-  if ((o.max_prompt_length || o.max_completion_length) && o.job != Job::Preferences)
-    return "--max-prompt-length and --max-completion-length apply to --preferences (a pair's prompt and replies)";
+  if ((o.chat_template || o.max_length) && !chat)
+    return "--template and --max-length apply to --chat, --preferences and --unpaired";
+  if ((o.max_prompt_length || o.max_completion_length) && !inPairs(o.job))
+    return "--max-prompt-length and --max-completion-length apply to --preferences and --unpaired (a prompt and its "
+           "replies)";
   if ((o.train_on_prompt || o.mask_history) && o.job != Job::Chat)
-    return "--train-on-prompt and --mask-history apply to --chat (--preferences counts each reply alone)";
+    return "--train-on-prompt and --mask-history apply to --chat (--preferences and --unpaired count each reply "
+           "alone)";
   if (o.train_on_prompt && o.mask_history)
     return "--train-on-prompt counts every token, --mask-history only the last reply's: give one";
   if (o.job == Job::Decode && o.print_ids) return "--decode prints text; --ids is for encoding";
@@ -452,23 +525,23 @@ std::optional<std::string> checkCombination(const Options& o) {
 
 }  // namespace
 
-// How --chat and --preferences render, count and cut their examples.
+// How --chat, --preferences and --unpaired render, count and cut their examples.
 void addShapingFlags(CLI::App& app, Options& o) {
   mt::choiceOf(app, "--template", o.chat_template,
                "a built-in chat template for --chat (default: the tokenizer folder's own chat template, rendered by "
                "Jinja2 as transformers does; where it has none, the built-in its special tokens imply)",
                mt::chatTemplateNames());
   app.add_option("--max-length", o.max_length,
-                 "with --chat or --preferences: cut each example to this many tokens, its end token included (the "
-                 "cut examples are counted and the first named)")
+                 "with --chat, --preferences or --unpaired: cut each example to this many tokens, its end token "
+                 "included (the cut examples are counted and the first named)")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
   app.add_option("--max-prompt-length", o.max_prompt_length,
-                 "with --preferences: keep a pair's prompt's last this many tokens (TRL's max_prompt_length), before "
-                 "--max-length")
+                 "with --preferences or --unpaired: keep a prompt's last this many tokens (TRL's max_prompt_length), "
+                 "before --max-length")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--max-completion-length", o.max_completion_length,
-                 "with --preferences: keep each reply's first this many tokens (TRL's max_completion_length), before "
-                 "--max-length")
+                 "with --preferences or --unpaired: keep each reply's first this many tokens (TRL's "
+                 "max_completion_length), before --max-length")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_flag("--train-on-prompt", o.train_on_prompt,
                "with --chat: count the prompts' tokens (system, user turns, the template's markers) in the loss too, "
@@ -478,9 +551,38 @@ void addShapingFlags(CLI::App& app, Options& o) {
                "(LLaMA-Factory's mask_history; --max-length then cuts an example's beginning, not its end)");
 }
 
+// What the inputs are (--chat, --preferences, --unpaired, --decode; at most one): what mttok does.
+struct JobFlags {
+  bool chat = false, preferences = false, unpaired = false, decode = false;
+  Job job() const {
+    return chat          ? Job::Chat
+           : preferences ? Job::Preferences
+           : unpaired    ? Job::Unpaired
+           : decode      ? Job::Decode
+                         : Job::Encode;
+  }
+};
+void addJobFlags(CLI::App& app, JobFlags& jobs) {
+  app.add_flag("--chat", jobs.chat,
+               "the inputs are instruction data (JSONL, or a JSON array of examples): write ids and a loss mask "
+               "counting the replies");
+  app.add_flag("--preferences", jobs.preferences,
+               "the inputs are preference data for mtc --objective dpo (JSONL, or a JSON array: {\"prompt\", "
+               "\"chosen\", \"rejected\"}, each a string or a list of messages, or \"chosen\" and \"rejected\" "
+               "conversations sharing their prompt): write each pair's chosen and rejected example, each counting "
+               "its last reply alone (--max-length cuts a prompt's beginning)");
+  app.add_flag("--unpaired", jobs.unpaired,
+               "the inputs are unpaired preference data for mtc --objective kto (JSONL, or a JSON array: {\"prompt\", "
+               "\"completion\", \"label\": true or false}, the prompt and completion each a string or a list of "
+               "messages; preference records give two, the chosen reply desirable and the rejected one not): write "
+               "each example, then its KL row (its prompt with the completion of another prompt's example, from "
+               "half the inputs away), each counting its completion's last reply, and the labels");
+  app.add_flag("--decode", jobs.decode, "the inputs are token files: write their text");
+}
+
 int main(int argc, char** argv) {
   Options o;
-  bool chat = false, preferences = false, decode_flag = false;
+  JobFlags jobs;
   CLI::App app{
       "mttok: tokenise text into a MegaTrain token file, instruction data into one with a loss mask, and token\n"
       "files back into text.\n\n"
@@ -497,6 +599,9 @@ int main(int argc, char** argv) {
       "  mttok --tokenizer Qwen2.5-0.5B/ --preferences pairs.jsonl -o pairs.tok\n"
       "                                                      preference data for mtc --objective dpo: each\n"
       "                                                      prompt's chosen and rejected reply\n"
+      "  mttok --tokenizer Qwen2.5-0.5B/ --unpaired feedback.jsonl -o kto.tok\n"
+      "                                                      unpaired data for mtc --objective kto: each\n"
+      "                                                      completion labelled desirable or not\n"
       "  mttok --tokenizer qwen3 --decode sft.tok            the text of a token file\n"
       "  echo \"Hello world\" | mttok --tokenizer gpt2 --ids -  print the ids (with --tokenizer: a line per input)\n\n"
       "--tokenizer takes a tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3, mistral, gpt-oss (installed\n"
@@ -508,16 +613,8 @@ int main(int argc, char** argv) {
   app.add_option("--bpe-dir", o.bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe")->capture_default_str();
   app.add_option("--tokenizer", o.tokenizer, "a Hugging Face BPE tokenizer (byte-level, or SentencePiece-style with byte fallback): FILE, FOLDER "
                  "or gpt2|llama3|qwen3|mistral|gpt-oss");
-  app.add_flag("--chat", chat,
-               "the inputs are instruction data (JSONL, or a JSON array of examples): write ids and a loss mask "
-               "counting the replies");
+  addJobFlags(app, jobs);
   addShapingFlags(app, o);
-  app.add_flag("--preferences", preferences,
-               "the inputs are preference data for mtc --objective dpo (JSONL, or a JSON array: {\"prompt\", "
-               "\"chosen\", \"rejected\"}, each a string or a list of messages, or \"chosen\" and \"rejected\" "
-               "conversations sharing their prompt): write each pair's chosen and rejected example, each counting "
-               "its last reply alone (--max-length cuts a prompt's beginning)");
-  app.add_flag("--decode", decode_flag, "the inputs are token files: write their text");
   app.add_flag("--skip-special", o.skip_special, "with --decode: leave special tokens out of the text");
   app.add_option("--eot", o.end_of_text, "the token that ends each document or example (default: the tokenizer's "
                                          "<|endoftext|>, <|end_of_text|>, </s> or <eos>)");
@@ -525,11 +622,12 @@ int main(int argc, char** argv) {
                                              "(Llama 3's <|begin_of_text|>, where its tokenizer.json asks for it)");
   app.add_flag("--ids", o.print_ids, "print the token ids (space-separated) instead of writing a file");
   if (const auto code = mt::parseFlags(app, argc, argv)) return *code;
-  if (chat + preferences + decode_flag > 1) {
-    std::fprintf(stderr, "mttok: error: --chat, --preferences and --decode each say what the inputs are: give one\n");
+  if (jobs.chat + jobs.preferences + jobs.unpaired + jobs.decode > 1) {
+    std::fprintf(stderr, "mttok: error: --chat, --preferences, --unpaired and --decode each say what the inputs are: "
+                         "give one\n");
     return 2;
   }
-  o.job = chat ? Job::Chat : preferences ? Job::Preferences : decode_flag ? Job::Decode : Job::Encode;
+  o.job = jobs.job();
   if (const auto problem = checkCombination(o)) {
     std::fprintf(stderr, "mttok: error: %s\n", problem->c_str());
     return 2;
@@ -540,7 +638,8 @@ int main(int argc, char** argv) {
     switch (o.job) {
       case Job::Encode: return encodeDocuments(o, tokenizer);
       case Job::Chat:
-      case Job::Preferences: return encodeChat(o, tokenizer);
+      case Job::Preferences:
+      case Job::Unpaired: return encodeChat(o, tokenizer);
       case Job::Decode: return decode(o, tokenizer);
     }
     return 1;

@@ -89,6 +89,7 @@ done
 /usr/bin/python3 -c "import sys; sys.path.insert(0, 'tests/e2e'); import mt_reference as ref
 ref.write_example_corpus('.gpu/corpus.tok', '.gpu/examples.tok')
 ref.write_example_corpus('.gpu/corpus.tok', '.gpu/pairs.tok', pairs=True)
+ref.write_example_corpus('.gpu/corpus.tok', '.gpu/labelled.tok', pairs=True, labelled=True)
 print('.gpu/sft.tok:', ref.write_lognormal_examples('.gpu/sft.tok', 3000, 300, 24, 1023))"
 build/bin/mtc llama-tiny --packed-examples --batch 4 --seq 64 --no-weights -o .gpu/plans/packed-llama-tiny.plan >/dev/null
 build/bin/mtc llama-tiny --packed-examples --width 256 --heads 4 --kv-heads 2 --ffn 512 --batch 2 --context 128 --seq 100 \
@@ -97,7 +98,8 @@ build/bin/mtc gpt-oss-tiny --packed-examples --batch 4 --seq 64 --no-weights -o 
 # Preference training (mtc --objective dpo; run.sh trains them on .gpu/pairs.tok): the sequence
 # log-probabilities' and the DPO loss's twins end to end, with the reference pass's loss-only runs,
 # fp32 (resident, streamed-recompute, streamed over 2 vocabulary chunks) and bf16; ORPO (no
-# reference pass), SPPO (a loss of the two log-ratios apart) and AOT (sorted over the pairs).
+# reference pass), SPPO (a loss of the two log-ratios apart) and AOT (sorted over the pairs); KTO
+# (run.sh trains it on .gpu/labelled.tok).
 build/bin/mtc llama-tiny --objective dpo --batch 4 --seq 32 --no-weights -o .gpu/plans/dpo-llama-tiny.plan >/dev/null
 build/bin/mtc llama-tiny --objective dpo --batch 4 --seq 32 --schedule streamed-recompute --no-weights \
   -o .gpu/plans/dpo-llama-tiny-streamed.plan >/dev/null
@@ -109,6 +111,8 @@ for loss in orpo sppo_hard aot; do
   build/bin/mtc llama-tiny --objective dpo --dpo-loss $loss --batch 4 --seq 32 --no-weights \
     -o .gpu/plans/dpo-llama-tiny-$loss.plan >/dev/null
 done
+build/bin/mtc llama-tiny --objective kto --undesirable-weight 1.5 --batch 4 --seq 32 --no-weights \
+  -o .gpu/plans/kto-llama-tiny.plan >/dev/null
 # Decode plans (mtc --kv-cache) beside window plans of the same models: kv_cache_check on cuda.
 mkdir -p .gpu/kv .gpu/hf
 for model in gpt2-tiny llama-tiny qwen-tiny gpt-oss-tiny; do

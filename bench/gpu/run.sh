@@ -73,7 +73,7 @@ echo "$twins"; grep -A3 'Failure' "$out/twins.txt" | head -40
 echo "== 2. cuda vs cpu, 10 steps"
 parity=""
 plans=$(ls .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan .gpu/plans/qwen3-moe-tiny*.plan .gpu/plans/mixtral-tiny*.plan \
-  .gpu/plans/gpt-oss-tiny*.plan .gpu/plans/packed-*.plan .gpu/plans/dpo-*.plan)
+  .gpu/plans/gpt-oss-tiny*.plan .gpu/plans/packed-*.plan .gpu/plans/dpo-*.plan .gpu/plans/kto-*.plan)
 [ "$what" = attention ] && plans=$(ls .gpu/plans/llama-tiny-d*-mixed.plan .gpu/plans/packed-llama-tiny-d64-mixed.plan)
 for plan in $plans; do
   name=$(basename "$plan" .plan)
@@ -81,6 +81,7 @@ for plan in $plans; do
   case $name in
     packed-*) data=(--data .gpu/examples.tok --rows packed-examples) ;;
     dpo-*) data=(--data .gpu/pairs.tok --lr 1e-3) ;;  # the next token's rate: weights that move (not DPO's 1e-6)
+    kto-*) data=(--data .gpu/labelled.tok --lr 1e-3) ;;
   esac
   for backend in cpu cuda; do
     mt 60 mtrun "$plan" "${data[@]}" --steps 10 --backend $backend --log "$out/$name.$backend.jsonl" \

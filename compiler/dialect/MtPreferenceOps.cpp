@@ -149,6 +149,39 @@ LogicalResult DpoLossGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Lo
   return success();
 }
 
+// logp and reference (B) of an even B, labels (B/2); beta positive, the weights not negative, all
+// finite (read from the attributes themselves, as requireLossAttrs).
+template <typename Adaptor>
+static LogicalResult requireKto(std::optional<Location> loc, Adaptor adaptor) {
+  if (failed(requirePairs(loc, adaptor.getLogp(), adaptor.getReference())) ||
+      failed(requireShape(loc, adaptor.getLabels(), {tensorOf(adaptor.getLogp()).getDimSize(0) / 2}, "labels")))
+    return failure();
+  const FloatAttr desirable = adaptor.getDesirableWeightAttr(), undesirable = adaptor.getUndesirableWeightAttr();
+  const float b = adaptor.getBetaAttr().getValue().convertToFloat();
+  const float d = desirable ? desirable.getValue().convertToFloat() : 1.0f;
+  const float u = undesirable ? undesirable.getValue().convertToFloat() : 1.0f;
+  if (!(b > 0.0f) || !std::isfinite(b) || !(d >= 0.0f) || !std::isfinite(d) || !(u >= 0.0f) || !std::isfinite(u))
+    return emitOptionalError(loc, "beta must be positive and desirable_weight and undesirable_weight not negative, "
+                                  "all finite");
+  return success();
+}
+
+LogicalResult KtoLossOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                          SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) || failed(requireKto(loc, adaptor))) return failure();
+  types.push_back(f32Tensor(ctx, {}));
+  return success();
+}
+
+LogicalResult KtoLossGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                              SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireShape(loc, adaptor.getDloss(), {}, "dloss")) || failed(requireKto(loc, adaptor)))
+    return failure();
+  types.push_back(adaptor.getLogp().getType());
+  return success();
+}
+
 // Costs: a log-sum-exp and a pick per token as mt.softmax_xent's; the pairs' few flops.
 int64_t SequenceLogprobOp::getFlops() { return 4 * tensorOf(getLogits()).getNumElements(); }
 int64_t SequenceLogprobGradOp::getFlops() { return 3 * tensorOf(getLogits()).getNumElements(); }
@@ -158,6 +191,8 @@ int64_t PairNllOp::getFlops() { return tensorOf(getTargets()).getNumElements(); 
 int64_t PairNllGradOp::getFlops() { return tensorOf(getTargets()).getNumElements(); }
 int64_t DpoLossOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 int64_t DpoLossGradOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
+int64_t KtoLossOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
+int64_t KtoLossGradOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 
 // Kernel attributes in the op table's order (runtime/plan/op_table.def): the sums' int[(average)],
 // left out for sums (plan 1.23's calls); the chunks' int[vocab, average] and int[first, vocab,
@@ -217,7 +252,19 @@ void DpoLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorIm
   lossKernelAttrs(*this, ints, floats);
 }
 
-// Gradient rules. The targets are integers and the reference an input: no gradient.
+template <typename KtoOp>
+static void ktoKernelAttrs(KtoOp op, SmallVectorImpl<float>& floats) {
+  floats.append({op.getBeta().convertToFloat(), op.getDesirableWeight().convertToFloat(),
+                 op.getUndesirableWeight().convertToFloat()});
+}
+void KtoLossOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  ktoKernelAttrs(*this, floats);
+}
+void KtoLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  ktoKernelAttrs(*this, floats);
+}
+
+// Gradient rules. The targets are integers and the reference and labels inputs: no gradient.
 SmallVector<Value> SequenceLogprobOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   if (!grads[0]) return {Value(), Value()};  // only the log-sum-exp is read: nothing to differentiate
   return {b.create<SequenceLogprobGradOp>(getLoc(), grads[0], getLogits(), getTargets(), getLse(), getAverage()),
@@ -234,6 +281,12 @@ SmallVector<Value> DpoLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads)
   return {b.create<DpoLossGradOp>(getLoc(), grads[0], getLogp(), getReference(), getBetaAttr(), getKindAttr(),
                                   getLabelSmoothingAttr(), getGammaAttr(), getTauAttr()),
           Value()};
+}
+
+SmallVector<Value> KtoLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<KtoLossGradOp>(getLoc(), grads[0], getLogp(), getReference(), getLabels(), getBetaAttr(),
+                                  getDesirableWeightAttr(), getUndesirableWeightAttr()),
+          Value(), Value()};
 }
 
 }  // namespace mt

@@ -175,6 +175,58 @@ def Mt_DpoLossGradOp : Mt_KernelOp<"dpo_loss_grad", [
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
+// KTO (Ethayarajh et al. 2024, as TRL's KTOTrainer computes its default "kto" loss): each example
+// is a prompt with one completion labelled desirable or undesirable, not a pair of replies. Its
+// rows come in pairs, row 2i the example and row 2i+1 its KL row: the same prompt with another
+// example's completion (mttok --unpaired chooses it), whose log-ratios estimate the KL divergence
+// of the policy from the reference.
+def Mt_KtoLossOp : Mt_KernelOp<"kto_loss", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "the KTO loss of a batch of (example, KL) rows, each example labelled";
+  let description = [{
+    Over the P = B/2 examples, with the reference model's log-probabilities `reference` (B) and
+    `labels` (P) (1: the completion is desirable, 0: undesirable; both inputs, no gradient):
+      kl = max(0, mean_i ((logp - reference)[2i+1]))   (no gradient, as TRL detaches it)
+      c_i = (logp - reference)[2i]
+      l_i = desirable_weight * (1 - sigmoid(beta * (c_i - kl)))     where labels[i] = 1
+            undesirable_weight * (1 - sigmoid(beta * (kl - c_i)))   where labels[i] = 0
+      loss = mean_i l_i
+    beta * c_i is example i's implicit reward.
+
+    ```mlir
+    %loss = mt.kto_loss %logp, %ref, %labels {beta = 1.0e-1 : f32} : tensor<4xf32>, tensor<4xf32>, tensor<2xf32>
+    %weighted = mt.kto_loss %logp, %ref, %labels {beta = 1.0e-1 : f32, undesirable_weight = 1.5 : f32}
+        : tensor<4xf32>, tensor<4xf32>, tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$logp, Mt_F32Tensor:$reference, Mt_F32Tensor:$labels, F32Attr:$beta,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$desirable_weight,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$undesirable_weight);
+  let results = (outs Mt_F32Tensor:$loss);
+  let assemblyFormat = "$logp `,` $reference `,` $labels attr-dict `:` type($logp) `,` type($reference) `,` type($labels)";
+}
+
+def Mt_KtoLossGradOp : Mt_KernelOp<"kto_loss_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "backward of mt.kto_loss: dlogp (B), 0 on the KL rows";
+  let description = [{
+    dlogp[2i] = dloss / P * dl_i/dc_i: -desirable_weight * beta * s(x)(1 - s(x)) with x = beta (c_i - kl)
+    where labels[i] = 1, undesirable_weight * beta * s(x)(1 - s(x)) with x = beta (kl - c_i) where 0;
+    dlogp[2i+1] = 0.
+
+    ```mlir
+    %dlogp = mt.kto_loss_grad %dloss, %logp, %ref, %labels {beta = 1.0e-1 : f32} : tensor<f32>, tensor<4xf32>, tensor<4xf32>, tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$logp, Mt_F32Tensor:$reference, Mt_F32Tensor:$labels,
+                       F32Attr:$beta,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$desirable_weight,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$undesirable_weight);
+  let results = (outs Mt_F32Tensor:$dlogp);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
 def Mt_PairNllOp : Mt_KernelOp<"pair_nll", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {

@@ -41,6 +41,13 @@
 //   reference)[2i] - (logp - reference)[2i + 1]), or of the two log-ratios apart, or for ORPO of
 //   the log odds ratio of the pair's mean log-probabilities, or for AOT of sorted sides.
 // mt.dpo_loss_grad: (dloss (), logp, reference) -> dlogp (B)    the same attributes
+// mt.kto_loss: (logp (B), reference (B), labels (B/2)) -> loss ()    float[beta, desirable_weight,
+//   undesirable_weight] (plan 1.26; KTO, TRL's KTOTrainer): rows in pairs, 2i an example (a prompt
+//   and its completion), 2i + 1 its KL row (the same prompt with another example's completion),
+//   labels[i] 1 for a desirable completion and 0 for an undesirable one: ktoExample's mean over the
+//   examples, in double.
+// mt.kto_loss_grad: (dloss (), logp, reference, labels) -> dlogp (B)    the same attributes: the
+//   examples' rows dloss / P times ktoExample's derivative, the KL rows 0 (the estimate has none).
 // mt.pair_nll: (logp (B), targets (B, T)) -> loss ()    int[vocab, average] float[alpha] (plan 1.24;
 //   TRL's rpo_alpha, CPOTrainer's cpo_alpha): alpha times the chosen replies' negative
 //   log-likelihood per token, -sum_i S[2i] / sum_i n[2i], n[b] row b's targets in [0, vocab) and
@@ -281,6 +288,38 @@ MT_HOST_DEVICE inline DpoPair dpoBatchPair(const DpoLossParams& p, const float* 
   return {dpoMarginLoss(sigmoid, z), dx, dy, z};
 }
 
+// KTO (mt.kto_loss; TRL's KTOTrainer, loss_type kto), of c the example's log-ratio (policy minus
+// reference) and kl the micro-batch's KL estimate: the mean over its KL rows of their log-ratios,
+// at least 0 (and, as TRL detaches it, no gradient). A desirable example's loss is w_d (1 - s(beta
+// (c - kl))), an undesirable one's w_u (1 - s(beta (kl - c))), s the sigmoid.
+struct KtoParams {
+  double beta = 0.0;         // how far the policy may move from the reference
+  double desirable = 1.0;    // TRL's desirable_weight
+  double undesirable = 1.0;  // TRL's undesirable_weight
+};
+inline KtoParams ktoParams(const KernelArgs& args) { return {args.floats[0], args.floats[1], args.floats[2]}; }
+// (Written so that a NaN mean stays NaN, as torch's clamp keeps it.)
+MT_HOST_DEVICE inline double ktoKl(const float* logp, const float* reference, int64_t pairs) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < pairs; ++i) sum += double(logp[2 * i + 1]) - reference[2 * i + 1];
+  const double kl = sum / double(pairs);
+  return kl < 0.0 ? 0.0 : kl;
+}
+// Example i's loss and its derivative in logp[2i]; `reward` is beta c, its implicit reward.
+struct KtoExample {
+  double loss, d_example, reward;
+};
+MT_HOST_DEVICE inline KtoExample ktoExample(const KtoParams& p, const float* logp, const float* reference,
+                                            const float* labels, double kl, int64_t i) {
+  const double c = double(logp[2 * i]) - reference[2 * i], b = p.beta;
+  if (labels[i] != 0.0f) {  // 1 - s(x) as s(-x): no cancellation where s(x) nears 1
+    const double x = b * (c - kl);
+    return {p.desirable * dpoSigmoid(-x), -p.desirable * b * dpoSigmoid(x) * dpoSigmoid(-x), b * c};
+  }
+  const double x = b * (kl - c);
+  return {p.undesirable * dpoSigmoid(-x), p.undesirable * b * dpoSigmoid(x) * dpoSigmoid(-x), b * c};
+}
+
 std::string softmax_xent_check(const KernelArgs& args);
 void softmax_xent_cpu(const KernelArgs& args);
 std::string softmax_xent_grad_check(const KernelArgs& args);
@@ -313,6 +352,10 @@ std::string dpo_loss_check(const KernelArgs& args);
 void dpo_loss_cpu(const KernelArgs& args);
 std::string dpo_loss_grad_check(const KernelArgs& args);
 void dpo_loss_grad_cpu(const KernelArgs& args);
+std::string kto_loss_check(const KernelArgs& args);
+void kto_loss_cpu(const KernelArgs& args);
+std::string kto_loss_grad_check(const KernelArgs& args);
+void kto_loss_grad_cpu(const KernelArgs& args);
 
 // CUDA twins (kernels/loss/loss_cuda.cu), built when CUDA is enabled.
 void softmax_xent_cuda(const KernelArgs& args, const CudaLaunch& launch);
@@ -331,4 +374,6 @@ void pair_nll_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void pair_nll_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void dpo_loss_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void dpo_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void kto_loss_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void kto_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

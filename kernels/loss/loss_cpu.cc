@@ -429,6 +429,66 @@ void dpo_loss_grad_cpu(const KernelArgs& args) {
 
 namespace {
 
+// logp and reference (B) of rows in pairs and labels (B/2) of a kto_loss or its backward (`op`),
+// float[beta > 0, desirable_weight >= 0, undesirable_weight >= 0].
+std::string checkKto(const KernelArgs& args, const Tensor& logp, const Tensor& reference, const Tensor& labels,
+                     const char* op) {
+  MT_CHECK(expectDType(logp, DType::F32, op));
+  MT_CHECK(expectDType(reference, DType::F32, op));
+  MT_CHECK(expectDType(labels, DType::F32, op));
+  if (logp.shape.size() != 1 || logp.shape[0] == 0 || logp.shape[0] % 2 != 0)
+    return std::string(op) + ": logp must be (B) of an even B > 0 (rows in pairs: an example, its KL row)";
+  MT_CHECK(expectShape(reference, logp.shape, op));
+  MT_CHECK(expectShape(labels, {logp.shape[0] / 2}, op));
+  if (!args.ints.empty() || args.floats.size() != 3)
+    return std::string(op) + ": takes float[beta, desirable_weight, undesirable_weight] and no ints";
+  const float beta = args.floats[0], desirable = args.floats[1], undesirable = args.floats[2];
+  if (!(beta > 0.0f) || !std::isfinite(beta) || !(desirable >= 0.0f) || !std::isfinite(desirable) ||
+      !(undesirable >= 0.0f) || !std::isfinite(undesirable))
+    return std::string(op) + ": beta must be positive and the weights not negative, all finite";
+  return "";
+}
+
+}  // namespace
+
+std::string kto_loss_check(const KernelArgs& args) {
+  MT_CHECK(checkKto(args, args.in[0], args.in[1], args.in[2], "kto_loss"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "kto_loss loss"));
+  return expectShape(args.out[0], {}, "kto_loss loss");
+}
+
+void kto_loss_cpu(const KernelArgs& args) {
+  const int64_t pairs = args.in[0].dim(0) / 2;
+  const float *logp = args.in[0].f32(), *reference = args.in[1].f32();
+  const KtoParams params = ktoParams(args);
+  const double kl = ktoKl(logp, reference, pairs);
+  double total = 0.0;
+  for (int64_t i = 0; i < pairs; ++i) total += ktoExample(params, logp, reference, args.in[2].f32(), kl, i).loss;
+  args.out[0].f32()[0] = static_cast<float>(total / pairs);
+}
+
+std::string kto_loss_grad_check(const KernelArgs& args) {
+  MT_CHECK(expectDType(args.in[0], DType::F32, "kto_loss_grad dloss"));
+  MT_CHECK(expectShape(args.in[0], {}, "kto_loss_grad dloss"));
+  MT_CHECK(checkKto(args, args.in[1], args.in[2], args.in[3], "kto_loss_grad"));
+  MT_CHECK(expectDType(args.out[0], DType::F32, "kto_loss_grad result"));
+  return expectShape(args.out[0], args.in[1].shape, "kto_loss_grad result");
+}
+
+void kto_loss_grad_cpu(const KernelArgs& args) {
+  const int64_t pairs = args.in[1].dim(0) / 2;
+  const float *logp = args.in[1].f32(), *reference = args.in[2].f32();
+  const KtoParams params = ktoParams(args);
+  const double kl = ktoKl(logp, reference, pairs), scale = double(args.in[0].f32()[0]) / pairs;
+  float* dlogp = args.out[0].f32();
+  for (int64_t i = 0; i < pairs; ++i) {
+    dlogp[2 * i] = static_cast<float>(scale * ktoExample(params, logp, reference, args.in[3].f32(), kl, i).d_example);
+    dlogp[2 * i + 1] = 0.0f;
+  }
+}
+
+namespace {
+
 // logp (B) of rows in pairs and targets (B, T) of a pair_nll or its backward (`op`), int[vocab,
 // average] float[alpha].
 std::string checkPairNll(const KernelArgs& args, const Tensor& logp, const Tensor& targets, const char* op) {

@@ -157,6 +157,27 @@ __global__ void dpoLossGrad(const float* __restrict__ dloss, const float* __rest
   }
 }
 
+// mt.kto_loss (`dlogp` null) or its backward; one block: the micro-batch's KL estimate (each thread
+// sums the KL rows itself, as few as a batch's examples), then each example's loss or derivative.
+__global__ void ktoLoss(const float* __restrict__ logp, const float* __restrict__ reference,
+                        const float* __restrict__ labels, float* __restrict__ loss, const float* __restrict__ dloss,
+                        float* __restrict__ dlogp, int64_t pairs, KtoParams params) {
+  const double kl = ktoKl(logp, reference, pairs);
+  if (dlogp) {
+    const double scale = double(dloss[0]) / pairs;
+    for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) {
+      dlogp[2 * i] = static_cast<float>(scale * ktoExample(params, logp, reference, labels, kl, i).d_example);
+      dlogp[2 * i + 1] = 0.0f;
+    }
+    return;
+  }
+  double total = 0.0;
+  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x)
+    total += ktoExample(params, logp, reference, labels, kl, i).loss;
+  total = blockSum(total);
+  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / pairs);
+}
+
 // mt.pair_nll (`dlogp` null) or its backward; one block: the chosen rows' summed log-probabilities
 // (means times their counts with `average`) and counts of targets, then the loss or dlogp.
 __global__ void pairNll(const float* __restrict__ logp, const int32_t* __restrict__ targets, float* __restrict__ loss,
@@ -359,6 +380,18 @@ void dpo_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t pairs = args.in[1].dim(0) / 2;
   dpoLossGrad<<<cuda::gridBlocks((pairs + kThreads - 1) / kThreads, "dpo_loss_grad"), kThreads, 0, launch.stream>>>(
       args.in[0].f32(), args.in[1].f32(), args.in[2].f32(), args.out[0].f32(), pairs, dpoLossParams(args));
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void kto_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  ktoLoss<<<1, 256, 0, launch.stream>>>(args.in[0].f32(), args.in[1].f32(), args.in[2].f32(), args.out[0].f32(),
+                                        nullptr, nullptr, args.in[0].dim(0) / 2, ktoParams(args));
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void kto_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  ktoLoss<<<1, 256, 0, launch.stream>>>(args.in[1].f32(), args.in[2].f32(), args.in[3].f32(), nullptr,
+                                        args.in[0].f32(), args.out[0].f32(), args.in[1].dim(0) / 2, ktoParams(args));
   MT_CUDA_CHECK_LAUNCH();
 }
 

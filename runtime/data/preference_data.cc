@@ -1,5 +1,8 @@
 #include "runtime/data/preference_data.h"
 
+#include <algorithm>
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "runtime/io/error.h"
@@ -31,6 +34,33 @@ void requireSharedPrompt(const PreferencePair& pair, const std::string& where) {
                 "replies (give the prompt as \"prompt\" and the replies alone)");
 }
 
+// A record's prompt: a string is a user message; a list must not end with the assistant's.
+std::vector<ChatMessage> promptOf(const Json& prompt, const std::string& where) {
+  std::vector<ChatMessage> messages;
+  if (prompt.is_string()) messages.push_back({"user", prompt.get<std::string>()});
+  else messages = readTurns(prompt, /*sharegpt=*/false, where + ": prompt");
+  if (messages.back().role == "assistant")
+    throw Error(where + ": the prompt ends with the assistant's message: nothing is left for a reply to answer");
+  return messages;
+}
+
+// An unpaired record: a prompt, its completion and a boolean label.
+LabelledExample labelledExampleOf(const Json& record, const std::string& where) {
+  for (const char* key : {"prompt", "completion", "label"})
+    if (!record.contains(key))
+      throw Error(where + ": no \"" + key + "\": an unpaired record holds a \"prompt\", a \"completion\" and a "
+                  "\"label\" (true: desirable), or is a preference record (\"chosen\", \"rejected\")");
+  if (!record.at("label").is_boolean())
+    throw Error(where + ": \"label\" is " + record.at("label").dump() + ", not true (desirable) or false");
+  LabelledExample out;
+  out.example.messages = promptOf(record.at("prompt"), where);
+  out.prompt_messages = out.example.messages.size();
+  for (ChatMessage& m : replyOf(record.at("completion"), where + ": completion"))
+    out.example.messages.push_back(std::move(m));
+  out.desirable = record.at("label").get<bool>();
+  return out;
+}
+
 }  // namespace
 
 PreferencePair preferencePairOf(const Json& record, const std::string& where) {
@@ -49,18 +79,59 @@ PreferencePair preferencePairOf(const Json& record, const std::string& where) {
     pair.chosen.messages = replyOf(chosen, where + ": chosen");
     pair.rejected.messages = replyOf(rejected, where + ": rejected");
     requireSharedPrompt(pair, where);
+    pair.prompt_messages = pair.chosen.messages.size() - 1;
     return pair;
   }
-  const Json& prompt = record.at("prompt");
-  std::vector<ChatMessage> messages;
-  if (prompt.is_string()) messages.push_back({"user", prompt.get<std::string>()});
-  else messages = readTurns(prompt, /*sharegpt=*/false, where + ": prompt");
-  if (messages.back().role == "assistant")
-    throw Error(where + ": the prompt ends with the assistant's message: nothing is left for a reply to answer");
+  const std::vector<ChatMessage> messages = promptOf(record.at("prompt"), where);
+  pair.prompt_messages = messages.size();
   pair.chosen.messages = pair.rejected.messages = messages;
   for (ChatMessage& m : replyOf(chosen, where + ": chosen")) pair.chosen.messages.push_back(std::move(m));
   for (ChatMessage& m : replyOf(rejected, where + ": rejected")) pair.rejected.messages.push_back(std::move(m));
   return pair;
+}
+
+void forEachLabelledExample(const std::string& path, const std::string& text,
+                            const std::function<void(const LabelledExample&, const std::string& where)>& each) {
+  forEachRecord(path, text, [&](const Json& record, const std::string& where) {
+    if (!record.is_object()) throw Error(where + ": not a JSON object");
+    if (record.contains("completion") || !record.contains("chosen")) {
+      each(labelledExampleOf(record, where), where);
+      return;
+    }
+    const PreferencePair pair = preferencePairOf(record, where);
+    each({pair.chosen, pair.prompt_messages, true}, where + " (chosen)");
+    each({pair.rejected, pair.prompt_messages, false}, where + " (rejected)");
+  });
+}
+
+size_t klSource(const std::vector<LabelledExample>& examples, size_t i, bool& same_prompt) {
+  const size_t n = examples.size();
+  const auto prompt = [&](size_t e) {
+    const auto begin = examples[e].example.messages.begin();
+    return std::make_pair(begin, begin + static_cast<std::ptrdiff_t>(examples[e].prompt_messages));
+  };
+  const auto [begin, end] = prompt(i);
+  size_t first = n;  // the first candidate that is not example i itself
+  for (size_t k = 0; k < std::min(n, kKlTries); ++k) {
+    const size_t j = (i + n / 2 + k) % n;
+    if (j == i) continue;
+    if (first == n) first = j;
+    const auto [other, other_end] = prompt(j);
+    if (!std::equal(begin, end, other, other_end, sameMessage)) {
+      same_prompt = false;
+      return j;
+    }
+  }
+  same_prompt = true;
+  return first;
+}
+
+ChatExample klExample(const LabelledExample& of, const LabelledExample& from) {
+  ChatExample kl = of.example;
+  kl.messages.resize(of.prompt_messages);
+  const auto completion = from.example.messages.begin() + static_cast<std::ptrdiff_t>(from.prompt_messages);
+  kl.messages.insert(kl.messages.end(), completion, from.example.messages.end());
+  return kl;
 }
 
 void forEachPreferencePair(const std::string& path, const std::string& text,

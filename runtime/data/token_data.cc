@@ -75,10 +75,12 @@ TokenFile::TokenFile(const std::string& path)
   std::memcpy(&vocab_, header + 24, 4);
   std::memcpy(&tokenizer_fingerprint_, header + 28, 4);
   if (std::memcmp(header, kTokenMagic, 8) != 0) throw bad("bad magic (not a MegaTrain token file)");
-  if (version < kTokenVersion || version > kTokenPairsVersion)
+  if (version < kTokenVersion || version > kTokenLabelledVersion)
     throw bad("version " + std::to_string(version) +
-              ", this reader knows 1 (ids), 2 (ids and a loss mask), 3 (and the examples) and 4 (in pairs)");
-  pairs_ = version == kTokenPairsVersion;
+              ", this reader knows 1 (ids), 2 (ids and a loss mask), 3 (and the examples), 4 (in pairs) and 5 (in "
+              "labelled pairs)");
+  pairs_ = version >= kTokenPairsVersion;
+  const bool labelled = version == kTokenLabelledVersion;
   masked_ = version != kTokenVersion;
   if (bytes_per_token_ != 2 && bytes_per_token_ != 4)
     throw bad("bytes per token is " + std::to_string(bytes_per_token_) + ", not 2 or 4");
@@ -96,15 +98,18 @@ TokenFile::TokenFile(const std::string& path)
     unsigned char raw[8];
     if (file_.readAt(raw, 8, kHeaderBytes + count * per_token) != 8) throw bad("its examples' count cannot be read");
     std::memcpy(&examples, raw, 8);
-    if (examples == 0 || examples > count || examples != (body - count * per_token - 8) / 8 ||
-        (body - count * per_token - 8) % 8 != 0)
-      throw bad("it says " + std::to_string(examples) + " examples but holds " +
-                std::to_string((body - std::min(body, count * per_token + 8)) / 8) + " example starts for " +
-                std::to_string(count) + " tokens (truncated?)");
     if (pairs_ && examples % 2 != 0)
-      throw bad("it says its " + std::to_string(examples) + " examples are (chosen, rejected) pairs: an odd count");
+      throw bad("it says its " + std::to_string(examples) + " examples are " +
+                (labelled ? "(example, KL row)" : "(chosen, rejected)") + " pairs: an odd count");
+    // Each example a u64 start (and, labelled, half a byte: a label per pair).
+    const uint64_t rest = body - count * per_token - 8, label_bytes = labelled ? examples / 2 : 0;
+    if (examples == 0 || examples > count || examples > rest / 8 || rest != 8 * examples + label_bytes)
+      throw bad("it says " + std::to_string(examples) + " examples but holds " + std::to_string(rest) +
+                " bytes of example starts" + (labelled ? " and labels" : "") + " for " + std::to_string(count) +
+                " tokens (truncated?)");
   }
-  if (count > body / per_token || count * per_token + (examples ? 8 + 8 * examples : 0) != body)
+  const uint64_t after_mask = examples ? 8 + 8 * examples + (labelled ? examples / 2 : 0) : 0;
+  if (count > body / per_token || count * per_token + after_mask != body)
     throw bad("header says " + std::to_string(count) + " tokens but the file holds " +
               std::to_string(body / per_token) + (masked_ ? " with their loss mask" : "") + " (truncated?)");
   count_ = static_cast<int64_t>(count);
@@ -122,12 +127,12 @@ TokenFile::TokenFile(const std::string& path)
     mask.resize(static_cast<size_t>(std::min(kChunkTokens, count_ - first)));
     readMask(first, static_cast<int64_t>(mask.size()), mask.data(), bad, &crc32c_);
   }
-  if (examples) readExamples(examples, bad);
+  if (examples) readExamples(examples, labelled, bad);
 }
 
-void TokenFile::readExamples(uint64_t examples, const std::function<Error(const std::string&)>& bad) {
+void TokenFile::readExamples(uint64_t examples, bool labelled, const std::function<Error(const std::string&)>& bad) {
   const size_t offset = kHeaderBytes + static_cast<size_t>(count_) * (bytes_per_token_ + 1);
-  std::vector<unsigned char> raw(8 + 8 * examples);
+  std::vector<unsigned char> raw(8 + 8 * examples + (labelled ? examples / 2 : 0));
   if (file_.readAt(raw.data(), raw.size(), offset) != raw.size()) throw bad("its example starts cannot be read");
   crc32c_ = crc32c(raw.data(), raw.size(), crc32c_);
   example_starts_.resize(examples);
@@ -142,6 +147,11 @@ void TokenFile::readExamples(uint64_t examples, const std::function<Error(const 
                                           " tokens"));
     example_starts_[i] = static_cast<int64_t>(start);
   }
+  if (!labelled) return;
+  labels_.assign(raw.begin() + static_cast<std::ptrdiff_t>(8 + 8 * examples), raw.end());
+  for (size_t p = 0; p < labels_.size(); ++p)
+    if (labels_[p] > 1)
+      throw bad("the label of pair " + std::to_string(p) + " is " + std::to_string(labels_[p]) + ", not 0 or 1");
 }
 
 std::string rowsName(RowLayout layout) {
@@ -157,11 +167,15 @@ std::string rowsName(RowLayout layout) {
 void TokenFile::requireExamples(RowLayout layout, const std::string& what) const {
   if (layout == RowLayout::kPairs && !pairs_)
     throw Error(rowsFlag(layout) + ": " + what + " " + path_ + " is not preference data (a prompt's chosen and "
-                "rejected replies in pairs): make it with mttok --preferences");
+                "rejected replies in pairs, or labelled examples beside their KL rows): make it with mttok "
+                "--preferences for a plan of mtc --objective dpo, --unpaired for one of --objective kto");
   if (layout != RowLayout::kPairs && pairs_)
-    throw Error(rowsFlag(layout) + ": " + what + " " + path_ + " is preference data (chosen and rejected replies "
-                "in pairs, mttok --preferences): train it with a plan of mtc --objective dpo, which reads it "
-                "--rows pairs");
+    throw Error(rowsFlag(layout) + ": " + what + " " + path_ + " is preference data (" +
+                (hasLabels() ? "labelled examples beside their KL rows, mttok --unpaired): train it with a plan of mtc "
+                               "--objective kto"
+                             : "chosen and rejected replies in pairs, mttok --preferences): train it with a plan of mtc "
+                               "--objective dpo") +
+                ", which reads it --rows pairs");
   if (!hasExamples())
     throw Error(rowsFlag(layout) + ": " + what + " " + path_ + " does not record where its examples start (mttok "
                 "--chat records them, since version 3 of the format: tokenise the instruction data again, or train "
@@ -243,7 +257,7 @@ IoFault TokenFile::changedError(const std::string& what) const {
 
 void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size,
                     const std::vector<uint8_t>* counted, uint32_t tokenizer_fingerprint,
-                    const std::vector<int64_t>* example_starts, bool pairs) {
+                    const std::vector<int64_t>* example_starts, bool pairs, const std::vector<uint8_t>* labels) {
   const uint32_t width = vocab_size <= 65536 ? 2 : 4;
   if (counted && counted->size() != ids.size())
     throw Error("a loss mask of " + std::to_string(counted->size()) + " entries for " + std::to_string(ids.size()) +
@@ -255,11 +269,17 @@ void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, u
   const size_t examples = example_starts ? example_starts->size() : 0;
   if (pairs && (examples == 0 || examples % 2 != 0))
     throw Error("examples in (chosen, rejected) pairs must be an even count, not " + std::to_string(examples));
-  std::string bytes(kHeaderBytes + ids.size() * width + (counted ? ids.size() : 0) + (examples ? 8 + 8 * examples : 0),
+  if (labels && (!pairs || labels->size() != examples / 2))
+    throw Error("labels come one per pair of examples: " + std::to_string(labels->size()) + " for " +
+                std::to_string(examples / 2) + " pairs");
+  const size_t label_bytes = labels ? labels->size() : 0;
+  std::string bytes(kHeaderBytes + ids.size() * width + (counted ? ids.size() : 0) +
+                        (examples ? 8 + 8 * examples + label_bytes : 0),
                     '\0');
   const uint64_t count = ids.size();
   std::memcpy(&bytes[0], kTokenMagic, 8);
-  const uint32_t version = pairs      ? kTokenPairsVersion
+  const uint32_t version = labels     ? kTokenLabelledVersion
+                           : pairs    ? kTokenPairsVersion
                            : examples ? kTokenExamplesVersion
                            : counted  ? kTokenMaskedVersion
                                       : kTokenVersion;
@@ -288,6 +308,10 @@ void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, u
     for (size_t i = 0; i < examples; ++i) {
       const uint64_t start = static_cast<uint64_t>((*example_starts)[i]);
       std::memcpy(&bytes[at + 8 + 8 * i], &start, 8);
+    }
+    for (size_t p = 0; p < label_bytes; ++p) {
+      if ((*labels)[p] > 1) throw Error("label " + std::to_string(p) + " is not 0 or 1");
+      bytes[at + 8 + 8 * examples + p] = static_cast<char>((*labels)[p]);
     }
   }
   writeFileAtomically(path, bytes);

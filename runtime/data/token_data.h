@@ -5,10 +5,14 @@
 // token as a u64, the first 0, strictly rising, below `count` (an example runs to the next's
 // start, the last to the end; its end-of-text token is its last); version 4 (preference data:
 // mttok --preferences) as version 3, its examples in pairs: 2i a prompt and its chosen reply,
-// 2i + 1 the same prompt and its rejected reply, each counting its reply alone.
+// 2i + 1 the same prompt and its rejected reply, each counting its reply alone; version 5 (KTO's
+// unpaired data: mttok --unpaired) as version 4, its pairs an example (a prompt and a completion)
+// and its KL row (the same prompt and another example's completion), then one byte per pair after
+// the examples' starts, 1 where the example's completion is desirable and 0 where it is not.
 //   offset 0  char[8]  magic "MTTOKENS"
 //   offset 8  u32      version (1: no mask; 2: a loss mask follows the ids; 3: and the examples;
-//                      4: and they are (chosen, rejected) pairs)
+//                      4: and they are (chosen, rejected) pairs; 5: (example, KL row) pairs
+//                      and their labels)
 //   offset 12 u32      bytes per token (2 or 4)
 //   offset 16 u64      count
 //   offset 24 u32      vocab size (every id is < it)
@@ -35,6 +39,7 @@ inline constexpr uint32_t kTokenVersion = 1;        // ids only
 inline constexpr uint32_t kTokenMaskedVersion = 2;  // ids and a loss mask
 inline constexpr uint32_t kTokenExamplesVersion = 3;  // ids, a loss mask and the examples' starts
 inline constexpr uint32_t kTokenPairsVersion = 4;     // and the examples are (chosen, rejected) pairs
+inline constexpr uint32_t kTokenLabelledVersion = 5;  // or (example, KL row) pairs, each example labelled
 
 // How a batch's rows are cut from the tokens (mtrun --rows): windows starting anywhere (packed,
 // an example may begin mid-row and run into the next), one example per row from its start, the
@@ -69,8 +74,11 @@ class TokenFile {
   // Each example's first token (version 3), or empty.
   const std::vector<int64_t>& exampleStarts() const { return example_starts_; }
   bool hasExamples() const { return !example_starts_.empty(); }
-  // Version 4: examples 2i and 2i + 1 are a prompt's chosen and rejected replies.
+  // Version 4: examples 2i and 2i + 1 are a prompt's chosen and rejected replies; version 5: an
+  // example and its KL row, pair i labelled labels()[i] (1 desirable, 0 undesirable).
   bool hasPairs() const { return pairs_; }
+  bool hasLabels() const { return !labels_.empty(); }
+  const std::vector<uint8_t>& labels() const { return labels_; }
   // Throws mt::Error naming the --rows that needs them (`layout`: examples or packed-examples),
   // the file (`what`: its part, "token file" or "held-out token file") and the fix unless it
   // records its examples.
@@ -98,8 +106,9 @@ class TokenFile {
   void readMask(int64_t first, int64_t count, uint8_t* out, const std::function<Error(const std::string&)>& changed,
                 uint32_t* crc = nullptr) const;
   IoFault changedError(const std::string& what) const;
-  // Version 3: the `examples` starts after the mask, each checked (from 0, rising, in the file).
-  void readExamples(uint64_t examples, const std::function<Error(const std::string&)>& bad);
+  // Version 3: the `examples` starts after the mask, each checked (from 0, rising, in the file);
+  // version 5: and the pairs' labels after them, each 0 or 1.
+  void readExamples(uint64_t examples, bool labelled, const std::function<Error(const std::string&)>& bad);
 
   std::string path_;
   InputFile file_;
@@ -112,6 +121,7 @@ class TokenFile {
   uint32_t tokenizer_fingerprint_ = 0;
   std::vector<int64_t> example_starts_;
   bool pairs_ = false;
+  std::vector<uint8_t> labels_;  // version 5: one per pair
 };
 
 // The fingerprints of mttok's built-in tokenizations (--bytes, --bpe); a tokenizer.json's is
@@ -123,10 +133,12 @@ inline constexpr uint32_t kGpt2BpeTokenizerFingerprint = 0x67707432;  // "gpt2"
 // With `counted` (one 0/1 byte per id): version 2, the loss mask after the ids; with
 // `example_starts` too (each example's first id, from 0, rising): version 3.
 // `tokenizer_fingerprint` (0: none) goes into the header. With `pairs` (an even count of
-// examples): version 4, the examples (chosen, rejected) pairs.
+// examples): version 4, the examples (chosen, rejected) pairs; with `labels` too (one 0/1 per
+// pair): version 5, (example, KL row) pairs.
 void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size,
                     const std::vector<uint8_t>* counted = nullptr, uint32_t tokenizer_fingerprint = 0,
-                    const std::vector<int64_t>* example_starts = nullptr, bool pairs = false);
+                    const std::vector<int64_t>* example_starts = nullptr, bool pairs = false,
+                    const std::vector<uint8_t>* labels = nullptr);
 
 // Deterministic training batches: for (step, row) a window start drawn from a counter-based
 // generator keyed by the seed, so any step's batch can be produced without the ones before it

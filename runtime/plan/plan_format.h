@@ -20,9 +20,12 @@ inline constexpr char kPositionsInput[] = "positions";
 // the named output of the policy's, the same sums under the weights being trained.
 inline constexpr char kReferenceLogprobsInput[] = "reference_logps";
 inline constexpr char kPolicyLogprobsOutput[] = "policy_logps";
+// A KTO plan's (mtc --objective kto; plan 1.26; rows in pairs of an example and its KL row): the
+// named input of each example's label (B/2) f32, 1 where its completion is desirable, 0 where not.
+inline constexpr char kKtoLabelsInput[] = "kto_labels";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 25;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 26;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -74,7 +77,8 @@ inline constexpr uint32_t kPlanVersionMinor = 25;  // 1.1: inputs, outputs, cons
                                                   // reference_logps input), mt.pair_nll(_grad);
                                                   // 1.25: ORPO (mt.dpo_loss's kind 5), TRL's
                                                   // other losses (kinds 6 to 13, DiscoPOP's tau
-                                                  // a third float)
+                                                  // a third float); 1.26: KTO (mt.kto_loss(_grad),
+                                                  // the kto_labels input)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

@@ -20,6 +20,14 @@ constexpr char kReferenceMagic[8] = {'M', 'T', 'R', 'E', 'F', 'L', 'P', '2'};
 // The magic, the data's checksum, the plan's sequence length, the first example, the count.
 constexpr size_t kReferenceHeader = 8 + 4 + 4 + 8 + 8;
 
+// The length of a plan's host tensor `i` where it is an f32 vector, else -1 (read from a plan file:
+// hostile until checked).
+int64_t vectorLength(const plan::Plan& plan, int i) {
+  if (i < 0 || i >= plan.host_tensors_size()) return -1;
+  const plan::HostTensor& t = plan.host_tensors(i);
+  return t.dtype() == plan::DTYPE_F32 && t.shape_size() == 1 ? t.shape(0) : -1;
+}
+
 // The plan's first call of kernel `id` (mt.dpo_loss: the loss, beta, the label smoothing;
 // mt.pair_nll: the NLL term), or null.
 const plan::KernelCall* firstCall(const plan::Plan& plan, KernelId id) {
@@ -40,35 +48,60 @@ void PairScores::add(const PairScores& o) {
   logp_chosen += o.logp_chosen, logp_rejected += o.logp_rejected;
   nll += o.nll, nll_tokens += o.nll_tokens;
   log_odds += o.log_odds, odds_pairs += o.odds_pairs;
+  chosen_count += o.chosen_count, rejected_count += o.rejected_count;
+  kl += o.kl, kl_runs += o.kl_runs;
 }
 
 Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(store) {
   reference_ = store.input(kReferenceLogprobsInput);
   policy_ = store.output(kPolicyLogprobsOutput);
   if (reference_ < 0 && policy_ < 0) return;
+  rows_ = plan.model().batch();
+  seq_ = plan.model().seq();
+  if (const plan::KernelCall* kto = firstCall(plan, KernelId::KtoLoss)) {
+    readKto(plan, *kto);
+    return;
+  }
   const plan::KernelCall* loss = firstCall(plan, KernelId::DpoLoss);
   const bool reference_free = loss && loss->int_attrs_size() == 1 && loss->int_attrs(0) >= 0 &&
                     loss->int_attrs(0) < kDpoLossKinds && dpoReferenceFree(DpoLossKind(loss->int_attrs(0)));
-  // Read from a plan file: hostile until checked.
-  const auto rows = [&](int i) {
-    const plan::HostTensor& t = plan.host_tensors(i);
-    return t.dtype() == plan::DTYPE_F32 && t.shape_size() == 1 ? t.shape(0) : -1;
-  };
   // The call's attributes were checked with the plan (dpo_loss_check): a kind, beta > 0, a
-  // smoothing, SimPO's gamma or DiscoPOP's tau.
-  if ((reference_ < 0) != reference_free || policy_ < 0 || (!reference_free && rows(reference_) != plan.model().batch()) ||
-      rows(policy_) != plan.model().batch() || plan.model().batch() % 2 != 0 || !loss ||
+  // smoothing, SimPO's gamma or DiscoPOP's tau. A labels input is KTO's alone.
+  if ((reference_ < 0) != reference_free || policy_ < 0 ||
+      (!reference_free && vectorLength(plan, reference_) != rows_) || vectorLength(plan, policy_) != rows_ ||
+      rows_ % 2 != 0 || store.input(kKtoLabelsInput) >= 0 || !loss ||
       loss->int_attrs_size() != 1 || loss->float_attrs_size() < 2 || loss->float_attrs_size() > 3)
     throw Error(fmt::format("the plan's preference tensors are malformed: {} (but SimPO's and ORPO's) and {} must be f32 (batch) "
-                            "of an even batch, beside an mt.dpo_loss (recompile the plan with mtc --objective dpo)",
-                            kReferenceLogprobsInput, kPolicyLogprobsOutput));
+                            "of an even batch, beside an mt.dpo_loss and no {} input (recompile the plan with mtc "
+                            "--objective dpo)",
+                            kReferenceLogprobsInput, kPolicyLogprobsOutput, kKtoLabelsInput));
   loss_ = dpoLossParams(loss->int_attrs(0), loss->float_attrs().data(), static_cast<size_t>(loss->float_attrs_size()));
   // Its attributes were checked with the plan (pair_nll_check): int[vocab, average] float[alpha].
   if (const plan::KernelCall* nll = firstCall(plan, KernelId::PairNll))
     nll_ = NllTerm{nll->float_attrs(0), nll->int_attrs(0), nll->int_attrs(1) == 1};
   zeros_.assign(static_cast<size_t>(plan.model().batch()), 0.0f);
-  rows_ = plan.model().batch();
-  seq_ = plan.model().seq();
+}
+
+void Preference::readKto(const plan::Plan& plan, const plan::KernelCall& loss) {
+  labels_ = store_.input(kKtoLabelsInput);
+  // The call's attributes were checked with the plan (kto_loss_check).
+  if (rows_ % 2 != 0 || vectorLength(plan, reference_) != rows_ || vectorLength(plan, policy_) != rows_ ||
+      vectorLength(plan, labels_) != rows_ / 2 || loss.float_attrs_size() != 3 || firstCall(plan, KernelId::DpoLoss))
+    throw Error(fmt::format("the plan's KTO tensors are malformed: {} and {} must be f32 (batch) of an even batch and "
+                            "{} f32 (batch / 2), beside an mt.kto_loss and no mt.dpo_loss (recompile the plan with mtc "
+                            "--objective kto)",
+                            kReferenceLogprobsInput, kPolicyLogprobsOutput, kKtoLabelsInput));
+  kto_ = KtoParams{loss.float_attrs(0), loss.float_attrs(1), loss.float_attrs(2)};
+}
+
+void Preference::useLabels(const TokenFile& training, const TokenFile& held_out) {
+  if (!kto()) return;
+  for (const TokenFile* file : {&training, &held_out})
+    if (!file->hasLabels())
+      throw Error(file->path() + " holds no labelled examples, which a KTO plan (mtc --objective kto) trains on: make "
+                  "it with mttok --unpaired");
+  training_labels_ = training.labels();
+  held_out_labels_ = held_out.labels();
 }
 
 ReferenceTable Preference::computeReference(Backend& backend, HostStore& store, const HeldOutBatches& in_order,
@@ -144,6 +177,10 @@ void Preference::fillReference(const BatchSampler& sampler, int64_t step, int64_
   if (referenceFree()) return;
   float* reference = store_.f32(reference_);
   for (int64_t b = 0; b < rows_; ++b) reference[b] = training_.of(sampler.exampleOfRow(step, first_row + b));
+  if (!kto()) return;
+  float* labels = store_.f32(labels_);
+  for (int64_t p = 0; p < rows_ / 2; ++p)
+    labels[p] = training_labels_.at(sampler.exampleOfRow(step, first_row + 2 * p) / 2);
 }
 
 void Preference::fillHeldOutReference(const HeldOutBatches& held, int64_t i) const {
@@ -151,9 +188,34 @@ void Preference::fillHeldOutReference(const HeldOutBatches& held, int64_t i) con
   float* reference = store_.f32(reference_);
   for (int64_t b = 0; b < rows_; ++b)
     reference[b] = b < held.dataRows(i) ? held_out_.of(held.firstExample() + i * rows_ + b) : 0.0f;
+  if (!kto()) return;
+  float* labels = store_.f32(labels_);
+  for (int64_t p = 0; p < rows_ / 2; ++p)
+    labels[p] = 2 * p < held.dataRows(i) ? held_out_labels_.at((held.firstExample() + i * rows_ + 2 * p) / 2) : 0.0f;
+}
+
+// The run's examples of its first `rows` rows (its data: a held-out batch's padding left out), as
+// mt.kto_loss scores them: their KL estimate, each example's loss, reward and log-probability by
+// its label.
+PairScores Preference::scoreKtoRun(int64_t rows) const {
+  const float *policy = store_.f32(policy_), *reference = store_.f32(reference_), *labels = store_.f32(labels_);
+  const int64_t examples = rows / 2;
+  PairScores s;
+  if (examples == 0) return s;
+  const double kl = ktoKl(policy, reference, examples);
+  s.kl = kl, s.kl_runs = 1;
+  for (int64_t i = 0; i < examples; ++i) {
+    const KtoExample e = ktoExample(*kto_, policy, reference, labels, kl, i);
+    s.loss += e.loss;
+    ++s.pairs;
+    if (labels[i] != 0.0f) s.chosen += e.reward, s.logp_chosen += policy[2 * i], ++s.chosen_count;
+    else s.rejected += e.reward, s.logp_rejected += policy[2 * i], ++s.rejected_count;
+  }
+  return s;
 }
 
 PairScores Preference::scoreRun(int64_t rows) const {
+  if (kto()) return scoreKtoRun(rows);
   const float* policy = store_.f32(policy_);
   const float* reference = referenceFree() ? zeros_.data() : store_.f32(reference_);
   PairScores s;
@@ -189,6 +251,20 @@ void Preference::addRanks(const World& world) {
 
 void Preference::addTo(const PairScores& s, nlohmann::json& line, const std::string& prefix) {
   if (!s.pairs) return;
+  if (s.kl_runs) {  // KTO's: each kind of example apart, as TRL's KTOTrainer logs them
+    line[prefix + "kl"] = s.kl / double(s.kl_runs);
+    if (s.chosen_count) {
+      line[prefix + "reward_chosen"] = s.chosen / double(s.chosen_count);
+      line[prefix + "logps_chosen"] = s.logp_chosen / double(s.chosen_count);
+    }
+    if (s.rejected_count) {
+      line[prefix + "reward_rejected"] = s.rejected / double(s.rejected_count);
+      line[prefix + "logps_rejected"] = s.logp_rejected / double(s.rejected_count);
+    }
+    if (s.chosen_count && s.rejected_count)
+      line[prefix + "reward_margin"] = s.chosen / double(s.chosen_count) - s.rejected / double(s.rejected_count);
+    return;
+  }
   const double n = static_cast<double>(s.pairs);
   line[prefix + "pairs_right"] = static_cast<double>(s.right) / n;
   line[prefix + "reward_chosen"] = s.chosen / n;
@@ -202,6 +278,12 @@ void Preference::addTo(const PairScores& s, nlohmann::json& line, const std::str
 
 std::string Preference::describe(const PairScores& s) {
   if (!s.pairs) return "";
+  if (s.kl_runs) {
+    std::string text = fmt::format("  kl {:.3f}", s.kl / double(s.kl_runs));
+    if (s.chosen_count) text += fmt::format("  reward desirable {:.3f}", s.chosen / double(s.chosen_count));
+    if (s.rejected_count) text += fmt::format("  undesirable {:.3f}", s.rejected / double(s.rejected_count));
+    return text;
+  }
   return fmt::format("  chosen beats rejected {:.0f}%  margin {:.3f}", 100.0 * double(s.right) / double(s.pairs),
                      (s.chosen - s.rejected) / double(s.pairs));
 }

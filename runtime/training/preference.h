@@ -7,7 +7,8 @@
 // times the policy's log-probability over the reference's, go into the log: how often the chosen
 // reply's beats the rejected one's, and by how much; a validation scores the held-out pairs so.
 // A SimPO plan (plan 1.24) or an ORPO one (1.25) has no reference: its input is absent, the
-// policy's alone is scored.
+// policy's alone is scored. A KTO plan (1.26) pairs each example with its KL row and reads the
+// examples' labels (its input kto_labels), filled from the token file's beside the reference.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -37,7 +38,10 @@ struct ReferenceTable {
 // A run's pairs scored: their DPO loss summed, how many, how many the chosen reply won, the
 // implicit rewards and the policy's log-probabilities of the replies (sums, or means per token)
 // summed; with an NLL term (mt.pair_nll), the chosen replies' negative log-likelihood summed and
-// their tokens; for ORPO, the pairs' log odds ratios summed and how many.
+// their tokens; for ORPO, the pairs' log odds ratios summed and how many. For KTO, `pairs` counts
+// the examples (each with its KL row), `chosen` and `logp_chosen` sum over the desirable ones
+// (`chosen_count`), `rejected` and `logp_rejected` over the undesirable ones, and `kl` the runs'
+// KL estimates (`kl_runs`, at least one for any KTO run).
 struct PairScores {
   double loss = 0.0;
   int64_t pairs = 0, right = 0;
@@ -47,13 +51,18 @@ struct PairScores {
   int64_t nll_tokens = 0;
   double log_odds = 0.0;
   int64_t odds_pairs = 0;
+  int64_t chosen_count = 0, rejected_count = 0;
+  double kl = 0.0;
+  int64_t kl_runs = 0;
   void add(const PairScores& other);
   std::vector<double> flat() const {
-    return {loss,        double(pairs),  double(right), chosen,   rejected,          logp_chosen,
-            logp_rejected, nll, double(nll_tokens), log_odds, double(odds_pairs)};
+    return {loss,          double(pairs),        double(right),          chosen,   rejected,
+            logp_chosen,   logp_rejected,        nll,                    double(nll_tokens), log_odds,
+            double(odds_pairs), double(chosen_count), double(rejected_count), kl, double(kl_runs)};
   }
   static PairScores unflat(const double* v) {
-    return {v[0], int64_t(v[1]), int64_t(v[2]), v[3], v[4], v[5], v[6], v[7], int64_t(v[8]), v[9], int64_t(v[10])};
+    return {v[0], int64_t(v[1]), int64_t(v[2]), v[3], v[4], v[5], v[6], v[7], int64_t(v[8]), v[9], int64_t(v[10]),
+            int64_t(v[11]), int64_t(v[12]), v[13], int64_t(v[14])};
   }
 };
 
@@ -65,6 +74,11 @@ class Preference {
   Preference(const plan::Plan& plan, const HostStore& store);
   bool present() const { return policy_ >= 0; }
   bool referenceFree() const { return present() && reference_ < 0; }  // SimPO's, ORPO's
+  bool kto() const { return kto_.has_value(); }
+  // A KTO plan's labels: each example's in the training data's file and the held-out one's (the
+  // same file where --val-fraction holds out its tail). Throws mt::Error naming the file and the
+  // fix where one has none.
+  void useLabels(const TokenFile& training, const TokenFile& held_out);
 
   // The policy log-probabilities of every example of `in_order` (rows of whole pairs, in order;
   // --rows pairs), by loss-only runs of `eval` with the reference input 0: rank r of `world`
@@ -82,9 +96,9 @@ class Preference {
   void useReference(ReferenceTable training) { training_ = std::move(training); }
   void useHeldOutReference(ReferenceTable held_out) { held_out_ = std::move(held_out); }
   // The plan's reference input for the rows [first_row, first_row + batch) of step `step` (none
-  // where the plan is reference-free).
+  // where the plan is reference-free), and a KTO plan's labels of their examples.
   void fillReference(const BatchSampler& sampler, int64_t step, int64_t first_row) const;
-  // ... for batch `i` of the held-out pairs (padding rows 0).
+  // ... for batch `i` of the held-out pairs (padding rows 0, labelled 0).
   void fillHeldOutReference(const HeldOutBatches& held, int64_t i) const;
   // The pairs of the last run's first `rows` rows, scored from the store's input and output.
   PairScores scoreRun(int64_t rows) const;
@@ -100,10 +114,14 @@ class Preference {
   // "reward_margin", "reward_chosen", "reward_rejected", "logps_chosen", "logps_rejected" (the
   // policy's log-probabilities of the replies, TRL's logps/chosen and logps/rejected; means over the
   // pairs), with an NLL term "nll" (the chosen replies' per token) and for ORPO "log_odds" (the mean
-  // log odds ratio) into a log line, each name after `prefix` ("val_" for a validation).
+  // log odds ratio) into a log line, each name after `prefix` ("val_" for a validation). For KTO,
+  // "kl" (the runs' mean KL estimate) and the rewards and log-probabilities as means over the
+  // desirable examples (chosen) and the undesirable ones (rejected), each where there are some, the
+  // margin where there are both; no pairs_right.
   static void addTo(const PairScores& scores, nlohmann::json& line, const std::string& prefix = "");
   void addTo(nlohmann::json& line) const { addTo(step_, line); }
-  // For a progress line: "chosen beats rejected 62%  margin 0.120".
+  // For a progress line: "chosen beats rejected 62%  margin 0.120" (KTO's: "kl 0.012  reward
+  // desirable 0.031  undesirable -0.020").
   static std::string describe(const PairScores& scores);
   std::string describeStep() const { return describe(step_); }
 
@@ -119,7 +137,13 @@ class Preference {
     bool average = false;
   };
   std::optional<NllTerm> nll_;
+  int labels_ = -1;  // a KTO plan's input
+  std::optional<KtoParams> kto_;  // its mt.kto_loss's
+  std::vector<uint8_t> training_labels_, held_out_labels_;  // one per pair of the files' examples
   ReferenceTable training_, held_out_;
+  // A KTO plan's loss and its labels' input, checked (the constructor's).
+  void readKto(const plan::Plan& plan, const plan::KernelCall& loss);
+  PairScores scoreKtoRun(int64_t rows) const;
   PairScores step_;
 };
 

@@ -92,6 +92,23 @@ void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const Token
                 ": give more held-out data, or compile with a shorter --seq");
 }
 
+// A preference plan's data in the pairs it reads: (chosen, rejected) for DPO (mttok --preferences),
+// labelled (example, KL row) for KTO (mttok --unpaired). A file of no pairs at all is left to
+// TokenFile::requireExamples, which names it.
+static void requireMatchingPairs(const TrainConfig& config, bool kto, const TokenFile& data, const TokenFile* val_data) {
+  for (const TokenFile* file : {&data, val_data}) {
+    if (!file || !file->hasPairs() || file->hasLabels() == kto) continue;
+    if (kto)
+      throw Error(file->path() + " holds (chosen, rejected) pairs (mttok --preferences), and " + config.plan_path +
+                  " trains KTO (mtc --objective kto) on labelled examples beside their KL rows: tokenise the data with "
+                  "mttok --unpaired (it reads preference records too, the chosen reply desirable and the rejected one "
+                  "not), or compile the plan with --objective dpo");
+    throw Error(file->path() + " holds KTO's labelled examples beside their KL rows (mttok --unpaired), and " +
+                config.plan_path + " trains DPO on (chosen, rejected) pairs: compile the plan with mtc --objective "
+                "kto, or tokenise preference pairs with mttok --preferences");
+  }
+}
+
 TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data) {
   // Whether the plan takes each token's position in its example, and whether it trains preferences
   // over (chosen, rejected) rows (SimPO's and ORPO's: no reference).
@@ -99,19 +116,24 @@ TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenF
   const bool prefers = hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyLogprobsOutput);
   if (prefers) {
     if (!config.rows_default && config.rows != RowLayout::kPairs)
-      throw Error(rowsFlag(config.rows) + ": " + config.plan_path + " trains preferences (mtc --objective dpo): its "
-                  "rows are (chosen, rejected) pairs; drop --rows (or give --rows pairs)");
+      throw Error(rowsFlag(config.rows) + ": " + config.plan_path + " trains preferences (mtc --objective dpo or "
+                  "kto): its rows come in pairs; drop --rows (or give --rows pairs)");
     config.rows = RowLayout::kPairs;
+    requireMatchingPairs(config, hasHostTensor(plan, plan::ROLE_INPUT, kKtoLabelsInput), data, val_data);
     return config;
   }
   if (config.rows == RowLayout::kPairs)
     throw Error("--rows pairs: " + config.plan_path + " trains the next token, not preferences; compile it with mtc "
-                "--objective dpo to train on pairs");
+                "--objective dpo (or kto) to train on pairs");
   for (const TokenFile* file : {&data, val_data})
     if (file && file->hasPairs())
-      throw Error(file->path() + " is preference data (chosen and rejected replies in pairs, mttok --preferences): "
-                  "train it with a plan of mtc --objective dpo; " + config.plan_path + " trains the next token, "
-                  "which would learn the rejected replies too");
+      throw Error(file->path() + " is preference data (" +
+                  (file->hasLabels() ? "labelled examples beside their KL rows, mttok --unpaired): train it with a "
+                                       "plan of mtc --objective kto; "
+                                     : "chosen and rejected replies in pairs, mttok --preferences): train it with a "
+                                       "plan of mtc --objective dpo; ") +
+                  config.plan_path + " trains the next token, which would learn the " +
+                  (file->hasLabels() ? "undesirable completions" : "rejected replies") + " too");
   if (config.rows == RowLayout::kPackedExamples && !packs)
     throw Error("--rows packed-examples: " + config.plan_path + " was not compiled for packed examples (its attention "
                 "would let the examples in a row see each other); compile it with mtc --packed-examples, or train with "
@@ -127,8 +149,8 @@ TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenF
 TrainConfig resolveLearningRate(TrainConfig config, const plan::Plan& plan) {
   if (!config.lr_default || !hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyLogprobsOutput)) return config;
   config.lr = kPreferenceLr;
-  std::printf("--lr %g: a preference plan's default (TRL's DPOConfig; the next token's is 0.001): pass --lr to "
-              "choose\n", config.lr);
+  std::printf("--lr %g: a preference plan's default (TRL's DPOConfig and KTOConfig; the next token's is 0.001): "
+              "pass --lr to choose\n", config.lr);
   return config;
 }
 
@@ -136,7 +158,7 @@ void checkReferenceWeights(const TrainConfig& config, const plan::Plan& plan) {
   if (config.reference_weights.empty()) return;
   if (!hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyLogprobsOutput))
     throw Error("--reference-weights " + config.reference_weights + ": " + config.plan_path + " trains the next "
-                "token; a reference model belongs to preference training (mtc --objective dpo): drop the flag");
+                "token; a reference model belongs to preference training (mtc --objective dpo or kto): drop the flag");
   if (!hasHostTensor(plan, plan::ROLE_INPUT, kReferenceLogprobsInput))
     throw Error("--reference-weights " + config.reference_weights + ": " + config.plan_path + "'s loss has no "
                 "reference model (mtc --dpo-loss simpo or orpo scores the policy alone): drop the flag, or compile "

@@ -289,6 +289,7 @@ void Trainer::prepareReference() {
     if (outputs_.checkpoints) preference_.save(referenceFile(outputs_.checkpoints->path(), held_out), table, data);
     return table;
   };
+  preference_.useLabels(data_, val_data_ ? *val_data_ : data_);
   preference_.useReference(reference(training, data_, false));
   int64_t examples = training.windows();
   if (validator_) {
@@ -379,7 +380,7 @@ void Trainer::validate(int64_t step) {
     std::printf("%s: the loss mask leaves out every held-out target: no loss\n", at.c_str());
     return;
   }
-  const char* what = preference_.present() ? "pairs" : "targets";
+  const char* what = preference_.kto() ? "examples" : preference_.present() ? "pairs" : "targets";
   const std::string scope = held.batches() == held.allBatches()
                                 ? fmt::format("{} held-out {}", v.counted, what)
                                 : fmt::format("{} {} of the first {} of {} held-out batches (--val-batches)",
@@ -388,7 +389,7 @@ void Trainer::validate(int64_t step) {
   if (preference_.present()) {  // a DPO loss has no perplexity
     std::printf("%s loss %.4f (%s)%s%s\n", at.c_str(), v.loss, scope.c_str(), Preference::describe(v.pairs).c_str(),
                 config_.keep_best && v.best ? "  best so far: kept" : "");
-    line["val_pairs"] = v.counted;
+    line[preference_.kto() ? "val_examples" : "val_pairs"] = v.counted;
     Preference::addTo(v.pairs, line, "val_");
   } else {
     std::printf("%s loss %.4f  perplexity %.2f (%s)%s\n", at.c_str(), v.loss, std::exp(v.loss), scope.c_str(),

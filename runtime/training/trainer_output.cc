@@ -69,7 +69,9 @@ void Trainer::printPasses() const {
       !examples ? "tokens"
       : packed  ? fmt::format("examples (packed into about {} rows a pass, each once; {:.0f}% padding)", pass, padding)
       : config_.rows == RowLayout::kPairs
-          ? fmt::format("examples, {} (chosen, rejected) pairs (one per row, padded: {:.0f}% padding)", train / 2,
+          ? fmt::format("{}, {} {} (one per row, padded: {:.0f}% padding)", preference_.kto() ? "rows" : "examples",
+                        train / 2,
+                        preference_.kto() ? "labelled examples, each beside its KL row" : "(chosen, rejected) pairs",
                         padding)
           : fmt::format("examples (one per row, padded: {:.0f}% padding)", padding);
   std::printf("  %lld steps of %lld %s: %.3g passes over the %lld training %s%s\n", static_cast<long long>(config_.steps),

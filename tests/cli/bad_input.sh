@@ -146,6 +146,16 @@ expect_error "--objective dpo needs an even --batch (its rows are (chosen, rejec
   "$bin/mtc" gpt2-tiny --objective dpo --batch 3 -o x.plan
 expect_error "--objective dpo trains on (chosen, rejected) rows, one reply each: drop --packed-examples" \
   "$bin/mtc" gpt2-tiny --objective dpo --packed-examples -o x.plan
+# KTO's: an odd batch, its weights without it or negative, DPO's loss flags on it.
+expect_error "--objective kto needs an even --batch (its rows are (example, KL row) pairs), not 3" \
+  "$bin/mtc" gpt2-tiny --objective kto --batch 3 -o x.plan
+expect_error_exit 2 "--undesirable-weight weighs KTO's examples: give it with --objective kto" \
+  "$bin/mtc" gpt2-tiny --objective dpo --undesirable-weight 2 -o x.plan
+expect_exit 2 "$bin/mtc" gpt2-tiny --undesirable-weight 2
+expect_exit 2 "$bin/mtc" gpt2-tiny --objective kto --desirable-weight -1
+expect_error_exit 2 "--dpo-loss shapes a preference loss: give it with --objective dpo" \
+  "$bin/mtc" gpt2-tiny --objective kto --dpo-loss ipo -o x.plan
+expect_error_exit 2 "--unpaired needs --tokenizer" "$bin/mttok" --unpaired x.jsonl -o x.tok
 
 # ONNX: a file that is not a model, a truncated model, an op the importer lacks, and an imported
 # plan run without the weights that only the import has.

@@ -75,7 +75,8 @@ done
 # Preference training (mtc --objective dpo): the sequence log-probabilities' and the DPO loss's
 # kernels end to end, after the reference pass's loss-only runs, fp32 and bf16; the LM head and
 # the loss over vocabulary chunks (streamed); ORPO (no reference, means, the NLL term), SPPO (a
-# loss of the two log-ratios apart) and AOT (sorted over the batch's pairs).
+# loss of the two log-ratios apart) and AOT (sorted over the batch's pairs); KTO (labelled examples
+# beside KL rows).
 /usr/bin/python3 -c "
 import sys; sys.path.insert(0, '$(dirname "$0")')
 import mt_reference as ref
@@ -95,4 +96,13 @@ for loss in orpo sppo_hard aot; do
   check "llama-tiny-$loss: losses and weights on cuda match the cpu's" \
     "/usr/bin/python3 $(dirname "$0")/backend_parity.py llama-tiny-$loss 10"
 done
+# KTO (mtc --objective kto): its loss's kernel with the labels' input and the KL rows.
+/usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$(dirname "$0")')
+import mt_reference as ref
+ref.write_example_corpus('corpus.tok', 'labelled.tok', pairs=True, labelled=True)"
+data=(--data labelled.tok --lr 1e-3)
+both llama-tiny-kto llama-tiny --objective kto --undesirable-weight 1.5
+check "llama-tiny-kto: losses and weights on cuda match the cpu's" \
+  "/usr/bin/python3 $(dirname "$0")/backend_parity.py llama-tiny-kto 10"
 finish

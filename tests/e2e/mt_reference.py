@@ -63,6 +63,30 @@ def run(cmd):
     subprocess.run(cmd, check=True)
 
 
+def ranks_against_accumulate(common):
+    """The mtrun command `common` (without --log) run by `mpirun -np 2` and in one process with
+    --accumulate 2: (the two logs' lines without their timings, "") where both ran, else (None, why)."""
+    if not shutil.which("mpirun"):
+        return None, "no mpirun (bash tools/setup.sh installs openmpi-bin)"
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
+    ranks = subprocess.run(["mpirun", "-np", "2", "--bind-to", "none"] + common + ["--log", "mp.jsonl"],
+                           capture_output=True, text=True, env=env)
+    if ranks.returncode != 0:
+        return None, f"mpirun -np 2 exit {ranks.returncode}: {ranks.stderr[-300:]}"
+    run(common + ["--accumulate", "2", "--log", "acc.jsonl"])
+    timing = {"tokens_per_s", "step_ms"}
+    return [[{k: v for k, v in json.loads(line).items() if k not in timing} for line in open(f)]
+            for f in ("mp.jsonl", "acc.jsonl")], ""
+
+
+def example_rows(tokens, counted, starts, examples, seq):
+    """A batch of `examples` (indices into `starts`), one per row from its start as mtrun --rows
+    examples and pairs cut them: (tokens, targets) as torch tensors."""
+    rows = [example_row(tokens, counted, starts, e, seq) for e in examples]
+    return torch.tensor(np.stack([x for x, _ in rows])), torch.tensor(np.stack([y for _, y in rows]))
+
+
 def make_corpus(bin_dir, work):
     """Deterministic text with structure worth learning, as byte tokens: WORK/data.tok (returned)."""
     text, data = os.path.join(work, "data.txt"), os.path.join(work, "data.tok")
@@ -90,11 +114,11 @@ def read_tokens(path):
 
 
 def read_example_starts(path):
-    """A version-3 or -4 token file's examples' starts (mttok --chat, --preferences)."""
+    """A version-3, -4 or -5 token file's examples' starts (mttok --chat, --preferences, --unpaired)."""
     with open(path, "rb") as f:
         data = f.read()
     version, width, count = struct.unpack("<IIQ", data[8:24])
-    assert version in (3, 4), f"{path} records no examples (version {version})"
+    assert version in (3, 4, 5), f"{path} records no examples (version {version})"
     at = 32 + count * (width + 1)
     (n,) = struct.unpack("<Q", data[at:at + 8])
     return np.frombuffer(data[at + 8:at + 8 + 8 * n], dtype="<u8").astype(np.int64)
@@ -320,16 +344,20 @@ def packed_logits(rows, seq, vocab, logits_alone):
     return out
 
 
-def write_example_corpus(corpus_path, path, pairs=False):
+def write_example_corpus(corpus_path, path, pairs=False, labelled=False):
     """A version-3 token file of `corpus_path`'s tokens cut into examples of 5 to 27 tokens, two
     thirds of each counted: instruction-shaped data for the packed-examples checks; with `pairs`,
-    version 4, consecutive examples taken as (chosen, rejected) pairs (for mtc --objective dpo)."""
+    version 4, consecutive examples taken as (chosen, rejected) pairs (for mtc --objective dpo);
+    with `labelled` too, version 5, as (example, KL row) pairs, two in three desirable (for mtc
+    --objective kto; the KL rows not the examples' prompts with others' completions: the kernels'
+    checks need rows, not that meaning)."""
     ids = read_tokens(corpus_path)
     starts = np.cumsum([0] + [5 + (i * 37) % 23 for i in range(len(ids))])
     starts = starts[starts < len(ids)]
     if pairs:
         starts = starts[:len(starts) // 2 * 2]
-    write_tokens(path, ids, 256, [(i // 7) % 3 != 0 for i in range(len(ids))], starts, pairs)
+    labels = [int(p % 3 != 2) for p in range(len(starts) // 2)] if labelled else None
+    write_tokens(path, ids, 256, [(i // 7) % 3 != 0 for i in range(len(ids))], starts, pairs, labels)
 
 
 def write_lognormal_examples(path, count, median, shortest, longest, seed=3):
@@ -346,18 +374,21 @@ def write_lognormal_examples(path, count, median, shortest, longest, seed=3):
             f"{int(np.percentile(lengths, 95))}, longest {lengths.max()} tokens")
 
 
-def write_tokens(path, ids, vocab, counted=None, starts=None, pairs=False):
+def write_tokens(path, ids, vocab, counted=None, starts=None, pairs=False, labels=None):
     """A token file as runtime/data/token_data.cc writes it: version 2 with a loss mask when `counted`,
-    version 3 with the examples' starts too, version 4 with `pairs` (the examples in pairs)."""
+    version 3 with the examples' starts too, version 4 with `pairs` (the examples in pairs), version 5
+    with `labels` too (one 0/1 per pair)."""
     ids = np.asarray(ids)
     width = 2 if vocab <= 65536 else 4
-    version = 1 if counted is None else 2 if starts is None else 4 if pairs else 3
+    version = 1 if counted is None else 2 if starts is None else 5 if labels is not None else 4 if pairs else 3
     header = b"MTTOKENS" + struct.pack("<IIQII", version, width, len(ids), vocab, 0)
     body = ids.astype("<u2" if width == 2 else "<u4").tobytes()
     if counted is not None:
         body += np.asarray(counted, dtype=np.uint8).tobytes()
     if starts is not None:
         body += struct.pack("<Q", len(starts)) + np.asarray(starts, dtype="<u8").tobytes()
+    if labels is not None:
+        body += bytes(labels)
     with open(path, "wb") as f:
         f.write(header + body)
 

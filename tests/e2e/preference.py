@@ -18,7 +18,6 @@ usage: /usr/bin/python3 tests/e2e/preference.py BIN_DIR WORK_DIR
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -62,8 +61,7 @@ def run_out(cmd):
 
 
 def rows_of(tokens, counted, starts, examples):
-    rows = [ref.example_row(tokens, counted, starts, e, SCHEDULE.seq) for e in examples]
-    return torch.tensor(np.stack([x for x, _ in rows])), torch.tensor(np.stack([y for _, y in rows]))
+    return ref.example_rows(tokens, counted, starts, examples, SCHEDULE.seq)
 
 
 def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=0.0, beta=BETA, gamma=0.0,
@@ -315,22 +313,11 @@ def data_parallel(bin_dir, failures, flags=()):
     """mpirun -np 2 (the reference shared between the ranks, each step's rewards over both ranks'
     pairs, the held-out pairs validated) logs what --accumulate 2 in one process logs, bit for bit;
     both with `flags`."""
-    if not shutil.which("mpirun"):
-        failures.append("no mpirun (bash tools/setup.sh installs openmpi-bin)")
-        return
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
-               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
     common = [f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--val-data", "held.tok", "--val-every", "4",
               "--steps", "4", "--seed", "3", "--lr", "3e-3"] + list(flags)
-    ranks = subprocess.run(["mpirun", "-np", "2", "--bind-to", "none"] + common + ["--log", "mp.jsonl"],
-                           capture_output=True, text=True, env=env)
-    ref.run(common + ["--accumulate", "2", "--log", "acc.jsonl"])
-    timing = {"tokens_per_s", "step_ms"}
-    lines = [[{k: v for k, v in json.loads(line).items() if k not in timing} for line in open(f)]
-             for f in ("mp.jsonl", "acc.jsonl")] if ranks.returncode == 0 else None
+    lines, why = ref.ranks_against_accumulate(common)
     if not lines or lines[0] != lines[1] or not any("val_pairs_right" in line for line in lines[0]):
-        failures.append(f"mpirun -np 2 {flags} (exit {ranks.returncode}: {ranks.stderr[-300:]}) against --accumulate 2: "
-                        f"{lines}")
+        failures.append(f"mpirun -np 2 {flags} ({why}) against --accumulate 2: {lines}")
 
 
 def vocab_split(bin_dir, unsplit, flags, failures):

@@ -2,8 +2,10 @@
 // (alpaca, messages or sharegpt shapes; any nesting, any size up to the campaign's length) and
 // rendered in each built-in chat template, and read as a whole file of conversations to reply to
 // (JSONL or a JSON array), each rendered through its generation prompt in each template, and as
-// a file of preference pairs (mttok --preferences), each side rendered in each template.
+// a file of preference pairs (mttok --preferences), each side rendered in each template, and as a
+// file of KTO's labelled examples (mttok --unpaired), each with its KL row rendered.
 #include <string>
+#include <vector>
 
 #include "runtime/data/instruction_data.h"
 #include "runtime/data/preference_data.h"
@@ -36,6 +38,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (mt::ChatTemplate chat_template : kTemplates)
           mt::fuzz::refusalIsFine([&] { mt::renderExample(*side, chat_template); });
     });
+  });
+  mt::fuzz::refusalIsFine([&] {
+    std::vector<mt::LabelledExample> examples;
+    mt::forEachLabelledExample("input", text, [&](const mt::LabelledExample& e, const std::string&) {
+      if (e.prompt_messages >= e.example.messages.size()) __builtin_trap();  // no completion
+      examples.push_back(e);
+    });
+    for (size_t i = 0; examples.size() >= 2 && i < examples.size(); ++i) {
+      bool same_prompt = false;
+      const size_t source = mt::klSource(examples, i, same_prompt);
+      if (source >= examples.size() || source == i) __builtin_trap();  // a KL row of its own completion
+      for (mt::ChatTemplate chat_template : kTemplates)
+        mt::fuzz::refusalIsFine([&] { mt::renderExample(mt::klExample(examples[i], examples[source]), chat_template); });
+    }
   });
   return 0;
 }

@@ -1,6 +1,7 @@
-// Token files: the header, the size, every id and loss-mask byte, every example start; then reads
-// and a batch from a valid one (a masked target must be -1, a counted one an id, and the count
-// agree), packed and, where the file records its examples, one example per row and held out.
+// Token files: the header, the size, every id and loss-mask byte, every example start and label;
+// then reads and a batch from a valid one (a masked target must be -1, a counted one an id, and the
+// count agree), packed and, where the file records its examples, one example per row and held out,
+// or, where they are pairs, a pair per two rows and each pair's label.
 #include <vector>
 
 #include "runtime/data/token_data.h"
@@ -27,7 +28,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (seen != n) __builtin_trap();
     };
     if (file.size() >= 9) checkBatch(mt::BatchSampler(file, 2, 8, 1).fill(3, tokens.data(), targets.data()));
-    if (file.hasExamples()) {
+    if (file.hasLabels()) {
+      if (file.labels().size() * 2 != file.exampleStarts().size()) __builtin_trap();  // not a label per pair
+      for (uint8_t label : file.labels())
+        if (label > 1) __builtin_trap();  // a label other than 0/1 got through
+    }
+    if (file.hasPairs()) {
+      const mt::BatchSampler pairs(file, 2, 8, 1, 0, -1, mt::RowLayout::kPairs);
+      checkBatch(pairs.fill(3, tokens.data(), targets.data()));
+      const size_t example = pairs.exampleOfRow(3, 1);
+      if (example >= file.exampleStarts().size() || example % 2 != 1) __builtin_trap();  // row 1: a pair's second
+      if (file.hasLabels()) (void)file.labels().at(example / 2);
+    } else if (file.hasExamples()) {
       const mt::BatchSampler sampler(file, 2, 8, 1, 0, -1, mt::RowLayout::kExamples);
       checkBatch(sampler.fill(3, tokens.data(), targets.data()));
       const mt::HeldOutBatches held(file, 2, 8, file.size() / 2, file.size(), 0, mt::RowLayout::kExamples);

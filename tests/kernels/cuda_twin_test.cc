@@ -508,6 +508,11 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
     expectTwin(KernelId::DpoLoss, {logp, ref}, {HostTensor::f32({})}, {kind}, floats);
     expectTwin(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.7f}), logp, ref}, {HostTensor::f32({4})}, {kind}, floats);
   }
+  // KTO: one desirable example and one undesirable, weighted unequally.
+  const auto labels = HostTensor::f32({2}, {1.0f, 0.0f});
+  expectTwin(KernelId::KtoLoss, {seq[0], reference, labels}, {HostTensor::f32({})}, {}, {0.1f, 0.8f, 1.3f});
+  expectTwin(KernelId::KtoLossGrad, {HostTensor::f32({}, {0.7f}), seq[0], reference, labels}, {HostTensor::f32({4})}, {},
+             {0.1f, 0.8f, 1.3f});
 
   auto ids = randomInts(4 * 31, 50, rng);
   ids[3] = 50;  // outside the table: a zero row, no gradient

@@ -1,5 +1,5 @@
-// The preference-training kernels (kernels/loss/loss.h: mt.sequence_logprob, mt.dpo_loss and
-// their backwards) against double references and finite differences; the two chained, as a
+// The preference-training kernels (kernels/loss/loss.h: mt.sequence_logprob, mt.dpo_loss,
+// mt.kto_loss and their backwards) against double references and finite differences; the two chained, as a
 // DPO plan runs them, against the finite differences of the whole loss in the logits; and the
 // checks' refusals of what a corrupt plan could hold.
 #include <algorithm>
@@ -317,6 +317,59 @@ TEST_F(PreferenceKernels, ChainedBackwardIsTheDerivativeOfTheWholeLoss) {
               "the chained backward");
 }
 
+// KTO's loss as TRL's KTOTrainer writes it: kl = (policy_KL_logps - reference_KL_logps).mean()
+// .clamp(min=0), then 1 - sigmoid(beta (c - kl)) for the desirable examples, 1 - sigmoid(beta (kl
+// - c)) for the undesirable ones, weighted, their nanmean. Rows in pairs: 2i the example, 2i + 1
+// its KL row.
+double ktoLoss(const Doubles& logp, const Doubles& reference, const std::vector<float>& labels, double beta,
+               double desirable = 1.0, double undesirable = 1.0) {
+  const size_t examples = logp.size() / 2;
+  auto sigmoid = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  double kl = 0.0;
+  for (size_t i = 0; i < examples; ++i) kl += logp[2 * i + 1] - reference[2 * i + 1];
+  kl = std::max(kl / examples, 0.0);
+  double total = 0.0;
+  for (size_t i = 0; i < examples; ++i) {
+    const double c = logp[2 * i] - reference[2 * i];
+    total += labels[i] ? desirable * (1 - sigmoid(beta * (c - kl))) : undesirable * (1 - sigmoid(beta * (kl - c)));
+  }
+  return total / examples;
+}
+
+// mt.kto_loss against TRL's formula, with the KL estimate above 0 and clamped to it, both labels and
+// unequal weights; its gradient against finite differences with the estimate held (TRL detaches
+// it): the KL rows get none.
+TEST_F(PreferenceKernels, KtoLossAgainstTrlsFormula) {
+  const std::vector<float> labels{1.0f, 0.0f, 1.0f, 0.0f};
+  const float beta = 0.3f;
+  for (double shift : {2.0, -2.0}) {  // the KL rows' mean log-ratio 2 - 0.25 > 0, or below 0 (clamped)
+    const Doubles logp{-12.5, -10.0 + shift, -3.0, -4.0 + shift, -7.3, -2.0 + shift, -5.0, -9.0 + shift};
+    const Doubles reference{-13.0, -10.5, -2.0, -3.5, -6.0, -2.0, -5.0, -9.0};
+    auto logpT = HostTensor::f32({8}, toFloats(logp)), refT = HostTensor::f32({8}, toFloats(reference));
+    auto labelsT = HostTensor::f32({4}, labels);
+    for (auto [desirable, undesirable] : {std::pair{1.0f, 1.0f}, std::pair{0.5f, 1.5f}}) {
+      const std::string what = "KL rows shifted " + std::to_string(shift) + ", weights " + std::to_string(desirable) +
+                               ", " + std::to_string(undesirable);
+      const std::vector<float> floats{beta, desirable, undesirable};
+      auto loss = runKernel(KernelId::KtoLoss, {logpT, refT, labelsT}, {HostTensor::f32({})}, {}, floats);
+      expectClose(loss[0].floats, {ktoLoss(logp, reference, labels, beta, desirable, undesirable)}, kF32Tol,
+                  "kto_loss, " + what);
+      auto grad = runKernel(KernelId::KtoLossGrad, {HostTensor::f32({}, {0.5f}), logpT, refT, labelsT},
+                            {HostTensor::f32({8})}, {}, floats);
+      // The estimate held: the examples' rows move alone.
+      Doubles want = finiteDifferences(
+          [&](const Doubles& x) {
+            Doubles moved = logp;
+            for (size_t i = 0; i < x.size(); i += 2) moved[i] = x[i];
+            return Doubles{ktoLoss(moved, reference, labels, beta, desirable, undesirable)};
+          },
+          logp, {0.5});
+      for (size_t i = 1; i < want.size(); i += 2) want[i] = 0.0;
+      expectClose(grad[0].floats, want, kGradTol, "kto_loss grad, " + what);
+    }
+  }
+}
+
 // A plan read from a file is hostile: an odd batch, rows that are not (B, T, V), a reference
 // of another length are refused by name.
 TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
@@ -391,6 +444,19 @@ TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
   EXPECT_EQ(nll({0.5f}, 2), "");
   EXPECT_NE(nll({INFINITY}, 2).find("finite alpha"), std::string::npos);
   EXPECT_NE(nll({0.5f}, 4).find("logp must be (B) of an even B > 0 and the targets (B, T)"), std::string::npos);
+  // KTO's: a label per example (B/2), beta positive, the weights not negative, no ints.
+  const auto kto = [&](int64_t labels, std::vector<float> floats, std::vector<int64_t> ints = {}) {
+    return problem(KernelId::KtoLoss, {HostTensor::f32({4}), HostTensor::f32({4}), HostTensor::f32({labels})},
+                   {HostTensor::f32({})}, floats, ints);
+  };
+  EXPECT_EQ(kto(2, {0.1f, 1.0f, 1.0f}), "");
+  EXPECT_EQ(kto(2, {0.1f, 0.0f, 1.0f}), "") << "a weight of 0 leaves a kind of example out";
+  EXPECT_NE(kto(4, {0.1f, 1.0f, 1.0f}), "") << "labels per row, not per example";
+  EXPECT_NE(kto(2, {0.0f, 1.0f, 1.0f}).find("beta must be positive"), std::string::npos);
+  EXPECT_NE(kto(2, {0.1f, -1.0f, 1.0f}).find("weights not negative"), std::string::npos);
+  EXPECT_NE(kto(2, {0.1f, 1.0f, NAN}).find("weights not negative"), std::string::npos);
+  EXPECT_NE(kto(2, {0.1f, 1.0f}).find("takes float[beta, desirable_weight, undesirable_weight]"), std::string::npos);
+  EXPECT_NE(kto(2, {0.1f, 1.0f, 1.0f}, {0}).find("no ints"), std::string::npos);
 }
 
 }  // namespace

@@ -246,6 +246,40 @@ TEST(TokenFile, RecordsPairsOfRepliesForPreferences) {
   expectError([&] { TokenFile f(temp("odd-pairs.tok")); }, "(chosen, rejected) pairs: an odd count");
 }
 
+// Version 5 (mttok --unpaired, KTO): pairs of an example and its KL row, a label byte per pair
+// after the starts, read back as written; a label other than 0 or 1, a file cut in its labels, labels
+// not one per pair, and a DPO layout's refusal name the problem.
+TEST(TokenFile, RecordsTheLabelsOfUnpairedExamples) {
+  const std::string path = temp("labelled.tok");
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> counted;
+  std::vector<int64_t> starts;
+  for (uint32_t e = 0; e < 6; ++e) {
+    starts.push_back(static_cast<int64_t>(ids.size()));
+    for (uint32_t t = 0; t < 5 + e; ++t) ids.push_back(10 * e + (t >= 4)), counted.push_back(t >= 4);
+  }
+  const std::vector<uint8_t> labels{1, 0, 1};
+  writeTokenFile(path, ids, 256, &counted, 0, &starts, /*pairs=*/true, &labels);
+  TokenFile file(path);
+  EXPECT_TRUE(file.hasPairs());
+  EXPECT_EQ(file.labels(), labels);
+  writeTokenFile(temp("pairs-only.tok"), ids, 256, &counted, 0, &starts, /*pairs=*/true);
+  EXPECT_FALSE(TokenFile(temp("pairs-only.tok")).hasLabels());
+  EXPECT_NE(TokenFile(temp("pairs-only.tok")).checksum(), file.checksum()) << "the labels are in the checksum";
+  expectError([&] { BatchSampler s(file, 4, 8, 5, 0, -1, RowLayout::kExamples); },
+              "train it with a plan of mtc --objective kto");
+  const std::string bytes = readAll(path);
+  std::string two = bytes;
+  two[bytes.size() - 2] = 2;
+  writeAll(temp("bad-label.tok"), two);
+  expectError([&] { TokenFile f(temp("bad-label.tok")); }, "the label of pair 1 is 2, not 0 or 1");
+  writeAll(temp("bad-label.tok"), bytes.substr(0, bytes.size() - 1));
+  expectError([&] { TokenFile f(temp("bad-label.tok")); }, "bytes of example starts and labels");
+  const std::vector<uint8_t> two_labels{1, 0};
+  expectError([&] { writeTokenFile(temp("y.tok"), ids, 256, &counted, 0, &starts, true, &two_labels); },
+              "one per pair of examples: 2 for 3 pairs");
+}
+
 // --rows packed-examples: each pass over the examples a shuffle, packed next fit into rows of
 // whole examples (one longer than a row alone, cut), each example once per pass; positions from
 // 0 in each example and in the padding; the sampler's step rows are the passes' rows in turn,
