@@ -8,7 +8,8 @@ transformers-style PyTorch model of the same folder trained with TRL's KTO loss 
 (its formula: kl = (policy_KL_logps - reference_KL_logps).mean().clamp(min=0), no gradient;
 1 - sigmoid(beta (c - kl)) for a desirable example, 1 - sigmoid(beta (kl - c)) for an undesirable
 one, weighted, their mean) within 1e-4, as must the held-out examples' score; with unequal weights
-too. Two ranks log what --accumulate 2 logs, bit for bit. A DPO plan on KTO's data, a KTO plan on
+too. Two ranks log what --accumulate 2 logs, and a resumed run the straight run's later steps, bit
+for bit. A DPO plan on KTO's data, a KTO plan on
 DPO's pairs, a next-token plan on KTO's data, a file of one example and a label that is not a
 boolean are refused by name.
 usage: /usr/bin/python3 tests/e2e/kto.py BIN_DIR WORK_DIR
@@ -138,7 +139,8 @@ def train_and_compare(bin_dir, name, flags, weights, data, held, failures, **twi
     ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "kto", "--beta", str(BETA), "--batch", str(SCHEDULE.batch),
              "--seq", str(SCHEDULE.seq), "-o", f"{name}.plan"] + flags)
     ref.run([f"{bin_dir}/mtrun", f"{name}.plan", "--data", "kto.tok", "--log", f"{name}.jsonl", "--val-data", "held.tok",
-             "--val-every", str(SCHEDULE.steps)] + SCHEDULE.mtrun_flags())
+             "--val-every", str(SCHEDULE.steps), "--checkpoint-dir", f"{name}-ck", "--checkpoint-every", "5"]
+            + SCHEDULE.mtrun_flags())
     lines = [json.loads(line) for line in open(f"{name}.jsonl")]
     log, val = [line for line in lines if "val_loss" not in line], [line for line in lines if "val_loss" in line]
     torch_losses, logged, validation = torch_kto(weights, data, held, **twin)
@@ -154,6 +156,17 @@ def train_and_compare(bin_dir, name, flags, weights, data, held, failures, **twi
     print(f"{name}: {SCHEDULE.steps} KTO steps within {worst:.1e} of TRL's loss; kl each step "
           f"{[line['kl'] for line in log]}")
     return log
+
+
+def resumed(bin_dir, log, failures):
+    """The run resumed from its step-5 checkpoint (the reference read back, the labels from the
+    data again): the straight run's later losses and KL estimates, bit for bit."""
+    os.remove(f"k-ck/step-{SCHEDULE.steps:09d}.ckpt.safetensors")
+    ref.run([f"{bin_dir}/mtrun", "k.plan", "--data", "kto.tok", "--resume", "k-ck", "--log", "resumed.jsonl"]
+            + SCHEDULE.mtrun_flags())
+    later = [(line["loss"], line["kl"]) for line in map(json.loads, open("resumed.jsonl"))]
+    if later != [(line["loss"], line["kl"]) for line in log[5:]]:
+        failures.append(f"resumed after step 5: {later}, the straight run's {log[5:]}")
 
 
 def refusals(bin_dir, failures):
@@ -231,6 +244,7 @@ def main():
                         f"{[line['kl'] for line in log]} (never above 0: the estimate untested)")
     train_and_compare(bin_dir, "weighted", ["--desirable-weight", "0.75", "--undesirable-weight", "1.5"], weights, data,
                       held, failures, desirable=0.75, undesirable=1.5)
+    resumed(bin_dir, log, failures)
     refusals(bin_dir, failures)
     data_parallel(bin_dir, failures)
     ref.finish("kto", failures)
