@@ -67,7 +67,7 @@ void predictTimeline(const std::vector<Instr>& instrs, PlanStats& stats) {
 
 // A training step's loss-only run (validation; a preference plan's reference pass): per stream,
 // how many of its instructions (in Instr order) it must execute. Everything the copies out of the
-// loss and of a preference plan's policy log-probabilities depend on, then in each stream what
+// loss and of a preference plan's policy log-probabilities (a reward model's rewards) depend on, then in each stream what
 // comes before that, then whatever those depend on, until nothing more is needed. Empty when the
 // step has no loss (a forward-only plan).
 std::vector<int> lossPrefixes(const std::vector<Instr>& instrs, const std::vector<int>& position,
@@ -78,7 +78,8 @@ std::vector<int> lossPrefixes(const std::vector<Instr>& instrs, const std::vecto
     if (!instrs[i].body.has_copy() || instrs[i].body.copy().direction() != plan::Copy::DEVICE_TO_HOST) continue;
     const plan::HostTensor& t = plan.host_tensors(instrs[i].body.copy().host_tensor());
     if (t.role() == plan::ROLE_LOSS) loss = static_cast<int>(i);
-    if (t.role() == plan::ROLE_LOSS || (t.role() == plan::ROLE_OUTPUT && t.name() == kPolicyLogprobsOutput))
+    if (t.role() == plan::ROLE_LOSS ||
+        (t.role() == plan::ROLE_OUTPUT && (t.name() == kPolicyLogprobsOutput || t.name() == kPolicyRewardsOutput)))
       pending.push_back(static_cast<int>(i));
   }
   if (loss < 0) return {};

@@ -17,6 +17,7 @@
 #include "runtime/io/error.h"
 #include "runtime/io/json_input.h"
 #include "runtime/plan/huggingface_names.h"
+#include "runtime/plan/initializer.h"
 #include "runtime/plan/plan_queries.h"
 #include "runtime/io/mapped_file.h"
 #include "runtime/io/safetensors.h"
@@ -230,6 +231,12 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
     if (t.role() != plan::ROLE_PARAM) continue;
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
     const int64_t n = checkedNumel(t.shape(), t.name());
+    if (t.init().kind() != plan::Initializer::WEIGHTS) {  // new to the model (a reward model's score head)
+      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&t, &plan, n](void* out) {
+                           initializeTensor(static_cast<float*>(out), n, t.init(), plan.init_seed(), t.name());
+                         }});
+      continue;
+    }
     const HuggingFaceSource& source = model.weights.at(t.name());
     const HuggingFacePlace& place = source.place;
     if (place.per_expert) {

@@ -180,10 +180,11 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
                      c.qk_norm ? ", q/k norms" : "", c.attention_sinks ? ", attention sinks" : "", window, rope, experts);
 }
 
-// What --objective dpo or kto cannot be combined with ("" if nothing).
+// What --objective dpo, kto or reward cannot be combined with ("" if nothing).
 std::string preferenceProblem(const CompileOptions& o) {
   const bool kto = o.loss.objective == LossObjective::kKto;
-  const char* flag = kto ? "--objective kto" : "--objective dpo";
+  const char* flag = kto ? "--objective kto" : o.loss.objective == LossObjective::kReward ? "--objective reward"
+                                                                                        : "--objective dpo";
   const char* pairs = kto ? "(example, KL row)" : "(chosen, rejected)";
   if (o.packed_examples)
     return fmt::format("{} trains on {} rows, one reply each: drop --packed-examples", flag, pairs);
@@ -244,6 +245,7 @@ bool loadHuggingFace(MLIRContext& context, const CompileOptions& o, const Hardwa
     return false;
   }
   m.config = m.hf->config;
+  m.config.score_head = o.loss.objective == LossObjective::kReward;
   if (v.context) m.config.context = std::min(m.config.context, v.context);
   if (o.router_aux_loss) m.config.router_aux_loss_coef = *o.router_aux_loss;
   m.description = fmt::format("{} ({})", o.model, describeShape("Hugging Face " + m.hf->architecture, m.config));
@@ -292,6 +294,7 @@ bool loadPreset(MLIRContext& context, const CompileOptions& o, const HardwarePro
   if (v.heads && !v.kv_heads && config.family == ModelFamily::kGpt2) config.kv_heads = config.heads;
   if (o.tied) config.tied = *o.tied;
   if (o.router_aux_loss) config.router_aux_loss_coef = *o.router_aux_loss;
+  config.score_head = o.loss.objective == LossObjective::kReward;
   m.description = fmt::format("{} ({})", o.model, describeShape(familyName(config.family), config));
   return buildFromConfig(context, o, hw, ParamInit::kSeeded, m);
 }
@@ -312,6 +315,11 @@ bool loadModel(MLIRContext& context, llvm::SourceMgr& sources, const CompileOpti
     std::fprintf(stderr, "mtc: error: %s: --kv-cache builds the decode step of a built-in model or a Hugging Face "
                  "folder (its attention is known); for this model use --forward-only alone (mtgen then recomputes "
                  "the window for each token)\n", o.model.c_str());
+    return false;
+  }
+  if (o.loss.objective == LossObjective::kReward && !from_config) {
+    std::fprintf(stderr, "mtc: error: %s: --objective reward puts a score head on a built-in model or a Hugging Face "
+                 "folder (an imported graph computes its own logits)\n", o.model.c_str());
     return false;
   }
   if (o.packed_examples && !from_config) {

@@ -50,6 +50,7 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
       options.rpoAlpha = knobs.loss.nllWeight();
       options.desirableWeight = knobs.loss.desirable_weight;
       options.undesirableWeight = knobs.loss.undesirable_weight;
+      options.centerRewards = knobs.loss.center_rewards;
       return pm.addPass(createAttachLossPass(options));
     }
     case Stage::kTileTokens: {
@@ -394,7 +395,9 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
 
   // The schedule, the vocabulary split, the offload and the expert groups: chosen by trial
   // compiles for the budget.
-  const bool may_split = options.vocab_chunks == 0 && options.device_mem > 0;
+  // (A reward model's head has one output: nothing to split.)
+  const bool may_split =
+      options.vocab_chunks == 0 && options.device_mem > 0 && options.loss.objective != LossObjective::kReward;
   Trials trials{module, partition + 1, options, {}, vocab, may_split,
                 options.expert_groups == 0 && options.device_mem > 0 ? mostExperts(module) : 0};
   Knobs& defaults = trials.defaults;
@@ -560,13 +563,25 @@ const char* scheduleName(Schedule schedule) {
 
 
 void modelShape(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
+  bool scored = false;  // a reward model's: one score per token
   module.walk([&](Operation* op) {
-    if (!isa<SoftmaxXentOp, SequenceLogprobOp>(op)) return;  // the loss (next-token, DPO)
+    if (!isa<SoftmaxXentOp, SequenceLogprobOp, RowScoreOp>(op)) return;  // the loss (next-token, DPO, reward)
     auto logits = cast<RankedTensorType>(op->getOperand(0).getType()).getShape();
     vocab = logits.back();
     batch = logits.size() >= 3 ? logits[0] : 1;
     seq = logits.size() >= 2 ? logits[logits.size() - 2] : 1;
+    scored = isa<RowScoreOp>(op);
   });
+  // A reward model's vocabulary is its token embedding's rows (a table on the host: the one its
+  // tokens' rows come from).
+  if (scored) {
+    module.walk([&](EmbeddingOp op) { vocab = cast<RankedTensorType>(op.getTable().getType()).getDimSize(0); });
+    if (func::FuncOp func = getModelFunction(module))
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        if (auto table = func.getArgAttrOfType<StringAttr>(i, kEmbeddedTokensAttr))
+          if (BlockArgument param = parameterNamed(func, table.getValue()))
+            vocab = cast<RankedTensorType>(param.getType()).getDimSize(0);
+  }
   module.walk([&](XentTileOp op) { vocab = op.getLogits().getType().getShape().back(); });  // a tiled head
   // The loss over vocabulary chunks (mt-split-vocab): next-token, DPO.
   auto chunked = [&](Value targets_value, int64_t chunked_vocab) {

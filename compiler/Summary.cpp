@@ -78,7 +78,8 @@ void printTokenTiles(const CompileReport& r, ModuleOp module, const StageResult&
   // the vocabulary split folds them chunk by chunk.
   bool chunked = false;
   module.walk([&](SequenceLogprobFinishOp) { chunked = true; });
-  if (rowsInPairs(r.options.loss.objective) && !chunked)
+  const LossObjective objective = r.options.loss.objective;
+  if (rowsInPairs(objective) && objective != LossObjective::kReward && !chunked)
     std::printf("  note           the preference loss reads the batch's logits whole (%lld x %lld x %lld), not tile by "
                 "tile: --vocab-chunks N streams them in chunks of the vocabulary instead\n",
                 (long long)emit.batch, (long long)emit.seq, (long long)emit.vocab);
@@ -259,8 +260,17 @@ std::string lossInWords(const LossSpec& spec) {
   }
 }
 
-// A preference plan's loss (mtc --objective dpo or kto and their flags), in words.
+// A preference plan's loss (mtc --objective dpo, kto or reward and their flags), in words.
 void printObjective(const LossSpec& spec) {
+  if (spec.objective == LossObjective::kReward) {
+    std::printf("  objective      a reward model (center %g): a score head of one output in place of the LM head (Hugging "
+                "Face's ...ForSequenceClassification, num_labels 1), each row's reward its score at its example's last "
+                "token before the end-of-text token; rows 2i and 2i+1 a prompt's chosen and rejected replies (mtrun "
+                "--rows pairs on a token file of mttok --preferences), the loss -log sigmoid(r_c - r_r) plus center "
+                "times (r_c + r_r)^2, means over the pairs, as TRL's RewardTrainer\n",
+                spec.center_rewards);
+    return;
+  }
   if (spec.objective == LossObjective::kKto) {
     std::printf("  objective      KTO (beta %g, desirable weight %g, undesirable weight %g): rows 2i an example (a "
                 "prompt and its completion, labelled desirable or not) and 2i+1 its KL row (the prompt with another "

@@ -23,13 +23,14 @@ namespace {
 // Parameters of `c` counting `routed` of each MoE layer's experts.
 int64_t countParams(const ModelConfig& c, int64_t routed) {
   const int64_t kv_width = c.kv_heads * c.headDim();
+  // The output head: a reward model's score (width), else the LM head where it is not the embedding.
+  const int64_t head = c.score_head ? c.width : c.tied ? 0 : c.vocab * c.width;
   if (c.family == ModelFamily::kGpt2) {
     const int64_t per_layer = 4 * c.width                                     // two layer norms
                               + c.width * c.width * 2 + 2 * c.width * kv_width  // q, proj; k, v
                               + 2 * c.width + 2 * kv_width                      // their biases
                               + 2 * c.width * c.ffn + c.ffn + c.width;          // mlp
-    return c.layers * per_layer + c.vocab * c.width + c.context * c.width + 2 * c.width +  // wte, wpe, ln_f
-           (c.tied ? 0 : c.vocab * c.width);
+    return c.layers * per_layer + c.vocab * c.width + c.context * c.width + 2 * c.width + head;  // wte, wpe, ln_f
   }
   const int64_t q_width = c.heads * c.headDim();
   const int64_t attention = 2 * c.width + 2 * c.width * q_width + 2 * c.width * kv_width +  // norms; q, o; k, v
@@ -39,7 +40,7 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
   // gpt-oss: the router's bias, each expert's gate_up and down biases
   const int64_t router = c.experts * c.width + (oss ? c.experts : 0);
   const int64_t expert = 3 * c.width * c.expert_ffn + (oss ? 2 * c.expert_ffn + c.width : 0);
-  int64_t total = c.vocab * c.width + c.width + (c.tied ? 0 : c.vocab * c.width);  // embed, norm, head
+  int64_t total = c.vocab * c.width + c.width + head;  // embed, norm, head
   for (int64_t l = 0; l < c.layers; ++l)
     total += attention + (c.attention_sinks ? c.heads : 0) +
              (c.isMoeLayer(l) ? router + routed * expert : 3 * c.width * c.ffn);
@@ -326,13 +327,21 @@ class ModelBuilder {
   }
 
   // init: "normal" (with std), "zeros" or "ones".
-  Value param(const std::string& name, ArrayRef<int64_t> shape, StringRef init, double std = 0.0) {
-    if (init_ == ParamInit::kWeightsFile) init = "weights";
+  // `fresh`: new to a pretrained model (a reward model's score head): seeded even from a weights file.
+  Value param(const std::string& name, ArrayRef<int64_t> shape, StringRef init, double std = 0.0, bool fresh = false) {
+    if (init_ == ParamInit::kWeightsFile && !fresh) init = "weights";
     SmallVector<NamedAttribute> fields = {b_.getNamedAttr("name", b_.getStringAttr(name)),
                                           b_.getNamedAttr("init", b_.getStringAttr(init))};
     if (init == "normal") fields.push_back(b_.getNamedAttr("std", b_.getF32FloatAttr(std)));
     return addArgument(RankedTensorType::get(shape, b_.getF32Type()),
                        b_.getNamedAttr(kParamAttr, b_.getDictionaryAttr(fields)));
+  }
+
+  // The weight the last hidden states multiply: the LM head (the embedding where tied), or a
+  // reward model's score head of one output.
+  Value outputHead(Value embedding, double std) {
+    if (c_.score_head) return param("score.weight", {1, c_.width}, "normal", std, /*fresh=*/true);
+    return c_.tied ? embedding : param("lm_head.weight", {c_.vocab, c_.width}, "normal", std);
   }
 
   Value linear(Value x, const std::string& name, int64_t out, int64_t in, bool bias, double std) {
@@ -393,8 +402,7 @@ class ModelBuilder {
     }
     enter("head");
     x = layerNorm(x, "ln_f");
-    Value head = c_.tied ? wte : param("lm_head.weight", {c_.vocab, c_.width}, "normal", std);
-    return b_.create<MatmulOp>(loc_, x, head, false, true);
+    return b_.create<MatmulOp>(loc_, x, outputHead(wte, std), false, true);
   }
 
   Value llama() {
@@ -437,8 +445,7 @@ class ModelBuilder {
     }
     enter("head");
     x = rmsNorm(x, "norm");
-    Value head = c_.tied ? embed : param("lm_head.weight", {c_.vocab, c_.width}, "normal", std);
-    Value logits = b_.create<MatmulOp>(loc_, x, head, false, true);
+    Value logits = b_.create<MatmulOp>(loc_, x, outputHead(embed, std), false, true);
     if (router_stats_) {
       outputs_.push_back({"expert_load", router_stats_});
       // The rows the counts give: the tokens the mask kept, in every MoE layer.

@@ -85,6 +85,11 @@ struct ModelConfig {
   ExpertForm expert_form = ExpertForm::kSwiglu;
   double swiglu_limit = 7.0;  // kGptOss
 
+  // A reward model's head (mtc --objective reward): one score per token, the parameter
+  // score.weight (1, width), in place of the LM head, as Hugging Face's ...ForSequenceClassification
+  // with num_labels 1; a pretrained model's is new, from its seeded initializer.
+  bool score_head = false;
+
   // Whether layer `l`'s attention slides, and over how many tokens (0: it sees all before it).
   int64_t attentionWindow(int64_t l) const {
     return sliding_window > 0 && std::find(sliding_layers.begin(), sliding_layers.end(), l) != sliding_layers.end()

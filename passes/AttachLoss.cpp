@@ -31,6 +31,8 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
     Value targets = appendInput(func, RankedTensorType::get(logits->getShape().drop_back(), b.getI32Type()), "targets");
     if (objective == LossObjective::kNextToken) {
       ret->setOperand(0, b.create<SoftmaxXentOp>(ret.getLoc(), ret.getOperand(0), targets).getLoss());
+    } else if (objective == LossObjective::kReward) {
+      if (failed(attachReward(func, ret))) return signalPassFailure();
     } else if (failed(attachPreference(func, ret, targets))) {
       return signalPassFailure();
     }
@@ -95,6 +97,34 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
   }
 
   StringRef stringifyObjective() const { return objective == LossObjective::kKto ? "kto" : "dpo"; }
+
+  // A reward model's loss of its scores (B, T, 1) (ret's first operand), read at each row's
+  // position (an input) into its reward, the named output after the loss.
+  LogicalResult attachReward(func::FuncOp func, func::ReturnOp ret) {
+    auto scores = cast<RankedTensorType>(ret.getOperand(0).getType());
+    const int64_t rows = scores.getDimSize(0);
+    if (scores.getDimSize(2) != 1)
+      return ret.emitError("cannot train a reward model (objective reward): the function returns ")
+             << scores.getDimSize(2) << " outputs per token; a reward model's head gives one score";
+    if (rows % 2 != 0)
+      return ret.emitError("cannot train a reward model (objective reward) on a batch of ")
+             << rows << " rows: its rows are (chosen, rejected) pairs; give an even batch";
+    OpBuilder b(ret);
+    Value positions = appendInput(func, RankedTensorType::get({rows}, b.getI32Type()), kRewardPositionsInput);
+    auto rewards = b.create<RowScoreOp>(ret.getLoc(), ret.getOperand(0), positions);
+    auto loss = b.create<RewardLossOp>(ret.getLoc(), rewards.getRewards(), b.getF32FloatAttr(centerRewards));
+    SmallVector<Value> operands{loss.getLoss(), rewards.getRewards()};
+    llvm::append_range(operands, ret.getOperands().drop_front());
+    SmallVector<DictionaryAttr> named;
+    func.getAllResultAttrs(named);
+    ret->setOperands(operands);
+    named.insert(named.begin() + 1,
+                 b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(kPolicyRewardsOutput))));
+    SmallVector<Type> results(ret.getOperandTypes());
+    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), results));
+    func.setAllResultAttrs(named);
+    return success();
+  }
 
   // The DPO loss (or its kin, dpo-loss) of rows in (chosen, rejected) pairs, with its NLL term;
   // `logp` the rows' log-probabilities it reads.

@@ -41,7 +41,10 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
     With `objective=kto` the rows are pairs of an example and its KL row (the example's prompt with
     another's completion): the inputs `reference_logps` (B) and `kto_labels` (B/2) f32 (1: the
     example's completion is desirable), the loss `mt.kto_loss` of each row's summed
-    `mt.sequence_logprob`, and the same `policy_logps` output.
+    `mt.sequence_logprob`, and the same `policy_logps` output. With `objective=reward` the function
+    returns scores (B, T, 1) (a score head): the input `reward_positions` (B) i32 (each row's last
+    token), its rewards `mt.row_score` there, a named output `policy_rewards`, and the loss
+    `mt.reward_loss` of rows in (chosen, rejected) pairs.
   }];
   let options = [
     Option<"objective", "objective", "::mt::LossObjective", /*default=*/"::mt::LossObjective::kNextToken",
@@ -49,7 +52,8 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
            [{::llvm::cl::values(
                clEnumValN(::mt::LossObjective::kNextToken, "next-token", "the next token's cross-entropy"),
                clEnumValN(::mt::LossObjective::kDpo, "dpo", "direct preference optimisation over row pairs"),
-               clEnumValN(::mt::LossObjective::kKto, "kto", "KTO over pairs of a labelled example and its KL row"))}]>,
+               clEnumValN(::mt::LossObjective::kKto, "kto", "KTO over pairs of a labelled example and its KL row"),
+               clEnumValN(::mt::LossObjective::kReward, "reward", "a reward model's score of (chosen, rejected) row pairs"))}]>,
     Option<"beta", "beta", "double", /*default=*/"0.1",
            "beta: how far the policy may move from the reference (objective=dpo or kto)">,
     Option<"dpoLoss", "dpo-loss", "::mt::DpoLossKind", /*default=*/"::mt::DpoLossKind::kSigmoid",
@@ -81,6 +85,8 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
            "The weight of a desirable example's loss (objective=kto; TRL's desirable_weight)">,
     Option<"undesirableWeight", "undesirable-weight", "double", /*default=*/"1.0",
            "The weight of an undesirable example's loss (objective=kto; TRL's undesirable_weight)">,
+    Option<"centerRewards", "center-rewards", "double", /*default=*/"0.0",
+           "The weight of the pairs' squared summed rewards (objective=reward; TRL's center_rewards_coefficient)">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

@@ -174,6 +174,11 @@ void addPreferenceFlags(CLI::App& app, mt::LossSpec& loss, CLI::Option* objectiv
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str()
       ->needs(objective);
+  app.add_option("--center-rewards-coefficient", loss.center_rewards,
+                 "with --objective reward: add this times the mean of each pair's summed rewards squared, which "
+                 "keeps the rewards centred on 0 (TRL's center_rewards_coefficient; 0: none)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->needs(objective);
 }
 
 // What is written besides the plan, and the kind of plan.
@@ -204,10 +209,14 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                    "summed log-probability, the reference the same model before training; an even --batch, and --batch "
                    "auto sizes even ones) or kto (KTO, as TRL's KTOTrainer: each example one completion labelled "
                    "desirable or undesirable, from mttok --unpaired, in rows beside a KL row that estimates how far "
-                   "the model has moved; an even --batch too)",
+                   "the model has moved; an even --batch too) or reward (a reward model, as TRL's RewardTrainer: a "
+                   "score head of one output in place of the LM head, each row's reward its score at its last token, "
+                   "the loss -log sigmoid(chosen's reward - rejected's) over the pairs of mttok --preferences; an even "
+                   "--batch)",
                    std::map<std::string, mt::LossObjective>{{"next-token", mt::LossObjective::kNextToken},
                                                             {"dpo", mt::LossObjective::kDpo},
-                                                            {"kto", mt::LossObjective::kKto}})
+                                                            {"kto", mt::LossObjective::kKto},
+                                                            {"reward", mt::LossObjective::kReward}})
           ->default_str("next-token")
           ->excludes(forward_only);
   addPreferenceFlags(app, o.loss, objective);
@@ -345,7 +354,7 @@ int listModels() {
 // The preference loss's flags: exit code 2 for one that means nothing to the objective or the loss
 // given (refused, not ignored).
 std::optional<int> checkPreferenceFlags(const CLI::App& app, const mt::LossSpec& loss) {
-  if (app.count("--dpo-beta") && !mt::rowsInPairs(loss.objective)) {
+  if (app.count("--dpo-beta") && loss.objective != mt::LossObjective::kDpo && loss.objective != mt::LossObjective::kKto) {
     std::fprintf(stderr, "mtc: error: --beta (--dpo-beta) shapes a preference loss: give it with --objective dpo or "
                          "kto (or drop it)\n");
     return 2;
@@ -360,6 +369,17 @@ std::optional<int> checkPreferenceFlags(const CLI::App& app, const mt::LossSpec&
       std::fprintf(stderr, "mtc: error: %s weighs KTO's examples: give it with --objective kto (or drop it)\n", flag);
       return 2;
     }
+  if (app.count("--vocab-chunks") && app.get_option("--vocab-chunks")->as<int64_t>() > 1 &&
+      loss.objective == mt::LossObjective::kReward) {
+    std::fprintf(stderr, "mtc: error: --vocab-chunks splits an LM head by its vocabulary; a reward model's head has one "
+                         "output (drop the flag)\n");
+    return 2;
+  }
+  if (app.count("--center-rewards-coefficient") && loss.objective != mt::LossObjective::kReward) {
+    std::fprintf(stderr, "mtc: error: --center-rewards-coefficient shapes a reward model's loss: give it with "
+                         "--objective reward (or drop it)\n");
+    return 2;
+  }
   const mt::DpoLossKind kind = loss.dpo_loss;
   if (loss.dpo_label_smoothing != 0.0 && !mt::dpoSmooths(kind)) {
     std::fprintf(stderr, "mtc: error: --dpo-label-smoothing: the %s loss has no label smoothing (sigmoid, robust, "

@@ -49,16 +49,17 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
            "counted at start) or packed-examples (whole examples packed into each row, each seeing only itself, "
            "each pass over them a new shuffle with every example once; needs a plan of mtc --packed-examples) or "
            "pairs (a prompt's chosen and rejected replies in two rows, drawn at random; a plan of mtc --objective "
-           "dpo on a token file of mttok --preferences takes it, and only it; a KTO plan, mtc --objective kto, its "
-           "labelled examples beside their KL rows, mttok --unpaired); examples and packed-examples need a token "
-           "file of mttok --chat; default: packed, packed-examples for a plan of mtc --packed-examples on such a "
-           "file, pairs for a plan of mtc --objective dpo or kto",
+           "dpo or reward on a token file of mttok --preferences takes it, and only it; a KTO plan, mtc --objective "
+           "kto, its labelled examples beside their KL rows, mttok --unpaired); examples and packed-examples need a "
+           "token file of mttok --chat; default: packed, packed-examples for a plan of mtc --packed-examples on such "
+           "a file, pairs for a plan of mtc --objective dpo, kto or reward",
            rowLayoutNames())
       ->default_str("packed, packed-examples or pairs");
   app.add_option("--seed", c.seed, "seed of the data order and of dropout's masks")->capture_default_str();
   app.add_option("--lr", c.lr,
                  "peak learning rate (default 0.001; for a preference plan, mtc --objective dpo or kto, 1e-6 as TRL's "
-                 "DPOConfig and KTOConfig: their losses move the model far at the next token's rates)");
+                 "DPOConfig and KTOConfig: their losses move the model far at the next token's rates; for a reward "
+                 "model, --objective reward, 1e-4 as TRL's RewardConfig)");
   choiceOf(app, "--lr-schedule", c.lr_schedule,
            "the learning rate after the warmup: cosine or linear decay from --lr to --lr x --min-lr-ratio at the "
            "last step, or constant --lr",

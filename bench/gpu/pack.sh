@@ -113,6 +113,8 @@ for loss in orpo sppo_hard aot; do
 done
 build/bin/mtc llama-tiny --objective kto --undesirable-weight 1.5 --batch 4 --seq 32 --no-weights \
   -o .gpu/plans/kto-llama-tiny.plan >/dev/null
+build/bin/mtc llama-tiny --objective reward --center-rewards-coefficient 0.01 --batch 4 --seq 32 --no-weights \
+  -o .gpu/plans/dpo-llama-tiny-reward.plan >/dev/null  # (dpo-*: run.sh trains it on the pairs)
 # Decode plans (mtc --kv-cache) beside window plans of the same models: kv_cache_check on cuda.
 mkdir -p .gpu/kv .gpu/hf
 for model in gpt2-tiny llama-tiny qwen-tiny gpt-oss-tiny; do

@@ -182,6 +182,61 @@ LogicalResult KtoLossGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Lo
   return success();
 }
 
+// scores (B, T, 1) beside positions (B).
+static LogicalResult requireRowScores(std::optional<Location> loc, Value scores, Value positions) {
+  auto shape = tensorOf(scores).getShape();
+  if (shape.size() != 3 || shape[2] != 1 || shape[0] == 0)
+    return emitOptionalError(loc, "scores must be (B, T, 1), one per token (a score head), not ", shapeStr(shape));
+  return requireShape(loc, positions, {shape[0]}, "positions");
+}
+
+// rewards (B) of an even B, a center not negative and finite.
+template <typename Adaptor>
+static LogicalResult requireRewards(std::optional<Location> loc, Adaptor adaptor) {
+  auto rows = tensorOf(adaptor.getRewards()).getShape();
+  if (rows.size() != 1 || rows[0] == 0 || rows[0] % 2 != 0)
+    return emitOptionalError(loc, "rewards must be (B) of an even B > 0 (pairs of rows), not ", shapeStr(rows));
+  const FloatAttr center = adaptor.getCenterAttr();
+  const float c = center ? center.getValue().convertToFloat() : 0.0f;
+  if (!(c >= 0.0f) || !std::isfinite(c)) return emitOptionalError(loc, "center must not be negative, and finite");
+  return success();
+}
+
+LogicalResult RowScoreOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                           SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireRowScores(loc, adaptor.getScores(), adaptor.getPositions())))
+    return failure();
+  types.push_back(f32Tensor(ctx, {tensorOf(adaptor.getScores()).getDimSize(0)}));
+  return success();
+}
+
+LogicalResult RowScoreGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                               SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireRowScores(loc, adaptor.getScores(), adaptor.getPositions())) ||
+      failed(requireShape(loc, adaptor.getDrewards(), {tensorOf(adaptor.getScores()).getDimSize(0)}, "drewards")))
+    return failure();
+  types.push_back(adaptor.getScores().getType());
+  return success();
+}
+
+LogicalResult RewardLossOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                             SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) || failed(requireRewards(loc, adaptor))) return failure();
+  types.push_back(f32Tensor(ctx, {}));
+  return success();
+}
+
+LogicalResult RewardLossGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                                 SmallVectorImpl<Type>& types) {
+  if (failed(requireStatic(loc, adaptor.getOperands())) ||
+      failed(requireShape(loc, adaptor.getDloss(), {}, "dloss")) || failed(requireRewards(loc, adaptor)))
+    return failure();
+  types.push_back(adaptor.getRewards().getType());
+  return success();
+}
+
 // Costs: a log-sum-exp and a pick per token as mt.softmax_xent's; the pairs' few flops.
 int64_t SequenceLogprobOp::getFlops() { return 4 * tensorOf(getLogits()).getNumElements(); }
 int64_t SequenceLogprobGradOp::getFlops() { return 3 * tensorOf(getLogits()).getNumElements(); }
@@ -191,6 +246,10 @@ int64_t PairNllOp::getFlops() { return tensorOf(getTargets()).getNumElements(); 
 int64_t PairNllGradOp::getFlops() { return tensorOf(getTargets()).getNumElements(); }
 int64_t DpoLossOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 int64_t DpoLossGradOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
+int64_t RowScoreOp::getFlops() { return tensorOf(getRewards()).getNumElements(); }
+int64_t RowScoreGradOp::getFlops() { return tensorOf(getResult()).getNumElements(); }
+int64_t RewardLossOp::getFlops() { return 8 * tensorOf(getRewards()).getNumElements(); }
+int64_t RewardLossGradOp::getFlops() { return 8 * tensorOf(getRewards()).getNumElements(); }
 int64_t KtoLossOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 int64_t KtoLossGradOp::getFlops() { return 8 * tensorOf(getLogp()).getNumElements(); }
 
@@ -252,6 +311,15 @@ void DpoLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorIm
   lossKernelAttrs(*this, ints, floats);
 }
 
+void RowScoreOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>&) {}
+void RowScoreGradOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>&) {}
+void RewardLossOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.push_back(getCenter().convertToFloat());
+}
+void RewardLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.push_back(getCenter().convertToFloat());
+}
+
 template <typename KtoOp>
 static void ktoKernelAttrs(KtoOp op, SmallVectorImpl<float>& floats) {
   floats.append({op.getBeta().convertToFloat(), op.getDesirableWeight().convertToFloat(),
@@ -281,6 +349,14 @@ SmallVector<Value> DpoLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads)
   return {b.create<DpoLossGradOp>(getLoc(), grads[0], getLogp(), getReference(), getBetaAttr(), getKindAttr(),
                                   getLabelSmoothingAttr(), getGammaAttr(), getTauAttr()),
           Value()};
+}
+
+SmallVector<Value> RowScoreOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<RowScoreGradOp>(getLoc(), grads[0], getScores(), getPositions()), Value()};
+}
+
+SmallVector<Value> RewardLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<RewardLossGradOp>(getLoc(), grads[0], getRewards(), getCenterAttr())};
 }
 
 SmallVector<Value> KtoLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {

@@ -227,6 +227,75 @@ def Mt_KtoLossGradOp : Mt_KernelOp<"kto_loss_grad", [
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
+// Reward modelling (as TRL's RewardTrainer trains a model of Hugging Face's
+// ...ForSequenceClassification with num_labels 1): the head gives one score per token, a row's
+// reward is its score at the example's last token, and the loss of each (chosen, rejected) pair
+// prefers the chosen reply's reward.
+def Mt_RowScoreOp : Mt_KernelOp<"row_score", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "each row's score at its position: rewards[b] = scores[b, positions[b], 0]";
+  let description = [{
+    `positions` (B) i32, an input: where each row's example ends (its last token before the
+    end-of-text token), as Hugging Face's sequence classifier reads its last non-padding token.
+
+    ```mlir
+    %rewards = mt.row_score %scores, %positions : tensor<4x64x1xf32>, tensor<4xi32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$scores, Mt_I32Tensor:$positions);
+  let results = (outs Mt_F32Tensor:$rewards);
+  let assemblyFormat = "$scores `,` $positions attr-dict `:` type($scores) `,` type($positions)";
+}
+
+def Mt_RowScoreGradOp : Mt_KernelOp<"row_score_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "backward of mt.row_score: dscores (B, T, 1), drewards[b] at (b, positions[b]), 0 elsewhere";
+  let description = [{
+    ```mlir
+    %dscores = mt.row_score_grad %drewards, %scores, %positions : tensor<4xf32>, tensor<4x64x1xf32>, tensor<4xi32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$drewards, Mt_F32Tensor:$scores, Mt_I32Tensor:$positions);
+  let results = (outs Mt_F32Tensor:$result);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
+def Mt_RewardLossOp : Mt_KernelOp<"reward_loss", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "the reward model's loss of a batch of (chosen, rejected) rows";
+  let description = [{
+    Over the P = B/2 pairs (rows 2i chosen, 2i+1 rejected):
+      loss = mean_i -log sigmoid(r[2i] - r[2i+1]) + center * mean_i (r[2i] + r[2i+1])^2
+    `center` TRL's center_rewards_coefficient (default 0: none).
+
+    ```mlir
+    %loss = mt.reward_loss %rewards : tensor<4xf32>
+    %centered = mt.reward_loss %rewards {center = 1.0e-2 : f32} : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$rewards, DefaultValuedAttr<F32Attr, "0.0f">:$center);
+  let results = (outs Mt_F32Tensor:$loss);
+  let assemblyFormat = "$rewards attr-dict `:` type($rewards)";
+}
+
+def Mt_RewardLossGradOp : Mt_KernelOp<"reward_loss_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "backward of mt.reward_loss: drewards (B)";
+  let description = [{
+    drewards[2i] = dloss / P * (-sigmoid(r[2i+1] - r[2i]) + 2 center (r[2i] + r[2i+1])),
+    drewards[2i+1] = dloss / P * (sigmoid(r[2i+1] - r[2i]) + 2 center (r[2i] + r[2i+1])).
+
+    ```mlir
+    %drewards = mt.reward_loss_grad %dloss, %rewards : tensor<f32>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$rewards, DefaultValuedAttr<F32Attr, "0.0f">:$center);
+  let results = (outs Mt_F32Tensor:$drewards);
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+}
+
 def Mt_PairNllOp : Mt_KernelOp<"pair_nll", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {

@@ -48,6 +48,15 @@
 //   examples, in double.
 // mt.kto_loss_grad: (dloss (), logp, reference, labels) -> dlogp (B)    the same attributes: the
 //   examples' rows dloss / P times ktoExample's derivative, the KL rows 0 (the estimate has none).
+// Reward modelling (plan 1.26; TRL's RewardTrainer; mtc --objective reward), rows in (chosen,
+// rejected) pairs scored by a head of one output:
+// mt.row_score: (scores (B, T, 1), positions (B) i32) -> rewards (B): each row's score at its
+//   position (the example's last token), rewards[b] = scores[b, positions[b], 0].
+// mt.row_score_grad: (drewards (B), scores, positions) -> dscores (B, T, 1): drewards[b] at
+//   (b, positions[b]), 0 elsewhere.
+// mt.reward_loss: (rewards (B)) -> loss ()    float[center]: the mean over the pairs of
+//   rewardPair's loss, in double.
+// mt.reward_loss_grad: (dloss (), rewards) -> drewards (B)    float[center]
 // mt.pair_nll: (logp (B), targets (B, T)) -> loss ()    int[vocab, average] float[alpha] (plan 1.24;
 //   TRL's rpo_alpha, CPOTrainer's cpo_alpha): alpha times the chosen replies' negative
 //   log-likelihood per token, -sum_i S[2i] / sum_i n[2i], n[b] row b's targets in [0, vocab) and
@@ -320,6 +329,14 @@ MT_HOST_DEVICE inline KtoExample ktoExample(const KtoParams& p, const float* log
   return {p.undesirable * dpoSigmoid(-x), p.undesirable * b * dpoSigmoid(x) * dpoSigmoid(-x), b * c};
 }
 
+// A reward model's pair i (rows 2i chosen, 2i + 1 rejected) as TRL's RewardTrainer scores it:
+// -log s(r_c - r_r), plus `center` (its center_rewards_coefficient) times (r_c + r_r)^2, which
+// keeps the rewards near 0; with its derivatives in each row's reward.
+MT_HOST_DEVICE inline DpoPair rewardPair(const float* rewards, double center, int64_t i) {
+  const double c = rewards[2 * i], r = rewards[2 * i + 1], d = c - r, s = c + r, up = dpoSigmoid(-d);
+  return {dpoSoftplus(-d) + center * s * s, -up + 2.0 * center * s, up + 2.0 * center * s, d};
+}
+
 std::string softmax_xent_check(const KernelArgs& args);
 void softmax_xent_cpu(const KernelArgs& args);
 std::string softmax_xent_grad_check(const KernelArgs& args);
@@ -352,6 +369,14 @@ std::string dpo_loss_check(const KernelArgs& args);
 void dpo_loss_cpu(const KernelArgs& args);
 std::string dpo_loss_grad_check(const KernelArgs& args);
 void dpo_loss_grad_cpu(const KernelArgs& args);
+std::string row_score_check(const KernelArgs& args);
+void row_score_cpu(const KernelArgs& args);
+std::string row_score_grad_check(const KernelArgs& args);
+void row_score_grad_cpu(const KernelArgs& args);
+std::string reward_loss_check(const KernelArgs& args);
+void reward_loss_cpu(const KernelArgs& args);
+std::string reward_loss_grad_check(const KernelArgs& args);
+void reward_loss_grad_cpu(const KernelArgs& args);
 std::string kto_loss_check(const KernelArgs& args);
 void kto_loss_cpu(const KernelArgs& args);
 std::string kto_loss_grad_check(const KernelArgs& args);
@@ -375,5 +400,9 @@ void pair_nll_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void dpo_loss_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void dpo_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void kto_loss_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void row_score_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void row_score_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void reward_loss_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void reward_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void kto_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

@@ -178,6 +178,42 @@ __global__ void ktoLoss(const float* __restrict__ logp, const float* __restrict_
   if (threadIdx.x == 0) loss[0] = static_cast<float>(total / pairs);
 }
 
+// mt.row_score: rewards[b] = scores[b, positions[b]] (NaN for a position outside the row, as the
+// CPU's); one thread per row.
+__global__ void rowScore(const float* __restrict__ scores, const int32_t* __restrict__ positions,
+                         float* __restrict__ rewards, int64_t rows, int64_t seq) {
+  for (int64_t b = blockIdx.x * blockDim.x + threadIdx.x; b < rows; b += int64_t(gridDim.x) * blockDim.x) {
+    const int32_t t = positions[b];
+    rewards[b] = t >= 0 && t < seq ? scores[b * seq + t] : __int_as_float(0x7fc00000);  // a quiet NaN
+  }
+}
+
+// mt.row_score_grad: dscores zero but drewards[b] at each row's position; one thread per element.
+__global__ void rowScoreGrad(const float* __restrict__ drewards, const int32_t* __restrict__ positions,
+                             float* __restrict__ dscores, int64_t rows, int64_t seq) {
+  for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < rows * seq; i += int64_t(gridDim.x) * blockDim.x)
+    dscores[i] = i % seq == positions[i / seq] ? drewards[i / seq] : 0.0f;
+}
+
+// mt.reward_loss (`drewards` null) or its backward; one block: rewardPair's losses summed, or
+// each pair's derivatives.
+__global__ void rewardLoss(const float* __restrict__ rewards, float* __restrict__ loss, const float* __restrict__ dloss,
+                           float* __restrict__ drewards, int64_t pairs, double center) {
+  if (drewards) {
+    const double scale = double(dloss[0]) / pairs;
+    for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) {
+      const DpoPair pair = rewardPair(rewards, center, i);
+      drewards[2 * i] = static_cast<float>(scale * pair.d_chosen);
+      drewards[2 * i + 1] = static_cast<float>(scale * pair.d_rejected);
+    }
+    return;
+  }
+  double total = 0.0;
+  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) total += rewardPair(rewards, center, i).loss;
+  total = blockSum(total);
+  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / pairs);
+}
+
 // mt.pair_nll (`dlogp` null) or its backward; one block: the chosen rows' summed log-probabilities
 // (means times their counts with `average`) and counts of targets, then the loss or dlogp.
 __global__ void pairNll(const float* __restrict__ logp, const int32_t* __restrict__ targets, float* __restrict__ loss,
@@ -380,6 +416,32 @@ void dpo_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const int64_t pairs = args.in[1].dim(0) / 2;
   dpoLossGrad<<<cuda::gridBlocks((pairs + kThreads - 1) / kThreads, "dpo_loss_grad"), kThreads, 0, launch.stream>>>(
       args.in[0].f32(), args.in[1].f32(), args.in[2].f32(), args.out[0].f32(), pairs, dpoLossParams(args));
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void row_score_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const int64_t rows = args.in[0].dim(0), seq = args.in[0].dim(1);
+  rowScore<<<cuda::gridBlocks((rows + kThreads - 1) / kThreads, "row_score"), kThreads, 0, launch.stream>>>(
+      args.in[0].f32(), args.in[1].i32(), args.out[0].f32(), rows, seq);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void row_score_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  const int64_t rows = args.in[1].dim(0), seq = args.in[1].dim(1);
+  rowScoreGrad<<<cuda::gridBlocks((rows * seq + kThreads - 1) / kThreads, "row_score_grad"), kThreads, 0,
+                 launch.stream>>>(args.in[0].f32(), args.in[2].i32(), args.out[0].f32(), rows, seq);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void reward_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  rewardLoss<<<1, 256, 0, launch.stream>>>(args.in[0].f32(), args.out[0].f32(), nullptr, nullptr,
+                                           args.in[0].dim(0) / 2, args.floats[0]);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void reward_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  rewardLoss<<<1, 256, 0, launch.stream>>>(args.in[1].f32(), nullptr, args.in[0].f32(), args.out[0].f32(),
+                                           args.in[1].dim(0) / 2, args.floats[0]);
   MT_CUDA_CHECK_LAUNCH();
 }
 

@@ -23,6 +23,11 @@ inline constexpr char kPolicyLogprobsOutput[] = "policy_logps";
 // A KTO plan's (mtc --objective kto; plan 1.26; rows in pairs of an example and its KL row): the
 // named input of each example's label (B/2) f32, 1 where its completion is desirable, 0 where not.
 inline constexpr char kKtoLabelsInput[] = "kto_labels";
+// A reward model's plan (mtc --objective reward; plan 1.26; rows in (chosen, rejected) pairs): the
+// named input of each row's position (B) i32, its example's last token, where its score is its
+// reward, and the named output of the rewards (B) f32.
+inline constexpr char kRewardPositionsInput[] = "reward_positions";
+inline constexpr char kPolicyRewardsOutput[] = "policy_rewards";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
 inline constexpr uint32_t kPlanVersionMinor = 26;  // 1.1: inputs, outputs, constants, generic kernels;
@@ -78,7 +83,9 @@ inline constexpr uint32_t kPlanVersionMinor = 26;  // 1.1: inputs, outputs, cons
                                                   // 1.25: ORPO (mt.dpo_loss's kind 5), TRL's
                                                   // other losses (kinds 6 to 13, DiscoPOP's tau
                                                   // a third float); 1.26: KTO (mt.kto_loss(_grad),
-                                                  // the kto_labels input)
+                                                  // the kto_labels input), reward models
+                                                  // (mt.row_score(_grad), mt.reward_loss(_grad),
+                                                  // reward_positions, policy_rewards)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

@@ -141,6 +141,11 @@ bool hasHostTensor(const plan::Plan& plan, plan::HostRole role, const std::strin
   return false;
 }
 
+bool trainsOnPairs(const plan::Plan& plan) {
+  return hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyLogprobsOutput) ||
+         hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyRewardsOutput);
+}
+
 bool isTrainingPlan(const plan::Plan& plan) {
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_LOSS) return true;

@@ -17,6 +17,9 @@ namespace mt {
 bool isTrainingPlan(const plan::Plan& plan);
 // Whether the plan has a host tensor of `role` named `name` (a named input or output).
 bool hasHostTensor(const plan::Plan& plan, plan::HostRole role, const std::string& name);
+// Whether the plan trains on pairs of rows (mtc --objective dpo, kto or reward: --rows pairs):
+// it gives each row's log-probability or reward as a named output.
+bool trainsOnPairs(const plan::Plan& plan);
 
 // Per stream, per instruction: whether it is a copy the device keeps between runs of a
 // forward-only plan — a weight, its bf16 staging copy or a constant (host tensors that do not

@@ -55,9 +55,15 @@ void PairScores::add(const PairScores& o) {
 Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(store) {
   reference_ = store.input(kReferenceLogprobsInput);
   policy_ = store.output(kPolicyLogprobsOutput);
-  if (reference_ < 0 && policy_ < 0) return;
+  const int rewards = store.output(kPolicyRewardsOutput);
+  if (reference_ < 0 && policy_ < 0 && rewards < 0) return;
   rows_ = plan.model().batch();
   seq_ = plan.model().seq();
+  if (rewards >= 0) {
+    policy_ = rewards;
+    readReward(plan);
+    return;
+  }
   if (const plan::KernelCall* kto = firstCall(plan, KernelId::KtoLoss)) {
     readKto(plan, *kto);
     return;
@@ -83,6 +89,7 @@ Preference::Preference(const plan::Plan& plan, const HostStore& store) : store_(
 }
 
 void Preference::readKto(const plan::Plan& plan, const plan::KernelCall& loss) {
+  kind_ = PairLoss::kKto;
   labels_ = store_.input(kKtoLabelsInput);
   // The call's attributes were checked with the plan (kto_loss_check).
   if (rows_ % 2 != 0 || vectorLength(plan, reference_) != rows_ || vectorLength(plan, policy_) != rows_ ||
@@ -94,14 +101,50 @@ void Preference::readKto(const plan::Plan& plan, const plan::KernelCall& loss) {
   kto_ = KtoParams{loss.float_attrs(0), loss.float_attrs(1), loss.float_attrs(2)};
 }
 
-void Preference::useLabels(const TokenFile& training, const TokenFile& held_out) {
-  if (!kto()) return;
-  for (const TokenFile* file : {&training, &held_out})
-    if (!file->hasLabels())
-      throw Error(file->path() + " holds no labelled examples, which a KTO plan (mtc --objective kto) trains on: make "
-                  "it with mttok --unpaired");
-  training_labels_ = training.labels();
-  held_out_labels_ = held_out.labels();
+void Preference::readReward(const plan::Plan& plan) {
+  kind_ = PairLoss::kReward;
+  positions_ = store_.input(kRewardPositionsInput);
+  const plan::KernelCall* loss = firstCall(plan, KernelId::RewardLoss);
+  const auto positions = [&]() -> int64_t {  // an i32 vector's length, else -1
+    if (positions_ < 0) return -1;
+    const plan::HostTensor& t = plan.host_tensors(positions_);
+    return t.dtype() == plan::DTYPE_I32 && t.shape_size() == 1 ? t.shape(0) : -1;
+  };
+  // The call's attributes were checked with the plan (reward_loss_check).
+  if (rows_ % 2 != 0 || reference_ >= 0 || vectorLength(plan, policy_) != rows_ || positions() != rows_ || !loss ||
+      loss->float_attrs_size() != 1 || firstCall(plan, KernelId::DpoLoss) || firstCall(plan, KernelId::KtoLoss))
+    throw Error(fmt::format("the plan's reward-model tensors are malformed: {} must be f32 (batch) of an even batch and "
+                            "{} i32 (batch), beside an mt.reward_loss and no other preference loss (recompile the plan "
+                            "with mtc --objective reward)",
+                            kPolicyRewardsOutput, kRewardPositionsInput));
+  center_ = loss->float_attrs(0);
+}
+
+void Preference::useData(const TokenFile& training, const TokenFile& held_out) {
+  if (kto())
+    for (const TokenFile* file : {&training, &held_out})
+      if (!file->hasLabels())
+        throw Error(file->path() + " holds no labelled examples, which a KTO plan (mtc --objective kto) trains on: "
+                    "make it with mttok --unpaired");
+  training_data_ = &training;
+  held_out_data_ = &held_out;
+}
+
+void Preference::fillPositions(const TokenFile& data, const std::function<int64_t(int64_t)>& example) const {
+  int32_t* positions = store_.i32(positions_);
+  for (int64_t b = 0; b < rows_; ++b) {
+    const int64_t e = example(b);
+    if (e < 0) {  // padding: any position in the row (its reward is not scored)
+      positions[b] = 0;
+      continue;
+    }
+    const size_t i = static_cast<size_t>(e);
+    const int64_t length = data.exampleEnd(i, data.size()) - data.exampleStarts().at(i);
+    // The end-of-text token mttok ends each example with is at length - 1: the reward is read just
+    // before it, as Hugging Face's classifier reads the last token before the padding; an example
+    // longer than the row is cut, and read at the row's end.
+    positions[b] = static_cast<int32_t>(length <= seq_ ? std::max<int64_t>(length - 2, 0) : seq_ - 1);
+  }
 }
 
 ReferenceTable Preference::computeReference(Backend& backend, HostStore& store, const HeldOutBatches& in_order,
@@ -174,24 +217,29 @@ ReferenceTable Preference::load(const std::string& path, const TokenFile& data, 
 }
 
 void Preference::fillReference(const BatchSampler& sampler, int64_t step, int64_t first_row) const {
+  const auto example = [&](int64_t b) { return static_cast<int64_t>(sampler.exampleOfRow(step, first_row + b)); };
+  if (reward()) return fillPositions(*training_data_, example);
   if (referenceFree()) return;
   float* reference = store_.f32(reference_);
-  for (int64_t b = 0; b < rows_; ++b) reference[b] = training_.of(sampler.exampleOfRow(step, first_row + b));
+  for (int64_t b = 0; b < rows_; ++b) reference[b] = training_.of(example(b));
   if (!kto()) return;
   float* labels = store_.f32(labels_);
-  for (int64_t p = 0; p < rows_ / 2; ++p)
-    labels[p] = training_labels_.at(sampler.exampleOfRow(step, first_row + 2 * p) / 2);
+  for (int64_t p = 0; p < rows_ / 2; ++p) labels[p] = training_data_->labels().at(example(2 * p) / 2);
 }
 
 void Preference::fillHeldOutReference(const HeldOutBatches& held, int64_t i) const {
+  // Row b's example, or -1 for the last batch's padding rows.
+  const auto example = [&](int64_t b) -> int64_t {
+    return b < held.dataRows(i) ? static_cast<int64_t>(held.firstExample()) + i * rows_ + b : -1;
+  };
+  if (reward()) return fillPositions(*held_out_data_, example);
   if (referenceFree()) return;
   float* reference = store_.f32(reference_);
-  for (int64_t b = 0; b < rows_; ++b)
-    reference[b] = b < held.dataRows(i) ? held_out_.of(held.firstExample() + i * rows_ + b) : 0.0f;
+  for (int64_t b = 0; b < rows_; ++b) reference[b] = example(b) >= 0 ? held_out_.of(example(b)) : 0.0f;
   if (!kto()) return;
   float* labels = store_.f32(labels_);
   for (int64_t p = 0; p < rows_ / 2; ++p)
-    labels[p] = 2 * p < held.dataRows(i) ? held_out_labels_.at((held.firstExample() + i * rows_ + 2 * p) / 2) : 0.0f;
+    labels[p] = example(2 * p) >= 0 ? held_out_data_->labels().at(example(2 * p) / 2) : 0.0f;
 }
 
 // The run's examples of its first `rows` rows (its data: a held-out batch's padding left out), as
@@ -205,7 +253,7 @@ PairScores Preference::scoreKtoRun(int64_t rows) const {
   const double kl = ktoKl(policy, reference, examples);
   s.kl = kl, s.kl_runs = 1;
   for (int64_t i = 0; i < examples; ++i) {
-    const KtoExample e = ktoExample(*kto_, policy, reference, labels, kl, i);
+    const KtoExample e = ktoExample(kto_, policy, reference, labels, kl, i);
     s.loss += e.loss;
     ++s.pairs;
     if (labels[i] != 0.0f) s.chosen += e.reward, s.logp_chosen += policy[2 * i], ++s.chosen_count;
@@ -214,8 +262,22 @@ PairScores Preference::scoreKtoRun(int64_t rows) const {
   return s;
 }
 
+// The run's pairs of its first `rows` rows, as mt.reward_loss scores them.
+PairScores Preference::scoreRewardRun(int64_t rows) const {
+  const float* rewards = store_.f32(policy_);
+  PairScores s;
+  for (int64_t p = 0; p < rows / 2; ++p) {
+    s.loss += rewardPair(rewards, center_, p).loss;
+    s.chosen += rewards[2 * p], s.rejected += rewards[2 * p + 1];
+    s.right += rewards[2 * p] > rewards[2 * p + 1];
+    ++s.pairs;
+  }
+  return s;
+}
+
 PairScores Preference::scoreRun(int64_t rows) const {
   if (kto()) return scoreKtoRun(rows);
+  if (reward()) return scoreRewardRun(rows);
   const float* policy = store_.f32(policy_);
   const float* reference = referenceFree() ? zeros_.data() : store_.f32(reference_);
   PairScores s;
@@ -249,9 +311,17 @@ void Preference::addRanks(const World& world) {
   step_ = total;
 }
 
-void Preference::addTo(const PairScores& s, nlohmann::json& line, const std::string& prefix) {
+void Preference::addTo(const PairScores& s, nlohmann::json& line, const std::string& prefix) const {
   if (!s.pairs) return;
-  if (s.kl_runs) {  // KTO's: each kind of example apart, as TRL's KTOTrainer logs them
+  if (reward()) {  // as TRL's RewardTrainer logs them
+    const double n = static_cast<double>(s.pairs);
+    line[prefix + "accuracy"] = static_cast<double>(s.right) / n;
+    line[prefix + "reward_chosen"] = s.chosen / n;
+    line[prefix + "reward_rejected"] = s.rejected / n;
+    line[prefix + "reward_margin"] = (s.chosen - s.rejected) / n;
+    return;
+  }
+  if (kto()) {  // each kind of example apart, as TRL's KTOTrainer logs them
     line[prefix + "kl"] = s.kl / double(s.kl_runs);
     if (s.chosen_count) {
       line[prefix + "reward_chosen"] = s.chosen / double(s.chosen_count);
@@ -276,9 +346,12 @@ void Preference::addTo(const PairScores& s, nlohmann::json& line, const std::str
   if (s.odds_pairs) line[prefix + "log_odds"] = s.log_odds / double(s.odds_pairs);
 }
 
-std::string Preference::describe(const PairScores& s) {
+std::string Preference::describe(const PairScores& s) const {
   if (!s.pairs) return "";
-  if (s.kl_runs) {
+  if (reward())
+    return fmt::format("  accuracy {:.0f}%  margin {:.3f}", 100.0 * double(s.right) / double(s.pairs),
+                       (s.chosen - s.rejected) / double(s.pairs));
+  if (kto()) {
     std::string text = fmt::format("  kl {:.3f}", s.kl / double(s.kl_runs));
     if (s.chosen_count) text += fmt::format("  reward desirable {:.3f}", s.chosen / double(s.chosen_count));
     if (s.rejected_count) text += fmt::format("  undesirable {:.3f}", s.rejected / double(s.rejected_count));

@@ -8,9 +8,12 @@
 // reply's beats the rejected one's, and by how much; a validation scores the held-out pairs so.
 // A SimPO plan (plan 1.24) or an ORPO one (1.25) has no reference: its input is absent, the
 // policy's alone is scored. A KTO plan (1.26) pairs each example with its KL row and reads the
-// examples' labels (its input kto_labels), filled from the token file's beside the reference.
+// examples' labels (its input kto_labels), filled from the token file's beside the reference. A
+// reward model's plan (1.26) has no reference either: its input reward_positions says where each
+// row's example ends, its output policy_rewards gives each row's reward.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,7 +44,7 @@ struct ReferenceTable {
 // their tokens; for ORPO, the pairs' log odds ratios summed and how many. For KTO, `pairs` counts
 // the examples (each with its KL row), `chosen` and `logp_chosen` sum over the desirable ones
 // (`chosen_count`), `rejected` and `logp_rejected` over the undesirable ones, and `kl` the runs'
-// KL estimates (`kl_runs`, at least one for any KTO run).
+// KL estimates (`kl_runs`). For a reward model, `chosen` and `rejected` sum the replies' rewards.
 struct PairScores {
   double loss = 0.0;
   int64_t pairs = 0, right = 0;
@@ -74,11 +77,12 @@ class Preference {
   Preference(const plan::Plan& plan, const HostStore& store);
   bool present() const { return policy_ >= 0; }
   bool referenceFree() const { return present() && reference_ < 0; }  // SimPO's, ORPO's
-  bool kto() const { return kto_.has_value(); }
-  // A KTO plan's labels: each example's in the training data's file and the held-out one's (the
-  // same file where --val-fraction holds out its tail). Throws mt::Error naming the file and the
-  // fix where one has none.
-  void useLabels(const TokenFile& training, const TokenFile& held_out);
+  bool kto() const { return kind_ == PairLoss::kKto; }
+  bool reward() const { return kind_ == PairLoss::kReward; }
+  // The files the rows come from, the training data's and the held-out one's (the same file where
+  // --val-fraction holds out its tail): a KTO plan's labels (throws mt::Error naming the file and
+  // the fix where one has none), a reward model's examples' ends. Kept: they outlive the run.
+  void useData(const TokenFile& training, const TokenFile& held_out);
 
   // The policy log-probabilities of every example of `in_order` (rows of whole pairs, in order;
   // --rows pairs), by loss-only runs of `eval` with the reference input 0: rank r of `world`
@@ -96,7 +100,8 @@ class Preference {
   void useReference(ReferenceTable training) { training_ = std::move(training); }
   void useHeldOutReference(ReferenceTable held_out) { held_out_ = std::move(held_out); }
   // The plan's reference input for the rows [first_row, first_row + batch) of step `step` (none
-  // where the plan is reference-free), and a KTO plan's labels of their examples.
+  // where the plan is reference-free), and a KTO plan's labels of their examples or a reward
+  // model's positions of their ends.
   void fillReference(const BatchSampler& sampler, int64_t step, int64_t first_row) const;
   // ... for batch `i` of the held-out pairs (padding rows 0, labelled 0).
   void fillHeldOutReference(const HeldOutBatches& held, int64_t i) const;
@@ -117,12 +122,13 @@ class Preference {
   // log odds ratio) into a log line, each name after `prefix` ("val_" for a validation). For KTO,
   // "kl" (the runs' mean KL estimate) and the rewards and log-probabilities as means over the
   // desirable examples (chosen) and the undesirable ones (rejected), each where there are some, the
-  // margin where there are both; no pairs_right.
-  static void addTo(const PairScores& scores, nlohmann::json& line, const std::string& prefix = "");
+  // margin where there are both; no pairs_right. For a reward model, "accuracy" (TRL's: the share
+  // of pairs whose chosen reply's reward is the higher) and the rewards and their margin.
+  void addTo(const PairScores& scores, nlohmann::json& line, const std::string& prefix = "") const;
   void addTo(nlohmann::json& line) const { addTo(step_, line); }
   // For a progress line: "chosen beats rejected 62%  margin 0.120" (KTO's: "kl 0.012  reward
   // desirable 0.031  undesirable -0.020").
-  static std::string describe(const PairScores& scores);
+  std::string describe(const PairScores& scores) const;
   std::string describeStep() const { return describe(step_); }
 
  private:
@@ -137,13 +143,24 @@ class Preference {
     bool average = false;
   };
   std::optional<NllTerm> nll_;
-  int labels_ = -1;  // a KTO plan's input
-  std::optional<KtoParams> kto_;  // its mt.kto_loss's
-  std::vector<uint8_t> training_labels_, held_out_labels_;  // one per pair of the files' examples
+  enum class PairLoss { kDpo, kKto, kReward };
+  PairLoss kind_ = PairLoss::kDpo;
+  int labels_ = -1;     // a KTO plan's input
+  int positions_ = -1;  // a reward model's input
+  KtoParams kto_;       // a KTO plan's mt.kto_loss's
+  double center_ = 0.0;  // a reward model's mt.reward_loss's
+  const TokenFile* training_data_ = nullptr;
+  const TokenFile* held_out_data_ = nullptr;
   ReferenceTable training_, held_out_;
-  // A KTO plan's loss and its labels' input, checked (the constructor's).
+  // A KTO plan's loss and its labels' input, a reward model's loss and its positions' input,
+  // checked (the constructor's).
   void readKto(const plan::Plan& plan, const plan::KernelCall& loss);
+  void readReward(const plan::Plan& plan);
+  // A reward model's positions of the examples `example(b)` of the rows from `data` (each row's
+  // last token before its end-of-text token, or the row's last where the example is cut).
+  void fillPositions(const TokenFile& data, const std::function<int64_t(int64_t)>& example) const;
   PairScores scoreKtoRun(int64_t rows) const;
+  PairScores scoreRewardRun(int64_t rows) const;
   PairScores step_;
 };
 

@@ -92,9 +92,9 @@ void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const Token
                 ": give more held-out data, or compile with a shorter --seq");
 }
 
-// A preference plan's data in the pairs it reads: (chosen, rejected) for DPO (mttok --preferences),
-// labelled (example, KL row) for KTO (mttok --unpaired). A file of no pairs at all is left to
-// TokenFile::requireExamples, which names it.
+// A preference plan's data in the pairs it reads: (chosen, rejected) for DPO and reward models
+// (mttok --preferences), labelled (example, KL row) for KTO (mttok --unpaired). A file of no pairs
+// at all is left to TokenFile::requireExamples, which names it.
 static void requireMatchingPairs(const TrainConfig& config, bool kto, const TokenFile& data, const TokenFile* val_data) {
   for (const TokenFile* file : {&data, val_data}) {
     if (!file || !file->hasPairs() || file->hasLabels() == kto) continue;
@@ -104,20 +104,19 @@ static void requireMatchingPairs(const TrainConfig& config, bool kto, const Toke
                   "mttok --unpaired (it reads preference records too, the chosen reply desirable and the rejected one "
                   "not), or compile the plan with --objective dpo");
     throw Error(file->path() + " holds KTO's labelled examples beside their KL rows (mttok --unpaired), and " +
-                config.plan_path + " trains DPO on (chosen, rejected) pairs: compile the plan with mtc --objective "
+                config.plan_path + " trains on (chosen, rejected) pairs: compile the plan with mtc --objective "
                 "kto, or tokenise preference pairs with mttok --preferences");
   }
 }
 
 TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data) {
-  // Whether the plan takes each token's position in its example, and whether it trains preferences
-  // over (chosen, rejected) rows (SimPO's and ORPO's: no reference).
+  // Whether the plan takes each token's position in its example, and whether it trains on pairs of
+  // rows (preferences, a reward model).
   const bool packs = hasHostTensor(plan, plan::ROLE_INPUT, kPositionsInput);
-  const bool prefers = hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyLogprobsOutput);
-  if (prefers) {
+  if (trainsOnPairs(plan)) {
     if (!config.rows_default && config.rows != RowLayout::kPairs)
-      throw Error(rowsFlag(config.rows) + ": " + config.plan_path + " trains preferences (mtc --objective dpo or "
-                  "kto): its rows come in pairs; drop --rows (or give --rows pairs)");
+      throw Error(rowsFlag(config.rows) + ": " + config.plan_path + " trains on pairs of rows (mtc --objective dpo, "
+                  "kto or reward): drop --rows (or give --rows pairs)");
     config.rows = RowLayout::kPairs;
     requireMatchingPairs(config, hasHostTensor(plan, plan::ROLE_INPUT, kKtoLabelsInput), data, val_data);
     return config;
@@ -147,22 +146,28 @@ TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenF
 }
 
 TrainConfig resolveLearningRate(TrainConfig config, const plan::Plan& plan) {
-  if (!config.lr_default || !hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyLogprobsOutput)) return config;
-  config.lr = kPreferenceLr;
-  std::printf("--lr %g: a preference plan's default (TRL's DPOConfig and KTOConfig; the next token's is 0.001): "
-              "pass --lr to choose\n", config.lr);
+  if (!config.lr_default) return config;
+  if (hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyRewardsOutput)) {
+    config.lr = kRewardLr;
+    std::printf("--lr %g: a reward model's default (TRL's RewardConfig; the next token's is 0.001): pass --lr to "
+                "choose\n", config.lr);
+  } else if (hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyLogprobsOutput)) {
+    config.lr = kPreferenceLr;
+    std::printf("--lr %g: a preference plan's default (TRL's DPOConfig and KTOConfig; the next token's is 0.001): "
+                "pass --lr to choose\n", config.lr);
+  }
   return config;
 }
 
 void checkReferenceWeights(const TrainConfig& config, const plan::Plan& plan) {
   if (config.reference_weights.empty()) return;
-  if (!hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyLogprobsOutput))
+  if (!trainsOnPairs(plan))
     throw Error("--reference-weights " + config.reference_weights + ": " + config.plan_path + " trains the next "
                 "token; a reference model belongs to preference training (mtc --objective dpo or kto): drop the flag");
   if (!hasHostTensor(plan, plan::ROLE_INPUT, kReferenceLogprobsInput))
     throw Error("--reference-weights " + config.reference_weights + ": " + config.plan_path + "'s loss has no "
-                "reference model (mtc --dpo-loss simpo or orpo scores the policy alone): drop the flag, or compile "
-                "with a loss that compares with one");
+                "reference model (mtc --dpo-loss simpo or orpo scores the policy alone; a reward model, --objective "
+                "reward, has none): drop the flag, or compile with a loss that compares with one");
   if (!config.resume_dir.empty()) return;  // resuming, the reference log-probabilities are read back instead
   // The file's header read now, before anything is written or started: each parameter there, F32,
   // of its shape (its values, their checksums and finiteness, when it is loaded).

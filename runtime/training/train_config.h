@@ -32,6 +32,8 @@ TrainConfig resolveWarmup(TrainConfig config);
 TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data);
 // Without --lr, a preference plan trains at kPreferenceLr (said), as TRL's DPOConfig defaults.
 inline constexpr double kPreferenceLr = 1e-6;
+// ... and a reward model's at kRewardLr, as TRL's RewardConfig defaults.
+inline constexpr double kRewardLr = 1e-4;
 TrainConfig resolveLearningRate(TrainConfig config, const plan::Plan& plan);
 // --reference-weights needs a plan that compares with a reference model (mtc --objective dpo, not
 // a reference-free loss): throws naming the fix otherwise.

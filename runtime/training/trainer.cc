@@ -266,6 +266,8 @@ std::string Trainer::swapWeights(const std::string& path, const char* what) {
 // resuming, read back from the checkpoints' folder.
 void Trainer::prepareReference() {
   if (!preference_.present()) return;
+  preference_.useData(data_, val_data_ ? *val_data_ : data_);
+  if (preference_.reward()) return;  // a reward model scores each reply with its own head: no reference
   if (preference_.referenceFree()) {
     std::printf("reference: none (the loss, SimPO's or ORPO's, scores each reply by its own mean log-probability per "
                 "token)\n");
@@ -289,7 +291,6 @@ void Trainer::prepareReference() {
     if (outputs_.checkpoints) preference_.save(referenceFile(outputs_.checkpoints->path(), held_out), table, data);
     return table;
   };
-  preference_.useLabels(data_, val_data_ ? *val_data_ : data_);
   preference_.useReference(reference(training, data_, false));
   int64_t examples = training.windows();
   if (validator_) {
@@ -387,10 +388,10 @@ void Trainer::validate(int64_t step) {
                                               v.counted, what, held.batches(), held.allBatches());
   nlohmann::json line = {{"step", step}, {"val_loss", v.loss}};
   if (preference_.present()) {  // a DPO loss has no perplexity
-    std::printf("%s loss %.4f (%s)%s%s\n", at.c_str(), v.loss, scope.c_str(), Preference::describe(v.pairs).c_str(),
+    std::printf("%s loss %.4f (%s)%s%s\n", at.c_str(), v.loss, scope.c_str(), preference_.describe(v.pairs).c_str(),
                 config_.keep_best && v.best ? "  best so far: kept" : "");
     line[preference_.kto() ? "val_examples" : "val_pairs"] = v.counted;
-    Preference::addTo(v.pairs, line, "val_");
+    preference_.addTo(v.pairs, line, "val_");
   } else {
     std::printf("%s loss %.4f  perplexity %.2f (%s)%s\n", at.c_str(), v.loss, std::exp(v.loss), scope.c_str(),
                 config_.keep_best && v.best ? "  best so far: kept" : "");

@@ -127,7 +127,7 @@ expect_error "the prompt is 20 tokens, more than the plan's key/value cache of 1
 
 expect_exit 2 "$bin/mtdump"
 expect_exit 2 "$bin/mtc" gpt2-tiny --bogus-flag
-expect_exit 2 "$bin/mtc" gpt2-tiny --objective reward
+expect_exit 2 "$bin/mtc" gpt2-tiny --objective ppo
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-beta 0
 expect_exit 2 "$bin/mtc" gpt2-tiny --dpo-beta 0.1
 expect_exit 2 "$bin/mtc" gpt2-tiny --objective dpo --dpo-loss bco_pair
@@ -156,6 +156,13 @@ expect_exit 2 "$bin/mtc" gpt2-tiny --objective kto --desirable-weight -1
 expect_error_exit 2 "--dpo-loss shapes a preference loss: give it with --objective dpo" \
   "$bin/mtc" gpt2-tiny --objective kto --dpo-loss ipo -o x.plan
 expect_error_exit 2 "--unpaired needs --tokenizer" "$bin/mttok" --unpaired x.jsonl -o x.tok
+# A reward model's: its coefficient without it, a vocabulary split of its one-output head, an odd batch.
+expect_error_exit 2 "--center-rewards-coefficient shapes a reward model's loss: give it with --objective reward" \
+  "$bin/mtc" gpt2-tiny --objective dpo --center-rewards-coefficient 0.01 -o x.plan
+expect_error_exit 2 "a reward model's head has one output" \
+  "$bin/mtc" gpt2-tiny --objective reward --vocab-chunks 2 -o x.plan
+expect_error "--objective reward needs an even --batch (its rows are (chosen, rejected) pairs), not 3" \
+  "$bin/mtc" gpt2-tiny --objective reward --batch 3 -o x.plan
 
 # ONNX: a file that is not a model, a truncated model, an op the importer lacks, and an imported
 # plan run without the weights that only the import has.

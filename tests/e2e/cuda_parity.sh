@@ -105,4 +105,9 @@ data=(--data labelled.tok --lr 1e-3)
 both llama-tiny-kto llama-tiny --objective kto --undesirable-weight 1.5
 check "llama-tiny-kto: losses and weights on cuda match the cpu's" \
   "/usr/bin/python3 $(dirname "$0")/backend_parity.py llama-tiny-kto 10"
+# A reward model (mtc --objective reward): the score head, each row's score at its position, the loss.
+data=(--data pairs.tok --lr 1e-3)
+both llama-tiny-reward llama-tiny --objective reward --center-rewards-coefficient 0.01
+check "llama-tiny-reward: losses and weights on cuda match the cpu's" \
+  "/usr/bin/python3 $(dirname "$0")/backend_parity.py llama-tiny-reward 10"
 finish

@@ -508,6 +508,13 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
     expectTwin(KernelId::DpoLoss, {logp, ref}, {HostTensor::f32({})}, {kind}, floats);
     expectTwin(KernelId::DpoLossGrad, {HostTensor::f32({}, {0.7f}), logp, ref}, {HostTensor::f32({4})}, {kind}, floats);
   }
+  // A reward model's scores at positions (the row's last and first among them) and its loss, centred.
+  const auto positions = HostTensor::i32({4}, {30, 0, 7, 12});
+  const auto scores = randomF32({4, 31, 1});
+  expectTwin(KernelId::RowScore, {scores, positions}, {HostTensor::f32({4})});
+  expectTwin(KernelId::RowScoreGrad, {randomF32({4}), scores, positions}, {HostTensor::f32({4, 31, 1})});
+  expectTwin(KernelId::RewardLoss, {reference}, {HostTensor::f32({})}, {}, {0.05f});
+  expectTwin(KernelId::RewardLossGrad, {HostTensor::f32({}, {0.7f}), reference}, {HostTensor::f32({4})}, {}, {0.05f});
   // KTO: one desirable example and one undesirable, weighted unequally.
   const auto labels = HostTensor::f32({2}, {1.0f, 0.0f});
   expectTwin(KernelId::KtoLoss, {seq[0], reference, labels}, {HostTensor::f32({})}, {}, {0.1f, 0.8f, 1.3f});

@@ -370,6 +370,38 @@ TEST_F(PreferenceKernels, KtoLossAgainstTrlsFormula) {
   }
 }
 
+// A reward model's: each row's score at its position (and its gradient there alone, a position
+// outside the row a NaN reward and no gradient), and TRL's RewardTrainer loss of the rewards, with
+// and without center_rewards_coefficient, its gradient against finite differences.
+TEST_F(PreferenceKernels, RewardModelScoresAndLoss) {
+  const int64_t rows = 4, seq = 3;
+  const std::vector<float> scores{0.5f, -1.0f, 2.0f, 0.25f, 3.0f, -0.5f, 1.5f, 1.0f, -2.0f, 0.0f, 0.75f, -1.25f};
+  auto scoresT = HostTensor::f32({rows, seq, 1}, scores);
+  auto positions = HostTensor::i32({rows}, {2, 0, 1, seq});
+  auto rewards = runKernel(KernelId::RowScore, {scoresT, positions}, {HostTensor::f32({rows})});
+  EXPECT_EQ(std::vector<float>(rewards[0].floats.begin(), rewards[0].floats.begin() + 3),
+            (std::vector<float>{2.0f, 0.25f, 1.0f}));
+  EXPECT_TRUE(std::isnan(rewards[0].floats[3])) << "a position past the row reads no score";
+  auto dscores = runKernel(KernelId::RowScoreGrad, {HostTensor::f32({rows}, {1.0f, 2.0f, 3.0f, 4.0f}), scoresT, positions},
+                           {HostTensor::f32({rows, seq, 1})});
+  EXPECT_EQ(dscores[0].floats, (std::vector<float>{0, 0, 1, 2, 0, 0, 0, 3, 0, 0, 0, 0}));
+  const Doubles r{0.5, -1.0, 2.0, 2.5};
+  auto rT = HostTensor::f32({4}, toFloats(r));
+  for (double center : {0.0, 0.1}) {
+    const auto want = [&](const Doubles& x) {
+      double total = 0.0;
+      for (size_t i = 0; i < x.size(); i += 2)
+        total += std::log1p(std::exp(-(x[i] - x[i + 1]))) + center * (x[i] + x[i + 1]) * (x[i] + x[i + 1]);
+      return Doubles{total / double(x.size() / 2)};
+    };
+    auto loss = runKernel(KernelId::RewardLoss, {rT}, {HostTensor::f32({})}, {}, {float(center)});
+    expectClose(loss[0].floats, want(r), kF32Tol, "reward_loss, center " + std::to_string(center));
+    auto grad = runKernel(KernelId::RewardLossGrad, {HostTensor::f32({}, {0.5f}), rT}, {HostTensor::f32({4})}, {},
+                          {float(center)});
+    expectClose(grad[0].floats, finiteDifferences(want, r, {0.5}), kGradTol, "reward_loss grad");
+  }
+}
+
 // A plan read from a file is hostile: an odd batch, rows that are not (B, T, V), a reference
 // of another length are refused by name.
 TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
@@ -457,6 +489,18 @@ TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
   EXPECT_NE(kto(2, {0.1f, 1.0f, NAN}).find("weights not negative"), std::string::npos);
   EXPECT_NE(kto(2, {0.1f, 1.0f}).find("takes float[beta, desirable_weight, undesirable_weight]"), std::string::npos);
   EXPECT_NE(kto(2, {0.1f, 1.0f, 1.0f}, {0}).find("no ints"), std::string::npos);
+  // A reward model's: scores (B, T, 1) beside positions (B); rewards of pairs, a center not negative.
+  EXPECT_EQ(problem(KernelId::RowScore, {HostTensor::f32({2, 3, 1}), HostTensor::i32({2}, {0, 0})},
+                    {HostTensor::f32({2})}, {}),
+            "");
+  EXPECT_NE(problem(KernelId::RowScore, {HostTensor::f32({2, 3, 4}), HostTensor::i32({2}, {0, 0})},
+                    {HostTensor::f32({2})}, {})
+                .find("(B, T, 1)"),
+            std::string::npos);
+  EXPECT_NE(problem(KernelId::RewardLoss, {HostTensor::f32({3})}, {HostTensor::f32({})}, {0.0f}).find("even B"),
+            std::string::npos);
+  EXPECT_NE(problem(KernelId::RewardLoss, {HostTensor::f32({4})}, {HostTensor::f32({})}, {-0.1f}).find("not negative"),
+            std::string::npos);
 }
 
 }  // namespace
