@@ -176,8 +176,8 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
       sliding ? fmt::format(", {}-token windows in {} of {} layers", c.sliding_window, sliding, c.layers) : "";
   return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}{}{}{}", origin, c.layers,
                      c.width, c.heads, c.kv_heads, c.head_dim ? fmt::format(" of width {}", c.head_dim) : "", c.ffn,
-                     c.vocab, c.tied ? ", tied" : "", c.o_bias ? ", q/k/v/o biases" : c.qkv_bias ? ", q/k/v biases" : "",
-                     c.qk_norm ? ", q/k norms" : "", c.attention_sinks ? ", attention sinks" : "", window, rope, experts);
+                     c.vocab, c.score_head ? ", a score head" : c.tied ? ", tied" : "",
+                     c.o_bias ? ", q/k/v/o biases" : c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k norms" : "", c.attention_sinks ? ", attention sinks" : "", window, rope, experts);
 }
 
 // What --objective dpo, kto or reward cannot be combined with ("" if nothing).

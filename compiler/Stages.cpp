@@ -572,15 +572,19 @@ void modelShape(ModuleOp module, int64_t& batch, int64_t& seq, int64_t& vocab) {
     seq = logits.size() >= 2 ? logits[logits.size() - 2] : 1;
     scored = isa<RowScoreOp>(op);
   });
-  // A reward model's vocabulary is its token embedding's rows (a table on the host: the one its
-  // tokens' rows come from).
-  if (scored) {
-    module.walk([&](EmbeddingOp op) { vocab = cast<RankedTensorType>(op.getTable().getType()).getDimSize(0); });
-    if (func::FuncOp func = getModelFunction(module))
-      for (unsigned i = 0; i < func.getNumArguments(); ++i)
-        if (auto table = func.getArgAttrOfType<StringAttr>(i, kEmbeddedTokensAttr))
-          if (BlockArgument param = parameterNamed(func, table.getValue()))
-            vocab = cast<RankedTensorType>(param.getType()).getDimSize(0);
+  // A reward model's vocabulary is its token embedding's rows: the table its tokens are looked up
+  // in (not GPT-2's table of positions), or, on the host, the one its tokens' rows come from.
+  if (func::FuncOp func = getModelFunction(module); scored && func) {
+    const BlockArgument tokens = tokensArgument(func);
+    func.walk([&](EmbeddingOp op) {
+      Value ids = op.getIds();
+      if (auto copy = ids.getDefiningOp<H2DOp>()) ids = copy.getInput();  // the tokens' copy to the device
+      if (tokens && ids == tokens) vocab = cast<RankedTensorType>(op.getTable().getType()).getDimSize(0);
+    });
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (auto table = func.getArgAttrOfType<StringAttr>(i, kEmbeddedTokensAttr))
+        if (BlockArgument param = parameterNamed(func, table.getValue()))
+          vocab = cast<RankedTensorType>(param.getType()).getDimSize(0);
   }
   module.walk([&](XentTileOp op) { vocab = op.getLogits().getType().getShape().back(); });  // a tiled head
   // The loss over vocabulary chunks (mt-split-vocab): next-token, DPO.

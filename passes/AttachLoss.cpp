@@ -2,7 +2,8 @@
 // the mean softmax cross-entropy instead, or, with objective=dpo, the DPO loss of its rows in
 // (chosen, rejected) pairs against the reference model's log-probabilities (a second input),
 // the rows' own log-probabilities a named output after it; with objective=kto, the KTO loss of
-// its rows in (example, KL row) pairs, the examples' labels a third input. Named outputs after the logits (a
+// its rows in (example, KL row) pairs, the examples' labels a third input; with objective=reward, a
+// reward model's loss of its scores (B, T, 1) at each row's position, its rewards the output. Named outputs after the logits (a
 // mixture of experts' router statistics) stay where they are.
 #include "mlir/IR/Builders.h"
 #include "passes/PassUtils.h"
@@ -53,8 +54,8 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
     auto type = dyn_cast<RankedTensorType>(ret.getOperand(0).getType());
     if (type && type.getRank() == 0 && type.getElementType().isF32()) {
       if (rowsInPairs(objective))
-        return ret.emitError("cannot train preferences (objective dpo or kto): the model function returns its own "
-                             "loss; it must return its logits");
+        return ret.emitError("cannot train on pairs of rows (objective dpo, kto or reward): the model function "
+                             "returns its own loss; it must return its logits");
       func.setResultAttr(0, kLossAttr, UnitAttr::get(&getContext()));
       return RankedTensorType();
     }

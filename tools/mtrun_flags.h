@@ -26,7 +26,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "written for this plan, else the plan's seeded initializers (an imported model has none: its "
                  "weights are needed)");
   app.add_option("--reference-weights", c.reference_weights,
-                 "a preference plan's reference model (mtc --objective dpo or kto; not simpo or orpo, which have none): its "
+                 "a preference plan's reference model (mtc --objective dpo or kto; not simpo or orpo, nor a reward model, "
+                 "which have none): its "
                  "weights (safetensors of the plan's parameters, as mtc writes beside a plan or --export writes) "
                  "instead of the starting weights; each example's reference log-probability is computed under them "
                  "before the first step (resuming, read back from the checkpoints' folder instead)");

@@ -159,7 +159,8 @@ int HostStore::find(plan::HostRole role, const std::string& name) const {
   return -1;
 }
 
-void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles) {
+std::vector<std::string> HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles) {
+  std::vector<std::string> seeded;
   for (int i = 0; i < plan_.host_tensors_size(); ++i) {
     const auto& t = plan_.host_tensors(i);
     if (std::find(roles.begin(), roles.end(), t.role()) == roles.end()) continue;
@@ -171,6 +172,16 @@ void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::Ho
           throw Error("weights file " + file.path() + " holds a Hugging Face checkpoint's tensors ('" + hf +
                       "'), not the plan's ('" + t.name() + "'): compile the model's folder with mtc (mtc FOLDER "
                       "-o PLAN), which converts its weights into PLAN.safetensors");
+    // A reward model's score head (mtc --objective reward) is new to the model whose weights these
+    // are (an --export of its fine-tuning): it keeps its seeded initializer's values.
+    if (t.role() == plan::ROLE_PARAM && t.name() == kScoreHeadParam && !file.entries().count(t.name()) &&
+        t.init().kind() != plan::Initializer::WEIGHTS) {
+      setParam(i, [&](int64_t first, int64_t n, float* out) {
+        initializeTensor(out, n, t.init(), plan_.init_seed(), t.name(), first);
+      });
+      seeded.push_back(t.name());
+      continue;
+    }
     const auto& entry = file.f32(t.name(), std::vector<int64_t>(t.shape().begin(), t.shape().end()));
     if (t.role() == plan::ROLE_PARAM)
       setParam(i, [&](int64_t first, int64_t n, float* out) { std::memcpy(out, entry.data + 4 * first, 4 * n); });
@@ -178,6 +189,7 @@ void HostStore::load(const SafetensorsFile& file, std::initializer_list<plan::Ho
       std::memcpy(data(i), entry.data + 4 * held_[i].begin, static_cast<size_t>(bytes(i)));
     if (t.role() != plan::ROLE_PARAM || shard_.writes_copy) checkLoaded(i);
   }
+  return seeded;
 }
 
 void HostStore::checkLoaded(int index) const {

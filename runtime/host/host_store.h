@@ -20,6 +20,7 @@
 
 #include "kernels/adamw/master_weights.h"
 #include "runtime/host/rank_exchange.h"
+#include "runtime/io/error.h"
 #include "runtime/plan/plan_format.h"
 #include "runtime/io/safetensors.h"
 
@@ -61,8 +62,10 @@ class HostStore {
   // Parameters from the plan's initializers (seeded; WEIGHTS ones zero until loadParams),
   // constants from the plan, everything else zero.
   void initialize(uint64_t seed);
-  // Parameters from a weights file (every parameter must be there, F32, with its shape, finite).
-  void loadParams(const SafetensorsFile& file) { load(file, {plan::ROLE_PARAM}); }
+  // Parameters from a weights file (every parameter must be there, F32, with its shape, finite,
+  // but a reward model's score head, new to the model whose weights they are: it keeps its seeded
+  // values). Returns the names of those kept seeded.
+  std::vector<std::string> loadParams(const SafetensorsFile& file) { return load(file, {plan::ROLE_PARAM}); }
   // Parameters (role PARAM), under their plan names, with `provenance` in the metadata.
   void saveParams(const std::string& path, const std::map<std::string, std::string>& provenance = {}) const;
   // Gradients (role GRAD), under their parameters' names. Sharded, rank 0 writes the file,
@@ -76,7 +79,9 @@ class HostStore {
   void saveState(const std::string& path, const std::map<std::string, std::string>& metadata) const;
   void sendState() const;
   void loadState(const SafetensorsFile& file) {
-    load(file, {plan::ROLE_PARAM, plan::ROLE_MOMENT1, plan::ROLE_MOMENT2});
+    if (!load(file, {plan::ROLE_PARAM, plan::ROLE_MOMENT1, plan::ROLE_MOMENT2}).empty())
+      throw Error("checkpoint " + file.path() + " holds no score head (" + kScoreHeadParam + "): it is not this "
+                  "reward model's");
   }
 
   const std::vector<int>& params() const { return params_; }
@@ -113,8 +118,9 @@ class HostStore {
   // Tensor `index` (ownedBySlices) gathered from its owners' slices into `whole` on rank 0 (n
   // floats; null on the other ranks, which send theirs).
   void sendSlice(int index, float* whole) const;
-  // Every tensor of the given roles from `file`, by its plan name.
-  void load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles);
+  // Every tensor of the given roles from `file`, by its plan name (a reward model's missing score
+  // head seeded: its name returned).
+  std::vector<std::string> load(const SafetensorsFile& file, std::initializer_list<plan::HostRole> roles);
   // Sets parameter `param`'s master (and its staging copy) to `values(first, n, out)`, which
   // writes elements [first, first + n) into `out`; in parallel over tiles.
   void setParam(int param, const std::function<void(int64_t, int64_t, float*)>& values);

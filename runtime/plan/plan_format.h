@@ -28,6 +28,8 @@ inline constexpr char kKtoLabelsInput[] = "kto_labels";
 // reward, and the named output of the rewards (B) f32.
 inline constexpr char kRewardPositionsInput[] = "reward_positions";
 inline constexpr char kPolicyRewardsOutput[] = "policy_rewards";
+// Its score head's parameter (1, width), as Hugging Face names it.
+inline constexpr char kScoreHeadParam[] = "score.weight";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
 inline constexpr uint32_t kPlanVersionMinor = 26;  // 1.1: inputs, outputs, constants, generic kernels;

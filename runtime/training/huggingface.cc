@@ -45,6 +45,9 @@ void checkHuggingFaceExport(const plan::Plan& plan) {
       expertLayoutOfConfig(parseJsonInput(plan.model().hf_config(), "the plan's Hugging Face config"));
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
+    if (t.name() == kScoreHeadParam)
+      throw Error("--export-hf: a reward model's score head (mtc --objective reward) has no Hugging Face export yet "
+                  "(a ...ForSequenceClassification folder): use --export for safetensors under the plan's names");
     const HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", layout);
     if (place.name.empty()) throw Error("--export-hf: the plan's parameter '" + t.name() + "' has no Hugging Face name");
     auto& present = parts[place.name];

@@ -313,7 +313,7 @@ void Preference::addRanks(const World& world) {
 
 void Preference::addTo(const PairScores& s, nlohmann::json& line, const std::string& prefix) const {
   if (!s.pairs) return;
-  if (reward()) {  // as TRL's RewardTrainer logs them
+  if (reward()) {  // TRL's RewardTrainer's accuracy; its margin, and each side's mean reward
     const double n = static_cast<double>(s.pairs);
     line[prefix + "accuracy"] = static_cast<double>(s.right) / n;
     line[prefix + "reward_chosen"] = s.chosen / n;

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -161,10 +162,14 @@ std::string loadWeights(const plan::Plan& plan, const std::string& path, HostSto
 
 std::string loadParamsFrom(const plan::Plan& plan, const std::string& path, HostStore& store, const char* what) {
   const SafetensorsFile weights(path);
-  store.loadParams(weights);
-  uint32_t crc = 0;  // of the parameters' bytes in plan order
+  const std::vector<std::string> seeded = store.loadParams(weights);
+  for (const std::string& name : seeded)
+    std::printf("note: %s holds no %s: a reward model's new score head, from its seeded initializer (seed %llu)\n",
+                path.c_str(), name.c_str(), static_cast<unsigned long long>(plan.init_seed()));
+  uint32_t crc = 0;  // of the parameters' bytes in plan order (those from the file)
   std::set<std::string> used;
   for (int p : store.params()) {
+    if (std::find(seeded.begin(), seeded.end(), plan.host_tensors(p).name()) != seeded.end()) continue;
     const SafetensorsEntry& e = weights.entries().at(plan.host_tensors(p).name());
     crc = crc32c(e.data, static_cast<size_t>(e.bytes), crc);
     used.insert(plan.host_tensors(p).name());

@@ -179,7 +179,7 @@ StepResult Trainer::runOptimizerStep(int64_t step, int64_t& counted) {
     options_.micro_weight = masked_ ? static_cast<float>(c) : 1.0f;
     options_.step_divisor = masked_ ? static_cast<float>(std::max<int64_t>(counted, 1))
                                     : static_cast<float>(config_.accumulate);
-    options_.update = !(last && counted == 0);
+    options_.update = !(last && counted == 0 && !preference_.reward());  // a reward model scores any pair
     // Dropout's masks: keyed by the seed and this run's index, so a resumed run draws the same.
     options_.random = {resumed_.seed, static_cast<uint64_t>((step - 1) * config_.accumulate + m), true};
     result = runPlan();

@@ -97,7 +97,8 @@ void Trainer::recordStep(int64_t step, const StepResult& result, int64_t counted
     if (config_.sends_grads) store_.sendGrads();
   }
   for (const auto& [run_seconds, timeline] : plan_runs_) report_.add(run_seconds, timeline);
-  const bool nothing_counted = (masked_ || preference_.present()) && counted == 0;  // no update
+  const bool nothing_counted =  // no update (a reward model scores every pair, reply tokens or not)
+      (masked_ || (preference_.present() && !preference_.reward())) && counted == 0;
   if (nothing_counted) {
     clearStatus();
     std::printf("step %5lld/%lld  no target counted (%s): no update\n", static_cast<long long>(step),

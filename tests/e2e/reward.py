@@ -6,8 +6,9 @@ example's last token before the end-of-text token mttok appends (where a classif
 token before the padding). The losses, and each step's accuracy, margin and mean rewards, must
 follow a transformers-style PyTorch model of the same folder with that head, trained with TRL's
 RewardTrainer loss (-logsigmoid(r_c - r_r).mean(), plus center_rewards_coefficient times
-mean((r_c + r_r)^2)) on the same pairs, within 1e-4; the held-out pairs' score too. A reward plan
-on KTO's data is refused by name.
+mean((r_c + r_r)^2)) on the same pairs, within 1e-4; the held-out pairs' score too. A built-in
+GPT-2's reward model trains from a next-token run's export (its score head new). A reward plan on
+KTO's data, and its --export-hf, are refused by name.
 usage: /usr/bin/python3 tests/e2e/reward.py BIN_DIR WORK_DIR
 """
 import json
@@ -111,6 +112,28 @@ def train_and_compare(bin_dir, name, center, weights, data, held, failures):
     return log
 
 
+def from_a_fine_tuned_model(bin_dir, failures):
+    """A built-in GPT-2's reward model (its vocabulary its token table's, not its position table's)
+    trains from the --export of a next-token run, its score head new (seeded, and said so); an
+    --export-hf of a reward model is refused by name before any step."""
+    data = ref.make_corpus(bin_dir, ".")
+    ref.write_example_corpus(data, "byte-pairs.tok", pairs=True)
+    ref.run([f"{bin_dir}/mtc", "gpt2-tiny", "--batch", "4", "--seq", "32", "-o", "lm.plan"])
+    ref.run([f"{bin_dir}/mtrun", "lm.plan", "--data", data, "--steps", "2", "--export", "sft.safetensors"])
+    ref.run([f"{bin_dir}/mtc", "gpt2-tiny", "--objective", "reward", "--batch", "4", "--seq", "32", "-o", "g.plan"])
+    run = subprocess.run([f"{bin_dir}/mtrun", "g.plan", "--data", "byte-pairs.tok", "--weights", "sft.safetensors",
+                          "--steps", "2", "--log", "g.jsonl"], capture_output=True, text=True)
+    if run.returncode != 0 or "sft.safetensors holds no score.weight: a reward model's new score head" not in run.stdout \
+            or len(open("g.jsonl").readlines()) != 2:
+        failures.append(f"a GPT-2 reward model from a next-token run's export: exit {run.returncode}: "
+                        f"{run.stdout[-400:]}{run.stderr}")
+    hf_export = subprocess.run([f"{bin_dir}/mtrun", "r.plan", "--data", "pairs.tok", "--steps", "1", "--export-hf",
+                                "rm-hf"], capture_output=True, text=True)
+    if hf_export.returncode == 0 or "a reward model's score head (mtc --objective reward) has no Hugging Face " \
+            "export yet" not in hf_export.stderr or os.path.exists("rm-hf") or "step " in hf_export.stdout:
+        failures.append(f"--export-hf of a reward model: exit {hf_export.returncode}: {hf_export.stderr}")
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     ref.fresh_work_dir(work)
@@ -141,6 +164,7 @@ def main():
                          text=True)
     if kto.returncode != 1 or "tokenise preference pairs with mttok --preferences" not in kto.stderr:
         failures.append(f"a reward plan on KTO's data: exit {kto.returncode}: {kto.stderr}")
+    from_a_fine_tuned_model(bin_dir, failures)
     ref.finish("reward", failures)
 
 
