@@ -2,8 +2,9 @@
 // the mean softmax cross-entropy instead, or, with objective=dpo, the DPO loss of its rows in
 // (chosen, rejected) pairs against the reference model's log-probabilities (a second input),
 // the rows' own log-probabilities a named output after it; with objective=kto, the KTO loss of
-// its rows in (example, KL row) pairs, the examples' labels a third input; with objective=reward, a
-// reward model's loss of its scores (B, T, 1) at each row's position, its rewards the output. Named outputs after the logits (a
+// its rows in (example, KL row) pairs, the examples' labels a third input; with objective=reward,
+// a reward model's loss of its scores (B, T, 1) at each row's position, its rewards the output.
+// Named outputs after the logits (a
 // mixture of experts' router statistics) stay where they are.
 #include "mlir/IR/Builders.h"
 #include "passes/PassUtils.h"
@@ -34,8 +35,10 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
       ret->setOperand(0, b.create<SoftmaxXentOp>(ret.getLoc(), ret.getOperand(0), targets).getLoss());
     } else if (objective == LossObjective::kReward) {
       if (failed(attachReward(func, ret))) return signalPassFailure();
-    } else if (failed(attachPreference(func, ret, targets))) {
+    } else if (failed(requireEvenBatch(ret, logits->getDimSize(0)))) {
       return signalPassFailure();
+    } else {
+      attachPreference(func, ret, targets);
     }
     SmallVector<Type> results(ret.getOperandTypes());
     func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), results));
@@ -71,33 +74,39 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
     return type;
   }
 
-  // The preference loss of the logits (ret's first operand) against `targets`; each row's
-  // log-probability becomes the named output after the loss.
-  LogicalResult attachPreference(func::FuncOp func, func::ReturnOp ret, Value targets) {
-    const int64_t rows = cast<RankedTensorType>(targets.getType()).getDimSize(0);
-    if (rows % 2 != 0)
-      return ret.emitError("cannot train preferences (objective ")
-             << stringifyObjective() << ") on a batch of " << rows
-             << " rows: its rows are " << (objective == LossObjective::kKto ? "(example, KL row)" : "(chosen, rejected)")
-             << " pairs; give an even batch";
+  // A batch of pairs of rows: an even one.
+  LogicalResult requireEvenBatch(func::ReturnOp ret, int64_t rows) {
+    if (rows % 2 == 0) return success();
+    const bool reward = objective == LossObjective::kReward, kto = objective == LossObjective::kKto;
+    return ret.emitError("cannot train ")
+           << (reward ? "a reward model" : "preferences") << " (objective "
+           << (reward ? "reward" : kto ? "kto" : "dpo") << ") on a batch of " << rows << " rows: its rows are "
+           << (kto ? "(example, KL row)" : "(chosen, rejected)") << " pairs; give an even batch";
+  }
+
+  // The function returns `loss`, then `rows` (B) as the named output `name`, then the named
+  // outputs it returned after its logits.
+  void returnLossThenRows(func::FuncOp func, func::ReturnOp ret, Value loss, Value rows, StringRef name) {
     OpBuilder b(ret);
-    SequenceLogprobOp logp;
-    Value total = objective == LossObjective::kKto ? attachKto(func, ret, targets, logp)
-                                                   : attachDpo(func, ret, targets, logp);
-    SmallVector<Value> operands{total, logp.getLogp()};
+    SmallVector<Value> operands{loss, rows};
     llvm::append_range(operands, ret.getOperands().drop_front());
     SmallVector<DictionaryAttr> named;  // the outputs after the logits, by result index
     func.getAllResultAttrs(named);
     ret->setOperands(operands);
-    named.insert(named.begin() + 1,
-                 b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(kPolicyLogprobsOutput))));
+    named.insert(named.begin() + 1, b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(name))));
     SmallVector<Type> results(ret.getOperandTypes());
     func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), results));
     func.setAllResultAttrs(named);
-    return success();
   }
 
-  StringRef stringifyObjective() const { return objective == LossObjective::kKto ? "kto" : "dpo"; }
+  // The preference loss of the logits (ret's first operand) against `targets`; each row's
+  // log-probability becomes the named output after the loss.
+  void attachPreference(func::FuncOp func, func::ReturnOp ret, Value targets) {
+    SequenceLogprobOp logp;
+    Value total = objective == LossObjective::kKto ? attachKto(func, ret, targets, logp)
+                                                   : attachDpo(func, ret, targets, logp);
+    returnLossThenRows(func, ret, total, logp.getLogp(), kPolicyLogprobsOutput);
+  }
 
   // A reward model's loss of its scores (B, T, 1) (ret's first operand), read at each row's
   // position (an input) into its reward, the named output after the loss.
@@ -107,23 +116,12 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
     if (scores.getDimSize(2) != 1)
       return ret.emitError("cannot train a reward model (objective reward): the function returns ")
              << scores.getDimSize(2) << " outputs per token; a reward model's head gives one score";
-    if (rows % 2 != 0)
-      return ret.emitError("cannot train a reward model (objective reward) on a batch of ")
-             << rows << " rows: its rows are (chosen, rejected) pairs; give an even batch";
+    if (failed(requireEvenBatch(ret, rows))) return failure();
     OpBuilder b(ret);
     Value positions = appendInput(func, RankedTensorType::get({rows}, b.getI32Type()), kRewardPositionsInput);
     auto rewards = b.create<RowScoreOp>(ret.getLoc(), ret.getOperand(0), positions);
     auto loss = b.create<RewardLossOp>(ret.getLoc(), rewards.getRewards(), b.getF32FloatAttr(centerRewards));
-    SmallVector<Value> operands{loss.getLoss(), rewards.getRewards()};
-    llvm::append_range(operands, ret.getOperands().drop_front());
-    SmallVector<DictionaryAttr> named;
-    func.getAllResultAttrs(named);
-    ret->setOperands(operands);
-    named.insert(named.begin() + 1,
-                 b.getDictionaryAttr(b.getNamedAttr(kOutputAttr, b.getStringAttr(kPolicyRewardsOutput))));
-    SmallVector<Type> results(ret.getOperandTypes());
-    func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(), results));
-    func.setAllResultAttrs(named);
+    returnLossThenRows(func, ret, loss.getLoss(), rewards.getRewards(), kPolicyRewardsOutput);
     return success();
   }
 

@@ -47,11 +47,17 @@ LogicalResult requireLossAttrs(std::optional<Location> loc, Adaptor adaptor) {
 }
 
 // logp and reference (B) of an even B: the pairs' rows.
-LogicalResult requirePairs(std::optional<Location> loc, Value logp, Value reference) {
-  auto rows = tensorOf(logp).getShape();
+// `value` (B) of an even B > 0: rows in pairs, `name` in the message.
+LogicalResult requirePairRows(std::optional<Location> loc, Value value, const char* name) {
+  auto rows = tensorOf(value).getShape();
   if (rows.size() != 1 || rows[0] == 0 || rows[0] % 2 != 0)
-    return emitOptionalError(loc, "logp must be (B) of an even B > 0 (pairs of rows), not ", shapeStr(rows));
-  return requireShape(loc, reference, rows, "reference");
+    return emitOptionalError(loc, name, " must be (B) of an even B > 0 (pairs of rows), not ", shapeStr(rows));
+  return success();
+}
+
+LogicalResult requirePairs(std::optional<Location> loc, Value logp, Value reference) {
+  if (failed(requirePairRows(loc, logp, "logp"))) return failure();
+  return requireShape(loc, reference, tensorOf(logp).getShape(), "reference");
 }
 
 }  // namespace
@@ -193,9 +199,7 @@ static LogicalResult requireRowScores(std::optional<Location> loc, Value scores,
 // rewards (B) of an even B, a center not negative and finite.
 template <typename Adaptor>
 static LogicalResult requireRewards(std::optional<Location> loc, Adaptor adaptor) {
-  auto rows = tensorOf(adaptor.getRewards()).getShape();
-  if (rows.size() != 1 || rows[0] == 0 || rows[0] % 2 != 0)
-    return emitOptionalError(loc, "rewards must be (B) of an even B > 0 (pairs of rows), not ", shapeStr(rows));
+  if (failed(requirePairRows(loc, adaptor.getRewards(), "rewards"))) return failure();
   const FloatAttr center = adaptor.getCenterAttr();
   const float c = center ? center.getValue().convertToFloat() : 0.0f;
   if (!(c >= 0.0f) || !std::isfinite(c)) return emitOptionalError(loc, "center must not be negative, and finite");

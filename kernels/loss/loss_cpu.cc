@@ -307,14 +307,20 @@ std::string checkAverageAttr(const KernelArgs& args, size_t leading, bool option
   return "";
 }
 
+// `rows` (B) f32 of an even B > 0, rows in pairs (`pairs` says of what), `name` in the message.
+std::string checkPairRows(const Tensor& rows, const char* name, const char* pairs, const char* op) {
+  MT_CHECK(expectDType(rows, DType::F32, op));
+  if (rows.shape.size() != 1 || rows.shape[0] == 0 || rows.shape[0] % 2 != 0)
+    return std::string(op) + ": " + name + " must be (B) of an even B > 0 (rows in pairs: " + pairs + ")";
+  return "";
+}
+
 // logp and reference (B) of a dpo_loss or its backward (`op`): an even B > 0, the pairs' rows;
 // its kind, beta > 0 and label smoothing in [0, 1/2] (below for the robust loss; a kind without
 // smoothing ignores it, as mtc refuses it there), a third float only for the kinds that take one.
 std::string checkPairs(const KernelArgs& args, const Tensor& logp, const Tensor& reference, const char* op) {
-  MT_CHECK(expectDType(logp, DType::F32, op));
+  MT_CHECK(checkPairRows(logp, "logp", "chosen, rejected", op));
   MT_CHECK(expectDType(reference, DType::F32, op));
-  if (logp.shape.size() != 1 || logp.shape[0] == 0 || logp.shape[0] % 2 != 0)
-    return std::string(op) + ": logp must be (B) of an even B > 0 (rows in pairs: chosen, rejected)";
   MT_CHECK(expectShape(reference, logp.shape, op));
   if (args.ints.size() != 1 || args.floats.size() < 2 || args.floats.size() > 3)
     return std::string(op) + ": takes int[kind] and float[beta, label_smoothing(, gamma or tau)]";
@@ -442,9 +448,7 @@ std::string checkRowScores(const Tensor& scores, const Tensor& positions, const 
 // rewards (B) of rows in (chosen, rejected) pairs, float[center >= 0, finite] of a reward_loss or
 // its backward (`op`).
 std::string checkRewards(const KernelArgs& args, const Tensor& rewards, const char* op) {
-  MT_CHECK(expectDType(rewards, DType::F32, op));
-  if (rewards.shape.size() != 1 || rewards.shape[0] == 0 || rewards.shape[0] % 2 != 0)
-    return std::string(op) + ": the rewards must be (B) of an even B > 0 (rows in pairs: chosen, rejected)";
+  MT_CHECK(checkPairRows(rewards, "the rewards", "chosen, rejected", op));
   if (!args.ints.empty() || args.floats.size() != 1 || !(args.floats[0] >= 0.0f) || !std::isfinite(args.floats[0]))
     return std::string(op) + ": takes float[center], not negative and finite, and no ints";
   return "";
@@ -522,11 +526,9 @@ namespace {
 // float[beta > 0, desirable_weight >= 0, undesirable_weight >= 0].
 std::string checkKto(const KernelArgs& args, const Tensor& logp, const Tensor& reference, const Tensor& labels,
                      const char* op) {
-  MT_CHECK(expectDType(logp, DType::F32, op));
+  MT_CHECK(checkPairRows(logp, "logp", "an example, its KL row", op));
   MT_CHECK(expectDType(reference, DType::F32, op));
   MT_CHECK(expectDType(labels, DType::F32, op));
-  if (logp.shape.size() != 1 || logp.shape[0] == 0 || logp.shape[0] % 2 != 0)
-    return std::string(op) + ": logp must be (B) of an even B > 0 (rows in pairs: an example, its KL row)";
   MT_CHECK(expectShape(reference, logp.shape, op));
   MT_CHECK(expectShape(labels, {logp.shape[0] / 2}, op));
   if (!args.ints.empty() || args.floats.size() != 3)

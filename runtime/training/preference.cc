@@ -20,12 +20,12 @@ constexpr char kReferenceMagic[8] = {'M', 'T', 'R', 'E', 'F', 'L', 'P', '2'};
 // The magic, the data's checksum, the plan's sequence length, the first example, the count.
 constexpr size_t kReferenceHeader = 8 + 4 + 4 + 8 + 8;
 
-// The length of a plan's host tensor `i` where it is an f32 vector, else -1 (read from a plan file:
-// hostile until checked).
-int64_t vectorLength(const plan::Plan& plan, int i) {
+// The length of a plan's host tensor `i` where it is a vector of `dtype`, else -1 (read from a plan
+// file: hostile until checked).
+int64_t vectorLength(const plan::Plan& plan, int i, plan::DType dtype = plan::DTYPE_F32) {
   if (i < 0 || i >= plan.host_tensors_size()) return -1;
   const plan::HostTensor& t = plan.host_tensors(i);
-  return t.dtype() == plan::DTYPE_F32 && t.shape_size() == 1 ? t.shape(0) : -1;
+  return t.dtype() == dtype && t.shape_size() == 1 ? t.shape(0) : -1;
 }
 
 // The plan's first call of kernel `id` (mt.dpo_loss: the loss, beta, the label smoothing;
@@ -105,13 +105,9 @@ void Preference::readReward(const plan::Plan& plan) {
   kind_ = PairLoss::kReward;
   positions_ = store_.input(kRewardPositionsInput);
   const plan::KernelCall* loss = firstCall(plan, KernelId::RewardLoss);
-  const auto positions = [&]() -> int64_t {  // an i32 vector's length, else -1
-    if (positions_ < 0) return -1;
-    const plan::HostTensor& t = plan.host_tensors(positions_);
-    return t.dtype() == plan::DTYPE_I32 && t.shape_size() == 1 ? t.shape(0) : -1;
-  };
   // The call's attributes were checked with the plan (reward_loss_check).
-  if (rows_ % 2 != 0 || reference_ >= 0 || vectorLength(plan, policy_) != rows_ || positions() != rows_ || !loss ||
+  if (rows_ % 2 != 0 || reference_ >= 0 || vectorLength(plan, policy_) != rows_ ||
+      vectorLength(plan, positions_, plan::DTYPE_I32) != rows_ || !loss ||
       loss->float_attrs_size() != 1 || firstCall(plan, KernelId::DpoLoss) || firstCall(plan, KernelId::KtoLoss))
     throw Error(fmt::format("the plan's reward-model tensors are malformed: {} must be f32 (batch) of an even batch and "
                             "{} i32 (batch), beside an mt.reward_loss and no other preference loss (recompile the plan "
