@@ -17,8 +17,8 @@ struct EmitOptions {
   // off: every instruction written out (what readPlan's expansion gives back either way).
   bool templates = true;
   std::string hf_config;  // ModelInfo.hf_config: the model's Hugging Face config.json, or ""
-  std::string hf_source;
-  int64_t active_params = 0;  // ModelInfo.active_params: a mixture of experts' active parameters, else 0  // ModelInfo.hf_source: the folder it was imported from (absolute), or ""
+  std::string hf_source;  // ModelInfo.hf_source: the folder it was imported from (absolute), or ""
+  int64_t active_params = 0;  // ModelInfo.active_params: a mixture of experts' active parameters, else 0
 };
 
 // Per-step totals the summary reports.

@@ -135,7 +135,7 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
   model.config = config.config;
   model.notes = config.notes;
   model.mxfp4_experts = config.mxfp4_experts;
-  const bool gpt2 = model.architecture == "GPT2LMHeadModel";
+  const bool gpt2 = model.config.family == ModelFamily::kGpt2;
 
   const std::map<std::string, std::string> files = weightFiles(dir);
   // transformers saves GPT2LMHeadModel's body under "transformer."; the original checkpoints
@@ -184,7 +184,11 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
       for (const char* part : {"attn.q_norm.weight", "attn.k_norm.weight"}) layer_parts.push_back(part);
     if (c.attention_sinks) layer_parts.push_back("attn.sinks");
   }
-  if (!c.tied) place("lm_head.weight");
+  // A reward model's score head, or the LM head where it is not the embedding.
+  if (c.score_head == ModelConfig::ScoreHead::kPretrained)
+    place("score.weight");
+  else if (!c.tied)
+    place("lm_head.weight");
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string layer = (gpt2 ? "blocks." : "layers.") + std::to_string(l) + ".";
     for (const std::string& part : layer_parts) place(layer + part);

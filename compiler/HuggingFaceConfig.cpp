@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -16,6 +17,9 @@ namespace mt {
 namespace {
 
 using nlohmann::json;
+
+constexpr char kClassifierSuffix[] = "ForSequenceClassification";
+constexpr char kCausalSuffix[] = "ForCausalLM";
 
 // Keys of config.json that do not change the model's arithmetic (token ids, bookkeeping).
 const std::set<std::string> kInertKeys = {
@@ -295,6 +299,22 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   return c;
 }
 
+// A ...ForSequenceClassification's labels: one, a reward model's score, as transformers saves
+// num_labels 1 (id2label {"0": "LABEL_0"} and label2id its inverse; a config with neither has two).
+void readScoreLabels(ConfigReader& r) {
+  const json& ids = r.value("id2label");
+  const json& names = r.value("label2id");
+  r.take("problem_type");  // the loss transformers' own Trainer would pick; mtc trains TRL's pairwise one
+  for (const auto& [key, labels] : {std::pair{"id2label", &ids}, {"label2id", &names}})
+    if (!labels->is_null() && !labels->is_object()) throw r.error(std::string("'") + key + "' is not an object");
+  const int64_t count = !ids.is_null() ? static_cast<int64_t>(ids.size())
+                        : r.has("num_labels") ? r.integer("num_labels") : 2;  // transformers' default
+  r.take("num_labels");
+  if (count != 1 || (r.has("num_labels") && r.integer("num_labels") != 1) || (!names.is_null() && names.size() != 1))
+    throw r.error(fmt::format("the classifier has {} labels: mtc trains reward models, one score per sequence "
+                              "(num_labels 1: id2label {{\"0\": \"LABEL_0\"}})", count));
+}
+
 // GPT2LMHeadModel's config.json into the gpt2 family's (pre-norm LayerNorm blocks, learned
 // positions, GELU's tanh form, biases everywhere). Its dropout is not applied: `notes` says so.
 ModelConfig readGpt2Config(ConfigReader& r, std::vector<std::string>& notes) {
@@ -343,26 +363,54 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
       !config["architectures"][0].is_string())
     throw r.error("'architectures' does not name one architecture");
   out.architecture = config["architectures"][0].get<std::string>();
+  // A reward model's folder is its causal LM's body under another head: read as that LM.
+  const std::string causal = causalArchitecture(out.architecture);
   // model_type says the same family as the architecture (transformers picks the config class by
   // it, the model class by the architecture: a folder where they disagree loads as neither says).
   static const std::map<std::string, std::string> kModelType = {
       {"LlamaForCausalLM", "llama"},       {"Qwen2ForCausalLM", "qwen2"},     {"Qwen3ForCausalLM", "qwen3"},
       {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"MistralForCausalLM", "mistral"}, {"MixtralForCausalLM", "mixtral"},
       {"GptOssForCausalLM", "gpt_oss"},    {"GPT2LMHeadModel", "gpt2"}};
-  if (!kModelType.count(out.architecture)) {
+  if (!kModelType.count(causal)) {
     std::string supported;
     for (const auto& [architecture, type] : kModelType) supported += (supported.empty() ? "" : ", ") + architecture;
-    throw r.error("architecture " + out.architecture + " is not supported (supported: " + supported + ")");
+    throw r.error("architecture " + out.architecture + " is not supported (supported: " + supported +
+                  "; each as its ...ForSequenceClassification too, a reward model)");
   }
   if (config.contains("model_type") &&
-      (!config["model_type"].is_string() || config["model_type"] != kModelType.at(out.architecture)))
+      (!config["model_type"].is_string() || config["model_type"] != kModelType.at(causal)))
     throw r.error("'model_type' is " + jsonBrief(config["model_type"]) + " but the architecture " + out.architecture +
-                  " is of model_type \"" + kModelType.at(out.architecture) + "\": the folder contradicts itself");
-  out.config = out.architecture == "GPT2LMHeadModel" ? readGpt2Config(r, out.notes)
-                                                     : readConfig(r, out.architecture, &out.mxfp4_experts);
+                  " is of model_type \"" + kModelType.at(causal) + "\": the folder contradicts itself");
+  out.config = causal == "GPT2LMHeadModel" ? readGpt2Config(r, out.notes) : readConfig(r, causal, &out.mxfp4_experts);
+  if (causal != out.architecture) {
+    readScoreLabels(r);
+    out.config.score_head = ModelConfig::ScoreHead::kPretrained;
+  }
   r.finish();
   return out;
 
+}
+
+std::string causalArchitecture(const std::string& architecture) {
+  if (!architecture.ends_with(kClassifierSuffix)) return architecture;
+  const std::string body = architecture.substr(0, architecture.size() - std::strlen(kClassifierSuffix));
+  return body == "GPT2" ? "GPT2LMHeadModel" : body + "ForCausalLM";
+}
+
+std::string sequenceClassifierConfig(const std::string& config_json) {
+  nlohmann::ordered_json config = parseOrderedJsonInput(config_json, "the model's Hugging Face config");
+  if (!config.is_object() || !config.contains("architectures") || !config["architectures"].is_array() ||
+      config["architectures"].size() != 1 || !config["architectures"][0].is_string())
+    throw Error("the model's Hugging Face config names no architecture");
+  const std::string causal = config["architectures"][0].get<std::string>();
+  if (causal.ends_with(kClassifierSuffix)) return config_json;
+  if (causal != "GPT2LMHeadModel" && !causal.ends_with(kCausalSuffix))
+    throw Error("the Hugging Face architecture " + causal + " has no ...ForSequenceClassification form");
+  const std::string body = causal == "GPT2LMHeadModel" ? "GPT2" : causal.substr(0, causal.size() - std::strlen(kCausalSuffix));
+  config["architectures"] = {body + kClassifierSuffix};
+  config["id2label"] = {{"0", "LABEL_0"}};
+  config["label2id"] = {{"LABEL_0", 0}};
+  return config.dump(2) + "\n";
 }
 
 namespace {
@@ -444,7 +492,10 @@ std::string gptOssConfig(const ModelConfig& c) {
 
 }  // namespace
 
-std::string huggingFaceConfig(const ModelConfig& c) {
+namespace {
+
+// The causal LM's config.json of a built-in model, "" for a shape no architecture has.
+std::string causalConfig(const ModelConfig& c) {
   if (c.family == ModelFamily::kGpt2) {
     nlohmann::ordered_json config = {
         {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_embd", c.width}, {"n_layer", c.layers},
@@ -468,6 +519,13 @@ std::string huggingFaceConfig(const ModelConfig& c) {
   if (qwen2 || c.qk_norm) config["use_sliding_window"] = false;
   if (!qwen2) config["attention_bias"] = c.o_bias;
   return config.dump(2) + "\n";
+}
+
+}  // namespace
+
+std::string huggingFaceConfig(const ModelConfig& c) {
+  const std::string causal = causalConfig(c);
+  return causal.empty() || !c.hasScoreHead() ? causal : sequenceClassifierConfig(causal);
 }
 
 }  // namespace mt

@@ -1,8 +1,10 @@
 // A Hugging Face folder's config.json in and out: read key by key into the built-in family's
 // config (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, the mixtures
 // of experts Qwen3MoeForCausalLM, MixtralForCausalLM and GptOssForCausalLM into the llama
-// family's, GPT2LMHeadModel into the gpt2 family's), and written for a built-in model. Read
-// strictly: a key mtc does not know or a setting it does not implement is an error naming it.
+// family's, GPT2LMHeadModel into the gpt2 family's; each also as its ...ForSequenceClassification
+// of one label, a reward model: the same body under a score head), and written for a built-in
+// model. Read strictly: a key mtc does not know or a setting it does not implement is an error
+// naming it.
 #pragma once
 #include <string>
 #include <vector>
@@ -12,8 +14,8 @@
 namespace mt {
 
 struct HuggingFaceConfig {
-  std::string architecture;  // "LlamaForCausalLM", ...
-  ModelConfig config;
+  std::string architecture;  // "LlamaForCausalLM", ..., as the config names it
+  ModelConfig config;        // a ...ForSequenceClassification's: score_head kPretrained
   // What the config asks for that training does not do, said in mtc's summary (GPT-2's dropout).
   std::vector<std::string> notes;
   bool mxfp4_experts = false;  // gpt-oss's quantization_config: the experts as MXFP4 blocks and scales
@@ -24,7 +26,18 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
 
 // A config.json transformers reads for a built-in model (LlamaForCausalLM; Qwen2ForCausalLM when
 // it has q/k/v biases, Qwen3ForCausalLM with q/k norms, Qwen3MoeForCausalLM, MixtralForCausalLM,
-// GptOssForCausalLM; GPT2LMHeadModel for the gpt2 family); "" for a shape none of them has.
+// GptOssForCausalLM; GPT2LMHeadModel for the gpt2 family; with a score head, the same
+// architecture's ...ForSequenceClassification); "" for a shape none of them has.
 std::string huggingFaceConfig(const ModelConfig& config);
+
+// The causal LM whose body an architecture is ("Qwen2ForSequenceClassification" ->
+// "Qwen2ForCausalLM", "GPT2ForSequenceClassification" -> "GPT2LMHeadModel"); any other name as it is.
+std::string causalArchitecture(const std::string& architecture);
+
+// A causal LM's config.json (`config_json`, its architecture one huggingFaceConfig writes or
+// readHuggingFaceConfig reads) as its reward model's: the architecture's
+// ...ForSequenceClassification with one label (id2label {"0": "LABEL_0"}), the rest as it is; a
+// classifier's as it is. Throws mt::Error for an architecture without that form.
+std::string sequenceClassifierConfig(const std::string& config_json);
 
 }  // namespace mt

@@ -176,7 +176,9 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
       sliding ? fmt::format(", {}-token windows in {} of {} layers", c.sliding_window, sliding, c.layers) : "";
   return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}{}{}{}", origin, c.layers,
                      c.width, c.heads, c.kv_heads, c.head_dim ? fmt::format(" of width {}", c.head_dim) : "", c.ffn,
-                     c.vocab, c.score_head ? ", a score head" : c.tied ? ", tied" : "",
+                     c.vocab, c.score_head == ModelConfig::ScoreHead::kNew          ? ", a new score head (seeded)"
+                     : c.score_head == ModelConfig::ScoreHead::kPretrained ? ", its score head"
+                     : c.tied                                              ? ", tied" : "",
                      c.o_bias ? ", q/k/v/o biases" : c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k norms" : "", c.attention_sinks ? ", attention sinks" : "", window, rope, experts);
 }
 
@@ -244,8 +246,14 @@ bool loadHuggingFace(MLIRContext& context, const CompileOptions& o, const Hardwa
                  "--context may shorten it)\n", o.model.c_str());
     return false;
   }
+  const bool reward = o.loss.objective == LossObjective::kReward;
+  if (m.hf->config.hasScoreHead() && !reward) {
+    std::fprintf(stderr, "mtc: error: %s is a reward model (%s: one score per sequence, no LM head): compile it with "
+                 "--objective reward\n", o.model.c_str(), m.hf->architecture.c_str());
+    return false;
+  }
   m.config = m.hf->config;
-  m.config.score_head = o.loss.objective == LossObjective::kReward;
+  if (reward && !m.config.hasScoreHead()) m.config.score_head = ModelConfig::ScoreHead::kNew;
   if (v.context) m.config.context = std::min(m.config.context, v.context);
   if (o.router_aux_loss) m.config.router_aux_loss_coef = *o.router_aux_loss;
   m.description = fmt::format("{} ({})", o.model, describeShape("Hugging Face " + m.hf->architecture, m.config));
@@ -294,7 +302,7 @@ bool loadPreset(MLIRContext& context, const CompileOptions& o, const HardwarePro
   if (v.heads && !v.kv_heads && config.family == ModelFamily::kGpt2) config.kv_heads = config.heads;
   if (o.tied) config.tied = *o.tied;
   if (o.router_aux_loss) config.router_aux_loss_coef = *o.router_aux_loss;
-  config.score_head = o.loss.objective == LossObjective::kReward;
+  if (o.loss.objective == LossObjective::kReward) config.score_head = ModelConfig::ScoreHead::kNew;
   m.description = fmt::format("{} ({})", o.model, describeShape(familyName(config.family), config));
   return buildFromConfig(context, o, hw, ParamInit::kSeeded, m);
 }
@@ -539,7 +547,10 @@ int compile(const CompileOptions& requested) {
   modelShape(*m.module, emit.batch, emit.seq, emit.vocab);
   emit.init_seed = o.seed;
   emit.hardware = hw;
-  emit.hf_config = m.hf ? m.hf->config_json : huggingFaceConfig(m.config);
+  // A reward model's config is its ...ForSequenceClassification's, as --export-hf writes it.
+  emit.hf_config = !m.hf                     ? huggingFaceConfig(m.config)
+                   : m.config.hasScoreHead() ? sequenceClassifierConfig(m.hf->config_json)
+                                             : m.hf->config_json;
   if (m.hf) emit.hf_source = withoutTrailingSlashes(std::filesystem::absolute(o.model).lexically_normal().string());
   if (m.config.experts) emit.active_params = m.config.numActiveParams();
   plan::Plan plan;

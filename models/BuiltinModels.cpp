@@ -24,7 +24,7 @@ namespace {
 int64_t countParams(const ModelConfig& c, int64_t routed) {
   const int64_t kv_width = c.kv_heads * c.headDim();
   // The output head: a reward model's score (width), else the LM head where it is not the embedding.
-  const int64_t head = c.score_head ? c.width : c.tied ? 0 : c.vocab * c.width;
+  const int64_t head = c.hasScoreHead() ? c.width : c.tied ? 0 : c.vocab * c.width;
   if (c.family == ModelFamily::kGpt2) {
     const int64_t per_layer = 4 * c.width                                     // two layer norms
                               + c.width * c.width * 2 + 2 * c.width * kv_width  // q, proj; k, v
@@ -340,7 +340,9 @@ class ModelBuilder {
   // The weight the last hidden states multiply: the LM head (the embedding where tied), or a
   // reward model's score head of one output.
   Value outputHead(Value embedding, double std) {
-    if (c_.score_head) return param("score.weight", {1, c_.width}, "normal", std, /*fresh=*/true);
+    if (c_.hasScoreHead())
+      return param("score.weight", {1, c_.width}, "normal", std,
+                   /*fresh=*/c_.score_head == ModelConfig::ScoreHead::kNew);
     return c_.tied ? embedding : param("lm_head.weight", {c_.vocab, c_.width}, "normal", std);
   }
 

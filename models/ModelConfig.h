@@ -87,8 +87,12 @@ struct ModelConfig {
 
   // A reward model's head (mtc --objective reward): one score per token, the parameter
   // score.weight (1, width), in place of the LM head, as Hugging Face's ...ForSequenceClassification
-  // with num_labels 1; a pretrained model's is new, from its seeded initializer.
-  bool score_head = false;
+  // with num_labels 1. kNew: new to the model (a causal LM's folder, a built-in model), from its
+  // seeded initializer even where the rest comes from a weights file; kPretrained: a
+  // ...ForSequenceClassification folder's own.
+  enum class ScoreHead { kNone, kNew, kPretrained };
+  ScoreHead score_head = ScoreHead::kNone;
+  bool hasScoreHead() const { return score_head != ScoreHead::kNone; }
 
   // Whether layer `l`'s attention slides, and over how many tokens (0: it sees all before it).
   int64_t attentionWindow(int64_t l) const {

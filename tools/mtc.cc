@@ -212,7 +212,7 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                    "the model has moved; an even --batch too) or reward (a reward model, as TRL's RewardTrainer: a "
                    "score head of one output in place of the LM head, each row's reward its score at its last token, "
                    "the loss -log sigmoid(chosen's reward - rejected's) over the pairs of mttok --preferences; an even "
-                   "--batch)",
+                   "--batch; a ...ForSequenceClassification folder brings its own head, and needs this objective)",
                    std::map<std::string, mt::LossObjective>{{"next-token", mt::LossObjective::kNextToken},
                                                             {"dpo", mt::LossObjective::kDpo},
                                                             {"kto", mt::LossObjective::kKto},

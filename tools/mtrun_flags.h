@@ -103,8 +103,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("--export-hf", c.export_hf_dir,
                  "write the trained weights as a Hugging Face folder here (config.json + safetensors under Hugging "
                  "Face's names, sharded past 5 GB) for llama-family (Llama, Qwen2/3, Mistral; the mixtures of experts Qwen3-MoE, "
-                 "Mixtral, gpt-oss) and GPT-2 models: at the end, or "
-                 "when SIGINT/SIGTERM/SIGUSR1 stops the run");
+                 "Mixtral, gpt-oss) and GPT-2 models; a reward model as its ...ForSequenceClassification, pad_token_id "
+                 "the end-of-text token: at the end, or when SIGINT/SIGTERM/SIGUSR1 stops the run");
   choiceOf(app, "--export-dtype", c.export_dtype,
                           "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even)",
            std::map<std::string, ExportDtype>{{"f32", ExportDtype::kF32}, {"bf16", ExportDtype::kBf16}})

@@ -3,6 +3,8 @@ wrote (bench/gpu/pack.sh makes them) must load in transformers unchanged — Aut
 with no missing, unexpected or mismatched tensors — and compute the logits of the transformers-
 style twin that tests/e2e/hf_import.py checks against our runtime (within 2e-5 absolute in f32;
 a bf16 folder loads as bf16 and is compared in f32 on its own widened weights, within 2e-5 too).
+A reward model's folder (...ForSequenceClassification) loads as AutoModelForSequenceClassification
+and scores each row, one at a time, as the twin's score head does at the row's last token.
 usage: python3 bench/gpu/hf_transformers_check.py FOLDER...
 """
 import json
@@ -18,10 +20,12 @@ TOLERANCE = 2e-5
 
 
 def check(folder):
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
     with open(os.path.join(folder, "config.json")) as f:
         config = json.load(f)
-    model, info = AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True, attn_implementation="eager")
+    reward = config["architectures"][0].endswith("ForSequenceClassification")
+    auto = AutoModelForSequenceClassification if reward else AutoModelForCausalLM
+    model, info = auto.from_pretrained(folder, output_loading_info=True, attn_implementation="eager")
     problems = {k: v for k, v in info.items() if v}
     if problems:
         return f"{folder}: transformers loaded it with {problems}"
@@ -30,8 +34,14 @@ def check(folder):
     tokens = torch.arange(2 * 24).reshape(2, 24) * 7919 % config["vocab_size"]
     weights = {k: v.float() for k, v in hf_import.read_hf_safetensors(os.path.join(folder, "model.safetensors")).items()}
     with torch.no_grad():
-        got = model(tokens).logits
-        want = hf_import.hf_logits(weights, config, tokens)
+        if reward:  # one row at a time (no padding: the score at the row's last token), its pad id avoided
+            tokens = torch.where(tokens == config.get("pad_token_id", -1), (tokens + 1) % config["vocab_size"], tokens)
+            got = torch.cat([model(row[None]).logits for row in tokens])
+            weights["lm_head.weight"] = weights.pop("score.weight")
+            want = hf_import.hf_logits(weights, dict(config, tie_word_embeddings=False), tokens)[:, -1, :]
+        else:
+            got = model(tokens).logits
+            want = hf_import.hf_logits(weights, config, tokens)
     worst = (got - want).abs().max().item()
     print(f"hf_transformers {os.path.basename(folder)}: {config['architectures'][0]} loaded ({loaded_dtype}, "
           f"nothing missing or unexpected); logits within {worst:.3g} of the twin (up to {want.abs().max().item():.3g})")

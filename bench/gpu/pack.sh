@@ -134,6 +134,10 @@ for model in llama-tiny qwen-tiny gpt-oss-tiny; do
       --export-hf .gpu/hf/$model-$dtype --export-dtype $dtype >/dev/null
   done
 done
+# A reward model's folder (LlamaForSequenceClassification): AutoModelForSequenceClassification there.
+build/bin/mtc llama-tiny --objective reward --batch 4 --seq 32 -o .gpu/hf/llama-tiny-reward.plan >/dev/null
+build/bin/mtrun .gpu/hf/llama-tiny-reward.plan --data .gpu/pairs.tok --steps 3 --print-every 10 \
+  --export-hf .gpu/hf/llama-tiny-reward-f32 >/dev/null
 # Generation speed (run.sh bench, BENCH_GEN=1): Llama 3.2 1B's shape, a decode plan with a cache of
 # 1024 positions, resident fp32 (its weights kept on the device between tokens) and bf16; the
 # window plan of the same model for what a token cost before the cache.

@@ -7,9 +7,10 @@
 namespace mt {
 
 ExpertLayout expertLayoutOf(const std::string& architecture) {
-  return architecture == "MixtralForCausalLM"  ? ExpertLayout::kMixtral
-         : architecture == "GptOssForCausalLM" ? ExpertLayout::kGptOss
-                                               : ExpertLayout::kQwen3Moe;
+  // By the family's prefix: the causal LM and its ...ForSequenceClassification name tensors alike.
+  return architecture.starts_with("MixtralFor")  ? ExpertLayout::kMixtral
+         : architecture.starts_with("GptOssFor") ? ExpertLayout::kGptOss
+                                                 : ExpertLayout::kQwen3Moe;
 }
 
 std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
@@ -38,6 +39,7 @@ std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
   if (name == "embed.weight") return "model.embed_tokens.weight";
   if (name == "norm.weight") return "model.norm.weight";
   if (name == "lm_head.weight") return "lm_head.weight";
+  if (name == "score.weight") return "score.weight";  // a ...ForSequenceClassification's head, GPT-2's too
   if (name.rfind("layers.", 0) == 0) {
     const size_t dot = name.find('.', 7);
     if (dot == std::string::npos) return "";

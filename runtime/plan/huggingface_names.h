@@ -11,7 +11,8 @@ namespace mt {
 // "mlp.experts.E.gate_proj/up_proj/down_proj"), Mixtral's ("block_sparse_moe.gate",
 // "block_sparse_moe.experts.E.w1/w3/w2") or gpt-oss's ("mlp.router", and every expert in one
 // tensor: "mlp.experts.gate_up_proj", "mlp.experts.down_proj" and their "_bias", laid out as the
-// family's kGptOss parameters are). Parsed once from the architecture's name.
+// family's kGptOss parameters are). Parsed once from the architecture's name (a causal LM's or
+// its ...ForSequenceClassification's).
 enum class ExpertLayout { kQwen3Moe, kMixtral, kGptOss };
 ExpertLayout expertLayoutOf(const std::string& architecture);
 

@@ -1,22 +1,26 @@
 #include "runtime/training/huggingface.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "kernels/elementwise/elementwise.h"
+#include "runtime/data/hf_tokenizer.h"
 #include "runtime/io/atomic_folder.h"
 #include "runtime/io/error.h"
 #include "runtime/io/json_input.h"
 #include "runtime/io/mapped_file.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/plan/plan_queries.h"
 #include "runtime/training/checkpoint.h"
 
 namespace mt {
@@ -45,9 +49,6 @@ void checkHuggingFaceExport(const plan::Plan& plan) {
       expertLayoutOfConfig(parseJsonInput(plan.model().hf_config(), "the plan's Hugging Face config"));
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
-    if (t.name() == kScoreHeadParam)
-      throw Error("--export-hf: a reward model's score head (mtc --objective reward) has no Hugging Face export yet "
-                  "(a ...ForSequenceClassification folder): use --export for safetensors under the plan's names");
     const HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", layout);
     if (place.name.empty()) throw Error("--export-hf: the plan's parameter '" + t.name() + "' has no Hugging Face name");
     auto& present = parts[place.name];
@@ -253,6 +254,30 @@ void carryFiles(const plan::Plan& plan, const std::string& dir, HuggingFaceExpor
   }
 }
 
+// A reward model's pad_token_id. transformers reads each sequence's score at its last token that
+// is not padding; mtrun reads it at the token before the end-of-text token mttok ends each example
+// with. That token as the padding makes the two agree, for a row as mttok writes it and for its
+// text padded with it. Without the model's tokenizer (a built-in model, its folder gone) the
+// config's own is kept. Says which in `report`.
+void setRewardPadding(const plan::Plan& plan, nlohmann::ordered_json& config, HuggingFaceExport& report) {
+  const std::string& source = plan.model().hf_source();
+  const std::string tokenizer = source + "/tokenizer.json";
+  const std::optional<uint32_t> end =
+      !source.empty() && access(tokenizer.c_str(), R_OK) == 0 ? HfTokenizer(tokenizer).endOfText() : std::nullopt;
+  if (end) {
+    config["pad_token_id"] = *end;
+    report.padding = fmt::format("pad_token_id {}, the end-of-text token that mttok ends examples with: transformers "
+                                 "reads each sequence's reward at its last token before it, as mtrun does", *end);
+  } else if (config.contains("pad_token_id") && config["pad_token_id"].is_number_integer()) {
+    report.padding = fmt::format("pad_token_id {}, the config's: transformers reads each sequence's reward at its last "
+                                 "token that is not it; mtrun at the token before the end-of-text token",
+                                 config["pad_token_id"].get<int64_t>());
+  } else {
+    report.padding = "no pad_token_id: transformers reads each sequence's reward at its last token, and only one "
+                     "sequence at a time; set pad_token_id in config.json to the token that ends your examples";
+  }
+}
+
 }  // namespace
 
 void checkHuggingFaceExportFolder(const std::string& dir) {
@@ -283,6 +308,8 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
   if (!config.is_object()) throw Error("the plan's Hugging Face config is not a JSON object (recompile it with mtc)");
   config["torch_dtype"] = dtype == ExportDtype::kBf16 ? "bfloat16" : "float32";
   config.erase("quantization_config");  // an MXFP4 source's: the export's weights are dequantized
+  HuggingFaceExport report;
+  if (hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam)) setRewardPadding(plan, config, report);
   checkHuggingFaceExportFolder(dir);  // still new, empty or ours
   AtomicFolderWriter folder(dir);
   Members members;
@@ -290,7 +317,6 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
   meta["format"] = "pt";
   writeShards(folder.staging(), shardedTensors(store, dtype, expertLayoutOfConfig(config), members), meta);
   writeFileAtomically(folder.staging() + "/config.json", config.dump(2) + "\n");
-  HuggingFaceExport report;
   carryFiles(plan, folder.staging(), report);
   folder.commit();
   return report;

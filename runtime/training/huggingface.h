@@ -1,8 +1,8 @@
 // Hugging Face's side of the built-in families (Llama, Qwen2, Mistral checkpoints for the llama
 // family; GPT-2's for gpt2): where each parameter lives in their checkpoints, and the folder
-// mtrun --export-hf writes — config.json (the plan's ModelInfo.hf_config) and the
-// weights under Hugging Face's names, f32 or bf16, sharded past 5 GB with an index, as
-// transformers' from_pretrained reads them.
+// mtrun --export-hf writes — config.json (the plan's ModelInfo.hf_config; a reward model's is its
+// ...ForSequenceClassification's, with pad_token_id set) and the weights under Hugging Face's
+// names, f32 or bf16, sharded past 5 GB with an index, as transformers' from_pretrained reads them.
 #pragma once
 #include <map>
 #include <string>
@@ -38,6 +38,7 @@ struct HuggingFaceExport {
   std::vector<std::string> carried;  // the files copied from `source`
   std::string source;                // the folder the model came from ("" for a built-in model)
   std::string note;                  // why none were copied, where the folder is gone
+  std::string padding;               // a reward model's pad_token_id, and what it means there
 };
 HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir,
                                     ExportDtype dtype, const std::map<std::string, std::string>& metadata);

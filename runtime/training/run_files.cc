@@ -225,6 +225,7 @@ void exportStore(const TrainConfig& config, const plan::Plan& plan, const HostSt
                 !carried.empty()          ? ("; with " + carried + " from " + exported.source).c_str()
                 : !exported.note.empty() ? ("; " + exported.note).c_str()
                                           : "");
+    if (!exported.padding.empty()) std::printf("  a reward model: %s\n", exported.padding.c_str());
   }
 }
 

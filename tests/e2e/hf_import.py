@@ -648,6 +648,15 @@ def refusals(bin_dir, work, failures):
         ("model-type", {"model_type": "gpt2"}, None,
          "'model_type' is \"gpt2\" but the architecture LlamaForCausalLM is of model_type \"llama\""),
         ("config-nan", {"rope_theta": float("nan")}, None, "config.json is not valid JSON: parse error at line"),
+        # A reward model's folder (...ForSequenceClassification): one label, compiled as one.
+        ("classifier-labels", {"architectures": ["LlamaForSequenceClassification"], "id2label": {"0": "A", "1": "B"}},
+         None, "the classifier has 2 labels: mtc trains reward models, one score per sequence"),
+        ("classifier-default-labels", {"architectures": ["LlamaForSequenceClassification"]}, None,
+         "the classifier has 2 labels"),
+        ("classifier-objective", {"architectures": ["LlamaForSequenceClassification"], "id2label": {"0": "LABEL_0"}},
+         lambda w: (w.pop("lm_head.weight", None), w.update({"score.weight": torch.zeros(1, 64)})),
+         "is a reward model (LlamaForSequenceClassification: one score per sequence, no LM head): compile it with "
+         "--objective reward"),
     ]
     expect_refusals(bin_dir, work, spec, weights, cases, failures)
     # A mixture of experts' own: a negative auxiliary loss coefficient, an expert missing.

@@ -8,7 +8,13 @@ follow a transformers-style PyTorch model of the same folder with that head, tra
 RewardTrainer loss (-logsigmoid(r_c - r_r).mean(), plus center_rewards_coefficient times
 mean((r_c + r_r)^2)) on the same pairs, within 1e-4; the held-out pairs' score too. A built-in
 GPT-2's reward model trains from a next-token run's export (its score head new). A reward plan on
-KTO's data, and its --export-hf, are refused by name.
+KTO's data is refused by name.
+mtrun --export-hf writes a reward model as Hugging Face's ...ForSequenceClassification (one label;
+pad_token_id the end-of-text token, so that transformers' rule, each row's score at its last token
+that is not padding, reads the rewards mtrun reads: the held-out pairs' score from the exported
+folder by that rule is the run's last validation); mtc compiles such a folder back (--objective
+reward, its score head its own) to the run's weights bit for bit, and refuses it without
+--objective reward.
 usage: /usr/bin/python3 tests/e2e/reward.py BIN_DIR WORK_DIR
 """
 import json
@@ -89,11 +95,11 @@ def close(got, want):
     return len(got) == len(want) and all(g is not None and abs(g - w) <= 1e-4 * max(1.0, abs(w)) for g, w in zip(got, want))
 
 
-def train_and_compare(bin_dir, name, center, weights, data, held, failures):
+def train_and_compare(bin_dir, name, center, weights, data, held, failures, exports=()):
     ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "reward", "--batch", str(SCHEDULE.batch), "--seq",
              str(SCHEDULE.seq), "-o", f"{name}.plan"] + (["--center-rewards-coefficient", str(center)] if center else []))
     ref.run([f"{bin_dir}/mtrun", f"{name}.plan", "--data", "pairs.tok", "--log", f"{name}.jsonl", "--val-data",
-             "held.tok", "--val-every", str(SCHEDULE.steps)] + SCHEDULE.mtrun_flags())
+             "held.tok", "--val-every", str(SCHEDULE.steps)] + SCHEDULE.mtrun_flags() + list(exports))
     score = ref.read_safetensors(f"{name}.safetensors")["score.weight"]
     lines = [json.loads(line) for line in open(f"{name}.jsonl")]
     log, val = [line for line in lines if "val_loss" not in line], [line for line in lines if "val_loss" in line]
@@ -109,29 +115,82 @@ def train_and_compare(bin_dir, name, center, weights, data, held, failures):
         failures.append(f"{name} held out: {val}, the model's {validation}")
     print(f"{name}: {SCHEDULE.steps} steps within {worst:.1e} of TRL's reward loss; accuracy "
           f"{[line['accuracy'] for line in log]}")
-    return log
+    return log, val
+
+
+def classifier_rewards(p, config, examples):
+    """Rewards as transformers' ...ForSequenceClassification reads them: the examples right-padded
+    with pad_token_id, each row's score at its last token that is not padding."""
+    pad, width = config["pad_token_id"], max(len(e) for e in examples)
+    x = torch.tensor([list(e) + [pad] * (width - len(e)) for e in examples])
+    scores_ = hf.hf_logits(p, dict(config, tie_word_embeddings=False), x)
+    last = ((x != pad).long() * torch.arange(width)).argmax(-1)
+    return scores_[torch.arange(len(examples)), last, 0]
+
+
+def round_trip(bin_dir, export, folder, validation, held, end, failures):
+    """The --export-hf folder of run r: a Qwen2ForSequenceClassification of one label whose
+    pad_token_id is mttok's end-of-text token; transformers' rule on its weights gives the run's
+    last validation; mtc compiles it back (--objective reward) to the run's weights bit for bit."""
+    config = json.load(open(f"{folder}/config.json"))
+    want = {"architectures": ["Qwen2ForSequenceClassification"], "model_type": "qwen2", "id2label": {"0": "LABEL_0"},
+            "label2id": {"LABEL_0": 0}, "pad_token_id": end}
+    if any(config.get(k) != v for k, v in want.items()):
+        failures.append(f"{folder}/config.json: {({k: config.get(k) for k in want})}, not {want}")
+    p = hf.read_hf_safetensors(f"{folder}/model.safetensors")
+    ours = ref.read_safetensors(export)
+    if "lm_head.weight" in p or not torch.equal(p.get("score.weight", torch.zeros(0)), ours["score.weight"]) or \
+            len(p) != len(ours):
+        failures.append(f"{folder}: tensors {sorted(p)[:4]}... ({len(p)}), not the run's {len(ours)} with its score head")
+    p["lm_head.weight"] = p.pop("score.weight", torch.zeros(1, config["hidden_size"]))
+    tokens, _, starts = held
+    examples = [tokens[s:(starts[e + 1] if e + 1 < len(starts) else len(tokens))] for e, s in enumerate(starts)]
+    with torch.no_grad():
+        rewards = classifier_rewards(p, config, examples)
+    got = (reward_loss(rewards, 0.0).item(),) + scores(rewards)
+    logged = tuple(validation[0].get("val_" + k) for k in ("loss", "accuracy", "reward_margin", "reward_chosen",
+                                                             "reward_rejected"))
+    if not close(got, logged):
+        failures.append(f"{folder} read by transformers' rule: {got}; the run's validation {logged}")
+    ref.run([f"{bin_dir}/mtc", folder, "--objective", "reward", "--batch", str(SCHEDULE.batch), "--seq",
+             str(SCHEDULE.seq), "-o", "back.plan"])
+    back = ref.read_safetensors("back.safetensors")
+    if sorted(back) != sorted(ours) or any(not torch.equal(back[k], ours[k]) for k in ours):
+        failures.append(f"{folder} compiled back: its weights are not the run's ({sorted(set(back) ^ set(ours))})")
+    lm = subprocess.run([f"{bin_dir}/mtc", folder, "-o", "lm-from-rm.plan"], capture_output=True, text=True)
+    if lm.returncode == 0 or "is a reward model (Qwen2ForSequenceClassification" not in lm.stderr or \
+            "compile it with --objective reward" not in lm.stderr:
+        failures.append(f"a reward model's folder compiled without --objective reward: exit {lm.returncode}: "
+                        f"{lm.stderr}")
+    print(f"{folder}: Qwen2ForSequenceClassification, pad_token_id {end}; transformers' rule gives the held-out "
+          f"score {got[0]:.6f} (the run's {logged[0]:.6f}); compiled back bit for bit")
 
 
 def from_a_fine_tuned_model(bin_dir, failures):
     """A built-in GPT-2's reward model (its vocabulary its token table's, not its position table's)
-    trains from the --export of a next-token run, its score head new (seeded, and said so); an
-    --export-hf of a reward model is refused by name before any step."""
+    trains from the --export of a next-token run, its score head new (seeded, and said so); its
+    --export-hf is a GPT2ForSequenceClassification without pad_token_id (no tokenizer says which
+    token ends the examples: mtrun says so), and compiles back to the run's weights."""
     data = ref.make_corpus(bin_dir, ".")
     ref.write_example_corpus(data, "byte-pairs.tok", pairs=True)
     ref.run([f"{bin_dir}/mtc", "gpt2-tiny", "--batch", "4", "--seq", "32", "-o", "lm.plan"])
     ref.run([f"{bin_dir}/mtrun", "lm.plan", "--data", data, "--steps", "2", "--export", "sft.safetensors"])
     ref.run([f"{bin_dir}/mtc", "gpt2-tiny", "--objective", "reward", "--batch", "4", "--seq", "32", "-o", "g.plan"])
     run = subprocess.run([f"{bin_dir}/mtrun", "g.plan", "--data", "byte-pairs.tok", "--weights", "sft.safetensors",
-                          "--steps", "2", "--log", "g.jsonl"], capture_output=True, text=True)
+                          "--steps", "2", "--log", "g.jsonl", "--export", "g-export.safetensors", "--export-hf", "g-hf"],
+                         capture_output=True, text=True)
     if run.returncode != 0 or "sft.safetensors holds no score.weight: a reward model's new score head" not in run.stdout \
-            or len(open("g.jsonl").readlines()) != 2:
+            or len(open("g.jsonl").readlines()) != 2 or "no pad_token_id" not in run.stdout:
         failures.append(f"a GPT-2 reward model from a next-token run's export: exit {run.returncode}: "
                         f"{run.stdout[-400:]}{run.stderr}")
-    hf_export = subprocess.run([f"{bin_dir}/mtrun", "r.plan", "--data", "pairs.tok", "--steps", "1", "--export-hf",
-                                "rm-hf"], capture_output=True, text=True)
-    if hf_export.returncode == 0 or "a reward model's score head (mtc --objective reward) has no Hugging Face " \
-            "export yet" not in hf_export.stderr or os.path.exists("rm-hf") or "step " in hf_export.stdout:
-        failures.append(f"--export-hf of a reward model: exit {hf_export.returncode}: {hf_export.stderr}")
+        return
+    config = json.load(open("g-hf/config.json"))
+    if config["architectures"] != ["GPT2ForSequenceClassification"] or "pad_token_id" in config:
+        failures.append(f"g-hf/config.json: {config}")
+    ref.run([f"{bin_dir}/mtc", "g-hf", "--objective", "reward", "--batch", "4", "--seq", "32", "-o", "g-back.plan"])
+    back, ours = ref.read_safetensors("g-back.safetensors"), ref.read_safetensors("g-export.safetensors")
+    if sorted(back) != sorted(ours) or any(not torch.equal(back[k], ours[k]) for k in ours):
+        failures.append("g-hf compiled back: its weights are not the run's")
 
 
 def main():
@@ -151,7 +210,9 @@ def main():
     if any(starts[e] + reward_position(starts, len(tokens), e, SCHEDULE.seq) != ends[e] - 1 or
            tokens[ends[e]] != tokens[ends[0]] for e in range(len(starts))):
         failures.append("a reward's position is not the token before its example's end-of-text token")
-    log = train_and_compare(bin_dir, "r", 0.0, weights, (tokens, counted, starts), held, failures)
+    log, validation = train_and_compare(bin_dir, "r", 0.0, weights, (tokens, counted, starts), held, failures,
+                                        exports=("--export", "r-export.safetensors", "--export-hf", "rm-hf"))
+    round_trip(bin_dir, "r-export.safetensors", "rm-hf", validation, held, int(tokens[ends[0]]), failures)
     if log[-1]["loss"] >= log[0]["loss"]:
         failures.append(f"reward losses {[line['loss'] for line in log]}: not falling")
     train_and_compare(bin_dir, "centered", 0.05, weights, (tokens, counted, starts), held, failures)

@@ -1,7 +1,7 @@
 // Hugging Face config.json files (mtc FOLDER): the input as the config.json of a folder beside
 // a small weights file (a one-layer Llama of width 8 under Hugging Face's names), read by
 // readHuggingFaceFolder — every key checked, then each tensor placed — and, where it reads, the
-// config it would write back. compiler/HuggingFace.cpp needs no MLIR: it is compiled into the
+// config it would write back and its reward model's. compiler/HuggingFace.cpp needs no MLIR: it is compiled into the
 // harness with the instrumentation.
 #include <sys/stat.h>
 
@@ -51,6 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mt::fuzz::refusalIsFine([&] {
     const mt::HuggingFaceModel model = mt::readHuggingFaceFolder(dir);
     mt::huggingFaceConfig(model.config);
+    mt::sequenceClassifierConfig(model.config_json);
   });
   return 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes config.json seeds for the hf_config fuzz harness into DIR: the one-layer Llama of width 8
 its weights file fits (tests/fuzz/fuzz_hf_config.cc), the same shape as Qwen2, Qwen3 (head_dim,
-layer_types) and Mistral, a GPT-2, and one nested as deep as a file may be (64 levels)."""
+layer_types) and Mistral, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
+and one nested as deep as a file may be (64 levels)."""
 import json
 import os
 import sys
@@ -19,6 +20,8 @@ seeds = {
     "mistral.json": dict(llama, architectures=["MistralForCausalLM"], model_type="mistral", sliding_window=16),
     "gpt2.json": dict(architectures=["GPT2LMHeadModel"], model_type="gpt2", n_embd=8, n_layer=1, n_head=2,
                       n_positions=32, vocab_size=16, layer_norm_epsilon=1e-5, activation_function="gelu_new"),
+    "llama-reward.json": dict(llama, architectures=["LlamaForSequenceClassification"], id2label={"0": "LABEL_0"},
+                              label2id={"LABEL_0": 0}, pad_token_id=0, problem_type="regression"),
 }
 deep = "x"
 for _ in range(60):
