@@ -153,6 +153,10 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_flag("--export-only", c.export_only,
                "write --export / --export-hf (--export-dtype) from the --resume checkpoint's weights and stop: no "
                "data, no training");
+  app.add_flag("--eval-only", c.eval_only,
+               "score the starting weights (--weights, the plan's, or the --resume checkpoint's) on the held-out "
+               "tokens (--val-data, --val-fraction of --data, else all of --data) as a validation would, and stop: "
+               "no step, nothing written but --log");
   app.add_flag("--keep-best", c.keep_best,
                "keep the weights of the lowest validation loss in --checkpoint-dir (best.ckpt.safetensors) and "
                "export those at the end");

@@ -199,7 +199,7 @@ CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& p
   resumed = loadCheckpoint(*latest, plan, store);
   std::printf("resuming from %s: step %lld done, data seed %llu\n", latest->c_str(),
               static_cast<long long>(resumed.step), static_cast<unsigned long long>(resumed.seed));
-  if (resumed.total_steps != config.steps)
+  if (resumed.total_steps != config.steps && !config.eval_only)
     std::printf("note: the checkpointed run had --steps %lld, this one %lld: the learning-rate schedule "
                 "differs from the uninterrupted run's\n",
                 static_cast<long long>(resumed.total_steps), static_cast<long long>(config.steps));

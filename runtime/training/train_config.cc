@@ -33,6 +33,11 @@ void validateConfig(const TrainConfig& c) {
           "--export-only writes a checkpoint's weights: give --resume CHECKPOINT_DIR and --export or --export-hf");
   require(!c.export_only || c.reference_weights.empty(),
           "--reference-weights names the reference model of a preference run; --export-only trains nothing: drop it");
+  require(!c.eval_only || !c.export_only, "--eval-only scores weights and --export-only writes them: give one");
+  require(!c.eval_only || (c.export_path.empty() && c.export_hf_dir.empty() && c.checkpoint_dir.empty() &&
+                           !c.keep_best && c.grads_path.empty() && c.trace_path.empty() && c.report_path.empty()),
+          "--eval-only trains nothing and writes nothing but --log: drop --export, --export-hf, --checkpoint-dir, "
+          "--keep-best, --dump-grads, --trace and --report (--resume DIR scores that folder's newest checkpoint)");
   require(c.steps > 0, "--steps must be positive");
   require(std::isfinite(c.epochs) && c.epochs >= 0.0, "--epochs must be a finite number >= 0 (0: --steps decides)");
   require(c.steps <= kMaxSteps, "--steps " + std::to_string(c.steps) + " is beyond any run: give at most 2^40");
@@ -146,7 +151,7 @@ TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenF
 }
 
 TrainConfig resolveLearningRate(TrainConfig config, const plan::Plan& plan) {
-  if (!config.lr_default) return config;
+  if (!config.lr_default || config.eval_only) return config;  // --eval-only takes no step
   if (hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyRewardsOutput)) {
     config.lr = kRewardLr;
     std::printf("--lr %g: a reward model's default (TRL's RewardConfig; the next token's is 0.001): pass --lr to "

@@ -117,6 +117,7 @@ Trainer::Trainer(const TrainConfig& config, const plan::Plan& plan, StepOptions 
 
 
 int Trainer::run() {
+  if (config_.eval_only) return evaluate();
   prepareReference();
   g_stop_signal = 0;
   for (int signal : kStopSignals) std::signal(signal, onStopSignal);
@@ -155,6 +156,14 @@ int Trainer::run() {
     if (stop && step < config_.steps) return stopEarly(step, stop);
   }
   return finish();
+}
+
+// --eval-only: the starting weights scored as a validation after the resumed step (0 from the
+// start) scores them; a preference plan's reference for the held-out examples alone.
+int Trainer::evaluate() {
+  prepareReference();
+  validate(resumed_.step);
+  return 0;
 }
 
 // One optimizer step: --accumulate runs of the plan, micro-batch m holding rows
@@ -282,8 +291,6 @@ void Trainer::prepareReference() {
         swapWeights(config_.reference_weights, "reference weights");
   const auto start = std::chrono::steady_clock::now();
   const StepOptions eval = evalOptions();  // the reference without dropout, as TRL's evaluates it
-  const HeldOutBatches training(data_, model_.batch(), model_.seq(), 0, data_.size() - val_tokens_, 0,
-                                RowLayout::kPairs);
   auto reference = [&](const HeldOutBatches& in_order, const TokenFile& data, bool held_out) {
     ReferenceTable table = resumed_.step > 0
                                ? preference_.load(referenceFile(config_.resume_dir, held_out), data, in_order)
@@ -291,8 +298,13 @@ void Trainer::prepareReference() {
     if (outputs_.checkpoints) preference_.save(referenceFile(outputs_.checkpoints->path(), held_out), table, data);
     return table;
   };
-  preference_.useReference(reference(training, data_, false));
-  int64_t examples = training.windows();
+  int64_t examples = 0;
+  if (!config_.eval_only) {  // --eval-only scores the held-out examples alone
+    const HeldOutBatches training(data_, model_.batch(), model_.seq(), 0, data_.size() - val_tokens_, 0,
+                                  RowLayout::kPairs);
+    preference_.useReference(reference(training, data_, false));
+    examples += training.windows();
+  }
   if (validator_) {
     preference_.useHeldOutReference(reference(validator_->batches(), val_data_ ? *val_data_ : data_, true));
     examples += validator_->batches().windows();
@@ -309,8 +321,12 @@ void Trainer::prepareReference() {
                              : other_model ? "under " + config_.reference_weights + " (loss-only runs)"
                                            : "under the starting weights (loss-only runs)";
   std::printf("reference: the log-probabilities of the %lld examples' replies%s %s (%.1f s)%s\n",
-              static_cast<long long>(examples), validator_ ? " (training and held-out)" : "", source.c_str(), seconds,
+              static_cast<long long>(examples),
+              config_.eval_only ? " (held-out)" : validator_ ? " (training and held-out)" : "", source.c_str(), seconds,
               outputs_.checkpoints ? (", kept in " + outputs_.checkpoints->path()).c_str() : "");
+  if (config_.eval_only && !other_model && !resuming)
+    std::printf("note: the reference is the weights scored (no --reference-weights): every reward is 0; to score a "
+                "preference-trained model, give --reference-weights with the model it started from\n");
 }
 
 // One run of the plan with options_: its time and timeline kept for the step's report, its
@@ -376,7 +392,8 @@ void Trainer::validate(int64_t step) {
       validator_->run(step, *backend_, store_, eval, world_, preference_.present() ? &preference_ : nullptr);
   const HeldOutBatches& held = validator_->batches();
   clearStatus();
-  const std::string at = fmt::format("step {:5}/{}  validation", step, config_.steps);
+  const std::string at = config_.eval_only ? std::string("evaluation")
+                                           : fmt::format("step {:5}/{}  validation", step, config_.steps);
   if (v.counted == 0) {
     std::printf("%s: the loss mask leaves out every held-out target: no loss\n", at.c_str());
     return;
@@ -548,6 +565,10 @@ int train(const TrainConfig& given) {
   const std::unique_ptr<TokenFile> data = openTokens(config.data_path, plan);
   const std::unique_ptr<TokenFile> val_data =
       config.val_data_path.empty() ? nullptr : openTokens(config.val_data_path, plan);
+  // --eval-only without held-out tokens scores the whole of --data; nothing is checkpointed.
+  const TokenFile* held_out =
+      val_data ? val_data.get() : config.eval_only && config.val_fraction == 0.0 ? data.get() : nullptr;
+  if (config.eval_only) config.writes_checkpoints = false;
   config = resolveRows(config, plan, *data, val_data.get());
   config = resolveLearningRate(config, plan);
   checkEnoughTokens(config, plan, *data, val_data.get());
@@ -581,7 +602,7 @@ int train(const TrainConfig& given) {
   HostStore store(plan, exchange.get());
   const CheckpointState resumed = loadStartingState(config, plan, *data, config.weights_path, store);
   if (exchange) exchange->hostCopyWritten();  // one host copy: its writer has set it
-  Trainer trainer(config, plan, options, *data, val_data.get(), backend_kind, store, resumed, outputs, exchange.get());
+  Trainer trainer(config, plan, options, *data, held_out, backend_kind, store, resumed, outputs, exchange.get());
   trainer.printHeader();
   return trainer.run();
 }

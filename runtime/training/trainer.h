@@ -67,6 +67,7 @@ struct TrainConfig {
   int64_t val_batches = 0;     // at most this many held-out batches per validation (0: all of them)
   bool keep_best = false;      // keep (best.ckpt.safetensors) and export the lowest validation loss's weights
   bool export_only = false;    // write --export/--export-hf from the --resume checkpoint; no data, no steps
+  bool eval_only = false;      // one validation of the starting weights; no step, nothing written but --log
   bool skip_nonfinite = false;  // NaN/Inf loss or gradients: skip the step (else stop)
   bool verify_transfers = false;  // check every copy to the device against the host's bytes
   int64_t print_every = 1;

@@ -24,20 +24,27 @@ void Trainer::printHeader() const {
               planPrecision(plan_) == ComputePrecision::kBf16 ? "bf16 plan (fp32 master weights and moments)" : "fp32",
               backend_->name().c_str(), blasDescription().c_str());
   const std::string held_out =
-      val_data_ ? fmt::format(", validation {} tokens ({})", val_data_->size(), config_.val_data_path)
+      val_data_ == &data_ ? std::string(", all of them scored (--eval-only)")
+      : val_data_         ? fmt::format(", validation {} tokens ({})", val_data_->size(), config_.val_data_path)
       : val_tokens_ ? fmt::format(" (the last {} held out for validation)", val_tokens_)
                     : std::string();
   std::printf("  host %.1f MiB (%.1f bytes/param), device arena %.1f MiB, data %lld tokens%s\n",
               store_.totalBytes() / 1048576.0, double(store_.totalBytes()) / double(store_.numParams()),
               backend_->arenaBytes() / 1048576.0, static_cast<long long>(data_.size()), held_out.c_str());
-  printPasses();
+  if (!config_.eval_only) printPasses();
   if (validator_) {
     const HeldOutBatches& held = validator_->batches();
-    std::printf("  validation: %lld held-out sequences in %lld batches%s\n", static_cast<long long>(held.windows()),
+    std::printf("  %s: %lld held-out sequences in %lld batches%s\n",
+                config_.eval_only ? "evaluation" : "validation", static_cast<long long>(held.windows()),
                 static_cast<long long>(held.allBatches()),
                 held.batches() < held.allBatches() ? fmt::format(", the first {} of them (--val-batches)",
                                                                  held.batches()).c_str()
+                : config_.eval_only                ? ", all of them"
                                                    : ", all of them each time");
+  }
+  if (config_.eval_only) {  // no step: how steps would run does not matter
+    std::fflush(stdout);
+    return;
   }
   if (config_.accumulate > 1)
     std::printf("  accumulating %lld micro-batches per step: %lld sequences per update, the gradients summed in "

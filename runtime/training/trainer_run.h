@@ -59,6 +59,7 @@ class Trainer {
   void recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds);
   void printPasses() const;
   void validate(int64_t step);
+  int evaluate();  // --eval-only: one validation of the starting weights; the exit code
   void restoreBest();
   void checkpoint(int64_t step);
   // Rank 0 writes a checkpoint file with `write`; the other ranks of a sharded optimizer send it

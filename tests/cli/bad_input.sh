@@ -326,6 +326,16 @@ for flags in "--print-every 0" "--lr nan" "--lr -1" "--lr inf" "--grad-clip nan"
 done
 expect_absent nan.safetensors
 expect_error "give one of them" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --val-fraction 0.1 --val-data corpus.tok
+# --eval-only writes nothing but its log: an export or a checkpoint folder beside it is refused.
+for flags in "--export eval.safetensors" "--checkpoint-dir eval-ck" "--export-hf eval-hf"; do
+  # shellcheck disable=SC2086
+  expect_error_exit 2 "--eval-only trains nothing and writes nothing but --log" "$bin/mtrun" good.plan --data corpus.tok \
+    --eval-only $flags
+done
+expect_absent eval.safetensors
+expect_absent eval-ck
+expect_error_exit 2 "--eval-only scores weights and --export-only writes them" "$bin/mtrun" good.plan --eval-only \
+  --export-only --resume ck --export eval.safetensors
 expect_error "make one with mttok" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --val-data missing.tok
 expect_error "draws 1048578 sequences per step" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --accumulate 524289
 expect_error "cannot write" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --export no/such/dir/w.safetensors

@@ -9,7 +9,7 @@ transformers-style PyTorch model of the same folder trained with TRL's KTO loss 
 1 - sigmoid(beta (c - kl)) for a desirable example, 1 - sigmoid(beta (kl - c)) for an undesirable
 one, weighted, their mean) within 1e-4, as must the held-out examples' score; with unequal weights
 too. Two ranks log what --accumulate 2 logs, and a resumed run the straight run's later steps, bit
-for bit. A DPO plan on KTO's data, a KTO plan on
+for bit; mtrun --eval-only on the last checkpoint logs the run's last validation, bit for bit. A DPO plan on KTO's data, a KTO plan on
 DPO's pairs, a next-token plan on KTO's data, a file of one example and a label that is not a
 boolean are refused by name.
 usage: /usr/bin/python3 tests/e2e/kto.py BIN_DIR WORK_DIR
@@ -158,6 +158,19 @@ def train_and_compare(bin_dir, name, flags, weights, data, held, failures, **twi
     return log
 
 
+def evaluated(bin_dir, failures):
+    """mtrun --eval-only on the run's last checkpoint (its held-out reference read back from the
+    folder): the run's last validation, bit for bit, and the folder left as it was."""
+    before = sorted(os.listdir("k-ck"))
+    ref.run([f"{bin_dir}/mtrun", "k.plan", "--data", "kto.tok", "--val-data", "held.tok", "--resume", "k-ck",
+             "--eval-only", "--log", "evaluated.jsonl"])
+    validation = [line for line in map(json.loads, open("k.jsonl")) if "val_loss" in line]
+    got = [json.loads(line) for line in open("evaluated.jsonl")]
+    if got != validation[-1:] or sorted(os.listdir("k-ck")) != before:
+        failures.append(f"--eval-only of the step-{SCHEDULE.steps} checkpoint: {got}, the run's last validation "
+                        f"{validation[-1:]}; the folder {before} -> {sorted(os.listdir('k-ck'))}")
+
+
 def resumed(bin_dir, log, failures):
     """The run resumed from its step-5 checkpoint (the reference read back, the labels from the
     data again): the straight run's later losses and KL estimates, bit for bit."""
@@ -244,6 +257,7 @@ def main():
                         f"{[line['kl'] for line in log]} (never above 0: the estimate untested)")
     train_and_compare(bin_dir, "weighted", ["--desirable-weight", "0.75", "--undesirable-weight", "1.5"], weights, data,
                       held, failures, desirable=0.75, undesirable=1.5)
+    evaluated(bin_dir, failures)
     resumed(bin_dir, log, failures)
     refusals(bin_dir, failures)
     data_parallel(bin_dir, failures)

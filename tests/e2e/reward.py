@@ -14,7 +14,8 @@ pad_token_id the end-of-text token, so that transformers' rule, each row's score
 that is not padding, reads the rewards mtrun reads: the held-out pairs' score from the exported
 folder by that rule is the run's last validation); mtc compiles such a folder back (--objective
 reward, its score head its own) to the run's weights bit for bit, and refuses it without
---objective reward.
+--objective reward; mtrun --eval-only scores that plan on the held-out pairs as the run's last
+validation did, bit for bit.
 usage: /usr/bin/python3 tests/e2e/reward.py BIN_DIR WORK_DIR
 """
 import json
@@ -157,13 +158,20 @@ def round_trip(bin_dir, export, folder, validation, held, end, failures):
     back = ref.read_safetensors("back.safetensors")
     if sorted(back) != sorted(ours) or any(not torch.equal(back[k], ours[k]) for k in ours):
         failures.append(f"{folder} compiled back: its weights are not the run's ({sorted(set(back) ^ set(ours))})")
+    # mtrun --eval-only on the held-out file: the run's last validation, bit for bit (step 0: the
+    # weights are the folder's, no step taken).
+    ref.run([f"{bin_dir}/mtrun", "back.plan", "--data", "held.tok", "--eval-only", "--log", "back-eval.jsonl"])
+    evaluated = [json.loads(line) for line in open("back-eval.jsonl")]
+    if evaluated != [dict(validation[0], step=0)]:
+        failures.append(f"{folder} compiled back, --eval-only on the held-out pairs: {evaluated}; the run's last "
+                        f"validation {validation}")
     lm = subprocess.run([f"{bin_dir}/mtc", folder, "-o", "lm-from-rm.plan"], capture_output=True, text=True)
     if lm.returncode == 0 or "is a reward model (Qwen2ForSequenceClassification" not in lm.stderr or \
             "compile it with --objective reward" not in lm.stderr:
         failures.append(f"a reward model's folder compiled without --objective reward: exit {lm.returncode}: "
                         f"{lm.stderr}")
     print(f"{folder}: Qwen2ForSequenceClassification, pad_token_id {end}; transformers' rule gives the held-out "
-          f"score {got[0]:.6f} (the run's {logged[0]:.6f}); compiled back bit for bit")
+          f"score {got[0]:.6f} (the run's {logged[0]:.6f}); compiled back bit for bit, and scored alike by --eval-only")
 
 
 def from_a_fine_tuned_model(bin_dir, failures):
