@@ -21,6 +21,25 @@ using nlohmann::json;
 constexpr char kClassifierSuffix[] = "ForSequenceClassification";
 constexpr char kCausalSuffix[] = "ForCausalLM";
 
+// An architecture's family, as both its heads' names begin: "Qwen2" of Qwen2ForCausalLM and
+// Qwen2ForSequenceClassification, "GPT2" of GPT2LMHeadModel and GPT2ForSequenceClassification;
+// "" for a name of neither form.
+std::string architectureFamily(const std::string& architecture) {
+  if (architecture == "GPT2LMHeadModel") return "GPT2";
+  for (const char* suffix : {kCausalSuffix, kClassifierSuffix})
+    if (architecture.size() > std::strlen(suffix) && architecture.ends_with(suffix))
+      return architecture.substr(0, architecture.size() - std::strlen(suffix));
+  return "";
+}
+
+// The one architecture a config names (a list of one string under "architectures"), or "".
+template <typename Json>
+std::string oneArchitecture(const Json& config) {
+  const bool one = config.is_object() && config.contains("architectures") && config["architectures"].is_array() &&
+                   config["architectures"].size() == 1 && config["architectures"][0].is_string();
+  return one ? config["architectures"][0].template get<std::string>() : "";
+}
+
 // Keys of config.json that do not change the model's arithmetic (token ids, bookkeeping).
 const std::set<std::string> kInertKeys = {
     "architectures", "model_type", "_name_or_path", "transformers_version", "torch_dtype", "use_cache",
@@ -307,12 +326,16 @@ void readScoreLabels(ConfigReader& r) {
   r.take("problem_type");  // the loss transformers' own Trainer would pick; mtc trains TRL's pairwise one
   for (const auto& [key, labels] : {std::pair{"id2label", &ids}, {"label2id", &names}})
     if (!labels->is_null() && !labels->is_object()) throw r.error(std::string("'") + key + "' is not an object");
-  const int64_t count = !ids.is_null() ? static_cast<int64_t>(ids.size())
-                        : r.has("num_labels") ? r.integer("num_labels") : 2;  // transformers' default
+  // Each way the config counts its labels (transformers' default two where it names none).
+  const int64_t num_labels = r.has("num_labels") ? r.integer("num_labels") : ids.is_null() ? 2 : 1;
   r.take("num_labels");
-  if (count != 1 || (r.has("num_labels") && r.integer("num_labels") != 1) || (!names.is_null() && names.size() != 1))
-    throw r.error(fmt::format("the classifier has {} labels: mtc trains reward models, one score per sequence "
-                              "(num_labels 1: id2label {{\"0\": \"LABEL_0\"}})", count));
+  for (const auto& [key, count] : {std::pair{"num_labels", num_labels},
+                                   {"id2label", ids.is_null() ? int64_t{1} : static_cast<int64_t>(ids.size())},
+                                   {"label2id", names.is_null() ? int64_t{1} : static_cast<int64_t>(names.size())}})
+    if (count != 1)
+      throw r.error(fmt::format("the classifier has {} labels ({}{}): mtc trains reward models, one score per "
+                                "sequence (num_labels 1: id2label {{\"0\": \"LABEL_0\"}})",
+                                count, key, r.has(key) ? "" : ", transformers' default"));
 }
 
 // GPT2LMHeadModel's config.json into the gpt2 family's (pre-norm LayerNorm blocks, learned
@@ -359,10 +382,8 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   const json config = parseJsonInput(config_json, "Hugging Face config " + path);
   if (!config.is_object()) throw Error(path + " is not a JSON object");
   ConfigReader r(config, path);
-  if (!config.contains("architectures") || !config["architectures"].is_array() || config["architectures"].size() != 1 ||
-      !config["architectures"][0].is_string())
-    throw r.error("'architectures' does not name one architecture");
-  out.architecture = config["architectures"][0].get<std::string>();
+  out.architecture = oneArchitecture(config);
+  if (out.architecture.empty()) throw r.error("'architectures' does not name one architecture");
   // A reward model's folder is its causal LM's body under another head: read as that LM.
   const std::string causal = causalArchitecture(out.architecture);
   // model_type says the same family as the architecture (transformers picks the config class by
@@ -392,22 +413,18 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
 }
 
 std::string causalArchitecture(const std::string& architecture) {
-  if (!architecture.ends_with(kClassifierSuffix)) return architecture;
-  const std::string body = architecture.substr(0, architecture.size() - std::strlen(kClassifierSuffix));
-  return body == "GPT2" ? "GPT2LMHeadModel" : body + "ForCausalLM";
+  const std::string family = architectureFamily(architecture);
+  if (family.empty() || !architecture.ends_with(kClassifierSuffix)) return architecture;
+  return family == "GPT2" ? "GPT2LMHeadModel" : family + kCausalSuffix;
 }
 
 std::string sequenceClassifierConfig(const std::string& config_json) {
   nlohmann::ordered_json config = parseOrderedJsonInput(config_json, "the model's Hugging Face config");
-  if (!config.is_object() || !config.contains("architectures") || !config["architectures"].is_array() ||
-      config["architectures"].size() != 1 || !config["architectures"][0].is_string())
-    throw Error("the model's Hugging Face config names no architecture");
-  const std::string causal = config["architectures"][0].get<std::string>();
-  if (causal.ends_with(kClassifierSuffix)) return config_json;
-  if (causal != "GPT2LMHeadModel" && !causal.ends_with(kCausalSuffix))
-    throw Error("the Hugging Face architecture " + causal + " has no ...ForSequenceClassification form");
-  const std::string body = causal == "GPT2LMHeadModel" ? "GPT2" : causal.substr(0, causal.size() - std::strlen(kCausalSuffix));
-  config["architectures"] = {body + kClassifierSuffix};
+  const std::string architecture = oneArchitecture(config), family = architectureFamily(architecture);
+  if (architecture.ends_with(kClassifierSuffix)) return config_json;
+  if (family.empty())
+    throw Error("the Hugging Face architecture '" + architecture + "' has no ...ForSequenceClassification form");
+  config["architectures"] = {family + kClassifierSuffix};
   config["id2label"] = {{"0", "LABEL_0"}};
   config["label2id"] = {{"LABEL_0", 0}};
   return config.dump(2) + "\n";

@@ -4,7 +4,10 @@ with no missing, unexpected or mismatched tensors — and compute the logits of 
 style twin that tests/e2e/hf_import.py checks against our runtime (within 2e-5 absolute in f32;
 a bf16 folder loads as bf16 and is compared in f32 on its own widened weights, within 2e-5 too).
 A reward model's folder (...ForSequenceClassification) loads as AutoModelForSequenceClassification
-and scores each row, one at a time, as the twin's score head does at the row's last token.
+and scores each row, one at a time, as the twin's score head does at the row's last token; then a
+batch of rows of different lengths right-padded with pad_token_id (the folder's, or one set here)
+is scored at each row's last token before the padding, the rule tests/e2e/reward.py's twin
+assumes when it reads an export's rewards.
 usage: python3 bench/gpu/hf_transformers_check.py FOLDER...
 """
 import json
@@ -39,6 +42,14 @@ def check(folder):
             got = torch.cat([model(row[None]).logits for row in tokens])
             weights["lm_head.weight"] = weights.pop("score.weight")
             want = hf_import.hf_logits(weights, dict(config, tie_word_embeddings=False), tokens)[:, -1, :]
+            pad = config.get("pad_token_id", 0)
+            model.config.pad_token_id = pad
+            lengths = [tokens.shape[1], tokens.shape[1] - 5]
+            batch = torch.stack([torch.cat([row[:n], torch.full((tokens.shape[1] - n,), pad)])
+                                 for row, n in zip(tokens, lengths)])
+            padded = model(batch).logits
+            scores = hf_import.hf_logits(weights, dict(config, tie_word_embeddings=False), batch)
+            got, want = torch.cat([got, padded]), torch.cat([want, scores[torch.arange(2), torch.tensor(lengths) - 1]])
         else:
             got = model(tokens).logits
             want = hf_import.hf_logits(weights, config, tokens)

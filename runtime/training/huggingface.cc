@@ -29,12 +29,63 @@ namespace {
 // Shards of at most this many bytes, as transformers' save_pretrained writes by default.
 constexpr int64_t kShardBytes = int64_t{5} << 30;
 
-// How a Hugging Face config names its experts' tensors (its architecture's layout).
-template <typename Json>
-ExpertLayout expertLayoutOfConfig(const Json& config) {
+// The architecture a Hugging Face config names first, or "".
+std::string architectureOf(const nlohmann::ordered_json& config) {
   const bool named = config.is_object() && config.contains("architectures") && config["architectures"].is_array() &&
                      !config["architectures"].empty() && config["architectures"][0].is_string();
-  return expertLayoutOf(named ? config["architectures"][0].template get<std::string>() : "");
+  return named ? config["architectures"][0].get<std::string>() : "";
+}
+
+// The pad token the tokenizer of `folder` names in its tokenizer_config.json ("pad_token": the
+// token's text, or an object with its "content"), as an id of `tokenizer`; none where it names
+// none, or one the tokenizer lacks.
+std::optional<uint32_t> namedPadToken(const std::string& folder, const HfTokenizer& tokenizer) {
+  const std::string path = folder + "/tokenizer_config.json";
+  if (access(path.c_str(), R_OK) != 0) return std::nullopt;
+  const nlohmann::json config = parseJsonInput(readWholeFile(path, "tokenizer config", ""), path);
+  if (!config.is_object() || !config.contains("pad_token")) return std::nullopt;
+  const nlohmann::json& pad = config["pad_token"];
+  const nlohmann::json& content = pad.is_object() && pad.contains("content") ? pad["content"] : pad;
+  return content.is_string() ? tokenizer.tokenId(content.get<std::string>()) : std::nullopt;
+}
+
+// A reward model's pad_token_id, and what it means (HuggingFaceExport::padding). transformers
+// reads each sequence's score at its last token that is not pad_token_id; mtrun read it at the
+// token before the end-of-text token mttok ends each example with (the tokenizer's, unless mttok
+// --eot named another). The tokenizer's own pad token comes first, so that its padding and the
+// config agree; where it names none, the end-of-text token. Without the model's tokenizer (a
+// built-in model, its folder gone) the config's own stands. Read before a run as well as at its
+// end, so that a tokenizer it cannot read is said before any step.
+struct RewardPadding {
+  std::optional<int64_t> id;  // to set; none: the config's stands
+  std::string said;
+};
+RewardPadding rewardPadding(const plan::Plan& plan, const nlohmann::ordered_json& config) {
+  const std::string& source = plan.model().hf_source();
+  const std::string path = source + "/tokenizer.json";
+  if (!source.empty() && access(path.c_str(), R_OK) == 0) {
+    const HfTokenizer tokenizer(path);
+    const std::optional<uint32_t> end = tokenizer.endOfText(), pad = namedPadToken(source, tokenizer);
+    const std::string end_text = end ? fmt::format("the end-of-text token {}", *end) : "the end-of-text token";
+    if (pad && pad == end)
+      return {*pad, fmt::format("pad_token_id {}, the tokenizer's pad token and {} mttok ends examples with: "
+                                "transformers reads each sequence's reward at its last token before the padding, "
+                                "as mtrun does (after mttok --eot, set it to that token)", *pad, end_text)};
+    if (pad)
+      return {*pad, fmt::format("pad_token_id {}, the tokenizer's pad token: transformers reads each sequence's reward "
+                                "at its last token before the padding; mtrun read it at the token before {} that "
+                                "mttok ends examples with, so score texts without that token", *pad, end_text)};
+    if (end)
+      return {*end, fmt::format("pad_token_id {}, {} mttok ends examples with (the tokenizer names no pad token: pad "
+                                "with this one): transformers reads each sequence's reward at its last token before "
+                                "it, as mtrun does (after mttok --eot, set it to that token)", *end, end_text)};
+  }
+  if (config.contains("pad_token_id") && config["pad_token_id"].is_number_integer())
+    return {std::nullopt, fmt::format("pad_token_id {}, the config's: transformers reads each sequence's reward at its "
+                                      "last token that is not it; mtrun at the token before the end-of-text token",
+                                      config["pad_token_id"].get<int64_t>())};
+  return {std::nullopt, "no pad_token_id: transformers reads each sequence's reward at its last token, and only one "
+                        "sequence at a time; set pad_token_id in config.json to the token that ends your examples"};
 }
 
 }  // namespace
@@ -45,8 +96,17 @@ void checkHuggingFaceExport(const plan::Plan& plan) {
                 "imported from a folder or built in; this plan's is " + plan.model().name() +
                 ", from another source): use --export for safetensors under the plan's names");
   std::map<std::string, std::vector<bool>> parts;  // each fused tensor's parts present
-  const ExpertLayout layout =
-      expertLayoutOfConfig(parseJsonInput(plan.model().hf_config(), "the plan's Hugging Face config"));
+  const nlohmann::ordered_json config =
+      parseOrderedJsonInput(plan.model().hf_config(), "the plan's Hugging Face config");
+  const ExpertLayout layout = expertLayoutOf(architectureOf(config));
+  // A reward model's config is its ...ForSequenceClassification's (mtc writes it since session 33).
+  const bool score_head = hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam);
+  const bool classifier = architectureOf(config).ends_with("ForSequenceClassification");
+  if (score_head != classifier)
+    throw Error(std::string("--export-hf: the plan's model has ") + (score_head ? "a score head" : "an LM head") +
+                " but its Hugging Face config names " + (classifier ? "a sequence classifier" : "a causal LM") +
+                " (a plan compiled before mtc wrote reward models' configs): compile it again with mtc");
+  if (score_head) rewardPadding(plan, config);  // its tokenizer read now, before any step
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
     const HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", layout);
@@ -254,30 +314,6 @@ void carryFiles(const plan::Plan& plan, const std::string& dir, HuggingFaceExpor
   }
 }
 
-// A reward model's pad_token_id. transformers reads each sequence's score at its last token that
-// is not padding; mtrun reads it at the token before the end-of-text token mttok ends each example
-// with. That token as the padding makes the two agree, for a row as mttok writes it and for its
-// text padded with it. Without the model's tokenizer (a built-in model, its folder gone) the
-// config's own is kept. Says which in `report`.
-void setRewardPadding(const plan::Plan& plan, nlohmann::ordered_json& config, HuggingFaceExport& report) {
-  const std::string& source = plan.model().hf_source();
-  const std::string tokenizer = source + "/tokenizer.json";
-  const std::optional<uint32_t> end =
-      !source.empty() && access(tokenizer.c_str(), R_OK) == 0 ? HfTokenizer(tokenizer).endOfText() : std::nullopt;
-  if (end) {
-    config["pad_token_id"] = *end;
-    report.padding = fmt::format("pad_token_id {}, the end-of-text token that mttok ends examples with: transformers "
-                                 "reads each sequence's reward at its last token before it, as mtrun does", *end);
-  } else if (config.contains("pad_token_id") && config["pad_token_id"].is_number_integer()) {
-    report.padding = fmt::format("pad_token_id {}, the config's: transformers reads each sequence's reward at its last "
-                                 "token that is not it; mtrun at the token before the end-of-text token",
-                                 config["pad_token_id"].get<int64_t>());
-  } else {
-    report.padding = "no pad_token_id: transformers reads each sequence's reward at its last token, and only one "
-                     "sequence at a time; set pad_token_id in config.json to the token that ends your examples";
-  }
-}
-
 }  // namespace
 
 void checkHuggingFaceExportFolder(const std::string& dir) {
@@ -309,13 +345,17 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
   config["torch_dtype"] = dtype == ExportDtype::kBf16 ? "bfloat16" : "float32";
   config.erase("quantization_config");  // an MXFP4 source's: the export's weights are dequantized
   HuggingFaceExport report;
-  if (hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam)) setRewardPadding(plan, config, report);
+  if (hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam)) {
+    const RewardPadding padding = rewardPadding(plan, config);
+    if (padding.id) config["pad_token_id"] = *padding.id;
+    report.padding = padding.said;
+  }
   checkHuggingFaceExportFolder(dir);  // still new, empty or ours
   AtomicFolderWriter folder(dir);
   Members members;
   std::map<std::string, std::string> meta = metadata;
   meta["format"] = "pt";
-  writeShards(folder.staging(), shardedTensors(store, dtype, expertLayoutOfConfig(config), members), meta);
+  writeShards(folder.staging(), shardedTensors(store, dtype, expertLayoutOf(architectureOf(config)), members), meta);
   writeFileAtomically(folder.staging() + "/config.json", config.dump(2) + "\n");
   carryFiles(plan, folder.staging(), report);
   folder.commit();

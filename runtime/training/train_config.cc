@@ -38,6 +38,10 @@ void validateConfig(const TrainConfig& c) {
                            !c.keep_best && c.grads_path.empty() && c.trace_path.empty() && c.report_path.empty()),
           "--eval-only trains nothing and writes nothing but --log: drop --export, --export-hf, --checkpoint-dir, "
           "--keep-best, --dump-grads, --trace and --report (--resume DIR scores that folder's newest checkpoint)");
+  require(!c.eval_only || !c.resume_auto,
+          "--eval-only scores a checkpoint it is given: name its folder (--resume DIR), not --resume auto");
+  require(!c.eval_only || (c.accumulate == 1 && c.epochs == 0.0 && !c.warmup_ratio),
+          "--eval-only takes no step: drop --accumulate, --epochs and --warmup-ratio");
   require(c.steps > 0, "--steps must be positive");
   require(std::isfinite(c.epochs) && c.epochs >= 0.0, "--epochs must be a finite number >= 0 (0: --steps decides)");
   require(c.steps <= kMaxSteps, "--steps " + std::to_string(c.steps) + " is beyond any run: give at most 2^40");
@@ -173,6 +177,10 @@ void checkReferenceWeights(const TrainConfig& config, const plan::Plan& plan) {
     throw Error("--reference-weights " + config.reference_weights + ": " + config.plan_path + "'s loss has no "
                 "reference model (mtc --dpo-loss simpo or orpo scores the policy alone; a reward model, --objective "
                 "reward, has none): drop the flag, or compile with a loss that compares with one");
+  if (!config.resume_dir.empty() && config.eval_only)
+    throw Error("--eval-only --resume scores with the reference log-probabilities its run kept, not --reference-weights: "
+                "to score against " + config.reference_weights + ", give the checkpoint as --weights (" +
+                config.resume_dir + "/step-N.ckpt.safetensors) instead of --resume");
   if (!config.resume_dir.empty()) return;  // resuming, the reference log-probabilities are read back instead
   // The file's header read now, before anything is written or started: each parameter there, F32,
   // of its shape (its values, their checksums and finiteness, when it is loaded).

@@ -161,6 +161,9 @@ int Trainer::run() {
 // --eval-only: the starting weights scored as a validation after the resumed step (0 from the
 // start) scores them; a preference plan's reference for the held-out examples alone.
 int Trainer::evaluate() {
+  if (!validator_)
+    throw Error("--eval-only: --val-fraction " + fmt::format("{}", config_.val_fraction) + " holds out no whole row "
+                "of " + config_.data_path + ": nothing to score; raise it, or give --val-data");
   prepareReference();
   validate(resumed_.step);
   return 0;
@@ -292,9 +295,16 @@ void Trainer::prepareReference() {
   const auto start = std::chrono::steady_clock::now();
   const StepOptions eval = evalOptions();  // the reference without dropout, as TRL's evaluates it
   auto reference = [&](const HeldOutBatches& in_order, const TokenFile& data, bool held_out) {
-    ReferenceTable table = resumed_.step > 0
-                               ? preference_.load(referenceFile(config_.resume_dir, held_out), data, in_order)
-                               : preference_.computeReference(*backend_, store_, in_order, eval, world_);
+    ReferenceTable table;
+    try {
+      table = resumed_.step > 0 ? preference_.load(referenceFile(config_.resume_dir, held_out), data, in_order)
+                                : preference_.computeReference(*backend_, store_, in_order, eval, world_);
+    } catch (const Error& e) {
+      if (!config_.eval_only || resumed_.step == 0) throw;
+      throw Error(std::string(e.what()) + ". --eval-only --resume scores with the reference its run kept for the "
+                  "held-out examples it validated on; to score other data, give the checkpoint as --weights and the "
+                  "model it started from as --reference-weights");
+    }
     if (outputs_.checkpoints) preference_.save(referenceFile(outputs_.checkpoints->path(), held_out), table, data);
     return table;
   };
@@ -395,6 +405,7 @@ void Trainer::validate(int64_t step) {
   const std::string at = config_.eval_only ? std::string("evaluation")
                                            : fmt::format("step {:5}/{}  validation", step, config_.steps);
   if (v.counted == 0) {
+    if (config_.eval_only) throw Error("--eval-only: the loss mask leaves out every held-out target: nothing scored");
     std::printf("%s: the loss mask leaves out every held-out target: no loss\n", at.c_str());
     return;
   }

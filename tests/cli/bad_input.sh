@@ -326,14 +326,22 @@ for flags in "--print-every 0" "--lr nan" "--lr -1" "--lr inf" "--grad-clip nan"
 done
 expect_absent nan.safetensors
 expect_error "give one of them" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --val-fraction 0.1 --val-data corpus.tok
-# --eval-only writes nothing but its log: an export or a checkpoint folder beside it is refused.
-for flags in "--export eval.safetensors" "--checkpoint-dir eval-ck" "--export-hf eval-hf"; do
+# --eval-only writes nothing but its log: an export or a checkpoint folder beside it is refused;
+# it takes no step, so what shapes steps is refused too.
+for flags in "--export eval.safetensors" "--checkpoint-dir eval-ck" "--export-hf eval-hf" "--dump-grads eval.g" \
+             "--trace eval.json" "--report eval.html"; do
   # shellcheck disable=SC2086
   expect_error_exit 2 "--eval-only trains nothing and writes nothing but --log" "$bin/mtrun" good.plan --data corpus.tok \
     --eval-only $flags
 done
-expect_absent eval.safetensors
-expect_absent eval-ck
+expect_absent eval.safetensors eval-ck eval-hf eval.g eval.json eval.html
+for flags in "--accumulate 2" "--epochs 1" "--warmup-ratio 0.1"; do
+  # shellcheck disable=SC2086
+  expect_error_exit 2 "--eval-only takes no step: drop --accumulate, --epochs and --warmup-ratio" "$bin/mtrun" good.plan \
+    --data corpus.tok --eval-only $flags
+done
+expect_error_exit 2 "name its folder (--resume DIR), not --resume auto" "$bin/mtrun" good.plan --data corpus.tok \
+  --eval-only --resume auto
 expect_error_exit 2 "--eval-only scores weights and --export-only writes them" "$bin/mtrun" good.plan --eval-only \
   --export-only --resume ck --export eval.safetensors
 expect_error "make one with mttok" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --val-data missing.tok

@@ -650,9 +650,11 @@ def refusals(bin_dir, work, failures):
         ("config-nan", {"rope_theta": float("nan")}, None, "config.json is not valid JSON: parse error at line"),
         # A reward model's folder (...ForSequenceClassification): one label, compiled as one.
         ("classifier-labels", {"architectures": ["LlamaForSequenceClassification"], "id2label": {"0": "A", "1": "B"}},
-         None, "the classifier has 2 labels: mtc trains reward models, one score per sequence"),
+         None, "the classifier has 2 labels (id2label): mtc trains reward models, one score per sequence"),
         ("classifier-default-labels", {"architectures": ["LlamaForSequenceClassification"]}, None,
-         "the classifier has 2 labels"),
+         "the classifier has 2 labels (num_labels, transformers' default)"),
+        ("classifier-num-labels", {"architectures": ["LlamaForSequenceClassification"], "id2label": {"0": "LABEL_0"},
+                                   "num_labels": 3}, None, "the classifier has 3 labels (num_labels)"),
         ("classifier-objective", {"architectures": ["LlamaForSequenceClassification"], "id2label": {"0": "LABEL_0"}},
          lambda w: (w.pop("lm_head.weight", None), w.update({"score.weight": torch.zeros(1, 64)})),
          "is a reward model (LlamaForSequenceClassification: one score per sequence, no LM head): compile it with "

@@ -28,13 +28,13 @@ done
 "$bin/mttok" --bytes /usr/share/games/fortunes/fortunes -o data.tok > /dev/null
 "$bin/mtrun" p1.plan --data data.tok --steps 4 --val-fraction 0.1 --val-every 2 --val-batches 2 --log log.jsonl \
   --print-every 2 --checkpoint-dir ck | grep "validation loss" || failed=$((failed + 1))
-before=$(ls -l --time-style=full-iso ck)
+before=$(ls -lA --time-style=full-iso ck)
 "$bin/mtrun" p1.plan --data data.tok --val-fraction 0.1 --val-batches 2 --resume ck --eval-only --log eval.jsonl \
   > eval.out || failed=$((failed + 1))
 grep "evaluation loss" eval.out || { echo "--eval-only printed no evaluation"; failed=$((failed + 1)); }
 [ "$(grep val_loss log.jsonl | tail -1)" = "$(cat eval.jsonl)" ] ||
   { echo "--eval-only logged $(cat eval.jsonl), the run's last validation $(grep val_loss log.jsonl | tail -1)"; failed=$((failed + 1)); }
-[ "$(ls -l --time-style=full-iso ck)" = "$before" ] || { echo "--eval-only changed ck"; failed=$((failed + 1)); }
+[ "$(ls -lA --time-style=full-iso ck)" = "$before" ] || { echo "--eval-only changed ck"; failed=$((failed + 1)); }
 [ "$(grep -c val_loss log.jsonl)" -eq 2 ] || { echo "expected two validations in the log"; failed=$((failed + 1)); }
 echo "$failed failed"
 [ "$failed" -eq 0 ]

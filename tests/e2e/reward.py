@@ -174,6 +174,25 @@ def round_trip(bin_dir, export, folder, validation, held, end, failures):
           f"score {got[0]:.6f} (the run's {logged[0]:.6f}); compiled back bit for bit, and scored alike by --eval-only")
 
 
+def other_pad_token(bin_dir, failures):
+    """A tokenizer whose pad token is not its end-of-text token (its tokenizer_config.json names
+    <|im_end|>): the export's pad_token_id is the tokenizer's pad token, so that its padding and
+    the config agree, and mtrun says to score texts without the end-of-text token."""
+    path = "qwen/tokenizer_config.json"
+    original = open(path).read()
+    with open(path, "w") as f:
+        json.dump(dict(json.loads(original), pad_token="<|im_end|>"), f)
+    run = subprocess.run([f"{bin_dir}/mtrun", "r.plan", "--data", "pairs.tok", "--steps", "1", "--export-hf", "rm-pad"],
+                         capture_output=True, text=True)
+    with open(path, "w") as f:
+        f.write(original)
+    config = json.load(open("rm-pad/config.json")) if run.returncode == 0 else {}
+    if config.get("pad_token_id") != 151645 or "the tokenizer's pad token: transformers reads each sequence's reward " \
+            "at its last token before the padding" not in run.stdout or "score texts without that token" not in run.stdout:
+        failures.append(f"a tokenizer padding with <|im_end|>: exit {run.returncode}, pad_token_id "
+                        f"{config.get('pad_token_id')}: {run.stdout[-500:]}{run.stderr}")
+
+
 def from_a_fine_tuned_model(bin_dir, failures):
     """A built-in GPT-2's reward model (its vocabulary its token table's, not its position table's)
     trains from the --export of a next-token run, its score head new (seeded, and said so); its
@@ -221,6 +240,7 @@ def main():
     log, validation = train_and_compare(bin_dir, "r", 0.0, weights, (tokens, counted, starts), held, failures,
                                         exports=("--export", "r-export.safetensors", "--export-hf", "rm-hf"))
     round_trip(bin_dir, "r-export.safetensors", "rm-hf", validation, held, int(tokens[ends[0]]), failures)
+    other_pad_token(bin_dir, failures)
     if log[-1]["loss"] >= log[0]["loss"]:
         failures.append(f"reward losses {[line['loss'] for line in log]}: not falling")
     train_and_compare(bin_dir, "centered", 0.05, weights, (tokens, counted, starts), held, failures)
