@@ -164,6 +164,7 @@ void CudaBackend::setUp(const plan::Plan& plan, HostStore& store, const CudaOpti
         copied.insert(landing >= 0 && plan.host_tensors(t).role() == plan::ROLE_GRAD ? landing : t);
       }
   for (int t : copied) {
+    if (!store.data(t)) continue;  // an evaluation's store holds no optimizer tensors (HostUse::kEvaluation)
     check(cudaHostRegister(store.data(t), std::max<int64_t>(store.bytes(t), 1), cudaHostRegisterDefault),
           ("pinning host tensor " + plan.host_tensors(t).name()).c_str());
     pinned_.push_back(store.data(t));

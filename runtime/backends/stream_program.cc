@@ -23,7 +23,9 @@ std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStor
         case plan::Instruction::kCopy: {
           const auto& c = in.copy();
           std::byte* device = arena + plan.buffers(c.buffer()).offset();
-          std::byte* host = static_cast<std::byte*>(store.landed(c.host_tensor())) + c.host_offset();
+          // Null where the store holds no such tensor (an evaluation's: the gradients), never copied then.
+          std::byte* base = static_cast<std::byte*>(store.landed(c.host_tensor()));
+          std::byte* host = base ? base + c.host_offset() : nullptr;
           const int64_t bytes = copyBytes(plan, c);
           if (c.direction() == plan::Copy::HOST_TO_DEVICE)
             program.push_back(CopyOp{device, host, bytes, kept[programs.size()][program.size()], transfers++,

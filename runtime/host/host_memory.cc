@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -115,7 +116,19 @@ bool heldBySlices(plan::HostRole role, bool gradients_apart) {
   return role == plan::ROLE_MOMENT1 || role == plan::ROLE_MOMENT2 || (gradients_apart && role == plan::ROLE_GRAD);
 }
 
-int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard) {
+bool isOptimizerRole(plan::HostRole role) {
+  return role == plan::ROLE_GRAD || role == plan::ROLE_GRAD_LANDING || role == plan::ROLE_MOMENT1 ||
+         role == plan::ROLE_MOMENT2;
+}
+
+int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard, HostUse use) {
+  if (use == HostUse::kEvaluation) {  // the tensors a loss-only run touches, each whole
+    const std::set<int> split = splitMasters(plan);
+    int64_t bytes = 0;
+    for (int i = 0; i < plan.host_tensors_size(); ++i)
+      if (!isOptimizerRole(plan.host_tensors(i).role()) && !split.count(i)) bytes += hostTensorBytes(plan.host_tensors(i));
+    return shard.shared_copy && !shard.writes_copy ? bytes - masterBytes(plan) : bytes;
+  }
   int64_t bytes = planHostBytes(plan);
   const bool apart = gradientsKeptApart(plan);
   for (const auto& t : plan.host_tensors())
@@ -138,12 +151,12 @@ int64_t gradientSumBytes(const plan::Plan& plan, int64_t accumulate, const Shard
 }
 
 int64_t hostBytesNeeded(const plan::Plan& plan, const HostExtras& extras) {
-  return shardedHostBytes(plan, extras.shard) + (extras.arena_on_host ? plan.arena_bytes() : 0) +
+  return shardedHostBytes(plan, extras.shard, extras.use) + (extras.arena_on_host ? plan.arena_bytes() : 0) +
          extras.gradient_sums + extras.exchange_buffers;
 }
 
 void checkHostMemory(const plan::Plan& plan, const HostExtras& extras, const HostMemory& memory) {
-  const int64_t host = shardedHostBytes(plan, extras.shard);
+  const int64_t host = shardedHostBytes(plan, extras.shard, extras.use);
   const int64_t arena = extras.arena_on_host ? plan.arena_bytes() : 0;
   const int64_t sums = extras.gradient_sums + extras.exchange_buffers;
   const int64_t others = extras.host_peers_bytes;

@@ -19,11 +19,18 @@ struct HostMemory {
 // `root` prefixes /proc and /sys (tests point it at a made-up tree).
 HostMemory availableHostMemory(const std::string& root = "");
 
+// What a process holds a training plan's host tensors for: its steps (every tensor), or to score
+// weights alone (mtrun --eval-only: the optimizer's tensors — gradients, their landing buffer, the
+// AdamW moments — are never touched, so never allocated: 4 bytes per parameter, not 16).
+enum class HostUse { kTraining, kEvaluation };
+// Whether a host tensor of this role belongs to the optimizer (allocated for HostUse::kTraining only).
+bool isOptimizerRole(plan::HostRole role);
+
 // The plan's host tensors' bytes on this process: all of them (planHostBytes), less the moments'
 // slices other ranks hold when the optimizer is sharded (and the summed gradients' where the
 // plan keeps them apart: gradientsKeptApart), and less the master weights where
-// another rank of the host holds the host's shared copy.
-int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard);
+// another rank of the host holds the host's shared copy; for kEvaluation, less the optimizer's.
+int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard, HostUse use = HostUse::kTraining);
 // Whether a rank holds only its slice (Shard::of) of a host tensor of this role: the AdamW moments,
 // and the summed gradients where the plan keeps them apart (`gradients_apart`). What the host
 // store allocates and shardedHostBytes counts.
@@ -39,6 +46,7 @@ struct HostExtras {
   // and how many they are. Every rank of a host then checks the host's total.
   int64_t host_peers_bytes = 0;
   int host_peers = 0;
+  HostUse use = HostUse::kTraining;
 };
 
 // What this process needs: the plan's host tensors here and the extras, the other ranks aside.

@@ -27,8 +27,8 @@ bool isMoment(plan::HostRole role) { return role == plan::ROLE_MOMENT1 || role =
 
 }  // namespace
 
-HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks)
-    : plan_(plan), ranks_(ranks), shard_(ranks ? ranks->shard() : Shard{}) {
+HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks, HostUse use)
+    : plan_(plan), ranks_(ranks), use_(use), shard_(ranks ? ranks->shard() : Shard{}) {
   const int n = plan.host_tensors_size();
   numel_.resize(n);
   held_.resize(n);
@@ -60,7 +60,7 @@ HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks)
       default: break;
     }
   }
-  total_bytes_ = shardedHostBytes(plan, shard_);  // checkHostMemory (host_memory.h) has said it fits
+  total_bytes_ = shardedHostBytes(plan, shard_, use);  // checkHostMemory (host_memory.h) has said it fits
   tensors_.resize(n);
   data_.resize(n);
   // Each tensor on pages of its own: the CUDA backend pins the ones it copies (cudaHostRegister),
@@ -70,8 +70,10 @@ HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks)
     return (std::max<int64_t>(held, 1) + kPageBytes - 1) / kPageBytes * kPageBytes;
   };
   const auto allocated = [&](int i) {
-    return !(landing >= 0 && !gradients_apart_ && plan.host_tensors(i).role() == plan::ROLE_GRAD) &&
-           residual_of_[i] < 0;  // a split master: its staging copy and residual hold it
+    const plan::HostRole role = plan.host_tensors(i).role();
+    return !(landing >= 0 && !gradients_apart_ && role == plan::ROLE_GRAD) &&
+           residual_of_[i] < 0 &&  // a split master: its staging copy and residual hold it
+           (use == HostUse::kTraining || !isOptimizerRole(role));
   };
   // One host copy: the masters and their bf16 copies in the block the host's ranks share.
   std::byte* shared = nullptr;
@@ -106,7 +108,7 @@ HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks)
   // Gradients land in the landing buffer where the plan has one (the verifier checked that each
   // lies inside it); an on-arrival plan's are views there.
   landed_ = data_;
-  if (landing >= 0)
+  if (landing >= 0 && data_[landing])
     for (int i = 0; i < n; ++i)
       if (plan.host_tensors(i).role() == plan::ROLE_GRAD) {
         landed_[i] = data_[landing] + plan.host_tensors(i).landing_offset();
@@ -121,7 +123,7 @@ void HostStore::initialize(uint64_t seed) {
       setParam(i, [&](int64_t first, int64_t n, float* out) { initializeTensor(out, n, t.init(), seed, t.name(), first); });
     } else if (t.role() == plan::ROLE_CONSTANT) {
       std::memcpy(data(i), t.data().data(), t.data().size());  // the verifier checked the size
-    } else if (t.role() != plan::ROLE_STAGING && t.role() != plan::ROLE_RESIDUAL) {  // the parameters' own
+    } else if (t.role() != plan::ROLE_STAGING && t.role() != plan::ROLE_RESIDUAL && data(i)) {  // the parameters' own
       std::memset(data(i), 0, bytes(i));
     }
   }

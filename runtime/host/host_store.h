@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/adamw/master_weights.h"
+#include "runtime/host/host_memory.h"
 #include "runtime/host/rank_exchange.h"
 #include "runtime/io/error.h"
 #include "runtime/plan/plan_format.h"
@@ -34,7 +35,8 @@ class HostStore {
   // moments; a checkpoint's moments gathered from them on rank 0), and which may share one host
   // copy of the master weights (Shard::shared_copy: only its writer sets it whole, then
   // RankExchange::hostCopyWritten); null: one process.
-  explicit HostStore(const plan::Plan& plan, RankExchange* ranks = nullptr);
+  // `use`: kEvaluation leaves the optimizer's tensors (isOptimizerRole) unallocated: null, 0 bytes.
+  explicit HostStore(const plan::Plan& plan, RankExchange* ranks = nullptr, HostUse use = HostUse::kTraining);
 
   // Null for a split master (see master()).
   void* data(int index) const { return data_[index]; }
@@ -78,8 +80,11 @@ class HostStore {
   // sendState() meanwhile. Loading, each rank keeps its slice of the moments.
   void saveState(const std::string& path, const std::map<std::string, std::string>& metadata) const;
   void sendState() const;
+  // (An evaluation's store, which holds no moments, loads the parameters alone.)
   void loadState(const SafetensorsFile& file) {
-    if (!load(file, {plan::ROLE_PARAM, plan::ROLE_MOMENT1, plan::ROLE_MOMENT2}).empty())
+    const bool moments = use_ == HostUse::kTraining;
+    if (!(moments ? load(file, {plan::ROLE_PARAM, plan::ROLE_MOMENT1, plan::ROLE_MOMENT2})
+                  : load(file, {plan::ROLE_PARAM})).empty())
       throw Error("checkpoint " + file.path() + " holds no score head (" + kScoreHeadParam + "): it is not this "
                   "reward model's");
   }
@@ -140,6 +145,7 @@ class HostStore {
   std::vector<int64_t> numel_;
   std::vector<ShardRange> held_;  // of each tensor, the elements held here
   RankExchange* ranks_;           // sharded over them, or null
+  HostUse use_;
   Shard shard_;
   std::vector<int> params_, grad_of_, m1_of_, m2_of_, staging_of_, residual_of_;
   int tokens_ = -1, targets_ = -1, loss_ = -1;

@@ -604,13 +604,14 @@ int train(const TrainConfig& given) {
   const Shard shard = exchange ? exchange->shard() : Shard{};
   HostExtras extras{backend_kind == BackendKind::kCpu, gradientSumBytes(plan, config.accumulate, shard), shard,
                     exchange ? exchange->bufferBytes(plan) : 0};
+  extras.use = config.eval_only ? HostUse::kEvaluation : HostUse::kTraining;
   // The ranks of a host share its memory: each checks the host's total.
   const int64_t mine = hostBytesNeeded(plan, extras);
   extras.host_peers_bytes = world.sumOnHost(mine) - mine;
   extras.host_peers = world.localSize() - 1;
   checkHostMemory(plan, extras);
   RunOutputs outputs = openOutputs(config, plan);
-  HostStore store(plan, exchange.get());
+  HostStore store(plan, exchange.get(), extras.use);
   const CheckpointState resumed = loadStartingState(config, plan, *data, config.weights_path, store);
   if (exchange) exchange->hostCopyWritten();  // one host copy: its writer has set it
   Trainer trainer(config, plan, options, *data, held_out, backend_kind, store, resumed, outputs, exchange.get());

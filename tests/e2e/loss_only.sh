@@ -23,18 +23,28 @@ for i in "${!configs[@]}"; do
   "$bin/mtc" ${configs[$i]} -o "p$i.plan" > /dev/null
   "$check" "p$i.plan" "p$i.safetensors" || failed=$((failed + 1))
 done
-# mtrun's validation goes through it: the held-out loss is printed and logged. --eval-only scores
-# the last checkpoint as the run's last validation scored the same weights: the same line, bit for bit.
+# mtrun's validation goes through it: the held-out loss is printed and logged.
 "$bin/mttok" --bytes /usr/share/games/fortunes/fortunes -o data.tok > /dev/null
-"$bin/mtrun" p1.plan --data data.tok --steps 4 --val-fraction 0.1 --val-every 2 --val-batches 2 --log log.jsonl \
-  --print-every 2 --checkpoint-dir ck | grep "validation loss" || failed=$((failed + 1))
-before=$(ls -lA --time-style=full-iso ck)
-"$bin/mtrun" p1.plan --data data.tok --val-fraction 0.1 --val-batches 2 --resume ck --eval-only --log eval.jsonl \
-  > eval.out || failed=$((failed + 1))
-grep "evaluation loss" eval.out || { echo "--eval-only printed no evaluation"; failed=$((failed + 1)); }
-[ "$(grep val_loss log.jsonl | tail -1)" = "$(cat eval.jsonl)" ] ||
-  { echo "--eval-only logged $(cat eval.jsonl), the run's last validation $(grep val_loss log.jsonl | tail -1)"; failed=$((failed + 1)); }
-[ "$(ls -lA --time-style=full-iso ck)" = "$before" ] || { echo "--eval-only changed ck"; failed=$((failed + 1)); }
-[ "$(grep -c val_loss log.jsonl)" -eq 2 ] || { echo "expected two validations in the log"; failed=$((failed + 1)); }
+"$bin/mtrun" p1.plan --data data.tok --steps 4 --val-fraction 0.1 --val-every 2 --val-batches 2 --log log1.jsonl \
+  --print-every 2 --checkpoint-dir ck1 | grep "validation loss" || failed=$((failed + 1))
+[ "$(grep -c val_loss log1.jsonl)" -eq 2 ] || { echo "expected two validations in the log"; failed=$((failed + 1)); }
+# --eval-only scores the last checkpoint as the run's last validation scored the same weights: the
+# same line, bit for bit, the folder untouched, and its host holding no optimizer state (4 bytes a
+# parameter: the bf16 plan's master is its bf16 copy and residual): the streamed fp32 plan and the bf16 one.
+"$bin/mtrun" p7.plan --data data.tok --steps 2 --val-fraction 0.1 --val-batches 2 --log log7.jsonl \
+  --checkpoint-dir ck7 > /dev/null || failed=$((failed + 1))
+for i in 1 7; do
+  before=$(ls -lA --time-style=full-iso "ck$i")
+  "$bin/mtrun" "p$i.plan" --data data.tok --val-fraction 0.1 --val-batches 2 --resume "ck$i" --eval-only \
+    --log "eval$i.jsonl" > "eval$i.out" || failed=$((failed + 1))
+  grep "evaluation loss" "eval$i.out" || { echo "p$i: --eval-only printed no evaluation"; failed=$((failed + 1)); }
+  [ "$(grep val_loss "log$i.jsonl" | tail -1)" = "$(cat "eval$i.jsonl")" ] ||
+    { echo "p$i: --eval-only logged $(cat "eval$i.jsonl"), the run's last validation $(grep val_loss "log$i.jsonl" |
+      tail -1)"; failed=$((failed + 1)); }
+  [ "$(ls -lA --time-style=full-iso "ck$i")" = "$before" ] || { echo "p$i: --eval-only changed ck$i"; failed=$((failed + 1)); }
+done
+for i in 1 7; do
+  grep -q "host .* (4.0 bytes/param)" "eval$i.out" || { echo "p$i: $(grep host "eval$i.out")"; failed=$((failed + 1)); }
+done
 echo "$failed failed"
 [ "$failed" -eq 0 ]
