@@ -147,6 +147,17 @@ mt 60 mtrun "$first" --data .gpu/corpus.tok --steps 3 --backend cuda --verify-tr
 MT_TEST_CORRUPT_TRANSFER=5 mt 60 mtrun "$first" --data .gpu/corpus.tok --steps 3 --backend cuda --verify-transfers \
   --print-every 100 > "$out/verify-fault.txt" 2>&1
 parity+="verify-transfers with a flipped bit (exit $?, want 1): $(grep -o 'the bytes of .* differ' "$out/verify-fault.txt")"$'\n'
+echo "== 2b''. --eval-only on cuda (no optimizer tensors allocated or pinned): the CPU's score"
+for backend in cpu cuda; do
+  mt 60 mtrun .gpu/plans/llama-tiny.plan --data .gpu/corpus.tok --val-fraction 0.05 --val-batches 4 --eval-only \
+    --backend $backend --log "$out/eval.$backend.jsonl" > "$out/eval.$backend.txt" 2>&1 ||
+    { echo "--eval-only on $backend failed:"; tail -5 "$out/eval.$backend.txt"; }
+done
+parity+=$(python3 -c "import json, sys
+a, b = (json.loads(open(f).read() or '{}') for f in sys.argv[1:])
+d = abs(a.get('val_loss', 0) - b.get('val_loss', 1e9))
+print(f\"eval-only on cuda: val_loss {b.get('val_loss')}, the cpu's {a.get('val_loss')}: {'ok' if d < 1e-4 else 'FAIL'} ({d:.2g})\")" \
+  "$out/eval.cpu.jsonl" "$out/eval.cuda.jsonl" 2>&1)$'\n'
 echo "== 2c. --export-hf folders in transformers"
 parity+=$(timeout 200 python3 bench/gpu/hf_transformers_check.py .gpu/hf/*-f32 .gpu/hf/*-bf16 2>&1 | tail -6)$'\n'
 echo "$parity"

@@ -116,11 +116,6 @@ bool heldBySlices(plan::HostRole role, bool gradients_apart) {
   return role == plan::ROLE_MOMENT1 || role == plan::ROLE_MOMENT2 || (gradients_apart && role == plan::ROLE_GRAD);
 }
 
-bool isOptimizerRole(plan::HostRole role) {
-  return role == plan::ROLE_GRAD || role == plan::ROLE_GRAD_LANDING || role == plan::ROLE_MOMENT1 ||
-         role == plan::ROLE_MOMENT2;
-}
-
 int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard, HostUse use) {
   if (use == HostUse::kEvaluation) {  // the tensors a loss-only run touches, each whole
     const std::set<int> split = splitMasters(plan);

@@ -20,11 +20,10 @@ struct HostMemory {
 HostMemory availableHostMemory(const std::string& root = "");
 
 // What a process holds a training plan's host tensors for: its steps (every tensor), or to score
-// weights alone (mtrun --eval-only: the optimizer's tensors — gradients, their landing buffer, the
-// AdamW moments — are never touched, so never allocated: 4 bytes per parameter, not 16).
+// weights alone (mtrun --eval-only on a plan whose loss-only run spares the optimizer,
+// lossRunSparesOptimizer: its tensors — gradients, their landing buffer, the AdamW moments,
+// isOptimizerRole — are never touched, so never allocated: 4 bytes per parameter, not 16).
 enum class HostUse { kTraining, kEvaluation };
-// Whether a host tensor of this role belongs to the optimizer (allocated for HostUse::kTraining only).
-bool isOptimizerRole(plan::HostRole role);
 
 // The plan's host tensors' bytes on this process: all of them (planHostBytes), less the moments'
 // slices other ranks hold when the optimizer is sharded (and the summed gradients' where the

@@ -229,6 +229,9 @@ void HostStore::checkLoaded(int index) const {
 SafetensorsTensor HostStore::savedTensor(int index) const {
   const auto& t = plan_.host_tensors(index);
   SafetensorsTensor out{t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(index), 4 * numel_[index]};
+  if (!out.data && residual_of_[index] < 0)
+    throw Error("internal: " + t.name() + " is not held (an evaluation's store holds no optimizer state) and cannot "
+                "be saved");
   if (!out.data)  // a split master, restored as it is written
     out.produce = [this, index](void* buffer) { read_master(master(index), 0, numel_[index], static_cast<float*>(buffer)); };
   else if (ownedBySlices(index))  // gathered from its owners

@@ -29,13 +29,14 @@ namespace mt {
 
 class HostStore {
  public:
-  // Checks that the machine has the memory the plan needs before allocating anything and
-  // throws mt::Error with both numbers if not. The plan must be verified.
+  // Allocates the plan's host tensors (checkHostMemory, host_memory.h, says beforehand whether they
+  // fit); throws mt::Error where the allocation fails. The plan must be verified.
   // `ranks`: the data-parallel ranks whose optimizer is sharded (each holding its slice of the
   // moments; a checkpoint's moments gathered from them on rank 0), and which may share one host
   // copy of the master weights (Shard::shared_copy: only its writer sets it whole, then
   // RankExchange::hostCopyWritten); null: one process.
-  // `use`: kEvaluation leaves the optimizer's tensors (isOptimizerRole) unallocated: null, 0 bytes.
+  // `use`: kEvaluation leaves the optimizer's tensors (isOptimizerRole) unallocated: null, 0 bytes
+  // (a plan whose loss-only run spares them only: lossRunSparesOptimizer).
   explicit HostStore(const plan::Plan& plan, RankExchange* ranks = nullptr, HostUse use = HostUse::kTraining);
 
   // Null for a split master (see master()).

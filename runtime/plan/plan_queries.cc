@@ -111,6 +111,28 @@ std::set<int> splitMasters(const plan::Plan& plan) {
   return split;
 }
 
+bool isOptimizerRole(plan::HostRole role) {
+  return role == plan::ROLE_GRAD || role == plan::ROLE_GRAD_LANDING || role == plan::ROLE_MOMENT1 ||
+         role == plan::ROLE_MOMENT2;
+}
+
+bool lossRunSparesOptimizer(const plan::Plan& plan) {
+  const std::vector<size_t> lengths = stepLengths(plan, /*loss_only=*/true);
+  for (int s = 0; s < plan.streams_size(); ++s) {
+    const auto& stream = plan.streams(s);
+    if (!stream.has_loss_prefix()) return false;
+    for (size_t i = 0; i < lengths[s]; ++i) {
+      const auto& in = stream.instructions(static_cast<int>(i));
+      if (in.has_copy() && isOptimizerRole(plan.host_tensors(static_cast<int>(in.copy().host_tensor())).role()))
+        return false;
+      if (in.has_host_task() && in.host_task().kind() != plan::HostTask::EMBEDDING_LOOKUP &&
+          in.host_task().kind() != plan::HostTask::ADAMW_PREVIOUS)
+        return false;
+    }
+  }
+  return true;
+}
+
 bool isMasterRole(plan::HostRole role) {
   return role == plan::ROLE_PARAM || role == plan::ROLE_STAGING || role == plan::ROLE_RESIDUAL;
 }

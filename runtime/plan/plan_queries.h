@@ -59,6 +59,13 @@ std::set<int> splitMasters(const plan::Plan& plan);
 // split: then none), its bf16 staging copy or its residual. What the ranks of a host share one
 // copy of (data parallel).
 bool isMasterRole(plan::HostRole role);
+// Whether a host tensor of this role is the optimizer's: a gradient, their landing buffer, an AdamW moment.
+bool isOptimizerRole(plan::HostRole role);
+// Whether a loss-only run of the plan (its loss prefixes, stepLengths(plan, true)) touches no
+// optimizer tensor: no copy of one, no host task that reads one (only the embedding's lookup, and
+// the deferred update, which runs only where a step left one pending). A plan without loss
+// prefixes (before 1.9) runs whole, its backward included: not such a plan.
+bool lossRunSparesOptimizer(const plan::Plan& plan);
 // The bytes of those tensors: the master weights as the host holds them.
 int64_t masterBytes(const plan::Plan& plan);
 

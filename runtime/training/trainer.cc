@@ -405,7 +405,10 @@ void Trainer::validate(int64_t step) {
   const std::string at = config_.eval_only ? std::string("evaluation")
                                            : fmt::format("step {:5}/{}  validation", step, config_.steps);
   if (v.counted == 0) {
-    if (config_.eval_only) throw Error("--eval-only: the loss mask leaves out every held-out target: nothing scored");
+    if (config_.eval_only)
+      throw Error(preference_.present() ? "--eval-only: no held-out reply token lies within the plan's --seq: nothing "
+                                          "scored"
+                                        : "--eval-only: the loss mask leaves out every held-out target: nothing scored");
     std::printf("%s: the loss mask leaves out every held-out target: no loss\n", at.c_str());
     return;
   }
@@ -602,9 +605,15 @@ int train(const TrainConfig& given) {
   // Several ranks: the optimizer sharded over them (each holds its slice of the moments).
   const std::unique_ptr<MpiRankExchange> exchange = world.distributed() ? std::make_unique<MpiRankExchange>(world) : nullptr;
   const Shard shard = exchange ? exchange->shard() : Shard{};
+  // (The exchange's buffers carry gradients: an evaluation never allocates them.)
   HostExtras extras{backend_kind == BackendKind::kCpu, gradientSumBytes(plan, config.accumulate, shard), shard,
-                    exchange ? exchange->bufferBytes(plan) : 0};
-  extras.use = config.eval_only ? HostUse::kEvaluation : HostUse::kTraining;
+                    exchange && !config.eval_only ? exchange->bufferBytes(plan) : 0};
+  // A plan whose loss-only run would touch them (one from before 1.9 runs whole) keeps them.
+  extras.use = config.eval_only && lossRunSparesOptimizer(plan) ? HostUse::kEvaluation : HostUse::kTraining;
+  if (config.eval_only && extras.use == HostUse::kTraining)
+    std::printf("note: %s has no loss-only run that spares the optimizer (compiled before plan 1.9?): --eval-only "
+                "runs its whole step without an update, and holds what training holds; compile it again to score it "
+                "at 4 bytes per parameter\n", config.plan_path.c_str());
   // The ranks of a host share its memory: each checks the host's total.
   const int64_t mine = hostBytesNeeded(plan, extras);
   extras.host_peers_bytes = world.sumOnHost(mine) - mine;

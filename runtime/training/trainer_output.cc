@@ -21,7 +21,9 @@ void Trainer::printHeader() const {
   std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | %s | backend %s (%s)\n",
               model_.name().c_str(), static_cast<long long>(store_.numParams()),
               static_cast<long long>(model_.batch()), static_cast<long long>(model_.seq()),
-              planPrecision(plan_) == ComputePrecision::kBf16 ? "bf16 plan (fp32 master weights and moments)" : "fp32",
+              planPrecision(plan_) != ComputePrecision::kBf16 ? "fp32"
+              : config_.eval_only                             ? "bf16 plan (fp32 master weights)"
+                                                              : "bf16 plan (fp32 master weights and moments)",
               backend_->name().c_str(), blasDescription().c_str());
   const std::string held_out =
       val_data_ == &data_ ? std::string(", all of them scored (--eval-only)")

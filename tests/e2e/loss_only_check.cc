@@ -1,6 +1,8 @@
 // loss_only_check PLAN [WEIGHTS]: runs one validation batch of PLAN twice on the CPU backend —
 // the whole step without its update, then the loss-only run (the plan's loss prefixes) — and
-// fails unless both losses are the same bits and the loss-only run ran fewer instructions.
+// fails unless both losses are the same bits and the loss-only run ran fewer instructions; then
+// the loss-only run again on an evaluation's store (mtrun --eval-only: no optimizer tensor
+// allocated, which the plan's loss-only run must spare), the same bits again.
 // Prints the share of each stream the loss-only run executes and each way's best time of three. Used by tests/e2e/loss_only.sh.
 #include <algorithm>
 #include <chrono>
@@ -23,16 +25,20 @@ int main(int argc, char** argv) {
   try {
     const mt::plan::Plan plan = mt::readPlan(argv[1]);
     mt::verifyPlan(plan);
+    // The weights and one batch's tokens and targets.
+    const auto fill = [&](mt::HostStore& store) {
+      store.initialize(plan.init_seed());
+      if (argc > 2) store.loadParams(mt::SafetensorsFile(argv[2]));
+      const int64_t vocab = plan.model().vocab();
+      int32_t* tokens = store.i32(store.tokens());
+      int32_t* targets = store.i32(store.targets());
+      for (int64_t i = 0; i < store.numel(store.tokens()); ++i) {
+        tokens[i] = static_cast<int32_t>((i * 7919 + 13) % vocab);
+        targets[i] = static_cast<int32_t>((i * 104729 + 7) % vocab);
+      }
+    };
     mt::HostStore store(plan);
-    store.initialize(plan.init_seed());
-    if (argc > 2) store.loadParams(mt::SafetensorsFile(argv[2]));
-    const int64_t vocab = plan.model().vocab();
-    int32_t* tokens = store.i32(store.tokens());
-    int32_t* targets = store.i32(store.targets());
-    for (int64_t i = 0; i < store.numel(store.tokens()); ++i) {
-      tokens[i] = static_cast<int32_t>((i * 7919 + 13) % vocab);
-      targets[i] = static_cast<int32_t>((i * 104729 + 7) % vocab);
-    }
+    fill(store);
     auto backend = mt::createCpuBackend(plan, store);
     mt::StepOptions eval;
     eval.update = false;
@@ -60,7 +66,19 @@ int main(int argc, char** argv) {
     }
     std::printf("loss %.9g (whole step, %.1f ms), %.9g (loss only: %zu of %zu instructions, %.1f ms)\n", whole, whole_ms,
                 loss_only, ran, total, loss_only_ms);
-    if (std::memcmp(&whole, &loss_only, sizeof(float)) != 0 || ran >= total) {
+    if (!mt::lossRunSparesOptimizer(plan)) {
+      std::printf("FAILED: the loss-only run touches the optimizer's tensors\n");
+      return 1;
+    }
+    mt::HostStore evaluation(plan, nullptr, mt::HostUse::kEvaluation);
+    fill(evaluation);
+    eval.loss_only = true;
+    const float evaluated = mt::createCpuBackend(plan, evaluation)->runStep(eval).loss;
+    std::printf("loss %.9g on an evaluation's store (%.1f of %.1f bytes per parameter)\n", evaluated,
+                double(evaluation.totalBytes()) / double(evaluation.numParams()),
+                double(store.totalBytes()) / double(store.numParams()));
+    if (std::memcmp(&whole, &loss_only, sizeof(float)) != 0 || ran >= total ||
+        std::memcmp(&whole, &evaluated, sizeof(float)) != 0) {
       std::printf("FAILED\n");
       return 1;
     }
