@@ -99,7 +99,8 @@ void checkHuggingFaceExport(const plan::Plan& plan) {
   const nlohmann::ordered_json config =
       parseOrderedJsonInput(plan.model().hf_config(), "the plan's Hugging Face config");
   const ExpertLayout layout = expertLayoutOf(architectureOf(config));
-  // A reward model's config is its ...ForSequenceClassification's (mtc writes it since session 33).
+  // A reward model's config is its ...ForSequenceClassification's (mtc writes it so; an older
+  // reward plan's is still its causal LM's).
   const bool score_head = hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam);
   const bool classifier = architectureOf(config).ends_with("ForSequenceClassification");
   if (score_head != classifier)
