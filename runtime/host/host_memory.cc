@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
-#include <set>
 #include <sstream>
 #include <vector>
 
@@ -118,10 +117,8 @@ bool heldBySlices(plan::HostRole role, bool gradients_apart) {
 
 int64_t shardedHostBytes(const plan::Plan& plan, const Shard& shard, HostUse use) {
   if (use == HostUse::kEvaluation) {  // the tensors a loss-only run touches, each whole
-    const std::set<int> split = splitMasters(plan);
-    int64_t bytes = 0;
-    for (int i = 0; i < plan.host_tensors_size(); ++i)
-      if (!isOptimizerRole(plan.host_tensors(i).role()) && !split.count(i)) bytes += hostTensorBytes(plan.host_tensors(i));
+    const int64_t bytes =
+        unsplitHostBytes(plan, [](const plan::HostTensor& t) { return !isOptimizerRole(t.role()); });
     return shard.shared_copy && !shard.writes_copy ? bytes - masterBytes(plan) : bytes;
   }
   int64_t bytes = planHostBytes(plan);

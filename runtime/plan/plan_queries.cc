@@ -137,24 +137,22 @@ bool isMasterRole(plan::HostRole role) {
   return role == plan::ROLE_PARAM || role == plan::ROLE_STAGING || role == plan::ROLE_RESIDUAL;
 }
 
-int64_t masterBytes(const plan::Plan& plan) {
+int64_t unsplitHostBytes(const plan::Plan& plan, const std::function<bool(const plan::HostTensor&)>& counted) {
   const std::set<int> split = splitMasters(plan);
   int64_t bytes = 0;
   for (int i = 0; i < plan.host_tensors_size(); ++i)
-    if (isMasterRole(plan.host_tensors(i).role()) && !split.count(i)) bytes += hostTensorBytes(plan.host_tensors(i));
+    if (!split.count(i) && counted(plan.host_tensors(i))) bytes += hostTensorBytes(plan.host_tensors(i));
   return bytes;
+}
+
+int64_t masterBytes(const plan::Plan& plan) {
+  return unsplitHostBytes(plan, [](const plan::HostTensor& t) { return isMasterRole(t.role()); });
 }
 
 int64_t planHostBytes(const plan::Plan& plan) {
   // An on-arrival plan's gradients are views into the landing buffer (gradientsKeptApart: not).
   const bool views = gradLandingTensor(plan) >= 0 && updatesOnArrival(planUpdateKind(plan));
-  const std::set<int> split = splitMasters(plan);
-  int64_t bytes = 0;
-  for (int i = 0; i < plan.host_tensors_size(); ++i) {
-    const auto& t = plan.host_tensors(i);
-    if (!(views && t.role() == plan::ROLE_GRAD) && !split.count(i)) bytes += hostTensorBytes(t);
-  }
-  return bytes;
+  return unsplitHostBytes(plan, [views](const plan::HostTensor& t) { return !(views && t.role() == plan::ROLE_GRAD); });
 }
 
 bool hasHostTensor(const plan::Plan& plan, plan::HostRole role, const std::string& name) {

@@ -3,6 +3,7 @@
 // kernels CUDA lacks, a kernel call's operands. Answers assume a verified plan unless said.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,6 +69,9 @@ bool isOptimizerRole(plan::HostRole role);
 bool lossRunSparesOptimizer(const plan::Plan& plan);
 // The bytes of those tensors: the master weights as the host holds them.
 int64_t masterBytes(const plan::Plan& plan);
+// The bytes of the host tensors `counted` accepts, each whole, split masters left out (their bf16
+// staging copy and residual hold them).
+int64_t unsplitHostBytes(const plan::Plan& plan, const std::function<bool(const plan::HostTensor&)>& counted);
 
 // Bytes of host memory the plan's host tensors take (gradients that are views into the landing
 // buffer not counted twice, split masters counted as their staging copies and residuals): what the host

@@ -88,26 +88,27 @@ RewardPadding rewardPadding(const plan::Plan& plan, const nlohmann::ordered_json
                         "sequence at a time; set pad_token_id in config.json to the token that ends your examples"};
 }
 
-}  // namespace
-
-void checkHuggingFaceExport(const plan::Plan& plan) {
+// The plan's Hugging Face config, checked to be one its parameters can be exported under: every
+// parameter a place, every fused tensor all its parts, a score head where (and only where) the
+// config is a classifier's.
+nlohmann::ordered_json exportableConfig(const plan::Plan& plan) {
   if (plan.model().hf_config().empty())
     throw Error("--export-hf: the plan's model has no Hugging Face form (the llama and gpt2 families have one, "
                 "imported from a folder or built in; this plan's is " + plan.model().name() +
                 ", from another source): use --export for safetensors under the plan's names");
-  std::map<std::string, std::vector<bool>> parts;  // each fused tensor's parts present
-  const nlohmann::ordered_json config =
-      parseOrderedJsonInput(plan.model().hf_config(), "the plan's Hugging Face config");
-  const ExpertLayout layout = expertLayoutOf(architectureOf(config));
+  nlohmann::ordered_json config = parseOrderedJsonInput(plan.model().hf_config(), "the plan's Hugging Face config");
+  if (!config.is_object()) throw Error("the plan's Hugging Face config is not a JSON object (recompile it with mtc)");
+  const std::string architecture = architectureOf(config);
   // A reward model's config is its ...ForSequenceClassification's (mtc writes it so; an older
   // reward plan's is still its causal LM's).
   const bool score_head = hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam);
-  const bool classifier = architectureOf(config).ends_with("ForSequenceClassification");
+  const bool classifier = architecture.ends_with("ForSequenceClassification");
   if (score_head != classifier)
     throw Error(std::string("--export-hf: the plan's model has ") + (score_head ? "a score head" : "an LM head") +
                 " but its Hugging Face config names " + (classifier ? "a sequence classifier" : "a causal LM") +
                 " (a plan compiled before mtc wrote reward models' configs): compile it again with mtc");
-  if (score_head) rewardPadding(plan, config);  // its tokenizer read now, before any step
+  const ExpertLayout layout = expertLayoutOf(architecture);
+  std::map<std::string, std::vector<bool>> parts;  // each fused tensor's parts present
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
     const HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", layout);
@@ -119,6 +120,14 @@ void checkHuggingFaceExport(const plan::Plan& plan) {
   for (const auto& [name, present] : parts)
     for (bool p : present)
       if (!p) throw Error("--export-hf: the plan lacks a part of Hugging Face's '" + name + "' (q, k and v together)");
+  return config;
+}
+
+}  // namespace
+
+void checkHuggingFaceExport(const plan::Plan& plan) {
+  const nlohmann::ordered_json config = exportableConfig(plan);
+  if (hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam)) rewardPadding(plan, config);  // its tokenizer read now
 }
 
 namespace {
@@ -340,9 +349,7 @@ void checkHuggingFaceExportFolder(const std::string& dir) {
 
 HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir,
                                     ExportDtype dtype, const std::map<std::string, std::string>& metadata) {
-  checkHuggingFaceExport(plan);
-  nlohmann::ordered_json config = parseOrderedJsonInput(plan.model().hf_config(), "the plan's Hugging Face config");
-  if (!config.is_object()) throw Error("the plan's Hugging Face config is not a JSON object (recompile it with mtc)");
+  nlohmann::ordered_json config = exportableConfig(plan);
   config["torch_dtype"] = dtype == ExportDtype::kBf16 ? "bfloat16" : "float32";
   config.erase("quantization_config");  // an MXFP4 source's: the export's weights are dequantized
   HuggingFaceExport report;
