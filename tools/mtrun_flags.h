@@ -157,6 +157,11 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                "score the starting weights (--weights, the plan's, or the --resume checkpoint's) on the held-out "
                "tokens (--val-data, --val-fraction of --data, else all of --data) as a validation would, and stop: "
                "no step, nothing written but --log");
+  app.add_option("--scores", c.scores_path,
+                 "with --eval-only, of a preference plan (DPO, KTO, a reward model): write each held-out pair's (KTO: "
+                 "example's) rewards, log-probabilities, loss and whether the chosen reply wins here, one JSON line "
+                 "each in the data's order; a reward model on a token file of examples, not pairs (mttok --chat), "
+                 "scores each text alone: its reward");
   app.add_flag("--keep-best", c.keep_best,
                "keep the weights of the lowest validation loss in --checkpoint-dir (best.ckpt.safetensors) and "
                "export those at the end");

@@ -218,6 +218,23 @@ ChatExample exampleOf(const Json& example, const std::string& where) {
   return result;
 }
 
+std::vector<ChatMessage> promptMessages(const Json& prompt, const std::string& where) {
+  std::vector<ChatMessage> messages;
+  if (prompt.is_string()) messages.push_back({"user", prompt.get<std::string>()});
+  else messages = readTurns(prompt, /*sharegpt=*/false, where + ": prompt");
+  if (messages.back().role == "assistant")
+    throw Error(where + ": the prompt ends with the assistant's message: nothing is left for a reply to answer");
+  return messages;
+}
+
+std::vector<ChatMessage> replyMessages(const Json& value, const std::string& where) {
+  if (value.is_string()) return {{"assistant", value.get<std::string>()}};
+  std::vector<ChatMessage> messages = readTurns(value, /*sharegpt=*/false, where);
+  if (messages.back().role != "assistant")
+    throw Error(where + ": the reply ends with a " + messages.back().role + " message, not the assistant's");
+  return messages;
+}
+
 ChatExample conversationOf(const Json& example, const std::string& where) {
   if (!example.is_object()) throw Error(where + ": not a JSON object");
   ChatExample result;
@@ -238,8 +255,14 @@ ChatExample conversationOf(const Json& example, const std::string& where) {
     messages.push_back({"user", prompt});
     // Without "output": a prompt to reply to (training refuses it: no reply to learn).
     if (example.contains("output")) messages.push_back({"assistant", stringField(example, "output", where)});
+  } else if (example.contains("prompt")) {  // TRL's prompt-completion shape
+    messages = promptMessages(example.at("prompt"), where);
+    // Without "completion": a prompt to reply to (training refuses it: no reply to learn).
+    if (example.contains("completion"))
+      for (ChatMessage& m : replyMessages(example.at("completion"), where + ": completion")) messages.push_back(std::move(m));
   } else {
-    throw Error(where + ": neither \"messages\", \"conversations\" nor alpaca's \"instruction\"/\"output\"");
+    throw Error(where + ": neither \"messages\", \"conversations\", alpaca's \"instruction\"/\"output\" nor "
+                "\"prompt\"/\"completion\"");
   }
   if (present(example, "tools")) result.tools = toolsOf(example.at("tools"), where);
   return result;

@@ -101,6 +101,12 @@ ChatExample readExample(const std::string& json_line, const std::string& where);
 // A list of messages in the messages shape, or with `sharegpt` in the sharegpt shape; throws
 // mt::Error naming `where` and the message that is malformed.
 std::vector<ChatMessage> readTurns(const nlohmann::ordered_json& list, bool sharegpt, const std::string& where);
+// TRL's prompt-completion records, as --preferences and --unpaired read their parts: a prompt
+// string is a user message, a list must not end with the assistant's; a reply (completion) string
+// is an assistant message, a list must end with one. Throw mt::Error naming `where` (a prompt's
+// malformed message: `where`: prompt).
+std::vector<ChatMessage> promptMessages(const nlohmann::ordered_json& prompt, const std::string& where);
+std::vector<ChatMessage> replyMessages(const nlohmann::ordered_json& reply, const std::string& where);
 
 // The longest example (a JSONL line) and the largest JSON array file read: far past any
 // sequence a model trains on, and bounded, since tokenizing takes some 45 times an example's size.

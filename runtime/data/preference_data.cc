@@ -12,15 +12,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// A reply's messages: a string is one assistant message; a list must end with one.
-std::vector<ChatMessage> replyOf(const Json& value, const std::string& where) {
-  if (value.is_string()) return {{"assistant", value.get<std::string>()}};
-  std::vector<ChatMessage> messages = readTurns(value, /*sharegpt=*/false, where);
-  if (messages.back().role != "assistant")
-    throw Error(where + ": the reply ends with a " + messages.back().role + " message, not the assistant's");
-  return messages;
-}
-
 bool sameMessage(const ChatMessage& a, const ChatMessage& b) {
   return a.role == b.role && a.content == b.content && a.reasoning == b.reasoning && a.tool_fields == b.tool_fields;
 }
@@ -34,16 +25,6 @@ void requireSharedPrompt(const PreferencePair& pair, const std::string& where) {
                 "replies (give the prompt as \"prompt\" and the replies alone)");
 }
 
-// A record's prompt: a string is a user message; a list must not end with the assistant's.
-std::vector<ChatMessage> promptOf(const Json& prompt, const std::string& where) {
-  std::vector<ChatMessage> messages;
-  if (prompt.is_string()) messages.push_back({"user", prompt.get<std::string>()});
-  else messages = readTurns(prompt, /*sharegpt=*/false, where + ": prompt");
-  if (messages.back().role == "assistant")
-    throw Error(where + ": the prompt ends with the assistant's message: nothing is left for a reply to answer");
-  return messages;
-}
-
 // An unpaired record: a prompt, its completion and a boolean label.
 LabelledExample labelledExampleOf(const Json& record, const std::string& where) {
   for (const char* key : {"prompt", "completion", "label"})
@@ -53,9 +34,9 @@ LabelledExample labelledExampleOf(const Json& record, const std::string& where) 
   if (!record.at("label").is_boolean())
     throw Error(where + ": \"label\" is " + record.at("label").dump() + ", not true (desirable) or false");
   LabelledExample out;
-  out.example.messages = promptOf(record.at("prompt"), where);
+  out.example.messages = promptMessages(record.at("prompt"), where);
   out.prompt_messages = out.example.messages.size();
-  for (ChatMessage& m : replyOf(record.at("completion"), where + ": completion"))
+  for (ChatMessage& m : replyMessages(record.at("completion"), where + ": completion"))
     out.example.messages.push_back(std::move(m));
   out.desirable = record.at("label").get<bool>();
   return out;
@@ -76,17 +57,17 @@ PreferencePair preferencePairOf(const Json& record, const std::string& where) {
     if (!chosen.is_array() || !rejected.is_array())
       throw Error(where + ": no \"prompt\": then \"chosen\" and \"rejected\" must be whole conversations (lists of "
                   "messages)");
-    pair.chosen.messages = replyOf(chosen, where + ": chosen");
-    pair.rejected.messages = replyOf(rejected, where + ": rejected");
+    pair.chosen.messages = replyMessages(chosen, where + ": chosen");
+    pair.rejected.messages = replyMessages(rejected, where + ": rejected");
     requireSharedPrompt(pair, where);
     pair.prompt_messages = pair.chosen.messages.size() - 1;
     return pair;
   }
-  const std::vector<ChatMessage> messages = promptOf(record.at("prompt"), where);
+  const std::vector<ChatMessage> messages = promptMessages(record.at("prompt"), where);
   pair.prompt_messages = messages.size();
   pair.chosen.messages = pair.rejected.messages = messages;
-  for (ChatMessage& m : replyOf(chosen, where + ": chosen")) pair.chosen.messages.push_back(std::move(m));
-  for (ChatMessage& m : replyOf(rejected, where + ": rejected")) pair.rejected.messages.push_back(std::move(m));
+  for (ChatMessage& m : replyMessages(chosen, where + ": chosen")) pair.chosen.messages.push_back(std::move(m));
+  for (ChatMessage& m : replyMessages(rejected, where + ": rejected")) pair.rejected.messages.push_back(std::move(m));
   return pair;
 }
 

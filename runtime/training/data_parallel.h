@@ -30,8 +30,8 @@ void checkRanksAgree(const World& world, const TrainConfig& config, const plan::
 int rankDevice(const World& world, bool on_gpu);
 
 // `config` as rank `rank` runs it: rank 0 as given; the others write nothing (no log, exports,
-// dumped gradients, trace or checkpoints: their state is rank 0's), resuming from the same
-// checkpoint folder.
+// dumped gradients, trace, scores or checkpoints: their state is rank 0's), resuming from the same
+// checkpoint folder. Every rank's `scores` says whether --scores was given.
 TrainConfig forRank(TrainConfig config, int rank);
 
 // One micro-step's shares: each rank's counted targets, in rank order, and what they make.

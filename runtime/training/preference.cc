@@ -241,7 +241,7 @@ void Preference::fillHeldOutReference(const HeldOutBatches& held, int64_t i) con
 // The run's examples of its first `rows` rows (its data: a held-out batch's padding left out), as
 // mt.kto_loss scores them: their KL estimate, each example's loss, reward and log-probability by
 // its label.
-PairScores Preference::scoreKtoRun(int64_t rows) const {
+PairScores Preference::scoreKtoRun(int64_t rows, std::vector<ExampleScore>* each) const {
   const float *policy = store_.f32(policy_), *reference = store_.f32(reference_), *labels = store_.f32(labels_);
   const int64_t examples = rows / 2;
   PairScores s;
@@ -254,26 +254,34 @@ PairScores Preference::scoreKtoRun(int64_t rows) const {
     ++s.pairs;
     if (labels[i] != 0.0f) s.chosen += e.reward, s.logp_chosen += policy[2 * i], ++s.chosen_count;
     else s.rejected += e.reward, s.logp_rejected += policy[2 * i], ++s.rejected_count;
+    if (each) each->push_back({e.loss, {e.reward, 0.0}, {policy[2 * i], 0.0}, labels[i] != 0.0f});
   }
   return s;
 }
 
 // The run's pairs of its first `rows` rows, as mt.reward_loss scores them.
-PairScores Preference::scoreRewardRun(int64_t rows) const {
+PairScores Preference::scoreRewardRun(int64_t rows, std::vector<ExampleScore>* each) const {
   const float* rewards = store_.f32(policy_);
   PairScores s;
   for (int64_t p = 0; p < rows / 2; ++p) {
-    s.loss += rewardPair(rewards, center_, p).loss;
+    const double loss = rewardPair(rewards, center_, p).loss;
+    s.loss += loss;
     s.chosen += rewards[2 * p], s.rejected += rewards[2 * p + 1];
     s.right += rewards[2 * p] > rewards[2 * p + 1];
     ++s.pairs;
+    if (each) each->push_back({loss, {rewards[2 * p], rewards[2 * p + 1]}});
   }
   return s;
 }
 
-PairScores Preference::scoreRun(int64_t rows) const {
-  if (kto()) return scoreKtoRun(rows);
-  if (reward()) return scoreRewardRun(rows);
+void Preference::scoreTexts(int64_t rows, std::vector<ExampleScore>& each) const {
+  const float* rewards = store_.f32(policy_);
+  for (int64_t b = 0; b < rows; ++b) each.push_back({0.0, {rewards[b], 0.0}});
+}
+
+PairScores Preference::scoreRun(int64_t rows, std::vector<ExampleScore>* each) const {
+  if (kto()) return scoreKtoRun(rows, each);
+  if (reward()) return scoreRewardRun(rows, each);
   const float* policy = store_.f32(policy_);
   const float* reference = referenceFree() ? zeros_.data() : store_.f32(reference_);
   PairScores s;
@@ -292,8 +300,24 @@ PairScores Preference::scoreRun(int64_t rows) const {
       s.nll -= nll_->average ? double(policy[2 * p]) * n : double(policy[2 * p]);
       s.nll_tokens += n;
     }
+    if (each) each->push_back({pair.loss, {chosen, rejected}, {policy[2 * p], policy[2 * p + 1]}});
   }
   return s;
+}
+
+nlohmann::ordered_json Preference::scoreLine(const ExampleScore& s, size_t index, bool text) const {
+  if (text) return {{"example", index}, {"reward", s.reward[0]}};
+  if (kto())
+    return {{"example", index}, {"desirable", s.desirable}, {"reward", s.reward[0]}, {"logps", s.logp[0]},
+            {"loss", s.loss}};
+  nlohmann::ordered_json line = {{"pair", index},
+                         {"chosen_wins", s.reward[0] > s.reward[1]},
+                         {"reward_chosen", s.reward[0]},
+                         {"reward_rejected", s.reward[1]},
+                         {"reward_margin", s.reward[0] - s.reward[1]}};
+  if (!reward()) line["logps_chosen"] = s.logp[0], line["logps_rejected"] = s.logp[1];
+  line["loss"] = s.loss;
+  return line;
 }
 
 double Preference::meanLoss(const PairScores& s) const {

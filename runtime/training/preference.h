@@ -69,6 +69,23 @@ struct PairScores {
   }
 };
 
+// One held-out pair scored, for --scores: its loss, each reply's reward (DPO's implicit one: beta
+// times the policy's log-probability over the reference's; a reward model's own) and the policy's
+// log-probability of it (none for a reward model). A KTO example's are the first side's, its label
+// `desirable`; a text a reward model scores alone (mtrun --eval-only --scores on a file of
+// examples) has its reward alone, the first.
+struct ExampleScore {
+  double loss = 0.0;
+  double reward[2] = {0.0, 0.0};  // the chosen reply's, the rejected one's
+  double logp[2] = {0.0, 0.0};
+  bool desirable = false;
+  static constexpr size_t kWidth = 6;  // the doubles of one in flat form (what ranks exchange)
+  void appendTo(std::vector<double>& flat) const {
+    flat.insert(flat.end(), {loss, reward[0], reward[1], logp[0], logp[1], desirable ? 1.0 : 0.0});
+  }
+  static ExampleScore unflat(const double* v) { return {v[0], {v[1], v[2]}, {v[3], v[4]}, v[5] != 0.0}; }
+};
+
 class Preference {
  public:
   // Finds the input, the output and the loss's attributes in `store`'s `plan`; present() is false
@@ -105,8 +122,15 @@ class Preference {
   void fillReference(const BatchSampler& sampler, int64_t step, int64_t first_row) const;
   // ... for batch `i` of the held-out pairs (padding rows 0, labelled 0).
   void fillHeldOutReference(const HeldOutBatches& held, int64_t i) const;
-  // The pairs of the last run's first `rows` rows, scored from the store's input and output.
-  PairScores scoreRun(int64_t rows) const;
+  // The pairs of the last run's first `rows` rows, scored from the store's input and output; with
+  // `each`, each pair's scores appended to it too.
+  PairScores scoreRun(int64_t rows, std::vector<ExampleScore>* each = nullptr) const;
+  // A reward model's rewards of the last run's first `rows` rows, each a text of its own (its
+  // reward the first), appended to `each`.
+  void scoreTexts(int64_t rows, std::vector<ExampleScore>& each) const;
+  // One line of --scores: pair `index` of its token file (KTO: example `index`; `text`: text
+  // `index`, scored alone) and its scores, in the names the log gives their means.
+  nlohmann::ordered_json scoreLine(const ExampleScore& score, size_t index, bool text = false) const;
   // The loss `scores` give, as the plan's: the mean DPO loss of the pairs, plus the NLL term's
   // alpha times the chosen replies' NLL per token.
   double meanLoss(const PairScores& scores) const;
@@ -159,8 +183,8 @@ class Preference {
   // A reward model's positions of the examples `example(b)` of the rows from `data` (each row's
   // last token before its end-of-text token, or the row's last where the example is cut).
   void fillPositions(const TokenFile& data, const std::function<int64_t(int64_t)>& example) const;
-  PairScores scoreKtoRun(int64_t rows) const;
-  PairScores scoreRewardRun(int64_t rows) const;
+  PairScores scoreKtoRun(int64_t rows, std::vector<ExampleScore>* each) const;
+  PairScores scoreRewardRun(int64_t rows, std::vector<ExampleScore>* each) const;
   PairScores step_;
 };
 

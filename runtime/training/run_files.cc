@@ -109,7 +109,8 @@ std::unique_ptr<FileLock> lockExport(const std::string& path, const char* flag) 
 RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
   RunOutputs outputs;
   for (auto [path, flag] : {std::pair{&config.export_path, "--export"}, {&config.trace_path, "--trace"},
-                            {&config.grads_path, "--dump-grads"}, {&config.report_path, "--report"}})
+                            {&config.grads_path, "--dump-grads"}, {&config.report_path, "--report"},
+                            {&config.scores_path, "--scores"}})
     if (!path->empty()) checkWritable(*path, flag);
   if (!config.export_path.empty()) {
     outputs.export_lock = lockExport(config.export_path, "--export");

@@ -40,6 +40,9 @@ void validateConfig(const TrainConfig& c) {
           "--keep-best, --dump-grads, --trace and --report (--resume DIR scores that folder's newest checkpoint)");
   require(!c.eval_only || !c.resume_auto,
           "--eval-only scores a checkpoint it is given: name its folder (--resume DIR), not --resume auto");
+  require(c.scores_path.empty() || c.eval_only,
+          "--scores " + c.scores_path + " writes the scores of an --eval-only run, each held-out pair's: add "
+          "--eval-only (a training run logs their means at each validation)");
   require(!c.eval_only || (c.accumulate == 1 && c.epochs == 0.0 && !c.warmup_ratio),
           "--eval-only takes no step: drop --accumulate, --epochs and --warmup-ratio");
   require(c.steps > 0, "--steps must be positive");
@@ -118,14 +121,41 @@ static void requireMatchingPairs(const TrainConfig& config, bool kto, const Toke
   }
 }
 
+// --eval-only --scores of a reward model on token files of examples, not pairs: each example a
+// text scored alone (a best-of-n's candidates); such files without them are refused, naming both
+// uses. Files of pairs are left to the checks of pairs; a file of neither to
+// TokenFile::requireExamples, which names it.
+static bool scoresTexts(const TrainConfig& config, const plan::Plan& plan, const TokenFile& data,
+                        const TokenFile* val_data) {
+  if (!hasHostTensor(plan, plan::ROLE_OUTPUT, kPolicyRewardsOutput)) return false;
+  const TokenFile& scored = val_data ? *val_data : data;
+  if (scored.hasPairs() || !scored.hasExamples()) return false;
+  if (!config.eval_only || !config.scores)
+    throw Error(scored.path() + " holds texts, not (chosen, rejected) pairs: " + config.plan_path + " is a reward "
+                "model, which trains and is validated on pairs (mttok --preferences); to score each text alone, give "
+                "--eval-only --scores FILE");
+  if (val_data && data.hasPairs())
+    throw Error("--val-data " + val_data->path() + " holds texts and --data " + data.path() + " pairs: --eval-only "
+                "--scores scores one kind; give the texts as --data alone");
+  return true;
+}
+
 TrainConfig resolveRows(TrainConfig config, const plan::Plan& plan, const TokenFile& data, const TokenFile* val_data) {
   // Whether the plan takes each token's position in its example, and whether it trains on pairs of
   // rows (preferences, a reward model).
   const bool packs = hasHostTensor(plan, plan::ROLE_INPUT, kPositionsInput);
+  if (config.scores && !trainsOnPairs(plan))
+    throw Error("--scores: " + config.plan_path + " predicts the next token of windows of "
+                "the held-out tokens, not pairs or texts to score one by one: drop --scores (--eval-only's loss and "
+                "perplexity are of the held-out tokens as a whole); it is a preference plan's or a reward model's");
   if (trainsOnPairs(plan)) {
     if (!config.rows_default && config.rows != RowLayout::kPairs)
       throw Error(rowsFlag(config.rows) + ": " + config.plan_path + " trains on pairs of rows (mtc --objective dpo, "
                   "kto or reward): drop --rows (or give --rows pairs)");
+    if (scoresTexts(config, plan, data, val_data)) {
+      config.rows = RowLayout::kExamples, config.scores_texts = true;
+      return config;
+    }
     config.rows = RowLayout::kPairs;
     requireMatchingPairs(config, hasHostTensor(plan, plan::ROLE_INPUT, kKtoLabelsInput), data, val_data);
     return config;

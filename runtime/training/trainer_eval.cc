@@ -3,6 +3,7 @@
 // compare with.
 #include "runtime/training/trainer_run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,9 +25,39 @@ int Trainer::evaluate() {
   if (!validator_)
     throw Error("--eval-only: --val-fraction " + fmt::format("{}", config_.val_fraction) + " holds out no whole row "
                 "of " + config_.data_path + ": nothing to score; raise it, or give --val-data");
+  if (config_.scores_texts) return scoreTexts();
   prepareReference();
   validate(resumed_.step);
   return 0;
+}
+
+int Trainer::scoreTexts() {
+  prepareReference();  // a reward model's: where each text ends
+  const std::vector<ExampleScore> scores =
+      validator_->scoreTexts(*backend_, store_, evalOptions(), world_, preference_);
+  if (scores.empty())
+    throw Error("--eval-only --scores: no text to score in " + (val_data_ ? *val_data_ : data_).path());
+  double sum = 0.0, low = scores[0].reward[0], high = low;
+  for (const ExampleScore& s : scores) sum += s.reward[0], low = std::min(low, s.reward[0]), high = std::max(high, s.reward[0]);
+  const double mean = sum / static_cast<double>(scores.size());
+  clearStatus();
+  std::printf("scored %zu texts, each alone: reward mean %.4f, lowest %.4f, highest %.4f\n", scores.size(), mean, low,
+              high);
+  logLine({{"step", resumed_.step}, {"texts", scores.size()}, {"reward_mean", mean}, {"reward_min", low},
+           {"reward_max", high}});
+  writeScores(scores, /*texts=*/true);
+  return 0;
+}
+
+void Trainer::writeScores(const std::vector<ExampleScore>& scores, bool texts) const {
+  if (world_.rank() != 0) return;
+  // Pairs are two rows of the file's examples; KTO's an example and its KL row.
+  const size_t first = texts ? validator_->batches().firstExample() : validator_->batches().firstExample() / 2;
+  std::string lines;
+  for (size_t k = 0; k < scores.size(); ++k) lines += preference_.scoreLine(scores[k], first + k, texts).dump() + "\n";
+  writeFileAtomically(config_.scores_path, lines);
+  std::printf("scores: %zu %s, one line each, in %s\n", scores.size(),
+              texts ? "texts" : preference_.kto() ? "examples" : "pairs", config_.scores_path.c_str());
 }
 
 // The reference model of a preference plan is the one training starts from, or the weights of
@@ -104,8 +135,10 @@ void Trainer::validate(int64_t step) {
   if (!validator_) return;
   backend_->applyPendingUpdate();  // validate the weights after this step's update
   const StepOptions eval = evalOptions();
-  const Validation v =
-      validator_->run(step, *backend_, store_, eval, world_, preference_.present() ? &preference_ : nullptr);
+  std::vector<ExampleScore> scores;
+  const bool keep_scores = config_.eval_only && config_.scores;
+  const Validation v = validator_->run(step, *backend_, store_, eval, world_,
+                                       preference_.present() ? &preference_ : nullptr, keep_scores ? &scores : nullptr);
   const HeldOutBatches& held = validator_->batches();
   clearStatus();
   const std::string at = config_.eval_only ? std::string("evaluation")
@@ -135,6 +168,7 @@ void Trainer::validate(int64_t step) {
     line["val_ppl"] = std::exp(v.loss), line["val_targets"] = v.counted;
   }
   logLine(line);
+  if (keep_scores) writeScores(scores, /*texts=*/false);
   if (config_.keep_best && v.best)
     writeState([&] {
       outputs_.checkpoints->writeBest(plan_, store_, {step, resumed_.seed, config_.steps, provenance_}, v.loss);

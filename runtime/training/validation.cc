@@ -1,48 +1,80 @@
 #include "runtime/training/validation.h"
 
 #include <string>
+#include <vector>
 
 #include "runtime/io/error.h"
 
 namespace mt {
 
+int64_t Validator::runBatch(int64_t i, Backend& backend, HostStore& store, const StepOptions& eval,
+                            const Preference* preference, bool always, float& loss, const std::string& what) const {
+  const int64_t c =
+      batches_.fill(i, store.i32(store.tokens()), store.i32(store.targets()), store.tokenMask(), store.positions());
+  if (preference) preference->fillHeldOutReference(batches_, i);
+  loss = 0.0f;
+  if (c == 0 && !always) return c;  // a batch whose mask leaves out every target has no loss (0/0)
+  const StepResult result = backend.runStep(eval);
+  if (!result.corrupt_transfer.empty())  // a validation updates nothing: only its loss is wrong
+    throw Error(what + ": --verify-transfers: the bytes of " + result.corrupt_transfer + " differ from the host's: "
+                "the link or the device corrupted the copy. Check the GPU (nvidia-smi -q: ECC errors; dmesg: Xid "
+                "errors) and its link, then resume");
+  loss = result.loss;
+  return c;
+}
+
+std::vector<double> Validator::inBatchOrder(const World& world, const std::vector<double>& mine, size_t width,
+                                            const std::function<int64_t(int64_t)>& records) const {
+  const std::vector<std::vector<double>> shares = world.allgather(mine);
+  std::vector<size_t> read(shares.size(), 0);  // how far into each rank's share
+  std::vector<double> all;
+  for (int64_t i = 0; i < batches_.batches(); ++i) {
+    const size_t rank = static_cast<size_t>(i % world.size()), n = static_cast<size_t>(records(i)) * width;
+    if (read[rank] + n > shares[rank].size()) throw Error("validation: rank " + std::to_string(rank) + " sent too few scores");
+    all.insert(all.end(), shares[rank].begin() + static_cast<std::ptrdiff_t>(read[rank]),
+               shares[rank].begin() + static_cast<std::ptrdiff_t>(read[rank] + n));
+    read[rank] += n;
+  }
+  return all;
+}
+
 Validation Validator::run(int64_t step, Backend& backend, HostStore& store, const StepOptions& eval,
-                          const World& world, const Preference* preference) {
+                          const World& world, const Preference* preference, std::vector<ExampleScore>* each) {
   // This rank's share of the batches, in order: (counted targets, loss) of each, or a DPO plan's
-  // scored pairs (PairScores::flat).
-  std::vector<double> mine;
+  // scored pairs (PairScores::flat); with `each`, its pairs' scores (ExampleScore's flat form).
+  std::vector<double> mine, mine_each;
+  std::vector<ExampleScore> batch_each;
   const size_t width = preference ? PairScores{}.flat().size() : 2;
+  const std::string what = "validation after step " + std::to_string(step);
   for (int64_t i = world.rank(); i < batches_.batches(); i += world.size()) {
-    const int64_t c =
-        batches_.fill(i, store.i32(store.tokens()), store.i32(store.targets()), store.tokenMask(), store.positions());
-    if (preference) preference->fillHeldOutReference(batches_, i);
     float loss = 0.0f;
-    if (c > 0 || preference) {  // a batch whose mask leaves out every target has no loss (0/0)
-      const StepResult result = backend.runStep(eval);
-      if (!result.corrupt_transfer.empty())  // a validation updates nothing: only its loss is wrong
-        throw Error("validation after step " + std::to_string(step) + ": --verify-transfers: the bytes of " +
-                    result.corrupt_transfer + " differ from the host's: the link or the device corrupted the copy. "
-                    "Check the GPU (nvidia-smi -q: ECC errors; dmesg: Xid errors) and its link, then resume");
-      loss = result.loss;
-    }
+    const int64_t c = runBatch(i, backend, store, eval, preference, preference != nullptr, loss, what);
     if (preference) {
-      const std::vector<double> scored = preference->scoreRun(batches_.dataRows(i)).flat();
+      batch_each.clear();
+      const std::vector<double> scored =
+          preference->scoreRun(batches_.dataRows(i), each ? &batch_each : nullptr).flat();
       mine.insert(mine.end(), scored.begin(), scored.end());
+      for (const ExampleScore& score : batch_each) score.appendTo(mine_each);
       continue;
     }
     mine.push_back(static_cast<double>(c));
     mine.push_back(loss);
   }
+  if (each) {
+    const std::vector<double> all = inBatchOrder(world, mine_each, ExampleScore::kWidth,
+                                                 [&](int64_t i) { return batches_.dataRows(i) / 2; });
+    each->clear();
+    for (size_t k = 0; k < all.size(); k += ExampleScore::kWidth) each->push_back(ExampleScore::unflat(&all[k]));
+  }
   // Each batch's loss is the mean over its counted targets: weighted by them, the validation
   // loss is the mean over every counted target of the pass (padding rows count none), summed in
   // batch order whichever rank ran each. A DPO plan's: the pairs' losses summed, over the pairs
   // (with an NLL term, plus its alpha times the chosen replies' NLL per token over the whole set).
-  const std::vector<std::vector<double>> shares = world.allgather(mine);
+  const std::vector<double> batches = inBatchOrder(world, mine, width, [](int64_t) { return 1; });
   double total = 0.0;
   Validation v;
   for (int64_t i = 0; i < batches_.batches(); ++i) {
-    const std::vector<double>& share = shares[static_cast<size_t>(i % world.size())];
-    const double* at = share.data() + static_cast<size_t>(i / world.size()) * width;
+    const double* at = batches.data() + static_cast<size_t>(i) * width;
     if (preference) {
       v.pairs.add(PairScores::unflat(at));
       continue;
@@ -70,6 +102,24 @@ void Validator::track(int64_t step, Validation& v) {
   v.since_best = since_best_;
   v.best_loss = best_->loss;
   v.best_step = best_->step;
+}
+
+std::vector<ExampleScore> Validator::scoreTexts(Backend& backend, HostStore& store, const StepOptions& eval,
+                                                const World& world, const Preference& preference) const {
+  std::vector<double> mine;
+  std::vector<ExampleScore> batch;
+  for (int64_t i = world.rank(); i < batches_.batches(); i += world.size()) {
+    float loss = 0.0f;  // the plan's pairs of unrelated texts: no loss
+    runBatch(i, backend, store, eval, &preference, /*always=*/true, loss, "scoring the texts");
+    batch.clear();
+    preference.scoreTexts(batches_.dataRows(i), batch);
+    for (const ExampleScore& score : batch) score.appendTo(mine);
+  }
+  const std::vector<double> all =
+      inBatchOrder(world, mine, ExampleScore::kWidth, [&](int64_t i) { return batches_.dataRows(i); });
+  std::vector<ExampleScore> scores;
+  for (size_t k = 0; k < all.size(); k += ExampleScore::kWidth) scores.push_back(ExampleScore::unflat(&all[k]));
+  return scores;
 }
 
 }  // namespace mt

@@ -4,6 +4,9 @@
 // since (the overfitting warning).
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 #include <optional>
 
 #include "runtime/backends/backend.h"
@@ -37,13 +40,27 @@ class Validator {
   // (loss only, no update). With several ranks, rank r runs batches r, r + N, ... and every rank
   // sums all of them in batch order: one process's loss, bit for bit. With `preference` (a DPO
   // plan), the loss is the mean over the held-out pairs (plus an NLL term's, Preference::meanLoss),
-  // scored on the host (padding rows left out). Throws mt::Error if --verify-transfers finds a copy corrupted.
+  // scored on the host (padding rows left out). With `each` too, every rank gets each held-out
+  // pair's scores in it, in order (--scores). Throws mt::Error if --verify-transfers finds a copy
+  // corrupted.
   Validation run(int64_t step, Backend& backend, HostStore& store, const StepOptions& eval, const World& world,
-                 const Preference* preference = nullptr);
+                 const Preference* preference = nullptr, std::vector<ExampleScore>* each = nullptr);
+  // A reward model's reward of each held-out example (rows of examples, each scored alone: no
+  // pairs, no loss), every rank getting them all in order. Throws mt::Error as run does.
+  std::vector<ExampleScore> scoreTexts(Backend& backend, HostStore& store, const StepOptions& eval,
+                                       const World& world, const Preference& preference) const;
 
  private:
   // The best so far and the validations since it, updated by `v`.
   void track(int64_t step, Validation& v);
+  // Batch i filled into `store` and run with `eval`; its targets counted (before the run: a batch
+  // whose mask leaves out every target runs only where `always`).
+  int64_t runBatch(int64_t i, Backend& backend, HostStore& store, const StepOptions& eval,
+                   const Preference* preference, bool always, float& loss, const std::string& what) const;
+  // Each rank's `mine` (a record of `width` doubles for each of `records(i)` of the batches it
+  // ran), every rank's gathered in batch order.
+  std::vector<double> inBatchOrder(const World& world, const std::vector<double>& mine, size_t width,
+                                   const std::function<int64_t(int64_t)>& records) const;
   HeldOutBatches batches_;
   struct Best {
     int64_t step;

@@ -342,6 +342,11 @@ for flags in "--accumulate 2" "--epochs 1" "--warmup-ratio 0.1"; do
 done
 expect_error_exit 2 "name its folder (--resume DIR), not --resume auto" "$bin/mtrun" good.plan --data corpus.tok \
   --eval-only --resume auto
+# --scores: an --eval-only run's, of a plan that scores pairs or texts one by one (not the next token's).
+expect_error_exit 2 "writes the scores of an --eval-only run" "$bin/mtrun" good.plan --data corpus.tok --scores s.jsonl
+expect_error "predicts the next token of windows of the held-out tokens" "$bin/mtrun" good.plan --data corpus.tok \
+  --eval-only --scores s.jsonl
+expect_absent s.jsonl
 expect_error_exit 2 "--eval-only scores weights and --export-only writes them" "$bin/mtrun" good.plan --eval-only \
   --export-only --resume ck --export eval.safetensors
 expect_error "make one with mttok" "$bin/mtrun" good.plan --data corpus.tok --steps 1 --val-data missing.tok

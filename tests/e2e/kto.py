@@ -158,17 +158,33 @@ def train_and_compare(bin_dir, name, flags, weights, data, held, failures, **twi
     return log
 
 
-def evaluated(bin_dir, failures):
+def evaluated(bin_dir, held_labels, failures):
     """mtrun --eval-only on the run's last checkpoint (its held-out reference read back from the
-    folder): the run's last validation, bit for bit, and the folder left as it was."""
+    folder): the run's last validation, bit for bit, and the folder left as it was. Its --scores:
+    each held-out example's line, in order, labelled as the data, the losses' mean the logged loss,
+    the desirable ones' mean reward the logged one; two ranks (mpirun) write the same file."""
     before = sorted(os.listdir("k-ck"))
-    ref.run([f"{bin_dir}/mtrun", "k.plan", "--data", "kto.tok", "--val-data", "held.tok", "--resume", "k-ck",
-             "--eval-only", "--log", "evaluated.jsonl"])
+    cmd = [f"{bin_dir}/mtrun", "k.plan", "--data", "kto.tok", "--val-data", "held.tok", "--resume", "k-ck",
+           "--eval-only"]
+    ref.run(cmd + ["--log", "evaluated.jsonl", "--scores", "scores.jsonl"])
     validation = [line for line in map(json.loads, open("k.jsonl")) if "val_loss" in line]
     got = [json.loads(line) for line in open("evaluated.jsonl")]
     if got != validation[-1:] or sorted(os.listdir("k-ck")) != before:
         failures.append(f"--eval-only of the step-{SCHEDULE.steps} checkpoint: {got}, the run's last validation "
                         f"{validation[-1:]}; the folder {before} -> {sorted(os.listdir('k-ck'))}")
+        return
+    scores = [json.loads(line) for line in open("scores.jsonl")]
+    desirable = [s["reward"] for s in scores if s["desirable"]]
+    if [s["example"] for s in scores] != list(range(len(held_labels))) or \
+            [s["desirable"] for s in scores] != [bool(v) for v in held_labels] or \
+            not close((sum(s["loss"] for s in scores) / len(scores), sum(desirable) / len(desirable)),
+                      (got[0]["val_loss"], got[0]["val_reward_chosen"])):
+        failures.append(f"--eval-only --scores: {scores}; the evaluation {got[0]}, the labels {list(held_labels)}")
+    ranks, why = ref.two_ranks(cmd + ["--scores", "scores-np2.jsonl"])
+    if ranks is None:
+        print(f"kto: the two ranks' --scores not checked: {why}")
+    elif open("scores-np2.jsonl").read() != open("scores.jsonl").read():
+        failures.append("--eval-only --scores by mpirun -np 2 differs from one process's")
 
 
 def resumed(bin_dir, log, failures):
@@ -257,7 +273,7 @@ def main():
                         f"{[line['kl'] for line in log]} (never above 0: the estimate untested)")
     train_and_compare(bin_dir, "weighted", ["--desirable-weight", "0.75", "--undesirable-weight", "1.5"], weights, data,
                       held, failures, desirable=0.75, undesirable=1.5)
-    evaluated(bin_dir, failures)
+    evaluated(bin_dir, held_labels, failures)
     resumed(bin_dir, log, failures)
     refusals(bin_dir, failures)
     data_parallel(bin_dir, failures)

@@ -63,17 +63,25 @@ def run(cmd):
     subprocess.run(cmd, check=True)
 
 
-def ranks_against_accumulate(common):
-    """The mtrun command `common` (without --log) run by `mpirun -np 2` and in one process with
-    --accumulate 2: (the two logs' lines without their timings, "") where both ran, else (None, why)."""
+def two_ranks(cmd):
+    """The command `cmd` run by `mpirun -np 2` on this machine: (its CompletedProcess, "") where it
+    ran and passed, else (None, why)."""
     if not shutil.which("mpirun"):
         return None, "no mpirun (bash tools/setup.sh installs openmpi-bin)"
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
                OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
-    ranks = subprocess.run(["mpirun", "-np", "2", "--bind-to", "none"] + common + ["--log", "mp.jsonl"],
-                           capture_output=True, text=True, env=env)
+    ranks = subprocess.run(["mpirun", "-np", "2", "--bind-to", "none"] + cmd, capture_output=True, text=True, env=env)
     if ranks.returncode != 0:
         return None, f"mpirun -np 2 exit {ranks.returncode}: {ranks.stderr[-300:]}"
+    return ranks, ""
+
+
+def ranks_against_accumulate(common):
+    """The mtrun command `common` (without --log) run by `mpirun -np 2` and in one process with
+    --accumulate 2: (the two logs' lines without their timings, "") where both ran, else (None, why)."""
+    ranks, why = two_ranks(common + ["--log", "mp.jsonl"])
+    if ranks is None:
+        return None, why
     run(common + ["--accumulate", "2", "--log", "acc.jsonl"])
     timing = {"tokens_per_s", "step_ms"}
     return [[{k: v for k, v in json.loads(line).items() if k not in timing} for line in open(f)]

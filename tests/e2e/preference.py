@@ -207,6 +207,26 @@ def refusals(bin_dir, failures):
         failures.append(f"conversations with two prompts: exit {apart.returncode}: {apart.stderr}")
 
 
+def scored(bin_dir, val, failures):
+    """mtrun --eval-only --resume on the run's last checkpoint logs its last validation, bit for
+    bit; its --scores, each held-out pair's line in order, average to what that line logs (the
+    loss, the share of pairs won, the rewards and the log-probabilities, each checked against the
+    model above), a pair won where its margin is above 0."""
+    ref.run([f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--val-data", "held.tok", "--resume", "ck",
+             "--eval-only", "--log", "d-eval.jsonl", "--scores", "d-scores.jsonl"])
+    evaluated = [json.loads(line) for line in open("d-eval.jsonl")]
+    lines = [json.loads(line) for line in open("d-scores.jsonl")]
+    n = len(lines)
+    means = {k: sum(line[k] for line in lines) / max(n, 1) for k in ("loss", "reward_chosen", "reward_rejected",
+                                                                     "logps_chosen", "logps_rejected")}
+    want = {k: val[-1]["val_" + k] for k in means}
+    if evaluated != val[-1:] or [line["pair"] for line in lines] != list(range(val[-1]["val_pairs"])) or \
+            any(abs(means[k] - want[k]) > 1e-9 * max(1.0, abs(want[k])) for k in means) or \
+            sum(line["chosen_wins"] for line in lines) != round(val[-1]["val_pairs_right"] * n) or \
+            any(line["chosen_wins"] != (line["reward_margin"] > 0) for line in lines):
+        failures.append(f"--eval-only --resume ck --scores: {evaluated}, {lines}; the run's last validation {val}")
+
+
 def resumed(bin_dir, log, val, failures):
     """The run resumed from its step-3 checkpoint: the references (training and held-out) read
     back, the losses and the validation the straight run's; a reference file cut short or of other
@@ -440,6 +460,7 @@ def main():
         failures.append(f"DPO losses {[line['loss'] for line in log]}: not log 2 at the reference, or not falling")
     print(f"{SCHEDULE.steps} DPO steps: losses within {worst:.1e} of the transformers-style model, rewards {got}")
     other_losses(bin_dir, tokens, counted, starts, held, weights, failures)
+    scored(bin_dir, val, failures)
     resumed(bin_dir, log, val, failures)
     loss_alone(failures)
     truncated_pairs(bin_dir, failures)

@@ -160,11 +160,13 @@ def round_trip(bin_dir, export, folder, validation, held, end, failures):
         failures.append(f"{folder} compiled back: its weights are not the run's ({sorted(set(back) ^ set(ours))})")
     # mtrun --eval-only on the held-out file: the run's last validation, bit for bit (step 0: the
     # weights are the folder's, no step taken).
-    ref.run([f"{bin_dir}/mtrun", "back.plan", "--data", "held.tok", "--eval-only", "--log", "back-eval.jsonl"])
+    ref.run([f"{bin_dir}/mtrun", "back.plan", "--data", "held.tok", "--eval-only", "--log", "back-eval.jsonl",
+             "--scores", "pair-scores.jsonl"])
     evaluated = [json.loads(line) for line in open("back-eval.jsonl")]
     if evaluated != [dict(validation[0], step=0)]:
         failures.append(f"{folder} compiled back, --eval-only on the held-out pairs: {evaluated}; the run's last "
                         f"validation {validation}")
+    scored_pairs(bin_dir, rewards, validation[0]["val_loss"], failures)
     lm = subprocess.run([f"{bin_dir}/mtc", folder, "-o", "lm-from-rm.plan"], capture_output=True, text=True)
     if lm.returncode == 0 or "is a reward model (Qwen2ForSequenceClassification" not in lm.stderr or \
             "compile it with --objective reward" not in lm.stderr:
@@ -172,6 +174,46 @@ def round_trip(bin_dir, export, folder, validation, held, end, failures):
                         f"{lm.stderr}")
     print(f"{folder}: Qwen2ForSequenceClassification, pad_token_id {end}; transformers' rule gives the held-out "
           f"score {got[0]:.6f} (the run's {logged[0]:.6f}); compiled back bit for bit, and scored alike by --eval-only")
+
+
+def scored_pairs(bin_dir, rewards, val_loss, failures):
+    """--eval-only --scores of the reward model compiled back: each held-out pair's rewards those
+    transformers' rule reads from the exported folder (`rewards`, the examples' in order), whether
+    the chosen reply wins, the losses' mean the logged loss. The same replies as texts of their own
+    (prompt-completion and messages records, mttok --chat: the tokens of the pairs' examples) are
+    each scored alone with the rewards of the pairs' lines, bit for bit (each row the same)."""
+    lines = [json.loads(line) for line in open("pair-scores.jsonl")]
+    want = [(p, bool(rewards[2 * p] > rewards[2 * p + 1]), rewards[2 * p].item(), rewards[2 * p + 1].item())
+            for p in range(len(rewards) // 2)]
+    got = [(s["pair"], s["chosen_wins"], s["reward_chosen"], s["reward_rejected"]) for s in lines]
+    if len(got) != len(want) or any(g[:2] != w[:2] or not close(g[2:], w[2:]) for g, w in zip(got, want)) or \
+            not close((sum(s["loss"] for s in lines) / len(lines),), (val_loss,)):
+        failures.append(f"--eval-only --scores of the held-out pairs: {lines}; transformers' rule {want}, loss "
+                        f"{val_loss}")
+        return
+    with open("texts.jsonl", "w") as f:  # each pair's chosen, then its rejected reply, as a text alone
+        for line in open("held.jsonl"):
+            record = json.loads(line)
+            for side in ("chosen", "rejected"):
+                text = {"prompt": record["prompt"], "completion": record[side]} if "prompt" in record else \
+                    {"messages": record[side]}
+                f.write(json.dumps(text) + "\n")
+    ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--chat", "texts.jsonl", "-o", "texts.tok"])
+    if ref.read_token_file("texts.tok")[0].tolist() != ref.read_token_file("held.tok")[0].tolist():
+        failures.append("mttok --chat of the pairs' replies as prompt-completion records: not the pairs' tokens")
+    ref.run([f"{bin_dir}/mtrun", "back.plan", "--data", "texts.tok", "--eval-only", "--scores", "text-scores.jsonl",
+             "--log", "texts-eval.jsonl"])
+    texts = [json.loads(line) for line in open("text-scores.jsonl")]
+    paired = [r for s in lines for r in (s["reward_chosen"], s["reward_rejected"])]
+    logged = [json.loads(line) for line in open("texts-eval.jsonl")]
+    if texts != [{"example": e, "reward": r} for e, r in enumerate(paired)] or \
+            logged[0].get("texts") != len(paired) or not close((logged[0].get("reward_mean"),), (sum(paired) / len(paired),)):
+        failures.append(f"--eval-only --scores of the replies as texts: {texts}, log {logged}; the pairs' {paired}")
+    unscored = subprocess.run([f"{bin_dir}/mtrun", "back.plan", "--data", "texts.tok", "--eval-only"],
+                              capture_output=True, text=True)
+    if unscored.returncode != 1 or "to score each text alone, give --eval-only --scores FILE" not in unscored.stderr:
+        failures.append(f"a reward model on texts without --scores: exit {unscored.returncode}: {unscored.stderr}")
+    print(f"--scores: {len(lines)} pairs as transformers' rule scores them; their {len(texts)} replies alone alike")
 
 
 def other_pad_token(bin_dir, failures):

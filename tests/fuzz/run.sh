@@ -79,6 +79,7 @@ printf '{"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "\\u0120": 5}\0#version: 0.2
 printf '%s' '{"instruction": "Say hi", "input": "", "output": "Hi!"}' > seeds/instruction_data/alpaca.json
 printf '%s' '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello \u00e9\ud83d\ude00"}]}' > seeds/instruction_data/messages.json
 printf '%s' '{"conversations": [{"from": "human", "value": "Q"}, {"from": "gpt", "value": "A"}]}' > seeds/instruction_data/sharegpt.json
+printf '%s' '{"prompt": [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}], "completion": "A"}' > seeds/instruction_data/prompt_completion.json
 printf '%s' '{"prompt": [{"role": "user", "content": "Q"}], "chosen": "A", "rejected": [{"role": "assistant", "content": "B"}]}' > seeds/instruction_data/preference.json
 printf '%s' '{"chosen": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}], "rejected": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "B"}]}' > seeds/instruction_data/preference_implicit.json
 printf '%s\n%s' '{"prompt": [{"role": "user", "content": "Q"}], "completion": "A", "label": true}' '{"prompt": "R", "completion": [{"role": "assistant", "content": "B"}], "label": false}' > seeds/instruction_data/unpaired.json

@@ -319,6 +319,27 @@ TEST(InstructionData, ReadsAlpacaMessagesAndShareGpt) {
   expectError([] { readExample(R"({"instruction": "x", "output": 5})", "f:5"); }, "\"output\" is not a string");
 }
 
+// TRL's prompt-completion records (what --preferences and --unpaired read, with one reply): a
+// string a user's or the assistant's message, lists in the messages shape; a prompt alone is a
+// conversation to reply to.
+TEST(InstructionData, ReadsPromptCompletion) {
+  auto plain = readExample(R"({"prompt": "Add 2 and 3", "completion": "5"})", "x:1").messages;
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_EQ(plain[0].role + " " + plain[0].content, "user Add 2 and 3");
+  EXPECT_EQ(plain[1].role + " " + plain[1].content, "assistant 5");
+  auto listed = readExample(R"({"prompt": [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+                                "completion": [{"role": "assistant", "content": "A"}]})", "x:2").messages;
+  ASSERT_EQ(listed.size(), 3u);
+  EXPECT_EQ(listed[2].role + " " + listed[2].content, "assistant A");
+  EXPECT_EQ(conversationOf(nlohmann::ordered_json::parse(R"({"prompt": "Hi"})"), "x:3").messages.size(), 1u);
+  expectError([] { readExample(R"({"prompt": "Hi"})", "f:1"); }, "f:1: no assistant message");
+  expectError([] { readExample(R"({"prompt": [{"role": "assistant", "content": "A"}], "completion": "B"})", "f:2"); },
+              "f:2: the prompt ends with the assistant's message");
+  expectError([] { readExample(R"({"prompt": "Hi", "completion": [{"role": "user", "content": "U"}]})", "f:3"); },
+              "f:3: completion: the reply ends with a user message, not the assistant's");
+  expectError([] { readExample(R"({"prompt": 5, "completion": "A"})", "f:4"); }, "f:4: prompt");
+}
+
 // LLaMA-Factory's alpaca "history" (earlier turns before the instruction), and a JSON array file
 // (Stanford Alpaca's alpaca_data.json) beside JSONL: the same examples, each named where it is.
 TEST(InstructionData, ReadsHistoryAndJsonArrays) {
