@@ -109,7 +109,8 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
   }
 
   // A reward model's loss of its scores (B, T, 1) (ret's first operand), read at each row's
-  // position (an input) into its reward, the named output after the loss.
+  // position (an input) into its reward, the named output after the loss; each pair's margin an
+  // input too (0 where the data has none: one plan for data with and without).
   LogicalResult attachReward(func::FuncOp func, func::ReturnOp ret) {
     auto scores = cast<RankedTensorType>(ret.getOperand(0).getType());
     const int64_t rows = scores.getDimSize(0);
@@ -120,7 +121,8 @@ struct AttachLossPass : impl::AttachLossPassBase<AttachLossPass> {
     OpBuilder b(ret);
     Value positions = appendInput(func, RankedTensorType::get({rows}, b.getI32Type()), kRewardPositionsInput);
     auto rewards = b.create<RowScoreOp>(ret.getLoc(), ret.getOperand(0), positions);
-    auto loss = b.create<RewardLossOp>(ret.getLoc(), rewards.getRewards(), b.getF32FloatAttr(centerRewards));
+    Value margins = appendInput(func, RankedTensorType::get({rows / 2}, b.getF32Type()), kRewardMarginsInput);
+    auto loss = b.create<RewardLossOp>(ret.getLoc(), rewards.getRewards(), margins, b.getF32FloatAttr(centerRewards));
     returnLossThenRows(func, ret, loss.getLoss(), rewards.getRewards(), kPolicyRewardsOutput);
     return success();
   }

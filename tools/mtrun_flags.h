@@ -156,7 +156,7 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_flag("--eval-only", c.eval_only,
                "score the starting weights (--weights, the plan's, or the --resume checkpoint's) on the held-out "
                "tokens (--val-data, --val-fraction of --data, else all of --data) as a validation would, and stop: "
-               "no step, nothing written but --log");
+               "no step, nothing written but --log and --scores");
   app.add_option("--scores", c.scores_path,
                  "with --eval-only, of a preference plan (DPO, KTO, a reward model): write each held-out pair's (KTO: "
                  "example's) rewards, log-probabilities, loss and whether the chosen reply wins here, one JSON line "

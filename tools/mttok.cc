@@ -65,9 +65,10 @@ void printIds(const std::vector<uint32_t>& ids) {
 // against the model's).
 void writeTokens(const Options& o, const std::vector<uint32_t>& ids, uint32_t vocab, const std::vector<uint8_t>* counted,
                  uint32_t fingerprint, const std::string& what, const std::vector<int64_t>* example_starts = nullptr,
-                 bool pairs = false, const std::vector<uint8_t>* labels = nullptr) {
+                 bool pairs = false, const std::vector<uint8_t>* labels = nullptr,
+                 const std::vector<float>* margins = nullptr) {
   if (ids.empty()) throw mt::Error("the inputs hold no text: no token file to write");
-  mt::writeTokenFile(o.output, ids, vocab, counted, fingerprint, example_starts, pairs, labels);
+  mt::writeTokenFile(o.output, ids, vocab, counted, fingerprint, example_starts, pairs, labels, margins);
   std::printf("mttok: %zu tokens (vocab %u)%s from %zu file%s -> %s\n", ids.size(), vocab, what.c_str(),
               o.inputs.size(), o.inputs.size() == 1 ? "" : "s", o.output.c_str());
 }
@@ -183,6 +184,8 @@ struct ChatInputs {
   std::vector<std::string> where;
   ShapingNote empty_replies, with_tools;
   ShapingNote same_replies;  // --preferences: pairs whose chosen and rejected replies are one text
+  std::vector<float> margins;  // --preferences: each pair's "margin", where the records give them
+  ShapingNote with_margin, without_margin;
   std::vector<uint8_t> labels;  // --unpaired: each example's (1 desirable), one per pair of rows
   ShapingNote same_prompt_kl;   // --unpaired: KL rows that found no other prompt's completion
 };
@@ -245,10 +248,19 @@ ChatInputs readChatInputs(const Options& o) {
     }
     mt::forEachPreferencePair(path, readText(path), [&](const mt::PreferencePair& pair, const std::string& at) {
       if (pair.chosen.messages.back().content == pair.rejected.messages.back().content) in.same_replies.add(at);
+      (pair.margin ? in.with_margin : in.without_margin).add(at);
+      in.margins.push_back(pair.margin.value_or(0.0f));
       add(pair.chosen, at + " (chosen)");
       add(pair.rejected, at + " (rejected)");
     });
   }
+  // A margin the loss reads for some pairs and not others would train them alike but differently.
+  if (in.with_margin.count && in.without_margin.count)
+    throw mt::Error(fmt::format("{} of the pairs give a \"margin\" ({} the first) and {} do not ({} the first): give "
+                                "every pair one, or none",
+                                in.with_margin.count, in.with_margin.first, in.without_margin.count,
+                                in.without_margin.first));
+  if (!in.with_margin.count) in.margins.clear();
   return in;
 }
 
@@ -412,11 +424,13 @@ int encodeChat(const Options& o, mt::HfTokenizer& tokenizer) {
               " in " + std::to_string(examples_count) + " examples, " + std::to_string(targets) + " counted by the loss" +
                   (o.job == Job::Unpaired ? " (" + std::to_string(examples_count / 2) +
                                                 " labelled examples, each beside its KL row: each completion)"
-                   : pairs                ? " (" + std::to_string(examples_count / 2) + " pairs: each reply)"
+                   : pairs                ? " (" + std::to_string(examples_count / 2) + " pairs: each reply" +
+                                                (in.margins.empty() ? ")" : "; each pair with its margin)")
                    : o.train_on_prompt    ? " (--train-on-prompt: the prompts too)"
                    : o.mask_history       ? " (--mask-history: each example's last reply)"
                                           : ""),
-              &encoded.starts, pairs, o.job == Job::Unpaired ? &in.labels : nullptr);
+              &encoded.starts, pairs, o.job == Job::Unpaired ? &in.labels : nullptr,
+              in.margins.empty() ? nullptr : &in.margins);
   printLengths(encoded.starts, ids.size(), where, o.job);
   if (o.job == Job::Unpaired) printLabelBalance(in.labels);
   if (in.same_prompt_kl.count)
@@ -567,10 +581,11 @@ void addJobFlags(CLI::App& app, JobFlags& jobs) {
                "the inputs are instruction data (JSONL, or a JSON array of examples): write ids and a loss mask "
                "counting the replies");
   app.add_flag("--preferences", jobs.preferences,
-               "the inputs are preference data for mtc --objective dpo (JSONL, or a JSON array: {\"prompt\", "
-               "\"chosen\", \"rejected\"}, each a string or a list of messages, or \"chosen\" and \"rejected\" "
-               "conversations sharing their prompt): write each pair's chosen and rejected example, each counting "
-               "its last reply alone (--max-length cuts a prompt's beginning)");
+               "the inputs are preference data for mtc --objective dpo or reward (JSONL, or a JSON array: "
+               "{\"prompt\", \"chosen\", \"rejected\"}, each a string or a list of messages, or \"chosen\" and "
+               "\"rejected\" conversations sharing their prompt; a reward model reads each pair's \"margin\" where "
+               "every record gives one): write each pair's chosen and rejected example, each counting its last reply "
+               "alone (--max-length cuts a prompt's beginning)");
   app.add_flag("--unpaired", jobs.unpaired,
                "the inputs are unpaired preference data for mtc --objective kto (JSONL, or a JSON array: {\"prompt\", "
                "\"completion\", \"label\": true or false}, the prompt and completion each a string or a list of "
@@ -592,10 +607,11 @@ int main(int argc, char** argv) {
       "  mttok --tokenizer llama3 docs/*.txt -o docs.tok     a Hugging Face tokenizer: each file a document,\n"
       "                                                      ended by the end-of-text token\n"
       "  mttok --tokenizer Qwen2.5-0.5B/ --chat sft.jsonl -o sft.tok\n"
-      "                                                      instruction data (alpaca, messages or sharegpt;\n"
-      "                                                      JSONL or a JSON array) with its chat template; only\n"
-      "                                                      the replies count in the loss (--max-length 2048\n"
-      "                                                      cuts longer examples; --train-on-prompt counts all)\n"
+      "                                                      instruction data (alpaca, messages, sharegpt or\n"
+      "                                                      prompt-completion; JSONL or a JSON array) with its\n"
+      "                                                      chat template; only the replies count in the loss\n"
+      "                                                      (--max-length 2048 cuts longer examples;\n"
+      "                                                      --train-on-prompt counts all)\n"
       "  mttok --tokenizer Qwen2.5-0.5B/ --preferences pairs.jsonl -o pairs.tok\n"
       "                                                      preference data for mtc --objective dpo: each\n"
       "                                                      prompt's chosen and rejected reply\n"

@@ -196,10 +196,13 @@ static LogicalResult requireRowScores(std::optional<Location> loc, Value scores,
   return requireShape(loc, positions, {shape[0]}, "positions");
 }
 
-// rewards (B) of an even B, a center not negative and finite.
+// rewards (B) of an even B, margins (B/2) where given, a center not negative and finite.
 template <typename Adaptor>
 static LogicalResult requireRewards(std::optional<Location> loc, Adaptor adaptor) {
   if (failed(requirePairRows(loc, adaptor.getRewards(), "rewards"))) return failure();
+  if (Value margins = adaptor.getMargins();
+      margins && failed(requireShape(loc, margins, {tensorOf(adaptor.getRewards()).getDimSize(0) / 2}, "margins")))
+    return failure();
   const FloatAttr center = adaptor.getCenterAttr();
   const float c = center ? center.getValue().convertToFloat() : 0.0f;
   if (!(c >= 0.0f) || !std::isfinite(c)) return emitOptionalError(loc, "center must not be negative, and finite");
@@ -320,6 +323,10 @@ void RowScoreGradOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<f
 void RewardLossOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
   floats.push_back(getCenter().convertToFloat());
 }
+StringRef RewardLossOp::getKernelName() { return getMargins() ? "mt.reward_margin_loss" : "mt.reward_loss"; }
+StringRef RewardLossGradOp::getKernelName() {
+  return getMargins() ? "mt.reward_margin_loss_grad" : "mt.reward_loss_grad";
+}
 void RewardLossGradOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
   floats.push_back(getCenter().convertToFloat());
 }
@@ -360,7 +367,10 @@ SmallVector<Value> RowScoreOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads
 }
 
 SmallVector<Value> RewardLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
-  return {b.create<RewardLossGradOp>(getLoc(), grads[0], getRewards(), getCenterAttr())};
+  SmallVector<Value> operands = {b.create<RewardLossGradOp>(getLoc(), grads[0], getRewards(), getMargins(),
+                                                            getCenterAttr())};
+  if (getMargins()) operands.push_back(Value());  // the margins are an input: no gradient
+  return operands;
 }
 
 SmallVector<Value> KtoLossOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {

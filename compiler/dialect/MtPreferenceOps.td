@@ -262,36 +262,43 @@ def Mt_RowScoreGradOp : Mt_KernelOp<"row_score_grad", [
 }
 
 def Mt_RewardLossOp : Mt_KernelOp<"reward_loss", [
-    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs", "getKernelName"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "the reward model's loss of a batch of (chosen, rejected) rows";
   let description = [{
-    Over the P = B/2 pairs (rows 2i chosen, 2i+1 rejected):
-      loss = mean_i -log sigmoid(r[2i] - r[2i+1]) + center * mean_i (r[2i] + r[2i+1])^2
+    Over the P = B/2 pairs (rows 2i chosen, 2i+1 rejected), m[i] each pair's margin (the optional
+    `margins` (P), an input: TRL's "margin" column; 0 without, and the kernel mt.reward_loss; with
+    them, mt.reward_margin_loss):
+      loss = mean_i -log sigmoid(r[2i] - r[2i+1] - m[i]) + center * mean_i (r[2i] + r[2i+1])^2
     `center` TRL's center_rewards_coefficient (default 0: none).
 
     ```mlir
     %loss = mt.reward_loss %rewards : tensor<4xf32>
     %centered = mt.reward_loss %rewards {center = 1.0e-2 : f32} : tensor<4xf32>
+    %margined = mt.reward_loss %rewards, %margins : tensor<4xf32>, tensor<2xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$rewards, DefaultValuedAttr<F32Attr, "0.0f">:$center);
+  let arguments = (ins Mt_F32Tensor:$rewards, Optional<Mt_F32Tensor>:$margins,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$center);
   let results = (outs Mt_F32Tensor:$loss);
-  let assemblyFormat = "$rewards attr-dict `:` type($rewards)";
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
 def Mt_RewardLossGradOp : Mt_KernelOp<"reward_loss_grad", [
-    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs", "getKernelName"]>]> {
   let summary = "backward of mt.reward_loss: drewards (B)";
   let description = [{
-    drewards[2i] = dloss / P * (-sigmoid(r[2i+1] - r[2i]) + 2 center (r[2i] + r[2i+1])),
-    drewards[2i+1] = dloss / P * (sigmoid(r[2i+1] - r[2i]) + 2 center (r[2i] + r[2i+1])).
+    With d[i] = r[2i] - r[2i+1] - m[i] (the forward's margins, optional, last):
+    drewards[2i] = dloss / P * (-sigmoid(-d[i]) + 2 center (r[2i] + r[2i+1])),
+    drewards[2i+1] = dloss / P * (sigmoid(-d[i]) + 2 center (r[2i] + r[2i+1])).
+    With margins, the kernel mt.reward_margin_loss_grad.
 
     ```mlir
     %drewards = mt.reward_loss_grad %dloss, %rewards : tensor<f32>, tensor<4xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$rewards, DefaultValuedAttr<F32Attr, "0.0f">:$center);
+  let arguments = (ins Mt_F32Tensor:$dloss, Mt_F32Tensor:$rewards, Optional<Mt_F32Tensor>:$margins,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$center);
   let results = (outs Mt_F32Tensor:$drewards);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }

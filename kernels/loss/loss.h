@@ -57,6 +57,8 @@
 // mt.reward_loss: (rewards (B)) -> loss ()    float[center]: the mean over the pairs of
 //   rewardPair's loss, in double.
 // mt.reward_loss_grad: (dloss (), rewards) -> drewards (B)    float[center]
+// mt.reward_margin_loss, mt.reward_margin_loss_grad (plan 1.27): the same with each pair's margin,
+//   an input after the rewards: (rewards, margins (B/2)) -> loss, (dloss, rewards, margins) -> drewards.
 // mt.pair_nll: (logp (B), targets (B, T)) -> loss ()    int[vocab, average] float[alpha] (plan 1.24;
 //   TRL's rpo_alpha, CPOTrainer's cpo_alpha): alpha times the chosen replies' negative
 //   log-likelihood per token, -sum_i S[2i] / sum_i n[2i], n[b] row b's targets in [0, vocab) and
@@ -330,10 +332,11 @@ MT_HOST_DEVICE inline KtoExample ktoExample(const KtoParams& p, const float* log
 }
 
 // A reward model's pair i (rows 2i chosen, 2i + 1 rejected) as TRL's RewardTrainer scores it:
-// -log s(r_c - r_r), plus `center` (its center_rewards_coefficient) times (r_c + r_r)^2, which
-// keeps the rewards near 0; with its derivatives in each row's reward.
-MT_HOST_DEVICE inline DpoPair rewardPair(const float* rewards, double center, int64_t i) {
-  const double c = rewards[2 * i], r = rewards[2 * i + 1], d = c - r, s = c + r, up = dpoSigmoid(-d);
+// -log s(r_c - r_r - m), m the pair's margin (its dataset's "margin" column; 0 without), plus
+// `center` (its center_rewards_coefficient) times (r_c + r_r)^2, which keeps the rewards near 0;
+// with its derivatives in each row's reward.
+MT_HOST_DEVICE inline DpoPair rewardPair(const float* rewards, double center, int64_t i, double margin = 0.0) {
+  const double c = rewards[2 * i], r = rewards[2 * i + 1], d = c - r - margin, s = c + r, up = dpoSigmoid(-d);
   return {dpoSoftplus(-d) + center * s * s, -up + 2.0 * center * s, up + 2.0 * center * s, d};
 }
 
@@ -377,6 +380,8 @@ std::string reward_loss_check(const KernelArgs& args);
 void reward_loss_cpu(const KernelArgs& args);
 std::string reward_loss_grad_check(const KernelArgs& args);
 void reward_loss_grad_cpu(const KernelArgs& args);
+std::string reward_margin_loss_check(const KernelArgs& args);
+std::string reward_margin_loss_grad_check(const KernelArgs& args);
 std::string kto_loss_check(const KernelArgs& args);
 void kto_loss_cpu(const KernelArgs& args);
 std::string kto_loss_grad_check(const KernelArgs& args);

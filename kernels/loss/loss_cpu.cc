@@ -454,6 +454,14 @@ std::string checkRewards(const KernelArgs& args, const Tensor& rewards, const ch
   return "";
 }
 
+// margins (B/2) f32 of a reward_margin_loss or its backward (`op`), one per pair of `rewards`. (Their
+// values are the run's, from a token file that checked each to be finite.)
+std::string checkMargins(const Tensor& rewards, const Tensor& margins, const char* op) {
+  MT_CHECK(expectDType(margins, DType::F32, op));
+  if (rewards.shape.size() != 1) return std::string(op) + ": the rewards must be (B)";
+  return expectShape(margins, {rewards.shape[0] / 2}, op);
+}
+
 }  // namespace
 
 std::string row_score_check(const KernelArgs& args) {
@@ -494,10 +502,18 @@ std::string reward_loss_check(const KernelArgs& args) {
   return expectShape(args.out[0], {}, "reward_loss loss");
 }
 
+std::string reward_margin_loss_check(const KernelArgs& args) {
+  MT_CHECK(checkMargins(args.in[0], args.in[1], "reward_margin_loss"));
+  return reward_loss_check(args);
+}
+
+// mt.reward_loss and mt.reward_margin_loss (its margins the second input).
 void reward_loss_cpu(const KernelArgs& args) {
   const int64_t pairs = args.in[0].dim(0) / 2;
+  const float* margins = args.in.size() > 1 ? args.in[1].f32() : nullptr;
   double total = 0.0;
-  for (int64_t i = 0; i < pairs; ++i) total += rewardPair(args.in[0].f32(), args.floats[0], i).loss;
+  for (int64_t i = 0; i < pairs; ++i)
+    total += rewardPair(args.in[0].f32(), args.floats[0], i, margins ? margins[i] : 0.0).loss;
   args.out[0].f32()[0] = static_cast<float>(total / pairs);
 }
 
@@ -509,12 +525,19 @@ std::string reward_loss_grad_check(const KernelArgs& args) {
   return expectShape(args.out[0], args.in[1].shape, "reward_loss_grad result");
 }
 
+std::string reward_margin_loss_grad_check(const KernelArgs& args) {
+  MT_CHECK(checkMargins(args.in[1], args.in[2], "reward_margin_loss_grad"));
+  return reward_loss_grad_check(args);
+}
+
+// mt.reward_loss_grad and mt.reward_margin_loss_grad (its margins the third input).
 void reward_loss_grad_cpu(const KernelArgs& args) {
   const int64_t pairs = args.in[1].dim(0) / 2;
+  const float* margins = args.in.size() > 2 ? args.in[2].f32() : nullptr;
   const double scale = double(args.in[0].f32()[0]) / pairs;
   float* drewards = args.out[0].f32();
   for (int64_t i = 0; i < pairs; ++i) {
-    const DpoPair pair = rewardPair(args.in[1].f32(), args.floats[0], i);
+    const DpoPair pair = rewardPair(args.in[1].f32(), args.floats[0], i, margins ? margins[i] : 0.0);
     drewards[2 * i] = static_cast<float>(scale * pair.d_chosen);
     drewards[2 * i + 1] = static_cast<float>(scale * pair.d_rejected);
   }

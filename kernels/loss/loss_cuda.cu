@@ -195,21 +195,23 @@ __global__ void rowScoreGrad(const float* __restrict__ drewards, const int32_t* 
     dscores[i] = i % seq == positions[i / seq] ? drewards[i / seq] : 0.0f;
 }
 
-// mt.reward_loss (`drewards` null) or its backward; one block: rewardPair's losses summed, or
-// each pair's derivatives.
-__global__ void rewardLoss(const float* __restrict__ rewards, float* __restrict__ loss, const float* __restrict__ dloss,
-                           float* __restrict__ drewards, int64_t pairs, double center) {
+// mt.reward_loss (`drewards` null) or its backward, with each pair's margin where `margins` is not
+// null (mt.reward_margin_loss); one block: rewardPair's losses summed, or each pair's derivatives.
+__global__ void rewardLoss(const float* __restrict__ rewards, const float* __restrict__ margins,
+                           float* __restrict__ loss, const float* __restrict__ dloss, float* __restrict__ drewards,
+                           int64_t pairs, double center) {
   if (drewards) {
     const double scale = double(dloss[0]) / pairs;
     for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) {
-      const DpoPair pair = rewardPair(rewards, center, i);
+      const DpoPair pair = rewardPair(rewards, center, i, margins ? margins[i] : 0.0);
       drewards[2 * i] = static_cast<float>(scale * pair.d_chosen);
       drewards[2 * i + 1] = static_cast<float>(scale * pair.d_rejected);
     }
     return;
   }
   double total = 0.0;
-  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) total += rewardPair(rewards, center, i).loss;
+  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x)
+    total += rewardPair(rewards, center, i, margins ? margins[i] : 0.0).loss;
   total = blockSum(total);
   if (threadIdx.x == 0) loss[0] = static_cast<float>(total / pairs);
 }
@@ -433,14 +435,17 @@ void row_score_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   MT_CUDA_CHECK_LAUNCH();
 }
 
+// Also mt.reward_margin_loss (its margins the second input) and its backward (the third).
 void reward_loss_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  rewardLoss<<<1, 256, 0, launch.stream>>>(args.in[0].f32(), args.out[0].f32(), nullptr, nullptr,
+  const float* margins = args.in.size() > 1 ? args.in[1].f32() : nullptr;
+  rewardLoss<<<1, 256, 0, launch.stream>>>(args.in[0].f32(), margins, args.out[0].f32(), nullptr, nullptr,
                                            args.in[0].dim(0) / 2, args.floats[0]);
   MT_CUDA_CHECK_LAUNCH();
 }
 
 void reward_loss_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  rewardLoss<<<1, 256, 0, launch.stream>>>(args.in[1].f32(), nullptr, args.in[0].f32(), args.out[0].f32(),
+  const float* margins = args.in.size() > 2 ? args.in[2].f32() : nullptr;
+  rewardLoss<<<1, 256, 0, launch.stream>>>(args.in[1].f32(), margins, nullptr, args.in[0].f32(), args.out[0].f32(),
                                            args.in[1].dim(0) / 2, args.floats[0]);
   MT_CUDA_CHECK_LAUNCH();
 }

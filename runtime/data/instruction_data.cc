@@ -218,6 +218,17 @@ ChatExample exampleOf(const Json& example, const std::string& where) {
   return result;
 }
 
+// A prompt-completion record that is preference data (KTO's labelled one, DPO's pair) is not
+// instruction data: read as such, its undesirable completion would be learnt, or its replies lost.
+static void refusePreferenceRecord(const Json& example, const std::string& where) {
+  if (example.contains("label"))
+    throw Error(where + ": a \"label\": this is KTO's unpaired feedback (a completion labelled desirable or not), "
+                "not instruction data: tokenise it with mttok --unpaired for a plan of mtc --objective kto");
+  if (example.contains("chosen") || example.contains("rejected"))
+    throw Error(where + ": \"chosen\"/\"rejected\": this is a preference pair, not instruction data: tokenise it "
+                "with mttok --preferences for a plan of mtc --objective dpo or reward");
+}
+
 std::vector<ChatMessage> promptMessages(const Json& prompt, const std::string& where) {
   std::vector<ChatMessage> messages;
   if (prompt.is_string()) messages.push_back({"user", prompt.get<std::string>()});
@@ -256,10 +267,12 @@ ChatExample conversationOf(const Json& example, const std::string& where) {
     // Without "output": a prompt to reply to (training refuses it: no reply to learn).
     if (example.contains("output")) messages.push_back({"assistant", stringField(example, "output", where)});
   } else if (example.contains("prompt")) {  // TRL's prompt-completion shape
+    refusePreferenceRecord(example, where);
     messages = promptMessages(example.at("prompt"), where);
     // Without "completion": a prompt to reply to (training refuses it: no reply to learn).
     if (example.contains("completion"))
-      for (ChatMessage& m : replyMessages(example.at("completion"), where + ": completion")) messages.push_back(std::move(m));
+      for (ChatMessage& m : replyMessages(example.at("completion"), where + ": completion"))
+        messages.push_back(std::move(m));
   } else {
     throw Error(where + ": neither \"messages\", \"conversations\", alpaca's \"instruction\"/\"output\" nor "
                 "\"prompt\"/\"completion\"");

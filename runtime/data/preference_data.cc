@@ -1,6 +1,8 @@
 #include "runtime/data/preference_data.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +44,15 @@ LabelledExample labelledExampleOf(const Json& record, const std::string& where) 
   return out;
 }
 
+// A record's "margin": a number a float holds finite.
+float marginOf(const Json& margin, const std::string& where) {
+  const double value = margin.is_number() ? margin.get<double>() : NAN;
+  if (!std::isfinite(value) || std::fabs(value) > std::numeric_limits<float>::max())
+    throw Error(where + ": \"margin\" is " + margin.dump() + ", not a finite number (TRL's reward margin: how far "
+                "the chosen reply's reward must beat the rejected one's)");
+  return static_cast<float>(value);
+}
+
 }  // namespace
 
 PreferencePair preferencePairOf(const Json& record, const std::string& where) {
@@ -51,6 +62,7 @@ PreferencePair preferencePairOf(const Json& record, const std::string& where) {
       throw Error(where + ": no \"" + key + "\": a preference record holds a prompt, a \"chosen\" and a "
                   "\"rejected\" reply");
   PreferencePair pair;
+  if (record.contains("margin")) pair.margin = marginOf(record.at("margin"), where);
   const Json& chosen = record.at("chosen");
   const Json& rejected = record.at("rejected");
   if (!record.contains("prompt")) {

@@ -15,6 +15,7 @@
 // gives two, its chosen reply desirable and its rejected one not (TRL's unpair_preference_dataset).
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ namespace mt {
 struct PreferencePair {
   ChatExample chosen, rejected;  // the same prompt, then each reply (its last assistant message)
   size_t prompt_messages = 0;    // how many messages of each are the prompt's
+  // TRL's "margin" (RewardTrainer): how far the chosen reply's reward must beat the rejected
+  // one's; a finite number where the record gives one.
+  std::optional<float> margin;
 };
 
 struct LabelledExample {

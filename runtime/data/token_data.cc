@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -50,6 +51,12 @@ int64_t exampleRow(const TokenFile& data, size_t i, int64_t end, int64_t seq, st
 
 // --rows pairs: examples [first, last) narrowed to whole pairs (from an even example to one), in
 // rows of whole pairs (an even batch).
+// The bytes each pair of a file of `version` holds after the examples' starts: a label (version 5)
+// or a margin (version 6).
+uint64_t bytesPerPair(uint32_t version) {
+  return version == kTokenLabelledVersion ? 1 : version == kTokenMarginsVersion ? 4 : 0;
+}
+
 void keepWholePairs(size_t& first, size_t& last, int64_t batch) {
   if (batch % 2 != 0) throw Error("--rows pairs: a batch of " + std::to_string(batch) + " rows is not pairs");
   first += first % 2, last -= last % 2;
@@ -75,12 +82,13 @@ TokenFile::TokenFile(const std::string& path)
   std::memcpy(&vocab_, header + 24, 4);
   std::memcpy(&tokenizer_fingerprint_, header + 28, 4);
   if (std::memcmp(header, kTokenMagic, 8) != 0) throw bad("bad magic (not a MegaTrain token file)");
-  if (version < kTokenVersion || version > kTokenLabelledVersion)
+  if (version < kTokenVersion || version > kTokenMarginsVersion)
     throw bad("version " + std::to_string(version) +
-              ", this reader knows 1 (ids), 2 (ids and a loss mask), 3 (and the examples), 4 (in pairs) and 5 (in "
-              "labelled pairs)");
+              ", this reader knows 1 (ids), 2 (ids and a loss mask), 3 (and the examples), 4 (in pairs), 5 (in "
+              "labelled pairs) and 6 (in pairs with margins)");
   pairs_ = version >= kTokenPairsVersion;
   const bool labelled = version == kTokenLabelledVersion;
+  const char* per_pair = labelled ? " and labels" : version == kTokenMarginsVersion ? " and margins" : "";
   masked_ = version != kTokenVersion;
   if (bytes_per_token_ != 2 && bytes_per_token_ != 4)
     throw bad("bytes per token is " + std::to_string(bytes_per_token_) + ", not 2 or 4");
@@ -101,14 +109,15 @@ TokenFile::TokenFile(const std::string& path)
     if (pairs_ && examples % 2 != 0)
       throw bad("it says its " + std::to_string(examples) + " examples are " +
                 (labelled ? "(example, KL row)" : "(chosen, rejected)") + " pairs: an odd count");
-    // Each example a u64 start (and, labelled, half a byte: a label per pair).
-    const uint64_t rest = body - count * per_token - 8, label_bytes = labelled ? examples / 2 : 0;
-    if (examples == 0 || examples > count || examples > rest / 8 || rest != 8 * examples + label_bytes)
+    // Each example a u64 start (and a label or a margin per pair: half a byte or two per example).
+    const uint64_t rest = body - count * per_token - 8;
+    if (examples == 0 || examples > count || examples > rest / 8 ||
+        rest != 8 * examples + examples / 2 * bytesPerPair(version))
       throw bad("it says " + std::to_string(examples) + " examples but holds " + std::to_string(rest) +
-                " bytes of example starts" + (labelled ? " and labels" : "") + " for " + std::to_string(count) +
+                " bytes of example starts" + per_pair + " for " + std::to_string(count) +
                 " tokens (truncated?)");
   }
-  const uint64_t after_mask = examples ? 8 + 8 * examples + (labelled ? examples / 2 : 0) : 0;
+  const uint64_t after_mask = examples ? 8 + 8 * examples + examples / 2 * bytesPerPair(version) : 0;
   if (count > body / per_token || count * per_token + after_mask != body)
     throw bad("header says " + std::to_string(count) + " tokens but the file holds " +
               std::to_string(body / per_token) + (masked_ ? " with their loss mask" : "") + " (truncated?)");
@@ -127,12 +136,12 @@ TokenFile::TokenFile(const std::string& path)
     mask.resize(static_cast<size_t>(std::min(kChunkTokens, count_ - first)));
     readMask(first, static_cast<int64_t>(mask.size()), mask.data(), bad, &crc32c_);
   }
-  if (examples) readExamples(examples, labelled, bad);
+  if (examples) readExamples(examples, version, bad);
 }
 
-void TokenFile::readExamples(uint64_t examples, bool labelled, const std::function<Error(const std::string&)>& bad) {
+void TokenFile::readExamples(uint64_t examples, uint32_t version, const std::function<Error(const std::string&)>& bad) {
   const size_t offset = kHeaderBytes + static_cast<size_t>(count_) * (bytes_per_token_ + 1);
-  std::vector<unsigned char> raw(8 + 8 * examples + (labelled ? examples / 2 : 0));
+  std::vector<unsigned char> raw(8 + 8 * examples + examples / 2 * bytesPerPair(version));
   if (file_.readAt(raw.data(), raw.size(), offset) != raw.size()) throw bad("its example starts cannot be read");
   crc32c_ = crc32c(raw.data(), raw.size(), crc32c_);
   example_starts_.resize(examples);
@@ -147,8 +156,16 @@ void TokenFile::readExamples(uint64_t examples, bool labelled, const std::functi
                                           " tokens"));
     example_starts_[i] = static_cast<int64_t>(start);
   }
-  if (!labelled) return;
-  labels_.assign(raw.begin() + static_cast<std::ptrdiff_t>(8 + 8 * examples), raw.end());
+  const unsigned char* after = raw.data() + 8 + 8 * examples;
+  if (version == kTokenMarginsVersion) {
+    margins_.resize(examples / 2);
+    std::memcpy(margins_.data(), after, 4 * margins_.size());
+    for (size_t p = 0; p < margins_.size(); ++p)
+      if (!std::isfinite(margins_[p]))
+        throw bad("the margin of pair " + std::to_string(p) + " is " + std::to_string(margins_[p]) + ", not finite");
+  }
+  if (version != kTokenLabelledVersion) return;
+  labels_.assign(after, static_cast<const unsigned char*>(raw.data() + raw.size()));
   for (size_t p = 0; p < labels_.size(); ++p)
     if (labels_[p] > 1)
       throw bad("the label of pair " + std::to_string(p) + " is " + std::to_string(labels_[p]) + ", not 0 or 1");
@@ -257,7 +274,8 @@ IoFault TokenFile::changedError(const std::string& what) const {
 
 void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size,
                     const std::vector<uint8_t>* counted, uint32_t tokenizer_fingerprint,
-                    const std::vector<int64_t>* example_starts, bool pairs, const std::vector<uint8_t>* labels) {
+                    const std::vector<int64_t>* example_starts, bool pairs, const std::vector<uint8_t>* labels,
+                    const std::vector<float>* margins) {
   const uint32_t width = vocab_size <= 65536 ? 2 : 4;
   if (counted && counted->size() != ids.size())
     throw Error("a loss mask of " + std::to_string(counted->size()) + " entries for " + std::to_string(ids.size()) +
@@ -272,13 +290,17 @@ void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, u
   if (labels && (!pairs || labels->size() != examples / 2))
     throw Error("labels come one per pair of examples: " + std::to_string(labels->size()) + " for " +
                 std::to_string(examples / 2) + " pairs");
-  const size_t label_bytes = labels ? labels->size() : 0;
+  if (margins && (!pairs || labels || margins->size() != examples / 2))
+    throw Error("margins come one per (chosen, rejected) pair of examples, without labels: " +
+                std::to_string(margins->size()) + " for " + std::to_string(examples / 2) + " pairs");
+  const size_t label_bytes = labels ? labels->size() : 0, margin_bytes = margins ? 4 * margins->size() : 0;
   std::string bytes(kHeaderBytes + ids.size() * width + (counted ? ids.size() : 0) +
-                        (examples ? 8 + 8 * examples + label_bytes : 0),
+                        (examples ? 8 + 8 * examples + label_bytes + margin_bytes : 0),
                     '\0');
   const uint64_t count = ids.size();
   std::memcpy(&bytes[0], kTokenMagic, 8);
   const uint32_t version = labels     ? kTokenLabelledVersion
+                           : margins  ? kTokenMarginsVersion
                            : pairs    ? kTokenPairsVersion
                            : examples ? kTokenExamplesVersion
                            : counted  ? kTokenMaskedVersion
@@ -312,6 +334,10 @@ void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, u
     for (size_t p = 0; p < label_bytes; ++p) {
       if ((*labels)[p] > 1) throw Error("label " + std::to_string(p) + " is not 0 or 1");
       bytes[at + 8 + 8 * examples + p] = static_cast<char>((*labels)[p]);
+    }
+    for (size_t p = 0; margins && p < margins->size(); ++p) {
+      if (!std::isfinite((*margins)[p])) throw Error("margin " + std::to_string(p) + " is not finite");
+      std::memcpy(&bytes[at + 8 + 8 * examples + 4 * p], &(*margins)[p], 4);
     }
   }
   writeFileAtomically(path, bytes);

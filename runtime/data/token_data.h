@@ -8,11 +8,13 @@
 // 2i + 1 the same prompt and its rejected reply, each counting its reply alone; version 5 (KTO's
 // unpaired data: mttok --unpaired) as version 4, its pairs an example (a prompt and a completion)
 // and its KL row (the same prompt and another example's completion), then one byte per pair after
-// the examples' starts, 1 where the example's completion is desirable and 0 where it is not.
+// the examples' starts, 1 where the example's completion is desirable and 0 where it is not;
+// version 6 (preference data with TRL's "margin" column: mttok --preferences) as version 4, then
+// each pair's margin after the starts, a little-endian f32, finite.
 //   offset 0  char[8]  magic "MTTOKENS"
 //   offset 8  u32      version (1: no mask; 2: a loss mask follows the ids; 3: and the examples;
 //                      4: and they are (chosen, rejected) pairs; 5: (example, KL row) pairs
-//                      and their labels)
+//                      and their labels; 6: (chosen, rejected) pairs and their margins)
 //   offset 12 u32      bytes per token (2 or 4)
 //   offset 16 u64      count
 //   offset 24 u32      vocab size (every id is < it)
@@ -40,6 +42,7 @@ inline constexpr uint32_t kTokenMaskedVersion = 2;  // ids and a loss mask
 inline constexpr uint32_t kTokenExamplesVersion = 3;  // ids, a loss mask and the examples' starts
 inline constexpr uint32_t kTokenPairsVersion = 4;     // and the examples are (chosen, rejected) pairs
 inline constexpr uint32_t kTokenLabelledVersion = 5;  // or (example, KL row) pairs, each example labelled
+inline constexpr uint32_t kTokenMarginsVersion = 6;   // or (chosen, rejected) pairs, each with a margin
 
 // How a batch's rows are cut from the tokens (mtrun --rows): windows starting anywhere (packed,
 // an example may begin mid-row and run into the next), one example per row from its start, the
@@ -79,6 +82,10 @@ class TokenFile {
   bool hasPairs() const { return pairs_; }
   bool hasLabels() const { return !labels_.empty(); }
   const std::vector<uint8_t>& labels() const { return labels_; }
+  // Version 6: pair i's margin (a reward model's: its chosen reply's reward must beat the rejected
+  // one's by it), margins()[i].
+  bool hasMargins() const { return !margins_.empty(); }
+  const std::vector<float>& margins() const { return margins_; }
   // Throws mt::Error naming the --rows that needs them (`layout`: examples or packed-examples),
   // the file (`what`: its part, "token file" or "held-out token file") and the fix unless it
   // records its examples.
@@ -107,8 +114,8 @@ class TokenFile {
                 uint32_t* crc = nullptr) const;
   IoFault changedError(const std::string& what) const;
   // Version 3: the `examples` starts after the mask, each checked (from 0, rising, in the file);
-  // version 5: and the pairs' labels after them, each 0 or 1.
-  void readExamples(uint64_t examples, bool labelled, const std::function<Error(const std::string&)>& bad);
+  // version 5: and the pairs' labels after them, each 0 or 1; version 6: their margins, each finite.
+  void readExamples(uint64_t examples, uint32_t version, const std::function<Error(const std::string&)>& bad);
 
   std::string path_;
   InputFile file_;
@@ -122,6 +129,7 @@ class TokenFile {
   std::vector<int64_t> example_starts_;
   bool pairs_ = false;
   std::vector<uint8_t> labels_;  // version 5: one per pair
+  std::vector<float> margins_;   // version 6: one per pair
 };
 
 // The fingerprints of mttok's built-in tokenizations (--bytes, --bpe); a tokenizer.json's is
@@ -134,11 +142,12 @@ inline constexpr uint32_t kGpt2BpeTokenizerFingerprint = 0x67707432;  // "gpt2"
 // `example_starts` too (each example's first id, from 0, rising): version 3.
 // `tokenizer_fingerprint` (0: none) goes into the header. With `pairs` (an even count of
 // examples): version 4, the examples (chosen, rejected) pairs; with `labels` too (one 0/1 per
-// pair): version 5, (example, KL row) pairs.
+// pair): version 5, (example, KL row) pairs; with `margins` instead (one finite float per pair):
+// version 6.
 void writeTokenFile(const std::string& path, const std::vector<uint32_t>& ids, uint32_t vocab_size,
                     const std::vector<uint8_t>* counted = nullptr, uint32_t tokenizer_fingerprint = 0,
                     const std::vector<int64_t>* example_starts = nullptr, bool pairs = false,
-                    const std::vector<uint8_t>* labels = nullptr);
+                    const std::vector<uint8_t>* labels = nullptr, const std::vector<float>* margins = nullptr);
 
 // Deterministic training batches: for (step, row) a window start drawn from a counter-based
 // generator keyed by the seed, so any step's batch can be produced without the ones before it

@@ -28,11 +28,14 @@ inline constexpr char kKtoLabelsInput[] = "kto_labels";
 // reward, and the named output of the rewards (B) f32.
 inline constexpr char kRewardPositionsInput[] = "reward_positions";
 inline constexpr char kPolicyRewardsOutput[] = "policy_rewards";
+// And since plan 1.27 the named input of each pair's margin (B/2) f32 (TRL's "margin" column: the
+// chosen reply's reward must beat the rejected one's by it; 0 where the data has none).
+inline constexpr char kRewardMarginsInput[] = "reward_margins";
 // Its score head's parameter (1, width), as Hugging Face names it.
 inline constexpr char kScoreHeadParam[] = "score.weight";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 26;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 27;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -87,7 +90,10 @@ inline constexpr uint32_t kPlanVersionMinor = 26;  // 1.1: inputs, outputs, cons
                                                   // a third float); 1.26: KTO (mt.kto_loss(_grad),
                                                   // the kto_labels input), reward models
                                                   // (mt.row_score(_grad), mt.reward_loss(_grad),
-                                                  // reward_positions, policy_rewards)
+                                                  // reward_positions, policy_rewards); 1.27:
+                                                  // a reward model's margins
+                                                  // (mt.reward_margin_loss(_grad),
+                                                  // reward_margins)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

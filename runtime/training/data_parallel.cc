@@ -51,7 +51,6 @@ int rankDevice(const World& world, bool on_gpu) {
 }
 
 TrainConfig forRank(TrainConfig config, int rank) {
-  config.scores = !config.scores_path.empty();  // every rank scores its batches: rank 0 gathers and writes them
   if (rank == 0) return config;
   config.sends_grads = !config.grads_path.empty();  // the summed gradients are sharded: rank 0 gathers them
   for (std::string* path : {&config.log_path, &config.export_path, &config.export_hf_dir, &config.grads_path,

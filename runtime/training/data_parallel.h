@@ -31,7 +31,7 @@ int rankDevice(const World& world, bool on_gpu);
 
 // `config` as rank `rank` runs it: rank 0 as given; the others write nothing (no log, exports,
 // dumped gradients, trace, scores or checkpoints: their state is rank 0's), resuming from the same
-// checkpoint folder. Every rank's `scores` says whether --scores was given.
+// checkpoint folder.
 TrainConfig forRank(TrainConfig config, int rank);
 
 // One micro-step's shares: each rank's counted targets, in rank order, and what they make.

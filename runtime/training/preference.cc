@@ -104,15 +104,20 @@ void Preference::readKto(const plan::Plan& plan, const plan::KernelCall& loss) {
 void Preference::readReward(const plan::Plan& plan) {
   kind_ = PairLoss::kReward;
   positions_ = store_.input(kRewardPositionsInput);
-  const plan::KernelCall* loss = firstCall(plan, KernelId::RewardLoss);
+  margins_ = store_.input(kRewardMarginsInput);
+  // Plan 1.27's loss reads each pair's margin; 1.26's has none.
+  const plan::KernelCall* margined = firstCall(plan, KernelId::RewardMarginLoss);
+  const plan::KernelCall* loss = margined ? margined : firstCall(plan, KernelId::RewardLoss);
   // The call's attributes were checked with the plan (reward_loss_check).
   if (rows_ % 2 != 0 || reference_ >= 0 || vectorLength(plan, policy_) != rows_ ||
-      vectorLength(plan, positions_, plan::DTYPE_I32) != rows_ || !loss ||
+      vectorLength(plan, positions_, plan::DTYPE_I32) != rows_ || !loss || (margined != nullptr) != (margins_ >= 0) ||
+      (margins_ >= 0 && vectorLength(plan, margins_) != rows_ / 2) || (margined && firstCall(plan, KernelId::RewardLoss)) ||
       loss->float_attrs_size() != 1 || firstCall(plan, KernelId::DpoLoss) || firstCall(plan, KernelId::KtoLoss))
-    throw Error(fmt::format("the plan's reward-model tensors are malformed: {} must be f32 (batch) of an even batch and "
-                            "{} i32 (batch), beside an mt.reward_loss and no other preference loss (recompile the plan "
-                            "with mtc --objective reward)",
-                            kPolicyRewardsOutput, kRewardPositionsInput));
+    throw Error(fmt::format("the plan's reward-model tensors are malformed: {} must be f32 (batch) of an even batch, "
+                            "{} i32 (batch) and {} f32 (batch / 2) beside an mt.reward_margin_loss (or, before plan "
+                            "1.27, no margins beside an mt.reward_loss), and no other preference loss (recompile the "
+                            "plan with mtc --objective reward)",
+                            kPolicyRewardsOutput, kRewardPositionsInput, kRewardMarginsInput));
   center_ = loss->float_attrs(0);
 }
 
@@ -122,11 +127,23 @@ void Preference::useData(const TokenFile& training, const TokenFile& held_out) {
       if (!file->hasLabels())
         throw Error(file->path() + " holds no labelled examples, which a KTO plan (mtc --objective kto) trains on: "
                     "make it with mttok --unpaired");
+  if (reward() && margins_ < 0)
+    for (const TokenFile* file : {&training, &held_out})
+      if (file->hasMargins())
+        throw Error(file->path() + " gives each pair a margin, and the plan was compiled before plan 1.27, whose reward "
+                    "loss has none: compile it again (mtc --objective reward)");
   training_data_ = &training;
   held_out_data_ = &held_out;
 }
 
-void Preference::fillPositions(const TokenFile& data, const std::function<int64_t(int64_t)>& example) const {
+void Preference::fillRewardInputs(const TokenFile& data, const std::function<int64_t(int64_t)>& example) const {
+  if (margins_ >= 0) {  // pair p's: its data's, 0 where it has none (or p is padding)
+    float* margins = store_.f32(margins_);
+    for (int64_t p = 0; p < rows_ / 2; ++p) {
+      const int64_t e = example(2 * p);
+      margins[p] = e >= 0 && data.hasMargins() ? data.margins().at(static_cast<size_t>(e / 2)) : 0.0f;
+    }
+  }
   int32_t* positions = store_.i32(positions_);
   for (int64_t b = 0; b < rows_; ++b) {
     const int64_t e = example(b);
@@ -214,7 +231,7 @@ ReferenceTable Preference::load(const std::string& path, const TokenFile& data, 
 
 void Preference::fillReference(const BatchSampler& sampler, int64_t step, int64_t first_row) const {
   const auto example = [&](int64_t b) { return static_cast<int64_t>(sampler.exampleOfRow(step, first_row + b)); };
-  if (reward()) return fillPositions(*training_data_, example);
+  if (reward()) return fillRewardInputs(*training_data_, example);
   if (referenceFree()) return;
   float* reference = store_.f32(reference_);
   for (int64_t b = 0; b < rows_; ++b) reference[b] = training_.of(example(b));
@@ -228,7 +245,7 @@ void Preference::fillHeldOutReference(const HeldOutBatches& held, int64_t i) con
   const auto example = [&](int64_t b) -> int64_t {
     return b < held.dataRows(i) ? static_cast<int64_t>(held.firstExample()) + i * rows_ + b : -1;
   };
-  if (reward()) return fillPositions(*held_out_data_, example);
+  if (reward()) return fillRewardInputs(*held_out_data_, example);
   if (referenceFree()) return;
   float* reference = store_.f32(reference_);
   for (int64_t b = 0; b < rows_; ++b) reference[b] = example(b) >= 0 ? held_out_.of(example(b)) : 0.0f;
@@ -262,19 +279,20 @@ PairScores Preference::scoreKtoRun(int64_t rows, std::vector<ExampleScore>* each
 // The run's pairs of its first `rows` rows, as mt.reward_loss scores them.
 PairScores Preference::scoreRewardRun(int64_t rows, std::vector<ExampleScore>* each) const {
   const float* rewards = store_.f32(policy_);
+  const float* margins = margins_ >= 0 ? store_.f32(margins_) : nullptr;
   PairScores s;
   for (int64_t p = 0; p < rows / 2; ++p) {
-    const double loss = rewardPair(rewards, center_, p).loss;
+    const double margin = margins ? margins[p] : 0.0, loss = rewardPair(rewards, center_, p, margin).loss;
     s.loss += loss;
     s.chosen += rewards[2 * p], s.rejected += rewards[2 * p + 1];
     s.right += rewards[2 * p] > rewards[2 * p + 1];
     ++s.pairs;
-    if (each) each->push_back({loss, {rewards[2 * p], rewards[2 * p + 1]}});
+    if (each) each->push_back({loss, {rewards[2 * p], rewards[2 * p + 1]}, {0.0, 0.0}, false, margin});
   }
   return s;
 }
 
-void Preference::scoreTexts(int64_t rows, std::vector<ExampleScore>& each) const {
+void Preference::rowRewards(int64_t rows, std::vector<ExampleScore>& each) const {
   const float* rewards = store_.f32(policy_);
   for (int64_t b = 0; b < rows; ++b) each.push_back({0.0, {rewards[b], 0.0}});
 }
@@ -311,11 +329,12 @@ nlohmann::ordered_json Preference::scoreLine(const ExampleScore& s, size_t index
     return {{"example", index}, {"desirable", s.desirable}, {"reward", s.reward[0]}, {"logps", s.logp[0]},
             {"loss", s.loss}};
   nlohmann::ordered_json line = {{"pair", index},
-                         {"chosen_wins", s.reward[0] > s.reward[1]},
-                         {"reward_chosen", s.reward[0]},
-                         {"reward_rejected", s.reward[1]},
-                         {"reward_margin", s.reward[0] - s.reward[1]}};
+                                 {"chosen_wins", s.reward[0] > s.reward[1]},
+                                 {"reward_chosen", s.reward[0]},
+                                 {"reward_rejected", s.reward[1]},
+                                 {"reward_margin", s.reward[0] - s.reward[1]}};
   if (!reward()) line["logps_chosen"] = s.logp[0], line["logps_rejected"] = s.logp[1];
+  if (reward() && margins_ >= 0 && held_out_data_ && held_out_data_->hasMargins()) line["margin"] = s.margin;
   line["loss"] = s.loss;
   return line;
 }

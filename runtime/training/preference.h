@@ -73,17 +73,19 @@ struct PairScores {
 // times the policy's log-probability over the reference's; a reward model's own) and the policy's
 // log-probability of it (none for a reward model). A KTO example's are the first side's, its label
 // `desirable`; a text a reward model scores alone (mtrun --eval-only --scores on a file of
-// examples) has its reward alone, the first.
+// examples) has its reward alone, the first. A reward model's pair's margin is its data's (0 where
+// the data has none).
 struct ExampleScore {
   double loss = 0.0;
   double reward[2] = {0.0, 0.0};  // the chosen reply's, the rejected one's
   double logp[2] = {0.0, 0.0};
   bool desirable = false;
-  static constexpr size_t kWidth = 6;  // the doubles of one in flat form (what ranks exchange)
+  double margin = 0.0;
+  static constexpr size_t kWidth = 7;  // the doubles of one in flat form (what ranks exchange)
   void appendTo(std::vector<double>& flat) const {
-    flat.insert(flat.end(), {loss, reward[0], reward[1], logp[0], logp[1], desirable ? 1.0 : 0.0});
+    flat.insert(flat.end(), {loss, reward[0], reward[1], logp[0], logp[1], desirable ? 1.0 : 0.0, margin});
   }
-  static ExampleScore unflat(const double* v) { return {v[0], {v[1], v[2]}, {v[3], v[4]}, v[5] != 0.0}; }
+  static ExampleScore unflat(const double* v) { return {v[0], {v[1], v[2]}, {v[3], v[4]}, v[5] != 0.0, v[6]}; }
 };
 
 class Preference {
@@ -127,7 +129,7 @@ class Preference {
   PairScores scoreRun(int64_t rows, std::vector<ExampleScore>* each = nullptr) const;
   // A reward model's rewards of the last run's first `rows` rows, each a text of its own (its
   // reward the first), appended to `each`.
-  void scoreTexts(int64_t rows, std::vector<ExampleScore>& each) const;
+  void rowRewards(int64_t rows, std::vector<ExampleScore>& each) const;
   // One line of --scores: pair `index` of its token file (KTO: example `index`; `text`: text
   // `index`, scored alone) and its scores, in the names the log gives their means.
   nlohmann::ordered_json scoreLine(const ExampleScore& score, size_t index, bool text = false) const;
@@ -171,6 +173,7 @@ class Preference {
   PairLoss kind_ = PairLoss::kDpo;
   int labels_ = -1;     // a KTO plan's input
   int positions_ = -1;  // a reward model's input
+  int margins_ = -1;    // a reward model's input (plan 1.27)
   KtoParams kto_;       // a KTO plan's mt.kto_loss's
   double center_ = 0.0;  // a reward model's mt.reward_loss's
   const TokenFile* training_data_ = nullptr;
@@ -181,8 +184,9 @@ class Preference {
   void readKto(const plan::Plan& plan, const plan::KernelCall& loss);
   void readReward(const plan::Plan& plan);
   // A reward model's positions of the examples `example(b)` of the rows from `data` (each row's
-  // last token before its end-of-text token, or the row's last where the example is cut).
-  void fillPositions(const TokenFile& data, const std::function<int64_t(int64_t)>& example) const;
+  // last token before its end-of-text token, or the row's last where the example is cut), and
+  // its pairs' margins (plan 1.27: the data's, or 0).
+  void fillRewardInputs(const TokenFile& data, const std::function<int64_t(int64_t)>& example) const;
   PairScores scoreKtoRun(int64_t rows, std::vector<ExampleScore>* each) const;
   PairScores scoreRewardRun(int64_t rows, std::vector<ExampleScore>* each) const;
   PairScores step_;

@@ -36,7 +36,7 @@ void validateConfig(const TrainConfig& c) {
   require(!c.eval_only || !c.export_only, "--eval-only scores weights and --export-only writes them: give one");
   require(!c.eval_only || (c.export_path.empty() && c.export_hf_dir.empty() && c.checkpoint_dir.empty() &&
                            !c.keep_best && c.grads_path.empty() && c.trace_path.empty() && c.report_path.empty()),
-          "--eval-only trains nothing and writes nothing but --log: drop --export, --export-hf, --checkpoint-dir, "
+          "--eval-only trains nothing and writes nothing but --log and --scores: drop --export, --export-hf, --checkpoint-dir, "
           "--keep-best, --dump-grads, --trace and --report (--resume DIR scores that folder's newest checkpoint)");
   require(!c.eval_only || !c.resume_auto,
           "--eval-only scores a checkpoint it is given: name its folder (--resume DIR), not --resume auto");

@@ -440,6 +440,7 @@ int train(const TrainConfig& given) {
   validateConfig(given);
   World& world = World::get();
   TrainConfig config = forRank(resolveResume(given), world.rank());
+  config.scores = !given.scores_path.empty();  // every rank scores its batches; rank 0 gathers and writes them
   const plan::Plan plan = readTrainingPlan(config);
   if (config.export_only) return exportCheckpoint(config, plan);  // rank 0's file alone: no collective to watch
   World::get().boundWaits(config.rank_timeout.value_or(kRankWaitAtStart));

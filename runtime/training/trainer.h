@@ -67,11 +67,11 @@ struct TrainConfig {
   int64_t val_batches = 0;     // at most this many held-out batches per validation (0: all of them)
   bool keep_best = false;      // keep (best.ckpt.safetensors) and export the lowest validation loss's weights
   bool export_only = false;    // write --export/--export-hf from the --resume checkpoint; no data, no steps
-  bool eval_only = false;      // one validation of the starting weights; no step, nothing written but --log
+  bool eval_only = false;  // one validation of the starting weights; no step, nothing written but --log, --scores
   std::string scores_path;     // --eval-only of a preference plan: each held-out pair's scores (JSONL); "" = none
-  bool scores = false;         // --scores given: on every rank (each sends its share), where rank 0 alone keeps the path
-  // --scores of a reward model on a file of examples, not pairs: each a text scored alone (resolveRows)
-  bool scores_texts = false;
+  // --scores given (train() sets it): on every rank, each sending its share; rank 0 alone keeps the path
+  bool scores = false;
+  bool scores_texts = false;  // --scores of a reward model on a file of texts: each scored alone (resolveRows)
   bool skip_nonfinite = false;  // NaN/Inf loss or gradients: skip the step (else stop)
   bool verify_transfers = false;  // check every copy to the device against the host's bytes
   int64_t print_every = 1;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -25,26 +26,30 @@ int Trainer::evaluate() {
   if (!validator_)
     throw Error("--eval-only: --val-fraction " + fmt::format("{}", config_.val_fraction) + " holds out no whole row "
                 "of " + config_.data_path + ": nothing to score; raise it, or give --val-data");
-  if (config_.scores_texts) return scoreTexts();
+  if (config_.scores_texts) return scoreEachText();
   prepareReference();
   validate(resumed_.step);
   return 0;
 }
 
-int Trainer::scoreTexts() {
+int Trainer::scoreEachText() {
   prepareReference();  // a reward model's: where each text ends
+  // (The held-out batches hold a text at least: the token file and its held-out tail refuse none.)
   const std::vector<ExampleScore> scores =
-      validator_->scoreTexts(*backend_, store_, evalOptions(), world_, preference_);
-  if (scores.empty())
-    throw Error("--eval-only --scores: no text to score in " + (val_data_ ? *val_data_ : data_).path());
-  double sum = 0.0, low = scores[0].reward[0], high = low;
-  for (const ExampleScore& s : scores) sum += s.reward[0], low = std::min(low, s.reward[0]), high = std::max(high, s.reward[0]);
-  const double mean = sum / static_cast<double>(scores.size());
+      validator_->textRewards(*backend_, store_, evalOptions(), world_, preference_);
+  std::vector<double> rewards;
+  for (const ExampleScore& s : scores) rewards.push_back(s.reward[0]);
+  const auto [low, high] = std::minmax_element(rewards.begin(), rewards.end());
+  const double mean = std::accumulate(rewards.begin(), rewards.end(), 0.0) / static_cast<double>(rewards.size());
+  const HeldOutBatches& held = validator_->batches();
   clearStatus();
-  std::printf("scored %zu texts, each alone: reward mean %.4f, lowest %.4f, highest %.4f\n", scores.size(), mean, low,
-              high);
-  logLine({{"step", resumed_.step}, {"texts", scores.size()}, {"reward_mean", mean}, {"reward_min", low},
-           {"reward_max", high}});
+  std::printf("scored %zu texts, each alone%s: reward mean %.4f, lowest %.4f, highest %.4f\n", scores.size(),
+              held.batches() < held.allBatches()
+                  ? fmt::format(" (the first {} of {} batches, --val-batches)", held.batches(), held.allBatches()).c_str()
+                  : "",
+              mean, *low, *high);
+  logLine({{"step", resumed_.step}, {"texts", scores.size()}, {"reward_mean", mean}, {"reward_min", *low},
+           {"reward_max", *high}});
   writeScores(scores, /*texts=*/true);
   return 0;
 }
@@ -138,7 +143,8 @@ void Trainer::validate(int64_t step) {
   std::vector<ExampleScore> scores;
   const bool keep_scores = config_.eval_only && config_.scores;
   const Validation v = validator_->run(step, *backend_, store_, eval, world_,
-                                       preference_.present() ? &preference_ : nullptr, keep_scores ? &scores : nullptr);
+                                       preference_.present() ? &preference_ : nullptr, keep_scores ? &scores : nullptr,
+                                       config_.eval_only);
   const HeldOutBatches& held = validator_->batches();
   clearStatus();
   const std::string at = config_.eval_only ? std::string("evaluation")

@@ -60,7 +60,7 @@ class Trainer {
   void printPasses() const;
   void validate(int64_t step);
   int evaluate();  // --eval-only: one validation of the starting weights; the exit code
-  int scoreTexts();  // --eval-only --scores of a reward model on texts: each one's reward; the exit code
+  int scoreEachText();  // --eval-only --scores of a reward model on texts: each one's reward; the exit code
   // --scores: rank 0 writes `scores` (of the held-out examples from the first, in order) as JSON lines.
   void writeScores(const std::vector<ExampleScore>& scores, bool texts) const;
   void restoreBest();

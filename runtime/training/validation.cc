@@ -7,20 +7,19 @@
 
 namespace mt {
 
-int64_t Validator::runBatch(int64_t i, Backend& backend, HostStore& store, const StepOptions& eval,
-                            const Preference* preference, bool always, float& loss, const std::string& what) const {
+Validator::BatchRun Validator::runBatch(int64_t i, Backend& backend, HostStore& store, const StepOptions& eval,
+                                        const Preference* preference, bool always, const std::string& what,
+                                        const char* then) const {
   const int64_t c =
       batches_.fill(i, store.i32(store.tokens()), store.i32(store.targets()), store.tokenMask(), store.positions());
   if (preference) preference->fillHeldOutReference(batches_, i);
-  loss = 0.0f;
-  if (c == 0 && !always) return c;  // a batch whose mask leaves out every target has no loss (0/0)
+  if (c == 0 && !always) return {c, 0.0f};  // a batch whose mask leaves out every target has no loss (0/0)
   const StepResult result = backend.runStep(eval);
   if (!result.corrupt_transfer.empty())  // a validation updates nothing: only its loss is wrong
     throw Error(what + ": --verify-transfers: the bytes of " + result.corrupt_transfer + " differ from the host's: "
                 "the link or the device corrupted the copy. Check the GPU (nvidia-smi -q: ECC errors; dmesg: Xid "
-                "errors) and its link, then resume");
-  loss = result.loss;
-  return c;
+                "errors) and its link, then " + then);
+  return {c, result.loss};
 }
 
 std::vector<double> Validator::inBatchOrder(const World& world, const std::vector<double>& mine, size_t width,
@@ -30,25 +29,39 @@ std::vector<double> Validator::inBatchOrder(const World& world, const std::vecto
   std::vector<double> all;
   for (int64_t i = 0; i < batches_.batches(); ++i) {
     const size_t rank = static_cast<size_t>(i % world.size()), n = static_cast<size_t>(records(i)) * width;
-    if (read[rank] + n > shares[rank].size()) throw Error("validation: rank " + std::to_string(rank) + " sent too few scores");
+    if (read[rank] + n > shares[rank].size()) break;  // said below
     all.insert(all.end(), shares[rank].begin() + static_cast<std::ptrdiff_t>(read[rank]),
                shares[rank].begin() + static_cast<std::ptrdiff_t>(read[rank] + n));
     read[rank] += n;
   }
+  for (size_t rank = 0; rank < shares.size(); ++rank)
+    if (read[rank] != shares[rank].size())
+      throw Error("the held-out batches' scores: rank " + std::to_string(rank) + " sent " +
+                  std::to_string(shares[rank].size()) + " values where its batches hold " + std::to_string(read[rank]) +
+                  " (the ranks disagree on the held-out data: give every rank the same files)");
   return all;
 }
 
+std::vector<ExampleScore> Validator::scoresInBatchOrder(const World& world, const std::vector<double>& mine,
+                                                        const std::function<int64_t(int64_t)>& records) const {
+  const std::vector<double> all = inBatchOrder(world, mine, ExampleScore::kWidth, records);
+  std::vector<ExampleScore> scores;
+  for (size_t k = 0; k < all.size(); k += ExampleScore::kWidth) scores.push_back(ExampleScore::unflat(&all[k]));
+  return scores;
+}
+
 Validation Validator::run(int64_t step, Backend& backend, HostStore& store, const StepOptions& eval,
-                          const World& world, const Preference* preference, std::vector<ExampleScore>* each) {
+                          const World& world, const Preference* preference, std::vector<ExampleScore>* each,
+                          bool evaluation) {
   // This rank's share of the batches, in order: (counted targets, loss) of each, or a DPO plan's
   // scored pairs (PairScores::flat); with `each`, its pairs' scores (ExampleScore's flat form).
   std::vector<double> mine, mine_each;
   std::vector<ExampleScore> batch_each;
   const size_t width = preference ? PairScores{}.flat().size() : 2;
-  const std::string what = "validation after step " + std::to_string(step);
+  const std::string what = evaluation ? std::string("--eval-only") : "validation after step " + std::to_string(step);
   for (int64_t i = world.rank(); i < batches_.batches(); i += world.size()) {
-    float loss = 0.0f;
-    const int64_t c = runBatch(i, backend, store, eval, preference, preference != nullptr, loss, what);
+    const BatchRun ran = runBatch(i, backend, store, eval, preference, preference != nullptr, what,
+                                  evaluation ? "run again" : "resume");
     if (preference) {
       batch_each.clear();
       const std::vector<double> scored =
@@ -57,15 +70,10 @@ Validation Validator::run(int64_t step, Backend& backend, HostStore& store, cons
       for (const ExampleScore& score : batch_each) score.appendTo(mine_each);
       continue;
     }
-    mine.push_back(static_cast<double>(c));
-    mine.push_back(loss);
+    mine.push_back(static_cast<double>(ran.counted));
+    mine.push_back(ran.loss);
   }
-  if (each) {
-    const std::vector<double> all = inBatchOrder(world, mine_each, ExampleScore::kWidth,
-                                                 [&](int64_t i) { return batches_.dataRows(i) / 2; });
-    each->clear();
-    for (size_t k = 0; k < all.size(); k += ExampleScore::kWidth) each->push_back(ExampleScore::unflat(&all[k]));
-  }
+  if (each) *each = scoresInBatchOrder(world, mine_each, [&](int64_t i) { return batches_.dataRows(i) / 2; });
   // Each batch's loss is the mean over its counted targets: weighted by them, the validation
   // loss is the mean over every counted target of the pass (padding rows count none), summed in
   // batch order whichever rank ran each. A DPO plan's: the pairs' losses summed, over the pairs
@@ -104,22 +112,17 @@ void Validator::track(int64_t step, Validation& v) {
   v.best_step = best_->step;
 }
 
-std::vector<ExampleScore> Validator::scoreTexts(Backend& backend, HostStore& store, const StepOptions& eval,
-                                                const World& world, const Preference& preference) const {
+std::vector<ExampleScore> Validator::textRewards(Backend& backend, HostStore& store, const StepOptions& eval,
+                                                 const World& world, const Preference& preference) const {
   std::vector<double> mine;
   std::vector<ExampleScore> batch;
   for (int64_t i = world.rank(); i < batches_.batches(); i += world.size()) {
-    float loss = 0.0f;  // the plan's pairs of unrelated texts: no loss
-    runBatch(i, backend, store, eval, &preference, /*always=*/true, loss, "scoring the texts");
+    runBatch(i, backend, store, eval, &preference, /*always=*/true, "--eval-only", "run again");  // no loss: texts
     batch.clear();
-    preference.scoreTexts(batches_.dataRows(i), batch);
+    preference.rowRewards(batches_.dataRows(i), batch);
     for (const ExampleScore& score : batch) score.appendTo(mine);
   }
-  const std::vector<double> all =
-      inBatchOrder(world, mine, ExampleScore::kWidth, [&](int64_t i) { return batches_.dataRows(i); });
-  std::vector<ExampleScore> scores;
-  for (size_t k = 0; k < all.size(); k += ExampleScore::kWidth) scores.push_back(ExampleScore::unflat(&all[k]));
-  return scores;
+  return scoresInBatchOrder(world, mine, [&](int64_t i) { return batches_.dataRows(i); });
 }
 
 }  // namespace mt

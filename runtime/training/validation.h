@@ -42,25 +42,36 @@ class Validator {
   // plan), the loss is the mean over the held-out pairs (plus an NLL term's, Preference::meanLoss),
   // scored on the host (padding rows left out). With `each` too, every rank gets each held-out
   // pair's scores in it, in order (--scores). Throws mt::Error if --verify-transfers finds a copy
-  // corrupted.
+  // corrupted (`evaluation`: of --eval-only, which is run again, not resumed).
   Validation run(int64_t step, Backend& backend, HostStore& store, const StepOptions& eval, const World& world,
-                 const Preference* preference = nullptr, std::vector<ExampleScore>* each = nullptr);
+                 const Preference* preference = nullptr, std::vector<ExampleScore>* each = nullptr,
+                 bool evaluation = false);
   // A reward model's reward of each held-out example (rows of examples, each scored alone: no
-  // pairs, no loss), every rank getting them all in order. Throws mt::Error as run does.
-  std::vector<ExampleScore> scoreTexts(Backend& backend, HostStore& store, const StepOptions& eval,
-                                       const World& world, const Preference& preference) const;
+  // pairs, no loss), every rank getting them all in order (--eval-only --scores on texts). Throws
+  // mt::Error as run does.
+  std::vector<ExampleScore> textRewards(Backend& backend, HostStore& store, const StepOptions& eval,
+                                        const World& world, const Preference& preference) const;
 
  private:
   // The best so far and the validations since it, updated by `v`.
   void track(int64_t step, Validation& v);
-  // Batch i filled into `store` and run with `eval`; its targets counted (before the run: a batch
-  // whose mask leaves out every target runs only where `always`).
-  int64_t runBatch(int64_t i, Backend& backend, HostStore& store, const StepOptions& eval,
-                   const Preference* preference, bool always, float& loss, const std::string& what) const;
+  // Batch i filled into `store` and run with `eval`: its targets counted, and its loss (0 where it
+  // did not run: a batch whose mask leaves out every target runs only where `always`). `what`
+  // names the pass in the error for a corrupted copy, `then` what to do after checking the GPU.
+  struct BatchRun {
+    int64_t counted;
+    float loss;
+  };
+  BatchRun runBatch(int64_t i, Backend& backend, HostStore& store, const StepOptions& eval,
+                    const Preference* preference, bool always, const std::string& what, const char* then) const;
   // Each rank's `mine` (a record of `width` doubles for each of `records(i)` of the batches it
   // ran), every rank's gathered in batch order.
   std::vector<double> inBatchOrder(const World& world, const std::vector<double>& mine, size_t width,
                                    const std::function<int64_t(int64_t)>& records) const;
+  // Each rank's scores (flat, ExampleScore::appendTo) of `records(i)` records per batch it ran,
+  // every rank's in batch order.
+  std::vector<ExampleScore> scoresInBatchOrder(const World& world, const std::vector<double>& mine,
+                                               const std::function<int64_t(int64_t)>& records) const;
   HeldOutBatches batches_;
   struct Best {
     int64_t step;

@@ -331,7 +331,7 @@ expect_error "give one of them" "$bin/mtrun" good.plan --data corpus.tok --steps
 for flags in "--export eval.safetensors" "--checkpoint-dir eval-ck" "--export-hf eval-hf" "--dump-grads eval.g" \
              "--trace eval.json" "--report eval.html"; do
   # shellcheck disable=SC2086
-  expect_error_exit 2 "--eval-only trains nothing and writes nothing but --log" "$bin/mtrun" good.plan --data corpus.tok \
+  expect_error_exit 2 "--eval-only trains nothing and writes nothing but --log and --scores" "$bin/mtrun" good.plan --data corpus.tok \
     --eval-only $flags
 done
 expect_absent eval.safetensors eval-ck eval-hf eval.g eval.json eval.html

@@ -162,7 +162,8 @@ def evaluated(bin_dir, held_labels, failures):
     """mtrun --eval-only on the run's last checkpoint (its held-out reference read back from the
     folder): the run's last validation, bit for bit, and the folder left as it was. Its --scores:
     each held-out example's line, in order, labelled as the data, the losses' mean the logged loss,
-    the desirable ones' mean reward the logged one; two ranks (mpirun) write the same file."""
+    the desirable ones' mean reward the logged one. Two ranks (mpirun) write one process's file, of
+    7 examples in 4 batches (the last padded), so that the ranks' shares interleave."""
     before = sorted(os.listdir("k-ck"))
     cmd = [f"{bin_dir}/mtrun", "k.plan", "--data", "kto.tok", "--val-data", "held.tok", "--resume", "k-ck",
            "--eval-only"]
@@ -180,10 +181,18 @@ def evaluated(bin_dir, held_labels, failures):
             not close((sum(s["loss"] for s in scores) / len(scores), sum(desirable) / len(desirable)),
                       (got[0]["val_loss"], got[0]["val_reward_chosen"])):
         failures.append(f"--eval-only --scores: {scores}; the evaluation {got[0]}, the labels {list(held_labels)}")
-    ranks, why = ref.two_ranks(cmd + ["--scores", "scores-np2.jsonl"])
+    labels = feedback("held7.jsonl", range(20, 25))
+    ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--unpaired", "held7.jsonl", "-o", "held7.tok"])
+    cmd = [f"{bin_dir}/mtrun", "k.plan", "--data", "held7.tok", "--eval-only", "--weights",
+           f"k-ck/step-{SCHEDULE.steps:09d}.ckpt.safetensors", "--reference-weights", "k.safetensors", "--scores"]
+    ref.run(cmd + ["scores7.jsonl"])
+    ranks, why = ref.two_ranks(cmd + ["scores7-np2.jsonl"])
+    seven = [json.loads(line) for line in open("scores7.jsonl")]
+    if [(s["example"], s["desirable"]) for s in seven] != [(e, bool(v)) for e, v in enumerate(labels)] or len(seven) != 7:
+        failures.append(f"--eval-only --scores of 7 examples: {seven}; labels {labels}")
     if ranks is None:
         print(f"kto: the two ranks' --scores not checked: {why}")
-    elif open("scores-np2.jsonl").read() != open("scores.jsonl").read():
+    elif open("scores7-np2.jsonl").read() != open("scores7.jsonl").read():
         failures.append("--eval-only --scores by mpirun -np 2 differs from one process's")
 
 

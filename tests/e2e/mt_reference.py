@@ -122,14 +122,26 @@ def read_tokens(path):
 
 
 def read_example_starts(path):
-    """A version-3, -4 or -5 token file's examples' starts (mttok --chat, --preferences, --unpaired)."""
+    """A version-3 to -6 token file's examples' starts (mttok --chat, --preferences, --unpaired)."""
     with open(path, "rb") as f:
         data = f.read()
     version, width, count = struct.unpack("<IIQ", data[8:24])
-    assert version in (3, 4, 5), f"{path} records no examples (version {version})"
+    assert version in (3, 4, 5, 6), f"{path} records no examples (version {version})"
     at = 32 + count * (width + 1)
     (n,) = struct.unpack("<Q", data[at:at + 8])
     return np.frombuffer(data[at + 8:at + 8 + 8 * n], dtype="<u8").astype(np.int64)
+
+
+def read_margins(path):
+    """A version-6 token file's pairs' margins (mttok --preferences of records with "margin"), or None."""
+    with open(path, "rb") as f:
+        data = f.read()
+    version, width, count = struct.unpack("<IIQ", data[8:24])
+    if version != 6:
+        return None
+    at = 32 + count * (width + 1)
+    (n,) = struct.unpack("<Q", data[at:at + 8])
+    return np.frombuffer(data[at + 8 + 8 * n:], dtype="<f4").astype(np.float64)
 
 
 def _mix(x):
@@ -382,13 +394,14 @@ def write_lognormal_examples(path, count, median, shortest, longest, seed=3):
             f"{int(np.percentile(lengths, 95))}, longest {lengths.max()} tokens")
 
 
-def write_tokens(path, ids, vocab, counted=None, starts=None, pairs=False, labels=None):
+def write_tokens(path, ids, vocab, counted=None, starts=None, pairs=False, labels=None, margins=None):
     """A token file as runtime/data/token_data.cc writes it: version 2 with a loss mask when `counted`,
     version 3 with the examples' starts too, version 4 with `pairs` (the examples in pairs), version 5
-    with `labels` too (one 0/1 per pair)."""
+    with `labels` too (one 0/1 per pair), version 6 with `margins` instead (one f32 per pair)."""
     ids = np.asarray(ids)
     width = 2 if vocab <= 65536 else 4
-    version = 1 if counted is None else 2 if starts is None else 5 if labels is not None else 4 if pairs else 3
+    version = 1 if counted is None else 2 if starts is None else 5 if labels is not None else \
+        6 if margins is not None else 4 if pairs else 3
     header = b"MTTOKENS" + struct.pack("<IIQII", version, width, len(ids), vocab, 0)
     body = ids.astype("<u2" if width == 2 else "<u4").tobytes()
     if counted is not None:
@@ -397,6 +410,8 @@ def write_tokens(path, ids, vocab, counted=None, starts=None, pairs=False, label
         body += struct.pack("<Q", len(starts)) + np.asarray(starts, dtype="<u8").tobytes()
     if labels is not None:
         body += bytes(labels)
+    if margins is not None:
+        body += np.asarray(margins, dtype="<f4").tobytes()
     with open(path, "wb") as f:
         f.write(header + body)
 

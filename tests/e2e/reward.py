@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -43,10 +44,14 @@ def reward_position(starts, total, e, seq):
     return max(length - 2, 0) if length <= seq else seq - 1
 
 
-def reward_loss(rewards, center):
-    """TRL's RewardTrainer.compute_loss of rows in (chosen, rejected) pairs."""
+def reward_loss(rewards, center, margins=None):
+    """TRL's RewardTrainer.compute_loss of rows in (chosen, rejected) pairs (with the pairs'
+    "margin" column where given)."""
     chosen, rejected = rewards[0::2], rewards[1::2]
-    loss = -torch.nn.functional.logsigmoid(chosen - rejected).mean()
+    if margins is not None:
+        loss = -torch.nn.functional.logsigmoid(chosen - rejected - margins).mean()
+    else:
+        loss = -torch.nn.functional.logsigmoid(chosen - rejected).mean()
     if center:
         loss = loss + center * torch.mean((chosen + rejected) ** 2)
     return loss
@@ -59,9 +64,10 @@ def scores(rewards):
             rejected.mean().item())
 
 
-def torch_reward(weights, score, data, held, center):
-    """The transformers-style model with the score head, trained with TRL's loss on mtrun's pairs:
-    the losses, each step's scores, and after the last step the held-out pairs' (loss, scores)."""
+def torch_reward(weights, score, data, held, center, margins=None):
+    """The transformers-style model with the score head, trained with TRL's loss on mtrun's pairs
+    (with each pair's margin, `margins`, where given): the losses, each step's scores, and after
+    the last step the held-out pairs' (loss, scores)."""
     tokens, counted, starts = data
     params = {k: v.float().requires_grad_() for k, v in weights.items()}
     params["lm_head.weight"] = score.clone().requires_grad_()  # the head: hf_logits' untied output projection
@@ -81,7 +87,8 @@ def torch_reward(weights, score, data, held, center):
     def loss_of(scores_, positions, step):
         rewards = rewards_of(scores_, positions)
         logged.append(scores(rewards))
-        return reward_loss(rewards, center)
+        pairs = None if margins is None else torch.tensor([margins[e // 2] for e in drawn[step][0::2]])
+        return reward_loss(rewards, center, pairs)
 
     logits_of = lambda x: hf.hf_logits(params, config, x)  # noqa: E731
     losses = ref.torch_train(params, logits_of, tokens, SCHEDULE, loss_of=loss_of,
@@ -96,15 +103,16 @@ def close(got, want):
     return len(got) == len(want) and all(g is not None and abs(g - w) <= 1e-4 * max(1.0, abs(w)) for g, w in zip(got, want))
 
 
-def train_and_compare(bin_dir, name, center, weights, data, held, failures, exports=()):
+def train_and_compare(bin_dir, name, center, weights, data, held, failures, exports=(), tokens="pairs.tok"):
     ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "reward", "--batch", str(SCHEDULE.batch), "--seq",
              str(SCHEDULE.seq), "-o", f"{name}.plan"] + (["--center-rewards-coefficient", str(center)] if center else []))
-    ref.run([f"{bin_dir}/mtrun", f"{name}.plan", "--data", "pairs.tok", "--log", f"{name}.jsonl", "--val-data",
+    ref.run([f"{bin_dir}/mtrun", f"{name}.plan", "--data", tokens, "--log", f"{name}.jsonl", "--val-data",
              "held.tok", "--val-every", str(SCHEDULE.steps)] + SCHEDULE.mtrun_flags() + list(exports))
     score = ref.read_safetensors(f"{name}.safetensors")["score.weight"]
     lines = [json.loads(line) for line in open(f"{name}.jsonl")]
     log, val = [line for line in lines if "val_loss" not in line], [line for line in lines if "val_loss" in line]
-    torch_losses, logged, validation = torch_reward(weights, torch.tensor(score), data, held, center)
+    torch_losses, logged, validation = torch_reward(weights, torch.tensor(score), data, held, center,
+                                                    ref.read_margins(tokens))
     worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
     keys = ("accuracy", "reward_margin", "reward_chosen", "reward_rejected")
     for step, (line, want) in enumerate(zip(log, logged)):
@@ -209,11 +217,84 @@ def scored_pairs(bin_dir, rewards, val_loss, failures):
     if texts != [{"example": e, "reward": r} for e, r in enumerate(paired)] or \
             logged[0].get("texts") != len(paired) or not close((logged[0].get("reward_mean"),), (sum(paired) / len(paired),)):
         failures.append(f"--eval-only --scores of the replies as texts: {texts}, log {logged}; the pairs' {paired}")
-    unscored = subprocess.run([f"{bin_dir}/mtrun", "back.plan", "--data", "texts.tok", "--eval-only"],
-                              capture_output=True, text=True)
-    if unscored.returncode != 1 or "to score each text alone, give --eval-only --scores FILE" not in unscored.stderr:
-        failures.append(f"a reward model on texts without --scores: exit {unscored.returncode}: {unscored.stderr}")
+    for flags, says in ((["--data", "texts.tok"], "to score each text alone, give --eval-only --scores FILE"),
+                        (["--data", "held.tok", "--val-data", "texts.tok", "--scores", "x.jsonl"],
+                         "holds texts and --data held.tok pairs")):
+        refused = subprocess.run([f"{bin_dir}/mtrun", "back.plan", "--eval-only"] + flags, capture_output=True, text=True)
+        if refused.returncode != 1 or says not in refused.stderr or os.path.exists("x.jsonl"):
+            failures.append(f"a reward model on texts, {flags}: exit {refused.returncode}: {refused.stderr}")
+    scored_apart(bin_dir, failures)
     print(f"--scores: {len(lines)} pairs as transformers' rule scores them; their {len(texts)} replies alone alike")
+
+
+def scored_apart(bin_dir, failures):
+    """--scores of --val-fraction's tail: its pairs numbered in the file from the first whole pair
+    held out, their rewards those of the same pairs scored with the whole file. Texts scored by two
+    ranks (mpirun, 12 texts in 3 batches: the ranks' shares interleave): one process's file."""
+    tokens = ref.read_token_file("pairs.tok")[0]
+    starts = ref.read_example_starts("pairs.tok")
+    begin = len(tokens) - int(0.3 * len(tokens))
+    first = next(e for e, s in enumerate(starts) if s >= begin)
+    first += first % 2  # whole pairs
+    for name, flags in (("all", []), ("tail", ["--val-fraction", "0.3"])):
+        ref.run([f"{bin_dir}/mtrun", "back.plan", "--data", "pairs.tok", "--eval-only", "--scores", f"{name}.jsonl"]
+                + flags)
+    every = [json.loads(line) for line in open("all.jsonl")]
+    tail = [json.loads(line) for line in open("tail.jsonl")]
+    want = every[first // 2:]
+    if not tail or [s["pair"] for s in tail] != [s["pair"] for s in want] or \
+            any(not close((t["reward_chosen"], t["reward_rejected"]), (w["reward_chosen"], w["reward_rejected"]))
+                for t, w in zip(tail, want)):
+        failures.append(f"--val-fraction 0.3 --scores: {tail}; pairs {first // 2}.. of the whole file {want}")
+    with open("texts12.jsonl", "w") as f:
+        f.write(open("texts.jsonl").read() * 2)
+    ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--chat", "texts12.jsonl", "-o", "texts12.tok"])
+    cmd = [f"{bin_dir}/mtrun", "back.plan", "--data", "texts12.tok", "--eval-only", "--scores"]
+    ref.run(cmd + ["texts12.jsonl.scores"])
+    ranks, why = ref.two_ranks(cmd + ["texts12-np2.jsonl.scores"])
+    if ranks is None:
+        print(f"reward: the two ranks' --scores not checked: {why}")
+    elif open("texts12-np2.jsonl.scores").read() != open("texts12.jsonl.scores").read() or \
+            len(open("texts12.jsonl.scores").readlines()) != 12:
+        failures.append("--eval-only --scores of 12 texts by mpirun -np 2 differs from one process's")
+
+
+def with_margins(bin_dir, weights, data, held, failures):
+    """Pairs with TRL's "margin" column: mttok --preferences keeps each pair's (a version-6 token
+    file), the run's losses follow TRL's loss with the margins; --eval-only --scores on those pairs
+    gives each pair's margin and its loss with it. A margin that is not a finite number, and pairs of
+    which only some give one, are refused by name."""
+    margins = [0.25 * (i % 4) - 0.25 for i in range(9)]
+    with open("margins.jsonl", "w") as f:
+        for line, margin in zip(open("pairs.jsonl"), margins):
+            f.write(json.dumps(dict(json.loads(line), margin=margin)) + "\n")
+    ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--preferences", "margins.jsonl", "-o", "margins.tok"])
+    got = ref.read_margins("margins.tok")
+    if got is None or list(got) != margins or not np.array_equal(ref.read_token_file("margins.tok")[0], data[0]):
+        failures.append(f"mttok --preferences with margins: {got}, not {margins} beside the pairs' tokens")
+        return
+    log, _ = train_and_compare(bin_dir, "margined", 0.0, weights, data, held, failures, tokens="margins.tok")
+    plain = [json.loads(line)["loss"] for line in open("r.jsonl") if "val_loss" not in line]
+    if log[0]["loss"] == plain[0]:
+        failures.append(f"margins: the first loss {log[0]['loss']} is the run's without them")
+    ref.run([f"{bin_dir}/mtrun", "margined.plan", "--data", "margins.tok", "--eval-only", "--scores", "m-scores.jsonl"])
+    lines = [json.loads(line) for line in open("m-scores.jsonl")]
+    softplus = lambda x: max(x, 0.0) + np.log1p(np.exp(-abs(x)))  # noqa: E731
+    if [s.get("margin") for s in lines] != margins or any(
+            not close((s["loss"],), (softplus(-(s["reward_chosen"] - s["reward_rejected"] - s["margin"])),))
+            for s in lines):
+        failures.append(f"--scores of pairs with margins: {lines}; margins {margins}")
+    for name, record, says in (("nan.jsonl", '{"prompt": "Q", "chosen": "A", "rejected": "B", "margin": "1"}',
+                                'nan.jsonl:1: "margin" is "1", not a finite number'),
+                               ("some.jsonl", '{"prompt": "Q", "chosen": "A", "rejected": "B", "margin": 1}\n'
+                                '{"prompt": "R", "chosen": "A", "rejected": "B"}',
+                                "1 of the pairs give a \"margin\" (some.jsonl:1 the first) and 1 do not")):
+        with open(name, "w") as f:
+            f.write(record + "\n")
+        bad = subprocess.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--preferences", name, "-o", "bad.tok"],
+                             capture_output=True, text=True)
+        if bad.returncode != 1 or says not in bad.stderr or os.path.exists("bad.tok"):
+            failures.append(f"mttok --preferences {name}: exit {bad.returncode}: {bad.stderr}")
 
 
 def other_pad_token(bin_dir, failures):
@@ -286,6 +367,7 @@ def main():
     if log[-1]["loss"] >= log[0]["loss"]:
         failures.append(f"reward losses {[line['loss'] for line in log]}: not falling")
     train_and_compare(bin_dir, "centered", 0.05, weights, (tokens, counted, starts), held, failures)
+    with_margins(bin_dir, weights, (tokens, counted, starts), held, failures)
     # KTO's data on a reward plan: refused, naming the fix.
     with open("feedback.jsonl", "w") as f:
         for i in range(2):

@@ -1,7 +1,8 @@
 // Token files: the header, the size, every id and loss-mask byte, every example start and label;
 // then reads and a batch from a valid one (a masked target must be -1, a counted one an id, and the
 // count agree), packed and, where the file records its examples, one example per row and held out,
-// or, where they are pairs, a pair per two rows and each pair's label.
+// or, where they are pairs, a pair per two rows and each pair's label or margin.
+#include <cmath>
 #include <vector>
 
 #include "runtime/data/token_data.h"
@@ -39,6 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const size_t example = pairs.exampleOfRow(3, 1);
       if (example >= file.exampleStarts().size() || example % 2 != 1) __builtin_trap();  // row 1: a pair's second
       if (file.hasLabels()) (void)file.labels().at(example / 2);
+      if (file.hasMargins() && !std::isfinite(file.margins().at(example / 2))) __builtin_trap();  // a margin unchecked
     } else if (file.hasExamples()) {
       const mt::BatchSampler sampler(file, 2, 8, 1, 0, -1, mt::RowLayout::kExamples);
       checkBatch(sampler.fill(3, tokens.data(), targets.data()));

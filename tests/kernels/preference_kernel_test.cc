@@ -372,7 +372,8 @@ TEST_F(PreferenceKernels, KtoLossAgainstTrlsFormula) {
 
 // A reward model's: each row's score at its position (and its gradient there alone, a position
 // outside the row a NaN reward and no gradient), and TRL's RewardTrainer loss of the rewards, with
-// and without center_rewards_coefficient, its gradient against finite differences.
+// and without center_rewards_coefficient, and with each pair's margin, its gradient against finite
+// differences.
 TEST_F(PreferenceKernels, RewardModelScoresAndLoss) {
   const int64_t rows = 4, seq = 3;
   const std::vector<float> scores{0.5f, -1.0f, 2.0f, 0.25f, 3.0f, -0.5f, 1.5f, 1.0f, -2.0f, 0.0f, 0.75f, -1.25f};
@@ -387,19 +388,29 @@ TEST_F(PreferenceKernels, RewardModelScoresAndLoss) {
   EXPECT_EQ(dscores[0].floats, (std::vector<float>{0, 0, 1, 2, 0, 0, 0, 3, 0, 0, 0, 0}));
   const Doubles r{0.5, -1.0, 2.0, 2.5};
   auto rT = HostTensor::f32({4}, toFloats(r));
-  for (double center : {0.0, 0.1}) {
-    const auto want = [&](const Doubles& x) {
-      double total = 0.0;
-      for (size_t i = 0; i < x.size(); i += 2)
-        total += std::log1p(std::exp(-(x[i] - x[i + 1]))) + center * (x[i] + x[i + 1]) * (x[i] + x[i + 1]);
-      return Doubles{total / double(x.size() / 2)};
-    };
-    auto loss = runKernel(KernelId::RewardLoss, {rT}, {HostTensor::f32({})}, {}, {float(center)});
-    expectClose(loss[0].floats, want(r), kF32Tol, "reward_loss, center " + std::to_string(center));
-    auto grad = runKernel(KernelId::RewardLossGrad, {HostTensor::f32({}, {0.5f}), rT}, {HostTensor::f32({4})}, {},
-                          {float(center)});
-    expectClose(grad[0].floats, finiteDifferences(want, r, {0.5}), kGradTol, "reward_loss grad");
-  }
+  const Doubles margins{0.75, -1.5};
+  auto marginsT = HostTensor::f32({2}, toFloats(margins));
+  for (bool margined : {false, true})
+    for (double center : {0.0, 0.1}) {
+      const auto want = [&](const Doubles& x) {
+        double total = 0.0;
+        for (size_t i = 0; i < x.size(); i += 2)
+          total += std::log1p(std::exp(-(x[i] - x[i + 1] - (margined ? margins[i / 2] : 0.0)))) +
+                   center * (x[i] + x[i + 1]) * (x[i] + x[i + 1]);
+        return Doubles{total / double(x.size() / 2)};
+      };
+      const std::string what = (margined ? "reward_margin_loss" : "reward_loss") + std::string(", center ") +
+                               std::to_string(center);
+      std::vector<HostTensor> in{rT};
+      if (margined) in.push_back(marginsT);
+      auto loss = runKernel(margined ? KernelId::RewardMarginLoss : KernelId::RewardLoss, in, {HostTensor::f32({})}, {},
+                            {float(center)});
+      expectClose(loss[0].floats, want(r), kF32Tol, what);
+      in.insert(in.begin(), HostTensor::f32({}, {0.5f}));
+      auto grad = runKernel(margined ? KernelId::RewardMarginLossGrad : KernelId::RewardLossGrad, in,
+                            {HostTensor::f32({4})}, {}, {float(center)});
+      expectClose(grad[0].floats, finiteDifferences(want, r, {0.5}), kGradTol, what + " grad");
+    }
 }
 
 // A plan read from a file is hostile: an odd batch, rows that are not (B, T, V), a reference
@@ -500,6 +511,18 @@ TEST_F(PreferenceKernels, ChecksRefuseWhatIsNotPairsOfSequences) {
   EXPECT_NE(problem(KernelId::RewardLoss, {HostTensor::f32({3})}, {HostTensor::f32({})}, {0.0f}).find("even B"),
             std::string::npos);
   EXPECT_NE(problem(KernelId::RewardLoss, {HostTensor::f32({4})}, {HostTensor::f32({})}, {-0.1f}).find("not negative"),
+            std::string::npos);
+  // ... and one margin per pair.
+  EXPECT_EQ(problem(KernelId::RewardMarginLoss, {HostTensor::f32({4}), HostTensor::f32({2})}, {HostTensor::f32({})},
+                    {0.0f}),
+            "");
+  EXPECT_NE(problem(KernelId::RewardMarginLoss, {HostTensor::f32({4}), HostTensor::f32({4})}, {HostTensor::f32({})},
+                    {0.0f})
+                .find("reward_margin_loss"),
+            std::string::npos);
+  EXPECT_NE(problem(KernelId::RewardMarginLossGrad,
+                    {HostTensor::f32({}), HostTensor::f32({4}), HostTensor::f32({3})}, {HostTensor::f32({4})}, {0.0f})
+                .find("reward_margin_loss_grad"),
             std::string::npos);
 }
 

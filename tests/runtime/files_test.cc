@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -278,6 +279,46 @@ TEST(TokenFile, RecordsTheLabelsOfUnpairedExamples) {
   const std::vector<uint8_t> two_labels{1, 0};
   expectError([&] { writeTokenFile(temp("y.tok"), ids, 256, &counted, 0, &starts, true, &two_labels); },
               "one per pair of examples: 2 for 3 pairs");
+}
+
+// Version 6 (mttok --preferences of records with TRL's "margin"): (chosen, rejected) pairs, a
+// little-endian f32 per pair after the starts, read back as written and in the checksum; a margin
+// that is not finite, a file cut in its margins, and margins not one per pair (or beside labels)
+// name the problem.
+TEST(TokenFile, RecordsTheMarginsOfPairs) {
+  const std::string path = temp("margins.tok");
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> counted;
+  std::vector<int64_t> starts;
+  for (uint32_t e = 0; e < 6; ++e) {
+    starts.push_back(static_cast<int64_t>(ids.size()));
+    for (uint32_t t = 0; t < 5 + e; ++t) ids.push_back(10 * e + (t >= 4)), counted.push_back(t >= 4);
+  }
+  const std::vector<float> margins{0.5f, -1.25f, 3.0f};
+  writeTokenFile(path, ids, 256, &counted, 0, &starts, /*pairs=*/true, nullptr, &margins);
+  TokenFile file(path);
+  EXPECT_TRUE(file.hasPairs());
+  EXPECT_FALSE(file.hasLabels());
+  EXPECT_EQ(file.margins(), margins);
+  writeTokenFile(temp("pairs-only.tok"), ids, 256, &counted, 0, &starts, /*pairs=*/true);
+  EXPECT_FALSE(TokenFile(temp("pairs-only.tok")).hasMargins());
+  EXPECT_NE(TokenFile(temp("pairs-only.tok")).checksum(), file.checksum()) << "the margins are in the checksum";
+  const std::string bytes = readAll(path);
+  std::string bad = bytes;
+  const float nan = NAN;
+  std::memcpy(&bad[bytes.size() - 8], &nan, 4);
+  writeAll(temp("bad-margin.tok"), bad);
+  expectError([&] { TokenFile f(temp("bad-margin.tok")); }, "the margin of pair 1 is nan, not finite");
+  writeAll(temp("bad-margin.tok"), bytes.substr(0, bytes.size() - 2));
+  expectError([&] { TokenFile f(temp("bad-margin.tok")); }, "bytes of example starts and margins");
+  const std::vector<float> two{1.0f, 2.0f}, infinite{1.0f, INFINITY, 0.0f};
+  const std::vector<uint8_t> labels{1, 0, 1};
+  expectError([&] { writeTokenFile(temp("y.tok"), ids, 256, &counted, 0, &starts, true, nullptr, &two); },
+              "margins come one per (chosen, rejected) pair of examples, without labels: 2 for 3 pairs");
+  expectError([&] { writeTokenFile(temp("y.tok"), ids, 256, &counted, 0, &starts, true, &labels, &margins); },
+              "without labels");
+  expectError([&] { writeTokenFile(temp("y.tok"), ids, 256, &counted, 0, &starts, true, nullptr, &infinite); },
+              "margin 1 is not finite");
 }
 
 // --rows packed-examples: each pass over the examples a shuffle, packed next fit into rows of
