@@ -42,9 +42,10 @@ def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
     another's completion): the inputs `reference_logps` (B) and `kto_labels` (B/2) f32 (1: the
     example's completion is desirable), the loss `mt.kto_loss` of each row's summed
     `mt.sequence_logprob`, and the same `policy_logps` output. With `objective=reward` the function
-    returns scores (B, T, 1) (a score head): the input `reward_positions` (B) i32 (each row's last
-    token), its rewards `mt.row_score` there, a named output `policy_rewards`, and the loss
-    `mt.reward_loss` of rows in (chosen, rejected) pairs.
+    returns scores (B, T, 1) (a score head): the inputs `reward_positions` (B) i32 (each row's last
+    token) and `reward_margins` (B/2) f32 (each pair's margin), its rewards `mt.row_score` there, a
+    named output `policy_rewards`, and the loss `mt.reward_loss` of rows in (chosen, rejected) pairs
+    with those margins.
   }];
   let options = [
     Option<"objective", "objective", "::mt::LossObjective", /*default=*/"::mt::LossObjective::kNextToken",

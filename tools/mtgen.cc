@@ -426,9 +426,9 @@ void addFlags(CLI::App& app, Options& o) {
                  "--chat adds a user message after them");
   app.add_option("--chat-file", o.chat_file,
                  "instruction data (JSONL or a JSON array, as mttok --chat reads: alpaca, messages, sharegpt or "
-                 "prompt-completion, tools too): a reply to each conversation, one JSON object a line on standard output (where, "
-                 "reply, finish: stop or length, and the reference: the reply a conversation ends with, which is "
-                 "left out of its prompt); a plan of batch B replies to B at once");
+                 "prompt-completion, tools too): a reply to each conversation, one JSON object a line on standard "
+                 "output (where, reply, finish: stop or length, and the reference: the reply a conversation ends "
+                 "with, which is left out of its prompt); a plan of batch B replies to B at once");
   app.add_option("--tools", o.tools,
                  "with --chat or --conversation: a JSON file listing the functions the model may call (their "
                  "schemas, as instruction data's \"tools\"), given to the folder's chat template: a model tuned on "

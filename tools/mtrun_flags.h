@@ -20,7 +20,9 @@ inline std::map<std::string, RowLayout> rowLayoutNames() {
 
 inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("plan", c.plan_path, "plan file written by mtc")->required();
-  app.add_option("--data", c.data_path, "token file (make one with mttok); required but with --export-only");
+  app.add_option("--data", c.data_path,
+                 "token file (make one with mttok); required but with --export-only (and --eval-only, where "
+                 "--val-data alone names the file to score)");
   app.add_option("--weights", c.weights_path,
                  "initial weights (safetensors); default: the PLAN.safetensors mtc wrote beside the plan when it was "
                  "written for this plan, else the plan's seeded initializers (an imported model has none: its "

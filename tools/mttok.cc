@@ -583,9 +583,9 @@ void addJobFlags(CLI::App& app, JobFlags& jobs) {
   app.add_flag("--preferences", jobs.preferences,
                "the inputs are preference data for mtc --objective dpo or reward (JSONL, or a JSON array: "
                "{\"prompt\", \"chosen\", \"rejected\"}, each a string or a list of messages, or \"chosen\" and "
-               "\"rejected\" conversations sharing their prompt; a reward model reads each pair's \"margin\" where "
-               "every record gives one): write each pair's chosen and rejected example, each counting its last reply "
-               "alone (--max-length cuts a prompt's beginning)");
+               "\"rejected\" conversations sharing their prompt; a reward model reads each pair's \"margin\": give "
+               "every record one, or none): write each pair's chosen and rejected example, each counting its last "
+               "reply alone (--max-length cuts a prompt's beginning)");
   app.add_flag("--unpaired", jobs.unpaired,
                "the inputs are unpaired preference data for mtc --objective kto (JSONL, or a JSON array: {\"prompt\", "
                "\"completion\", \"label\": true or false}, the prompt and completion each a string or a list of "

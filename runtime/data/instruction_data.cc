@@ -206,20 +206,9 @@ bool ChatExample::usesTools() const {
          std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) { return m.holdsTools(); });
 }
 
-ChatExample readExample(const std::string& json_line, const std::string& where) {
-  return exampleOf(parseOrderedJsonInput(json_line, where), where);
-}
-
-ChatExample exampleOf(const Json& example, const std::string& where) {
-  ChatExample result = conversationOf(example, where);
-  bool replies = false;
-  for (const ChatMessage& m : result.messages) replies |= m.role == "assistant";
-  if (!replies) throw Error(where + ": no assistant message: nothing in it would be trained");
-  return result;
-}
-
-// A prompt-completion record that is preference data (KTO's labelled one, DPO's pair) is not
-// instruction data: read as such, its undesirable completion would be learnt, or its replies lost.
+// A record that is preference data (KTO's labelled one, DPO's pair, with or without "prompt") is
+// not instruction data: trained on as such, its undesirable completion would be learnt, or its
+// replies lost.
 static void refusePreferenceRecord(const Json& example, const std::string& where) {
   if (example.contains("label"))
     throw Error(where + ": a \"label\": this is KTO's unpaired feedback (a completion labelled desirable or not), "
@@ -227,6 +216,22 @@ static void refusePreferenceRecord(const Json& example, const std::string& where
   if (example.contains("chosen") || example.contains("rejected"))
     throw Error(where + ": \"chosen\"/\"rejected\": this is a preference pair, not instruction data: tokenise it "
                 "with mttok --preferences for a plan of mtc --objective dpo or reward");
+}
+
+ChatExample readExample(const std::string& json_line, const std::string& where) {
+  return exampleOf(parseOrderedJsonInput(json_line, where), where);
+}
+
+ChatExample exampleOf(const Json& example, const std::string& where) {
+  // (A reply to it is another matter: mtgen --chat-file replies to preference data's prompts.)
+  if (example.is_object() && !example.contains("messages") && !example.contains("conversations") &&
+      !example.contains("instruction"))
+    refusePreferenceRecord(example, where);
+  ChatExample result = conversationOf(example, where);
+  bool replies = false;
+  for (const ChatMessage& m : result.messages) replies |= m.role == "assistant";
+  if (!replies) throw Error(where + ": no assistant message: nothing in it would be trained");
+  return result;
 }
 
 std::vector<ChatMessage> promptMessages(const Json& prompt, const std::string& where) {
@@ -267,7 +272,6 @@ ChatExample conversationOf(const Json& example, const std::string& where) {
     // Without "output": a prompt to reply to (training refuses it: no reply to learn).
     if (example.contains("output")) messages.push_back({"assistant", stringField(example, "output", where)});
   } else if (example.contains("prompt")) {  // TRL's prompt-completion shape
-    refusePreferenceRecord(example, where);
     messages = promptMessages(example.at("prompt"), where);
     // Without "completion": a prompt to reply to (training refuses it: no reply to learn).
     if (example.contains("completion"))

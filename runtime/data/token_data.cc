@@ -49,14 +49,14 @@ int64_t exampleRow(const TokenFile& data, size_t i, int64_t end, int64_t seq, st
   return counted;
 }
 
-// --rows pairs: examples [first, last) narrowed to whole pairs (from an even example to one), in
-// rows of whole pairs (an even batch).
 // The bytes each pair of a file of `version` holds after the examples' starts: a label (version 5)
 // or a margin (version 6).
 uint64_t bytesPerPair(uint32_t version) {
   return version == kTokenLabelledVersion ? 1 : version == kTokenMarginsVersion ? 4 : 0;
 }
 
+// --rows pairs: examples [first, last) narrowed to whole pairs (from an even example to one), in
+// rows of whole pairs (an even batch).
 void keepWholePairs(size_t& first, size_t& last, int64_t batch) {
   if (batch % 2 != 0) throw Error("--rows pairs: a batch of " + std::to_string(batch) + " rows is not pairs");
   first += first % 2, last -= last % 2;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "kernels/loss/loss.h"
 #include "runtime/distributed/world.h"
@@ -105,13 +106,15 @@ void Preference::readReward(const plan::Plan& plan) {
   kind_ = PairLoss::kReward;
   positions_ = store_.input(kRewardPositionsInput);
   margins_ = store_.input(kRewardMarginsInput);
-  // Plan 1.27's loss reads each pair's margin; 1.26's has none.
+  // Plan 1.27's loss and its gradient read each pair's margin; 1.26's have none: one kind or the other.
   const plan::KernelCall* margined = firstCall(plan, KernelId::RewardMarginLoss);
   const plan::KernelCall* loss = margined ? margined : firstCall(plan, KernelId::RewardLoss);
+  const bool mixed = firstCall(plan, margined ? KernelId::RewardLoss : KernelId::RewardMarginLoss) ||
+                     firstCall(plan, margined ? KernelId::RewardLossGrad : KernelId::RewardMarginLossGrad);
+  const bool margins_fit = margins_ < 0 ? !margined : margined && vectorLength(plan, margins_) == rows_ / 2;
   // The call's attributes were checked with the plan (reward_loss_check).
   if (rows_ % 2 != 0 || reference_ >= 0 || vectorLength(plan, policy_) != rows_ ||
-      vectorLength(plan, positions_, plan::DTYPE_I32) != rows_ || !loss || (margined != nullptr) != (margins_ >= 0) ||
-      (margins_ >= 0 && vectorLength(plan, margins_) != rows_ / 2) || (margined && firstCall(plan, KernelId::RewardLoss)) ||
+      vectorLength(plan, positions_, plan::DTYPE_I32) != rows_ || !loss || mixed || !margins_fit ||
       loss->float_attrs_size() != 1 || firstCall(plan, KernelId::DpoLoss) || firstCall(plan, KernelId::KtoLoss))
     throw Error(fmt::format("the plan's reward-model tensors are malformed: {} must be f32 (batch) of an even batch, "
                             "{} i32 (batch) and {} f32 (batch / 2) beside an mt.reward_margin_loss (or, before plan "
@@ -130,8 +133,8 @@ void Preference::useData(const TokenFile& training, const TokenFile& held_out) {
   if (reward() && margins_ < 0)
     for (const TokenFile* file : {&training, &held_out})
       if (file->hasMargins())
-        throw Error(file->path() + " gives each pair a margin, and the plan was compiled before plan 1.27, whose reward "
-                    "loss has none: compile it again (mtc --objective reward)");
+        throw Error(file->path() + " gives each pair a margin, and the plan was compiled before plan 1.27, whose "
+                    "reward loss has none: compile it again (mtc --objective reward)");
   training_data_ = &training;
   held_out_data_ = &held_out;
 }
@@ -334,7 +337,9 @@ nlohmann::ordered_json Preference::scoreLine(const ExampleScore& s, size_t index
                                  {"reward_rejected", s.reward[1]},
                                  {"reward_margin", s.reward[0] - s.reward[1]}};
   if (!reward()) line["logps_chosen"] = s.logp[0], line["logps_rejected"] = s.logp[1];
-  if (reward() && margins_ >= 0 && held_out_data_ && held_out_data_->hasMargins()) line["margin"] = s.margin;
+  // The data's f32 margin, written as the float it is (0.1, not 0.10000000149011612).
+  if (reward() && margins_ >= 0 && held_out_data_ && held_out_data_->hasMargins())
+    line["margin"] = std::stod(fmt::format("{}", static_cast<float>(s.margin)));
   line["loss"] = s.loss;
   return line;
 }

@@ -28,7 +28,8 @@ void validateConfig(const TrainConfig& c) {
   };
   // Far beyond any run, and small enough that steps x tokens cannot overflow.
   constexpr int64_t kMaxSteps = int64_t{1} << 40;
-  require(!c.data_path.empty() || c.export_only, "--data is required: the token file to train on (make one with mttok)");
+  require(!c.data_path.empty() || c.export_only || (c.eval_only && !c.val_data_path.empty()),
+          "--data is required: the token file to train on (make one with mttok)");
   require(!c.export_only || (!c.resume_dir.empty() && (!c.export_path.empty() || !c.export_hf_dir.empty())),
           "--export-only writes a checkpoint's weights: give --resume CHECKPOINT_DIR and --export or --export-hf");
   require(!c.export_only || c.reference_weights.empty(),
@@ -36,8 +37,8 @@ void validateConfig(const TrainConfig& c) {
   require(!c.eval_only || !c.export_only, "--eval-only scores weights and --export-only writes them: give one");
   require(!c.eval_only || (c.export_path.empty() && c.export_hf_dir.empty() && c.checkpoint_dir.empty() &&
                            !c.keep_best && c.grads_path.empty() && c.trace_path.empty() && c.report_path.empty()),
-          "--eval-only trains nothing and writes nothing but --log and --scores: drop --export, --export-hf, --checkpoint-dir, "
-          "--keep-best, --dump-grads, --trace and --report (--resume DIR scores that folder's newest checkpoint)");
+          "--eval-only trains nothing and writes nothing but --log and --scores: drop --export, --export-hf, "
+          "--checkpoint-dir, --keep-best, --dump-grads, --trace and --report (--resume DIR scores that folder's newest checkpoint)");
   require(!c.eval_only || !c.resume_auto,
           "--eval-only scores a checkpoint it is given: name its folder (--resume DIR), not --resume auto");
   require(c.scores_path.empty() || c.eval_only,

@@ -441,6 +441,8 @@ int train(const TrainConfig& given) {
   World& world = World::get();
   TrainConfig config = forRank(resolveResume(given), world.rank());
   config.scores = !given.scores_path.empty();  // every rank scores its batches; rank 0 gathers and writes them
+  // --eval-only --val-data FILE alone scores FILE, as --data FILE would: no training data to hold.
+  if (config.eval_only && config.data_path.empty()) std::swap(config.data_path, config.val_data_path);
   const plan::Plan plan = readTrainingPlan(config);
   if (config.export_only) return exportCheckpoint(config, plan);  // rank 0's file alone: no collective to watch
   World::get().boundWaits(config.rank_timeout.value_or(kRankWaitAtStart));

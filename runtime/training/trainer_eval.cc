@@ -43,11 +43,10 @@ int Trainer::scoreEachText() {
   const double mean = std::accumulate(rewards.begin(), rewards.end(), 0.0) / static_cast<double>(rewards.size());
   const HeldOutBatches& held = validator_->batches();
   clearStatus();
+  const std::string some = held.batches() < held.allBatches() ? fmt::format(
+      " (the first {} of {} batches, --val-batches)", held.batches(), held.allBatches()) : "";
   std::printf("scored %zu texts, each alone%s: reward mean %.4f, lowest %.4f, highest %.4f\n", scores.size(),
-              held.batches() < held.allBatches()
-                  ? fmt::format(" (the first {} of {} batches, --val-batches)", held.batches(), held.allBatches()).c_str()
-                  : "",
-              mean, *low, *high);
+              some.c_str(), mean, *low, *high);
   logLine({{"step", resumed_.step}, {"texts", scores.size()}, {"reward_mean", mean}, {"reward_min", *low},
            {"reward_max", *high}});
   writeScores(scores, /*texts=*/true);

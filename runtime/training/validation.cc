@@ -29,7 +29,9 @@ std::vector<double> Validator::inBatchOrder(const World& world, const std::vecto
   std::vector<double> all;
   for (int64_t i = 0; i < batches_.batches(); ++i) {
     const size_t rank = static_cast<size_t>(i % world.size()), n = static_cast<size_t>(records(i)) * width;
-    if (read[rank] + n > shares[rank].size()) break;  // said below
+    if (read[rank] + n > shares[rank].size())
+      throw Error("the held-out batches' scores: rank " + std::to_string(rank) + " sent none for batch " +
+                  std::to_string(i) + " (the ranks disagree on the held-out data: give every rank the same files)");
     all.insert(all.end(), shares[rank].begin() + static_cast<std::ptrdiff_t>(read[rank]),
                shares[rank].begin() + static_cast<std::ptrdiff_t>(read[rank] + n));
     read[rank] += n;
@@ -37,8 +39,8 @@ std::vector<double> Validator::inBatchOrder(const World& world, const std::vecto
   for (size_t rank = 0; rank < shares.size(); ++rank)
     if (read[rank] != shares[rank].size())
       throw Error("the held-out batches' scores: rank " + std::to_string(rank) + " sent " +
-                  std::to_string(shares[rank].size()) + " values where its batches hold " + std::to_string(read[rank]) +
-                  " (the ranks disagree on the held-out data: give every rank the same files)");
+                  std::to_string(shares[rank].size()) + " values, more than its " + std::to_string(read[rank]) +
+                  " for its batches (the ranks disagree on the held-out data: give every rank the same files)");
   return all;
 }
 

@@ -175,6 +175,10 @@ def round_trip(bin_dir, export, folder, validation, held, end, failures):
         failures.append(f"{folder} compiled back, --eval-only on the held-out pairs: {evaluated}; the run's last "
                         f"validation {validation}")
     scored_pairs(bin_dir, rewards, validation[0]["val_loss"], failures)
+    # --val-data alone (no --data) scores that file as --data would.
+    ref.run([f"{bin_dir}/mtrun", "back.plan", "--val-data", "held.tok", "--eval-only", "--log", "val-only.jsonl"])
+    if [json.loads(line) for line in open("val-only.jsonl")] != evaluated:
+        failures.append(f"--eval-only --val-data alone: {open('val-only.jsonl').read()}; with --data {evaluated}")
     lm = subprocess.run([f"{bin_dir}/mtc", folder, "-o", "lm-from-rm.plan"], capture_output=True, text=True)
     if lm.returncode == 0 or "is a reward model (Qwen2ForSequenceClassification" not in lm.stderr or \
             "compile it with --objective reward" not in lm.stderr:

@@ -302,7 +302,9 @@ TEST(TokenFile, RecordsTheMarginsOfPairs) {
   EXPECT_EQ(file.margins(), margins);
   writeTokenFile(temp("pairs-only.tok"), ids, 256, &counted, 0, &starts, /*pairs=*/true);
   EXPECT_FALSE(TokenFile(temp("pairs-only.tok")).hasMargins());
-  EXPECT_NE(TokenFile(temp("pairs-only.tok")).checksum(), file.checksum()) << "the margins are in the checksum";
+  const std::vector<float> other{0.5f, -1.25f, 3.5f};  // one margin apart
+  writeTokenFile(temp("other-margins.tok"), ids, 256, &counted, 0, &starts, /*pairs=*/true, nullptr, &other);
+  EXPECT_NE(TokenFile(temp("other-margins.tok")).checksum(), file.checksum()) << "the margins are in the checksum";
   const std::string bytes = readAll(path);
   std::string bad = bytes;
   const float nan = NAN;
