@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <tuple>
 
 #include "runtime/io/checksum.h"
 #include "tests/runtime/expect_error.h"
@@ -247,11 +248,8 @@ TEST(TokenFile, RecordsPairsOfRepliesForPreferences) {
   expectError([&] { TokenFile f(temp("odd-pairs.tok")); }, "(chosen, rejected) pairs: an odd count");
 }
 
-// Version 5 (mttok --unpaired, KTO): pairs of an example and its KL row, a label byte per pair
-// after the starts, read back as written; a label other than 0 or 1, a file cut in its labels, labels
-// not one per pair, and a DPO layout's refusal name the problem.
-TEST(TokenFile, RecordsTheLabelsOfUnpairedExamples) {
-  const std::string path = temp("labelled.tok");
+// Six examples of rising lengths (three pairs), each counting its tokens after its fourth.
+std::tuple<std::vector<uint32_t>, std::vector<uint8_t>, std::vector<int64_t>> sixExamples() {
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counted;
   std::vector<int64_t> starts;
@@ -259,6 +257,18 @@ TEST(TokenFile, RecordsTheLabelsOfUnpairedExamples) {
     starts.push_back(static_cast<int64_t>(ids.size()));
     for (uint32_t t = 0; t < 5 + e; ++t) ids.push_back(10 * e + (t >= 4)), counted.push_back(t >= 4);
   }
+  return {ids, counted, starts};
+}
+
+// Version 5 (mttok --unpaired, KTO): pairs of an example and its KL row, a label byte per pair
+// after the starts, read back as written; a label other than 0 or 1, a file cut in its labels, labels
+// not one per pair, and a DPO layout's refusal name the problem.
+TEST(TokenFile, RecordsTheLabelsOfUnpairedExamples) {
+  const std::string path = temp("labelled.tok");
+  const auto examples = sixExamples();  // (named references: lambdas below capture them)
+  const std::vector<uint32_t>& ids = std::get<0>(examples);
+  const std::vector<uint8_t>& counted = std::get<1>(examples);
+  const std::vector<int64_t>& starts = std::get<2>(examples);
   const std::vector<uint8_t> labels{1, 0, 1};
   writeTokenFile(path, ids, 256, &counted, 0, &starts, /*pairs=*/true, &labels);
   TokenFile file(path);
@@ -287,13 +297,10 @@ TEST(TokenFile, RecordsTheLabelsOfUnpairedExamples) {
 // name the problem.
 TEST(TokenFile, RecordsTheMarginsOfPairs) {
   const std::string path = temp("margins.tok");
-  std::vector<uint32_t> ids;
-  std::vector<uint8_t> counted;
-  std::vector<int64_t> starts;
-  for (uint32_t e = 0; e < 6; ++e) {
-    starts.push_back(static_cast<int64_t>(ids.size()));
-    for (uint32_t t = 0; t < 5 + e; ++t) ids.push_back(10 * e + (t >= 4)), counted.push_back(t >= 4);
-  }
+  const auto examples = sixExamples();  // (named references: lambdas below capture them)
+  const std::vector<uint32_t>& ids = std::get<0>(examples);
+  const std::vector<uint8_t>& counted = std::get<1>(examples);
+  const std::vector<int64_t>& starts = std::get<2>(examples);
   const std::vector<float> margins{0.5f, -1.25f, 3.0f};
   writeTokenFile(path, ids, 256, &counted, 0, &starts, /*pairs=*/true, nullptr, &margins);
   TokenFile file(path);
