@@ -1,14 +1,10 @@
 // mttok: turn text into a token file (bytes, GPT-2 BPE, or any byte-level BPE tokenizer.json),
 // instruction data into a token file with a loss mask, and token files back into text.
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
-#include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <memory>
 #include <optional>
 #include <sstream>
-#include <string_view>
 
 #include "runtime/data/bpe_tokenizer.h"
 #include "runtime/io/error.h"
@@ -56,9 +52,9 @@ uint32_t documentEnd(const Options& o, const mt::HfTokenizer& tokenizer) {
 
 }  // namespace mttok
 
-namespace {
+using namespace mttok;  // its options and shared helpers (mttok_options.h)
 
-using namespace mttok;
+namespace {
 
 // Plain text: each input file one document, followed by the end-of-text token (with --ids, each
 // document's ids on a line of their own).

@@ -8,8 +8,6 @@
 
 #include "runtime/data/hf_tokenizer.h"
 #include "runtime/data/instruction_data.h"
-#include "runtime/data/token_data.h"
-#include "tools/tool_main.h"
 
 namespace mttok {
 

@@ -1,6 +1,6 @@
 // The CPU kernels of a reward model (mt.row_score, mt.reward_loss, mt.reward_margin_loss and their
 // backwards) and of KTO (mt.kto_loss and its backward), each beside its CUDA twin in
-// loss_cuda.cu (kernels/loss/loss.h); loss_cpu.cc holds the next token's and DPO's.
+// loss_cuda.cu (kernels/loss/loss.h); loss_cpu.cc holds the next token's, DPO's and its NLL term's.
 #include <algorithm>
 #include <cmath>
 #include <vector>

@@ -206,16 +206,17 @@ bool ChatExample::usesTools() const {
          std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) { return m.holdsTools(); });
 }
 
-// A record that is preference data (KTO's labelled one, DPO's pair, with or without "prompt") is
-// not instruction data: trained on as such, its undesirable completion would be learnt, or its
-// replies lost.
+// A record that is preference data (a DPO pair in any shape, KTO's labelled prompt and completion)
+// is not instruction data: trained on as such, its undesirable completion would be learnt, or its
+// replies lost. (A "label" beside messages, a conversation or an instruction is other metadata.)
 static void refusePreferenceRecord(const Json& example, const std::string& where) {
-  if (example.contains("label"))
-    throw Error(where + ": a \"label\": this is KTO's unpaired feedback (a completion labelled desirable or not), "
-                "not instruction data: tokenise it with mttok --unpaired for a plan of mtc --objective kto");
   if (example.contains("chosen") || example.contains("rejected"))
     throw Error(where + ": \"chosen\"/\"rejected\": this is a preference pair, not instruction data: tokenise it "
                 "with mttok --preferences for a plan of mtc --objective dpo or reward");
+  const bool shaped = example.contains("messages") || example.contains("conversations") || example.contains("instruction");
+  if (!shaped && example.contains("label"))
+    throw Error(where + ": a \"label\": this is KTO's unpaired feedback (a completion labelled desirable or not), "
+                "not instruction data: tokenise it with mttok --unpaired for a plan of mtc --objective kto");
 }
 
 ChatExample readExample(const std::string& json_line, const std::string& where) {
@@ -224,9 +225,7 @@ ChatExample readExample(const std::string& json_line, const std::string& where) 
 
 ChatExample exampleOf(const Json& example, const std::string& where) {
   // (A reply to it is another matter: mtgen --chat-file replies to preference data's prompts.)
-  if (example.is_object() && !example.contains("messages") && !example.contains("conversations") &&
-      !example.contains("instruction"))
-    refusePreferenceRecord(example, where);
+  if (example.is_object()) refusePreferenceRecord(example, where);
   ChatExample result = conversationOf(example, where);
   bool replies = false;
   for (const ChatMessage& m : result.messages) replies |= m.role == "assistant";
@@ -271,12 +270,17 @@ ChatExample conversationOf(const Json& example, const std::string& where) {
     messages.push_back({"user", prompt});
     // Without "output": a prompt to reply to (training refuses it: no reply to learn).
     if (example.contains("output")) messages.push_back({"assistant", stringField(example, "output", where)});
-  } else if (example.contains("prompt")) {  // TRL's prompt-completion shape
+  } else if (example.contains("prompt")) {  // TRL's prompt-completion shape, or a preference record's
     messages = promptMessages(example.at("prompt"), where);
-    // Without "completion": a prompt to reply to (training refuses it: no reply to learn).
-    if (example.contains("completion"))
-      for (ChatMessage& m : replyMessages(example.at("completion"), where + ": completion"))
-        messages.push_back(std::move(m));
+    // Then its reply (the reference a reply to the prompt is compared with): the completion, or a
+    // pair's chosen one, not a completion labelled undesirable. Without one, a prompt to reply to;
+    // training refuses it (no reply to learn), and preference records (exampleOf).
+    const bool undesirable = example.contains("label") && example.at("label") == false;
+    const char* reply = example.contains("completion") ? "completion" : example.contains("chosen") ? "chosen" : nullptr;
+    if (reply && !undesirable)
+      for (ChatMessage& m : replyMessages(example.at(reply), where + ": " + reply)) messages.push_back(std::move(m));
+  } else if (example.contains("chosen")) {  // a pair of whole conversations (HH-RLHF's): its chosen one
+    messages = readTurns(example.at("chosen"), /*sharegpt=*/false, where + ": chosen");
   } else {
     throw Error(where + ": neither \"messages\", \"conversations\", alpaca's \"instruction\"/\"output\" nor "
                 "\"prompt\"/\"completion\"");

@@ -117,9 +117,9 @@ void Preference::readReward(const plan::Plan& plan) {
       vectorLength(plan, positions_, plan::DTYPE_I32) != rows_ || !loss || mixed || !margins_fit ||
       loss->float_attrs_size() != 1 || firstCall(plan, KernelId::DpoLoss) || firstCall(plan, KernelId::KtoLoss))
     throw Error(fmt::format("the plan's reward-model tensors are malformed: {} must be f32 (batch) of an even batch, "
-                            "{} i32 (batch) and {} f32 (batch / 2) beside an mt.reward_margin_loss (or, before plan "
-                            "1.27, no margins beside an mt.reward_loss), and no other preference loss (recompile the "
-                            "plan with mtc --objective reward)",
+                            "{} i32 (batch) and {} f32 (batch / 2) beside an mt.reward_margin_loss and its gradient "
+                            "(or, before plan 1.27, no margins beside an mt.reward_loss and its), and no other "
+                            "preference loss (recompile the plan with mtc --objective reward)",
                             kPolicyRewardsOutput, kRewardPositionsInput, kRewardMarginsInput));
   center_ = loss->float_attrs(0);
 }

@@ -42,7 +42,8 @@ std::map<std::string, std::string> provenance(const TrainConfig& config, const p
   const std::string since = "; from step " + std::to_string(resumed.step + 1) + ": ";
   if (kept[p + "code"].find(code) == std::string::npos) kept[p + "code"] += since + code;
   const std::string& data_then = kept[p + "data"];
-  if (data_then.find("crc32c " + hex32(data.checksum())) == std::string::npos) {
+  // (--eval-only scores held-out data, not the run's: nothing to note, nothing is written.)
+  if (data_then.find("crc32c " + hex32(data.checksum())) == std::string::npos && !config.eval_only) {
     std::printf("note: the data differs from the checkpointed run's (%s; now %s)\n", data_then.c_str(),
                 data_now.c_str());
     kept[p + "data"] += since + data_now;

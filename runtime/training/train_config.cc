@@ -38,7 +38,8 @@ void validateConfig(const TrainConfig& c) {
   require(!c.eval_only || (c.export_path.empty() && c.export_hf_dir.empty() && c.checkpoint_dir.empty() &&
                            !c.keep_best && c.grads_path.empty() && c.trace_path.empty() && c.report_path.empty()),
           "--eval-only trains nothing and writes nothing but --log and --scores: drop --export, --export-hf, "
-          "--checkpoint-dir, --keep-best, --dump-grads, --trace and --report (--resume DIR scores that folder's newest checkpoint)");
+          "--checkpoint-dir, --keep-best, --dump-grads, --trace and --report (--resume DIR scores that folder's "
+          "newest checkpoint)");
   require(!c.eval_only || !c.resume_auto,
           "--eval-only scores a checkpoint it is given: name its folder (--resume DIR), not --resume auto");
   require(c.scores_path.empty() || c.eval_only,
@@ -94,7 +95,7 @@ void checkEnoughTokens(const TrainConfig& c, const plan::Plan& plan, const Token
                             ": seq " + std::to_string(plan.model().seq()) + " + 1 target)";
   const int64_t held_out = static_cast<int64_t>(c.val_fraction * data.size());
   if (data.size() - held_out < need)
-    throw Error("--data " + c.data_path + " holds " + std::to_string(data.size() - held_out) +
+    throw Error(std::string(c.data_flag) + " " + c.data_path + " holds " + std::to_string(data.size() - held_out) +
                 (held_out ? " tokens to train on after --val-fraction's" : "") + needs +
                 ": give more data, or compile with a shorter --seq");
   if (held_out && held_out < need)

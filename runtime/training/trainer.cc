@@ -442,7 +442,8 @@ int train(const TrainConfig& given) {
   TrainConfig config = forRank(resolveResume(given), world.rank());
   config.scores = !given.scores_path.empty();  // every rank scores its batches; rank 0 gathers and writes them
   // --eval-only --val-data FILE alone scores FILE, as --data FILE would: no training data to hold.
-  if (config.eval_only && config.data_path.empty()) std::swap(config.data_path, config.val_data_path);
+  if (config.eval_only && config.data_path.empty())
+    std::swap(config.data_path, config.val_data_path), config.data_flag = "--val-data";
   const plan::Plan plan = readTrainingPlan(config);
   if (config.export_only) return exportCheckpoint(config, plan);  // rank 0's file alone: no collective to watch
   World::get().boundWaits(config.rank_timeout.value_or(kRankWaitAtStart));
@@ -462,7 +463,8 @@ int train(const TrainConfig& given) {
   config = resolveWarmup(resolveEpochs(config, plan, *data));
   const StepOptions options = stepOptions(config, plan);
   if (!config.other_tokenizer) {
-    checkModelTokenizer(plan, data->tokenizerFingerprint(), "--data " + config.data_path, "--other-tokenizer");
+    checkModelTokenizer(plan, data->tokenizerFingerprint(), std::string(config.data_flag) + " " + config.data_path,
+                        "--other-tokenizer");
     if (val_data) checkModelTokenizer(plan, val_data->tokenizerFingerprint(), "--val-data " + config.val_data_path, "--other-tokenizer");
   }
   const int64_t batch = plan.model().batch(), micro_batches = config.accumulate * world.size();

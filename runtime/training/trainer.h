@@ -69,6 +69,7 @@ struct TrainConfig {
   bool export_only = false;    // write --export/--export-hf from the --resume checkpoint; no data, no steps
   bool eval_only = false;  // one validation of the starting weights; no step, nothing written but --log, --scores
   std::string scores_path;     // --eval-only of a preference plan: each held-out pair's scores (JSONL); "" = none
+  const char* data_flag = "--data";  // the flag that named data_path (--eval-only --val-data alone: --val-data)
   // --scores given (train() sets it): on every rank, each sending its share; rank 0 alone keeps the path
   bool scores = false;
   bool scores_texts = false;  // --scores of a reward model on a file of texts: each scored alone (resolveRows)

@@ -30,8 +30,10 @@ std::vector<double> Validator::inBatchOrder(const World& world, const std::vecto
   for (int64_t i = 0; i < batches_.batches(); ++i) {
     const size_t rank = static_cast<size_t>(i % world.size()), n = static_cast<size_t>(records(i)) * width;
     if (read[rank] + n > shares[rank].size())
-      throw Error("the held-out batches' scores: rank " + std::to_string(rank) + " sent none for batch " +
-                  std::to_string(i) + " (the ranks disagree on the held-out data: give every rank the same files)");
+      throw Error("the held-out batches' scores: rank " + std::to_string(rank) + " sent too few for batch " +
+                  std::to_string(i) + " (" + std::to_string(shares[rank].size() - read[rank]) + " values left, the "
+                  "batch needs " + std::to_string(n) + "; the ranks disagree on the held-out data: give every rank the "
+                  "same files)");
     all.insert(all.end(), shares[rank].begin() + static_cast<std::ptrdiff_t>(read[rank]),
                shares[rank].begin() + static_cast<std::ptrdiff_t>(read[rank] + n));
     read[rank] += n;

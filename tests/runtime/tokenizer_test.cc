@@ -338,8 +338,9 @@ TEST(InstructionData, ReadsPromptCompletion) {
   expectError([] { readExample(R"({"prompt": "Hi", "completion": [{"role": "user", "content": "U"}]})", "f:3"); },
               "f:3: completion: the reply ends with a user message, not the assistant's");
   expectError([] { readExample(R"({"prompt": 5, "completion": "A"})", "f:4"); }, "f:4: prompt");
-  // Preference data is refused by name as instruction data to train on, with or without a prompt;
-  // a reply to its prompt (mtgen --chat-file) reads the prompt, and KTO's completion as its reference.
+  // Preference data is refused by name as instruction data to train on, in any shape; a reply to
+  // its prompt (mtgen --chat-file) reads the prompt, and as its reference the chosen reply or a
+  // desirable completion (not an undesirable one).
   expectError([] { readExample(R"({"prompt": "Q", "completion": "A", "label": false})", "f:5"); },
               "f:5: a \"label\": this is KTO's unpaired feedback");
   expectError([] { readExample(R"({"prompt": "Q", "chosen": "A", "rejected": "B"})", "f:6"); },
@@ -348,12 +349,21 @@ TEST(InstructionData, ReadsPromptCompletion) {
                                    "rejected": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "B"}]})",
                                "f:7"); },
               "f:7: \"chosen\"/\"rejected\": this is a preference pair");
-  EXPECT_EQ(conversationOf(nlohmann::ordered_json::parse(R"({"prompt": "Q", "chosen": "A", "rejected": "B"})"), "f:8")
-                .messages.size(),
-            1u);
-  EXPECT_EQ(conversationOf(nlohmann::ordered_json::parse(R"({"prompt": "Q", "completion": "A", "label": true})"), "f:9")
-                .messages.size(),
-            2u);
+  expectError([] { readExample(R"({"conversations": [{"from": "human", "value": "Q"}], "chosen": {"from": "gpt",
+                                   "value": "A"}, "rejected": {"from": "gpt", "value": "B"}})", "f:8"); },
+              "tokenise it with mttok --preferences");
+  const auto replyTo = [](const char* record) {
+    std::string text;
+    for (const ChatMessage& m : conversationOf(nlohmann::ordered_json::parse(record), "f:9").messages)
+      text += (text.empty() ? "" : " | ") + m.role + " " + m.content;
+    return text;
+  };
+  EXPECT_EQ(replyTo(R"({"prompt": "Q", "chosen": "A", "rejected": "B"})"), "user Q | assistant A");
+  EXPECT_EQ(replyTo(R"({"prompt": "Q", "completion": "A", "label": true})"), "user Q | assistant A");
+  EXPECT_EQ(replyTo(R"({"prompt": "Q", "completion": "A", "label": false})"), "user Q");
+  EXPECT_EQ(replyTo(R"({"chosen": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}],
+                       "rejected": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "B"}]})"),
+            "user Q | assistant A");
 }
 
 // LLaMA-Factory's alpaca "history" (earlier turns before the instruction), and a JSON array file
