@@ -1,5 +1,6 @@
 #include "compiler/BatchSearch.h"
 #include "compiler/Summary.h"
+#include "compiler/TrainableParams.h"
 
 #include <algorithm>
 #include <cmath>
@@ -52,6 +53,7 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
                     const SearchHints& hints = {}) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq, ParamInit::kSeeded, modelForm(o));
+  markFrozenParameters(*trial, o);  // as the chosen batch's model will be (its problems said there)
   StageOptions stage = stageOptions(o, update, std::nullopt, tuned);
   stage.first_schedule = o.schedule ? 0 : hints.first_schedule;
   stage.max_keep = hints.max_keep;

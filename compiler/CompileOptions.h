@@ -3,6 +3,7 @@
 // (Stages.h), the batch search, the summary and the emitter.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <regex>
 #include <string>
@@ -88,8 +89,13 @@ struct CompileOptions {
   // (chosen, rejected) pairs with beta (mtc --dpo-beta), the loss of a pair's margin (--dpo-loss)
   // and its label smoothing (--dpo-label-smoothing).
   LossSpec loss;
-  // ONNX: initializers matching `frozen` stay constants; with `trainable`, only matching ones train.
+  // Which parameters train (mtc --frozen, --trainable): those `frozen` matches are kept out of
+  // training, and with `trainable` those it does not match (compiler/TrainableParams.h). An ONNX
+  // import keeps such initializers as constants.
   std::optional<std::regex> frozen, trainable;
+  // Not a flag: a Hugging Face folder's tensor name for each parameter's plan name, which the
+  // two patterns match too (filled when the folder is read).
+  std::map<std::string, std::string> param_source_names;
 };
 
 // Parses "80GiB", "512MiB", "1.5TiB", "1000000" (bytes); returns -1 if malformed.

@@ -33,7 +33,7 @@ class HostTensorBuilder {
   // The function's arguments: parameters (by name in `paramByName`), their pieces and staging
   // copies, inputs, constants, the tokens' rows of a host embedding.
   LogicalResult addArguments(std::map<std::string, int>& paramByName);
-  // Each parameter's gradient and AdamW moments.
+  // Each trained parameter's gradient and AdamW moments.
   void addOptimizerState(const std::map<std::string, int>& paramByName);
   // Activations offloaded to the host (mt-offload-activations).
   void addOffloadedActivations();
@@ -104,6 +104,7 @@ LogicalResult HostTensorBuilder::addArguments(std::map<std::string, int>& paramB
       if (!paramByName.emplace(t->name(), plan_.host_tensors_size() - 1).second)
         return func_.emitError("two parameters are named '") << t->name() << "'";
       stats_.num_params += cast<RankedTensorType>(arg.getType()).getNumElements();
+      if (t->frozen()) stats_.frozen_params += cast<RankedTensorType>(arg.getType()).getNumElements();
     } else if (auto table = func_.getArgAttrOfType<StringAttr>(i, kEmbeddedTokensAttr)) {
       // Filled on the host by the "embedding_lookup" task (mt-host-embedding): scratch.
       t->set_name("tokens' rows of " + table.getValue().str());
@@ -120,6 +121,7 @@ LogicalResult HostTensorBuilder::addArguments(std::map<std::string, int>& paramB
 void HostTensorBuilder::addOptimizerState(const std::map<std::string, int>& paramByName) {
   for (auto& [name, p] : paramByName) {
     const plan::HostTensor param = plan_.host_tensors(p);
+    if (param.frozen()) continue;  // never trained: no gradient, no moments
     const std::pair<plan::HostRole, const char*> companions[] = {
         {plan::ROLE_GRAD, ".grad"}, {plan::ROLE_MOMENT1, ".exp_avg"}, {plan::ROLE_MOMENT2, ".exp_avg_sq"}};
     for (auto [role, suffix] : companions) {
@@ -185,14 +187,18 @@ LogicalResult HostTensorBuilder::addTrainingResults(func::ReturnOp ret, std::map
       if (!paramByName.count(table.getValue().str()))
         return ret.emitError("result ") << i << " holds rows of the gradient of '" << table.getValue()
                                         << "', which is not a parameter";
+      const int grad = h_.gradOf(paramByName[table.getValue().str()]);
+      if (grad < 0) return ret.emitError("result ") << i << " holds rows of the gradient of frozen '" << table.getValue() << "'";
       addHostValue(v, "tokens' rows of " + table.getValue().str() + ".grad", plan::ROLE_TOKEN_ROWS);
-      h_.gradOfRows[v] = h_.gradOfParam[paramByName[table.getValue().str()]];
+      h_.gradOfRows[v] = grad;
       continue;
     }
     auto name = func_.getResultAttrOfType<StringAttr>(i, kGradAttr);
     if (!name || !paramByName.count(name.getValue().str()))
       return ret.emitError("result ") << i << " is not the gradient of a parameter";
-    h_.tensor[v] = h_.gradOfParam[paramByName[name.getValue().str()]];
+    const int grad = h_.gradOf(paramByName[name.getValue().str()]);
+    if (grad < 0) return ret.emitError("result ") << i << " is the gradient of frozen '" << name.getValue() << "'";
+    h_.tensor[v] = grad;
     if (auto row = func_.getResultAttrOfType<IntegerAttr>(i, kGradRowAttr)) {
       auto type = cast<RankedTensorType>(v.getType());
       h_.offset[v] = row.getInt() * rowBytes(type);
@@ -209,8 +215,9 @@ LogicalResult HostTensorBuilder::addTrainingResults(func::ReturnOp ret, std::map
   for (Operation& op : func_.getBody().front())
     if (auto task = dyn_cast<HostTaskOp>(op); task && task.getKind() == HostTaskKind::EmbeddingGrad && h_.landing >= 0) {
       auto offset = task->getAttrOfType<IntegerAttr>(kLandingOffsetAttr);
-      if (!offset) return task.emitError("has no place in the gradient landing buffer");
-      plan_.mutable_host_tensors(h_.gradOfParam[h_.tensor[task.getTensors()[0]]])->set_landing_offset(offset.getInt());
+      const int grad = h_.gradOf(h_.tensor[task.getTensors()[0]]);
+      if (!offset || grad < 0) return task.emitError("has no place in the gradient landing buffer");
+      plan_.mutable_host_tensors(grad)->set_landing_offset(offset.getInt());
     }
   return success();
 }
@@ -241,7 +248,8 @@ LogicalResult HostTensorBuilder::setParam(plan::HostTensor& t, DictionaryAttr pa
   }
   if (auto origin = param.getAs<StringAttr>("origin")) t.set_origin(origin.getValue().str());
   auto decay = param.getAs<BoolAttr>("decay");
-  t.set_weight_decay(decay ? decay.getValue() : type.getRank() >= 2);
+  t.set_frozen(bool(param.get(kParamFrozenKey)));
+  t.set_weight_decay(!t.frozen() && (decay ? decay.getValue() : type.getRank() >= 2));
   return success();
 }
 
@@ -270,6 +278,7 @@ LogicalResult HostTensorBuilder::addParamPiece(BlockArgument arg, DictionaryAttr
   h_.tensor[arg] = found->second;
   h_.offset[arg] = rows[0] * rowBytes(type);
   stats_.num_params += type.getNumElements();
+  if (plan_.host_tensors(found->second).frozen()) stats_.frozen_params += type.getNumElements();
   return success();
 }
 
@@ -322,6 +331,11 @@ plan::DType dtypeOf(Type type) {
 
 void setShape(google::protobuf::RepeatedField<int64_t>* out, Type type) {
   for (int64_t d : cast<RankedTensorType>(type).getShape()) out->Add(d);
+}
+
+int HostTensors::gradOf(int param) const {
+  auto it = gradOfParam.find(param);
+  return it == gradOfParam.end() ? -1 : it->second;
 }
 
 ByteRange HostTensors::range(const plan::Plan& plan, int t, int64_t offset, int64_t bytes) const {

@@ -18,12 +18,14 @@ namespace mt {
 struct HostTensors {
   llvm::DenseMap<mlir::Value, int> tensor;      // function arguments and d2h results -> host tensor
   llvm::DenseMap<mlir::Value, int64_t> offset;  // row slices among them -> byte offset in the host tensor
-  std::map<int, int> gradOfParam;               // param host tensor -> grad host tensor
+  std::map<int, int> gradOfParam;               // trained param host tensor -> grad host tensor
   std::map<int, int> stagingOfParam;            // param host tensor -> its bf16 staging host tensor
   llvm::DenseMap<mlir::Value, int> gradOfRows;  // tokens' rows of a gradient (host) -> that gradient's host tensor
   int landing = -1;                             // the gradient landing host tensor, if the plan has one
   bool gradients_apart = false;                 // gradients land there, kept apart (gradientsKeptApart)
 
+  // The gradient host tensor of parameter host tensor `param`, or -1 (a frozen parameter has none).
+  int gradOf(int param) const;
   // The bytes of host tensor `t` (its own allocation, or its place in the landing buffer), or
   // `bytes` of them from byte `offset` (a row slice).
   ByteRange range(const plan::Plan& plan, int t, int64_t offset = 0, int64_t bytes = -1) const;

@@ -205,7 +205,8 @@ LogicalResult Emitter::lowerHostTask(HostTaskOp task, int index, Instr& instr) {
           table = task.getTensors()[lookup ? 2 : 0];
     if (!hosts_.tensor.count(rows) || !hosts_.tensor.count(tokens) || !hosts_.tensor.count(table))
       return task.emitError("operands must be host tensors: the rows, the tokens and the table");
-    const int tableTensor = lookup ? hosts_.tensor[table] : hosts_.gradOfParam[hosts_.tensor[table]];
+    const int tableTensor = lookup ? hosts_.tensor[table] : hosts_.gradOf(hosts_.tensor[table]);
+    if (tableTensor < 0) return task.emitError("embedding_grad of a frozen table, which has no gradient");
     body->set_kind(lookup ? plan::HostTask::EMBEDDING_LOOKUP : plan::HostTask::EMBEDDING_GRAD);
     for (int t : {lookup ? hosts_.tensor[rows] : tableTensor, hosts_.tensor[tokens],
                   lookup ? tableTensor : hosts_.tensor[rows]})
@@ -234,8 +235,9 @@ LogicalResult Emitter::lowerHostTask(HostTaskOp task, int index, Instr& instr) {
       if (!arg || paramName(func_, arg.getArgNumber()).empty())
         return task.emitError("adamw operand is not a parameter argument");
       const int p = hosts_.tensor[v];
+      if (hosts_.gradOf(p) < 0) return task.emitError("adamw of frozen parameter '") << plan_.host_tensors(p).name() << "'";
       body->add_tensors(p);
-      hazards_.read(summedGradRange(hosts_.gradOfParam[p]), index, instr.deps);
+      hazards_.read(summedGradRange(hosts_.gradOf(p)), index, instr.deps);
       hazards_.write(hostRange(p), index, instr.deps);
       // grad; param, m, v read and written (a split master's staging copy and residual are
       // its 4 bytes per weight)

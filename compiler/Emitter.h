@@ -24,6 +24,7 @@ struct EmitOptions {
 // Per-step totals the summary reports.
 struct PlanStats {
   int64_t num_params = 0;
+  int64_t frozen_params = 0;  // of which frozen (mtc --frozen, --trainable): never trained
   double flops = 0;           // all kernels of one step
   int64_t h2d_bytes = 0;      // host -> device per step
   int64_t weight_h2d_bytes = 0;  // of which parameters (their bf16 staging copies, where streamed so)

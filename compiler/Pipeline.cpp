@@ -17,6 +17,7 @@
 #include "compiler/HuggingFace.h"
 #include "compiler/Stages.h"
 #include "compiler/Summary.h"
+#include "compiler/TrainableParams.h"
 #include "compiler/onnx/OnnxImporter.h"
 #include "models/BuiltinModels.h"
 #include "llvm/Support/SourceMgr.h"
@@ -63,26 +64,17 @@ int64_t parseByteSize(const std::string& text) {
 
 namespace {
 
-// When AdamW runs (--update): auto keeps the exact, deferred update unless its 16 host bytes
-// per parameter exceed --host-mem; then the on-arrival update (no gradients kept) is chosen and
-// `note` says why.
-UpdateKind chooseUpdate(const CompileOptions& o, double num_params, std::string& note) {
+// When AdamW runs (--update): auto keeps the exact, deferred update unless its host bytes (16
+// per trained parameter, 4 per frozen one) exceed --host-mem; then the on-arrival update (no
+// gradients kept) is chosen and `note` says why.
+UpdateKind chooseUpdate(const CompileOptions& o, ParamCount params, std::string& note) {
   if (o.update) return *o.update;
   const double per_param = 16.0;  // bf16 streaming included: the master is then split, not copied
-  const double deferred_bytes = per_param * num_params;
+  const double deferred_bytes = per_param * (params.all - params.frozen) + 4.0 * params.frozen;
   if (o.host_mem <= 0 || deferred_bytes <= o.host_mem) return UpdateKind::kDeferred;
-  note = fmt::format("chosen for --host-mem: the deferred update's {:.0f} bytes/param would need {}", per_param,
-                     formatBytes(deferred_bytes));
+  note = fmt::format("chosen for --host-mem: the deferred update's {:.0f} bytes/trained param would need {}",
+                     per_param, formatBytes(deferred_bytes));
   return UpdateKind::kOnArrival;
-}
-
-double countParams(ModuleOp module) {
-  double params = 0;
-  if (func::FuncOp func = getModelFunction(module))
-    for (BlockArgument arg : func.getArguments())
-      if (!paramName(func, arg.getArgNumber()).empty())
-        params += cast<RankedTensorType>(arg.getType()).getNumElements();
-  return params;
 }
 
 void writeInitialWeights(const plan::Plan& plan, const std::string& path) {
@@ -195,6 +187,13 @@ std::string preferenceProblem(const CompileOptions& o) {
   return "";
 }
 
+// mtc --frozen / --trainable on the loaded model: prints the problem and returns false, or marks.
+bool markTrainable(const CompileOptions& o, LoadedModel& m) {
+  const std::string problem = markFrozenParameters(*m.module, o);
+  if (!problem.empty()) std::fprintf(stderr, "mtc: error: %s: %s\n", o.model.c_str(), problem.c_str());
+  return problem.empty();
+}
+
 // A built-in model or a Hugging Face folder from its config: the shape checked, the update
 // kind and the batch chosen (--batch auto: by trial compiles against both budgets), the module
 // built with `init`'s parameters.
@@ -219,7 +218,16 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
     std::fprintf(stderr, "mtc: error: %s: %s\n", o.model.c_str(), problem.c_str());
     return false;
   }
-  m.update = chooseUpdate(o, config.numParams(), m.update_note);
+  ParamCount params{static_cast<double>(config.numParams())};
+  if (o.frozen || o.trainable) {
+    // What trains, and any problem with the selection, before a batch search (the model itself,
+    // where its batch is given).
+    m.module = buildModel(context, config, o.batch ? o.batch : batchUnit(o), seq, init, modelForm(o));
+    if (!markTrainable(o, m)) return false;
+    params = countParams(*m.module);
+  }
+  m.update = chooseUpdate(o, params, m.update_note);
+  if (o.batch != 0 && m.module) return true;
   int64_t batch = o.batch;
   if (batch == 0) {
     const BatchChoice choice = searchBatch(context, config, seq, o, *m.update, hw);
@@ -233,7 +241,7 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
     batch = choice.batch, m.batch_note = choice.note, m.searched = choice.hints;
   }
   m.module = buildModel(context, config, batch, seq, init, modelForm(o));
-  return true;
+  return markTrainable(o, m);
 }
 
 bool loadHuggingFace(MLIRContext& context, const CompileOptions& o, const HardwareProfile& hw, LoadedModel& m) {
@@ -254,10 +262,12 @@ bool loadHuggingFace(MLIRContext& context, const CompileOptions& o, const Hardwa
   }
   m.config = m.hf->config;
   if (reward && !m.config.hasScoreHead()) m.config.score_head = ModelConfig::ScoreHead::kNew;
+  CompileOptions named = o;  // --frozen / --trainable match the folder's tensor names too
+  for (const auto& [ours, source] : m.hf->weights) named.param_source_names[ours] = source.place.name;
   if (v.context) m.config.context = std::min(m.config.context, v.context);
   if (o.router_aux_loss) m.config.router_aux_loss_coef = *o.router_aux_loss;
   m.description = fmt::format("{} ({})", o.model, describeShape("Hugging Face " + m.hf->architecture, m.config));
-  return buildFromConfig(context, o, hw, ParamInit::kWeightsFile, m);
+  return buildFromConfig(context, named, hw, ParamInit::kWeightsFile, m);
 }
 
 bool loadPreset(MLIRContext& context, const CompileOptions& o, const HardwareProfile& hw, LoadedModel& m) {
@@ -345,7 +355,7 @@ bool loadModel(MLIRContext& context, llvm::SourceMgr& sources, const CompileOpti
     return false;
   }
   m.description = o.model;
-  return true;
+  return markTrainable(o, m);
 }
 
 // --forward-only: the model function's one result, its logits, becomes the output "logits" (an
@@ -374,12 +384,13 @@ std::string hostParts(const plan::Plan& plan, const PlanStats& stats) {
   int64_t activation_host_bytes = 0;
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_ACTIVATION) activation_host_bytes += hostTensorBytes(t);
+  const std::string moments = stats.frozen_params ? "two AdamW moments (of the trained parameters)" : "two AdamW moments";
   return std::string(stats.bf16_staging ? "fp32 master weights (held as their bf16 copies + 16-bit residuals)"
                                         : "fp32 master weights") +
-         (landing < 0 ? std::string(", gradients, two AdamW moments")
+         (landing < 0 ? ", gradients, " + moments
                       : std::string(gradientsKeptApart(plan) ? ", gradients (each rank of a data-parallel job its "
-                                                               "slice), two AdamW moments"
-                                                             : ", two AdamW moments") +
+                                                               "slice), "
+                                                             : ", ") + moments +
                             ", a gradient landing buffer of " +
                             formatBytes(4.0 * checkedNumel(plan.host_tensors(landing).shape(), "landing"))) +
          (activation_host_bytes ? ", offloaded activations " + formatBytes(activation_host_bytes)

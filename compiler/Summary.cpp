@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 
 #include "llvm/ADT/SmallPtrSet.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -37,8 +38,8 @@ void printPrecision(const CompileReport& r, const PlanStats& stats) {
                 "copy + a 16-bit residual, no host bytes added (--stream-dtype bf16)\n");
 }
 
-// The token tiles of the layer blocks (mt-tile-tokens) and what they cost: each weight a tile
-// reads gets its gradient as the sum of the tiles' products, (tiles - 1) adds of its size.
+// The token tiles of the layer blocks (mt-tile-tokens) and what they cost: each trained weight a
+// tile reads gets its gradient as the sum of the tiles' products, (tiles - 1) adds of its size.
 void printTokenTiles(const CompileReport& r, ModuleOp module, const StageResult& stages, const EmitOptions& emit) {
   if (stages.token_tiles <= 1) return;
   // The weights the tiles read: copied in from a parameter or its bf16 staging copy.
@@ -50,10 +51,11 @@ void printTokenTiles(const CompileReport& r, ModuleOp module, const StageResult&
       if (auto widen = v.getDefiningOp<WidenOp>()) v = widen.getInput();
       auto copy = v.getDefiningOp<H2DOp>();
       auto arg = copy ? dyn_cast<BlockArgument>(copy.getInput()) : nullptr;
-      if (arg && weights.insert(arg.getAsOpaquePointer()).second &&
-          (getModelFunction(module).getArgAttr(arg.getArgNumber(), kParamAttr) ||
-           getModelFunction(module).getArgAttr(arg.getArgNumber(), kStagingAttr)))
-        summed += cast<RankedTensorType>(arg.getType()).getNumElements();
+      if (!arg || !weights.insert(arg.getAsOpaquePointer()).second) continue;
+      func::FuncOp func = getModelFunction(module);
+      auto param = func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kParamAttr);
+      if (!param) param = func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kStagingAttr);
+      if (param && !param.get(kParamFrozenKey)) summed += cast<RankedTensorType>(arg.getType()).getNumElements();
     }
   });
   const int64_t tokens = emit.batch * emit.seq / stages.token_tiles;
@@ -324,8 +326,11 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
                 "its positions from 0 (input \"positions\"); on CUDA its attention runs on this project's kernels "
                 "(the tensor cores' in a bf16 plan with heads of 64 or 128; cuDNN's graph here does not keep examples "
                 "apart)\n");
-  const std::string active =
-      emit.active_params ? " (" + formatParamCount(emit.active_params) + " active per token)" : std::string();
+  std::string active = stats.frozen_params ? ", of which " + formatParamCount(stats.frozen_params) +
+                                                 " frozen (--frozen, --trainable: no gradients, no moments, never "
+                                                 "updated)"
+                                           : std::string();
+  if (emit.active_params) active += " (" + formatParamCount(emit.active_params) + " active per token)";
   std::printf("  parameters     %s%s; host %s (%.1f bytes/param: %s)\n", formatParamCount(stats.num_params).c_str(),
               active.c_str(), formatBytes(r.host_bytes).c_str(), double(r.host_bytes) / stats.num_params,
               r.host_parts.c_str());
@@ -350,13 +355,25 @@ void printPerStep(const CompileReport& r, ModuleOp module, const StageResult& st
   if (stages.schedule == Schedule::kStreamedRecompute) {
     auto templates = getModelFunction(module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
     const int64_t blocks = templates ? templates.size() : 0;
-    forward_runs = stages.recompute_keep == 0
+    // Blocks below the lowest trained layer (frozen parameters) have no backward to recompute for.
+    std::set<int64_t> backward;
+    module.walk([&](Operation* op) {
+      if (std::optional<int64_t> block = blockOf(op); block && *block >= 0 && *block < blocks && op->hasAttr(kBackwardAttr))
+        backward.insert(*block);
+    });
+    const int64_t untrained = blocks - static_cast<int64_t>(backward.size());
+    const std::string none = untrained ? fmt::format("; {} below the lowest trained layer have no backward", untrained) : "";
+    forward_runs = stages.recompute_keep == 0 && untrained == 0
                        ? "each block's forward runs twice (recomputed in the backward)"
-                       : fmt::format("the forward of {} of {} blocks runs twice (recomputed; {}: the budget has room)",
-                                     blocks - stages.recompute_keep, blocks,
+                   : stages.recompute_keep == 0
+                       ? fmt::format("the forward of {} of {} blocks runs twice (recomputed in the backward{})",
+                                     blocks - untrained, blocks, none)
+                       : fmt::format("the forward of {} of {} blocks runs twice (recomputed; {}: the budget has room{})",
+                                     std::max<int64_t>(0, blocks - untrained - stages.recompute_keep), blocks,
                                      stages.recompute_keep == 1
                                          ? std::string("the last keeps its activations")
-                                         : fmt::format("the last {} keep their activations", stages.recompute_keep));
+                                         : fmt::format("the last {} keep their activations", stages.recompute_keep),
+                                     none);
   }
   std::printf("  per step       %.3e FLOP; %s; h2d %s (weights cross the link %.2fx%s), d2h %s; activations moved %s\n",
               stats.flops, forward_runs.c_str(), formatBytes(stats.h2d_bytes).c_str(),
@@ -421,9 +438,10 @@ void printPrediction(const EmitOptions& emit, const PlanStats& stats) {
     if (stats.compute_wait_us[s] >= 0.005 * stats.step_us)
       idle += fmt::format("{}{} on {}", idle.empty() ? "" : ", ", millis(stats.compute_wait_us[s]), stream_names[s]);
   // Model TFLOP/s as MegaTrain reports it: 6 * parameters * tokens over the step time (a mixture
-  // of experts: its active parameters).
-  const double params = static_cast<double>(emit.active_params ? emit.active_params : stats.num_params);
-  const double model_tflops = 6.0 * params * emit.batch * emit.seq / (stats.step_us * 1e-6) / 1e12;
+  // of experts: its active parameters; frozen ones counted as modelFlopsPerToken says).
+  const double per_token = modelFlopsPerToken(double(stats.num_params), double(emit.active_params),
+                                              double(stats.frozen_params));
+  const double model_tflops = per_token * emit.batch * emit.seq / (stats.step_us * 1e-6) / 1e12;
   // The floor: the busiest stream's work alone (FLOPs over the peak, bytes over the bandwidth),
   // what no schedule of this plan beats; the prediction adds the waits its dependencies cost.
   const double busy_us[] = {stats.compute_us, stats.h2d_us, stats.d2h_us, stats.host_us};

@@ -26,6 +26,7 @@ struct HostShares {
   double grad_sums = 0;  // summed gradients kept apart (gradientsKeptApart): sharded
   double moments = 0;    // AdamW moments: sharded
   double copy = 0;       // master weights and their bf16 copies: one per host (shared by its ranks)
+  double updated = 0;    // of `copy`, the trained parameters': what the update gathers back (a frozen one never moves)
   double rest = 0;       // per-step inputs, offloaded activations, the loss: every rank's own
   double gradient_values = 0;  // the gradients' bytes (each exchanged per step)
 };
@@ -40,7 +41,12 @@ HostShares hostShares(const plan::Plan& plan) {
     const auto& t = plan.host_tensors(i);
     const double bytes = static_cast<double>(hostTensorBytes(t));
     if (t.role() == plan::ROLE_MOMENT1 || t.role() == plan::ROLE_MOMENT2) s.moments += bytes;
-    else if (isMasterRole(t.role())) s.copy += split.count(i) ? 0 : bytes;
+    else if (isMasterRole(t.role())) {
+      const double held = split.count(i) ? 0 : bytes;
+      s.copy += held;
+      const bool frozen = t.role() == plan::ROLE_PARAM ? t.frozen() : plan.host_tensors(t.param_index()).frozen();
+      if (!frozen) s.updated += held;
+    }
     else if (t.role() != plan::ROLE_GRAD && i != landing) s.rest += bytes;
   }
   s.grads = landing >= 0 ? static_cast<double>(hostTensorBytes(plan.host_tensors(landing))) : s.gradient_values;
@@ -132,7 +138,7 @@ Exchange exchangeOf(const Job& job, const HardwareProfile& hw) {
   Exchange e;
   e.grad_out = g * (n - 1) / n;
   e.grad_between = g * (n - job.r) / n;
-  e.weights_in = job.shares.copy * (job.hosts - 1) / n;
+  e.weights_in = job.shares.updated * (job.hosts - 1) / n;
   e.local_us = 2.0 * (e.grad_out - e.grad_between) / hw.host_bps * 1e6;
   return e;
 }
@@ -166,7 +172,7 @@ JobStep deviceCollectivesStep(const Job& job, const HardwareProfile& hw, const P
   const double d2h = static_cast<double>(stats.d2h_bytes) - g * (r - 1) / r;
   nvlink_us = (weights + g) * (r - 1) / r / hw.nvlink_bps * 1e6;
   JobStep step;
-  const double between = (g + job.shares.copy) * (h - 1) / h;  // each host's, each way
+  const double between = (g + job.shares.updated) * (h - 1) / h;  // each host's, each way
   step.network_us = between / hw.network_bps * 1e6;
   step.host_stream_us = shardedHostMicros(job, hw, stats) + step.network_us;
   // The plan's waits beyond its busiest device stream stay; the busiest is the new streams'.
@@ -179,12 +185,13 @@ JobStep deviceCollectivesStep(const Job& job, const HardwareProfile& hw, const P
 
 std::string jobRate(const JobStep& step, const Job& job, const EmitOptions& emit, const PlanStats& stats) {
   const double tokens = static_cast<double>(job.n * emit.batch * emit.seq);
-  const double params = static_cast<double>(emit.active_params ? emit.active_params : stats.num_params);
+  const double per_token = modelFlopsPerToken(double(stats.num_params), double(emit.active_params),
+                                              double(stats.frozen_params));
   return fmt::format("step {} (device {}, host stream {}, host memory {}, network {}), bound by {}: {:.0f} tokens/s, "
                      "{:.1f} model TFLOP/s for the job",
                      millis(step.step_us()), millis(step.device_us), millis(step.host_stream_us),
                      millis(step.host_memory_us), millis(step.network_us), step.bound(),
-                     tokens / (step.step_us() * 1e-6), 6.0 * params * tokens / (step.step_us() * 1e-6) / 1e12);
+                     tokens / (step.step_us() * 1e-6), per_token * tokens / (step.step_us() * 1e-6) / 1e12);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
-// mt-autodiff: reverse-mode differentiation of the scalar loss with respect to every parameter.
-// Only values that depend on a parameter take gradients; what a gradient rule builds for other
-// operands (constants, fills, inputs) is left dead and removed.
+// mt-autodiff: reverse-mode differentiation of the scalar loss with respect to every parameter
+// that trains (a frozen one, mt.param's "frozen", takes none). Only values that depend on a
+// trained parameter take gradients, so the backward stops below the first layer that trains;
+// what a gradient rule builds for other operands (constants, fills, inputs, frozen weights) is
+// left dead and removed.
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/Builders.h"
@@ -41,9 +43,10 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
     SmallVector<std::pair<Value, DictionaryAttr>> outputs;
     for (unsigned i = 1; i < ret.getNumOperands(); ++i)
       outputs.emplace_back(ret.getOperand(i), func.getResultAttrDict(i));
-    // The values that depend on a parameter, forward.
+    // The values that depend on a trained parameter, forward.
     DenseSet<Value> needsGrad;
-    for (Value p : parameterArguments(func)) needsGrad.insert(p);
+    for (Value p : parameterArguments(func))
+      if (!isFrozenParam(func, cast<BlockArgument>(p).getArgNumber())) needsGrad.insert(p);
     for (Operation& op : body.without_terminator())
       if (llvm::any_of(op.getOperands(), [&](Value v) { return needsGrad.contains(v); }))
         for (Value r : op.getResults())
@@ -91,7 +94,7 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
     SmallVector<Attribute> resultAttrs{b.getDictionaryAttr(b.getNamedAttr(kLossAttr, b.getUnitAttr()))};
     for (BlockArgument arg : func.getArguments()) {
       StringRef name = paramName(func, arg.getArgNumber());
-      if (name.empty()) continue;
+      if (name.empty() || isFrozenParam(func, arg.getArgNumber())) continue;
       Value g = grads.lookup(arg);
       if (!g)  // a parameter the loss does not depend on has a zero gradient
         g = b.create<FillOp>(ret.getLoc(), arg.getType(), b.getF32FloatAttr(0.0f));

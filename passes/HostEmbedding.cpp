@@ -10,6 +10,7 @@
 // After:   %x an argument {mt.embedded_tokens = "W"}
 //          return ..., [%dW_h {mt.grad = "W"},] ..., %dx {mt.grad_tokens = "W"}
 // The schedules add the host tasks that fill %x and scatter-add %dx (insertHostEmbeddingTasks).
+// A frozen table (mt.param's "frozen") has no gradient: only its lookup moves to the host.
 #include "mlir/IR/Builders.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
@@ -63,8 +64,10 @@ struct HostEmbeddingPass : impl::HostEmbeddingPassBase<HostEmbeddingPass> {
           if (auto g = add->getOperand(k).getDefiningOp<EmbeddingGradOp>(); g && !scatter)
             scatter = g, rest = add->getOperand(1 - k);
     }
-    if (!scatter || scatter.getIds() != lookup.getIds() || !scatter->hasOneUse() ||
-        scatter.getType() != table.getType()) {
+    // A frozen table has no gradient: only its lookup moves to the host.
+    const bool frozen = isFrozenParam(func, table.getArgNumber());
+    if (!frozen && (!scatter || scatter.getIds() != lookup.getIds() || !scatter->hasOneUse() ||
+                    scatter.getType() != table.getType())) {
       lookup.emitError("the gradient of '") << name << "' is not one result: the scatter of this lookup's "
                                             << "gradient, alone or added to the LM head's (run mt-host-embedding "
                                             << "right after mt-autodiff / mt-partition)";
@@ -77,6 +80,10 @@ struct HostEmbeddingPass : impl::HostEmbeddingPassBase<HostEmbeddingPass> {
                         b.getDictionaryAttr({b.getNamedAttr(kEmbeddedTokensAttr, b.getStringAttr(name))}),
                         lookup.getLoc());
     lookup.getResult().replaceAllUsesWith(func.getArgument(xIndex));
+    if (frozen) {
+      lookup.erase();
+      return;
+    }
 
     SmallVector<DictionaryAttr> resultAttrs;
     func.getAllResultAttrs(resultAttrs);

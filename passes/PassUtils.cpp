@@ -104,8 +104,10 @@ Operation* prefetchPoint(ArrayRef<Operation*> ops, size_t i) {
 }
 
 LogicalResult checkReadyToSchedule(func::FuncOp func, StringRef pass, bool allowForwardOnly) {
+  // After the loss, a gradient (whole, or the tokens' rows of a host embedding's table, which may
+  // be the only one where the rest is frozen).
   if (!(allowForwardOnly && isForwardOnly(func)) && (func.getNumResults() < 1 || !func.getResultAttr(0, kLossAttr) ||
-      (func.getNumResults() > 1 && !func.getResultAttr(1, kGradAttr))))
+      (func.getNumResults() > 1 && gradientOf(func, 1).empty())))
     return func.emitError(pass) << " needs a differentiated function returning the loss and the gradients "
                                    "(run mt-autodiff first)";
   for (Operation& op : func.getBody().front())
@@ -158,7 +160,7 @@ void insertDeferredUpdates(func::FuncOp func) {
     if (auto lookup = dyn_cast<HostTaskOp>(op); lookup && lookup.getKind() == HostTaskKind::EmbeddingLookup)
       read = lookup.getTensors()[2];
     auto arg = dyn_cast_or_null<BlockArgument>(read);
-    if (!arg || paramName(func, arg.getArgNumber()).empty() ||
+    if (!arg || paramName(func, arg.getArgNumber()).empty() || isFrozenParam(func, arg.getArgNumber()) ||
         !updated.insert(paramName(func, arg.getArgNumber()).str()).second)
       continue;
     b.setInsertionPoint(&op);
@@ -167,7 +169,8 @@ void insertDeferredUpdates(func::FuncOp func) {
   }
   b.setInsertionPointToStart(&body);
   for (Value param : parameterArguments(func))
-    if (updated.insert(paramName(func, cast<BlockArgument>(param).getArgNumber()).str()).second)
+    if (!isFrozenParam(func, cast<BlockArgument>(param).getArgNumber()) &&
+        updated.insert(paramName(func, cast<BlockArgument>(param).getArgNumber()).str()).second)
       b.create<HostTaskOp>(func.getLoc(), HostTaskKind::AdamwPrevious, ValueRange{param});
 }
 
@@ -271,6 +274,11 @@ StringRef paramName(func::FuncOp func, unsigned index) {
   if (!param) return "";
   auto name = param.getAs<StringAttr>("name");
   return name ? name.getValue() : "";
+}
+
+bool isFrozenParam(func::FuncOp func, unsigned index) {
+  auto param = func.getArgAttrOfType<DictionaryAttr>(index, kParamAttr);
+  return param && param.get(kParamFrozenKey);
 }
 
 bool isRowPiece(func::FuncOp func, unsigned index) {

@@ -111,5 +111,8 @@ bool isRowPiece(mlir::func::FuncOp func, unsigned index);
 
 // The param name of argument `index`, or "" if it is not a parameter.
 llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);
+// Whether argument `index` is a parameter kept out of training (mt.param's "frozen": mtc --frozen,
+// --trainable): read like any other, but it takes no gradient and no update.
+bool isFrozenParam(mlir::func::FuncOp func, unsigned index);
 
 }  // namespace mt

@@ -11,7 +11,7 @@
 // mt.grouped_matmul_weight_grad per group, a gradient piece each. The streamed schedules copy
 // a piece in one group ahead of its products (mt-schedule-streamed). Runs after mt-autodiff
 // (the chains have no gradient rule) and before mt-recompute (which clones them as it finds them);
-// a forward-only function (mtgen's plans) has no gradients to split.
+// a forward-only function (mtgen's plans) has no gradients to split, nor has a frozen stack.
 #include "mlir/IR/Builders.h"
 #include "passes/ParamPieces.h"
 #include "passes/PassUtils.h"
@@ -53,7 +53,7 @@ std::optional<ExpertStack> matchStack(func::FuncOp func, BlockArgument arg) {
     if (auto g = func.getResultAttrOfType<StringAttr>(i, kGradAttr); g && g.getValue() == s.name)
       s.grad = ret.getOperand(i).getDefiningOp<GroupedMatmulWeightGradOp>();
   if (s.products.empty()) return std::nullopt;
-  if (isForwardOnly(func)) return s;
+  if (isForwardOnly(func) || isFrozenParam(func, arg.getArgNumber())) return s;  // no gradient to split
   if (!s.grad || s.grad.getExperts() != 0 || !s.grad->hasOneUse()) return std::nullopt;
   return s;
 }

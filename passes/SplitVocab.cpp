@@ -16,7 +16,9 @@
 #include <cmath>
 
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "compiler/dialect/MtOpShapes.h"
 #include "passes/ParamPieces.h"
 #include "passes/PassUtils.h"
@@ -43,7 +45,7 @@ void markOps(Operation* first, Operation* end, int64_t block, StringRef mark) {
 // The token embedding in chunks of the table's rows, each in its own layer block before the
 // prologue (blocks -1 - chunks .. -2): the lookup chained from zeros, the gradient one chunk at
 // a time. Left whole unless the table is an untied (vocab, C) parameter read by one lookup of
-// the tokens and one mt.embedding_grad that is its returned gradient.
+// the tokens and one mt.embedding_grad that is its returned gradient (none where it is frozen).
 void splitEmbedding(func::FuncOp func, int64_t vocab, int64_t chunks) {
   EmbeddingOp lookup;
   const BlockArgument tokens = tokensArgument(func);
@@ -60,7 +62,8 @@ void splitEmbedding(func::FuncOp func, int64_t vocab, int64_t chunks) {
   for (Operation* user : lookup.getIds().getUsers())
     if (auto g = dyn_cast<EmbeddingGradOp>(user)) grad = g;
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  if (!grad || !grad->hasOneUse() || *grad->getUsers().begin() != ret) return;
+  const bool frozen = isFrozenParam(func, table.getArgNumber());
+  if (frozen ? bool(grad) : !grad || !grad->hasOneUse() || *grad->getUsers().begin() != ret) return;
   const std::string name = paramName(func, table.getArgNumber()).str();
 
   const SmallVector<int64_t> first = pieceStarts(vocab, chunks);
@@ -75,17 +78,19 @@ void splitEmbedding(func::FuncOp func, int64_t vocab, int64_t chunks) {
     block(x.getDefiningOp(), c);
   }
   lookup.getResult().replaceAllUsesWith(x);
-  b.setInsertionPoint(grad);
-  SmallVector<Value> pieceGrads;
-  for (int64_t c = 0; c < chunks; ++c) {
-    auto g = b.create<EmbeddingGradChunkOp>(grad.getLoc(), grad.getIds(), grad.getDout(), first[c],
-                                            first[c + 1] - first[c]);
-    block(g, c);
-    g->setAttr(kBackwardAttr, b.getUnitAttr());
-    pieceGrads.push_back(g);
+  if (!frozen) {
+    b.setInsertionPoint(grad);
+    SmallVector<Value> pieceGrads;
+    for (int64_t c = 0; c < chunks; ++c) {
+      auto g = b.create<EmbeddingGradChunkOp>(grad.getLoc(), grad.getIds(), grad.getDout(), first[c],
+                                              first[c + 1] - first[c]);
+      block(g, c);
+      g->setAttr(kBackwardAttr, b.getUnitAttr());
+      pieceGrads.push_back(g);
+    }
+    splitGradResult(func, name, pieceGrads, first);
+    grad.erase();
   }
-  splitGradResult(func, name, pieceGrads, first);
-  grad.erase();
   lookup.erase();
   func.eraseArgument(table.getArgNumber());
   noteSplit(func, kVocabSplitAttr, name);
@@ -99,6 +104,7 @@ struct HeadMatch {
   MatmulOp head;
   BlockArgument weight;  // W, (vocab, C)
   std::string name;      // W's parameter name
+  bool frozen = false;   // W never trains: no gradient result, none built for its chunks
   SmallVector<MatmulOp> dhProducts;
 
   Value targets() const { return loss->getOperand(1); }
@@ -151,7 +157,8 @@ FailureOr<HeadMatch> matchHead(func::FuncOp func) {
   bool hasGrad = false;
   for (unsigned i = 1; i < func.getNumResults(); ++i)
     if (auto g = func.getResultAttrOfType<StringAttr>(i, kGradAttr); g && g.getValue() == m.name) hasGrad = true;
-  if (!hasGrad) return func.emitError("the LM head '") << m.name << "' has no gradient result";
+  m.frozen = isFrozenParam(func, m.weight.getArgNumber());
+  if (!hasGrad && !m.frozen) return func.emitError("the LM head '") << m.name << "' has no gradient result";
   return m;
 }
 
@@ -192,6 +199,20 @@ Operation* buildForwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, Arra
   return finish;
 }
 
+// `op`, unused, and what was built only for it.
+void eraseUnused(Operation* op) {
+  SmallVector<Operation*> work{op};
+  SmallPtrSet<Operation*, 8> erased;  // an op reached twice (read twice) is erased once
+  while (!work.empty()) {
+    Operation* dead = work.pop_back_val();
+    if (erased.contains(dead) || !isOpTriviallyDead(dead)) continue;
+    for (Value operand : dead->getOperands())
+      if (Operation* def = operand.getDefiningOp()) work.push_back(def);
+    erased.insert(dead);
+    dead->erase();
+  }
+}
+
 // Backward, the last chunk first: its block's region runs on from the forward (what ran
 // between the loss and its backward joins it: the loss's gradient seed, a DPO plan's mt.dpo_loss
 // and its backward, which read the finished sums), so its weights are copied in once for both;
@@ -226,7 +247,10 @@ LogicalResult buildBackwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, 
     SmallVector<Value> grads = cast<GradientOpInterface>(product.getOperation()).buildGradient(b, {dlogits});
     if (grads.size() != 2 || !grads[0] || !grads[1]) return failure();
     dh = dh ? b.create<AddOp>(loc, dh, grads[0]).getResult() : grads[0];
-    pieceGrads[c] = grads[1];
+    if (m.frozen)  // a frozen head's chunk takes no gradient of its own
+      eraseUnused(grads[1].getDefiningOp());
+    else
+      pieceGrads[c] = grads[1];
     assignBuilt(body, previous, m.lossGrad, epilogue + 1 + c, kBackwardAttr);
   }
   for (MatmulOp product : m.dhProducts) product.getResult().replaceAllUsesWith(dh);
@@ -268,7 +292,7 @@ LogicalResult splitHead(func::FuncOp func, int64_t chunks, int64_t& vocab) {
   SmallVector<Value> pieceGrads;
   if (failed(buildBackwardChunks(m, pieces, first, vocab, epilogue, finish, forwardProducts, pieceGrads)))
     return failure();
-  splitGradResult(func, m.name, pieceGrads, first);
+  if (!m.frozen) splitGradResult(func, m.name, pieceGrads, first);
   eraseWholeHead(func, m);
   noteSplit(func, kVocabSplitAttr, m.name);
   return success();

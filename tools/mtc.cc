@@ -96,10 +96,15 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
   app.add_flag("--tied", tied, "override: tie the output projection to the embedding");
   app.add_flag("--untied", untied, "override: separate output projection");
   app.add_option("--frozen", frozen,
-                 "ONNX: initializers whose names match this regular expression stay constants (never trained)");
+                 "parameters whose names this regular expression finds are never trained: no gradient, no AdamW "
+                 "moments (4 host bytes per weight, not 16), the backward stopped below the first layer that "
+                 "trains; still read from the weights and written by every export. Names: the plan's (mtdump), or "
+                 "a Hugging Face folder's tensor names (e.g. 'embed_tokens|layers\\.[0-9]\\.'); ONNX: "
+                 "initializers, kept as constants of the plan");
   app.add_option("--trainable", trainable,
-                 "ONNX: only initializers whose names match this regular expression are trained (the rest stay "
-                 "constants). Either way, an initializer holding Inf or NaN (a folded mask) stays a constant");
+                 "only parameters whose names this regular expression finds train, the rest frozen as with "
+                 "--frozen (which wins where both match; e.g. 'self_attn' trains a folder's attention alone, 'attn\\.' a "
+                 "preset's). ONNX: an initializer holding Inf or NaN (a folded mask) stays a constant either way");
 }
 
 // The preference loss's shape (each needs --objective, `objective`: dpo or kto, as each says).
@@ -192,6 +197,7 @@ void addOutputFlags(CLI::App& app, Flags& f) {
   CLI::Option* forward_only = app.add_flag("--forward-only", o.forward_only,
                "a forward-only plan: tokens in, logits out, no training (for mtgen; an ONNX model imported as an "
                "evaluation)");
+  for (const char* what_trains : {"--frozen", "--trainable"}) app.get_option(what_trains)->excludes(forward_only);
   app.add_flag("--kv-cache", o.kv_cache,
                "with --forward-only: a decode step for mtgen: one new token per sequence attending over a "
                "key/value cache of --seq positions (built-in models and Hugging Face folders)")

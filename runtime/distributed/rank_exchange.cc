@@ -66,10 +66,10 @@ void MpiRankExchange::reduceToOwner(float* grad, int64_t n, int param) {
 }
 
 int64_t MpiRankExchange::bufferBytes(const plan::Plan& plan) const {
-  int64_t widest = 0;  // the largest slice of a parameter this rank owns
+  int64_t widest = 0;  // the largest slice of a trained parameter this rank owns
   for (int i = 0; i < plan.host_tensors_size(); ++i) {
     const auto& t = plan.host_tensors(i);
-    if (t.role() != plan::ROLE_PARAM) continue;
+    if (t.role() != plan::ROLE_PARAM || t.frozen()) continue;  // a frozen one exchanges nothing
     const int64_t n = checkedNumel(t.shape(), t.name());
     if (n > std::numeric_limits<int>::max())
       throw Error("data parallel: parameter '" + t.name() + "' has " + std::to_string(n) +

@@ -109,7 +109,7 @@ StepResult HostOptimizer::endStep(bool discard) {
 
 void HostOptimizer::applyPending() {
   if (!pending_) return;
-  update(store_.params(), pending_adamw_);
+  update(store_.trainedParams(), pending_adamw_);
   pending_ = false;
 }
 

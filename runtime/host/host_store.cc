@@ -48,6 +48,10 @@ HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks, HostUse use)
       case plan::ROLE_PARAM:
         params_.push_back(i);
         num_params_ += numel_[i];
+        if (t.frozen())
+          num_frozen_ += numel_[i];
+        else
+          trained_params_.push_back(i);
         break;
       case plan::ROLE_GRAD: grad_of_[t.param_index()] = i; break;
       case plan::ROLE_MOMENT1: m1_of_[t.param_index()] = i; break;

@@ -91,6 +91,8 @@ class HostStore {
   }
 
   const std::vector<int>& params() const { return params_; }
+  // The parameters that train: all but the frozen ones (mtc --frozen, --trainable).
+  const std::vector<int>& trainedParams() const { return trained_params_; }
   int gradOf(int param) const { return grad_of_[param]; }
   int moment1Of(int param) const { return m1_of_[param]; }
   int moment2Of(int param) const { return m2_of_[param]; }
@@ -111,6 +113,7 @@ class HostStore {
   int32_t* positions() const;
   int output(const std::string& name) const { return find(plan::ROLE_OUTPUT, name); }
   int64_t numParams() const { return num_params_; }
+  int64_t numFrozen() const { return num_frozen_; }  // of numParams(), the frozen parameters' elements
   int64_t totalBytes() const { return total_bytes_; }
   // Tensor `index` as saved: fp32 under its plan name (a split master restored as it is written;
   // a sharded moment or summed gradient gathered from its owners on rank 0).
@@ -148,9 +151,9 @@ class HostStore {
   RankExchange* ranks_;           // sharded over them, or null
   HostUse use_;
   Shard shard_;
-  std::vector<int> params_, grad_of_, m1_of_, m2_of_, staging_of_, residual_of_;
+  std::vector<int> params_, trained_params_, grad_of_, m1_of_, m2_of_, staging_of_, residual_of_;
   int tokens_ = -1, targets_ = -1, loss_ = -1;
-  int64_t num_params_ = 0, total_bytes_ = 0;
+  int64_t num_params_ = 0, num_frozen_ = 0, total_bytes_ = 0;
 };
 
 }  // namespace mt

@@ -35,7 +35,7 @@ inline constexpr char kRewardMarginsInput[] = "reward_margins";
 inline constexpr char kScoreHeadParam[] = "score.weight";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 27;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 28;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -93,7 +93,8 @@ inline constexpr uint32_t kPlanVersionMinor = 27;  // 1.1: inputs, outputs, cons
                                                   // reward_positions, policy_rewards); 1.27:
                                                   // a reward model's margins
                                                   // (mt.reward_margin_loss(_grad),
-                                                  // reward_margins)
+                                                  // reward_margins); 1.28: frozen
+                                                  // parameters (HostTensor.frozen)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

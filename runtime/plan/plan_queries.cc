@@ -149,6 +149,12 @@ int64_t masterBytes(const plan::Plan& plan) {
   return unsplitHostBytes(plan, [](const plan::HostTensor& t) { return isMasterRole(t.role()); });
 }
 
+double modelFlopsPerToken(double params, double active, double frozen) {
+  const double counted = active > 0 ? active : params;
+  if (!(params > 0)) return 0.0;
+  return counted * (2.0 + 4.0 * (params - frozen) / params);
+}
+
 int64_t planHostBytes(const plan::Plan& plan) {
   // An on-arrival plan's gradients are views into the landing buffer (gradientsKeptApart: not).
   const bool views = gradLandingTensor(plan) >= 0 && updatesOnArrival(planUpdateKind(plan));

@@ -73,6 +73,15 @@ int64_t masterBytes(const plan::Plan& plan);
 // staging copy and residual hold them).
 int64_t unsplitHostBytes(const plan::Plan& plan, const std::function<bool(const plan::HostTensor&)>& counted);
 
+// Model FLOPs per token as MegaTrain reports them: 6 x the parameters (a mixture of experts: its
+// `active` ones, where nonzero). With `frozen` of them frozen (mtc --frozen, --trainable), a
+// convention: (2 + 4 x the trained share of all parameters) x them, the forward of every weight
+// and the backward (its input's gradient and its own) of the trained ones. It leaves out the
+// input gradients of frozen weights above trained ones and counts that of the lowest trained
+// layer, which runs none; for a mixture of experts the share is of all parameters, not the
+// active ones.
+double modelFlopsPerToken(double params, double active, double frozen);
+
 // Bytes of host memory the plan's host tensors take (gradients that are views into the landing
 // buffer not counted twice, split masters counted as their staging copies and residuals): what the host
 // store allocates.

@@ -31,6 +31,7 @@ void verifyHostTensors(const plan::Plan& plan) {
     if (!plan::DType_IsValid(t.dtype())) fail(what + " has an unknown dtype");
     if (!plan::HostRole_IsValid(t.role())) fail(what + " has an unknown role");
     checkedNumel(t.shape(), what);
+    if (t.frozen() && t.role() != plan::ROLE_PARAM) fail(what + ": only a parameter can be frozen");
     switch (t.role()) {
       case plan::ROLE_PARAM:
         if (t.dtype() != plan::DTYPE_F32) fail(what + ": parameters must be f32");
@@ -48,6 +49,9 @@ void verifyHostTensors(const plan::Plan& plan) {
         if (p < 0 || p >= plan.host_tensors_size() ||
             plan.host_tensors(p).role() != plan::ROLE_PARAM)
           fail(what + " refers to parameter index " + std::to_string(p) + ", not a parameter");
+        if (plan.host_tensors(p).frozen() && t.role() != plan::ROLE_STAGING && t.role() != plan::ROLE_RESIDUAL)
+          fail(what + " belongs to frozen parameter '" + plan.host_tensors(p).name() +
+               "', which has no gradient or moments");
         const auto dtype = t.role() == plan::ROLE_STAGING    ? plan::DTYPE_BF16
                            : t.role() == plan::ROLE_RESIDUAL ? plan::DTYPE_I16
                                                              : plan::DTYPE_F32;
@@ -223,6 +227,8 @@ void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool nor
   } else {
     std::vector<uint32_t> grads_normed;  // by a NORM_AND_ADAMW_ON_ARRIVAL task, once it passed
     for (uint32_t t : task.tensors()) {
+      if (plan.host_tensors(t).frozen())
+        fail(at + ": an update of frozen parameter '" + plan.host_tensors(t).name() + "', which never trains");
       int grads = 0, first = 0, second = 0, grad = -1;
       for (int i = 0; i < plan.host_tensors_size(); ++i) {
         const auto& h = plan.host_tensors(i);

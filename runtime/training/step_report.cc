@@ -1,4 +1,5 @@
 #include "runtime/training/step_report.h"
+#include "runtime/plan/plan_queries.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -27,9 +28,10 @@ size_t terminalColumns() {
 }
 
 StepReport::StepReport(const plan::Plan& plan, const HostStore& store)
-    : plan_(plan), model_flops_(6.0 *
-                               double(plan.model().active_params() ? plan.model().active_params() : store.numParams()) *
-                               double(plan.model().batch() * plan.model().seq())) {
+    : plan_(plan),
+      model_flops_(modelFlopsPerToken(double(store.numParams()), double(plan.model().active_params()),
+                                      double(store.numFrozen())) *
+                   double(plan.model().batch() * plan.model().seq())) {
   first_.kernel_us.assign(kNumKernels, 0.0);
   rest_.kernel_us.assign(kNumKernels, 0.0);
 }

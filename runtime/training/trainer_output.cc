@@ -18,8 +18,10 @@
 namespace mt {
 
 void Trainer::printHeader() const {
-  std::printf("mtrun: %s | %lld params | batch %lld x seq %lld | %s | backend %s (%s)\n",
-              model_.name().c_str(), static_cast<long long>(store_.numParams()),
+  const std::string frozen =
+      store_.numFrozen() ? fmt::format(" ({} frozen)", store_.numFrozen()) : std::string();
+  std::printf("mtrun: %s | %lld params%s | batch %lld x seq %lld | %s | backend %s (%s)\n",
+              model_.name().c_str(), static_cast<long long>(store_.numParams()), frozen.c_str(),
               static_cast<long long>(model_.batch()), static_cast<long long>(model_.seq()),
               planPrecision(plan_) != ComputePrecision::kBf16 ? "fp32"
               : config_.eval_only                             ? "bf16 plan (fp32 master weights)"
@@ -156,8 +158,9 @@ void Trainer::writeReport() {
   if (config_.report_path.empty()) return;
   RunReport report{model_.name(), {}, logged_};
   const auto fact = [&](std::string label, std::string value) { report.facts.emplace_back(label, value); };
-  fact("model", fmt::format("{}: {} parameters{}", model_.name(), store_.numParams(),
-                            model_.active_params() ? fmt::format(" ({} active per token)", model_.active_params()) : ""));
+  fact("model", fmt::format("{}: {} parameters{}{}", model_.name(), store_.numParams(),
+                            model_.active_params() ? fmt::format(" ({} active per token)", model_.active_params()) : "",
+                            store_.numFrozen() ? fmt::format(", {} of them frozen", store_.numFrozen()) : ""));
   fact("batch", fmt::format("{} sequences x {} tokens per run of the plan; {} tokens per step", model_.batch(),
                             model_.seq(), tokens_per_step_));
   fact("steps", fmt::format("{} of {}{}", steps_run_, config_.steps,

@@ -11,12 +11,14 @@ weights under Hugging Face's names (f32), or their bf16 rounding (to nearest eve
 input's config; that folder compiles again to the same weights bit for bit and gives the
 transformers-style model's loss. Then
 the refusals: settings mtc does not implement and tensors without a place are errors naming them.
+And --trainable by the folder's names: q_proj and v_proj train alone, the rest exported as read.
 
 usage: /usr/bin/python3 tests/e2e/hf_import.py BIN_DIR WORK_DIR
 """
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -800,6 +802,28 @@ def mxfp4_import(bin_dir, work, data, tokens, failures):
     expect_refusals(bin_dir, work, dict(spec, config=cfg), weights, cases, failures)
 
 
+def check_trainable_by_hf_names(bin_dir, work, data, failures):
+    """mtc --trainable matches a folder's tensor names: PEFT's usual targets (q_proj, v_proj) train
+    alone, the only gradients dumped; the export gives back every other tensor as it was read."""
+    name, pattern = "llama-bf16-sharded", r"self_attn\.(q|v)_proj"
+    spec, folder = MODELS[name], os.path.join(work, name)
+    plan, grads, out = (os.path.join(work, name + suffix) for suffix in (".qv.plan", ".qv.grads.safetensors", ".qv-out"))
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan,
+             "--trainable", pattern])
+    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "2", "--dump-grads", grads, "--export-hf", out])
+    given = {}
+    for shard in sorted(f for f in os.listdir(folder) if f.endswith(".safetensors")):
+        given.update(read_hf_safetensors(os.path.join(folder, shard)))
+    exported = read_hf_safetensors(os.path.join(out, "model.safetensors"))
+    dumped = set(hf_layout(ref.read_safetensors(grads), spec))
+    trained = {k for k in given if re.search(pattern, k)}
+    changed = {k for k in given if not torch.equal(exported[k], given[k].float())}
+    if dumped != trained or changed != trained or len(trained) != 4:
+        failures.append(f"--trainable '{pattern}': gradients of {sorted(dumped)}, changed {sorted(changed)}, "
+                        f"want {sorted(trained)}")
+    print(f"--trainable '{pattern}': {len(trained)} of {len(given)} tensors trained, the rest exported as read")
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -862,6 +886,7 @@ def main():
     if out.returncode != 0 or "the tokenizer files were not copied: " + source + ", the folder the model came from, " \
             "is gone" not in out.stdout or not os.path.exists(os.path.join(work, "gone-out", "model.safetensors")):
         failures.append(f"export with the source folder gone: exit {out.returncode}: {out.stdout}{out.stderr}")
+    check_trainable_by_hf_names(bin_dir, work, data, failures)
     # --batch auto sizes a folder's model like a built-in one (issue 17).
     auto = subprocess.run([f"{bin_dir}/mtc", os.path.join(work, "llama-bf16-sharded"), "--batch", "auto",
                            "--device-mem", "4MiB", "--seq", "32", "-o", os.path.join(work, "auto.plan")],

@@ -4,12 +4,16 @@ curve (20 steps, each loss within 1e-4 relative) from the same initial weights a
 its final weights within 1e-5 relative. A preset may name tensors whose final weights get 1e-3
 instead, with the reason: AdamW normalises each element's gradient, so a gradient that nearly
 cancels (Qwen's key bias under RoPE: 6e-5 of the global norm) turns fp32 summation-order noise
-into lr-sized steps; their step-1 gradients are still held to 1e-5.
+into lr-sized steps; their step-1 gradients are still held to 1e-5. A preset with `trainable`
+or `frozen` (mtc's flags of those names) trains the rest alone on both sides: PyTorch with those
+parameters' requires_grad off; mtrun must dump no gradient for them and leave them unchanged to
+the bit.
 
 usage: /usr/bin/python3 tests/e2e/torch_parity.py BIN_DIR WORK_DIR MODEL [mtc flags...]
 """
 import json
 import os
+import re
 import sys
 
 import torch
@@ -55,7 +59,23 @@ PRESETS["mixtral-tiny-k4"] = dict(PRESETS["mixtral-tiny"], experts_per_token=4, 
                                   flags=["--experts-per-token", "4"])
 PRESETS["gpt-oss-tiny-one-expert"] = dict(PRESETS["gpt-oss-tiny"], experts_per_token=1, preset="gpt-oss-tiny",
                                           flags=["--experts-per-token", "1"], router_bias=[30.0, 0.0, 0.0, 0.0])
+# Parameters kept out of training (mtc --trainable / --frozen, a regular expression searched in
+# each name, which Python's re reads alike for these):
+# - the top layer, the final norm and the head alone: the backward stops at layer 1;
+# - Qwen3-MoE's experts frozen between trained routers and attention: gradients pass through
+#   frozen grouped products;
+# - GPT-2's tied table frozen with layer 0: the head is frozen too, the backward stops at layer 1.
+PRESETS["llama-tiny-top"] = dict(PRESETS["llama-tiny"], preset="llama-tiny", trainable=r"layers\.1\.|^norm|lm_head")
+PRESETS["qwen3-moe-tiny-frozen-experts"] = dict(PRESETS["qwen3-moe-tiny"], preset="qwen3-moe-tiny",
+                                                frozen=r"moe\.(gate|up|down)\.")
+PRESETS["gpt2-tiny-frozen-table"] = dict(PRESETS["gpt2-tiny"], preset="gpt2-tiny", frozen=r"^wte|^wpe|blocks\.0\.")
 ILL_CONDITIONED_WEIGHT_TOL = 1e-3
+
+
+def frozen_names(cfg, names):
+    """The parameters mtc keeps out of training for the preset's --trainable / --frozen."""
+    return {n for n in names if ("frozen" in cfg and re.search(cfg["frozen"], n)) or
+            ("trainable" in cfg and not re.search(cfg["trainable"], n))}
 
 
 def main():
@@ -68,6 +88,9 @@ def main():
     data = ref.make_corpus(bin_dir, work)
     if "aux_coef" in cfg:
         extra += ["--router-aux-loss", str(cfg["aux_coef"])]
+    for flag in ("trainable", "frozen"):
+        if flag in cfg:
+            extra += ["--" + flag, cfg[flag]]
     ref.run([f"{bin_dir}/mtc", cfg.get("preset", model), "--batch", str(BATCH), "--seq", str(SEQ), "-o", plan, "--seed",
              "3"] + extra)
     if "router_bias" in cfg:  # the routers biased as the variant says, in the weights both sides start from
@@ -83,9 +106,19 @@ def main():
     mt_grads = ref.read_safetensors(grads_path)
     mt_final = ref.read_safetensors(final)
 
-    params = {k: v.requires_grad_() for k, v in ref.read_safetensors(weights).items()}
+    start = ref.read_safetensors(weights)
+    frozen = frozen_names(cfg, start)
+    params = {k: v.clone().requires_grad_(k not in frozen) for k, v in start.items()}
+    trained = {k: v for k, v in params.items() if k not in frozen}  # what the optimizer sees
     tokens = ref.read_tokens(data)
     failures = []
+    if frozen:
+        dumped = sorted(frozen & set(mt_grads))
+        changed = sorted(n for n in frozen if not torch.equal(mt_final[n], start[n]))
+        if dumped or changed or not trained:
+            failures.append(f"frozen parameters: gradients dumped {dumped}, weights changed {changed}, "
+                            f"{len(trained)} trained")
+        print(f"frozen: {len(frozen)} of {len(params)} tensors, no gradient dumped, weights unchanged to the bit")
     zero_grad = set()
     exact_zero = set()  # zero on both sides to the bit: no noise for AdamW to amplify, so compared
 
@@ -96,9 +129,9 @@ def main():
         # constant added to a row of scores) is float noise on both sides; it is checked
         # to be noise-sized instead of relatively equal, and its weights are left out of
         # the final comparison, since AdamW turns noise into lr-sized steps.
-        global_norm = sum(float(p.grad.norm()) ** 2 for p in params.values()) ** 0.5
+        global_norm = sum(float(p.grad.norm()) ** 2 for p in trained.values()) ** 0.5
         worst = 0.0
-        for name, p in params.items():
+        for name, p in trained.items():
             if float(p.grad.norm()) <= ZERO_GRAD * global_norm:
                 zero_grad.add(name)
                 if not float(mt_grads[name].norm()) <= ZERO_GRAD * global_norm:
@@ -116,7 +149,7 @@ def main():
             worst = max(worst, err)
             if not err <= GRAD_TOL:
                 failures.append(f"gradient of {name}: relative error {err:.3e} > {GRAD_TOL}")
-        print(f"step-1 gradients: {len(params) - len(zero_grad)} tensors, worst relative error "
+        print(f"step-1 gradients: {len(trained) - len(zero_grad)} tensors, worst relative error "
               f"{worst:.3e}; {len(zero_grad)} analytically zero: {sorted(zero_grad)}")
 
     def logits_of(x):
@@ -127,7 +160,7 @@ def main():
         return logits, ref.load_balancing_loss(router_logits, cfg["experts"], cfg["experts_per_token"])
 
     torch_aux = []
-    torch_losses = ref.torch_train(params, logits_of, tokens, SCHEDULE, after_backward=check_step1_gradients,
+    torch_losses = ref.torch_train(trained, logits_of, tokens, SCHEDULE, after_backward=check_step1_gradients,
                                    aux_coef=cfg.get("aux_coef", 0.0), aux_log=torch_aux)
     worst_loss = ref.compare_losses(mt_losses, torch_losses, LOSS_TOL, failures)
     print(f"losses: {SCHEDULE.steps} steps, first {torch_losses[0]:.4f} last {torch_losses[-1]:.4f}, "
@@ -137,8 +170,8 @@ def main():
         worst_aux = ref.compare_losses(mt_aux, torch_aux, LOSS_TOL, failures)
         print(f"load-balancing losses (x {cfg['aux_coef']} in the loss): first {torch_aux[0]:.4f} last "
               f"{torch_aux[-1]:.4f}, worst relative difference {worst_aux:.3e}")
-    loose = {n for n in params if n.endswith(cfg.get("ill_conditioned", ())) and n not in zero_grad}
-    compared = set(params) - (zero_grad - exact_zero) - loose
+    loose = {n for n in trained if n.endswith(cfg.get("ill_conditioned", ())) and n not in zero_grad}
+    compared = set(trained) - (zero_grad - exact_zero) - loose
     if exact_zero:
         print(f"gradients exactly zero on both sides (AdamW only decays them; weights compared): {sorted(exact_zero)}")
     for names, tol in ((compared, 1e-5), (loose, ILL_CONDITIONED_WEIGHT_TOL)):

@@ -320,6 +320,21 @@ TEST_F(PlanMutationTest, TheDeferredUpdateMustPrecedeTheNormAndNotMixWithImmedia
   expectRejected(mixed, "AdamW tasks of two kinds");
 }
 
+// Plan 1.28: a frozen parameter (mtc --frozen) has no gradient or moments, and only a parameter
+// can be frozen.
+TEST_F(PlanMutationTest, OnlyAParameterWithoutGradientOrMomentsIsFrozen) {
+  int trained = -1, grad = -1;
+  for (int i = 0; i < original_.host_tensors_size() && grad < 0; ++i)
+    if (original_.host_tensors(i).role() == plan::ROLE_GRAD) grad = i, trained = original_.host_tensors(i).param_index();
+  ASSERT_GE(grad, 0) << "the test plan trains nothing";
+  plan::Plan frozen_with_state = original_;
+  frozen_with_state.mutable_host_tensors(trained)->set_frozen(true);
+  expectRejected(frozen_with_state, "belongs to frozen parameter '" + original_.host_tensors(trained).name() + "'");
+  plan::Plan frozen_gradient = original_;
+  frozen_gradient.mutable_host_tensors(grad)->set_frozen(true);
+  expectRejected(frozen_gradient, "only a parameter can be frozen");
+}
+
 int gradientTensorOf(const plan::Plan& plan, uint32_t param) {
   for (int i = 0; i < plan.host_tensors_size(); ++i)
     if (plan.host_tensors(i).role() == plan::ROLE_GRAD && plan.host_tensors(i).param_index() == static_cast<int>(param))
