@@ -53,7 +53,7 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
                     const SearchHints& hints = {}) {
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq, ParamInit::kSeeded, modelForm(o));
-  markFrozenParameters(*trial, o);  // as the chosen batch's model will be (its problems said there)
+  selectTrainable(*trial, o);  // as the chosen batch's model will be (its problems said there)
   StageOptions stage = stageOptions(o, update, std::nullopt, tuned);
   stage.first_schedule = o.schedule ? 0 : hints.first_schedule;
   stage.max_keep = hints.max_keep;

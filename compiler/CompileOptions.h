@@ -14,6 +14,9 @@
 
 namespace mt {
 
+// PEFT's default LoRA targets for Llama-family models: attention's query and value projections.
+inline constexpr char kDefaultLoraTargets[] = R"(attn\.(q|v)\.weight$)";
+
 // What the weights cross the link as (mtc --stream-dtype): the fp32 master, or its bf16 copy
 // (mt-stage-bf16; the master then held split, no host bytes added). A bf16 plan streams bf16.
 enum class StreamDtype { kF32, kBf16 };
@@ -93,6 +96,12 @@ struct CompileOptions {
   // training, and with `trainable` those it does not match (compiler/TrainableParams.h). An ONNX
   // import keeps such initializers as constants.
   std::optional<std::regex> frozen, trainable;
+  // mtc --lora: low-rank adapters of this rank (0: none) on the weights `lora_targets` finds
+  // (searched as `frozen` is), their update scaled by lora_alpha / rank (PEFT's r, lora_alpha,
+  // target_modules); every other parameter frozen but those `trainable` finds.
+  int64_t lora_rank = 0;
+  double lora_alpha = 8.0;
+  std::regex lora_targets{kDefaultLoraTargets, std::regex::ECMAScript};
   // Not a flag: a Hugging Face folder's tensor name for each parameter's plan name, which the
   // two patterns match too (filled when the folder is read).
   std::map<std::string, std::string> param_source_names;

@@ -236,6 +236,11 @@ LogicalResult HostTensorBuilder::setParam(plan::HostTensor& t, DictionaryAttr pa
     auto std = param.getAs<FloatAttr>("std");
     if (!std) return func_.emitError("parameter '") << name.getValue() << "' has init normal but no std";
     t.mutable_init()->set_std(static_cast<float>(std.getValueAsDouble()));
+  } else if (init.getValue() == "uniform") {
+    t.mutable_init()->set_kind(plan::Initializer::UNIFORM);
+    auto bound = param.getAs<FloatAttr>("bound");
+    if (!bound) return func_.emitError("parameter '") << name.getValue() << "' has init uniform but no bound";
+    t.mutable_init()->set_bound(static_cast<float>(bound.getValueAsDouble()));
   } else if (init.getValue() == "zeros") {
     t.mutable_init()->set_kind(plan::Initializer::ZEROS);
   } else if (init.getValue() == "ones") {
@@ -244,7 +249,7 @@ LogicalResult HostTensorBuilder::setParam(plan::HostTensor& t, DictionaryAttr pa
     t.mutable_init()->set_kind(plan::Initializer::WEIGHTS);
   } else {
     return func_.emitError("parameter '") << name.getValue() << "' has unknown init '" << init.getValue()
-                                          << "' (normal, zeros, ones or weights)";
+                                          << "' (normal, uniform, zeros, ones or weights)";
   }
   if (auto origin = param.getAs<StringAttr>("origin")) t.set_origin(origin.getValue().str());
   auto decay = param.getAs<BoolAttr>("decay");

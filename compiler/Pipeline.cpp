@@ -187,9 +187,10 @@ std::string preferenceProblem(const CompileOptions& o) {
   return "";
 }
 
-// mtc --frozen / --trainable on the loaded model: prints the problem and returns false, or marks.
+// mtc --frozen / --trainable / --lora on the loaded model: prints the problem and returns false,
+// or marks (and adds the adapters).
 bool markTrainable(const CompileOptions& o, LoadedModel& m) {
-  const std::string problem = markFrozenParameters(*m.module, o);
+  const std::string problem = selectTrainable(*m.module, o);
   if (!problem.empty()) std::fprintf(stderr, "mtc: error: %s: %s\n", o.model.c_str(), problem.c_str());
   return problem.empty();
 }
@@ -219,7 +220,7 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
     return false;
   }
   ParamCount params{static_cast<double>(config.numParams())};
-  if (o.frozen || o.trainable) {
+  if (o.frozen || o.trainable || o.lora_rank) {
     // What trains, and any problem with the selection, before a batch search (the model itself,
     // where its batch is given).
     m.module = buildModel(context, config, o.batch ? o.batch : batchUnit(o), seq, init, modelForm(o));
@@ -344,6 +345,12 @@ bool loadModel(MLIRContext& context, llvm::SourceMgr& sources, const CompileOpti
     std::fprintf(stderr, "mtc: error: %s: --packed-examples builds the attention of a built-in model or a Hugging "
                  "Face folder (an imported graph computes its own); train this model with mtrun --rows examples (one "
                  "example per row) instead\n", o.model.c_str());
+    return false;
+  }
+  if (o.lora_rank && endsWith(".onnx")) {
+    std::fprintf(stderr, "mtc: error: %s: --lora adapts a built-in model, a Hugging Face folder or mt IR; an ONNX "
+                 "import keeps what does not train as constants (--frozen, --trainable train part of it)\n",
+                 o.model.c_str());
     return false;
   }
   if (endsWith(".onnx")) return importOnnx(context, o, m);
@@ -564,6 +571,7 @@ int compile(const CompileOptions& requested) {
                                              : m.hf->config_json;
   if (m.hf) emit.hf_source = withoutTrailingSlashes(std::filesystem::absolute(o.model).lexically_normal().string());
   if (m.config.experts) emit.active_params = m.config.numActiveParams();
+  if (o.lora_rank) emit.lora_alpha = o.lora_alpha;
   plan::Plan plan;
   PlanStats stats;
   if (failed(emitPlan(*m.module, emit, plan, stats))) {

@@ -327,7 +327,7 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
                 "(the tensor cores' in a bf16 plan with heads of 64 or 128; cuDNN's graph here does not keep examples "
                 "apart)\n");
   std::string active = stats.frozen_params ? ", of which " + formatParamCount(stats.frozen_params) +
-                                                 " frozen (--frozen, --trainable: no gradients, no moments, never "
+                                                 " frozen (no gradients, no moments, never "
                                                  "updated)"
                                            : std::string();
   if (emit.active_params) active += " (" + formatParamCount(emit.active_params) + " active per token)";
@@ -347,6 +347,19 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
   std::printf("  device arena   %s, schedule %s%s%s\n", formatBytes(plan.arena_bytes()).c_str(), scheduleName(stages.schedule),
               measured.empty() ? "" : (" (chosen for the budget: " + measured + ")").c_str(),
               r.options.device_mem ? (", budget " + formatBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str() : ", no budget");
+}
+
+// mtc --lora: the adapters and what they train.
+void printLora(const CompileOptions& o, ModuleOp module, const PlanStats& stats, bool hf_form) {
+  int64_t adapted = 0;
+  func::FuncOp func = getModelFunction(module);
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto param = func.getArgAttrOfType<DictionaryAttr>(i, kParamAttr); param && param.get(kParamLoraKey)) ++adapted;
+  std::printf("  lora           rank %lld, alpha %g (the update x %g) on %lld weights: %s trained beside %s frozen%s\n",
+              static_cast<long long>(o.lora_rank), o.lora_alpha, o.lora_alpha / static_cast<double>(o.lora_rank),
+              static_cast<long long>(adapted), formatParamCount(stats.num_params - stats.frozen_params).c_str(),
+              formatParamCount(stats.frozen_params).c_str(),
+              hf_form ? "; --export-hf merges the adapters into the weights" : "");
 }
 
 // A step's work and traffic: FLOPs, how often each forward runs, the link's bytes, activations moved.
@@ -467,6 +480,7 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
   std::printf("mtc: %s\n", r.description.c_str());
   printImportNotes(r);
   printMemory(r, stages, emit, plan, stats);
+  if (r.options.lora_rank) printLora(r.options, module, stats, !emit.hf_config.empty());
   printPerStep(r, module, stages, stats);
   printVocabSplit(r, module, stages, emit);
   printExpertSplit(r, module, stages);

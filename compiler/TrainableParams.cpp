@@ -3,49 +3,101 @@
 #include <fmt/format.h>
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Pass/PassManager.h"
 #include "passes/PassUtils.h"
+#include "passes/Passes.h"
+#include "runtime/plan/plan_format.h"
 
 using namespace mlir;
 
 namespace mt {
+namespace {
 
-std::string markFrozenParameters(ModuleOp module, const CompileOptions& o) {
-  if (!o.frozen && !o.trainable) return "";
-  func::FuncOp func = getModelFunction(module);
-  if (!func) return "the model has no function to train";
-  if (isForwardOnly(func)) return "--frozen and --trainable choose what trains; this model is forward-only";
-  auto matches = [&](const std::regex& pattern, StringRef name) {
-    if (std::regex_search(name.begin(), name.end(), pattern)) return true;
-    auto source = o.param_source_names.find(name.str());
-    return source != o.param_source_names.end() && std::regex_search(source->second, pattern);
-  };
-  Builder b(module.getContext());
+// Whether `pattern` finds parameter `name`'s plan name or its tensor's name in the folder.
+bool matches(const CompileOptions& o, const std::regex& pattern, StringRef name) {
+  if (std::regex_search(name.begin(), name.end(), pattern)) return true;
+  auto source = o.param_source_names.find(name.str());
+  return source != o.param_source_names.end() && std::regex_search(source->second, pattern);
+}
+
+// Sets key `key` in parameter argument `index`'s mt.param.
+void markParam(func::FuncOp func, unsigned index, StringRef key) {
+  NamedAttrList fields(func.getArgAttrOfType<DictionaryAttr>(index, kParamAttr));
+  fields.set(key, UnitAttr::get(func.getContext()));
+  func.setArgAttr(index, kParamAttr, fields.getDictionary(func.getContext()));
+}
+
+const char* namesHint(const CompileOptions& o) {
+  return o.param_source_names.empty() ? "mtdump lists the plan's names"
+                                      : "a parameter's name in the plan (mtdump) or its tensor's in the folder";
+}
+
+// mtc --lora: marks the weights --lora-targets finds (mt.param's "lora"); returns the problem, if
+// any. What it finds that is not a 2-D weight (a norm, a bias, a stack of experts) is left, as
+// PEFT's target_modules adapt the linear layers among the modules they name.
+std::string markLoraTargets(func::FuncOp func, const CompileOptions& o) {
+  int64_t marked = 0, found = 0;
+  for (BlockArgument arg : func.getArguments()) {
+    const StringRef name = paramName(func, arg.getArgNumber());
+    if (name.empty() || !matches(o, o.lora_targets, name)) continue;
+    ++found;
+    if (cast<RankedTensorType>(arg.getType()).getRank() != 2) continue;
+    markParam(func, arg.getArgNumber(), kParamLoraKey);
+    ++marked;
+  }
+  if (found == 0) return fmt::format("--lora-targets matches no parameter ({})", namesHint(o));
+  if (marked == 0) return "--lora-targets finds no (out, in) weight, only norms, biases or stacks of experts";
+  return "";
+}
+
+// Marks frozen what does not train: with --frozen / --trainable as their help says; with --lora
+// every parameter but those --trainable finds (the adapters, added after, train).
+std::string markFrozen(func::FuncOp func, const CompileOptions& o) {
+  const bool lora = o.lora_rank > 0;
   int64_t frozen_hits = 0, trainable_hits = 0, training = 0;
   for (BlockArgument arg : func.getArguments()) {
     const StringRef name = paramName(func, arg.getArgNumber());
     if (name.empty()) continue;
-    const bool hit_frozen = o.frozen && matches(*o.frozen, name);
-    const bool hit_trainable = o.trainable && matches(*o.trainable, name);
+    const bool hit_frozen = o.frozen && matches(o, *o.frozen, name);
+    const bool hit_trainable = o.trainable && matches(o, *o.trainable, name);
     frozen_hits += hit_frozen, trainable_hits += hit_trainable;
     if (isFrozenParam(func, arg.getArgNumber())) continue;  // frozen in the IR already
-    if (!hit_frozen && (!o.trainable || hit_trainable)) {
+    // A reward model's score head trains beside the adapters (PEFT's SEQ_CLS saves it too).
+    const bool head = lora && name == kScoreHeadParam;
+    if (!hit_frozen && (o.trainable ? hit_trainable || head : !lora || head)) {
       ++training;
       continue;
     }
-    NamedAttrList fields(func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kParamAttr));
-    fields.set(kParamFrozenKey, b.getUnitAttr());
-    func.setArgAttr(arg.getArgNumber(), kParamAttr, fields.getDictionary(module.getContext()));
+    markParam(func, arg.getArgNumber(), kParamFrozenKey);
   }
-  const char* names = o.param_source_names.empty() ? "mtdump lists the plan's names"
-                                                    : "a parameter's name in the plan (mtdump) or its tensor's in the folder";
   if (o.frozen && frozen_hits == 0)
-    return fmt::format("--frozen matches no parameter ({}); nothing would be frozen", names);
+    return fmt::format("--frozen matches no parameter ({}); nothing would be frozen", namesHint(o));
   if (o.trainable && trainable_hits == 0)
-    return fmt::format("--trainable matches no parameter ({}); nothing would train", names);
-  if (training == 0)
+    return fmt::format("--trainable matches no parameter ({}); nothing would train", namesHint(o));
+  if (training == 0 && !lora)
     return fmt::format("{} leave{} no parameter to train",
                        o.frozen && o.trainable ? "--frozen and --trainable" : o.frozen ? "--frozen" : "--trainable",
                        o.frozen && o.trainable ? "" : "s");
+  return "";
+}
+
+}  // namespace
+
+std::string selectTrainable(ModuleOp module, const CompileOptions& o) {
+  const bool lora = o.lora_rank > 0;
+  if (!o.frozen && !o.trainable && !lora) return "";
+  func::FuncOp func = getModelFunction(module);
+  if (!func) return "the model has no function to train";
+  if (isForwardOnly(func)) return "--frozen, --trainable and --lora choose what trains; this model is forward-only";
+  std::string problem = lora ? markLoraTargets(func, o) : "";
+  if (problem.empty()) problem = markFrozen(func, o);
+  if (!problem.empty() || !lora) return problem;
+  PassManager pm(module.getContext());
+  LoraPassOptions options;
+  options.rank = o.lora_rank;
+  options.alpha = o.lora_alpha;
+  pm.addPass(createLoraPass(options));
+  if (failed(pm.run(module))) return "the adapters could not be added (see the diagnostics above)";
   return "";
 }
 

@@ -23,6 +23,36 @@ def FusePass : Pass<"mt-fuse", "mlir::ModuleOp"> {
   let dependentDialects = ["::mt::MtDialect"];
 }
 
+def LoraPass : Pass<"mt-lora", "mlir::ModuleOp"> {
+  let summary = "Low-rank adapters (LoRA) beside the weights marked as their targets";
+  let description = [{
+    Each product `y = mt.matmul(x, W) {transpose_b}` of a parameter W (out, in) whose
+    `mt.param` has the key `lora` becomes `y + mt.scale(mt.matmul(mt.matmul(x, A), B))` (both
+    products `transpose_b`, the factor alpha / rank), with new parameters A (rank, in),
+    initialised uniform in +-1/sqrt(in) (`init = "uniform"`, `bound`), and B (out, rank), zeros:
+    PEFT's LoraConfig, its names (`q.weight` -> `q.lora_A.weight`, `q.lora_B.weight`) and its
+    initialisation, so the adapted model starts as the model. The new ops take the product's
+    location (its layer block). Which parameters train is not this pass's: the driver freezes
+    the rest (`mt.param`'s `frozen`). A target read otherwise is an error.
+
+    ```mlir
+    %y = mt.matmul %x, %w {transpose_b = true} : tensor<2x3x4xf32>, tensor<5x4xf32>
+    // with rank 2, alpha 4:
+    %y = mt.matmul %x, %w {transpose_b = true}
+    %d = mt.matmul %x, %a {transpose_b = true} : tensor<2x3x4xf32>, tensor<2x4xf32>
+    %u = mt.matmul %d, %b {transpose_b = true} : tensor<2x3x2xf32>, tensor<5x2xf32>
+    %s = mt.scale %u {factor = 2.0 : f32}
+    %z = mt.add %y, %s
+    ```
+  }];
+  let options = [
+    Option<"rank", "rank", "int64_t", /*default=*/"8", "the adapters' rank r (PEFT's r)">,
+    Option<"alpha", "alpha", "double", /*default=*/"8.0",
+           "the update's scale is alpha / r (PEFT's lora_alpha)">,
+  ];
+  let dependentDialects = ["::mt::MtDialect"];
+}
+
 def AttachLossPass : Pass<"mt-attach-loss", "mlir::ModuleOp"> {
   let summary = "End a graph that returns logits in a softmax cross-entropy loss";
   let description = [{

@@ -28,7 +28,8 @@ struct Flags {
   mt::CompileOptions o;
   std::string batch = "8";           // a number or auto
   std::string device_mem, host_mem;  // sizes like 80GiB
-  std::string frozen, trainable;     // regular expressions over ONNX initializer names
+  std::string frozen, trainable;     // regular expressions over parameter names
+  std::string lora_targets = mt::kDefaultLoraTargets;
   bool list_models = false, tied = false, untied = false;
 };
 
@@ -104,7 +105,26 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
   app.add_option("--trainable", trainable,
                  "only parameters whose names this regular expression finds train, the rest frozen as with "
                  "--frozen (which wins where both match; e.g. 'self_attn' trains a folder's attention alone, 'attn\\.' a "
-                 "preset's). ONNX: an initializer holding Inf or NaN (a folded mask) stays a constant either way");
+                 "preset's). ONNX: an initializer holding Inf or NaN (a folded mask) stays a constant either way. With --lora: "
+                 "what trains beside the adapters (PEFT's modules_to_save)");
+  CLI::Option* lora =
+      app.add_option("--lora", o.lora_rank,
+                     "train low-rank adapters of this rank (LoRA, PEFT's r; typically 8 to 64) beside the weights "
+                     "--lora-targets finds, the rest frozen but what --trainable finds: each x W^T becomes "
+                     "x W^T + alpha/r (x A^T) B^T, A uniform in +-1/sqrt(in), B zeros, named as PEFT names them "
+                     "(q.lora_A.weight); built-in models, Hugging Face folders and mt IR (docs/fine-tuning.md)")
+          ->check(CLI::Range(1, 65536));
+  app.add_option("--lora-alpha", o.lora_alpha, "with --lora: the update's scale is alpha / r (PEFT's lora_alpha)")
+      ->needs(lora)
+      ->check(CLI::Range(1e-6, 1e6))
+      ->capture_default_str();
+  app.add_option("--lora-targets", f.lora_targets,
+                 "with --lora: the weights to adapt, a regular expression searched as --frozen's; what it finds "
+                 "that is not a 2-D weight (a norm, a bias) is left (the default: attention's query and value "
+                 "projections, PEFT's default for Llama-family models; 'attn\\.|mlp\\.' adapts every "
+                 "projection of the layers). A reward model's score head trains beside them")
+      ->needs(lora)
+      ->capture_default_str();
 }
 
 // The preference loss's shape (each needs --objective, `objective`: dpo or kto, as each says).
@@ -197,7 +217,7 @@ void addOutputFlags(CLI::App& app, Flags& f) {
   CLI::Option* forward_only = app.add_flag("--forward-only", o.forward_only,
                "a forward-only plan: tokens in, logits out, no training (for mtgen; an ONNX model imported as an "
                "evaluation)");
-  for (const char* what_trains : {"--frozen", "--trainable"}) app.get_option(what_trains)->excludes(forward_only);
+  for (const char* what_trains : {"--frozen", "--trainable", "--lora"}) app.get_option(what_trains)->excludes(forward_only);
   app.add_flag("--kv-cache", o.kv_cache,
                "with --forward-only: a decode step for mtgen: one new token per sequence attending over a "
                "key/value cache of --seq positions (built-in models and Hugging Face folders)")
@@ -421,6 +441,13 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
     return 2;
   }
   if (tied || untied) o.tied = tied;
+  try {
+    o.lora_targets = std::regex(f.lora_targets, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    std::fprintf(stderr, "mtc: error: --lora-targets '%s' is not a regular expression: %s\n", f.lora_targets.c_str(),
+                 e.what());
+    return 2;
+  }
   for (auto [flag, text, pattern] : {std::tuple{"--frozen", &frozen, &o.frozen}, {"--trainable", &trainable, &o.trainable}}) {
     if (text->empty()) continue;
     try {

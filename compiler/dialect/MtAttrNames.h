@@ -5,7 +5,7 @@
 namespace mt {
 
 // Attribute names shared by the passes and the emitter.
-inline constexpr char kParamAttr[] = "mt.param";         // arg: {name, init, std, decay, origin, frozen};
+inline constexpr char kParamAttr[] = "mt.param";         // arg: {name, init, std, bound, decay, origin, frozen, lora};
                                                          // init "weights": from the weights file
 inline constexpr char kInputAttr[] = "mt.input";         // arg: "tokens" | "targets" | a named input
 inline constexpr char kConstAttr[] = "mt.const";         // arg: its value (DenseElementsAttr)
@@ -19,6 +19,8 @@ inline constexpr char kParamRowsKey[] = "rows";          // in mt.param of a pie
 // In mt.param: the parameter is read but never trained (mtc --frozen / --trainable): no gradient,
 // no moments, no update.
 inline constexpr char kParamFrozenKey[] = "frozen";
+// In mt.param: the weight takes low-rank adapters (mtc --lora; mt-lora adds them).
+inline constexpr char kParamLoraKey[] = "lora";
 inline constexpr char kGradRowAttr[] = "mt.grad_row";    // result: first row of a piece's gradient
 // mt-host-embedding: the token lookup of a table parameter runs on the host.
 inline constexpr char kEmbeddedTokensAttr[] = "mt.embedded_tokens";  // arg: the step's tokens' rows of the named table

@@ -178,10 +178,11 @@ std::vector<std::string> HostStore::load(const SafetensorsFile& file, std::initi
           throw Error("weights file " + file.path() + " holds a Hugging Face checkpoint's tensors ('" + hf +
                       "'), not the plan's ('" + t.name() + "'): compile the model's folder with mtc (mtc FOLDER "
                       "-o PLAN), which converts its weights into PLAN.safetensors");
-    // A reward model's score head (mtc --objective reward) is new to the model whose weights these
-    // are (an --export of its fine-tuning): it keeps its seeded initializer's values.
-    if (t.role() == plan::ROLE_PARAM && t.name() == kScoreHeadParam && !file.entries().count(t.name()) &&
-        t.init().kind() != plan::Initializer::WEIGHTS) {
+    // A reward model's score head (mtc --objective reward) and LoRA adapters (mtc --lora) are new
+    // to the model whose weights these are (an --export of its training): they keep their
+    // seeded initializer's values.
+    if (t.role() == plan::ROLE_PARAM && (t.name() == kScoreHeadParam || isLoraAdapter(t.name())) &&
+        !file.entries().count(t.name()) && t.init().kind() != plan::Initializer::WEIGHTS) {
       setParam(i, [&](int64_t first, int64_t n, float* out) {
         initializeTensor(out, n, t.init(), plan_.init_seed(), t.name(), first);
       });

@@ -22,11 +22,21 @@ void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uin
   switch (init.kind()) {
     case plan::Initializer::ZEROS: std::fill(data, data + n, 0.0f); return;
     case plan::Initializer::ONES: std::fill(data, data + n, 1.0f); return;
-    case plan::Initializer::NORMAL: break;
+    case plan::Initializer::NORMAL:
+    case plan::Initializer::UNIFORM: break;
     case plan::Initializer::WEIGHTS: std::fill(data, data + n, 0.0f); return;  // loadParams fills it
     default: throw Error("unknown initializer for " + name);
   }
   const uint64_t key = splitmix64(seed ^ fnv1a(name));
+  if (init.kind() == plan::Initializer::UNIFORM) {
+    const double bound = init.bound();
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) {  // a uniform in [0, 1) from the counter (key, element)
+      const double u = double(splitmix64(key + uint64_t(first + i)) >> 11) * 0x1.0p-53;
+      data[i] = static_cast<float>(bound * (2.0 * u - 1.0));
+    }
+    return;
+  }
   const double std_dev = init.std();
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {

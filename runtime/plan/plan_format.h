@@ -94,7 +94,9 @@ inline constexpr uint32_t kPlanVersionMinor = 28;  // 1.1: inputs, outputs, cons
                                                   // a reward model's margins
                                                   // (mt.reward_margin_loss(_grad),
                                                   // reward_margins); 1.28: frozen
-                                                  // parameters (HostTensor.frozen)
+                                                  // parameters (HostTensor.frozen),
+                                                  // the initializer UNIFORM and
+                                                  // ModelInfo.lora_alpha (LoRA)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

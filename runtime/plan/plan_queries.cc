@@ -149,6 +149,10 @@ int64_t masterBytes(const plan::Plan& plan) {
   return unsplitHostBytes(plan, [](const plan::HostTensor& t) { return isMasterRole(t.role()); });
 }
 
+bool isLoraAdapter(const std::string& name) {
+  return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight");
+}
+
 double modelFlopsPerToken(double params, double active, double frozen) {
   const double counted = active > 0 ? active : params;
   if (!(params > 0)) return 0.0;

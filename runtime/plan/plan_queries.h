@@ -73,6 +73,10 @@ int64_t masterBytes(const plan::Plan& plan);
 // staging copy and residual hold them).
 int64_t unsplitHostBytes(const plan::Plan& plan, const std::function<bool(const plan::HostTensor&)>& counted);
 
+// Whether parameter `name` is a LoRA adapter (mtc --lora): "X.lora_A.weight" or "X.lora_B.weight",
+// as mt-lora and PEFT name them.
+bool isLoraAdapter(const std::string& name);
+
 // Model FLOPs per token as MegaTrain reports them: 6 x the parameters (a mixture of experts: its
 // `active` ones, where nonzero). With `frozen` of them frozen (mtc --frozen, --trainable), a
 // convention: (2 + 4 x the trained share of all parameters) x them, the forward of every weight

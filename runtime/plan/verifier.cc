@@ -39,6 +39,8 @@ void verifyHostTensors(const plan::Plan& plan) {
           fail(what + " has an unknown initializer");
         if (!(t.init().std() >= 0.0f && t.init().std() < 1e6f))
           fail(what + " has an initializer std out of range");
+        if (!(t.init().bound() >= 0.0f && t.init().bound() < 1e6f))
+          fail(what + " has an initializer bound out of range");
         break;
       case plan::ROLE_GRAD:
       case plan::ROLE_MOMENT1:

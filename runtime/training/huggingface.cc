@@ -22,6 +22,7 @@
 #include "runtime/io/safetensors.h"
 #include "runtime/plan/plan_queries.h"
 #include "runtime/training/checkpoint.h"
+#include "runtime/training/lora_merge.h"
 
 namespace mt {
 namespace {
@@ -109,8 +110,9 @@ nlohmann::ordered_json exportableConfig(const plan::Plan& plan) {
                 " (a plan compiled before mtc wrote reward models' configs): compile it again with mtc");
   const ExpertLayout layout = expertLayoutOf(architecture);
   std::map<std::string, std::vector<bool>> parts;  // each fused tensor's parts present
+  loraAdapters(plan);  // whole pairs that fit their weights, merged in as they are written
   for (const auto& t : plan.host_tensors()) {
-    if (t.role() != plan::ROLE_PARAM) continue;
+    if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
     const HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", layout);
     if (place.name.empty()) throw Error("--export-hf: the plan's parameter '" + t.name() + "' has no Hugging Face name");
     auto& present = parts[place.name];
@@ -204,8 +206,10 @@ std::vector<SafetensorsTensor> expertTensors(const HuggingFacePlace& place, Safe
   return out;
 }
 
-std::vector<std::vector<SafetensorsTensor>> shardedTensors(const HostStore& store, ExportDtype dtype,
-                                                           ExpertLayout layout, Members& members) {
+std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& plan, const HostStore& store,
+                                                           ExportDtype dtype, ExpertLayout layout, Members& members) {
+  std::map<int, LoraAdapter> adapted;  // a weight with LoRA adapters: merged in (PEFT's merge_and_unload)
+  for (const LoraAdapter& adapter : loraAdapters(plan)) adapted[adapter.weight] = adapter;
   const int width = dtype == ExportDtype::kBf16 ? 2 : 4;
   std::vector<std::vector<SafetensorsTensor>> shards(1);
   int64_t shard_bytes = 0;
@@ -216,7 +220,10 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const HostStore& stor
   };
   std::vector<std::string> order;
   for (int p : store.params()) {
-    SafetensorsTensor f32 = store.savedTensor(p);
+    if (isLoraAdapter(plan.host_tensors(p).name())) continue;
+    auto adapter = adapted.find(p);
+    SafetensorsTensor f32 = adapter == adapted.end() ? store.savedTensor(p)
+                                                     : mergedWeight(plan, store, adapter->second, plan.model().lora_alpha());
     HuggingFacePlace place = huggingFacePlace(f32.name, "transformer.", layout);
     if (!members.count(place.name)) order.push_back(place.name);
     members[place.name].emplace_back(std::move(place), std::move(f32));
@@ -363,7 +370,7 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
   Members members;
   std::map<std::string, std::string> meta = metadata;
   meta["format"] = "pt";
-  writeShards(folder.staging(), shardedTensors(store, dtype, expertLayoutOf(architectureOf(config)), members), meta);
+  writeShards(folder.staging(), shardedTensors(plan, store, dtype, expertLayoutOf(architectureOf(config)), members), meta);
   writeFileAtomically(folder.staging() + "/config.json", config.dump(2) + "\n");
   carryFiles(plan, folder.staging(), report);
   folder.commit();

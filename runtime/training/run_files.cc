@@ -165,9 +165,15 @@ std::string loadWeights(const plan::Plan& plan, const std::string& path, HostSto
 std::string loadParamsFrom(const plan::Plan& plan, const std::string& path, HostStore& store, const char* what) {
   const SafetensorsFile weights(path);
   const std::vector<std::string> seeded = store.loadParams(weights);
+  const auto adapters = std::count_if(seeded.begin(), seeded.end(), [](const std::string& n) { return isLoraAdapter(n); });
   for (const std::string& name : seeded)
-    std::printf("note: %s holds no %s: a reward model's new score head, from its seeded initializer (seed %llu)\n",
-                path.c_str(), name.c_str(), static_cast<unsigned long long>(plan.init_seed()));
+    if (!isLoraAdapter(name))
+      std::printf("note: %s holds no %s: a reward model's new score head, from its seeded initializer (seed %llu)\n",
+                  path.c_str(), name.c_str(), static_cast<unsigned long long>(plan.init_seed()));
+  if (adapters)
+    std::printf("note: %s holds no LoRA adapters: the plan's %lld start from their seeded initializers (seed %llu; "
+                "B zeros: the model as these weights give it)\n",
+                path.c_str(), static_cast<long long>(adapters), static_cast<unsigned long long>(plan.init_seed()));
   uint32_t crc = 0;  // of the parameters' bytes in plan order (those from the file)
   std::set<std::string> used;
   for (int p : store.params()) {

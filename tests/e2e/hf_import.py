@@ -824,6 +824,55 @@ def check_trainable_by_hf_names(bin_dir, work, data, failures):
     print(f"--trainable '{pattern}': {len(trained)} of {len(given)} tensors trained, the rest exported as read")
 
 
+def eval_loss(bin_dir, plan, data, *flags):
+    """mtrun --eval-only's loss of `plan` on all of `data`, as logged."""
+    log = plan + ".eval.jsonl"
+    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--eval-only", "--log", log, *flags])
+    with open(log) as f:
+        return [json.loads(line)["val_loss"] for line in f if "val_loss" in line][0]
+
+
+def check_lora_merge(bin_dir, work, data, failures):
+    """mtc --lora on a folder, its targets by the folder's names: the adapters train, the rest is
+    exported as read, and --export-hf merges them in: q_proj and v_proj are W + alpha / r B A
+    (within fp32 rounding of PyTorch's product), and the merged folder, compiled again, scores the
+    data as the adapted model does."""
+    name = "llama-bf16-sharded"
+    folder = os.path.join(work, name)
+    plan, trained, out, merged_plan = (os.path.join(work, name + s) for s in
+                                       (".lora.plan", ".lora.trained.safetensors", ".lora-out", ".merged.plan"))
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan,
+             "--lora", "4", "--lora-alpha", "8", "--lora-targets", r"(q|v)_proj"])
+    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "5", "--lr", "1e-2", "--export", trained,
+             "--export-hf", out])
+    ours = ref.read_safetensors(trained)
+    given = {}
+    for shard in sorted(f for f in os.listdir(folder) if f.endswith(".safetensors")):
+        given.update(read_hf_safetensors(os.path.join(folder, shard)))
+    exported = read_hf_safetensors(os.path.join(out, "model.safetensors"))
+    worst, adapted = 0.0, 0
+    to_ours = {hf_name_of(k): k for k in ours if "lora_" not in k}
+    for hf, tensor in given.items():
+        ours_name = to_ours[hf]
+        a = ours_name[:-len(".weight")] + ".lora_A.weight"
+        if a in ours:
+            adapted += 1
+            want = tensor.float() + 2.0 * (ours[ours_name[:-len(".weight")] + ".lora_B.weight"] @ ours[a])
+            worst = max(worst, ref.rel_err(exported[hf], want))
+        elif not torch.equal(exported[hf], tensor.float()):
+            failures.append(f"--lora: {hf} changed, but it has no adapters")
+    if adapted != 4 or worst > 1e-6 or set(exported) != set(given):
+        failures.append(f"--lora: {adapted} weights adapted (want 4), merged within {worst:.1e} of W + 2 B A, "
+                        f"tensors {sorted(set(exported) ^ set(given))[:4]} on one side only")
+    ref.run([f"{bin_dir}/mtc", out, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", merged_plan])
+    adapted_loss = eval_loss(bin_dir, plan, data, "--weights", trained)
+    merged_loss = eval_loss(bin_dir, merged_plan, data)
+    if not abs(adapted_loss - merged_loss) <= 1e-5 * adapted_loss:
+        failures.append(f"--lora: the merged folder scores {merged_loss}, the adapted model {adapted_loss}")
+    print(f"--lora: 4 weights adapted, merged within {worst:.1e}; the merged folder scores {merged_loss:.6f}, the "
+          f"adapted model {adapted_loss:.6f}")
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -887,6 +936,7 @@ def main():
             "is gone" not in out.stdout or not os.path.exists(os.path.join(work, "gone-out", "model.safetensors")):
         failures.append(f"export with the source folder gone: exit {out.returncode}: {out.stdout}{out.stderr}")
     check_trainable_by_hf_names(bin_dir, work, data, failures)
+    check_lora_merge(bin_dir, work, data, failures)
     # --batch auto sizes a folder's model like a built-in one (issue 17).
     auto = subprocess.run([f"{bin_dir}/mtc", os.path.join(work, "llama-bf16-sharded"), "--batch", "auto",
                            "--device-mem", "4MiB", "--seq", "32", "-o", os.path.join(work, "auto.plan")],

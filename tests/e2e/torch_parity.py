@@ -69,6 +69,13 @@ PRESETS["llama-tiny-top"] = dict(PRESETS["llama-tiny"], preset="llama-tiny", tra
 PRESETS["qwen3-moe-tiny-frozen-experts"] = dict(PRESETS["qwen3-moe-tiny"], preset="qwen3-moe-tiny",
                                                 frozen=r"moe\.(gate|up|down)\.")
 PRESETS["gpt2-tiny-frozen-table"] = dict(PRESETS["gpt2-tiny"], preset="gpt2-tiny", frozen=r"^wte|^wpe|blocks\.0\.")
+# LoRA (mtc --lora): rank-4 adapters at alpha 8 (scale 2) on every projection of Llama's layers,
+# the base frozen but the final norm (--trainable, PEFT's modules_to_save): A's step-1 gradient is
+# exactly zero (B starts at zero) on both sides.
+PRESETS["llama-tiny-lora"] = dict(PRESETS["llama-tiny"], preset="llama-tiny", lora_scale=2.0,
+                                  flags=["--lora", "4", "--lora-alpha", "8", "--lora-targets", r"attn\.|mlp\.",
+                                         "--trainable", r"^norm\."],
+                                  trainable=r"lora_|^norm\.")
 ILL_CONDITIONED_WEIGHT_TOL = 1e-3
 
 
@@ -89,7 +96,7 @@ def main():
     if "aux_coef" in cfg:
         extra += ["--router-aux-loss", str(cfg["aux_coef"])]
     for flag in ("trainable", "frozen"):
-        if flag in cfg:
+        if flag in cfg and "lora_scale" not in cfg:  # a LoRA preset's flags say what trains
             extra += ["--" + flag, cfg[flag]]
     ref.run([f"{bin_dir}/mtc", cfg.get("preset", model), "--batch", str(BATCH), "--seq", str(SEQ), "-o", plan, "--seed",
              "3"] + extra)

@@ -1,0 +1,84 @@
+#include "runtime/training/lora_merge.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "runtime/io/error.h"
+
+namespace mt {
+namespace {
+
+constexpr char kA[] = ".lora_A.weight", kB[] = ".lora_B.weight";
+
+// A saved tensor's fp32 values (its data, or what its producer writes).
+std::vector<float> valuesOf(const SafetensorsTensor& t) {
+  std::vector<float> values(static_cast<size_t>(t.bytes / 4));
+  if (t.data)
+    std::memcpy(values.data(), t.data, static_cast<size_t>(t.bytes));
+  else
+    t.produce(values.data());
+  return values;
+}
+
+}  // namespace
+
+std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan) {
+  std::map<std::string, int> params;
+  for (int i = 0; i < plan.host_tensors_size(); ++i)
+    if (plan.host_tensors(i).role() == plan::ROLE_PARAM) params[plan.host_tensors(i).name()] = i;
+  std::vector<LoraAdapter> adapters;
+  for (const auto& [name, a] : params) {
+    if (!name.ends_with(kA)) continue;
+    const std::string stem = name.substr(0, name.size() - std::strlen(kA));
+    auto weight = params.find(stem + ".weight"), b = params.find(stem + kB);
+    if (weight == params.end() || b == params.end())
+      throw Error("the plan's LoRA adapter '" + name + "' has no " + (b == params.end() ? stem + kB : stem + ".weight") +
+                  " beside it (recompile it with mtc --lora)");
+    const auto &w = plan.host_tensors(weight->second).shape(), &sa = plan.host_tensors(a).shape(),
+               &sb = plan.host_tensors(b->second).shape();
+    if (w.size() != 2 || sa.size() != 2 || sb.size() != 2 || sa[1] != w[1] || sb[0] != w[0] || sb[1] != sa[0])
+      throw Error("the plan's LoRA adapters of '" + stem + ".weight' do not fit it: A (r, in) and B (out, r) for a "
+                  "weight (out, in)");
+    adapters.push_back({weight->second, a, b->second});
+  }
+  for (const auto& [name, index] : params)
+    if (name.ends_with(kB) && !params.count(name.substr(0, name.size() - std::strlen(kB)) + kA))
+      throw Error("the plan's LoRA adapter '" + name + "' has no lora_A beside it (recompile it with mtc --lora)");
+  const float alpha = plan.model().lora_alpha();
+  if (!adapters.empty() && !(alpha > 0.0f && std::isfinite(alpha)))
+    throw Error("the plan has LoRA adapters but no alpha to scale them by (ModelInfo.lora_alpha " +
+                std::to_string(alpha) + "): recompile it with mtc --lora");
+  return adapters;
+}
+
+SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, const LoraAdapter& adapter,
+                               double alpha) {
+  SafetensorsTensor out = store.savedTensor(adapter.weight);
+  const SafetensorsTensor base = out;
+  const auto& shape = plan.host_tensors(adapter.a).shape();
+  const int64_t r = shape[0], in = shape[1];
+  out.data = nullptr;
+  out.produce = [&store, adapter, alpha, base, r, in](void* buffer) {
+    const std::vector<float> w = valuesOf(base), a = valuesOf(store.savedTensor(adapter.a)),
+                             b = valuesOf(store.savedTensor(adapter.b));
+    const int64_t out_rows = static_cast<int64_t>(w.size()) / in;
+    const double scale = alpha / static_cast<double>(r);
+    float* merged = static_cast<float*>(buffer);
+    // Row by row, A's rows streamed in order (out x r x in multiply-adds: a large model's whole
+    // set of projections in seconds across the cores).
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < out_rows; ++o) {
+      std::vector<double> row(static_cast<size_t>(in), 0.0);
+      for (int64_t k = 0; k < r; ++k) {
+        const double bk = b[o * r + k];
+        const float* ak = a.data() + k * in;
+        for (int64_t i = 0; i < in; ++i) row[i] += bk * double(ak[i]);
+      }
+      for (int64_t i = 0; i < in; ++i) merged[o * in + i] = static_cast<float>(double(w[o * in + i]) + scale * row[i]);
+    }
+  };
+  return out;
+}
+
+}  // namespace mt

@@ -1,0 +1,32 @@
+// LoRA adapters (mtc --lora) in a trained plan, merged into the weights they adapt for an
+// export that has no place for them (--export-hf: a model transformers loads as it is, as PEFT's
+// merge_and_unload gives it).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runtime/host/host_store.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/plan/plan_format.h"
+#include "runtime/plan/plan_queries.h"
+
+namespace mt {
+
+// A weight `X.weight` (out, in) and its adapters `X.lora_A.weight` (r, in) and
+// `X.lora_B.weight` (out, r): host tensor indices.
+struct LoraAdapter {
+  int weight = -1, a = -1, b = -1;
+};
+
+// The plan's adapted weights (isLoraAdapter names the adapters). Throws mt::Error for an adapter
+// without its weight or its partner, shapes that do not fit, or adapters in a plan without
+// ModelInfo.lora_alpha (their scale).
+std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan);
+
+// Weight `adapter.weight` as saved (fp32, its plan name) with its adapters merged in:
+// W + alpha / r * B A, each element's sum over r in double, rounded once (PEFT's merge computes
+// B A in fp32, so the two agree within fp32 rounding).
+SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, const LoraAdapter& adapter,
+                               double alpha);
+
+}  // namespace mt
