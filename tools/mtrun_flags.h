@@ -107,6 +107,10 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "Face's names, sharded past 5 GB) for llama-family (Llama, Qwen2/3, Mistral; the mixtures of experts Qwen3-MoE, "
                  "Mixtral, gpt-oss) and GPT-2 models; a reward model as its ...ForSequenceClassification, pad_token_id "
                  "the end-of-text token: at the end, or when SIGINT/SIGTERM/SIGUSR1 stops the run");
+  app.add_option("--export-peft", c.export_peft_dir,
+                 "a LoRA plan (mtc --lora): write its adapters as PEFT's adapter folder here (adapter_model.safetensors "
+                 "+ adapter_config.json, what PeftModel.from_pretrained(base, folder) loads on the model it was "
+                 "compiled from): at the end, or when SIGINT/SIGTERM/SIGUSR1 stops the run");
   choiceOf(app, "--export-dtype", c.export_dtype,
                           "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even)",
            std::map<std::string, ExportDtype>{{"f32", ExportDtype::kF32}, {"bf16", ExportDtype::kBf16}})
@@ -153,7 +157,7 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "each a target once)")
       ->capture_default_str();
   app.add_flag("--export-only", c.export_only,
-               "write --export / --export-hf (--export-dtype) from the --resume checkpoint's weights and stop: no "
+               "write --export / --export-hf (--export-dtype) / --export-peft from the --resume checkpoint's weights and stop: no "
                "data, no training");
   app.add_flag("--eval-only", c.eval_only,
                "score the starting weights (--weights, the plan's, or the --resume checkpoint's) on the held-out "

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -149,15 +150,15 @@ std::string weightsFileOf(const std::string& dir) {
   return dir + "/" + file;
 }
 
-// Whether `dir` is a folder an earlier --export-hf wrote: plain files only, weights whose
-// metadata carries MegaTrain's provenance.
-bool isEarlierExport(const std::string& dir) {
+// Whether `dir` is a folder an earlier export of its kind wrote (--export-hf, or --export-peft:
+// `peft`): plain files only, weights whose metadata carries MegaTrain's provenance.
+bool isEarlierExport(const std::string& dir, bool peft) {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(dir, error))
     if (!entry.is_regular_file() || entry.is_symlink()) return false;
   if (error) return false;
   try {
-    const SafetensorsFile weights(weightsFileOf(dir));
+    const SafetensorsFile weights(peft ? dir + "/" + kPeftWeightsFile : weightsFileOf(dir));
     return weights.metadata().count(std::string(kProvenancePrefix) + "code") > 0;
   } catch (const Error&) {
     return false;
@@ -331,19 +332,118 @@ void carryFiles(const plan::Plan& plan, const std::string& dir, HuggingFaceExpor
   }
 }
 
+// Each adapted weight's module in the Hugging Face model (its tensor's name without ".weight"),
+// with the adapters; checks what checkPeftExport promises.
+struct PeftModule {
+  std::string module;
+  LoraAdapter adapter;
+};
+std::vector<PeftModule> peftModules(const plan::Plan& plan, ExpertLayout layout) {
+  const std::vector<LoraAdapter> adapters = loraAdapters(plan);
+  if (adapters.empty())
+    throw Error("--export-peft: the plan has no LoRA adapters (compile it with mtc --lora); --export-hf writes a "
+                "whole model");
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_PARAM && !t.frozen() && !isLoraAdapter(t.name()))
+      throw Error("--export-peft writes the adapters alone, but the plan also trains '" + t.name() +
+                  "' (--trainable, or a reward model's score head): use --export-hf, which writes the whole model");
+  std::vector<PeftModule> modules;
+  for (const LoraAdapter& adapter : adapters) {
+    const std::string& weight = plan.host_tensors(adapter.weight).name();
+    const HuggingFacePlace place = huggingFacePlace(weight, "transformer.", layout);
+    if (place.name.empty() || place.parts != 1 || place.transposed || place.per_expert || !place.name.ends_with(".weight"))
+      throw Error("--export-peft: the adapted '" + weight + "' has no module of its own in Hugging Face's model (" +
+                  (place.parts != 1 ? "a part of a fused tensor, as GPT-2's c_attn" : "a stored transpose or a stack") +
+                  "): use --export-hf, which merges the adapters into the weights");
+    modules.push_back({place.name.substr(0, place.name.size() - std::strlen(".weight")), adapter});
+  }
+  return modules;
+}
+
+// PEFT's target_modules: the leaf names ("q_proj") where the adapted modules are every module of
+// those names, else a regular expression PEFT matches in full against exactly the adapted ones.
+nlohmann::ordered_json peftTargets(const plan::Plan& plan, ExpertLayout layout, const std::vector<PeftModule>& adapted) {
+  auto leafOf = [](const std::string& module) { return module.substr(module.rfind('.') + 1); };
+  std::map<std::string, std::set<std::string>> all, chosen;  // by leaf
+  for (const auto& t : plan.host_tensors()) {
+    if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
+    const std::string name = huggingFacePlace(t.name(), "transformer.", layout).name;
+    if (name.ends_with(".weight")) {
+      const std::string module = name.substr(0, name.size() - std::strlen(".weight"));
+      all[leafOf(module)].insert(module);
+    }
+  }
+  for (const PeftModule& m : adapted) chosen[leafOf(m.module)].insert(m.module);
+  bool whole = true;
+  for (const auto& [leaf, modules] : chosen) whole &= all[leaf] == modules;
+  if (whole) {
+    nlohmann::ordered_json leaves = nlohmann::ordered_json::array();
+    for (const auto& [leaf, modules] : chosen) leaves.push_back(leaf);
+    return leaves;
+  }
+  std::string pattern;
+  for (const PeftModule& m : adapted) {
+    std::string escaped;
+    for (char c : m.module) escaped += c == '.' ? std::string("\\.") : std::string(1, c);
+    pattern += (pattern.empty() ? "" : "|") + escaped;
+  }
+  return pattern;
+}
+
 }  // namespace
 
-void checkHuggingFaceExportFolder(const std::string& dir) {
+void checkPeftExport(const plan::Plan& plan) {
+  peftModules(plan, expertLayoutOf(architectureOf(exportableConfig(plan))));
+}
+
+void exportPeft(const plan::Plan& plan, const HostStore& store, const std::string& dir,
+                const std::map<std::string, std::string>& metadata) {
+  const ExpertLayout layout = expertLayoutOf(architectureOf(exportableConfig(plan)));
+  const std::vector<PeftModule> modules = peftModules(plan, layout);
+  std::vector<SafetensorsTensor> tensors;
+  for (const PeftModule& m : modules)
+    for (auto [index, which] : {std::pair{m.adapter.a, "lora_A"}, {m.adapter.b, "lora_B"}}) {
+      SafetensorsTensor t = store.savedTensor(index);
+      t.name = "base_model.model." + m.module + "." + which + ".weight";
+      tensors.push_back(std::move(t));
+    }
+  nlohmann::ordered_json config;
+  config["peft_type"] = "LORA";
+  config["task_type"] = "CAUSAL_LM";
+  config["base_model_name_or_path"] = plan.model().hf_source().empty() ? nlohmann::ordered_json()
+                                                                         : nlohmann::ordered_json(plan.model().hf_source());
+  config["r"] = plan.host_tensors(modules.front().adapter.a).shape(0);
+  config["lora_alpha"] = plan.model().lora_alpha();
+  config["lora_dropout"] = 0.0;
+  config["bias"] = "none";
+  config["fan_in_fan_out"] = false;
+  config["init_lora_weights"] = true;
+  config["inference_mode"] = true;
+  config["modules_to_save"] = nullptr;
+  config["target_modules"] = peftTargets(plan, layout, modules);
+  config["use_rslora"] = false;
+  config["use_dora"] = false;
+  checkHuggingFaceExportFolder(dir, /*peft=*/true);
+  AtomicFolderWriter folder(dir);
+  std::map<std::string, std::string> meta = metadata;
+  meta["format"] = "pt";
+  writeSafetensors(folder.staging() + "/" + kPeftWeightsFile, tensors, meta);
+  writeFileAtomically(folder.staging() + "/adapter_config.json", config.dump(2) + "\n");
+  folder.commit();
+}
+
+void checkHuggingFaceExportFolder(const std::string& dir, bool peft) {
   const std::string target = withoutTrailingSlashes(dir);
+  const std::string flag = peft ? "--export-peft" : "--export-hf";
   struct stat st {};
   if (lstat(target.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode))
-      throw Error("--export-hf " + dir + " is a symbolic link: give the folder's own path");
-    if (!S_ISDIR(st.st_mode)) throw Error("--export-hf " + dir + " is a file, not a folder: give a folder's path");
+      throw Error(flag + " " + dir + " is a symbolic link: give the folder's own path");
+    if (!S_ISDIR(st.st_mode)) throw Error(flag + " " + dir + " is a file, not a folder: give a folder's path");
     std::error_code error;
     const bool empty = fs::is_empty(target, error);
-    if (!empty && !isEarlierExport(target))
-      throw Error("--export-hf " + dir + " holds files that no earlier --export-hf wrote (a downloaded model?): "
+    if (!empty && !isEarlierExport(target, peft))
+      throw Error(flag + " " + dir + " holds files that no earlier " + flag + " wrote (a downloaded model?): "
                   "the export replaces the whole folder, so give a new or empty folder");
   }
   // Killed exports' staging folders (TARGET.tmp.<pid>.<random>, their writer gone) go now.

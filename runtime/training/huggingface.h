@@ -25,7 +25,8 @@ void checkHuggingFaceExport(const plan::Plan& plan);
 // --export-hf wrote (its weights carry our provenance), its parent writable; removes the
 // staging folders of exports killed on the way. Checked before a run, so that a folder
 // holding someone's model is refused before the training, not after it.
-void checkHuggingFaceExportFolder(const std::string& dir);
+// `peft`: the same for --export-peft's folder (its adapter_model.safetensors).
+void checkHuggingFaceExportFolder(const std::string& dir, bool peft = false);
 
 // Writes the folder `dir` whole or not at all (AtomicFolderWriter: staged beside it, then
 // renamed or exchanged into place; an earlier export there is replaced, every file of it):
@@ -42,5 +43,19 @@ struct HuggingFaceExport {
 };
 HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir,
                                     ExportDtype dtype, const std::map<std::string, std::string>& metadata);
+
+// mtrun --export-peft: a LoRA plan's adapters (mtc --lora) as PEFT's adapter folder, what
+// PeftModel.from_pretrained(base, DIR) loads on the model the plan was compiled from:
+// adapter_model.safetensors (f32, keys "base_model.model." + Hugging Face's module +
+// ".lora_A.weight" / ".lora_B.weight") and adapter_config.json (peft_type LORA, r, lora_alpha,
+// target_modules: the leaf names where every such module is adapted, else a regular expression
+// of exactly the adapted ones; base_model_name_or_path the folder it came from), written whole
+// or not at all. checkPeftExport throws mt::Error, before a run, for a plan without adapters,
+// one that also trains other parameters (--export-hf writes those: the whole model), or an
+// adapted weight without a module of its own there (GPT-2's fused c_attn).
+inline constexpr char kPeftWeightsFile[] = "adapter_model.safetensors";
+void checkPeftExport(const plan::Plan& plan);
+void exportPeft(const plan::Plan& plan, const HostStore& store, const std::string& dir,
+                const std::map<std::string, std::string>& metadata);
 
 }  // namespace mt

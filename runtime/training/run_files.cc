@@ -130,6 +130,15 @@ RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
       throw Error(what.rfind("--export-hf", 0) == 0 ? what : "--export-hf: " + what + " (checked before the run starts)");
     }
   }
+  if (!config.export_peft_dir.empty()) {
+    checkPeftExport(plan);
+    outputs.export_peft_lock = lockExport(config.export_peft_dir, "--export-peft");
+    try {
+      checkHuggingFaceExportFolder(config.export_peft_dir, /*peft=*/true);
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) + " (checked before the run starts)");
+    }
+  }
   const std::string& dir = checkpointFolder(config);
   if (!dir.empty() && config.writes_checkpoints) {
     outputs.checkpoints = std::make_unique<CheckpointDir>(dir);
@@ -234,6 +243,11 @@ void exportStore(const TrainConfig& config, const plan::Plan& plan, const HostSt
                 : !exported.note.empty() ? ("; " + exported.note).c_str()
                                           : "");
     if (!exported.padding.empty()) std::printf("  a reward model: %s\n", exported.padding.c_str());
+  }
+  if (!config.export_peft_dir.empty()) {
+    exportPeft(plan, store, config.export_peft_dir, metadata);
+    std::printf("LoRA adapters written to %s (PEFT's adapter folder: PeftModel.from_pretrained(base, folder))\n",
+                config.export_peft_dir.c_str());
   }
 }
 

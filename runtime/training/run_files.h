@@ -45,7 +45,7 @@ class JsonLog {
 struct RunOutputs {
   std::unique_ptr<CheckpointDir> checkpoints;
   JsonLog log;
-  std::unique_ptr<FileLock> export_lock, export_hf_lock;  // held while the run may write them
+  std::unique_ptr<FileLock> export_lock, export_hf_lock, export_peft_lock;  // held while the run may write them
 };
 
 // The run's outputs, checked or taken before its first step: the export, trace and gradient

@@ -30,14 +30,17 @@ void validateConfig(const TrainConfig& c) {
   constexpr int64_t kMaxSteps = int64_t{1} << 40;
   require(!c.data_path.empty() || c.export_only || (c.eval_only && !c.val_data_path.empty()),
           "--data is required: the token file to train on (make one with mttok)");
-  require(!c.export_only || (!c.resume_dir.empty() && (!c.export_path.empty() || !c.export_hf_dir.empty())),
-          "--export-only writes a checkpoint's weights: give --resume CHECKPOINT_DIR and --export or --export-hf");
+  require(!c.export_only || (!c.resume_dir.empty() && (!c.export_path.empty() || !c.export_hf_dir.empty() ||
+                                                       !c.export_peft_dir.empty())),
+          "--export-only writes a checkpoint's weights: give --resume CHECKPOINT_DIR and --export, --export-hf or "
+          "--export-peft");
   require(!c.export_only || c.reference_weights.empty(),
           "--reference-weights names the reference model of a preference run; --export-only trains nothing: drop it");
   require(!c.eval_only || !c.export_only, "--eval-only scores weights and --export-only writes them: give one");
-  require(!c.eval_only || (c.export_path.empty() && c.export_hf_dir.empty() && c.checkpoint_dir.empty() &&
+  require(!c.eval_only || (c.export_path.empty() && c.export_hf_dir.empty() && c.export_peft_dir.empty() &&
+                           c.checkpoint_dir.empty() &&
                            !c.keep_best && c.grads_path.empty() && c.trace_path.empty() && c.report_path.empty()),
-          "--eval-only trains nothing and writes nothing but --log and --scores: drop --export, --export-hf, "
+          "--eval-only trains nothing and writes nothing but --log and --scores: drop --export, --export-hf, --export-peft, "
           "--checkpoint-dir, --keep-best, --dump-grads, --trace and --report (--resume DIR scores that folder's "
           "newest checkpoint)");
   require(!c.eval_only || !c.resume_auto,

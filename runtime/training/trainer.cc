@@ -410,7 +410,8 @@ void Trainer::exportWeights(int64_t steps_done) { exportStore(config_, plan_, st
 int Trainer::stopEarly(int64_t step, int signal) {
   backend_->applyPendingUpdate();
   clearStatus();
-  bool saved = outputs_.checkpoints || !config_.export_path.empty() || !config_.export_hf_dir.empty();
+  bool saved = outputs_.checkpoints || !config_.export_path.empty() || !config_.export_hf_dir.empty() ||
+               !config_.export_peft_dir.empty();
   // Rank 0 writes the job's checkpoint and export: every rank exits as it does (another rank's
   // 128 + signal would fail the job mpirun reports).
   if (world_.distributed()) saved = world_.allgather(static_cast<int64_t>(saved))[0] != 0;

@@ -31,6 +31,7 @@ struct TrainConfig {
   std::string reference_weights;  // a preference plan's reference model; "" = the initial weights
   std::string export_path;     // trained weights (safetensors); "" = none
   std::string export_hf_dir;   // trained weights as a Hugging Face folder; "" = none
+  std::string export_peft_dir;  // a LoRA plan's adapters as PEFT's adapter folder; "" = none
   ExportDtype export_dtype = ExportDtype::kF32;  // of the Hugging Face folder's weights
   std::string grads_path;      // gradients of the first step (safetensors); "" = none
   std::string log_path;        // JSONL, one object per step; "" = none

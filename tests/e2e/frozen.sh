@@ -12,7 +12,9 @@
 # matches nothing, one that leaves nothing to train, and --frozen with --forward-only are refused.
 # LoRA (mtc --lora; torch_parity's llama-tiny-lora checks the numbers, hf_import the merged
 # export): resident and streamed-recompute under a budget agree bit for bit, and so does the
-# vocabulary split resident and streamed; only the adapters move; a bf16 plan learns; targets
+# vocabulary split resident and streamed; only the adapters move; a checkpoint resumes bit for
+# bit; 2 ranks train as --accumulate 2; --export-peft refuses a plan that trains more than its
+# adapters; a bf16 plan learns; targets
 # that match nothing, that are not weights or that are read as a table, an ONNX model, --lora
 # with --forward-only and --lora-alpha without --lora are refused.
 # usage: frozen.sh BIN_DIR WORK_DIR
@@ -132,6 +134,17 @@ check "lora: nothing else moves" "! grep -v '\.lora_[AB]\.weight$' lora.moved"
 "$bin/mtc" "${shape[@]}" "${lora[@]}" --precision bf16 -o lora.bf16.plan --no-weights >/dev/null
 train lora.bf16.plan lora.bf16 lw0.safetensors --lr 1e-2
 check "lora bf16: it learns" "awk 'NR == 1 { first = \$1 } END { exit !(\$1 < first) }' lora.bf16.loss"
+check_resume lora.plan lw0.safetensors
+if command -v mpirun >/dev/null; then
+  train lora.plan lora.accumulate lw0.safetensors --accumulate 2
+  mpirun -np 2 --bind-to none "$bin/mtrun" lora.plan --data corpus.tok --weights lw0.safetensors --steps 10 \
+    --export lora.ranks.safetensors --print-every 100 >/dev/null
+  check "lora, 2 ranks: the weights of --accumulate 2" "same_tensors lora.accumulate.safetensors lora.ranks.safetensors"
+fi
+"$bin/mtc" "${shape[@]}" "${lora[@]}" --trainable '^norm' -o lora.norm.plan --no-weights >/dev/null
+"$bin/mtrun" lora.norm.plan --data corpus.tok --steps 1 --export-peft peft.out > peft.refused 2>&1
+check "--export-peft of a plan that trains more than its adapters: refused before the run" \
+  "grep -q \"also trains 'norm.weight'\" peft.refused && [ ! -e peft.out ]"
 # From weights without adapters (the model's own export): they start seeded, B zeros.
 "$bin/mtrun" lora.plan --data corpus.tok --weights w0.safetensors --steps 2 --print-every 100 > lora.base.out 2>&1
 check "lora from weights without adapters: it says so and trains" \

@@ -836,15 +836,17 @@ def check_lora_merge(bin_dir, work, data, failures):
     """mtc --lora on a folder, its targets by the folder's names: the adapters train, the rest is
     exported as read, and --export-hf merges them in: q_proj and v_proj are W + alpha / r B A
     (within fp32 rounding of PyTorch's product), and the merged folder, compiled again, scores the
-    data as the adapted model does."""
+    data as the adapted model does. --export-peft writes the adapters under PEFT's keys with its
+    config (q_proj and v_proj of every layer: target_modules their names)."""
     name = "llama-bf16-sharded"
     folder = os.path.join(work, name)
-    plan, trained, out, merged_plan = (os.path.join(work, name + s) for s in
-                                       (".lora.plan", ".lora.trained.safetensors", ".lora-out", ".merged.plan"))
+    plan, trained, out, merged_plan, peft = (os.path.join(work, name + s) for s in
+                                             (".lora.plan", ".lora.trained.safetensors", ".lora-out", ".merged.plan",
+                                              ".peft"))
     ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan,
              "--lora", "4", "--lora-alpha", "8", "--lora-targets", r"(q|v)_proj"])
     ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "5", "--lr", "1e-2", "--export", trained,
-             "--export-hf", out])
+             "--export-hf", out, "--export-peft", peft])
     ours = ref.read_safetensors(trained)
     given = {}
     for shard in sorted(f for f in os.listdir(folder) if f.endswith(".safetensors")):
@@ -871,6 +873,20 @@ def check_lora_merge(bin_dir, work, data, failures):
         failures.append(f"--lora: the merged folder scores {merged_loss}, the adapted model {adapted_loss}")
     print(f"--lora: 4 weights adapted, merged within {worst:.1e}; the merged folder scores {merged_loss:.6f}, the "
           f"adapted model {adapted_loss:.6f}")
+    adapters = read_hf_safetensors(os.path.join(peft, "adapter_model.safetensors"))
+    with open(os.path.join(peft, "adapter_config.json")) as f:
+        config = json.load(f)
+    want = {f"base_model.model.{hf_name_of(k.replace('.lora_A', '').replace('.lora_B', ''))[:-len('.weight')]}."
+            f"{k.split('.')[-2]}.weight": v for k, v in ours.items() if "lora_" in k}
+    if set(adapters) != set(want) or any(not torch.equal(adapters[k], want[k]) for k in want):
+        failures.append(f"--export-peft: keys {sorted(set(adapters) ^ set(want))[:4]} on one side only, or values "
+                        f"that are not the trained adapters'")
+    expected = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 4, "lora_alpha": 8.0,
+                "target_modules": ["q_proj", "v_proj"], "base_model_name_or_path": os.path.abspath(folder)}
+    wrong = {k: config.get(k) for k, v in expected.items() if config.get(k) != v}
+    if wrong:
+        failures.append(f"--export-peft: adapter_config.json has {wrong}, want {expected}")
+    print(f"--export-peft: {len(adapters)} tensors under PEFT's keys, target_modules {config.get('target_modules')}")
 
 
 def main():
