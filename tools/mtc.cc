@@ -99,7 +99,7 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
   app.add_option("--frozen", frozen,
                  "parameters whose names this regular expression finds are never trained: no gradient, no AdamW "
                  "moments (4 host bytes per weight, not 16), the backward stopped below the first layer that "
-                 "trains; still read from the weights and written by every export. Names: the plan's (mtdump), or "
+                 "trains; still read from the weights and written by --export, --export-hf and checkpoints. Names: the plan's (mtdump), or "
                  "a Hugging Face folder's tensor names (e.g. 'embed_tokens|layers\\.[0-9]\\.'); ONNX: "
                  "initializers, kept as constants of the plan");
   app.add_option("--trainable", trainable,

@@ -112,7 +112,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "+ adapter_config.json, what PeftModel.from_pretrained(base, folder) loads on the model it was "
                  "compiled from): at the end, or when SIGINT/SIGTERM/SIGUSR1 stops the run");
   choiceOf(app, "--export-dtype", c.export_dtype,
-                          "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even)",
+                          "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even); "
+                          "--export-peft's adapters are f32",
            std::map<std::string, ExportDtype>{{"f32", ExportDtype::kF32}, {"bf16", ExportDtype::kBf16}})
       ->default_str("f32");
   app.add_option("--dump-grads", c.grads_path, "write the first step's gradients (safetensors)");

@@ -93,9 +93,9 @@ RewardPadding rewardPadding(const plan::Plan& plan, const nlohmann::ordered_json
 // The plan's Hugging Face config, checked to be one its parameters can be exported under: every
 // parameter a place, every fused tensor all its parts, a score head where (and only where) the
 // config is a classifier's.
-nlohmann::ordered_json exportableConfig(const plan::Plan& plan) {
+nlohmann::ordered_json exportableConfig(const plan::Plan& plan, const std::string& flag = "--export-hf") {
   if (plan.model().hf_config().empty())
-    throw Error("--export-hf: the plan's model has no Hugging Face form (the llama and gpt2 families have one, "
+    throw Error(flag + ": the plan's model has no Hugging Face form (the llama and gpt2 families have one, "
                 "imported from a folder or built in; this plan's is " + plan.model().name() +
                 ", from another source): use --export for safetensors under the plan's names");
   nlohmann::ordered_json config = parseOrderedJsonInput(plan.model().hf_config(), "the plan's Hugging Face config");
@@ -106,7 +106,7 @@ nlohmann::ordered_json exportableConfig(const plan::Plan& plan) {
   const bool score_head = hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam);
   const bool classifier = architecture.ends_with("ForSequenceClassification");
   if (score_head != classifier)
-    throw Error(std::string("--export-hf: the plan's model has ") + (score_head ? "a score head" : "an LM head") +
+    throw Error(flag + ": the plan's model has " + (score_head ? "a score head" : "an LM head") +
                 " but its Hugging Face config names " + (classifier ? "a sequence classifier" : "a causal LM") +
                 " (a plan compiled before mtc wrote reward models' configs): compile it again with mtc");
   const ExpertLayout layout = expertLayoutOf(architecture);
@@ -115,14 +115,14 @@ nlohmann::ordered_json exportableConfig(const plan::Plan& plan) {
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
     const HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", layout);
-    if (place.name.empty()) throw Error("--export-hf: the plan's parameter '" + t.name() + "' has no Hugging Face name");
+    if (place.name.empty()) throw Error(flag + ": the plan's parameter '" + t.name() + "' has no Hugging Face name");
     auto& present = parts[place.name];
     present.resize(static_cast<size_t>(place.parts));
     present[static_cast<size_t>(place.part)] = true;
   }
   for (const auto& [name, present] : parts)
     for (bool p : present)
-      if (!p) throw Error("--export-hf: the plan lacks a part of Hugging Face's '" + name + "' (q, k and v together)");
+      if (!p) throw Error(flag + ": the plan lacks a part of Hugging Face's '" + name + "' (q, k and v together)");
   return config;
 }
 
@@ -332,8 +332,13 @@ void carryFiles(const plan::Plan& plan, const std::string& dir, HuggingFaceExpor
   }
 }
 
-// Each adapted weight's module in the Hugging Face model (its tensor's name without ".weight"),
-// with the adapters; checks what checkPeftExport promises.
+// A weight's module in the Hugging Face model: its tensor's name without ".weight" ("" if none).
+std::string moduleOf(const std::string& tensor) {
+  return tensor.ends_with(".weight") ? tensor.substr(0, tensor.size() - std::strlen(".weight")) : "";
+}
+
+// Each adapted weight's module in the Hugging Face model, with the adapters; checks what
+// checkPeftExport promises.
 struct PeftModule {
   std::string module;
   LoraAdapter adapter;
@@ -343,6 +348,9 @@ std::vector<PeftModule> peftModules(const plan::Plan& plan, ExpertLayout layout)
   if (adapters.empty())
     throw Error("--export-peft: the plan has no LoRA adapters (compile it with mtc --lora); --export-hf writes a "
                 "whole model");
+  if (hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam))
+    throw Error("--export-peft: a reward model's adapters need its score head, which the base model lacks: use "
+                "--export-hf, which writes the whole model");
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_PARAM && !t.frozen() && !isLoraAdapter(t.name()))
       throw Error("--export-peft writes the adapters alone, but the plan also trains '" + t.name() +
@@ -351,11 +359,17 @@ std::vector<PeftModule> peftModules(const plan::Plan& plan, ExpertLayout layout)
   for (const LoraAdapter& adapter : adapters) {
     const std::string& weight = plan.host_tensors(adapter.weight).name();
     const HuggingFacePlace place = huggingFacePlace(weight, "transformer.", layout);
-    if (place.name.empty() || place.parts != 1 || place.transposed || place.per_expert || !place.name.ends_with(".weight"))
-      throw Error("--export-peft: the adapted '" + weight + "' has no module of its own in Hugging Face's model (" +
-                  (place.parts != 1 ? "a part of a fused tensor, as GPT-2's c_attn" : "a stored transpose or a stack") +
+    // PEFT adapts nn.Linear modules here: not GPT-2's Conv1D (stored transposed; its c_attn q, k
+    // and v in one), nor gpt-oss's router (a module of its own kind in transformers).
+    const char* why = place.parts != 1 || place.transposed ? "GPT-2's Conv1D layers, c_attn holding q, k and v in one"
+                       : layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
+                           ? "gpt-oss's router, not a linear layer in transformers"
+                       : moduleOf(place.name).empty() ? "no module of its own"
+                                                      : nullptr;
+    if (why)
+      throw Error("--export-peft: the adapted '" + weight + "' has no PEFT form (" + why +
                   "): use --export-hf, which merges the adapters into the weights");
-    modules.push_back({place.name.substr(0, place.name.size() - std::strlen(".weight")), adapter});
+    modules.push_back({moduleOf(place.name), adapter});
   }
   return modules;
 }
@@ -367,11 +381,8 @@ nlohmann::ordered_json peftTargets(const plan::Plan& plan, ExpertLayout layout, 
   std::map<std::string, std::set<std::string>> all, chosen;  // by leaf
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
-    const std::string name = huggingFacePlace(t.name(), "transformer.", layout).name;
-    if (name.ends_with(".weight")) {
-      const std::string module = name.substr(0, name.size() - std::strlen(".weight"));
-      all[leafOf(module)].insert(module);
-    }
+    const std::string module = moduleOf(huggingFacePlace(t.name(), "transformer.", layout).name);
+    if (!module.empty()) all[leafOf(module)].insert(module);
   }
   for (const PeftModule& m : adapted) chosen[leafOf(m.module)].insert(m.module);
   bool whole = true;
@@ -393,12 +404,12 @@ nlohmann::ordered_json peftTargets(const plan::Plan& plan, ExpertLayout layout, 
 }  // namespace
 
 void checkPeftExport(const plan::Plan& plan) {
-  peftModules(plan, expertLayoutOf(architectureOf(exportableConfig(plan))));
+  peftModules(plan, expertLayoutOf(architectureOf(exportableConfig(plan, "--export-peft"))));
 }
 
 void exportPeft(const plan::Plan& plan, const HostStore& store, const std::string& dir,
                 const std::map<std::string, std::string>& metadata) {
-  const ExpertLayout layout = expertLayoutOf(architectureOf(exportableConfig(plan)));
+  const ExpertLayout layout = expertLayoutOf(architectureOf(exportableConfig(plan, "--export-peft")));
   const std::vector<PeftModule> modules = peftModules(plan, layout);
   std::vector<SafetensorsTensor> tensors;
   for (const PeftModule& m : modules)
@@ -450,7 +461,7 @@ void checkHuggingFaceExportFolder(const std::string& dir, bool peft) {
   const std::string parent = fs::path(target).parent_path().empty() ? "." : fs::path(target).parent_path().string();
   const std::string name = fs::path(target).filename().string();
   const int removed = removeStaleTemporaries(parent, [&](const std::string& stem) { return stem == name; });
-  if (removed) std::printf("removed %d unfinished --export-hf folder(s) beside %s\n", removed, target.c_str());
+  if (removed) std::printf("removed %d unfinished %s folder(s) beside %s\n", removed, flag.c_str(), target.c_str());
   AtomicFolderWriter probe(target);  // the parent is writable: the staging folder can be made (and goes again)
 }
 

@@ -105,6 +105,19 @@ std::unique_ptr<FileLock> lockExport(const std::string& path, const char* flag) 
   }
 }
 
+// --export-hf's folder (--export-peft's: `peft`) locked and checked before the run starts.
+std::unique_ptr<FileLock> lockExportFolder(const std::string& dir, bool peft) {
+  const std::string flag = peft ? "--export-peft" : "--export-hf";
+  std::unique_ptr<FileLock> lock = lockExport(dir, flag.c_str());
+  try {
+    checkHuggingFaceExportFolder(dir, peft);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    throw Error(what.rfind(flag, 0) == 0 ? what : flag + ": " + what + " (checked before the run starts)");
+  }
+  return lock;
+}
+
 }  // namespace
 
 RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
@@ -122,22 +135,11 @@ RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
   }
   if (!config.export_hf_dir.empty()) {
     checkHuggingFaceExport(plan);
-    outputs.export_hf_lock = lockExport(config.export_hf_dir, "--export-hf");
-    try {
-      checkHuggingFaceExportFolder(config.export_hf_dir);
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      throw Error(what.rfind("--export-hf", 0) == 0 ? what : "--export-hf: " + what + " (checked before the run starts)");
-    }
+    outputs.export_hf_lock = lockExportFolder(config.export_hf_dir, false);
   }
   if (!config.export_peft_dir.empty()) {
     checkPeftExport(plan);
-    outputs.export_peft_lock = lockExport(config.export_peft_dir, "--export-peft");
-    try {
-      checkHuggingFaceExportFolder(config.export_peft_dir, /*peft=*/true);
-    } catch (const Error& e) {
-      throw Error(std::string(e.what()) + " (checked before the run starts)");
-    }
+    outputs.export_peft_lock = lockExportFolder(config.export_peft_dir, true);
   }
   const std::string& dir = checkpointFolder(config);
   if (!dir.empty() && config.writes_checkpoints) {
@@ -224,7 +226,7 @@ CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& p
   return resumed;
 }
 
-// --export and --export-hf of the weights in `store` after `steps_done`, with the run's provenance.
+// --export, --export-hf and --export-peft of the weights in `store` after `steps_done`, with the run's provenance.
 void exportStore(const TrainConfig& config, const plan::Plan& plan, const HostStore& store,
                  const std::map<std::string, std::string>& provenance, int64_t steps_done) {
   std::map<std::string, std::string> metadata = provenance;

@@ -73,7 +73,7 @@ std::string loadParamsFrom(const plan::Plan& plan, const std::string& path, Host
 CheckpointState loadStartingState(const TrainConfig& config, const plan::Plan& plan, const TokenFile& data,
                                   const std::string& path, HostStore& store);
 
-// --export and --export-hf (--export-dtype) of the weights in `store` after `steps_done`, with
+// --export, --export-hf (--export-dtype) and --export-peft of the weights in `store` after `steps_done`, with
 // `provenance` in their metadata; says where.
 void exportStore(const TrainConfig& config, const plan::Plan& plan, const HostStore& store,
                  const std::map<std::string, std::string>& provenance, int64_t steps_done);

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <iterator>
 
 #include "runtime/data/example_packing.h"
 #include "runtime/data/token_data.h"
@@ -21,6 +23,19 @@
 #include "runtime/training/checkpoint.h"
 
 namespace mt {
+namespace {
+
+// Whether two folder paths, both given, name the same folder as written ("out/" and "./out").
+bool sameFolderName(const std::string& a, const std::string& b) {
+  auto normal = [](const std::string& path) {
+    std::string s = std::filesystem::path(path).lexically_normal().string();
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    return s;
+  };
+  return !a.empty() && !b.empty() && normal(a) == normal(b);
+}
+
+}  // namespace
 
 void validateConfig(const TrainConfig& c) {
   auto require = [](bool ok, const std::string& what) {
@@ -37,6 +52,14 @@ void validateConfig(const TrainConfig& c) {
   require(!c.export_only || c.reference_weights.empty(),
           "--reference-weights names the reference model of a preference run; --export-only trains nothing: drop it");
   require(!c.eval_only || !c.export_only, "--eval-only scores weights and --export-only writes them: give one");
+  // Each folder is written whole, replacing what was there: two outputs cannot share one.
+  const std::pair<const std::string*, const char*> folders[] = {
+      {&c.checkpoint_dir, "--checkpoint-dir"}, {&c.export_hf_dir, "--export-hf"}, {&c.export_peft_dir, "--export-peft"}};
+  for (size_t i = 0; i < std::size(folders); ++i)
+    for (size_t j = i + 1; j < std::size(folders); ++j)
+      require(!sameFolderName(*folders[i].first, *folders[j].first),
+              std::string(folders[i].second) + " and " + folders[j].second + " name the same folder (" +
+                  *folders[i].first + "): each output replaces its folder whole, so give each its own");
   require(!c.eval_only || (c.export_path.empty() && c.export_hf_dir.empty() && c.export_peft_dir.empty() &&
                            c.checkpoint_dir.empty() &&
                            !c.keep_best && c.grads_path.empty() && c.trace_path.empty() && c.report_path.empty()),

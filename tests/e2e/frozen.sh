@@ -136,15 +136,23 @@ train lora.bf16.plan lora.bf16 lw0.safetensors --lr 1e-2
 check "lora bf16: it learns" "awk 'NR == 1 { first = \$1 } END { exit !(\$1 < first) }' lora.bf16.loss"
 check_resume lora.plan lw0.safetensors
 if command -v mpirun >/dev/null; then
-  train lora.plan lora.accumulate lw0.safetensors --accumulate 2
+  rm -rf peft.accumulate peft.ranks
+  train lora.plan lora.accumulate lw0.safetensors --accumulate 2 --export-peft peft.accumulate
   mpirun -np 2 --bind-to none "$bin/mtrun" lora.plan --data corpus.tok --weights lw0.safetensors --steps 10 \
-    --export lora.ranks.safetensors --print-every 100 >/dev/null
+    --export lora.ranks.safetensors --export-peft peft.ranks --print-every 100 >/dev/null
   check "lora, 2 ranks: the weights of --accumulate 2" "same_tensors lora.accumulate.safetensors lora.ranks.safetensors"
+  check "lora, 2 ranks: --accumulate 2's adapter folder" \
+    "same_tensors peft.accumulate/adapter_model.safetensors peft.ranks/adapter_model.safetensors && cmp -s peft.accumulate/adapter_config.json peft.ranks/adapter_config.json"
 fi
+# --export-peft refusals, before any step: a plan that trains more than its adapters; a folder
+# --checkpoint-dir names too.
 "$bin/mtc" "${shape[@]}" "${lora[@]}" --trainable '^norm' -o lora.norm.plan --no-weights >/dev/null
 "$bin/mtrun" lora.norm.plan --data corpus.tok --steps 1 --export-peft peft.out > peft.refused 2>&1
-check "--export-peft of a plan that trains more than its adapters: refused before the run" \
-  "grep -q \"also trains 'norm.weight'\" peft.refused && [ ! -e peft.out ]"
+check "--export-peft of a plan that trains more than its adapters: refused before the run (exit $?)" \
+  "[ $? -ne 0 ] && grep -q \"also trains 'norm.weight'\" peft.refused && ! grep -q 'done:' peft.refused && [ ! -e peft.out ]"
+"$bin/mtrun" lora.plan --data corpus.tok --steps 1 --checkpoint-dir shared --export-peft shared/ > peft.shared 2>&1
+check "--export-peft and --checkpoint-dir in one folder: refused" \
+  "grep -q 'name the same folder' peft.shared && [ ! -e shared ]"
 # From weights without adapters (the model's own export): they start seeded, B zeros.
 "$bin/mtrun" lora.plan --data corpus.tok --weights w0.safetensors --steps 2 --print-every 100 > lora.base.out 2>&1
 check "lora from weights without adapters: it says so and trains" \

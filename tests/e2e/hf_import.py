@@ -887,6 +887,15 @@ def check_lora_merge(bin_dir, work, data, failures):
     if wrong:
         failures.append(f"--export-peft: adapter_config.json has {wrong}, want {expected}")
     print(f"--export-peft: {len(adapters)} tensors under PEFT's keys, target_modules {config.get('target_modules')}")
+    # Layer 0's q_proj alone: target_modules the exact module, a regular expression PEFT matches whole.
+    part_plan, part = os.path.join(work, name + ".part.plan"), os.path.join(work, name + ".part-peft")
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", part_plan,
+             "--lora", "2", "--lora-targets", r"layers\.0\.self_attn\.q_proj"])
+    ref.run([f"{bin_dir}/mtrun", part_plan, "--data", data, "--steps", "1", "--export-peft", part])
+    with open(os.path.join(part, "adapter_config.json")) as f:
+        targets = json.load(f)["target_modules"]
+    if targets != r"model\.layers\.0\.self_attn\.q_proj":
+        failures.append(f"--export-peft of layer 0's q_proj alone: target_modules {targets!r}")
 
 
 def main():
