@@ -353,8 +353,7 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
 void printLora(const CompileOptions& o, ModuleOp module, const PlanStats& stats, bool hf_form) {
   int64_t adapted = 0;
   func::FuncOp func = getModelFunction(module);
-  for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (auto param = func.getArgAttrOfType<DictionaryAttr>(i, kParamAttr); param && param.get(kParamLoraKey)) ++adapted;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) adapted += isLoraTarget(func, i);
   std::printf("  lora           rank %lld, alpha %g (the update x %g) on %lld weights: %s trained beside %s frozen%s\n",
               static_cast<long long>(o.lora_rank), o.lora_alpha, o.lora_alpha / static_cast<double>(o.lora_rank),
               static_cast<long long>(adapted), formatParamCount(stats.num_params - stats.frozen_params).c_str(),

@@ -51,10 +51,8 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
       return signalPassFailure();
     }
     SmallVector<BlockArgument> targets;
-    for (BlockArgument arg : func.getArguments()) {
-      auto param = func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kParamAttr);
-      if (param && param.get(kParamLoraKey)) targets.push_back(arg);
-    }
+    for (BlockArgument arg : func.getArguments())
+      if (isLoraTarget(func, arg.getArgNumber())) targets.push_back(arg);
     for (BlockArgument weight : targets)
       if (failed(adapt(func, weight))) return signalPassFailure();
   }

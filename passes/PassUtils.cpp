@@ -276,10 +276,16 @@ StringRef paramName(func::FuncOp func, unsigned index) {
   return name ? name.getValue() : "";
 }
 
-bool isFrozenParam(func::FuncOp func, unsigned index) {
+namespace {
+bool paramHasKey(func::FuncOp func, unsigned index, StringRef key) {
   auto param = func.getArgAttrOfType<DictionaryAttr>(index, kParamAttr);
-  return param && param.get(kParamFrozenKey);
+  return param && param.get(key);
 }
+}  // namespace
+
+bool isFrozenParam(func::FuncOp func, unsigned index) { return paramHasKey(func, index, kParamFrozenKey); }
+
+bool isLoraTarget(func::FuncOp func, unsigned index) { return paramHasKey(func, index, kParamLoraKey); }
 
 bool isRowPiece(func::FuncOp func, unsigned index) {
   auto param = func.getArgAttrOfType<DictionaryAttr>(index, kParamAttr);

@@ -114,5 +114,7 @@ llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);
 // Whether argument `index` is a parameter kept out of training (mt.param's "frozen": mtc --frozen,
 // --trainable): read like any other, but it takes no gradient and no update.
 bool isFrozenParam(mlir::func::FuncOp func, unsigned index);
+// Whether argument `index` is a weight marked for LoRA adapters (mt.param's "lora": mtc --lora).
+bool isLoraTarget(mlir::func::FuncOp func, unsigned index);
 
 }  // namespace mt

@@ -127,10 +127,9 @@ FailureOr<HeadMatch> matchHead(func::FuncOp func) {
   // A head with LoRA adapters (mt-lora) adds their product to its own: no chunk has it whole.
   if (auto sum = m.loss ? m.loss->getOperand(0).getDefiningOp<AddOp>() : nullptr)
     if (auto product = sum->getOperand(0).getDefiningOp<MatmulOp>())
-      if (auto w = dyn_cast<BlockArgument>(product.getRhs()))
-        if (auto param = func.getArgAttrOfType<DictionaryAttr>(w.getArgNumber(), kParamAttr); param && param.get(kParamLoraKey))
-          return func.emitError("the vocabulary split cannot take an LM head with LoRA adapters ('")
-                 << paramName(func, w.getArgNumber()) << "'): leave it out of --lora-targets";
+      if (auto w = dyn_cast<BlockArgument>(product.getRhs()); w && isLoraTarget(func, w.getArgNumber()))
+        return func.emitError("the vocabulary split cannot take an LM head with LoRA adapters ('")
+               << paramName(func, w.getArgNumber()) << "'): leave it out of --lora-targets";
   m.weight = m.head ? dyn_cast<BlockArgument>(m.head.getRhs()) : nullptr;
   if (!m.weight || !m.head.getTransposeB() || m.head.getTransposeA() ||
       paramName(func, m.weight.getArgNumber()).empty() || cast<RankedTensorType>(m.weight.getType()).getRank() != 2)

@@ -161,6 +161,13 @@ const SafetensorsEntry& SafetensorsFile::f32Header(const std::string& name, cons
   return it->second;
 }
 
+const float* f32Values(const SafetensorsTensor& t, std::vector<float>& staged) {
+  if (t.data) return static_cast<const float*>(t.data);
+  staged.resize(static_cast<size_t>(std::max<int64_t>(t.bytes / 4, 1)));
+  t.produce(staged.data());
+  return staged.data();
+}
+
 std::string shapeText(const std::vector<int64_t>& shape) {
   std::string text;
   for (auto d : shape) text += (text.empty() ? "" : ",") + std::to_string(d);

@@ -68,6 +68,10 @@ struct SafetensorsTensor {
   std::function<void(void*)> produce = nullptr;
 };
 
+// An F32 tensor's values: its `data`, or what its producer writes into `staged` (resized to fit;
+// the pointer lasts until `staged` is next changed).
+const float* f32Values(const SafetensorsTensor& t, std::vector<float>& staged);
+
 // "256,64": a shape as the readers' messages print it.
 std::string shapeText(const std::vector<int64_t>& shape);
 

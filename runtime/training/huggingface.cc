@@ -249,23 +249,16 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& pla
     const int64_t total = n * static_cast<int64_t>(parts.size());
     SafetensorsTensor out{name, width == 2 ? "BF16" : "F32", theirs, nullptr, total * width};
     out.produce = [&parts, transposed, rows, cols, n, total, width](void* buffer) {
-      // Each part's f32 values: the store's own, or staged where it produces them.
-      std::vector<float> staged;
-      auto valuesOf = [&](const SafetensorsTensor& f32) {
-        if (f32.data) return static_cast<const float*>(f32.data);
-        staged.resize(static_cast<size_t>(std::max<int64_t>(n, 1)));
-        f32.produce(staged.data());
-        return static_cast<const float*>(staged.data());
-      };
+      std::vector<float> staged;  // a part's values where it produces them (one part at a time)
       // The tensor in Hugging Face's layout: a whole parameter as it is; else its parts placed.
       const float* values;
       std::vector<float> assembled;
       if (parts.size() == 1 && !transposed) {
-        values = valuesOf(parts[0].second);
+        values = f32Values(parts[0].second, staged);
       } else {
         assembled.resize(static_cast<size_t>(total));
         for (size_t p = 0; p < parts.size(); ++p) {
-          const float* part = valuesOf(parts[p].second);
+          const float* part = f32Values(parts[p].second, staged);
           if (!transposed) {  // a bias's slice of the fused one
             std::memcpy(assembled.data() + p * n, part, 4 * static_cast<size_t>(n));
             continue;

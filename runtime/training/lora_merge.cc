@@ -11,16 +11,6 @@ namespace {
 
 constexpr char kA[] = ".lora_A.weight", kB[] = ".lora_B.weight";
 
-// A saved tensor's fp32 values (its data, or what its producer writes).
-std::vector<float> valuesOf(const SafetensorsTensor& t) {
-  std::vector<float> values(static_cast<size_t>(t.bytes / 4));
-  if (t.data)
-    std::memcpy(values.data(), t.data, static_cast<size_t>(t.bytes));
-  else
-    t.produce(values.data());
-  return values;
-}
-
 }  // namespace
 
 std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan) {
@@ -60,9 +50,11 @@ SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, c
   const int64_t r = shape[0], in = shape[1];
   out.data = nullptr;
   out.produce = [&store, adapter, alpha, base, r, in](void* buffer) {
-    const std::vector<float> w = valuesOf(base), a = valuesOf(store.savedTensor(adapter.a)),
-                             b = valuesOf(store.savedTensor(adapter.b));
-    const int64_t out_rows = static_cast<int64_t>(w.size()) / in;
+    std::vector<float> staged_w, staged_a, staged_b;  // where a tensor is produced, not held
+    const float* w = f32Values(base, staged_w);
+    const float* a = f32Values(store.savedTensor(adapter.a), staged_a);
+    const float* b = f32Values(store.savedTensor(adapter.b), staged_b);
+    const int64_t out_rows = base.bytes / 4 / in;
     const double scale = alpha / static_cast<double>(r);
     float* merged = static_cast<float*>(buffer);
     // Row by row, A's rows streamed in order (out x r x in multiply-adds: a large model's whole
@@ -72,7 +64,7 @@ SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, c
       std::vector<double> row(static_cast<size_t>(in), 0.0);
       for (int64_t k = 0; k < r; ++k) {
         const double bk = b[o * r + k];
-        const float* ak = a.data() + k * in;
+        const float* ak = a + k * in;
         for (int64_t i = 0; i < in; ++i) row[i] += bk * double(ak[i]);
       }
       for (int64_t i = 0; i < in; ++i) merged[o * in + i] = static_cast<float>(double(w[o * in + i]) + scale * row[i]);
