@@ -10,7 +10,7 @@
 # costs fewer host bytes; a checkpoint resumes bit for bit; 2 MPI ranks train as one process
 # with --accumulate 2; a bf16 plan leaves the frozen weights as they were. A pattern that
 # matches nothing, one that leaves nothing to train, and --frozen with --forward-only are refused.
-# LoRA (mtc --lora; torch_parity's llama-tiny-lora checks the numbers, hf_import the merged
+# LoRA (mtc --lora; torch_parity's llama-tiny-lora checks the numbers, hf_peft the merged
 # export): resident and streamed-recompute under a budget agree bit for bit, and so does the
 # vocabulary split resident and streamed; only the adapters move; a checkpoint resumes bit for
 # bit; 2 ranks train as --accumulate 2; --export-peft refuses a plan that trains more than its
