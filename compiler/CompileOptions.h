@@ -101,6 +101,8 @@ struct CompileOptions {
   // target_modules); every other parameter frozen but those `trainable` finds.
   int64_t lora_rank = 0;
   double lora_alpha = 8.0;
+  bool lora_rslora = false;   // the scale alpha / sqrt(rank) instead (PEFT's use_rslora)
+  double lora_dropout = 0.0;  // dropout on each adapter's input (PEFT's lora_dropout)
   std::regex lora_targets{kDefaultLoraTargets, std::regex::ECMAScript};
   // Not a flag: a Hugging Face folder's tensor name for each parameter's plan name, which the
   // two patterns match too (filled when the folder is read).

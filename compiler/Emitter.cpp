@@ -326,6 +326,8 @@ LogicalResult Emitter::run() {
   model->set_hf_source(options_.hf_source);
   model->set_active_params(options_.active_params);
   model->set_lora_alpha(static_cast<float>(options_.lora_alpha));
+  model->set_lora_rslora(options_.lora_rslora);
+  model->set_lora_dropout(options_.lora_dropout);
   return success();
 }
 

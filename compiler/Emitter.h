@@ -20,6 +20,8 @@ struct EmitOptions {
   std::string hf_source;  // ModelInfo.hf_source: the folder it was imported from (absolute), or ""
   int64_t active_params = 0;  // ModelInfo.active_params: a mixture of experts' active parameters, else 0
   double lora_alpha = 0;      // ModelInfo.lora_alpha: mtc --lora-alpha where --lora, else 0
+  bool lora_rslora = false;   // ModelInfo.lora_rslora: mtc --lora-rslora
+  double lora_dropout = 0;    // ModelInfo.lora_dropout: mtc --lora-dropout
 };
 
 // Per-step totals the summary reports.

@@ -285,7 +285,7 @@ int compile(const CompileOptions& requested) {
                                              : m.hf->config_json;
   if (m.hf) emit.hf_source = withoutTrailingSlashes(std::filesystem::absolute(o.model).lexically_normal().string());
   if (m.config.experts) emit.active_params = m.config.numActiveParams();
-  if (o.lora_rank) emit.lora_alpha = o.lora_alpha;
+  if (o.lora_rank) emit.lora_alpha = o.lora_alpha, emit.lora_rslora = o.lora_rslora, emit.lora_dropout = o.lora_dropout;
   plan::Plan plan;
   PlanStats stats;
   if (failed(emitPlan(*m.module, emit, plan, stats))) {

@@ -96,6 +96,8 @@ std::string selectTrainable(ModuleOp module, const CompileOptions& o) {
   LoraPassOptions options;
   options.rank = o.lora_rank;
   options.alpha = o.lora_alpha;
+  options.rslora = o.lora_rslora;
+  options.dropout = o.lora_dropout;
   pm.addPass(createLoraPass(options));
   if (failed(pm.run(module))) return "the adapters could not be added (see the diagnostics above)";
   return "";

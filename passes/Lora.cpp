@@ -11,9 +11,12 @@
 // the model. The new ops take the product's location (its layer block). Which parameters train
 // is the driver's (compiler/TrainableParams.h: with LoRA the rest is frozen); this pass only
 // adds the adapters. A target read otherwise than as such a product's weight is an error.
+// Options as PEFT's: rslora scales by alpha / sqrt(rank); dropout p > 0 puts mt.dropout on x
+// before A, one site per product, numbered in the function's order after its existing sites.
 #include <cmath>
 
 #include "mlir/IR/Builders.h"
+#include "runtime/plan/plan_queries.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
 
@@ -40,6 +43,11 @@ Value addParam(func::FuncOp func, RankedTensorType type, ArrayRef<NamedAttribute
   return func.getArgument(index);
 }
 
+// A target's adapters: A (rank, in) and B (out, rank).
+struct Adapters {
+  Value a, b;
+};
+
 struct LoraPass : impl::LoraPassBase<LoraPass> {
   using LoraPassBase::LoraPassBase;
 
@@ -50,30 +58,50 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
       func.emitError("mt-lora needs a positive rank and alpha, not ") << rank << " and " << alpha;
       return signalPassFailure();
     }
+    if (!(dropout >= 0.0 && dropout < 1.0)) {
+      func.emitError("mt-lora's dropout is a probability in [0, 1), not ") << dropout;
+      return signalPassFailure();
+    }
     SmallVector<BlockArgument> targets;
     for (BlockArgument arg : func.getArguments())
       if (isLoraTarget(func, arg.getArgNumber())) targets.push_back(arg);
-    for (BlockArgument weight : targets)
-      if (failed(adapt(func, weight))) return signalPassFailure();
+    DenseMap<Value, Adapters> adapters;
+    for (BlockArgument weight : targets) {
+      if (failed(checkProducts(func, weight))) return signalPassFailure();
+      adapters[weight] = addAdapters(func, weight);
+    }
+    // The products in the function's order (each dropout's site follows it).
+    SmallVector<MatmulOp> products;
+    func.walk([&](MatmulOp product) {
+      if (adapters.count(product.getRhs())) products.push_back(product);
+    });
+    int64_t site = firstFreeDropoutSite(func);
+    const float scale = static_cast<float>(loraScale(alpha, rank, rslora));
+    for (MatmulOp product : products) adapt(product, adapters[product.getRhs()], scale, site);
   }
 
-  // Adds the adapters of `weight` to each of its products.
-  LogicalResult adapt(func::FuncOp func, BlockArgument weight) {
+  // Each read of `weight` must be a product x W^T, and there must be one.
+  static LogicalResult checkProducts(func::FuncOp func, BlockArgument weight) {
     const StringRef name = paramName(func, weight.getArgNumber());
     auto type = cast<RankedTensorType>(weight.getType());
-    SmallVector<MatmulOp> products;
     for (Operation* user : weight.getUsers()) {
       auto product = dyn_cast<MatmulOp>(user);
       if (!product || product.getRhs() != weight || !product.getTransposeB() || product.getTransposeA() ||
           type.getRank() != 2)
         return user->emitError("a LoRA target must be a (out, in) weight read only as x W^T (mt.matmul {transpose_b}); '")
                << name << "' is read here otherwise";
-      products.push_back(product);
     }
-    if (products.empty()) return func.emitError("the LoRA target '") << name << "' is not read";
+    if (weight.use_empty()) return func.emitError("the LoRA target '") << name << "' is not read";
+    return success();
+  }
+
+  // New parameters A and B of `weight`, initialised as PEFT initialises them.
+  Adapters addAdapters(func::FuncOp func, BlockArgument weight) {
+    const StringRef name = paramName(func, weight.getArgNumber());
+    auto type = cast<RankedTensorType>(weight.getType());
     Builder b(func.getContext());
     const int64_t out = type.getDimSize(0), in = type.getDimSize(1);
-    const Location loc = products.front().getLoc();
+    const Location loc = (*weight.getUsers().begin())->getLoc();
     Value a = addParam(func, RankedTensorType::get({rank, in}, type.getElementType()),
                        {b.getNamedAttr("name", b.getStringAttr(adapterName(name, "lora_A"))),
                         b.getNamedAttr("init", b.getStringAttr("uniform")),
@@ -83,17 +111,29 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
                         {b.getNamedAttr("name", b.getStringAttr(adapterName(name, "lora_B"))),
                          b.getNamedAttr("init", b.getStringAttr("zeros"))},
                         loc);
-    // Scaled after B, as PEFT computes lora_B(lora_A(x)) * scaling: a twin follows it op for op.
-    const float scale = static_cast<float>(alpha / static_cast<double>(rank));
-    for (MatmulOp product : products) {
-      OpBuilder at(product->getBlock(), std::next(Block::iterator(product)));
-      Value down = at.create<MatmulOp>(product.getLoc(), product.getLhs(), a, false, true);
-      Value up = at.create<MatmulOp>(product.getLoc(), down, bw, false, true);
-      Value scaled = at.create<ScaleOp>(product.getLoc(), up, at.getF32FloatAttr(scale));
-      auto sum = at.create<AddOp>(product.getLoc(), product.getResult(), scaled);
-      product.getResult().replaceAllUsesExcept(sum.getResult(), sum);
-    }
-    return success();
+    return {a, bw};
+  }
+
+  // The site after the function's existing mt.dropout sites (0 where it has none).
+  static int64_t firstFreeDropoutSite(func::FuncOp func) {
+    int64_t next = 0;
+    func.walk([&](DropoutOp op) { next = std::max(next, static_cast<int64_t>(op.getSite()) + 1); });
+    return next;
+  }
+
+  // `product` + scale * (dropout(x) A^T) B^T; `site` is the next dropout's and advances.
+  void adapt(MatmulOp product, Adapters adapters, float scale, int64_t& site) {
+    OpBuilder at(product->getBlock(), std::next(Block::iterator(product)));
+    const Location loc = product.getLoc();
+    Value x = product.getLhs();
+    if (dropout > 0.0)
+      x = at.create<DropoutOp>(loc, x, at.getI64IntegerAttr(site++), at.getF32FloatAttr(static_cast<float>(dropout)));
+    // Scaled after B, as PEFT computes lora_B(lora_A(dropout(x))) * scaling: a twin follows it op for op.
+    Value down = at.create<MatmulOp>(loc, x, adapters.a, false, true);
+    Value up = at.create<MatmulOp>(loc, down, adapters.b, false, true);
+    Value scaled = at.create<ScaleOp>(loc, up, at.getF32FloatAttr(scale));
+    auto sum = at.create<AddOp>(loc, product.getResult(), scaled);
+    product.getResult().replaceAllUsesExcept(sum.getResult(), sum);
   }
 };
 

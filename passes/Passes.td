@@ -35,6 +35,11 @@ def LoraPass : Pass<"mt-lora", "mlir::ModuleOp"> {
     location (its layer block). Which parameters train is not this pass's: the driver freezes
     the rest (`mt.param`'s `frozen`). A target read otherwise is an error.
 
+    With `rslora` the factor is alpha / sqrt(rank). With `dropout` p > 0, A reads
+    `mt.dropout(x)` (PEFT's lora_dropout): each product its own site, numbered in the order the
+    products appear after the function's existing sites, so a twin that draws one mask per
+    adapted call of its forward draws the same masks.
+
     ```mlir
     %y = mt.matmul %x, %w {transpose_b = true} : tensor<2x3x4xf32>, tensor<5x4xf32>
     // with rank 2, alpha 4:
@@ -49,6 +54,10 @@ def LoraPass : Pass<"mt-lora", "mlir::ModuleOp"> {
     Option<"rank", "rank", "int64_t", /*default=*/"8", "the adapters' rank r (PEFT's r)">,
     Option<"alpha", "alpha", "double", /*default=*/"8.0",
            "the update's scale is alpha / r (PEFT's lora_alpha)">,
+    Option<"rslora", "rslora", "bool", /*default=*/"false",
+           "rank-stabilised LoRA: the scale is alpha / sqrt(r) (PEFT's use_rslora)">,
+    Option<"dropout", "dropout", "double", /*default=*/"0.0",
+           "the probability of dropping each element of x before A (PEFT's lora_dropout); 0: none">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

@@ -118,6 +118,16 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
       ->needs(lora)
       ->check(CLI::Range(1e-6, 1e6))
       ->capture_default_str();
+  app.add_flag("--lora-rslora", o.lora_rslora,
+               "with --lora: rank-stabilised LoRA, the scale alpha / sqrt(r) instead of alpha / r (PEFT's use_rslora)")
+      ->needs(lora);
+  app.add_option("--lora-dropout", o.lora_dropout,
+                 "with --lora: drop each element of an adapter's input with this probability before A, the rest "
+                 "scaled by 1/(1-p) (PEFT's lora_dropout, e.g. 0.05); a mask per adapted product, redrawn each step, "
+                 "none in validation")
+      ->needs(lora)
+      ->check(CLI::Range(0.0, 0.95))
+      ->capture_default_str();
   app.add_option("--lora-targets", f.lora_targets,
                  "with --lora: the weights to adapt, a regular expression searched as --frozen's; what it finds "
                  "that is not a 2-D weight (a norm, a bias) is left (the default: attention's query and value "

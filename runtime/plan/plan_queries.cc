@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -151,6 +152,10 @@ int64_t masterBytes(const plan::Plan& plan) {
 
 bool isLoraAdapter(const std::string& name) {
   return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight");
+}
+
+double loraScale(double alpha, int64_t rank, bool rslora) {
+  return alpha / (rslora ? std::sqrt(static_cast<double>(rank)) : static_cast<double>(rank));
 }
 
 double modelFlopsPerToken(double params, double active, double frozen) {

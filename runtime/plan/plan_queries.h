@@ -76,6 +76,9 @@ int64_t unsplitHostBytes(const plan::Plan& plan, const std::function<bool(const 
 // Whether parameter `name` is a LoRA adapter (mtc --lora): "X.lora_A.weight" or "X.lora_B.weight",
 // as mt-lora and PEFT name them.
 bool isLoraAdapter(const std::string& name);
+// The scale of a rank-`rank` adapter's update B A: alpha / rank, or alpha / sqrt(rank) with
+// rank-stabilised LoRA (PEFT's use_rslora). What mt-lora computes with and an export merges in.
+double loraScale(double alpha, int64_t rank, bool rslora);
 
 // Model FLOPs per token as MegaTrain reports them: 6 x the parameters (a mixture of experts: its
 // `active` ones, where nonzero). With `frozen` of them frozen (mtc --frozen, --trainable), a

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -224,7 +223,7 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& pla
     if (isLoraAdapter(plan.host_tensors(p).name())) continue;
     auto adapter = adapted.find(p);
     SafetensorsTensor f32 = adapter == adapted.end() ? store.savedTensor(p)
-                                                     : mergedWeight(plan, store, adapter->second, plan.model().lora_alpha());
+                                                     : mergedWeight(plan, store, adapter->second);
     HuggingFacePlace place = huggingFacePlace(f32.name, "transformer.", layout);
     if (!members.count(place.name)) order.push_back(place.name);
     members[place.name].emplace_back(std::move(place), std::move(f32));
@@ -325,115 +324,10 @@ void carryFiles(const plan::Plan& plan, const std::string& dir, HuggingFaceExpor
   }
 }
 
-// A weight's module in the Hugging Face model: its tensor's name without ".weight" ("" if none).
-std::string moduleOf(const std::string& tensor) {
-  return tensor.ends_with(".weight") ? tensor.substr(0, tensor.size() - std::strlen(".weight")) : "";
-}
-
-// Each adapted weight's module in the Hugging Face model, with the adapters; checks what
-// checkPeftExport promises.
-struct PeftModule {
-  std::string module;
-  LoraAdapter adapter;
-};
-std::vector<PeftModule> peftModules(const plan::Plan& plan, ExpertLayout layout) {
-  const std::vector<LoraAdapter> adapters = loraAdapters(plan);
-  if (adapters.empty())
-    throw Error("--export-peft: the plan has no LoRA adapters (compile it with mtc --lora); --export-hf writes a "
-                "whole model");
-  if (hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam))
-    throw Error("--export-peft: a reward model's adapters need its score head, which the base model lacks: use "
-                "--export-hf, which writes the whole model");
-  for (const auto& t : plan.host_tensors())
-    if (t.role() == plan::ROLE_PARAM && !t.frozen() && !isLoraAdapter(t.name()))
-      throw Error("--export-peft writes the adapters alone, but the plan also trains '" + t.name() +
-                  "' (--trainable, or a reward model's score head): use --export-hf, which writes the whole model");
-  std::vector<PeftModule> modules;
-  for (const LoraAdapter& adapter : adapters) {
-    const std::string& weight = plan.host_tensors(adapter.weight).name();
-    const HuggingFacePlace place = huggingFacePlace(weight, "transformer.", layout);
-    // PEFT adapts nn.Linear modules here: not GPT-2's Conv1D (stored transposed; its c_attn q, k
-    // and v in one), nor gpt-oss's router (a module of its own kind in transformers).
-    const char* why = place.parts != 1 || place.transposed ? "GPT-2's Conv1D layers, c_attn holding q, k and v in one"
-                       : layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
-                           ? "gpt-oss's router, not a linear layer in transformers"
-                       : moduleOf(place.name).empty() ? "no module of its own"
-                                                      : nullptr;
-    if (why)
-      throw Error("--export-peft: the adapted '" + weight + "' has no PEFT form (" + why +
-                  "): use --export-hf, which merges the adapters into the weights");
-    modules.push_back({moduleOf(place.name), adapter});
-  }
-  return modules;
-}
-
-// PEFT's target_modules: the leaf names ("q_proj") where the adapted modules are every module of
-// those names, else a regular expression PEFT matches in full against exactly the adapted ones.
-nlohmann::ordered_json peftTargets(const plan::Plan& plan, ExpertLayout layout, const std::vector<PeftModule>& adapted) {
-  auto leafOf = [](const std::string& module) { return module.substr(module.rfind('.') + 1); };
-  std::map<std::string, std::set<std::string>> all, chosen;  // by leaf
-  for (const auto& t : plan.host_tensors()) {
-    if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
-    const std::string module = moduleOf(huggingFacePlace(t.name(), "transformer.", layout).name);
-    if (!module.empty()) all[leafOf(module)].insert(module);
-  }
-  for (const PeftModule& m : adapted) chosen[leafOf(m.module)].insert(m.module);
-  bool whole = true;
-  for (const auto& [leaf, modules] : chosen) whole &= all[leaf] == modules;
-  if (whole) {
-    nlohmann::ordered_json leaves = nlohmann::ordered_json::array();
-    for (const auto& [leaf, modules] : chosen) leaves.push_back(leaf);
-    return leaves;
-  }
-  std::string pattern;
-  for (const PeftModule& m : adapted) {
-    std::string escaped;
-    for (char c : m.module) escaped += c == '.' ? std::string("\\.") : std::string(1, c);
-    pattern += (pattern.empty() ? "" : "|") + escaped;
-  }
-  return pattern;
-}
-
 }  // namespace
 
-void checkPeftExport(const plan::Plan& plan) {
-  peftModules(plan, expertLayoutOf(architectureOf(exportableConfig(plan, "--export-peft"))));
-}
-
-void exportPeft(const plan::Plan& plan, const HostStore& store, const std::string& dir,
-                const std::map<std::string, std::string>& metadata) {
-  const ExpertLayout layout = expertLayoutOf(architectureOf(exportableConfig(plan, "--export-peft")));
-  const std::vector<PeftModule> modules = peftModules(plan, layout);
-  std::vector<SafetensorsTensor> tensors;
-  for (const PeftModule& m : modules)
-    for (auto [index, which] : {std::pair{m.adapter.a, "lora_A"}, {m.adapter.b, "lora_B"}}) {
-      SafetensorsTensor t = store.savedTensor(index);
-      t.name = "base_model.model." + m.module + "." + which + ".weight";
-      tensors.push_back(std::move(t));
-    }
-  nlohmann::ordered_json config;
-  config["peft_type"] = "LORA";
-  config["task_type"] = "CAUSAL_LM";
-  config["base_model_name_or_path"] = plan.model().hf_source().empty() ? nlohmann::ordered_json()
-                                                                         : nlohmann::ordered_json(plan.model().hf_source());
-  config["r"] = plan.host_tensors(modules.front().adapter.a).shape(0);
-  config["lora_alpha"] = plan.model().lora_alpha();
-  config["lora_dropout"] = 0.0;
-  config["bias"] = "none";
-  config["fan_in_fan_out"] = false;
-  config["init_lora_weights"] = true;
-  config["inference_mode"] = true;
-  config["modules_to_save"] = nullptr;
-  config["target_modules"] = peftTargets(plan, layout, modules);
-  config["use_rslora"] = false;
-  config["use_dora"] = false;
-  checkHuggingFaceExportFolder(dir, /*peft=*/true);
-  AtomicFolderWriter folder(dir);
-  std::map<std::string, std::string> meta = metadata;
-  meta["format"] = "pt";
-  writeSafetensors(folder.staging() + "/" + kPeftWeightsFile, tensors, meta);
-  writeFileAtomically(folder.staging() + "/adapter_config.json", config.dump(2) + "\n");
-  folder.commit();
+ExpertLayout exportLayout(const plan::Plan& plan, const std::string& flag) {
+  return expertLayoutOf(architectureOf(exportableConfig(plan, flag)));
 }
 
 void checkHuggingFaceExportFolder(const std::string& dir, bool peft) {

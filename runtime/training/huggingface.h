@@ -44,18 +44,11 @@ struct HuggingFaceExport {
 HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir,
                                     ExportDtype dtype, const std::map<std::string, std::string>& metadata);
 
-// mtrun --export-peft: a LoRA plan's adapters (mtc --lora) as PEFT's adapter folder, what
-// PeftModel.from_pretrained(base, DIR) loads on the model the plan was compiled from:
-// adapter_model.safetensors (f32, keys "base_model.model." + Hugging Face's module +
-// ".lora_A.weight" / ".lora_B.weight") and adapter_config.json (peft_type LORA, r, lora_alpha,
-// target_modules: the leaf names where every such module is adapted, else a regular expression
-// of exactly the adapted ones; base_model_name_or_path the folder it came from), written whole
-// or not at all. checkPeftExport throws mt::Error, before a run, for a plan without adapters,
-// one that also trains other parameters (--export-hf writes those: the whole model), or an
-// adapted weight without a module of its own there (GPT-2's fused c_attn).
+// The file of --export-peft's folder (runtime/training/peft_export.h) that its provenance is read from.
 inline constexpr char kPeftWeightsFile[] = "adapter_model.safetensors";
-void checkPeftExport(const plan::Plan& plan);
-void exportPeft(const plan::Plan& plan, const HostStore& store, const std::string& dir,
-                const std::map<std::string, std::string>& metadata);
+
+// The layout of the experts in the plan's Hugging Face form, its config checked as for
+// --export-hf (`flag` names the export in the errors): throws mt::Error where there is none.
+ExpertLayout exportLayout(const plan::Plan& plan, const std::string& flag);
 
 }  // namespace mt

@@ -42,20 +42,19 @@ std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan) {
   return adapters;
 }
 
-SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, const LoraAdapter& adapter,
-                               double alpha) {
+SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, const LoraAdapter& adapter) {
   SafetensorsTensor out = store.savedTensor(adapter.weight);
   const SafetensorsTensor base = out;
   const auto& shape = plan.host_tensors(adapter.a).shape();
   const int64_t r = shape[0], in = shape[1];
   out.data = nullptr;
-  out.produce = [&store, adapter, alpha, base, r, in](void* buffer) {
+  const double scale = loraScale(plan.model().lora_alpha(), r, plan.model().lora_rslora());
+  out.produce = [&store, adapter, scale, base, r, in](void* buffer) {
     std::vector<float> staged_w, staged_a, staged_b;  // where a tensor is produced, not held
     const float* w = f32Values(base, staged_w);
     const float* a = f32Values(store.savedTensor(adapter.a), staged_a);
     const float* b = f32Values(store.savedTensor(adapter.b), staged_b);
     const int64_t out_rows = base.bytes / 4 / in;
-    const double scale = alpha / static_cast<double>(r);
     float* merged = static_cast<float*>(buffer);
     // Row by row, A's rows streamed in order (out x r x in multiply-adds: a large model's whole
     // set of projections in seconds across the cores).

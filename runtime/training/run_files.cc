@@ -18,6 +18,7 @@
 #include "runtime/io/safetensors.h"
 #include "runtime/plan/plan_queries.h"
 #include "runtime/training/huggingface.h"
+#include "runtime/training/peft_export.h"
 #include "runtime/training/run_setup.h"
 #include "runtime/version.h"
 

@@ -13,8 +13,9 @@
 # LoRA (mtc --lora; torch_parity's llama-tiny-lora checks the numbers, hf_peft the merged
 # export): resident and streamed-recompute under a budget agree bit for bit, and so does the
 # vocabulary split resident and streamed; only the adapters move; a checkpoint resumes bit for
-# bit; 2 ranks train as --accumulate 2; --export-peft refuses a plan that trains more than its
-# adapters; a bf16 plan learns; targets
+# bit; 2 ranks train as --accumulate 2; --export-peft writes --trainable's modules whole
+# (modules_to_save) and refuses what PEFT cannot hold; a bf16 plan learns; LoRA's dropout with
+# rsLoRA agrees across layouts and ranks and is off in validation; targets
 # that match nothing, that are not weights or that are read as a table, an ONNX model, --lora
 # with --forward-only and --lora-alpha without --lora are refused.
 # usage: frozen.sh BIN_DIR WORK_DIR
@@ -144,12 +145,36 @@ if command -v mpirun >/dev/null; then
   check "lora, 2 ranks: --accumulate 2's adapter folder" \
     "same_tensors peft.accumulate/adapter_model.safetensors peft.ranks/adapter_model.safetensors && cmp -s peft.accumulate/adapter_config.json peft.ranks/adapter_config.json"
 fi
-# --export-peft refusals, before any step: a plan that trains more than its adapters; a folder
-# --checkpoint-dir names too.
-"$bin/mtc" "${shape[@]}" "${lora[@]}" --trainable '^norm' -o lora.norm.plan --no-weights >/dev/null
-"$bin/mtrun" lora.norm.plan --data corpus.tok --steps 1 --export-peft peft.out > peft.refused 2>&1
-check "--export-peft of a plan that trains more than its adapters: refused before the run (exit $?)" \
-  "[ $? -ne 0 ] && grep -q \"also trains 'norm.weight'\" peft.refused && ! grep -q 'done:' peft.refused && [ ! -e peft.out ]"
+# Modules trained whole beside the adapters (--trainable, PEFT's modules_to_save): the final norm
+# and the head go into the adapter folder under their modules' full names, as trained.
+"$bin/mtc" "${shape[@]}" "${lora[@]}" --trainable '^norm|lm_head' -o lora.norm.plan --no-weights >/dev/null
+train lora.norm.plan lora.norm lw0.safetensors --export-peft peft.norm
+check "--export-peft with --trainable: modules_to_save, the trained norm and head in the folder" \
+  "/usr/bin/python3 -c \"
+import json, sys
+sys.path.insert(0, '$e2e_dir')
+import mt_reference as ref
+config = json.load(open('peft.norm/adapter_config.json'))
+ours, peft = ref.read_safetensors('lora.norm.safetensors'), ref.read_safetensors('peft.norm/adapter_model.safetensors')
+assert config['modules_to_save'] == ['model.norm', 'lm_head'], config['modules_to_save']
+assert ours['norm.weight'].equal(peft['base_model.model.model.norm.weight'])
+assert ours['lm_head.weight'].equal(peft['base_model.model.lm_head.weight'])
+assert len(peft) == 58, len(peft)
+\""
+# --export-peft refusals, before any step: a module both adapted and trained whole, a trained
+# embedding the head is tied to (PEFT holds neither); a folder --checkpoint-dir names too.
+peft_refused() {
+  local name=$1 want=$2
+  shift 2
+  "$bin/mtc" "$@" -o peft.refused.plan --no-weights >/dev/null
+  "$bin/mtrun" peft.refused.plan --data corpus.tok --steps 1 --export-peft peft.out > peft.refused 2>&1
+  check "--export-peft of $name: refused before the run (exit $?)" \
+    "[ $? -ne 0 ] && grep -q -- \"$want\" peft.refused && ! grep -q 'done:' peft.refused && [ ! -e peft.out ]"
+}
+peft_refused "a module adapted and trained whole" "which also has adapters" "${shape[@]}" "${lora[@]}" \
+  --trainable 'attn\.q\.weight'
+peft_refused "a trained embedding tied to the head" "its LM head is tied to" llama-tiny --tied --batch 2 --seq 32 \
+  --lora 4 --trainable '^embed'
 "$bin/mtrun" lora.plan --data corpus.tok --steps 1 --checkpoint-dir shared --export-peft shared/ > peft.shared 2>&1
 check "--export-peft and --checkpoint-dir in one folder: refused" \
   "grep -q 'name the same folder' peft.shared && [ ! -e shared ]"
@@ -157,6 +182,45 @@ check "--export-peft and --checkpoint-dir in one folder: refused" \
 "$bin/mtrun" lora.plan --data corpus.tok --weights w0.safetensors --steps 2 --print-every 100 > lora.base.out 2>&1
 check "lora from weights without adapters: it says so and trains" \
   "grep -q 'holds no LoRA adapters: the plan.s 56 start from their seeded initializers' lora.base.out"
+
+# LoRA's dropout with rank-stabilised scaling (PEFT's lora_dropout, use_rslora; torch_parity's
+# llama-tiny-lora-dropout draws the masks in PyTorch): a mask per adapted product, redrawn by a
+# recompute, so resident and streamed-recompute under a budget agree bit for bit; 2 ranks draw
+# --accumulate 2's masks; validation drops nothing (the plan without dropout scores the trained
+# weights alike, bit for bit); the adapter folder's config says both.
+dropout=(--lora 8 --lora-alpha 16 --lora-rslora --lora-targets 'attn\.|mlp\.')
+"$bin/mtc" "${shape[@]}" "${dropout[@]}" --lora-dropout 0.1 --schedule resident -o drop.plan --no-weights > drop.txt
+"$bin/mtc" "${shape[@]}" "${dropout[@]}" --lora-dropout 0.1 --device-mem 5MiB --schedule streamed-recompute \
+  -o drop.tight.plan --no-weights >/dev/null
+"$bin/mtc" "${shape[@]}" "${dropout[@]}" -o nodrop.plan --no-weights >/dev/null
+check "lora dropout: the summary says so" \
+  "grep -q 'the update x 5.65685, rank-stabilised: alpha / sqrt(r), dropout 0.1 before A' drop.txt"
+rm -rf drop.peft
+train drop.plan drop lw0.safetensors --export-peft drop.peft
+train drop.tight.plan drop.tight lw0.safetensors
+train nodrop.plan nodrop lw0.safetensors
+check "lora dropout streamed-recompute: bit-identical losses" "cmp -s drop.loss drop.tight.loss"
+check "lora dropout streamed-recompute: bit-identical weights" "same_tensors drop.safetensors drop.tight.safetensors"
+check "lora dropout: the masks change the training" "! cmp -s drop.loss nodrop.loss"
+val_loss() {
+  "$bin/mtrun" "$1" --data corpus.tok --weights drop.safetensors --eval-only --log "$1.eval" >/dev/null &&
+    grep -o '"val_loss":[^,}]*' "$1.eval"
+}
+check "lora dropout: validation drops nothing ($(val_loss drop.plan))" \
+  "[ -n \"\$(val_loss drop.plan)\" ] && [ \"\$(val_loss drop.plan)\" = \"\$(val_loss nodrop.plan)\" ]"
+check "lora dropout: the adapter folder's config" \
+  "/usr/bin/python3 -c \"
+import json
+c = json.load(open('drop.peft/adapter_config.json'))
+assert c['lora_dropout'] == 0.1 and c['use_rslora'] is True and c['lora_alpha'] == 16 and c['r'] == 8, c
+\""
+if command -v mpirun >/dev/null; then
+  train drop.plan drop.accumulate lw0.safetensors --accumulate 2
+  mpirun -np 2 --bind-to none "$bin/mtrun" drop.plan --data corpus.tok --weights lw0.safetensors --steps 10 \
+    --export drop.ranks.safetensors --print-every 100 >/dev/null
+  check "lora dropout, 2 ranks: the weights of --accumulate 2" \
+    "same_tensors drop.accumulate.safetensors drop.ranks.safetensors"
+fi
 # Qwen3's q/k norms and biases are left where the expression finds them; a reward model's score
 # head trains beside the adapters.
 "$bin/mtc" qwen3-tiny --batch 2 --seq 32 --lora 4 --lora-targets 'attn\.|mlp\.' -o qwen3.lora.plan --no-weights \

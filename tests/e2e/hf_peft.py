@@ -1,7 +1,8 @@
 """Training part of a Hugging Face folder (tests/e2e/hf_import.py's folders): --trainable by the
 folder's tensor names (q_proj and v_proj train alone, the rest exported as read), and --lora: the
 adapters train, --export-hf merges them into the weights (W + alpha / r B A, and the merged folder
-scores the data as the adapted model), --export-peft writes PEFT's adapter folder.
+scores the data as the adapted model), --export-peft writes PEFT's adapter folder, with the
+modules trained whole beside the adapters (modules_to_save), rank-stabilised scaling and dropout.
 
 usage: /usr/bin/python3 tests/e2e/hf_peft.py BIN_DIR WORK_DIR
 """
@@ -115,6 +116,44 @@ def check_lora_merge(bin_dir, work, data, failures):
         failures.append(f"--export-peft of layer 0's q_proj alone: target_modules {targets!r}")
 
 
+def check_modules_to_save(bin_dir, work, data, failures):
+    """--lora-rslora, --lora-dropout and --trainable beside the adapters on a folder: the adapter
+    folder holds the trained final norm and head under their modules' names (PEFT's
+    modules_to_save) and says use_rslora and lora_dropout; --export-hf merges at alpha / sqrt(r)."""
+    name = "llama-bf16-sharded"
+    folder = os.path.join(work, name)
+    plan, trained, merged, peft = (os.path.join(work, name + s) for s in
+                                   (".saved.plan", ".saved.safetensors", ".saved-hf", ".saved-peft"))
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan,
+             "--lora", "4", "--lora-alpha", "8", "--lora-rslora", "--lora-dropout", "0.05",
+             "--trainable", r"model\.norm|lm_head"])
+    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "3", "--lr", "1e-2", "--export", trained,
+             "--export-hf", merged, "--export-peft", peft])
+    ours = ref.read_safetensors(trained)
+    adapters = read_hf_safetensors(os.path.join(peft, "adapter_model.safetensors"))
+    with open(os.path.join(peft, "adapter_config.json")) as f:
+        config = json.load(f)
+    expected = {"r": 4, "lora_alpha": 8.0, "use_rslora": True, "lora_dropout": 0.05,
+                "modules_to_save": ["model.norm", "lm_head"], "target_modules": ["q_proj", "v_proj"]}
+    wrong = {k: config.get(k) for k, v in expected.items() if config.get(k) != v}
+    if wrong:
+        failures.append(f"--export-peft with --trainable: adapter_config.json has {wrong}, want {expected}")
+    for plan_name, key in (("norm.weight", "base_model.model.model.norm.weight"),
+                           ("lm_head.weight", "base_model.model.lm_head.weight")):
+        if key not in adapters or not torch.equal(adapters[key], ours[plan_name]):
+            failures.append(f"--export-peft with --trainable: {key} missing or not the trained {plan_name}")
+    if len(adapters) != 10:
+        failures.append(f"--export-peft with --trainable: {len(adapters)} tensors, want 8 adapters and 2 saved")
+    exported = read_hf_safetensors(os.path.join(merged, "model.safetensors"))
+    q = "layers.0.attn.q"
+    want = ours[q + ".weight"] + 4.0 * (ours[q + ".lora_B.weight"] @ ours[q + ".lora_A.weight"])  # 8 / sqrt(4)
+    err = ref.rel_err(exported[hf_name_of(q + ".weight")], want)
+    if not err <= 1e-6 or not torch.equal(exported["model.norm.weight"], ours["norm.weight"]):
+        failures.append(f"--lora-rslora: the merged q_proj is {err:.1e} from W + 4 B A, or the norm is not the trained")
+    print(f"--export-peft with --trainable: modules_to_save {config.get('modules_to_save')}, use_rslora "
+          f"{config.get('use_rslora')}; --export-hf merged at alpha / sqrt(r) within {err:.1e}")
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -125,6 +164,7 @@ def main():
     write_folder(os.path.join(work, name), spec, hf_weights(spec["config"], False, spec["dtype"], seed=3))
     check_trainable_by_hf_names(bin_dir, work, data, failures)
     check_lora_merge(bin_dir, work, data, failures)
+    check_modules_to_save(bin_dir, work, data, failures)
     ref.finish("hf_peft", failures)
 
 

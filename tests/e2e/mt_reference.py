@@ -624,21 +624,24 @@ def load_balancing_loss(router_logits, num_experts, top_k):
     return (tokens_per_expert * prob_per_expert.unsqueeze(0)).sum() * num_experts
 
 
-def adapted(h, p, name, scale):
-    """h @ W^T for weight `name`, plus its LoRA adapters' scale * (h @ A^T) @ B^T where `p` has
-    them (mtc --lora: `X.lora_A.weight`, `X.lora_B.weight` beside `X.weight`)."""
+def adapted(h, p, name, scale, drop=None):
+    """h @ W^T for weight `name`, plus its LoRA adapters' scale * (drop(h) @ A^T) @ B^T where `p`
+    has them (mtc --lora: `X.lora_A.weight`, `X.lora_B.weight` beside `X.weight`; `drop`:
+    --lora-dropout's, called once per adapted product as mt-lora numbers its sites)."""
     y = h @ p[name].t()
     a = name[:-len(".weight")] + ".lora_A.weight"
     if a in p:
-        y = y + scale * ((h @ p[a].t()) @ p[name[:-len(".weight")] + ".lora_B.weight"].t())
+        x = drop(h) if drop else h
+        y = y + ((x @ p[a].t()) @ p[name[:-len(".weight")] + ".lora_B.weight"].t()) * scale
     return y
 
 
 def forward(p, cfg, tokens, router_logits=None):
     """Logits of models/BuiltinModels.cpp's gpt2 / llama graph; a mixture of experts' router
     logits, layer by layer, appended to `router_logits` when given. Weights with LoRA adapters in
-    `p` add them, scaled by cfg["lora_scale"] (alpha / r)."""
-    scale = cfg.get("lora_scale", 0.0)
+    `p` add them, scaled by cfg["lora_scale"] (alpha / r), their input through cfg["lora_drop"]
+    where given (mtc --lora-dropout)."""
+    scale, drop = cfg.get("lora_scale", 0.0), cfg.get("lora_drop")
     L, C, H, KV = cfg["layers"], cfg["width"], cfg["heads"], cfg["kv_heads"]
     eps = cfg.get("eps", 1e-5)
     B, T = tokens.shape
@@ -646,7 +649,7 @@ def forward(p, cfg, tokens, router_logits=None):
         x = p["wte.weight"][tokens] + p["wpe.weight"][torch.arange(T)][None]
         for l in range(L):
             b = f"blocks.{l}."
-            lin = lambda h, n: adapted(h, p, b + n + ".weight", scale) + p[b + n + ".bias"]
+            lin = lambda h, n: adapted(h, p, b + n + ".weight", scale, drop) + p[b + n + ".bias"]
             h = F.layer_norm(x, (C,), p[b + "ln1.weight"], p[b + "ln1.bias"], eps)
             a = attention(lin(h, "attn.q"), lin(h, "attn.k"), lin(h, "attn.v"), H, H)
             x = x + lin(a, "attn.proj")
@@ -666,7 +669,7 @@ def forward(p, cfg, tokens, router_logits=None):
         for l in range(L):
             b = f"layers.{l}."
             # q/k/v carry biases in a Qwen2-shaped model (qkv_bias), and o too in gpt-oss's.
-            lin = lambda h, n: adapted(h, p, b + n + ".weight", scale) + (p[b + n + ".bias"] if b + n + ".bias" in p else 0)
+            lin = lambda h, n: adapted(h, p, b + n + ".weight", scale, drop) + (p[b + n + ".bias"] if b + n + ".bias" in p else 0)
             h = rms_norm(x, p[b + "attn_norm.weight"], eps)
             q = rope(head_norm(lin(h, "attn.q"), b + "attn.q_norm.weight"), D, theta)
             k = rope(head_norm(lin(h, "attn.k"), b + "attn.k_norm.weight"), D, theta)

@@ -76,6 +76,13 @@ PRESETS["llama-tiny-lora"] = dict(PRESETS["llama-tiny"], preset="llama-tiny", lo
                                   flags=["--lora", "4", "--lora-alpha", "8", "--lora-targets", r"attn\.|mlp\.",
                                          "--trainable", r"^norm\."],
                                   trainable=r"lora_|^norm\.")
+# PEFT's use_rslora and lora_dropout: the scale alpha / sqrt(r) = 4, and each adapted product's
+# input through its own mt.dropout mask, which the twin draws (mt_reference.Dropout) in the order
+# mt-lora numbers the sites: the products' order in the forward.
+PRESETS["llama-tiny-lora-dropout"] = dict(PRESETS["llama-tiny"], preset="llama-tiny", lora_scale=4.0,
+                                          lora_dropout=0.1, trainable=r"lora_",
+                                          flags=["--lora", "4", "--lora-alpha", "8", "--lora-rslora",
+                                                 "--lora-dropout", "0.1", "--lora-targets", r"attn\.|mlp\."])
 ILL_CONDITIONED_WEIGHT_TOL = 1e-3
 
 
@@ -159,7 +166,13 @@ def main():
         print(f"step-1 gradients: {len(trained) - len(zero_grad)} tensors, worst relative error "
               f"{worst:.3e}; {len(zero_grad)} analytically zero: {sorted(zero_grad)}")
 
+    if "lora_dropout" in cfg:  # mt.dropout's masks, one plan run per step
+        drops, runs = ref.Dropout(SCHEDULE.seed), iter(range(SCHEDULE.steps))
+        cfg["lora_drop"] = lambda h: drops.apply(h, cfg["lora_dropout"])
+
     def logits_of(x):
+        if "lora_dropout" in cfg:
+            drops.begin_run(next(runs))
         if "aux_coef" not in cfg:
             return ref.forward(params, cfg, x)
         router_logits = []

@@ -1,0 +1,216 @@
+#include "runtime/training/peft_export.h"
+
+#include <set>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/io/atomic_folder.h"
+#include "runtime/io/error.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/plan/huggingface_names.h"
+#include "runtime/plan/plan_queries.h"
+#include "runtime/training/huggingface.h"
+#include "runtime/training/lora_merge.h"
+
+namespace mt {
+namespace {
+
+// A tensor's module in the Hugging Face model: its name without the last component
+// ("model.norm.weight" -> "model.norm"; "" if it has none).
+std::string moduleOf(const std::string& tensor) {
+  const size_t dot = tensor.rfind('.');
+  return dot == std::string::npos ? "" : tensor.substr(0, dot);
+}
+
+// What the folder holds: the adapted modules with their adapters, and the modules trained whole
+// (modules_to_save) with every tensor of theirs (Hugging Face's name, host tensor), each list in
+// the plan's order.
+struct AdaptedModule {
+  std::string module;
+  LoraAdapter adapter;
+};
+struct SavedModule {
+  std::string module;
+  std::vector<std::pair<std::string, int>> tensors;
+};
+struct PeftContents {
+  ExpertLayout layout;  // of the plan's Hugging Face form
+  std::vector<AdaptedModule> adapted;
+  std::vector<SavedModule> saved;
+};
+
+// The adapted modules; checks what checkPeftExport promises of them.
+std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout layout) {
+  const std::vector<LoraAdapter> adapters = loraAdapters(plan);
+  if (adapters.empty())
+    throw Error("--export-peft: the plan has no LoRA adapters (compile it with mtc --lora); --export-hf writes a "
+                "whole model");
+  std::vector<AdaptedModule> modules;
+  for (const LoraAdapter& adapter : adapters) {
+    const std::string& weight = plan.host_tensors(adapter.weight).name();
+    const HuggingFacePlace place = huggingFacePlace(weight, "transformer.", layout);
+    // PEFT adapts nn.Linear modules here: not GPT-2's Conv1D (stored transposed; its c_attn q, k
+    // and v in one), nor gpt-oss's router (a module of its own kind in transformers).
+    const char* why = place.parts != 1 || place.transposed ? "GPT-2's Conv1D layers, c_attn holding q, k and v in one"
+                       : layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
+                           ? "gpt-oss's router, not a linear layer in transformers"
+                       : !place.name.ends_with(".weight") ? "no module of its own"
+                                                          : nullptr;
+    if (why)
+      throw Error("--export-peft: the adapted '" + weight + "' has no PEFT form (" + why +
+                  "): use --export-hf, which merges the adapters into the weights");
+    modules.push_back({moduleOf(place.name), adapter});
+  }
+  return modules;
+}
+
+// The modules holding a trained tensor beside the adapters (mtc --trainable), each with all of
+// its tensors, as PEFT's ModulesToSaveWrapper saves a module: whole.
+std::vector<SavedModule> savedModules(const plan::Plan& plan, ExpertLayout layout,
+                                      const std::vector<AdaptedModule>& adapted) {
+  struct Member {
+    HuggingFacePlace place;
+    int index;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<Member>> members;
+  std::map<std::string, std::string> trained;  // module -> its first trained tensor's plan name
+  bool head = false, trained_embedding = false;
+  for (int i = 0; i < plan.host_tensors_size(); ++i) {
+    const plan::HostTensor& t = plan.host_tensors(i);
+    if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
+    const HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", layout);
+    const std::string module = moduleOf(place.name);
+    head |= place.name == "lm_head.weight";
+    if (members[module].empty()) order.push_back(module);
+    members[module].push_back({place, i});
+    if (t.frozen()) continue;
+    trained.emplace(module, t.name());
+    trained_embedding |= t.name() == "embed.weight" || t.name() == "wte.weight";
+  }
+  if (trained_embedding && !head)
+    throw Error("--export-peft: the plan trains the embedding, which its LM head is tied to; PEFT's modules_to_save "
+                "would train a copy the head does not share: use --export-hf, which writes the whole model");
+  std::set<std::string> adapted_names;
+  for (const AdaptedModule& m : adapted) adapted_names.insert(m.module);
+  std::vector<SavedModule> saved;
+  for (const std::string& module : order) {
+    auto found = trained.find(module);
+    if (found == trained.end()) continue;
+    const std::string& tensor = found->second;
+    if (adapted_names.count(module))
+      throw Error("--export-peft: '" + tensor + "' trains (--trainable) in " + module + ", which also has adapters; "
+                  "PEFT holds a module either adapted or saved whole: use --export-hf, which writes the whole model");
+    SavedModule m{module, {}};
+    for (const Member& member : members[module]) {
+      const HuggingFacePlace& place = member.place;
+      const char* why = place.per_expert ? "one of a stack of experts, each its own module there"
+                        : place.parts != 1 || place.transposed ? "GPT-2's Conv1D layers, stored transposed or fused"
+                        : module.empty() ? "no module of its own"
+                                         : nullptr;
+      if (why)
+        throw Error("--export-peft: the trained '" + tensor + "' has no module PEFT can save whole (" + why +
+                    "): use --export-hf, which writes the whole model");
+      m.tensors.push_back({place.name, member.index});
+    }
+    saved.push_back(std::move(m));
+  }
+  return saved;
+}
+
+PeftContents peftContents(const plan::Plan& plan) {
+  const ExpertLayout layout = exportLayout(plan, "--export-peft");
+  if (hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam))
+    throw Error("--export-peft: a reward model's adapters need its score head, which the base model lacks: use "
+                "--export-hf, which writes the whole model");
+  PeftContents contents{layout, {}, {}};
+  contents.adapted = adaptedModules(plan, layout);
+  contents.saved = savedModules(plan, layout, contents.adapted);
+  return contents;
+}
+
+// PEFT's target_modules: the leaf names ("q_proj") where the adapted modules are every module of
+// those names, else a regular expression PEFT matches in full against exactly the adapted ones.
+nlohmann::ordered_json peftTargets(const plan::Plan& plan, ExpertLayout layout,
+                                   const std::vector<AdaptedModule>& adapted) {
+  auto leafOf = [](const std::string& module) { return module.substr(module.rfind('.') + 1); };
+  std::map<std::string, std::set<std::string>> all, chosen;  // by leaf
+  for (const auto& t : plan.host_tensors()) {
+    if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
+    const std::string name = huggingFacePlace(t.name(), "transformer.", layout).name;
+    if (name.ends_with(".weight")) all[leafOf(moduleOf(name))].insert(moduleOf(name));
+  }
+  for (const AdaptedModule& m : adapted) chosen[leafOf(m.module)].insert(m.module);
+  bool whole = true;
+  for (const auto& [leaf, modules] : chosen) whole &= all[leaf] == modules;
+  if (whole) {
+    nlohmann::ordered_json leaves = nlohmann::ordered_json::array();
+    for (const auto& [leaf, modules] : chosen) leaves.push_back(leaf);
+    return leaves;
+  }
+  std::string pattern;
+  for (const AdaptedModule& m : adapted) {
+    std::string escaped;
+    for (char c : m.module) escaped += c == '.' ? std::string("\\.") : std::string(1, c);
+    pattern += (pattern.empty() ? "" : "|") + escaped;
+  }
+  return pattern;
+}
+
+nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& contents) {
+  const plan::ModelInfo& model = plan.model();
+  nlohmann::ordered_json config;
+  config["peft_type"] = "LORA";
+  config["task_type"] = "CAUSAL_LM";
+  config["base_model_name_or_path"] =
+      model.hf_source().empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(model.hf_source());
+  config["r"] = plan.host_tensors(contents.adapted.front().adapter.a).shape(0);
+  config["lora_alpha"] = model.lora_alpha();
+  config["lora_dropout"] = model.lora_dropout();
+  config["bias"] = "none";
+  config["fan_in_fan_out"] = false;
+  config["init_lora_weights"] = true;
+  config["inference_mode"] = true;
+  // Full names: PEFT finds a module to save by the end of its name, and a leaf ("norm") would
+  // also find others ("input_layernorm").
+  nlohmann::ordered_json saved = nlohmann::ordered_json::array();
+  for (const SavedModule& m : contents.saved) saved.push_back(m.module);
+  config["modules_to_save"] = contents.saved.empty() ? nlohmann::ordered_json() : saved;
+  config["target_modules"] = peftTargets(plan, contents.layout, contents.adapted);
+  config["use_rslora"] = model.lora_rslora();
+  config["use_dora"] = false;
+  return config;
+}
+
+}  // namespace
+
+void checkPeftExport(const plan::Plan& plan) { peftContents(plan); }
+
+void exportPeft(const plan::Plan& plan, const HostStore& store, const std::string& dir,
+                const std::map<std::string, std::string>& metadata) {
+  const PeftContents contents = peftContents(plan);
+  std::vector<SafetensorsTensor> tensors;
+  for (const AdaptedModule& m : contents.adapted)
+    for (auto [index, which] : {std::pair{m.adapter.a, "lora_A"}, {m.adapter.b, "lora_B"}}) {
+      SafetensorsTensor t = store.savedTensor(index);
+      t.name = "base_model.model." + m.module + "." + which + ".weight";
+      tensors.push_back(std::move(t));
+    }
+  for (const SavedModule& m : contents.saved)
+    for (const auto& [name, index] : m.tensors) {
+      SafetensorsTensor t = store.savedTensor(index);
+      t.name = "base_model.model." + name;
+      tensors.push_back(std::move(t));
+    }
+  checkHuggingFaceExportFolder(dir, /*peft=*/true);
+  AtomicFolderWriter folder(dir);
+  std::map<std::string, std::string> meta = metadata;
+  meta["format"] = "pt";
+  writeSafetensors(folder.staging() + "/" + kPeftWeightsFile, tensors, meta);
+  writeFileAtomically(folder.staging() + "/adapter_config.json", peftConfig(plan, contents).dump(2) + "\n");
+  folder.commit();
+}
+
+}  // namespace mt

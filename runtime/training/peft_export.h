@@ -1,0 +1,28 @@
+// mtrun --export-peft: a LoRA plan's adapters (mtc --lora) as PEFT's adapter folder, what
+// PeftModel.from_pretrained(base, DIR) loads on the model the plan was compiled from:
+// - adapter_model.safetensors (f32): each adapted module's "base_model.model.<module>.lora_A.weight"
+//   and ".lora_B.weight", and each module trained whole beside them (mtc --trainable: PEFT's
+//   modules_to_save) as "base_model.model.<module>.<tensor>", all of its tensors;
+// - adapter_config.json: peft_type LORA, r, lora_alpha, use_rslora, lora_dropout; target_modules
+//   the leaf names where every module of those names is adapted, else a regular expression of
+//   exactly the adapted ones; modules_to_save their full names; base_model_name_or_path the
+//   folder the model came from.
+// Written whole or not at all. checkPeftExport throws mt::Error, before a run, for what PEFT
+// cannot hold: a plan without adapters, a reward model, an adapted weight without an nn.Linear
+// of its own (GPT-2's Conv1D, gpt-oss's router), a trained tensor whose module PEFT cannot save
+// whole (fused, transposed, one of a stack of experts), a module both adapted and trained
+// whole, or a trained embedding the LM head is tied to. --export-hf writes all of those.
+#pragma once
+#include <map>
+#include <string>
+
+#include "runtime/host/host_store.h"
+#include "runtime/plan/plan_format.h"
+
+namespace mt {
+
+void checkPeftExport(const plan::Plan& plan);
+void exportPeft(const plan::Plan& plan, const HostStore& store, const std::string& dir,
+                const std::map<std::string, std::string>& metadata);
+
+}  // namespace mt
