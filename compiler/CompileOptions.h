@@ -97,13 +97,17 @@ struct CompileOptions {
   // import keeps such initializers as constants.
   std::optional<std::regex> frozen, trainable;
   // mtc --lora: low-rank adapters of this rank (0: none) on the weights `lora_targets` finds
-  // (searched as `frozen` is), their update scaled by lora_alpha / rank (PEFT's r, lora_alpha,
-  // target_modules); every other parameter frozen but those `trainable` finds.
+  // (searched as `frozen` is), their update scaled by lora_alpha / rank, or / sqrt(rank) with
+  // lora_rslora (PEFT's r, lora_alpha, use_rslora, target_modules); every other parameter frozen
+  // but those `trainable` finds.
   int64_t lora_rank = 0;
   double lora_alpha = 8.0;
   bool lora_rslora = false;   // the scale alpha / sqrt(rank) instead (PEFT's use_rslora)
   double lora_dropout = 0.0;  // dropout on each adapter's input (PEFT's lora_dropout)
   std::regex lora_targets{kDefaultLoraTargets, std::regex::ECMAScript};
+  // mtc --lora-from: a PEFT adapter folder whose config sets the lora_* options, the targets and
+  // `trainable` (its modules_to_save), and whose weights start the adapters (compiler/PeftAdapter.h).
+  std::string lora_from;
   // Not a flag: a Hugging Face folder's tensor name for each parameter's plan name, which the
   // two patterns match too (filled when the folder is read).
   std::map<std::string, std::string> param_source_names;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 
 #include "compiler/Mxfp4.h"
 #include "kernels/elementwise/elementwise.h"
+#include "kernels/matmul/lora_merge.h"
 #include "runtime/io/error.h"
 #include "runtime/io/json_input.h"
 #include "runtime/plan/huggingface_names.h"
@@ -118,6 +120,25 @@ SafetensorsTensor mxfp4Tensor(const std::string& name, const std::vector<int64_t
           }};
 }
 
+// `produce` (a weight (out, in) from the folder) followed by its adapters from `file` merged in.
+std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, const SafetensorsFile& file,
+                                          const LoraMergeSource& merge, const std::vector<int64_t>& shape) {
+  const SafetensorsEntry& a = file.entries().at(merge.a);
+  const SafetensorsEntry& b = file.entries().at(merge.b);
+  file.verify(merge.a);
+  file.verify(merge.b);
+  const int64_t out = shape[0], in = shape[1], r = a.shape[0];
+  const std::string where = file.path() + ": '" + merge.a + "' and '" + merge.b + "'";
+  return [produce = std::move(produce), &a, &b, out, in, r, scale = merge.scale, where](void* buffer) {
+    produce(buffer);
+    std::vector<float> wide_a(static_cast<size_t>(r * in)), wide_b(static_cast<size_t>(out * r));
+    widen(a, r * in, wide_a.data(), where);
+    widen(b, out * r, wide_b.data(), where);
+    float* w = static_cast<float*>(buffer);
+    loraMerge(w, wide_a.data(), wide_b.data(), out, in, r, scale, w);
+  };
+}
+
 }  // namespace
 
 bool isHuggingFaceFolder(const std::string& path) {
@@ -213,8 +234,12 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
   return model;
 }
 
-void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path) {
+void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path,
+                             const WeightOverrides& overrides) {
   std::map<std::string, std::unique_ptr<SafetensorsFile>> open;  // shards, mapped as they are first needed
+  std::unique_ptr<SafetensorsFile> override_file;
+  if (!overrides.names.empty() || !overrides.merged.empty())
+    override_file = std::make_unique<SafetensorsFile>(overrides.file);
   auto entryOf = [&](const std::string& file, const std::string& name) -> const SafetensorsEntry& {
     auto& shard = open[file];
     if (!shard) shard = std::make_unique<SafetensorsFile>(model.dir + "/" + file);
@@ -235,6 +260,14 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
     if (t.role() != plan::ROLE_PARAM) continue;
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
     const int64_t n = checkedNumel(t.shape(), t.name());
+    if (auto named = overrides.names.find(t.name()); named != overrides.names.end()) {
+      const SafetensorsEntry& entry = override_file->entries().at(named->second);  // its shape and dtype checked
+      override_file->verify(named->second);
+      const std::string where = overrides.file + ": '" + named->second + "'";
+      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n,
+                         [&entry, n, where](void* out) { widen(entry, n, static_cast<float*>(out), where); }});
+      continue;
+    }
     if (t.init().kind() != plan::Initializer::WEIGHTS) {  // new to the model (a reward model's score head)
       tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&t, &plan, n](void* out) {
                            initializeTensor(static_cast<float*>(out), n, t.init(), plan.init_seed(), t.name());
@@ -287,6 +320,9 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
                            for (int64_t i = 0; i < cols; ++i) values[o * cols + i] = whole[i * stride + offset + o];
                        }});
   }
+  for (SafetensorsTensor& tensor : tensors)
+    if (auto merge = overrides.merged.find(tensor.name); merge != overrides.merged.end())
+      tensor.produce = mergedProducer(std::move(tensor.produce), *override_file, merge->second, tensor.shape);
   writeSafetensors(path, tensors,
                    {{"format", "pt"},
                     {"producer", "megatrain mtc (Hugging Face " + model.architecture + ")"},

@@ -45,9 +45,26 @@ bool isHuggingFaceFolder(const std::string& path);
 // Reads the folder's config and weight index; throws mt::Error naming what it cannot take.
 HuggingFaceModel readHuggingFaceFolder(const std::string& dir);
 
-// Writes the plan's parameters from the folder's weights as fp32 safetensors at `path` (with the
-// plan's fingerprint, so mtrun takes them as the plan's initial weights). Throws mt::Error for a
-// tensor of the wrong shape or dtype.
-void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path);
+// Parameters whose starting values come from another safetensors file than the folder's (mtc
+// --lora-from: a PEFT adapter's, compiler/PeftAdapter.h), each tensor there F32, BF16 or F16 of
+// the shape it is used at (checked when the names were chosen):
+// - `names`: plan name -> the tensor's name in `file`, read instead of the folder's;
+// - `merged` (a forward-only plan): plan name -> the adapters merged into the folder's weight
+//   (W + scale B A, kernels/matmul/lora_merge.h).
+struct LoraMergeSource {
+  std::string a, b;  // A (r, in) and B (out, r): their names in `file`
+  double scale = 0;
+};
+struct WeightOverrides {
+  std::string file;
+  std::map<std::string, std::string> names;
+  std::map<std::string, LoraMergeSource> merged;
+};
+
+// Writes the plan's parameters from the folder's weights (those `overrides` names from its file)
+// as fp32 safetensors at `path` (with the plan's fingerprint, so mtrun takes them as the plan's
+// initial weights). Throws mt::Error for a tensor of the wrong shape or dtype.
+void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path,
+                             const WeightOverrides& overrides = {});
 
 }  // namespace mt

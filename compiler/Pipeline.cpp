@@ -14,6 +14,7 @@
 #include "compiler/Emitter.h"
 #include "compiler/HuggingFace.h"
 #include "compiler/LoadModel.h"
+#include "compiler/PeftAdapter.h"
 #include "compiler/Stages.h"
 #include "compiler/Summary.h"
 #include "compiler/TrainableParams.h"
@@ -122,10 +123,12 @@ std::string hostParts(const plan::Plan& plan, const PlanStats& stats) {
 // import's external data refused only as it is read) leaves neither, never a plan without the
 // weights it names. Returns false after printing the error.
 bool writeOutputs(const CompileOptions& o, const LoadedModel& m, const plan::Plan& plan, bool write_weights,
-                  const std::string& weights) {
+                  const std::string& weights, const std::optional<PeftAdapter>& adapter) {
   try {
+    // --lora-from: the adapter's tensors checked against the plan before anything is written.
+    const WeightOverrides overrides = adapter ? peftWeights(*adapter, plan, *m.hf) : WeightOverrides{};
     if (write_weights && !m.imported.params.empty()) writeImportedWeights(m.imported, plan, weights);
-    else if (write_weights && m.hf) writeHuggingFaceWeights(*m.hf, plan, weights);
+    else if (write_weights && m.hf) writeHuggingFaceWeights(*m.hf, plan, weights, overrides);
     else if (write_weights) writeInitialWeights(plan, weights);
     try {
       writePlan(plan, o.output);
@@ -166,6 +169,26 @@ class CompilerContext {
   SourceMgrDiagnosticHandler source_diagnostics_;
   ScopedDiagnosticHandler plain_diagnostics_;
 };
+
+// mtc --lora-from: the adapter folder's config read and, for a training plan, its settings put in
+// `o` (a forward-only plan has the adapters merged into its weights as they are written). False
+// after printing the problem.
+bool readLoraFrom(CompileOptions& o, std::optional<PeftAdapter>& adapter) {
+  if (o.lora_from.empty()) return true;
+  try {
+    if (!isHuggingFaceFolder(o.model))
+      throw Error("--lora-from puts a PEFT adapter on the Hugging Face folder it was trained from; " + o.model +
+                  " is not one (a folder with config.json)");
+    if (o.loss.objective == LossObjective::kReward)
+      throw Error("--lora-from reads a causal LM's adapter (CAUSAL_LM); a reward model's is not read");
+    adapter = readPeftAdapter(o.lora_from);
+    if (!o.forward_only) applyPeftAdapter(*adapter, o);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "mtc: error: %s\n", e.what());
+    return false;
+  }
+  return true;
+}
 
 // The hardware and its budget: a GPU profile brings its device memory unless --device-mem says
 // otherwise. False (with the message printed) for a bad --hw.
@@ -222,7 +245,10 @@ void chooseWeightsOutput(const CompileOptions& o, const LoadedModel& m, const Pl
   if (report.weights.empty()) report.weights = weightsBesidePlan(o.output);
   constexpr int64_t kAutoWeightsLimit = int64_t{1} << 29;  // parameters (2 GiB of fp32)
   report.write_weights = !o.no_weights && (explicit_weights || stats.num_params <= kAutoWeightsLimit);
-  report.weights_origin = m.hf ? "the folder's weights, widened to f32"
+  report.weights_origin = m.hf && !o.lora_from.empty()
+                              ? (o.forward_only ? "the folder's weights with --lora-from's adapters merged in, f32"
+                                                : "the folder's weights and --lora-from's adapters, widened to f32")
+                          : m.hf ? "the folder's weights, widened to f32"
                           : !m.imported.params.empty() ? "the ONNX model's initializers"
                                                        : fmt::format("seed {}", o.seed);
 }
@@ -249,6 +275,8 @@ int compile(const CompileOptions& requested) {
   CompileOptions o;
   std::string budget_source;
   if (!chooseHardware(requested, hw, o, budget_source)) return 1;
+  std::optional<PeftAdapter> adapter;
+  if (!readLoraFrom(o, adapter)) return 1;
 
   // Load, then compile through the stages.
   LoadedModel m;
@@ -285,7 +313,11 @@ int compile(const CompileOptions& requested) {
                                              : m.hf->config_json;
   if (m.hf) emit.hf_source = withoutTrailingSlashes(std::filesystem::absolute(o.model).lexically_normal().string());
   if (m.config.experts) emit.active_params = m.config.numActiveParams();
-  if (o.lora_rank) emit.lora_alpha = o.lora_alpha, emit.lora_rslora = o.lora_rslora, emit.lora_dropout = o.lora_dropout;
+  if (o.lora_rank) {
+    emit.lora_alpha = o.lora_alpha;
+    emit.lora_rslora = o.lora_rslora;
+    emit.lora_dropout = o.lora_dropout;
+  }
   plan::Plan plan;
   PlanStats stats;
   if (failed(emitPlan(*m.module, emit, plan, stats))) {
@@ -299,7 +331,7 @@ int compile(const CompileOptions& requested) {
   CompileReport report{o};
   if (!checkHostBudget(o, plan, stats, report)) return 1;
   chooseWeightsOutput(o, m, stats, report);
-  if (!writeOutputs(o, m, plan, report.write_weights, report.weights)) return 1;
+  if (!writeOutputs(o, m, plan, report.write_weights, report.weights, adapter)) return 1;
 
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   describeChoices(m, budget_source, report);

@@ -87,7 +87,8 @@ void printTokenTiles(const CompileReport& r, ModuleOp module, const StageResult&
                 (long long)emit.batch, (long long)emit.seq, (long long)emit.vocab);
 }
 
-// The model's dropouts (ONNX Dropout in training mode): the one random step of training.
+// The model's dropouts (ONNX Dropout in training mode, mtc --lora-dropout's): the one random step
+// of training.
 void printDropout(ModuleOp module) {
   std::map<int64_t, float> sites;  // site -> ratio (its gradient and recomputes repeat a site)
   module.walk([&](DropoutOp op) { sites[static_cast<int64_t>(op.getSite())] = op.getRatio().convertToFloat(); });

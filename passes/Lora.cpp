@@ -3,7 +3,7 @@
 //
 //   y = mt.matmul(x, W) {transpose_b}                      W (out, in)
 //   ->  y = mt.matmul(x, W) {transpose_b}
-//           + mt.scale(mt.matmul(mt.matmul(x, A) {transpose_b}, B) {transpose_b}) {factor = alpha / rank}
+//           + mt.scale(mt.matmul(mt.matmul(x, A) {transpose_b}, B) {transpose_b}) {factor = scale}
 //
 // with A (rank, in) and B (out, rank) parameters of their own, named as PEFT names them (W's
 // name with ".lora_A" / ".lora_B" before its last ".weight"): A uniform in +-1/sqrt(in) (the
@@ -11,14 +11,15 @@
 // the model. The new ops take the product's location (its layer block). Which parameters train
 // is the driver's (compiler/TrainableParams.h: with LoRA the rest is frozen); this pass only
 // adds the adapters. A target read otherwise than as such a product's weight is an error.
-// Options as PEFT's: rslora scales by alpha / sqrt(rank); dropout p > 0 puts mt.dropout on x
-// before A, one site per product, numbered in the function's order after its existing sites.
+// The scale is alpha / rank, or alpha / sqrt(rank) with rslora (loraScale). Dropout p > 0 puts
+// mt.dropout on x before A, one site per product, numbered in the function's order after its
+// existing sites. All as PEFT's LoraConfig.
 #include <cmath>
 
 #include "mlir/IR/Builders.h"
-#include "runtime/plan/plan_queries.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
+#include "runtime/plan/plan_queries.h"
 
 using namespace mlir;
 

@@ -37,8 +37,8 @@ def LoraPass : Pass<"mt-lora", "mlir::ModuleOp"> {
 
     With `rslora` the factor is alpha / sqrt(rank). With `dropout` p > 0, A reads
     `mt.dropout(x)` (PEFT's lora_dropout): each product its own site, numbered in the order the
-    products appear after the function's existing sites, so a twin that draws one mask per
-    adapted call of its forward draws the same masks.
+    products appear after the function's existing sites, so in a model without dropouts of its
+    own a twin that draws one mask per adapted call of its forward draws the same masks.
 
     ```mlir
     %y = mt.matmul %x, %w {transpose_b = true} : tensor<2x3x4xf32>, tensor<5x4xf32>

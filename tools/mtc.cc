@@ -111,10 +111,10 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
       app.add_option("--lora", o.lora_rank,
                      "train low-rank adapters of this rank (LoRA, PEFT's r; typically 8 to 64) beside the weights "
                      "--lora-targets finds, the rest frozen but what --trainable finds: each x W^T becomes "
-                     "x W^T + alpha/r (x A^T) B^T, A uniform in +-1/sqrt(in), B zeros, named as PEFT names them "
+                     "x W^T + alpha/r (x A^T) B^T (--lora-rslora: alpha/sqrt(r)), A uniform in +-1/sqrt(in), B zeros, named as PEFT names them "
                      "(q.lora_A.weight); built-in models, Hugging Face folders and mt IR (docs/fine-tuning.md)")
           ->check(CLI::Range(1, 65536));
-  app.add_option("--lora-alpha", o.lora_alpha, "with --lora: the update's scale is alpha / r (PEFT's lora_alpha)")
+  app.add_option("--lora-alpha", o.lora_alpha, "with --lora: the update's scale is alpha / r, or alpha / sqrt(r) with --lora-rslora (PEFT's lora_alpha)")
       ->needs(lora)
       ->check(CLI::Range(1e-6, 1e6))
       ->capture_default_str();
@@ -135,6 +135,13 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "projection of the layers). A reward model's score head trains beside them")
       ->needs(lora)
       ->capture_default_str();
+  app.add_option("--lora-from", o.lora_from,
+                 "go on from a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors, as PEFT's "
+                 "save_pretrained or mtrun --export-peft writes it) on the Hugging Face folder it was trained from: "
+                 "its config sets --lora, --lora-alpha, --lora-rslora, --lora-dropout, the targets and --trainable "
+                 "(its modules_to_save, trained whole), its tensors start them; with --forward-only the adapters are "
+                 "merged into the weights (for mtgen); DoRA, trained biases and other PEFT features it does not "
+                 "implement are refused by name (docs/fine-tuning.md)");
 }
 
 // The preference loss's shape (each needs --objective, `objective`: dpo or kto, as each says).
@@ -228,6 +235,10 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                "a forward-only plan: tokens in, logits out, no training (for mtgen; an ONNX model imported as an "
                "evaluation)");
   for (const char* what_trains : {"--frozen", "--trainable", "--lora"}) app.get_option(what_trains)->excludes(forward_only);
+  // The adapter's config says what these would; its tensors go into the initial weights.
+  for (const char* said : {"--lora", "--lora-alpha", "--lora-rslora", "--lora-dropout", "--lora-targets", "--trainable",
+                           "--frozen", "--no-weights"})
+    app.get_option("--lora-from")->excludes(app.get_option(said));
   app.add_flag("--kv-cache", o.kv_cache,
                "with --forward-only: a decode step for mtgen: one new token per sequence attending over a "
                "key/value cache of --seq positions (built-in models and Hugging Face folders)")

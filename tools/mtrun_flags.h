@@ -108,9 +108,10 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "Mixtral, gpt-oss) and GPT-2 models; a reward model as its ...ForSequenceClassification, pad_token_id "
                  "the end-of-text token: at the end, or when SIGINT/SIGTERM/SIGUSR1 stops the run");
   app.add_option("--export-peft", c.export_peft_dir,
-                 "a LoRA plan (mtc --lora): write its adapters as PEFT's adapter folder here (adapter_model.safetensors "
-                 "+ adapter_config.json, what PeftModel.from_pretrained(base, folder) loads on the model it was "
-                 "compiled from): at the end, or when SIGINT/SIGTERM/SIGUSR1 stops the run");
+                 "a LoRA plan (mtc --lora): write its adapters, and the modules --trainable trained whole beside them "
+                 "(PEFT's modules_to_save), as PEFT's adapter folder here (adapter_model.safetensors + "
+                 "adapter_config.json, what PeftModel.from_pretrained(base, folder) loads on the model it was "
+                 "compiled from, and mtc --lora-from reads): at the end, or when SIGINT/SIGTERM/SIGUSR1 stops the run");
   choiceOf(app, "--export-dtype", c.export_dtype,
                           "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even); "
                           "--export-peft's adapters are f32",

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "kernels/matmul/lora_merge.h"
 #include "runtime/io/error.h"
 
 namespace mt {
@@ -54,20 +55,7 @@ SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, c
     const float* w = f32Values(base, staged_w);
     const float* a = f32Values(store.savedTensor(adapter.a), staged_a);
     const float* b = f32Values(store.savedTensor(adapter.b), staged_b);
-    const int64_t out_rows = base.bytes / 4 / in;
-    float* merged = static_cast<float*>(buffer);
-    // Row by row, A's rows streamed in order (out x r x in multiply-adds: a large model's whole
-    // set of projections in seconds across the cores).
-#pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < out_rows; ++o) {
-      std::vector<double> row(static_cast<size_t>(in), 0.0);
-      for (int64_t k = 0; k < r; ++k) {
-        const double bk = b[o * r + k];
-        const float* ak = a + k * in;
-        for (int64_t i = 0; i < in; ++i) row[i] += bk * double(ak[i]);
-      }
-      for (int64_t i = 0; i < in; ++i) merged[o * in + i] = static_cast<float>(double(w[o * in + i]) + scale * row[i]);
-    }
+    loraMerge(w, a, b, base.bytes / 4 / in, in, r, scale, static_cast<float*>(buffer));
   };
   return out;
 }

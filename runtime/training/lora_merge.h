@@ -24,9 +24,8 @@ struct LoraAdapter {
 std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan);
 
 // Weight `adapter.weight` as saved (fp32, its plan name) with its adapters merged in:
-// W + scale * B A, the scale the plan's (loraScale: alpha / r, or alpha / sqrt(r) rank-stabilised),
-// each element's sum over r in double, rounded once (PEFT's merge computes B A in fp32, so the two
-// agree within fp32 rounding).
+// W + scale * B A (kernels/matmul/lora_merge.h), the scale the plan's (loraScale: alpha / r, or
+// alpha / sqrt(r) rank-stabilised).
 SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, const LoraAdapter& adapter);
 
 }  // namespace mt

@@ -24,6 +24,34 @@ std::string moduleOf(const std::string& tensor) {
   return dot == std::string::npos ? "" : tensor.substr(0, dot);
 }
 
+// Each parameter's place in the Hugging Face model (adapters left out), computed once.
+struct PlacedParam {
+  int index;
+  HuggingFacePlace place;
+  std::string module;  // the place's name without its last component
+};
+std::vector<PlacedParam> placedParams(const plan::Plan& plan, ExpertLayout layout) {
+  std::vector<PlacedParam> params;
+  for (int i = 0; i < plan.host_tensors_size(); ++i) {
+    const plan::HostTensor& t = plan.host_tensors(i);
+    if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
+    HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", layout);
+    const std::string module = moduleOf(place.name);
+    params.push_back({i, std::move(place), module});
+  }
+  return params;
+}
+
+// Why a tensor at `place` is no tensor of a module of its own there, as PEFT wraps modules
+// (nullptr where it is).
+const char* notOwnModule(const HuggingFacePlace& place) {
+  if (place.per_expert) return "one of a stack of experts, each its own module there";
+  if (place.parts != 1 || place.transposed)
+    return "GPT-2's Conv1D layers, stored transposed, c_attn holding q, k and v in one";
+  if (moduleOf(place.name).empty()) return "no module of its own";
+  return nullptr;
+}
+
 // What the folder holds: the adapted modules with their adapters, and the modules trained whole
 // (modules_to_save) with every tensor of theirs (Hugging Face's name, host tensor), each list in
 // the plan's order.
@@ -36,7 +64,7 @@ struct SavedModule {
   std::vector<std::pair<std::string, int>> tensors;
 };
 struct PeftContents {
-  ExpertLayout layout;  // of the plan's Hugging Face form
+  std::vector<PlacedParam> params;
   std::vector<AdaptedModule> adapted;
   std::vector<SavedModule> saved;
 };
@@ -51,13 +79,12 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
   for (const LoraAdapter& adapter : adapters) {
     const std::string& weight = plan.host_tensors(adapter.weight).name();
     const HuggingFacePlace place = huggingFacePlace(weight, "transformer.", layout);
-    // PEFT adapts nn.Linear modules here: not GPT-2's Conv1D (stored transposed; its c_attn q, k
-    // and v in one), nor gpt-oss's router (a module of its own kind in transformers).
-    const char* why = place.parts != 1 || place.transposed ? "GPT-2's Conv1D layers, c_attn holding q, k and v in one"
-                       : layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
-                           ? "gpt-oss's router, not a linear layer in transformers"
-                       : !place.name.ends_with(".weight") ? "no module of its own"
-                                                          : nullptr;
+    // PEFT adapts nn.Linear modules here: not GPT-2's Conv1D, nor gpt-oss's router (a module of
+    // its own kind in transformers).
+    const char* why = layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
+                          ? "gpt-oss's router, not a linear layer in transformers"
+                          : notOwnModule(place);
+    if (!why && !place.name.ends_with(".weight")) why = "no linear layer of its own";
     if (why)
       throw Error("--export-peft: the adapted '" + weight + "' has no PEFT form (" + why +
                   "): use --export-hf, which merges the adapters into the weights");
@@ -66,56 +93,46 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
   return modules;
 }
 
+// The refusal of saving `module` whole for the trained `tensor`, `why`.
+[[noreturn]] void refuseSaved(const std::string& tensor, const std::string& why) {
+  throw Error("--export-peft: the trained '" + tensor + "' " + why + ": use --export-hf, which writes the whole model");
+}
+
 // The modules holding a trained tensor beside the adapters (mtc --trainable), each with all of
 // its tensors, as PEFT's ModulesToSaveWrapper saves a module: whole.
-std::vector<SavedModule> savedModules(const plan::Plan& plan, ExpertLayout layout,
+std::vector<SavedModule> savedModules(const plan::Plan& plan, const std::vector<PlacedParam>& params,
                                       const std::vector<AdaptedModule>& adapted) {
-  struct Member {
-    HuggingFacePlace place;
-    int index;
-  };
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<Member>> members;
-  std::map<std::string, std::string> trained;  // module -> its first trained tensor's plan name
-  bool head = false, trained_embedding = false;
-  for (int i = 0; i < plan.host_tensors_size(); ++i) {
-    const plan::HostTensor& t = plan.host_tensors(i);
-    if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
-    const HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", layout);
-    const std::string module = moduleOf(place.name);
-    head |= place.name == "lm_head.weight";
-    if (members[module].empty()) order.push_back(module);
-    members[module].push_back({place, i});
-    if (t.frozen()) continue;
-    trained.emplace(module, t.name());
-    trained_embedding |= t.name() == "embed.weight" || t.name() == "wte.weight";
-  }
-  if (trained_embedding && !head)
-    throw Error("--export-peft: the plan trains the embedding, which its LM head is tied to; PEFT's modules_to_save "
-                "would train a copy the head does not share: use --export-hf, which writes the whole model");
-  std::set<std::string> adapted_names;
+  std::set<std::string> adapted_names, all_modules;
   for (const AdaptedModule& m : adapted) adapted_names.insert(m.module);
+  bool head = false;
+  for (const PlacedParam& p : params) all_modules.insert(p.module), head |= p.place.name == "lm_head.weight";
   std::vector<SavedModule> saved;
-  for (const std::string& module : order) {
-    auto found = trained.find(module);
-    if (found == trained.end()) continue;
-    const std::string& tensor = found->second;
-    if (adapted_names.count(module))
-      throw Error("--export-peft: '" + tensor + "' trains (--trainable) in " + module + ", which also has adapters; "
-                  "PEFT holds a module either adapted or saved whole: use --export-hf, which writes the whole model");
-    SavedModule m{module, {}};
-    for (const Member& member : members[module]) {
-      const HuggingFacePlace& place = member.place;
-      const char* why = place.per_expert ? "one of a stack of experts, each its own module there"
-                        : place.parts != 1 || place.transposed ? "GPT-2's Conv1D layers, stored transposed or fused"
-                        : module.empty() ? "no module of its own"
-                                         : nullptr;
-      if (why)
-        throw Error("--export-peft: the trained '" + tensor + "' has no module PEFT can save whole (" + why +
-                    "): use --export-hf, which writes the whole model");
-      m.tensors.push_back({place.name, member.index});
-    }
-    saved.push_back(std::move(m));
+  std::map<std::string, size_t> saved_index;
+  for (const PlacedParam& p : params) {
+    const std::string& name = plan.host_tensors(p.index).name();
+    if (plan.host_tensors(p.index).frozen() || saved_index.count(p.module)) continue;
+    if ((name == "embed.weight" || name == "wte.weight") && !head)
+      refuseSaved(name, "is the embedding the LM head is tied to, and PEFT ties a saved copy to the head only with "
+                        "its ensure_weight_tying, which this export does not write");
+    if (adapted_names.count(p.module))
+      refuseSaved(name, "is in " + p.module + ", which also has adapters; PEFT holds a module either adapted or saved "
+                        "whole");
+    // PEFT saves a module with everything under it: a tensor on a module that holds others
+    // (gpt-oss's sinks on its self_attn) would take those along.
+    auto inner = all_modules.lower_bound(p.module + ".");
+    if (inner != all_modules.end() && inner->starts_with(p.module + "."))
+      refuseSaved(name, "belongs to " + p.module + " itself, which holds other modules (" + *inner + "); PEFT would "
+                        "save all of them whole");
+    saved_index[p.module] = saved.size();
+    saved.push_back({p.module, {}});
+  }
+  // Every tensor of a saved module, trained or not, in the plan's order.
+  for (const PlacedParam& p : params) {
+    auto found = saved_index.find(p.module);
+    if (found == saved_index.end()) continue;
+    if (const char* why = notOwnModule(p.place))
+      refuseSaved(plan.host_tensors(p.index).name(), std::string("has no module PEFT can save whole (") + why + ")");
+    saved[found->second].tensors.push_back({p.place.name, p.index});
   }
   return saved;
 }
@@ -123,25 +140,20 @@ std::vector<SavedModule> savedModules(const plan::Plan& plan, ExpertLayout layou
 PeftContents peftContents(const plan::Plan& plan) {
   const ExpertLayout layout = exportLayout(plan, "--export-peft");
   if (hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam))
-    throw Error("--export-peft: a reward model's adapters need its score head, which the base model lacks: use "
-                "--export-hf, which writes the whole model");
-  PeftContents contents{layout, {}, {}};
-  contents.adapted = adaptedModules(plan, layout);
-  contents.saved = savedModules(plan, layout, contents.adapted);
+    throw Error("--export-peft: a reward model's adapters need its score head, which this export does not save "
+                "(PEFT's SEQ_CLS task): use --export-hf, which writes the whole model");
+  PeftContents contents{placedParams(plan, layout), adaptedModules(plan, layout), {}};
+  contents.saved = savedModules(plan, contents.params, contents.adapted);
   return contents;
 }
 
 // PEFT's target_modules: the leaf names ("q_proj") where the adapted modules are every module of
 // those names, else a regular expression PEFT matches in full against exactly the adapted ones.
-nlohmann::ordered_json peftTargets(const plan::Plan& plan, ExpertLayout layout,
-                                   const std::vector<AdaptedModule>& adapted) {
+nlohmann::ordered_json peftTargets(const std::vector<PlacedParam>& params, const std::vector<AdaptedModule>& adapted) {
   auto leafOf = [](const std::string& module) { return module.substr(module.rfind('.') + 1); };
   std::map<std::string, std::set<std::string>> all, chosen;  // by leaf
-  for (const auto& t : plan.host_tensors()) {
-    if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
-    const std::string name = huggingFacePlace(t.name(), "transformer.", layout).name;
-    if (name.ends_with(".weight")) all[leafOf(moduleOf(name))].insert(moduleOf(name));
-  }
+  for (const PlacedParam& p : params)
+    if (p.place.name.ends_with(".weight")) all[leafOf(p.module)].insert(p.module);
   for (const AdaptedModule& m : adapted) chosen[leafOf(m.module)].insert(m.module);
   bool whole = true;
   for (const auto& [leaf, modules] : chosen) whole &= all[leaf] == modules;
@@ -178,7 +190,7 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
   nlohmann::ordered_json saved = nlohmann::ordered_json::array();
   for (const SavedModule& m : contents.saved) saved.push_back(m.module);
   config["modules_to_save"] = contents.saved.empty() ? nlohmann::ordered_json() : saved;
-  config["target_modules"] = peftTargets(plan, contents.layout, contents.adapted);
+  config["target_modules"] = peftTargets(contents.params, contents.adapted);
   config["use_rslora"] = model.lora_rslora();
   config["use_dora"] = false;
   return config;

@@ -162,19 +162,28 @@ assert ours['lm_head.weight'].equal(peft['base_model.model.lm_head.weight'])
 assert len(peft) == 58, len(peft)
 \""
 # --export-peft refusals, before any step: a module both adapted and trained whole, a trained
-# embedding the head is tied to (PEFT holds neither); a folder --checkpoint-dir names too.
+# embedding the head is tied to, a stack of experts, a tensor on a module that holds others
+# (gpt-oss's sinks on self_attn: PEFT would save them all); a folder --checkpoint-dir names too.
 peft_refused() {
   local name=$1 want=$2
   shift 2
-  "$bin/mtc" "$@" -o peft.refused.plan --no-weights >/dev/null
+  rm -f peft.refused.plan
+  if ! "$bin/mtc" "$@" -o peft.refused.plan --no-weights >/dev/null; then
+    check "--export-peft of $name: the plan compiles" false
+    return
+  fi
   "$bin/mtrun" peft.refused.plan --data corpus.tok --steps 1 --export-peft peft.out > peft.refused 2>&1
   check "--export-peft of $name: refused before the run (exit $?)" \
     "[ $? -ne 0 ] && grep -q -- \"$want\" peft.refused && ! grep -q 'done:' peft.refused && [ ! -e peft.out ]"
 }
 peft_refused "a module adapted and trained whole" "which also has adapters" "${shape[@]}" "${lora[@]}" \
   --trainable 'attn\.q\.weight'
-peft_refused "a trained embedding tied to the head" "its LM head is tied to" llama-tiny --tied --batch 2 --seq 32 \
-  --lora 4 --trainable '^embed'
+peft_refused "a trained embedding tied to the head" "is the embedding the LM head is tied to" llama-tiny --tied \
+  --batch 2 --seq 32 --lora 4 --trainable '^embed'
+peft_refused "a trained stack of experts" "one of a stack of experts" qwen3-moe-tiny --batch 2 --seq 32 --lora 4 \
+  --trainable 'moe\.gate\.'
+peft_refused "gpt-oss's sinks" "which holds other modules" gpt-oss-tiny --batch 2 --seq 32 --lora 4 \
+  --trainable 'sinks'
 "$bin/mtrun" lora.plan --data corpus.tok --steps 1 --checkpoint-dir shared --export-peft shared/ > peft.shared 2>&1
 check "--export-peft and --checkpoint-dir in one folder: refused" \
   "grep -q 'name the same folder' peft.shared && [ ! -e shared ]"

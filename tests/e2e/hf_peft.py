@@ -2,13 +2,16 @@
 folder's tensor names (q_proj and v_proj train alone, the rest exported as read), and --lora: the
 adapters train, --export-hf merges them into the weights (W + alpha / r B A, and the merged folder
 scores the data as the adapted model), --export-peft writes PEFT's adapter folder, with the
-modules trained whole beside the adapters (modules_to_save), rank-stabilised scaling and dropout.
+modules trained whole beside the adapters (modules_to_save), rank-stabilised scaling and dropout;
+mtc --lora-from puts such a folder back on the model, to train on or merged for sampling.
 
 usage: /usr/bin/python3 tests/e2e/hf_peft.py BIN_DIR WORK_DIR
 """
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 
 import torch
@@ -154,6 +157,95 @@ def check_modules_to_save(bin_dir, work, data, failures):
           f"{config.get('use_rslora')}; --export-hf merged at alpha / sqrt(r) within {err:.1e}")
 
 
+def lora_from_refused(bin_dir, work, adapter, want, failures, model=None, flags=()):
+    """mtc --lora-from `adapter` on the folder (or `model`) must fail naming `want` and write no plan."""
+    plan = os.path.join(work, "refused.plan")
+    if os.path.exists(plan):
+        os.remove(plan)
+    model = model or os.path.join(work, "llama-bf16-sharded")
+    r = subprocess.run([f"{bin_dir}/mtc", model, "--batch", "4", "--seq", "32", "-o", plan, "--lora-from", adapter,
+                        *flags], capture_output=True, text=True)
+    if r.returncode == 0 or want not in r.stderr or os.path.exists(plan):
+        failures.append(f"--lora-from {os.path.basename(adapter)} {' '.join(flags)}: exit {r.returncode}, want an "
+                        f"error naming {want!r}: {r.stderr.strip()[:300]}")
+
+
+def damaged_adapter(work, source, name, config_change=None, drop=None, extra=None):
+    """A copy of adapter folder `source`: its config changed (a key set to None is removed), a
+    tensor dropped or an extra one added."""
+    folder = os.path.join(work, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    with open(os.path.join(source, "adapter_config.json")) as f:
+        config = json.load(f)
+    for key, value in (config_change or {}).items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    with open(os.path.join(folder, "adapter_config.json"), "w") as f:
+        json.dump(config, f)
+    tensors = read_hf_safetensors(os.path.join(source, "adapter_model.safetensors"))
+    tensors.pop(drop, None)
+    tensors.update(extra or {})
+    ref.write_safetensors(os.path.join(folder, "adapter_model.safetensors"), tensors)
+    return folder
+
+
+def check_lora_from(bin_dir, work, data, failures):
+    """mtc --lora-from: the adapter folders --export-peft wrote go back onto the folder. A training
+    plan starts from the trained adapters (and the saved modules), so it scores the data exactly as
+    the plan that trained them; a forward-only plan has them merged into its weights, bit for bit
+    --export-hf's merged folder. Then the refusals: PEFT features not implemented, keys not
+    known, tensors missing or extra or misshapen, a model that is no folder, --lora beside it."""
+    name = "llama-bf16-sharded"
+    folder = os.path.join(work, name)
+    peft, trained = os.path.join(work, name + ".peft"), os.path.join(work, name + ".lora.trained.safetensors")
+    plan = os.path.join(work, name + ".from.plan")
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan,
+             "--lora-from", peft])
+    start, ours = ref.read_safetensors(plan[:-5] + ".safetensors"), ref.read_safetensors(trained)
+    if set(start) != set(ours) or any(not torch.equal(start[k], ours[k]) for k in ours):
+        failures.append("--lora-from: the initial weights are not the trained adapters on the folder's weights")
+    adapted_loss = eval_loss(bin_dir, os.path.join(work, name + ".lora.plan"), data, "--weights", trained)
+    from_loss = eval_loss(bin_dir, plan, data)
+    if from_loss != adapted_loss:
+        failures.append(f"--lora-from: the plan scores {from_loss}, the plan that trained the adapters {adapted_loss}")
+    # Forward-only: merged as --export-hf merges.
+    gen, merged_gen = os.path.join(work, name + ".from-gen.plan"), os.path.join(work, name + ".merged-gen.plan")
+    ref.run([f"{bin_dir}/mtc", folder, "--forward-only", "--batch", "1", "--seq", "64", "-o", gen, "--lora-from", peft])
+    ref.run([f"{bin_dir}/mtc", os.path.join(work, name + ".lora-out"), "--forward-only", "--batch", "1", "--seq", "64",
+             "-o", merged_gen])
+    a, b = ref.read_safetensors(gen[:-5] + ".safetensors"), ref.read_safetensors(merged_gen[:-5] + ".safetensors")
+    if set(a) != set(b) or any(not torch.equal(a[k], b[k]) for k in a):
+        failures.append("--forward-only --lora-from: the merged weights differ from --export-hf's merged folder's")
+    print(f"--lora-from: the trained adapters back on the folder score {from_loss:.6f} (the adapted model "
+          f"{adapted_loss:.6f}); forward-only, merged bit for bit as --export-hf merges")
+    # The saved modules, rsLoRA and dropout come back from their config.
+    saved = os.path.join(work, name + ".saved-peft")
+    summary = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", "4", "--seq", "32", "-o",
+                              os.path.join(work, "saved-from.plan"), "--lora-from", saved],
+                             capture_output=True, text=True)
+    start, ours = (ref.read_safetensors(os.path.join(work, "saved-from.safetensors")),
+                   ref.read_safetensors(os.path.join(work, name + ".saved.safetensors")))
+    if "rank-stabilised: alpha / sqrt(r), dropout 0.05 before A" not in summary.stdout or \
+            not torch.equal(start["norm.weight"], ours["norm.weight"]) or \
+            not torch.equal(start["lm_head.weight"], ours["lm_head.weight"]):
+        failures.append(f"--lora-from with modules_to_save: {summary.stdout[-300:]}{summary.stderr}")
+    key = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
+    for adapter, want in (
+            (damaged_adapter(work, peft, "dora", {"use_dora": True}), "DoRA"),
+            (damaged_adapter(work, peft, "unknown", {"foo": 3}), "foo is 3, but mtc does not know this setting"),
+            (damaged_adapter(work, peft, "no-targets", {"target_modules": None}), "no target_modules"),
+            (damaged_adapter(work, peft, "rank", {"r": 8}), "needs [8, 64]"),
+            (damaged_adapter(work, peft, "missing", drop=key), "has no '" + key + "'"),
+            (damaged_adapter(work, peft, "extra", extra={"base_model.model.model.norm.weight": torch.ones(64)}),
+             "holds 'base_model.model.model.norm.weight', which has no place")):
+        lora_from_refused(bin_dir, work, adapter, want, failures)
+    lora_from_refused(bin_dir, work, peft, "is not one", failures, model="llama-tiny")
+    lora_from_refused(bin_dir, work, peft, "excludes", failures, flags=("--lora", "4"))
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -165,6 +257,7 @@ def main():
     check_trainable_by_hf_names(bin_dir, work, data, failures)
     check_lora_merge(bin_dir, work, data, failures)
     check_modules_to_save(bin_dir, work, data, failures)
+    check_lora_from(bin_dir, work, data, failures)
     ref.finish("hf_peft", failures)
 
 

@@ -639,8 +639,8 @@ def adapted(h, p, name, scale, drop=None):
 def forward(p, cfg, tokens, router_logits=None):
     """Logits of models/BuiltinModels.cpp's gpt2 / llama graph; a mixture of experts' router
     logits, layer by layer, appended to `router_logits` when given. Weights with LoRA adapters in
-    `p` add them, scaled by cfg["lora_scale"] (alpha / r), their input through cfg["lora_drop"]
-    where given (mtc --lora-dropout)."""
+    `p` add them, scaled by cfg["lora_scale"] (alpha / r, or alpha / sqrt(r) rank-stabilised), their
+    input through cfg["lora_drop"] where given (mtc --lora-dropout)."""
     scale, drop = cfg.get("lora_scale", 0.0), cfg.get("lora_drop")
     L, C, H, KV = cfg["layers"], cfg["width"], cfg["heads"], cfg["kv_heads"]
     eps = cfg.get("eps", 1e-5)

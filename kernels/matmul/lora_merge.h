@@ -1,0 +1,15 @@
+// A LoRA adapter merged into its weight (PEFT's merge_and_unload): W + scale * B A, for W (out,
+// in), A (r, in), B (out, r), each element's sum over r in double and rounded once to f32 (PEFT
+// computes B A in f32, so the two agree within f32 rounding). A host routine, not a plan kernel:
+// mtrun --export-hf and mtc --forward-only --lora-from call it as they write weights.
+#pragma once
+#include <cstdint>
+
+namespace mt {
+
+// `merged` may be `w`. OpenMP over rows (out x r x in multiply-adds: a large model's projections
+// in seconds across the cores).
+void loraMerge(const float* w, const float* a, const float* b, int64_t out, int64_t in, int64_t r, double scale,
+               float* merged);
+
+}  // namespace mt
