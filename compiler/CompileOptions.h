@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <set>
 #include <string>
 
 #include "models/ModelConfig.h"
@@ -108,6 +109,10 @@ struct CompileOptions {
   // mtc --lora-from: a PEFT adapter folder whose config sets the lora_* options, the targets and
   // `trainable` (its modules_to_save), and whose weights start the adapters (compiler/PeftAdapter.h).
   std::string lora_from;
+  // What --lora-from's config selects, by plan name, resolved over the folder's module names as
+  // PEFT matches them: the adapted weights (instead of lora_targets) and the tensors of the
+  // modules trained whole (instead of trainable).
+  std::optional<std::set<std::string>> lora_from_targets, lora_from_saved;
   // Not a flag: a Hugging Face folder's tensor name for each parameter's plan name, which the
   // two patterns match too (filled when the folder is read).
   std::map<std::string, std::string> param_source_names;

@@ -136,6 +136,9 @@ std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, co
     widen(b, out * r, wide_b.data(), where);
     float* w = static_cast<float*>(buffer);
     loraMerge(w, wide_a.data(), wide_b.data(), out, in, r, scale, w);
+    for (int64_t i = 0; i < out * in; ++i)
+      if (!std::isfinite(w[i]))
+        throw Error(where + ": merged into their weight, they overflow f32 at element " + std::to_string(i));
   };
 }
 
@@ -234,72 +237,22 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
   return model;
 }
 
-void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path,
-                             const WeightOverrides& overrides) {
-  std::map<std::string, std::unique_ptr<SafetensorsFile>> open;  // shards, mapped as they are first needed
-  std::unique_ptr<SafetensorsFile> override_file;
-  if (!overrides.names.empty() || !overrides.merged.empty())
-    override_file = std::make_unique<SafetensorsFile>(overrides.file);
-  auto entryOf = [&](const std::string& file, const std::string& name) -> const SafetensorsEntry& {
-    auto& shard = open[file];
-    if (!shard) shard = std::make_unique<SafetensorsFile>(model.dir + "/" + file);
-    auto it = shard->entries().find(name);
-    if (it == shard->entries().end())
-      throw Error(model.dir + "/" + file + " has no '" + name + "', which its index places there");
-    shard->verify(name);
-    return it->second;
-  };
-  auto requireShape = [&](const SafetensorsEntry& entry, const std::string& name, const std::vector<int64_t>& expected,
-                          const std::string& ours) {
-    if (entry.shape != expected || (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16"))
-      throw Error(model.dir + ": '" + name + "' is " + entry.dtype + " [" + shapeText(entry.shape) +
-                  "] but the model's " + ours + " needs [" + shapeText(expected) + "] in F32, BF16 or F16");
-  };
-  std::vector<SafetensorsTensor> tensors;
-  for (const auto& t : plan.host_tensors()) {
-    if (t.role() != plan::ROLE_PARAM) continue;
-    const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-    const int64_t n = checkedNumel(t.shape(), t.name());
-    if (auto named = overrides.names.find(t.name()); named != overrides.names.end()) {
-      const SafetensorsEntry& entry = override_file->entries().at(named->second);  // its shape and dtype checked
-      override_file->verify(named->second);
-      const std::string where = overrides.file + ": '" + named->second + "'";
-      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n,
-                         [&entry, n, where](void* out) { widen(entry, n, static_cast<float*>(out), where); }});
-      continue;
-    }
-    if (t.init().kind() != plan::Initializer::WEIGHTS) {  // new to the model (a reward model's score head)
-      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&t, &plan, n](void* out) {
-                           initializeTensor(static_cast<float*>(out), n, t.init(), plan.init_seed(), t.name());
-                         }});
-      continue;
-    }
-    const HuggingFaceSource& source = model.weights.at(t.name());
+namespace {
+
+// The folder's weights as the plan's parameters: each parameter's tensor, produced from its
+// source (one tensor, one per expert, MXFP4 blocks and scales, a part of a fused one, transposed).
+class FolderTensors {
+ public:
+  explicit FolderTensors(const HuggingFaceModel& model) : model_(model) {}
+
+  SafetensorsTensor tensor(const plan::HostTensor& t, const std::vector<int64_t>& shape, int64_t n) {
+    const HuggingFaceSource& source = model_.weights.at(t.name());
     const HuggingFacePlace& place = source.place;
-    if (place.per_expert) {
-      // Stacked from one tensor per expert, each ours without its first axis.
-      const std::vector<int64_t> expert_shape(shape.begin() + 1, shape.end());
-      const int64_t expert_numel = n / std::max<int64_t>(shape[0], 1);
-      std::vector<std::pair<const SafetensorsEntry*, std::string>> experts;
-      for (int64_t e = 0; e < static_cast<int64_t>(source.expert_files.size()); ++e) {
-        const std::string name = expertTensorName(place, e);
-        const SafetensorsEntry& entry = entryOf(source.expert_files[e], name);
-        requireShape(entry, name, expert_shape, t.name());
-        experts.push_back({&entry, model.dir + "/" + source.expert_files[e] + ": '" + name + "'"});
-      }
-      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [experts, expert_numel](void* out) {
-                           float* values = static_cast<float*>(out);
-                           for (size_t e = 0; e < experts.size(); ++e)
-                             widen(*experts[e].first, expert_numel, values + e * expert_numel, experts[e].second);
-                         }});
-      continue;
-    }
-    if (!source.mxfp4_scales_file.empty()) {
-      tensors.push_back(mxfp4Tensor(t.name(), shape, n, entryOf(source.file, place.name + "_blocks"),
-                                    entryOf(source.mxfp4_scales_file, place.name + "_scales"),
-                                    model.dir + ": '" + place.name + "_blocks'"));
-      continue;
-    }
+    if (place.per_expert) return expertsTensor(t, source, shape, n);
+    if (!source.mxfp4_scales_file.empty())
+      return mxfp4Tensor(t.name(), shape, n, entryOf(source.file, place.name + "_blocks"),
+                         entryOf(source.mxfp4_scales_file, place.name + "_scales"),
+                         model_.dir + ": '" + place.name + "_blocks'");
     const SafetensorsEntry& entry = entryOf(source.file, place.name);
     // The source's shape: ours, transposed (a matrix in Conv1D's [in, out]), its output axis
     // `parts` times as long.
@@ -307,22 +260,89 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
     if (place.transposed && expected.size() == 2) std::swap(expected[0], expected[1]);
     if (!expected.empty()) expected.back() *= place.parts;
     requireShape(entry, place.name, expected, t.name());
-    const std::string where = model.dir + "/" + source.file + ": '" + place.name + "'";
-    tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, &place, shape, n, where](void* out) {
-                         float* values = static_cast<float*>(out);
-                         if (place.parts == 1 && !place.transposed) return widen(entry, n, values, where);
-                         std::vector<float> whole(static_cast<size_t>(n * place.parts));
-                         widen(entry, n * place.parts, whole.data(), where);
-                         const int64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1;
-                         const int64_t offset = place.part * rows, stride = rows * place.parts;
-                         // ours[o][i] = theirs[i][part * rows + o] (a bias: ours[o] = theirs[part * rows + o])
-                         for (int64_t o = 0; o < rows; ++o)
-                           for (int64_t i = 0; i < cols; ++i) values[o * cols + i] = whole[i * stride + offset + o];
-                       }});
+    const std::string where = model_.dir + "/" + source.file + ": '" + place.name + "'";
+    return {t.name(), "F32", shape, nullptr, 4 * n, [&entry, &place, shape, n, where](void* out) {
+              float* values = static_cast<float*>(out);
+              if (place.parts == 1 && !place.transposed) return widen(entry, n, values, where);
+              std::vector<float> whole(static_cast<size_t>(n * place.parts));
+              widen(entry, n * place.parts, whole.data(), where);
+              const int64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1;
+              const int64_t offset = place.part * rows, stride = rows * place.parts;
+              // ours[o][i] = theirs[i][part * rows + o] (a bias: ours[o] = theirs[part * rows + o])
+              for (int64_t o = 0; o < rows; ++o)
+                for (int64_t i = 0; i < cols; ++i) values[o * cols + i] = whole[i * stride + offset + o];
+            }};
   }
-  for (SafetensorsTensor& tensor : tensors)
-    if (auto merge = overrides.merged.find(tensor.name); merge != overrides.merged.end())
-      tensor.produce = mergedProducer(std::move(tensor.produce), *override_file, merge->second, tensor.shape);
+
+ private:
+  // Stacked from one tensor per expert, each ours without its first axis.
+  SafetensorsTensor expertsTensor(const plan::HostTensor& t, const HuggingFaceSource& source,
+                                  const std::vector<int64_t>& shape, int64_t n) {
+    const std::vector<int64_t> expert_shape(shape.begin() + 1, shape.end());
+    const int64_t expert_numel = n / std::max<int64_t>(shape[0], 1);
+    std::vector<std::pair<const SafetensorsEntry*, std::string>> experts;
+    for (int64_t e = 0; e < static_cast<int64_t>(source.expert_files.size()); ++e) {
+      const std::string name = expertTensorName(source.place, e);
+      const SafetensorsEntry& entry = entryOf(source.expert_files[e], name);
+      requireShape(entry, name, expert_shape, t.name());
+      experts.push_back({&entry, model_.dir + "/" + source.expert_files[e] + ": '" + name + "'"});
+    }
+    return {t.name(), "F32", shape, nullptr, 4 * n, [experts, expert_numel](void* out) {
+              float* values = static_cast<float*>(out);
+              for (size_t e = 0; e < experts.size(); ++e)
+                widen(*experts[e].first, expert_numel, values + e * expert_numel, experts[e].second);
+            }};
+  }
+
+  // Entry `name` of the folder's `file` (mapped as it is first needed), its checksum verified.
+  const SafetensorsEntry& entryOf(const std::string& file, const std::string& name) {
+    auto& shard = open_[file];
+    if (!shard) shard = std::make_unique<SafetensorsFile>(model_.dir + "/" + file);
+    auto it = shard->entries().find(name);
+    if (it == shard->entries().end())
+      throw Error(model_.dir + "/" + file + " has no '" + name + "', which its index places there");
+    shard->verify(name);
+    return it->second;
+  }
+
+  void requireShape(const SafetensorsEntry& entry, const std::string& name, const std::vector<int64_t>& expected,
+                    const std::string& ours) const {
+    if (entry.shape != expected || (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16"))
+      throw Error(model_.dir + ": '" + name + "' is " + entry.dtype + " [" + shapeText(entry.shape) +
+                  "] but the model's " + ours + " needs [" + shapeText(expected) + "] in F32, BF16 or F16");
+  }
+
+  const HuggingFaceModel& model_;
+  std::map<std::string, std::unique_ptr<SafetensorsFile>> open_;
+};
+
+}  // namespace
+
+void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path,
+                             const WeightOverrides& overrides) {
+  FolderTensors folder(model);
+  std::vector<SafetensorsTensor> tensors;
+  for (const auto& t : plan.host_tensors()) {
+    if (t.role() != plan::ROLE_PARAM) continue;
+    const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+    const int64_t n = checkedNumel(t.shape(), t.name());
+    if (auto named = overrides.names.find(t.name()); named != overrides.names.end()) {
+      const SafetensorsEntry& entry = overrides.file->entries().at(named->second);  // its shape and dtype checked
+      overrides.file->verify(named->second);
+      const std::string where = overrides.file->path() + ": '" + named->second + "'";
+      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n,
+                         [&entry, n, where](void* out) { widen(entry, n, static_cast<float*>(out), where); }});
+    } else if (t.init().kind() != plan::Initializer::WEIGHTS) {  // new to the model (a reward model's score head)
+      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&t, &plan, n](void* out) {
+                           initializeTensor(static_cast<float*>(out), n, t.init(), plan.init_seed(), t.name());
+                         }});
+    } else {
+      tensors.push_back(folder.tensor(t, shape, n));
+    }
+    if (auto merge = overrides.merged.find(t.name()); merge != overrides.merged.end())
+      tensors.back().produce =
+          mergedProducer(std::move(tensors.back().produce), *overrides.file, merge->second, shape);
+  }
   writeSafetensors(path, tensors,
                    {{"format", "pt"},
                     {"producer", "megatrain mtc (Hugging Face " + model.architecture + ")"},

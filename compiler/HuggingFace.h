@@ -7,11 +7,13 @@
 // naming it, never ignored.
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "compiler/HuggingFaceConfig.h"
 #include "models/ModelConfig.h"
+#include "runtime/io/safetensors.h"
 #include "runtime/plan/huggingface_names.h"
 #include "runtime/plan.pb.h"
 
@@ -56,7 +58,7 @@ struct LoraMergeSource {
   double scale = 0;
 };
 struct WeightOverrides {
-  std::string file;
+  std::shared_ptr<const SafetensorsFile> file;  // read once: what was checked is what is read
   std::map<std::string, std::string> names;
   std::map<std::string, LoraMergeSource> merged;
 };

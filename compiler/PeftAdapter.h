@@ -1,23 +1,26 @@
 // mtc --lora-from DIR: a PEFT LoRA adapter folder (what PEFT's save_pretrained writes, and
 // mtrun --export-peft) on the Hugging Face folder it was trained from. adapter_config.json sets
-// what --lora, --lora-alpha, --lora-rslora, --lora-dropout, --lora-targets and --trainable would
-// (target_modules and modules_to_save matched as PEFT matches module names), and
-// adapter_model.safetensors gives the adapters' and the saved modules' starting values.
+// what --lora, --lora-alpha, --lora-rslora, --lora-dropout, --lora-targets and --trainable would,
+// its target_modules and modules_to_save matched against the folder's module names as PEFT
+// matches them; adapter_model.safetensors gives the adapters' and the saved modules' starting
+// values (a forward-only plan has the adapters merged into their weights instead).
 // Both files are hostile until checked: a setting mtc does not implement (DoRA, trained biases,
-// per-layer ranks, ...), or a key it does not know holding anything but an empty value, is an
-// error naming it; every tensor of the file must have a place in the plan and fit it, and every
-// adapter of the plan must find its tensors there.
+// per-layer ranks, an initialisation that changes the base weights, ...), or a key it does not
+// know holding anything but an empty value, is an error naming it; every tensor of the file must
+// have a place in the plan and fit it, and every adapter of the plan must find its tensors there.
 #pragma once
+#include <memory>
+#include <optional>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include "compiler/CompileOptions.h"
 #include "compiler/HuggingFace.h"
+#include "runtime/io/safetensors.h"
 #include "runtime/plan.pb.h"
 
 namespace mt {
-
-inline constexpr char kPeftConfigFile[] = "adapter_config.json";
-inline constexpr char kPeftAdapterWeights[] = "adapter_model.safetensors";
 
 struct PeftAdapter {
   std::string dir;
@@ -25,22 +28,31 @@ struct PeftAdapter {
   double alpha = 8.0;
   bool rslora = false;
   double dropout = 0.0;
-  // Regular expressions over the folder's tensor names: the adapted weights (target_modules),
-  // and the tensors of the modules trained whole (modules_to_save; "" for none).
-  std::string targets, saved;
-  std::string base;  // base_model_name_or_path ("" where the config has none)
+  bool ensure_weight_tying = false;  // a saved tied embedding stays tied to the LM head
+  // target_modules: module names (a module is adapted whose name is one or ends with "." + one),
+  // an expression the whole name must match, or every linear layer of the layers.
+  std::vector<std::string> targets;
+  std::optional<std::regex> target_expression;
+  bool all_linear = false;
+  std::vector<std::string> saved;  // modules_to_save: a module whose name ends with one
+  std::shared_ptr<const SafetensorsFile> weights;  // adapter_model.safetensors, its header checked
 };
 
-// Reads DIR/adapter_config.json; throws mt::Error naming what it cannot take.
+// Reads DIR/adapter_config.json and the header of DIR/adapter_model.safetensors; throws
+// mt::Error naming what it cannot take.
 PeftAdapter readPeftAdapter(const std::string& dir);
 
-// Sets what the adapter says in `o` (the lora_* options, the targets, trainable). Throws
-// mt::Error for a target_modules expression std::regex cannot read.
-void applyPeftAdapter(const PeftAdapter& adapter, CompileOptions& o);
+// Sets what the adapter says in `o`: the lora_* options, and the adapted weights and the saved
+// modules' tensors by plan name (o.lora_from_targets, lora_from_saved), resolved over `model`'s
+// names. Throws mt::Error where its targets find no module.
+void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model, CompileOptions& o);
 
-// The plan's parameters whose starting values DIR/adapter_model.safetensors holds: its adapters
-// and the tensors of the modules it trains whole. Throws mt::Error for a tensor of the file
-// without a place in the plan, an adapter of the plan without its tensor, or one that does not fit.
-WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, const HuggingFaceModel& model);
+// The plan's parameters whose starting values the adapter's weights give: its adapters, the
+// saved modules' tensors and whole tensors it holds (an embedding saved beside them); with
+// `forward_only`, the adapters merged into their weights. Throws mt::Error for a tensor of the
+// file without a place in the plan, a place without its tensor, one that does not fit, or a
+// saved tied embedding PEFT would untie.
+WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, const HuggingFaceModel& model,
+                            bool forward_only);
 
 }  // namespace mt

@@ -126,7 +126,7 @@ bool writeOutputs(const CompileOptions& o, const LoadedModel& m, const plan::Pla
                   const std::string& weights, const std::optional<PeftAdapter>& adapter) {
   try {
     // --lora-from: the adapter's tensors checked against the plan before anything is written.
-    const WeightOverrides overrides = adapter ? peftWeights(*adapter, plan, *m.hf) : WeightOverrides{};
+    const WeightOverrides overrides = adapter ? peftWeights(*adapter, plan, *m.hf, o.forward_only) : WeightOverrides{};
     if (write_weights && !m.imported.params.empty()) writeImportedWeights(m.imported, plan, weights);
     else if (write_weights && m.hf) writeHuggingFaceWeights(*m.hf, plan, weights, overrides);
     else if (write_weights) writeInitialWeights(plan, weights);
@@ -182,7 +182,7 @@ bool readLoraFrom(CompileOptions& o, std::optional<PeftAdapter>& adapter) {
     if (o.loss.objective == LossObjective::kReward)
       throw Error("--lora-from reads a causal LM's adapter (CAUSAL_LM); a reward model's is not read");
     adapter = readPeftAdapter(o.lora_from);
-    if (!o.forward_only) applyPeftAdapter(*adapter, o);
+    if (!o.forward_only) applyPeftAdapter(*adapter, readHuggingFaceFolder(o.model), o);
   } catch (const Error& e) {
     std::fprintf(stderr, "mtc: error: %s\n", e.what());
     return false;

@@ -39,7 +39,9 @@ std::string markLoraTargets(func::FuncOp func, const CompileOptions& o) {
   int64_t marked = 0, found = 0;
   for (BlockArgument arg : func.getArguments()) {
     const StringRef name = paramName(func, arg.getArgNumber());
-    if (name.empty() || !matches(o, o.lora_targets, name)) continue;
+    const bool hit = o.lora_from_targets ? o.lora_from_targets->count(name.str()) > 0
+                                         : matches(o, o.lora_targets, name);
+    if (name.empty() || !hit) continue;
     ++found;
     if (cast<RankedTensorType>(arg.getType()).getRank() != 2) continue;
     markParam(func, arg.getArgNumber(), kParamLoraKey);
@@ -59,12 +61,13 @@ std::string markFrozen(func::FuncOp func, const CompileOptions& o) {
     const StringRef name = paramName(func, arg.getArgNumber());
     if (name.empty()) continue;
     const bool hit_frozen = o.frozen && matches(o, *o.frozen, name);
-    const bool hit_trainable = o.trainable && matches(o, *o.trainable, name);
+    const bool hit_trainable = o.lora_from_saved ? o.lora_from_saved->count(name.str()) > 0
+                                                 : o.trainable && matches(o, *o.trainable, name);
     frozen_hits += hit_frozen, trainable_hits += hit_trainable;
     if (isFrozenParam(func, arg.getArgNumber())) continue;  // frozen in the IR already
     // A reward model's score head trains beside the adapters (PEFT's SEQ_CLS saves it too).
     const bool head = lora && name == kScoreHeadParam;
-    if (!hit_frozen && (o.trainable ? hit_trainable || head : !lora || head)) {
+    if (!hit_frozen && (o.trainable || o.lora_from_saved ? hit_trainable || head : !lora || head)) {
       ++training;
       continue;
     }

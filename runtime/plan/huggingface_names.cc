@@ -85,4 +85,9 @@ HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& g
   return {};
 }
 
+std::string huggingFaceModuleOf(const std::string& tensor) {
+  const size_t dot = tensor.rfind('.');
+  return dot == std::string::npos ? "" : tensor.substr(0, dot);
+}
+
 }  // namespace mt

@@ -38,6 +38,15 @@ struct HuggingFacePlace {
 HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body = "transformer.",
                                   ExpertLayout experts = ExpertLayout::kQwen3Moe);
 
+// A tensor's module ("model.norm.weight" -> "model.norm"; "" for a name without a '.').
+std::string huggingFaceModuleOf(const std::string& tensor);
+
+// PEFT's adapter folder (mtrun --export-peft writes it, mtc --lora-from reads it): its files, and
+// the prefix of every key of its weights (the PeftModel's base model's model).
+inline constexpr char kPeftConfigFile[] = "adapter_config.json";
+inline constexpr char kPeftWeightsFile[] = "adapter_model.safetensors";
+inline constexpr char kPeftKeyPrefix[] = "base_model.model.";
+
 // Expert `e`'s tensor of a per-expert place.
 std::string expertTensorName(const HuggingFacePlace& place, int64_t e);
 

@@ -44,9 +44,6 @@ struct HuggingFaceExport {
 HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir,
                                     ExportDtype dtype, const std::map<std::string, std::string>& metadata);
 
-// The file of --export-peft's folder (runtime/training/peft_export.h) that its provenance is read from.
-inline constexpr char kPeftWeightsFile[] = "adapter_model.safetensors";
-
 // The layout of the experts in the plan's Hugging Face form, its config checked as for
 // --export-hf (`flag` names the export in the errors): throws mt::Error where there is none.
 ExpertLayout exportLayout(const plan::Plan& plan, const std::string& flag);

@@ -17,13 +17,6 @@
 namespace mt {
 namespace {
 
-// A tensor's module in the Hugging Face model: its name without the last component
-// ("model.norm.weight" -> "model.norm"; "" if it has none).
-std::string moduleOf(const std::string& tensor) {
-  const size_t dot = tensor.rfind('.');
-  return dot == std::string::npos ? "" : tensor.substr(0, dot);
-}
-
 // Each parameter's place in the Hugging Face model (adapters left out), computed once.
 struct PlacedParam {
   int index;
@@ -36,7 +29,7 @@ std::vector<PlacedParam> placedParams(const plan::Plan& plan, ExpertLayout layou
     const plan::HostTensor& t = plan.host_tensors(i);
     if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
     HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", layout);
-    const std::string module = moduleOf(place.name);
+    const std::string module = huggingFaceModuleOf(place.name);
     params.push_back({i, std::move(place), module});
   }
   return params;
@@ -48,7 +41,7 @@ const char* notOwnModule(const HuggingFacePlace& place) {
   if (place.per_expert) return "one of a stack of experts, each its own module there";
   if (place.parts != 1 || place.transposed)
     return "GPT-2's Conv1D layers, stored transposed, c_attn holding q, k and v in one";
-  if (moduleOf(place.name).empty()) return "no module of its own";
+  if (huggingFaceModuleOf(place.name).empty()) return "no module of its own";
   return nullptr;
 }
 
@@ -88,7 +81,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
     if (why)
       throw Error("--export-peft: the adapted '" + weight + "' has no PEFT form (" + why +
                   "): use --export-hf, which merges the adapters into the weights");
-    modules.push_back({moduleOf(place.name), adapter});
+    modules.push_back({huggingFaceModuleOf(place.name), adapter});
   }
   return modules;
 }
@@ -207,13 +200,13 @@ void exportPeft(const plan::Plan& plan, const HostStore& store, const std::strin
   for (const AdaptedModule& m : contents.adapted)
     for (auto [index, which] : {std::pair{m.adapter.a, "lora_A"}, {m.adapter.b, "lora_B"}}) {
       SafetensorsTensor t = store.savedTensor(index);
-      t.name = "base_model.model." + m.module + "." + which + ".weight";
+      t.name = kPeftKeyPrefix + m.module + "." + which + ".weight";
       tensors.push_back(std::move(t));
     }
   for (const SavedModule& m : contents.saved)
     for (const auto& [name, index] : m.tensors) {
       SafetensorsTensor t = store.savedTensor(index);
-      t.name = "base_model.model." + name;
+      t.name = kPeftKeyPrefix + name;
       tensors.push_back(std::move(t));
     }
   checkHuggingFaceExportFolder(dir, /*peft=*/true);
@@ -221,7 +214,7 @@ void exportPeft(const plan::Plan& plan, const HostStore& store, const std::strin
   std::map<std::string, std::string> meta = metadata;
   meta["format"] = "pt";
   writeSafetensors(folder.staging() + "/" + kPeftWeightsFile, tensors, meta);
-  writeFileAtomically(folder.staging() + "/adapter_config.json", peftConfig(plan, contents).dump(2) + "\n");
+  writeFileAtomically(folder.staging() + "/" + kPeftConfigFile, peftConfig(plan, contents).dump(2) + "\n");
   folder.commit();
 }
 

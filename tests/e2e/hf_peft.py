@@ -157,15 +157,36 @@ def check_modules_to_save(bin_dir, work, data, failures):
           f"{config.get('use_rslora')}; --export-hf merged at alpha / sqrt(r) within {err:.1e}")
 
 
+# Every field of PEFT's LoraConfig (and PeftConfig's) that its save_pretrained writes, each at its
+# default (off) or inert: --lora-from reads such a config as the plain one.
+PEFT_LORA_CONFIG_FIELDS = {
+    "auto_mapping": None, "peft_version": "0.17.1", "revision": None, "inference_mode": True,
+    "exclude_modules": None, "fan_in_fan_out": False, "bias": "none", "use_rslora": False, "modules_to_save": None,
+    "init_lora_weights": True, "layers_to_transform": None, "layers_pattern": None, "rank_pattern": {},
+    "alpha_pattern": {}, "megatron_config": None, "megatron_core": "megatron.core", "trainable_token_indices": None,
+    "loftq_config": {}, "eva_config": None, "corda_config": None, "lora_ga_config": None, "use_dora": False,
+    "velora_config": None, "alora_invocation_tokens": None, "use_qalora": False, "qalora_group_size": 16,
+    "monteclora_config": None, "layer_replication": None, "runtime_config": {"ephemeral_gpu_offload": False},
+    "lora_bias": False, "target_parameters": None, "use_bdlora": None, "arrow_config": None, "kasa_config": None,
+    "ensure_weight_tying": False}
+
+
+def same_weights(plan_a, plan_b):
+    """Whether the initial weights beside two plans hold the same tensors, bit for bit."""
+    a, b = ref.read_safetensors(plan_a[:-5] + ".safetensors"), ref.read_safetensors(plan_b[:-5] + ".safetensors")
+    return set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def lora_from_refused(bin_dir, work, adapter, want, failures, model=None, flags=()):
     """mtc --lora-from `adapter` on the folder (or `model`) must fail naming `want` and write no plan."""
     plan = os.path.join(work, "refused.plan")
-    if os.path.exists(plan):
-        os.remove(plan)
+    for stale in (plan, plan[:-5] + ".safetensors"):
+        if os.path.exists(stale):
+            os.remove(stale)
     model = model or os.path.join(work, "llama-bf16-sharded")
     r = subprocess.run([f"{bin_dir}/mtc", model, "--batch", "4", "--seq", "32", "-o", plan, "--lora-from", adapter,
                         *flags], capture_output=True, text=True)
-    if r.returncode == 0 or want not in r.stderr or os.path.exists(plan):
+    if r.returncode == 0 or want not in r.stderr or os.path.exists(plan) or os.path.exists(plan[:-5] + ".safetensors"):
         failures.append(f"--lora-from {os.path.basename(adapter)} {' '.join(flags)}: exit {r.returncode}, want an "
                         f"error naming {want!r}: {r.stderr.strip()[:300]}")
 
@@ -232,15 +253,78 @@ def check_lora_from(bin_dir, work, data, failures):
             not torch.equal(start["norm.weight"], ours["norm.weight"]) or \
             not torch.equal(start["lm_head.weight"], ours["lm_head.weight"]):
         failures.append(f"--lora-from with modules_to_save: {summary.stdout[-300:]}{summary.stderr}")
+    # target_modules as PEFT's other form, an expression the whole module name must match (its
+    # anchors redundant): the same adapters, the same initial weights.
+    regex_plan = os.path.join(work, "regex-from.plan")
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", regex_plan,
+             "--lora-from", damaged_adapter(work, peft, "regex", {"target_modules": r"^.*\.(q_proj|v_proj)$"})])
+    a, b = ref.read_safetensors(regex_plan[:-5] + ".safetensors"), ref.read_safetensors(plan[:-5] + ".safetensors")
+    if set(a) != set(b) or any(not torch.equal(a[k], b[k]) for k in a):
+        failures.append("--lora-from with target_modules as an expression: not the weights of its list form")
+    # A config as PEFT writes it: every field of its LoraConfig, each off or inert.
+    full = damaged_adapter(work, peft, "full")
+    with open(os.path.join(full, "adapter_config.json")) as f:
+        config = json.load(f)
+    config.update(PEFT_LORA_CONFIG_FIELDS)
+    with open(os.path.join(full, "adapter_config.json"), "w") as f:
+        json.dump(config, f)
+    full_plan = os.path.join(work, "full-from.plan")
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", full_plan,
+             "--lora-from", full])
+    if not same_weights(full_plan, plan):
+        failures.append("--lora-from with every field of PEFT's LoraConfig: not the weights of the plain config's")
+    # --export-peft's exact expression (layer 0's q_proj alone) reads back to the same adapters.
+    part_plan = os.path.join(work, "part-from.plan")
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", part_plan,
+             "--lora-from", os.path.join(work, name + ".part-peft")])
+    part = ref.read_safetensors(part_plan[:-5] + ".safetensors")
+    exported = read_hf_safetensors(os.path.join(work, name + ".part-peft", "adapter_model.safetensors"))
+    if sorted(k for k in part if "lora_" in k) != ["layers.0.attn.q.lora_A.weight", "layers.0.attn.q.lora_B.weight"] or \
+            not torch.equal(part["layers.0.attn.q.lora_A.weight"],
+                            exported["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"]):
+        failures.append("--lora-from of an expression's adapter folder: not layer 0's q_proj adapters as exported")
+    # Forward-only with saved modules: the norm and the head replaced, q and v merged; a decode step too.
+    gen_saved = os.path.join(work, "saved-gen.plan")
+    for flags in ([], ["--kv-cache"]):
+        ref.run([f"{bin_dir}/mtc", folder, "--forward-only", "--batch", "1", "--seq", "64", "-o", gen_saved,
+                 "--lora-from", saved] + flags)
+    gen_weights = ref.read_safetensors(gen_saved[:-5] + ".safetensors")
+    if not torch.equal(gen_weights["norm.weight"], ours["norm.weight"]) or \
+            not torch.equal(gen_weights["lm_head.weight"], ours["lm_head.weight"]):
+        failures.append("--forward-only --lora-from with modules_to_save: the saved norm and head not in the weights")
+    # A whole tensor saved beside the adapters (PEFT's save_embedding_layers) replaces the folder's.
+    beside_plan = os.path.join(work, "beside-from.plan")
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", "4", "--seq", "32", "-o", beside_plan, "--lora-from",
+             damaged_adapter(work, peft, "beside", extra={"base_model.model.model.norm.weight": torch.full((64,), 0.5)})])
+    if not torch.equal(ref.read_safetensors(beside_plan[:-5] + ".safetensors")["norm.weight"], torch.full((64,), 0.5)):
+        failures.append("--lora-from: a whole tensor beside the adapters did not replace the folder's")
+    # A tied model: a saved embedding PEFT would untie (ensure_weight_tying off) is refused.
+    tied_plan, tied_folder = os.path.join(work, "tied.plan"), os.path.join(work, "tied-hf")
+    ref.run([f"{bin_dir}/mtc", "llama-tiny", "--tied", "--batch", "4", "--seq", "32", "-o", tied_plan])
+    ref.run([f"{bin_dir}/mtrun", tied_plan, "--data", data, "--steps", "1", "--export-hf", tied_folder])
+    lora_from_refused(bin_dir, work, damaged_adapter(work, peft, "tied-embedding", {"modules_to_save": ["embed_tokens"]},
+                                                     extra={"base_model.model.model.embed_tokens.weight":
+                                                            torch.zeros(256, 64)}),
+                      "without ensure_weight_tying", failures, model=tied_folder)
     key = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
+    nan = read_hf_safetensors(os.path.join(peft, "adapter_model.safetensors"))[key].clone()
+    nan[1, 2] = float("nan")
     for adapter, want in (
+            (damaged_adapter(work, peft, "redos", {"target_modules": "(.*)*q_proj"}), "repeats a group"),
+            (damaged_adapter(work, peft, "pissa", {"init_lora_weights": "pissa"}), "rewrites the base weights"),
+            (damaged_adapter(work, peft, "layer0", {"layers_to_transform": 0}), "layers_to_transform is 0"),
+            (damaged_adapter(work, peft, "not-lora", {"peft_type": "IA3", "foo": 1}), "peft_type is \"IA3\", not LORA"),
+            (damaged_adapter(work, peft, "nan", extra={key: nan}), "holds nan at element"),
+            (damaged_adapter(work, peft, "expert", extra={
+                "base_model.model.model.layers.0.mlp.experts.0.gate_proj.lora_A.weight": torch.zeros(4, 64)}),
+             "adapters on single experts of a mixture are not implemented"),
             (damaged_adapter(work, peft, "dora", {"use_dora": True}), "DoRA"),
             (damaged_adapter(work, peft, "unknown", {"foo": 3}), "foo is 3, but mtc does not know this setting"),
             (damaged_adapter(work, peft, "no-targets", {"target_modules": None}), "no target_modules"),
             (damaged_adapter(work, peft, "rank", {"r": 8}), "needs [8, 64]"),
             (damaged_adapter(work, peft, "missing", drop=key), "has no '" + key + "'"),
-            (damaged_adapter(work, peft, "extra", extra={"base_model.model.model.norm.weight": torch.ones(64)}),
-             "holds 'base_model.model.model.norm.weight', which has no place")):
+            (damaged_adapter(work, peft, "extra", extra={"base_model.model.model.foo.weight": torch.ones(64)}),
+             "holds 'base_model.model.model.foo.weight', which has no place")):
         lora_from_refused(bin_dir, work, adapter, want, failures)
     lora_from_refused(bin_dir, work, peft, "is not one", failures, model="llama-tiny")
     lora_from_refused(bin_dir, work, peft, "excludes", failures, flags=("--lora", "4"))

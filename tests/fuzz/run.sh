@@ -15,7 +15,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 seconds=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(plan safetensors checkpoint token_file tokenizer hf_tokenizer hf_config config instruction_data onnx)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(plan safetensors checkpoint token_file tokenizer hf_tokenizer hf_config peft_config config instruction_data onnx)
 bin=${MT_BIN:-$root/build/bin}
 build=${FUZZ_BUILD:-$root/build-fuzz}
 work=${FUZZ_WORK:-$build/campaign}
@@ -46,7 +46,7 @@ for h in "${harnesses[@]}"; do [ "$h" = onnx ] || readers+=("$h"); done
 
 # Seeds made by the tools, as a user would make the files.
 rm -rf "$work" && mkdir -p "$work"/{seeds,corpus,crashes} && cd "$work"
-for h in plan safetensors checkpoint token_file tokenizer hf_tokenizer hf_config config instruction_data onnx; do
+for h in plan safetensors checkpoint token_file tokenizer hf_tokenizer hf_config peft_config config instruction_data onnx; do
   mkdir -p "seeds/$h" "corpus/$h" "$root/tests/fuzz/regressions/$h"
 done
 printf 'the quick brown fox jumps over the lazy dog %s\n' {1..40} > text.txt
@@ -96,6 +96,10 @@ open('seeds/instruction_data/deep.json', 'w').write(json.dumps({'messages': [{'r
 # Hugging Face config.json: the Llama the harness's weights fit, and its Qwen2/Qwen3/Mistral/GPT-2
 # and nested cousins (tests/fuzz/hf_configs.py).
 /usr/bin/python3 "$root/tests/fuzz/hf_configs.py" seeds/hf_config
+# PEFT adapter configs: a list of targets with a saved module, an expression, all-linear.
+printf '%s' '{"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 8, "lora_alpha": 16, "lora_dropout": 0.05, "use_rslora": false, "target_modules": ["q_proj", "v_proj"], "modules_to_save": ["lm_head"], "bias": "none", "use_dora": false, "rank_pattern": {}, "layers_to_transform": null}' > seeds/peft_config/list.json
+printf '%s' '{"peft_type": "LORA", "r": 4, "target_modules": "^model\\.layers\\.[0-9]+\\.self_attn\\.(q|k|v)_proj$", "use_rslora": true}' > seeds/peft_config/expression.json
+printf '%s' '{"peft_type": "LORA", "r": 16, "lora_alpha": 32, "target_modules": "all-linear"}' > seeds/peft_config/all_linear.json
 printf 'steps = 3\nlr = 0.001\nwarmup = 1\ngrad-clip = 0.5\non-nonfinite = "skip"\n' > seeds/config/run.toml
 printf '[default]\nseed=7\nval-fraction=0.1\nlog="l.jsonl"\n' > seeds/config/run.ini
 # Small PyTorch exports (GPT-2, Llama; opsets 17 and 14) and ONNX's own one-op node tests.
@@ -103,7 +107,7 @@ printf '[default]\nseed=7\nval-fraction=0.1\nlog="l.jsonl"\n' > seeds/config/run
 
 # The JSON readers get inputs long enough for depth and size attacks (issue 30: 50,000 levels
 # of nesting take 100 KB and more); the rest 128 KB.
-max_len() { case $1 in hf_tokenizer | hf_config | instruction_data) echo 1048576 ;; *) echo 131072 ;; esac; }
+max_len() { case $1 in hf_tokenizer | hf_config | peft_config | instruction_data) echo 1048576 ;; *) echo 131072 ;; esac; }
 printf '%-12s %12s %9s %8s %9s %s\n' harness executions exec/s cov features crashes | tee summary.txt
 status=0
 for h in "${harnesses[@]}"; do

@@ -1,0 +1,225 @@
+// adapter_config.json of mtc --lora-from (compiler/PeftAdapter.h), read strictly: a PEFT setting
+// changes the computation, is inert, or is off; only LoRA's plain form is taken.
+#include <sys/stat.h>
+
+#include <cctype>
+#include <memory>
+#include <set>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "compiler/PeftAdapter.h"
+#include "runtime/io/error.h"
+#include "runtime/io/json_input.h"
+#include "runtime/io/mapped_file.h"
+#include "runtime/plan/huggingface_names.h"
+
+namespace mt {
+namespace {
+
+using nlohmann::json;
+
+// Settings PEFT records that change nothing mtc computes (bookkeeping, inference switches, an
+// initialisation the file's values replace), and those read below.
+const std::set<std::string> kInertKeys = {
+    "auto_mapping", "base_model_name_or_path", "revision", "inference_mode", "peft_version", "eva_config",
+    "megatron_config", "megatron_core", "runtime_config", "qalora_group_size", "task_type", "peft_type", "r",
+    "lora_alpha", "lora_dropout", "use_rslora", "target_modules", "modules_to_save", "ensure_weight_tying",
+    "init_lora_weights"};
+
+// The values of init_lora_weights that leave the base weights as they are: PEFT's PiSSA, OLoRA,
+// CorDA, LoftQ and LoRA-GA rewrite them when the adapter is made (the adapter then belongs to the
+// rewritten model), and MiCA trains A alone.
+const std::set<std::string> kPlainInitialisations = {"gaussian", "eva", "orthogonal"};
+
+// Whether `value` is PEFT's "off" for a feature: null, false, an empty string, list or object
+// (not 0: layers_to_transform 0 is layer 0).
+bool isOff(const json& value) {
+  return value.is_null() || (value.is_boolean() && !value.get<bool>()) || (value.is_string() && value.empty()) ||
+         (value.is_structured() && value.empty());
+}
+
+// Why mtc cannot take a setting the config turns on: the features it names and does not implement.
+std::string unsupported(const std::string& key) {
+  if (key == "use_dora") return "DoRA (weight-decomposed LoRA) is not implemented";
+  if (key == "bias" || key == "lora_bias") return "trained biases beside the adapters are not implemented";
+  if (key == "fan_in_fan_out") return "GPT-2's Conv1D layers are adapted only through mtc --lora";
+  if (key == "rank_pattern" || key == "alpha_pattern") return "per-module ranks and alphas are not implemented";
+  if (key == "layers_to_transform" || key == "exclude_modules") return "mtc chooses targets by target_modules alone";
+  if (key == "target_parameters") return "adapters on parameters (a mixture's stacked experts) are not implemented";
+  if (key == "trainable_token_indices") return "training single tokens' embeddings is not implemented";
+  if (key == "loftq_config" || key == "corda_config") return "this initialisation rewrites the base weights";
+  return "mtc does not know this setting";
+}
+
+// Every key is one mtc reads, one it knows to be inert, or a feature left off.
+void checkKeys(const json& config, const std::string& path) {
+  const bool layers_chosen = config.contains("layers_to_transform") && !isOff(config["layers_to_transform"]);
+  for (const auto& [key, value] : config.items()) {
+    if (kInertKeys.count(key) || isOff(value)) continue;
+    if (key == "bias" && value == "none") continue;
+    if (key == "layers_pattern" && !layers_chosen) continue;  // read only with layers_to_transform
+    throw Error(path + ": " + key + " is " + jsonBrief(value) + ", but " + unsupported(key) +
+                " (--lora-from takes plain LoRA adapters)");
+  }
+  const json init = config.value("init_lora_weights", json(true));
+  if (!init.is_boolean() && !(init.is_string() && kPlainInitialisations.count(init.get<std::string>())))
+    throw Error(path + ": init_lora_weights is " + jsonBrief(init) + ": an initialisation that rewrites the base " +
+                "weights (the adapter belongs to the rewritten model; PEFT's path_initial_model_for_weight_conversion " +
+                "turns it into a plain one) or trains A alone; --lora-from takes plain LoRA adapters");
+}
+
+// A list of module names as PEFT's config writes it, checked; `what` names it in errors.
+std::vector<std::string> moduleNames(const json& value, const std::string& what) {
+  if (!value.is_array() || value.empty() || value.size() > 4096)
+    throw Error(what + " must be a list of 1 to 4096 module names, not " + jsonBrief(value));
+  std::vector<std::string> names;
+  for (const json& name : value) {
+    if (!name.is_string() || name.get<std::string>().empty() || name.get<std::string>().size() > 256)
+      throw Error(what + " holds " + jsonBrief(name) + ": each entry must be a module name (1 to 256 characters)");
+    names.push_back(name.get<std::string>());
+  }
+  return names;
+}
+
+// The regular expression `text` of target_modules, checked to be one std::regex matches in
+// bounded time and stack (it backtracks, as Python's re does: "(a*)*b" takes exponential time):
+// no repeated group, at most 4 repeats (each of one character, class or escape), groups nested at
+// most 8 deep, no back-references; ^ and $ only at its ends, where PEFT's fullmatch makes them
+// redundant, and dropped. Returns the expression without them.
+std::string checkedExpression(std::string text, const std::string& path) {
+  if (text.empty() || text.size() > 512)
+    throw Error(path + ": target_modules is an empty expression or one over 512 characters");
+  auto refuse = [&](const std::string& why) {
+    throw Error(path + ": target_modules " + jsonBrief(json(text)) + " " + why +
+                " (mtc reads simple expressions: PEFT's fullmatch of a module name, at most 4 repeats, each of a "
+                "single character, class or escape, no repeated groups; or give a list of module names)");
+  };
+  if (text.front() == '^') text.erase(0, 1);
+  if (text.size() >= 2 && text.back() == '$' && text[text.size() - 2] != '\\') text.pop_back();
+  enum class Atom { kNone, kChar, kGroup } atom = Atom::kNone;
+  int depth = 0, repeats = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\\') {
+      if (i + 1 == text.size()) refuse("ends in a lone backslash");
+      if (text[++i] >= '1' && text[i] <= '9') refuse("has a back-reference");
+      atom = Atom::kChar;
+    } else if (c == '[') {
+      size_t end = i + 1 + (i + 1 < text.size() && text[i + 1] == '^');
+      end += end < text.size() && text[end] == ']';  // a leading ] is literal
+      while (end < text.size() && text[end] != ']') end += text[end] == '\\' ? 2 : 1;
+      if (end >= text.size()) refuse("has an unclosed [");
+      i = end, atom = Atom::kChar;
+    } else if (c == '(') {
+      if (i + 1 < text.size() && text[i + 1] == '?') {
+        if (i + 2 >= text.size() || std::string_view(":=!").find(text[i + 2]) == std::string_view::npos)
+          refuse("has a group kind other than (?:, (?= and (?!");
+        i += 2;
+      }
+      if (++depth > 8) refuse("nests groups deeper than 8");
+      atom = Atom::kNone;
+    } else if (c == ')') {
+      if (--depth < 0) refuse("closes a group it never opened");
+      atom = Atom::kGroup;
+    } else if (c == '*' || c == '+' || c == '?' || c == '{') {
+      if (c == '{') {
+        const size_t end = text.find('}', i);
+        if (end == std::string::npos || text.find_first_not_of("0123456789,", i + 1) != end)
+          refuse("has a { that is not a repeat count");
+        i = end;
+      }
+      if (atom == Atom::kNone) refuse("repeats nothing");
+      if (atom == Atom::kGroup) refuse("repeats a group");
+      if (++repeats > 4) refuse("repeats more than 4 times");
+      if (i + 1 < text.size() && text[i + 1] == '?') ++i;  // lazy
+      atom = Atom::kNone;
+    } else if (c == '^' || c == '$') {
+      refuse("has an anchor inside it");
+    } else {
+      atom = c == '|' ? Atom::kNone : Atom::kChar;
+    }
+  }
+  if (depth != 0) refuse("leaves a group open");
+  return text;
+}
+
+// The number `key` of the config (`fallback` where absent), checked to lie within [low, high].
+double numberIn(const json& config, const char* key, double fallback, double low, double high,
+                const std::string& path) {
+  if (!config.contains(key)) return fallback;
+  const json& value = config[key];
+  if (!value.is_number() || !(value.get<double>() >= low && value.get<double>() <= high))
+    throw Error(fmt::format("{}: {} must be a number in [{:g}, {:g}], not {}", path, key, low, high, jsonBrief(value)));
+  return value.get<double>();
+}
+
+// A boolean of the config (`fallback` where absent or null).
+bool flag(const json& config, const char* key, bool fallback, const std::string& path) {
+  const json value = config.value(key, json());
+  if (value.is_null()) return fallback;
+  if (!value.is_boolean()) throw Error(path + ": " + key + " must be true or false, not " + jsonBrief(value));
+  return value.get<bool>();
+}
+
+// target_modules into `adapter`: a list of names, "all-linear" (in any case, as PEFT reads it),
+// or an expression.
+void readTargets(const json& value, const std::string& path, PeftAdapter& adapter) {
+  if (value.is_null()) throw Error(path + ": no target_modules (which modules the adapters are on)");
+  if (!value.is_string()) {
+    adapter.targets = moduleNames(value, path + ": target_modules");
+    return;
+  }
+  std::string text = value.get<std::string>();
+  std::string lower = text;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "all-linear") {
+    adapter.all_linear = true;
+    return;
+  }
+  try {
+    adapter.target_expression = std::regex(checkedExpression(text, path), std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw Error(path + ": target_modules " + jsonBrief(value) + " is not a regular expression mtc reads (" + e.what() +
+                ")");
+  }
+}
+
+}  // namespace
+
+PeftAdapter readPeftAdapter(const std::string& dir) {
+  const std::string path = dir + "/" + kPeftConfigFile;
+  const json config = parseJsonInput(
+      readWholeFile(path, "PEFT adapter config", "--lora-from takes the folder PEFT's save_pretrained writes"), path);
+  if (!config.is_object()) throw Error(path + " is not a JSON object");
+  if (config.value("peft_type", json()) != "LORA")
+    throw Error(path + ": peft_type is " + jsonBrief(config.value("peft_type", json())) + ", not LORA");
+  const json task = config.value("task_type", json());
+  if (!task.is_null() && task != "CAUSAL_LM")
+    throw Error(path + ": task_type is " + jsonBrief(task) + "; mtc trains causal LMs' adapters (CAUSAL_LM)");
+  checkKeys(config, path);
+  PeftAdapter adapter;
+  adapter.dir = dir;
+  const json r = config.value("r", json());
+  if (!r.is_number_integer() || r.get<int64_t>() < 1 || r.get<int64_t>() > 65536)
+    throw Error(path + ": r must be an integer in [1, 65536], not " + jsonBrief(r));
+  adapter.rank = r.get<int64_t>();
+  adapter.alpha = numberIn(config, "lora_alpha", 8.0, 1e-6, 1e6, path);
+  adapter.dropout = numberIn(config, "lora_dropout", 0.0, 0.0, 0.95, path);
+  adapter.rslora = flag(config, "use_rslora", false, path);
+  adapter.ensure_weight_tying = flag(config, "ensure_weight_tying", false, path);
+  readTargets(config.value("target_modules", json()), path, adapter);
+  const json saved = config.value("modules_to_save", json());
+  if (!isOff(saved)) adapter.saved = moduleNames(saved, path + ": modules_to_save");
+  const std::string weights = dir + "/" + kPeftWeightsFile;
+  struct stat st {};
+  if (stat(weights.c_str(), &st) != 0 && stat((dir + "/adapter_model.bin").c_str(), &st) == 0)
+    throw Error(dir + " holds adapter_model.bin (PyTorch's pickle, which mtc does not read): save the adapter with "
+                "safe_serialization (PEFT's default), or convert it to adapter_model.safetensors");
+  adapter.weights = std::make_shared<const SafetensorsFile>(weights);
+  return adapter;
+}
+
+}  // namespace mt
