@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include <fmt/format.h>
@@ -32,7 +33,7 @@ bool isTarget(const PeftAdapter& adapter, const std::string& module, ExpertLayou
       return false;
   if (adapter.all_linear)  // the layers' linear layers (gpt-oss's router is none in transformers)
     return module.starts_with("model.layers.") && !(layout == ExpertLayout::kGptOss && module.ends_with(".mlp.router"));
-  if (adapter.target_expression) return std::regex_match(module, *adapter.target_expression);
+  if (adapter.target_expression) return adapter.target_expression->fullMatch(module);
   return std::any_of(adapter.targets.begin(), adapter.targets.end(),
                      [&](const std::string& t) { return module == t || module.ends_with("." + t); });
 }
@@ -47,11 +48,42 @@ std::string ownTensor(const HuggingFaceModel& model, const std::string& ours) {
 }
 
 // Why a tensor of the adapter's file has no place, as far as its name tells.
-std::string unplacedReason(const std::string& key) {
+std::string unplacedReason(const std::string& key, bool tied) {
+  const bool adapter = key.find("lora_") != std::string::npos;
   if (key.find("lora_embedding_") != std::string::npos) return "LoRA on an embedding is not implemented";
   if (key.find("lora_magnitude_vector") != std::string::npos) return "a DoRA magnitude: DoRA is not implemented";
-  if (key.find(".experts.") != std::string::npos) return "adapters on single experts of a mixture are not implemented";
+  if (adapter && key.find(".experts.") != std::string::npos)
+    return "adapters on single experts of a mixture are not implemented";
+  if (tied && key == std::string(kPeftKeyPrefix) + "lm_head.weight")
+    return "the model's LM head is tied to its embedding, and the adapter holds it apart";
   return "its config's target_modules and modules_to_save do not account for it";
+}
+
+bool isEmbedding(const std::string& ours) { return ours == "embed.weight" || ours == "wte.weight"; }
+
+// Whether the plan's LM head is its embedding (no head of its own; a reward model has its score head).
+bool isTied(const plan::Plan& plan) {
+  return !hasHostTensor(plan, plan::ROLE_PARAM, "lm_head.weight") &&
+         !hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam);
+}
+
+// A tied model's head in the file: PEFT writes it beside a saved or whole embedding
+// (ensure_weight_tying, save_embedding_layers) as the embedding's copy, which is placed with the
+// embedding; a head of other values is a model of two tables, refused.
+void placeTiedHead(const SafetensorsFile& file, const plan::Plan& plan, const HuggingFaceModel& model,
+                   std::set<std::string>& placed) {
+  auto head = file.entries().find(std::string(kPeftKeyPrefix) + "lm_head.weight");
+  if (head == file.entries().end()) return;
+  for (const auto& t : plan.host_tensors()) {
+    if (t.role() != plan::ROLE_PARAM || !isEmbedding(t.name())) continue;
+    auto embedding = file.entries().find(kPeftKeyPrefix + ownTensor(model, t.name()));
+    if (embedding == file.entries().end()) return;  // unplaced, named so
+    const SafetensorsEntry &h = head->second, &e = embedding->second;
+    if (h.dtype != e.dtype || h.shape != e.shape || h.bytes != e.bytes || std::memcmp(h.data, e.data, h.bytes) != 0)
+      throw Error(file.path() + " holds an LM head apart from the embedding, but " + model.dir + "'s head is tied " +
+                  "to it: the adapter trained a model of two tables (modules_to_save without ensure_weight_tying)");
+    placed.insert(head->first);
+  }
 }
 
 }  // namespace
@@ -72,6 +104,10 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   }
   if (targets.empty())
     throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules find no layer of " + model.dir);
+  for (const std::string& ours : targets)
+    if (isEmbedding(ours))
+      throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules adapt the embedding (" +
+                  ownTensor(model, ours) + "): LoRA on an embedding is not implemented");
   o.lora_from_targets = std::move(targets);
   if (!saved.empty()) o.lora_from_saved = std::move(saved);
 }
@@ -96,7 +132,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     return key;
   };
   const ExpertLayout layout = expertLayoutOf(model.architecture);
-  const bool head = hasHostTensor(plan, plan::ROLE_PARAM, "lm_head.weight");
+  const bool tied = isTied(plan);
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
@@ -108,27 +144,34 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     }
     const std::string tensor = ownTensor(model, t.name());
     const std::string module = huggingFaceModuleOf(tensor), whole = kPeftKeyPrefix + tensor;
-    if (forward_only && !tensor.empty() && tensor.ends_with(".weight") && shape.size() == 2 &&
-        !isSaved(adapter, module) && isTarget(adapter, module, layout)) {
+    const bool saved = !tensor.empty() && isSaved(adapter, module);
+    const bool target = !tensor.empty() && !saved && tensor.ends_with(".weight") && shape.size() == 2 &&
+                        isTarget(adapter, module, layout);
+    if (target && file.entries().count(whole))
+      throw Error(file.path() + " holds '" + whole + "', the whole weight of an adapted module, which PEFT does " +
+                  "not load (it names that weight '" + module + ".base_layer.weight')");
+    if (forward_only && target) {
       const std::string key = kPeftKeyPrefix + module;
       overrides.merged[t.name()] = {use(key + ".lora_A.weight", {adapter.rank, shape[1]}, t.name() + "'s A"),
                                     use(key + ".lora_B.weight", {shape[0], adapter.rank}, t.name() + "'s B"),
                                     loraScale(adapter.alpha, adapter.rank, adapter.rslora)};
-    } else if (!tensor.empty() && (file.entries().count(whole) || isSaved(adapter, module))) {
+    } else if (saved || (!tensor.empty() && file.entries().count(whole))) {
       // A saved module's tensor, or a whole one saved beside the adapters (PEFT's
       // save_embedding_layers): it replaces the folder's.
-      if ((t.name() == "embed.weight" || t.name() == "wte.weight") && !head && !adapter.ensure_weight_tying)
-        throw Error(file.path() + " holds the embedding, which " + model.dir + "'s LM head is tied to, without " +
-                    "ensure_weight_tying: PEFT would train a copy apart from the head, a model of two tables");
+      if (saved && tied && isEmbedding(t.name()) && !adapter.ensure_weight_tying)
+        throw Error(file.path() + " saves the embedding, which " + model.dir + "'s LM head is tied to, without " +
+                    "ensure_weight_tying: PEFT trained a copy apart from the head, a model of two tables");
       overrides.names[t.name()] = use(whole, shape, t.name());
     } else if (!forward_only && !t.frozen()) {
       throw Error(file.path() + ": the plan trains '" + t.name() + "', which has no tensor of its own in " +
                   model.dir + " for the adapter to hold");
     }
   }
+  if (tied) placeTiedHead(file, plan, model, placed);
   for (const auto& [key, entry] : file.entries())
     if (!placed.count(key))
-      throw Error(file.path() + " holds '" + key + "', which has no place in the plan (" + unplacedReason(key) + ")");
+      throw Error(file.path() + " holds '" + key + "', which has no place in the plan (" + unplacedReason(key, tied) +
+                  ")");
   return overrides;
 }
 

@@ -11,11 +11,11 @@
 #pragma once
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "compiler/CompileOptions.h"
+#include "compiler/ModuleExpression.h"
 #include "compiler/HuggingFace.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/plan.pb.h"
@@ -32,7 +32,7 @@ struct PeftAdapter {
   // target_modules: module names (a module is adapted whose name is one or ends with "." + one),
   // an expression the whole name must match, or every linear layer of the layers.
   std::vector<std::string> targets;
-  std::optional<std::regex> target_expression;
+  std::optional<ModuleExpression> target_expression;
   bool all_linear = false;
   std::vector<std::string> saved;  // modules_to_save: a module whose name ends with one
   std::shared_ptr<const SafetensorsFile> weights;  // adapter_model.safetensors, its header checked

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "compiler/ModuleExpression.h"
 #include "compiler/PeftAdapter.h"
 #include "runtime/io/error.h"
 #include "runtime/io/json_input.h"
@@ -65,7 +66,7 @@ void checkKeys(const json& config, const std::string& path) {
                 " (--lora-from takes plain LoRA adapters)");
   }
   const json init = config.value("init_lora_weights", json(true));
-  if (!init.is_boolean() && !(init.is_string() && kPlainInitialisations.count(init.get<std::string>())))
+  if (!init.is_null() && !init.is_boolean() && !(init.is_string() && kPlainInitialisations.count(init.get<std::string>())))
     throw Error(path + ": init_lora_weights is " + jsonBrief(init) + ": an initialisation that rewrites the base " +
                 "weights (the adapter belongs to the rewritten model; PEFT's path_initial_model_for_weight_conversion " +
                 "turns it into a plain one) or trains A alone; --lora-from takes plain LoRA adapters");
@@ -82,68 +83,6 @@ std::vector<std::string> moduleNames(const json& value, const std::string& what)
     names.push_back(name.get<std::string>());
   }
   return names;
-}
-
-// The regular expression `text` of target_modules, checked to be one std::regex matches in
-// bounded time and stack (it backtracks, as Python's re does: "(a*)*b" takes exponential time):
-// no repeated group, at most 4 repeats (each of one character, class or escape), groups nested at
-// most 8 deep, no back-references; ^ and $ only at its ends, where PEFT's fullmatch makes them
-// redundant, and dropped. Returns the expression without them.
-std::string checkedExpression(std::string text, const std::string& path) {
-  if (text.empty() || text.size() > 512)
-    throw Error(path + ": target_modules is an empty expression or one over 512 characters");
-  auto refuse = [&](const std::string& why) {
-    throw Error(path + ": target_modules " + jsonBrief(json(text)) + " " + why +
-                " (mtc reads simple expressions: PEFT's fullmatch of a module name, at most 4 repeats, each of a "
-                "single character, class or escape, no repeated groups; or give a list of module names)");
-  };
-  if (text.front() == '^') text.erase(0, 1);
-  if (text.size() >= 2 && text.back() == '$' && text[text.size() - 2] != '\\') text.pop_back();
-  enum class Atom { kNone, kChar, kGroup } atom = Atom::kNone;
-  int depth = 0, repeats = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '\\') {
-      if (i + 1 == text.size()) refuse("ends in a lone backslash");
-      if (text[++i] >= '1' && text[i] <= '9') refuse("has a back-reference");
-      atom = Atom::kChar;
-    } else if (c == '[') {
-      size_t end = i + 1 + (i + 1 < text.size() && text[i + 1] == '^');
-      end += end < text.size() && text[end] == ']';  // a leading ] is literal
-      while (end < text.size() && text[end] != ']') end += text[end] == '\\' ? 2 : 1;
-      if (end >= text.size()) refuse("has an unclosed [");
-      i = end, atom = Atom::kChar;
-    } else if (c == '(') {
-      if (i + 1 < text.size() && text[i + 1] == '?') {
-        if (i + 2 >= text.size() || std::string_view(":=!").find(text[i + 2]) == std::string_view::npos)
-          refuse("has a group kind other than (?:, (?= and (?!");
-        i += 2;
-      }
-      if (++depth > 8) refuse("nests groups deeper than 8");
-      atom = Atom::kNone;
-    } else if (c == ')') {
-      if (--depth < 0) refuse("closes a group it never opened");
-      atom = Atom::kGroup;
-    } else if (c == '*' || c == '+' || c == '?' || c == '{') {
-      if (c == '{') {
-        const size_t end = text.find('}', i);
-        if (end == std::string::npos || text.find_first_not_of("0123456789,", i + 1) != end)
-          refuse("has a { that is not a repeat count");
-        i = end;
-      }
-      if (atom == Atom::kNone) refuse("repeats nothing");
-      if (atom == Atom::kGroup) refuse("repeats a group");
-      if (++repeats > 4) refuse("repeats more than 4 times");
-      if (i + 1 < text.size() && text[i + 1] == '?') ++i;  // lazy
-      atom = Atom::kNone;
-    } else if (c == '^' || c == '$') {
-      refuse("has an anchor inside it");
-    } else {
-      atom = c == '|' ? Atom::kNone : Atom::kChar;
-    }
-  }
-  if (depth != 0) refuse("leaves a group open");
-  return text;
 }
 
 // The number `key` of the config (`fallback` where absent), checked to lie within [low, high].
@@ -179,12 +118,7 @@ void readTargets(const json& value, const std::string& path, PeftAdapter& adapte
     adapter.all_linear = true;
     return;
   }
-  try {
-    adapter.target_expression = std::regex(checkedExpression(text, path), std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw Error(path + ": target_modules " + jsonBrief(value) + " is not a regular expression mtc reads (" + e.what() +
-                ")");
-  }
+  adapter.target_expression = ModuleExpression::parse(text, path + ": target_modules");
 }
 
 }  // namespace

@@ -173,7 +173,7 @@ class CompilerContext {
 // mtc --lora-from: the adapter folder's config read and, for a training plan, its settings put in
 // `o` (a forward-only plan has the adapters merged into its weights as they are written). False
 // after printing the problem.
-bool readLoraFrom(CompileOptions& o, std::optional<PeftAdapter>& adapter) {
+bool readLoraFrom(CompileOptions& o, std::optional<PeftAdapter>& adapter, LoadedModel& m) {
   if (o.lora_from.empty()) return true;
   try {
     if (!isHuggingFaceFolder(o.model))
@@ -182,7 +182,8 @@ bool readLoraFrom(CompileOptions& o, std::optional<PeftAdapter>& adapter) {
     if (o.loss.objective == LossObjective::kReward)
       throw Error("--lora-from reads a causal LM's adapter (CAUSAL_LM); a reward model's is not read");
     adapter = readPeftAdapter(o.lora_from);
-    if (!o.forward_only) applyPeftAdapter(*adapter, readHuggingFaceFolder(o.model), o);
+    m.hf = readHuggingFaceFolder(o.model);  // read once: loadHuggingFace takes it as read
+    if (!o.forward_only) applyPeftAdapter(*adapter, *m.hf, o);
   } catch (const Error& e) {
     std::fprintf(stderr, "mtc: error: %s\n", e.what());
     return false;
@@ -275,11 +276,11 @@ int compile(const CompileOptions& requested) {
   CompileOptions o;
   std::string budget_source;
   if (!chooseHardware(requested, hw, o, budget_source)) return 1;
+  LoadedModel m;
   std::optional<PeftAdapter> adapter;
-  if (!readLoraFrom(o, adapter)) return 1;
+  if (!readLoraFrom(o, adapter, m)) return 1;
 
   // Load, then compile through the stages.
-  LoadedModel m;
   if (!loadModel(compiler.context(), compiler.sourceMgr(), o, hw, m)) return 1;
   if (o.forward_only && !markForwardOnly(*m.module, o.model)) return 1;
   if (failed(verify(*m.module))) {

@@ -47,8 +47,9 @@ std::string markLoraTargets(func::FuncOp func, const CompileOptions& o) {
     markParam(func, arg.getArgNumber(), kParamLoraKey);
     ++marked;
   }
-  if (found == 0) return fmt::format("--lora-targets matches no parameter ({})", namesHint(o));
-  if (marked == 0) return "--lora-targets finds no (out, in) weight, only norms, biases or stacks of experts";
+  const char* flag = o.lora_from_targets ? "--lora-from's target_modules" : "--lora-targets";
+  if (found == 0) return fmt::format("{} matches no parameter ({})", flag, namesHint(o));
+  if (marked == 0) return fmt::format("{} finds no (out, in) weight, only norms, biases or stacks of experts", flag);
   return "";
 }
 

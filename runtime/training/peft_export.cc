@@ -140,28 +140,22 @@ PeftContents peftContents(const plan::Plan& plan) {
   return contents;
 }
 
-// PEFT's target_modules: the leaf names ("q_proj") where the adapted modules are every module of
-// those names, else a regular expression PEFT matches in full against exactly the adapted ones.
+// PEFT's target_modules, a list: a leaf name ("q_proj") where the adapted modules are every
+// module of that name, else each adapted module's full name (which PEFT finds by equality, and
+// no other module's name ends with).
 nlohmann::ordered_json peftTargets(const std::vector<PlacedParam>& params, const std::vector<AdaptedModule>& adapted) {
   auto leafOf = [](const std::string& module) { return module.substr(module.rfind('.') + 1); };
   std::map<std::string, std::set<std::string>> all, chosen;  // by leaf
   for (const PlacedParam& p : params)
     if (p.place.name.ends_with(".weight")) all[leafOf(p.module)].insert(p.module);
   for (const AdaptedModule& m : adapted) chosen[leafOf(m.module)].insert(m.module);
-  bool whole = true;
-  for (const auto& [leaf, modules] : chosen) whole &= all[leaf] == modules;
-  if (whole) {
-    nlohmann::ordered_json leaves = nlohmann::ordered_json::array();
-    for (const auto& [leaf, modules] : chosen) leaves.push_back(leaf);
-    return leaves;
+  nlohmann::ordered_json targets = nlohmann::ordered_json::array();
+  for (const auto& [leaf, modules] : chosen) {
+    if (all[leaf] == modules) targets.push_back(leaf);
+    else
+      for (const std::string& module : modules) targets.push_back(module);
   }
-  std::string pattern;
-  for (const AdaptedModule& m : adapted) {
-    std::string escaped;
-    for (char c : m.module) escaped += c == '.' ? std::string("\\.") : std::string(1, c);
-    pattern += (pattern.empty() ? "" : "|") + escaped;
-  }
-  return pattern;
+  return targets;
 }
 
 nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& contents) {

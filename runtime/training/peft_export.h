@@ -4,8 +4,8 @@
 //   and ".lora_B.weight", and each module trained whole beside them (mtc --trainable: PEFT's
 //   modules_to_save) as "base_model.model.<module>.<tensor>", all of its tensors;
 // - adapter_config.json: peft_type LORA, r, lora_alpha, use_rslora, lora_dropout; target_modules
-//   the leaf names where every module of those names is adapted, else a regular expression of
-//   exactly the adapted ones; modules_to_save their full names; base_model_name_or_path the
+//   a leaf name where every module of that name is adapted, else the adapted modules' full names;
+//   modules_to_save their full names; base_model_name_or_path the
 //   folder the model came from.
 // Written whole or not at all. checkPeftExport throws mt::Error, before a run, for what PEFT
 // cannot hold: a plan without adapters, a reward model, an adapted weight without an nn.Linear

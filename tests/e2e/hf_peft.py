@@ -108,14 +108,14 @@ def check_lora_merge(bin_dir, work, data, failures):
     if wrong:
         failures.append(f"--export-peft: adapter_config.json has {wrong}, want {expected}")
     print(f"--export-peft: {len(adapters)} tensors under PEFT's keys, target_modules {config.get('target_modules')}")
-    # Layer 0's q_proj alone: target_modules the exact module, a regular expression PEFT matches whole.
+    # Layer 0's q_proj alone: target_modules its full name, which PEFT finds by equality.
     part_plan, part = os.path.join(work, name + ".part.plan"), os.path.join(work, name + ".part-peft")
     ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", part_plan,
              "--lora", "2", "--lora-targets", r"layers\.0\.self_attn\.q_proj"])
     ref.run([f"{bin_dir}/mtrun", part_plan, "--data", data, "--steps", "1", "--export-peft", part])
     with open(os.path.join(part, "adapter_config.json")) as f:
         targets = json.load(f)["target_modules"]
-    if targets != r"model\.layers\.0\.self_attn\.q_proj":
+    if targets != ["model.layers.0.self_attn.q_proj"]:
         failures.append(f"--export-peft of layer 0's q_proj alone: target_modules {targets!r}")
 
 
@@ -253,14 +253,15 @@ def check_lora_from(bin_dir, work, data, failures):
             not torch.equal(start["norm.weight"], ours["norm.weight"]) or \
             not torch.equal(start["lm_head.weight"], ours["lm_head.weight"]):
         failures.append(f"--lora-from with modules_to_save: {summary.stdout[-300:]}{summary.stderr}")
-    # target_modules as PEFT's other form, an expression the whole module name must match (its
-    # anchors redundant): the same adapters, the same initial weights.
-    regex_plan = os.path.join(work, "regex-from.plan")
-    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", regex_plan,
-             "--lora-from", damaged_adapter(work, peft, "regex", {"target_modules": r"^.*\.(q_proj|v_proj)$"})])
-    a, b = ref.read_safetensors(regex_plan[:-5] + ".safetensors"), ref.read_safetensors(plan[:-5] + ".safetensors")
-    if set(a) != set(b) or any(not torch.equal(a[k], b[k]) for k in a):
-        failures.append("--lora-from with target_modules as an expression: not the weights of its list form")
+    # target_modules as PEFT's other form, an expression the whole module name must match: the
+    # same adapters, the same initial weights; one a backtracking engine takes exponential time
+    # over on a non-matching name ("(.*)*" before a tail) too.
+    for tag, expression in (("regex", r"^.*\.(q_proj|v_proj)$"), ("nested", r"(.*)*\.(q|v)_proj")):
+        regex_plan = os.path.join(work, tag + "-from.plan")
+        ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o",
+                 regex_plan, "--lora-from", damaged_adapter(work, peft, tag, {"target_modules": expression})])
+        if not same_weights(regex_plan, plan):
+            failures.append(f"--lora-from with target_modules {expression!r}: not the weights of its list form")
     # A config as PEFT writes it: every field of its LoraConfig, each off or inert.
     full = damaged_adapter(work, peft, "full")
     with open(os.path.join(full, "adapter_config.json")) as f:
@@ -273,7 +274,7 @@ def check_lora_from(bin_dir, work, data, failures):
              "--lora-from", full])
     if not same_weights(full_plan, plan):
         failures.append("--lora-from with every field of PEFT's LoraConfig: not the weights of the plain config's")
-    # --export-peft's exact expression (layer 0's q_proj alone) reads back to the same adapters.
+    # --export-peft's full module name (layer 0's q_proj alone) reads back to the same adapters.
     part_plan = os.path.join(work, "part-from.plan")
     ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", part_plan,
              "--lora-from", os.path.join(work, name + ".part-peft")])
@@ -282,7 +283,7 @@ def check_lora_from(bin_dir, work, data, failures):
     if sorted(k for k in part if "lora_" in k) != ["layers.0.attn.q.lora_A.weight", "layers.0.attn.q.lora_B.weight"] or \
             not torch.equal(part["layers.0.attn.q.lora_A.weight"],
                             exported["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"]):
-        failures.append("--lora-from of an expression's adapter folder: not layer 0's q_proj adapters as exported")
+        failures.append("--lora-from of one module's adapter folder: not layer 0's q_proj adapters as exported")
     # Forward-only with saved modules: the norm and the head replaced, q and v merged; a decode step too.
     gen_saved = os.path.join(work, "saved-gen.plan")
     for flags in ([], ["--kv-cache"]):
@@ -306,11 +307,20 @@ def check_lora_from(bin_dir, work, data, failures):
                                                      extra={"base_model.model.model.embed_tokens.weight":
                                                             torch.zeros(256, 64)}),
                       "without ensure_weight_tying", failures, model=tied_folder)
+    # With ensure_weight_tying, PEFT keeps them tied and writes the head as the embedding's copy.
+    table = torch.full((256, 64), 0.25)
+    tied_from = os.path.join(work, "tied-from.plan")
+    ref.run([f"{bin_dir}/mtc", tied_folder, "--batch", "4", "--seq", "32", "-o", tied_from, "--lora-from",
+             damaged_adapter(work, peft, "tied-kept", {"modules_to_save": ["embed_tokens"], "ensure_weight_tying": True},
+                             extra={"base_model.model.model.embed_tokens.weight": table,
+                                    "base_model.model.lm_head.weight": table})])
+    if not torch.equal(ref.read_safetensors(tied_from[:-5] + ".safetensors")["embed.weight"], table):
+        failures.append("--lora-from with ensure_weight_tying: the saved tied embedding is not the plan's table")
     key = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
     nan = read_hf_safetensors(os.path.join(peft, "adapter_model.safetensors"))[key].clone()
     nan[1, 2] = float("nan")
     for adapter, want in (
-            (damaged_adapter(work, peft, "redos", {"target_modules": "(.*)*q_proj"}), "repeats a group"),
+            (damaged_adapter(work, peft, "backref", {"target_modules": r"(q)_proj\1"}), "a back-reference"),
             (damaged_adapter(work, peft, "pissa", {"init_lora_weights": "pissa"}), "rewrites the base weights"),
             (damaged_adapter(work, peft, "layer0", {"layers_to_transform": 0}), "layers_to_transform is 0"),
             (damaged_adapter(work, peft, "not-lora", {"peft_type": "IA3", "foo": 1}), "peft_type is \"IA3\", not LORA"),

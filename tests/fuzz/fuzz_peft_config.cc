@@ -1,10 +1,9 @@
 // PEFT adapter configs (mtc --lora-from DIR's adapter_config.json): the input as the config of a
 // folder beside a small adapter_model.safetensors, read by readPeftAdapter — every key checked,
-// the numbers bounded, a target_modules expression checked and compiled (std::regex backtracks
-// and recurses: an expression from the file must not take it past its time or stack) — and,
-// where it reads, matched by applyPeftAdapter against a small Llama's module names as PEFT
-// matches them. compiler/PeftAdapter*.cpp need no MLIR: they are compiled into the harness with
-// the instrumentation.
+// the numbers bounded, a target_modules expression parsed (compiler/ModuleExpression.h: its
+// depth bounded, its matching polynomial) — and, where it reads, matched by applyPeftAdapter
+// against a small Llama's module names as PEFT matches them. compiler/PeftAdapter*.cpp and
+// ModuleExpression.cpp need no MLIR: they are compiled into the harness with the instrumentation.
 #include <filesystem>
 #include <fstream>
 #include <string>
