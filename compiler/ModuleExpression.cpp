@@ -1,8 +1,11 @@
 #include "compiler/ModuleExpression.h"
 
+#include <algorithm>
+#include <bit>
 #include <bitset>
 #include <cctype>
 #include <cstring>
+#include <set>
 
 #include "runtime/io/error.h"
 
@@ -55,14 +58,22 @@ class Parser {
     else if (c == '+') ++i_, min = 1;
     else if (c == '?') ++i_, max = 1;
     else if (c != '{' || !counts(min, max)) return node;
+    const Node::Kind kind = nodes_[node].kind;
+    if (kind == Node::Kind::kStart || kind == Node::Kind::kEnd) fail("repeats an anchor, which is nothing to repeat");
     if (i_ < t_.size() && t_[i_] == '?') ++i_;  // lazy: the same full matches
-    if (i_ < t_.size() && t_[i_] != '\0' && std::strchr("*+?{", t_[i_]) &&
-        (t_[i_] != '{' || std::isdigit(static_cast<unsigned char>(t_[i_ + 1])) || t_[i_ + 1] == ','))
-      fail("repeats a repeat");
+    if (i_ < t_.size() && (t_[i_] == '*' || t_[i_] == '+' || t_[i_] == '?' || isCount())) fail("repeats a repeat");
     Node repeat{Node::Kind::kRepeat};
     repeat.children = {node};
     repeat.min = min, repeat.max = max;
     return add(std::move(repeat));
+  }
+  // Whether a count ({m}, {m,}, {,n}, {m,n}) starts at i_; i_ stays.
+  bool isCount() {
+    const size_t at = i_;
+    int min = 0, max = 0;
+    const bool found = i_ < t_.size() && t_[i_] == '{' && counts(min, max);
+    i_ = at;
+    return found;
   }
   // {m}, {m,}, {,n}, {m,n} at i_: true (i_ past it) with the counts, false where it is none.
   bool counts(int& min, int& max) {
@@ -73,8 +84,9 @@ class Parser {
         inner.find(',') != inner.rfind(','))
       return false;
     const size_t comma = inner.find(',');
-    auto number = [&](const std::string& s, int fallback) {
+    auto number = [&](std::string s, int fallback) {
       if (s.empty()) return fallback;
+      s.erase(0, std::min(s.find_first_not_of('0'), s.size() - 1));  // leading zeros
       if (s.size() > 3 || std::stoi(s) > kMaxCount) fail("repeats more than 256 times");
       return std::stoi(s);
     };
@@ -91,11 +103,22 @@ class Parser {
     if (c == '\\') return escape(false);
     if (c == '^') return add({Node::Kind::kStart});
     if (c == '$') return add({Node::Kind::kEnd});
-    if (c != '\0' && std::strchr("*+?", c)) --i_, fail("repeats nothing");
+    if (c == '*' || c == '+' || c == '?' || (c == '{' && (--i_, isCount()))) fail("repeats nothing");
+    if (c == '{') ++i_;  // a literal {
     Node node{Node::Kind::kChars};
     if (c == '.') node.chars.set().reset('\n');
     else node.chars.set(static_cast<unsigned char>(c));
     return add(std::move(node));
+  }
+  // (?P<name>: a Python identifier, each name once; i_ past the '>'.
+  void namedGroup() {
+    const size_t start = i_ + 3, close = t_.find('>', start);
+    const std::string name = close == std::string::npos ? "" : t_.substr(start, close - start);
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != std::string::npos)
+      fail("has a group name that is not an identifier");
+    if (!names_.insert(name).second) fail("names two groups '" + name + "'");
+    i_ = close + 1;
   }
   int group() {
     if (++depth_ > kMaxDepth) fail("nests groups deeper than 16");
@@ -105,7 +128,7 @@ class Parser {
       const std::string kind = t_.substr(i_, 3);
       if (kind.starts_with("?:")) i_ += 2;
       else if (kind.starts_with("?=") || kind.starts_with("?!")) lookahead = true, look.negated = kind[1] == '!', i_ += 2;
-      else if (kind == "?P<") i_ = t_.find('>', i_) == std::string::npos ? t_.size() : t_.find('>', i_) + 1;
+      else if (kind == "?P<") namedGroup();
       else fail("has a group mtc does not read (a lookbehind, a back-reference, inline flags)");
     }
     const int inner = alternation();
@@ -139,33 +162,44 @@ class Parser {
         chars.set(static_cast<unsigned char>(c));
     }
     if (c == 'D' || c == 'W' || c == 'S') chars.flip();
+    escaped_char_ = -1;
+    if (chars.count() == 1 && !std::strchr("dDwWsS", c))
+      for (int x = 0; x < 256; ++x)
+        if (chars.test(x)) escaped_char_ = x;
     if (in_class) escaped_class_ = chars;
     return in_class ? -1 : add({Node::Kind::kChars, chars});
   }
-  // A class after its '[': its characters (a leading ']' is one, as is a '-' at either end).
+  // A class after its '[': its characters (a leading ']' is one, as is a '-' at either end; a
+  // range's ends may be escaped characters, not \d, \w or \s).
   std::bitset<256> bracket() {
     std::bitset<256> chars;
     const bool negated = i_ < t_.size() && t_[i_] == '^';
     i_ += negated;
     for (bool first = true; i_ < t_.size() && (first || t_[i_] != ']'); first = false) {
-      unsigned char from = static_cast<unsigned char>(t_[i_++]);
-      if (from == '\\') {
-        escape(true);
-        chars |= escaped_class_;
-        continue;
-      }
+      const int from = classMember(chars);
       if (i_ + 1 < t_.size() && t_[i_] == '-' && t_[i_ + 1] != ']') {
-        const unsigned char to = static_cast<unsigned char>(t_[i_ + 1]);
-        if (to == '\\' || to < from) fail("has a class range mtc does not read");
+        ++i_;
+        std::bitset<256> ignored;
+        const int to = classMember(ignored);
+        if (from < 0 || to < 0 || to < from) fail("has a bad class range");
         for (int x = from; x <= to; ++x) chars.set(x);
-        i_ += 2;
-      } else {
-        chars.set(from);
       }
     }
     if (i_ >= t_.size()) fail("leaves a class [ open");
     ++i_;
     return negated ? ~chars : chars;
+  }
+  // One member of a class at i_, added to `chars`: the character it is (an escaped one too), or
+  // -1 for \d, \w, \s and their negations.
+  int classMember(std::bitset<256>& chars) {
+    const unsigned char c = static_cast<unsigned char>(t_[i_++]);
+    if (c != '\\') {
+      chars.set(c);
+      return c;
+    }
+    escape(true);
+    chars |= escaped_class_;
+    return escaped_char_;
   }
 
   const std::string& t_;
@@ -174,6 +208,8 @@ class Parser {
   size_t i_ = 0;
   int depth_ = 0;
   std::bitset<256> escaped_class_;
+  int escaped_char_ = -1;  // the one character the last escape in a class stood for, or -1
+  std::set<std::string> names_;
 };
 
 // Sets of positions in a name (0..n), as bits.
@@ -199,10 +235,10 @@ class Matcher {
   // Where `node` can end from any position of `from`.
   Positions step(int node, const Positions& from) {
     Positions to(words_, 0);
-    for (size_t p = 0; p <= n_; ++p)
-      if (has(from, p)) {
-        const Positions& e = ends(node, p);
-        for (size_t w = 0; w < words_; ++w) to[w] |= e[w];
+    for (size_t w = 0; w < words_; ++w)
+      for (uint64_t bits = from[w]; bits; bits &= bits - 1) {
+        const Positions& e = ends(node, w * 64 + static_cast<size_t>(std::countr_zero(bits)));
+        for (size_t v = 0; v < words_; ++v) to[v] |= e[v];
       }
     return to;
   }
@@ -238,7 +274,11 @@ class Matcher {
   // The repeat's ends: exactly `min` steps, then up to `max` more; a position reached again later
   // has no more steps left than the first time, so only new positions go on.
   Positions repeat(const Node& node, Positions at) {
-    for (int k = 0; k < node.min && !empty(at); ++k) at = step(node.children[0], at);
+    for (int k = 0; k < node.min && !empty(at); ++k) {
+      Positions next = step(node.children[0], at);
+      if (next == at) break;  // a step is a function of the set: it stays so
+      at = std::move(next);
+    }
     Positions out = at, frontier = at;
     for (int k = node.min; (node.max < 0 || k < node.max) && !empty(frontier); ++k) {
       Positions next = step(node.children[0], frontier);
@@ -259,6 +299,9 @@ class Matcher {
 
 ModuleExpression ModuleExpression::parse(const std::string& text, const std::string& what) {
   if (text.size() > kMaxText) throw Error(what + " is over 512 characters");
+  for (char c : text)
+    if (static_cast<unsigned char>(c) >= 0x80)
+      throw Error(what + " \"" + text + "\" has a character outside ASCII (module names have none)");
   ModuleExpression expression;
   const int root = Parser(text, what, expression.nodes_).parse();
   // The root first: matching starts there.

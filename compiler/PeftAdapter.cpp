@@ -54,8 +54,8 @@ std::string unplacedReason(const std::string& key, bool tied) {
   if (key.find("lora_magnitude_vector") != std::string::npos) return "a DoRA magnitude: DoRA is not implemented";
   if (adapter && key.find(".experts.") != std::string::npos)
     return "adapters on single experts of a mixture are not implemented";
-  if (tied && key == std::string(kPeftKeyPrefix) + "lm_head.weight")
-    return "the model's LM head is tied to its embedding, and the adapter holds it apart";
+  if (tied && key.starts_with(std::string(kPeftKeyPrefix) + "lm_head."))
+    return "the model's LM head is tied to its embedding, and the adapter treats it apart";
   return "its config's target_modules and modules_to_save do not account for it";
 }
 
@@ -80,8 +80,8 @@ void placeTiedHead(const SafetensorsFile& file, const plan::Plan& plan, const Hu
     if (embedding == file.entries().end()) return;  // unplaced, named so
     const SafetensorsEntry &h = head->second, &e = embedding->second;
     if (h.dtype != e.dtype || h.shape != e.shape || h.bytes != e.bytes || std::memcmp(h.data, e.data, h.bytes) != 0)
-      throw Error(file.path() + " holds an LM head apart from the embedding, but " + model.dir + "'s head is tied " +
-                  "to it: the adapter trained a model of two tables (modules_to_save without ensure_weight_tying)");
+      throw Error(file.path() + " holds an LM head other than the embedding, but " + model.dir + "'s head is " +
+                  "tied to it: the adapter trained a model of two tables");
     placed.insert(head->first);
   }
 }
@@ -150,6 +150,13 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     if (target && file.entries().count(whole))
       throw Error(file.path() + " holds '" + whole + "', the whole weight of an adapted module, which PEFT does " +
                   "not load (it names that weight '" + module + ".base_layer.weight')");
+    if (target && isEmbedding(t.name()))
+      throw Error(file.path() + ": target_modules adapt the embedding (" + tensor + "): LoRA on an embedding is " +
+                  "not implemented");
+    // An adapted module's own weight saved beside its adapters (PEFT's save_embedding_layers on an
+    // adapted head): it replaces the folder's, under the adapters.
+    if (const std::string base = kPeftKeyPrefix + module + ".base_layer.weight"; target && file.entries().count(base))
+      overrides.names[t.name()] = use(base, shape, t.name());
     if (forward_only && target) {
       const std::string key = kPeftKeyPrefix + module;
       overrides.merged[t.name()] = {use(key + ".lora_A.weight", {adapter.rank, shape[1]}, t.name() + "'s A"),

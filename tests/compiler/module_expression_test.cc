@@ -34,6 +34,11 @@ TEST(ModuleExpression, MatchesAsPythonsFullmatch) {
   EXPECT_TRUE(full(R"(a{2}b{,2}c{1,}[]x-]\D)", "aabbcc]z"));
   EXPECT_TRUE(full("a{x}", "a{x}"));  // not a repeat count: literal, as in Python
   EXPECT_TRUE(full("", ""));
+  EXPECT_TRUE(full(R"([\.-9]+)", "5.0"));  // a range from an escaped character
+  EXPECT_TRUE(full(R"([\]-a]+)", "]^a"));
+  EXPECT_TRUE(full("a*{1,x", "aa{1,x"));     // not a count: literal
+  EXPECT_TRUE(full("a{0002}", "aa"));
+  EXPECT_TRUE(full("(?:^)*a", "a"));
 }
 
 TEST(ModuleExpression, ExponentialForBacktrackersIsQuickHere) {
@@ -44,11 +49,16 @@ TEST(ModuleExpression, ExponentialForBacktrackersIsQuickHere) {
                     std::string(18, 'a')));
   EXPECT_FALSE(full(".*.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*x", as));
   EXPECT_TRUE(full("(a*)*", as));
+  std::string many;
+  for (int i = 0; i < 50; ++i) many += "(.?){8}";
+  EXPECT_FALSE(full(many + "x", std::string(300, 'a')));
 }
 
 TEST(ModuleExpression, RefusesWhatItDoesNotRead) {
+  // What Python's re refuses too: the same errors; and what mtc does not read.
   for (const char* bad : {R"((a)\1)", "(?<=a)b", "(?i)q_proj", "(?P=x)", R"(\bq)", "(a", "a)", "[ab", "*a", "a**",
-                          "a{3,2}", "a{999}", R"(a\)"}) {
+                          "a{3,2}", "a{999}", R"(a\)", "^*", "$?", "{2}", "a|{1}", "(?P<>a)", "(?P<1>a)",
+                          "(?P<x>a)(?P<x>b)", R"([\d-z])", "[z-a]", "\xc3\xa9?q"}) {
     EXPECT_THROW(ModuleExpression::parse(bad, "target_modules"), Error) << bad;
   }
   EXPECT_THROW(ModuleExpression::parse(std::string(513, 'a'), "target_modules"), Error);
@@ -57,6 +67,7 @@ TEST(ModuleExpression, RefusesWhatItDoesNotRead) {
   EXPECT_THROW(ModuleExpression::parse(deep, "target_modules"), Error);
   try {
     ModuleExpression::parse("(a", "x/adapter_config.json: target_modules");
+    ADD_FAILURE() << "an open group was read";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("x/adapter_config.json: target_modules \"(a\" leaves a group open"),
               std::string::npos)

@@ -299,6 +299,15 @@ def check_lora_from(bin_dir, work, data, failures):
              damaged_adapter(work, peft, "beside", extra={"base_model.model.model.norm.weight": torch.full((64,), 0.5)})])
     if not torch.equal(ref.read_safetensors(beside_plan[:-5] + ".safetensors")["norm.weight"], torch.full((64,), 0.5)):
         failures.append("--lora-from: a whole tensor beside the adapters did not replace the folder's")
+    # An adapted module's own weight beside its adapters (PEFT's name: X.base_layer.weight) replaces
+    # the folder's under the adapters.
+    base_plan = os.path.join(work, "base-layer-from.plan")
+    q_base = torch.full((64, 64), 0.125)
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", "4", "--seq", "32", "-o", base_plan, "--lora-from",
+             damaged_adapter(work, peft, "base-layer",
+                             extra={"base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight": q_base})])
+    if not torch.equal(ref.read_safetensors(base_plan[:-5] + ".safetensors")["layers.0.attn.q.weight"], q_base):
+        failures.append("--lora-from: an adapted module's base_layer.weight did not replace the folder's weight")
     # A tied model: a saved embedding PEFT would untie (ensure_weight_tying off) is refused.
     tied_plan, tied_folder = os.path.join(work, "tied.plan"), os.path.join(work, "tied-hf")
     ref.run([f"{bin_dir}/mtc", "llama-tiny", "--tied", "--batch", "4", "--seq", "32", "-o", tied_plan])
