@@ -307,7 +307,7 @@ class FolderTensors {
 
   void requireShape(const SafetensorsEntry& entry, const std::string& name, const std::vector<int64_t>& expected,
                     const std::string& ours) const {
-    if (entry.shape != expected || (entry.dtype != "F32" && entry.dtype != "BF16" && entry.dtype != "F16"))
+    if (!widensTo(entry, expected))
       throw Error(model_.dir + ": '" + name + "' is " + entry.dtype + " [" + shapeText(entry.shape) +
                   "] but the model's " + ours + " needs [" + shapeText(expected) + "] in F32, BF16 or F16");
   }

@@ -38,13 +38,12 @@ bool isTarget(const PeftAdapter& adapter, const std::string& module, ExpertLayou
                      [&](const std::string& t) { return module == t || module.ends_with("." + t); });
 }
 
-// The folder's tensor of the plan's parameter `ours`, where it is a tensor of its own there (not
-// a part of a fused one, transposed, or one of a stack of experts); "" where it is none.
+// The folder's tensor of the plan's parameter `ours`, where it is a tensor of a module of its own
+// there (notOwnModuleTensor); "" where it is none.
 std::string ownTensor(const HuggingFaceModel& model, const std::string& ours) {
   auto source = model.weights.find(ours);
   if (source == model.weights.end()) return "";
-  const HuggingFacePlace& place = source->second.place;
-  return place.parts != 1 || place.transposed || place.per_expert ? "" : place.name;
+  return notOwnModuleTensor(source->second.place) ? "" : source->second.place.name;
 }
 
 // Why a tensor of the adapter's file has no place, as far as its name tells.
@@ -59,14 +58,6 @@ std::string unplacedReason(const std::string& key, bool tied) {
   return "its config's target_modules and modules_to_save do not account for it";
 }
 
-bool isEmbedding(const std::string& ours) { return ours == "embed.weight" || ours == "wte.weight"; }
-
-// Whether the plan's LM head is its embedding (no head of its own; a reward model has its score head).
-bool isTied(const plan::Plan& plan) {
-  return !hasHostTensor(plan, plan::ROLE_PARAM, "lm_head.weight") &&
-         !hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam);
-}
-
 // A tied model's head in the file: PEFT writes it beside a saved or whole embedding
 // (ensure_weight_tying, save_embedding_layers) as the embedding's copy, which is placed with the
 // embedding; a head of other values is a model of two tables, refused.
@@ -75,7 +66,7 @@ void placeTiedHead(const SafetensorsFile& file, const plan::Plan& plan, const Hu
   auto head = file.entries().find(std::string(kPeftKeyPrefix) + "lm_head.weight");
   if (head == file.entries().end()) return;
   for (const auto& t : plan.host_tensors()) {
-    if (t.role() != plan::ROLE_PARAM || !isEmbedding(t.name())) continue;
+    if (t.role() != plan::ROLE_PARAM || !isEmbeddingParam(t.name())) continue;
     auto embedding = file.entries().find(kPeftKeyPrefix + ownTensor(model, t.name()));
     if (embedding == file.entries().end()) return;  // unplaced, named so
     const SafetensorsEntry &h = head->second, &e = embedding->second;
@@ -105,7 +96,7 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   if (targets.empty())
     throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules find no layer of " + model.dir);
   for (const std::string& ours : targets)
-    if (isEmbedding(ours))
+    if (isEmbeddingParam(ours))
       throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules adapt the embedding (" +
                   ownTensor(model, ours) + "): LoRA on an embedding is not implemented");
   o.lora_from_targets = std::move(targets);
@@ -125,14 +116,14 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
       throw Error(file.path() + " has no '" + key + "' (for the plan's " + ours + "): the adapter's config and " +
                   "weights disagree");
     const SafetensorsEntry& e = entry->second;
-    if (e.shape != shape || (e.dtype != "F32" && e.dtype != "BF16" && e.dtype != "F16"))
+    if (!widensTo(e, shape))
       throw Error(fmt::format("{}: '{}' is {} [{}] but the plan's {} needs [{}] in F32, BF16 or F16", file.path(), key,
                               e.dtype, fmt::join(e.shape, ", "), ours, fmt::join(shape, ", ")));
     placed.insert(key);
     return key;
   };
   const ExpertLayout layout = expertLayoutOf(model.architecture);
-  const bool tied = isTied(plan);
+  const bool tied = headIsEmbedding(plan);
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
@@ -150,7 +141,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     if (target && file.entries().count(whole))
       throw Error(file.path() + " holds '" + whole + "', the whole weight of an adapted module, which PEFT does " +
                   "not load (it names that weight '" + module + ".base_layer.weight')");
-    if (target && isEmbedding(t.name()))
+    if (target && isEmbeddingParam(t.name()))
       throw Error(file.path() + ": target_modules adapt the embedding (" + tensor + "): LoRA on an embedding is " +
                   "not implemented");
     // An adapted module's own weight saved beside its adapters (PEFT's save_embedding_layers on an
@@ -165,7 +156,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     } else if (saved || (!tensor.empty() && file.entries().count(whole))) {
       // A saved module's tensor, or a whole one saved beside the adapters (PEFT's
       // save_embedding_layers): it replaces the folder's.
-      if (saved && tied && isEmbedding(t.name()) && !adapter.ensure_weight_tying)
+      if (saved && tied && isEmbeddingParam(t.name()) && !adapter.ensure_weight_tying)
         throw Error(file.path() + " saves the embedding, which " + model.dir + "'s LM head is tied to, without " +
                     "ensure_weight_tying: PEFT trained a copy apart from the head, a model of two tables");
       overrides.names[t.name()] = use(whole, shape, t.name());

@@ -30,6 +30,12 @@ struct SafetensorsEntry {
   std::optional<uint32_t> crc32c;  // the checksum the file carries, if any
 };
 
+// Whether `entry` holds `shape`'s values in a float type the Hugging Face readers widen to f32
+// (F32, BF16 or F16): mtc's folder weights and --lora-from's adapters.
+inline bool widensTo(const SafetensorsEntry& entry, const std::vector<int64_t>& shape) {
+  return entry.shape == shape && (entry.dtype == "F32" || entry.dtype == "BF16" || entry.dtype == "F16");
+}
+
 // A safetensors file mapped read-only; every entry is checked to lie inside the file.
 class SafetensorsFile {
  public:

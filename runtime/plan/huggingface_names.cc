@@ -85,6 +85,14 @@ HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& g
   return {};
 }
 
+const char* notOwnModuleTensor(const HuggingFacePlace& place) {
+  if (place.per_expert) return "one of a stack of experts, each its own module there";
+  if (place.parts != 1 || place.transposed)
+    return "GPT-2's Conv1D layers, stored transposed, c_attn holding q, k and v in one";
+  if (huggingFaceModuleOf(place.name).empty()) return "no module of its own";
+  return nullptr;
+}
+
 std::string huggingFaceModuleOf(const std::string& tensor) {
   const size_t dot = tensor.rfind('.');
   return dot == std::string::npos ? "" : tensor.substr(0, dot);

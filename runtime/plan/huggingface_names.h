@@ -41,6 +41,11 @@ HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& g
 // A tensor's module ("model.norm.weight" -> "model.norm"; "" for a name without a '.').
 std::string huggingFaceModuleOf(const std::string& tensor);
 
+// Why a tensor at `place` is no tensor of a module of its own in the checkpoint, as PEFT wraps
+// modules (nullptr where it is one): one of a stack of experts, a part of a fused tensor or a
+// transposed one (GPT-2's Conv1D), a name without a module.
+const char* notOwnModuleTensor(const HuggingFacePlace& place);
+
 // PEFT's adapter folder (mtrun --export-peft writes it, mtc --lora-from reads it): its files, and
 // the prefix of every key of its weights (the PeftModel's base model's model).
 inline constexpr char kPeftConfigFile[] = "adapter_config.json";

@@ -154,6 +154,13 @@ bool isLoraAdapter(const std::string& name) {
   return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight");
 }
 
+bool isEmbeddingParam(const std::string& name) { return name == "embed.weight" || name == "wte.weight"; }
+
+bool headIsEmbedding(const plan::Plan& plan) {
+  return !hasHostTensor(plan, plan::ROLE_PARAM, "lm_head.weight") &&
+         !hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam);
+}
+
 double loraScale(double alpha, int64_t rank, bool rslora) {
   return alpha / (rslora ? std::sqrt(static_cast<double>(rank)) : static_cast<double>(rank));
 }

@@ -76,6 +76,10 @@ int64_t unsplitHostBytes(const plan::Plan& plan, const std::function<bool(const 
 // Whether parameter `name` is a LoRA adapter (mtc --lora): "X.lora_A.weight" or "X.lora_B.weight",
 // as mt-lora and PEFT name them.
 bool isLoraAdapter(const std::string& name);
+// Whether parameter `name` is the token embedding of either family ("embed.weight", "wte.weight").
+bool isEmbeddingParam(const std::string& name);
+// Whether the plan's LM head is its embedding: no head of its own (nor a reward model's score head).
+bool headIsEmbedding(const plan::Plan& plan);
 // The scale of a rank-`rank` adapter's update B A: alpha / rank, or alpha / sqrt(rank) with
 // rank-stabilised LoRA (PEFT's use_rslora). What mt-lora computes with and an export merges in.
 double loraScale(double alpha, int64_t rank, bool rslora);

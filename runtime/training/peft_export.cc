@@ -35,16 +35,6 @@ std::vector<PlacedParam> placedParams(const plan::Plan& plan, ExpertLayout layou
   return params;
 }
 
-// Why a tensor at `place` is no tensor of a module of its own there, as PEFT wraps modules
-// (nullptr where it is).
-const char* notOwnModule(const HuggingFacePlace& place) {
-  if (place.per_expert) return "one of a stack of experts, each its own module there";
-  if (place.parts != 1 || place.transposed)
-    return "GPT-2's Conv1D layers, stored transposed, c_attn holding q, k and v in one";
-  if (huggingFaceModuleOf(place.name).empty()) return "no module of its own";
-  return nullptr;
-}
-
 // What the folder holds: the adapted modules with their adapters, and the modules trained whole
 // (modules_to_save) with every tensor of theirs (Hugging Face's name, host tensor), each list in
 // the plan's order.
@@ -76,7 +66,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
     // its own kind in transformers).
     const char* why = layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
                           ? "gpt-oss's router, not a linear layer in transformers"
-                          : notOwnModule(place);
+                          : notOwnModuleTensor(place);
     if (!why && !place.name.ends_with(".weight")) why = "no linear layer of its own";
     if (why)
       throw Error("--export-peft: the adapted '" + weight + "' has no PEFT form (" + why +
@@ -97,14 +87,14 @@ std::vector<SavedModule> savedModules(const plan::Plan& plan, const std::vector<
                                       const std::vector<AdaptedModule>& adapted) {
   std::set<std::string> adapted_names, all_modules;
   for (const AdaptedModule& m : adapted) adapted_names.insert(m.module);
-  bool head = false;
-  for (const PlacedParam& p : params) all_modules.insert(p.module), head |= p.place.name == "lm_head.weight";
+  for (const PlacedParam& p : params) all_modules.insert(p.module);
+  const bool tied = headIsEmbedding(plan);
   std::vector<SavedModule> saved;
   std::map<std::string, size_t> saved_index;
   for (const PlacedParam& p : params) {
     const std::string& name = plan.host_tensors(p.index).name();
     if (plan.host_tensors(p.index).frozen() || saved_index.count(p.module)) continue;
-    if ((name == "embed.weight" || name == "wte.weight") && !head)
+    if (isEmbeddingParam(name) && tied)
       refuseSaved(name, "is the embedding the LM head is tied to, and PEFT ties a saved copy to the head only with "
                         "its ensure_weight_tying, which this export does not write");
     if (adapted_names.count(p.module))
@@ -123,7 +113,7 @@ std::vector<SavedModule> savedModules(const plan::Plan& plan, const std::vector<
   for (const PlacedParam& p : params) {
     auto found = saved_index.find(p.module);
     if (found == saved_index.end()) continue;
-    if (const char* why = notOwnModule(p.place))
+    if (const char* why = notOwnModuleTensor(p.place))
       refuseSaved(plan.host_tensors(p.index).name(), std::string("has no module PEFT can save whole (") + why + ")");
     saved[found->second].tensors.push_back({p.place.name, p.index});
   }
