@@ -105,6 +105,7 @@ struct CompileOptions {
   double lora_alpha = 8.0;
   bool lora_rslora = false;   // the scale alpha / sqrt(rank) instead (PEFT's use_rslora)
   double lora_dropout = 0.0;  // dropout on each adapter's input (PEFT's lora_dropout)
+  bool lora_dora = false;     // weight-decomposed: a magnitude per output row too (PEFT's use_dora)
   std::regex lora_targets{kDefaultLoraTargets, std::regex::ECMAScript};
   // mtc --lora-from: a PEFT adapter folder whose config sets the lora_* options, the targets and
   // `trainable` (its modules_to_save), and whose weights start the adapters (compiler/PeftAdapter.h).

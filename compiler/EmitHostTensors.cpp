@@ -247,9 +247,14 @@ LogicalResult HostTensorBuilder::setParam(plan::HostTensor& t, DictionaryAttr pa
     t.mutable_init()->set_kind(plan::Initializer::ONES);
   } else if (init.getValue() == "weights") {
     t.mutable_init()->set_kind(plan::Initializer::WEIGHTS);
+  } else if (init.getValue() == "row_norms") {
+    t.mutable_init()->set_kind(plan::Initializer::ROW_NORMS);
+    auto of = param.getAs<StringAttr>("of");
+    if (!of) return func_.emitError("parameter '") << name.getValue() << "' has init row_norms but no 'of'";
+    t.mutable_init()->set_of(of.getValue().str());
   } else {
     return func_.emitError("parameter '") << name.getValue() << "' has unknown init '" << init.getValue()
-                                          << "' (normal, uniform, zeros, ones or weights)";
+                                          << "' (normal, uniform, zeros, ones, weights or row_norms)";
   }
   if (auto origin = param.getAs<StringAttr>("origin")) t.set_origin(origin.getValue().str());
   auto decay = param.getAs<BoolAttr>("decay");

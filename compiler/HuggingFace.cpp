@@ -120,22 +120,30 @@ SafetensorsTensor mxfp4Tensor(const std::string& name, const std::vector<int64_t
           }};
 }
 
-// `produce` (a weight (out, in) from the folder) followed by its adapters from `file` merged in.
+// `produce` (a weight (out, in) from the folder) followed by its adapters from `file` merged in
+// (with DoRA's magnitude where the merge names one).
 std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, const SafetensorsFile& file,
                                           const LoraMergeSource& merge, const std::vector<int64_t>& shape) {
   const SafetensorsEntry& a = file.entries().at(merge.a);
   const SafetensorsEntry& b = file.entries().at(merge.b);
   file.verify(merge.a);
   file.verify(merge.b);
+  const SafetensorsEntry* m = merge.magnitude.empty() ? nullptr : &file.entries().at(merge.magnitude);
+  if (m) file.verify(merge.magnitude);
   const int64_t out = shape[0], in = shape[1], r = a.shape[0];
-  const std::string where = file.path() + ": '" + merge.a + "' and '" + merge.b + "'";
-  return [produce = std::move(produce), &a, &b, out, in, r, scale = merge.scale, where](void* buffer) {
+  const std::string where = file.path() + ": '" + merge.a + "' and '" + merge.b + "'" +
+                            (m ? " with '" + merge.magnitude + "'" : "");
+  return [produce = std::move(produce), &a, &b, m, out, in, r, scale = merge.scale, where](void* buffer) {
     produce(buffer);
-    std::vector<float> wide_a(static_cast<size_t>(r * in)), wide_b(static_cast<size_t>(out * r));
+    std::vector<float> wide_a(static_cast<size_t>(r * in)), wide_b(static_cast<size_t>(out * r)), wide_m;
     widen(a, r * in, wide_a.data(), where);
     widen(b, out * r, wide_b.data(), where);
+    if (m) {
+      wide_m.resize(static_cast<size_t>(out));
+      widen(*m, out, wide_m.data(), where);
+    }
     float* w = static_cast<float*>(buffer);
-    loraMerge(w, wide_a.data(), wide_b.data(), out, in, r, scale, w);
+    loraMerge(w, wide_a.data(), wide_b.data(), out, in, r, scale, w, m ? wide_m.data() : nullptr);
     for (int64_t i = 0; i < out * in; ++i)
       if (!std::isfinite(w[i]))
         throw Error(where + ": merged into their weight, they overflow f32 at element " + std::to_string(i));
@@ -332,6 +340,15 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
       const std::string where = overrides.file->path() + ": '" + named->second + "'";
       tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n,
                          [&entry, n, where](void* out) { widen(entry, n, static_cast<float*>(out), where); }});
+    } else if (const int source = rowNormSource(plan, t); source >= 0) {  // a DoRA magnitude: W's row norms
+      const int64_t cols = n ? checkedNumel(plan.host_tensors(source).shape(), t.name()) / n : 0;
+      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&tensors, &plan, source, n, cols](void* out) {
+                           const SafetensorsTensor& w = *std::find_if(tensors.begin(), tensors.end(), [&](const auto& s) {
+                             return s.name == plan.host_tensors(source).name();
+                           });
+                           std::vector<float> staged;
+                           rowNorms(f32Values(w, staged), n, cols, static_cast<float*>(out));
+                         }});
     } else if (t.init().kind() != plan::Initializer::WEIGHTS) {  // new to the model (a reward model's score head)
       tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&t, &plan, n](void* out) {
                            initializeTensor(static_cast<float*>(out), n, t.init(), plan.init_seed(), t.name());

@@ -56,6 +56,7 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir);
 struct LoraMergeSource {
   std::string a, b;  // A (r, in) and B (out, r): their names in `file`
   double scale = 0;
+  std::string magnitude;  // DoRA's m (out), its name in `file`; "" for LoRA
 };
 struct WeightOverrides {
   std::shared_ptr<const SafetensorsFile> file;  // read once: what was checked is what is read

@@ -47,10 +47,10 @@ std::string ownTensor(const HuggingFaceModel& model, const std::string& ours) {
 }
 
 // Why a tensor of the adapter's file has no place, as far as its name tells.
-std::string unplacedReason(const std::string& key, bool tied) {
+std::string unplacedReason(const std::string& key, bool tied, bool dora) {
   const bool adapter = key.find("lora_") != std::string::npos;
   if (key.find("lora_embedding_") != std::string::npos) return "LoRA on an embedding is not implemented";
-  if (key.find("lora_magnitude_vector") != std::string::npos) return "a DoRA magnitude: DoRA is not implemented";
+  if (!dora && isDoraMagnitude(key)) return "a DoRA magnitude, but the config's use_dora is off";
   if (adapter && key.find(".experts.") != std::string::npos)
     return "adapters on single experts of a mixture are not implemented";
   if (tied && key.starts_with(std::string(kPeftKeyPrefix) + "lm_head."))
@@ -84,6 +84,7 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   o.lora_alpha = adapter.alpha;
   o.lora_rslora = adapter.rslora;
   o.lora_dropout = adapter.dropout;
+  o.lora_dora = adapter.dora;
   const ExpertLayout layout = expertLayoutOf(model.architecture);
   std::set<std::string> targets, saved;
   for (const auto& [ours, source] : model.weights) {
@@ -127,7 +128,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-    if (isLoraAdapter(t.name())) {  // "X.lora_A.weight": X.weight's module + ".lora_A.weight"
+    if (isLoraAdapter(t.name())) {  // "X.lora_A.weight": X.weight's module + ".lora_A.weight" (a magnitude alike)
       const std::string stem = t.name().substr(0, t.name().rfind(".lora_"));
       const std::string module = huggingFaceModuleOf(ownTensor(model, stem + ".weight"));
       overrides.names[t.name()] = use(kPeftKeyPrefix + module + t.name().substr(stem.size()), shape, t.name());
@@ -150,9 +151,11 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
       overrides.names[t.name()] = use(base, shape, t.name());
     if (forward_only && target) {
       const std::string key = kPeftKeyPrefix + module;
-      overrides.merged[t.name()] = {use(key + ".lora_A.weight", {adapter.rank, shape[1]}, t.name() + "'s A"),
-                                    use(key + ".lora_B.weight", {shape[0], adapter.rank}, t.name() + "'s B"),
-                                    loraScale(adapter.alpha, adapter.rank, adapter.rslora)};
+      overrides.merged[t.name()] = {
+          use(key + ".lora_A.weight", {adapter.rank, shape[1]}, t.name() + "'s A"),
+          use(key + ".lora_B.weight", {shape[0], adapter.rank}, t.name() + "'s B"),
+          loraScale(adapter.alpha, adapter.rank, adapter.rslora),
+          adapter.dora ? use(key + ".lora_magnitude_vector", {shape[0]}, t.name() + "'s DoRA magnitude") : ""};
     } else if (saved || (!tensor.empty() && file.entries().count(whole))) {
       // A saved module's tensor, or a whole one saved beside the adapters (PEFT's
       // save_embedding_layers): it replaces the folder's.
@@ -168,7 +171,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
   if (tied) placeTiedHead(file, plan, model, placed);
   for (const auto& [key, entry] : file.entries())
     if (!placed.count(key))
-      throw Error(file.path() + " holds '" + key + "', which has no place in the plan (" + unplacedReason(key, tied) +
+      throw Error(file.path() + " holds '" + key + "', which has no place in the plan (" + unplacedReason(key, tied, adapter.dora) +
                   ")");
   return overrides;
 }

@@ -1,10 +1,10 @@
 // mtc --lora-from DIR: a PEFT LoRA adapter folder (what PEFT's save_pretrained writes, and
 // mtrun --export-peft) on the Hugging Face folder it was trained from. adapter_config.json sets
-// what --lora, --lora-alpha, --lora-rslora, --lora-dropout, --lora-targets and --trainable would,
-// its target_modules and modules_to_save matched against the folder's module names as PEFT
-// matches them; adapter_model.safetensors gives the adapters' and the saved modules' starting
+// what --lora, --lora-alpha, --lora-rslora, --lora-dropout, --lora-dora, --lora-targets and
+// --trainable would, its target_modules and modules_to_save matched against the folder's module
+// names as PEFT matches them; adapter_model.safetensors gives the adapters' and the saved modules' starting
 // values (a forward-only plan has the adapters merged into their weights instead).
-// Both files are hostile until checked: a setting mtc does not implement (DoRA, trained biases,
+// Both files are hostile until checked: a setting mtc does not implement (trained biases,
 // per-layer ranks, an initialisation that changes the base weights, ...), or a key it does not
 // know holding anything but an empty value, is an error naming it; every tensor of the file must
 // have a place in the plan and fit it, and every adapter of the plan must find its tensors there.
@@ -27,6 +27,7 @@ struct PeftAdapter {
   int64_t rank = 0;
   double alpha = 8.0;
   bool rslora = false;
+  bool dora = false;  // use_dora: each adapted module has a magnitude too
   double dropout = 0.0;
   bool ensure_weight_tying = false;  // a saved tied embedding stays tied to the LM head
   // target_modules: module names (a module is adapted whose name is one or ends with "." + one),

@@ -1,5 +1,5 @@
 // adapter_config.json of mtc --lora-from (compiler/PeftAdapter.h), read strictly: a PEFT setting
-// changes the computation, is inert, or is off; only LoRA's plain form is taken.
+// changes the computation, is inert, or is off; only LoRA's plain form (and DoRA) is taken.
 #include <sys/stat.h>
 
 #include <cctype>
@@ -27,8 +27,8 @@ using nlohmann::json;
 const std::set<std::string> kInertKeys = {
     "auto_mapping", "base_model_name_or_path", "revision", "inference_mode", "peft_version", "eva_config",
     "megatron_config", "megatron_core", "runtime_config", "qalora_group_size", "task_type", "peft_type", "r",
-    "lora_alpha", "lora_dropout", "use_rslora", "target_modules", "modules_to_save", "ensure_weight_tying",
-    "init_lora_weights"};
+    "lora_alpha", "lora_dropout", "use_rslora", "use_dora", "target_modules", "modules_to_save",
+    "ensure_weight_tying", "init_lora_weights"};
 
 // The values of init_lora_weights that leave the base weights as they are: PEFT's PiSSA, OLoRA,
 // CorDA, LoftQ and LoRA-GA rewrite them when the adapter is made (the adapter then belongs to the
@@ -44,7 +44,6 @@ bool isOff(const json& value) {
 
 // Why mtc cannot take a setting the config turns on: the features it names and does not implement.
 std::string unsupported(const std::string& key) {
-  if (key == "use_dora") return "DoRA (weight-decomposed LoRA) is not implemented";
   if (key == "bias" || key == "lora_bias") return "trained biases beside the adapters are not implemented";
   if (key == "fan_in_fan_out") return "GPT-2's Conv1D layers are adapted only through mtc --lora";
   if (key == "rank_pattern" || key == "alpha_pattern") return "per-module ranks and alphas are not implemented";
@@ -143,6 +142,7 @@ PeftAdapter readPeftAdapter(const std::string& dir) {
   adapter.alpha = numberIn(config, "lora_alpha", 8.0, 1e-6, 1e6, path);
   adapter.dropout = numberIn(config, "lora_dropout", 0.0, 0.0, 0.95, path);
   adapter.rslora = flag(config, "use_rslora", false, path);
+  adapter.dora = flag(config, "use_dora", false, path);
   adapter.ensure_weight_tying = flag(config, "ensure_weight_tying", false, path);
   readTargets(config.value("target_modules", json()), path, adapter);
   const json saved = config.value("modules_to_save", json());

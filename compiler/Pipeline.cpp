@@ -64,17 +64,20 @@ int64_t parseByteSize(const std::string& text) {
 namespace {
 
 void writeInitialWeights(const plan::Plan& plan, const std::string& path) {
-  std::vector<std::vector<float>> data;
+  std::vector<std::vector<float>> data(plan.host_tensors_size());
   std::vector<SafetensorsTensor> tensors;
-  data.reserve(plan.host_tensors_size());
-  for (const auto& t : plan.host_tensors()) {
+  for (int i = 0; i < plan.host_tensors_size(); ++i) {
+    const auto& t = plan.host_tensors(i);
     if (t.role() != plan::ROLE_PARAM) continue;
     const int64_t n = checkedNumel(t.shape(), t.name());
-    data.emplace_back(n);
-    initializeTensor(data.back().data(), n, t.init(), plan.init_seed(), t.name());
-    tensors.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data.back().data(),
-                       n * 4});
+    data[i].resize(n);
+    if (t.init().kind() != plan::Initializer::ROW_NORMS)
+      initializeTensor(data[i].data(), n, t.init(), plan.init_seed(), t.name());
+    tensors.push_back({t.name(), "F32", {t.shape().begin(), t.shape().end()}, data[i].data(), n * 4});
   }
+  for (int i = 0; i < plan.host_tensors_size(); ++i)  // from their sources' values, now set
+    if (const int source = rowNormSource(plan, plan.host_tensors(i)); source >= 0)
+      rowNorms(data[source].data(), data[i].size(), data[source].size() / std::max<size_t>(data[i].size(), 1), data[i].data());
   writeSafetensors(path, tensors,
                    {{"format", "pt"}, {"producer", "megatrain mtc"}, {kPlanFingerprintKey, planFingerprint(plan)}});
 }

@@ -356,9 +356,10 @@ void printLora(const CompileOptions& o, ModuleOp module, const PlanStats& stats,
   func::FuncOp func = getModelFunction(module);
   for (unsigned i = 0; i < func.getNumArguments(); ++i) adapted += isLoraTarget(func, i);
   const std::string dropout = o.lora_dropout > 0 ? fmt::format(", dropout {:g} before A", o.lora_dropout) : "";
-  std::printf("  lora           rank %lld, alpha %g (the update x %g%s%s) on %lld weights: %s trained beside %s frozen%s\n",
-              static_cast<long long>(o.lora_rank), o.lora_alpha, loraScale(o.lora_alpha, o.lora_rank, o.lora_rslora),
-              o.lora_rslora ? ", rank-stabilised: alpha / sqrt(r)" : "", dropout.c_str(),
+  std::printf("  lora           %srank %lld, alpha %g (the update x %g%s%s) on %lld weights: %s trained beside %s frozen%s\n",
+              o.lora_dora ? "DoRA (a magnitude per output row), " : "", static_cast<long long>(o.lora_rank), o.lora_alpha,
+              loraScale(o.lora_alpha, o.lora_rank, o.lora_rslora), o.lora_rslora ? ", rank-stabilised: alpha / sqrt(r)" : "",
+              dropout.c_str(),
               static_cast<long long>(adapted), formatParamCount(stats.num_params - stats.frozen_params).c_str(),
               formatParamCount(stats.frozen_params).c_str(),
               hf_form ? "; --export-hf merges the adapters into the weights" : "");

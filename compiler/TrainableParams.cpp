@@ -102,6 +102,7 @@ std::string selectTrainable(ModuleOp module, const CompileOptions& o) {
   options.alpha = o.lora_alpha;
   options.rslora = o.lora_rslora;
   options.dropout = o.lora_dropout;
+  options.dora = o.lora_dora;
   pm.addPass(createLoraPass(options));
   if (failed(pm.run(module))) return "the adapters could not be added (see the diagnostics above)";
   return "";

@@ -2,7 +2,8 @@
 // that trains (a frozen one, mt.param's "frozen", takes none). Only values that depend on a
 // trained parameter take gradients, so the backward stops below the first layer that trains;
 // what a gradient rule builds for other operands (constants, fills, inputs, frozen weights) is
-// left dead and removed.
+// left dead and removed. An op marked mt.stop_gradient passes none: its results are constants
+// to the backward (torch's detach).
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "mlir/IR/Builders.h"
@@ -48,7 +49,7 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
     for (Value p : parameterArguments(func))
       if (!isFrozenParam(func, cast<BlockArgument>(p).getArgNumber())) needsGrad.insert(p);
     for (Operation& op : body.without_terminator())
-      if (llvm::any_of(op.getOperands(), [&](Value v) { return needsGrad.contains(v); }))
+      if (!op.hasAttr(kStopGradientAttr) && llvm::any_of(op.getOperands(), [&](Value v) { return needsGrad.contains(v); }))
         for (Value r : op.getResults())
           if (isDifferentiable(r)) needsGrad.insert(r);
 

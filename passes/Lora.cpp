@@ -13,7 +13,14 @@
 // adds the adapters. A target read otherwise than as such a product's weight is an error.
 // The scale is alpha / rank, or alpha / sqrt(rank) with rslora (loraScale). Dropout p > 0 puts
 // mt.dropout on x before A, one site per product, numbered in the function's order after its
-// existing sites. All as PEFT's LoraConfig.
+// existing sites. With dora (PEFT's use_dora, Liu et al. 2024), a magnitude m (out) beside them,
+// initialised to W's row norms (init "row_norms"), and the product's update is PEFT's
+// DoraLinearLayer's:
+//
+//   (g - 1) * (x' W^T) + g * scale * (x' A^T) B^T,   g = m / ||W + scale * B A|| (each output row)
+//
+// x' the dropped x (without dropout, x' W^T is the product itself), the norm marked
+// mt.stop_gradient as PEFT detaches it (the DoRA paper's section 4.3). All as PEFT's LoraConfig.
 #include <cmath>
 
 #include "mlir/IR/Builders.h"
@@ -29,11 +36,12 @@ namespace mt {
 
 namespace {
 
+// A weight's module: "layers.0.attn.q.weight" -> "layers.0.attn.q".
+StringRef stemOf(StringRef weight) { return weight.ends_with(".weight") ? weight.drop_back(7) : weight; }
+
 // PEFT's name of an adapter of `weight`: "layers.0.attn.q.weight" -> "layers.0.attn.q.lora_A.weight".
 std::string adapterName(StringRef weight, StringRef which) {
-  const bool suffixed = weight.ends_with(".weight");
-  const StringRef stem = suffixed ? weight.drop_back(7) : weight;
-  return (stem + "." + which + (suffixed ? ".weight" : "")).str();
+  return (stemOf(weight) + "." + which + (weight.ends_with(".weight") ? ".weight" : "")).str();
 }
 
 // A new parameter argument at the end of `func`, initialised as `fields` say.
@@ -44,9 +52,9 @@ Value addParam(func::FuncOp func, RankedTensorType type, ArrayRef<NamedAttribute
   return func.getArgument(index);
 }
 
-// A target's adapters: A (rank, in) and B (out, rank).
+// A target's adapters: A (rank, in) and B (out, rank); with DoRA its magnitude (out), else null.
 struct Adapters {
-  Value a, b;
+  Value a, b, magnitude;
 };
 
 struct LoraPass : impl::LoraPassBase<LoraPass> {
@@ -112,7 +120,13 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
                         {b.getNamedAttr("name", b.getStringAttr(adapterName(name, "lora_B"))),
                          b.getNamedAttr("init", b.getStringAttr("zeros"))},
                         loc);
-    return {a, bw};
+    if (!dora) return {a, bw, Value()};
+    // PEFT's key for it has no ".weight" (its state dict's rename of lora_magnitude_vector.weight).
+    Value m = addParam(func, RankedTensorType::get({out}, type.getElementType()),
+                       {b.getNamedAttr("name", b.getStringAttr((stemOf(name) + kDoraMagnitudeSuffix).str())),
+                        b.getNamedAttr("init", b.getStringAttr("row_norms")), b.getNamedAttr("of", b.getStringAttr(name))},
+                       loc);
+    return {a, bw, m};
   }
 
   // The site after the function's existing mt.dropout sites (0 where it has none).
@@ -126,15 +140,43 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
   void adapt(MatmulOp product, Adapters adapters, float scale, int64_t& site) {
     OpBuilder at(product->getBlock(), std::next(Block::iterator(product)));
     const Location loc = product.getLoc();
+    SmallVector<OpOperand*> readers;  // the product's readers now: DoRA's term reads it too
+    for (OpOperand& use : product.getResult().getUses()) readers.push_back(&use);
     Value x = product.getLhs();
     if (dropout > 0.0)
       x = at.create<DropoutOp>(loc, x, at.getI64IntegerAttr(site++), at.getF32FloatAttr(static_cast<float>(dropout)));
-    // Scaled after B, as PEFT computes lora_B(lora_A(dropout(x))) * scaling: a twin follows it op for op.
+    // Scaled after B, as PEFT computes lora_B(lora_A(dropout(x))) * scaling (DoRA: after g too): a
+    // twin follows it op for op.
     Value down = at.create<MatmulOp>(loc, x, adapters.a, false, true);
     Value up = at.create<MatmulOp>(loc, down, adapters.b, false, true);
-    Value scaled = at.create<ScaleOp>(loc, up, at.getF32FloatAttr(scale));
-    auto sum = at.create<AddOp>(loc, product.getResult(), scaled);
-    product.getResult().replaceAllUsesExcept(sum.getResult(), sum);
+    Value update = adapters.magnitude ? doraUpdate(at, product, x, adapters, scale, up)
+                                      : at.create<ScaleOp>(loc, up, at.getF32FloatAttr(scale)).getResult();
+    Value sum = at.create<AddOp>(loc, product.getResult(), update);
+    for (OpOperand* use : readers) use->set(sum);
+  }
+
+  // DoRA's term beside the product x W^T, `up` = (x A^T) B^T from the dropped `x`:
+  // (g - 1) * (x W^T) + (g * up) * scale with g = m / ||W + scale * B A|| per output row, the norm
+  // a constant to the backward. Ops in PEFT's order (DoraLinearLayer.forward).
+  static Value doraUpdate(OpBuilder& at, MatmulOp product, Value x, const Adapters& adapters, float scale, Value up) {
+    const Location loc = product.getLoc();
+    Value weight = product.getRhs();
+    const int64_t out = cast<RankedTensorType>(weight.getType()).getDimSize(0);
+    Type f32 = at.getF32Type();
+    Value lora_weight = at.create<MatmulOp>(loc, adapters.b, adapters.a, false, false);  // B A (out, in)
+    Value merged = at.create<AddOp>(loc, weight, at.create<ScaleOp>(loc, lora_weight, at.getF32FloatAttr(scale)));
+    Value squares = at.create<MulOp>(loc, merged, merged);
+    Value sums = at.create<SumToOp>(loc, RankedTensorType::get({out, 1}, f32), squares);
+    Value rows = at.create<ReshapeOp>(loc, RankedTensorType::get({out}, f32), sums);
+    Operation* norm = at.create<UnaryOp>(loc, rows, at.getStringAttr("sqrt"));
+    norm->setAttr(kStopGradientAttr, at.getUnitAttr());
+    Value g = at.create<BinaryOp>(loc, adapters.magnitude, norm->getResult(0), at.getStringAttr("div"));
+    Value g_minus_one = at.create<AddOp>(loc, g, at.create<FillOp>(loc, g.getType(), at.getF32FloatAttr(-1.0f)));
+    // Without dropout x W^T is the product; with it PEFT computes the base term from the dropped x.
+    Value base = x == product.getLhs() ? product.getResult() : at.create<MatmulOp>(loc, x, weight, false, true);
+    Value base_term = at.create<MulOp>(loc, base, g_minus_one);
+    Value lora_term = at.create<ScaleOp>(loc, at.create<MulOp>(loc, up, g), at.getF32FloatAttr(scale));
+    return at.create<AddOp>(loc, base_term, lora_term);
   }
 };
 

@@ -40,6 +40,12 @@ def LoraPass : Pass<"mt-lora", "mlir::ModuleOp"> {
     products appear after the function's existing sites, so in a model without dropouts of its
     own a twin that draws one mask per adapted call of its forward draws the same masks.
 
+    With `dora` (PEFT's use_dora), a third parameter m (out), `X.lora_magnitude_vector`,
+    initialised to W's row norms (`init = "row_norms"`, `of` = W's name), and the update is
+    PEFT's DoraLinearLayer's: `(g - 1) * (x W^T) + g * scale * (x A^T) B^T` with
+    `g = m / ||W + scale * B A||` per output row, that norm `mt.stop_gradient` (PEFT detaches
+    it); with dropout, x W^T is computed again from the dropped x, as PEFT does.
+
     ```mlir
     %y = mt.matmul %x, %w {transpose_b = true} : tensor<2x3x4xf32>, tensor<5x4xf32>
     // with rank 2, alpha 4:
@@ -58,6 +64,8 @@ def LoraPass : Pass<"mt-lora", "mlir::ModuleOp"> {
            "rank-stabilised LoRA: the scale is alpha / sqrt(r) (PEFT's use_rslora)">,
     Option<"dropout", "dropout", "double", /*default=*/"0.0",
            "the probability of dropping each element of x before A (PEFT's lora_dropout); 0: none">,
+    Option<"dora", "dora", "bool", /*default=*/"false",
+           "weight-decomposed LoRA: a magnitude per output row beside A and B (PEFT's use_dora)">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

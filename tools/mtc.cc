@@ -128,6 +128,13 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
       ->needs(lora)
       ->check(CLI::Range(0.0, 0.95))
       ->capture_default_str();
+  app.add_flag("--lora-dora", o.lora_dora,
+               "with --lora: weight-decomposed LoRA (DoRA, PEFT's use_dora): a trained magnitude m per output row "
+               "beside A and B, starting at W's row norms; the product becomes x W^T + (g - 1) x' W^T + g s (x' A^T) "
+               "B^T with g = m / ||W + s B A|| per output row and x' the dropped x (without --lora-dropout: "
+               "g (x W^T + s (x A^T) B^T)), the norm a constant to the backward as PEFT detaches it. Costs each "
+               "adapted weight's B A and norm every step (with --lora-dropout, a second x' W^T)")
+      ->needs(lora);
   app.add_option("--lora-targets", f.lora_targets,
                  "with --lora: the weights to adapt, a regular expression searched as --frozen's; what it finds "
                  "that is not a 2-D weight (a norm, a bias) is left (the default: attention's query and value "
@@ -138,10 +145,10 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
   app.add_option("--lora-from", o.lora_from,
                  "go on from a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors, as PEFT's "
                  "save_pretrained or mtrun --export-peft writes it) on the Hugging Face folder it was trained from: "
-                 "its config sets --lora, --lora-alpha, --lora-rslora, --lora-dropout, the targets and --trainable "
-                 "(its modules_to_save, trained whole), its tensors start them; with --forward-only the adapters are "
-                 "merged into the weights (for mtgen); DoRA, trained biases and other PEFT features it does not "
-                 "implement are refused by name (docs/fine-tuning.md)");
+                 "its config sets --lora, --lora-alpha, --lora-rslora, --lora-dropout, --lora-dora, the targets and "
+                 "--trainable (its modules_to_save, trained whole), its tensors start them; with --forward-only the "
+                 "adapters are merged into the weights (for mtgen); trained biases and other PEFT features it does "
+                 "not implement are refused by name (docs/fine-tuning.md)");
 }
 
 // The preference loss's shape (each needs --objective, `objective`: dpo or kto, as each says).
@@ -236,8 +243,8 @@ void addOutputFlags(CLI::App& app, Flags& f) {
                "evaluation)");
   for (const char* what_trains : {"--frozen", "--trainable", "--lora"}) app.get_option(what_trains)->excludes(forward_only);
   // The adapter's config says what these would; its tensors go into the initial weights.
-  for (const char* said : {"--lora", "--lora-alpha", "--lora-rslora", "--lora-dropout", "--lora-targets", "--trainable",
-                           "--frozen", "--no-weights"})
+  for (const char* said : {"--lora", "--lora-alpha", "--lora-rslora", "--lora-dropout", "--lora-dora", "--lora-targets",
+                           "--trainable", "--frozen", "--no-weights"})
     app.get_option("--lora-from")->excludes(app.get_option(said));
   app.add_flag("--kv-cache", o.kv_cache,
                "with --forward-only: a decode step for mtgen: one new token per sequence attending over a "

@@ -5,7 +5,7 @@
 namespace mt {
 
 // Attribute names shared by the passes and the emitter.
-inline constexpr char kParamAttr[] = "mt.param";         // arg: {name, init, std, bound, decay, origin, frozen, lora};
+inline constexpr char kParamAttr[] = "mt.param";         // arg: {name, init, std, bound, of, decay, origin, frozen, lora};
                                                          // init "weights": from the weights file
 inline constexpr char kInputAttr[] = "mt.input";         // arg: "tokens" | "targets" | a named input
 inline constexpr char kConstAttr[] = "mt.const";         // arg: its value (DenseElementsAttr)
@@ -41,6 +41,9 @@ inline constexpr char kPrecisionAttr[] = "mt.precision"; // func: "bf16" once mt
 inline constexpr char kBlockAttr[] = "mt.block";         // op: layer block index
 inline constexpr char kTemplatesAttr[] = "mt.block_templates";  // func: block -> template block
 inline constexpr char kBackwardAttr[] = "mt.backward";   // op: made by autodiff
+// op: its results are constants to mt-autodiff, no gradient passes through it (torch's detach:
+// DoRA's weight norm).
+inline constexpr char kStopGradientAttr[] = "mt.stop_gradient";
 inline constexpr char kRecomputeAttr[] = "mt.recompute"; // op: a forward op cloned for backward
 inline constexpr char kTileAttr[] = "mt.tile";           // op: its token tile (mt-tile-tokens), from its location
 inline constexpr char kTokenTilesAttr[] = "mt.token_tiles";  // func: the token tiles per layer block

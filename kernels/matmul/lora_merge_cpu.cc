@@ -1,12 +1,13 @@
 #include "kernels/matmul/lora_merge.h"
 
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
 namespace mt {
 
 void loraMerge(const float* w, const float* a, const float* b, int64_t out, int64_t in, int64_t r, double scale,
-               float* merged) {
+               float* merged, const float* magnitude) {
   // Row by row, A's rows streamed in order.
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < out; ++o) {
@@ -16,7 +17,22 @@ void loraMerge(const float* w, const float* a, const float* b, int64_t out, int6
       const float* ak = a + k * in;
       for (int64_t i = 0; i < in; ++i) row[i] += bk * double(ak[i]);
     }
-    for (int64_t i = 0; i < in; ++i) merged[o * in + i] = static_cast<float>(double(w[o * in + i]) + scale * row[i]);
+    float* m = merged + o * in;
+    for (int64_t i = 0; i < in; ++i) m[i] = static_cast<float>(double(w[o * in + i]) + scale * row[i]);
+    if (!magnitude) continue;
+    float norm;
+    rowNorms(m, 1, in, &norm);
+    const float factor = magnitude[o] / norm;
+    for (int64_t i = 0; i < in; ++i) m[i] *= factor;
+  }
+}
+
+void rowNorms(const float* w, int64_t rows, int64_t cols, float* norms) {
+#pragma omp parallel for schedule(static) if (rows * cols > 65536)
+  for (int64_t o = 0; o < rows; ++o) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < cols; ++i) sum += double(w[o * cols + i]) * double(w[o * cols + i]);
+    norms[o] = static_cast<float>(std::sqrt(sum));
   }
 }
 

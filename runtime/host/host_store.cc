@@ -124,12 +124,26 @@ void HostStore::initialize(uint64_t seed) {
   for (int i = 0; i < plan_.host_tensors_size(); ++i) {
     const auto& t = plan_.host_tensors(i);
     if (t.role() == plan::ROLE_PARAM) {
-      setParam(i, [&](int64_t first, int64_t n, float* out) { initializeTensor(out, n, t.init(), seed, t.name(), first); });
+      if (t.init().kind() != plan::Initializer::ROW_NORMS)
+        setParam(i, [&](int64_t first, int64_t n, float* out) { initializeTensor(out, n, t.init(), seed, t.name(), first); });
     } else if (t.role() == plan::ROLE_CONSTANT) {
       std::memcpy(data(i), t.data().data(), t.data().size());  // the verifier checked the size
     } else if (t.role() != plan::ROLE_STAGING && t.role() != plan::ROLE_RESIDUAL && data(i)) {  // the parameters' own
       std::memset(data(i), 0, bytes(i));
     }
+  }
+  setRowNorms([](int) { return true; });
+}
+
+void HostStore::setRowNorms(const std::function<bool(int)>& chosen) {
+  if (!shard_.writes_copy) return;  // the host's writer sets its shared copy, from its own
+  for (int i = 0; i < plan_.host_tensors_size(); ++i) {
+    const int source = rowNormSource(plan_, plan_.host_tensors(i));
+    if (source < 0 || !chosen(i)) continue;
+    const std::vector<float> w = readParam(source);
+    std::vector<float> norms(static_cast<size_t>(numel_[i]));
+    rowNorms(w.data(), numel_[i], numel_[source] / std::max<int64_t>(numel_[i], 1), norms.data());
+    setParam(i, [&](int64_t first, int64_t n, float* out) { std::memcpy(out, norms.data() + first, 4 * n); });
   }
 }
 
@@ -183,9 +197,10 @@ std::vector<std::string> HostStore::load(const SafetensorsFile& file, std::initi
     // seeded initializer's values.
     if (t.role() == plan::ROLE_PARAM && (t.name() == kScoreHeadParam || isLoraAdapter(t.name())) &&
         !file.entries().count(t.name()) && t.init().kind() != plan::Initializer::WEIGHTS) {
-      setParam(i, [&](int64_t first, int64_t n, float* out) {
-        initializeTensor(out, n, t.init(), plan_.init_seed(), t.name(), first);
-      });
+      if (t.init().kind() != plan::Initializer::ROW_NORMS)  // after the loop: its source's values first
+        setParam(i, [&](int64_t first, int64_t n, float* out) {
+          initializeTensor(out, n, t.init(), plan_.init_seed(), t.name(), first);
+        });
       seeded.push_back(t.name());
       continue;
     }
@@ -196,6 +211,7 @@ std::vector<std::string> HostStore::load(const SafetensorsFile& file, std::initi
       std::memcpy(data(i), entry.data + 4 * held_[i].begin, static_cast<size_t>(bytes(i)));
     if (t.role() != plan::ROLE_PARAM || shard_.writes_copy) checkLoaded(i);
   }
+  setRowNorms([&](int i) { return std::find(seeded.begin(), seeded.end(), plan_.host_tensors(i).name()) != seeded.end(); });
   return seeded;
 }
 

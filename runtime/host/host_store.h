@@ -62,12 +62,13 @@ class HostStore {
   // This process's share of the optimizer: the whole, or its rank's slices.
   Shard shard() const { return shard_; }
 
-  // Parameters from the plan's initializers (seeded; WEIGHTS ones zero until loadParams),
-  // constants from the plan, everything else zero.
+  // Parameters from the plan's initializers (seeded; WEIGHTS ones zero until loadParams; ROW_NORMS
+  // ones from their sources' seeded values), constants from the plan, everything else zero.
   void initialize(uint64_t seed);
   // Parameters from a weights file (every parameter must be there, F32, with its shape, finite,
-  // but a reward model's score head, new to the model whose weights they are: it keeps its seeded
-  // values). Returns the names of those kept seeded.
+  // but what is new to the model whose weights they are: a reward model's score head and LoRA
+  // adapters keep their seeded values, DoRA magnitudes become their weights' row norms as
+  // loaded). Returns the names of those kept seeded.
   std::vector<std::string> loadParams(const SafetensorsFile& file) { return load(file, {plan::ROLE_PARAM}); }
   // Parameters (role PARAM), under their plan names, with `provenance` in the metadata.
   void saveParams(const std::string& path, const std::map<std::string, std::string>& provenance = {}) const;
@@ -133,6 +134,8 @@ class HostStore {
   // Sets parameter `param`'s master (and its staging copy) to `values(first, n, out)`, which
   // writes elements [first, first + n) into `out`; in parallel over tiles.
   void setParam(int param, const std::function<void(int64_t, int64_t, float*)>& values);
+  // Each ROW_NORMS parameter `chosen` accepts from its source's values as they are now.
+  void setRowNorms(const std::function<bool(int)>& chosen);
   // Throws mt::Error naming tensor `index` and its first element that is not finite (or, in a
   // second moment, negative): what a load refuses to train from (issue 18).
   void checkLoaded(int index) const;

@@ -25,6 +25,7 @@ void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uin
     case plan::Initializer::NORMAL:
     case plan::Initializer::UNIFORM: break;
     case plan::Initializer::WEIGHTS: std::fill(data, data + n, 0.0f); return;  // loadParams fills it
+    case plan::Initializer::ROW_NORMS: throw Error(name + "'s ROW_NORMS initializer needs its source's values (rowNorms)");
     default: throw Error("unknown initializer for " + name);
   }
   const uint64_t key = splitmix64(seed ^ fnv1a(name));
@@ -47,6 +48,13 @@ void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uin
     data[i] = static_cast<float>(std_dev * std::sqrt(-2.0 * std::log(u1)) *
                                  std::cos(6.283185307179586 * u2));
   }
+}
+
+int rowNormSource(const plan::Plan& plan, const plan::HostTensor& t) {
+  if (t.role() != plan::ROLE_PARAM || t.init().kind() != plan::Initializer::ROW_NORMS) return -1;
+  for (int i = 0; i < plan.host_tensors_size(); ++i)
+    if (plan.host_tensors(i).role() == plan::ROLE_PARAM && plan.host_tensors(i).name() == t.init().of()) return i;
+  throw Error(t.name() + "'s ROW_NORMS initializer names no parameter '" + t.init().of() + "'");
 }
 
 }  // namespace mt

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/matmul/lora_merge.h"  // rowNorms
 #include "runtime/plan/plan_format.h"
 
 namespace mt {
@@ -11,7 +12,14 @@ namespace mt {
 // Fills `n` floats per the initializer. NORMAL uses a counter-based generator keyed by
 // (seed, name): the values do not depend on the order or the thread that makes them.
 // Fills elements [first, first + n) of the tensor; `data` points at element `first`.
+// Not for ROW_NORMS, whose values are rowNorms of its source's.
 void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uint64_t seed,
                       const std::string& name, int64_t first = 0);
+
+// The host tensor whose rows a ROW_NORMS parameter's values are the norms of (rowNorms of
+// kernels/matmul/lora_merge.h; the verifier checked that it is one parameter of fitting shape);
+// -1 for any other initializer or a tensor that is no parameter. Initialize a ROW_NORMS
+// parameter after the others: its source's starting values come first.
+int rowNormSource(const plan::Plan& plan, const plan::HostTensor& t);
 
 }  // namespace mt

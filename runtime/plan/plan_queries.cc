@@ -151,8 +151,10 @@ int64_t masterBytes(const plan::Plan& plan) {
 }
 
 bool isLoraAdapter(const std::string& name) {
-  return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight");
+  return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight") || isDoraMagnitude(name);
 }
+
+bool isDoraMagnitude(const std::string& name) { return name.ends_with(kDoraMagnitudeSuffix); }
 
 bool isEmbeddingParam(const std::string& name) { return name == "embed.weight" || name == "wte.weight"; }
 

@@ -74,8 +74,11 @@ int64_t masterBytes(const plan::Plan& plan);
 int64_t unsplitHostBytes(const plan::Plan& plan, const std::function<bool(const plan::HostTensor&)>& counted);
 
 // Whether parameter `name` is a LoRA adapter (mtc --lora): "X.lora_A.weight" or "X.lora_B.weight",
-// as mt-lora and PEFT name them.
+// or a DoRA magnitude "X.lora_magnitude_vector" (mtc --lora-dora), as mt-lora and PEFT name them.
 bool isLoraAdapter(const std::string& name);
+// A DoRA magnitude's name: its weight's stem + this, PEFT's key (without ".weight").
+inline constexpr char kDoraMagnitudeSuffix[] = ".lora_magnitude_vector";
+bool isDoraMagnitude(const std::string& name);
 // Whether parameter `name` is the token embedding of either family ("embed.weight", "wte.weight").
 bool isEmbeddingParam(const std::string& name);
 // Whether the plan's LM head is its embedding: no head of its own (nor a reward model's score head).

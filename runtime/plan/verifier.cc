@@ -21,10 +21,31 @@ std::string where(int stream, int instr) {
   return "stream " + std::to_string(stream) + " instruction " + std::to_string(instr);
 }
 
+// A ROW_NORMS parameter (1-D): `of` is one other parameter, 2-D, a row per element, itself not
+// ROW_NORMS.
+// `params`: the parameters by name, -1 for a name two of them have.
+void verifyRowNorms(const plan::Plan& plan, const std::map<std::string, int>& params, const plan::HostTensor& t,
+                    const std::string& what) {
+  auto found = params.find(t.init().of());
+  if (found == params.end()) fail(what + ": its ROW_NORMS initializer reads '" + t.init().of() + "', which is no parameter");
+  if (found->second < 0) fail(what + ": two parameters are named '" + t.init().of() + "', which its ROW_NORMS initializer reads");
+  const plan::HostTensor* source = &plan.host_tensors(found->second);
+  if (source->init().kind() == plan::Initializer::ROW_NORMS)
+    fail(what + ": its ROW_NORMS initializer reads another ROW_NORMS parameter");
+  if (t.shape_size() != 1 || source->shape_size() != 2 || source->shape(0) != t.shape(0))
+    fail(what + ": a ROW_NORMS parameter is 1-D with one element per row of the 2-D '" + source->name() + "'");
+}
+
 void verifyHostTensors(const plan::Plan& plan) {
   std::map<plan::HostRole, int> singletons;
   std::set<std::pair<plan::HostRole, std::string>> io_names;
   std::map<int, int> staged, split;  // parameter -> its staging copies, its residuals
+  std::map<std::string, int> params;   // by name; -1 where two share it
+  for (int i = 0; i < plan.host_tensors_size(); ++i)
+    if (plan.host_tensors(i).role() == plan::ROLE_PARAM) {
+      auto [it, fresh] = params.emplace(plan.host_tensors(i).name(), i);
+      if (!fresh) it->second = -1;
+    }
   for (int i = 0; i < plan.host_tensors_size(); ++i) {
     const auto& t = plan.host_tensors(i);
     const std::string what = "host tensor " + std::to_string(i) + " '" + t.name() + "'";
@@ -32,6 +53,8 @@ void verifyHostTensors(const plan::Plan& plan) {
     if (!plan::HostRole_IsValid(t.role())) fail(what + " has an unknown role");
     checkedNumel(t.shape(), what);
     if (t.frozen() && t.role() != plan::ROLE_PARAM) fail(what + ": only a parameter can be frozen");
+    if (t.role() != plan::ROLE_PARAM && (t.init().kind() == plan::Initializer::ROW_NORMS || !t.init().of().empty()))
+      fail(what + ": only a parameter has a ROW_NORMS initializer");
     switch (t.role()) {
       case plan::ROLE_PARAM:
         if (t.dtype() != plan::DTYPE_F32) fail(what + ": parameters must be f32");
@@ -41,6 +64,8 @@ void verifyHostTensors(const plan::Plan& plan) {
           fail(what + " has an initializer std out of range");
         if (!(t.init().bound() >= 0.0f && t.init().bound() < 1e6f))
           fail(what + " has an initializer bound out of range");
+        if (t.init().kind() == plan::Initializer::ROW_NORMS) verifyRowNorms(plan, params, t, what);
+        else if (!t.init().of().empty()) fail(what + " names a parameter to initialize from, but is not ROW_NORMS");
         break;
       case plan::ROLE_GRAD:
       case plan::ROLE_MOMENT1:

@@ -1,5 +1,6 @@
 #include "runtime/training/lora_merge.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -31,11 +32,22 @@ std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan) {
     if (w.size() != 2 || sa.size() != 2 || sb.size() != 2 || sa[1] != w[1] || sb[0] != w[0] || sb[1] != sa[0])
       throw Error("the plan's LoRA adapters of '" + stem + ".weight' do not fit it: A (r, in) and B (out, r) for a "
                   "weight (out, in)");
-    adapters.push_back({weight->second, a, b->second});
+    auto magnitude = params.find(stem + kDoraMagnitudeSuffix);
+    if (magnitude != params.end()) {
+      const auto& sm = plan.host_tensors(magnitude->second).shape();
+      if (sm.size() != 1 || sm[0] != w[0])
+        throw Error("the plan's DoRA magnitude of '" + stem + ".weight' does not fit it: one element per output");
+    }
+    adapters.push_back({weight->second, a, b->second, magnitude == params.end() ? -1 : magnitude->second});
   }
   for (const auto& [name, index] : params)
-    if (name.ends_with(kB) && !params.count(name.substr(0, name.size() - std::strlen(kB)) + kA))
-      throw Error("the plan's LoRA adapter '" + name + "' has no lora_A beside it (recompile it with mtc --lora)");
+    for (const char* suffix : {kB, kDoraMagnitudeSuffix})
+      if (name.ends_with(suffix) && !params.count(name.substr(0, name.size() - std::strlen(suffix)) + kA))
+        throw Error("the plan's LoRA adapter '" + name + "' has no lora_A beside it (recompile it with mtc --lora)");
+  const auto dora = std::count_if(adapters.begin(), adapters.end(), [](const LoraAdapter& a) { return a.magnitude >= 0; });
+  if (dora != 0 && dora != static_cast<long>(adapters.size()))
+    throw Error("the plan's LoRA adapters have DoRA magnitudes on " + std::to_string(dora) + " of " +
+                std::to_string(adapters.size()) + " weights, not all or none (recompile it with mtc --lora)");
   const float alpha = plan.model().lora_alpha();
   if (!adapters.empty() && !(alpha > 0.0f && std::isfinite(alpha)))
     throw Error("the plan has LoRA adapters but no alpha to scale them by (ModelInfo.lora_alpha " +
@@ -51,11 +63,12 @@ SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, c
   out.data = nullptr;
   const double scale = loraScale(plan.model().lora_alpha(), r, plan.model().lora_rslora());
   out.produce = [&store, adapter, scale, base, r, in](void* buffer) {
-    std::vector<float> staged_w, staged_a, staged_b;  // where a tensor is produced, not held
+    std::vector<float> staged_w, staged_a, staged_b, staged_m;  // where a tensor is produced, not held
     const float* w = f32Values(base, staged_w);
     const float* a = f32Values(store.savedTensor(adapter.a), staged_a);
     const float* b = f32Values(store.savedTensor(adapter.b), staged_b);
-    loraMerge(w, a, b, base.bytes / 4 / in, in, r, scale, static_cast<float*>(buffer));
+    const float* m = adapter.magnitude < 0 ? nullptr : f32Values(store.savedTensor(adapter.magnitude), staged_m);
+    loraMerge(w, a, b, base.bytes / 4 / in, in, r, scale, static_cast<float*>(buffer), m);
   };
   return out;
 }

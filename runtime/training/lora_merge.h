@@ -13,19 +13,20 @@
 namespace mt {
 
 // A weight `X.weight` (out, in) and its adapters `X.lora_A.weight` (r, in) and
-// `X.lora_B.weight` (out, r): host tensor indices.
+// `X.lora_B.weight` (out, r), and with DoRA (mtc --lora-dora) its magnitude
+// `X.lora_magnitude_vector` (out): host tensor indices (`magnitude` -1 without).
 struct LoraAdapter {
-  int weight = -1, a = -1, b = -1;
+  int weight = -1, a = -1, b = -1, magnitude = -1;
 };
 
 // The plan's adapted weights (isLoraAdapter names the adapters). Throws mt::Error for an adapter
-// without its weight or its partner, shapes that do not fit, or adapters in a plan without
-// ModelInfo.lora_alpha (their scale).
+// without its weight or its partner, shapes that do not fit, magnitudes on some adapters but not
+// all, or adapters in a plan without ModelInfo.lora_alpha (their scale).
 std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan);
 
 // Weight `adapter.weight` as saved (fp32, its plan name) with its adapters merged in:
 // W + scale * B A (kernels/matmul/lora_merge.h), the scale the plan's (loraScale: alpha / r, or
-// alpha / sqrt(r) rank-stabilised).
+// alpha / sqrt(r) rank-stabilised); with DoRA each row then scaled by m / its norm.
 SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, const LoraAdapter& adapter);
 
 }  // namespace mt

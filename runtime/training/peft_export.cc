@@ -169,7 +169,7 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
   config["modules_to_save"] = contents.saved.empty() ? nlohmann::ordered_json() : saved;
   config["target_modules"] = peftTargets(contents.params, contents.adapted);
   config["use_rslora"] = model.lora_rslora();
-  config["use_dora"] = false;
+  config["use_dora"] = contents.adapted.front().adapter.magnitude >= 0;  // all or none (loraAdapters)
   return config;
 }
 
@@ -182,9 +182,11 @@ void exportPeft(const plan::Plan& plan, const HostStore& store, const std::strin
   const PeftContents contents = peftContents(plan);
   std::vector<SafetensorsTensor> tensors;
   for (const AdaptedModule& m : contents.adapted)
-    for (auto [index, which] : {std::pair{m.adapter.a, "lora_A"}, {m.adapter.b, "lora_B"}}) {
+    for (auto [index, which] : {std::pair{m.adapter.a, "lora_A.weight"}, {m.adapter.b, "lora_B.weight"},
+                                {m.adapter.magnitude, "lora_magnitude_vector"}}) {  // PEFT's DoRA key: no ".weight"
+      if (index < 0) continue;
       SafetensorsTensor t = store.savedTensor(index);
-      t.name = kPeftKeyPrefix + m.module + "." + which + ".weight";
+      t.name = kPeftKeyPrefix + m.module + "." + which;
       tensors.push_back(std::move(t));
     }
   for (const SavedModule& m : contents.saved)

@@ -1,9 +1,10 @@
 // mtrun --export-peft: a LoRA plan's adapters (mtc --lora) as PEFT's adapter folder, what
 // PeftModel.from_pretrained(base, DIR) loads on the model the plan was compiled from:
 // - adapter_model.safetensors (f32): each adapted module's "base_model.model.<module>.lora_A.weight"
-//   and ".lora_B.weight", and each module trained whole beside them (mtc --trainable: PEFT's
-//   modules_to_save) as "base_model.model.<module>.<tensor>", all of its tensors;
-// - adapter_config.json: peft_type LORA, r, lora_alpha, use_rslora, lora_dropout; target_modules
+//   and ".lora_B.weight" (with DoRA, mtc --lora-dora, also ".lora_magnitude_vector"), and each
+//   module trained whole beside them (mtc --trainable: PEFT's modules_to_save) as
+//   "base_model.model.<module>.<tensor>", all of its tensors;
+// - adapter_config.json: peft_type LORA, r, lora_alpha, use_rslora, lora_dropout, use_dora; target_modules
 //   a leaf name where every module of that name is adapted, else the adapted modules' full names;
 //   modules_to_save their full names; base_model_name_or_path the
 //   folder the model came from.

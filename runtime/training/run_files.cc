@@ -177,7 +177,9 @@ std::string loadWeights(const plan::Plan& plan, const std::string& path, HostSto
 std::string loadParamsFrom(const plan::Plan& plan, const std::string& path, HostStore& store, const char* what) {
   const SafetensorsFile weights(path);
   const std::vector<std::string> seeded = store.loadParams(weights);
-  const auto adapters = std::count_if(seeded.begin(), seeded.end(), [](const std::string& n) { return isLoraAdapter(n); });
+  const auto magnitudes = std::count_if(seeded.begin(), seeded.end(), [](const std::string& n) { return isDoraMagnitude(n); });
+  const auto adapters =
+      std::count_if(seeded.begin(), seeded.end(), [](const std::string& n) { return isLoraAdapter(n); }) - magnitudes;
   for (const std::string& name : seeded)
     if (!isLoraAdapter(name))
       std::printf("note: %s holds no %s: a reward model's new score head, from its seeded initializer (seed %llu)\n",
@@ -186,6 +188,10 @@ std::string loadParamsFrom(const plan::Plan& plan, const std::string& path, Host
     std::printf("note: %s holds no LoRA adapters: the plan's %lld start from their seeded initializers (seed %llu; "
                 "B zeros: the model as these weights give it)\n",
                 path.c_str(), static_cast<long long>(adapters), static_cast<unsigned long long>(plan.init_seed()));
+  if (magnitudes)
+    std::printf("note: %s holds no DoRA magnitudes: the plan's %lld start at their weights' row norms, as PEFT starts "
+                "them (with B zero, the model as these weights give it)\n",
+                path.c_str(), static_cast<long long>(magnitudes));
   uint32_t crc = 0;  // of the parameters' bytes in plan order (those from the file)
   std::set<std::string> used;
   for (int p : store.params()) {

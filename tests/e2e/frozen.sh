@@ -15,7 +15,8 @@
 # vocabulary split resident and streamed; only the adapters move; a checkpoint resumes bit for
 # bit; 2 ranks train as --accumulate 2; --export-peft writes --trainable's modules whole
 # (modules_to_save) and refuses what PEFT cannot hold; a bf16 plan learns; LoRA's dropout with
-# rsLoRA agrees across layouts and ranks and is off in validation; targets
+# rsLoRA agrees across layouts and ranks and is off in validation; DoRA's magnitudes start at the
+# row norms however they are made, and DoRA agrees across layouts and ranks; targets
 # that match nothing, that are not weights or that are read as a table, an ONNX model, --lora
 # with --forward-only and --lora-alpha without --lora are refused.
 # usage: frozen.sh BIN_DIR WORK_DIR
@@ -103,6 +104,15 @@ check_resume resident.plan w0.safetensors
 train bf16.plan bf16 w0.safetensors
 check "bf16: the frozen tensors are unchanged" "unchanged bf16"
 check "bf16: it learns" "awk 'NR == 1 { first = \$1 } END { exit !(\$1 < first) }' bf16.loss"
+
+# ranks_match_accumulate PLAN NAME WEIGHTS: 2 MPI ranks train PLAN from WEIGHTS (10 steps) to the
+# weights of one process with --accumulate 2.
+ranks_match_accumulate() {
+  train "$1" "$2.accumulate" "$3" --accumulate 2
+  mpirun -np 2 --bind-to none "$bin/mtrun" "$1" --data corpus.tok --weights "$3" --steps 10 \
+    --export "$2.ranks.safetensors" --print-every 100 >/dev/null &&
+    same_tensors "$2.accumulate.safetensors" "$2.ranks.safetensors"
+}
 
 # 2 ranks as one process with --accumulate 2: the exchange carries the trained gradients only.
 if command -v mpirun >/dev/null; then
@@ -224,11 +234,55 @@ c = json.load(open('drop.peft/adapter_config.json'))
 assert c['lora_dropout'] == 0.1 and c['use_rslora'] is True and c['lora_alpha'] == 16 and c['r'] == 8, c
 \""
 if command -v mpirun >/dev/null; then
-  train drop.plan drop.accumulate lw0.safetensors --accumulate 2
-  mpirun -np 2 --bind-to none "$bin/mtrun" drop.plan --data corpus.tok --weights lw0.safetensors --steps 10 \
-    --export drop.ranks.safetensors --print-every 100 >/dev/null
-  check "lora dropout, 2 ranks: the weights of --accumulate 2" \
-    "same_tensors drop.accumulate.safetensors drop.ranks.safetensors"
+  check "lora dropout, 2 ranks: the weights of --accumulate 2" "ranks_match_accumulate drop.plan drop lw0.safetensors"
+fi
+# DoRA (mtc --lora-dora, PEFT's use_dora; torch_parity's llama-tiny-dora* check the numbers,
+# hf_peft the merge and the folders): the magnitudes start at the weights' row norms whether mtc
+# wrote them or mtrun seeds them (lw0, the LoRA plan's weights, has none), so both trainings agree
+# bit for bit; resident and streamed-recompute under a budget agree bit for bit, and so do 2 token
+# tiles resident and under a smaller budget (which tiles); 2 ranks give --accumulate 2's weights; a
+# bf16 plan learns; the adapter folder holds the 28 magnitudes and says use_dora.
+dora=(--lora 8 --lora-alpha 16 --lora-dora --lora-targets 'attn\.|mlp\.')
+"$bin/mtc" "${shape[@]}" "${dora[@]}" --schedule resident -o dora.plan --weights dw0.safetensors > dora.txt
+"$bin/mtc" "${shape[@]}" "${dora[@]}" --device-mem 6MiB --schedule streamed-recompute -o dora.tight.plan \
+  --no-weights > dora.tight.txt
+"$bin/mtc" "${shape[@]}" "${dora[@]}" --token-tiles 2 --schedule resident -o dora.tiles.plan --no-weights >/dev/null
+"$bin/mtc" "${shape[@]}" "${dora[@]}" --device-mem 5MiB --schedule streamed-recompute -o dora.tiles.tight.plan \
+  --no-weights > dora.tiles.tight.txt
+"$bin/mtc" "${shape[@]}" "${dora[@]}" --precision bf16 -o dora.bf16.plan --no-weights >/dev/null
+check "dora: the summary says so" "grep -q 'lora *DoRA (a magnitude per output row), rank 8, alpha 16' dora.txt"
+check "dora: the budgets stream, the smaller in 2 token tiles" \
+  "grep -q 'schedule streamed' dora.tight.txt && ! grep -q 'token tiles' dora.tight.txt && grep -q 'in 2 tiles' dora.tiles.tight.txt"
+rm -rf dora.peft
+train dora.plan dora dw0.safetensors --export-peft dora.peft
+train dora.plan dora.seeded lw0.safetensors
+train dora.tight.plan dora.tight dw0.safetensors
+train dora.tiles.plan dora.tiles dw0.safetensors
+train dora.tiles.tight.plan dora.tiles.tight dw0.safetensors
+train dora.bf16.plan dora.bf16 dw0.safetensors --lr 1e-2
+check "dora: magnitudes seeded by mtrun train as mtc's" "cmp -s dora.loss dora.seeded.loss && same_tensors dora.safetensors dora.seeded.safetensors"
+"$bin/mtrun" dora.plan --data corpus.tok --weights lora.safetensors --steps 1 --print-every 100 > dora.from-lora.out 2>&1
+check "dora from trained LoRA adapters: the magnitudes alone seeded, and said so" \
+  "grep -q 'holds no DoRA magnitudes: the plan.s 28 start at their weights. row norms' dora.from-lora.out && ! grep -q 'holds no LoRA adapters' dora.from-lora.out"
+check "dora streamed-recompute: bit-identical losses" "cmp -s dora.loss dora.tight.loss"
+check "dora streamed-recompute: bit-identical weights" "same_tensors dora.safetensors dora.tight.safetensors"
+check "dora token tiles streamed-recompute: bit-identical weights" \
+  "same_tensors dora.tiles.safetensors dora.tiles.tight.safetensors"
+check "dora bf16: it learns" "awk 'NR == 1 { first = \$1 } END { exit !(\$1 < first) }' dora.bf16.loss"
+moved dw0.safetensors dora.safetensors > dora.moved
+check "dora: the adapters and magnitudes move ($(wc -l < dora.moved) tensors)" \
+  "[ \$(grep -c '\.lora_[AB]\.weight$' dora.moved) -eq 56 ] && [ \$(grep -c '\.lora_magnitude_vector$' dora.moved) -eq 28 ]"
+check "dora: the adapter folder holds the magnitudes and says use_dora" \
+  "/usr/bin/python3 -c \"
+import json, struct
+c = json.load(open('dora.peft/adapter_config.json'))
+f = open('dora.peft/adapter_model.safetensors', 'rb'); n = struct.unpack('<Q', f.read(8))[0]
+keys = [k for k in json.loads(f.read(n)) if k.endswith('.lora_magnitude_vector')]
+assert c['use_dora'] is True and len(keys) == 28, (c['use_dora'], len(keys))
+\""
+if command -v mpirun >/dev/null; then
+  check "dora, 2 ranks (magnitudes seeded): the weights of --accumulate 2" \
+    "ranks_match_accumulate dora.plan dora lw0.safetensors"
 fi
 # Qwen3's q/k norms and biases are left where the expression finds them; a reward model's score
 # head trains beside the adapters.

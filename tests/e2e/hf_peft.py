@@ -3,7 +3,9 @@ folder's tensor names (q_proj and v_proj train alone, the rest exported as read)
 adapters train, --export-hf merges them into the weights (W + alpha / r B A, and the merged folder
 scores the data as the adapted model), --export-peft writes PEFT's adapter folder, with the
 modules trained whole beside the adapters (modules_to_save), rank-stabilised scaling and dropout;
-mtc --lora-from puts such a folder back on the model, to train on or merged for sampling.
+mtc --lora-from puts such a folder back on the model, to train on or merged for sampling. DoRA
+(--lora-dora) the same way: magnitudes from the folder's row norms, merged as PEFT merges DoRA,
+exported and read back.
 
 usage: /usr/bin/python3 tests/e2e/hf_peft.py BIN_DIR WORK_DIR
 """
@@ -155,6 +157,80 @@ def check_modules_to_save(bin_dir, work, data, failures):
         failures.append(f"--lora-rslora: the merged q_proj is {err:.1e} from W + 4 B A, or the norm is not the trained")
     print(f"--export-peft with --trainable: modules_to_save {config.get('modules_to_save')}, use_rslora "
           f"{config.get('use_rslora')}; --export-hf merged at alpha / sqrt(r) within {err:.1e}")
+
+
+def check_dora(bin_dir, work, data, failures):
+    """--lora-dora on a folder: each magnitude starts at its weight's row norms (the folder's bf16
+    widened); --export-hf merges as PEFT merges DoRA, m / ||W + s B A|| (rows) x (W + s B A), and
+    the merged folder scores the data as the adapted model; --export-peft writes the magnitudes
+    under PEFT's key (no ".weight") and use_dora; --lora-from reads that folder back to the bit,
+    and merged (--forward-only) bit for bit as --export-hf merges."""
+    name = "llama-bf16-sharded"
+    folder = os.path.join(work, name)
+    plan, trained, out, peft, merged_plan = (os.path.join(work, name + s) for s in
+                                             (".dora.plan", ".dora.safetensors", ".dora-hf", ".dora-peft",
+                                              ".dora-merged.plan"))
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan,
+             "--lora", "4", "--lora-alpha", "8", "--lora-dora", "--lora-targets", r"(q|v)_proj"])
+    start = ref.read_safetensors(plan[:-5] + ".safetensors")
+    magnitudes = sorted(k for k in start if k.endswith(".lora_magnitude_vector"))
+    worst_start = max(ref.rel_err(start[m], torch.linalg.norm(start[m[:-len("lora_magnitude_vector")] + "weight"], dim=1))
+                      for m in magnitudes)
+    if len(magnitudes) != 4 or not worst_start <= 1e-6:
+        failures.append(f"--lora-dora: {len(magnitudes)} magnitudes (want 4), {worst_start:.1e} from the row norms")
+    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "5", "--lr", "1e-2", "--export", trained,
+             "--export-hf", out, "--export-peft", peft])
+    ours = ref.read_safetensors(trained)
+    exported = read_hf_safetensors(os.path.join(out, "model.safetensors"))
+    worst = 0.0
+    for m in magnitudes:
+        stem = m[:-len(".lora_magnitude_vector")]
+        if torch.equal(ours[m], start[m]):
+            failures.append(f"--lora-dora: {m} did not train")
+        merged = ours[stem + ".weight"] + 2.0 * (ours[stem + ".lora_B.weight"] @ ours[stem + ".lora_A.weight"])
+        want = (ours[m] / torch.linalg.norm(merged, dim=1)).view(-1, 1) * merged  # PEFT's DoRA merge_safe
+        worst = max(worst, ref.rel_err(exported[hf_name_of(stem + ".weight")], want))
+    ref.run([f"{bin_dir}/mtc", out, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", merged_plan])
+    adapted_loss = eval_loss(bin_dir, plan, data, "--weights", trained)
+    merged_loss = eval_loss(bin_dir, merged_plan, data)
+    if not worst <= 1e-6 or not abs(adapted_loss - merged_loss) <= 1e-5 * adapted_loss:
+        failures.append(f"--lora-dora --export-hf: merged within {worst:.1e} of PEFT's DoRA merge; the merged folder "
+                        f"scores {merged_loss}, the adapted model {adapted_loss}")
+    adapters = read_hf_safetensors(os.path.join(peft, "adapter_model.safetensors"))
+    with open(os.path.join(peft, "adapter_config.json")) as f:
+        config = json.load(f)
+    keys = {f"base_model.model.{hf_name_of(m[:-len('lora_magnitude_vector')] + 'weight')[:-len('.weight')]}"
+            ".lora_magnitude_vector": m for m in magnitudes}
+    if config.get("use_dora") is not True or len(adapters) != 12 or \
+            any(k not in adapters or not torch.equal(adapters[k], ours[m]) for k, m in keys.items()):
+        failures.append(f"--lora-dora --export-peft: use_dora {config.get('use_dora')}, {len(adapters)} tensors "
+                        f"(want 12), magnitudes {sorted(keys)[:2]} missing or not the trained")
+    from_plan, gen, merged_gen = (os.path.join(work, name + s) for s in
+                                  (".dora-from.plan", ".dora-gen.plan", ".dora-merged-gen.plan"))
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", from_plan,
+             "--lora-from", peft])
+    back = ref.read_safetensors(from_plan[:-5] + ".safetensors")
+    from_loss = eval_loss(bin_dir, from_plan, data)
+    if set(back) != set(ours) or any(not torch.equal(back[k], ours[k]) for k in ours) or from_loss != adapted_loss:
+        failures.append(f"--lora-from a DoRA folder: not the trained weights to the bit, or it scores {from_loss}, "
+                        f"the adapted model {adapted_loss}")
+    ref.run([f"{bin_dir}/mtc", folder, "--forward-only", "--batch", "1", "--seq", "64", "-o", gen, "--lora-from", peft])
+    ref.run([f"{bin_dir}/mtc", out, "--forward-only", "--batch", "1", "--seq", "64", "-o", merged_gen])
+    if not same_weights(gen, merged_gen):
+        failures.append("--forward-only --lora-from a DoRA folder: not --export-hf's merged weights bit for bit")
+    print(f"--lora-dora: 4 magnitudes from the row norms (within {worst_start:.1e}), merged within {worst:.1e} of "
+          f"PEFT's DoRA merge; the merged folder scores {merged_loss:.6f}, the adapted model {adapted_loss:.6f}; "
+          f"--export-peft and --lora-from back to the bit")
+    key = "base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector"
+    nan = adapters[key].clone()
+    nan[3] = float("nan")
+    for adapter, want in (
+            (damaged_adapter(work, peft, "dora-off", {"use_dora": False}),
+             "a DoRA magnitude, but the config's use_dora is off"),
+            (damaged_adapter(work, peft, "dora-shape", extra={key: torch.ones(63)}), "needs [64]"),
+            (damaged_adapter(work, peft, "dora-nan", extra={key: nan}), "holds nan at element"),
+            (damaged_adapter(work, peft, "dora-missing", drop=key), "has no '" + key + "'")):
+        lora_from_refused(bin_dir, work, adapter, want, failures)
 
 
 # Every field of PEFT's LoraConfig (and PeftConfig's) that its save_pretrained writes, each at its
@@ -337,7 +413,8 @@ def check_lora_from(bin_dir, work, data, failures):
             (damaged_adapter(work, peft, "expert", extra={
                 "base_model.model.model.layers.0.mlp.experts.0.gate_proj.lora_A.weight": torch.zeros(4, 64)}),
              "adapters on single experts of a mixture are not implemented"),
-            (damaged_adapter(work, peft, "dora", {"use_dora": True}), "DoRA"),
+            (damaged_adapter(work, peft, "dora", {"use_dora": True}),
+             "has no 'base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector'"),
             (damaged_adapter(work, peft, "unknown", {"foo": 3}), "foo is 3, but mtc does not know this setting"),
             (damaged_adapter(work, peft, "no-targets", {"target_modules": None}), "no target_modules"),
             (damaged_adapter(work, peft, "rank", {"r": 8}), "needs [8, 64]"),
@@ -361,6 +438,7 @@ def main():
     check_lora_merge(bin_dir, work, data, failures)
     check_modules_to_save(bin_dir, work, data, failures)
     check_lora_from(bin_dir, work, data, failures)
+    check_dora(bin_dir, work, data, failures)
     ref.finish("hf_peft", failures)
 
 

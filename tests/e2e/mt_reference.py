@@ -627,12 +627,24 @@ def load_balancing_loss(router_logits, num_experts, top_k):
 def adapted(h, p, name, scale, drop=None):
     """h @ W^T for weight `name`, plus its LoRA adapters' scale * (drop(h) @ A^T) @ B^T where `p`
     has them (mtc --lora: `X.lora_A.weight`, `X.lora_B.weight` beside `X.weight`; `drop`:
-    --lora-dropout's, called once per adapted product as mt-lora numbers its sites)."""
+    --lora-dropout's, called once per adapted product as mt-lora numbers its sites). With a DoRA
+    magnitude `X.lora_magnitude_vector` (mtc --lora-dora), PEFT's DoraLinearLayer.forward instead
+    (its order of operations, as mt-lora's): (g - 1) * (x W^T) + g * lora * scale, g = m /
+    ||W + scale * B A|| (rows), the norm detached, x the dropped input (PEFT's base_result is the
+    product itself without dropout)."""
     y = h @ p[name].t()
-    a = name[:-len(".weight")] + ".lora_A.weight"
+    stem = name[:-len(".weight")]
+    a, b = stem + ".lora_A.weight", stem + ".lora_B.weight"
     if a in p:
         x = drop(h) if drop else h
-        y = y + ((x @ p[a].t()) @ p[name[:-len(".weight")] + ".lora_B.weight"].t()) * scale
+        lora = (x @ p[a].t()) @ p[b].t()
+        m = p.get(stem + ".lora_magnitude_vector")
+        if m is None:
+            return y + lora * scale
+        norm = torch.linalg.norm(p[name] + scale * (p[b] @ p[a]).detach(), dim=1).detach()
+        g = (m / norm).view(1, -1)
+        base = x @ p[name].t() if drop else y
+        y = y + ((g - 1) * base + g * lora * scale)
     return y
 
 

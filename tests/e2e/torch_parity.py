@@ -83,6 +83,14 @@ PRESETS["llama-tiny-lora-dropout"] = dict(PRESETS["llama-tiny"], preset="llama-t
                                           lora_dropout=0.1, trainable=r"lora_",
                                           flags=["--lora", "4", "--lora-alpha", "8", "--lora-rslora",
                                                  "--lora-dropout", "0.1", "--lora-targets", r"attn\.|mlp\."])
+# PEFT's use_dora (mtc --lora-dora): each adapted weight's magnitude m starts at its row norms and
+# trains with A and B; the norm ||W + s B A|| is a constant to the backward on both sides. Without
+# dropout DoRA's base term is the product itself; with it, a second product from the dropped input.
+PRESETS["llama-tiny-dora"] = dict(PRESETS["llama-tiny"], preset="llama-tiny", lora_scale=2.0, trainable=r"lora_",
+                                  flags=["--lora", "4", "--lora-alpha", "8", "--lora-dora", "--lora-targets",
+                                         r"attn\.|mlp\."])
+PRESETS["llama-tiny-dora-dropout"] = dict(PRESETS["llama-tiny-dora"], lora_dropout=0.1,
+                                          flags=PRESETS["llama-tiny-dora"]["flags"] + ["--lora-dropout", "0.1"])
 ILL_CONDITIONED_WEIGHT_TOL = 1e-3
 
 
@@ -133,6 +141,13 @@ def main():
             failures.append(f"frozen parameters: gradients dumped {dumped}, weights changed {changed}, "
                             f"{len(trained)} trained")
         print(f"frozen: {len(frozen)} of {len(params)} tensors, no gradient dumped, weights unchanged to the bit")
+    magnitudes = sorted(n for n in start if n.endswith(".lora_magnitude_vector"))
+    if magnitudes:  # DoRA's m starts at its weight's row norms (PEFT's DoraLinearLayer.update_layer)
+        worst_m = max(ref.rel_err(start[n], torch.linalg.norm(start[n[:-len("lora_magnitude_vector")] + "weight"], dim=1))
+                      for n in magnitudes)
+        if not worst_m <= 1e-6:
+            failures.append(f"DoRA magnitudes: not their weights' row norms (relative error {worst_m:.3e})")
+        print(f"DoRA: {len(magnitudes)} magnitudes start at their weights' row norms (worst relative error {worst_m:.3e})")
     zero_grad = set()
     exact_zero = set()  # zero on both sides to the bit: no noise for AdamW to amplify, so compared
 

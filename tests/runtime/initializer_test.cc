@@ -1,12 +1,15 @@
-// The seeded initializers (runtime/plan/initializer.h) and how a plan's LoRA adapters pair with
-// their weights (runtime/training/lora_merge.h).
+// The seeded initializers (runtime/plan/initializer.h), DoRA's row norms and their merge
+// (kernels/matmul/lora_merge.h), and how a plan's LoRA adapters pair with their weights
+// (runtime/training/lora_merge.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "kernels/matmul/lora_merge.h"
 #include "runtime/plan/initializer.h"
+#include "runtime/plan/verifier.h"
 #include "runtime/training/lora_merge.h"
 #include "tests/runtime/expect_error.h"
 
@@ -38,11 +41,79 @@ TEST(Initializer, UniformStaysInItsBoundAndIsKeyedByNameAndElement) {
   EXPECT_NE(uniform(0.25f, "layers.0.attn.v.lora_A.weight", 1000), std::vector<float>(a.begin(), a.begin() + 1000));
 }
 
-void addParam(plan::Plan& plan, const std::string& name, std::vector<int64_t> shape) {
+plan::HostTensor* addParam(plan::Plan& plan, const std::string& name, std::vector<int64_t> shape) {
   plan::HostTensor* t = plan.add_host_tensors();
   t->set_name(name);
   t->set_role(plan::ROLE_PARAM);
   for (int64_t d : shape) t->add_shape(d);
+  return t;
+}
+
+// Each row's L2 norm: 3-4-0 rows and a zero row.
+TEST(RowNorms, AreEachRowsLength) {
+  const std::vector<float> w = {3, 4, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};  // (3, 4)
+  std::vector<float> norms(3);
+  rowNorms(w.data(), 3, 4, norms.data());
+  EXPECT_EQ(norms, (std::vector<float>{5, 1, 0}));
+}
+
+// DoRA's merge (PEFT's merge_safe): W + s B A with each row rescaled to length m, its direction
+// kept; without a magnitude, the plain merge.
+TEST(LoraMerge, DoraRescalesEachRowToItsMagnitude) {
+  const int64_t out = 3, in = 4, r = 2;
+  const std::vector<float> w = {1, 2, 3, 4, -1, 0, 2, 1, 0.5f, 0.5f, -2, 1};
+  const std::vector<float> a = {0.1f, -0.2f, 0.3f, 0.0f, 0.05f, 0.1f, -0.1f, 0.2f};
+  const std::vector<float> b = {1, 0, 0.5f, -1, 2, 2};
+  const std::vector<float> m = {2, 0.5f, 3};
+  std::vector<float> plain(out * in), dora(out * in);
+  loraMerge(w.data(), a.data(), b.data(), out, in, r, 1.5, plain.data());
+  loraMerge(w.data(), a.data(), b.data(), out, in, r, 1.5, dora.data(), m.data());
+  for (int64_t o = 0; o < out; ++o) {
+    double length = 0, plain_length = 0;
+    for (int64_t i = 0; i < in; ++i) {
+      double want = w[o * in + i];
+      for (int64_t k = 0; k < r; ++k) want += 1.5 * b[o * r + k] * a[k * in + i];
+      EXPECT_NEAR(plain[o * in + i], want, 1e-6);
+      length += double(dora[o * in + i]) * dora[o * in + i];
+      plain_length += want * want;
+    }
+    EXPECT_NEAR(std::sqrt(length), m[o], 1e-6 * m[o]);
+    for (int64_t i = 0; i < in; ++i)
+      EXPECT_NEAR(dora[o * in + i], plain[o * in + i] * m[o] / std::sqrt(plain_length), 1e-6);
+  }
+}
+
+// A ROW_NORMS parameter needs one 2-D source parameter with a row per element, itself not
+// ROW_NORMS; no tensor but a parameter has such an initializer.
+TEST(RowNorms, TheVerifierChecksTheSource) {
+  plan::Plan plan;
+  addParam(plan, "q.weight", {6, 4});
+  plan::HostTensor* m = addParam(plan, "q.lora_magnitude_vector", {6});
+  m->mutable_init()->set_kind(plan::Initializer::ROW_NORMS);
+  m->mutable_init()->set_of("k.weight");
+  test::expectError([&] { verifyPlan(plan); }, "reads 'k.weight', which is no parameter");
+  m->mutable_init()->set_of("q.weight");
+  m->set_shape(0, 5);
+  test::expectError([&] { verifyPlan(plan); }, "one element per row of the 2-D 'q.weight'");
+  m->set_shape(0, 6);
+  m->mutable_init()->set_of("q.lora_magnitude_vector");
+  test::expectError([&] { verifyPlan(plan); }, "reads another ROW_NORMS parameter");
+  plan.mutable_host_tensors(0)->mutable_init()->set_of("q.weight");
+  test::expectError([&] { verifyPlan(plan); }, "names a parameter to initialize from, but is not ROW_NORMS");
+  plan.mutable_host_tensors(0)->mutable_init()->clear_of();
+  m->mutable_init()->set_of("q.weight");
+  plan::Plan twice = plan;
+  addParam(twice, "q.weight", {6, 4});
+  test::expectError([&] { verifyPlan(twice); }, "two parameters are named 'q.weight'");
+  plan::HostTensor* moment = plan.add_host_tensors();  // an optimizer tensor posing as one
+  *moment = *m;
+  moment->set_role(plan::ROLE_MOMENT1);
+  moment->set_param_index(1);
+  test::expectError([&] { verifyPlan(plan); }, "only a parameter has a ROW_NORMS initializer");
+  moment->set_role(plan::ROLE_PARAM);
+  EXPECT_EQ(rowNormSource(plan, *m), 0);
+  moment->set_role(plan::ROLE_MOMENT1);
+  EXPECT_EQ(rowNormSource(plan, *moment), -1);
 }
 
 // Each adapted weight with its A and B; a misfit, a lone adapter and a missing alpha refused.
@@ -69,6 +140,32 @@ TEST(LoraAdapters, PairWithTheirWeightOrAreRefused) {
   plan::Plan lone = plan;
   lone.mutable_host_tensors(2)->set_name("layers.0.attn.k.lora_B.weight");
   test::expectError([&] { loraAdapters(lone); }, "has no layers.0.attn.q.lora_B.weight beside it");
+}
+
+// DoRA's magnitudes pair with their adapters: on every adapted weight or none, one element per
+// output, never without A.
+TEST(LoraAdapters, DoraMagnitudesPairOrAreRefused) {
+  plan::Plan plan;
+  plan.mutable_model()->set_lora_alpha(8.0f);
+  for (const char* w : {"layers.0.attn.q", "layers.0.attn.v"}) {
+    addParam(plan, std::string(w) + ".weight", {6, 4});
+    addParam(plan, std::string(w) + ".lora_A.weight", {2, 4});
+    addParam(plan, std::string(w) + ".lora_B.weight", {6, 2});
+  }
+  addParam(plan, "layers.0.attn.q.lora_magnitude_vector", {6});
+  EXPECT_TRUE(isLoraAdapter("layers.0.attn.q.lora_magnitude_vector"));
+  test::expectError([&] { loraAdapters(plan); }, "DoRA magnitudes on 1 of 2 weights, not all or none");
+  addParam(plan, "layers.0.attn.v.lora_magnitude_vector", {6});
+  const std::vector<LoraAdapter> adapters = loraAdapters(plan);
+  ASSERT_EQ(adapters.size(), 2u);
+  EXPECT_EQ(adapters[0].magnitude, 6);
+  EXPECT_EQ(adapters[1].magnitude, 7);
+  plan::Plan misfit = plan;
+  misfit.mutable_host_tensors(7)->set_shape(0, 5);
+  test::expectError([&] { loraAdapters(misfit); }, "DoRA magnitude of 'layers.0.attn.v.weight' does not fit it");
+  plan::Plan lone = plan;
+  lone.mutable_host_tensors(7)->set_name("layers.0.attn.k.lora_magnitude_vector");
+  test::expectError([&] { loraAdapters(lone); }, "'layers.0.attn.k.lora_magnitude_vector' has no lora_A beside it");
 }
 
 }  // namespace
