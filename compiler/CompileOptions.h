@@ -107,6 +107,9 @@ struct CompileOptions {
   double lora_dropout = 0.0;  // dropout on each adapter's input (PEFT's lora_dropout)
   bool lora_dora = false;     // weight-decomposed: a magnitude per output row too (PEFT's use_dora)
   std::regex lora_targets{kDefaultLoraTargets, std::regex::ECMAScript};
+  // mtc --lora-experts: the stacks of experts (E, ., .) it finds get adapters too, each expert its
+  // own (PEFT's target_parameters).
+  std::optional<std::regex> lora_experts;
   // mtc --lora-from: a PEFT adapter folder whose config sets the lora_* options, the targets and
   // `trainable` (its modules_to_save), and whose weights start the adapters (compiler/PeftAdapter.h).
   std::string lora_from;

@@ -48,7 +48,9 @@ std::string unsupported(const std::string& key) {
   if (key == "fan_in_fan_out") return "GPT-2's Conv1D layers are adapted only through mtc --lora";
   if (key == "rank_pattern" || key == "alpha_pattern") return "per-module ranks and alphas are not implemented";
   if (key == "layers_to_transform" || key == "exclude_modules") return "mtc chooses targets by target_modules alone";
-  if (key == "target_parameters") return "adapters on parameters (a mixture's stacked experts) are not implemented";
+  if (key == "target_parameters")
+    return "adapters on parameters (a mixture's stacked experts) are not read from PEFT's folders yet (mtc --lora-experts "
+           "trains them)";
   if (key == "trainable_token_indices") return "training single tokens' embeddings is not implemented";
   if (key == "loftq_config" || key == "corda_config") return "this initialisation rewrites the base weights";
   return "mtc does not know this setting";

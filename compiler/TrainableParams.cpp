@@ -32,22 +32,32 @@ const char* namesHint(const CompileOptions& o) {
                                       : "a parameter's name in the plan (mtdump) or its tensor's in the folder";
 }
 
-// mtc --lora: marks the weights --lora-targets finds (mt.param's "lora"); returns the problem, if
-// any. What it finds that is not a 2-D weight (a norm, a bias, a stack of experts) is left, as
-// PEFT's target_modules adapt the linear layers among the modules they name.
+// mtc --lora: marks the weights --lora-targets finds and the stacks of experts --lora-experts
+// finds (mt.param's "lora"); returns the problem, if any. What --lora-targets finds that is not a
+// 2-D weight (a norm, a bias, a stack of experts) is left, as PEFT's target_modules adapt the
+// linear layers among the modules they name; its target_parameters name the stacks.
 std::string markLoraTargets(func::FuncOp func, const CompileOptions& o) {
-  int64_t marked = 0, found = 0;
+  int64_t marked = 0, found = 0, stacks = 0;
   for (BlockArgument arg : func.getArguments()) {
     const StringRef name = paramName(func, arg.getArgNumber());
+    if (name.empty()) continue;
+    const int64_t rank = cast<RankedTensorType>(arg.getType()).getRank();
+    if (o.lora_experts && rank == 3 && matches(o, *o.lora_experts, name)) {
+      markParam(func, arg.getArgNumber(), kParamLoraKey);
+      ++stacks;
+      continue;
+    }
     const bool hit = o.lora_from_targets ? o.lora_from_targets->count(name.str()) > 0
                                          : matches(o, o.lora_targets, name);
-    if (name.empty() || !hit) continue;
+    if (!hit) continue;
     ++found;
-    if (cast<RankedTensorType>(arg.getType()).getRank() != 2) continue;
+    if (rank != 2) continue;
     markParam(func, arg.getArgNumber(), kParamLoraKey);
     ++marked;
   }
   const char* flag = o.lora_from_targets ? "--lora-from's target_modules" : "--lora-targets";
+  if (o.lora_experts && stacks == 0)
+    return fmt::format("--lora-experts finds no stack of experts (E, out, in) ({})", namesHint(o));
   if (found == 0) return fmt::format("{} matches no parameter ({})", flag, namesHint(o));
   if (marked == 0) return fmt::format("{} finds no (out, in) weight, only norms, biases or stacks of experts", flag);
   return "";

@@ -20,7 +20,10 @@
 //   (g - 1) * (x' W^T) + g * scale * (x' A^T) B^T,   g = m / ||W + scale * B A|| (each output row)
 //
 // x' the dropped x (without dropout, x' W^T is the product itself), the norm marked
-// mt.stop_gradient as PEFT detaches it (the DoRA paper's section 4.3). All as PEFT's LoraConfig.
+// mt.stop_gradient as PEFT detaches it (the DoRA paper's section 4.3). A target that is a stack of
+// experts (E, ., .), read as the weight of mt.grouped_matmul, gets A (E, rank, in) and B (E, out,
+// rank): each expert's rows x W_e^T + scale * (x A_e^T) B_e^T, two grouped products over the same
+// routing (PEFT's target_parameters; no dropout or DoRA there). All as PEFT's LoraConfig.
 #include <cmath>
 
 #include "mlir/IR/Builders.h"
@@ -76,17 +79,79 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
       if (isLoraTarget(func, arg.getArgNumber())) targets.push_back(arg);
     DenseMap<Value, Adapters> adapters;
     for (BlockArgument weight : targets) {
-      if (failed(checkProducts(func, weight))) return signalPassFailure();
-      adapters[weight] = addAdapters(func, weight);
+      const bool stack = cast<RankedTensorType>(weight.getType()).getRank() == 3;
+      if (failed(stack ? checkExpertProducts(func, weight) : checkProducts(func, weight))) return signalPassFailure();
+      adapters[weight] = stack ? addExpertAdapters(func, weight) : addAdapters(func, weight);
     }
     // The products in the function's order (each dropout's site follows it).
-    SmallVector<MatmulOp> products;
-    func.walk([&](MatmulOp product) {
-      if (adapters.count(product.getRhs())) products.push_back(product);
+    SmallVector<Operation*> products;
+    func.walk([&](Operation* op) {
+      if (auto p = dyn_cast<MatmulOp>(op); p && adapters.count(p.getRhs())) products.push_back(op);
+      if (auto p = dyn_cast<GroupedMatmulOp>(op); p && adapters.count(p.getWeight())) products.push_back(op);
     });
     int64_t site = firstFreeDropoutSite(func);
     const float scale = static_cast<float>(loraScale(alpha, rank, rslora));
-    for (MatmulOp product : products) adapt(product, adapters[product.getRhs()], scale, site);
+    for (Operation* op : products) {
+      if (auto product = dyn_cast<MatmulOp>(op)) adapt(product, adapters[product.getRhs()], scale, site);
+      else adaptExperts(cast<GroupedMatmulOp>(op), adapters[cast<GroupedMatmulOp>(op).getWeight()], scale);
+    }
+  }
+
+  // A stack of experts (E, ., .) read only as the weight of whole grouped products, all of one
+  // layout (transpose_b: each expert (out, in), else (in, out)); without dropout or DoRA, which
+  // PEFT's adapters on parameters do not have either.
+  LogicalResult checkExpertProducts(func::FuncOp func, BlockArgument weight) {
+    const StringRef name = paramName(func, weight.getArgNumber());
+    if (dropout > 0.0 || dora)
+      return func.emitError("LoRA on the stack of experts '")
+             << name << "' takes no dropout or DoRA (nor do PEFT's adapters on parameters)";
+    std::optional<bool> transposed;
+    for (Operation* user : weight.getUsers()) {
+      auto product = dyn_cast<GroupedMatmulOp>(user);
+      if (!product || product.getWeight() != weight || product.getInto() || product.getFirstExpert() != 0 ||
+          (transposed && *transposed != product.getTransposeB()))
+        return user->emitError("a stack of experts with LoRA adapters must be read only as the weight of whole "
+                               "mt.grouped_matmul products of one layout; '")
+               << name << "' is read here otherwise";
+      transposed = product.getTransposeB();
+    }
+    if (weight.use_empty()) return func.emitError("the LoRA target '") << name << "' is not read";
+    return success();
+  }
+
+  // A (E, rank, in) and B (E, out, rank) of a stack of experts: each expert's adapters as
+  // addAdapters makes a weight's (PEFT's, reshaped: its lora_A (rank * E, in) is A's rows).
+  Adapters addExpertAdapters(func::FuncOp func, BlockArgument weight) {
+    const StringRef name = paramName(func, weight.getArgNumber());
+    auto type = cast<RankedTensorType>(weight.getType());
+    const bool transposed = cast<GroupedMatmulOp>(*weight.getUsers().begin()).getTransposeB();
+    const int64_t experts = type.getDimSize(0), out = type.getDimSize(transposed ? 1 : 2),
+                  in = type.getDimSize(transposed ? 2 : 1);
+    Builder b(func.getContext());
+    const Location loc = (*weight.getUsers().begin())->getLoc();
+    Value a = addParam(func, RankedTensorType::get({experts, rank, in}, type.getElementType()),
+                       {b.getNamedAttr("name", b.getStringAttr(adapterName(name, "lora_A"))),
+                        b.getNamedAttr("init", b.getStringAttr("uniform")),
+                        b.getNamedAttr("bound", b.getF32FloatAttr(static_cast<float>(1.0 / std::sqrt(double(in)))))},
+                       loc);
+    Value bw = addParam(func, RankedTensorType::get({experts, out, rank}, type.getElementType()),
+                        {b.getNamedAttr("name", b.getStringAttr(adapterName(name, "lora_B"))),
+                         b.getNamedAttr("init", b.getStringAttr("zeros"))},
+                        loc);
+    return {a, bw, Value()};
+  }
+
+  // `product` + scale * ((x A_e^T) B_e^T) over each expert's rows: two grouped products of the
+  // same routing (PEFT merges B_e A_e into W_e instead; the same sums, rounded otherwise).
+  static void adaptExperts(GroupedMatmulOp product, Adapters adapters, float scale) {
+    OpBuilder at(product->getBlock(), std::next(Block::iterator(product)));
+    const Location loc = product.getLoc();
+    SmallVector<OpOperand*> readers;
+    for (OpOperand& use : product.getResult().getUses()) readers.push_back(&use);
+    Value down = at.create<GroupedMatmulOp>(loc, product.getInput(), adapters.a, product.getCounts(), Value(), true, 0);
+    Value up = at.create<GroupedMatmulOp>(loc, down, adapters.b, product.getCounts(), Value(), true, 0);
+    Value sum = at.create<AddOp>(loc, product.getResult(), at.create<ScaleOp>(loc, up, at.getF32FloatAttr(scale)));
+    for (OpOperand* use : readers) use->set(sum);
   }
 
   // Each read of `weight` must be a product x W^T, and there must be one.

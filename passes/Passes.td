@@ -46,6 +46,12 @@ def LoraPass : Pass<"mt-lora", "mlir::ModuleOp"> {
     `g = m / ||W + scale * B A||` per output row, that norm `mt.stop_gradient` (PEFT detaches
     it); with dropout, x W^T is computed again from the dropped x, as PEFT does.
 
+    A target that is a stack of experts W (E, ., .), read only as the weight of whole
+    `mt.grouped_matmul` products, gets A (E, rank, in) and B (E, out, rank): each expert's rows
+    `y + scale * grouped(grouped(x, A), B)` (both `transpose_b`, over the product's counts), as
+    PEFT's `target_parameters` adapt an expert stack (it merges B_e A_e into W_e; the same sums).
+    No dropout or DoRA on a stack, as in PEFT.
+
     ```mlir
     %y = mt.matmul %x, %w {transpose_b = true} : tensor<2x3x4xf32>, tensor<5x4xf32>
     // with rank 2, alpha 4:

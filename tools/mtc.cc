@@ -28,7 +28,7 @@ struct Flags {
   mt::CompileOptions o;
   std::string batch = "8";           // a number or auto
   std::string device_mem, host_mem;  // sizes like 80GiB
-  std::string frozen, trainable;     // regular expressions over parameter names
+  std::string frozen, trainable, lora_experts;  // regular expressions over parameter names
   std::string lora_targets = mt::kDefaultLoraTargets;
   bool list_models = false, tied = false, untied = false;
 };
@@ -142,6 +142,14 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "projection of the layers). A reward model's score head trains beside them")
       ->needs(lora)
       ->capture_default_str();
+  app.add_option("--lora-experts", f.lora_experts,
+                 "with --lora: the stacks of experts to adapt too, a regular expression searched as --frozen's "
+                 "('moe\\.' for a built-in mixture's, 'experts\\.' for a folder's): each expert its own rank-r A "
+                 "and B, its routed rows x W_e^T + alpha/r (x A_e^T) B_e^T, as PEFT's target_parameters (no dropout "
+                 "or DoRA there, as in PEFT); --export-hf merges them into each expert's weight")
+      ->needs(lora)
+      ->excludes("--lora-dropout")
+      ->excludes("--lora-dora");
   app.add_option("--lora-from", o.lora_from,
                  "go on from a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors, as PEFT's "
                  "save_pretrained or mtrun --export-peft writes it) on the Hugging Face folder it was trained from: "
@@ -244,7 +252,7 @@ void addOutputFlags(CLI::App& app, Flags& f) {
   for (const char* what_trains : {"--frozen", "--trainable", "--lora"}) app.get_option(what_trains)->excludes(forward_only);
   // The adapter's config says what these would; its tensors go into the initial weights.
   for (const char* said : {"--lora", "--lora-alpha", "--lora-rslora", "--lora-dropout", "--lora-dora", "--lora-targets",
-                           "--trainable", "--frozen", "--no-weights"})
+                           "--lora-experts", "--trainable", "--frozen", "--no-weights"})
     app.get_option("--lora-from")->excludes(app.get_option(said));
   app.add_flag("--kv-cache", o.kv_cache,
                "with --forward-only: a decode step for mtgen: one new token per sequence attending over a "
@@ -476,7 +484,8 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
                  e.what());
     return 2;
   }
-  for (auto [flag, text, pattern] : {std::tuple{"--frozen", &frozen, &o.frozen}, {"--trainable", &trainable, &o.trainable}}) {
+  for (auto [flag, text, pattern] : {std::tuple{"--frozen", &frozen, &o.frozen}, {"--trainable", &trainable, &o.trainable},
+                                     {"--lora-experts", &f.lora_experts, &o.lora_experts}}) {
     if (text->empty()) continue;
     try {
       *pattern = std::regex(*text, std::regex::ECMAScript);

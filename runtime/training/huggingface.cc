@@ -223,7 +223,8 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& pla
     if (isLoraAdapter(plan.host_tensors(p).name())) continue;
     auto adapter = adapted.find(p);
     SafetensorsTensor f32 = adapter == adapted.end() ? store.savedTensor(p)
-                                                     : mergedWeight(plan, store, adapter->second);
+                                                     : mergedWeight(plan, store, adapter->second,
+                                                                    layout == ExpertLayout::kGptOss);
     HuggingFacePlace place = huggingFacePlace(f32.name, "transformer.", layout);
     if (!members.count(place.name)) order.push_back(place.name);
     members[place.name].emplace_back(std::move(place), std::move(f32));

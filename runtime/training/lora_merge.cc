@@ -13,6 +13,15 @@ namespace {
 
 constexpr char kA[] = ".lora_A.weight", kB[] = ".lora_B.weight";
 
+// Whether A (r, in) and B (out, r) fit a weight (out, in), or A (E, r, in) and B (E, out, r) a
+// stack of experts (E, out, in) or (E, in, out).
+bool adaptersFit(const google::protobuf::RepeatedField<int64_t>& w, const google::protobuf::RepeatedField<int64_t>& a,
+                 const google::protobuf::RepeatedField<int64_t>& b) {
+  if (w.size() == 2) return a.size() == 2 && b.size() == 2 && a[1] == w[1] && b[0] == w[0] && b[1] == a[0];
+  if (w.size() != 3 || a.size() != 3 || b.size() != 3 || a[0] != w[0] || b[0] != w[0] || b[2] != a[1]) return false;
+  return (w[1] == b[1] && w[2] == a[2]) || (w[1] == a[2] && w[2] == b[1]);
+}
+
 }  // namespace
 
 std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan) {
@@ -29,13 +38,13 @@ std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan) {
                   " beside it (recompile it with mtc --lora)");
     const auto &w = plan.host_tensors(weight->second).shape(), &sa = plan.host_tensors(a).shape(),
                &sb = plan.host_tensors(b->second).shape();
-    if (w.size() != 2 || sa.size() != 2 || sb.size() != 2 || sa[1] != w[1] || sb[0] != w[0] || sb[1] != sa[0])
+    if (!adaptersFit(w, sa, sb))
       throw Error("the plan's LoRA adapters of '" + stem + ".weight' do not fit it: A (r, in) and B (out, r) for a "
-                  "weight (out, in)");
+                  "weight (out, in), A (E, r, in) and B (E, out, r) for a stack of experts");
     auto magnitude = params.find(stem + kDoraMagnitudeSuffix);
     if (magnitude != params.end()) {
       const auto& sm = plan.host_tensors(magnitude->second).shape();
-      if (sm.size() != 1 || sm[0] != w[0])
+      if (w.size() != 2 || sm.size() != 1 || sm[0] != w[0])
         throw Error("the plan's DoRA magnitude of '" + stem + ".weight' does not fit it: one element per output");
     }
     adapters.push_back({weight->second, a, b->second, magnitude == params.end() ? -1 : magnitude->second});
@@ -55,20 +64,41 @@ std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan) {
   return adapters;
 }
 
-SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, const LoraAdapter& adapter) {
+SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, const LoraAdapter& adapter,
+                               bool experts_in_out) {
   SafetensorsTensor out = store.savedTensor(adapter.weight);
   const SafetensorsTensor base = out;
-  const auto& shape = plan.host_tensors(adapter.a).shape();
-  const int64_t r = shape[0], in = shape[1];
+  const auto &sa = plan.host_tensors(adapter.a).shape(), &sb = plan.host_tensors(adapter.b).shape();
+  const auto& w = plan.host_tensors(adapter.weight).shape();
+  const bool stack = w.size() == 3;
+  const int64_t experts = stack ? w[0] : 1, r = sa[sa.size() - 2], in = sa[sa.size() - 1], o = sb[sb.size() - 2];
+  const bool in_out = stack && experts_in_out;  // each expert stored (in, out): its merge transposed
+  if (stack && (in_out ? w[1] != in || w[2] != o : w[1] != o || w[2] != in))
+    throw Error("the plan's LoRA adapters of '" + plan.host_tensors(adapter.weight).name() + "' do not fit its " +
+                "experts' layout, (in, out) " + (in_out ? "here" : "not here"));
   out.data = nullptr;
   const double scale = loraScale(plan.model().lora_alpha(), r, plan.model().lora_rslora());
-  out.produce = [&store, adapter, scale, base, r, in](void* buffer) {
+  out.produce = [&store, adapter, scale, base, experts, r, in, o, in_out](void* buffer) {
     std::vector<float> staged_w, staged_a, staged_b, staged_m;  // where a tensor is produced, not held
     const float* w = f32Values(base, staged_w);
     const float* a = f32Values(store.savedTensor(adapter.a), staged_a);
     const float* b = f32Values(store.savedTensor(adapter.b), staged_b);
     const float* m = adapter.magnitude < 0 ? nullptr : f32Values(store.savedTensor(adapter.magnitude), staged_m);
-    loraMerge(w, a, b, base.bytes / 4 / in, in, r, scale, static_cast<float*>(buffer), m);
+    float* merged = static_cast<float*>(buffer);
+    std::vector<float> expert(in_out ? static_cast<size_t>(o * in) : 0);  // one expert as (out, in)
+    for (int64_t e = 0; e < experts; ++e) {
+      const float *we = w + e * o * in, *ae = a + e * r * in, *be = b + e * o * r;
+      float* me = merged + e * o * in;
+      if (!in_out) {
+        loraMerge(we, ae, be, o, in, r, scale, me, m);
+        continue;
+      }
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t j = 0; j < o; ++j) expert[j * in + i] = we[i * o + j];
+      loraMerge(expert.data(), ae, be, o, in, r, scale, expert.data());
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t j = 0; j < o; ++j) me[i * o + j] = expert[j * in + i];
+    }
   };
   return out;
 }

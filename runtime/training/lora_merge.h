@@ -13,7 +13,8 @@
 namespace mt {
 
 // A weight `X.weight` (out, in) and its adapters `X.lora_A.weight` (r, in) and
-// `X.lora_B.weight` (out, r), and with DoRA (mtc --lora-dora) its magnitude
+// `X.lora_B.weight` (out, r) (a stack of experts (E, ., .): A (E, r, in), B (E, out, r), mtc
+// --lora-experts), and with DoRA (mtc --lora-dora) its magnitude
 // `X.lora_magnitude_vector` (out): host tensor indices (`magnitude` -1 without).
 struct LoraAdapter {
   int weight = -1, a = -1, b = -1, magnitude = -1;
@@ -26,7 +27,10 @@ std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan);
 
 // Weight `adapter.weight` as saved (fp32, its plan name) with its adapters merged in:
 // W + scale * B A (kernels/matmul/lora_merge.h), the scale the plan's (loraScale: alpha / r, or
-// alpha / sqrt(r) rank-stabilised); with DoRA each row then scaled by m / its norm.
-SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, const LoraAdapter& adapter);
+// alpha / sqrt(r) rank-stabilised); with DoRA each row then scaled by m / its norm. A stack of
+// experts: each expert's W_e + scale * B_e A_e, each stored (in, out) where `experts_in_out`
+// (gpt-oss's layout). Throws mt::Error for a stack whose shape is not of that layout.
+SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, const LoraAdapter& adapter,
+                               bool experts_in_out);
 
 }  // namespace mt

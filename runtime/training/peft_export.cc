@@ -64,7 +64,9 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
     const HuggingFacePlace place = huggingFacePlace(weight, "transformer.", layout);
     // PEFT adapts nn.Linear modules here: not GPT-2's Conv1D, nor gpt-oss's router (a module of
     // its own kind in transformers).
-    const char* why = layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
+    const char* why = plan.host_tensors(adapter.weight).shape_size() == 3
+                          ? "a stack of experts, whose adapters PEFT keeps as target_parameters, not written yet"
+                      : layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
                           ? "gpt-oss's router, not a linear layer in transformers"
                           : notOwnModuleTensor(place);
     if (!why && !place.name.ends_with(".weight")) why = "no linear layer of its own";

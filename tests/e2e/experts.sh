@@ -9,6 +9,8 @@
 # bit, also picked by a budget). The summary names the experts and the
 # active parameters. Every plan trains with the router's load-balancing loss (--router-aux-loss)
 # and logs each step's choices per expert: they add up to every token's k choices in every layer.
+# LoRA on the stacks of experts (--lora-experts) streams in groups bit for bit, merges into each
+# expert on --export-hf, and is refused where PEFT has no form for it yet or with dropout.
 # usage: experts.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -166,4 +168,48 @@ check "gpt-oss: greedy text through the cache with its experts in 2 groups = wit
 "$bin/mtc" oss_hf --batch 4 --seq 32 -o oss_again.plan > oss_again.txt
 check "gpt-oss: --export-hf writes GptOssForCausalLM and compiles back to the same weights" \
   "grep -q '\"GptOssForCausalLM\"' oss_hf/config.json && grep -q 'sliding_attention' oss_hf/config.json && same_tensors oss_out.safetensors oss_again.safetensors"
+
+# LoRA on the stacks of experts (mtc --lora-experts, PEFT's target_parameters; torch_parity's
+# *-lora-experts check the numbers against PyTorch): the adapter stacks are split into the expert
+# groups with their experts, bit for bit as resident; --export-hf merges each expert's
+# W_e + 2 B_e A_e (gpt-oss's stored (in, out), as its folder holds them), and the merged folder
+# compiles back to those weights; --export-peft refuses them by name; dropout or DoRA beside them
+# and a pattern that finds no stack are refused.
+lora_experts=(--lora 4 --lora-alpha 8 --lora-targets 'attn\.' --lora-experts 'moe\.')
+for form in qwen3 oss; do
+  # the stacks: the experts' own, and an A and a B of each
+  if [ $form = qwen3 ]; then base=("${shape[@]}") stacks=36; else base=("${oss[@]}") stacks=24; fi
+  "$bin/mtc" "${base[@]}" "${lora_experts[@]}" --schedule resident -o ${form}_lx.plan --weights ${form}_lx0.safetensors \
+    > ${form}_lx.txt
+  "$bin/mtc" "${base[@]}" "${lora_experts[@]}" --schedule streamed-recompute --expert-groups 2 -o ${form}_lx_groups.plan \
+    --no-weights > ${form}_lx_groups.txt
+  rm -rf ${form}_lx_hf
+  train ${form}_lx.plan ${form}_lx ${form}_lx0.safetensors --lr 1e-2 --export-hf ${form}_lx_hf
+  train ${form}_lx_groups.plan ${form}_lx_groups ${form}_lx0.safetensors --lr 1e-2
+  check "$form, LoRA on experts in 2 groups: the adapter stacks split too, bit for bit as resident" \
+    "grep -q 'expert groups  $stacks stacked expert weights' ${form}_lx_groups.txt && cmp -s ${form}_lx.loss ${form}_lx_groups.loss && same_tensors ${form}_lx.safetensors ${form}_lx_groups.safetensors"
+  "$bin/mtc" ${form}_lx_hf --batch 4 --seq 32 -o ${form}_lx_again.plan > /dev/null
+  check "$form, LoRA on experts: --export-hf merges each expert's W_e + 2 B_e A_e" \
+    "/usr/bin/python3 - ${form}_lx.safetensors ${form}_lx_again.safetensors $form <<'EOF'
+import sys; sys.path.insert(0, '$here')
+import mt_reference as ref
+trained, merged = ref.read_safetensors(sys.argv[1]), ref.read_safetensors(sys.argv[2])
+stacks = [k[:-len('.lora_A.weight')] for k in trained if k.endswith('.lora_A.weight') and trained[k].dim() == 3]
+assert len(stacks) == 12 if sys.argv[3] == 'qwen3' else 8, stacks
+for s in stacks:
+    delta = 2.0 * (trained[s + '.lora_B.weight'] @ trained[s + '.lora_A.weight'])
+    want = trained[s + '.weight'] + (delta.transpose(1, 2) if sys.argv[3] == 'oss' else delta)
+    assert ref.rel_err(merged[s + '.weight'], want) < 1e-6 and delta.abs().max() > 0, s
+EOF"
+done
+check "LoRA on experts: the summary names the stacks" "grep -q 'on 16 weights and 12 stacks of experts (each expert its own)' qwen3_lx.txt"
+"$bin/mtrun" qwen3_lx.plan --data corpus.tok --weights qwen3_lx0.safetensors --steps 1 --export-peft lx_peft \
+  > lx_peft.err 2>&1
+check "LoRA on experts: --export-peft refuses them by name" \
+  "grep -q 'a stack of experts, whose adapters PEFT keeps as target_parameters' lx_peft.err && [ ! -e lx_peft ]"
+"$bin/mtc" "${shape[@]}" "${lora_experts[@]}" --lora-dropout 0.1 -o x.plan > lx_dropout.err 2>&1
+check "LoRA on experts: dropout refused" "grep -q -- '--lora-dropout excludes --lora-experts' lx_dropout.err && [ ! -e x.plan ]"
+"$bin/mtc" llama-tiny --lora 4 --lora-experts 'attn\.' -o x.plan > lx_none.err 2>&1
+check "LoRA on experts: a pattern that finds no stack refused" \
+  "grep -q -- '--lora-experts finds no stack of experts' lx_none.err && [ ! -e x.plan ]"
 finish

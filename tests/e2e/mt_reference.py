@@ -556,11 +556,23 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
-def experts(h, p, prefix, k, normalize, router_logits=None):
+def expert_stack(p, name, scale, in_out=False):
+    """The stack of experts `name` (E, out, in), or (E, in, out) with `in_out` (gpt-oss's), with
+    its LoRA adapters where `p` has them (mtc --lora-experts: A (E, r, in), B (E, out, r)) merged in
+    as PEFT's ParamWrapper merges them for its forward: W_e + scale * B_e A_e."""
+    stem = name[:-len(".weight")]
+    if stem + ".lora_A.weight" not in p:
+        return p[name]
+    delta = (p[stem + ".lora_B.weight"] @ p[stem + ".lora_A.weight"]) * scale  # (E, out, in)
+    return p[name] + (delta.transpose(1, 2) if in_out else delta)
+
+
+def experts(h, p, prefix, k, normalize, router_logits=None, scale=0.0):
     """A mixture of SwiGLU experts as Hugging Face's Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
     compute it: softmax over the router's logits, the top k (renormalised when `normalize`), each
     expert over the tokens routed to it, the outputs weighed and index-added back per expert.
-    The router's logits (N, E) are appended to `router_logits` when given."""
+    The router's logits (N, E) are appended to `router_logits` when given. Stacks with LoRA
+    adapters in `p` have them merged in at `scale` (expert_stack)."""
     shape = h.shape
     x = h.reshape(-1, shape[-1])
     logits = x @ p[prefix + "router.weight"].t()
@@ -571,7 +583,7 @@ def experts(h, p, prefix, k, normalize, router_logits=None):
     if normalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
     out = torch.zeros_like(x)
-    gate, up, down = (p[prefix + n + ".weight"] for n in ("gate", "up", "down"))
+    gate, up, down = (expert_stack(p, prefix + n + ".weight", scale) for n in ("gate", "up", "down"))
     for e in range(gate.shape[0]):
         token, slot = torch.where(chosen == e)
         if len(token) == 0:
@@ -582,10 +594,12 @@ def experts(h, p, prefix, k, normalize, router_logits=None):
     return out.view(shape)
 
 
-def gpt_oss_experts(h, p, prefix, k, limit, router_logits=None):
-    """gpt-oss's experts under our parameter names (gpt_oss_mlp)."""
+def gpt_oss_experts(h, p, prefix, k, limit, router_logits=None, scale=0.0):
+    """gpt-oss's experts under our parameter names (gpt_oss_mlp), stacks with LoRA adapters merged
+    in at `scale` (expert_stack, each expert (in, out))."""
     names = ("router.weight", "router.bias", "gate_up.weight", "gate_up.bias", "down.weight", "down.bias")
-    return gpt_oss_mlp(h, *(p[prefix + n] for n in names), k, limit, router_logits)
+    return gpt_oss_mlp(h, *(expert_stack(p, prefix + n, scale, True) if n in ("gate_up.weight", "down.weight")
+                            else p[prefix + n] for n in names), k, limit, router_logits)
 
 
 def gpt_oss_mlp(h, router, router_bias, gate_up, gate_up_bias, down, down_bias, k, limit, router_logits=None):
@@ -690,10 +704,11 @@ def forward(p, cfg, tokens, router_logits=None):
             x = x + lin(a, "attn.o")
             h = rms_norm(x, p[b + "mlp_norm.weight"], eps)
             if b + "moe.gate_up.weight" in p:
-                x = x + gpt_oss_experts(h, p, b + "moe.", cfg["experts_per_token"], cfg["swiglu_limit"], router_logits)
+                x = x + gpt_oss_experts(h, p, b + "moe.", cfg["experts_per_token"], cfg["swiglu_limit"], router_logits,
+                                        scale)
             elif b + "moe.router.weight" in p:
                 x = x + experts(h, p, b + "moe.", cfg["experts_per_token"], cfg.get("normalize_topk", True),
-                                router_logits)
+                                router_logits, scale)
             else:
                 x = x + lin(F.silu(lin(h, "mlp.gate")) * lin(h, "mlp.up"), "mlp.down")
         x = rms_norm(x, p["norm.weight"], eps)

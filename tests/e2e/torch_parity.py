@@ -91,6 +91,18 @@ PRESETS["llama-tiny-dora"] = dict(PRESETS["llama-tiny"], preset="llama-tiny", lo
                                          r"attn\.|mlp\."])
 PRESETS["llama-tiny-dora-dropout"] = dict(PRESETS["llama-tiny-dora"], lora_dropout=0.1,
                                           flags=PRESETS["llama-tiny-dora"]["flags"] + ["--lora-dropout", "0.1"])
+# PEFT's target_parameters (mtc --lora-experts): rank-4 adapters on each expert of every stack,
+# beside attention's projections; the twin merges each expert's B_e A_e into its weight as PEFT's
+# ParamWrapper does, mtc runs them as two grouped products. Qwen3-MoE's stacks are (E, out, in),
+# gpt-oss's (E, in, out).
+PRESETS["qwen3-moe-tiny-lora-experts"] = dict(PRESETS["qwen3-moe-tiny"], preset="qwen3-moe-tiny", lora_scale=2.0,
+                                              trainable=r"lora_",
+                                              flags=["--lora", "4", "--lora-alpha", "8", "--lora-targets", r"attn\.",
+                                                     "--lora-experts", r"moe\."])
+PRESETS["gpt-oss-tiny-lora-experts"] = dict(PRESETS["gpt-oss-tiny"], preset="gpt-oss-tiny", lora_scale=2.0,
+                                            trainable=r"lora_",
+                                            flags=["--lora", "4", "--lora-alpha", "8", "--lora-targets", r"attn\.",
+                                                   "--lora-experts", r"moe\."])
 ILL_CONDITIONED_WEIGHT_TOL = 1e-3
 
 

@@ -142,6 +142,29 @@ TEST(LoraAdapters, PairWithTheirWeightOrAreRefused) {
   test::expectError([&] { loraAdapters(lone); }, "has no layers.0.attn.q.lora_B.weight beside it");
 }
 
+// A stack of experts' adapters (mtc --lora-experts): A (E, r, in) and B (E, out, r) for a stack
+// (E, out, in) or (E, in, out); another expert count or a misfit refused; no DoRA magnitude on it.
+TEST(LoraAdapters, ExpertStacksPairOrAreRefused) {
+  plan::Plan plan;
+  plan.mutable_model()->set_lora_alpha(8.0f);
+  addParam(plan, "layers.0.moe.gate.weight", {4, 6, 3});     // (E, out, in)
+  addParam(plan, "layers.0.moe.gate.lora_A.weight", {4, 2, 3});
+  addParam(plan, "layers.0.moe.gate.lora_B.weight", {4, 6, 2});
+  addParam(plan, "layers.0.moe.down.weight", {4, 3, 6});     // (E, in, out): gpt-oss's
+  addParam(plan, "layers.0.moe.down.lora_A.weight", {4, 2, 3});
+  addParam(plan, "layers.0.moe.down.lora_B.weight", {4, 6, 2});
+  ASSERT_EQ(loraAdapters(plan).size(), 2u);
+  plan::Plan experts = plan;
+  experts.mutable_host_tensors(2)->set_shape(0, 3);  // B for 3 experts of 4
+  test::expectError([&] { loraAdapters(experts); }, "'layers.0.moe.gate.weight' do not fit it");
+  plan::Plan misfit = plan;
+  misfit.mutable_host_tensors(5)->set_shape(1, 5);
+  test::expectError([&] { loraAdapters(misfit); }, "'layers.0.moe.down.weight' do not fit it");
+  addParam(plan, "layers.0.moe.gate.lora_magnitude_vector", {6});
+  addParam(plan, "layers.0.moe.down.lora_magnitude_vector", {6});
+  test::expectError([&] { loraAdapters(plan); }, "DoRA magnitude of 'layers.0.moe.down.weight' does not fit it");
+}
+
 // DoRA's magnitudes pair with their adapters: on every adapted weight or none, one element per
 // output, never without A.
 TEST(LoraAdapters, DoraMagnitudesPairOrAreRefused) {
