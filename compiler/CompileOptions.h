@@ -106,7 +106,8 @@ struct CompileOptions {
   bool lora_rslora = false;   // the scale alpha / sqrt(rank) instead (PEFT's use_rslora)
   double lora_dropout = 0.0;  // dropout on each adapter's input (PEFT's lora_dropout)
   bool lora_dora = false;     // weight-decomposed: a magnitude per output row too (PEFT's use_dora)
-  std::regex lora_targets{kDefaultLoraTargets, std::regex::ECMAScript};
+  // None: no (out, in) weight (mtc --lora-experts without --lora-targets: the stacks alone).
+  std::optional<std::regex> lora_targets{std::regex(kDefaultLoraTargets, std::regex::ECMAScript)};
   // mtc --lora-experts: the stacks of experts (E, ., .) it finds get adapters too, each expert its
   // own (PEFT's target_parameters).
   std::optional<std::regex> lora_experts;

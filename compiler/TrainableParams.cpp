@@ -42,24 +42,25 @@ std::string markLoraTargets(func::FuncOp func, const CompileOptions& o) {
     const StringRef name = paramName(func, arg.getArgNumber());
     if (name.empty()) continue;
     const int64_t rank = cast<RankedTensorType>(arg.getType()).getRank();
+    const bool hit = o.lora_from_targets ? o.lora_from_targets->count(name.str()) > 0
+                                         : o.lora_targets && matches(o, *o.lora_targets, name);
+    found += hit;
     if (o.lora_experts && rank == 3 && matches(o, *o.lora_experts, name)) {
       markParam(func, arg.getArgNumber(), kParamLoraKey);
       ++stacks;
-      continue;
+    } else if (hit && rank == 2) {
+      markParam(func, arg.getArgNumber(), kParamLoraKey);
+      ++marked;
     }
-    const bool hit = o.lora_from_targets ? o.lora_from_targets->count(name.str()) > 0
-                                         : matches(o, o.lora_targets, name);
-    if (!hit) continue;
-    ++found;
-    if (rank != 2) continue;
-    markParam(func, arg.getArgNumber(), kParamLoraKey);
-    ++marked;
   }
-  const char* flag = o.lora_from_targets ? "--lora-from's target_modules" : "--lora-targets";
   if (o.lora_experts && stacks == 0)
-    return fmt::format("--lora-experts finds no stack of experts (E, out, in) ({})", namesHint(o));
+    return fmt::format("--lora-experts finds no stack of experts (E, ., .) ({})", namesHint(o));
+  if (!o.lora_from_targets && !o.lora_targets) return "";  // the stacks alone
+  const char* flag = o.lora_from_targets ? "--lora-from's target_modules" : "--lora-targets";
   if (found == 0) return fmt::format("{} matches no parameter ({})", flag, namesHint(o));
-  if (marked == 0) return fmt::format("{} finds no (out, in) weight, only norms, biases or stacks of experts", flag);
+  if (marked == 0)
+    return fmt::format("{} finds no (out, in) weight, only norms, biases or stacks of experts{}", flag,
+                       stacks ? " (--lora-experts adapts those; without --lora-targets, it adapts them alone)" : "");
   return "";
 }
 

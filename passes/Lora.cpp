@@ -55,9 +55,11 @@ Value addParam(func::FuncOp func, RankedTensorType type, ArrayRef<NamedAttribute
   return func.getArgument(index);
 }
 
-// A target's adapters: A (rank, in) and B (out, rank); with DoRA its magnitude (out), else null.
+// A target's adapters: A (rank, in) and B (out, rank), a stack's (E, rank, in) and (E, out, rank);
+// with DoRA its magnitude (out), else null.
 struct Adapters {
   Value a, b, magnitude;
+  bool stack = false;
 };
 
 struct LoraPass : impl::LoraPassBase<LoraPass> {
@@ -79,22 +81,43 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
       if (isLoraTarget(func, arg.getArgNumber())) targets.push_back(arg);
     DenseMap<Value, Adapters> adapters;
     for (BlockArgument weight : targets) {
+      if (weight.use_empty()) {
+        func.emitError("the LoRA target '") << paramName(func, weight.getArgNumber()) << "' is not read";
+        return signalPassFailure();
+      }
       const bool stack = cast<RankedTensorType>(weight.getType()).getRank() == 3;
       if (failed(stack ? checkExpertProducts(func, weight) : checkProducts(func, weight))) return signalPassFailure();
-      adapters[weight] = stack ? addExpertAdapters(func, weight) : addAdapters(func, weight);
+      adapters[weight] = addAdapters(func, weight, stack);
     }
-    // The products in the function's order (each dropout's site follows it).
-    SmallVector<Operation*> products;
+    // The products in the function's order (each dropout's site follows it), with their weights.
+    SmallVector<std::pair<Operation*, Value>> products;
     func.walk([&](Operation* op) {
-      if (auto p = dyn_cast<MatmulOp>(op); p && adapters.count(p.getRhs())) products.push_back(op);
-      if (auto p = dyn_cast<GroupedMatmulOp>(op); p && adapters.count(p.getWeight())) products.push_back(op);
+      if (auto p = dyn_cast<MatmulOp>(op); p && adapters.count(p.getRhs())) products.push_back({op, p.getRhs()});
+      if (auto p = dyn_cast<GroupedMatmulOp>(op); p && adapters.count(p.getWeight()))
+        products.push_back({op, p.getWeight()});
     });
     int64_t site = firstFreeDropoutSite(func);
     const float scale = static_cast<float>(loraScale(alpha, rank, rslora));
-    for (Operation* op : products) {
-      if (auto product = dyn_cast<MatmulOp>(op)) adapt(product, adapters[product.getRhs()], scale, site);
-      else adaptExperts(cast<GroupedMatmulOp>(op), adapters[cast<GroupedMatmulOp>(op).getWeight()], scale);
+    for (auto [op, weight] : products) {
+      const Adapters& a = adapters[weight];
+      addToProduct(op, [&](OpBuilder& at) {
+        return a.stack ? expertUpdate(at, cast<GroupedMatmulOp>(op), a, scale) : update(at, cast<MatmulOp>(op), a, scale, site);
+      });
     }
+  }
+
+  // Each read of `weight` must be a product x W^T.
+  static LogicalResult checkProducts(func::FuncOp func, BlockArgument weight) {
+    const StringRef name = paramName(func, weight.getArgNumber());
+    auto type = cast<RankedTensorType>(weight.getType());
+    for (Operation* user : weight.getUsers()) {
+      auto product = dyn_cast<MatmulOp>(user);
+      if (!product || product.getRhs() != weight || !product.getTransposeB() || product.getTransposeA() ||
+          type.getRank() != 2)
+        return user->emitError("a LoRA target must be a (out, in) weight read only as x W^T (mt.matmul {transpose_b}); '")
+               << name << "' is read here otherwise";
+    }
+    return success();
   }
 
   // A stack of experts (E, ., .) read only as the weight of whole grouped products, all of one
@@ -115,83 +138,39 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
                << name << "' is read here otherwise";
       transposed = product.getTransposeB();
     }
-    if (weight.use_empty()) return func.emitError("the LoRA target '") << name << "' is not read";
     return success();
   }
 
-  // A (E, rank, in) and B (E, out, rank) of a stack of experts: each expert's adapters as
-  // addAdapters makes a weight's (PEFT's, reshaped: its lora_A (rank * E, in) is A's rows).
-  Adapters addExpertAdapters(func::FuncOp func, BlockArgument weight) {
+  // New parameters A and B of `weight` (and with DoRA its magnitude), initialised as PEFT
+  // initialises them; a stack's, each expert's as a weight's (PEFT's lora_A (rank * E, in) is A's
+  // rows; its lora_B (out, rank * E) holds expert e's rank k in column k * E + e).
+  Adapters addAdapters(func::FuncOp func, BlockArgument weight, bool stack) {
     const StringRef name = paramName(func, weight.getArgNumber());
     auto type = cast<RankedTensorType>(weight.getType());
-    const bool transposed = cast<GroupedMatmulOp>(*weight.getUsers().begin()).getTransposeB();
-    const int64_t experts = type.getDimSize(0), out = type.getDimSize(transposed ? 1 : 2),
-                  in = type.getDimSize(transposed ? 2 : 1);
+    Operation* first = *weight.getUsers().begin();
+    const bool transposed = !stack || cast<GroupedMatmulOp>(first).getTransposeB();  // (out, in) per expert
+    const int64_t d = stack ? 1 : 0, out = type.getDimSize(transposed ? d : d + 1),
+                  in = type.getDimSize(transposed ? d + 1 : d);
+    SmallVector<int64_t> a_shape{rank, in}, b_shape{out, rank};
+    if (stack) a_shape.insert(a_shape.begin(), type.getDimSize(0)), b_shape.insert(b_shape.begin(), type.getDimSize(0));
     Builder b(func.getContext());
-    const Location loc = (*weight.getUsers().begin())->getLoc();
-    Value a = addParam(func, RankedTensorType::get({experts, rank, in}, type.getElementType()),
+    const Location loc = first->getLoc();
+    Value a = addParam(func, RankedTensorType::get(a_shape, type.getElementType()),
                        {b.getNamedAttr("name", b.getStringAttr(adapterName(name, "lora_A"))),
                         b.getNamedAttr("init", b.getStringAttr("uniform")),
                         b.getNamedAttr("bound", b.getF32FloatAttr(static_cast<float>(1.0 / std::sqrt(double(in)))))},
                        loc);
-    Value bw = addParam(func, RankedTensorType::get({experts, out, rank}, type.getElementType()),
+    Value bw = addParam(func, RankedTensorType::get(b_shape, type.getElementType()),
                         {b.getNamedAttr("name", b.getStringAttr(adapterName(name, "lora_B"))),
                          b.getNamedAttr("init", b.getStringAttr("zeros"))},
                         loc);
-    return {a, bw, Value()};
-  }
-
-  // `product` + scale * ((x A_e^T) B_e^T) over each expert's rows: two grouped products of the
-  // same routing (PEFT merges B_e A_e into W_e instead; the same sums, rounded otherwise).
-  static void adaptExperts(GroupedMatmulOp product, Adapters adapters, float scale) {
-    OpBuilder at(product->getBlock(), std::next(Block::iterator(product)));
-    const Location loc = product.getLoc();
-    SmallVector<OpOperand*> readers;
-    for (OpOperand& use : product.getResult().getUses()) readers.push_back(&use);
-    Value down = at.create<GroupedMatmulOp>(loc, product.getInput(), adapters.a, product.getCounts(), Value(), true, 0);
-    Value up = at.create<GroupedMatmulOp>(loc, down, adapters.b, product.getCounts(), Value(), true, 0);
-    Value sum = at.create<AddOp>(loc, product.getResult(), at.create<ScaleOp>(loc, up, at.getF32FloatAttr(scale)));
-    for (OpOperand* use : readers) use->set(sum);
-  }
-
-  // Each read of `weight` must be a product x W^T, and there must be one.
-  static LogicalResult checkProducts(func::FuncOp func, BlockArgument weight) {
-    const StringRef name = paramName(func, weight.getArgNumber());
-    auto type = cast<RankedTensorType>(weight.getType());
-    for (Operation* user : weight.getUsers()) {
-      auto product = dyn_cast<MatmulOp>(user);
-      if (!product || product.getRhs() != weight || !product.getTransposeB() || product.getTransposeA() ||
-          type.getRank() != 2)
-        return user->emitError("a LoRA target must be a (out, in) weight read only as x W^T (mt.matmul {transpose_b}); '")
-               << name << "' is read here otherwise";
-    }
-    if (weight.use_empty()) return func.emitError("the LoRA target '") << name << "' is not read";
-    return success();
-  }
-
-  // New parameters A and B of `weight`, initialised as PEFT initialises them.
-  Adapters addAdapters(func::FuncOp func, BlockArgument weight) {
-    const StringRef name = paramName(func, weight.getArgNumber());
-    auto type = cast<RankedTensorType>(weight.getType());
-    Builder b(func.getContext());
-    const int64_t out = type.getDimSize(0), in = type.getDimSize(1);
-    const Location loc = (*weight.getUsers().begin())->getLoc();
-    Value a = addParam(func, RankedTensorType::get({rank, in}, type.getElementType()),
-                       {b.getNamedAttr("name", b.getStringAttr(adapterName(name, "lora_A"))),
-                        b.getNamedAttr("init", b.getStringAttr("uniform")),
-                        b.getNamedAttr("bound", b.getF32FloatAttr(static_cast<float>(1.0 / std::sqrt(double(in)))))},
-                       loc);
-    Value bw = addParam(func, RankedTensorType::get({out, rank}, type.getElementType()),
-                        {b.getNamedAttr("name", b.getStringAttr(adapterName(name, "lora_B"))),
-                         b.getNamedAttr("init", b.getStringAttr("zeros"))},
-                        loc);
-    if (!dora) return {a, bw, Value()};
+    if (!dora || stack) return {a, bw, Value(), stack};
     // PEFT's key for it has no ".weight" (its state dict's rename of lora_magnitude_vector.weight).
     Value m = addParam(func, RankedTensorType::get({out}, type.getElementType()),
                        {b.getNamedAttr("name", b.getStringAttr((stemOf(name) + kDoraMagnitudeSuffix).str())),
                         b.getNamedAttr("init", b.getStringAttr("row_norms")), b.getNamedAttr("of", b.getStringAttr(name))},
                        loc);
-    return {a, bw, m};
+    return {a, bw, m, false};
   }
 
   // The site after the function's existing mt.dropout sites (0 where it has none).
@@ -201,12 +180,19 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
     return next;
   }
 
-  // `product` + scale * (dropout(x) A^T) B^T; `site` is the next dropout's and advances.
-  void adapt(MatmulOp product, Adapters adapters, float scale, int64_t& site) {
+  // `product`'s result plus what `update` builds after it, for every reader the product had
+  // (the update may read the product too).
+  static void addToProduct(Operation* product, function_ref<Value(OpBuilder&)> update) {
     OpBuilder at(product->getBlock(), std::next(Block::iterator(product)));
+    SmallVector<OpOperand*> readers;
+    for (OpOperand& use : product->getResult(0).getUses()) readers.push_back(&use);
+    Value sum = at.create<AddOp>(product->getLoc(), product->getResult(0), update(at));
+    for (OpOperand* use : readers) use->set(sum);
+  }
+
+  // scale * (dropout(x) A^T) B^T, or with DoRA its term; `site` is the next dropout's and advances.
+  Value update(OpBuilder& at, MatmulOp product, const Adapters& adapters, float scale, int64_t& site) {
     const Location loc = product.getLoc();
-    SmallVector<OpOperand*> readers;  // the product's readers now: DoRA's term reads it too
-    for (OpOperand& use : product.getResult().getUses()) readers.push_back(&use);
     Value x = product.getLhs();
     if (dropout > 0.0)
       x = at.create<DropoutOp>(loc, x, at.getI64IntegerAttr(site++), at.getF32FloatAttr(static_cast<float>(dropout)));
@@ -214,10 +200,17 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
     // twin follows it op for op.
     Value down = at.create<MatmulOp>(loc, x, adapters.a, false, true);
     Value up = at.create<MatmulOp>(loc, down, adapters.b, false, true);
-    Value update = adapters.magnitude ? doraUpdate(at, product, x, adapters, scale, up)
-                                      : at.create<ScaleOp>(loc, up, at.getF32FloatAttr(scale)).getResult();
-    Value sum = at.create<AddOp>(loc, product.getResult(), update);
-    for (OpOperand* use : readers) use->set(sum);
+    return adapters.magnitude ? doraUpdate(at, product, x, adapters, scale, up)
+                              : at.create<ScaleOp>(loc, up, at.getF32FloatAttr(scale)).getResult();
+  }
+
+  // scale * ((x A_e^T) B_e^T) over each expert's rows: two grouped products of the product's
+  // routing (PEFT merges B_e A_e into W_e instead; the same sums, rounded otherwise).
+  static Value expertUpdate(OpBuilder& at, GroupedMatmulOp product, const Adapters& adapters, float scale) {
+    const Location loc = product.getLoc();
+    Value down = at.create<GroupedMatmulOp>(loc, product.getInput(), adapters.a, product.getCounts(), Value(), true, 0);
+    Value up = at.create<GroupedMatmulOp>(loc, down, adapters.b, product.getCounts(), Value(), true, 0);
+    return at.create<ScaleOp>(loc, up, at.getF32FloatAttr(scale));
   }
 
   // DoRA's term beside the product x W^T, `up` = (x A^T) B^T from the dropped `x`:

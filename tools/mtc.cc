@@ -143,13 +143,12 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
       ->needs(lora)
       ->capture_default_str();
   app.add_option("--lora-experts", f.lora_experts,
-                 "with --lora: the stacks of experts to adapt too, a regular expression searched as --frozen's "
+                 "with --lora: the stacks of experts to adapt, a regular expression searched as --frozen's "
                  "('moe\\.' for a built-in mixture's, 'experts\\.' for a folder's): each expert its own rank-r A "
-                 "and B, its routed rows x W_e^T + alpha/r (x A_e^T) B_e^T, as PEFT's target_parameters (no dropout "
-                 "or DoRA there, as in PEFT); --export-hf merges them into each expert's weight")
-      ->needs(lora)
-      ->excludes("--lora-dropout")
-      ->excludes("--lora-dora");
+                 "and B, its routed rows x W_e^T + s (x A_e^T) B_e^T (s as --lora-alpha and --lora-rslora say), as "
+                 "PEFT's target_parameters; without --lora-targets the stacks alone (no --lora-dropout or "
+                 "--lora-dora with it, as in PEFT); --export-hf merges them into each expert's weight")
+      ->needs(lora);
   app.add_option("--lora-from", o.lora_from,
                  "go on from a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors, as PEFT's "
                  "save_pretrained or mtrun --export-peft writes it) on the Hugging Face folder it was trained from: "
@@ -478,7 +477,14 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
   }
   if (tied || untied) o.tied = tied;
   try {
-    o.lora_targets = std::regex(f.lora_targets, std::regex::ECMAScript);
+    // --lora-experts alone adapts the stacks alone, as PEFT's target_parameters without target_modules.
+    if (app.count("--lora-experts") && (o.lora_dropout > 0 || o.lora_dora)) {
+      std::fprintf(stderr, "mtc: error: --lora-experts takes no --lora-dropout or --lora-dora (PEFT's adapters on "
+                           "parameters have neither)\n");
+      return 2;
+    }
+    if (app.count("--lora-experts") && !app.count("--lora-targets")) o.lora_targets.reset();
+    else o.lora_targets = std::regex(f.lora_targets, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
     std::fprintf(stderr, "mtc: error: --lora-targets '%s' is not a regular expression: %s\n", f.lora_targets.c_str(),
                  e.what());

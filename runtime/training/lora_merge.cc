@@ -78,27 +78,18 @@ SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, c
                 "experts' layout, (in, out) " + (in_out ? "here" : "not here"));
   out.data = nullptr;
   const double scale = loraScale(plan.model().lora_alpha(), r, plan.model().lora_rslora());
-  out.produce = [&store, adapter, scale, base, experts, r, in, o, in_out](void* buffer) {
+  out.produce = [&store, adapter, scale, base, stack, experts, r, in, o, in_out](void* buffer) {
     std::vector<float> staged_w, staged_a, staged_b, staged_m;  // where a tensor is produced, not held
     const float* w = f32Values(base, staged_w);
     const float* a = f32Values(store.savedTensor(adapter.a), staged_a);
     const float* b = f32Values(store.savedTensor(adapter.b), staged_b);
-    const float* m = adapter.magnitude < 0 ? nullptr : f32Values(store.savedTensor(adapter.magnitude), staged_m);
     float* merged = static_cast<float*>(buffer);
-    std::vector<float> expert(in_out ? static_cast<size_t>(o * in) : 0);  // one expert as (out, in)
-    for (int64_t e = 0; e < experts; ++e) {
-      const float *we = w + e * o * in, *ae = a + e * r * in, *be = b + e * o * r;
-      float* me = merged + e * o * in;
-      if (!in_out) {
-        loraMerge(we, ae, be, o, in, r, scale, me, m);
-        continue;
-      }
-      for (int64_t i = 0; i < in; ++i)
-        for (int64_t j = 0; j < o; ++j) expert[j * in + i] = we[i * o + j];
-      loraMerge(expert.data(), ae, be, o, in, r, scale, expert.data());
-      for (int64_t i = 0; i < in; ++i)
-        for (int64_t j = 0; j < o; ++j) me[i * o + j] = expert[j * in + i];
+    if (stack) {  // no DoRA magnitude: loraAdapters refuses one on a stack
+      loraMergeExperts(w, a, b, experts, o, in, r, scale, in_out, merged);
+      return;
     }
+    const float* m = adapter.magnitude < 0 ? nullptr : f32Values(store.savedTensor(adapter.magnitude), staged_m);
+    loraMerge(w, a, b, o, in, r, scale, merged, m);
   };
   return out;
 }

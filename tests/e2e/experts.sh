@@ -173,8 +173,8 @@ check "gpt-oss: --export-hf writes GptOssForCausalLM and compiles back to the sa
 # *-lora-experts check the numbers against PyTorch): the adapter stacks are split into the expert
 # groups with their experts, bit for bit as resident; --export-hf merges each expert's
 # W_e + 2 B_e A_e (gpt-oss's stored (in, out), as its folder holds them), and the merged folder
-# compiles back to those weights; --export-peft refuses them by name; dropout or DoRA beside them
-# and a pattern that finds no stack are refused.
+# compiles back to those weights; --export-peft refuses them by name; without --lora-targets the
+# stacks alone; dropout or DoRA beside them and a pattern that finds no stack are refused.
 lora_experts=(--lora 4 --lora-alpha 8 --lora-targets 'attn\.' --lora-experts 'moe\.')
 for form in qwen3 oss; do
   # the stacks: the experts' own, and an A and a B of each
@@ -195,7 +195,7 @@ import sys; sys.path.insert(0, '$here')
 import mt_reference as ref
 trained, merged = ref.read_safetensors(sys.argv[1]), ref.read_safetensors(sys.argv[2])
 stacks = [k[:-len('.lora_A.weight')] for k in trained if k.endswith('.lora_A.weight') and trained[k].dim() == 3]
-assert len(stacks) == 12 if sys.argv[3] == 'qwen3' else 8, stacks
+assert len(stacks) == (12 if sys.argv[3] == 'qwen3' else 8), stacks
 for s in stacks:
     delta = 2.0 * (trained[s + '.lora_B.weight'] @ trained[s + '.lora_A.weight'])
     want = trained[s + '.weight'] + (delta.transpose(1, 2) if sys.argv[3] == 'oss' else delta)
@@ -207,8 +207,14 @@ check "LoRA on experts: the summary names the stacks" "grep -q 'on 16 weights an
   > lx_peft.err 2>&1
 check "LoRA on experts: --export-peft refuses them by name" \
   "grep -q 'a stack of experts, whose adapters PEFT keeps as target_parameters' lx_peft.err && [ ! -e lx_peft ]"
-"$bin/mtc" "${shape[@]}" "${lora_experts[@]}" --lora-dropout 0.1 -o x.plan > lx_dropout.err 2>&1
-check "LoRA on experts: dropout refused" "grep -q -- '--lora-dropout excludes --lora-experts' lx_dropout.err && [ ! -e x.plan ]"
+for beside in "--lora-dropout 0.1" --lora-dora; do
+  "$bin/mtc" "${shape[@]}" "${lora_experts[@]}" $beside -o x.plan > lx_beside.err 2>&1
+  check "LoRA on experts: $beside refused" \
+    "grep -q -- '--lora-experts takes no --lora-dropout or --lora-dora' lx_beside.err && [ ! -e x.plan ]"
+done
+"$bin/mtc" "${shape[@]}" --lora 4 --lora-experts 'moe\.' --lora-dropout 0 -o alone.plan --no-weights > alone.txt
+check "LoRA on experts without --lora-targets: the stacks alone (dropout 0 is none)" \
+  "grep -q 'on 0 weights and 12 stacks of experts' alone.txt"
 "$bin/mtc" llama-tiny --lora 4 --lora-experts 'attn\.' -o x.plan > lx_none.err 2>&1
 check "LoRA on experts: a pattern that finds no stack refused" \
   "grep -q -- '--lora-experts finds no stack of experts' lx_none.err && [ ! -e x.plan ]"

@@ -83,6 +83,27 @@ TEST(LoraMerge, DoraRescalesEachRowToItsMagnitude) {
   }
 }
 
+// A stack of experts merged expert by expert: W_e + s B_e A_e for (E, out, in), its transpose
+// added for (E, in, out) (gpt-oss's), both as a direct sum computes them.
+TEST(LoraMerge, ExpertStacksInBothLayouts) {
+  const int64_t experts = 2, out = 3, in = 4, r = 2;
+  std::vector<float> w(experts * out * in), a(experts * r * in), b(experts * out * r);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.1f * float(i % 7) - 0.3f;
+  for (size_t i = 0; i < a.size(); ++i) a[i] = 0.05f * float(i % 5) - 0.1f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 0.2f * float(i % 3) - 0.2f;
+  std::vector<float> out_in(w.size()), in_out(w.size());
+  loraMergeExperts(w.data(), a.data(), b.data(), experts, out, in, r, 1.5, false, out_in.data());
+  loraMergeExperts(w.data(), a.data(), b.data(), experts, out, in, r, 1.5, true, in_out.data());
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i) {
+        double delta = 0;
+        for (int64_t k = 0; k < r; ++k) delta += 1.5 * b[(e * out + o) * r + k] * a[(e * r + k) * in + i];
+        EXPECT_NEAR(out_in[(e * out + o) * in + i], w[(e * out + o) * in + i] + delta, 1e-6);
+        EXPECT_NEAR(in_out[(e * in + i) * out + o], w[(e * in + i) * out + o] + delta, 1e-6);
+      }
+}
+
 // A ROW_NORMS parameter needs one 2-D source parameter with a row per element, itself not
 // ROW_NORMS; no tensor but a parameter has such an initializer.
 TEST(RowNorms, TheVerifierChecksTheSource) {
