@@ -134,6 +134,11 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
       overrides.names[t.name()] = use(kPeftKeyPrefix + module + t.name().substr(stem.size()), shape, t.name());
       continue;
     }
+    // A reward model's score head, new to a causal LM's folder: PEFT's sequence classifier saves it.
+    if (t.name() == kScoreHeadParam && ownTensor(model, t.name()).empty()) {
+      overrides.names[t.name()] = use(kPeftKeyPrefix + std::string(kScoreHeadParam), shape, t.name());
+      continue;
+    }
     const std::string tensor = ownTensor(model, t.name());
     const std::string module = huggingFaceModuleOf(tensor), whole = kPeftKeyPrefix + tensor;
     const bool saved = !tensor.empty() && isSaved(adapter, module);

@@ -28,6 +28,7 @@ struct PeftAdapter {
   double alpha = 8.0;
   bool rslora = false;
   bool dora = false;  // use_dora: each adapted module has a magnitude too
+  bool sequence_classifier = false;  // task_type SEQ_CLS: a reward model's, its score head saved
   double dropout = 0.0;
   bool ensure_weight_tying = false;  // a saved tied embedding stays tied to the LM head
   // target_modules: module names (a module is adapted whose name is one or ends with "." + one),

@@ -132,10 +132,12 @@ PeftAdapter readPeftAdapter(const std::string& dir) {
   if (config.value("peft_type", json()) != "LORA")
     throw Error(path + ": peft_type is " + jsonBrief(config.value("peft_type", json())) + ", not LORA");
   const json task = config.value("task_type", json());
-  if (!task.is_null() && task != "CAUSAL_LM")
-    throw Error(path + ": task_type is " + jsonBrief(task) + "; mtc trains causal LMs' adapters (CAUSAL_LM)");
+  if (!task.is_null() && task != "CAUSAL_LM" && task != "SEQ_CLS")
+    throw Error(path + ": task_type is " + jsonBrief(task) + "; mtc trains causal LMs' adapters (CAUSAL_LM) and "
+                "reward models' (SEQ_CLS)");
   checkKeys(config, path);
   PeftAdapter adapter;
+  adapter.sequence_classifier = task == "SEQ_CLS";
   adapter.dir = dir;
   const json r = config.value("r", json());
   if (!r.is_number_integer() || r.get<int64_t>() < 1 || r.get<int64_t>() > 65536)

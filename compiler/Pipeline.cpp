@@ -182,9 +182,13 @@ bool readLoraFrom(CompileOptions& o, std::optional<PeftAdapter>& adapter, Loaded
     if (!isHuggingFaceFolder(o.model))
       throw Error("--lora-from puts a PEFT adapter on the Hugging Face folder it was trained from; " + o.model +
                   " is not one (a folder with config.json)");
-    if (o.loss.objective == LossObjective::kReward)
-      throw Error("--lora-from reads a causal LM's adapter (CAUSAL_LM); a reward model's is not read");
     adapter = readPeftAdapter(o.lora_from);
+    const bool reward = o.loss.objective == LossObjective::kReward;
+    if (adapter->sequence_classifier != reward)
+      throw Error(o.lora_from + "'s adapter is " +
+                  (reward ? "a causal LM's (task_type CAUSAL_LM), not the sequence classifier's (SEQ_CLS) a reward "
+                            "model's score head needs"
+                          : "a reward model's (task_type SEQ_CLS): compile it with --objective reward"));
     m.hf = readHuggingFaceFolder(o.model);  // read once: loadHuggingFace takes it as read
     if (!o.forward_only) applyPeftAdapter(*adapter, *m.hf, o);
   } catch (const Error& e) {

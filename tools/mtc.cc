@@ -154,8 +154,9 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "save_pretrained or mtrun --export-peft writes it) on the Hugging Face folder it was trained from: "
                  "its config sets --lora, --lora-alpha, --lora-rslora, --lora-dropout, --lora-dora, the targets and "
                  "--trainable (its modules_to_save, trained whole), its tensors start them; with --forward-only the "
-                 "adapters are merged into the weights (for mtgen); trained biases and other PEFT features it does "
-                 "not implement are refused by name (docs/fine-tuning.md)");
+                 "adapters are merged into the weights (for mtgen); a reward model's (task_type SEQ_CLS, its score "
+                 "head saved) with --objective reward; trained biases and other PEFT features it does not implement "
+                 "are refused by name (docs/fine-tuning.md)");
 }
 
 // The preference loss's shape (each needs --objective, `objective`: dpo or kto, as each says).

@@ -111,7 +111,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "a LoRA plan (mtc --lora): write its adapters, and the modules --trainable trained whole beside them "
                  "(PEFT's modules_to_save), as PEFT's adapter folder here (adapter_model.safetensors + "
                  "adapter_config.json, what PeftModel.from_pretrained(base, folder) loads on the model it was "
-                 "compiled from, and mtc --lora-from reads): at the end, or when SIGINT/SIGTERM/SIGUSR1 stops the run");
+                 "compiled from, and mtc --lora-from reads; a reward model's as PEFT's sequence classifier, SEQ_CLS, "
+                 "its score head saved): at the end, or when SIGINT/SIGTERM/SIGUSR1 stops the run");
   choiceOf(app, "--export-dtype", c.export_dtype,
                           "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even); "
                           "--export-peft's adapters are f32",

@@ -124,9 +124,6 @@ std::vector<SavedModule> savedModules(const plan::Plan& plan, const std::vector<
 
 PeftContents peftContents(const plan::Plan& plan) {
   const ExpertLayout layout = exportLayout(plan, "--export-peft");
-  if (hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam))
-    throw Error("--export-peft: a reward model's adapters need its score head, which this export does not save "
-                "(PEFT's SEQ_CLS task): use --export-hf, which writes the whole model");
   PeftContents contents{placedParams(plan, layout), adaptedModules(plan, layout), {}};
   contents.saved = savedModules(plan, contents.params, contents.adapted);
   return contents;
@@ -154,7 +151,8 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
   const plan::ModelInfo& model = plan.model();
   nlohmann::ordered_json config;
   config["peft_type"] = "LORA";
-  config["task_type"] = "CAUSAL_LM";
+  // A reward model's: PEFT's sequence classifier, its score head among the modules to save.
+  config["task_type"] = hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam) ? "SEQ_CLS" : "CAUSAL_LM";
   config["base_model_name_or_path"] =
       model.hf_source().empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(model.hf_source());
   config["r"] = plan.host_tensors(contents.adapted.front().adapter.a).shape(0);

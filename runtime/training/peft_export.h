@@ -4,12 +4,14 @@
 //   and ".lora_B.weight" (with DoRA, mtc --lora-dora, also ".lora_magnitude_vector"), and each
 //   module trained whole beside them (mtc --trainable: PEFT's modules_to_save) as
 //   "base_model.model.<module>.<tensor>", all of its tensors;
-// - adapter_config.json: peft_type LORA, r, lora_alpha, use_rslora, lora_dropout, use_dora; target_modules
+// - adapter_config.json: peft_type LORA, task_type CAUSAL_LM (a reward model's SEQ_CLS, its score
+//   head among modules_to_save, as PEFT's sequence classifiers save theirs), r, lora_alpha,
+//   use_rslora, lora_dropout, use_dora; target_modules
 //   a leaf name where every module of that name is adapted, else the adapted modules' full names;
 //   modules_to_save their full names; base_model_name_or_path the
 //   folder the model came from.
 // Written whole or not at all. checkPeftExport throws mt::Error, before a run, for what PEFT
-// cannot hold: a plan without adapters, a reward model, an adapted weight without an nn.Linear
+// cannot hold: a plan without adapters, an adapted weight without an nn.Linear
 // of its own (GPT-2's Conv1D, gpt-oss's router), a trained tensor whose module PEFT cannot save
 // whole (fused, transposed, one of a stack of experts), a module both adapted and trained
 // whole, or a trained embedding the LM head is tied to. --export-hf writes all of those.

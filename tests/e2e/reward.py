@@ -15,11 +15,13 @@ that is not padding, reads the rewards mtrun reads: the held-out pairs' score fr
 folder by that rule is the run's last validation); mtc compiles such a folder back (--objective
 reward, its score head its own) to the run's weights bit for bit, and refuses it without
 --objective reward; mtrun --eval-only scores that plan on the held-out pairs as the run's last
-validation did, bit for bit.
+validation did, bit for bit. A LoRA reward model's adapter goes to PEFT's SEQ_CLS form
+(--export-peft) and back (mtc --objective reward --lora-from) to the bit.
 usage: /usr/bin/python3 tests/e2e/reward.py BIN_DIR WORK_DIR
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -125,6 +127,50 @@ def train_and_compare(bin_dir, name, center, weights, data, held, failures, expo
     print(f"{name}: {SCHEDULE.steps} steps within {worst:.1e} of TRL's reward loss; accuracy "
           f"{[line['accuracy'] for line in log]}")
     return log, val
+
+
+def lora_adapter(bin_dir, failures):
+    """A reward model's LoRA adapter as PEFT's sequence classifiers keep one (task_type SEQ_CLS,
+    the score head in modules_to_save): --export-peft writes it, mtc --objective reward --lora-from
+    reads it back to the bit, scoring the held-out pairs alike; an adapter of the other task is
+    refused either way."""
+    shape = ["--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq)]
+    ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "reward", *shape, "-o", "rl.plan", "--lora", "4",
+             "--lora-targets", r"(q|v)_proj"])
+    shutil.rmtree("rl-peft", ignore_errors=True)
+    ref.run([f"{bin_dir}/mtrun", "rl.plan", "--data", "pairs.tok", "--steps", "3", "--lr", "1e-2", "--export",
+             "rl.safetensors", "--export-peft", "rl-peft"])
+    with open("rl-peft/adapter_config.json") as f:
+        config = json.load(f)
+    saved = hf.read_hf_safetensors("rl-peft/adapter_model.safetensors")
+    trained = ref.read_safetensors("rl.safetensors")
+    if config.get("task_type") != "SEQ_CLS" or "score" not in (config.get("modules_to_save") or []) or \
+            not torch.equal(saved.get("base_model.model.score.weight", torch.zeros(0)), trained["score.weight"]):
+        failures.append(f"--export-peft of a reward model: task_type {config.get('task_type')}, modules_to_save "
+                        f"{config.get('modules_to_save')}, the score head saved as trained: "
+                        f"{'base_model.model.score.weight' in saved}")
+    ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "reward", *shape, "-o", "rl-from.plan", "--lora-from", "rl-peft"])
+    start = ref.read_safetensors("rl-from.safetensors")
+    if set(start) != set(trained) or any(not torch.equal(start[k], trained[k]) for k in trained):
+        failures.append("--lora-from a reward model's adapter: the initial weights are not the trained ones")
+    losses = []
+    for plan, weights in (("rl.plan", ["--weights", "rl.safetensors"]), ("rl-from.plan", [])):
+        ref.run([f"{bin_dir}/mtrun", plan, "--data", "held.tok", "--eval-only", "--log", plan + ".eval", *weights])
+        losses.append([json.loads(line)["val_loss"] for line in open(plan + ".eval") if "val_loss" in line])
+    if losses[0] != losses[1] or not losses[0]:
+        failures.append(f"--lora-from a reward model's adapter scores the held-out pairs {losses[1]}, the run {losses[0]}")
+    os.makedirs("causal-peft", exist_ok=True)
+    shutil.copy("rl-peft/adapter_model.safetensors", "causal-peft/")
+    with open("causal-peft/adapter_config.json", "w") as f:
+        json.dump(dict(config, task_type="CAUSAL_LM"), f)
+    for model, adapter, want in ((["qwen"], "rl-peft", "task_type SEQ_CLS"),
+                                 (["qwen", "--objective", "reward"], "causal-peft", "task_type CAUSAL_LM")):
+        r = subprocess.run([f"{bin_dir}/mtc", *model, *shape, "-o", "x.plan", "--lora-from", adapter],
+                           capture_output=True, text=True)
+        if r.returncode == 0 or want not in r.stderr or os.path.exists("x.plan"):
+            failures.append(f"--lora-from {adapter} on {' '.join(model)}: exit {r.returncode}, {r.stderr.strip()[:200]}")
+    print(f"a reward model's LoRA adapter: task_type SEQ_CLS, the score head in modules_to_save; read back to the "
+          f"bit, the held-out pairs scored {losses[1]}")
 
 
 def classifier_rewards(p, config, examples):
@@ -382,6 +428,7 @@ def main():
     if kto.returncode != 1 or "tokenise preference pairs with mttok --preferences" not in kto.stderr:
         failures.append(f"a reward plan on KTO's data: exit {kto.returncode}: {kto.stderr}")
     from_a_fine_tuned_model(bin_dir, failures)
+    lora_adapter(bin_dir, failures)
     ref.finish("reward", failures)
 
 
