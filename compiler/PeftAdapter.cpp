@@ -52,7 +52,7 @@ std::string unplacedReason(const std::string& key, bool tied, bool dora) {
   if (key.find("lora_embedding_") != std::string::npos) return "LoRA on an embedding is not implemented";
   if (!dora && isDoraMagnitude(key)) return "a DoRA magnitude, but the config's use_dora is off";
   if (adapter && key.find(".experts.") != std::string::npos)
-    return "adapters on single experts of a mixture are not implemented";
+    return "adapters on a mixture's experts are not read from a folder yet (mtc --lora-experts trains them)";
   if (tied && key.starts_with(std::string(kPeftKeyPrefix) + "lm_head."))
     return "the model's LM head is tied to its embedding, and the adapter treats it apart";
   return "its config's target_modules and modules_to_save do not account for it";
@@ -134,8 +134,9 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
       overrides.names[t.name()] = use(kPeftKeyPrefix + module + t.name().substr(stem.size()), shape, t.name());
       continue;
     }
-    // A reward model's score head, new to a causal LM's folder: PEFT's sequence classifier saves it.
-    if (t.name() == kScoreHeadParam && ownTensor(model, t.name()).empty()) {
+    // A reward model's score head (new to a causal LM's folder, or the folder's classifier's): PEFT's
+    // sequence classifier always saves it.
+    if (t.name() == kScoreHeadParam && adapter.sequence_classifier) {
       overrides.names[t.name()] = use(kPeftKeyPrefix + std::string(kScoreHeadParam), shape, t.name());
       continue;
     }

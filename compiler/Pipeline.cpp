@@ -184,10 +184,13 @@ bool readLoraFrom(CompileOptions& o, std::optional<PeftAdapter>& adapter, Loaded
                   " is not one (a folder with config.json)");
     adapter = readPeftAdapter(o.lora_from);
     const bool reward = o.loss.objective == LossObjective::kReward;
+    if (adapter->sequence_classifier && o.forward_only)
+      throw Error(o.lora_from + "'s adapter is a reward model's (task_type SEQ_CLS), which has no forward-only plan: "
+                  "compile it with --objective reward and score with mtrun --eval-only");
     if (adapter->sequence_classifier != reward)
       throw Error(o.lora_from + "'s adapter is " +
-                  (reward ? "a causal LM's (task_type CAUSAL_LM), not the sequence classifier's (SEQ_CLS) a reward "
-                            "model's score head needs"
+                  (reward ? "a causal LM's (task_type CAUSAL_LM or none), not the sequence classifier's (SEQ_CLS) a "
+                            "reward model's score head needs"
                           : "a reward model's (task_type SEQ_CLS): compile it with --objective reward"));
     m.hf = readHuggingFaceFolder(o.model);  // read once: loadHuggingFace takes it as read
     if (!o.forward_only) applyPeftAdapter(*adapter, *m.hf, o);

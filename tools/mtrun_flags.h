@@ -112,7 +112,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "(PEFT's modules_to_save), as PEFT's adapter folder here (adapter_model.safetensors + "
                  "adapter_config.json, what PeftModel.from_pretrained(base, folder) loads on the model it was "
                  "compiled from, and mtc --lora-from reads; a reward model's as PEFT's sequence classifier, SEQ_CLS, "
-                 "its score head saved): at the end, or when SIGINT/SIGTERM/SIGUSR1 stops the run");
+                 "its score head saved, for AutoModelForSequenceClassification with num_labels=1): at the end, or "
+                 "when SIGINT/SIGTERM/SIGUSR1 stops the run");
   choiceOf(app, "--export-dtype", c.export_dtype,
                           "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even); "
                           "--export-peft's adapters are f32",

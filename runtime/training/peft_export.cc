@@ -95,7 +95,8 @@ std::vector<SavedModule> savedModules(const plan::Plan& plan, const std::vector<
   std::map<std::string, size_t> saved_index;
   for (const PlacedParam& p : params) {
     const std::string& name = plan.host_tensors(p.index).name();
-    if (plan.host_tensors(p.index).frozen() || saved_index.count(p.module)) continue;
+    // A reward model's score head is saved trained or not: PEFT's sequence classifier always wraps it.
+    if ((plan.host_tensors(p.index).frozen() && name != kScoreHeadParam) || saved_index.count(p.module)) continue;
     if (isEmbeddingParam(name) && tied)
       refuseSaved(name, "is the embedding the LM head is tied to, and PEFT ties a saved copy to the head only with "
                         "its ensure_weight_tying, which this export does not write");

@@ -255,8 +255,11 @@ void exportStore(const TrainConfig& config, const plan::Plan& plan, const HostSt
   }
   if (!config.export_peft_dir.empty()) {
     exportPeft(plan, store, config.export_peft_dir, metadata);
-    std::printf("LoRA adapters written to %s (PEFT's adapter folder: PeftModel.from_pretrained(base, folder))\n",
-                config.export_peft_dir.c_str());
+    std::printf("LoRA adapters written to %s (PEFT's adapter folder: PeftModel.from_pretrained(%s, folder))\n",
+                config.export_peft_dir.c_str(),
+                hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam)
+                    ? "AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)"
+                    : "base");
   }
 }
 

@@ -412,7 +412,7 @@ def check_lora_from(bin_dir, work, data, failures):
             (damaged_adapter(work, peft, "nan", extra={key: nan}), "holds nan at element"),
             (damaged_adapter(work, peft, "expert", extra={
                 "base_model.model.model.layers.0.mlp.experts.0.gate_proj.lora_A.weight": torch.zeros(4, 64)}),
-             "adapters on single experts of a mixture are not implemented"),
+             "adapters on a mixture's experts are not read from a folder yet"),
             (damaged_adapter(work, peft, "dora", {"use_dora": True}),
              "has no 'base_model.model.model.layers.0.self_attn.q_proj.lora_magnitude_vector'"),
             (damaged_adapter(work, peft, "unknown", {"foo": 3}), "foo is 3, but mtc does not know this setting"),

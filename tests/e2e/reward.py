@@ -131,9 +131,11 @@ def train_and_compare(bin_dir, name, center, weights, data, held, failures, expo
 
 def lora_adapter(bin_dir, failures):
     """A reward model's LoRA adapter as PEFT's sequence classifiers keep one (task_type SEQ_CLS,
-    the score head in modules_to_save): --export-peft writes it, mtc --objective reward --lora-from
-    reads it back to the bit, scoring the held-out pairs alike; an adapter of the other task is
-    refused either way."""
+    the score head in modules_to_save): --export-peft writes it (the head frozen too), mtc
+    --objective reward --lora-from reads it back to the bit, scoring the held-out pairs alike, with
+    PEFT's own modules_to_save (["classifier", "score"]) too, and on a ...ForSequenceClassification
+    folder (rm-hf) its head from the adapter; an adapter of the other task, or of none, is refused
+    either way."""
     shape = ["--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq)]
     ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "reward", *shape, "-o", "rl.plan", "--lora", "4",
              "--lora-targets", r"(q|v)_proj"])
@@ -159,12 +161,35 @@ def lora_adapter(bin_dir, failures):
         losses.append([json.loads(line)["val_loss"] for line in open(plan + ".eval") if "val_loss" in line])
     if losses[0] != losses[1] or not losses[0]:
         failures.append(f"--lora-from a reward model's adapter scores the held-out pairs {losses[1]}, the run {losses[0]}")
-    os.makedirs("causal-peft", exist_ok=True)
-    shutil.copy("rl-peft/adapter_model.safetensors", "causal-peft/")
-    with open("causal-peft/adapter_config.json", "w") as f:
-        json.dump(dict(config, task_type="CAUSAL_LM"), f)
+    def variant(name, **changes):  # rl-peft with its config changed (a key set to None removed)
+        os.makedirs(name, exist_ok=True)
+        shutil.copy("rl-peft/adapter_model.safetensors", name)
+        with open(os.path.join(name, "adapter_config.json"), "w") as f:
+            json.dump({k: v for k, v in dict(config, **changes).items() if v is not None}, f)
+        return name
+    ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "reward", *shape, "-o", "peft-form.plan", "--lora-from",
+             variant("peft-form", modules_to_save=["classifier", "score"])])
+    ref.run([f"{bin_dir}/mtc", "rm-hf", "--objective", "reward", *shape, "-o", "on-rm.plan", "--lora-from", "rl-peft"])
+    peft_form = ref.read_safetensors("peft-form.safetensors")
+    if set(peft_form) != set(start) or any(not torch.equal(peft_form[k], start[k]) for k in start) \
+            or not torch.equal(ref.read_safetensors("on-rm.safetensors")["score.weight"], trained["score.weight"]):
+        failures.append("--lora-from a reward model's adapter: PEFT's modules_to_save form not read alike, or a "
+                        "sequence classifier folder's head not the adapter's")
+    # A frozen head is saved too: PEFT's sequence classifier always wraps it.
+    shutil.rmtree("frozen-peft", ignore_errors=True)
+    ref.run([f"{bin_dir}/mtc", "qwen", "--objective", "reward", *shape, "-o", "rlf.plan", "--lora", "4", "--frozen",
+             "^score"])
+    ref.run([f"{bin_dir}/mtrun", "rlf.plan", "--data", "pairs.tok", "--steps", "1", "--export", "rlf.safetensors",
+             "--export-peft", "frozen-peft"])
+    if not torch.equal(hf.read_hf_safetensors("frozen-peft/adapter_model.safetensors")["base_model.model.score.weight"],
+                       ref.read_safetensors("rlf.safetensors")["score.weight"]):
+        failures.append("--export-peft of a reward model with its head frozen: the head not saved")
     for model, adapter, want in ((["qwen"], "rl-peft", "task_type SEQ_CLS"),
-                                 (["qwen", "--objective", "reward"], "causal-peft", "task_type CAUSAL_LM")):
+                                 (["qwen", "--objective", "reward"], variant("causal-peft", task_type="CAUSAL_LM"),
+                                  "task_type CAUSAL_LM or none"),
+                                 (["qwen", "--objective", "reward"], variant("no-task", task_type=None),
+                                  "task_type CAUSAL_LM or none"),
+                                 (["qwen", "--forward-only"], "rl-peft", "has no forward-only plan")):
         r = subprocess.run([f"{bin_dir}/mtc", *model, *shape, "-o", "x.plan", "--lora-from", adapter],
                            capture_output=True, text=True)
         if r.returncode == 0 or want not in r.stderr or os.path.exists("x.plan"):

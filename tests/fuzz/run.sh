@@ -97,11 +97,13 @@ open('seeds/instruction_data/deep.json', 'w').write(json.dumps({'messages': [{'r
 # Hugging Face config.json: the Llama the harness's weights fit, and its Qwen2/Qwen3/Mistral/GPT-2
 # and nested cousins (tests/fuzz/hf_configs.py).
 /usr/bin/python3 "$root/tests/fuzz/hf_configs.py" seeds/hf_config
-# PEFT adapter configs: a list of targets with a saved module, an expression, all-linear, DoRA.
+# PEFT adapter configs: a list of targets with a saved module, an expression, all-linear, DoRA, a
+# reward model's (SEQ_CLS).
 printf '%s' '{"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 8, "lora_alpha": 16, "lora_dropout": 0.05, "use_rslora": false, "target_modules": ["q_proj", "v_proj"], "modules_to_save": ["lm_head"], "bias": "none", "use_dora": false, "rank_pattern": {}, "layers_to_transform": null}' > seeds/peft_config/list.json
 printf '%s' '{"peft_type": "LORA", "r": 4, "target_modules": "^model\\.layers\\.[0-9]+\\.self_attn\\.(q|k|v)_proj$", "use_rslora": true}' > seeds/peft_config/expression.json
 printf '%s' '{"peft_type": "LORA", "r": 16, "lora_alpha": 32, "target_modules": "all-linear"}' > seeds/peft_config/all_linear.json
 printf '%s' '{"peft_type": "LORA", "r": 8, "lora_alpha": 8, "use_dora": true, "target_modules": ["q_proj"]}' > seeds/peft_config/dora.json
+printf '%s' '{"peft_type": "LORA", "task_type": "SEQ_CLS", "r": 4, "target_modules": ["q_proj"], "modules_to_save": ["classifier", "score"]}' > seeds/peft_config/seq_cls.json
 printf 'steps = 3\nlr = 0.001\nwarmup = 1\ngrad-clip = 0.5\non-nonfinite = "skip"\n' > seeds/config/run.toml
 printf '[default]\nseed=7\nval-fraction=0.1\nlog="l.jsonl"\n' > seeds/config/run.ini
 # Small PyTorch exports (GPT-2, Llama; opsets 17 and 14) and ONNX's own one-op node tests.
