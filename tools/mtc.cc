@@ -139,7 +139,8 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "with --lora: the weights to adapt, a regular expression searched as --frozen's; what it finds "
                  "that is not a 2-D weight (a norm, a bias) is left (the default: attention's query and value "
                  "projections, PEFT's default for Llama-family models; 'attn\\.|mlp\\.' adapts every "
-                 "projection of the layers). A reward model's score head trains beside them")
+                 "projection of the layers). A reward model's score head trains beside them. With --lora-experts, "
+                 "give it to adapt linear layers beside the experts")
       ->needs(lora)
       ->capture_default_str();
   app.add_option("--lora-experts", f.lora_experts,

@@ -326,6 +326,7 @@ def check_lora_from(bin_dir, work, data, failures):
     start, ours = (ref.read_safetensors(os.path.join(work, "saved-from.safetensors")),
                    ref.read_safetensors(os.path.join(work, name + ".saved.safetensors")))
     if "rank-stabilised: alpha / sqrt(r), dropout 0.05 before A" not in summary.stdout or \
+            f"as {saved}/adapter_config.json says" not in summary.stdout or \
             not torch.equal(start["norm.weight"], ours["norm.weight"]) or \
             not torch.equal(start["lm_head.weight"], ours["lm_head.weight"]):
         failures.append(f"--lora-from with modules_to_save: {summary.stdout[-300:]}{summary.stderr}")
