@@ -341,13 +341,12 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
       tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n,
                          [&entry, n, where](void* out) { widen(entry, n, static_cast<float*>(out), where); }});
     } else if (const int source = rowNormSource(plan, t); source >= 0) {  // a DoRA magnitude: W's row norms
-      const int64_t cols = n ? checkedNumel(plan.host_tensors(source).shape(), t.name()) / n : 0;
-      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&tensors, &plan, source, n, cols](void* out) {
-                           const SafetensorsTensor& w = *std::find_if(tensors.begin(), tensors.end(), [&](const auto& s) {
-                             return s.name == plan.host_tensors(source).name();
-                           });
+      const plan::HostTensor& w = plan.host_tensors(source);
+      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&tensors, &t, &w](void* out) {
+                           const auto values = std::find_if(tensors.begin(), tensors.end(),
+                                                            [&](const SafetensorsTensor& s) { return s.name == w.name(); });
                            std::vector<float> staged;
-                           rowNorms(f32Values(w, staged), n, cols, static_cast<float*>(out));
+                           initializeRowNorms(t, w, f32Values(*values, staged), static_cast<float*>(out));
                          }});
     } else if (t.init().kind() != plan::Initializer::WEIGHTS) {  // new to the model (a reward model's score head)
       tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&t, &plan, n](void* out) {

@@ -177,8 +177,8 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
   if (tied) placeTiedHead(file, plan, model, placed);
   for (const auto& [key, entry] : file.entries())
     if (!placed.count(key))
-      throw Error(file.path() + " holds '" + key + "', which has no place in the plan (" + unplacedReason(key, tied, adapter.dora) +
-                  ")");
+      throw Error(file.path() + " holds '" + key + "', which has no place in the plan (" +
+                  unplacedReason(key, tied, adapter.dora) + ")");
   return overrides;
 }
 

@@ -77,7 +77,7 @@ void writeInitialWeights(const plan::Plan& plan, const std::string& path) {
   }
   for (int i = 0; i < plan.host_tensors_size(); ++i)  // from their sources' values, now set
     if (const int source = rowNormSource(plan, plan.host_tensors(i)); source >= 0)
-      rowNorms(data[source].data(), data[i].size(), data[source].size() / std::max<size_t>(data[i].size(), 1), data[i].data());
+      initializeRowNorms(plan.host_tensors(i), plan.host_tensors(source), data[source].data(), data[i].data());
   writeSafetensors(path, tensors,
                    {{"format", "pt"}, {"producer", "megatrain mtc"}, {kPlanFingerprintKey, planFingerprint(plan)}});
 }

@@ -355,15 +355,20 @@ void printLora(const CompileOptions& o, ModuleOp module, const PlanStats& stats,
   int64_t adapted = 0, stacks = 0;
   func::FuncOp func = getModelFunction(module);
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (isLoraTarget(func, i)) ++(cast<RankedTensorType>(func.getArgument(i).getType()).getRank() == 3 ? stacks : adapted);
+    if (isLoraTarget(func, i))
+      ++(cast<RankedTensorType>(func.getArgument(i).getType()).getRank() == 3 ? stacks : adapted);
   const std::string experts = stacks ? fmt::format(" and {} stacks of experts (each expert its own)", stacks) : "";
   const std::string dropout = o.lora_dropout > 0 ? fmt::format(", dropout {:g} before A", o.lora_dropout) : "";
-  if (!o.lora_from.empty()) std::printf("  lora           as %s/adapter_config.json says, from its tensors\n", o.lora_from.c_str());
-  std::printf("  lora           %srank %lld, alpha %g (the update x %g%s%s) on %lld weights%s: %s trained beside %s frozen%s\n",
-              o.lora_dora ? "DoRA (a magnitude per output row), " : "", static_cast<long long>(o.lora_rank), o.lora_alpha,
-              loraScale(o.lora_alpha, o.lora_rank, o.lora_rslora), o.lora_rslora ? ", rank-stabilised: alpha / sqrt(r)" : "",
-              dropout.c_str(), static_cast<long long>(adapted), experts.c_str(),
-              formatParamCount(stats.num_params - stats.frozen_params).c_str(), formatParamCount(stats.frozen_params).c_str(),
+  if (!o.lora_from.empty())
+    std::printf("  lora           as %s/adapter_config.json says, from its tensors\n", o.lora_from.c_str());
+  std::printf("  lora           %srank %lld, alpha %g (the update x %g%s%s) on %lld weights%s: %s trained beside %s "
+              "frozen%s\n",
+              o.lora_dora ? "DoRA (a magnitude per output row), " : "", static_cast<long long>(o.lora_rank),
+              o.lora_alpha, loraScale(o.lora_alpha, o.lora_rank, o.lora_rslora),
+              o.lora_rslora ? ", rank-stabilised: alpha / sqrt(r)" : "", dropout.c_str(),
+              static_cast<long long>(adapted), experts.c_str(),
+              formatParamCount(stats.num_params - stats.frozen_params).c_str(),
+              formatParamCount(stats.frozen_params).c_str(),
               hf_form ? "; --export-hf merges the adapters into the weights" : "");
 }
 

@@ -17,9 +17,10 @@ namespace mt {
 // `o.trainable` or `o.lora_rank`, that `o.trainable` does not match (std::regex_search over the
 // parameter's name in the plan, or its tensor's name in the folder it came from:
 // `o.param_source_names`); with `o.lora_rank`, adds the adapters of the weights
-// `o.lora_targets` finds and of the stacks of experts `o.lora_experts` finds (mt-lora). Returns "" or the problem: a pattern that matches no
-// parameter (a typo would otherwise train everything), a selection that leaves nothing to
-// train, a LoRA target that is not a weight, or a forward-only model (nothing trains).
+// `o.lora_targets` finds and of the stacks of experts `o.lora_experts` finds (mt-lora). Returns
+// "" or the problem: a pattern that matches no parameter (a typo would otherwise train
+// everything), a selection that leaves nothing to train, a LoRA target that is not a weight, or
+// a forward-only model (nothing trains).
 std::string selectTrainable(mlir::ModuleOp module, const CompileOptions& o);
 
 // A model's parameters (elements), and how many of them are frozen.

@@ -49,7 +49,8 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
     for (Value p : parameterArguments(func))
       if (!isFrozenParam(func, cast<BlockArgument>(p).getArgNumber())) needsGrad.insert(p);
     for (Operation& op : body.without_terminator())
-      if (!op.hasAttr(kStopGradientAttr) && llvm::any_of(op.getOperands(), [&](Value v) { return needsGrad.contains(v); }))
+      if (!op.hasAttr(kStopGradientAttr) &&
+          llvm::any_of(op.getOperands(), [&](Value v) { return needsGrad.contains(v); }))
         for (Value r : op.getResults())
           if (isDifferentiable(r)) needsGrad.insert(r);
 

@@ -23,7 +23,8 @@
 // mt.stop_gradient as PEFT detaches it (the DoRA paper's section 4.3). A target that is a stack of
 // experts (E, ., .), read as the weight of mt.grouped_matmul, gets A (E, rank, in) and B (E, out,
 // rank): each expert's rows x W_e^T + scale * (x A_e^T) B_e^T, two grouped products over the same
-// routing (PEFT's target_parameters; no dropout or DoRA there). All as PEFT's LoraConfig.
+// routing (on gpt-oss PEFT's target_parameters; no dropout or DoRA there, as in PEFT). All as
+// PEFT's LoraConfig.
 #include <cmath>
 
 #include "mlir/IR/Builders.h"
@@ -101,7 +102,8 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
     for (auto [op, weight] : products) {
       const Adapters& a = adapters[weight];
       addToProduct(op, [&](OpBuilder& at) {
-        return a.stack ? expertUpdate(at, cast<GroupedMatmulOp>(op), a, scale) : update(at, cast<MatmulOp>(op), a, scale, site);
+        return a.stack ? expertUpdate(at, cast<GroupedMatmulOp>(op), a, scale)
+                       : update(at, cast<MatmulOp>(op), a, scale, site);
       });
     }
   }

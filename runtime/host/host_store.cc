@@ -140,9 +140,8 @@ void HostStore::setRowNorms(const std::function<bool(int)>& chosen) {
   for (int i = 0; i < plan_.host_tensors_size(); ++i) {
     const int source = rowNormSource(plan_, plan_.host_tensors(i));
     if (source < 0 || !chosen(i)) continue;
-    const std::vector<float> w = readParam(source);
     std::vector<float> norms(static_cast<size_t>(numel_[i]));
-    rowNorms(w.data(), numel_[i], numel_[source] / std::max<int64_t>(numel_[i], 1), norms.data());
+    initializeRowNorms(plan_.host_tensors(i), plan_.host_tensors(source), readParam(source).data(), norms.data());
     setParam(i, [&](int64_t first, int64_t n, float* out) { std::memcpy(out, norms.data() + first, 4 * n); });
   }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/matmul/lora_merge.h"
 #include "kernels/random/counter_rng.h"
 #include "runtime/io/error.h"
 
@@ -25,7 +26,8 @@ void initializeTensor(float* data, int64_t n, const plan::Initializer& init, uin
     case plan::Initializer::NORMAL:
     case plan::Initializer::UNIFORM: break;
     case plan::Initializer::WEIGHTS: std::fill(data, data + n, 0.0f); return;  // loadParams fills it
-    case plan::Initializer::ROW_NORMS: throw Error(name + "'s ROW_NORMS initializer needs its source's values (rowNorms)");
+    case plan::Initializer::ROW_NORMS:
+      throw Error(name + "'s ROW_NORMS initializer needs its source's values (initializeRowNorms)");
     default: throw Error("unknown initializer for " + name);
   }
   const uint64_t key = splitmix64(seed ^ fnv1a(name));
@@ -55,6 +57,10 @@ int rowNormSource(const plan::Plan& plan, const plan::HostTensor& t) {
   for (int i = 0; i < plan.host_tensors_size(); ++i)
     if (plan.host_tensors(i).role() == plan::ROLE_PARAM && plan.host_tensors(i).name() == t.init().of()) return i;
   throw Error(t.name() + "'s ROW_NORMS initializer names no parameter '" + t.init().of() + "'");
+}
+
+void initializeRowNorms(const plan::HostTensor& t, const plan::HostTensor& source, const float* values, float* out) {
+  rowNorms(values, t.shape(0), source.shape(1), out);
 }
 
 }  // namespace mt
