@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "models/ModelConfig.h"
 #include "passes/PassEnums.h"
@@ -111,6 +112,14 @@ struct CompileOptions {
   // mtc --lora-experts: the stacks of experts (E, ., .) it finds get adapters too, each expert its
   // own (PEFT's target_parameters).
   std::optional<std::regex> lora_experts;
+  // mtc --lora-rank-pattern / --lora-alpha-pattern: an adapted weight's own rank or alpha, from the
+  // first pattern (searched as lora_targets) that finds it (PEFT's rank_pattern, alpha_pattern).
+  struct LoraPattern {
+    std::string text;  // as given, for messages
+    std::regex pattern;
+    double value;
+  };
+  std::vector<LoraPattern> lora_rank_pattern, lora_alpha_pattern;
   // mtc --lora-from: a PEFT adapter folder whose config sets the lora_* options, the targets and
   // `trainable` (its modules_to_save), and whose weights start the adapters (compiler/PeftAdapter.h).
   std::string lora_from;
@@ -118,6 +127,10 @@ struct CompileOptions {
   // PEFT matches them: the adapted weights (instead of lora_targets) and the tensors of the
   // modules trained whole (instead of trainable).
   std::optional<std::set<std::string>> lora_from_targets, lora_from_saved;
+  // And the adapted weights' own ranks and alphas, by plan name, where its rank_pattern and
+  // alpha_pattern give them.
+  std::map<std::string, int64_t> lora_from_ranks;
+  std::map<std::string, double> lora_from_alphas;
   // Not a flag: a Hugging Face folder's tensor name for each parameter's plan name, which the
   // two patterns match too (filled when the folder is read).
   std::map<std::string, std::string> param_source_names;

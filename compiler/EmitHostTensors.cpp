@@ -257,6 +257,8 @@ LogicalResult HostTensorBuilder::setParam(plan::HostTensor& t, DictionaryAttr pa
                                           << "' (normal, uniform, zeros, ones, weights or row_norms)";
   }
   if (auto origin = param.getAs<StringAttr>("origin")) t.set_origin(origin.getValue().str());
+  if (auto alpha = param.getAs<FloatAttr>(kParamAdapterAlphaKey))
+    t.set_lora_alpha(static_cast<float>(alpha.getValueAsDouble()));
   auto decay = param.getAs<BoolAttr>("decay");
   t.set_frozen(bool(param.get(kParamFrozenKey)));
   t.set_weight_decay(!t.frozen() && (decay ? decay.getValue() : type.getRank() >= 2));

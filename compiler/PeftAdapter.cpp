@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -24,9 +26,39 @@ bool isSaved(const PeftAdapter& adapter, const std::string& module) {
   return false;
 }
 
-// Whether PEFT adapts `module`: never a module to save nor one inside it (its
-// check_target_module_exists), else as target_modules says.
+// Whether `module` is one of `names` or ends with "." + one (target_modules' and exclude_modules' lists).
+bool namedIn(const std::vector<std::string>& names, const std::string& module) {
+  return std::any_of(names.begin(), names.end(),
+                     [&](const std::string& n) { return module == n || module.ends_with("." + n); });
+}
+
+// The layer index in `module`'s name as PEFT finds it: the number after the first of
+// `layers_pattern` it finds (each the first such component), or without one the first number
+// after a component at least one component in ("model.layers.3.mlp" -> 3); none at the end.
+std::optional<int64_t> layerIndex(const std::vector<std::string>& layers_pattern, const std::string& module) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t dot = module.find('.', start);
+    parts.push_back(module.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  auto number = [](const std::string& s) {
+    return !s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  const std::vector<std::string> any{""};  // "" stands for any component
+  for (const std::string& name : layers_pattern.empty() ? any : layers_pattern)
+    for (size_t j = 1; j + 2 < parts.size(); ++j)
+      if ((name.empty() || parts[j] == name) && number(parts[j + 1])) return std::stoll(parts[j + 1]);
+  return std::nullopt;
+}
+
+// Whether PEFT adapts `module` (its check_target_module_exists): never an excluded module, a
+// module to save nor one inside it; else as target_modules says, a name of the list found by its
+// end only in the layers layers_to_transform chooses.
 bool isTarget(const PeftAdapter& adapter, const std::string& module, ExpertLayout layout) {
+  if (adapter.exclude_expression ? adapter.exclude_expression->fullMatch(module) : namedIn(adapter.excluded, module))
+    return false;
   for (const std::string& m : adapter.saved)
     if (module == m || module.starts_with(m + ".") || module.ends_with("." + m) ||
         module.find("." + m + ".") != std::string::npos)
@@ -34,8 +66,18 @@ bool isTarget(const PeftAdapter& adapter, const std::string& module, ExpertLayou
   if (adapter.all_linear)  // the layers' linear layers (gpt-oss's router is none in transformers)
     return module.starts_with("model.layers.") && !(layout == ExpertLayout::kGptOss && module.ends_with(".mlp.router"));
   if (adapter.target_expression) return adapter.target_expression->fullMatch(module);
-  return std::any_of(adapter.targets.begin(), adapter.targets.end(),
-                     [&](const std::string& t) { return module == t || module.ends_with("." + t); });
+  if (std::find(adapter.targets.begin(), adapter.targets.end(), module) != adapter.targets.end()) return true;
+  if (!namedIn(adapter.targets, module)) return false;
+  if (!adapter.layers) return true;
+  const std::optional<int64_t> layer = layerIndex(adapter.layers_pattern, module);
+  return layer && std::find(adapter.layers->begin(), adapter.layers->end(), *layer) != adapter.layers->end();
+}
+
+// The value of the first of `patterns` matching `module`, else `fallback`.
+double patternValue(const std::vector<PeftAdapter::Pattern>& patterns, const std::string& module, double fallback) {
+  for (const PeftAdapter::Pattern& p : patterns)
+    if (p.expression.fullMatch(module)) return p.value;
+  return fallback;
 }
 
 // The folder's tensor of the plan's parameter `ours`, where it is a tensor of a module of its own
@@ -55,7 +97,8 @@ std::string unplacedReason(const std::string& key, bool tied, bool dora) {
     return "adapters on a mixture's experts are not read from a folder yet (mtc --lora-experts trains them)";
   if (tied && key.starts_with(std::string(kPeftKeyPrefix) + "lm_head."))
     return "the model's LM head is tied to its embedding, and the adapter treats it apart";
-  return "its config's target_modules and modules_to_save do not account for it";
+  return "its config's target_modules (with exclude_modules and layers_to_transform) and modules_to_save do not "
+         "account for it";
 }
 
 // A tied model's head in the file: PEFT writes it beside a saved or whole embedding
@@ -79,6 +122,14 @@ void placeTiedHead(const SafetensorsFile& file, const plan::Plan& plan, const Hu
 
 }  // namespace
 
+int64_t adapterRank(const PeftAdapter& adapter, const std::string& module) {
+  return static_cast<int64_t>(patternValue(adapter.rank_pattern, module, static_cast<double>(adapter.rank)));
+}
+
+double adapterAlpha(const PeftAdapter& adapter, const std::string& module) {
+  return patternValue(adapter.alpha_pattern, module, adapter.alpha);
+}
+
 void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model, CompileOptions& o) {
   o.lora_rank = adapter.rank;
   o.lora_alpha = adapter.alpha;
@@ -91,8 +142,13 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
     const std::string tensor = ownTensor(model, ours);
     if (tensor.empty()) continue;
     const std::string module = huggingFaceModuleOf(tensor);
-    if (isSaved(adapter, module)) saved.insert(ours);
-    else if (tensor.ends_with(".weight") && isTarget(adapter, module, layout)) targets.insert(ours);
+    if (isSaved(adapter, module)) {
+      saved.insert(ours);
+    } else if (tensor.ends_with(".weight") && isTarget(adapter, module, layout)) {
+      targets.insert(ours);
+      if (const int64_t r = adapterRank(adapter, module); r != adapter.rank) o.lora_from_ranks[ours] = r;
+      if (const double a = adapterAlpha(adapter, module); a != adapter.alpha) o.lora_from_alphas[ours] = a;
+    }
   }
   if (targets.empty())
     throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules find no layer of " + model.dir);
@@ -157,10 +213,11 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
       overrides.names[t.name()] = use(base, shape, t.name());
     if (forward_only && target) {
       const std::string key = kPeftKeyPrefix + module;
+      const int64_t rank = adapterRank(adapter, module);
       overrides.merged[t.name()] = {
-          use(key + ".lora_A.weight", {adapter.rank, shape[1]}, t.name() + "'s A"),
-          use(key + ".lora_B.weight", {shape[0], adapter.rank}, t.name() + "'s B"),
-          loraScale(adapter.alpha, adapter.rank, adapter.rslora),
+          use(key + ".lora_A.weight", {rank, shape[1]}, t.name() + "'s A"),
+          use(key + ".lora_B.weight", {shape[0], rank}, t.name() + "'s B"),
+          loraScale(adapterAlpha(adapter, module), rank, adapter.rslora),
           adapter.dora ? use(key + ".lora_magnitude_vector", {shape[0]}, t.name() + "'s DoRA magnitude") : ""};
     } else if (saved || (!tensor.empty() && file.entries().count(whole))) {
       // A saved module's tensor, or a whole one saved beside the adapters (PEFT's

@@ -5,7 +5,7 @@
 // names as PEFT matches them; adapter_model.safetensors gives the adapters' and the saved modules' starting
 // values (a forward-only plan has the adapters merged into their weights instead).
 // Both files are hostile until checked: a setting mtc does not implement (trained biases,
-// per-layer ranks, an initialisation that changes the base weights, ...), or a key it does not
+// GPT-2's Conv1D, an initialisation that changes the base weights, ...), or a key it does not
 // know holding anything but an empty value, is an error naming it; every tensor of the file must
 // have a place in the plan and fit it, and every adapter of the plan must find its tensors there.
 #pragma once
@@ -37,16 +37,35 @@ struct PeftAdapter {
   std::optional<ModuleExpression> target_expression;
   bool all_linear = false;
   std::vector<std::string> saved;  // modules_to_save: a module whose name ends with one
+  // exclude_modules: never adapted (names as target_modules' list, or an expression).
+  std::vector<std::string> excluded;
+  std::optional<ModuleExpression> exclude_expression;
+  // layers_to_transform (with a list of target_modules): only the modules of these layers, each
+  // layer's index the first number after one of layers_pattern's names (or after any name).
+  std::optional<std::vector<int64_t>> layers;
+  std::vector<std::string> layers_pattern;
+  // rank_pattern and alpha_pattern: a module's own rank or alpha, from the first key (in the
+  // file's order) matching the end of its name, as PEFT's get_pattern_key finds it.
+  struct Pattern {
+    std::string key;
+    ModuleExpression expression;  // PEFT's "(.*\.)?(key)$"
+    double value;
+  };
+  std::vector<Pattern> rank_pattern, alpha_pattern;
   std::shared_ptr<const SafetensorsFile> weights;  // adapter_model.safetensors, its header checked
 };
+
+// Module `module`'s rank and alpha (its patterns' or the adapter's).
+int64_t adapterRank(const PeftAdapter& adapter, const std::string& module);
+double adapterAlpha(const PeftAdapter& adapter, const std::string& module);
 
 // Reads DIR/adapter_config.json and the header of DIR/adapter_model.safetensors; throws
 // mt::Error naming what it cannot take.
 PeftAdapter readPeftAdapter(const std::string& dir);
 
-// Sets what the adapter says in `o`: the lora_* options, and the adapted weights and the saved
-// modules' tensors by plan name (o.lora_from_targets, lora_from_saved), resolved over `model`'s
-// names. Throws mt::Error where its targets find no module.
+// Sets what the adapter says in `o`: the lora_* options, and the adapted weights, their own ranks
+// and alphas and the saved modules' tensors by plan name (o.lora_from_targets, lora_from_ranks,
+// lora_from_alphas, lora_from_saved), resolved over `model`'s names. Throws mt::Error where its targets find no module.
 void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model, CompileOptions& o);
 
 // The plan's parameters whose starting values the adapter's weights give: its adapters, the

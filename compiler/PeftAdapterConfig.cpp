@@ -1,11 +1,14 @@
 // adapter_config.json of mtc --lora-from (compiler/PeftAdapter.h), read strictly: a PEFT setting
-// changes the computation, is inert, or is off; only LoRA's plain form (and DoRA) is taken.
+// changes the computation, is inert, or is off; only LoRA's plain form (and DoRA) is taken. Read in
+// the file's order: rank_pattern and alpha_pattern take their first matching key.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <memory>
 #include <set>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,7 +23,7 @@
 namespace mt {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // Settings PEFT records that change nothing mtc computes (bookkeeping, inference switches, an
 // initialisation the file's values replace), and those read below.
@@ -28,7 +31,8 @@ const std::set<std::string> kInertKeys = {
     "auto_mapping", "base_model_name_or_path", "revision", "inference_mode", "peft_version", "eva_config",
     "megatron_config", "megatron_core", "runtime_config", "qalora_group_size", "task_type", "peft_type", "r",
     "lora_alpha", "lora_dropout", "use_rslora", "use_dora", "target_modules", "modules_to_save",
-    "ensure_weight_tying", "init_lora_weights"};
+    "ensure_weight_tying", "init_lora_weights", "rank_pattern", "alpha_pattern", "exclude_modules",
+    "layers_to_transform", "layers_pattern"};
 
 // The values of init_lora_weights that leave the base weights as they are: PEFT's PiSSA, OLoRA,
 // CorDA, LoftQ and LoRA-GA rewrite them when the adapter is made (the adapter then belongs to the
@@ -46,8 +50,6 @@ bool isOff(const json& value) {
 std::string unsupported(const std::string& key) {
   if (key == "bias" || key == "lora_bias") return "trained biases beside the adapters are not implemented";
   if (key == "fan_in_fan_out") return "GPT-2's Conv1D layers are adapted only through mtc --lora";
-  if (key == "rank_pattern" || key == "alpha_pattern") return "per-module ranks and alphas are not implemented";
-  if (key == "layers_to_transform" || key == "exclude_modules") return "mtc chooses targets by target_modules alone";
   if (key == "target_parameters")
     return "adapters on parameters (a mixture's stacked experts) are not read from PEFT's folders yet (mtc --lora-experts "
            "trains them)";
@@ -58,11 +60,9 @@ std::string unsupported(const std::string& key) {
 
 // Every key is one mtc reads, one it knows to be inert, or a feature left off.
 void checkKeys(const json& config, const std::string& path) {
-  const bool layers_chosen = config.contains("layers_to_transform") && !isOff(config["layers_to_transform"]);
   for (const auto& [key, value] : config.items()) {
     if (kInertKeys.count(key) || isOff(value)) continue;
     if (key == "bias" && value == "none") continue;
-    if (key == "layers_pattern" && !layers_chosen) continue;  // read only with layers_to_transform
     throw Error(path + ": " + key + " is " + jsonBrief(value) + ", but " + unsupported(key) +
                 " (--lora-from takes plain LoRA adapters)");
   }
@@ -104,6 +104,78 @@ bool flag(const json& config, const char* key, bool fallback, const std::string&
   return value.get<bool>();
 }
 
+// rank_pattern or alpha_pattern (`key`): at most 4096 keys of 1 to 256 characters, each an
+// expression PEFT matches against the end of a module's name, with a value in [low, high] (an
+// integer where `whole`).
+std::vector<PeftAdapter::Pattern> readPattern(const json& config, const char* key, double low, double high, bool whole,
+                                              const std::string& path) {
+  const json value = config.value(key, json());
+  if (isOff(value)) return {};
+  if (!value.is_object() || value.size() > 4096)
+    throw Error(fmt::format("{}: {} must be an object of at most 4096 module names or expressions, not {}", path, key,
+                            jsonBrief(value)));
+  std::vector<PeftAdapter::Pattern> patterns;
+  for (const auto& [name, v] : value.items()) {
+    if (name.empty() || name.size() > 256)
+      throw Error(fmt::format("{}: {} has a key of {} characters (1 to 256)", path, key, name.size()));
+    const bool fits = whole ? v.is_number_integer() : v.is_number();
+    if (!fits || !(v.get<double>() >= low && v.get<double>() <= high))
+      throw Error(fmt::format("{}: {}['{}'] must be {} in [{:g}, {:g}], not {}", path, key, name,
+                              whole ? "an integer" : "a number", low, high, jsonBrief(v)));
+    // PEFT's get_pattern_key: re.match(rf"(.*\.)?({key})$", module), a full match of this.
+    const std::string what = fmt::format("{}: {}['{}']", path, key, name);
+    patterns.push_back({name, ModuleExpression::parse("(.*\\.)?(" + name + ")", what), v.get<double>()});
+  }
+  return patterns;
+}
+
+// exclude_modules into `adapter`: names, as target_modules' list, or an expression.
+void readExcluded(const json& value, const std::string& path, PeftAdapter& adapter) {
+  if (isOff(value)) return;
+  const std::string what = path + ": exclude_modules";
+  if (value.is_string()) adapter.exclude_expression = ModuleExpression::parse(value.get<std::string>(), what);
+  else adapter.excluded = moduleNames(value, what);
+}
+
+// layers_to_transform and layers_pattern into `adapter`: a layer index or a list of them (PEFT's
+// "[]" is none), and names of the layers' lists. PEFT reads layers_pattern as an expression; mtc
+// takes names ("layers", "h"), which is what models' lists are called.
+void readLayers(const json& config, const std::string& path, PeftAdapter& adapter) {
+  const json layers = config.value("layers_to_transform", json());
+  const json pattern = config.value("layers_pattern", json());
+  if (isOff(layers)) {
+    if (!isOff(pattern))
+      throw Error(path + ": layers_pattern is " + jsonBrief(pattern) +
+                  " without layers_to_transform (PEFT refuses it too)");
+    return;
+  }
+  if (adapter.targets.empty())
+    throw Error(path + ": layers_to_transform with target_modules " +
+                (adapter.all_linear ? "all-linear" : "an expression") +
+                ": PEFT takes layers only beside a list of names");
+  auto index = [&](const json& v) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1000000)
+      throw Error(path + ": layers_to_transform holds " + jsonBrief(v) +
+                  ": each must be a layer index in [0, 1000000]");
+    return v.get<int64_t>();
+  };
+  adapter.layers.emplace();
+  if (layers.is_array()) {
+    if (layers.size() > 1000000) throw Error(path + ": layers_to_transform lists more than 1000000 layers");
+    for (const json& v : layers) adapter.layers->push_back(index(v));
+  } else {
+    adapter.layers->push_back(index(layers));
+  }
+  if (isOff(pattern)) return;
+  adapter.layers_pattern = pattern.is_string() ? std::vector<std::string>{pattern.get<std::string>()}
+                                               : moduleNames(pattern, path + ": layers_pattern");
+  auto wordChar = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (const std::string& name : adapter.layers_pattern)
+    if (!std::all_of(name.begin(), name.end(), wordChar))
+      throw Error(path + ": layers_pattern holds '" + name + "': mtc takes the name of the layers' list (letters, "
+                  "digits, '_': \"layers\", \"h\"), not an expression");
+}
+
 // target_modules into `adapter`: a list of names, "all-linear" (in any case, as PEFT reads it),
 // or an expression.
 void readTargets(const json& value, const std::string& path, PeftAdapter& adapter) {
@@ -126,7 +198,7 @@ void readTargets(const json& value, const std::string& path, PeftAdapter& adapte
 
 PeftAdapter readPeftAdapter(const std::string& dir) {
   const std::string path = dir + "/" + kPeftConfigFile;
-  const json config = parseJsonInput(
+  const json config = parseOrderedJsonInput(
       readWholeFile(path, "PEFT adapter config", "--lora-from takes the folder PEFT's save_pretrained writes"), path);
   if (!config.is_object()) throw Error(path + " is not a JSON object");
   if (config.value("peft_type", json()) != "LORA")
@@ -151,6 +223,10 @@ PeftAdapter readPeftAdapter(const std::string& dir) {
   readTargets(config.value("target_modules", json()), path, adapter);
   const json saved = config.value("modules_to_save", json());
   if (!isOff(saved)) adapter.saved = moduleNames(saved, path + ": modules_to_save");
+  readExcluded(config.value("exclude_modules", json()), path, adapter);
+  readLayers(config, path, adapter);
+  adapter.rank_pattern = readPattern(config, "rank_pattern", 1, 65536, true, path);
+  adapter.alpha_pattern = readPattern(config, "alpha_pattern", 1e-6, 1e6, false, path);
   const std::string weights = dir + "/" + kPeftWeightsFile;
   struct stat st {};
   if (stat(weights.c_str(), &st) != 0 && stat((dir + "/adapter_model.bin").c_str(), &st) == 0)

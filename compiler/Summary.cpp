@@ -352,21 +352,30 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
 
 // mtc --lora: the adapters and what they train.
 void printLora(const CompileOptions& o, ModuleOp module, const PlanStats& stats, bool hf_form) {
-  int64_t adapted = 0, stacks = 0;
+  int64_t adapted = 0, stacks = 0, own_ranks = 0, own_alphas = 0;
+  std::set<int64_t> ranks;
+  std::set<double> alphas;
   func::FuncOp func = getModelFunction(module);
-  for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (isLoraTarget(func, i))
-      ++(cast<RankedTensorType>(func.getArgument(i).getType()).getRank() == 3 ? stacks : adapted);
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    if (!isLoraTarget(func, i)) continue;
+    ++(cast<RankedTensorType>(func.getArgument(i).getType()).getRank() == 3 ? stacks : adapted);
+    auto param = func.getArgAttrOfType<DictionaryAttr>(i, kParamAttr);
+    if (auto r = param.getAs<IntegerAttr>(kParamLoraRankKey)) ++own_ranks, ranks.insert(r.getInt());
+    if (auto a = param.getAs<FloatAttr>(kParamLoraAlphaKey)) ++own_alphas, alphas.insert(a.getValueAsDouble());
+  }
   const std::string experts = stacks ? fmt::format(" and {} stacks of experts (each expert its own)", stacks) : "";
+  std::string own;  // PEFT's rank_pattern and alpha_pattern
+  if (own_ranks) own += fmt::format("; {} at a rank of their own ({})", own_ranks, fmt::join(ranks, ", "));
+  if (own_alphas) own += fmt::format("; {} at an alpha of their own ({})", own_alphas, fmt::join(alphas, ", "));
   const std::string dropout = o.lora_dropout > 0 ? fmt::format(", dropout {:g} before A", o.lora_dropout) : "";
   if (!o.lora_from.empty())
     std::printf("  lora           as %s/adapter_config.json says, from its tensors\n", o.lora_from.c_str());
-  std::printf("  lora           %srank %lld, alpha %g (the update x %g%s%s) on %lld weights%s: %s trained beside %s "
+  std::printf("  lora           %srank %lld, alpha %g (the update x %g%s%s) on %lld weights%s%s: %s trained beside %s "
               "frozen%s\n",
               o.lora_dora ? "DoRA (a magnitude per output row), " : "", static_cast<long long>(o.lora_rank),
               o.lora_alpha, loraScale(o.lora_alpha, o.lora_rank, o.lora_rslora),
               o.lora_rslora ? ", rank-stabilised: alpha / sqrt(r)" : "", dropout.c_str(),
-              static_cast<long long>(adapted), experts.c_str(),
+              static_cast<long long>(adapted), experts.c_str(), own.c_str(),
               formatParamCount(stats.num_params - stats.frozen_params).c_str(),
               formatParamCount(stats.frozen_params).c_str(),
               hf_form ? "; --export-hf merges the adapters into the weights" : "");

@@ -20,11 +20,51 @@ bool matches(const CompileOptions& o, const std::regex& pattern, StringRef name)
   return source != o.param_source_names.end() && std::regex_search(source->second, pattern);
 }
 
-// Sets key `key` in parameter argument `index`'s mt.param.
-void markParam(func::FuncOp func, unsigned index, StringRef key) {
+// Sets key `key` in parameter argument `index`'s mt.param (to `value`; null: a unit).
+void markParam(func::FuncOp func, unsigned index, StringRef key, Attribute value = {}) {
   NamedAttrList fields(func.getArgAttrOfType<DictionaryAttr>(index, kParamAttr));
-  fields.set(key, UnitAttr::get(func.getContext()));
+  fields.set(key, value ? value : UnitAttr::get(func.getContext()));
   func.setArgAttr(index, kParamAttr, fields.getDictionary(func.getContext()));
+}
+
+// The index of the first of `patterns` that finds parameter `name`, as PEFT's rank_pattern and
+// alpha_pattern take their first matching key; -1 where none does.
+int firstPattern(const CompileOptions& o, const std::vector<CompileOptions::LoraPattern>& patterns, StringRef name) {
+  for (size_t i = 0; i < patterns.size(); ++i)
+    if (matches(o, patterns[i].pattern, name)) return static_cast<int>(i);
+  return -1;
+}
+
+// A target's own rank and alpha in its mt.param (mt-lora's lora_rank, lora_alpha), where
+// --lora-from's config or the patterns give them; counts each pattern's finds in `found`.
+void markOwnRankAndAlpha(func::FuncOp func, unsigned index, const CompileOptions& o, std::vector<int>& rank_found,
+                         std::vector<int>& alpha_found) {
+  const StringRef name = paramName(func, index);
+  Builder b(func.getContext());
+  std::optional<int64_t> rank;
+  std::optional<double> alpha;
+  if (o.lora_from_targets) {
+    if (auto r = o.lora_from_ranks.find(name.str()); r != o.lora_from_ranks.end()) rank = r->second;
+    if (auto a = o.lora_from_alphas.find(name.str()); a != o.lora_from_alphas.end()) alpha = a->second;
+  }
+  if (const int i = firstPattern(o, o.lora_rank_pattern, name); i >= 0)
+    ++rank_found[i], rank = static_cast<int64_t>(o.lora_rank_pattern[i].value);
+  if (const int i = firstPattern(o, o.lora_alpha_pattern, name); i >= 0)
+    ++alpha_found[i], alpha = o.lora_alpha_pattern[i].value;
+  if (rank) markParam(func, index, kParamLoraRankKey, b.getI64IntegerAttr(*rank));
+  if (alpha) markParam(func, index, kParamLoraAlphaKey, b.getF32FloatAttr(static_cast<float>(*alpha)));
+}
+
+// The first pattern that found no adapted weight, as an error; "" where each found one.
+std::string unusedPattern(const CompileOptions& o, const std::vector<int>& rank_found,
+                          const std::vector<int>& alpha_found) {
+  for (auto [flag, patterns, found] : {std::tuple{"--lora-rank-pattern", &o.lora_rank_pattern, &rank_found},
+                                       {"--lora-alpha-pattern", &o.lora_alpha_pattern, &alpha_found}})
+    for (size_t i = 0; i < patterns->size(); ++i)
+      if ((*found)[i] == 0)
+        return fmt::format("{} '{}' finds no adapted weight (it is searched among those --lora-targets and "
+                           "--lora-experts adapt)", flag, (*patterns)[i].text);
+  return "";
 }
 
 const char* namesHint(const CompileOptions& o) {
@@ -38,6 +78,7 @@ const char* namesHint(const CompileOptions& o) {
 // linear layers among the modules they name; its target_parameters name the stacks.
 std::string markLoraTargets(func::FuncOp func, const CompileOptions& o) {
   int64_t marked = 0, found = 0, stacks = 0;
+  std::vector<int> rank_found(o.lora_rank_pattern.size()), alpha_found(o.lora_alpha_pattern.size());
   for (BlockArgument arg : func.getArguments()) {
     const StringRef name = paramName(func, arg.getArgNumber());
     if (name.empty()) continue;
@@ -45,14 +86,13 @@ std::string markLoraTargets(func::FuncOp func, const CompileOptions& o) {
     const bool hit = o.lora_from_targets ? o.lora_from_targets->count(name.str()) > 0
                                          : o.lora_targets && matches(o, *o.lora_targets, name);
     found += hit;
-    if (o.lora_experts && rank == 3 && matches(o, *o.lora_experts, name)) {
-      markParam(func, arg.getArgNumber(), kParamLoraKey);
-      ++stacks;
-    } else if (hit && rank == 2) {
-      markParam(func, arg.getArgNumber(), kParamLoraKey);
-      ++marked;
-    }
+    const bool stack = o.lora_experts && rank == 3 && matches(o, *o.lora_experts, name);
+    if (!stack && !(hit && rank == 2)) continue;
+    markParam(func, arg.getArgNumber(), kParamLoraKey);
+    markOwnRankAndAlpha(func, arg.getArgNumber(), o, rank_found, alpha_found);
+    ++(stack ? stacks : marked);
   }
+  if (std::string unused = unusedPattern(o, rank_found, alpha_found); !unused.empty()) return unused;
   if (o.lora_experts && stacks == 0)
     return fmt::format("--lora-experts finds no stack of experts (E, ., .) ({})", namesHint(o));
   if (!o.lora_from_targets && !o.lora_targets) return "";  // the stacks alone

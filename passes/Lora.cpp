@@ -23,8 +23,9 @@
 // mt.stop_gradient as PEFT detaches it (the DoRA paper's section 4.3). A target that is a stack of
 // experts (E, ., .), read as the weight of mt.grouped_matmul, gets A (E, rank, in) and B (E, out,
 // rank): each expert's rows x W_e^T + scale * (x A_e^T) B_e^T, two grouped products over the same
-// routing (on gpt-oss PEFT's target_parameters; no dropout or DoRA there, as in PEFT). All as
-// PEFT's LoraConfig.
+// routing (on gpt-oss PEFT's target_parameters; no dropout or DoRA there, as in PEFT). A target's
+// mt.param may give its own rank and alpha (lora_rank, lora_alpha: PEFT's rank_pattern and
+// alpha_pattern); A then carries that alpha (adapter_alpha) for the exports. All as PEFT's LoraConfig.
 #include <cmath>
 
 #include "mlir/IR/Builders.h"
@@ -57,10 +58,18 @@ Value addParam(func::FuncOp func, RankedTensorType type, ArrayRef<NamedAttribute
 }
 
 // A target's adapters: A (rank, in) and B (out, rank), a stack's (E, rank, in) and (E, out, rank);
-// with DoRA its magnitude (out), else null.
+// with DoRA its magnitude (out), else null; the scale of their update.
 struct Adapters {
   Value a, b, magnitude;
   bool stack = false;
+  float scale = 0.0f;
+};
+
+// A target's rank and alpha: its mt.param's own, else the pass's.
+struct RankAndAlpha {
+  int64_t rank;
+  double alpha;
+  bool own_alpha;  // given by the target (A carries it)
 };
 
 struct LoraPass : impl::LoraPassBase<LoraPass> {
@@ -69,10 +78,6 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
   void runOnOperation() override {
     func::FuncOp func = getModelFunction(getOperation());
     if (!func) return signalPassFailure();
-    if (rank <= 0 || !(alpha > 0.0) || !std::isfinite(alpha)) {
-      func.emitError("mt-lora needs a positive rank and alpha, not ") << rank << " and " << alpha;
-      return signalPassFailure();
-    }
     if (!(dropout >= 0.0 && dropout < 1.0)) {
       func.emitError("mt-lora's dropout is a probability in [0, 1), not ") << dropout;
       return signalPassFailure();
@@ -82,13 +87,15 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
       if (isLoraTarget(func, arg.getArgNumber())) targets.push_back(arg);
     DenseMap<Value, Adapters> adapters;
     for (BlockArgument weight : targets) {
+      const std::optional<RankAndAlpha> shape = rankAndAlpha(func, weight);
+      if (!shape) return signalPassFailure();
       if (weight.use_empty()) {
         func.emitError("the LoRA target '") << paramName(func, weight.getArgNumber()) << "' is not read";
         return signalPassFailure();
       }
       const bool stack = cast<RankedTensorType>(weight.getType()).getRank() == 3;
       if (failed(stack ? checkExpertProducts(func, weight) : checkProducts(func, weight))) return signalPassFailure();
-      adapters[weight] = addAdapters(func, weight, stack);
+      adapters[weight] = addAdapters(func, weight, stack, *shape);
     }
     // The products in the function's order (each dropout's site follows it), with their weights.
     SmallVector<std::pair<Operation*, Value>> products;
@@ -98,14 +105,27 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
         products.push_back({op, p.getWeight()});
     });
     int64_t site = firstFreeDropoutSite(func);
-    const float scale = static_cast<float>(loraScale(alpha, rank, rslora));
     for (auto [op, weight] : products) {
       const Adapters& a = adapters[weight];
       addToProduct(op, [&](OpBuilder& at) {
-        return a.stack ? expertUpdate(at, cast<GroupedMatmulOp>(op), a, scale)
-                       : update(at, cast<MatmulOp>(op), a, scale, site);
+        return a.stack ? expertUpdate(at, cast<GroupedMatmulOp>(op), a) : update(at, cast<MatmulOp>(op), a, site);
       });
     }
+  }
+
+  // `weight`'s rank and alpha, checked (null after an error).
+  std::optional<RankAndAlpha> rankAndAlpha(func::FuncOp func, BlockArgument weight) {
+    auto param = func.getArgAttrOfType<DictionaryAttr>(weight.getArgNumber(), kParamAttr);
+    auto own_rank = param.getAs<IntegerAttr>(kParamLoraRankKey);
+    auto own_alpha = param.getAs<FloatAttr>(kParamLoraAlphaKey);
+    RankAndAlpha r{own_rank ? own_rank.getInt() : int64_t(rank),
+                   own_alpha ? own_alpha.getValueAsDouble() : double(alpha), bool(own_alpha)};
+    if (r.rank <= 0 || r.rank > 65536 || !(r.alpha > 0.0) || !std::isfinite(r.alpha)) {
+      func.emitError("mt-lora needs a rank in [1, 65536] and a positive alpha, not ")
+          << r.rank << " and " << r.alpha << " for '" << paramName(func, weight.getArgNumber()) << "'";
+      return std::nullopt;
+    }
+    return r;
   }
 
   // Each read of `weight` must be a product x W^T.
@@ -146,33 +166,35 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
   // New parameters A and B of `weight` (and with DoRA its magnitude), initialised as PEFT
   // initialises them; a stack's, each expert's as a weight's (PEFT's lora_A (rank * E, in) is A's
   // rows; its lora_B (out, rank * E) holds expert e's rank k in column k * E + e).
-  Adapters addAdapters(func::FuncOp func, BlockArgument weight, bool stack) {
+  Adapters addAdapters(func::FuncOp func, BlockArgument weight, bool stack, RankAndAlpha own) {
     const StringRef name = paramName(func, weight.getArgNumber());
     auto type = cast<RankedTensorType>(weight.getType());
     Operation* first = *weight.getUsers().begin();
     const bool transposed = !stack || cast<GroupedMatmulOp>(first).getTransposeB();  // (out, in) per expert
     const int64_t d = stack ? 1 : 0, out = type.getDimSize(transposed ? d : d + 1),
                   in = type.getDimSize(transposed ? d + 1 : d);
-    SmallVector<int64_t> a_shape{rank, in}, b_shape{out, rank};
+    SmallVector<int64_t> a_shape{own.rank, in}, b_shape{out, own.rank};
     if (stack) a_shape.insert(a_shape.begin(), type.getDimSize(0)), b_shape.insert(b_shape.begin(), type.getDimSize(0));
     Builder b(func.getContext());
     const Location loc = first->getLoc();
-    Value a = addParam(func, RankedTensorType::get(a_shape, type.getElementType()),
-                       {b.getNamedAttr("name", b.getStringAttr(adapterName(name, "lora_A"))),
-                        b.getNamedAttr("init", b.getStringAttr("uniform")),
-                        b.getNamedAttr("bound", b.getF32FloatAttr(static_cast<float>(1.0 / std::sqrt(double(in)))))},
-                       loc);
+    SmallVector<NamedAttribute> a_fields{
+        b.getNamedAttr("name", b.getStringAttr(adapterName(name, "lora_A"))),
+        b.getNamedAttr("init", b.getStringAttr("uniform")),
+        b.getNamedAttr("bound", b.getF32FloatAttr(static_cast<float>(1.0 / std::sqrt(double(in)))))};
+    if (own.own_alpha) a_fields.push_back(b.getNamedAttr(kParamAdapterAlphaKey, b.getF32FloatAttr(own.alpha)));
+    Value a = addParam(func, RankedTensorType::get(a_shape, type.getElementType()), a_fields, loc);
     Value bw = addParam(func, RankedTensorType::get(b_shape, type.getElementType()),
                         {b.getNamedAttr("name", b.getStringAttr(adapterName(name, "lora_B"))),
                          b.getNamedAttr("init", b.getStringAttr("zeros"))},
                         loc);
-    if (!dora || stack) return {a, bw, Value(), stack};
+    const float scale = static_cast<float>(loraScale(own.alpha, own.rank, rslora));
+    if (!dora || stack) return {a, bw, Value(), stack, scale};
     // PEFT's key for it has no ".weight" (its state dict's rename of lora_magnitude_vector.weight).
     Value m = addParam(func, RankedTensorType::get({out}, type.getElementType()),
                        {b.getNamedAttr("name", b.getStringAttr((stemOf(name) + kDoraMagnitudeSuffix).str())),
                         b.getNamedAttr("init", b.getStringAttr("row_norms")), b.getNamedAttr("of", b.getStringAttr(name))},
                        loc);
-    return {a, bw, m, false};
+    return {a, bw, m, false, scale};
   }
 
   // The site after the function's existing mt.dropout sites (0 where it has none).
@@ -193,7 +215,7 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
   }
 
   // scale * (dropout(x) A^T) B^T, or with DoRA its term; `site` is the next dropout's and advances.
-  Value update(OpBuilder& at, MatmulOp product, const Adapters& adapters, float scale, int64_t& site) {
+  Value update(OpBuilder& at, MatmulOp product, const Adapters& adapters, int64_t& site) {
     const Location loc = product.getLoc();
     Value x = product.getLhs();
     if (dropout > 0.0)
@@ -202,23 +224,24 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
     // twin follows it op for op.
     Value down = at.create<MatmulOp>(loc, x, adapters.a, false, true);
     Value up = at.create<MatmulOp>(loc, down, adapters.b, false, true);
-    return adapters.magnitude ? doraUpdate(at, product, x, adapters, scale, up)
-                              : at.create<ScaleOp>(loc, up, at.getF32FloatAttr(scale)).getResult();
+    return adapters.magnitude ? doraUpdate(at, product, x, adapters, up)
+                              : at.create<ScaleOp>(loc, up, at.getF32FloatAttr(adapters.scale)).getResult();
   }
 
   // scale * ((x A_e^T) B_e^T) over each expert's rows: two grouped products of the product's
   // routing (PEFT merges B_e A_e into W_e instead; the same sums, rounded otherwise).
-  static Value expertUpdate(OpBuilder& at, GroupedMatmulOp product, const Adapters& adapters, float scale) {
+  static Value expertUpdate(OpBuilder& at, GroupedMatmulOp product, const Adapters& adapters) {
     const Location loc = product.getLoc();
     Value down = at.create<GroupedMatmulOp>(loc, product.getInput(), adapters.a, product.getCounts(), Value(), true, 0);
     Value up = at.create<GroupedMatmulOp>(loc, down, adapters.b, product.getCounts(), Value(), true, 0);
-    return at.create<ScaleOp>(loc, up, at.getF32FloatAttr(scale));
+    return at.create<ScaleOp>(loc, up, at.getF32FloatAttr(adapters.scale));
   }
 
   // DoRA's term beside the product x W^T, `up` = (x A^T) B^T from the dropped `x`:
   // (g - 1) * (x W^T) + (g * up) * scale with g = m / ||W + scale * B A|| per output row, the norm
   // a constant to the backward. Ops in PEFT's order (DoraLinearLayer.forward).
-  static Value doraUpdate(OpBuilder& at, MatmulOp product, Value x, const Adapters& adapters, float scale, Value up) {
+  static Value doraUpdate(OpBuilder& at, MatmulOp product, Value x, const Adapters& adapters, Value up) {
+    const float scale = adapters.scale;
     const Location loc = product.getLoc();
     Value weight = product.getRhs();
     const int64_t out = cast<RankedTensorType>(weight.getType()).getDimSize(0);

@@ -52,6 +52,11 @@ def LoraPass : Pass<"mt-lora", "mlir::ModuleOp"> {
     PEFT's `target_parameters` adapt an expert stack (it merges B_e A_e into W_e; the same sums).
     No dropout or DoRA on a stack, as in PEFT.
 
+    A target's `mt.param` may give its own rank and alpha (`lora_rank`, `lora_alpha`: PEFT's
+    rank_pattern and alpha_pattern, mtc's --lora-rank-pattern and --lora-alpha-pattern); its
+    adapters then have that rank, its scale is computed from both, and A's `mt.param` carries
+    an alpha of its own as `adapter_alpha` (what an export merges with).
+
     ```mlir
     %y = mt.matmul %x, %w {transpose_b = true} : tensor<2x3x4xf32>, tensor<5x4xf32>
     // with rank 2, alpha 4:

@@ -1,10 +1,13 @@
 // mtc: compile a model into a training plan.
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <stdexcept>
 #include <tuple>
+#include <vector>
 
 #include "compiler/HardwareProfile.h"
 #include "compiler/Pipeline.h"
@@ -30,6 +33,7 @@ struct Flags {
   std::string device_mem, host_mem;  // sizes like 80GiB
   std::string frozen, trainable, lora_experts;  // regular expressions over parameter names
   std::string lora_targets = mt::kDefaultLoraTargets;
+  std::vector<std::string> lora_rank_pattern, lora_alpha_pattern;  // REGEX=VALUE each
   bool list_models = false, tied = false, untied = false;
 };
 
@@ -150,10 +154,24 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "PEFT's target_parameters; without --lora-targets the stacks alone (no --lora-dropout or "
                  "--lora-dora with it, as in PEFT); --export-hf merges them into each expert's weight")
       ->needs(lora);
+  app.add_option("--lora-rank-pattern", f.lora_rank_pattern,
+                 "with --lora: REGEX=R, the adapted weights the expression finds (searched as --lora-targets') get "
+                 "rank R instead of --lora's (PEFT's rank_pattern); repeatable, the first that finds a weight "
+                 "counts; each must find one")
+      ->needs(lora)
+      ->allow_extra_args(false)
+      ->take_all();
+  app.add_option("--lora-alpha-pattern", f.lora_alpha_pattern,
+                 "with --lora: REGEX=ALPHA, as --lora-rank-pattern, their alpha instead of --lora-alpha's (PEFT's "
+                 "alpha_pattern); --export-peft writes both patterns, --export-hf merges each weight at its own scale")
+      ->needs(lora)
+      ->allow_extra_args(false)
+      ->take_all();
   app.add_option("--lora-from", o.lora_from,
                  "go on from a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors, as PEFT's "
                  "save_pretrained or mtrun --export-peft writes it) on the Hugging Face folder it was trained from: "
-                 "its config sets --lora, --lora-alpha, --lora-rslora, --lora-dropout, --lora-dora, the targets and "
+                 "its config sets --lora, --lora-alpha, --lora-rslora, --lora-dropout, --lora-dora, the targets (its "
+                 "target_modules, exclude_modules and layers_to_transform), the rank and alpha patterns and "
                  "--trainable (its modules_to_save, trained whole), its tensors start them; with --forward-only the "
                  "adapters are merged into the weights (for mtgen); a reward model's (task_type SEQ_CLS, its score "
                  "head saved) with --objective reward; trained biases and other PEFT features it does not implement "
@@ -253,7 +271,8 @@ void addOutputFlags(CLI::App& app, Flags& f) {
   for (const char* what_trains : {"--frozen", "--trainable", "--lora"}) app.get_option(what_trains)->excludes(forward_only);
   // The adapter's config says what these would; its tensors go into the initial weights.
   for (const char* said : {"--lora", "--lora-alpha", "--lora-rslora", "--lora-dropout", "--lora-dora", "--lora-targets",
-                           "--lora-experts", "--trainable", "--frozen", "--no-weights"})
+                           "--lora-experts", "--lora-rank-pattern", "--lora-alpha-pattern", "--trainable", "--frozen",
+                           "--no-weights"})
     app.get_option("--lora-from")->excludes(app.get_option(said));
   app.add_flag("--kv-cache", o.kv_cache,
                "with --forward-only: a decode step for mtgen: one new token per sequence attending over a "
@@ -463,6 +482,38 @@ std::optional<int> checkPreferenceFlags(const CLI::App& app, const mt::LossSpec&
   return std::nullopt;
 }
 
+// --lora-rank-pattern and --lora-alpha-pattern, REGEX=VALUE each (split at the last '='), into the
+// options: exit code 2 naming what is wrong.
+std::optional<int> parseLoraPatterns(Flags& f) {
+  for (auto [flag, given, parsed] : {std::tuple{"--lora-rank-pattern", &f.lora_rank_pattern, &f.o.lora_rank_pattern},
+                                     {"--lora-alpha-pattern", &f.lora_alpha_pattern, &f.o.lora_alpha_pattern}}) {
+    const bool rank = parsed == &f.o.lora_rank_pattern;
+    for (const std::string& text : *given) {
+      const size_t eq = text.rfind('=');
+      const std::string pattern = eq == std::string::npos ? "" : text.substr(0, eq);
+      const std::string value = eq == std::string::npos ? "" : text.substr(eq + 1);
+      char* end = nullptr;
+      const double number = value.empty() ? 0.0 : std::strtod(value.c_str(), &end);
+      const bool whole = end && *end == '\0' && number == std::floor(number);
+      const bool ok = !pattern.empty() && end && *end == '\0' &&
+                      (rank ? whole && number >= 1 && number <= 65536 : number >= 1e-6 && number <= 1e6);
+      if (!ok) {
+        std::fprintf(stderr, "mtc: error: %s '%s': give REGEX=%s, %s (e.g. 'mlp\\.=%s')\n", flag, text.c_str(),
+                     rank ? "R" : "ALPHA", rank ? "R an integer in [1, 65536]" : "ALPHA a number in [1e-6, 1e6]",
+                     rank ? "16" : "32");
+        return 2;
+      }
+      try {
+        parsed->push_back({pattern, std::regex(pattern, std::regex::ECMAScript), number});
+      } catch (const std::regex_error& e) {
+        std::fprintf(stderr, "mtc: error: %s '%s' is not a regular expression: %s\n", flag, pattern.c_str(), e.what());
+        return 2;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // The flags that depend on each other or need parsing: exit code 2, naming the problem.
 std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
   mt::CompileOptions& o = f.o;
@@ -503,6 +554,7 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
     }
   }
   if (const auto code = checkPreferenceFlags(app, o.loss)) return code;
+  if (const auto code = parseLoraPatterns(f)) return code;
   if (!app.count("--ranks-per-host")) o.ranks_per_host = o.ranks;  // all on one host
   if (o.ranks % o.ranks_per_host != 0) {
     std::fprintf(stderr, "mtc: error: --ranks %lld is not a whole number of hosts of --ranks-per-host %lld (every host "

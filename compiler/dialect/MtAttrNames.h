@@ -5,8 +5,9 @@
 namespace mt {
 
 // Attribute names shared by the passes and the emitter.
-inline constexpr char kParamAttr[] = "mt.param";         // arg: {name, init, std, bound, of, decay, origin, frozen, lora};
-                                                         // init "weights": from the weights file
+// arg: {name, init, std, bound, of, decay, origin, frozen, lora, lora_rank, lora_alpha, adapter_alpha};
+// init "weights": from the weights file
+inline constexpr char kParamAttr[] = "mt.param";
 inline constexpr char kInputAttr[] = "mt.input";         // arg: "tokens" | "targets" | a named input
 inline constexpr char kConstAttr[] = "mt.const";         // arg: its value (DenseElementsAttr)
 inline constexpr char kOutputAttr[] = "mt.output";       // result of a forward-only function: its name
@@ -21,6 +22,12 @@ inline constexpr char kParamRowsKey[] = "rows";          // in mt.param of a pie
 inline constexpr char kParamFrozenKey[] = "frozen";
 // In mt.param: the weight takes low-rank adapters (mtc --lora; mt-lora adds them).
 inline constexpr char kParamLoraKey[] = "lora";
+// In mt.param of such a weight: its adapters' own rank (i64) and alpha (f32), where not mt-lora's
+// (PEFT's rank_pattern and alpha_pattern).
+inline constexpr char kParamLoraRankKey[] = "lora_rank";
+inline constexpr char kParamLoraAlphaKey[] = "lora_alpha";
+// In mt.param of an adapter's A: its own alpha (f32), the plan's HostTensor.lora_alpha.
+inline constexpr char kParamAdapterAlphaKey[] = "adapter_alpha";
 inline constexpr char kGradRowAttr[] = "mt.grad_row";    // result: first row of a piece's gradient
 // mt-host-embedding: the token lookup of a table parameter runs on the host.
 inline constexpr char kEmbeddedTokensAttr[] = "mt.embedded_tokens";  // arg: the step's tokens' rows of the named table

@@ -107,9 +107,10 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
     out << "host tensors:\n";
     for (int i = 0; i < plan.host_tensors_size(); ++i) {
       const auto& t = plan.host_tensors(i);
-      out << fmt::format("  {:4} {:<9} {:<4} {:<18} {}{}{}{}\n", i,
+      out << fmt::format("  {:4} {:<9} {:<4} {:<18} {}{}{}{}{}\n", i,
                          plan::HostRole_Name(t.role()).substr(5), dtypeLabel(t.dtype()),
                          shapeLabel(t.shape()), t.name(), t.frozen() ? " (frozen)" : "",
+                         t.lora_alpha() != 0.0f ? fmt::format(" (alpha {:g})", t.lora_alpha()) : "",
                          t.role() == plan::ROLE_PARAM && isSplitMaster(plan, i) ? " (split: its STAGING + RESIDUAL)" : "",
                          t.origin().empty() || t.origin() == t.name() ? "" : "  <- ONNX " + t.origin());
     }

@@ -151,7 +151,7 @@ int64_t masterBytes(const plan::Plan& plan) {
 }
 
 bool isLoraAdapter(const std::string& name) {
-  return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight") || isDoraMagnitude(name);
+  return name.ends_with(kLoraASuffix) || name.ends_with(kLoraBSuffix) || isDoraMagnitude(name);
 }
 
 bool isDoraMagnitude(const std::string& name) { return name.ends_with(kDoraMagnitudeSuffix); }

@@ -76,6 +76,9 @@ int64_t unsplitHostBytes(const plan::Plan& plan, const std::function<bool(const 
 // Whether parameter `name` is a LoRA adapter (mtc --lora): "X.lora_A.weight" or "X.lora_B.weight",
 // or a DoRA magnitude "X.lora_magnitude_vector" (mtc --lora-dora), as mt-lora and PEFT name them.
 bool isLoraAdapter(const std::string& name);
+// An adapter's A and B: its weight's stem + these.
+inline constexpr char kLoraASuffix[] = ".lora_A.weight";
+inline constexpr char kLoraBSuffix[] = ".lora_B.weight";
 // A DoRA magnitude's name: its weight's stem + this, PEFT's key (without ".weight").
 inline constexpr char kDoraMagnitudeSuffix[] = ".lora_magnitude_vector";
 bool isDoraMagnitude(const std::string& name);

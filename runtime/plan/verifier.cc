@@ -55,6 +55,10 @@ void verifyHostTensors(const plan::Plan& plan) {
     if (t.frozen() && t.role() != plan::ROLE_PARAM) fail(what + ": only a parameter can be frozen");
     if (t.role() != plan::ROLE_PARAM && (t.init().kind() == plan::Initializer::ROW_NORMS || !t.init().of().empty()))
       fail(what + ": only a parameter has a ROW_NORMS initializer");
+    if (t.lora_alpha() != 0.0f && !(t.role() == plan::ROLE_PARAM && t.name().ends_with(kLoraASuffix)))
+      fail(what + ": only a LoRA adapter's A (\"X" + kLoraASuffix + "\") has an alpha of its own");
+    if (t.lora_alpha() != 0.0f && !(t.lora_alpha() >= 1e-6f && t.lora_alpha() <= 1e6f))
+      fail(what + ": its LoRA alpha " + std::to_string(t.lora_alpha()) + " is not in [1e-6, 1e6]");
     switch (t.role()) {
       case plan::ROLE_PARAM:
         if (t.dtype() != plan::DTYPE_F32) fail(what + ": parameters must be f32");

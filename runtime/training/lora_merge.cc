@@ -11,8 +11,6 @@
 namespace mt {
 namespace {
 
-constexpr char kA[] = ".lora_A.weight", kB[] = ".lora_B.weight";
-
 // Whether A (r, in) and B (out, r) fit a weight (out, in), or A (E, r, in) and B (E, out, r) a
 // stack of experts (E, out, in) or (E, in, out).
 bool adaptersFit(const google::protobuf::RepeatedField<int64_t>& w, const google::protobuf::RepeatedField<int64_t>& a,
@@ -30,11 +28,12 @@ std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan) {
     if (plan.host_tensors(i).role() == plan::ROLE_PARAM) params[plan.host_tensors(i).name()] = i;
   std::vector<LoraAdapter> adapters;
   for (const auto& [name, a] : params) {
-    if (!name.ends_with(kA)) continue;
-    const std::string stem = name.substr(0, name.size() - std::strlen(kA));
-    auto weight = params.find(stem + ".weight"), b = params.find(stem + kB);
+    if (!name.ends_with(kLoraASuffix)) continue;
+    const std::string stem = name.substr(0, name.size() - std::strlen(kLoraASuffix));
+    auto weight = params.find(stem + ".weight"), b = params.find(stem + kLoraBSuffix);
     if (weight == params.end() || b == params.end())
-      throw Error("the plan's LoRA adapter '" + name + "' has no " + (b == params.end() ? stem + kB : stem + ".weight") +
+      throw Error("the plan's LoRA adapter '" + name + "' has no " +
+                  (b == params.end() ? stem + kLoraBSuffix : stem + ".weight") +
                   " beside it (recompile it with mtc --lora)");
     const auto &w = plan.host_tensors(weight->second).shape(), &sa = plan.host_tensors(a).shape(),
                &sb = plan.host_tensors(b->second).shape();
@@ -47,20 +46,24 @@ std::vector<LoraAdapter> loraAdapters(const plan::Plan& plan) {
       if (w.size() != 2 || sm.size() != 1 || sm[0] != w[0])
         throw Error("the plan's DoRA magnitude of '" + stem + ".weight' does not fit it: one element per output");
     }
-    adapters.push_back({weight->second, a, b->second, magnitude == params.end() ? -1 : magnitude->second});
+    // Its own alpha (mtc --lora-alpha-pattern), else the plan's.
+    const float own = plan.host_tensors(a).lora_alpha();
+    adapters.push_back({weight->second, a, b->second, magnitude == params.end() ? -1 : magnitude->second,
+                        own != 0.0f ? own : plan.model().lora_alpha()});
   }
   for (const auto& [name, index] : params)
-    for (const char* suffix : {kB, kDoraMagnitudeSuffix})
-      if (name.ends_with(suffix) && !params.count(name.substr(0, name.size() - std::strlen(suffix)) + kA))
+    for (const char* suffix : {kLoraBSuffix, kDoraMagnitudeSuffix})
+      if (name.ends_with(suffix) && !params.count(name.substr(0, name.size() - std::strlen(suffix)) + kLoraASuffix))
         throw Error("the plan's LoRA adapter '" + name + "' has no lora_A beside it (recompile it with mtc --lora)");
   const auto dora = std::count_if(adapters.begin(), adapters.end(), [](const LoraAdapter& a) { return a.magnitude >= 0; });
   if (dora != 0 && dora != static_cast<long>(adapters.size()))
     throw Error("the plan's LoRA adapters have DoRA magnitudes on " + std::to_string(dora) + " of " +
                 std::to_string(adapters.size()) + " weights, not all or none (recompile it with mtc --lora)");
-  const float alpha = plan.model().lora_alpha();
-  if (!adapters.empty() && !(alpha > 0.0f && std::isfinite(alpha)))
-    throw Error("the plan has LoRA adapters but no alpha to scale them by (ModelInfo.lora_alpha " +
-                std::to_string(alpha) + "): recompile it with mtc --lora");
+  for (const LoraAdapter& adapter : adapters)
+    if (!(adapter.alpha > 0.0 && std::isfinite(adapter.alpha)))
+      throw Error("the plan's LoRA adapter '" + plan.host_tensors(adapter.a).name() + "' has no alpha to scale it " +
+                  "by (ModelInfo.lora_alpha " + std::to_string(plan.model().lora_alpha()) +
+                  "): recompile it with mtc --lora");
   return adapters;
 }
 
@@ -77,7 +80,7 @@ SafetensorsTensor mergedWeight(const plan::Plan& plan, const HostStore& store, c
     throw Error("the plan's LoRA adapters of '" + plan.host_tensors(adapter.weight).name() + "' do not fit its " +
                 "experts' layout, (in, out) " + (in_out ? "here" : "not here"));
   out.data = nullptr;
-  const double scale = loraScale(plan.model().lora_alpha(), r, plan.model().lora_rslora());
+  const double scale = loraScale(adapter.alpha, r, plan.model().lora_rslora());
   out.produce = [&store, adapter, scale, base, stack, experts, r, in, o, in_out](void* buffer) {
     std::vector<float> staged_w, staged_a, staged_b, staged_m;  // where a tensor is produced, not held
     const float* w = f32Values(base, staged_w);

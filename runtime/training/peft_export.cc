@@ -1,5 +1,9 @@
 #include "runtime/training/peft_export.h"
 
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -148,6 +152,44 @@ nlohmann::ordered_json peftTargets(const std::vector<PlacedParam>& params, const
   return targets;
 }
 
+// The value most adapted modules have (the first in the plan's order where several tie), PEFT's
+// r or lora_alpha, and the others as PEFT's rank_pattern or alpha_pattern: a module's leaf
+// name where every adapted module of that leaf has one value other than it (PEFT matches a key
+// against the end of a name), else its full name, escaped.
+struct PeftSetting {
+  nlohmann::ordered_json value;
+  nlohmann::ordered_json pattern = nlohmann::ordered_json::object();
+};
+PeftSetting peftSetting(const std::vector<AdaptedModule>& adapted,
+                        const std::function<nlohmann::ordered_json(const AdaptedModule&)>& of) {
+  std::vector<std::pair<nlohmann::ordered_json, int>> counts;  // in the plan's order
+  for (const AdaptedModule& m : adapted) {
+    auto found = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == of(m); });
+    if (found == counts.end()) counts.push_back({of(m), 1});
+    else ++found->second;
+  }
+  PeftSetting setting;
+  setting.value = std::max_element(counts.begin(), counts.end(), [](const auto& x, const auto& y) {
+                    return x.second < y.second;
+                  })->first;
+  auto leafOf = [](const std::string& module) { return module.substr(module.rfind('.') + 1); };
+  std::map<std::string, std::set<std::string>> values_by_leaf;  // each value's dump
+  for (const AdaptedModule& m : adapted) values_by_leaf[leafOf(m.module)].insert(of(m).dump());
+  for (const AdaptedModule& m : adapted) {
+    if (of(m) == setting.value) continue;
+    const std::string leaf = leafOf(m.module);
+    if (values_by_leaf[leaf].size() == 1) {
+      setting.pattern[leaf] = of(m);
+      continue;
+    }
+    std::string escaped;
+    for (char c : m.module)
+      escaped += std::string(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? "" : "\\") + c;
+    setting.pattern[escaped] = of(m);
+  }
+  return setting;
+}
+
 nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& contents) {
   const plan::ModelInfo& model = plan.model();
   nlohmann::ordered_json config;
@@ -156,8 +198,18 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
   config["task_type"] = hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam) ? "SEQ_CLS" : "CAUSAL_LM";
   config["base_model_name_or_path"] =
       model.hf_source().empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(model.hf_source());
-  config["r"] = plan.host_tensors(contents.adapted.front().adapter.a).shape(0);
-  config["lora_alpha"] = model.lora_alpha();
+  // Each adapter's rank is its A's rows, its alpha its own or the plan's (mtc --lora-rank-pattern,
+  // --lora-alpha-pattern).
+  const PeftSetting rank = peftSetting(contents.adapted, [&](const AdaptedModule& m) {
+    return nlohmann::ordered_json(plan.host_tensors(m.adapter.a).shape(0));
+  });
+  const PeftSetting alpha = peftSetting(contents.adapted, [](const AdaptedModule& m) {
+    return nlohmann::ordered_json(static_cast<float>(m.adapter.alpha));
+  });
+  config["r"] = rank.value;
+  config["lora_alpha"] = alpha.value;
+  config["rank_pattern"] = rank.pattern;
+  config["alpha_pattern"] = alpha.pattern;
   config["lora_dropout"] = model.lora_dropout();
   config["bias"] = "none";
   config["fan_in_fan_out"] = false;

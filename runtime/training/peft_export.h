@@ -6,8 +6,9 @@
 //   module trained whole beside them (mtc --trainable: PEFT's modules_to_save; a reward model's
 //   score head, trained or not) as "base_model.model.<module>.<tensor>", all of its tensors;
 // - adapter_config.json: peft_type LORA, task_type CAUSAL_LM (a reward model's SEQ_CLS, as PEFT's
-//   sequence classifiers save theirs), r, lora_alpha, use_rslora, lora_dropout, use_dora;
-//   target_modules a leaf name where every module of that name is adapted, else the adapted
+//   sequence classifiers save theirs), r and lora_alpha (what most adapters have), rank_pattern
+//   and alpha_pattern (the others': mtc --lora-rank-pattern, --lora-alpha-pattern), use_rslora,
+//   lora_dropout, use_dora; target_modules a leaf name where every module of that name is adapted, else the adapted
 //   modules' full names; modules_to_save their full names; base_model_name_or_path the folder the
 //   model came from.
 // Written whole or not at all. checkPeftExport throws mt::Error, before a run, for what PEFT

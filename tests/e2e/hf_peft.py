@@ -408,7 +408,6 @@ def check_lora_from(bin_dir, work, data, failures):
     for adapter, want in (
             (damaged_adapter(work, peft, "backref", {"target_modules": r"(q)_proj\1"}), "a back-reference"),
             (damaged_adapter(work, peft, "pissa", {"init_lora_weights": "pissa"}), "rewrites the base weights"),
-            (damaged_adapter(work, peft, "layer0", {"layers_to_transform": 0}), "layers_to_transform is 0"),
             (damaged_adapter(work, peft, "not-lora", {"peft_type": "IA3", "foo": 1}), "peft_type is \"IA3\", not LORA"),
             (damaged_adapter(work, peft, "nan", extra={key: nan}), "holds nan at element"),
             (damaged_adapter(work, peft, "expert", extra={

@@ -559,7 +559,9 @@ def rms_norm(x, w, eps):
 def expert_stack(p, name, scale, in_out=False):
     """The stack of experts `name` (E, out, in), or (E, in, out) with `in_out` (gpt-oss's), with
     its LoRA adapters where `p` has them (mtc --lora-experts: A (E, r, in), B (E, out, r)) merged in
-    as PEFT's ParamWrapper merges them for its forward: W_e + scale * B_e A_e."""
+    as PEFT's ParamWrapper merges them for its forward: W_e + scale * B_e A_e (`scale` a number, or
+    a function of the stack's name)."""
+    scale = scale(name) if callable(scale) else scale
     stem = name[:-len(".weight")]
     if stem + ".lora_A.weight" not in p:
         return p[name]
@@ -645,7 +647,9 @@ def adapted(h, p, name, scale, drop=None):
     magnitude `X.lora_magnitude_vector` (mtc --lora-dora), PEFT's DoraLinearLayer.forward instead
     (its order of operations, as mt-lora's): (g - 1) * (x W^T) + g * lora * scale, g = m /
     ||W + scale * B A|| (rows), the norm detached, x the dropped input (PEFT's base_result is the
-    product itself without dropout)."""
+    product itself without dropout). `scale`: a number, or a function of the weight's name (mtc
+    --lora-rank-pattern, --lora-alpha-pattern)."""
+    scale = scale(name) if callable(scale) else scale
     y = h @ p[name].t()
     stem = name[:-len(".weight")]
     a, b = stem + ".lora_A.weight", stem + ".lora_B.weight"
@@ -665,7 +669,8 @@ def adapted(h, p, name, scale, drop=None):
 def forward(p, cfg, tokens, router_logits=None):
     """Logits of models/BuiltinModels.cpp's gpt2 / llama graph; a mixture of experts' router
     logits, layer by layer, appended to `router_logits` when given. Weights with LoRA adapters in
-    `p` add them, scaled by cfg["lora_scale"] (alpha / r, or alpha / sqrt(r) rank-stabilised), their
+    `p` add them, scaled by cfg["lora_scale"] (alpha / r, or alpha / sqrt(r) rank-stabilised; a
+    number, or a function of the weight's name where ranks and alphas differ by weight), their
     input through cfg["lora_drop"] where given (mtc --lora-dropout)."""
     scale, drop = cfg.get("lora_scale", 0.0), cfg.get("lora_drop")
     L, C, H, KV = cfg["layers"], cfg["width"], cfg["heads"], cfg["kv_heads"]

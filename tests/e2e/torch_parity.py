@@ -91,6 +91,18 @@ PRESETS["llama-tiny-dora"] = dict(PRESETS["llama-tiny"], preset="llama-tiny", lo
                                          r"attn\.|mlp\."])
 PRESETS["llama-tiny-dora-dropout"] = dict(PRESETS["llama-tiny-dora"], lora_dropout=0.1,
                                           flags=PRESETS["llama-tiny-dora"]["flags"] + ["--lora-dropout", "0.1"])
+# PEFT's rank_pattern and alpha_pattern (mtc --lora-rank-pattern, --lora-alpha-pattern; the first
+# pattern that finds a weight counts): rank 8 on the MLP's projections, 4 elsewhere; alpha 32 on
+# attention's output, 4 on the MLP's down projection (before 'mlp\.=64', which gives gate and up
+# theirs), 8 elsewhere. Each weight's scale is its own.
+PRESETS["llama-tiny-lora-patterns"] = dict(
+    PRESETS["llama-tiny"], preset="llama-tiny", trainable=r"lora_",
+    lora_rank=lambda name: 8 if ".mlp." in name else 4,
+    lora_scale=lambda name: ((32 if ".attn.o." in name else 4 if ".mlp.down." in name else 64 if ".mlp." in name
+                             else 8) / (8 if ".mlp." in name else 4)),
+    flags=["--lora", "4", "--lora-alpha", "8", "--lora-targets", r"attn\.|mlp\.", "--lora-rank-pattern", r"mlp\.=8",
+           "--lora-alpha-pattern", r"attn\.o=32", "--lora-alpha-pattern", r"mlp\.down=4", "--lora-alpha-pattern",
+           r"mlp\.=64"])
 # PEFT's target_parameters (mtc --lora-experts): rank-4 adapters on each expert of every stack,
 # beside attention's projections; the twin merges each expert's B_e A_e into its weight as PEFT's
 # ParamWrapper does, mtc runs them as two grouped products. Qwen3-MoE's stacks are (E, out, in),
@@ -153,6 +165,12 @@ def main():
             failures.append(f"frozen parameters: gradients dumped {dumped}, weights changed {changed}, "
                             f"{len(trained)} trained")
         print(f"frozen: {len(frozen)} of {len(params)} tensors, no gradient dumped, weights unchanged to the bit")
+    if "lora_rank" in cfg:  # each adapter's rank its own
+        ranks = {n: start[n].shape[0] for n in start if n.endswith(".lora_A.weight")}
+        wrong = {n: r for n, r in ranks.items() if r != cfg["lora_rank"](n)}
+        if wrong or not ranks:
+            failures.append(f"LoRA ranks: {wrong or 'no adapters'}")
+        print(f"LoRA ranks: {sorted(set(ranks.values()))} over {len(ranks)} adapters, each as its pattern says")
     magnitudes = sorted(n for n in start if n.endswith(".lora_magnitude_vector"))
     if magnitudes:  # DoRA's m starts at its weight's row norms (PEFT's DoraLinearLayer.update_layer)
         worst_m = max(ref.rel_err(start[n], torch.linalg.norm(start[n[:-len("lora_magnitude_vector")] + "weight"], dim=1))

@@ -104,6 +104,7 @@ printf '%s' '{"peft_type": "LORA", "r": 4, "target_modules": "^model\\.layers\\.
 printf '%s' '{"peft_type": "LORA", "r": 16, "lora_alpha": 32, "target_modules": "all-linear"}' > seeds/peft_config/all_linear.json
 printf '%s' '{"peft_type": "LORA", "r": 8, "lora_alpha": 8, "use_dora": true, "target_modules": ["q_proj"]}' > seeds/peft_config/dora.json
 printf '%s' '{"peft_type": "LORA", "task_type": "SEQ_CLS", "r": 4, "target_modules": ["q_proj"], "modules_to_save": ["classifier", "score"]}' > seeds/peft_config/seq_cls.json
+printf '%s' '{"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "k_proj"], "rank_pattern": {"^model.layers.0.self_attn.q_proj": 4, "k_proj": 8}, "alpha_pattern": {"q_.*": 16}, "layers_to_transform": [0], "layers_pattern": "layers", "exclude_modules": ["v_proj"]}' > seeds/peft_config/patterns.json
 printf 'steps = 3\nlr = 0.001\nwarmup = 1\ngrad-clip = 0.5\non-nonfinite = "skip"\n' > seeds/config/run.toml
 printf '[default]\nseed=7\nval-fraction=0.1\nlog="l.jsonl"\n' > seeds/config/run.ini
 # Small PyTorch exports (GPT-2, Llama; opsets 17 and 14) and ONNX's own one-op node tests.

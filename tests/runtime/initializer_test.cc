@@ -49,6 +49,15 @@ plan::HostTensor* addParam(plan::Plan& plan, const std::string& name, std::vecto
   return t;
 }
 
+// Layer 0's q and v (6, 4), each with rank-2 adapters: tensors 0-2 and 3-5.
+void addAdaptedQAndV(plan::Plan& plan) {
+  for (const char* w : {"layers.0.attn.q", "layers.0.attn.v"}) {
+    addParam(plan, std::string(w) + ".weight", {6, 4});
+    addParam(plan, std::string(w) + ".lora_A.weight", {2, 4});
+    addParam(plan, std::string(w) + ".lora_B.weight", {6, 2});
+  }
+}
+
 // Each row's L2 norm: 3-4-0 rows and a zero row.
 TEST(RowNorms, AreEachRowsLength) {
   const std::vector<float> w = {3, 4, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};  // (3, 4)
@@ -145,7 +154,7 @@ TEST(LoraAdapters, PairWithTheirWeightOrAreRefused) {
   addParam(plan, "layers.0.attn.q.lora_B.weight", {6, 2});
   addParam(plan, "norm.weight", {4});
   plan::Plan unscaled = plan;  // adapters, but no alpha to merge them with
-  test::expectError([&] { loraAdapters(unscaled); }, "no alpha to scale them by");
+  test::expectError([&] { loraAdapters(unscaled); }, "'layers.0.attn.q.lora_A.weight' has no alpha to scale it by");
   plan.mutable_model()->set_lora_alpha(8.0f);
   const std::vector<LoraAdapter> adapters = loraAdapters(plan);
   ASSERT_EQ(adapters.size(), 1u);
@@ -161,6 +170,30 @@ TEST(LoraAdapters, PairWithTheirWeightOrAreRefused) {
   plan::Plan lone = plan;
   lone.mutable_host_tensors(2)->set_name("layers.0.attn.k.lora_B.weight");
   test::expectError([&] { loraAdapters(lone); }, "has no layers.0.attn.q.lora_B.weight beside it");
+}
+
+// An adapter's alpha: A's own (mtc --lora-alpha-pattern), else the plan's; the verifier takes an
+// own alpha on an A only, within [1e-6, 1e6].
+TEST(LoraAdapters, OwnAlphaOrThePlans) {
+  plan::Plan plan;
+  addAdaptedQAndV(plan);
+  plan.mutable_host_tensors(1)->set_lora_alpha(32.0f);
+  test::expectError([&] { loraAdapters(plan); }, "'layers.0.attn.v.lora_A.weight' has no alpha to scale it by");
+  plan.mutable_model()->set_lora_alpha(8.0f);
+  const std::vector<LoraAdapter> adapters = loraAdapters(plan);
+  ASSERT_EQ(adapters.size(), 2u);
+  EXPECT_EQ(adapters[0].alpha, 32.0);
+  EXPECT_EQ(adapters[1].alpha, 8.0);
+  // The host tensors pass; the verifier goes on to the program this plan does not have.
+  test::expectError([&] { verifyPlan(plan); }, "needs at least one output");
+  plan::Plan on_b = plan;
+  on_b.mutable_host_tensors(2)->set_lora_alpha(4.0f);
+  test::expectError([&] { verifyPlan(on_b); }, "only a LoRA adapter's A (\"X.lora_A.weight\") has an alpha of its own");
+  for (float wrong : {std::nanf(""), 1e7f, -1.0f}) {
+    plan::Plan bad = plan;
+    bad.mutable_host_tensors(1)->set_lora_alpha(wrong);
+    test::expectError([&] { verifyPlan(bad); }, "is not in [1e-6, 1e6]");
+  }
 }
 
 // A stack of experts' adapters (mtc --lora-experts): A (E, r, in) and B (E, out, r) for a stack
@@ -191,11 +224,7 @@ TEST(LoraAdapters, ExpertStacksPairOrAreRefused) {
 TEST(LoraAdapters, DoraMagnitudesPairOrAreRefused) {
   plan::Plan plan;
   plan.mutable_model()->set_lora_alpha(8.0f);
-  for (const char* w : {"layers.0.attn.q", "layers.0.attn.v"}) {
-    addParam(plan, std::string(w) + ".weight", {6, 4});
-    addParam(plan, std::string(w) + ".lora_A.weight", {2, 4});
-    addParam(plan, std::string(w) + ".lora_B.weight", {6, 2});
-  }
+  addAdaptedQAndV(plan);
   addParam(plan, "layers.0.attn.q.lora_magnitude_vector", {6});
   EXPECT_TRUE(isLoraAdapter("layers.0.attn.q.lora_magnitude_vector"));
   test::expectError([&] { loraAdapters(plan); }, "DoRA magnitudes on 1 of 2 weights, not all or none");
