@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -44,12 +45,13 @@ std::optional<int64_t> layerIndex(const std::vector<std::string>& layers_pattern
     start = dot + 1;
   }
   auto number = [](const std::string& s) {
-    return !s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
   const std::vector<std::string> any{""};  // "" stands for any component
   for (const std::string& name : layers_pattern.empty() ? any : layers_pattern)
     for (size_t j = 1; j + 2 < parts.size(); ++j)
-      if ((name.empty() || parts[j] == name) && number(parts[j + 1])) return std::stoll(parts[j + 1]);
+      if ((name.empty() || parts[j] == name) && number(parts[j + 1]))  // past 9 digits: no layer a config lists
+        return parts[j + 1].size() > 9 ? INT64_MAX : std::stoll(parts[j + 1]);
   return std::nullopt;
 }
 
@@ -70,13 +72,23 @@ bool isTarget(const PeftAdapter& adapter, const std::string& module, ExpertLayou
   if (!namedIn(adapter.targets, module)) return false;
   if (!adapter.layers) return true;
   const std::optional<int64_t> layer = layerIndex(adapter.layers_pattern, module);
-  return layer && std::find(adapter.layers->begin(), adapter.layers->end(), *layer) != adapter.layers->end();
+  return layer && adapter.layers->count(*layer);
+}
+
+// Whether `module` ends with `tail` (a pattern's plain key), after a '.' or as a whole.
+bool endsWithTail(const std::string& module, const std::string& tail) {
+  if (module.size() < tail.size()) return false;
+  const size_t start = module.size() - tail.size();
+  if (start != 0 && module[start - 1] != '.') return false;
+  for (size_t i = 0; i < tail.size(); ++i)
+    if (tail[i] != PeftAdapter::Pattern::kAnyCharacter && tail[i] != module[start + i]) return false;
+  return true;
 }
 
 // The value of the first of `patterns` matching `module`, else `fallback`.
 double patternValue(const std::vector<PeftAdapter::Pattern>& patterns, const std::string& module, double fallback) {
   for (const PeftAdapter::Pattern& p : patterns)
-    if (p.expression.fullMatch(module)) return p.value;
+    if (p.tail ? endsWithTail(module, *p.tail) : p.expression.fullMatch(module)) return p.value;
   return fallback;
 }
 

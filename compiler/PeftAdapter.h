@@ -11,6 +11,7 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,13 +43,16 @@ struct PeftAdapter {
   std::optional<ModuleExpression> exclude_expression;
   // layers_to_transform (with a list of target_modules): only the modules of these layers, each
   // layer's index the first number after one of layers_pattern's names (or after any name).
-  std::optional<std::vector<int64_t>> layers;
+  std::optional<std::set<int64_t>> layers;
   std::vector<std::string> layers_pattern;
   // rank_pattern and alpha_pattern: a module's own rank or alpha, from the first key (in the
   // file's order) matching the end of its name, as PEFT's get_pattern_key finds it.
   struct Pattern {
+    static constexpr char kAnyCharacter = '\x01';  // in `tail`: Python's '.'
     std::string key;
     ModuleExpression expression;  // PEFT's "(.*\.)?(key)$"
+    // A key of word characters and dots: the end of a name it matches, compared directly.
+    std::optional<std::string> tail;
     double value;
   };
   std::vector<Pattern> rank_pattern, alpha_pattern;

@@ -1,11 +1,14 @@
 // adapter_config.json of mtc --lora-from (compiler/PeftAdapter.h), read strictly: a PEFT setting
-// changes the computation, is inert, or is off; only LoRA's plain form (and DoRA) is taken. Read in
-// the file's order: rank_pattern and alpha_pattern take their first matching key.
+// changes the computation, is inert, or is off; only LoRA's plain form (and DoRA) is taken.
+// rank_pattern and alpha_pattern take their first matching key in the file's order (Python's
+// dict), which a second, event-driven reading of the text records.
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -23,7 +26,7 @@
 namespace mt {
 namespace {
 
-using json = nlohmann::ordered_json;
+using nlohmann::json;
 
 // Settings PEFT records that change nothing mtc computes (bookkeeping, inference switches, an
 // initialisation the file's values replace), and those read below.
@@ -104,27 +107,81 @@ bool flag(const json& config, const char* key, bool fallback, const std::string&
   return value.get<bool>();
 }
 
-// rank_pattern or alpha_pattern (`key`): at most 4096 keys of 1 to 256 characters, each an
-// expression PEFT matches against the end of a module's name, with a value in [low, high] (an
-// integer where `whole`).
-std::vector<PeftAdapter::Pattern> readPattern(const json& config, const char* key, double low, double high, bool whole,
-                                              const std::string& path) {
+// The keys of the top-level members `members` (objects) in the order the text gives them, each
+// once (Python keeps a repeated key's first place): nlohmann::json keeps an object's keys sorted,
+// and its ordered form takes time quadratic in an object's size to parse. The text parsed already.
+class KeyOrder : public nlohmann::json_sax<json> {
+ public:
+  explicit KeyOrder(std::set<std::string> members) : members_(std::move(members)) {}
+  std::map<std::string, std::vector<std::string>> order;
+
+  bool key(string_t& k) override {
+    if (depth_ == 1) member_ = k;
+    if (depth_ == 2 && members_.count(member_) && seen_[member_].insert(k).second) order[member_].push_back(k);
+    return true;
+  }
+  bool start_object(std::size_t) override { return ++depth_, true; }
+  bool end_object() override { return --depth_, true; }
+  bool start_array(std::size_t) override { return ++depth_, true; }
+  bool end_array() override { return --depth_, true; }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  std::set<std::string> members_;
+  std::map<std::string, std::set<std::string>> seen_;
+  std::string member_;
+  int depth_ = 0;
+};
+
+// A key of word characters, '.' (any character, as in Python) and '\.' (a dot) as the end of a
+// name it must match character for character (kAnyCharacter for '.'); none for any other key.
+std::optional<std::string> literalTail(const std::string& key) {
+  std::string tail;
+  for (size_t i = 0; i < key.size(); ++i) {
+    const char c = key[i];
+    if (c == '\\' && i + 1 < key.size() && key[i + 1] == '.') tail += key[++i];
+    else if (c == '.') tail += PeftAdapter::Pattern::kAnyCharacter;
+    else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') tail += c;
+    else return std::nullopt;
+  }
+  return tail;
+}
+
+// rank_pattern or alpha_pattern (`key`), its keys in `order`: at most 4096 keys of 1 to 256
+// characters (expressions other than plain names 16 KiB in all), each an expression PEFT matches
+// against the end of a module's name, with a value in [low, high] (an integer where `whole`).
+std::vector<PeftAdapter::Pattern> readPattern(const json& config, const char* key, const std::vector<std::string>& order,
+                                              double low, double high, bool whole, const std::string& path) {
   const json value = config.value(key, json());
   if (isOff(value)) return {};
   if (!value.is_object() || value.size() > 4096)
     throw Error(fmt::format("{}: {} must be an object of at most 4096 module names or expressions, not {}", path, key,
                             jsonBrief(value)));
   std::vector<PeftAdapter::Pattern> patterns;
-  for (const auto& [name, v] : value.items()) {
+  size_t expression_chars = 0;
+  for (const std::string& name : order) {
+    const json& v = value.at(name);
     if (name.empty() || name.size() > 256)
       throw Error(fmt::format("{}: {} has a key of {} characters (1 to 256)", path, key, name.size()));
     const bool fits = whole ? v.is_number_integer() : v.is_number();
     if (!fits || !(v.get<double>() >= low && v.get<double>() <= high))
       throw Error(fmt::format("{}: {}['{}'] must be {} in [{:g}, {:g}], not {}", path, key, name,
                               whole ? "an integer" : "a number", low, high, jsonBrief(v)));
-    // PEFT's get_pattern_key: re.match(rf"(.*\.)?({key})$", module), a full match of this.
+    // PEFT's get_pattern_key: re.match(rf"(.*\.)?({key})$", module), a full match of this; the
+    // key parsed alone first, so that it cannot close the group around it.
     const std::string what = fmt::format("{}: {}['{}']", path, key, name);
-    patterns.push_back({name, ModuleExpression::parse("(.*\\.)?(" + name + ")", what), v.get<double>()});
+    ModuleExpression::parse(name, what);
+    std::optional<std::string> tail = literalTail(name);
+    if (!tail && (expression_chars += name.size()) > 16384)
+      throw Error(fmt::format("{}: {}'s keys other than module names hold more than 16384 characters", path, key));
+    patterns.push_back({name, ModuleExpression::parse("(.*\\.)?(" + name + ")", what), std::move(tail), v.get<double>()});
   }
   return patterns;
 }
@@ -143,12 +200,11 @@ void readExcluded(const json& value, const std::string& path, PeftAdapter& adapt
 void readLayers(const json& config, const std::string& path, PeftAdapter& adapter) {
   const json layers = config.value("layers_to_transform", json());
   const json pattern = config.value("layers_pattern", json());
-  if (isOff(layers)) {
-    if (!isOff(pattern))
-      throw Error(path + ": layers_pattern is " + jsonBrief(pattern) +
-                  " without layers_to_transform (PEFT refuses it too)");
-    return;
-  }
+  if (layers.is_boolean())  // Python's False is 0, True 1: a layer index by accident
+    throw Error(path + ": layers_to_transform is " + jsonBrief(layers) + ": give a layer index or a list of them");
+  if (layers.is_null() && !isOff(pattern))
+    throw Error(path + ": layers_pattern is " + jsonBrief(pattern) + " without layers_to_transform (PEFT refuses it too)");
+  if (isOff(layers)) return;  // none, or [] (PEFT: every layer)
   if (adapter.targets.empty())
     throw Error(path + ": layers_to_transform with target_modules " +
                 (adapter.all_linear ? "all-linear" : "an expression") +
@@ -162,9 +218,9 @@ void readLayers(const json& config, const std::string& path, PeftAdapter& adapte
   adapter.layers.emplace();
   if (layers.is_array()) {
     if (layers.size() > 1000000) throw Error(path + ": layers_to_transform lists more than 1000000 layers");
-    for (const json& v : layers) adapter.layers->push_back(index(v));
+    for (const json& v : layers) adapter.layers->insert(index(v));
   } else {
-    adapter.layers->push_back(index(layers));
+    adapter.layers->insert(index(layers));
   }
   if (isOff(pattern)) return;
   adapter.layers_pattern = pattern.is_string() ? std::vector<std::string>{pattern.get<std::string>()}
@@ -198,9 +254,12 @@ void readTargets(const json& value, const std::string& path, PeftAdapter& adapte
 
 PeftAdapter readPeftAdapter(const std::string& dir) {
   const std::string path = dir + "/" + kPeftConfigFile;
-  const json config = parseOrderedJsonInput(
-      readWholeFile(path, "PEFT adapter config", "--lora-from takes the folder PEFT's save_pretrained writes"), path);
+  const std::string text =
+      readWholeFile(path, "PEFT adapter config", "--lora-from takes the folder PEFT's save_pretrained writes");
+  const json config = parseJsonInput(text, path);
   if (!config.is_object()) throw Error(path + " is not a JSON object");
+  KeyOrder order({"rank_pattern", "alpha_pattern"});
+  json::sax_parse(text, &order);
   if (config.value("peft_type", json()) != "LORA")
     throw Error(path + ": peft_type is " + jsonBrief(config.value("peft_type", json())) + ", not LORA");
   const json task = config.value("task_type", json());
@@ -225,8 +284,8 @@ PeftAdapter readPeftAdapter(const std::string& dir) {
   if (!isOff(saved)) adapter.saved = moduleNames(saved, path + ": modules_to_save");
   readExcluded(config.value("exclude_modules", json()), path, adapter);
   readLayers(config, path, adapter);
-  adapter.rank_pattern = readPattern(config, "rank_pattern", 1, 65536, true, path);
-  adapter.alpha_pattern = readPattern(config, "alpha_pattern", 1e-6, 1e6, false, path);
+  adapter.rank_pattern = readPattern(config, "rank_pattern", order.order["rank_pattern"], 1, 65536, true, path);
+  adapter.alpha_pattern = readPattern(config, "alpha_pattern", order.order["alpha_pattern"], 1e-6, 1e6, false, path);
   const std::string weights = dir + "/" + kPeftWeightsFile;
   struct stat st {};
   if (stat(weights.c_str(), &st) != 0 && stat((dir + "/adapter_model.bin").c_str(), &st) == 0)

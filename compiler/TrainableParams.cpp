@@ -36,7 +36,8 @@ int firstPattern(const CompileOptions& o, const std::vector<CompileOptions::Lora
 }
 
 // A target's own rank and alpha in its mt.param (mt-lora's lora_rank, lora_alpha), where
-// --lora-from's config or the patterns give them; counts each pattern's finds in `found`.
+// --lora-from's config or the patterns give them; counts the weights each pattern decides in
+// `found` (a pattern whose weights an earlier one takes decides none).
 void markOwnRankAndAlpha(func::FuncOp func, unsigned index, const CompileOptions& o, std::vector<int>& rank_found,
                          std::vector<int>& alpha_found) {
   const StringRef name = paramName(func, index);
@@ -62,8 +63,9 @@ std::string unusedPattern(const CompileOptions& o, const std::vector<int>& rank_
                                        {"--lora-alpha-pattern", &o.lora_alpha_pattern, &alpha_found}})
     for (size_t i = 0; i < patterns->size(); ++i)
       if ((*found)[i] == 0)
-        return fmt::format("{} '{}' finds no adapted weight (it is searched among those --lora-targets and "
-                           "--lora-experts adapt)", flag, (*patterns)[i].text);
+        return fmt::format("{} '{}' decides no adapted weight's {}: it finds none (it is searched among those "
+                           "--lora-targets and --lora-experts adapt), or an earlier one takes each it finds",
+                           flag, (*patterns)[i].text, flag == std::string("--lora-rank-pattern") ? "rank" : "alpha");
   return "";
 }
 

@@ -1,5 +1,6 @@
 // mtc: compile a model into a training plan.
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -157,7 +158,7 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
   app.add_option("--lora-rank-pattern", f.lora_rank_pattern,
                  "with --lora: REGEX=R, the adapted weights the expression finds (searched as --lora-targets') get "
                  "rank R instead of --lora's (PEFT's rank_pattern); repeatable, the first that finds a weight "
-                 "counts; each must find one")
+                 "counts; each must decide one weight's rank")
       ->needs(lora)
       ->allow_extra_args(false)
       ->take_all();
@@ -492,8 +493,10 @@ std::optional<int> parseLoraPatterns(Flags& f) {
       const size_t eq = text.rfind('=');
       const std::string pattern = eq == std::string::npos ? "" : text.substr(0, eq);
       const std::string value = eq == std::string::npos ? "" : text.substr(eq + 1);
-      char* end = nullptr;
-      const double number = value.empty() ? 0.0 : std::strtod(value.c_str(), &end);
+      char* end = nullptr;  // a plain decimal number: no space, sign, hexadecimal, inf or nan
+      const bool plain = !value.empty() && value.find_first_not_of("0123456789.eE-") == std::string::npos &&
+                         std::isdigit(static_cast<unsigned char>(value[0]));
+      const double number = plain ? std::strtod(value.c_str(), &end) : 0.0;
       const bool whole = end && *end == '\0' && number == std::floor(number);
       const bool ok = !pattern.empty() && end && *end == '\0' &&
                       (rank ? whole && number >= 1 && number <= 65536 : number >= 1e-6 && number <= 1e6);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <set>
@@ -40,8 +42,8 @@ std::vector<PlacedParam> placedParams(const plan::Plan& plan, ExpertLayout layou
 }
 
 // What the folder holds: the adapted modules with their adapters, and the modules trained whole
-// (modules_to_save) with every tensor of theirs (Hugging Face's name, host tensor), each list in
-// the plan's order.
+// (modules_to_save) with every tensor of theirs (Hugging Face's name, host tensor): the adapted
+// ones by plan name (loraAdapters' order), the saved ones in the plan's order.
 struct AdaptedModule {
   std::string module;
   LoraAdapter adapter;
@@ -152,7 +154,18 @@ nlohmann::ordered_json peftTargets(const std::vector<PlacedParam>& params, const
   return targets;
 }
 
-// The value most adapted modules have (the first in the plan's order where several tie), PEFT's
+// `value` as the shortest decimal that reads back to it (an alpha 0.1 is 0.1 in the file, not the
+// float's 0.10000000149011612, which a bound of 1e-6 would also see below it).
+nlohmann::ordered_json shortestDecimal(float value) {
+  char text[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, static_cast<double>(value));
+    if (std::strtof(text, nullptr) == value) break;
+  }
+  return std::strtod(text, nullptr);
+}
+
+// The value most adapted modules have (the first by plan name where several tie), PEFT's
 // r or lora_alpha, and the others as PEFT's rank_pattern or alpha_pattern: a module's leaf
 // name where every adapted module of that leaf has one value other than it (PEFT matches a key
 // against the end of a name), else its full name, escaped.
@@ -162,7 +175,7 @@ struct PeftSetting {
 };
 PeftSetting peftSetting(const std::vector<AdaptedModule>& adapted,
                         const std::function<nlohmann::ordered_json(const AdaptedModule&)>& of) {
-  std::vector<std::pair<nlohmann::ordered_json, int>> counts;  // in the plan's order
+  std::vector<std::pair<nlohmann::ordered_json, int>> counts;  // by plan name
   for (const AdaptedModule& m : adapted) {
     auto found = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == of(m); });
     if (found == counts.end()) counts.push_back({of(m), 1});
@@ -204,7 +217,7 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
     return nlohmann::ordered_json(plan.host_tensors(m.adapter.a).shape(0));
   });
   const PeftSetting alpha = peftSetting(contents.adapted, [](const AdaptedModule& m) {
-    return nlohmann::ordered_json(static_cast<float>(m.adapter.alpha));
+    return shortestDecimal(static_cast<float>(m.adapter.alpha));
   });
   config["r"] = rank.value;
   config["lora_alpha"] = alpha.value;

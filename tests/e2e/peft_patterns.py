@@ -92,10 +92,19 @@ def check_patterns_round_trip(bin_dir, work, data, failures):
     # PEFT's other forms of the same patterns: expressions matched at a name's end, the first
     # matching key in the file's order counting; in the other order, layer 1's q_proj takes rank 4.
     forms = {"^model.layers.1.self_attn.q_proj": 2, r"layers\.\d\.mlp\..*": 8, r"self_attn\.._proj": 4}
-    ref.run([f"{bin_dir}/mtc", folder, *SHAPE, "-o", back, "--lora-from",
+    forms_plan = os.path.join(work, "forms.plan")
+    ref.run([f"{bin_dir}/mtc", folder, *SHAPE, "-o", forms_plan, "--lora-from",
              damaged_adapter(work, peft, "forms", {"rank_pattern": forms, "r": 6, "alpha_pattern": {"o_.*": 16}})])
-    if not same_weights(back, plan.replace("patterns.plan", "patterns-from.plan")):
+    if not same_weights(forms_plan, back):
         failures.append(f"--lora-from with rank_pattern {forms}: not the weights of --export-peft's form")
+    # The alphas (which the starting weights do not show): the two o_proj As carry 16, no other one.
+    for p in (back, forms_plan):
+        tensors = subprocess.run([f"{bin_dir}/mtdump", p, "--tensors"], check=True, capture_output=True,
+                                 text=True).stdout
+        own = sorted(line.split()[4] for line in tensors.splitlines() if "(alpha " in line)
+        if own != ["layers.0.attn.o.lora_A.weight", "layers.1.attn.o.lora_A.weight"] or \
+                tensors.count("(alpha 16)") != 2:
+            failures.append(f"--lora-from {os.path.basename(p)}: own alphas on {own}, want the o_proj As at 16")
     reordered = dict(reversed(list(forms.items())))
     lora_from_refused(bin_dir, work, damaged_adapter(work, peft, "reordered", {"rank_pattern": reordered}),
                       "needs [4, 64]", failures, model=folder)
@@ -109,10 +118,15 @@ def check_layers_and_exclusions(bin_dir, work, failures):
     the file's other tensors refused as having no place; forms PEFT refuses, refused."""
     folder = os.path.join(work, NAME)
     plan, peft = os.path.join(work, "qv.plan"), os.path.join(work, "qv-peft")
-    ref.run([f"{bin_dir}/mtc", folder, *SHAPE, "-o", plan, "--lora", "4", "--lora-targets", "(q|v)_proj"])
+    ref.run([f"{bin_dir}/mtc", folder, *SHAPE, "-o", plan, "--lora", "4", "--lora-targets", "(q|v)_proj",
+             "--lora-alpha-pattern", "v_proj=0.1"])
     ref.run([f"{bin_dir}/mtrun", plan, "--steps", "1", "--export-peft", peft, "--data",
              ref.make_corpus(bin_dir, work)])
     keys = read_hf_safetensors(os.path.join(peft, "adapter_model.safetensors"))
+    with open(os.path.join(peft, "adapter_config.json")) as f:
+        alphas = json.load(f)["alpha_pattern"]
+    if alphas != {"v_proj": 0.1}:  # the shortest decimal of the float, not 0.10000000149011612
+        failures.append(f"--export-peft of an alpha of 0.1: alpha_pattern {alphas}")
 
     def without(*parts):  # the file's adapters but those of modules naming every part
         return [k for k in keys if all(p in k for p in parts)]
@@ -122,7 +136,9 @@ def check_layers_and_exclusions(bin_dir, work, failures):
         ("layer0", {"layers_to_transform": 0}, without("layers.1."), ["layers.0.attn.q", "layers.0.attn.v"]),
         ("no-v", {"exclude_modules": ["v_proj"]}, without("v_proj"), ["layers.0.attn.q", "layers.1.attn.q"]),
         ("no-v0", {"exclude_modules": r".*\.0\.self_attn\.v_proj"}, without("layers.0.", "v_proj"),
-         ["layers.0.attn.q", "layers.1.attn.q", "layers.1.attn.v"]))
+         ["layers.0.attn.q", "layers.1.attn.q", "layers.1.attn.v"]),
+        ("all-layers", {"layers_to_transform": [], "layers_pattern": "layers"}, [],  # PEFT: [] is every layer
+         ["layers.0.attn.q", "layers.0.attn.v", "layers.1.attn.q", "layers.1.attn.v"]))
     for tag, change, dropped, want in cases:
         adapter = damaged_adapter(work, peft, tag, change)
         tensors = {k: v for k, v in keys.items() if k not in dropped}
@@ -131,14 +147,16 @@ def check_layers_and_exclusions(bin_dir, work, failures):
         got = adapters_of(ref.read_safetensors(os.path.join(work, tag + ".safetensors")))
         if got != want:
             failures.append(f"--lora-from with {change}: adapts {got}, want {want}")
-        # The whole file: the tensors of the modules left out have no place.
-        lora_from_refused(bin_dir, work, damaged_adapter(work, peft, tag + "-all", change), "which has no place",
-                          failures, model=folder)
+        if dropped:  # the whole file: the tensors of the modules left out have no place
+            lora_from_refused(bin_dir, work, damaged_adapter(work, peft, tag + "-all", change), "which has no place",
+                              failures, model=folder)
     print(f"layers_to_transform and exclude_modules: {len(cases)} configs adapt what PEFT would, the rest refused")
     for change, want in (({"layers_to_transform": [1], "target_modules": "all-linear"}, "PEFT takes layers only"),
                          ({"layers_to_transform": [1], "layers_pattern": "lay.rs"}, "not an expression"),
                          ({"layers_pattern": "layers"}, "without layers_to_transform"),
                          ({"layers_to_transform": [-1]}, "each must be a layer index"),
+                         ({"layers_to_transform": False}, "give a layer index or a list of them"),
+                         ({"rank_pattern": {"self_attn)|(x": 8}}, "rank_pattern['self_attn)|(x']"),
                          ({"rank_pattern": {"q_proj": 0}}, "rank_pattern['q_proj'] must be an integer"),
                          ({"alpha_pattern": {"q_proj": "8"}}, "alpha_pattern['q_proj'] must be a number"),
                          ({"rank_pattern": {"(q_proj": 8}}, "rank_pattern['(q_proj']"),
@@ -147,11 +165,15 @@ def check_layers_and_exclusions(bin_dir, work, failures):
 
 
 def check_flag_refusals(bin_dir, work, failures):
-    """mtc's pattern flags: a malformed one and one that finds no adapted weight, each named."""
+    """mtc's pattern flags: malformed ones, one that finds no adapted weight and one hidden behind an
+    earlier one, each named."""
     for flags, want in ((["--lora-rank-pattern", "mlp=2.5"], "R an integer in [1, 65536]"),
                         (["--lora-alpha-pattern", "mlp"], "give REGEX=ALPHA"),
                         (["--lora-rank-pattern", "(mlp=8"], "is not a regular expression"),
-                        (["--lora-alpha-pattern", "norm=4"], "--lora-alpha-pattern 'norm' finds no adapted weight")):
+                        (["--lora-rank-pattern", "mlp=0x10"], "R an integer in [1, 65536]"),
+                        (["--lora-alpha-pattern", "norm=4"], "--lora-alpha-pattern 'norm' decides no adapted weight's"),
+                        (["--lora-rank-pattern", "attn=8", "--lora-rank-pattern", r"attn\.q=2"],
+                         r"--lora-rank-pattern 'attn\.q' decides no adapted weight's rank")):
         r = subprocess.run([f"{bin_dir}/mtc", "llama-tiny", "--lora", "4", "-o", os.path.join(work, "flag.plan"),
                             *flags], capture_output=True, text=True)
         if r.returncode == 0 or want not in r.stderr or os.path.exists(os.path.join(work, "flag.plan")):
