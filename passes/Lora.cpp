@@ -3,7 +3,7 @@
 //
 //   y = mt.matmul(x, W) {transpose_b}                      W (out, in)
 //   ->  y = mt.matmul(x, W) {transpose_b}
-//           + mt.scale(mt.matmul(mt.matmul(x, A) {transpose_b}, B) {transpose_b}) {factor = scale}
+//           + mt.matmul(mt.scale(mt.matmul(x, A) {transpose_b}) {factor = scale}, B) {transpose_b}
 //
 // with A (rank, in) and B (out, rank) parameters of their own, named as PEFT names them (W's
 // name with ".lora_A" / ".lora_B" before its last ".weight"): A uniform in +-1/sqrt(in) (the
@@ -11,7 +11,9 @@
 // the model. The new ops take the product's location (its layer block). Which parameters train
 // is the driver's (compiler/TrainableParams.h: with LoRA the rest is frozen); this pass only
 // adds the adapters. A target read otherwise than as such a product's weight is an error.
-// The scale is alpha / rank, or alpha / sqrt(rank) with rslora (loraScale). Dropout p > 0 puts
+// The scale is alpha / rank, or alpha / sqrt(rank) with rslora (loraScale), applied to x A^T (rank
+// columns) rather than to the update (out columns, as PEFT scales it): the same product, rounded
+// otherwise, one pass over a rank-wide activation instead of an out-wide one. Dropout p > 0 puts
 // mt.dropout on x before A, one site per product, numbered in the function's order after its
 // existing sites. With dora (PEFT's use_dora, Liu et al. 2024), a magnitude m (out) beside them,
 // initialised to W's row norms (init "row_norms"), and the product's update is PEFT's
@@ -19,8 +21,10 @@
 //
 //   (g - 1) * (x' W^T) + g * scale * (x' A^T) B^T,   g = m / ||W + scale * B A|| (each output row)
 //
-// x' the dropped x (without dropout, x' W^T is the product itself), the norm marked
-// mt.stop_gradient as PEFT detaches it (the DoRA paper's section 4.3). A target that is a stack of
+// x' the dropped x, the norm marked mt.stop_gradient as PEFT detaches it (the DoRA paper's section
+// 4.3). Without dropout x' W^T is the product y itself, and y plus that term is g * (y + scale *
+// (x A^T) B^T): two passes over the output (add, mul) instead of PEFT's five, and one output-sized
+// activation for the backward instead of two; with dropout, PEFT's form with x' W^T computed again. A target that is a stack of
 // experts (E, ., .), read as the weight of mt.grouped_matmul, gets A (E, rank, in) and B (E, out,
 // rank): each expert's rows x W_e^T + scale * (x A_e^T) B_e^T, two grouped products over the same
 // routing (on gpt-oss PEFT's target_parameters; no dropout or DoRA there, as in PEFT). A target's
@@ -107,8 +111,8 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
     int64_t site = firstFreeDropoutSite(func);
     for (auto [op, weight] : products) {
       const Adapters& a = adapters[weight];
-      addToProduct(op, [&](OpBuilder& at) {
-        return a.stack ? expertUpdate(at, cast<GroupedMatmulOp>(op), a) : update(at, cast<MatmulOp>(op), a, site);
+      replaceProduct(op, [&](OpBuilder& at) {
+        return a.stack ? expertProduct(at, cast<GroupedMatmulOp>(op), a) : adapted(at, cast<MatmulOp>(op), a, site);
       });
     }
   }
@@ -204,62 +208,63 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
     return next;
   }
 
-  // `product`'s result plus what `update` builds after it, for every reader the product had
-  // (the update may read the product too).
-  static void addToProduct(Operation* product, function_ref<Value(OpBuilder&)> update) {
+  // What `build` makes after `product` (reading the product too) in its place, for every reader the
+  // product had.
+  static void replaceProduct(Operation* product, function_ref<Value(OpBuilder&)> build) {
     OpBuilder at(product->getBlock(), std::next(Block::iterator(product)));
     SmallVector<OpOperand*> readers;
     for (OpOperand& use : product->getResult(0).getUses()) readers.push_back(&use);
-    Value sum = at.create<AddOp>(product->getLoc(), product->getResult(0), update(at));
-    for (OpOperand* use : readers) use->set(sum);
+    Value adapted = build(at);
+    for (OpOperand* use : readers) use->set(adapted);
   }
 
-  // scale * (dropout(x) A^T) B^T, or with DoRA its term; `site` is the next dropout's and advances.
-  Value update(OpBuilder& at, MatmulOp product, const Adapters& adapters, int64_t& site) {
+  // The product with its adapters: y + (scale * (dropout(x) A^T)) B^T, or DoRA's; `site` is the
+  // next dropout's and advances.
+  Value adapted(OpBuilder& at, MatmulOp product, const Adapters& adapters, int64_t& site) {
     const Location loc = product.getLoc();
     Value x = product.getLhs();
     if (dropout > 0.0)
       x = at.create<DropoutOp>(loc, x, at.getI64IntegerAttr(site++), at.getF32FloatAttr(static_cast<float>(dropout)));
-    // Scaled after B, as PEFT computes lora_B(lora_A(dropout(x))) * scaling (DoRA: after g too): a
-    // twin follows it op for op.
     Value down = at.create<MatmulOp>(loc, x, adapters.a, false, true);
-    Value up = at.create<MatmulOp>(loc, down, adapters.b, false, true);
-    return adapters.magnitude ? doraUpdate(at, product, x, adapters, up)
-                              : at.create<ScaleOp>(loc, up, at.getF32FloatAttr(adapters.scale)).getResult();
+    Value scaled = at.create<ScaleOp>(loc, down, at.getF32FloatAttr(adapters.scale));
+    Value up = at.create<MatmulOp>(loc, scaled, adapters.b, false, true);  // scale * (x A^T) B^T
+    if (adapters.magnitude) return doraProduct(at, product, x, adapters, up);
+    return at.create<AddOp>(loc, product.getResult(), up);
   }
 
-  // scale * ((x A_e^T) B_e^T) over each expert's rows: two grouped products of the product's
+  // y + (scale * (x A_e^T)) B_e^T over each expert's rows: two grouped products of the product's
   // routing (PEFT merges B_e A_e into W_e instead; the same sums, rounded otherwise).
-  static Value expertUpdate(OpBuilder& at, GroupedMatmulOp product, const Adapters& adapters) {
+  static Value expertProduct(OpBuilder& at, GroupedMatmulOp product, const Adapters& adapters) {
     const Location loc = product.getLoc();
     Value down = at.create<GroupedMatmulOp>(loc, product.getInput(), adapters.a, product.getCounts(), Value(), true, 0);
-    Value up = at.create<GroupedMatmulOp>(loc, down, adapters.b, product.getCounts(), Value(), true, 0);
-    return at.create<ScaleOp>(loc, up, at.getF32FloatAttr(adapters.scale));
+    Value scaled = at.create<ScaleOp>(loc, down, at.getF32FloatAttr(adapters.scale));
+    Value up = at.create<GroupedMatmulOp>(loc, scaled, adapters.b, product.getCounts(), Value(), true, 0);
+    return at.create<AddOp>(loc, product.getResult(), up);
   }
 
-  // DoRA's term beside the product x W^T, `up` = (x A^T) B^T from the dropped `x`:
-  // (g - 1) * (x W^T) + (g * up) * scale with g = m / ||W + scale * B A|| per output row, the norm
-  // a constant to the backward. Ops in PEFT's order (DoraLinearLayer.forward).
-  static Value doraUpdate(OpBuilder& at, MatmulOp product, Value x, const Adapters& adapters, Value up) {
-    const float scale = adapters.scale;
+  // DoRA's product from y = x W^T and `up` = scale * (x' A^T) B^T (x' the dropped x): with
+  // g = m / ||W + scale * B A|| per output row, the norm a constant to the backward, g * (y + up)
+  // without dropout, and y + ((g - 1) * (x' W^T) + g * up) with it (PEFT's DoraLinearLayer.forward).
+  static Value doraProduct(OpBuilder& at, MatmulOp product, Value x, const Adapters& adapters, Value up) {
     const Location loc = product.getLoc();
     Value weight = product.getRhs();
     const int64_t out = cast<RankedTensorType>(weight.getType()).getDimSize(0);
     Type f32 = at.getF32Type();
-    Value lora_weight = at.create<MatmulOp>(loc, adapters.b, adapters.a, false, false);  // B A (out, in)
-    Value merged = at.create<AddOp>(loc, weight, at.create<ScaleOp>(loc, lora_weight, at.getF32FloatAttr(scale)));
+    // scale * B A (out, in), B scaled (out, rank) rather than the product.
+    Value scaled_b = at.create<ScaleOp>(loc, adapters.b, at.getF32FloatAttr(adapters.scale));
+    Value lora_weight = at.create<MatmulOp>(loc, scaled_b, adapters.a, false, false);
+    Value merged = at.create<AddOp>(loc, weight, lora_weight);
     Value squares = at.create<MulOp>(loc, merged, merged);
     Value sums = at.create<SumToOp>(loc, RankedTensorType::get({out, 1}, f32), squares);
     Value rows = at.create<ReshapeOp>(loc, RankedTensorType::get({out}, f32), sums);
     Operation* norm = at.create<UnaryOp>(loc, rows, at.getStringAttr("sqrt"));
     norm->setAttr(kStopGradientAttr, at.getUnitAttr());
     Value g = at.create<BinaryOp>(loc, adapters.magnitude, norm->getResult(0), at.getStringAttr("div"));
+    if (x == product.getLhs()) return at.create<MulOp>(loc, at.create<AddOp>(loc, product.getResult(), up), g);
     Value g_minus_one = at.create<AddOp>(loc, g, at.create<FillOp>(loc, g.getType(), at.getF32FloatAttr(-1.0f)));
-    // Without dropout x W^T is the product; with it PEFT computes the base term from the dropped x.
-    Value base = x == product.getLhs() ? product.getResult() : at.create<MatmulOp>(loc, x, weight, false, true);
-    Value base_term = at.create<MulOp>(loc, base, g_minus_one);
-    Value lora_term = at.create<ScaleOp>(loc, at.create<MulOp>(loc, up, g), at.getF32FloatAttr(scale));
-    return at.create<AddOp>(loc, base_term, lora_term);
+    Value base_term = at.create<MulOp>(loc, at.create<MatmulOp>(loc, x, weight, false, true), g_minus_one);
+    Value term = at.create<AddOp>(loc, base_term, at.create<MulOp>(loc, up, g));
+    return at.create<AddOp>(loc, product.getResult(), term);
   }
 };
 

@@ -27,8 +27,9 @@ def LoraPass : Pass<"mt-lora", "mlir::ModuleOp"> {
   let summary = "Low-rank adapters (LoRA) beside the weights marked as their targets";
   let description = [{
     Each product `y = mt.matmul(x, W) {transpose_b}` of a parameter W (out, in) whose
-    `mt.param` has the key `lora` becomes `y + mt.scale(mt.matmul(mt.matmul(x, A), B))` (both
-    products `transpose_b`, the factor alpha / rank), with new parameters A (rank, in),
+    `mt.param` has the key `lora` becomes `y + mt.matmul(mt.scale(mt.matmul(x, A)), B)` (both
+    products `transpose_b`, the factor alpha / rank on the rank-wide x A^T: PEFT scales the
+    update, the same product rounded otherwise), with new parameters A (rank, in),
     initialised uniform in +-1/sqrt(in) (`init = "uniform"`, `bound`), and B (out, rank), zeros:
     PEFT's LoraConfig, its names (`q.weight` -> `q.lora_A.weight`, `q.lora_B.weight`) and its
     initialisation, so the adapted model starts as the model. The new ops take the product's
@@ -44,11 +45,13 @@ def LoraPass : Pass<"mt-lora", "mlir::ModuleOp"> {
     initialised to W's row norms (`init = "row_norms"`, `of` = W's name), and the update is
     PEFT's DoraLinearLayer's: `(g - 1) * (x W^T) + g * scale * (x A^T) B^T` with
     `g = m / ||W + scale * B A||` per output row, that norm `mt.stop_gradient` (PEFT detaches
-    it); with dropout, x W^T is computed again from the dropped x, as PEFT does.
+    it). Without dropout the adapted product is `g * (y + scale * (x A^T) B^T)` (the same sum,
+    two passes over y instead of five); with dropout, y plus PEFT's term, its x W^T computed
+    again from the dropped x, as PEFT does.
 
     A target that is a stack of experts W (E, ., .), read only as the weight of whole
     `mt.grouped_matmul` products, gets A (E, rank, in) and B (E, out, rank): each expert's rows
-    `y + scale * grouped(grouped(x, A), B)` (both `transpose_b`, over the product's counts), as
+    `y + grouped(scale * grouped(x, A), B)` (both `transpose_b`, over the product's counts), as
     PEFT's `target_parameters` adapt an expert stack (it merges B_e A_e into W_e; the same sums).
     No dropout or DoRA on a stack, as in PEFT.
 
@@ -62,9 +65,9 @@ def LoraPass : Pass<"mt-lora", "mlir::ModuleOp"> {
     // with rank 2, alpha 4:
     %y = mt.matmul %x, %w {transpose_b = true}
     %d = mt.matmul %x, %a {transpose_b = true} : tensor<2x3x4xf32>, tensor<2x4xf32>
-    %u = mt.matmul %d, %b {transpose_b = true} : tensor<2x3x2xf32>, tensor<5x2xf32>
-    %s = mt.scale %u {factor = 2.0 : f32}
-    %z = mt.add %y, %s
+    %s = mt.scale %d {factor = 2.0 : f32} : tensor<2x3x2xf32>
+    %u = mt.matmul %s, %b {transpose_b = true} : tensor<2x3x2xf32>, tensor<5x2xf32>
+    %z = mt.add %y, %u
     ```
   }];
   let options = [

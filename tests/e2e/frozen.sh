@@ -247,7 +247,7 @@ dora=(--lora 8 --lora-alpha 16 --lora-dora --lora-targets 'attn\.|mlp\.')
 "$bin/mtc" "${shape[@]}" "${dora[@]}" --device-mem 6MiB --schedule streamed-recompute -o dora.tight.plan \
   --no-weights > dora.tight.txt
 "$bin/mtc" "${shape[@]}" "${dora[@]}" --token-tiles 2 --schedule resident -o dora.tiles.plan --no-weights >/dev/null
-"$bin/mtc" "${shape[@]}" "${dora[@]}" --device-mem 5MiB --schedule streamed-recompute -o dora.tiles.tight.plan \
+"$bin/mtc" "${shape[@]}" "${dora[@]}" --device-mem 4MiB --schedule streamed-recompute -o dora.tiles.tight.plan \
   --no-weights > dora.tiles.tight.txt
 "$bin/mtc" "${shape[@]}" "${dora[@]}" --precision bf16 -o dora.bf16.plan --no-weights >/dev/null
 check "dora: the summary says so" "grep -q 'lora *DoRA (a magnitude per output row), rank 8, alpha 16' dora.txt"

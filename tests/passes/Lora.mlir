@@ -1,6 +1,6 @@
 // PASSES: --mt-lora="rank=2 alpha=4.0"
-// LoRA adapters beside each weight marked "lora": x W^T + alpha/r (x A^T) B^T, A (r, in) uniform
-// in +-1/sqrt(in), B (out, r) zeros, named as PEFT names them; a weight read twice gets one pair
+// LoRA adapters beside each weight marked "lora": x W^T + (alpha/r (x A^T)) B^T (the scale on the
+// rank-wide x A^T, not the out-wide update), A (r, in) uniform in +-1/sqrt(in), B (out, r) zeros, named as PEFT names them; a weight read twice gets one pair
 // of adapters, added to both products. A target read otherwise (as a lookup table) is refused.
 
 // CHECK-LABEL: func.func @adapted
@@ -10,14 +10,14 @@
 // CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<5x2xf32> {mt.param = {init = "zeros", name = "layers.0.attn.q.lora_B.weight"}}
 // CHECK: %[[Y:[0-9]+]] = mt.matmul %[[X]], %[[W]] {transpose_b = true}
 // CHECK: %[[D:[0-9]+]] = mt.matmul %[[X]], %[[A]] {transpose_b = true} : tensor<2x3x4xf32>, tensor<2x4xf32>
-// CHECK: %[[U:[0-9]+]] = mt.matmul %[[D]], %[[B]] {transpose_b = true} : tensor<2x3x2xf32>, tensor<5x2xf32>
-// CHECK: %[[S:[0-9]+]] = mt.scale %[[U]] {factor = 2.000000e+00 : f32}
-// CHECK: %[[Z:[0-9]+]] = mt.add %[[Y]], %[[S]]
+// CHECK: %[[S:[0-9]+]] = mt.scale %[[D]] {factor = 2.000000e+00 : f32} : tensor<2x3x2xf32>
+// CHECK: %[[U:[0-9]+]] = mt.matmul %[[S]], %[[B]] {transpose_b = true} : tensor<2x3x2xf32>, tensor<5x2xf32>
+// CHECK: %[[Z:[0-9]+]] = mt.add %[[Y]], %[[U]]
 // CHECK: %[[Y2:[0-9]+]] = mt.matmul %[[X]], %[[W]] {transpose_b = true}
 // CHECK: %[[D2:[0-9]+]] = mt.matmul %[[X]], %[[A]] {transpose_b = true}
-// CHECK: %[[U2:[0-9]+]] = mt.matmul %[[D2]], %[[B]] {transpose_b = true}
-// CHECK: %[[S2:[0-9]+]] = mt.scale %[[U2]] {factor = 2.000000e+00 : f32}
-// CHECK: %[[Z2:[0-9]+]] = mt.add %[[Y2]], %[[S2]]
+// CHECK: %[[S2:[0-9]+]] = mt.scale %[[D2]] {factor = 2.000000e+00 : f32}
+// CHECK: %[[U2:[0-9]+]] = mt.matmul %[[S2]], %[[B]] {transpose_b = true}
+// CHECK: %[[Z2:[0-9]+]] = mt.add %[[Y2]], %[[U2]]
 // CHECK: return %[[Z]], %[[Z2]]
 func.func @adapted(%x: tensor<2x3x4xf32> {mt.input = "x"},
                    %w: tensor<5x4xf32> {mt.param = {name = "layers.0.attn.q.weight", init = "normal", std = 0.02 : f32, lora}})

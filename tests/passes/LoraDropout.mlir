@@ -9,9 +9,9 @@
 // CHECK: %[[Q:[0-9]+]] = mt.matmul %[[X1]], %{{.*}} {transpose_b = true}
 // CHECK: %[[DQ:[0-9]+]] = mt.dropout %[[X1]] {ratio = 2.500000e-01 : f32, site = 4 : i64}
 // CHECK: %[[AQ:[0-9]+]] = mt.matmul %[[DQ]], %{{.*}} {transpose_b = true} : tensor<2x3x4xf32>, tensor<4x4xf32>
-// CHECK: %[[BQ:[0-9]+]] = mt.matmul %[[AQ]], %{{.*}} {transpose_b = true} : tensor<2x3x4xf32>, tensor<5x4xf32>
-// CHECK: %[[SQ:[0-9]+]] = mt.scale %[[BQ]] {factor = 4.000000e+00 : f32}
-// CHECK: %[[ZQ:[0-9]+]] = mt.add %[[Q]], %[[SQ]]
+// CHECK: %[[SQ:[0-9]+]] = mt.scale %[[AQ]] {factor = 4.000000e+00 : f32}
+// CHECK: %[[BQ:[0-9]+]] = mt.matmul %[[SQ]], %{{.*}} {transpose_b = true} : tensor<2x3x4xf32>, tensor<5x4xf32>
+// CHECK: %[[ZQ:[0-9]+]] = mt.add %[[Q]], %[[BQ]]
 // CHECK: %[[VV:[0-9]+]] = mt.matmul %[[ZQ]], %{{.*}} {transpose_b = true}
 // CHECK: %[[DV:[0-9]+]] = mt.dropout %[[ZQ]] {ratio = 2.500000e-01 : f32, site = 5 : i64}
 // CHECK: mt.matmul %[[DV]]

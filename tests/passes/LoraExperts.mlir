@@ -15,14 +15,14 @@
 // CHECK-SAME: %[[DB:[a-z0-9]+]]: tensor<3x4x2xf32> {mt.param = {init = "zeros", name = "layers.0.moe.down.lora_B.weight"}}
 // CHECK: %[[H:[0-9]+]] = mt.grouped_matmul %[[ROWS]], %[[UP]], %[[N]] {transpose_b = true}
 // CHECK: %[[HD:[0-9]+]] = mt.grouped_matmul %[[ROWS]], %[[UA]], %[[N]] {transpose_b = true} : tensor<12x4xf32>, tensor<3x2x4xf32>
-// CHECK: %[[HU:[0-9]+]] = mt.grouped_matmul %[[HD]], %[[UB]], %[[N]] {transpose_b = true} : tensor<12x2xf32>, tensor<3x8x2xf32>
-// CHECK: %[[HS:[0-9]+]] = mt.scale %[[HU]] {factor = 2.000000e+00 : f32}
-// CHECK: %[[H2:[0-9]+]] = mt.add %[[H]], %[[HS]]
+// CHECK: %[[HS:[0-9]+]] = mt.scale %[[HD]] {factor = 2.000000e+00 : f32} : tensor<12x2xf32>
+// CHECK: %[[HU:[0-9]+]] = mt.grouped_matmul %[[HS]], %[[UB]], %[[N]] {transpose_b = true} : tensor<12x2xf32>, tensor<3x8x2xf32>
+// CHECK: %[[H2:[0-9]+]] = mt.add %[[H]], %[[HU]]
 // CHECK: %[[Y:[0-9]+]] = mt.grouped_matmul %[[H2]], %[[DOWN]], %[[N]] :
 // CHECK: %[[YD:[0-9]+]] = mt.grouped_matmul %[[H2]], %[[DA]], %[[N]] {transpose_b = true} : tensor<12x8xf32>, tensor<3x2x8xf32>
-// CHECK: %[[YU:[0-9]+]] = mt.grouped_matmul %[[YD]], %[[DB]], %[[N]] {transpose_b = true} : tensor<12x2xf32>, tensor<3x4x2xf32>
-// CHECK: %[[YS:[0-9]+]] = mt.scale %[[YU]] {factor = 2.000000e+00 : f32}
-// CHECK: %[[Y2:[0-9]+]] = mt.add %[[Y]], %[[YS]]
+// CHECK: %[[YS:[0-9]+]] = mt.scale %[[YD]] {factor = 2.000000e+00 : f32} : tensor<12x2xf32>
+// CHECK: %[[YU:[0-9]+]] = mt.grouped_matmul %[[YS]], %[[DB]], %[[N]] {transpose_b = true} : tensor<12x2xf32>, tensor<3x4x2xf32>
+// CHECK: %[[Y2:[0-9]+]] = mt.add %[[Y]], %[[YU]]
 // CHECK: return %[[Y2]]
 func.func @experts(%rows: tensor<12x4xf32> {mt.input = "rows"}, %n: tensor<3xi32> {mt.input = "counts"},
                    %up: tensor<3x8x4xf32> {mt.param = {name = "layers.0.moe.up.weight", init = "normal", std = 0.02 : f32, lora}},

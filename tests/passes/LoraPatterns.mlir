@@ -11,13 +11,13 @@
 // CHECK-SAME: tensor<3x4x4xf32> {mt.param = {adapter_alpha = 1.200000e+01 : f32, bound = 5.000000e-01 : f32, init = "uniform", name = "layers.0.moe.up.lora_A.weight"}}
 // CHECK-SAME: tensor<3x8x4xf32> {mt.param = {init = "zeros", name = "layers.0.moe.up.lora_B.weight"}}
 // CHECK: mt.matmul %{{.*}}, %[[A1]] {transpose_b = true} : tensor<12x4xf32>, tensor<3x4xf32>
-// CHECK: mt.scale %{{.*}} {factor = 3.000000e+00 : f32} : tensor<12x5xf32>
+// CHECK: mt.scale %{{.*}} {factor = 3.000000e+00 : f32} : tensor<12x3xf32>
 // CHECK: mt.matmul %{{.*}}, %[[A2]] {transpose_b = true} : tensor<12x4xf32>, tensor<2x4xf32>
-// CHECK: mt.scale %{{.*}} {factor = 2.000000e+00 : f32} : tensor<12x4xf32>
+// CHECK: mt.scale %{{.*}} {factor = 2.000000e+00 : f32} : tensor<12x2xf32>
 // CHECK: mt.grouped_matmul
 // CHECK: mt.grouped_matmul
+// CHECK: mt.scale %{{.*}} {factor = 3.000000e+00 : f32} : tensor<12x4xf32>
 // CHECK: mt.grouped_matmul
-// CHECK: mt.scale %{{.*}} {factor = 3.000000e+00 : f32} : tensor<12x8xf32>
 func.func @own(%x: tensor<12x4xf32> {mt.input = "rows"}, %n: tensor<3xi32> {mt.input = "counts"},
                %wq: tensor<5x4xf32> {mt.param = {name = "layers.0.attn.q.weight", init = "normal", std = 0.02 : f32, lora, lora_rank = 3 : i64, lora_alpha = 9.0 : f32}},
                %wv: tensor<4x4xf32> {mt.param = {name = "layers.0.attn.v.weight", init = "normal", std = 0.02 : f32, lora}},
