@@ -3,8 +3,9 @@
 # width 256 (GQA 8:4, MLP 704), batch 8 x 256 tokens, rank 16 on all 7 projections of each layer
 # (mtc --lora-targets 'attn\.|mlp\.'), AdamW. Runs alternate, ROUNDS of each (the median of their
 # steady-state ms/step is reported), then one --profile run of the DoRA plan splits its step by
-# kernel: the products, and the elementwise passes over their outputs (mt.mul, mt.add, mt.scale,
-# mt.sum_to) where DoRA's cost lies (docs/perf.md).
+# kernel: its products (mt.matmul), and its elementwise kernels and sums (mt.mul, mt.add, mt.scale,
+# mt.sum_to, mt.binary, mt.unary, mt.fill: the whole plan's, where DoRA's passes over the
+# products' outputs and its norms are most of them; docs/perf.md).
 # usage: bash bench/lora_cpu.sh [ROUNDS] [STEPS]   (run tools/build.sh first; MT_BIN=DIR runs other binaries,
 # e.g. a copy of an earlier build's, to compare)
 set -euo pipefail
@@ -36,8 +37,8 @@ full=$(median < $work/full.ms) lora_ms=$(median < $work/lora.ms) dora=$(median <
 
 $bin/mtrun $work/dora.plan --data $work/fortunes.tok --steps "$steps" --print-every 1000 --profile > $work/profile.txt
 kernel_ms() { awk -v pat="$1" '$1 ~ pat && $3 == "ms/step" { s += $2 } END { printf "%.1f", s }' $work/profile.txt; }
-products=$(kernel_ms '^mt\.matmul')
-elementwise=$(kernel_ms '^mt\.(mul|add|scale|sum_to|binary|unary|fill)$')
+products=$(kernel_ms '^mt[.]matmul$')
+elementwise=$(kernel_ms '^mt[.](mul|add|scale|sum_to|binary|unary|fill)$')
 trained() { sed -n 's/.*lora .*: \([0-9.]* [KMB]\) trained.*/\1/p' "$work/$1.txt"; }
 ratio() { awk -v a="$1" -v b="$full" 'BEGIN { printf "%.2fx", a / b }'; }
 
@@ -47,5 +48,5 @@ printf '%-58s %12s %12s\n' "run" "ms/step" "vs full"
 printf '%-58s %12s %12s\n' "full fine-tuning (every parameter trained)" "$full" "1.00x"
 printf '%-58s %12s %12s\n' "LoRA ($(trained lora) trained)" "$lora_ms" "$(ratio "$lora_ms")"
 printf '%-58s %12s %12s\n' "DoRA ($(trained dora) trained)" "$dora" "$(ratio "$dora")"
-printf '%-58s %12s\n' "  DoRA's products, mt.matmul (profile run)" "$products"
-printf '%-58s %12s\n' "  DoRA's elementwise passes and sums (profile run)" "$elementwise"
+printf '%-58s %12s\n' "  the DoRA plan's products, mt.matmul (profile run)" "$products"
+printf '%-58s %12s\n' "  the DoRA plan's elementwise kernels and sums (profile run)" "$elementwise"

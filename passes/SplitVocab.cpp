@@ -116,6 +116,19 @@ struct HeadMatch {
   }
 };
 
+// The LoRA target whose adapted product `logits` is (mt-lora: y + its update, a DoRA head's
+// g * (y + update) or y + its term), found through the adds and muls mt-lora puts on y; null where
+// they are none.
+BlockArgument adaptedHead(func::FuncOp func, Value logits) {
+  Operation* op = logits.getDefiningOp();
+  for (int depth = 0; op && isa<AddOp, MulOp>(op) && depth < 4; ++depth) {
+    op = op->getOperand(0).getDefiningOp();
+    if (auto product = dyn_cast_or_null<MatmulOp>(op))
+      if (auto w = dyn_cast<BlockArgument>(product.getRhs()); w && isLoraTarget(func, w.getArgNumber())) return w;
+  }
+  return nullptr;
+}
+
 // The head a vocabulary split can take, or a diagnostic: the loss is not a head's, the head is
 // read elsewhere (tied), or it has no gradient result.
 FailureOr<HeadMatch> matchHead(func::FuncOp func) {
@@ -125,11 +138,9 @@ FailureOr<HeadMatch> matchHead(func::FuncOp func) {
   });
   m.head = m.loss ? m.loss->getOperand(0).getDefiningOp<MatmulOp>() : nullptr;
   // A head with LoRA adapters (mt-lora) adds their product to its own: no chunk has it whole.
-  if (auto sum = m.loss ? m.loss->getOperand(0).getDefiningOp<AddOp>() : nullptr)
-    if (auto product = sum->getOperand(0).getDefiningOp<MatmulOp>())
-      if (auto w = dyn_cast<BlockArgument>(product.getRhs()); w && isLoraTarget(func, w.getArgNumber()))
-        return func.emitError("the vocabulary split cannot take an LM head with LoRA adapters ('")
-               << paramName(func, w.getArgNumber()) << "'): leave it out of --lora-targets";
+  if (BlockArgument w = m.loss ? adaptedHead(func, m.loss->getOperand(0)) : nullptr)
+    return func.emitError("the vocabulary split cannot take an LM head with LoRA adapters ('")
+           << paramName(func, w.getArgNumber()) << "'): leave it out of --lora-targets";
   m.weight = m.head ? dyn_cast<BlockArgument>(m.head.getRhs()) : nullptr;
   if (!m.weight || !m.head.getTransposeB() || m.head.getTransposeA() ||
       paramName(func, m.weight.getArgNumber()).empty() || cast<RankedTensorType>(m.weight.getType()).getRank() != 2)

@@ -251,6 +251,11 @@ dora=(--lora 8 --lora-alpha 16 --lora-dora --lora-targets 'attn\.|mlp\.')
   --no-weights > dora.tiles.tight.txt
 "$bin/mtc" "${shape[@]}" "${dora[@]}" --precision bf16 -o dora.bf16.plan --no-weights >/dev/null
 check "dora: the summary says so" "grep -q 'lora *DoRA (a magnitude per output row), rank 8, alpha 16' dora.txt"
+"$bin/mtc" "${shape[@]}" "${dora[@]}" --device-mem 5MiB --schedule streamed-recompute -o dora.5mib.plan \
+  --no-weights > dora.5mib.txt
+# One output-sized activation per adapted product (g * (y + update)), not two: 5 MiB takes the
+# streamed plan without token tiles (PEFT's order needed them).
+check "dora: 5 MiB streams without token tiles" "grep -q 'schedule streamed' dora.5mib.txt && ! grep -q 'token tiles' dora.5mib.txt"
 check "dora: the budgets stream, the smaller in 2 token tiles" \
   "grep -q 'schedule streamed' dora.tight.txt && ! grep -q 'token tiles' dora.tight.txt && grep -q 'in 2 tiles' dora.tiles.tight.txt"
 rm -rf dora.peft

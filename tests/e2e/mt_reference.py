@@ -645,7 +645,8 @@ def adapted(h, p, name, scale, drop=None):
     has them (mtc --lora: `X.lora_A.weight`, `X.lora_B.weight` beside `X.weight`; `drop`:
     --lora-dropout's, called once per adapted product as mt-lora numbers its sites). With a DoRA
     magnitude `X.lora_magnitude_vector` (mtc --lora-dora), PEFT's DoraLinearLayer.forward instead
-    (its order of operations, as mt-lora's): (g - 1) * (x W^T) + g * lora * scale, g = m /
+    (its order of operations; mt-lora's is g * (y + s (x A^T) B^T) without dropout, the same sum
+    rounded otherwise): (g - 1) * (x W^T) + g * lora * scale, g = m /
     ||W + scale * B A|| (rows), the norm detached, x the dropped input (PEFT's base_result is the
     product itself without dropout). `scale`: a number, or a function of the weight's name (mtc
     --lora-rank-pattern, --lora-alpha-pattern)."""

@@ -86,22 +86,24 @@ PRESETS["llama-tiny-lora-dropout"] = dict(PRESETS["llama-tiny"], preset="llama-t
 # PEFT's use_dora (mtc --lora-dora): each adapted weight's magnitude m starts at its row norms and
 # trains with A and B; the norm ||W + s B A|| is a constant to the backward on both sides. Without
 # dropout DoRA's base term is the product itself; with it, a second product from the dropped input.
-PRESETS["llama-tiny-dora"] = dict(PRESETS["llama-tiny"], preset="llama-tiny", lora_scale=2.0, trainable=r"lora_",
-                                  flags=["--lora", "4", "--lora-alpha", "8", "--lora-dora", "--lora-targets",
+# The scale 12 / 4 = 3 is no power of two: mt-lora's order of operations (the scale on x A^T, g
+# times y plus the update) rounds otherwise than the twin's (PEFT's), within the tolerances.
+PRESETS["llama-tiny-dora"] = dict(PRESETS["llama-tiny"], preset="llama-tiny", lora_scale=3.0, trainable=r"lora_",
+                                  flags=["--lora", "4", "--lora-alpha", "12", "--lora-dora", "--lora-targets",
                                          r"attn\.|mlp\."])
 PRESETS["llama-tiny-dora-dropout"] = dict(PRESETS["llama-tiny-dora"], lora_dropout=0.1,
                                           flags=PRESETS["llama-tiny-dora"]["flags"] + ["--lora-dropout", "0.1"])
 # PEFT's rank_pattern and alpha_pattern (mtc --lora-rank-pattern, --lora-alpha-pattern; the first
-# pattern that finds a weight counts): rank 8 on the MLP's projections, 4 elsewhere; alpha 32 on
-# attention's output, 4 on the MLP's down projection (before 'mlp\.=64', which gives gate and up
-# theirs), 8 elsewhere. Each weight's scale is its own.
+# pattern that finds a weight counts): rank 8 on the MLP's projections, 4 elsewhere; alpha 24 on
+# attention's output, 6 on the MLP's down projection (before 'mlp\.=64', which gives gate and up
+# theirs), 8 elsewhere. Each weight's scale is its own (6 and 0.75 no powers of two).
 PRESETS["llama-tiny-lora-patterns"] = dict(
     PRESETS["llama-tiny"], preset="llama-tiny", trainable=r"lora_",
     lora_rank=lambda name: 8 if ".mlp." in name else 4,
-    lora_scale=lambda name: ((32 if ".attn.o." in name else 4 if ".mlp.down." in name else 64 if ".mlp." in name
+    lora_scale=lambda name: ((24 if ".attn.o." in name else 6 if ".mlp.down." in name else 64 if ".mlp." in name
                              else 8) / (8 if ".mlp." in name else 4)),
     flags=["--lora", "4", "--lora-alpha", "8", "--lora-targets", r"attn\.|mlp\.", "--lora-rank-pattern", r"mlp\.=8",
-           "--lora-alpha-pattern", r"attn\.o=32", "--lora-alpha-pattern", r"mlp\.down=4", "--lora-alpha-pattern",
+           "--lora-alpha-pattern", r"attn\.o=24", "--lora-alpha-pattern", r"mlp\.down=6", "--lora-alpha-pattern",
            r"mlp\.=64"])
 # PEFT's target_parameters (mtc --lora-experts): rank-4 adapters on each expert of every stack,
 # beside attention's projections; the twin merges each expert's B_e A_e into its weight as PEFT's

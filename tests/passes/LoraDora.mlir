@@ -23,10 +23,10 @@
 // CHECK: %[[ROWS:[0-9]+]] = mt.reshape %[[SUM]] : tensor<5x1xf32> -> tensor<5xf32>
 // CHECK: %[[N:[0-9]+]] = mt.unary %[[ROWS]] {fn = "sqrt", mt.stop_gradient} : tensor<5xf32>
 // CHECK: %[[G:[0-9]+]] = mt.binary %[[M]], %[[N]] {fn = "div"}
-// CHECK: %[[YU:[0-9]+]] = mt.add %[[Y]], %[[U]]
-// CHECK: %[[Z:[0-9]+]] = mt.mul %[[YU]], %[[G]] : tensor<2x3x5xf32>, tensor<5xf32>
-// CHECK-NOT: mt.matmul %{{.*}}, %[[W]]
 // CHECK-NOT: mt.fill
+// CHECK-NOT: mt.matmul %{{.*}}, %[[W]]
+// CHECK: %[[YU:[0-9]+]] = mt.add %[[Y]], %[[U]]
+// CHECK-NEXT: %[[Z:[0-9]+]] = mt.mul %[[YU]], %[[G]] : tensor<2x3x5xf32>, tensor<5xf32>
 // CHECK: return %[[Z]]
 func.func @dora(%x: tensor<2x3x4xf32> {mt.input = "x"},
                 %wq: tensor<5x4xf32> {mt.param = {name = "layers.0.attn.q.weight", init = "normal", std = 0.02 : f32, lora}})

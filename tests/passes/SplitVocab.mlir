@@ -136,3 +136,26 @@ func.func @dpo_means(%arg0: tensor<2x1x4xf32>, %arg1: tensor<2x1xi32> {mt.input 
   %7 = mt.matmul %5, %6 {mt.backward, mt.block = 0 : i64, transpose_a = true} : tensor<2x6xf32>, tensor<2x4xf32>
   return %1, %7, %logp : tensor<f32>, tensor<6x4xf32>, tensor<2xf32>
 }
+
+// -----
+
+// A head with LoRA adapters (mt-lora: y + its update): no chunk has the adapted logits whole.
+// expected-error @+1 {{the vocabulary split cannot take an LM head with LoRA adapters ('w'): leave it out of --lora-targets}}
+func.func @lora_head(%arg0: tensor<1x2x4xf32> {mt.input = "h"}, %arg1: tensor<6x4xf32> {mt.param = {init = "normal", lora, name = "w", std = 1.000000e+00 : f32}}, %arg2: tensor<1x2x6xf32> {mt.input = "u"}, %arg3: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}) attributes {mt.block_templates = array<i64>} {
+  %0 = mt.matmul %arg0, %arg1 {mt.block = 0 : i64, transpose_b = true} : tensor<1x2x4xf32>, tensor<6x4xf32>
+  %1 = mt.add %0, %arg2 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2x6xf32>
+  %loss, %lse = mt.softmax_xent %1, %arg3 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2xi32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A DoRA head without dropout (mt-lora: g * (y + its update)): refused alike.
+// expected-error @+1 {{the vocabulary split cannot take an LM head with LoRA adapters ('w'): leave it out of --lora-targets}}
+func.func @dora_head(%arg0: tensor<1x2x4xf32> {mt.input = "h"}, %arg1: tensor<6x4xf32> {mt.param = {init = "normal", lora, name = "w", std = 1.000000e+00 : f32}}, %arg2: tensor<1x2x6xf32> {mt.input = "u"}, %arg3: tensor<6xf32> {mt.input = "g"}, %arg4: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}) attributes {mt.block_templates = array<i64>} {
+  %0 = mt.matmul %arg0, %arg1 {mt.block = 0 : i64, transpose_b = true} : tensor<1x2x4xf32>, tensor<6x4xf32>
+  %1 = mt.add %0, %arg2 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2x6xf32>
+  %2 = mt.mul %1, %arg3 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<6xf32>
+  %loss, %lse = mt.softmax_xent %2, %arg4 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2xi32>
+  return %loss : tensor<f32>
+}
