@@ -134,6 +134,10 @@ struct CompileOptions {
   // Not a flag: a Hugging Face folder's tensor name for each parameter's plan name, which the
   // two patterns match too (filled when the folder is read).
   std::map<std::string, std::string> param_source_names;
+  // Not a flag: the parameters whose starting values are bf16 values (a folder's BF16 tensors,
+  // compiler/HuggingFace.h bf16Params), but those --lora-from's file replaces (lora_from_replaced):
+  // frozen in a bf16 plan, each is held as its staging copy alone (plan 1.32).
+  std::set<std::string> bf16_params, lora_from_replaced;
 };
 
 // Parses "80GiB", "512MiB", "1.5TiB", "1000000" (bytes); returns -1 if malformed.

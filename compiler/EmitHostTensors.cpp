@@ -309,13 +309,18 @@ LogicalResult HostTensorBuilder::addStaging(BlockArgument arg, DictionaryAttr pa
     t->set_dtype(plan::DTYPE_BF16);
     t->set_role(plan::ROLE_STAGING);
     t->set_param_index(p);
-    // The master held split (plan 1.7): the staging copy and this residual are all of it.
-    plan::HostTensor* residual = plan_.add_host_tensors();
-    residual->set_name(whole.name() + ".residual");
-    *residual->mutable_shape() = whole.shape();
-    residual->set_dtype(plan::DTYPE_I16);
-    residual->set_role(plan::ROLE_RESIDUAL);
-    residual->set_param_index(p);
+    if (whole.frozen() && param.get(kParamBf16ValuesKey)) {
+      // A frozen weight of bf16 values (plan 1.32): the staging copy is all of it.
+      plan_.mutable_host_tensors(p)->set_bf16_only(true);
+    } else {
+      // The master held split (plan 1.7): the staging copy and this residual are all of it.
+      plan::HostTensor* residual = plan_.add_host_tensors();
+      residual->set_name(whole.name() + ".residual");
+      *residual->mutable_shape() = whole.shape();
+      residual->set_dtype(plan::DTYPE_I16);
+      residual->set_role(plan::ROLE_RESIDUAL);
+      residual->set_param_index(p);
+    }
   }
   h_.tensor[arg] = staging->second;
   auto rows = param.getAs<DenseI64ArrayAttr>(kParamRowsKey);

@@ -326,6 +326,28 @@ class FolderTensors {
 
 }  // namespace
 
+std::set<std::string> bf16Params(const HuggingFaceModel& model) {
+  std::map<std::string, std::unique_ptr<SafetensorsFile>> open;
+  auto isBf16 = [&](const std::string& file, const std::string& name) {
+    auto& shard = open[file];
+    if (!shard) shard = std::make_unique<SafetensorsFile>(model.dir + "/" + file);
+    auto it = shard->entries().find(name);
+    return it != shard->entries().end() && it->second.dtype == "BF16";
+  };
+  std::set<std::string> params;
+  for (const auto& [ours, source] : model.weights) {
+    if (!source.mxfp4_scales_file.empty()) continue;
+    bool bf16 = true;
+    if (source.place.per_expert)
+      for (size_t e = 0; e < source.expert_files.size() && bf16; ++e)
+        bf16 = isBf16(source.expert_files[e], expertTensorName(source.place, static_cast<int64_t>(e)));
+    else
+      bf16 = isBf16(source.file, source.place.name);
+    if (bf16) params.insert(ours);
+  }
+  return params;
+}
+
 void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path,
                              const WeightOverrides& overrides) {
   FolderTensors folder(model);

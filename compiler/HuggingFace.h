@@ -8,6 +8,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,11 @@ struct WeightOverrides {
   std::map<std::string, std::string> names;
   std::map<std::string, LoraMergeSource> merged;
 };
+
+// The parameters whose every source tensor in the folder is BF16 (not MXFP4): their values, widened
+// to f32, are bf16 values, which a frozen one's staging copy holds whole (plan 1.32's bf16_only).
+// Reads the shards' headers; throws mt::Error for one it cannot read.
+std::set<std::string> bf16Params(const HuggingFaceModel& model);
 
 // Writes the plan's parameters from the folder's weights (those `overrides` names from its file)
 // as fp32 safetensors at `path` (with the plan's fingerprint, so mtrun takes them as the plan's

@@ -154,6 +154,11 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
     const std::string tensor = ownTensor(model, ours);
     if (tensor.empty()) continue;
     const std::string module = huggingFaceModuleOf(tensor);
+    // A tensor of the file that replaces the folder's: a whole one saved beside the adapters, or
+    // an adapted module's own (PEFT's base_layer.weight).
+    if (adapter.weights->entries().count(kPeftKeyPrefix + tensor) ||
+        adapter.weights->entries().count(kPeftKeyPrefix + module + ".base_layer.weight"))
+      o.lora_from_replaced.insert(ours);
     if (isSaved(adapter, module)) {
       saved.insert(ours);
     } else if (tensor.ends_with(".weight") && isTarget(adapter, module, layout)) {

@@ -126,6 +126,7 @@ std::string markFrozen(func::FuncOp func, const CompileOptions& o) {
       continue;
     }
     markParam(func, arg.getArgNumber(), kParamFrozenKey);
+    if (o.bf16_params.count(name.str())) markParam(func, arg.getArgNumber(), kParamBf16ValuesKey);
   }
   if (o.frozen && frozen_hits == 0)
     return fmt::format("--frozen matches no parameter ({}); nothing would be frozen", namesHint(o));

@@ -24,12 +24,13 @@
 // x' the dropped x, the norm marked mt.stop_gradient as PEFT detaches it (the DoRA paper's section
 // 4.3). Without dropout x' W^T is the product y itself, and y plus that term is g * (y + scale *
 // (x A^T) B^T): two passes over the output (add, mul) instead of PEFT's five, and one output-sized
-// activation for the backward instead of two; with dropout, PEFT's form with x' W^T computed again. A target that is a stack of
-// experts (E, ., .), read as the weight of mt.grouped_matmul, gets A (E, rank, in) and B (E, out,
-// rank): each expert's rows x W_e^T + scale * (x A_e^T) B_e^T, two grouped products over the same
-// routing (on gpt-oss PEFT's target_parameters; no dropout or DoRA there, as in PEFT). A target's
-// mt.param may give its own rank and alpha (lora_rank, lora_alpha: PEFT's rank_pattern and
-// alpha_pattern); A then carries that alpha (adapter_alpha) for the exports. All as PEFT's LoraConfig.
+// activation for the backward instead of two; with dropout, PEFT's form with x' W^T computed again.
+// A target that is a stack of experts (E, ., .), read as the weight of mt.grouped_matmul, gets
+// A (E, rank, in) and B (E, out, rank): each expert's rows x W_e^T + scale * (x A_e^T) B_e^T,
+// two grouped products over the same routing (on gpt-oss PEFT's target_parameters; no dropout or
+// DoRA there, as in PEFT). A target's mt.param may give its own rank and alpha (lora_rank,
+// lora_alpha: PEFT's rank_pattern and alpha_pattern); A then carries that alpha (adapter_alpha)
+// for the exports. All as PEFT's LoraConfig.
 #include <cmath>
 
 #include "mlir/IR/Builders.h"

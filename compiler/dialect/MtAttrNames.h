@@ -5,7 +5,8 @@
 namespace mt {
 
 // Attribute names shared by the passes and the emitter.
-// arg: {name, init, std, bound, of, decay, origin, frozen, lora, lora_rank, lora_alpha, adapter_alpha};
+// arg: {name, init, std, bound, of, decay, origin, frozen, lora, lora_rank, lora_alpha, adapter_alpha,
+//       bf16_values};
 // init "weights": from the weights file
 inline constexpr char kParamAttr[] = "mt.param";
 inline constexpr char kInputAttr[] = "mt.input";         // arg: "tokens" | "targets" | a named input
@@ -26,6 +27,9 @@ inline constexpr char kParamLoraKey[] = "lora";
 // (PEFT's rank_pattern and alpha_pattern).
 inline constexpr char kParamLoraRankKey[] = "lora_rank";
 inline constexpr char kParamLoraAlphaKey[] = "lora_alpha";
+// In mt.param: the parameter's starting values are all bf16 values (a folder's BF16 tensor): frozen
+// in a bf16 plan, it is held as its staging copy alone (plan 1.32's HostTensor.bf16_only).
+inline constexpr char kParamBf16ValuesKey[] = "bf16_values";
 // In mt.param of an adapter's A: its own alpha (f32), the plan's HostTensor.lora_alpha.
 inline constexpr char kParamAdapterAlphaKey[] = "adapter_alpha";
 inline constexpr char kGradRowAttr[] = "mt.grad_row";    // result: first row of a piece's gradient

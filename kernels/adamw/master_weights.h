@@ -7,6 +7,9 @@
 // `bf16` (contiguous: the very bytes the device copy reads) and a 16-bit `residual` that
 // restores it exactly: bits(master) = (bf16 << 16) + residual, as 32-bit integers. 4 host bytes
 // per weight, as plain fp32, with the streamed copy included.
+// Bf16 alone (plan 1.32, a frozen weight whose values are bf16): `bf16` without a residual, which
+// would be zero. 2 host bytes per weight; writing a value that is not bf16 would lose its low
+// bits, so the writer checks them first (isBf16).
 //
 // The rounding is to nearest with ties away from zero (bits + 0x8000, truncated), so that the
 // residual lies in [-0x8000, 0x7fff] for every finite value and Inf. Round-to-nearest-even would
@@ -24,7 +27,7 @@ struct MasterWeights {
   float* f32 = nullptr;         // the master (plain), or null (split)
   uint16_t* bf16 = nullptr;     // its streamed bf16 copy, or null (plain, not streamed as bf16)
   int16_t* residual = nullptr;  // split: what restores the master from `bf16`
-  bool split() const { return f32 == nullptr; }
+  bool split() const { return f32 == nullptr; }  // split or bf16 alone
   // The same master from element `begin` on (a slice of it).
   MasterWeights from(int64_t begin) const {
     return {f32 ? f32 + begin : nullptr, bf16 ? bf16 + begin : nullptr, residual ? residual + begin : nullptr};
@@ -42,6 +45,13 @@ inline void splitMaster(float x, uint16_t& hi, int16_t& lo) {
   }
   hi = static_cast<uint16_t>((bits + 0x8000u) >> 16);  // Inf stays Inf; FLT_MAX rounds to Inf
   lo = static_cast<int16_t>(static_cast<uint16_t>(bits - (uint32_t{hi} << 16)));
+}
+
+// Whether x is a bf16 value (its low 16 bits zero): what a master held as bf16 alone can hold.
+inline bool isBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return (bits & 0xffffu) == 0;
 }
 
 inline float joinMaster(uint16_t hi, int16_t lo) {

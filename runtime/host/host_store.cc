@@ -77,6 +77,7 @@ HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks, HostUse use)
     const plan::HostRole role = plan.host_tensors(i).role();
     return !(landing >= 0 && !gradients_apart_ && role == plan::ROLE_GRAD) &&
            residual_of_[i] < 0 &&  // a split master: its staging copy and residual hold it
+           !plan.host_tensors(i).bf16_only() &&  // a frozen bf16 weight: its staging copy alone
            (use == HostUse::kTraining || !isOptimizerRole(role));
   };
   // One host copy: the masters and their bf16 copies in the block the host's ranks share.
@@ -161,15 +162,27 @@ std::vector<float> HostStore::readParam(int param) const {
 void HostStore::setParam(int param, const std::function<void(int64_t, int64_t, float*)>& values) {
   if (!shard_.writes_copy) return;  // the host's writer sets its shared copy
   const MasterWeights w = master(param);
+  const bool bf16_only = w.split() && !w.residual;
   const int64_t n = numel_[param], tiles = (n + kTile - 1) / kTile;
-#pragma omp parallel for schedule(static) if (tiles > 1)
+  int64_t off_bf16 = n;  // a bf16-only master's first value that is not bf16
+#pragma omp parallel for schedule(static) reduction(min : off_bf16) if (tiles > 1)
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t first = t * kTile, count = std::min(kTile, n - first);
     std::vector<float> tile;
     float* out = w.f32 ? w.f32 + first : (tile.resize(count), tile.data());
     values(first, count, out);
+    if (bf16_only)
+      for (int64_t e = 0; e < count; ++e)
+        if (!isBf16(out[e])) {
+          off_bf16 = std::min(off_bf16, first + e);
+          break;
+        }
     write_master(w, first, count, out);
   }
+  if (off_bf16 < n)
+    throw Error("parameter '" + plan_.host_tensors(param).name() + "' holds a value that is not bf16 at element " +
+                std::to_string(off_bf16) + ", but the plan holds this frozen weight as bf16 alone (mtc compiled it " +
+                "from a BF16 tensor): give the weights mtc wrote, or compile the plan from these weights' folder");
 }
 
 int HostStore::find(plan::HostRole role, const std::string& name) const {
@@ -249,10 +262,11 @@ void HostStore::checkLoaded(int index) const {
 SafetensorsTensor HostStore::savedTensor(int index) const {
   const auto& t = plan_.host_tensors(index);
   SafetensorsTensor out{t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(index), 4 * numel_[index]};
-  if (!out.data && residual_of_[index] < 0)
+  const bool split = residual_of_[index] >= 0 || t.bf16_only();
+  if (!out.data && !split)
     throw Error("internal: " + t.name() + " is not held (an evaluation's store holds no optimizer state) and cannot "
                 "be saved");
-  if (!out.data)  // a split master, restored as it is written
+  if (!out.data)  // a split master (or bf16 alone), restored as it is written
     out.produce = [this, index](void* buffer) { read_master(master(index), 0, numel_[index], static_cast<float*>(buffer)); };
   else if (ownedBySlices(index))  // gathered from its owners
     out = {t.name(), "F32", {t.shape().begin(), t.shape().end()}, nullptr, 4 * numel_[index],

@@ -4,7 +4,9 @@
 // views into it; in one that keeps them apart (gradientsKeptApart: a deferred update compiled
 // for ranks) each has its own tensor, which the host optimizer fills as it lands. A split master
 // (plan 1.7: a parameter with a residual) has no bytes of its own: its values are its bf16
-// staging copy and residual (kernels/adamw/master_weights.h), read and written through master().
+// staging copy and residual (kernels/adamw/master_weights.h), read and written through master();
+// so has a frozen weight held as bf16 alone (plan 1.32), its staging copy all of it, whose
+// setParam refuses values that are not bf16.
 // Sharded over data-parallel ranks (rank_exchange.h), a rank holds only its slice of each AdamW
 // moment (and of each gradient kept apart): data() of such a tensor points at its slice's first
 // element (f32At() indexes it by the whole tensor's elements).

@@ -111,7 +111,9 @@ void dumpPlan(const plan::Plan& plan, const DumpOptions& options, std::ostream& 
                          plan::HostRole_Name(t.role()).substr(5), dtypeLabel(t.dtype()),
                          shapeLabel(t.shape()), t.name(), t.frozen() ? " (frozen)" : "",
                          t.lora_alpha() != 0.0f ? fmt::format(" (alpha {:g})", t.lora_alpha()) : "",
-                         t.role() == plan::ROLE_PARAM && isSplitMaster(plan, i) ? " (split: its STAGING + RESIDUAL)" : "",
+                         t.bf16_only() ? " (bf16 only: its STAGING)"
+                         : t.role() == plan::ROLE_PARAM && isSplitMaster(plan, i) ? " (split: its STAGING + RESIDUAL)"
+                                                                                  : "",
                          t.origin().empty() || t.origin() == t.name() ? "" : "  <- ONNX " + t.origin());
     }
   }

@@ -100,6 +100,7 @@ plan::HostTask::Kind planUpdateKind(const plan::Plan& plan) {
 }
 
 bool isSplitMaster(const plan::Plan& plan, int param) {
+  if (plan.host_tensors(param).bf16_only()) return true;
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_RESIDUAL && t.param_index() == param) return true;
   return false;
@@ -107,8 +108,11 @@ bool isSplitMaster(const plan::Plan& plan, int param) {
 
 std::set<int> splitMasters(const plan::Plan& plan) {
   std::set<int> split;
-  for (const auto& t : plan.host_tensors())
+  for (int i = 0; i < plan.host_tensors_size(); ++i) {
+    const plan::HostTensor& t = plan.host_tensors(i);
     if (t.role() == plan::ROLE_RESIDUAL) split.insert(t.param_index());
+    if (t.bf16_only()) split.insert(i);
+  }
   return split;
 }
 

@@ -51,8 +51,8 @@ bool updatesOnArrival(plan::HostTask::Kind kind);
 // Whether `kind` is an AdamW task (not the norm, not the host's token embedding).
 bool updatesParameters(plan::HostTask::Kind kind);
 
-// Whether parameter host tensor `param` is a split master (it has a ROLE_RESIDUAL: no bytes of
-// its own).
+// Whether parameter host tensor `param` is a split master (it has a ROLE_RESIDUAL, or it is
+// HostTensor.bf16_only: no bytes of its own).
 bool isSplitMaster(const plan::Plan& plan, int param);
 // The split masters' host tensor indices.
 std::set<int> splitMasters(const plan::Plan& plan);

@@ -55,6 +55,8 @@ void verifyHostTensors(const plan::Plan& plan) {
     if (t.frozen() && t.role() != plan::ROLE_PARAM) fail(what + ": only a parameter can be frozen");
     if (t.role() != plan::ROLE_PARAM && (t.init().kind() == plan::Initializer::ROW_NORMS || !t.init().of().empty()))
       fail(what + ": only a parameter has a ROW_NORMS initializer");
+    if (t.bf16_only() && !(t.role() == plan::ROLE_PARAM && t.frozen()))
+      fail(what + ": only a frozen parameter is held as bf16 alone");
     if (t.lora_alpha() != 0.0f && !(t.role() == plan::ROLE_PARAM && t.name().ends_with(kLoraASuffix)))
       fail(what + ": only a LoRA adapter's A (\"X" + kLoraASuffix + "\") has an alpha of its own");
     if (t.lora_alpha() != 0.0f && !(t.lora_alpha() >= 1e-6f && t.lora_alpha() <= 1e6f))
@@ -134,9 +136,15 @@ void verifyHostTensors(const plan::Plan& plan) {
     if (t.role() != plan::ROLE_GRAD && t.landing_offset() != 0) fail(what + " has a landing offset but is not a gradient");
     if (t.role() != plan::ROLE_CONSTANT && !t.data().empty()) fail(what + " holds data but is not a constant");
   }
-  for (auto [p, residuals] : split)
+  for (auto [p, residuals] : split) {
     if (!staged.count(p))
       fail("parameter '" + plan.host_tensors(p).name() + "' has a residual but no staging copy (a split master is both)");
+    if (plan.host_tensors(p).bf16_only())
+      fail("parameter '" + plan.host_tensors(p).name() + "' is held as bf16 alone but has a residual");
+  }
+  for (int p = 0; p < plan.host_tensors_size(); ++p)
+    if (plan.host_tensors(p).bf16_only() && !staged.count(p))
+      fail("parameter '" + plan.host_tensors(p).name() + "' is held as bf16 alone but has no staging copy");
   // Gradients in the landing buffer: each inside it, aligned.
   const int landing = gradLandingTensor(plan);
   for (const auto& t : plan.host_tensors()) {

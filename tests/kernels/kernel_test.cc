@@ -449,6 +449,31 @@ TEST_F(KernelTest, SplitMasterRestoresEveryFloatExactly) {
   EXPECT_EQ(failures, 0);
 }
 
+// A master held as bf16 alone (plan 1.32, no residual): every bf16 value (isBf16) is written and
+// read back bit for bit, Inf and NaN included; a value with low bits is not bf16.
+TEST_F(KernelTest, Bf16OnlyMasterHoldsEveryBf16ValueWhole) {
+  std::vector<float> values;
+  for (uint32_t high = 0; high <= 0xffffu; ++high) {
+    const uint32_t bits = high << 16;
+    float x;
+    std::memcpy(&x, &bits, 4);
+    if (std::isnan(x)) continue;
+    ASSERT_TRUE(isBf16(x)) << std::hex << bits;
+    values.push_back(x);
+  }
+  const int64_t n = static_cast<int64_t>(values.size());
+  std::vector<uint16_t> staging(n);
+  const MasterWeights w{nullptr, staging.data(), nullptr};
+  write_master(w, 0, n, values.data());
+  std::vector<float> back(n);
+  read_master(w, 0, n, back.data());
+  EXPECT_EQ(std::memcmp(back.data(), values.data(), n * sizeof(float)), 0);
+  std::vector<float> tail(5);
+  read_master(w.from(n - 5), 0, 5, tail.data());
+  EXPECT_EQ(std::memcmp(tail.data(), values.data() + n - 5, 5 * sizeof(float)), 0);
+  for (float off : {1.0f + 1.0f / 1024, 0.1f, 3.14159f}) EXPECT_FALSE(isBf16(off)) << off;
+}
+
 // AdamW's result does not depend on where the master lives: plain fp32, fp32 with a bf16 copy
 // (each updated chunk rounded into it), or split (restored, updated, split again) give the
 // same weights, moments and bf16 copy bit for bit. The on-arrival update's one pass gives the

@@ -1,7 +1,7 @@
 // PASSES: --mt-lora="rank=2 alpha=4.0"
 // LoRA adapters beside each weight marked "lora": x W^T + (alpha/r (x A^T)) B^T (the scale on the
-// rank-wide x A^T, not the out-wide update), A (r, in) uniform in +-1/sqrt(in), B (out, r) zeros, named as PEFT names them; a weight read twice gets one pair
-// of adapters, added to both products. A target read otherwise (as a lookup table) is refused.
+// rank-wide x A^T, not the out-wide update), A (r, in) uniform in +-1/sqrt(in), B (out, r) zeros,
+// named as PEFT names them; a weight read twice gets one pair of adapters, added to both products. A target read otherwise (as a lookup table) is refused.
 
 // CHECK-LABEL: func.func @adapted
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x3x4xf32>
