@@ -138,6 +138,7 @@ struct CompileOptions {
   // compiler/HuggingFace.h bf16Params), but those --lora-from's file replaces (lora_from_replaced):
   // frozen in a bf16 plan, each is held as its staging copy alone (plan 1.32).
   std::set<std::string> bf16_params, lora_from_replaced;
+  bool frozen_fp32 = false;  // mtc --frozen-fp32: none of them held as bf16 alone
 };
 
 // Parses "80GiB", "512MiB", "1.5TiB", "1000000" (bytes); returns -1 if malformed.

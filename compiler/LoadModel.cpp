@@ -171,8 +171,9 @@ bool loadHuggingFace(MLIRContext& context, const CompileOptions& o, const Hardwa
   if (reward && !m.config.hasScoreHead()) m.config.score_head = ModelConfig::ScoreHead::kNew;
   CompileOptions named = o;  // --frozen / --trainable match the folder's tensor names too
   for (const auto& [ours, source] : m.hf->weights) named.param_source_names[ours] = source.place.name;
-  for (const std::string& ours : bf16Params(*m.hf))
-    if (!o.lora_from_replaced.count(ours)) named.bf16_params.insert(ours);
+  if (!o.frozen_fp32)
+    for (const std::string& ours : bf16Params(*m.hf))
+      if (!o.lora_from_replaced.count(ours)) named.bf16_params.insert(ours);
   if (v.context) m.config.context = std::min(m.config.context, v.context);
   if (o.router_aux_loss) m.config.router_aux_loss_coef = *o.router_aux_loss;
   m.description = fmt::format("{} ({})", o.model, describeShape("Hugging Face " + m.hf->architecture, m.config));

@@ -110,8 +110,12 @@ std::string hostParts(const plan::Plan& plan, const PlanStats& stats) {
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_ACTIVATION) activation_host_bytes += hostTensorBytes(t);
   const std::string moments = stats.frozen_params ? "two AdamW moments (of the trained parameters)" : "two AdamW moments";
-  return std::string(stats.bf16_staging ? "fp32 master weights (held as their bf16 copies + 16-bit residuals)"
-                                        : "fp32 master weights") +
+  const bool bf16_alone = std::any_of(plan.host_tensors().begin(), plan.host_tensors().end(),
+                                      [](const plan::HostTensor& t) { return t.bf16_only(); });
+  return std::string(!stats.bf16_staging ? "fp32 master weights"
+                     : bf16_alone ? "fp32 master weights (held as their bf16 copies + 16-bit residuals; the frozen "
+                                    "ones of bf16 values as their bf16 copies alone)"
+                                  : "fp32 master weights (held as their bf16 copies + 16-bit residuals)") +
          (landing < 0 ? ", gradients, " + moments
                       : std::string(gradientsKeptApart(plan) ? ", gradients (each rank of a data-parallel job its "
                                                                "slice), "

@@ -23,7 +23,8 @@ void printPrecision(const CompileReport& r, const PlanStats& stats) {
   if (r.options.precision == ComputePrecision::kBf16)
     std::printf("  precision      bf16 (%s): the device holds weights and activations in bf16 (rounded to "
                 "nearest even; the weights to nearest, ties away from zero, on the host: the master held exactly as its "
-                "bf16 copy + a 16-bit residual, no host bytes added); products, attention, norms and reductions "
+                "bf16 copy + a 16-bit residual, no host bytes added, a frozen weight of bf16 values as its bf16 copy "
+                "alone); products, attention, norms and reductions "
                 "accumulate in f32; norms' statistics, log-sum-exps, the loss and the weights' gradients are f32; "
                 "master weights and AdamW moments fp32 on the host. Lossy: every bf16 activation and weight read\n",
                 r.options.precision_by_profile ? "the GPU profiles' default; --precision fp32 for f32 on the device"
@@ -35,7 +36,8 @@ void printPrecision(const CompileReport& r, const PlanStats& stats) {
     std::printf("  staging        the weights cross the link as bf16 copies of the fp32 master (rounded to nearest, "
                 "ties away from zero; widened on the device): half the bytes, and the forward and backward see "
                 "bf16-rounded weights; master, moments and gradients stay fp32, the master held exactly as its bf16 "
-                "copy + a 16-bit residual, no host bytes added (--stream-dtype bf16)\n");
+                "copy + a 16-bit residual, no host bytes added, a frozen weight of bf16 values as its bf16 copy alone "
+                "(--stream-dtype bf16)\n");
 }
 
 // The token tiles of the layer blocks (mt-tile-tokens) and what they cost: each trained weight a

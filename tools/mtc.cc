@@ -103,8 +103,10 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
   app.add_flag("--untied", untied, "override: separate output projection");
   app.add_option("--frozen", frozen,
                  "parameters whose names this regular expression finds are never trained: no gradient, no AdamW "
-                 "moments (4 host bytes per weight, not 16), the backward stopped below the first layer that "
-                 "trains; still read from the weights and written by --export, --export-hf and checkpoints. Names: the plan's (mtdump), or "
+                 "moments (4 host bytes per weight, not 16; 2 for a Hugging Face folder's BF16 tensor where the "
+                 "weights stream as bf16: its bf16 copy alone, see --frozen-fp32), the backward stopped below the "
+                 "first layer that trains; still read from the weights and written by --export, --export-hf and "
+                 "checkpoints. Names: the plan's (mtdump), or "
                  "a Hugging Face folder's tensor names (e.g. 'embed_tokens|layers\\.[0-9]\\.'); ONNX: "
                  "initializers, kept as constants of the plan");
   app.add_option("--trainable", trainable,
@@ -112,6 +114,10 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "--frozen (which wins where both match; e.g. 'self_attn' trains a folder's attention alone, 'attn\\.' a "
                  "preset's). ONNX: an initializer holding Inf or NaN (a folded mask) stays a constant either way. With --lora: "
                  "what trains beside the adapters (PEFT's modules_to_save)");
+  app.add_flag("--frozen-fp32", o.frozen_fp32,
+               "keep every frozen weight's fp32 master (4 host bytes), also a folder's BF16 tensor's, which a plan "
+               "streaming bf16 otherwise holds as its bf16 copy alone (2 bytes, no value rounded): for weights other "
+               "than the folder's (another run's --export) given to mtrun --weights, --resume or --reference-weights");
   CLI::Option* lora =
       app.add_option("--lora", o.lora_rank,
                      "train low-rank adapters of this rank (LoRA, PEFT's r; typically 8 to 64) beside the weights "

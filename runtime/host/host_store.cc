@@ -171,18 +171,17 @@ void HostStore::setParam(int param, const std::function<void(int64_t, int64_t, f
     std::vector<float> tile;
     float* out = w.f32 ? w.f32 + first : (tile.resize(count), tile.data());
     values(first, count, out);
+    bool fits = true;  // a value that is not finite is checkLoaded's to name
     if (bf16_only)
-      for (int64_t e = 0; e < count; ++e)
-        if (!isBf16(out[e])) {
-          off_bf16 = std::min(off_bf16, first + e);
-          break;
-        }
-    write_master(w, first, count, out);
+      for (int64_t e = 0; e < count && fits; ++e)
+        if (std::isfinite(out[e]) && !isBf16(out[e])) off_bf16 = std::min(off_bf16, first + e), fits = false;
+    if (fits) write_master(w, first, count, out);
   }
   if (off_bf16 < n)
     throw Error("parameter '" + plan_.host_tensors(param).name() + "' holds a value that is not bf16 at element " +
-                std::to_string(off_bf16) + ", but the plan holds this frozen weight as bf16 alone (mtc compiled it " +
-                "from a BF16 tensor): give the weights mtc wrote, or compile the plan from these weights' folder");
+                std::to_string(off_bf16) + ", but the plan holds this frozen weight as bf16 alone (its Hugging Face " +
+                "folder's tensor is BF16): give the weights mtc wrote beside the plan, or compile the plan with mtc " +
+                "--frozen-fp32, which keeps frozen weights' fp32 masters");
 }
 
 int HostStore::find(plan::HostRole role, const std::string& name) const {

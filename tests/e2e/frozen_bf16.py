@@ -2,14 +2,16 @@
 tensor is BF16 keeps its staging copy as all of its master (2 host bytes, not 4: the residual of a
 bf16 value is zero). The same weights in a BF16 folder and widened in an F32 folder train bit for
 bit alike under LoRA, and export the same folder; the BF16 one needs 2 fewer host bytes per frozen
-weight. 2 ranks sharing the host copy give --accumulate 2's weights. A weights file whose frozen
-values are not bf16 is refused by name, before any step.
+weight. 2 ranks sharing the host copy give --accumulate 2's weights; a checkpoint resumes to the
+same weights as the run straight through. A weights file whose frozen values are not bf16 is
+refused by name, before any step; mtc --frozen-fp32 keeps the fp32 masters, which take it.
 
 usage: /usr/bin/python3 tests/e2e/frozen_bf16.py BIN_DIR WORK_DIR
 """
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -87,6 +89,19 @@ def main():
         if set(a) != set(r) or any(not torch.equal(a[k], r[k]) for k in a):
             failures.append("2 ranks with bf16-only frozen weights: not the weights of --accumulate 2")
         print("2 ranks: the weights of --accumulate 2, bit for bit")
+    # A checkpoint of the bf16-only weights (saved widened, read back through the check) at step 2
+    # resumes to the weights of the run straight through at step 4 (a constant learning rate: a
+    # 2-step run's cosine would differ from a 4-step run's).
+    straight, resumed, ck = (os.path.join(work, n) for n in ("straight.safetensors", "resumed.safetensors", "ck"))
+    shutil.rmtree(ck, ignore_errors=True)
+    common = [f"{bin_dir}/mtrun", plan, "--data", data, "--min-lr-ratio", "1"]
+    output(common + ["--steps", "4", "--export", straight])
+    output(common + ["--steps", "2", "--checkpoint-dir", ck, "--checkpoint-every", "2"])
+    output(common + ["--steps", "4", "--resume", ck, "--export", resumed])
+    s, r = ref.read_safetensors(straight), ref.read_safetensors(resumed)
+    if set(s) != set(r) or any(not torch.equal(s[k], r[k]) for k in s):
+        failures.append("a checkpoint of bf16-only frozen weights: resumed, not the weights of the run straight through")
+    print("checkpoint: resumed to the weights of the run straight through, bit for bit")
     # Frozen values that are not bf16 (another file than the folder's): refused by name.
     start = ref.read_safetensors(os.path.join(work, "f32.safetensors"))
     start["norm.weight"][5] += 1e-4
@@ -94,9 +109,18 @@ def main():
     r = subprocess.run([f"{bin_dir}/mtrun", os.path.join(work, "bf16.plan"), "--data", data, "--steps", "1",
                         "--weights", os.path.join(work, "off.safetensors")], capture_output=True, text=True)
     want = "'norm.weight' holds a value that is not bf16 at element 5"
-    if r.returncode == 0 or want not in r.stderr:
+    if r.returncode == 0 or want not in r.stderr or "--frozen-fp32" not in r.stderr:
         failures.append(f"mtrun --weights with a frozen value off bf16: exit {r.returncode}, want {want!r}: "
                         f"{r.stderr.strip()[:300]}")
+    # mtc --frozen-fp32: the fp32 masters kept (no weight bf16 alone), which take those weights.
+    fp32_plan = os.path.join(work, "fp32-masters.plan")
+    output([f"{bin_dir}/mtc", os.path.join(work, "bf16"), *SHAPE, *LORA, "--frozen-fp32", "-o", fp32_plan])
+    kept = output([f"{bin_dir}/mtdump", fp32_plan, "--tensors"]).count("(bf16 only: its STAGING)")
+    output([f"{bin_dir}/mtrun", fp32_plan, "--data", data, "--steps", "1", "--weights",
+            os.path.join(work, "off.safetensors")])
+    if kept:
+        failures.append(f"mtc --frozen-fp32: {kept} frozen weights still bf16 alone")
+    print("an off-bf16 frozen value refused by name; --frozen-fp32's plan takes it")
     ref.finish("frozen_bf16", failures)
 
 

@@ -449,8 +449,9 @@ TEST_F(KernelTest, SplitMasterRestoresEveryFloatExactly) {
   EXPECT_EQ(failures, 0);
 }
 
-// A master held as bf16 alone (plan 1.32, no residual): every bf16 value (isBf16) is written and
-// read back bit for bit, Inf and NaN included; a value with low bits is not bf16.
+// A master held as bf16 alone (plan 1.32, no residual): every bf16 value but NaN (isBf16; a master
+// is never NaN) is written and read back bit for bit, Inf and -0 included; a value with low bits
+// is not bf16.
 TEST_F(KernelTest, Bf16OnlyMasterHoldsEveryBf16ValueWhole) {
   std::vector<float> values;
   for (uint32_t high = 0; high <= 0xffffu; ++high) {
