@@ -164,8 +164,10 @@ bool isEmbeddingParam(const std::string& name) { return name == "embed.weight" |
 
 bool headIsEmbedding(const plan::Plan& plan) {
   return !hasHostTensor(plan, plan::ROLE_PARAM, "lm_head.weight") &&
-         !hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam);
+         !hasScoreHead(plan);
 }
+
+bool hasScoreHead(const plan::Plan& plan) { return hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam); }
 
 double loraScale(double alpha, int64_t rank, bool rslora) {
   return alpha / (rslora ? std::sqrt(static_cast<double>(rank)) : static_cast<double>(rank));

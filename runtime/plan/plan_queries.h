@@ -86,6 +86,8 @@ bool isDoraMagnitude(const std::string& name);
 bool isEmbeddingParam(const std::string& name);
 // Whether the plan's LM head is its embedding: no head of its own (nor a reward model's score head).
 bool headIsEmbedding(const plan::Plan& plan);
+// Whether the plan is a reward model's: it has the score head parameter (kScoreHeadParam).
+bool hasScoreHead(const plan::Plan& plan);
 // The scale of a rank-`rank` adapter's update B A: alpha / rank, or alpha / sqrt(rank) with
 // rank-stabilised LoRA (PEFT's use_rslora). What mt-lora computes with and an export merges in.
 double loraScale(double alpha, int64_t rank, bool rslora);

@@ -102,7 +102,7 @@ nlohmann::ordered_json exportableConfig(const plan::Plan& plan, const std::strin
   const std::string architecture = architectureOf(config);
   // A reward model's config is its ...ForSequenceClassification's (mtc writes it so; an older
   // reward plan's is still its causal LM's).
-  const bool score_head = hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam);
+  const bool score_head = hasScoreHead(plan);
   const bool classifier = architecture.ends_with("ForSequenceClassification");
   if (score_head != classifier)
     throw Error(flag + ": the plan's model has " + (score_head ? "a score head" : "an LM head") +
@@ -129,7 +129,7 @@ nlohmann::ordered_json exportableConfig(const plan::Plan& plan, const std::strin
 
 void checkHuggingFaceExport(const plan::Plan& plan) {
   const nlohmann::ordered_json config = exportableConfig(plan);
-  if (hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam)) rewardPadding(plan, config);  // its tokenizer read now
+  if (hasScoreHead(plan)) rewardPadding(plan, config);  // its tokenizer read now
 }
 
 namespace {
@@ -359,7 +359,7 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
   config["torch_dtype"] = dtype == ExportDtype::kBf16 ? "bfloat16" : "float32";
   config.erase("quantization_config");  // an MXFP4 source's: the export's weights are dequantized
   HuggingFaceExport report;
-  if (hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam)) {
+  if (hasScoreHead(plan)) {
     const RewardPadding padding = rewardPadding(plan, config);
     if (padding.id) config["pad_token_id"] = *padding.id;
     report.padding = padding.said;

@@ -208,7 +208,7 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
   nlohmann::ordered_json config;
   config["peft_type"] = "LORA";
   // A reward model's: PEFT's sequence classifier, its score head among the modules to save.
-  config["task_type"] = hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam) ? "SEQ_CLS" : "CAUSAL_LM";
+  config["task_type"] = hasScoreHead(plan) ? "SEQ_CLS" : "CAUSAL_LM";
   config["base_model_name_or_path"] =
       model.hf_source().empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(model.hf_source());
   // Each adapter's rank is its A's rows, its alpha its own or the plan's (mtc --lora-rank-pattern,

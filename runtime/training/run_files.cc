@@ -257,7 +257,7 @@ void exportStore(const TrainConfig& config, const plan::Plan& plan, const HostSt
     exportPeft(plan, store, config.export_peft_dir, metadata);
     std::printf("LoRA adapters written to %s (PEFT's adapter folder: PeftModel.from_pretrained(%s, folder))\n",
                 config.export_peft_dir.c_str(),
-                hasHostTensor(plan, plan::ROLE_PARAM, kScoreHeadParam)
+                hasScoreHead(plan)
                     ? "AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)"
                     : "base");
   }
