@@ -328,7 +328,7 @@ class FolderTensors {
 
 std::set<std::string> bf16Params(const HuggingFaceModel& model) {
   std::map<std::string, std::unique_ptr<SafetensorsFile>> open;
-  auto isBf16 = [&](const std::string& file, const std::string& name) {
+  auto isBf16Tensor = [&](const std::string& file, const std::string& name) {
     auto& shard = open[file];
     if (!shard) shard = std::make_unique<SafetensorsFile>(model.dir + "/" + file);
     auto it = shard->entries().find(name);
@@ -340,9 +340,9 @@ std::set<std::string> bf16Params(const HuggingFaceModel& model) {
     bool bf16 = true;
     if (source.place.per_expert)
       for (size_t e = 0; e < source.expert_files.size() && bf16; ++e)
-        bf16 = isBf16(source.expert_files[e], expertTensorName(source.place, static_cast<int64_t>(e)));
+        bf16 = isBf16Tensor(source.expert_files[e], expertTensorName(source.place, static_cast<int64_t>(e)));
     else
-      bf16 = isBf16(source.file, source.place.name);
+      bf16 = isBf16Tensor(source.file, source.place.name);
     if (bf16) params.insert(ours);
   }
   return params;

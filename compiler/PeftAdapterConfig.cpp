@@ -140,6 +140,9 @@ class KeyOrder : public nlohmann::json_sax<json> {
   int depth_ = 0;
 };
 
+// Whether `c` is a word character (Python's \w on ASCII: letters, digits, '_').
+bool isWordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
 // A key of word characters, '.' (any character, as in Python) and '\.' (a dot) as the end of a
 // name it must match character for character (kAnyCharacter for '.'); none for any other key.
 std::optional<std::string> literalTail(const std::string& key) {
@@ -148,7 +151,7 @@ std::optional<std::string> literalTail(const std::string& key) {
     const char c = key[i];
     if (c == '\\' && i + 1 < key.size() && key[i + 1] == '.') tail += key[++i];
     else if (c == '.') tail += PeftAdapter::Pattern::kAnyCharacter;
-    else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') tail += c;
+    else if (isWordChar(c)) tail += c;
     else return std::nullopt;
   }
   return tail;
@@ -225,9 +228,8 @@ void readLayers(const json& config, const std::string& path, PeftAdapter& adapte
   if (isOff(pattern)) return;
   adapter.layers_pattern = pattern.is_string() ? std::vector<std::string>{pattern.get<std::string>()}
                                                : moduleNames(pattern, path + ": layers_pattern");
-  auto wordChar = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   for (const std::string& name : adapter.layers_pattern)
-    if (!std::all_of(name.begin(), name.end(), wordChar))
+    if (!std::all_of(name.begin(), name.end(), isWordChar))
       throw Error(path + ": layers_pattern holds '" + name + "': mtc takes the name of the layers' list (letters, "
                   "digits, '_': \"layers\", \"h\"), not an expression");
 }

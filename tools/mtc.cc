@@ -489,6 +489,16 @@ std::optional<int> checkPreferenceFlags(const CLI::App& app, const mt::LossSpec&
   return std::nullopt;
 }
 
+// Flag `flag`'s regular expression `text`, or null after saying why it is none.
+std::optional<std::regex> flagRegex(const char* flag, const std::string& text) {
+  try {
+    return std::regex(text, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    std::fprintf(stderr, "mtc: error: %s '%s' is not a regular expression: %s\n", flag, text.c_str(), e.what());
+    return std::nullopt;
+  }
+}
+
 // --lora-rank-pattern and --lora-alpha-pattern, REGEX=VALUE each (split at the last '='), into the
 // options: exit code 2 naming what is wrong.
 std::optional<int> parseLoraPatterns(Flags& f) {
@@ -512,12 +522,9 @@ std::optional<int> parseLoraPatterns(Flags& f) {
                      rank ? "16" : "32");
         return 2;
       }
-      try {
-        parsed->push_back({pattern, std::regex(pattern, std::regex::ECMAScript), number});
-      } catch (const std::regex_error& e) {
-        std::fprintf(stderr, "mtc: error: %s '%s' is not a regular expression: %s\n", flag, pattern.c_str(), e.what());
-        return 2;
-      }
+      std::optional<std::regex> regex = flagRegex(flag, pattern);
+      if (!regex) return 2;
+      parsed->push_back({pattern, std::move(*regex), number});
     }
   }
   return std::nullopt;
@@ -538,29 +545,23 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
     return 2;
   }
   if (tied || untied) o.tied = tied;
-  try {
-    // --lora-experts alone adapts the stacks alone, as PEFT's target_parameters without target_modules.
-    if (app.count("--lora-experts") && (o.lora_dropout > 0 || o.lora_dora)) {
-      std::fprintf(stderr, "mtc: error: --lora-experts takes no --lora-dropout or --lora-dora (PEFT's adapters on "
-                           "parameters have neither)\n");
-      return 2;
-    }
-    if (app.count("--lora-experts") && !app.count("--lora-targets")) o.lora_targets.reset();
-    else o.lora_targets = std::regex(f.lora_targets, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    std::fprintf(stderr, "mtc: error: --lora-targets '%s' is not a regular expression: %s\n", f.lora_targets.c_str(),
-                 e.what());
+  // --lora-experts alone adapts the stacks alone, as PEFT's target_parameters without target_modules.
+  if (app.count("--lora-experts") && (o.lora_dropout > 0 || o.lora_dora)) {
+    std::fprintf(stderr, "mtc: error: --lora-experts takes no --lora-dropout or --lora-dora (PEFT's adapters on "
+                         "parameters have neither)\n");
     return 2;
+  }
+  if (app.count("--lora-experts") && !app.count("--lora-targets")) {
+    o.lora_targets.reset();
+  } else {
+    o.lora_targets = flagRegex("--lora-targets", f.lora_targets);
+    if (!o.lora_targets) return 2;
   }
   for (auto [flag, text, pattern] : {std::tuple{"--frozen", &frozen, &o.frozen}, {"--trainable", &trainable, &o.trainable},
                                      {"--lora-experts", &f.lora_experts, &o.lora_experts}}) {
     if (text->empty()) continue;
-    try {
-      *pattern = std::regex(*text, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      std::fprintf(stderr, "mtc: error: %s '%s' is not a regular expression: %s\n", flag, text->c_str(), e.what());
-      return 2;
-    }
+    *pattern = flagRegex(flag, *text);
+    if (!*pattern) return 2;
   }
   if (const auto code = checkPreferenceFlags(app, o.loss)) return code;
   if (const auto code = parseLoraPatterns(f)) return code;

@@ -76,8 +76,7 @@ HostStore::HostStore(const plan::Plan& plan, RankExchange* ranks, HostUse use)
   const auto allocated = [&](int i) {
     const plan::HostRole role = plan.host_tensors(i).role();
     return !(landing >= 0 && !gradients_apart_ && role == plan::ROLE_GRAD) &&
-           residual_of_[i] < 0 &&  // a split master: its staging copy and residual hold it
-           !plan.host_tensors(i).bf16_only() &&  // a frozen bf16 weight: its staging copy alone
+           !heldByStaging(i) &&
            (use == HostUse::kTraining || !isOptimizerRole(role));
   };
   // One host copy: the masters and their bf16 copies in the block the host's ranks share.
@@ -261,8 +260,7 @@ void HostStore::checkLoaded(int index) const {
 SafetensorsTensor HostStore::savedTensor(int index) const {
   const auto& t = plan_.host_tensors(index);
   SafetensorsTensor out{t.name(), "F32", {t.shape().begin(), t.shape().end()}, data(index), 4 * numel_[index]};
-  const bool split = residual_of_[index] >= 0 || t.bf16_only();
-  if (!out.data && !split)
+  if (!out.data && !heldByStaging(index))
     throw Error("internal: " + t.name() + " is not held (an evaluation's store holds no optimizer state) and cannot "
                 "be saved");
   if (!out.data)  // a split master (or bf16 alone), restored as it is written

@@ -127,6 +127,9 @@ class HostStore {
   // Whether tensor `index` is summed or updated slice by slice over the ranks: its whole value
   // is the owners' slices (a moment, a summed gradient).
   bool ownedBySlices(int index) const;
+  // Whether parameter `index` has no bytes of its own, its staging copy holding it: a split master
+  // (with its residual) or a frozen weight held as bf16 alone (isSplitMaster, by the store's index).
+  bool heldByStaging(int index) const { return residual_of_[index] >= 0 || plan_.host_tensors(index).bf16_only(); }
   // Tensor `index` (ownedBySlices) gathered from its owners' slices into `whole` on rank 0 (n
   // floats; null on the other ranks, which send theirs).
   void sendSlice(int index, float* whole) const;

@@ -175,10 +175,12 @@ struct PeftSetting {
 };
 PeftSetting peftSetting(const std::vector<AdaptedModule>& adapted,
                         const std::function<nlohmann::ordered_json(const AdaptedModule&)>& of) {
+  std::vector<nlohmann::ordered_json> values;  // each adapted module's, computed once
+  for (const AdaptedModule& m : adapted) values.push_back(of(m));
   std::vector<std::pair<nlohmann::ordered_json, int>> counts;  // by plan name
-  for (const AdaptedModule& m : adapted) {
-    auto found = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == of(m); });
-    if (found == counts.end()) counts.push_back({of(m), 1});
+  for (const nlohmann::ordered_json& v : values) {
+    auto found = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == v; });
+    if (found == counts.end()) counts.push_back({v, 1});
     else ++found->second;
   }
   PeftSetting setting;
@@ -187,18 +189,18 @@ PeftSetting peftSetting(const std::vector<AdaptedModule>& adapted,
                   })->first;
   auto leafOf = [](const std::string& module) { return module.substr(module.rfind('.') + 1); };
   std::map<std::string, std::set<std::string>> values_by_leaf;  // each value's dump
-  for (const AdaptedModule& m : adapted) values_by_leaf[leafOf(m.module)].insert(of(m).dump());
-  for (const AdaptedModule& m : adapted) {
-    if (of(m) == setting.value) continue;
-    const std::string leaf = leafOf(m.module);
+  for (size_t i = 0; i < adapted.size(); ++i) values_by_leaf[leafOf(adapted[i].module)].insert(values[i].dump());
+  for (size_t i = 0; i < adapted.size(); ++i) {
+    if (values[i] == setting.value) continue;
+    const std::string& module = adapted[i].module;
+    const std::string leaf = leafOf(module);
     if (values_by_leaf[leaf].size() == 1) {
-      setting.pattern[leaf] = of(m);
+      setting.pattern[leaf] = values[i];
       continue;
     }
     std::string escaped;
-    for (char c : m.module)
-      escaped += std::string(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? "" : "\\") + c;
-    setting.pattern[escaped] = of(m);
+    for (char c : module) escaped += std::string(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? "" : "\\") + c;
+    setting.pattern[escaped] = values[i];
   }
   return setting;
 }
