@@ -22,6 +22,25 @@ import hf_import  # noqa: E402
 TOLERANCE = 2e-5
 
 
+def appliedConfig(model, config):
+    """The config the twin computes with, and a note of what the loaded model applies otherwise:
+    transformers' GptOssExperts has clamped at a fixed 7.0 whatever the folder's swiglu_limit says
+    (the tiny model's 0.1 then never clamps there; Hub checkpoints say 7.0). The twin takes the limit
+    the loaded model applies, so the rest is still checked, and the line says so. The rotary
+    embedding's type is named for a gpt-oss folder: its config class defaults to YaRN."""
+    if config.get("model_type") != "gpt_oss":
+        return config, ""
+    layer = model.model.layers[0]
+    applied = getattr(layer.mlp.experts, "limit", config.get("swiglu_limit"))
+    rotary = getattr(model.model, "rotary_emb", None)
+    note = (f"; rotary {getattr(rotary, 'rope_type', '?')} (scaling {getattr(rotary, 'attention_scaling', '?')}), "
+            f"window {getattr(model.config, 'sliding_window', '?')}")
+    if applied != config.get("swiglu_limit"):
+        note += f"; transformers clamps at {applied} where the folder says swiglu_limit {config.get('swiglu_limit')}"
+        config = dict(config, swiglu_limit=applied)
+    return config, note
+
+
 def check(folder):
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
     with open(os.path.join(folder, "config.json")) as f:
@@ -34,6 +53,7 @@ def check(folder):
         return f"{folder}: transformers loaded it with {problems}"
     loaded_dtype = next(model.parameters()).dtype
     model = model.float().eval()
+    config, note = appliedConfig(model, config)
     tokens = torch.arange(2 * 24).reshape(2, 24) * 7919 % config["vocab_size"]
     weights = {k: v.float() for k, v in hf_import.read_hf_safetensors(os.path.join(folder, "model.safetensors")).items()}
     with torch.no_grad():
@@ -55,7 +75,7 @@ def check(folder):
             want = hf_import.hf_logits(weights, config, tokens)
     worst = (got - want).abs().max().item()
     print(f"hf_transformers {os.path.basename(folder)}: {config['architectures'][0]} loaded ({loaded_dtype}, "
-          f"nothing missing or unexpected); logits within {worst:.3g} of the twin (up to {want.abs().max().item():.3g})")
+          f"nothing missing or unexpected); logits within {worst:.3g} of the twin (up to {want.abs().max().item():.3g}){note}")
     return None if worst <= TOLERANCE else f"{folder}: logits differ by {worst} > {TOLERANCE}"
 
 

@@ -88,8 +88,10 @@ done
 # 64 (the tensor cores both ways; packed calls never go to cuDNN), gpt-oss's window and sinks.
 /usr/bin/python3 -c "import sys; sys.path.insert(0, 'tests/e2e'); import mt_reference as ref
 ref.write_example_corpus('.gpu/corpus.tok', '.gpu/examples.tok')
-ref.write_example_corpus('.gpu/corpus.tok', '.gpu/pairs.tok', pairs=True)
-ref.write_example_corpus('.gpu/corpus.tok', '.gpu/labelled.tok', pairs=True, labelled=True)
+# The preference plans' data a few hundred pairs: their reference pass scores every pair before the first
+# step (the whole corpus's 80,521 pairs took 20 s on cuda and over a minute on the device's CPU).
+ref.write_example_corpus('.gpu/corpus.tok', '.gpu/pairs.tok', pairs=True, tokens=8000)
+ref.write_example_corpus('.gpu/corpus.tok', '.gpu/labelled.tok', pairs=True, labelled=True, tokens=8000)
 print('.gpu/sft.tok:', ref.write_lognormal_examples('.gpu/sft.tok', 3000, 300, 24, 1023))"
 build/bin/mtc llama-tiny --packed-examples --batch 4 --seq 64 --no-weights -o .gpu/plans/packed-llama-tiny.plan >/dev/null
 build/bin/mtc llama-tiny --packed-examples --width 256 --heads 4 --kv-heads 2 --ffn 512 --batch 2 --context 128 --seq 100 \
@@ -134,10 +136,27 @@ for model in llama-tiny qwen-tiny gpt-oss-tiny; do
       --export-hf .gpu/hf/$model-$dtype --export-dtype $dtype >/dev/null
   done
 done
+build/bin/mtc .gpu/hf/llama-tiny-bf16 --batch 4 --seq 32 --lora 4 --precision bf16 -o .gpu/plans/llama-tiny-lora-bf16only-mixed.plan \
+  | grep -q 'bf16 copies alone' || { echo "llama-tiny-lora-bf16only-mixed: no frozen weight held as bf16 alone"; exit 1; }
 # A reward model's folder (LlamaForSequenceClassification): AutoModelForSequenceClassification there.
 build/bin/mtc llama-tiny --objective reward --batch 4 --seq 32 -o .gpu/hf/llama-tiny-reward.plan >/dev/null
 build/bin/mtrun .gpu/hf/llama-tiny-reward.plan --data .gpu/pairs.tok --steps 3 --print-every 10 \
   --export-hf .gpu/hf/llama-tiny-reward-f32 >/dev/null
+# PEFT adapter folders (mtrun --export-peft) on that Llama folder, each beside the same run's merged
+# folder (--export-hf): run.sh loads each with peft there (bench/gpu/peft_check.py). LoRA with rank and
+# alpha patterns, DoRA, rsLoRA with a module trained whole (modules_to_save), a reward model's (SEQ_CLS).
+mkdir -p .gpu/peft
+while read -r name objective flags; do
+  data=.gpu/corpus.tok; [ "$objective" = reward ] && data=.gpu/pairs.tok
+  build/bin/mtc .gpu/hf/llama-tiny-f32 --objective "$objective" --batch 4 --seq 32 $flags -o ".gpu/peft/$name.plan" >/dev/null
+  build/bin/mtrun ".gpu/peft/$name.plan" --data "$data" --steps 3 --lr 1e-2 --print-every 10 \
+    --export-hf ".gpu/peft/$name-merged" --export-peft ".gpu/peft/$name-adapter" >/dev/null
+done <<'LIST'
+lora next-token --lora 4 --lora-alpha 8 --lora-targets proj --lora-rank-pattern mlp\.=8 --lora-alpha-pattern o_proj=24
+dora next-token --lora 4 --lora-alpha 12 --lora-dora
+rslora next-token --lora 4 --lora-alpha 8 --lora-rslora --trainable model\.norm
+reward reward --lora 4 --lora-alpha 8
+LIST
 # Generation speed (run.sh bench, BENCH_GEN=1): Llama 3.2 1B's shape, a decode plan with a cache of
 # 1024 positions, resident fp32 (its weights kept on the device between tokens) and bf16; the
 # window plan of the same model for what a token cost before the cache.
@@ -148,6 +167,11 @@ build/bin/mtc llama-1b --forward-only --batch 1 --seq 1024 --no-weights -o .gpu/
 # The kept activations offloaded to the host (copied out on the d2h stream, back on the h2d one).
 build/bin/mtc llama-tiny --batch 4 --seq 32 --schedule streamed-recompute --offload-activations on --no-weights \
   -o .gpu/plans/llama-tiny-offload.plan >/dev/null
+# LoRA and DoRA (mt-lora's adapters, DoRA's magnitude and norm: run.sh trains them on cpu and cuda), and a
+# LoRA plan on the BF16 folder whose frozen weights are held as bf16 alone (plan 1.32's bf16_only).
+build/bin/mtc llama-tiny --batch 4 --seq 32 --lora 4 --lora-alpha 12 --no-weights -o .gpu/plans/llama-tiny-lora.plan >/dev/null
+build/bin/mtc llama-tiny --batch 4 --seq 32 --lora 4 --lora-alpha 12 --lora-dora --precision bf16 --no-weights \
+  -o .gpu/plans/llama-tiny-dora-mixed.plan >/dev/null
 # Speed: Llama shapes (most at context 1024) with a device budget far below parameters + optimizer
 # state (16 bytes/param: 20 GB for 1B, 51 GB for 3B, 108 GB for 7B); 7B is the largest the
 # machine's 128 GiB of host memory holds (on-arrival update: 12 bytes/param).
@@ -157,7 +181,8 @@ build/bin/mtc llama-tiny --batch 4 --seq 32 --schedule streamed-recompute --offl
 # Llama 3.2 1B's own tied head at context 8192 under 3 GiB (the split with the token lookup on the
 # host; with the lookup on the device it needs at least 10.0 GiB). llama-7b-bf16: llama-7b with its
 # weights streamed as bf16 staging copies (half the h2d bytes). llama-1b-mixed, qwen7b-mixed: bf16
-# plans; the 7B at the batch --batch auto picks for 76 GiB (the comparison with MegaTrain's 272
+# plans; qwen7b-lora-mixed, qwen7b-dora-mixed: LoRA and DoRA of rank 16 on its 196 projections at
+# 8 x 4096 (docs/perf.md's predictions of sessions 37 and 38); the 7B at the batch --batch auto picks for 76 GiB (the comparison with MegaTrain's 272
 # model TFLOP/s on Qwen2.5-7B; on arrival: 12 bytes/param fit the machine's 128 GiB).
 # llama-1b-mixed-rows, llama-1b-mixed-packed: the same bf16 model on .gpu/sft.tok's instruction-shaped
 # examples (median 300 tokens), one per row (--rows examples) and packed (a plan of
@@ -182,6 +207,8 @@ llama-1b-mixed-auto llama-1b 76GiB --batch auto --seq 1024 --precision bf16
 llama-1b-mixed-rows llama-1b 76GiB --batch 32 --seq 1024 --precision bf16
 llama-1b-mixed-packed llama-1b 76GiB --batch 32 --seq 1024 --precision bf16 --packed-examples
 qwen7b-mixed qwen2.5-7b 76GiB --batch auto --seq 1024 --precision bf16 --update on-arrival --host-mem 110GiB
+qwen7b-lora-mixed qwen2.5-7b 76GiB --batch 8 --seq 4096 --precision bf16 --lora 16 --lora-targets attn\.|mlp\.
+qwen7b-dora-mixed qwen2.5-7b 76GiB --batch 8 --seq 4096 --precision bf16 --lora 16 --lora-targets attn\.|mlp\. --lora-dora
 LIST
 du -sh .gpu
 XZ_OPT=-T2 tar cJf .gpu.tar.xz .gpu

@@ -1,7 +1,10 @@
 """Compares two runs of a model, by default one plan on the cpu and the cuda backend:
 PREFIX.{A,B}.jsonl (mtrun --log), PREFIX.{A,B}.safetensors (mtrun --export) and
 PREFIX.A.grads.safetensors (mtrun --dump-grads: the first step's gradients). Losses must agree to LOSS_TOL relative at every step and every weight
-tensor to WEIGHT_TOL relative, except tensors whose gradient is analytically zero (attention's key
+tensor to WEIGHT_TOL relative, and where PREFIX.B.grads.safetensors is there too, every first-step
+gradient to WEIGHT_TOL (a kernel's error shows there before AdamW's steps blur it: a tensor that
+starts at zero, a bias or a LoRA B, moves by lr-sized steps whose signs follow its noise), except
+tensors whose gradient is analytically zero (attention's key
 bias: softmax ignores a per-row shift), where AdamW turns each backend's rounding noise into
 lr-sized steps of its own. With --bf16 (a bf16 plan: each backend rounds its own f32 sums to
 bf16, so a rounding here and there differs and AdamW carries it on) losses within 1e-2 and
@@ -45,9 +48,20 @@ def main():
     errs = {n: ref.rel_err(weights[1][n], w) for n, w in weights[0].items() if n not in zero_grad}
     worst = max(errs, key=errs.get)
     ok = all(len(run) == steps for run in losses) and loss_err <= loss_tol and errs[worst] <= weight_tol
+    grads_b = f"{prefix}.{runs[1]}.grads.safetensors"
+    grad_words = ""
+    if os.path.exists(grads_b):
+        other = ref.read_safetensors(grads_b)
+        grad_errs = {n: ref.rel_err(other[n], g) for n, g in grads.items() if n not in zero_grad}
+        grad_worst = max(grad_errs, key=grad_errs.get)
+        ok = ok and grad_errs[grad_worst] <= weight_tol
+        grad_words = f", first-step gradients within {grad_errs[grad_worst]:.1e} (worst {grad_worst})"
+    # Past the bound: the next worst weights too (is it one tensor, or many?).
+    over = sorted((n for n in errs if errs[n] > weight_tol), key=errs.get, reverse=True)[1:3]
+    over_words = "".join(f"; then {n} {errs[n]:.1e}" for n in over)
     print(f"{name}: {'ok' if ok else 'FAIL'} losses within {loss_err:.1e}, weights within {errs[worst]:.1e} "
-          f"(worst {worst}; {len(errs)} tensors, left out with zero gradient: {zero_grad or 'none'}; "
-          f"{steps} steps, {runs[1]} vs {runs[0]})")
+          f"(worst {worst}{over_words}; {len(errs)} tensors, left out with zero gradient: {zero_grad or 'none'}; "
+          f"{steps} steps, {runs[1]} vs {runs[0]}){grad_words}")
     return 0 if ok else 1
 
 

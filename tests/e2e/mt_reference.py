@@ -364,14 +364,14 @@ def packed_logits(rows, seq, vocab, logits_alone):
     return out
 
 
-def write_example_corpus(corpus_path, path, pairs=False, labelled=False):
+def write_example_corpus(corpus_path, path, pairs=False, labelled=False, tokens=None):
     """A version-3 token file of `corpus_path`'s tokens cut into examples of 5 to 27 tokens, two
     thirds of each counted: instruction-shaped data for the packed-examples checks; with `pairs`,
     version 4, consecutive examples taken as (chosen, rejected) pairs (for mtc --objective dpo);
     with `labelled` too, version 5, as (example, KL row) pairs, two in three desirable (for mtc
     --objective kto; the KL rows not the examples' prompts with others' completions: the kernels'
-    checks need rows, not that meaning)."""
-    ids = read_tokens(corpus_path)
+    checks need rows, not that meaning); `tokens`: only the corpus's first that many."""
+    ids = read_tokens(corpus_path)[:tokens]
     starts = np.cumsum([0] + [5 + (i * 37) % 23 for i in range(len(ids))])
     starts = starts[starts < len(ids)]
     if pairs:
