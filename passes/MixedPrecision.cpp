@@ -36,7 +36,8 @@ const KernelInfo* kernelOf(Operation* op) {
 
 // The device values that are, or only add up to, a parameter's gradient: what its d2h copies
 // (a result named mt.grad or mt.grad_row) and, through adds, scales, transposes and reshapes,
-// what those are made of. They stay f32: a gradient leaves the device as f32.
+// what those are made of (and a parameter-shaped binary_grad's incoming gradient). They stay
+// f32: a gradient leaves the device as f32.
 DenseSet<Value> gradientValues(func::FuncOp func) {
   DenseSet<Value> found;
   SmallVector<Value> work;
@@ -50,6 +51,11 @@ DenseSet<Value> gradientValues(func::FuncOp func) {
     Operation* op = v.getDefiningOp();
     if (isa_and_nonnull<AddOp, ScaleOp, TransposeOp, ReshapeOp>(op))
       for (Value operand : op->getOperands()) work.push_back(operand);
+    // The elementwise gradient of a parameter-shaped quotient or product (DoRA's magnitude over
+    // its weight's row norms) reads its incoming gradient at that shape: a sum over the tokens,
+    // kept f32 rather than rounded to bf16 before it is divided.
+    else if (auto grad = dyn_cast_or_null<BinaryGradOp>(op); grad && grad.getDout().getType() == v.getType())
+      work.push_back(grad.getDout());
   }
   return found;
 }

@@ -151,6 +151,9 @@ TEST_F(CudaTwinTest, ElementwiseAndLayout) {
   expectTwin(KernelId::SumTo, {a}, {HostTensor::f32({33, 70})});
   expectTwin(KernelId::SumTo, {a}, {HostTensor::f32({4, 1, 70})});  // keepdims
   expectTwin(KernelId::SumTo, {a}, {HostTensor::f32({4, 33, 1})});
+  // Row sums (DoRA's weight norm), rows longer than a warp's 32 lanes and more rows than one block's warps.
+  const auto weight = randomF32({300, 517});
+  expectTwin(KernelId::SumTo, {weight}, {HostTensor::f32({300, 1})});
   expectTwin(KernelId::Transpose, {a}, {HostTensor::f32({70, 4, 33})}, {2, 0, 1});
   const auto x4 = randomF32({2, 5, 3, 7});
   expectTwin(KernelId::Transpose, {x4}, {HostTensor::f32({2, 3, 5, 7})}, {0, 2, 1, 3});
@@ -614,6 +617,7 @@ TEST_F(CudaTwinTest, Bf16Activations) {
   expectBf16Twin(KernelId::SumTo, {a}, {H::f32({70})}, {}, {}, /*f32_any=*/true);  // a bias gradient
   expectBf16Twin(KernelId::SumTo, {a}, {H::f32({70})});
   expectBf16Twin(KernelId::SumTo, {a}, {H::f32({4, 33, 1})}, {}, {}, true);
+  expectBf16Twin(KernelId::SumTo, {randomF32({300, 517})}, {H::f32({300, 1})}, {}, {}, true);
   expectBf16Twin(KernelId::Transpose, {a}, {H::f32({70, 4, 33})}, {2, 0, 1});
   expectTwin(KernelId::Narrow, {a}, {H::bf16({4, 33, 70}, {})}, {}, {}, 0.0);  // the same rounding
   // Products: bf16 out, and a weight gradient f32 out from bf16 operands.

@@ -54,3 +54,28 @@ func.func @f(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<3x4xf32
   %12 = mt.embedding_grad %arg0, %dx {mt.backward, mt.block = -1 : i64, vocab = 3 : i64} : tensor<1x2xi32>, tensor<1x2x4xf32>
   return %loss, %12, %dg, %11, %7 : tensor<f32>, tensor<3x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4xf32>
 }
+
+// -----
+// The gradient of a parameter-shaped quotient (DoRA's magnitude m over its weight's row norms n):
+// the sum over the tokens that binary_grad reads is f32, not rounded to bf16 before the divide;
+// the product summed stays a bf16 activation.
+// CHECK-LABEL: func.func @magnitude
+// CHECK:      %[[P:.*]] = mt.mul %{{.*}}, %{{.*}} {mt.backward, mt.block = 0 : i64} : tensor<1x2x4xbf16>, tensor<1x2x4xbf16>
+// CHECK-NEXT: %[[S:.*]] = mt.sum_to %[[P]] {mt.backward, mt.block = 0 : i64} : tensor<1x2x4xbf16> -> tensor<4xf32>
+// CHECK-NOT:  mt.widen %[[S]]
+// CHECK:      %[[DM:.*]], %{{.*}} = mt.binary_grad %[[S]], %{{.*}}, %{{.*}} {fn = "div"
+// CHECK:      mt.d2h %[[DM]] {mt.block = 0 : i64} : tensor<4xf32>
+func.func @magnitude(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<3x4xf32> {mt.param = {init = "normal", name = "e", std = 1.000000e+00 : f32}}, %arg2: tensor<4xf32> {mt.param = {init = "ones", name = "m"}}, %arg3: tensor<4xf32> {mt.param = {init = "ones", name = "n"}}, %arg4: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}, tensor<3x4xf32> {mt.grad = "e"}, tensor<4xf32> {mt.grad = "m"}, tensor<4xf32> {mt.grad = "n"}) attributes {mt.block_templates = array<i64: 0>} {
+  %0 = mt.embedding %arg0, %arg1 {mt.block = -1 : i64} : tensor<1x2xi32>, tensor<3x4xf32>
+  %1 = mt.binary %arg2, %arg3 {fn = "div", mt.block = 0 : i64} : tensor<4xf32>, tensor<4xf32>
+  %2 = mt.mul %0, %1 {mt.block = 0 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+  %loss, %lse = mt.softmax_xent %2, %arg4 {mt.block = 1 : i64} : tensor<1x2x4xf32>, tensor<1x2xi32>
+  %3 = mt.fill {mt.backward, mt.block = 1 : i64, value = 1.000000e+00 : f32} : tensor<f32>
+  %4 = mt.softmax_xent_grad %3, %2, %arg4, %lse {mt.backward, mt.block = 1 : i64} : tensor<f32>, tensor<1x2x4xf32>, tensor<1x2xi32>, tensor<1x2xf32>
+  %5 = mt.mul %4, %0 {mt.backward, mt.block = 0 : i64} : tensor<1x2x4xf32>, tensor<1x2x4xf32>
+  %6 = mt.sum_to %5 {mt.backward, mt.block = 0 : i64} : tensor<1x2x4xf32> -> tensor<4xf32>
+  %dm, %dn = mt.binary_grad %6, %arg2, %arg3 {fn = "div", mt.backward, mt.block = 0 : i64} : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  %7 = mt.mul %4, %1 {mt.backward, mt.block = 0 : i64} : tensor<1x2x4xf32>, tensor<4xf32>
+  %8 = mt.embedding_grad %arg0, %7 {mt.backward, mt.block = -1 : i64, vocab = 3 : i64} : tensor<1x2xi32>, tensor<1x2x4xf32>
+  return %loss, %8, %dm, %dn : tensor<f32>, tensor<3x4xf32>, tensor<4xf32>, tensor<4xf32>
+}
