@@ -22,6 +22,16 @@ bool isSuffix(const std::vector<int64_t>& suffix, const std::vector<int64_t>& sh
   return std::equal(suffix.begin(), suffix.end(), shape.end() - suffix.size());
 }
 
+int64_t keptLeadingRows(const std::vector<int64_t>& kept, const std::vector<int64_t>& shape) {
+  if (kept.size() != shape.size()) return -1;
+  size_t d = 0;
+  int64_t rows = 1;
+  for (; d < shape.size() && kept[d] == shape[d]; ++d) rows *= shape[d];
+  for (size_t rest = d; rest < shape.size(); ++rest)
+    if (kept[rest] != 1) return -1;
+  return rows;
+}
+
 bool broadcastsTo(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
   if (in.size() > out.size()) return false;
   const size_t lead = out.size() - in.size();

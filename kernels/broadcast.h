@@ -12,6 +12,11 @@ bool broadcastShapes(const std::vector<int64_t>& a, const std::vector<int64_t>& 
 // Whether `suffix` is the trailing part of `shape` (then it broadcasts over the leading dims).
 bool isSuffix(const std::vector<int64_t>& suffix, const std::vector<int64_t>& shape);
 
+// The rows of `shape` that `kept` keeps whole where `kept` is shape's leading dimensions followed
+// by ones (`shape` read as (rows, numel / rows): a sum of each row, as DoRA's weight norm sums an
+// (out, in) weight's squares to (out, 1)); -1 where it is not.
+int64_t keptLeadingRows(const std::vector<int64_t>& kept, const std::vector<int64_t>& shape);
+
 // Whether `in` broadcasts to exactly `out`.
 bool broadcastsTo(const std::vector<int64_t>& in, const std::vector<int64_t>& out);
 

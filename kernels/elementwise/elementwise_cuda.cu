@@ -96,7 +96,8 @@ __global__ void sumToKernel(const In* __restrict__ x, Out* __restrict__ out, int
 // out[r] = the sum of row r of a row-major (rows, cols) x: a warp a row, its lanes reading
 // consecutive elements (DoRA's weight norm: an (out, in) weight's squares to (out, 1)). The
 // generic kernel above gives each output a thread, whose reads along a row hit one cache line
-// each: 2.8x a DoRA step's time on an H200 (docs/perf.md).
+// each: 2.8x a DoRA step's time on an H200 (docs/perf.md). Taken where keptLeadingRows says the
+// result keeps x's leading dimensions (KernelTest.SumToPathsFollowTheShapes).
 template <typename In, typename Out>
 __global__ void rowSumsKernel(const In* __restrict__ x, Out* __restrict__ out, int64_t rows, int64_t cols) {
   const int lane = threadIdx.x & 31;
@@ -110,18 +111,6 @@ __global__ void rowSumsKernel(const In* __restrict__ x, Out* __restrict__ out, i
     sum = cuda::warpSum(sum);
     if (lane == 0) out[r] = fromFloat<Out>(sum);
   }
-}
-
-// The rows of x that `out` keeps whole where it is x's leading dimensions followed by ones (x
-// read as (rows, numel / rows)); -1 where it is not.
-int64_t keptLeadingRows(const std::vector<int64_t>& out, const std::vector<int64_t>& x) {
-  if (out.size() != x.size()) return -1;
-  size_t d = 0;
-  int64_t rows = 1;
-  for (; d < x.size() && out[d] == x[d]; ++d) rows *= x[d];
-  for (size_t rest = d; rest < x.size(); ++rest)
-    if (out[rest] != 1) return -1;
-  return rows;
 }
 
 // out[o] = x[the input element at o's permuted index]; strides: the input stride of each

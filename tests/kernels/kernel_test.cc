@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "kernels/adamw/adamw.h"
+#include "kernels/broadcast.h"
 #include "kernels/checksum/checksum.h"
 #include "kernels/elementwise/elementwise.h"
 
@@ -71,6 +72,19 @@ TEST_F(KernelTest, BroadcastAddMulScaleSumToTranspose) {
               transposed, 0.0, "transpose");
   expectClose(runKernel(KernelId::Fill, {}, {HostTensor::f32({7})}, {}, {1.5f})[0].floats, Doubles(7, 1.5),
               0.0, "fill");
+}
+
+// Which of sum_to_cuda's paths a shape takes (the twin tests run only on a GPU; the generic
+// path made DoRA's weight norm 68 % of its step on an H200): keptLeadingRows gives the rows of a
+// result that keeps the input's leading dimensions, isSuffix the column sums over leading rows.
+TEST_F(KernelTest, SumToPathsFollowTheShapes) {
+  EXPECT_EQ(keptLeadingRows({18944, 1}, {18944, 3584}), 18944);  // DoRA's norm of gate_proj
+  EXPECT_EQ(keptLeadingRows({4, 33, 1}, {4, 33, 70}), 4 * 33);
+  EXPECT_EQ(keptLeadingRows({4, 1, 1}, {4, 33, 70}), 4);
+  EXPECT_EQ(keptLeadingRows({1, 1}, {5, 7}), 1);                  // everything into one
+  EXPECT_EQ(keptLeadingRows({4, 1, 70}, {4, 33, 70}), -1);        // a middle dimension: generic
+  EXPECT_EQ(keptLeadingRows({3584}, {8, 4096, 3584}), -1);       // the magnitude's token sum...
+  EXPECT_TRUE(isSuffix({3584}, {8, 4096, 3584}));                 // ...is column sums
 }
 
 // Rounding to bf16, to nearest even (NaN stays NaN, overflow goes to Inf), and mt.widen gives
