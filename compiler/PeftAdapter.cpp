@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <regex>
 #include <set>
 #include <vector>
 
@@ -55,18 +56,20 @@ std::optional<int64_t> layerIndex(const std::vector<std::string>& layers_pattern
   return std::nullopt;
 }
 
-// Whether PEFT adapts `module` (its check_target_module_exists): never an excluded module, a
-// module to save nor one inside it; else as target_modules says, a name of the list found by its
-// end only in the layers layers_to_transform chooses.
-bool isTarget(const PeftAdapter& adapter, const std::string& module, ExpertLayout layout) {
+// Whether PEFT adapts `module` (the plan's `ours`; its check_target_module_exists): never an
+// excluded module, a module to save nor one inside it; else as target_modules says, a name of the
+// list found by its end only in the layers layers_to_transform chooses.
+bool isTarget(const PeftAdapter& adapter, const std::string& module, const std::string& ours) {
   if (adapter.exclude_expression ? adapter.exclude_expression->fullMatch(module) : namedIn(adapter.excluded, module))
     return false;
   for (const std::string& m : adapter.saved)
     if (module == m || module.starts_with(m + ".") || module.ends_with("." + m) ||
         module.find("." + m + ".") != std::string::npos)
       return false;
-  if (adapter.all_linear)  // the layers' linear layers (gpt-oss's router is none in transformers)
-    return module.starts_with("model.layers.") && !(layout == ExpertLayout::kGptOss && module.ends_with(".mlp.router"));
+  if (adapter.all_linear) {  // the layers' linear layers, by the plan's name (`ours`), as mtc's flag
+    static const std::regex linear(kAllLinearLoraTargets, std::regex::ECMAScript);
+    return std::regex_search(ours, linear);
+  }
   if (adapter.target_expression) return adapter.target_expression->fullMatch(module);
   if (std::find(adapter.targets.begin(), adapter.targets.end(), module) != adapter.targets.end()) return true;
   if (!namedIn(adapter.targets, module)) return false;
@@ -148,7 +151,6 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   o.lora_rslora = adapter.rslora;
   o.lora_dropout = adapter.dropout;
   o.lora_dora = adapter.dora;
-  const ExpertLayout layout = expertLayoutOf(model.architecture);
   std::set<std::string> targets, saved;
   for (const auto& [ours, source] : model.weights) {
     const std::string tensor = ownTensor(model, ours);
@@ -161,7 +163,7 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
       o.lora_from_replaced.insert(ours);
     if (isSaved(adapter, module)) {
       saved.insert(ours);
-    } else if (tensor.ends_with(".weight") && isTarget(adapter, module, layout)) {
+    } else if (tensor.ends_with(".weight") && isTarget(adapter, module, ours)) {
       targets.insert(ours);
       if (const int64_t r = adapterRank(adapter, module); r != adapter.rank) o.lora_from_ranks[ours] = r;
       if (const double a = adapterAlpha(adapter, module); a != adapter.alpha) o.lora_from_alphas[ours] = a;
@@ -196,7 +198,6 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     placed.insert(key);
     return key;
   };
-  const ExpertLayout layout = expertLayoutOf(model.architecture);
   const bool tied = headIsEmbedding(plan);
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
@@ -217,7 +218,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     const std::string module = huggingFaceModuleOf(tensor), whole = kPeftKeyPrefix + tensor;
     const bool saved = !tensor.empty() && isSaved(adapter, module);
     const bool target = !tensor.empty() && !saved && tensor.ends_with(".weight") && shape.size() == 2 &&
-                        isTarget(adapter, module, layout);
+                        isTarget(adapter, module, t.name());
     if (target && file.entries().count(whole))
       throw Error(file.path() + " holds '" + whole + "', the whole weight of an adapted module, which PEFT does " +
                   "not load (it names that weight '" + module + ".base_layer.weight')");

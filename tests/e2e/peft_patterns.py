@@ -5,7 +5,8 @@ merges each at its own scale; --export-peft writes r and lora_alpha (what most a
 the others as patterns, which --lora-from reads back to the bit (and merged bit for bit as
 --export-hf merges). PEFT's own forms of the patterns (expressions, the first matching key
 counting), its layers_to_transform (with layers_pattern) and exclude_modules (names or an
-expression) choose what --lora-from adapts as PEFT would; the refusals name what is wrong.
+expression) choose what --lora-from adapts as PEFT would; "all-linear" adapts the same weights as a
+flag and as a config; the refusals name what is wrong.
 
 usage: /usr/bin/python3 tests/e2e/peft_patterns.py BIN_DIR WORK_DIR
 """
@@ -164,6 +165,35 @@ def check_layers_and_exclusions(bin_dir, work, failures):
         lora_from_refused(bin_dir, work, damaged_adapter(work, peft, "refused", change), want, failures, model=folder)
 
 
+def check_all_linear(bin_dir, work, data, failures):
+    """PEFT's target_modules "all-linear", both ways: mtc --lora-targets all-linear (in any case, as
+    PEFT reads it) adapts the layers' 14 projections of the Llama folder, and --lora-from reads a
+    config saying "all-linear" onto the same 14; on a mixture (built-in qwen3-moe-tiny) the
+    attention's alone: its routers and experts are bare parameters in transformers 5, no nn.Linear."""
+    folder = os.path.join(work, NAME)
+    plan, trained, peft = (os.path.join(work, s) for s in ("linear.plan", "linear.safetensors", "linear-peft"))
+    ref.run([f"{bin_dir}/mtc", folder, *SHAPE, "-o", plan, "--lora", "4", "--lora-targets", "All-Linear"])
+    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "1", "--export", trained, "--export-peft", peft])
+    want = [f"layers.{layer}.{m}" for layer in (0, 1)
+            for m in ("attn.k", "attn.o", "attn.q", "attn.v", "mlp.down", "mlp.gate", "mlp.up")]
+    got = adapters_of(ref.read_safetensors(trained))
+    if got != want:
+        failures.append(f"--lora-targets all-linear on a Llama folder adapts {got}, want {want}")
+    adapter = damaged_adapter(work, peft, "linear-all", {"target_modules": "all-linear"})
+    ref.run([f"{bin_dir}/mtc", folder, *SHAPE, "-o", os.path.join(work, "linear-all.plan"), "--lora-from", adapter])
+    from_config = adapters_of(ref.read_safetensors(os.path.join(work, "linear-all.safetensors")))
+    if from_config != want:
+        failures.append(f"--lora-from a config of target_modules 'all-linear' adapts {from_config}, want {want}")
+    moe = os.path.join(work, "linear-moe.plan")
+    ref.run([f"{bin_dir}/mtc", "qwen3-moe-tiny", *SHAPE, "-o", moe, "--lora", "4", "--lora-targets", "all-linear"])
+    moe_got = adapters_of(ref.read_safetensors(os.path.join(work, "linear-moe.safetensors")))
+    moe_want = [f"layers.{layer}.attn.{m}" for layer in (0, 1) for m in "koqv"]
+    if moe_got != moe_want:
+        failures.append(f"--lora-targets all-linear on qwen3-moe-tiny adapts {moe_got}, want {moe_want}")
+    print(f"all-linear: {len(got)} projections of the Llama folder by the flag and by a config alike; "
+          f"qwen3-moe-tiny's attention alone ({len(moe_got)})")
+
+
 def check_flag_refusals(bin_dir, work, failures):
     """mtc's pattern flags: malformed ones, one that finds no adapted weight and one hidden behind an
     earlier one, each named."""
@@ -190,6 +220,7 @@ def main():
     write_folder(os.path.join(work, NAME), spec, hf_weights(spec["config"], False, spec["dtype"], seed=3))
     check_patterns_round_trip(bin_dir, work, data, failures)
     check_layers_and_exclusions(bin_dir, work, failures)
+    check_all_linear(bin_dir, work, data, failures)
     check_flag_refusals(bin_dir, work, failures)
     ref.finish("peft_patterns", failures)
 
