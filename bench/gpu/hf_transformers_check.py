@@ -26,8 +26,10 @@ def appliedConfig(model, config):
     """The config the twin computes with, and a note of what the loaded model applies otherwise:
     transformers' GptOssExperts has clamped at a fixed 7.0 whatever the folder's swiglu_limit says
     (the tiny model's 0.1 then never clamps there; Hub checkpoints say 7.0). The twin takes the limit
-    the loaded model applies, so the rest is still checked, and the line says so. The rotary
-    embedding's type is named for a gpt-oss folder: its config class defaults to YaRN."""
+    the loaded model applies, so the rest is still checked, and the line says so; likewise a rotary
+    scaling the loaded model applies where the folder names none (gpt-oss's config class defaults
+    to YaRN). Session 39's run: 0.084 apart; the twin with a limit of 7.0 is 0.085 from the folder's
+    twin, so the clamp is the likely cause."""
     if config.get("model_type") != "gpt_oss":
         return config, ""
     layer = model.model.layers[0]
@@ -38,6 +40,11 @@ def appliedConfig(model, config):
     if applied != config.get("swiglu_limit"):
         note += f"; transformers clamps at {applied} where the folder says swiglu_limit {config.get('swiglu_limit')}"
         config = dict(config, swiglu_limit=applied)
+    rope_type = getattr(rotary, "rope_type", "default")
+    if rope_type != "default" and not config.get("rope_scaling"):
+        scaling = getattr(model.config, "rope_parameters", None) or getattr(model.config, "rope_scaling", None)
+        note += f"; transformers applies rope {scaling} where the folder says rope_scaling null"
+        config = dict(config, rope_scaling=dict(scaling))
     return config, note
 
 
