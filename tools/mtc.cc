@@ -151,9 +151,9 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "with --lora: the weights to adapt, a regular expression searched as --frozen's; what it finds "
                  "that is not a 2-D weight (a norm, a bias) is left (the default: attention's query and value "
                  "projections, PEFT's default for Llama-family models; 'attn\\.|mlp\\.' adapts every "
-                 "projection of the layers, as does PEFT's 'all-linear': the layers' attention and MLP "
-                 "projections, no router or stack of experts). A reward model's score head trains beside them. "
-                 "With --lora-experts, "
+                 "projection of the layers, and a mixture folder's router, whose name holds mlp.). 'all-linear' "
+                 "(PEFT's shorthand) adapts the layers' attention and MLP projections, no router or stack of "
+                 "experts. A reward model's score head trains beside them. With --lora-experts, "
                  "give it to adapt linear layers beside the experts")
       ->needs(lora)
       ->capture_default_str();
@@ -559,7 +559,7 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
   } else {
     // PEFT's shorthand, in any case as PEFT reads it.
     const bool all_linear = std::ranges::equal(f.lora_targets, std::string_view("all-linear"),
-                                               [](char a, char b) { return std::tolower(a) == b; });
+                                               [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
     o.lora_targets = flagRegex("--lora-targets", all_linear ? std::string(mt::kAllLinearLoraTargets) : f.lora_targets);
     if (!o.lora_targets) return 2;
   }

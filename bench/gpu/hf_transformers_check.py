@@ -26,9 +26,9 @@ def appliedConfig(model, config):
     """The config the twin computes with, and a note of what the loaded model applies otherwise:
     transformers' GptOssExperts has clamped at a fixed 7.0 whatever the folder's swiglu_limit says
     (the tiny model's 0.1 then never clamps there; Hub checkpoints say 7.0). The twin takes the limit
-    the loaded model applies, so the rest is still checked, and the line says so; likewise a rotary
-    scaling the loaded model applies where the folder names none (gpt-oss's config class defaults
-    to YaRN). Session 39's run: 0.084 apart; the twin with a limit of 7.0 is 0.085 from the folder's
+    the loaded model applies, so the rest is still checked, and the folder still fails, saying what
+    transformers applies otherwise; likewise a rotary scaling the loaded model applies where the
+    folder names none (gpt-oss's config class defaults to YaRN). Session 39's run: 0.084 apart; the twin with a limit of 7.0 is 0.085 from the folder's
     twin, so the clamp is the likely cause."""
     if config.get("model_type") != "gpt_oss":
         return config, ""
@@ -83,7 +83,11 @@ def check(folder):
     worst = (got - want).abs().max().item()
     print(f"hf_transformers {os.path.basename(folder)}: {config['architectures'][0]} loaded ({loaded_dtype}, "
           f"nothing missing or unexpected); logits within {worst:.3g} of the twin (up to {want.abs().max().item():.3g}){note}")
-    return None if worst <= TOLERANCE else f"{folder}: logits differ by {worst} > {TOLERANCE}"
+    if worst > TOLERANCE:
+        return f"{folder}: logits differ by {worst} > {TOLERANCE}{note}"
+    if "transformers" in note:  # the rest agrees, but transformers computes another model than the folder's
+        return f"{folder}: transformers computes otherwise than the folder says{note} (with that, within {worst:.3g})"
+    return None
 
 
 def main():

@@ -137,7 +137,9 @@ for model in llama-tiny qwen-tiny gpt-oss-tiny; do
   done
 done
 build/bin/mtc .gpu/hf/llama-tiny-bf16 --batch 4 --seq 32 --lora 4 --precision bf16 -o .gpu/plans/llama-tiny-lora-bf16only-mixed.plan \
-  | grep -q 'bf16 copies alone' || { echo "llama-tiny-lora-bf16only-mixed: no frozen weight held as bf16 alone"; exit 1; }
+  > .gpu/plans/llama-tiny-lora-bf16only-mixed.txt
+grep -q 'bf16 copies alone' .gpu/plans/llama-tiny-lora-bf16only-mixed.txt ||
+  { echo "llama-tiny-lora-bf16only-mixed: no frozen weight held as bf16 alone"; exit 1; }
 # A reward model's folder (LlamaForSequenceClassification): AutoModelForSequenceClassification there.
 build/bin/mtc llama-tiny --objective reward --batch 4 --seq 32 -o .gpu/hf/llama-tiny-reward.plan >/dev/null
 build/bin/mtrun .gpu/hf/llama-tiny-reward.plan --data .gpu/pairs.tok --steps 3 --print-every 10 \

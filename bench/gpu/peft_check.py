@@ -34,7 +34,7 @@ def check(base_dir, adapter_dir, merged_dir):
     extra = {"num_labels": 1} if reward else {}
     # A reward model scores each row at its last token before the padding: transformers refuses a
     # batch without a pad id, which a folder whose tokenizer named none does not give.
-    pad = config.get("pad_token_id", 0)
+    pad = 0 if config.get("pad_token_id") is None else config["pad_token_id"]
     base = auto.from_pretrained(base_dir, attn_implementation="eager", **extra).float()
     if reward:
         base.config.pad_token_id = pad

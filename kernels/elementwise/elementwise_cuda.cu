@@ -96,8 +96,9 @@ __global__ void sumToKernel(const In* __restrict__ x, Out* __restrict__ out, int
 // out[r] = the sum of row r of a row-major (rows, cols) x: a warp a row, its lanes reading
 // consecutive elements (DoRA's weight norm: an (out, in) weight's squares to (out, 1)). The
 // generic kernel above gives each output a thread, whose reads along a row hit one cache line
-// each: 2.8x a DoRA step's time on an H200 (docs/perf.md). Taken where keptLeadingRows says the
-// result keeps x's leading dimensions (KernelTest.SumToPathsFollowTheShapes).
+// each: with DoRA's magnitude sums (then bf16, so off the column-sum path) 68 % of a DoRA step
+// on an H200 (docs/perf.md). Taken where keptLeadingRows says the result keeps x's leading
+// dimensions and a row fills a warp (KernelTest.SumToPathsFollowTheShapes).
 template <typename In, typename Out>
 __global__ void rowSumsKernel(const In* __restrict__ x, Out* __restrict__ out, int64_t rows, int64_t cols) {
   const int lane = threadIdx.x & 31;
@@ -215,7 +216,7 @@ void sum_to_cuda(const KernelArgs& args, const CudaLaunch& launch) {
     });
     return;
   }
-  if (const int64_t rows = keptLeadingRows(out.shape, x.shape); rows > 0) {
+  if (const int64_t rows = keptLeadingRows(out.shape, x.shape); rows > 0 && x.numel() / rows >= 32) {
     const int64_t cols = x.numel() / rows;
     withFloat(x.dtype, [&](auto in) {
       withFloat(out.dtype, [&](auto o) {

@@ -168,8 +168,9 @@ def check_layers_and_exclusions(bin_dir, work, failures):
 def check_all_linear(bin_dir, work, data, failures):
     """PEFT's target_modules "all-linear", both ways: mtc --lora-targets all-linear (in any case, as
     PEFT reads it) adapts the layers' 14 projections of the Llama folder, and --lora-from reads a
-    config saying "all-linear" onto the same 14; on a mixture (built-in qwen3-moe-tiny) the
-    attention's alone: its routers and experts are bare parameters in transformers 5, no nn.Linear."""
+    config saying "all-linear" onto the same 14; on a mixture (built-in qwen3-moe-tiny, a Qwen3-MoE
+    folder with a dense layer, a gpt-oss folder) the attention's and the dense MLPs' alone: routers
+    and experts are bare parameters in transformers 5, no nn.Linear."""
     folder = os.path.join(work, NAME)
     plan, trained, peft = (os.path.join(work, s) for s in ("linear.plan", "linear.safetensors", "linear-peft"))
     ref.run([f"{bin_dir}/mtc", folder, *SHAPE, "-o", plan, "--lora", "4", "--lora-targets", "All-Linear"])
@@ -184,14 +185,24 @@ def check_all_linear(bin_dir, work, data, failures):
     from_config = adapters_of(ref.read_safetensors(os.path.join(work, "linear-all.safetensors")))
     if from_config != want:
         failures.append(f"--lora-from a config of target_modules 'all-linear' adapts {from_config}, want {want}")
-    moe = os.path.join(work, "linear-moe.plan")
-    ref.run([f"{bin_dir}/mtc", "qwen3-moe-tiny", *SHAPE, "-o", moe, "--lora", "4", "--lora-targets", "all-linear"])
-    moe_got = adapters_of(ref.read_safetensors(os.path.join(work, "linear-moe.safetensors")))
-    moe_want = [f"layers.{layer}.attn.{m}" for layer in (0, 1) for m in "koqv"]
-    if moe_got != moe_want:
-        failures.append(f"--lora-targets all-linear on qwen3-moe-tiny adapts {moe_got}, want {moe_want}")
-    print(f"all-linear: {len(got)} projections of the Llama folder by the flag and by a config alike; "
-          f"qwen3-moe-tiny's attention alone ({len(moe_got)})")
+    attention = [f"layers.{layer}.attn.{m}" for layer in (0, 1, 2) for m in "koqv"]
+    mixtures = (  # (model, the adapted weights): no router, whose folder name holds "mlp." too
+        ("qwen3-moe-tiny", attention[:8]),
+        # its layer 1's MLP dense (mlp_only_layers): adapted
+        ("qwen3-moe-bf16-sharded", sorted(attention + [f"layers.1.mlp.{m}" for m in ("down", "gate", "up")])),
+        ("gpt-oss-bf16", attention[:8]))
+    for model, moe_want in mixtures:
+        source = model
+        if model in MODELS:
+            source = os.path.join(work, model)
+            write_folder(source, MODELS[model], hf_weights(MODELS[model]["config"], False, MODELS[model]["dtype"], seed=3))
+        ref.run([f"{bin_dir}/mtc", source, *SHAPE, "-o", os.path.join(work, f"linear-{model}.plan"), "--lora", "4",
+                 "--lora-targets", "all-linear"])
+        moe_got = adapters_of(ref.read_safetensors(os.path.join(work, f"linear-{model}.safetensors")))
+        if moe_got != moe_want:
+            failures.append(f"--lora-targets all-linear on {model} adapts {moe_got}, want {moe_want}")
+    print(f"all-linear: {len(got)} projections of the Llama folder by the flag and by a config alike; the "
+          f"mixtures' attention and dense MLPs, no router ({', '.join(m for m, _ in mixtures)})")
 
 
 def check_flag_refusals(bin_dir, work, failures):

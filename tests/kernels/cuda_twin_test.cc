@@ -618,6 +618,7 @@ TEST_F(CudaTwinTest, Bf16Activations) {
   expectBf16Twin(KernelId::SumTo, {a}, {H::f32({70})});
   expectBf16Twin(KernelId::SumTo, {a}, {H::f32({4, 33, 1})}, {}, {}, true);
   expectBf16Twin(KernelId::SumTo, {randomF32({300, 517})}, {H::f32({300, 1})}, {}, {}, true);
+  expectBf16Twin(KernelId::SumTo, {randomF32({300, 517})}, {H::f32({300, 1})});  // DoRA's norm: bf16 in and out
   expectBf16Twin(KernelId::Transpose, {a}, {H::f32({70, 4, 33})}, {2, 0, 1});
   expectTwin(KernelId::Narrow, {a}, {H::bf16({4, 33, 70}, {})}, {}, {}, 0.0);  // the same rounding
   // Products: bf16 out, and a weight gradient f32 out from bf16 operands.

@@ -74,9 +74,10 @@ TEST_F(KernelTest, BroadcastAddMulScaleSumToTranspose) {
               0.0, "fill");
 }
 
-// Which of sum_to_cuda's paths a shape takes (the twin tests run only on a GPU; the generic
-// path made DoRA's weight norm 68 % of its step on an H200): keptLeadingRows gives the rows of a
-// result that keeps the input's leading dimensions, isSuffix the column sums over leading rows.
+// Which of sum_to_cuda's paths a shape takes (the twin tests run only on a GPU; on the generic
+// path DoRA's two sums were 68 % of its step on an H200): keptLeadingRows gives the rows of a
+// result that keeps the input's leading dimensions (row sums, where a row fills a warp), isSuffix
+// the column sums over leading rows (an f32 result).
 TEST_F(KernelTest, SumToPathsFollowTheShapes) {
   EXPECT_EQ(keptLeadingRows({18944, 1}, {18944, 3584}), 18944);  // DoRA's norm of gate_proj
   EXPECT_EQ(keptLeadingRows({4, 33, 1}, {4, 33, 70}), 4 * 33);
