@@ -201,7 +201,9 @@ void HostOptimizer::addNorm(int grad, double sum_squares) {
 
 AdamWParams HostOptimizer::forParam(int param, const AdamWParams& adamw) const {
   AdamWParams q = adamw;
-  if (!plan_.host_tensors(param).weight_decay()) q.weight_decay = 0.0;
+  const plan::HostTensor& t = plan_.host_tensors(param);
+  if (!t.weight_decay()) q.weight_decay = 0.0;
+  if (options_.lora_plus_ratio != 1.0 && takesLoraPlusRate(t)) q.lr *= options_.lora_plus_ratio;
   return q;
 }
 

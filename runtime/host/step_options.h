@@ -13,6 +13,8 @@ namespace mt {
 
 struct StepOptions {
   AdamWParams adamw;       // lr, betas, eps, weight decay (for tensors that take it), step
+  // LoRA+ (mtrun --lora-plus-ratio): the parameters takesLoraPlusRate names learn at adamw.lr x this.
+  double lora_plus_ratio = 1.0;
   double grad_clip = 1.0;  // global gradient-norm bound; 0 disables clipping
   bool update = true;      // false: run the step for its loss only (validation), no AdamW
   // With update false: run only each stream's loss prefix (plan 1.9: what the loss depends on),

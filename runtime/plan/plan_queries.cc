@@ -160,6 +160,8 @@ bool isLoraAdapter(const std::string& name) {
 
 bool isDoraMagnitude(const std::string& name) { return name.ends_with(kDoraMagnitudeSuffix); }
 
+bool takesLoraPlusRate(const plan::HostTensor& t) { return t.name().ends_with(kLoraBSuffix) || t.shape_size() == 1; }
+
 bool isEmbeddingParam(const std::string& name) { return name == "embed.weight" || name == "wte.weight"; }
 
 bool headIsEmbedding(const plan::Plan& plan) {

@@ -82,6 +82,10 @@ inline constexpr char kLoraBSuffix[] = ".lora_B.weight";
 // A DoRA magnitude's name: its weight's stem + this, PEFT's key (without ".weight").
 inline constexpr char kDoraMagnitudeSuffix[] = ".lora_magnitude_vector";
 bool isDoraMagnitude(const std::string& name);
+// Whether parameter `t` learns at LoRA+'s raised rate (mtrun --lora-plus-ratio): an adapter's B, or
+// any 1-D parameter (a DoRA magnitude, a norm, a bias), as PEFT's create_loraplus_optimizer groups
+// them.
+bool takesLoraPlusRate(const plan::HostTensor& t);
 // Whether parameter `name` is the token embedding of either family ("embed.weight", "wte.weight").
 bool isEmbeddingParam(const std::string& name);
 // Whether the plan's LM head is its embedding: no head of its own (nor a reward model's score head).

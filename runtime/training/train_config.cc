@@ -82,6 +82,8 @@ void validateConfig(const TrainConfig& c) {
   require(std::isfinite(c.min_lr_ratio) && c.min_lr_ratio >= 0.0 && c.min_lr_ratio <= 1.0,
           "--min-lr-ratio must be between 0 and 1");
   require(std::isfinite(c.weight_decay) && c.weight_decay >= 0.0, "--weight-decay must be a finite number >= 0");
+  require(std::isfinite(c.lora_plus_ratio) && c.lora_plus_ratio > 0.0 && c.lora_plus_ratio <= 1e4,
+          "--lora-plus-ratio must be a number in (0, 10000] (LoRA+'s paper and PEFT suggest 16)");
   require(c.beta1 >= 0.0 && c.beta1 < 1.0, "--beta1 must be in [0, 1)");
   require(c.beta2 >= 0.0 && c.beta2 < 1.0, "--beta2 must be in [0, 1)");
   require(std::isfinite(c.eps) && c.eps > 0.0, "--eps must be a finite number > 0");
@@ -274,7 +276,13 @@ StepOptions stepOptions(const TrainConfig& config, const plan::Plan& plan) {
   if (on_arrival && !config.grads_path.empty())
     throw Error("--dump-grads: this plan consumes each gradient as it lands and keeps none; compile with "
                 "mtc --update deferred to dump them");
+  if (config.lora_plus_ratio != 1.0 &&
+      std::none_of(plan.host_tensors().begin(), plan.host_tensors().end(),
+                   [](const plan::HostTensor& t) { return t.role() == plan::ROLE_PARAM && t.name().ends_with(kLoraBSuffix); }))
+    throw Error("--lora-plus-ratio: " + config.plan_path + " has no LoRA adapters, whose B it would train faster; "
+                "compile with mtc --lora (or drop the flag)");
   StepOptions options;
+  options.lora_plus_ratio = config.lora_plus_ratio;
   options.adamw.beta1 = config.beta1;
   options.adamw.beta2 = config.beta2;
   options.adamw.eps = config.eps;

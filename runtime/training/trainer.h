@@ -55,6 +55,7 @@ struct TrainConfig {
   int64_t warmup = 0;          // linear warmup steps
   std::optional<double> warmup_ratio;  // --warmup-ratio: the warmup as this fraction of the steps, once known
   double weight_decay = 0.1;
+  double lora_plus_ratio = 1.0;  // LoRA+: the adapters' B and the 1-D parameters at lr x this (StepOptions)
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double grad_clip = -1.0;     // global-norm bound; 0 off; < 0: 1.0, or off for an on-arrival plan
   std::string checkpoint_dir;  // "" = no checkpoints (with resume_dir: the same directory)

@@ -60,7 +60,18 @@ void Trainer::printHeader() const {
   if (on_arrival_)
     std::printf("  AdamW runs per parameter as its gradient lands (mtc --update on-arrival): no global-norm "
                 "clipping\n");
+  if (config_.lora_plus_ratio != 1.0) printLoraPlus();
   std::fflush(stdout);
+}
+
+// LoRA+ (--lora-plus-ratio): which trained parameters learn at the raised rate.
+void Trainer::printLoraPlus() const {
+  int64_t tensors = 0, params = 0;
+  for (const int param : store_.trainedParams())
+    if (takesLoraPlusRate(plan_.host_tensors(param))) ++tensors, params += store_.numel(param);
+  std::printf("  LoRA+: the adapters' B and the 1-D parameters (%lld tensors, %lld parameters) learn at --lr x %g, "
+              "the rest at --lr\n",
+              static_cast<long long>(tensors), static_cast<long long>(params), config_.lora_plus_ratio);
 }
 
 // How often the training data is seen: the steps draw windows (or examples) at random, so a run

@@ -58,6 +58,7 @@ class Trainer {
   void skipNonfinite(int64_t step, const StepResult& result);  // throws unless --on-nonfinite skip
   void recordStep(int64_t step, const StepResult& result, int64_t counted, double seconds);
   void printPasses() const;
+  void printLoraPlus() const;
   void validate(int64_t step);
   int evaluate();  // --eval-only: one validation of the starting weights; the exit code
   int scoreEachText();  // --eval-only --scores of a reward model on texts: each one's reward; the exit code

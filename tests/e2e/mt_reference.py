@@ -445,19 +445,22 @@ class Schedule:
 
 
 def torch_train(params, logits_of, tokens, schedule, after_backward=None, counted=None, aux_coef=0.0, aux_log=None,
-                batch_of=None, loss_of=None):
+                batch_of=None, loss_of=None, lr_scale=None):
     """mtrun's training loop in PyTorch: the same batches, AdamW (decay on tensors of rank >= 2),
     global-norm clipping and LR schedule. `after_backward(step)` sees the unclipped gradients.
     `counted`: a loss mask (targets it leaves out ignored). Returns the losses. `logits_of` may
     return (logits, aux): a mixture of experts' load-balancing loss, added times `aux_coef` to
     the loss that is differentiated (as Hugging Face does) and appended to `aux_log`. `batch_of(step)`
     (0-based) gives each step's batch instead of the packed sampler's; `loss_of(logits, targets, step)`
-    the loss instead of the cross-entropy."""
+    the loss instead of the cross-entropy. `lr_scale(name)`: a parameter's learning rate as a multiple
+    of the schedule's (LoRA+'s groups, as PEFT's create_loraplus_optimizer makes them)."""
     s = schedule
-    decay = [p for p in params.values() if p.dim() >= 2]
-    no_decay = [p for p in params.values() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": s.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=s.lr, betas=(0.9, 0.95), eps=1e-8)
+    groups = {}  # (weight decay, lr multiple) -> parameters
+    for name, p in params.items():
+        key = (s.weight_decay if p.dim() >= 2 else 0.0, lr_scale(name) if lr_scale else 1.0)
+        groups.setdefault(key, []).append(p)
+    opt = torch.optim.AdamW([{"params": ps, "weight_decay": wd, "lr_scale": scale} for (wd, scale), ps in groups.items()],
+                            lr=s.lr, betas=(0.9, 0.95), eps=1e-8)
     losses = []
     for step in range(1, s.steps + 1):
         x, y = batch_of(step - 1) if batch_of else batch(tokens, step - 1, s.batch, s.seq, s.seed, counted)
@@ -479,7 +482,7 @@ def torch_train(params, logits_of, tokens, schedule, after_backward=None, counte
             after_backward(step)
         torch.nn.utils.clip_grad_norm_(list(params.values()), s.clip)
         for g in opt.param_groups:
-            g["lr"] = learning_rate(step, s.steps, s.lr, s.warmup, s.min_lr_ratio, s.lr_schedule)
+            g["lr"] = learning_rate(step, s.steps, s.lr, s.warmup, s.min_lr_ratio, s.lr_schedule) * g["lr_scale"]
         opt.step()
     return losses
 
