@@ -65,11 +65,11 @@ def check(folder):
     weights = {k: v.float() for k, v in hf_import.read_hf_safetensors(os.path.join(folder, "model.safetensors")).items()}
     with torch.no_grad():
         if reward:  # one row at a time (no padding: the score at the row's last token), its pad id avoided
-            tokens = torch.where(tokens == config.get("pad_token_id", -1), (tokens + 1) % config["vocab_size"], tokens)
+            pad = 0 if config.get("pad_token_id") is None else config["pad_token_id"]  # none, or a null one
+            tokens = torch.where(tokens == pad, (tokens + 1) % config["vocab_size"], tokens)
             got = torch.cat([model(row[None]).logits for row in tokens])
             weights["lm_head.weight"] = weights.pop("score.weight")
             want = hf_import.hf_logits(weights, dict(config, tie_word_embeddings=False), tokens)[:, -1, :]
-            pad = config.get("pad_token_id", 0)
             model.config.pad_token_id = pad
             lengths = [tokens.shape[1], tokens.shape[1] - 5]
             batch = torch.stack([torch.cat([row[:n], torch.full((tokens.shape[1] - n,), pad)])
