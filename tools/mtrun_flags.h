@@ -80,7 +80,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "LoRA+ (Hayou et al. 2024; PEFT's create_loraplus_optimizer, loraplus_lr_ratio): the adapters' B "
                  "and every trained 1-D parameter (DoRA's magnitudes, norms, biases) learn at --lr x this, the rest "
                  "at --lr (16 is the paper's and PEFT's suggestion; give it again with --resume, as --lr); "
-                 "--weight-decay applies as without it (PEFT's loraplus_weight_decay defaults to 0)")
+                 "--weight-decay still decays the matrices alone, B's at --lr x this (give 0 for PEFT's "
+                 "loraplus_weight_decay default)")
       ->capture_default_str();
   app.add_option("--beta1", c.beta1, "AdamW beta1")->capture_default_str();
   app.add_option("--beta2", c.beta2, "AdamW beta2")->capture_default_str();
