@@ -558,8 +558,8 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
     o.lora_targets.reset();
   } else {
     // PEFT's shorthand, in any case as PEFT reads it.
-    const bool all_linear = std::ranges::equal(f.lora_targets, std::string_view("all-linear"),
-                                               [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+    const auto same_letter = [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; };
+    const bool all_linear = std::ranges::equal(f.lora_targets, std::string_view("all-linear"), same_letter);
     o.lora_targets = flagRegex("--lora-targets", all_linear ? std::string(mt::kAllLinearLoraTargets) : f.lora_targets);
     if (!o.lora_targets) return 2;
   }

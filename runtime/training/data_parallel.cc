@@ -81,7 +81,8 @@ void printRanks(const World& world, const HostStore& store, int64_t batch, int64
   const int64_t micro_batches = world.size() * accumulate;
   std::printf("  data parallel over %d ranks: rank r runs micro-batch%s of each step (%lld sequences per update), "
               "each gradient summed across the ranks in micro-batch order as it lands (as --accumulate %lld: bit for "
-              "bit on the cpu backend, on cuda to the rounding of its kernels' atomic sums); rank 0 prints, logs, checkpoints and exports; to stop with a checkpoint, kill -USR1 mpirun "
+              "bit on the cpu backend, on cuda to the rounding of its kernels' atomic sums); rank 0 prints, logs, "
+              "checkpoints and exports; to stop with a checkpoint, kill -USR1 mpirun "
               "(it forwards SIGUSR1; SIGTERM and SIGINT it follows with SIGKILL a second later)\n",
               world.size(), accumulate > 1 ? fmt::format("es r, r + {}, ... ({} of them)", world.size(), accumulate).c_str() : " r",
               static_cast<long long>(micro_batches * batch), static_cast<long long>(micro_batches));
