@@ -47,12 +47,16 @@ date -u +%Y-%m-%dT%H:%MZ | tee -a "$out/gpu.txt"
 LD_LIBRARY_PATH=$mt_libs ldd .gpu/bin/mtrun | grep -E 'not found|cuda|cublas|cudnn' | tee "$out/ldd.txt"
 
 twins="" parity="" kernel_rows="" rows="" torch_rows="" adamw_rows=""
+# Each part's header with the seconds since the start (SECONDS): what the next call's limit needs.
+section() { echo "== $* (t+${SECONDS}s)"; timings+="$* at t+${SECONDS}s; "; }
+timings=""
 # The summary so far, with the logs, copied to $OUT after each part: a call that runs out of
 # time still returns what it measured.
 publish() {
   {
     echo "GPU: $(head -1 "$out/gpu.txt"), $(tail -1 "$out/gpu.txt")"
     echo "twins: $twins"
+    echo "parts began: $timings(t+${SECONDS}s now)"
     echo "$parity"
     echo "$kernel_rows"
     echo "$rows"
@@ -66,12 +70,12 @@ publish() {
   fi
 }
 if [ "$what" = all ] || [ "$what" = check ] || [ "$what" = attention ]; then
-echo "== 1. CUDA twins"
+section "1. CUDA twins"
 mt 180 mt_cuda_twin_tests > "$out/twins.txt" 2>&1 || echo "twin tests exited $?"
 twins=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/twins.txt" | tr '\n' ' ')
 echo "$twins"; grep -A3 'Failure' "$out/twins.txt" | head -40
 
-echo "== 2. cuda vs cpu, 10 steps"
+section "2. cuda vs cpu, 10 steps"
 parity=""
 plans=$(ls .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan .gpu/plans/qwen3-moe-tiny*.plan .gpu/plans/mixtral-tiny*.plan \
   .gpu/plans/gpt-oss-tiny*.plan .gpu/plans/packed-*.plan .gpu/plans/dpo-*.plan .gpu/plans/kto-*.plan)
@@ -99,7 +103,7 @@ echo "$parity"
 # so two --accumulate 2 runs are compared too: the ranks must be within 10x their spread (1e-6 at
 # least). Needs an mpirun that can start our OpenMPI 4.1 build (Debian's); skipped, saying so,
 # where there is none.
-echo "== 2a. 2 ranks on one GPU vs --accumulate 2 (cuda)"
+section "2a. 2 ranks on one GPU vs --accumulate 2 (cuda)"
 if command -v mpirun >/dev/null; then
   ranked=(.gpu/plans/llama-tiny.plan --data .gpu/corpus.tok --steps 6 --backend cuda --print-every 100)
   mt 60 mtrun "${ranked[@]}" --accumulate 2 --export "$out/ranks.acc.safetensors" > "$out/ranks.acc.txt" 2>&1
@@ -121,7 +125,7 @@ fi
 publish
 fi
 if [ "$what" = cudnn ]; then
-echo "== cuDNN's fused attention (mtrun --attention cudnn): the twins (all), attention alone, bf16 plans"
+section "cuDNN's fused attention (mtrun --attention cudnn): the twins (all), attention alone, bf16 plans"
 mt 240 mt_cuda_twin_tests > "$out/twins.txt" 2>&1 || echo "twin tests exited $?"
 twins=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/twins.txt" | tr '\n' ' ')
 echo "$twins"; grep -B2 -A6 'Failure' "$out/twins.txt" | head -60
@@ -143,21 +147,21 @@ echo "$parity"
 publish
 fi
 if [ "$what" = all ] || [ "$what" = check ]; then
-echo "== 2b. decode plans on cuda: the key/value cache against the window plan, every position"
+section "2b. decode plans on cuda: the key/value cache against the window plan, every position"
 for model in gpt2-tiny llama-tiny qwen-tiny gpt-oss-tiny; do
   parity+=$(mt 60 kv_cache_check .gpu/kv/$model.window.plan .gpu/kv/$model.decode.plan .gpu/kv/$model.window.safetensors 2>&1 | tail -3)$'\n'
   # bf16: both plans round their activations, at different points of the sum: a looser bound.
   parity+=$(mt 60 kv_cache_check .gpu/kv/$model.window-bf16.plan .gpu/kv/$model.decode-bf16.plan \
     .gpu/kv/$model.window.safetensors 5e-2 2>&1 | tail -3)$'\n'
 done
-echo "== 2b'. --verify-transfers on cuda: clean (the CPU's losses), and a corrupted copy caught"
+section "2b'. --verify-transfers on cuda: clean (the CPU's losses), and a corrupted copy caught"
 first=$(ls .gpu/plans/llama-tiny*.plan | head -1)
 mt 60 mtrun "$first" --data .gpu/corpus.tok --steps 3 --backend cuda --verify-transfers --print-every 100 \
   > "$out/verify.txt" 2>&1; parity+="verify-transfers clean (exit $?): $(grep 'transfers verified' "$out/verify.txt")"$'\n'
 MT_TEST_CORRUPT_TRANSFER=5 mt 60 mtrun "$first" --data .gpu/corpus.tok --steps 3 --backend cuda --verify-transfers \
   --print-every 100 > "$out/verify-fault.txt" 2>&1
 parity+="verify-transfers with a flipped bit (exit $?, want 1): $(grep -o 'the bytes of .* differ' "$out/verify-fault.txt")"$'\n'
-echo "== 2b''. --eval-only on cuda (no optimizer tensors allocated or pinned): the CPU's score"
+section "2b''. --eval-only on cuda (no optimizer tensors allocated or pinned): the CPU's score"
 for backend in cpu cuda; do
   mt 60 mtrun .gpu/plans/llama-tiny.plan --data .gpu/corpus.tok --val-fraction 0.05 --val-batches 4 --eval-only \
     --backend $backend --log "$out/eval.$backend.jsonl" > "$out/eval.$backend.txt" 2>&1 ||
@@ -168,10 +172,10 @@ a, b = (json.loads(open(f).read() or '{}') for f in sys.argv[1:])
 d = abs(a.get('val_loss', 0) - b.get('val_loss', 1e9))
 print(f\"eval-only on cuda: val_loss {b.get('val_loss')}, the cpu's {a.get('val_loss')}: {'ok' if d < 1e-4 else 'FAIL'} ({d:.2g})\")" \
   "$out/eval.cpu.jsonl" "$out/eval.cuda.jsonl" 2>&1)$'\n'
-echo "== 2c. --export-hf folders in transformers"
+section "2c. --export-hf folders in transformers"
 # (their lines alone: transformers' progress bars would push them out of a tail)
 parity+=$(timeout 200 python3 bench/gpu/hf_transformers_check.py .gpu/hf/*-f32 .gpu/hf/*-bf16 2>&1 | grep -E '^(hf_transformers|FAIL|Traceback|[A-Za-z]*Error)')$'\n'
-echo "== 2d. --export-peft folders in peft, against the same runs' --export-hf"
+section "2d. --export-peft folders in peft, against the same runs' --export-hf"
 peft_args=(); for adapter in .gpu/peft/*-adapter; do peft_args+=(.gpu/hf/llama-tiny-f32 "$adapter" "${adapter%-adapter}-merged"); done
 parity+=$(timeout 200 python3 bench/gpu/peft_check.py "${peft_args[@]}" 2>&1 | grep -E '^(peft|Traceback|[A-Za-z]*Error)')$'\n'
 echo "$parity"
@@ -180,13 +184,13 @@ fi
 
 if [ "$what" = all ] || [ "$what" = bench ] || [ "$what" = attention ] || [ "${BENCH_AFTER_CUDNN:-0}" = 1 ]; then
 if [ "${BENCH_KERNELS:-1}" = 1 ]; then
-echo "== 3a. kernels alone: our attention and the models' products, then PyTorch's"
+section "3a. kernels alone: our attention and the models' products, then PyTorch's"
 mt 150 mt_gpu_kernel_rate > "$out/kernels.txt" 2>&1 || echo "mt_gpu_kernel_rate exited $?: $(tail -2 "$out/kernels.txt")"
 timeout 150 python3 bench/gpu/kernel_peer.py > "$out/kernel_peer.txt" 2>&1 || echo "kernel_peer.py exited $?"
 kernel_rows=$(grep -E '^(attention|gemm)' "$out/kernels.txt"; grep -E '^torch' "$out/kernel_peer.txt")
 publish
 fi
-echo "== 3. Llama bench plans on cuda"
+section "3. Llama bench plans on cuda"
 for model in $bench_models; do
   plan=.gpu/plans/bench-$model.plan name=bench-$model
   modes=$bench_modes; case $model in *-mixed*) modes=bf16 ;; esac  # a bf16 plan: one precision
@@ -217,7 +221,7 @@ for model in $bench_models; do
 done
 
 if [ "${BENCH_GEN:-1}" = 1 ]; then
-echo "== 3b. generation on cuda: mtgen, greedy (the weights are the plans' seeded ones)"
+section "3b. generation on cuda: mtgen, greedy (the weights are the plans' seeded ones)"
 for plan in gen-llama-1b gen-llama-1b-bf16 gen-llama-1b-window; do
   # 8 tokens, then 200: the difference is the time of 192 tokens, start-up (the weights
   # initialised, copied once) and the prompt left out.
@@ -235,12 +239,12 @@ done
 fi
 
 if [ "${BENCH_PEERS:-1}" = 1 ]; then  # BENCH_PEERS=0: only our plans (e.g. the llama-1b-split pair)
-echo "== 4. host optimizer against memory bandwidth (256 M parameters)"
+section "4. host optimizer against memory bandwidth (256 M parameters)"
 mt 120 mt_adamw_rate 256 > "$out/adamw_rate.txt" 2>&1
 adamw_rows=$(cat "$out/adamw_rate.txt")
 publish
 
-echo "== 5. PyTorch native"
+section "5. PyTorch native"
 torch_rows=$(timeout 200 python3 bench/gpu/torch_native.py $bench_models 2>&1 | tee "$out/torch.txt" | grep '^torch')
 fi
 fi
