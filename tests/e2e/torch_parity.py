@@ -98,6 +98,9 @@ PRESETS["llama-tiny-dora"] = dict(PRESETS["llama-tiny"], preset="llama-tiny", lo
                                          r"attn\.|mlp\."])
 PRESETS["llama-tiny-dora-dropout"] = dict(PRESETS["llama-tiny-dora"], lora_dropout=0.1,
                                           flags=PRESETS["llama-tiny-dora"]["flags"] + ["--lora-dropout", "0.1"])
+# With DoRA: the magnitudes are 1-D, so at the raised rate too.
+PRESETS["llama-tiny-dora-plus"] = dict(PRESETS["llama-tiny-dora"], run_flags=["--lora-plus-ratio", "4"],
+                                       lr_scale=lambda name: 4.0 if "lora_B" in name or "magnitude" in name else 1.0)
 # PEFT's rank_pattern and alpha_pattern (mtc --lora-rank-pattern, --lora-alpha-pattern; the first
 # pattern that finds a weight counts): rank 8 on the MLP's projections, 4 elsewhere; alpha 24 on
 # attention's output, 6 on the MLP's down projection (before 'mlp\.=64', which gives gate and up
