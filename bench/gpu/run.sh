@@ -178,6 +178,9 @@ parity+=$(timeout 200 python3 bench/gpu/hf_transformers_check.py .gpu/hf/*-f32 .
 section "2d. --export-peft folders in peft, against the same runs' --export-hf"
 peft_args=(); for adapter in .gpu/peft/*-adapter; do peft_args+=(.gpu/hf/llama-tiny-f32 "$adapter" "${adapter%-adapter}-merged"); done
 parity+=$(timeout 200 python3 bench/gpu/peft_check.py "${peft_args[@]}" 2>&1 | grep -E '^(peft|Traceback|[A-Za-z]*Error)')$'\n'
+section "2e. PEFT's form of adapters on expert stacks (target_parameters), for --export-peft to write"
+timeout 120 python3 bench/gpu/peft_layout.py > "$out/peft_layout.txt" 2>&1
+parity+=$(grep -E '^(peft_layout|Traceback|[A-Za-z.]*Error)' "$out/peft_layout.txt")$'\n'
 echo "$parity"
 publish
 fi
