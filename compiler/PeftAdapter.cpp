@@ -56,6 +56,12 @@ std::optional<int64_t> layerIndex(const std::vector<std::string>& layers_pattern
   return std::nullopt;
 }
 
+// The adapter file's key of a whole folder tensor saved beside the adapters (a module to save,
+// PEFT's save_embedding_layers), and of an adapted module's own weight (PEFT's base_layer.weight):
+// where the file replaces the folder's tensor (applyPeftAdapter) and where it is placed (peftWeights).
+std::string peftWholeKey(const std::string& tensor) { return kPeftKeyPrefix + tensor; }
+std::string peftBaseLayerKey(const std::string& module) { return kPeftKeyPrefix + module + ".base_layer.weight"; }
+
 // Whether PEFT adapts `module` (the plan's `ours`; its check_target_module_exists): never an
 // excluded module, a module to save nor one inside it; else as target_modules says, a name of the
 // list found by its end only in the layers layers_to_transform chooses.
@@ -158,8 +164,8 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
     const std::string module = huggingFaceModuleOf(tensor);
     // A tensor of the file that replaces the folder's: a whole one saved beside the adapters, or
     // an adapted module's own (PEFT's base_layer.weight).
-    if (adapter.weights->entries().count(kPeftKeyPrefix + tensor) ||
-        adapter.weights->entries().count(kPeftKeyPrefix + module + ".base_layer.weight"))
+    if (adapter.weights->entries().count(peftWholeKey(tensor)) ||
+        adapter.weights->entries().count(peftBaseLayerKey(module)))
       o.lora_from_replaced.insert(ours);
     if (isSaved(adapter, module)) {
       saved.insert(ours);
@@ -215,7 +221,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
       continue;
     }
     const std::string tensor = ownTensor(model, t.name());
-    const std::string module = huggingFaceModuleOf(tensor), whole = kPeftKeyPrefix + tensor;
+    const std::string module = huggingFaceModuleOf(tensor), whole = peftWholeKey(tensor);
     const bool saved = !tensor.empty() && isSaved(adapter, module);
     const bool target = !tensor.empty() && !saved && tensor.ends_with(".weight") && shape.size() == 2 &&
                         isTarget(adapter, module, t.name());
@@ -227,7 +233,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
                   "not implemented");
     // An adapted module's own weight saved beside its adapters (PEFT's save_embedding_layers on an
     // adapted head): it replaces the folder's, under the adapters.
-    if (const std::string base = kPeftKeyPrefix + module + ".base_layer.weight"; target && file.entries().count(base))
+    if (const std::string base = peftBaseLayerKey(module); target && file.entries().count(base))
       overrides.names[t.name()] = use(base, shape, t.name());
     if (forward_only && target) {
       const std::string key = kPeftKeyPrefix + module;
