@@ -52,9 +52,10 @@ DenseSet<Value> gradientValues(func::FuncOp func) {
     if (isa_and_nonnull<AddOp, ScaleOp, TransposeOp, ReshapeOp>(op))
       for (Value operand : op->getOperands()) work.push_back(operand);
     // The elementwise gradient of a parameter-shaped quotient or product (DoRA's magnitude over
-    // its weight's row norms) reads its incoming gradient at that shape: a sum over the tokens,
-    // kept f32 rather than rounded to bf16 before it is divided.
-    else if (auto grad = dyn_cast_or_null<BinaryGradOp>(op); grad && grad.getDout().getType() == v.getType())
+    // its weight's row norms) reads its incoming gradient at its results' shape, so at a
+    // parameter's here (nothing above leads to a larger value): a sum over the tokens, kept f32
+    // rather than rounded to bf16 before it is divided.
+    else if (auto grad = dyn_cast_or_null<BinaryGradOp>(op))
       work.push_back(grad.getDout());
   }
   return found;

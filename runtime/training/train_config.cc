@@ -21,6 +21,7 @@
 #include "runtime/plan/plan_queries.h"
 #include "runtime/plan/verifier.h"
 #include "runtime/training/checkpoint.h"
+#include "runtime/training/lora_merge.h"
 
 namespace mt {
 namespace {
@@ -276,10 +277,7 @@ StepOptions stepOptions(const TrainConfig& config, const plan::Plan& plan) {
   if (on_arrival && !config.grads_path.empty())
     throw Error("--dump-grads: this plan consumes each gradient as it lands and keeps none; compile with "
                 "mtc --update deferred to dump them");
-  const auto is_lora_b = [](const plan::HostTensor& t) {
-    return t.role() == plan::ROLE_PARAM && t.name().ends_with(kLoraBSuffix);
-  };
-  if (config.lora_plus_ratio != 1.0 && std::none_of(plan.host_tensors().begin(), plan.host_tensors().end(), is_lora_b))
+  if (config.lora_plus_ratio != 1.0 && loraAdapters(plan).empty())
     throw Error("--lora-plus-ratio: " + config.plan_path + " has no LoRA adapters, whose B it would train faster; "
                 "compile with mtc --lora (or drop the flag)");
   StepOptions options;
