@@ -80,6 +80,8 @@ parity=""
 plans=$(ls .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan .gpu/plans/qwen3-moe-tiny*.plan .gpu/plans/mixtral-tiny*.plan \
   .gpu/plans/gpt-oss-tiny*.plan .gpu/plans/packed-*.plan .gpu/plans/dpo-*.plan .gpu/plans/kto-*.plan)
 [ "$what" = attention ] && plans=$(ls .gpu/plans/llama-tiny-d*-mixed.plan .gpu/plans/packed-llama-tiny-d64-mixed.plan)
+# CHECK_PLANS="ERE": only the plans whose names match (a call that rechecks what changed).
+[ -n "${CHECK_PLANS:-}" ] && plans=$(printf '%s\n' $plans | grep -E "$CHECK_PLANS")
 for plan in $plans; do
   name=$(basename "$plan" .plan)
   data=(--data .gpu/corpus.tok)
@@ -147,6 +149,8 @@ echo "$parity"
 publish
 fi
 if [ "$what" = all ] || [ "$what" = check ]; then
+# CHECK_DECODE=0 skips 2b to 2b'' (the key/value cache, --verify-transfers, --eval-only).
+if [ "${CHECK_DECODE:-1}" = 1 ]; then
 section "2b. decode plans on cuda: the key/value cache against the window plan, every position"
 for model in gpt2-tiny llama-tiny qwen-tiny gpt-oss-tiny; do
   parity+=$(mt 60 kv_cache_check .gpu/kv/$model.window.plan .gpu/kv/$model.decode.plan .gpu/kv/$model.window.safetensors 2>&1 | tail -3)$'\n'
@@ -172,6 +176,7 @@ a, b = (json.loads(open(f).read() or '{}') for f in sys.argv[1:])
 d = abs(a.get('val_loss', 0) - b.get('val_loss', 1e9))
 print(f\"eval-only on cuda: val_loss {b.get('val_loss')}, the cpu's {a.get('val_loss')}: {'ok' if d < 1e-4 else 'FAIL'} ({d:.2g})\")" \
   "$out/eval.cpu.jsonl" "$out/eval.cuda.jsonl" 2>&1)$'\n'
+fi
 section "2c. --export-hf folders in transformers"
 # (their lines alone: transformers' progress bars would push them out of a tail)
 parity+=$(timeout 200 python3 bench/gpu/hf_transformers_check.py .gpu/hf/*-f32 .gpu/hf/*-bf16 2>&1 | grep -E '^(hf_transformers|FAIL|Traceback|[A-Za-z]*Error)')$'\n'

@@ -1,7 +1,7 @@
 """Offline preparation for the MegaTrain peer run (GPU machine, no internet).
 Writes:
   OUT/qwen2.5-7b-random/config.json          public Qwen2.5-7B(-Instruct) architecture
-  OUT/qwen2.5-7b-random/tokenizer.json (+config, chat template)  synthetic WordLevel tokenizer
+  OUT/qwen2.5-7b-random/tokenizer.json (+config, chat template)  synthetic byte-level BPE (or WordLevel)
   [--save-weights] OUT/qwen2.5-7b-random/model-*.safetensors      random bf16 weights
   OUT/data/dataset_info.json + synth.json    alpaca-format synthetic samples (full length)
   OUT/megatrain_qwen7b_h200.yaml             copy of MegaTrain's qwen_7b_1gpu.yaml with local paths
@@ -62,17 +62,40 @@ if a.tiny:
 json.dump(QWEN25_7B, open(os.path.join(mdir, "config.json"), "w"), indent=2)
 
 # ------------------------------------------------------------------ tokenizer
+# Two candidates, the first whose rows pass the check at the end is kept. transformers 5 may rebuild
+# a tokenizer.json as the model type's own class (Qwen2Tokenizer: byte-level BPE from the file's
+# vocabulary and merges, its own pre-tokenizer) rather than load it as written: a WordLevel
+# vocabulary then loses every word (session 40's first try kept the 4 special tokens of 256). A
+# byte-level BPE holding all 256 byte symbols reads the same either way: one token a character.
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "[UNK]"]
 TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
             "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
 
-words = ["system", "user", "assistant"] + [f"w{i}" for i in range(a.num_words)]
-vocab = {t: i for i, t in enumerate(SPECIALS + words)}
-tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-tk.add_special_tokens(SPECIALS)
-tk.save(os.path.join(mdir, "tokenizer.json"))
+
+def byte_symbols():
+    """GPT-2's printable stand-ins for the 256 bytes (what ByteLevel pre-tokenizers emit)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    extra = [b for b in range(256) if b not in keep]
+    return [chr(b) for b in keep] + [chr(256 + i) for i in range(len(extra))]
+
+
+def write_tokenizer(kind):
+    if kind == "byte-level BPE":
+        vocab = {t: i for i, t in enumerate(SPECIALS + byte_symbols())}
+        tk = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]"))
+        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tk.decoder = decoders.ByteLevel()
+    else:
+        words = ["system", "user", "assistant"] + [f"w{i}" for i in range(a.num_words)]
+        vocab = {t: i for i, t in enumerate(SPECIALS + words)}
+        tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+        tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tk.add_special_tokens(SPECIALS)
+    tk.save(os.path.join(mdir, "tokenizer.json"))
+    return vocab
+
+
 tok_cfg = {
     "tokenizer_class": "PreTrainedTokenizerFast",
     "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "unk_token": "[UNK]",
@@ -139,17 +162,24 @@ open(os.path.join(a.out, "megatrain_qwen7b_h200.yaml"), "w").write(yaml_text)
 # ------------------------------------------------------------------ verify the tokenizer path used by train.py
 from transformers import AutoTokenizer  # noqa: E402
 
-tok = AutoTokenizer.from_pretrained(mdir)
 msgs = [{"role": "user", "content": rows[0]["instruction"]}, {"role": "assistant", "content": rows[0]["output"]}]
-text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=False)
-enc = tok(text, max_length=a.seq_len, truncation=True, padding="max_length", return_tensors="pt",
-          add_special_tokens=False)
-ids, am = enc["input_ids"][0], enc["attention_mask"][0]
-unk = int((ids == vocab["[UNK]"]).sum())
-if ids.numel() != a.seq_len or int(am.sum()) != a.seq_len or unk or tok.pad_token is None:
-    sys.exit(f"[prep] the tokenizer does not give full rows of {a.seq_len} known tokens: {ids.numel()} ids, "
-             f"{int(am.sum())} unmasked, {unk} unknown, pad token {tok.pad_token!r}")
-print(f"[prep] tokenizer OK ({type(tok).__name__}): {a.seq_len} real tokens, first ids {ids[:8].tolist()}")
+failures = []
+for kind in ("byte-level BPE", "WordLevel"):
+    vocab = write_tokenizer(kind)
+    tok = AutoTokenizer.from_pretrained(mdir)
+    text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=False)
+    enc = tok(text, max_length=a.seq_len, truncation=True, padding="max_length", return_tensors="pt",
+              add_special_tokens=False)
+    ids, am = enc["input_ids"][0], enc["attention_mask"][0]
+    unk = int((ids == vocab["[UNK]"]).sum())
+    if ids.numel() == a.seq_len and int(am.sum()) == a.seq_len and not unk and tok.pad_token is not None:
+        print(f"[prep] tokenizer OK ({kind}, loaded as {type(tok).__name__}): {a.seq_len} real tokens, "
+              f"first {tok.convert_ids_to_tokens(ids[:8].tolist())}")
+        break
+    failures.append(f"{kind} (loaded as {type(tok).__name__}): {ids.numel()} ids, {int(am.sum())} unmasked, {unk} "
+                    f"unknown, pad token {tok.pad_token!r}, first {tok.convert_ids_to_tokens(ids[:8].tolist())}")
+else:
+    sys.exit(f"[prep] no tokenizer gives full rows of {a.seq_len} known tokens: " + "; ".join(failures))
 
 # ------------------------------------------------------------------ optional: real safetensors checkpoint
 if a.save_weights:
