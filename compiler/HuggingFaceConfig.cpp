@@ -53,6 +53,8 @@ class ConfigReader {
   Error error(const std::string& why) const { return Error(path_ + ": " + why); }
 
   bool has(const std::string& key) const { return config_.contains(key) && !config_[key].is_null(); }
+  // Written as null (has() is false for it too).
+  bool isNull(const std::string& key) const { return config_.contains(key) && config_[key].is_null(); }
 
   int64_t integer(const std::string& key, std::optional<int64_t> fallback = std::nullopt) {
     taken_.insert(key);
@@ -136,12 +138,10 @@ class ConfigReader {
   std::set<std::string> taken_;
 };
 
-// rope_scaling into `c` (transformers' rope types linear, llama3 — Llama 3.1 and 3.2 — and yarn;
-// default or absent: none). Another type is refused by name: it would turn other angles.
-void readRopeScaling(ConfigReader& r, ModelConfig& c) {
-  if (!r.has("rope_scaling")) return r.take("rope_scaling");
-  if (!r.value("rope_scaling").is_object()) throw r.error("'rope_scaling' is not an object");
-  ConfigReader s = r.nested("rope_scaling");
+// The scaling an object of rotary settings names into `c` (transformers' rope types linear,
+// llama3 — Llama 3.1 and 3.2 — and yarn; default or none named: none). Another type is refused by
+// name: it would turn other angles. The caller finishes `s`.
+void readRopeScaling(ConfigReader& s, ModelConfig& c) {
   // transformers names it rope_type (older configs: type; some carry both).
   const std::string type = s.has("rope_type") ? s.text("rope_type", "") : s.text("type", "default");
   s.take("type");
@@ -176,7 +176,63 @@ void readRopeScaling(ConfigReader& r, ModelConfig& c) {
   } else {
     throw s.error("rope type '" + type + "' is not supported (linear, llama3 and yarn are): its angles differ");
   }
-  s.finish();
+}
+
+// gpt-oss's YaRN where its config names no rotary settings: transformers' GptOssConfig default
+// (the published checkpoints' own), a factor of 32 from a 4,096-token context.
+void gptOssDefaultYarn(ModelConfig& c) {
+  RopeScaling& out = c.rope_scaling;
+  out.kind = RopeScaling::Kind::kYarn, out.factor = 32.0, out.context = c.context, out.original_context = 4096;
+  out.beta_fast = 32.0, out.beta_slow = 1.0, out.truncate = false;
+}
+
+// The rotary embedding's base and scaling into `c`. transformers 4 writes them as rope_theta and
+// rope_scaling; transformers 5 as one object, rope_parameters (rope_theta among the scaling's
+// keys), which is all the folders it saves carry. Either form is read; a base given in both must
+// agree, and the scaling comes from one alone.
+void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
+  const double theta = r.number("rope_theta", 0.0);  // 0: not given
+  const bool gpt_oss = architecture == "GptOssForCausalLM";
+  if (!r.has("rope_parameters")) {
+    c.rope_theta = theta > 0 ? theta : 10000.0;
+    if (r.has("rope_scaling")) {
+      if (!r.value("rope_scaling").is_object()) throw r.error("'rope_scaling' is not an object");
+      ConfigReader s = r.nested("rope_scaling");
+      readRopeScaling(s, c);
+      s.finish();
+    } else if (gpt_oss && r.isNull("rope_scaling")) {
+      throw r.error("'rope_scaling' is null, which transformers 5 reads as gpt-oss's YaRN (a factor of 32 from "
+                    "4,096 tokens) and older versions as no scaling: write {\"rope_type\": \"default\"} for none, "
+                    "or the YaRN settings");
+    } else if (gpt_oss) {
+      if (c.context < 4096)
+        throw r.error(fmt::format("no rotary settings, so transformers applies gpt-oss's YaRN from 4,096 tokens, "
+                                  "above max_position_embeddings {}: write {{\"rope_type\": \"default\"}} as "
+                                  "rope_scaling for none",
+                                  c.context));
+      gptOssDefaultYarn(c);
+    }
+    return r.take("rope_scaling");
+  }
+  if (!r.value("rope_parameters").is_object()) throw r.error("'rope_parameters' is not an object");
+  if (r.has("rope_scaling"))
+    throw r.error("both 'rope_scaling' (transformers 4's name) and 'rope_parameters' (transformers 5's) are given: "
+                  "keep one");
+  r.take("rope_scaling");
+  ConfigReader p = r.nested("rope_parameters");
+  for (const char* layer_type : {"full_attention", "sliding_attention"})
+    if (p.has(layer_type))
+      throw p.error(std::string("rotary settings per layer type ('") + layer_type +
+                    "') are not supported: one setting for every layer is");
+  const double inner = p.number("rope_theta", 0.0);
+  if (inner > 0 && theta > 0 && inner != theta)
+    throw p.error(fmt::format("'rope_theta' is {:g} but the config's rope_theta is {:g}: the folder contradicts itself",
+                              inner, theta));
+  c.rope_theta = inner > 0 ? inner : theta > 0 ? theta : 10000.0;
+  if (p.number("partial_rotary_factor", 1.0) != 1.0)
+    throw p.error("'partial_rotary_factor' is not 1: a rotary embedding over part of each head is not supported");
+  readRopeScaling(p, c);
+  p.finish();
 }
 
 // A mixture of experts' settings (Qwen3MoeForCausalLM, MixtralForCausalLM, GptOssForCausalLM) into `c`.
@@ -293,7 +349,6 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
   c.norm_eps = r.number("rms_norm_eps", 1e-6);
-  c.rope_theta = r.number("rope_theta", 10000.0);
   c.tied = r.boolean("tie_word_embeddings", false);
   c.qkv_bias = architecture == "Qwen2ForCausalLM";
   c.qk_norm = architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM";
@@ -303,7 +358,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   r.take("head_dim");
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
-  readRopeScaling(r, c);
+  readRotary(r, architecture, c);
   // Llama's and Qwen3's attention_bias: biases on q, k, v and the output projection. Qwen2 has the
   // first three whatever its config says (transformers' Qwen2Attention), so none there.
   if (architecture == "Qwen2ForCausalLM")
@@ -502,7 +557,8 @@ std::string gptOssConfig(const ModelConfig& c) {
   } else if (r.kind != RopeScaling::Kind::kNone) {
     return "";
   } else {
-    config["rope_scaling"] = nullptr;
+    // Not null: transformers reads a gpt-oss config without rotary settings as YaRN x 32.
+    config["rope_scaling"] = {{"rope_type", "default"}};
   }
   return config.dump(2) + "\n";
 }

@@ -52,10 +52,12 @@ MODELS["qwen3-bf16"] = dict(
     architecture="Qwen3ForCausalLM", dtype=torch.bfloat16, shards=1,
     config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=32, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
-                rope_theta=1000000.0, tie_word_embeddings=False, hidden_act="silu", attention_bias=False,
+                tie_word_embeddings=False, hidden_act="silu", attention_bias=False,
                 attention_dropout=0.0, use_sliding_window=False, sliding_window=None, max_window_layers=2,
-                layer_types=["full_attention", "full_attention"], rope_scaling=None, model_type="qwen3",
-                torch_dtype="bfloat16", bos_token_id=1, eos_token_id=2))
+                layer_types=["full_attention", "full_attention"], model_type="qwen3",
+                torch_dtype="bfloat16", bos_token_id=1, eos_token_id=2,
+                # As transformers 5 saves it: the rotary base inside rope_parameters, no rope_theta.
+                rope_parameters=dict(rope_type="default", rope_theta=1000000.0)))
 # Mixtures of experts (issue 33): Qwen3-MoE's names (the router "mlp.gate", "mlp.experts.E.*_proj")
 # with a dense layer among them (mlp_only_layers) and the top 2 as the softmax gives them
 # (norm_topk_prob false); Mixtral's ("block_sparse_moe.gate", "experts.E.w1/w3/w2"), the top 2
@@ -97,18 +99,18 @@ MODELS["mixtral-f16"] = dict(
                 sliding_window=None, num_local_experts=4, num_experts_per_tok=2, output_router_logits=False,
                 router_aux_loss_coef=0.02, router_jitter_noise=0.0, model_type="mixtral", torch_dtype="float16"))
 # gpt-oss (GptOssForCausalLM): q/k/v/o biases, a sink per head, an 8-token window on layer 0 (of
-# 32 tokens), YaRN, heads of their own width; its experts in one tensor each (gate_up (E, D, 2F)
+# 32 tokens), YaRN (in transformers 5's rope_parameters, its base among them), heads of their own width; its experts in one tensor each (gate_up (E, D, 2F)
 # interleaved, down (E, F, D), their biases), a biased router's top 2 logits softmaxed, the SwiGLU
 # clamped at 0.5 so that these small weights reach the clamps.
 MODELS["gpt-oss-bf16"] = dict(
     architecture="GptOssForCausalLM", dtype=torch.bfloat16, shards=2,
     config=dict(hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=32, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
-                rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", attention_bias=True,
+                tie_word_embeddings=False, hidden_act="silu", attention_bias=True,
                 attention_dropout=0.0, num_local_experts=4, num_experts_per_tok=2, experts_per_token=2,
                 swiglu_limit=0.5, sliding_window=8, layer_types=["sliding_attention", "full_attention"],
-                rope_scaling=dict(rope_type="yarn", factor=4.0, beta_fast=32.0, beta_slow=1.0, truncate=False,
-                                  original_max_position_embeddings=16),
+                rope_parameters=dict(rope_type="yarn", factor=4.0, beta_fast=32.0, beta_slow=1.0, truncate=False,
+                                     original_max_position_embeddings=16, rope_theta=10000.0),
                 initial_context_length=16, output_router_logits=False, router_aux_loss_coef=0.9,
                 model_type="gpt_oss", torch_dtype="bfloat16", eos_token_id=2, pad_token_id=0))
 # Mistral's sliding window shorter than the sequence (16 of 32 tokens), in every layer.
@@ -349,10 +351,12 @@ def write_folder(folder, spec, weights, config_extra=None):
 
 def hf_rope_parameters(cfg, D):
     """transformers' rope initialisation (modeling_rope_utils): the inverse frequencies in float32
-    and the factor cos and sin are multiplied by, for no scaling, "linear", "llama3" and "yarn"."""
-    base = cfg["rope_theta"]
+    and the factor cos and sin are multiplied by, for no scaling, "linear", "llama3" and "yarn". The
+    settings as transformers 4 writes them (rope_theta, rope_scaling) or 5 (rope_parameters)."""
+    params = cfg.get("rope_parameters") or {}
+    base = params.get("rope_theta", cfg.get("rope_theta"))
     inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
-    scaling = cfg.get("rope_scaling") or {}
+    scaling = cfg.get("rope_scaling") or params
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if kind == "default":
         return inv_freq, 1.0
@@ -624,6 +628,19 @@ def refusals(bin_dir, work, failures):
          "'rope_scaling': rope type 'dynamic' is not supported (linear, llama3 and yarn are)"),
         ("rope-llama3-partial", {"rope_scaling": {"type": "llama3", "factor": 8.0}}, None,
          "'rope_scaling': no 'low_freq_factor'"),
+        # transformers 5's rope_parameters: one form at a time, one base, every layer alike, whole heads.
+        ("rope-both-forms", {"rope_scaling": {"rope_type": "linear", "factor": 2.0},
+                             "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, None,
+         "both 'rope_scaling' (transformers 4's name) and 'rope_parameters' (transformers 5's) are given"),
+        ("rope-theta-twice", {"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}, None,
+         "'rope_parameters': 'rope_theta' is 500000 but the config's rope_theta is 10000: the folder contradicts"),
+        ("rope-per-layer-type", {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                                     "sliding_attention": {"rope_type": "default"}}}, None,
+         "rotary settings per layer type ('full_attention') are not supported"),
+        ("rope-partial-heads", {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}}, None,
+         "'partial_rotary_factor' is not 1: a rotary embedding over part of each head is not supported"),
+        ("rope-v5-dynamic", {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, None,
+         "'rope_parameters': rope type 'dynamic' is not supported"),
         ("unknown-key", {"attn_logit_softcapping": 50.0}, None, "mtc does not know 'attn_logit_softcapping'"),
         ("gpt-neox", {"architectures": ["GPTNeoXForCausalLM"]}, None, "architecture GPTNeoXForCausalLM is not supported"),
         ("qwen2-o-bias", {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "attention_bias": True}, None,
@@ -675,6 +692,16 @@ def refusals(bin_dir, work, failures):
          "needs [64,32]"),
     ]
     expect_refusals(bin_dir, work, moe, moe_weights, moe_cases, failures)
+    # gpt-oss without rotary settings: transformers 5 applies its YaRN (x 32 from 4,096 tokens) to
+    # an absent or null rope_scaling, older versions none to a null one: null is ambiguous.
+    oss = MODELS["gpt-oss-bf16"]
+    oss_cases = [
+        ("gpt-oss-rope-null", {"rope_parameters": None, "rope_scaling": None}, None,
+         "'rope_scaling' is null, which transformers 5 reads as gpt-oss's YaRN"),
+        ("gpt-oss-rope-absent", {"rope_parameters": None}, None,
+         "no rotary settings, so transformers applies gpt-oss's YaRN from 4,096 tokens, above max_position_embeddings 64"),
+    ]
+    expect_refusals(bin_dir, work, oss, hf_weights(oss["config"], False, torch.float32, seed=5), oss_cases, failures)
     gpt2_cases = [  # GPT-2's own: (name, config changes, weight changes, what the error must say)
         ("gpt2-relu", {"activation_function": "relu"}, None, "'activation_function' is relu"),
         ("gpt2-cross", {"add_cross_attention": True}, None, "'add_cross_attention' is true"),
