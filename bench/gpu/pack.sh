@@ -159,6 +159,12 @@ dora next-token --lora 4 --lora-alpha 12 --lora-dora
 rslora next-token --lora 4 --lora-alpha 8 --lora-rslora --trainable model\.norm
 reward reward --lora 4 --lora-alpha 8
 LIST
+# gpt-oss's stacks of experts in PEFT's target_parameters form (with its attention's projections as
+# target_modules), on the gpt-oss folder above: run.sh loads it on that folder.
+build/bin/mtc .gpu/hf/gpt-oss-tiny-f32 --batch 4 --seq 32 --lora 4 --lora-alpha 8 --lora-targets 'attn\.' \
+  --lora-experts 'moe\.' -o .gpu/peft/oss-experts.plan >/dev/null
+build/bin/mtrun .gpu/peft/oss-experts.plan --data .gpu/corpus.tok --steps 3 --lr 1e-2 --print-every 10 \
+  --export-hf .gpu/peft/oss-experts-merged --export-peft .gpu/peft/oss-experts-adapter >/dev/null
 # Generation speed (run.sh bench, BENCH_GEN=1): Llama 3.2 1B's shape, a decode plan with a cache of
 # 1024 positions, resident fp32 (its weights kept on the device between tokens) and bf16; the
 # window plan of the same model for what a token cost before the cache.

@@ -1,6 +1,6 @@
 """Runs on the lent GPU machine (peft and transformers are there, not here): each adapter folder
 mtrun --export-peft wrote (bench/gpu/pack.sh: LoRA with rank and alpha patterns, DoRA, rsLoRA with
-a module trained whole, a reward model's SEQ_CLS adapter) must load with peft's PeftModel on the
+a module trained whole, a reward model's SEQ_CLS adapter, gpt-oss's experts as target_parameters) must load with peft's PeftModel on the
 folder it was trained from with every tensor of the adapter file placed (none unexpected, none of
 the adapter's own missing); the adapted model must compute the logits of the same run's --export-hf
 folder (mtrun's merge), and peft's own merge_and_unload must give that folder's weights.
@@ -61,7 +61,8 @@ def check(base_dir, adapter_dir, merged_dir):
     weight_error, worst = max((relative(unloaded[k].float(), weights[k].float()), k) for k in common)
     print(f"peft {os.path.basename(adapter_dir)}: {adapter_config.get('task_type')} r {adapter_config.get('r')}"
           f"{' dora' if adapter_config.get('use_dora') else ''}{' rslora' if adapter_config.get('use_rslora') else ''}"
-          f", rank_pattern {adapter_config.get('rank_pattern') or {}}, modules_to_save "
+          f", rank_pattern {adapter_config.get('rank_pattern') or {}}, target_parameters "
+          f"{adapter_config.get('target_parameters')}, modules_to_save "
           f"{adapter_config.get('modules_to_save')}: every tensor placed; logits within {logit_error:.2g} (relative) "
           f"of mtrun's merged folder, merge_and_unload within {weight_error:.2g} ({worst})")
     if logit_error > LOGIT_TOLERANCE:

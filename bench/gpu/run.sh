@@ -196,7 +196,11 @@ section "2c. --export-hf folders in transformers"
 # (their lines alone: transformers' progress bars would push them out of a tail)
 parity+=$(timeout 200 python3 bench/gpu/hf_transformers_check.py .gpu/hf/*-f32 .gpu/hf/*-bf16 2>&1 | grep -E '^(hf_transformers|FAIL|Traceback|[A-Za-z]*Error)')$'\n'
 section "2d. --export-peft folders in peft, against the same runs' --export-hf"
-peft_args=(); for adapter in .gpu/peft/*-adapter; do peft_args+=(.gpu/hf/llama-tiny-f32 "$adapter" "${adapter%-adapter}-merged"); done
+peft_args=()
+for adapter in .gpu/peft/*-adapter; do
+  base=.gpu/hf/llama-tiny-f32; case $adapter in */oss-*) base=.gpu/hf/gpt-oss-tiny-f32 ;; esac
+  peft_args+=("$base" "$adapter" "${adapter%-adapter}-merged")
+done
 parity+=$(timeout 200 python3 bench/gpu/peft_check.py "${peft_args[@]}" 2>&1 | grep -E '^(peft|Traceback|[A-Za-z]*Error)')$'\n'
 section "2e. PEFT's form of adapters on expert stacks (target_parameters), for --export-peft to write"
 timeout 120 python3 bench/gpu/peft_layout.py > "$out/peft_layout.txt" 2>&1

@@ -43,10 +43,15 @@ std::vector<PlacedParam> placedParams(const plan::Plan& plan, ExpertLayout layou
 
 // What the folder holds: the adapted modules with their adapters, and the modules trained whole
 // (modules_to_save) with every tensor of theirs (Hugging Face's name, host tensor): the adapted
-// ones by plan name (loraAdapters' order), the saved ones in the plan's order.
+// ones by plan name (loraAdapters' order), the saved ones in the plan's order. An adapted stack of
+// gpt-oss's experts is a parameter of its module (PEFT's target_parameters): `parameter` its
+// name ("gate_up_proj"), "" for a linear layer (target_modules).
 struct AdaptedModule {
   std::string module;
   LoraAdapter adapter;
+  std::string parameter;
+  // What PEFT's target lists and rank and alpha patterns name: the module, or the parameter.
+  std::string target() const { return parameter.empty() ? module : module + "." + parameter; }
 };
 struct SavedModule {
   std::string module;
@@ -68,10 +73,18 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
   for (const LoraAdapter& adapter : adapters) {
     const std::string& weight = plan.host_tensors(adapter.weight).name();
     const HuggingFacePlace place = huggingFacePlace(weight, "transformer.", layout);
+    // gpt-oss's stacks are parameters of its experts module, which PEFT adapts in place
+    // (target_parameters); Qwen3-MoE's and Mixtral's are one linear layer an expert in the
+    // folders --export-hf writes, and fused parameters in transformers 5: neither form written.
+    if (plan.host_tensors(adapter.weight).shape_size() == 3 && layout == ExpertLayout::kGptOss) {
+      modules.push_back({huggingFaceModuleOf(place.name), adapter, place.name.substr(place.name.rfind('.') + 1)});
+      continue;
+    }
     // PEFT adapts nn.Linear modules here: not GPT-2's Conv1D, nor gpt-oss's router (a module of
     // its own kind in transformers).
     const char* why = plan.host_tensors(adapter.weight).shape_size() == 3
-                          ? "a stack of experts, whose adapters PEFT keeps as target_parameters, not written yet"
+                          ? "a stack of Qwen3-MoE's or Mixtral's experts, whose PEFT forms (target_modules on each "
+                            "expert's layers, or target_parameters on transformers 5's fused ones) are not written"
                       : layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
                           ? "gpt-oss's router, not a linear layer in transformers"
                           : notOwnModuleTensor(place);
@@ -136,15 +149,22 @@ PeftContents peftContents(const plan::Plan& plan) {
   return contents;
 }
 
-// PEFT's target_modules, a list: a leaf name ("q_proj") where the adapted modules are every
-// module of that name, else each adapted module's full name (which PEFT finds by equality, and
-// no other module's name ends with).
-nlohmann::ordered_json peftTargets(const std::vector<PlacedParam>& params, const std::vector<AdaptedModule>& adapted) {
-  auto leafOf = [](const std::string& module) { return module.substr(module.rfind('.') + 1); };
+// PEFT's target_modules (`parameters` false) or target_parameters (true), a list: a leaf name
+// ("q_proj", "gate_up_proj") where the adapted targets are every target of that name, else each
+// adapted target's full name (which PEFT finds by equality, and no other name ends with).
+nlohmann::ordered_json peftTargets(const plan::Plan& plan, const std::vector<PlacedParam>& params,
+                                   const std::vector<AdaptedModule>& adapted, bool parameters) {
+  auto leafOf = [](const std::string& name) { return name.substr(name.rfind('.') + 1); };
   std::map<std::string, std::set<std::string>> all, chosen;  // by leaf
-  for (const PlacedParam& p : params)
-    if (p.place.name.ends_with(".weight")) all[leafOf(p.module)].insert(p.module);
-  for (const AdaptedModule& m : adapted) chosen[leafOf(m.module)].insert(m.module);
+  for (const PlacedParam& p : params) {
+    const bool stack = plan.host_tensors(p.index).shape_size() == 3;
+    if (parameters ? stack : p.place.name.ends_with(".weight")) {
+      const std::string target = parameters ? p.place.name : p.module;
+      all[leafOf(target)].insert(target);
+    }
+  }
+  for (const AdaptedModule& m : adapted)
+    if (m.parameter.empty() != parameters) chosen[leafOf(m.target())].insert(m.target());
   nlohmann::ordered_json targets = nlohmann::ordered_json::array();
   for (const auto& [leaf, modules] : chosen) {
     if (all[leaf] == modules) targets.push_back(leaf);
@@ -189,10 +209,10 @@ PeftSetting peftSetting(const std::vector<AdaptedModule>& adapted,
                   })->first;
   auto leafOf = [](const std::string& module) { return module.substr(module.rfind('.') + 1); };
   std::map<std::string, std::set<std::string>> values_by_leaf;  // each value's dump
-  for (size_t i = 0; i < adapted.size(); ++i) values_by_leaf[leafOf(adapted[i].module)].insert(values[i].dump());
+  for (size_t i = 0; i < adapted.size(); ++i) values_by_leaf[leafOf(adapted[i].target())].insert(values[i].dump());
   for (size_t i = 0; i < adapted.size(); ++i) {
     if (values[i] == setting.value) continue;
-    const std::string& module = adapted[i].module;
+    const std::string module = adapted[i].target();
     const std::string leaf = leafOf(module);
     if (values_by_leaf[leaf].size() == 1) {
       setting.pattern[leaf] = values[i];
@@ -213,10 +233,11 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
   config["task_type"] = hasScoreHead(plan) ? "SEQ_CLS" : "CAUSAL_LM";
   config["base_model_name_or_path"] =
       model.hf_source().empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(model.hf_source());
-  // Each adapter's rank is its A's rows, its alpha its own or the plan's (mtc --lora-rank-pattern,
-  // --lora-alpha-pattern).
+  // Each adapter's rank is its A's rows (each expert's, of a stack's (E, r, in)), its alpha its
+  // own or the plan's (mtc --lora-rank-pattern, --lora-alpha-pattern).
   const PeftSetting rank = peftSetting(contents.adapted, [&](const AdaptedModule& m) {
-    return nlohmann::ordered_json(plan.host_tensors(m.adapter.a).shape(0));
+    const plan::HostTensor& a = plan.host_tensors(m.adapter.a);
+    return nlohmann::ordered_json(a.shape(a.shape_size() - 2));
   });
   const PeftSetting alpha = peftSetting(contents.adapted, [](const AdaptedModule& m) {
     return shortestDecimal(static_cast<float>(m.adapter.alpha));
@@ -235,10 +256,49 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
   nlohmann::ordered_json saved = nlohmann::ordered_json::array();
   for (const SavedModule& m : contents.saved) saved.push_back(m.module);
   config["modules_to_save"] = contents.saved.empty() ? nlohmann::ordered_json() : saved;
-  config["target_modules"] = peftTargets(contents.params, contents.adapted);
+  config["target_modules"] = peftTargets(plan, contents.params, contents.adapted, /*parameters=*/false);
+  if (std::any_of(contents.adapted.begin(), contents.adapted.end(), [](const AdaptedModule& m) {
+        return !m.parameter.empty();
+      }))
+    config["target_parameters"] = peftTargets(plan, contents.params, contents.adapted, /*parameters=*/true);
   config["use_rslora"] = model.lora_rslora();
   config["use_dora"] = contents.adapted.front().adapter.magnitude >= 0;  // all or none (loraAdapters)
   return config;
+}
+
+// A stack of gpt-oss's experts' adapters in PEFT's form (its ParamWrapper): lora_A (E*r, in), each
+// expert's r rows in turn, which is our A (E, r, in) as it lies; lora_B (out, r*E), expert e's rank
+// k in column k*E + e, our B (E, out, r) permuted. Where several parameters of one module are
+// adapted, PEFT wraps them in the order the module registers them (gate_up_proj, then down_proj),
+// each wrapper around the last: all but the outermost's keys go through one ".base_layer" for
+// each later wrapper (bench/gpu/peft_layout.py printed this from PEFT).
+std::vector<SafetensorsTensor> expertAdapterTensors(const HostStore& store, const std::vector<AdaptedModule>& adapted,
+                                                    const AdaptedModule& m) {
+  static const std::vector<std::string> kRegistered = {"gate_up_proj", "down_proj"};  // GptOssExperts' order
+  const auto order = [](const std::string& parameter) {
+    return std::find(kRegistered.begin(), kRegistered.end(), parameter) - kRegistered.begin();
+  };
+  std::string key = kPeftKeyPrefix + m.module;
+  for (const AdaptedModule& other : adapted)
+    if (other.module == m.module && !other.parameter.empty() && order(other.parameter) > order(m.parameter))
+      key += ".base_layer";
+  SafetensorsTensor a = store.savedTensor(m.adapter.a);
+  const std::vector<int64_t> a_shape = a.shape;  // (E, r, in)
+  a.name = key + ".lora_A.weight";
+  a.shape = {a_shape[0] * a_shape[1], a_shape[2]};
+  SafetensorsTensor b = store.savedTensor(m.adapter.b);
+  const int64_t experts = b.shape[0], out = b.shape[1], r = b.shape[2];  // (E, out, r)
+  SafetensorsTensor source = b;
+  b = {key + ".lora_B.weight", "F32", {out, r * experts}, nullptr, b.bytes,
+       [source, experts, out, r](void* buffer) {
+         std::vector<float> staged;
+         const float* from = f32Values(source, staged);
+         float* to = static_cast<float*>(buffer);
+         for (int64_t e = 0; e < experts; ++e)
+           for (int64_t o = 0; o < out; ++o)
+             for (int64_t k = 0; k < r; ++k) to[o * r * experts + k * experts + e] = from[(e * out + o) * r + k];
+       }};
+  return {std::move(a), std::move(b)};
 }
 
 }  // namespace
@@ -249,7 +309,11 @@ void exportPeft(const plan::Plan& plan, const HostStore& store, const std::strin
                 const std::map<std::string, std::string>& metadata) {
   const PeftContents contents = peftContents(plan);
   std::vector<SafetensorsTensor> tensors;
-  for (const AdaptedModule& m : contents.adapted)
+  for (const AdaptedModule& m : contents.adapted) {
+    if (!m.parameter.empty()) {
+      for (SafetensorsTensor& t : expertAdapterTensors(store, contents.adapted, m)) tensors.push_back(std::move(t));
+      continue;
+    }
     for (auto [index, which] : {std::pair{m.adapter.a, "lora_A.weight"}, {m.adapter.b, "lora_B.weight"},
                                 {m.adapter.magnitude, "lora_magnitude_vector"}}) {  // PEFT's DoRA key: no ".weight"
       if (index < 0) continue;
@@ -257,6 +321,7 @@ void exportPeft(const plan::Plan& plan, const HostStore& store, const std::strin
       t.name = kPeftKeyPrefix + m.module + "." + which;
       tensors.push_back(std::move(t));
     }
+  }
   for (const SavedModule& m : contents.saved)
     for (const auto& [name, index] : m.tensors) {
       SafetensorsTensor t = store.savedTensor(index);

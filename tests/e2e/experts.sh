@@ -205,8 +205,37 @@ done
 check "LoRA on experts: the summary names the stacks" "grep -q 'on 16 weights and 12 stacks of experts (each expert its own)' qwen3_lx.txt"
 "$bin/mtrun" qwen3_lx.plan --data corpus.tok --weights qwen3_lx0.safetensors --steps 1 --export-peft lx_peft \
   > lx_peft.err 2>&1
-check "LoRA on experts: --export-peft refuses them by name" \
-  "grep -q 'a stack of experts, whose adapters PEFT keeps as target_parameters' lx_peft.err && [ ! -e lx_peft ]"
+check "LoRA on Qwen3-MoE's experts: --export-peft refuses them by name" \
+  "grep -q \"a stack of Qwen3-MoE's or Mixtral's experts, whose PEFT forms\" lx_peft.err && [ ! -e lx_peft ]"
+# gpt-oss's stacks in PEFT's target_parameters form (its ParamWrapper's, as bench/gpu/peft_layout.py
+# printed it from PEFT): the same 10 steps as oss_lx; each layer's gate_up_proj adapters under the
+# experts module's base_layer (PEFT wraps down_proj around it), lora_A (E*r, in) and lora_B
+# (out, r*E); read as PEFT reads them (B's column k*E + e), they give --export-hf's merge.
+"$bin/mtrun" oss_lx.plan --data corpus.tok --weights oss_lx0.safetensors --steps 10 --lr 1e-2 --export-peft oss_peft \
+  --print-every 100 > oss_peft.txt 2>&1
+check "LoRA on gpt-oss's experts: --export-peft writes PEFT's target_parameters form" \
+  "/usr/bin/python3 - oss_peft oss_lx.safetensors oss_lx_again.safetensors <<'EOF'
+import json, sys, torch; sys.path.insert(0, '$here')
+import mt_reference as ref
+config = json.load(open(sys.argv[1] + '/adapter_config.json'))
+assert config['target_parameters'] == ['down_proj', 'gate_up_proj'], config['target_parameters']
+assert sorted(config['target_modules']) == ['k_proj', 'o_proj', 'q_proj', 'v_proj'], config['target_modules']
+assert (config['r'], config['lora_alpha'], config['rank_pattern']) == (4, 8, {}), config
+peft = ref.read_safetensors(sys.argv[1] + '/adapter_model.safetensors')
+trained, merged = ref.read_safetensors(sys.argv[2]), ref.read_safetensors(sys.argv[3])
+E, r, scale = 4, 4, 2.0
+for layer in range(4):
+    pre = f'base_model.model.model.layers.{layer}.mlp.experts.'
+    for stack, key in (('gate_up', pre + 'base_layer.'), ('down', pre)):
+        a, b = peft[key + 'lora_A.weight'], peft[key + 'lora_B.weight']
+        ours = f'layers.{layer}.moe.{stack}'
+        assert a.shape == (E * r, trained[ours + '.lora_A.weight'].shape[2]), (key, a.shape)
+        a_e, b_e = a.reshape(E, r, a.shape[1]), b.reshape(b.shape[0], r, E).permute(2, 0, 1)
+        delta = scale * torch.einsum('eri,eor->eio', a_e, b_e)
+        want = merged[ours + '.weight'] - trained[ours + '.weight']
+        assert delta.abs().max() > 0 and ref.rel_err(delta, want) < 1e-5, (key, ref.rel_err(delta, want))
+assert len(peft) == 4 * 4 + 4 * 4 * 2, sorted(peft)
+EOF"
 for beside in "--lora-dropout 0.1" --lora-dora; do
   "$bin/mtc" "${shape[@]}" "${lora_experts[@]}" $beside -o x.plan > lx_beside.err 2>&1
   check "LoRA on experts: $beside refused" \
