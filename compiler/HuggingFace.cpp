@@ -360,8 +360,21 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
       const SafetensorsEntry& entry = overrides.file->entries().at(named->second);  // its shape and dtype checked
       overrides.file->verify(named->second);
       const std::string where = overrides.file->path() + ": '" + named->second + "'";
-      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n,
-                         [&entry, n, where](void* out) { widen(entry, n, static_cast<float*>(out), where); }});
+      if (overrides.expert_b.count(t.name())) {  // PEFT's (out, r*E) into (E, out, r)
+        tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, n, where, shape](void* out) {
+                             std::vector<float> peft(static_cast<size_t>(n));
+                             widen(entry, n, peft.data(), where);
+                             float* to = static_cast<float*>(out);
+                             const int64_t experts = shape[0], rows = shape[1], rank = shape[2];
+                             for (int64_t e = 0; e < experts; ++e)
+                               for (int64_t o = 0; o < rows; ++o)
+                                 for (int64_t k = 0; k < rank; ++k)
+                                   to[(e * rows + o) * rank + k] = peft[peftExpertBIndex(e, o, k, experts, rank)];
+                           }});
+      } else {
+        tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n,
+                           [&entry, n, where](void* out) { widen(entry, n, static_cast<float*>(out), where); }});
+      }
     } else if (const int source = rowNormSource(plan, t); source >= 0) {  // a DoRA magnitude: W's row norms
       const plan::HostTensor& w = plan.host_tensors(source);
       tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&tensors, &t, &w](void* out) {

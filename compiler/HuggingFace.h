@@ -63,6 +63,8 @@ struct WeightOverrides {
   std::shared_ptr<const SafetensorsFile> file;  // read once: what was checked is what is read
   std::map<std::string, std::string> names;
   std::map<std::string, LoraMergeSource> merged;
+  // Of `names`: a stack's B (E, out, r) read from PEFT's lora_B (out, r*E) (peftExpertBIndex).
+  std::set<std::string> expert_b;
 };
 
 // The parameters whose every source tensor in the folder is BF16 (not MXFP4): their values, widened

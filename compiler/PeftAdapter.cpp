@@ -84,6 +84,19 @@ bool isTarget(const PeftAdapter& adapter, const std::string& module, const std::
   return layer && adapter.layers->count(*layer);
 }
 
+// Whether PEFT adapts parameter `tensor` (the folder's name): one of target_parameters, or ending
+// with "." + one (its _inject_parameters).
+bool isTargetParameter(const PeftAdapter& adapter, const std::string& tensor) {
+  return namedIn(adapter.target_parameters, tensor);
+}
+
+// Whether the plan's parameter `ours` of `model` is a stack of gpt-oss's experts, the parameters
+// target_parameters can adapt here.
+bool isGptOssStack(const HuggingFaceModel& model, const std::string& ours) {
+  return model.config.expert_form == ModelConfig::ExpertForm::kGptOss &&
+         (ours.ends_with(".moe.gate_up.weight") || ours.ends_with(".moe.down.weight"));
+}
+
 // Whether `module` ends with `tail` (a pattern's plain key), after a '.' or as a whole.
 bool endsWithTail(const std::string& module, const std::string& tail) {
   if (module.size() < tail.size()) return false;
@@ -115,7 +128,8 @@ std::string unplacedReason(const std::string& key, bool tied, bool dora) {
   if (key.find("lora_embedding_") != std::string::npos) return "LoRA on an embedding is not implemented";
   if (!dora && isDoraMagnitude(key)) return "a DoRA magnitude, but the config's use_dora is off";
   if (adapter && key.find(".experts.") != std::string::npos)
-    return "adapters on a mixture's experts are not read from a folder yet (mtc --lora-experts trains them)";
+    return "adapters on a mixture's experts: read into training plans of gpt-oss's stacks (target_parameters), not "
+           "merged into a forward-only plan nor read as single experts' target_modules";
   if (tied && key.starts_with(std::string(kPeftKeyPrefix) + "lm_head."))
     return "the model's LM head is tied to its embedding, and the adapter treats it apart";
   return "its config's target_modules (with exclude_modules and layers_to_transform) and modules_to_save do not "
@@ -158,6 +172,7 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   o.lora_dropout = adapter.dropout;
   o.lora_dora = adapter.dora;
   std::set<std::string> targets, saved;
+  int64_t stacks = 0;
   for (const auto& [ours, source] : model.weights) {
     const std::string tensor = ownTensor(model, ours);
     if (tensor.empty()) continue;
@@ -167,16 +182,28 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
     if (adapter.weights->entries().count(peftWholeKey(tensor)) ||
         adapter.weights->entries().count(peftBaseLayerKey(module)))
       o.lora_from_replaced.insert(ours);
+    // A stack of experts adapted in place (target_parameters): patterns match the parameter's name.
+    const bool stack = isGptOssStack(model, ours) && isTargetParameter(adapter, tensor);
     if (isSaved(adapter, module)) {
       saved.insert(ours);
-    } else if (tensor.ends_with(".weight") && isTarget(adapter, module, ours)) {
+    } else if (stack || (tensor.ends_with(".weight") && isTarget(adapter, module, ours))) {
       targets.insert(ours);
-      if (const int64_t r = adapterRank(adapter, module); r != adapter.rank) o.lora_from_ranks[ours] = r;
-      if (const double a = adapterAlpha(adapter, module); a != adapter.alpha) o.lora_from_alphas[ours] = a;
+      stacks += stack;
+      const std::string named = stack ? tensor : module;
+      if (const int64_t r = adapterRank(adapter, named); r != adapter.rank) o.lora_from_ranks[ours] = r;
+      if (const double a = adapterAlpha(adapter, named); a != adapter.alpha) o.lora_from_alphas[ours] = a;
     }
   }
+  // As PEFT: target_parameters that find nothing are an error, not a no-op.
+  if (!adapter.target_parameters.empty() && stacks == 0)
+    throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_parameters find no parameter of " + model.dir +
+                " (mtc reads them on gpt-oss's stacks of experts, mlp.experts.gate_up_proj and down_proj)");
   if (targets.empty())
-    throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules find no layer of " + model.dir);
+    throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules" +
+                (adapter.target_parameters.empty() ? "" : " and target_parameters") + " find no layer of " + model.dir +
+                (adapter.target_parameters.empty() ? ""
+                                                   : " (target_parameters adapt gpt-oss's stacks of experts, "
+                                                     "mlp.experts.gate_up_proj and down_proj, alone)"));
   for (const std::string& ours : targets)
     if (isEmbeddingParam(ours))
       throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules adapt the embedding (" +
@@ -205,12 +232,29 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     return key;
   };
   const bool tied = headIsEmbedding(plan);
+  std::set<std::string> plan_names;
+  for (const auto& t : plan.host_tensors()) plan_names.insert(t.name());
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
     if (isLoraAdapter(t.name())) {  // "X.lora_A.weight": X.weight's module + ".lora_A.weight" (a magnitude alike)
       const std::string stem = t.name().substr(0, t.name().rfind(".lora_"));
-      const std::string module = huggingFaceModuleOf(ownTensor(model, stem + ".weight"));
+      const std::string weight = ownTensor(model, stem + ".weight"), module = huggingFaceModuleOf(weight);
+      if (shape.size() == 3) {  // a stack's (E, r, in) or (E, out, r): PEFT's (E*r, in) or (out, r*E)
+        const std::string parameter = weight.substr(module.size() + 1), suffix = t.name().substr(stem.size());
+        // Whether the module's parameter `other` is adapted in the plan too (PEFT's nesting).
+        const std::string key = peftParameterKeyStem(module, parameter, [&](const std::string& other) {
+          for (const auto& [ours, source] : model.weights)
+            if (source.place.name == module + "." + other && ours.ends_with(".weight"))
+              return plan_names.count(ours.substr(0, ours.size() - std::strlen(".weight")) + ".lora_A.weight") > 0;
+          return false;
+        }) + suffix;
+        const bool b = suffix == ".lora_B.weight";
+        overrides.names[t.name()] = use(key, b ? std::vector<int64_t>{shape[1], shape[2] * shape[0]}
+                                               : std::vector<int64_t>{shape[0] * shape[1], shape[2]}, t.name());
+        if (b) overrides.expert_b.insert(t.name());
+        continue;
+      }
       overrides.names[t.name()] = use(kPeftKeyPrefix + module + t.name().substr(stem.size()), shape, t.name());
       continue;
     }

@@ -37,6 +37,9 @@ struct PeftAdapter {
   std::vector<std::string> targets;
   std::optional<ModuleExpression> target_expression;
   bool all_linear = false;
+  // target_parameters: parameters (a parameter is adapted whose name is one or ends with "." + one),
+  // gpt-oss's stacks of experts.
+  std::vector<std::string> target_parameters;
   std::vector<std::string> saved;  // modules_to_save: a module whose name ends with one
   // exclude_modules: never adapted (names as target_modules' list, or an expression).
   std::vector<std::string> excluded;

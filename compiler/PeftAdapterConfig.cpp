@@ -33,7 +33,7 @@ using nlohmann::json;
 const std::set<std::string> kInertKeys = {
     "auto_mapping", "base_model_name_or_path", "revision", "inference_mode", "peft_version", "eva_config",
     "megatron_config", "megatron_core", "runtime_config", "qalora_group_size", "task_type", "peft_type", "r",
-    "lora_alpha", "lora_dropout", "use_rslora", "use_dora", "target_modules", "modules_to_save",
+    "lora_alpha", "lora_dropout", "use_rslora", "use_dora", "target_modules", "target_parameters", "modules_to_save",
     "ensure_weight_tying", "init_lora_weights", "rank_pattern", "alpha_pattern", "exclude_modules",
     "layers_to_transform", "layers_pattern"};
 
@@ -53,9 +53,6 @@ bool isOff(const json& value) {
 std::string unsupported(const std::string& key) {
   if (key == "bias" || key == "lora_bias") return "trained biases beside the adapters are not implemented";
   if (key == "fan_in_fan_out") return "GPT-2's Conv1D layers are adapted only through mtc --lora";
-  if (key == "target_parameters")
-    return "adapters on parameters (a mixture's stacked experts) are not read from PEFT's folders yet (mtc --lora-experts "
-           "trains them)";
   if (key == "trainable_token_indices") return "training single tokens' embeddings is not implemented";
   if (key == "loftq_config" || key == "corda_config") return "this initialisation rewrites the base weights";
   return "mtc does not know this setting";
@@ -281,7 +278,17 @@ PeftAdapter readPeftAdapter(const std::string& dir) {
   adapter.rslora = flag(config, "use_rslora", false, path);
   adapter.dora = flag(config, "use_dora", false, path);
   adapter.ensure_weight_tying = flag(config, "ensure_weight_tying", false, path);
-  readTargets(config.value("target_modules", json()), path, adapter);
+  const json parameters = config.value("target_parameters", json());
+  if (!isOff(parameters)) {
+    adapter.target_parameters = moduleNames(parameters, path + ": target_parameters");
+    // PEFT's adapters on parameters (its ParamWrapper) take neither.
+    if (adapter.dropout > 0 || adapter.dora)
+      throw Error(path + ": target_parameters with " + (adapter.dora ? "use_dora" : "lora_dropout above 0") +
+                  ": PEFT's adapters on parameters have neither");
+  }
+  // Adapters on parameters alone: PEFT saves target_modules empty (or null).
+  if (adapter.target_parameters.empty() || !isOff(config.value("target_modules", json())))
+    readTargets(config.value("target_modules", json()), path, adapter);
   const json saved = config.value("modules_to_save", json());
   if (!isOff(saved)) adapter.saved = moduleNames(saved, path + ": modules_to_save");
   readExcluded(config.value("exclude_modules", json()), path, adapter);

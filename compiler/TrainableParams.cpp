@@ -88,7 +88,8 @@ std::string markLoraTargets(func::FuncOp func, const CompileOptions& o) {
     const bool hit = o.lora_from_targets ? o.lora_from_targets->count(name.str()) > 0
                                          : o.lora_targets && matches(o, *o.lora_targets, name);
     found += hit;
-    const bool stack = o.lora_experts && rank == 3 && matches(o, *o.lora_experts, name);
+    // A stack: --lora-experts', or a target of --lora-from's target_parameters.
+    const bool stack = rank == 3 && ((o.lora_experts && matches(o, *o.lora_experts, name)) || (o.lora_from_targets && hit));
     if (!stack && !(hit && rank == 2)) continue;
     markParam(func, arg.getArgNumber(), kParamLoraKey);
     markOwnRankAndAlpha(func, arg.getArgNumber(), o, rank_found, alpha_found);
@@ -100,7 +101,7 @@ std::string markLoraTargets(func::FuncOp func, const CompileOptions& o) {
   if (!o.lora_from_targets && !o.lora_targets) return "";  // the stacks alone
   const char* flag = o.lora_from_targets ? "--lora-from's target_modules" : "--lora-targets";
   if (found == 0) return fmt::format("{} matches no parameter ({})", flag, namesHint(o));
-  if (marked == 0)
+  if (marked == 0 && !(o.lora_from_targets && stacks > 0))  // --lora-from's target_parameters alone
     return fmt::format("{} finds no (out, in) weight, only norms, biases or stacks of experts{}", flag,
                        stacks ? " (--lora-experts adapts those; without --lora-targets, it adapts them alone)" : "");
   return "";

@@ -93,6 +93,18 @@ const char* notOwnModuleTensor(const HuggingFacePlace& place) {
   return nullptr;
 }
 
+std::string peftParameterKeyStem(const std::string& module, const std::string& parameter,
+                                 const std::function<bool(const std::string&)>& adapted) {
+  static const char* const kRegistered[] = {"gate_up_proj", "down_proj"};  // GptOssExperts' order
+  std::string stem = kPeftKeyPrefix + module;
+  bool later = false;
+  for (const char* name : kRegistered) {
+    if (later && adapted(name)) stem += ".base_layer";
+    later = later || parameter == name;
+  }
+  return stem;
+}
+
 std::string huggingFaceModuleOf(const std::string& tensor) {
   const size_t dot = tensor.rfind('.');
   return dot == std::string::npos ? "" : tensor.substr(0, dot);

@@ -3,6 +3,7 @@
 // plan library so that the compiler needs no runtime.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace mt {
@@ -51,6 +52,20 @@ const char* notOwnModuleTensor(const HuggingFacePlace& place);
 inline constexpr char kPeftConfigFile[] = "adapter_config.json";
 inline constexpr char kPeftWeightsFile[] = "adapter_model.safetensors";
 inline constexpr char kPeftKeyPrefix[] = "base_model.model.";
+
+// The key stem (kPeftKeyPrefix + module + ...) of PEFT's adapters on `parameter` of `module`, a
+// stack of gpt-oss's experts (target_parameters: "gate_up_proj", "down_proj"). PEFT wraps the
+// adapted parameters of one module in the order the module registers them, each wrapper around the
+// last, so each adapter's keys pass through one ".base_layer" for every later wrapper: `adapted`
+// says which of the module's parameters have adapters (bench/gpu/peft_layout.py printed PEFT's keys).
+std::string peftParameterKeyStem(const std::string& module, const std::string& parameter,
+                                 const std::function<bool(const std::string&)>& adapted);
+
+// Where element (e, o, k) of a stack's B (E, out, r) lies in PEFT's lora_B (out, r*E): expert e's
+// rank k is column k*E + e.
+inline int64_t peftExpertBIndex(int64_t e, int64_t o, int64_t k, int64_t experts, int64_t rank) {
+  return o * rank * experts + k * experts + e;
+}
 
 // Expert `e`'s tensor of a per-expert place.
 std::string expertTensorName(const HuggingFacePlace& place, int64_t e);

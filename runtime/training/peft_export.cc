@@ -268,20 +268,15 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
 
 // A stack of gpt-oss's experts' adapters in PEFT's form (its ParamWrapper): lora_A (E*r, in), each
 // expert's r rows in turn, which is our A (E, r, in) as it lies; lora_B (out, r*E), expert e's rank
-// k in column k*E + e, our B (E, out, r) permuted. Where several parameters of one module are
-// adapted, PEFT wraps them in the order the module registers them (gate_up_proj, then down_proj),
-// each wrapper around the last: all but the outermost's keys go through one ".base_layer" for
-// each later wrapper (bench/gpu/peft_layout.py printed this from PEFT).
+// k in column k*E + e, our B (E, out, r) permuted; under the key stem of PEFT's nesting
+// (peftParameterKeyStem).
 std::vector<SafetensorsTensor> expertAdapterTensors(const HostStore& store, const std::vector<AdaptedModule>& adapted,
                                                     const AdaptedModule& m) {
-  static const std::vector<std::string> kRegistered = {"gate_up_proj", "down_proj"};  // GptOssExperts' order
-  const auto order = [](const std::string& parameter) {
-    return std::find(kRegistered.begin(), kRegistered.end(), parameter) - kRegistered.begin();
-  };
-  std::string key = kPeftKeyPrefix + m.module;
-  for (const AdaptedModule& other : adapted)
-    if (other.module == m.module && !other.parameter.empty() && order(other.parameter) > order(m.parameter))
-      key += ".base_layer";
+  const std::string key = peftParameterKeyStem(m.module, m.parameter, [&](const std::string& parameter) {
+    return std::any_of(adapted.begin(), adapted.end(), [&](const AdaptedModule& other) {
+      return other.module == m.module && other.parameter == parameter;
+    });
+  });
   SafetensorsTensor a = store.savedTensor(m.adapter.a);
   const std::vector<int64_t> a_shape = a.shape;  // (E, r, in)
   a.name = key + ".lora_A.weight";
@@ -296,7 +291,7 @@ std::vector<SafetensorsTensor> expertAdapterTensors(const HostStore& store, cons
          float* to = static_cast<float*>(buffer);
          for (int64_t e = 0; e < experts; ++e)
            for (int64_t o = 0; o < out; ++o)
-             for (int64_t k = 0; k < r; ++k) to[o * r * experts + k * experts + e] = from[(e * out + o) * r + k];
+             for (int64_t k = 0; k < r; ++k) to[peftExpertBIndex(e, o, k, experts, r)] = from[(e * out + o) * r + k];
        }};
   return {std::move(a), std::move(b)};
 }

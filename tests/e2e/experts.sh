@@ -10,7 +10,8 @@
 # active parameters. Every plan trains with the router's load-balancing loss (--router-aux-loss)
 # and logs each step's choices per expert: they add up to every token's k choices in every layer.
 # LoRA on the stacks of experts (--lora-experts) streams in groups bit for bit, merges into each
-# expert on --export-hf, and is refused where PEFT has no form for it yet or with dropout.
+# expert on --export-hf, goes out (--export-peft) and back (--lora-from) in PEFT's target_parameters
+# form for gpt-oss, and is refused where PEFT has no form for it yet or with dropout.
 # usage: experts.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -236,6 +237,48 @@ for layer in range(4):
         assert delta.abs().max() > 0 and ref.rel_err(delta, want) < 1e-5, (key, ref.rel_err(delta, want))
 assert len(peft) == 4 * 4 + 4 * 4 * 2, sorted(peft)
 EOF"
+# ... and mtc --lora-from reads that form back: on the model the adapters were trained from (its
+# folder: a step at lr 0, B still zero, so --export-hf's merge is the base), the plan starts from
+# the trained adapters bit for bit, the base weights unchanged. gate_up_proj alone, unnested, too.
+same_adapters() {  # PLAN_WEIGHTS TRAINED START: the adapters as trained, the rest as they started
+  /usr/bin/python3 - "$@" "$here" <<'EOF'
+import sys; sys.path.insert(0, sys.argv[4])
+import mt_reference as ref
+back, trained, start = (ref.read_safetensors(f) for f in sys.argv[1:4])
+assert sorted(back) == sorted(trained), sorted(set(back) ^ set(trained))
+assert all(back[k].equal(trained[k] if 'lora_' in k else start[k]) for k in back), 'values differ'
+assert any('lora_' in k and back[k].dim() == 3 for k in back), 'no stack adapters'
+EOF
+}
+rm -rf oss_base && "$bin/mtrun" oss_lx.plan --data corpus.tok --weights oss_lx0.safetensors --steps 1 --lr 0 \
+  --export-hf oss_base --print-every 100 > /dev/null
+"$bin/mtc" oss_base --batch 4 --seq 32 --lora-from oss_peft -o oss_back.plan > oss_back.txt 2>&1
+check "LoRA on gpt-oss's experts: --lora-from reads PEFT's target_parameters back bit for bit" \
+  "grep -q 'on 16 weights and 8 stacks of experts' oss_back.txt && same_adapters oss_back.safetensors oss_lx.safetensors oss_lx0.safetensors"
+"$bin/mtc" "${oss[@]}" --lora 4 --lora-experts 'moe\.gate_up' -o oss_gu.plan --weights oss_gu0.safetensors > /dev/null
+rm -rf oss_gu_peft oss_gu_base
+"$bin/mtrun" oss_gu.plan --data corpus.tok --weights oss_gu0.safetensors --steps 3 --lr 1e-2 --export oss_gu.safetensors \
+  --export-peft oss_gu_peft --print-every 100 > /dev/null
+"$bin/mtrun" oss_gu.plan --data corpus.tok --weights oss_gu0.safetensors --steps 1 --lr 0 --export-hf oss_gu_base \
+  --print-every 100 > /dev/null
+"$bin/mtc" oss_gu_base --batch 4 --seq 32 --lora-from oss_gu_peft -o oss_gu_back.plan > /dev/null 2>&1
+/usr/bin/python3 - "$here" > oss_gu_keys.txt 2>&1 <<'EOF'
+import sys; sys.path.insert(0, sys.argv[1])
+import mt_reference as ref
+print(sorted(ref.read_safetensors('oss_gu_peft/adapter_model.safetensors'))[0])
+EOF
+check "LoRA on gpt-oss's gate_up_proj alone: unnested keys, read back bit for bit" \
+  "grep -q '\"target_modules\": \[\]' oss_gu_peft/adapter_config.json && \
+   grep -qx 'base_model.model.model.layers.0.mlp.experts.lora_A.weight' oss_gu_keys.txt && \
+   same_adapters oss_gu_back.safetensors oss_gu.safetensors oss_gu0.safetensors"
+"$bin/mtc" oss_base --forward-only --batch 1 --seq 32 --lora-from oss_peft -o x.plan > oss_fwd.err 2>&1
+check "--lora-from's adapters on experts into a forward-only plan: refused, naming why" \
+  "grep -q \"adapters on a mixture's experts: read into training plans\" oss_fwd.err && [ ! -e x.plan ]"
+/usr/bin/python3 -c "import json; c = json.load(open('oss_peft/adapter_config.json')); c['lora_dropout'] = 0.1; \
+json.dump(c, open('oss_peft/adapter_config.json', 'w'))"
+"$bin/mtc" oss_base --batch 4 --seq 32 --lora-from oss_peft -o x.plan > oss_drop.err 2>&1
+check "--lora-from: target_parameters with dropout refused" \
+  "grep -q 'target_parameters with lora_dropout above 0: PEFT' oss_drop.err && [ ! -e x.plan ]"
 for beside in "--lora-dropout 0.1" --lora-dora; do
   "$bin/mtc" "${shape[@]}" "${lora_experts[@]}" $beside -o x.plan > lx_beside.err 2>&1
   check "LoRA on experts: $beside refused" \
