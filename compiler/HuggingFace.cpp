@@ -130,9 +130,25 @@ std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, co
   file.verify(merge.b);
   const SafetensorsEntry* m = merge.magnitude.empty() ? nullptr : &file.entries().at(merge.magnitude);
   if (m) file.verify(merge.magnitude);
-  const int64_t out = shape[0], in = shape[1], r = a.shape[0];
   const std::string where = file.path() + ": '" + merge.a + "' and '" + merge.b + "'" +
                             (m ? " with '" + merge.magnitude + "'" : "");
+  if (merge.expert_stack) {  // a stack of gpt-oss's experts, (E, in, out), its adapters in PEFT's layout
+    const int64_t experts = shape[0], in = shape[1], out = shape[2], r = a.shape[0] / experts;
+    return [produce = std::move(produce), &a, &b, experts, in, out, r, scale = merge.scale, where](void* buffer) {
+      produce(buffer);
+      std::vector<float> wide_a(static_cast<size_t>(experts * r * in)), peft_b(static_cast<size_t>(out * r * experts)),
+          wide_b(peft_b.size());
+      widen(a, experts * r * in, wide_a.data(), where);  // PEFT's (E*r, in) is our (E, r, in) as it lies
+      widen(b, out * r * experts, peft_b.data(), where);
+      stackExpertBFromPeft(peft_b.data(), experts, out, r, wide_b.data());
+      float* w = static_cast<float*>(buffer);
+      loraMergeExperts(w, wide_a.data(), wide_b.data(), experts, out, in, r, scale, /*in_out=*/true, w);
+      for (int64_t i = 0; i < experts * in * out; ++i)
+        if (!std::isfinite(w[i]))
+          throw Error(where + ": merged into their weight, they overflow f32 at element " + std::to_string(i));
+    };
+  }
+  const int64_t out = shape[0], in = shape[1], r = a.shape[0];
   return [produce = std::move(produce), &a, &b, m, out, in, r, scale = merge.scale, where](void* buffer) {
     produce(buffer);
     std::vector<float> wide_a(static_cast<size_t>(r * in)), wide_b(static_cast<size_t>(out * r)), wide_m;
@@ -364,12 +380,7 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
         tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, n, where, shape](void* out) {
                              std::vector<float> peft(static_cast<size_t>(n));
                              widen(entry, n, peft.data(), where);
-                             float* to = static_cast<float*>(out);
-                             const int64_t experts = shape[0], rows = shape[1], rank = shape[2];
-                             for (int64_t e = 0; e < experts; ++e)
-                               for (int64_t o = 0; o < rows; ++o)
-                                 for (int64_t k = 0; k < rank; ++k)
-                                   to[(e * rows + o) * rank + k] = peft[peftExpertBIndex(e, o, k, experts, rank)];
+                             stackExpertBFromPeft(peft.data(), shape[0], shape[1], shape[2], static_cast<float*>(out));
                            }});
       } else {
         tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n,

@@ -58,6 +58,8 @@ struct LoraMergeSource {
   std::string a, b;  // A (r, in) and B (out, r): their names in `file`
   double scale = 0;
   std::string magnitude;  // DoRA's m (out), its name in `file`; "" for LoRA
+  // A stack of gpt-oss's experts, W (E, in, out): A and B in PEFT's layout, (E*r, in) and (out, r*E).
+  bool expert_stack = false;
 };
 struct WeightOverrides {
   std::shared_ptr<const SafetensorsFile> file;  // read once: what was checked is what is read

@@ -128,8 +128,8 @@ std::string unplacedReason(const std::string& key, bool tied, bool dora) {
   if (key.find("lora_embedding_") != std::string::npos) return "LoRA on an embedding is not implemented";
   if (!dora && isDoraMagnitude(key)) return "a DoRA magnitude, but the config's use_dora is off";
   if (adapter && key.find(".experts.") != std::string::npos)
-    return "adapters on a mixture's experts: read into training plans of gpt-oss's stacks (target_parameters), not "
-           "merged into a forward-only plan nor read as single experts' target_modules";
+    return "adapters on a mixture's experts: read on gpt-oss's stacks (target_parameters) alone, not as single "
+           "experts' target_modules";
   if (tied && key.starts_with(std::string(kPeftKeyPrefix) + "lm_head."))
     return "the model's LM head is tied to its embedding, and the adapter treats it apart";
   return "its config's target_modules (with exclude_modules and layers_to_transform) and modules_to_save do not "
@@ -194,16 +194,14 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
       if (const double a = adapterAlpha(adapter, named); a != adapter.alpha) o.lora_from_alphas[ours] = a;
     }
   }
-  // As PEFT: target_parameters that find nothing are an error, not a no-op.
+  // PEFT only warns where target_modules found something: an adapter whose parameters mtc cannot
+  // place is not the adapter that was trained, so mtc refuses.
   if (!adapter.target_parameters.empty() && stacks == 0)
     throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_parameters find no parameter of " + model.dir +
-                " (mtc reads them on gpt-oss's stacks of experts, mlp.experts.gate_up_proj and down_proj)");
+                " that mtc reads: gpt-oss's stacks of experts (mlp.experts.gate_up_proj, down_proj) alone, not "
+                "another architecture's (Qwen3-MoE's or Mixtral's fused experts in transformers 5)");
   if (targets.empty())
-    throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules" +
-                (adapter.target_parameters.empty() ? "" : " and target_parameters") + " find no layer of " + model.dir +
-                (adapter.target_parameters.empty() ? ""
-                                                   : " (target_parameters adapt gpt-oss's stacks of experts, "
-                                                     "mlp.experts.gate_up_proj and down_proj, alone)"));
+    throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules find no layer of " + model.dir);
   for (const std::string& ours : targets)
     if (isEmbeddingParam(ours))
       throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules adapt the embedding (" +
@@ -269,6 +267,9 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     const bool saved = !tensor.empty() && isSaved(adapter, module);
     const bool target = !tensor.empty() && !saved && tensor.ends_with(".weight") && shape.size() == 2 &&
                         isTarget(adapter, module, t.name());
+    // A stack of gpt-oss's experts adapted in place (target_parameters).
+    const bool stack_target = !tensor.empty() && !saved && shape.size() == 3 && isGptOssStack(model, t.name()) &&
+                              isTargetParameter(adapter, tensor);
     if (target && file.entries().count(whole))
       throw Error(file.path() + " holds '" + whole + "', the whole weight of an adapted module, which PEFT does " +
                   "not load (it names that weight '" + module + ".base_layer.weight')");
@@ -279,7 +280,18 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     // adapted head): it replaces the folder's, under the adapters.
     if (const std::string base = peftBaseLayerKey(module); target && file.entries().count(base))
       overrides.names[t.name()] = use(base, shape, t.name());
-    if (forward_only && target) {
+    if (forward_only && stack_target) {  // merged as --export-hf merges a stack: (E, in, out)
+      const std::string key = peftParameterKeyStem(module, tensor.substr(module.size() + 1), [&](const std::string& other) {
+        return isTargetParameter(adapter, module + "." + other) &&
+               std::any_of(model.weights.begin(), model.weights.end(),
+                           [&](const auto& w) { return w.second.place.name == module + "." + other; });
+      });
+      const int64_t rank = adapterRank(adapter, tensor), experts = shape[0];
+      overrides.merged[t.name()] = {use(key + ".lora_A.weight", {experts * rank, shape[1]}, t.name() + "'s A"),
+                                    use(key + ".lora_B.weight", {shape[2], rank * experts}, t.name() + "'s B"),
+                                    loraScale(adapterAlpha(adapter, tensor), rank, adapter.rslora), "",
+                                    /*expert_stack=*/true};
+    } else if (forward_only && target) {
       const std::string key = kPeftKeyPrefix + module;
       const int64_t rank = adapterRank(adapter, module);
       overrides.merged[t.name()] = {

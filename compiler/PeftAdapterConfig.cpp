@@ -205,6 +205,9 @@ void readLayers(const json& config, const std::string& path, PeftAdapter& adapte
   if (layers.is_null() && !isOff(pattern))
     throw Error(path + ": layers_pattern is " + jsonBrief(pattern) + " without layers_to_transform (PEFT refuses it too)");
   if (isOff(layers)) return;  // none, or [] (PEFT: every layer)
+  if (adapter.targets.empty() && !adapter.all_linear && !adapter.target_expression)
+    throw Error(path + ": layers_to_transform with target_parameters alone: mtc reads layers only beside a list of "
+                "target_modules");
   if (adapter.targets.empty())
     throw Error(path + ": layers_to_transform with target_modules " +
                 (adapter.all_linear ? "all-linear" : "an expression") +

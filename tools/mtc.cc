@@ -182,7 +182,7 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "save_pretrained or mtrun --export-peft writes it) on the Hugging Face folder it was trained from: "
                  "its config sets --lora, --lora-alpha, --lora-rslora, --lora-dropout, --lora-dora, the targets (its "
                  "target_modules, exclude_modules and layers_to_transform; target_parameters: gpt-oss's stacks of "
-                 "experts, as --lora-experts, not into a --forward-only plan), the rank and alpha patterns and "
+                 "experts, as --lora-experts), the rank and alpha patterns and "
                  "--trainable (its modules_to_save, trained whole), its tensors start them; with --forward-only the "
                  "adapters are merged into the weights (for mtgen); a reward model's (task_type SEQ_CLS, its score "
                  "head saved) with --objective reward; trained biases and other PEFT features it does not implement "

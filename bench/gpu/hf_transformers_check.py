@@ -40,10 +40,13 @@ def appliedConfig(model, config):
     if applied != config.get("swiglu_limit"):
         note += f"; transformers clamps at {applied} where the folder says swiglu_limit {config.get('swiglu_limit')}"
         config = dict(config, swiglu_limit=applied)
+    # Session 40's run: YaRN applied where the folder said rope_scaling null; --export-hf now writes
+    # {"rope_type": "default"}, which this still reports if transformers reads it otherwise.
     rope_type = getattr(rotary, "rope_type", "default")
-    if rope_type != "default" and not config.get("rope_scaling"):
+    folder_scaling = config.get("rope_scaling") or config.get("rope_parameters") or {}
+    if rope_type != folder_scaling.get("rope_type", folder_scaling.get("type", "default")):
         scaling = getattr(model.config, "rope_parameters", None) or getattr(model.config, "rope_scaling", None)
-        note += f"; transformers applies rope {scaling} where the folder says rope_scaling null"
+        note += f"; transformers applies rope {scaling} where the folder says rope_scaling {config.get('rope_scaling')}"
         config = dict(config, rope_scaling=dict(scaling))
     return config, note
 

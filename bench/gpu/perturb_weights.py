@@ -1,7 +1,8 @@
 """Writes a plan's starting weights perturbed by a relative EPS (seeded): each element times
-(1 + EPS * N(0, 1)); a tensor whose values are all bf16 (a frozen weight a plan holds as bf16
-alone) is rounded back to bf16, so that it stays loadable and moves by whole bf16 steps where the
-noise crosses one. run.sh's bf16 parity plans run once more on the cpu from these weights: the
+(1 + EPS * N(0, 1)); a tensor whose values are all bf16 is rounded back to bf16, so that a frozen
+weight a plan holds as bf16 alone stays loadable (it moves by whole bf16 steps where the noise
+crosses one). That catches trainable tensors that start bf16-exact too (norms at 1, zero biases:
+zero does not move anyway), which then move less than EPS: the spread is, if anything, too small. run.sh's bf16 parity plans run once more on the cpu from these weights: the
 cpu's own spread, against which backend_parity.py --spread judges the cuda run.
 usage: python3 bench/gpu/perturb_weights.py IN.safetensors OUT.safetensors EPS"""
 import os

@@ -105,6 +105,24 @@ std::string peftParameterKeyStem(const std::string& module, const std::string& p
   return stem;
 }
 
+namespace {
+int64_t peftExpertBIndex(int64_t e, int64_t o, int64_t k, int64_t experts, int64_t rank) {
+  return o * rank * experts + k * experts + e;
+}
+}  // namespace
+
+void peftExpertBFromStack(const float* stack, int64_t experts, int64_t out, int64_t rank, float* peft) {
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t k = 0; k < rank; ++k) peft[peftExpertBIndex(e, o, k, experts, rank)] = stack[(e * out + o) * rank + k];
+}
+
+void stackExpertBFromPeft(const float* peft, int64_t experts, int64_t out, int64_t rank, float* stack) {
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t k = 0; k < rank; ++k) stack[(e * out + o) * rank + k] = peft[peftExpertBIndex(e, o, k, experts, rank)];
+}
+
 std::string huggingFaceModuleOf(const std::string& tensor) {
   const size_t dot = tensor.rfind('.');
   return dot == std::string::npos ? "" : tensor.substr(0, dot);

@@ -61,11 +61,10 @@ inline constexpr char kPeftKeyPrefix[] = "base_model.model.";
 std::string peftParameterKeyStem(const std::string& module, const std::string& parameter,
                                  const std::function<bool(const std::string&)>& adapted);
 
-// Where element (e, o, k) of a stack's B (E, out, r) lies in PEFT's lora_B (out, r*E): expert e's
-// rank k is column k*E + e.
-inline int64_t peftExpertBIndex(int64_t e, int64_t o, int64_t k, int64_t experts, int64_t rank) {
-  return o * rank * experts + k * experts + e;
-}
+// A stack's B (E, out, r) and PEFT's lora_B (out, r*E) of it, where expert e's rank k is column
+// k*E + e, each into the other.
+void peftExpertBFromStack(const float* stack, int64_t experts, int64_t out, int64_t rank, float* peft);
+void stackExpertBFromPeft(const float* peft, int64_t experts, int64_t out, int64_t rank, float* stack);
 
 // Expert `e`'s tensor of a per-expert place.
 std::string expertTensorName(const HuggingFacePlace& place, int64_t e);

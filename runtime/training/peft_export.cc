@@ -92,7 +92,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
     if (why)
       throw Error("--export-peft: the adapted '" + weight + "' has no PEFT form (" + why +
                   "): use --export-hf, which merges the adapters into the weights");
-    modules.push_back({huggingFaceModuleOf(place.name), adapter});
+    modules.push_back({huggingFaceModuleOf(place.name), adapter, ""});
   }
   return modules;
 }
@@ -287,11 +287,7 @@ std::vector<SafetensorsTensor> expertAdapterTensors(const HostStore& store, cons
   b = {key + ".lora_B.weight", "F32", {out, r * experts}, nullptr, b.bytes,
        [source, experts, out, r](void* buffer) {
          std::vector<float> staged;
-         const float* from = f32Values(source, staged);
-         float* to = static_cast<float*>(buffer);
-         for (int64_t e = 0; e < experts; ++e)
-           for (int64_t o = 0; o < out; ++o)
-             for (int64_t k = 0; k < r; ++k) to[peftExpertBIndex(e, o, k, experts, r)] = from[(e * out + o) * r + k];
+         peftExpertBFromStack(f32Values(source, staged), experts, out, r, static_cast<float*>(buffer));
        }};
   return {std::move(a), std::move(b)};
 }

@@ -641,6 +641,11 @@ def refusals(bin_dir, work, failures):
          "'partial_rotary_factor' is not 1: a rotary embedding over part of each head is not supported"),
         ("rope-v5-dynamic", {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, None,
          "'rope_parameters': rope type 'dynamic' is not supported"),
+        # YaRN's factor beside an original context it disagrees with: transformers 5 takes the factor,
+        # 4 the contexts' ratio (64 / 32 here).
+        ("rope-yarn-factor", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                               "original_max_position_embeddings": 32}}, None,
+         "'factor' is 4 but max_position_embeddings / original_max_position_embeddings is 2: transformers 5"),
         ("unknown-key", {"attn_logit_softcapping": 50.0}, None, "mtc does not know 'attn_logit_softcapping'"),
         ("gpt-neox", {"architectures": ["GPTNeoXForCausalLM"]}, None, "architecture GPTNeoXForCausalLM is not supported"),
         ("qwen2-o-bias", {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "attention_bias": True}, None,
@@ -699,7 +704,8 @@ def refusals(bin_dir, work, failures):
         ("gpt-oss-rope-null", {"rope_parameters": None, "rope_scaling": None}, None,
          "'rope_scaling' is null, which transformers 5 reads as gpt-oss's YaRN"),
         ("gpt-oss-rope-absent", {"rope_parameters": None}, None,
-         "no rotary settings, so transformers applies gpt-oss's YaRN from 4,096 tokens, above max_position_embeddings 64"),
+         "no rotary settings, so transformers applies gpt-oss's YaRN (x32 from 4,096 tokens in transformers 5, "
+         "max_position_embeddings 64 / 4,096 in transformers 4)"),
     ]
     expect_refusals(bin_dir, work, oss, hf_weights(oss["config"], False, torch.float32, seed=5), oss_cases, failures)
     gpt2_cases = [  # GPT-2's own: (name, config changes, weight changes, what the error must say)
