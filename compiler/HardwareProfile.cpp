@@ -12,8 +12,10 @@ const std::vector<HardwareProfile>& hardwareProfiles() {
   // bytes/param in training runs; 200 GB/s, assumed before, predicted half its time) and our
   // attention kernels' (exact fp32 on CUDA cores: 20 TFLOP/s forward, 14 backward at context
   // 8192; priced at the matmul peak they were predicted at a tenth of their time).
-  // bf16 plans: products at the rate cuBLAS measured for 8192^3 bf16 on the lent H100 (770-800
-  // TFLOP/s, measured there in November 2026: docs/perf.md), not the 989 datasheet peak; attention
+  // bf16 plans: products at the rate cuBLAS ran qwen2.5-7b's products at on the lent H200 (707.6
+  // TFLOP/s over its linear layers at 16,384 rows, and ~714 in the 7B plan's training steps), not
+  // 8192^3's 779 (the H100's 770-800), which overstated a 7B step's products by 9 % (session 40:
+  // measured/predicted 1.16 with 780, 1.07 with 710; docs/perf.md), nor the 989 datasheet peak; attention
   // at 300 TFLOP/s, what cuDNN's fused flash attention (mtrun's default for bf16 plans) ran at in
   // training on an H200 in session 22 (qwen2.5-7b: ~396 forward, ~248 backward, 297 over both);
   // the calls cuDNN's graph does not take (a window, sinks, packed examples) at what our own
@@ -26,13 +28,13 @@ const std::vector<HardwareProfile>& hardwareProfiles() {
   static const std::vector<HardwareProfile> profiles = {
       {"cpu", 170e9, 170e9, 170e9, 170e9, 170e9, 170e9, 12e9, 12e9, 12e9, 35e9, 12.5e9, 0,
        "2-core x86 development machine, OpenBLAS sgemm, AdamW at 39 GB/s (docs/perf.md)"},
-      {"h100-pcie5", 494e12, 16e12, 780e12, 300e12, 160e12, 50e12, 3.35e12, 50e9, 50e9, 120e9, 50e9, 450e9,
-       "H100 SXM TF32 dense peak, bf16 products as measured, HBM3, PCIe Gen5 x16 pinned, 16-core host",
+      {"h100-pcie5", 494e12, 16e12, 710e12, 300e12, 160e12, 50e12, 3.35e12, 50e9, 50e9, 120e9, 50e9, 450e9,
+       "H100 SXM TF32 dense peak, bf16 products as a 7B model's measured, HBM3, PCIe Gen5 x16 pinned, 16-core host",
        int64_t{76} << 30},  // 80 GB (79.2 GiB usable)
-      {"h200", 494e12, 16e12, 780e12, 300e12, 160e12, 50e12, 4.8e12, 50e9, 50e9, 120e9, 50e9, 450e9,
+      {"h200", 494e12, 16e12, 710e12, 300e12, 160e12, 50e12, 4.8e12, 50e9, 50e9, 120e9, 50e9, 450e9,
        "H200 TF32 dense peak, bf16 products as the H100's, HBM3e, PCIe Gen5 x16 pinned, 16-core host",
        int64_t{136} << 30},  // 141 GB (140.4 GiB usable)
-      {"gh200", 494e12, 16e12, 780e12, 300e12, 160e12, 50e12, 4.0e12, 400e9, 400e9, 400e9, 50e9, 0,
+      {"gh200", 494e12, 16e12, 710e12, 300e12, 160e12, 50e12, 4.0e12, 400e9, 400e9, 400e9, 50e9, 0,
        "GH200 TF32 dense peak, bf16 products as the H100's, NVLink-C2C", int64_t{90} << 30},  // 96 GB (95.6 GiB)
   };
   return profiles;
