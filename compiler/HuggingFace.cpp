@@ -134,6 +134,8 @@ std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, co
                             (m ? " with '" + merge.magnitude + "'" : "");
   if (merge.expert_stack) {  // a stack of gpt-oss's experts, (E, in, out), its adapters in PEFT's layout
     const int64_t experts = shape[0], in = shape[1], out = shape[2], r = a.shape[0] / experts;
+    if (a.shape != std::vector<int64_t>{experts * r, in} || b.shape != std::vector<int64_t>{out, r * experts})
+      throw Error(where + ": not PEFT's (E*r, in) and (out, r*E) of a stack of " + std::to_string(experts) + " experts");
     return [produce = std::move(produce), &a, &b, experts, in, out, r, scale = merge.scale, where](void* buffer) {
       produce(buffer);
       std::vector<float> wide_a(static_cast<size_t>(experts * r * in)), peft_b(static_cast<size_t>(out * r * experts)),

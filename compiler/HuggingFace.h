@@ -65,7 +65,7 @@ struct WeightOverrides {
   std::shared_ptr<const SafetensorsFile> file;  // read once: what was checked is what is read
   std::map<std::string, std::string> names;
   std::map<std::string, LoraMergeSource> merged;
-  // Of `names`: a stack's B (E, out, r) read from PEFT's lora_B (out, r*E) (peftExpertBIndex).
+  // Of `names`: a stack's B (E, out, r) read from PEFT's lora_B (out, r*E) (stackExpertBFromPeft).
   std::set<std::string> expert_b;
 };
 

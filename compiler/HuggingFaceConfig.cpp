@@ -173,24 +173,13 @@ void readRopeScaling(ConfigReader& s, ModelConfig& c) {
     out.mscale_all_dim = s.fraction("mscale_all_dim", 0.0);
     if (out.original_context > c.context)
       throw s.error("'original_max_position_embeddings' is above the config's max_position_embeddings");
-    // transformers 4 derives the factor from the two contexts where the original is named,
-    // transformers 5 takes 'factor' as given: where they differ the config means two models.
-    if (out.original_context > 0) {
-      const double derived = static_cast<double>(c.context) / static_cast<double>(out.original_context);
-      if (std::abs(derived - out.factor) > 1e-9 * out.factor)
-        throw s.error(fmt::format("'factor' is {:g} but max_position_embeddings / original_max_position_embeddings "
-                                  "is {:g}: transformers 5 scales by the first, transformers 4 by the second; make "
-                                  "them agree (max_position_embeddings = factor x original_max_position_embeddings)",
-                                  out.factor, derived));
-    }
   } else {
     throw s.error("rope type '" + type + "' is not supported (linear, llama3 and yarn are): its angles differ");
   }
 }
 
 // gpt-oss's YaRN where its config names no rotary settings: transformers' GptOssConfig default
-// (the published checkpoints' own), a factor of 32 from a 4,096-token context; the caller checks
-// that the context is 32 x 4,096, where transformers 4 and 5 agree.
+// (the published checkpoints' own), a factor of 32 from a 4,096-token context.
 void gptOssDefaultYarn(ModelConfig& c) {
   RopeScaling& out = c.rope_scaling;
   out.kind = RopeScaling::Kind::kYarn, out.factor = 32.0, out.context = c.context, out.original_context = 4096;
@@ -204,7 +193,8 @@ void gptOssDefaultYarn(ModelConfig& c) {
 void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
   const double theta = r.number("rope_theta", 0.0);  // 0: not given
   const bool gpt_oss = architecture == "GptOssForCausalLM";
-  const double default_theta = gpt_oss ? 150000.0 : 10000.0;  // transformers' configs' defaults
+  // transformers' configs' defaults
+  const double default_theta = gpt_oss ? 150000.0 : architecture == "MixtralForCausalLM" ? 1e6 : 10000.0;
   if (!r.has("rope_parameters")) {
     r.take("rope_parameters");  // absent or null
     c.rope_theta = theta > 0 ? theta : default_theta;
@@ -218,11 +208,6 @@ void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c
                     "4,096 tokens) and older versions as no scaling: write {\"rope_type\": \"default\"} for none, "
                     "or the YaRN settings");
     } else if (gpt_oss) {
-      if (c.context != 32 * 4096)
-        throw r.error(fmt::format("no rotary settings, so transformers applies gpt-oss's YaRN (x32 from 4,096 tokens "
-                                  "in transformers 5, max_position_embeddings {} / 4,096 in transformers 4): write "
-                                  "the settings, or {{\"rope_type\": \"default\"}} as rope_scaling for none",
-                                  c.context));
       gptOssDefaultYarn(c);
     }
     return r.take("rope_scaling");

@@ -84,6 +84,9 @@ bool isTarget(const PeftAdapter& adapter, const std::string& module, const std::
   return layer && adapter.layers->count(*layer);
 }
 
+// An alpha as a training plan holds it (an f32 attribute): a merge here scales as --export-hf's.
+double planAlpha(double alpha) { return static_cast<double>(static_cast<float>(alpha)); }
+
 // Whether PEFT adapts parameter `tensor` (the folder's name): one of target_parameters, or ending
 // with "." + one (its _inject_parameters).
 bool isTargetParameter(const PeftAdapter& adapter, const std::string& tensor) {
@@ -289,7 +292,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
       const int64_t rank = adapterRank(adapter, tensor), experts = shape[0];
       overrides.merged[t.name()] = {use(key + ".lora_A.weight", {experts * rank, shape[1]}, t.name() + "'s A"),
                                     use(key + ".lora_B.weight", {shape[2], rank * experts}, t.name() + "'s B"),
-                                    loraScale(adapterAlpha(adapter, tensor), rank, adapter.rslora), "",
+                                    loraScale(planAlpha(adapterAlpha(adapter, tensor)), rank, adapter.rslora), "",
                                     /*expert_stack=*/true};
     } else if (forward_only && target) {
       const std::string key = kPeftKeyPrefix + module;
@@ -297,7 +300,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
       overrides.merged[t.name()] = {
           use(key + ".lora_A.weight", {rank, shape[1]}, t.name() + "'s A"),
           use(key + ".lora_B.weight", {shape[0], rank}, t.name() + "'s B"),
-          loraScale(adapterAlpha(adapter, module), rank, adapter.rslora),
+          loraScale(planAlpha(adapterAlpha(adapter, module)), rank, adapter.rslora),
           adapter.dora ? use(key + ".lora_magnitude_vector", {shape[0]}, t.name() + "'s DoRA magnitude") : ""};
     } else if (saved || (!tensor.empty() && file.entries().count(whole))) {
       // A saved module's tensor, or a whole one saved beside the adapters (PEFT's

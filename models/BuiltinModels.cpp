@@ -63,12 +63,12 @@ RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c) {
   if (r.kind == RopeScaling::Kind::kLlama3) {
     a = r.low_freq_factor, b = r.high_freq_factor, cc = static_cast<double>(r.original_context);
   } else if (r.kind == RopeScaling::Kind::kYarn) {
-    // transformers' _compute_yarn_parameters (in double, as Python computes them): a config
-    // naming the original context takes the factor from the two contexts' ratio.
-    // The config's context, not a --context that shortens the sequences trained on.
+    // transformers' _compute_yarn_parameters (in double, as Python computes them): the config's
+    // factor as given (transformers 4.48-4.55 took the two contexts' ratio where the original was
+    // named; earlier and later versions, 5 among them, the factor), the correction range from the
+    // original context, else the config's own (not a --context that shortens the sequences).
     const double context = static_cast<double>(r.context ? r.context : c.context);
     const double original = r.original_context ? static_cast<double>(r.original_context) : context;
-    if (r.original_context) factor = context / original;
     const auto mscale = [](double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
     attention = r.attention_factor > 0.0                         ? r.attention_factor
                 : r.mscale > 0.0 && r.mscale_all_dim > 0.0 ? mscale(factor, r.mscale) / mscale(factor, r.mscale_all_dim)

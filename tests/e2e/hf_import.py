@@ -83,10 +83,11 @@ MODELS["llama3-rope-f32"] = dict(
                 rope_scaling=dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
                                   original_max_position_embeddings=32, rope_type="llama3"),
                 model_type="llama", torch_dtype="float32"))
+# YaRN's factor (4) other than the contexts' ratio (256 / 48): the factor is what scales.
 MODELS["yarn-rope-f32"] = dict(
     architecture="LlamaForCausalLM", dtype=torch.float32, shards=1,
     config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, vocab_size=256, max_position_embeddings=192, rms_norm_eps=1e-5,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=256, rms_norm_eps=1e-5,
                 rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", attention_bias=True,
                 rope_scaling=dict(factor=4.0, beta_fast=32.0, beta_slow=1.0, original_max_position_embeddings=48,
                                   truncate=False, rope_type="yarn"),
@@ -374,11 +375,8 @@ def hf_rope_parameters(cfg, D):
         is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
         return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama), 1.0
     assert kind == "yarn", kind
-    original = scaling.get("original_max_position_embeddings")
-    if original:
-        factor = cfg["max_position_embeddings"] / original
-    else:
-        original = cfg["max_position_embeddings"]
+    # The factor as given (transformers >= 4.56 and 5; 4.48-4.55 took the two contexts' ratio).
+    original = scaling.get("original_max_position_embeddings") or cfg["max_position_embeddings"]
 
     def get_mscale(scale, mscale=1):
         return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
@@ -641,11 +639,6 @@ def refusals(bin_dir, work, failures):
          "'partial_rotary_factor' is not 1: a rotary embedding over part of each head is not supported"),
         ("rope-v5-dynamic", {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, None,
          "'rope_parameters': rope type 'dynamic' is not supported"),
-        # YaRN's factor beside an original context it disagrees with: transformers 5 takes the factor,
-        # 4 the contexts' ratio (64 / 32 here).
-        ("rope-yarn-factor", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0,
-                                               "original_max_position_embeddings": 32}}, None,
-         "'factor' is 4 but max_position_embeddings / original_max_position_embeddings is 2: transformers 5"),
         ("unknown-key", {"attn_logit_softcapping": 50.0}, None, "mtc does not know 'attn_logit_softcapping'"),
         ("gpt-neox", {"architectures": ["GPTNeoXForCausalLM"]}, None, "architecture GPTNeoXForCausalLM is not supported"),
         ("qwen2-o-bias", {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "attention_bias": True}, None,
@@ -697,15 +690,12 @@ def refusals(bin_dir, work, failures):
          "needs [64,32]"),
     ]
     expect_refusals(bin_dir, work, moe, moe_weights, moe_cases, failures)
-    # gpt-oss without rotary settings: transformers 5 applies its YaRN (x 32 from 4,096 tokens) to
-    # an absent or null rope_scaling, older versions none to a null one: null is ambiguous.
+    # gpt-oss with a null rope_scaling: transformers 5 applies its YaRN (x 32 from 4,096 tokens),
+    # older versions none: ambiguous.
     oss = MODELS["gpt-oss-bf16"]
     oss_cases = [
         ("gpt-oss-rope-null", {"rope_parameters": None, "rope_scaling": None}, None,
          "'rope_scaling' is null, which transformers 5 reads as gpt-oss's YaRN"),
-        ("gpt-oss-rope-absent", {"rope_parameters": None}, None,
-         "no rotary settings, so transformers applies gpt-oss's YaRN (x32 from 4,096 tokens in transformers 5, "
-         "max_position_embeddings 64 / 4,096 in transformers 4)"),
     ]
     expect_refusals(bin_dir, work, oss, hf_weights(oss["config"], False, torch.float32, seed=5), oss_cases, failures)
     gpt2_cases = [  # GPT-2's own: (name, config changes, weight changes, what the error must say)
