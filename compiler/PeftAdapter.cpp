@@ -100,6 +100,17 @@ bool isGptOssStack(const HuggingFaceModel& model, const std::string& ours) {
          (ours.ends_with(".moe.gate_up.weight") || ours.ends_with(".moe.down.weight"));
 }
 
+// The key stem of the adapters on the folder's stack `tensor` ("….mlp.experts.gate_up_proj"), nested
+// as PEFT nests the parameters of one module its config targets (peftParameterKeyStem).
+std::string stackKeyStem(const PeftAdapter& adapter, const HuggingFaceModel& model, const std::string& tensor) {
+  const std::string module = huggingFaceModuleOf(tensor);
+  return peftParameterKeyStem(module, tensor.substr(module.size() + 1), [&](const std::string& other) {
+    return isTargetParameter(adapter, module + "." + other) &&
+           std::any_of(model.weights.begin(), model.weights.end(),
+                       [&](const auto& w) { return w.second.place.name == module + "." + other; });
+  });
+}
+
 // Whether `module` ends with `tail` (a pattern's plain key), after a '.' or as a whole.
 bool endsWithTail(const std::string& module, const std::string& tail) {
   if (module.size() < tail.size()) return false;
@@ -233,8 +244,6 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     return key;
   };
   const bool tied = headIsEmbedding(plan);
-  std::set<std::string> plan_names;
-  for (const auto& t : plan.host_tensors()) plan_names.insert(t.name());
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
@@ -242,14 +251,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
       const std::string stem = t.name().substr(0, t.name().rfind(".lora_"));
       const std::string weight = ownTensor(model, stem + ".weight"), module = huggingFaceModuleOf(weight);
       if (shape.size() == 3) {  // a stack's (E, r, in) or (E, out, r): PEFT's (E*r, in) or (out, r*E)
-        const std::string parameter = weight.substr(module.size() + 1), suffix = t.name().substr(stem.size());
-        // Whether the module's parameter `other` is adapted in the plan too (PEFT's nesting).
-        const std::string key = peftParameterKeyStem(module, parameter, [&](const std::string& other) {
-          for (const auto& [ours, source] : model.weights)
-            if (source.place.name == module + "." + other && ours.ends_with(".weight"))
-              return plan_names.count(ours.substr(0, ours.size() - std::strlen(".weight")) + ".lora_A.weight") > 0;
-          return false;
-        }) + suffix;
+        const std::string suffix = t.name().substr(stem.size()), key = stackKeyStem(adapter, model, weight) + suffix;
         const bool b = suffix == ".lora_B.weight";
         overrides.names[t.name()] = use(key, b ? std::vector<int64_t>{shape[1], shape[2] * shape[0]}
                                                : std::vector<int64_t>{shape[0] * shape[1], shape[2]}, t.name());
@@ -284,11 +286,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     if (const std::string base = peftBaseLayerKey(module); target && file.entries().count(base))
       overrides.names[t.name()] = use(base, shape, t.name());
     if (forward_only && stack_target) {  // merged as --export-hf merges a stack: (E, in, out)
-      const std::string key = peftParameterKeyStem(module, tensor.substr(module.size() + 1), [&](const std::string& other) {
-        return isTargetParameter(adapter, module + "." + other) &&
-               std::any_of(model.weights.begin(), model.weights.end(),
-                           [&](const auto& w) { return w.second.place.name == module + "." + other; });
-      });
+      const std::string key = stackKeyStem(adapter, model, tensor);
       const int64_t rank = adapterRank(adapter, tensor), experts = shape[0];
       overrides.merged[t.name()] = {use(key + ".lora_A.weight", {experts * rank, shape[1]}, t.name() + "'s A"),
                                     use(key + ".lora_B.weight", {shape[2], rank * experts}, t.name() + "'s B"),
