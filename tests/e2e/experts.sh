@@ -258,8 +258,9 @@ check "LoRA on gpt-oss's experts: --lora-from reads PEFT's target_parameters bac
 "$bin/mtc" "${oss[@]}" --lora 4 --lora-experts 'moe\.gate_up' --lora-rank-pattern 'layers\.0\.moe=8' -o oss_gu.plan \
   --weights oss_gu0.safetensors > /dev/null
 rm -rf oss_gu_peft oss_gu_base
+rm -rf oss_gu_hf
 "$bin/mtrun" oss_gu.plan --data corpus.tok --weights oss_gu0.safetensors --steps 3 --lr 1e-2 --export oss_gu.safetensors \
-  --export-peft oss_gu_peft --print-every 100 > /dev/null
+  --export-peft oss_gu_peft --export-hf oss_gu_hf --print-every 100 > /dev/null
 "$bin/mtrun" oss_gu.plan --data corpus.tok --weights oss_gu0.safetensors --steps 1 --lr 0 --export-hf oss_gu_base \
   --print-every 100 > /dev/null
 "$bin/mtc" oss_gu_base --batch 4 --seq 32 --lora-from oss_gu_peft -o oss_gu_back.plan > /dev/null 2>&1
@@ -276,6 +277,10 @@ check "LoRA on gpt-oss's gate_up_proj alone, layer 0's at rank 8: unnested keys,
    grep -qxF 'model\.layers\.0\.mlp\.experts\.gate_up_proj=8' oss_gu_pattern.txt && \
    grep -qx 'base_model.model.model.layers.0.mlp.experts.lora_A.weight' oss_gu_keys.txt && \
    same_adapters oss_gu_back.safetensors oss_gu.safetensors oss_gu0.safetensors"
+"$bin/mtc" oss_gu_hf --batch 4 --seq 32 -o oss_gu_merged.plan > /dev/null
+"$bin/mtc" oss_gu_base --forward-only --batch 1 --seq 32 --lora-from oss_gu_peft -o oss_gu_fwd.plan > oss_gu_fwd.txt 2>&1
+check "... and merged into a forward-only plan (unnested, layer 0 at rank 8) bit for bit as --export-hf merges" \
+  "same_tensors oss_gu_fwd.safetensors oss_gu_merged.safetensors || { tail -3 oss_gu_fwd.txt; false; }"
 "$bin/mtc" oss_base --forward-only --batch 1 --seq 32 --lora-from oss_peft -o oss_fwd.plan > oss_fwd.txt 2>&1
 check "--lora-from's adapters on experts, forward-only: merged bit for bit as --export-hf merges" \
   "same_tensors oss_fwd.safetensors oss_lx_again.safetensors || { tail -3 oss_fwd.txt; false; }"
