@@ -122,6 +122,13 @@ SafetensorsTensor mxfp4Tensor(const std::string& name, const std::vector<int64_t
 
 // `produce` (a weight (out, in) from the folder) followed by its adapters from `file` merged in
 // (with DoRA's magnitude where the merge names one).
+// The merge's result, checked finite (an adapter's values can overflow f32 where its weight's do not).
+void checkMergedFinite(const float* w, int64_t n, const std::string& where) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(w[i]))
+      throw Error(where + ": merged into their weight, they overflow f32 at element " + std::to_string(i));
+}
+
 std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, const SafetensorsFile& file,
                                           const LoraMergeSource& merge, const std::vector<int64_t>& shape) {
   const SafetensorsEntry& a = file.entries().at(merge.a);
@@ -145,9 +152,7 @@ std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, co
       stackExpertBFromPeft(peft_b.data(), experts, out, r, wide_b.data());
       float* w = static_cast<float*>(buffer);
       loraMergeExperts(w, wide_a.data(), wide_b.data(), experts, out, in, r, scale, /*in_out=*/true, w);
-      for (int64_t i = 0; i < experts * in * out; ++i)
-        if (!std::isfinite(w[i]))
-          throw Error(where + ": merged into their weight, they overflow f32 at element " + std::to_string(i));
+      checkMergedFinite(w, experts * in * out, where);
     };
   }
   const int64_t out = shape[0], in = shape[1], r = a.shape[0];
@@ -162,9 +167,7 @@ std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, co
     }
     float* w = static_cast<float*>(buffer);
     loraMerge(w, wide_a.data(), wide_b.data(), out, in, r, scale, w, m ? wide_m.data() : nullptr);
-    for (int64_t i = 0; i < out * in; ++i)
-      if (!std::isfinite(w[i]))
-        throw Error(where + ": merged into their weight, they overflow f32 at element " + std::to_string(i));
+    checkMergedFinite(w, out * in, where);
   };
 }
 
@@ -378,16 +381,13 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
       const SafetensorsEntry& entry = overrides.file->entries().at(named->second);  // its shape and dtype checked
       overrides.file->verify(named->second);
       const std::string where = overrides.file->path() + ": '" + named->second + "'";
-      if (overrides.expert_b.count(t.name())) {  // PEFT's (out, r*E) into (E, out, r)
-        tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, n, where, shape](void* out) {
-                             std::vector<float> peft(static_cast<size_t>(n));
-                             widen(entry, n, peft.data(), where);
-                             stackExpertBFromPeft(peft.data(), shape[0], shape[1], shape[2], static_cast<float*>(out));
-                           }});
-      } else {
-        tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n,
-                           [&entry, n, where](void* out) { widen(entry, n, static_cast<float*>(out), where); }});
-      }
+      const bool peft_b = overrides.expert_b.count(t.name()) > 0;  // PEFT's (out, r*E) into (E, out, r)
+      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, n, where, shape, peft_b](void* out) {
+                           if (!peft_b) return widen(entry, n, static_cast<float*>(out), where);
+                           std::vector<float> peft(static_cast<size_t>(n));
+                           widen(entry, n, peft.data(), where);
+                           stackExpertBFromPeft(peft.data(), shape[0], shape[1], shape[2], static_cast<float*>(out));
+                         }});
     } else if (const int source = rowNormSource(plan, t); source >= 0) {  // a DoRA magnitude: W's row norms
       const plan::HostTensor& w = plan.host_tensors(source);
       tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&tensors, &t, &w](void* out) {

@@ -73,17 +73,17 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
   for (const LoraAdapter& adapter : adapters) {
     const std::string& weight = plan.host_tensors(adapter.weight).name();
     const HuggingFacePlace place = huggingFacePlace(weight, "transformer.", layout);
+    const bool stack = plan.host_tensors(adapter.weight).shape_size() == 3;
     // gpt-oss's stacks are parameters of its experts module, which PEFT adapts in place
     // (target_parameters); Qwen3-MoE's and Mixtral's are one linear layer an expert in the
     // folders --export-hf writes, and fused parameters in transformers 5: neither form written.
-    if (plan.host_tensors(adapter.weight).shape_size() == 3 && layout == ExpertLayout::kGptOss) {
+    if (stack && layout == ExpertLayout::kGptOss) {
       modules.push_back({huggingFaceModuleOf(place.name), adapter, place.name.substr(place.name.rfind('.') + 1)});
       continue;
     }
     // PEFT adapts nn.Linear modules here: not GPT-2's Conv1D, nor gpt-oss's router (a module of
     // its own kind in transformers).
-    const char* why = plan.host_tensors(adapter.weight).shape_size() == 3
-                          ? "a stack of Qwen3-MoE's or Mixtral's experts, whose PEFT forms (target_modules on each "
+    const char* why = stack ? "a stack of Qwen3-MoE's or Mixtral's experts, whose PEFT forms (target_modules on each "
                             "expert's layers, or target_parameters on transformers 5's fused ones) are not written"
                       : layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
                           ? "gpt-oss's router, not a linear layer in transformers"
