@@ -129,8 +129,57 @@ void checkMergedFinite(const float* w, int64_t n, const std::string& where) {
       throw Error(where + ": merged into their weight, they overflow f32 at element " + std::to_string(i));
 }
 
+// A stack of Qwen3-MoE's or Mixtral's experts, W (E, out, in), `produce` it, with each expert's
+// adapters, tensors of their own in `file` (LoraMergeSource::Form::kPerExpert), merged in.
+std::function<void(void*)> perExpertMergedProducer(std::function<void(void*)> produce, const SafetensorsFile& file,
+                                                   const LoraMergeSource& merge, const std::vector<int64_t>& shape) {
+  const int64_t experts = shape[0], out = shape[1], in = shape[2];
+  const std::string where = file.path() + ": '" + merge.a + "' and '" + merge.b + "' (* each expert)";
+  std::vector<const SafetensorsEntry*> a, b;  // expert e's A (r, in) and B (out, r)
+  for (int64_t e = 0; e < experts; ++e)
+    for (auto [name, entries] : {std::pair{&merge.a, &a}, {&merge.b, &b}}) {
+      const std::string key = expertTensorName(*name, e);
+      file.verify(key);
+      entries->push_back(&file.entries().at(key));
+    }
+  const int64_t r = a[0]->shape[0];
+  for (int64_t e = 0; e < experts; ++e)
+    if (a[e]->shape != std::vector<int64_t>{r, in} || b[e]->shape != std::vector<int64_t>{out, r})
+      throw Error(where + ": expert " + std::to_string(e) + "'s are not (r, in) and (out, r) of one rank r = " +
+                  std::to_string(r) + " over " + std::to_string(experts) + " experts");
+  return [produce = std::move(produce), a, b, experts, in, out, r, scale = merge.scale, where](void* buffer) {
+    produce(buffer);
+    std::vector<float> wide_a(static_cast<size_t>(experts * r * in)), wide_b(static_cast<size_t>(experts * out * r));
+    for (int64_t e = 0; e < experts; ++e) {
+      widen(*a[e], r * in, wide_a.data() + e * r * in, where);
+      widen(*b[e], out * r, wide_b.data() + e * out * r, where);
+    }
+    float* w = static_cast<float*>(buffer);
+    loraMergeExperts(w, wide_a.data(), wide_b.data(), experts, out, in, r, scale, /*in_out=*/false, w);
+    checkMergedFinite(w, experts * out * in, where);
+  };
+}
+
+// Parameter `name` (E, ...; n values), a stack read from E tensors of `file` (...), expert e's
+// `key` with its '*' made e: each checked when the name was chosen (compiler/PeftAdapter.cpp).
+SafetensorsTensor perExpertTensor(const SafetensorsFile& file, const std::string& key, const std::string& name,
+                                  const std::vector<int64_t>& shape, int64_t n) {
+  std::vector<std::pair<const SafetensorsEntry*, std::string>> experts;  // entry, where
+  for (int64_t e = 0; e < shape[0]; ++e) {
+    const std::string expert_key = expertTensorName(key, e);
+    file.verify(expert_key);
+    experts.push_back({&file.entries().at(expert_key), file.path() + ": '" + expert_key + "'"});
+  }
+  return {name, "F32", shape, nullptr, 4 * n, [experts, each = n / shape[0]](void* out) {
+            for (size_t e = 0; e < experts.size(); ++e)
+              widen(*experts[e].first, each, static_cast<float*>(out) + e * each, experts[e].second);
+          }};
+}
+
 std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, const SafetensorsFile& file,
                                           const LoraMergeSource& merge, const std::vector<int64_t>& shape) {
+  if (merge.form == LoraMergeSource::Form::kPerExpert)
+    return perExpertMergedProducer(std::move(produce), file, merge, shape);
   const SafetensorsEntry& a = file.entries().at(merge.a);
   const SafetensorsEntry& b = file.entries().at(merge.b);
   file.verify(merge.a);
@@ -139,7 +188,7 @@ std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, co
   if (m) file.verify(merge.magnitude);
   const std::string where = file.path() + ": '" + merge.a + "' and '" + merge.b + "'" +
                             (m ? " with '" + merge.magnitude + "'" : "");
-  if (merge.expert_stack) {  // a stack of gpt-oss's experts, (E, in, out), its adapters in PEFT's layout
+  if (merge.form == LoraMergeSource::Form::kGptOssStack) {  // (E, in, out), its adapters in PEFT's layout
     const int64_t experts = shape[0], in = shape[1], out = shape[2], r = a.shape[0] / experts;
     if (a.shape != std::vector<int64_t>{experts * r, in} || b.shape != std::vector<int64_t>{out, r * experts})
       throw Error(where + ": not PEFT's (E*r, in) and (out, r*E) of a stack of " + std::to_string(experts) + " experts");
@@ -377,7 +426,9 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
     if (t.role() != plan::ROLE_PARAM) continue;
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
     const int64_t n = checkedNumel(t.shape(), t.name());
-    if (auto named = overrides.names.find(t.name()); named != overrides.names.end()) {
+    if (auto named = overrides.names.find(t.name()); named != overrides.names.end() && overrides.per_expert.count(t.name())) {
+      tensors.push_back(perExpertTensor(*overrides.file, named->second, t.name(), shape, n));
+    } else if (named != overrides.names.end()) {
       const SafetensorsEntry& entry = overrides.file->entries().at(named->second);  // its shape and dtype checked
       overrides.file->verify(named->second);
       const std::string where = overrides.file->path() + ": '" + named->second + "'";

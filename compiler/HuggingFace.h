@@ -55,11 +55,18 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir);
 // - `merged` (a forward-only plan): plan name -> the adapters merged into the folder's weight
 //   (W + scale B A, kernels/matmul/lora_merge.h).
 struct LoraMergeSource {
-  std::string a, b;  // A (r, in) and B (out, r): their names in `file`
+  // What W is and how `file` holds its adapters:
+  // - kWeight: W (out, in), A (r, in) and B (out, r);
+  // - kGptOssStack: a stack of gpt-oss's experts, W (E, in, out), A and B in PEFT's layout of its
+  //   target_parameters, (E*r, in) and (out, r*E);
+  // - kPerExpert: a stack of Qwen3-MoE's or Mixtral's experts, W (E, out, in), expert e's A (r, in)
+  //   and B (out, r) tensors of their own (PEFT's target_modules on each expert's linear layer):
+  //   `a` and `b` name them with a '*' for e (expertTensorName).
+  enum class Form { kWeight, kGptOssStack, kPerExpert };
+  std::string a, b;  // their names in `file`
   double scale = 0;
   std::string magnitude;  // DoRA's m (out), its name in `file`; "" for LoRA
-  // A stack of gpt-oss's experts, W (E, in, out): A and B in PEFT's layout, (E*r, in) and (out, r*E).
-  bool expert_stack = false;
+  Form form = Form::kWeight;
 };
 struct WeightOverrides {
   std::shared_ptr<const SafetensorsFile> file;  // read once: what was checked is what is read
@@ -67,6 +74,9 @@ struct WeightOverrides {
   std::map<std::string, LoraMergeSource> merged;
   // Of `names`: a stack's B (E, out, r) read from PEFT's lora_B (out, r*E) (stackExpertBFromPeft).
   std::set<std::string> expert_b;
+  // Of `names`: a stack (E, ...) read from E tensors of `file`, expert e's (...) the name with its
+  // '*' made e (expertTensorName): the adapters on Qwen3-MoE's and Mixtral's experts.
+  std::set<std::string> per_expert;
 };
 
 // The parameters whose every source tensor in the folder is BF16 (not MXFP4): their values, widened

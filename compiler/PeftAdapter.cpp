@@ -111,6 +111,52 @@ std::string stackKeyStem(const PeftAdapter& adapter, const HuggingFaceModel& mod
   });
 }
 
+// A stack of Qwen3-MoE's or Mixtral's experts, each expert's layer a module of its own in the
+// folder (transformers 4's nn.Linear, which PEFT's target_modules adapt one by one): the module's
+// name with a '*' for the expert ("model.layers.0.mlp.experts.*.gate_proj"), and how many there are.
+struct PerExpertStack {
+  std::string module;
+  int64_t experts;
+};
+std::optional<PerExpertStack> perExpertStack(const HuggingFaceModel& model, const std::string& ours) {
+  auto source = model.weights.find(ours);
+  if (source == model.weights.end() || !source->second.place.per_expert) return std::nullopt;
+  return PerExpertStack{huggingFaceModuleOf(source->second.place.name),
+                        static_cast<int64_t>(source->second.expert_files.size())};
+}
+
+// Whether PEFT's target_modules adapt the experts' layers of the per-expert stack `ours`: none or
+// every one, at one rank and alpha, without DoRA, as mtc's adapters on a stack are (anything else
+// is refused by name, as is an expert's layer saved whole). `config` names the adapter's config.
+bool adaptsEveryExpert(const PeftAdapter& adapter, const PerExpertStack& stack, const std::string& ours,
+                       const std::string& config) {
+  const std::string first = expertTensorName(stack.module, 0);
+  int64_t adapted = 0;
+  for (int64_t e = 0; e < stack.experts; ++e) {
+    const std::string module = expertTensorName(stack.module, e);
+    if (isSaved(adapter, module))
+      throw Error(config + ": modules_to_save holds " + module + ", one expert's layer of a stack mtc holds whole: " +
+                  "experts saved whole are not read (merge the adapter into the model with PEFT's merge_and_unload and "
+                  "train from that folder)");
+    if (!isTarget(adapter, module, ours)) continue;
+    ++adapted;
+    if (adapterRank(adapter, module) != adapterRank(adapter, first) ||
+        adapterAlpha(adapter, module) != adapterAlpha(adapter, first))
+      throw Error(config + ": rank_pattern or alpha_pattern gives " + module + " another rank or alpha than " + first +
+                  ": mtc's adapters on a stack of experts have one rank and one alpha");
+  }
+  if (adapted == 0) return false;
+  if (adapted < stack.experts)
+    throw Error(fmt::format("{}: target_modules adapt {} of the {} experts' {} in {}: mtc's adapters on a stack of "
+                            "experts are on every expert of it",
+                            config, adapted, stack.experts, stack.module.substr(stack.module.rfind('.') + 1),
+                            huggingFaceModuleOf(huggingFaceModuleOf(stack.module))));
+  if (adapter.dora)
+    throw Error(config + ": use_dora on the experts' layers (" + first + ", ...): mtc's adapters on a stack of " +
+                "experts have no DoRA");
+  return true;
+}
+
 // Whether `module` ends with `tail` (a pattern's plain key), after a '.' or as a whole.
 bool endsWithTail(const std::string& module, const std::string& tail) {
   if (module.size() < tail.size()) return false;
@@ -137,13 +183,15 @@ std::string ownTensor(const HuggingFaceModel& model, const std::string& ours) {
 }
 
 // Why a tensor of the adapter's file has no place, as far as its name tells.
-std::string unplacedReason(const std::string& key, bool tied, bool dora) {
+std::string unplacedReason(const std::string& key, bool tied, bool dora, bool all_linear) {
   const bool adapter = key.find("lora_") != std::string::npos;
   if (key.find("lora_embedding_") != std::string::npos) return "LoRA on an embedding is not implemented";
   if (!dora && isDoraMagnitude(key)) return "a DoRA magnitude, but the config's use_dora is off";
   if (adapter && key.find(".experts.") != std::string::npos)
-    return "adapters on a mixture's experts: read on gpt-oss's stacks (target_parameters) alone, not as single "
-           "experts' target_modules";
+    return all_linear ? "adapters on a mixture's experts, where all-linear is transformers 5's, which has no experts' "
+                        "nn.Linear (transformers 4's adapted them): name the layers in target_modules"
+                      : "adapters on a mixture's experts the config does not target: on gpt-oss's stacks mtc reads "
+                        "target_parameters, on Qwen3-MoE's and Mixtral's each expert's layer in target_modules";
   if (tied && key.starts_with(std::string(kPeftKeyPrefix) + "lm_head."))
     return "the model's LM head is tied to its embedding, and the adapter treats it apart";
   return "its config's target_modules (with exclude_modules and layers_to_transform) and modules_to_save do not "
@@ -187,7 +235,22 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   o.lora_dora = adapter.dora;
   std::set<std::string> targets, saved;
   int64_t stacks = 0;
+  const std::string config = adapter.dir + "/" + kPeftConfigFile;
   for (const auto& [ours, source] : model.weights) {
+    // A stack of Qwen3-MoE's or Mixtral's experts, adapted expert by expert (target_modules).
+    if (const std::optional<PerExpertStack> stack = perExpertStack(model, ours)) {
+      if (!adaptsEveryExpert(adapter, *stack, ours, config)) continue;
+      if (adapter.dropout > 0)
+        throw Error(fmt::format("{}: lora_dropout {:g} on the experts' layers ({}, ...): mtc's adapters on a stack "
+                                "of experts take no dropout; to train on without it, set lora_dropout to 0 in a copy of "
+                                "the folder (merging it, mtc --forward-only, needs no change)",
+                                config, adapter.dropout, expertTensorName(stack->module, 0)));
+      targets.insert(ours);
+      const std::string first = expertTensorName(stack->module, 0);
+      if (const int64_t r = adapterRank(adapter, first); r != adapter.rank) o.lora_from_ranks[ours] = r;
+      if (const double a = adapterAlpha(adapter, first); a != adapter.alpha) o.lora_from_alphas[ours] = a;
+      continue;
+    }
     const std::string tensor = ownTensor(model, ours);
     if (tensor.empty()) continue;
     const std::string module = huggingFaceModuleOf(tensor);
@@ -211,14 +274,14 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   // PEFT only warns where target_modules found something: an adapter whose parameters mtc cannot
   // place is not the adapter that was trained, so mtc refuses.
   if (!adapter.target_parameters.empty() && stacks == 0)
-    throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_parameters find no parameter of " + model.dir +
+    throw Error(config + ": target_parameters find no parameter of " + model.dir +
                 " that mtc reads: gpt-oss's stacks of experts (mlp.experts.gate_up_proj, down_proj) alone, not "
                 "another architecture's (Qwen3-MoE's or Mixtral's fused experts in transformers 5)");
   if (targets.empty())
-    throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules find no layer of " + model.dir);
+    throw Error(config + ": target_modules find no layer of " + model.dir);
   for (const std::string& ours : targets)
     if (isEmbeddingParam(ours))
-      throw Error(adapter.dir + "/" + kPeftConfigFile + ": target_modules adapt the embedding (" +
+      throw Error(config + ": target_modules adapt the embedding (" +
                   ownTensor(model, ours) + "): LoRA on an embedding is not implemented");
   o.lora_from_targets = std::move(targets);
   if (!saved.empty()) o.lora_from_saved = std::move(saved);
@@ -249,6 +312,15 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
     if (isLoraAdapter(t.name())) {  // "X.lora_A.weight": X.weight's module + ".lora_A.weight" (a magnitude alike)
       const std::string stem = t.name().substr(0, t.name().rfind(".lora_"));
+      if (const std::optional<PerExpertStack> stack = perExpertStack(model, stem + ".weight")) {
+        // Expert e's (r, in) or (out, r) of the stack's (E, r, in) or (E, out, r), keys of its own.
+        const std::string key = kPeftKeyPrefix + stack->module + t.name().substr(stem.size());
+        for (int64_t e = 0; e < stack->experts; ++e)
+          use(expertTensorName(key, e), {shape[1], shape[2]}, t.name());
+        overrides.names[t.name()] = key;
+        overrides.per_expert.insert(t.name());
+        continue;
+      }
       const std::string weight = ownTensor(model, stem + ".weight"), module = huggingFaceModuleOf(weight);
       if (shape.size() == 3) {  // a stack's (E, r, in) or (E, out, r): PEFT's (E*r, in) or (out, r*E)
         const std::string suffix = t.name().substr(stem.size()), key = stackKeyStem(adapter, model, weight) + suffix;
@@ -285,13 +357,26 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     // adapted head): it replaces the folder's, under the adapters.
     if (const std::string base = peftBaseLayerKey(module); target && file.entries().count(base))
       overrides.names[t.name()] = use(base, shape, t.name());
-    if (forward_only && stack_target) {  // merged as --export-hf merges a stack: (E, in, out)
+    // A stack of Qwen3-MoE's or Mixtral's experts adapted expert by expert (target_modules).
+    const std::optional<PerExpertStack> per_expert = perExpertStack(model, t.name());
+    if (forward_only && per_expert && adaptsEveryExpert(adapter, *per_expert, t.name(), adapter.dir + "/" + kPeftConfigFile)) {
+      // merged as --export-hf merges a stack: (E, out, in)
+      const std::string key = kPeftKeyPrefix + per_expert->module, first = expertTensorName(per_expert->module, 0);
+      const int64_t rank = adapterRank(adapter, first);
+      for (int64_t e = 0; e < per_expert->experts; ++e) {
+        use(expertTensorName(key, e) + ".lora_A.weight", {rank, shape[2]}, t.name() + "'s A");
+        use(expertTensorName(key, e) + ".lora_B.weight", {shape[1], rank}, t.name() + "'s B");
+      }
+      overrides.merged[t.name()] = {key + ".lora_A.weight", key + ".lora_B.weight",
+                                    loraScale(planAlpha(adapterAlpha(adapter, first)), rank, adapter.rslora), "",
+                                    LoraMergeSource::Form::kPerExpert};
+    } else if (forward_only && stack_target) {  // merged as --export-hf merges a stack: (E, in, out)
       const std::string key = stackKeyStem(adapter, model, tensor);
       const int64_t rank = adapterRank(adapter, tensor), experts = shape[0];
       overrides.merged[t.name()] = {use(key + ".lora_A.weight", {experts * rank, shape[1]}, t.name() + "'s A"),
                                     use(key + ".lora_B.weight", {shape[2], rank * experts}, t.name() + "'s B"),
                                     loraScale(planAlpha(adapterAlpha(adapter, tensor)), rank, adapter.rslora), "",
-                                    /*expert_stack=*/true};
+                                    LoraMergeSource::Form::kGptOssStack};
     } else if (forward_only && target) {
       const std::string key = kPeftKeyPrefix + module;
       const int64_t rank = adapterRank(adapter, module);
@@ -316,7 +401,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
   for (const auto& [key, entry] : file.entries())
     if (!placed.count(key))
       throw Error(file.path() + " holds '" + key + "', which has no place in the plan (" +
-                  unplacedReason(key, tied, adapter.dora) + ")");
+                  unplacedReason(key, tied, adapter.dora, adapter.all_linear) + ")");
   return overrides;
 }
 

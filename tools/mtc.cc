@@ -161,7 +161,8 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "with --lora: the stacks of experts to adapt, a regular expression searched as --frozen's "
                  "('moe\\.' for a built-in mixture's, 'experts\\.' for a folder's): each expert its own rank-r A "
                  "and B, its routed rows x W_e^T + s (x A_e^T) B_e^T (s as --lora-alpha and --lora-rslora say), as "
-                 "PEFT's target_parameters; without --lora-targets the stacks alone (no --lora-dropout or "
+                 "PEFT's target_parameters on gpt-oss and its per-expert target_modules on Qwen3-MoE and Mixtral; without "
+                 "--lora-targets the stacks alone (no --lora-dropout or "
                  "--lora-dora with it, as in PEFT); --export-hf merges them into each expert's weight")
       ->needs(lora);
   app.add_option("--lora-rank-pattern", f.lora_rank_pattern,
@@ -182,7 +183,8 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "save_pretrained or mtrun --export-peft writes it) on the Hugging Face folder it was trained from: "
                  "its config sets --lora, --lora-alpha, --lora-rslora, --lora-dropout, --lora-dora, the targets (its "
                  "target_modules, exclude_modules and layers_to_transform; target_parameters: gpt-oss's stacks of "
-                 "experts, as --lora-experts), the rank and alpha patterns and "
+                 "experts, as --lora-experts; Qwen3-MoE's and Mixtral's when target_modules find every expert's "
+                 "layer), the rank and alpha patterns and "
                  "--trainable (its modules_to_save, trained whole), its tensors start them; with --forward-only the "
                  "adapters are merged into the weights (for mtgen); a reward model's (task_type SEQ_CLS, its score "
                  "head saved) with --objective reward; trained biases and other PEFT features it does not implement "

@@ -116,7 +116,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                  "the end-of-text token: at the end, or when SIGINT/SIGTERM/SIGUSR1 stops the run");
   app.add_option("--export-peft", c.export_peft_dir,
                  "a LoRA plan (mtc --lora): write its adapters, and the modules --trainable trained whole beside them "
-                 "(PEFT's modules_to_save), and gpt-oss's stacks of experts (mtc --lora-experts) as its target_parameters, as "
+                 "(PEFT's modules_to_save), and stacks of experts (mtc --lora-experts): gpt-oss's as its target_parameters, "
+                 "Qwen3-MoE's and Mixtral's as each expert's layers in target_modules (transformers 4's), as "
                  "PEFT's adapter folder here (adapter_model.safetensors + "
                  "adapter_config.json, what PeftModel.from_pretrained(base, folder) loads on the model it was "
                  "compiled from, and mtc --lora-from reads; a reward model's as PEFT's sequence classifier, SEQ_CLS, "

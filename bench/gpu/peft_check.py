@@ -1,6 +1,7 @@
 """Runs on the lent GPU machine (peft and transformers are there, not here): each adapter folder
 mtrun --export-peft wrote (bench/gpu/pack.sh: LoRA with rank and alpha patterns, DoRA, rsLoRA with
-a module trained whole, a reward model's SEQ_CLS adapter, gpt-oss's experts as target_parameters) must load with peft's PeftModel on the
+a module trained whole, a reward model's SEQ_CLS adapter, gpt-oss's experts as target_parameters,
+Qwen3-MoE's as each expert's layers in target_modules) must load with peft's PeftModel on the
 folder it was trained from with every tensor of the adapter file placed (none unexpected, none of
 the adapter's own missing); the adapted model must compute the logits of the same run's --export-hf
 folder (mtrun's merge), and peft's own merge_and_unload must give that folder's weights.

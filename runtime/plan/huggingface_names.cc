@@ -52,8 +52,9 @@ std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
   return "";
 }
 
-std::string expertTensorName(const HuggingFacePlace& place, int64_t e) {
-  std::string name = place.name;
+std::string expertTensorName(const HuggingFacePlace& place, int64_t e) { return expertTensorName(place.name, e); }
+
+std::string expertTensorName(std::string name, int64_t e) {
   const size_t star = name.find('*');
   return star == std::string::npos ? name : name.replace(star, 1, std::to_string(e));
 }

@@ -66,7 +66,9 @@ std::string peftParameterKeyStem(const std::string& module, const std::string& p
 void peftExpertBFromStack(const float* stack, int64_t experts, int64_t out, int64_t rank, float* peft);
 void stackExpertBFromPeft(const float* peft, int64_t experts, int64_t out, int64_t rank, float* stack);
 
-// Expert `e`'s tensor of a per-expert place.
+// Expert `e`'s tensor of a per-expert place; `name` with its '*' (a place's name, a module's, a
+// PEFT key of one: "….experts.*.gate_proj.lora_A.weight") made expert `e`'s.
 std::string expertTensorName(const HuggingFacePlace& place, int64_t e);
+std::string expertTensorName(std::string name, int64_t e);
 
 }  // namespace mt

@@ -4,8 +4,10 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <utility>
 #include <vector>
@@ -45,11 +47,15 @@ std::vector<PlacedParam> placedParams(const plan::Plan& plan, ExpertLayout layou
 // (modules_to_save) with every tensor of theirs (Hugging Face's name, host tensor): the adapted
 // ones by plan name (loraAdapters' order), the saved ones in the plan's order. An adapted stack of
 // gpt-oss's experts is a parameter of its module (PEFT's target_parameters): `parameter` its
-// name ("gate_up_proj"), "" for a linear layer (target_modules).
+// name ("gate_up_proj"), "" for a linear layer (target_modules). An adapted stack of Qwen3-MoE's
+// or Mixtral's experts is one linear layer an expert (target_modules, each expert's adapters its
+// own): `module` has a '*' for the expert ("model.layers.0.mlp.experts.*.gate_proj"), `experts`
+// says how many (0 for any other).
 struct AdaptedModule {
   std::string module;
   LoraAdapter adapter;
   std::string parameter;
+  int64_t experts = 0;
   // What PEFT's target lists and rank and alpha patterns name: the module, or the parameter.
   std::string target() const { return parameter.empty() ? module : module + "." + parameter; }
 };
@@ -76,16 +82,18 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
     const bool stack = plan.host_tensors(adapter.weight).shape_size() == 3;
     // gpt-oss's stacks are parameters of its experts module, which PEFT adapts in place
     // (target_parameters); Qwen3-MoE's and Mixtral's are one linear layer an expert in the
-    // folders --export-hf writes, and fused parameters in transformers 5: neither form written.
+    // folders --export-hf writes (transformers 4's layers; transformers 5 fuses them on loading).
     if (stack && layout == ExpertLayout::kGptOss) {
       modules.push_back({huggingFaceModuleOf(place.name), adapter, place.name.substr(place.name.rfind('.') + 1)});
       continue;
     }
+    if (stack && place.per_expert) {
+      modules.push_back({huggingFaceModuleOf(place.name), adapter, "", plan.host_tensors(adapter.weight).shape(0)});
+      continue;
+    }
     // PEFT adapts nn.Linear modules here: not GPT-2's Conv1D, nor gpt-oss's router (a module of
     // its own kind in transformers).
-    const char* why = stack ? "a stack of Qwen3-MoE's or Mixtral's experts, whose PEFT forms (target_modules on each "
-                            "expert's layers, or target_parameters on transformers 5's fused ones) are not written"
-                      : layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
+    const char* why = layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
                           ? "gpt-oss's router, not a linear layer in transformers"
                           : notOwnModuleTensor(place);
     if (!why && !place.name.ends_with(".weight")) why = "no linear layer of its own";
@@ -149,13 +157,17 @@ PeftContents peftContents(const plan::Plan& plan) {
   return contents;
 }
 
+// The most names PEFT's target lists may hold here: mtc --lora-from reads no more.
+constexpr size_t kMostPeftTargets = 4096;
+
 // PEFT's target_modules (`parameters` false) or target_parameters (true), a list: a leaf name
 // ("q_proj", "gate_up_proj") where the adapted targets are every target of that name, else each
-// adapted target's full name (which PEFT finds by equality, and no other name ends with).
+// adapted target's full name (which PEFT finds by equality, and no other name ends with): a stack
+// of experts' one an expert. At most kMostPeftTargets names, else refused.
 nlohmann::ordered_json peftTargets(const plan::Plan& plan, const std::vector<PlacedParam>& params,
                                    const std::vector<AdaptedModule>& adapted, bool parameters) {
   auto leafOf = [](const std::string& name) { return name.substr(name.rfind('.') + 1); };
-  std::map<std::string, std::set<std::string>> all, chosen;  // by leaf
+  std::map<std::string, std::set<std::string>> all, chosen;  // by leaf; a per-expert stack's with its '*'
   for (const PlacedParam& p : params) {
     const bool stack = plan.host_tensors(p.index).shape_size() == 3;
     if (parameters ? stack : p.place.name.ends_with(".weight")) {
@@ -163,14 +175,28 @@ nlohmann::ordered_json peftTargets(const plan::Plan& plan, const std::vector<Pla
       all[leafOf(target)].insert(target);
     }
   }
+  std::map<std::string, int64_t> experts;  // of a per-expert stack's target
   for (const AdaptedModule& m : adapted)
-    if (m.parameter.empty() != parameters) chosen[leafOf(m.target())].insert(m.target());
+    if (m.parameter.empty() != parameters) {
+      chosen[leafOf(m.target())].insert(m.target());
+      experts[m.target()] = m.experts;
+    }
   nlohmann::ordered_json targets = nlohmann::ordered_json::array();
   for (const auto& [leaf, modules] : chosen) {
-    if (all[leaf] == modules) targets.push_back(leaf);
-    else
-      for (const std::string& module : modules) targets.push_back(module);
+    if (all[leaf] == modules) {
+      targets.push_back(leaf);
+      continue;
+    }
+    for (const std::string& module : modules) {
+      for (int64_t e = 0; e < experts[module]; ++e) targets.push_back(expertTensorName(module, e));
+      if (experts[module] == 0) targets.push_back(module);
+    }
   }
+  if (targets.size() > kMostPeftTargets)
+    throw Error("--export-peft: PEFT's " + std::string(parameters ? "target_parameters" : "target_modules") +
+                " would name " + std::to_string(targets.size()) + " modules one by one (more than the " +
+                std::to_string(kMostPeftTargets) + " mtc --lora-from reads): adapt every stack of experts of a " +
+                "kind (or none) so that one name covers them, or use --export-hf, which merges the adapters");
   return targets;
 }
 
@@ -218,8 +244,11 @@ PeftSetting peftSetting(const std::vector<AdaptedModule>& adapted,
       setting.pattern[leaf] = values[i];
       continue;
     }
+    // A per-expert stack's '*': any expert (the key matches all of them, one rank and alpha).
     std::string escaped;
-    for (char c : module) escaped += std::string(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? "" : "\\") + c;
+    for (char c : module)
+      escaped += c == '*' ? std::string("[0-9]+")
+                          : std::string(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? "" : "\\") + c;
     setting.pattern[escaped] = values[i];
   }
   return setting;
@@ -292,6 +321,36 @@ std::vector<SafetensorsTensor> expertAdapterTensors(const HostStore& store, cons
   return {std::move(a), std::move(b)};
 }
 
+// A stack of Qwen3-MoE's or Mixtral's experts' adapters in PEFT's form: each expert's layer its own
+// module (target_modules), expert e's lora_A (r, in) and lora_B (out, r) our A (E, r, in) and
+// B (E, out, r) at e. A stack the store produces (a split master) is produced once for all its
+// experts.
+std::vector<SafetensorsTensor> perExpertAdapterTensors(const HostStore& store, const AdaptedModule& m) {
+  struct Stack {
+    SafetensorsTensor tensor;  // (E, r, in) or (E, out, r), F32
+    std::shared_ptr<std::vector<float>> values;  // where the store produces it: once, for every expert
+    const char* key;
+  };
+  const Stack stacks[] = {{store.savedTensor(m.adapter.a), std::make_shared<std::vector<float>>(), ".lora_A.weight"},
+                          {store.savedTensor(m.adapter.b), std::make_shared<std::vector<float>>(), ".lora_B.weight"}};
+  std::vector<SafetensorsTensor> tensors;
+  for (int64_t e = 0; e < m.experts; ++e)
+    for (const Stack& stack : stacks) {
+      const int64_t each = stack.tensor.bytes / m.experts;  // expert e's bytes
+      SafetensorsTensor t{kPeftKeyPrefix + expertTensorName(m.module, e) + stack.key, "F32",
+                          {stack.tensor.shape[1], stack.tensor.shape[2]}, nullptr, each};
+      if (stack.tensor.data)
+        t.data = static_cast<const char*>(stack.tensor.data) + e * each;
+      else
+        t.produce = [stack, e, each](void* buffer) {
+          if (stack.values->empty()) f32Values(stack.tensor, *stack.values);  // the producer writes there
+          std::memcpy(buffer, reinterpret_cast<const char*>(stack.values->data()) + e * each, static_cast<size_t>(each));
+        };
+      tensors.push_back(std::move(t));
+    }
+  return tensors;
+}
+
 }  // namespace
 
 void checkPeftExport(const plan::Plan& plan) { peftContents(plan); }
@@ -303,6 +362,10 @@ void exportPeft(const plan::Plan& plan, const HostStore& store, const std::strin
   for (const AdaptedModule& m : contents.adapted) {
     if (!m.parameter.empty()) {
       for (SafetensorsTensor& t : expertAdapterTensors(store, contents.adapted, m)) tensors.push_back(std::move(t));
+      continue;
+    }
+    if (m.experts > 0) {
+      for (SafetensorsTensor& t : perExpertAdapterTensors(store, m)) tensors.push_back(std::move(t));
       continue;
     }
     for (auto [index, which] : {std::pair{m.adapter.a, "lora_A.weight"}, {m.adapter.b, "lora_B.weight"},

@@ -10,8 +10,9 @@
 # active parameters. Every plan trains with the router's load-balancing loss (--router-aux-loss)
 # and logs each step's choices per expert: they add up to every token's k choices in every layer.
 # LoRA on the stacks of experts (--lora-experts) streams in groups bit for bit, merges into each
-# expert on --export-hf, goes out (--export-peft) and back (--lora-from) in PEFT's target_parameters
-# form for gpt-oss, and is refused where PEFT has no form for it yet or with dropout.
+# expert on --export-hf, goes out (--export-peft) and back (--lora-from) in PEFT's forms (gpt-oss's
+# target_parameters; Qwen3-MoE's and Mixtral's each expert's layer in target_modules), and is
+# refused with dropout or on some experts of a stack only.
 # usage: experts.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -174,8 +175,8 @@ check "gpt-oss: --export-hf writes GptOssForCausalLM and compiles back to the sa
 # *-lora-experts check the numbers against PyTorch): the adapter stacks are split into the expert
 # groups with their experts, bit for bit as resident; --export-hf merges each expert's
 # W_e + 2 B_e A_e (gpt-oss's stored (in, out), as its folder holds them), and the merged folder
-# compiles back to those weights; --export-peft refuses them by name; without --lora-targets the
-# stacks alone; dropout or DoRA beside them and a pattern that finds no stack are refused.
+# compiles back to those weights; without --lora-targets the stacks alone; dropout or DoRA beside
+# them and a pattern that finds no stack are refused.
 lora_experts=(--lora 4 --lora-alpha 8 --lora-targets 'attn\.' --lora-experts 'moe\.')
 for form in qwen3 oss; do
   # the stacks: the experts' own, and an A and a B of each
@@ -184,8 +185,8 @@ for form in qwen3 oss; do
     > ${form}_lx.txt
   "$bin/mtc" "${base[@]}" "${lora_experts[@]}" --schedule streamed-recompute --expert-groups 2 -o ${form}_lx_groups.plan \
     --no-weights > ${form}_lx_groups.txt
-  rm -rf ${form}_lx_hf
-  train ${form}_lx.plan ${form}_lx ${form}_lx0.safetensors --lr 1e-2 --export-hf ${form}_lx_hf
+  rm -rf ${form}_lx_hf ${form}_peft
+  train ${form}_lx.plan ${form}_lx ${form}_lx0.safetensors --lr 1e-2 --export-hf ${form}_lx_hf --export-peft ${form}_peft
   train ${form}_lx_groups.plan ${form}_lx_groups ${form}_lx0.safetensors --lr 1e-2
   check "$form, LoRA on experts in 2 groups: the adapter stacks split too, bit for bit as resident" \
     "grep -q 'expert groups  $stacks stacked expert weights' ${form}_lx_groups.txt && cmp -s ${form}_lx.loss ${form}_lx_groups.loss && same_tensors ${form}_lx.safetensors ${form}_lx_groups.safetensors"
@@ -204,16 +205,34 @@ for s in stacks:
 EOF"
 done
 check "LoRA on experts: the summary names the stacks" "grep -q 'on 16 weights and 12 stacks of experts (each expert its own)' qwen3_lx.txt"
-"$bin/mtrun" qwen3_lx.plan --data corpus.tok --weights qwen3_lx0.safetensors --steps 1 --export-peft lx_peft \
-  > lx_peft.err 2>&1
-check "LoRA on Qwen3-MoE's experts: --export-peft refuses them by name" \
-  "grep -q \"a stack of Qwen3-MoE's or Mixtral's experts, whose PEFT forms\" lx_peft.err && [ ! -e lx_peft ]"
+# Qwen3-MoE's stacks in PEFT's form of transformers 4's layers (each expert's gate_proj, up_proj and
+# down_proj an nn.Linear, which target_modules adapt one by one): expert e's lora_A (r, in) and
+# lora_B (out, r) are the stacks' at e, and give --export-hf's merge.
+check "LoRA on Qwen3-MoE's experts: --export-peft writes each expert's layer (target_modules)" \
+  "/usr/bin/python3 - qwen3_peft qwen3_lx.safetensors qwen3_lx_again.safetensors <<'EOF'
+import json, sys; sys.path.insert(0, '$here')
+import mt_reference as ref
+config = json.load(open(sys.argv[1] + '/adapter_config.json'))
+assert sorted(config['target_modules']) == ['down_proj', 'gate_proj', 'k_proj', 'o_proj', 'q_proj', 'up_proj', 'v_proj'], config
+assert 'target_parameters' not in config and (config['r'], config['lora_alpha'], config['rank_pattern']) == (4, 8, {}), config
+peft = ref.read_safetensors(sys.argv[1] + '/adapter_model.safetensors')
+trained, merged = ref.read_safetensors(sys.argv[2]), ref.read_safetensors(sys.argv[3])
+for layer in range(4):
+    for stack, name in (('gate', 'gate_proj'), ('up', 'up_proj'), ('down', 'down_proj')):
+        ours = f'layers.{layer}.moe.{stack}'
+        want = merged[ours + '.weight'] - trained[ours + '.weight']
+        for e in range(4):
+            key = f'base_model.model.model.layers.{layer}.mlp.experts.{e}.{name}.'
+            a, b = peft[key + 'lora_A.weight'], peft[key + 'lora_B.weight']
+            assert a.equal(trained[ours + '.lora_A.weight'][e]) and b.equal(trained[ours + '.lora_B.weight'][e]), key
+            delta = 2.0 * (b @ a)
+            assert delta.abs().max() > 0 and ref.rel_err(delta, want[e]) < 1e-5, (key, ref.rel_err(delta, want[e]))
+assert len(peft) == 4 * (4 + 3 * 4) * 2, sorted(peft)
+EOF"
 # gpt-oss's stacks in PEFT's target_parameters form (its ParamWrapper's, as bench/gpu/peft_layout.py
 # printed it from PEFT): the same 10 steps as oss_lx; each layer's gate_up_proj adapters under the
 # experts module's base_layer (PEFT wraps down_proj around it), lora_A (E*r, in) and lora_B
 # (out, r*E); read as PEFT reads them (B's column k*E + e), they give --export-hf's merge.
-"$bin/mtrun" oss_lx.plan --data corpus.tok --weights oss_lx0.safetensors --steps 10 --lr 1e-2 --export-peft oss_peft \
-  --print-every 100 > oss_peft.txt 2>&1
 check "LoRA on gpt-oss's experts: --export-peft writes PEFT's target_parameters form" \
   "/usr/bin/python3 - oss_peft oss_lx.safetensors oss_lx_again.safetensors <<'EOF'
 import json, sys, torch; sys.path.insert(0, '$here')
@@ -255,6 +274,59 @@ rm -rf oss_base && "$bin/mtrun" oss_lx.plan --data corpus.tok --weights oss_lx0.
 "$bin/mtc" oss_base --batch 4 --seq 32 --lora-from oss_peft -o oss_back.plan > oss_back.txt 2>&1
 check "LoRA on gpt-oss's experts: --lora-from reads PEFT's target_parameters back bit for bit" \
   "grep -q 'on 16 weights and 8 stacks of experts' oss_back.txt && same_adapters oss_back.safetensors oss_lx.safetensors oss_lx0.safetensors"
+rm -rf qwen3_base && "$bin/mtrun" qwen3_lx.plan --data corpus.tok --weights qwen3_lx0.safetensors --steps 1 --lr 0 \
+  --export-hf qwen3_base --print-every 100 > /dev/null
+"$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_peft -o qwen3_back.plan > qwen3_back.txt 2>&1
+check "LoRA on Qwen3-MoE's experts: --lora-from reads each expert's adapters back bit for bit" \
+  "grep -q 'on 16 weights and 12 stacks of experts' qwen3_back.txt && same_adapters qwen3_back.safetensors qwen3_lx.safetensors qwen3_lx0.safetensors"
+"$bin/mtc" qwen3_base --forward-only --batch 1 --seq 32 --lora-from qwen3_peft -o qwen3_fwd.plan > qwen3_fwd.txt 2>&1
+check "... and merged into a forward-only plan bit for bit as --export-hf merges" \
+  "same_tensors qwen3_fwd.safetensors qwen3_lx_again.safetensors || { tail -3 qwen3_fwd.txt; false; }"
+# The experts of layers 0 to 2 alone, layer 0's at rank 8: target_modules names each expert's layer
+# (a leaf would find layer 3 too), rank_pattern one key for all of layer 0's experts; out and back
+# bit for bit, merged as --export-hf merges.
+"$bin/mtc" "${shape[@]}" --lora 4 --lora-experts 'layers\.[012]\.moe\.' --lora-rank-pattern 'layers\.0\.moe=8' \
+  -o qwen3_some.plan --weights qwen3_some0.safetensors > /dev/null
+rm -rf qwen3_some_peft qwen3_some_hf qwen3_some_base
+"$bin/mtrun" qwen3_some.plan --data corpus.tok --weights qwen3_some0.safetensors --steps 3 --lr 1e-2 \
+  --export qwen3_some.safetensors --export-peft qwen3_some_peft --export-hf qwen3_some_hf --print-every 100 > /dev/null
+"$bin/mtrun" qwen3_some.plan --data corpus.tok --weights qwen3_some0.safetensors --steps 1 --lr 0 \
+  --export-hf qwen3_some_base --print-every 100 > /dev/null
+"$bin/mtc" qwen3_some_base --batch 4 --seq 32 --lora-from qwen3_some_peft -o qwen3_some_back.plan > /dev/null 2>&1
+"$bin/mtc" qwen3_some_hf --batch 4 --seq 32 -o qwen3_some_merged.plan > /dev/null
+"$bin/mtc" qwen3_some_base --forward-only --batch 1 --seq 32 --lora-from qwen3_some_peft -o qwen3_some_fwd.plan \
+  > qwen3_some_fwd.txt 2>&1
+check "Qwen3-MoE, the experts of 3 layers, one at rank 8: each expert named, one pattern key, back and merged bit for bit" \
+  "/usr/bin/python3 -c \"import json; c = json.load(open('qwen3_some_peft/adapter_config.json')); \
+assert len(c['target_modules']) == 3 * 3 * 4 and 'model.layers.1.mlp.experts.3.down_proj' in c['target_modules'], c; \
+assert c['rank_pattern'] == {r'model\\\\.layers\\\\.0\\\\.mlp\\\\.experts\\\\.[0-9]+\\\\.' + p: 8 for p in ('down_proj', 'gate_proj', 'up_proj')}, c\" && \
+   same_adapters qwen3_some_back.safetensors qwen3_some.safetensors qwen3_some0.safetensors && \
+   { same_tensors qwen3_some_fwd.safetensors qwen3_some_merged.safetensors || { tail -3 qwen3_some_fwd.txt; false; }; }"
+# Refused: target_modules on some experts of a stack only, and dropout for training (merging takes it).
+/usr/bin/python3 -c "import json; c = json.load(open('qwen3_some_peft/adapter_config.json')); \
+c['target_modules'].remove('model.layers.0.mlp.experts.2.gate_proj'); json.dump(c, open('qwen3_some_peft/adapter_config.json', 'w'))"
+"$bin/mtc" qwen3_some_base --forward-only --batch 1 --seq 32 --lora-from qwen3_some_peft -o x.plan > qwen3_part.err 2>&1
+check "--lora-from: target_modules on 3 of a stack's 4 experts refused" \
+  "grep -q 'target_modules adapt 3 of the 4 experts. gate_proj in model.layers.0.mlp.experts: mtc.s adapters on a stack' qwen3_part.err && [ ! -e x.plan ]"
+/usr/bin/python3 -c "import json; c = json.load(open('qwen3_peft/adapter_config.json')); c['lora_dropout'] = 0.1; \
+json.dump(c, open('qwen3_peft/adapter_config.json', 'w'))"
+"$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_peft -o x.plan > qwen3_drop.err 2>&1
+"$bin/mtc" qwen3_base --forward-only --batch 1 --seq 32 --lora-from qwen3_peft -o qwen3_fwd_drop.plan \
+  > qwen3_fwd_drop.txt 2>&1
+check "--lora-from: dropout on the experts' layers refused for training, merged for sampling" \
+  "grep -q 'lora_dropout 0.1 on the experts. layers (model.layers.0.mlp.experts.0.down_proj, ...)' qwen3_drop.err && [ ! -e x.plan ] && [ -e qwen3_fwd_drop.plan ]"
+# Mixtral's experts: each expert's w1, w3 and w2 (transformers 4's MixtralBlockSparseTop2MLP).
+"$bin/mtc" mixtral-tiny --batch 2 --seq 16 --lora 4 --lora-experts 'moe\.' -o mix.plan --weights mix0.safetensors > /dev/null
+rm -rf mix_peft mix_base
+"$bin/mtrun" mix.plan --data corpus.tok --weights mix0.safetensors --steps 2 --lr 1e-2 --export mix.safetensors \
+  --export-peft mix_peft --print-every 100 > /dev/null
+"$bin/mtrun" mix.plan --data corpus.tok --weights mix0.safetensors --steps 1 --lr 0 --export-hf mix_base \
+  --print-every 100 > /dev/null
+"$bin/mtc" mix_base --batch 2 --seq 16 --lora-from mix_peft -o mix_back.plan > /dev/null 2>&1
+check "Mixtral's experts: each expert's w1, w2, w3 out and back bit for bit" \
+  "grep -q '\"target_modules\": \[' mix_peft/adapter_config.json && \
+   /usr/bin/python3 -c \"import json; c = json.load(open('mix_peft/adapter_config.json')); assert sorted(c['target_modules']) == ['w1', 'w2', 'w3'], c\" && \
+   same_adapters mix_back.safetensors mix.safetensors mix0.safetensors"
 "$bin/mtc" "${oss[@]}" --lora 4 --lora-experts 'moe\.gate_up' --lora-rank-pattern 'layers\.0\.moe=8' -o oss_gu.plan \
   --weights oss_gu0.safetensors > /dev/null
 rm -rf oss_gu_peft oss_gu_base
