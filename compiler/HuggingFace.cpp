@@ -120,8 +120,6 @@ SafetensorsTensor mxfp4Tensor(const std::string& name, const std::vector<int64_t
           }};
 }
 
-// `produce` (a weight (out, in) from the folder) followed by its adapters from `file` merged in
-// (with DoRA's magnitude where the merge names one).
 // The merge's result, checked finite (an adapter's values can overflow f32 where its weight's do not).
 void checkMergedFinite(const float* w, int64_t n, const std::string& where) {
   for (int64_t i = 0; i < n; ++i)
@@ -142,7 +140,7 @@ std::function<void(void*)> perExpertMergedProducer(std::function<void(void*)> pr
       file.verify(key);
       entries->push_back(&file.entries().at(key));
     }
-  const int64_t r = a[0]->shape[0];
+  const int64_t r = a[0]->shape.empty() ? 0 : a[0]->shape[0];
   for (int64_t e = 0; e < experts; ++e)
     if (a[e]->shape != std::vector<int64_t>{r, in} || b[e]->shape != std::vector<int64_t>{out, r})
       throw Error(where + ": expert " + std::to_string(e) + "'s are not (r, in) and (out, r) of one rank r = " +
@@ -176,6 +174,8 @@ SafetensorsTensor perExpertTensor(const SafetensorsFile& file, const std::string
           }};
 }
 
+// `produce` (a weight from the folder, of the merge's form) followed by its adapters from `file`
+// merged in (with DoRA's magnitude where the merge names one).
 std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, const SafetensorsFile& file,
                                           const LoraMergeSource& merge, const std::vector<int64_t>& shape) {
   if (merge.form == LoraMergeSource::Form::kPerExpert)

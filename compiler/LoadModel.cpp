@@ -96,6 +96,13 @@ std::string preferenceProblem(const CompileOptions& o) {
 // mtc --frozen / --trainable / --lora on the loaded model: prints the problem and returns false,
 // or marks (and adds the adapters).
 bool markTrainable(const CompileOptions& o, LoadedModel& m) {
+  // gpt-oss's stacks go to PEFT as target_parameters, which have no dropout (PEFT refuses it).
+  if (o.lora_experts && o.lora_dropout > 0 && m.config.experts > 0 &&
+      m.config.expert_form == ModelConfig::ExpertForm::kGptOss) {
+    std::fprintf(stderr, "mtc: error: %s: --lora-dropout with --lora-experts on gpt-oss's stacks of experts: PEFT's "
+                 "form of their adapters (target_parameters) has no dropout; drop --lora-dropout\n", o.model.c_str());
+    return false;
+  }
   const std::string problem = selectTrainable(*m.module, o);
   if (!problem.empty()) std::fprintf(stderr, "mtc: error: %s: %s\n", o.model.c_str(), problem.c_str());
   return problem.empty();

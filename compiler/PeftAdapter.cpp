@@ -125,36 +125,54 @@ std::optional<PerExpertStack> perExpertStack(const HuggingFaceModel& model, cons
                         static_cast<int64_t>(source->second.expert_files.size())};
 }
 
-// Whether PEFT's target_modules adapt the experts' layers of the per-expert stack `ours`: none or
-// every one, at one rank and alpha, without DoRA, as mtc's adapters on a stack are (anything else
-// is refused by name, as is an expert's layer saved whole). `config` names the adapter's config.
-bool adaptsEveryExpert(const PeftAdapter& adapter, const PerExpertStack& stack, const std::string& ours,
-                       const std::string& config) {
-  const std::string first = expertTensorName(stack.module, 0);
-  int64_t adapted = 0;
+// The entry of modules_to_save that saves `module` (isSaved's), or "".
+std::string savingEntry(const PeftAdapter& adapter, const std::string& module) {
+  for (std::string m = module; !m.empty(); m = huggingFaceModuleOf(m))
+    for (const std::string& entry : adapter.saved)
+      if (m.ends_with(entry)) return entry;
+  return "";
+}
+
+// The rank and alpha PEFT's target_modules give every expert's layer of the per-expert stack
+// `ours`, or none where they adapt no expert of it. Refused by name (`config` the adapter's
+// config): some experts of a stack only, ranks or alphas that differ among them, DoRA, an expert's
+// layer in modules_to_save: mtc's adapters on a stack are on every expert, at one rank and alpha.
+struct ExpertsAdapted {
+  int64_t rank;
+  double alpha;
+};
+std::optional<ExpertsAdapted> expertsAdapted(const PeftAdapter& adapter, const PerExpertStack& stack,
+                                             const std::string& ours, const std::string& config) {
+  const std::string merge_fix = "merge the adapter into the model with PEFT's merge_and_unload and read that folder";
+  std::optional<std::string> first;    // the first adapted expert's layer
+  std::optional<std::string> missing;  // the first expert's layer not adapted
   for (int64_t e = 0; e < stack.experts; ++e) {
     const std::string module = expertTensorName(stack.module, e);
-    if (isSaved(adapter, module))
-      throw Error(config + ": modules_to_save holds " + module + ", one expert's layer of a stack mtc holds whole: " +
-                  "experts saved whole are not read (merge the adapter into the model with PEFT's merge_and_unload and "
-                  "train from that folder)");
-    if (!isTarget(adapter, module, ours)) continue;
-    ++adapted;
-    if (adapterRank(adapter, module) != adapterRank(adapter, first) ||
-        adapterAlpha(adapter, module) != adapterAlpha(adapter, first))
-      throw Error(config + ": rank_pattern or alpha_pattern gives " + module + " another rank or alpha than " + first +
-                  ": mtc's adapters on a stack of experts have one rank and one alpha");
+    if (const std::string entry = savingEntry(adapter, module); !entry.empty())
+      throw Error(config + ": modules_to_save's '" + entry + "' saves " + module + ", one expert's layer of a stack " +
+                  "mtc holds whole, which it does not read saved; " + merge_fix);
+    if (!isTarget(adapter, module, ours)) {
+      if (!missing) missing = module;
+      continue;
+    }
+    if (!first) first = module;
+    if (adapterRank(adapter, module) != adapterRank(adapter, *first) ||
+        adapterAlpha(adapter, module) != adapterAlpha(adapter, *first))
+      throw Error(config + ": rank_pattern or alpha_pattern gives " + module + " another rank or alpha than " +
+                  *first + ": mtc's adapters on a stack of experts have one rank and one alpha; " + merge_fix);
   }
-  if (adapted == 0) return false;
-  if (adapted < stack.experts)
-    throw Error(fmt::format("{}: target_modules adapt {} of the {} experts' {} in {}: mtc's adapters on a stack of "
-                            "experts are on every expert of it",
-                            config, adapted, stack.experts, stack.module.substr(stack.module.rfind('.') + 1),
-                            huggingFaceModuleOf(huggingFaceModuleOf(stack.module))));
+  if (!first) return std::nullopt;
+  if (missing)
+    throw Error(config + ": target_modules adapt " + *first + " but not " + *missing + ": mtc's adapters on a stack " +
+                "of experts are on every expert of it" +
+                (adapter.layers ? " (with layers_to_transform, PEFT before 0.20 took an expert's index for the "
+                                  "layer's in such names)"
+                                : "") +
+                "; " + merge_fix);
   if (adapter.dora)
-    throw Error(config + ": use_dora on the experts' layers (" + first + ", ...): mtc's adapters on a stack of " +
-                "experts have no DoRA");
-  return true;
+    throw Error(config + ": use_dora on the experts' layers (" + *first + ", ...): mtc's adapters on a stack of " +
+                "experts have no DoRA; " + merge_fix);
+  return ExpertsAdapted{adapterRank(adapter, *first), adapterAlpha(adapter, *first)};
 }
 
 // Whether `module` ends with `tail` (a pattern's plain key), after a '.' or as a whole.
@@ -183,15 +201,18 @@ std::string ownTensor(const HuggingFaceModel& model, const std::string& ours) {
 }
 
 // Why a tensor of the adapter's file has no place, as far as its name tells.
-std::string unplacedReason(const std::string& key, bool tied, bool dora, bool all_linear) {
+std::string unplacedReason(const std::string& key, bool tied, const PeftAdapter& config) {
   const bool adapter = key.find("lora_") != std::string::npos;
   if (key.find("lora_embedding_") != std::string::npos) return "LoRA on an embedding is not implemented";
-  if (!dora && isDoraMagnitude(key)) return "a DoRA magnitude, but the config's use_dora is off";
+  if (!config.dora && isDoraMagnitude(key)) return "a DoRA magnitude, but the config's use_dora is off";
   if (adapter && key.find(".experts.") != std::string::npos)
-    return all_linear ? "adapters on a mixture's experts, where all-linear is transformers 5's, which has no experts' "
-                        "nn.Linear (transformers 4's adapted them): name the layers in target_modules"
-                      : "adapters on a mixture's experts the config does not target: on gpt-oss's stacks mtc reads "
-                        "target_parameters, on Qwen3-MoE's and Mixtral's each expert's layer in target_modules";
+    return config.all_linear ? "adapters on a mixture's experts, where all-linear is transformers 5's, which has no "
+                               "experts' nn.Linear (transformers 4's adapted them): name the layers in target_modules"
+           : !config.target_parameters.empty()
+               ? "adapters on a mixture's experts by target_parameters, which mtc reads on gpt-oss's stacks alone, "
+                 "not on Qwen3-MoE's or Mixtral's fused experts in transformers 5"
+               : "adapters on a mixture's experts the config does not target: on gpt-oss's stacks mtc reads "
+                 "target_parameters, on Qwen3-MoE's and Mixtral's each expert's layer in target_modules";
   if (tied && key.starts_with(std::string(kPeftKeyPrefix) + "lm_head."))
     return "the model's LM head is tied to its embedding, and the adapter treats it apart";
   return "its config's target_modules (with exclude_modules and layers_to_transform) and modules_to_save do not "
@@ -217,6 +238,56 @@ void placeTiedHead(const SafetensorsFile& file, const plan::Plan& plan, const Hu
   }
 }
 
+// The adapter file's tensors the plan takes: each checked to be F32, BF16 or F16 of the shape it is
+// used at, and counted as placed.
+class AdapterTensors {
+ public:
+  explicit AdapterTensors(const SafetensorsFile& file) : file_(file) {}
+
+  // The file's tensor `key`, checked to be of `shape` (for the plan's `ours`).
+  std::string use(const std::string& key, const std::vector<int64_t>& shape, const std::string& ours) {
+    auto entry = file_.entries().find(key);
+    if (entry == file_.entries().end())
+      throw Error(file_.path() + " has no '" + key + "' (for the plan's " + ours + "): the adapter's config and " +
+                  "weights disagree");
+    const SafetensorsEntry& e = entry->second;
+    if (!widensTo(e, shape))
+      throw Error(fmt::format("{}: '{}' is {} [{}] but the plan's {} needs [{}] in F32, BF16 or F16", file_.path(), key,
+                              e.dtype, fmt::join(e.shape, ", "), ours, fmt::join(shape, ", ")));
+    placed_.insert(key);
+    return key;
+  }
+  std::set<std::string>& placed() { return placed_; }
+
+ private:
+  const SafetensorsFile& file_;
+  std::set<std::string> placed_;
+};
+
+// The plan's adapter `t` of a per-expert stack, A (E, r, in) or B (E, out, r) (`suffix`
+// ".lora_A.weight" or ".lora_B.weight"): expert e's (r, in) or (out, r), keys of their own.
+void usePerExpertAdapter(AdapterTensors& tensors, const PerExpertStack& stack, const plan::HostTensor& t,
+                         const std::string& suffix, WeightOverrides& overrides) {
+  const std::string key = kPeftKeyPrefix + stack.module + suffix;
+  for (int64_t e = 0; e < stack.experts; ++e) tensors.use(expertTensorName(key, e), {t.shape(1), t.shape(2)}, t.name());
+  overrides.names[t.name()] = key;
+  overrides.per_expert.insert(t.name());
+}
+
+// The per-expert stack `t` (E, out, in) of a forward-only plan with its experts' adapters merged
+// in, as --export-hf merges a stack.
+void mergePerExpertAdapters(AdapterTensors& tensors, const PerExpertStack& stack, const ExpertsAdapted& adapted,
+                            bool rslora, const plan::HostTensor& t, WeightOverrides& overrides) {
+  const std::string key = kPeftKeyPrefix + stack.module;
+  for (int64_t e = 0; e < stack.experts; ++e) {
+    tensors.use(expertTensorName(key, e) + ".lora_A.weight", {adapted.rank, t.shape(2)}, t.name() + "'s A");
+    tensors.use(expertTensorName(key, e) + ".lora_B.weight", {t.shape(1), adapted.rank}, t.name() + "'s B");
+  }
+  overrides.merged[t.name()] = {key + ".lora_A.weight", key + ".lora_B.weight",
+                                loraScale(planAlpha(adapted.alpha), adapted.rank, rslora), "",
+                                LoraMergeSource::Form::kPerExpert};
+}
+
 }  // namespace
 
 int64_t adapterRank(const PeftAdapter& adapter, const std::string& module) {
@@ -239,16 +310,11 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   for (const auto& [ours, source] : model.weights) {
     // A stack of Qwen3-MoE's or Mixtral's experts, adapted expert by expert (target_modules).
     if (const std::optional<PerExpertStack> stack = perExpertStack(model, ours)) {
-      if (!adaptsEveryExpert(adapter, *stack, ours, config)) continue;
-      if (adapter.dropout > 0)
-        throw Error(fmt::format("{}: lora_dropout {:g} on the experts' layers ({}, ...): mtc's adapters on a stack "
-                                "of experts take no dropout; to train on without it, set lora_dropout to 0 in a copy of "
-                                "the folder (merging it, mtc --forward-only, needs no change)",
-                                config, adapter.dropout, expertTensorName(stack->module, 0)));
+      const std::optional<ExpertsAdapted> adapted = expertsAdapted(adapter, *stack, ours, config);
+      if (!adapted) continue;
       targets.insert(ours);
-      const std::string first = expertTensorName(stack->module, 0);
-      if (const int64_t r = adapterRank(adapter, first); r != adapter.rank) o.lora_from_ranks[ours] = r;
-      if (const double a = adapterAlpha(adapter, first); a != adapter.alpha) o.lora_from_alphas[ours] = a;
+      if (adapted->rank != adapter.rank) o.lora_from_ranks[ours] = adapted->rank;
+      if (adapted->alpha != adapter.alpha) o.lora_from_alphas[ours] = adapted->alpha;
       continue;
     }
     const std::string tensor = ownTensor(model, ours);
@@ -292,20 +358,8 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
   WeightOverrides overrides;
   overrides.file = adapter.weights;
   const SafetensorsFile& file = *adapter.weights;
-  std::set<std::string> placed;
-  // The file's tensor `key`, checked to be F32, BF16 or F16 of `shape` (for the plan's `ours`).
-  auto use = [&](const std::string& key, const std::vector<int64_t>& shape, const std::string& ours) {
-    auto entry = file.entries().find(key);
-    if (entry == file.entries().end())
-      throw Error(file.path() + " has no '" + key + "' (for the plan's " + ours + "): the adapter's config and " +
-                  "weights disagree");
-    const SafetensorsEntry& e = entry->second;
-    if (!widensTo(e, shape))
-      throw Error(fmt::format("{}: '{}' is {} [{}] but the plan's {} needs [{}] in F32, BF16 or F16", file.path(), key,
-                              e.dtype, fmt::join(e.shape, ", "), ours, fmt::join(shape, ", ")));
-    placed.insert(key);
-    return key;
-  };
+  AdapterTensors tensors(file);
+  const std::string config = adapter.dir + "/" + kPeftConfigFile;
   const bool tied = headIsEmbedding(plan);
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
@@ -313,30 +367,25 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     if (isLoraAdapter(t.name())) {  // "X.lora_A.weight": X.weight's module + ".lora_A.weight" (a magnitude alike)
       const std::string stem = t.name().substr(0, t.name().rfind(".lora_"));
       if (const std::optional<PerExpertStack> stack = perExpertStack(model, stem + ".weight")) {
-        // Expert e's (r, in) or (out, r) of the stack's (E, r, in) or (E, out, r), keys of its own.
-        const std::string key = kPeftKeyPrefix + stack->module + t.name().substr(stem.size());
-        for (int64_t e = 0; e < stack->experts; ++e)
-          use(expertTensorName(key, e), {shape[1], shape[2]}, t.name());
-        overrides.names[t.name()] = key;
-        overrides.per_expert.insert(t.name());
+        usePerExpertAdapter(tensors, *stack, t, t.name().substr(stem.size()), overrides);
         continue;
       }
       const std::string weight = ownTensor(model, stem + ".weight"), module = huggingFaceModuleOf(weight);
       if (shape.size() == 3) {  // a stack's (E, r, in) or (E, out, r): PEFT's (E*r, in) or (out, r*E)
         const std::string suffix = t.name().substr(stem.size()), key = stackKeyStem(adapter, model, weight) + suffix;
         const bool b = suffix == ".lora_B.weight";
-        overrides.names[t.name()] = use(key, b ? std::vector<int64_t>{shape[1], shape[2] * shape[0]}
+        overrides.names[t.name()] = tensors.use(key, b ? std::vector<int64_t>{shape[1], shape[2] * shape[0]}
                                                : std::vector<int64_t>{shape[0] * shape[1], shape[2]}, t.name());
         if (b) overrides.expert_b.insert(t.name());
         continue;
       }
-      overrides.names[t.name()] = use(kPeftKeyPrefix + module + t.name().substr(stem.size()), shape, t.name());
+      overrides.names[t.name()] = tensors.use(kPeftKeyPrefix + module + t.name().substr(stem.size()), shape, t.name());
       continue;
     }
     // A reward model's score head (new to a causal LM's folder, or the folder's classifier's): PEFT's
     // sequence classifier always saves it.
     if (t.name() == kScoreHeadParam && adapter.sequence_classifier) {
-      overrides.names[t.name()] = use(kPeftKeyPrefix + std::string(kScoreHeadParam), shape, t.name());
+      overrides.names[t.name()] = tensors.use(kPeftKeyPrefix + std::string(kScoreHeadParam), shape, t.name());
       continue;
     }
     const std::string tensor = ownTensor(model, t.name());
@@ -356,52 +405,43 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     // An adapted module's own weight saved beside its adapters (PEFT's save_embedding_layers on an
     // adapted head): it replaces the folder's, under the adapters.
     if (const std::string base = peftBaseLayerKey(module); target && file.entries().count(base))
-      overrides.names[t.name()] = use(base, shape, t.name());
+      overrides.names[t.name()] = tensors.use(base, shape, t.name());
     // A stack of Qwen3-MoE's or Mixtral's experts adapted expert by expert (target_modules).
-    const std::optional<PerExpertStack> per_expert = perExpertStack(model, t.name());
-    if (forward_only && per_expert && adaptsEveryExpert(adapter, *per_expert, t.name(), adapter.dir + "/" + kPeftConfigFile)) {
-      // merged as --export-hf merges a stack: (E, out, in)
-      const std::string key = kPeftKeyPrefix + per_expert->module, first = expertTensorName(per_expert->module, 0);
-      const int64_t rank = adapterRank(adapter, first);
-      for (int64_t e = 0; e < per_expert->experts; ++e) {
-        use(expertTensorName(key, e) + ".lora_A.weight", {rank, shape[2]}, t.name() + "'s A");
-        use(expertTensorName(key, e) + ".lora_B.weight", {shape[1], rank}, t.name() + "'s B");
-      }
-      overrides.merged[t.name()] = {key + ".lora_A.weight", key + ".lora_B.weight",
-                                    loraScale(planAlpha(adapterAlpha(adapter, first)), rank, adapter.rslora), "",
-                                    LoraMergeSource::Form::kPerExpert};
+    const std::optional<PerExpertStack> per_expert = forward_only ? perExpertStack(model, t.name()) : std::nullopt;
+    if (const auto adapted = per_expert ? expertsAdapted(adapter, *per_expert, t.name(), config) : std::nullopt) {
+      mergePerExpertAdapters(tensors, *per_expert, *adapted, adapter.rslora, t, overrides);
     } else if (forward_only && stack_target) {  // merged as --export-hf merges a stack: (E, in, out)
       const std::string key = stackKeyStem(adapter, model, tensor);
       const int64_t rank = adapterRank(adapter, tensor), experts = shape[0];
-      overrides.merged[t.name()] = {use(key + ".lora_A.weight", {experts * rank, shape[1]}, t.name() + "'s A"),
-                                    use(key + ".lora_B.weight", {shape[2], rank * experts}, t.name() + "'s B"),
+      overrides.merged[t.name()] = {tensors.use(key + ".lora_A.weight", {experts * rank, shape[1]}, t.name() + "'s A"),
+                                    tensors.use(key + ".lora_B.weight", {shape[2], rank * experts}, t.name() + "'s B"),
                                     loraScale(planAlpha(adapterAlpha(adapter, tensor)), rank, adapter.rslora), "",
                                     LoraMergeSource::Form::kGptOssStack};
     } else if (forward_only && target) {
       const std::string key = kPeftKeyPrefix + module;
       const int64_t rank = adapterRank(adapter, module);
       overrides.merged[t.name()] = {
-          use(key + ".lora_A.weight", {rank, shape[1]}, t.name() + "'s A"),
-          use(key + ".lora_B.weight", {shape[0], rank}, t.name() + "'s B"),
+          tensors.use(key + ".lora_A.weight", {rank, shape[1]}, t.name() + "'s A"),
+          tensors.use(key + ".lora_B.weight", {shape[0], rank}, t.name() + "'s B"),
           loraScale(planAlpha(adapterAlpha(adapter, module)), rank, adapter.rslora),
-          adapter.dora ? use(key + ".lora_magnitude_vector", {shape[0]}, t.name() + "'s DoRA magnitude") : ""};
+          adapter.dora ? tensors.use(key + ".lora_magnitude_vector", {shape[0]}, t.name() + "'s DoRA magnitude") : ""};
     } else if (saved || (!tensor.empty() && file.entries().count(whole))) {
       // A saved module's tensor, or a whole one saved beside the adapters (PEFT's
       // save_embedding_layers): it replaces the folder's.
       if (saved && tied && isEmbeddingParam(t.name()) && !adapter.ensure_weight_tying)
         throw Error(file.path() + " saves the embedding, which " + model.dir + "'s LM head is tied to, without " +
                     "ensure_weight_tying: PEFT trained a copy apart from the head, a model of two tables");
-      overrides.names[t.name()] = use(whole, shape, t.name());
+      overrides.names[t.name()] = tensors.use(whole, shape, t.name());
     } else if (!forward_only && !t.frozen()) {
       throw Error(file.path() + ": the plan trains '" + t.name() + "', which has no tensor of its own in " +
                   model.dir + " for the adapter to hold");
     }
   }
-  if (tied) placeTiedHead(file, plan, model, placed);
+  if (tied) placeTiedHead(file, plan, model, tensors.placed());
   for (const auto& [key, entry] : file.entries())
-    if (!placed.count(key))
+    if (!tensors.placed().count(key))
       throw Error(file.path() + " holds '" + key + "', which has no place in the plan (" +
-                  unplacedReason(key, tied, adapter.dora, adapter.all_linear) + ")");
+                  unplacedReason(key, tied, adapter) + ")");
   return overrides;
 }
 

@@ -490,8 +490,11 @@ class ModelBuilder {
       return b_.create<MoeCombineOp>(loc_, ossProduct(dispatch, s, p + "moe.down", f, d, residual_std),
                                      dispatch.getPositions(), route.getWeights());
     }
-    Value s = b_.create<SwigluOp>(loc_, product(dispatch.getRouted(), "gate", f, d, std),
-                                  product(dispatch.getRouted(), "up", f, d, std));
+    // gate's product before up's, in the function's order (an argument list's order is the
+    // compiler's; LoRA's dropout sites follow the products' order, as the PyTorch twins draw them).
+    Value gate = product(dispatch.getRouted(), "gate", f, d, std);
+    Value up = product(dispatch.getRouted(), "up", f, d, std);
+    Value s = b_.create<SwigluOp>(loc_, gate, up);
     return b_.create<MoeCombineOp>(loc_, product(s, "down", d, f, residual_std), dispatch.getPositions(),
                                    route.getWeights());
   }

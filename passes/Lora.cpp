@@ -26,9 +26,11 @@
 // (x A^T) B^T): two passes over the output (add, mul) instead of PEFT's five, and one output-sized
 // activation for the backward instead of two; with dropout, PEFT's form with x' W^T computed again.
 // A target that is a stack of experts (E, ., .), read as the weight of mt.grouped_matmul, gets
-// A (E, rank, in) and B (E, out, rank): each expert's rows x W_e^T + scale * (x A_e^T) B_e^T,
-// two grouped products over the same routing (on gpt-oss PEFT's target_parameters; no dropout or
-// DoRA there, as in PEFT). A target's mt.param may give its own rank and alpha (lora_rank,
+// A (E, rank, in) and B (E, out, rank): each expert's rows x W_e^T + scale * (x' A_e^T) B_e^T,
+// two grouped products over the same routing (on gpt-oss PEFT's target_parameters, on Qwen3-MoE
+// and Mixtral each expert's nn.Linear), x' the routed rows through their own mt.dropout as a
+// weight's x (each row one token's for one expert: PEFT's per-expert dropouts draw apart alike);
+// no DoRA. A target's mt.param may give its own rank and alpha (lora_rank,
 // lora_alpha: PEFT's rank_pattern and alpha_pattern); A then carries that alpha (adapter_alpha)
 // for the exports. All as PEFT's LoraConfig.
 #include <cmath>
@@ -113,7 +115,8 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
     for (auto [op, weight] : products) {
       const Adapters& a = adapters[weight];
       replaceProduct(op, [&](OpBuilder& at) {
-        return a.stack ? expertProduct(at, cast<GroupedMatmulOp>(op), a) : adapted(at, cast<MatmulOp>(op), a, site);
+        return a.stack ? expertProduct(at, cast<GroupedMatmulOp>(op), a, site)
+                       : adapted(at, cast<MatmulOp>(op), a, site);
       });
     }
   }
@@ -148,13 +151,11 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
   }
 
   // A stack of experts (E, ., .) read only as the weight of whole grouped products, all of one
-  // layout (transpose_b: each expert (out, in), else (in, out)); without dropout or DoRA, which
-  // PEFT's adapters on parameters do not have either.
+  // layout (transpose_b: each expert (out, in), else (in, out)); without DoRA (a magnitude per
+  // expert's row, which mtc does not implement).
   LogicalResult checkExpertProducts(func::FuncOp func, BlockArgument weight) {
     const StringRef name = paramName(func, weight.getArgNumber());
-    if (dropout > 0.0 || dora)
-      return func.emitError("LoRA on the stack of experts '")
-             << name << "' takes no dropout or DoRA (nor do PEFT's adapters on parameters)";
+    if (dora) return func.emitError("LoRA on the stack of experts '") << name << "' takes no DoRA";
     std::optional<bool> transposed;
     for (Operation* user : weight.getUsers()) {
       auto product = dyn_cast<GroupedMatmulOp>(user);
@@ -233,11 +234,15 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
     return at.create<AddOp>(loc, product.getResult(), up);
   }
 
-  // y + (scale * (x A_e^T)) B_e^T over each expert's rows: two grouped products of the product's
-  // routing (PEFT merges B_e A_e into W_e instead; the same sums, rounded otherwise).
-  static Value expertProduct(OpBuilder& at, GroupedMatmulOp product, const Adapters& adapters) {
+  // y + (scale * (dropout(x) A_e^T)) B_e^T over each expert's rows: two grouped products of the
+  // product's routing (PEFT merges B_e A_e into W_e without dropout; the same sums, rounded
+  // otherwise); `site` is the next dropout's and advances.
+  Value expertProduct(OpBuilder& at, GroupedMatmulOp product, const Adapters& adapters, int64_t& site) {
     const Location loc = product.getLoc();
-    Value down = at.create<GroupedMatmulOp>(loc, product.getInput(), adapters.a, product.getCounts(), Value(), true, 0);
+    Value x = product.getInput();
+    if (dropout > 0.0)
+      x = at.create<DropoutOp>(loc, x, at.getI64IntegerAttr(site++), at.getF32FloatAttr(static_cast<float>(dropout)));
+    Value down = at.create<GroupedMatmulOp>(loc, x, adapters.a, product.getCounts(), Value(), true, 0);
     Value scaled = at.create<ScaleOp>(loc, down, at.getF32FloatAttr(adapters.scale));
     Value up = at.create<GroupedMatmulOp>(loc, scaled, adapters.b, product.getCounts(), Value(), true, 0);
     return at.create<AddOp>(loc, product.getResult(), up);

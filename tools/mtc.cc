@@ -162,8 +162,8 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "('moe\\.' for a built-in mixture's, 'experts\\.' for a folder's): each expert its own rank-r A "
                  "and B, its routed rows x W_e^T + s (x A_e^T) B_e^T (s as --lora-alpha and --lora-rslora say), as "
                  "PEFT's target_parameters on gpt-oss and its per-expert target_modules on Qwen3-MoE and Mixtral; without "
-                 "--lora-targets the stacks alone (no --lora-dropout or "
-                 "--lora-dora with it, as in PEFT); --export-hf merges them into each expert's weight")
+                 "--lora-targets the stacks alone; --lora-dropout drops each routed row apart (not on gpt-oss, whose "
+                 "PEFT form has no dropout); no --lora-dora; --export-hf merges them into each expert's weight")
       ->needs(lora);
   app.add_option("--lora-rank-pattern", f.lora_rank_pattern,
                  "with --lora: REGEX=R, the adapted weights the expression finds (searched as --lora-targets') get "
@@ -552,9 +552,8 @@ std::optional<int> checkFlags(const CLI::App& app, Flags& f) {
   }
   if (tied || untied) o.tied = tied;
   // --lora-experts alone adapts the stacks alone, as PEFT's target_parameters without target_modules.
-  if (app.count("--lora-experts") && (o.lora_dropout > 0 || o.lora_dora)) {
-    std::fprintf(stderr, "mtc: error: --lora-experts takes no --lora-dropout or --lora-dora (PEFT's adapters on "
-                         "parameters have neither)\n");
+  if (app.count("--lora-experts") && o.lora_dora) {
+    std::fprintf(stderr, "mtc: error: --lora-experts takes no --lora-dora (no DoRA on the stacks of experts)\n");
     return 2;
   }
   if (app.count("--lora-experts") && !app.count("--lora-targets")) {

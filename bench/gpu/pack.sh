@@ -168,8 +168,8 @@ build/bin/mtrun .gpu/peft/oss-experts.plan --data .gpu/corpus.tok --steps 3 --lr
 # Qwen3-MoE's stacks as each expert's layers in target_modules (transformers 4's per-expert
 # nn.Linear; transformers 5 fuses them on loading: whether PEFT there loads this form is the
 # question), on a Qwen3-MoE folder, which hf_transformers_check also loads.
-build/bin/mtc qwen3-moe-tiny --batch 4 --seq 32 -o .gpu/hf/qwen3-moe-tiny.plan >/dev/null
-build/bin/mtrun .gpu/hf/qwen3-moe-tiny.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \
+build/bin/mtc qwen3-moe-tiny --batch 4 --seq 32 -o .gpu/peft/qwen3-moe-base.plan >/dev/null
+build/bin/mtrun .gpu/peft/qwen3-moe-base.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \
   --export-hf .gpu/hf/qwen3-moe-tiny-f32 >/dev/null
 build/bin/mtc .gpu/hf/qwen3-moe-tiny-f32 --batch 4 --seq 32 --lora 4 --lora-alpha 8 --lora-targets 'attn\.' \
   --lora-experts 'moe\.' -o .gpu/peft/qwen3-experts.plan >/dev/null

@@ -177,19 +177,32 @@ std::string shapeText(const std::vector<int64_t>& shape) {
 void writeSafetensors(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   // Checksums are written as placeholders of their final width, patched once each tensor is out.
+  // The header is put together entry by entry, each entry's place noted as it goes: tens of
+  // thousands of tensors (each expert's adapters, mtrun --export-peft) in time linear in them.
   constexpr char kPlaceholder[] = "00000000";
   std::map<std::string, std::string> meta;
   for (const auto& [key, value] : metadata)
     if (key.rfind(kChecksumPrefix, 0) != 0) meta[key] = value;
   for (const auto& t : tensors) meta[kChecksumPrefix + t.name] = kPlaceholder;
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  header["__metadata__"] = meta;
+  auto quoted = [](const std::string& text) { return nlohmann::json(text).dump(); };
+  std::map<std::string, size_t> checksum_at;  // a tensor's name -> its placeholder's place in `head`
+  std::string head = "{\"__metadata__\":{";
+  for (const auto& [key, value] : meta) {
+    if (head.back() != '{') head += ',';
+    head += quoted(key) + ':';
+    if (key.rfind(kChecksumPrefix, 0) == 0) checksum_at[key.substr(std::strlen(kChecksumPrefix))] = head.size() + 1;
+    head += quoted(value);
+  }
+  head += '}';
+  if (checksum_at.size() != tensors.size()) throw Error("internal: two tensors of one name in " + path);
   int64_t offset = 0;
   for (const auto& t : tensors) {
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
+    const nlohmann::ordered_json entry = {{"dtype", t.dtype}, {"shape", t.shape},
+                                          {"data_offsets", {offset, offset + t.bytes}}};
+    head += ',' + quoted(t.name) + ':' + entry.dump();
     offset += t.bytes;
   }
-  std::string head = header.dump();
+  head += '}';
   head.append((8 - head.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
   const uint64_t len = head.size();
   AtomicFileWriter file(path);
@@ -204,12 +217,8 @@ void writeSafetensors(const std::string& path, const std::vector<SafetensorsTens
       bytes = buffer.get();
     }
     file.write(bytes, t.bytes);
-    // The metadata comes first in the header, and a key followed by :" only where it is one.
-    const std::string key = nlohmann::ordered_json(kChecksumPrefix + t.name).dump() + ":\"";
-    const size_t at = head.find(key);
-    if (at == std::string::npos) throw Error("internal: no checksum placeholder for '" + t.name + "'");
     const std::string digits = hex32(crc32c(bytes, static_cast<size_t>(t.bytes)));
-    file.writeAt(8 + at + key.size(), digits.data(), digits.size());
+    file.writeAt(8 + checksum_at.at(t.name), digits.data(), digits.size());
   }
   file.commit();
 }

@@ -195,8 +195,9 @@ nlohmann::ordered_json peftTargets(const plan::Plan& plan, const std::vector<Pla
   if (targets.size() > kMostPeftTargets)
     throw Error("--export-peft: PEFT's " + std::string(parameters ? "target_parameters" : "target_modules") +
                 " would name " + std::to_string(targets.size()) + " modules one by one (more than the " +
-                std::to_string(kMostPeftTargets) + " mtc --lora-from reads): adapt every stack of experts of a " +
-                "kind (or none) so that one name covers them, or use --export-hf, which merges the adapters");
+                std::to_string(kMostPeftTargets) + " mtc --lora-from reads): adapt every module of a kind (every " +
+                "stack of experts of it, and a Qwen3-MoE's dense MLP layers of the same names) or none, so that one " +
+                "name covers them, or use --export-hf, which merges the adapters");
   return targets;
 }
 
@@ -244,9 +245,14 @@ PeftSetting peftSetting(const std::vector<AdaptedModule>& adapted,
       setting.pattern[leaf] = values[i];
       continue;
     }
-    // A per-expert stack's '*': any expert (the key matches all of them, one rank and alpha).
+    // A per-expert stack's '*': any expert (the key matches all of them, one rank and alpha). The
+    // name's first component left out where three or more remain ("layers\.0\.mlp..."): PEFT
+    // before 0.15 matches a key only after a '.' (".*\.KEY$"), and such a rest ends no other
+    // module's name.
+    const size_t first = module.find('.');
+    const bool deep = first != std::string::npos && std::count(module.begin() + first + 1, module.end(), '.') >= 2;
     std::string escaped;
-    for (char c : module)
+    for (char c : deep ? module.substr(first + 1) : module)
       escaped += c == '*' ? std::string("[0-9]+")
                           : std::string(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? "" : "\\") + c;
     setting.pattern[escaped] = values[i];
@@ -324,15 +330,20 @@ std::vector<SafetensorsTensor> expertAdapterTensors(const HostStore& store, cons
 // A stack of Qwen3-MoE's or Mixtral's experts' adapters in PEFT's form: each expert's layer its own
 // module (target_modules), expert e's lora_A (r, in) and lora_B (out, r) our A (E, r, in) and
 // B (E, out, r) at e. A stack the store produces (a split master) is produced once for all its
-// experts.
+// experts, and let go after the last one's copy (the file takes one tensor after another).
 std::vector<SafetensorsTensor> perExpertAdapterTensors(const HostStore& store, const AdaptedModule& m) {
+  struct Produced {
+    std::vector<float> values;
+    int64_t copies_left;
+  };
   struct Stack {
     SafetensorsTensor tensor;  // (E, r, in) or (E, out, r), F32
-    std::shared_ptr<std::vector<float>> values;  // where the store produces it: once, for every expert
+    std::shared_ptr<Produced> produced;  // where the store produces it
     const char* key;
   };
-  const Stack stacks[] = {{store.savedTensor(m.adapter.a), std::make_shared<std::vector<float>>(), ".lora_A.weight"},
-                          {store.savedTensor(m.adapter.b), std::make_shared<std::vector<float>>(), ".lora_B.weight"}};
+  const Stack stacks[] = {
+      {store.savedTensor(m.adapter.a), std::make_shared<Produced>(Produced{{}, m.experts}), ".lora_A.weight"},
+      {store.savedTensor(m.adapter.b), std::make_shared<Produced>(Produced{{}, m.experts}), ".lora_B.weight"}};
   std::vector<SafetensorsTensor> tensors;
   for (int64_t e = 0; e < m.experts; ++e)
     for (const Stack& stack : stacks) {
@@ -343,8 +354,10 @@ std::vector<SafetensorsTensor> perExpertAdapterTensors(const HostStore& store, c
         t.data = static_cast<const char*>(stack.tensor.data) + e * each;
       else
         t.produce = [stack, e, each](void* buffer) {
-          if (stack.values->empty()) f32Values(stack.tensor, *stack.values);  // the producer writes there
-          std::memcpy(buffer, reinterpret_cast<const char*>(stack.values->data()) + e * each, static_cast<size_t>(each));
+          std::vector<float>& values = stack.produced->values;
+          if (values.empty()) f32Values(stack.tensor, values);  // the producer writes there
+          std::memcpy(buffer, reinterpret_cast<const char*>(values.data()) + e * each, static_cast<size_t>(each));
+          if (--stack.produced->copies_left == 0) std::vector<float>().swap(values);
         };
       tensors.push_back(std::move(t));
     }

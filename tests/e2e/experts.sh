@@ -11,8 +11,9 @@
 # and logs each step's choices per expert: they add up to every token's k choices in every layer.
 # LoRA on the stacks of experts (--lora-experts) streams in groups bit for bit, merges into each
 # expert on --export-hf, goes out (--export-peft) and back (--lora-from) in PEFT's forms (gpt-oss's
-# target_parameters; Qwen3-MoE's and Mixtral's each expert's layer in target_modules), and is
-# refused with dropout or on some experts of a stack only.
+# target_parameters; Qwen3-MoE's and Mixtral's each expert's layer in target_modules), trains with
+# dropout (Qwen3-MoE's: redrawn bit for bit in expert groups and recompute), and is refused with
+# DoRA, with dropout on gpt-oss or on some experts of a stack only.
 # usage: experts.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -93,7 +94,7 @@ check "bf16: the loss falls over 30 steps" \
 "$bin/mtc" "${shape[@]}" --schedule streamed --expert-groups 2 -o groups2.plan --no-weights > groups2.txt
 "$bin/mtc" "${shape[@]}" --schedule streamed-recompute --expert-groups 4 -o groups4.plan --no-weights >/dev/null
 check "the summary names the groups" \
-  "grep -q 'expert groups  12 stacked expert weights (layers.0.moe.up.weight, ...) in 2 groups' groups2.txt"
+  "grep -q 'expert groups  12 stacked expert weights (layers.0.moe.gate.weight, ...) in 2 groups' groups2.txt"
 for plan in groups2 groups4; do
   train $plan.plan $plan w0.safetensors
   check "$plan: bit-identical losses and weights" "cmp -s resident.loss $plan.loss && same_tensors resident.safetensors $plan.safetensors"
@@ -175,8 +176,8 @@ check "gpt-oss: --export-hf writes GptOssForCausalLM and compiles back to the sa
 # *-lora-experts check the numbers against PyTorch): the adapter stacks are split into the expert
 # groups with their experts, bit for bit as resident; --export-hf merges each expert's
 # W_e + 2 B_e A_e (gpt-oss's stored (in, out), as its folder holds them), and the merged folder
-# compiles back to those weights; without --lora-targets the stacks alone; dropout or DoRA beside
-# them and a pattern that finds no stack are refused.
+# compiles back to those weights; without --lora-targets the stacks alone; DoRA beside them,
+# dropout on gpt-oss's and a pattern that finds no stack are refused.
 lora_experts=(--lora 4 --lora-alpha 8 --lora-targets 'attn\.' --lora-experts 'moe\.')
 for form in qwen3 oss; do
   # the stacks: the experts' own, and an A and a B of each
@@ -299,22 +300,31 @@ rm -rf qwen3_some_peft qwen3_some_hf qwen3_some_base
 check "Qwen3-MoE, the experts of 3 layers, one at rank 8: each expert named, one pattern key, back and merged bit for bit" \
   "/usr/bin/python3 -c \"import json; c = json.load(open('qwen3_some_peft/adapter_config.json')); \
 assert len(c['target_modules']) == 3 * 3 * 4 and 'model.layers.1.mlp.experts.3.down_proj' in c['target_modules'], c; \
-assert c['rank_pattern'] == {r'model\\\\.layers\\\\.0\\\\.mlp\\\\.experts\\\\.[0-9]+\\\\.' + p: 8 for p in ('down_proj', 'gate_proj', 'up_proj')}, c\" && \
+assert c['rank_pattern'] == {r'layers\\\\.0\\\\.mlp\\\\.experts\\\\.[0-9]+\\\\.' + p: 8 for p in ('down_proj', 'gate_proj', 'up_proj')}, c\" && \
    same_adapters qwen3_some_back.safetensors qwen3_some.safetensors qwen3_some0.safetensors && \
    { same_tensors qwen3_some_fwd.safetensors qwen3_some_merged.safetensors || { tail -3 qwen3_some_fwd.txt; false; }; }"
-# Refused: target_modules on some experts of a stack only, and dropout for training (merging takes it).
+# Refused: target_modules on some experts of a stack only. Dropout: trained on, and merged.
 /usr/bin/python3 -c "import json; c = json.load(open('qwen3_some_peft/adapter_config.json')); \
 c['target_modules'].remove('model.layers.0.mlp.experts.2.gate_proj'); json.dump(c, open('qwen3_some_peft/adapter_config.json', 'w'))"
 "$bin/mtc" qwen3_some_base --forward-only --batch 1 --seq 32 --lora-from qwen3_some_peft -o x.plan > qwen3_part.err 2>&1
 check "--lora-from: target_modules on 3 of a stack's 4 experts refused" \
-  "grep -q 'target_modules adapt 3 of the 4 experts. gate_proj in model.layers.0.mlp.experts: mtc.s adapters on a stack' qwen3_part.err && [ ! -e x.plan ]"
+  "grep -q 'target_modules adapt model.layers.0.mlp.experts.0.gate_proj but not model.layers.0.mlp.experts.2.gate_proj: mtc.s adapters on a stack of experts are on every expert' qwen3_part.err && [ ! -e x.plan ]"
+# ... and another rank for one expert of a stack, or an expert's layer saved whole.
+for damage in "rank_pattern={r'layers\\.0\\.mlp\\.experts\\.1\\.up_proj': 8}" "modules_to_save=['experts.3.down_proj']"; do
+  rm -rf qwen3_damaged && cp -r qwen3_peft qwen3_damaged
+  /usr/bin/python3 -c "import json; c = json.load(open('qwen3_damaged/adapter_config.json')); c.update(dict($damage)); \
+json.dump(c, open('qwen3_damaged/adapter_config.json', 'w'))"
+  "$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_damaged -o x.plan > qwen3_damaged.err 2>&1
+  check "--lora-from: $damage refused on a stack of experts" \
+    "grep -qE 'gives model.layers.0.mlp.experts.1.up_proj another rank or alpha than model.layers.0.mlp.experts.0.up_proj|modules_to_save.s .experts.3.down_proj. saves model.layers.0.mlp.experts.3.down_proj, one expert.s layer' qwen3_damaged.err && [ ! -e x.plan ] || { cat qwen3_damaged.err; false; }"
+done
 /usr/bin/python3 -c "import json; c = json.load(open('qwen3_peft/adapter_config.json')); c['lora_dropout'] = 0.1; \
 json.dump(c, open('qwen3_peft/adapter_config.json', 'w'))"
-"$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_peft -o x.plan > qwen3_drop.err 2>&1
+"$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_peft -o qwen3_drop.plan > qwen3_drop.txt 2>&1
 "$bin/mtc" qwen3_base --forward-only --batch 1 --seq 32 --lora-from qwen3_peft -o qwen3_fwd_drop.plan \
   > qwen3_fwd_drop.txt 2>&1
-check "--lora-from: dropout on the experts' layers refused for training, merged for sampling" \
-  "grep -q 'lora_dropout 0.1 on the experts. layers (model.layers.0.mlp.experts.0.down_proj, ...)' qwen3_drop.err && [ ! -e x.plan ] && [ -e qwen3_fwd_drop.plan ]"
+check "--lora-from: dropout on the experts' layers trained on, and merged for sampling" \
+  "grep -q 'dropout 0.1 before A) on 16 weights and 12 stacks of experts' qwen3_drop.txt && [ -e qwen3_fwd_drop.plan ]"
 # Mixtral's experts: each expert's w1, w3 and w2 (transformers 4's MixtralBlockSparseTop2MLP).
 "$bin/mtc" mixtral-tiny --batch 2 --seq 16 --lora 4 --lora-experts 'moe\.' -o mix.plan --weights mix0.safetensors > /dev/null
 rm -rf mix_peft mix_base
@@ -346,7 +356,7 @@ open('oss_gu_pattern.txt', 'w').write(''.join(f'{key}={rank}\n' for key, rank in
 EOF
 check "LoRA on gpt-oss's gate_up_proj alone, layer 0's at rank 8: unnested keys, rank_pattern, read back bit for bit" \
   "grep -q '\"target_modules\": \[\]' oss_gu_peft/adapter_config.json && \
-   grep -qxF 'model\.layers\.0\.mlp\.experts\.gate_up_proj=8' oss_gu_pattern.txt && \
+   grep -qxF 'layers\.0\.mlp\.experts\.gate_up_proj=8' oss_gu_pattern.txt && \
    grep -qx 'base_model.model.model.layers.0.mlp.experts.lora_A.weight' oss_gu_keys.txt && \
    same_adapters oss_gu_back.safetensors oss_gu.safetensors oss_gu0.safetensors"
 "$bin/mtc" oss_gu_hf --batch 4 --seq 32 -o oss_gu_merged.plan > /dev/null
@@ -361,11 +371,21 @@ json.dump(c, open('oss_peft/adapter_config.json', 'w'))"
 "$bin/mtc" oss_base --batch 4 --seq 32 --lora-from oss_peft -o x.plan > oss_drop.err 2>&1
 check "--lora-from: target_parameters with dropout refused" \
   "grep -q 'target_parameters with lora_dropout above 0: PEFT' oss_drop.err && [ ! -e x.plan ]"
-for beside in "--lora-dropout 0.1" --lora-dora; do
-  "$bin/mtc" "${shape[@]}" "${lora_experts[@]}" $beside -o x.plan > lx_beside.err 2>&1
-  check "LoRA on experts: $beside refused" \
-    "grep -q -- '--lora-experts takes no --lora-dropout or --lora-dora' lx_beside.err && [ ! -e x.plan ]"
-done
+"$bin/mtc" "${shape[@]}" "${lora_experts[@]}" --lora-dora -o x.plan > lx_beside.err 2>&1
+check "LoRA on experts: --lora-dora refused" "grep -q -- '--lora-experts takes no --lora-dora' lx_beside.err && [ ! -e x.plan ]"
+"$bin/mtc" "${oss[@]}" "${lora_experts[@]}" --lora-dropout 0.1 -o x.plan > lx_oss_drop.err 2>&1
+check "LoRA on gpt-oss's experts: --lora-dropout refused (PEFT's target_parameters have none)" \
+  "grep -q -- '--lora-dropout with --lora-experts on gpt-oss.s stacks of experts' lx_oss_drop.err && [ ! -e x.plan ]"
+# Dropout on Qwen3-MoE's stacks (torch_parity's qwen3-moe-tiny-lora-experts-dropout checks the numbers):
+# each routed row's mask redrawn, not stored: in 2 expert groups under recompute, bit for bit.
+"$bin/mtc" "${shape[@]}" "${lora_experts[@]}" --lora-dropout 0.1 --schedule resident -o lxd.plan --weights lxd0.safetensors \
+  > /dev/null
+"$bin/mtc" "${shape[@]}" "${lora_experts[@]}" --lora-dropout 0.1 --schedule streamed-recompute --expert-groups 2 \
+  -o lxd_groups.plan --no-weights > /dev/null
+train lxd.plan lxd lxd0.safetensors --lr 1e-2
+train lxd_groups.plan lxd_groups lxd0.safetensors --lr 1e-2
+check "LoRA with dropout on experts, in 2 groups under recompute: bit for bit as resident" \
+  "cmp -s lxd.loss lxd_groups.loss && same_tensors lxd.safetensors lxd_groups.safetensors && ! cmp -s lxd.loss qwen3_lx.loss"
 "$bin/mtc" "${shape[@]}" --lora 4 --lora-experts 'moe\.' --lora-dropout 0 -o alone.plan --no-weights > alone.txt
 check "LoRA on experts without --lora-targets: the stacks alone (dropout 0 is none)" \
   "grep -q 'on 0 weights and 12 stacks of experts' alone.txt"

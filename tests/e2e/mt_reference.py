@@ -572,12 +572,13 @@ def expert_stack(p, name, scale, in_out=False):
     return p[name] + (delta.transpose(1, 2) if in_out else delta)
 
 
-def experts(h, p, prefix, k, normalize, router_logits=None, scale=0.0):
+def experts(h, p, prefix, k, normalize, router_logits=None, scale=0.0, drop=None):
     """A mixture of SwiGLU experts as Hugging Face's Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock
     compute it: softmax over the router's logits, the top k (renormalised when `normalize`), each
     expert over the tokens routed to it, the outputs weighed and index-added back per expert.
     The router's logits (N, E) are appended to `router_logits` when given. Stacks with LoRA
-    adapters in `p` have them merged in at `scale` (expert_stack)."""
+    adapters in `p` have them merged in at `scale` (expert_stack); with `drop` (mtc --lora-dropout)
+    their adapters apart instead, as PEFT's per-expert layers run them (experts_dropped)."""
     shape = h.shape
     x = h.reshape(-1, shape[-1])
     logits = x @ p[prefix + "router.weight"].t()
@@ -587,6 +588,8 @@ def experts(h, p, prefix, k, normalize, router_logits=None, scale=0.0):
     weights, chosen = torch.topk(probs, k, dim=-1)
     if normalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
+    if drop is not None and prefix + "gate.lora_A.weight" in p:
+        return experts_dropped(x, p, prefix, chosen, weights, scale, drop).view(shape)
     out = torch.zeros_like(x)
     gate, up, down = (expert_stack(p, prefix + n + ".weight", scale) for n in ("gate", "up", "down"))
     for e in range(gate.shape[0]):
@@ -597,6 +600,33 @@ def experts(h, p, prefix, k, normalize, router_logits=None, scale=0.0):
         y = (F.silu(xe @ gate[e].t()) * (xe @ up[e].t())) @ down[e].t()
         out = out.index_add(0, token, y * weights[token, slot, None])
     return out.view(shape)
+
+
+def experts_dropped(x, p, prefix, chosen, weights, scale, drop):
+    """The experts of `experts` with LoRA dropout: the routed rows (T*k, D) ordered as mt.moe_dispatch
+    orders them (by expert, each expert's by token: its stable counting sort), each product's input
+    rows through `drop` as a whole (one mt.dropout site a product: gate's, up's, down's, the order
+    models/BuiltinModels.cpp builds them in), then each expert's rows x W_e^T + s (x' A_e^T) B_e^T,
+    x' its dropped rows. Adapters on all three stacks."""
+    E = p[prefix + "gate.weight"].shape[0]
+    routed = [torch.where(chosen == e) for e in range(E)]  # (tokens, slots), each expert's in token order
+    counts = [len(token) for token, _ in routed]
+    rows = x[torch.cat([token for token, _ in routed])]
+
+    def product(r, name):
+        stem = prefix + name
+        s = scale(stem + ".weight") if callable(scale) else scale
+        w, a, b = p[stem + ".weight"], p[stem + ".lora_A.weight"], p[stem + ".lora_B.weight"]
+        dropped = drop(r)
+        return torch.cat([r_e @ w[e].t() + s * ((d_e @ a[e].t()) @ b[e].t())
+                          for e, (r_e, d_e) in enumerate(zip(r.split(counts), dropped.split(counts)))])
+    gate = product(rows, "gate")
+    up = product(rows, "up")
+    y = product(F.silu(gate) * up, "down")
+    out = torch.zeros_like(x)
+    for (token, slot), y_e in zip(routed, y.split(counts)):
+        out = out.index_add(0, token, y_e * weights[token, slot, None])
+    return out
 
 
 def gpt_oss_experts(h, p, prefix, k, limit, router_logits=None, scale=0.0):
@@ -717,7 +747,7 @@ def forward(p, cfg, tokens, router_logits=None):
                                         scale)
             elif b + "moe.router.weight" in p:
                 x = x + experts(h, p, b + "moe.", cfg["experts_per_token"], cfg.get("normalize_topk", True),
-                                router_logits, scale)
+                                router_logits, scale, drop)
             else:
                 x = x + lin(F.silu(lin(h, "mlp.gate")) * lin(h, "mlp.up"), "mlp.down")
         x = rms_norm(x, p["norm.weight"], eps)

@@ -73,7 +73,7 @@ def check_patterns_round_trip(bin_dir, work, data, failures):
     with open(os.path.join(peft, "adapter_config.json")) as f:
         config = json.load(f)
     want = {"r": 4, "lora_alpha": 8.0, "alpha_pattern": {"o_proj": 16.0},
-            "rank_pattern": {"gate_proj": 8, "up_proj": 8, "down_proj": 8, r"model\.layers\.1\.self_attn\.q_proj": 2}}
+            "rank_pattern": {"gate_proj": 8, "up_proj": 8, "down_proj": 8, r"layers\.1\.self_attn\.q_proj": 2}}
     got = {k: config.get(k) for k in want}
     if got != want:
         failures.append(f"--export-peft with patterns: {got}, want {want}")

@@ -121,6 +121,12 @@ PRESETS["qwen3-moe-tiny-lora-experts"] = dict(PRESETS["qwen3-moe-tiny"], preset=
                                               trainable=r"lora_",
                                               flags=["--lora", "4", "--lora-alpha", "8", "--lora-targets", r"attn\.",
                                                      "--lora-experts", r"moe\."])
+# With --lora-dropout (PEFT's per-expert layers' lora_dropout): each adapted product's routed rows
+# through their own mask, which the twin draws over the rows in mt.moe_dispatch's order
+# (mt_reference.experts_dropped), the experts' adapters run apart from their weights.
+PRESETS["qwen3-moe-tiny-lora-experts-dropout"] = dict(PRESETS["qwen3-moe-tiny-lora-experts"], lora_dropout=0.1,
+                                                      flags=PRESETS["qwen3-moe-tiny-lora-experts"]["flags"] +
+                                                      ["--lora-dropout", "0.1"])
 PRESETS["gpt-oss-tiny-lora-experts"] = dict(PRESETS["gpt-oss-tiny"], preset="gpt-oss-tiny", lora_scale=2.0,
                                             trainable=r"lora_",
                                             flags=["--lora", "4", "--lora-alpha", "8", "--lora-targets", r"attn\.",
