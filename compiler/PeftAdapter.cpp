@@ -18,15 +18,16 @@
 namespace mt {
 namespace {
 
-// Whether `module` is in a module PEFT saves whole: it, or a module holding it, has a name that
-// ends with a modules_to_save entry (_set_trainable's endswith; the saved module's state holds
-// everything under it).
-bool isSaved(const PeftAdapter& adapter, const std::string& module) {
+// The modules_to_save entry that saves `module` whole, or "": it, or a module holding it, has a
+// name that ends with the entry (_set_trainable's endswith; the saved module's state holds
+// everything under it). isSaved: whether one does.
+std::string savingEntry(const PeftAdapter& adapter, const std::string& module) {
   for (std::string m = module; !m.empty(); m = huggingFaceModuleOf(m))
     for (const std::string& entry : adapter.saved)
-      if (m.ends_with(entry)) return true;
-  return false;
+      if (m.ends_with(entry)) return entry;
+  return "";
 }
+bool isSaved(const PeftAdapter& adapter, const std::string& module) { return !savingEntry(adapter, module).empty(); }
 
 // Whether `module` is one of `names` or ends with "." + one (target_modules' and exclude_modules' lists).
 bool namedIn(const std::vector<std::string>& names, const std::string& module) {
@@ -74,7 +75,9 @@ bool isTarget(const PeftAdapter& adapter, const std::string& module, const std::
       return false;
   if (adapter.all_linear) {  // the layers' linear layers, by the plan's name (`ours`), as mtc's flag
     static const std::regex linear(kAllLinearLoraTargets, std::regex::ECMAScript);
-    return std::regex_search(ours, linear);
+    // With transformers 4's mixtures (all_linear_experts) the routers and each expert's layers too.
+    static const std::regex moe(R"(^layers\.[0-9]+\.moe\.(router|gate|up|down)\.weight$)", std::regex::ECMAScript);
+    return std::regex_search(ours, linear) || (adapter.all_linear_experts && std::regex_search(ours, moe));
   }
   if (adapter.target_expression) return adapter.target_expression->fullMatch(module);
   if (std::find(adapter.targets.begin(), adapter.targets.end(), module) != adapter.targets.end()) return true;
@@ -125,14 +128,6 @@ std::optional<PerExpertStack> perExpertStack(const HuggingFaceModel& model, cons
                         static_cast<int64_t>(source->second.expert_files.size())};
 }
 
-// The entry of modules_to_save that saves `module` (isSaved's), or "".
-std::string savingEntry(const PeftAdapter& adapter, const std::string& module) {
-  for (std::string m = module; !m.empty(); m = huggingFaceModuleOf(m))
-    for (const std::string& entry : adapter.saved)
-      if (m.ends_with(entry)) return entry;
-  return "";
-}
-
 // The rank and alpha PEFT's target_modules give every expert's layer of the per-expert stack
 // `ours`, or none where they adapt no expert of it. Refused by name (`config` the adapter's
 // config): some experts of a stack only, ranks or alphas that differ among them, DoRA, an expert's
@@ -164,11 +159,7 @@ std::optional<ExpertsAdapted> expertsAdapted(const PeftAdapter& adapter, const P
   if (!first) return std::nullopt;
   if (missing)
     throw Error(config + ": target_modules adapt " + *first + " but not " + *missing + ": mtc's adapters on a stack " +
-                "of experts are on every expert of it" +
-                (adapter.layers ? " (with layers_to_transform, PEFT before 0.20 took an expert's index for the "
-                                  "layer's in such names)"
-                                : "") +
-                "; " + merge_fix);
+                "of experts are on every expert of it; " + merge_fix);
   if (adapter.dora)
     throw Error(config + ": use_dora on the experts' layers (" + *first + ", ...): mtc's adapters on a stack of " +
                 "experts have no DoRA; " + merge_fix);
@@ -200,19 +191,27 @@ std::string ownTensor(const HuggingFaceModel& model, const std::string& ours) {
   return notOwnModuleTensor(source->second.place) ? "" : source->second.place.name;
 }
 
+// Where the adapter's file lacks or holds an expert's adapter `key` unplaced under
+// layers_to_transform, the likely cause: PEFT before 0.20 took the last number of such a name (the
+// expert's index) for its layer, mtc PEFT 0.20's first (the layer's). "" otherwise.
+std::string expertLayersHint(const PeftAdapter& adapter, const std::string& key) {
+  if (!adapter.layers || key.find(".experts.") == std::string::npos) return "";
+  return "; with layers_to_transform, PEFT before 0.20 chose the experts' layers by the expert's index, mtc by the "
+         "layer's as PEFT 0.20 does: merge the adapter with the PEFT that wrote it (merge_and_unload)";
+}
+
 // Why a tensor of the adapter's file has no place, as far as its name tells.
 std::string unplacedReason(const std::string& key, bool tied, const PeftAdapter& config) {
   const bool adapter = key.find("lora_") != std::string::npos;
   if (key.find("lora_embedding_") != std::string::npos) return "LoRA on an embedding is not implemented";
   if (!config.dora && isDoraMagnitude(key)) return "a DoRA magnitude, but the config's use_dora is off";
   if (adapter && key.find(".experts.") != std::string::npos)
-    return config.all_linear ? "adapters on a mixture's experts, where all-linear is transformers 5's, which has no "
-                               "experts' nn.Linear (transformers 4's adapted them): name the layers in target_modules"
-           : !config.target_parameters.empty()
+    return !config.target_parameters.empty()
                ? "adapters on a mixture's experts by target_parameters, which mtc reads on gpt-oss's stacks alone, "
                  "not on Qwen3-MoE's or Mixtral's fused experts in transformers 5"
                : "adapters on a mixture's experts the config does not target: on gpt-oss's stacks mtc reads "
-                 "target_parameters, on Qwen3-MoE's and Mixtral's each expert's layer in target_modules";
+                 "target_parameters, on Qwen3-MoE's and Mixtral's each expert's layer in target_modules" +
+                     expertLayersHint(config, key);
   if (tied && key.starts_with(std::string(kPeftKeyPrefix) + "lm_head."))
     return "the model's LM head is tied to its embedding, and the adapter treats it apart";
   return "its config's target_modules (with exclude_modules and layers_to_transform) and modules_to_save do not "
@@ -242,14 +241,14 @@ void placeTiedHead(const SafetensorsFile& file, const plan::Plan& plan, const Hu
 // used at, and counted as placed.
 class AdapterTensors {
  public:
-  explicit AdapterTensors(const SafetensorsFile& file) : file_(file) {}
+  explicit AdapterTensors(const PeftAdapter& adapter) : adapter_(adapter), file_(*adapter.weights) {}
 
   // The file's tensor `key`, checked to be of `shape` (for the plan's `ours`).
   std::string use(const std::string& key, const std::vector<int64_t>& shape, const std::string& ours) {
     auto entry = file_.entries().find(key);
     if (entry == file_.entries().end())
       throw Error(file_.path() + " has no '" + key + "' (for the plan's " + ours + "): the adapter's config and " +
-                  "weights disagree");
+                  "weights disagree" + expertLayersHint(adapter_, key));
     const SafetensorsEntry& e = entry->second;
     if (!widensTo(e, shape))
       throw Error(fmt::format("{}: '{}' is {} [{}] but the plan's {} needs [{}] in F32, BF16 or F16", file_.path(), key,
@@ -260,6 +259,7 @@ class AdapterTensors {
   std::set<std::string>& placed() { return placed_; }
 
  private:
+  const PeftAdapter& adapter_;
   const SafetensorsFile& file_;
   std::set<std::string> placed_;
 };
@@ -358,7 +358,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
   WeightOverrides overrides;
   overrides.file = adapter.weights;
   const SafetensorsFile& file = *adapter.weights;
-  AdapterTensors tensors(file);
+  AdapterTensors tensors(adapter);
   const std::string config = adapter.dir + "/" + kPeftConfigFile;
   const bool tied = headIsEmbedding(plan);
   for (const auto& t : plan.host_tensors()) {

@@ -37,6 +37,10 @@ struct PeftAdapter {
   std::vector<std::string> targets;
   std::optional<ModuleExpression> target_expression;
   bool all_linear = false;
+  // all-linear as transformers 4's mixtures of experts had it, where each expert's layers and the
+  // router are nn.Linear too: the file holds adapters of single experts' layers
+  // ("….experts.3.gate_proj.lora_A.weight"). Otherwise transformers 5's, which has neither.
+  bool all_linear_experts = false;
   // target_parameters: parameters (a parameter is adapted whose name is one or ends with "." + one),
   // gpt-oss's stacks of experts.
   std::vector<std::string> target_parameters;

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -304,6 +305,14 @@ PeftAdapter readPeftAdapter(const std::string& dir) {
     throw Error(dir + " holds adapter_model.bin (PyTorch's pickle, which mtc does not read): save the adapter with "
                 "safe_serialization (PEFT's default), or convert it to adapter_model.safetensors");
   adapter.weights = std::make_shared<const SafetensorsFile>(weights);
+  if (adapter.all_linear) {
+    static const std::regex single_expert(R"(\.experts\.[0-9]+\.[^.]+\.lora_)", std::regex::ECMAScript);
+    for (const auto& entry : adapter.weights->entries())
+      if (std::regex_search(entry.first, single_expert)) {
+        adapter.all_linear_experts = true;
+        break;
+      }
+  }
   return adapter;
 }
 

@@ -224,9 +224,7 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
   // next dropout's and advances.
   Value adapted(OpBuilder& at, MatmulOp product, const Adapters& adapters, int64_t& site) {
     const Location loc = product.getLoc();
-    Value x = product.getLhs();
-    if (dropout > 0.0)
-      x = at.create<DropoutOp>(loc, x, at.getI64IntegerAttr(site++), at.getF32FloatAttr(static_cast<float>(dropout)));
+    Value x = dropped(at, loc, product.getLhs(), site);
     Value down = at.create<MatmulOp>(loc, x, adapters.a, false, true);
     Value scaled = at.create<ScaleOp>(loc, down, at.getF32FloatAttr(adapters.scale));
     Value up = at.create<MatmulOp>(loc, scaled, adapters.b, false, true);  // scale * (x A^T) B^T
@@ -234,14 +232,18 @@ struct LoraPass : impl::LoraPassBase<LoraPass> {
     return at.create<AddOp>(loc, product.getResult(), up);
   }
 
+  // `x` through the next dropout site's mask (`site` advances), or `x` itself without dropout.
+  Value dropped(OpBuilder& at, Location loc, Value x, int64_t& site) {
+    if (dropout <= 0.0) return x;
+    return at.create<DropoutOp>(loc, x, at.getI64IntegerAttr(site++), at.getF32FloatAttr(static_cast<float>(dropout)));
+  }
+
   // y + (scale * (dropout(x) A_e^T)) B_e^T over each expert's rows: two grouped products of the
-  // product's routing (PEFT merges B_e A_e into W_e without dropout; the same sums, rounded
-  // otherwise); `site` is the next dropout's and advances.
+  // product's routing (PEFT's target_parameters merge B_e A_e into W_e instead, without dropout:
+  // the same sums, rounded otherwise); `site` is the next dropout's and advances.
   Value expertProduct(OpBuilder& at, GroupedMatmulOp product, const Adapters& adapters, int64_t& site) {
     const Location loc = product.getLoc();
-    Value x = product.getInput();
-    if (dropout > 0.0)
-      x = at.create<DropoutOp>(loc, x, at.getI64IntegerAttr(site++), at.getF32FloatAttr(static_cast<float>(dropout)));
+    Value x = dropped(at, loc, product.getInput(), site);
     Value down = at.create<GroupedMatmulOp>(loc, x, adapters.a, product.getCounts(), Value(), true, 0);
     Value scaled = at.create<ScaleOp>(loc, down, at.getF32FloatAttr(adapters.scale));
     Value up = at.create<GroupedMatmulOp>(loc, scaled, adapters.b, product.getCounts(), Value(), true, 0);

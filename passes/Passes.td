@@ -52,8 +52,9 @@ def LoraPass : Pass<"mt-lora", "mlir::ModuleOp"> {
     A target that is a stack of experts W (E, ., .), read only as the weight of whole
     `mt.grouped_matmul` products, gets A (E, rank, in) and B (E, out, rank): each expert's rows
     `y + grouped(scale * grouped(x, A), B)` (both `transpose_b`, over the product's counts), as
-    PEFT's `target_parameters` adapt an expert stack (it merges B_e A_e into W_e; the same sums).
-    No dropout or DoRA on a stack, as in PEFT.
+    PEFT's `target_parameters` adapt an expert stack (it merges B_e A_e into W_e; the same sums)
+    and its per-expert `nn.Linear` run theirs. With dropout, the product's routed rows go through
+    an `mt.dropout` of their own before A, one site a product as a weight's x. No DoRA on a stack.
 
     A target's `mt.param` may give its own rank and alpha (`lora_rank`, `lora_alpha`: PEFT's
     rank_pattern and alpha_pattern, mtc's --lora-rank-pattern and --lora-alpha-pattern); its

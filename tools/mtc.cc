@@ -162,8 +162,9 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "('moe\\.' for a built-in mixture's, 'experts\\.' for a folder's): each expert its own rank-r A "
                  "and B, its routed rows x W_e^T + s (x A_e^T) B_e^T (s as --lora-alpha and --lora-rslora say), as "
                  "PEFT's target_parameters on gpt-oss and its per-expert target_modules on Qwen3-MoE and Mixtral; without "
-                 "--lora-targets the stacks alone; --lora-dropout drops each routed row apart (not on gpt-oss, whose "
-                 "PEFT form has no dropout); no --lora-dora; --export-hf merges them into each expert's weight")
+                 "--lora-targets the stacks alone; --lora-dropout puts each product's routed rows through a mask of "
+                 "their own, a token's rows for two experts dropped apart (not on gpt-oss, whose PEFT form has no "
+                 "dropout); no --lora-dora; --export-hf merges them into each expert's weight")
       ->needs(lora);
   app.add_option("--lora-rank-pattern", f.lora_rank_pattern,
                  "with --lora: REGEX=R, the adapted weights the expression finds (searched as --lora-targets') get "

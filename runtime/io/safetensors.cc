@@ -194,7 +194,8 @@ void writeSafetensors(const std::string& path, const std::vector<SafetensorsTens
     head += quoted(value);
   }
   head += '}';
-  if (checksum_at.size() != tensors.size()) throw Error("internal: two tensors of one name in " + path);
+  if (checksum_at.size() != tensors.size() || checksum_at.count("__metadata__"))
+    throw Error("internal: two tensors of one name, or one named __metadata__, in " + path);
   int64_t offset = 0;
   for (const auto& t : tensors) {
     const nlohmann::ordered_json entry = {{"dtype", t.dtype}, {"shape", t.shape},

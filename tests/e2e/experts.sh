@@ -309,14 +309,17 @@ c['target_modules'].remove('model.layers.0.mlp.experts.2.gate_proj'); json.dump(
 "$bin/mtc" qwen3_some_base --forward-only --batch 1 --seq 32 --lora-from qwen3_some_peft -o x.plan > qwen3_part.err 2>&1
 check "--lora-from: target_modules on 3 of a stack's 4 experts refused" \
   "grep -q 'target_modules adapt model.layers.0.mlp.experts.0.gate_proj but not model.layers.0.mlp.experts.2.gate_proj: mtc.s adapters on a stack of experts are on every expert' qwen3_part.err && [ ! -e x.plan ]"
-# ... and another rank for one expert of a stack, or an expert's layer saved whole.
-for damage in "rank_pattern={r'layers\\.0\\.mlp\\.experts\\.1\\.up_proj': 8}" "modules_to_save=['experts.3.down_proj']"; do
+# ... and another rank for one expert of a stack, an expert's layer saved whole, and (as PEFT 0.20
+# reads it: layer 1 alone) layers_to_transform where the file holds every layer's experts, as PEFT
+# before 0.20 would have written it (choosing by the expert's index).
+for damage in "rank_pattern={r'layers\\.0\\.mlp\\.experts\\.1\\.up_proj': 8}" "modules_to_save=['experts.3.down_proj']" \
+  "layers_to_transform=[1]"; do
   rm -rf qwen3_damaged && cp -r qwen3_peft qwen3_damaged
   /usr/bin/python3 -c "import json; c = json.load(open('qwen3_damaged/adapter_config.json')); c.update(dict($damage)); \
 json.dump(c, open('qwen3_damaged/adapter_config.json', 'w'))"
   "$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_damaged -o x.plan > qwen3_damaged.err 2>&1
   check "--lora-from: $damage refused on a stack of experts" \
-    "grep -qE 'gives model.layers.0.mlp.experts.1.up_proj another rank or alpha than model.layers.0.mlp.experts.0.up_proj|modules_to_save.s .experts.3.down_proj. saves model.layers.0.mlp.experts.3.down_proj, one expert.s layer' qwen3_damaged.err && [ ! -e x.plan ] || { cat qwen3_damaged.err; false; }"
+    "grep -qE 'gives model.layers.0.mlp.experts.1.up_proj another rank or alpha than model.layers.0.mlp.experts.0.up_proj|modules_to_save.s .experts.3.down_proj. saves model.layers.0.mlp.experts.3.down_proj, one expert.s layer|model.layers.0.mlp.experts.*with layers_to_transform, PEFT before 0.20 chose' qwen3_damaged.err && [ ! -e x.plan ] || { cat qwen3_damaged.err; false; }"
 done
 /usr/bin/python3 -c "import json; c = json.load(open('qwen3_peft/adapter_config.json')); c['lora_dropout'] = 0.1; \
 json.dump(c, open('qwen3_peft/adapter_config.json', 'w'))"
@@ -325,6 +328,20 @@ json.dump(c, open('qwen3_peft/adapter_config.json', 'w'))"
   > qwen3_fwd_drop.txt 2>&1
 check "--lora-from: dropout on the experts' layers trained on, and merged for sampling" \
   "grep -q 'dropout 0.1 before A) on 16 weights and 12 stacks of experts' qwen3_drop.txt && [ -e qwen3_fwd_drop.plan ]"
+# PEFT's all-linear on transformers 4's Qwen3-MoE adapted the routers and each expert's layers too
+# (all nn.Linear there): a folder holding single experts' adapters reads all-linear so, bit for bit.
+"$bin/mtc" "${shape[@]}" --lora 4 --lora-targets 'attn\.|moe\.router' --lora-experts 'moe\.' -o all.plan \
+  --weights all0.safetensors > /dev/null
+rm -rf all_peft all_base
+"$bin/mtrun" all.plan --data corpus.tok --weights all0.safetensors --steps 2 --lr 1e-2 --export all.safetensors \
+  --export-peft all_peft --print-every 100 > /dev/null
+"$bin/mtrun" all.plan --data corpus.tok --weights all0.safetensors --steps 1 --lr 0 --export-hf all_base --print-every 100 \
+  > /dev/null
+/usr/bin/python3 -c "import json; c = json.load(open('all_peft/adapter_config.json')); assert 'gate' in c['target_modules'], c; \
+c['target_modules'] = 'all-linear'; json.dump(c, open('all_peft/adapter_config.json', 'w'))"
+"$bin/mtc" all_base --batch 4 --seq 32 --lora-from all_peft -o all_back.plan > all_back.txt 2>&1
+check "--lora-from: all-linear over single experts' adapters (transformers 4's) adapts routers and experts, bit for bit" \
+  "grep -q 'on 20 weights and 12 stacks of experts' all_back.txt && same_adapters all_back.safetensors all.safetensors all0.safetensors || { tail -3 all_back.txt; false; }"
 # Mixtral's experts: each expert's w1, w3 and w2 (transformers 4's MixtralBlockSparseTop2MLP).
 "$bin/mtc" mixtral-tiny --batch 2 --seq 16 --lora 4 --lora-experts 'moe\.' -o mix.plan --weights mix0.safetensors > /dev/null
 rm -rf mix_peft mix_base

@@ -588,7 +588,10 @@ def experts(h, p, prefix, k, normalize, router_logits=None, scale=0.0, drop=None
     weights, chosen = torch.topk(probs, k, dim=-1)
     if normalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
-    if drop is not None and prefix + "gate.lora_A.weight" in p:
+    adapted = [n for n in ("gate", "up", "down") if prefix + n + ".lora_A.weight" in p]
+    if drop is not None and adapted:
+        if len(adapted) != 3:
+            raise ValueError(f"experts_dropped runs adapters on all three stacks, not {adapted} alone")
         return experts_dropped(x, p, prefix, chosen, weights, scale, drop).view(shape)
     out = torch.zeros_like(x)
     gate, up, down = (expert_stack(p, prefix + n + ".weight", scale) for n in ("gate", "up", "down"))
