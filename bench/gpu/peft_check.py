@@ -86,7 +86,12 @@ def main(args):
             failures.append(problem)
     for problem in failures:
         print("peft FAIL", problem)
-    print(f"peft: {len(args) // 3 - len(failures)} of {len(args) // 3} adapter folders load in peft as mtrun merged them")
+    import peft
+    import transformers
+    # The versions decide layouts (PEFT 0.19.0 swapped a 3-D parameter's in and out) and whether
+    # transformers 5's fused experts take transformers 4's per-expert adapters.
+    print(f"peft: {len(args) // 3 - len(failures)} of {len(args) // 3} adapter folders load in peft as mtrun merged them "
+          f"(peft {peft.__version__}, transformers {transformers.__version__})")
     return 1 if failures else 0
 
 
