@@ -127,31 +127,46 @@ void checkMergedFinite(const float* w, int64_t n, const std::string& where) {
       throw Error(where + ": merged into their weight, they overflow f32 at element " + std::to_string(i));
 }
 
+// A stack's tensors, one an expert (its entry, and where it is for errors), each `each` values.
+using ExpertEntries = std::vector<std::pair<const SafetensorsEntry*, std::string>>;
+
+// The experts' tensors widened to f32 one after another, expert e's at out + e * each.
+void widenExperts(const ExpertEntries& experts, int64_t each, float* out) {
+  for (size_t e = 0; e < experts.size(); ++e) widen(*experts[e].first, each, out + e * each, experts[e].second);
+}
+
+// The `experts` tensors of `file` named `key` with its '*' made e (expertTensorName), checksums
+// verified; each named in errors as itself, or as `where` where one is given.
+ExpertEntries perExpertEntries(const SafetensorsFile& file, const std::string& key, int64_t experts,
+                               const std::string& where = "") {
+  ExpertEntries entries;
+  for (int64_t e = 0; e < experts; ++e) {
+    const std::string expert_key = expertTensorName(key, e);
+    file.verify(expert_key);
+    entries.push_back({&file.entries().at(expert_key), where.empty() ? file.path() + ": '" + expert_key + "'" : where});
+  }
+  return entries;
+}
+
 // A stack of Qwen3-MoE's or Mixtral's experts, W (E, out, in), `produce` it, with each expert's
 // adapters, tensors of their own in `file` (LoraMergeSource::Form::kPerExpert), merged in.
 std::function<void(void*)> perExpertMergedProducer(std::function<void(void*)> produce, const SafetensorsFile& file,
                                                    const LoraMergeSource& merge, const std::vector<int64_t>& shape) {
   const int64_t experts = shape[0], out = shape[1], in = shape[2];
   const std::string where = file.path() + ": '" + merge.a + "' and '" + merge.b + "' (* each expert)";
-  std::vector<const SafetensorsEntry*> a, b;  // expert e's A (r, in) and B (out, r)
+  // Expert e's A (r, in) and B (out, r).
+  const ExpertEntries a = perExpertEntries(file, merge.a, experts, where);
+  const ExpertEntries b = perExpertEntries(file, merge.b, experts, where);
+  const int64_t r = a[0].first->shape.empty() ? 0 : a[0].first->shape[0];
   for (int64_t e = 0; e < experts; ++e)
-    for (auto [name, entries] : {std::pair{&merge.a, &a}, {&merge.b, &b}}) {
-      const std::string key = expertTensorName(*name, e);
-      file.verify(key);
-      entries->push_back(&file.entries().at(key));
-    }
-  const int64_t r = a[0]->shape.empty() ? 0 : a[0]->shape[0];
-  for (int64_t e = 0; e < experts; ++e)
-    if (a[e]->shape != std::vector<int64_t>{r, in} || b[e]->shape != std::vector<int64_t>{out, r})
+    if (a[e].first->shape != std::vector<int64_t>{r, in} || b[e].first->shape != std::vector<int64_t>{out, r})
       throw Error(where + ": expert " + std::to_string(e) + "'s are not (r, in) and (out, r) of one rank r = " +
                   std::to_string(r) + " over " + std::to_string(experts) + " experts");
   return [produce = std::move(produce), a, b, experts, in, out, r, scale = merge.scale, where](void* buffer) {
     produce(buffer);
     std::vector<float> wide_a(static_cast<size_t>(experts * r * in)), wide_b(static_cast<size_t>(experts * out * r));
-    for (int64_t e = 0; e < experts; ++e) {
-      widen(*a[e], r * in, wide_a.data() + e * r * in, where);
-      widen(*b[e], out * r, wide_b.data() + e * out * r, where);
-    }
+    widenExperts(a, r * in, wide_a.data());
+    widenExperts(b, out * r, wide_b.data());
     float* w = static_cast<float*>(buffer);
     loraMergeExperts(w, wide_a.data(), wide_b.data(), experts, out, in, r, scale, /*in_out=*/false, w);
     checkMergedFinite(w, experts * out * in, where);
@@ -162,15 +177,9 @@ std::function<void(void*)> perExpertMergedProducer(std::function<void(void*)> pr
 // `key` with its '*' made e: each checked when the name was chosen (compiler/PeftAdapter.cpp).
 SafetensorsTensor perExpertTensor(const SafetensorsFile& file, const std::string& key, const std::string& name,
                                   const std::vector<int64_t>& shape, int64_t n) {
-  std::vector<std::pair<const SafetensorsEntry*, std::string>> experts;  // entry, where
-  for (int64_t e = 0; e < shape[0]; ++e) {
-    const std::string expert_key = expertTensorName(key, e);
-    file.verify(expert_key);
-    experts.push_back({&file.entries().at(expert_key), file.path() + ": '" + expert_key + "'"});
-  }
-  return {name, "F32", shape, nullptr, 4 * n, [experts, each = n / shape[0]](void* out) {
-            for (size_t e = 0; e < experts.size(); ++e)
-              widen(*experts[e].first, each, static_cast<float*>(out) + e * each, experts[e].second);
+  return {name, "F32", shape, nullptr, 4 * n,
+          [experts = perExpertEntries(file, key, shape[0]), each = n / shape[0]](void* out) {
+            widenExperts(experts, each, static_cast<float*>(out));
           }};
 }
 
@@ -358,7 +367,7 @@ class FolderTensors {
                                   const std::vector<int64_t>& shape, int64_t n) {
     const std::vector<int64_t> expert_shape(shape.begin() + 1, shape.end());
     const int64_t expert_numel = n / std::max<int64_t>(shape[0], 1);
-    std::vector<std::pair<const SafetensorsEntry*, std::string>> experts;
+    ExpertEntries experts;
     for (int64_t e = 0; e < static_cast<int64_t>(source.expert_files.size()); ++e) {
       const std::string name = expertTensorName(source.place, e);
       const SafetensorsEntry& entry = entryOf(source.expert_files[e], name);
@@ -366,9 +375,7 @@ class FolderTensors {
       experts.push_back({&entry, model_.dir + "/" + source.expert_files[e] + ": '" + name + "'"});
     }
     return {t.name(), "F32", shape, nullptr, 4 * n, [experts, expert_numel](void* out) {
-              float* values = static_cast<float*>(out);
-              for (size_t e = 0; e < experts.size(); ++e)
-                widen(*experts[e].first, expert_numel, values + e * expert_numel, experts[e].second);
+              widenExperts(experts, expert_numel, static_cast<float*>(out));
             }};
   }
 

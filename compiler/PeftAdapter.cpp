@@ -140,6 +140,7 @@ std::optional<ExpertsAdapted> expertsAdapted(const PeftAdapter& adapter, const P
                                              const std::string& ours, const std::string& config) {
   const std::string merge_fix = "merge the adapter into the model with PEFT's merge_and_unload and read that folder";
   std::optional<std::string> first;    // the first adapted expert's layer
+  std::optional<ExpertsAdapted> found;  // its rank and alpha
   std::optional<std::string> missing;  // the first expert's layer not adapted
   for (int64_t e = 0; e < stack.experts; ++e) {
     const std::string module = expertTensorName(stack.module, e);
@@ -150,11 +151,14 @@ std::optional<ExpertsAdapted> expertsAdapted(const PeftAdapter& adapter, const P
       if (!missing) missing = module;
       continue;
     }
-    if (!first) first = module;
-    if (adapterRank(adapter, module) != adapterRank(adapter, *first) ||
-        adapterAlpha(adapter, module) != adapterAlpha(adapter, *first))
+    const ExpertsAdapted own{adapterRank(adapter, module), adapterAlpha(adapter, module)};
+    if (!first) {
+      first = module;
+      found = own;
+    } else if (own.rank != found->rank || own.alpha != found->alpha) {
       throw Error(config + ": rank_pattern or alpha_pattern gives " + module + " another rank or alpha than " +
                   *first + ": mtc's adapters on a stack of experts have one rank and one alpha; " + merge_fix);
+    }
   }
   if (!first) return std::nullopt;
   if (missing)
@@ -163,7 +167,7 @@ std::optional<ExpertsAdapted> expertsAdapted(const PeftAdapter& adapter, const P
   if (adapter.dora)
     throw Error(config + ": use_dora on the experts' layers (" + *first + ", ...): mtc's adapters on a stack of " +
                 "experts have no DoRA; " + merge_fix);
-  return ExpertsAdapted{adapterRank(adapter, *first), adapterAlpha(adapter, *first)};
+  return found;
 }
 
 // Whether `module` ends with `tail` (a pattern's plain key), after a '.' or as a whole.
