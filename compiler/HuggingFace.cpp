@@ -173,6 +173,18 @@ std::function<void(void*)> perExpertMergedProducer(std::function<void(void*)> pr
   };
 }
 
+// A stack's B (E, out, r) from its rows of PEFT's lora_B `entry` (parts*out, r*E), where expert e's
+// rank k is column k*E + e (stackExpertBFromPeft), checked when the name was chosen.
+void readExpertB(const SafetensorsEntry& entry, const ExpertBRows& rows, const std::vector<int64_t>& shape,
+                 const std::string& where, float* stack) {
+  const int64_t experts = shape[0], out = shape[1], r = shape[2], all = rows.parts * out;
+  std::vector<float> peft(static_cast<size_t>(all * r * experts)), whole(peft.size());
+  widen(entry, all * r * experts, peft.data(), where);
+  stackExpertBFromPeft(peft.data(), experts, all, r, whole.data());
+  for (int64_t e = 0; e < experts; ++e)
+    std::copy_n(whole.data() + (e * all + rows.part * out) * r, out * r, stack + e * out * r);
+}
+
 // Parameter `name` (E, ...; n values), a stack read from E tensors of `file` (...), expert e's
 // `key` with its '*' made e: each checked when the name was chosen (compiler/PeftAdapter.cpp).
 SafetensorsTensor perExpertTensor(const SafetensorsFile& file, const std::string& key, const std::string& name,
@@ -197,19 +209,22 @@ std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, co
   if (m) file.verify(merge.magnitude);
   const std::string where = file.path() + ": '" + merge.a + "' and '" + merge.b + "'" +
                             (m ? " with '" + merge.magnitude + "'" : "");
-  if (merge.form == LoraMergeSource::Form::kGptOssStack) {  // (E, in, out), its adapters in PEFT's layout
-    const int64_t experts = shape[0], in = shape[1], out = shape[2], r = a.shape[0] / experts;
-    if (a.shape != std::vector<int64_t>{experts * r, in} || b.shape != std::vector<int64_t>{out, r * experts})
+  // A stack adapted in place: gpt-oss's (E, in, out), transformers 5's fused Qwen3-MoE or Mixtral
+  // part (E, out, in); its adapters in PEFT's layout.
+  if (merge.form == LoraMergeSource::Form::kGptOssStack || merge.form == LoraMergeSource::Form::kFusedStack) {
+    const bool in_out = merge.form == LoraMergeSource::Form::kGptOssStack;
+    const int64_t experts = shape[0], in = shape[in_out ? 1 : 2], out = shape[in_out ? 2 : 1],
+                  r = a.shape.empty() ? 0 : a.shape[0] / experts, rows = merge.b_rows.parts * out;
+    if (a.shape != std::vector<int64_t>{experts * r, in} || b.shape != std::vector<int64_t>{rows, r * experts})
       throw Error(where + ": not PEFT's (E*r, in) and (out, r*E) of a stack of " + std::to_string(experts) + " experts");
-    return [produce = std::move(produce), &a, &b, experts, in, out, r, scale = merge.scale, where](void* buffer) {
+    return [produce = std::move(produce), &a, &b, experts, in, out, r, in_out, b_rows = merge.b_rows,
+            scale = merge.scale, where](void* buffer) {
       produce(buffer);
-      std::vector<float> wide_a(static_cast<size_t>(experts * r * in)), peft_b(static_cast<size_t>(out * r * experts)),
-          wide_b(peft_b.size());
+      std::vector<float> wide_a(static_cast<size_t>(experts * r * in)), wide_b(static_cast<size_t>(experts * out * r));
       widen(a, experts * r * in, wide_a.data(), where);  // PEFT's (E*r, in) is our (E, r, in) as it lies
-      widen(b, out * r * experts, peft_b.data(), where);
-      stackExpertBFromPeft(peft_b.data(), experts, out, r, wide_b.data());
+      readExpertB(b, b_rows, {experts, out, r}, where, wide_b.data());
       float* w = static_cast<float*>(buffer);
-      loraMergeExperts(w, wide_a.data(), wide_b.data(), experts, out, in, r, scale, /*in_out=*/true, w);
+      loraMergeExperts(w, wide_a.data(), wide_b.data(), experts, out, in, r, scale, in_out, w);
       checkMergedFinite(w, experts * in * out, where);
     };
   }
@@ -439,12 +454,12 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
       const SafetensorsEntry& entry = overrides.file->entries().at(named->second);  // its shape and dtype checked
       overrides.file->verify(named->second);
       const std::string where = overrides.file->path() + ": '" + named->second + "'";
-      const bool peft_b = overrides.expert_b.count(t.name()) > 0;  // PEFT's (out, r*E) into (E, out, r)
+      auto b_rows = overrides.expert_b.find(t.name());  // PEFT's (parts*out, r*E) into (E, out, r)
+      const std::optional<ExpertBRows> peft_b =
+          b_rows == overrides.expert_b.end() ? std::nullopt : std::optional(b_rows->second);
       tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, n, where, shape, peft_b](void* out) {
                            if (!peft_b) return widen(entry, n, static_cast<float*>(out), where);
-                           std::vector<float> peft(static_cast<size_t>(n));
-                           widen(entry, n, peft.data(), where);
-                           stackExpertBFromPeft(peft.data(), shape[0], shape[1], shape[2], static_cast<float*>(out));
+                           readExpertB(entry, *peft_b, shape, where, static_cast<float*>(out));
                          }});
     } else if (const int source = rowNormSource(plan, t); source >= 0) {  // a DoRA magnitude: W's row norms
       const plan::HostTensor& w = plan.host_tensors(source);

@@ -48,6 +48,12 @@ bool isHuggingFaceFolder(const std::string& path);
 // Reads the folder's config and weight index; throws mt::Error naming what it cannot take.
 HuggingFaceModel readHuggingFaceFolder(const std::string& dir);
 
+// Which rows of PEFT's lora_B (parts*out, r*E) on a stack adapted in place are a stack's (E, out, r):
+// part `part` of `parts` (1 but for transformers 5's gate_up_proj, gate's part 0 of 2, up's 1).
+struct ExpertBRows {
+  int64_t part = 0, parts = 1;
+};
+
 // Parameters whose starting values come from another safetensors file than the folder's (mtc
 // --lora-from: a PEFT adapter's, compiler/PeftAdapter.h), each tensor there F32, BF16 or F16 of
 // the shape it is used at (checked when the names were chosen):
@@ -59,21 +65,26 @@ struct LoraMergeSource {
   // - kWeight: W (out, in), A (r, in) and B (out, r);
   // - kGptOssStack: a stack of gpt-oss's experts, W (E, in, out), A and B in PEFT's layout of its
   //   target_parameters, (E*r, in) and (out, r*E);
+  // - kFusedStack: a stack of Qwen3-MoE's or Mixtral's experts, W (E, out, in), its adapters PEFT's
+  //   on transformers 5's fused parameter (fusedExpertsPlace): A (E*r, in) and B (parts*out, r*E),
+  //   of which `b_rows` says W's part (gate_up_proj's B holds gate's rows, then up's);
   // - kPerExpert: a stack of Qwen3-MoE's or Mixtral's experts, W (E, out, in), expert e's A (r, in)
   //   and B (out, r) tensors of their own (PEFT's target_modules on each expert's linear layer):
   //   `a` and `b` name them with a '*' for e (expertTensorName).
-  enum class Form { kWeight, kGptOssStack, kPerExpert };
+  enum class Form { kWeight, kGptOssStack, kPerExpert, kFusedStack };
   std::string a, b;  // their names in `file`
   double scale = 0;
   std::string magnitude;  // DoRA's m (out), its name in `file`; "" for LoRA
   Form form = Form::kWeight;
+  ExpertBRows b_rows;  // kFusedStack's
 };
 struct WeightOverrides {
   std::shared_ptr<const SafetensorsFile> file;  // read once: what was checked is what is read
   std::map<std::string, std::string> names;
   std::map<std::string, LoraMergeSource> merged;
-  // Of `names`: a stack's B (E, out, r) read from PEFT's lora_B (out, r*E) (stackExpertBFromPeft).
-  std::set<std::string> expert_b;
+  // Of `names`: a stack's B (E, out, r) read from its rows of PEFT's lora_B (parts*out, r*E)
+  // (stackExpertBFromPeft).
+  std::map<std::string, ExpertBRows> expert_b;
   // Of `names`: a stack (E, ...) read from E tensors of `file`, expert e's (...) the name with its
   // '*' made e (expertTensorName): the adapters on Qwen3-MoE's and Mixtral's experts.
   std::set<std::string> per_expert;

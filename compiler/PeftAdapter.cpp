@@ -128,6 +128,32 @@ std::optional<PerExpertStack> perExpertStack(const HuggingFaceModel& model, cons
                         static_cast<int64_t>(source->second.expert_files.size())};
 }
 
+// The per-expert stack `ours` of Qwen3-MoE or Mixtral where target_parameters adapt it in place, on
+// transformers 5's fused parameter (fusedExpertsPlace): where it lies there; none otherwise.
+std::optional<FusedExpertsPlace> fusedTarget(const PeftAdapter& adapter, const HuggingFaceModel& model,
+                                             const std::string& ours) {
+  if (!perExpertStack(model, ours)) return std::nullopt;
+  std::optional<FusedExpertsPlace> place = fusedExpertsPlace(ours, expertLayoutOf(model.architecture));
+  if (!place || !isTargetParameter(adapter, place->parameter)) return std::nullopt;
+  return place;
+}
+
+// The router `ours` of Qwen3-MoE or Mixtral where target_parameters adapt it (transformers 5's
+// parameter of its router module, fusedRouterName): that parameter's name; "" otherwise.
+std::string routerTarget(const PeftAdapter& adapter, const HuggingFaceModel& model, const std::string& ours) {
+  const std::string name = fusedRouterName(ours, expertLayoutOf(model.architecture));
+  return !name.empty() && isTargetParameter(adapter, name) ? name : "";
+}
+
+// The key stem of the adapters on transformers 5's fused parameter `parameter`, nested as PEFT nests
+// the adapted parameters of the experts module (peftParameterKeyStem; both exist in every layer).
+std::string fusedKeyStem(const PeftAdapter& adapter, const std::string& parameter) {
+  const std::string module = huggingFaceModuleOf(parameter);
+  return peftParameterKeyStem(module, parameter.substr(module.size() + 1), [&](const std::string& other) {
+    return isTargetParameter(adapter, module + "." + other);
+  });
+}
+
 // The rank and alpha PEFT's target_modules give every expert's layer of the per-expert stack
 // `ours`, or none where they adapt no expert of it. Refused by name (`config` the adapter's
 // config): some experts of a stack only, ranks or alphas that differ among them, DoRA, an expert's
@@ -204,18 +230,25 @@ std::string expertLayersHint(const PeftAdapter& adapter, const std::string& key)
          "layer's as PEFT 0.20 does: merge the adapter with the PEFT that wrote it (merge_and_unload)";
 }
 
+// Where an adapter on a stack of experts adapted in place (target_parameters) has another shape
+// than mtc reads, the likely cause: PEFT 0.19.0 took such a stack's in and out the other way round
+// (fixed in 0.19.1). "" otherwise.
+std::string swappedStackHint(const PeftAdapter& adapter, const std::string& key) {
+  if (adapter.target_parameters.empty() || key.find(".experts.") == std::string::npos) return "";
+  return "; PEFT 0.19.0 wrote the adapters of a stack of experts with its in and out swapped: save the adapter "
+         "again with PEFT 0.19.1 or later";
+}
+
 // Why a tensor of the adapter's file has no place, as far as its name tells.
 std::string unplacedReason(const std::string& key, bool tied, const PeftAdapter& config) {
   const bool adapter = key.find("lora_") != std::string::npos;
   if (key.find("lora_embedding_") != std::string::npos) return "LoRA on an embedding is not implemented";
   if (!config.dora && isDoraMagnitude(key)) return "a DoRA magnitude, but the config's use_dora is off";
   if (adapter && key.find(".experts.") != std::string::npos)
-    return !config.target_parameters.empty()
-               ? "adapters on a mixture's experts by target_parameters, which mtc reads on gpt-oss's stacks alone, "
-                 "not on Qwen3-MoE's or Mixtral's fused experts in transformers 5"
-               : "adapters on a mixture's experts the config does not target: on gpt-oss's stacks mtc reads "
-                 "target_parameters, on Qwen3-MoE's and Mixtral's each expert's layer in target_modules" +
-                     expertLayersHint(config, key);
+    return "adapters on a mixture's experts the config does not target: mtc reads target_parameters on the "
+           "stacks (gpt-oss's, and Qwen3-MoE's and Mixtral's fused as in transformers 5: mlp.experts.gate_up_proj, "
+           "down_proj), target_modules on each expert's layer (Qwen3-MoE's and Mixtral's in transformers 4)" +
+           expertLayersHint(config, key);
   if (tied && key.starts_with(std::string(kPeftKeyPrefix) + "lm_head."))
     return "the model's LM head is tied to its embedding, and the adapter treats it apart";
   return "its config's target_modules (with exclude_modules and layers_to_transform) and modules_to_save do not "
@@ -255,8 +288,9 @@ class AdapterTensors {
                   "weights disagree" + expertLayersHint(adapter_, key));
     const SafetensorsEntry& e = entry->second;
     if (!widensTo(e, shape))
-      throw Error(fmt::format("{}: '{}' is {} [{}] but the plan's {} needs [{}] in F32, BF16 or F16", file_.path(), key,
-                              e.dtype, fmt::join(e.shape, ", "), ours, fmt::join(shape, ", ")));
+      throw Error(fmt::format("{}: '{}' is {} [{}] but the plan's {} needs [{}] in F32, BF16 or F16{}", file_.path(),
+                              key, e.dtype, fmt::join(e.shape, ", "), ours, fmt::join(shape, ", "),
+                              swappedStackHint(adapter_, key)));
     placed_.insert(key);
     return key;
   }
@@ -292,6 +326,37 @@ void mergePerExpertAdapters(AdapterTensors& tensors, const PerExpertStack& stack
                                 LoraMergeSource::Form::kPerExpert};
 }
 
+// The plan's adapter `t` of a stack of Qwen3-MoE's or Mixtral's experts adapted in place on
+// transformers 5's fused parameter (`fused`, its adapters' keys at `stem`), A (E, r, in) or
+// B (E, out, r) (`suffix` ".lora_A.weight" or ".lora_B.weight"): PEFT's lora_A (E*r, in), which
+// gate_up_proj's gate and up stacks both take, and the stack's rows of its lora_B (parts*out, r*E).
+void useFusedAdapter(AdapterTensors& tensors, const std::string& stem, const FusedExpertsPlace& fused,
+                     const plan::HostTensor& t, const std::string& suffix, WeightOverrides& overrides) {
+  const int64_t experts = t.shape(0);
+  if (suffix == ".lora_B.weight") {
+    overrides.names[t.name()] =
+        tensors.use(stem + suffix, {fused.parts * t.shape(1), t.shape(2) * experts}, t.name());
+    overrides.expert_b[t.name()] = {fused.part, fused.parts};
+  } else {
+    overrides.names[t.name()] = tensors.use(stem + suffix, {experts * t.shape(1), t.shape(2)}, t.name());
+  }
+}
+
+// The stack `t` (E, out, in) of a forward-only plan with its adapters on transformers 5's fused
+// parameter (`fused`) merged in, as --export-hf merges a stack.
+void mergeFusedAdapters(AdapterTensors& tensors, const PeftAdapter& adapter, const FusedExpertsPlace& fused,
+                        const plan::HostTensor& t, WeightOverrides& overrides) {
+  const std::string stem = fusedKeyStem(adapter, fused.parameter);
+  const int64_t rank = adapterRank(adapter, fused.parameter), experts = t.shape(0);
+  overrides.merged[t.name()] = {
+      tensors.use(stem + ".lora_A.weight", {experts * rank, t.shape(2)}, t.name() + "'s A"),
+      tensors.use(stem + ".lora_B.weight", {fused.parts * t.shape(1), rank * experts}, t.name() + "'s B"),
+      loraScale(planAlpha(adapterAlpha(adapter, fused.parameter)), rank, adapter.rslora),
+      "",
+      LoraMergeSource::Form::kFusedStack,
+      {fused.part, fused.parts}};
+}
+
 }  // namespace
 
 int64_t adapterRank(const PeftAdapter& adapter, const std::string& module) {
@@ -309,12 +374,22 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   o.lora_dropout = adapter.dropout;
   o.lora_dora = adapter.dora;
   std::set<std::string> targets, saved;
-  int64_t stacks = 0;
+  int64_t in_place = 0;  // parameters target_parameters adapt
   const std::string config = adapter.dir + "/" + kPeftConfigFile;
   for (const auto& [ours, source] : model.weights) {
     // A stack of Qwen3-MoE's or Mixtral's experts, adapted expert by expert (target_modules).
+    // A stack of Qwen3-MoE's or Mixtral's experts, adapted expert by expert (target_modules:
+    // transformers 4's layers) or in place (target_parameters: transformers 5's fused ones).
     if (const std::optional<PerExpertStack> stack = perExpertStack(model, ours)) {
-      const std::optional<ExpertsAdapted> adapted = expertsAdapted(adapter, *stack, ours, config);
+      std::optional<ExpertsAdapted> adapted = expertsAdapted(adapter, *stack, ours, config);
+      if (const std::optional<FusedExpertsPlace> fused = fusedTarget(adapter, model, ours)) {
+        if (adapted)
+          throw Error(config + ": target_modules adapt " + expertTensorName(stack->module, 0) + " and " +
+                      "target_parameters " + fused->parameter + ", which holds it in transformers 5: one form of " +
+                      "adapters a stack of experts, as PEFT writes one for each version of transformers");
+        adapted = ExpertsAdapted{adapterRank(adapter, fused->parameter), adapterAlpha(adapter, fused->parameter)};
+        ++in_place;
+      }
       if (!adapted) continue;
       targets.insert(ours);
       if (adapted->rank != adapter.rank) o.lora_from_ranks[ours] = adapted->rank;
@@ -329,24 +404,26 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
     if (adapter.weights->entries().count(peftWholeKey(tensor)) ||
         adapter.weights->entries().count(peftBaseLayerKey(module)))
       o.lora_from_replaced.insert(ours);
-    // A stack of experts adapted in place (target_parameters): patterns match the parameter's name.
+    // A stack of gpt-oss's experts or transformers 5's router of Qwen3-MoE or Mixtral adapted in
+    // place (target_parameters): patterns match the parameter's name.
     const bool stack = isGptOssStack(model, ours) && isTargetParameter(adapter, tensor);
+    const std::string router = routerTarget(adapter, model, ours);
     if (isSaved(adapter, module)) {
       saved.insert(ours);
-    } else if (stack || (tensor.ends_with(".weight") && isTarget(adapter, module, ours))) {
+    } else if (stack || !router.empty() || (tensor.ends_with(".weight") && isTarget(adapter, module, ours))) {
       targets.insert(ours);
-      stacks += stack;
-      const std::string named = stack ? tensor : module;
+      in_place += stack || !router.empty();
+      const std::string named = stack ? tensor : !router.empty() ? router : module;
       if (const int64_t r = adapterRank(adapter, named); r != adapter.rank) o.lora_from_ranks[ours] = r;
       if (const double a = adapterAlpha(adapter, named); a != adapter.alpha) o.lora_from_alphas[ours] = a;
     }
   }
   // PEFT only warns where target_modules found something: an adapter whose parameters mtc cannot
   // place is not the adapter that was trained, so mtc refuses.
-  if (!adapter.target_parameters.empty() && stacks == 0)
+  if (!adapter.target_parameters.empty() && in_place == 0)
     throw Error(config + ": target_parameters find no parameter of " + model.dir +
-                " that mtc reads: gpt-oss's stacks of experts (mlp.experts.gate_up_proj, down_proj) alone, not "
-                "another architecture's (Qwen3-MoE's or Mixtral's fused experts in transformers 5)");
+                " that mtc reads: the stacks of experts (mlp.experts.gate_up_proj and down_proj: gpt-oss's, and "
+                "Qwen3-MoE's and Mixtral's as transformers 5 fuses them) and those two's routers there (mlp.gate.weight)");
   if (targets.empty())
     throw Error(config + ": target_modules find no layer of " + model.dir);
   for (const std::string& ours : targets)
@@ -371,16 +448,21 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     if (isLoraAdapter(t.name())) {  // "X.lora_A.weight": X.weight's module + ".lora_A.weight" (a magnitude alike)
       const std::string stem = t.name().substr(0, t.name().rfind(".lora_"));
       if (const std::optional<PerExpertStack> stack = perExpertStack(model, stem + ".weight")) {
-        usePerExpertAdapter(tensors, *stack, t, t.name().substr(stem.size()), overrides);
+        if (const std::optional<FusedExpertsPlace> fused = fusedTarget(adapter, model, stem + ".weight"))
+          useFusedAdapter(tensors, fusedKeyStem(adapter, fused->parameter), *fused, t, t.name().substr(stem.size()),
+                          overrides);
+        else
+          usePerExpertAdapter(tensors, *stack, t, t.name().substr(stem.size()), overrides);
         continue;
       }
-      const std::string weight = ownTensor(model, stem + ".weight"), module = huggingFaceModuleOf(weight);
+      const std::string weight = ownTensor(model, stem + ".weight"), router = routerTarget(adapter, model, stem + ".weight");
+      const std::string module = huggingFaceModuleOf(router.empty() ? weight : router);
       if (shape.size() == 3) {  // a stack's (E, r, in) or (E, out, r): PEFT's (E*r, in) or (out, r*E)
         const std::string suffix = t.name().substr(stem.size()), key = stackKeyStem(adapter, model, weight) + suffix;
         const bool b = suffix == ".lora_B.weight";
         overrides.names[t.name()] = tensors.use(key, b ? std::vector<int64_t>{shape[1], shape[2] * shape[0]}
                                                : std::vector<int64_t>{shape[0] * shape[1], shape[2]}, t.name());
-        if (b) overrides.expert_b.insert(t.name());
+        if (b) overrides.expert_b[t.name()] = {};
         continue;
       }
       overrides.names[t.name()] = tensors.use(kPeftKeyPrefix + module + t.name().substr(stem.size()), shape, t.name());
@@ -395,8 +477,11 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     const std::string tensor = ownTensor(model, t.name());
     const std::string module = huggingFaceModuleOf(tensor), whole = peftWholeKey(tensor);
     const bool saved = !tensor.empty() && isSaved(adapter, module);
-    const bool target = !tensor.empty() && !saved && tensor.ends_with(".weight") && shape.size() == 2 &&
-                        isTarget(adapter, module, t.name());
+    // A router of Qwen3-MoE or Mixtral adapted in place (transformers 5's target_parameters): its
+    // adapters' keys and patterns by that parameter's name.
+    const std::string router = tensor.empty() || saved ? "" : routerTarget(adapter, model, t.name());
+    const bool target = !router.empty() || (!tensor.empty() && !saved && tensor.ends_with(".weight") &&
+                                            shape.size() == 2 && isTarget(adapter, module, t.name()));
     // A stack of gpt-oss's experts adapted in place (target_parameters).
     const bool stack_target = !tensor.empty() && !saved && shape.size() == 3 && isGptOssStack(model, t.name()) &&
                               isTargetParameter(adapter, tensor);
@@ -412,7 +497,10 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
       overrides.names[t.name()] = tensors.use(base, shape, t.name());
     // A stack of Qwen3-MoE's or Mixtral's experts adapted expert by expert (target_modules).
     const std::optional<PerExpertStack> per_expert = forward_only ? perExpertStack(model, t.name()) : std::nullopt;
-    if (const auto adapted = per_expert ? expertsAdapted(adapter, *per_expert, t.name(), config) : std::nullopt) {
+    const std::optional<FusedExpertsPlace> fused = per_expert ? fusedTarget(adapter, model, t.name()) : std::nullopt;
+    if (fused) {  // ... or in place on transformers 5's fused parameter (target_parameters)
+      mergeFusedAdapters(tensors, adapter, *fused, t, overrides);
+    } else if (const auto adapted = per_expert ? expertsAdapted(adapter, *per_expert, t.name(), config) : std::nullopt) {
       mergePerExpertAdapters(tensors, *per_expert, *adapted, adapter.rslora, t, overrides);
     } else if (forward_only && stack_target) {  // merged as --export-hf merges a stack: (E, in, out)
       const std::string key = stackKeyStem(adapter, model, tensor);
@@ -422,12 +510,13 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
                                     loraScale(planAlpha(adapterAlpha(adapter, tensor)), rank, adapter.rslora), "",
                                     LoraMergeSource::Form::kGptOssStack};
     } else if (forward_only && target) {
-      const std::string key = kPeftKeyPrefix + module;
-      const int64_t rank = adapterRank(adapter, module);
+      const std::string named = router.empty() ? module : router;
+      const std::string key = kPeftKeyPrefix + (router.empty() ? module : huggingFaceModuleOf(router));
+      const int64_t rank = adapterRank(adapter, named);
       overrides.merged[t.name()] = {
           tensors.use(key + ".lora_A.weight", {rank, shape[1]}, t.name() + "'s A"),
           tensors.use(key + ".lora_B.weight", {shape[0], rank}, t.name() + "'s B"),
-          loraScale(planAlpha(adapterAlpha(adapter, module)), rank, adapter.rslora),
+          loraScale(planAlpha(adapterAlpha(adapter, named)), rank, adapter.rslora),
           adapter.dora ? tensors.use(key + ".lora_magnitude_vector", {shape[0]}, t.name() + "'s DoRA magnitude") : ""};
     } else if (saved || (!tensor.empty() && file.entries().count(whole))) {
       // A saved module's tensor, or a whole one saved beside the adapters (PEFT's

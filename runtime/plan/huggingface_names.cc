@@ -52,6 +52,33 @@ std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
   return "";
 }
 
+namespace {
+// Transformers 5's mixture block of Qwen3-MoE's or Mixtral's layer parameter `param` is in
+// ("model.layers.3.mlp"), and the parameter's name within the layer ("moe.up.weight"); none for
+// another parameter or layout.
+std::optional<std::pair<std::string, std::string>> fusedBlock(const std::string& param, ExpertLayout experts) {
+  if (experts == ExpertLayout::kGptOss || !param.starts_with("layers.")) return std::nullopt;
+  const size_t dot = param.find('.', 7);
+  if (dot == std::string::npos) return std::nullopt;
+  return std::pair{"model." + param.substr(0, dot) + ".mlp", param.substr(dot + 1)};
+}
+}  // namespace
+
+std::optional<FusedExpertsPlace> fusedExpertsPlace(const std::string& param, ExpertLayout experts) {
+  const auto block = fusedBlock(param, experts);
+  if (!block) return std::nullopt;
+  const std::string experts_module = block->first + ".experts.", &part = block->second;
+  if (part == "moe.gate.weight") return FusedExpertsPlace{experts_module + "gate_up_proj", 0, 2};
+  if (part == "moe.up.weight") return FusedExpertsPlace{experts_module + "gate_up_proj", 1, 2};
+  if (part == "moe.down.weight") return FusedExpertsPlace{experts_module + "down_proj", 0, 1};
+  return std::nullopt;
+}
+
+std::string fusedRouterName(const std::string& param, ExpertLayout experts) {
+  const auto block = fusedBlock(param, experts);
+  return block && block->second == "moe.router.weight" ? block->first + ".gate.weight" : "";
+}
+
 std::string expertTensorName(const HuggingFacePlace& place, int64_t e) { return expertTensorName(place.name, e); }
 
 std::string expertTensorName(std::string name, int64_t e) {
@@ -96,7 +123,7 @@ const char* notOwnModuleTensor(const HuggingFacePlace& place) {
 
 std::string peftParameterKeyStem(const std::string& module, const std::string& parameter,
                                  const std::function<bool(const std::string&)>& adapted) {
-  static const char* const kRegistered[] = {"gate_up_proj", "down_proj"};  // GptOssExperts' order
+  static const char* const kRegistered[] = {"gate_up_proj", "down_proj"};  // the experts modules' order
   std::string stem = kPeftKeyPrefix + module;
   bool later = false;
   for (const char* name : kRegistered) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace mt {
@@ -47,6 +48,21 @@ std::string huggingFaceModuleOf(const std::string& tensor);
 // transposed one (GPT-2's Conv1D), a name without a module.
 const char* notOwnModuleTensor(const HuggingFacePlace& place);
 
+// Transformers 5 fuses each layer's experts of Qwen3-MoE and Mixtral into two parameters of one
+// module, "model.layers.N.mlp.experts" (Mixtral's moved from block_sparse_moe to mlp): gate_up_proj
+// (E, 2I, H), each expert's gate rows before its up rows, and down_proj (E, H, I). PEFT adapts them
+// as parameters (target_parameters). Where the per-expert stack `param` ("layers.3.moe.up.weight")
+// lies there: the fused parameter's name and the stack's part of its rows (up's the second half);
+// none for another parameter or another layout.
+struct FusedExpertsPlace {
+  std::string parameter;  // "model.layers.3.mlp.experts.gate_up_proj"
+  int64_t part = 0, parts = 1;  // gate 0 of 2, up 1 of 2, down 0 of 1
+};
+std::optional<FusedExpertsPlace> fusedExpertsPlace(const std::string& param, ExpertLayout experts);
+// ... and the router `param` ("layers.3.moe.router.weight") there: a parameter of its router module
+// ("model.layers.3.mlp.gate.weight", no nn.Linear), which PEFT adapts in place too; "" otherwise.
+std::string fusedRouterName(const std::string& param, ExpertLayout experts);
+
 // PEFT's adapter folder (mtrun --export-peft writes it, mtc --lora-from reads it): its files, and
 // the prefix of every key of its weights (the PeftModel's base model's model).
 inline constexpr char kPeftConfigFile[] = "adapter_config.json";
@@ -54,7 +70,9 @@ inline constexpr char kPeftWeightsFile[] = "adapter_model.safetensors";
 inline constexpr char kPeftKeyPrefix[] = "base_model.model.";
 
 // The key stem (kPeftKeyPrefix + module + ...) of PEFT's adapters on `parameter` of `module`, a
-// stack of gpt-oss's experts (target_parameters: "gate_up_proj", "down_proj"). PEFT wraps the
+// stack of experts adapted in place (target_parameters: "gate_up_proj", "down_proj", which
+// gpt-oss's experts and transformers 5's fused Qwen3-MoE and Mixtral experts register in that
+// order). PEFT wraps the
 // adapted parameters of one module in the order the module registers them, each wrapper around the
 // last, so each adapter's keys pass through one ".base_layer" for every later wrapper: `adapted`
 // says which of the module's parameters have adapters (bench/gpu/peft_layout.py printed PEFT's keys).

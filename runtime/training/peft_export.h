@@ -11,9 +11,10 @@
 //   lora_dropout, use_dora; target_modules a leaf name where every module of that name is adapted, else the adapted
 //   modules' full names; modules_to_save their full names; base_model_name_or_path the folder the
 //   model came from.
+// Adapters on a stack of experts: gpt-oss's as PEFT's target_parameters (its ParamWrapper's
+// layout), Qwen3-MoE's and Mixtral's as each expert's linear layer (target_modules, transformers 4's).
 // Written whole or not at all. checkPeftExport throws mt::Error, before a run, for what PEFT
-// cannot hold: a plan without adapters, adapters on a stack of experts (PEFT's target_parameters
-// form is not written yet), an adapted weight without an nn.Linear of its own (GPT-2's Conv1D,
+// cannot hold: a plan without adapters, an adapted weight without an nn.Linear of its own (GPT-2's Conv1D,
 // gpt-oss's router), a trained tensor whose module PEFT cannot save whole (fused, transposed, one
 // of a stack of experts), a module both adapted and trained whole, or a trained embedding the LM
 // head is tied to. --export-hf writes all of those.

@@ -11,7 +11,8 @@
 # and logs each step's choices per expert: they add up to every token's k choices in every layer.
 # LoRA on the stacks of experts (--lora-experts) streams in groups bit for bit, merges into each
 # expert on --export-hf, goes out (--export-peft) and back (--lora-from) in PEFT's forms (gpt-oss's
-# target_parameters; Qwen3-MoE's and Mixtral's each expert's layer in target_modules), trains with
+# target_parameters; Qwen3-MoE's and Mixtral's each expert's layer in target_modules), is read in
+# transformers 5's fused form (Qwen3-MoE's and Mixtral's target_parameters, routers too), trains with
 # dropout (Qwen3-MoE's: redrawn bit for bit in expert groups and recompute), and is refused with
 # DoRA, with dropout on gpt-oss or on some experts of a stack only.
 # usage: experts.sh BIN_DIR WORK_DIR
@@ -283,6 +284,99 @@ check "LoRA on Qwen3-MoE's experts: --lora-from reads each expert's adapters bac
 "$bin/mtc" qwen3_base --forward-only --batch 1 --seq 32 --lora-from qwen3_peft -o qwen3_fwd.plan > qwen3_fwd.txt 2>&1
 check "... and merged into a forward-only plan bit for bit as --export-hf merges" \
   "same_tensors qwen3_fwd.safetensors qwen3_lx_again.safetensors || { tail -3 qwen3_fwd.txt; false; }"
+# Transformers 5 fuses each layer's experts (mlp.experts.gate_up_proj (E, 2I, H), gate's rows then
+# up's; down_proj (E, H, I); Mixtral's moved from block_sparse_moe to mlp), and PEFT adapts them in
+# place (target_parameters). fuse_adapter converts a per-expert adapter as PEFT converts one on
+# loading it into transformers 5 (its transformers_weight_conversion): gate_up_proj's lora_A the
+# experts' A of gate and up side by side in the rank (E*2r, H), its lora_B their B block-diagonal
+# (2I, 2r*E) with expert e's rank k in column k*E + e, rank and alpha doubled by pattern;
+# down_proj's lora_A (E*r, I), lora_B (H, r*E). The adapters under the experts module, gate_up_proj's
+# nested in down_proj's (base_layer). A router ("gate", no nn.Linear there) becomes gate.weight.
+fuse_adapter() {  # SRC DST LAYOUT(qwen3|mixtral)
+  rm -rf "$2" && mkdir -p "$2"
+  /usr/bin/python3 - "$@" "$here" <<'EOF'
+import json, sys, torch; sys.path.insert(0, sys.argv[4])
+import mt_reference as ref
+src, dst, layout = sys.argv[1:4]
+block, gate, up, down = {'qwen3': ('mlp', 'gate_proj', 'up_proj', 'down_proj'),
+                         'mixtral': ('block_sparse_moe', 'w1', 'w3', 'w2')}[layout]
+peft, config = ref.read_safetensors(src + '/adapter_model.safetensors'), json.load(open(src + '/adapter_config.json'))
+fused = {k.replace('.block_sparse_moe.gate.', '.mlp.gate.'): v for k, v in peft.items() if '.experts.' not in k}
+E, r, alpha = 4, config['r'], config['lora_alpha']
+def experts_b(b):  # (E, out, r') -> PEFT's (out, r'*E)
+    return b.permute(2, 0, 1).flatten(0, 1).T.contiguous()
+layers = sorted({int(k.split('.')[4]) for k in peft if '.experts.' in k})
+for layer in layers:
+    v4, v5 = f'base_model.model.model.layers.{layer}.{block}.experts.', f'base_model.model.model.layers.{layer}.mlp.experts.'
+    stack = lambda leaf, ab: torch.stack([peft[f'{v4}{e}.{leaf}.lora_{ab}.weight'] for e in range(E)])
+    b_gate, b_up = stack(gate, 'B'), stack(up, 'B')
+    fused[v5 + 'base_layer.lora_A.weight'] = torch.cat([stack(gate, 'A'), stack(up, 'A')], dim=1).flatten(0, 1)
+    fused[v5 + 'base_layer.lora_B.weight'] = experts_b(torch.stack([torch.block_diag(b_gate[e], b_up[e]) for e in range(E)]))
+    fused[v5 + 'lora_A.weight'] = stack(down, 'A').flatten(0, 1)
+    fused[v5 + 'lora_B.weight'] = experts_b(stack(down, 'B'))
+ref.write_safetensors(dst + '/adapter_model.safetensors', fused)
+config['target_parameters'] = ['gate_up_proj', 'down_proj'] + ['gate.weight'] * ('gate' in config['target_modules'])
+config['target_modules'] = [m for m in config['target_modules'] if m not in (gate, up, down, 'gate')]
+config['rank_pattern'], config['alpha_pattern'] = {r'.*\.gate_up_proj': 2 * r}, {r'.*\.gate_up_proj': 2 * alpha}
+config['lora_dropout'] = 0.0
+json.dump(config, open(dst + '/adapter_config.json', 'w'))
+EOF
+}
+close_tensors() {  # A B: the same tensors, each within 1e-6 of the other (relative)
+  /usr/bin/python3 - "$@" "$here" <<'EOF'
+import sys; sys.path.insert(0, sys.argv[3])
+import mt_reference as ref
+a, b = ref.read_safetensors(sys.argv[1]), ref.read_safetensors(sys.argv[2])
+assert sorted(a) == sorted(b), sorted(set(a) ^ set(b))
+bad = [(k, ref.rel_err(a[k], b[k])) for k in a if ref.rel_err(a[k], b[k]) > 1e-6]
+assert not bad, bad[:3]
+EOF
+}
+fuse_adapter qwen3_peft qwen3_fused qwen3
+"$bin/mtc" qwen3_base --forward-only --batch 1 --seq 32 --lora-from qwen3_fused -o qwen3_fused_fwd.plan \
+  > qwen3_fused_fwd.txt 2>&1
+check "Qwen3-MoE's experts in transformers 5's fused form (target_parameters): merged as the per-expert form merges" \
+  "close_tensors qwen3_fused_fwd.safetensors qwen3_fwd.safetensors || { tail -3 qwen3_fused_fwd.txt; false; }"
+# To train on: gate's and up's stacks each take PEFT's one lora_A (E, 2r, H) and their rows of its
+# lora_B (rank 2r, alpha 2 alpha: the same scale), trained apart from there; down's as it is.
+"$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_fused -o qwen3_fused.plan > qwen3_fused.txt 2>&1
+rm -rf qwen3_fused_hf && "$bin/mtrun" qwen3_fused.plan --data corpus.tok --weights qwen3_fused.safetensors --steps 1 \
+  --lr 0 --export-hf qwen3_fused_hf --print-every 100 > /dev/null
+"$bin/mtc" qwen3_fused_hf --batch 4 --seq 32 -o qwen3_fused_again.plan > /dev/null
+check "... and trained on: gate and up both from the shared lora_A, each its rows of lora_B; merged by --export-hf alike" \
+  "grep -q 'on 16 weights and 12 stacks of experts' qwen3_fused.txt && close_tensors qwen3_fused_again.safetensors qwen3_lx_again.safetensors && \
+   /usr/bin/python3 - qwen3_fused.safetensors qwen3_lx.safetensors <<'EOF'
+import sys, torch; sys.path.insert(0, '$here')
+import mt_reference as ref
+back, trained = ref.read_safetensors(sys.argv[1]), ref.read_safetensors(sys.argv[2])
+for layer in range(4):
+    s = lambda stack, ab, w=trained: w[f'layers.{layer}.moe.{stack}.lora_{ab}.weight']
+    shared = torch.cat([s('gate', 'A'), s('up', 'A')], dim=1)
+    zeros = torch.zeros_like(s('gate', 'B'))
+    assert s('gate', 'A', back).equal(shared) and s('up', 'A', back).equal(shared), layer
+    assert s('gate', 'B', back).equal(torch.cat([s('gate', 'B'), zeros], 2)), layer
+    assert s('up', 'B', back).equal(torch.cat([zeros, s('up', 'B')], 2)), layer
+    assert s('down', 'A', back).equal(s('down', 'A')) and s('down', 'B', back).equal(s('down', 'B')), layer
+EOF"
+# PEFT 0.19.0 wrote such stacks' adapters with in and out swapped; both forms on one stack.
+/usr/bin/python3 - "$here" <<'EOF'
+import json, shutil, sys; sys.path.insert(0, sys.argv[1])
+import mt_reference as ref
+shutil.rmtree('qwen3_swapped', True); shutil.copytree('qwen3_fused', 'qwen3_swapped')
+w = ref.read_safetensors('qwen3_swapped/adapter_model.safetensors')
+key = 'base_model.model.model.layers.0.mlp.experts.lora_A.weight'  # down_proj's (E*r, I) as (E*r, H)
+w[key] = w[key].new_zeros(w[key].shape[0], 64)
+ref.write_safetensors('qwen3_swapped/adapter_model.safetensors', w)
+shutil.rmtree('qwen3_both', True); shutil.copytree('qwen3_fused', 'qwen3_both')
+c = json.load(open('qwen3_both/adapter_config.json')); c['target_modules'].append('gate_proj')
+json.dump(c, open('qwen3_both/adapter_config.json', 'w'))
+EOF
+"$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_swapped -o x.plan > qwen3_swapped.err 2>&1
+"$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_both -o y.plan > qwen3_both.err 2>&1
+check "--lora-from: a fused stack's adapter of PEFT 0.19.0's swapped shape, and both forms on one stack, refused" \
+  "grep -q 'PEFT 0.19.0 wrote the adapters of a stack of experts with its in and out swapped' qwen3_swapped.err && \
+   grep -q 'target_modules adapt model.layers.0.mlp.experts.0.gate_proj and target_parameters model.layers.0.mlp.experts.gate_up_proj' qwen3_both.err && \
+   [ ! -e x.plan ] && [ ! -e y.plan ] || { cat qwen3_swapped.err qwen3_both.err; false; }"
 # The experts of layers 0 to 2 alone, layer 0's at rank 8: target_modules names each expert's layer
 # (a leaf would find layer 3 too), rank_pattern one key for all of layer 0's experts; out and back
 # bit for bit, merged as --export-hf merges.
@@ -337,6 +431,18 @@ rm -rf all_peft all_base
   --export-peft all_peft --print-every 100 > /dev/null
 "$bin/mtrun" all.plan --data corpus.tok --weights all0.safetensors --steps 1 --lr 0 --export-hf all_base --print-every 100 \
   > /dev/null
+# ... and in transformers 5's form, the routers by target_parameters (gate.weight) too: merged alike,
+# and trained on from the routers' adapters as written.
+fuse_adapter all_peft all_fused qwen3
+"$bin/mtc" all_base --forward-only --batch 1 --seq 32 --lora-from all_peft -o all_fwd.plan > /dev/null 2>&1
+"$bin/mtc" all_base --forward-only --batch 1 --seq 32 --lora-from all_fused -o all_fused_fwd.plan > all_fused_fwd.txt 2>&1
+"$bin/mtc" all_base --batch 4 --seq 32 --lora-from all_fused -o all_fused.plan > all_fused.txt 2>&1
+check "Qwen3-MoE in transformers 5's form with the routers (target_parameters gate.weight): merged, and trained on" \
+  "close_tensors all_fused_fwd.safetensors all_fwd.safetensors && grep -q 'on 20 weights and 12 stacks of experts' all_fused.txt && \
+   /usr/bin/python3 -c \"import sys; sys.path.insert(0, '$here'); import mt_reference as ref; \
+a, b = ref.read_safetensors('all_fused.safetensors'), ref.read_safetensors('all.safetensors'); \
+keys = [k for k in b if '.moe.router.lora_' in k]; assert len(keys) == 8 and all(a[k].equal(b[k]) for k in keys), keys\" \
+   || { tail -3 all_fused_fwd.txt all_fused.txt; false; }"
 /usr/bin/python3 -c "import json; c = json.load(open('all_peft/adapter_config.json')); assert 'gate' in c['target_modules'], c; \
 c['target_modules'] = 'all-linear'; json.dump(c, open('all_peft/adapter_config.json', 'w'))"
 "$bin/mtc" all_base --batch 4 --seq 32 --lora-from all_peft -o all_back.plan > all_back.txt 2>&1
@@ -354,6 +460,13 @@ check "Mixtral's experts: each expert's w1, w2, w3 out and back bit for bit" \
   "grep -q '\"target_modules\": \[' mix_peft/adapter_config.json && \
    /usr/bin/python3 -c \"import json; c = json.load(open('mix_peft/adapter_config.json')); assert sorted(c['target_modules']) == ['w1', 'w2', 'w3'], c\" && \
    same_adapters mix_back.safetensors mix.safetensors mix0.safetensors"
+# ... and in transformers 5's fused form (Mixtral's experts under mlp there, w1's rows before w3's).
+fuse_adapter mix_peft mix_fused mixtral
+"$bin/mtc" mix_base --forward-only --batch 1 --seq 16 --lora-from mix_peft -o mix_fwd.plan > /dev/null 2>&1
+"$bin/mtc" mix_base --forward-only --batch 1 --seq 16 --lora-from mix_fused -o mix_fused_fwd.plan > mix_fused_fwd.txt 2>&1
+check "Mixtral's experts in transformers 5's fused form: merged as the per-expert form merges" \
+  "grep -q 'base_model.model.model.layers.0.mlp.experts.base_layer.lora_A.weight' <(/usr/bin/python3 -c \"import sys; sys.path.insert(0, '$here'); import mt_reference as ref; print(*ref.read_safetensors('mix_fused/adapter_model.safetensors'))\") && \
+   close_tensors mix_fused_fwd.safetensors mix_fwd.safetensors || { tail -3 mix_fused_fwd.txt; false; }"
 "$bin/mtc" "${oss[@]}" --lora 4 --lora-experts 'moe\.gate_up' --lora-rank-pattern 'layers\.0\.moe=8' -o oss_gu.plan \
   --weights oss_gu0.safetensors > /dev/null
 rm -rf oss_gu_peft oss_gu_base

@@ -1,8 +1,10 @@
 // The names and layouts PEFT's adapter folders use (runtime/plan/huggingface_names.h): a stack of
-// experts' B in PEFT's lora_B form and back, and the key stems of parameters PEFT wraps in turn.
+// experts' B in PEFT's lora_B form and back, the key stems of parameters PEFT wraps in turn, and
+// where transformers 5 fuses Qwen3-MoE's and Mixtral's experts.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/plan/huggingface_names.h"
@@ -37,6 +39,31 @@ TEST(HuggingFaceNamesTest, PeftParameterKeyStemsNestInRegistrationOrder) {
   EXPECT_EQ(peftParameterKeyStem(module, "down_proj", both), prefix);
   EXPECT_EQ(peftParameterKeyStem(module, "gate_up_proj", gate_up_only), prefix);
   EXPECT_EQ(peftParameterKeyStem(module, "down_proj", down_only), prefix);
+}
+
+// Transformers 5's fused experts of Qwen3-MoE and Mixtral (Mixtral's moved from block_sparse_moe
+// to mlp): gate's rows, then up's, in gate_up_proj; down alone in down_proj; the router a parameter
+// of mlp.gate. gpt-oss's stacks and other parameters have no such place.
+TEST(HuggingFaceNamesTest, FusedExpertsPlaces) {
+  for (ExpertLayout layout : {ExpertLayout::kQwen3Moe, ExpertLayout::kMixtral}) {
+    const auto gate = fusedExpertsPlace("layers.12.moe.gate.weight", layout);
+    const auto up = fusedExpertsPlace("layers.12.moe.up.weight", layout);
+    const auto down = fusedExpertsPlace("layers.12.moe.down.weight", layout);
+    ASSERT_TRUE(gate && up && down);
+    EXPECT_EQ(gate->parameter, "model.layers.12.mlp.experts.gate_up_proj");
+    EXPECT_EQ(up->parameter, gate->parameter);
+    EXPECT_EQ(down->parameter, "model.layers.12.mlp.experts.down_proj");
+    EXPECT_EQ(std::pair(gate->part, gate->parts), std::pair(int64_t{0}, int64_t{2}));
+    EXPECT_EQ(std::pair(up->part, up->parts), std::pair(int64_t{1}, int64_t{2}));
+    EXPECT_EQ(std::pair(down->part, down->parts), std::pair(int64_t{0}, int64_t{1}));
+    EXPECT_EQ(fusedRouterName("layers.12.moe.router.weight", layout), "model.layers.12.mlp.gate.weight");
+    EXPECT_FALSE(fusedExpertsPlace("layers.12.mlp.gate.weight", layout));  // a dense layer's MLP
+    EXPECT_FALSE(fusedExpertsPlace("layers.12", layout));
+    EXPECT_EQ(fusedRouterName("layers.12.attn.q.weight", layout), "");
+  }
+  EXPECT_FALSE(fusedExpertsPlace("layers.0.moe.gate_up.weight", ExpertLayout::kGptOss));
+  EXPECT_FALSE(fusedExpertsPlace("layers.0.moe.down.weight", ExpertLayout::kGptOss));
+  EXPECT_EQ(fusedRouterName("layers.0.moe.router.weight", ExpertLayout::kGptOss), "");
 }
 
 }  // namespace
