@@ -103,17 +103,6 @@ bool isGptOssStack(const HuggingFaceModel& model, const std::string& ours) {
          (ours.ends_with(".moe.gate_up.weight") || ours.ends_with(".moe.down.weight"));
 }
 
-// The key stem of the adapters on the folder's stack `tensor` ("….mlp.experts.gate_up_proj"), nested
-// as PEFT nests the parameters of one module its config targets (peftParameterKeyStem).
-std::string stackKeyStem(const PeftAdapter& adapter, const HuggingFaceModel& model, const std::string& tensor) {
-  const std::string module = huggingFaceModuleOf(tensor);
-  return peftParameterKeyStem(module, tensor.substr(module.size() + 1), [&](const std::string& other) {
-    return isTargetParameter(adapter, module + "." + other) &&
-           std::any_of(model.weights.begin(), model.weights.end(),
-                       [&](const auto& w) { return w.second.place.name == module + "." + other; });
-  });
-}
-
 // A stack of Qwen3-MoE's or Mixtral's experts, each expert's layer a module of its own in the
 // folder (transformers 4's nn.Linear, which PEFT's target_modules adapt one by one): the module's
 // name with a '*' for the expert ("model.layers.0.mlp.experts.*.gate_proj"), and how many there are.
@@ -126,6 +115,14 @@ std::optional<PerExpertStack> perExpertStack(const HuggingFaceModel& model, cons
   if (source == model.weights.end() || !source->second.place.per_expert) return std::nullopt;
   return PerExpertStack{huggingFaceModuleOf(source->second.place.name),
                         static_cast<int64_t>(source->second.expert_files.size())};
+}
+
+// The folder's tensor of the plan's parameter `ours`, where it is a tensor of a module of its own
+// there (notOwnModuleTensor); "" where it is none.
+std::string ownTensor(const HuggingFaceModel& model, const std::string& ours) {
+  auto source = model.weights.find(ours);
+  if (source == model.weights.end()) return "";
+  return notOwnModuleTensor(source->second.place) ? "" : source->second.place.name;
 }
 
 // The per-expert stack `ours` of Qwen3-MoE or Mixtral where target_parameters adapt it in place, on
@@ -145,12 +142,74 @@ std::string routerTarget(const PeftAdapter& adapter, const HuggingFaceModel& mod
   return !name.empty() && isTargetParameter(adapter, name) ? name : "";
 }
 
-// The key stem of the adapters on transformers 5's fused parameter `parameter`, nested as PEFT nests
-// the adapted parameters of the experts module (peftParameterKeyStem; both exist in every layer).
-std::string fusedKeyStem(const PeftAdapter& adapter, const std::string& parameter) {
-  const std::string module = huggingFaceModuleOf(parameter);
-  return peftParameterKeyStem(module, parameter.substr(module.size() + 1), [&](const std::string& other) {
-    return isTargetParameter(adapter, module + "." + other);
+// Whether the adapter is transformers 5's for Qwen3-MoE or Mixtral: target_parameters adapt a
+// fused stack of experts or a router there. Transformers 5 has no expert's layer, so its
+// target_modules adapt none (a name such as down_proj finds the dense layers' alone).
+bool fusedForm(const PeftAdapter& adapter, const HuggingFaceModel& model) {
+  return std::any_of(model.weights.begin(), model.weights.end(), [&](const auto& w) {
+    return fusedTarget(adapter, model, w.first) || !routerTarget(adapter, model, w.first).empty();
+  });
+}
+
+// Refuses a transformers 5 adapter (fusedForm) whose file holds an adapter of one of the
+// per-expert stack's experts' layers (transformers 4's form): what it adapts is ambiguous.
+void checkNoExpertLayers(const PeftAdapter& adapter, const PerExpertStack& stack) {
+  const std::string key = kPeftKeyPrefix + expertTensorName(stack.module, 0) + ".lora_A.weight";
+  if (adapter.weights->entries().count(key))
+    throw Error(adapter.weights->path() + " holds '" + key + "', transformers 4's adapter of one expert's layer, " +
+                "but target_parameters adapt transformers 5's fused experts or routers, where no such layer exists: " +
+                "one form adapts a model's experts; drop those tensors, or the target_parameters");
+}
+
+// A stack of experts adapted in place (target_parameters): gpt-oss's, or transformers 5's fused
+// Qwen3-MoE or Mixtral parameter holding it. The parameter (the folder's tensor, or transformers 5's
+// name), the stack's part of its rows, the parameter's inputs and outputs (all its parts' rows).
+struct InPlaceStack {
+  std::string parameter;  // "model.layers.0.mlp.experts.gate_up_proj"
+  ExpertBRows rows;
+  int64_t in, out;
+  bool gpt_oss;
+};
+
+// Refuses `stack` where its in and out are equal and the adapter's PEFT (peft_version) may have
+// written its adapters with them the other way round, which their shapes then cannot tell: 0.19.0
+// (it swapped a 3-D parameter's in and out by the wrong rule), and before it on transformers 5's
+// fused stacks (which no earlier PEFT swapped). Other shapes: AdapterTensors::use's hint.
+void checkStackLayoutKnown(const PeftAdapter& adapter, const InPlaceStack& stack) {
+  if (stack.in != stack.out || !adapter.peft_version) return;
+  const std::array<int64_t, 3> swapped_release{0, 19, 0}, fixed{0, 19, 1};
+  const std::array<int64_t, 3>& version = *adapter.peft_version;
+  if (version == swapped_release || (!stack.gpt_oss && version < fixed))
+    throw Error(fmt::format("{}/{}: PEFT {} wrote it, which may hold the adapters of {} (as many inputs as outputs, "
+                            "{}) with in and out the other way round: save the adapter again with PEFT 0.19.1 or "
+                            "later, or merge it with the PEFT that wrote it (merge_and_unload)",
+                            adapter.dir, kPeftConfigFile, fmt::join(version, "."), stack.parameter, stack.in));
+}
+
+// The stack `ours` (of `shape`: gpt-oss's (E, in, out), Qwen3-MoE's or Mixtral's (E, out, in)) where
+// target_parameters adapt it in place; none otherwise. Checked by checkStackLayoutKnown.
+std::optional<InPlaceStack> inPlaceStack(const PeftAdapter& adapter, const HuggingFaceModel& model,
+                                         const std::string& ours, const std::vector<int64_t>& shape) {
+  std::optional<InPlaceStack> stack;
+  if (const std::string tensor = ownTensor(model, ours);
+      !tensor.empty() && isGptOssStack(model, ours) && isTargetParameter(adapter, tensor))
+    stack = InPlaceStack{tensor, {}, shape[1], shape[2], true};
+  else if (const std::optional<FusedExpertsPlace> fused = fusedTarget(adapter, model, ours))
+    stack = InPlaceStack{fused->parameter, {fused->part, fused->parts}, shape[2], fused->parts * shape[1], false};
+  if (stack) checkStackLayoutKnown(adapter, *stack);
+  return stack;
+}
+
+// The key stem of the adapters on the stack's parameter `stack` adapted in place, nested as PEFT
+// nests the adapted parameters of one module (peftParameterKeyStem): gpt-oss's experts module holds
+// those the folder has, transformers 5's fused one both in every mixture layer.
+std::string inPlaceKeyStem(const PeftAdapter& adapter, const HuggingFaceModel& model, const InPlaceStack& stack) {
+  const std::string module = huggingFaceModuleOf(stack.parameter);
+  return peftParameterKeyStem(module, stack.parameter.substr(module.size() + 1), [&](const std::string& other) {
+    return isTargetParameter(adapter, module + "." + other) &&
+           (!stack.gpt_oss || std::any_of(model.weights.begin(), model.weights.end(), [&](const auto& w) {
+             return w.second.place.name == module + "." + other;
+           }));
   });
 }
 
@@ -213,14 +272,6 @@ double patternValue(const std::vector<PeftAdapter::Pattern>& patterns, const std
   return fallback;
 }
 
-// The folder's tensor of the plan's parameter `ours`, where it is a tensor of a module of its own
-// there (notOwnModuleTensor); "" where it is none.
-std::string ownTensor(const HuggingFaceModel& model, const std::string& ours) {
-  auto source = model.weights.find(ours);
-  if (source == model.weights.end()) return "";
-  return notOwnModuleTensor(source->second.place) ? "" : source->second.place.name;
-}
-
 // Where the adapter's file lacks or holds an expert's adapter `key` unplaced under
 // layers_to_transform, the likely cause: PEFT before 0.20 took the last number of such a name (the
 // expert's index) for its layer, mtc PEFT 0.20's first (the layer's). "" otherwise.
@@ -230,14 +281,11 @@ std::string expertLayersHint(const PeftAdapter& adapter, const std::string& key)
          "layer's as PEFT 0.20 does: merge the adapter with the PEFT that wrote it (merge_and_unload)";
 }
 
-// Where an adapter on a stack of experts adapted in place (target_parameters) has another shape
-// than mtc reads, the likely cause: PEFT 0.19.0 took such a stack's in and out the other way round
-// (fixed in 0.19.1). "" otherwise.
-std::string swappedStackHint(const PeftAdapter& adapter, const std::string& key) {
-  if (adapter.target_parameters.empty() || key.find(".experts.") == std::string::npos) return "";
-  return "; PEFT 0.19.0 wrote the adapters of a stack of experts with its in and out swapped: save the adapter "
-         "again with PEFT 0.19.1 or later";
-}
+// Where an adapter on a stack of experts adapted in place has the shape it would have with the
+// stack's in and out the other way round, the likely cause (checkStackLayoutKnown).
+constexpr char kSwappedStackHint[] =
+    ": its stack's in and out the other way round, as PEFT 0.19.0 wrote such adapters (and earlier PEFT on "
+    "transformers 5's fused experts); save the adapter again with PEFT 0.19.1 or later";
 
 // Why a tensor of the adapter's file has no place, as far as its name tells.
 std::string unplacedReason(const std::string& key, bool tied, const PeftAdapter& config) {
@@ -280,8 +328,10 @@ class AdapterTensors {
  public:
   explicit AdapterTensors(const PeftAdapter& adapter) : adapter_(adapter), file_(*adapter.weights) {}
 
-  // The file's tensor `key`, checked to be of `shape` (for the plan's `ours`).
-  std::string use(const std::string& key, const std::vector<int64_t>& shape, const std::string& ours) {
+  // The file's tensor `key`, checked to be of `shape` (for the plan's `ours`); `swapped`: the shape
+  // it would have with its stack's in and out the other way round (kSwappedStackHint).
+  std::string use(const std::string& key, const std::vector<int64_t>& shape, const std::string& ours,
+                  const std::vector<int64_t>& swapped = {}) {
     auto entry = file_.entries().find(key);
     if (entry == file_.entries().end())
       throw Error(file_.path() + " has no '" + key + "' (for the plan's " + ours + "): the adapter's config and " +
@@ -290,7 +340,7 @@ class AdapterTensors {
     if (!widensTo(e, shape))
       throw Error(fmt::format("{}: '{}' is {} [{}] but the plan's {} needs [{}] in F32, BF16 or F16{}", file_.path(),
                               key, e.dtype, fmt::join(e.shape, ", "), ours, fmt::join(shape, ", "),
-                              swappedStackHint(adapter_, key)));
+                              !swapped.empty() && e.shape == swapped ? kSwappedStackHint : ""));
     placed_.insert(key);
     return key;
   }
@@ -326,35 +376,37 @@ void mergePerExpertAdapters(AdapterTensors& tensors, const PerExpertStack& stack
                                 LoraMergeSource::Form::kPerExpert};
 }
 
-// The plan's adapter `t` of a stack of Qwen3-MoE's or Mixtral's experts adapted in place on
-// transformers 5's fused parameter (`fused`, its adapters' keys at `stem`), A (E, r, in) or
-// B (E, out, r) (`suffix` ".lora_A.weight" or ".lora_B.weight"): PEFT's lora_A (E*r, in), which
-// gate_up_proj's gate and up stacks both take, and the stack's rows of its lora_B (parts*out, r*E).
-void useFusedAdapter(AdapterTensors& tensors, const std::string& stem, const FusedExpertsPlace& fused,
-                     const plan::HostTensor& t, const std::string& suffix, WeightOverrides& overrides) {
+// The plan's adapter `t` of a stack adapted in place, A (E, r, in) or B (E, out, r) (`suffix`
+// ".lora_A.weight" or ".lora_B.weight"): PEFT's lora_A (E*r, in) (which gate_up_proj's gate and up
+// stacks both take) and the stack's rows of its lora_B (out, r*E).
+void useInPlaceAdapter(AdapterTensors& tensors, const PeftAdapter& adapter, const HuggingFaceModel& model,
+                       const InPlaceStack& stack, const plan::HostTensor& t, const std::string& suffix,
+                       WeightOverrides& overrides) {
+  const std::string key = inPlaceKeyStem(adapter, model, stack) + suffix;
   const int64_t experts = t.shape(0);
   if (suffix == ".lora_B.weight") {
-    overrides.names[t.name()] =
-        tensors.use(stem + suffix, {fused.parts * t.shape(1), t.shape(2) * experts}, t.name());
-    overrides.expert_b[t.name()] = {fused.part, fused.parts};
+    const int64_t rank = t.shape(2);
+    overrides.names[t.name()] = tensors.use(key, {stack.out, rank * experts}, t.name(), {stack.in, rank * experts});
+    overrides.expert_b[t.name()] = stack.rows;
   } else {
-    overrides.names[t.name()] = tensors.use(stem + suffix, {experts * t.shape(1), t.shape(2)}, t.name());
+    const int64_t rank = t.shape(1);
+    overrides.names[t.name()] = tensors.use(key, {experts * rank, stack.in}, t.name(), {experts * rank, stack.out});
   }
 }
 
-// The stack `t` (E, out, in) of a forward-only plan with its adapters on transformers 5's fused
-// parameter (`fused`) merged in, as --export-hf merges a stack.
-void mergeFusedAdapters(AdapterTensors& tensors, const PeftAdapter& adapter, const FusedExpertsPlace& fused,
-                        const plan::HostTensor& t, WeightOverrides& overrides) {
-  const std::string stem = fusedKeyStem(adapter, fused.parameter);
-  const int64_t rank = adapterRank(adapter, fused.parameter), experts = t.shape(0);
+// The stack `t` of a forward-only plan with its adapters, adapted in place, merged in as --export-hf
+// merges a stack.
+void mergeInPlaceAdapters(AdapterTensors& tensors, const PeftAdapter& adapter, const HuggingFaceModel& model,
+                          const InPlaceStack& stack, const plan::HostTensor& t, WeightOverrides& overrides) {
+  const std::string key = inPlaceKeyStem(adapter, model, stack);
+  const int64_t rank = adapterRank(adapter, stack.parameter), experts = t.shape(0);
   overrides.merged[t.name()] = {
-      tensors.use(stem + ".lora_A.weight", {experts * rank, t.shape(2)}, t.name() + "'s A"),
-      tensors.use(stem + ".lora_B.weight", {fused.parts * t.shape(1), rank * experts}, t.name() + "'s B"),
-      loraScale(planAlpha(adapterAlpha(adapter, fused.parameter)), rank, adapter.rslora),
+      tensors.use(key + ".lora_A.weight", {experts * rank, stack.in}, t.name() + "'s A", {experts * rank, stack.out}),
+      tensors.use(key + ".lora_B.weight", {stack.out, rank * experts}, t.name() + "'s B", {stack.in, rank * experts}),
+      loraScale(planAlpha(adapterAlpha(adapter, stack.parameter)), rank, adapter.rslora),
       "",
-      LoraMergeSource::Form::kFusedStack,
-      {fused.part, fused.parts}};
+      stack.gpt_oss ? LoraMergeSource::Form::kGptOssStack : LoraMergeSource::Form::kFusedStack,
+      stack.rows};
 }
 
 }  // namespace
@@ -376,19 +428,18 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   std::set<std::string> targets, saved;
   int64_t in_place = 0;  // parameters target_parameters adapt
   const std::string config = adapter.dir + "/" + kPeftConfigFile;
+  const bool transformers5 = fusedForm(adapter, model);
   for (const auto& [ours, source] : model.weights) {
-    // A stack of Qwen3-MoE's or Mixtral's experts, adapted expert by expert (target_modules).
-    // A stack of Qwen3-MoE's or Mixtral's experts, adapted expert by expert (target_modules:
-    // transformers 4's layers) or in place (target_parameters: transformers 5's fused ones).
+    // A stack of Qwen3-MoE's or Mixtral's experts, adapted in place (transformers 5's fused
+    // parameters, target_parameters) or expert by expert (transformers 4's layers, target_modules).
     if (const std::optional<PerExpertStack> stack = perExpertStack(model, ours)) {
-      std::optional<ExpertsAdapted> adapted = expertsAdapted(adapter, *stack, ours, config);
+      std::optional<ExpertsAdapted> adapted;
+      if (transformers5) checkNoExpertLayers(adapter, *stack);
       if (const std::optional<FusedExpertsPlace> fused = fusedTarget(adapter, model, ours)) {
-        if (adapted)
-          throw Error(config + ": target_modules adapt " + expertTensorName(stack->module, 0) + " and " +
-                      "target_parameters " + fused->parameter + ", which holds it in transformers 5: one form of " +
-                      "adapters a stack of experts, as PEFT writes one for each version of transformers");
         adapted = ExpertsAdapted{adapterRank(adapter, fused->parameter), adapterAlpha(adapter, fused->parameter)};
         ++in_place;
+      } else if (!transformers5) {
+        adapted = expertsAdapted(adapter, *stack, ours, config);
       }
       if (!adapted) continue;
       targets.insert(ours);
@@ -441,30 +492,26 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
   const SafetensorsFile& file = *adapter.weights;
   AdapterTensors tensors(adapter);
   const std::string config = adapter.dir + "/" + kPeftConfigFile;
-  const bool tied = headIsEmbedding(plan);
+  const bool tied = headIsEmbedding(plan), transformers5 = fusedForm(adapter, model);
+  std::map<std::string, std::vector<int64_t>> param_shapes;
+  for (const auto& t : plan.host_tensors())
+    if (t.role() == plan::ROLE_PARAM) param_shapes[t.name()] = {t.shape().begin(), t.shape().end()};
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
     if (isLoraAdapter(t.name())) {  // "X.lora_A.weight": X.weight's module + ".lora_A.weight" (a magnitude alike)
-      const std::string stem = t.name().substr(0, t.name().rfind(".lora_"));
-      if (const std::optional<PerExpertStack> stack = perExpertStack(model, stem + ".weight")) {
-        if (const std::optional<FusedExpertsPlace> fused = fusedTarget(adapter, model, stem + ".weight"))
-          useFusedAdapter(tensors, fusedKeyStem(adapter, fused->parameter), *fused, t, t.name().substr(stem.size()),
-                          overrides);
+      const std::string stem = t.name().substr(0, t.name().rfind(".lora_")), suffix = t.name().substr(stem.size());
+      if (shape.size() == 3) {  // a stack's (E, r, in) or (E, out, r)
+        if (const auto in_place = inPlaceStack(adapter, model, stem + ".weight", param_shapes.at(stem + ".weight")))
+          useInPlaceAdapter(tensors, adapter, model, *in_place, t, suffix, overrides);
+        else if (const std::optional<PerExpertStack> stack = perExpertStack(model, stem + ".weight"))
+          usePerExpertAdapter(tensors, *stack, t, suffix, overrides);
         else
-          usePerExpertAdapter(tensors, *stack, t, t.name().substr(stem.size()), overrides);
+          throw Error(file.path() + ": the plan's stack adapter " + t.name() + " has no PEFT form");
         continue;
       }
       const std::string weight = ownTensor(model, stem + ".weight"), router = routerTarget(adapter, model, stem + ".weight");
       const std::string module = huggingFaceModuleOf(router.empty() ? weight : router);
-      if (shape.size() == 3) {  // a stack's (E, r, in) or (E, out, r): PEFT's (E*r, in) or (out, r*E)
-        const std::string suffix = t.name().substr(stem.size()), key = stackKeyStem(adapter, model, weight) + suffix;
-        const bool b = suffix == ".lora_B.weight";
-        overrides.names[t.name()] = tensors.use(key, b ? std::vector<int64_t>{shape[1], shape[2] * shape[0]}
-                                               : std::vector<int64_t>{shape[0] * shape[1], shape[2]}, t.name());
-        if (b) overrides.expert_b[t.name()] = {};
-        continue;
-      }
       overrides.names[t.name()] = tensors.use(kPeftKeyPrefix + module + t.name().substr(stem.size()), shape, t.name());
       continue;
     }
@@ -482,9 +529,6 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     const std::string router = tensor.empty() || saved ? "" : routerTarget(adapter, model, t.name());
     const bool target = !router.empty() || (!tensor.empty() && !saved && tensor.ends_with(".weight") &&
                                             shape.size() == 2 && isTarget(adapter, module, t.name()));
-    // A stack of gpt-oss's experts adapted in place (target_parameters).
-    const bool stack_target = !tensor.empty() && !saved && shape.size() == 3 && isGptOssStack(model, t.name()) &&
-                              isTargetParameter(adapter, tensor);
     if (target && file.entries().count(whole))
       throw Error(file.path() + " holds '" + whole + "', the whole weight of an adapted module, which PEFT does " +
                   "not load (it names that weight '" + module + ".base_layer.weight')");
@@ -495,20 +539,16 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     // adapted head): it replaces the folder's, under the adapters.
     if (const std::string base = peftBaseLayerKey(module); target && file.entries().count(base))
       overrides.names[t.name()] = tensors.use(base, shape, t.name());
-    // A stack of Qwen3-MoE's or Mixtral's experts adapted expert by expert (target_modules).
-    const std::optional<PerExpertStack> per_expert = forward_only ? perExpertStack(model, t.name()) : std::nullopt;
-    const std::optional<FusedExpertsPlace> fused = per_expert ? fusedTarget(adapter, model, t.name()) : std::nullopt;
-    if (fused) {  // ... or in place on transformers 5's fused parameter (target_parameters)
-      mergeFusedAdapters(tensors, adapter, *fused, t, overrides);
+    // A stack of experts adapted in place (target_parameters: gpt-oss's, transformers 5's fused
+    // Qwen3-MoE and Mixtral ones), or expert by expert (target_modules: transformers 4's layers).
+    const std::optional<InPlaceStack> in_place =
+        forward_only && !saved && shape.size() == 3 ? inPlaceStack(adapter, model, t.name(), shape) : std::nullopt;
+    const std::optional<PerExpertStack> per_expert =
+        forward_only && !in_place && !transformers5 ? perExpertStack(model, t.name()) : std::nullopt;
+    if (in_place) {
+      mergeInPlaceAdapters(tensors, adapter, model, *in_place, t, overrides);
     } else if (const auto adapted = per_expert ? expertsAdapted(adapter, *per_expert, t.name(), config) : std::nullopt) {
       mergePerExpertAdapters(tensors, *per_expert, *adapted, adapter.rslora, t, overrides);
-    } else if (forward_only && stack_target) {  // merged as --export-hf merges a stack: (E, in, out)
-      const std::string key = stackKeyStem(adapter, model, tensor);
-      const int64_t rank = adapterRank(adapter, tensor), experts = shape[0];
-      overrides.merged[t.name()] = {tensors.use(key + ".lora_A.weight", {experts * rank, shape[1]}, t.name() + "'s A"),
-                                    tensors.use(key + ".lora_B.weight", {shape[2], rank * experts}, t.name() + "'s B"),
-                                    loraScale(planAlpha(adapterAlpha(adapter, tensor)), rank, adapter.rslora), "",
-                                    LoraMergeSource::Form::kGptOssStack};
     } else if (forward_only && target) {
       const std::string named = router.empty() ? module : router;
       const std::string key = kPeftKeyPrefix + (router.empty() ? module : huggingFaceModuleOf(router));

@@ -9,6 +9,7 @@
 // know holding anything but an empty value, is an error naming it; every tensor of the file must
 // have a place in the plan and fit it, and every adapter of the plan must find its tensors there.
 #pragma once
+#include <array>
 #include <memory>
 #include <optional>
 #include <set>
@@ -63,6 +64,9 @@ struct PeftAdapter {
     double value;
   };
   std::vector<Pattern> rank_pattern, alpha_pattern;
+  // The PEFT that wrote it (peft_version's first three numbers; none where it is not given so):
+  // some versions took a stack of experts' in and out the other way round.
+  std::optional<std::array<int64_t, 3>> peft_version;
   std::shared_ptr<const SafetensorsFile> weights;  // adapter_model.safetensors, its header checked
 };
 

@@ -253,6 +253,23 @@ void readTargets(const json& value, const std::string& path, PeftAdapter& adapte
   adapter.target_expression = ModuleExpression::parse(text, path + ": target_modules");
 }
 
+// A version "0.19.1" (also "0.20.0.dev0", "0.19.1@abc") as its first three numbers; none for
+// anything else.
+std::optional<std::array<int64_t, 3>> versionNumbers(const json& value) {
+  if (!value.is_string()) return std::nullopt;
+  const std::string text = value.get<std::string>();
+  std::array<int64_t, 3> numbers{};
+  size_t at = 0;
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    if (i > 0 && (at >= text.size() || text[at++] != '.')) return std::nullopt;
+    const size_t start = at;
+    while (at < text.size() && at - start < 6 && text[at] >= '0' && text[at] <= '9')
+      numbers[i] = numbers[i] * 10 + (text[at++] - '0');
+    if (at == start) return std::nullopt;
+  }
+  return numbers;
+}
+
 }  // namespace
 
 PeftAdapter readPeftAdapter(const std::string& dir) {
@@ -273,6 +290,7 @@ PeftAdapter readPeftAdapter(const std::string& dir) {
   PeftAdapter adapter;
   adapter.sequence_classifier = task == "SEQ_CLS";
   adapter.dir = dir;
+  adapter.peft_version = versionNumbers(config.value("peft_version", json()));
   const json r = config.value("r", json());
   if (!r.is_number_integer() || r.get<int64_t>() < 1 || r.get<int64_t>() > 65536)
     throw Error(path + ": r must be an integer in [1, 65536], not " + jsonBrief(r));

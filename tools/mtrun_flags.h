@@ -117,12 +117,22 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
   app.add_option("--export-peft", c.export_peft_dir,
                  "a LoRA plan (mtc --lora): write its adapters, and the modules --trainable trained whole beside them "
                  "(PEFT's modules_to_save), and stacks of experts (mtc --lora-experts): gpt-oss's as its target_parameters, "
-                 "Qwen3-MoE's and Mixtral's as each expert's layers in target_modules (transformers 4's), as "
+                 "Qwen3-MoE's and Mixtral's as each expert's layers in target_modules (transformers 4's; --peft-experts fused: "
+                 "transformers 5's fused form), as "
                  "PEFT's adapter folder here (adapter_model.safetensors + "
                  "adapter_config.json, what PeftModel.from_pretrained(base, folder) loads on the model it was "
                  "compiled from, and mtc --lora-from reads; a reward model's as PEFT's sequence classifier, SEQ_CLS, "
                  "its score head saved, for AutoModelForSequenceClassification with num_labels=1): at the end, or "
                  "when SIGINT/SIGTERM/SIGUSR1 stops the run");
+  choiceOf(app, "--peft-experts", c.peft_experts,
+           "with --export-peft: how Qwen3-MoE's and Mixtral's expert and router adapters go to PEFT: layers "
+           "(transformers 4's: each expert's layer and the router an nn.Linear in target_modules; PEFT 0.19 and later "
+           "convert it on loading into transformers 5) or fused (transformers 5's: target_parameters "
+           "mlp.experts.gate_up_proj, gate's and up's adapters side by side at twice the rank, down_proj, and the "
+           "routers' mlp.gate.weight)",
+           std::map<std::string, PeftExpertsForm>{{"layers", PeftExpertsForm::kLayers},
+                                                  {"fused", PeftExpertsForm::kFused}})
+      ->default_str("layers");
   choiceOf(app, "--export-dtype", c.export_dtype,
                           "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even); "
                           "--export-peft's adapters are f32",

@@ -53,9 +53,9 @@ std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
 }
 
 namespace {
-// Transformers 5's mixture block of Qwen3-MoE's or Mixtral's layer parameter `param` is in
-// ("model.layers.3.mlp"), and the parameter's name within the layer ("moe.up.weight"); none for
-// another parameter or layout.
+// For a layer's parameter `param` of Qwen3-MoE or Mixtral, the mixture block transformers 5 has in
+// that layer ("model.layers.3.mlp") and the parameter's name within the layer ("moe.up.weight"),
+// which the callers match; none for gpt-oss or a parameter outside the layers.
 std::optional<std::pair<std::string, std::string>> fusedBlock(const std::string& param, ExpertLayout experts) {
   if (experts == ExpertLayout::kGptOss || !param.starts_with("layers.")) return std::nullopt;
   const size_t dot = param.find('.', 7);

@@ -72,10 +72,10 @@ inline constexpr char kPeftKeyPrefix[] = "base_model.model.";
 // The key stem (kPeftKeyPrefix + module + ...) of PEFT's adapters on `parameter` of `module`, a
 // stack of experts adapted in place (target_parameters: "gate_up_proj", "down_proj", which
 // gpt-oss's experts and transformers 5's fused Qwen3-MoE and Mixtral experts register in that
-// order). PEFT wraps the
-// adapted parameters of one module in the order the module registers them, each wrapper around the
-// last, so each adapter's keys pass through one ".base_layer" for every later wrapper: `adapted`
-// says which of the module's parameters have adapters (bench/gpu/peft_layout.py printed PEFT's keys).
+// order). PEFT wraps the adapted parameters of one module in the order the module registers them,
+// each wrapper around the last, so each adapter's keys pass through one ".base_layer" for every
+// later wrapper: `adapted` says which of the module's parameters have adapters
+// (bench/gpu/peft_layout.py printed PEFT's keys).
 std::string peftParameterKeyStem(const std::string& module, const std::string& parameter,
                                  const std::function<bool(const std::string&)>& adapted);
 

@@ -17,6 +17,12 @@ namespace mt {
 // What the exported weights are stored as: the fp32 master, or its bf16 rounding (to nearest even).
 enum class ExportDtype { kF32, kBf16 };
 
+// How --export-peft writes the adapters on Qwen3-MoE's and Mixtral's experts and routers: as
+// transformers 4 holds them, each expert's layer and the router an nn.Linear (target_modules), or
+// as transformers 5 does, each layer's experts fused into mlp.experts.gate_up_proj and down_proj
+// and the router a bare parameter, mlp.gate.weight (target_parameters).
+enum class PeftExpertsForm { kLayers, kFused };
+
 // Throws mt::Error unless the plan can be exported (it has a Hugging Face config, every parameter
 // a place, every fused tensor all its parts).
 void checkHuggingFaceExport(const plan::Plan& plan);

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -56,6 +58,11 @@ struct AdaptedModule {
   LoraAdapter adapter;
   std::string parameter;
   int64_t experts = 0;
+  // PeftExpertsForm::kFused: a router's parameter is "weight" (its module's A and B as a linear
+  // layer's); a fused stack's holds `parts` stacks, `fused` the adapted ones by part (gate_up_proj:
+  // gate's 0 and up's 1 of 2; down_proj: 0 of 1), `adapter` the first's.
+  std::vector<std::pair<int64_t, LoraAdapter>> fused;
+  int64_t parts = 0;
   // What PEFT's target lists and rank and alpha patterns name: the module, or the parameter.
   std::string target() const { return parameter.empty() ? module : module + "." + parameter; }
 };
@@ -64,13 +71,59 @@ struct SavedModule {
   std::vector<std::pair<std::string, int>> tensors;
 };
 struct PeftContents {
+  ExpertLayout layout;
+  PeftExpertsForm form;
   std::vector<PlacedParam> params;
   std::vector<AdaptedModule> adapted;
   std::vector<SavedModule> saved;
 };
 
+// A's rows: the adapter's rank (a stack's A is (E, r, in)).
+int64_t rankOf(const plan::Plan& plan, const LoraAdapter& adapter) {
+  const plan::HostTensor& a = plan.host_tensors(adapter.a);
+  return a.shape(a.shape_size() - 2);
+}
+
+// With PeftExpertsForm::kFused: `adapter` on Qwen3-MoE's or Mixtral's stack or router `weight`
+// into `modules` as transformers 5 holds them (fusedExpertsPlace, fusedRouterName), a fused stack's
+// parts joined in one module; false for another weight.
+bool addFusedModule(std::vector<AdaptedModule>& modules, const std::string& weight, const LoraAdapter& adapter,
+                    ExpertLayout layout) {
+  if (const std::optional<FusedExpertsPlace> place = fusedExpertsPlace(weight, layout)) {
+    const std::string module = huggingFaceModuleOf(place->parameter);
+    const std::string parameter = place->parameter.substr(module.size() + 1);
+    auto same = std::find_if(modules.begin(), modules.end(),
+                             [&](const AdaptedModule& m) { return m.module == module && m.parameter == parameter; });
+    if (same == modules.end()) same = modules.insert(modules.end(), AdaptedModule{module, adapter, parameter});
+    same->fused.push_back({place->part, adapter});
+    same->parts = place->parts;
+    return true;
+  }
+  if (const std::string router = fusedRouterName(weight, layout); !router.empty()) {
+    const std::string module = huggingFaceModuleOf(router);
+    modules.push_back({module, adapter, router.substr(module.size() + 1)});
+    return true;
+  }
+  return false;
+}
+
+// A fused stack's parts in order, checked to share one scale: PEFT's one adapter on the fused
+// parameter has one (alpha / r, or alpha / sqrt(r) rank-stabilised).
+void orderFusedParts(const plan::Plan& plan, AdaptedModule& m) {
+  std::sort(m.fused.begin(), m.fused.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  m.adapter = m.fused.front().second;
+  const bool rslora = plan.model().lora_rslora();
+  auto scale = [&](const LoraAdapter& a) { return loraScale(a.alpha, rankOf(plan, a), rslora); };
+  for (const auto& [part, adapter] : m.fused)
+    if (scale(adapter) != scale(m.adapter))
+      throw Error("--export-peft --peft-experts fused: '" + plan.host_tensors(m.adapter.weight).name() + "' and '" +
+                  plan.host_tensors(adapter.weight).name() + "' have adapters of other scales (alpha / r), but " +
+                  "transformers 5 fuses them into " + m.target() + ", whose one adapter has one scale: give them one " +
+                  "rank and alpha (mtc --lora-rank-pattern, --lora-alpha-pattern), or --peft-experts layers");
+}
+
 // The adapted modules; checks what checkPeftExport promises of them.
-std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout layout) {
+std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout layout, PeftExpertsForm form) {
   const std::vector<LoraAdapter> adapters = loraAdapters(plan);
   if (adapters.empty())
     throw Error("--export-peft: the plan has no LoRA adapters (compile it with mtc --lora); --export-hf writes a "
@@ -80,6 +133,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
     const std::string& weight = plan.host_tensors(adapter.weight).name();
     const HuggingFacePlace place = huggingFacePlace(weight, "transformer.", layout);
     const bool stack = plan.host_tensors(adapter.weight).shape_size() == 3;
+    if (form == PeftExpertsForm::kFused && addFusedModule(modules, weight, adapter, layout)) continue;
     // gpt-oss's stacks are parameters of its experts module, which PEFT adapts in place
     // (target_parameters); Qwen3-MoE's and Mixtral's are one linear layer an expert in the
     // folders --export-hf writes (transformers 4's layers; transformers 5 fuses them on loading).
@@ -102,6 +156,14 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
                   "): use --export-hf, which merges the adapters into the weights");
     modules.push_back({huggingFaceModuleOf(place.name), adapter, ""});
   }
+  bool fused = false;
+  for (AdaptedModule& m : modules) {
+    fused = fused || !m.fused.empty() || m.parameter == "weight";
+    if (!m.fused.empty()) orderFusedParts(plan, m);
+  }
+  if (form == PeftExpertsForm::kFused && !fused)
+    throw Error("--export-peft --peft-experts fused: the plan adapts no stack of experts or router of Qwen3-MoE or "
+                "Mixtral, the ones transformers 5 fuses; drop --peft-experts");
   return modules;
 }
 
@@ -150,9 +212,9 @@ std::vector<SavedModule> savedModules(const plan::Plan& plan, const std::vector<
   return saved;
 }
 
-PeftContents peftContents(const plan::Plan& plan) {
+PeftContents peftContents(const plan::Plan& plan, PeftExpertsForm form) {
   const ExpertLayout layout = exportLayout(plan, "--export-peft");
-  PeftContents contents{placedParams(plan, layout), adaptedModules(plan, layout), {}};
+  PeftContents contents{layout, form, placedParams(plan, layout), adaptedModules(plan, layout, form), {}};
   contents.saved = savedModules(plan, contents.params, contents.adapted);
   return contents;
 }
@@ -160,25 +222,43 @@ PeftContents peftContents(const plan::Plan& plan) {
 // The most names PEFT's target lists may hold here: mtc --lora-from reads no more.
 constexpr size_t kMostPeftTargets = 4096;
 
+// The name PEFT's lists and patterns give every target of a kind: its last component ("q_proj",
+// "gate_up_proj"), or its last two where that is "weight" (a router's "gate.weight": "weight"
+// alone would name every weight).
+std::string kindOf(const std::string& target) {
+  size_t dot = target.rfind('.');
+  if (dot != std::string::npos && target.substr(dot + 1) == "weight" && dot > 0) dot = target.rfind('.', dot - 1);
+  return dot == std::string::npos ? target : target.substr(dot + 1);
+}
+
+// The parameter PEFT's target_parameters would name for the plan's parameter `p` in `contents`'
+// form: a stack of gpt-oss's experts itself; with PeftExpertsForm::kFused, the transformers 5
+// parameter that holds a Qwen3-MoE or Mixtral stack or router; else "".
+std::string parameterTarget(const plan::Plan& plan, const PlacedParam& p, const PeftContents& contents) {
+  const std::string& name = plan.host_tensors(p.index).name();
+  if (contents.layout == ExpertLayout::kGptOss)
+    return plan.host_tensors(p.index).shape_size() == 3 ? p.place.name : "";
+  if (contents.form != PeftExpertsForm::kFused) return "";
+  if (const std::optional<FusedExpertsPlace> place = fusedExpertsPlace(name, contents.layout)) return place->parameter;
+  return fusedRouterName(name, contents.layout);
+}
+
 // PEFT's target_modules (`parameters` false) or target_parameters (true), a list: a leaf name
 // ("q_proj", "gate_up_proj") where the adapted targets are every target of that name, else each
 // adapted target's full name (which PEFT finds by equality, and no other name ends with): a stack
 // of experts' one an expert. At most kMostPeftTargets names, else refused.
-nlohmann::ordered_json peftTargets(const plan::Plan& plan, const std::vector<PlacedParam>& params,
-                                   const std::vector<AdaptedModule>& adapted, bool parameters) {
-  auto leafOf = [](const std::string& name) { return name.substr(name.rfind('.') + 1); };
-  std::map<std::string, std::set<std::string>> all, chosen;  // by leaf; a per-expert stack's with its '*'
-  for (const PlacedParam& p : params) {
-    const bool stack = plan.host_tensors(p.index).shape_size() == 3;
-    if (parameters ? stack : p.place.name.ends_with(".weight")) {
-      const std::string target = parameters ? p.place.name : p.module;
-      all[leafOf(target)].insert(target);
-    }
+nlohmann::ordered_json peftTargets(const plan::Plan& plan, const PeftContents& contents, bool parameters) {
+  std::map<std::string, std::set<std::string>> all, chosen;  // by kind; a per-expert stack's with its '*'
+  for (const PlacedParam& p : contents.params) {
+    const std::string target = parameters                            ? parameterTarget(plan, p, contents)
+                               : p.place.name.ends_with(".weight") ? p.module
+                                                                   : "";
+    if (!target.empty()) all[kindOf(target)].insert(target);
   }
   std::map<std::string, int64_t> experts;  // of a per-expert stack's target
-  for (const AdaptedModule& m : adapted)
+  for (const AdaptedModule& m : contents.adapted)
     if (m.parameter.empty() != parameters) {
-      chosen[leafOf(m.target())].insert(m.target());
+      chosen[kindOf(m.target())].insert(m.target());
       experts[m.target()] = m.experts;
     }
   nlohmann::ordered_json targets = nlohmann::ordered_json::array();
@@ -234,13 +314,12 @@ PeftSetting peftSetting(const std::vector<AdaptedModule>& adapted,
   setting.value = std::max_element(counts.begin(), counts.end(), [](const auto& x, const auto& y) {
                     return x.second < y.second;
                   })->first;
-  auto leafOf = [](const std::string& module) { return module.substr(module.rfind('.') + 1); };
   std::map<std::string, std::set<std::string>> values_by_leaf;  // each value's dump
-  for (size_t i = 0; i < adapted.size(); ++i) values_by_leaf[leafOf(adapted[i].target())].insert(values[i].dump());
+  for (size_t i = 0; i < adapted.size(); ++i) values_by_leaf[kindOf(adapted[i].target())].insert(values[i].dump());
   for (size_t i = 0; i < adapted.size(); ++i) {
     if (values[i] == setting.value) continue;
     const std::string module = adapted[i].target();
-    const std::string leaf = leafOf(module);
+    const std::string leaf = kindOf(module);
     if (values_by_leaf[leaf].size() == 1) {
       setting.pattern[leaf] = values[i];
       continue;
@@ -269,13 +348,20 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
   config["base_model_name_or_path"] =
       model.hf_source().empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(model.hf_source());
   // Each adapter's rank is its A's rows (each expert's, of a stack's (E, r, in)), its alpha its
-  // own or the plan's (mtc --lora-rank-pattern, --lora-alpha-pattern).
+  // own or the plan's (mtc --lora-rank-pattern, --lora-alpha-pattern); a fused stack's rank its
+  // parts' summed, its alpha the one that keeps their one scale (x 2 for gate and up at one rank).
+  const bool rslora = model.lora_rslora();
+  auto rankOfModule = [&](const AdaptedModule& m) {
+    int64_t rank = m.fused.empty() ? rankOf(plan, m.adapter) : 0;
+    for (const auto& [part, adapter] : m.fused) rank += rankOf(plan, adapter);
+    return rank;
+  };
   const PeftSetting rank = peftSetting(contents.adapted, [&](const AdaptedModule& m) {
-    const plan::HostTensor& a = plan.host_tensors(m.adapter.a);
-    return nlohmann::ordered_json(a.shape(a.shape_size() - 2));
+    return nlohmann::ordered_json(rankOfModule(m));
   });
-  const PeftSetting alpha = peftSetting(contents.adapted, [](const AdaptedModule& m) {
-    return shortestDecimal(static_cast<float>(m.adapter.alpha));
+  const PeftSetting alpha = peftSetting(contents.adapted, [&](const AdaptedModule& m) {
+    const double widened = static_cast<double>(rankOfModule(m)) / static_cast<double>(rankOf(plan, m.adapter));
+    return shortestDecimal(static_cast<float>(m.adapter.alpha * (rslora ? std::sqrt(widened) : widened)));
   });
   config["r"] = rank.value;
   config["lora_alpha"] = alpha.value;
@@ -291,11 +377,11 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
   nlohmann::ordered_json saved = nlohmann::ordered_json::array();
   for (const SavedModule& m : contents.saved) saved.push_back(m.module);
   config["modules_to_save"] = contents.saved.empty() ? nlohmann::ordered_json() : saved;
-  config["target_modules"] = peftTargets(plan, contents.params, contents.adapted, /*parameters=*/false);
+  config["target_modules"] = peftTargets(plan, contents, /*parameters=*/false);
   if (std::any_of(contents.adapted.begin(), contents.adapted.end(), [](const AdaptedModule& m) {
         return !m.parameter.empty();
       }))
-    config["target_parameters"] = peftTargets(plan, contents.params, contents.adapted, /*parameters=*/true);
+    config["target_parameters"] = peftTargets(plan, contents, /*parameters=*/true);
   config["use_rslora"] = model.lora_rslora();
   config["use_dora"] = contents.adapted.front().adapter.magnitude >= 0;  // all or none (loraAdapters)
   return config;
@@ -305,13 +391,16 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
 // expert's r rows in turn, which is our A (E, r, in) as it lies; lora_B (out, r*E), expert e's rank
 // k in column k*E + e, our B (E, out, r) permuted; under the key stem of PEFT's nesting
 // (peftParameterKeyStem).
-std::vector<SafetensorsTensor> expertAdapterTensors(const HostStore& store, const std::vector<AdaptedModule>& adapted,
-                                                    const AdaptedModule& m) {
-  const std::string key = peftParameterKeyStem(m.module, m.parameter, [&](const std::string& parameter) {
+std::string parameterKeyStem(const std::vector<AdaptedModule>& adapted, const AdaptedModule& m) {
+  return peftParameterKeyStem(m.module, m.parameter, [&](const std::string& parameter) {
     return std::any_of(adapted.begin(), adapted.end(), [&](const AdaptedModule& other) {
       return other.module == m.module && other.parameter == parameter;
     });
   });
+}
+std::vector<SafetensorsTensor> expertAdapterTensors(const HostStore& store, const std::vector<AdaptedModule>& adapted,
+                                                    const AdaptedModule& m) {
+  const std::string key = parameterKeyStem(adapted, m);
   SafetensorsTensor a = store.savedTensor(m.adapter.a);
   const std::vector<int64_t> a_shape = a.shape;  // (E, r, in)
   a.name = key + ".lora_A.weight";
@@ -324,6 +413,54 @@ std::vector<SafetensorsTensor> expertAdapterTensors(const HostStore& store, cons
          std::vector<float> staged;
          peftExpertBFromStack(f32Values(source, staged), experts, out, r, static_cast<float*>(buffer));
        }};
+  return {std::move(a), std::move(b)};
+}
+
+// The adapters on transformers 5's fused parameter `m` (PeftExpertsForm::kFused) in PEFT's form, as
+// PEFT converts the per-expert form on loading (its PeftConcatenate): lora_A (E*R, in), expert e's
+// rows its parts' A at e in turn (R their ranks summed); lora_B (parts*out, R*E), expert e's the
+// block-diagonal of its parts' B at e (part p's rows from p*out, its rank's columns), zeros for a
+// part without adapters, in PEFT's column order k*E + e. The same products as the parts' own.
+std::vector<SafetensorsTensor> fusedAdapterTensors(const HostStore& store, const std::vector<AdaptedModule>& adapted,
+                                                   const AdaptedModule& m) {
+  struct Part {
+    int64_t part, rank, column;  // its part of the rows, its rank, its first column of the rank
+    SafetensorsTensor a, b;      // (E, r, in), (E, out, r)
+  };
+  std::vector<Part> parts;
+  int64_t rank = 0;
+  for (const auto& [part, adapter] : m.fused) {
+    SafetensorsTensor a = store.savedTensor(adapter.a), b = store.savedTensor(adapter.b);
+    const int64_t r = a.shape[1];
+    parts.push_back({part, r, rank, std::move(a), std::move(b)});
+    rank += r;
+  }
+  const int64_t experts = parts[0].a.shape[0], in = parts[0].a.shape[2], out = parts[0].b.shape[1];
+  const int64_t rows = m.parts * out;
+  const std::string key = parameterKeyStem(adapted, m);
+  SafetensorsTensor a{key + ".lora_A.weight", "F32", {experts * rank, in}, nullptr, 4 * experts * rank * in,
+                      [parts, experts, rank, in](void* buffer) {
+                        float* fused = static_cast<float*>(buffer);
+                        for (const Part& p : parts) {
+                          std::vector<float> staged;
+                          const float* values = f32Values(p.a, staged);
+                          for (int64_t e = 0; e < experts; ++e)
+                            std::copy_n(values + e * p.rank * in, p.rank * in, fused + (e * rank + p.column) * in);
+                        }
+                      }};
+  SafetensorsTensor b{key + ".lora_B.weight", "F32", {rows, rank * experts}, nullptr, 4 * rows * rank * experts,
+                      [parts, experts, rank, out, rows](void* buffer) {
+                        std::vector<float> stack(static_cast<size_t>(experts * rows * rank), 0.0f);  // (E, rows, R)
+                        for (const Part& p : parts) {
+                          std::vector<float> staged;
+                          const float* values = f32Values(p.b, staged);
+                          for (int64_t e = 0; e < experts; ++e)
+                            for (int64_t o = 0; o < out; ++o)
+                              std::copy_n(values + (e * out + o) * p.rank, p.rank,
+                                          stack.data() + (e * rows + p.part * out + o) * rank + p.column);
+                        }
+                        peftExpertBFromStack(stack.data(), experts, rows, rank, static_cast<float*>(buffer));
+                      }};
   return {std::move(a), std::move(b)};
 }
 
@@ -366,14 +503,18 @@ std::vector<SafetensorsTensor> perExpertAdapterTensors(const HostStore& store, c
 
 }  // namespace
 
-void checkPeftExport(const plan::Plan& plan) { peftContents(plan); }
+void checkPeftExport(const plan::Plan& plan, PeftExpertsForm experts) { peftContents(plan, experts); }
 
 void exportPeft(const plan::Plan& plan, const HostStore& store, const std::string& dir,
-                const std::map<std::string, std::string>& metadata) {
-  const PeftContents contents = peftContents(plan);
+                const std::map<std::string, std::string>& metadata, PeftExpertsForm experts) {
+  const PeftContents contents = peftContents(plan, experts);
   std::vector<SafetensorsTensor> tensors;
   for (const AdaptedModule& m : contents.adapted) {
-    if (!m.parameter.empty()) {
+    if (!m.fused.empty()) {
+      for (SafetensorsTensor& t : fusedAdapterTensors(store, contents.adapted, m)) tensors.push_back(std::move(t));
+      continue;
+    }
+    if (!m.parameter.empty() && m.parameter != "weight") {  // a router's "weight": its module's, below
       for (SafetensorsTensor& t : expertAdapterTensors(store, contents.adapted, m)) tensors.push_back(std::move(t));
       continue;
     }

@@ -12,7 +12,10 @@
 //   modules' full names; modules_to_save their full names; base_model_name_or_path the folder the
 //   model came from.
 // Adapters on a stack of experts: gpt-oss's as PEFT's target_parameters (its ParamWrapper's
-// layout), Qwen3-MoE's and Mixtral's as each expert's linear layer (target_modules, transformers 4's).
+// layout), Qwen3-MoE's and Mixtral's as each expert's linear layer (target_modules, transformers 4's)
+// or, with PeftExpertsForm::kFused, on transformers 5's fused parameters (target_parameters:
+// gate_up_proj's lora_A gate's and up's A side by side in the rank, its lora_B their B
+// block-diagonal, as PEFT converts the per-expert form on loading; the routers' mlp.gate.weight).
 // Written whole or not at all. checkPeftExport throws mt::Error, before a run, for what PEFT
 // cannot hold: a plan without adapters, an adapted weight without an nn.Linear of its own (GPT-2's Conv1D,
 // gpt-oss's router), a trained tensor whose module PEFT cannot save whole (fused, transposed, one
@@ -24,11 +27,12 @@
 
 #include "runtime/host/host_store.h"
 #include "runtime/plan/plan_format.h"
+#include "runtime/training/huggingface.h"
 
 namespace mt {
 
-void checkPeftExport(const plan::Plan& plan);
+void checkPeftExport(const plan::Plan& plan, PeftExpertsForm experts = PeftExpertsForm::kLayers);
 void exportPeft(const plan::Plan& plan, const HostStore& store, const std::string& dir,
-                const std::map<std::string, std::string>& metadata);
+                const std::map<std::string, std::string>& metadata, PeftExpertsForm experts = PeftExpertsForm::kLayers);
 
 }  // namespace mt

@@ -139,7 +139,7 @@ RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
     outputs.export_hf_lock = lockExportFolder(config.export_hf_dir, false);
   }
   if (!config.export_peft_dir.empty()) {
-    checkPeftExport(plan);
+    checkPeftExport(plan, config.peft_experts);
     outputs.export_peft_lock = lockExportFolder(config.export_peft_dir, true);
   }
   const std::string& dir = checkpointFolder(config);
@@ -254,7 +254,7 @@ void exportStore(const TrainConfig& config, const plan::Plan& plan, const HostSt
     if (!exported.padding.empty()) std::printf("  a reward model: %s\n", exported.padding.c_str());
   }
   if (!config.export_peft_dir.empty()) {
-    exportPeft(plan, store, config.export_peft_dir, metadata);
+    exportPeft(plan, store, config.export_peft_dir, metadata, config.peft_experts);
     std::printf("LoRA adapters written to %s (PEFT's adapter folder: PeftModel.from_pretrained(%s, folder))\n",
                 config.export_peft_dir.c_str(),
                 hasScoreHead(plan)

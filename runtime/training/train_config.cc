@@ -50,6 +50,8 @@ void validateConfig(const TrainConfig& c) {
                                                        !c.export_peft_dir.empty())),
           "--export-only writes a checkpoint's weights: give --resume CHECKPOINT_DIR and --export, --export-hf or "
           "--export-peft");
+  require(c.peft_experts == PeftExpertsForm::kLayers || !c.export_peft_dir.empty(),
+          "--peft-experts says how --export-peft writes experts' adapters: give --export-peft DIR too");
   require(!c.export_only || c.reference_weights.empty(),
           "--reference-weights names the reference model of a preference run; --export-only trains nothing: drop it");
   require(!c.eval_only || !c.export_only, "--eval-only scores weights and --export-only writes them: give one");

@@ -33,6 +33,7 @@ struct TrainConfig {
   std::string export_hf_dir;   // trained weights as a Hugging Face folder; "" = none
   std::string export_peft_dir;  // a LoRA plan's adapters as PEFT's adapter folder; "" = none
   ExportDtype export_dtype = ExportDtype::kF32;  // of the Hugging Face folder's weights
+  PeftExpertsForm peft_experts = PeftExpertsForm::kLayers;  // --export-peft's form of experts' adapters
   std::string grads_path;      // gradients of the first step (safetensors); "" = none
   std::string log_path;        // JSONL, one object per step; "" = none
   std::string trace_path;      // measured timeline of the last step (Chrome trace JSON); "" = none

@@ -358,7 +358,83 @@ for layer in range(4):
     assert s('up', 'B', back).equal(torch.cat([zeros, s('up', 'B')], 2)), layer
     assert s('down', 'A', back).equal(s('down', 'A')) and s('down', 'B', back).equal(s('down', 'B')), layer
 EOF"
-# PEFT 0.19.0 wrote such stacks' adapters with in and out swapped; both forms on one stack.
+# Against PEFT's own formula, not the conversion: gate_up_proj alone (its keys unnested), A and B
+# dense and random, target_modules naming gate_proj, up_proj and down_proj as well (a dense layer's
+# in transformers 5, no expert's: the file's keys say the form): the merge gives each expert's gate
+# rows and up rows of PEFT's delta, einsum('o r e, e r i -> e o i', B (2I, R, E), A (E, R, H)) x alpha / R.
+/usr/bin/python3 - "$here" <<'EOF'
+import json, shutil, sys, torch; sys.path.insert(0, sys.argv[1])
+import mt_reference as ref
+shutil.rmtree('qwen3_dense', True); shutil.copytree('qwen3_fused', 'qwen3_dense')
+w = ref.read_safetensors('qwen3_dense/adapter_model.safetensors')
+g = torch.Generator().manual_seed(7)
+for layer in range(4):
+    pre = f'base_model.model.model.layers.{layer}.mlp.experts.'
+    for ab in 'AB':
+        del w[pre + f'lora_{ab}.weight']
+        t = w.pop(pre + f'base_layer.lora_{ab}.weight')
+        w[pre + f'lora_{ab}.weight'] = 0.1 * torch.randn(t.shape, generator=g)
+ref.write_safetensors('qwen3_dense/adapter_model.safetensors', w)
+c = json.load(open('qwen3_dense/adapter_config.json'))
+c['target_parameters'], c['target_modules'] = ['gate_up_proj'], c['target_modules'] + ['gate_proj', 'up_proj', 'down_proj']
+json.dump(c, open('qwen3_dense/adapter_config.json', 'w'))
+EOF
+"$bin/mtc" qwen3_base --forward-only --batch 1 --seq 32 -o qwen3_plain_fwd.plan > /dev/null
+"$bin/mtc" qwen3_base --forward-only --batch 1 --seq 32 --lora-from qwen3_dense -o qwen3_dense_fwd.plan \
+  > qwen3_dense_fwd.txt 2>&1
+check "a fused gate_up_proj alone, dense adapters, dense layers' names in target_modules: PEFT's delta merged" \
+  "/usr/bin/python3 - <<'EOF' || { tail -3 qwen3_dense_fwd.txt; false; }
+import sys, torch; sys.path.insert(0, '$here')
+import mt_reference as ref
+got, plain, adapter = (ref.read_safetensors(f) for f in ('qwen3_dense_fwd.safetensors', 'qwen3_plain_fwd.safetensors',
+                                                           'qwen3_dense/adapter_model.safetensors'))
+E, I = 4, 32
+for layer in range(4):
+    pre = f'base_model.model.model.layers.{layer}.mlp.experts.'
+    a, b = adapter[pre + 'lora_A.weight'], adapter[pre + 'lora_B.weight']
+    R = a.shape[0] // E
+    delta = torch.einsum('ore,eri->eoi', b.reshape(b.shape[0], R, E), a.reshape(E, R, a.shape[1])) * (16 / R)
+    for stack, rows in (('gate', slice(0, I)), ('up', slice(I, 2 * I))):
+        name = f'layers.{layer}.moe.{stack}.weight'
+        assert ref.rel_err(got[name], plain[name] + delta[:, rows]) < 1e-6, (name, ref.rel_err(got[name], plain[name] + delta[:, rows]))
+    assert got[f'layers.{layer}.moe.down.weight'].equal(plain[f'layers.{layer}.moe.down.weight']), layer
+EOF"
+# --export-peft --peft-experts fused writes that form itself: the same tensors as the conversion,
+# r 4 with gate_up_proj's rank and alpha doubled by pattern, read back as it merges. Adapters of two
+# scales on one layer's gate and up (one fused adapter has one), and the flag on a plan without such
+# experts or without --export-peft, refused.
+rm -rf qwen3_fused_out
+"$bin/mtrun" qwen3_lx.plan --data corpus.tok --weights qwen3_lx.safetensors --steps 1 --lr 0 \
+  --export-peft qwen3_fused_out --peft-experts fused --print-every 100 > /dev/null
+"$bin/mtc" qwen3_base --forward-only --batch 1 --seq 32 --lora-from qwen3_fused_out -o qwen3_fused_out_fwd.plan \
+  > /dev/null 2>&1
+check "--export-peft --peft-experts fused: transformers 5's form as PEFT converts it, merged back alike" \
+  "/usr/bin/python3 - <<'EOF' && close_tensors qwen3_fused_out_fwd.safetensors qwen3_fwd.safetensors
+import json, sys; sys.path.insert(0, '$here')
+import mt_reference as ref
+out, want = ref.read_safetensors('qwen3_fused_out/adapter_model.safetensors'), ref.read_safetensors('qwen3_fused/adapter_model.safetensors')
+assert sorted(out) == sorted(want) and all(out[k].equal(want[k]) for k in out), sorted(set(out) ^ set(want))
+c = json.load(open('qwen3_fused_out/adapter_config.json'))
+assert (c['target_parameters'], sorted(c['target_modules'])) == (['down_proj', 'gate_up_proj'], ['k_proj', 'o_proj', 'q_proj', 'v_proj']), c
+assert (c['r'], c['lora_alpha'], c['rank_pattern'], c['alpha_pattern']) == (4, 8, {'gate_up_proj': 8}, {'gate_up_proj': 16}), c
+EOF"
+"$bin/mtc" "${shape[@]}" --lora 4 --lora-experts 'moe\.' --lora-rank-pattern 'moe\.gate=8' -o two_scales.plan \
+  --weights two_scales0.safetensors > /dev/null
+rm -rf x_peft
+"$bin/mtrun" two_scales.plan --data corpus.tok --weights two_scales0.safetensors --steps 1 --export-peft x_peft \
+  --peft-experts fused > two_scales.err 2>&1
+"$bin/mtrun" oss_lx.plan --data corpus.tok --weights oss_lx0.safetensors --steps 1 --export-peft x_peft \
+  --peft-experts fused > fused_oss.err 2>&1
+"$bin/mtrun" qwen3_lx.plan --data corpus.tok --weights qwen3_lx0.safetensors --steps 1 --peft-experts fused \
+  > fused_alone.err 2>&1
+check "--peft-experts fused: two scales in one gate_up_proj, no such experts, no --export-peft: refused before the run" \
+  "grep -q \"'layers.0.moe.gate.weight' and 'layers.0.moe.up.weight' have adapters of other scales\" two_scales.err && \
+   grep -q 'adapts no stack of experts or router of Qwen3-MoE or Mixtral' fused_oss.err && \
+   grep -q -- '--peft-experts says how --export-peft writes' fused_alone.err && [ ! -e x_peft ] || \
+   { cat two_scales.err fused_oss.err fused_alone.err; false; }"
+# PEFT 0.19.0 wrote such stacks' adapters with in and out swapped (and earlier PEFT on transformers
+# 5's fused experts): such shapes are named; where in and out are equal (gate_up_proj here: 64 and
+# 2 x 32) and peft_version says such a PEFT, refused. A file holding both forms for one stack too.
 /usr/bin/python3 - "$here" <<'EOF'
 import json, shutil, sys; sys.path.insert(0, sys.argv[1])
 import mt_reference as ref
@@ -367,16 +443,27 @@ w = ref.read_safetensors('qwen3_swapped/adapter_model.safetensors')
 key = 'base_model.model.model.layers.0.mlp.experts.lora_A.weight'  # down_proj's (E*r, I) as (E*r, H)
 w[key] = w[key].new_zeros(w[key].shape[0], 64)
 ref.write_safetensors('qwen3_swapped/adapter_model.safetensors', w)
+for version in ('0.18.1', '0.19.1'):
+    shutil.rmtree('qwen3_v' + version, True); shutil.copytree('qwen3_fused', 'qwen3_v' + version)
+    c = json.load(open('qwen3_fused/adapter_config.json')); c['peft_version'] = version
+    json.dump(c, open(f'qwen3_v{version}/adapter_config.json', 'w'))
 shutil.rmtree('qwen3_both', True); shutil.copytree('qwen3_fused', 'qwen3_both')
+w = ref.read_safetensors('qwen3_both/adapter_model.safetensors')
+w.update({k: v for k, v in ref.read_safetensors('qwen3_peft/adapter_model.safetensors').items() if '.experts.0.gate_proj.' in k})
+ref.write_safetensors('qwen3_both/adapter_model.safetensors', w)
 c = json.load(open('qwen3_both/adapter_config.json')); c['target_modules'].append('gate_proj')
 json.dump(c, open('qwen3_both/adapter_config.json', 'w'))
 EOF
 "$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_swapped -o x.plan > qwen3_swapped.err 2>&1
+"$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_v0.18.1 -o w.plan > qwen3_old.err 2>&1
 "$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_both -o y.plan > qwen3_both.err 2>&1
-check "--lora-from: a fused stack's adapter of PEFT 0.19.0's swapped shape, and both forms on one stack, refused" \
-  "grep -q 'PEFT 0.19.0 wrote the adapters of a stack of experts with its in and out swapped' qwen3_swapped.err && \
-   grep -q 'target_modules adapt model.layers.0.mlp.experts.0.gate_proj and target_parameters model.layers.0.mlp.experts.gate_up_proj' qwen3_both.err && \
-   [ ! -e x.plan ] && [ ! -e y.plan ] || { cat qwen3_swapped.err qwen3_both.err; false; }"
+"$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_v0.19.1 -o qwen3_v.plan > qwen3_v.txt 2>&1
+check "--lora-from: a fused stack's adapter swapped, PEFT 0.18.1 on a square stack, both forms in one file: refused" \
+  "grep -q 'its stack.s in and out the other way round, as PEFT 0.19.0 wrote such adapters' qwen3_swapped.err && \
+   grep -q 'PEFT 0.18.1 wrote it, which may hold the adapters of model.layers.0.mlp.experts.gate_up_proj (as many inputs as outputs, 64)' qwen3_old.err && \
+   grep -q \"holds 'base_model.model.model.layers.0.mlp.experts.0.gate_proj.lora_A.weight', transformers 4's adapter\" qwen3_both.err && \
+   [ ! -e x.plan ] && [ ! -e w.plan ] && [ ! -e y.plan ] && [ -e qwen3_v.plan ] || \
+   { cat qwen3_swapped.err qwen3_old.err qwen3_both.err qwen3_v.txt; false; }"
 # The experts of layers 0 to 2 alone, layer 0's at rank 8: target_modules names each expert's layer
 # (a leaf would find layer 3 too), rank_pattern one key for all of layer 0's experts; out and back
 # bit for bit, merged as --export-hf merges.
@@ -437,11 +524,16 @@ fuse_adapter all_peft all_fused qwen3
 "$bin/mtc" all_base --forward-only --batch 1 --seq 32 --lora-from all_peft -o all_fwd.plan > /dev/null 2>&1
 "$bin/mtc" all_base --forward-only --batch 1 --seq 32 --lora-from all_fused -o all_fused_fwd.plan > all_fused_fwd.txt 2>&1
 "$bin/mtc" all_base --batch 4 --seq 32 --lora-from all_fused -o all_fused.plan > all_fused.txt 2>&1
-check "Qwen3-MoE in transformers 5's form with the routers (target_parameters gate.weight): merged, and trained on" \
+rm -rf all_fused_out && "$bin/mtrun" all.plan --data corpus.tok --weights all.safetensors --steps 1 --lr 0 \
+  --export-peft all_fused_out --peft-experts fused --print-every 100 > /dev/null
+check "Qwen3-MoE in transformers 5's form with the routers (target_parameters gate.weight): merged, trained on, written" \
   "close_tensors all_fused_fwd.safetensors all_fwd.safetensors && grep -q 'on 20 weights and 12 stacks of experts' all_fused.txt && \
    /usr/bin/python3 -c \"import sys; sys.path.insert(0, '$here'); import mt_reference as ref; \
 a, b = ref.read_safetensors('all_fused.safetensors'), ref.read_safetensors('all.safetensors'); \
-keys = [k for k in b if '.moe.router.lora_' in k]; assert len(keys) == 8 and all(a[k].equal(b[k]) for k in keys), keys\" \
+keys = [k for k in b if '.moe.router.lora_' in k]; assert len(keys) == 8 and all(a[k].equal(b[k]) for k in keys), keys; \
+out, want = ref.read_safetensors('all_fused_out/adapter_model.safetensors'), ref.read_safetensors('all_fused/adapter_model.safetensors'); \
+assert sorted(out) == sorted(want) and all(out[k].equal(want[k]) for k in out), sorted(set(out) ^ set(want))\" && \
+   grep -q '\"gate.weight\"' all_fused_out/adapter_config.json \
    || { tail -3 all_fused_fwd.txt all_fused.txt; false; }"
 /usr/bin/python3 -c "import json; c = json.load(open('all_peft/adapter_config.json')); assert 'gate' in c['target_modules'], c; \
 c['target_modules'] = 'all-linear'; json.dump(c, open('all_peft/adapter_config.json', 'w'))"
