@@ -175,6 +175,11 @@ build/bin/mtc .gpu/hf/qwen3-moe-tiny-f32 --batch 4 --seq 32 --lora 4 --lora-alph
   --lora-experts 'moe\.' -o .gpu/peft/qwen3-experts.plan >/dev/null
 build/bin/mtrun .gpu/peft/qwen3-experts.plan --data .gpu/corpus.tok --steps 3 --lr 1e-2 --print-every 10 \
   --export-hf .gpu/peft/qwen3-experts-merged --export-peft .gpu/peft/qwen3-experts-adapter >/dev/null
+# ... and the same run's adapters in transformers 5's fused form (--peft-experts fused:
+# target_parameters mlp.experts.gate_up_proj at twice the rank, down_proj), which PEFT 0.19.1 and
+# later load there without converting.
+build/bin/mtrun .gpu/peft/qwen3-experts.plan --data .gpu/corpus.tok --steps 3 --lr 1e-2 --print-every 10 \
+  --export-hf .gpu/peft/qwen3-fused-merged --export-peft .gpu/peft/qwen3-fused-adapter --peft-experts fused >/dev/null
 # Generation speed (run.sh bench, BENCH_GEN=1): Llama 3.2 1B's shape, a decode plan with a cache of
 # 1024 positions, resident fp32 (its weights kept on the device between tokens) and bf16; the
 # window plan of the same model for what a token cost before the cache.
