@@ -216,8 +216,10 @@ std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, co
     const int64_t experts = shape[0], in = shape[in_out ? 1 : 2], out = shape[in_out ? 2 : 1],
                   r = a.shape.empty() ? 0 : a.shape[0] / experts, rows = merge.b_rows.parts * out;
     if (a.shape != std::vector<int64_t>{experts * r, in} || b.shape != std::vector<int64_t>{rows, r * experts})
-      throw Error(fmt::format("{}: not PEFT's (E*r, in) and (out, r*E), ({}, {}) and ({}, {}), of a stack of {} experts",
-                              where, experts * r, in, rows, r * experts, experts));
+      throw Error(fmt::format("{}: [{}] and [{}], not PEFT's (E*r, in) and (out, r*E), ({}, {}) and ({}, {}), of a "
+                              "stack of {} experts",
+                              where, fmt::join(a.shape, ", "), fmt::join(b.shape, ", "), experts * r, in, rows,
+                              r * experts, experts));
     return [produce = std::move(produce), &a, &b, experts, in, out, r, in_out, b_rows = merge.b_rows,
             scale = merge.scale, where](void* buffer) {
       produce(buffer);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -151,6 +152,29 @@ bool fusedForm(const PeftAdapter& adapter, const HuggingFaceModel& model) {
   });
 }
 
+// Refuses in a transformers 5 adapter (fusedForm) the target_modules that PEFT 0.19 and later move
+// to the fused parameters before matching (their conversion of transformers 4's adapters, run on
+// every Qwen3-MoE and Mixtral config): a name that is, or ends with, an expert's or the router's
+// layer there, and all-linear or an expression, which PEFT resolves to such names first. mtc would
+// read them as the dense layers' (transformers 5 has no expert's layer), PEFT as the experts'.
+void checkFusedTargets(const PeftAdapter& adapter, const HuggingFaceModel& model, const std::string& config) {
+  const std::string fix = "name the experts' and routers' fused parameters in target_parameters (gate_up_proj, "
+                          "down_proj, gate.weight) and the other modules in target_modules";
+  if (adapter.all_linear || adapter.target_expression)
+    throw Error(config + ": target_modules " + (adapter.all_linear ? "all-linear" : "as an expression") +
+                " beside transformers 5's fused experts (target_parameters): PEFT 0.19 and later resolve it and " +
+                "move the experts' and routers' names among it to the fused parameters; " + fix);
+  static const char* const kQwen3Moe[] = {"gate", "gate_proj", "up_proj", "down_proj"};
+  static const char* const kMixtral[] = {"gate", "w1", "w2", "w3"};
+  const bool mixtral = expertLayoutOf(model.architecture) == ExpertLayout::kMixtral;
+  for (const std::string& target : adapter.targets)
+    for (const char* name : mixtral ? std::span<const char* const>(kMixtral) : std::span<const char* const>(kQwen3Moe))
+      if (target == name || target.ends_with(std::string(".") + name))
+        throw Error(config + ": target_modules lists '" + target + "' beside transformers 5's fused experts " +
+                    "(target_parameters): PEFT 0.19 and later take that name for the experts' or routers' fused " +
+                    "parameters, mtc would take it for a dense layer's; " + fix);
+}
+
 // Refuses a transformers 5 adapter (fusedForm) whose file holds an adapter of one of the
 // per-expert stack's experts' layers (transformers 4's form): what it adapts is ambiguous.
 void checkNoExpertLayers(const PeftAdapter& adapter, const PerExpertStack& stack) {
@@ -159,6 +183,16 @@ void checkNoExpertLayers(const PeftAdapter& adapter, const PerExpertStack& stack
     throw Error(adapter.weights->path() + " holds '" + key + "', transformers 4's adapter of one expert's layer, " +
                 "but target_parameters adapt transformers 5's fused experts or routers, where no such layer exists: " +
                 "one form adapts a model's experts; drop those tensors, or the target_parameters");
+}
+
+// Whether the adapter is transformers 5's (fusedForm), checked as such: its target_modules
+// (checkFusedTargets), no expert's layer's adapter in its file (checkNoExpertLayers).
+bool isTransformers5Adapter(const PeftAdapter& adapter, const HuggingFaceModel& model) {
+  if (!fusedForm(adapter, model)) return false;
+  checkFusedTargets(adapter, model, adapter.dir + "/" + kPeftConfigFile);
+  for (const auto& [ours, source] : model.weights)
+    if (const std::optional<PerExpertStack> stack = perExpertStack(model, ours)) checkNoExpertLayers(adapter, *stack);
+  return true;
 }
 
 // A stack of experts adapted in place (target_parameters): gpt-oss's, or transformers 5's fused
@@ -181,8 +215,9 @@ void checkStackLayoutKnown(const PeftAdapter& adapter, const InPlaceStack& stack
   const std::array<int64_t, 3>& version = *adapter.peft_version;
   if (version == swapped_release || (!stack.gpt_oss && version < fixed))
     throw Error(fmt::format("{}/{}: PEFT {} wrote it, which may hold the adapters of {} (as many inputs as outputs, "
-                            "{}) with in and out the other way round: save the adapter again with PEFT 0.19.1 or "
-                            "later, or merge it with the PEFT that wrote it (merge_and_unload)",
+                            "{}) with in and out the other way round: train it again with PEFT 0.19.1 or later, or "
+                            "merge it with the PEFT that wrote it (merge_and_unload); where its layout is known to be "
+                            "0.19.1's, set its peft_version so",
                             adapter.dir, kPeftConfigFile, fmt::join(version, "."), stack.parameter, stack.in));
 }
 
@@ -285,7 +320,8 @@ std::string expertLayersHint(const PeftAdapter& adapter, const std::string& key)
 // stack's in and out the other way round, the likely cause (checkStackLayoutKnown).
 constexpr char kSwappedStackHint[] =
     ": its stack's in and out the other way round, as PEFT 0.19.0 wrote such adapters (and earlier PEFT on "
-    "transformers 5's fused experts); save the adapter again with PEFT 0.19.1 or later";
+    "transformers 5's fused experts); train it again with PEFT 0.19.1 or later, or merge it with the PEFT that "
+    "wrote it (merge_and_unload)";
 
 // Why a tensor of the adapter's file has no place, as far as its name tells.
 std::string unplacedReason(const std::string& key, bool tied, const PeftAdapter& config) {
@@ -428,13 +464,12 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   std::set<std::string> targets, saved;
   int64_t in_place = 0;  // parameters target_parameters adapt
   const std::string config = adapter.dir + "/" + kPeftConfigFile;
-  const bool transformers5 = fusedForm(adapter, model);
+  const bool transformers5 = isTransformers5Adapter(adapter, model);
   for (const auto& [ours, source] : model.weights) {
     // A stack of Qwen3-MoE's or Mixtral's experts, adapted in place (transformers 5's fused
     // parameters, target_parameters) or expert by expert (transformers 4's layers, target_modules).
     if (const std::optional<PerExpertStack> stack = perExpertStack(model, ours)) {
       std::optional<ExpertsAdapted> adapted;
-      if (transformers5) checkNoExpertLayers(adapter, *stack);
       if (const std::optional<FusedExpertsPlace> fused = fusedTarget(adapter, model, ours)) {
         adapted = ExpertsAdapted{adapterRank(adapter, fused->parameter), adapterAlpha(adapter, fused->parameter)};
         ++in_place;
@@ -492,7 +527,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
   const SafetensorsFile& file = *adapter.weights;
   AdapterTensors tensors(adapter);
   const std::string config = adapter.dir + "/" + kPeftConfigFile;
-  const bool tied = headIsEmbedding(plan), transformers5 = fusedForm(adapter, model);
+  const bool tied = headIsEmbedding(plan), transformers5 = isTransformers5Adapter(adapter, model);
   std::map<std::string, std::vector<int64_t>> param_shapes;
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_PARAM) param_shapes[t.name()] = {t.shape().begin(), t.shape().end()};
@@ -502,7 +537,10 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     if (isLoraAdapter(t.name())) {  // "X.lora_A.weight": X.weight's module + ".lora_A.weight" (a magnitude alike)
       const std::string stem = t.name().substr(0, t.name().rfind(".lora_")), suffix = t.name().substr(stem.size());
       if (shape.size() == 3) {  // a stack's (E, r, in) or (E, out, r)
-        if (const auto in_place = inPlaceStack(adapter, model, stem + ".weight", param_shapes.at(stem + ".weight")))
+        auto weight_shape = param_shapes.find(stem + ".weight");
+        if (weight_shape == param_shapes.end())
+          throw Error(file.path() + ": the plan's stack adapter " + t.name() + " has no weight " + stem + ".weight");
+        if (const auto in_place = inPlaceStack(adapter, model, stem + ".weight", weight_shape->second))
           useInPlaceAdapter(tensors, adapter, model, *in_place, t, suffix, overrides);
         else if (const std::optional<PerExpertStack> stack = perExpertStack(model, stem + ".weight"))
           usePerExpertAdapter(tensors, *stack, t, suffix, overrides);

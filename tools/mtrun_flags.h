@@ -129,7 +129,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
            "(transformers 4's: each expert's layer and the router an nn.Linear in target_modules; PEFT 0.19 and later "
            "convert it on loading into transformers 5) or fused (transformers 5's: target_parameters "
            "mlp.experts.gate_up_proj, gate's and up's adapters side by side at twice the rank, down_proj, and the "
-           "routers' mlp.gate.weight)",
+           "routers' mlp.gate.weight; the form transformers 5 loads as trained where the experts' ranks differ from "
+           "r or with --lora-rslora; no dropout, DoRA or adapted dense MLP layers)",
            std::map<std::string, PeftExpertsForm>{{"layers", PeftExpertsForm::kLayers},
                                                   {"fused", PeftExpertsForm::kFused}})
       ->default_str("layers");

@@ -108,18 +108,45 @@ bool addFusedModule(std::vector<AdaptedModule>& modules, const std::string& weig
 }
 
 // A fused stack's parts in order, checked to share one scale: PEFT's one adapter on the fused
-// parameter has one (alpha / r, or alpha / sqrt(r) rank-stabilised).
+// parameter has one (alpha / r, or alpha / sqrt(r) rank-stabilised; equal to rounding, 1e-6).
 void orderFusedParts(const plan::Plan& plan, AdaptedModule& m) {
   std::sort(m.fused.begin(), m.fused.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   m.adapter = m.fused.front().second;
   const bool rslora = plan.model().lora_rslora();
   auto scale = [&](const LoraAdapter& a) { return loraScale(a.alpha, rankOf(plan, a), rslora); };
   for (const auto& [part, adapter] : m.fused)
-    if (scale(adapter) != scale(m.adapter))
+    if (std::abs(scale(adapter) - scale(m.adapter)) > 1e-6 * std::abs(scale(m.adapter)))
       throw Error("--export-peft --peft-experts fused: '" + plan.host_tensors(m.adapter.weight).name() + "' and '" +
                   plan.host_tensors(adapter.weight).name() + "' have adapters of other scales (alpha / r), but " +
                   "transformers 5 fuses them into " + m.target() + ", whose one adapter has one scale: give them one " +
                   "rank and alpha (mtc --lora-rank-pattern, --lora-alpha-pattern), or --peft-experts layers");
+}
+
+// With PeftExpertsForm::kFused: each fused stack's parts in order (orderFusedParts), and refused
+// what transformers 5's PEFT cannot load so: no fused stack or router at all; dropout or DoRA, which
+// PEFT's adapters on parameters refuse; a dense MLP layer of Qwen3-MoE adapted by its name
+// (gate_proj, up_proj, down_proj), which PEFT 0.19 and later on transformers 5 take for the
+// experts' fused parameters (its conversion of transformers 4's adapters moves those names).
+void checkFusedForm(const plan::Plan& plan, std::vector<AdaptedModule>& modules) {
+  const std::string flag = "--export-peft --peft-experts fused: ";
+  bool fused = false;
+  for (AdaptedModule& m : modules) {
+    const bool in_place = !m.fused.empty() || m.parameter == "weight";
+    fused = fused || in_place;
+    if (!m.fused.empty()) orderFusedParts(plan, m);
+    if (in_place && (plan.model().lora_dropout() > 0 || m.adapter.magnitude >= 0))
+      throw Error(flag + "PEFT's adapters on transformers 5's fused experts and routers take no " +
+                  (m.adapter.magnitude >= 0 ? "DoRA" : "dropout") + " (" + m.target() +
+                  "): use --peft-experts layers, or --export-hf, which merges the adapters");
+    const std::string leaf = m.module.substr(m.module.rfind('.') + 1);
+    if (m.parameter.empty() && (leaf == "gate_proj" || leaf == "up_proj" || leaf == "down_proj"))
+      throw Error(flag + "the dense MLP layer " + m.module + " is adapted, but PEFT 0.19 and later on transformers 5 " +
+                  "take the names gate_proj, up_proj and down_proj for the experts' fused parameters: use " +
+                  "--peft-experts layers (for transformers 4), or --export-hf, which merges the adapters");
+  }
+  if (!fused)
+    throw Error(flag + "the plan adapts no stack of experts or router of Qwen3-MoE or Mixtral, the ones " +
+                "transformers 5 fuses; drop --peft-experts");
 }
 
 // The adapted modules; checks what checkPeftExport promises of them.
@@ -156,14 +183,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
                   "): use --export-hf, which merges the adapters into the weights");
     modules.push_back({huggingFaceModuleOf(place.name), adapter, ""});
   }
-  bool fused = false;
-  for (AdaptedModule& m : modules) {
-    fused = fused || !m.fused.empty() || m.parameter == "weight";
-    if (!m.fused.empty()) orderFusedParts(plan, m);
-  }
-  if (form == PeftExpertsForm::kFused && !fused)
-    throw Error("--export-peft --peft-experts fused: the plan adapts no stack of experts or router of Qwen3-MoE or "
-                "Mixtral, the ones transformers 5 fuses; drop --peft-experts");
+  if (form == PeftExpertsForm::kFused) checkFusedForm(plan, modules);
   return modules;
 }
 
@@ -216,6 +236,12 @@ PeftContents peftContents(const plan::Plan& plan, PeftExpertsForm form) {
   const ExpertLayout layout = exportLayout(plan, "--export-peft");
   PeftContents contents{layout, form, placedParams(plan, layout), adaptedModules(plan, layout, form), {}};
   contents.saved = savedModules(plan, contents.params, contents.adapted);
+  // Transformers 5 moved Mixtral's router from block_sparse_moe to mlp: a module saved whole under
+  // its transformers 4 name has no place there.
+  for (const SavedModule& m : contents.saved)
+    if (form == PeftExpertsForm::kFused && m.module.find(".block_sparse_moe.") != std::string::npos)
+      refuseSaved(m.tensors.front().first, "is in " + m.module + ", which transformers 5 names otherwise (mlp); " +
+                                               "with --peft-experts fused it has no module to save there");
   return contents;
 }
 
@@ -243,8 +269,8 @@ std::string parameterTarget(const plan::Plan& plan, const PlacedParam& p, const 
   return fusedRouterName(name, contents.layout);
 }
 
-// PEFT's target_modules (`parameters` false) or target_parameters (true), a list: a leaf name
-// ("q_proj", "gate_up_proj") where the adapted targets are every target of that name, else each
+// PEFT's target_modules (`parameters` false) or target_parameters (true), a list: a kind's name
+// (kindOf: "q_proj", "gate_up_proj", "gate.weight") where the adapted targets are every target of it, else each
 // adapted target's full name (which PEFT finds by equality, and no other name ends with): a stack
 // of experts' one an expert. At most kMostPeftTargets names, else refused.
 nlohmann::ordered_json peftTargets(const plan::Plan& plan, const PeftContents& contents, bool parameters) {
@@ -387,10 +413,8 @@ nlohmann::ordered_json peftConfig(const plan::Plan& plan, const PeftContents& co
   return config;
 }
 
-// A stack of gpt-oss's experts' adapters in PEFT's form (its ParamWrapper): lora_A (E*r, in), each
-// expert's r rows in turn, which is our A (E, r, in) as it lies; lora_B (out, r*E), expert e's rank
-// k in column k*E + e, our B (E, out, r) permuted; under the key stem of PEFT's nesting
-// (peftParameterKeyStem).
+// The key stem of the adapters on parameter `m` adapted in place, nested as PEFT nests the adapted
+// parameters of one module (peftParameterKeyStem).
 std::string parameterKeyStem(const std::vector<AdaptedModule>& adapted, const AdaptedModule& m) {
   return peftParameterKeyStem(m.module, m.parameter, [&](const std::string& parameter) {
     return std::any_of(adapted.begin(), adapted.end(), [&](const AdaptedModule& other) {
@@ -398,6 +422,10 @@ std::string parameterKeyStem(const std::vector<AdaptedModule>& adapted, const Ad
     });
   });
 }
+
+// A stack of gpt-oss's experts' adapters in PEFT's form (its ParamWrapper): lora_A (E*r, in), each
+// expert's r rows in turn, which is our A (E, r, in) as it lies; lora_B (out, r*E), expert e's rank
+// k in column k*E + e, our B (E, out, r) permuted; under the key stem of PEFT's nesting.
 std::vector<SafetensorsTensor> expertAdapterTensors(const HostStore& store, const std::vector<AdaptedModule>& adapted,
                                                     const AdaptedModule& m) {
   const std::string key = parameterKeyStem(adapted, m);

@@ -359,9 +359,8 @@ for layer in range(4):
     assert s('down', 'A', back).equal(s('down', 'A')) and s('down', 'B', back).equal(s('down', 'B')), layer
 EOF"
 # Against PEFT's own formula, not the conversion: gate_up_proj alone (its keys unnested), A and B
-# dense and random, target_modules naming gate_proj, up_proj and down_proj as well (a dense layer's
-# in transformers 5, no expert's: the file's keys say the form): the merge gives each expert's gate
-# rows and up rows of PEFT's delta, einsum('o r e, e r i -> e o i', B (2I, R, E), A (E, R, H)) x alpha / R.
+# dense and random: the merge gives each expert's gate rows and up rows of PEFT's delta,
+# einsum('o r e, e r i -> e o i', B (2I, R, E), A (E, R, H)) x alpha / R, and leaves down as it was.
 /usr/bin/python3 - "$here" <<'EOF'
 import json, shutil, sys, torch; sys.path.insert(0, sys.argv[1])
 import mt_reference as ref
@@ -376,13 +375,16 @@ for layer in range(4):
         w[pre + f'lora_{ab}.weight'] = 0.1 * torch.randn(t.shape, generator=g)
 ref.write_safetensors('qwen3_dense/adapter_model.safetensors', w)
 c = json.load(open('qwen3_dense/adapter_config.json'))
-c['target_parameters'], c['target_modules'] = ['gate_up_proj'], c['target_modules'] + ['gate_proj', 'up_proj', 'down_proj']
+c['target_parameters'] = ['gate_up_proj']
 json.dump(c, open('qwen3_dense/adapter_config.json', 'w'))
+shutil.rmtree('qwen3_moved', True); shutil.copytree('qwen3_dense', 'qwen3_moved')
+c['target_modules'].append('down_proj')  # PEFT moves it to down_proj's fused parameter
+json.dump(c, open('qwen3_moved/adapter_config.json', 'w'))
 EOF
 "$bin/mtc" qwen3_base --forward-only --batch 1 --seq 32 -o qwen3_plain_fwd.plan > /dev/null
 "$bin/mtc" qwen3_base --forward-only --batch 1 --seq 32 --lora-from qwen3_dense -o qwen3_dense_fwd.plan \
   > qwen3_dense_fwd.txt 2>&1
-check "a fused gate_up_proj alone, dense adapters, dense layers' names in target_modules: PEFT's delta merged" \
+check "a fused gate_up_proj alone, dense random adapters: PEFT's delta merged" \
   "/usr/bin/python3 - <<'EOF' || { tail -3 qwen3_dense_fwd.txt; false; }
 import sys, torch; sys.path.insert(0, '$here')
 import mt_reference as ref
@@ -399,6 +401,10 @@ for layer in range(4):
         assert ref.rel_err(got[name], plain[name] + delta[:, rows]) < 1e-6, (name, ref.rel_err(got[name], plain[name] + delta[:, rows]))
     assert got[f'layers.{layer}.moe.down.weight'].equal(plain[f'layers.{layer}.moe.down.weight']), layer
 EOF"
+"$bin/mtc" qwen3_base --forward-only --batch 1 --seq 32 --lora-from qwen3_moved -o x.plan > qwen3_moved.err 2>&1
+check "--lora-from: an expert's layer's name in target_modules beside the fused form (PEFT moves it there) refused" \
+  "grep -q \"target_modules lists 'down_proj' beside transformers 5's fused experts\" qwen3_moved.err && [ ! -e x.plan ] || \
+   { cat qwen3_moved.err; false; }"
 # --export-peft --peft-experts fused writes that form itself: the same tensors as the conversion,
 # r 4 with gate_up_proj's rank and alpha doubled by pattern, read back as it merges. Adapters of two
 # scales on one layer's gate and up (one fused adapter has one), and the flag on a plan without such
@@ -451,8 +457,6 @@ shutil.rmtree('qwen3_both', True); shutil.copytree('qwen3_fused', 'qwen3_both')
 w = ref.read_safetensors('qwen3_both/adapter_model.safetensors')
 w.update({k: v for k, v in ref.read_safetensors('qwen3_peft/adapter_model.safetensors').items() if '.experts.0.gate_proj.' in k})
 ref.write_safetensors('qwen3_both/adapter_model.safetensors', w)
-c = json.load(open('qwen3_both/adapter_config.json')); c['target_modules'].append('gate_proj')
-json.dump(c, open('qwen3_both/adapter_config.json', 'w'))
 EOF
 "$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_swapped -o x.plan > qwen3_swapped.err 2>&1
 "$bin/mtc" qwen3_base --batch 4 --seq 32 --lora-from qwen3_v0.18.1 -o w.plan > qwen3_old.err 2>&1
@@ -608,6 +612,11 @@ train lxd.plan lxd lxd0.safetensors --lr 1e-2
 train lxd_groups.plan lxd_groups lxd0.safetensors --lr 1e-2
 check "LoRA with dropout on experts, in 2 groups under recompute: bit for bit as resident" \
   "cmp -s lxd.loss lxd_groups.loss && same_tensors lxd.safetensors lxd_groups.safetensors && ! cmp -s lxd.loss qwen3_lx.loss"
+rm -rf x_peft
+"$bin/mtrun" lxd.plan --data corpus.tok --weights lxd0.safetensors --steps 1 --export-peft x_peft --peft-experts fused \
+  > lxd_fused.err 2>&1
+check "--peft-experts fused with dropout refused before the run (PEFT's adapters on parameters take none)" \
+  "grep -q 'fused experts and routers take no dropout' lxd_fused.err && [ ! -e x_peft ] || { cat lxd_fused.err; false; }"
 "$bin/mtc" "${shape[@]}" --lora 4 --lora-experts 'moe\.' --lora-dropout 0 -o alone.plan --no-weights > alone.txt
 check "LoRA on experts without --lora-targets: the stacks alone (dropout 0 is none)" \
   "grep -q 'on 0 weights and 12 stacks of experts' alone.txt"

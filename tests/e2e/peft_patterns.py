@@ -201,6 +201,16 @@ def check_all_linear(bin_dir, work, data, failures):
         moe_got = adapters_of(ref.read_safetensors(os.path.join(work, f"linear-{model}.safetensors")))
         if moe_got != moe_want:
             failures.append(f"--lora-targets all-linear on {model} adapts {moe_got}, want {moe_want}")
+    # --export-peft --peft-experts fused refuses the dense MLP layer's adapters, before the run: PEFT
+    # 0.19 and later on transformers 5 take their names for the experts' fused parameters.
+    fused_dir = os.path.join(work, "linear-fused-peft")
+    r = subprocess.run([f"{bin_dir}/mtrun", os.path.join(work, "linear-qwen3-moe-bf16-sharded.plan"), "--data", data,
+                        "--steps", "1", "--export-peft", fused_dir, "--peft-experts", "fused"],
+                       capture_output=True, text=True)
+    refusal = "the dense MLP layer model.layers.1.mlp.down_proj is adapted"
+    if r.returncode == 0 or refusal not in r.stderr or os.path.exists(fused_dir):
+        failures.append(f"--peft-experts fused with a dense MLP layer adapted: exit {r.returncode}, want an error "
+                        f"naming {refusal!r}: {r.stderr.strip()[:300]}")
     print(f"all-linear: {len(got)} projections of the Llama folder by the flag and by a config alike; the "
           f"mixtures' attention and dense MLPs, no router ({', '.join(m for m, _ in mixtures)})")
 
