@@ -7,7 +7,6 @@
 #include <optional>
 #include <regex>
 #include <set>
-#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -164,13 +163,9 @@ void checkFusedTargets(const PeftAdapter& adapter, const HuggingFaceModel& model
     throw Error(config + ": target_modules " + (adapter.all_linear ? "all-linear" : "as an expression") +
                 " beside transformers 5's fused experts (target_parameters): PEFT 0.19 and later resolve it and " +
                 "move the experts' and routers' names among it to the fused parameters; " + fix);
-  static const char* const kQwen3Moe[] = {"gate", "gate_proj", "up_proj", "down_proj"};
-  static const char* const kMixtral[] = {"gate", "w1", "w2", "w3"};
-  const bool mixtral = expertLayoutOf(model.architecture) == ExpertLayout::kMixtral;
   for (const std::string& target : adapter.targets)
-    for (const char* name : mixtral ? std::span<const char* const>(kMixtral) : std::span<const char* const>(kQwen3Moe))
-      if (target == name || target.ends_with(std::string(".") + name))
-        throw Error(config + ": target_modules lists '" + target + "' beside transformers 5's fused experts " +
+    if (peftMovesToFused(target, expertLayoutOf(model.architecture)))
+      throw Error(config + ": target_modules lists '" + target + "' beside transformers 5's fused experts " +
                     "(target_parameters): PEFT 0.19 and later take that name for the experts' or routers' fused " +
                     "parameters, mtc would take it for a dense layer's; " + fix);
 }
@@ -193,6 +188,13 @@ bool isTransformers5Adapter(const PeftAdapter& adapter, const HuggingFaceModel& 
   for (const auto& [ours, source] : model.weights)
     if (const std::optional<PerExpertStack> stack = perExpertStack(model, ours)) checkNoExpertLayers(adapter, *stack);
   return true;
+}
+
+// The folder's tensor of the plan's parameter `ours` where it is a stack of gpt-oss's experts that
+// target_parameters adapt in place; "" otherwise.
+std::string gptOssStackTarget(const PeftAdapter& adapter, const HuggingFaceModel& model, const std::string& ours) {
+  const std::string tensor = ownTensor(model, ours);
+  return !tensor.empty() && isGptOssStack(model, ours) && isTargetParameter(adapter, tensor) ? tensor : "";
 }
 
 // A stack of experts adapted in place (target_parameters): gpt-oss's, or transformers 5's fused
@@ -226,8 +228,7 @@ void checkStackLayoutKnown(const PeftAdapter& adapter, const InPlaceStack& stack
 std::optional<InPlaceStack> inPlaceStack(const PeftAdapter& adapter, const HuggingFaceModel& model,
                                          const std::string& ours, const std::vector<int64_t>& shape) {
   std::optional<InPlaceStack> stack;
-  if (const std::string tensor = ownTensor(model, ours);
-      !tensor.empty() && isGptOssStack(model, ours) && isTargetParameter(adapter, tensor))
+  if (const std::string tensor = gptOssStackTarget(adapter, model, ours); !tensor.empty())
     stack = InPlaceStack{tensor, {}, shape[1], shape[2], true};
   else if (const std::optional<FusedExpertsPlace> fused = fusedTarget(adapter, model, ours))
     stack = InPlaceStack{fused->parameter, {fused->part, fused->parts}, shape[2], fused->parts * shape[1], false};
@@ -492,7 +493,7 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
       o.lora_from_replaced.insert(ours);
     // A stack of gpt-oss's experts or transformers 5's router of Qwen3-MoE or Mixtral adapted in
     // place (target_parameters): patterns match the parameter's name.
-    const bool stack = isGptOssStack(model, ours) && isTargetParameter(adapter, tensor);
+    const bool stack = !gptOssStackTarget(adapter, model, ours).empty();
     const std::string router = routerTarget(adapter, model, ours);
     if (isSaved(adapter, module)) {
       saved.insert(ours);

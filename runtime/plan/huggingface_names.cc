@@ -79,6 +79,16 @@ std::string fusedRouterName(const std::string& param, ExpertLayout experts) {
   return block && block->second == "moe.router.weight" ? block->first + ".gate.weight" : "";
 }
 
+bool peftMovesToFused(const std::string& target, ExpertLayout experts) {
+  static const char* const kQwen3Moe[] = {"gate", "gate_proj", "up_proj", "down_proj"};
+  static const char* const kMixtral[] = {"gate", "w1", "w2", "w3"};
+  if (experts == ExpertLayout::kGptOss) return false;
+  for (const char* name : experts == ExpertLayout::kMixtral ? std::span<const char* const>(kMixtral)
+                                                            : std::span<const char* const>(kQwen3Moe))
+    if (target == name || target.ends_with(std::string(".") + name)) return true;
+  return false;
+}
+
 std::string expertTensorName(const HuggingFacePlace& place, int64_t e) { return expertTensorName(place.name, e); }
 
 std::string expertTensorName(std::string name, int64_t e) {

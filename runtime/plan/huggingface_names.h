@@ -62,6 +62,11 @@ std::optional<FusedExpertsPlace> fusedExpertsPlace(const std::string& param, Exp
 // ... and the router `param` ("layers.3.moe.router.weight") there: a parameter of its router module
 // ("model.layers.3.mlp.gate.weight", no nn.Linear), which PEFT adapts in place too; "" otherwise.
 std::string fusedRouterName(const std::string& param, ExpertLayout experts);
+// Whether PEFT 0.19 and later, loading a Qwen3-MoE or Mixtral adapter into transformers 5, move the
+// target_modules entry `target` to the fused parameters before matching: it is, or ends with "." +,
+// the name of an expert's or the router's layer in transformers 4 (gate_proj, up_proj, down_proj;
+// w1, w2, w3; gate).
+bool peftMovesToFused(const std::string& target, ExpertLayout experts);
 
 // PEFT's adapter folder (mtrun --export-peft writes it, mtc --lora-from reads it): its files, and
 // the prefix of every key of its weights (the PeftModel's base model's model).

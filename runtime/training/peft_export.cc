@@ -126,8 +126,8 @@ void orderFusedParts(const plan::Plan& plan, AdaptedModule& m) {
 // what transformers 5's PEFT cannot load so: no fused stack or router at all; dropout or DoRA, which
 // PEFT's adapters on parameters refuse; a dense MLP layer of Qwen3-MoE adapted by its name
 // (gate_proj, up_proj, down_proj), which PEFT 0.19 and later on transformers 5 take for the
-// experts' fused parameters (its conversion of transformers 4's adapters moves those names).
-void checkFusedForm(const plan::Plan& plan, std::vector<AdaptedModule>& modules) {
+// experts' fused parameters (peftMovesToFused: its conversion of transformers 4's adapters).
+void checkFusedForm(const plan::Plan& plan, ExpertLayout layout, std::vector<AdaptedModule>& modules) {
   const std::string flag = "--export-peft --peft-experts fused: ";
   bool fused = false;
   for (AdaptedModule& m : modules) {
@@ -138,8 +138,7 @@ void checkFusedForm(const plan::Plan& plan, std::vector<AdaptedModule>& modules)
       throw Error(flag + "PEFT's adapters on transformers 5's fused experts and routers take no " +
                   (m.adapter.magnitude >= 0 ? "DoRA" : "dropout") + " (" + m.target() +
                   "): use --peft-experts layers, or --export-hf, which merges the adapters");
-    const std::string leaf = m.module.substr(m.module.rfind('.') + 1);
-    if (m.parameter.empty() && (leaf == "gate_proj" || leaf == "up_proj" || leaf == "down_proj"))
+    if (m.parameter.empty() && peftMovesToFused(m.module, layout))
       throw Error(flag + "the dense MLP layer " + m.module + " is adapted, but PEFT 0.19 and later on transformers 5 " +
                   "take the names gate_proj, up_proj and down_proj for the experts' fused parameters: use " +
                   "--peft-experts layers (for transformers 4), or --export-hf, which merges the adapters");
@@ -183,7 +182,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
                   "): use --export-hf, which merges the adapters into the weights");
     modules.push_back({huggingFaceModuleOf(place.name), adapter, ""});
   }
-  if (form == PeftExpertsForm::kFused) checkFusedForm(plan, modules);
+  if (form == PeftExpertsForm::kFused) checkFusedForm(plan, layout, modules);
   return modules;
 }
 
