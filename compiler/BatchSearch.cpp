@@ -34,6 +34,19 @@ int64_t moduleHostBytes(ModuleOp module, int64_t ranks, int64_t ranks_per_host) 
   return static_cast<int64_t>(hostBytesPerHost(plan, ranks, ranks_per_host));
 }
 
+// The predicted step of the plan `module` (through every stage) emits on `hw`, as --batch auto
+// prices a batch; infinite if it cannot be emitted.
+double modulePredictedStep(ModuleOp module, const CompileOptions& o, const HardwareProfile& hw) {
+  ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic&) { return success(); });
+  EmitOptions emit;
+  modelShape(module, emit.batch, emit.seq, emit.vocab);
+  emit.hardware = hw;
+  plan::Plan plan;
+  PlanStats stats;
+  if (failed(emitPlan(module, emit, plan, stats))) return std::numeric_limits<double>::infinity();
+  return dataParallelStepMicros(o, emit, plan, stats);
+}
+
 // One trial compile of --batch auto's search: whether `config` at `batch` fits --device-mem and
 // --host-mem together, the schedule "auto" took, the plan's host bytes, and (`tuned`: the
 // recompute depth searched as the final compile searches it) its predicted tokens per second.
@@ -54,7 +67,7 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic&) { return success(); });
   OwningOpRef<ModuleOp> trial = buildModel(context, config, batch, seq, ParamInit::kSeeded, modelForm(o));
   selectTrainable(*trial, o);  // as the chosen batch's model will be (its problems said there)
-  StageOptions stage = stageOptions(o, update, std::nullopt, tuned);
+  StageOptions stage = stageOptions(o, hw, update, std::nullopt, tuned);
   stage.first_schedule = o.schedule ? 0 : hints.first_schedule;
   stage.max_keep = hints.max_keep;
   stage.offload_first = hints.offload_first;
@@ -224,8 +237,8 @@ ModelForm modelForm(const CompileOptions& o) {
 int64_t batchUnit(const CompileOptions& o) { return rowsInPairs(o.loss.objective) ? 2 : 1; }
 
 // The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
-StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optional<Stage> last,
-                          bool tune_recompute) {
+StageOptions stageOptions(const CompileOptions& o, const HardwareProfile& hw, UpdateKind update,
+                          std::optional<Stage> last, bool tune_recompute) {
   StageOptions stage;
   stage.last = last;
   stage.device_mem = o.device_mem;
@@ -233,6 +246,7 @@ StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optio
   stage.host_bytes = [ranks = o.ranks, per_host = o.ranks_per_host](ModuleOp module) {
     return moduleHostBytes(module, ranks, per_host);
   };
+  stage.step_micros = [o, hw](ModuleOp module) { return modulePredictedStep(module, o, hw); };
   stage.schedule = o.schedule;
   stage.update = update;
   stage.tune_recompute = tune_recompute;
@@ -240,6 +254,7 @@ StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optio
   stage.expert_groups = o.expert_groups;
   stage.token_tiles = o.token_tiles;
   stage.offload = o.offload;
+  stage.keep_frozen = o.keep_frozen;
   stage.embedding = o.embedding;
   stage.stream_dtype = o.stream_dtype;
   stage.precision = o.precision;

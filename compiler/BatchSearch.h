@@ -18,8 +18,10 @@ namespace mt {
 // (--forward-only), or training's (a mixture of experts also returns its router's statistics).
 ModelForm modelForm(const CompileOptions& o);
 
-// The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all).
-StageOptions stageOptions(const CompileOptions& o, UpdateKind update, std::optional<Stage> last, bool tune_recompute);
+// The stages' options for `o` with AdamW run as `update`, stopping after `last` (unset: run all);
+// trials priced on `hw`.
+StageOptions stageOptions(const CompileOptions& o, const HardwareProfile& hw, UpdateKind update,
+                          std::optional<Stage> last, bool tune_recompute);
 
 // The batches a plan may have are multiples of this: 2 for a DPO plan (its rows come in pairs), else 1.
 int64_t batchUnit(const CompileOptions& o);

@@ -34,6 +34,10 @@ enum class Schedule { kResident, kStreamed, kStreamedRecompute };
 // Kept activations on the host between the forward and the backward (mtc --offload-activations):
 // when nothing else fits the budget, always (streamed schedules), never.
 enum class Offload { kAuto, kOn, kOff };
+// A training plan's frozen weights (a LoRA's base, --frozen) between steps (mtc --keep-frozen):
+// kept on the device where the budget has room (copied in the first step only), or copied in
+// every step like the trained ones.
+enum class KeepFrozen { kAuto, kOff };
 // Where the tokens are looked up in their embedding table (mtc --embedding): on the host when
 // the vocabulary is split and the table is the tied LM head's, on the device, on the host.
 enum class EmbeddingPlace { kAuto, kDevice, kHost };
@@ -73,6 +77,7 @@ struct CompileOptions {
   int64_t expert_groups = 0;      // each stacked expert weight in this many groups; 0: only if the budget needs it
   int64_t token_tiles = 0;        // each layer block's token-wise work in this many tiles; 0: only if the budget needs it
   Offload offload = Offload::kAuto;
+  KeepFrozen keep_frozen = KeepFrozen::kAuto;
   EmbeddingPlace embedding = EmbeddingPlace::kAuto;
   StreamDtype stream_dtype = StreamDtype::kF32;
   ComputePrecision precision = ComputePrecision::kFp32;

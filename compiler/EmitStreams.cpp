@@ -5,6 +5,7 @@
 
 #include "compiler/PlanTemplates.h"
 #include "runtime/plan/plan_format.h"
+#include "runtime/plan/plan_queries.h"
 
 namespace mt {
 namespace {
@@ -103,6 +104,36 @@ std::vector<int> lossPrefixes(const std::vector<Instr>& instrs, const std::vecto
   return prefix;
 }
 
+// A training plan's copies the device keeps between steps (frozen weights, their staging copies,
+// constants: keptCopies) move their bytes in the first step only. The stats become a later
+// step's — its bytes, its timeline — and the first step's extra bytes and time are kept apart.
+// `at[i]`: instruction i's index in its plan stream.
+void predictLaterSteps(std::vector<Instr>& instrs, const std::vector<int>& at, const plan::Plan& plan,
+                       PlanStats& stats) {
+  if (!isTrainingPlan(plan)) return;
+  const std::vector<std::vector<bool>> kept = keptCopies(plan);
+  std::vector<Instr> later = instrs;
+  for (size_t i = 0; i < instrs.size(); ++i) {
+    if (instrs[i].stream != kH2D || !kept[kH2D][at[i]]) continue;
+    const plan::Copy& copy = instrs[i].body.copy();
+    const plan::HostTensor& host = plan.host_tensors(copy.host_tensor());
+    const int64_t bytes = instrs[i].body.bytes();
+    stats.first_step_h2d_bytes += bytes;
+    stats.h2d_bytes -= bytes;
+    if (host.role() == plan::ROLE_PARAM || host.role() == plan::ROLE_STAGING) {
+      stats.weight_h2d_bytes -= bytes;
+      stats.first_step_weight_bytes += bytes;
+      stats.weight_h2d_numel -= bytes / dtypeBytes(host.dtype());
+    }
+    later[i].micros = 0;
+  }
+  if (stats.first_step_h2d_bytes == 0) return;
+  stats.first_step_us = stats.step_us;
+  stats.compute_us = stats.h2d_us = stats.d2h_us = stats.host_us = stats.step_us = 0;
+  std::fill(std::begin(stats.compute_wait_us), std::end(stats.compute_wait_us), 0.0);
+  predictTimeline(later, stats);
+}
+
 }  // namespace
 
 void assembleStreams(std::vector<Instr>& instrs, bool templates, plan::Plan& plan, PlanStats& stats) {
@@ -125,12 +156,14 @@ void assembleStreams(std::vector<Instr>& instrs, bool templates, plan::Plan& pla
   }
   const std::vector<int> prefix = lossPrefixes(instrs, position, plan);
   std::vector<int64_t> computeSegments;  // per compute-stream instruction, its Instr's segment
+  std::vector<int> at(instrs.size());    // per instruction, its index in its plan stream
   for (size_t i = 0; i < instrs.size(); ++i) {
     const int s = instrs[i].stream;
     plan::Stream* stream = plan.mutable_streams(s);
     const int before = stream->instructions_size();
     for (int e : waits[i]) stream->add_instructions()->set_wait_event(e);
     instrs[i].body.set_predicted_us(instrs[i].micros);
+    at[i] = stream->instructions_size();
     *stream->add_instructions() = instrs[i].body;
     if (recordEvent[i] >= 0) stream->add_instructions()->set_record_event(recordEvent[i]);
     if (s == kCompute)
@@ -141,6 +174,7 @@ void assembleStreams(std::vector<Instr>& instrs, bool templates, plan::Plan& pla
   for (int s = 0; !prefix.empty() && s < kNumStreams; ++s)
     if (!plan.streams(s).has_loss_prefix()) plan.mutable_streams(s)->set_loss_prefix(0);
   plan.set_num_events(numEvents);
+  predictLaterSteps(instrs, at, plan, stats);
   if (templates) addBlockTemplates(*plan.mutable_streams(kCompute), computeSegments, plan);
 }
 

@@ -23,7 +23,8 @@ struct Instr {
 };
 
 // Writes `instrs` into `plan`'s streams with their events and (with `templates`) block
-// templates, and the predicted busy, wait and step times into `stats`.
+// templates, and the predicted busy, wait and step times into `stats` (a training plan's: a
+// later step's, where the first copies frozen weights the device then keeps).
 void assembleStreams(std::vector<Instr>& instrs, bool templates, plan::Plan& plan, PlanStats& stats);
 
 }  // namespace mt

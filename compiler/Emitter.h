@@ -38,6 +38,12 @@ struct PlanStats {
   int64_t token_row_bytes = 0;   // of h2d + d2h: the tokens' rows of a host embedding (mt-host-embedding)
   double compute_us = 0, h2d_us = 0, d2h_us = 0, host_us = 0;  // busy time per stream kind
   double step_us = 0;         // predicted, with the streams overlapping as the events allow
+  // A training plan whose frozen weights (and constants) the device keeps between steps: the
+  // bytes only the first step copies (not in h2d_bytes above, which are a later step's) and the
+  // first step's predicted time (0 when it is step_us).
+  int64_t first_step_h2d_bytes = 0;
+  int64_t first_step_weight_bytes = 0;  // of which the frozen weights (their staging copies)
+  double first_step_us = 0;
   // Predicted time the compute stream stands idle, by the stream whose busy time made it wait
   // (1 h2d, 2 d2h, 3 host; 0: after the last kernel).
   double compute_wait_us[4] = {0, 0, 0, 0};

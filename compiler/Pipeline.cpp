@@ -302,7 +302,7 @@ int compile(const CompileOptions& requested) {
     return 1;
   }
   if (!m.update) m.update = chooseUpdate(o, countParams(*m.module), m.update_note);
-  StageOptions stage_options = stageOptions(o, *m.update, o.emit, true);
+  StageOptions stage_options = stageOptions(o, hw, *m.update, o.emit, true);
   stage_options.max_keep = m.searched.max_keep;  // what --batch auto's trial of this batch kept
   const StageResult stages = runStages(*m.module, stage_options);
   if (stages.failed) {

@@ -17,6 +17,7 @@ struct Knobs {
   UpdateKind update = UpdateKind::kDeferred;
   int64_t keep = 0;        // streamed-recompute: the last blocks that keep their activations
   bool pin_shared = false;  // streamed: weights shared across blocks stay on the device
+  bool keep_frozen = false;  // frozen weights copied once per step into bytes kept between steps
   int64_t vocab_chunks = 1;  // the LM head's vocabulary chunks (1: not split)
   int64_t expert_groups = 1;  // each stacked expert weight's groups (1: not split)
   bool offload = false;      // streamed: the activations the backward reads wait on the host

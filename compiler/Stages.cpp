@@ -3,6 +3,7 @@
 #include "compiler/StageTrials.h"
 
 #include <algorithm>
+#include <limits>
 #include <fmt/format.h>
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -89,6 +90,7 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
       ScheduleStreamedPassOptions options;
       options.update = knobs.update;
       options.pinShared = knobs.pin_shared;
+      options.keepFrozen = knobs.keep_frozen;
       pm.addPass(knobs.schedule == Schedule::kResident ? createScheduleResidentPass()
                                                        : createScheduleStreamedPass(options));
       if (knobs.offload) pm.addPass(createOffloadActivationsPass());
@@ -100,6 +102,7 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
       PlanMemoryPassOptions options;
       options.budget = knobs.budget;
       options.landDeferred = knobs.land_gradients && knobs.schedule != Schedule::kResident;
+      options.keepFrozen = knobs.keep_frozen;
       return pm.addPass(createPlanMemoryPass(options));
     }
   }
@@ -361,6 +364,37 @@ int64_t tuneRecompute(const Trials& t, const Knobs& chosen) {
   return fits;
 }
 
+// The predicted step of the plan under `knobs` (StageOptions::step_micros); infinite if it fails.
+double pricedStep(const Trials& t, const Knobs& knobs) {
+  OwningOpRef<ModuleOp> trial = compileTrial(t.module, t.first, knobs);
+  return trial ? t.options.step_micros(*trial) : std::numeric_limits<double>::infinity();
+}
+
+// `chosen` with frozen weights (a LoRA's base) kept on the device between steps — copied in the
+// first step only — where the budget has room (resident: no more room than the schedule's;
+// streamed: all of them for the whole step) and, with `tunes_recompute`, the blocks that keep
+// their activations tuned. Where the frozen weights' bytes would cost blocks that keep their
+// activations, the two plans are priced (a compute-bound step gains nothing from the link's
+// idle time and loses the recomputed forwards) and the faster taken, keeping on a tie
+// (`copying_faster` says when copying won).
+Knobs keepFrozenWherePays(const Trials& t, Knobs chosen, bool tunes_recompute, bool& copying_faster) {
+  Knobs keeping = chosen;
+  keeping.keep_frozen = true;
+  const int64_t budget = t.options.device_mem;
+  const int64_t arena = budget > 0 && chosen.schedule != Schedule::kResident ? trialArena(t.module, t.first, keeping) : 0;
+  if (arena < 0 || arena > budget) {
+    if (tunes_recompute) chosen.keep = tuneRecompute(t, chosen);
+    return chosen;
+  }
+  if (!tunes_recompute) return keeping;
+  keeping.keep = tuneRecompute(t, keeping);
+  Knobs copying = chosen;
+  copying.keep = tuneRecompute(t, copying);
+  if (copying.keep == keeping.keep || !t.options.step_micros) return keeping;
+  copying_faster = pricedStep(t, keeping) > pricedStep(t, copying);
+  return copying_faster ? copying : keeping;
+}
+
 // The stages from tile-tokens on, the token-wise work in `tiles` tiles: the schedule, the
 // vocabulary split and the offload chosen by trial compiles for the budget, then what the budget
 // has room for (pinned shared weights, blocks that keep their activations).
@@ -436,8 +470,14 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
     const int64_t arena = options.device_mem > 0 ? trialArena(module, partition + 1, pinned) : 0;
     result.pin_shared = chosen.pin_shared = arena >= 0 && arena <= options.device_mem;
   }
-  if (result.schedule == Schedule::kStreamedRecompute && options.device_mem > 0 && options.tune_recompute)
-    result.recompute_keep = chosen.keep = tuneRecompute(trials, chosen);
+  const bool tunes_recompute =
+      result.schedule == Schedule::kStreamedRecompute && options.device_mem > 0 && options.tune_recompute;
+  if (options.keep_frozen == KeepFrozen::kAuto && hasFrozenParameters(getModelFunction(module)))
+    chosen = keepFrozenWherePays(trials, chosen, tunes_recompute, result.copying_frozen_faster);
+  else if (tunes_recompute)
+    chosen.keep = tuneRecompute(trials, chosen);
+  result.keep_frozen = chosen.keep_frozen;
+  result.recompute_keep = chosen.keep;
   chosen.budget = options.device_mem;
   if (!runFrom(module, partition + 1, options.last, chosen, result.failed) && result.failed == Stage::kMemory)
     if (auto arena = getModelFunction(module)->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr))

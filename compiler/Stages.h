@@ -34,6 +34,10 @@ struct StageOptions {
   // host, so the recompute tuning keeps no more blocks than both budgets allow.
   int64_t host_mem = 0;
   std::function<int64_t(mlir::ModuleOp)> host_bytes;
+  // The predicted step (µs) of a compiled module's plan on the target (the emitter's cost model):
+  // where set, a choice that trades one cost for another — frozen weights kept on the device
+  // against more blocks keeping their activations — takes the faster plan.
+  std::function<double(mlir::ModuleOp)> step_micros;
   // The most last blocks the recompute tuning tries to keep (-1: all): a smaller batch of the
   // same model kept this many, and a larger one keeps no more.
   int64_t max_keep = -1;
@@ -48,6 +52,9 @@ struct StageOptions {
   int64_t token_tiles = 0;
   // The activations the backward reads kept on the host in between (mt-offload-activations).
   Offload offload = Offload::kAuto;
+  // A training plan's frozen weights kept on the device between steps where the budget has room
+  // (mt-schedule-streamed and mt-plan-memory keep-frozen).
+  KeepFrozen keep_frozen = KeepFrozen::kAuto;
   // The lookup of the tokens in their embedding table and its gradient's scatter (on the host:
   // mt-host-embedding; auto: there when the vocabulary is split and the table is tied to the LM
   // head, as the split needs the head's weight read by the head alone).
@@ -70,6 +77,8 @@ struct StageResult {
   std::vector<std::pair<Schedule, int64_t>> arena_by_schedule;  // what an unset schedule measured
   int64_t recompute_keep = 0;  // streamed-recompute: the last blocks not recomputed
   bool pin_shared = false;     // streamed: weights shared across blocks stay on the device
+  bool keep_frozen = false;    // frozen weights kept on the device between steps (where the memory plan has room)
+  bool copying_frozen_faster = false;  // keeping them fits, but costs kept activations: predicted slower
   int64_t vocab_chunks = 1;    // the LM head's vocabulary chunks (1: not split)
   int64_t expert_groups = 1;   // the groups each stacked expert weight is in (1: not split)
   int64_t token_tiles = 1;     // each layer block's token tiles (1: not tiled)

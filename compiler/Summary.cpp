@@ -434,7 +434,8 @@ void printVocabSplit(const CompileReport& r, ModuleOp module, const StageResult&
   }
 }
 
-// Tables looked up on the host, and weights pinned on the device for the whole step.
+// Tables looked up on the host, weights pinned on the device for the whole step, and frozen
+// weights kept there between steps.
 void printHostEmbeddingAndPinned(const CompileReport& r, ModuleOp module, const StageResult& stages,
                                  const PlanStats& stats) {
   if (stages.host_embedding) {
@@ -453,6 +454,20 @@ void printHostEmbeddingAndPinned(const CompileReport& r, ModuleOp module, const 
     std::printf("  shared weights %s used by blocks far apart (a tied embedding and LM head) stay on the device "
                 "all step: copied in once, not per block\n",
                 formatBytes(pinned.getInt()).c_str());
+  if (stats.first_step_weight_bytes)
+    std::printf("  frozen weights %s kept on the device between steps (%s): copied in the first step only (%s with "
+                "constants), which takes %s; the per-step figures are a later step's\n",
+                formatBytes(stats.first_step_weight_bytes).c_str(),
+                r.options.keep_frozen == KeepFrozen::kOff
+                    ? "--keep-frozen off: those whose bytes no other value happens to take"
+                    : "--keep-frozen auto: the budget has room",
+                formatBytes(stats.first_step_h2d_bytes).c_str(), millis(stats.first_step_us).c_str());
+  else if (stats.frozen_params > 0 && stats.weight_h2d_bytes > 0)
+    std::printf("  frozen weights copied in every step, as the trained ones (%s)\n",
+                r.options.keep_frozen == KeepFrozen::kOff ? "--keep-frozen off"
+                : stages.copying_frozen_faster
+                    ? "keeping them on the device would leave fewer blocks keeping their activations: predicted slower"
+                    : "the budget has no room to keep them on the device");
 }
 
 // The predicted step, its floor and what bounds it; where compute waits, on what.

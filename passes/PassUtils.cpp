@@ -285,6 +285,12 @@ bool paramHasKey(func::FuncOp func, unsigned index, StringRef key) {
 
 bool isFrozenParam(func::FuncOp func, unsigned index) { return paramHasKey(func, index, kParamFrozenKey); }
 
+bool hasFrozenParameters(func::FuncOp func) {
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (isFrozenParam(func, i)) return true;
+  return false;
+}
+
 bool isLoraTarget(func::FuncOp func, unsigned index) { return paramHasKey(func, index, kParamLoraKey); }
 
 bool isRowPiece(func::FuncOp func, unsigned index) {

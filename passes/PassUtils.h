@@ -114,6 +114,8 @@ llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);
 // Whether argument `index` is a parameter kept out of training (mt.param's "frozen": mtc --frozen,
 // --trainable): read like any other, but it takes no gradient and no update.
 bool isFrozenParam(mlir::func::FuncOp func, unsigned index);
+// Whether any argument of `func` is a frozen parameter (or a piece of one).
+bool hasFrozenParameters(mlir::func::FuncOp func);
 // Whether argument `index` is a weight marked for LoRA adapters (mt.param's "lora": mtc --lora).
 bool isLoraTarget(mlir::func::FuncOp func, unsigned index);
 

@@ -359,7 +359,9 @@ def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
     reused: see mt-plan-memory). With `pin-shared`, a parameter used by
     more than one layer block (a tied embedding and LM head: the first block and the head) is
     copied once per step and stays on the device instead of crossing the link once per block
-    region; the function gets `mt.pinned_bytes`. Needs `mt-partition` and a differentiated
+    region; the function gets `mt.pinned_bytes`. With `keep-frozen`, so is every frozen
+    parameter (a LoRA's base weights, mtc --frozen) that a device op reads, which with
+    mt-plan-memory's `keep-frozen` then crosses the link in the first step only. Needs `mt-partition` and a differentiated
     function, or a forward-only one (mtgen on a model larger than the device): its weights
     stream in the same way, its outputs copy out as they are complete, nothing is updated.
   }];
@@ -372,6 +374,9 @@ def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
     Option<"pinShared", "pin-shared", "bool", /*default=*/"false",
            "Copy a parameter used by more than one layer block (a tied embedding and LM head) "
            "once per step, before the first op, and keep it on the device">,
+    Option<"keepFrozen", "keep-frozen", "bool", /*default=*/"false",
+           "Copy each frozen parameter once per step, before the first op, and keep it on the "
+           "device (mt-plan-memory keep-frozen then keeps it between steps)">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }
@@ -482,13 +487,18 @@ def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
     bytes free once their `grad_norm` task has run (the host keeps each summed gradient apart:
     a plan for data-parallel ranks, each of which keeps only its slice). In a forward-only function the weights and constants keep their bytes
     to the end (no value reuses them), so a backend may keep them between runs — where the
-    budget has room for that (a streamed one may not: then they are placed by liveness).
+    budget has room for that (a streamed one may not: then they are placed by liveness). With
+    `keep-frozen`, so do a training function's frozen parameters (their staging copies) and
+    constants, which no step changes: a backend copies them in the first step only.
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"0",
            "Device memory budget in bytes (0: unlimited)">,
     Option<"landDeferred", "land-deferred", "bool", /*default=*/"false",
            "Land a deferred update's gradients in the host landing buffer too">,
+    Option<"keepFrozen", "keep-frozen", "bool", /*default=*/"false",
+           "In a training function, frozen parameters (their staging copies) and constants keep "
+           "their bytes to the end where the budget has room, as a forward-only function's weights do">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

@@ -60,13 +60,17 @@ const char* scheduleAdvice(func::FuncOp func, bool recomputes) {
   return streams ? "" : "stream the weights (mtc --schedule streamed), ";
 }
 
-// A host value that does not change between runs of a forward-only plan: a parameter, its bf16
-// staging copy, a constant.
+// A host value that does not change between runs: in a forward-only function a parameter, its
+// bf16 staging copy, a constant; in a training one a frozen parameter (which no update writes),
+// its staging copy, a constant.
 bool isPersistentSource(func::FuncOp func, Value v) {
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg) return false;
   const unsigned i = arg.getArgNumber();
-  return func.getArgAttr(i, kParamAttr) || func.getArgAttr(i, kStagingAttr) || func.getArgAttr(i, kConstAttr);
+  if (func.getArgAttr(i, kConstAttr)) return true;
+  auto param = func.getArgAttrOfType<DictionaryAttr>(i, kParamAttr);
+  if (!param) param = func.getArgAttrOfType<DictionaryAttr>(i, kStagingAttr);
+  return param && (isForwardOnly(func) || param.get(kParamFrozenKey));
 }
 
 // Where each value's bytes are: its own, or at an offset inside another value's (a view).
@@ -188,8 +192,9 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     // A forward-only function's weights (and constants) keep their bytes to the end where the
     // budget has room: no other value takes them, so a backend running the plan again on the
     // same weights (mtgen's tokens) leaves them on the device (runtime/plan/plan_queries.h,
-    // keptCopies) instead of copying them again.
-    if (isForwardOnly(func)) {
+    // keptCopies) instead of copying them again. So do a training function's frozen weights with
+    // keepFrozen: every step after the first finds them on the device.
+    if (isForwardOnly(func) || keepFrozen) {
       DenseMap<Value, int64_t> keeping = lastUseWithSlack;
       for (Operation& op : body)
         if (auto copy = dyn_cast<H2DOp>(op); copy && isPersistentSource(func, copy.getInput()))

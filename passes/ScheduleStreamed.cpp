@@ -3,6 +3,8 @@
 // takes the norm as they land; AdamW runs one step late, each
 // parameter's update just before its first copy in (overlapped with the next forward), or —
 // on arrival — right after its gradient landed (overlapped with the backward, no clipping).
+// With keepFrozen, a frozen weight is copied once per step instead, before the first op, into
+// bytes mt-plan-memory keeps: a backend copies it in the first step only.
 // A forward-only function streams its weights the same way and copies its outputs out.
 #include <map>
 #include <set>
@@ -109,6 +111,11 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
         continue;
       }
       std::vector<OpOperand*> uses;
+      if (keepFrozen && isFrozenParam(func, arg.getArgNumber())) {
+        streamedUses(arg, uses);  // none where only the host reads it (a table looked up there)
+        if (!uses.empty()) copyInOnce(arg);
+        continue;
+      }
       if (!isRowPiece(func, arg.getArgNumber())) {
         streamedUses(arg, uses);
       } else if (streamedPieces.insert(name.str()).second) {  // all its pieces at the first one

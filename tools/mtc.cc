@@ -413,6 +413,12 @@ void addPrecisionFlags(CLI::App& app, Flags& f) {
                std::map<std::string, mt::Offload>{{"auto", mt::Offload::kAuto}, {"on", mt::Offload::kOn},
                                                    {"off", mt::Offload::kOff}})
       ->default_str("auto");
+  mt::choiceOf(app, "--keep-frozen", o.keep_frozen,
+                 "a training plan's frozen weights (a LoRA's base, --frozen): auto (kept on the device between "
+                 "steps where --device-mem has room: they cross the link in the first step only), off (copied "
+                 "in every step, as the trained ones are)",
+               std::map<std::string, mt::KeepFrozen>{{"auto", mt::KeepFrozen::kAuto}, {"off", mt::KeepFrozen::kOff}})
+      ->default_str("auto");
   app.add_option("--hw", o.hardware,
                  "hardware profile of the cost model: cpu, h100-pcie5, h200, gh200, and/or explicit rates "
                  "overriding its numbers (without a name, h100-pcie5's): tflops=, attention-tflops=, bf16-tflops=, "

@@ -207,6 +207,9 @@ build/bin/mtc llama-tiny --batch 4 --seq 32 --lora 4 --lora-alpha 12 --lora-dora
 # plans; qwen7b-lora-mixed, qwen7b-dora-mixed: LoRA and DoRA of rank 16 on its 196 projections at
 # 8 x 4096 (docs/perf.md's predictions of sessions 37 and 38); the 7B at the batch --batch auto picks for 76 GiB (the comparison with MegaTrain's 272
 # model TFLOP/s on Qwen2.5-7B; on arrival: 12 bytes/param fit the machine's 128 GiB).
+# qwen7b-lora-b1-mixed, qwen7b-lora-b1-copied: the LoRA at batch 1 x 2048, its frozen base kept on
+# the device between steps (mtc --keep-frozen auto) and copied every step (off): docs/perf.md's
+# prediction of session 43 (125.2 against 354.0 ms a step).
 # llama-1b-mixed-rows, llama-1b-mixed-packed: the same bf16 model on .gpu/sft.tok's instruction-shaped
 # examples (median 300 tokens), one per row (--rows examples) and packed (a plan of
 # --packed-examples: attention on the tensor cores, masked by example): a pass's time each way.
@@ -232,6 +235,8 @@ llama-1b-mixed-packed llama-1b 76GiB --batch 32 --seq 1024 --precision bf16 --pa
 qwen7b-mixed qwen2.5-7b 76GiB --batch auto --seq 1024 --precision bf16 --update on-arrival --host-mem 110GiB
 qwen7b-lora-mixed qwen2.5-7b 76GiB --batch 8 --seq 4096 --precision bf16 --lora 16 --lora-targets attn\.|mlp\.
 qwen7b-dora-mixed qwen2.5-7b 76GiB --batch 8 --seq 4096 --precision bf16 --lora 16 --lora-targets attn\.|mlp\. --lora-dora
+qwen7b-lora-b1-mixed qwen2.5-7b 76GiB --batch 1 --seq 2048 --precision bf16 --lora 16 --lora-targets attn\.|mlp\.
+qwen7b-lora-b1-copied qwen2.5-7b 76GiB --batch 1 --seq 2048 --precision bf16 --lora 16 --lora-targets attn\.|mlp\. --keep-frozen off
 LIST
 du -sh .gpu
 XZ_OPT=-T2 tar cJf .gpu.tar.xz .gpu

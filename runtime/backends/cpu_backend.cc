@@ -63,7 +63,7 @@ class CpuBackend final : public Backend {
   };
   std::unique_ptr<std::byte[], FreeDeleter> arena_;
   StepRandomness random_;  // the current run's; every kernel call of programs_ points here
-  bool holds_weights_ = false;  // a run completed: the kept copies' bytes are on the device
+  bool holds_weights_ = false;  // a whole run completed: all the kept copies' bytes are on the device
   bool skip_kept_ = false;      // this run skips the kept copies (StepOptions::weights_unchanged)
   std::vector<std::vector<Op>> programs_;
   std::unique_ptr<TransferCheck> transfers_;
@@ -107,7 +107,8 @@ StepResult CpuBackend::runStep(const StepOptions& options) {
   holds_weights_ = false;
   transfers_->beginRun(options.verify_transfers);
   threads_->runStep();
-  holds_weights_ = true;
+  // A loss-only run (validation) that made the kept copies made only its prefixes' of them.
+  holds_weights_ = skip_kept_ || lengths_ == &step_lengths_;
   StepResult result = optimizer_.endStep(!transfers_->firstMismatch().empty());
   result.transfers_verified = transfers_->verified();
   result.corrupt_transfer = transfers_->firstMismatch();
@@ -133,10 +134,12 @@ void CpuBackend::execute(int stream, size_t index) {
   if (const auto* k = std::get_if<KernelOp>(&op)) {
     runKernelCpu(k->id, k->args);
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
-    if (!(c->kept && skip_kept_)) {
-      std::memcpy(c->dst, c->src, c->bytes);
-      if (c->transfer >= 0 && transfers_->enabled()) verify(*c);
+    if (c->kept && skip_kept_) {
+      interval = Interval{};  // not run: the step's report counts no bytes for it
+      return;
     }
+    std::memcpy(c->dst, c->src, c->bytes);
+    if (c->transfer >= 0 && transfers_->enabled()) verify(*c);
   } else {
     const auto& task = std::get<HostTaskOp>(op);
     optimizer_.run(task.kind, task.tensors, task.accumulate);

@@ -106,7 +106,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;  // CudaOptions::device
   std::vector<cudaEvent_t> events_;      // per plan event; null for those the host stream records
   StepRandomness random_;  // the current run's; every kernel call of programs_ points here
-  bool holds_weights_ = false;  // a run completed: the kept copies' bytes are on the device
+  bool holds_weights_ = false;  // a whole run completed: all the kept copies' bytes are on the device
   bool skip_kept_ = false;      // this run skips the kept copies (StepOptions::weights_unchanged)
   std::vector<std::vector<Op>> programs_;
   std::unique_ptr<TransferCheck> transfers_;
@@ -308,12 +308,17 @@ StepResult CudaBackend::runStep(const StepOptions& options) {
   transfers_->beginRun(options.verify_transfers && partials_);
   issued_.assign(transfers_->transfers(), 0);
   threads_->runStep();
-  holds_weights_ = true;
+  // A loss-only run (validation) that made the kept copies made only its prefixes' of them.
+  holds_weights_ = skip_kept_ || lengths_ == &step_lengths_;
   compareTransfers();
   for (size_t s = 0; s < timing_.size(); ++s)
     for (size_t i = 0; i < (*lengths_)[s]; ++i) {  // the instructions this step ran
       const auto [start, end] = timing_[s][i];
       if (!start) continue;
+      if (const auto* c = std::get_if<CopyOp>(&programs_[s][i]); c && c->kept && skip_kept_) {
+        timeline_[s][i] = Interval{};  // not run: the step's report counts no bytes for it
+        continue;
+      }
       float start_ms = 0.0f, end_ms = 0.0f;
       check(cudaEventElapsedTime(&start_ms, step_start_, start), "reading the timeline");
       check(cudaEventElapsedTime(&end_ms, step_start_, end), "reading the timeline");

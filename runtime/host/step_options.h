@@ -38,10 +38,11 @@ struct StepOptions {
   // What the plan's random kernels (dropout) draw from in this run; training false for a
   // validation or an evaluation (dropout is then the identity).
   StepRandomness random;
-  // The host's weights (and their bf16 staging copies) are what this backend's previous run
-  // copied to the device: the copies the device keeps (CopyOp::kept: a forward-only plan's
-  // weights) are skipped, as mtgen does after its first token. Ignored on a backend's first run
-  // and after a run that failed.
+  // The host tensors the device keeps copies of (CopyOp::kept: a forward-only plan's weights, a
+  // training plan's frozen weights, their bf16 staging copies and constants) are what this
+  // backend's previous run copied: those copies are skipped, as mtgen does after its first token
+  // and mtrun after its first step. Ignored on a backend's first whole run (a loss-only one
+  // before it made only its prefixes' copies) and after a run that failed.
   bool weights_unchanged = false;
   // mtrun --verify-transfers: after each copy to the device, the checksum of the bytes the
   // device received is compared with the host's (runtime/backends/transfer_check.h).

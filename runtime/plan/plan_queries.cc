@@ -13,8 +13,15 @@ namespace mt {
 
 namespace {
 
-bool unchangingBetweenRuns(const plan::HostTensor& t) {
-  return t.role() == plan::ROLE_PARAM || t.role() == plan::ROLE_STAGING || t.role() == plan::ROLE_CONSTANT;
+// A forward-only plan's weights, their staging copies and constants; a training plan's frozen
+// weights (which no update writes), their staging copies and constants.
+bool unchangingBetweenRuns(const plan::Plan& plan, const plan::HostTensor& t, bool training) {
+  if (t.role() == plan::ROLE_CONSTANT) return true;
+  if (t.role() == plan::ROLE_PARAM) return !training || t.frozen();
+  if (t.role() != plan::ROLE_STAGING) return false;
+  // A verified plan's staging copy names its parameter; an unverified one's may not.
+  const int param = t.param_index();
+  return !training || (param >= 0 && param < plan.host_tensors_size() && plan.host_tensors(param).frozen());
 }
 
 }  // namespace
@@ -22,7 +29,7 @@ bool unchangingBetweenRuns(const plan::HostTensor& t) {
 std::vector<std::vector<bool>> keptCopies(const plan::Plan& plan) {
   std::vector<std::vector<bool>> kept;
   for (const auto& stream : plan.streams()) kept.emplace_back(stream.instructions_size(), false);
-  if (isTrainingPlan(plan)) return kept;
+  const bool training = isTrainingPlan(plan);
   // Every range of arena bytes an instruction writes; candidates are the unchanging copies.
   struct Range {
     int64_t begin, end;
@@ -40,7 +47,7 @@ std::vector<std::vector<bool>> keptCopies(const plan::Plan& plan) {
                                                              dtypeBytes(buffer.dtype()))});
         }
       if (in.has_copy() && in.copy().direction() == plan::Copy::HOST_TO_DEVICE) {
-        const bool candidate = unchangingBetweenRuns(plan.host_tensors(in.copy().host_tensor()));
+        const bool candidate = unchangingBetweenRuns(plan, plan.host_tensors(in.copy().host_tensor()), training);
         writes.push_back({plan.buffers(in.copy().buffer()).offset(),
                           bufferEnd(in.copy().buffer(), copyBytes(plan, in.copy())), candidate ? s : -1, i});
       }

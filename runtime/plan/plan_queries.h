@@ -22,11 +22,12 @@ bool hasHostTensor(const plan::Plan& plan, plan::HostRole role, const std::strin
 // it gives each row's log-probability or reward as a named output.
 bool trainsOnPairs(const plan::Plan& plan);
 
-// Per stream, per instruction: whether it is a copy the device keeps between runs of a
-// forward-only plan — a weight, its bf16 staging copy or a constant (host tensors that do not
-// change from run to run) copied to device bytes that no instruction of any stream writes
-// otherwise. A run on unchanged weights may skip it (StepOptions::weights_unchanged). Never for
-// a training plan.
+// Per stream, per instruction: whether it is a copy the device keeps between runs — of a
+// forward-only plan, a weight, its bf16 staging copy or a constant; of a training plan, a frozen
+// weight, its staging copy or a constant (host tensors that do not change from run to run) —
+// copied to device bytes that no instruction of any stream writes otherwise (mtc lays such
+// bytes out: mt-plan-memory, keep-frozen in training). A run on unchanged weights may skip it
+// (StepOptions::weights_unchanged).
 std::vector<std::vector<bool>> keptCopies(const plan::Plan& plan);
 // The bytes those copies move.
 int64_t keptCopyBytes(const plan::Plan& plan);

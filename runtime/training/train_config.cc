@@ -290,6 +290,10 @@ StepOptions stepOptions(const TrainConfig& config, const plan::Plan& plan) {
   options.adamw.weight_decay = config.weight_decay;
   options.grad_clip = config.grad_clip >= 0 ? config.grad_clip : on_arrival ? 0.0 : 1.0;
   options.verify_transfers = config.verify_transfers;
+  // A training plan's kept copies are of frozen weights and constants, which nothing writes
+  // during a run (a checkpoint read back holds the same frozen values): every step after the
+  // first finds them on the device.
+  options.weights_unchanged = true;
   return options;
 }
 

@@ -2,7 +2,9 @@
 // the whole step without its update, then the loss-only run (the plan's loss prefixes) — and
 // fails unless both losses are the same bits and the loss-only run ran fewer instructions; then
 // the loss-only run again on an evaluation's store (mtrun --eval-only: no optimizer tensor
-// allocated, which the plan's loss-only run must spare), the same bits again.
+// allocated, which the plan's loss-only run must spare), the same bits again; then as mtrun runs it,
+// a validation and two whole runs skipping the copies the device keeps (a training plan's frozen
+// weights) after the first, the same bits each.
 // Prints the share of each stream the loss-only run executes and each way's best time of three. Used by tests/e2e/loss_only.sh.
 #include <algorithm>
 #include <chrono>
@@ -77,8 +79,23 @@ int main(int argc, char** argv) {
     std::printf("loss %.9g on an evaluation's store (%.1f of %.1f bytes per parameter)\n", evaluated,
                 double(evaluation.totalBytes()) / double(evaluation.numParams()),
                 double(store.totalBytes()) / double(store.numParams()));
-    if (std::memcmp(&whole, &loss_only, sizeof(float)) != 0 || ran >= total ||
-        std::memcmp(&whole, &evaluated, sizeof(float)) != 0) {
+    // As mtrun runs a plan (StepOptions::weights_unchanged: the copies the device keeps — a
+    // training plan's frozen weights — skipped after the first whole run): a validation first,
+    // then two whole runs, on a fresh backend.
+    mt::HostStore kept_store(plan);
+    fill(kept_store);
+    auto kept_backend = mt::createCpuBackend(plan, kept_store);
+    eval.weights_unchanged = true;
+    const float kept_validation = kept_backend->runStep(eval).loss;
+    eval.loss_only = false;
+    const float kept_first = kept_backend->runStep(eval).loss;
+    const float kept_later = kept_backend->runStep(eval).loss;
+    std::printf("loss %.9g, %.9g, %.9g: a validation, then whole runs that skip the %lld bytes of kept copies "
+                "after the first\n",
+                kept_validation, kept_first, kept_later, static_cast<long long>(mt::keptCopyBytes(plan)));
+    const auto same = [&](float x) { return std::memcmp(&whole, &x, sizeof(float)) == 0; };
+    if (!same(loss_only) || ran >= total || !same(evaluated) || !same(kept_validation) || !same(kept_first) ||
+        !same(kept_later)) {
       std::printf("FAILED\n");
       return 1;
     }
