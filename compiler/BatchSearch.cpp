@@ -34,6 +34,11 @@ int64_t moduleHostBytes(ModuleOp module, int64_t ranks, int64_t ranks_per_host) 
   return static_cast<int64_t>(hostBytesPerHost(plan, ranks, ranks_per_host));
 }
 
+// Whether `o` keeps some parameters out of training (mtc --frozen, --trainable, LoRA's base).
+bool freezesWeights(const CompileOptions& o) {
+  return o.frozen || o.trainable || o.lora_rank > 0 || !o.lora_from.empty();
+}
+
 // The predicted step of the plan `module` (through every stage) emits on `hw`, as --batch auto
 // prices a batch; infinite if it cannot be emitted.
 double modulePredictedStep(ModuleOp module, const CompileOptions& o, const HardwareProfile& hw) {
@@ -88,7 +93,7 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
     result.usage = double(arena.getInt()) / o.device_mem;
   for (size_t i = 0; i < std::size(kSchedules); ++i)
     if (stages.schedule == kSchedules[i]) result.hints.first_schedule = i;
-  if (tuned && stages.schedule == Schedule::kStreamedRecompute) result.hints.max_keep = stages.recompute_keep;
+  if (tuned && stages.schedule == Schedule::kStreamedRecompute) result.hints.max_keep = stages.recompute_keep_most;
   result.hints.offload_first = stages.offload && o.offload == Offload::kAuto;
   if (!tuned && o.host_mem <= 0) return result.fits = true, result;
   EmitOptions emit;
@@ -160,13 +165,22 @@ int64_t largestFittingBatch(MLIRContext& context, const ModelConfig& config, int
 // --batch auto: the batch with the best predicted throughput among the largest that fits both
 // budgets (where every block is recomputed) and eighths of it (where more blocks keep their
 // activations). A larger batch amortises the weights' copies; a smaller one may recompute less.
-// `chosen`: what the chosen batch's trial found (the final compile's recompute search starts there).
+// Where frozen weights may stay on the device between steps (then copied in no later step),
+// also the largest batch a resident plan fits and its half: no copies to amortise, nothing
+// recomputed. `chosen`: what the chosen batch's trial found (the final compile's recompute
+// search starts there).
 int64_t bestThroughputBatch(MLIRContext& context, const ModelConfig& config, int64_t seq, const CompileOptions& o,
                             UpdateKind update, const HardwareProfile& hw, int64_t largest, std::string& note,
                             SearchHints& chosen) {
   std::set<int64_t> candidates = {largest};
   const int64_t unit = batchUnit(o);
   for (int k = 1; k < 8; ++k) candidates.insert(std::max<int64_t>(unit, largest * k / 8 / unit * unit));
+  if (freezesWeights(o) && o.keep_frozen == KeepFrozen::kAuto && !o.schedule) {
+    CompileOptions resident = o;
+    resident.schedule = Schedule::kResident;
+    if (const int64_t most = largestFittingBatch(context, config, seq, resident, update, hw); most > 0 && most < largest)
+      candidates.insert({most, std::max<int64_t>(unit, most / 2 / unit * unit)});
+  }
   int64_t best = largest;
   double best_rate = 0.0, largest_rate = 0.0;
   SearchHints hints;
@@ -183,7 +197,7 @@ int64_t bestThroughputBatch(MLIRContext& context, const ModelConfig& config, int
                            "batches tried on {}",
                            best, budgets, candidates.size(), hw.name)
              : fmt::format("batch {}: the best predicted throughput on {} ({:.0f} tokens/s; the largest that fits {}, "
-                           "{}, predicts {:.0f}: it recomputes more)",
+                           "{}, predicts {:.0f}: it recomputes or copies more)",
                            best, hw.name, best_rate, budgets, largest, largest_rate);
   return best;
 }

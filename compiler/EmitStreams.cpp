@@ -122,6 +122,7 @@ void predictLaterSteps(std::vector<Instr>& instrs, const std::vector<int>& at, c
     stats.h2d_bytes -= bytes;
     if (host.role() == plan::ROLE_PARAM || host.role() == plan::ROLE_STAGING) {
       stats.weight_h2d_bytes -= bytes;
+      stats.frozen_h2d_bytes -= bytes;  // (a training plan keeps only frozen weights' copies)
       stats.first_step_weight_bytes += bytes;
       stats.weight_h2d_numel -= bytes / dtypeBytes(host.dtype());
     }

@@ -32,6 +32,7 @@ struct PlanStats {
   int64_t h2d_bytes = 0;      // host -> device per step
   int64_t weight_h2d_bytes = 0;  // of which parameters (their bf16 staging copies, where streamed so)
   int64_t weight_h2d_numel = 0;  // the parameters' elements copied in: the weights' link crossings x num_params
+  int64_t frozen_h2d_bytes = 0;  // of weight_h2d_bytes, the frozen parameters' (mtc --frozen, a LoRA's base)
   bool bf16_staging = false;     // the parameters cross the link as bf16 staging copies (mt-stage-bf16)
   int64_t d2h_bytes = 0;      // device -> host per step
   int64_t activation_bytes = 0;  // of h2d + d2h: activations offloaded to the host and back

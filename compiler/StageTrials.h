@@ -1,6 +1,7 @@
 // What the stages' budget searches share: the knobs of a trial compile and the trials
-// themselves (compiler/Stages.cpp, which runs the stages), and the splits a budget may need
-// (compiler/StageFit.cpp). Internal to the two.
+// themselves (compiler/Stages.cpp, which runs the stages), the splits a budget may need
+// (compiler/StageFit.cpp) and what it has room for once they are chosen (compiler/StageRoom.cpp:
+// kept activations, kept frozen weights). Internal to the three.
 #pragma once
 #include <cstdint>
 
@@ -57,6 +58,32 @@ struct ChunkSearch {
 };
 ChunkSearch searchSplit(mlir::ModuleOp module, size_t first, Knobs knobs, int64_t Knobs::*knob, int64_t most,
                         int64_t budget);
+
+// What the trial compiles after partition share.
+struct Trials {
+  mutable mlir::ModuleOp module;  // partitioned (a handle: its methods are not const)
+  size_t first;                // the stage after partition
+  const StageOptions& options;
+  Knobs defaults;              // what every trial starts from
+  int64_t vocab;
+  bool split_if_needed;        // the vocabulary may be split to fit the budget
+  int64_t experts_if_needed;   // > 1: the experts (this many in the largest stack) may go in groups
+};
+
+// Recompute only as much as the budgets need: the largest number of last blocks that keep
+// their activations from the forward (each such block's forward runs once, not twice).
+int64_t tuneRecompute(const Trials& t, const Knobs& chosen);
+
+// `chosen` with frozen weights (a LoRA's base) kept on the device between steps — copied in the
+// first step only, their bytes taken by no other value all step (streamed: each copied once a
+// step) — where the budget has room and, with `tunes_recompute`, the blocks that keep their
+// activations tuned. Where the frozen weights' bytes would cost blocks that keep their
+// activations, the two plans are priced (StageOptions::step_micros: a compute-bound step gains
+// nothing from the link's idle time and loses the recomputed forwards) and the faster taken,
+// keeping on a tie (`copying_faster` says when copying won; `most_kept` the most blocks either
+// plan kept).
+Knobs keepFrozenWherePays(const Trials& t, Knobs chosen, bool tunes_recompute, bool& copying_faster,
+                          int64_t& most_kept);
 
 // Groups of experts the budget's search tries at most (each a parameter per stack;
 // --expert-groups may give more, up to a group per expert).

@@ -3,7 +3,6 @@
 #include "compiler/StageTrials.h"
 
 #include <algorithm>
-#include <limits>
 #include <fmt/format.h>
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -153,15 +152,6 @@ int64_t trialArena(ModuleOp module, size_t first, const Knobs& knobs) {
 
 namespace {
 
-// Whether the stages after partition under `knobs` (a number of blocks keeping their
-// activations) give a plan within the device budget and, with the activations offloaded (the
-// kept ones then wait on the host), the host budget.
-bool keepFits(ModuleOp module, size_t first, const Knobs& knobs, const StageOptions& options) {
-  OwningOpRef<ModuleOp> trial = compileTrial(module, first, knobs);
-  if (!trial || minimumArena(*trial) > options.device_mem) return false;
-  return !knobs.offload || options.host_mem <= 0 || !options.host_bytes ||
-         options.host_bytes(*trial) <= options.host_mem;
-}
 
 
 // Whether --expert-groups suits the model (0, 1, or at most its experts); else diagnosed, and
@@ -242,17 +232,6 @@ void runForwardOnly(ModuleOp module, const StageOptions& options, StageResult& r
   if (options.last && indexOf(*options.last) < first) return;
   runFrom(module, first, options.last, knobs, result.failed);
 }
-
-// What the trial compiles after partition share.
-struct Trials {
-  mutable ModuleOp module;     // partitioned (a handle: its methods are not const)
-  size_t first;                // the stage after partition
-  const StageOptions& options;
-  Knobs defaults;              // what every trial starts from
-  int64_t vocab;
-  bool split_if_needed;        // the vocabulary may be split to fit the budget
-  int64_t experts_if_needed;   // > 1: the experts (this many in the largest stack) may go in groups
-};
 
 // The error for a budget no plan fits: the most frugal plan (`frugal`, `arena` bytes) compiled
 // once more against the budget, its memory planner's notes saying what fills the device.
@@ -341,60 +320,6 @@ void fitChosenSchedule(const Trials& t, StageResult& result) {
     result.offload = fit.chosen.offload;
 }
 
-// Recompute only as much as the budgets need: the largest number of last blocks that keep
-// their activations from the forward (each such block's forward runs once, not twice).
-int64_t tuneRecompute(const Trials& t, const Knobs& chosen) {
-  auto templates = getModelFunction(t.module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
-  const int64_t blocks = templates ? templates.size() : 0;
-  const int64_t max_keep = t.options.max_keep;
-  int64_t fits = 0, fails = (max_keep >= 0 ? std::min(max_keep, blocks) : blocks) + 1;
-  // Token-tiled blocks (long contexts) seldom have room to keep one block's activations: one
-  // trial says so, instead of a bisection's worth of larger ones.
-  if (getModelFunction(t.module)->hasAttr(kTokenTilesAttr) && fails > 1) {
-    Knobs one = chosen;
-    one.keep = 1;
-    if (!keepFits(t.module, t.first, one, t.options)) return 0;
-    fits = 1;
-  }
-  while (fails - fits > 1) {
-    Knobs keeping = chosen;
-    keeping.keep = (fits + fails) / 2;
-    (keepFits(t.module, t.first, keeping, t.options) ? fits : fails) = keeping.keep;
-  }
-  return fits;
-}
-
-// The predicted step of the plan under `knobs` (StageOptions::step_micros); infinite if it fails.
-double pricedStep(const Trials& t, const Knobs& knobs) {
-  OwningOpRef<ModuleOp> trial = compileTrial(t.module, t.first, knobs);
-  return trial ? t.options.step_micros(*trial) : std::numeric_limits<double>::infinity();
-}
-
-// `chosen` with frozen weights (a LoRA's base) kept on the device between steps — copied in the
-// first step only — where the budget has room (resident: no more room than the schedule's;
-// streamed: all of them for the whole step) and, with `tunes_recompute`, the blocks that keep
-// their activations tuned. Where the frozen weights' bytes would cost blocks that keep their
-// activations, the two plans are priced (a compute-bound step gains nothing from the link's
-// idle time and loses the recomputed forwards) and the faster taken, keeping on a tie
-// (`copying_faster` says when copying won).
-Knobs keepFrozenWherePays(const Trials& t, Knobs chosen, bool tunes_recompute, bool& copying_faster) {
-  Knobs keeping = chosen;
-  keeping.keep_frozen = true;
-  const int64_t budget = t.options.device_mem;
-  const int64_t arena = budget > 0 && chosen.schedule != Schedule::kResident ? trialArena(t.module, t.first, keeping) : 0;
-  if (arena < 0 || arena > budget) {
-    if (tunes_recompute) chosen.keep = tuneRecompute(t, chosen);
-    return chosen;
-  }
-  if (!tunes_recompute) return keeping;
-  keeping.keep = tuneRecompute(t, keeping);
-  Knobs copying = chosen;
-  copying.keep = tuneRecompute(t, copying);
-  if (copying.keep == keeping.keep || !t.options.step_micros) return keeping;
-  copying_faster = pricedStep(t, keeping) > pricedStep(t, copying);
-  return copying_faster ? copying : keeping;
-}
-
 // The stages from tile-tokens on, the token-wise work in `tiles` tiles: the schedule, the
 // vocabulary split and the offload chosen by trial compiles for the budget, then what the budget
 // has room for (pinned shared weights, blocks that keep their activations).
@@ -473,11 +398,13 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
   const bool tunes_recompute =
       result.schedule == Schedule::kStreamedRecompute && options.device_mem > 0 && options.tune_recompute;
   if (options.keep_frozen == KeepFrozen::kAuto && hasFrozenParameters(getModelFunction(module)))
-    chosen = keepFrozenWherePays(trials, chosen, tunes_recompute, result.copying_frozen_faster);
+    chosen = keepFrozenWherePays(trials, chosen, tunes_recompute, result.copying_frozen_faster,
+                                 result.recompute_keep_most);
   else if (tunes_recompute)
     chosen.keep = tuneRecompute(trials, chosen);
   result.keep_frozen = chosen.keep_frozen;
   result.recompute_keep = chosen.keep;
+  result.recompute_keep_most = std::max(result.recompute_keep_most, chosen.keep);
   chosen.budget = options.device_mem;
   if (!runFrom(module, partition + 1, options.last, chosen, result.failed) && result.failed == Stage::kMemory)
     if (auto arena = getModelFunction(module)->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr))

@@ -76,6 +76,9 @@ struct StageResult {
   Schedule schedule = Schedule::kResident;  // the schedule used
   std::vector<std::pair<Schedule, int64_t>> arena_by_schedule;  // what an unset schedule measured
   int64_t recompute_keep = 0;  // streamed-recompute: the last blocks not recomputed
+  // The most such blocks a plan tried kept (more than recompute_keep where the frozen weights'
+  // bytes took the room of some): the bound a larger batch's search starts from.
+  int64_t recompute_keep_most = 0;
   bool pin_shared = false;     // streamed: weights shared across blocks stay on the device
   bool keep_frozen = false;    // frozen weights kept on the device between steps (where the memory plan has room)
   bool copying_frozen_faster = false;  // keeping them fits, but costs kept activations: predicted slower

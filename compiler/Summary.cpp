@@ -434,8 +434,40 @@ void printVocabSplit(const CompileReport& r, ModuleOp module, const StageResult&
   }
 }
 
-// Tables looked up on the host, weights pinned on the device for the whole step, and frozen
-// weights kept there between steps.
+// Where the frozen weights' copies go: kept on the device between steps (the first step copies
+// them, the per-step figures being a later step's), or copied in every step and why; copies the
+// device keeps because no other value happens to take their bytes (constants, some frozen weights
+// of a plan that does not keep them) said too.
+void printFrozenCopies(const CompileReport& r, const StageResult& stages, const PlanStats& stats) {
+  const std::string first_step =
+      fmt::format("copied in the first step only ({} in all, that step predicted {}); the per-step figures are a "
+                  "later step's", formatBytes(stats.first_step_h2d_bytes), millis(stats.first_step_us));
+  if (stages.keep_frozen && stats.first_step_weight_bytes > 0 && stats.frozen_h2d_bytes == 0) {
+    std::printf("  frozen weights %s kept on the device between steps (--keep-frozen auto: the budget has room): %s\n",
+                formatBytes(stats.first_step_weight_bytes).c_str(), first_step.c_str());
+    return;
+  }
+  if (stats.frozen_h2d_bytes > 0) {
+    const char* why = r.options.keep_frozen == KeepFrozen::kOff ? "--keep-frozen off"
+                      : stages.copying_frozen_faster
+                          ? "keeping them on the device would leave fewer blocks keeping their activations: "
+                            "predicted slower"
+                          : "the budget has no room to keep them on the device";
+    std::printf("  frozen weights copied in every step (%s a step), as the trained ones (%s)%s\n",
+                formatBytes(stats.frozen_h2d_bytes).c_str(), why,
+                stats.first_step_h2d_bytes
+                    ? fmt::format("; {} of frozen weights and constants stay, no other value taking their bytes: {}",
+                                  formatBytes(stats.first_step_h2d_bytes), first_step).c_str()
+                    : "");
+    return;
+  }
+  if (stats.first_step_h2d_bytes > 0)
+    std::printf("  kept copies    %s of %s stay on the device between steps, no other value taking their bytes: %s\n",
+                formatBytes(stats.first_step_h2d_bytes).c_str(),
+                stats.first_step_weight_bytes ? "frozen weights and constants" : "constants", first_step.c_str());
+}
+
+// Tables looked up on the host and weights pinned on the device for the whole step.
 void printHostEmbeddingAndPinned(const CompileReport& r, ModuleOp module, const StageResult& stages,
                                  const PlanStats& stats) {
   if (stages.host_embedding) {
@@ -454,20 +486,6 @@ void printHostEmbeddingAndPinned(const CompileReport& r, ModuleOp module, const 
     std::printf("  shared weights %s used by blocks far apart (a tied embedding and LM head) stay on the device "
                 "all step: copied in once, not per block\n",
                 formatBytes(pinned.getInt()).c_str());
-  if (stats.first_step_weight_bytes)
-    std::printf("  frozen weights %s kept on the device between steps (%s): copied in the first step only (%s with "
-                "constants), which takes %s; the per-step figures are a later step's\n",
-                formatBytes(stats.first_step_weight_bytes).c_str(),
-                r.options.keep_frozen == KeepFrozen::kOff
-                    ? "--keep-frozen off: those whose bytes no other value happens to take"
-                    : "--keep-frozen auto: the budget has room",
-                formatBytes(stats.first_step_h2d_bytes).c_str(), millis(stats.first_step_us).c_str());
-  else if (stats.frozen_params > 0 && stats.weight_h2d_bytes > 0)
-    std::printf("  frozen weights copied in every step, as the trained ones (%s)\n",
-                r.options.keep_frozen == KeepFrozen::kOff ? "--keep-frozen off"
-                : stages.copying_frozen_faster
-                    ? "keeping them on the device would leave fewer blocks keeping their activations: predicted slower"
-                    : "the budget has no room to keep them on the device");
 }
 
 // The predicted step, its floor and what bounds it; where compute waits, on what.
@@ -525,6 +543,7 @@ void printSummary(const CompileReport& r, ModuleOp module, const StageResult& st
   printDropout(module);
   printUnfusedAttention(module);
   printHostEmbeddingAndPinned(r, module, stages, stats);
+  printFrozenCopies(r, stages, stats);
   printPrediction(emit, stats);
   printDataParallel(r.options, emit, plan, stats);
   printPlanAndWeights(r, plan);

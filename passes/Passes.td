@@ -489,7 +489,8 @@ def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
     to the end (no value reuses them), so a backend may keep them between runs — where the
     budget has room for that (a streamed one may not: then they are placed by liveness). With
     `keep-frozen`, so do a training function's frozen parameters (their staging copies) and
-    constants, which no step changes: a backend copies them in the first step only.
+    constants, which no step changes — always, the smallest arena included, so that mtc's trials
+    fit that plan to the budget: a backend copies them in the first step only.
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"0",
@@ -498,7 +499,7 @@ def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
            "Land a deferred update's gradients in the host landing buffer too">,
     Option<"keepFrozen", "keep-frozen", "bool", /*default=*/"false",
            "In a training function, frozen parameters (their staging copies) and constants keep "
-           "their bytes to the end where the budget has room, as a forward-only function's weights do">,
+           "their bytes to the end, in the smallest arena too">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

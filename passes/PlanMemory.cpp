@@ -172,6 +172,15 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
         if (!views.isView(result)) lastUse[result] = std::max(lastUse.lookup(result), index);
       ++index;
     }
+    // With keepFrozen, a training function's frozen weights (their staging copies) and constants
+    // keep their bytes to the end in every placement: no other value takes them, so every step
+    // after the first finds them on the device (runtime/plan/plan_queries.h, keptCopies), and
+    // the smallest arena (what mtc's trials fit to the budget) includes them.
+    const bool keepsFrozen = keepFrozen && !isForwardOnly(func);
+    if (keepsFrozen)
+      for (Operation& op : body)
+        if (auto copy = dyn_cast<H2DOp>(op); copy && isPersistentSource(func, copy.getInput()))
+          lastUse[copy.getResult()] = index;
     // A copy to the host runs beside the compute that follows it: with slack, the bytes it
     // reads stay allocated to the end of its block's region, so the next kernels do not write
     // over them (and wait for the copy) right after it was issued. Without, the arena is as
@@ -191,10 +200,9 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
     if (budget > 0 && chosen.peak > budget) chosen = smallest;
     // A forward-only function's weights (and constants) keep their bytes to the end where the
     // budget has room: no other value takes them, so a backend running the plan again on the
-    // same weights (mtgen's tokens) leaves them on the device (runtime/plan/plan_queries.h,
-    // keptCopies) instead of copying them again. So do a training function's frozen weights with
-    // keepFrozen: every step after the first finds them on the device.
-    if (isForwardOnly(func) || keepFrozen) {
+    // same weights (mtgen's tokens) leaves them on the device (keptCopies) instead of copying
+    // them again.
+    if (isForwardOnly(func)) {
       DenseMap<Value, int64_t> keeping = lastUseWithSlack;
       for (Operation& op : body)
         if (auto copy = dyn_cast<H2DOp>(op); copy && isPersistentSource(func, copy.getInput()))

@@ -19,9 +19,10 @@ struct CopyOp {
   void* dst;
   const void* src;
   int64_t bytes;
-  // A forward-only plan's copy of a weight or a constant into device bytes no other instruction
-  // writes (mt-plan-memory keeps them so): after a run the device still holds them, and a run on
-  // the same weights (StepOptions::weights_unchanged) skips the copy.
+  // A copy of what no run changes — a forward-only plan's weight, a training plan's frozen
+  // weight, their staging copies, a constant — into device bytes no other instruction writes
+  // (keptCopies; mt-plan-memory lays them out so): after a whole run the device still holds them,
+  // and a run on the same weights (StepOptions::weights_unchanged) skips the copy.
   bool kept = false;
   // A copy to the device: its place among the step's copies to the device (0, 1, ...: where
   // --verify-transfers keeps its checksums) and the host tensor it reads; -1 for a copy out.

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Validation runs only what the loss needs (plan 1.9 loss prefixes): for every kind of plan —
 # resident, streamed, streamed with recompute, on-arrival, host embedding, vocabulary split,
-# offloaded activations, bf16, LoRA (its frozen base kept on the device) — the loss-only run gives
-# the whole step's loss bit for bit while running fewer instructions, and so do whole runs after a
-# validation that skip the copies the device keeps; mtrun's validation uses it.
+# offloaded activations, bf16, LoRA (its frozen base kept on the device; copied every step, some
+# of its copies kept all the same, past the loss prefixes) — the loss-only run gives the whole
+# step's loss bit for bit while running fewer instructions, and whole runs after a validation that
+# skip the copies the device keeps give the loss and gradients of runs that copy everything;
+# mtrun's validation uses it.
 # usage: loss_only.sh BIN_DIR CHECK WORK_DIR
 set -euo pipefail
 bin=$1 check=$2 work=$3
@@ -18,6 +20,7 @@ configs=(
   "llama-tiny --batch 2 --seq 64 --schedule streamed-recompute --offload-activations on"
   "llama-tiny --batch 2 --seq 16 --precision bf16 --schedule streamed"
   "llama-tiny --batch 2 --seq 16 --lora 4 --schedule streamed-recompute"
+  "llama-tiny --batch 2 --seq 16 --lora 4 --schedule streamed --keep-frozen off"
 )
 failed=0
 for i in "${!configs[@]}"; do

@@ -4,12 +4,13 @@
 // the loss-only run again on an evaluation's store (mtrun --eval-only: no optimizer tensor
 // allocated, which the plan's loss-only run must spare), the same bits again; then as mtrun runs it,
 // a validation and two whole runs skipping the copies the device keeps (a training plan's frozen
-// weights) after the first, the same bits each.
+// weights) after the first, the same bits each and the gradients of a run that copies everything.
 // Prints the share of each stream the loss-only run executes and each way's best time of three. Used by tests/e2e/loss_only.sh.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "runtime/backends/backend.h"
 #include "runtime/io/error.h"
@@ -80,22 +81,43 @@ int main(int argc, char** argv) {
                 double(evaluation.totalBytes()) / double(evaluation.numParams()),
                 double(store.totalBytes()) / double(store.numParams()));
     // As mtrun runs a plan (StepOptions::weights_unchanged: the copies the device keeps — a
-    // training plan's frozen weights — skipped after the first whole run): a validation first,
-    // then two whole runs, on a fresh backend.
+    // training plan's frozen weights — skipped after the first whole run): a validation first
+    // (which makes only its prefixes' kept copies), then two whole runs, on a fresh backend; their
+    // gradients against a whole run's that copies everything.
+    mt::HostStore copied_store(plan);
+    fill(copied_store);
+    eval.loss_only = false;
+    mt::createCpuBackend(plan, copied_store)->runStep(eval);
     mt::HostStore kept_store(plan);
     fill(kept_store);
     auto kept_backend = mt::createCpuBackend(plan, kept_store);
     eval.weights_unchanged = true;
+    eval.loss_only = true;
     const float kept_validation = kept_backend->runStep(eval).loss;
     eval.loss_only = false;
+    std::string differs;  // the first gradient a whole run with kept copies gives otherwise
+    const auto gradients = [&](const char* run) {
+      for (int t = 0; t < plan.host_tensors_size() && differs.empty(); ++t)
+        if (plan.host_tensors(t).role() == mt::plan::ROLE_GRAD &&
+            std::memcmp(kept_store.data(t), copied_store.data(t), kept_store.bytes(t)) != 0)
+          differs = plan.host_tensors(t).name() + " after the " + run + " whole run";
+    };
     const float kept_first = kept_backend->runStep(eval).loss;
+    gradients("first");
     const float kept_later = kept_backend->runStep(eval).loss;
+    gradients("second");
+    const auto kept = mt::keptCopies(plan);
+    const auto prefixes = mt::stepLengths(plan, true);
+    int beyond = 0;  // kept copies past their stream's loss prefix: a validation does not make them
+    for (size_t s = 0; s < kept.size(); ++s)
+      for (size_t i = prefixes[s]; i < kept[s].size(); ++i) beyond += kept[s][i];
     std::printf("loss %.9g, %.9g, %.9g: a validation, then whole runs that skip the %lld bytes of kept copies "
-                "after the first\n",
-                kept_validation, kept_first, kept_later, static_cast<long long>(mt::keptCopyBytes(plan)));
+                "(%d past the loss prefixes) after the first; gradients %s\n",
+                kept_validation, kept_first, kept_later, static_cast<long long>(mt::keptCopyBytes(plan)), beyond,
+                differs.empty() ? "as copying everything" : ("differ: " + differs).c_str());
     const auto same = [&](float x) { return std::memcmp(&whole, &x, sizeof(float)) == 0; };
     if (!same(loss_only) || ran >= total || !same(evaluated) || !same(kept_validation) || !same(kept_first) ||
-        !same(kept_later)) {
+        !same(kept_later) || !differs.empty()) {
       std::printf("FAILED\n");
       return 1;
     }
