@@ -107,8 +107,9 @@ StepResult CpuBackend::runStep(const StepOptions& options) {
   holds_weights_ = false;
   transfers_->beginRun(options.verify_transfers);
   threads_->runStep();
-  // A loss-only run (validation) that made the kept copies made only its prefixes' of them.
-  holds_weights_ = skip_kept_ || lengths_ == &step_lengths_;
+  // A loss-only run (validation) that made the kept copies made only its prefixes' of them; a
+  // corrupt copy (--verify-transfers) may be one of them.
+  holds_weights_ = (skip_kept_ || lengths_ == &step_lengths_) && transfers_->firstMismatch().empty();
   StepResult result = optimizer_.endStep(!transfers_->firstMismatch().empty());
   result.transfers_verified = transfers_->verified();
   result.corrupt_transfer = transfers_->firstMismatch();

@@ -308,9 +308,10 @@ StepResult CudaBackend::runStep(const StepOptions& options) {
   transfers_->beginRun(options.verify_transfers && partials_);
   issued_.assign(transfers_->transfers(), 0);
   threads_->runStep();
-  // A loss-only run (validation) that made the kept copies made only its prefixes' of them.
-  holds_weights_ = skip_kept_ || lengths_ == &step_lengths_;
   compareTransfers();
+  // A loss-only run (validation) that made the kept copies made only its prefixes' of them; a
+  // corrupt copy (--verify-transfers) may be one of them.
+  holds_weights_ = (skip_kept_ || lengths_ == &step_lengths_) && transfers_->firstMismatch().empty();
   for (size_t s = 0; s < timing_.size(); ++s)
     for (size_t i = 0; i < (*lengths_)[s]; ++i) {  // the instructions this step ran
       const auto [start, end] = timing_[s][i];
