@@ -152,8 +152,6 @@ int64_t trialArena(ModuleOp module, size_t first, const Knobs& knobs) {
 
 namespace {
 
-
-
 // Whether --expert-groups suits the model (0, 1, or at most its experts); else diagnosed, and
 // result.failed set.
 bool expertGroupsValid(ModuleOp module, const StageOptions& options, StageResult& result) {

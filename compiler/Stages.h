@@ -80,7 +80,7 @@ struct StageResult {
   // bytes took the room of some): the bound a larger batch's search starts from.
   int64_t recompute_keep_most = 0;
   bool pin_shared = false;     // streamed: weights shared across blocks stay on the device
-  bool keep_frozen = false;    // frozen weights kept on the device between steps (where the memory plan has room)
+  bool keep_frozen = false;    // frozen weights kept on the device between steps (copied in the first only)
   bool copying_frozen_faster = false;  // keeping them fits, but costs kept activations: predicted slower
   int64_t vocab_chunks = 1;    // the LM head's vocabulary chunks (1: not split)
   int64_t expert_groups = 1;   // the groups each stacked expert weight is in (1: not split)
