@@ -63,8 +63,7 @@ class CpuBackend final : public Backend {
   };
   std::unique_ptr<std::byte[], FreeDeleter> arena_;
   StepRandomness random_;  // the current run's; every kernel call of programs_ points here
-  bool holds_weights_ = false;  // a whole run completed: all the kept copies' bytes are on the device
-  bool skip_kept_ = false;      // this run skips the kept copies (StepOptions::weights_unchanged)
+  KeptCopyState kept_;  // whether this run skips the kept copies (StepOptions::weights_unchanged)
   std::vector<std::vector<Op>> programs_;
   std::unique_ptr<TransferCheck> transfers_;
   std::vector<size_t> step_lengths_, loss_lengths_;  // per stream, a whole step's and a loss-only run's
@@ -102,14 +101,10 @@ StepResult CpuBackend::runStep(const StepOptions& options) {
   random_ = options.random;
   lengths_ = options.loss_only && !options.update ? &loss_lengths_ : &step_lengths_;
   step_start_ = std::chrono::steady_clock::now();
-  // The device holds the weights the last run copied only if that run completed.
-  skip_kept_ = options.weights_unchanged && holds_weights_;
-  holds_weights_ = false;
+  kept_.beginRun(options.weights_unchanged);
   transfers_->beginRun(options.verify_transfers);
   threads_->runStep();
-  // A loss-only run (validation) that made the kept copies made only its prefixes' of them; a
-  // corrupt copy (--verify-transfers) may be one of them.
-  holds_weights_ = (skip_kept_ || lengths_ == &step_lengths_) && transfers_->firstMismatch().empty();
+  kept_.endRun(lengths_ == &step_lengths_, transfers_->firstMismatch().empty());
   StepResult result = optimizer_.endStep(!transfers_->firstMismatch().empty());
   result.transfers_verified = transfers_->verified();
   result.corrupt_transfer = transfers_->firstMismatch();
@@ -135,7 +130,7 @@ void CpuBackend::execute(int stream, size_t index) {
   if (const auto* k = std::get_if<KernelOp>(&op)) {
     runKernelCpu(k->id, k->args);
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
-    if (c->kept && skip_kept_) {
+    if (c->kept && kept_.skipping()) {
       interval = Interval{};  // not run: the step's report counts no bytes for it
       return;
     }

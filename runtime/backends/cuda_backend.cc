@@ -106,8 +106,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;  // CudaOptions::device
   std::vector<cudaEvent_t> events_;      // per plan event; null for those the host stream records
   StepRandomness random_;  // the current run's; every kernel call of programs_ points here
-  bool holds_weights_ = false;  // a whole run completed: all the kept copies' bytes are on the device
-  bool skip_kept_ = false;      // this run skips the kept copies (StepOptions::weights_unchanged)
+  KeptCopyState kept_;  // whether this run skips the kept copies (StepOptions::weights_unchanged)
   std::vector<std::vector<Op>> programs_;
   std::unique_ptr<TransferCheck> transfers_;
   // Per copy to the device: kChecksumPartials partial sums the GPU writes (mapped pinned host
@@ -295,9 +294,7 @@ StepResult CudaBackend::runStep(const StepOptions& options) {
   const auto first_device = std::find_if(streams_.begin(), streams_.end(), [](cudaStream_t s) { return s; });
   if (first_device != streams_.end()) check(cudaEventRecord(step_start_, *first_device), "timing the step");
   host_start_ = std::chrono::steady_clock::now();
-  // The device holds the weights the last run copied only if that run completed.
-  skip_kept_ = options.weights_unchanged && holds_weights_;
-  holds_weights_ = false;
+  kept_.beginRun(options.weights_unchanged);
   if (options.verify_transfers && !partials_ && transfers_->transfers() > 0) {
     check(cudaHostAlloc(reinterpret_cast<void**>(&partials_),
                         sizeof(uint64_t) * kChecksumPartials * transfers_->transfers(), cudaHostAllocMapped),
@@ -309,14 +306,12 @@ StepResult CudaBackend::runStep(const StepOptions& options) {
   issued_.assign(transfers_->transfers(), 0);
   threads_->runStep();
   compareTransfers();
-  // A loss-only run (validation) that made the kept copies made only its prefixes' of them; a
-  // corrupt copy (--verify-transfers) may be one of them.
-  holds_weights_ = (skip_kept_ || lengths_ == &step_lengths_) && transfers_->firstMismatch().empty();
+  kept_.endRun(lengths_ == &step_lengths_, transfers_->firstMismatch().empty());
   for (size_t s = 0; s < timing_.size(); ++s)
     for (size_t i = 0; i < (*lengths_)[s]; ++i) {  // the instructions this step ran
       const auto [start, end] = timing_[s][i];
       if (!start) continue;
-      if (const auto* c = std::get_if<CopyOp>(&programs_[s][i]); c && c->kept && skip_kept_) {
+      if (const auto* c = std::get_if<CopyOp>(&programs_[s][i]); c && c->kept && kept_.skipping()) {
         timeline_[s][i] = Interval{};  // not run: the step's report counts no bytes for it
         continue;
       }
@@ -381,7 +376,7 @@ void CudaBackend::execute(int stream, size_t index) {
       throw Error(std::string(kKernelTable[static_cast<size_t>(k->id)].op_name) + " on the GPU: " + e.what());
     }
   } else if (const auto* c = std::get_if<CopyOp>(&op)) {
-    if (!(c->kept && skip_kept_)) {
+    if (!(c->kept && kept_.skipping())) {
       check(cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, s), "copying");
       if (c->transfer >= 0 && transfers_->enabled()) issueVerify(*c, s);
     }

@@ -29,6 +29,26 @@ struct CopyOp {
   int transfer = -1;
   int host_tensor = -1;
 };
+
+// Whether a run may skip the kept copies (CopyOp::kept): only after a whole run that made them
+// all, none of them corrupt. Both backends keep one.
+class KeptCopyState {
+ public:
+  // At a run's start (`weights_unchanged`: StepOptions'): whether this run skips them is then
+  // skipping(). Until endRun, the device is not taken to hold them (a run that throws leaves it so).
+  void beginRun(bool weights_unchanged) {
+    skip_ = weights_unchanged && holds_;
+    holds_ = false;
+  }
+  // At its end: `whole` unless it ran only the loss prefixes (a validation that made the kept
+  // copies made only its prefixes' of them); `clean` unless a transfer was corrupt.
+  void endRun(bool whole, bool clean) { holds_ = (skip_ || whole) && clean; }
+  bool skipping() const { return skip_; }
+
+ private:
+  bool holds_ = false;  // the last run left every kept copy's bytes on the device
+  bool skip_ = false;   // this run skips the kept copies
+};
 struct RecordOp {
   uint32_t event;
 };
