@@ -39,16 +39,22 @@ bool freezesWeights(const CompileOptions& o) {
   return o.frozen || o.trainable || o.lora_rank > 0 || !o.lora_from.empty();
 }
 
+// The plan a compiled trial `module` emits on `hw` (its shape and hardware in `emit`).
+LogicalResult emitTrial(ModuleOp module, const HardwareProfile& hw, EmitOptions& emit, plan::Plan& plan,
+                        PlanStats& stats) {
+  modelShape(module, emit.batch, emit.seq, emit.vocab);
+  emit.hardware = hw;
+  return emitPlan(module, emit, plan, stats);
+}
+
 // The predicted step of the plan `module` (through every stage) emits on `hw`, as --batch auto
 // prices a batch; infinite if it cannot be emitted.
 double modulePredictedStep(ModuleOp module, const CompileOptions& o, const HardwareProfile& hw) {
   ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic&) { return success(); });
   EmitOptions emit;
-  modelShape(module, emit.batch, emit.seq, emit.vocab);
-  emit.hardware = hw;
   plan::Plan plan;
   PlanStats stats;
-  if (failed(emitPlan(module, emit, plan, stats))) return std::numeric_limits<double>::infinity();
+  if (failed(emitTrial(module, hw, emit, plan, stats))) return std::numeric_limits<double>::infinity();
   return dataParallelStepMicros(o, emit, plan, stats);
 }
 
@@ -97,11 +103,9 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
   result.hints.offload_first = stages.offload && o.offload == Offload::kAuto;
   if (!tuned && o.host_mem <= 0) return result.fits = true, result;
   EmitOptions emit;
-  modelShape(*trial, emit.batch, emit.seq, emit.vocab);
-  emit.hardware = hw;
   plan::Plan plan;
   PlanStats stats;
-  if (failed(emitPlan(*trial, emit, plan, stats))) return result;
+  if (failed(emitTrial(*trial, hw, emit, plan, stats))) return result;
   // --ranks: a host's bytes (its ranks share it), the job's step (a host's link or memory may
   // bound a small batch).
   result.host_bytes = static_cast<int64_t>(hostBytesPerHost(plan, o.ranks, o.ranks_per_host));

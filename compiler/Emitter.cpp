@@ -14,6 +14,7 @@
 #include "passes/Passes.h"
 #include "runtime/plan/precision.h"
 #include "runtime/plan/op_table.h"
+#include "runtime/plan/plan_queries.h"
 
 using namespace mlir;
 
@@ -158,9 +159,7 @@ void Emitter::lowerCopyIn(H2DOp h2d, int index, Instr& instr) {
     stats_.weight_h2d_bytes += bytes;
     stats_.weight_h2d_numel += cast<RankedTensorType>(h2d.getType()).getNumElements();
     stats_.bf16_staging |= role == plan::ROLE_STAGING;
-    const plan::HostTensor& host = plan_.host_tensors(copy->host_tensor());
-    if (plan_.host_tensors(role == plan::ROLE_STAGING ? host.param_index() : copy->host_tensor()).frozen())
-      stats_.frozen_h2d_bytes += bytes;
+    if (isFrozenWeight(plan_, static_cast<int>(copy->host_tensor()))) stats_.frozen_h2d_bytes += bytes;
   }
   countCopied(copy->host_tensor(), bytes);
 }

@@ -15,13 +15,11 @@ namespace {
 
 // A forward-only plan's weights, their staging copies and constants; a training plan's frozen
 // weights (which no update writes), their staging copies and constants.
-bool unchangingBetweenRuns(const plan::Plan& plan, const plan::HostTensor& t, bool training) {
-  if (t.role() == plan::ROLE_CONSTANT) return true;
-  if (t.role() == plan::ROLE_PARAM) return !training || t.frozen();
-  if (t.role() != plan::ROLE_STAGING) return false;
-  // A verified plan's staging copy names its parameter; an unverified one's may not.
-  const int param = t.param_index();
-  return !training || (param >= 0 && param < plan.host_tensors_size() && plan.host_tensors(param).frozen());
+bool unchangingBetweenRuns(const plan::Plan& plan, int t, bool training) {
+  const plan::HostRole role = plan.host_tensors(t).role();
+  if (role == plan::ROLE_CONSTANT) return true;
+  if (role != plan::ROLE_PARAM && role != plan::ROLE_STAGING) return false;
+  return !training || isFrozenWeight(plan, t);
 }
 
 }  // namespace
@@ -47,7 +45,7 @@ std::vector<std::vector<bool>> keptCopies(const plan::Plan& plan) {
                                                              dtypeBytes(buffer.dtype()))});
         }
       if (in.has_copy() && in.copy().direction() == plan::Copy::HOST_TO_DEVICE) {
-        const bool candidate = unchangingBetweenRuns(plan, plan.host_tensors(in.copy().host_tensor()), training);
+        const bool candidate = unchangingBetweenRuns(plan, static_cast<int>(in.copy().host_tensor()), training);
         writes.push_back({plan.buffers(in.copy().buffer()).offset(),
                           bufferEnd(in.copy().buffer(), copyBytes(plan, in.copy())), candidate ? s : -1, i});
       }
@@ -63,6 +61,15 @@ std::vector<std::vector<bool>> keptCopies(const plan::Plan& plan) {
     earlier_end = std::max(earlier_end, w.end);
   }
   return kept;
+}
+
+bool isFrozenWeight(const plan::Plan& plan, int t) {
+  const plan::HostTensor& tensor = plan.host_tensors(t);
+  if (tensor.role() == plan::ROLE_PARAM) return tensor.frozen();
+  if (tensor.role() != plan::ROLE_STAGING) return false;
+  // A verified plan's staging copy names its parameter; an unverified one's may not.
+  const int param = tensor.param_index();
+  return param >= 0 && param < plan.host_tensors_size() && plan.host_tensors(param).frozen();
 }
 
 int64_t keptCopyBytes(const plan::Plan& plan) {

@@ -31,6 +31,8 @@ bool trainsOnPairs(const plan::Plan& plan);
 std::vector<std::vector<bool>> keptCopies(const plan::Plan& plan);
 // The bytes those copies move.
 int64_t keptCopyBytes(const plan::Plan& plan);
+// Whether host tensor `t` is a frozen parameter (HostTensor.frozen) or the staging copy of one.
+bool isFrozenWeight(const plan::Plan& plan, int t);
 
 // How many of each stream's instructions a step runs: all of them, or with `loss_only` the
 // plan's loss prefixes (plan 1.9: what the loss needs; all of them in a plan that has none).
