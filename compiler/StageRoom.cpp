@@ -1,8 +1,9 @@
 // What the budget has room for once the schedule is chosen (compiler/StageTrials.h): blocks that
 // keep their activations, and frozen weights kept on the device between steps, the two priced
-// against each other where they compete for the same bytes.
+// against each other where they compete for the same bytes: all frozen weights kept, some, none.
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "compiler/StageTrials.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -30,6 +31,31 @@ double pricedStep(const Trials& t, const Knobs& knobs) {
   return trial ? t.options.step_micros(*trial) : std::numeric_limits<double>::infinity();
 }
 
+// `knobs` keeping `limit` frozen weights on the device between steps (-1: all, 0: none).
+Knobs keepingFrozen(Knobs knobs, int64_t limit) {
+  knobs.keep_frozen = limit != 0;
+  knobs.frozen_limit = limit;
+  return knobs;
+}
+
+// The most of the `frozen` frozen weights the budget has room to keep with `chosen`'s recompute
+// (-1: all): a streamed plan keeps some, by bisection over their count (mt-schedule-streamed
+// keep-frozen-limit), a resident one all or none.
+int64_t frozenRoom(const Trials& t, const Knobs& chosen, int64_t frozen) {
+  auto fits = [&](int64_t limit) {
+    const int64_t arena = trialArena(t.module, t.first, keepingFrozen(chosen, limit));
+    return arena >= 0 && arena <= t.options.device_mem;
+  };
+  if (t.options.device_mem <= 0 || fits(-1)) return -1;
+  if (chosen.schedule == Schedule::kResident) return 0;
+  int64_t fit = 0, fail = frozen;
+  while (fail - fit > 1) {
+    const int64_t limit = (fit + fail) / 2;
+    (fits(limit) ? fit : fail) = limit;
+  }
+  return fit;
+}
+
 }  // namespace
 
 int64_t tuneRecompute(const Trials& t, const Knobs& chosen) {
@@ -53,24 +79,58 @@ int64_t tuneRecompute(const Trials& t, const Knobs& chosen) {
   return fits;
 }
 
-Knobs keepFrozenWherePays(const Trials& t, Knobs chosen, bool tunes_recompute, bool& copying_faster,
-                          int64_t& most_kept) {
-  Knobs keeping = chosen;
-  keeping.keep_frozen = true;
-  const int64_t budget = t.options.device_mem;
-  const int64_t arena = budget > 0 ? trialArena(t.module, t.first, keeping) : 0;
-  if (arena < 0 || arena > budget) {
+namespace {
+
+// keepFrozenWherePays for the schedule `chosen` has.
+Knobs keepSomeFrozen(const Trials& t, Knobs chosen, bool tunes_recompute, FrozenKeep& kept) {
+  const int64_t frozen = countFrozenParameters(getModelFunction(t.module));
+  kept.room = frozenRoom(t, chosen, frozen);
+  if (kept.room == 0) {
     if (tunes_recompute) chosen.keep = tuneRecompute(t, chosen);
     return chosen;
   }
-  if (!tunes_recompute) return keeping;
-  keeping.keep = tuneRecompute(t, keeping);
-  Knobs copying = chosen;
-  copying.keep = tuneRecompute(t, copying);
-  most_kept = std::max(keeping.keep, copying.keep);
-  if (copying.keep == keeping.keep || !t.options.step_micros) return keeping;
-  copying_faster = pricedStep(t, keeping) > pricedStep(t, copying);
-  return copying_faster ? copying : keeping;
+  if (!tunes_recompute) return keepingFrozen(chosen, kept.room);
+  // The frozen weights the budget has room for, half as many, none: each with the blocks that
+  // keep their activations tuned to what is left.
+  const int64_t most = kept.room < 0 ? frozen : kept.room;
+  std::vector<Knobs> tries{keepingFrozen(chosen, kept.room)};
+  if (most / 2 > 0) tries.push_back(keepingFrozen(chosen, most / 2));
+  tries.push_back(keepingFrozen(chosen, 0));
+  for (Knobs& knobs : tries) {
+    knobs.keep = tuneRecompute(t, knobs);
+    kept.most_kept = std::max(kept.most_kept, knobs.keep);
+  }
+  if (tries.back().keep == tries.front().keep || !t.options.step_micros) return tries.front();
+  // Priced where fewer frozen weights kept let more blocks keep their activations (else the
+  // plan keeping more is as fast or faster: the same recompute, fewer copies).
+  size_t best = 0;
+  double best_micros = pricedStep(t, tries[0]);
+  for (size_t i = 1; i < tries.size(); ++i) {
+    if (tries[i].keep == tries[i - 1].keep) continue;
+    const double micros = pricedStep(t, tries[i]);
+    if (micros < best_micros) best = i, best_micros = micros;
+  }
+  kept.fewer_faster = best != 0;
+  return tries[best];
+}
+
+}  // namespace
+
+Knobs keepFrozenWherePays(const Trials& t, Knobs chosen, bool tunes_recompute, bool may_recompute, FrozenKeep& kept) {
+  Knobs streamed = keepSomeFrozen(t, chosen, tunes_recompute, kept);
+  // Room for only some of the frozen weights in a streamed plan: recomputing the forwards frees
+  // the activations' bytes for more of them (a link-bound step: each kept weight saves its two
+  // copies), at the price of the forwards run twice; both priced.
+  if (!may_recompute || chosen.schedule != Schedule::kStreamed || kept.room < 0 || !t.options.step_micros)
+    return streamed;
+  Knobs recomputing = chosen;
+  recomputing.schedule = Schedule::kStreamedRecompute;
+  FrozenKeep recomputed;
+  Knobs other = keepSomeFrozen(t, recomputing, /*tunes_recompute=*/true, recomputed);
+  if (!(pricedStep(t, other) < pricedStep(t, streamed))) return streamed;
+  kept = recomputed;
+  kept.recompute = true;
+  return other;
 }
 
 }  // namespace mt::stages

@@ -19,6 +19,7 @@ struct Knobs {
   int64_t keep = 0;        // streamed-recompute: the last blocks that keep their activations
   bool pin_shared = false;  // streamed: weights shared across blocks stay on the device
   bool keep_frozen = false;  // frozen weights copied once per step into bytes kept between steps
+  int64_t frozen_limit = -1;  // with keep_frozen, streamed: the most frozen weights kept (-1: all)
   int64_t vocab_chunks = 1;  // the LM head's vocabulary chunks (1: not split)
   int64_t expert_groups = 1;  // each stacked expert weight's groups (1: not split)
   bool offload = false;      // streamed: the activations the backward reads wait on the host
@@ -74,16 +75,26 @@ struct Trials {
 // their activations from the forward (each such block's forward runs once, not twice).
 int64_t tuneRecompute(const Trials& t, const Knobs& chosen);
 
+// What keepFrozenWherePays found beside its knobs.
+struct FrozenKeep {
+  int64_t room = -1;          // the most frozen weights the budget has room to keep (-1: all)
+  bool fewer_faster = false;  // fewer kept than that was predicted faster (more blocks keep activations)
+  int64_t most_kept = 0;      // the most blocks keeping their activations any plan tried
+  bool recompute = false;     // streamed-recompute taken over streamed, to keep more of them
+};
+
 // `chosen` with frozen weights (a LoRA's base) kept on the device between steps — copied in the
 // first step only, their bytes taken by no other value all step (streamed: each copied once a
-// step) — where the budget has room and, with `tunes_recompute`, the blocks that keep their
-// activations tuned. Where the frozen weights' bytes would cost blocks that keep their
-// activations, the two plans are priced (StageOptions::step_micros: a compute-bound step gains
-// nothing from the link's idle time and loses the recomputed forwards) and the faster taken,
-// keeping on a tie (`copying_faster` says when copying won; `most_kept` the most blocks either
-// plan kept).
-Knobs keepFrozenWherePays(const Trials& t, Knobs chosen, bool tunes_recompute, bool& copying_faster,
-                          int64_t& most_kept);
+// step) — as many as the budget has room for: all, or in a streamed plan the most it fits
+// (those copied most often when streamed first), and, with `tunes_recompute`, the blocks that keep
+// their activations tuned. Where the frozen weights' bytes would cost blocks that keep their
+// activations, the plans keeping that many, half as many and none are priced
+// (StageOptions::step_micros: a compute-bound step gains nothing from the link's idle time and
+// loses the recomputed forwards) and the fastest taken, the one keeping more on a tie. With
+// `may_recompute`, a streamed plan with room for only some is priced against streamed-recompute
+// keeping as many as its smaller activations leave room for.
+Knobs keepFrozenWherePays(const Trials& t, Knobs chosen, bool tunes_recompute, bool may_recompute,
+                          FrozenKeep& kept);
 
 // Groups of experts the budget's search tries at most (each a parameter per stack;
 // --expert-groups may give more, up to a group per expert).

@@ -90,7 +90,10 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
       options.update = knobs.update;
       options.pinShared = knobs.pin_shared;
       options.keepFrozen = knobs.keep_frozen;
-      pm.addPass(knobs.schedule == Schedule::kResident ? createScheduleResidentPass()
+      options.keepFrozenLimit = knobs.frozen_limit;
+      ScheduleResidentPassOptions resident;
+      resident.keepFrozen = knobs.keep_frozen;
+      pm.addPass(knobs.schedule == Schedule::kResident ? createScheduleResidentPass(resident)
                                                        : createScheduleStreamedPass(options));
       if (knobs.offload) pm.addPass(createOffloadActivationsPass());
       if (knobs.bf16_staging) pm.addPass(createStageBf16Pass());
@@ -101,7 +104,6 @@ void addStagePasses(mlir::PassManager& pm, Stage stage, const Knobs& knobs) {
       PlanMemoryPassOptions options;
       options.budget = knobs.budget;
       options.landDeferred = knobs.land_gradients && knobs.schedule != Schedule::kResident;
-      options.keepFrozen = knobs.keep_frozen;
       return pm.addPass(createPlanMemoryPass(options));
     }
   }
@@ -395,12 +397,21 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
   }
   const bool tunes_recompute =
       result.schedule == Schedule::kStreamedRecompute && options.device_mem > 0 && options.tune_recompute;
-  if (options.keep_frozen == KeepFrozen::kAuto && hasFrozenParameters(getModelFunction(module)))
-    chosen = keepFrozenWherePays(trials, chosen, tunes_recompute, result.copying_frozen_faster,
-                                 result.recompute_keep_most);
-  else if (tunes_recompute)
+  result.frozen_weights = countFrozenParameters(getModelFunction(module));
+  if (options.keep_frozen == KeepFrozen::kAuto && result.frozen_weights > 0) {
+    FrozenKeep kept;
+    const bool may_recompute = !options.schedule && options.device_mem > 0 && options.tune_recompute;
+    chosen = keepFrozenWherePays(trials, chosen, tunes_recompute, may_recompute, kept);
+    result.schedule = chosen.schedule;
+    result.recompute_for_frozen = kept.recompute;
+    result.frozen_room = kept.room;
+    result.keeping_fewer_faster = kept.fewer_faster;
+    result.recompute_keep_most = kept.most_kept;
+  } else if (tunes_recompute) {
     chosen.keep = tuneRecompute(trials, chosen);
+  }
   result.keep_frozen = chosen.keep_frozen;
+  result.frozen_limit = chosen.frozen_limit;
   result.recompute_keep = chosen.keep;
   result.recompute_keep_most = std::max(result.recompute_keep_most, chosen.keep);
   chosen.budget = options.device_mem;

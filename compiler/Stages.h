@@ -53,7 +53,7 @@ struct StageOptions {
   // The activations the backward reads kept on the host in between (mt-offload-activations).
   Offload offload = Offload::kAuto;
   // A training plan's frozen weights kept on the device between steps where the budget has room
-  // (mt-schedule-streamed and mt-plan-memory keep-frozen).
+  // (the schedules' keep-frozen: all, or in a streamed plan as many as fit).
   KeepFrozen keep_frozen = KeepFrozen::kAuto;
   // The lookup of the tokens in their embedding table and its gradient's scatter (on the host:
   // mt-host-embedding; auto: there when the vocabulary is split and the table is tied to the LM
@@ -80,8 +80,18 @@ struct StageResult {
   // bytes took the room of some): the bound a larger batch's search starts from.
   int64_t recompute_keep_most = 0;
   bool pin_shared = false;     // streamed: weights shared across blocks stay on the device
-  bool keep_frozen = false;    // frozen weights kept on the device between steps (copied in the first only)
-  bool copying_frozen_faster = false;  // keeping them fits, but costs kept activations: predicted slower
+  // Frozen weights kept on the device between steps (copied in the first step only): with
+  // keep_frozen, all (frozen_limit -1) or that many of the frozen_weights; frozen_room the most
+  // the budget had room for (-1: all), keeping_fewer_faster where fewer were kept than that
+  // because more blocks keeping their activations were predicted faster.
+  bool keep_frozen = false;
+  int64_t frozen_limit = -1;
+  int64_t frozen_weights = 0;
+  int64_t frozen_room = -1;
+  bool keeping_fewer_faster = false;
+  // streamed-recompute taken over the streamed schedule that fits: its smaller activations leave
+  // room for more frozen weights, predicted faster.
+  bool recompute_for_frozen = false;
   int64_t vocab_chunks = 1;    // the LM head's vocabulary chunks (1: not split)
   int64_t expert_groups = 1;   // the groups each stacked expert weight is in (1: not split)
   int64_t token_tiles = 1;     // each layer block's token tiles (1: not tiled)

@@ -347,6 +347,8 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
   std::string measured;
   for (const auto& [schedule, arena] : stages.arena_by_schedule)
     measured += (measured.empty() ? "" : "; ") + std::string(scheduleName(schedule)) + " " + formatBytes(arena);
+  if (stages.recompute_for_frozen)
+    measured += "; then streamed-recompute, its activations' bytes taken by more frozen weights kept: predicted faster";
   std::printf("  device arena   %s, schedule %s%s%s\n", formatBytes(plan.arena_bytes()).c_str(), scheduleName(stages.schedule),
               measured.empty() ? "" : (" (chosen for the budget: " + measured + ")").c_str(),
               r.options.device_mem ? (", budget " + formatBytes(r.options.device_mem) + " (" + r.budget_source + ")").c_str() : ", no budget");
@@ -435,9 +437,9 @@ void printVocabSplit(const CompileReport& r, ModuleOp module, const StageResult&
 }
 
 // Where the frozen weights' copies go: kept on the device between steps (the first step copies
-// them, the per-step figures being a later step's), or copied in every step and why; copies the
-// device keeps because no other value happens to take their bytes (constants, some frozen weights
-// of a plan that does not keep them) said too.
+// them, the per-step figures being a later step's), some of them, or none (copied in every step)
+// and why; copies the device keeps because no other value happens to take their bytes
+// (constants, some frozen weights of a plan that does not keep them) said too.
 void printFrozenCopies(const CompileReport& r, const StageResult& stages, const PlanStats& stats) {
   const std::string first_step =
       fmt::format("copied in the first step only ({} in all, that step predicted {}); the per-step figures are a "
@@ -447,12 +449,22 @@ void printFrozenCopies(const CompileReport& r, const StageResult& stages, const 
                 formatBytes(stats.first_step_weight_bytes).c_str(), first_step.c_str());
     return;
   }
+  const std::string fewer_faster = fmt::format(
+      "keeping {} on the device would leave fewer blocks keeping their activations: predicted slower",
+      stages.keep_frozen ? "more" : "them");
+  if (stages.keep_frozen && stats.first_step_weight_bytes > 0 && stats.frozen_h2d_bytes > 0) {
+    std::printf("  frozen weights %s kept on the device between steps, %lld of the %lld (--keep-frozen auto: %s): "
+                "%s; the rest copied in every step (%s a step)\n",
+                formatBytes(stats.first_step_weight_bytes).c_str(), (long long)stages.frozen_limit,
+                (long long)stages.frozen_weights,
+                stages.keeping_fewer_faster ? fewer_faster.c_str() : "the budget has room for no more", first_step.c_str(),
+                formatBytes(stats.frozen_h2d_bytes).c_str());
+    return;
+  }
   if (stats.frozen_h2d_bytes > 0) {
     const char* why = r.options.keep_frozen == KeepFrozen::kOff ? "--keep-frozen off"
-                      : stages.copying_frozen_faster
-                          ? "keeping them on the device would leave fewer blocks keeping their activations: "
-                            "predicted slower"
-                          : "the budget has no room to keep them on the device";
+                      : stages.keeping_fewer_faster ? fewer_faster.c_str()
+                                                    : "the budget has no room to keep them on the device";
     std::printf("  frozen weights copied in every step (%s a step), as the trained ones (%s)%s\n",
                 formatBytes(stats.frozen_h2d_bytes).c_str(), why,
                 stats.first_step_h2d_bytes

@@ -1,6 +1,7 @@
 #include <set>
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "mlir/IR/Builders.h"
 #include "passes/PassUtils.h"
@@ -285,10 +286,21 @@ bool paramHasKey(func::FuncOp func, unsigned index, StringRef key) {
 
 bool isFrozenParam(func::FuncOp func, unsigned index) { return paramHasKey(func, index, kParamFrozenKey); }
 
-bool hasFrozenParameters(func::FuncOp func) {
+int64_t countFrozenParameters(func::FuncOp func) {
+  llvm::StringSet<> names;
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (isFrozenParam(func, i)) return true;
-  return false;
+    if (isFrozenParam(func, i)) names.insert(paramName(func, i));
+  return names.size();
+}
+
+bool isPersistentSource(func::FuncOp func, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg) return false;
+  const unsigned i = arg.getArgNumber();
+  if (func.getArgAttr(i, kConstAttr)) return true;
+  auto param = func.getArgAttrOfType<DictionaryAttr>(i, kParamAttr);
+  if (!param) param = func.getArgAttrOfType<DictionaryAttr>(i, kStagingAttr);
+  return param && (isForwardOnly(func) || param.get(kParamFrozenKey));
 }
 
 bool isLoraTarget(func::FuncOp func, unsigned index) { return paramHasKey(func, index, kParamLoraKey); }

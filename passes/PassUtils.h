@@ -114,8 +114,12 @@ llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);
 // Whether argument `index` is a parameter kept out of training (mt.param's "frozen": mtc --frozen,
 // --trainable): read like any other, but it takes no gradient and no update.
 bool isFrozenParam(mlir::func::FuncOp func, unsigned index);
-// Whether any argument of `func` is a frozen parameter (or a piece of one).
-bool hasFrozenParameters(mlir::func::FuncOp func);
+// The frozen parameters of `func` (a parameter in row pieces counted once).
+int64_t countFrozenParameters(mlir::func::FuncOp func);
+// A host value that does not change between runs: in a forward-only function a parameter, its
+// bf16 staging copy, a constant; in a training one a frozen parameter (which no update writes),
+// its staging copy, a constant.
+bool isPersistentSource(mlir::func::FuncOp func, mlir::Value v);
 // Whether argument `index` is a weight marked for LoRA adapters (mt.param's "lora": mtc --lora).
 bool isLoraTarget(mlir::func::FuncOp func, unsigned index);
 

@@ -360,8 +360,12 @@ def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
     more than one layer block (a tied embedding and LM head: the first block and the head) is
     copied once per step and stays on the device instead of crossing the link once per block
     region; the function gets `mt.pinned_bytes`. With `keep-frozen`, so is every frozen
-    parameter (a LoRA's base weights, mtc --frozen) that a device op reads, which with
-    mt-plan-memory's `keep-frozen` then crosses the link in the first step only. Needs `mt-partition` and a differentiated
+    parameter (a LoRA's base weights, mtc --frozen) that a device op reads, its copy marked
+    `mt.kept` (as are the constants' and a pinned frozen weight's): mt-plan-memory keeps its
+    bytes to the end, so it crosses the link in the first step only. `keep-frozen-limit` N
+    keeps only N frozen parameters (all of a parameter's row pieces or none): those read in
+    the most block regions first (each region a copy saved), then in the order the step
+    reads them; the rest stream as trained ones do. Needs `mt-partition` and a differentiated
     function, or a forward-only one (mtgen on a model larger than the device): its weights
     stream in the same way, its outputs copy out as they are complete, nothing is updated.
   }];
@@ -375,8 +379,11 @@ def ScheduleStreamedPass : Pass<"mt-schedule-streamed", "mlir::ModuleOp"> {
            "Copy a parameter used by more than one layer block (a tied embedding and LM head) "
            "once per step, before the first op, and keep it on the device">,
     Option<"keepFrozen", "keep-frozen", "bool", /*default=*/"false",
-           "Copy each frozen parameter once per step, before the first op, and keep it on the "
-           "device (mt-plan-memory keep-frozen then keeps it between steps)">,
+           "Copy each frozen parameter once per step, before the first op, marked mt.kept "
+           "(mt-plan-memory then keeps it between steps)">,
+    Option<"keepFrozenLimit", "keep-frozen-limit", "int64_t", /*default=*/"-1",
+           "With keep-frozen, the most frozen parameters kept (-1: all), those read in the "
+           "most block regions first">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }
@@ -428,8 +435,15 @@ def ScheduleResidentPass : Pass<"mt-schedule-resident", "mlir::ModuleOp"> {
     in the order the step first uses them, an `mt.d2h` for the loss and every gradient at its
     end, then the global gradient norm on the host. AdamW runs one step late
     (`adamw_previous`, before each parameter's copy in). The memory-centric schedule (layer
-    blocks, streamed weights) replaces this pass for models larger than the device.
+    blocks, streamed weights) replaces this pass for models larger than the device. With
+    `keep-frozen`, the copies of a training function's frozen parameters and constants are
+    marked `mt.kept`: mt-plan-memory keeps their bytes to the end, so a backend copies them in
+    the first step only.
   }];
+  let options = [
+    Option<"keepFrozen", "keep-frozen", "bool", /*default=*/"false",
+           "Mark the copies of frozen parameters and constants mt.kept (kept between steps)">,
+  ];
   let dependentDialects = ["::mt::MtDialect"];
 }
 
@@ -487,19 +501,16 @@ def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
     bytes free once their `grad_norm` task has run (the host keeps each summed gradient apart:
     a plan for data-parallel ranks, each of which keeps only its slice). In a forward-only function the weights and constants keep their bytes
     to the end (no value reuses them), so a backend may keep them between runs — where the
-    budget has room for that (a streamed one may not: then they are placed by liveness). With
-    `keep-frozen`, so do a training function's frozen parameters (their staging copies) and
-    constants, which no step changes — always, the smallest arena included, so that mtc's trials
-    fit that plan to the budget: a backend copies them in the first step only.
+    budget has room for that (a streamed one may not: then they are placed by liveness). So do
+    the copies a schedule marked `mt.kept` (its `keep-frozen`: frozen parameters, their staging
+    copies, constants, which no step changes) — always, the smallest arena included, so that
+    mtc's trials fit that plan to the budget: a backend copies them in the first step only.
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"0",
            "Device memory budget in bytes (0: unlimited)">,
     Option<"landDeferred", "land-deferred", "bool", /*default=*/"false",
            "Land a deferred update's gradients in the host landing buffer too">,
-    Option<"keepFrozen", "keep-frozen", "bool", /*default=*/"false",
-           "In a training function, frozen parameters (their staging copies) and constants keep "
-           "their bytes to the end, in the smallest arena too">,
   ];
   let dependentDialects = ["::mt::MtDialect"];
 }

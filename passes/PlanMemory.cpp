@@ -60,19 +60,6 @@ const char* scheduleAdvice(func::FuncOp func, bool recomputes) {
   return streams ? "" : "stream the weights (mtc --schedule streamed), ";
 }
 
-// A host value that does not change between runs: in a forward-only function a parameter, its
-// bf16 staging copy, a constant; in a training one a frozen parameter (which no update writes),
-// its staging copy, a constant.
-bool isPersistentSource(func::FuncOp func, Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  if (!arg) return false;
-  const unsigned i = arg.getArgNumber();
-  if (func.getArgAttr(i, kConstAttr)) return true;
-  auto param = func.getArgAttrOfType<DictionaryAttr>(i, kParamAttr);
-  if (!param) param = func.getArgAttrOfType<DictionaryAttr>(i, kStagingAttr);
-  return param && (isForwardOnly(func) || param.get(kParamFrozenKey));
-}
-
 // Where each value's bytes are: its own, or at an offset inside another value's (a view).
 class Views {
  public:
@@ -172,15 +159,12 @@ struct PlanMemoryPass : impl::PlanMemoryPassBase<PlanMemoryPass> {
         if (!views.isView(result)) lastUse[result] = std::max(lastUse.lookup(result), index);
       ++index;
     }
-    // With keepFrozen, a training function's frozen weights (their staging copies) and constants
-    // keep their bytes to the end in every placement: no other value takes them, so every step
-    // after the first finds them on the device (runtime/plan/plan_queries.h, keptCopies), and
-    // the smallest arena (what mtc's trials fit to the budget) includes them.
-    const bool keepsFrozen = keepFrozen && !isForwardOnly(func);
-    if (keepsFrozen)
-      for (Operation& op : body)
-        if (auto copy = dyn_cast<H2DOp>(op); copy && isPersistentSource(func, copy.getInput()))
-          lastUse[copy.getResult()] = index;
+    // The copies a schedule kept (mt.kept: its keep-frozen's frozen weights, their staging
+    // copies, constants) keep their bytes to the end in every placement: no other value takes
+    // them, so every step after the first finds them on the device (runtime/plan/plan_queries.h,
+    // keptCopies), and the smallest arena (what mtc's trials fit to the budget) includes them.
+    for (Operation& op : body)
+      if (isa<H2DOp>(op) && op.hasAttr(kKeptAttr)) lastUse[op.getResult(0)] = index;
     // A copy to the host runs beside the compute that follows it: with slack, the bytes it
     // reads stay allocated to the end of its block's region, so the next kernels do not write
     // over them (and wait for the copy) right after it was issued. Without, the arena is as

@@ -3,7 +3,8 @@
 // the host then takes the global gradient norm. AdamW runs one step late: each parameter's
 // update just before its copy in, overlapped with the copies and compute before it. A
 // forward-only function (named outputs, no loss) is scheduled the same way without the host
-// tasks: one evaluation.
+// tasks: one evaluation. With keepFrozen, the copies of frozen weights and constants are marked
+// kept (mt.kept): mt-plan-memory keeps their bytes, a backend copies them in the first step only.
 #include "mlir/IR/Builders.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
@@ -17,6 +18,8 @@ namespace mt {
 namespace {
 
 struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPass> {
+  using ScheduleResidentPassBase::ScheduleResidentPassBase;
+
   void runOnOperation() override {
     func::FuncOp func = getModelFunction(getOperation());
     if (!func) return signalPassFailure();
@@ -44,6 +47,7 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
     for (auto [first, arg] : firstUse) {
       auto copy = b.create<H2DOp>(func.getLoc(), arg);
       arg.replaceAllUsesExcept(copy.getResult(), copy);
+      if (keepFrozen && !forward && isPersistentSource(func, arg)) copy->setAttr(kKeptAttr, b.getUnitAttr());
     }
 
     // The loss and the named outputs are copied out first: a loss-only run (validation, a

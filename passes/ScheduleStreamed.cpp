@@ -3,9 +3,12 @@
 // takes the norm as they land; AdamW runs one step late, each
 // parameter's update just before its first copy in (overlapped with the next forward), or —
 // on arrival — right after its gradient landed (overlapped with the backward, no clipping).
-// With keepFrozen, a frozen weight is copied once per step instead, before the first op, into
-// bytes mt-plan-memory keeps: a backend copies it in the first step only.
+// With keepFrozen, a frozen weight is copied once per step instead, before the first op, its copy
+// marked kept (mt.kept: mt-plan-memory keeps its bytes, a backend copies it in the first step
+// only); with keepFrozenLimit, only that many: those whose streaming would copy most often.
 // A forward-only function streams its weights the same way and copies its outputs out.
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -50,11 +53,12 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
 
     OpBuilder b(&getContext());
     // Copies `arg` in once, before the first op, for every use but host tasks' (tokens,
-    // targets, pinned shared weights).
+    // targets, pinned shared weights); with keepFrozen, a persistent one's copy is kept.
     auto copyInOnce = [&](BlockArgument arg) {
       b.setInsertionPoint(ops.front());
       auto copy = b.create<H2DOp>(func.getLoc(), arg);
       copy->setAttr(kBlockAttr, ops.front()->getAttr(kBlockAttr));
+      if (keepFrozen && !forward_only && isPersistentSource(func, arg)) copy->setAttr(kKeptAttr, b.getUnitAttr());
       arg.replaceUsesWithIf(copy.getResult(), [&](OpOperand& use) {
         return use.getOwner() != copy && !isa<func::ReturnOp, HostTaskOp>(use.getOwner());
       });
@@ -98,6 +102,8 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
     for (BlockArgument arg : func.getArguments())
       if (isRowPiece(func, arg.getArgNumber())) piecesOf[paramName(func, arg.getArgNumber()).str()].push_back(arg);
     std::set<std::string> streamedPieces;  // parameters whose row pieces are scheduled
+    const std::set<std::string> kept =
+        keepFrozen && !forward_only ? keptFrozen(func, pinned, position, region) : std::set<std::string>{};
     for (BlockArgument arg : func.getArguments()) {
       if (arg.use_empty()) continue;
       const StringRef name = paramName(func, arg.getArgNumber());
@@ -111,7 +117,7 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
         continue;
       }
       std::vector<OpOperand*> uses;
-      if (keepFrozen && isFrozenParam(func, arg.getArgNumber())) {
+      if (kept.count(name.str())) {
         streamedUses(arg, uses);  // none where only the host reads it (a table looked up there)
         if (!uses.empty()) copyInOnce(arg);
         continue;
@@ -157,6 +163,38 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
     if (failed(insertHostEmbeddingTasks(func, hostResults))) return signalPassFailure();
     if (update == UpdateKind::kDeferred && !forward_only) insertDeferredUpdates(func);
     if (pinned_bytes) func->setAttr(kPinnedBytesAttr, b.getI64IntegerAttr(pinned_bytes));
+  }
+
+  // The frozen parameters (by name) copied once a step and kept: all, or the first
+  // keepFrozenLimit of them by the block regions that read them (a copy each when streamed),
+  // most first, then by their first read. Pinned ones are copied once anyway.
+  std::set<std::string> keptFrozen(func::FuncOp func, const DenseSet<Value>& pinned,
+                                   DenseMap<Operation*, size_t>& position, DenseMap<Operation*, size_t>& region) {
+    struct Reads {
+      std::set<size_t> regions;
+      size_t first = SIZE_MAX;
+    };
+    std::map<std::string, Reads> reads;
+    for (BlockArgument arg : func.getArguments()) {
+      if (!isFrozenParam(func, arg.getArgNumber()) || pinned.contains(arg)) continue;
+      Reads& r = reads[paramName(func, arg.getArgNumber()).str()];
+      for (Operation* user : arg.getUsers()) {
+        if (isa<func::ReturnOp, HostTaskOp>(user)) continue;
+        r.regions.insert(region[user]);
+        r.first = std::min(r.first, position[user]);
+      }
+    }
+    std::vector<std::pair<std::string, Reads>> order(reads.begin(), reads.end());
+    std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
+      if (x.second.regions.size() != y.second.regions.size())
+        return x.second.regions.size() > y.second.regions.size();
+      return x.second.first < y.second.first;
+    });
+    std::set<std::string> kept;
+    for (const auto& [name, r] : order)  // (one the device never reads is never copied)
+      if (!r.regions.empty() && (keepFrozenLimit < 0 || static_cast<int64_t>(kept.size()) < keepFrozenLimit))
+        kept.insert(name);
+    return kept;
   }
 };
 

@@ -415,8 +415,9 @@ void addPrecisionFlags(CLI::App& app, Flags& f) {
       ->default_str("auto");
   mt::choiceOf(app, "--keep-frozen", o.keep_frozen,
                  "a training plan's frozen weights (a LoRA's base, --frozen): auto (kept on the device between "
-                 "steps where --device-mem has room: they cross the link in the first step only), off (copied "
-                 "in every step, as the trained ones are)",
+                 "steps where --device-mem has room: they cross the link in the first step only; a streamed "
+                 "plan keeps as many as fit, fewer where blocks keeping their activations are predicted "
+                 "faster), off (copied in every step, as the trained ones are)",
                std::map<std::string, mt::KeepFrozen>{{"auto", mt::KeepFrozen::kAuto}, {"off", mt::KeepFrozen::kOff}})
       ->default_str("auto");
   app.add_option("--hw", o.hardware,

@@ -38,6 +38,9 @@ inline constexpr char kEmbeddedTokensAttr[] = "mt.embedded_tokens";  // arg: the
 inline constexpr char kGradTokensAttr[] = "mt.grad_tokens";  // result: per-token rows of the named table's gradient
 inline constexpr char kAccumulateAttr[] = "mt.accumulate";   // "embedding_grad" task: add to what landed before
 inline constexpr char kStagingAttr[] = "mt.staging";  // arg: the bf16 staging copy of the parameter (its mt.param)
+// h2d: copied in the first step only (a schedule's keep-frozen: a frozen weight, its staging copy, a
+// constant); mt-plan-memory keeps its bytes to the end of the step, so the next finds it there.
+inline constexpr char kKeptAttr[] = "mt.kept";
 inline constexpr char kOffsetsAttr[] = "mt.offsets";     // op: arena offset of each result
 inline constexpr char kArenaBytesAttr[] = "mt.arena_bytes";  // func: arena size
 inline constexpr char kArenaMinBytesAttr[] = "mt.arena_min_bytes";  // func: smallest arena that works

@@ -15,7 +15,8 @@
 # vocabulary split resident and streamed; only the adapters move; a checkpoint resumes bit for
 # bit; the frozen base kept on the device between steps (--keep-frozen auto) trains bit for bit
 # as copied in every step (resident, streamed-recompute, bf16), a later step copying in a
-# tenth of the bytes or less; 2 ranks train as --accumulate 2; --export-peft writes --trainable's modules whole
+# tenth of the bytes or less, and so does a budget with room for only some of it (fp32, bf16),
+# a later step copying in fewer bytes; 2 ranks train as --accumulate 2; --export-peft writes --trainable's modules whole
 # (modules_to_save) and refuses what PEFT cannot hold; a bf16 plan learns; LoRA's dropout with
 # rsLoRA agrees across layouts and ranks and is off in validation; DoRA's magnitudes start at the
 # row norms however they are made, and DoRA agrees across layouts and ranks; targets
@@ -150,25 +151,37 @@ check "lora bf16: it learns" "awk 'NR == 1 { first = \$1 } END { exit !(\$1 < fi
 # The frozen base kept on the device between steps (--keep-frozen auto, the default, where the
 # budget has room: copied in the first step only), bit for bit as copied in every step
 # (--keep-frozen off): resident, streamed-recompute (each frozen weight copied once a step, not per
-# block region), bf16 (its staging copies); not under a 4 MiB budget, which has no room.
+# block region), bf16 (its staging copies); under 4 MiB, 5 MiB (fp32) and 2 MiB (bf16) budgets,
+# some of them (those read in the most block regions, as many as fit), the rest streamed.
 "$bin/mtc" "${shape[@]}" "${lora[@]}" --schedule resident --keep-frozen off -o lora.off.plan --no-weights > lora.off.txt
 "$bin/mtc" "${shape[@]}" "${lora[@]}" --schedule streamed-recompute -o lora.kept.plan --no-weights > lora.kept.txt
 "$bin/mtc" "${shape[@]}" "${lora[@]}" --schedule streamed-recompute --keep-frozen off -o lora.kept.off.plan \
   --no-weights > lora.kept.off.txt
 "$bin/mtc" "${shape[@]}" "${lora[@]}" --precision bf16 --keep-frozen off -o lora.bf16.off.plan --no-weights >/dev/null
+"$bin/mtc" "${shape[@]}" "${lora[@]}" --device-mem 5MiB -o lora.part.plan --no-weights > lora.part.txt
+"$bin/mtc" "${shape[@]}" "${lora[@]}" --device-mem 5MiB --keep-frozen off -o lora.part.off.plan --no-weights >/dev/null
+"$bin/mtc" "${shape[@]}" "${lora[@]}" --precision bf16 --device-mem 2MiB -o lora.bf16.part.plan --no-weights \
+  > lora.bf16.part.txt
 for txt in lora lora.kept; do
   check "$txt: the frozen weights kept on the device" "grep -q 'frozen weights .* kept on the device between steps' $txt.txt"
 done
 check "--keep-frozen off: copied every step" "grep -q 'frozen weights copied in every step.*--keep-frozen off' lora.kept.off.txt"
-check "4 MiB: no room to keep them" "grep -q 'frozen weights copied in every step.*no room' lora.tight.txt"
-for plan in lora.off lora.kept lora.kept.off; do train $plan.plan $plan lw0.safetensors; done
+for txt in lora.tight lora.part lora.bf16.part; do
+  check "$txt: some of the frozen weights kept" \
+    "grep -q 'frozen weights .* kept on the device between steps, [0-9]* of the 39 .*; the rest copied in every step' $txt.txt"
+done
+check "5 MiB: as many as the budget has room for" "grep -q 'of the 39 (--keep-frozen auto: the budget has room for no more)' lora.part.txt"
+for plan in lora.off lora.kept lora.kept.off lora.part; do train $plan.plan $plan lw0.safetensors; done
 train lora.bf16.off.plan lora.bf16.off lw0.safetensors --lr 1e-2
-for plan in lora.off lora.kept lora.kept.off; do
+train lora.bf16.part.plan lora.bf16.part lw0.safetensors --lr 1e-2
+for plan in lora.off lora.kept lora.kept.off lora.part; do
   check "$plan: bit-identical losses" "cmp -s lora.loss $plan.loss"
   check "$plan: bit-identical weights" "same_tensors lora.safetensors $plan.safetensors"
 done
 check "lora bf16 kept: bit-identical losses" "cmp -s lora.bf16.loss lora.bf16.off.loss"
 check "lora bf16 kept: bit-identical weights" "same_tensors lora.bf16.safetensors lora.bf16.off.safetensors"
+check "lora bf16 partly kept: bit-identical losses" "cmp -s lora.bf16.loss lora.bf16.part.loss"
+check "lora bf16 partly kept: bit-identical weights" "same_tensors lora.bf16.safetensors lora.bf16.part.safetensors"
 # What a later step copies in, measured by mtrun: the adapters and the tokens, not the base.
 h2d_mb() {
   "$bin/mtrun" "$1" --data corpus.tok --weights lw0.safetensors --steps 3 --print-every 100 |
@@ -177,6 +190,9 @@ h2d_mb() {
 kept_mb=$(h2d_mb lora.kept.plan) off_mb=$(h2d_mb lora.kept.off.plan)
 check "kept: a later step copies in ${kept_mb} MB, not ${off_mb}" \
   "awk 'BEGIN { exit !(\"$kept_mb\" != \"\" && \"$off_mb\" != \"\" && $kept_mb * 10 < $off_mb) }'"
+part_mb=$(h2d_mb lora.part.plan) part_off_mb=$(h2d_mb lora.part.off.plan)
+check "partly kept: a later step copies in ${part_mb} MB, not ${part_off_mb}" \
+  "awk 'BEGIN { exit !(\"$part_mb\" != \"\" && \"$part_off_mb\" != \"\" && $part_mb + 1 < $part_off_mb) }'"
 check_resume lora.plan lw0.safetensors
 if command -v mpirun >/dev/null; then
   rm -rf peft.accumulate peft.ranks

@@ -1,14 +1,14 @@
-// PASSES: --mt-schedule-streamed=keep-frozen=true --mt-plan-memory="budget=640 keep-frozen=true"
+// PASSES: --mt-schedule-streamed=keep-frozen=true --mt-plan-memory=budget=640
 // keep-frozen: a frozen parameter is copied in once, before the first op (a trained one streams per
-// block region), and mt-plan-memory keeps its bytes to the end of the step — no later value takes
-// them — so a backend finds it there in the next step (runtime/plan/plan_queries.h, keptCopies)
-// and copies it in the first step only.
+// block region), its copy marked mt.kept, and mt-plan-memory keeps its bytes to the end of the step
+// — no later value takes them — so a backend finds it there in the next step
+// (runtime/plan/plan_queries.h, keptCopies) and copies it in the first step only.
 
 // The frozen table %arg1 (80 bytes at [64, 144)): kept, though its last use is the forward's lookup.
 
 // CHECK-LABEL: func.func @frozen_table
 // CHECK-SAME: mt.arena_bytes = 576 : i64
-// CHECK: mt.h2d %arg1 {mt.block = -1 : i64, mt.offsets = array<i64: 64>}
+// CHECK: mt.h2d %arg1 {mt.block = -1 : i64, mt.kept, mt.offsets = array<i64: 64>}
 // CHECK-NOT: mt.h2d %arg1
 // CHECK-NOT: {{array<i64: ([0-9]+, )*(64|128)[,>]}}
 // CHECK: return
@@ -49,9 +49,9 @@ func.func @no_room(%arg0: tensor<1x4xi32> {mt.input = "tokens"}, %arg1: tensor<5
 // first op, where the trained %arg1 (the tied head) is copied again for block 0's region.
 
 // CHECK-LABEL: func.func @frozen_w
-// CHECK: mt.h2d %arg2 {mt.block = -1 : i64, mt.offsets = array<i64: 128>}
+// CHECK: mt.h2d %arg2 {mt.block = -1 : i64, mt.kept, mt.offsets = array<i64: 128>}
 // CHECK-NOT: mt.h2d %arg2
-// CHECK: mt.h2d %arg1 {mt.block = 0 : i64
+// CHECK: mt.h2d %arg1 {mt.block = 0 : i64, mt.offsets
 // CHECK-NOT: mt.h2d %arg2
 // CHECK-NOT: {{array<i64: ([0-9]+, )*128[,>]}}
 // CHECK: return
