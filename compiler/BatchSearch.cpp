@@ -49,13 +49,13 @@ LogicalResult emitTrial(ModuleOp module, const HardwareProfile& hw, EmitOptions&
 
 // The predicted step of the plan `module` (through every stage) emits on `hw`, as --batch auto
 // prices a batch; infinite if it cannot be emitted.
-double modulePredictedStep(ModuleOp module, const CompileOptions& o, const HardwareProfile& hw) {
+StepPrice modulePredictedStep(ModuleOp module, const CompileOptions& o, const HardwareProfile& hw) {
   ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic&) { return success(); });
   EmitOptions emit;
   plan::Plan plan;
   PlanStats stats;
-  if (failed(emitTrial(module, hw, emit, plan, stats))) return std::numeric_limits<double>::infinity();
-  return dataParallelStepMicros(o, emit, plan, stats);
+  if (failed(emitTrial(module, hw, emit, plan, stats))) return {};
+  return {dataParallelStepMicros(o, emit, plan, stats), stats.compute_us, stats.h2d_us};
 }
 
 // One trial compile of --batch auto's search: whether `config` at `batch` fits --device-mem and
@@ -264,7 +264,7 @@ StageOptions stageOptions(const CompileOptions& o, const HardwareProfile& hw, Up
   stage.host_bytes = [ranks = o.ranks, per_host = o.ranks_per_host](ModuleOp module) {
     return moduleHostBytes(module, ranks, per_host);
   };
-  stage.step_micros = [o, hw](ModuleOp module) { return modulePredictedStep(module, o, hw); };
+  stage.step_price = [o, hw](ModuleOp module) { return modulePredictedStep(module, o, hw); };
   stage.schedule = o.schedule;
   stage.update = update;
   stage.tune_recompute = tune_recompute;

@@ -3,6 +3,7 @@
 // against each other where they compete for the same bytes: all frozen weights kept, some, none.
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "compiler/StageTrials.h"
@@ -25,10 +26,10 @@ bool keepFits(ModuleOp module, size_t first, const Knobs& knobs, const StageOpti
          options.host_bytes(*trial) <= options.host_mem;
 }
 
-// The predicted step of the plan under `knobs` (StageOptions::step_micros); infinite if it fails.
-double pricedStep(const Trials& t, const Knobs& knobs) {
+// The predicted step of the plan under `knobs` (StageOptions::step_price); infinite if it fails.
+StepPrice pricedStep(const Trials& t, const Knobs& knobs) {
   OwningOpRef<ModuleOp> trial = compileTrial(t.module, t.first, knobs);
-  return trial ? t.options.step_micros(*trial) : std::numeric_limits<double>::infinity();
+  return trial ? t.options.step_price(*trial) : StepPrice{};
 }
 
 // `knobs` keeping `limit` frozen weights on the device between steps (-1: all, 0: none).
@@ -38,20 +39,19 @@ Knobs keepingFrozen(Knobs knobs, int64_t limit) {
   return knobs;
 }
 
-// The most of the `frozen` frozen weights the budget has room to keep with `chosen`'s recompute
-// (-1: all): a streamed plan keeps some, by bisection over their count (mt-schedule-streamed
-// keep-frozen-limit), a resident one all or none.
-int64_t frozenRoom(const Trials& t, const Knobs& chosen, int64_t frozen) {
-  auto fits = [&](int64_t limit) {
-    const int64_t arena = trialArena(t.module, t.first, keepingFrozen(chosen, limit));
-    return arena >= 0 && arena <= t.options.device_mem;
-  };
-  if (t.options.device_mem <= 0 || fits(-1)) return -1;
-  if (chosen.schedule == Schedule::kResident) return 0;
+// Whether the plan under `knobs` keeping `limit` frozen weights fits the device budget.
+bool fitsKeeping(const Trials& t, const Knobs& knobs, int64_t limit) {
+  const int64_t arena = trialArena(t.module, t.first, keepingFrozen(knobs, limit));
+  return arena >= 0 && arena <= t.options.device_mem;
+}
+
+// The most frozen weights a streamed plan under `knobs` has room to keep, by bisection over
+// their count (mt-schedule-streamed keep-frozen-limit) below `frozen`, which does not fit.
+int64_t frozenRoom(const Trials& t, const Knobs& knobs, int64_t frozen) {
   int64_t fit = 0, fail = frozen;
   while (fail - fit > 1) {
     const int64_t limit = (fit + fail) / 2;
-    (fits(limit) ? fit : fail) = limit;
+    (fitsKeeping(t, knobs, limit) ? fit : fail) = limit;
   }
   return fit;
 }
@@ -84,8 +84,27 @@ namespace {
 // keepFrozenWherePays for the schedule `chosen` has.
 Knobs keepSomeFrozen(const Trials& t, Knobs chosen, bool tunes_recompute, FrozenKeep& kept) {
   const int64_t frozen = countFrozenParameters(getModelFunction(t.module));
-  kept.room = frozenRoom(t, chosen, frozen);
+  std::optional<Knobs> copying;  // tuned, where already known
+  if (t.options.device_mem <= 0 || fitsKeeping(t, chosen, -1)) {
+    kept.room = -1;
+  } else if (chosen.schedule == Schedule::kResident) {
+    kept.room = 0;
+  } else {
+    // Room for only some. Keeping them shortens the link's time alone: where the plan copying
+    // them all is not bound by the link, no plan keeping some is faster (and the search, a
+    // compile per count tried, is spared).
+    copying = chosen;
+    if (tunes_recompute) copying->keep = tuneRecompute(t, *copying);
+    kept.most_kept = copying->keep;
+    if (t.options.step_price && !pricedStep(t, *copying).linkBound()) {
+      kept.room = 0;
+      kept.compute_bound = true;
+      return *copying;
+    }
+    kept.room = frozenRoom(t, chosen, frozen);
+  }
   if (kept.room == 0) {
+    if (copying) return *copying;
     if (tunes_recompute) chosen.keep = tuneRecompute(t, chosen);
     return chosen;
   }
@@ -95,20 +114,21 @@ Knobs keepSomeFrozen(const Trials& t, Knobs chosen, bool tunes_recompute, Frozen
   const int64_t most = kept.room < 0 ? frozen : kept.room;
   std::vector<Knobs> tries{keepingFrozen(chosen, kept.room)};
   if (most / 2 > 0) tries.push_back(keepingFrozen(chosen, most / 2));
-  tries.push_back(keepingFrozen(chosen, 0));
+  tries.push_back(copying ? *copying : keepingFrozen(chosen, 0));
   for (Knobs& knobs : tries) {
+    if (!knobs.keep_frozen && copying) continue;  // tuned above
     knobs.keep = tuneRecompute(t, knobs);
     kept.most_kept = std::max(kept.most_kept, knobs.keep);
   }
-  if (tries.back().keep == tries.front().keep || !t.options.step_micros) return tries.front();
+  if (tries.back().keep == tries.front().keep || !t.options.step_price) return tries.front();
   // Priced where fewer frozen weights kept let more blocks keep their activations (else the
   // plan keeping more is as fast or faster: the same recompute, fewer copies).
   size_t best = 0;
-  double best_micros = pricedStep(t, tries[0]);
+  double best_us = pricedStep(t, tries[0]).step_us;
   for (size_t i = 1; i < tries.size(); ++i) {
     if (tries[i].keep == tries[i - 1].keep) continue;
-    const double micros = pricedStep(t, tries[i]);
-    if (micros < best_micros) best = i, best_micros = micros;
+    const double step_us = pricedStep(t, tries[i]).step_us;
+    if (step_us < best_us) best = i, best_us = step_us;
   }
   kept.fewer_faster = best != 0;
   return tries[best];
@@ -121,13 +141,14 @@ Knobs keepFrozenWherePays(const Trials& t, Knobs chosen, bool tunes_recompute, b
   // Room for only some of the frozen weights in a streamed plan: recomputing the forwards frees
   // the activations' bytes for more of them (a link-bound step: each kept weight saves its two
   // copies), at the price of the forwards run twice; both priced.
-  if (!may_recompute || chosen.schedule != Schedule::kStreamed || kept.room < 0 || !t.options.step_micros)
+  if (!may_recompute || chosen.schedule != Schedule::kStreamed || kept.room < 0 || kept.compute_bound ||
+      !t.options.step_price)
     return streamed;
   Knobs recomputing = chosen;
   recomputing.schedule = Schedule::kStreamedRecompute;
   FrozenKeep recomputed;
   Knobs other = keepSomeFrozen(t, recomputing, /*tunes_recompute=*/true, recomputed);
-  if (!(pricedStep(t, other) < pricedStep(t, streamed))) return streamed;
+  if (!(pricedStep(t, other).step_us < pricedStep(t, streamed).step_us)) return streamed;
   kept = recomputed;
   kept.recompute = true;
   return other;

@@ -81,6 +81,7 @@ struct FrozenKeep {
   bool fewer_faster = false;  // fewer kept than that was predicted faster (more blocks keep activations)
   int64_t most_kept = 0;      // the most blocks keeping their activations any plan tried
   bool recompute = false;     // streamed-recompute taken over streamed, to keep more of them
+  bool compute_bound = false;  // room for only some, none kept: the plan copying them is not link-bound
 };
 
 // `chosen` with frozen weights (a LoRA's base) kept on the device between steps — copied in the
@@ -89,7 +90,7 @@ struct FrozenKeep {
 // (those copied most often when streamed first), and, with `tunes_recompute`, the blocks that keep
 // their activations tuned. Where the frozen weights' bytes would cost blocks that keep their
 // activations, the plans keeping that many, half as many and none are priced
-// (StageOptions::step_micros: a compute-bound step gains nothing from the link's idle time and
+// (StageOptions::step_price: a compute-bound step gains nothing from the link's idle time and
 // loses the recomputed forwards) and the fastest taken, the one keeping more on a tie. With
 // `may_recompute`, a streamed plan with room for only some is priced against streamed-recompute
 // keeping as many as its smaller activations leave room for.

@@ -406,6 +406,7 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
     result.recompute_for_frozen = kept.recompute;
     result.frozen_room = kept.room;
     result.keeping_fewer_faster = kept.fewer_faster;
+    result.frozen_compute_bound = kept.compute_bound;
     result.recompute_keep_most = kept.most_kept;
   } else if (tunes_recompute) {
     chosen.keep = tuneRecompute(trials, chosen);

@@ -1,6 +1,7 @@
 // The pipeline's stages as a library: mtc runs them, and so do tests that compile IR in-process.
 #pragma once
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,14 @@ namespace mt {
 
 // The schedules the compiler can emit, from the most device memory to the least.
 inline constexpr Schedule kSchedules[] = {Schedule::kResident, Schedule::kStreamed, Schedule::kStreamedRecompute};
+
+// The cost model's prediction for a compiled module's plan (StageOptions::step_price).
+struct StepPrice {
+  double step_us = std::numeric_limits<double>::infinity();  // the step (with ranks: their exchange too)
+  double compute_us = 0, h2d_us = 0;  // the compute's and the host-to-device link's busy time
+  // Whether the link is busier than the compute: only then can fewer copies shorten the step.
+  bool linkBound() const { return h2d_us > compute_us; }
+};
 
 struct StageOptions {
   std::optional<Stage> last;  // stop after this stage (unset: run all)
@@ -34,10 +43,10 @@ struct StageOptions {
   // host, so the recompute tuning keeps no more blocks than both budgets allow.
   int64_t host_mem = 0;
   std::function<int64_t(mlir::ModuleOp)> host_bytes;
-  // The predicted step (µs) of a compiled module's plan on the target (the emitter's cost model):
+  // The predicted step of a compiled module's plan on the target (the emitter's cost model):
   // where set, a choice that trades one cost for another — frozen weights kept on the device
   // against more blocks keeping their activations — takes the faster plan.
-  std::function<double(mlir::ModuleOp)> step_micros;
+  std::function<StepPrice(mlir::ModuleOp)> step_price;
   // The most last blocks the recompute tuning tries to keep (-1: all): a smaller batch of the
   // same model kept this many, and a larger one keeps no more.
   int64_t max_keep = -1;
@@ -89,6 +98,7 @@ struct StageResult {
   int64_t frozen_weights = 0;
   int64_t frozen_room = -1;
   bool keeping_fewer_faster = false;
+  bool frozen_compute_bound = false;  // room for only some, but the step copying them is compute-bound
   // streamed-recompute taken over the streamed schedule that fits: its smaller activations leave
   // room for more frozen weights, predicted faster.
   bool recompute_for_frozen = false;

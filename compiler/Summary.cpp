@@ -464,7 +464,10 @@ void printFrozenCopies(const CompileReport& r, const StageResult& stages, const 
   if (stats.frozen_h2d_bytes > 0) {
     const char* why = r.options.keep_frozen == KeepFrozen::kOff ? "--keep-frozen off"
                       : stages.keeping_fewer_faster ? fewer_faster.c_str()
-                                                    : "the budget has no room to keep them on the device";
+                      : stages.frozen_compute_bound
+                          ? "the budget has room for only some, and the step is bound by compute, not the link: "
+                            "fewer copies would not shorten it"
+                          : "the budget has no room to keep them on the device";
     std::printf("  frozen weights copied in every step (%s a step), as the trained ones (%s)%s\n",
                 formatBytes(stats.frozen_h2d_bytes).c_str(), why,
                 stats.first_step_h2d_bytes

@@ -151,22 +151,28 @@ check "lora bf16: it learns" "awk 'NR == 1 { first = \$1 } END { exit !(\$1 < fi
 # The frozen base kept on the device between steps (--keep-frozen auto, the default, where the
 # budget has room: copied in the first step only), bit for bit as copied in every step
 # (--keep-frozen off): resident, streamed-recompute (each frozen weight copied once a step, not per
-# block region), bf16 (its staging copies); under 4 MiB, 5 MiB (fp32) and 2 MiB (bf16) budgets,
-# some of them (those read in the most block regions, as many as fit), the rest streamed.
+# block region), bf16 (its staging copies); under 5 MiB (fp32) and 2 MiB (bf16) budgets with a
+# slow link (0.5 GB/s: the copies bind the step), some of them (those read in the most block
+# regions, as many as fit), the rest streamed; under 4 MiB on the cpu profile, none: room for
+# only some, but the step is bound by compute.
 "$bin/mtc" "${shape[@]}" "${lora[@]}" --schedule resident --keep-frozen off -o lora.off.plan --no-weights > lora.off.txt
 "$bin/mtc" "${shape[@]}" "${lora[@]}" --schedule streamed-recompute -o lora.kept.plan --no-weights > lora.kept.txt
 "$bin/mtc" "${shape[@]}" "${lora[@]}" --schedule streamed-recompute --keep-frozen off -o lora.kept.off.plan \
   --no-weights > lora.kept.off.txt
 "$bin/mtc" "${shape[@]}" "${lora[@]}" --precision bf16 --keep-frozen off -o lora.bf16.off.plan --no-weights >/dev/null
-"$bin/mtc" "${shape[@]}" "${lora[@]}" --device-mem 5MiB -o lora.part.plan --no-weights > lora.part.txt
-"$bin/mtc" "${shape[@]}" "${lora[@]}" --device-mem 5MiB --keep-frozen off -o lora.part.off.plan --no-weights >/dev/null
-"$bin/mtc" "${shape[@]}" "${lora[@]}" --precision bf16 --device-mem 2MiB -o lora.bf16.part.plan --no-weights \
-  > lora.bf16.part.txt
+slow_link=(--hw cpu,link-gbps=0.5)
+"$bin/mtc" "${shape[@]}" "${lora[@]}" "${slow_link[@]}" --device-mem 5MiB -o lora.part.plan --no-weights > lora.part.txt
+"$bin/mtc" "${shape[@]}" "${lora[@]}" "${slow_link[@]}" --device-mem 5MiB --keep-frozen off -o lora.part.off.plan \
+  --no-weights >/dev/null
+"$bin/mtc" "${shape[@]}" "${lora[@]}" "${slow_link[@]}" --precision bf16 --device-mem 2MiB -o lora.bf16.part.plan \
+  --no-weights > lora.bf16.part.txt
 for txt in lora lora.kept; do
   check "$txt: the frozen weights kept on the device" "grep -q 'frozen weights .* kept on the device between steps' $txt.txt"
 done
 check "--keep-frozen off: copied every step" "grep -q 'frozen weights copied in every step.*--keep-frozen off' lora.kept.off.txt"
-for txt in lora.tight lora.part lora.bf16.part; do
+check "4 MiB, the cpu profile: none kept, compute binds" \
+  "grep -q 'frozen weights copied in every step.*room for only some, and the step is bound by compute' lora.tight.txt"
+for txt in lora.part lora.bf16.part; do
   check "$txt: some of the frozen weights kept" \
     "grep -q 'frozen weights .* kept on the device between steps, [0-9]* of the 39 .*; the rest copied in every step' $txt.txt"
 done
