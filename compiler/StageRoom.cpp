@@ -39,29 +39,47 @@ Knobs keepingFrozen(Knobs knobs, int64_t limit) {
   return knobs;
 }
 
-// Whether the plan under `knobs` keeping `limit` frozen weights fits the device budget.
-bool fitsKeeping(const Trials& t, const Knobs& knobs, int64_t limit) {
-  const int64_t arena = trialArena(t.module, t.first, keepingFrozen(knobs, limit));
-  return arena >= 0 && arena <= t.options.device_mem;
+// The smallest arena of the plan under `knobs` keeping `limit` frozen weights; -1 if it fails.
+int64_t arenaKeeping(const Trials& t, const Knobs& knobs, int64_t limit) {
+  return trialArena(t.module, t.first, keepingFrozen(knobs, limit));
 }
 
-// The most frozen weights a streamed plan under `knobs` has room to keep, by bisection over
-// their count (mt-schedule-streamed keep-frozen-limit) below `frozen`, which does not fit.
-int64_t frozenRoom(const Trials& t, const Knobs& knobs, int64_t frozen) {
-  int64_t fit = 0, fail = frozen;
+// The most frozen weights a streamed plan under `knobs` has room to keep, below `frozen` (all of
+// them: `all_arena`, over the budget). An interpolation search over their count
+// (mt-schedule-streamed keep-frozen-limit): the arena grows about linearly with the bytes kept,
+// so a guess from the two ends of the bracket lands near the boundary; a guess that did not halve
+// the bracket is followed by a bisection step. The arena does not grow strictly with the count
+// (the placement's packing): a few more may fit above the count found.
+int64_t frozenRoom(const Trials& t, const Knobs& knobs, int64_t frozen, int64_t all_arena) {
+  const int64_t budget = t.options.device_mem;
+  int64_t fit = 0, fail = frozen, fit_arena = arenaKeeping(t, knobs, 0), fail_arena = all_arena;
+  if (fit_arena < 0 || fit_arena > budget) return 0;
+  bool bisect = false;
   while (fail - fit > 1) {
-    const int64_t limit = (fit + fail) / 2;
-    (fitsKeeping(t, knobs, limit) ? fit : fail) = limit;
+    int64_t limit = fit + (fail - fit) / 2;
+    if (!bisect && fail_arena > fit_arena)
+      limit = std::clamp<int64_t>(
+          fit + static_cast<int64_t>(double(budget - fit_arena) / double(fail_arena - fit_arena) * double(fail - fit)),
+          fit + 1, fail - 1);
+    const int64_t bracket = fail - fit, arena = arenaKeeping(t, knobs, limit);
+    if (arena >= 0 && arena <= budget) {
+      fit = limit, fit_arena = arena;
+    } else {
+      fail = limit;
+      if (arena >= 0) fail_arena = arena;
+    }
+    bisect = !bisect && 2 * (fail - fit) > bracket;
   }
   return fit;
 }
 
 }  // namespace
 
-int64_t tuneRecompute(const Trials& t, const Knobs& chosen) {
+int64_t tuneRecompute(const Trials& t, const Knobs& chosen, int64_t most) {
   auto templates = getModelFunction(t.module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
   const int64_t blocks = templates ? templates.size() : 0;
-  const int64_t max_keep = t.options.max_keep;
+  const int64_t max_keep =
+      most < 0 ? t.options.max_keep : t.options.max_keep < 0 ? most : std::min(most, t.options.max_keep);
   int64_t fits = 0, fails = (max_keep >= 0 ? std::min(max_keep, blocks) : blocks) + 1;
   // Token-tiled blocks (long contexts) seldom have room to keep one block's activations: one
   // trial says so, instead of a bisection's worth of larger ones.
@@ -81,55 +99,58 @@ int64_t tuneRecompute(const Trials& t, const Knobs& chosen) {
 
 namespace {
 
-// keepFrozenWherePays for the schedule `chosen` has.
-Knobs keepSomeFrozen(const Trials& t, Knobs chosen, bool tunes_recompute, FrozenKeep& kept) {
+// A plan's knobs and, once asked for, its price.
+struct Try {
+  Knobs knobs;
+  std::optional<StepPrice> price;
+  const StepPrice& priced(const Trials& t) {
+    if (!price) price = pricedStep(t, knobs);
+    return *price;
+  }
+};
+
+// keepFrozenWherePays for the schedule `chosen` has; the plan taken, priced where a price chose it.
+// `copying`: the plan copying them all, where known (else `chosen` with its recompute tuned).
+Try keepSomeFrozen(const Trials& t, const Knobs& chosen, bool tunes_recompute, FrozenKeep& kept,
+                   std::optional<Try> known_copying = std::nullopt) {
   const int64_t frozen = countFrozenParameters(getModelFunction(t.module));
-  std::optional<Knobs> copying;  // tuned, where already known
-  if (t.options.device_mem <= 0 || fitsKeeping(t, chosen, -1)) {
-    kept.room = -1;
-  } else if (chosen.schedule == Schedule::kResident) {
-    kept.room = 0;
-  } else {
+  const int64_t budget = t.options.device_mem;
+  const int64_t all_arena = budget > 0 ? arenaKeeping(t, chosen, -1) : 0;
+  const bool priced = bool(t.options.step_price);
+  // The plan copying them all, its recompute tuned: no plan keeping some keeps more blocks'
+  // activations (the kept bytes take their room), so its tuned count bounds the others'.
+  Try copying = known_copying ? *known_copying : Try{chosen};
+  if (tunes_recompute && !known_copying) copying.knobs.keep = tuneRecompute(t, chosen);
+  kept.most_kept = copying.knobs.keep;
+  kept.room = -1;
+  if (all_arena < 0 || all_arena > budget) {
     // Room for only some. Keeping them shortens the link's time alone: where the plan copying
     // them all is not bound by the link, no plan keeping some is faster (and the search, a
     // compile per count tried, is spared).
-    copying = chosen;
-    if (tunes_recompute) copying->keep = tuneRecompute(t, *copying);
-    kept.most_kept = copying->keep;
-    if (t.options.step_price && !pricedStep(t, *copying).linkBound()) {
+    if (priced && !copying.priced(t).linkBound()) {
       kept.room = 0;
       kept.compute_bound = true;
-      return *copying;
+      return copying;
     }
-    kept.room = frozenRoom(t, chosen, frozen);
+    kept.room = chosen.schedule == Schedule::kResident ? 0 : frozenRoom(t, chosen, frozen, all_arena);
+    if (kept.room == 0) return copying;
   }
-  if (kept.room == 0) {
-    if (copying) return *copying;
-    if (tunes_recompute) chosen.keep = tuneRecompute(t, chosen);
-    return chosen;
-  }
-  if (!tunes_recompute) return keepingFrozen(chosen, kept.room);
-  // The frozen weights the budget has room for, half as many, none: each with the blocks that
-  // keep their activations tuned to what is left.
+  // The most that fit and, where blocks keep activations, half as many, each with the blocks
+  // keeping their activations tuned to what is left; then the plan copying them all.
   const int64_t most = kept.room < 0 ? frozen : kept.room;
-  std::vector<Knobs> tries{keepingFrozen(chosen, kept.room)};
-  if (most / 2 > 0) tries.push_back(keepingFrozen(chosen, most / 2));
-  tries.push_back(copying ? *copying : keepingFrozen(chosen, 0));
-  for (Knobs& knobs : tries) {
-    if (!knobs.keep_frozen && copying) continue;  // tuned above
-    knobs.keep = tuneRecompute(t, knobs);
-    kept.most_kept = std::max(kept.most_kept, knobs.keep);
+  std::vector<Try> tries{{keepingFrozen(chosen, kept.room)}};
+  if (tunes_recompute && most / 2 > 0 && copying.knobs.keep > 0) tries.push_back({keepingFrozen(chosen, most / 2)});
+  if (tunes_recompute) {
+    int64_t bound = copying.knobs.keep;
+    for (auto it = tries.rbegin(); it != tries.rend(); ++it) bound = it->knobs.keep = tuneRecompute(t, it->knobs, bound);
   }
-  if (tries.back().keep == tries.front().keep || !t.options.step_price) return tries.front();
-  // Priced where fewer frozen weights kept let more blocks keep their activations (else the
-  // plan keeping more is as fast or faster: the same recompute, fewer copies).
+  tries.push_back(copying);
+  if (!priced) return tries.front();
+  // Each priced: besides blocks keeping their activations, the kept bytes take room the memory
+  // planner gives copies out to overlap the compute after them, so keeping more can be slower.
   size_t best = 0;
-  double best_us = pricedStep(t, tries[0]).step_us;
-  for (size_t i = 1; i < tries.size(); ++i) {
-    if (tries[i].keep == tries[i - 1].keep) continue;
-    const double step_us = pricedStep(t, tries[i]).step_us;
-    if (step_us < best_us) best = i, best_us = step_us;
-  }
+  for (size_t i = 1; i < tries.size(); ++i)
+    if (tries[i].priced(t).step_us < tries[best].priced(t).step_us) best = i;
   kept.fewer_faster = best != 0;
   return tries[best];
 }
@@ -137,21 +158,32 @@ Knobs keepSomeFrozen(const Trials& t, Knobs chosen, bool tunes_recompute, Frozen
 }  // namespace
 
 Knobs keepFrozenWherePays(const Trials& t, Knobs chosen, bool tunes_recompute, bool may_recompute, FrozenKeep& kept) {
-  Knobs streamed = keepSomeFrozen(t, chosen, tunes_recompute, kept);
-  // Room for only some of the frozen weights in a streamed plan: recomputing the forwards frees
-  // the activations' bytes for more of them (a link-bound step: each kept weight saves its two
-  // copies), at the price of the forwards run twice; both priced.
-  if (!may_recompute || chosen.schedule != Schedule::kStreamed || kept.room < 0 || kept.compute_bound ||
+  Try taken = keepSomeFrozen(t, chosen, tunes_recompute, kept);
+  // Room for only some of the frozen weights in a resident or streamed plan: recomputing the
+  // forwards frees the activations' bytes for more of them (a link-bound step: each kept weight
+  // saves its copies), at the price of the forwards run twice; both priced.
+  if (!may_recompute || chosen.schedule == Schedule::kStreamedRecompute || kept.room < 0 || kept.compute_bound ||
       !t.options.step_price)
-    return streamed;
+    return taken.knobs;
   Knobs recomputing = chosen;
   recomputing.schedule = Schedule::kStreamedRecompute;
+  // From the streamed plan: streamed-recompute with every block keeping its activations is that
+  // plan (nothing recomputed), so it is the copying plan's tuning, found without a search.
+  std::optional<Try> copying;
+  if (chosen.schedule == Schedule::kStreamed) {
+    auto templates = getModelFunction(t.module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
+    const int64_t blocks = templates ? templates.size() : 0;
+    if (t.options.max_keep < 0 || t.options.max_keep >= blocks) {
+      copying = Try{recomputing};
+      copying->knobs.keep = blocks;
+    }
+  }
   FrozenKeep recomputed;
-  Knobs other = keepSomeFrozen(t, recomputing, /*tunes_recompute=*/true, recomputed);
-  if (!(pricedStep(t, other).step_us < pricedStep(t, streamed).step_us)) return streamed;
+  Try other = keepSomeFrozen(t, recomputing, /*tunes_recompute=*/true, recomputed, copying);
+  if (!(other.priced(t).step_us < taken.priced(t).step_us)) return taken.knobs;
   kept = recomputed;
   kept.recompute = true;
-  return other;
+  return other.knobs;
 }
 
 }  // namespace mt::stages

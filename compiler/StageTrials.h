@@ -72,8 +72,9 @@ struct Trials {
 };
 
 // Recompute only as much as the budgets need: the largest number of last blocks that keep
-// their activations from the forward (each such block's forward runs once, not twice).
-int64_t tuneRecompute(const Trials& t, const Knobs& chosen);
+// their activations from the forward (each such block's forward runs once, not twice); at most
+// `most` (-1: as StageOptions::max_keep allows).
+int64_t tuneRecompute(const Trials& t, const Knobs& chosen, int64_t most = -1);
 
 // What keepFrozenWherePays found beside its knobs.
 struct FrozenKeep {
@@ -88,12 +89,13 @@ struct FrozenKeep {
 // first step only, their bytes taken by no other value all step (streamed: each copied once a
 // step) — as many as the budget has room for: all, or in a streamed plan the most it fits
 // (those copied most often when streamed first), and, with `tunes_recompute`, the blocks that keep
-// their activations tuned. Where the frozen weights' bytes would cost blocks that keep their
-// activations, the plans keeping that many, half as many and none are priced
-// (StageOptions::step_price: a compute-bound step gains nothing from the link's idle time and
-// loses the recomputed forwards) and the fastest taken, the one keeping more on a tie. With
-// `may_recompute`, a streamed plan with room for only some is priced against streamed-recompute
-// keeping as many as its smaller activations leave room for.
+// their activations tuned. With StageOptions::step_price, the plans keeping that many, half as
+// many (where blocks keep their activations) and none are priced and the fastest taken, the one
+// keeping more on a tie: the kept bytes may cost blocks keeping their activations, or room the
+// copies out overlap in, and a compute-bound step gains nothing from the link's idle time. Where
+// the plan keeping none is not bound by the link, none is kept and nothing searched. With
+// `may_recompute`, a resident or streamed plan with room for only some is priced against
+// streamed-recompute keeping as many as its smaller activations leave room for.
 Knobs keepFrozenWherePays(const Trials& t, Knobs chosen, bool tunes_recompute, bool may_recompute,
                           FrozenKeep& kept);
 

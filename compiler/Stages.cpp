@@ -419,6 +419,7 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
   if (!runFrom(module, partition + 1, options.last, chosen, result.failed) && result.failed == Stage::kMemory)
     if (auto arena = getModelFunction(module)->getAttrOfType<IntegerAttr>(kArenaMinBytesAttr))
       result.smallest_arena = arena.getInt();
+  if (result.keep_frozen) result.frozen_kept = countKeptFrozenParameters(getModelFunction(module));
   return result;
 }
 

@@ -450,12 +450,13 @@ void printFrozenCopies(const CompileReport& r, const StageResult& stages, const 
     return;
   }
   const std::string fewer_faster = fmt::format(
-      "keeping {} on the device would leave fewer blocks keeping their activations: predicted slower",
+      "keeping {} on the device was predicted slower: their bytes would leave fewer blocks keeping their "
+      "activations or less room for copies to overlap the compute",
       stages.keep_frozen ? "more" : "them");
   if (stages.keep_frozen && stats.first_step_weight_bytes > 0 && stats.frozen_h2d_bytes > 0) {
     std::printf("  frozen weights %s kept on the device between steps, %lld of the %lld (--keep-frozen auto: %s): "
                 "%s; the rest copied in every step (%s a step)\n",
-                formatBytes(stats.first_step_weight_bytes).c_str(), (long long)stages.frozen_limit,
+                formatBytes(stats.first_step_weight_bytes).c_str(), (long long)stages.frozen_kept,
                 (long long)stages.frozen_weights,
                 stages.keeping_fewer_faster ? fewer_faster.c_str() : "the budget has room for no more", first_step.c_str(),
                 formatBytes(stats.frozen_h2d_bytes).c_str());

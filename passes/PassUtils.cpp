@@ -293,6 +293,19 @@ int64_t countFrozenParameters(func::FuncOp func) {
   return names.size();
 }
 
+int64_t countKeptFrozenParameters(func::FuncOp func) {
+  llvm::StringSet<> names;
+  func.walk([&](H2DOp copy) {
+    auto arg = dyn_cast<BlockArgument>(copy.getInput());
+    if (!arg || !copy->hasAttr(kKeptAttr)) return;
+    auto param = func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kParamAttr);
+    if (!param) param = func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kStagingAttr);
+    auto name = param ? param.getAs<StringAttr>("name") : nullptr;
+    if (name && param.get(kParamFrozenKey)) names.insert(name.getValue());
+  });
+  return names.size();
+}
+
 bool isPersistentSource(func::FuncOp func, Value v) {
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg) return false;

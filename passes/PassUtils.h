@@ -116,6 +116,8 @@ llvm::StringRef paramName(mlir::func::FuncOp func, unsigned index);
 bool isFrozenParam(mlir::func::FuncOp func, unsigned index);
 // The frozen parameters of `func` (a parameter in row pieces counted once).
 int64_t countFrozenParameters(mlir::func::FuncOp func);
+// Those whose copies a scheduled `func` keeps between steps (mt.kept; a pinned one too).
+int64_t countKeptFrozenParameters(mlir::func::FuncOp func);
 // A host value that does not change between runs: in a forward-only function a parameter, its
 // bf16 staging copy, a constant; in a training one a frozen parameter (which no update writes),
 // its staging copy, a constant.
