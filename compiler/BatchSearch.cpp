@@ -98,7 +98,7 @@ BatchTrial tryBatch(MLIRContext& context, const ModelConfig& config, int64_t bat
   if (auto arena = getModelFunction(*trial)->getAttrOfType<IntegerAttr>(kArenaBytesAttr); arena && o.device_mem > 0)
     result.usage = double(arena.getInt()) / o.device_mem;
   for (size_t i = 0; i < std::size(kSchedules); ++i)
-    if (stages.schedule == kSchedules[i]) result.hints.first_schedule = i;
+    if (stages.switched_from.value_or(stages.schedule) == kSchedules[i]) result.hints.first_schedule = i;
   if (tuned && stages.schedule == Schedule::kStreamedRecompute) result.hints.max_keep = stages.recompute_keep_most;
   result.hints.offload_first = stages.offload && o.offload == Offload::kAuto;
   if (!tuned && o.host_mem <= 0) return result.fits = true, result;

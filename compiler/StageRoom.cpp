@@ -125,9 +125,9 @@ Try keepSomeFrozen(const Trials& t, const Knobs& chosen, bool tunes_recompute, F
   kept.room = -1;
   if (all_arena < 0 || all_arena > budget) {
     // Room for only some. Keeping them shortens the link's time alone: where the plan copying
-    // them all is not bound by the link, no plan keeping some is faster (and the search, a
-    // compile per count tried, is spared).
-    if (priced && !copying.priced(t).linkBound()) {
+    // them all is bound by compute, no plan keeping some is faster (and the search, a compile
+    // per count tried, is spared).
+    if (priced && copying.priced(t).computeBound()) {
       kept.room = 0;
       kept.compute_bound = true;
       return copying;

@@ -82,7 +82,7 @@ struct FrozenKeep {
   bool fewer_faster = false;  // fewer kept than that was predicted faster (more blocks keep activations)
   int64_t most_kept = 0;      // the most blocks keeping their activations any plan tried
   bool recompute = false;     // streamed-recompute taken over streamed, to keep more of them
-  bool compute_bound = false;  // room for only some, none kept: the plan copying them is not link-bound
+  bool compute_bound = false;  // room for only some, none kept: the plan copying them is compute-bound
 };
 
 // `chosen` with frozen weights (a LoRA's base) kept on the device between steps — copied in the
@@ -93,7 +93,8 @@ struct FrozenKeep {
 // many (where blocks keep their activations) and none are priced and the fastest taken, the one
 // keeping more on a tie: the kept bytes may cost blocks keeping their activations, or room the
 // copies out overlap in, and a compute-bound step gains nothing from the link's idle time. Where
-// the plan keeping none is not bound by the link, none is kept and nothing searched. With
+// the plan keeping none is bound by compute (StepPrice::computeBound), none is kept and nothing
+// searched. With
 // `may_recompute`, a resident or streamed plan with room for only some is priced against
 // streamed-recompute keeping as many as its smaller activations leave room for.
 Knobs keepFrozenWherePays(const Trials& t, Knobs chosen, bool tunes_recompute, bool may_recompute,

@@ -402,8 +402,8 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
     FrozenKeep kept;
     const bool may_recompute = !options.schedule && options.device_mem > 0 && options.tune_recompute;
     chosen = keepFrozenWherePays(trials, chosen, tunes_recompute, may_recompute, kept);
+    if (kept.recompute) result.switched_from = result.schedule;
     result.schedule = chosen.schedule;
-    result.recompute_for_frozen = kept.recompute;
     result.frozen_room = kept.room;
     result.keeping_fewer_faster = kept.fewer_faster;
     result.frozen_compute_bound = kept.compute_bound;
@@ -444,7 +444,8 @@ std::vector<int64_t> tileCounts(int64_t batch, int64_t seq) {
 
 // --token-tiles auto under a budget: untiled when that fits; else the fewest tiles (doubling)
 // whose plan fits, searched while more tiles still shrink the smallest arena; else the error of
-// the most frugal one tried. `module` has its loss attached.
+// the most frugal one tried. `module` has its loss attached; with StageOptions::last (mtc
+// --emit), the trials still compile to the end, and the count found compiles to that stage.
 StageResult searchTokenTiles(ModuleOp module, const StageOptions& options) {
   OwningOpRef<ModuleOp> untiled = module.clone();
   // Untiled as asked (kept if it fits); the tile counts only to see whether they fit. Tiles save
@@ -452,6 +453,7 @@ StageResult searchTokenTiles(ModuleOp module, const StageOptions& options) {
   // the offload before the vocabulary split alone (what long contexts need); the final compile
   // searches as asked.
   StageOptions quiet = options, trial = options, tiled = options;
+  quiet.last = trial.last = std::nullopt;
   quiet.explain_failure = trial.explain_failure = false;
   trial.tune_recompute = false;
   trial.offload_first = true;
@@ -462,10 +464,11 @@ StageResult searchTokenTiles(ModuleOp module, const StageOptions& options) {
     ScopedDiagnosticHandler silent(m.getContext(), [](Diagnostic&) { return success(); });
     return compileTiled(m, tiles == 1 ? quiet : trial, tiles);
   };
-  StageResult result = attempt(module, 1);
+  OwningOpRef<ModuleOp> whole = options.last ? untiled->clone() : OwningOpRef<ModuleOp>();
+  StageResult result = attempt(whole ? *whole : module, 1);
   if (result.failed != Stage::kMemory) {
-    if (!result.failed) return result;
-    replaceModule(module, *untiled);  // another failure: once more, saying why
+    if (!result.failed && !options.last) return result;
+    replaceModule(module, *untiled);  // another failure: once more, saying why (or to options.last)
     return compileTiled(module, options, 1);
   }
   int64_t batch = 0, seq = 0, vocab = 0;
@@ -525,8 +528,9 @@ StageResult runStages(ModuleOp module, const StageOptions& options) {
   attach.loss = options.loss;
   if (!runFrom(module, indexOf(Stage::kFuse), until, attach, result.failed) || stops_early)
     return result;
-  // Tiles where asked, or searched where the budget may need them (a plan compiled to the end).
-  const bool search = options.token_tiles == 0 && options.device_mem > 0 && !options.last;
+  // Tiles where asked, or searched where the budget may need them (--emit of a stage after the
+  // tiles shows the count the plan would take).
+  const bool search = options.token_tiles == 0 && options.device_mem > 0;
   return search ? searchTokenTiles(module, options) : compileTiled(module, options, std::max<int64_t>(options.token_tiles, 1));
 }
 

@@ -18,8 +18,9 @@ inline constexpr Schedule kSchedules[] = {Schedule::kResident, Schedule::kStream
 struct StepPrice {
   double step_us = std::numeric_limits<double>::infinity();  // the step (with ranks: their exchange too)
   double compute_us = 0, h2d_us = 0;  // the compute's and the host-to-device link's busy time
-  // Whether the link is busier than the compute: only then can fewer copies shorten the step.
-  bool linkBound() const { return h2d_us > compute_us; }
+  // Whether the step is within 2 % of its compute: fewer copies could shorten it by no more (a
+  // step waiting on the link longer is not, though the link may be busy less than the compute).
+  bool computeBound() const { return step_us <= compute_us * 1.02; }
 };
 
 struct StageOptions {
@@ -100,9 +101,10 @@ struct StageResult {
   int64_t frozen_room = -1;
   bool keeping_fewer_faster = false;
   bool frozen_compute_bound = false;  // room for only some, but the step copying them is compute-bound
-  // streamed-recompute taken over the streamed schedule that fits: its smaller activations leave
-  // room for more frozen weights, predicted faster.
-  bool recompute_for_frozen = false;
+  // The schedule the budget chose where streamed-recompute was taken over it (a resident or
+  // streamed plan that fits): its smaller activations leave room for more frozen weights kept,
+  // predicted faster.
+  std::optional<Schedule> switched_from;
   int64_t vocab_chunks = 1;    // the LM head's vocabulary chunks (1: not split)
   int64_t expert_groups = 1;   // the groups each stacked expert weight is in (1: not split)
   int64_t token_tiles = 1;     // each layer block's token tiles (1: not tiled)

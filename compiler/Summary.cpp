@@ -347,7 +347,7 @@ void printMemory(const CompileReport& r, const StageResult& stages, const EmitOp
   std::string measured;
   for (const auto& [schedule, arena] : stages.arena_by_schedule)
     measured += (measured.empty() ? "" : "; ") + std::string(scheduleName(schedule)) + " " + formatBytes(arena);
-  if (stages.recompute_for_frozen)
+  if (stages.switched_from)
     measured += "; then streamed-recompute, its activations' bytes taken by more frozen weights kept: predicted faster";
   std::printf("  device arena   %s, schedule %s%s%s\n", formatBytes(plan.arena_bytes()).c_str(), scheduleName(stages.schedule),
               measured.empty() ? "" : (" (chosen for the budget: " + measured + ")").c_str(),
@@ -466,8 +466,8 @@ void printFrozenCopies(const CompileReport& r, const StageResult& stages, const 
     const char* why = r.options.keep_frozen == KeepFrozen::kOff ? "--keep-frozen off"
                       : stages.keeping_fewer_faster ? fewer_faster.c_str()
                       : stages.frozen_compute_bound
-                          ? "the budget has room for only some, and the step is bound by compute, not the link: "
-                            "fewer copies would not shorten it"
+                          ? "the budget has room for only some, and the step is bound by compute (within 2 % of "
+                            "it): fewer copies would not shorten it"
                           : "the budget has no room to keep them on the device";
     std::printf("  frozen weights copied in every step (%s a step), as the trained ones (%s)%s\n",
                 formatBytes(stats.frozen_h2d_bytes).c_str(), why,

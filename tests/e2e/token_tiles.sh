@@ -6,7 +6,8 @@
 # (each tile recomputed just before its backward), chosen by the budget and updated on arrival
 # agree bit for bit, as do tiles inside a sequence (rope at an offset) against a resumed run; the
 # head and its loss in tiles divide by the whole batch's counted targets (a loss mask: within
-# 1e-6). A tile count that does not cut the tokens is refused naming the counts that work.
+# 1e-6); --emit under the budget shows the tiled plan. A tile count that does not cut the tokens
+# is refused naming the counts that work.
 # usage: token_tiles.sh BIN_DIR WORK_DIR
 set -uo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -27,6 +28,11 @@ shape=(llama-tiny --layers 3 --width 64 --ffn 1024 --batch 2 --seq 128 --context
 check "a budget no untiled plan fits tiles the blocks: $(grep -o 'token tiles *each layer block.* in [0-9]* tiles of [0-9]* tokens ([^)]*)' tight.txt)" \
   "grep -q 'token tiles .* in [0-9]* tiles of [0-9]* tokens (the fewest that fit --device-mem)' tight.txt"
 check "without a budget nothing is tiled" "! grep -q 'token tiles' whole.txt"
+# --emit of a later stage under the same budget shows the plan mtc compiles: its tiles, its arena.
+"$bin/mtc" "${shape[@]}" --device-mem 5MiB --emit=memory > tight.mlir 2>&1
+tight_tiles=$(sed -n 's/.* in \([0-9]*\) tiles of .*/\1/p' tight.txt)
+check "--emit=memory under the budget: the plan's ${tight_tiles} tiles" \
+  "[ -n '$tight_tiles' ] && grep -q 'mt.token_tiles = $tight_tiles :' tight.mlir && ! grep -q 'error' tight.mlir"
 "$bin/mtc" "${shape[@]}" --token-tiles 4 --emit=tile-tokens > tiles.mlir
 check "--emit=tile-tokens shows the tiles: 3 blocks x 2 runs, and the head's input and targets, split into 4" \
   "[ \$(grep -c 'mt.token_split' tiles.mlir) -eq 8 ] && grep -q 'position_offset = 64' tiles.mlir &&
