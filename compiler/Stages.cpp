@@ -404,7 +404,6 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
     chosen = keepFrozenWherePays(trials, chosen, tunes_recompute, may_recompute, kept);
     if (kept.recompute) result.switched_from = result.schedule;
     result.schedule = chosen.schedule;
-    result.frozen_room = kept.room;
     result.keeping_fewer_faster = kept.fewer_faster;
     result.frozen_compute_bound = kept.compute_bound;
     result.recompute_keep_most = kept.most_kept;
@@ -412,7 +411,6 @@ StageResult compileTiled(ModuleOp module, const StageOptions& options, int64_t t
     chosen.keep = tuneRecompute(trials, chosen);
   }
   result.keep_frozen = chosen.keep_frozen;
-  result.frozen_limit = chosen.frozen_limit;
   result.recompute_keep = chosen.keep;
   result.recompute_keep_most = std::max(result.recompute_keep_most, chosen.keep);
   chosen.budget = options.device_mem;

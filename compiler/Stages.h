@@ -91,14 +91,12 @@ struct StageResult {
   int64_t recompute_keep_most = 0;
   bool pin_shared = false;     // streamed: weights shared across blocks stay on the device
   // Frozen weights kept on the device between steps (copied in the first step only): with
-  // keep_frozen, all (frozen_limit -1) or that many of the frozen_weights (frozen_kept: those the
-  // plan keeps, a pinned one included); frozen_room the most the budget had room for (-1: all),
-  // keeping_fewer_faster where fewer were kept than that because that was predicted faster.
+  // keep_frozen, frozen_kept of the frozen_weights (those the plan keeps, a pinned one included);
+  // keeping_fewer_faster where fewer were kept than the budget had room for (or none), because
+  // that was predicted faster.
   bool keep_frozen = false;
-  int64_t frozen_limit = -1;
   int64_t frozen_kept = 0;
   int64_t frozen_weights = 0;
-  int64_t frozen_room = -1;
   bool keeping_fewer_faster = false;
   bool frozen_compute_bound = false;  // room for only some, but the step copying them is compute-bound
   // The schedule the budget chose where streamed-recompute was taken over it (a resident or
