@@ -110,7 +110,7 @@ struct Try {
 };
 
 // keepFrozenWherePays for the schedule `chosen` has; the plan taken, priced where a price chose it.
-// `copying`: the plan copying them all, where known (else `chosen` with its recompute tuned).
+// `known_copying`: the plan copying them all, where known (else `chosen` with its recompute tuned).
 Try keepSomeFrozen(const Trials& t, const Knobs& chosen, bool tunes_recompute, FrozenKeep& kept,
                    std::optional<Try> known_copying = std::nullopt) {
   const int64_t frozen = countFrozenParameters(getModelFunction(t.module));
