@@ -32,6 +32,12 @@ StepPrice pricedStep(const Trials& t, const Knobs& knobs) {
   return trial ? t.options.step_price(*trial) : StepPrice{};
 }
 
+// The layer blocks of the partitioned model (its block templates).
+int64_t layerBlocks(const Trials& t) {
+  auto templates = getModelFunction(t.module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
+  return templates ? templates.size() : 0;
+}
+
 // `knobs` keeping `limit` frozen weights on the device between steps (-1: all, 0: none).
 Knobs keepingFrozen(Knobs knobs, int64_t limit) {
   knobs.keep_frozen = limit != 0;
@@ -76,8 +82,7 @@ int64_t frozenRoom(const Trials& t, const Knobs& knobs, int64_t frozen, int64_t 
 }  // namespace
 
 int64_t tuneRecompute(const Trials& t, const Knobs& chosen, int64_t most) {
-  auto templates = getModelFunction(t.module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
-  const int64_t blocks = templates ? templates.size() : 0;
+  const int64_t blocks = layerBlocks(t);
   const int64_t max_keep =
       most < 0 ? t.options.max_keep : t.options.max_keep < 0 ? most : std::min(most, t.options.max_keep);
   int64_t fits = 0, fails = (max_keep >= 0 ? std::min(max_keep, blocks) : blocks) + 1;
@@ -171,8 +176,7 @@ Knobs keepFrozenWherePays(const Trials& t, Knobs chosen, bool tunes_recompute, b
   // plan (nothing recomputed), so it is the copying plan's tuning, found without a search.
   std::optional<Try> copying;
   if (chosen.schedule == Schedule::kStreamed) {
-    auto templates = getModelFunction(t.module)->getAttrOfType<DenseI64ArrayAttr>(kTemplatesAttr);
-    const int64_t blocks = templates ? templates.size() : 0;
+    const int64_t blocks = layerBlocks(t);
     if (t.options.max_keep < 0 || t.options.max_keep >= blocks) {
       copying = Try{recomputing};
       copying->knobs.keep = blocks;

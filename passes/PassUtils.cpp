@@ -293,13 +293,19 @@ int64_t countFrozenParameters(func::FuncOp func) {
   return names.size();
 }
 
+// The mt.param of argument `index`: a parameter's own, or that of the parameter a bf16 staging
+// copy (mt.staging) holds; null for any other argument.
+static DictionaryAttr paramOrStaged(func::FuncOp func, unsigned index) {
+  if (auto param = func.getArgAttrOfType<DictionaryAttr>(index, kParamAttr)) return param;
+  return func.getArgAttrOfType<DictionaryAttr>(index, kStagingAttr);
+}
+
 int64_t countKeptFrozenParameters(func::FuncOp func) {
   llvm::StringSet<> names;
   func.walk([&](H2DOp copy) {
     auto arg = dyn_cast<BlockArgument>(copy.getInput());
     if (!arg || !copy->hasAttr(kKeptAttr)) return;
-    auto param = func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kParamAttr);
-    if (!param) param = func.getArgAttrOfType<DictionaryAttr>(arg.getArgNumber(), kStagingAttr);
+    DictionaryAttr param = paramOrStaged(func, arg.getArgNumber());
     auto name = param ? param.getAs<StringAttr>("name") : nullptr;
     if (name && param.get(kParamFrozenKey)) names.insert(name.getValue());
   });
@@ -309,11 +315,14 @@ int64_t countKeptFrozenParameters(func::FuncOp func) {
 bool isPersistentSource(func::FuncOp func, Value v) {
   auto arg = dyn_cast<BlockArgument>(v);
   if (!arg) return false;
-  const unsigned i = arg.getArgNumber();
-  if (func.getArgAttr(i, kConstAttr)) return true;
-  auto param = func.getArgAttrOfType<DictionaryAttr>(i, kParamAttr);
-  if (!param) param = func.getArgAttrOfType<DictionaryAttr>(i, kStagingAttr);
+  if (func.getArgAttr(arg.getArgNumber(), kConstAttr)) return true;
+  DictionaryAttr param = paramOrStaged(func, arg.getArgNumber());
   return param && (isForwardOnly(func) || param.get(kParamFrozenKey));
+}
+
+void markKeptIfPersistent(func::FuncOp func, H2DOp copy) {
+  if (!isForwardOnly(func) && isPersistentSource(func, copy.getInput()))
+    copy->setAttr(kKeptAttr, UnitAttr::get(func.getContext()));
 }
 
 bool isLoraTarget(func::FuncOp func, unsigned index) { return paramHasKey(func, index, kParamLoraKey); }

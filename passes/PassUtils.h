@@ -122,6 +122,10 @@ int64_t countKeptFrozenParameters(mlir::func::FuncOp func);
 // bf16 staging copy, a constant; in a training one a frozen parameter (which no update writes),
 // its staging copy, a constant.
 bool isPersistentSource(mlir::func::FuncOp func, mlir::Value v);
+// A schedule's keep-frozen: `copy` marked kept (mt.kept: mt-plan-memory keeps its bytes to the
+// end, a backend copies it in the first step only) where `func` trains and what it copies is
+// persistent (a frozen weight, its staging copy, a constant).
+void markKeptIfPersistent(mlir::func::FuncOp func, H2DOp copy);
 // Whether argument `index` is a weight marked for LoRA adapters (mt.param's "lora": mtc --lora).
 bool isLoraTarget(mlir::func::FuncOp func, unsigned index);
 

@@ -47,7 +47,7 @@ struct ScheduleResidentPass : impl::ScheduleResidentPassBase<ScheduleResidentPas
     for (auto [first, arg] : firstUse) {
       auto copy = b.create<H2DOp>(func.getLoc(), arg);
       arg.replaceAllUsesExcept(copy.getResult(), copy);
-      if (keepFrozen && !forward && isPersistentSource(func, arg)) copy->setAttr(kKeptAttr, b.getUnitAttr());
+      if (keepFrozen) markKeptIfPersistent(func, copy);
     }
 
     // The loss and the named outputs are copied out first: a loss-only run (validation, a

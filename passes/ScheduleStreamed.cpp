@@ -58,7 +58,7 @@ struct ScheduleStreamedPass : impl::ScheduleStreamedPassBase<ScheduleStreamedPas
       b.setInsertionPoint(ops.front());
       auto copy = b.create<H2DOp>(func.getLoc(), arg);
       copy->setAttr(kBlockAttr, ops.front()->getAttr(kBlockAttr));
-      if (keepFrozen && !forward_only && isPersistentSource(func, arg)) copy->setAttr(kKeptAttr, b.getUnitAttr());
+      if (keepFrozen) markKeptIfPersistent(func, copy);
       arg.replaceUsesWithIf(copy.getResult(), [&](OpOperand& use) {
         return use.getOwner() != copy && !isa<func::ReturnOp, HostTaskOp>(use.getOwner());
       });
