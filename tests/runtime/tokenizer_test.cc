@@ -157,8 +157,11 @@ TEST(HfTokenizer, RefusesWhatItDoesNotImplement) {
   refused(file, "pre-tokenizer Metaspace is not supported");
   file["pre_tokenizer"] = nullptr;  // a BPE over characters, which needs byte_fallback
   refused(file, "a BPE over characters without byte_fallback (no pre-tokenizer, no ByteLevel) is not supported");
+  // A Split without ByteLevel splits characters, which also needs byte_fallback.
   file["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", " "}}}, {"behavior", "Isolated"}};
-  refused(file, "a pre-tokenizer without ByteLevel is not supported");
+  refused(file, "a BPE over characters without byte_fallback (no pre-tokenizer, no ByteLevel) is not supported");
+  file["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", " "}}}, {"behavior", "MergedWithNext"}};
+  refused(file, "Split behavior MergedWithNext is not supported");
   file = tinyTokenizer({}, {});
   file["normalizer"] = {{"type", "Lowercase"}};
   refused(file, "normalizer Lowercase is not supported");
@@ -239,6 +242,40 @@ TEST(HfTokenizer, CharactersWithByteFallbackAsSentencePiece) {
   // A run of byte tokens that is not UTF-8 is one U+FFFD per byte, as tokenizers' ByteFallback.
   EXPECT_EQ(t.decode({a, 3 + 0xE4, 3 + 0xB8, a}), "a\uFFFD\uFFFDa");
   EXPECT_EQ(t.endOfText(), std::optional<uint32_t>(2));
+}
+
+TEST(HfTokenizer, SplitMergedWithPreviousJoinsAMatchToTheStretchBeforeIt) {
+  // tokenizers' example: "the-final--countdown" split on "-" is "the-", "final-", "-",
+  // "countdown" (a match after a match, or at the start, stands alone). The merge of two dashes
+  // ranks first, so it would join "--" in one piece.
+  json file = tinyTokenizer({"--", "e-", "l-"}, {"- -", "e -", "l -"});
+  file["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", "MergedWithPrevious"}, {"invert", false}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  const uint32_t dashes = 256, e_dash = 257, l_dash = 258;
+  EXPECT_EQ(HfTokenizer(save(file)).encode("the-final--countdown"),
+            (std::vector<uint32_t>{'t', 'h', e_dash, 'f', 'i', 'n', 'a', l_dash, '-', 'c', 'o', 'u', 'n', 't', 'd',
+                                   'o', 'w', 'n'}));
+  EXPECT_EQ(HfTokenizer(save(file)).encode("--a"), (std::vector<uint32_t>{'-', '-', 'a'}));
+  file["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
+  EXPECT_EQ(HfTokenizer(save(file)).encode("--a"), (std::vector<uint32_t>{dashes, 'a'}));
+}
+
+TEST(HfTokenizer, GemmaSplitsOnSpacesItsNormalizerHasReplaced) {
+  // Gemma 3's: spaces become "▁" (no Prepend), then a Split on " " (which finds none left)
+  // before a BPE over characters with byte fallback.
+  json file = characterTokenizer({kSpiece, "a", "b", kSpiece + "a", kSpiece + "ab", "ab"},
+                                 {kSpiece + " a", kSpiece + "a b", "a b"});
+  file["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kSpiece}};
+  file["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"},
+                           {"invert", false}};
+  file["decoder"]["decoders"].erase(3);  // no Strip: nothing was prepended
+  HfTokenizer t(save(file));
+  const uint32_t space_ab = 263, ab = 264;
+  EXPECT_EQ(t.encode("ab ab"), (std::vector<uint32_t>{ab, space_ab}));
+  EXPECT_EQ(t.decode(t.encode(" ab  b\u00e9")), " ab  b\u00e9");
 }
 
 TEST(HfTokenizer, RefusesCharacterTokenizersItCannotDecode) {
