@@ -20,6 +20,8 @@ using nlohmann::json;
 
 constexpr char kClassifierSuffix[] = "ForSequenceClassification";
 constexpr char kCausalSuffix[] = "ForCausalLM";
+// Gemma 3's text model's classifier: Gemma3ForSequenceClassification is the multimodal model's.
+constexpr char kGemma3Classifier[] = "Gemma3TextForSequenceClassification";
 
 // An architecture's family, as both its heads' names begin: "Qwen2" of Qwen2ForCausalLM and
 // Qwen2ForSequenceClassification, "GPT2" of GPT2LMHeadModel and GPT2ForSequenceClassification;
@@ -371,6 +373,121 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   return c;
 }
 
+// Gemma 3's two rotary embeddings: the full-attention layers' (rope_theta, 1e6 unless given, and
+// rope_scaling) and the sliding layers' (rope_local_base_freq, 10,000 unless given, unscaled), as
+// transformers 4 writes them, or transformers 5's rope_parameters keyed by layer type.
+void readGemmaRotary(ConfigReader& r, ModelConfig& c) {
+  if (!r.has("rope_parameters")) {
+    r.take("rope_parameters");  // absent or null
+    c.rope_theta = r.number("rope_theta", 1e6);
+    c.rope_local_theta = r.number("rope_local_base_freq", 10000.0);
+    if (r.has("rope_scaling")) {
+      if (!r.value("rope_scaling").is_object()) throw r.error("'rope_scaling' is not an object");
+      ConfigReader s = r.nested("rope_scaling");
+      readRopeScaling(s, c);
+      s.finish();
+    }
+    return r.take("rope_scaling");
+  }
+  if (!r.value("rope_parameters").is_object()) throw r.error("'rope_parameters' is not an object");
+  for (const char* key : {"rope_theta", "rope_local_base_freq", "rope_scaling"}) {
+    if (r.has(key))
+      throw r.error(std::string("both '") + key + "' (transformers 4's) and 'rope_parameters' (transformers 5's) are "
+                    "given: keep one");
+    r.take(key);
+  }
+  ConfigReader p = r.nested("rope_parameters");
+  for (const char* type : {"full_attention", "sliding_attention"})
+    if (!p.value(type).is_object())
+      throw p.error(std::string("no '") + type + "' object: Gemma 3's rotary settings are given per layer type");
+  ConfigReader full = p.nested("full_attention");
+  c.rope_theta = full.number("rope_theta", 1e6);
+  readRopeScaling(full, c);
+  full.finish();
+  ConfigReader local = p.nested("sliding_attention");
+  c.rope_local_theta = local.number("rope_theta", 10000.0);
+  ModelConfig local_config;
+  local_config.context = c.context;
+  readRopeScaling(local, local_config);
+  if (local_config.rope_scaling.kind != RopeScaling::Kind::kNone)
+    throw local.error("the sliding layers' rotary embedding is scaled: mtc scales only the full-attention layers' "
+                      "(as Gemma 3's checkpoints do)");
+  local.finish();
+  p.finish();
+}
+
+// Gemma 3's sliding layers: layer_types where the config has it, else every layer but each
+// sliding_window_pattern-th (6 unless given; transformers 4.5x's form), and the window.
+void readGemmaSlidingWindows(ConfigReader& r, ModelConfig& c) {
+  std::optional<int64_t> pattern;
+  for (const char* key : {"sliding_window_pattern", "_sliding_window_pattern"}) {
+    if (r.has(key)) {
+      const int64_t p = r.integer(key);
+      if (pattern && *pattern != p) throw r.error("'sliding_window_pattern' and '_sliding_window_pattern' differ");
+      pattern = p;
+    }
+    r.take(key);
+  }
+  std::vector<int64_t> from_pattern;
+  for (int64_t l = 0; l < c.layers; ++l)
+    if ((l + 1) % pattern.value_or(6) != 0) from_pattern.push_back(l);
+  const json& types = r.value("layer_types");
+  std::vector<int64_t> sliding = from_pattern;
+  if (!types.is_null()) {
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.layers)
+      throw r.error("'layer_types' is not a list of the " + std::to_string(c.layers) + " layers' attention");
+    sliding.clear();
+    for (int64_t l = 0; l < c.layers; ++l) {
+      if (types[l] != "sliding_attention" && types[l] != "full_attention")
+        throw r.error("'layer_types' names " + jsonBrief(types[l]) + " for layer " + std::to_string(l) +
+                      ": only sliding_attention and full_attention are supported");
+      if (types[l] == "sliding_attention") sliding.push_back(l);
+    }
+    if (pattern && sliding != from_pattern)
+      throw r.error("'layer_types' and 'sliding_window_pattern' name different sliding layers: the config "
+                    "contradicts itself");
+  }
+  if (r.isNull("sliding_window") && !sliding.empty())
+    throw r.error("layers slide but 'sliding_window' is null: how far they reach back is unknown");
+  const int64_t window = r.integer("sliding_window", 4096);
+  if (!sliding.empty()) c.sliding_window = window, c.sliding_layers = sliding;
+}
+
+// Gemma3ForCausalLM's config.json (model_type gemma3_text: Gemma 3's text models, 270M and 1B)
+// into the llama family's with Gemma's differences (ModelConfig): norms of 1 + weight around both
+// sublayers and on q and k, the embedding times sqrt(width), GeGLU, the scores scaled by
+// query_pre_attn_scalar, sliding layers with a rotary base of their own. The defaults are
+// transformers' Gemma3TextConfig's. Softcapping (Gemma 2's) is refused by name.
+ModelConfig readGemma3Config(ConfigReader& r) {
+  ModelConfig c;
+  c.family = ModelFamily::kLlama;
+  c.width = r.integer("hidden_size");
+  c.ffn = r.integer("intermediate_size");
+  c.layers = r.integer("num_hidden_layers");
+  c.heads = r.integer("num_attention_heads");
+  c.kv_heads = r.integer("num_key_value_heads", c.heads);
+  c.vocab = r.integer("vocab_size");
+  c.context = r.integer("max_position_embeddings", 131072);
+  c.norm_eps = r.number("rms_norm_eps", 1e-6);
+  c.tied = r.boolean("tie_word_embeddings", true);
+  const int64_t head_dim = r.integer("head_dim", 256);
+  if (head_dim * c.heads != c.width) c.head_dim = head_dim;
+  c.qk_norm = c.norm_plus_one = c.embed_scaled = c.sandwich_norms = true;
+  c.gate_activation = ModelConfig::GateActivation::kGeluTanh;
+  c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
+  if (r.text("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
+    throw r.error("'hidden_activation' is not gelu_pytorch_tanh: Gemma 3's MLP is GeGLU with GELU's tanh form");
+  if (r.boolean("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
+  r.require("final_logit_softcapping", json(), "softcapped logits (Gemma 2's) are not supported");
+  r.require("attn_logit_softcapping", json(), "softcapped attention scores (Gemma 2's) are not supported");
+  r.require("use_bidirectional_attention", false, "bidirectional attention (EmbeddingGemma's) is not supported");
+  r.take("cache_implementation");  // the cache generate() builds, not the model's arithmetic
+  readGemmaRotary(r, c);
+  readGemmaSlidingWindows(r, c);
+  return c;
+}
+
 // A ...ForSequenceClassification's labels: one, a reward model's score, as transformers saves
 // num_labels 1 (id2label {"0": "LABEL_0"} and label2id its inverse; a config with neither has two).
 void readScoreLabels(ConfigReader& r) {
@@ -444,7 +561,7 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   static const std::map<std::string, std::string> kModelType = {
       {"LlamaForCausalLM", "llama"},       {"Qwen2ForCausalLM", "qwen2"},     {"Qwen3ForCausalLM", "qwen3"},
       {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"MistralForCausalLM", "mistral"}, {"MixtralForCausalLM", "mixtral"},
-      {"GptOssForCausalLM", "gpt_oss"},    {"GPT2LMHeadModel", "gpt2"}};
+      {"GptOssForCausalLM", "gpt_oss"},    {"GPT2LMHeadModel", "gpt2"},       {"Gemma3ForCausalLM", "gemma3_text"}};
   if (!kModelType.count(causal)) {
     std::string supported;
     for (const auto& [architecture, type] : kModelType) supported += (supported.empty() ? "" : ", ") + architecture;
@@ -455,7 +572,9 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
       (!config["model_type"].is_string() || config["model_type"] != kModelType.at(causal)))
     throw r.error("'model_type' is " + jsonBrief(config["model_type"]) + " but the architecture " + out.architecture +
                   " is of model_type \"" + kModelType.at(causal) + "\": the folder contradicts itself");
-  out.config = causal == "GPT2LMHeadModel" ? readGpt2Config(r, out.notes) : readConfig(r, causal, &out.mxfp4_experts);
+  out.config = causal == "GPT2LMHeadModel"     ? readGpt2Config(r, out.notes)
+               : causal == "Gemma3ForCausalLM" ? readGemma3Config(r)
+                                               : readConfig(r, causal, &out.mxfp4_experts);
   if (causal != out.architecture) {
     readScoreLabels(r);
     out.config.score_head = ModelConfig::ScoreHead::kPretrained;
@@ -466,6 +585,7 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
 }
 
 std::string causalArchitecture(const std::string& architecture) {
+  if (architecture == kGemma3Classifier) return "Gemma3ForCausalLM";
   const std::string family = architectureFamily(architecture);
   if (family.empty() || !architecture.ends_with(kClassifierSuffix)) return architecture;
   return family == "GPT2" ? "GPT2LMHeadModel" : family + kCausalSuffix;
@@ -477,7 +597,7 @@ std::string sequenceClassifierConfig(const std::string& config_json) {
   if (architecture.ends_with(kClassifierSuffix)) return config_json;
   if (family.empty())
     throw Error("the Hugging Face architecture '" + architecture + "' has no ...ForSequenceClassification form");
-  config["architectures"] = {family + kClassifierSuffix};
+  config["architectures"] = {architecture == "Gemma3ForCausalLM" ? kGemma3Classifier : family + kClassifierSuffix};
   config["id2label"] = {{"0", "LABEL_0"}};
   config["label2id"] = {{"LABEL_0", 0}};
   return config.dump(2) + "\n";
@@ -577,6 +697,7 @@ std::string causalConfig(const ModelConfig& c) {
     return config.dump(2) + "\n";
   }
   if (c.family != ModelFamily::kLlama) return "";
+  if (c.gemmaForm()) return "";  // Gemma's: only a folder's own config (kept in the plan) describes one
   if (c.expert_form == ModelConfig::ExpertForm::kGptOss) return gptOssConfig(c);
   if (c.sliding_window > 0) return "";  // a window only gpt-oss's form writes out
   if (c.experts > 0) return expertsConfig(c);

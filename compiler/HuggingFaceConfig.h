@@ -1,8 +1,9 @@
 // A Hugging Face folder's config.json in and out: read key by key into the built-in family's
 // config (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, the mixtures
-// of experts Qwen3MoeForCausalLM, MixtralForCausalLM and GptOssForCausalLM into the llama
-// family's, GPT2LMHeadModel into the gpt2 family's; each also as its ...ForSequenceClassification
-// of one label, a reward model: the same body under a score head), and written for a built-in
+// of experts Qwen3MoeForCausalLM, MixtralForCausalLM and GptOssForCausalLM, and Gemma 3's text
+// models' Gemma3ForCausalLM into the llama family's, GPT2LMHeadModel into the gpt2 family's; each
+// also as its ...ForSequenceClassification of one label (Gemma 3's:
+// Gemma3TextForSequenceClassification), a reward model: the same body under a score head), and written for a built-in
 // model. Read strictly: a key mtc does not know or a setting it does not implement is an error
 // naming it.
 #pragma once

@@ -33,7 +33,8 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
     return c.layers * per_layer + c.vocab * c.width + c.context * c.width + 2 * c.width + head;  // wte, wpe, ln_f
   }
   const int64_t q_width = c.heads * c.headDim();
-  const int64_t attention = 2 * c.width + 2 * c.width * q_width + 2 * c.width * kv_width +  // norms; q, o; k, v
+  const int64_t attention = (c.sandwich_norms ? 4 : 2) * c.width +                         // norms
+                            2 * c.width * q_width + 2 * c.width * kv_width +                 // q, o; k, v
                             (c.qkv_bias ? q_width + 2 * kv_width : 0) + (c.o_bias ? c.width : 0) +
                             (c.qk_norm ? 2 * c.headDim() : 0);
   const bool oss = c.expert_form == ModelConfig::ExpertForm::kGptOss;
@@ -222,6 +223,14 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
   }
   if (c.family != ModelFamily::kLlama && (c.sliding_window || c.attention_sinks || c.expert_form != ModelConfig::ExpertForm::kSwiglu))
     return "sliding windows, attention sinks and gpt-oss's experts are llama options";
+  if (c.gemmaForm()) {
+    if (c.family != ModelFamily::kLlama || c.experts > 0)
+      return "Gemma's norms, scaled embedding, GeGLU, local rotary base and attention scalar are options of the "
+             "llama family's dense models";
+    if (!(c.rope_local_theta >= 0.0 && std::isfinite(c.rope_local_theta)) ||
+        !(c.query_pre_attn_scalar >= 0.0 && std::isfinite(c.query_pre_attn_scalar)))
+      return "rope_local_theta and query_pre_attn_scalar must be finite and not negative (0: none)";
+  }
   if (c.sliding_window < 0) return "sliding_window must not be negative (0: none)";
   for (int64_t l : c.sliding_layers)
     if (l < 0 || l >= c.layers)
@@ -359,9 +368,16 @@ class ModelBuilder {
     return ln.getResult();
   }
 
+  // An RMSNorm's weight of `size`: the parameter, or Gemma's 1 + the parameter (its weights
+  // offsets from 1, zeros at init), added in f32 as transformers' Gemma3RMSNorm does.
+  Value normWeight(const std::string& name, int64_t size) {
+    if (!c_.norm_plus_one) return param(name + ".weight", {size}, "ones");
+    Value one = b_.create<FillOp>(loc_, RankedTensorType::get({}, b_.getF32Type()), b_.getF32FloatAttr(1.0f));
+    return b_.create<AddOp>(loc_, param(name + ".weight", {size}, "zeros"), one);
+  }
+
   Value rmsNorm(Value x, const std::string& name) {
-    return b_.create<RmsNormOp>(loc_, x, param(name + ".weight", {c_.width}, "ones"),
-                                b_.getF32FloatAttr(static_cast<float>(c_.norm_eps)))
+    return b_.create<RmsNormOp>(loc_, x, normWeight(name, c_.width), b_.getF32FloatAttr(static_cast<float>(c_.norm_eps)))
         .getResult();
   }
 
@@ -374,7 +390,7 @@ class ModelBuilder {
     split.back() /= c_.headDim();
     split.push_back(c_.headDim());
     Value heads = b_.create<ReshapeOp>(loc_, RankedTensorType::get(split, type.getElementType()), x);
-    Value normed = b_.create<RmsNormOp>(loc_, heads, param(name + ".weight", {c_.headDim()}, "ones"),
+    Value normed = b_.create<RmsNormOp>(loc_, heads, normWeight(name, c_.headDim()),
                                         b_.getF32FloatAttr(static_cast<float>(c_.norm_eps)))
                        .getResult();
     return b_.create<ReshapeOp>(loc_, type, normed);
@@ -410,15 +426,13 @@ class ModelBuilder {
   Value llama() {
     const double std = 0.02, residual_std = 0.02 / std::sqrt(2.0 * c_.layers);
     const int64_t kv_width = c_.kv_heads * c_.headDim(), q_width = c_.heads * c_.headDim();
-    const FloatAttr theta = b_.getF32FloatAttr(static_cast<float>(c_.rope_theta));
     const IntegerAttr head_dim = b_.getI64IntegerAttr(c_.headDim());
-    // Hugging Face's rope_scaling, where the config has one.
-    const RopeScalingAttrs scaling = ropeScalingAttrs(c_);
-    const IntegerAttr scaling_kind = b_.getI64IntegerAttr(scaling.kind);
-    const DenseF32ArrayAttr scaling_values = scaling.kind ? b_.getDenseF32ArrayAttr(scaling.values) : nullptr;
     enter("embed");
     Value embed = param("embed.weight", {c_.vocab, c_.width}, "normal", std);
     Value x = b_.create<EmbeddingOp>(loc_, tokens_, embed);
+    // Gemma's rows times sqrt(width), the factor rounded to f32 as transformers' f32 buffer is.
+    if (c_.embed_scaled)
+      x = b_.create<ScaleOp>(loc_, x, b_.getF32FloatAttr(static_cast<float>(std::sqrt(static_cast<double>(c_.width)))));
     if (training_ && c_.moeLayers() > 0) {
       router_stats_ = b_.create<FillOp>(loc_, RankedTensorType::get({2, c_.experts}, b_.getF32Type()),
                                         b_.getF32FloatAttr(0.0f));
@@ -434,16 +448,26 @@ class ModelBuilder {
       Value k = linear(h, p + "attn.k", kv_width, c_.width, c_.qkv_bias, std);
       Value v = linear(h, p + "attn.v", kv_width, c_.width, c_.qkv_bias, std);
       if (c_.qk_norm) q = headNorm(q, p + "attn.q_norm"), k = headNorm(k, p + "attn.k_norm");
+      // Gemma's scores times query_pre_attn_scalar^-1/2 where that is not head_dim: the kernels
+      // scale by head_dim^-1/2, so q takes the ratio (the same product, rounded once more).
+      if (c_.query_pre_attn_scalar > 0 && c_.query_pre_attn_scalar != static_cast<double>(c_.headDim()))
+        q = b_.create<ScaleOp>(loc_, q, b_.getF32FloatAttr(static_cast<float>(
+                                            std::sqrt(static_cast<double>(c_.headDim()) / c_.query_pre_attn_scalar))));
+      const RopeAttrs rope = ropeAttrs(l);
       Value a = attention(l, q, k, v, [&](Value x) -> Value {
         if (positions_)
-          return b_.create<RopeAtOp>(loc_, x, positions_, head_dim, theta, scaling_kind, scaling_values,
+          return b_.create<RopeAtOp>(loc_, x, positions_, head_dim, rope.theta, rope.scaling_kind, rope.scaling_values,
                                      b_.getBoolAttr(false));
-        return b_.create<RopeOp>(loc_, x, head_dim, theta, b_.getBoolAttr(false), b_.getI64IntegerAttr(0), scaling_kind,
-                                 scaling_values);
+        return b_.create<RopeOp>(loc_, x, head_dim, rope.theta, b_.getBoolAttr(false), b_.getI64IntegerAttr(0),
+                                 rope.scaling_kind, rope.scaling_values);
       });
-      x = b_.create<AddOp>(loc_, x, linear(a, p + "attn.o", c_.width, q_width, c_.o_bias, residual_std));
-      h = rmsNorm(x, p + "mlp_norm");
-      x = b_.create<AddOp>(loc_, x, c_.isMoeLayer(l) ? experts(h, p, std, residual_std) : mlp(h, p, std, residual_std));
+      a = linear(a, p + "attn.o", c_.width, q_width, c_.o_bias, residual_std);
+      if (c_.sandwich_norms) a = rmsNorm(a, p + "attn_post_norm");
+      x = b_.create<AddOp>(loc_, x, a);
+      h = rmsNorm(x, p + (c_.sandwich_norms ? "mlp_pre_norm" : "mlp_norm"));
+      Value m = c_.isMoeLayer(l) ? experts(h, p, std, residual_std) : mlp(h, p, std, residual_std);
+      if (c_.sandwich_norms) m = rmsNorm(m, p + "mlp_post_norm");
+      x = b_.create<AddOp>(loc_, x, m);
     }
     enter("head");
     x = rmsNorm(x, "norm");
@@ -457,11 +481,29 @@ class ModelBuilder {
     return logits;
   }
 
-  // The dense SwiGLU MLP of a llama layer.
+  // Layer `layer`'s rotary settings: the config's base and scaling, or, in a sliding layer of a
+  // model with a local base (Gemma's rope_local_base_freq), that base unscaled.
+  struct RopeAttrs {
+    FloatAttr theta;
+    IntegerAttr scaling_kind;
+    DenseF32ArrayAttr scaling_values;  // null without scaling
+  };
+  RopeAttrs ropeAttrs(int64_t layer) {
+    if (c_.rope_local_theta > 0 && c_.attentionWindow(layer) > 0)
+      return {b_.getF32FloatAttr(static_cast<float>(c_.rope_local_theta)), b_.getI64IntegerAttr(0), nullptr};
+    // Hugging Face's rope_scaling, where the config has one.
+    const RopeScalingAttrs scaling = ropeScalingAttrs(c_);
+    return {b_.getF32FloatAttr(static_cast<float>(c_.rope_theta)), b_.getI64IntegerAttr(scaling.kind),
+            scaling.kind ? b_.getDenseF32ArrayAttr(scaling.values) : nullptr};
+  }
+
+  // The dense gated MLP of a llama layer: SwiGLU, or Gemma's GeGLU (GELU's tanh form of the gate).
   Value mlp(Value h, const std::string& p, double std, double residual_std) {
     Value gate = linear(h, p + "mlp.gate", c_.ffn, c_.width, false, std);
     Value up = linear(h, p + "mlp.up", c_.ffn, c_.width, false, std);
-    Value s = b_.create<SwigluOp>(loc_, gate, up);
+    Value s = c_.gate_activation == ModelConfig::GateActivation::kGeluTanh
+                  ? b_.create<MulOp>(loc_, b_.create<GeluOp>(loc_, gate, true), up).getResult()
+                  : b_.create<SwigluOp>(loc_, gate, up).getResult();
     return linear(s, p + "mlp.down", c_.width, c_.ffn, false, residual_std);
   }
 

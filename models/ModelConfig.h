@@ -1,6 +1,7 @@
 // Built-in model families (GPT-2, Llama; Qwen2 is Llama with q/k/v biases, Qwen3 Llama with a
 // head width of its own and q/k norms, Mixtral and Qwen3-MoE Llama with mixtures of experts,
-// gpt-oss Llama with sinks, sliding windows and its own experts) described by a small config. Plain C++ (no MLIR):
+// gpt-oss Llama with sinks, sliding windows and its own experts, Gemma 3 Llama with norms of
+// 1 + weight around both sublayers, a scaled embedding and GeGLU) described by a small config. Plain C++ (no MLIR):
 // the tools read configs and presets without the compiler's headers.
 #pragma once
 #include <algorithm>
@@ -94,6 +95,20 @@ struct ModelConfig {
   ScoreHead score_head = ScoreHead::kNone;
   bool hasScoreHead() const { return score_head != ScoreHead::kNone; }
 
+  // llama: Gemma 3's differences (Gemma3ForCausalLM), each off for the other architectures.
+  // Every RMSNorm scales by 1 + weight (its weights stored as offsets from 1, zeros at init).
+  bool norm_plus_one = false;
+  bool embed_scaled = false;  // the embedding's rows times sqrt(width) (in f32, as transformers' f32 model)
+  // The gated MLP's gate through SiLU (SwiGLU) or GELU's tanh form (GeGLU: gelu_pytorch_tanh).
+  enum class GateActivation { kSilu, kGeluTanh };
+  GateActivation gate_activation = GateActivation::kSilu;
+  // RMSNorms on the attention's and the MLP's outputs too, before each residual add
+  // (post_attention_layernorm, post_feedforward_layernorm; the MLP's input norm is
+  // pre_feedforward_layernorm).
+  bool sandwich_norms = false;
+  double rope_local_theta = 0.0;  // the sliding layers' rotary base, unscaled (0: rope_theta and its scaling)
+  double query_pre_attn_scalar = 0.0;  // the scores times its -1/2 power (0: head_dim's)
+
   // Whether layer `l`'s attention slides, and over how many tokens (0: it sees all before it).
   int64_t attentionWindow(int64_t l) const {
     return sliding_window > 0 && std::find(sliding_layers.begin(), sliding_layers.end(), l) != sliding_layers.end()
@@ -114,6 +129,11 @@ struct ModelConfig {
   }
 
   int64_t headDim() const { return head_dim ? head_dim : width / heads; }
+  // Whether any of Gemma's differences above is set.
+  bool gemmaForm() const {
+    return norm_plus_one || embed_scaled || gate_activation != GateActivation::kSilu || sandwich_norms ||
+           rope_local_theta > 0 || query_pre_attn_scalar > 0;
+  }
   // Parameters of the model (exact).
   int64_t numParams() const;
   // Those one token's forward pass uses: all but the experts it is not routed to (= numParams()

@@ -21,7 +21,11 @@ std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
       {"mlp.gate.", "mlp.gate_proj."},              {"mlp.up.", "mlp.up_proj."},
       {"mlp.down.", "mlp.down_proj."},
       {"attn.q_norm.", "self_attn.q_norm."},        {"attn.k_norm.", "self_attn.k_norm."},
-      {"attn.sinks", "self_attn.sinks"}};
+      {"attn.sinks", "self_attn.sinks"},
+      // Gemma's norms around both sublayers (its MLP's input norm is pre_feedforward_layernorm).
+      {"attn_post_norm.weight", "post_attention_layernorm.weight"},
+      {"mlp_pre_norm.weight", "pre_feedforward_layernorm.weight"},
+      {"mlp_post_norm.weight", "post_feedforward_layernorm.weight"}};
   static const std::pair<const char*, const char*> kQwen3MoeParts[] = {
       {"moe.router.", "mlp.gate."}, {"moe.gate.", "mlp.experts.*.gate_proj."},
       {"moe.up.", "mlp.experts.*.up_proj."}, {"moe.down.", "mlp.experts.*.down_proj."}};

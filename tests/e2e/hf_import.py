@@ -121,6 +121,21 @@ MODELS["mistral-window-f32"] = dict(
                 num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
                 rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", attention_dropout=0.0,
                 sliding_window=16, model_type="mistral", torch_dtype="float32"))
+# Gemma 3's text model (Gemma3ForCausalLM): norms of 1 + weight around both sublayers and on q
+# and k, the embedding times sqrt(64), GeGLU, tied; heads of their own width (32) with the scores
+# scaled by query_pre_attn_scalar 24 (not 32); layers 0 and 1 sliding (pattern 3) over 8 of 32
+# tokens with their own rotary base, layer 2's scaled linearly (as Gemma 3 4B's global layers).
+MODELS["gemma3-bf16"] = dict(
+    architecture="Gemma3ForCausalLM", dtype=torch.bfloat16, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=32, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=1000000.0, rope_local_base_freq=10000.0, rope_scaling=dict(rope_type="linear", factor=8.0),
+                sliding_window=8, sliding_window_pattern=3,
+                layer_types=["sliding_attention", "sliding_attention", "full_attention"], query_pre_attn_scalar=24,
+                hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True, attention_bias=False,
+                attention_dropout=0.0, final_logit_softcapping=None, attn_logit_softcapping=None,
+                cache_implementation="hybrid", model_type="gemma3_text", torch_dtype="bfloat16", bos_token_id=2,
+                eos_token_id=[1, 106], pad_token_id=0))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
     config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_ctx=64, vocab_size=256, n_inner=None,
@@ -226,11 +241,16 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
         for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
             if (qkv_bias and name != "o_proj") or cfg.get("attention_bias"):
                 w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
-        if cfg.get("model_type") in ("qwen3", "qwen3_moe"):
+        gemma = cfg["model_type"] == "gemma3_text"  # its norms scale by 1 + weight: weights near 0
+        if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text"):
             for name in ("q_norm", "k_norm"):
-                w[p + f"self_attn.{name}.weight"] = 1 + 0.1 * torch.randn(D, generator=g)
-        w[p + "input_layernorm.weight"] = 1 + 0.1 * torch.randn(C, generator=g)
-        w[p + "post_attention_layernorm.weight"] = 1 + 0.1 * torch.randn(C, generator=g)
+                w[p + f"self_attn.{name}.weight"] = (0 if gemma else 1) + 0.1 * torch.randn(D, generator=g)
+        norms = ("input_layernorm", "post_attention_layernorm") + (
+            ("pre_feedforward_layernorm", "post_feedforward_layernorm") if gemma else ())
+        for name in norms:
+            w[p + name + ".weight"] = (0 if gemma else 1) + 0.1 * torch.randn(C, generator=g)
+    if cfg["model_type"] == "gemma3_text":
+        w["model.norm.weight"] -= 1
     return {k: v.to(dtype) for k, v in w.items()}
 
 
@@ -400,9 +420,64 @@ def hf_rope_parameters(cfg, D):
     return interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor, attention_factor
 
 
+def gemma3_logits(p, cfg, tokens):
+    """Logits as transformers' Gemma3ForCausalLM computes them in f32 (eager attention): Gemma3RMSNorm's
+    x / rms * (1 + weight), the embedding times sqrt(hidden) (an f32 tensor), q and k normed per head,
+    the sliding layers' rotary embedding of rope_local_base_freq unscaled and the others' of
+    rope_theta with rope_scaling, the scores times query_pre_attn_scalar^-1/2, norms after the
+    attention and around the MLP, GELU's tanh form of the gate."""
+    H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
+    D, eps, L = cfg["head_dim"], cfg["rms_norm_eps"], cfg["num_hidden_layers"]
+    B, T = tokens.shape
+
+    def rotary(config):
+        inv_freq, attention_factor = hf_rope_parameters(config, D)
+        emb = torch.outer(torch.arange(T).float(), inv_freq).repeat(1, 2)
+        return (emb.cos() * attention_factor)[None, None], (emb.sin() * attention_factor)[None, None]
+    rotary_global = rotary(cfg)
+    rotary_local = rotary(dict(cfg, rope_theta=cfg["rope_local_base_freq"], rope_scaling=None))
+
+    def rotate_half(x):
+        return torch.cat((-x[..., D // 2:], x[..., :D // 2]), dim=-1)
+
+    def rms_norm(x, w):
+        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)) * (1.0 + w)
+
+    def linear(x, name):
+        return F.linear(x, p[name + ".weight"], p.get(name + ".bias"))
+
+    x = p["model.embed_tokens.weight"][tokens] * torch.tensor(C ** 0.5)
+    mask = torch.full((T, T), float("-inf")).triu(1)
+    for l in range(L):
+        pre = f"model.layers.{l}."
+        sliding = cfg["layer_types"][l] == "sliding_attention"
+        cos, sin = rotary_local if sliding else rotary_global
+        h = rms_norm(x, p[pre + "input_layernorm.weight"])
+        q = rms_norm(linear(h, pre + "self_attn.q_proj").view(B, T, H, D), p[pre + "self_attn.q_norm.weight"])
+        k = rms_norm(linear(h, pre + "self_attn.k_proj").view(B, T, KV, D), p[pre + "self_attn.k_norm.weight"])
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        v = linear(h, pre + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
+        v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
+        scores = (q @ k.transpose(2, 3)) * cfg["query_pre_attn_scalar"] ** -0.5 + mask
+        if sliding:
+            scores = scores + torch.full((T, T), float("-inf")).tril(-cfg["sliding_window"])
+        o = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, H * D)
+        x = x + rms_norm(linear(o, pre + "self_attn.o_proj"), p[pre + "post_attention_layernorm.weight"])
+        h = rms_norm(x, p[pre + "pre_feedforward_layernorm.weight"])
+        m = linear(F.gelu(linear(h, pre + "mlp.gate_proj"), approximate="tanh") * linear(h, pre + "mlp.up_proj"),
+                   pre + "mlp.down_proj")
+        x = x + rms_norm(m, p[pre + "post_feedforward_layernorm.weight"])
+    return F.linear(rms_norm(x, p["model.norm.weight"]), p["model.embed_tokens.weight"])
+
+
 def hf_logits(p, cfg, tokens):
     """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM compute them (eager
-    attention; Qwen3's q_norm and k_norm on each head before the rotary embedding)."""
+    attention; Qwen3's q_norm and k_norm on each head before the rotary embedding); Gemma 3's by
+    gemma3_logits."""
+    if cfg["model_type"] == "gemma3_text":
+        return gemma3_logits(p, cfg, tokens)
     H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
     D, eps, L = cfg.get("head_dim") or C // H, cfg["rms_norm_eps"], cfg["num_hidden_layers"]
     B, T = tokens.shape
@@ -584,7 +659,9 @@ def hf_name_of(ours):
                  ("attn.q.", "self_attn.q_proj."), ("attn.k.", "self_attn.k_proj."), ("attn.v.", "self_attn.v_proj."),
                  ("attn.o.", "self_attn.o_proj."), ("mlp.gate.", "mlp.gate_proj."), ("mlp.up.", "mlp.up_proj."),
                  ("mlp.down.", "mlp.down_proj."), ("attn.q_norm.", "self_attn.q_norm."),
-                 ("attn.k_norm.", "self_attn.k_norm."), ("attn.sinks", "self_attn.sinks")):
+                 ("attn.k_norm.", "self_attn.k_norm."), ("attn.sinks", "self_attn.sinks"),
+                 ("attn_post_norm.", "post_attention_layernorm."), ("mlp_pre_norm.", "pre_feedforward_layernorm."),
+                 ("mlp_post_norm.", "post_feedforward_layernorm.")):
         if rest.startswith(a):
             return f"model.layers.{layer}." + b + rest[len(a):]
     raise KeyError(ours)
@@ -698,6 +775,24 @@ def refusals(bin_dir, work, failures):
          "'rope_scaling' is null, which transformers 5 reads as gpt-oss's YaRN"),
     ]
     expect_refusals(bin_dir, work, oss, hf_weights(oss["config"], False, torch.float32, seed=5), oss_cases, failures)
+    # Gemma 3's: Gemma 2's softcapping, a scaled local rotary embedding, layer types against the
+    # pattern, transformers 5's rotary settings without the sliding layers'.
+    gemma = MODELS["gemma3-bf16"]
+    gemma_cases = [
+        ("gemma-softcap", {"final_logit_softcapping": 30.0}, None,
+         "'final_logit_softcapping' is 30.0: softcapped logits (Gemma 2's) are not supported"),
+        ("gemma-local-scaled", {"rope_theta": None, "rope_local_base_freq": None, "rope_scaling": None,
+                                "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                                    "sliding_attention": {"rope_type": "linear", "factor": 2.0}}},
+         None, "the sliding layers' rotary embedding is scaled"),
+        ("gemma-no-local", {"rope_theta": None, "rope_local_base_freq": None, "rope_scaling": None,
+                            "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6}}},
+         None, "no 'sliding_attention' object: Gemma 3's rotary settings are given per layer type"),
+        ("gemma-pattern", {"sliding_window_pattern": 2}, None,
+         "'layer_types' and 'sliding_window_pattern' name different sliding layers"),
+    ]
+    expect_refusals(bin_dir, work, gemma, hf_weights(gemma["config"], False, torch.float32, seed=5), gemma_cases,
+                    failures)
     gpt2_cases = [  # GPT-2's own: (name, config changes, weight changes, what the error must say)
         ("gpt2-relu", {"activation_function": "relu"}, None, "'activation_function' is relu"),
         ("gpt2-cross", {"add_cross_attention": True}, None, "'add_cross_attention' is true"),
@@ -892,17 +987,24 @@ def main():
                           capture_output=True, text=True)
     if auto.returncode != 0 or "the largest that fits --device-mem" not in auto.stdout:
         failures.append(f"--batch auto on a folder: exit {auto.returncode}: {auto.stdout}{auto.stderr}")
-    # A scaled rotary embedding in a decode plan (mt.rope_at with YaRN's frequencies): greedy
-    # text over the key/value cache = the window plan's (mt.rope).
-    texts = []
-    for flags in (["--kv-cache"], []):
-        plan = os.path.join(work, "yarn-gen" + ("-kv" if flags else "") + ".plan")
-        subprocess.run([f"{bin_dir}/mtc", os.path.join(work, "yarn-rope-f32"), "--forward-only", "--batch", "1", "--seq",
-                        "64"] + flags + ["-o", plan], capture_output=True, check=True)
-        texts.append(subprocess.run([f"{bin_dir}/mtgen", plan, "--prompt", "Q: ", "--greedy", "--max-tokens", "40"],
-                                    capture_output=True, check=True).stdout)
-    if texts[0] != texts[1] or not texts[0]:
-        failures.append(f"yarn: the kv-cache plan's greedy text {texts[0]!r} differs from the window's {texts[1]!r}")
+    # A scaled rotary embedding in a decode plan (mt.rope_at with YaRN's frequencies), and Gemma 3's
+    # (each layer's base and scaling, q scaled, norms of 1 + weight): greedy text over the key/value
+    # cache = the window plan's (mt.rope). Gemma's trained 100 steps first, so that its text varies
+    # (past its 8-token windows).
+    gemma_trained = os.path.join(work, "gemma3-trained")
+    ref.run([f"{bin_dir}/mtrun", os.path.join(work, "gemma3-bf16.plan"), "--data", data, "--steps", "100", "--lr",
+             "1e-2", "--print-every", "100", "--export-hf", gemma_trained])
+    for model, folder in (("yarn-rope-f32", os.path.join(work, "yarn-rope-f32")), ("gemma3-bf16", gemma_trained)):
+        texts = []
+        for flags in (["--kv-cache"], []):
+            plan = os.path.join(work, model + "-gen" + ("-kv" if flags else "") + ".plan")
+            subprocess.run([f"{bin_dir}/mtc", folder, "--forward-only", "--batch", "1", "--seq",
+                            "64"] + flags + ["-o", plan], capture_output=True, check=True)
+            texts.append(subprocess.run([f"{bin_dir}/mtgen", plan, "--prompt", "Q: ", "--greedy", "--max-tokens",
+                                         "40"], capture_output=True, check=True).stdout)
+        if texts[0] != texts[1] or not texts[0]:
+            failures.append(f"{model}: the kv-cache plan's greedy text {texts[0]!r} differs from the window's "
+                            f"{texts[1]!r}")
     refusals(bin_dir, work, failures)
     router_aux_loss(bin_dir, work, failures)
     mxfp4_import(bin_dir, work, data, tokens, failures)
