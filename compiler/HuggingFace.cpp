@@ -50,7 +50,8 @@ std::map<std::string, std::string> weightFiles(const std::string& dir) {
   const std::string single = "model.safetensors";
   if (stat((dir + "/" + single).c_str(), &st) != 0)
     throw Error(dir + " holds neither model.safetensors nor model.safetensors.index.json (PyTorch .bin "
-                "checkpoints are not read: convert them to safetensors)");
+                "checkpoints are not read: convert them to safetensors; mtc --no-weights reads config.json alone, "
+                "to size a plan)");
   const SafetensorsFile file(dir + "/" + single);
   for (const auto& entry : file.entries()) files[entry.first] = single;
   return files;
@@ -254,7 +255,7 @@ bool isHuggingFaceFolder(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && stat((path + "/config.json").c_str(), &st) == 0;
 }
 
-HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
+HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone) {
   HuggingFaceModel model;
   model.dir = dir;
   const std::string path = dir + "/config.json";
@@ -265,21 +266,35 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
   model.notes = config.notes;
   model.mxfp4_experts = config.mxfp4_experts;
   const bool gpt2 = model.config.family == ModelFamily::kGpt2;
+  const bool language_model = !config.language_model_config.empty();  // Gemma3ForConditionalGeneration's
+  if (language_model) model.config_json = config.language_model_config;
 
-  const std::map<std::string, std::string> files = weightFiles(dir);
+  struct stat st {};
+  model.weightless = config_alone && stat((dir + "/model.safetensors").c_str(), &st) != 0 &&
+                     stat((dir + "/model.safetensors.index.json").c_str(), &st) != 0;
+  const std::map<std::string, std::string> files =
+      model.weightless ? std::map<std::string, std::string>{} : weightFiles(dir);
+  // A Gemma3ForConditionalGeneration folder's language model: "model." of Gemma3ForCausalLM's
+  // names is "language_model.model." in Google's checkpoints, "model.language_model." where
+  // transformers 4.52 and 5 saved the in-memory names.
+  const std::string body = !language_model                                      ? "model."
+                           : files.count("model.language_model.embed_tokens.weight") ? "model.language_model."
+                                                                                  : "language_model.model.";
   // transformers saves GPT2LMHeadModel's body under "transformer."; the original checkpoints
   // (GPT2Model's) have no prefix.
   const std::string gpt2_body = files.count("transformer.wte.weight") ? "transformer." : "";
   std::set<std::string> placed;
   const ExpertLayout expert_layout = expertLayoutOf(model.architecture);
-  auto fileOf = [&](const std::string& name, const std::string& ours) {
+  auto fileOf = [&](const std::string& name, const std::string& ours) -> std::string {
+    if (model.weightless) return "";  // placed by name alone
     auto it = files.find(name);
     if (it == files.end()) throw Error(dir + ": the weights have no '" + name + "' (the model's " + ours + ")");
     placed.insert(name);
     return it->second;
   };
   auto place = [&](const std::string& ours) {
-    const HuggingFacePlace where = huggingFacePlace(ours, gpt2_body, expert_layout);
+    HuggingFacePlace where = huggingFacePlace(ours, gpt2_body, expert_layout);
+    if (where.name.starts_with("model.")) where.name = body + where.name.substr(6);
     HuggingFaceSource& source = model.weights[ours];
     source.place = where;
     // gpt-oss's official checkpoints (quantization_config): an expert weight as MXFP4 blocks and
@@ -338,8 +353,12 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir) {
     if (placed.count(name)) continue;
     const bool derived = name.ends_with("rotary_emb.inv_freq") ||  // from rope_theta, not a weight
                          (gpt2 && (name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias")));  // masks
-    const bool tied_copy = c.tied && name == "lm_head.weight";  // the embedding again
-    if (!derived && !tied_copy)
+    const bool tied_copy = c.tied && (name == "lm_head.weight" || (language_model && name == "language_model.lm_head.weight"));  // the embedding again
+    // A multimodal folder's vision tower and projector: not read (the summary says so).
+    const bool vision = language_model && (name.starts_with("vision_tower.") || name.starts_with("multi_modal_projector.") ||
+                                           name.starts_with("model.vision_tower.") ||
+                                           name.starts_with("model.multi_modal_projector."));
+    if (!derived && !tied_copy && !vision)
       throw Error(dir + ": the weights hold '" + name + "', which the " + model.architecture +
                   " layout mtc reads has no place for");
   }
@@ -426,6 +445,15 @@ class FolderTensors {
 }  // namespace
 
 std::set<std::string> bf16Params(const HuggingFaceModel& model) {
+  if (model.weightless) {  // no headers to read: the dtype the config says the checkpoint has
+    const json config = parseJsonInput(model.config_json, "Hugging Face config " + model.dir);
+    const auto says_bf16 = [&](const char* key) { return config.contains(key) && config[key] == "bfloat16"; };
+    const bool bf16 = says_bf16("torch_dtype") || says_bf16("dtype");
+    std::set<std::string> all;
+    if (bf16 && !model.mxfp4_experts)
+      for (const auto& [ours, source] : model.weights) all.insert(ours);
+    return all;
+  }
   std::map<std::string, std::unique_ptr<SafetensorsFile>> open;
   auto isBf16Tensor = [&](const std::string& file, const std::string& name) {
     auto& shard = open[file];
@@ -449,6 +477,7 @@ std::set<std::string> bf16Params(const HuggingFaceModel& model) {
 
 void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path,
                              const WeightOverrides& overrides) {
+  if (model.weightless) throw Error(model.dir + " holds no weights to write (it was read for --no-weights)");
   FolderTensors folder(model);
   std::vector<SafetensorsTensor> tensors;
   for (const auto& t : plan.host_tensors()) {

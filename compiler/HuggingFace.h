@@ -40,13 +40,17 @@ struct HuggingFaceModel {
   // What the config asks for that training does not do, said in mtc's summary (GPT-2's dropout).
   std::vector<std::string> notes;
   bool mxfp4_experts = false;  // the config's quantization_config says MXFP4 (compiler/Mxfp4.h)
+  // A folder of config.json alone read for mtc --no-weights (a plan to size before downloading
+  // the weights): each parameter's place named, no file behind it.
+  bool weightless = false;
 };
 
 // Whether `path` is a directory holding a config.json.
 bool isHuggingFaceFolder(const std::string& path);
 
 // Reads the folder's config and weight index; throws mt::Error naming what it cannot take.
-HuggingFaceModel readHuggingFaceFolder(const std::string& dir);
+// `config_alone`: a folder without weights is read from its config (HuggingFaceModel::weightless).
+HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone = false);
 
 // Which rows of PEFT's lora_B (parts*out, r*E) on a stack adapted in place are a stack's (E, out, r):
 // part `part` of `parts` (1 but for transformers 5's gate_up_proj, gate's part 0 of 2, up's 1).
@@ -92,7 +96,8 @@ struct WeightOverrides {
 
 // The parameters whose every source tensor in the folder is BF16 (not MXFP4): their values, widened
 // to f32, are bf16 values, which a frozen one's staging copy holds whole (plan 1.32's bf16_only).
-// Reads the shards' headers; throws mt::Error for one it cannot read.
+// Reads the shards' headers; throws mt::Error for one it cannot read. A weightless folder's: all,
+// where its config's torch_dtype (or dtype) is bfloat16.
 std::set<std::string> bf16Params(const HuggingFaceModel& model);
 
 // Writes the plan's parameters from the folder's weights (those `overrides` names from its file)

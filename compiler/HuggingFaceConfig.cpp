@@ -10,135 +10,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "compiler/HuggingFaceConfigReader.h"
 #include "runtime/io/error.h"
 #include "runtime/io/json_input.h"
 
 namespace mt {
-namespace {
-
-using nlohmann::json;
-
-constexpr char kClassifierSuffix[] = "ForSequenceClassification";
-constexpr char kCausalSuffix[] = "ForCausalLM";
-// Gemma 3's text model's classifier: Gemma3ForSequenceClassification is the multimodal model's.
-constexpr char kGemma3Classifier[] = "Gemma3TextForSequenceClassification";
-
-// An architecture's family, as both its heads' names begin: "Qwen2" of Qwen2ForCausalLM and
-// Qwen2ForSequenceClassification, "GPT2" of GPT2LMHeadModel and GPT2ForSequenceClassification;
-// "" for a name of neither form.
-std::string architectureFamily(const std::string& architecture) {
-  if (architecture == "GPT2LMHeadModel") return "GPT2";
-  for (const char* suffix : {kCausalSuffix, kClassifierSuffix})
-    if (architecture.size() > std::strlen(suffix) && architecture.ends_with(suffix))
-      return architecture.substr(0, architecture.size() - std::strlen(suffix));
-  return "";
-}
-
-// The one architecture a config names (a list of one string under "architectures"), or "".
-template <typename Json>
-std::string oneArchitecture(const Json& config) {
-  const bool one = config.is_object() && config.contains("architectures") && config["architectures"].is_array() &&
-                   config["architectures"].size() == 1 && config["architectures"][0].is_string();
-  return one ? config["architectures"][0].template get<std::string>() : "";
-}
-
-// Keys of config.json that do not change the model's arithmetic (token ids, bookkeeping).
-const std::set<std::string> kInertKeys = {
-    "architectures", "model_type", "_name_or_path", "transformers_version", "torch_dtype", "use_cache",
-    "initializer_range", "bos_token_id", "eos_token_id", "pad_token_id"};
-
-// config.json, read key by key: every key must be taken or known inert.
-class ConfigReader {
- public:
-  ConfigReader(const json& config, const std::string& path) : config_(config), path_(path) {}
-
-  Error error(const std::string& why) const { return Error(path_ + ": " + why); }
-
-  bool has(const std::string& key) const { return config_.contains(key) && !config_[key].is_null(); }
-  // Written as null (has() is false for it too).
-  bool isNull(const std::string& key) const { return config_.contains(key) && config_[key].is_null(); }
-
-  int64_t integer(const std::string& key, std::optional<int64_t> fallback = std::nullopt) {
-    taken_.insert(key);
-    if (!has(key)) {
-      if (fallback) return *fallback;
-      throw error("no '" + key + "'");
-    }
-    if (!config_[key].is_number_integer() || config_[key].get<int64_t>() <= 0)
-      throw error("'" + key + "' is not a positive whole number");
-    return config_[key].get<int64_t>();
-  }
-  double number(const std::string& key, double fallback) {
-    taken_.insert(key);
-    if (!has(key)) return fallback;
-    if (!config_[key].is_number() || !std::isfinite(config_[key].get<double>()) || config_[key].get<double>() <= 0)
-      throw error("'" + key + "' is not a positive number");
-    return config_[key].get<double>();
-  }
-  // A finite number >= 0 (a loss's coefficient).
-  double fraction(const std::string& key, double fallback) {
-    taken_.insert(key);
-    if (!has(key)) return fallback;
-    if (!config_[key].is_number() || !(config_[key].get<double>() >= 0.0) || !std::isfinite(config_[key].get<double>()))
-      throw error("'" + key + "' is not a finite number of at least 0");
-    return config_[key].get<double>();
-  }
-  // A probability such as a dropout rate: in [0, 1].
-  double probability(const std::string& key) {
-    taken_.insert(key);
-    if (!has(key)) return 0.0;
-    if (!config_[key].is_number() || !(config_[key].get<double>() >= 0.0 && config_[key].get<double>() <= 1.0))
-      throw error("'" + key + "' is not a number between 0 and 1");
-    return config_[key].get<double>();
-  }
-  bool boolean(const std::string& key, bool fallback) {
-    taken_.insert(key);
-    if (!has(key)) return fallback;
-    if (!config_[key].is_boolean()) throw error("'" + key + "' is not true or false");
-    return config_[key].get<bool>();
-  }
-  std::string text(const std::string& key, const std::string& fallback) {
-    taken_.insert(key);
-    if (!has(key)) return fallback;
-    if (!config_[key].is_string()) throw error("'" + key + "' is not a string");
-    return config_[key].get<std::string>();
-  }
-  // A key whose only supported value is `supported` (or absent / null).
-  void require(const std::string& key, const json& supported, const std::string& why) {
-    taken_.insert(key);
-    if (has(key) && config_[key] != supported)
-      throw error("'" + key + "' is " + jsonBrief(config_[key]) + ": " + why);
-  }
-  void take(const std::string& key) { taken_.insert(key); }
-  // A reader of the object under `key` (taken), its errors naming it.
-  ConfigReader nested(const std::string& key) {
-    taken_.insert(key);
-    return ConfigReader(config_[key], path_ + " '" + key + "'");
-  }
-  // The value of `key` as it is (taken), for a setting read whole; null when absent.
-  const json& value(const std::string& key) {
-    static const json null_value;
-    taken_.insert(key);
-    return has(key) ? config_[key] : null_value;
-  }
-
-  // Every key taken or inert, else an error naming the rest.
-  void finish() const {
-    std::string unknown;
-    for (const auto& item : config_.items())
-      if (!taken_.count(item.key()) && !kInertKeys.count(item.key()))
-        unknown += (unknown.empty() ? "'" : ", '") + item.key() + "'";
-    if (!unknown.empty())
-      throw error("mtc does not know " + unknown +
-                  ": such a setting may change the model, so it is not ignored (models/ and "
-                  "compiler/HuggingFaceConfig.cpp say what is read)");
-  }
-
- private:
-  const json& config_;
-  std::string path_;
-  std::set<std::string> taken_;
-};
+namespace hf {
 
 // The scaling an object of rotary settings names into `c` (transformers' rope types linear,
 // llama3 — Llama 3.1 and 3.2 — and yarn; default or none named: none). Another type is refused by
@@ -179,6 +56,40 @@ void readRopeScaling(ConfigReader& s, ModelConfig& c) {
     throw s.error("rope type '" + type + "' is not supported (linear, llama3 and yarn are): its angles differ");
   }
 }
+
+}  // namespace hf
+
+namespace {
+
+using hf::ConfigReader;
+using hf::json;
+using hf::readRopeScaling;
+
+constexpr char kClassifierSuffix[] = "ForSequenceClassification";
+constexpr char kCausalSuffix[] = "ForCausalLM";
+// Gemma 3's text model's classifier: Gemma3ForSequenceClassification is the multimodal model's.
+constexpr char kGemma3Classifier[] = "Gemma3TextForSequenceClassification";
+
+// An architecture's family, as both its heads' names begin: "Qwen2" of Qwen2ForCausalLM and
+// Qwen2ForSequenceClassification, "GPT2" of GPT2LMHeadModel and GPT2ForSequenceClassification;
+// "" for a name of neither form.
+std::string architectureFamily(const std::string& architecture) {
+  if (architecture == "GPT2LMHeadModel") return "GPT2";
+  for (const char* suffix : {kCausalSuffix, kClassifierSuffix})
+    if (architecture.size() > std::strlen(suffix) && architecture.ends_with(suffix))
+      return architecture.substr(0, architecture.size() - std::strlen(suffix));
+  return "";
+}
+
+// The one architecture a config names (a list of one string under "architectures"), or "".
+template <typename Json>
+std::string oneArchitecture(const Json& config) {
+  const bool one = config.is_object() && config.contains("architectures") && config["architectures"].is_array() &&
+                   config["architectures"].size() == 1 && config["architectures"][0].is_string();
+  return one ? config["architectures"][0].template get<std::string>() : "";
+}
+
+
 
 // gpt-oss's YaRN where its config names no rotary settings: transformers' GptOssConfig default
 // (the published checkpoints' own), a factor of 32 from a 4,096-token context.
@@ -373,120 +284,6 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   return c;
 }
 
-// Gemma 3's two rotary embeddings: the full-attention layers' (rope_theta, 1e6 unless given, and
-// rope_scaling) and the sliding layers' (rope_local_base_freq, 10,000 unless given, unscaled), as
-// transformers 4 writes them, or transformers 5's rope_parameters keyed by layer type.
-void readGemmaRotary(ConfigReader& r, ModelConfig& c) {
-  if (!r.has("rope_parameters")) {
-    r.take("rope_parameters");  // absent or null
-    c.rope_theta = r.number("rope_theta", 1e6);
-    c.rope_local_theta = r.number("rope_local_base_freq", 10000.0);
-    if (r.has("rope_scaling")) {
-      if (!r.value("rope_scaling").is_object()) throw r.error("'rope_scaling' is not an object");
-      ConfigReader s = r.nested("rope_scaling");
-      readRopeScaling(s, c);
-      s.finish();
-    }
-    return r.take("rope_scaling");
-  }
-  if (!r.value("rope_parameters").is_object()) throw r.error("'rope_parameters' is not an object");
-  for (const char* key : {"rope_theta", "rope_local_base_freq", "rope_scaling"}) {
-    if (r.has(key))
-      throw r.error(std::string("both '") + key + "' (transformers 4's) and 'rope_parameters' (transformers 5's) are "
-                    "given: keep one");
-    r.take(key);
-  }
-  ConfigReader p = r.nested("rope_parameters");
-  for (const char* type : {"full_attention", "sliding_attention"})
-    if (!p.value(type).is_object())
-      throw p.error(std::string("no '") + type + "' object: Gemma 3's rotary settings are given per layer type");
-  ConfigReader full = p.nested("full_attention");
-  c.rope_theta = full.number("rope_theta", 1e6);
-  readRopeScaling(full, c);
-  full.finish();
-  ConfigReader local = p.nested("sliding_attention");
-  c.rope_local_theta = local.number("rope_theta", 10000.0);
-  ModelConfig local_config;
-  local_config.context = c.context;
-  readRopeScaling(local, local_config);
-  if (local_config.rope_scaling.kind != RopeScaling::Kind::kNone)
-    throw local.error("the sliding layers' rotary embedding is scaled: mtc scales only the full-attention layers' "
-                      "(as Gemma 3's checkpoints do)");
-  local.finish();
-  p.finish();
-}
-
-// Gemma 3's sliding layers: layer_types where the config has it, else every layer but each
-// sliding_window_pattern-th (6 unless given; transformers 4.5x's form), and the window.
-void readGemmaSlidingWindows(ConfigReader& r, ModelConfig& c) {
-  std::optional<int64_t> pattern;
-  for (const char* key : {"sliding_window_pattern", "_sliding_window_pattern"}) {
-    if (r.has(key)) {
-      const int64_t p = r.integer(key);
-      if (pattern && *pattern != p) throw r.error("'sliding_window_pattern' and '_sliding_window_pattern' differ");
-      pattern = p;
-    }
-    r.take(key);
-  }
-  std::vector<int64_t> from_pattern;
-  for (int64_t l = 0; l < c.layers; ++l)
-    if ((l + 1) % pattern.value_or(6) != 0) from_pattern.push_back(l);
-  const json& types = r.value("layer_types");
-  std::vector<int64_t> sliding = from_pattern;
-  if (!types.is_null()) {
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.layers)
-      throw r.error("'layer_types' is not a list of the " + std::to_string(c.layers) + " layers' attention");
-    sliding.clear();
-    for (int64_t l = 0; l < c.layers; ++l) {
-      if (types[l] != "sliding_attention" && types[l] != "full_attention")
-        throw r.error("'layer_types' names " + jsonBrief(types[l]) + " for layer " + std::to_string(l) +
-                      ": only sliding_attention and full_attention are supported");
-      if (types[l] == "sliding_attention") sliding.push_back(l);
-    }
-    if (pattern && sliding != from_pattern)
-      throw r.error("'layer_types' and 'sliding_window_pattern' name different sliding layers: the config "
-                    "contradicts itself");
-  }
-  if (r.isNull("sliding_window") && !sliding.empty())
-    throw r.error("layers slide but 'sliding_window' is null: how far they reach back is unknown");
-  const int64_t window = r.integer("sliding_window", 4096);
-  if (!sliding.empty()) c.sliding_window = window, c.sliding_layers = sliding;
-}
-
-// Gemma3ForCausalLM's config.json (model_type gemma3_text: Gemma 3's text models, 270M and 1B)
-// into the llama family's with Gemma's differences (ModelConfig): norms of 1 + weight around both
-// sublayers and on q and k, the embedding times sqrt(width), GeGLU, the scores scaled by
-// query_pre_attn_scalar, sliding layers with a rotary base of their own. The defaults are
-// transformers' Gemma3TextConfig's. Softcapping (Gemma 2's) is refused by name.
-ModelConfig readGemma3Config(ConfigReader& r) {
-  ModelConfig c;
-  c.family = ModelFamily::kLlama;
-  c.width = r.integer("hidden_size");
-  c.ffn = r.integer("intermediate_size");
-  c.layers = r.integer("num_hidden_layers");
-  c.heads = r.integer("num_attention_heads");
-  c.kv_heads = r.integer("num_key_value_heads", c.heads);
-  c.vocab = r.integer("vocab_size");
-  c.context = r.integer("max_position_embeddings", 131072);
-  c.norm_eps = r.number("rms_norm_eps", 1e-6);
-  c.tied = r.boolean("tie_word_embeddings", true);
-  const int64_t head_dim = r.integer("head_dim", 256);
-  if (head_dim * c.heads != c.width) c.head_dim = head_dim;
-  c.qk_norm = c.norm_plus_one = c.embed_scaled = c.sandwich_norms = true;
-  c.gate_activation = ModelConfig::GateActivation::kGeluTanh;
-  c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
-  if (r.text("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
-    throw r.error("'hidden_activation' is not gelu_pytorch_tanh: Gemma 3's MLP is GeGLU with GELU's tanh form");
-  if (r.boolean("attention_bias", false)) c.qkv_bias = c.o_bias = true;
-  r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
-  r.require("final_logit_softcapping", json(), "softcapped logits (Gemma 2's) are not supported");
-  r.require("attn_logit_softcapping", json(), "softcapped attention scores (Gemma 2's) are not supported");
-  r.require("use_bidirectional_attention", false, "bidirectional attention (EmbeddingGemma's) is not supported");
-  r.take("cache_implementation");  // the cache generate() builds, not the model's arithmetic
-  readGemmaRotary(r, c);
-  readGemmaSlidingWindows(r, c);
-  return c;
-}
 
 // A ...ForSequenceClassification's labels: one, a reward model's score, as transformers saves
 // num_labels 1 (id2label {"0": "LABEL_0"} and label2id its inverse; a config with neither has two).
@@ -554,6 +351,15 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   ConfigReader r(config, path);
   out.architecture = oneArchitecture(config);
   if (out.architecture.empty()) throw r.error("'architectures' does not name one architecture");
+  if (out.architecture == "Gemma3ForConditionalGeneration") {  // Gemma 3 4B-27B: its language model
+    const std::string language_model = hf::gemma3LanguageModelConfig(config, path);
+    HuggingFaceConfig language = readHuggingFaceConfig(language_model, path + " 'text_config'");
+    language.language_model_config = language_model;
+    language.notes.push_back(
+        "a Gemma3ForConditionalGeneration folder: its language model is read and trained (as Gemma3ForCausalLM); "
+        "the vision tower and projector are not read, and --export-hf writes the language model alone");
+    return language;
+  }
   // A reward model's folder is its causal LM's body under another head: read as that LM.
   const std::string causal = causalArchitecture(out.architecture);
   // model_type says the same family as the architecture (transformers picks the config class by
@@ -573,7 +379,7 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
     throw r.error("'model_type' is " + jsonBrief(config["model_type"]) + " but the architecture " + out.architecture +
                   " is of model_type \"" + kModelType.at(causal) + "\": the folder contradicts itself");
   out.config = causal == "GPT2LMHeadModel"     ? readGpt2Config(r, out.notes)
-               : causal == "Gemma3ForCausalLM" ? readGemma3Config(r)
+               : causal == "Gemma3ForCausalLM" ? hf::readGemma3Config(r)
                                                : readConfig(r, causal, &out.mxfp4_experts);
   if (causal != out.architecture) {
     readScoreLabels(r);
@@ -601,123 +407,6 @@ std::string sequenceClassifierConfig(const std::string& config_json) {
   config["id2label"] = {{"0", "LABEL_0"}};
   config["label2id"] = {{"LABEL_0", 0}};
   return config.dump(2) + "\n";
-}
-
-namespace {
-
-// The keys of a llama-family config.json every architecture has, in transformers' order.
-nlohmann::ordered_json llamaConfig(const ModelConfig& c, const char* architecture, const char* model_type,
-                                   int64_t intermediate) {
-  return {{"architectures", {architecture}},
-          {"model_type", model_type},
-          {"hidden_size", c.width},
-          {"intermediate_size", intermediate},
-          {"num_hidden_layers", c.layers},
-          {"num_attention_heads", c.heads},
-          {"num_key_value_heads", c.kv_heads},
-          {"vocab_size", c.vocab},
-          {"max_position_embeddings", c.context},
-          {"rms_norm_eps", c.norm_eps},
-          {"rope_theta", c.rope_theta},
-          {"tie_word_embeddings", c.tied},
-          {"hidden_act", "silu"}};
-}
-
-// A mixture of experts' config.json: Qwen3MoeForCausalLM (with q/k norms), MixtralForCausalLM
-// (without, every layer's experts as wide as intermediate_size); "" for a shape neither has.
-std::string expertsConfig(const ModelConfig& c) {
-  const bool qwen = c.qk_norm;
-  if (c.qkv_bias || (!qwen && (c.moe_every != 1 || !c.dense_layers.empty() || !c.normalize_topk))) return "";
-  nlohmann::ordered_json config = qwen ? llamaConfig(c, "Qwen3MoeForCausalLM", "qwen3_moe", c.ffn)
-                                       : llamaConfig(c, "MixtralForCausalLM", "mixtral", c.expert_ffn);
-  config["num_experts_per_tok"] = c.experts_per_token;
-  config["output_router_logits"] = c.router_aux_loss_coef > 0;
-  if (c.router_aux_loss_coef > 0) config["router_aux_loss_coef"] = c.router_aux_loss_coef;
-  if (c.head_dim) config["head_dim"] = c.head_dim;
-  if (qwen) {
-    config["num_experts"] = c.experts;
-    config["moe_intermediate_size"] = c.expert_ffn;
-    config["norm_topk_prob"] = c.normalize_topk;
-    config["decoder_sparse_step"] = c.moe_every;
-    config["mlp_only_layers"] = c.dense_layers;
-    config["use_sliding_window"] = false;
-    config["attention_bias"] = false;
-  } else {
-    config["num_local_experts"] = c.experts;
-  }
-  return config.dump(2) + "\n";
-}
-
-// gpt-oss's config.json (GptOssForCausalLM): its experts in every layer, a sink per head, the
-// layers' windows as layer_types, its YaRN scaling where the model has one.
-std::string gptOssConfig(const ModelConfig& c) {
-  if (!c.attention_sinks || !c.o_bias || !c.qkv_bias || c.qk_norm || c.moeLayers() != c.layers) return "";
-  nlohmann::ordered_json config = llamaConfig(c, "GptOssForCausalLM", "gpt_oss", c.expert_ffn);
-  config["head_dim"] = c.headDim();
-  config["attention_bias"] = true;
-  config["attention_dropout"] = 0.0;
-  config["num_local_experts"] = c.experts;
-  config["num_experts_per_tok"] = c.experts_per_token;
-  config["experts_per_token"] = c.experts_per_token;
-  config["swiglu_limit"] = c.swiglu_limit;
-  config["output_router_logits"] = c.router_aux_loss_coef > 0;
-  if (c.router_aux_loss_coef > 0) config["router_aux_loss_coef"] = c.router_aux_loss_coef;
-  std::vector<std::string> types;
-  for (int64_t l = 0; l < c.layers; ++l) types.push_back(c.attentionWindow(l) ? "sliding_attention" : "full_attention");
-  config["layer_types"] = types;
-  config["sliding_window"] = c.sliding_window > 0 ? nlohmann::ordered_json(c.sliding_window) : nullptr;
-  const RopeScaling& r = c.rope_scaling;
-  if (r.kind == RopeScaling::Kind::kYarn && r.attention_factor == 0.0 && r.mscale == 0.0) {
-    config["rope_scaling"] = {{"rope_type", "yarn"},         {"factor", r.factor},
-                              {"beta_fast", r.beta_fast},    {"beta_slow", r.beta_slow},
-                              {"truncate", r.truncate}};
-    if (r.original_context) config["rope_scaling"]["original_max_position_embeddings"] = r.original_context;
-  } else if (r.kind != RopeScaling::Kind::kNone) {
-    return "";
-  } else {
-    // Not null: transformers reads a gpt-oss config without rotary settings as YaRN x 32.
-    config["rope_scaling"] = {{"rope_type", "default"}};
-  }
-  return config.dump(2) + "\n";
-}
-
-}  // namespace
-
-namespace {
-
-// The causal LM's config.json of a built-in model, "" for a shape no architecture has.
-std::string causalConfig(const ModelConfig& c) {
-  if (c.family == ModelFamily::kGpt2) {
-    nlohmann::ordered_json config = {
-        {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_embd", c.width}, {"n_layer", c.layers},
-        {"n_head", c.heads}, {"n_inner", c.ffn}, {"n_positions", c.context}, {"vocab_size", c.vocab},
-        {"layer_norm_epsilon", c.norm_eps}, {"activation_function", "gelu_new"}, {"tie_word_embeddings", c.tied},
-        // Trained without dropout: the config says so, and transformers then evaluates as trained.
-        {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}, {"resid_pdrop", 0.0}};
-    return config.dump(2) + "\n";
-  }
-  if (c.family != ModelFamily::kLlama) return "";
-  if (c.gemmaForm()) return "";  // Gemma's: only a folder's own config (kept in the plan) describes one
-  if (c.expert_form == ModelConfig::ExpertForm::kGptOss) return gptOssConfig(c);
-  if (c.sliding_window > 0) return "";  // a window only gpt-oss's form writes out
-  if (c.experts > 0) return expertsConfig(c);
-  // Qwen2: q/k/v biases alone; Llama and Qwen3 bias all four projections or none (attention_bias).
-  const bool qwen2 = !c.qk_norm && c.qkv_bias && !c.o_bias;
-  if (!qwen2 && c.qkv_bias != c.o_bias) return "";
-  nlohmann::ordered_json config =
-      llamaConfig(c, c.qk_norm ? "Qwen3ForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
-                  c.qk_norm ? "qwen3" : qwen2 ? "qwen2" : "llama", c.ffn);
-  if (c.head_dim) config["head_dim"] = c.head_dim;
-  if (qwen2 || c.qk_norm) config["use_sliding_window"] = false;
-  if (!qwen2) config["attention_bias"] = c.o_bias;
-  return config.dump(2) + "\n";
-}
-
-}  // namespace
-
-std::string huggingFaceConfig(const ModelConfig& c) {
-  const std::string causal = causalConfig(c);
-  return causal.empty() || !c.hasScoreHead() ? causal : sequenceClassifierConfig(causal);
 }
 
 }  // namespace mt

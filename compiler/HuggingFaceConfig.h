@@ -20,6 +20,9 @@ struct HuggingFaceConfig {
   // What the config asks for that training does not do, said in mtc's summary (GPT-2's dropout).
   std::vector<std::string> notes;
   bool mxfp4_experts = false;  // gpt-oss's quantization_config: the experts as MXFP4 blocks and scales
+  // A Gemma3ForConditionalGeneration folder's: its language model's config.json as
+  // Gemma3ForCausalLM's, which the plan keeps (and --export-hf writes); "" for other folders.
+  std::string language_model_config;
 };
 
 // Reads `config_json` (the text of `path`); throws mt::Error naming what it cannot take.

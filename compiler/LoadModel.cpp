@@ -167,7 +167,7 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
 }
 
 bool loadHuggingFace(MLIRContext& context, const CompileOptions& o, const HardwareProfile& hw, LoadedModel& m) {
-  if (!m.hf) m.hf = readHuggingFaceFolder(o.model);  // --lora-from read it already
+  if (!m.hf) m.hf = readHuggingFaceFolder(o.model, o.no_weights);  // --lora-from read it already
   const ModelConfig& v = o.overrides;
   if (v.layers || v.width || v.heads || v.kv_heads || v.ffn || v.vocab || v.experts || v.experts_per_token ||
       v.expert_ffn || o.tied) {

@@ -266,6 +266,12 @@ void chooseWeightsOutput(const CompileOptions& o, const LoadedModel& m, const Pl
                           : m.hf ? "the folder's weights, widened to f32"
                           : !m.imported.params.empty() ? "the ONNX model's initializers"
                                                        : fmt::format("seed {}", o.seed);
+  if (m.hf && m.hf->weightless)
+    report.weights_needed = "the folder holds config.json alone: the plan sizes and predicts the model; to train, "
+                            "compile the folder with its weights";
+  else if (imported)
+    report.weights_needed = "the plan's parameters are the model's own weights: compile without --no-weights to "
+                            "write them, or pass mtrun --weights FILE";
 }
 
 // What the summary says of the model and the choices made for it.

@@ -146,6 +146,8 @@ void printPlanAndWeights(const CompileReport& r, const plan::Plan& plan) {
               r.seconds);
   if (r.write_weights)
     std::printf("  weights        %s (%s)\n", r.weights.c_str(), r.weights_origin.c_str());
+  else if (!r.weights_needed.empty())
+    std::printf("  weights        not written (--no-weights): %s\n", r.weights_needed.c_str());
   else
     std::printf("  weights        not written (%s); mtrun initialises from the plan's seeded initializers\n",
                 r.options.no_weights ? "--no-weights" : "over 2 GiB: pass --weights PATH to write them");

@@ -36,6 +36,9 @@ struct CompileReport {
   bool write_weights = false;
   std::string weights;               // the initial weights' path
   std::string weights_origin;        // what they are: the seeded initializers, or the model's own
+  // Where unwritten weights come from at mtrun's start: "" for the plan's seeded initializers;
+  // else why mtrun needs a weights file (an import's weights are not in the plan).
+  std::string weights_needed;
   double seconds = 0.0;              // compile time
 };
 

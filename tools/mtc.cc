@@ -279,7 +279,9 @@ void addOutputFlags(CLI::App& app, Flags& f) {
   for (size_t i = 0; i < mt::kStageCount; ++i) stages[mt::kStageNames[i]] = static_cast<mt::Stage>(i);
   mt::choiceOf(app, "--emit", o.emit, "print the IR after this stage and stop", stages);
   app.add_option("--weights", o.weights, "initial weights file (default: beside the plan)");
-  app.add_flag("--no-weights", o.no_weights, "do not write initial weights");
+  app.add_flag("--no-weights", o.no_weights,
+               "do not write initial weights; a Hugging Face folder of config.json alone is then read from its config "
+               "(a plan to size and predict before downloading the weights)");
   CLI::Option* forward_only = app.add_flag("--forward-only", o.forward_only,
                "a forward-only plan: tokens in, logits out, no training (for mtgen; an ONNX model imported as an "
                "evaluation)");

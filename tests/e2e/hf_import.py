@@ -124,7 +124,8 @@ MODELS["mistral-window-f32"] = dict(
 # Gemma 3's text model (Gemma3ForCausalLM): norms of 1 + weight around both sublayers and on q
 # and k, the embedding times sqrt(64), GeGLU, tied; heads of their own width (32) with the scores
 # scaled by query_pre_attn_scalar 24 (not 32); layers 0 and 1 sliding (pattern 3) over 8 of 32
-# tokens with their own rotary base, layer 2's scaled linearly (as Gemma 3 4B's global layers).
+# tokens with their own rotary base, layer 2's scaled linearly (as Gemma 3 4B's global layers);
+# "dtype" as transformers 4.56 on write torch_dtype.
 MODELS["gemma3-bf16"] = dict(
     architecture="Gemma3ForCausalLM", dtype=torch.bfloat16, shards=1,
     config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
@@ -134,7 +135,7 @@ MODELS["gemma3-bf16"] = dict(
                 layer_types=["sliding_attention", "sliding_attention", "full_attention"], query_pre_attn_scalar=24,
                 hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True, attention_bias=False,
                 attention_dropout=0.0, final_logit_softcapping=None, attn_logit_softcapping=None,
-                cache_implementation="hybrid", model_type="gemma3_text", torch_dtype="bfloat16", bos_token_id=2,
+                cache_implementation="hybrid", model_type="gemma3_text", dtype="bfloat16", bos_token_id=2,
                 eos_token_id=[1, 106], pad_token_id=0))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
@@ -572,7 +573,8 @@ def check_export(bin_dir, work, name, spec, plan, data, tokens, failures):
             failures.append(f"{name}: --export-hf did not carry {carried} over from the source folder")
     with open(os.path.join(out_f32, "config.json")) as f:
         config = json.load(f)
-    want = dict(spec["config"], architectures=[spec["architecture"]], torch_dtype="float32")
+    want = dict(spec["config"], architectures=[spec["architecture"]],
+                **{"dtype" if "dtype" in spec["config"] else "torch_dtype": "float32"})
     if config != want:
         failures.append(f"{name}: --export-hf config.json {config} is not the input's with torch_dtype float32")
     # The folder compiles again, and its first loss is the transformers-style model's on its weights.
@@ -788,8 +790,10 @@ def refusals(bin_dir, work, failures):
         ("gemma-no-local", {"rope_theta": None, "rope_local_base_freq": None, "rope_scaling": None,
                             "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6}}},
          None, "no 'sliding_attention' object: Gemma 3's rotary settings are given per layer type"),
-        ("gemma-pattern", {"sliding_window_pattern": 2}, None,
-         "'layer_types' and 'sliding_window_pattern' name different sliding layers"),
+        ("gemma-theta-twice", {"rope_scaling": None, "rope_local_base_freq": 20000.0,
+                               "rope_parameters": {"full_attention": {"rope_type": "default"},
+                                                   "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}},
+         None, "'rope_theta' is 10000 but the config's rope_local_base_freq is 20000: the folder contradicts itself"),
     ]
     expect_refusals(bin_dir, work, gemma, hf_weights(gemma["config"], False, torch.float32, seed=5), gemma_cases,
                     failures)
@@ -828,6 +832,82 @@ def router_aux_loss(bin_dir, work, failures):
 
 
 FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+def gemma3_multimodal(bin_dir, work, data, failures):
+    """A Gemma3ForConditionalGeneration folder (Gemma 3 4B-27B) in both tensor layouts, Google's
+    ("language_model.model.") and transformers 4.52's ("model.language_model."), its text_config
+    written sparse as transformers saves it (defaults left out), beside a vision tower: its language
+    model trains as the Gemma3ForCausalLM folder of the same weights, bit for bit; --export-hf writes
+    that language model (Gemma3ForCausalLM); an unknown top-level key is refused."""
+    spec = MODELS["gemma3-bf16"]
+    weights = hf_weights(spec["config"], False, spec["dtype"], seed=3)  # the gemma3-bf16 folder's
+    defaults = dict(rms_norm_eps=1e-6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                    hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True, attention_bias=False,
+                    attention_dropout=0.0, final_logit_softcapping=None, attn_logit_softcapping=None)
+    top = ("dtype", "eos_token_id", "bos_token_id", "pad_token_id")
+    text = {k: v for k, v in spec["config"].items() if k not in top and defaults.get(k, "absent") != v}
+    config = dict(architectures=["Gemma3ForConditionalGeneration"], model_type="gemma3", text_config=text,
+                  vision_config=dict(hidden_size=8, model_type="siglip_vision_model"), boi_token_index=255999,
+                  eoi_token_index=256000, image_token_index=262144, mm_tokens_per_image=256, initializer_range=0.02,
+                  eos_token_id=[1, 106], torch_dtype="bfloat16", transformers_version="4.50.0.dev0")
+    flags = ["--steps", "3", "--seed", "7", "--print-every", "10"]
+    ref.run([f"{bin_dir}/mtrun", os.path.join(work, "gemma3-bf16.plan"), "--data", data,
+             "--log", os.path.join(work, "gemma3-causal.jsonl")] + flags)
+    want = [json.loads(line)["loss"] for line in open(os.path.join(work, "gemma3-causal.jsonl"))]
+    for body, outer in (("language_model.model.", ""), ("model.language_model.", "model.")):
+        folder = os.path.join(work, "gemma3-multimodal-" + body.split(".")[0])
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+        tensors = {body + k[len("model."):]: v for k, v in weights.items()}
+        tensors[outer + "vision_tower.vision_model.embeddings.patch_embedding.weight"] = torch.zeros(4, 3, 2, 2)
+        tensors[outer + "multi_modal_projector.mm_input_projection_weight"] = torch.zeros(8, 64)
+        write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
+        plan, log = folder + ".plan", folder + ".jsonl"
+        summary = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
+                                  "-o", plan], capture_output=True, text=True)
+        if summary.returncode != 0 or "a Gemma3ForConditionalGeneration folder: its language model" not in summary.stdout:
+            failures.append(f"{folder}: exit {summary.returncode}: {summary.stdout}{summary.stderr}")
+            continue
+        ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--log", log, "--export-hf", folder + "-out"] + flags)
+        got = [json.loads(line)["loss"] for line in open(log)]
+        if got != want:
+            failures.append(f"{folder}: losses {got}, the Gemma3ForCausalLM folder's {want}")
+        with open(os.path.join(folder + "-out", "config.json")) as f:
+            exported = json.load(f)
+        names = set(read_hf_safetensors(os.path.join(folder + "-out", "model.safetensors")))
+        if exported.get("architectures") != ["Gemma3ForCausalLM"] or exported.get("model_type") != "gemma3_text" or \
+                exported.get("eos_token_id") != [1, 106] or names != set(weights):
+            failures.append(f"{folder}: --export-hf wrote {exported} with tensors {sorted(names ^ set(weights))[:4]} "
+                            f"beyond Gemma3ForCausalLM's")
+    print(f"gemma3 multimodal folders: 3 steps as the Gemma3ForCausalLM folder's ({want}), exported as it")
+    # Its config.json alone: mtc --no-weights sizes the plan (the parameters of the folder with
+    # weights, the frozen ones taken as bf16 as its torch_dtype says); without the flag, refused.
+    alone = os.path.join(work, "gemma3-config-alone")
+    os.makedirs(alone, exist_ok=True)
+    with open(os.path.join(alone, "config.json"), "w") as f:
+        json.dump(config, f)
+    sized = subprocess.run([f"{bin_dir}/mtc", alone, "--no-weights", "--batch", "4", "--seq", "32", "--lora", "4",
+                            "--precision", "bf16", "-o", alone + ".plan"], capture_output=True, text=True)
+    whole = subprocess.run([f"{bin_dir}/mtc", os.path.join(work, "gemma3-bf16"), "--batch", "4", "--seq", "32",
+                            "--lora", "4", "--precision", "bf16", "-o", alone + "-whole.plan"], capture_output=True,
+                           text=True)
+    line = lambda out: [l for l in out.splitlines() if l.strip().startswith("parameters")]  # noqa: E731
+    if sized.returncode != 0 or "the folder holds config.json alone" not in sized.stdout or \
+            line(sized.stdout) != line(whole.stdout) or "bf16 values as their bf16 copies alone" not in sized.stdout:
+        failures.append(f"config.json alone with --no-weights: {sized.stdout}{sized.stderr} vs {line(whole.stdout)}")
+    if "mtc --no-weights reads config.json alone" not in mtc_error(bin_dir, alone):
+        failures.append(f"config.json alone without --no-weights: {mtc_error(bin_dir, alone)}")
+    bad = dict(config, vision_soft_tokens=16)
+    folder = os.path.join(work, "refuse-gemma3-multimodal")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(bad, f)
+    write_safetensors(os.path.join(folder, "model.safetensors"), {"language_model." + k: v for k, v in weights.items()})
+    err = mtc_error(bin_dir, folder)
+    if "mtc does not know 'vision_soft_tokens'" not in err:
+        failures.append(f"multimodal Gemma 3 with an unknown key: {err}")
 
 
 def dequantize_mxfp4(blocks, scales):
@@ -1008,6 +1088,7 @@ def main():
     refusals(bin_dir, work, failures)
     router_aux_loss(bin_dir, work, failures)
     mxfp4_import(bin_dir, work, data, tokens, failures)
+    gemma3_multimodal(bin_dir, work, data, failures)
     ref.finish("hf_import", failures)
 
 

@@ -64,6 +64,22 @@ def rows_of(tokens, counted, starts, examples):
     return ref.example_rows(tokens, counted, starts, examples, SCHEDULE.seq)
 
 
+REFERENCE_CACHE = {}
+
+
+def reference_logps(weights, average, logps, train, held):
+    """The reference model's log-probabilities of the training and held-out examples, computed once
+    per weights and kind of score (the training set and held-out set are the test's two): the
+    twins of the 14 losses share them."""
+    key = (id(weights), average, id(train[0]), id(held[0]))
+    cached = REFERENCE_CACHE.get(key)
+    if cached is None or cached[0] is not weights or cached[1] is not train[0] or cached[2] is not held[0]:
+        model = {k: v.float() for k, v in weights.items()}
+        cached = (weights, train[0], held[0], logps(train, model), logps(held, model))
+        REFERENCE_CACHE[key] = cached
+    return cached[3], cached[4]
+
+
 def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=0.0, beta=BETA, gamma=0.0,
               rpo_alpha=0.0, reference_weights=None):
     """The transformers-style model trained with TRL's loss (`kind`, label smoothing; SimPO's
@@ -83,8 +99,8 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
         with torch.no_grad():
             return ref.sequence_logps(hf.hf_logits(model, SPEC["config"], x), y, average=average)
 
-    reference_model = {k: v.float() for k, v in (reference_weights or weights).items()}
-    reference, held_reference = logps((tokens, counted, starts), reference_model), logps(held, reference_model)
+    reference, held_reference = reference_logps(reference_weights or weights, average, logps,
+                                                (tokens, counted, starts), held)
     if kind in ("simpo", "orpo"):  # reference-free
         reference, held_reference = torch.zeros_like(reference), torch.zeros_like(held_reference)
     drawn = [[ref.pair_example(starts, step, row, SCHEDULE.seed) for row in range(SCHEDULE.batch)]

@@ -1,0 +1,134 @@
+// The strict reader of a Hugging Face config.json shared by the architectures' readers
+// (compiler/HuggingFaceConfig.cpp, compiler/HuggingFaceGemma.cpp): every key taken or known inert,
+// else an error naming it. Internal to the compiler.
+#pragma once
+#include <cmath>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "models/ModelConfig.h"
+#include "runtime/io/error.h"
+#include "runtime/io/json_input.h"
+
+namespace mt::hf {
+
+using nlohmann::json;
+
+// Keys of config.json that do not change the model's arithmetic (token ids, bookkeeping).
+inline const std::set<std::string> kInertKeys = {
+    "architectures", "model_type", "_name_or_path", "transformers_version", "torch_dtype", "use_cache",
+    "initializer_range", "bos_token_id", "eos_token_id", "pad_token_id",
+    // transformers 4.56 on write torch_dtype as dtype; some 4.4x-4.5x saves leak the attention
+    // implementation's bookkeeping.
+    "dtype", "_attn_implementation_autoset"};
+
+// config.json, read key by key: every key must be taken or known inert.
+class ConfigReader {
+ public:
+  ConfigReader(const json& config, const std::string& path) : config_(config), path_(path) {}
+
+  Error error(const std::string& why) const { return Error(path_ + ": " + why); }
+
+  bool has(const std::string& key) const { return config_.contains(key) && !config_[key].is_null(); }
+  // Written as null (has() is false for it too).
+  bool isNull(const std::string& key) const { return config_.contains(key) && config_[key].is_null(); }
+
+  int64_t integer(const std::string& key, std::optional<int64_t> fallback = std::nullopt) {
+    taken_.insert(key);
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      throw error("no '" + key + "'");
+    }
+    if (!config_[key].is_number_integer() || config_[key].get<int64_t>() <= 0)
+      throw error("'" + key + "' is not a positive whole number");
+    return config_[key].get<int64_t>();
+  }
+  double number(const std::string& key, double fallback) {
+    taken_.insert(key);
+    if (!has(key)) return fallback;
+    if (!config_[key].is_number() || !std::isfinite(config_[key].get<double>()) || config_[key].get<double>() <= 0)
+      throw error("'" + key + "' is not a positive number");
+    return config_[key].get<double>();
+  }
+  // A finite number >= 0 (a loss's coefficient).
+  double fraction(const std::string& key, double fallback) {
+    taken_.insert(key);
+    if (!has(key)) return fallback;
+    if (!config_[key].is_number() || !(config_[key].get<double>() >= 0.0) || !std::isfinite(config_[key].get<double>()))
+      throw error("'" + key + "' is not a finite number of at least 0");
+    return config_[key].get<double>();
+  }
+  // A probability such as a dropout rate: in [0, 1].
+  double probability(const std::string& key) {
+    taken_.insert(key);
+    if (!has(key)) return 0.0;
+    if (!config_[key].is_number() || !(config_[key].get<double>() >= 0.0 && config_[key].get<double>() <= 1.0))
+      throw error("'" + key + "' is not a number between 0 and 1");
+    return config_[key].get<double>();
+  }
+  bool boolean(const std::string& key, bool fallback) {
+    taken_.insert(key);
+    if (!has(key)) return fallback;
+    if (!config_[key].is_boolean()) throw error("'" + key + "' is not true or false");
+    return config_[key].get<bool>();
+  }
+  std::string text(const std::string& key, const std::string& fallback) {
+    taken_.insert(key);
+    if (!has(key)) return fallback;
+    if (!config_[key].is_string()) throw error("'" + key + "' is not a string");
+    return config_[key].get<std::string>();
+  }
+  // A key whose only supported value is `supported` (or absent / null).
+  void require(const std::string& key, const json& supported, const std::string& why) {
+    taken_.insert(key);
+    if (has(key) && config_[key] != supported)
+      throw error("'" + key + "' is " + jsonBrief(config_[key]) + ": " + why);
+  }
+  void take(const std::string& key) { taken_.insert(key); }
+  // A reader of the object under `key` (taken), its errors naming it.
+  ConfigReader nested(const std::string& key) {
+    taken_.insert(key);
+    return ConfigReader(config_[key], path_ + " '" + key + "'");
+  }
+  // The value of `key` as it is (taken), for a setting read whole; null when absent.
+  const json& value(const std::string& key) {
+    static const json null_value;
+    taken_.insert(key);
+    return has(key) ? config_[key] : null_value;
+  }
+
+  // Every key taken or inert, else an error naming the rest.
+  void finish() const {
+    std::string unknown;
+    for (const auto& item : config_.items())
+      if (!taken_.count(item.key()) && !kInertKeys.count(item.key()))
+        unknown += (unknown.empty() ? "'" : ", '") + item.key() + "'";
+    if (!unknown.empty())
+      throw error("mtc does not know " + unknown +
+                  ": such a setting may change the model, so it is not ignored (models/ and "
+                  "compiler/HuggingFaceConfig.cpp say what is read)");
+  }
+
+ private:
+  const json& config_;
+  std::string path_;
+  std::set<std::string> taken_;
+};
+
+// The scaling an object of rotary settings names into `c` (compiler/HuggingFaceConfig.cpp).
+void readRopeScaling(ConfigReader& s, ModelConfig& c);
+
+// Gemma3ForCausalLM's config into the llama family's with Gemma's differences
+// (compiler/HuggingFaceGemma.cpp).
+ModelConfig readGemma3Config(ConfigReader& r);
+
+// A Gemma3ForConditionalGeneration config (Gemma 3 4B-27B: a language model beside a vision
+// tower) as its language model's Gemma3ForCausalLM config.json: text_config with that
+// architecture and the top level's token ids and dtype (compiler/HuggingFaceGemma.cpp). Throws
+// mt::Error naming a key it does not know.
+std::string gemma3LanguageModelConfig(const json& config, const std::string& path);
+
+}  // namespace mt::hf

@@ -1,0 +1,125 @@
+#include <nlohmann/json.hpp>
+
+#include "compiler/HuggingFaceConfig.h"
+
+// config.json written for a built-in model (huggingFaceConfig).
+namespace mt {
+
+namespace {
+
+// The keys of a llama-family config.json every architecture has, in transformers' order.
+nlohmann::ordered_json llamaConfig(const ModelConfig& c, const char* architecture, const char* model_type,
+                                   int64_t intermediate) {
+  return {{"architectures", {architecture}},
+          {"model_type", model_type},
+          {"hidden_size", c.width},
+          {"intermediate_size", intermediate},
+          {"num_hidden_layers", c.layers},
+          {"num_attention_heads", c.heads},
+          {"num_key_value_heads", c.kv_heads},
+          {"vocab_size", c.vocab},
+          {"max_position_embeddings", c.context},
+          {"rms_norm_eps", c.norm_eps},
+          {"rope_theta", c.rope_theta},
+          {"tie_word_embeddings", c.tied},
+          {"hidden_act", "silu"}};
+}
+
+// A mixture of experts' config.json: Qwen3MoeForCausalLM (with q/k norms), MixtralForCausalLM
+// (without, every layer's experts as wide as intermediate_size); "" for a shape neither has.
+std::string expertsConfig(const ModelConfig& c) {
+  const bool qwen = c.qk_norm;
+  if (c.qkv_bias || (!qwen && (c.moe_every != 1 || !c.dense_layers.empty() || !c.normalize_topk))) return "";
+  nlohmann::ordered_json config = qwen ? llamaConfig(c, "Qwen3MoeForCausalLM", "qwen3_moe", c.ffn)
+                                       : llamaConfig(c, "MixtralForCausalLM", "mixtral", c.expert_ffn);
+  config["num_experts_per_tok"] = c.experts_per_token;
+  config["output_router_logits"] = c.router_aux_loss_coef > 0;
+  if (c.router_aux_loss_coef > 0) config["router_aux_loss_coef"] = c.router_aux_loss_coef;
+  if (c.head_dim) config["head_dim"] = c.head_dim;
+  if (qwen) {
+    config["num_experts"] = c.experts;
+    config["moe_intermediate_size"] = c.expert_ffn;
+    config["norm_topk_prob"] = c.normalize_topk;
+    config["decoder_sparse_step"] = c.moe_every;
+    config["mlp_only_layers"] = c.dense_layers;
+    config["use_sliding_window"] = false;
+    config["attention_bias"] = false;
+  } else {
+    config["num_local_experts"] = c.experts;
+  }
+  return config.dump(2) + "\n";
+}
+
+// gpt-oss's config.json (GptOssForCausalLM): its experts in every layer, a sink per head, the
+// layers' windows as layer_types, its YaRN scaling where the model has one.
+std::string gptOssConfig(const ModelConfig& c) {
+  if (!c.attention_sinks || !c.o_bias || !c.qkv_bias || c.qk_norm || c.moeLayers() != c.layers) return "";
+  nlohmann::ordered_json config = llamaConfig(c, "GptOssForCausalLM", "gpt_oss", c.expert_ffn);
+  config["head_dim"] = c.headDim();
+  config["attention_bias"] = true;
+  config["attention_dropout"] = 0.0;
+  config["num_local_experts"] = c.experts;
+  config["num_experts_per_tok"] = c.experts_per_token;
+  config["experts_per_token"] = c.experts_per_token;
+  config["swiglu_limit"] = c.swiglu_limit;
+  config["output_router_logits"] = c.router_aux_loss_coef > 0;
+  if (c.router_aux_loss_coef > 0) config["router_aux_loss_coef"] = c.router_aux_loss_coef;
+  std::vector<std::string> types;
+  for (int64_t l = 0; l < c.layers; ++l) types.push_back(c.attentionWindow(l) ? "sliding_attention" : "full_attention");
+  config["layer_types"] = types;
+  config["sliding_window"] = c.sliding_window > 0 ? nlohmann::ordered_json(c.sliding_window) : nullptr;
+  const RopeScaling& r = c.rope_scaling;
+  if (r.kind == RopeScaling::Kind::kYarn && r.attention_factor == 0.0 && r.mscale == 0.0) {
+    config["rope_scaling"] = {{"rope_type", "yarn"},         {"factor", r.factor},
+                              {"beta_fast", r.beta_fast},    {"beta_slow", r.beta_slow},
+                              {"truncate", r.truncate}};
+    if (r.original_context) config["rope_scaling"]["original_max_position_embeddings"] = r.original_context;
+  } else if (r.kind != RopeScaling::Kind::kNone) {
+    return "";
+  } else {
+    // Not null: transformers reads a gpt-oss config without rotary settings as YaRN x 32.
+    config["rope_scaling"] = {{"rope_type", "default"}};
+  }
+  return config.dump(2) + "\n";
+}
+
+}  // namespace
+
+namespace {
+
+// The causal LM's config.json of a built-in model, "" for a shape no architecture has.
+std::string causalConfig(const ModelConfig& c) {
+  if (c.family == ModelFamily::kGpt2) {
+    nlohmann::ordered_json config = {
+        {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_embd", c.width}, {"n_layer", c.layers},
+        {"n_head", c.heads}, {"n_inner", c.ffn}, {"n_positions", c.context}, {"vocab_size", c.vocab},
+        {"layer_norm_epsilon", c.norm_eps}, {"activation_function", "gelu_new"}, {"tie_word_embeddings", c.tied},
+        // Trained without dropout: the config says so, and transformers then evaluates as trained.
+        {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}, {"resid_pdrop", 0.0}};
+    return config.dump(2) + "\n";
+  }
+  if (c.family != ModelFamily::kLlama) return "";
+  if (c.gemmaForm()) return "";  // Gemma's: only a folder's own config (kept in the plan) describes one
+  if (c.expert_form == ModelConfig::ExpertForm::kGptOss) return gptOssConfig(c);
+  if (c.sliding_window > 0) return "";  // a window only gpt-oss's form writes out
+  if (c.experts > 0) return expertsConfig(c);
+  // Qwen2: q/k/v biases alone; Llama and Qwen3 bias all four projections or none (attention_bias).
+  const bool qwen2 = !c.qk_norm && c.qkv_bias && !c.o_bias;
+  if (!qwen2 && c.qkv_bias != c.o_bias) return "";
+  nlohmann::ordered_json config =
+      llamaConfig(c, c.qk_norm ? "Qwen3ForCausalLM" : qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
+                  c.qk_norm ? "qwen3" : qwen2 ? "qwen2" : "llama", c.ffn);
+  if (c.head_dim) config["head_dim"] = c.head_dim;
+  if (qwen2 || c.qk_norm) config["use_sliding_window"] = false;
+  if (!qwen2) config["attention_bias"] = c.o_bias;
+  return config.dump(2) + "\n";
+}
+
+}  // namespace
+
+std::string huggingFaceConfig(const ModelConfig& c) {
+  const std::string causal = causalConfig(c);
+  return causal.empty() || !c.hasScoreHead() ? causal : sequenceClassifierConfig(causal);
+}
+
+}  // namespace mt

@@ -1,0 +1,166 @@
+#include <fmt/format.h>
+
+#include "compiler/HuggingFaceConfigReader.h"
+
+// Gemma 3's configs: Gemma3ForCausalLM's (the text models, 270M and 1B) and
+// Gemma3ForConditionalGeneration's language model (4B-27B).
+namespace mt::hf {
+namespace {
+
+// Gemma 3's two rotary embeddings: the full-attention layers' (rope_theta, 1e6 unless given, and
+// rope_scaling) and the sliding layers' (rope_local_base_freq, 10,000 unless given, unscaled), as
+// transformers 4 writes them, or transformers 5's rope_parameters keyed by layer type, each
+// entry's rope_theta where it has one, else the top-level key's (as transformers 5 reads them;
+// where both are given they agree).
+void readGemmaRotary(ConfigReader& r, ModelConfig& c) {
+  const double theta = r.number("rope_theta", 0.0), local_theta = r.number("rope_local_base_freq", 0.0);  // 0: not given
+  if (!r.has("rope_parameters")) {
+    r.take("rope_parameters");  // absent or null
+    c.rope_theta = theta > 0 ? theta : 1e6;
+    c.rope_local_theta = local_theta > 0 ? local_theta : 10000.0;
+    if (r.has("rope_scaling")) {
+      if (!r.value("rope_scaling").is_object()) throw r.error("'rope_scaling' is not an object");
+      ConfigReader s = r.nested("rope_scaling");
+      readRopeScaling(s, c);
+      s.finish();
+    }
+    return r.take("rope_scaling");
+  }
+  if (!r.value("rope_parameters").is_object()) throw r.error("'rope_parameters' is not an object");
+  if (r.has("rope_scaling"))
+    throw r.error("both 'rope_scaling' (transformers 4's name) and 'rope_parameters' (transformers 5's) are given: "
+                  "keep one");
+  r.take("rope_scaling");
+  ConfigReader p = r.nested("rope_parameters");
+  for (const char* type : {"full_attention", "sliding_attention"})
+    if (!p.value(type).is_object())
+      throw p.error(std::string("no '") + type + "' object: Gemma 3's rotary settings are given per layer type");
+  // An entry's base, else the top-level key's, else transformers' default; two given must agree.
+  const auto base = [&](ConfigReader& entry, double outer, const char* outer_key, double fallback) {
+    const double inner = entry.number("rope_theta", 0.0);
+    if (inner > 0 && outer > 0 && inner != outer)
+      throw entry.error(fmt::format("'rope_theta' is {:g} but the config's {} is {:g}: the folder contradicts itself",
+                                    inner, outer_key, outer));
+    return inner > 0 ? inner : outer > 0 ? outer : fallback;
+  };
+  ConfigReader full = p.nested("full_attention");
+  c.rope_theta = base(full, theta, "rope_theta", 1e6);
+  readRopeScaling(full, c);
+  full.finish();
+  ConfigReader local = p.nested("sliding_attention");
+  c.rope_local_theta = base(local, local_theta, "rope_local_base_freq", 10000.0);
+  ModelConfig local_config;
+  local_config.context = c.context;
+  readRopeScaling(local, local_config);
+  if (local_config.rope_scaling.kind != RopeScaling::Kind::kNone)
+    throw local.error("the sliding layers' rotary embedding is scaled: mtc scales only the full-attention layers' "
+                      "(as Gemma 3's checkpoints do)");
+  local.finish();
+  p.finish();
+}
+
+// Gemma 3's sliding layers: layer_types where the config has it (as transformers reads it, over
+// the pattern), else every layer but each sliding_window_pattern-th (6 unless given;
+// transformers 4.50's form; 4.53 on write _sliding_window_pattern beside layer_types), and the
+// window.
+void readGemmaSlidingWindows(ConfigReader& r, ModelConfig& c) {
+  std::optional<int64_t> pattern;
+  for (const char* key : {"sliding_window_pattern", "_sliding_window_pattern"}) {
+    if (r.has(key)) {
+      const int64_t p = r.integer(key);
+      if (pattern && *pattern != p) throw r.error("'sliding_window_pattern' and '_sliding_window_pattern' differ");
+      pattern = p;
+    }
+    r.take(key);
+  }
+  std::vector<int64_t> from_pattern;
+  for (int64_t l = 0; l < c.layers; ++l)
+    if ((l + 1) % pattern.value_or(6) != 0) from_pattern.push_back(l);
+  const json& types = r.value("layer_types");
+  std::vector<int64_t> sliding = from_pattern;
+  if (!types.is_null()) {
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.layers)
+      throw r.error("'layer_types' is not a list of the " + std::to_string(c.layers) + " layers' attention");
+    sliding.clear();
+    for (int64_t l = 0; l < c.layers; ++l) {
+      if (types[l] != "sliding_attention" && types[l] != "full_attention")
+        throw r.error("'layer_types' names " + jsonBrief(types[l]) + " for layer " + std::to_string(l) +
+                      ": only sliding_attention and full_attention are supported");
+      if (types[l] == "sliding_attention") sliding.push_back(l);
+    }
+  }
+  if (r.isNull("sliding_window") && !sliding.empty())
+    throw r.error("layers slide but 'sliding_window' is null: how far they reach back is unknown");
+  const int64_t window = r.integer("sliding_window", 4096);
+  if (!sliding.empty()) c.sliding_window = window, c.sliding_layers = sliding;
+}
+
+}  // namespace
+
+// Gemma3ForCausalLM's config.json (model_type gemma3_text: Gemma 3's text models, 270M and 1B)
+// into the llama family's with Gemma's differences (ModelConfig): norms of 1 + weight around both
+// sublayers and on q and k, the embedding times sqrt(width), GeGLU, the scores scaled by
+// query_pre_attn_scalar, sliding layers with a rotary base of their own. The defaults are
+// transformers' Gemma3TextConfig's (a multimodal folder's text_config writes only the keys that
+// differ from them). Softcapping (Gemma 2's) is refused by name.
+ModelConfig readGemma3Config(ConfigReader& r) {
+  ModelConfig c;
+  c.family = ModelFamily::kLlama;
+  c.width = r.integer("hidden_size", 2304);
+  c.ffn = r.integer("intermediate_size", 9216);
+  c.layers = r.integer("num_hidden_layers", 26);
+  c.heads = r.integer("num_attention_heads", 8);
+  c.kv_heads = r.integer("num_key_value_heads", 4);
+  c.vocab = r.integer("vocab_size", 262208);
+  c.context = r.integer("max_position_embeddings", 131072);
+  c.norm_eps = r.number("rms_norm_eps", 1e-6);
+  c.tied = r.boolean("tie_word_embeddings", true);
+  const int64_t head_dim = r.integer("head_dim", 256);
+  if (head_dim * c.heads != c.width) c.head_dim = head_dim;
+  c.qk_norm = c.norm_plus_one = c.embed_scaled = c.sandwich_norms = true;
+  c.gate_activation = ModelConfig::GateActivation::kGeluTanh;
+  c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
+  if (r.text("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
+    throw r.error("'hidden_activation' is not gelu_pytorch_tanh: Gemma 3's MLP is GeGLU with GELU's tanh form");
+  if (r.boolean("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
+  r.require("final_logit_softcapping", json(), "softcapped logits (Gemma 2's) are not supported");
+  r.require("attn_logit_softcapping", json(), "softcapped attention scores (Gemma 2's) are not supported");
+  r.require("use_bidirectional_attention", false, "bidirectional attention (EmbeddingGemma's) is not supported");
+  r.take("cache_implementation");  // the cache generate() builds, not the model's arithmetic
+  readGemmaRotary(r, c);
+  readGemmaSlidingWindows(r, c);
+  return c;
+}
+
+std::string gemma3LanguageModelConfig(const json& config, const std::string& path) {
+  ConfigReader r(config, path);
+  if (config.contains("model_type") && config["model_type"] != "gemma3")
+    throw r.error("'model_type' is " + jsonBrief(config["model_type"]) +
+                  " but the architecture Gemma3ForConditionalGeneration is of model_type \"gemma3\": the folder "
+                  "contradicts itself");
+  const json& text = r.value("text_config");
+  if (!text.is_object()) throw r.error("no 'text_config' object: the language model's settings are unknown");
+  // The vision tower's settings and its tokens' ids: not read (the language model alone is).
+  for (const char* key : {"vision_config", "mm_tokens_per_image", "boi_token_index", "eoi_token_index",
+                          "image_token_index"})
+    r.take(key);
+  json out = text;
+  out["architectures"] = {"Gemma3ForCausalLM"};
+  if (!out.contains("model_type")) out["model_type"] = "gemma3_text";
+  // What the top level says for the whole model and text_config leaves out.
+  for (const char* key : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "pad_token_id",
+                          "transformers_version", "tie_word_embeddings"}) {
+    const json& value = r.value(key);
+    if (value.is_null()) continue;
+    if (!out.contains(key) || out[key].is_null())
+      out[key] = value;
+    else if (std::string(key) == "tie_word_embeddings" && out[key] != value)
+      throw r.error("'tie_word_embeddings' differs between the top level and 'text_config': the folder contradicts "
+                    "itself");
+  }
+  r.finish();
+  return out.dump(2) + "\n";
+}
+
+}  // namespace mt::hf
