@@ -268,12 +268,20 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
   const bool gpt2 = model.config.family == ModelFamily::kGpt2;
   const bool language_model = !config.language_model_config.empty();  // Gemma3ForConditionalGeneration's
   if (language_model) model.config_json = config.language_model_config;
+  model.language_model_only = language_model;
 
+  // --no-weights on a folder without its weights (config.json, and the index where a download of
+  // the JSON files fetched it too): each tensor's place from the config, its name checked against
+  // the index where there is one; no shard opened.
   struct stat st {};
-  model.weightless = config_alone && stat((dir + "/model.safetensors").c_str(), &st) != 0 &&
-                     stat((dir + "/model.safetensors.index.json").c_str(), &st) != 0;
+  const bool indexed = stat((dir + "/model.safetensors.index.json").c_str(), &st) == 0;
+  const bool single = !indexed && stat((dir + "/model.safetensors").c_str(), &st) == 0;
   const std::map<std::string, std::string> files =
-      model.weightless ? std::map<std::string, std::string>{} : weightFiles(dir);
+      config_alone && !indexed && !single ? std::map<std::string, std::string>{} : weightFiles(dir);
+  model.weightless = config_alone && !single && std::any_of(files.begin(), files.end(), [&](const auto& entry) {
+                       return stat((dir + "/" + entry.second).c_str(), &st) != 0;
+                     });
+  model.weightless |= config_alone && files.empty();
   // A Gemma3ForConditionalGeneration folder's language model: "model." of Gemma3ForCausalLM's
   // names is "language_model.model." in Google's checkpoints, "model.language_model." where
   // transformers 4.52 and 5 saved the in-memory names.
@@ -286,7 +294,7 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
   std::set<std::string> placed;
   const ExpertLayout expert_layout = expertLayoutOf(model.architecture);
   auto fileOf = [&](const std::string& name, const std::string& ours) -> std::string {
-    if (model.weightless) return "";  // placed by name alone
+    if (model.weightless && files.empty()) return "";  // placed by name alone
     auto it = files.find(name);
     if (it == files.end()) throw Error(dir + ": the weights have no '" + name + "' (the model's " + ours + ")");
     placed.insert(name);
@@ -295,6 +303,8 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
   auto place = [&](const std::string& ours) {
     HuggingFacePlace where = huggingFacePlace(ours, gpt2_body, expert_layout);
     if (where.name.starts_with("model.")) where.name = body + where.name.substr(6);
+    if (language_model && where.name == "lm_head.weight" && files.count("language_model.lm_head.weight"))
+      where.name = "language_model.lm_head.weight";  // an untied head in Google's layout
     HuggingFaceSource& source = model.weights[ours];
     source.place = where;
     // gpt-oss's official checkpoints (quantization_config): an expert weight as MXFP4 blocks and
@@ -477,7 +487,6 @@ std::set<std::string> bf16Params(const HuggingFaceModel& model) {
 
 void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path,
                              const WeightOverrides& overrides) {
-  if (model.weightless) throw Error(model.dir + " holds no weights to write (it was read for --no-weights)");
   FolderTensors folder(model);
   std::vector<SafetensorsTensor> tensors;
   for (const auto& t : plan.host_tensors()) {

@@ -40,9 +40,12 @@ struct HuggingFaceModel {
   // What the config asks for that training does not do, said in mtc's summary (GPT-2's dropout).
   std::vector<std::string> notes;
   bool mxfp4_experts = false;  // the config's quantization_config says MXFP4 (compiler/Mxfp4.h)
-  // A folder of config.json alone read for mtc --no-weights (a plan to size before downloading
-  // the weights): each parameter's place named, no file behind it.
+  // A folder without its weights read for mtc --no-weights (config.json, and the index where it has
+  // one: a plan to size before downloading the weights): each parameter's place named, no file
+  // opened.
   bool weightless = false;
+  // A Gemma3ForConditionalGeneration folder read as its language model (Gemma3ForCausalLM).
+  bool language_model_only = false;
 };
 
 // Whether `path` is a directory holding a config.json.

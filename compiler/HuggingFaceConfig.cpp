@@ -89,8 +89,6 @@ std::string oneArchitecture(const Json& config) {
   return one ? config["architectures"][0].template get<std::string>() : "";
 }
 
-
-
 // gpt-oss's YaRN where its config names no rotary settings: transformers' GptOssConfig default
 // (the published checkpoints' own), a factor of 32 from a 4,096-token context.
 void gptOssDefaultYarn(ModelConfig& c) {
@@ -284,7 +282,6 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   return c;
 }
 
-
 // A ...ForSequenceClassification's labels: one, a reward model's score, as transformers saves
 // num_labels 1 (id2label {"0": "LABEL_0"} and label2id its inverse; a config with neither has two).
 void readScoreLabels(ConfigReader& r) {
@@ -341,7 +338,6 @@ ModelConfig readGpt2Config(ConfigReader& r, std::vector<std::string>& notes) {
   return c;
 }
 
-
 }  // namespace
 
 HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const std::string& path) {
@@ -351,6 +347,9 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   ConfigReader r(config, path);
   out.architecture = oneArchitecture(config);
   if (out.architecture.empty()) throw r.error("'architectures' does not name one architecture");
+  if (out.architecture == "Gemma3ForSequenceClassification")
+    throw r.error("Gemma3ForSequenceClassification is the multimodal Gemma 3's classifier, which mtc does not read "
+                  "(Gemma3TextForSequenceClassification, the text model's, is read)");
   if (out.architecture == "Gemma3ForConditionalGeneration") {  // Gemma 3 4B-27B: its language model
     const std::string language_model = hf::gemma3LanguageModelConfig(config, path);
     HuggingFaceConfig language = readHuggingFaceConfig(language_model, path + " 'text_config'");
@@ -381,13 +380,16 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   out.config = causal == "GPT2LMHeadModel"     ? readGpt2Config(r, out.notes)
                : causal == "Gemma3ForCausalLM" ? hf::readGemma3Config(r)
                                                : readConfig(r, causal, &out.mxfp4_experts);
+  // Before anything is placed per layer or per expert: a hostile count would take all memory.
+  if (out.config.layers > kMaxLayers || out.config.experts > kMaxExperts)
+    throw r.error(fmt::format("{} layers and {} experts: at most {} and {} are supported", out.config.layers,
+                              out.config.experts, kMaxLayers, kMaxExperts));
   if (causal != out.architecture) {
     readScoreLabels(r);
     out.config.score_head = ModelConfig::ScoreHead::kPretrained;
   }
   r.finish();
   return out;
-
 }
 
 std::string causalArchitecture(const std::string& architecture) {

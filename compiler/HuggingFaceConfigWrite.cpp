@@ -83,9 +83,6 @@ std::string gptOssConfig(const ModelConfig& c) {
   return config.dump(2) + "\n";
 }
 
-}  // namespace
-
-namespace {
 
 // The causal LM's config.json of a built-in model, "" for a shape no architecture has.
 std::string causalConfig(const ModelConfig& c) {

@@ -197,6 +197,10 @@ bool readLoraFrom(CompileOptions& o, std::optional<PeftAdapter>& adapter, Loaded
                             "reward model's score head needs"
                           : "a reward model's (task_type SEQ_CLS): compile it with --objective reward"));
     m.hf = readHuggingFaceFolder(o.model);  // read once: loadHuggingFace takes it as read
+    if (m.hf->language_model_only)
+      throw Error(o.lora_from + ": adapters on a Gemma3ForConditionalGeneration folder's language model (PEFT's "
+                  "model.language_model.layers... modules) are not read yet: train from the folder, or from the "
+                  "language model alone (mtrun --export-hf of a plan compiled from it, a Gemma3ForCausalLM folder)");
     if (!o.forward_only) applyPeftAdapter(*adapter, *m.hf, o);
   } catch (const Error& e) {
     std::fprintf(stderr, "mtc: error: %s\n", e.what());

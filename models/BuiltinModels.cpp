@@ -368,18 +368,17 @@ class ModelBuilder {
     return ln.getResult();
   }
 
-  // An RMSNorm's weight of `size`: the parameter, or Gemma's 1 + the parameter (its weights
-  // offsets from 1, zeros at init), added in f32 as transformers' Gemma3RMSNorm does.
-  Value normWeight(const std::string& name, int64_t size) {
-    if (!c_.norm_plus_one) return param(name + ".weight", {size}, "ones");
-    Value one = b_.create<FillOp>(loc_, RankedTensorType::get({}, b_.getF32Type()), b_.getF32FloatAttr(1.0f));
-    return b_.create<AddOp>(loc_, param(name + ".weight", {size}, "zeros"), one);
-  }
-
-  Value rmsNorm(Value x, const std::string& name) {
-    return b_.create<RmsNormOp>(loc_, x, normWeight(name, c_.width), b_.getF32FloatAttr(static_cast<float>(c_.norm_eps)))
+  // An RMSNorm of `x` over its last `size` by the weight `name`: Gemma's scales by 1 + weight
+  // (its weights offsets from 1, zeros at init; the kernel adds the 1 in f32, as transformers'
+  // Gemma3RMSNorm does, also where the weight is a bf16 copy).
+  Value rmsNormOf(Value x, const std::string& name, int64_t size) {
+    Value weight = param(name + ".weight", {size}, c_.norm_plus_one ? "zeros" : "ones");
+    return b_.create<RmsNormOp>(loc_, x, weight, b_.getF32FloatAttr(static_cast<float>(c_.norm_eps)),
+                                c_.norm_plus_one ? b_.getF32FloatAttr(1.0f) : FloatAttr())
         .getResult();
   }
+
+  Value rmsNorm(Value x, const std::string& name) { return rmsNormOf(x, name, c_.width); }
 
   // RMSNorm of each head of `x` (batch, seq, heads x head width) over its head width, one weight
   // shared by the heads (Qwen3's q_norm and k_norm): the heads as rows of a view, normalized, and
@@ -390,10 +389,7 @@ class ModelBuilder {
     split.back() /= c_.headDim();
     split.push_back(c_.headDim());
     Value heads = b_.create<ReshapeOp>(loc_, RankedTensorType::get(split, type.getElementType()), x);
-    Value normed = b_.create<RmsNormOp>(loc_, heads, normWeight(name, c_.headDim()),
-                                        b_.getF32FloatAttr(static_cast<float>(c_.norm_eps)))
-                       .getResult();
-    return b_.create<ReshapeOp>(loc_, type, normed);
+    return b_.create<ReshapeOp>(loc_, type, rmsNormOf(heads, name, c_.headDim()));
   }
 
   Value gpt2() {

@@ -195,7 +195,7 @@ struct FuseRmsNorm : OpRewritePattern<MulOp> {
         !isBinary(rstd, "div", one, root) || fillValue(one) != 1.0f || !isRootMeanSquare(root, squared, eps) ||
         squared != x)
       return failure();
-    auto fused = rewriter.create<RmsNormOp>(op.getLoc(), x, w, rewriter.getF32FloatAttr(eps));
+    auto fused = rewriter.create<RmsNormOp>(op.getLoc(), x, w, rewriter.getF32FloatAttr(eps), FloatAttr());
     rewriter.replaceOp(op, fused.getResult());
     return success();
   }

@@ -54,6 +54,12 @@ class Text {
     if (!o.tokenizer.empty()) tokenizer_ = std::make_unique<mt::HfTokenizer>(mt::resolveTokenizerPath(o.tokenizer));
   }
   uint32_t vocab() const { return tokenizer_ ? tokenizer_->vocabSize() : 256; }
+  // Whether every token from id `first` on is a special added token.
+  bool specialFrom(uint32_t first) const {
+    for (uint32_t id = first; id < vocab(); ++id)
+      if (!tokenizer_ || !tokenizer_->isSpecial(id)) return false;
+    return true;
+  }
   uint32_t fingerprint() const { return tokenizer_ ? tokenizer_->fingerprint() : 0; }
   std::vector<uint32_t> encode(const std::string& text) const {
     if (tokenizer_) return tokenizer_->encode(text, /*add_special_tokens=*/true);
@@ -335,7 +341,10 @@ int generate(Options& o) {
   if (o.tokenizer.empty() && generator.vocab() != 256)
     throw mt::Error("the model's vocabulary is " + std::to_string(generator.vocab()) +
                     ", not bytes (256): name its tokenizer with --tokenizer");
-  if (text.vocab() > generator.vocab())
+  // A tokenizer may hold special tokens past the model's vocabulary that text never meant for it
+  // uses (Gemma 3 1B's <image_soft_token>, 262,144 of a vocabulary of 262,144): a prompt holding
+  // one is refused as any id past it; any other token there says another model's tokenizer.
+  if (text.vocab() > generator.vocab() && !text.specialFrom(generator.vocab()))
     throw mt::Error("the tokenizer's vocabulary (" + std::to_string(text.vocab()) + ") is larger than the model's (" +
                     std::to_string(generator.vocab()) + "): it is not this model's tokenizer");
   if (o.greedy) o.generation.sampling.temperature = 0;
@@ -412,7 +421,7 @@ void addFlags(CLI::App& app, Options& o) {
   app.add_option("--weights", o.weights, "weights (.safetensors, e.g. mtrun --export's); default: those mtc wrote "
                                          "beside the plan");
   app.add_flag("--bytes", o.bytes, "byte tokens (vocab 256; the default for such a model)");
-  app.add_option("--tokenizer", o.tokenizer, "the model's Hugging Face tokenizer: FILE, FOLDER or gpt2|llama3|qwen3");
+  app.add_option("--tokenizer", o.tokenizer, "the model's Hugging Face tokenizer: FILE, FOLDER or gpt2|llama3|qwen3|mistral|gpt-oss|gemma3");
   app.add_option("--prompt", o.prompt, "the text to continue");
   app.add_option("--prompt-file", o.prompt_file, "... read from a file");
   app.add_option("--chat", o.chat,

@@ -136,6 +136,21 @@ for model in llama-tiny qwen-tiny gpt-oss-tiny; do
       --export-hf .gpu/hf/$model-$dtype --export-dtype $dtype >/dev/null
   done
 done
+# Gemma 3 (Gemma3ForCausalLM: hf_import.py's tiny folder, its twin gemma3_logits): transformers' own
+# Gemma3ForCausalLM there against the twin (norms of 1 + weight, the scaled embedding, GeGLU, the
+# scores by query_pre_attn_scalar, the sliding layers' own rotary base).
+/usr/bin/python3 - <<'PY'
+import sys
+sys.path.insert(0, "tests/e2e")
+import hf_import
+spec = hf_import.MODELS["gemma3-bf16"]
+hf_import.write_folder(".gpu/hf/gemma3-tiny-source", spec, hf_import.hf_weights(spec["config"], False, spec["dtype"], 3))
+PY
+build/bin/mtc .gpu/hf/gemma3-tiny-source --batch 4 --seq 32 -o .gpu/hf/gemma3-tiny.plan >/dev/null
+for dtype in f32 bf16; do
+  build/bin/mtrun .gpu/hf/gemma3-tiny.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \
+    --export-hf .gpu/hf/gemma3-tiny-$dtype --export-dtype $dtype >/dev/null
+done
 build/bin/mtc .gpu/hf/llama-tiny-bf16 --batch 4 --seq 32 --lora 4 --precision bf16 -o .gpu/plans/llama-tiny-lora-bf16only-mixed.plan \
   > .gpu/plans/llama-tiny-lora-bf16only-mixed.txt
 grep -q 'bf16 copies alone' .gpu/plans/llama-tiny-lora-bf16only-mixed.txt ||
@@ -159,6 +174,12 @@ dora next-token --lora 4 --lora-alpha 12 --lora-dora
 rslora next-token --lora 4 --lora-alpha 8 --lora-rslora --trainable model\.norm
 reward reward --lora 4 --lora-alpha 8
 LIST
+# Gemma 3's LoRA (q, k, v, o and the GeGLU's projections) on its folder above: PEFT on
+# transformers' Gemma3ForCausalLM there.
+build/bin/mtc .gpu/hf/gemma3-tiny-f32 --batch 4 --seq 32 --lora 4 --lora-alpha 8 --lora-targets 'attn\.|mlp\.' \
+  -o .gpu/peft/gemma3-lora.plan >/dev/null
+build/bin/mtrun .gpu/peft/gemma3-lora.plan --data .gpu/corpus.tok --steps 3 --lr 1e-2 --print-every 10 \
+  --export-hf .gpu/peft/gemma3-lora-merged --export-peft .gpu/peft/gemma3-lora-adapter >/dev/null
 # gpt-oss's stacks of experts in PEFT's target_parameters form (with its attention's projections as
 # target_modules), on the gpt-oss folder above: run.sh loads it on that folder.
 build/bin/mtc .gpu/hf/gpt-oss-tiny-f32 --batch 4 --seq 32 --lora 4 --lora-alpha 8 --lora-targets 'attn\.' \

@@ -199,7 +199,10 @@ section "2d. --export-peft folders in peft, against the same runs' --export-hf"
 peft_args=()
 for adapter in .gpu/peft/*-adapter; do
   base=.gpu/hf/llama-tiny-f32
-  case $adapter in */oss-*) base=.gpu/hf/gpt-oss-tiny-f32 ;; */qwen3-*) base=.gpu/hf/qwen3-moe-tiny-f32 ;; esac
+  case $adapter in
+    */oss-*) base=.gpu/hf/gpt-oss-tiny-f32 ;; */qwen3-*) base=.gpu/hf/qwen3-moe-tiny-f32 ;;
+    */gemma3-*) base=.gpu/hf/gemma3-tiny-f32 ;;
+  esac
   peft_args+=("$base" "$adapter" "${adapter%-adapter}-merged")
 done
 parity+=$(timeout 200 python3 bench/gpu/peft_check.py "${peft_args[@]}" 2>&1 | grep -E '^(peft|Traceback|[A-Za-z]*Error)')$'\n'

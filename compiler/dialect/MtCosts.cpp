@@ -116,8 +116,13 @@ void TransposeOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl
 void LayerNormOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
   floats.push_back(getEps().convertToFloat());
 }
+// The offset only where there is one: plans of the norms without it read as before plan 1.33.
 void RmsNormOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
   floats.push_back(getEps().convertToFloat());
+  if (!getOffset().isZero()) floats.push_back(getOffset().convertToFloat());
+}
+void RmsNormGradOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  if (!getOffset().isZero()) floats.push_back(getOffset().convertToFloat());
 }
 void GeluOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(getTanh());

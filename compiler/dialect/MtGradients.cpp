@@ -99,7 +99,7 @@ SmallVector<Value> LayerNormOp::buildGradient(OpBuilder& b, ArrayRef<Value> grad
 }
 
 SmallVector<Value> RmsNormOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
-  auto g = b.create<RmsNormGradOp>(getLoc(), grads[0], getInput(), getGamma(), getRstd());
+  auto g = b.create<RmsNormGradOp>(getLoc(), grads[0], getInput(), getGamma(), getRstd(), getOffset().isZero() ? FloatAttr() : getOffsetAttr());
   return {g.getDinput(), g.getDgamma()};
 }
 

@@ -318,19 +318,24 @@ def Mt_RmsNormOp : Mt_KernelOp<"rmsnorm", [
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "RMS normalisation over the last dim; also returns 1/rms";
   let description = [{
+    y = x / rms(x) * (offset + gamma), offset + gamma taken in f32: Gemma's norms scale by
+    1 + weight (`offset` 1; its weights are offsets from 1), the others by gamma (0).
+
     ```mlir
     %y, %rstd = mt.rmsnorm %x, %g {eps = 1.0e-5 : f32} : tensor<8x256x384xf32>, tensor<384xf32>
+    %y1, %rstd1 = mt.rmsnorm %x, %w {eps = 1.0e-6 : f32, offset = 1.0 : f32} : tensor<8x256x384xf32>, tensor<384xf32>
     ```
   }];
   let arguments = (ins Mt_FloatTensor:$input, Mt_FloatTensor:$gamma,
-                       DefaultValuedAttr<F32Attr, "1.0e-5">:$eps);
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$eps, DefaultValuedAttr<F32Attr, "0.0">:$offset);
   let results = (outs Mt_FloatTensor:$result, Mt_F32Tensor:$rstd);
   let assemblyFormat = "$input `,` $gamma attr-dict `:` type($input) `,` type($gamma)";
 }
 
-def Mt_RmsNormGradOp : Mt_KernelOp<"rmsnorm_grad", [KernelOpInterface]> {
-  let summary = "fused backward of mt.rmsnorm: (dx, dgamma)";
-  let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$input, Mt_FloatTensor:$gamma, Mt_F32Tensor:$rstd);
+def Mt_RmsNormGradOp : Mt_KernelOp<"rmsnorm_grad", [DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "fused backward of mt.rmsnorm: (dx, dgamma), its offset the forward's";
+  let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$input, Mt_FloatTensor:$gamma, Mt_F32Tensor:$rstd,
+                       DefaultValuedAttr<F32Attr, "0.0">:$offset);
   let results = (outs Mt_FloatTensor:$dinput, Mt_F32Tensor:$dgamma);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }

@@ -2,8 +2,10 @@
 //   mt.layernorm:      (x (..., C), gamma (C), beta (C)) -> (y (..., C), mean (...), rstd (...))
 //                      float attrs: [eps]
 //   mt.layernorm_grad: (dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)
-//   mt.rmsnorm:        (x (..., C), gamma (C)) -> (y (..., C), rstd (...))   float attrs: [eps]
-//   mt.rmsnorm_grad:   (dy, x, gamma, rstd) -> (dx, dgamma)
+//   mt.rmsnorm:        (x (..., C), gamma (C)) -> (y (..., C), rstd (...))   float attrs: [eps(, offset)]
+//   mt.rmsnorm_grad:   (dy, x, gamma, rstd) -> (dx, dgamma)                  float attrs: [(offset)]
+// y = x / rms(x) * (offset + gamma), offset + gamma taken in f32 (plan 1.33: Gemma's norms scale by
+// 1 + weight; no offset: 0).
 #pragma once
 #include "kernels/kernel_args.h"
 

@@ -122,8 +122,20 @@ void layernorm_grad_cpu(const KernelArgs& args) {
       args.out[1].f32(), args.out[2].f32());
 }
 
+// The weights offset + gamma where the call has an offset (`floats[index]`), else gamma itself
+// (the hot loops read one pointer either way). `shifted` holds them.
+const float* offsetGamma(const KernelArgs& args, const float* gamma, int64_t width, size_t index,
+                         std::vector<float>& shifted) {
+  if (args.floats.size() <= index || args.floats[index] == 0.0f) return gamma;
+  shifted.assign(gamma, gamma + width);
+  for (float& g : shifted) g += args.floats[index];
+  return shifted.data();
+}
+
 std::string rmsnorm_check(const KernelArgs& args) {
   const Tensor& x = args.in[0];
+  if (args.floats.size() != 1 && args.floats.size() != 2)
+    return "rmsnorm takes float[eps(, offset)], got " + std::to_string(args.floats.size()) + " floats";
   MT_CHECK(checkNormOperands(args, x, args.in[1], "rmsnorm"));
   MT_CHECK(expectShape(args.out[0], x.shape, "rmsnorm y"));
   return expectShape(args.out[1], rowShape(x), "rmsnorm rstd");
@@ -131,8 +143,9 @@ std::string rmsnorm_check(const KernelArgs& args) {
 
 void rmsnorm_cpu(const KernelArgs& args) {
   const Tensor& x = args.in[0];
-  const float* gamma = args.in[1].f32();
   const int64_t width = x.dim(-1), rows = leadingRows(x);
+  std::vector<float> shifted;
+  const float* gamma = offsetGamma(args, args.in[1].f32(), width, 1, shifted);
   const float eps = args.floats[0];
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
@@ -150,6 +163,8 @@ void rmsnorm_cpu(const KernelArgs& args) {
 
 std::string rmsnorm_grad_check(const KernelArgs& args) {
   const Tensor& x = args.in[1];
+  if (args.floats.size() > 1)
+    return "rmsnorm_grad takes float[(offset)], got " + std::to_string(args.floats.size()) + " floats";
   MT_CHECK(checkNormOperands(args, x, args.in[2], "rmsnorm_grad"));
   MT_CHECK(expectShape(args.in[0], x.shape, "rmsnorm_grad dy"));
   MT_CHECK(expectShape(args.in[3], rowShape(x), "rmsnorm_grad rstd"));
@@ -159,8 +174,10 @@ std::string rmsnorm_grad_check(const KernelArgs& args) {
 
 void rmsnorm_grad_cpu(const KernelArgs& args) {
   const Tensor& x = args.in[1];
-  const float *dy = args.in[0].f32(), *gamma = args.in[2].f32(), *rstd = args.in[3].f32();
   const int64_t width = x.dim(-1), rows = leadingRows(x);
+  std::vector<float> shifted;
+  const float *dy = args.in[0].f32(), *gamma = offsetGamma(args, args.in[2].f32(), width, 0, shifted),
+              *rstd = args.in[3].f32();
   float* dx = args.out[0].f32();
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {

@@ -62,7 +62,7 @@ __global__ void layernormGradKernel(const T* __restrict__ dy, const T* __restric
 
 template <typename T>
 __global__ void rmsnormKernel(const T* __restrict__ x, const T* __restrict__ gamma, T* __restrict__ y,
-                              float* __restrict__ rstd_out, int64_t width, float eps) {
+                              float* __restrict__ rstd_out, int64_t width, float eps, float offset) {
   const int64_t r = blockIdx.x;
   const T* xr = x + r * width;
   float sum_sq = 0.0f;
@@ -70,23 +70,23 @@ __global__ void rmsnormKernel(const T* __restrict__ x, const T* __restrict__ gam
   const float rstd = 1.0f / sqrtf(blockSum(sum_sq) / width + eps);
   T* yr = y + r * width;
   for (int64_t c = threadIdx.x; c < width; c += blockDim.x)
-    yr[c] = fromFloat<T>(toFloat(xr[c]) * rstd * toFloat(gamma[c]));
+    yr[c] = fromFloat<T>(toFloat(xr[c]) * rstd * (toFloat(gamma[c]) + offset));
   if (threadIdx.x == 0) rstd_out[r] = rstd;
 }
 
 template <typename T>
 __global__ void rmsnormGradKernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ gamma,
-                                  const float* __restrict__ rstd, T* __restrict__ dx, int64_t width) {
+                                  const float* __restrict__ rstd, T* __restrict__ dx, int64_t width, float offset) {
   const int64_t r = blockIdx.x;
   const T *xr = x + r * width, *dyr = dy + r * width;
   const float rs = rstd[r];
   float sum_gx = 0.0f;
   for (int64_t c = threadIdx.x; c < width; c += blockDim.x)
-    sum_gx += toFloat(dyr[c]) * toFloat(gamma[c]) * (toFloat(xr[c]) * rs);
+    sum_gx += toFloat(dyr[c]) * (toFloat(gamma[c]) + offset) * (toFloat(xr[c]) * rs);
   const float mean_gx = blockSum(sum_gx) / width;
   T* dxr = dx + r * width;
   for (int64_t c = threadIdx.x; c < width; c += blockDim.x)
-    dxr[c] = fromFloat<T>(rs * (toFloat(dyr[c]) * toFloat(gamma[c]) - toFloat(xr[c]) * rs * mean_gx));
+    dxr[c] = fromFloat<T>(rs * (toFloat(dyr[c]) * (toFloat(gamma[c]) + offset) - toFloat(xr[c]) * rs * mean_gx));
 }
 
 // The column-sum terms of the weight gradients, element (r, c): dy * xhat (dgamma) and dy (dbeta).
@@ -139,8 +139,9 @@ void rmsnormGrad(const KernelArgs& args, const CudaLaunch& launch) {
   const T *dy = data<const T>(args.in[0]), *xp = data<const T>(x);
   const float* rstd = args.in[3].f32();
   if (rows > 0) {
+    const float offset = args.floats.empty() ? 0.0f : args.floats[0];
     rmsnormGradKernel<<<rowGrid(rows), kThreads, 0, launch.stream>>>(dy, xp, data<const T>(args.in[2]), rstd,
-                                                                     data<T>(args.out[0]), width);
+                                                                     data<T>(args.out[0]), width, offset);
     MT_CUDA_CHECK_LAUNCH();
   }
   cuda::columnSums(rows, width, RmsnormGammaTerm<T>{dy, xp, rstd, width}, args.out[1].f32(), launch.stream);
@@ -177,7 +178,8 @@ void rmsnorm_cuda(const KernelArgs& args, const CudaLaunch& launch) {
     using T = decltype(t);
     rmsnormKernel<<<rowGrid(rows), kThreads, 0, launch.stream>>>(data<const T>(x), data<const T>(args.in[1]),
                                                                  data<T>(args.out[0]), args.out[1].f32(), width,
-                                                                 args.floats[0]);
+                                                                 args.floats[0],
+                                                                 args.floats.size() > 1 ? args.floats[1] : 0.0f);
   });
   MT_CUDA_CHECK_LAUNCH();
 }

@@ -95,6 +95,7 @@ TokenFile::TokenFile(const std::string& path)
   if (vocab_ == 0) throw bad("vocab size is 0");
   // A plan holds tokens and targets as int32: an id past INT32_MAX would turn negative there.
   if (vocab_ > (uint32_t{1} << 31)) throw bad("vocab size " + std::to_string(vocab_) + " is past 2^31 (ids are int32)");
+  id_limit_ = vocab_;
   const uint64_t per_token = bytes_per_token_ + (masked_ ? 1 : 0);  // the id, and its mask byte
   // Version 3: the examples' section after the mask (its count, then one u64 per example).
   uint64_t examples = 0;
@@ -130,6 +131,7 @@ TokenFile::TokenFile(const std::string& path)
   for (int64_t first = 0; first < count_; first += kChunkTokens) {
     chunk.resize(static_cast<size_t>(std::min(kChunkTokens, count_ - first)));
     readChecked(first, static_cast<int64_t>(chunk.size()), chunk.data(), bad, &crc32c_);
+    largest_id_ = std::max(largest_id_, *std::max_element(chunk.begin(), chunk.end()));
   }
   std::vector<uint8_t> mask;
   for (int64_t first = 0; masked_ && first < count_; first += kChunkTokens) {
@@ -258,12 +260,19 @@ void TokenFile::readChecked(int64_t first, int64_t count, uint32_t* out,
     } else {
       std::memcpy(&id, raw.data() + 4 * i, 4);
     }
-    if (id >= vocab_)
+    if (id >= id_limit_)
       throw changed("token " + std::to_string(first + i) + " is " + std::to_string(id) +
-                    ", not below the vocab size " + std::to_string(vocab_));
+                    ", not below the vocab size " + std::to_string(id_limit_));
     out[i] = id;
   }
   if (crc) *crc = crc32c(raw.data(), bytes, *crc);
+}
+
+void TokenFile::limitIds(uint32_t limit) {
+  if (largest_id_ >= limit)
+    throw Error("token file " + path_ + " holds token id " + std::to_string(largest_id_) + ", not below " +
+                std::to_string(limit));
+  id_limit_ = std::min(id_limit_, limit);
 }
 
 IoFault TokenFile::changedError(const std::string& what) const {

@@ -71,6 +71,13 @@ class TokenFile {
   int64_t size() const { return count_; }
   bool hasLossMask() const { return masked_; }
   uint32_t vocabSize() const { return vocab_; }
+  // The largest id the file holds (all below vocabSize(), checked when it is opened).
+  uint32_t largestId() const { return largest_id_; }
+  // Ids must lie below `limit` from now on: a model whose vocabulary is smaller than the
+  // tokenizer's (Gemma 3 1B's 262,144 beside its tokenizer's 262,145 ids), whose ids past it the
+  // file does not use. Throws mt::Error if the file holds one; a later read meeting one (the file
+  // changed) fails as any change does. Call before reading from several threads.
+  void limitIds(uint32_t limit);
   const std::string& path() const { return path_; }
   // The fingerprint of the tokenizer that made the file; 0 where it was not recorded.
   uint32_t tokenizerFingerprint() const { return tokenizer_fingerprint_; }
@@ -124,6 +131,8 @@ class TokenFile {
   bool masked_ = false;
   int64_t count_ = 0;
   uint32_t vocab_ = 0;
+  uint32_t id_limit_ = 0;  // every id read must lie below it: vocab_, or limitIds'
+  uint32_t largest_id_ = 0;
   uint32_t crc32c_ = 0;
   uint32_t tokenizer_fingerprint_ = 0;
   std::vector<int64_t> example_starts_;

@@ -35,7 +35,7 @@ inline constexpr char kRewardMarginsInput[] = "reward_margins";
 inline constexpr char kScoreHeadParam[] = "score.weight";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 32;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 33;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -101,7 +101,9 @@ inline constexpr uint32_t kPlanVersionMinor = 32;  // 1.1: inputs, outputs, cons
                                                   // 1.30: the initializer ROW_NORMS (DoRA);
                                                   // 1.31: HostTensor.lora_alpha (an adapter's
                                                   // own alpha); 1.32: HostTensor.bf16_only
-                                                  // (a frozen bf16 weight's staging copy alone)
+                                                  // (a frozen bf16 weight's staging copy alone);
+                                                  // 1.33: mt.rmsnorm(_grad)'s offset (Gemma's
+                                                  // norms of 1 + weight)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

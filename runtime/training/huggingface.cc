@@ -356,8 +356,11 @@ void checkHuggingFaceExportFolder(const std::string& dir, bool peft) {
 HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir,
                                     ExportDtype dtype, const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json config = exportableConfig(plan);
-  // The weights' dtype under the key the config has (transformers 4.56 on write "dtype").
-  config[config.contains("dtype") ? "dtype" : "torch_dtype"] = dtype == ExportDtype::kBf16 ? "bfloat16" : "float32";
+  // The weights' dtype under the keys the config has (transformers 4.56 on write "dtype", earlier
+  // versions read "torch_dtype"; torch_dtype where it has neither).
+  const char* dtype_name = dtype == ExportDtype::kBf16 ? "bfloat16" : "float32";
+  if (config.contains("dtype")) config["dtype"] = dtype_name;
+  if (config.contains("torch_dtype") || !config.contains("dtype")) config["torch_dtype"] = dtype_name;
   config.erase("quantization_config");  // an MXFP4 source's: the export's weights are dequantized
   HuggingFaceExport report;
   if (hasScoreHead(plan)) {

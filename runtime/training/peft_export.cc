@@ -18,6 +18,8 @@
 
 #include "runtime/io/atomic_folder.h"
 #include "runtime/io/error.h"
+#include "runtime/io/json_input.h"
+#include "runtime/io/mapped_file.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/plan/huggingface_names.h"
 #include "runtime/plan/plan_queries.h"
@@ -231,7 +233,28 @@ std::vector<SavedModule> savedModules(const plan::Plan& plan, const std::vector<
   return saved;
 }
 
+// Whether the plan's model is the language model of a Gemma3ForConditionalGeneration folder: its
+// source folder's config.json names that architecture (a folder gone since, or unreadable, says
+// nothing; the plan keeps the language model's config).
+bool fromMultimodalGemma(const plan::Plan& plan) {
+  const std::string& dir = plan.model().hf_source();
+  if (dir.empty()) return false;
+  try {
+    const std::string path = dir + "/config.json";
+    const nlohmann::json config = parseJsonInput(readWholeFile(path, "Hugging Face config", ""), path);
+    return config.is_object() && config.contains("architectures") &&
+           config["architectures"] == nlohmann::json::array({"Gemma3ForConditionalGeneration"});
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 PeftContents peftContents(const plan::Plan& plan, PeftExpertsForm form) {
+  if (fromMultimodalGemma(plan))
+    throw Error("--export-peft: the plan's model is the language model of a Gemma3ForConditionalGeneration folder (" +
+                plan.model().hf_source() + "), whose PEFT adapters name the multimodal model's modules "
+                "(model.language_model.layers...), which mtrun does not write yet: --export-hf writes the language "
+                "model with the adapters merged in (Gemma3ForCausalLM)");
   const ExpertLayout layout = exportLayout(plan, "--export-peft");
   PeftContents contents{layout, form, placedParams(plan, layout), adaptedModules(plan, layout, form), {}};
   contents.saved = savedModules(plan, contents.params, contents.adapted);

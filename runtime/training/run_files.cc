@@ -156,11 +156,15 @@ RunOutputs openOutputs(const TrainConfig& config, const plan::Plan& plan) {
 std::unique_ptr<TokenFile> openTokens(const std::string& path, const plan::Plan& plan) {
   auto file = std::make_unique<TokenFile>(path);
   const int64_t vocab = plan.model().vocab();
-  if (file->vocabSize() > vocab)
-    throw Error("token file " + path + " has vocab size " + std::to_string(file->vocabSize()) +
-                " but the model's vocabulary is " + std::to_string(vocab) + ": tokenise with the model's " +
+  // A tokenizer may have ids past the model's vocabulary that no text uses (Gemma 3 1B's
+  // <image_soft_token>): the ids the file holds are what must fit.
+  if (file->vocabSize() > vocab && file->largestId() >= vocab)
+    throw Error("token file " + path + " holds token id " + std::to_string(file->largestId()) + " (its vocab size is " +
+                std::to_string(file->vocabSize()) + ") but the model's vocabulary is " + std::to_string(vocab) +
+                ": tokenise with the model's " +
                 (isImported(plan) ? std::string("own tokenizer (an imported model's vocabulary is fixed)")
                                   : "tokenizer, or compile with --vocab " + std::to_string(file->vocabSize())));
+  if (file->vocabSize() > vocab) file->limitIds(static_cast<uint32_t>(vocab));
   return file;
 }
 

