@@ -17,6 +17,15 @@
 namespace mt {
 namespace hf {
 
+ConfigReader rotaryParameters(ConfigReader& r) {
+  if (!r.value("rope_parameters").is_object()) throw r.error("'rope_parameters' is not an object");
+  if (r.has("rope_scaling"))
+    throw r.error("both 'rope_scaling' (transformers 4's name) and 'rope_parameters' (transformers 5's) are given: "
+                  "keep one");
+  r.take("rope_scaling");
+  return r.nested("rope_parameters");
+}
+
 // The scaling an object of rotary settings names into `c` (transformers' rope types linear,
 // llama3 — Llama 3.1 and 3.2 — and yarn; default or none named: none). Another type is refused by
 // name: it would turn other angles. The caller finishes `s`.
@@ -123,12 +132,7 @@ void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c
     }
     return r.take("rope_scaling");
   }
-  if (!r.value("rope_parameters").is_object()) throw r.error("'rope_parameters' is not an object");
-  if (r.has("rope_scaling"))
-    throw r.error("both 'rope_scaling' (transformers 4's name) and 'rope_parameters' (transformers 5's) are given: "
-                  "keep one");
-  r.take("rope_scaling");
-  ConfigReader p = r.nested("rope_parameters");
+  ConfigReader p = rotaryParameters(r);
   for (const char* layer_type : {"full_attention", "sliding_attention"})
     if (p.has(layer_type))
       throw p.error(std::string("rotary settings per layer type ('") + layer_type +

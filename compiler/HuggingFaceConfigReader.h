@@ -118,6 +118,10 @@ class ConfigReader {
   std::set<std::string> taken_;
 };
 
+// transformers 5's rotary settings, `rope_parameters` (an object), read: its reader, with
+// transformers 4's rope_scaling refused beside it (compiler/HuggingFaceConfig.cpp).
+ConfigReader rotaryParameters(ConfigReader& r);
+
 // The scaling an object of rotary settings names into `c` (compiler/HuggingFaceConfig.cpp).
 void readRopeScaling(ConfigReader& s, ModelConfig& c);
 

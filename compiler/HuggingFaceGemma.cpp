@@ -26,12 +26,7 @@ void readGemmaRotary(ConfigReader& r, ModelConfig& c) {
     }
     return r.take("rope_scaling");
   }
-  if (!r.value("rope_parameters").is_object()) throw r.error("'rope_parameters' is not an object");
-  if (r.has("rope_scaling"))
-    throw r.error("both 'rope_scaling' (transformers 4's name) and 'rope_parameters' (transformers 5's) are given: "
-                  "keep one");
-  r.take("rope_scaling");
-  ConfigReader p = r.nested("rope_parameters");
+  ConfigReader p = rotaryParameters(r);
   for (const char* type : {"full_attention", "sliding_attention"})
     if (!p.value(type).is_object())
       throw p.error(std::string("no '") + type + "' object: Gemma 3's rotary settings are given per layer type");
