@@ -151,6 +151,11 @@ for dtype in f32 bf16; do
   build/bin/mtrun .gpu/hf/gemma3-tiny.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \
     --export-hf .gpu/hf/gemma3-tiny-$dtype --export-dtype $dtype >/dev/null
 done
+# ... and plans of that folder for run.sh's cuda-vs-cpu parity (the norms' 1 + weight in the CUDA
+# kernels, mt.rmsnorm's offset): resident fp32, streamed-recompute, bf16.
+build/bin/mtc .gpu/hf/gemma3-tiny-f32 --batch 4 --seq 32 -o .gpu/plans/gemma3-tiny.plan >/dev/null
+build/bin/mtc .gpu/hf/gemma3-tiny-f32 --batch 4 --seq 32 --device-mem 1300KiB -o .gpu/plans/gemma3-tiny-streamed.plan >/dev/null
+build/bin/mtc .gpu/hf/gemma3-tiny-f32 --batch 4 --seq 32 --precision bf16 -o .gpu/plans/gemma3-tiny-mixed.plan >/dev/null
 build/bin/mtc .gpu/hf/llama-tiny-bf16 --batch 4 --seq 32 --lora 4 --precision bf16 -o .gpu/plans/llama-tiny-lora-bf16only-mixed.plan \
   > .gpu/plans/llama-tiny-lora-bf16only-mixed.txt
 grep -q 'bf16 copies alone' .gpu/plans/llama-tiny-lora-bf16only-mixed.txt ||
@@ -228,7 +233,7 @@ build/bin/mtc llama-tiny --batch 4 --seq 32 --lora 4 --lora-alpha 12 --lora-dora
 # plans; qwen7b-lora-mixed, qwen7b-dora-mixed: LoRA and DoRA of rank 16 on its 196 projections at
 # 8 x 4096 (docs/perf.md's predictions of sessions 37 and 38); the 7B at the batch --batch auto picks for 76 GiB (the comparison with MegaTrain's 272
 # model TFLOP/s on Qwen2.5-7B; on arrival: 12 bytes/param fit the machine's 128 GiB).
-# qwen7b-lora-b1-mixed, qwen7b-lora-b1-copied: the LoRA at batch 1 x 2048, its frozen base kept on
+# qwen7b-lora-b1-mixed, qwen7b-lora-b1-copied-mixed: the LoRA at batch 1 x 2048, its frozen base kept on
 # the device between steps (mtc --keep-frozen auto) and copied every step (off): docs/perf.md's
 # prediction of session 43 (125.2 against 354.0 ms a step).
 # llama-1b-mixed-rows, llama-1b-mixed-packed: the same bf16 model on .gpu/sft.tok's instruction-shaped
@@ -257,7 +262,7 @@ qwen7b-mixed qwen2.5-7b 76GiB --batch auto --seq 1024 --precision bf16 --update 
 qwen7b-lora-mixed qwen2.5-7b 76GiB --batch 8 --seq 4096 --precision bf16 --lora 16 --lora-targets attn\.|mlp\.
 qwen7b-dora-mixed qwen2.5-7b 76GiB --batch 8 --seq 4096 --precision bf16 --lora 16 --lora-targets attn\.|mlp\. --lora-dora
 qwen7b-lora-b1-mixed qwen2.5-7b 76GiB --batch 1 --seq 2048 --precision bf16 --lora 16 --lora-targets attn\.|mlp\.
-qwen7b-lora-b1-copied qwen2.5-7b 76GiB --batch 1 --seq 2048 --precision bf16 --lora 16 --lora-targets attn\.|mlp\. --keep-frozen off
+qwen7b-lora-b1-copied-mixed qwen2.5-7b 76GiB --batch 1 --seq 2048 --precision bf16 --lora 16 --lora-targets attn\.|mlp\. --keep-frozen off
 LIST
 du -sh .gpu
 XZ_OPT=-T2 tar cJf .gpu.tar.xz .gpu

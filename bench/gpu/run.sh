@@ -78,10 +78,11 @@ echo "$twins"; grep -A3 'Failure' "$out/twins.txt" | head -40
 section "2. cuda vs cpu, 10 steps"
 parity=""
 plans=$(ls .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan .gpu/plans/qwen3-moe-tiny*.plan .gpu/plans/mixtral-tiny*.plan \
-  .gpu/plans/gpt-oss-tiny*.plan .gpu/plans/packed-*.plan .gpu/plans/dpo-*.plan .gpu/plans/kto-*.plan)
+  .gpu/plans/gpt-oss-tiny*.plan .gpu/plans/gemma3-tiny*.plan .gpu/plans/packed-*.plan .gpu/plans/dpo-*.plan .gpu/plans/kto-*.plan)
 [ "$what" = attention ] && plans=$(ls .gpu/plans/llama-tiny-d*-mixed.plan .gpu/plans/packed-llama-tiny-d64-mixed.plan)
-# CHECK_PLANS="ERE": only the plans whose names match (a call that rechecks what changed).
-[ -n "${CHECK_PLANS:-}" ] && plans=$(printf '%s\n' $plans | grep -E "$CHECK_PLANS")
+# CHECK_PLANS="ERE": only the plans whose names (no folder, no .plan: ^llama-tiny$) match (a call
+# that rechecks what changed).
+[ -n "${CHECK_PLANS:-}" ] && plans=$(for p in $plans; do basename "$p" .plan | grep -qE "$CHECK_PLANS" && echo "$p"; done)
 for plan in $plans; do
   name=$(basename "$plan" .plan)
   data=(--data .gpu/corpus.tok)
@@ -111,9 +112,9 @@ for plan in $plans; do
         tol+=(--spread cpu-perturbed) || { echo "$name's perturbed cpu run failed:"; tail -3 "$out/$name.cpu-perturbed.txt"; }
       ;;
   esac
-  parity+=$(python3 tests/e2e/backend_parity.py "$out/$name" 10 "${tol[@]}") ; parity+=$'\n'
+  # each plan's line as it comes (a call cut off at its limit still shows the plans done)
+  line=$(python3 tests/e2e/backend_parity.py "$out/$name" 10 "${tol[@]}"); echo "$line"; parity+="$line"$'\n'
 done
-echo "$parity"
 # Issue 31's first GPU check: 2 ranks sharing the one GPU (each its own arena) against one process
 # with --accumulate 2 (the sums happen on the host in rank order). On the CPU that is bit for bit;
 # on cuda the kernels' column sums add their chunks atomically, in an order that varies run to run,
