@@ -4,6 +4,7 @@
 // (what ONNX's training-domain Adam computes; the conformance runner checks it on test_adam*).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "kernels/adamw/master_weights.h"
 
@@ -45,6 +46,12 @@ double sum_squares_cpu(const float* x, int64_t n);
 void sum_squares_chunks_cpu(const float* x, int64_t n, double* partials);
 // The chunks' sums added in order: the sum of squares.
 double sum_of_chunks(const double* partials, int64_t chunks);
+// Several arrays' chunks in one parallel pass: partials holds arrays[i]'s adamw_chunks(sizes[i])
+// sums after those of the arrays before it, each the value sum_squares_chunks_cpu gives. A task
+// that norms many small gradients (a LoRA's adapters, each a chunk or a few) spreads their chunks
+// over the threads, where one array at a time kept one thread busy.
+void sum_squares_chunks_many_cpu(const std::vector<const float*>& arrays, const std::vector<int64_t>& sizes,
+                                 double* partials);
 
 // AdamW and the gradient's sum of squares (returned: the same value, bit for bit, as
 // sum_squares_cpu) in one pass over it: chunk by chunk, the chunk's squares are summed, then, if

@@ -103,6 +103,21 @@ void sum_squares_chunks_cpu(const float* x, int64_t n, double* partials) {
   for (int64_t c = 0; c < chunks; ++c) partials[c] = sumSquaresRange(x, c * kChunk, std::min(n, (c + 1) * kChunk));
 }
 
+void sum_squares_chunks_many_cpu(const std::vector<const float*>& arrays, const std::vector<int64_t>& sizes,
+                                 double* partials) {
+  struct Chunk {
+    const float* x;
+    int64_t begin, end;  // as sum_squares_chunks_cpu sums it: the same bits
+  };
+  std::vector<Chunk> chunks;  // every array's chunks in order: partials' order
+  for (size_t a = 0; a < arrays.size(); ++a)
+    for (int64_t begin = 0; begin < sizes[a]; begin += kChunk)
+      chunks.push_back({arrays[a], begin, std::min(sizes[a], begin + kChunk)});
+  const int64_t count = static_cast<int64_t>(chunks.size());
+#pragma omp parallel for schedule(static) if (count > 1)
+  for (int64_t c = 0; c < count; ++c) partials[c] = sumSquaresRange(chunks[c].x, chunks[c].begin, chunks[c].end);
+}
+
 double sum_of_chunks(const double* partials, int64_t chunks) {
   double total = 0.0;  // non-negative partials: not finite exactly when one is not
   for (int64_t c = 0; c < chunks; ++c) total += partials[c];

@@ -67,8 +67,7 @@ void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tenso
     return;
   }
   if (kind == plan::HostTask::GRAD_NORM) {
-    for (int g : tensors)
-      if (foldGradient(g)) addNorm(g, gradSumSquares(g));
+    addNorms(tensors);
     return;
   }
   if (kind == plan::HostTask::ADAMW_PREVIOUS) {
@@ -186,6 +185,33 @@ double HostOptimizer::gradSumSquares(int grad) {
   chunk_sums_.resize(static_cast<size_t>(adamw_chunks(mine.size())));
   sum_squares_chunks_cpu(store_.f32At(grad, mine.begin), mine.size(), chunk_sums_.data());
   return gatheredSum(n, param);
+}
+
+void HostOptimizer::addNorms(const std::vector<int>& grads) {
+  std::vector<int> folded;
+  for (int g : grads)
+    if (foldGradient(g)) folded.push_back(g);
+  if (options_.exchange) {  // each rank sums its chunks, gathered tensor by tensor
+    for (int g : folded) addNorm(g, gradSumSquares(g));
+    return;
+  }
+  // Every gradient's chunks over the threads at once, then each one's sum in order: the values
+  // and the order of the sums one tensor at a time, so the norm's bits stay.
+  std::vector<const float*> arrays;
+  std::vector<int64_t> sizes;
+  int64_t chunks = 0;
+  for (int g : folded) {
+    arrays.push_back(store_.f32(g));
+    sizes.push_back(store_.numel(g));
+    chunks += adamw_chunks(sizes.back());
+  }
+  chunk_sums_.resize(static_cast<size_t>(chunks));
+  sum_squares_chunks_many_cpu(arrays, sizes, chunk_sums_.data());
+  const double* partials = chunk_sums_.data();
+  for (size_t i = 0; i < folded.size(); ++i) {
+    addNorm(folded[i], sum_of_chunks(partials, adamw_chunks(sizes[i])));
+    partials += adamw_chunks(sizes[i]);
+  }
 }
 
 double HostOptimizer::gatheredSum(int64_t n, int param) {

@@ -35,6 +35,9 @@ class HostOptimizer {
   AdamWParams forParam(int param, const AdamWParams& adamw) const;
   // Gradient `grad`'s share of the norm; the first non-finite one is remembered.
   void addNorm(int grad, double sum_squares);
+  // A GRAD_NORM task: each gradient folded (summed over micro-batches or ranks, kept apart), then
+  // their shares of the norm, in one parallel pass over all their chunks where no ranks exchange.
+  void addNorms(const std::vector<int>& grads);
   // Gradient `grad`'s sum of squares: of all of it in one process; sharded, of this rank's slice
   // by chunk, the ranks' chunks gathered and added in order (the same sum, bit for bit).
   double gradSumSquares(int grad);

@@ -517,6 +517,41 @@ TEST_F(KernelTest, Bf16OnlyMasterHoldsEveryBf16ValueWhole) {
   for (float off : {1.0f + 1.0f / 1024, 0.1f, 3.14159f}) EXPECT_FALSE(isBf16(off)) << off;
 }
 
+// A GRAD_NORM task's many gradients in one pass: each array's chunk sums are the ones it has
+// alone, bit for bit, in order (arrays of no element, under a chunk, a chunk and a tail), and a
+// NaN stays in its own array's chunk.
+TEST_F(KernelTest, SumSquaresOfManyArraysGivesEachArraysOwnChunkSums) {
+  constexpr int64_t kChunk = 1 << 16;
+  const std::vector<int64_t> sizes = {57344, 0, 1, 2 * kChunk + 17, kChunk, 303104};
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::vector<float>> values;
+  std::vector<const float*> arrays;
+  int64_t total = 0;
+  for (int64_t n : sizes) {
+    values.emplace_back(static_cast<size_t>(n));
+    for (float& x : values.back()) x = normal(rng);
+    total += adamw_chunks(n);
+  }
+  values[3][kChunk + 9] = std::nanf("");
+  for (const auto& v : values) arrays.push_back(v.data());
+  std::vector<double> many(static_cast<size_t>(total), -1.0);
+  sum_squares_chunks_many_cpu(arrays, sizes, many.data());
+  int64_t at = 0;
+  for (size_t a = 0; a < sizes.size(); ++a) {
+    const int64_t chunks = adamw_chunks(sizes[a]);
+    std::vector<double> alone(static_cast<size_t>(chunks));
+    sum_squares_chunks_cpu(arrays[a], sizes[a], alone.data());
+    for (int64_t c = 0; c < chunks; ++c) {
+      const double got = many[static_cast<size_t>(at + c)], want = alone[static_cast<size_t>(c)];
+      EXPECT_TRUE(std::memcmp(&got, &want, sizeof got) == 0)
+          << "array " << a << " chunk " << c << ": " << got << " in one pass, " << want << " alone";
+      EXPECT_EQ(std::isnan(got), a == 3 && c == 1) << "array " << a << " chunk " << c;
+    }
+    if (a != 3) EXPECT_EQ(sum_of_chunks(many.data() + at, chunks), sum_squares_cpu(arrays[a], sizes[a]));
+    at += chunks;
+  }
+}
+
 // AdamW's result does not depend on where the master lives: plain fp32, fp32 with a bf16 copy
 // (each updated chunk rounded into it), or split (restored, updated, split again) give the
 // same weights, moments and bf16 copy bit for bit. The on-arrival update's one pass gives the
