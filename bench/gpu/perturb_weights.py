@@ -4,7 +4,7 @@ weight a plan holds as bf16 alone stays loadable (it moves by whole bf16 steps w
 crosses one). That catches trainable tensors that start bf16-exact too (norms at 1, zero biases:
 zero does not move anyway), which then move less than EPS: the spread is, if anything, too small. run.sh's bf16 parity plans run once more on the cpu from these weights: the
 cpu's own spread, against which backend_parity.py --spread judges the cuda run.
-usage: python3 bench/gpu/perturb_weights.py IN.safetensors OUT.safetensors EPS"""
+usage: python3 bench/gpu/perturb_weights.py IN.safetensors OUT.safetensors EPS [SEED]   (seed 1 by default)"""
 import os
 import sys
 
@@ -16,7 +16,7 @@ import mt_reference as ref  # noqa: E402
 
 def main():
     source, target, eps = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(int(sys.argv[4]) if len(sys.argv) > 4 else 1)
     out = {}
     for name, w in ref.read_safetensors(source).items():
         moved = w * (1 + eps * torch.randn(w.shape, generator=g, dtype=w.dtype))
