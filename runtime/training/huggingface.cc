@@ -368,6 +368,14 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
     if (padding.id) config["pad_token_id"] = *padding.id;
     report.padding = padding.said;
   }
+  // transformers' GptOssExperts clamps at a fixed 7.0 whatever swiglu_limit says (5.17, measured on
+  // the lent H200 in session 46: the tiny model's 0.1 folder within 0 of a twin clamping at 7.0).
+  const auto limit = config.find("swiglu_limit");
+  if (architectureOf(config) == "GptOssForCausalLM" && limit != config.end() && limit->is_number() &&
+      limit->get<double>() != 7.0)
+    report.elsewhere = fmt::format("swiglu_limit {:g}: transformers' GptOss clamps the experts' SwiGLU at 7.0 "
+                                   "whatever the config says, so it computes another model than this one there",
+                                   limit->get<double>());
   checkHuggingFaceExportFolder(dir);  // still new, empty or ours
   AtomicFolderWriter folder(dir);
   Members members;

@@ -46,6 +46,7 @@ struct HuggingFaceExport {
   std::string source;                // the folder the model came from ("" for a built-in model)
   std::string note;                  // why none were copied, where the folder is gone
   std::string padding;               // a reward model's pad_token_id, and what it means there
+  std::string elsewhere;             // what transformers computes otherwise than the folder says
 };
 HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& store, const std::string& dir,
                                     ExportDtype dtype, const std::map<std::string, std::string>& metadata);

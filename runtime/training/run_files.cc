@@ -256,6 +256,7 @@ void exportStore(const TrainConfig& config, const plan::Plan& plan, const HostSt
                 : !exported.note.empty() ? ("; " + exported.note).c_str()
                                           : "");
     if (!exported.padding.empty()) std::printf("  a reward model: %s\n", exported.padding.c_str());
+    if (!exported.elsewhere.empty()) std::printf("  note: %s\n", exported.elsewhere.c_str());
   }
   if (!config.export_peft_dir.empty()) {
     exportPeft(plan, store, config.export_peft_dir, metadata, config.peft_experts);
