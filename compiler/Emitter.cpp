@@ -326,6 +326,7 @@ LogicalResult Emitter::run() {
   model->set_precision(precisionName(*precision));
   model->set_hf_config(options_.hf_config);
   model->set_hf_source(options_.hf_source);
+  model->set_hf_module_prefix(options_.hf_module_prefix);
   model->set_active_params(options_.active_params);
   model->set_lora_alpha(static_cast<float>(options_.lora_alpha));
   model->set_lora_rslora(options_.lora_rslora);

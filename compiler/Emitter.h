@@ -18,6 +18,7 @@ struct EmitOptions {
   bool templates = true;
   std::string hf_config;  // ModelInfo.hf_config: the model's Hugging Face config.json, or ""
   std::string hf_source;  // ModelInfo.hf_source: the folder it was imported from (absolute), or ""
+  std::string hf_module_prefix;  // ModelInfo.hf_module_prefix: kMultimodalLanguageModel, or ""
   int64_t active_params = 0;  // ModelInfo.active_params: a mixture of experts' active parameters, else 0
   double lora_alpha = 0;      // ModelInfo.lora_alpha: mtc --lora-alpha where --lora, else 0
   bool lora_rslora = false;   // ModelInfo.lora_rslora: mtc --lora-rslora

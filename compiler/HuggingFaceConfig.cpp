@@ -360,7 +360,8 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
     language.language_model_config = language_model;
     language.notes.push_back(
         "a Gemma3ForConditionalGeneration folder: its language model is read and trained (as Gemma3ForCausalLM); "
-        "the vision tower and projector are not read, and --export-hf writes the language model alone");
+        "the vision tower and projector are not read, --export-hf writes the language model alone, and "
+        "--export-peft and --lora-from name its adapters as PEFT on the multimodal model does (model.language_model.)");
     return language;
   }
   // A reward model's folder is its causal LM's body under another head: read as that LM.

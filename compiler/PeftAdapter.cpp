@@ -7,6 +7,7 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -117,12 +118,23 @@ std::optional<PerExpertStack> perExpertStack(const HuggingFaceModel& model, cons
                         static_cast<int64_t>(source->second.expert_files.size())};
 }
 
-// The folder's tensor of the plan's parameter `ours`, where it is a tensor of a module of its own
-// there (notOwnModuleTensor); "" where it is none.
+// The folder's tensor `tensor` as transformers names it once loaded, the name PEFT's adapters
+// give it: a Gemma3ForConditionalGeneration folder's language model under model.language_model.
+// (transformers 4.52 on) whatever its file's layout (Google's language_model.model., its head
+// language_model.lm_head); any other folder's as its file has it.
+std::string loadedName(const HuggingFaceModel& model, const std::string& tensor) {
+  constexpr std::string_view google = "language_model.model.";
+  if (!model.language_model_only) return tensor;
+  if (tensor.starts_with(google)) return kMultimodalLanguageModel + tensor.substr(google.size());
+  return tensor == "language_model.lm_head.weight" ? "lm_head.weight" : tensor;
+}
+
+// The folder's tensor of the plan's parameter `ours` (loadedName), where it is a tensor of a module
+// of its own there (notOwnModuleTensor); "" where it is none.
 std::string ownTensor(const HuggingFaceModel& model, const std::string& ours) {
   auto source = model.weights.find(ours);
   if (source == model.weights.end()) return "";
-  return notOwnModuleTensor(source->second.place) ? "" : source->second.place.name;
+  return notOwnModuleTensor(source->second.place) ? "" : loadedName(model, source->second.place.name);
 }
 
 // The per-expert stack `ours` of Qwen3-MoE or Mixtral where target_parameters adapt it in place, on
@@ -336,6 +348,13 @@ std::string unplacedReason(const std::string& key, bool tied, const PeftAdapter&
            expertLayersHint(config, key);
   if (tied && key.starts_with(std::string(kPeftKeyPrefix) + "lm_head."))
     return "the model's LM head is tied to its embedding, and the adapter treats it apart";
+  if (key.starts_with(std::string(kPeftKeyPrefix) + "language_model.model."))
+    return "a Gemma 3 multimodal model's modules as transformers before 4.52 named them (language_model.model.); "
+           "mtc reads them as 4.52 and later do (model.language_model.): load the adapter with PEFT on a newer "
+           "transformers and save it again, or merge it (merge_and_unload)";
+  if (key.find("vision_tower.") != std::string::npos || key.find("multi_modal_projector.") != std::string::npos)
+    return "the vision tower's or its projector's, which mtc does not read (it trains the language model): merge "
+           "the adapter into the model (merge_and_unload), or train it without adapters there";
   return "its config's target_modules (with exclude_modules and layers_to_transform) and modules_to_save do not "
          "account for it";
 }

@@ -30,6 +30,7 @@
 #include "runtime/io/atomic_folder.h"
 #include "runtime/io/format_bytes.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/plan/huggingface_names.h"
 #include "runtime/plan/initializer.h"
 #include "runtime/plan/plan_queries.h"
 
@@ -197,10 +198,6 @@ bool readLoraFrom(CompileOptions& o, std::optional<PeftAdapter>& adapter, Loaded
                             "reward model's score head needs"
                           : "a reward model's (task_type SEQ_CLS): compile it with --objective reward"));
     m.hf = readHuggingFaceFolder(o.model);  // read once: loadHuggingFace takes it as read
-    if (m.hf->language_model_only)
-      throw Error(o.lora_from + ": adapters on a Gemma3ForConditionalGeneration folder's language model (PEFT's "
-                  "model.language_model.layers... modules) are not read yet: train from the folder, or from the "
-                  "language model alone (mtrun --export-hf of a plan compiled from it, a Gemma3ForCausalLM folder)");
     if (!o.forward_only) applyPeftAdapter(*adapter, *m.hf, o);
   } catch (const Error& e) {
     std::fprintf(stderr, "mtc: error: %s\n", e.what());
@@ -337,6 +334,7 @@ int compile(const CompileOptions& requested) {
                    : m.config.hasScoreHead() ? sequenceClassifierConfig(m.hf->config_json)
                                              : m.hf->config_json;
   if (m.hf) emit.hf_source = withoutTrailingSlashes(std::filesystem::absolute(o.model).lexically_normal().string());
+  if (m.hf && m.hf->language_model_only) emit.hf_module_prefix = kMultimodalLanguageModel;
   if (m.config.experts) emit.active_params = m.config.numActiveParams();
   if (o.lora_rank) {
     emit.lora_alpha = o.lora_alpha;

@@ -185,6 +185,21 @@ build/bin/mtc .gpu/hf/gemma3-tiny-f32 --batch 4 --seq 32 --lora 4 --lora-alpha 8
   -o .gpu/peft/gemma3-lora.plan >/dev/null
 build/bin/mtrun .gpu/peft/gemma3-lora.plan --data .gpu/corpus.tok --steps 3 --lr 1e-2 --print-every 10 \
   --export-hf .gpu/peft/gemma3-lora-merged --export-peft .gpu/peft/gemma3-lora-adapter >/dev/null
+# ... and on Gemma 3's multimodal folder (Gemma3ForConditionalGeneration: that language model beside a
+# tiny SigLIP tower, hf_import.py's): its adapters under model.language_model., target_modules an
+# expression sparing the tower; peft_check.py loads them onto transformers' multimodal model there.
+/usr/bin/python3 - <<'PY'
+import sys
+sys.path.insert(0, "tests/e2e")
+import hf_import
+spec = hf_import.MODELS["gemma3-bf16"]
+hf_import.write_gemma3_multimodal(".gpu/hf/gemma3-mm", "model.language_model.",
+                                  hf_import.hf_weights(spec["config"], False, spec["dtype"], 3))
+PY
+build/bin/mtc .gpu/hf/gemma3-mm --batch 4 --seq 32 --lora 4 --lora-alpha 8 --lora-targets 'attn\.|mlp\.' \
+  -o .gpu/peft/gemma3-mm-lora.plan >/dev/null
+build/bin/mtrun .gpu/peft/gemma3-mm-lora.plan --data .gpu/corpus.tok --steps 3 --lr 1e-2 --print-every 10 \
+  --export-hf .gpu/peft/gemma3-mm-lora-merged --export-peft .gpu/peft/gemma3-mm-lora-adapter >/dev/null
 # gpt-oss's stacks of experts in PEFT's target_parameters form (with its attention's projections as
 # target_modules), on the gpt-oss folder above: run.sh loads it on that folder.
 build/bin/mtc .gpu/hf/gpt-oss-tiny-f32 --batch 4 --seq 32 --lora 4 --lora-alpha 8 --lora-targets 'attn\.' \

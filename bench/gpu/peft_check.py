@@ -4,7 +4,9 @@ a module trained whole, a reward model's SEQ_CLS adapter, gpt-oss's experts as t
 Qwen3-MoE's as each expert's layers in target_modules) must load with peft's PeftModel on the
 folder it was trained from with every tensor of the adapter file placed (none unexpected, none of
 the adapter's own missing); the adapted model must compute the logits of the same run's --export-hf
-folder (mtrun's merge), and peft's own merge_and_unload must give that folder's weights.
+folder (mtrun's merge), and peft's own merge_and_unload must give that folder's weights. A
+multimodal Gemma 3 base (Gemma3ForConditionalGeneration) is loaded as that, its language model's
+weights compared under Gemma3ForCausalLM's names (the merged folder's), the vision tower left out.
 usage: python3 bench/gpu/peft_check.py BASE ADAPTER MERGED [BASE ADAPTER MERGED ...]
 """
 import json
@@ -36,7 +38,13 @@ def check(base_dir, adapter_dir, merged_dir):
     # A reward model scores each row at its last token before the padding: transformers refuses a
     # batch without a pad id, which a folder whose tokenizer named none does not give.
     pad = 0 if config.get("pad_token_id") is None else config["pad_token_id"]
-    base = auto.from_pretrained(base_dir, attn_implementation="eager", **extra).float()
+    with open(os.path.join(base_dir, "config.json")) as f:
+        multimodal = json.load(f).get("architectures") == ["Gemma3ForConditionalGeneration"]
+    if multimodal:
+        from transformers import Gemma3ForConditionalGeneration as auto_base
+    else:
+        auto_base = auto
+    base = auto_base.from_pretrained(base_dir, attn_implementation="eager", **extra).float()
     if reward:
         base.config.pad_token_id = pad
     model = PeftModel.from_pretrained(base, adapter_dir).eval()
@@ -55,6 +63,9 @@ def check(base_dir, adapter_dir, merged_dir):
         got, want = model(tokens).logits, merged(tokens).logits
     logit_error = relative(got, want)
     unloaded = model.merge_and_unload().state_dict()
+    if multimodal:  # the language model's tensors under Gemma3ForCausalLM's names; the tower's left out
+        unloaded = {("model." + k[len("model.language_model."):] if k.startswith("model.language_model.") else k): v
+                    for k, v in unloaded.items() if k.startswith("model.language_model.") or k == "lm_head.weight"}
     weights = merged.state_dict()
     common = [k for k in weights if k in unloaded]
     if len(common) != len(weights):

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <span>
+#include <string_view>
 #include <utility>
 
 namespace mt {
@@ -168,6 +169,12 @@ void stackExpertBFromPeft(const float* peft, int64_t experts, int64_t out, int64
 std::string huggingFaceModuleOf(const std::string& tensor) {
   const size_t dot = tensor.rfind('.');
   return dot == std::string::npos ? "" : tensor.substr(0, dot);
+}
+
+std::string underModulePrefix(const std::string& name, const std::string& prefix) {
+  constexpr std::string_view body = "model.";
+  if (prefix.empty() || !name.starts_with(body)) return name;
+  return prefix + name.substr(body.size());
 }
 
 }  // namespace mt

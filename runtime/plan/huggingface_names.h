@@ -43,6 +43,14 @@ HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& g
 // A tensor's module ("model.norm.weight" -> "model.norm"; "" for a name without a '.').
 std::string huggingFaceModuleOf(const std::string& tensor);
 
+// A Gemma3ForConditionalGeneration folder's language model: transformers (4.52 on) holds its
+// modules under this where Gemma3ForCausalLM holds them under "model." (ModelInfo.hf_module_prefix).
+inline constexpr char kMultimodalLanguageModel[] = "model.language_model.";
+// `name` (a module or tensor as huggingFacePlace names it: "model.layers.0.mlp.up_proj") under the
+// plan's hf_module_prefix: its "model." replaced by the prefix; the head ("lm_head.weight") and every
+// name where the prefix is "" unchanged.
+std::string underModulePrefix(const std::string& name, const std::string& prefix);
+
 // Why a tensor at `place` is no tensor of a module of its own in the checkpoint, as PEFT wraps
 // modules (nullptr where it is one): one of a stack of experts, a part of a fused tensor or a
 // transposed one (GPT-2's Conv1D), a name without a module.

@@ -35,7 +35,7 @@ inline constexpr char kRewardMarginsInput[] = "reward_margins";
 inline constexpr char kScoreHeadParam[] = "score.weight";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 33;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 34;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -103,7 +103,8 @@ inline constexpr uint32_t kPlanVersionMinor = 33;  // 1.1: inputs, outputs, cons
                                                   // own alpha); 1.32: HostTensor.bf16_only
                                                   // (a frozen bf16 weight's staging copy alone);
                                                   // 1.33: mt.rmsnorm(_grad)'s offset (Gemma's
-                                                  // norms of 1 + weight)
+                                                  // norms of 1 + weight);
+                                                  // 1.34: ModelInfo.hf_module_prefix
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

@@ -18,8 +18,6 @@
 
 #include "runtime/io/atomic_folder.h"
 #include "runtime/io/error.h"
-#include "runtime/io/json_input.h"
-#include "runtime/io/mapped_file.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/plan/huggingface_names.h"
 #include "runtime/plan/plan_queries.h"
@@ -35,12 +33,20 @@ struct PlacedParam {
   HuggingFacePlace place;
   std::string module;  // the place's name without its last component
 };
+// Parameter `param`'s place in the Hugging Face model its folder loads as: huggingFacePlace's,
+// under the plan's hf_module_prefix (a multimodal Gemma 3's language model: model.language_model.).
+HuggingFacePlace peftPlace(const plan::Plan& plan, const std::string& param, ExpertLayout layout) {
+  HuggingFacePlace place = huggingFacePlace(param, "transformer.", layout);
+  place.name = underModulePrefix(place.name, plan.model().hf_module_prefix());
+  return place;
+}
+
 std::vector<PlacedParam> placedParams(const plan::Plan& plan, ExpertLayout layout) {
   std::vector<PlacedParam> params;
   for (int i = 0; i < plan.host_tensors_size(); ++i) {
     const plan::HostTensor& t = plan.host_tensors(i);
     if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
-    HuggingFacePlace place = huggingFacePlace(t.name(), "transformer.", layout);
+    HuggingFacePlace place = peftPlace(plan, t.name(), layout);
     const std::string module = huggingFaceModuleOf(place.name);
     params.push_back({i, std::move(place), module});
   }
@@ -159,7 +165,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
   std::vector<AdaptedModule> modules;
   for (const LoraAdapter& adapter : adapters) {
     const std::string& weight = plan.host_tensors(adapter.weight).name();
-    const HuggingFacePlace place = huggingFacePlace(weight, "transformer.", layout);
+    const HuggingFacePlace place = peftPlace(plan, weight, layout);
     const bool stack = plan.host_tensors(adapter.weight).shape_size() == 3;
     if (form == PeftExpertsForm::kFused && addFusedModule(modules, weight, adapter, layout)) continue;
     // gpt-oss's stacks are parameters of its experts module, which PEFT adapts in place
@@ -233,28 +239,7 @@ std::vector<SavedModule> savedModules(const plan::Plan& plan, const std::vector<
   return saved;
 }
 
-// Whether the plan's model is the language model of a Gemma3ForConditionalGeneration folder: its
-// source folder's config.json names that architecture (a folder gone since, or unreadable, says
-// nothing; the plan keeps the language model's config).
-bool fromMultimodalGemma(const plan::Plan& plan) {
-  const std::string& dir = plan.model().hf_source();
-  if (dir.empty()) return false;
-  try {
-    const std::string path = dir + "/config.json";
-    const nlohmann::json config = parseJsonInput(readWholeFile(path, "Hugging Face config", ""), path);
-    return config.is_object() && config.contains("architectures") &&
-           config["architectures"] == nlohmann::json::array({"Gemma3ForConditionalGeneration"});
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 PeftContents peftContents(const plan::Plan& plan, PeftExpertsForm form) {
-  if (fromMultimodalGemma(plan))
-    throw Error("--export-peft: the plan's model is the language model of a Gemma3ForConditionalGeneration folder (" +
-                plan.model().hf_source() + "), whose PEFT adapters name the multimodal model's modules "
-                "(model.language_model.layers...), which mtrun does not write yet: --export-hf writes the language "
-                "model with the adapters merged in (Gemma3ForCausalLM)");
   const ExpertLayout layout = exportLayout(plan, "--export-peft");
   PeftContents contents{layout, form, placedParams(plan, layout), adaptedModules(plan, layout, form), {}};
   contents.saved = savedModules(plan, contents.params, contents.adapted);
@@ -294,7 +279,8 @@ std::string parameterTarget(const plan::Plan& plan, const PlacedParam& p, const 
 // PEFT's target_modules (`parameters` false) or target_parameters (true), a list: a kind's name
 // (kindOf: "q_proj", "gate_up_proj", "gate.weight") where the adapted targets are every target of it, else each
 // adapted target's full name (which PEFT finds by equality, and no other name ends with): a stack
-// of experts' one an expert. At most kMostPeftTargets names, else refused.
+// of experts' one an expert. At most kMostPeftTargets names, else refused. Under a module prefix,
+// an expression where it can be one (below).
 nlohmann::ordered_json peftTargets(const plan::Plan& plan, const PeftContents& contents, bool parameters) {
   std::map<std::string, std::set<std::string>> all, chosen;  // by kind; a per-expert stack's with its '*'
   for (const PlacedParam& p : contents.params) {
@@ -309,9 +295,27 @@ nlohmann::ordered_json peftTargets(const plan::Plan& plan, const PeftContents& c
       chosen[kindOf(m.target())].insert(m.target());
       experts[m.target()] = m.experts;
     }
+  // Under a module prefix (a multimodal Gemma 3's language model), a kind's name would also find the
+  // vision tower's layers (q_proj, k_proj, v_proj): every kind adapted whole is then one expression
+  // that starts at the prefix (PEFT's re.fullmatch of a string), else each module by its full name.
+  const std::string& prefix = plan.model().hf_module_prefix();
+  if (!prefix.empty() && !parameters && std::all_of(chosen.begin(), chosen.end(), [&](const auto& kind) {
+        return all[kind.first] == kind.second && std::all_of(kind.second.begin(), kind.second.end(), [&](const auto& m) {
+                 return m.starts_with(prefix);
+               });
+      })) {
+    auto escaped = [](const std::string& name) {
+      std::string text;
+      for (char c : name) text += std::string(c == '.' ? "\\" : "") + c;
+      return text;
+    };
+    std::string kinds;
+    for (const auto& [leaf, modules] : chosen) kinds += (kinds.empty() ? "" : "|") + escaped(leaf);
+    return escaped(prefix) + ".*\\.(" + kinds + ")";
+  }
   nlohmann::ordered_json targets = nlohmann::ordered_json::array();
   for (const auto& [leaf, modules] : chosen) {
-    if (all[leaf] == modules) {
+    if (all[leaf] == modules && prefix.empty()) {
       targets.push_back(leaf);
       continue;
     }

@@ -838,36 +838,69 @@ def router_aux_loss(bin_dir, work, failures):
 FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
 
-def gemma3_multimodal(bin_dir, work, data, failures):
-    """A Gemma3ForConditionalGeneration folder (Gemma 3 4B-27B) in both tensor layouts, Google's
-    ("language_model.model.") and transformers 4.52's ("model.language_model."), its text_config
-    written sparse as transformers saves it (defaults left out), beside a vision tower: its language
-    model trains as the Gemma3ForCausalLM folder of the same weights, bit for bit; --export-hf writes
-    that language model (Gemma3ForCausalLM); an unknown top-level key is refused."""
+def write_gemma3_multimodal(folder, body, weights):
+    """A Gemma3ForConditionalGeneration folder of gemma3-bf16's language model `weights` (Gemma3ForCausalLM's
+    names) under `body` (Google's "language_model.model." or transformers 4.52's "model.language_model."),
+    its text_config sparse as transformers saves it, beside a tiny SigLIP tower and projector that
+    transformers' own model loads (bench/gpu/pack.sh writes one for PEFT there). Returns the config."""
     spec = MODELS["gemma3-bf16"]
-    weights = hf_weights(spec["config"], False, spec["dtype"], seed=3)  # the gemma3-bf16 folder's
     defaults = dict(rms_norm_eps=1e-6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
                     hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True, attention_bias=False,
                     attention_dropout=0.0, final_logit_softcapping=None, attn_logit_softcapping=None)
     top = ("dtype", "eos_token_id", "bos_token_id", "pad_token_id")
     text = {k: v for k, v in spec["config"].items() if k not in top and defaults.get(k, "absent") != v}
+    width, inner = 8, 16  # the tower's; 4x4 images of 2x2 patches, pooled to one token
+    vision_config = dict(model_type="siglip_vision_model", hidden_size=width, intermediate_size=inner,
+                         num_hidden_layers=1, num_attention_heads=2, num_channels=3, image_size=4, patch_size=2,
+                         layer_norm_eps=1e-6, vision_use_head=False)
     config = dict(architectures=["Gemma3ForConditionalGeneration"], model_type="gemma3", text_config=text,
-                  vision_config=dict(hidden_size=8, model_type="siglip_vision_model"), boi_token_index=255999,
-                  eoi_token_index=256000, image_token_index=262144, mm_tokens_per_image=256, initializer_range=0.02,
+                  vision_config=vision_config, boi_token_index=255999, eoi_token_index=256000,
+                  image_token_index=262144, mm_tokens_per_image=1, initializer_range=0.02,
                   eos_token_id=[1, 106], torch_dtype="bfloat16", transformers_version="4.50.0.dev0")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    tensors = {body + k[len("model."):]: v for k, v in weights.items()}
+    outer = "model." if body.startswith("model.") else ""
+    g = torch.Generator().manual_seed(11)
+    tower = outer + "vision_tower.vision_model."
+    shapes = {"embeddings.patch_embedding.weight": (width, 3, 2, 2), "embeddings.patch_embedding.bias": (width,),
+              "embeddings.position_embedding.weight": (4, width), "post_layernorm.weight": (width,),
+              "post_layernorm.bias": (width,)}
+    for part in ("layer_norm1", "layer_norm2"):
+        shapes.update({f"encoder.layers.0.{part}.weight": (width,), f"encoder.layers.0.{part}.bias": (width,)})
+    for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        shapes.update({f"encoder.layers.0.self_attn.{proj}.weight": (width, width),
+                       f"encoder.layers.0.self_attn.{proj}.bias": (width,)})
+    shapes.update({"encoder.layers.0.mlp.fc1.weight": (inner, width), "encoder.layers.0.mlp.fc1.bias": (inner,),
+                   "encoder.layers.0.mlp.fc2.weight": (width, inner), "encoder.layers.0.mlp.fc2.bias": (width,)})
+    for name, shape in shapes.items():
+        tensors[tower + name] = (0.1 * torch.randn(shape, generator=g)).bfloat16()
+    projector = outer + "multi_modal_projector."
+    tensors[projector + "mm_input_projection_weight"] = (0.1 * torch.randn(width, text["hidden_size"], generator=g)).bfloat16()
+    tensors[projector + "mm_soft_emb_norm.weight"] = torch.zeros(width).bfloat16()
+    write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
+    return config
+
+
+def gemma3_multimodal(bin_dir, work, data, failures):
+    """A Gemma3ForConditionalGeneration folder (Gemma 3 4B-27B) in both tensor layouts, Google's
+    ("language_model.model.") and transformers 4.52's ("model.language_model."), its text_config
+    written sparse as transformers saves it (defaults left out), beside a vision tower: its language
+    model trains as the Gemma3ForCausalLM folder of the same weights, bit for bit; --export-hf writes
+    that language model (Gemma3ForCausalLM); an unknown top-level key is refused. Its LoRA's
+    --export-peft names the modules as transformers 4.52 on loads them (model.language_model.), its
+    target_modules an expression that spares the vision tower, and --lora-from reads it back bit for
+    bit onto either layout; adapters on the vision tower are refused by name."""
+    spec = MODELS["gemma3-bf16"]
+    weights = hf_weights(spec["config"], False, spec["dtype"], seed=3)  # the gemma3-bf16 folder's
     flags = ["--steps", "3", "--seed", "7", "--print-every", "10"]
     ref.run([f"{bin_dir}/mtrun", os.path.join(work, "gemma3-bf16.plan"), "--data", data,
              "--log", os.path.join(work, "gemma3-causal.jsonl")] + flags)
     want = [json.loads(line)["loss"] for line in open(os.path.join(work, "gemma3-causal.jsonl"))]
-    for body, outer in (("language_model.model.", ""), ("model.language_model.", "model.")):
+    for body in ("language_model.model.", "model.language_model."):
         folder = os.path.join(work, "gemma3-multimodal-" + body.split(".")[0])
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "config.json"), "w") as f:
-            json.dump(config, f, indent=2)
-        tensors = {body + k[len("model."):]: v for k, v in weights.items()}
-        tensors[outer + "vision_tower.vision_model.embeddings.patch_embedding.weight"] = torch.zeros(4, 3, 2, 2)
-        tensors[outer + "multi_modal_projector.mm_input_projection_weight"] = torch.zeros(8, 64)
-        write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
+        config = write_gemma3_multimodal(folder, body, weights)
         plan, log = folder + ".plan", folder + ".jsonl"
         summary = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
                                   "-o", plan], capture_output=True, text=True)
@@ -886,6 +919,7 @@ def gemma3_multimodal(bin_dir, work, data, failures):
             failures.append(f"{folder}: --export-hf wrote {exported} with tensors {sorted(names ^ set(weights))[:4]} "
                             f"beyond Gemma3ForCausalLM's")
     print(f"gemma3 multimodal folders: 3 steps as the Gemma3ForCausalLM folder's ({want}), exported as it")
+    gemma3_multimodal_peft(bin_dir, work, data, flags, failures)
     # Its config.json alone: mtc --no-weights sizes the plan (the parameters of the folder with
     # weights, the frozen ones taken as bf16 as its torch_dtype says); without the flag, refused.
     alone = os.path.join(work, "gemma3-config-alone")
@@ -930,6 +964,49 @@ def gemma3_multimodal(bin_dir, work, data, failures):
     err = mtc_error(bin_dir, folder)
     if "mtc does not know 'vision_soft_tokens'" not in err:
         failures.append(f"multimodal Gemma 3 with an unknown key: {err}")
+
+
+def gemma3_multimodal_peft(bin_dir, work, data, flags, failures):
+    """gemma3_multimodal's folders with LoRA: --export-peft from either layout writes the same adapters
+    under transformers' loaded names, which --lora-from puts back bit for bit on both."""
+    folders = [os.path.join(work, "gemma3-multimodal-" + layout) for layout in ("model", "language_model")]
+    lora = ["--lora", "4", "--lora-alpha", "8", "--lora-targets", r"attn\.|mlp\."]
+    trained = []
+    for folder in folders:
+        ref.run([f"{bin_dir}/mtc", folder, "--batch", "4", "--seq", "32", "-o", folder + "-lora.plan"] + lora)
+        ref.run([f"{bin_dir}/mtrun", folder + "-lora.plan", "--data", data, "--lr", "1e-2", "--export",
+                 folder + "-lora.safetensors", "--export-peft", folder + "-peft"] + flags)
+        trained.append(ref.read_safetensors(folder + "-lora.safetensors"))
+        with open(os.path.join(folder + "-peft", "adapter_config.json")) as f:
+            targets = json.load(f)["target_modules"]
+        keys = set(read_hf_safetensors(os.path.join(folder + "-peft", "adapter_model.safetensors")))
+        prefix = "base_model.model.model.language_model.layers."
+        if targets != r"model\.language_model\..*\.(down_proj|gate_proj|k_proj|o_proj|q_proj|up_proj|v_proj)" or \
+                len(keys) != 42 or not all(k.startswith(prefix) for k in keys):
+            failures.append(f"{folder}: --export-peft wrote target_modules {targets}, keys {sorted(keys)[:2]}")
+    if any(not torch.equal(trained[0][k], trained[1][k]) for k in trained[0]):
+        failures.append("gemma3 multimodal LoRA: the two layouts trained differently")
+    for folder in folders:  # the first folder's adapters onto both layouts
+        ref.run([f"{bin_dir}/mtc", folder, "--batch", "4", "--seq", "32", "--lora-from", folders[0] + "-peft", "-o",
+                 folder + "-from.plan"])
+        ref.run([f"{bin_dir}/mtrun", folder + "-from.plan", "--data", data, "--steps", "1", "--lr", "0",
+                 "--print-every", "10", "--export", folder + "-from.safetensors"])
+        back = ref.read_safetensors(folder + "-from.safetensors")
+        differ = [k for k in trained[0] if not torch.equal(trained[0][k], back[k])]
+        if differ:
+            failures.append(f"{folder}: --lora-from {folders[0]}-peft differs at {differ[:3]}")
+    # An adapter with the vision tower's layers too (PEFT's all-linear on the multimodal model).
+    vision = os.path.join(work, "gemma3-multimodal-vision-peft")
+    shutil.copytree(folders[0] + "-peft", vision, dirs_exist_ok=True)
+    tensors = read_hf_safetensors(os.path.join(vision, "adapter_model.safetensors"))
+    key = "base_model.model.model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.lora_A.weight"
+    write_safetensors(os.path.join(vision, "adapter_model.safetensors"), dict(tensors, **{key: torch.zeros(4, 8)}))
+    refused = subprocess.run([f"{bin_dir}/mtc", folders[0], "--lora-from", vision, "-o", vision + ".plan"],
+                             capture_output=True, text=True)
+    if refused.returncode == 0 or "the vision tower's or its projector's, which mtc does not read" not in refused.stderr:
+        failures.append(f"an adapter on the vision tower: exit {refused.returncode}: {refused.stderr}")
+    print("gemma3 multimodal LoRA: --export-peft under model.language_model. from both layouts, read back bit for bit "
+          "onto both; the vision tower's adapters refused")
 
 
 def gemma3_with_its_tokenizer(bin_dir, work, failures):
