@@ -348,15 +348,33 @@ std::string unplacedReason(const std::string& key, bool tied, const PeftAdapter&
            expertLayersHint(config, key);
   if (tied && key.starts_with(std::string(kPeftKeyPrefix) + "lm_head."))
     return "the model's LM head is tied to its embedding, and the adapter treats it apart";
-  if (key.starts_with(std::string(kPeftKeyPrefix) + "language_model.model."))
-    return "a Gemma 3 multimodal model's modules as transformers before 4.52 named them (language_model.model.); "
-           "mtc reads them as 4.52 and later do (model.language_model.): load the adapter with PEFT on a newer "
-           "transformers and save it again, or merge it (merge_and_unload)";
   if (key.find("vision_tower.") != std::string::npos || key.find("multi_modal_projector.") != std::string::npos)
     return "the vision tower's or its projector's, which mtc does not read (it trains the language model): merge "
            "the adapter into the model (merge_and_unload), or train it without adapters there";
   return "its config's target_modules (with exclude_modules and layers_to_transform) and modules_to_save do not "
          "account for it";
+}
+
+// Refuses, for a Gemma3ForConditionalGeneration folder's language model, an adapter whose file names
+// its modules otherwise than transformers 4.52 on does (model.language_model.): as transformers
+// before 4.52 named them (language_model.model., language_model.lm_head), or as Gemma3ForCausalLM's
+// (model.layers.), an adapter of the text model alone. Where its config's targets are kind names
+// (q_proj), mtc would otherwise look for keys the file lacks and say only that.
+void checkLanguageModelNames(const PeftAdapter& adapter, const HuggingFaceModel& model) {
+  if (!model.language_model_only) return;
+  const std::string older = std::string(kPeftKeyPrefix) + "language_model.",
+                    text = std::string(kPeftKeyPrefix) + "model.layers.";
+  for (const auto& [key, entry] : adapter.weights->entries()) {
+    if (key.starts_with(older))
+      throw Error(adapter.weights->path() + " holds '" + key + "': " + model.dir + "'s Gemma 3 modules as " +
+                  "transformers before 4.52 named them (language_model.model.); mtc reads them as 4.52 and later " +
+                  "do (model.language_model.), as PEFT there loads them: load the adapter with PEFT on transformers " +
+                  "4.52 or later and save it again, or merge it (merge_and_unload)");
+    if (key.starts_with(text))
+      throw Error(adapter.weights->path() + " holds '" + key + "', an adapter of a Gemma3ForCausalLM (model.layers.), " +
+                  "but " + model.dir + " is a Gemma3ForConditionalGeneration folder, whose language model's modules " +
+                  "PEFT names model.language_model.layers.: give --lora-from the folder it was trained on");
+  }
 }
 
 // A tied model's head in the file: PEFT writes it beside a saved or whole embedding
@@ -484,6 +502,7 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   std::set<std::string> targets, saved;
   int64_t in_place = 0;  // parameters target_parameters adapt
   const std::string config = adapter.dir + "/" + kPeftConfigFile;
+  checkLanguageModelNames(adapter, model);
   const bool transformers5 = isTransformers5Adapter(adapter, model);
   for (const auto& [ours, source] : model.weights) {
     // A stack of Qwen3-MoE's or Mixtral's experts, adapted in place (transformers 5's fused
@@ -547,6 +566,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
   const SafetensorsFile& file = *adapter.weights;
   AdapterTensors tensors(adapter);
   const std::string config = adapter.dir + "/" + kPeftConfigFile;
+  checkLanguageModelNames(adapter, model);
   const bool tied = headIsEmbedding(plan), transformers5 = isTransformers5Adapter(adapter, model);
   std::map<std::string, std::vector<int64_t>> param_shapes;
   for (const auto& t : plan.host_tensors())

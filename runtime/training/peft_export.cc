@@ -18,6 +18,8 @@
 
 #include "runtime/io/atomic_folder.h"
 #include "runtime/io/error.h"
+#include "runtime/io/json_input.h"
+#include "runtime/io/mapped_file.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/plan/huggingface_names.h"
 #include "runtime/plan/plan_queries.h"
@@ -33,20 +35,38 @@ struct PlacedParam {
   HuggingFacePlace place;
   std::string module;  // the place's name without its last component
 };
+// Where transformers holds the model's modules in the model its folder loads as: the plan's
+// hf_module_prefix. A plan from before it (1.33 and older) has none: where its source folder's
+// config.json names Gemma3ForConditionalGeneration, that model's language model's (a folder gone
+// since, or unreadable, says nothing).
+std::string modulePrefix(const plan::Plan& plan) {
+  if (!plan.model().hf_module_prefix().empty() || plan.model().hf_source().empty())
+    return plan.model().hf_module_prefix();
+  try {
+    const std::string path = plan.model().hf_source() + "/config.json";
+    const nlohmann::json config = parseJsonInput(readWholeFile(path, "Hugging Face config", ""), path);
+    const bool multimodal = config.is_object() && config.contains("architectures") &&
+                            config["architectures"] == nlohmann::json::array({"Gemma3ForConditionalGeneration"});
+    return multimodal ? kMultimodalLanguageModel : "";
+  } catch (const Error&) {
+    return "";
+  }
+}
+
 // Parameter `param`'s place in the Hugging Face model its folder loads as: huggingFacePlace's,
-// under the plan's hf_module_prefix (a multimodal Gemma 3's language model: model.language_model.).
-HuggingFacePlace peftPlace(const plan::Plan& plan, const std::string& param, ExpertLayout layout) {
+// under the module prefix (modulePrefix: a multimodal Gemma 3's language model's model.language_model.).
+HuggingFacePlace peftPlace(const std::string& param, ExpertLayout layout, const std::string& prefix) {
   HuggingFacePlace place = huggingFacePlace(param, "transformer.", layout);
-  place.name = underModulePrefix(place.name, plan.model().hf_module_prefix());
+  place.name = underModulePrefix(place.name, prefix);
   return place;
 }
 
-std::vector<PlacedParam> placedParams(const plan::Plan& plan, ExpertLayout layout) {
+std::vector<PlacedParam> placedParams(const plan::Plan& plan, ExpertLayout layout, const std::string& prefix) {
   std::vector<PlacedParam> params;
   for (int i = 0; i < plan.host_tensors_size(); ++i) {
     const plan::HostTensor& t = plan.host_tensors(i);
     if (t.role() != plan::ROLE_PARAM || isLoraAdapter(t.name())) continue;
-    HuggingFacePlace place = peftPlace(plan, t.name(), layout);
+    HuggingFacePlace place = peftPlace(t.name(), layout, prefix);
     const std::string module = huggingFaceModuleOf(place.name);
     params.push_back({i, std::move(place), module});
   }
@@ -79,6 +99,7 @@ struct SavedModule {
   std::vector<std::pair<std::string, int>> tensors;
 };
 struct PeftContents {
+  std::string prefix;  // modulePrefix
   ExpertLayout layout;
   PeftExpertsForm form;
   std::vector<PlacedParam> params;
@@ -157,7 +178,8 @@ void checkFusedForm(const plan::Plan& plan, ExpertLayout layout, std::vector<Ada
 }
 
 // The adapted modules; checks what checkPeftExport promises of them.
-std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout layout, PeftExpertsForm form) {
+std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout layout, PeftExpertsForm form,
+                                          const std::string& prefix) {
   const std::vector<LoraAdapter> adapters = loraAdapters(plan);
   if (adapters.empty())
     throw Error("--export-peft: the plan has no LoRA adapters (compile it with mtc --lora); --export-hf writes a "
@@ -165,7 +187,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
   std::vector<AdaptedModule> modules;
   for (const LoraAdapter& adapter : adapters) {
     const std::string& weight = plan.host_tensors(adapter.weight).name();
-    const HuggingFacePlace place = peftPlace(plan, weight, layout);
+    const HuggingFacePlace place = peftPlace(weight, layout, prefix);
     const bool stack = plan.host_tensors(adapter.weight).shape_size() == 3;
     if (form == PeftExpertsForm::kFused && addFusedModule(modules, weight, adapter, layout)) continue;
     // gpt-oss's stacks are parameters of its experts module, which PEFT adapts in place
@@ -241,7 +263,9 @@ std::vector<SavedModule> savedModules(const plan::Plan& plan, const std::vector<
 
 PeftContents peftContents(const plan::Plan& plan, PeftExpertsForm form) {
   const ExpertLayout layout = exportLayout(plan, "--export-peft");
-  PeftContents contents{layout, form, placedParams(plan, layout), adaptedModules(plan, layout, form), {}};
+  const std::string prefix = modulePrefix(plan);
+  PeftContents contents{prefix, layout, form, placedParams(plan, layout, prefix),
+                        adaptedModules(plan, layout, form, prefix), {}};
   contents.saved = savedModules(plan, contents.params, contents.adapted);
   // Transformers 5 moved Mixtral's router from block_sparse_moe to mlp: a module saved whole under
   // its transformers 4 name has no place there.
@@ -298,7 +322,7 @@ nlohmann::ordered_json peftTargets(const plan::Plan& plan, const PeftContents& c
   // Under a module prefix (a multimodal Gemma 3's language model), a kind's name would also find the
   // vision tower's layers (q_proj, k_proj, v_proj): every kind adapted whole is then one expression
   // that starts at the prefix (PEFT's re.fullmatch of a string), else each module by its full name.
-  const std::string& prefix = plan.model().hf_module_prefix();
+  const std::string& prefix = contents.prefix;
   if (!prefix.empty() && !parameters && std::all_of(chosen.begin(), chosen.end(), [&](const auto& kind) {
         return all[kind.first] == kind.second && std::all_of(kind.second.begin(), kind.second.end(), [&](const auto& m) {
                  return m.starts_with(prefix);

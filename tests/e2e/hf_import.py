@@ -860,8 +860,11 @@ def write_gemma3_multimodal(folder, body, weights):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-    tensors = {body + k[len("model."):]: v for k, v in weights.items()}
+    # The language model's tensors under `body` (an untied head at the top level in transformers'
+    # layout, beside the language model in Google's).
     outer = "model." if body.startswith("model.") else ""
+    tensors = {(body + k[len("model."):] if k.startswith("model.") else ("" if outer else "language_model.") + k): v
+               for k, v in weights.items()}
     g = torch.Generator().manual_seed(11)
     tower = outer + "vision_tower.vision_model."
     shapes = {"embeddings.patch_embedding.weight": (width, 3, 2, 2), "embeddings.patch_embedding.bias": (width,),
@@ -1005,6 +1008,17 @@ def gemma3_multimodal_peft(bin_dir, work, data, flags, failures):
                              capture_output=True, text=True)
     if refused.returncode == 0 or "the vision tower's or its projector's, which mtc does not read" not in refused.stderr:
         failures.append(f"an adapter on the vision tower: exit {refused.returncode}: {refused.stderr}")
+    # The same adapters as transformers before 4.52 named them, and as a Gemma3ForCausalLM's: refused by name.
+    for name, (old, new), words in (("older", ("model.language_model.", "language_model.model."), "before 4.52"),
+                                    ("causal", ("model.language_model.", "model."), "an adapter of a Gemma3ForCausalLM")):
+        renamed = os.path.join(work, f"gemma3-multimodal-{name}-peft")
+        shutil.copytree(folders[0] + "-peft", renamed, dirs_exist_ok=True)
+        write_safetensors(os.path.join(renamed, "adapter_model.safetensors"),
+                          {k.replace(old, new, 1): v for k, v in tensors.items()})
+        refused = subprocess.run([f"{bin_dir}/mtc", folders[1], "--lora-from", renamed, "-o", renamed + ".plan"],
+                                 capture_output=True, text=True)
+        if refused.returncode == 0 or words not in refused.stderr:
+            failures.append(f"an adapter of {name} names: exit {refused.returncode}: {refused.stderr}")
     print("gemma3 multimodal LoRA: --export-peft under model.language_model. from both layouts, read back bit for bit "
           "onto both; the vision tower's adapters refused")
 
