@@ -106,11 +106,14 @@ for plan in $plans; do
     dpo-* | kto-*) ;;
     *-mixed*)
       spreads=()
-      if mt 60 mtrun "$plan" "${data[@]}" --steps 1 --lr 0 --backend cpu --export "$out/$name.start.safetensors"         --print-every 100 > "$out/$name.start.txt" 2>&1; then
+      if mt 60 mtrun "$plan" "${data[@]}" --steps 1 --lr 0 --backend cpu --export "$out/$name.start.safetensors" \
+        --print-every 100 > "$out/$name.start.txt" 2>&1; then
         for seed in 1 2 3 4 5 6 7 8; do
           run=$name.cpu-perturbed$seed
           { python3 bench/gpu/perturb_weights.py "$out/$name.start.safetensors" "$out/$run.weights.safetensors" 1e-3 $seed &&
-            OMP_NUM_THREADS=2 mt 60 mtrun "$plan" "${data[@]}" --steps 10 --backend cpu --weights "$out/$run.weights.safetensors"               --log "$out/$run.jsonl" --export "$out/$run.safetensors" --dump-grads "$out/$run.grads.safetensors"               --print-every 100; } > "$out/$run.txt" 2>&1 &
+            OMP_NUM_THREADS=2 mt 60 mtrun "$plan" "${data[@]}" --steps 10 --backend cpu --weights "$out/$run.weights.safetensors" \
+              --log "$out/$run.jsonl" --export "$out/$run.safetensors" --dump-grads "$out/$run.grads.safetensors" \
+              --print-every 100; } > "$out/$run.txt" 2>&1 &
         done
         wait
         for seed in 1 2 3 4 5 6 7 8; do
