@@ -98,16 +98,14 @@ void adamw_cpu(const MasterWeights& w, const float* grad, float* m, float* v, in
 }
 
 void sum_squares_chunks_cpu(const float* x, int64_t n, double* partials) {
-  const int64_t chunks = adamw_chunks(n);
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c) partials[c] = sumSquaresRange(x, c * kChunk, std::min(n, (c + 1) * kChunk));
+  sum_squares_chunks_many_cpu({x}, {n}, partials);
 }
 
 void sum_squares_chunks_many_cpu(const std::vector<const float*>& arrays, const std::vector<int64_t>& sizes,
                                  double* partials) {
   struct Chunk {
     const float* x;
-    int64_t begin, end;  // as sum_squares_chunks_cpu sums it: the same bits
+    int64_t begin, end;
   };
   std::vector<Chunk> chunks;  // every array's chunks in order: partials' order
   for (size_t a = 0; a < arrays.size(); ++a)
