@@ -276,6 +276,16 @@ PeftContents peftContents(const plan::Plan& plan, PeftExpertsForm form) {
   return contents;
 }
 
+// `name` as a regular expression that matches it alone (every character but letters, digits and
+// '_' escaped), its '*' (a per-expert stack's expert) as `expert` where given.
+std::string regexLiteral(const std::string& name, const std::string& expert = "\\*") {
+  std::string text;
+  for (char c : name)
+    text += c == '*' ? expert
+                     : std::string(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? "" : "\\") + c;
+  return text;
+}
+
 // The most names PEFT's target lists may hold here: mtc --lora-from reads no more.
 constexpr size_t kMostPeftTargets = 4096;
 
@@ -328,14 +338,9 @@ nlohmann::ordered_json peftTargets(const plan::Plan& plan, const PeftContents& c
                  return m.starts_with(prefix);
                });
       })) {
-    auto escaped = [](const std::string& name) {
-      std::string text;
-      for (char c : name) text += std::string(c == '.' ? "\\" : "") + c;
-      return text;
-    };
     std::string kinds;
-    for (const auto& [leaf, modules] : chosen) kinds += (kinds.empty() ? "" : "|") + escaped(leaf);
-    return escaped(prefix) + ".*\\.(" + kinds + ")";
+    for (const auto& [leaf, modules] : chosen) kinds += (kinds.empty() ? "" : "|") + regexLiteral(leaf);
+    return regexLiteral(prefix) + ".*\\.(" + kinds + ")";
   }
   nlohmann::ordered_json targets = nlohmann::ordered_json::array();
   for (const auto& [leaf, modules] : chosen) {
@@ -406,11 +411,7 @@ PeftSetting peftSetting(const std::vector<AdaptedModule>& adapted,
     // module's name.
     const size_t first = module.find('.');
     const bool deep = first != std::string::npos && std::count(module.begin() + first + 1, module.end(), '.') >= 2;
-    std::string escaped;
-    for (char c : deep ? module.substr(first + 1) : module)
-      escaped += c == '*' ? std::string("[0-9]+")
-                          : std::string(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? "" : "\\") + c;
-    setting.pattern[escaped] = values[i];
+    setting.pattern[regexLiteral(deep ? module.substr(first + 1) : module, "[0-9]+")] = values[i];
   }
   return setting;
 }
