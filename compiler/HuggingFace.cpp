@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -292,7 +293,7 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
   // (GPT2Model's) have no prefix.
   const std::string gpt2_body = files.count("transformer.wte.weight") ? "transformer." : "";
   std::set<std::string> placed;
-  const ExpertLayout expert_layout = expertLayoutOf(model.architecture);
+  const CheckpointLayout expert_layout = checkpointLayoutOf(model.architecture);
   auto fileOf = [&](const std::string& name, const std::string& ours) -> std::string {
     if (model.weightless && files.empty()) return "";  // placed by name alone
     auto it = files.find(name);
@@ -381,7 +382,18 @@ namespace {
 // source (one tensor, one per expert, MXFP4 blocks and scales, a part of a fused one, transposed).
 class FolderTensors {
  public:
-  explicit FolderTensors(const HuggingFaceModel& model) : model_(model) {}
+  FolderTensors(const HuggingFaceModel& model, const plan::Plan& plan) : model_(model) {
+    // The rows of each part of a fused tensor (GPT-2's c_attn, Phi-3's qkv_proj): its parameter's
+    // output axis (GPT-2's Conv1D stores it last, transposed).
+    for (const auto& t : plan.host_tensors()) {
+      auto source = model.weights.find(t.name());
+      if (t.role() != plan::ROLE_PARAM || source == model.weights.end() || source->second.place.parts == 1) continue;
+      const HuggingFacePlace& place = source->second.place;
+      auto& rows = part_rows_[place.name];
+      rows.resize(static_cast<size_t>(place.parts));
+      rows[static_cast<size_t>(place.part)] = t.shape().empty() ? 1 : t.shape(0);
+    }
+  }
 
   SafetensorsTensor tensor(const plan::HostTensor& t, const std::vector<int64_t>& shape, int64_t n) {
     const HuggingFaceSource& source = model_.weights.at(t.name());
@@ -393,22 +405,32 @@ class FolderTensors {
                          model_.dir + ": '" + place.name + "_blocks'");
     const SafetensorsEntry& entry = entryOf(source.file, place.name);
     // The source's shape: ours, transposed (a matrix in Conv1D's [in, out]), its output axis
-    // `parts` times as long.
+    // (Conv1D's last, else the first) as long as all the parts' together.
+    const int64_t rows = shape.empty() ? 1 : shape[0], cols = shape.empty() ? 1 : n / std::max<int64_t>(rows, 1);
+    int64_t offset = 0, total = rows;  // this part's first row in the fused tensor, and its rows
+    if (place.parts != 1) {
+      const std::vector<int64_t>& parts = part_rows_.at(place.name);
+      offset = std::accumulate(parts.begin(), parts.begin() + place.part, int64_t{0});
+      total = std::accumulate(parts.begin(), parts.end(), int64_t{0});
+    }
     std::vector<int64_t> expected = shape;
     if (place.transposed && expected.size() == 2) std::swap(expected[0], expected[1]);
-    if (!expected.empty()) expected.back() *= place.parts;
+    if (!expected.empty()) (place.transposed ? expected.back() : expected.front()) = total;
     requireShape(entry, place.name, expected, t.name());
     const std::string where = model_.dir + "/" + source.file + ": '" + place.name + "'";
-    return {t.name(), "F32", shape, nullptr, 4 * n, [&entry, &place, shape, n, where](void* out) {
+    return {t.name(), "F32", shape, nullptr, 4 * n,
+            [&entry, transposed = place.transposed, rows, cols, offset, total, n, where](void* out) {
               float* values = static_cast<float*>(out);
-              if (place.parts == 1 && !place.transposed) return widen(entry, n, values, where);
-              std::vector<float> whole(static_cast<size_t>(n * place.parts));
-              widen(entry, n * place.parts, whole.data(), where);
-              const int64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1;
-              const int64_t offset = place.part * rows, stride = rows * place.parts;
-              // ours[o][i] = theirs[i][part * rows + o] (a bias: ours[o] = theirs[part * rows + o])
+              if (total == rows && !transposed) return widen(entry, n, values, where);
+              std::vector<float> whole(static_cast<size_t>(total * cols));
+              widen(entry, total * cols, whole.data(), where);
+              if (!transposed) {  // ours: rows offset to offset + rows of the fused [total, cols]
+                std::copy_n(whole.data() + offset * cols, n, values);
+                return;
+              }
+              // ours[o][i] = theirs[i][offset + o] (GPT-2's Conv1D, [in, total])
               for (int64_t o = 0; o < rows; ++o)
-                for (int64_t i = 0; i < cols; ++i) values[o * cols + i] = whole[i * stride + offset + o];
+                for (int64_t i = 0; i < cols; ++i) values[o * cols + i] = whole[i * total + offset + o];
             }};
   }
 
@@ -449,6 +471,7 @@ class FolderTensors {
   }
 
   const HuggingFaceModel& model_;
+  std::map<std::string, std::vector<int64_t>> part_rows_;  // a fused tensor's parts' rows, in order
   std::map<std::string, std::unique_ptr<SafetensorsFile>> open_;
 };
 
@@ -487,7 +510,7 @@ std::set<std::string> bf16Params(const HuggingFaceModel& model) {
 
 void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path,
                              const WeightOverrides& overrides) {
-  FolderTensors folder(model);
+  FolderTensors folder(model, plan);
   std::vector<SafetensorsTensor> tensors;
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;

@@ -215,7 +215,9 @@ void readExperts(ConfigReader& r, const std::string& architecture, ModelConfig& 
 void readSlidingWindows(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
   const bool qwen = architecture == "Qwen2ForCausalLM" || architecture == "Qwen3ForCausalLM" ||
                     architecture == "Qwen3MoeForCausalLM";
-  const bool mistral = architecture == "MistralForCausalLM" || architecture == "MixtralForCausalLM";
+  // Phi-3 slides in every layer where it names a window (Phi-3-mini's 2,047 tokens), as Mistral.
+  const bool mistral = architecture == "MistralForCausalLM" || architecture == "MixtralForCausalLM" ||
+                       architecture == "Phi3ForCausalLM";
   const bool oss = architecture == "GptOssForCausalLM";
   if (!qwen && !mistral && !oss) return;
   // Qwen names a window it uses only with use_sliding_window, from layer max_window_layers on
@@ -251,6 +253,21 @@ void readSlidingWindows(ConfigReader& r, const std::string& architecture, ModelC
   if (window > 0) c.sliding_window = window, c.sliding_layers = sliding;
 }
 
+// Phi-3's keys beside the llama family's (Phi3ForCausalLM: Phi-3 and Phi-4). Its projections have no
+// biases; its dropout must be off, as in the published models; the custom code that auto_map names
+// for transformers before 4.40 is the architecture transformers has built in since (the
+// architecture decides). original_max_position_embeddings is read by LongRoPE alone, which
+// readRotary refuses by name, as it does a rotary embedding over part of each head.
+void readPhi3Keys(ConfigReader& r) {
+  r.require("attention_bias", false, "Phi-3's projections have no biases in transformers");
+  r.require("resid_pdrop", 0.0, "dropout is not supported; training is deterministic");
+  r.require("embd_pdrop", 0.0, "dropout is not supported; training is deterministic");
+  r.require("partial_rotary_factor", 1.0,
+            "a rotary embedding over part of each head (Phi-4-mini's 0.75) is not supported");
+  r.take("auto_map");
+  r.take("original_max_position_embeddings");
+}
+
 ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* mxfp4) {
   ModelConfig c;
   c.family = ModelFamily::kLlama;
@@ -263,6 +280,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   c.context = r.integer("max_position_embeddings");
   c.norm_eps = r.number("rms_norm_eps", 1e-6);
   c.tied = r.boolean("tie_word_embeddings", false);
+  const bool phi3 = architecture == "Phi3ForCausalLM";
   c.qkv_bias = architecture == "Qwen2ForCausalLM";
   c.qk_norm = architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM";
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
@@ -276,6 +294,8 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   // first three whatever its config says (transformers' Qwen2Attention), so none there.
   if (architecture == "Qwen2ForCausalLM")
     r.require("attention_bias", false, "Qwen2's output projection has no bias in transformers");
+  else if (phi3)
+    readPhi3Keys(r);
   else if (r.boolean("attention_bias", false))
     c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");
@@ -371,7 +391,8 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   static const std::map<std::string, std::string> kModelType = {
       {"LlamaForCausalLM", "llama"},       {"Qwen2ForCausalLM", "qwen2"},     {"Qwen3ForCausalLM", "qwen3"},
       {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"MistralForCausalLM", "mistral"}, {"MixtralForCausalLM", "mixtral"},
-      {"GptOssForCausalLM", "gpt_oss"},    {"GPT2LMHeadModel", "gpt2"},       {"Gemma3ForCausalLM", "gemma3_text"}};
+      {"GptOssForCausalLM", "gpt_oss"},    {"GPT2LMHeadModel", "gpt2"},       {"Gemma3ForCausalLM", "gemma3_text"},
+      {"Phi3ForCausalLM", "phi3"}};
   if (!kModelType.count(causal)) {
     std::string supported;
     for (const auto& [architecture, type] : kModelType) supported += (supported.empty() ? "" : ", ") + architecture;

@@ -142,7 +142,7 @@ std::string ownTensor(const HuggingFaceModel& model, const std::string& ours) {
 std::optional<FusedExpertsPlace> fusedTarget(const PeftAdapter& adapter, const HuggingFaceModel& model,
                                              const std::string& ours) {
   if (!perExpertStack(model, ours)) return std::nullopt;
-  std::optional<FusedExpertsPlace> place = fusedExpertsPlace(ours, expertLayoutOf(model.architecture));
+  std::optional<FusedExpertsPlace> place = fusedExpertsPlace(ours, checkpointLayoutOf(model.architecture));
   if (!place || !isTargetParameter(adapter, place->parameter)) return std::nullopt;
   return place;
 }
@@ -150,7 +150,7 @@ std::optional<FusedExpertsPlace> fusedTarget(const PeftAdapter& adapter, const H
 // The router `ours` of Qwen3-MoE or Mixtral where target_parameters adapt it (transformers 5's
 // parameter of its router module, fusedRouterName): that parameter's name; "" otherwise.
 std::string routerTarget(const PeftAdapter& adapter, const HuggingFaceModel& model, const std::string& ours) {
-  const std::string name = fusedRouterName(ours, expertLayoutOf(model.architecture));
+  const std::string name = fusedRouterName(ours, checkpointLayoutOf(model.architecture));
   return !name.empty() && isTargetParameter(adapter, name) ? name : "";
 }
 
@@ -176,7 +176,7 @@ void checkFusedTargets(const PeftAdapter& adapter, const HuggingFaceModel& model
                 " beside transformers 5's fused experts (target_parameters): PEFT 0.19 and later resolve it and " +
                 "move the experts' and routers' names among it to the fused parameters; " + fix);
   for (const std::string& target : adapter.targets)
-    if (peftMovesToFused(target, expertLayoutOf(model.architecture)))
+    if (peftMovesToFused(target, checkpointLayoutOf(model.architecture)))
       throw Error(config + ": target_modules lists '" + target + "' beside transformers 5's fused experts " +
                     "(target_parameters): PEFT 0.19 and later take that name for the experts' or routers' fused " +
                     "parameters, mtc would take it for a dense layer's; " + fix);

@@ -7,14 +7,19 @@
 
 namespace mt {
 
-ExpertLayout expertLayoutOf(const std::string& architecture) {
+CheckpointLayout checkpointLayoutOf(const std::string& architecture) {
   // By the family's prefix: the causal LM and its ...ForSequenceClassification name tensors alike.
-  return architecture.starts_with("MixtralFor")  ? ExpertLayout::kMixtral
-         : architecture.starts_with("GptOssFor") ? ExpertLayout::kGptOss
-                                                 : ExpertLayout::kQwen3Moe;
+  return architecture.starts_with("MixtralFor")  ? CheckpointLayout::kMixtral
+         : architecture.starts_with("GptOssFor") ? CheckpointLayout::kGptOss
+         : architecture.starts_with("Phi3For")   ? CheckpointLayout::kPhi3
+                                                 : CheckpointLayout::kLlama;
 }
 
-std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
+namespace {
+// The llama family's parameter `name` as Hugging Face checkpoints spell it ("layers.3.attn.q.weight"
+// -> "model.layers.3.self_attn.q_proj.weight"), or "" if it has none. A stacked expert weight
+// ("layers.3.moe.gate.weight", experts x out x in) has a '*' where the expert's index goes.
+std::string huggingFaceName(const std::string& name, CheckpointLayout experts) {
   static const std::pair<const char*, const char*> kLayerParts[] = {
       {"attn_norm.weight", "input_layernorm.weight"}, {"mlp_norm.weight", "post_attention_layernorm.weight"},
       {"attn.q.", "self_attn.q_proj."},             {"attn.k.", "self_attn.k_proj."},
@@ -38,8 +43,8 @@ std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
       {"moe.gate_up.weight", "mlp.experts.gate_up_proj"}, {"moe.gate_up.bias", "mlp.experts.gate_up_proj_bias"},
       {"moe.down.weight", "mlp.experts.down_proj"},       {"moe.down.bias", "mlp.experts.down_proj_bias"}};
   using Parts = std::span<const std::pair<const char*, const char*>>;
-  const Parts expert_parts = experts == ExpertLayout::kMixtral  ? Parts(kMixtralParts)
-                             : experts == ExpertLayout::kGptOss ? Parts(kGptOssParts)
+  const Parts expert_parts = experts == CheckpointLayout::kMixtral  ? Parts(kMixtralParts)
+                             : experts == CheckpointLayout::kGptOss ? Parts(kGptOssParts)
                                                                 : Parts(kQwen3MoeParts);
   if (name == "embed.weight") return "model.embed_tokens.weight";
   if (name == "norm.weight") return "model.norm.weight";
@@ -57,19 +62,31 @@ std::string huggingFaceName(const std::string& name, ExpertLayout experts) {
   return "";
 }
 
-namespace {
+// Phi-3's fused projections: a layer's `part` ("attn.k.weight") as the part of its fused tensor
+// ("self_attn.qkv_proj.weight", part 1 of 3); none for a parameter held alone.
+std::optional<HuggingFacePlace> phi3FusedPart(const std::string& layer, const std::string& part) {
+  static const char* const kQkv[] = {"attn.q.weight", "attn.k.weight", "attn.v.weight"};
+  static const char* const kGateUp[] = {"mlp.gate.weight", "mlp.up.weight"};
+  for (int64_t i = 0; i < 3; ++i)
+    if (part == kQkv[i]) return HuggingFacePlace{"model." + layer + "self_attn.qkv_proj.weight", false, i, 3};
+  for (int64_t i = 0; i < 2; ++i)
+    if (part == kGateUp[i]) return HuggingFacePlace{"model." + layer + "mlp.gate_up_proj.weight", false, i, 2};
+  return std::nullopt;
+}
+
 // For a layer's parameter `param` of Qwen3-MoE or Mixtral, the mixture block transformers 5 has in
 // that layer ("model.layers.3.mlp") and the parameter's name within the layer ("moe.up.weight"),
 // which the callers match; none for gpt-oss or a parameter outside the layers.
-std::optional<std::pair<std::string, std::string>> fusedBlock(const std::string& param, ExpertLayout experts) {
-  if (experts == ExpertLayout::kGptOss || !param.starts_with("layers.")) return std::nullopt;
+std::optional<std::pair<std::string, std::string>> fusedBlock(const std::string& param, CheckpointLayout experts) {
+  const bool fused_experts = experts == CheckpointLayout::kLlama || experts == CheckpointLayout::kMixtral;
+  if (!fused_experts || !param.starts_with("layers.")) return std::nullopt;
   const size_t dot = param.find('.', 7);
   if (dot == std::string::npos) return std::nullopt;
   return std::pair{"model." + param.substr(0, dot) + ".mlp", param.substr(dot + 1)};
 }
 }  // namespace
 
-std::optional<FusedExpertsPlace> fusedExpertsPlace(const std::string& param, ExpertLayout experts) {
+std::optional<FusedExpertsPlace> fusedExpertsPlace(const std::string& param, CheckpointLayout experts) {
   const auto block = fusedBlock(param, experts);
   if (!block) return std::nullopt;
   const std::string experts_module = block->first + ".experts.", &part = block->second;
@@ -79,16 +96,16 @@ std::optional<FusedExpertsPlace> fusedExpertsPlace(const std::string& param, Exp
   return std::nullopt;
 }
 
-std::string fusedRouterName(const std::string& param, ExpertLayout experts) {
+std::string fusedRouterName(const std::string& param, CheckpointLayout experts) {
   const auto block = fusedBlock(param, experts);
   return block && block->second == "moe.router.weight" ? block->first + ".gate.weight" : "";
 }
 
-bool peftMovesToFused(const std::string& target, ExpertLayout experts) {
+bool peftMovesToFused(const std::string& target, CheckpointLayout experts) {
   static const char* const kQwen3Moe[] = {"gate", "gate_proj", "up_proj", "down_proj"};
   static const char* const kMixtral[] = {"gate", "w1", "w2", "w3"};
-  if (experts == ExpertLayout::kGptOss) return false;
-  for (const char* name : experts == ExpertLayout::kMixtral ? std::span<const char* const>(kMixtral)
+  if (experts == CheckpointLayout::kGptOss || experts == CheckpointLayout::kPhi3) return false;
+  for (const char* name : experts == CheckpointLayout::kMixtral ? std::span<const char* const>(kMixtral)
                                                             : std::span<const char* const>(kQwen3Moe))
     if (target == name || target.ends_with(std::string(".") + name)) return true;
   return false;
@@ -101,8 +118,13 @@ std::string expertTensorName(std::string name, int64_t e) {
   return star == std::string::npos ? name : name.replace(star, 1, std::to_string(e));
 }
 
-HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body, ExpertLayout experts) {
-  if (std::string llama = huggingFaceName(param, experts); !llama.empty()) {
+HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body, CheckpointLayout layout) {
+  if (layout == CheckpointLayout::kPhi3 && param.starts_with("layers.")) {
+    const size_t dot = param.find('.', 7);
+    if (dot != std::string::npos)
+      if (auto fused = phi3FusedPart(param.substr(0, dot + 1), param.substr(dot + 1))) return *fused;
+  }
+  if (std::string llama = huggingFaceName(param, layout); !llama.empty()) {
     const bool per_expert = llama.find('*') != std::string::npos;
     return {llama, false, 0, 1, per_expert};
   }
@@ -130,8 +152,8 @@ HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& g
 
 const char* notOwnModuleTensor(const HuggingFacePlace& place) {
   if (place.per_expert) return "one of a stack of experts, each its own module there";
-  if (place.parts != 1 || place.transposed)
-    return "GPT-2's Conv1D layers, stored transposed, c_attn holding q, k and v in one";
+  if (place.transposed) return "GPT-2's Conv1D layers, stored transposed, c_attn holding q, k and v in one";
+  if (place.parts != 1) return "a part of a fused layer (Phi-3's qkv_proj holds q, k and v, its gate_up_proj gate and up)";
   if (huggingFaceModuleOf(place.name).empty()) return "no module of its own";
   return nullptr;
 }

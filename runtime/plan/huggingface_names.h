@@ -9,26 +9,27 @@
 
 namespace mt {
 
-// How a checkpoint names a mixture of experts' tensors: Qwen3-MoE's ("mlp.gate" the router,
-// "mlp.experts.E.gate_proj/up_proj/down_proj"), Mixtral's ("block_sparse_moe.gate",
-// "block_sparse_moe.experts.E.w1/w3/w2") or gpt-oss's ("mlp.router", and every expert in one
-// tensor: "mlp.experts.gate_up_proj", "mlp.experts.down_proj" and their "_bias", laid out as the
-// family's kGptOss parameters are). Parsed once from the architecture's name (a causal LM's or
-// its ...ForSequenceClassification's).
-enum class ExpertLayout { kQwen3Moe, kMixtral, kGptOss };
-ExpertLayout expertLayoutOf(const std::string& architecture);
+// How a checkpoint of the llama family names and lays out its tensors, parsed once from the
+// architecture's name (a causal LM's or its ...ForSequenceClassification's): Llama's (and every
+// family's like it: Qwen, Mistral, Gemma 3), with Qwen3-MoE's mixtures of experts ("mlp.gate" the
+// router, "mlp.experts.E.gate_proj/up_proj/down_proj"); Mixtral's ("block_sparse_moe.gate",
+// "block_sparse_moe.experts.E.w1/w3/w2"); gpt-oss's ("mlp.router", and every expert in one tensor:
+// "mlp.experts.gate_up_proj", "mlp.experts.down_proj" and their "_bias", laid out as the family's
+// kGptOss parameters are); or Phi-3's (Phi3ForCausalLM, Phi-4's too): q, k and v in one
+// "self_attn.qkv_proj", the MLP's gate and up in one "mlp.gate_up_proj", each part's rows after
+// the one before.
+enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3 };
+CheckpointLayout checkpointLayoutOf(const std::string& architecture);
 
-// The llama family's parameter `name` as Hugging Face checkpoints spell it ("layers.3.attn.q.weight"
-// -> "model.layers.3.self_attn.q_proj.weight"), or "" if it has none. A stacked expert weight
-// ("layers.3.moe.gate.weight", experts x out x in) has a '*' where the expert's index goes.
-std::string huggingFaceName(const std::string& name, ExpertLayout experts = ExpertLayout::kQwen3Moe);
 
 // Where a parameter of either family lives in a Hugging Face checkpoint: the tensor (GPT-2's
 // body under `gpt2_body`: "transformer." as transformers saves GPT2LMHeadModel, "" in the
 // original checkpoints), whether it is stored transposed (GPT-2's Conv1D: [in, out]), and which
-// part of how many along the tensor's output axis (GPT-2's c_attn holds q, k and v side by
-// side). `name` is empty where the parameter has no place. One table for mtc's import and
-// mtrun's export.
+// part of how many along the tensor's output axis (GPT-2's c_attn holds q, k and v side by side,
+// Phi-3's qkv_proj and gate_up_proj theirs one after another): the parts lie in order along that
+// axis, each as long as its own parameter's output axis (Phi-3's k and v shorter than q where
+// heads share them). `name` is empty where the parameter has no place. One table for mtc's
+// import and mtrun's export.
 // A stacked expert weight (experts, out, in) is one tensor per expert: `name` has a '*' for the
 // index (expertTensorName).
 struct HuggingFacePlace {
@@ -38,7 +39,7 @@ struct HuggingFacePlace {
   bool per_expert = false;  // the parameter's first axis indexes experts, each its own tensor
 };
 HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body = "transformer.",
-                                  ExpertLayout experts = ExpertLayout::kQwen3Moe);
+                                  CheckpointLayout layout = CheckpointLayout::kLlama);
 
 // A tensor's module ("model.norm.weight" -> "model.norm"; "" for a name without a '.').
 std::string huggingFaceModuleOf(const std::string& tensor);
@@ -66,15 +67,15 @@ struct FusedExpertsPlace {
   std::string parameter;  // "model.layers.3.mlp.experts.gate_up_proj"
   int64_t part = 0, parts = 1;  // gate 0 of 2, up 1 of 2, down 0 of 1
 };
-std::optional<FusedExpertsPlace> fusedExpertsPlace(const std::string& param, ExpertLayout experts);
+std::optional<FusedExpertsPlace> fusedExpertsPlace(const std::string& param, CheckpointLayout experts);
 // ... and the router `param` ("layers.3.moe.router.weight") there: a parameter of its router module
 // ("model.layers.3.mlp.gate.weight", no nn.Linear), which PEFT adapts in place too; "" otherwise.
-std::string fusedRouterName(const std::string& param, ExpertLayout experts);
+std::string fusedRouterName(const std::string& param, CheckpointLayout experts);
 // Whether PEFT 0.19 and later, loading a Qwen3-MoE or Mixtral adapter into transformers 5, move the
 // target_modules entry `target` to the fused parameters before matching: it is, or ends with "." +,
 // the name of an expert's or the router's layer in transformers 4 (gate_proj, up_proj, down_proj;
 // w1, w2, w3; gate).
-bool peftMovesToFused(const std::string& target, ExpertLayout experts);
+bool peftMovesToFused(const std::string& target, CheckpointLayout experts);
 
 // PEFT's adapter folder (mtrun --export-peft writes it, mtc --lora-from reads it): its files, and
 // the prefix of every key of its weights (the PeftModel's base model's model).

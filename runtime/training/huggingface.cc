@@ -108,7 +108,7 @@ nlohmann::ordered_json exportableConfig(const plan::Plan& plan, const std::strin
     throw Error(flag + ": the plan's model has " + (score_head ? "a score head" : "an LM head") +
                 " but its Hugging Face config names " + (classifier ? "a sequence classifier" : "a causal LM") +
                 " (a plan compiled before mtc wrote reward models' configs): compile it again with mtc");
-  const ExpertLayout layout = expertLayoutOf(architecture);
+  const CheckpointLayout layout = checkpointLayoutOf(architecture);
   std::map<std::string, std::vector<bool>> parts;  // each fused tensor's parts present
   loraAdapters(plan);  // whole pairs that fit their weights, merged in as they are written
   for (const auto& t : plan.host_tensors()) {
@@ -121,7 +121,9 @@ nlohmann::ordered_json exportableConfig(const plan::Plan& plan, const std::strin
   }
   for (const auto& [name, present] : parts)
     for (bool p : present)
-      if (!p) throw Error(flag + ": the plan lacks a part of Hugging Face's '" + name + "' (q, k and v together)");
+      if (!p)
+        throw Error(flag + ": the plan lacks a part of Hugging Face's fused '" + name + "' (q, k and v together; "
+                    "Phi-3's gate and up)");
   return config;
 }
 
@@ -207,7 +209,7 @@ std::vector<SafetensorsTensor> expertTensors(const HuggingFacePlace& place, Safe
 }
 
 std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& plan, const HostStore& store,
-                                                           ExportDtype dtype, ExpertLayout layout, Members& members) {
+                                                           ExportDtype dtype, CheckpointLayout layout, Members& members) {
   std::map<int, LoraAdapter> adapted;  // a weight with LoRA adapters: merged in (PEFT's merge_and_unload)
   for (const LoraAdapter& adapter : loraAdapters(plan)) adapted[adapter.weight] = adapter;
   const int width = dtype == ExportDtype::kBf16 ? 2 : 4;
@@ -224,7 +226,7 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& pla
     auto adapter = adapted.find(p);
     SafetensorsTensor f32 = adapter == adapted.end() ? store.savedTensor(p)
                                                      : mergedWeight(plan, store, adapter->second,
-                                                                    layout == ExpertLayout::kGptOss);
+                                                                    layout == CheckpointLayout::kGptOss);
     HuggingFacePlace place = huggingFacePlace(f32.name, "transformer.", layout);
     if (!members.count(place.name)) order.push_back(place.name);
     members[place.name].emplace_back(std::move(place), std::move(f32));
@@ -236,19 +238,22 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& pla
       continue;
     }
     std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first.part < b.first.part; });
-    // Each part's shape: [out, in] or [out]; stored [in, parts * out] (transposed) or [parts * out, ...].
-    const std::vector<int64_t> shape = parts[0].second.shape;
-    const bool transposed = parts[0].first.transposed && shape.size() == 2;
-    std::vector<int64_t> theirs = shape;
+    // Each part's shape: [out, in] or [out]; stored [in, total] (transposed: GPT-2's Conv1D) or
+    // [total, ...], total the parts' outputs together, each part's after the one before.
+    const bool transposed = parts[0].first.transposed && parts[0].second.shape.size() == 2;
+    std::vector<int64_t> offsets;  // each part's first output in the whole
+    int64_t total_rows = 0, cols = 1;  // the rest of each row as columns (gpt-oss's experts are 3-D)
+    for (const auto& member : parts) {
+      offsets.push_back(total_rows);
+      total_rows += member.second.shape.empty() ? 1 : member.second.shape[0];
+    }
+    for (size_t d = 1; d < parts[0].second.shape.size(); ++d) cols *= parts[0].second.shape[d];
+    std::vector<int64_t> theirs = parts[0].second.shape;
     if (transposed) std::swap(theirs[0], theirs[1]);
-    theirs[transposed ? 1 : 0] *= static_cast<int64_t>(parts.size());
-    // Rows along the first axis, the rest of each row as columns (gpt-oss's experts are 3-D).
-    int64_t cols = 1;
-    for (size_t d = 1; d < shape.size(); ++d) cols *= shape[d];
-    const int64_t rows = shape.empty() ? 1 : shape[0], n = rows * cols;
-    const int64_t total = n * static_cast<int64_t>(parts.size());
+    if (!theirs.empty()) theirs[transposed ? 1 : 0] = total_rows;
+    const int64_t total = total_rows * cols;
     SafetensorsTensor out{name, width == 2 ? "BF16" : "F32", theirs, nullptr, total * width};
-    out.produce = [&parts, transposed, rows, cols, n, total, width](void* buffer) {
+    out.produce = [&parts, offsets, transposed, total_rows, cols, total, width](void* buffer) {
       std::vector<float> staged;  // a part's values where it produces them (one part at a time)
       // The tensor in Hugging Face's layout: a whole parameter as it is; else its parts placed.
       const float* values;
@@ -259,13 +264,13 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& pla
         assembled.resize(static_cast<size_t>(total));
         for (size_t p = 0; p < parts.size(); ++p) {
           const float* part = f32Values(parts[p].second, staged);
-          if (!transposed) {  // a bias's slice of the fused one
-            std::memcpy(assembled.data() + p * n, part, 4 * static_cast<size_t>(n));
+          const int64_t rows = parts[p].second.shape.empty() ? 1 : parts[p].second.shape[0];
+          if (!transposed) {  // rows offset.. of the whole [total_rows, cols]
+            std::memcpy(assembled.data() + offsets[p] * cols, part, 4 * static_cast<size_t>(rows * cols));
             continue;
           }
-          const int64_t stride = rows * static_cast<int64_t>(parts.size()), offset = static_cast<int64_t>(p) * rows;
-          for (int64_t o = 0; o < rows; ++o)  // theirs[i][part * rows + o] = ours[o][i]
-            for (int64_t i = 0; i < cols; ++i) assembled[i * stride + offset + o] = part[o * cols + i];
+          for (int64_t o = 0; o < rows; ++o)  // theirs[i][offset + o] = ours[o][i]
+            for (int64_t i = 0; i < cols; ++i) assembled[i * total_rows + offsets[p] + o] = part[o * cols + i];
         }
         values = assembled.data();
       }
@@ -327,8 +332,8 @@ void carryFiles(const plan::Plan& plan, const std::string& dir, HuggingFaceExpor
 
 }  // namespace
 
-ExpertLayout exportLayout(const plan::Plan& plan, const std::string& flag) {
-  return expertLayoutOf(architectureOf(exportableConfig(plan, flag)));
+CheckpointLayout exportLayout(const plan::Plan& plan, const std::string& flag) {
+  return checkpointLayoutOf(architectureOf(exportableConfig(plan, flag)));
 }
 
 void checkHuggingFaceExportFolder(const std::string& dir, bool peft) {
@@ -381,7 +386,7 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
   Members members;
   std::map<std::string, std::string> meta = metadata;
   meta["format"] = "pt";
-  writeShards(folder.staging(), shardedTensors(plan, store, dtype, expertLayoutOf(architectureOf(config)), members), meta);
+  writeShards(folder.staging(), shardedTensors(plan, store, dtype, checkpointLayoutOf(architectureOf(config)), members), meta);
   writeFileAtomically(folder.staging() + "/config.json", config.dump(2) + "\n");
   carryFiles(plan, folder.staging(), report);
   folder.commit();

@@ -53,6 +53,6 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
 
 // The layout of the experts in the plan's Hugging Face form, its config checked as for
 // --export-hf (`flag` names the export in the errors): throws mt::Error where there is none.
-ExpertLayout exportLayout(const plan::Plan& plan, const std::string& flag);
+CheckpointLayout exportLayout(const plan::Plan& plan, const std::string& flag);
 
 }  // namespace mt

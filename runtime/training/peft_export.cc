@@ -55,13 +55,13 @@ std::string modulePrefix(const plan::Plan& plan) {
 
 // Parameter `param`'s place in the Hugging Face model its folder loads as: huggingFacePlace's,
 // under the module prefix (modulePrefix: a multimodal Gemma 3's language model's model.language_model.).
-HuggingFacePlace peftPlace(const std::string& param, ExpertLayout layout, const std::string& prefix) {
+HuggingFacePlace peftPlace(const std::string& param, CheckpointLayout layout, const std::string& prefix) {
   HuggingFacePlace place = huggingFacePlace(param, "transformer.", layout);
   place.name = underModulePrefix(place.name, prefix);
   return place;
 }
 
-std::vector<PlacedParam> placedParams(const plan::Plan& plan, ExpertLayout layout, const std::string& prefix) {
+std::vector<PlacedParam> placedParams(const plan::Plan& plan, CheckpointLayout layout, const std::string& prefix) {
   std::vector<PlacedParam> params;
   for (int i = 0; i < plan.host_tensors_size(); ++i) {
     const plan::HostTensor& t = plan.host_tensors(i);
@@ -100,7 +100,7 @@ struct SavedModule {
 };
 struct PeftContents {
   std::string prefix;  // modulePrefix
-  ExpertLayout layout;
+  CheckpointLayout layout;
   PeftExpertsForm form;
   std::vector<PlacedParam> params;
   std::vector<AdaptedModule> adapted;
@@ -117,7 +117,7 @@ int64_t rankOf(const plan::Plan& plan, const LoraAdapter& adapter) {
 // into `modules` as transformers 5 holds them (fusedExpertsPlace, fusedRouterName), a fused stack's
 // parts joined in one module; false for another weight.
 bool addFusedModule(std::vector<AdaptedModule>& modules, const std::string& weight, const LoraAdapter& adapter,
-                    ExpertLayout layout) {
+                    CheckpointLayout layout) {
   if (const std::optional<FusedExpertsPlace> place = fusedExpertsPlace(weight, layout)) {
     const std::string module = huggingFaceModuleOf(place->parameter);
     const std::string parameter = place->parameter.substr(module.size() + 1);
@@ -156,7 +156,7 @@ void orderFusedParts(const plan::Plan& plan, AdaptedModule& m) {
 // PEFT's adapters on parameters refuse; a dense MLP layer of Qwen3-MoE adapted by its name
 // (gate_proj, up_proj, down_proj), which PEFT 0.19 and later on transformers 5 take for the
 // experts' fused parameters (peftMovesToFused: its conversion of transformers 4's adapters).
-void checkFusedForm(const plan::Plan& plan, ExpertLayout layout, std::vector<AdaptedModule>& modules) {
+void checkFusedForm(const plan::Plan& plan, CheckpointLayout layout, std::vector<AdaptedModule>& modules) {
   const std::string flag = "--export-peft --peft-experts fused: ";
   bool fused = false;
   for (AdaptedModule& m : modules) {
@@ -178,7 +178,7 @@ void checkFusedForm(const plan::Plan& plan, ExpertLayout layout, std::vector<Ada
 }
 
 // The adapted modules; checks what checkPeftExport promises of them.
-std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout layout, PeftExpertsForm form,
+std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, CheckpointLayout layout, PeftExpertsForm form,
                                           const std::string& prefix) {
   const std::vector<LoraAdapter> adapters = loraAdapters(plan);
   if (adapters.empty())
@@ -193,7 +193,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
     // gpt-oss's stacks are parameters of its experts module, which PEFT adapts in place
     // (target_parameters); Qwen3-MoE's and Mixtral's are one linear layer an expert in the
     // folders --export-hf writes (transformers 4's layers; transformers 5 fuses them on loading).
-    if (stack && layout == ExpertLayout::kGptOss) {
+    if (stack && layout == CheckpointLayout::kGptOss) {
       modules.push_back({huggingFaceModuleOf(place.name), adapter, place.name.substr(place.name.rfind('.') + 1)});
       continue;
     }
@@ -203,7 +203,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, ExpertLayout l
     }
     // PEFT adapts nn.Linear modules here: not GPT-2's Conv1D, nor gpt-oss's router (a module of
     // its own kind in transformers).
-    const char* why = layout == ExpertLayout::kGptOss && weight.ends_with("moe.router.weight")
+    const char* why = layout == CheckpointLayout::kGptOss && weight.ends_with("moe.router.weight")
                           ? "gpt-oss's router, not a linear layer in transformers"
                           : notOwnModuleTensor(place);
     if (!why && !place.name.ends_with(".weight")) why = "no linear layer of its own";
@@ -262,7 +262,7 @@ std::vector<SavedModule> savedModules(const plan::Plan& plan, const std::vector<
 }
 
 PeftContents peftContents(const plan::Plan& plan, PeftExpertsForm form) {
-  const ExpertLayout layout = exportLayout(plan, "--export-peft");
+  const CheckpointLayout layout = exportLayout(plan, "--export-peft");
   const std::string prefix = modulePrefix(plan);
   PeftContents contents{prefix, layout, form, placedParams(plan, layout, prefix),
                         adaptedModules(plan, layout, form, prefix), {}};
@@ -303,7 +303,7 @@ std::string kindOf(const std::string& target) {
 // parameter that holds a Qwen3-MoE or Mixtral stack or router; else "".
 std::string parameterTarget(const plan::Plan& plan, const PlacedParam& p, const PeftContents& contents) {
   const std::string& name = plan.host_tensors(p.index).name();
-  if (contents.layout == ExpertLayout::kGptOss)
+  if (contents.layout == CheckpointLayout::kGptOss)
     return plan.host_tensors(p.index).shape_size() == 3 ? p.place.name : "";
   if (contents.form != PeftExpertsForm::kFused) return "";
   if (const std::optional<FusedExpertsPlace> place = fusedExpertsPlace(name, contents.layout)) return place->parameter;

@@ -121,6 +121,20 @@ MODELS["mistral-window-f32"] = dict(
                 num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
                 rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu", attention_dropout=0.0,
                 sliding_window=16, model_type="mistral", torch_dtype="float32"))
+# Phi-3 (Phi3ForCausalLM; Phi-4 too): q, k and v in one qkv_proj (k and v half as long as q: 2 key
+# heads for 4), gate and up in one gate_up_proj, a sliding window in every layer (Phi-3-mini's
+# 2,047 tokens here 16), the keys its published configs carry (auto_map to the code transformers
+# has built in since 4.40, dropout 0, original_max_position_embeddings without LongRoPE).
+MODELS["phi3-bf16"] = dict(
+    architecture="Phi3ForCausalLM", dtype=torch.bfloat16, shards=2,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, original_max_position_embeddings=64,
+                rms_norm_eps=1e-5, rope_theta=10000.0, rope_scaling=None, sliding_window=16,
+                tie_word_embeddings=False, hidden_act="silu", attention_bias=False, attention_dropout=0.0,
+                resid_pdrop=0.0, embd_pdrop=0.0, initializer_range=0.02,
+                auto_map={"AutoConfig": "configuration_phi3.Phi3Config",
+                          "AutoModelForCausalLM": "modeling_phi3.Phi3ForCausalLM"},
+                model_type="phi3", torch_dtype="bfloat16", bos_token_id=1, eos_token_id=2, pad_token_id=0))
 # Gemma 3's text model (Gemma3ForCausalLM): norms of 1 + weight around both sublayers and on q
 # and k, the embedding times sqrt(64), GeGLU, tied; heads of their own width (32) with the scores
 # scaled by query_pre_attn_scalar 24 (not 32); layers 0 and 1 sliding (pattern 3) over 8 of 32
@@ -252,7 +266,23 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             w[p + name + ".weight"] = (0 if gemma else 1) + 0.1 * torch.randn(C, generator=g)
     if cfg["model_type"] == "gemma3_text":
         w["model.norm.weight"] -= 1
+    if cfg["model_type"] == "phi3":
+        w = phi3_fused(w)
     return {k: v.to(dtype) for k, v in w.items()}
+
+
+def phi3_fused(w):
+    """Llama's names made Phi-3's: each layer's q, k and v rows one after another in qkv_proj, gate's
+    and up's in gate_up_proj (transformers' Phi3Attention and Phi3MLP split them so)."""
+    out = {}
+    for name, t in w.items():
+        for first, parts, fused in (("self_attn.q_proj.", ("q_proj", "k_proj", "v_proj"), "self_attn.qkv_proj."),
+                                    ("mlp.gate_proj.", ("gate_proj", "up_proj"), "mlp.gate_up_proj.")):
+            if first in name:
+                out[name.replace(first, fused)] = torch.cat([w[name.replace(parts[0], x)] for x in parts], dim=0)
+        if not any(x in name for x in ("_attn.q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")):
+            out[name] = t
+    return out
 
 
 def moe_layer(cfg, layer):
@@ -269,7 +299,7 @@ def sliding_window_of(cfg, layer):
     types = cfg.get("layer_types")
     if types is not None:
         return cfg["sliding_window"] if types[layer] == "sliding_attention" else None
-    return cfg.get("sliding_window") if cfg["model_type"] == "mistral" else None
+    return cfg.get("sliding_window") if cfg["model_type"] in ("mistral", "phi3") else None
 
 
 def hf_gpt_oss_experts(p, cfg, pre, h):
@@ -502,12 +532,15 @@ def hf_logits(p, cfg, tokens):
     for l in range(L):
         pre = f"model.layers.{l}."
         h = rms_norm(x, p[pre + "input_layernorm.weight"])
-        q = linear(h, pre + "self_attn.q_proj").view(B, T, H, D)
-        k = linear(h, pre + "self_attn.k_proj").view(B, T, KV, D)
+        if pre + "self_attn.qkv_proj.weight" in p:  # Phi-3's, split as its Phi3Attention does
+            q, k, v = linear(h, pre + "self_attn.qkv_proj").split([H * D, KV * D, KV * D], dim=-1)
+        else:
+            q, k, v = (linear(h, pre + f"self_attn.{x}_proj") for x in "qkv")
+        q, k = q.view(B, T, H, D), k.view(B, T, KV, D)
         if pre + "self_attn.q_norm.weight" in p:
             q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
         q, k = q.transpose(1, 2), k.transpose(1, 2)
-        v = linear(h, pre + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
+        v = v.view(B, T, KV, D).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
         v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
@@ -525,7 +558,11 @@ def hf_logits(p, cfg, tokens):
         if moe_layer(cfg, l):
             x = x + hf_experts(p, cfg, pre, h)
             continue
-        x = x + linear(F.silu(linear(h, pre + "mlp.gate_proj")) * linear(h, pre + "mlp.up_proj"), pre + "mlp.down_proj")
+        if pre + "mlp.gate_up_proj.weight" in p:  # Phi-3's, chunked as its Phi3MLP does
+            gate, up = linear(h, pre + "mlp.gate_up_proj").chunk(2, dim=-1)
+        else:
+            gate, up = linear(h, pre + "mlp.gate_proj"), linear(h, pre + "mlp.up_proj")
+        x = x + linear(F.silu(gate) * up, pre + "mlp.down_proj")
     x = rms_norm(x, p["model.norm.weight"])
     head = p["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else p["lm_head.weight"]
     return F.linear(x, head)
@@ -646,7 +683,7 @@ def hf_layout(ours, spec):
                 out[pre + theirs + ".weight"] = t
             continue
         out[hf_name_of(name)] = t
-    return out
+    return phi3_fused(out) if spec["architecture"] == "Phi3ForCausalLM" else out
 
 
 def hf_name_of(ours):
@@ -781,6 +818,22 @@ def refusals(bin_dir, work, failures):
          "'rope_scaling' is null, which transformers 5 reads as gpt-oss's YaRN"),
     ]
     expect_refusals(bin_dir, work, oss, hf_weights(oss["config"], False, torch.float32, seed=5), oss_cases, failures)
+    # Phi-3's: LongRoPE and part-head rotation (Phi-3.5-mini's, Phi-4-mini's), dropout, biases, a
+    # fused tensor of the wrong length (k and v as long as q).
+    phi3 = MODELS["phi3-bf16"]
+    phi3_weights = hf_weights(phi3["config"], False, torch.float32, seed=5)
+    phi3_cases = [
+        ("phi3-longrope", {"rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}},
+         None, "'rope_scaling': rope type 'longrope' is not supported"),
+        ("phi3-partial-rotary", {"partial_rotary_factor": 0.75}, None,
+         "'partial_rotary_factor' is 0.75: a rotary embedding over part of each head (Phi-4-mini's 0.75)"),
+        ("phi3-dropout", {"resid_pdrop": 0.1}, None, "'resid_pdrop' is 0.1: dropout is not supported"),
+        ("phi3-bias", {"attention_bias": True}, None, "'attention_bias' is true: Phi-3's projections have no biases"),
+        ("phi3-qkv-shape", {}, lambda w: w.update({"model.layers.1.self_attn.qkv_proj.weight": torch.zeros(192, 64)}),
+         "'model.layers.1.self_attn.qkv_proj.weight' is F32 [192,64] but the model's layers.1.attn.q.weight needs "
+         "[128,64]"),
+    ]
+    expect_refusals(bin_dir, work, phi3, phi3_weights, phi3_cases, failures)
     # Gemma 3's: Gemma 2's softcapping, a scaled local rotary embedding, layer types against the
     # pattern, transformers 5's rotary settings without the sliding layers'.
     gemma = MODELS["gemma3-bf16"]

@@ -45,7 +45,7 @@ TEST(HuggingFaceNamesTest, PeftParameterKeyStemsNestInRegistrationOrder) {
 // to mlp): gate's rows, then up's, in gate_up_proj; down alone in down_proj; the router a parameter
 // of mlp.gate. gpt-oss's stacks and other parameters have no such place.
 TEST(HuggingFaceNamesTest, FusedExpertsPlaces) {
-  for (ExpertLayout layout : {ExpertLayout::kQwen3Moe, ExpertLayout::kMixtral}) {
+  for (CheckpointLayout layout : {CheckpointLayout::kLlama, CheckpointLayout::kMixtral}) {
     const auto gate = fusedExpertsPlace("layers.12.moe.gate.weight", layout);
     const auto up = fusedExpertsPlace("layers.12.moe.up.weight", layout);
     const auto down = fusedExpertsPlace("layers.12.moe.down.weight", layout);
@@ -61,9 +61,9 @@ TEST(HuggingFaceNamesTest, FusedExpertsPlaces) {
     EXPECT_FALSE(fusedExpertsPlace("layers.12", layout));
     EXPECT_EQ(fusedRouterName("layers.12.attn.q.weight", layout), "");
   }
-  EXPECT_FALSE(fusedExpertsPlace("layers.0.moe.gate_up.weight", ExpertLayout::kGptOss));
-  EXPECT_FALSE(fusedExpertsPlace("layers.0.moe.down.weight", ExpertLayout::kGptOss));
-  EXPECT_EQ(fusedRouterName("layers.0.moe.router.weight", ExpertLayout::kGptOss), "");
+  EXPECT_FALSE(fusedExpertsPlace("layers.0.moe.gate_up.weight", CheckpointLayout::kGptOss));
+  EXPECT_FALSE(fusedExpertsPlace("layers.0.moe.down.weight", CheckpointLayout::kGptOss));
+  EXPECT_EQ(fusedRouterName("layers.0.moe.router.weight", CheckpointLayout::kGptOss), "");
 }
 
 }  // namespace
