@@ -175,16 +175,17 @@ std::function<void(void*)> perExpertMergedProducer(std::function<void(void*)> pr
   };
 }
 
-// A stack's B (E, out, r) from its rows of PEFT's lora_B `entry` (parts*out, r*E), where expert e's
-// rank k is column k*E + e (stackExpertBFromPeft), checked when the name was chosen.
-void readExpertB(const SafetensorsEntry& entry, const ExpertBRows& rows, const std::vector<int64_t>& shape,
-                 const std::string& where, float* stack) {
-  const int64_t experts = shape[0], out = shape[1], r = shape[2], all = rows.parts * out;
+// A part's B (E, out, r), or (out, r) as E = 1, from its rows of PEFT's lora_B `entry` (all, r*E),
+// where expert e's rank k is column k*E + e (stackExpertBFromPeft), checked when the name was chosen.
+void readPartB(const SafetensorsEntry& entry, const LoraBRows& rows, const std::vector<int64_t>& shape,
+               const std::string& where, float* part) {
+  const bool stack = shape.size() == 3;
+  const int64_t experts = stack ? shape[0] : 1, out = shape[stack ? 1 : 0], r = shape.back(), all = rows.all;
   std::vector<float> peft(static_cast<size_t>(all * r * experts)), whole(peft.size());
   widen(entry, all * r * experts, peft.data(), where);
   stackExpertBFromPeft(peft.data(), experts, all, r, whole.data());
   for (int64_t e = 0; e < experts; ++e)
-    std::copy_n(whole.data() + (e * all + rows.part * out) * r, out * r, stack + e * out * r);
+    std::copy_n(whole.data() + (e * all + rows.first) * r, out * r, part + e * out * r);
 }
 
 // Parameter `name` (E, ...; n values), a stack read from E tensors of `file` (...), expert e's
@@ -216,7 +217,7 @@ std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, co
   if (merge.form == LoraMergeSource::Form::kGptOssStack || merge.form == LoraMergeSource::Form::kFusedStack) {
     const bool in_out = merge.form == LoraMergeSource::Form::kGptOssStack;
     const int64_t experts = shape[0], in = shape[in_out ? 1 : 2], out = shape[in_out ? 2 : 1],
-                  r = a.shape.empty() ? 0 : a.shape[0] / experts, rows = merge.b_rows.parts * out;
+                  r = a.shape.empty() ? 0 : a.shape[0] / experts, rows = merge.b_rows.all;
     if (a.shape != std::vector<int64_t>{experts * r, in} || b.shape != std::vector<int64_t>{rows, r * experts})
       throw Error(fmt::format("{}: [{}] and [{}], not PEFT's (E*r, in) and (out, r*E), ({}, {}) and ({}, {}), of a "
                               "stack of {} experts",
@@ -227,18 +228,22 @@ std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, co
       produce(buffer);
       std::vector<float> wide_a(static_cast<size_t>(experts * r * in)), wide_b(static_cast<size_t>(experts * out * r));
       widen(a, experts * r * in, wide_a.data(), where);  // PEFT's (E*r, in) is our (E, r, in) as it lies
-      readExpertB(b, b_rows, {experts, out, r}, where, wide_b.data());
+      readPartB(b, b_rows, {experts, out, r}, where, wide_b.data());
       float* w = static_cast<float*>(buffer);
       loraMergeExperts(w, wide_a.data(), wide_b.data(), experts, out, in, r, scale, in_out, w);
       checkMergedFinite(w, experts * in * out, where);
     };
   }
   const int64_t out = shape[0], in = shape[1], r = a.shape[0];
-  return [produce = std::move(produce), &a, &b, m, out, in, r, scale = merge.scale, where](void* buffer) {
+  return [produce = std::move(produce), &a, &b, m, out, in, r, b_rows = merge.b_rows, scale = merge.scale,
+          where](void* buffer) {
     produce(buffer);
     std::vector<float> wide_a(static_cast<size_t>(r * in)), wide_b(static_cast<size_t>(out * r)), wide_m;
     widen(a, r * in, wide_a.data(), where);
-    widen(b, out * r, wide_b.data(), where);
+    if (b_rows.all > 0)  // W is a part of a fused layer (Phi-3's): its rows of B
+      readPartB(b, b_rows, {out, r}, where, wide_b.data());
+    else
+      widen(b, out * r, wide_b.data(), where);
     if (m) {
       wide_m.resize(static_cast<size_t>(out));
       widen(*m, out, wide_m.data(), where);
@@ -522,12 +527,12 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
       const SafetensorsEntry& entry = overrides.file->entries().at(named->second);  // its shape and dtype checked
       overrides.file->verify(named->second);
       const std::string where = overrides.file->path() + ": '" + named->second + "'";
-      auto b_rows = overrides.expert_b.find(t.name());  // PEFT's (parts*out, r*E) into (E, out, r)
-      const std::optional<ExpertBRows> peft_b =
-          b_rows == overrides.expert_b.end() ? std::nullopt : std::optional(b_rows->second);
+      auto b_rows = overrides.b_rows.find(t.name());  // PEFT's (all, r*E) into (E, out, r) or (out, r)
+      const std::optional<LoraBRows> peft_b =
+          b_rows == overrides.b_rows.end() ? std::nullopt : std::optional(b_rows->second);
       tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, n, where, shape, peft_b](void* out) {
                            if (!peft_b) return widen(entry, n, static_cast<float*>(out), where);
-                           readExpertB(entry, *peft_b, shape, where, static_cast<float*>(out));
+                           readPartB(entry, *peft_b, shape, where, static_cast<float*>(out));
                          }});
     } else if (const int source = rowNormSource(plan, t); source >= 0) {  // a DoRA magnitude: W's row norms
       const plan::HostTensor& w = plan.host_tensors(source);

@@ -55,10 +55,12 @@ bool isHuggingFaceFolder(const std::string& path);
 // `config_alone`: a folder without weights is read from its config (HuggingFaceModel::weightless).
 HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone = false);
 
-// Which rows of PEFT's lora_B (parts*out, r*E) on a stack adapted in place are a stack's (E, out, r):
-// part `part` of `parts` (1 but for transformers 5's gate_up_proj, gate's part 0 of 2, up's 1).
-struct ExpertBRows {
-  int64_t part = 0, parts = 1;
+// Which rows of PEFT's lora_B (all, r*E) on a layer or stack holding several of the model's are a
+// part's B (E, out, r), or (out, r) where E is 1: `out` of them from `first`, of `all` (transformers
+// 5's gate_up_proj of experts: gate's rows, then up's; Phi-3's qkv_proj: q's, k's, then v's). A
+// stack of gpt-oss's is its tensor's whole: from 0, all its out.
+struct LoraBRows {
+  int64_t first = 0, all = 0;
 };
 
 // Parameters whose starting values come from another safetensors file than the folder's (mtc
@@ -74,7 +76,8 @@ struct LoraMergeSource {
   //   target_parameters, (E*r, in) and (out, r*E);
   // - kFusedStack: a stack of Qwen3-MoE's or Mixtral's experts, W (E, out, in), its adapters PEFT's
   //   on transformers 5's fused parameter (fusedExpertsPlace): A (E*r, in) and B (parts*out, r*E),
-  //   of which `b_rows` says W's part (gate_up_proj's B holds gate's rows, then up's);
+  //   of which `b_rows` says W's part (gate_up_proj's B holds gate's rows, then up's), a kWeight
+  //   of Phi-3's fused linear layer likewise (B (all, r), W's rows of it); `b_rows.all` 0: B (out, r);
   // - kPerExpert: a stack of Qwen3-MoE's or Mixtral's experts, W (E, out, in), expert e's A (r, in)
   //   and B (out, r) tensors of their own (PEFT's target_modules on each expert's linear layer):
   //   `a` and `b` name them with a '*' for e (expertTensorName).
@@ -83,15 +86,15 @@ struct LoraMergeSource {
   double scale = 0;
   std::string magnitude;  // DoRA's m (out), its name in `file`; "" for LoRA
   Form form = Form::kWeight;
-  ExpertBRows b_rows;  // kFusedStack's
+  LoraBRows b_rows;  // kFusedStack's, a fused layer's kWeight
 };
 struct WeightOverrides {
   std::shared_ptr<const SafetensorsFile> file;  // read once: what was checked is what is read
   std::map<std::string, std::string> names;
   std::map<std::string, LoraMergeSource> merged;
-  // Of `names`: a stack's B (E, out, r) read from its rows of PEFT's lora_B (parts*out, r*E)
-  // (stackExpertBFromPeft).
-  std::map<std::string, ExpertBRows> expert_b;
+  // Of `names`: a B read from its rows of PEFT's lora_B (all, r*E): a stack's (E, out, r)
+  // (stackExpertBFromPeft), or a part's (out, r) of Phi-3's fused linear layer.
+  std::map<std::string, LoraBRows> b_rows;
   // Of `names`: a stack (E, ...) read from E tensors of `file`, expert e's (...) the name with its
   // '*' made e (expertTensorName): the adapters on Qwen3-MoE's and Mixtral's experts.
   std::set<std::string> per_expert;

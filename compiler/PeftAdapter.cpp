@@ -209,12 +209,40 @@ std::string gptOssStackTarget(const PeftAdapter& adapter, const HuggingFaceModel
   return !tensor.empty() && isGptOssStack(model, ours) && isTargetParameter(adapter, tensor) ? tensor : "";
 }
 
+// The plan's weight `ours` where it is a part of a linear layer that holds several of the model's
+// (Phi-3's qkv_proj: q, k and v; gate_up_proj: gate and up): that layer's module as PEFT names it
+// (loadedName); "" otherwise. PEFT adapts the layer whole: one A, its B's rows each part's in
+// turn. Each part takes that A and its rows of B (the same products); trained on, each part's A
+// adapts on its own, and --export-peft writes them back as one adapter at the parts' ranks summed.
+std::string fusedLinearModule(const HuggingFaceModel& model, const std::string& ours) {
+  auto source = model.weights.find(ours);
+  if (checkpointLayoutOf(model.architecture) != CheckpointLayout::kPhi3 || source == model.weights.end() ||
+      source->second.place.parts == 1 || !ours.ends_with(".weight"))
+    return "";
+  return huggingFaceModuleOf(loadedName(model, source->second.place.name));
+}
+
+// The rows of `ours`, a part of a fused linear layer (fusedLinearModule), in that layer's B: after
+// the parts before it, among all of them (each part's rows its weight's, by `param_shapes`).
+LoraBRows fusedLinearRows(const HuggingFaceModel& model, const std::map<std::string, std::vector<int64_t>>& param_shapes,
+                          const std::string& ours) {
+  const HuggingFacePlace& place = model.weights.at(ours).place;
+  LoraBRows rows;
+  for (const auto& [other, source] : model.weights) {
+    if (source.place.name != place.name) continue;
+    const int64_t out = param_shapes.at(other).at(0);
+    rows.all += out;
+    if (source.place.part < place.part) rows.first += out;
+  }
+  return rows;
+}
+
 // A stack of experts adapted in place (target_parameters): gpt-oss's, or transformers 5's fused
 // Qwen3-MoE or Mixtral parameter holding it. The parameter (the folder's tensor, or transformers 5's
 // name), the stack's part of its rows, the parameter's inputs and outputs (all its parts' rows).
 struct InPlaceStack {
   std::string parameter;  // "model.layers.0.mlp.experts.gate_up_proj"
-  ExpertBRows rows;
+  LoraBRows rows;
   int64_t in, out;
   bool gpt_oss;
 };
@@ -241,9 +269,10 @@ std::optional<InPlaceStack> inPlaceStack(const PeftAdapter& adapter, const Huggi
                                          const std::string& ours, const std::vector<int64_t>& shape) {
   std::optional<InPlaceStack> stack;
   if (const std::string tensor = gptOssStackTarget(adapter, model, ours); !tensor.empty())
-    stack = InPlaceStack{tensor, {}, shape[1], shape[2], true};
+    stack = InPlaceStack{tensor, {0, shape[2]}, shape[1], shape[2], true};
   else if (const std::optional<FusedExpertsPlace> fused = fusedTarget(adapter, model, ours))
-    stack = InPlaceStack{fused->parameter, {fused->part, fused->parts}, shape[2], fused->parts * shape[1], false};
+    stack = InPlaceStack{fused->parameter, {fused->part * shape[1], fused->parts * shape[1]}, shape[2],
+                         fused->parts * shape[1], false};
   if (stack) checkStackLayoutKnown(adapter, *stack);
   return stack;
 }
@@ -461,7 +490,7 @@ void useInPlaceAdapter(AdapterTensors& tensors, const PeftAdapter& adapter, cons
   if (suffix == ".lora_B.weight") {
     const int64_t rank = t.shape(2);
     overrides.names[t.name()] = tensors.use(key, {stack.out, rank * experts}, t.name(), {stack.in, rank * experts});
-    overrides.expert_b[t.name()] = stack.rows;
+    overrides.b_rows[t.name()] = stack.rows;
   } else {
     const int64_t rank = t.shape(1);
     overrides.names[t.name()] = tensors.use(key, {experts * rank, stack.in}, t.name(), {experts * rank, stack.out});
@@ -519,6 +548,21 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
       targets.insert(ours);
       if (adapted->rank != adapter.rank) o.lora_from_ranks[ours] = adapted->rank;
       if (adapted->alpha != adapter.alpha) o.lora_from_alphas[ours] = adapted->alpha;
+      continue;
+    }
+    if (const std::string fused = fusedLinearModule(model, ours); !fused.empty()) {
+      if (isSaved(adapter, fused))
+        throw Error(config + ": modules_to_save saves " + fused + " whole, a layer that holds several of the " +
+                    "model's (" + model.architecture + " fuses them), which mtc --lora-from does not read yet: merge " +
+                    "the adapter into the model with PEFT (merge_and_unload) and compile that");
+      if (!isTarget(adapter, fused, ours)) continue;
+      if (adapter.dora)
+        throw Error(config + ": DoRA on " + fused + ", a layer that holds several of the model's (" +
+                    model.architecture + " fuses them), which mtc --lora-from does not read yet: merge the adapter " +
+                    "into the model with PEFT (merge_and_unload) and compile that");
+      targets.insert(ours);
+      if (const int64_t r = adapterRank(adapter, fused); r != adapter.rank) o.lora_from_ranks[ours] = r;
+      if (const double a = adapterAlpha(adapter, fused); a != adapter.alpha) o.lora_from_alphas[ours] = a;
       continue;
     }
     const std::string tensor = ownTensor(model, ours);
@@ -588,6 +632,18 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
           throw Error(file.path() + ": the plan's stack adapter " + t.name() + " has no PEFT form");
         continue;
       }
+      if (const std::string fused = fusedLinearModule(model, stem + ".weight"); !fused.empty()) {
+        // A part of a fused linear layer: the layer's A, its rows of the layer's B.
+        const std::string key = kPeftKeyPrefix + fused + suffix;
+        if (suffix != ".lora_B.weight") {
+          overrides.names[t.name()] = tensors.use(key, shape, t.name());
+          continue;
+        }
+        const LoraBRows rows = fusedLinearRows(model, param_shapes, stem + ".weight");
+        overrides.names[t.name()] = tensors.use(key, {rows.all, shape[1]}, t.name());
+        overrides.b_rows[t.name()] = rows;
+        continue;
+      }
       const std::string weight = ownTensor(model, stem + ".weight"), router = routerTarget(adapter, model, stem + ".weight");
       const std::string module = huggingFaceModuleOf(router.empty() ? weight : router);
       overrides.names[t.name()] = tensors.use(kPeftKeyPrefix + module + t.name().substr(stem.size()), shape, t.name());
@@ -623,7 +679,18 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
         forward_only && !saved && shape.size() == 3 ? inPlaceStack(adapter, model, t.name(), shape) : std::nullopt;
     const std::optional<PerExpertStack> per_expert =
         forward_only && !in_place && !transformers5 ? perExpertStack(model, t.name()) : std::nullopt;
-    if (in_place) {
+    const std::string fused = forward_only ? fusedLinearModule(model, t.name()) : "";
+    if (!fused.empty() && isTarget(adapter, fused, t.name())) {  // its rows of the fused layer's B
+      const std::string key = kPeftKeyPrefix + fused;
+      const int64_t rank = adapterRank(adapter, fused);
+      const LoraBRows rows = fusedLinearRows(model, param_shapes, t.name());
+      overrides.merged[t.name()] = {tensors.use(key + ".lora_A.weight", {rank, shape[1]}, t.name() + "'s A"),
+                                    tensors.use(key + ".lora_B.weight", {rows.all, rank}, t.name() + "'s B"),
+                                    loraScale(planAlpha(adapterAlpha(adapter, fused)), rank, adapter.rslora),
+                                    "",
+                                    LoraMergeSource::Form::kWeight,
+                                    rows};
+    } else if (in_place) {
       mergeInPlaceAdapters(tensors, adapter, model, *in_place, t, overrides);
     } else if (const auto adapted = per_expert ? expertsAdapted(adapter, *per_expert, t.name(), config) : std::nullopt) {
       mergePerExpertAdapters(tensors, *per_expert, *adapted, adapter.rslora, t, overrides);

@@ -138,18 +138,22 @@ for model in llama-tiny qwen-tiny gpt-oss-tiny; do
 done
 # Gemma 3 (Gemma3ForCausalLM: hf_import.py's tiny folder, its twin gemma3_logits): transformers' own
 # Gemma3ForCausalLM there against the twin (norms of 1 + weight, the scaled embedding, GeGLU, the
-# scores by query_pre_attn_scalar, the sliding layers' own rotary base).
+# scores by query_pre_attn_scalar, the sliding layers' own rotary base); Phi-3 (Phi3ForCausalLM:
+# q, k and v in one qkv_proj, k and v shorter than q; gate and up in one gate_up_proj; windows).
 /usr/bin/python3 - <<'PY'
 import sys
 sys.path.insert(0, "tests/e2e")
 import hf_import
-spec = hf_import.MODELS["gemma3-bf16"]
-hf_import.write_folder(".gpu/hf/gemma3-tiny-source", spec, hf_import.hf_weights(spec["config"], False, spec["dtype"], 3))
+for spec_name, folder in (("gemma3-bf16", "gemma3-tiny"), ("phi3-bf16", "phi3-tiny")):
+    spec = hf_import.MODELS[spec_name]
+    hf_import.write_folder(f".gpu/hf/{folder}-source", spec, hf_import.hf_weights(spec["config"], False, spec["dtype"], 3))
 PY
-build/bin/mtc .gpu/hf/gemma3-tiny-source --batch 4 --seq 32 -o .gpu/hf/gemma3-tiny.plan >/dev/null
-for dtype in f32 bf16; do
-  build/bin/mtrun .gpu/hf/gemma3-tiny.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \
-    --export-hf .gpu/hf/gemma3-tiny-$dtype --export-dtype $dtype >/dev/null
+for model in gemma3-tiny phi3-tiny; do
+  build/bin/mtc .gpu/hf/$model-source --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
+  for dtype in f32 bf16; do
+    build/bin/mtrun .gpu/hf/$model.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \
+      --export-hf .gpu/hf/$model-$dtype --export-dtype $dtype >/dev/null
+  done
 done
 # ... and plans of that folder for run.sh's cuda-vs-cpu parity (the norms' 1 + weight in the CUDA
 # kernels, mt.rmsnorm's offset): resident fp32, streamed-recompute, bf16.

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <utility>
@@ -88,9 +89,11 @@ struct AdaptedModule {
   int64_t experts = 0;
   // PeftExpertsForm::kFused: a router's parameter is "weight" (its module's A and B as a linear
   // layer's); a fused stack's holds `parts` stacks, `fused` the adapted ones by part (gate_up_proj:
-  // gate's 0 and up's 1 of 2; down_proj: 0 of 1), `adapter` the first's.
+  // gate's 0 and up's 1 of 2; down_proj: 0 of 1), `adapter` the first's. Phi-3's fused linear
+  // layers likewise (qkv_proj: q's 0, k's 1, v's 2 of 3; gate_up_proj), `parameter` "".
   std::vector<std::pair<int64_t, LoraAdapter>> fused;
   int64_t parts = 0;
+  std::vector<int64_t> part_rows;  // each part's output rows, adapted or not, where they differ (Phi-3's)
   // What PEFT's target lists and rank and alpha patterns name: the module, or the parameter.
   std::string target() const { return parameter.empty() ? module : module + "." + parameter; }
 };
@@ -145,10 +148,13 @@ void orderFusedParts(const plan::Plan& plan, AdaptedModule& m) {
   auto scale = [&](const LoraAdapter& a) { return loraScale(a.alpha, rankOf(plan, a), rslora); };
   for (const auto& [part, adapter] : m.fused)
     if (std::abs(scale(adapter) - scale(m.adapter)) > 1e-6 * std::abs(scale(m.adapter)))
-      throw Error("--export-peft --peft-experts fused: '" + plan.host_tensors(m.adapter.weight).name() + "' and '" +
-                  plan.host_tensors(adapter.weight).name() + "' have adapters of other scales (alpha / r), but " +
-                  "transformers 5 fuses them into " + m.target() + ", whose one adapter has one scale: give them one " +
-                  "rank and alpha (mtc --lora-rank-pattern, --lora-alpha-pattern), or --peft-experts layers");
+      throw Error(std::string(m.parameter.empty() ? "--export-peft: '" : "--export-peft --peft-experts fused: '") +
+                  plan.host_tensors(m.adapter.weight).name() + "' and '" + plan.host_tensors(adapter.weight).name() +
+                  "' have adapters of other scales (alpha / r), but " +
+                  (m.parameter.empty() ? "the checkpoint holds them in one layer, " : "transformers 5 fuses them into ") +
+                  m.target() + ", whose one adapter has one scale: give them one rank and alpha (mtc " +
+                  "--lora-rank-pattern, --lora-alpha-pattern)" +
+                  (m.parameter.empty() ? ", or use --export-hf, which merges the adapters" : ", or --peft-experts layers"));
 }
 
 // With PeftExpertsForm::kFused: each fused stack's parts in order (orderFusedParts), and refused
@@ -177,6 +183,27 @@ void checkFusedForm(const plan::Plan& plan, CheckpointLayout layout, std::vector
                 "transformers 5 fuses; drop --peft-experts");
 }
 
+// `adapter` on the part of a fused linear layer at `place` (Phi-3's q of qkv_proj) into that layer's
+// module in `modules`, with the output rows of all its parts, adapted or not. One adapter there
+// holds its parts' (fusedAdapterTensors): not DoRA's, whose magnitude a part without adapters lacks.
+void addFusedLinear(std::vector<AdaptedModule>& modules, const plan::Plan& plan, const HuggingFacePlace& place,
+                    const LoraAdapter& adapter, const std::string& prefix, CheckpointLayout layout) {
+  const std::string module = huggingFaceModuleOf(place.name);
+  if (adapter.magnitude >= 0)
+    throw Error("--export-peft: the adapted '" + plan.host_tensors(adapter.weight).name() + "' is a part of " + module +
+                ", which the checkpoint holds fused, and DoRA's magnitudes there are not written yet: use --export-hf, "
+                "which merges the adapters");
+  auto same = std::find_if(modules.begin(), modules.end(), [&](const AdaptedModule& m) { return m.module == module; });
+  if (same == modules.end()) {
+    same = modules.insert(modules.end(), AdaptedModule{module, adapter, ""});
+    same->parts = place.parts;
+    same->part_rows.assign(static_cast<size_t>(place.parts), 0);
+    for (const PlacedParam& p : placedParams(plan, layout, prefix))
+      if (p.place.name == place.name) same->part_rows[static_cast<size_t>(p.place.part)] = plan.host_tensors(p.index).shape(0);
+  }
+  same->fused.push_back({place.part, adapter});
+}
+
 // The adapted modules; checks what checkPeftExport promises of them.
 std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, CheckpointLayout layout, PeftExpertsForm form,
                                           const std::string& prefix) {
@@ -201,6 +228,10 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, CheckpointLayo
       modules.push_back({huggingFaceModuleOf(place.name), adapter, "", plan.host_tensors(adapter.weight).shape(0)});
       continue;
     }
+    if (place.parts != 1 && !place.transposed) {  // Phi-3's qkv_proj, gate_up_proj
+      addFusedLinear(modules, plan, place, adapter, prefix, layout);
+      continue;
+    }
     // PEFT adapts nn.Linear modules here: not GPT-2's Conv1D, nor gpt-oss's router (a module of
     // its own kind in transformers).
     const char* why = layout == CheckpointLayout::kGptOss && weight.ends_with("moe.router.weight")
@@ -213,6 +244,8 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, CheckpointLayo
     modules.push_back({huggingFaceModuleOf(place.name), adapter, ""});
   }
   if (form == PeftExpertsForm::kFused) checkFusedForm(plan, layout, modules);
+  for (AdaptedModule& m : modules)
+    if (m.parameter.empty() && !m.fused.empty()) orderFusedParts(plan, m);
   return modules;
 }
 
@@ -495,28 +528,36 @@ std::vector<SafetensorsTensor> expertAdapterTensors(const HostStore& store, cons
   return {std::move(a), std::move(b)};
 }
 
-// The adapters on transformers 5's fused parameter `m` (PeftExpertsForm::kFused) in PEFT's form, as
-// PEFT converts the per-expert form on loading (its PeftConcatenate): lora_A (E*R, in), expert e's
-// rows its parts' A at e in turn (R their ranks summed); lora_B (parts*out, R*E), expert e's the
-// block-diagonal of its parts' B at e (part p's rows from p*out, its rank's columns), zeros for a
-// part without adapters, in PEFT's column order k*E + e. The same products as the parts' own.
+// The adapters on transformers 5's fused parameter `m` (PeftExpertsForm::kFused), or on Phi-3's fused
+// linear layer (E = 1, a part's A (r, in) and B (out, r)), in PEFT's form, as PEFT converts the
+// per-expert form on loading (its PeftConcatenate): lora_A (E*R, in), expert e's rows its parts' A
+// at e in turn (R their ranks summed); lora_B (rows, R*E), expert e's the block-diagonal of its
+// parts' B at e (part p's rows after the parts before it, its rank's columns), zeros for a part
+// without adapters, in PEFT's column order k*E + e. The same products as the parts' own.
 std::vector<SafetensorsTensor> fusedAdapterTensors(const HostStore& store, const std::vector<AdaptedModule>& adapted,
                                                    const AdaptedModule& m) {
   struct Part {
-    int64_t part, rank, column;  // its part of the rows, its rank, its first column of the rank
-    SafetensorsTensor a, b;      // (E, r, in), (E, out, r)
+    int64_t row, rows, rank, column;  // its first output row and rows, its rank, its first column of the rank
+    SafetensorsTensor a, b;           // (E, r, in) and (E, out, r), or (r, in) and (out, r)
   };
+  // Each part's first row: the parts' rows where they differ (Phi-3's), else equal parts.
+  const int64_t rows_each = store.savedTensor(m.fused.front().second.b).shape.rbegin()[1];
+  auto firstRow = [&](int64_t part) {
+    if (m.part_rows.empty()) return part * rows_each;
+    return std::accumulate(m.part_rows.begin(), m.part_rows.begin() + part, int64_t{0});
+  };
+  const int64_t rows = m.part_rows.empty() ? m.parts * rows_each
+                                           : std::accumulate(m.part_rows.begin(), m.part_rows.end(), int64_t{0});
   std::vector<Part> parts;
   int64_t rank = 0;
   for (const auto& [part, adapter] : m.fused) {
     SafetensorsTensor a = store.savedTensor(adapter.a), b = store.savedTensor(adapter.b);
-    const int64_t r = a.shape[1];
-    parts.push_back({part, r, rank, std::move(a), std::move(b)});
+    const int64_t r = a.shape.rbegin()[1], out = b.shape.rbegin()[1];
+    parts.push_back({firstRow(part), out, r, rank, std::move(a), std::move(b)});
     rank += r;
   }
-  const int64_t experts = parts[0].a.shape[0], in = parts[0].a.shape[2], out = parts[0].b.shape[1];
-  const int64_t rows = m.parts * out;
-  const std::string key = parameterKeyStem(adapted, m);
+  const int64_t experts = parts[0].a.shape.size() == 3 ? parts[0].a.shape[0] : 1, in = parts[0].a.shape.back();
+  const std::string key = m.parameter.empty() ? kPeftKeyPrefix + m.module : parameterKeyStem(adapted, m);
   SafetensorsTensor a{key + ".lora_A.weight", "F32", {experts * rank, in}, nullptr, 4 * experts * rank * in,
                       [parts, experts, rank, in](void* buffer) {
                         float* fused = static_cast<float*>(buffer);
@@ -528,15 +569,15 @@ std::vector<SafetensorsTensor> fusedAdapterTensors(const HostStore& store, const
                         }
                       }};
   SafetensorsTensor b{key + ".lora_B.weight", "F32", {rows, rank * experts}, nullptr, 4 * rows * rank * experts,
-                      [parts, experts, rank, out, rows](void* buffer) {
+                      [parts, experts, rank, rows](void* buffer) {
                         std::vector<float> stack(static_cast<size_t>(experts * rows * rank), 0.0f);  // (E, rows, R)
                         for (const Part& p : parts) {
                           std::vector<float> staged;
                           const float* values = f32Values(p.b, staged);
                           for (int64_t e = 0; e < experts; ++e)
-                            for (int64_t o = 0; o < out; ++o)
-                              std::copy_n(values + (e * out + o) * p.rank, p.rank,
-                                          stack.data() + (e * rows + p.part * out + o) * rank + p.column);
+                            for (int64_t o = 0; o < p.rows; ++o)
+                              std::copy_n(values + (e * p.rows + o) * p.rank, p.rank,
+                                          stack.data() + (e * rows + p.row + o) * rank + p.column);
                         }
                         peftExpertBFromStack(stack.data(), experts, rows, rank, static_cast<float*>(buffer));
                       }};

@@ -428,6 +428,88 @@ def check_lora_from(bin_dir, work, data, failures):
     lora_from_refused(bin_dir, work, peft, "excludes", failures, flags=("--lora", "4"))
 
 
+def check_phi3_fused(bin_dir, work, data, failures):
+    """Phi-3's fused layers (qkv_proj, gate_up_proj) with some of their parts adapted (q and v, not k;
+    up, not gate): --export-peft writes one adapter a layer, lora_A its parts' A one after another,
+    lora_B their B block-diagonally (each part's rows after the parts before it, k's and gate's rows
+    zero), at the summed rank with the alpha that keeps the scale, exactly the trained adapters; the
+    merged folder is its weights + scale B A; --lora-from reads it back, to train on or merged."""
+    name = "phi3-bf16"
+    spec, folder = MODELS[name], os.path.join(work, name)
+    write_folder(folder, spec, hf_weights(spec["config"], False, spec["dtype"], seed=3))
+    plan, trained, merged, peft = (os.path.join(work, name + s) for s in
+                                   (".lora.plan", ".lora.trained.safetensors", ".lora-merged", ".lora-peft"))
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan,
+             "--lora", "4", "--lora-alpha", "8", "--lora-targets", r"attn\.(q|v)\.|mlp\.up\."])
+    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "5", "--lr", "1e-2", "--export", trained,
+             "--export-hf", merged, "--export-peft", peft])
+    ours = ref.read_safetensors(trained)
+    adapters = read_hf_safetensors(os.path.join(peft, "adapter_model.safetensors"))
+    with open(os.path.join(peft, "adapter_config.json")) as f:
+        config = json.load(f)
+    C, H, KV = spec["config"]["hidden_size"], spec["config"]["num_attention_heads"], spec["config"]["num_key_value_heads"]
+    D, FF = C // H, spec["config"]["intermediate_size"]
+    layouts = {"self_attn.qkv_proj": ("attn", [("q", H * D, True), ("k", KV * D, False), ("v", KV * D, True)]),
+               "mlp.gate_up_proj": ("mlp", [("gate", FF, False), ("up", FF, True)])}
+    given = read_hf_safetensors(os.path.join(folder, "model-00001-of-00002.safetensors"))
+    given.update(read_hf_safetensors(os.path.join(folder, "model-00002-of-00002.safetensors")))
+    exported = read_hf_safetensors(os.path.join(merged, "model.safetensors"))
+    want, worst = {}, 0.0
+    for layer in range(spec["config"]["num_hidden_layers"]):
+        for module, (block, parts) in layouts.items():
+            key = f"base_model.model.model.layers.{layer}.{module}"
+            a_rows, b = [], torch.zeros(sum(rows for _, rows, _ in parts), 4 * sum(on for _, _, on in parts))
+            row = 0
+            for part, rows, on in parts:
+                if on:
+                    stem = f"layers.{layer}.{block}.{part}"
+                    b[row:row + rows, 4 * len(a_rows):4 * len(a_rows) + 4] = ours[stem + ".lora_B.weight"]
+                    a_rows.append(ours[stem + ".lora_A.weight"])
+                row += rows
+            want[key + ".lora_A.weight"], want[key + ".lora_B.weight"] = torch.cat(a_rows), b
+            w = f"model.layers.{layer}.{module}.weight"
+            worst = max(worst, ref.rel_err(exported[w], given[w].float() + 2.0 * b @ torch.cat(a_rows)))
+    if set(adapters) != set(want) or any(not torch.equal(adapters[k], want[k]) for k in want):
+        failures.append(f"phi3 --export-peft: keys {sorted(set(adapters) ^ set(want))[:4]} on one side only, or "
+                        f"values that are not the trained adapters stacked and block-diagonal")
+    expected = {"r": 8, "lora_alpha": 16.0, "rank_pattern": {"gate_up_proj": 4}, "alpha_pattern": {"gate_up_proj": 8.0},
+                "target_modules": ["gate_up_proj", "qkv_proj"]}
+    wrong = {k: config.get(k) for k, v in expected.items() if config.get(k) != v}
+    if wrong or worst > 1e-6:
+        failures.append(f"phi3 --export-peft: adapter_config.json has {wrong} (want {expected}); the merged folder "
+                        f"within {worst:.1e} of W + 2 B A")
+    print(f"phi3 --export-peft: {len(adapters)} tensors, qkv_proj at rank {config.get('r')}, gate_up_proj at "
+          f"{config.get('rank_pattern')}; merged within {worst:.1e} of W + 2 B A")
+    # Back with --lora-from: every part of an adapted layer takes the layer's A and its rows of B (k's
+    # and gate's zero), so the plan scores the data as the plan that trained the adapters; a
+    # forward-only plan has them merged as --export-hf merged them (other ranks: to rounding).
+    back, gen, merged_gen = (os.path.join(work, name + s) for s in (".from.plan", ".from-gen.plan", ".merged-gen.plan"))
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", back,
+             "--lora-from", peft])
+    start, wrong = ref.read_safetensors(back[:-5] + ".safetensors"), []
+    for layer in range(spec["config"]["num_hidden_layers"]):
+        for module, (block, parts) in layouts.items():
+            key, row = f"base_model.model.model.layers.{layer}.{module}", 0
+            for part, rows, _ in parts:
+                stem = f"layers.{layer}.{block}.{part}"
+                if not torch.equal(start.get(stem + ".lora_A.weight", torch.zeros(0)), want[key + ".lora_A.weight"]) or \
+                        not torch.equal(start.get(stem + ".lora_B.weight", torch.zeros(0)),
+                                        want[key + ".lora_B.weight"][row:row + rows]):
+                    wrong.append(stem)
+                row += rows
+    adapted_loss = eval_loss(bin_dir, plan, data, "--weights", trained)
+    from_loss = eval_loss(bin_dir, back, data)
+    ref.run([f"{bin_dir}/mtc", folder, "--forward-only", "--batch", "1", "--seq", "64", "-o", gen, "--lora-from", peft])
+    ref.run([f"{bin_dir}/mtc", merged, "--forward-only", "--batch", "1", "--seq", "64", "-o", merged_gen])
+    a, b = ref.read_safetensors(gen[:-5] + ".safetensors"), ref.read_safetensors(merged_gen[:-5] + ".safetensors")
+    merge_err = max(ref.rel_err(a[k], b[k]) for k in b) if set(a) == set(b) else float("inf")
+    if wrong or abs(from_loss - adapted_loss) > 1e-6 * adapted_loss or merge_err > 1e-6:
+        failures.append(f"phi3 --lora-from: adapters of {wrong[:3]} are not the layer's A and their rows of B; the "
+                        f"plan scores {from_loss} (trained {adapted_loss}); forward-only merged within {merge_err:.1e}")
+    print(f"phi3 --lora-from: every part the layer's A and its rows of B; scores {from_loss:.6f} (trained "
+          f"{adapted_loss:.6f}); forward-only merged within {merge_err:.1e} of --export-hf's")
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -441,6 +523,7 @@ def main():
     check_modules_to_save(bin_dir, work, data, failures)
     check_lora_from(bin_dir, work, data, failures)
     check_dora(bin_dir, work, data, failures)
+    check_phi3_fused(bin_dir, work, data, failures)
     ref.finish("hf_peft", failures)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes config.json seeds for the hf_config fuzz harness into DIR: the one-layer Llama of width 8
 its weights file fits (tests/fuzz/fuzz_hf_config.cc), the same shape as Qwen2, Qwen3 (head_dim,
-layer_types) and Mistral, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
+layer_types), Mistral and Phi-3, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
 Gemma 3's text model and its multimodal folder's config (the text model nested), and one nested as
 deep as a file may be (64 levels)."""
 import json
@@ -19,6 +19,9 @@ seeds = {
     "qwen3.json": dict(llama, architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=4,
                        layer_types=["full_attention"], use_sliding_window=False, sliding_window=None),
     "mistral.json": dict(llama, architectures=["MistralForCausalLM"], model_type="mistral", sliding_window=16),
+    "phi3.json": dict(llama, architectures=["Phi3ForCausalLM"], model_type="phi3", sliding_window=16, resid_pdrop=0.0,
+                      embd_pdrop=0.0, original_max_position_embeddings=32, rope_scaling=None,
+                      auto_map={"AutoConfig": "configuration_phi3.Phi3Config"}),
     "gpt2.json": dict(architectures=["GPT2LMHeadModel"], model_type="gpt2", n_embd=8, n_layer=1, n_head=2,
                       n_positions=32, vocab_size=16, layer_norm_epsilon=1e-5, activation_function="gelu_new"),
     "llama-reward.json": dict(llama, architectures=["LlamaForSequenceClassification"], id2label={"0": "LABEL_0"},

@@ -1,6 +1,6 @@
 // The names and layouts PEFT's adapter folders use (runtime/plan/huggingface_names.h): a stack of
 // experts' B in PEFT's lora_B form and back, the key stems of parameters PEFT wraps in turn, and
-// where transformers 5 fuses Qwen3-MoE's and Mixtral's experts.
+// where transformers 5 fuses Qwen3-MoE's and Mixtral's experts; Phi-3's fused projections.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -64,6 +64,39 @@ TEST(HuggingFaceNamesTest, FusedExpertsPlaces) {
   EXPECT_FALSE(fusedExpertsPlace("layers.0.moe.gate_up.weight", CheckpointLayout::kGptOss));
   EXPECT_FALSE(fusedExpertsPlace("layers.0.moe.down.weight", CheckpointLayout::kGptOss));
   EXPECT_EQ(fusedRouterName("layers.0.moe.router.weight", CheckpointLayout::kGptOss), "");
+}
+
+// Phi-3's fused projections: q, k and v parts 0-2 of qkv_proj, gate and up parts 0-1 of gate_up_proj,
+// the other parameters where Llama has them; neither a module of its own PEFT could adapt. Parsed
+// from the architecture once, its classifier's too; no experts there.
+TEST(HuggingFaceNamesTest, Phi3FusedProjectionPlaces) {
+  EXPECT_EQ(checkpointLayoutOf("Phi3ForCausalLM"), CheckpointLayout::kPhi3);
+  EXPECT_EQ(checkpointLayoutOf("Phi3ForSequenceClassification"), CheckpointLayout::kPhi3);
+  const CheckpointLayout phi3 = CheckpointLayout::kPhi3;
+  const std::pair<const char*, std::pair<const char*, int64_t>> kFused[] = {
+      {"layers.7.attn.q.weight", {"model.layers.7.self_attn.qkv_proj.weight", 0}},
+      {"layers.7.attn.k.weight", {"model.layers.7.self_attn.qkv_proj.weight", 1}},
+      {"layers.7.attn.v.weight", {"model.layers.7.self_attn.qkv_proj.weight", 2}},
+      {"layers.7.mlp.gate.weight", {"model.layers.7.mlp.gate_up_proj.weight", 0}},
+      {"layers.7.mlp.up.weight", {"model.layers.7.mlp.gate_up_proj.weight", 1}}};
+  for (const auto& [ours, theirs] : kFused) {
+    const HuggingFacePlace place = huggingFacePlace(ours, "transformer.", phi3);
+    EXPECT_EQ(place.name, theirs.first) << ours;
+    EXPECT_EQ(place.part, theirs.second) << ours;
+    EXPECT_EQ(place.parts, std::string(theirs.first).find("qkv") != std::string::npos ? 3 : 2) << ours;
+    EXPECT_FALSE(place.transposed) << ours;
+    EXPECT_NE(notOwnModuleTensor(place), nullptr) << ours;
+  }
+  const HuggingFacePlace o = huggingFacePlace("layers.7.attn.o.weight", "transformer.", phi3);
+  EXPECT_EQ(o.name, "model.layers.7.self_attn.o_proj.weight");
+  EXPECT_EQ(o.parts, 1);
+  EXPECT_EQ(notOwnModuleTensor(o), nullptr);
+  EXPECT_EQ(huggingFacePlace("layers.7.mlp.down.weight", "transformer.", phi3).name, "model.layers.7.mlp.down_proj.weight");
+  EXPECT_EQ(huggingFacePlace("layers.7.mlp_norm.weight", "transformer.", phi3).name,
+            "model.layers.7.post_attention_layernorm.weight");
+  EXPECT_EQ(huggingFacePlace("layers.7.attn.q.weight").name, "model.layers.7.self_attn.q_proj.weight");  // Llama's
+  EXPECT_FALSE(fusedExpertsPlace("layers.7.mlp.gate.weight", phi3));
+  EXPECT_FALSE(peftMovesToFused("down_proj", phi3));
 }
 
 }  // namespace
