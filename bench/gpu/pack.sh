@@ -189,6 +189,12 @@ build/bin/mtc .gpu/hf/gemma3-tiny-f32 --batch 4 --seq 32 --lora 4 --lora-alpha 8
   -o .gpu/peft/gemma3-lora.plan >/dev/null
 build/bin/mtrun .gpu/peft/gemma3-lora.plan --data .gpu/corpus.tok --steps 3 --lr 1e-2 --print-every 10 \
   --export-hf .gpu/peft/gemma3-lora-merged --export-peft .gpu/peft/gemma3-lora-adapter >/dev/null
+# Phi-3's LoRA on some parts of its fused layers (q and v of qkv_proj, up of gate_up_proj; o_proj
+# whole): one adapter a fused layer, its B block-diagonal; PEFT on transformers' Phi3ForCausalLM.
+build/bin/mtc .gpu/hf/phi3-tiny-f32 --batch 4 --seq 32 --lora 4 --lora-alpha 8 \
+  --lora-targets 'attn\.(q|v|o)\.|mlp\.up\.' -o .gpu/peft/phi3-lora.plan >/dev/null
+build/bin/mtrun .gpu/peft/phi3-lora.plan --data .gpu/corpus.tok --steps 3 --lr 1e-2 --print-every 10 \
+  --export-hf .gpu/peft/phi3-lora-merged --export-peft .gpu/peft/phi3-lora-adapter >/dev/null
 # ... and on Gemma 3's multimodal folder (Gemma3ForConditionalGeneration: that language model beside a
 # tiny SigLIP tower, hf_import.py's): its adapters under model.language_model., target_modules an
 # expression sparing the tower; peft_check.py loads them onto transformers' multimodal model there.

@@ -217,6 +217,7 @@ for adapter in .gpu/peft/*-adapter; do
   case $adapter in
     */oss-*) base=.gpu/hf/gpt-oss-tiny-f32 ;; */qwen3-*) base=.gpu/hf/qwen3-moe-tiny-f32 ;;
     */gemma3-mm-*) base=.gpu/hf/gemma3-mm ;; */gemma3-*) base=.gpu/hf/gemma3-tiny-f32 ;;
+    */phi3-*) base=.gpu/hf/phi3-tiny-f32 ;;
   esac
   peft_args+=("$base" "$adapter" "${adapter%-adapter}-merged")
 done
