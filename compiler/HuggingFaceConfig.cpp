@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/HuggingFaceConfigReader.h"
+#include "kernels/rope/rope.h"
 #include "runtime/io/error.h"
 #include "runtime/io/json_input.h"
 
@@ -27,11 +28,13 @@ ConfigReader rotaryParameters(ConfigReader& r) {
 }
 
 // The scaling an object of rotary settings names into `c` (transformers' rope types linear,
-// llama3 — Llama 3.1 and 3.2 — and yarn; default or none named: none). Another type is refused by
-// name: it would turn other angles. The caller finishes `s`.
-void readRopeScaling(ConfigReader& s, ModelConfig& c) {
+// llama3 — Llama 3.1 and 3.2 —, yarn and longrope; default or none named: none). Another type is
+// refused by name: it would turn other angles. `phi3`: Phi3Config's older names of LongRoPE, su
+// and yarn, read as it reads them. The caller finishes `s`.
+void readRopeScaling(ConfigReader& s, ModelConfig& c, bool phi3) {
   // transformers names it rope_type (older configs: type; some carry both).
-  const std::string type = s.has("rope_type") ? s.text("rope_type", "") : s.text("type", "default");
+  std::string type = s.has("rope_type") ? s.text("rope_type", "") : s.text("type", "default");
+  if (phi3 && (type == "su" || type == "yarn")) type = "longrope";
   s.take("type");
   RopeScaling& out = c.rope_scaling;
   const auto factor = [&] {
@@ -61,8 +64,21 @@ void readRopeScaling(ConfigReader& s, ModelConfig& c) {
     out.mscale_all_dim = s.fraction("mscale_all_dim", 0.0);
     if (out.original_context > c.context)
       throw s.error("'original_max_position_embeddings' is above the config's max_position_embeddings");
+  } else if (type == "longrope") {
+    // Phi-3's: each pair's own factors (short within the original context, long past it), an
+    // attention factor from the contexts unless given; the original context here or, as Phi-3's
+    // configs have it, beside (readPhi3Keys).
+    out.kind = RopeScaling::Kind::kLongRope, out.context = c.context;
+    out.short_factor = s.positiveNumbers("short_factor", kMaxRopePairs);
+    out.long_factor = s.positiveNumbers("long_factor", kMaxRopePairs);
+    out.factor = s.number("factor", 1.0);
+    out.attention_factor = s.number("attention_factor", 0.0);
+    out.original_context = s.integer("original_max_position_embeddings", 0);
+    if (out.original_context > c.context)
+      throw s.error("'original_max_position_embeddings' is above the config's max_position_embeddings");
   } else {
-    throw s.error("rope type '" + type + "' is not supported (linear, llama3 and yarn are): its angles differ");
+    throw s.error("rope type '" + type + "' is not supported (linear, llama3, yarn and longrope are): its angles "
+                  "differ");
   }
 }
 
@@ -106,6 +122,17 @@ void gptOssDefaultYarn(ModelConfig& c) {
   out.beta_fast = 32.0, out.beta_slow = 1.0, out.truncate = false;
 }
 
+// A rotary embedding over the first partial_rotary_factor of each head (Phi-4-mini's 0.75) into
+// `c`: transformers' int(head_dim * factor) elements, which must be a positive even number.
+void readPartialRotary(ConfigReader& r, ModelConfig& c) {
+  const double fraction = r.number("partial_rotary_factor", 1.0);
+  const int64_t rotary = static_cast<int64_t>(static_cast<double>(c.headDim()) * fraction);
+  if (fraction > 1.0 || rotary <= 0 || rotary % 2 != 0)
+    throw r.error(fmt::format("'partial_rotary_factor' {:g} turns {} of each head's {} elements: it must be at most 1 "
+                              "and give a positive even number", fraction, rotary, c.headDim()));
+  c.rotary_dim = rotary == c.headDim() ? 0 : rotary;
+}
+
 // The rotary embedding's base and scaling into `c`. transformers 4 writes them as rope_theta and
 // rope_scaling; transformers 5 as one object, rope_parameters (rope_theta among the scaling's
 // keys), which is all the folders it saves carry. Either form is read; a base given in both must
@@ -121,7 +148,7 @@ void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c
     if (r.has("rope_scaling")) {
       if (!r.value("rope_scaling").is_object()) throw r.error("'rope_scaling' is not an object");
       ConfigReader s = r.nested("rope_scaling");
-      readRopeScaling(s, c);
+      readRopeScaling(s, c, architecture == "Phi3ForCausalLM");
       s.finish();
     } else if (gpt_oss && r.isNull("rope_scaling")) {
       throw r.error("'rope_scaling' is null, which transformers 5 reads as gpt-oss's YaRN (a factor of 32 from "
@@ -142,9 +169,12 @@ void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c
     throw p.error(fmt::format("'rope_theta' is {:g} but the config's rope_theta is {:g}: the folder contradicts itself",
                               inner, theta));
   c.rope_theta = inner > 0 ? inner : theta > 0 ? theta : default_theta;
-  if (p.number("partial_rotary_factor", 1.0) != 1.0)
-    throw p.error("'partial_rotary_factor' is not 1: a rotary embedding over part of each head is not supported");
-  readRopeScaling(p, c);
+  if (architecture == "Phi3ForCausalLM")
+    readPartialRotary(p, c);
+  else if (p.number("partial_rotary_factor", 1.0) != 1.0)
+    throw p.error("'partial_rotary_factor' is not 1: a rotary embedding over part of each head is not supported "
+                  "(Phi-3's is)");
+  readRopeScaling(p, c, architecture == "Phi3ForCausalLM");
   p.finish();
 }
 
@@ -256,16 +286,26 @@ void readSlidingWindows(ConfigReader& r, const std::string& architecture, ModelC
 // Phi-3's keys beside the llama family's (Phi3ForCausalLM: Phi-3 and Phi-4). Its projections have no
 // biases; its dropout must be off, as in the published models; the custom code that auto_map names
 // for transformers before 4.40 is the architecture transformers has built in since (the
-// architecture decides). original_max_position_embeddings is read by LongRoPE alone, which
-// readRotary refuses by name, as it does a rotary embedding over part of each head.
-void readPhi3Keys(ConfigReader& r) {
+// architecture decides). A rotary embedding over part of each head (readPartialRotary); the
+// original context LongRoPE scales from, beside its settings as Phi-3's configs have it (read by
+// LongRoPE alone, as transformers reads it).
+void readPhi3Keys(ConfigReader& r, ModelConfig& c) {
   r.require("attention_bias", false, "Phi-3's projections have no biases in transformers");
   r.require("resid_pdrop", 0.0, "dropout is not supported; training is deterministic");
   r.require("embd_pdrop", 0.0, "dropout is not supported; training is deterministic");
-  r.require("partial_rotary_factor", 1.0,
-            "a rotary embedding over part of each head (Phi-4-mini's 0.75) is not supported");
   r.take("auto_map");
-  r.take("original_max_position_embeddings");
+  if (r.has("partial_rotary_factor")) {
+    if (c.rotary_dim) throw r.error("'partial_rotary_factor' is given here and in the rotary settings: keep one");
+    readPartialRotary(r, c);
+  }
+  const int64_t original = r.integer("original_max_position_embeddings", 0);
+  RopeScaling& scaling = c.rope_scaling;
+  if (scaling.kind != RopeScaling::Kind::kLongRope || original == 0) return;
+  if (scaling.original_context && scaling.original_context != original)
+    throw r.error(fmt::format("'original_max_position_embeddings' is {} but the rotary settings' is {}: the folder "
+                              "contradicts itself", original, scaling.original_context));
+  if (original > c.context) throw r.error("'original_max_position_embeddings' is above max_position_embeddings");
+  scaling.original_context = original;
 }
 
 ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* mxfp4) {
@@ -278,7 +318,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   c.kv_heads = r.integer("num_key_value_heads", c.heads);
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
-  c.norm_eps = r.number("rms_norm_eps", 1e-6);
+  c.norm_eps = r.number("rms_norm_eps", architecture == "Phi3ForCausalLM" ? 1e-5 : 1e-6);  // the configs' defaults
   c.tied = r.boolean("tie_word_embeddings", false);
   const bool phi3 = architecture == "Phi3ForCausalLM";
   c.qkv_bias = architecture == "Qwen2ForCausalLM";
@@ -295,7 +335,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   if (architecture == "Qwen2ForCausalLM")
     r.require("attention_bias", false, "Qwen2's output projection has no bias in transformers");
   else if (phi3)
-    readPhi3Keys(r);
+    readPhi3Keys(r, c);
   else if (r.boolean("attention_bias", false))
     c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");

@@ -69,6 +69,21 @@ class ConfigReader {
       throw error("'" + key + "' is not a number between 0 and 1");
     return config_[key].get<double>();
   }
+  // A list of at most `most` positive finite numbers (LongRoPE's factors of each pair).
+  std::vector<double> positiveNumbers(const std::string& key, size_t most) {
+    taken_.insert(key);
+    if (!has(key)) throw error("no '" + key + "'");
+    const json& list = config_[key];
+    if (!list.is_array() || list.size() > most)
+      throw error("'" + key + "' is not a list of at most " + std::to_string(most) + " numbers");
+    std::vector<double> out;
+    for (const json& v : list) {
+      if (!v.is_number() || !(v.get<double>() > 0.0) || !std::isfinite(v.get<double>()) || v.get<double>() > 3.0e38)
+        throw error("'" + key + "' holds " + jsonBrief(v) + ", not a positive number");
+      out.push_back(v.get<double>());
+    }
+    return out;
+  }
   bool boolean(const std::string& key, bool fallback) {
     taken_.insert(key);
     if (!has(key)) return fallback;
@@ -123,7 +138,7 @@ class ConfigReader {
 ConfigReader rotaryParameters(ConfigReader& r);
 
 // The scaling an object of rotary settings names into `c` (compiler/HuggingFaceConfig.cpp).
-void readRopeScaling(ConfigReader& s, ModelConfig& c);
+void readRopeScaling(ConfigReader& s, ModelConfig& c, bool phi3 = false);
 
 // Gemma3ForCausalLM's config into the llama family's with Gemma's differences
 // (compiler/HuggingFaceGemma.cpp).

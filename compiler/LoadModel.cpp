@@ -67,7 +67,9 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   const std::string rope = c.rope_scaling.kind == RopeScaling::Kind::kNone
                                ? ""
                                : fmt::format(", rope scaled ({} x {:g})", ropeScalingName(c.rope_scaling.kind),
-                                             ropeScalingAttrs(c).values[0]);
+                                             ropeScalingAttrs(c, c.context).values[0]);
+  const std::string partial =
+      c.rotaryDim() == c.headDim() ? "" : fmt::format(", rotary over {} of each head's {}", c.rotaryDim(), c.headDim());
   int64_t sliding = 0;
   for (int64_t l = 0; l < c.layers; ++l) sliding += c.attentionWindow(l) > 0;
   const std::string window =
@@ -80,12 +82,12 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   if (c.gate_activation == ModelConfig::GateActivation::kGeluTanh) gemma += ", GeGLU (GELU's tanh form)";
   if (c.query_pre_attn_scalar > 0) gemma += fmt::format(", scores / sqrt({:g})", c.query_pre_attn_scalar);
   if (c.rope_local_theta > 0 && sliding) gemma += fmt::format(", rope base {:g} (unscaled) in the sliding layers", c.rope_local_theta);
-  return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}{}{}{}{}", origin, c.layers,
+  return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}{}{}{}{}{}", origin, c.layers,
                      c.width, c.heads, c.kv_heads, c.head_dim ? fmt::format(" of width {}", c.head_dim) : "", c.ffn,
                      c.vocab, c.score_head == ModelConfig::ScoreHead::kNew          ? ", a new score head (seeded)"
                      : c.score_head == ModelConfig::ScoreHead::kPretrained ? ", its score head"
                      : c.tied                                              ? ", tied" : "",
-                     c.o_bias ? ", q/k/v/o biases" : c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k norms" : "", c.attention_sinks ? ", attention sinks" : "", window, rope, experts, gemma);
+                     c.o_bias ? ", q/k/v/o biases" : c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k norms" : "", c.attention_sinks ? ", attention sinks" : "", window, rope, partial, experts, gemma);
 }
 
 // What --objective dpo, kto or reward cannot be combined with ("" if nothing).

@@ -52,10 +52,11 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
 
 static_assert(static_cast<int64_t>(RopeScaling::Kind::kLinear) == static_cast<int64_t>(RopeScalingKind::kLinear) &&
                   static_cast<int64_t>(RopeScaling::Kind::kLlama3) == static_cast<int64_t>(RopeScalingKind::kLlama3) &&
-                  static_cast<int64_t>(RopeScaling::Kind::kYarn) == static_cast<int64_t>(RopeScalingKind::kYarn),
+                  static_cast<int64_t>(RopeScaling::Kind::kYarn) == static_cast<int64_t>(RopeScalingKind::kYarn) &&
+                  static_cast<int64_t>(RopeScaling::Kind::kLongRope) == static_cast<int64_t>(RopeScalingKind::kLongRope),
               "a config's rope scaling kinds are the rope kernels'");
 
-RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c) {
+RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c, int64_t seq) {
   const RopeScaling& r = c.rope_scaling;
   RopeScalingAttrs out;
   out.kind = static_cast<int64_t>(r.kind);
@@ -74,7 +75,7 @@ RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c) {
     attention = r.attention_factor > 0.0                         ? r.attention_factor
                 : r.mscale > 0.0 && r.mscale_all_dim > 0.0 ? mscale(factor, r.mscale) / mscale(factor, r.mscale_all_dim)
                                                                : mscale(factor, 1.0);
-    const double dim = static_cast<double>(c.headDim()), base = c.rope_theta;
+    const double dim = static_cast<double>(c.rotaryDim()), base = c.rope_theta;
     const auto correction = [&](double rotations) {
       return dim * std::log(original / (rotations * 2.0 * M_PI)) / (2.0 * std::log(base));
     };
@@ -83,9 +84,25 @@ RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c) {
     low = std::max(low, 0.0), high = std::min(high, dim - 1.0);
     if (low == high) high += 0.001;  // a ramp of one pair
     a = low, b = high - low;
+  } else if (r.kind == RopeScaling::Kind::kLongRope) {
+    // transformers' _compute_longrope_parameters: where the config names the original context,
+    // the factor is the two contexts' ratio (Phi-3's), else its own; the attention factor from it
+    // unless given; each pair's factors the short ones unless the sequence passes the original
+    // context (its longrope_frequency_update, by the largest position + 1).
+    const double context = static_cast<double>(r.context ? r.context : c.context);
+    const double original = r.original_context ? static_cast<double>(r.original_context) : context;
+    if (r.original_context) factor = context / original;
+    attention = r.attention_factor > 0.0 ? r.attention_factor
+                : factor <= 1.0          ? 1.0
+                                         : std::sqrt(1.0 + std::log(factor) / std::log(original));
+    cc = original;
   }
   out.values = {static_cast<float>(factor), static_cast<float>(a), static_cast<float>(b), static_cast<float>(cc),
                 static_cast<float>(attention)};
+  if (r.kind == RopeScaling::Kind::kLongRope) {
+    const bool long_context = static_cast<double>(seq) > out.values[3];
+    for (double pair : long_context ? r.long_factor : r.short_factor) out.values.push_back(static_cast<float>(pair));
+  }
   return out;
 }
 
@@ -198,6 +215,18 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
   if (c.context > kMaxContext)
     return "context " + std::to_string(c.context) + " is more than " + std::to_string(kMaxContext) + " tokens";
   if (c.head_dim < 0 || c.head_dim > kMaxWidth) return "head_dim must be between 0 (width / heads) and " + std::to_string(kMaxWidth);
+  if (c.rotary_dim < 0 || c.rotary_dim > c.headDim() || c.rotary_dim % 2 != 0)
+    return "rotary_dim must be even and between 0 (the whole head) and the head's width";
+  if (c.rope_scaling.kind == RopeScaling::Kind::kLongRope) {
+    const size_t pairs = static_cast<size_t>(c.rotaryDim() / 2);
+    if (pairs > static_cast<size_t>(kMaxRopePairs) || c.rope_scaling.short_factor.size() != pairs ||
+        c.rope_scaling.long_factor.size() != pairs)
+      return "longrope needs a short and a long factor for each of the rotation's " + std::to_string(pairs) +
+             " pairs (at most " + std::to_string(kMaxRopePairs) + ")";
+    for (const auto* factors : {&c.rope_scaling.short_factor, &c.rope_scaling.long_factor})
+      for (double f : *factors)
+        if (!(f > 0.0) || !std::isfinite(f) || f > 3.0e38) return "longrope's factors must be positive and finite";
+  }
   if (c.head_dim == 0 && c.width % c.heads != 0)
     return "width " + std::to_string(c.width) + " is not divisible by " + std::to_string(c.heads) + " heads";
   if (c.family == ModelFamily::kGpt2 && (c.head_dim || c.qk_norm || c.o_bias))
@@ -450,12 +479,13 @@ class ModelBuilder {
         q = b_.create<ScaleOp>(loc_, q, b_.getF32FloatAttr(static_cast<float>(
                                             std::sqrt(static_cast<double>(c_.headDim()) / c_.query_pre_attn_scalar))));
       const RopeAttrs rope = ropeAttrs(l);
+      const IntegerAttr rotary_dim = b_.getI64IntegerAttr(c_.rotaryDim() == c_.headDim() ? 0 : c_.rotaryDim());
       Value a = attention(l, q, k, v, [&](Value x) -> Value {
         if (positions_)
           return b_.create<RopeAtOp>(loc_, x, positions_, head_dim, rope.theta, rope.scaling_kind, rope.scaling_values,
-                                     b_.getBoolAttr(false));
+                                     b_.getBoolAttr(false), rotary_dim);
         return b_.create<RopeOp>(loc_, x, head_dim, rope.theta, b_.getBoolAttr(false), b_.getI64IntegerAttr(0),
-                                 rope.scaling_kind, rope.scaling_values);
+                                 rope.scaling_kind, rope.scaling_values, rotary_dim);
       });
       a = linear(a, p + "attn.o", c_.width, q_width, c_.o_bias, residual_std);
       if (c_.sandwich_norms) a = rmsNorm(a, p + "attn_post_norm");
@@ -488,7 +518,7 @@ class ModelBuilder {
     if (c_.rope_local_theta > 0 && c_.attentionWindow(layer) > 0)
       return {b_.getF32FloatAttr(static_cast<float>(c_.rope_local_theta)), b_.getI64IntegerAttr(0), nullptr};
     // Hugging Face's rope_scaling, where the config has one.
-    const RopeScalingAttrs scaling = ropeScalingAttrs(c_);
+    const RopeScalingAttrs scaling = ropeScalingAttrs(c_, seq_);
     return {b_.getF32FloatAttr(static_cast<float>(c_.rope_theta)), b_.getI64IntegerAttr(scaling.kind),
             scaling.kind ? b_.getDenseF32ArrayAttr(scaling.values) : nullptr};
   }

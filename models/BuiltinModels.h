@@ -8,14 +8,15 @@
 namespace mt {
 
 // A llama model's rotary scaling as mt.rope's attributes: scaling_kind (RopeScaling::Kind, 0:
-// none) and `scaling` = [factor, a, b, c, attention] (kernels/rope/rope.h), computed from the
-// config as transformers computes its rope parameters (YaRN's correction range and attention
-// factor in double, as Python does).
+// none) and `scaling` = [factor, a, b, c, attention] (kernels/rope/rope.h), LongRoPE's factor of
+// each pair after them, computed from the config as transformers computes its rope parameters
+// (YaRN's correction range and attention factor in double, as Python does) for sequences of `seq`
+// tokens (LongRoPE's short factors up to the original context, its long ones past it).
 struct RopeScalingAttrs {
   int64_t kind = 0;
   std::vector<float> values;  // empty for none
 };
-RopeScalingAttrs ropeScalingAttrs(const ModelConfig& config);
+RopeScalingAttrs ropeScalingAttrs(const ModelConfig& config, int64_t seq);
 
 // Where the parameters' first values come from: the plan's seeded initializers, or a weights
 // file (a pretrained model: every parameter's init is "weights").

@@ -22,16 +22,19 @@ inline const char* familyName(ModelFamily family) {
 // for a longer context than the one trained on (kernels/rope/rope.h computes them; the kinds are
 // its RopeScalingKind's).
 struct RopeScaling {
-  enum class Kind { kNone = 0, kLinear = 1, kLlama3 = 2, kYarn = 3 };
+  enum class Kind { kNone = 0, kLinear = 1, kLlama3 = 2, kYarn = 3, kLongRope = 4 };
   Kind kind = Kind::kNone;
-  int64_t context = 0;  // yarn: the config's max_position_embeddings (mtc --context leaves the angles)
+  int64_t context = 0;  // yarn, longrope: the config's max_position_embeddings (mtc --context leaves the angles)
   double factor = 1.0;
   double low_freq_factor = 0.0, high_freq_factor = 0.0;  // llama3
-  int64_t original_context = 0;  // llama3, yarn: original_max_position_embeddings
+  int64_t original_context = 0;  // llama3, yarn, longrope: original_max_position_embeddings
   double beta_fast = 32.0, beta_slow = 1.0;  // yarn
   bool truncate = true;          // yarn: the correction range rounded to whole pairs
-  double attention_factor = 0.0;  // yarn: cos and sin scaled by it; 0: from factor (and mscale)
+  double attention_factor = 0.0;  // yarn, longrope: cos and sin scaled by it; 0: from factor (and mscale)
   double mscale = 0.0, mscale_all_dim = 0.0;  // yarn: the attention factor's ratio form
+  // longrope (Phi-3): each pair's factor within the original context (short) and past it (long),
+  // as transformers picks them by the sequence's length.
+  std::vector<double> short_factor, long_factor;
 };
 
 // The rope type's name in transformers' configs ("" for none).
@@ -40,6 +43,7 @@ inline const char* ropeScalingName(RopeScaling::Kind kind) {
     case RopeScaling::Kind::kLinear: return "linear";
     case RopeScaling::Kind::kLlama3: return "llama3";
     case RopeScaling::Kind::kYarn: return "yarn";
+    case RopeScaling::Kind::kLongRope: return "longrope";
     default: return "";
   }
 }
@@ -108,6 +112,9 @@ struct ModelConfig {
   bool sandwich_norms = false;
   double rope_local_theta = 0.0;  // the sliding layers' rotary base, unscaled (0: rope_theta and its scaling)
   double query_pre_attn_scalar = 0.0;  // the scores times its -1/2 power (0: head_dim's)
+  // llama: the first rotary_dim elements of each head turn, the rest pass (Phi-4-mini's
+  // partial_rotary_factor 0.75); 0: all of them.
+  int64_t rotary_dim = 0;
 
   // Whether layer `l`'s attention slides, and over how many tokens (0: it sees all before it).
   int64_t attentionWindow(int64_t l) const {
@@ -129,6 +136,8 @@ struct ModelConfig {
   }
 
   int64_t headDim() const { return head_dim ? head_dim : width / heads; }
+  // The elements of each head the rotary embedding turns (rotary_dim, else all).
+  int64_t rotaryDim() const { return rotary_dim ? rotary_dim : headDim(); }
   // Whether any of Gemma's differences above is set.
   bool gemmaForm() const {
     return norm_plus_one || embed_scaled || gate_activation != GateActivation::kSilu || sandwich_norms ||

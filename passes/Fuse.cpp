@@ -458,7 +458,7 @@ struct FuseRope : OpRewritePattern<AddOp> {
           Value rows = asRows(x, rewriter, loc);
           auto rotatedRows = rewriter.create<RopeOp>(
               loc, rows, rewriter.getI64IntegerAttr(d), rewriter.getF32FloatAttr(*theta), rewriter.getBoolAttr(false),
-              rewriter.getI64IntegerAttr(0), rewriter.getI64IntegerAttr(0), nullptr);
+              rewriter.getI64IntegerAttr(0), rewriter.getI64IntegerAttr(0), nullptr, rewriter.getI64IntegerAttr(0));
           auto shape = type.getShape();  // (B, H, T, D)
           auto split = RankedTensorType::get({shape[0], shape[2], shape[1], shape[3]}, type.getElementType());
           Value heads = rewriter.create<ReshapeOp>(loc, split, rotatedRows);

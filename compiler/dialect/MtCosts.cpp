@@ -136,8 +136,10 @@ void RopeOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<floa
   // Plan 1.12: a third attribute where a token tile starts inside its sequence (older plans
   // and untiled ropes have two).
   // Plan 1.18: a fourth, the frequencies' scaling kind, with its parameters after theta.
-  if (getPositionOffset() != 0 || getScalingKind() != 0) ints.push_back(getPositionOffset());
-  if (getScalingKind() != 0) ints.push_back(getScalingKind());
+  // Plan 1.35: a fifth, the rotary dimension, where it is not the head's.
+  if (getPositionOffset() != 0 || getScalingKind() != 0 || getRotaryDim() != 0) ints.push_back(getPositionOffset());
+  if (getScalingKind() != 0 || getRotaryDim() != 0) ints.push_back(getScalingKind());
+  if (getRotaryDim() != 0) ints.push_back(getRotaryDim());
   floats.push_back(getTheta().convertToFloat());
   if (auto scaling = getScaling()) floats.append(scaling->begin(), scaling->end());
 }
@@ -155,9 +157,11 @@ StringRef AttentionOp::getKernelName() {
 }
 void RopeAtOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
   ints.push_back(static_cast<int64_t>(getHeadDim()));
-  // Plan 1.22: a third attribute, inverse, where it is set (a packed plan's gradient).
-  if (getScalingKind() != 0 || getInverse()) ints.push_back(getScalingKind());
-  if (getInverse()) ints.push_back(1);
+  // Plan 1.22: a third attribute, inverse, where it is set (a packed plan's gradient); plan 1.35:
+  // a fourth, the rotary dimension, where it is not the head's.
+  if (getScalingKind() != 0 || getInverse() || getRotaryDim() != 0) ints.push_back(getScalingKind());
+  if (getInverse() || getRotaryDim() != 0) ints.push_back(getInverse());
+  if (getRotaryDim() != 0) ints.push_back(getRotaryDim());
   floats.push_back(getTheta().convertToFloat());
   if (auto scaling = getScaling()) floats.append(scaling->begin(), scaling->end());
 }

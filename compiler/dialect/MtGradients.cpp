@@ -119,13 +119,13 @@ SmallVector<Value> SwigluOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) 
 SmallVector<Value> RopeOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   // The same frequencies (and scaling), turned back.
   return {b.create<RopeOp>(getLoc(), grads[0], getHeadDimAttr(), getThetaAttr(), b.getBoolAttr(!getInverse()),
-                           getPositionOffsetAttr(), getScalingKindAttr(), getScalingAttr())};
+                           getPositionOffsetAttr(), getScalingKindAttr(), getScalingAttr(), getRotaryDimAttr())};
 }
 
 SmallVector<Value> RopeAtOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   // The same positions and frequencies, turned back; the positions are an input.
   return {b.create<RopeAtOp>(getLoc(), grads[0], getPositions(), getHeadDimAttr(), getThetaAttr(),
-                             getScalingKindAttr(), getScalingAttr(), b.getBoolAttr(!getInverse())),
+                             getScalingKindAttr(), getScalingAttr(), b.getBoolAttr(!getInverse()), getRotaryDimAttr()),
           Value()};
 }
 

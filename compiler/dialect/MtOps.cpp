@@ -364,16 +364,25 @@ LogicalResult checkRope(std::optional<Location> loc, Adaptor adaptor, StringRef 
     return emitOptionalError(loc, op, " head_dim ", headDim, " must be even and divide ", x[2]);
   if (adaptor.getThetaAttr() && !(adaptor.getThetaAttr().getValueAsDouble() > 0.0))
     return emitOptionalError(loc, op, " theta must be positive");
+  const int64_t rotary = adaptor.getRotaryDimAttr() ? adaptor.getRotaryDimAttr().getInt() : 0;
+  if (rotary < 0 || rotary > headDim || rotary % 2 != 0)
+    return emitOptionalError(loc, op, " rotary_dim ", rotary, " must be even and at most head_dim ", headDim,
+                             " (0: head_dim)");
   const int64_t kind = adaptor.getScalingKindAttr() ? adaptor.getScalingKindAttr().getInt() : 0;
   const auto scaling = adaptor.getScalingAttr();
   if (kind < 0 || kind >= kRopeScalingKinds)
-    return emitOptionalError(loc, op, " scaling_kind ", kind, " is not 0 (none), 1 (linear), 2 (llama3) or 3 (yarn)");
-  if ((kind != 0) != static_cast<bool>(scaling) || (scaling && scaling.size() != 5))
-    return emitOptionalError(loc, op, " takes `scaling` (5 values: factor, a, b, c, attention) exactly when its "
-                             "scaling_kind is not 0");
+    return emitOptionalError(loc, op, " scaling_kind ", kind,
+                             " is not 0 (none), 1 (linear), 2 (llama3), 3 (yarn) or 4 (longrope)");
+  if (kind == static_cast<int64_t>(RopeScalingKind::kLongRope) && (rotary ? rotary : headDim) / 2 > kMaxRopePairs)
+    return emitOptionalError(loc, op, " longrope scaling covers at most ", kMaxRopePairs, " pairs");
+  const size_t values = ropeScalingValues(kind, rotary ? rotary : headDim);
+  if ((kind != 0) != static_cast<bool>(scaling) || (scaling && static_cast<size_t>(scaling.size()) != values))
+    return emitOptionalError(loc, op, " takes `scaling` (5 values: factor, a, b, c, attention; with longrope each "
+                             "pair's factor after them) exactly when its scaling_kind is not 0");
   // The kernels' own check of the values (theta checked above), so that no plan mtrun refuses is written.
   if (scaling)
-    if (const std::string problem = ropeScalingProblem(ropeFrequencies(0.0f, kind, scaling.asArrayRef().data()));
+    if (const std::string problem = ropeScalingProblem(
+            ropeFrequencies(0.0f, kind, scaling.asArrayRef().data(), (rotary ? rotary : headDim) / 2));
         !problem.empty())
       return emitOptionalError(loc, op, " ", problem);
   return success();

@@ -435,8 +435,10 @@ def Mt_RopeOp : Mt_KernelOp<"rope", [
     `inverse` turns by the negated angle; the gradient of a rope is the inverse rope. Token t
     sits at position `position_offset` + t (a token tile of mt-tile-tokens that starts inside
     its sequence). `scaling_kind` (kernels/rope/rope.h: RopeScalingKind; 0 none, 1 linear, 2
-    llama3, 3 yarn) scales the frequencies as Hugging Face's rope_scaling does, with `scaling` =
-    [factor, a, b, c, attention] (cos and sin times attention).
+    llama3, 3 yarn, 4 longrope) scales the frequencies as Hugging Face's rope_scaling does, with
+    `scaling` = [factor, a, b, c, attention] (cos and sin times attention), LongRoPE's factor of
+    each pair after them. `rotary_dim` (0: head_dim) turns the first rotary_dim elements of each
+    head alone, the rest passing unchanged (Hugging Face's partial_rotary_factor: Phi-4-mini's 3/4).
 
     ```mlir
     %q2 = mt.rope %q {head_dim = 64, theta = 10000.0 : f32} : tensor<8x256x384xf32>
@@ -449,7 +451,8 @@ def Mt_RopeOp : Mt_KernelOp<"rope", [
                        DefaultValuedAttr<BoolAttr, "false">:$inverse,
                        DefaultValuedAttr<I64Attr, "0">:$position_offset,
                        DefaultValuedAttr<I64Attr, "0">:$scaling_kind,
-                       OptionalAttr<DenseF32ArrayAttr>:$scaling);
+                       OptionalAttr<DenseF32ArrayAttr>:$scaling,
+                       DefaultValuedAttr<I64Attr, "0">:$rotary_dim);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
@@ -529,8 +532,8 @@ def Mt_RopeAtOp : Mt_KernelOp<"rope_at", [
     The decode plan's rotary embedding (mtc --kv-cache): the new tokens sit after a cached
     prefix, their positions a run-time input; a plan of packed examples' (mtc
     --packed-examples): each token at its position in its example. The same angles as `mt.rope`
-    at the same position, bit for bit (its frequency scaling too); `inverse` turns back (the
-    gradient).
+    at the same position, bit for bit (its frequency scaling and rotary_dim too); `inverse` turns
+    back (the gradient).
 
     ```mlir
     %k2 = mt.rope_at %k, %positions {head_dim = 64, theta = 10000.0 : f32}
@@ -541,7 +544,8 @@ def Mt_RopeAtOp : Mt_KernelOp<"rope_at", [
                        DefaultValuedAttr<F32Attr, "10000.0">:$theta,
                        DefaultValuedAttr<I64Attr, "0">:$scaling_kind,
                        OptionalAttr<DenseF32ArrayAttr>:$scaling,
-                       DefaultValuedAttr<BoolAttr, "false">:$inverse);
+                       DefaultValuedAttr<BoolAttr, "false">:$inverse,
+                       DefaultValuedAttr<I64Attr, "0">:$rotary_dim);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$input `,` $positions attr-dict `:` type($input) `,` type($positions)";
 }

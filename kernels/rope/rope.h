@@ -1,17 +1,19 @@
 // mt.rope: rotary position embedding, "rotate half" convention (as in Hugging Face Llama):
-// in each head of size D, element i < D/2 pairs with i + D/2 and the pair turns by the angle
-// p * f_i, p the position: offset + t for token t (dim 1), f_i pair i's inverse frequency,
-// theta^(-2i/D) or scaled as Hugging Face's rope_scaling says (RopeFrequencies below).
+// in each head of size D, the first R (the rotary dimension: D, or Phi-4-mini's 3/4 of it) turn,
+// element i < R/2 paired with i + R/2, and the pair turns by the angle p * f_i, p the position:
+// offset + t for token t (dim 1), f_i pair i's inverse frequency, theta^(-2i/R) or scaled as
+// Hugging Face's rope_scaling says (RopeFrequencies below); elements R to D - 1 pass unchanged.
 //   x (B, T, H*D) -> (B, T, H*D)
-//   int attrs: [head_dim, inverse(, offset(, scaling kind))]
-//   float attrs: [theta] or, scaled, [theta, factor, a, b, c, attention]
+//   int attrs: [head_dim, inverse(, offset(, scaling kind(, rotary dim)))]
+//   float attrs: [theta] or, scaled, [theta, factor, a, b, c, attention(, LongRoPE's R/2 factors)]
 // The offset (default 0; plan 1.12) places a token tile that starts inside its sequence.
 // inverse = 1 turns by the negated angle: the gradient of rope is rope with inverse flipped.
 // mt.rope_at: the same turn at given positions (a decode plan's new tokens after the cache;
 // packed examples, each from position 0):
 //   (x (B, T, H*D), positions (B, T) i32) -> (B, T, H*D)
-//   int attrs: [head_dim(, scaling kind(, inverse))]  float attrs: as mt.rope's (plan 1.22: inverse,
-//   the gradient of a packed plan's rope)
+//   int attrs: [head_dim(, scaling kind(, inverse(, rotary dim)))]  float attrs: as mt.rope's (plan
+//   1.22: inverse, the gradient of a packed plan's rope; plan 1.35: the rotary dimension, 0 or
+//   absent for head_dim, and LongRoPE)
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -28,22 +30,27 @@ enum class RopeScalingKind : int64_t {
   kLinear = 1,  // divided by `factor`
   kLlama3 = 2,  // Llama 3.1: a = low_freq_factor, b = high_freq_factor, c = original max positions
   kYarn = 3,    // YaRN: a = the ramp's start, b = its length (from beta_fast/slow), c unused
+  kLongRope = 4,  // LongRoPE (Phi-3): pair i's frequency divided by its own factor (`pair_factors`)
 };
-inline constexpr int64_t kRopeScalingKinds = 4;
+inline constexpr int64_t kRopeScalingKinds = 5;
+// The most pairs a rotation has (a head of 512): LongRoPE's factors travel by value to the CUDA twin.
+inline constexpr int64_t kMaxRopePairs = 256;
 
 // What turns pair i (all in f32, the order of Hugging Face's float32 torch ops): theta, the
-// scaling and its parameters, and the factor cos and sin are multiplied by (YaRN's attention
-// factor; 1 otherwise).
+// scaling and its parameters, the factor cos and sin are multiplied by (YaRN's and LongRoPE's
+// attention factor; 1 otherwise), and LongRoPE's factor of each pair.
 struct RopeFrequencies {
   float theta = 10000.0f;
   RopeScalingKind kind = RopeScalingKind::kNone;
   float factor = 1.0f, a = 0.0f, b = 0.0f, c = 0.0f;
   float attention = 1.0f;
+  float pair_factors[kMaxRopePairs] = {};  // kLongRope's, pair i's at i
 };
 
-// Pair i's inverse frequency, on the CPU and in the CUDA twins alike.
-MT_HOST_DEVICE inline float ropeInverseFrequency(const RopeFrequencies& f, int64_t i, int64_t head_dim) {
-  const float base = powf(f.theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+// Pair i's inverse frequency over a rotation of `rotary_dim` elements, on the CPU and in the CUDA
+// twins alike.
+MT_HOST_DEVICE inline float ropeInverseFrequency(const RopeFrequencies& f, int64_t i, int64_t rotary_dim) {
+  const float base = powf(f.theta, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
   const float plain = 1.0f / base;
   switch (f.kind) {
     case RopeScalingKind::kNone: return plain;
@@ -66,6 +73,8 @@ MT_HOST_DEVICE inline float ropeInverseFrequency(const RopeFrequencies& f, int64
       const float extrapolation = 1.0f - ramp;
       return 1.0f / (f.factor * base) * (1.0f - extrapolation) + plain * extrapolation;
     }
+    case RopeScalingKind::kLongRope:  // transformers' _compute_longrope_parameters: 1 / (ext_i * base)
+      return 1.0f / (f.pair_factors[i] * base);
   }
   return plain;
 }
@@ -80,26 +89,52 @@ inline std::string ropeScalingProblem(const RopeFrequencies& f) {
     return "llama3 scaling needs 0 < low_freq_factor < high_freq_factor and positive original positions";
   if (f.kind == RopeScalingKind::kYarn && !(f.b > 0.0f && std::isfinite(f.a) && std::isfinite(f.b)))
     return "yarn scaling needs a finite ramp of positive length";
+  if (f.kind == RopeScalingKind::kLongRope)
+    for (float v : f.pair_factors)
+      if (!(v > 0.0f) || !std::isfinite(v)) return "longrope scaling needs each pair's factor positive and finite";
   return "";
 }
 
-// The frequencies of theta, scaling `kind` and its five values (factor, a, b, c, attention; null
-// for none), as mt.rope's attributes give them.
-inline RopeFrequencies ropeFrequencies(float theta, int64_t kind, const float* scaling) {
+// How many values a scaling of `kind` has over a rotation of `rotary_dim` elements: none, or
+// factor, a, b, c and attention, and LongRoPE's factor of each pair after them.
+inline size_t ropeScalingValues(int64_t kind, int64_t rotary_dim) {
+  if (kind == 0) return 0;
+  return kind == static_cast<int64_t>(RopeScalingKind::kLongRope) ? 5 + static_cast<size_t>(rotary_dim / 2) : 5;
+}
+
+// The frequencies of theta, scaling `kind` and its values (ropeScalingValues; null for none), as
+// mt.rope's attributes give them. The pairs LongRoPE's factors cover: `pairs` (at most kMaxRopePairs).
+inline RopeFrequencies ropeFrequencies(float theta, int64_t kind, const float* scaling, int64_t pairs = 0) {
   RopeFrequencies f;
   f.theta = theta;
   if (kind == 0) return f;
   f.kind = static_cast<RopeScalingKind>(kind);
   f.factor = scaling[0], f.a = scaling[1], f.b = scaling[2], f.c = scaling[3], f.attention = scaling[4];
+  if (f.kind == RopeScalingKind::kLongRope) {
+    for (int64_t i = 0; i < kMaxRopePairs; ++i) f.pair_factors[i] = 1.0f;  // pairs past the rotation: unused
+    for (int64_t i = 0; i < pairs && i < kMaxRopePairs; ++i) f.pair_factors[i] = scaling[5 + i];
+  }
   return f;
 }
 
-// mt.rope's and mt.rope_at's frequencies from their kernel attributes (`kind_at`: the index of
-// the scaling kind's int attribute; absent: none). The checks said the attributes are well formed.
-inline RopeFrequencies ropeFrequencies(const KernelArgs& args, size_t kind_at) {
-  const int64_t kind = args.intOrZero(kind_at);
-  return ropeFrequencies(args.floats[0], kind, kind ? args.floats.data() + 1 : nullptr);
+// The rotary dimension of mt.rope's or mt.rope_at's kernel attributes (its int attribute at
+// `rotary_at`; absent or 0: the whole head).
+inline int64_t ropeRotaryDim(const KernelArgs& args, size_t rotary_at) {
+  const int64_t rotary = args.intOrZero(rotary_at);
+  return rotary ? rotary : args.ints[0];
 }
+
+// mt.rope's and mt.rope_at's frequencies from their kernel attributes (`kind_at`: the index of
+// the scaling kind's int attribute; absent: none; `rotary_at`: the rotary dimension's). The checks
+// said the attributes are well formed.
+inline RopeFrequencies ropeFrequencies(const KernelArgs& args, size_t kind_at, size_t rotary_at) {
+  const int64_t kind = args.intOrZero(kind_at);
+  return ropeFrequencies(args.floats[0], kind, kind ? args.floats.data() + 1 : nullptr,
+                         ropeRotaryDim(args, rotary_at) / 2);
+}
+
+// Where mt.rope's and mt.rope_at's int attributes hold the scaling kind and the rotary dimension.
+inline constexpr size_t kRopeKindAt = 3, kRopeRotaryAt = 4, kRopeAtKindAt = 1, kRopeAtRotaryAt = 3;
 
 // The position of token 0 of mt.rope's input: its third int attribute where it has one.
 inline int64_t ropePositionOffset(const KernelArgs& args) { return args.intOrZero(2); }

@@ -12,20 +12,21 @@ using cuda::fromFloat;
 using cuda::toFloat;
 
 // A block per token (b, t), at positions[b * seq + t] (mt.rope_at) or offset + t (positions
-// null: mt.rope): a thread per pair i < D/2 computes its angle's cosine and sine once and turns
-// pair i of every head (the index arithmetic and the transcendentals once per token, not once
-// per element: at a GPU's bandwidth they, not the bytes, bounded a thread per pair).
+// null: mt.rope): a thread per pair i < R/2 (R the rotary dimension) computes its angle's cosine
+// and sine once and turns pair i of every head (the index arithmetic and the transcendentals once
+// per token, not once per element: at a GPU's bandwidth they, not the bytes, bounded a thread per
+// pair); the elements past R, where a head has them, pass unchanged.
 template <typename T>
 __global__ void ropeKernel(const T* __restrict__ x, const int32_t* __restrict__ positions, T* __restrict__ y,
-                           int64_t tokens, int64_t seq, int64_t heads, int64_t head_dim, RopeFrequencies f,
-                           float sign, int64_t offset) {
-  const int64_t half = head_dim / 2;
+                           int64_t tokens, int64_t seq, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+                           RopeFrequencies f, float sign, int64_t offset) {
+  const int64_t half = rotary_dim / 2, pass = head_dim - rotary_dim;
   for (int64_t token = blockIdx.x; token < tokens; token += gridDim.x) {
     const int64_t t = positions ? int64_t{positions[token]} : offset + token % seq;
     const T* row = x + token * heads * head_dim;
     T* out = y + token * heads * head_dim;
     for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-      const float angle = static_cast<float>(t) * ropeInverseFrequency(f, i, head_dim);
+      const float angle = static_cast<float>(t) * ropeInverseFrequency(f, i, rotary_dim);
       const float c = cosf(angle) * f.attention, s = sign * (sinf(angle) * f.attention);
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t base = h * head_dim;
@@ -34,19 +35,23 @@ __global__ void ropeKernel(const T* __restrict__ x, const int32_t* __restrict__ 
         out[base + i + half] = fromFloat<T>(x2 * c + x1 * s);
       }
     }
+    for (int64_t j = threadIdx.x; j < heads * pass; j += blockDim.x) {
+      const int64_t at = (j / pass) * head_dim + rotary_dim + j % pass;
+      out[at] = row[at];
+    }
   }
 }
 
-void launchRope(const Tensor& x, const int32_t* positions, const Tensor& y, int64_t head_dim,
+void launchRope(const Tensor& x, const int32_t* positions, const Tensor& y, int64_t head_dim, int64_t rotary_dim,
                 const RopeFrequencies& f, float sign, int64_t offset, cudaStream_t stream) {
   if (x.numel() == 0 || head_dim < 2) return;
-  const int64_t heads = x.dim(2) / head_dim, tokens = x.numel() / x.dim(2), half = head_dim / 2;
+  const int64_t heads = x.dim(2) / head_dim, tokens = x.numel() / x.dim(2), half = rotary_dim / 2;
   const int threads = static_cast<int>(std::min<int64_t>((half + 31) / 32 * 32, 128));
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(tokens, int64_t{1} << 30));
   cuda::withFloat(x.dtype, [&](auto t) {
     using T = decltype(t);
     ropeKernel<<<blocks, threads, 0, stream>>>(cuda::data<const T>(x), positions, cuda::data<T>(y), tokens, x.dim(1),
-                                               heads, head_dim, f, sign, offset);
+                                               heads, head_dim, rotary_dim, f, sign, offset);
   });
   MT_CUDA_CHECK_LAUNCH();
 }
@@ -54,13 +59,14 @@ void launchRope(const Tensor& x, const int32_t* positions, const Tensor& y, int6
 }  // namespace
 
 void rope_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  launchRope(args.in[0], nullptr, args.out[0], args.ints[0], ropeFrequencies(args, 3), args.ints[1] ? -1.0f : 1.0f,
-             ropePositionOffset(args), launch.stream);
+  launchRope(args.in[0], nullptr, args.out[0], args.ints[0], ropeRotaryDim(args, kRopeRotaryAt),
+             ropeFrequencies(args, kRopeKindAt, kRopeRotaryAt), args.ints[1] ? -1.0f : 1.0f, ropePositionOffset(args),
+             launch.stream);
 }
 
 void rope_at_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  launchRope(args.in[0], args.in[1].i32(), args.out[0], args.ints[0], ropeFrequencies(args, 1),
-             args.intOrZero(2) ? -1.0f : 1.0f, 0,
+  launchRope(args.in[0], args.in[1].i32(), args.out[0], args.ints[0], ropeRotaryDim(args, kRopeAtRotaryAt),
+             ropeFrequencies(args, kRopeAtKindAt, kRopeAtRotaryAt), args.intOrZero(2) ? -1.0f : 1.0f, 0,
              launch.stream);
 }
 

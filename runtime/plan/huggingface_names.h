@@ -21,7 +21,6 @@ namespace mt {
 enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3 };
 CheckpointLayout checkpointLayoutOf(const std::string& architecture);
 
-
 // Where a parameter of either family lives in a Hugging Face checkpoint: the tensor (GPT-2's
 // body under `gpt2_body`: "transformer." as transformers saves GPT2LMHeadModel, "" in the
 // original checkpoints), whether it is stored transposed (GPT-2's Conv1D: [in, out]), and which

@@ -367,6 +367,9 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
   if (config.contains("dtype")) config["dtype"] = dtype_name;
   if (config.contains("torch_dtype") || !config.contains("dtype")) config["torch_dtype"] = dtype_name;
   config.erase("quantization_config");  // an MXFP4 source's: the export's weights are dequantized
+  // The source's custom code (Phi-3's configuration_phi3.py, modeling_phi3.py), which the export does
+  // not carry: transformers has the architecture built in, and trust_remote_code would look for it.
+  config.erase("auto_map");
   HuggingFaceExport report;
   if (hasScoreHead(plan)) {
     const RewardPadding padding = rewardPadding(plan, config);

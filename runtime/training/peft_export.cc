@@ -166,9 +166,10 @@ void checkFusedForm(const plan::Plan& plan, CheckpointLayout layout, std::vector
   const std::string flag = "--export-peft --peft-experts fused: ";
   bool fused = false;
   for (AdaptedModule& m : modules) {
-    const bool in_place = !m.fused.empty() || m.parameter == "weight";
+    // (Phi-3's fused linear layers, parameter "", are no experts.)
+    const bool in_place = !m.parameter.empty() && (!m.fused.empty() || m.parameter == "weight");
     fused = fused || in_place;
-    if (!m.fused.empty()) orderFusedParts(plan, m);
+    if (in_place && !m.fused.empty()) orderFusedParts(plan, m);
     if (in_place && (plan.model().lora_dropout() > 0 || m.adapter.magnitude >= 0))
       throw Error(flag + "PEFT's adapters on transformers 5's fused experts and routers take no " +
                   (m.adapter.magnitude >= 0 ? "DoRA" : "dropout") + " (" + m.target() +
@@ -541,7 +542,8 @@ std::vector<SafetensorsTensor> fusedAdapterTensors(const HostStore& store, const
     SafetensorsTensor a, b;           // (E, r, in) and (E, out, r), or (r, in) and (out, r)
   };
   // Each part's first row: the parts' rows where they differ (Phi-3's), else equal parts.
-  const int64_t rows_each = store.savedTensor(m.fused.front().second.b).shape.rbegin()[1];
+  const int64_t rows_each =
+      m.part_rows.empty() ? store.savedTensor(m.fused.front().second.b).shape.rbegin()[1] : 0;
   auto firstRow = [&](int64_t part) {
     if (m.part_rows.empty()) return part * rows_each;
     return std::accumulate(m.part_rows.begin(), m.part_rows.begin() + part, int64_t{0});

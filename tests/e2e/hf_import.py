@@ -135,6 +135,18 @@ MODELS["phi3-bf16"] = dict(
                 auto_map={"AutoConfig": "configuration_phi3.Phi3Config",
                           "AutoModelForCausalLM": "modeling_phi3.Phi3ForCausalLM"},
                 model_type="phi3", torch_dtype="bfloat16", bos_token_id=1, eos_token_id=2, pad_token_id=0))
+# Phi-4-mini's rotary embedding: over the first 3/4 of each head (12 of 16 elements: 6 pairs) with
+# LongRoPE's factors of each pair, the long ones (a 32-token sequence past the original 16), cos and
+# sin times sqrt(1 + ln(64 / 16) / ln 16) from the contexts; its tied head.
+MODELS["phi3-longrope-f32"] = dict(
+    architecture="Phi3ForCausalLM", dtype=torch.float32, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, original_max_position_embeddings=16,
+                rms_norm_eps=1e-5, rope_theta=10000.0, partial_rotary_factor=0.75,
+                rope_scaling=dict(type="longrope", short_factor=[1.0, 1.1, 1.3, 1.6, 2.0, 2.5],
+                                  long_factor=[1.0, 1.5, 2.5, 4.0, 7.0, 12.0]),
+                sliding_window=None, tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
+                attention_dropout=0.0, resid_pdrop=0.0, embd_pdrop=0.0, model_type="phi3", torch_dtype="float32"))
 # Gemma 3's text model (Gemma3ForCausalLM): norms of 1 + weight around both sublayers and on q
 # and k, the embedding times sqrt(64), GeGLU, tied; heads of their own width (32) with the scores
 # scaled by query_pre_attn_scalar 24 (not 32); layers 0 and 1 sliding (pattern 3) over 8 of 32
@@ -402,17 +414,30 @@ def write_folder(folder, spec, weights, config_extra=None):
         json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
 
 
-def hf_rope_parameters(cfg, D):
+def hf_rope_parameters(cfg, head_dim, seq=None):
     """transformers' rope initialisation (modeling_rope_utils): the inverse frequencies in float32
-    and the factor cos and sin are multiplied by, for no scaling, "linear", "llama3" and "yarn". The
-    settings as transformers 4 writes them (rope_theta, rope_scaling) or 5 (rope_parameters)."""
+    over the rotated part of a head (int(head_dim * partial_rotary_factor) elements) and the factor
+    cos and sin are multiplied by, for no scaling, "linear", "llama3", "yarn" and "longrope" (whose
+    factors of each pair are the long ones for a sequence past the original context, as
+    longrope_frequency_update picks them). The settings as transformers 4 writes them (rope_theta,
+    rope_scaling) or 5 (rope_parameters)."""
     params = cfg.get("rope_parameters") or {}
     base = params.get("rope_theta", cfg.get("rope_theta"))
+    D = int(head_dim * cfg.get("partial_rotary_factor", 1.0))
     inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
     scaling = cfg.get("rope_scaling") or params
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if kind == "default":
         return inv_freq, 1.0
+    if kind == "longrope":
+        original = cfg.get("original_max_position_embeddings")
+        factor = cfg["max_position_embeddings"] / original if original else scaling.get("factor", 1.0)
+        original = original or cfg["max_position_embeddings"]
+        attention_factor = scaling.get("attention_factor")
+        if attention_factor is None:
+            attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+        ext = torch.tensor(scaling["long_factor"] if seq > original else scaling["short_factor"], dtype=torch.float32)
+        return 1.0 / (ext * base ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D)), attention_factor
     factor = scaling["factor"]
     if kind == "linear":
         return inv_freq / factor, 1.0
@@ -513,13 +538,18 @@ def hf_logits(p, cfg, tokens):
     H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
     D, eps, L = cfg.get("head_dim") or C // H, cfg["rms_norm_eps"], cfg["num_hidden_layers"]
     B, T = tokens.shape
-    inv_freq, attention_factor = hf_rope_parameters(cfg, D)
+    inv_freq, attention_factor = hf_rope_parameters(cfg, D, T)
     freqs = torch.outer(torch.arange(T).float(), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = (emb.cos() * attention_factor)[None, None], (emb.sin() * attention_factor)[None, None]
+    R = emb.shape[-1]  # the rotated part of each head (Phi-3's partial_rotary_factor), the rest passing
 
     def rotate_half(x):
-        return torch.cat((-x[..., D // 2:], x[..., :D // 2]), dim=-1)
+        return torch.cat((-x[..., R // 2:], x[..., :R // 2]), dim=-1)
+
+    def rotary(x):
+        turned, passing = x[..., :R], x[..., R:]
+        return torch.cat((turned * cos + rotate_half(turned) * sin, passing), dim=-1)
 
     def rms_norm(x, w):
         return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
@@ -541,7 +571,7 @@ def hf_logits(p, cfg, tokens):
             q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(B, T, KV, D).transpose(1, 2)
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        q, k = rotary(q), rotary(k)
         k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
         v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
         scores = q @ k.transpose(2, 3) / math.sqrt(D) + mask
@@ -613,6 +643,7 @@ def check_export(bin_dir, work, name, spec, plan, data, tokens, failures):
         config = json.load(f)
     want = dict(spec["config"], architectures=[spec["architecture"]],
                 **{"dtype" if "dtype" in spec["config"] else "torch_dtype": "float32"})
+    want.pop("auto_map", None)  # the source's custom code, which the export does not carry
     if config != want:
         failures.append(f"{name}: --export-hf config.json {config} is not the input's with torch_dtype float32")
     # The folder compiles again, and its first loss is the transformers-style model's on its weights.
@@ -740,7 +771,7 @@ def refusals(bin_dir, work, failures):
     weights = hf_weights(spec["config"], False, torch.float32, seed=5)
     cases = [  # (name, config changes, weight changes, what the error must say)
         ("rope-scaling", {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, None,
-         "'rope_scaling': rope type 'dynamic' is not supported (linear, llama3 and yarn are)"),
+         "'rope_scaling': rope type 'dynamic' is not supported (linear, llama3, yarn and longrope are)"),
         ("rope-llama3-partial", {"rope_scaling": {"type": "llama3", "factor": 8.0}}, None,
          "'rope_scaling': no 'low_freq_factor'"),
         # transformers 5's rope_parameters: one form at a time, one base, every layer alike, whole heads.
@@ -818,15 +849,23 @@ def refusals(bin_dir, work, failures):
          "'rope_scaling' is null, which transformers 5 reads as gpt-oss's YaRN"),
     ]
     expect_refusals(bin_dir, work, oss, hf_weights(oss["config"], False, torch.float32, seed=5), oss_cases, failures)
-    # Phi-3's: LongRoPE and part-head rotation (Phi-3.5-mini's, Phi-4-mini's), dropout, biases, a
-    # fused tensor of the wrong length (k and v as long as q).
+    # Phi-3's: LongRoPE without a factor for each pair, a part of each head that is no whole pair,
+    # two original contexts, dropout, biases, a fused tensor of the wrong length (k and v as long as q).
     phi3 = MODELS["phi3-bf16"]
     phi3_weights = hf_weights(phi3["config"], False, torch.float32, seed=5)
     phi3_cases = [
-        ("phi3-longrope", {"rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}},
-         None, "'rope_scaling': rope type 'longrope' is not supported"),
-        ("phi3-partial-rotary", {"partial_rotary_factor": 0.75}, None,
-         "'partial_rotary_factor' is 0.75: a rotary embedding over part of each head (Phi-4-mini's 0.75)"),
+        ("phi3-longrope-pairs", {"rope_scaling": {"type": "longrope", "short_factor": [1.0] * 7,
+                                                  "long_factor": [2.0] * 7}},
+         None, "longrope needs a short and a long factor for each of the rotation's 8 pairs"),
+        ("phi3-longrope-factor", {"rope_scaling": {"type": "su", "short_factor": [1.0] * 8,
+                                                   "long_factor": [2.0] * 7 + [-1.0]}},
+         None, "'rope_scaling': 'long_factor' holds -1.0, not a positive number"),
+        ("phi3-longrope-original", {"rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8,
+                                                     "long_factor": [2.0] * 8, "original_max_position_embeddings": 32}},
+         None, "'original_max_position_embeddings' is 64 but the rotary settings' is 32: the folder contradicts"),
+        ("phi3-partial-rotary", {"partial_rotary_factor": 0.7}, None,
+         "'partial_rotary_factor' 0.7 turns 11 of each head's 16 elements: it must be at most 1 and give a positive "
+         "even number"),
         ("phi3-dropout", {"resid_pdrop": 0.1}, None, "'resid_pdrop' is 0.1: dropout is not supported"),
         ("phi3-bias", {"attention_bias": True}, None, "'attention_bias' is true: Phi-3's projections have no biases"),
         ("phi3-qkv-shape", {}, lambda w: w.update({"model.layers.1.self_attn.qkv_proj.weight": torch.zeros(192, 64)}),
@@ -1267,13 +1306,14 @@ def main():
     if auto.returncode != 0 or "the largest that fits --device-mem" not in auto.stdout:
         failures.append(f"--batch auto on a folder: exit {auto.returncode}: {auto.stdout}{auto.stderr}")
     # A scaled rotary embedding in a decode plan (mt.rope_at with YaRN's frequencies), and Gemma 3's
-    # (each layer's base and scaling, q scaled, norms of 1 + weight): greedy text over the key/value
-    # cache = the window plan's (mt.rope). Gemma's trained 100 steps first, so that its text varies
-    # (past its 8-token windows).
+    # (each layer's base and scaling, q scaled, norms of 1 + weight), and Phi-4-mini's (part of each
+    # head, LongRoPE): greedy text over the key/value cache = the window plan's (mt.rope). Gemma's
+    # trained 100 steps first, so that its text varies (past its 8-token windows).
     gemma_trained = os.path.join(work, "gemma3-trained")
     ref.run([f"{bin_dir}/mtrun", os.path.join(work, "gemma3-bf16.plan"), "--data", data, "--steps", "100", "--lr",
              "1e-2", "--print-every", "100", "--export-hf", gemma_trained])
-    for model, folder in (("yarn-rope-f32", os.path.join(work, "yarn-rope-f32")), ("gemma3-bf16", gemma_trained)):
+    for model, folder in (("yarn-rope-f32", os.path.join(work, "yarn-rope-f32")), ("gemma3-bf16", gemma_trained),
+                          ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"))):
         texts = []
         for flags in (["--kv-cache"], []):
             plan = os.path.join(work, model + "-gen" + ("-kv" if flags else "") + ".plan")

@@ -227,6 +227,12 @@ TEST_F(CudaTwinTest, Rope) {
              {500000.0f, 8.0f, 1.0f, 4.0f, 32.0f, 1.0f});
   expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, 1, 0, 3},
              {150000.0f, 32.0f, 0.0f, 1.766f, 0.0f, 1.3466f});
+  // The first 18 of each head's 24 turning (partial_rotary_factor 0.75), the rest passing; with
+  // LongRoPE's factor of each of the 9 pairs (plan 1.35), forward and inverse.
+  expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, 0, 0, 0, 18}, {10000.0f});
+  for (int64_t inverse : {0, 1})
+    expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, inverse, 70, 4, 18},
+               {10000.0f, 32.0f, 0, 0, 4096.0f, 1.19f, 1.0f, 1.1f, 1.3f, 1.7f, 2.5f, 4.0f, 6.0f, 9.0f, 12.0f});
 }
 
 // The transfer checksum (mtrun --verify-transfers): the GPU's partial sums, written to mapped
@@ -366,6 +372,8 @@ TEST_F(CudaTwinTest, RopeAtAndCachedAttention) {
   expectTwin(KernelId::RopeAt, {x, positions}, {HostTensor::f32({2, 3, 96})}, {24}, {500000.0f});
   expectTwin(KernelId::RopeAt, {x, positions}, {HostTensor::f32({2, 3, 96})}, {24, 3},
              {150000.0f, 32.0f, 0.5f, 2.5f, 0.0f, 1.3466f});
+  expectTwin(KernelId::RopeAt, {x, positions}, {HostTensor::f32({2, 3, 96})}, {24, 4, 1, 18},
+             {10000.0f, 32.0f, 0, 0, 4096.0f, 1.19f, 1.0f, 1.1f, 1.3f, 1.7f, 2.5f, 4.0f, 6.0f, 9.0f, 12.0f});
   for (const CachedCase& c : kCachedCases) {
     const auto in = cachedAttentionInputs(c);
     expectTwin(KernelId::CachedAttention, in, {HostTensor::f32({c.batch, c.fresh, c.heads * c.head_dim})},

@@ -143,9 +143,9 @@ TEST_F(KernelTest, RopeScalingTurnsByTheScaledFrequencies) {
   KernelArgs args;
   args.in.push_back(Tensor{nullptr, {1, t, width}, DType::F32});
   args.out.push_back(Tensor{nullptr, {1, t, width}, DType::F32});
-  args.ints = {d, 0, 0, 4};
+  args.ints = {d, 0, 0, 5};
   args.floats = {theta, 1, 0, 0, 0, 1};
-  EXPECT_NE(rope_check(args).find("scaling kind 4 is unknown"), std::string::npos);
+  EXPECT_NE(rope_check(args).find("scaling kind 5 is unknown"), std::string::npos);
   args.ints = {d, 0, 0, 2};
   args.floats = {theta};
   EXPECT_NE(rope_check(args).find("takes 6 float attributes"), std::string::npos);
@@ -154,6 +154,67 @@ TEST_F(KernelTest, RopeScalingTurnsByTheScaledFrequencies) {
   args.ints = {d, 0, 0, 3};
   args.floats = {theta, 4, 0, 0, 0, 1};  // a ramp of no length
   EXPECT_NE(rope_check(args).find("yarn scaling needs"), std::string::npos);
+}
+
+// A rotation over the first R of each head's D elements (Hugging Face's partial_rotary_factor,
+// plan 1.35): pair i < R/2 is (i, i + R/2), its frequency theta^(-2i/R) — with LongRoPE's (kind 4)
+// divided by the pair's own factor and cos and sin times the attention factor, as transformers'
+// _compute_longrope_parameters computes them —, and elements R to D - 1 pass bit for bit; the
+// inverse turns back; rope_at turns as rope; malformed attributes are refused.
+TEST_F(KernelTest, RopeTurnsPartOfEachHeadWithLongRopeFactors) {
+  const int64_t t = 6, d = 16, r = 12, width = 2 * d, half = r / 2;
+  const float theta = 10000.0f, attention = 1.1f;
+  const std::vector<float> factors = {1.0f, 1.5f, 2.0f, 3.0f, 5.0f, 8.0f};
+  auto x = HostTensor::f32({1, t, width}, randomFloats(t * width, rng));
+  for (const bool longrope : {false, true}) {
+    std::vector<float> floats = {theta};
+    if (longrope) {
+      floats.insert(floats.end(), {1.0f, 0.0f, 0.0f, 16.0f, attention});
+      floats.insert(floats.end(), factors.begin(), factors.end());
+    }
+    const int64_t kind = longrope ? 4 : 0;
+    const double scale = longrope ? attention : 1.0;
+    const auto got = runKernel(KernelId::Rope, {x}, {HostTensor::f32({1, t, width})}, {d, 0, 0, kind, r}, floats)[0].floats;
+    double worst = 0;
+    for (int64_t p = 0; p < t; ++p)
+      for (int64_t h = 0; h < 2; ++h) {
+        const int64_t head = p * width + h * d;
+        for (int64_t i = 0; i < half; ++i) {
+          const double inv = 1.0 / ((longrope ? factors[i] : 1.0) * std::pow(double(theta), 2.0 * i / r));
+          const double angle = p * inv, x1 = x.floats[head + i], x2 = x.floats[head + i + half];
+          worst = std::max({worst, std::fabs(got[head + i] - scale * (x1 * std::cos(angle) - x2 * std::sin(angle))),
+                            std::fabs(got[head + i + half] - scale * (x2 * std::cos(angle) + x1 * std::sin(angle)))});
+        }
+        for (int64_t i = r; i < d; ++i) EXPECT_EQ(got[head + i], x.floats[head + i]) << "element " << i << " passes";
+      }
+    EXPECT_LT(worst, 2e-5) << (longrope ? "longrope" : "partial rotation");
+    const auto back = runKernel(KernelId::Rope, {HostTensor::f32({1, t, width}, got)}, {HostTensor::f32({1, t, width})},
+                                {d, 1, 0, kind, r}, floats)[0].floats;
+    for (int64_t p = 0; p < t; ++p)
+      for (int64_t e = 0; e < width; ++e) {
+        const bool turned = e % d < r;
+        EXPECT_NEAR(back[p * width + e], (turned ? scale * scale : 1.0) * x.floats[p * width + e], 1e-5)
+            << (longrope ? "longrope" : "partial") << " inverse, element " << e;
+      }
+    std::vector<int32_t> positions(t);
+    std::iota(positions.begin(), positions.end(), 0);
+    const auto at = runKernel(KernelId::RopeAt, {x, HostTensor::i32({1, t}, positions)}, {HostTensor::f32({1, t, width})},
+                              {d, kind, 0, r}, floats)[0].floats;
+    EXPECT_EQ(at, got) << "rope_at differs from rope" << (longrope ? " with longrope" : "");
+  }
+  KernelArgs args;
+  args.in.push_back(Tensor{nullptr, {1, t, width}, DType::F32});
+  args.out.push_back(Tensor{nullptr, {1, t, width}, DType::F32});
+  args.ints = {d, 0, 0, 0, 10 + d};
+  args.floats = {theta};
+  EXPECT_NE(rope_check(args).find("rotary dimension 26 must be even and at most head_dim 16"), std::string::npos);
+  args.ints = {d, 0, 0, 0, 7};
+  EXPECT_NE(rope_check(args).find("rotary dimension 7"), std::string::npos);
+  args.ints = {d, 0, 0, 4, r};
+  args.floats = {theta, 1, 0, 0, 16, 1, 1, 1};  // 2 of the 6 pairs' factors
+  EXPECT_NE(rope_check(args).find("takes 12 float attributes"), std::string::npos);
+  args.floats = {theta, 1, 0, 0, 16, 1, 1, 1, 1, 0, 1, 1};  // a factor of 0
+  EXPECT_NE(rope_check(args).find("longrope scaling needs each pair's factor positive"), std::string::npos);
 }
 
 // mt.cached_attention gives the rows of causal attention: new tokens p0 .. p0 + n - 1 over cache

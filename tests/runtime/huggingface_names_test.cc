@@ -95,7 +95,8 @@ TEST(HuggingFaceNamesTest, Phi3FusedProjectionPlaces) {
   EXPECT_EQ(huggingFacePlace("layers.7.mlp_norm.weight", "transformer.", phi3).name,
             "model.layers.7.post_attention_layernorm.weight");
   EXPECT_EQ(huggingFacePlace("layers.7.attn.q.weight").name, "model.layers.7.self_attn.q_proj.weight");  // Llama's
-  EXPECT_FALSE(fusedExpertsPlace("layers.7.mlp.gate.weight", phi3));
+  EXPECT_TRUE(fusedExpertsPlace("layers.7.moe.gate.weight", CheckpointLayout::kLlama));  // Qwen3-MoE's names...
+  EXPECT_FALSE(fusedExpertsPlace("layers.7.moe.gate.weight", phi3));                    // ... not Phi-3's
   EXPECT_FALSE(peftMovesToFused("down_proj", phi3));
 }
 
