@@ -139,16 +139,18 @@ done
 # Gemma 3 (Gemma3ForCausalLM: hf_import.py's tiny folder, its twin gemma3_logits): transformers' own
 # Gemma3ForCausalLM there against the twin (norms of 1 + weight, the scaled embedding, GeGLU, the
 # scores by query_pre_attn_scalar, the sliding layers' own rotary base); Phi-3 (Phi3ForCausalLM:
-# q, k and v in one qkv_proj, k and v shorter than q; gate and up in one gate_up_proj; windows).
+# q, k and v in one qkv_proj, k and v shorter than q; gate and up in one gate_up_proj; windows);
+# Phi-4-mini's rotary embedding (3/4 of each head, LongRoPE's long factors, a tied head).
 /usr/bin/python3 - <<'PY'
 import sys
 sys.path.insert(0, "tests/e2e")
 import hf_import
-for spec_name, folder in (("gemma3-bf16", "gemma3-tiny"), ("phi3-bf16", "phi3-tiny")):
+for spec_name, folder in (("gemma3-bf16", "gemma3-tiny"), ("phi3-bf16", "phi3-tiny"),
+                          ("phi3-longrope-f32", "phi4mini-tiny")):
     spec = hf_import.MODELS[spec_name]
     hf_import.write_folder(f".gpu/hf/{folder}-source", spec, hf_import.hf_weights(spec["config"], False, spec["dtype"], 3))
 PY
-for model in gemma3-tiny phi3-tiny; do
+for model in gemma3-tiny phi3-tiny phi4mini-tiny; do
   build/bin/mtc .gpu/hf/$model-source --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
   for dtype in f32 bf16; do
     build/bin/mtrun .gpu/hf/$model.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \
@@ -160,6 +162,9 @@ done
 build/bin/mtc .gpu/hf/gemma3-tiny-f32 --batch 4 --seq 32 -o .gpu/plans/gemma3-tiny.plan >/dev/null
 build/bin/mtc .gpu/hf/gemma3-tiny-f32 --batch 4 --seq 32 --device-mem 1300KiB -o .gpu/plans/gemma3-tiny-streamed.plan >/dev/null
 build/bin/mtc .gpu/hf/gemma3-tiny-f32 --batch 4 --seq 32 --precision bf16 -o .gpu/plans/gemma3-tiny-mixed.plan >/dev/null
+# ... and of Phi-4-mini's rotary embedding (mt.rope's rotary dimension and LongRoPE in the CUDA twin).
+build/bin/mtc .gpu/hf/phi4mini-tiny-f32 --batch 4 --seq 32 -o .gpu/plans/phi4mini-tiny.plan >/dev/null
+build/bin/mtc .gpu/hf/phi4mini-tiny-f32 --batch 4 --seq 32 --precision bf16 -o .gpu/plans/phi4mini-tiny-mixed.plan >/dev/null
 build/bin/mtc .gpu/hf/llama-tiny-bf16 --batch 4 --seq 32 --lora 4 --precision bf16 -o .gpu/plans/llama-tiny-lora-bf16only-mixed.plan \
   > .gpu/plans/llama-tiny-lora-bf16only-mixed.txt
 grep -q 'bf16 copies alone' .gpu/plans/llama-tiny-lora-bf16only-mixed.txt ||
