@@ -66,16 +66,14 @@ void readRopeScaling(ConfigReader& s, ModelConfig& c, bool phi3) {
       throw s.error("'original_max_position_embeddings' is above the config's max_position_embeddings");
   } else if (type == "longrope") {
     // Phi-3's: each pair's own factors (short within the original context, long past it), an
-    // attention factor from the contexts unless given; the original context here or, as Phi-3's
-    // configs have it, beside (readPhi3Keys).
+    // attention factor from the contexts unless given; the original context and the factor
+    // settled by the architecture's rule (settleLongRope).
     out.kind = RopeScaling::Kind::kLongRope, out.context = c.context;
     out.short_factor = s.positiveNumbers("short_factor", kMaxRopePairs);
     out.long_factor = s.positiveNumbers("long_factor", kMaxRopePairs);
-    out.factor = s.number("factor", 1.0);
+    out.factor = s.has("factor") ? s.number("factor", 1.0) : 0.0;
     out.attention_factor = s.number("attention_factor", 0.0);
     out.original_context = s.integer("original_max_position_embeddings", 0);
-    if (out.original_context > c.context)
-      throw s.error("'original_max_position_embeddings' is above the config's max_position_embeddings");
   } else {
     throw s.error("rope type '" + type + "' is not supported (linear, llama3, yarn and longrope are): its angles "
                   "differ");
@@ -122,15 +120,57 @@ void gptOssDefaultYarn(ModelConfig& c) {
   out.beta_fast = 32.0, out.beta_slow = 1.0, out.truncate = false;
 }
 
-// A rotary embedding over the first partial_rotary_factor of each head (Phi-4-mini's 0.75) into
-// `c`: transformers' int(head_dim * factor) elements, which must be a positive even number.
-void readPartialRotary(ConfigReader& r, ModelConfig& c) {
-  const double fraction = r.number("partial_rotary_factor", 1.0);
+// Phi-3's rotary embedding over the first partial_rotary_factor of each head (Phi-4-mini's 0.75)
+// into `c`: transformers' int(head_dim * factor) elements, which must be a positive even number.
+// The key at the top level (`r`) or in transformers 5's rotary settings (`inner`, where there are
+// some), where transformers 5 saves it twice; both must then agree.
+void readPartialRotary(ConfigReader& r, ConfigReader* inner, ModelConfig& c) {
+  const double top = r.number("partial_rotary_factor", 0.0);
+  const double nested = inner ? inner->number("partial_rotary_factor", 0.0) : 0.0;
+  if (top > 0.0 && nested > 0.0 && top != nested)
+    throw r.error(fmt::format("'partial_rotary_factor' is {:g} here but {:g} in the rotary settings: the folder "
+                              "contradicts itself", top, nested));
+  const double fraction = top > 0.0 ? top : nested > 0.0 ? nested : 1.0;
+  if (fraction > 1.0) throw r.error(fmt::format("'partial_rotary_factor' {:g} is above 1", fraction));
   const int64_t rotary = static_cast<int64_t>(static_cast<double>(c.headDim()) * fraction);
-  if (fraction > 1.0 || rotary <= 0 || rotary % 2 != 0)
-    throw r.error(fmt::format("'partial_rotary_factor' {:g} turns {} of each head's {} elements: it must be at most 1 "
-                              "and give a positive even number", fraction, rotary, c.headDim()));
+  if (rotary <= 0 || rotary % 2 != 0)
+    throw r.error(fmt::format("'partial_rotary_factor' {:g} turns {} of each head's {} elements: it must give a "
+                              "positive even number", fraction, rotary, c.headDim()));
   c.rotary_dim = rotary == c.headDim() ? 0 : rotary;
+}
+
+// LongRoPE's original context and factor, as transformers reads them for the architecture (after
+// readRotary). Phi-3's: Phi3Config's original_max_position_embeddings beside the settings (4096 where
+// the config names none), which transformers 4 uses and 5 writes over the settings' own (one there
+// that differs is refused), the factor the contexts' ratio (4 takes it, 5 a factor given instead:
+// one that differs is refused). Another architecture's: transformers 4 takes max_position_embeddings
+// for the original, 5 the settings' own (refused unless they agree), the factor as given.
+void settleLongRope(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
+  const bool phi3 = architecture == "Phi3ForCausalLM";
+  const int64_t top = phi3 ? r.integer("original_max_position_embeddings", 0) : 0;
+  RopeScaling& s = c.rope_scaling;
+  if (s.kind != RopeScaling::Kind::kLongRope) return;
+  if (!phi3) {
+    if (s.original_context && s.original_context != c.context)
+      throw r.error(fmt::format("longrope's 'original_max_position_embeddings' {} is not max_position_embeddings {}, "
+                                "which transformers 4 takes for it (5 takes the settings'): drop it",
+                                s.original_context, c.context));
+    s.original_context = 0;
+    return;
+  }
+  constexpr int64_t kPhi3Original = 4096;  // Phi3Config's default
+  const int64_t original = top ? top : kPhi3Original;
+  if (s.original_context && s.original_context != original)
+    throw r.error(fmt::format("the rotary settings' 'original_max_position_embeddings' {} is not {}{}, which "
+                              "transformers uses: the folder contradicts itself",
+                              s.original_context, original, top ? " (the config's own)" : " (Phi3Config's default)"));
+  if (original < 2) throw r.error("'original_max_position_embeddings' must be at least 2");
+  const double ratio = static_cast<double>(c.context) / static_cast<double>(original);
+  if (s.factor > 0.0 && s.factor != ratio)
+    throw r.error(fmt::format("longrope's 'factor' {:g} is not max_position_embeddings / original_max_position_"
+                              "embeddings = {:g}: transformers 4 takes the ratio, 5 the factor; drop the factor",
+                              s.factor, ratio));
+  s.original_context = original;
 }
 
 // The rotary embedding's base and scaling into `c`. transformers 4 writes them as rope_theta and
@@ -145,6 +185,7 @@ void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c
   if (!r.has("rope_parameters")) {
     r.take("rope_parameters");  // absent or null
     c.rope_theta = theta > 0 ? theta : default_theta;
+    if (architecture == "Phi3ForCausalLM") readPartialRotary(r, nullptr, c);
     if (r.has("rope_scaling")) {
       if (!r.value("rope_scaling").is_object()) throw r.error("'rope_scaling' is not an object");
       ConfigReader s = r.nested("rope_scaling");
@@ -170,7 +211,7 @@ void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c
                               inner, theta));
   c.rope_theta = inner > 0 ? inner : theta > 0 ? theta : default_theta;
   if (architecture == "Phi3ForCausalLM")
-    readPartialRotary(p, c);
+    readPartialRotary(r, &p, c);
   else if (p.number("partial_rotary_factor", 1.0) != 1.0)
     throw p.error("'partial_rotary_factor' is not 1: a rotary embedding over part of each head is not supported "
                   "(Phi-3's is)");
@@ -286,26 +327,12 @@ void readSlidingWindows(ConfigReader& r, const std::string& architecture, ModelC
 // Phi-3's keys beside the llama family's (Phi3ForCausalLM: Phi-3 and Phi-4). Its projections have no
 // biases; its dropout must be off, as in the published models; the custom code that auto_map names
 // for transformers before 4.40 is the architecture transformers has built in since (the
-// architecture decides). A rotary embedding over part of each head (readPartialRotary); the
-// original context LongRoPE scales from, beside its settings as Phi-3's configs have it (read by
-// LongRoPE alone, as transformers reads it).
-void readPhi3Keys(ConfigReader& r, ModelConfig& c) {
+// architecture decides). Its rotary keys: readRotary, settleLongRope.
+void readPhi3Keys(ConfigReader& r) {
   r.require("attention_bias", false, "Phi-3's projections have no biases in transformers");
   r.require("resid_pdrop", 0.0, "dropout is not supported; training is deterministic");
   r.require("embd_pdrop", 0.0, "dropout is not supported; training is deterministic");
   r.take("auto_map");
-  if (r.has("partial_rotary_factor")) {
-    if (c.rotary_dim) throw r.error("'partial_rotary_factor' is given here and in the rotary settings: keep one");
-    readPartialRotary(r, c);
-  }
-  const int64_t original = r.integer("original_max_position_embeddings", 0);
-  RopeScaling& scaling = c.rope_scaling;
-  if (scaling.kind != RopeScaling::Kind::kLongRope || original == 0) return;
-  if (scaling.original_context && scaling.original_context != original)
-    throw r.error(fmt::format("'original_max_position_embeddings' is {} but the rotary settings' is {}: the folder "
-                              "contradicts itself", original, scaling.original_context));
-  if (original > c.context) throw r.error("'original_max_position_embeddings' is above max_position_embeddings");
-  scaling.original_context = original;
 }
 
 ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* mxfp4) {
@@ -330,12 +357,13 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
   readRotary(r, architecture, c);
+  settleLongRope(r, architecture, c);
   // Llama's and Qwen3's attention_bias: biases on q, k, v and the output projection. Qwen2 has the
   // first three whatever its config says (transformers' Qwen2Attention), so none there.
   if (architecture == "Qwen2ForCausalLM")
     r.require("attention_bias", false, "Qwen2's output projection has no bias in transformers");
   else if (phi3)
-    readPhi3Keys(r, c);
+    readPhi3Keys(r);
   else if (r.boolean("attention_bias", false))
     c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");

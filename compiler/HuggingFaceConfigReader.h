@@ -78,8 +78,8 @@ class ConfigReader {
       throw error("'" + key + "' is not a list of at most " + std::to_string(most) + " numbers");
     std::vector<double> out;
     for (const json& v : list) {
-      if (!v.is_number() || !(v.get<double>() > 0.0) || !std::isfinite(v.get<double>()) || v.get<double>() > 3.0e38)
-        throw error("'" + key + "' holds " + jsonBrief(v) + ", not a positive number");
+      if (!v.is_number() || !(v.get<double>() >= 1e-30 && v.get<double>() <= 1e30))
+        throw error("'" + key + "' holds " + jsonBrief(v) + ", not a positive number in f32's range (1e-30 to 1e30)");
       out.push_back(v.get<double>());
     }
     return out;

@@ -67,7 +67,7 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   const std::string rope = c.rope_scaling.kind == RopeScaling::Kind::kNone
                                ? ""
                                : fmt::format(", rope scaled ({} x {:g})", ropeScalingName(c.rope_scaling.kind),
-                                             ropeScalingAttrs(c, c.context).values[0]);
+                                             ropeScalingAttrs(c, c.context, false).values[0]);
   const std::string partial =
       c.rotaryDim() == c.headDim() ? "" : fmt::format(", rotary over {} of each head's {}", c.rotaryDim(), c.headDim());
   int64_t sliding = 0;

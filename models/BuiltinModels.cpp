@@ -56,7 +56,7 @@ static_assert(static_cast<int64_t>(RopeScaling::Kind::kLinear) == static_cast<in
                   static_cast<int64_t>(RopeScaling::Kind::kLongRope) == static_cast<int64_t>(RopeScalingKind::kLongRope),
               "a config's rope scaling kinds are the rope kernels'");
 
-RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c, int64_t seq) {
+RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c, int64_t seq, bool by_position) {
   const RopeScaling& r = c.rope_scaling;
   RopeScalingAttrs out;
   out.kind = static_cast<int64_t>(r.kind);
@@ -86,23 +86,27 @@ RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c, int64_t seq) {
     a = low, b = high - low;
   } else if (r.kind == RopeScaling::Kind::kLongRope) {
     // transformers' _compute_longrope_parameters: where the config names the original context,
-    // the factor is the two contexts' ratio (Phi-3's), else its own; the attention factor from it
-    // unless given; each pair's factors the short ones unless the sequence passes the original
-    // context (its longrope_frequency_update, by the largest position + 1).
+    // the factor is the two contexts' ratio (Phi-3's; the config reader refuses another factor
+    // beside it), else its own; the attention factor from it unless given. Its
+    // longrope_frequency_update takes the long factors where the largest position + 1 passes the
+    // original context: each call's (a = 2), or a sequence's of `seq` tokens (a = 1 or 0).
     const double context = static_cast<double>(r.context ? r.context : c.context);
     const double original = r.original_context ? static_cast<double>(r.original_context) : context;
-    if (r.original_context) factor = context / original;
+    factor = r.original_context ? context / original : r.factor > 0.0 ? r.factor : 1.0;
     attention = r.attention_factor > 0.0 ? r.attention_factor
                 : factor <= 1.0          ? 1.0
                                          : std::sqrt(1.0 + std::log(factor) / std::log(original));
     cc = original;
+    const LongRopeChoice choice = by_position                          ? LongRopeChoice::kByPosition
+                                  : static_cast<double>(seq) > original ? LongRopeChoice::kLong
+                                                                        : LongRopeChoice::kShort;
+    a = static_cast<double>(static_cast<int64_t>(choice));
   }
   out.values = {static_cast<float>(factor), static_cast<float>(a), static_cast<float>(b), static_cast<float>(cc),
                 static_cast<float>(attention)};
-  if (r.kind == RopeScaling::Kind::kLongRope) {
-    const bool long_context = static_cast<double>(seq) > out.values[3];
-    for (double pair : long_context ? r.long_factor : r.short_factor) out.values.push_back(static_cast<float>(pair));
-  }
+  if (r.kind == RopeScaling::Kind::kLongRope)
+    for (const auto* factors : {&r.short_factor, &r.long_factor})
+      for (double pair : *factors) out.values.push_back(static_cast<float>(pair));
   return out;
 }
 
@@ -225,7 +229,8 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
              " pairs (at most " + std::to_string(kMaxRopePairs) + ")";
     for (const auto* factors : {&c.rope_scaling.short_factor, &c.rope_scaling.long_factor})
       for (double f : *factors)
-        if (!(f > 0.0) || !std::isfinite(f) || f > 3.0e38) return "longrope's factors must be positive and finite";
+        if (!(static_cast<float>(f) > 0.0f) || !std::isfinite(static_cast<float>(f)))
+          return "longrope's factors must be positive and finite in f32";
   }
   if (c.head_dim == 0 && c.width % c.heads != 0)
     return "width " + std::to_string(c.width) + " is not divisible by " + std::to_string(c.heads) + " heads";
@@ -518,7 +523,7 @@ class ModelBuilder {
     if (c_.rope_local_theta > 0 && c_.attentionWindow(layer) > 0)
       return {b_.getF32FloatAttr(static_cast<float>(c_.rope_local_theta)), b_.getI64IntegerAttr(0), nullptr};
     // Hugging Face's rope_scaling, where the config has one.
-    const RopeScalingAttrs scaling = ropeScalingAttrs(c_, seq_);
+    const RopeScalingAttrs scaling = ropeScalingAttrs(c_, seq_, /*by_position=*/static_cast<bool>(positions_));
     return {b_.getF32FloatAttr(static_cast<float>(c_.rope_theta)), b_.getI64IntegerAttr(scaling.kind),
             scaling.kind ? b_.getDenseF32ArrayAttr(scaling.values) : nullptr};
   }

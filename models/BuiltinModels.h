@@ -8,15 +8,17 @@
 namespace mt {
 
 // A llama model's rotary scaling as mt.rope's attributes: scaling_kind (RopeScaling::Kind, 0:
-// none) and `scaling` = [factor, a, b, c, attention] (kernels/rope/rope.h), LongRoPE's factor of
-// each pair after them, computed from the config as transformers computes its rope parameters
-// (YaRN's correction range and attention factor in double, as Python does) for sequences of `seq`
-// tokens (LongRoPE's short factors up to the original context, its long ones past it).
+// none) and `scaling` = [factor, a, b, c, attention] (kernels/rope/rope.h), LongRoPE's short and
+// long factors of each pair after them, computed from the config as transformers computes its rope
+// parameters (YaRN's correction range and attention factor in double, as Python does). LongRoPE's
+// choice between them: by the positions of each call (`by_position`: mt.rope_at's, a decode step's
+// or packed examples', as transformers picks them by the largest position), else by the
+// sequence's `seq` tokens (the long ones past the original context).
 struct RopeScalingAttrs {
   int64_t kind = 0;
   std::vector<float> values;  // empty for none
 };
-RopeScalingAttrs ropeScalingAttrs(const ModelConfig& config, int64_t seq);
+RopeScalingAttrs ropeScalingAttrs(const ModelConfig& config, int64_t seq, bool by_position);
 
 // Where the parameters' first values come from: the plan's seeded initializers, or a weights
 // file (a pretrained model: every parameter's init is "weights").

@@ -25,7 +25,7 @@ struct RopeScaling {
   enum class Kind { kNone = 0, kLinear = 1, kLlama3 = 2, kYarn = 3, kLongRope = 4 };
   Kind kind = Kind::kNone;
   int64_t context = 0;  // yarn, longrope: the config's max_position_embeddings (mtc --context leaves the angles)
-  double factor = 1.0;
+  double factor = 1.0;  // longrope: 0 where the config names none
   double low_freq_factor = 0.0, high_freq_factor = 0.0;  // llama3
   int64_t original_context = 0;  // llama3, yarn, longrope: original_max_position_embeddings
   double beta_fast = 32.0, beta_slow = 1.0;  // yarn

@@ -5,7 +5,8 @@
 // Hugging Face's rope_scaling says (RopeFrequencies below); elements R to D - 1 pass unchanged.
 //   x (B, T, H*D) -> (B, T, H*D)
 //   int attrs: [head_dim, inverse(, offset(, scaling kind(, rotary dim)))]
-//   float attrs: [theta] or, scaled, [theta, factor, a, b, c, attention(, LongRoPE's R/2 factors)]
+//   float attrs: [theta] or, scaled, [theta, factor, a, b, c, attention(, LongRoPE's R/2 short
+//   factors, then its R/2 long ones)]
 // The offset (default 0; plan 1.12) places a token tile that starts inside its sequence.
 // inverse = 1 turns by the negated angle: the gradient of rope is rope with inverse flipped.
 // mt.rope_at: the same turn at given positions (a decode plan's new tokens after the cache;
@@ -30,26 +31,39 @@ enum class RopeScalingKind : int64_t {
   kLinear = 1,  // divided by `factor`
   kLlama3 = 2,  // Llama 3.1: a = low_freq_factor, b = high_freq_factor, c = original max positions
   kYarn = 3,    // YaRN: a = the ramp's start, b = its length (from beta_fast/slow), c unused
-  kLongRope = 4,  // LongRoPE (Phi-3): pair i's frequency divided by its own factor (`pair_factors`)
+  // LongRoPE (Phi-3): pair i's frequency divided by its own factor, a short one or a long one (past
+  // the original context c): a = 0 the short ones, 1 the long ones, 2 the long ones where the call's
+  // largest position + 1 passes c (transformers' longrope_frequency_update: a decode step, packed
+  // examples; a sequence's plan picks by its length at compile time, so that its token tiles agree).
+  kLongRope = 4,
 };
+enum class LongRopeChoice : int64_t { kShort = 0, kLong = 1, kByPosition = 2 };
 inline constexpr int64_t kRopeScalingKinds = 5;
 // The most pairs a rotation has (a head of 512): LongRoPE's factors travel by value to the CUDA twin.
 inline constexpr int64_t kMaxRopePairs = 256;
 
 // What turns pair i (all in f32, the order of Hugging Face's float32 torch ops): theta, the
 // scaling and its parameters, the factor cos and sin are multiplied by (YaRN's and LongRoPE's
-// attention factor; 1 otherwise), and LongRoPE's factor of each pair.
+// attention factor; 1 otherwise), and LongRoPE's factors of each pair.
 struct RopeFrequencies {
   float theta = 10000.0f;
   RopeScalingKind kind = RopeScalingKind::kNone;
   float factor = 1.0f, a = 0.0f, b = 0.0f, c = 0.0f;
   float attention = 1.0f;
-  float pair_factors[kMaxRopePairs] = {};  // kLongRope's, pair i's at i
+  float short_factors[kMaxRopePairs] = {}, long_factors[kMaxRopePairs] = {};  // kLongRope's, pair i's at i
 };
 
-// Pair i's inverse frequency over a rotation of `rotary_dim` elements, on the CPU and in the CUDA
-// twins alike.
-MT_HOST_DEVICE inline float ropeInverseFrequency(const RopeFrequencies& f, int64_t i, int64_t rotary_dim) {
+// Whether LongRoPE turns by its long factors, for a call whose largest position is `largest`.
+MT_HOST_DEVICE inline bool ropeLongFactors(const RopeFrequencies& f, int64_t largest) {
+  const auto choice = static_cast<LongRopeChoice>(static_cast<int64_t>(f.a));
+  return choice == LongRopeChoice::kLong ||
+         (choice == LongRopeChoice::kByPosition && static_cast<float>(largest + 1) > f.c);
+}
+
+// Pair i's inverse frequency over a rotation of `rotary_dim` elements (LongRoPE's long factors
+// where `long_factors`), on the CPU and in the CUDA twins alike.
+MT_HOST_DEVICE inline float ropeInverseFrequency(const RopeFrequencies& f, int64_t i, int64_t rotary_dim,
+                                                 bool long_factors = false) {
   const float base = powf(f.theta, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
   const float plain = 1.0f / base;
   switch (f.kind) {
@@ -74,7 +88,7 @@ MT_HOST_DEVICE inline float ropeInverseFrequency(const RopeFrequencies& f, int64
       return 1.0f / (f.factor * base) * (1.0f - extrapolation) + plain * extrapolation;
     }
     case RopeScalingKind::kLongRope:  // transformers' _compute_longrope_parameters: 1 / (ext_i * base)
-      return 1.0f / (f.pair_factors[i] * base);
+      return 1.0f / ((long_factors ? f.long_factors[i] : f.short_factors[i]) * base);
   }
   return plain;
 }
@@ -89,30 +103,36 @@ inline std::string ropeScalingProblem(const RopeFrequencies& f) {
     return "llama3 scaling needs 0 < low_freq_factor < high_freq_factor and positive original positions";
   if (f.kind == RopeScalingKind::kYarn && !(f.b > 0.0f && std::isfinite(f.a) && std::isfinite(f.b)))
     return "yarn scaling needs a finite ramp of positive length";
-  if (f.kind == RopeScalingKind::kLongRope)
-    for (float v : f.pair_factors)
-      if (!(v > 0.0f) || !std::isfinite(v)) return "longrope scaling needs each pair's factor positive and finite";
+  if (f.kind == RopeScalingKind::kLongRope) {
+    if (f.a != 0.0f && f.a != 1.0f && f.a != 2.0f)
+      return "longrope scaling's choice must be 0 (short factors), 1 (long) or 2 (by position)";
+    if (!(f.c > 0.0f) || !std::isfinite(f.c)) return "longrope scaling needs a positive original context";
+    for (int64_t i = 0; i < kMaxRopePairs; ++i)
+      for (float v : {f.short_factors[i], f.long_factors[i]})
+        if (!(v > 0.0f) || !std::isfinite(v)) return "longrope scaling needs each pair's factor positive and finite";
+  }
   return "";
 }
 
 // How many values a scaling of `kind` has over a rotation of `rotary_dim` elements: none, or
-// factor, a, b, c and attention, and LongRoPE's factor of each pair after them.
+// factor, a, b, c and attention, and LongRoPE's short and long factors of each pair after them.
 inline size_t ropeScalingValues(int64_t kind, int64_t rotary_dim) {
   if (kind == 0) return 0;
-  return kind == static_cast<int64_t>(RopeScalingKind::kLongRope) ? 5 + static_cast<size_t>(rotary_dim / 2) : 5;
+  return kind == static_cast<int64_t>(RopeScalingKind::kLongRope) ? 5 + 2 * static_cast<size_t>(rotary_dim / 2) : 5;
 }
 
 // The frequencies of theta, scaling `kind` and its values (ropeScalingValues; null for none), as
-// mt.rope's attributes give them. The pairs LongRoPE's factors cover: `pairs` (at most kMaxRopePairs).
-inline RopeFrequencies ropeFrequencies(float theta, int64_t kind, const float* scaling, int64_t pairs = 0) {
+// mt.rope's attributes give them, over `pairs` pairs (LongRoPE's factors: at most kMaxRopePairs).
+inline RopeFrequencies ropeFrequencies(float theta, int64_t kind, const float* scaling, int64_t pairs) {
   RopeFrequencies f;
   f.theta = theta;
   if (kind == 0) return f;
   f.kind = static_cast<RopeScalingKind>(kind);
   f.factor = scaling[0], f.a = scaling[1], f.b = scaling[2], f.c = scaling[3], f.attention = scaling[4];
   if (f.kind == RopeScalingKind::kLongRope) {
-    for (int64_t i = 0; i < kMaxRopePairs; ++i) f.pair_factors[i] = 1.0f;  // pairs past the rotation: unused
-    for (int64_t i = 0; i < pairs && i < kMaxRopePairs; ++i) f.pair_factors[i] = scaling[5 + i];
+    for (int64_t i = 0; i < kMaxRopePairs; ++i) f.short_factors[i] = f.long_factors[i] = 1.0f;  // past the rotation
+    for (int64_t i = 0; i < pairs && i < kMaxRopePairs; ++i)
+      f.short_factors[i] = scaling[5 + i], f.long_factors[i] = scaling[5 + pairs + i];
   }
   return f;
 }

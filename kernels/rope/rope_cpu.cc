@@ -59,8 +59,12 @@ void rotate(const Tensor& x, const Tensor& out, int64_t head_dim, int64_t rotary
             float sign, PositionOf position) {
   const int64_t batch = x.dim(0), seq = x.dim(1), width = x.dim(2);
   const int64_t half = rotary_dim / 2, heads = width / head_dim;
+  int64_t largest = -1;  // the call's largest position (LongRoPE's choice)
+  for (int64_t token = 0; token < batch * seq && f.kind == RopeScalingKind::kLongRope; ++token)
+    largest = std::max(largest, position(token / seq, token % seq));
+  const bool long_factors = f.kind == RopeScalingKind::kLongRope && ropeLongFactors(f, largest);
   std::vector<float> inv_freq(half);
-  for (int64_t i = 0; i < half; ++i) inv_freq[i] = ropeInverseFrequency(f, i, rotary_dim);
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = ropeInverseFrequency(f, i, rotary_dim, long_factors);
 #pragma omp parallel for schedule(static)
   for (int64_t token = 0; token < batch * seq; ++token) {
     const float at = static_cast<float>(position(token / seq, token % seq));

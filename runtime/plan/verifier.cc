@@ -195,9 +195,10 @@ void verifyKernel(const plan::Plan& plan, const plan::KernelCall& call, const st
   if (call.inputs_size() != info.num_inputs || call.outputs_size() != info.num_outputs)
     fail(at + ": " + name + " takes " + std::to_string(info.num_inputs) + " inputs and " +
          std::to_string(info.num_outputs) + " outputs");
+  // At most 16 ints and 1,024 floats (LongRoPE's: two factors for each of up to 256 pairs).
   if ((info.num_int_attrs >= 0 && call.int_attrs_size() != info.num_int_attrs) ||
       (info.num_float_attrs >= 0 && call.float_attrs_size() != info.num_float_attrs) || call.int_attrs_size() > 16 ||
-      call.float_attrs_size() > 16)
+      call.float_attrs_size() > 1024)
     fail(at + ": " + name + " has the wrong number of attributes");
   for (uint32_t b : call.inputs())
     if (b >= static_cast<uint32_t>(plan.buffers_size())) fail(at + ": buffer index out of range");

@@ -862,10 +862,19 @@ def refusals(bin_dir, work, failures):
          None, "'rope_scaling': 'long_factor' holds -1.0, not a positive number"),
         ("phi3-longrope-original", {"rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8,
                                                      "long_factor": [2.0] * 8, "original_max_position_embeddings": 32}},
-         None, "'original_max_position_embeddings' is 64 but the rotary settings' is 32: the folder contradicts"),
+         None, "the rotary settings' 'original_max_position_embeddings' 32 is not 64 (the config's own), which "
+         "transformers uses"),
+        ("phi3-longrope-factor-ratio", {"rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8,
+                                                         "long_factor": [2.0] * 8, "factor": 2.0}},
+         None, "longrope's 'factor' 2 is not max_position_embeddings / original_max_position_embeddings = 1"),
+        ("phi3-partial-twice", {"partial_rotary_factor": 0.5,
+                                "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                                    "partial_rotary_factor": 0.75}, "rope_scaling": None,
+                                "rope_theta": None},
+         None, "'partial_rotary_factor' is 0.5 here but 0.75 in the rotary settings"),
         ("phi3-partial-rotary", {"partial_rotary_factor": 0.7}, None,
-         "'partial_rotary_factor' 0.7 turns 11 of each head's 16 elements: it must be at most 1 and give a positive "
-         "even number"),
+         "'partial_rotary_factor' 0.7 turns 11 of each head's 16 elements: it must give a positive even number"),
+        ("phi3-partial-huge", {"partial_rotary_factor": 1e300}, None, "'partial_rotary_factor' 1e+300 is above 1"),
         ("phi3-dropout", {"resid_pdrop": 0.1}, None, "'resid_pdrop' is 0.1: dropout is not supported"),
         ("phi3-bias", {"attention_bias": True}, None, "'attention_bias' is true: Phi-3's projections have no biases"),
         ("phi3-qkv-shape", {}, lambda w: w.update({"model.layers.1.self_attn.qkv_proj.weight": torch.zeros(192, 64)}),
@@ -1312,15 +1321,18 @@ def main():
     gemma_trained = os.path.join(work, "gemma3-trained")
     ref.run([f"{bin_dir}/mtrun", os.path.join(work, "gemma3-bf16.plan"), "--data", data, "--steps", "100", "--lr",
              "1e-2", "--print-every", "100", "--export-hf", gemma_trained])
-    for model, folder in (("yarn-rope-f32", os.path.join(work, "yarn-rope-f32")), ("gemma3-bf16", gemma_trained),
-                          ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"))):
+    # Phi-4-mini's within its original context of 16 tokens: the decode plan picks LongRoPE's short
+    # factors by its positions, the window plan of 16 by its length.
+    for model, folder, seq, max_tokens in (("yarn-rope-f32", os.path.join(work, "yarn-rope-f32"), "64", "40"),
+                                       ("gemma3-bf16", gemma_trained, "64", "40"),
+                                       ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"), "16", "12")):
         texts = []
         for flags in (["--kv-cache"], []):
             plan = os.path.join(work, model + "-gen" + ("-kv" if flags else "") + ".plan")
             subprocess.run([f"{bin_dir}/mtc", folder, "--forward-only", "--batch", "1", "--seq",
-                            "64"] + flags + ["-o", plan], capture_output=True, check=True)
+                            seq] + flags + ["-o", plan], capture_output=True, check=True)
             texts.append(subprocess.run([f"{bin_dir}/mtgen", plan, "--prompt", "Q: ", "--greedy", "--max-tokens",
-                                         "40"], capture_output=True, check=True).stdout)
+                                         max_tokens], capture_output=True, check=True).stdout)
         if texts[0] != texts[1] or not texts[0]:
             failures.append(f"{model}: the kv-cache plan's greedy text {texts[0]!r} differs from the window's "
                             f"{texts[1]!r}")

@@ -214,6 +214,13 @@ TEST_F(CudaTwinTest, Activations) {
   expectTwin(KernelId::SwigluGrad, {dy, x, up}, {out, out});
 }
 
+// mt.rope's float attributes for LongRoPE over 9 pairs: theta, factor, the choice (0 short, 1 long,
+// 2 by position), the original context, the attention factor, then the short and the long factors.
+std::vector<float> longRopeValues(float choice, float original) {
+  return {10000.0f, 32.0f, choice, 0.0f, original, 1.19f, 1.0f, 1.1f, 1.3f, 1.7f, 2.5f, 4.0f, 6.0f, 9.0f, 12.0f,
+          1.0f, 1.2f, 1.6f, 2.4f, 3.9f, 6.5f, 11.0f, 19.0f, 33.0f};
+}
+
 TEST_F(CudaTwinTest, Rope) {
   const auto x = randomF32({2, 37, 4 * 24});
   for (int64_t inverse : {0, 1})
@@ -231,8 +238,9 @@ TEST_F(CudaTwinTest, Rope) {
   // LongRoPE's factor of each of the 9 pairs (plan 1.35), forward and inverse.
   expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, 0, 0, 0, 18}, {10000.0f});
   for (int64_t inverse : {0, 1})
-    expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, inverse, 70, 4, 18},
-               {10000.0f, 32.0f, 0, 0, 4096.0f, 1.19f, 1.0f, 1.1f, 1.3f, 1.7f, 2.5f, 4.0f, 6.0f, 9.0f, 12.0f});
+    for (float choice : {0.0f, 1.0f, 2.0f})
+      expectTwin(KernelId::Rope, {x}, {HostTensor::f32({2, 37, 96})}, {24, inverse, 70, 4, 18},
+                 longRopeValues(choice, choice == 2.0f ? 100.0f : 4096.0f));
 }
 
 // The transfer checksum (mtrun --verify-transfers): the GPU's partial sums, written to mapped
@@ -372,8 +380,11 @@ TEST_F(CudaTwinTest, RopeAtAndCachedAttention) {
   expectTwin(KernelId::RopeAt, {x, positions}, {HostTensor::f32({2, 3, 96})}, {24}, {500000.0f});
   expectTwin(KernelId::RopeAt, {x, positions}, {HostTensor::f32({2, 3, 96})}, {24, 3},
              {150000.0f, 32.0f, 0.5f, 2.5f, 0.0f, 1.3466f});
-  expectTwin(KernelId::RopeAt, {x, positions}, {HostTensor::f32({2, 3, 96})}, {24, 4, 1, 18},
-             {10000.0f, 32.0f, 0, 0, 4096.0f, 1.19f, 1.0f, 1.1f, 1.3f, 1.7f, 2.5f, 4.0f, 6.0f, 9.0f, 12.0f});
+  // LongRoPE by the call's largest position (1002): short factors under an original context of 4096,
+  // long ones under 1000, for every token of the call (a grid of fewer blocks, each finding it).
+  for (float original : {4096.0f, 1000.0f})
+    expectTwin(KernelId::RopeAt, {x, positions}, {HostTensor::f32({2, 3, 96})}, {24, 4, 1, 18},
+               longRopeValues(2.0f, original));
   for (const CachedCase& c : kCachedCases) {
     const auto in = cachedAttentionInputs(c);
     expectTwin(KernelId::CachedAttention, in, {HostTensor::f32({c.batch, c.fresh, c.heads * c.head_dim})},

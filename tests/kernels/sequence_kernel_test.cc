@@ -158,49 +158,72 @@ TEST_F(KernelTest, RopeScalingTurnsByTheScaledFrequencies) {
 
 // A rotation over the first R of each head's D elements (Hugging Face's partial_rotary_factor,
 // plan 1.35): pair i < R/2 is (i, i + R/2), its frequency theta^(-2i/R) — with LongRoPE's (kind 4)
-// divided by the pair's own factor and cos and sin times the attention factor, as transformers'
-// _compute_longrope_parameters computes them —, and elements R to D - 1 pass bit for bit; the
-// inverse turns back; rope_at turns as rope; malformed attributes are refused.
+// divided by the pair's short or long factor and cos and sin times the attention factor, as
+// transformers' _compute_longrope_parameters computes them —, and elements R to D - 1 pass bit for
+// bit; the inverse turns back; rope_at turns as rope, and picks LongRoPE's factors by its largest
+// position (choice 2: the long ones where it passes the original context c); malformed attributes
+// are refused.
 TEST_F(KernelTest, RopeTurnsPartOfEachHeadWithLongRopeFactors) {
   const int64_t t = 6, d = 16, r = 12, width = 2 * d, half = r / 2;
-  const float theta = 10000.0f, attention = 1.1f;
-  const std::vector<float> factors = {1.0f, 1.5f, 2.0f, 3.0f, 5.0f, 8.0f};
+  const float theta = 10000.0f, attention = 1.1f, original = 16.0f;
+  const std::vector<float> short_factors = {1.0f, 1.1f, 1.2f, 1.4f, 1.7f, 2.0f};
+  const std::vector<float> long_factors = {1.0f, 1.5f, 2.0f, 3.0f, 5.0f, 8.0f};
   auto x = HostTensor::f32({1, t, width}, randomFloats(t * width, rng));
-  for (const bool longrope : {false, true}) {
-    std::vector<float> floats = {theta};
-    if (longrope) {
-      floats.insert(floats.end(), {1.0f, 0.0f, 0.0f, 16.0f, attention});
-      floats.insert(floats.end(), factors.begin(), factors.end());
-    }
-    const int64_t kind = longrope ? 4 : 0;
-    const double scale = longrope ? attention : 1.0;
-    const auto got = runKernel(KernelId::Rope, {x}, {HostTensor::f32({1, t, width})}, {d, 0, 0, kind, r}, floats)[0].floats;
-    double worst = 0;
+  // The expected rotation of x at positions `at` (one per token) by the given factors (none: plain).
+  auto expected = [&](const std::vector<int32_t>& at, const std::vector<float>* factors, double scale) {
+    std::vector<double> want(x.floats.begin(), x.floats.end());
     for (int64_t p = 0; p < t; ++p)
       for (int64_t h = 0; h < 2; ++h) {
         const int64_t head = p * width + h * d;
         for (int64_t i = 0; i < half; ++i) {
-          const double inv = 1.0 / ((longrope ? factors[i] : 1.0) * std::pow(double(theta), 2.0 * i / r));
-          const double angle = p * inv, x1 = x.floats[head + i], x2 = x.floats[head + i + half];
-          worst = std::max({worst, std::fabs(got[head + i] - scale * (x1 * std::cos(angle) - x2 * std::sin(angle))),
-                            std::fabs(got[head + i + half] - scale * (x2 * std::cos(angle) + x1 * std::sin(angle)))});
+          const double inv = 1.0 / ((factors ? (*factors)[i] : 1.0) * std::pow(double(theta), 2.0 * i / r));
+          const double angle = at[p] * inv, x1 = x.floats[head + i], x2 = x.floats[head + i + half];
+          want[head + i] = scale * (x1 * std::cos(angle) - x2 * std::sin(angle));
+          want[head + i + half] = scale * (x2 * std::cos(angle) + x1 * std::sin(angle));
         }
-        for (int64_t i = r; i < d; ++i) EXPECT_EQ(got[head + i], x.floats[head + i]) << "element " << i << " passes";
       }
-    EXPECT_LT(worst, 2e-5) << (longrope ? "longrope" : "partial rotation");
-    const auto back = runKernel(KernelId::Rope, {HostTensor::f32({1, t, width}, got)}, {HostTensor::f32({1, t, width})},
-                                {d, 1, 0, kind, r}, floats)[0].floats;
+    return want;
+  };
+  auto worstOf = [](const std::vector<float>& got, const std::vector<double>& want) {
+    double worst = 0;
+    for (size_t e = 0; e < got.size(); ++e) worst = std::max(worst, std::fabs(got[e] - want[e]));
+    return worst;
+  };
+  std::vector<int32_t> positions(t), late(t);
+  std::iota(positions.begin(), positions.end(), 0);
+  std::iota(late.begin(), late.end(), 15);  // the last, 20, passes the original context of 16
+  struct Case {
+    int64_t kind;
+    float choice;  // LongRoPE's: 0 short, 1 long, 2 by position
+    const std::vector<float>* factors;  // what rope at positions 0..5 turns by
+  };
+  for (const Case& c : {Case{0, 0, nullptr}, Case{4, 0, &short_factors}, Case{4, 1, &long_factors},
+                        Case{4, 2, &short_factors}}) {
+    std::vector<float> floats = {theta};
+    if (c.kind) {
+      floats.insert(floats.end(), {1.0f, c.choice, 0.0f, original, attention});
+      floats.insert(floats.end(), short_factors.begin(), short_factors.end());
+      floats.insert(floats.end(), long_factors.begin(), long_factors.end());
+    }
+    const double scale = c.kind ? attention : 1.0;
+    const std::string name = "kind " + std::to_string(c.kind) + ", choice " + std::to_string(int(c.choice));
+    const auto got =
+        runKernel(KernelId::Rope, {x}, {HostTensor::f32({1, t, width})}, {d, 0, 0, c.kind, r}, floats)[0].floats;
+    EXPECT_LT(worstOf(got, expected(positions, c.factors, scale)), 2e-5) << name;
     for (int64_t p = 0; p < t; ++p)
-      for (int64_t e = 0; e < width; ++e) {
-        const bool turned = e % d < r;
-        EXPECT_NEAR(back[p * width + e], (turned ? scale * scale : 1.0) * x.floats[p * width + e], 1e-5)
-            << (longrope ? "longrope" : "partial") << " inverse, element " << e;
-      }
-    std::vector<int32_t> positions(t);
-    std::iota(positions.begin(), positions.end(), 0);
+      for (int64_t e = r; e < d; ++e) EXPECT_EQ(got[p * width + e], x.floats[p * width + e]) << name << ": passes";
+    const auto back = runKernel(KernelId::Rope, {HostTensor::f32({1, t, width}, got)}, {HostTensor::f32({1, t, width})},
+                                {d, 1, 0, c.kind, r}, floats)[0].floats;
+    for (int64_t e = 0; e < t * width; ++e)
+      EXPECT_NEAR(back[e], (e % d < r ? scale * scale : 1.0) * x.floats[e], 1e-5) << name << " inverse, element " << e;
     const auto at = runKernel(KernelId::RopeAt, {x, HostTensor::i32({1, t}, positions)}, {HostTensor::f32({1, t, width})},
-                              {d, kind, 0, r}, floats)[0].floats;
-    EXPECT_EQ(at, got) << "rope_at differs from rope" << (longrope ? " with longrope" : "");
+                              {d, c.kind, 0, r}, floats)[0].floats;
+    EXPECT_EQ(at, got) << "rope_at differs from rope, " << name;
+    if (c.choice == 2) {  // past the original context: the long factors, for every token of the call
+      const auto past = runKernel(KernelId::RopeAt, {x, HostTensor::i32({1, t}, late)}, {HostTensor::f32({1, t, width})},
+                                  {d, c.kind, 0, r}, floats)[0].floats;
+      EXPECT_LT(worstOf(past, expected(late, &long_factors, scale)), 2e-4) << "rope_at past the original context";
+    }
   }
   KernelArgs args;
   args.in.push_back(Tensor{nullptr, {1, t, width}, DType::F32});
@@ -211,10 +234,18 @@ TEST_F(KernelTest, RopeTurnsPartOfEachHeadWithLongRopeFactors) {
   args.ints = {d, 0, 0, 0, 7};
   EXPECT_NE(rope_check(args).find("rotary dimension 7"), std::string::npos);
   args.ints = {d, 0, 0, 4, r};
-  args.floats = {theta, 1, 0, 0, 16, 1, 1, 1};  // 2 of the 6 pairs' factors
-  EXPECT_NE(rope_check(args).find("takes 12 float attributes"), std::string::npos);
-  args.floats = {theta, 1, 0, 0, 16, 1, 1, 1, 1, 0, 1, 1};  // a factor of 0
+  args.floats = {theta, 1, 0, 0, 16, 1, 1, 1, 1, 1, 1, 1};  // the short factors alone
+  EXPECT_NE(rope_check(args).find("takes 18 float attributes"), std::string::npos);
+  std::vector<float> bad = {theta, 1, 0, 0, 16, 1};
+  for (int64_t i = 0; i < 2 * half; ++i) bad.push_back(i == 3 ? 0.0f : 1.0f);  // a factor of 0
+  args.floats = bad;
   EXPECT_NE(rope_check(args).find("longrope scaling needs each pair's factor positive"), std::string::npos);
+  bad[6 + 3] = 1.0f, bad[4] = 0.0f;  // the factor mended; c = 0: no original context
+  args.floats = bad;
+  EXPECT_NE(rope_check(args).find("longrope scaling needs a positive original context"), std::string::npos);
+  bad[4] = 16.0f, bad[2] = 3.0f;  // choice 3
+  args.floats = bad;
+  EXPECT_NE(rope_check(args).find("longrope scaling's choice must be"), std::string::npos);
 }
 
 // mt.cached_attention gives the rows of causal attention: new tokens p0 .. p0 + n - 1 over cache
