@@ -121,23 +121,30 @@ def check_lora_merge(bin_dir, work, data, failures):
         failures.append(f"--export-peft of layer 0's q_proj alone: target_modules {targets!r}")
 
 
+def train_and_export(bin_dir, folder, data, stem, steps, *flags):
+    """mtc `folder` with `flags` into STEM.plan, `steps` of mtrun at lr 1e-2 with --export
+    (STEM.safetensors), --export-hf (STEM-hf) and --export-peft (STEM-peft): those paths, the trained
+    tensors, and the adapter folder's tensors and config."""
+    plan, trained, merged, peft = stem + ".plan", stem + ".safetensors", stem + "-hf", stem + "-peft"
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan,
+             *flags])
+    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", str(steps), "--lr", "1e-2", "--export", trained,
+             "--export-hf", merged, "--export-peft", peft])
+    with open(os.path.join(peft, "adapter_config.json")) as f:
+        config = json.load(f)
+    return (plan, trained, merged, peft, ref.read_safetensors(trained),
+            read_hf_safetensors(os.path.join(peft, "adapter_model.safetensors")), config)
+
+
 def check_modules_to_save(bin_dir, work, data, failures):
     """--lora-rslora, --lora-dropout and --trainable beside the adapters on a folder: the adapter
     folder holds the trained final norm and head under their modules' names (PEFT's
     modules_to_save) and says use_rslora and lora_dropout; --export-hf merges at alpha / sqrt(r)."""
     name = "llama-bf16-sharded"
     folder = os.path.join(work, name)
-    plan, trained, merged, peft = (os.path.join(work, name + s) for s in
-                                   (".saved.plan", ".saved.safetensors", ".saved-hf", ".saved-peft"))
-    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan,
-             "--lora", "4", "--lora-alpha", "8", "--lora-rslora", "--lora-dropout", "0.05",
-             "--trainable", r"model\.norm|lm_head"])
-    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "3", "--lr", "1e-2", "--export", trained,
-             "--export-hf", merged, "--export-peft", peft])
-    ours = ref.read_safetensors(trained)
-    adapters = read_hf_safetensors(os.path.join(peft, "adapter_model.safetensors"))
-    with open(os.path.join(peft, "adapter_config.json")) as f:
-        config = json.load(f)
+    _, trained, merged, peft, ours, adapters, config = train_and_export(
+        bin_dir, folder, data, os.path.join(work, name + ".saved"), 3, "--lora", "4", "--lora-alpha", "8",
+        "--lora-rslora", "--lora-dropout", "0.05", "--trainable", r"model\.norm|lm_head")
     expected = {"r": 4, "lora_alpha": 8.0, "use_rslora": True, "lora_dropout": 0.05,
                 "modules_to_save": ["model.norm", "lm_head"], "target_modules": ["q_proj", "v_proj"]}
     wrong = {k: config.get(k) for k, v in expected.items() if config.get(k) != v}
@@ -437,16 +444,9 @@ def check_phi3_fused(bin_dir, work, data, failures):
     name = "phi3-bf16"
     spec, folder = MODELS[name], os.path.join(work, name)
     write_folder(folder, spec, hf_weights(spec["config"], False, spec["dtype"], seed=3))
-    plan, trained, merged, peft = (os.path.join(work, name + s) for s in
-                                   (".lora.plan", ".lora.trained.safetensors", ".lora-merged", ".lora-peft"))
-    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan,
-             "--lora", "4", "--lora-alpha", "8", "--lora-targets", r"attn\.(q|v)\.|mlp\.up\."])
-    ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "5", "--lr", "1e-2", "--export", trained,
-             "--export-hf", merged, "--export-peft", peft])
-    ours = ref.read_safetensors(trained)
-    adapters = read_hf_safetensors(os.path.join(peft, "adapter_model.safetensors"))
-    with open(os.path.join(peft, "adapter_config.json")) as f:
-        config = json.load(f)
+    plan, trained, merged, peft, ours, adapters, config = train_and_export(
+        bin_dir, folder, data, os.path.join(work, name + ".lora"), 5, "--lora", "4", "--lora-alpha", "8",
+        "--lora-targets", r"attn\.(q|v)\.|mlp\.up\.")
     C, H, KV = spec["config"]["hidden_size"], spec["config"]["num_attention_heads"], spec["config"]["num_key_value_heads"]
     D, FF = C // H, spec["config"]["intermediate_size"]
     layouts = {"self_attn.qkv_proj": ("attn", [("q", H * D, True), ("k", KV * D, False), ("v", KV * D, True)]),
