@@ -8,7 +8,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <optional>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -177,7 +176,7 @@ std::function<void(void*)> perExpertMergedProducer(std::function<void(void*)> pr
 
 // A part's B (E, out, r), or (out, r) as E = 1, from its rows of PEFT's lora_B `entry` (all, r*E),
 // where expert e's rank k is column k*E + e (stackExpertBFromPeft), checked when the name was chosen.
-void readPartB(const SafetensorsEntry& entry, const LoraBRows& rows, const std::vector<int64_t>& shape,
+void readPartB(const SafetensorsEntry& entry, const PartRows& rows, const std::vector<int64_t>& shape,
                const std::string& where, float* part) {
   const bool stack = shape.size() == 3;
   const int64_t experts = stack ? shape[0] : 1, out = shape[stack ? 1 : 0], r = shape.back(), all = rows.all;
@@ -387,18 +386,8 @@ namespace {
 // source (one tensor, one per expert, MXFP4 blocks and scales, a part of a fused one, transposed).
 class FolderTensors {
  public:
-  FolderTensors(const HuggingFaceModel& model, const plan::Plan& plan) : model_(model) {
-    // The rows of each part of a fused tensor (GPT-2's c_attn, Phi-3's qkv_proj): its parameter's
-    // output axis (GPT-2's Conv1D stores it last, transposed).
-    for (const auto& t : plan.host_tensors()) {
-      auto source = model.weights.find(t.name());
-      if (t.role() != plan::ROLE_PARAM || source == model.weights.end() || source->second.place.parts == 1) continue;
-      const HuggingFacePlace& place = source->second.place;
-      auto& rows = part_rows_[place.name];
-      rows.resize(static_cast<size_t>(place.parts));
-      rows[static_cast<size_t>(place.part)] = t.shape().empty() ? 1 : t.shape(0);
-    }
-  }
+  FolderTensors(const HuggingFaceModel& model, const plan::Plan& plan)
+      : model_(model), part_rows_(fusedPartRows(model, plan)) {}
 
   SafetensorsTensor tensor(const plan::HostTensor& t, const std::vector<int64_t>& shape, int64_t n) {
     const HuggingFaceSource& source = model_.weights.at(t.name());
@@ -412,12 +401,9 @@ class FolderTensors {
     // The source's shape: ours, transposed (a matrix in Conv1D's [in, out]), its output axis
     // (Conv1D's last, else the first) as long as all the parts' together.
     const int64_t rows = shape.empty() ? 1 : shape[0], cols = shape.empty() ? 1 : n / std::max<int64_t>(rows, 1);
-    int64_t offset = 0, total = rows;  // this part's first row in the fused tensor, and its rows
-    if (place.parts != 1) {
-      const std::vector<int64_t>& parts = part_rows_.at(place.name);
-      offset = std::accumulate(parts.begin(), parts.begin() + place.part, int64_t{0});
-      total = std::accumulate(parts.begin(), parts.end(), int64_t{0});
-    }
+    // This part's first row in the fused tensor, and the tensor's rows.
+    const PartRows part = place.parts == 1 ? PartRows{0, rows} : part_rows_.at(t.name());
+    const int64_t offset = part.first, total = part.all;
     std::vector<int64_t> expected = shape;
     if (place.transposed && expected.size() == 2) std::swap(expected[0], expected[1]);
     if (!expected.empty()) (place.transposed ? expected.back() : expected.front()) = total;
@@ -476,7 +462,7 @@ class FolderTensors {
   }
 
   const HuggingFaceModel& model_;
-  std::map<std::string, std::vector<int64_t>> part_rows_;  // a fused tensor's parts' rows, in order
+  std::map<std::string, PartRows> part_rows_;  // fusedPartRows
   std::map<std::string, std::unique_ptr<SafetensorsFile>> open_;
 };
 
@@ -513,6 +499,25 @@ std::set<std::string> bf16Params(const HuggingFaceModel& model) {
   return params;
 }
 
+std::map<std::string, PartRows> fusedPartRows(const HuggingFaceModel& model, const plan::Plan& plan) {
+  std::map<std::string, std::vector<std::pair<int64_t, std::string>>> parts;  // by fused tensor: (part, param)
+  std::map<std::string, int64_t> out;                                         // each part's output rows
+  for (const auto& t : plan.host_tensors()) {
+    auto source = model.weights.find(t.name());
+    if (t.role() != plan::ROLE_PARAM || source == model.weights.end() || source->second.place.parts == 1) continue;
+    parts[source->second.place.name].push_back({source->second.place.part, t.name()});
+    out[t.name()] = t.shape().empty() ? 1 : t.shape(0);
+  }
+  std::map<std::string, PartRows> rows;
+  for (auto& [tensor, members] : parts) {
+    std::sort(members.begin(), members.end());
+    int64_t all = 0;
+    for (const auto& [part, param] : members) rows[param].first = all, all += out.at(param);
+    for (const auto& [part, param] : members) rows[param].all = all;
+  }
+  return rows;
+}
+
 void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path,
                              const WeightOverrides& overrides) {
   FolderTensors folder(model, plan);
@@ -528,7 +533,7 @@ void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& pl
       overrides.file->verify(named->second);
       const std::string where = overrides.file->path() + ": '" + named->second + "'";
       auto b_rows = overrides.b_rows.find(t.name());  // PEFT's (all, r*E) into (E, out, r) or (out, r)
-      const std::optional<LoraBRows> peft_b =
+      const std::optional<PartRows> peft_b =
           b_rows == overrides.b_rows.end() ? std::nullopt : std::optional(b_rows->second);
       tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, n, where, shape, peft_b](void* out) {
                            if (!peft_b) return widen(entry, n, static_cast<float*>(out), where);

@@ -55,13 +55,19 @@ bool isHuggingFaceFolder(const std::string& path);
 // `config_alone`: a folder without weights is read from its config (HuggingFaceModel::weightless).
 HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone = false);
 
-// Which rows of PEFT's lora_B (all, r*E) on a layer or stack holding several of the model's are a
-// part's B (E, out, r), or (out, r) where E is 1: `out` of them from `first`, of `all` (transformers
-// 5's gate_up_proj of experts: gate's rows, then up's; Phi-3's qkv_proj: q's, k's, then v's). A
-// stack of gpt-oss's is its tensor's whole: from 0, all its out.
-struct LoraBRows {
+// A part's rows of a tensor that holds several of the model's along its output axis: `out` of them
+// from `first`, of `all`. The folder's fused weights (GPT-2's c_attn, Phi-3's qkv_proj: q's, k's,
+// then v's rows) and PEFT's lora_B (all, r*E) on such a layer or stack, of which a part's B is
+// (E, out, r), or (out, r) where E is 1 (transformers 5's gate_up_proj of experts: gate's rows, then
+// up's). A stack of gpt-oss's is its tensor's whole: from 0, all its out.
+struct PartRows {
   int64_t first = 0, all = 0;
 };
+
+// The rows of each of `plan`'s parameters that is a part of a fused tensor of `model`, by the
+// parameter's name: the parts in order along the tensor's output axis, each as long as its
+// parameter's output axis (its first; GPT-2's Conv1D stores it last, transposed).
+std::map<std::string, PartRows> fusedPartRows(const HuggingFaceModel& model, const plan::Plan& plan);
 
 // Parameters whose starting values come from another safetensors file than the folder's (mtc
 // --lora-from: a PEFT adapter's, compiler/PeftAdapter.h), each tensor there F32, BF16 or F16 of
@@ -86,7 +92,7 @@ struct LoraMergeSource {
   double scale = 0;
   std::string magnitude;  // DoRA's m (out), its name in `file`; "" for LoRA
   Form form = Form::kWeight;
-  LoraBRows b_rows;  // kFusedStack's, a fused layer's kWeight
+  PartRows b_rows;  // kFusedStack's, a fused layer's kWeight
 };
 struct WeightOverrides {
   std::shared_ptr<const SafetensorsFile> file;  // read once: what was checked is what is read
@@ -94,7 +100,7 @@ struct WeightOverrides {
   std::map<std::string, LoraMergeSource> merged;
   // Of `names`: a B read from its rows of PEFT's lora_B (all, r*E): a stack's (E, out, r)
   // (stackExpertBFromPeft), or a part's (out, r) of Phi-3's fused linear layer.
-  std::map<std::string, LoraBRows> b_rows;
+  std::map<std::string, PartRows> b_rows;
   // Of `names`: a stack (E, ...) read from E tensors of `file`, expert e's (...) the name with its
   // '*' made e (expertTensorName): the adapters on Qwen3-MoE's and Mixtral's experts.
   std::set<std::string> per_expert;

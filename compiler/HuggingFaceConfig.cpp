@@ -345,9 +345,9 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   c.kv_heads = r.integer("num_key_value_heads", c.heads);
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
-  c.norm_eps = r.number("rms_norm_eps", architecture == "Phi3ForCausalLM" ? 1e-5 : 1e-6);  // the configs' defaults
-  c.tied = r.boolean("tie_word_embeddings", false);
   const bool phi3 = architecture == "Phi3ForCausalLM";
+  c.norm_eps = r.number("rms_norm_eps", phi3 ? 1e-5 : 1e-6);  // the configs' defaults
+  c.tied = r.boolean("tie_word_embeddings", false);
   c.qkv_bias = architecture == "Qwen2ForCausalLM";
   c.qk_norm = architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM";
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are

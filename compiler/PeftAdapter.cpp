@@ -222,27 +222,12 @@ std::string fusedLinearModule(const HuggingFaceModel& model, const std::string& 
   return huggingFaceModuleOf(loadedName(model, source->second.place.name));
 }
 
-// The rows of `ours`, a part of a fused linear layer (fusedLinearModule), in that layer's B: after
-// the parts before it, among all of them (each part's rows its weight's, by `param_shapes`).
-LoraBRows fusedLinearRows(const HuggingFaceModel& model, const std::map<std::string, std::vector<int64_t>>& param_shapes,
-                          const std::string& ours) {
-  const HuggingFacePlace& place = model.weights.at(ours).place;
-  LoraBRows rows;
-  for (const auto& [other, source] : model.weights) {
-    if (source.place.name != place.name) continue;
-    const int64_t out = param_shapes.at(other).at(0);
-    rows.all += out;
-    if (source.place.part < place.part) rows.first += out;
-  }
-  return rows;
-}
-
 // A stack of experts adapted in place (target_parameters): gpt-oss's, or transformers 5's fused
 // Qwen3-MoE or Mixtral parameter holding it. The parameter (the folder's tensor, or transformers 5's
 // name), the stack's part of its rows, the parameter's inputs and outputs (all its parts' rows).
 struct InPlaceStack {
   std::string parameter;  // "model.layers.0.mlp.experts.gate_up_proj"
-  LoraBRows rows;
+  PartRows rows;
   int64_t in, out;
   bool gpt_oss;
 };
@@ -615,6 +600,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
   std::map<std::string, std::vector<int64_t>> param_shapes;
   for (const auto& t : plan.host_tensors())
     if (t.role() == plan::ROLE_PARAM) param_shapes[t.name()] = {t.shape().begin(), t.shape().end()};
+  const std::map<std::string, PartRows> part_rows = fusedPartRows(model, plan);  // Phi-3's fused layers' parts
   for (const auto& t : plan.host_tensors()) {
     if (t.role() != plan::ROLE_PARAM) continue;
     const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
@@ -639,7 +625,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
           overrides.names[t.name()] = tensors.use(key, shape, t.name());
           continue;
         }
-        const LoraBRows rows = fusedLinearRows(model, param_shapes, stem + ".weight");
+        const PartRows rows = part_rows.at(stem + ".weight");
         overrides.names[t.name()] = tensors.use(key, {rows.all, shape[1]}, t.name());
         overrides.b_rows[t.name()] = rows;
         continue;
@@ -683,7 +669,7 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
     if (!fused.empty() && isTarget(adapter, fused, t.name())) {  // its rows of the fused layer's B
       const std::string key = kPeftKeyPrefix + fused;
       const int64_t rank = adapterRank(adapter, fused);
-      const LoraBRows rows = fusedLinearRows(model, param_shapes, t.name());
+      const PartRows rows = part_rows.at(t.name());
       overrides.merged[t.name()] = {tensors.use(key + ".lora_A.weight", {rank, shape[1]}, t.name() + "'s A"),
                                     tensors.use(key + ".lora_B.weight", {rows.all, rank}, t.name() + "'s B"),
                                     loraScale(planAlpha(adapterAlpha(adapter, fused)), rank, adapter.rslora),

@@ -88,12 +88,12 @@ struct AdaptedModule {
   std::string parameter;
   int64_t experts = 0;
   // PeftExpertsForm::kFused: a router's parameter is "weight" (its module's A and B as a linear
-  // layer's); a fused stack's holds `parts` stacks, `fused` the adapted ones by part (gate_up_proj:
-  // gate's 0 and up's 1 of 2; down_proj: 0 of 1), `adapter` the first's. Phi-3's fused linear
-  // layers likewise (qkv_proj: q's 0, k's 1, v's 2 of 3; gate_up_proj), `parameter` "".
-  std::vector<std::pair<int64_t, LoraAdapter>> fused;
-  int64_t parts = 0;
-  std::vector<int64_t> part_rows;  // each part's output rows, adapted or not, where they differ (Phi-3's)
+  // layer's); a fused stack's holds stacks, `fused` the adapted ones by part (gate_up_proj: gate's 0
+  // and up's 1 of 2; down_proj: 0 of 1), `adapter` the first's. Phi-3's fused linear layers likewise
+  // (qkv_proj: q's 0, k's 1, v's 2 of 3; gate_up_proj), `parameter` "". `part_rows`: a fused
+  // module's parts' output rows in order, adapted or not (Phi-3's k and v shorter than q).
+  std::vector<std::pair<int64_t, LoraAdapter>> fused = {};
+  std::vector<int64_t> part_rows = {};
   // What PEFT's target lists and rank and alpha patterns name: the module, or the parameter.
   std::string target() const { return parameter.empty() ? module : module + "." + parameter; }
 };
@@ -119,19 +119,20 @@ int64_t rankOf(const plan::Plan& plan, const LoraAdapter& adapter) {
 // With PeftExpertsForm::kFused: `adapter` on Qwen3-MoE's or Mixtral's stack or router `weight`
 // into `modules` as transformers 5 holds them (fusedExpertsPlace, fusedRouterName), a fused stack's
 // parts joined in one module; false for another weight.
-bool addFusedModule(std::vector<AdaptedModule>& modules, const std::string& weight, const LoraAdapter& adapter,
+bool addFusedModule(std::vector<AdaptedModule>& modules, const plan::Plan& plan, const LoraAdapter& adapter,
                     CheckpointLayout layout) {
-  if (const std::optional<FusedExpertsPlace> place = fusedExpertsPlace(weight, layout)) {
+  const plan::HostTensor& stack = plan.host_tensors(adapter.weight);  // (E, out, in)
+  if (const std::optional<FusedExpertsPlace> place = fusedExpertsPlace(stack.name(), layout)) {
     const std::string module = huggingFaceModuleOf(place->parameter);
     const std::string parameter = place->parameter.substr(module.size() + 1);
     auto same = std::find_if(modules.begin(), modules.end(),
                              [&](const AdaptedModule& m) { return m.module == module && m.parameter == parameter; });
     if (same == modules.end()) same = modules.insert(modules.end(), AdaptedModule{module, adapter, parameter});
     same->fused.push_back({place->part, adapter});
-    same->parts = place->parts;
+    same->part_rows.assign(static_cast<size_t>(place->parts), stack.shape(1));  // gate's and up's alike
     return true;
   }
-  if (const std::string router = fusedRouterName(weight, layout); !router.empty()) {
+  if (const std::string router = fusedRouterName(stack.name(), layout); !router.empty()) {
     const std::string module = huggingFaceModuleOf(router);
     modules.push_back({module, adapter, router.substr(module.size() + 1)});
     return true;
@@ -185,10 +186,11 @@ void checkFusedForm(const plan::Plan& plan, CheckpointLayout layout, std::vector
 }
 
 // `adapter` on the part of a fused linear layer at `place` (Phi-3's q of qkv_proj) into that layer's
-// module in `modules`, with the output rows of all its parts, adapted or not. One adapter there
-// holds its parts' (fusedAdapterTensors): not DoRA's, whose magnitude a part without adapters lacks.
-void addFusedLinear(std::vector<AdaptedModule>& modules, const plan::Plan& plan, const HuggingFacePlace& place,
-                    const LoraAdapter& adapter, const std::string& prefix, CheckpointLayout layout) {
+// module in `modules`, with the output rows of all its parts, adapted or not (`params`: the plan's
+// placed parameters). One adapter there holds its parts' (fusedAdapterTensors): not DoRA's, whose
+// magnitude a part without adapters lacks.
+void addFusedLinear(std::vector<AdaptedModule>& modules, const plan::Plan& plan, const std::vector<PlacedParam>& params,
+                    const HuggingFacePlace& place, const LoraAdapter& adapter) {
   const std::string module = huggingFaceModuleOf(place.name);
   if (adapter.magnitude >= 0)
     throw Error("--export-peft: the adapted '" + plan.host_tensors(adapter.weight).name() + "' is a part of " + module +
@@ -197,17 +199,17 @@ void addFusedLinear(std::vector<AdaptedModule>& modules, const plan::Plan& plan,
   auto same = std::find_if(modules.begin(), modules.end(), [&](const AdaptedModule& m) { return m.module == module; });
   if (same == modules.end()) {
     same = modules.insert(modules.end(), AdaptedModule{module, adapter, ""});
-    same->parts = place.parts;
     same->part_rows.assign(static_cast<size_t>(place.parts), 0);
-    for (const PlacedParam& p : placedParams(plan, layout, prefix))
+    for (const PlacedParam& p : params)
       if (p.place.name == place.name) same->part_rows[static_cast<size_t>(p.place.part)] = plan.host_tensors(p.index).shape(0);
   }
   same->fused.push_back({place.part, adapter});
 }
 
-// The adapted modules; checks what checkPeftExport promises of them.
-std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, CheckpointLayout layout, PeftExpertsForm form,
-                                          const std::string& prefix) {
+// The adapted modules (`params`: the plan's placed parameters); checks what checkPeftExport promises
+// of them.
+std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, const std::vector<PlacedParam>& params,
+                                          CheckpointLayout layout, PeftExpertsForm form, const std::string& prefix) {
   const std::vector<LoraAdapter> adapters = loraAdapters(plan);
   if (adapters.empty())
     throw Error("--export-peft: the plan has no LoRA adapters (compile it with mtc --lora); --export-hf writes a "
@@ -217,7 +219,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, CheckpointLayo
     const std::string& weight = plan.host_tensors(adapter.weight).name();
     const HuggingFacePlace place = peftPlace(weight, layout, prefix);
     const bool stack = plan.host_tensors(adapter.weight).shape_size() == 3;
-    if (form == PeftExpertsForm::kFused && addFusedModule(modules, weight, adapter, layout)) continue;
+    if (form == PeftExpertsForm::kFused && addFusedModule(modules, plan, adapter, layout)) continue;
     // gpt-oss's stacks are parameters of its experts module, which PEFT adapts in place
     // (target_parameters); Qwen3-MoE's and Mixtral's are one linear layer an expert in the
     // folders --export-hf writes (transformers 4's layers; transformers 5 fuses them on loading).
@@ -230,7 +232,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, CheckpointLayo
       continue;
     }
     if (place.parts != 1 && !place.transposed) {  // Phi-3's qkv_proj, gate_up_proj
-      addFusedLinear(modules, plan, place, adapter, prefix, layout);
+      addFusedLinear(modules, plan, params, place, adapter);
       continue;
     }
     // PEFT adapts nn.Linear modules here: not GPT-2's Conv1D, nor gpt-oss's router (a module of
@@ -298,8 +300,8 @@ std::vector<SavedModule> savedModules(const plan::Plan& plan, const std::vector<
 PeftContents peftContents(const plan::Plan& plan, PeftExpertsForm form) {
   const CheckpointLayout layout = exportLayout(plan, "--export-peft");
   const std::string prefix = modulePrefix(plan);
-  PeftContents contents{prefix, layout, form, placedParams(plan, layout, prefix),
-                        adaptedModules(plan, layout, form, prefix), {}};
+  PeftContents contents{prefix, layout, form, placedParams(plan, layout, prefix), {}, {}};
+  contents.adapted = adaptedModules(plan, contents.params, layout, form, prefix);
   contents.saved = savedModules(plan, contents.params, contents.adapted);
   // Transformers 5 moved Mixtral's router from block_sparse_moe to mlp: a module saved whole under
   // its transformers 4 name has no place there.
@@ -541,15 +543,10 @@ std::vector<SafetensorsTensor> fusedAdapterTensors(const HostStore& store, const
     int64_t row, rows, rank, column;  // its first output row and rows, its rank, its first column of the rank
     SafetensorsTensor a, b;           // (E, r, in) and (E, out, r), or (r, in) and (out, r)
   };
-  // Each part's first row: the parts' rows where they differ (Phi-3's), else equal parts.
-  const int64_t rows_each =
-      m.part_rows.empty() ? store.savedTensor(m.fused.front().second.b).shape.rbegin()[1] : 0;
   auto firstRow = [&](int64_t part) {
-    if (m.part_rows.empty()) return part * rows_each;
     return std::accumulate(m.part_rows.begin(), m.part_rows.begin() + part, int64_t{0});
   };
-  const int64_t rows = m.part_rows.empty() ? m.parts * rows_each
-                                           : std::accumulate(m.part_rows.begin(), m.part_rows.end(), int64_t{0});
+  const int64_t rows = std::accumulate(m.part_rows.begin(), m.part_rows.end(), int64_t{0});
   std::vector<Part> parts;
   int64_t rank = 0;
   for (const auto& [part, adapter] : m.fused) {
