@@ -25,6 +25,12 @@ inline const std::set<std::string> kInertKeys = {
     // implementation's bookkeeping.
     "dtype", "_attn_implementation_autoset"};
 
+// ModelConfig::head_dim for a config's `head_dim`: 0 where the heads are hidden / heads wide, else
+// the key's (compared without forming heads x head_dim, which a hostile file may overflow).
+inline int64_t ownHeadDim(int64_t head_dim, int64_t width, int64_t heads) {
+  return width % heads == 0 && head_dim == width / heads ? 0 : head_dim;
+}
+
 // config.json, read key by key: every key must be taken or known inert.
 class ConfigReader {
  public:
