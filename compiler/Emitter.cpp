@@ -214,6 +214,11 @@ LogicalResult Emitter::lowerHostTask(HostTaskOp task, int index, Instr& instr) {
                   lookup ? tableTensor : hosts_.tensor[rows]})
       body->add_tensors(t);
     body->set_accumulate(task->hasAttr(kAccumulateAttr));
+    if (auto padding = task->getAttrOfType<IntegerAttr>(kPaddingIdAttr)) {
+      if (lookup || padding.getInt() >= plan_.host_tensors(tableTensor).shape(0))
+        return task.emitError("mt.padding_id ") << padding.getInt() << " is not a row of the table's gradient";
+      body->set_padding_id(padding.getInt());
+    }
     hazards_.read(hostRange(hosts_.tensor[tokens]), index, instr.deps);
     // The lookup reads rows of the table and writes the tokens' rows; the scatter reads
     // those and adds into the gradient (which it first zeroes unless accumulating).

@@ -348,6 +348,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   const bool phi3 = architecture == "Phi3ForCausalLM";
   c.norm_eps = r.number("rms_norm_eps", phi3 ? 1e-5 : 1e-6);  // the configs' defaults
   c.tied = r.boolean("tie_word_embeddings", false);
+  c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : -1);  // Phi3Config's default; the others' none
   c.qkv_bias = architecture == "Qwen2ForCausalLM";
   c.qk_norm = architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM";
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
@@ -409,6 +410,7 @@ ModelConfig readGpt2Config(ConfigReader& r, std::vector<std::string>& notes) {
   c.ffn = r.integer("n_inner", 4 * c.width);
   c.norm_eps = r.number("layer_norm_epsilon", 1e-5);
   c.tied = r.boolean("tie_word_embeddings", true);
+  // GPT2Model's embedding has no padding_idx: its pad_token_id (inert) leaves every row trained.
   c.qkv_bias = false;  // a llama option: the gpt2 family always has its biases
   const std::string act = r.text("activation_function", "gelu_new");
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")

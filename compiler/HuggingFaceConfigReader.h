@@ -109,6 +109,25 @@ class ConfigReader {
       throw error("'" + key + "' is " + jsonBrief(config_[key]) + ": " + why);
   }
   void take(const std::string& key) { taken_.insert(key); }
+  // pad_token_id as transformers' nn.Embedding(vocab, width, padding_idx) takes it: the token
+  // whose embedding row gets no gradient from the lookup, a negative one counted from the end;
+  // `fallback` where the key is absent (the config class's default), -1 (none) where it is null.
+  int64_t paddingId(int64_t vocab, int64_t fallback) {
+    taken_.insert("pad_token_id");
+    const bool named = has("pad_token_id");
+    if (isNull("pad_token_id") || (!named && fallback < 0)) return -1;
+    const json& value = named ? config_["pad_token_id"] : json(fallback);
+    if (!value.is_number_integer()) throw error("'pad_token_id' is not a whole number (a token id) or null");
+    const bool inside = value.is_number_unsigned() ? value.get<uint64_t>() < static_cast<uint64_t>(vocab)
+                                                   : value.get<int64_t>() >= -vocab && value.get<int64_t>() < vocab;
+    if (!inside)
+      throw error(std::string(named ? "'pad_token_id' " : "the architecture's default 'pad_token_id' ") +
+                  jsonBrief(value) + " is not a token of the " + std::to_string(vocab) +
+                  "-token vocabulary (transformers refuses it as its embedding's padding_idx too): set "
+                  "'pad_token_id' to the tokenizer's pad token, or null");
+    const int64_t id = value.get<int64_t>();
+    return id < 0 ? id + vocab : id;
+  }
   // A reader of the object under `key` (taken), its errors naming it.
   ConfigReader nested(const std::string& key) {
     taken_.insert(key);

@@ -110,6 +110,7 @@ ModelConfig readGemma3Config(ConfigReader& r) {
   c.context = r.integer("max_position_embeddings", 131072);
   c.norm_eps = r.number("rms_norm_eps", 1e-6);
   c.tied = r.boolean("tie_word_embeddings", true);
+  c.padding_id = r.paddingId(c.vocab, 0);  // Gemma3TextConfig's default
   c.head_dim = ownHeadDim(r.integer("head_dim", 256), c.width, c.heads);
   c.qk_norm = c.norm_plus_one = c.embed_scaled = c.sandwich_norms = true;
   c.gate_activation = ModelConfig::GateActivation::kGeluTanh;

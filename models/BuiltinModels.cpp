@@ -218,6 +218,9 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
            " and " + std::to_string(c.ffn);
   if (c.context > kMaxContext)
     return "context " + std::to_string(c.context) + " is more than " + std::to_string(kMaxContext) + " tokens";
+  if (c.padding_id < -1 || c.padding_id >= c.vocab)
+    return "padding_id " + std::to_string(c.padding_id) + " is not a token of the " + std::to_string(c.vocab) +
+           "-token vocabulary (-1: none)";
   if (c.head_dim < 0 || c.head_dim > kMaxWidth) return "head_dim must be between 0 (width / heads) and " + std::to_string(kMaxWidth);
   if (c.rotary_dim < 0 || c.rotary_dim > c.headDim() || c.rotary_dim % 2 != 0)
     return "rotary_dim must be even and between 0 (the whole head) and the head's width";
@@ -426,15 +429,21 @@ class ModelBuilder {
     return b_.create<ReshapeOp>(loc_, type, rmsNormOf(heads, name, c_.headDim()));
   }
 
+  // The tokens' rows of the table, with the padding id's row left out of its gradient.
+  Value tokenEmbedding(Value table) {
+    return b_.create<EmbeddingOp>(loc_, tokens_, table,
+                                  c_.padding_id >= 0 ? b_.getI64IntegerAttr(c_.padding_id) : IntegerAttr());
+  }
+
   Value gpt2() {
     const double std = 0.02, residual_std = 0.02 / std::sqrt(2.0 * c_.layers);
     enter("embed");
     Value wte = param("wte.weight", {c_.vocab, c_.width}, "normal", std);
     Value wpe = param("wpe.weight", {c_.context, c_.width}, "normal", std);
-    Value x = b_.create<EmbeddingOp>(loc_, tokens_, wte);
+    Value x = tokenEmbedding(wte);
     Value positions = positions_ ? positions_
                               : b_.create<PositionsOp>(loc_, RankedTensorType::get({batch_, seq_}, b_.getI32Type()));
-    x = b_.create<AddOp>(loc_, x, b_.create<EmbeddingOp>(loc_, positions, wpe));
+    x = b_.create<AddOp>(loc_, x, b_.create<EmbeddingOp>(loc_, positions, wpe, IntegerAttr()));
     for (int64_t l = 0; l < c_.layers; ++l) {
       const std::string p = "blocks." + std::to_string(l) + ".";
       enter("blocks." + std::to_string(l));
@@ -459,7 +468,7 @@ class ModelBuilder {
     const IntegerAttr head_dim = b_.getI64IntegerAttr(c_.headDim());
     enter("embed");
     Value embed = param("embed.weight", {c_.vocab, c_.width}, "normal", std);
-    Value x = b_.create<EmbeddingOp>(loc_, tokens_, embed);
+    Value x = tokenEmbedding(embed);
     // Gemma's rows times sqrt(width), the factor rounded to f32 as transformers' f32 buffer is.
     if (c_.embed_scaled)
       x = b_.create<ScaleOp>(loc_, x, b_.getF32FloatAttr(static_cast<float>(std::sqrt(static_cast<double>(c_.width)))));

@@ -115,6 +115,10 @@ struct ModelConfig {
   // llama: the first rotary_dim elements of each head turn, the rest pass (Phi-4-mini's
   // partial_rotary_factor 0.75); 0: all of them.
   int64_t rotary_dim = 0;
+  // The token whose embedding row gets no gradient from the lookup (-1: none): a folder's
+  // pad_token_id, as transformers' nn.Embedding(..., padding_idx) (a tied head's gradient still
+  // reaches the row).
+  int64_t padding_id = -1;
 
   // Whether layer `l`'s attention slides, and over how many tokens (0: it sees all before it).
   int64_t attentionWindow(int64_t l) const {

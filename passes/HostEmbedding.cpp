@@ -9,6 +9,7 @@
 //          return ..., %dW {mt.grad = "W"}   with %dW = %dW_e (untied) or %dW_h + %dW_e (tied)
 // After:   %x an argument {mt.embedded_tokens = "W"}
 //          return ..., [%dW_h {mt.grad = "W"},] ..., %dx {mt.grad_tokens = "W"}
+//          (and mt.padding_id = the scatter's padding_id, where it has one)
 // The schedules add the host tasks that fill %x and scatter-add %dx (insertHostEmbeddingTasks).
 // A frozen table (mt.param's "frozen") has no gradient: only its lookup moves to the host.
 #include "mlir/IR/Builders.h"
@@ -95,7 +96,9 @@ struct HostEmbeddingPass : impl::HostEmbeddingPassBase<HostEmbeddingPass> {
       attrs.push_back(resultAttrs[i] ? Attribute(resultAttrs[i]) : b.getDictionaryAttr({}));
     }
     results.push_back(scatter.getDout());
-    attrs.push_back(b.getDictionaryAttr({b.getNamedAttr(kGradTokensAttr, b.getStringAttr(name))}));
+    SmallVector<NamedAttribute> rowsAttrs{b.getNamedAttr(kGradTokensAttr, b.getStringAttr(name))};
+    if (auto padding = scatter.getPaddingIdAttr()) rowsAttrs.push_back(b.getNamedAttr(kPaddingIdAttr, padding));
+    attrs.push_back(b.getDictionaryAttr(rowsAttrs));
     Operation* sum = rest ? ret.getOperand(gradIndex).getDefiningOp() : nullptr;
     ret->setOperands(results);
     SmallVector<Type> types;

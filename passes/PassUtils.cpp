@@ -262,6 +262,7 @@ LogicalResult insertHostEmbeddingTasks(func::FuncOp func, ArrayRef<Value> hostRe
                                      ValueRange{parameterNamed(func, table.getValue()), tokens, host});
     if (auto block = after->getAttr(kBlockAttr)) task->setAttr(kBlockAttr, block);
     if (accumulate) task->setAttr(kAccumulateAttr, b.getUnitAttr());
+    if (auto padding = func.getResultAttr(i, kPaddingIdAttr)) task->setAttr(kPaddingIdAttr, padding);
   }
   return success();
 }

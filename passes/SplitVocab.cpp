@@ -81,9 +81,14 @@ void splitEmbedding(func::FuncOp func, int64_t vocab, int64_t chunks) {
   if (!frozen) {
     b.setInsertionPoint(grad);
     SmallVector<Value> pieceGrads;
+    const auto padding = grad.getPaddingId();
     for (int64_t c = 0; c < chunks; ++c) {
+      // The padding id goes to the chunk that holds its row.
+      const bool holdsPadding = padding && static_cast<int64_t>(*padding) >= first[c] &&
+                                static_cast<int64_t>(*padding) < first[c + 1];
       auto g = b.create<EmbeddingGradChunkOp>(grad.getLoc(), grad.getIds(), grad.getDout(), first[c],
-                                              first[c + 1] - first[c]);
+                                              first[c + 1] - first[c],
+                                              holdsPadding ? grad.getPaddingIdAttr() : IntegerAttr());
       block(g, c);
       g->setAttr(kBackwardAttr, b.getUnitAttr());
       pieceGrads.push_back(g);

@@ -36,6 +36,9 @@ inline constexpr char kGradRowAttr[] = "mt.grad_row";    // result: first row of
 // mt-host-embedding: the token lookup of a table parameter runs on the host.
 inline constexpr char kEmbeddedTokensAttr[] = "mt.embedded_tokens";  // arg: the step's tokens' rows of the named table
 inline constexpr char kGradTokensAttr[] = "mt.grad_tokens";  // result: per-token rows of the named table's gradient
+// result with kGradTokensAttr, and its "embedding_grad" host task: the id whose tokens add nothing
+// (mt.embedding_grad's padding_id)
+inline constexpr char kPaddingIdAttr[] = "mt.padding_id";
 inline constexpr char kAccumulateAttr[] = "mt.accumulate";   // "embedding_grad" task: add to what landed before
 inline constexpr char kStagingAttr[] = "mt.staging";  // arg: the bf16 staging copy of the parameter (its mt.param)
 // h2d: copied in the first step only (a schedule's keep-frozen: a frozen weight, its staging copy, a

@@ -233,8 +233,13 @@ void SliceGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl
 void EmbeddingChunkOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(getFirst());
 }
+// int[(padding_id)] and int[first(, padding_id)] (plan 1.36).
+void EmbeddingGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+  if (auto padding = getPaddingId()) ints.push_back(static_cast<int64_t>(*padding));
+}
 void EmbeddingGradChunkOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(getFirst());
+  if (auto padding = getPaddingId()) ints.push_back(static_cast<int64_t>(*padding));
 }
 void XentChunkOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(getFirst());

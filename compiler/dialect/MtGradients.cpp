@@ -29,7 +29,7 @@ Value flattenRows(OpBuilder& b, Location loc, Value x) {
 
 SmallVector<Value> EmbeddingOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   const int64_t vocab = getTable().getType().getShape()[0];
-  Value dtable = b.create<EmbeddingGradOp>(getLoc(), getIds(), grads[0], vocab);
+  Value dtable = b.create<EmbeddingGradOp>(getLoc(), getIds(), grads[0], vocab, getPaddingIdAttr());
   return {Value(), dtable};
 }
 

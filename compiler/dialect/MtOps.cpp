@@ -2,6 +2,7 @@
 // check (kernels/<family>/*_cpu.cc): what verifies here runs there.
 #include <limits>
 
+#include "compiler/dialect/MtAttrNames.h"
 #include "compiler/dialect/MtDialect.h"
 #include "compiler/dialect/MtOpShapes.h"
 #include "kernels/rope/rope.h"
@@ -82,8 +83,10 @@ LogicalResult EmbeddingChunkOp::inferReturnTypes(MLIRContext* ctx, std::optional
 
 // A table gradient (rows, C) from token ids and dout (ids.shape + [C]): mt.embedding_grad's
 // (rows: the vocabulary) and mt.embedding_grad_chunk's (a chunk's rows).
+// `padding_id` (where set) must be an id of the whole table: below `vocab` where that is known.
 static LogicalResult inferTableGradient(MLIRContext* ctx, std::optional<Location> loc, ValueRange operands,
                                         Value ids, Value dout, int64_t rows, StringRef op, StringRef rowsName,
+                                        std::optional<uint64_t> padding, std::optional<int64_t> vocab,
                                         SmallVectorImpl<Type>& types) {
   if (failed(requireStatic(loc, operands))) return failure();
   auto idsShape = tensorOf(ids).getShape();
@@ -91,6 +94,8 @@ static LogicalResult inferTableGradient(MLIRContext* ctx, std::optional<Location
   if (doutShape.size() != idsShape.size() + 1 || doutShape.drop_back() != idsShape)
     return emitOptionalError(loc, op, " dout must be ids.shape + [C]");
   if (rows <= 0) return emitOptionalError(loc, rowsName, " must be positive");
+  if (padding && (static_cast<int64_t>(*padding) < 0 || (vocab && static_cast<int64_t>(*padding) >= *vocab)))
+    return emitOptionalError(loc, op, " padding_id ", static_cast<int64_t>(*padding), " is not a row of the table");
   types.push_back(f32Tensor(ctx, {rows, doutShape.back()}));
   return success();
 }
@@ -99,13 +104,24 @@ LogicalResult EmbeddingGradChunkOp::inferReturnTypes(MLIRContext* ctx, std::opti
                                                      SmallVectorImpl<Type>& types) {
   if (static_cast<int64_t>(adaptor.getFirst()) < 0) return emitOptionalError(loc, "first must not be negative");
   return inferTableGradient(ctx, loc, adaptor.getOperands(), adaptor.getIds(), adaptor.getDout(),
-                            static_cast<int64_t>(adaptor.getRows()), "embedding_grad_chunk", "rows", types);
+                            static_cast<int64_t>(adaptor.getRows()), "embedding_grad_chunk", "rows",
+                            adaptor.getPaddingId(), std::nullopt, types);
 }
 
 LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                                 Adaptor adaptor, SmallVectorImpl<Type>& types) {
-  return inferTableGradient(ctx, loc, adaptor.getOperands(), adaptor.getIds(), adaptor.getDout(),
-                            static_cast<int64_t>(adaptor.getVocab()), "embedding_grad", "vocab", types);
+  const auto vocab = static_cast<int64_t>(adaptor.getVocab());
+  return inferTableGradient(ctx, loc, adaptor.getOperands(), adaptor.getIds(), adaptor.getDout(), vocab,
+                            "embedding_grad", "vocab", adaptor.getPaddingId(), vocab, types);
+}
+
+LogicalResult EmbeddingOp::verify() {
+  const auto padding = getPaddingId();
+  const int64_t rows = getTable().getType().getShape()[0];
+  if (padding && (static_cast<int64_t>(*padding) < 0 || static_cast<int64_t>(*padding) >= rows))
+    return emitOpError("padding_id ") << static_cast<int64_t>(*padding) << " is not a row of the (" << rows
+                                      << ", C) table";
+  return success();
 }
 
 LogicalResult PositionsOp::verify() {
@@ -572,8 +588,11 @@ LogicalResult HostTaskOp::verify() {
     if (!ids.getElementType().isInteger(32) || rows.getShape() != ArrayRef<int64_t>(expected))
       return emitOpError("\"") << stringifyHostTaskKind(kind) << "\" needs i32 token ids and rows of shape ids.shape + [C] of a (V, C) "
                                 << "table; got " << ids << ", " << rows << " and " << table;
-    return success();
   }
+  // The table may be a row piece of the parameter: the emitter checks the id against the whole.
+  if (auto padding = (*this)->getAttrOfType<IntegerAttr>(kPaddingIdAttr);
+      padding && (kind != HostTaskKind::EmbeddingGrad || padding.getInt() < 0))
+    return emitOpError("mt.padding_id must be a token id (not negative) on an \"embedding_grad\" task");
   return success();  // the other kinds take any tensors (the emitter checks what they must be)
 }
 

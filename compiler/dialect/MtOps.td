@@ -44,25 +44,33 @@ def Mt_EmbeddingOp : Mt_KernelOp<"embedding", [KernelOpInterface,
   let summary = "row lookup: out[..., :] = table[ids[...], :]";
   let description = [{
     Gathers rows of `table` (V, C) for integer `ids` of any shape; the result has shape
-    `ids.shape + [C]`.
+    `ids.shape + [C]`. With `padding_id` (a row of the table: PyTorch's `padding_idx`, a Hugging
+    Face model's `pad_token_id`) the lookup is the same, but the tokens of that id give the
+    table no gradient: its gradient rule passes the id on to mt.embedding_grad.
 
     ```mlir
     %x = mt.embedding %ids, %wte : tensor<8x256xi32>, tensor<256x384xf32>
+    %y = mt.embedding %ids, %wte {padding_id = 0 : i64} : tensor<8x256xi32>, tensor<256x384xf32>
     ```
   }];
-  let arguments = (ins Mt_I32Tensor:$ids, Mt_FloatTensor:$table);
+  let arguments = (ins Mt_I32Tensor:$ids, Mt_FloatTensor:$table, OptionalAttr<I64Attr>:$padding_id);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "$ids `,` $table attr-dict `:` type($ids) `,` type($table)";
+  let hasVerifier = 1;
 }
 
-def Mt_EmbeddingGradOp : Mt_KernelOp<"embedding_grad", [KernelOpInterface]> {
+def Mt_EmbeddingGradOp : Mt_KernelOp<"embedding_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
   let summary = "scatter-add of row gradients into a (vocab, C) table gradient";
   let description = [{
+    The tokens whose id is `padding_id` (where set) add nothing: that row's gradient stays 0.
+
     ```mlir
     %dwte = mt.embedding_grad %ids, %dx {vocab = 256} : tensor<8x256xi32>, tensor<8x256x384xf32>
+    %dwte = mt.embedding_grad %ids, %dx {vocab = 256, padding_id = 0 : i64} : tensor<8x256xi32>, tensor<8x256x384xf32>
     ```
   }];
-  let arguments = (ins Mt_I32Tensor:$ids, Mt_FloatTensor:$dout, I64Attr:$vocab);
+  let arguments = (ins Mt_I32Tensor:$ids, Mt_FloatTensor:$dout, I64Attr:$vocab, OptionalAttr<I64Attr>:$padding_id);
   let results = (outs Mt_F32Tensor:$result);
   let assemblyFormat = "$ids `,` $dout attr-dict `:` type($ids) `,` type($dout)";
 }
@@ -88,11 +96,14 @@ def Mt_EmbeddingGradChunkOp : Mt_KernelOp<"embedding_grad_chunk", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
   let summary = "the rows [first, first + rows) of mt.embedding_grad's table gradient";
   let description = [{
+    `padding_id` (where set) is mt.embedding_grad's: an id of the whole table, not of the chunk.
+
     ```mlir
     %dwte1 = mt.embedding_grad_chunk %ids, %dx {first = 128, rows = 128} : tensor<8x256xi32>, tensor<8x256x384xf32>
     ```
   }];
-  let arguments = (ins Mt_I32Tensor:$ids, Mt_FloatTensor:$dout, I64Attr:$first, I64Attr:$rows);
+  let arguments = (ins Mt_I32Tensor:$ids, Mt_FloatTensor:$dout, I64Attr:$first, I64Attr:$rows,
+                       OptionalAttr<I64Attr>:$padding_id);
   let results = (outs Mt_F32Tensor:$result);
   let assemblyFormat = "$ids `,` $dout attr-dict `:` type($ids) `,` type($dout)";
 }
@@ -1005,7 +1016,8 @@ def Mt_HostTaskOp : Mt_Op<"host_task"> {
     %table)` fills the host tensor %x (the argument the device reads the step's embedded tokens
     from) with the table's rows of the tokens; `embedding_grad(%table, %tokens, %dx)`
     scatter-adds the copied-out rows %dx into the table's gradient by token, onto what landed
-    there before when `mt.accumulate` is set (a tied LM head's gradient), else from zeros.
+    there before when `mt.accumulate` is set (a tied LM head's gradient), else from zeros; the
+    tokens whose id is `mt.padding_id` (where set: mt.embedding_grad's `padding_id`) add nothing.
     %table is the parameter or one of its row pieces (the task reads the whole tensor).
 
     ```mlir

@@ -44,9 +44,10 @@ void lookupRows(const Tensor& ids, const Tensor& table, int64_t first, const flo
   });
 }
 
-// dtable[row] = sum of dout over the tokens whose id is first + row (added to dtable's
-// contents if `accumulate`).
-void scatterRows(const Tensor& ids, const Tensor& dout, int64_t first, const Tensor& dtable, bool accumulate = false) {
+// dtable[row] = sum of dout over the tokens whose id is first + row, but not `padding` (added
+// to dtable's contents if `accumulate`).
+void scatterRows(const Tensor& ids, const Tensor& dout, int64_t first, int64_t padding, const Tensor& dtable,
+                 bool accumulate = false) {
   const int64_t n = ids.numel(), rows = dtable.dim(0), width = dtable.dim(1);
   float* table = dtable.f32();
   // Parallel over column blocks: every table element accumulates its rows in token order,
@@ -59,7 +60,7 @@ void scatterRows(const Tensor& ids, const Tensor& dout, int64_t first, const Ten
       for (int64_t v = 0; v < rows; ++v) std::fill(table + v * width + c0, table + v * width + c1, 0.0f);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t row = ids.i32()[i] - first;
-      if (row < 0 || row >= rows) continue;
+      if (row < 0 || row >= rows || ids.i32()[i] == padding) continue;
       const float* src = dout.f32() + i * width;
       float* dst = table + row * width;
 #pragma omp simd
@@ -78,11 +79,15 @@ void embedding_lookup_host(const Tensor& ids, const MasterWeights& table, int64_
              [&](int64_t row, float* dst) { read_master(table, row * width, width, dst); });
 }
 
-void embedding_grad_host(const Tensor& ids, const Tensor& rows, const Tensor& grad, bool accumulate) {
-  scatterRows(ids, rows, 0, grad, accumulate);
+void embedding_grad_host(const Tensor& ids, const Tensor& rows, const Tensor& grad, bool accumulate,
+                         int64_t padding_id) {
+  scatterRows(ids, rows, 0, padding_id, grad, accumulate);
 }
 
-std::string embedding_grad_check(const KernelArgs& args) {
+namespace {
+
+// A table gradient's operands: mt.embedding_grad's and mt.embedding_grad_chunk's.
+std::string checkTableGradient(const KernelArgs& args) {
   const Tensor &ids = args.in[0], &dout = args.in[1], &dtable = args.out[0];
   MT_CHECK(expectDType(ids, DType::I32, "embedding_grad ids"));
   MT_CHECK(expectDType(dout, DType::F32, "embedding_grad dout"));
@@ -93,7 +98,23 @@ std::string embedding_grad_check(const KernelArgs& args) {
   return expectShape(dout, expected, "embedding_grad dout");
 }
 
-void embedding_grad_cpu(const KernelArgs& args) { scatterRows(args.in[0], args.in[1], 0, args.out[0]); }
+// The padding id at int attribute `at` (plan 1.36), or -1 (no token id) where the call has none.
+int64_t paddingId(const KernelArgs& args, size_t at) { return at < args.ints.size() ? args.ints[at] : -1; }
+
+}  // namespace
+
+std::string embedding_grad_check(const KernelArgs& args) {
+  if (args.ints.size() > 1) return "embedding_grad takes int[(padding_id)]";
+  MT_CHECK(checkTableGradient(args));
+  const int64_t padding = paddingId(args, 0);
+  return args.ints.size() == 1 && (padding < 0 || padding >= args.out[0].dim(0))
+             ? "embedding_grad: padding_id " + std::to_string(padding) + " is not a row of the table"
+             : "";
+}
+
+void embedding_grad_cpu(const KernelArgs& args) {
+  scatterRows(args.in[0], args.in[1], 0, paddingId(args, 0), args.out[0]);
+}
 
 std::string embedding_chunk_check(const KernelArgs& args) {
   MT_CHECK(embedding_check(args));
@@ -107,12 +128,14 @@ void embedding_chunk_cpu(const KernelArgs& args) {
 }
 
 std::string embedding_grad_chunk_check(const KernelArgs& args) {
-  MT_CHECK(embedding_grad_check(args));
-  return args.ints[0] < 0 ? "embedding_grad_chunk: the chunk's first id must not be negative" : "";
+  if (args.ints.empty() || args.ints.size() > 2) return "embedding_grad_chunk takes int[first(, padding_id)]";
+  MT_CHECK(checkTableGradient(args));
+  if (args.ints[0] < 0) return "embedding_grad_chunk: the chunk's first id must not be negative";
+  return args.ints.size() == 2 && args.ints[1] < 0 ? "embedding_grad_chunk: padding_id must not be negative" : "";
 }
 
 void embedding_grad_chunk_cpu(const KernelArgs& args) {
-  scatterRows(args.in[0], args.in[1], args.ints[0], args.out[0]);
+  scatterRows(args.in[0], args.in[1], args.ints[0], paddingId(args, 1), args.out[0]);
 }
 
 std::string positions_check(const KernelArgs& args) {

@@ -23,14 +23,14 @@ __global__ void embeddingKernel(const int32_t* __restrict__ ids, const T* __rest
 }
 
 // Scatter-add into the f32 table gradient: tokens with the same id add into one row
-// (atomically, in no fixed order).
+// (atomically, in no fixed order); the tokens of `padding` (-1: none) add nothing.
 template <typename T>
 __global__ void embeddingGradKernel(const int32_t* __restrict__ ids, const T* __restrict__ dout,
                                     float* __restrict__ dtable, int64_t n, int64_t first, int64_t rows,
-                                    int64_t width) {
+                                    int64_t width, int64_t padding) {
   MT_GRID_STRIDE(e, n * width) {
-    const int64_t row = ids[e / width] - first;
-    if (row >= 0 && row < rows) atomicAdd(dtable + row * width + e % width, toFloat(dout[e]));
+    const int64_t id = ids[e / width], row = id - first;
+    if (row >= 0 && row < rows && id != padding) atomicAdd(dtable + row * width + e % width, toFloat(dout[e]));
   }
 }
 
@@ -54,7 +54,7 @@ static void launchLookup(const KernelArgs& args, const CudaLaunch& launch, int64
   MT_CUDA_CHECK_LAUNCH();
 }
 
-static void launchScatter(const KernelArgs& args, const CudaLaunch& launch, int64_t first) {
+static void launchScatter(const KernelArgs& args, const CudaLaunch& launch, int64_t first, int64_t padding) {
   const Tensor &ids = args.in[0], &dtable = args.out[0];
   const int64_t n = ids.numel(), width = dtable.dim(1);
   MT_CUDA_CHECK(cudaMemsetAsync(dtable.data, 0, dtable.bytes(), launch.stream));
@@ -62,21 +62,26 @@ static void launchScatter(const KernelArgs& args, const CudaLaunch& launch, int6
   withFloat(args.in[1].dtype, [&](auto t) {
     using T = decltype(t);
     embeddingGradKernel<<<blocksFor(n * width), kThreads, 0, launch.stream>>>(
-        ids.i32(), data<const T>(args.in[1]), dtable.f32(), n, first, dtable.dim(0), width);
+        ids.i32(), data<const T>(args.in[1]), dtable.f32(), n, first, dtable.dim(0), width, padding);
   });
   MT_CUDA_CHECK_LAUNCH();
 }
 
 void embedding_cuda(const KernelArgs& args, const CudaLaunch& launch) { launchLookup(args, launch, 0, nullptr); }
 
-void embedding_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) { launchScatter(args, launch, 0); }
+// The padding id is int attribute `at` (plan 1.36), or -1 (none).
+static int64_t paddingId(const KernelArgs& args, size_t at) { return at < args.ints.size() ? args.ints[at] : -1; }
+
+void embedding_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  launchScatter(args, launch, 0, paddingId(args, 0));
+}
 
 void embedding_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   launchLookup(args, launch, args.ints[0], &args.in[2]);
 }
 
 void embedding_grad_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  launchScatter(args, launch, args.ints[0]);
+  launchScatter(args, launch, args.ints[0], paddingId(args, 1));
 }
 
 void positions_cuda(const KernelArgs& args, const CudaLaunch& launch) {

@@ -138,7 +138,7 @@ void CpuBackend::execute(int stream, size_t index) {
     if (c->transfer >= 0 && transfers_->enabled()) verify(*c);
   } else {
     const auto& task = std::get<HostTaskOp>(op);
-    optimizer_.run(task.kind, task.tensors, task.accumulate);
+    optimizer_.run(task.kind, task.tensors, task.accumulate, task.padding_id);
   }
   interval.end_us = sinceStepStart();
 }

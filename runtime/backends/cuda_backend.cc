@@ -395,7 +395,7 @@ void CudaBackend::execute(int stream, size_t index) {
     const auto& task = std::get<HostTaskOp>(op);
     Interval& interval = timeline_[stream][index];
     interval.start_us = sinceStepStart();
-    optimizer_.run(task.kind, task.tensors, task.accumulate);
+    optimizer_.run(task.kind, task.tensors, task.accumulate, task.padding_id);
     interval.end_us = sinceStepStart();
   }
   if (end) check(cudaEventRecord(end, s), "timing the step");

@@ -39,7 +39,8 @@ std::vector<std::vector<Op>> bindPrograms(const plan::Plan& plan, const HostStor
         case plan::Instruction::kHostTask:
           program.push_back(HostTaskOp{in.host_task().kind(),
                                        {in.host_task().tensors().begin(), in.host_task().tensors().end()},
-                                       in.host_task().accumulate()});
+                                       in.host_task().accumulate(),
+                                       in.host_task().has_padding_id() ? in.host_task().padding_id() : -1});
           break;
         default: throw Error("internal: an unverified plan given to a backend");
       }

@@ -59,6 +59,7 @@ struct HostTaskOp {
   plan::HostTask::Kind kind;
   std::vector<int> tensors;
   bool accumulate = false;  // EMBEDDING_GRAD
+  int64_t padding_id = -1;  // EMBEDDING_GRAD: the id whose tokens add nothing (-1: none)
 };
 using Op = std::variant<KernelOp, CopyOp, RecordOp, WaitOp, HostTaskOp>;
 

@@ -55,7 +55,8 @@ void HostOptimizer::beginStep(const StepOptions& options) {
   updated_ = false;
 }
 
-void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tensors, bool accumulate) {
+void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tensors, bool accumulate,
+                        int64_t padding_id) {
   // The token embedding runs whatever the update does: the step's forward and gradient need it.
   if (kind == plan::HostTask::EMBEDDING_LOOKUP) {
     const auto& table = plan_.host_tensors(tensors[2]);
@@ -63,7 +64,8 @@ void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tenso
     return;
   }
   if (kind == plan::HostTask::EMBEDDING_GRAD) {
-    embedding_grad_host(hostTensor(tensors[1]), hostTensor(tensors[2]), hostTensor(tensors[0]), accumulate);
+    embedding_grad_host(hostTensor(tensors[1]), hostTensor(tensors[2]), hostTensor(tensors[0]), accumulate,
+                        padding_id);
     return;
   }
   if (kind == plan::HostTask::GRAD_NORM) {

@@ -18,8 +18,10 @@ class HostOptimizer {
 
   // Before the streams run: throws if the options ask for what the plan cannot do.
   void beginStep(const StepOptions& options);
-  // One host task, on the host stream (`accumulate`: HostTask.accumulate).
-  void run(plan::HostTask::Kind kind, const std::vector<int>& tensors, bool accumulate = false);
+  // One host task, on the host stream (`accumulate`: HostTask.accumulate; `padding_id`:
+  // HostTask.padding_id, -1 where it has none).
+  void run(plan::HostTask::Kind kind, const std::vector<int>& tensors, bool accumulate = false,
+           int64_t padding_id = -1);
   // After every stream finished: the step's loss, norm and NaN report; leaves this step's
   // update pending if the plan defers it — unless `discard` (the step read corrupted weights:
   // mtrun --verify-transfers), which applies it never (on arrival: what it applied is reported).

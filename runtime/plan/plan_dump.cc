@@ -63,9 +63,11 @@ std::string describe(const plan::Plan& plan, const plan::Instruction& in) {
     case plan::Instruction::kRecordEvent: return "record event " + std::to_string(in.record_event());
     case plan::Instruction::kWaitEvent: return "wait event " + std::to_string(in.wait_event());
     case plan::Instruction::kHostTask:
-      return fmt::format("host {} ({} tensors)",
-                         plan::HostTask::Kind_Name(in.host_task().kind()),
-                         in.host_task().tensors_size());
+      return fmt::format("host {} ({} tensors{}{})", plan::HostTask::Kind_Name(in.host_task().kind()),
+                         in.host_task().tensors_size(), in.host_task().accumulate() ? ", accumulate" : "",
+                         in.host_task().has_padding_id()
+                             ? fmt::format(", padding id {}", in.host_task().padding_id())
+                             : "");
     default: return "(empty)";
   }
 }

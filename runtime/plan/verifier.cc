@@ -248,6 +248,9 @@ void verifyEmbeddingTask(const plan::Plan& plan, const plan::HostTask& task, con
     fail(at + ": " + kind + " of '" + table.name() + "': the rows '" + rows.name() +
          "' must be f32 of the tokens' shape + [C] of an f32 (V, C) table");
   if (lookup && task.accumulate()) fail(at + ": EMBEDDING_LOOKUP does not accumulate");
+  if (task.has_padding_id() && (lookup || task.padding_id() < 0 || task.padding_id() >= table.shape(0)))
+    fail(at + ": " + kind + "'s padding_id " + std::to_string(task.padding_id()) + " is not a row of the gradient '" +
+         table.name() + "' (only EMBEDDING_GRAD has one)");
 }
 
 void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool norm_seen, std::set<uint32_t>& normed,
@@ -256,6 +259,7 @@ void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool nor
   if (task.kind() == plan::HostTask::EMBEDDING_LOOKUP || task.kind() == plan::HostTask::EMBEDDING_GRAD)
     return verifyEmbeddingTask(plan, task, at);
   if (task.accumulate()) fail(at + ": only EMBEDDING_GRAD accumulates");
+  if (task.has_padding_id()) fail(at + ": only EMBEDDING_GRAD has a padding_id");
   const auto wanted = task.kind() == plan::HostTask::GRAD_NORM ? plan::ROLE_GRAD : plan::ROLE_PARAM;
   for (uint32_t t : task.tensors()) {
     if (t >= static_cast<uint32_t>(plan.host_tensors_size()) || plan.host_tensors(t).role() != wanted)

@@ -124,7 +124,9 @@ MODELS["mistral-window-f32"] = dict(
 # Phi-3 (Phi3ForCausalLM; Phi-4 too): q, k and v in one qkv_proj (k and v half as long as q: 2 key
 # heads for 4), gate and up in one gate_up_proj, a sliding window in every layer (Phi-3-mini's
 # 2,047 tokens here 16), the keys its published configs carry (auto_map to the code transformers
-# has built in since 4.40, dropout 0, original_max_position_embeddings without LongRoPE).
+# has built in since 4.40, dropout 0, original_max_position_embeddings without LongRoPE); its pad
+# token one the text has (the space: Phi-3-mini's pad is its <|endoftext|>), whose embedding row the
+# lookup leaves untrained as transformers' padding_idx does.
 MODELS["phi3-bf16"] = dict(
     architecture="Phi3ForCausalLM", dtype=torch.bfloat16, shards=2,
     config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
@@ -134,10 +136,11 @@ MODELS["phi3-bf16"] = dict(
                 resid_pdrop=0.0, embd_pdrop=0.0, initializer_range=0.02,
                 auto_map={"AutoConfig": "configuration_phi3.Phi3Config",
                           "AutoModelForCausalLM": "modeling_phi3.Phi3ForCausalLM"},
-                model_type="phi3", torch_dtype="bfloat16", bos_token_id=1, eos_token_id=2, pad_token_id=0))
+                model_type="phi3", torch_dtype="bfloat16", bos_token_id=1, eos_token_id=2, pad_token_id=32))
 # Phi-4-mini's rotary embedding: over the first 3/4 of each head (12 of 16 elements: 6 pairs) with
 # LongRoPE's factors of each pair, the long ones (a 32-token sequence past the original 16), cos and
-# sin times sqrt(1 + ln(64 / 16) / ln 16) from the contexts; its tied head.
+# sin times sqrt(1 + ln(64 / 16) / ln 16) from the contexts; its tied head, whose pad token ('e')
+# trains from the head alone.
 MODELS["phi3-longrope-f32"] = dict(
     architecture="Phi3ForCausalLM", dtype=torch.float32, shards=1,
     config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
@@ -146,7 +149,8 @@ MODELS["phi3-longrope-f32"] = dict(
                 rope_scaling=dict(type="longrope", short_factor=[1.0, 1.1, 1.3, 1.6, 2.0, 2.5],
                                   long_factor=[1.0, 1.5, 2.5, 4.0, 7.0, 12.0]),
                 sliding_window=None, tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
-                attention_dropout=0.0, resid_pdrop=0.0, embd_pdrop=0.0, model_type="phi3", torch_dtype="float32"))
+                attention_dropout=0.0, resid_pdrop=0.0, embd_pdrop=0.0, model_type="phi3", torch_dtype="float32",
+                pad_token_id=101))
 # Gemma 3's text model (Gemma3ForCausalLM): norms of 1 + weight around both sublayers and on q
 # and k, the embedding times sqrt(64), GeGLU, tied; heads of their own width (32) with the scores
 # scaled by query_pre_attn_scalar 24 (not 32); layers 0 and 1 sliding (pattern 3) over 8 of 32
@@ -477,6 +481,19 @@ def hf_rope_parameters(cfg, head_dim, seq=None):
     return interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor, attention_factor
 
 
+def padding_id(cfg):
+    """The token transformers' nn.Embedding(vocab, hidden, padding_idx) leaves out of the embedding's
+    gradient: pad_token_id, or its config class's default (Phi3Config's 32000, Gemma3TextConfig's 0);
+    None for GPT-2, whose embedding has none."""
+    if cfg["model_type"] == "gpt2":
+        return None
+    return cfg.get("pad_token_id", {"phi3": 32000, "gemma3_text": 0}.get(cfg["model_type"]))
+
+
+def embed_tokens(p, cfg, tokens):
+    return F.embedding(tokens, p["model.embed_tokens.weight"], padding_idx=padding_id(cfg))
+
+
 def gemma3_logits(p, cfg, tokens):
     """Logits as transformers' Gemma3ForCausalLM computes them in f32 (eager attention): Gemma3RMSNorm's
     x / rms * (1 + weight), the embedding times sqrt(hidden) (an f32 tensor), q and k normed per head,
@@ -503,7 +520,7 @@ def gemma3_logits(p, cfg, tokens):
     def linear(x, name):
         return F.linear(x, p[name + ".weight"], p.get(name + ".bias"))
 
-    x = p["model.embed_tokens.weight"][tokens] * torch.tensor(C ** 0.5)
+    x = embed_tokens(p, cfg, tokens) * torch.tensor(C ** 0.5)
     mask = torch.full((T, T), float("-inf")).triu(1)
     for l in range(L):
         pre = f"model.layers.{l}."
@@ -557,7 +574,7 @@ def hf_logits(p, cfg, tokens):
     def linear(x, name):
         return F.linear(x, p[name + ".weight"], p.get(name + ".bias"))
 
-    x = p["model.embed_tokens.weight"][tokens]
+    x = embed_tokens(p, cfg, tokens)
     mask = torch.full((T, T), float("-inf")).triu(1)
     for l in range(L):
         pre = f"model.layers.{l}."
@@ -612,6 +629,33 @@ def read_hf_safetensors(path):
         dtype = {"F32": torch.float32, "BF16": torch.bfloat16}[e["dtype"]]
         out[name] = torch.frombuffer(raw, dtype=dtype).reshape(e["shape"]).clone()
     return out
+
+
+def padded_embedding_gradients(bin_dir, work, folder, cfg, data, tokens, grads, failures):
+    """An untied model whose pad token is in the first batch: the embedding's pad row gets a zero
+    gradient (`grads`, the first step's), the other rows theirs, in the plan the test trained and
+    with the table's gradient in two vocabulary chunks and on the host (the padding id carried
+    into mt.embedding_grad_chunk and the host task), the rest as the plan's."""
+    pad, name = padding_id(cfg), "model.embed_tokens.weight"
+    x, _ = ref.batch(tokens, 0, SCHEDULE.batch, SCHEDULE.seq, SCHEDULE.seed)
+    if not (x == pad).any() or cfg["tie_word_embeddings"]:
+        failures.append(f"padding: the first batch has no token {pad}, or the head is tied: the check checks nothing")
+        return
+    if (grads[name][pad] != 0).any() or not (grads[name].abs().sum(1) > 0).sum() > 1:
+        failures.append(f"padding: the pad row {pad} of {name}'s gradient is not 0, or no other row has one")
+    for flags in (["--vocab-chunks", "2"], ["--embedding", "host"]):
+        plan = os.path.join(work, "padded.plan")
+        ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan]
+                + flags)
+        dumped = os.path.join(work, "padded.grads.safetensors")
+        ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "1", "--seed", str(SCHEDULE.seed),
+                 "--dump-grads", dumped])
+        got = ref.read_safetensors(dumped)["embed.weight"]
+        if (got[pad] != 0).any() or ref.rel_err(got, grads[name]) > 1e-6:
+            failures.append(f"padding: {' '.join(flags)} gives the embedding another gradient (pad row "
+                            f"{got[pad].abs().max().item():.3g}, {ref.rel_err(got, grads[name]):.3g} from the plan's)")
+    print(f"phi3-bf16: the pad token {pad} ({int((x == pad).sum())} of the first batch's tokens) gives its embedding "
+          f"row no gradient, in the plan, in 2 vocabulary chunks and on the host")
 
 
 def check_export(bin_dir, work, name, spec, plan, data, tokens, failures):
@@ -788,6 +832,12 @@ def refusals(bin_dir, work, failures):
         ("rope-v5-dynamic", {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, None,
          "'rope_parameters': rope type 'dynamic' is not supported"),
         ("unknown-key", {"attn_logit_softcapping": 50.0}, None, "mtc does not know 'attn_logit_softcapping'"),
+        # transformers' nn.Embedding refuses a padding_idx outside the table too.
+        ("pad-outside", {"pad_token_id": 256}, None,
+         "'pad_token_id' 256 is not a token of the 256-token vocabulary (transformers refuses it"),
+        ("pad-not-an-id", {"pad_token_id": "0"}, None, "'pad_token_id' is not a whole number (a token id) or null"),
+        ("phi3-pad-default", {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3"}, None,
+         "the architecture's default 'pad_token_id' 32000 is not a token of the 256-token vocabulary"),
         # Bounded before anything is placed per layer (a billion layers took all memory).
         ("layers-bound", {"num_hidden_layers": 1000000000}, None,
          "1000000000 layers and 0 experts: at most 1024 and 4096 are supported"),
@@ -1295,6 +1345,8 @@ def main():
                             f"transformers-style model's (tolerance {GRAD_TOL:.0e})")
         print(f"{name}: first step's gradients of {len(grad_errs)} tensors within {grad_errs[worst_grad]:.1e} "
               f"(worst {worst_grad})")
+        if name == "phi3-bf16":
+            padded_embedding_gradients(bin_dir, work, folder, cfg, data, tokens, ours, failures)
         print(f"{name}: 20 steps, first loss {mt_losses[0]:.4f} last {mt_losses[-1]:.4f}, worst relative "
               f"difference to the transformers-style model {worst:.2e}")
         check_export(bin_dir, work, name, spec, plan, data, tokens, failures)

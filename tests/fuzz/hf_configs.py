@@ -21,7 +21,7 @@ seeds = {
     "mistral.json": dict(llama, architectures=["MistralForCausalLM"], model_type="mistral", sliding_window=16),
     "phi3.json": dict(llama, architectures=["Phi3ForCausalLM"], model_type="phi3", sliding_window=16, resid_pdrop=0.0,
                       embd_pdrop=0.0, original_max_position_embeddings=32, rope_scaling=None,
-                      auto_map={"AutoConfig": "configuration_phi3.Phi3Config"}),
+                      auto_map={"AutoConfig": "configuration_phi3.Phi3Config"}, pad_token_id=0),
     "gpt2.json": dict(architectures=["GPT2LMHeadModel"], model_type="gpt2", n_embd=8, n_layer=1, n_head=2,
                       n_positions=32, vocab_size=16, layer_norm_epsilon=1e-5, activation_function="gelu_new"),
     "llama-reward.json": dict(llama, architectures=["LlamaForSequenceClassification"], id2label={"0": "LABEL_0"},

@@ -562,6 +562,11 @@ TEST_F(CudaTwinTest, CrossEntropyAndLookups) {
   expectTwin(KernelId::EmbeddingChunk, {tokens, randomF32({25, 72}), randomF32({4, 31, 72})},
              {HostTensor::f32({4, 31, 72})}, {20});
   expectTwin(KernelId::EmbeddingGradChunk, {tokens, randomF32({4, 31, 72})}, {HostTensor::f32({25, 72})}, {20});
+  // A padding id (plan 1.36, the first token's): its tokens add nothing, in the whole table and in
+  // the chunk that holds its row (or, where the chunk does not, a row the chunk holds).
+  expectTwin(KernelId::EmbeddingGrad, {tokens, randomF32({4, 31, 72})}, {HostTensor::f32({50, 72})}, {ids[0]});
+  expectTwin(KernelId::EmbeddingGradChunk, {tokens, randomF32({4, 31, 72})}, {HostTensor::f32({25, 72})},
+             {20, ids[0] < 20 ? 30 : ids[0]});
 }
 
 // cuDNN's fused flash attention (mtrun --attention cudnn) against the CPU twin, as a bf16 plan
@@ -728,6 +733,7 @@ TEST_F(CudaTwinTest, Bf16Activations) {
   expectBf16Twin(KernelId::EmbeddingChunk, {tokens, randomF32({25, 72}), randomF32({4, 31, 72})}, {H::f32({4, 31, 72})},
                  {20});
   expectBf16Twin(KernelId::EmbeddingGradChunk, {tokens, randomF32({4, 31, 72})}, {H::f32({25, 72})}, {20});
+  expectBf16Twin(KernelId::EmbeddingGrad, {tokens, randomF32({4, 31, 72})}, {H::f32({50, 72})}, {tokens.ints[0]});
 }
 
 // The mixture-of-experts kernels (kernels/moe): the router's three weightings and their

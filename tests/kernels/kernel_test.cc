@@ -12,6 +12,7 @@
 #include "kernels/broadcast.h"
 #include "kernels/checksum/checksum.h"
 #include "kernels/elementwise/elementwise.h"
+#include "kernels/embedding/embedding.h"
 
 namespace mt::test {
 namespace {
@@ -275,6 +276,48 @@ TEST_F(KernelTest, EmbeddingChunksMatchTheWholeTable) {
     expectClose(dchunk.floats, rowsOf(dwhole, first, rows).asDoubles(), 0.0, "embedding_grad_chunk");
   }
   expectClose(out.floats, whole.asDoubles(), 0.0, "embedding_chunk");
+}
+
+// A padding id (PyTorch's padding_idx, plan 1.36): its tokens add nothing to the table gradient,
+// in mt.embedding_grad, in the chunk that holds its row and in the host task; every other row is
+// the plain scatter's, bit for bit. Ids out of range and several int attributes are refused.
+TEST_F(KernelTest, EmbeddingGradLeavesThePaddingRowOut) {
+  const int64_t vocab = 11, width = 6, padding = 7;
+  auto ids = HostTensor::i32({3, 4}, randomInts(12, vocab, rng));
+  ids.ints[1] = ids.ints[6] = ids.ints[9] = static_cast<int32_t>(padding);
+  auto dout = HostTensor::f32({3, 4, width}, randomFloats(12 * width, rng));
+  const auto plain = runKernel(KernelId::EmbeddingGrad, {ids, dout}, {HostTensor::f32({vocab, width})})[0];
+  const auto padded = runKernel(KernelId::EmbeddingGrad, {ids, dout}, {HostTensor::f32({vocab, width})}, {padding})[0];
+  Doubles want = plain.asDoubles();
+  ASSERT_NE(want[padding * width], 0.0) << "the test's padding row must have tokens";
+  std::fill(want.begin() + padding * width, want.begin() + (padding + 1) * width, 0.0);
+  expectClose(padded.floats, want, 0.0, "embedding_grad with a padding id");
+  // Rows [4, 8) as a chunk, the id one of the whole table's.
+  const auto chunk =
+      runKernel(KernelId::EmbeddingGradChunk, {ids, dout}, {HostTensor::f32({4, width})}, {4, padding})[0];
+  expectClose(chunk.floats, Doubles(want.begin() + 4 * width, want.begin() + 8 * width), 0.0,
+              "embedding_grad_chunk with a padding id");
+  // The host task, onto what landed before (a tied head's gradient).
+  auto landed = HostTensor::f32({vocab, width}, randomFloats(vocab * width, rng));
+  Doubles summed = landed.asDoubles();
+  for (size_t i = 0; i < summed.size(); ++i) summed[i] += want[i];
+  embedding_grad_host(ids.view(), dout.view(), landed.view(), /*accumulate=*/true, padding);
+  expectClose(landed.floats, summed, kF32Tol, "embedding_grad_host with a padding id");
+
+  auto call = [&](std::vector<int64_t> ints, int64_t rows) {
+    KernelArgs args;
+    auto out = HostTensor::f32({rows, width});
+    args.in = {ids.view(), dout.view()};
+    args.out = {out.view()};
+    args.ints = ints;
+    return checkKernelCall(rows == vocab ? KernelId::EmbeddingGrad : KernelId::EmbeddingGradChunk, args);
+  };
+  EXPECT_NE(call({vocab}, vocab).find("padding_id 11 is not a row"), std::string::npos);
+  EXPECT_NE(call({-1}, vocab).find("padding_id -1 is not a row"), std::string::npos);
+  EXPECT_NE(call({1, 2}, vocab).find("takes int[(padding_id)]"), std::string::npos);
+  EXPECT_NE(call({4, -3}, 4).find("padding_id must not be negative"), std::string::npos);
+  EXPECT_NE(call({4, 1, 2}, 4).find("takes int[first(, padding_id)]"), std::string::npos);
+  EXPECT_EQ(call({4, 9}, 4), "");  // another chunk's row: this chunk's gradient is the plain one
 }
 
 TEST_F(KernelTest, LayerNormForwardAndGradient) {

@@ -58,3 +58,25 @@ func.func @no_rule(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
   %loss, %lse = mt.softmax_xent %y, %tokens : tensor<2x3x4xf32>, tensor<2x3xi32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A padding id on the lookup (a folder's pad_token_id) goes to the table's gradient.
+// CHECK-LABEL: func.func @padded
+// CHECK: mt.embedding_grad %arg0, %{{.*}} {mt.backward, padding_id = 2 : i64, vocab = 5 : i64}
+func.func @padded(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
+                  %w: tensor<5x4xf32> {mt.param = {name = "w", init = "normal", std = 0.02 : f32}}) -> tensor<f32> {
+  %x = mt.embedding %tokens, %w {padding_id = 2 : i64} : tensor<2x3xi32>, tensor<5x4xf32>
+  %loss, %lse = mt.softmax_xent %x, %tokens : tensor<2x3x4xf32>, tensor<2x3xi32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+func.func @padding_outside(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
+                           %w: tensor<5x4xf32> {mt.param = {name = "w", init = "normal", std = 0.02 : f32}}) -> tensor<f32> {
+  // expected-error @+1 {{padding_id 5 is not a row of the (5, C) table}}
+  %x = mt.embedding %tokens, %w {padding_id = 5 : i64} : tensor<2x3xi32>, tensor<5x4xf32>
+  %loss, %lse = mt.softmax_xent %x, %tokens : tensor<2x3x4xf32>, tensor<2x3xi32>
+  return %loss : tensor<f32>
+}

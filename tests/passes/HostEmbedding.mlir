@@ -30,11 +30,11 @@ func.func @tied(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<6x4x
 // -----
 
 // Untied: e loses its gradient result and every device use; the host makes its gradient from
-// the rows alone.
+// the rows alone, the scatter's padding id (2) with them for the host task.
 
 // CHECK-LABEL: func.func @untied
 // CHECK-SAME: %arg4: tensor<1x2x4xf32> {mt.embedded_tokens = "e"}
-// CHECK-SAME: -> (tensor<f32> {mt.loss}, tensor<6x4xf32> {mt.grad = "w"}, tensor<1x2x4xf32> {mt.grad_tokens = "e"})
+// CHECK-SAME: -> (tensor<f32> {mt.loss}, tensor<6x4xf32> {mt.grad = "w"}, tensor<1x2x4xf32> {mt.grad_tokens = "e", mt.padding_id = 2 : i64})
 // CHECK-NOT: mt.embedding
 // CHECK: %[[DH:.*]] = mt.matmul %{{.*}}, %arg2 {mt.backward, mt.block = 0 : i64}
 // CHECK: %[[DW:.*]] = mt.matmul %{{.*}}, %{{.*}} {mt.backward, mt.block = 0 : i64, transpose_a = true}
@@ -49,7 +49,7 @@ func.func @untied(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<6x
   %5 = mt.reshape %0 {mt.backward, mt.block = 0 : i64} : tensor<1x2x4xf32> -> tensor<2x4xf32>
   %6 = mt.reshape %3 {mt.backward, mt.block = 0 : i64} : tensor<1x2x6xf32> -> tensor<2x6xf32>
   %7 = mt.matmul %6, %5 {mt.backward, mt.block = 0 : i64, transpose_a = true} : tensor<2x6xf32>, tensor<2x4xf32>
-  %8 = mt.embedding_grad %arg0, %4 {mt.backward, mt.block = -1 : i64, vocab = 6 : i64} : tensor<1x2xi32>, tensor<1x2x4xf32>
+  %8 = mt.embedding_grad %arg0, %4 {mt.backward, mt.block = -1 : i64, padding_id = 2 : i64, vocab = 6 : i64} : tensor<1x2xi32>, tensor<1x2x4xf32>
   return %loss, %8, %7 : tensor<f32>, tensor<6x4xf32>, tensor<6x4xf32>
 }
 

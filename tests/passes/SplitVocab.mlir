@@ -5,7 +5,8 @@
 // the first chunk's product is recomputed for its backward. The head's gradient becomes one
 // result per piece (mt.grad_row), dh the sum of the pieces' products; the whole head is gone.
 // The untied token embedding E (6 rows) goes the same way in blocks -3 and -2 before the
-// prologue: looked up chunk by chunk from zeros, its gradient formed chunk by chunk.
+// prologue: looked up chunk by chunk from zeros, its gradient formed chunk by chunk; its padding
+// id (4) goes to the chunk that holds its row.
 
 // CHECK-LABEL: func.func @f
 // CHECK-SAME: %arg1: tensor<3x4xf32> {mt.param = {init = "normal", name = "e", rows = array<i64: 0, 6>, std = 1.000000e+00 : f32}}
@@ -34,7 +35,7 @@
 // CHECK:      %[[DW0:.*]] = mt.matmul %{{.*}}, %{{.*}} {mt.backward, mt.block = 1 : i64, transpose_a = true}
 // CHECK-NEXT: %[[DH:.*]] = mt.add %[[DH1]], %[[DH0]] {mt.backward, mt.block = 1 : i64}
 // CHECK-NEXT: %[[DE0:.*]] = mt.embedding_grad_chunk %arg0, %[[DH]] {first = 0 : i64, mt.backward, mt.block = -3 : i64, rows = 3 : i64}
-// CHECK-NEXT: %[[DE1:.*]] = mt.embedding_grad_chunk %arg0, %[[DH]] {first = 3 : i64, mt.backward, mt.block = -2 : i64, rows = 3 : i64}
+// CHECK-NEXT: %[[DE1:.*]] = mt.embedding_grad_chunk %arg0, %[[DH]] {first = 3 : i64, mt.backward, mt.block = -2 : i64, padding_id = 4 : i64, rows = 3 : i64}
 // CHECK-NEXT: return %[[LOSS]], %[[DE0]], %[[DE1]], %[[DW0]], %[[DW1]]
 func.func @f(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<6x4xf32> {mt.param = {init = "normal", name = "e", std = 1.000000e+00 : f32}}, %arg2: tensor<6x4xf32> {mt.param = {init = "normal", name = "w", std = 1.000000e+00 : f32}}, %arg3: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}, tensor<6x4xf32> {mt.grad = "e"}, tensor<6x4xf32> {mt.grad = "w"}) attributes {mt.block_templates = array<i64>} {
   %0 = mt.embedding %arg0, %arg1 {mt.block = -1 : i64} : tensor<1x2xi32>, tensor<6x4xf32>
@@ -46,7 +47,7 @@ func.func @f(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<6x4xf32
   %5 = mt.reshape %0 {mt.backward, mt.block = 0 : i64} : tensor<1x2x4xf32> -> tensor<2x4xf32>
   %6 = mt.reshape %3 {mt.backward, mt.block = 0 : i64} : tensor<1x2x6xf32> -> tensor<2x6xf32>
   %7 = mt.matmul %6, %5 {mt.backward, mt.block = 0 : i64, transpose_a = true} : tensor<2x6xf32>, tensor<2x4xf32>
-  %8 = mt.embedding_grad %arg0, %4 {mt.backward, mt.block = -1 : i64, vocab = 6 : i64} : tensor<1x2xi32>, tensor<1x2x4xf32>
+  %8 = mt.embedding_grad %arg0, %4 {mt.backward, mt.block = -1 : i64, padding_id = 4 : i64, vocab = 6 : i64} : tensor<1x2xi32>, tensor<1x2x4xf32>
   return %loss, %8, %7 : tensor<f32>, tensor<6x4xf32>, tensor<6x4xf32>
 }
 

@@ -211,6 +211,7 @@ TEST_F(PlanMutationTest, FieldEditsAreRejectedOrRun) {
           auto* t = in->mutable_host_task();
           if (rng_() % 4 == 0) t->set_kind(static_cast<plan::HostTask::Kind>(pick(7)));
           else if (rng_() % 8 == 0) t->set_accumulate(!t->accumulate());  // plan 1.6
+          else if (rng_() % 8 == 0) t->set_padding_id(wild());  // plan 1.36
           else if (t->tensors_size()) t->set_tensors(pick(t->tensors_size()), value);
         }
       }
