@@ -353,8 +353,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   c.qk_norm = architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM";
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
   // heads x head_dim wide, not hidden_size.
-  if (r.has("head_dim")) c.head_dim = hf::ownHeadDim(r.integer("head_dim"), c.width, c.heads);
-  r.take("head_dim");
+  c.head_dim = r.headDim(c.width, c.heads, std::nullopt);
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
   readRotary(r, architecture, c);

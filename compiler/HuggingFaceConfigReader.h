@@ -25,12 +25,6 @@ inline const std::set<std::string> kInertKeys = {
     // implementation's bookkeeping.
     "dtype", "_attn_implementation_autoset"};
 
-// ModelConfig::head_dim for a config's `head_dim`: 0 where the heads are hidden / heads wide, else
-// the key's (compared without forming heads x head_dim, which a hostile file may overflow).
-inline int64_t ownHeadDim(int64_t head_dim, int64_t width, int64_t heads) {
-  return width % heads == 0 && head_dim == width / heads ? 0 : head_dim;
-}
-
 // config.json, read key by key: every key must be taken or known inert.
 class ConfigReader {
  public:
@@ -109,6 +103,17 @@ class ConfigReader {
       throw error("'" + key + "' is " + jsonBrief(config_[key]) + ": " + why);
   }
   void take(const std::string& key) { taken_.insert(key); }
+  // ModelConfig::head_dim from `head_dim` (`fallback` where absent; without one, hidden / heads):
+  // 0 where the heads are hidden / heads wide, else the key's, bounded by kMaxWidth before anything
+  // multiplies it (compared without forming heads x head_dim, which a hostile file may overflow).
+  int64_t headDim(int64_t width, int64_t heads, std::optional<int64_t> fallback) {
+    taken_.insert("head_dim");
+    if (!has("head_dim") && !fallback) return 0;
+    const int64_t head_dim = integer("head_dim", fallback);
+    if (head_dim > kMaxWidth)
+      throw error("'head_dim' " + std::to_string(head_dim) + " is more than " + std::to_string(kMaxWidth));
+    return width % heads == 0 && head_dim == width / heads ? 0 : head_dim;
+  }
   // pad_token_id as transformers' nn.Embedding(vocab, width, padding_idx) takes it: the token
   // whose embedding row gets no gradient from the lookup, a negative one counted from the end;
   // `fallback` where the key is absent (the config class's default), -1 (none) where it is null.

@@ -111,7 +111,7 @@ ModelConfig readGemma3Config(ConfigReader& r) {
   c.norm_eps = r.number("rms_norm_eps", 1e-6);
   c.tied = r.boolean("tie_word_embeddings", true);
   c.padding_id = r.paddingId(c.vocab, 0);  // Gemma3TextConfig's default
-  c.head_dim = ownHeadDim(r.integer("head_dim", 256), c.width, c.heads);
+  c.head_dim = r.headDim(c.width, c.heads, 256);
   c.qk_norm = c.norm_plus_one = c.embed_scaled = c.sandwich_norms = true;
   c.gate_activation = ModelConfig::GateActivation::kGeluTanh;
   c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
@@ -143,9 +143,12 @@ std::string gemma3LanguageModelConfig(const json& config, const std::string& pat
   json out = text;
   out["architectures"] = {"Gemma3ForCausalLM"};
   if (!out.contains("model_type")) out["model_type"] = "gemma3_text";
-  // What the top level says for the whole model and text_config leaves out.
-  for (const char* key : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "pad_token_id",
-                          "transformers_version", "tie_word_embeddings"}) {
+  // What the top level says for the whole model and text_config leaves out. Not pad_token_id:
+  // transformers' language model takes text_config's (Gemma3TextConfig's 0 where it names none)
+  // as its embedding's padding_idx; the top level's is the multimodal model's own.
+  r.take("pad_token_id");
+  for (const char* key : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "transformers_version",
+                          "tie_word_embeddings"}) {
     const json& value = r.value(key);
     if (value.is_null()) continue;
     if (!out.contains(key) || out[key].is_null())

@@ -590,9 +590,11 @@ LogicalResult HostTaskOp::verify() {
                                 << "table; got " << ids << ", " << rows << " and " << table;
   }
   // The table may be a row piece of the parameter: the emitter checks the id against the whole.
-  if (auto padding = (*this)->getAttrOfType<IntegerAttr>(kPaddingIdAttr);
-      padding && (kind != HostTaskKind::EmbeddingGrad || padding.getInt() < 0))
-    return emitOpError("mt.padding_id must be a token id (not negative) on an \"embedding_grad\" task");
+  if (Attribute attr = (*this)->getAttr(kPaddingIdAttr)) {
+    auto padding = dyn_cast<IntegerAttr>(attr);
+    if (!padding || !padding.getType().isInteger(64) || kind != HostTaskKind::EmbeddingGrad || padding.getInt() < 0)
+      return emitOpError("mt.padding_id must be a token id (an i64, not negative) on an \"embedding_grad\" task");
+  }
   return success();  // the other kinds take any tensors (the emitter checks what they must be)
 }
 

@@ -248,9 +248,10 @@ void verifyEmbeddingTask(const plan::Plan& plan, const plan::HostTask& task, con
     fail(at + ": " + kind + " of '" + table.name() + "': the rows '" + rows.name() +
          "' must be f32 of the tokens' shape + [C] of an f32 (V, C) table");
   if (lookup && task.accumulate()) fail(at + ": EMBEDDING_LOOKUP does not accumulate");
-  if (task.has_padding_id() && (lookup || task.padding_id() < 0 || task.padding_id() >= table.shape(0)))
-    fail(at + ": " + kind + "'s padding_id " + std::to_string(task.padding_id()) + " is not a row of the gradient '" +
-         table.name() + "' (only EMBEDDING_GRAD has one)");
+  if (lookup && task.has_padding_id()) fail(at + ": only EMBEDDING_GRAD has a padding_id");
+  if (task.has_padding_id() && (task.padding_id() < 0 || task.padding_id() >= table.shape(0)))
+    fail(at + ": EMBEDDING_GRAD's padding_id " + std::to_string(task.padding_id()) + " is not a row of the gradient '" +
+         table.name() + "'");
 }
 
 void verifyHostTask(const plan::Plan& plan, const plan::HostTask& task, bool norm_seen, std::set<uint32_t>& normed,

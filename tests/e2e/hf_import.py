@@ -18,6 +18,7 @@ usage: /usr/bin/python3 tests/e2e/hf_import.py BIN_DIR WORK_DIR
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -1120,6 +1121,31 @@ def gemma3_multimodal(bin_dir, work, data, failures):
         failures.append(f"multimodal Gemma 3 with an unknown key: {err}")
 
 
+def gemma3_multimodal_padding(bin_dir, work, failures):
+    """The language model of a Gemma3ForConditionalGeneration folder pads as transformers builds it:
+    by text_config's pad_token_id (Gemma3TextConfig's 0 where it names none, none where it is null),
+    never by the top level's, the multimodal model's own."""
+    config = dict(architectures=["Gemma3ForConditionalGeneration"], model_type="gemma3", pad_token_id=5,
+                  text_config=dict(MODELS["gemma3-bf16"]["config"]))
+    for text_pad, want in (("absent", "{0}"), (None, ""), (7, "{7}")):
+        config["text_config"].pop("pad_token_id", None)
+        if text_pad != "absent":
+            config["text_config"]["pad_token_id"] = text_pad
+        folder = os.path.join(work, "gemma3-multimodal-pad")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        ref.run([f"{bin_dir}/mtc", folder, "--batch", "1", "--seq", "8", "--no-weights", "-o", folder + ".plan"])
+        dump = subprocess.run([f"{bin_dir}/mtdump", folder + ".plan"], capture_output=True, text=True, check=True).stdout
+        grads = [line.split("#")[0] for line in dump.splitlines() if "mt.embedding_grad(" in line]
+        shown = re.findall(r"\{[0-9 ]*\}", grads[0]) if len(grads) == 1 else ["several"]
+        if (shown[0] if shown else "") != want:
+            failures.append(f"gemma3 multimodal, text_config pad_token_id {text_pad}, top level 5: the embedding's "
+                            f"gradient is {grads} (want padding {want or 'none'})")
+    print("gemma3 multimodal: the language model pads by text_config's pad_token_id (0 where absent), not the top "
+          "level's")
+
+
 def gemma3_multimodal_peft(bin_dir, work, data, flags, failures):
     """gemma3_multimodal's folders with LoRA: --export-peft from either layout writes the same adapters
     under transformers' loaded names, which --lora-from puts back bit for bit on both."""
@@ -1392,6 +1418,7 @@ def main():
     router_aux_loss(bin_dir, work, failures)
     mxfp4_import(bin_dir, work, data, tokens, failures)
     gemma3_multimodal(bin_dir, work, data, failures)
+    gemma3_multimodal_padding(bin_dir, work, failures)
     gemma3_with_its_tokenizer(bin_dir, work, failures)
     ref.finish("hf_import", failures)
 
