@@ -335,6 +335,15 @@ void readPhi3Keys(ConfigReader& r) {
   r.take("auto_map");
 }
 
+// Granite's multipliers (GraniteConfig's defaults 1 where absent; its attention_multiplier 1 too,
+// the scores then unscaled, not head_dim^-1/2).
+void readGraniteMultipliers(ConfigReader& r, ModelConfig& c) {
+  c.embedding_multiplier = r.number("embedding_multiplier", 1.0);
+  c.residual_multiplier = r.number("residual_multiplier", 1.0);
+  c.attention_multiplier = r.number("attention_multiplier", 1.0);
+  c.logits_scaling = r.number("logits_scaling", 1.0);
+}
+
 ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* mxfp4) {
   ModelConfig c;
   c.family = ModelFamily::kLlama;
@@ -367,6 +376,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   else if (r.boolean("attention_bias", false))
     c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");
+  if (architecture == "GraniteForCausalLM") readGraniteMultipliers(r, c);
   r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
   r.require("pretraining_tp", 1, "tensor-parallel slicing of the projections is not supported");
   readExperts(r, architecture, c, mxfp4);
@@ -461,7 +471,7 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
       {"LlamaForCausalLM", "llama"},       {"Qwen2ForCausalLM", "qwen2"},     {"Qwen3ForCausalLM", "qwen3"},
       {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"MistralForCausalLM", "mistral"}, {"MixtralForCausalLM", "mixtral"},
       {"GptOssForCausalLM", "gpt_oss"},    {"GPT2LMHeadModel", "gpt2"},       {"Gemma3ForCausalLM", "gemma3_text"},
-      {"Phi3ForCausalLM", "phi3"}};
+      {"Phi3ForCausalLM", "phi3"},         {"GraniteForCausalLM", "granite"}};
   if (!kModelType.count(causal)) {
     std::string supported;
     for (const auto& [architecture, type] : kModelType) supported += (supported.empty() ? "" : ", ") + architecture;

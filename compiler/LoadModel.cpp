@@ -74,20 +74,24 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   for (int64_t l = 0; l < c.layers; ++l) sliding += c.attentionWindow(l) > 0;
   const std::string window =
       sliding ? fmt::format(", {}-token windows in {} of {} layers", c.sliding_window, sliding, c.layers) : "";
-  // Gemma 3's differences from the llama family's, where the config has them.
-  std::string gemma;
-  if (c.norm_plus_one) gemma += ", norms of 1 + weight";
-  if (c.sandwich_norms) gemma += " around both sublayers";
-  if (c.embed_scaled) gemma += fmt::format(", embedding x sqrt({})", c.width);
-  if (c.gate_activation == ModelConfig::GateActivation::kGeluTanh) gemma += ", GeGLU (GELU's tanh form)";
-  if (c.query_pre_attn_scalar > 0) gemma += fmt::format(", scores / sqrt({:g})", c.query_pre_attn_scalar);
-  if (c.rope_local_theta > 0 && sliding) gemma += fmt::format(", rope base {:g} (unscaled) in the sliding layers", c.rope_local_theta);
+  // Gemma 3's and Granite's differences from the llama family's, where the config has them.
+  std::string forms;
+  if (c.norm_plus_one) forms += ", norms of 1 + weight";
+  if (c.sandwich_norms) forms += " around both sublayers";
+  if (c.embed_scaled) forms += fmt::format(", embedding x sqrt({})", c.width);
+  if (c.gate_activation == ModelConfig::GateActivation::kGeluTanh) forms += ", GeGLU (GELU's tanh form)";
+  if (c.query_pre_attn_scalar > 0) forms += fmt::format(", scores / sqrt({:g})", c.query_pre_attn_scalar);
+  if (c.rope_local_theta > 0 && sliding) forms += fmt::format(", rope base {:g} (unscaled) in the sliding layers", c.rope_local_theta);
+  if (c.embedding_multiplier != 1.0) forms += fmt::format(", embedding x {:g}", c.embedding_multiplier);
+  if (c.residual_multiplier != 1.0) forms += fmt::format(", sublayer outputs x {:g}", c.residual_multiplier);
+  if (c.attention_multiplier > 0) forms += fmt::format(", scores x {:g}", c.attention_multiplier);
+  if (c.logits_scaling != 1.0) forms += fmt::format(", logits / {:g}", c.logits_scaling);
   return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}{}{}{}{}{}", origin, c.layers,
                      c.width, c.heads, c.kv_heads, c.head_dim ? fmt::format(" of width {}", c.head_dim) : "", c.ffn,
                      c.vocab, c.score_head == ModelConfig::ScoreHead::kNew          ? ", a new score head (seeded)"
                      : c.score_head == ModelConfig::ScoreHead::kPretrained ? ", its score head"
                      : c.tied                                              ? ", tied" : "",
-                     c.o_bias ? ", q/k/v/o biases" : c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k norms" : "", c.attention_sinks ? ", attention sinks" : "", window, rope, partial, experts, gemma);
+                     c.o_bias ? ", q/k/v/o biases" : c.qkv_bias ? ", q/k/v biases" : "", c.qk_norm ? ", q/k norms" : "", c.attention_sinks ? ", attention sinks" : "", window, rope, partial, experts, forms);
 }
 
 // What --objective dpo, kto or reward cannot be combined with ("" if nothing).

@@ -268,6 +268,16 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
         !(c.query_pre_attn_scalar >= 0.0 && std::isfinite(c.query_pre_attn_scalar)))
       return "rope_local_theta and query_pre_attn_scalar must be finite and not negative (0: none)";
   }
+  if (c.graniteForm()) {
+    if (c.family != ModelFamily::kLlama) return "Granite's multipliers are options of the llama family";
+    auto f32Positive = [](double m) { return static_cast<float>(m) > 0.0f && std::isfinite(static_cast<float>(m)); };
+    for (double m : {c.embedding_multiplier, c.residual_multiplier, c.logits_scaling})
+      if (!f32Positive(m) || !f32Positive(1.0 / m))
+        return "Granite's embedding, residual and logits multipliers must be positive, they and their inverses in "
+               "f32's range";
+    if (!(c.attention_multiplier >= 0.0 && std::isfinite(static_cast<float>(c.attention_multiplier * std::sqrt(c.headDim())))))
+      return "Granite's attention multiplier must be finite and not negative (0: head_dim^-1/2)";
+  }
   if (c.sliding_window < 0) return "sliding_window must not be negative (0: none)";
   for (int64_t l : c.sliding_layers)
     if (l < 0 || l >= c.layers)
@@ -383,6 +393,21 @@ class ModelBuilder {
                        b_.getNamedAttr(kParamAttr, b_.getDictionaryAttr(fields)));
   }
 
+  // x times `factor` in f32, or x where the factor is 1.
+  Value scaled(Value x, double factor) {
+    return factor == 1.0 ? x : b_.create<ScaleOp>(loc_, x, b_.getF32FloatAttr(static_cast<float>(factor))).getResult();
+  }
+
+  // What q is scaled by so that the kernels' head_dim^-1/2 gives the model's scores: Granite's
+  // attention_multiplier x sqrt(head_dim), Gemma's sqrt(head_dim / query_pre_attn_scalar), else 1.
+  double scoreScaleRatio() const {
+    const double head_dim = static_cast<double>(c_.headDim());
+    if (c_.attention_multiplier > 0) return c_.attention_multiplier * std::sqrt(head_dim);
+    if (c_.query_pre_attn_scalar > 0 && c_.query_pre_attn_scalar != head_dim)
+      return std::sqrt(head_dim / c_.query_pre_attn_scalar);
+    return 1.0;
+  }
+
   // The weight the last hidden states multiply: the LM head (the embedding where tied), or a
   // reward model's score head of one output.
   Value outputHead(Value embedding, double std) {
@@ -472,6 +497,7 @@ class ModelBuilder {
     // Gemma's rows times sqrt(width), the factor rounded to f32 as transformers' f32 buffer is.
     if (c_.embed_scaled)
       x = b_.create<ScaleOp>(loc_, x, b_.getF32FloatAttr(static_cast<float>(std::sqrt(static_cast<double>(c_.width)))));
+    x = scaled(x, c_.embedding_multiplier);  // Granite's
     if (training_ && c_.moeLayers() > 0) {
       router_stats_ = b_.create<FillOp>(loc_, RankedTensorType::get({2, c_.experts}, b_.getF32Type()),
                                         b_.getF32FloatAttr(0.0f));
@@ -487,11 +513,10 @@ class ModelBuilder {
       Value k = linear(h, p + "attn.k", kv_width, c_.width, c_.qkv_bias, std);
       Value v = linear(h, p + "attn.v", kv_width, c_.width, c_.qkv_bias, std);
       if (c_.qk_norm) q = headNorm(q, p + "attn.q_norm"), k = headNorm(k, p + "attn.k_norm");
-      // Gemma's scores times query_pre_attn_scalar^-1/2 where that is not head_dim: the kernels
-      // scale by head_dim^-1/2, so q takes the ratio (the same product, rounded once more).
-      if (c_.query_pre_attn_scalar > 0 && c_.query_pre_attn_scalar != static_cast<double>(c_.headDim()))
-        q = b_.create<ScaleOp>(loc_, q, b_.getF32FloatAttr(static_cast<float>(
-                                            std::sqrt(static_cast<double>(c_.headDim()) / c_.query_pre_attn_scalar))));
+      // Scores scaled otherwise than by head_dim^-1/2 (Gemma's query_pre_attn_scalar^-1/2,
+      // Granite's attention_multiplier): the kernels scale by head_dim^-1/2, so q takes the ratio
+      // (the same product, rounded once more).
+      q = scaled(q, scoreScaleRatio());
       const RopeAttrs rope = ropeAttrs(l);
       const IntegerAttr rotary_dim = b_.getI64IntegerAttr(c_.rotaryDim() == c_.headDim() ? 0 : c_.rotaryDim());
       Value a = attention(l, q, k, v, [&](Value x) -> Value {
@@ -503,14 +528,18 @@ class ModelBuilder {
       });
       a = linear(a, p + "attn.o", c_.width, q_width, c_.o_bias, residual_std);
       if (c_.sandwich_norms) a = rmsNorm(a, p + "attn_post_norm");
-      x = b_.create<AddOp>(loc_, x, a);
+      x = b_.create<AddOp>(loc_, x, scaled(a, c_.residual_multiplier));
       h = rmsNorm(x, p + (c_.sandwich_norms ? "mlp_pre_norm" : "mlp_norm"));
       Value m = c_.isMoeLayer(l) ? experts(h, p, std, residual_std) : mlp(h, p, std, residual_std);
       if (c_.sandwich_norms) m = rmsNorm(m, p + "mlp_post_norm");
-      x = b_.create<AddOp>(loc_, x, m);
+      x = b_.create<AddOp>(loc_, x, scaled(m, c_.residual_multiplier));
     }
     enter("head");
     x = rmsNorm(x, "norm");
+    // Granite's logits divided by logits_scaling: the hidden states times its inverse before the
+    // head (the same logits, rounded once more; the head's matmul stays the loss's input, as the
+    // vocabulary split and the token tiles find it). A score head takes the states as they are.
+    if (!c_.hasScoreHead()) x = scaled(x, 1.0 / c_.logits_scaling);
     Value logits = b_.create<MatmulOp>(loc_, x, outputHead(embed, std), false, true);
     if (router_stats_) {
       outputs_.push_back({"expert_load", router_stats_});

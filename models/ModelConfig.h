@@ -119,6 +119,15 @@ struct ModelConfig {
   // pad_token_id, as transformers' nn.Embedding(..., padding_idx) (a tied head's gradient still
   // reaches the row).
   int64_t padding_id = -1;
+  // llama: Granite's multipliers (GraniteForCausalLM), each 1 (none) for the other architectures:
+  // the embedding's rows times embedding_multiplier, each sublayer's output times
+  // residual_multiplier before its residual add, the scores times attention_multiplier in place
+  // of head_dim^-1/2 (0: head_dim's), the LM head's logits divided by logits_scaling.
+  double embedding_multiplier = 1.0, residual_multiplier = 1.0, attention_multiplier = 0.0, logits_scaling = 1.0;
+  bool graniteForm() const {
+    return embedding_multiplier != 1.0 || residual_multiplier != 1.0 || attention_multiplier != 0.0 ||
+           logits_scaling != 1.0;
+  }
 
   // Whether layer `l`'s attention slides, and over how many tokens (0: it sees all before it).
   int64_t attentionWindow(int64_t l) const {

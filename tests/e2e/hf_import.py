@@ -168,6 +168,18 @@ MODELS["gemma3-bf16"] = dict(
                 attention_dropout=0.0, final_logit_softcapping=None, attn_logit_softcapping=None,
                 cache_implementation="hybrid", model_type="gemma3_text", dtype="bfloat16", bos_token_id=2,
                 eos_token_id=[1, 106], pad_token_id=0))
+# Granite (GraniteForCausalLM; IBM's Granite 3.x): Llama's body with its multipliers, the embedding
+# times 12, each sublayer's output times 0.22 before its residual add, the scores times 1/16 in
+# place of head_dim^-1/2 (1/4), the logits divided by 6 (Granite 3.x's 8 and 16 are powers of 2,
+# which the hidden states' scaling before the head takes exactly; 6 is not); tied, as Granite 3.x.
+MODELS["granite-f32"] = dict(
+    architecture="GraniteForCausalLM", dtype=torch.float32, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
+                rope_theta=10000000.0, tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
+                attention_dropout=0.0, mlp_bias=False, embedding_multiplier=12.0, residual_multiplier=0.22,
+                attention_multiplier=0.0625, logits_scaling=6.0, model_type="granite", torch_dtype="float32",
+                bos_token_id=0, eos_token_id=0, pad_token_id=0))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
     config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_ctx=64, vocab_size=256, n_inner=None,
@@ -548,9 +560,9 @@ def gemma3_logits(p, cfg, tokens):
 
 
 def hf_logits(p, cfg, tokens):
-    """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM compute them (eager
-    attention; Qwen3's q_norm and k_norm on each head before the rotary embedding); Gemma 3's by
-    gemma3_logits."""
+    """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / GraniteForCausalLM
+    compute them (eager attention; Qwen3's q_norm and k_norm on each head before the rotary embedding;
+    Granite's multipliers); Gemma 3's by gemma3_logits."""
     if cfg["model_type"] == "gemma3_text":
         return gemma3_logits(p, cfg, tokens)
     H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
@@ -576,6 +588,10 @@ def hf_logits(p, cfg, tokens):
         return F.linear(x, p[name + ".weight"], p.get(name + ".bias"))
 
     x = embed_tokens(p, cfg, tokens)
+    granite = cfg["model_type"] == "granite"  # its multipliers (transformers' modeling_granite)
+    if granite:
+        x = x * cfg["embedding_multiplier"]
+    residual = cfg["residual_multiplier"] if granite else 1.0
     mask = torch.full((T, T), float("-inf")).triu(1)
     for l in range(L):
         pre = f"model.layers.{l}."
@@ -592,13 +608,14 @@ def hf_logits(p, cfg, tokens):
         q, k = rotary(q), rotary(k)
         k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
         v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
-        scores = q @ k.transpose(2, 3) / math.sqrt(D) + mask
+        scores = (q @ k.transpose(2, 3) * cfg["attention_multiplier"] if granite
+                  else q @ k.transpose(2, 3) / math.sqrt(D)) + mask
         window = sliding_window_of(cfg, l)
         if window:  # transformers' sliding-window mask: key j of query i within i - window < j
             scores = scores + torch.full((T, T), float("-inf")).tril(-window)
         probs = ref.softmax_with_sinks(scores, p.get(pre + "self_attn.sinks"))  # gpt-oss's sinks, where it has them
         o = (probs @ v).transpose(1, 2).reshape(B, T, H * D)
-        x = x + linear(o, pre + "self_attn.o_proj")
+        x = x + linear(o, pre + "self_attn.o_proj") * residual
         h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
         if cfg["model_type"] == "gpt_oss":
             x = x + hf_gpt_oss_experts(p, cfg, pre, h)
@@ -610,10 +627,10 @@ def hf_logits(p, cfg, tokens):
             gate, up = linear(h, pre + "mlp.gate_up_proj").chunk(2, dim=-1)
         else:
             gate, up = linear(h, pre + "mlp.gate_proj"), linear(h, pre + "mlp.up_proj")
-        x = x + linear(F.silu(gate) * up, pre + "mlp.down_proj")
+        x = x + linear(F.silu(gate) * up, pre + "mlp.down_proj") * residual
     x = rms_norm(x, p["model.norm.weight"])
     head = p["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else p["lm_head.weight"]
-    return F.linear(x, head)
+    return F.linear(x, head) / cfg["logits_scaling"] if granite else F.linear(x, head)
 
 
 def read_hf_safetensors(path):
