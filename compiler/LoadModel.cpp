@@ -85,7 +85,7 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   if (c.embedding_multiplier != 1.0) forms += fmt::format(", embedding x {:g}", c.embedding_multiplier);
   if (c.residual_multiplier != 1.0) forms += fmt::format(", sublayer outputs x {:g}", c.residual_multiplier);
   if (c.attention_multiplier > 0) forms += fmt::format(", scores x {:g}", c.attention_multiplier);
-  if (c.logits_scaling != 1.0) forms += fmt::format(", logits / {:g}", c.logits_scaling);
+  if (c.logits_scaling != 1.0 && !c.hasScoreHead()) forms += fmt::format(", logits / {:g}", c.logits_scaling);
   return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}{}{}{}{}{}", origin, c.layers,
                      c.width, c.heads, c.kv_heads, c.head_dim ? fmt::format(" of width {}", c.head_dim) : "", c.ffn,
                      c.vocab, c.score_head == ModelConfig::ScoreHead::kNew          ? ", a new score head (seeded)"
