@@ -181,7 +181,10 @@ void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c
   const double theta = r.number("rope_theta", 0.0);  // 0: not given
   const bool gpt_oss = architecture == "GptOssForCausalLM";
   // transformers' configs' defaults
-  const double default_theta = gpt_oss ? 150000.0 : architecture == "MixtralForCausalLM" ? 1e6 : 10000.0;
+  const double default_theta = gpt_oss                                  ? 150000.0
+                               : architecture == "MixtralForCausalLM"   ? 1e6
+                               : architecture == "SmolLM3ForCausalLM"   ? 2e6
+                                                                        : 10000.0;
   if (!r.has("rope_parameters")) {
     r.take("rope_parameters");  // absent or null
     c.rope_theta = theta > 0 ? theta : default_theta;
@@ -284,8 +287,9 @@ void readExperts(ConfigReader& r, const std::string& architecture, ModelConfig& 
 // Sliding-window attention: which layers slide (a layer_types list where the config has one, else
 // the architecture's rule as transformers' configs derive it) and over how many tokens.
 void readSlidingWindows(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
+  // (SmolLM3 as Qwen: its use_sliding_window false, readSmolLM3Keys, its other keys read alike.)
   const bool qwen = architecture == "Qwen2ForCausalLM" || architecture == "Qwen3ForCausalLM" ||
-                    architecture == "Qwen3MoeForCausalLM";
+                    architecture == "Qwen3MoeForCausalLM" || architecture == "SmolLM3ForCausalLM";
   // Phi-3 slides in every layer where it names a window (Phi-3-mini's 2,047 tokens), as Mistral.
   const bool mistral = architecture == "MistralForCausalLM" || architecture == "MixtralForCausalLM" ||
                        architecture == "Phi3ForCausalLM";
@@ -335,16 +339,52 @@ void readPhi3Keys(ConfigReader& r) {
   r.take("auto_map");
 }
 
-// Granite's multipliers (GraniteConfig's defaults 1 where absent; its attention_multiplier 1 too,
-// the scores then unscaled, not head_dim^-1/2).
-void readGraniteMultipliers(ConfigReader& r, ModelConfig& c) {
-  c.embedding_multiplier = r.number("embedding_multiplier", 1.0);
-  c.residual_multiplier = r.number("residual_multiplier", 1.0);
-  c.attention_multiplier = r.number("attention_multiplier", 1.0);
-  c.logits_scaling = r.number("logits_scaling", 1.0);
+// SmolLM3's keys beside the llama family's: the layers without the rotary embedding (its NoPE
+// layers: no_rope_layers' zeros, else every no_rope_layer_interval-th, as SmolLM3Config derives
+// them); pretraining_tp inert (transformers' SmolLM3 never slices by it); sliding windows, which it
+// would put on its NoPE layers, refused unless off (no published SmolLM3 uses them).
+void readSmolLM3Keys(ConfigReader& r, ModelConfig& c) {
+  r.take("pretraining_tp");
+  if (r.boolean("use_sliding_window", false))
+    throw r.error("'use_sliding_window' is true: SmolLM3's sliding windows (on its NoPE layers) are not supported");
+  const json& flags = r.value("no_rope_layers");
+  const int64_t interval = r.integer("no_rope_layer_interval", 4);
+  if (flags.is_null()) {
+    for (int64_t l = interval - 1; l < c.layers; l += interval) c.nope_layers.push_back(l);
+    return;
+  }
+  if (!flags.is_array() || static_cast<int64_t>(flags.size()) < c.layers)
+    throw r.error("'no_rope_layers' is not a list of a 1 (the rotary embedding) or a 0 (none) for each of the " +
+                  std::to_string(c.layers) + " layers");
+  for (int64_t l = 0; l < c.layers; ++l) {
+    if (flags[l] != 0 && flags[l] != 1)
+      throw r.error("'no_rope_layers' holds " + jsonBrief(flags[l]) + " for layer " + std::to_string(l) +
+                    ": 1 (the rotary embedding) or 0 (none)");
+    if (flags[l] == 0) c.nope_layers.push_back(l);
+  }
 }
 
-ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* mxfp4) {
+// Granite's keys beside the llama family's: its multipliers (GraniteConfig's defaults 1 where
+// absent; its attention_multiplier 1 too, the scores then unscaled, not head_dim^-1/2; null
+// refused, as transformers 4 and 5 read it differently), and its attention dropout (Granite 3.0's
+// 0.1), which `notes` says mtc does not apply, as GPT-2's.
+void readGraniteKeys(ConfigReader& r, ModelConfig& c, std::vector<std::string>& notes) {
+  for (auto [key, value] : {std::pair{"embedding_multiplier", &c.embedding_multiplier},
+                            {"residual_multiplier", &c.residual_multiplier},
+                            {"attention_multiplier", &c.attention_multiplier},
+                            {"logits_scaling", &c.logits_scaling}}) {
+    if (r.isNull(key))
+      throw r.error(std::string("'") + key + "' is null: Granite's multipliers are numbers (1 where the config " +
+                    "names none, GraniteConfig's default)");
+    *value = r.number(key, 1.0);
+  }
+  if (const double p = r.probability("attention_dropout"); p > 0)
+    notes.push_back(fmt::format("config.json asks for dropout (attention_dropout {:g}); mtc trains without dropout "
+                                "(not supported yet)", p));
+}
+
+ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* mxfp4,
+                       std::vector<std::string>& notes) {
   ModelConfig c;
   c.family = ModelFamily::kLlama;
   c.width = r.integer("hidden_size");
@@ -356,8 +396,10 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   c.context = r.integer("max_position_embeddings");
   const bool phi3 = architecture == "Phi3ForCausalLM";
   c.norm_eps = r.number("rms_norm_eps", phi3 ? 1e-5 : 1e-6);  // the configs' defaults
-  c.tied = r.boolean("tie_word_embeddings", false);
-  c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : -1);  // Phi3Config's default; the others' none
+  const bool smollm3 = architecture == "SmolLM3ForCausalLM";
+  c.tied = r.boolean("tie_word_embeddings", smollm3);
+  // Phi3Config's and SmolLM3Config's defaults; the others' none.
+  c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : smollm3 ? 128004 : -1);
   c.qkv_bias = architecture == "Qwen2ForCausalLM";
   c.qk_norm = architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM";
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
@@ -376,9 +418,14 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   else if (r.boolean("attention_bias", false))
     c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");
-  if (architecture == "GraniteForCausalLM") readGraniteMultipliers(r, c);
-  r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
-  r.require("pretraining_tp", 1, "tensor-parallel slicing of the projections is not supported");
+  if (architecture == "GraniteForCausalLM")
+    readGraniteKeys(r, c, notes);
+  else
+    r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
+  if (smollm3)
+    readSmolLM3Keys(r, c);
+  else
+    r.require("pretraining_tp", 1, "tensor-parallel slicing of the projections is not supported");
   readExperts(r, architecture, c, mxfp4);
   readSlidingWindows(r, architecture, c);
   return c;
@@ -471,7 +518,7 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
       {"LlamaForCausalLM", "llama"},       {"Qwen2ForCausalLM", "qwen2"},     {"Qwen3ForCausalLM", "qwen3"},
       {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"MistralForCausalLM", "mistral"}, {"MixtralForCausalLM", "mixtral"},
       {"GptOssForCausalLM", "gpt_oss"},    {"GPT2LMHeadModel", "gpt2"},       {"Gemma3ForCausalLM", "gemma3_text"},
-      {"Phi3ForCausalLM", "phi3"},         {"GraniteForCausalLM", "granite"}};
+      {"Phi3ForCausalLM", "phi3"},         {"GraniteForCausalLM", "granite"},  {"SmolLM3ForCausalLM", "smollm3"}};
   if (!kModelType.count(causal)) {
     std::string supported;
     for (const auto& [architecture, type] : kModelType) supported += (supported.empty() ? "" : ", ") + architecture;
@@ -484,7 +531,7 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
                   " is of model_type \"" + kModelType.at(causal) + "\": the folder contradicts itself");
   out.config = causal == "GPT2LMHeadModel"     ? readGpt2Config(r, out.notes)
                : causal == "Gemma3ForCausalLM" ? hf::readGemma3Config(r)
-                                               : readConfig(r, causal, &out.mxfp4_experts);
+                                               : readConfig(r, causal, &out.mxfp4_experts, out.notes);
   // Before anything is placed per layer or per expert: a hostile count would take all memory.
   if (out.config.layers > kMaxLayers || out.config.experts > kMaxExperts)
     throw r.error(fmt::format("{} layers and {} experts: at most {} and {} are supported", out.config.layers,

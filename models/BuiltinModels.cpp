@@ -275,9 +275,13 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
       if (!f32Positive(m) || !f32Positive(1.0 / m))
         return "Granite's embedding, residual and logits multipliers must be positive, they and their inverses in "
                "f32's range";
-    if (!(c.attention_multiplier >= 0.0 && std::isfinite(static_cast<float>(c.attention_multiplier * std::sqrt(c.headDim())))))
-      return "Granite's attention multiplier must be finite and not negative (0: head_dim^-1/2)";
+    if (c.attention_multiplier != 0.0 && (!f32Positive(c.attention_multiplier) ||
+                                          !f32Positive(c.attention_multiplier * std::sqrt(c.headDim()))))
+      return "Granite's attention multiplier must be positive and in f32's range (0: head_dim^-1/2)";
   }
+  for (int64_t l : c.nope_layers)
+    if (c.family != ModelFamily::kLlama || l < 0 || l >= c.layers)
+      return "a layer without the rotary embedding must be a llama model's layer, got " + std::to_string(l);
   if (c.sliding_window < 0) return "sliding_window must not be negative (0: none)";
   for (int64_t l : c.sliding_layers)
     if (l < 0 || l >= c.layers)
@@ -520,6 +524,7 @@ class ModelBuilder {
       const RopeAttrs rope = ropeAttrs(l);
       const IntegerAttr rotary_dim = b_.getI64IntegerAttr(c_.rotaryDim() == c_.headDim() ? 0 : c_.rotaryDim());
       Value a = attention(l, q, k, v, [&](Value x) -> Value {
+        if (!c_.rotates(l)) return x;  // a NoPE layer
         if (positions_)
           return b_.create<RopeAtOp>(loc_, x, positions_, head_dim, rope.theta, rope.scaling_kind, rope.scaling_values,
                                      b_.getBoolAttr(false), rotary_dim);

@@ -124,6 +124,10 @@ struct ModelConfig {
   // residual_multiplier before its residual add, the scores times attention_multiplier in place
   // of head_dim^-1/2 (0: head_dim's), the LM head's logits divided by logits_scaling.
   double embedding_multiplier = 1.0, residual_multiplier = 1.0, attention_multiplier = 0.0, logits_scaling = 1.0;
+  // llama: the layers whose attention turns no rotary embedding (SmolLM3's NoPE layers, its
+  // no_rope_layers' zeros): q and k enter it as projected.
+  std::vector<int64_t> nope_layers;
+  bool rotates(int64_t l) const { return std::find(nope_layers.begin(), nope_layers.end(), l) == nope_layers.end(); }
   bool graniteForm() const {
     return embedding_multiplier != 1.0 || residual_multiplier != 1.0 || attention_multiplier != 0.0 ||
            logits_scaling != 1.0;

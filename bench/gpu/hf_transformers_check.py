@@ -72,13 +72,13 @@ def check(folder):
             tokens = torch.where(tokens == pad, (tokens + 1) % config["vocab_size"], tokens)
             got = torch.cat([model(row[None]).logits for row in tokens])
             weights["lm_head.weight"] = weights.pop("score.weight")
-            want = hf_import.hf_logits(weights, dict(config, tie_word_embeddings=False), tokens)[:, -1, :]
+            want = hf_import.hf_logits(weights, dict(config, tie_word_embeddings=False), tokens, score_head=True)[:, -1, :]
             model.config.pad_token_id = pad
             lengths = [tokens.shape[1], tokens.shape[1] - 5]
             batch = torch.stack([torch.cat([row[:n], torch.full((tokens.shape[1] - n,), pad)])
                                  for row, n in zip(tokens, lengths)])
             padded = model(batch).logits
-            scores = hf_import.hf_logits(weights, dict(config, tie_word_embeddings=False), batch)
+            scores = hf_import.hf_logits(weights, dict(config, tie_word_embeddings=False), batch, score_head=True)
             got, want = torch.cat([got, padded]), torch.cat([want, scores[torch.arange(2), torch.tensor(lengths) - 1]])
         else:
             got = model(tokens).logits

@@ -171,15 +171,29 @@ MODELS["gemma3-bf16"] = dict(
 # Granite (GraniteForCausalLM; IBM's Granite 3.x): Llama's body with its multipliers, the embedding
 # times 12, each sublayer's output times 0.22 before its residual add, the scores times 1/16 in
 # place of head_dim^-1/2 (1/4), the logits divided by 6 (Granite 3.x's 8 and 16 are powers of 2,
-# which the hidden states' scaling before the head takes exactly; 6 is not); tied, as Granite 3.x.
+# which the hidden states' scaling before the head takes exactly; 6 is not); tied, as Granite 3.x;
+# Granite 3.0's attention dropout, which mtc names and does not apply (the twin has none).
 MODELS["granite-f32"] = dict(
     architecture="GraniteForCausalLM", dtype=torch.float32, shards=1,
     config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
                 rope_theta=10000000.0, tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
-                attention_dropout=0.0, mlp_bias=False, embedding_multiplier=12.0, residual_multiplier=0.22,
+                attention_dropout=0.1, mlp_bias=False, embedding_multiplier=12.0, residual_multiplier=0.22,
                 attention_multiplier=0.0625, logits_scaling=6.0, model_type="granite", torch_dtype="float32",
                 bos_token_id=0, eos_token_id=0, pad_token_id=0))
+# SmolLM3 (SmolLM3ForCausalLM): Llama's body without the rotary embedding in every
+# no_rope_layer_interval-th layer (its NoPE layers: here layers 1 and 3 of 4, as SmolLM3-3B's every
+# 4th of 36); the keys its published config carries (pretraining_tp 2, which transformers' SmolLM3
+# never slices by; Qwen2's unused window keys), tied, its pad token one the text has.
+MODELS["smollm3-bf16"] = dict(
+    architecture="SmolLM3ForCausalLM", dtype=torch.bfloat16, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=5000000.0, rope_scaling=None, tie_word_embeddings=True, hidden_act="silu",
+                attention_bias=False, attention_dropout=0.0, mlp_bias=False, no_rope_layer_interval=2,
+                use_sliding_window=False, sliding_window=None, max_window_layers=28, pretraining_tp=2,
+                layer_types=["full_attention"] * 4, model_type="smollm3", torch_dtype="bfloat16",
+                bos_token_id=None, eos_token_id=2, pad_token_id=32))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
     config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_ctx=64, vocab_size=256, n_inner=None,
@@ -494,6 +508,16 @@ def hf_rope_parameters(cfg, head_dim, seq=None):
     return interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor, attention_factor
 
 
+def rotates(cfg, layer):
+    """Whether `layer` turns the rotary embedding: not a SmolLM3 NoPE layer (no_rope_layers' 0s, else
+    every no_rope_layer_interval-th, as SmolLM3Config derives them)."""
+    if cfg["model_type"] != "smollm3":
+        return True
+    if cfg.get("no_rope_layers") is not None:
+        return cfg["no_rope_layers"][layer] != 0
+    return (layer + 1) % cfg.get("no_rope_layer_interval", 4) != 0
+
+
 def padding_id(cfg):
     """The token transformers' nn.Embedding(vocab, hidden, padding_idx) leaves out of the embedding's
     gradient: pad_token_id, or its config class's default (Phi3Config's 32000, Gemma3TextConfig's 0);
@@ -559,10 +583,11 @@ def gemma3_logits(p, cfg, tokens):
     return F.linear(rms_norm(x, p["model.norm.weight"]), p["model.embed_tokens.weight"])
 
 
-def hf_logits(p, cfg, tokens):
+def hf_logits(p, cfg, tokens, score_head=False):
     """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / GraniteForCausalLM
     compute them (eager attention; Qwen3's q_norm and k_norm on each head before the rotary embedding;
-    Granite's multipliers); Gemma 3's by gemma3_logits."""
+    Granite's multipliers); Gemma 3's by gemma3_logits. `score_head`: lm_head.weight stands for a
+    reward model's score head, which Granite's logits_scaling leaves as it is (transformers' classifier)."""
     if cfg["model_type"] == "gemma3_text":
         return gemma3_logits(p, cfg, tokens)
     H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
@@ -605,7 +630,8 @@ def hf_logits(p, cfg, tokens):
             q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(B, T, KV, D).transpose(1, 2)
-        q, k = rotary(q), rotary(k)
+        if rotates(cfg, l):
+            q, k = rotary(q), rotary(k)
         k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
         v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
         scores = (q @ k.transpose(2, 3) * cfg["attention_multiplier"] if granite
@@ -630,7 +656,7 @@ def hf_logits(p, cfg, tokens):
         x = x + linear(F.silu(gate) * up, pre + "mlp.down_proj") * residual
     x = rms_norm(x, p["model.norm.weight"])
     head = p["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else p["lm_head.weight"]
-    return F.linear(x, head) / cfg["logits_scaling"] if granite else F.linear(x, head)
+    return F.linear(x, head) / cfg["logits_scaling"] if granite and not score_head else F.linear(x, head)
 
 
 def read_hf_safetensors(path):
@@ -647,6 +673,24 @@ def read_hf_safetensors(path):
         dtype = {"F32": torch.float32, "BF16": torch.bfloat16}[e["dtype"]]
         out[name] = torch.frombuffer(raw, dtype=dtype).reshape(e["shape"]).clone()
     return out
+
+
+def granite_heads(bin_dir, work, folder, summary, failures):
+    """Granite's logits_scaling divides an LM head's logits (the hidden states times 1/6 before it),
+    not a reward model's score (transformers' GraniteForSequenceClassification); its attention
+    dropout is named as not applied."""
+    if "asks for dropout (attention_dropout 0.1); mtc trains without dropout" not in summary:
+        failures.append("granite: the summary does not say that attention_dropout is not applied")
+    scales = {}
+    for objective in ("lm", "reward"):
+        plan = os.path.join(work, f"granite-{objective}.plan")
+        ref.run([f"{bin_dir}/mtc", folder, "--batch", "2", "--seq", "16", "--no-weights", "-o", plan]
+                + (["--objective", "reward"] if objective == "reward" else []))
+        dump = subprocess.run([f"{bin_dir}/mtdump", plan], capture_output=True, text=True, check=True).stdout
+        scales[objective] = re.findall(r"mt\.scale\(.*\{([0-9.e+-]+)\}", dump)
+    if "0.166667" not in scales["lm"] or "0.166667" in scales["reward"] or "12" not in scales["reward"]:
+        failures.append(f"granite: the forward scales are {scales} (want 1/6 before the LM head alone)")
+    print("granite-f32: logits / 6 before the LM head, not before a reward model's score head")
 
 
 def padded_embedding_gradients(bin_dir, work, folder, cfg, data, tokens, grads, failures):
@@ -1390,6 +1434,8 @@ def main():
               f"(worst {worst_grad})")
         if name == "phi3-bf16":
             padded_embedding_gradients(bin_dir, work, folder, cfg, data, tokens, ours, failures)
+        if name == "granite-f32":
+            granite_heads(bin_dir, work, folder, summary, failures)
         print(f"{name}: 20 steps, first loss {mt_losses[0]:.4f} last {mt_losses[-1]:.4f}, worst relative "
               f"difference to the transformers-style model {worst:.2e}")
         check_export(bin_dir, work, name, spec, plan, data, tokens, failures)

@@ -92,7 +92,7 @@ def torch_reward(weights, score, data, held, center, margins=None):
         pairs = None if margins is None else torch.tensor([margins[e // 2] for e in drawn[step][0::2]])
         return reward_loss(rewards, center, pairs)
 
-    logits_of = lambda x: hf.hf_logits(params, config, x)  # noqa: E731
+    logits_of = lambda x: hf.hf_logits(params, config, x, score_head=True)  # noqa: E731
     losses = ref.torch_train(params, logits_of, tokens, SCHEDULE, loss_of=loss_of,
                              batch_of=lambda s: rows_of(data, drawn[s]))
     x, positions = rows_of(held, range(len(held[2])))
@@ -203,7 +203,7 @@ def classifier_rewards(p, config, examples):
     with pad_token_id, each row's score at its last token that is not padding."""
     pad, width = config["pad_token_id"], max(len(e) for e in examples)
     x = torch.tensor([list(e) + [pad] * (width - len(e)) for e in examples])
-    scores_ = hf.hf_logits(p, dict(config, tie_word_embeddings=False), x)
+    scores_ = hf.hf_logits(p, dict(config, tie_word_embeddings=False), x, score_head=True)
     last = ((x != pad).long() * torch.arange(width)).argmax(-1)
     return scores_[torch.arange(len(examples)), last, 0]
 
