@@ -334,12 +334,14 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
       for (const char* kind : {".weight", ".bias"}) layer_parts.push_back(std::string(module) + kind);
   } else {
     for (const char* name : {"embed.weight", "norm.weight"}) place(name);
-    layer_parts = {"attn_norm.weight", "attn.q.weight", "attn.k.weight", "attn.v.weight", "attn.o.weight"};
-    if (c.sandwich_norms)
-      for (const char* part : {"attn_post_norm.weight", "mlp_pre_norm.weight", "mlp_post_norm.weight"})
-        layer_parts.push_back(part);
-    else
+    layer_parts = {"attn.q.weight", "attn.k.weight", "attn.v.weight", "attn.o.weight"};
+    if (c.input_norms) layer_parts.push_back("attn_norm.weight");
+    if (c.sandwich_norms) {
+      for (const char* part : {"attn_post_norm.weight", "mlp_post_norm.weight"}) layer_parts.push_back(part);
+      if (c.input_norms) layer_parts.push_back("mlp_pre_norm.weight");
+    } else {
       layer_parts.push_back("mlp_norm.weight");
+    }
     if (c.qkv_bias)
       for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) layer_parts.push_back(part);
     if (c.o_bias) layer_parts.push_back("attn.o.bias");

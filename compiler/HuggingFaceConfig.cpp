@@ -395,13 +395,20 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
   const bool phi3 = architecture == "Phi3ForCausalLM";
-  c.norm_eps = r.number("rms_norm_eps", phi3 ? 1e-5 : 1e-6);  // the configs' defaults
+  c.norm_eps = r.number("rms_norm_eps", phi3 || architecture == "Olmo2ForCausalLM" ? 1e-5 : 1e-6);  // the configs' defaults
   const bool smollm3 = architecture == "SmolLM3ForCausalLM";
   c.tied = r.boolean("tie_word_embeddings", smollm3);
-  // Phi3Config's and SmolLM3Config's defaults; the others' none.
-  c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : smollm3 ? 128004 : -1);
+  // Phi3Config's, SmolLM3Config's and Olmo2Config's defaults; the others' none.
+  c.padding_id = r.paddingId(c.vocab, phi3                                    ? 32000
+                                      : smollm3                               ? 128004
+                                      : architecture == "Olmo2ForCausalLM"    ? 1
+                                                                              : -1);
   c.qkv_bias = architecture == "Qwen2ForCausalLM";
-  c.qk_norm = architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM";
+  const bool olmo2 = architecture == "Olmo2ForCausalLM";
+  c.qk_norm = architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM" || olmo2;
+  // OLMo 2: q and k normed over their whole projections, each sublayer's output normed before its
+  // residual add, its input not (Olmo2DecoderLayer).
+  if (olmo2) c.qk_norm_whole = c.sandwich_norms = true, c.input_norms = false;
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
   // heads x head_dim wide, not hidden_size.
   c.head_dim = r.headDim(c.width, c.heads, std::nullopt);
@@ -518,7 +525,8 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
       {"LlamaForCausalLM", "llama"},       {"Qwen2ForCausalLM", "qwen2"},     {"Qwen3ForCausalLM", "qwen3"},
       {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"MistralForCausalLM", "mistral"}, {"MixtralForCausalLM", "mixtral"},
       {"GptOssForCausalLM", "gpt_oss"},    {"GPT2LMHeadModel", "gpt2"},       {"Gemma3ForCausalLM", "gemma3_text"},
-      {"Phi3ForCausalLM", "phi3"},         {"GraniteForCausalLM", "granite"},  {"SmolLM3ForCausalLM", "smollm3"}};
+      {"Phi3ForCausalLM", "phi3"},         {"GraniteForCausalLM", "granite"},  {"SmolLM3ForCausalLM", "smollm3"},
+      {"Olmo2ForCausalLM", "olmo2"}};
   if (!kModelType.count(causal)) {
     std::string supported;
     for (const auto& [architecture, type] : kModelType) supported += (supported.empty() ? "" : ", ") + architecture;

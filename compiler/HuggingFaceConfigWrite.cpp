@@ -97,7 +97,7 @@ std::string causalConfig(const ModelConfig& c) {
   }
   if (c.family != ModelFamily::kLlama) return "";
   // Gemma's and Granite's: only a folder's own config (kept in the plan) describes one.
-  if (c.gemmaForm() || c.graniteForm() || !c.nope_layers.empty()) return "";
+  if (c.gemmaForm() || c.graniteForm() || !c.nope_layers.empty() || c.qk_norm_whole) return "";
   if (c.expert_form == ModelConfig::ExpertForm::kGptOss) return gptOssConfig(c);
   if (c.sliding_window > 0) return "";  // a window only gpt-oss's form writes out
   if (c.experts > 0) return expertsConfig(c);

@@ -279,6 +279,8 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
                                           !f32Positive(c.attention_multiplier * std::sqrt(c.headDim()))))
       return "Granite's attention multiplier must be positive and in f32's range (0: head_dim^-1/2)";
   }
+  if (c.qk_norm_whole && !c.qk_norm) return "qk_norm_whole is a form of qk_norm";
+  if (!c.input_norms && !c.sandwich_norms) return "a model without input norms needs the sandwich norms after its sublayers";
   for (int64_t l : c.nope_layers)
     if (c.family != ModelFamily::kLlama || l < 0 || l >= c.layers)
       return "a layer without the rotary embedding must be a llama model's layer, got " + std::to_string(l);
@@ -512,11 +514,14 @@ class ModelBuilder {
     for (int64_t l = 0; l < c_.layers; ++l) {
       const std::string p = "layers." + std::to_string(l) + ".";
       enter("layers." + std::to_string(l));
-      Value h = rmsNorm(x, p + "attn_norm");
+      Value h = c_.input_norms ? rmsNorm(x, p + "attn_norm") : x;
       Value q = linear(h, p + "attn.q", q_width, c_.width, c_.qkv_bias, std);
       Value k = linear(h, p + "attn.k", kv_width, c_.width, c_.qkv_bias, std);
       Value v = linear(h, p + "attn.v", kv_width, c_.width, c_.qkv_bias, std);
-      if (c_.qk_norm) q = headNorm(q, p + "attn.q_norm"), k = headNorm(k, p + "attn.k_norm");
+      if (c_.qk_norm && c_.qk_norm_whole)
+        q = rmsNormOf(q, p + "attn.q_norm", q_width), k = rmsNormOf(k, p + "attn.k_norm", kv_width);
+      else if (c_.qk_norm)
+        q = headNorm(q, p + "attn.q_norm"), k = headNorm(k, p + "attn.k_norm");
       // Scores scaled otherwise than by head_dim^-1/2 (Gemma's query_pre_attn_scalar^-1/2,
       // Granite's attention_multiplier): the kernels scale by head_dim^-1/2, so q takes the ratio
       // (the same product, rounded once more).
@@ -534,7 +539,7 @@ class ModelBuilder {
       a = linear(a, p + "attn.o", c_.width, q_width, c_.o_bias, residual_std);
       if (c_.sandwich_norms) a = rmsNorm(a, p + "attn_post_norm");
       x = b_.create<AddOp>(loc_, x, scaled(a, c_.residual_multiplier));
-      h = rmsNorm(x, p + (c_.sandwich_norms ? "mlp_pre_norm" : "mlp_norm"));
+      h = !c_.input_norms ? x : rmsNorm(x, p + (c_.sandwich_norms ? "mlp_pre_norm" : "mlp_norm"));
       Value m = c_.isMoeLayer(l) ? experts(h, p, std, residual_std) : mlp(h, p, std, residual_std);
       if (c_.sandwich_norms) m = rmsNorm(m, p + "mlp_post_norm");
       x = b_.create<AddOp>(loc_, x, scaled(m, c_.residual_multiplier));

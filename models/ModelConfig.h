@@ -110,6 +110,9 @@ struct ModelConfig {
   // (post_attention_layernorm, post_feedforward_layernorm; the MLP's input norm is
   // pre_feedforward_layernorm).
   bool sandwich_norms = false;
+  // The RMSNorms on each sublayer's input (Llama's input_layernorm and post_attention_layernorm,
+  // Gemma's pre_feedforward_layernorm); false: OLMo 2's, whose sandwich norms alone normalize.
+  bool input_norms = true;
   double rope_local_theta = 0.0;  // the sliding layers' rotary base, unscaled (0: rope_theta and its scaling)
   double query_pre_attn_scalar = 0.0;  // the scores times its -1/2 power (0: head_dim's)
   // llama: the first rotary_dim elements of each head turn, the rest pass (Phi-4-mini's
@@ -127,6 +130,9 @@ struct ModelConfig {
   // llama: the layers whose attention turns no rotary embedding (SmolLM3's NoPE layers, its
   // no_rope_layers' zeros): q and k enter it as projected.
   std::vector<int64_t> nope_layers;
+  // llama, with qk_norm: over the whole projection (OLMo 2's q_norm (heads x head_dim) and k_norm
+  // (kv_heads x head_dim)), not each head.
+  bool qk_norm_whole = false;
   bool rotates(int64_t l) const { return std::find(nope_layers.begin(), nope_layers.end(), l) == nope_layers.end(); }
   bool graniteForm() const {
     return embedding_multiplier != 1.0 || residual_multiplier != 1.0 || attention_multiplier != 0.0 ||

@@ -142,18 +142,18 @@ done
 # q, k and v in one qkv_proj, k and v shorter than q; gate and up in one gate_up_proj; windows);
 # Phi-4-mini's rotary embedding (3/4 of each head, LongRoPE's long factors, a tied head); Granite
 # (GraniteForCausalLM: its embedding, residual and attention multipliers, its logits' scaling);
-# SmolLM3 (SmolLM3ForCausalLM: its NoPE layers).
+# SmolLM3 (SmolLM3ForCausalLM: its NoPE layers); OLMo 2 (Olmo2ForCausalLM: norms after the sublayers).
 /usr/bin/python3 - <<'PY'
 import sys
 sys.path.insert(0, "tests/e2e")
 import hf_import
 for spec_name, folder in (("gemma3-bf16", "gemma3-tiny"), ("phi3-bf16", "phi3-tiny"),
                           ("phi3-longrope-f32", "phi4mini-tiny"), ("granite-f32", "granite-tiny"),
-                          ("smollm3-bf16", "smollm3-tiny")):
+                          ("smollm3-bf16", "smollm3-tiny"), ("olmo2-f32", "olmo2-tiny")):
     spec = hf_import.MODELS[spec_name]
     hf_import.write_folder(f".gpu/hf/{folder}-source", spec, hf_import.hf_weights(spec["config"], False, spec["dtype"], 3))
 PY
-for model in gemma3-tiny phi3-tiny phi4mini-tiny granite-tiny smollm3-tiny; do
+for model in gemma3-tiny phi3-tiny phi4mini-tiny granite-tiny smollm3-tiny olmo2-tiny; do
   build/bin/mtc .gpu/hf/$model-source --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
   for dtype in f32 bf16; do
     build/bin/mtrun .gpu/hf/$model.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \

@@ -194,6 +194,17 @@ MODELS["smollm3-bf16"] = dict(
                 use_sliding_window=False, sliding_window=None, max_window_layers=28, pretraining_tp=2,
                 layer_types=["full_attention"] * 4, model_type="smollm3", torch_dtype="bfloat16",
                 bos_token_id=None, eos_token_id=2, pad_token_id=32))
+# OLMo 2 (Olmo2ForCausalLM): no norm before either sublayer, an RMSNorm after each before its
+# residual add, q and k normed over their whole projections (q_norm 64 wide, k_norm 32) before the
+# heads turn; its config class's keys as AI2's folders carry them.
+MODELS["olmo2-f32"] = dict(
+    architecture="Olmo2ForCausalLM", dtype=torch.float32, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=500000.0, rope_scaling=None, tie_word_embeddings=False, hidden_act="silu",
+                attention_bias=False, attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+                model_type="olmo2", torch_dtype="float32", bos_token_id=None, eos_token_id=100257,
+                pad_token_id=101))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
     config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_ctx=64, vocab_size=256, n_inner=None,
@@ -300,11 +311,13 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             if (qkv_bias and name != "o_proj") or cfg.get("attention_bias"):
                 w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
         gemma = cfg["model_type"] == "gemma3_text"  # its norms scale by 1 + weight: weights near 0
-        if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text"):
-            for name in ("q_norm", "k_norm"):
-                w[p + f"self_attn.{name}.weight"] = (0 if gemma else 1) + 0.1 * torch.randn(D, generator=g)
-        norms = ("input_layernorm", "post_attention_layernorm") + (
-            ("pre_feedforward_layernorm", "post_feedforward_layernorm") if gemma else ())
+        olmo2 = cfg["model_type"] == "olmo2"  # its q/k norms over the whole projections
+        if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2"):
+            for name, width in (("q_norm", QW if olmo2 else D), ("k_norm", KVW if olmo2 else D)):
+                w[p + f"self_attn.{name}.weight"] = (0 if gemma else 1) + 0.1 * torch.randn(width, generator=g)
+        norms = ("post_attention_layernorm", "post_feedforward_layernorm") if olmo2 else \
+            ("input_layernorm", "post_attention_layernorm") + (
+                ("pre_feedforward_layernorm", "post_feedforward_layernorm") if gemma else ())
         for name in norms:
             w[p + name + ".weight"] = (0 if gemma else 1) + 0.1 * torch.randn(C, generator=g)
     if cfg["model_type"] == "gemma3_text":
@@ -586,7 +599,8 @@ def gemma3_logits(p, cfg, tokens):
 def hf_logits(p, cfg, tokens, score_head=False):
     """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / GraniteForCausalLM
     compute them (eager attention; Qwen3's q_norm and k_norm on each head before the rotary embedding;
-    Granite's multipliers); Gemma 3's by gemma3_logits. `score_head`: lm_head.weight stands for a
+    Granite's multipliers; OLMo 2's norms after each sublayer alone and q/k norms over the whole
+    projections); Gemma 3's by gemma3_logits. `score_head`: lm_head.weight stands for a
     reward model's score head, which Granite's logits_scaling leaves as it is (transformers' classifier)."""
     if cfg["model_type"] == "gemma3_text":
         return gemma3_logits(p, cfg, tokens)
@@ -617,16 +631,19 @@ def hf_logits(p, cfg, tokens, score_head=False):
     if granite:
         x = x * cfg["embedding_multiplier"]
     residual = cfg["residual_multiplier"] if granite else 1.0
+    olmo2 = cfg["model_type"] == "olmo2"  # Olmo2DecoderLayer: no input norms, a norm after each sublayer
     mask = torch.full((T, T), float("-inf")).triu(1)
     for l in range(L):
         pre = f"model.layers.{l}."
-        h = rms_norm(x, p[pre + "input_layernorm.weight"])
+        h = x if olmo2 else rms_norm(x, p[pre + "input_layernorm.weight"])
         if pre + "self_attn.qkv_proj.weight" in p:  # Phi-3's, split as its Phi3Attention does
             q, k, v = linear(h, pre + "self_attn.qkv_proj").split([H * D, KV * D, KV * D], dim=-1)
         else:
             q, k, v = (linear(h, pre + f"self_attn.{x}_proj") for x in "qkv")
+        if olmo2:  # Olmo2Attention: q_norm and k_norm over the whole projections, then the heads
+            q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
         q, k = q.view(B, T, H, D), k.view(B, T, KV, D)
-        if pre + "self_attn.q_norm.weight" in p:
+        if pre + "self_attn.q_norm.weight" in p and not olmo2:
             q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(B, T, KV, D).transpose(1, 2)
@@ -641,6 +658,11 @@ def hf_logits(p, cfg, tokens, score_head=False):
             scores = scores + torch.full((T, T), float("-inf")).tril(-window)
         probs = ref.softmax_with_sinks(scores, p.get(pre + "self_attn.sinks"))  # gpt-oss's sinks, where it has them
         o = (probs @ v).transpose(1, 2).reshape(B, T, H * D)
+        if olmo2:
+            x = x + rms_norm(linear(o, pre + "self_attn.o_proj"), p[pre + "post_attention_layernorm.weight"])
+            m = linear(F.silu(linear(x, pre + "mlp.gate_proj")) * linear(x, pre + "mlp.up_proj"), pre + "mlp.down_proj")
+            x = x + rms_norm(m, p[pre + "post_feedforward_layernorm.weight"])
+            continue
         x = x + linear(o, pre + "self_attn.o_proj") * residual
         h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
         if cfg["model_type"] == "gpt_oss":
