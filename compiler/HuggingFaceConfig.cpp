@@ -389,7 +389,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   c.family = ModelFamily::kLlama;
   c.width = r.integer("hidden_size");
   c.ffn = r.integer("intermediate_size");
-  c.layers = r.integer("num_hidden_layers");
+  c.layers = r.layerCount("num_hidden_layers");
   c.heads = r.integer("num_attention_heads");
   c.kv_heads = r.integer("num_key_value_heads", c.heads);
   c.vocab = r.integer("vocab_size");
@@ -464,7 +464,7 @@ ModelConfig readGpt2Config(ConfigReader& r, std::vector<std::string>& notes) {
   ModelConfig c;
   c.family = ModelFamily::kGpt2;
   c.width = r.integer("n_embd");
-  c.layers = r.integer("n_layer");
+  c.layers = r.layerCount("n_layer");
   c.heads = c.kv_heads = r.integer("n_head");
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("n_positions");

@@ -103,6 +103,15 @@ class ConfigReader {
       throw error("'" + key + "' is " + jsonBrief(config_[key]) + ": " + why);
   }
   void take(const std::string& key) { taken_.insert(key); }
+  // The layer count under `key`, bounded by kMaxLayers as it is read: the readers' per-layer rules
+  // (windows, NoPE layers) loop over it, and a hostile count would take all memory.
+  int64_t layerCount(const std::string& key, std::optional<int64_t> fallback = std::nullopt) {
+    const int64_t layers = integer(key, fallback);
+    if (layers > kMaxLayers)
+      throw error("'" + key + "' is " + std::to_string(layers) + ": at most " + std::to_string(kMaxLayers) +
+                  " layers are supported");
+    return layers;
+  }
   // ModelConfig::head_dim from `head_dim` (`fallback` where absent; without one, hidden / heads):
   // 0 where the heads are hidden / heads wide, else the key's, bounded by kMaxWidth before anything
   // multiplies it (compared without forming heads x head_dim, which a hostile file may overflow).

@@ -103,7 +103,7 @@ ModelConfig readGemma3Config(ConfigReader& r) {
   c.family = ModelFamily::kLlama;
   c.width = r.integer("hidden_size", 2304);
   c.ffn = r.integer("intermediate_size", 9216);
-  c.layers = r.integer("num_hidden_layers", 26);
+  c.layers = r.layerCount("num_hidden_layers", 26);
   c.heads = r.integer("num_attention_heads", 8);
   c.kv_heads = r.integer("num_key_value_heads", 4);
   c.vocab = r.integer("vocab_size", 262208);

@@ -181,16 +181,18 @@ MODELS["granite-f32"] = dict(
                 attention_dropout=0.1, mlp_bias=False, embedding_multiplier=12.0, residual_multiplier=0.22,
                 attention_multiplier=0.0625, logits_scaling=6.0, model_type="granite", torch_dtype="float32",
                 bos_token_id=0, eos_token_id=0, pad_token_id=0))
-# SmolLM3 (SmolLM3ForCausalLM): Llama's body without the rotary embedding in every
-# no_rope_layer_interval-th layer (its NoPE layers: here layers 1 and 3 of 4, as SmolLM3-3B's every
-# 4th of 36); the keys its published config carries (pretraining_tp 2, which transformers' SmolLM3
-# never slices by; Qwen2's unused window keys), tied, its pad token one the text has.
+# SmolLM3 (SmolLM3ForCausalLM): Llama's body without the rotary embedding in its NoPE layers, as
+# SmolLM3-3B's config lists them in no_rope_layers beside no_rope_layer_interval 4 (the list wins:
+# here layer 1 of 4, where the interval alone would say layer 3); the keys its published config
+# carries (pretraining_tp 2, which transformers' SmolLM3 never slices by; Qwen2's unused window
+# keys), tied, its pad token one the text has.
 MODELS["smollm3-bf16"] = dict(
     architecture="SmolLM3ForCausalLM", dtype=torch.bfloat16, shards=1,
     config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
                 num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
                 rope_theta=5000000.0, rope_scaling=None, tie_word_embeddings=True, hidden_act="silu",
-                attention_bias=False, attention_dropout=0.0, mlp_bias=False, no_rope_layer_interval=2,
+                attention_bias=False, attention_dropout=0.0, mlp_bias=False, no_rope_layers=[1, 0, 1, 1],
+                no_rope_layer_interval=4,
                 use_sliding_window=False, sliding_window=None, max_window_layers=28, pretraining_tp=2,
                 layer_types=["full_attention"] * 4, model_type="smollm3", torch_dtype="bfloat16",
                 bos_token_id=None, eos_token_id=2, pad_token_id=32))
@@ -922,9 +924,14 @@ def refusals(bin_dir, work, failures):
         ("pad-not-an-id", {"pad_token_id": "0"}, None, "'pad_token_id' is not a whole number (a token id) or null"),
         ("phi3-pad-default", {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3"}, None,
          "the architecture's default 'pad_token_id' 32000 is not a token of the 256-token vocabulary"),
-        # Bounded before anything is placed per layer (a billion layers took all memory).
+        # Bounded as it is read, before any per-layer rule or placement (a billion layers took all
+        # memory; a SmolLM3's NoPE layers or a Qwen's windows listed every layer first).
         ("layers-bound", {"num_hidden_layers": 1000000000}, None,
-         "1000000000 layers and 0 experts: at most 1024 and 4096 are supported"),
+         "'num_hidden_layers' is 1000000000: at most 1024 layers are supported"),
+        ("smollm3-layers-bound", {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3",
+                                  "num_hidden_layers": 100000000000, "no_rope_layer_interval": 1, "pad_token_id": 0},
+         None,
+         "'num_hidden_layers' is 100000000000: at most 1024 layers are supported"),
         ("gpt-neox", {"architectures": ["GPTNeoXForCausalLM"]}, None, "architecture GPTNeoXForCausalLM is not supported"),
         ("qwen2-o-bias", {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "attention_bias": True}, None,
          "'attention_bias' is true: Qwen2's output projection has no bias in transformers"),
@@ -1229,6 +1236,31 @@ def gemma3_multimodal_padding(bin_dir, work, failures):
           "level's")
 
 
+def smollm3_interval(bin_dir, work, failures):
+    """A SmolLM3 config without no_rope_layers: every no_rope_layer_interval-th layer is NoPE
+    (SmolLM3Config's derivation), so of 6 layers, interval 3 turns q and k in 4 and the default 4
+    in 5 (counted in forward-only plans: two mt.rope calls a rotating layer)."""
+    config = dict(MODELS["smollm3-bf16"]["config"], architectures=["SmolLM3ForCausalLM"], num_hidden_layers=6,
+                  layer_types=["full_attention"] * 6)
+    config.pop("no_rope_layers")
+    for interval, rotating in ((3, 4), (None, 5)):
+        config.pop("no_rope_layer_interval", None)
+        if interval:
+            config["no_rope_layer_interval"] = interval
+        folder = os.path.join(work, "smollm3-interval")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        ref.run([f"{bin_dir}/mtc", folder, "--batch", "1", "--seq", "8", "--forward-only", "--no-weights", "-o",
+                 folder + ".plan"])
+        dump = subprocess.run([f"{bin_dir}/mtdump", folder + ".plan"], capture_output=True, text=True, check=True).stdout
+        ropes = sum("mt.rope(" in line for line in dump.splitlines())
+        if ropes != 2 * rotating:
+            failures.append(f"smollm3 interval {interval}: {ropes} mt.rope calls (want {2 * rotating})")
+    print("smollm3: without no_rope_layers, every no_rope_layer_interval-th layer (4 where absent) turns no rotary "
+          "embedding")
+
+
 def gemma3_multimodal_peft(bin_dir, work, data, flags, failures):
     """gemma3_multimodal's folders with LoRA: --export-peft from either layout writes the same adapters
     under transformers' loaded names, which --lora-from puts back bit for bit on both."""
@@ -1504,6 +1536,7 @@ def main():
     mxfp4_import(bin_dir, work, data, tokens, failures)
     gemma3_multimodal(bin_dir, work, data, failures)
     gemma3_multimodal_padding(bin_dir, work, failures)
+    smollm3_interval(bin_dir, work, failures)
     gemma3_with_its_tokenizer(bin_dir, work, failures)
     ref.finish("hf_import", failures)
 
