@@ -395,16 +395,12 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
   const bool phi3 = architecture == "Phi3ForCausalLM";
-  c.norm_eps = r.number("rms_norm_eps", phi3 || architecture == "Olmo2ForCausalLM" ? 1e-5 : 1e-6);  // the configs' defaults
-  const bool smollm3 = architecture == "SmolLM3ForCausalLM";
+  const bool smollm3 = architecture == "SmolLM3ForCausalLM", olmo2 = architecture == "Olmo2ForCausalLM";
+  c.norm_eps = r.number("rms_norm_eps", phi3 || olmo2 ? 1e-5 : 1e-6);  // the configs' defaults
   c.tied = r.boolean("tie_word_embeddings", smollm3);
   // Phi3Config's, SmolLM3Config's and Olmo2Config's defaults; the others' none.
-  c.padding_id = r.paddingId(c.vocab, phi3                                    ? 32000
-                                      : smollm3                               ? 128004
-                                      : architecture == "Olmo2ForCausalLM"    ? 1
-                                                                              : -1);
+  c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : smollm3 ? 128004 : olmo2 ? 1 : -1);
   c.qkv_bias = architecture == "Qwen2ForCausalLM";
-  const bool olmo2 = architecture == "Olmo2ForCausalLM";
   c.qk_norm = architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM" || olmo2;
   // OLMo 2: q and k normed over their whole projections, each sublayer's output normed before its
   // residual add, its input not (Olmo2DecoderLayer).

@@ -74,7 +74,8 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   for (int64_t l = 0; l < c.layers; ++l) sliding += c.attentionWindow(l) > 0;
   const std::string window =
       sliding ? fmt::format(", {}-token windows in {} of {} layers", c.sliding_window, sliding, c.layers) : "";
-  // Gemma 3's, Granite's and SmolLM3's differences from the llama family's, where the config has them.
+  // Gemma 3's, Granite's, SmolLM3's and OLMo 2's differences from the llama family's, where the
+  // config has them.
   std::string forms;
   if (!c.nope_layers.empty())
     forms += fmt::format(", no rotary embedding in {} of {} layers (NoPE)", c.nope_layers.size(), c.layers);
