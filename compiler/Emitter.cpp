@@ -215,7 +215,9 @@ LogicalResult Emitter::lowerHostTask(HostTaskOp task, int index, Instr& instr) {
       body->add_tensors(t);
     body->set_accumulate(task->hasAttr(kAccumulateAttr));
     if (auto padding = task->getAttrOfType<IntegerAttr>(kPaddingIdAttr)) {
-      if (lookup || padding.getInt() >= plan_.host_tensors(tableTensor).shape(0))
+      // (HostTaskOp's verifier leaves it to embedding_grad tasks, not negative; the whole table's
+      // rows are known here.)
+      if (padding.getInt() >= plan_.host_tensors(tableTensor).shape(0))
         return task.emitError("mt.padding_id ") << padding.getInt() << " is not a row of the table's gradient";
       body->set_padding_id(padding.getInt());
     }

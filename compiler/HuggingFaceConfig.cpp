@@ -536,10 +536,10 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   out.config = causal == "GPT2LMHeadModel"     ? readGpt2Config(r, out.notes)
                : causal == "Gemma3ForCausalLM" ? hf::readGemma3Config(r)
                                                : readConfig(r, causal, &out.mxfp4_experts, out.notes);
-  // Before anything is placed per layer or per expert: a hostile count would take all memory.
-  if (out.config.layers > kMaxLayers || out.config.experts > kMaxExperts)
-    throw r.error(fmt::format("{} layers and {} experts: at most {} and {} are supported", out.config.layers,
-                              out.config.experts, kMaxLayers, kMaxExperts));
+  // Before anything is placed per expert: a hostile count would take all memory (the layers are
+  // bounded as they are read, ConfigReader::layerCount).
+  if (out.config.experts > kMaxExperts)
+    throw r.error(fmt::format("{} experts: at most {} are supported", out.config.experts, kMaxExperts));
   if (causal != out.architecture) {
     readScoreLabels(r);
     out.config.score_head = ModelConfig::ScoreHead::kPretrained;

@@ -1,7 +1,8 @@
 // A Hugging Face folder's config.json in and out: read key by key into the built-in family's
-// config (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, the mixtures
-// of experts Qwen3MoeForCausalLM, MixtralForCausalLM and GptOssForCausalLM, and Gemma 3's text
-// models' Gemma3ForCausalLM into the llama family's, GPT2LMHeadModel into the gpt2 family's; each
+// config (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, Phi3ForCausalLM,
+// GraniteForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, the mixtures of experts
+// Qwen3MoeForCausalLM, MixtralForCausalLM and GptOssForCausalLM, and Gemma 3's text models'
+// Gemma3ForCausalLM into the llama family's, GPT2LMHeadModel into the gpt2 family's; each
 // also as its ...ForSequenceClassification of one label (Gemma 3's:
 // Gemma3TextForSequenceClassification), a reward model: the same body under a score head), and written for a built-in
 // model. Read strictly: a key mtc does not know or a setting it does not implement is an error
@@ -17,7 +18,8 @@ namespace mt {
 struct HuggingFaceConfig {
   std::string architecture;  // "LlamaForCausalLM", ..., as the config names it
   ModelConfig config;        // a ...ForSequenceClassification's: score_head kPretrained
-  // What the config asks for that training does not do, said in mtc's summary (GPT-2's dropout).
+  // What the config asks for that training does not do, said in mtc's summary (GPT-2's and
+  // Granite's dropout).
   std::vector<std::string> notes;
   bool mxfp4_experts = false;  // gpt-oss's quantization_config: the experts as MXFP4 blocks and scales
   // A Gemma3ForConditionalGeneration folder's: its language model's config.json as

@@ -98,7 +98,7 @@ std::string causalConfig(const ModelConfig& c) {
   if (c.family != ModelFamily::kLlama) return "";
   // Gemma's, Granite's, SmolLM3's and OLMo 2's: only a folder's own config (kept in the plan)
   // describes one.
-  if (c.gemmaForm() || c.graniteForm() || !c.nope_layers.empty() || c.qk_norm_whole) return "";
+  if (c.gemmaForm() || c.graniteForm() || !c.nope_layers.empty() || !c.input_norms || c.qk_norm_whole) return "";
   if (c.expert_form == ModelConfig::ExpertForm::kGptOss) return gptOssConfig(c);
   if (c.sliding_window > 0) return "";  // a window only gpt-oss's form writes out
   if (c.experts > 0) return expertsConfig(c);

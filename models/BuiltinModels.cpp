@@ -206,6 +206,40 @@ const ModelPreset* findModelPreset(const std::string& name) {
   return nullptr;
 }
 
+namespace {
+
+// The architectures' forms of the llama family (Gemma's, Granite's, OLMo 2's norms, SmolLM3's NoPE
+// layers): "" or what is wrong.
+std::string validateArchitectureForms(const ModelConfig& c) {
+  if (c.gemmaForm()) {
+    if (c.family != ModelFamily::kLlama || c.experts > 0)
+      return "Gemma's norms, scaled embedding, GeGLU, local rotary base and attention scalar are options of the "
+             "llama family's dense models";
+    if (!(c.rope_local_theta >= 0.0 && std::isfinite(c.rope_local_theta)) ||
+        !(c.query_pre_attn_scalar >= 0.0 && std::isfinite(c.query_pre_attn_scalar)))
+      return "rope_local_theta and query_pre_attn_scalar must be finite and not negative (0: none)";
+  }
+  if (c.graniteForm()) {
+    if (c.family != ModelFamily::kLlama) return "Granite's multipliers are options of the llama family";
+    auto f32Positive = [](double m) { return static_cast<float>(m) > 0.0f && std::isfinite(static_cast<float>(m)); };
+    for (double m : {c.embedding_multiplier, c.residual_multiplier, c.logits_scaling})
+      if (!f32Positive(m) || !f32Positive(1.0 / m))
+        return "Granite's embedding, residual and logits multipliers must be positive, they and their inverses in "
+               "f32's range";
+    if (c.attention_multiplier != 0.0 && (!f32Positive(c.attention_multiplier) ||
+                                          !f32Positive(c.attention_multiplier * std::sqrt(c.headDim()))))
+      return "Granite's attention multiplier must be positive and in f32's range (0: head_dim^-1/2)";
+  }
+  if (c.qk_norm_whole && !c.qk_norm) return "qk_norm_whole is a form of qk_norm";
+  if (!c.input_norms && !c.sandwich_norms) return "a model without input norms needs the sandwich norms after its sublayers";
+  for (int64_t l : c.nope_layers)
+    if (c.family != ModelFamily::kLlama || l < 0 || l >= c.layers)
+      return "a layer without the rotary embedding must be a llama model's layer, got " + std::to_string(l);
+  return "";
+}
+
+}  // namespace
+
 std::string validateConfig(const ModelConfig& c, int64_t seq) {
   if (c.family == ModelFamily::kNone) return "a built-in model needs a family: gpt2 or llama";
   if (c.layers <= 0 || c.width <= 0 || c.heads <= 0 || c.ffn <= 0 || c.vocab <= 0 || c.context <= 0)
@@ -260,30 +294,7 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
   }
   if (c.family != ModelFamily::kLlama && (c.sliding_window || c.attention_sinks || c.expert_form != ModelConfig::ExpertForm::kSwiglu))
     return "sliding windows, attention sinks and gpt-oss's experts are llama options";
-  if (c.gemmaForm()) {
-    if (c.family != ModelFamily::kLlama || c.experts > 0)
-      return "Gemma's norms, scaled embedding, GeGLU, local rotary base and attention scalar are options of the "
-             "llama family's dense models";
-    if (!(c.rope_local_theta >= 0.0 && std::isfinite(c.rope_local_theta)) ||
-        !(c.query_pre_attn_scalar >= 0.0 && std::isfinite(c.query_pre_attn_scalar)))
-      return "rope_local_theta and query_pre_attn_scalar must be finite and not negative (0: none)";
-  }
-  if (c.graniteForm()) {
-    if (c.family != ModelFamily::kLlama) return "Granite's multipliers are options of the llama family";
-    auto f32Positive = [](double m) { return static_cast<float>(m) > 0.0f && std::isfinite(static_cast<float>(m)); };
-    for (double m : {c.embedding_multiplier, c.residual_multiplier, c.logits_scaling})
-      if (!f32Positive(m) || !f32Positive(1.0 / m))
-        return "Granite's embedding, residual and logits multipliers must be positive, they and their inverses in "
-               "f32's range";
-    if (c.attention_multiplier != 0.0 && (!f32Positive(c.attention_multiplier) ||
-                                          !f32Positive(c.attention_multiplier * std::sqrt(c.headDim()))))
-      return "Granite's attention multiplier must be positive and in f32's range (0: head_dim^-1/2)";
-  }
-  if (c.qk_norm_whole && !c.qk_norm) return "qk_norm_whole is a form of qk_norm";
-  if (!c.input_norms && !c.sandwich_norms) return "a model without input norms needs the sandwich norms after its sublayers";
-  for (int64_t l : c.nope_layers)
-    if (c.family != ModelFamily::kLlama || l < 0 || l >= c.layers)
-      return "a layer without the rotary embedding must be a llama model's layer, got " + std::to_string(l);
+  if (std::string problem = validateArchitectureForms(c); !problem.empty()) return problem;
   if (c.sliding_window < 0) return "sliding_window must not be negative (0: none)";
   for (int64_t l : c.sliding_layers)
     if (l < 0 || l >= c.layers)

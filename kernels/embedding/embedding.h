@@ -26,6 +26,12 @@ void embedding_chunk_cpu(const KernelArgs& args);
 std::string embedding_grad_chunk_check(const KernelArgs& args);
 void embedding_grad_chunk_cpu(const KernelArgs& args);
 
+// The padding id of an embedding_grad call, int attribute `at` (embedding_grad's 0, the chunk's 1;
+// plan 1.36), or -1 (no token has it) where the call has none.
+inline int64_t embeddingPaddingId(const KernelArgs& args, size_t at) {
+  return at < args.ints.size() ? args.ints[at] : -1;
+}
+
 // The token embedding on the host (plan 1.6 host tasks EMBEDDING_LOOKUP / EMBEDDING_GRAD, run
 // by the host stream of every backend): rows = table[ids] as mt.embedding, from the (V, C)
 // table's master weights (restored if split); grad[ids] += rows as mt.embedding_grad, onto

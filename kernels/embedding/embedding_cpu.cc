@@ -98,22 +98,19 @@ std::string checkTableGradient(const KernelArgs& args) {
   return expectShape(dout, expected, "embedding_grad dout");
 }
 
-// The padding id at int attribute `at` (plan 1.36), or -1 (no token id) where the call has none.
-int64_t paddingId(const KernelArgs& args, size_t at) { return at < args.ints.size() ? args.ints[at] : -1; }
-
 }  // namespace
 
 std::string embedding_grad_check(const KernelArgs& args) {
   if (args.ints.size() > 1) return "embedding_grad takes int[(padding_id)]";
   MT_CHECK(checkTableGradient(args));
-  const int64_t padding = paddingId(args, 0);
+  const int64_t padding = embeddingPaddingId(args, 0);
   return args.ints.size() == 1 && (padding < 0 || padding >= args.out[0].dim(0))
              ? "embedding_grad: padding_id " + std::to_string(padding) + " is not a row of the table"
              : "";
 }
 
 void embedding_grad_cpu(const KernelArgs& args) {
-  scatterRows(args.in[0], args.in[1], 0, paddingId(args, 0), args.out[0]);
+  scatterRows(args.in[0], args.in[1], 0, embeddingPaddingId(args, 0), args.out[0]);
 }
 
 std::string embedding_chunk_check(const KernelArgs& args) {
@@ -135,7 +132,7 @@ std::string embedding_grad_chunk_check(const KernelArgs& args) {
 }
 
 void embedding_grad_chunk_cpu(const KernelArgs& args) {
-  scatterRows(args.in[0], args.in[1], args.ints[0], paddingId(args, 1), args.out[0]);
+  scatterRows(args.in[0], args.in[1], args.ints[0], embeddingPaddingId(args, 1), args.out[0]);
 }
 
 std::string positions_check(const KernelArgs& args) {

@@ -69,11 +69,8 @@ static void launchScatter(const KernelArgs& args, const CudaLaunch& launch, int6
 
 void embedding_cuda(const KernelArgs& args, const CudaLaunch& launch) { launchLookup(args, launch, 0, nullptr); }
 
-// The padding id is int attribute `at` (plan 1.36), or -1 (none).
-static int64_t paddingId(const KernelArgs& args, size_t at) { return at < args.ints.size() ? args.ints[at] : -1; }
-
 void embedding_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  launchScatter(args, launch, 0, paddingId(args, 0));
+  launchScatter(args, launch, 0, embeddingPaddingId(args, 0));
 }
 
 void embedding_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch) {
@@ -81,7 +78,7 @@ void embedding_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch) {
 }
 
 void embedding_grad_chunk_cuda(const KernelArgs& args, const CudaLaunch& launch) {
-  launchScatter(args, launch, args.ints[0], paddingId(args, 1));
+  launchScatter(args, launch, args.ints[0], embeddingPaddingId(args, 1));
 }
 
 void positions_cuda(const KernelArgs& args, const CudaLaunch& launch) {

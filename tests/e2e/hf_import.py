@@ -535,11 +535,12 @@ def rotates(cfg, layer):
 
 def padding_id(cfg):
     """The token transformers' nn.Embedding(vocab, hidden, padding_idx) leaves out of the embedding's
-    gradient: pad_token_id, or its config class's default (Phi3Config's 32000, Gemma3TextConfig's 0);
-    None for GPT-2, whose embedding has none."""
+    gradient: pad_token_id, or its config class's default (Phi3Config's 32000, Gemma3TextConfig's 0,
+    SmolLM3Config's 128004, Olmo2Config's 1); None for GPT-2, whose embedding has none."""
     if cfg["model_type"] == "gpt2":
         return None
-    return cfg.get("pad_token_id", {"phi3": 32000, "gemma3_text": 0}.get(cfg["model_type"]))
+    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1}
+    return cfg.get("pad_token_id", defaults.get(cfg["model_type"]))
 
 
 def embed_tokens(p, cfg, tokens):
@@ -630,9 +631,10 @@ def hf_logits(p, cfg, tokens, score_head=False):
 
     x = embed_tokens(p, cfg, tokens)
     granite = cfg["model_type"] == "granite"  # its multipliers (transformers' modeling_granite)
+    multiplier = lambda key: cfg.get(key, 1.0) if granite else 1.0  # noqa: E731 (GraniteConfig's defaults 1)
     if granite:
-        x = x * cfg["embedding_multiplier"]
-    residual = cfg["residual_multiplier"] if granite else 1.0
+        x = x * multiplier("embedding_multiplier")
+    residual = multiplier("residual_multiplier")
     olmo2 = cfg["model_type"] == "olmo2"  # Olmo2DecoderLayer: no input norms, a norm after each sublayer
     mask = torch.full((T, T), float("-inf")).triu(1)
     for l in range(L):
@@ -653,7 +655,7 @@ def hf_logits(p, cfg, tokens, score_head=False):
             q, k = rotary(q), rotary(k)
         k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
         v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
-        scores = (q @ k.transpose(2, 3) * cfg["attention_multiplier"] if granite
+        scores = (q @ k.transpose(2, 3) * multiplier("attention_multiplier") if granite
                   else q @ k.transpose(2, 3) / math.sqrt(D)) + mask
         window = sliding_window_of(cfg, l)
         if window:  # transformers' sliding-window mask: key j of query i within i - window < j
@@ -680,7 +682,7 @@ def hf_logits(p, cfg, tokens, score_head=False):
         x = x + linear(F.silu(gate) * up, pre + "mlp.down_proj") * residual
     x = rms_norm(x, p["model.norm.weight"])
     head = p["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else p["lm_head.weight"]
-    return F.linear(x, head) / cfg["logits_scaling"] if granite and not score_head else F.linear(x, head)
+    return F.linear(x, head) / multiplier("logits_scaling") if granite and not score_head else F.linear(x, head)
 
 
 def read_hf_safetensors(path):
