@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes config.json seeds for the hf_config fuzz harness into DIR: the one-layer Llama of width 8
 its weights file fits (tests/fuzz/fuzz_hf_config.cc), the same shape as Qwen2, Qwen3 (head_dim,
-layer_types), Mistral and Phi-3, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
+layer_types), Mistral, Phi-3, Granite (its multipliers, its dropout), SmolLM3 (its NoPE layers) and
+OLMo 2, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
 Gemma 3's text model and its multimodal folder's config (the text model nested), and one nested as
 deep as a file may be (64 levels)."""
 import json
@@ -22,6 +23,13 @@ seeds = {
     "phi3.json": dict(llama, architectures=["Phi3ForCausalLM"], model_type="phi3", sliding_window=16, resid_pdrop=0.0,
                       embd_pdrop=0.0, original_max_position_embeddings=32, rope_scaling=None,
                       auto_map={"AutoConfig": "configuration_phi3.Phi3Config"}, pad_token_id=0),
+    "granite.json": dict(llama, architectures=["GraniteForCausalLM"], model_type="granite", embedding_multiplier=12.0,
+                         residual_multiplier=0.22, attention_multiplier=0.0078125, logits_scaling=8.0,
+                         attention_dropout=0.1, pad_token_id=0),
+    "smollm3.json": dict(llama, architectures=["SmolLM3ForCausalLM"], model_type="smollm3", no_rope_layers=[1],
+                         no_rope_layer_interval=4, pretraining_tp=2, use_sliding_window=False, sliding_window=None,
+                         max_window_layers=28, pad_token_id=0),
+    "olmo2.json": dict(llama, architectures=["Olmo2ForCausalLM"], model_type="olmo2", pad_token_id=0),
     "gpt2.json": dict(architectures=["GPT2LMHeadModel"], model_type="gpt2", n_embd=8, n_layer=1, n_head=2,
                       n_positions=32, vocab_size=16, layer_norm_epsilon=1e-5, activation_function="gelu_new"),
     "llama-reward.json": dict(llama, architectures=["LlamaForSequenceClassification"], id2label={"0": "LABEL_0"},
