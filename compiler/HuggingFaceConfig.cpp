@@ -395,7 +395,8 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
   const bool phi3 = architecture == "Phi3ForCausalLM";
-  const bool smollm3 = architecture == "SmolLM3ForCausalLM", olmo2 = architecture == "Olmo2ForCausalLM";
+  const bool smollm3 = architecture == "SmolLM3ForCausalLM", olmo2 = architecture == "Olmo2ForCausalLM",
+             granite = architecture == "GraniteForCausalLM";
   c.norm_eps = r.number("rms_norm_eps", phi3 || olmo2 ? 1e-5 : 1e-6);  // the configs' defaults
   c.tied = r.boolean("tie_word_embeddings", smollm3);
   // Phi3Config's, SmolLM3Config's and Olmo2Config's defaults; the others' none.
@@ -421,7 +422,7 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   else if (r.boolean("attention_bias", false))
     c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");
-  if (architecture == "GraniteForCausalLM")
+  if (granite)
     readGraniteKeys(r, c, notes);
   else
     r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");

@@ -701,6 +701,17 @@ def read_hf_safetensors(path):
     return out
 
 
+def plan_listing(bin_dir, folder, plan, flags, config=None):
+    """mtdump's listing of the plan mtc compiles from `folder` with `flags` and without its weights;
+    `config`: written to the folder as its config.json first (a folder of a config alone)."""
+    if config is not None:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+    ref.run([f"{bin_dir}/mtc", folder, "--no-weights", "-o", plan] + flags)
+    return subprocess.run([f"{bin_dir}/mtdump", plan], capture_output=True, text=True, check=True).stdout
+
+
 def granite_heads(bin_dir, work, folder, summary, failures):
     """Granite's logits_scaling divides an LM head's logits (the hidden states times 1/6 before it),
     not a reward model's score (transformers' GraniteForSequenceClassification); its attention
@@ -709,10 +720,8 @@ def granite_heads(bin_dir, work, folder, summary, failures):
         failures.append("granite: the summary does not say that attention_dropout is not applied")
     scales = {}
     for objective in ("lm", "reward"):
-        plan = os.path.join(work, f"granite-{objective}.plan")
-        ref.run([f"{bin_dir}/mtc", folder, "--batch", "2", "--seq", "16", "--no-weights", "-o", plan]
-                + (["--objective", "reward"] if objective == "reward" else []))
-        dump = subprocess.run([f"{bin_dir}/mtdump", plan], capture_output=True, text=True, check=True).stdout
+        dump = plan_listing(bin_dir, folder, os.path.join(work, f"granite-{objective}.plan"),
+                            ["--batch", "2", "--seq", "16"] + (["--objective", "reward"] if objective == "reward" else []))
         scales[objective] = re.findall(r"mt\.scale\(.*\{([0-9.e+-]+)\}", dump)
     if "0.166667" not in scales["lm"] or "0.166667" in scales["reward"] or "12" not in scales["reward"]:
         failures.append(f"granite: the forward scales are {scales} (want 1/6 before the LM head alone)")
@@ -1224,11 +1233,7 @@ def gemma3_multimodal_padding(bin_dir, work, failures):
         if text_pad != "absent":
             config["text_config"]["pad_token_id"] = text_pad
         folder = os.path.join(work, "gemma3-multimodal-pad")
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "config.json"), "w") as f:
-            json.dump(config, f)
-        ref.run([f"{bin_dir}/mtc", folder, "--batch", "1", "--seq", "8", "--no-weights", "-o", folder + ".plan"])
-        dump = subprocess.run([f"{bin_dir}/mtdump", folder + ".plan"], capture_output=True, text=True, check=True).stdout
+        dump = plan_listing(bin_dir, folder, folder + ".plan", ["--batch", "1", "--seq", "8"], config)
         grads = [line.split("#")[0] for line in dump.splitlines() if "mt.embedding_grad(" in line]
         shown = re.findall(r"\{[0-9 ]*\}", grads[0]) if len(grads) == 1 else ["several"]
         if (shown[0] if shown else "") != want:
@@ -1250,12 +1255,7 @@ def smollm3_interval(bin_dir, work, failures):
         if interval:
             config["no_rope_layer_interval"] = interval
         folder = os.path.join(work, "smollm3-interval")
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "config.json"), "w") as f:
-            json.dump(config, f)
-        ref.run([f"{bin_dir}/mtc", folder, "--batch", "1", "--seq", "8", "--forward-only", "--no-weights", "-o",
-                 folder + ".plan"])
-        dump = subprocess.run([f"{bin_dir}/mtdump", folder + ".plan"], capture_output=True, text=True, check=True).stdout
+        dump = plan_listing(bin_dir, folder, folder + ".plan", ["--batch", "1", "--seq", "8", "--forward-only"], config)
         ropes = sum("mt.rope(" in line for line in dump.splitlines())
         if ropes != 2 * rotating:
             failures.append(f"smollm3 interval {interval}: {ropes} mt.rope calls (want {2 * rotating})")
