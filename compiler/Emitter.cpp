@@ -21,7 +21,7 @@ using namespace mlir;
 namespace mt {
 namespace {
 // The rate an attention call (mt.attention or its gradient) runs at on the profile's GPU: a bf16
-// call cuDNN's graph takes (no window, sinks or packed examples; heads a multiple of 8 up to 128:
+// call cuDNN's graph takes (no window, sinks, softcap or packed examples; heads a multiple of 8 up to 128:
 // CudnnAttention::unsupported, mtrun's default; the run's cuDNN version, not known here, may refuse
 // more: before 9.16, lengths that are not a multiple of 128) at cuDNN's, another with heads of 64
 // or 128 at our tensor-core kernels' (attention_mma_cuda.cu; forward and backward apart), the rest
@@ -33,8 +33,9 @@ double attentionRate(Operation* op, const HardwareProfile& hw) {
   const auto type = cast<RankedTensorType>(q.getType());
   if (!type.getElementType().isBF16()) return hw.attention_flops_per_s;
   const int64_t head_dim = type.getShape().back() / (forward ? forward.getNumHeads() : grad.getNumHeads());
-  const bool plain = forward ? !forward.getWindow() && !forward.getSinks() && !forward.getPositions()
-                             : !grad.getWindow() && !grad.getPositions();
+  const bool plain = forward ? !forward.getWindow() && !forward.getSinks() && !forward.getPositions() &&
+                                   forward.getSoftcap().isZero()
+                             : !grad.getWindow() && !grad.getPositions() && grad.getSoftcap().isZero();
   if (plain && head_dim % 8 == 0 && head_dim <= 128) return hw.bf16_attention_flops_per_s;
   if (head_dim == 64 || head_dim == 128)
     return forward ? hw.bf16_attention_ours_flops_per_s : hw.bf16_attention_grad_ours_flops_per_s;

@@ -173,11 +173,13 @@ void settleLongRope(ConfigReader& r, const std::string& architecture, ModelConfi
   s.original_context = original;
 }
 
+}  // namespace
+
 // The rotary embedding's base and scaling into `c`. transformers 4 writes them as rope_theta and
 // rope_scaling; transformers 5 as one object, rope_parameters (rope_theta among the scaling's
 // keys), which is all the folders it saves carry. Either form is read; a base given in both must
 // agree, and the scaling comes from one alone.
-void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
+void hf::readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
   const double theta = r.number("rope_theta", 0.0);  // 0: not given
   const bool gpt_oss = architecture == "GptOssForCausalLM";
   // transformers' configs' defaults
@@ -221,6 +223,8 @@ void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c
   readRopeScaling(p, c, architecture == "Phi3ForCausalLM");
   p.finish();
 }
+
+namespace {
 
 // A mixture of experts' settings (Qwen3MoeForCausalLM, MixtralForCausalLM, GptOssForCausalLM) into `c`.
 // `mxfp4`: set where the config says the experts are stored in MXFP4 (gpt-oss's quantization_config).
@@ -523,7 +527,7 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
       {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"MistralForCausalLM", "mistral"}, {"MixtralForCausalLM", "mixtral"},
       {"GptOssForCausalLM", "gpt_oss"},    {"GPT2LMHeadModel", "gpt2"},       {"Gemma3ForCausalLM", "gemma3_text"},
       {"Phi3ForCausalLM", "phi3"},         {"GraniteForCausalLM", "granite"},  {"SmolLM3ForCausalLM", "smollm3"},
-      {"Olmo2ForCausalLM", "olmo2"}};
+      {"Olmo2ForCausalLM", "olmo2"},       {"Gemma2ForCausalLM", "gemma2"}};
   if (!kModelType.count(causal)) {
     std::string supported;
     for (const auto& [architecture, type] : kModelType) supported += (supported.empty() ? "" : ", ") + architecture;
@@ -536,6 +540,7 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
                   " is of model_type \"" + kModelType.at(causal) + "\": the folder contradicts itself");
   out.config = causal == "GPT2LMHeadModel"     ? readGpt2Config(r, out.notes)
                : causal == "Gemma3ForCausalLM" ? hf::readGemma3Config(r)
+               : causal == "Gemma2ForCausalLM" ? hf::readGemma2Config(r)
                                                : readConfig(r, causal, &out.mxfp4_experts, out.notes);
   // Before anything is placed per expert: a hostile count would take all memory (the layers are
   // bounded as they are read, ConfigReader::layerCount).

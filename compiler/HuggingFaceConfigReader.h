@@ -179,9 +179,14 @@ ConfigReader rotaryParameters(ConfigReader& r);
 // The scaling an object of rotary settings names into `c` (compiler/HuggingFaceConfig.cpp).
 void readRopeScaling(ConfigReader& s, ModelConfig& c, bool phi3 = false);
 
-// Gemma3ForCausalLM's config into the llama family's with Gemma's differences
-// (compiler/HuggingFaceGemma.cpp).
+// The rotary embedding's base (the architecture's default where none is given) and scaling, as
+// transformers 4 (rope_theta, rope_scaling) or 5 (rope_parameters) writes them (compiler/HuggingFaceConfig.cpp).
+void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c);
+
+// Gemma3ForCausalLM's and Gemma2ForCausalLM's configs into the llama family's with Gemma's
+// differences (compiler/HuggingFaceGemma.cpp).
 ModelConfig readGemma3Config(ConfigReader& r);
+ModelConfig readGemma2Config(ConfigReader& r);
 
 // A Gemma3ForConditionalGeneration config (Gemma 3 4B-27B: a language model beside a vision
 // tower) as its language model's Gemma3ForCausalLM config.json: text_config with that

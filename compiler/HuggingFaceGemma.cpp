@@ -2,10 +2,20 @@
 
 #include "compiler/HuggingFaceConfigReader.h"
 
-// Gemma 3's configs: Gemma3ForCausalLM's (the text models, 270M and 1B) and
-// Gemma3ForConditionalGeneration's language model (4B-27B).
+// Gemma's configs: Gemma3ForCausalLM's (the text models, 270M and 1B),
+// Gemma3ForConditionalGeneration's language model (4B-27B) and Gemma2ForCausalLM's (2B-27B).
 namespace mt::hf {
 namespace {
+
+// A softcap (Gemma 2's; Gemma 3's config has the keys too): `fallback` where the key is absent,
+// none where it is null (transformers caps only where the key is not None), else a positive number.
+double gemmaSoftcap(ConfigReader& r, const char* key, double fallback) {
+  if (r.isNull(key)) {
+    r.take(key);
+    return 0.0;
+  }
+  return r.number(key, fallback);
+}
 
 // Gemma 3's two rotary embeddings: the full-attention layers' (rope_theta, 1e6 unless given, and
 // rope_scaling) and the sliding layers' (rope_local_base_freq, 10,000 unless given, unscaled), as
@@ -54,11 +64,9 @@ void readGemmaRotary(ConfigReader& r, ModelConfig& c) {
   p.finish();
 }
 
-// Gemma 3's sliding layers: layer_types where the config has it (as transformers reads it, over
-// the pattern), else every layer but each sliding_window_pattern-th (6 unless given;
-// transformers 4.50's form; 4.53 on write _sliding_window_pattern beside layer_types), and the
-// window.
-void readGemmaSlidingWindows(ConfigReader& r, ModelConfig& c) {
+// Gemma 3's sliding_window_pattern, or transformers 4.53's _sliding_window_pattern (the two agree
+// where both are given); 6 where neither is.
+int64_t gemma3WindowPattern(ConfigReader& r) {
   std::optional<int64_t> pattern;
   for (const char* key : {"sliding_window_pattern", "_sliding_window_pattern"}) {
     if (r.has(key)) {
@@ -68,9 +76,18 @@ void readGemmaSlidingWindows(ConfigReader& r, ModelConfig& c) {
     }
     r.take(key);
   }
+  return pattern.value_or(6);
+}
+
+// Gemma's sliding layers: layer_types where the config has it (as transformers reads it, over
+// the pattern), else every layer but each pattern-th: Gemma 3's sliding_window_pattern (6 unless
+// given; transformers 4.50's form; 4.53 on write _sliding_window_pattern beside layer_types),
+// Gemma 2's every other one (the even layers slide; its config has no pattern key). And the window.
+void readGemmaSlidingWindows(ConfigReader& r, ModelConfig& c, bool gemma2) {
+  const int64_t pattern = gemma2 ? 2 : gemma3WindowPattern(r);
   std::vector<int64_t> from_pattern;
   for (int64_t l = 0; l < c.layers; ++l)
-    if ((l + 1) % pattern.value_or(6) != 0) from_pattern.push_back(l);
+    if ((l + 1) % pattern != 0) from_pattern.push_back(l);
   const json& types = r.value("layer_types");
   std::vector<int64_t> sliding = from_pattern;
   if (!types.is_null()) {
@@ -97,7 +114,7 @@ void readGemmaSlidingWindows(ConfigReader& r, ModelConfig& c) {
 // sublayers and on q and k, the embedding times sqrt(width), GeGLU, the scores scaled by
 // query_pre_attn_scalar, sliding layers with a rotary base of their own. The defaults are
 // transformers' Gemma3TextConfig's (a multimodal folder's text_config writes only the keys that
-// differ from them). Softcapping (Gemma 2's) is refused by name.
+// differ from them), softcaps where it sets them as Gemma 2's.
 ModelConfig readGemma3Config(ConfigReader& r) {
   ModelConfig c;
   c.family = ModelFamily::kLlama;
@@ -119,12 +136,52 @@ ModelConfig readGemma3Config(ConfigReader& r) {
     throw r.error("'hidden_activation' is not gelu_pytorch_tanh: Gemma 3's MLP is GeGLU with GELU's tanh form");
   if (r.boolean("attention_bias", false)) c.qkv_bias = c.o_bias = true;
   r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
-  r.require("final_logit_softcapping", json(), "softcapped logits (Gemma 2's) are not supported");
-  r.require("attn_logit_softcapping", json(), "softcapped attention scores (Gemma 2's) are not supported");
+  // Gemma3TextConfig's softcaps: none unless given (Gemma 2's, which transformers' Gemma 3 applies
+  // where a config sets them).
+  c.attn_softcap = gemmaSoftcap(r, "attn_logit_softcapping", 0.0);
+  c.final_softcap = gemmaSoftcap(r, "final_logit_softcapping", 0.0);
   r.require("use_bidirectional_attention", false, "bidirectional attention (EmbeddingGemma's) is not supported");
   r.take("cache_implementation");  // the cache generate() builds, not the model's arithmetic
   readGemmaRotary(r, c);
-  readGemmaSlidingWindows(r, c);
+  readGemmaSlidingWindows(r, c, false);
+  return c;
+}
+
+// Gemma2ForCausalLM's config.json (model_type gemma2: Gemma 2 2B, 9B, 27B) into the llama family's:
+// Gemma 3's norms of 1 + weight around both sublayers, scaled embedding, GeGLU and score scalar,
+// without q/k norms and with one rotary base for every layer; its every other layer sliding (the
+// even ones); its attention scores capped at attn_logit_softcapping (50) and its logits at
+// final_logit_softcapping (30), c * tanh(x / c). The defaults are transformers' Gemma2Config's.
+ModelConfig readGemma2Config(ConfigReader& r) {
+  ModelConfig c;
+  c.family = ModelFamily::kLlama;
+  c.width = r.integer("hidden_size", 2304);
+  c.ffn = r.integer("intermediate_size", 9216);
+  c.layers = r.layerCount("num_hidden_layers", 26);
+  c.heads = r.integer("num_attention_heads", 8);
+  c.kv_heads = r.integer("num_key_value_heads", 4);
+  c.vocab = r.integer("vocab_size", 256000);
+  c.context = r.integer("max_position_embeddings", 8192);
+  c.norm_eps = r.number("rms_norm_eps", 1e-6);
+  c.tied = r.boolean("tie_word_embeddings", true);
+  c.padding_id = r.paddingId(c.vocab, 0);  // Gemma2Config's default
+  c.head_dim = r.headDim(c.width, c.heads, 256);
+  c.norm_plus_one = c.embed_scaled = c.sandwich_norms = true;
+  c.gate_activation = ModelConfig::GateActivation::kGeluTanh;
+  c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
+  if (r.text("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
+    throw r.error("'hidden_activation' is not gelu_pytorch_tanh: Gemma 2's MLP is GeGLU with GELU's tanh form");
+  // The published configs carry hidden_act beside hidden_activation, and the 9B's config
+  // sliding_window_size beside sliding_window: transformers' Gemma 2 reads neither.
+  r.take("hidden_act");
+  r.take("sliding_window_size");
+  if (r.boolean("attention_bias", false)) c.qkv_bias = c.o_bias = true;
+  r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
+  c.attn_softcap = gemmaSoftcap(r, "attn_logit_softcapping", 50.0);
+  c.final_softcap = gemmaSoftcap(r, "final_logit_softcapping", 30.0);
+  r.take("cache_implementation");  // the cache generate() builds ("hybrid"), not the model's arithmetic
+  readRotary(r, "Gemma2ForCausalLM", c);
+  readGemmaSlidingWindows(r, c, true);
   return c;
 }
 

@@ -74,8 +74,8 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   for (int64_t l = 0; l < c.layers; ++l) sliding += c.attentionWindow(l) > 0;
   const std::string window =
       sliding ? fmt::format(", {}-token windows in {} of {} layers", c.sliding_window, sliding, c.layers) : "";
-  // Gemma 3's, Granite's, SmolLM3's and OLMo 2's differences from the llama family's, where the
-  // config has them.
+  // Gemma 2's and 3's, Granite's, SmolLM3's and OLMo 2's differences from the llama family's, where
+  // the config has them.
   std::string forms;
   if (!c.nope_layers.empty())
     forms += fmt::format(", no rotary embedding in {} of {} layers (NoPE)", c.nope_layers.size(), c.layers);
@@ -90,6 +90,8 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   if (c.residual_multiplier != 1.0) forms += fmt::format(", sublayer outputs x {:g}", c.residual_multiplier);
   if (c.attention_multiplier > 0) forms += fmt::format(", scores x {:g}", c.attention_multiplier);
   if (c.logits_scaling != 1.0 && !c.hasScoreHead()) forms += fmt::format(", logits / {:g}", c.logits_scaling);
+  if (c.attn_softcap > 0) forms += fmt::format(", scores softcapped at {:g}", c.attn_softcap);
+  if (c.final_softcap > 0 && !c.hasScoreHead()) forms += fmt::format(", logits softcapped at {:g}", c.final_softcap);
   return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}{}{}{}{}{}", origin, c.layers,
                      c.width, c.heads, c.kv_heads, c.head_dim ? fmt::format(" of width {}", c.head_dim) : "", c.ffn,
                      c.vocab, c.score_head == ModelConfig::ScoreHead::kNew          ? ", a new score head (seeded)"

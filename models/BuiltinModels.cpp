@@ -213,11 +213,14 @@ namespace {
 std::string validateArchitectureForms(const ModelConfig& c) {
   if (c.gemmaForm()) {
     if (c.family != ModelFamily::kLlama || c.experts > 0)
-      return "Gemma's norms, scaled embedding, GeGLU, local rotary base and attention scalar are options of the "
-             "llama family's dense models";
+      return "Gemma's norms, scaled embedding, GeGLU, local rotary base, attention scalar and softcaps are options "
+             "of the llama family's dense models";
     if (!(c.rope_local_theta >= 0.0 && std::isfinite(c.rope_local_theta)) ||
         !(c.query_pre_attn_scalar >= 0.0 && std::isfinite(c.query_pre_attn_scalar)))
       return "rope_local_theta and query_pre_attn_scalar must be finite and not negative (0: none)";
+    for (double cap : {c.attn_softcap, c.final_softcap})
+      if (!(cap >= 0.0 && std::isfinite(static_cast<float>(cap))) || (cap > 0.0 && !(static_cast<float>(cap) > 0.0f)))
+        return "the attention and final logit softcaps must be positive and in f32's range (0: none)";
   }
   if (c.graniteForm()) {
     if (c.family != ModelFamily::kLlama) return "Granite's multipliers are options of the llama family";
@@ -379,7 +382,7 @@ class ModelBuilder {
   // Self-attention of layer `layer` over q, k, v, q and k first turned by
   // `rotate` (the rotary embedding, or the identity): causal over the sequence, or, in a decode
   // step, over the layer's key/value cache and the new token, whose key and value become outputs.
-  // Its window and sinks where the model has them (gpt-oss, Mistral).
+  // Its window, sinks and softcap where the model has them (gpt-oss, Mistral, Gemma 2).
   Value attention(int64_t layer, Value q, Value k, Value v, const std::function<Value(Value)>& rotate) {
     q = rotate(q), k = rotate(k);
     // A window as long as the sequence (a decode plan's: its cache) changes nothing: none, so the
@@ -387,15 +390,18 @@ class ModelBuilder {
     const int64_t window = c_.attentionWindow(layer) < seq_ ? c_.attentionWindow(layer) : 0;
     Value sinks = c_.attention_sinks ? param("layers." + std::to_string(layer) + ".attn.sinks", {c_.heads}, "normal", 0.02)
                                      : Value();
+    const APFloat softcap(static_cast<float>(c_.attn_softcap));  // Gemma 2's; 0: none
     if (!decode_)
-      return b_.create<AttentionOp>(loc_, q, k, v, sinks, packed_ ? positions_ : Value(), c_.heads, c_.kv_heads, window)
+      return b_.create<AttentionOp>(loc_, q, k, v, sinks, packed_ ? positions_ : Value(), c_.heads, c_.kv_heads, window,
+                                    softcap)
           .getResult();
     auto cache = RankedTensorType::get({batch_, seq_, c_.kv_heads * c_.headDim()}, b_.getF32Type());
     const std::string l = std::to_string(layer);
     Value k_cache = input("cache." + l + ".key", cache), v_cache = input("cache." + l + ".value", cache);
     outputs_.push_back({"new." + l + ".key", k});
     outputs_.push_back({"new." + l + ".value", v});
-    return b_.create<CachedAttentionOp>(loc_, q, k, v, k_cache, v_cache, positions_, sinks, c_.heads, c_.kv_heads, window)
+    return b_.create<CachedAttentionOp>(loc_, q, k, v, k_cache, v_cache, positions_, sinks, c_.heads, c_.kv_heads, window,
+                                        softcap)
         .getResult();
   }
 
@@ -562,6 +568,9 @@ class ModelBuilder {
     // vocabulary split and the token tiles find it). A score head takes the states as they are.
     if (!c_.hasScoreHead()) x = scaled(x, 1.0 / c_.logits_scaling);
     Value logits = b_.create<MatmulOp>(loc_, x, outputHead(embed, std), false, true);
+    // Gemma 2's logits capped before the loss (and sampling); a score head's are not.
+    if (c_.final_softcap > 0 && !c_.hasScoreHead())
+      logits = b_.create<SoftcapOp>(loc_, logits, b_.getF32FloatAttr(static_cast<float>(c_.final_softcap)));
     if (router_stats_) {
       outputs_.push_back({"expert_load", router_stats_});
       // The rows the counts give: the tokens the mask kept, in every MoE layer.

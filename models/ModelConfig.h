@@ -133,6 +133,10 @@ struct ModelConfig {
   // llama, with qk_norm: over the whole projection (OLMo 2's q_norm (heads x head_dim) and k_norm
   // (kv_heads x head_dim)), not each head.
   bool qk_norm_whole = false;
+  // llama: Gemma 2's softcapping (attn_logit_softcapping, final_logit_softcapping): each attention
+  // score s becomes c * tanh(s / c) before the softmax, and the LM head's logits likewise before
+  // the loss (not a reward model's score); 0: none.
+  double attn_softcap = 0.0, final_softcap = 0.0;
   bool rotates(int64_t l) const { return std::find(nope_layers.begin(), nope_layers.end(), l) == nope_layers.end(); }
   bool graniteForm() const {
     return embedding_multiplier != 1.0 || residual_multiplier != 1.0 || attention_multiplier != 0.0 ||
@@ -164,7 +168,7 @@ struct ModelConfig {
   // Whether any of Gemma's differences above is set.
   bool gemmaForm() const {
     return norm_plus_one || embed_scaled || gate_activation != GateActivation::kSilu || sandwich_norms ||
-           rope_local_theta > 0 || query_pre_attn_scalar > 0;
+           rope_local_theta > 0 || query_pre_attn_scalar > 0 || attn_softcap != 0.0 || final_softcap != 0.0;
   }
   // Parameters of the model (exact).
   int64_t numParams() const;

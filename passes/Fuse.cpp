@@ -376,7 +376,8 @@ struct FuseAttention : OpRewritePattern<ReshapeOp> {
     Value k = keyRows ? keyRows : asRows(kv[0], rewriter, loc);
     Value v = asRows(kv[1], rewriter, loc);
     auto fused = rewriter.create<AttentionOp>(loc, q, k, v, /*sinks=*/Value(), /*positions=*/Value(), rewriter.getI64IntegerAttr(heads),
-                                              rewriter.getI64IntegerAttr(kvHeads), rewriter.getI64IntegerAttr(0));
+                                              rewriter.getI64IntegerAttr(kvHeads), rewriter.getI64IntegerAttr(0),
+                                              rewriter.getF32FloatAttr(0.0f));
     rewriter.replaceOp(op, fused.getResult());
     return success();
   }

@@ -8,6 +8,8 @@
 // Backward, chunk c (last chunk first; its logits are still there, the others recomputed):
 //                    dlogits_c = xent_chunk_grad(dloss, logits_c, targets, lse)
 //                    dh += dlogits_c W_c;  dW_c = dlogits_c^T h  (matmul's own gradient rule)
+// Logits softcapped before the loss (Gemma 2: mt.softcap between the head and its loss) are
+// capped chunk by chunk, logits_c = softcap(h W_c^T), and dlogits_c goes through softcap_grad.
 // A DPO plan's loss (mt.sequence_logprob, each row's summed log-probability) goes the same way,
 // finished by sequence_logprob_finish and differentiated by sequence_logprob_chunk_grad; what
 // reads its sums (mt.dpo_loss and its backward) moves to the last chunk's block.
@@ -101,11 +103,13 @@ void splitEmbedding(func::FuncOp func, int64_t vocab, int64_t chunks) {
   noteSplit(func, kVocabSplitAttr, name);
 }
 
-// The LM head and the loss it feeds: the forward product logits = h W^T, its loss, the loss's
-// one backward and the backward's products with dlogits (dh).
+// The LM head and the loss it feeds: the forward product logits = h W^T (softcapped or not), its
+// loss, the loss's one backward and the backward's products with dlogits (dh).
 struct HeadMatch {
   Operation* loss;       // mt.softmax_xent or mt.sequence_logprob: (logits, targets) -> (loss or logp, lse)
   Operation* lossGrad;   // its backward: (dloss or dlogp, logits, targets, lse) -> dlogits
+  SoftcapOp cap;         // mt.softcap between the head and the loss, or null
+  SoftcapGradOp capGrad; // its backward, of the loss's backward (null with `cap`)
   MatmulOp head;
   BlockArgument weight;  // W, (vocab, C)
   std::string name;      // W's parameter name
@@ -114,6 +118,8 @@ struct HeadMatch {
 
   Value targets() const { return loss->getOperand(1); }
   Value lse() const { return loss->getResult(1); }
+  // What the products with W read in the backward: the loss's dlogits, through the cap's backward.
+  Value dlogits() { return capGrad ? Value(capGrad.getResult()) : lossGrad->getResult(0); }
   bool sequences() const { return isa<SequenceLogprobOp>(loss); }  // a DPO plan's
   bool average() const {  // its sums are means (the IPO loss's)
     auto sums = dyn_cast<SequenceLogprobOp>(loss);
@@ -141,19 +147,22 @@ FailureOr<HeadMatch> matchHead(func::FuncOp func) {
   func.walk([&](Operation* op) {
     if (isa<SoftmaxXentOp, SequenceLogprobOp>(op)) m.loss = op;
   });
-  m.head = m.loss ? m.loss->getOperand(0).getDefiningOp<MatmulOp>() : nullptr;
+  const Value logits = m.loss ? m.loss->getOperand(0) : Value();
+  m.cap = logits ? logits.getDefiningOp<SoftcapOp>() : nullptr;
+  const Value product = m.cap ? m.cap.getInput() : logits;
+  m.head = product ? product.getDefiningOp<MatmulOp>() : nullptr;
   // A head with LoRA adapters (mt-lora) adds their product to its own: no chunk has it whole.
-  if (BlockArgument w = m.loss ? adaptedHead(func, m.loss->getOperand(0)) : nullptr)
+  if (BlockArgument w = product ? adaptedHead(func, product) : nullptr)
     return func.emitError("the vocabulary split cannot take an LM head with LoRA adapters ('")
            << paramName(func, w.getArgNumber()) << "'): leave it out of --lora-targets";
   m.weight = m.head ? dyn_cast<BlockArgument>(m.head.getRhs()) : nullptr;
   if (!m.weight || !m.head.getTransposeB() || m.head.getTransposeA() ||
       paramName(func, m.weight.getArgNumber()).empty() || cast<RankedTensorType>(m.weight.getType()).getRank() != 2)
     return func.emitError("the vocabulary split needs a loss (mt.softmax_xent, or a DPO plan's mt.sequence_logprob) "
-                          "of logits = mt.matmul(h, W) {transpose_b} with W a (vocab, C) parameter (an LM head); "
-                          "this model has none");
+                          "of logits = mt.matmul(h, W) {transpose_b} (or their mt.softcap) with W a (vocab, C) "
+                          "parameter (an LM head); this model has none");
   m.name = paramName(func, m.weight.getArgNumber()).str();
-  auto lossGrads = llvm::to_vector(llvm::make_filter_range(m.head.getResult().getUsers(), [](Operation* user) {
+  auto lossGrads = llvm::to_vector(llvm::make_filter_range(logits.getUsers(), [](Operation* user) {
     return isa<SoftmaxXentGradOp, SequenceLogprobGradOp>(user);
   }));
   if (lossGrads.size() != 1)
@@ -161,12 +170,19 @@ FailureOr<HeadMatch> matchHead(func::FuncOp func) {
                           "mt.sequence_logprob_grad); found ")
            << lossGrads.size();
   m.lossGrad = lossGrads.front();
+  if (m.cap) {
+    for (Operation* user : m.lossGrad->getResult(0).getUsers())
+      if (auto g = dyn_cast<SoftcapGradOp>(user); g && g.getCapped() == logits) m.capGrad = g;
+    if (!m.capGrad || !m.lossGrad->getResult(0).hasOneUse())
+      return func.emitError("the vocabulary split needs the softcapped logits' one backward (mt.softcap_grad of the "
+                            "loss's)");
+  }
   // The head's weight is read by the forward product and by the backward's products with
   // dlogits (dh) only; anything else (a tied embedding) needs the whole table.
   for (Operation* user : m.weight.getUsers()) {
     auto product = dyn_cast<MatmulOp>(user);
     if (product == m.head) continue;
-    if (product && product.getLhs() == m.lossGrad->getResult(0) && !product.getTransposeA() &&
+    if (product && product.getLhs() == m.dlogits() && !product.getTransposeA() &&
         !product.getTransposeB()) {
       m.dhProducts.push_back(product);
       continue;
@@ -192,10 +208,10 @@ void assignBuilt(Block& body, Operation* previous, Operation* next, int64_t bloc
 
 // Forward: the chunks where the loss was, each in its own block after `epilogue`, a running
 // (max, sum) through them; the loss finished with the last (its first result replaces the
-// loss's; the second is the log-sum-exp). Returns the finishing op; each chunk's product in
-// `products`.
+// loss's; the second is the log-sum-exp). Returns the finishing op; each chunk's logits (capped
+// where the head's are) in `logits`.
 Operation* buildForwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, ArrayRef<int64_t> first, int64_t vocab,
-                              int64_t epilogue, SmallVectorImpl<MatmulOp>& products) {
+                              int64_t epilogue, SmallVectorImpl<Value>& logits) {
   Block& body = *m.loss->getBlock();
   OpBuilder b(m.loss);
   const Location loc = m.loss->getLoc();
@@ -208,9 +224,10 @@ Operation* buildForwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, Arra
   for (int64_t c = 0; c < chunks; ++c) {
     Operation* previous = m.loss->getPrevNode();
     if (c == 0) running = b.create<FillOp>(loc, running_type, b.getF32FloatAttr(-INFINITY));
-    auto product = b.create<MatmulOp>(m.head.getLoc(), h, pieces[c], false, true);
-    running = b.create<XentChunkOp>(loc, product.getResult(), targets, running, first[c]);
-    products.push_back(product);
+    Value chunk = b.create<MatmulOp>(m.head.getLoc(), h, pieces[c], false, true).getResult();
+    if (m.cap) chunk = b.create<SoftcapOp>(m.cap.getLoc(), chunk, m.cap.getCapAttr()).getResult();
+    running = b.create<XentChunkOp>(loc, chunk, targets, running, first[c]);
+    logits.push_back(chunk);
     assignBuilt(body, previous, m.loss, epilogue + 1 + c, "");
   }
   Operation* finish =
@@ -238,11 +255,11 @@ void eraseUnused(Operation* op) {
 // Backward, the last chunk first: its block's region runs on from the forward (what ran
 // between the loss and its backward joins it: the loss's gradient seed, a DPO plan's mt.dpo_loss
 // and its backward, which read the finished sums), so its weights are copied in once for both;
-// the other chunks' products are recomputed. dh (the sum over chunks) replaces the whole head's;
-// each piece's gradient in `pieceGrads`.
+// the other chunks' products (and their caps) are recomputed. dh (the sum over chunks) replaces the
+// whole head's; each piece's gradient in `pieceGrads`.
 LogicalResult buildBackwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, ArrayRef<int64_t> first,
-                                  int64_t vocab, int64_t epilogue, Operation* finish,
-                                  ArrayRef<MatmulOp> forwardProducts, SmallVectorImpl<Value>& pieceGrads) {
+                                  int64_t vocab, int64_t epilogue, Operation* finish, ArrayRef<Value> forwardLogits,
+                                  SmallVectorImpl<Value>& pieceGrads) {
   Block& body = *m.lossGrad->getBlock();
   OpBuilder b(m.lossGrad);
   const Location loc = m.lossGrad->getLoc();
@@ -253,19 +270,25 @@ LogicalResult buildBackwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, 
   Value h = m.head.getLhs(), dh;
   pieceGrads.assign(chunks, Value());
   for (int64_t c = chunks - 1; c >= 0; --c) {
-    MatmulOp product = forwardProducts[c];
+    Value logits = forwardLogits[c];
     if (c != chunks - 1) {
-      product = b.create<MatmulOp>(m.head.getLoc(), h, pieces[c], false, true);
-      product->setAttr(kRecomputeAttr, b.getUnitAttr());
-      product->setAttr(kBlockAttr, b.getI64IntegerAttr(epilogue + 1 + c));
+      auto recomputed = [&](Operation* op) {
+        op->setAttr(kRecomputeAttr, b.getUnitAttr());
+        op->setAttr(kBlockAttr, b.getI64IntegerAttr(epilogue + 1 + c));
+        return op->getResult(0);
+      };
+      logits = recomputed(b.create<MatmulOp>(m.head.getLoc(), h, pieces[c], false, true));
+      if (m.cap) logits = recomputed(b.create<SoftcapOp>(m.cap.getLoc(), logits, m.cap.getCapAttr()));
     }
+    auto product = (m.cap ? logits.getDefiningOp<SoftcapOp>().getInput() : logits).getDefiningOp<MatmulOp>();
     Operation* previous = m.lossGrad->getPrevNode();
-    Value logits = product.getResult(), targets = m.targets();
+    Value targets = m.targets();
     Value dlogits =
         m.sequences()
             ? b.create<SequenceLogprobChunkGradOp>(loc, dseed, logits, targets, lse, first[c], vocab, m.average())
                   .getResult()
             : b.create<XentChunkGradOp>(loc, dseed, logits, targets, lse, first[c], vocab).getResult();
+    if (m.cap) dlogits = b.create<SoftcapGradOp>(m.capGrad.getLoc(), dlogits, logits, m.cap.getCapAttr()).getResult();
     SmallVector<Value> grads = cast<GradientOpInterface>(product.getOperation()).buildGradient(b, {dlogits});
     if (grads.size() != 2 || !grads[0] || !grads[1]) return failure();
     dh = dh ? b.create<AddOp>(loc, dh, grads[0]).getResult() : grads[0];
@@ -285,6 +308,7 @@ void eraseWholeHead(func::FuncOp func, HeadMatch& m) {
   Operation* ret = body.getTerminator();
   SetVector<Operation*> dead;
   for (MatmulOp product : m.dhProducts) dead.insert(product);
+  if (m.cap) dead.insert(m.capGrad), dead.insert(m.cap);
   dead.insert(m.lossGrad);
   dead.insert(m.loss);
   dead.insert(m.head);
@@ -309,10 +333,10 @@ LogicalResult splitHead(func::FuncOp func, int64_t chunks, int64_t& vocab) {
   const int64_t epilogue = *blockOf(m.loss);
   const SmallVector<int64_t> first = pieceStarts(vocab, chunks);
   SmallVector<BlockArgument> pieces = insertPieces(func, m.weight, first);
-  SmallVector<MatmulOp> forwardProducts;
-  Operation* finish = buildForwardChunks(m, pieces, first, vocab, epilogue, forwardProducts);
+  SmallVector<Value> forwardLogits;
+  Operation* finish = buildForwardChunks(m, pieces, first, vocab, epilogue, forwardLogits);
   SmallVector<Value> pieceGrads;
-  if (failed(buildBackwardChunks(m, pieces, first, vocab, epilogue, finish, forwardProducts, pieceGrads)))
+  if (failed(buildBackwardChunks(m, pieces, first, vocab, epilogue, finish, forwardLogits, pieceGrads)))
     return failure();
   if (!m.frozen) splitGradResult(func, m.name, pieceGrads, first);
   eraseWholeHead(func, m);

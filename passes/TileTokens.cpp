@@ -78,7 +78,7 @@ bool isTokenWise(Operation* op, const TokenValues& tokens) {
     return tokens.isToken(op->getOperand(0), 3) &&
            llvm::all_of(op->getOperands().drop_front(), [&](Value v) { return tokens.isConstant(v); });
   if (isa<RopeOp>(op)) return tokens.isToken(op->getOperand(0), 3);
-  if (isa<AddOp, MulOp, BinaryOp, ScaleOp, GeluOp, SiluOp, SwigluOp, UnaryOp, ClampOp>(op))
+  if (isa<AddOp, MulOp, BinaryOp, ScaleOp, GeluOp, SiluOp, SwigluOp, UnaryOp, ClampOp, SoftcapOp>(op))
     return tokenOrTrailing(op);
   return false;
 }

@@ -142,18 +142,20 @@ done
 # q, k and v in one qkv_proj, k and v shorter than q; gate and up in one gate_up_proj; windows);
 # Phi-4-mini's rotary embedding (3/4 of each head, LongRoPE's long factors, a tied head); Granite
 # (GraniteForCausalLM: its embedding, residual and attention multipliers, its logits' scaling);
-# SmolLM3 (SmolLM3ForCausalLM: its NoPE layers); OLMo 2 (Olmo2ForCausalLM: norms after the sublayers).
+# SmolLM3 (SmolLM3ForCausalLM: its NoPE layers); OLMo 2 (Olmo2ForCausalLM: norms after the sublayers);
+# Gemma 2 (Gemma2ForCausalLM: its softcapped scores and logits, every other layer sliding).
 /usr/bin/python3 - <<'PY'
 import sys
 sys.path.insert(0, "tests/e2e")
 import hf_import
 for spec_name, folder in (("gemma3-bf16", "gemma3-tiny"), ("phi3-bf16", "phi3-tiny"),
                           ("phi3-longrope-f32", "phi4mini-tiny"), ("granite-f32", "granite-tiny"),
-                          ("smollm3-bf16", "smollm3-tiny"), ("olmo2-f32", "olmo2-tiny")):
+                          ("smollm3-bf16", "smollm3-tiny"), ("olmo2-f32", "olmo2-tiny"),
+                          ("gemma2-f32", "gemma2-tiny")):
     spec = hf_import.MODELS[spec_name]
     hf_import.write_folder(f".gpu/hf/{folder}-source", spec, hf_import.hf_weights(spec["config"], False, spec["dtype"], 3))
 PY
-for model in gemma3-tiny phi3-tiny phi4mini-tiny granite-tiny smollm3-tiny olmo2-tiny; do
+for model in gemma3-tiny phi3-tiny phi4mini-tiny granite-tiny smollm3-tiny olmo2-tiny gemma2-tiny; do
   build/bin/mtc .gpu/hf/$model-source --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
   for dtype in f32 bf16; do
     build/bin/mtrun .gpu/hf/$model.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \
@@ -165,6 +167,10 @@ done
 build/bin/mtc .gpu/hf/gemma3-tiny-f32 --batch 4 --seq 32 -o .gpu/plans/gemma3-tiny.plan >/dev/null
 build/bin/mtc .gpu/hf/gemma3-tiny-f32 --batch 4 --seq 32 --device-mem 1300KiB -o .gpu/plans/gemma3-tiny-streamed.plan >/dev/null
 build/bin/mtc .gpu/hf/gemma3-tiny-f32 --batch 4 --seq 32 --precision bf16 -o .gpu/plans/gemma3-tiny-mixed.plan >/dev/null
+# ... and of Gemma 2's softcaps (the attention kernels' cap, mt.softcap on the logits; the bf16
+# plan's attention at head_dim 32 on our f32-math kernels, its logits' cap on bf16).
+build/bin/mtc .gpu/hf/gemma2-tiny-f32 --batch 4 --seq 32 -o .gpu/plans/gemma2-tiny.plan >/dev/null
+build/bin/mtc .gpu/hf/gemma2-tiny-f32 --batch 4 --seq 32 --precision bf16 -o .gpu/plans/gemma2-tiny-mixed.plan >/dev/null
 # ... and of Phi-4-mini's rotary embedding (mt.rope's rotary dimension and LongRoPE in the CUDA twin).
 build/bin/mtc .gpu/hf/phi4mini-tiny-f32 --batch 4 --seq 32 -o .gpu/plans/phi4mini-tiny.plan >/dev/null
 build/bin/mtc .gpu/hf/phi4mini-tiny-f32 --batch 4 --seq 32 --precision bf16 -o .gpu/plans/phi4mini-tiny-mixed.plan >/dev/null

@@ -35,6 +35,8 @@ int64_t RmsNormOp::getFlops() { return 5 * numel(getInput()); }
 int64_t RmsNormGradOp::getFlops() { return 10 * numel(getInput()); }
 int64_t GeluOp::getFlops() { return 10 * numel(getInput()); }
 int64_t GeluGradOp::getFlops() { return 16 * numel(getInput()); }
+int64_t SoftcapOp::getFlops() { return 10 * numel(getInput()); }
+int64_t SoftcapGradOp::getFlops() { return 4 * numel(getDout()); }
 int64_t SiluOp::getFlops() { return 5 * numel(getInput()); }
 int64_t SiluGradOp::getFlops() { return 8 * numel(getInput()); }
 int64_t SwigluOp::getFlops() { return 6 * numel(getGate()); }
@@ -143,13 +145,16 @@ void RopeOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<floa
   floats.push_back(getTheta().convertToFloat());
   if (auto scaling = getScaling()) floats.append(scaling->begin(), scaling->end());
 }
-// Attention calls: [num_heads, num_kv_heads], and the window where there is one (plan 1.19).
-static void attentionAttrs(SmallVectorImpl<int64_t>& ints, int64_t heads, int64_t kv_heads, int64_t window) {
+// Attention calls: [num_heads, num_kv_heads], and the window where there is one (plan 1.19); the
+// softcap, a float, where there is one (plan 1.37).
+static void attentionAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats, int64_t heads,
+                           int64_t kv_heads, int64_t window, APFloat softcap) {
   ints.append({heads, kv_heads});
   if (window != 0) ints.push_back(window);
+  if (!softcap.isZero()) floats.push_back(softcap.convertToFloat());
 }
-void AttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
-  attentionAttrs(ints, getNumHeads(), getNumKvHeads(), getWindow());
+void AttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
+  attentionAttrs(ints, floats, getNumHeads(), getNumKvHeads(), getWindow(), getSoftcap());
 }
 StringRef AttentionOp::getKernelName() {
   if (getPositions()) return getSinks() ? "mt.attention_packed_sinks" : "mt.attention_packed";
@@ -165,17 +170,24 @@ void RopeAtOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<fl
   floats.push_back(getTheta().convertToFloat());
   if (auto scaling = getScaling()) floats.append(scaling->begin(), scaling->end());
 }
-void CachedAttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
-  attentionAttrs(ints, getNumHeads(), getNumKvHeads(), getWindow());
+void CachedAttentionOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
+  attentionAttrs(ints, floats, getNumHeads(), getNumKvHeads(), getWindow(), getSoftcap());
 }
 StringRef CachedAttentionOp::getKernelName() {
   return getSinks() ? "mt.cached_attention_sinks" : "mt.cached_attention";
 }
-void AttentionGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
-  attentionAttrs(ints, getNumHeads(), getNumKvHeads(), getWindow());
+void AttentionGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
+  attentionAttrs(ints, floats, getNumHeads(), getNumKvHeads(), getWindow(), getSoftcap());
 }
 StringRef AttentionGradOp::getKernelName() {
   return getPositions() ? "mt.attention_packed_grad" : "mt.attention_grad";
+}
+
+void SoftcapOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.push_back(getCap().convertToFloat());
+}
+void SoftcapGradOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {
+  floats.push_back(getCap().convertToFloat());
 }
 
 void ClampedSwigluOp::getKernelAttrs(SmallVectorImpl<int64_t>&, SmallVectorImpl<float>& floats) {

@@ -107,6 +107,10 @@ SmallVector<Value> GeluOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   return {b.create<GeluGradOp>(getLoc(), grads[0], getInput(), getTanh())};
 }
 
+SmallVector<Value> SoftcapOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
+  return {b.create<SoftcapGradOp>(getLoc(), grads[0], getResult(), getCapAttr())};
+}
+
 SmallVector<Value> SiluOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   return {b.create<SiluGradOp>(getLoc(), grads[0], getInput())};
 }
@@ -148,7 +152,7 @@ SmallVector<Value> ClampedSwigluOp::buildGradient(OpBuilder& b, ArrayRef<Value> 
 
 SmallVector<Value> AttentionOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
   auto g = b.create<AttentionGradOp>(getLoc(), grads[0], getQ(), getK(), getV(), getResult(), getLse(),
-                                     getPositions(), getNumHeads(), getNumKvHeads(), getWindow());
+                                     getPositions(), getNumHeads(), getNumKvHeads(), getWindow(), getSoftcap());
   SmallVector<Value> operand_grads = {g.getDq(), g.getDk(), g.getDv()};
   // The sinks' own gradient; q, k and v's are the same given the lse, which counts the sinks.
   if (getSinks())

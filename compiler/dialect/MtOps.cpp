@@ -1,5 +1,6 @@
 // Shape inference and verifiers of the `mt` ops. Every rule mirrors the runtime kernel's
 // check (kernels/<family>/*_cpu.cc): what verifies here runs there.
+#include <cmath>
 #include <limits>
 
 #include "compiler/dialect/MtAttrNames.h"
@@ -33,12 +34,16 @@ LogicalResult inferNorm(MLIRContext* ctx, std::optional<Location> loc, Value x, 
   return success();
 }
 
-// `window` (null while the op is parsed with its default) and `sinks` (null: none) as mt.attention's.
-LogicalResult checkAttentionOperands(std::optional<Location> loc, Value q, Value k, Value v,
-                                     int64_t heads, int64_t kvHeads, IntegerAttr window = {}, Value sinks = {},
+// `window` and `softcap` (null while the op is parsed with their defaults) and `sinks` (null: none)
+// as mt.attention's.
+LogicalResult checkAttentionOperands(std::optional<Location> loc, Value q, Value k, Value v, int64_t heads,
+                                     int64_t kvHeads, IntegerAttr window, FloatAttr softcap, Value sinks = {},
                                      Value positions = {}) {
   if (window && window.getInt() < 0)
     return emitOptionalError(loc, "attention window ", window.getInt(), " must not be negative (0: none)");
+  if (softcap && !(softcap.getValueAsDouble() >= 0.0 && std::isfinite(softcap.getValueAsDouble())))
+    return emitOptionalError(loc, "attention softcap ", softcap.getValueAsDouble(),
+                             " must be positive and finite (0: none)");
   if (sinks && (failed(requireStatic(loc, {sinks})) || failed(requireShape(loc, sinks, {heads}, "sinks"))))
     return failure();
   if (failed(requireStatic(loc, {q, k, v}))) return failure();
@@ -329,6 +334,22 @@ MT_POINTWISE_INFER(SwigluOp, 1)
 MT_POINTWISE_INFER(SwigluGradOp, 2)
 #undef MT_POINTWISE_INFER
 
+// The softcap's cap: positive and finite (the kernel's check too).
+static LogicalResult inferSoftcap(MLIRContext* ctx, std::optional<Location> loc, ValueRange operands, FloatAttr cap,
+                                  SmallVectorImpl<Type>& types) {
+  if (!(cap.getValueAsDouble() > 0.0 && std::isfinite(cap.getValueAsDouble())))
+    return emitOptionalError(loc, "softcap cap ", cap.getValueAsDouble(), " must be positive and finite");
+  return inferPointwise(ctx, loc, operands, 1, types);
+}
+LogicalResult SoftcapOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                          SmallVectorImpl<Type>& types) {
+  return inferSoftcap(ctx, loc, adaptor.getOperands(), adaptor.getCapAttr(), types);
+}
+LogicalResult SoftcapGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc, Adaptor adaptor,
+                                              SmallVectorImpl<Type>& types) {
+  return inferSoftcap(ctx, loc, adaptor.getOperands(), adaptor.getCapAttr(), types);
+}
+
 // gate_up (..., 2F) -> (..., F), the shape returned; alpha finite, limit finite and positive (the
 // kernel's check too).
 FailureOr<SmallVector<int64_t>> clampedSwigluShape(std::optional<Location> loc, Value gate_up, FloatAttr alpha,
@@ -417,7 +438,7 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location>
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type>& types) {
   if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(), adaptor.getNumHeads(),
-                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr(), adaptor.getSinks(),
+                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr(), adaptor.getSoftcapAttr(), adaptor.getSinks(),
                                     adaptor.getPositions())))
     return failure();
   auto q = tensorOf(adaptor.getQ()).getShape();
@@ -440,7 +461,8 @@ LogicalResult RopeAtOp::inferReturnTypes(MLIRContext* ctx, std::optional<Locatio
 LogicalResult CachedAttentionOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                                   Adaptor adaptor, SmallVectorImpl<Type>& types) {
   if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(), adaptor.getNumHeads(),
-                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr(), adaptor.getSinks())) ||
+                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr(), adaptor.getSoftcapAttr(),
+                                    adaptor.getSinks())) ||
       failed(requireStatic(loc, {adaptor.getKCache(), adaptor.getVCache(), adaptor.getPositions()})))
     return failure();
   auto q = tensorOf(adaptor.getQ()).getShape();
@@ -462,7 +484,8 @@ LogicalResult CachedAttentionOp::inferReturnTypes(MLIRContext* ctx, std::optiona
 LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext* ctx, std::optional<Location> loc,
                                                 Adaptor adaptor, SmallVectorImpl<Type>& types) {
   if (failed(checkAttentionOperands(loc, adaptor.getQ(), adaptor.getK(), adaptor.getV(), adaptor.getNumHeads(),
-                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr(), {}, adaptor.getPositions())))
+                                    adaptor.getNumKvHeads(), adaptor.getWindowAttr(), adaptor.getSoftcapAttr(), {},
+                                    adaptor.getPositions())))
     return failure();
   auto q = tensorOf(adaptor.getQ()).getShape();
   const int64_t heads = adaptor.getNumHeads();

@@ -411,6 +411,32 @@ def Mt_SwigluGradOp : Mt_KernelOp<"swiglu_grad", [KernelOpInterface]> {
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
 
+def Mt_SoftcapOp : Mt_KernelOp<"softcap", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "softcapping: cap * tanh(x / cap) (Gemma 2's final logits)";
+  let description = [{
+    Bounds each element to (-cap, cap), nearly the identity near 0: Gemma 2 caps its LM head's
+    logits at 30 before the loss (transformers' `final_logit_softcapping`). Its gradient reads the
+    capped output, not the input.
+
+    ```mlir
+    %capped = mt.softcap %logits {cap = 30.0 : f32} : tensor<8x256x32000xf32>
+    ```
+  }];
+  let arguments = (ins Mt_FloatTensor:$input, F32Attr:$cap);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Mt_SoftcapGradOp : Mt_KernelOp<"softcap_grad", [
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>]> {
+  let summary = "backward of mt.softcap from its output: dy * (1 - (y / cap)^2)";
+  let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$capped, F32Attr:$cap);
+  let results = (outs Mt_FloatTensor:$result);
+  let assemblyFormat = "$dout `,` $capped attr-dict `:` type($dout) `,` type($capped)";
+}
+
 def Mt_ClampedSwigluOp : Mt_KernelOp<"clamped_swiglu", [
     DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
@@ -485,6 +511,8 @@ def Mt_AttentionOp : Mt_KernelOp<"attention", [AttrSizedOperandSegments,
     mt.attention_sinks). `positions` (B, T) i32, where given, is each token's position in its
     example (mtc --packed-examples): query i sees only keys j >= i - positions[i], so the
     examples packed in a row never see each other (the kernels mt.attention_packed(_sinks)).
+    A `softcap` c > 0 caps each scaled score s at c * tanh(s / c) before the softmax (Gemma 2's
+    attention logit softcapping; the sinks are not capped).
 
     ```mlir
     %o, %lse = mt.attention %q, %k, %v {num_heads = 6, num_kv_heads = 2}
@@ -493,11 +521,14 @@ def Mt_AttentionOp : Mt_KernelOp<"attention", [AttrSizedOperandSegments,
         : tensor<8x256x384xf32>, tensor<8x256x128xf32>, tensor<8x256x128xf32>
     %o3, %lse3 = mt.attention %q, %k, %v positions %p : tensor<8x256xi32> {num_heads = 6, num_kv_heads = 2}
         : tensor<8x256x384xf32>, tensor<8x256x128xf32>, tensor<8x256x128xf32>
+    %o4, %lse4 = mt.attention %q, %k, %v {num_heads = 6, num_kv_heads = 2, softcap = 50.0 : f32}
+        : tensor<8x256x384xf32>, tensor<8x256x128xf32>, tensor<8x256x128xf32>
     ```
   }];
   let arguments = (ins Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v, Optional<Mt_F32Tensor>:$sinks,
                        Optional<Mt_I32Tensor>:$positions,
-                       I64Attr:$num_heads, I64Attr:$num_kv_heads, DefaultValuedAttr<I64Attr, "0">:$window);
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads, DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
   let results = (outs Mt_FloatTensor:$result, Mt_F32Tensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`sinks` $sinks^ `:` type($sinks))? (`positions` $positions^ `:` type($positions))? attr-dict
@@ -514,7 +545,8 @@ def Mt_AttentionGradOp : Mt_KernelOp<"attention_grad", [
   }];
   let arguments = (ins Mt_FloatTensor:$dout, Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v,
                        Mt_FloatTensor:$out, Mt_F32Tensor:$lse, Optional<Mt_I32Tensor>:$positions,
-                       I64Attr:$num_heads, I64Attr:$num_kv_heads, DefaultValuedAttr<I64Attr, "0">:$window);
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads, DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
   let results = (outs Mt_FloatTensor:$dq, Mt_FloatTensor:$dk, Mt_FloatTensor:$dv);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }
@@ -570,7 +602,7 @@ def Mt_CachedAttentionOp : Mt_KernelOp<"cached_attention", [
     positions, consecutive from p0 = positions[b, 0]. New token t of sequence b attends to
     cache rows [0, p0) and new tokens [0, t], softmax scale 1/sqrt(D) (as `mt.attention`,
     whose row p0 + t it reproduces). A p0 outside [0, S - T] is clamped into it (the caller
-    keeps p0 + T <= S). `window` and `sinks` as `mt.attention`'s (the kernel with sinks:
+    keeps p0 + T <= S). `window`, `softcap` and `sinks` as `mt.attention`'s (the kernel with sinks:
     mt.cached_attention_sinks). Forward only (no gradient).
 
     ```mlir
@@ -581,7 +613,8 @@ def Mt_CachedAttentionOp : Mt_KernelOp<"cached_attention", [
   }];
   let arguments = (ins Mt_FloatTensor:$q, Mt_FloatTensor:$k, Mt_FloatTensor:$v, Mt_FloatTensor:$k_cache,
                        Mt_FloatTensor:$v_cache, Mt_I32Tensor:$positions, Optional<Mt_F32Tensor>:$sinks,
-                       I64Attr:$num_heads, I64Attr:$num_kv_heads, DefaultValuedAttr<I64Attr, "0">:$window);
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads, DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
   let results = (outs Mt_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` type(operands)";
 }

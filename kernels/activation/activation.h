@@ -3,10 +3,22 @@
 //   mt.gelu_grad:   (dy, x) -> dx                                     int attrs: [tanh]
 //   mt.silu:        y = x * sigmoid(x);             mt.silu_grad: (dy, x) -> dx
 //   mt.swiglu:      (gate, up) -> silu(gate) * up;  mt.swiglu_grad: (dy, gate, up) -> (dgate, dup)
+//   mt.softcap:     y = c * tanh(x / c)                               float attrs: [c]
+//   mt.softcap_grad: (dy, y) -> dx = dy * (1 - (y / c)^2), from the capped output (the loss reads
+//                   it anyway, so the uncapped logits need not be kept)  float attrs: [c]
+//   (Gemma 2's final logit softcapping, plan 1.37; the math below is the CPU's and the twin's.)
 #pragma once
+#include <cmath>
+
 #include "kernels/kernel_args.h"
 
 namespace mt {
+MT_HOST_DEVICE inline float softcapValue(float x, float cap) { return cap * tanhf(x / cap); }
+MT_HOST_DEVICE inline float softcapGradValue(float dy, float y, float cap) {
+  const float t = y / cap;
+  return dy * (1.0f - t * t);
+}
+
 std::string gelu_check(const KernelArgs& args);
 void gelu_cpu(const KernelArgs& args);
 std::string gelu_grad_check(const KernelArgs& args);
@@ -19,6 +31,10 @@ std::string swiglu_check(const KernelArgs& args);
 void swiglu_cpu(const KernelArgs& args);
 std::string swiglu_grad_check(const KernelArgs& args);
 void swiglu_grad_cpu(const KernelArgs& args);
+std::string softcap_check(const KernelArgs& args);
+void softcap_cpu(const KernelArgs& args);
+std::string softcap_grad_check(const KernelArgs& args);
+void softcap_grad_cpu(const KernelArgs& args);
 
 // CUDA twins (kernels/activation/activation_cuda.cu), built when CUDA is enabled.
 void gelu_cuda(const KernelArgs& args, const CudaLaunch& launch);
@@ -27,4 +43,6 @@ void silu_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void silu_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void swiglu_cuda(const KernelArgs& args, const CudaLaunch& launch);
 void swiglu_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void softcap_cuda(const KernelArgs& args, const CudaLaunch& launch);
+void softcap_grad_cuda(const KernelArgs& args, const CudaLaunch& launch);
 }  // namespace mt

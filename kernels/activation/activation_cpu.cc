@@ -117,4 +117,35 @@ void swiglu_grad_cpu(const KernelArgs& args) {
   }
 }
 
+namespace {
+// The softcap's one float: c, positive and finite.
+std::string checkCap(const KernelArgs& args, const char* op) {
+  MT_CHECK(checkPointwise(args, op));
+  if (args.floats.size() != 1) return std::string(op) + " takes 1 float attribute (the cap)";
+  if (!(args.floats[0] > 0.0f) || !std::isfinite(args.floats[0]))
+    return std::string(op) + ": the cap must be positive and finite, got " + std::to_string(args.floats[0]);
+  return "";
+}
+}  // namespace
+
+std::string softcap_check(const KernelArgs& args) { return checkCap(args, "softcap"); }
+void softcap_cpu(const KernelArgs& args) {
+  const float* x = args.in[0].f32();
+  float* y = args.out[0].f32();
+  const float cap = args.floats[0];
+  const int64_t n = args.in[0].numel();
+#pragma omp parallel for schedule(static) if (n > 32768)
+  for (int64_t i = 0; i < n; ++i) y[i] = softcapValue(x[i], cap);
+}
+
+std::string softcap_grad_check(const KernelArgs& args) { return checkCap(args, "softcap_grad"); }
+void softcap_grad_cpu(const KernelArgs& args) {
+  const float *dy = args.in[0].f32(), *y = args.in[1].f32();
+  float* dx = args.out[0].f32();
+  const float cap = args.floats[0];
+  const int64_t n = args.in[0].numel();
+#pragma omp parallel for simd schedule(static) if (n > 32768)
+  for (int64_t i = 0; i < n; ++i) dx[i] = softcapGradValue(dy[i], y[i], cap);
+}
+
 }  // namespace mt

@@ -52,6 +52,14 @@ struct SiluGrad {
 struct Swiglu {
   __device__ float operator()(float gate, float up) const { return gate * sigmoid(gate) * up; }
 };
+struct Softcap {
+  float cap;
+  __device__ float operator()(float x) const { return softcapValue(x, cap); }
+};
+struct SoftcapGrad {
+  float cap;
+  __device__ float operator()(float dy, float y) const { return softcapGradValue(dy, y, cap); }
+};
 
 template <typename T, typename F>
 __global__ void unaryKernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, F f) {
@@ -128,6 +136,11 @@ void swiglu_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
                                                                    data<T>(args.out[1]), n);
   });
   MT_CUDA_CHECK_LAUNCH();
+}
+
+void softcap_cuda(const KernelArgs& args, const CudaLaunch& launch) { launchUnary(args, launch, Softcap{args.floats[0]}); }
+void softcap_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
+  launchBinary(args, launch, SoftcapGrad{args.floats[0]});
 }
 
 }  // namespace mt

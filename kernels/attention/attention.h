@@ -17,7 +17,13 @@
 // flash-attention's variable-length calls, the examples packed in a row never see each other.
 // Positions rise by one within an example and restart at 0 where the next begins (mtrun fills
 // them so); the kernels take any positions without reading outside the call's tensors.
+// Softcapping (Gemma 2; plan 1.37, float attrs [softcap] where it is set): the softmax takes
+// c * tanh(s / c) of each scaled score s, as transformers' Gemma 2 caps its attention logits
+// (before the mask; a sink is not capped). The backward multiplies each score's gradient by the
+// slope 1 - tanh^2 of the score it recomputes (attentionSoftcap).
 #pragma once
+#include <cmath>
+
 #include "kernels/kernel_args.h"
 
 namespace mt {
@@ -29,9 +35,21 @@ struct AttentionShape {
   float scale;                  // 1/sqrt(head_dim)
   int64_t window = 0;           // keys a query sees back to and including itself; 0: all before it
   const int32_t* positions = nullptr;  // (B, T) packed examples: each token's position in its example
+  float softcap = 0.0f;                // c of the scores' c * tanh(s / c) (Gemma 2); 0: none
 };
 // `positions`: a packed call's (its last input), or null.
 AttentionShape attentionShape(const Tensor& q, const KernelArgs& args, const Tensor* positions = nullptr);
+// The score the softmax takes from a scaled score s: c * tanh(s / c) where the call caps it (its
+// slope d(capped)/ds = 1 - tanh^2 into `slope` where given), else s (slope 1).
+MT_HOST_DEVICE inline float attentionSoftcap(const AttentionShape& d, float s, float* slope = nullptr) {
+  if (d.softcap <= 0.0f) {
+    if (slope) *slope = 1.0f;
+    return s;
+  }
+  const float t = tanhf(s / d.softcap);
+  if (slope) *slope = 1.0f - t * t;
+  return d.softcap * t;
+}
 // The first key query `i` of row `b` sees, and whether it sees key `j` (the CPU kernels and the
 // CUDA twins): the window's start, or its example's where that is later.
 MT_HOST_DEVICE inline int64_t firstVisibleKey(const AttentionShape& d, int64_t b, int64_t i) {
@@ -89,8 +107,8 @@ MT_HOST_DEVICE inline int64_t queriesSeeingKeysEnd(const AttentionShape& d, int6
 inline const float* attentionSinks(const KernelArgs& args, bool packed) {
   return args.in.size() == (packed ? 5u : 4u) ? args.in[3].f32() : nullptr;
 }
-// "" or what is wrong with an attention call's int attributes (2, or 3 with the window), or with
-// its sinks (H f32).
+// "" or what is wrong with an attention call's attributes (2 ints, or 3 with the window; no float,
+// or the softcap), or with its sinks (H f32).
 std::string attentionAttrsProblem(const KernelArgs& args, const char* op);
 std::string attentionSinksProblem(const Tensor& sinks, int64_t heads, const char* op);
 

@@ -90,6 +90,13 @@ void maskedSoftmax(float* scores, int64_t rows, int64_t lo, int64_t keys, int64_
   }
 }
 
+// Softcapping (Gemma 2): each of `n` scaled scores s becomes c * tanh(s / c), its slope
+// 1 - tanh^2 into `slopes` where given (the backward's). Nothing where the call has no cap.
+void capScores(float* scores, int64_t n, const AttnDims& d, float* slopes) {
+  if (d.softcap <= 0.0f) return;
+  for (int64_t e = 0; e < n; ++e) scores[e] = attentionSoftcap(d, scores[e], slopes ? slopes + e : nullptr);
+}
+
 // sum over c < n of a[c] * b[c]: a row's dout . out (the softmax backward's delta).
 float rowDot(const float* a, const float* b, int64_t n) {
   float sum = 0.0f;
@@ -111,6 +118,7 @@ AttentionShape attentionShape(const Tensor& q, const KernelArgs& args, const Ten
   s.kv_stride = s.kv_heads * s.head_dim;
   s.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   s.window = args.intOrZero(2);
+  s.softcap = args.floats.empty() ? 0.0f : args.floats[0];
   s.positions = positions ? positions->i32() : nullptr;
   return s;
 }
@@ -130,6 +138,10 @@ std::string attentionAttrsProblem(const KernelArgs& args, const char* op) {
            std::to_string(kv_heads);
   if (args.ints.size() == 3 && args.ints[2] < 0)
     return std::string(op) + ": window " + std::to_string(args.ints[2]) + " must not be negative (0: none)";
+  if (args.floats.size() > 1)
+    return std::string(op) + " takes no float attribute or one (softcap), got " + std::to_string(args.floats.size());
+  if (args.floats.size() == 1 && !(args.floats[0] > 0.0f && std::isfinite(args.floats[0])))
+    return std::string(op) + ": softcap " + std::to_string(args.floats[0]) + " must be positive and finite";
   return "";
 }
 
@@ -165,6 +177,7 @@ void attentionForward(const KernelArgs& args, const float* sinks, const Tensor* 
       const int span = static_cast<int>(keys - lo);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), span, d.hd, d.scale, qb,
                   d.q_stride, kb, d.kv_stride, 0.0f, probs.data(), span);
+      capScores(probs.data(), rows * span, d, nullptr);
       float* lse = args.out[1].f32() + (b * d.heads + h) * d.seq + i0;
       maskedSoftmax(probs.data(), rows, lo, keys, b, i0, d, sinks ? sinks + h : nullptr, lse, nullptr);
       float* ob = args.out[0].f32() + (b * d.seq + i0) * d.q_stride + h * d.head_dim;
@@ -227,6 +240,7 @@ void attentionBackward(const KernelArgs& args, const Tensor* positions) {
 #pragma omp parallel
   {
     std::vector<float> probs(kBlockRows * d.seq), dprobs(kBlockRows * d.seq);
+    std::vector<float> slopes(d.softcap > 0.0f ? kBlockRows * d.seq : 0);  // the capped scores' 1 - tanh^2
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < d.batch * d.kv_heads; ++task) {
       const int64_t b = task / d.kv_heads, kvh = task % d.kv_heads;
@@ -252,6 +266,7 @@ void attentionBackward(const KernelArgs& args, const Tensor* positions) {
           // P, recomputed from the saved log-sum-exp.
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, span, d.hd, d.scale, qb, d.q_stride, kb + k_off,
                       d.kv_stride, 0.0f, probs.data(), span);
+          capScores(probs.data(), rows * span, d, slopes.data());
           maskedSoftmax(probs.data(), rows, lo, keys, b, i0, d, nullptr, nullptr,
                         lse.f32() + (b * d.heads + h) * d.seq + i0);
           // dV += P^T dO;  dP = dO V^T
@@ -259,13 +274,18 @@ void attentionBackward(const KernelArgs& args, const Tensor* positions) {
                       d.q_stride, 1.0f, dvb + k_off, d.kv_stride);
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, span, d.hd, 1.0f, dob, d.q_stride, vb + k_off,
                       d.kv_stride, 0.0f, dprobs.data(), span);
-          // dS = P * (dP - rowsum(dO * O)) * scale
+          // dS = P * (dP - rowsum(dO * O)) * scale (times the cap's slope where the scores are capped)
           for (int64_t row = 0; row < rows; ++row) {
             const float delta = rowDot(dob + row * d.q_stride, ob + row * d.q_stride, d.head_dim);
             float* ds = dprobs.data() + row * span;
             const float* p = probs.data() + row * span;
 #pragma omp simd
             for (int64_t j = 0; j < span; ++j) ds[j] = p[j] * (ds[j] - delta) * d.scale;
+            if (d.softcap > 0.0f) {
+              const float* slope = slopes.data() + row * span;
+#pragma omp simd
+              for (int64_t j = 0; j < span; ++j) ds[j] *= slope[j];
+            }
           }
           // dQ = dS K;  dK += dS^T Q
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, d.hd, span, 1.0f, dprobs.data(), span, kb + k_off,

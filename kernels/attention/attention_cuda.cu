@@ -16,7 +16,8 @@
 // all three both ways (the backward of sinks is the plain one given their lse), and these kernels
 // the rest (f32 calls, other head widths): they mask by the window and the examples (visibleKey),
 // start each row's online softmax from its sink (max = sink, sum = 1, no value) and skip the key
-// tiles no query of a tile sees.
+// tiles no query of a tile sees. Softcapped scores (Gemma 2) are cuDNN's neither: every kernel here
+// and the tensor cores' cap each scaled score (attentionSoftcap) and scale its gradient by the slope.
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_cudnn.h"
 #include "kernels/attention/attention_mma.cuh"
@@ -121,7 +122,7 @@ __global__ void attentionForward(const T* __restrict__ q, const T* __restrict__ 
   // From the sink where there is one: exp(sink - sink) in the sum, nothing in the output.
   float running_max = sinks ? sinks[row.h] : -INFINITY, sum = sinks ? 1.0f : 0.0f;
   for (int64_t j = firstVisibleKey(d, row.b, i); j <= i; ++j) {
-    const float s = d.scale * qi.dot(kb + j * d.kv_stride, d.head_dim);
+    const float s = attentionSoftcap(d, d.scale * qi.dot(kb + j * d.kv_stride, d.head_dim));
     const float new_max = fmaxf(running_max, s);
     const float keep = expf(running_max - new_max), p = expf(s - new_max);
     sum = sum * keep + p;
@@ -149,8 +150,9 @@ __global__ void attentionGradQuery(const T* __restrict__ dout, const T* __restri
   acc.zero();
   const float delta = doi.dot(oi), l = lse[row.lse_index];
   for (int64_t j = firstVisibleKey(d, row.b, i); j <= i; ++j) {
-    const float p = expf(d.scale * qi.dot(kb + j * d.kv_stride, d.head_dim) - l);
-    const float ds = p * (doi.dot(vb + j * d.kv_stride, d.head_dim) - delta) * d.scale;
+    float slope;
+    const float p = expf(attentionSoftcap(d, d.scale * qi.dot(kb + j * d.kv_stride, d.head_dim), &slope) - l);
+    const float ds = p * (doi.dot(vb + j * d.kv_stride, d.head_dim) - delta) * d.scale * slope;
     acc.axpby(1.0f, ds, kb + j * d.kv_stride, d.head_dim);
   }
   acc.store(dq + q_off, d.head_dim);
@@ -178,8 +180,9 @@ __global__ void attentionGradKey(const T* __restrict__ dout, const T* __restrict
       const int64_t q_off = (b * d.seq + i) * d.q_stride + h * d.head_dim;
       qi.load(q + q_off, d.head_dim);
       doi.load(dout + q_off, d.head_dim);
-      const float p = expf(d.scale * qi.dot(kj) - lse[(b * d.heads + h) * d.seq + i]);
-      const float ds = p * (doi.dot(vj) - doi.dot(out + q_off, d.head_dim)) * d.scale;
+      float slope;
+      const float p = expf(attentionSoftcap(d, d.scale * qi.dot(kj), &slope) - lse[(b * d.heads + h) * d.seq + i]);
+      const float ds = p * (doi.dot(vj) - doi.dot(out + q_off, d.head_dim)) * d.scale * slope;
 #pragma unroll
       for (int e = 0; e < kMaxPerLane; ++e) {
         dvj.v[e] += p * doi.v[e];
@@ -307,9 +310,10 @@ __device__ void probabilitiesAndScoreGrads(float (&s)[4][4], float (&dp)[4][4], 
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const bool visible = visibleKey(d, b, i0 + ty + 16 * r, j0 + tx + 16 * c);
-      const float p = visible ? expf(d.scale * s[r][c] - row_lse[ty + 16 * r]) : 0.0f;
+      float slope;
+      const float p = visible ? expf(attentionSoftcap(d, d.scale * s[r][c], &slope) - row_lse[ty + 16 * r]) : 0.0f;
       s[r][c] = p;
-      dp[r][c] = p * (dp[r][c] - row_delta[ty + 16 * r]) * d.scale;
+      dp[r][c] = visible ? p * (dp[r][c] - row_delta[ty + 16 * r]) * d.scale * slope : 0.0f;
     }
 }
 
@@ -357,7 +361,8 @@ __global__ void __launch_bounds__(kTileThreads)
       float new_max = row_max[r];
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        s[r][c] = visibleKey(d, at.b, i0 + ty + 16 * r, j0 + tx + 16 * c) ? d.scale * s[r][c] : -INFINITY;
+        s[r][c] = visibleKey(d, at.b, i0 + ty + 16 * r, j0 + tx + 16 * c) ? attentionSoftcap(d, d.scale * s[r][c])
+                                                                          : -INFINITY;
         new_max = fmaxf(new_max, s[r][c]);
       }
       new_max = rowMax16(new_max);

@@ -359,6 +359,7 @@ std::string CudnnAttention::unsupported(const Tensor& q, const AttentionShape& d
   if (d.seq < 2) return "cuDNN's fused attention refuses sequences of fewer than two tokens";
   if (d.window != 0) return "this graph of cuDNN's fused attention has no sliding window (our kernels take it)";
   if (d.positions) return "this graph of cuDNN's fused attention does not keep packed examples apart (our kernels do)";
+  if (d.softcap > 0.0f) return "this graph of cuDNN's fused attention does not softcap the scores (our kernels do)";
   // Before 9.16 the backward needs a padding mask where T is not a multiple of 128 (cuDNN's own
   // frontend adds one); this graph has none, so those versions take multiples of 128 only.
   if (version() < 91600 && d.seq % 128 != 0)

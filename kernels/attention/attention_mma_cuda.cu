@@ -10,7 +10,8 @@
 // per output, no atomics (the scores are computed twice, 7 products instead of 5, for results
 // that do not depend on scheduling). Every kernel masks by each row's first visible key (a
 // sliding window's start, or a packed row's example's: firstVisibleKey) besides the causal mask,
-// and skips the tiles a warp's rows never see. kernels/attention/attention_cpu.cc (with bf16 storage
+// and skips the tiles a warp's rows never see; softcapped scores (Gemma 2) are capped in f32 after
+// the product and their gradients scaled by the cap's slope. kernels/attention/attention_cpu.cc (with bf16 storage
 // emulated) is the reference the twin tests compare with (tests/kernels/cuda_twin_test.cc,
 // Bf16Activations); bench/gpu_kernel_rate.cc checks sampled rows at T 4096 and times them.
 // (The WMMA kernels this replaces ran at 36 TFLOP/s forward, 25 backward in training on an H200.)
@@ -302,7 +303,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int e = 0; e < 4; ++e) {
         const int64_t col = j0 + n * 8 + 2 * (lane & 3) + (e & 1);
         const bool masked = edge && first.masked(e < 2, col);
-        s[n][e] = masked ? -INFINITY : s[n][e] * scale2;
+        s[n][e] = masked ? -INFINITY : d.softcap > 0.0f ? attentionSoftcap(d, s[n][e] * d.scale) * kLog2e : s[n][e] * scale2;
         if (e < 2)
           tile_a = fmaxf(tile_a, s[n][e]);
         else
@@ -425,9 +426,11 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int c = n * 8 + 2 * (lane & 3) + (e & 1);
         const int64_t key = e < 2 ? key_a : key_b;
         const bool masked = edge && (key > i0 + c || key < first_keys[c]);
-        const float p = masked ? 0.0f : exp2f(st[n][e] * scale2 - lse2[c]);
+        float slope = 1.0f;
+        const float score2 = d.softcap > 0.0f ? attentionSoftcap(d, st[n][e] * d.scale, &slope) * kLog2e : st[n][e] * scale2;
+        const float p = masked ? 0.0f : exp2f(score2 - lse2[c]);
         st[n][e] = p;
-        dpt[n][e] = p * (dpt[n][e] - delta[c]) * d.scale;
+        dpt[n][e] = p * (dpt[n][e] - delta[c]) * d.scale * slope;
       }
     accumulatePT<D, kQ>(dv_acc, st, dot);
     accumulatePT<D, kQ>(dk_acc, dpt, qt);
@@ -506,8 +509,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int64_t col = j0 + n * 8 + 2 * (lane & 3) + (e & 1);
         const bool upper = e >= 2;
         const bool masked = edge && first.masked(!upper, col);
-        const float p = masked ? 0.0f : exp2f(s[n][e] * scale2 - (upper ? lse_b : lse_a));
-        s[n][e] = p * (dp[n][e] - (upper ? delta_b : delta_a)) * d.scale;
+        float slope = 1.0f;
+        const float score2 = d.softcap > 0.0f ? attentionSoftcap(d, s[n][e] * d.scale, &slope) * kLog2e : s[n][e] * scale2;
+        const float p = masked ? 0.0f : exp2f(score2 - (upper ? lse_b : lse_a));
+        s[n][e] = p * (dp[n][e] - (upper ? delta_b : delta_a)) * d.scale * slope;
       }
     accumulatePT<D, kRows>(dq_acc, s, kt);
     __syncthreads();

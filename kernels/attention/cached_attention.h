@@ -3,8 +3,9 @@
 // heads, softmax scale 1/sqrt(D), as mt.attention, whose rows p0 .. p0 + T - 1 it reproduces).
 //   (q (B, T, H*D), k (B, T, Hkv*D), v (B, T, Hkv*D), k_cache (B, S, Hkv*D), v_cache (B, S, Hkv*D),
 //    positions (B, T) i32[, sinks (H)]) -> out (B, T, H*D)
-//   int attrs: [num_heads, num_kv_heads(, window)]: the window and the sinks as mt.attention's
-//   (kernels/attention/attention.h); the row with sinks is mt.cached_attention_sinks.
+//   int attrs: [num_heads, num_kv_heads(, window)], float attrs: [(softcap)]: the window, the
+//   softcap and the sinks as mt.attention's (kernels/attention/attention.h); the row with sinks is
+//   mt.cached_attention_sinks.
 // Sequence b's new tokens sit at positions p0 = positions[b, 0] onwards: they see cache rows
 // [0, p0) and new tokens [0, t]. A p0 outside [0, S - T] (the caller's error) is clamped into it,
 // so no read leaves the cache. Forward only.

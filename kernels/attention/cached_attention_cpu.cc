@@ -66,7 +66,7 @@ void cached_attention_cpu(const KernelArgs& args) {
         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
         for (int64_t d = 0; d < s.head_dim; ++d) dot += qi[d] * kj[d];
-        probs[j] = s.scale * dot;
+        probs[j] = attentionSoftcap(s, s.scale * dot);
         max_score = std::max(max_score, probs[j]);
       }
       float sum = sinks ? fastExp(sinks[h] - max_score) : 0.0f;

@@ -2,8 +2,8 @@
 // A decode step reads the whole cache once and does little arithmetic per byte: one block per
 // (sequence, head, new token), its warps splitting the keys, each warp keeping an online
 // softmax (running max, sum and output, the output's D channels spread over the lanes), the
-// warps' partial results merged at the end (with the sink, where the call has one). Its window
-// and sinks as mt.attention's. Agrees with the CPU to rounding (another order
+// warps' partial results merged at the end (with the sink, where the call has one). Its window,
+// sinks and softcap as mt.attention's. Agrees with the CPU to rounding (another order
 // of the sums, expf for fastExp).
 #include "kernels/attention/attention.h"
 #include "kernels/attention/cached_attention.h"
@@ -44,7 +44,7 @@ __global__ void cachedAttentionKernel(const T* __restrict__ q, const T* __restri
       const int64_t d = lane + 32 * c;
       if (d < s.head_dim) dot += qd[c] * toFloat(kj[d]);
     }
-    const float score = s.scale * cuda::warpSum(dot);
+    const float score = attentionSoftcap(s, s.scale * cuda::warpSum(dot));
     const float new_max = fmaxf(max_score, score);
     const float rescale = expf(max_score - new_max), p = expf(score - new_max);
     sum = sum * rescale + p;

@@ -45,6 +45,7 @@ std::string describe(const plan::Plan& plan, const plan::Instruction& in) {
       if (k.int_attrs_size() || k.float_attrs_size()) {
         s += "  {";
         for (auto v : k.int_attrs()) s += std::to_string(v) + " ";
+        if (k.int_attrs_size() && k.float_attrs_size()) s += "| ";  // ints, then floats
         for (auto v : k.float_attrs()) s += fmt::format("{:g} ", v);
         s.back() = '}';
       }

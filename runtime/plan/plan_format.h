@@ -35,7 +35,7 @@ inline constexpr char kRewardMarginsInput[] = "reward_margins";
 inline constexpr char kScoreHeadParam[] = "score.weight";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 36;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 37;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -108,7 +108,9 @@ inline constexpr uint32_t kPlanVersionMinor = 36;  // 1.1: inputs, outputs, cons
                                                   // 1.35: mt.rope(_at)'s rotary dimension
                                                   // and LongRoPE's scaling kind (4);
                                                   // 1.36: the embedding gradient's padding id
-                                                  // (mt.embedding_grad(_chunk), HostTask)
+                                                  // (mt.embedding_grad(_chunk), HostTask);
+                                                  // 1.37: the attention calls' softcap (a
+                                                  // float) and mt.softcap(_grad) (Gemma 2)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

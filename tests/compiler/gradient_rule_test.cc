@@ -77,6 +77,15 @@ const Case kCases[] = {
      "%o, %lse = mt.attention %q, %k, %v sinks %s : tensor<2xf32> {num_heads = 2, num_kv_heads = 1, window = 2} "
      ": tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>\n"
      "%logits = mt.matmul %o, %w {transpose_b = true} : tensor<2x3x8xf32>, tensor<4x8xf32>"},
+    // Gemma 2's softcapping: the scores capped at 0.5 (the random ones reach past it), the
+    // logits at 0.8.
+    {"attention_softcap_logits_softcap",
+     "%q: tensor<2x3x8xf32> P(q), %k: tensor<2x3x4xf32> P(k), %v: tensor<2x3x4xf32> P(v), "
+     "%w: tensor<4x8xf32> P(w)",
+     "%o, %lse = mt.attention %q, %k, %v {num_heads = 2, num_kv_heads = 1, softcap = 0.5 : f32} "
+     ": tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>\n"
+     "%l = mt.matmul %o, %w {transpose_b = true} : tensor<2x3x8xf32>, tensor<4x8xf32>\n"
+     "%logits = mt.softcap %l {cap = 0.8 : f32} : tensor<2x3x4xf32>"},
     // Packed examples: rotary and attention at the input positions (kPositions below: row 0 two
     // examples, the second from token 2; row 1 an example that began before the row, then one
     // from token 1), with sinks.

@@ -168,6 +168,22 @@ MODELS["gemma3-bf16"] = dict(
                 attention_dropout=0.0, final_logit_softcapping=None, attn_logit_softcapping=None,
                 cache_implementation="hybrid", model_type="gemma3_text", dtype="bfloat16", bos_token_id=2,
                 eos_token_id=[1, 106], pad_token_id=0))
+# Gemma 2 (Gemma2ForCausalLM): Gemma 3's body without q/k norms and with one rotary base, its even
+# layers sliding (no layer_types, as the published configs: Gemma2Config's rule) over 8 of 32
+# tokens, the scores capped at 2 and the logits at 1 (Gemma 2's 50 and 30 would leave a test model's
+# small scores and logits nearly as they are; measured: without the attention's cap the twin's
+# first gradients move by up to 95% relative, without the logits' its first loss by 3%); the keys
+# its published configs carry beside Gemma2Config's (hidden_act, the 9B's sliding_window_size).
+# f32, so that the twin's agreement is tight.
+MODELS["gemma2-f32"] = dict(
+    architecture="Gemma2ForCausalLM", dtype=torch.float32, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=32, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=10000.0, sliding_window=8, sliding_window_size=8, query_pre_attn_scalar=24,
+                attn_logit_softcapping=2.0, final_logit_softcapping=1.0, hidden_act="gelu_pytorch_tanh",
+                hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True, attention_bias=False,
+                attention_dropout=0.0, cache_implementation="hybrid", model_type="gemma2", torch_dtype="float32",
+                bos_token_id=2, eos_token_id=1, pad_token_id=0))
 # Granite (GraniteForCausalLM; IBM's Granite 3.x): Llama's body with its multipliers, the embedding
 # times 12, each sublayer's output times 0.22 before its residual add, the scores times 1/16 in
 # place of head_dim^-1/2 (1/4), the logits divided by 6 (Granite 3.x's 8 and 16 are powers of 2,
@@ -312,7 +328,7 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
         for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
             if (qkv_bias and name != "o_proj") or cfg.get("attention_bias"):
                 w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
-        gemma = cfg["model_type"] == "gemma3_text"  # its norms scale by 1 + weight: weights near 0
+        gemma = cfg["model_type"] in ("gemma3_text", "gemma2")  # its norms scale by 1 + weight: weights near 0
         olmo2 = cfg["model_type"] == "olmo2"  # its q/k norms over the whole projections
         if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2"):
             for name, width in (("q_norm", QW if olmo2 else D), ("k_norm", KVW if olmo2 else D)):
@@ -322,7 +338,7 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
                 ("pre_feedforward_layernorm", "post_feedforward_layernorm") if gemma else ())
         for name in norms:
             w[p + name + ".weight"] = (0 if gemma else 1) + 0.1 * torch.randn(C, generator=g)
-    if cfg["model_type"] == "gemma3_text":
+    if cfg["model_type"] in ("gemma3_text", "gemma2"):
         w["model.norm.weight"] -= 1
     if cfg["model_type"] == "phi3":
         w = phi3_fused(w)
@@ -357,6 +373,8 @@ def sliding_window_of(cfg, layer):
     types = cfg.get("layer_types")
     if types is not None:
         return cfg["sliding_window"] if types[layer] == "sliding_attention" else None
+    if cfg["model_type"] == "gemma2":  # Gemma2Config's layer types: the even layers slide
+        return cfg["sliding_window"] if layer % 2 == 0 else None
     return cfg.get("sliding_window") if cfg["model_type"] in ("mistral", "phi3") else None
 
 
@@ -536,10 +554,10 @@ def rotates(cfg, layer):
 def padding_id(cfg):
     """The token transformers' nn.Embedding(vocab, hidden, padding_idx) leaves out of the embedding's
     gradient: pad_token_id, or its config class's default (Phi3Config's 32000, Gemma3TextConfig's 0,
-    SmolLM3Config's 128004, Olmo2Config's 1); None for GPT-2, whose embedding has none."""
+    SmolLM3Config's 128004, Olmo2Config's 1, Gemma2Config's 0); None for GPT-2, whose embedding has none."""
     if cfg["model_type"] == "gpt2":
         return None
-    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1}
+    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "gemma2": 0}
     return cfg.get("pad_token_id", defaults.get(cfg["model_type"]))
 
 
@@ -547,12 +565,20 @@ def embed_tokens(p, cfg, tokens):
     return F.embedding(tokens, p["model.embed_tokens.weight"], padding_idx=padding_id(cfg))
 
 
-def gemma3_logits(p, cfg, tokens):
-    """Logits as transformers' Gemma3ForCausalLM computes them in f32 (eager attention): Gemma3RMSNorm's
-    x / rms * (1 + weight), the embedding times sqrt(hidden) (an f32 tensor), q and k normed per head,
-    the sliding layers' rotary embedding of rope_local_base_freq unscaled and the others' of
-    rope_theta with rope_scaling, the scores times query_pre_attn_scalar^-1/2, norms after the
-    attention and around the MLP, GELU's tanh form of the gate."""
+def softcap(x, cap):
+    """Gemma 2's softcapping as transformers writes it: x / cap, tanh, times cap (None: x)."""
+    return x if cap is None else torch.tanh(x / cap) * cap
+
+
+def gemma_logits(p, cfg, tokens, score_head=False):
+    """Logits as transformers' Gemma3ForCausalLM and Gemma2ForCausalLM compute them in f32 (eager
+    attention): GemmaRMSNorm's x / rms * (1 + weight), the embedding times sqrt(hidden) (an f32
+    tensor), Gemma 3's q and k normed per head, its sliding layers' rotary embedding of
+    rope_local_base_freq unscaled and the others' of rope_theta with rope_scaling (Gemma 2's one
+    rotary embedding everywhere), the scores times query_pre_attn_scalar^-1/2 and softcapped
+    (attn_logit_softcapping, before the mask), norms after the attention and around the MLP, GELU's
+    tanh form of the gate, the logits softcapped (final_logit_softcapping) unless lm_head.weight stands
+    for a reward model's score head (`score_head`: Gemma2ForSequenceClassification caps no score)."""
     H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
     D, eps, L = cfg["head_dim"], cfg["rms_norm_eps"], cfg["num_hidden_layers"]
     B, T = tokens.shape
@@ -562,7 +588,8 @@ def gemma3_logits(p, cfg, tokens):
         emb = torch.outer(torch.arange(T).float(), inv_freq).repeat(1, 2)
         return (emb.cos() * attention_factor)[None, None], (emb.sin() * attention_factor)[None, None]
     rotary_global = rotary(cfg)
-    rotary_local = rotary(dict(cfg, rope_theta=cfg["rope_local_base_freq"], rope_scaling=None))
+    rotary_local = rotary(dict(cfg, rope_theta=cfg["rope_local_base_freq"], rope_scaling=None)) \
+        if "rope_local_base_freq" in cfg else rotary_global
 
     def rotate_half(x):
         return torch.cat((-x[..., D // 2:], x[..., :D // 2]), dim=-1)
@@ -577,36 +604,41 @@ def gemma3_logits(p, cfg, tokens):
     mask = torch.full((T, T), float("-inf")).triu(1)
     for l in range(L):
         pre = f"model.layers.{l}."
-        sliding = cfg["layer_types"][l] == "sliding_attention"
-        cos, sin = rotary_local if sliding else rotary_global
+        window = sliding_window_of(cfg, l)
+        cos, sin = rotary_local if window else rotary_global
         h = rms_norm(x, p[pre + "input_layernorm.weight"])
-        q = rms_norm(linear(h, pre + "self_attn.q_proj").view(B, T, H, D), p[pre + "self_attn.q_norm.weight"])
-        k = rms_norm(linear(h, pre + "self_attn.k_proj").view(B, T, KV, D), p[pre + "self_attn.k_norm.weight"])
+        q = linear(h, pre + "self_attn.q_proj").view(B, T, H, D)
+        k = linear(h, pre + "self_attn.k_proj").view(B, T, KV, D)
+        if pre + "self_attn.q_norm.weight" in p:  # Gemma 3's
+            q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = linear(h, pre + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
         v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
-        scores = (q @ k.transpose(2, 3)) * cfg["query_pre_attn_scalar"] ** -0.5 + mask
-        if sliding:
-            scores = scores + torch.full((T, T), float("-inf")).tril(-cfg["sliding_window"])
+        scores = softcap((q @ k.transpose(2, 3)) * cfg["query_pre_attn_scalar"] ** -0.5,
+                         cfg.get("attn_logit_softcapping")) + mask
+        if window:
+            scores = scores + torch.full((T, T), float("-inf")).tril(-window)
         o = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, H * D)
         x = x + rms_norm(linear(o, pre + "self_attn.o_proj"), p[pre + "post_attention_layernorm.weight"])
         h = rms_norm(x, p[pre + "pre_feedforward_layernorm.weight"])
         m = linear(F.gelu(linear(h, pre + "mlp.gate_proj"), approximate="tanh") * linear(h, pre + "mlp.up_proj"),
                    pre + "mlp.down_proj")
         x = x + rms_norm(m, p[pre + "post_feedforward_layernorm.weight"])
-    return F.linear(rms_norm(x, p["model.norm.weight"]), p["model.embed_tokens.weight"])
+    head = p["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else p["lm_head.weight"]
+    logits = F.linear(rms_norm(x, p["model.norm.weight"]), head)
+    return logits if score_head else softcap(logits, cfg.get("final_logit_softcapping"))
 
 
 def hf_logits(p, cfg, tokens, score_head=False):
     """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / GraniteForCausalLM
     compute them (eager attention; Qwen3's q_norm and k_norm on each head before the rotary embedding;
     Granite's multipliers; OLMo 2's norms after each sublayer alone and q/k norms over the whole
-    projections); Gemma 3's by gemma3_logits. `score_head`: lm_head.weight stands for a
+    projections); Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
     reward model's score head, which Granite's logits_scaling leaves as it is (transformers' classifier)."""
-    if cfg["model_type"] == "gemma3_text":
-        return gemma3_logits(p, cfg, tokens)
+    if cfg["model_type"] in ("gemma3_text", "gemma2"):
+        return gemma_logits(p, cfg, tokens, score_head)
     H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
     D, eps, L = cfg.get("head_dim") or C // H, cfg["rms_norm_eps"], cfg["num_hidden_layers"]
     B, T = tokens.shape
@@ -726,6 +758,24 @@ def granite_heads(bin_dir, work, folder, summary, failures):
     if "0.166667" not in scales["lm"] or "0.166667" in scales["reward"] or "12" not in scales["reward"]:
         failures.append(f"granite: the forward scales are {scales} (want 1/6 before the LM head alone)")
     print("granite-f32: logits / 6 before the LM head, not before a reward model's score head")
+
+
+def gemma2_heads(bin_dir, work, folder, failures):
+    """Gemma 2's final_logit_softcapping caps an LM head's logits (mt.softcap, and its gradient), not a
+    reward model's score (transformers' Gemma2ForSequenceClassification); its attention scores are
+    capped in both (every mt.attention call's float attribute, 2)."""
+    for objective in ("lm", "reward"):
+        dump = plan_listing(bin_dir, folder, os.path.join(work, f"gemma2-{objective}.plan"),
+                            ["--batch", "2", "--seq", "16"] + (["--objective", "reward"] if objective == "reward" else []))
+        caps = re.findall(r"mt\.softcap(?:_grad)?\(.*\{([0-9.e+-]+)\}", dump)
+        attention = re.findall(r"mt\.attention(?:_grad)?\(.*\{([0-9 |]+)\}", dump)
+        want_caps = ["1", "1"] if objective == "lm" else []
+        capped = [a.endswith(" | 2") for a in attention]  # [heads, kv heads(, window)] | the softcap
+        if caps != want_caps or len(attention) != 6 or not all(capped):
+            failures.append(f"gemma2 {objective}: logit caps {caps} (want {want_caps}), attention attributes "
+                            f"{attention} (want each of 6 calls capped at 2)")
+    print("gemma2-f32: the logits capped at 1 before the LM head's loss, not a reward model's score; every attention "
+          "call's scores capped at 2")
 
 
 def padded_embedding_gradients(bin_dir, work, folder, cfg, data, tokens, grads, failures):
@@ -1034,12 +1084,12 @@ def refusals(bin_dir, work, failures):
          "[128,64]"),
     ]
     expect_refusals(bin_dir, work, phi3, phi3_weights, phi3_cases, failures)
-    # Gemma 3's: Gemma 2's softcapping, a scaled local rotary embedding, layer types against the
-    # pattern, transformers 5's rotary settings without the sliding layers'.
+    # Gemma 3's: a softcap of 0 (transformers would divide by it), a scaled local rotary embedding,
+    # layer types against the pattern, transformers 5's rotary settings without the sliding layers'.
     gemma = MODELS["gemma3-bf16"]
     gemma_cases = [
-        ("gemma-softcap", {"final_logit_softcapping": 30.0}, None,
-         "'final_logit_softcapping' is 30.0: softcapped logits (Gemma 2's) are not supported"),
+        ("gemma-softcap-zero", {"final_logit_softcapping": 0.0}, None,
+         "'final_logit_softcapping' is not a positive number"),
         ("gemma-local-scaled", {"rope_theta": None, "rope_local_base_freq": None, "rope_scaling": None,
                                 "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
                                                     "sliding_attention": {"rope_type": "linear", "factor": 2.0}}},
@@ -1492,6 +1542,8 @@ def main():
             padded_embedding_gradients(bin_dir, work, folder, cfg, data, tokens, ours, failures)
         if name == "granite-f32":
             granite_heads(bin_dir, work, folder, summary, failures)
+        if name == "gemma2-f32":
+            gemma2_heads(bin_dir, work, folder, failures)
         print(f"{name}: 20 steps, first loss {mt_losses[0]:.4f} last {mt_losses[-1]:.4f}, worst relative "
               f"difference to the transformers-style model {worst:.2e}")
         check_export(bin_dir, work, name, spec, plan, data, tokens, failures)
@@ -1513,7 +1565,8 @@ def main():
         failures.append(f"--batch auto on a folder: exit {auto.returncode}: {auto.stdout}{auto.stderr}")
     # A scaled rotary embedding in a decode plan (mt.rope_at with YaRN's frequencies), and Gemma 3's
     # (each layer's base and scaling, q scaled, norms of 1 + weight), and Phi-4-mini's (part of each
-    # head, LongRoPE): greedy text over the key/value cache = the window plan's (mt.rope). Gemma's
+    # head, LongRoPE), and Gemma 2's softcapped scores (mt.cached_attention's cap as mt.attention's):
+    # greedy text over the key/value cache = the window plan's (mt.rope). Gemma's
     # trained 100 steps first, so that its text varies (past its 8-token windows).
     gemma_trained = os.path.join(work, "gemma3-trained")
     ref.run([f"{bin_dir}/mtrun", os.path.join(work, "gemma3-bf16.plan"), "--data", data, "--steps", "100", "--lr",
@@ -1522,6 +1575,7 @@ def main():
     # factors by its positions, the window plan of 16 by its length.
     for model, folder, seq, max_tokens in (("yarn-rope-f32", os.path.join(work, "yarn-rope-f32"), "64", "40"),
                                        ("gemma3-bf16", gemma_trained, "64", "40"),
+                                       ("gemma2-f32", os.path.join(work, "gemma2-f32"), "64", "40"),
                                        ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"), "16", "12")):
         texts = []
         for flags in (["--kv-cache"], []):

@@ -3,8 +3,9 @@
 its weights file fits (tests/fuzz/fuzz_hf_config.cc), the same shape as Qwen2, Qwen3 (head_dim,
 layer_types), Mistral, Phi-3, Granite (its multipliers, its dropout), SmolLM3 (its NoPE layers) and
 OLMo 2, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
-Gemma 3's text model and its multimodal folder's config (the text model nested), and one nested as
-deep as a file may be (64 levels)."""
+Gemma 3's text model and its multimodal folder's config (the text model nested), Gemma 2 (its
+softcaps, the keys its published configs carry beside Gemma2Config's), and one nested as deep as a
+file may be (64 levels)."""
 import json
 import os
 import sys
@@ -46,6 +47,12 @@ seeds["gemma3-multimodal.json"] = dict(
     architectures=["Gemma3ForConditionalGeneration"], model_type="gemma3", mm_tokens_per_image=256,
     text_config={k: v for k, v in gemma3.items() if k not in ("architectures", "dtype")}, vision_config={},
     torch_dtype="bfloat16", eos_token_id=[1, 106])
+seeds["gemma2.json"] = dict(
+    architectures=["Gemma2ForCausalLM"], model_type="gemma2", hidden_size=8, intermediate_size=16, num_hidden_layers=2,
+    num_attention_heads=2, num_key_value_heads=1, head_dim=4, vocab_size=16, max_position_embeddings=32,
+    query_pre_attn_scalar=4, sliding_window=4, sliding_window_size=4, rope_theta=1e4, attn_logit_softcapping=50.0,
+    final_logit_softcapping=30.0, hidden_act="gelu_pytorch_tanh", hidden_activation="gelu_pytorch_tanh",
+    cache_implementation="hybrid", pad_token_id=0, torch_dtype="float32")
 deep = "x"
 for _ in range(60):
     deep = [deep]

@@ -372,6 +372,45 @@ TEST_F(CudaTwinTest, SlidingWindowAndSinks) {
   }
 }
 
+// Gemma 2's softcapping: attention whose scores (q and k scaled up, so that they pass the cap)
+// are capped, on the tiled kernels (f32), the warp-per-row ones (head_dim 256, Gemma 2's), the
+// tensor cores both ways as a bf16 plan calls them with heads of 64 and 128 (cuDNN's graph takes
+// no softcap), with and without a window; the decode step's cached attention; mt.softcap and its
+// gradient, f32 and bf16.
+TEST_F(CudaTwinTest, Softcap) {
+  struct Case {
+    int64_t batch, seq, heads, kv_heads, head_dim, window;
+  };
+  const std::vector<float> cap{0.75f};
+  for (const Case& c : {Case{1, 150, 4, 2, 64, 37}, Case{1, 130, 2, 1, 128, 0}, Case{2, 70, 4, 4, 24, 0},
+                        Case{1, 45, 2, 1, 256, 20}}) {
+    const int64_t wq = c.heads * c.head_dim, wkv = c.kv_heads * c.head_dim;
+    const auto q = randomF32({c.batch, c.seq, wq}, 2.0f), k = randomF32({c.batch, c.seq, wkv}, 2.0f);
+    const auto v = randomF32({c.batch, c.seq, wkv}), dout = randomF32({c.batch, c.seq, wq});
+    const std::vector<int64_t> attrs{c.heads, c.kv_heads, c.window};
+    const std::vector<HostTensor> outs = {HostTensor::f32({c.batch, c.seq, wq}), HostTensor::f32({c.batch, c.heads, c.seq})};
+    const std::vector<HostTensor> grads = {HostTensor::f32({c.batch, c.seq, wq}), HostTensor::f32({c.batch, c.seq, wkv}),
+                                           HostTensor::f32({c.batch, c.seq, wkv})};
+    expectTwin(KernelId::Attention, {q, k, v}, outs, attrs, cap);
+    const auto fwd = runKernel(KernelId::Attention, {q, k, v}, outs, attrs, cap);
+    expectTwin(KernelId::AttentionGrad, {dout, q, k, v, fwd[0], fwd[1]}, grads, attrs, cap);
+    if (c.head_dim != 64 && c.head_dim != 128) continue;
+    expectBf16Twin(KernelId::Attention, {q, k, v}, outs, attrs, cap);
+    const auto bf16_fwd = runBf16(KernelId::Attention, {q, k, v}, outs, attrs, cap);
+    expectBf16Twin(KernelId::AttentionGrad, {dout, q, k, v, bf16_fwd[0], bf16_fwd[1]}, grads, attrs, cap);
+  }
+  for (const CachedCase& c : kCachedCases)
+    expectTwin(KernelId::CachedAttention, cachedAttentionInputs(c),
+               {HostTensor::f32({c.batch, c.fresh, c.heads * c.head_dim})}, {c.heads, c.kv_heads, 5}, cap);
+  const Shape shape{5, 7, 301};
+  const auto x = randomF32(shape, 4.0f), dy = randomF32(shape);
+  expectTwin(KernelId::Softcap, {x}, {HostTensor::f32(shape)}, {}, {1.5f});
+  const auto y = runKernel(KernelId::Softcap, {x}, {HostTensor::f32(shape)}, {}, {1.5f});
+  expectTwin(KernelId::SoftcapGrad, {dy, y[0]}, {HostTensor::f32(shape)}, {}, {1.5f});
+  expectBf16Twin(KernelId::Softcap, {x}, {HostTensor::f32(shape)}, {}, {1.5f});
+  expectBf16Twin(KernelId::SoftcapGrad, {dy, y[0]}, {HostTensor::f32(shape)}, {}, {1.5f});
+}
+
 // The decode step's ops: rope at given positions; attention over a cache (several warps' keys
 // merged, head_dim up to 256, grouped heads, one and several new tokens).
 TEST_F(CudaTwinTest, RopeAtAndCachedAttention) {

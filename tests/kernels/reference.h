@@ -87,9 +87,11 @@ inline Doubles rope(const Doubles& x, int64_t b, int64_t t, int64_t width, int64
 
 // q (b, t, h*d), k/v (b, t, hk*d); returns out (b, t, h*d) then lse (b, h, t). Query i sees keys
 // j <= i, within the last `window` (0: all); `sinks` (h, or empty) join each row's softmax as
-// gpt-oss's eager attention has them: a column of the scores, dropped after the softmax.
+// gpt-oss's eager attention has them: a column of the scores, dropped after the softmax. A
+// `softcap` c > 0 takes each scaled score s to c * tanh(s / c), as Gemma 2's eager attention.
 inline Doubles attention(const Doubles& q, const Doubles& k, const Doubles& v, int64_t b, int64_t t,
-                         int64_t h, int64_t hk, int64_t d, int64_t window = 0, const Doubles& sinks = {}) {
+                         int64_t h, int64_t hk, int64_t d, int64_t window = 0, const Doubles& sinks = {},
+                         double softcap = 0.0) {
   Doubles out(b * t * h * d, 0.0), lse(b * h * t);
   const double scale = 1.0 / std::sqrt(double(d));
   for (int64_t z = 0; z < b; ++z)
@@ -103,7 +105,7 @@ inline Doubles attention(const Doubles& q, const Doubles& k, const Doubles& v, i
           double dot = 0;
           for (int64_t c = 0; c < d; ++c)
             dot += q[(z * t + i) * h * d + head * d + c] * k[(z * t + j) * hk * d + kvh * d + c];
-          s[j] = dot * scale;
+          s[j] = softcap > 0 ? softcap * std::tanh(dot * scale / softcap) : dot * scale;
           mx = std::max(mx, s[j]);
         }
         double sum = sinks.empty() ? 0.0 : std::exp(sinks[head] - mx);

@@ -73,7 +73,7 @@ func.func @tied(%arg0: tensor<1x2xi32> {mt.input = "tokens"}, %arg1: tensor<6x4x
 // -----
 
 // A loss that is not a head's: nothing to split.
-// expected-error @+1 {{the vocabulary split needs a loss (mt.softmax_xent, or a DPO plan's mt.sequence_logprob) of logits = mt.matmul(h, W) {transpose_b} with W a (vocab, C) parameter (an LM head); this model has none}}
+// expected-error @+1 {{the vocabulary split needs a loss (mt.softmax_xent, or a DPO plan's mt.sequence_logprob) of logits = mt.matmul(h, W) {transpose_b} (or their mt.softcap) with W a (vocab, C) parameter (an LM head); this model has none}}
 func.func @headless(%arg0: tensor<1x2x6xf32> {mt.param = {init = "normal", name = "z", std = 1.000000e+00 : f32}}, %arg1: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}, tensor<1x2x6xf32> {mt.grad = "z"}) attributes {mt.block_templates = array<i64>} {
   %loss, %lse = mt.softmax_xent %arg0, %arg1 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2xi32>
   %0 = mt.fill {mt.backward, mt.block = 0 : i64, value = 1.000000e+00 : f32} : tensor<f32>
@@ -159,4 +159,60 @@ func.func @dora_head(%arg0: tensor<1x2x4xf32> {mt.input = "h"}, %arg1: tensor<6x
   %2 = mt.mul %1, %arg3 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<6xf32>
   %loss, %lse = mt.softmax_xent %2, %arg4 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2xi32>
   return %loss : tensor<f32>
+}
+
+// -----
+
+// Softcapped logits (Gemma 2's mt.softcap between the head and its loss): each chunk's logits are
+// capped before mt.xent_chunk, the recomputed chunk's too, and each chunk's dlogits go through
+// mt.softcap_grad of its capped logits before the products with W.
+
+// CHECK-LABEL: func.func @capped
+// CHECK-SAME: mt.vocab_split = ["w"]
+// CHECK:      %[[L0:.*]] = mt.matmul %arg0, %arg1 {mt.block = 1 : i64, transpose_b = true}
+// CHECK-NEXT: %[[C0:.*]] = mt.softcap %[[L0]] {cap = 3.000000e+00 : f32, mt.block = 1 : i64}
+// CHECK-NEXT: %[[R0:.*]] = mt.xent_chunk %[[C0]], %arg3, %{{.*}} {first = 0 : i64, mt.block = 1 : i64}
+// CHECK-NEXT: %[[L1:.*]] = mt.matmul %arg0, %arg2 {mt.block = 2 : i64, transpose_b = true}
+// CHECK-NEXT: %[[C1:.*]] = mt.softcap %[[L1]] {cap = 3.000000e+00 : f32, mt.block = 2 : i64}
+// CHECK-NEXT: %[[R1:.*]] = mt.xent_chunk %[[C1]], %arg3, %[[R0]] {first = 3 : i64, mt.block = 2 : i64}
+// CHECK-NEXT: %[[LOSS:.*]], %[[LSE:.*]] = mt.xent_finish %[[R1]], %arg3
+// CHECK-NEXT: %[[SEED:.*]] = mt.fill {mt.backward, mt.block = 2 : i64, value = 1.000000e+00 : f32}
+// CHECK-NEXT: %[[D1:.*]] = mt.xent_chunk_grad %[[SEED]], %[[C1]], %arg3, %[[LSE]] {first = 3 : i64, mt.backward, mt.block = 2 : i64, vocab = 6 : i64}
+// CHECK-NEXT: %[[G1:.*]] = mt.softcap_grad %[[D1]], %[[C1]] {cap = 3.000000e+00 : f32, mt.backward, mt.block = 2 : i64}
+// CHECK-NEXT: mt.matmul %[[G1]], %arg2 {mt.backward, mt.block = 2 : i64}
+// CHECK:      %[[DW1:.*]] = mt.matmul %{{.*}}, %{{.*}} {mt.backward, mt.block = 2 : i64, transpose_a = true}
+// CHECK-NEXT: %[[RL0:.*]] = mt.matmul %arg0, %arg1 {mt.block = 1 : i64, mt.recompute, transpose_b = true}
+// CHECK-NEXT: %[[RC0:.*]] = mt.softcap %[[RL0]] {cap = 3.000000e+00 : f32, mt.block = 1 : i64, mt.recompute}
+// CHECK-NEXT: %[[D0:.*]] = mt.xent_chunk_grad %[[SEED]], %[[RC0]], %arg3, %[[LSE]] {first = 0 : i64, mt.backward, mt.block = 1 : i64, vocab = 6 : i64}
+// CHECK-NEXT: %[[G0:.*]] = mt.softcap_grad %[[D0]], %[[RC0]] {cap = 3.000000e+00 : f32, mt.backward, mt.block = 1 : i64}
+// CHECK-NEXT: mt.matmul %[[G0]], %arg1 {mt.backward, mt.block = 1 : i64}
+// CHECK:      %[[DW0:.*]] = mt.matmul %{{.*}}, %{{.*}} {mt.backward, mt.block = 1 : i64, transpose_a = true}
+// CHECK:      return %[[LOSS]], %[[DW0]], %[[DW1]]
+func.func @capped(%arg0: tensor<1x2x4xf32> {mt.input = "x"}, %arg1: tensor<6x4xf32> {mt.param = {init = "normal", name = "w", std = 1.000000e+00 : f32}}, %arg2: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}, tensor<6x4xf32> {mt.grad = "w"}) attributes {mt.block_templates = array<i64>} {
+  %0 = mt.matmul %arg0, %arg1 {mt.block = 0 : i64, transpose_b = true} : tensor<1x2x4xf32>, tensor<6x4xf32>
+  %1 = mt.softcap %0 {cap = 3.000000e+00 : f32, mt.block = 0 : i64} : tensor<1x2x6xf32>
+  %loss, %lse = mt.softmax_xent %1, %arg2 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2xi32>
+  %2 = mt.fill {mt.backward, mt.block = 0 : i64, value = 1.000000e+00 : f32} : tensor<f32>
+  %3 = mt.softmax_xent_grad %2, %1, %arg2, %lse {mt.backward, mt.block = 0 : i64} : tensor<f32>, tensor<1x2x6xf32>, tensor<1x2xi32>, tensor<1x2xf32>
+  %4 = mt.softcap_grad %3, %1 {cap = 3.000000e+00 : f32, mt.backward, mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2x6xf32>
+  %5 = mt.reshape %arg0 {mt.backward, mt.block = 0 : i64} : tensor<1x2x4xf32> -> tensor<2x4xf32>
+  %6 = mt.reshape %4 {mt.backward, mt.block = 0 : i64} : tensor<1x2x6xf32> -> tensor<2x6xf32>
+  %7 = mt.matmul %6, %5 {mt.backward, mt.block = 0 : i64, transpose_a = true} : tensor<2x6xf32>, tensor<2x4xf32>
+  return %loss, %7 : tensor<f32>, tensor<6x4xf32>
+}
+
+// -----
+
+// Softcapped logits whose loss's backward does not go through the cap's: not a head to split.
+// expected-error @+1 {{the vocabulary split needs the softcapped logits' one backward (mt.softcap_grad of the loss's)}}
+func.func @capped_without_its_backward(%arg0: tensor<1x2x4xf32> {mt.input = "x"}, %arg1: tensor<6x4xf32> {mt.param = {init = "normal", name = "w", std = 1.000000e+00 : f32}}, %arg2: tensor<1x2xi32> {mt.input = "targets"}) -> (tensor<f32> {mt.loss}, tensor<6x4xf32> {mt.grad = "w"}) attributes {mt.block_templates = array<i64>} {
+  %0 = mt.matmul %arg0, %arg1 {mt.block = 0 : i64, transpose_b = true} : tensor<1x2x4xf32>, tensor<6x4xf32>
+  %1 = mt.softcap %0 {cap = 3.000000e+00 : f32, mt.block = 0 : i64} : tensor<1x2x6xf32>
+  %loss, %lse = mt.softmax_xent %1, %arg2 {mt.block = 0 : i64} : tensor<1x2x6xf32>, tensor<1x2xi32>
+  %2 = mt.fill {mt.backward, mt.block = 0 : i64, value = 1.000000e+00 : f32} : tensor<f32>
+  %3 = mt.softmax_xent_grad %2, %1, %arg2, %lse {mt.backward, mt.block = 0 : i64} : tensor<f32>, tensor<1x2x6xf32>, tensor<1x2xi32>, tensor<1x2xf32>
+  %5 = mt.reshape %arg0 {mt.backward, mt.block = 0 : i64} : tensor<1x2x4xf32> -> tensor<2x4xf32>
+  %6 = mt.reshape %3 {mt.backward, mt.block = 0 : i64} : tensor<1x2x6xf32> -> tensor<2x6xf32>
+  %7 = mt.matmul %6, %5 {mt.backward, mt.block = 0 : i64, transpose_a = true} : tensor<2x6xf32>, tensor<2x4xf32>
+  return %loss, %7 : tensor<f32>, tensor<6x4xf32>
 }
