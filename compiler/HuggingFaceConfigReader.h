@@ -22,8 +22,9 @@ inline const std::set<std::string> kInertKeys = {
     "architectures", "model_type", "_name_or_path", "transformers_version", "torch_dtype", "use_cache",
     "initializer_range", "bos_token_id", "eos_token_id", "pad_token_id",
     // transformers 4.56 on write torch_dtype as dtype; some 4.4x-4.5x saves leak the attention
-    // implementation's bookkeeping.
-    "dtype", "_attn_implementation_autoset"};
+    // implementation's bookkeeping, or the implementation itself (Gemma 2 fine-tunes' "eager"): which
+    // kernels compute the attention, not what they compute.
+    "dtype", "_attn_implementation_autoset", "_attn_implementation"};
 
 // config.json, read key by key: every key must be taken or known inert.
 class ConfigReader {

@@ -17,6 +17,13 @@ double gemmaSoftcap(ConfigReader& r, const char* key, double fallback) {
   return r.number(key, fallback);
 }
 
+// The scores' scale query_pre_attn_scalar^-1/2 (256 where absent, both config classes' default); a
+// null one, with which transformers fails, refused.
+double queryPreAttnScalar(ConfigReader& r) {
+  if (r.isNull("query_pre_attn_scalar")) throw r.error("'query_pre_attn_scalar' is null: the scores' scale is unknown");
+  return r.number("query_pre_attn_scalar", 256.0);
+}
+
 // Gemma 3's two rotary embeddings: the full-attention layers' (rope_theta, 1e6 unless given, and
 // rope_scaling) and the sliding layers' (rope_local_base_freq, 10,000 unless given, unscaled), as
 // transformers 4 writes them, or transformers 5's rope_parameters keyed by layer type, each
@@ -131,7 +138,7 @@ ModelConfig readGemma3Config(ConfigReader& r) {
   c.head_dim = r.headDim(c.width, c.heads, 256);
   c.qk_norm = c.norm_plus_one = c.embed_scaled = c.sandwich_norms = true;
   c.gate_activation = ModelConfig::GateActivation::kGeluTanh;
-  c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
+  c.query_pre_attn_scalar = queryPreAttnScalar(r);
   if (r.text("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
     throw r.error("'hidden_activation' is not gelu_pytorch_tanh: Gemma 3's MLP is GeGLU with GELU's tanh form");
   if (r.boolean("attention_bias", false)) c.qkv_bias = c.o_bias = true;
@@ -168,7 +175,7 @@ ModelConfig readGemma2Config(ConfigReader& r) {
   c.head_dim = r.headDim(c.width, c.heads, 256);
   c.norm_plus_one = c.embed_scaled = c.sandwich_norms = true;
   c.gate_activation = ModelConfig::GateActivation::kGeluTanh;
-  c.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256.0);
+  c.query_pre_attn_scalar = queryPreAttnScalar(r);
   if (r.text("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
     throw r.error("'hidden_activation' is not gelu_pytorch_tanh: Gemma 2's MLP is GeGLU with GELU's tanh form");
   // The published configs carry hidden_act beside hidden_activation, and the 9B's config
@@ -177,6 +184,8 @@ ModelConfig readGemma2Config(ConfigReader& r) {
   r.take("sliding_window_size");
   if (r.boolean("attention_bias", false)) c.qkv_bias = c.o_bias = true;
   r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
+  // transformers 5's Gemma2Config has the key (null where unset), as Gemma 3's.
+  r.require("use_bidirectional_attention", false, "bidirectional attention is not supported");
   c.attn_softcap = gemmaSoftcap(r, "attn_logit_softcapping", 50.0);
   c.final_softcap = gemmaSoftcap(r, "final_logit_softcapping", 30.0);
   r.take("cache_implementation");  // the cache generate() builds ("hybrid"), not the model's arithmetic
@@ -193,6 +202,12 @@ std::string gemma3LanguageModelConfig(const json& config, const std::string& pat
                   "contradicts itself");
   const json& text = r.value("text_config");
   if (!text.is_object()) throw r.error("no 'text_config' object: the language model's settings are unknown");
+  // transformers' Gemma3ForConditionalGeneration caps no logits (its Gemma3ForCausalLM does, and
+  // so did the multimodal model of 4.50-4.51, whose language model was one): which applies is unsure.
+  if (text.contains("final_logit_softcapping") && !text["final_logit_softcapping"].is_null())
+    throw r.error("'text_config' has final_logit_softcapping " + jsonBrief(text["final_logit_softcapping"]) +
+                  ", which transformers' Gemma3ForConditionalGeneration does not apply (its Gemma3ForCausalLM "
+                  "does): make it null, or the folder a Gemma3ForCausalLM's");
   // The vision tower's settings and its tokens' ids: not read (the language model alone is).
   for (const char* key : {"vision_config", "mm_tokens_per_image", "boi_token_index", "eoi_token_index",
                           "image_token_index"})

@@ -763,19 +763,27 @@ def granite_heads(bin_dir, work, folder, summary, failures):
 def gemma2_heads(bin_dir, work, folder, failures):
     """Gemma 2's final_logit_softcapping caps an LM head's logits (mt.softcap, and its gradient), not a
     reward model's score (transformers' Gemma2ForSequenceClassification); its attention scores are
-    capped in both (every mt.attention call's float attribute, 2)."""
-    for objective in ("lm", "reward"):
-        dump = plan_listing(bin_dir, folder, os.path.join(work, f"gemma2-{objective}.plan"),
-                            ["--batch", "2", "--seq", "16"] + (["--objective", "reward"] if objective == "reward" else []))
+    capped in both (every mt.attention call's float attribute, 2); the same config as transformers 5
+    saves it (rope_parameters, layer_types, dtype, use_bidirectional_attention null) reads alike."""
+    cfg = dict(MODELS["gemma2-f32"]["config"], architectures=["Gemma2ForCausalLM"], dtype="float32",
+               rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+               layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+               use_bidirectional_attention=None)
+    for key in ("rope_theta", "torch_dtype", "hidden_act", "sliding_window_size"):
+        cfg.pop(key)
+    v5 = os.path.join(work, "gemma2-transformers5")
+    for objective, source, config in (("lm", folder, None), ("reward", folder, None), ("lm", v5, cfg)):
+        flags = ["--batch", "2", "--seq", "16"] + (["--objective", "reward"] if objective == "reward" else [])
+        dump = plan_listing(bin_dir, source, os.path.join(work, f"gemma2-{objective}.plan"), flags, config)
         caps = re.findall(r"mt\.softcap(?:_grad)?\(.*\{([0-9.e+-]+)\}", dump)
         attention = re.findall(r"mt\.attention(?:_grad)?\(.*\{([0-9 |]+)\}", dump)
         want_caps = ["1", "1"] if objective == "lm" else []
         capped = [a.endswith(" | 2") for a in attention]  # [heads, kv heads(, window)] | the softcap
         if caps != want_caps or len(attention) != 6 or not all(capped):
-            failures.append(f"gemma2 {objective}: logit caps {caps} (want {want_caps}), attention attributes "
-                            f"{attention} (want each of 6 calls capped at 2)")
+            failures.append(f"gemma2 {objective} ({source}): logit caps {caps} (want {want_caps}), attention "
+                            f"attributes {attention} (want each of 6 calls capped at 2)")
     print("gemma2-f32: the logits capped at 1 before the LM head's loss, not a reward model's score; every attention "
-          "call's scores capped at 2")
+          "call's scores capped at 2; as transformers 5 saves the config too")
 
 
 def padded_embedding_gradients(bin_dir, work, folder, cfg, data, tokens, grads, failures):
@@ -1104,6 +1112,19 @@ def refusals(bin_dir, work, failures):
     ]
     expect_refusals(bin_dir, work, gemma, hf_weights(gemma["config"], False, torch.float32, seed=5), gemma_cases,
                     failures)
+    # Gemma 2's: bidirectional attention (transformers 5's key), a null score scalar (transformers
+    # fails), a cap of 0 (it would divide by it), a q_norm it has no place for.
+    gemma2 = MODELS["gemma2-f32"]
+    gemma2_cases = [
+        ("gemma2-bidirectional", {"use_bidirectional_attention": True}, None,
+         "'use_bidirectional_attention' is true: bidirectional attention is not supported"),
+        ("gemma2-scalar-null", {"query_pre_attn_scalar": None}, None, "'query_pre_attn_scalar' is null"),
+        ("gemma2-cap-zero", {"attn_logit_softcapping": 0}, None, "'attn_logit_softcapping' is not a positive number"),
+        ("gemma2-q-norm", {}, lambda w: w.update({"model.layers.0.self_attn.q_norm.weight": torch.zeros(32)}),
+         "model.layers.0.self_attn.q_norm.weight"),
+    ]
+    expect_refusals(bin_dir, work, gemma2, hf_weights(gemma2["config"], False, torch.float32, seed=5), gemma2_cases,
+                    failures)
     gpt2_cases = [  # GPT-2's own: (name, config changes, weight changes, what the error must say)
         ("gpt2-relu", {"activation_function": "relu"}, None, "'activation_function' is relu"),
         ("gpt2-cross", {"add_cross_attention": True}, None, "'add_cross_attention' is true"),
@@ -1291,6 +1312,15 @@ def gemma3_multimodal_padding(bin_dir, work, failures):
                             f"gradient is {grads} (want padding {want or 'none'})")
     print("gemma3 multimodal: the language model pads by text_config's pad_token_id (0 where absent), not the top "
           "level's")
+    # A final logit cap in text_config: transformers' Gemma3ForConditionalGeneration applies none (its
+    # Gemma3ForCausalLM does), so which the folder means is unsure: refused.
+    folder = os.path.join(work, "refuse-gemma3-multimodal-cap")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(dict(config, text_config=dict(MODELS["gemma3-bf16"]["config"], final_logit_softcapping=30.0)), f)
+    err = mtc_error(bin_dir, folder, "--no-weights")
+    if "which transformers' Gemma3ForConditionalGeneration does not apply" not in err:
+        failures.append(f"gemma3 multimodal with a final logit cap: wanted it refused, got: {err.strip()}")
 
 
 def smollm3_interval(bin_dir, work, failures):

@@ -5,6 +5,7 @@
 // access aborts the test.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -189,11 +190,17 @@ TEST_F(PlanMutationTest, FieldEditsAreRejectedOrRun) {
         const uint32_t value = static_cast<uint32_t>(wild());
         if (in->has_kernel()) {
           auto* k = in->mutable_kernel();
-          switch (rng_() % 5) {
+          // Wild floats (a softcap, plan 1.37, as any float attribute): NaN, infinities, zero, a
+          // denormal, negative and huge values.
+          const float floats[] = {std::nanf(""), INFINITY, -INFINITY, 0.0f, 1e-45f, -2.0f, 1e30f, 0.5f};
+          const float wild_float = floats[rng_() % std::size(floats)];
+          switch (rng_() % 7) {
             case 0: k->set_kernel(value % (kNumKernels + 3)); break;
             case 1: if (k->inputs_size()) k->set_inputs(pick(k->inputs_size()), value); break;
             case 2: if (k->outputs_size()) k->set_outputs(pick(k->outputs_size()), value); break;
             case 3: if (k->int_attrs_size()) k->set_int_attrs(pick(k->int_attrs_size()), wild()); break;
+            case 4: if (k->float_attrs_size()) k->set_float_attrs(pick(k->float_attrs_size()), wild_float); break;
+            case 5: k->add_float_attrs(wild_float); break;
             default: k->add_int_attrs(wild()); break;
           }
         } else if (in->has_copy()) {
