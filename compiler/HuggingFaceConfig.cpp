@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <optional>
 #include <set>
 
@@ -86,6 +85,7 @@ namespace {
 
 using hf::ConfigReader;
 using hf::json;
+using hf::Architecture;
 using hf::readRopeScaling;
 
 constexpr char kClassifierSuffix[] = "ForSequenceClassification";
@@ -145,8 +145,8 @@ void readPartialRotary(ConfigReader& r, ConfigReader* inner, ModelConfig& c) {
 // that differs is refused), the factor the contexts' ratio (4 takes it, 5 a factor given instead:
 // one that differs is refused). Another architecture's: transformers 4 takes max_position_embeddings
 // for the original, 5 the settings' own (refused unless they agree), the factor as given.
-void settleLongRope(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
-  const bool phi3 = architecture == "Phi3ForCausalLM";
+void settleLongRope(ConfigReader& r, Architecture architecture, ModelConfig& c) {
+  const bool phi3 = architecture == Architecture::kPhi3;
   const int64_t top = phi3 ? r.integer("original_max_position_embeddings", 0) : 0;
   RopeScaling& s = c.rope_scaling;
   if (s.kind != RopeScaling::Kind::kLongRope) return;
@@ -179,22 +179,22 @@ void settleLongRope(ConfigReader& r, const std::string& architecture, ModelConfi
 // rope_scaling; transformers 5 as one object, rope_parameters (rope_theta among the scaling's
 // keys), which is all the folders it saves carry. Either form is read; a base given in both must
 // agree, and the scaling comes from one alone.
-void hf::readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
+void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) {
   const double theta = r.number("rope_theta", 0.0);  // 0: not given
-  const bool gpt_oss = architecture == "GptOssForCausalLM";
+  const bool gpt_oss = architecture == Architecture::kGptOss, phi3 = architecture == Architecture::kPhi3;
   // transformers' configs' defaults
-  const double default_theta = gpt_oss                                  ? 150000.0
-                               : architecture == "MixtralForCausalLM"   ? 1e6
-                               : architecture == "SmolLM3ForCausalLM"   ? 2e6
-                                                                        : 10000.0;
+  const double default_theta = gpt_oss                                   ? 150000.0
+                               : architecture == Architecture::kMixtral  ? 1e6
+                               : architecture == Architecture::kSmolLM3  ? 2e6
+                                                                         : 10000.0;
   if (!r.has("rope_parameters")) {
     r.take("rope_parameters");  // absent or null
     c.rope_theta = theta > 0 ? theta : default_theta;
-    if (architecture == "Phi3ForCausalLM") readPartialRotary(r, nullptr, c);
+    if (phi3) readPartialRotary(r, nullptr, c);
     if (r.has("rope_scaling")) {
       if (!r.value("rope_scaling").is_object()) throw r.error("'rope_scaling' is not an object");
       ConfigReader s = r.nested("rope_scaling");
-      readRopeScaling(s, c, architecture == "Phi3ForCausalLM");
+      readRopeScaling(s, c, phi3);
       s.finish();
     } else if (gpt_oss && r.isNull("rope_scaling")) {
       throw r.error("'rope_scaling' is null, which transformers 5 reads as gpt-oss's YaRN (a factor of 32 from "
@@ -215,12 +215,12 @@ void hf::readRotary(ConfigReader& r, const std::string& architecture, ModelConfi
     throw p.error(fmt::format("'rope_theta' is {:g} but the config's rope_theta is {:g}: the folder contradicts itself",
                               inner, theta));
   c.rope_theta = inner > 0 ? inner : theta > 0 ? theta : default_theta;
-  if (architecture == "Phi3ForCausalLM")
+  if (phi3)
     readPartialRotary(r, &p, c);
   else if (p.number("partial_rotary_factor", 1.0) != 1.0)
     throw p.error("'partial_rotary_factor' is not 1: a rotary embedding over part of each head is not supported "
                   "(Phi-3's is)");
-  readRopeScaling(p, c, architecture == "Phi3ForCausalLM");
+  readRopeScaling(p, c, phi3);
   p.finish();
 }
 
@@ -228,14 +228,14 @@ namespace {
 
 // A mixture of experts' settings (Qwen3MoeForCausalLM, MixtralForCausalLM, GptOssForCausalLM) into `c`.
 // `mxfp4`: set where the config says the experts are stored in MXFP4 (gpt-oss's quantization_config).
-void readExperts(ConfigReader& r, const std::string& architecture, ModelConfig& c, bool* mxfp4) {
-  if (architecture == "MixtralForCausalLM") {
+void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c, bool* mxfp4) {
+  if (architecture == Architecture::kMixtral) {
     c.experts = r.integer("num_local_experts");
     c.expert_ffn = c.ffn;  // each expert is as wide as intermediate_size; no dense layers
     c.normalize_topk = true;
     if (const json& noise = r.value("router_jitter_noise"); !noise.is_null() && !(noise.is_number() && noise == 0))
       throw r.error("'router_jitter_noise' is not 0: random noise on the router's logits is not supported");
-  } else if (architecture == "Qwen3MoeForCausalLM") {
+  } else if (architecture == Architecture::kQwen3Moe) {
     c.experts = r.integer("num_experts");
     c.expert_ffn = r.integer("moe_intermediate_size");
     c.normalize_topk = r.boolean("norm_topk_prob", false);
@@ -249,7 +249,7 @@ void readExperts(ConfigReader& r, const std::string& architecture, ModelConfig& 
         c.dense_layers.push_back(l.get<int64_t>());
       }
     }
-  } else if (architecture == "GptOssForCausalLM") {
+  } else if (architecture == Architecture::kGptOss) {
     // Experts as wide as intermediate_size in every layer, written in gpt-oss's form; sinks in
     // every attention.
     c.experts = r.integer("num_local_experts");
@@ -290,14 +290,14 @@ void readExperts(ConfigReader& r, const std::string& architecture, ModelConfig& 
 
 // Sliding-window attention: which layers slide (a layer_types list where the config has one, else
 // the architecture's rule as transformers' configs derive it) and over how many tokens.
-void readSlidingWindows(ConfigReader& r, const std::string& architecture, ModelConfig& c) {
+void readSlidingWindows(ConfigReader& r, Architecture architecture, ModelConfig& c) {
+  using enum Architecture;
   // (SmolLM3 as Qwen: its use_sliding_window false, readSmolLM3Keys, its other keys read alike.)
-  const bool qwen = architecture == "Qwen2ForCausalLM" || architecture == "Qwen3ForCausalLM" ||
-                    architecture == "Qwen3MoeForCausalLM" || architecture == "SmolLM3ForCausalLM";
+  const bool qwen = architecture == kQwen2 || architecture == kQwen3 || architecture == kQwen3Moe ||
+                    architecture == kSmolLM3;
   // Phi-3 slides in every layer where it names a window (Phi-3-mini's 2,047 tokens), as Mistral.
-  const bool mistral = architecture == "MistralForCausalLM" || architecture == "MixtralForCausalLM" ||
-                       architecture == "Phi3ForCausalLM";
-  const bool oss = architecture == "GptOssForCausalLM";
+  const bool mistral = architecture == kMistral || architecture == kMixtral || architecture == kPhi3;
+  const bool oss = architecture == kGptOss;
   if (!qwen && !mistral && !oss) return;
   // Qwen names a window it uses only with use_sliding_window, from layer max_window_layers on
   // (both keys read only then: an unused one may hold anything, as transformers ignores it).
@@ -387,8 +387,8 @@ void readGraniteKeys(ConfigReader& r, ModelConfig& c, std::vector<std::string>& 
                                 "(not supported yet)", p));
 }
 
-ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* mxfp4,
-                       std::vector<std::string>& notes) {
+ModelConfig readConfig(ConfigReader& r, Architecture architecture, bool* mxfp4, std::vector<std::string>& notes) {
+  using enum Architecture;
   ModelConfig c;
   c.family = ModelFamily::kLlama;
   c.width = r.integer("hidden_size");
@@ -398,15 +398,13 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   c.kv_heads = r.integer("num_key_value_heads", c.heads);
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
-  const bool phi3 = architecture == "Phi3ForCausalLM";
-  const bool smollm3 = architecture == "SmolLM3ForCausalLM", olmo2 = architecture == "Olmo2ForCausalLM",
-             granite = architecture == "GraniteForCausalLM";
+  const bool phi3 = architecture == kPhi3, smollm3 = architecture == kSmolLM3, olmo2 = architecture == kOlmo2;
   c.norm_eps = r.number("rms_norm_eps", phi3 || olmo2 ? 1e-5 : 1e-6);  // the configs' defaults
   c.tied = r.boolean("tie_word_embeddings", smollm3);
   // Phi3Config's, SmolLM3Config's and Olmo2Config's defaults; the others' none.
   c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : smollm3 ? 128004 : olmo2 ? 1 : -1);
-  c.qkv_bias = architecture == "Qwen2ForCausalLM";
-  c.qk_norm = architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM" || olmo2;
+  c.qkv_bias = architecture == kQwen2;
+  c.qk_norm = architecture == kQwen3 || architecture == kQwen3Moe || olmo2;
   // OLMo 2: q and k normed over their whole projections, each sublayer's output normed before its
   // residual add, its input not (Olmo2DecoderLayer).
   if (olmo2) c.qk_norm_whole = c.sandwich_norms = true, c.input_norms = false;
@@ -419,14 +417,14 @@ ModelConfig readConfig(ConfigReader& r, const std::string& architecture, bool* m
   settleLongRope(r, architecture, c);
   // Llama's and Qwen3's attention_bias: biases on q, k, v and the output projection. Qwen2 has the
   // first three whatever its config says (transformers' Qwen2Attention), so none there.
-  if (architecture == "Qwen2ForCausalLM")
+  if (architecture == kQwen2)
     r.require("attention_bias", false, "Qwen2's output projection has no bias in transformers");
   else if (phi3)
     readPhi3Keys(r);
   else if (r.boolean("attention_bias", false))
     c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");
-  if (granite)
+  if (architecture == kGranite)
     readGraniteKeys(r, c, notes);
   else
     r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
@@ -520,28 +518,24 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   }
   // A reward model's folder is its causal LM's body under another head: read as that LM.
   const std::string causal = causalArchitecture(out.architecture);
-  // model_type says the same family as the architecture (transformers picks the config class by
-  // it, the model class by the architecture: a folder where they disagree loads as neither says).
-  static const std::map<std::string, std::string> kModelType = {
-      {"LlamaForCausalLM", "llama"},       {"Qwen2ForCausalLM", "qwen2"},     {"Qwen3ForCausalLM", "qwen3"},
-      {"Qwen3MoeForCausalLM", "qwen3_moe"}, {"MistralForCausalLM", "mistral"}, {"MixtralForCausalLM", "mixtral"},
-      {"GptOssForCausalLM", "gpt_oss"},    {"GPT2LMHeadModel", "gpt2"},       {"Gemma3ForCausalLM", "gemma3_text"},
-      {"Phi3ForCausalLM", "phi3"},         {"GraniteForCausalLM", "granite"},  {"SmolLM3ForCausalLM", "smollm3"},
-      {"Olmo2ForCausalLM", "olmo2"},       {"Gemma2ForCausalLM", "gemma2"}};
-  if (!kModelType.count(causal)) {
+  const hf::ArchitectureName* known = hf::findArchitecture(causal);
+  if (!known) {
     std::string supported;
-    for (const auto& [architecture, type] : kModelType) supported += (supported.empty() ? "" : ", ") + architecture;
+    for (const hf::ArchitectureName& a : hf::kArchitectureNames) supported += (supported.empty() ? "" : ", ") + std::string(a.causal);
     throw r.error("architecture " + out.architecture + " is not supported (supported: " + supported +
                   "; each as its ...ForSequenceClassification too, a reward model)");
   }
-  if (config.contains("model_type") &&
-      (!config["model_type"].is_string() || config["model_type"] != kModelType.at(causal)))
+  // model_type says the same family as the architecture (transformers picks the config class by
+  // it, the model class by the architecture: a folder where they disagree loads as neither says).
+  if (config.contains("model_type") && (!config["model_type"].is_string() || config["model_type"] != known->model_type))
     throw r.error("'model_type' is " + jsonBrief(config["model_type"]) + " but the architecture " + out.architecture +
-                  " is of model_type \"" + kModelType.at(causal) + "\": the folder contradicts itself");
-  out.config = causal == "GPT2LMHeadModel"     ? readGpt2Config(r, out.notes)
-               : causal == "Gemma3ForCausalLM" ? hf::readGemma3Config(r)
-               : causal == "Gemma2ForCausalLM" ? hf::readGemma2Config(r)
-                                               : readConfig(r, causal, &out.mxfp4_experts, out.notes);
+                  " is of model_type \"" + known->model_type + "\": the folder contradicts itself");
+  switch (known->id) {
+    case Architecture::kGpt2: out.config = readGpt2Config(r, out.notes); break;
+    case Architecture::kGemma3: out.config = hf::readGemma3Config(r); break;
+    case Architecture::kGemma2: out.config = hf::readGemma2Config(r); break;
+    default: out.config = readConfig(r, known->id, &out.mxfp4_experts, out.notes); break;
+  }
   // Before anything is placed per expert: a hostile count would take all memory (the layers are
   // bounded as they are read, ConfigReader::layerCount).
   if (out.config.experts > kMaxExperts)

@@ -173,6 +173,41 @@ class ConfigReader {
   std::set<std::string> taken_;
 };
 
+// The causal LM architectures mtc reads (a ...ForSequenceClassification's body is its causal LM's),
+// parsed once from the config's name (findArchitecture): the readers test this, not the name.
+enum class Architecture {
+  kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGpt2, kGemma3, kGemma2, kPhi3, kGranite,
+  kSmolLM3, kOlmo2,
+};
+struct ArchitectureName {
+  Architecture id;
+  const char* causal;      // its causal LM's class, as config.json names it
+  const char* model_type;  // the config's model_type, which must agree
+};
+// In the order `mtc` lists them when it refuses another.
+inline constexpr ArchitectureName kArchitectureNames[] = {
+    {Architecture::kLlama, "LlamaForCausalLM", "llama"},
+    {Architecture::kQwen2, "Qwen2ForCausalLM", "qwen2"},
+    {Architecture::kQwen3, "Qwen3ForCausalLM", "qwen3"},
+    {Architecture::kQwen3Moe, "Qwen3MoeForCausalLM", "qwen3_moe"},
+    {Architecture::kMistral, "MistralForCausalLM", "mistral"},
+    {Architecture::kMixtral, "MixtralForCausalLM", "mixtral"},
+    {Architecture::kGptOss, "GptOssForCausalLM", "gpt_oss"},
+    {Architecture::kGemma2, "Gemma2ForCausalLM", "gemma2"},
+    {Architecture::kGemma3, "Gemma3ForCausalLM", "gemma3_text"},
+    {Architecture::kPhi3, "Phi3ForCausalLM", "phi3"},
+    {Architecture::kGranite, "GraniteForCausalLM", "granite"},
+    {Architecture::kSmolLM3, "SmolLM3ForCausalLM", "smollm3"},
+    {Architecture::kOlmo2, "Olmo2ForCausalLM", "olmo2"},
+    {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2"},
+};
+// The entry of a causal LM's class name, or null where mtc reads no such architecture.
+inline const ArchitectureName* findArchitecture(const std::string& causal) {
+  for (const ArchitectureName& a : kArchitectureNames)
+    if (causal == a.causal) return &a;
+  return nullptr;
+}
+
 // transformers 5's rotary settings, `rope_parameters` (an object), read: its reader, with
 // transformers 4's rope_scaling refused beside it (compiler/HuggingFaceConfig.cpp).
 ConfigReader rotaryParameters(ConfigReader& r);
@@ -182,7 +217,7 @@ void readRopeScaling(ConfigReader& s, ModelConfig& c, bool phi3 = false);
 
 // The rotary embedding's base (the architecture's default where none is given) and scaling, as
 // transformers 4 (rope_theta, rope_scaling) or 5 (rope_parameters) writes them (compiler/HuggingFaceConfig.cpp).
-void readRotary(ConfigReader& r, const std::string& architecture, ModelConfig& c);
+void readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c);
 
 // Gemma3ForCausalLM's and Gemma2ForCausalLM's configs into the llama family's with Gemma's
 // differences (compiler/HuggingFaceGemma.cpp).

@@ -189,7 +189,7 @@ ModelConfig readGemma2Config(ConfigReader& r) {
   c.attn_softcap = gemmaSoftcap(r, "attn_logit_softcapping", 50.0);
   c.final_softcap = gemmaSoftcap(r, "final_logit_softcapping", 30.0);
   r.take("cache_implementation");  // the cache generate() builds ("hybrid"), not the model's arithmetic
-  readRotary(r, "Gemma2ForCausalLM", c);
+  readRotary(r, Architecture::kGemma2, c);
   readGemmaSlidingWindows(r, c, true);
   return c;
 }
