@@ -114,15 +114,19 @@ void readGemmaSlidingWindows(ConfigReader& r, ModelConfig& c, bool gemma2) {
   if (!sliding.empty()) c.sliding_window = window, c.sliding_layers = sliding;
 }
 
-}  // namespace
+// The config class's defaults where Gemma 2's and 3's differ, and the model's name for messages.
+struct GemmaDefaults {
+  const char* model;
+  int64_t vocab, context;
+  double attn_softcap, final_softcap;  // 0: none
+};
 
-// Gemma3ForCausalLM's config.json (model_type gemma3_text: Gemma 3's text models, 270M and 1B)
-// into the llama family's with Gemma's differences (ModelConfig): norms of 1 + weight around both
-// sublayers and on q and k, the embedding times sqrt(width), GeGLU, the scores scaled by
-// query_pre_attn_scalar, sliding layers with a rotary base of their own. The defaults are
-// transformers' Gemma3TextConfig's (a multimodal folder's text_config writes only the keys that
-// differ from them), softcaps where it sets them as Gemma 2's.
-ModelConfig readGemma3Config(ConfigReader& r) {
+// What Gemma 2's and 3's configs share, each with its config class's defaults: the shape, norms of
+// 1 + weight around both sublayers, the embedding times sqrt(width), GeGLU (GELU's tanh form), the
+// scores scaled by query_pre_attn_scalar, the biases, dropout (off), bidirectional attention
+// (refused: EmbeddingGemma's; transformers 5's configs have the key, null where unset) and the
+// softcaps (none where null).
+ModelConfig readGemmaCommon(ConfigReader& r, const GemmaDefaults& d) {
   ModelConfig c;
   c.family = ModelFamily::kLlama;
   c.width = r.integer("hidden_size", 2304);
@@ -130,65 +134,53 @@ ModelConfig readGemma3Config(ConfigReader& r) {
   c.layers = r.layerCount("num_hidden_layers", 26);
   c.heads = r.integer("num_attention_heads", 8);
   c.kv_heads = r.integer("num_key_value_heads", 4);
-  c.vocab = r.integer("vocab_size", 262208);
-  c.context = r.integer("max_position_embeddings", 131072);
+  c.vocab = r.integer("vocab_size", d.vocab);
+  c.context = r.integer("max_position_embeddings", d.context);
   c.norm_eps = r.number("rms_norm_eps", 1e-6);
   c.tied = r.boolean("tie_word_embeddings", true);
-  c.padding_id = r.paddingId(c.vocab, 0);  // Gemma3TextConfig's default
+  c.padding_id = r.paddingId(c.vocab, 0);  // both config classes' default
   c.head_dim = r.headDim(c.width, c.heads, 256);
-  c.qk_norm = c.norm_plus_one = c.embed_scaled = c.sandwich_norms = true;
+  c.norm_plus_one = c.embed_scaled = c.sandwich_norms = true;
   c.gate_activation = ModelConfig::GateActivation::kGeluTanh;
   c.query_pre_attn_scalar = queryPreAttnScalar(r);
   if (r.text("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
-    throw r.error("'hidden_activation' is not gelu_pytorch_tanh: Gemma 3's MLP is GeGLU with GELU's tanh form");
+    throw r.error(std::string("'hidden_activation' is not gelu_pytorch_tanh: ") + d.model +
+                  "'s MLP is GeGLU with GELU's tanh form");
   if (r.boolean("attention_bias", false)) c.qkv_bias = c.o_bias = true;
   r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
-  // Gemma3TextConfig's softcaps: none unless given (Gemma 2's, which transformers' Gemma 3 applies
-  // where a config sets them).
-  c.attn_softcap = gemmaSoftcap(r, "attn_logit_softcapping", 0.0);
-  c.final_softcap = gemmaSoftcap(r, "final_logit_softcapping", 0.0);
   r.require("use_bidirectional_attention", false, "bidirectional attention (EmbeddingGemma's) is not supported");
-  r.take("cache_implementation");  // the cache generate() builds, not the model's arithmetic
+  c.attn_softcap = gemmaSoftcap(r, "attn_logit_softcapping", d.attn_softcap);
+  c.final_softcap = gemmaSoftcap(r, "final_logit_softcapping", d.final_softcap);
+  r.take("cache_implementation");  // the cache generate() builds ("hybrid"), not the model's arithmetic
+  return c;
+}
+
+}  // namespace
+
+// Gemma3ForCausalLM's config.json (model_type gemma3_text: Gemma 3's text models, 270M and 1B)
+// into the llama family's with Gemma's differences (readGemmaCommon), q and k normed per head, and
+// sliding layers with a rotary base of their own. The defaults are transformers'
+// Gemma3TextConfig's (a multimodal folder's text_config writes only the keys that differ from
+// them); softcaps only where it sets them, as Gemma 2's.
+ModelConfig readGemma3Config(ConfigReader& r) {
+  ModelConfig c = readGemmaCommon(r, {"Gemma 3", 262208, 131072, 0.0, 0.0});
+  c.qk_norm = true;
   readGemmaRotary(r, c);
   readGemmaSlidingWindows(r, c, false);
   return c;
 }
 
 // Gemma2ForCausalLM's config.json (model_type gemma2: Gemma 2 2B, 9B, 27B) into the llama family's:
-// Gemma 3's norms of 1 + weight around both sublayers, scaled embedding, GeGLU and score scalar,
-// without q/k norms and with one rotary base for every layer; its every other layer sliding (the
-// even ones); its attention scores capped at attn_logit_softcapping (50) and its logits at
-// final_logit_softcapping (30), c * tanh(x / c). The defaults are transformers' Gemma2Config's.
+// Gemma's differences (readGemmaCommon) without q/k norms and with one rotary base for every
+// layer; its every other layer sliding (the even ones); its attention scores capped at
+// attn_logit_softcapping (50) and its logits at final_logit_softcapping (30), c * tanh(x / c). The
+// defaults are transformers' Gemma2Config's.
 ModelConfig readGemma2Config(ConfigReader& r) {
-  ModelConfig c;
-  c.family = ModelFamily::kLlama;
-  c.width = r.integer("hidden_size", 2304);
-  c.ffn = r.integer("intermediate_size", 9216);
-  c.layers = r.layerCount("num_hidden_layers", 26);
-  c.heads = r.integer("num_attention_heads", 8);
-  c.kv_heads = r.integer("num_key_value_heads", 4);
-  c.vocab = r.integer("vocab_size", 256000);
-  c.context = r.integer("max_position_embeddings", 8192);
-  c.norm_eps = r.number("rms_norm_eps", 1e-6);
-  c.tied = r.boolean("tie_word_embeddings", true);
-  c.padding_id = r.paddingId(c.vocab, 0);  // Gemma2Config's default
-  c.head_dim = r.headDim(c.width, c.heads, 256);
-  c.norm_plus_one = c.embed_scaled = c.sandwich_norms = true;
-  c.gate_activation = ModelConfig::GateActivation::kGeluTanh;
-  c.query_pre_attn_scalar = queryPreAttnScalar(r);
-  if (r.text("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
-    throw r.error("'hidden_activation' is not gelu_pytorch_tanh: Gemma 2's MLP is GeGLU with GELU's tanh form");
+  ModelConfig c = readGemmaCommon(r, {"Gemma 2", 256000, 8192, 50.0, 30.0});
   // The published configs carry hidden_act beside hidden_activation, and the 9B's config
   // sliding_window_size beside sliding_window: transformers' Gemma 2 reads neither.
   r.take("hidden_act");
   r.take("sliding_window_size");
-  if (r.boolean("attention_bias", false)) c.qkv_bias = c.o_bias = true;
-  r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
-  // transformers 5's Gemma2Config has the key (null where unset), as Gemma 3's.
-  r.require("use_bidirectional_attention", false, "bidirectional attention is not supported");
-  c.attn_softcap = gemmaSoftcap(r, "attn_logit_softcapping", 50.0);
-  c.final_softcap = gemmaSoftcap(r, "final_logit_softcapping", 30.0);
-  r.take("cache_implementation");  // the cache generate() builds ("hybrid"), not the model's arithmetic
   readRotary(r, Architecture::kGemma2, c);
   readGemmaSlidingWindows(r, c, true);
   return c;
