@@ -521,7 +521,8 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   const hf::ArchitectureName* known = hf::findArchitecture(causal);
   if (!known) {
     std::string supported;
-    for (const hf::ArchitectureName& a : hf::kArchitectureNames) supported += (supported.empty() ? "" : ", ") + std::string(a.causal);
+    for (const hf::ArchitectureName& a : hf::kArchitectureNames)
+      supported += (supported.empty() ? "" : ", ") + std::string(a.causal);
     throw r.error("architecture " + out.architecture + " is not supported (supported: " + supported +
                   "; each as its ...ForSequenceClassification too, a reward model)");
   }

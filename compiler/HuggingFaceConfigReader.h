@@ -3,6 +3,7 @@
 // else an error naming it. Internal to the compiler.
 #pragma once
 #include <cmath>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <string>
@@ -176,8 +177,8 @@ class ConfigReader {
 // The causal LM architectures mtc reads (a ...ForSequenceClassification's body is its causal LM's),
 // parsed once from the config's name (findArchitecture): the readers test this, not the name.
 enum class Architecture {
-  kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGpt2, kGemma3, kGemma2, kPhi3, kGranite,
-  kSmolLM3, kOlmo2,
+  kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGemma2, kGemma3, kPhi3, kGranite, kSmolLM3,
+  kOlmo2, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
 };
 struct ArchitectureName {
   Architecture id;
@@ -201,6 +202,13 @@ inline constexpr ArchitectureName kArchitectureNames[] = {
     {Architecture::kOlmo2, "Olmo2ForCausalLM", "olmo2"},
     {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2"},
 };
+static_assert(
+    [] {
+      for (size_t i = 0; i < std::size(kArchitectureNames); ++i)
+        if (static_cast<size_t>(kArchitectureNames[i].id) != i) return false;
+      return std::size(kArchitectureNames) == static_cast<size_t>(Architecture::kGpt2) + 1;
+    }(),
+    "kArchitectureNames has one row for each Architecture, in the enum's order");
 // The entry of a causal LM's class name, or null where mtc reads no such architecture.
 inline const ArchitectureName* findArchitecture(const std::string& causal) {
   for (const ArchitectureName& a : kArchitectureNames)

@@ -116,7 +116,7 @@ void readGemmaSlidingWindows(ConfigReader& r, ModelConfig& c, bool gemma2) {
 
 // The config class's defaults where Gemma 2's and 3's differ, and the model's name for messages.
 struct GemmaDefaults {
-  const char* model;
+  const char* name;  // for messages
   int64_t vocab, context;
   double attn_softcap, final_softcap;  // 0: none
 };
@@ -144,11 +144,11 @@ ModelConfig readGemmaCommon(ConfigReader& r, const GemmaDefaults& d) {
   c.gate_activation = ModelConfig::GateActivation::kGeluTanh;
   c.query_pre_attn_scalar = queryPreAttnScalar(r);
   if (r.text("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
-    throw r.error(std::string("'hidden_activation' is not gelu_pytorch_tanh: ") + d.model +
+    throw r.error(std::string("'hidden_activation' is not gelu_pytorch_tanh: ") + d.name +
                   "'s MLP is GeGLU with GELU's tanh form");
   if (r.boolean("attention_bias", false)) c.qkv_bias = c.o_bias = true;
   r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
-  r.require("use_bidirectional_attention", false, "bidirectional attention (EmbeddingGemma's) is not supported");
+  r.require("use_bidirectional_attention", false, "bidirectional attention is not supported (EmbeddingGemma's)");
   c.attn_softcap = gemmaSoftcap(r, "attn_logit_softcapping", d.attn_softcap);
   c.final_softcap = gemmaSoftcap(r, "final_logit_softcapping", d.final_softcap);
   r.take("cache_implementation");  // the cache generate() builds ("hybrid"), not the model's arithmetic
@@ -163,7 +163,8 @@ ModelConfig readGemmaCommon(ConfigReader& r, const GemmaDefaults& d) {
 // Gemma3TextConfig's (a multimodal folder's text_config writes only the keys that differ from
 // them); softcaps only where it sets them, as Gemma 2's.
 ModelConfig readGemma3Config(ConfigReader& r) {
-  ModelConfig c = readGemmaCommon(r, {"Gemma 3", 262208, 131072, 0.0, 0.0});
+  ModelConfig c =
+      readGemmaCommon(r, {.name = "Gemma 3", .vocab = 262208, .context = 131072, .attn_softcap = 0.0, .final_softcap = 0.0});
   c.qk_norm = true;
   readGemmaRotary(r, c);
   readGemmaSlidingWindows(r, c, false);
@@ -176,12 +177,16 @@ ModelConfig readGemma3Config(ConfigReader& r) {
 // attn_logit_softcapping (50) and its logits at final_logit_softcapping (30), c * tanh(x / c). The
 // defaults are transformers' Gemma2Config's.
 ModelConfig readGemma2Config(ConfigReader& r) {
-  ModelConfig c = readGemmaCommon(r, {"Gemma 2", 256000, 8192, 50.0, 30.0});
+  ModelConfig c =
+      readGemmaCommon(r, {.name = "Gemma 2", .vocab = 256000, .context = 8192, .attn_softcap = 50.0, .final_softcap = 30.0});
   // The published configs carry hidden_act beside hidden_activation, and the 9B's config
   // sliding_window_size beside sliding_window: transformers' Gemma 2 reads neither.
   r.take("hidden_act");
   r.take("sliding_window_size");
   readRotary(r, Architecture::kGemma2, c);
+  // LongRoPE's original context is settled per architecture (Phi-3's); Gemma 2 has none to settle.
+  if (c.rope_scaling.kind == RopeScaling::Kind::kLongRope)
+    throw r.error("longrope rotary scaling is Phi-3's: Gemma 2's rotary embedding is not scaled so");
   readGemmaSlidingWindows(r, c, true);
   return c;
 }

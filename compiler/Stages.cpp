@@ -21,9 +21,7 @@ bool tiedHead(func::FuncOp func) {
   Value head;
   func.walk([&](Operation* op) {
     if (!isa<SoftmaxXentOp, SequenceLogprobOp>(op)) return;  // the loss (next-token, DPO)
-    Value logits = op->getOperand(0);
-    if (auto cap = logits.getDefiningOp<SoftcapOp>()) logits = cap.getInput();  // Gemma 2's softcapped logits
-    if (auto product = logits.getDefiningOp<MatmulOp>()) head = product.getRhs();
+    if (auto product = uncappedLogits(op->getOperand(0)).getDefiningOp<MatmulOp>()) head = product.getRhs();
   });
   bool tied = false;
   const BlockArgument tokens = tokensArgument(func);

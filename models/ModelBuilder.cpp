@@ -1,7 +1,6 @@
 // The built-in models' IR (buildModel, models/BuiltinModels.h): the llama and GPT-2 families'
 // forward functions built op by op from a ModelConfig, their parameters as function arguments with
 // initializers (no weights materialised).
-#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -9,7 +8,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "models/BuiltinModels.h"
-#include "passes/PassUtils.h"
 #include "runtime/plan/plan_format.h"
 
 using namespace mlir;

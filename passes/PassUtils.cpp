@@ -212,6 +212,11 @@ BlockArgument tokensArgument(func::FuncOp func) {
   return nullptr;
 }
 
+Value uncappedLogits(Value logits) {
+  auto cap = logits.getDefiningOp<SoftcapOp>();
+  return cap ? cap.getInput() : logits;
+}
+
 BlockArgument parameterNamed(func::FuncOp func, StringRef name) {
   for (BlockArgument arg : func.getArguments())
     if (paramName(func, arg.getArgNumber()) == name) return arg;

@@ -89,6 +89,10 @@ std::vector<bool> completedGradients(mlir::func::FuncOp func);
 // The function's token ids input (mt.input = "tokens"), or null.
 mlir::BlockArgument tokensArgument(mlir::func::FuncOp func);
 
+// The logits a loss reads as the LM head made them: through Gemma 2's final mt.softcap, where
+// there is one, else `logits` itself.
+mlir::Value uncappedLogits(mlir::Value logits);
+
 // The first argument that is parameter `name` or one of its row pieces (which stands for the
 // whole host tensor in host tasks), or null.
 mlir::BlockArgument parameterNamed(mlir::func::FuncOp func, llvm::StringRef name);

@@ -109,7 +109,7 @@ struct HeadMatch {
   Operation* loss;       // mt.softmax_xent or mt.sequence_logprob: (logits, targets) -> (loss or logp, lse)
   Operation* lossGrad;   // its backward: (dloss or dlogp, logits, targets, lse) -> dlogits
   SoftcapOp cap;         // mt.softcap between the head and the loss, or null
-  SoftcapGradOp capGrad; // its backward, of the loss's backward (null with `cap`)
+  SoftcapGradOp capGrad; // its backward, of the loss's backward (null where `cap` is)
   MatmulOp head;
   BlockArgument weight;  // W, (vocab, C)
   std::string name;      // W's parameter name
@@ -149,7 +149,7 @@ FailureOr<HeadMatch> matchHead(func::FuncOp func) {
   });
   const Value logits = m.loss ? m.loss->getOperand(0) : Value();
   m.cap = logits ? logits.getDefiningOp<SoftcapOp>() : nullptr;
-  const Value product = m.cap ? m.cap.getInput() : logits;
+  const Value product = logits ? uncappedLogits(logits) : Value();
   m.head = product ? product.getDefiningOp<MatmulOp>() : nullptr;
   // A head with LoRA adapters (mt-lora) adds their product to its own: no chunk has it whole.
   if (BlockArgument w = product ? adaptedHead(func, product) : nullptr)
@@ -280,7 +280,7 @@ LogicalResult buildBackwardChunks(HeadMatch& m, ArrayRef<BlockArgument> pieces, 
       logits = recomputed(b.create<MatmulOp>(m.head.getLoc(), h, pieces[c], false, true));
       if (m.cap) logits = recomputed(b.create<SoftcapOp>(m.cap.getLoc(), logits, m.cap.getCapAttr()));
     }
-    auto product = (m.cap ? logits.getDefiningOp<SoftcapOp>().getInput() : logits).getDefiningOp<MatmulOp>();
+    auto product = uncappedLogits(logits).getDefiningOp<MatmulOp>();
     Operation* previous = m.lossGrad->getPrevNode();
     Value targets = m.targets();
     Value dlogits =

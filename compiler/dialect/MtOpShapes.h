@@ -1,4 +1,5 @@
-// Shape helpers the `mt` ops' inference and verifiers share (MtOps.cpp, MtGenericOps.cpp).
+// Shape helpers the `mt` ops' inference and verifiers share (MtOps.cpp, MtSequenceOps.cpp,
+// MtGenericOps.cpp, MtMoeOps.cpp, MtPreferenceOps.cpp).
 #pragma once
 #include <optional>
 #include <string>

@@ -6,19 +6,12 @@
 //   mt.softcap:     y = c * tanh(x / c)                               float attrs: [c]
 //   mt.softcap_grad: (dy, y) -> dx = dy * (1 - (y / c)^2), from the capped output (the loss reads
 //                   it anyway, so the uncapped logits need not be kept)  float attrs: [c]
-//   (Gemma 2's final logit softcapping, plan 1.37; the math below is the CPU's and the twin's.)
+//   (Gemma 2's final logit softcapping, plan 1.37; its math: kernels/activation/softcap.h.)
 #pragma once
-#include <cmath>
-
+#include "kernels/activation/softcap.h"
 #include "kernels/kernel_args.h"
 
 namespace mt {
-MT_HOST_DEVICE inline float softcapValue(float x, float cap) { return cap * tanhf(x / cap); }
-MT_HOST_DEVICE inline float softcapGradValue(float dy, float y, float cap) {
-  const float t = y / cap;
-  return dy * (1.0f - t * t);
-}
-
 std::string gelu_check(const KernelArgs& args);
 void gelu_cpu(const KernelArgs& args);
 std::string gelu_grad_check(const KernelArgs& args);

@@ -22,13 +22,13 @@
 // (before the mask; a sink is not capped). The backward multiplies each score's gradient by the
 // slope 1 - tanh^2 of the score it recomputes (attentionSoftcap).
 #pragma once
-#include <cmath>
-
+#include "kernels/activation/softcap.h"
 #include "kernels/kernel_args.h"
 
 namespace mt {
-// What both implementations derive from q (B, T, H*D) and [num_heads, num_kv_heads(, window)] of
-// a call the check accepted: one place, so the CPU and CUDA kernels scale the scores alike.
+// What both implementations derive from q (B, T, H*D), [num_heads, num_kv_heads(, window)] and
+// the softcap float of a call the check accepted: one place, so the CPU and CUDA kernels scale and
+// cap the scores alike.
 struct AttentionShape {
   int64_t batch, seq, heads, kv_heads, head_dim;
   int64_t q_stride, kv_stride;  // floats between tokens of q/out/dout (H*D) and of k/v (Hkv*D)
@@ -46,9 +46,9 @@ MT_HOST_DEVICE inline float attentionSoftcap(const AttentionShape& d, float s, f
     if (slope) *slope = 1.0f;
     return s;
   }
-  const float t = tanhf(s / d.softcap);
-  if (slope) *slope = 1.0f - t * t;
-  return d.softcap * t;
+  const float capped = softcapValue(s, d.softcap);
+  if (slope) *slope = softcapGradValue(1.0f, capped, d.softcap);
+  return capped;
 }
 // The first key query `i` of row `b` sees, and whether it sees key `j` (the CPU kernels and the
 // CUDA twins): the window's start, or its example's where that is later.

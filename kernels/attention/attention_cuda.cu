@@ -16,7 +16,7 @@
 // all three both ways (the backward of sinks is the plain one given their lse), and these kernels
 // the rest (f32 calls, other head widths): they mask by the window and the examples (visibleKey),
 // start each row's online softmax from its sink (max = sink, sum = 1, no value) and skip the key
-// tiles no query of a tile sees. Softcapped scores (Gemma 2) are cuDNN's neither: every kernel here
+// tiles no query of a tile sees. cuDNN's graph refuses softcapped scores (Gemma 2): every kernel here
 // and the tensor cores' cap each scaled score (attentionSoftcap) and scale its gradient by the slope.
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_cudnn.h"

@@ -13,7 +13,7 @@
 // and skips the tiles a warp's rows never see; softcapped scores (Gemma 2) are capped in f32 after
 // the product and their gradients scaled by the cap's slope. kernels/attention/attention_cpu.cc (with bf16 storage
 // emulated) is the reference the twin tests compare with (tests/kernels/cuda_twin_test.cc,
-// Bf16Activations); bench/gpu_kernel_rate.cc checks sampled rows at T 4096 and times them.
+// Bf16Activations; tests/kernels/cuda_twin_attention_test.cc, Softcap); bench/gpu_kernel_rate.cc checks sampled rows at T 4096 and times them.
 // (The WMMA kernels this replaces ran at 36 TFLOP/s forward, 25 backward in training on an H200.)
 #include "kernels/attention/attention_mma.cuh"
 #include "kernels/cuda_common.cuh"
@@ -35,6 +35,13 @@ __host__ __device__ constexpr int rowLd() { return D + 8; }
 // 16 x 128 f32 each per warp) and two score tiles within the registers.
 template <int D>
 __host__ __device__ constexpr int gradQueryRows() { return D == 128 ? 32 : 64; }
+
+// A raw score q.k as the online softmax takes it, in base 2: scaled (scale2 = scale * log2(e)), or,
+// where the call caps the scores (Gemma 2), scaled, capped and then times log2(e), its cap's slope
+// into `slope` (left as it is without a cap).
+__device__ __forceinline__ float scoreLog2(const AttentionShape& d, float raw, float scale2, float* slope = nullptr) {
+  return d.softcap > 0.0f ? attentionSoftcap(d, raw * d.scale, slope) * kLog2e : raw * scale2;
+}
 
 __device__ __forceinline__ uint32_t sharedAddress(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -303,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int e = 0; e < 4; ++e) {
         const int64_t col = j0 + n * 8 + 2 * (lane & 3) + (e & 1);
         const bool masked = edge && first.masked(e < 2, col);
-        s[n][e] = masked ? -INFINITY : d.softcap > 0.0f ? attentionSoftcap(d, s[n][e] * d.scale) * kLog2e : s[n][e] * scale2;
+        s[n][e] = masked ? -INFINITY : scoreLog2(d, s[n][e], scale2);
         if (e < 2)
           tile_a = fmaxf(tile_a, s[n][e]);
         else
@@ -427,8 +434,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int64_t key = e < 2 ? key_a : key_b;
         const bool masked = edge && (key > i0 + c || key < first_keys[c]);
         float slope = 1.0f;
-        const float score2 = d.softcap > 0.0f ? attentionSoftcap(d, st[n][e] * d.scale, &slope) * kLog2e : st[n][e] * scale2;
-        const float p = masked ? 0.0f : exp2f(score2 - lse2[c]);
+        const float p = masked ? 0.0f : exp2f(scoreLog2(d, st[n][e], scale2, &slope) - lse2[c]);
         st[n][e] = p;
         dpt[n][e] = p * (dpt[n][e] - delta[c]) * d.scale * slope;
       }
@@ -510,8 +516,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const bool upper = e >= 2;
         const bool masked = edge && first.masked(!upper, col);
         float slope = 1.0f;
-        const float score2 = d.softcap > 0.0f ? attentionSoftcap(d, s[n][e] * d.scale, &slope) * kLog2e : s[n][e] * scale2;
-        const float p = masked ? 0.0f : exp2f(score2 - (upper ? lse_b : lse_a));
+        const float p = masked ? 0.0f : exp2f(scoreLog2(d, s[n][e], scale2, &slope) - (upper ? lse_b : lse_a));
         s[n][e] = p * (dp[n][e] - (upper ? delta_b : delta_a)) * d.scale * slope;
       }
     accumulatePT<D, kRows>(dq_acc, s, kt);

@@ -588,8 +588,9 @@ def gemma_logits(p, cfg, tokens, score_head=False):
         emb = torch.outer(torch.arange(T).float(), inv_freq).repeat(1, 2)
         return (emb.cos() * attention_factor)[None, None], (emb.sin() * attention_factor)[None, None]
     rotary_global = rotary(cfg)
+    gemma3 = cfg["model_type"] == "gemma3_text"  # its sliding layers' own rotary base and its q/k norms
     rotary_local = rotary(dict(cfg, rope_theta=cfg["rope_local_base_freq"], rope_scaling=None)) \
-        if "rope_local_base_freq" in cfg else rotary_global
+        if gemma3 else rotary_global
 
     def rotate_half(x):
         return torch.cat((-x[..., D // 2:], x[..., :D // 2]), dim=-1)
@@ -609,7 +610,7 @@ def gemma_logits(p, cfg, tokens, score_head=False):
         h = rms_norm(x, p[pre + "input_layernorm.weight"])
         q = linear(h, pre + "self_attn.q_proj").view(B, T, H, D)
         k = linear(h, pre + "self_attn.k_proj").view(B, T, KV, D)
-        if pre + "self_attn.q_norm.weight" in p:  # Gemma 3's
+        if gemma3:
             q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = linear(h, pre + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
@@ -760,30 +761,48 @@ def granite_heads(bin_dir, work, folder, summary, failures):
     print("granite-f32: logits / 6 before the LM head, not before a reward model's score head")
 
 
-def gemma2_heads(bin_dir, work, folder, failures):
+def gemma2_heads(bin_dir, work, folder, data, losses, failures):
     """Gemma 2's final_logit_softcapping caps an LM head's logits (mt.softcap, and its gradient), not a
     reward model's score (transformers' Gemma2ForSequenceClassification); its attention scores are
     capped in both (every mt.attention call's float attribute, 2); the same config as transformers 5
-    saves it (rope_parameters, layer_types, dtype, use_bidirectional_attention null) reads alike."""
+    saves it (rope_parameters, layer_types, dtype, use_bidirectional_attention null) gives the same
+    attention calls (heads, windows, caps). The logits' cap split into vocabulary chunks
+    (mt-split-vocab) and token tiles (mt-tile-tokens) trains as the whole: the 20 losses of each
+    within 1e-5 relative of the plain plan's (`losses`)."""
     cfg = dict(MODELS["gemma2-f32"]["config"], architectures=["Gemma2ForCausalLM"], dtype="float32",
                rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
                layer_types=["sliding_attention", "full_attention", "sliding_attention"],
                use_bidirectional_attention=None)
     for key in ("rope_theta", "torch_dtype", "hidden_act", "sliding_window_size"):
         cfg.pop(key)
-    v5 = os.path.join(work, "gemma2-transformers5")
-    for objective, source, config in (("lm", folder, None), ("reward", folder, None), ("lm", v5, cfg)):
+    v5_folder = os.path.join(work, "gemma2-transformers5")
+    calls = {}
+    for objective, source, config in (("lm", folder, None), ("reward", folder, None), ("lm", v5_folder, cfg)):
         flags = ["--batch", "2", "--seq", "16"] + (["--objective", "reward"] if objective == "reward" else [])
         dump = plan_listing(bin_dir, source, os.path.join(work, f"gemma2-{objective}.plan"), flags, config)
         caps = re.findall(r"mt\.softcap(?:_grad)?\(.*\{([0-9.e+-]+)\}", dump)
         attention = re.findall(r"mt\.attention(?:_grad)?\(.*\{([0-9 |]+)\}", dump)
         want_caps = ["1", "1"] if objective == "lm" else []
         capped = [a.endswith(" | 2") for a in attention]  # [heads, kv heads(, window)] | the softcap
+        calls[source] = attention
         if caps != want_caps or len(attention) != 6 or not all(capped):
             failures.append(f"gemma2 {objective} ({source}): logit caps {caps} (want {want_caps}), attention "
                             f"attributes {attention} (want each of 6 calls capped at 2)")
+    if calls[v5_folder] != calls[folder]:
+        failures.append(f"gemma2: transformers 5's config gives the attention calls {calls[v5_folder]}, the folder's "
+                        f"{calls[folder]}")
+    for flags in (["--token-tiles", "2"], ["--vocab-chunks", "2", "--embedding", "host"]):
+        plan, log = os.path.join(work, "gemma2-split.plan"), os.path.join(work, "gemma2-split.jsonl")
+        ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan]
+                + flags)
+        ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--log", log, "--print-every", "10"]
+                + SCHEDULE.mtrun_flags())
+        split = [json.loads(line)["loss"] for line in open(log)]
+        if len(split) != len(losses) or any(abs(a - b) > 1e-5 * abs(b) for a, b in zip(split, losses)):
+            failures.append(f"gemma2 {' '.join(flags)}: losses {split}, the plain plan's {losses}")
     print("gemma2-f32: the logits capped at 1 before the LM head's loss, not a reward model's score; every attention "
-          "call's scores capped at 2; as transformers 5 saves the config too")
+          "call's scores capped at 2; the same calls from transformers 5's config; token tiles and vocabulary chunks "
+          "train as the whole")
 
 
 def padded_embedding_gradients(bin_dir, work, folder, cfg, data, tokens, grads, failures):
@@ -1573,7 +1592,7 @@ def main():
         if name == "granite-f32":
             granite_heads(bin_dir, work, folder, summary, failures)
         if name == "gemma2-f32":
-            gemma2_heads(bin_dir, work, folder, failures)
+            gemma2_heads(bin_dir, work, folder, data, mt_losses, failures)
         print(f"{name}: 20 steps, first loss {mt_losses[0]:.4f} last {mt_losses[-1]:.4f}, worst relative "
               f"difference to the transformers-style model {worst:.2e}")
         check_export(bin_dir, work, name, spec, plan, data, tokens, failures)
@@ -1598,14 +1617,15 @@ def main():
     # head, LongRoPE), and Gemma 2's softcapped scores (mt.cached_attention's cap as mt.attention's):
     # greedy text over the key/value cache = the window plan's (mt.rope). Gemma's
     # trained 100 steps first, so that its text varies (past its 8-token windows).
-    gemma_trained = os.path.join(work, "gemma3-trained")
-    ref.run([f"{bin_dir}/mtrun", os.path.join(work, "gemma3-bf16.plan"), "--data", data, "--steps", "100", "--lr",
-             "1e-2", "--print-every", "100", "--export-hf", gemma_trained])
+    gemma_trained, gemma2_trained = os.path.join(work, "gemma3-trained"), os.path.join(work, "gemma2-trained")
+    for plan, trained in (("gemma3-bf16.plan", gemma_trained), ("gemma2-f32.plan", gemma2_trained)):
+        ref.run([f"{bin_dir}/mtrun", os.path.join(work, plan), "--data", data, "--steps", "100", "--lr", "1e-2",
+                 "--print-every", "100", "--export-hf", trained])
     # Phi-4-mini's within its original context of 16 tokens: the decode plan picks LongRoPE's short
     # factors by its positions, the window plan of 16 by its length.
     for model, folder, seq, max_tokens in (("yarn-rope-f32", os.path.join(work, "yarn-rope-f32"), "64", "40"),
                                        ("gemma3-bf16", gemma_trained, "64", "40"),
-                                       ("gemma2-f32", os.path.join(work, "gemma2-f32"), "64", "40"),
+                                       ("gemma2-f32", gemma2_trained, "64", "40"),
                                        ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"), "16", "12")):
         texts = []
         for flags in (["--kv-cache"], []):

@@ -609,7 +609,7 @@ def experts_dropped(x, p, prefix, chosen, weights, scale, drop):
     """The experts of `experts` with LoRA dropout: the routed rows (T*k, D) ordered as mt.moe_dispatch
     orders them (by expert, each expert's by token: its stable counting sort), each product's input
     rows through `drop` as a whole (one mt.dropout site a product: gate's, up's, down's, the order
-    models/BuiltinModels.cpp builds them in), then each expert's rows x W_e^T + s (x' A_e^T) B_e^T,
+    models/ModelBuilder.cpp builds them in), then each expert's rows x W_e^T + s (x' A_e^T) B_e^T,
     x' its dropped rows. Adapters on all three stacks."""
     E = p[prefix + "gate.weight"].shape[0]
     routed = [torch.where(chosen == e) for e in range(E)]  # (tokens, slots), each expert's in token order
@@ -704,7 +704,7 @@ def adapted(h, p, name, scale, drop=None):
 
 
 def forward(p, cfg, tokens, router_logits=None):
-    """Logits of models/BuiltinModels.cpp's gpt2 / llama graph; a mixture of experts' router
+    """Logits of models/ModelBuilder.cpp's gpt2 / llama graph; a mixture of experts' router
     logits, layer by layer, appended to `router_logits` when given. Weights with LoRA adapters in
     `p` add them, scaled by cfg["lora_scale"] (alpha / r, or alpha / sqrt(r) rank-stabilised; a
     number, or a function of the weight's name where ranks and alphas differ by weight), their

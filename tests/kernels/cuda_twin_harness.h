@@ -18,8 +18,9 @@ namespace mt::test {
 struct CachedCase {
   int64_t batch, fresh, rows, heads, kv_heads, head_dim, p0;
 };
-inline constexpr CachedCase kCachedCases[] = {{1, 1, 300, 8, 2, 128, 299}, {2, 1, 64, 4, 4, 64, 17}, {1, 3, 40, 2, 1, 256, 20},
-                                       {2, 1, 50, 3, 3, 12, 0},     {1, 2, 90, 2, 1, 160, 88}};
+inline constexpr CachedCase kCachedCases[] = {{1, 1, 300, 8, 2, 128, 299}, {2, 1, 64, 4, 4, 64, 17},
+                                              {1, 3, 40, 2, 1, 256, 20},   {2, 1, 50, 3, 3, 12, 0},
+                                              {1, 2, 90, 2, 1, 160, 88}};
 
 class CudaTwinTest : public ::testing::Test {
  protected:
