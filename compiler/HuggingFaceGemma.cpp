@@ -90,8 +90,7 @@ int64_t gemma3WindowPattern(ConfigReader& r) {
 // the pattern), else every layer but each pattern-th: Gemma 3's sliding_window_pattern (6 unless
 // given; transformers 4.50's form; 4.53 on write _sliding_window_pattern beside layer_types),
 // Gemma 2's every other one (the even layers slide; its config has no pattern key). And the window.
-void readGemmaSlidingWindows(ConfigReader& r, ModelConfig& c, bool gemma2) {
-  const int64_t pattern = gemma2 ? 2 : gemma3WindowPattern(r);
+void readGemmaSlidingWindows(ConfigReader& r, ModelConfig& c, int64_t pattern) {
   std::vector<int64_t> from_pattern;
   for (int64_t l = 0; l < c.layers; ++l)
     if ((l + 1) % pattern != 0) from_pattern.push_back(l);
@@ -167,7 +166,7 @@ ModelConfig readGemma3Config(ConfigReader& r) {
       readGemmaCommon(r, {.name = "Gemma 3", .vocab = 262208, .context = 131072, .attn_softcap = 0.0, .final_softcap = 0.0});
   c.qk_norm = true;
   readGemmaRotary(r, c);
-  readGemmaSlidingWindows(r, c, false);
+  readGemmaSlidingWindows(r, c, gemma3WindowPattern(r));
   return c;
 }
 
@@ -187,7 +186,7 @@ ModelConfig readGemma2Config(ConfigReader& r) {
   // LongRoPE's original context is settled per architecture (Phi-3's); Gemma 2 has none to settle.
   if (c.rope_scaling.kind == RopeScaling::Kind::kLongRope)
     throw r.error("longrope rotary scaling is Phi-3's: Gemma 2's rotary embedding is not scaled so");
-  readGemmaSlidingWindows(r, c, true);
+  readGemmaSlidingWindows(r, c, 2);  // Gemma2Config's layer types: every other layer slides
   return c;
 }
 
