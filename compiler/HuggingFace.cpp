@@ -271,8 +271,8 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
   model.notes = config.notes;
   model.mxfp4_experts = config.mxfp4_experts;
   const bool gpt2 = model.config.family == ModelFamily::kGpt2;
-  const bool language_model = !config.language_model_config.empty();  // Gemma3ForConditionalGeneration's
-  if (language_model) model.config_json = config.language_model_config;
+  const bool language_model = config.language_model_only;  // Gemma3ForConditionalGeneration's
+  if (!config.config_to_keep.empty()) model.config_json = config.config_to_keep;
   model.language_model_only = language_model;
 
   // --no-weights on a folder without its weights (config.json, and the index where a download of

@@ -509,7 +509,8 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   if (out.architecture == "Gemma3ForConditionalGeneration") {  // Gemma 3 4B-27B: its language model
     const std::string language_model = hf::gemma3LanguageModelConfig(config, path);
     HuggingFaceConfig language = readHuggingFaceConfig(language_model, path + " 'text_config'");
-    language.language_model_config = language_model;
+    language.config_to_keep = language_model;
+    language.language_model_only = true;
     language.notes.push_back(
         "a Gemma3ForConditionalGeneration folder: its language model is read and trained (as Gemma3ForCausalLM); "
         "the vision tower and projector are not read, --export-hf writes the language model alone, and "
@@ -535,6 +536,10 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
     case Architecture::kGpt2: out.config = readGpt2Config(r, out.notes); break;
     case Architecture::kGemma3: out.config = hf::readGemma3Config(r); break;
     case Architecture::kGemma2: out.config = hf::readGemma2Config(r); break;
+    case Architecture::kGemma:
+      out.config = hf::readGemmaConfig(r, out.notes);
+      out.config_to_keep = hf::gemmaConfigToKeep(config_json);
+      break;
     default: out.config = readConfig(r, known->id, &out.mxfp4_experts, out.notes); break;
   }
   // Before anything is placed per expert: a hostile count would take all memory (the layers are

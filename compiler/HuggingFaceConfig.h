@@ -22,9 +22,11 @@ struct HuggingFaceConfig {
   // Granite's dropout).
   std::vector<std::string> notes;
   bool mxfp4_experts = false;  // gpt-oss's quantization_config: the experts as MXFP4 blocks and scales
-  // A Gemma3ForConditionalGeneration folder's: its language model's config.json as
-  // Gemma3ForCausalLM's, which the plan keeps (and --export-hf writes); "" for other folders.
-  std::string language_model_config;
+  // The config.json the plan keeps (and --export-hf writes) where it is not the folder's own, ""
+  // where it is: a Gemma3ForConditionalGeneration folder's language model's, as Gemma3ForCausalLM's;
+  // a Gemma 1 config's with its activation named as mtc computes it (hf::gemmaConfigToKeep).
+  std::string config_to_keep;
+  bool language_model_only = false;  // a Gemma3ForConditionalGeneration folder: its language model read
 };
 
 // Reads `config_json` (the text of `path`); throws mt::Error naming what it cannot take.

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -177,8 +178,8 @@ class ConfigReader {
 // The causal LM architectures mtc reads (a ...ForSequenceClassification's body is its causal LM's),
 // parsed once from the config's name (findArchitecture): the readers test this, not the name.
 enum class Architecture {
-  kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGemma2, kGemma3, kPhi3, kGranite, kSmolLM3,
-  kOlmo2, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
+  kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGemma, kGemma2, kGemma3, kPhi3, kGranite,
+  kSmolLM3, kOlmo2, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
 };
 struct ArchitectureName {
   Architecture id;
@@ -194,6 +195,7 @@ inline constexpr ArchitectureName kArchitectureNames[] = {
     {Architecture::kMistral, "MistralForCausalLM", "mistral"},
     {Architecture::kMixtral, "MixtralForCausalLM", "mixtral"},
     {Architecture::kGptOss, "GptOssForCausalLM", "gpt_oss"},
+    {Architecture::kGemma, "GemmaForCausalLM", "gemma"},
     {Architecture::kGemma2, "Gemma2ForCausalLM", "gemma2"},
     {Architecture::kGemma3, "Gemma3ForCausalLM", "gemma3_text"},
     {Architecture::kPhi3, "Phi3ForCausalLM", "phi3"},
@@ -227,10 +229,18 @@ void readRopeScaling(ConfigReader& s, ModelConfig& c, bool phi3 = false);
 // transformers 4 (rope_theta, rope_scaling) or 5 (rope_parameters) writes them (compiler/HuggingFaceConfig.cpp).
 void readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c);
 
-// Gemma3ForCausalLM's and Gemma2ForCausalLM's configs into the llama family's with Gemma's
-// differences (compiler/HuggingFaceGemma.cpp).
+// Gemma3ForCausalLM's, Gemma2ForCausalLM's and GemmaForCausalLM's configs into the llama family's
+// with Gemma's differences (compiler/HuggingFaceGemma.cpp); Gemma 1's legacy activation name said
+// in `notes`.
 ModelConfig readGemma3Config(ConfigReader& r);
 ModelConfig readGemma2Config(ConfigReader& r);
+ModelConfig readGemmaConfig(ConfigReader& r, std::vector<std::string>& notes);
+
+// A GemmaForCausalLM config.json (`config_json`) as the plan keeps it and --export-hf writes it:
+// its legacy hidden_act "gelu" renamed gelu_pytorch_tanh, the activation mtc computes, which every
+// transformers version then computes too; "" where the config names it so already
+// (compiler/HuggingFaceGemma.cpp).
+std::string gemmaConfigToKeep(const std::string& config_json);
 
 // A Gemma3ForConditionalGeneration config (Gemma 3 4B-27B: a language model beside a vision
 // tower) as its language model's Gemma3ForCausalLM config.json: text_config with that

@@ -143,7 +143,9 @@ done
 # Phi-4-mini's rotary embedding (3/4 of each head, LongRoPE's long factors, a tied head); Granite
 # (GraniteForCausalLM: its embedding, residual and attention multipliers, its logits' scaling);
 # SmolLM3 (SmolLM3ForCausalLM: its NoPE layers); OLMo 2 (Olmo2ForCausalLM: norms after the sublayers);
-# Gemma 2 (Gemma2ForCausalLM: its softcapped scores and logits, every other layer sliding).
+# Gemma 2 (Gemma2ForCausalLM: its softcapped scores and logits, every other layer sliding); Gemma 1
+# (GemmaForCausalLM: Gemma's norms before the sublayers alone; its legacy hidden_act "gelu", which
+# the export names gelu_pytorch_tanh so that transformers 4.48 on computes the tanh form too).
 /usr/bin/python3 - <<'PY'
 import sys
 sys.path.insert(0, "tests/e2e")
@@ -151,11 +153,11 @@ import hf_import
 for spec_name, folder in (("gemma3-bf16", "gemma3-tiny"), ("phi3-bf16", "phi3-tiny"),
                           ("phi3-longrope-f32", "phi4mini-tiny"), ("granite-f32", "granite-tiny"),
                           ("smollm3-bf16", "smollm3-tiny"), ("olmo2-f32", "olmo2-tiny"),
-                          ("gemma2-f32", "gemma2-tiny")):
+                          ("gemma2-f32", "gemma2-tiny"), ("gemma-f32", "gemma-tiny")):
     spec = hf_import.MODELS[spec_name]
     hf_import.write_folder(f".gpu/hf/{folder}-source", spec, hf_import.hf_weights(spec["config"], False, spec["dtype"], 3))
 PY
-for model in gemma3-tiny phi3-tiny phi4mini-tiny granite-tiny smollm3-tiny olmo2-tiny gemma2-tiny; do
+for model in gemma3-tiny phi3-tiny phi4mini-tiny granite-tiny smollm3-tiny olmo2-tiny gemma2-tiny gemma-tiny; do
   build/bin/mtc .gpu/hf/$model-source --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
   for dtype in f32 bf16; do
     build/bin/mtrun .gpu/hf/$model.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \

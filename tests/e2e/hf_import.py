@@ -15,6 +15,7 @@ the refusals: settings mtc does not implement and tensors without a place are er
 
 usage: /usr/bin/python3 tests/e2e/hf_import.py BIN_DIR WORK_DIR
 """
+import difflib
 import json
 import math
 import os
@@ -31,6 +32,7 @@ import mt_reference as ref  # noqa: E402
 
 torch.set_num_threads(2)
 LOSS_TOL, GRAD_TOL = 1e-4, 1e-5
+GEMMAS = ("gemma", "gemma2", "gemma3_text")  # model_types of Gemma's norms, scaled embedding and GeGLU
 SCHEDULE = ref.Schedule(steps=20, lr=3e-3, warmup=5, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=7,
                         batch=4, seq=32)
 
@@ -184,6 +186,18 @@ MODELS["gemma2-f32"] = dict(
                 hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True, attention_bias=False,
                 attention_dropout=0.0, cache_implementation="hybrid", model_type="gemma2", torch_dtype="float32",
                 bos_token_id=2, eos_token_id=1, pad_token_id=0))
+# Gemma 1 (GemmaForCausalLM): Gemma's norms of 1 + weight (before each sublayer alone, as Llama's),
+# the embedding times sqrt(64), GeGLU, one key/value head (as Gemma 2B's), heads wider than
+# hidden / heads (32, not 16: as Gemma 7B's 256 of 3072 / 16), the scores scaled by head_dim^-1/2;
+# Google's configs' legacy hidden_act "gelu" and no hidden_activation, which mean GELU's tanh form
+# (the twin computes it; exact GELU moves the first step's gradients past GRAD_TOL); f32.
+MODELS["gemma-f32"] = dict(
+    architecture="GemmaForCausalLM", dtype=torch.float32, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=1, head_dim=32, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=10000.0, rope_scaling=None, hidden_act="gelu", tie_word_embeddings=True, attention_bias=False,
+                attention_dropout=0.0, model_type="gemma", torch_dtype="float32", bos_token_id=2, eos_token_id=1,
+                pad_token_id=0))
 # Granite (GraniteForCausalLM; IBM's Granite 3.x): Llama's body with its multipliers, the embedding
 # times 12, each sublayer's output times 0.22 before its residual add, the scores times 1/16 in
 # place of head_dim^-1/2 (1/4), the logits divided by 6 (Granite 3.x's 8 and 16 are powers of 2,
@@ -328,17 +342,17 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
         for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
             if (qkv_bias and name != "o_proj") or cfg.get("attention_bias"):
                 w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
-        gemma = cfg["model_type"] in ("gemma3_text", "gemma2")  # its norms scale by 1 + weight: weights near 0
+        gemma = cfg["model_type"] in GEMMAS  # its norms scale by 1 + weight: weights near 0
         olmo2 = cfg["model_type"] == "olmo2"  # its q/k norms over the whole projections
         if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2"):
             for name, width in (("q_norm", QW if olmo2 else D), ("k_norm", KVW if olmo2 else D)):
                 w[p + f"self_attn.{name}.weight"] = (0 if gemma else 1) + 0.1 * torch.randn(width, generator=g)
         norms = ("post_attention_layernorm", "post_feedforward_layernorm") if olmo2 else \
             ("input_layernorm", "post_attention_layernorm") + (
-                ("pre_feedforward_layernorm", "post_feedforward_layernorm") if gemma else ())
+                ("pre_feedforward_layernorm", "post_feedforward_layernorm") if sandwiched_gemma(cfg) else ())
         for name in norms:
             w[p + name + ".weight"] = (0 if gemma else 1) + 0.1 * torch.randn(C, generator=g)
-    if cfg["model_type"] in ("gemma3_text", "gemma2"):
+    if cfg["model_type"] in GEMMAS:
         w["model.norm.weight"] -= 1
     if cfg["model_type"] == "phi3":
         w = phi3_fused(w)
@@ -554,10 +568,10 @@ def rotates(cfg, layer):
 def padding_id(cfg):
     """The token transformers' nn.Embedding(vocab, hidden, padding_idx) leaves out of the embedding's
     gradient: pad_token_id, or its config class's default (Phi3Config's 32000, Gemma3TextConfig's 0,
-    SmolLM3Config's 128004, Olmo2Config's 1, Gemma2Config's 0); None for GPT-2, whose embedding has none."""
+    SmolLM3Config's 128004, Olmo2Config's 1, Gemma2Config's and GemmaConfig's 0); None for GPT-2, whose embedding has none."""
     if cfg["model_type"] == "gpt2":
         return None
-    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "gemma2": 0}
+    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "gemma2": 0, "gemma": 0}
     return cfg.get("pad_token_id", defaults.get(cfg["model_type"]))
 
 
@@ -570,14 +584,20 @@ def softcap(x, cap):
     return x if cap is None else torch.tanh(x / cap) * cap
 
 
+def sandwiched_gemma(cfg):
+    """Gemma 2's and 3's norms after each sublayer too (Gemma 1's before each alone, as Llama's)."""
+    return cfg["model_type"] in ("gemma2", "gemma3_text")
+
+
 def gemma_logits(p, cfg, tokens, score_head=False):
-    """Logits as transformers' Gemma3ForCausalLM and Gemma2ForCausalLM compute them in f32 (eager
-    attention): GemmaRMSNorm's x / rms * (1 + weight), the embedding times sqrt(hidden) (an f32
-    tensor), Gemma 3's q and k normed per head, its sliding layers' rotary embedding of
-    rope_local_base_freq unscaled and the others' of rope_theta with rope_scaling (Gemma 2's one
-    rotary embedding everywhere), the scores times query_pre_attn_scalar^-1/2 and softcapped
-    (attn_logit_softcapping, before the mask), norms after the attention and around the MLP, GELU's
-    tanh form of the gate, the logits softcapped (final_logit_softcapping) unless lm_head.weight stands
+    """Logits as transformers' Gemma3ForCausalLM, Gemma2ForCausalLM and GemmaForCausalLM compute them
+    in f32 (eager attention): GemmaRMSNorm's x / rms * (1 + weight), the embedding times sqrt(hidden)
+    (an f32 tensor), Gemma 3's q and k normed per head, its sliding layers' rotary embedding of
+    rope_local_base_freq unscaled and the others' of rope_theta with rope_scaling (Gemma 1's and 2's
+    one rotary embedding everywhere), the scores times query_pre_attn_scalar^-1/2 (Gemma 1's
+    head_dim^-1/2) and softcapped (attn_logit_softcapping, before the mask), Gemma 2's and 3's norms
+    after the attention and around the MLP, GELU's tanh form of the gate (Gemma 1's too, whatever its
+    legacy hidden_act says: transformers 4.39-4.47's reading), the logits softcapped (final_logit_softcapping) unless lm_head.weight stands
     for a reward model's score head (`score_head`: Gemma2ForSequenceClassification caps no score)."""
     H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
     D, eps, L = cfg["head_dim"], cfg["rms_norm_eps"], cfg["num_hidden_layers"]
@@ -589,6 +609,8 @@ def gemma_logits(p, cfg, tokens, score_head=False):
         return (emb.cos() * attention_factor)[None, None], (emb.sin() * attention_factor)[None, None]
     rotary_global = rotary(cfg)
     gemma3 = cfg["model_type"] == "gemma3_text"  # its sliding layers' own rotary base and its q/k norms
+    sandwiched = sandwiched_gemma(cfg)
+    scale = cfg["query_pre_attn_scalar"] ** -0.5 if sandwiched else D ** -0.5
     rotary_local = rotary(dict(cfg, rope_theta=cfg["rope_local_base_freq"], rope_scaling=None)) \
         if gemma3 else rotary_global
 
@@ -617,16 +639,16 @@ def gemma_logits(p, cfg, tokens, score_head=False):
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
         v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
-        scores = softcap((q @ k.transpose(2, 3)) * cfg["query_pre_attn_scalar"] ** -0.5,
-                         cfg.get("attn_logit_softcapping")) + mask
+        scores = softcap((q @ k.transpose(2, 3)) * scale, cfg.get("attn_logit_softcapping")) + mask
         if window:
             scores = scores + torch.full((T, T), float("-inf")).tril(-window)
         o = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, H * D)
-        x = x + rms_norm(linear(o, pre + "self_attn.o_proj"), p[pre + "post_attention_layernorm.weight"])
-        h = rms_norm(x, p[pre + "pre_feedforward_layernorm.weight"])
+        a = linear(o, pre + "self_attn.o_proj")
+        x = x + (rms_norm(a, p[pre + "post_attention_layernorm.weight"]) if sandwiched else a)
+        h = rms_norm(x, p[pre + ("pre_feedforward_layernorm" if sandwiched else "post_attention_layernorm") + ".weight"])
         m = linear(F.gelu(linear(h, pre + "mlp.gate_proj"), approximate="tanh") * linear(h, pre + "mlp.up_proj"),
                    pre + "mlp.down_proj")
-        x = x + rms_norm(m, p[pre + "post_feedforward_layernorm.weight"])
+        x = x + (rms_norm(m, p[pre + "post_feedforward_layernorm.weight"]) if sandwiched else m)
     head = p["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else p["lm_head.weight"]
     logits = F.linear(rms_norm(x, p["model.norm.weight"]), head)
     return logits if score_head else softcap(logits, cfg.get("final_logit_softcapping"))
@@ -636,9 +658,9 @@ def hf_logits(p, cfg, tokens, score_head=False):
     """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / GraniteForCausalLM
     compute them (eager attention; Qwen3's q_norm and k_norm on each head before the rotary embedding;
     Granite's multipliers; OLMo 2's norms after each sublayer alone and q/k norms over the whole
-    projections); Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
+    projections); Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
     reward model's score head, which Granite's logits_scaling leaves as it is (transformers' classifier)."""
-    if cfg["model_type"] in ("gemma3_text", "gemma2"):
+    if cfg["model_type"] in GEMMAS:
         return gemma_logits(p, cfg, tokens, score_head)
     H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
     D, eps, L = cfg.get("head_dim") or C // H, cfg["rms_norm_eps"], cfg["num_hidden_layers"]
@@ -805,6 +827,30 @@ def gemma2_heads(bin_dir, work, folder, data, losses, failures):
           "train as the whole")
 
 
+def gemma_activation(bin_dir, work, folder, summary, failures):
+    """Gemma 1's legacy hidden_act "gelu" is said in the summary to be read as GELU's tanh form
+    (check_export checks that the exported config names it gelu_pytorch_tanh); the config as
+    transformers 5 saves it (hidden_act gelu_pytorch_tanh, rope_parameters, dtype,
+    use_bidirectional_attention null) compiles to the same plan as the folder's."""
+    if 'hidden_act "gelu" is Gemma\'s legacy name for GELU\'s tanh form' not in summary:
+        failures.append("gemma: the summary does not say how the legacy hidden_act \"gelu\" is read")
+    cfg = dict(MODELS["gemma-f32"]["config"], architectures=["GemmaForCausalLM"], dtype="float32",
+               hidden_act="gelu_pytorch_tanh", rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+               use_bidirectional_attention=None)
+    for key in ("rope_theta", "rope_scaling", "torch_dtype"):
+        cfg.pop(key)
+    listings = [plan_listing(bin_dir, source, os.path.join(work, f"gemma-{tag}.plan"), ["--batch", "2", "--seq", "16"],
+                             config).split("\n", 1)[1]  # after the first line, which names the folder
+                for tag, source, config in (("legacy", folder, None),
+                                            ("v5", os.path.join(work, "gemma-transformers5"), cfg))]
+    if listings[0] != listings[1]:
+        failures.append("gemma: transformers 5's config compiles to another plan than the legacy config's:\n" +
+                        "\n".join(difflib.unified_diff(listings[0].splitlines(), listings[1].splitlines(), lineterm="",
+                                                       n=0)))
+    print("gemma-f32: hidden_act \"gelu\" read as GELU's tanh form and said so; transformers 5's config gives the same "
+          "plan")
+
+
 def padded_embedding_gradients(bin_dir, work, folder, cfg, data, tokens, grads, failures):
     """An untied model whose pad token is in the first batch: the embedding's pad row gets a zero
     gradient (`grads`, the first step's), the other rows theirs, in the plan the test trained and
@@ -862,6 +908,8 @@ def check_export(bin_dir, work, name, spec, plan, data, tokens, failures):
     want = dict(spec["config"], architectures=[spec["architecture"]],
                 **{"dtype" if "dtype" in spec["config"] else "torch_dtype": "float32"})
     want.pop("auto_map", None)  # the source's custom code, which the export does not carry
+    if want["model_type"] == "gemma" and want.get("hidden_act") == "gelu":  # Gemma 1's legacy name, made plain
+        want["hidden_act"] = "gelu_pytorch_tanh"
     if config != want:
         failures.append(f"{name}: --export-hf config.json {config} is not the input's with torch_dtype float32")
     # The folder compiles again, and its first loss is the transformers-style model's on its weights.
@@ -1143,6 +1191,19 @@ def refusals(bin_dir, work, failures):
          "model.layers.0.self_attn.q_norm.weight"),
     ]
     expect_refusals(bin_dir, work, gemma2, hf_weights(gemma2["config"], False, torch.float32, seed=5), gemma2_cases,
+                    failures)
+    # Gemma 1's: an activation other than GELU's tanh form in either key (hidden_activation "gelu" is
+    # exact GELU in transformers 4.39-4.47), Gemma 2's keys it does not have, Gemma 2's norms.
+    gemma1 = MODELS["gemma-f32"]
+    gemma1_cases = [
+        ("gemma-activation-exact", {"hidden_activation": "gelu"}, None,
+         "'hidden_activation' is \"gelu\": Gemma's MLP is GeGLU with GELU's tanh form"),
+        ("gemma-act-silu", {"hidden_act": "silu"}, None, "'hidden_act' is \"silu\": Gemma's MLP is GeGLU"),
+        ("gemma-softcap", {"attn_logit_softcapping": 50.0}, None, "mtc does not know 'attn_logit_softcapping'"),
+        ("gemma-sandwich", {}, lambda w: w.update({"model.layers.0.pre_feedforward_layernorm.weight": torch.zeros(64)}),
+         "model.layers.0.pre_feedforward_layernorm.weight"),
+    ]
+    expect_refusals(bin_dir, work, gemma1, hf_weights(gemma1["config"], False, torch.float32, seed=5), gemma1_cases,
                     failures)
     gpt2_cases = [  # GPT-2's own: (name, config changes, weight changes, what the error must say)
         ("gpt2-relu", {"activation_function": "relu"}, None, "'activation_function' is relu"),
@@ -1593,6 +1654,8 @@ def main():
             granite_heads(bin_dir, work, folder, summary, failures)
         if name == "gemma2-f32":
             gemma2_heads(bin_dir, work, folder, data, mt_losses, failures)
+        if name == "gemma-f32":
+            gemma_activation(bin_dir, work, folder, summary, failures)
         print(f"{name}: 20 steps, first loss {mt_losses[0]:.4f} last {mt_losses[-1]:.4f}, worst relative "
               f"difference to the transformers-style model {worst:.2e}")
         check_export(bin_dir, work, name, spec, plan, data, tokens, failures)

@@ -53,6 +53,11 @@ seeds["gemma2.json"] = dict(
     query_pre_attn_scalar=4, sliding_window=4, sliding_window_size=4, rope_theta=1e4, attn_logit_softcapping=50.0,
     final_logit_softcapping=30.0, hidden_act="gelu_pytorch_tanh", hidden_activation="gelu_pytorch_tanh",
     cache_implementation="hybrid", pad_token_id=0, torch_dtype="float32")
+seeds["gemma.json"] = dict(
+    architectures=["GemmaForCausalLM"], model_type="gemma", hidden_size=8, intermediate_size=16, num_hidden_layers=2,
+    num_attention_heads=2, num_key_value_heads=1, head_dim=4, vocab_size=16, max_position_embeddings=32,
+    rope_theta=1e4, rope_scaling=None, hidden_act="gelu", hidden_activation="gelu_pytorch_tanh", pad_token_id=0,
+    torch_dtype="bfloat16")
 deep = "x"
 for _ in range(60):
     deep = [deep]
