@@ -1,7 +1,7 @@
 """Runs on the lent GPU machine (transformers is there, not here): each folder mtrun --export-hf
 wrote (bench/gpu/pack.sh makes them) must load in transformers unchanged — AutoModelForCausalLM
 with no missing, unexpected or mismatched tensors — and compute the logits of the transformers-
-style twin that tests/e2e/hf_import.py checks against our runtime (within 2e-5 absolute in f32;
+style twin (tests/e2e/hf_twins.py) that hf_import.py checks against our runtime (within 2e-5 absolute in f32;
 a bf16 folder loads as bf16 and is compared in f32 on its own widened weights, within 2e-5 too).
 A reward model's folder (...ForSequenceClassification) loads as AutoModelForSequenceClassification
 and scores each row, one at a time, as the twin's score head does at the row's last token; then a
@@ -17,7 +17,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "e2e"))
-import hf_import  # noqa: E402
+import hf_folders  # noqa: E402
+import hf_twins  # noqa: E402
 
 TOLERANCE = 2e-5
 
@@ -65,24 +66,24 @@ def check(folder):
     model = model.float().eval()
     config, note = appliedConfig(model, config)
     tokens = torch.arange(2 * 24).reshape(2, 24) * 7919 % config["vocab_size"]
-    weights = {k: v.float() for k, v in hf_import.read_hf_safetensors(os.path.join(folder, "model.safetensors")).items()}
+    weights = {k: v.float() for k, v in hf_folders.read_hf_safetensors(os.path.join(folder, "model.safetensors")).items()}
     with torch.no_grad():
         if reward:  # one row at a time (no padding: the score at the row's last token), its pad id avoided
             pad = 0 if config.get("pad_token_id") is None else config["pad_token_id"]  # none, or a null one
             tokens = torch.where(tokens == pad, (tokens + 1) % config["vocab_size"], tokens)
             got = torch.cat([model(row[None]).logits for row in tokens])
             weights["lm_head.weight"] = weights.pop("score.weight")
-            want = hf_import.hf_logits(weights, dict(config, tie_word_embeddings=False), tokens, score_head=True)[:, -1, :]
+            want = hf_twins.hf_logits(weights, dict(config, tie_word_embeddings=False), tokens, score_head=True)[:, -1, :]
             model.config.pad_token_id = pad
             lengths = [tokens.shape[1], tokens.shape[1] - 5]
             batch = torch.stack([torch.cat([row[:n], torch.full((tokens.shape[1] - n,), pad)])
                                  for row, n in zip(tokens, lengths)])
             padded = model(batch).logits
-            scores = hf_import.hf_logits(weights, dict(config, tie_word_embeddings=False), batch, score_head=True)
+            scores = hf_twins.hf_logits(weights, dict(config, tie_word_embeddings=False), batch, score_head=True)
             got, want = torch.cat([got, padded]), torch.cat([want, scores[torch.arange(2), torch.tensor(lengths) - 1]])
         else:
             got = model(tokens).logits
-            want = hf_import.hf_logits(weights, config, tokens)
+            want = hf_twins.hf_logits(weights, config, tokens)
     worst = (got - want).abs().max().item()
     print(f"hf_transformers {os.path.basename(folder)}: {config['architectures'][0]} loaded ({loaded_dtype}, "
           f"nothing missing or unexpected); logits within {worst:.3g} of the twin (up to {want.abs().max().item():.3g}){note}")

@@ -128,7 +128,7 @@ for model in gpt2-tiny llama-tiny qwen-tiny gpt-oss-tiny; do
     -o .gpu/kv/$model.window-bf16.plan >/dev/null
 done
 # Hugging Face folders from mtrun --export-hf (f32 and bf16), for transformers to load there
-# (gpt-oss's: transformers' own GptOssForCausalLM against hf_import.py's twin: sinks, windows).
+# (gpt-oss's: transformers' own GptOssForCausalLM against hf_twins.py's twin: sinks, windows).
 for model in llama-tiny qwen-tiny gpt-oss-tiny; do
   build/bin/mtc $model --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
   for dtype in f32 bf16; do
@@ -136,7 +136,7 @@ for model in llama-tiny qwen-tiny gpt-oss-tiny; do
       --export-hf .gpu/hf/$model-$dtype --export-dtype $dtype >/dev/null
   done
 done
-# Gemma 3 (Gemma3ForCausalLM: hf_import.py's tiny folder, its twin gemma3_logits): transformers' own
+# Gemma 3 (Gemma3ForCausalLM: hf_folders.py's tiny folder, its twin hf_twins.gemma_logits): transformers' own
 # Gemma3ForCausalLM there against the twin (norms of 1 + weight, the scaled embedding, GeGLU, the
 # scores by query_pre_attn_scalar, the sliding layers' own rotary base); Phi-3 (Phi3ForCausalLM:
 # q, k and v in one qkv_proj, k and v shorter than q; gate and up in one gate_up_proj; windows);
@@ -149,13 +149,13 @@ done
 /usr/bin/python3 - <<'PY'
 import sys
 sys.path.insert(0, "tests/e2e")
-import hf_import
+import hf_folders
 for spec_name, folder in (("gemma3-bf16", "gemma3-tiny"), ("phi3-bf16", "phi3-tiny"),
                           ("phi3-longrope-f32", "phi4mini-tiny"), ("granite-f32", "granite-tiny"),
                           ("smollm3-bf16", "smollm3-tiny"), ("olmo2-f32", "olmo2-tiny"),
                           ("gemma2-f32", "gemma2-tiny"), ("gemma-f32", "gemma-tiny")):
-    spec = hf_import.MODELS[spec_name]
-    hf_import.write_folder(f".gpu/hf/{folder}-source", spec, hf_import.hf_weights(spec["config"], False, spec["dtype"], 3))
+    spec = hf_folders.MODELS[spec_name]
+    hf_folders.write_folder(f".gpu/hf/{folder}-source", spec, hf_folders.hf_weights(spec["config"], False, spec["dtype"], 3))
 PY
 for model in gemma3-tiny phi3-tiny phi4mini-tiny granite-tiny smollm3-tiny olmo2-tiny gemma2-tiny gemma-tiny; do
   build/bin/mtc .gpu/hf/$model-source --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
@@ -212,15 +212,15 @@ build/bin/mtc .gpu/hf/phi3-tiny-f32 --batch 4 --seq 32 --lora 4 --lora-alpha 8 \
 build/bin/mtrun .gpu/peft/phi3-lora.plan --data .gpu/corpus.tok --steps 3 --lr 1e-2 --print-every 10 \
   --export-hf .gpu/peft/phi3-lora-merged --export-peft .gpu/peft/phi3-lora-adapter >/dev/null
 # ... and on Gemma 3's multimodal folder (Gemma3ForConditionalGeneration: that language model beside a
-# tiny SigLIP tower, hf_import.py's): its adapters under model.language_model., target_modules an
+# tiny SigLIP tower, hf_folders.py's): its adapters under model.language_model., target_modules an
 # expression sparing the tower; peft_check.py loads them onto transformers' multimodal model there.
 /usr/bin/python3 - <<'PY'
 import sys
 sys.path.insert(0, "tests/e2e")
-import hf_import
-spec = hf_import.MODELS["gemma3-bf16"]
-hf_import.write_gemma3_multimodal(".gpu/hf/gemma3-mm", "model.language_model.",
-                                  hf_import.hf_weights(spec["config"], False, spec["dtype"], 3))
+import hf_folders
+spec = hf_folders.MODELS["gemma3-bf16"]
+hf_folders.write_gemma3_multimodal(".gpu/hf/gemma3-mm", "model.language_model.",
+                                  hf_folders.hf_weights(spec["config"], False, spec["dtype"], 3))
 PY
 build/bin/mtc .gpu/hf/gemma3-mm --batch 4 --seq 32 --lora 4 --lora-alpha 8 --lora-targets 'attn\.|mlp\.' \
   -o .gpu/peft/gemma3-mm-lora.plan >/dev/null

@@ -19,7 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mt_reference as ref  # noqa: E402
-from hf_import import MODELS, hf_weights, read_hf_safetensors, write_folder  # noqa: E402
+from hf_folders import MODELS, hf_weights, read_hf_safetensors, write_folder  # noqa: E402
 
 torch.set_num_threads(2)
 SHAPE = ["--batch", "4", "--seq", "32", "--precision", "bf16"]

@@ -1,4 +1,4 @@
-"""Training part of a Hugging Face folder (tests/e2e/hf_import.py's folders): --trainable by the
+"""Training part of a Hugging Face folder (tests/e2e/hf_folders.py's folders): --trainable by the
 folder's tensor names (q_proj and v_proj train alone, the rest exported as read), and --lora: the
 adapters train, --export-hf merges them into the weights (W + alpha / r B A, and the merged folder
 scores the data as the adapted model), --export-peft writes PEFT's adapter folder, with the
@@ -20,7 +20,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mt_reference as ref  # noqa: E402
-from hf_import import MODELS, SCHEDULE, hf_layout, hf_name_of, hf_weights, read_hf_safetensors, write_folder  # noqa: E402
+from hf_folders import MODELS, hf_layout, hf_name_of, hf_weights, read_hf_safetensors, write_folder  # noqa: E402
+from hf_import import SCHEDULE  # noqa: E402
 
 torch.set_num_threads(2)
 

@@ -24,14 +24,15 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import hf_import as hf  # noqa: E402
+import hf_folders as folders  # noqa: E402
+import hf_twins as twins  # noqa: E402
 import mt_reference as ref  # noqa: E402
 
 torch.set_num_threads(2)
 BETA = 0.5
 SCHEDULE = ref.Schedule(steps=8, lr=3e-3, warmup=1, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=3,
                         batch=4, seq=40, lr_schedule="linear")
-SPEC = hf.CHAT_QWEN2
+SPEC = folders.CHAT_QWEN2
 
 
 def feedback(path, items=range(9)):
@@ -94,12 +95,12 @@ def torch_kto(weights, data, held, beta=BETA, desirable=1.0, undesirable=1.0):
     step's scores, and after the last step the held-out examples' (loss, scores)."""
     tokens, counted, starts, labels = data
     params = {k: v.float().requires_grad_() for k, v in weights.items()}
-    logits_of = lambda x: hf.hf_logits(params, SPEC["config"], x)  # noqa: E731
+    logits_of = lambda x: twins.hf_logits(params, SPEC["config"], x)  # noqa: E731
 
     def logps(d, model):  # every example of (tokens, counted, starts, labels)
         x, y = rows_of(*d[:3], range(len(d[2])))
         with torch.no_grad():
-            return ref.sequence_logps(hf.hf_logits(model, SPEC["config"], x), y)
+            return ref.sequence_logps(twins.hf_logits(model, SPEC["config"], x), y)
 
     frozen = {k: v.float() for k, v in weights.items()}
     reference, held_reference = logps(data, frozen), logps(held, frozen)
@@ -144,7 +145,7 @@ def train_and_compare(bin_dir, name, flags, weights, data, held, failures, **twi
     lines = [json.loads(line) for line in open(f"{name}.jsonl")]
     log, val = [line for line in lines if "val_loss" not in line], [line for line in lines if "val_loss" in line]
     torch_losses, logged, validation = torch_kto(weights, data, held, **twin)
-    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
+    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, twins.LOSS_TOL, failures)
     keys = ("kl", "reward_chosen", "reward_rejected", "logps_chosen", "logps_rejected")
     got = [tuple(line.get(k) for k in keys) for line in log]
     for step, (g, w) in enumerate(zip(got, logged)):
@@ -251,7 +252,7 @@ def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     ref.fresh_work_dir(work)
     failures = []
-    weights = hf.write_chat_folder("qwen", own_template=True)
+    weights = folders.write_chat_folder("qwen", own_template=True)
     labels = feedback("feedback.jsonl")
     held_labels = feedback("held.jsonl", range(20, 23))
     out = subprocess.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--unpaired", "feedback.jsonl", "-o", "kto.tok"],

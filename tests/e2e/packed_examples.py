@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import hf_import as hf  # noqa: E402
+import hf_folders as folders  # noqa: E402
+import hf_twins as twins  # noqa: E402
 import mt_reference as ref  # noqa: E402
 
 torch.set_num_threads(2)
@@ -168,12 +169,12 @@ def main():
     for name in MODELS:
         check_model(bin_dir, name, tokens, counted, starts, failures)
     # Gemma 2 (hf_import's folder): its softcapped scores and logits and its 8-token windows inside
-    # each example, against transformers' arithmetic (hf.gemma_logits) on each example alone.
-    gemma2 = hf.MODELS["gemma2-f32"]
-    hf.write_folder("gemma2", gemma2, hf.hf_weights(gemma2["config"], False, gemma2["dtype"], seed=3))
+    # each example, against transformers' arithmetic (twins.gemma_logits) on each example alone.
+    gemma2 = folders.MODELS["gemma2-f32"]
+    folders.write_folder("gemma2", gemma2, folders.hf_weights(gemma2["config"], False, gemma2["dtype"], seed=3))
     check_model(bin_dir, "gemma2-f32", tokens, counted, starts, failures, source="gemma2",
-                twin=lambda params, x: hf.hf_logits(params, gemma2["config"], x[None])[0],
-                layout=lambda w: hf.hf_layout(w, gemma2))
+                twin=lambda params, x: twins.hf_logits(params, gemma2["config"], x[None])[0],
+                layout=lambda w: folders.hf_layout(w, gemma2))
     validation(bin_dir, MODELS["llama-tiny"], tokens, counted, starts, failures)
     schedules_and_accumulation(bin_dir, failures)
     # Without --rows, a plan of packed examples on a file of examples packs them, saying so.

@@ -1,5 +1,5 @@
 """Per-module ranks and alphas and the choice of layers, PEFT's rank_pattern, alpha_pattern,
-layers_to_transform and exclude_modules, on a Hugging Face folder (tests/e2e/hf_import.py's):
+layers_to_transform and exclude_modules, on a Hugging Face folder (tests/e2e/hf_folders.py's):
 mtc --lora-rank-pattern / --lora-alpha-pattern give weights their own rank and alpha; --export-hf
 merges each at its own scale; --export-peft writes r and lora_alpha (what most adapters have) and
 the others as patterns, which --lora-from reads back to the bit (and merged bit for bit as
@@ -19,7 +19,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mt_reference as ref  # noqa: E402
-from hf_import import MODELS, SCHEDULE, hf_name_of, hf_weights, read_hf_safetensors, write_folder  # noqa: E402
+from hf_folders import MODELS, hf_name_of, hf_weights, read_hf_safetensors, write_folder  # noqa: E402
+from hf_import import SCHEDULE  # noqa: E402
 from hf_peft import damaged_adapter, lora_from_refused, same_weights  # noqa: E402
 
 torch.set_num_threads(2)

@@ -26,18 +26,19 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import hf_import as hf  # noqa: E402
+import hf_folders as folders  # noqa: E402
+import hf_twins as twins  # noqa: E402
 import mt_reference as ref  # noqa: E402
 
 torch.set_num_threads(2)
 BETA = 0.5
 SCHEDULE = ref.Schedule(steps=5, lr=3e-3, warmup=1, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=3,
                         batch=4, seq=40, lr_schedule="linear")
-SPEC = hf.CHAT_QWEN2
+SPEC = folders.CHAT_QWEN2
 # Gemma 2 (hf_import's, smaller) over the chat folder's vocabulary: its scores capped at 2 and its
 # logits at 2, the cap's slope in every log-probability's gradient; one layer, sliding.
-CAPPED = dict(hf.MODELS["gemma2-f32"], config=dict(
-    hf.MODELS["gemma2-f32"]["config"], hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+CAPPED = dict(folders.MODELS["gemma2-f32"], config=dict(
+    folders.MODELS["gemma2-f32"]["config"], hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
     num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16, vocab_size=SPEC["config"]["vocab_size"],
     final_logit_softcapping=2.0))
 
@@ -103,12 +104,12 @@ def torch_dpo(weights, tokens, counted, starts, held, kind="sigmoid", smoothing=
     the model's config `config` (the chat folder's unless given)."""
     average = kind in ("ipo", "simpo", "orpo")  # TRL averages each reply's log-probabilities for these
     params = {k: v.float().requires_grad_() for k, v in weights.items()}
-    logits_of = lambda x: hf.hf_logits(params, config, x)  # noqa: E731
+    logits_of = lambda x: twins.hf_logits(params, config, x)  # noqa: E731
 
     def logps(data, model=params):  # every example of (tokens, counted, starts)
         x, y = rows_of(*data, range(len(data[2])))
         with torch.no_grad():
-            return ref.sequence_logps(hf.hf_logits(model, config, x), y, average=average)
+            return ref.sequence_logps(twins.hf_logits(model, config, x), y, average=average)
 
     reference, held_reference = reference_logps(reference_weights or weights, average, logps,
                                                 (tokens, counted, starts), held)
@@ -162,7 +163,7 @@ def other_reference(bin_dir, tokens, counted, starts, held, weights, failures):
     rewards and held-out score with that reference (the first loss no longer log 2)."""
     generator = torch.Generator().manual_seed(11)
     other = {k: (v.float() + 0.05 * torch.randn(v.shape, generator=generator)).to(v.dtype) for k, v in weights.items()}
-    hf.write_folder("qwen_ref", hf.CHAT_QWEN2, other)
+    folders.write_folder("qwen_ref", folders.CHAT_QWEN2, other)
     ref.run([f"{bin_dir}/mtc", "qwen_ref", "--objective", "dpo", "--batch", str(SCHEDULE.batch), "--seq",
              str(SCHEDULE.seq), "-o", "qref.plan"])
     out = run_out([f"{bin_dir}/mtrun", "d.plan", "--data", "pairs.tok", "--reference-weights", "qref.safetensors",
@@ -174,7 +175,7 @@ def other_reference(bin_dir, tokens, counted, starts, held, weights, failures):
     torch_losses, rewards, validation = torch_dpo(weights, tokens, counted, starts, held, reference_weights=other)
     lines = [json.loads(line) for line in open("refw.jsonl")]
     log, val = [line for line in lines if "val_loss" not in line], [line for line in lines if "val_loss" in line]
-    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
+    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, twins.LOSS_TOL, failures)
     got = [(line["pairs_right"], line["reward_margin"]) for line in log]
     got_val = (val[0]["val_loss"], val[0]["val_pairs_right"], val[0]["val_reward_margin"]) if val else None
     if abs(log[0]["loss"] - np.log(2)) < 1e-3 or "under qref.safetensors" not in out or \
@@ -416,11 +417,11 @@ def vocab_split(bin_dir, unsplit, flags, failures):
 def capped_head(bin_dir, tokens, counted, starts, held, failures):
     """DPO through Gemma 2's softcapped logits (mt.softcap before each example's sequence_logprob,
     its gradient through softcap_grad): CAPPED's folder trained by --objective dpo follows the
-    transformers-style twin (hf.gemma_logits, the logits capped before the log-softmax) within
+    transformers-style twin (twins.gemma_logits, the logits capped before the log-softmax) within
     LOSS_TOL, and its head and loss in 3 vocabulary chunks (each chunk capped) give the whole's
     losses and rewards within float rounding."""
-    weights = hf.hf_weights(CAPPED["config"], False, CAPPED["dtype"], seed=5)
-    hf.write_folder("gemma2", CAPPED, weights)
+    weights = folders.hf_weights(CAPPED["config"], False, CAPPED["dtype"], seed=5)
+    folders.write_folder("gemma2", CAPPED, weights)
     logs = {}
     for tag, flags in (("whole", []), ("split", ["--schedule", "streamed", "--vocab-chunks", "3"])):
         plan, log = f"capped-{tag}.plan", f"capped-{tag}.jsonl"
@@ -435,7 +436,7 @@ def capped_head(bin_dir, tokens, counted, starts, held, failures):
         ref.run([f"{bin_dir}/mtrun", plan, "--data", "pairs.tok", "--log", log] + SCHEDULE.mtrun_flags())
         logs[tag] = [json.loads(line) for line in open(log)]
     torch_losses, _, _ = torch_dpo(weights, tokens, counted, starts, held, config=CAPPED["config"])
-    worst = ref.compare_losses([line["loss"] for line in logs["whole"]], torch_losses, hf.LOSS_TOL, failures)
+    worst = ref.compare_losses([line["loss"] for line in logs["whole"]], torch_losses, twins.LOSS_TOL, failures)
     split = split_error(logs["split"], logs["whole"])
     if len(logs["split"]) != len(logs["whole"]) or split > 1e-5:
         failures.append(f"capped DPO in 3 vocabulary chunks: {logs['split']}, the whole head's {logs['whole']}")
@@ -468,7 +469,7 @@ CHAOTIC = 0.02  # a twin's relative spread past which a step's loss is not compa
 
 
 def compare_with_spread(mt_losses, twin_losses, weights, twin, failures):
-    """The losses within hf.LOSS_TOL of the twin's; where a step is not, within ten times the twin's
+    """The losses within twins.LOSS_TOL of the twin's; where a step is not, within ten times the twin's
     own spread there (twin_spread), named in the line printed: ten, since mtrun and the twin part
     by fresh rounding in every operation of every step, where the spread's perturbation is one, at
     the start (twice fell short at 2 of 70 steps on an AMD EPYC: APO-zero's step 2, 3.2e-4 against
@@ -480,7 +481,7 @@ def compare_with_spread(mt_losses, twin_losses, weights, twin, failures):
     checked against finite differences by PreferenceKernels.*, not here. Returns the worst
     difference and a note of the steps whose bound was raised."""
     fixed = []
-    worst = ref.compare_losses(mt_losses, twin_losses, hf.LOSS_TOL, fixed)
+    worst = ref.compare_losses(mt_losses, twin_losses, twins.LOSS_TOL, fixed)
     if not fixed:
         return worst, ""
     spread = twin_spread(weights, twin_losses, twin)
@@ -490,8 +491,8 @@ def compare_with_spread(mt_losses, twin_losses, weights, twin, failures):
         if spread[i] > CHAOTIC:
             raised.append(f"step {i + 1} {err:.1e}, not compared: the twin's own spread is {spread[i]:.1e}")
             continue
-        bound = max(hf.LOSS_TOL, 10 * spread[i])
-        if bound > hf.LOSS_TOL:
+        bound = max(twins.LOSS_TOL, 10 * spread[i])
+        if bound > twins.LOSS_TOL:
             raised.append(f"step {i + 1} {err:.1e} within {bound:.1e}")
         if not err <= bound:
             failures.append(f"step {i + 1} loss: mtrun {a:.6f} vs torch {b:.6f} (relative {err:.2e}, over ten "
@@ -559,7 +560,7 @@ def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     ref.fresh_work_dir(work)
     failures = []
-    weights = hf.write_chat_folder("qwen", own_template=True)
+    weights = folders.write_chat_folder("qwen", own_template=True)
     preference_data("pairs.jsonl")
     preference_data("held.jsonl", range(20, 23))
     ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--preferences", "held.jsonl", "-o", "held.tok"])
@@ -590,7 +591,7 @@ def main():
     if not got_val or val[0]["val_pairs"] != 3 or any(abs(g - w) > 1e-4 * max(1.0, abs(w))
                                                      for g, w in zip(got_val, validation)):
         failures.append(f"held-out pairs: (loss, won, margin) {got_val}, the model's {validation}")
-    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
+    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, twins.LOSS_TOL, failures)
     got = [(line["pairs_right"], line["reward_margin"], line["logps_chosen"], line["logps_rejected"]) for line in log]
     if any(not won_alike(i, g, w) or any(abs(a - b) > 1e-4 * max(1.0, abs(b)) for a, b in zip(g[1:], w[1:]))
            for i, (g, w) in enumerate(zip(got, rewards))):

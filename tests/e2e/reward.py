@@ -29,14 +29,15 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import hf_import as hf  # noqa: E402
+import hf_folders as folders  # noqa: E402
+import hf_twins as twins  # noqa: E402
 import mt_reference as ref  # noqa: E402
 from preference import preference_data  # noqa: E402
 
 torch.set_num_threads(2)
 SCHEDULE = ref.Schedule(steps=6, lr=3e-3, warmup=1, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=3,
                         batch=4, seq=40, lr_schedule="linear")
-SPEC = hf.CHAT_QWEN2
+SPEC = folders.CHAT_QWEN2
 
 
 def reward_position(starts, total, e, seq):
@@ -92,7 +93,7 @@ def torch_reward(weights, score, data, held, center, margins=None):
         pairs = None if margins is None else torch.tensor([margins[e // 2] for e in drawn[step][0::2]])
         return reward_loss(rewards, center, pairs)
 
-    logits_of = lambda x: hf.hf_logits(params, config, x, score_head=True)  # noqa: E731
+    logits_of = lambda x: twins.hf_logits(params, config, x, score_head=True)  # noqa: E731
     losses = ref.torch_train(params, logits_of, tokens, SCHEDULE, loss_of=loss_of,
                              batch_of=lambda s: rows_of(data, drawn[s]))
     x, positions = rows_of(held, range(len(held[2])))
@@ -115,7 +116,7 @@ def train_and_compare(bin_dir, name, center, weights, data, held, failures, expo
     log, val = [line for line in lines if "val_loss" not in line], [line for line in lines if "val_loss" in line]
     torch_losses, logged, validation = torch_reward(weights, torch.tensor(score), data, held, center,
                                                     ref.read_margins(tokens))
-    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
+    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, twins.LOSS_TOL, failures)
     keys = ("accuracy", "reward_margin", "reward_chosen", "reward_rejected")
     for step, (line, want) in enumerate(zip(log, logged)):
         got = tuple(line.get(k) for k in keys)
@@ -144,7 +145,7 @@ def lora_adapter(bin_dir, failures):
              "rl.safetensors", "--export-peft", "rl-peft"])
     with open("rl-peft/adapter_config.json") as f:
         config = json.load(f)
-    saved = hf.read_hf_safetensors("rl-peft/adapter_model.safetensors")
+    saved = folders.read_hf_safetensors("rl-peft/adapter_model.safetensors")
     trained = ref.read_safetensors("rl.safetensors")
     if config.get("task_type") != "SEQ_CLS" or "score" not in (config.get("modules_to_save") or []) or \
             not torch.equal(saved.get("base_model.model.score.weight", torch.zeros(0)), trained["score.weight"]):
@@ -181,7 +182,7 @@ def lora_adapter(bin_dir, failures):
              "^score"])
     ref.run([f"{bin_dir}/mtrun", "rlf.plan", "--data", "pairs.tok", "--steps", "1", "--export", "rlf.safetensors",
              "--export-peft", "frozen-peft"])
-    if not torch.equal(hf.read_hf_safetensors("frozen-peft/adapter_model.safetensors")["base_model.model.score.weight"],
+    if not torch.equal(folders.read_hf_safetensors("frozen-peft/adapter_model.safetensors")["base_model.model.score.weight"],
                        ref.read_safetensors("rlf.safetensors")["score.weight"]):
         failures.append("--export-peft of a reward model with its head frozen: the head not saved")
     for model, adapter, want in ((["qwen"], "rl-peft", "task_type SEQ_CLS"),
@@ -203,7 +204,7 @@ def classifier_rewards(p, config, examples):
     with pad_token_id, each row's score at its last token that is not padding."""
     pad, width = config["pad_token_id"], max(len(e) for e in examples)
     x = torch.tensor([list(e) + [pad] * (width - len(e)) for e in examples])
-    scores_ = hf.hf_logits(p, dict(config, tie_word_embeddings=False), x, score_head=True)
+    scores_ = twins.hf_logits(p, dict(config, tie_word_embeddings=False), x, score_head=True)
     last = ((x != pad).long() * torch.arange(width)).argmax(-1)
     return scores_[torch.arange(len(examples)), last, 0]
 
@@ -217,7 +218,7 @@ def round_trip(bin_dir, export, folder, validation, held, end, failures):
             "label2id": {"LABEL_0": 0}, "pad_token_id": end}
     if any(config.get(k) != v for k, v in want.items()):
         failures.append(f"{folder}/config.json: {({k: config.get(k) for k in want})}, not {want}")
-    p = hf.read_hf_safetensors(f"{folder}/model.safetensors")
+    p = folders.read_hf_safetensors(f"{folder}/model.safetensors")
     ours = ref.read_safetensors(export)
     if "lm_head.weight" in p or not torch.equal(p.get("score.weight", torch.zeros(0)), ours["score.weight"]) or \
             len(p) != len(ours):
@@ -422,7 +423,7 @@ def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     ref.fresh_work_dir(work)
     failures = []
-    weights = hf.write_chat_folder("qwen", own_template=True)
+    weights = folders.write_chat_folder("qwen", own_template=True)
     preference_data("pairs.jsonl")
     preference_data("held.jsonl", range(20, 23))
     for name in ("pairs", "held"):

@@ -14,18 +14,18 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import hf_import as hf  # noqa: E402
+import hf_folders as folders  # noqa: E402
+import hf_twins as twins  # noqa: E402
 import mt_reference as ref  # noqa: E402
 
 torch.set_num_threads(2)
 # A linear decay after the warmup (the shape of Hugging Face's default schedule, here to 0.1 of the peak).
 SCHEDULE = ref.Schedule(steps=6, lr=3e-3, warmup=2, min_lr_ratio=0.1, weight_decay=0.1, clip=1.0, seed=11,
                         batch=2, seq=48, lr_schedule="linear")
-SPEC = hf.CHAT_QWEN2
+SPEC = folders.CHAT_QWEN2
 
 
 def instruction_data(path):
@@ -56,9 +56,9 @@ def packed_examples(bin_dir, weights, tokens, counted, failures):
                           SCHEDULE.seq)
     params = {k: v.float().requires_grad_() for k, v in weights.items()}
     torch_losses = ref.torch_train(
-        params, lambda parts: ref.packed_logits(parts, SCHEDULE.seq, SPEC["config"]["vocab_size"], lambda x: hf.hf_logits(
+        params, lambda parts: ref.packed_logits(parts, SCHEDULE.seq, SPEC["config"]["vocab_size"], lambda x: twins.hf_logits(
             params, SPEC["config"], x[None])[0]), tokens, SCHEDULE, batch_of=rows.batch)
-    worst = ref.compare_losses([json.loads(line)["loss"] for line in open("p.jsonl")], torch_losses, hf.LOSS_TOL,
+    worst = ref.compare_losses([json.loads(line)["loss"] for line in open("p.jsonl")], torch_losses, twins.LOSS_TOL,
                                failures)
     per_row = [len(rows.row(g)) for g in range(SCHEDULE.batch * SCHEDULE.steps)]
     print(f"packed examples ({per_row} per row): losses within {worst:.1e} of the model run on each example alone")
@@ -70,7 +70,7 @@ def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     ref.fresh_work_dir(work)
     failures = []
-    weights = hf.write_chat_folder("qwen")
+    weights = folders.write_chat_folder("qwen")
     instruction_data("sft.jsonl")
     ref.run([f"{bin_dir}/mttok", "--tokenizer", "qwen", "--chat", "sft.jsonl", "-o", "sft.tok"])
     tokens, counted, vocab = ref.read_token_file("sft.tok")
@@ -88,9 +88,9 @@ def main():
     if not all(0 < c < SCHEDULE.batch * SCHEDULE.seq for c in want_counted):
         failures.append(f"counted targets per step {want_counted}: the mask is not exercised")
     params = {k: v.float().requires_grad_() for k, v in weights.items()}
-    torch_losses = ref.torch_train(params, lambda x: hf.hf_logits(params, SPEC["config"], x), tokens, SCHEDULE,
+    torch_losses = ref.torch_train(params, lambda x: twins.hf_logits(params, SPEC["config"], x), tokens, SCHEDULE,
                                    counted=counted)
-    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, hf.LOSS_TOL, failures)
+    worst = ref.compare_losses([line["loss"] for line in log], torch_losses, twins.LOSS_TOL, failures)
     print(f"{SCHEDULE.steps} steps on the replies only ({want_counted} of {SCHEDULE.batch * SCHEDULE.seq} targets), "
           f"losses within {worst:.1e} of the transformers-style model")
     packed_examples(bin_dir, weights, tokens, counted, failures)

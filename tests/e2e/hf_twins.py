@@ -1,0 +1,340 @@
+"""The transformers-style twins of the Hugging Face folders the tests write (hf_folders.py): logits
+as transformers' modeling code computes them in f32 (eager attention), and how closely mtrun must
+follow them (LOSS_TOL over the steps, GRAD_TOL for the first step's gradients). hf_import.py checks
+our runtime against them; the fine-tuning tests (preference, kto, reward, sft_pipeline,
+packed_examples) train against them, and bench/gpu/hf_transformers_check.py compares transformers
+itself with them on the GPU machine."""
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mt_reference as ref  # noqa: E402
+
+LOSS_TOL, GRAD_TOL = 1e-4, 1e-5
+GEMMAS = ("gemma", "gemma2", "gemma3_text")  # model_types of Gemma's norms, scaled embedding and GeGLU
+
+
+def gpt2_logits(p, cfg, tokens):
+    """Logits as transformers' GPT2LMHeadModel computes them (eager attention, no dropout)."""
+    C, H, eps = cfg["n_embd"], cfg["n_head"], cfg["layer_norm_epsilon"]
+    D, (B, T) = C // H, tokens.shape
+
+    def conv1d(x, name):  # transformers' Conv1D: x @ W + b, W stored [in, out]
+        return x @ p[name + ".weight"] + p[name + ".bias"]
+
+    def norm(x, name):
+        return F.layer_norm(x, (C,), p[name + ".weight"], p[name + ".bias"], eps)
+
+    x = p["transformer.wte.weight"][tokens] + p["transformer.wpe.weight"][:T]
+    mask = torch.full((T, T), float("-inf")).triu(1)
+    for l in range(cfg["n_layer"]):
+        pre = f"transformer.h.{l}."
+        q, k, v = conv1d(norm(x, pre + "ln_1"), pre + "attn.c_attn").split(C, dim=2)
+        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))
+        o = (torch.softmax(q @ k.transpose(2, 3) / math.sqrt(D) + mask, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + conv1d(o, pre + "attn.c_proj")
+        h = F.gelu(conv1d(norm(x, pre + "ln_2"), pre + "mlp.c_fc"), approximate="tanh")
+        x = x + conv1d(h, pre + "mlp.c_proj")
+    return F.linear(norm(x, "transformer.ln_f"), p["transformer.wte.weight"])
+
+
+def moe_layer(cfg, layer):
+    """Whether transformers' Qwen3-MoE / Mixtral put experts in `layer` (decoder_sparse_step, mlp_only_layers)."""
+    if cfg["model_type"] == "mixtral":
+        return True
+    if cfg["model_type"] != "qwen3_moe":
+        return False
+    return layer not in cfg["mlp_only_layers"] and (layer + 1) % cfg["decoder_sparse_step"] == 0
+
+
+def sliding_window_of(cfg, layer):
+    """The window transformers gives `layer`'s attention (None: all keys before the query)."""
+    types = cfg.get("layer_types")
+    if types is not None:
+        return cfg["sliding_window"] if types[layer] == "sliding_attention" else None
+    if cfg["model_type"] == "gemma2":  # Gemma2Config's layer types: the even layers slide
+        return cfg["sliding_window"] if layer % 2 == 0 else None
+    return cfg.get("sliding_window") if cfg["model_type"] in ("mistral", "phi3") else None
+
+
+def hf_gpt_oss_experts(p, cfg, pre, h):
+    """GptOssMLP under Hugging Face's names (mt_reference.gpt_oss_mlp computes it)."""
+    names = ("mlp.router.weight", "mlp.router.bias", "mlp.experts.gate_up_proj", "mlp.experts.gate_up_proj_bias",
+             "mlp.experts.down_proj", "mlp.experts.down_proj_bias")
+    return ref.gpt_oss_mlp(h, *(p[pre + n] for n in names), cfg["num_experts_per_tok"], cfg["swiglu_limit"])
+
+
+def hf_experts(p, cfg, pre, h):
+    """Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock: softmax of the router's logits (in float),
+    the top k (renormalised where the config says), each expert over its tokens, index_add back."""
+    mix = cfg["model_type"] == "mixtral"
+    block = pre + ("block_sparse_moe." if mix else "mlp.")
+    B, T, C = h.shape
+    x = h.reshape(-1, C)
+    probs = torch.softmax(F.linear(x, p[block + "gate.weight"]), dim=1, dtype=torch.float)
+    weights, chosen = torch.topk(probs, cfg["num_experts_per_tok"], dim=-1)
+    if mix or cfg["norm_topk_prob"]:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(x)
+    mask = F.one_hot(chosen, num_classes=probs.shape[1]).permute(2, 1, 0)
+    for e in range(probs.shape[1]):
+        slot, token = torch.where(mask[e])
+        ex = block + f"experts.{e}."
+        w1, w3, w2 = ((ex + n + ".weight" for n in ("w1", "w3", "w2")) if mix else
+                      (ex + n + ".weight" for n in ("gate_proj", "up_proj", "down_proj")))
+        xe = x[token]
+        y = F.linear(F.silu(F.linear(xe, p[w1])) * F.linear(xe, p[w3]), p[w2]) * weights[token, slot, None]
+        out.index_add_(0, token, y)
+    return out.view(B, T, C)
+
+
+def hf_rope_parameters(cfg, head_dim, seq=None):
+    """transformers' rope initialisation (modeling_rope_utils): the inverse frequencies in float32
+    over the rotated part of a head (int(head_dim * partial_rotary_factor) elements) and the factor
+    cos and sin are multiplied by, for no scaling, "linear", "llama3", "yarn" and "longrope" (whose
+    factors of each pair are the long ones for a sequence past the original context, as
+    longrope_frequency_update picks them). The settings as transformers 4 writes them (rope_theta,
+    rope_scaling) or 5 (rope_parameters)."""
+    params = cfg.get("rope_parameters") or {}
+    base = params.get("rope_theta", cfg.get("rope_theta"))
+    D = int(head_dim * cfg.get("partial_rotary_factor", 1.0))
+    inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+    scaling = cfg.get("rope_scaling") or params
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind == "default":
+        return inv_freq, 1.0
+    if kind == "longrope":
+        original = cfg.get("original_max_position_embeddings")
+        factor = cfg["max_position_embeddings"] / original if original else scaling.get("factor", 1.0)
+        original = original or cfg["max_position_embeddings"]
+        attention_factor = scaling.get("attention_factor")
+        if attention_factor is None:
+            attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+        ext = torch.tensor(scaling["long_factor"] if seq > original else scaling["short_factor"], dtype=torch.float32)
+        return 1.0 / (ext * base ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D)), attention_factor
+    factor = scaling["factor"]
+    if kind == "linear":
+        return inv_freq / factor, 1.0
+    if kind == "llama3":
+        low_freq_factor, high_freq_factor = scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old_context_len = scaling["original_max_position_embeddings"]
+        low_freq_wavelen, high_freq_wavelen = old_context_len / low_freq_factor, old_context_len / high_freq_factor
+        wavelen = 2 * math.pi / inv_freq
+        inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+        smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+        smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+        is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+        return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama), 1.0
+    assert kind == "yarn", kind
+    # The factor as given (transformers >= 4.56 and 5; 4.48-4.55 took the two contexts' ratio).
+    original = scaling.get("original_max_position_embeddings") or cfg["max_position_embeddings"]
+
+    def get_mscale(scale, mscale=1):
+        return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+    attention_factor = scaling.get("attention_factor")
+    if attention_factor is None:
+        attention_factor = get_mscale(factor)
+    beta_fast, beta_slow = scaling.get("beta_fast") or 32, scaling.get("beta_slow") or 1
+
+    def find_correction_dim(num_rotations):
+        return (D * math.log(original / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+    low, high = find_correction_dim(beta_fast), find_correction_dim(beta_slow)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, D - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(D // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    pos_freqs = base ** (torch.arange(0, D, 2).float() / D)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    extrapolation_factor = 1 - ramp
+    return interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor, attention_factor
+
+
+def rotates(cfg, layer):
+    """Whether `layer` turns the rotary embedding: not a SmolLM3 NoPE layer (no_rope_layers' 0s, else
+    every no_rope_layer_interval-th, as SmolLM3Config derives them)."""
+    if cfg["model_type"] != "smollm3":
+        return True
+    if cfg.get("no_rope_layers") is not None:
+        return cfg["no_rope_layers"][layer] != 0
+    return (layer + 1) % cfg.get("no_rope_layer_interval", 4) != 0
+
+
+def padding_id(cfg):
+    """The token transformers' nn.Embedding(vocab, hidden, padding_idx) leaves out of the embedding's
+    gradient: pad_token_id, or its config class's default (Phi3Config's 32000, Gemma3TextConfig's 0,
+    SmolLM3Config's 128004, Olmo2Config's 1, Gemma2Config's and GemmaConfig's 0); None for GPT-2, whose embedding has none."""
+    if cfg["model_type"] == "gpt2":
+        return None
+    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "gemma2": 0, "gemma": 0}
+    return cfg.get("pad_token_id", defaults.get(cfg["model_type"]))
+
+
+def embed_tokens(p, cfg, tokens):
+    return F.embedding(tokens, p["model.embed_tokens.weight"], padding_idx=padding_id(cfg))
+
+
+def softcap(x, cap):
+    """Gemma 2's softcapping as transformers writes it: x / cap, tanh, times cap (None: x)."""
+    return x if cap is None else torch.tanh(x / cap) * cap
+
+
+def sandwiched_gemma(cfg):
+    """Gemma 2's and 3's norms after each sublayer too (Gemma 1's before each alone, as Llama's)."""
+    return cfg["model_type"] in ("gemma2", "gemma3_text")
+
+
+def gemma_logits(p, cfg, tokens, score_head=False):
+    """Logits as transformers' Gemma3ForCausalLM, Gemma2ForCausalLM and GemmaForCausalLM compute them
+    in f32 (eager attention): GemmaRMSNorm's x / rms * (1 + weight), the embedding times sqrt(hidden)
+    (an f32 tensor), Gemma 3's q and k normed per head, its sliding layers' rotary embedding of
+    rope_local_base_freq unscaled and the others' of rope_theta with rope_scaling (Gemma 1's and 2's
+    one rotary embedding everywhere), the scores times query_pre_attn_scalar^-1/2 (Gemma 1's
+    head_dim^-1/2) and softcapped (attn_logit_softcapping, before the mask), Gemma 2's and 3's norms
+    after the attention and around the MLP, GELU's tanh form of the gate (Gemma 1's too, whatever its
+    legacy hidden_act says: transformers 4.39-4.47's reading), the logits softcapped (final_logit_softcapping) unless lm_head.weight stands
+    for a reward model's score head (`score_head`: Gemma2ForSequenceClassification caps no score)."""
+    H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
+    D, eps, L = cfg["head_dim"], cfg["rms_norm_eps"], cfg["num_hidden_layers"]
+    B, T = tokens.shape
+
+    def rotary(config):
+        inv_freq, attention_factor = hf_rope_parameters(config, D)
+        emb = torch.outer(torch.arange(T).float(), inv_freq).repeat(1, 2)
+        return (emb.cos() * attention_factor)[None, None], (emb.sin() * attention_factor)[None, None]
+    rotary_global = rotary(cfg)
+    gemma3 = cfg["model_type"] == "gemma3_text"  # its sliding layers' own rotary base and its q/k norms
+    sandwiched = sandwiched_gemma(cfg)
+    scale = cfg["query_pre_attn_scalar"] ** -0.5 if sandwiched else D ** -0.5
+    rotary_local = rotary(dict(cfg, rope_theta=cfg["rope_local_base_freq"], rope_scaling=None)) \
+        if gemma3 else rotary_global
+
+    def rotate_half(x):
+        return torch.cat((-x[..., D // 2:], x[..., :D // 2]), dim=-1)
+
+    def rms_norm(x, w):
+        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)) * (1.0 + w)
+
+    def linear(x, name):
+        return F.linear(x, p[name + ".weight"], p.get(name + ".bias"))
+
+    x = embed_tokens(p, cfg, tokens) * torch.tensor(C ** 0.5)
+    mask = torch.full((T, T), float("-inf")).triu(1)
+    for l in range(L):
+        pre = f"model.layers.{l}."
+        window = sliding_window_of(cfg, l)
+        cos, sin = rotary_local if window else rotary_global
+        h = rms_norm(x, p[pre + "input_layernorm.weight"])
+        q = linear(h, pre + "self_attn.q_proj").view(B, T, H, D)
+        k = linear(h, pre + "self_attn.k_proj").view(B, T, KV, D)
+        if gemma3:
+            q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        v = linear(h, pre + "self_attn.v_proj").view(B, T, KV, D).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
+        v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
+        scores = softcap((q @ k.transpose(2, 3)) * scale, cfg.get("attn_logit_softcapping")) + mask
+        if window:
+            scores = scores + torch.full((T, T), float("-inf")).tril(-window)
+        o = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, H * D)
+        a = linear(o, pre + "self_attn.o_proj")
+        x = x + (rms_norm(a, p[pre + "post_attention_layernorm.weight"]) if sandwiched else a)
+        h = rms_norm(x, p[pre + ("pre_feedforward_layernorm" if sandwiched else "post_attention_layernorm") + ".weight"])
+        m = linear(F.gelu(linear(h, pre + "mlp.gate_proj"), approximate="tanh") * linear(h, pre + "mlp.up_proj"),
+                   pre + "mlp.down_proj")
+        x = x + (rms_norm(m, p[pre + "post_feedforward_layernorm.weight"]) if sandwiched else m)
+    head = p["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else p["lm_head.weight"]
+    logits = F.linear(rms_norm(x, p["model.norm.weight"]), head)
+    return logits if score_head else softcap(logits, cfg.get("final_logit_softcapping"))
+
+
+def hf_logits(p, cfg, tokens, score_head=False):
+    """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / GraniteForCausalLM
+    compute them (eager attention; Qwen3's q_norm and k_norm on each head before the rotary embedding;
+    Granite's multipliers; OLMo 2's norms after each sublayer alone and q/k norms over the whole
+    projections); Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
+    reward model's score head, which Granite's logits_scaling leaves as it is (transformers' classifier)."""
+    if cfg["model_type"] in GEMMAS:
+        return gemma_logits(p, cfg, tokens, score_head)
+    H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
+    D, eps, L = cfg.get("head_dim") or C // H, cfg["rms_norm_eps"], cfg["num_hidden_layers"]
+    B, T = tokens.shape
+    inv_freq, attention_factor = hf_rope_parameters(cfg, D, T)
+    freqs = torch.outer(torch.arange(T).float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = (emb.cos() * attention_factor)[None, None], (emb.sin() * attention_factor)[None, None]
+    R = emb.shape[-1]  # the rotated part of each head (Phi-3's partial_rotary_factor), the rest passing
+
+    def rotate_half(x):
+        return torch.cat((-x[..., R // 2:], x[..., :R // 2]), dim=-1)
+
+    def rotary(x):
+        turned, passing = x[..., :R], x[..., R:]
+        return torch.cat((turned * cos + rotate_half(turned) * sin, passing), dim=-1)
+
+    def rms_norm(x, w):
+        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def linear(x, name):
+        return F.linear(x, p[name + ".weight"], p.get(name + ".bias"))
+
+    x = embed_tokens(p, cfg, tokens)
+    granite = cfg["model_type"] == "granite"  # its multipliers (transformers' modeling_granite)
+    multiplier = lambda key: cfg.get(key, 1.0) if granite else 1.0  # noqa: E731 (GraniteConfig's defaults 1)
+    if granite:
+        x = x * multiplier("embedding_multiplier")
+    residual = multiplier("residual_multiplier")
+    olmo2 = cfg["model_type"] == "olmo2"  # Olmo2DecoderLayer: no input norms, a norm after each sublayer
+    mask = torch.full((T, T), float("-inf")).triu(1)
+    for l in range(L):
+        pre = f"model.layers.{l}."
+        h = x if olmo2 else rms_norm(x, p[pre + "input_layernorm.weight"])
+        if pre + "self_attn.qkv_proj.weight" in p:  # Phi-3's, split as its Phi3Attention does
+            q, k, v = linear(h, pre + "self_attn.qkv_proj").split([H * D, KV * D, KV * D], dim=-1)
+        else:
+            q, k, v = (linear(h, pre + f"self_attn.{x}_proj") for x in "qkv")
+        if olmo2:  # Olmo2Attention: q_norm and k_norm over the whole projections, then the heads
+            q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
+        q, k = q.view(B, T, H, D), k.view(B, T, KV, D)
+        if pre + "self_attn.q_norm.weight" in p and not olmo2:
+            q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        v = v.view(B, T, KV, D).transpose(1, 2)
+        if rotates(cfg, l):
+            q, k = rotary(q), rotary(k)
+        k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
+        v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
+        scores = (q @ k.transpose(2, 3) * multiplier("attention_multiplier") if granite
+                  else q @ k.transpose(2, 3) / math.sqrt(D)) + mask
+        window = sliding_window_of(cfg, l)
+        if window:  # transformers' sliding-window mask: key j of query i within i - window < j
+            scores = scores + torch.full((T, T), float("-inf")).tril(-window)
+        probs = ref.softmax_with_sinks(scores, p.get(pre + "self_attn.sinks"))  # gpt-oss's sinks, where it has them
+        o = (probs @ v).transpose(1, 2).reshape(B, T, H * D)
+        if olmo2:
+            x = x + rms_norm(linear(o, pre + "self_attn.o_proj"), p[pre + "post_attention_layernorm.weight"])
+            m = linear(F.silu(linear(x, pre + "mlp.gate_proj")) * linear(x, pre + "mlp.up_proj"), pre + "mlp.down_proj")
+            x = x + rms_norm(m, p[pre + "post_feedforward_layernorm.weight"])
+            continue
+        x = x + linear(o, pre + "self_attn.o_proj") * residual
+        h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
+        if cfg["model_type"] == "gpt_oss":
+            x = x + hf_gpt_oss_experts(p, cfg, pre, h)
+            continue
+        if moe_layer(cfg, l):
+            x = x + hf_experts(p, cfg, pre, h)
+            continue
+        if pre + "mlp.gate_up_proj.weight" in p:  # Phi-3's, chunked as its Phi3MLP does
+            gate, up = linear(h, pre + "mlp.gate_up_proj").chunk(2, dim=-1)
+        else:
+            gate, up = linear(h, pre + "mlp.gate_proj"), linear(h, pre + "mlp.up_proj")
+        x = x + linear(F.silu(gate) * up, pre + "mlp.down_proj") * residual
+    x = rms_norm(x, p["model.norm.weight"])
+    head = p["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else p["lm_head.weight"]
+    return F.linear(x, head) / multiplier("logits_scaling") if granite and not score_head else F.linear(x, head)
