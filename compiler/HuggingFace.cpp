@@ -365,6 +365,10 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
                          : std::vector<std::string>{"moe.router.weight", "moe.gate.weight", "moe.up.weight",
                                                     "moe.down.weight"};
     for (const std::string& part : mlp) place(layer + part);
+    if (c.isMoeLayer(l) && c.shared_expert_ffn)  // Qwen2-MoE's
+      for (const char* part : {"moe.shared.gate.weight", "moe.shared.up.weight", "moe.shared.down.weight",
+                               "moe.shared_gate.weight"})
+        place(layer + part);
   }
   for (const auto& [name, file] : files) {
     if (placed.count(name)) continue;

@@ -226,7 +226,8 @@ void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) 
 
 namespace {
 
-// A mixture of experts' settings (Qwen3MoeForCausalLM, MixtralForCausalLM, GptOssForCausalLM) into `c`.
+// A mixture of experts' settings (Qwen3MoeForCausalLM, Qwen2MoeForCausalLM with its shared expert,
+// MixtralForCausalLM, GptOssForCausalLM) into `c`.
 // `mxfp4`: set where the config says the experts are stored in MXFP4 (gpt-oss's quantization_config).
 void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c, bool* mxfp4) {
   if (architecture == Architecture::kMixtral) {
@@ -235,8 +236,9 @@ void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c, boo
     c.normalize_topk = true;
     if (const json& noise = r.value("router_jitter_noise"); !noise.is_null() && !(noise.is_number() && noise == 0))
       throw r.error("'router_jitter_noise' is not 0: random noise on the router's logits is not supported");
-  } else if (architecture == Architecture::kQwen3Moe) {
+  } else if (architecture == Architecture::kQwen3Moe || architecture == Architecture::kQwen2Moe) {
     c.experts = r.integer("num_experts");
+    if (architecture == Architecture::kQwen2Moe) c.shared_expert_ffn = r.integer("shared_expert_intermediate_size");
     c.expert_ffn = r.integer("moe_intermediate_size");
     c.normalize_topk = r.boolean("norm_topk_prob", false);
     c.moe_every = r.integer("decoder_sparse_step", 1);
@@ -294,7 +296,7 @@ void readSlidingWindows(ConfigReader& r, Architecture architecture, ModelConfig&
   using enum Architecture;
   // (SmolLM3 as Qwen: its use_sliding_window false, readSmolLM3Keys, its other keys read alike.)
   const bool qwen = architecture == kQwen2 || architecture == kQwen3 || architecture == kQwen3Moe ||
-                    architecture == kSmolLM3;
+                    architecture == kQwen2Moe || architecture == kSmolLM3;
   // Phi-3 slides in every layer where it names a window (Phi-3-mini's 2,047 tokens), as Mistral.
   const bool mistral = architecture == kMistral || architecture == kMixtral || architecture == kPhi3;
   const bool oss = architecture == kGptOss;
@@ -327,6 +329,11 @@ void readSlidingWindows(ConfigReader& r, Architecture architecture, ModelConfig&
                     "itself");
     return;
   }
+  // Qwen2-MoE's sliding layers without layer_types: transformers 4 slid from max_window_layers on
+  // (as Qwen2), 5 slides the even layers below it; no published model uses them.
+  if (architecture == kQwen2Moe && types.is_null() && window > 0)
+    throw r.error("'use_sliding_window' is true without 'layer_types': which of Qwen2-MoE's layers slide differs "
+                  "between transformers 4 and 5; name each layer's attention in 'layer_types'");
   if (!sliding.empty() && window == 0)
     throw r.error("layers slide but 'sliding_window' is not given: how far they reach back is unknown");
   if (window > 0) c.sliding_window = window, c.sliding_layers = sliding;
@@ -403,7 +410,8 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, bool* mxfp4, 
   c.tied = r.boolean("tie_word_embeddings", smollm3);
   // Phi3Config's, SmolLM3Config's and Olmo2Config's defaults; the others' none.
   c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : smollm3 ? 128004 : olmo2 ? 1 : -1);
-  c.qkv_bias = architecture == kQwen2;
+  // Qwen2's q/k/v biases; Qwen2-MoE's where its qkv_bias says (transformers 5's key; 4 always had them).
+  c.qkv_bias = architecture == kQwen2 || (architecture == kQwen2Moe && r.boolean("qkv_bias", true));
   c.qk_norm = architecture == kQwen3 || architecture == kQwen3Moe || olmo2;
   // OLMo 2: q and k normed over their whole projections, each sublayer's output normed before its
   // residual add, its input not (Olmo2DecoderLayer).
@@ -416,8 +424,9 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, bool* mxfp4, 
   readRotary(r, architecture, c);
   settleLongRope(r, architecture, c);
   // Llama's and Qwen3's attention_bias: biases on q, k, v and the output projection. Qwen2 has the
-  // first three whatever its config says (transformers' Qwen2Attention), so none there.
-  if (architecture == kQwen2)
+  // first three whatever its config says (transformers' Qwen2Attention), so none there; Qwen2-MoE's
+  // output projection has none either.
+  if (architecture == kQwen2 || architecture == kQwen2Moe)
     r.require("attention_bias", false, "Qwen2's output projection has no bias in transformers");
   else if (phi3)
     readPhi3Keys(r);

@@ -25,25 +25,30 @@ nlohmann::ordered_json llamaConfig(const ModelConfig& c, const char* architectur
           {"hidden_act", "silu"}};
 }
 
-// A mixture of experts' config.json: Qwen3MoeForCausalLM (with q/k norms), MixtralForCausalLM
-// (without, every layer's experts as wide as intermediate_size); "" for a shape neither has.
+// A mixture of experts' config.json: Qwen3MoeForCausalLM (with q/k norms), Qwen2MoeForCausalLM
+// (with a shared expert, q/k/v biases and heads width / heads wide), MixtralForCausalLM (neither,
+// every layer's experts as wide as intermediate_size); "" for a shape none has.
 std::string expertsConfig(const ModelConfig& c) {
-  const bool qwen = c.qk_norm;
-  if (c.qkv_bias || (!qwen && (c.moe_every != 1 || !c.dense_layers.empty() || !c.normalize_topk))) return "";
-  nlohmann::ordered_json config = qwen ? llamaConfig(c, "Qwen3MoeForCausalLM", "qwen3_moe", c.ffn)
-                                       : llamaConfig(c, "MixtralForCausalLM", "mixtral", c.expert_ffn);
+  const bool qwen2 = c.shared_expert_ffn > 0, qwen = c.qk_norm || qwen2;
+  if (qwen2 ? (c.qk_norm || !c.qkv_bias || c.o_bias || c.headDim() * c.heads != c.width) : c.qkv_bias) return "";
+  if (!qwen && (c.moe_every != 1 || !c.dense_layers.empty() || !c.normalize_topk)) return "";
+  nlohmann::ordered_json config = qwen2  ? llamaConfig(c, "Qwen2MoeForCausalLM", "qwen2_moe", c.ffn)
+                                  : qwen ? llamaConfig(c, "Qwen3MoeForCausalLM", "qwen3_moe", c.ffn)
+                                         : llamaConfig(c, "MixtralForCausalLM", "mixtral", c.expert_ffn);
   config["num_experts_per_tok"] = c.experts_per_token;
   config["output_router_logits"] = c.router_aux_loss_coef > 0;
   if (c.router_aux_loss_coef > 0) config["router_aux_loss_coef"] = c.router_aux_loss_coef;
-  if (c.head_dim) config["head_dim"] = c.head_dim;
+  if (c.head_dim && !qwen2) config["head_dim"] = c.head_dim;
   if (qwen) {
     config["num_experts"] = c.experts;
     config["moe_intermediate_size"] = c.expert_ffn;
+    if (qwen2) config["shared_expert_intermediate_size"] = c.shared_expert_ffn;
     config["norm_topk_prob"] = c.normalize_topk;
     config["decoder_sparse_step"] = c.moe_every;
     config["mlp_only_layers"] = c.dense_layers;
     config["use_sliding_window"] = false;
-    config["attention_bias"] = false;
+    if (qwen2) config["qkv_bias"] = true;
+    else config["attention_bias"] = false;
   } else {
     config["num_local_experts"] = c.experts;
   }

@@ -57,8 +57,12 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
                                                                   "SwiGLU clamped at {:g}", c.swiglu_limit)
                                 : c.normalize_topk ? ", renormalised"
                                                    : "";
-    experts = fmt::format(", {} experts of width {} (top {}{}) in {} of {} layers{}", c.experts, c.expert_ffn,
-                          c.experts_per_token, routing, c.moeLayers(), c.layers,
+    experts = fmt::format(", {} experts of width {} (top {}{}){} in {} of {} layers{}", c.experts, c.expert_ffn,
+                          c.experts_per_token, routing,
+                          c.shared_expert_ffn ? fmt::format(" beside a shared expert of width {} (sigmoid-gated)",
+                                                            c.shared_expert_ffn)
+                                              : "",
+                          c.moeLayers(), c.layers,
                           c.router_aux_loss_coef > 0 ? fmt::format(", load-balancing loss x {:g} trained on",
                                                                    c.router_aux_loss_coef)
                                                      : "");

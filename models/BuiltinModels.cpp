@@ -34,10 +34,12 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
   // gpt-oss: the router's bias, each expert's gate_up and down biases
   const int64_t router = c.experts * c.width + (oss ? c.experts : 0);
   const int64_t expert = 3 * c.width * c.expert_ffn + (oss ? 2 * c.expert_ffn + c.width : 0);
+  // Qwen2-MoE's shared expert and its gate, which every token uses.
+  const int64_t shared = c.shared_expert_ffn ? 3 * c.width * c.shared_expert_ffn + c.width : 0;
   int64_t total = c.vocab * c.width + c.width + head;  // embed, norm, head
   for (int64_t l = 0; l < c.layers; ++l)
     total += attention + (c.attention_sinks ? c.heads : 0) +
-             (c.isMoeLayer(l) ? router + routed * expert : 3 * c.width * c.ffn);
+             (c.isMoeLayer(l) ? router + routed * expert + shared : 3 * c.width * c.ffn);
   return total;
 }
 
@@ -134,6 +136,16 @@ ModelConfig gptOssTiny() {
   return c;
 }
 
+// Qwen2-MoE (Qwen2MoeForCausalLM): `attention`'s Qwen2 shape (q/k/v biases) with `experts` of
+// width `expert_ffn` in every layer, the top k as the softmax gives them (norm_topk_prob false),
+// beside a shared expert of width `shared_ffn`.
+ModelConfig qwen2Moe(ModelConfig attention, int64_t experts, int64_t top_k, int64_t expert_ffn, int64_t shared_ffn) {
+  ModelConfig c = attention;
+  c.experts = experts, c.experts_per_token = top_k, c.expert_ffn = expert_ffn, c.normalize_topk = false;
+  c.shared_expert_ffn = shared_ffn;
+  return c;
+}
+
 }  // namespace
 
 const std::vector<ModelPreset>& modelPresets() {
@@ -180,6 +192,14 @@ const std::vector<ModelPreset>& modelPresets() {
        "Qwen3-30B-A3B shape: 128 experts, top 8"},
       {"qwen3-235b-a22b", {ModelFamily::kLlama, 94, 4096, 64, 4, 12288, 151936, 40960, false, 1e-6, 1e6, false, 128, true, 128, 8, 1536, true},
        "Qwen3-235B-A22B shape: 128 experts, top 8"},
+      {"qwen2-moe-tiny", qwen2Moe({ModelFamily::kLlama, 2, 64, 4, 2, 176, 256, 64, false, 1e-6, 1e6, true}, 4, 2, 32, 48),
+       "test-sized Qwen2-MoE: 4 experts of width 32, top 2, a shared expert of width 48"},
+      {"qwen1.5-moe-a2.7b",
+       qwen2Moe({ModelFamily::kLlama, 24, 2048, 16, 16, 5632, 151936, 8192, false, 1e-6, 1e6, true}, 60, 4, 1408, 5632),
+       "Qwen1.5-MoE-A2.7B shape: 60 experts, top 4, a shared expert"},
+      {"qwen2-57b-a14b",
+       qwen2Moe({ModelFamily::kLlama, 28, 3584, 28, 4, 18944, 151936, 32768, false, 1e-6, 1e6, true}, 64, 8, 2560, 20480),
+       "Qwen2-57B-A14B shape: 64 experts, top 8, a shared expert"},
       {"mixtral-tiny", {ModelFamily::kLlama, 2, 64, 4, 2, 176, 256, 64, false, 1e-5, 1e6, false, 0, false, 4, 2, 48, true},
        "test-sized Mixtral: 4 experts of width 48, top 2"},
       {"mixtral-8x7b", {ModelFamily::kLlama, 32, 4096, 32, 8, 14336, 32000, 32768, false, 1e-5, 1e6, false, 0, false, 8, 2, 14336, true},
@@ -287,7 +307,13 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
     if (c.moe_every < 1) return "moe_every (decoder_sparse_step) must be positive";
     if (c.expert_form == ModelConfig::ExpertForm::kGptOss && !(c.swiglu_limit > 0.0 && std::isfinite(c.swiglu_limit)))
       return "swiglu_limit must be finite and positive";
+    if (c.shared_expert_ffn < 0 || c.shared_expert_ffn > kMaxWidth)
+      return "shared_expert_ffn must lie in [0 (none), " + std::to_string(kMaxWidth) + "], got " +
+             std::to_string(c.shared_expert_ffn);
+    if (c.shared_expert_ffn > 0 && c.expert_form != ModelConfig::ExpertForm::kSwiglu)
+      return "a shared expert is an option of the SwiGLU experts (Qwen2-MoE's), not gpt-oss's";
   }
+  if (c.experts == 0 && c.shared_expert_ffn != 0) return "a shared expert needs a mixture of experts beside it";
   if (c.family != ModelFamily::kLlama && (c.sliding_window || c.attention_sinks || c.expert_form != ModelConfig::ExpertForm::kSwiglu))
     return "sliding windows, attention sinks and gpt-oss's experts are llama options";
   if (std::string problem = validateArchitectureForms(c); !problem.empty()) return problem;

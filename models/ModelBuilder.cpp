@@ -246,7 +246,7 @@ class ModelBuilder {
       if (c_.sandwich_norms) a = rmsNorm(a, p + "attn_post_norm");
       x = b_.create<AddOp>(loc_, x, scaled(a, c_.residual_multiplier));
       h = !c_.input_norms ? x : rmsNorm(x, p + (c_.sandwich_norms ? "mlp_pre_norm" : "mlp_norm"));
-      Value m = c_.isMoeLayer(l) ? experts(h, p, std, residual_std) : mlp(h, p, std, residual_std);
+      Value m = c_.isMoeLayer(l) ? experts(h, p, std, residual_std) : mlp(h, p + "mlp", c_.ffn, std, residual_std);
       if (c_.sandwich_norms) m = rmsNorm(m, p + "mlp_post_norm");
       x = b_.create<AddOp>(loc_, x, scaled(m, c_.residual_multiplier));
     }
@@ -285,14 +285,15 @@ class ModelBuilder {
             scaling.kind ? b_.getDenseF32ArrayAttr(scaling.values) : nullptr};
   }
 
-  // The dense gated MLP of a llama layer: SwiGLU, or Gemma's GeGLU (GELU's tanh form of the gate).
-  Value mlp(Value h, const std::string& p, double std, double residual_std) {
-    Value gate = linear(h, p + "mlp.gate", c_.ffn, c_.width, false, std);
-    Value up = linear(h, p + "mlp.up", c_.ffn, c_.width, false, std);
+  // A gated MLP of width `ffn` under `module` (a llama layer's dense "layers.3.mlp", Qwen2-MoE's
+  // shared expert "layers.3.moe.shared"): SwiGLU, or Gemma's GeGLU (GELU's tanh form of the gate).
+  Value mlp(Value h, const std::string& module, int64_t ffn, double std, double residual_std) {
+    Value gate = linear(h, module + ".gate", ffn, c_.width, false, std);
+    Value up = linear(h, module + ".up", ffn, c_.width, false, std);
     Value s = c_.gate_activation == ModelConfig::GateActivation::kGeluTanh
                   ? b_.create<MulOp>(loc_, b_.create<GeluOp>(loc_, gate, true), up).getResult()
                   : b_.create<SwigluOp>(loc_, gate, up).getResult();
-    return linear(s, p + "mlp.down", c_.width, c_.ffn, false, residual_std);
+    return linear(s, module + ".down", c_.width, ffn, false, residual_std);
   }
 
   // A mixture of SwiGLU experts in its place: the router's top k per token, each token's rows
@@ -301,6 +302,9 @@ class ModelBuilder {
   Value experts(Value h, const std::string& p, double std, double residual_std) {
     const int64_t e = c_.experts, f = c_.expert_ffn, d = c_.width;
     const bool oss = c_.expert_form == ModelConfig::ExpertForm::kGptOss;
+    // Qwen2-MoE's shared expert before the router, in its block's order (LoRA's dropout sites
+    // follow the products' order, as PEFT's layers draw them).
+    Value shared = c_.shared_expert_ffn ? mlp(h, p + "moe.shared", c_.shared_expert_ffn, std, residual_std) : Value();
     Value logits = linear(h, p + "moe.router", e, d, oss, std);
     const MoeRouting routing = oss                 ? MoeRouting::TopKSoftmax
                                : c_.normalize_topk ? MoeRouting::SoftmaxTopKNormalized
@@ -325,8 +329,12 @@ class ModelBuilder {
     Value gate = product(dispatch.getRouted(), "gate", f, d, std);
     Value up = product(dispatch.getRouted(), "up", f, d, std);
     Value s = b_.create<SwigluOp>(loc_, gate, up);
-    return b_.create<MoeCombineOp>(loc_, product(s, "down", d, f, residual_std), dispatch.getPositions(),
-                                   route.getWeights());
+    Value routed = b_.create<MoeCombineOp>(loc_, product(s, "down", d, f, residual_std), dispatch.getPositions(),
+                                           route.getWeights());
+    if (!shared) return routed;
+    // The shared expert's output times sigmoid(h . shared_gate) (B, T, 1), broadcast over the width.
+    Value opening = b_.create<UnaryOp>(loc_, linear(h, p + "moe.shared_gate", 1, d, false, std), b_.getStringAttr("sigmoid"));
+    return b_.create<AddOp>(loc_, routed, b_.create<BinaryOp>(loc_, opening, shared, b_.getStringAttr("mul")));
   }
 
   // gpt-oss's expert product over the routed rows x (R, in): weight (E, in, out) as Hugging Face

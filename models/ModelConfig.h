@@ -1,5 +1,6 @@
 // Built-in model families (GPT-2, Llama; Qwen2 is Llama with q/k/v biases, Qwen3 Llama with a
 // head width of its own and q/k norms, Mixtral and Qwen3-MoE Llama with mixtures of experts,
+// Qwen2-MoE Qwen2 with experts beside a gated shared expert,
 // gpt-oss Llama with sinks, sliding windows and its own experts, Gemma 3 Llama with norms of
 // 1 + weight around both sublayers, a scaled embedding and GeGLU) described by a small config. Plain C++ (no MLIR):
 // the tools read configs and presets without the compiler's headers.
@@ -137,6 +138,10 @@ struct ModelConfig {
   // score s becomes c * tanh(s / c) before the softmax, and the LM head's logits likewise before
   // the loss (not a reward model's score); 0: none.
   double attn_softcap = 0.0, final_softcap = 0.0;
+  // llama, with experts of the SwiGLU form: a shared expert in each MoE layer (Qwen2-MoE's
+  // shared_expert), a SwiGLU MLP of this width that every token goes through, its output times
+  // sigmoid(h . shared_expert_gate) (a gate of one output) added to the routed experts'; 0: none.
+  int64_t shared_expert_ffn = 0;
   bool rotates(int64_t l) const { return std::find(nope_layers.begin(), nope_layers.end(), l) == nope_layers.end(); }
   bool graniteForm() const {
     return embedding_multiplier != 1.0 || residual_multiplier != 1.0 || attention_multiplier != 0.0 ||

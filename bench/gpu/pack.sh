@@ -56,8 +56,9 @@ build/bin/mtc llama-tiny --width 256 --heads 2 --kv-heads 1 --ffn 512 --batch 2 
   --no-weights -o .gpu/plans/llama-tiny-d128-s128-mixed.plan >/dev/null
 # Mixtures of experts (the twins of kernels/moe): Qwen3-MoE and Mixtral shapes, resident and
 # streamed-recompute, and a bf16 plan around the f32 expert kernels; Qwen3-MoE's trained on its
-# router's load-balancing loss too (the statistics' backward on the device).
-for model in qwen3-moe-tiny mixtral-tiny; do
+# router's load-balancing loss too (the statistics' backward on the device); Qwen2-MoE's shared
+# expert beside its experts (mt.unary's sigmoid, mt.binary's broadcast product on the device).
+for model in qwen3-moe-tiny qwen2-moe-tiny mixtral-tiny; do
   aux=()
   [ $model = qwen3-moe-tiny ] && aux=(--router-aux-loss 0.02)
   build/bin/mtc $model --batch 4 --seq 32 "${aux[@]}" --no-weights -o .gpu/plans/$model.plan >/dev/null
@@ -66,6 +67,8 @@ for model in qwen3-moe-tiny mixtral-tiny; do
 done
 build/bin/mtc qwen3-moe-tiny --batch 4 --seq 32 --router-aux-loss 0.02 --precision bf16 --no-weights \
   -o .gpu/plans/qwen3-moe-tiny-mixed.plan >/dev/null
+build/bin/mtc qwen2-moe-tiny --batch 4 --seq 32 --precision bf16 --no-weights -o .gpu/plans/qwen2-moe-tiny-mixed.plan \
+  >/dev/null
 # gpt-oss (a window of 8 on its even layers, sinks, its biased experts, the clamped SwiGLU):
 # resident, streamed-recompute and bf16 (our attention kernels with the window and the sinks).
 build/bin/mtc gpt-oss-tiny --batch 4 --seq 32 --no-weights -o .gpu/plans/gpt-oss-tiny.plan >/dev/null
@@ -145,7 +148,8 @@ done
 # SmolLM3 (SmolLM3ForCausalLM: its NoPE layers); OLMo 2 (Olmo2ForCausalLM: norms after the sublayers);
 # Gemma 2 (Gemma2ForCausalLM: its softcapped scores and logits, every other layer sliding); Gemma 1
 # (GemmaForCausalLM: Gemma's norms before the sublayers alone; its legacy hidden_act "gelu", which
-# the export names gelu_pytorch_tanh so that transformers 4.48 on computes the tanh form too).
+# the export names gelu_pytorch_tanh so that transformers 4.48 on computes the tanh form too);
+# Qwen2-MoE (Qwen2MoeForCausalLM: its shared expert and the expert's sigmoid gate).
 /usr/bin/python3 - <<'PY'
 import sys
 sys.path.insert(0, "tests/e2e")
@@ -153,11 +157,13 @@ import hf_folders
 for spec_name, folder in (("gemma3-bf16", "gemma3-tiny"), ("phi3-bf16", "phi3-tiny"),
                           ("phi3-longrope-f32", "phi4mini-tiny"), ("granite-f32", "granite-tiny"),
                           ("smollm3-bf16", "smollm3-tiny"), ("olmo2-f32", "olmo2-tiny"),
-                          ("gemma2-f32", "gemma2-tiny"), ("gemma-f32", "gemma-tiny")):
+                          ("gemma2-f32", "gemma2-tiny"), ("gemma-f32", "gemma-tiny"),
+                          ("qwen2-moe-bf16", "qwen2-moe-tiny")):
     spec = hf_folders.MODELS[spec_name]
     hf_folders.write_folder(f".gpu/hf/{folder}-source", spec, hf_folders.hf_weights(spec["config"], False, spec["dtype"], 3))
 PY
-for model in gemma3-tiny phi3-tiny phi4mini-tiny granite-tiny smollm3-tiny olmo2-tiny gemma2-tiny gemma-tiny; do
+for model in gemma3-tiny phi3-tiny phi4mini-tiny granite-tiny smollm3-tiny olmo2-tiny gemma2-tiny gemma-tiny \
+  qwen2-moe-tiny; do
   build/bin/mtc .gpu/hf/$model-source --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
   for dtype in f32 bf16; do
     build/bin/mtrun .gpu/hf/$model.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \

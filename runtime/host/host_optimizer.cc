@@ -50,7 +50,7 @@ void HostOptimizer::beginStep(const StepOptions& options) {
   if (options.exchange && store_.shard().ranks != options.exchange->shard().ranks)
     throw Error("internal: the host store is not sharded over the ranks that exchange its gradients");
   options_ = options;
-  grad_sq_sum_ = 0.0;
+  grad_sq_sums_.assign(static_cast<size_t>(plan_.host_tensors_size()), 0.0);
   first_nonfinite_ = -1;
   updated_ = false;
 }
@@ -93,7 +93,7 @@ void HostOptimizer::run(plan::HostTask::Kind kind, const std::vector<int>& tenso
 StepResult HostOptimizer::endStep(bool discard) {
   StepResult result;
   if (store_.loss() >= 0) result.loss = store_.f32(store_.loss())[0];
-  result.grad_norm = std::sqrt(grad_sq_sum_);
+  result.grad_norm = std::sqrt(gradSqSum());
   if (first_nonfinite_ >= 0) result.nonfinite_grad = plan_.host_tensors(first_nonfinite_).name();
   // Several ranks decide alike: a loss not finite, or a discarded run, on any rank is every
   // rank's (each training run of the plan reaches here on every rank; a validation's need not).
@@ -118,7 +118,7 @@ AdamWParams HostOptimizer::stepAdamW() const {
   AdamWParams p = options_.adamw;
   if (options_.grad_clip > 0.0) {
     // torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), clamped to 1.
-    const double coeff = options_.grad_clip / (std::sqrt(grad_sq_sum_) + 1e-6);
+    const double coeff = options_.grad_clip / (std::sqrt(gradSqSum()) + 1e-6);
     p.grad_scale = static_cast<float>(std::min(coeff, 1.0));
   }
   return p;
@@ -224,7 +224,13 @@ double HostOptimizer::gatheredSum(int64_t n, int param) {
 
 void HostOptimizer::addNorm(int grad, double sum_squares) {
   if (!std::isfinite(sum_squares) && first_nonfinite_ < 0) first_nonfinite_ = grad;
-  grad_sq_sum_ += sum_squares;
+  grad_sq_sums_[static_cast<size_t>(grad)] += sum_squares;
+}
+
+double HostOptimizer::gradSqSum() const {
+  double sum = 0.0;
+  for (double s : grad_sq_sums_) sum += s;
+  return sum;
 }
 
 AdamWParams HostOptimizer::forParam(int param, const AdamWParams& adamw) const {

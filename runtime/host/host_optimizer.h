@@ -64,7 +64,11 @@ class HostOptimizer {
   const plan::Plan& plan_;
   HostStore& store_;
   StepOptions options_;       // of the current step
-  double grad_sq_sum_ = 0.0;  // written by the (single) host stream
+  // This step's gradients' sums of squares by host tensor index (written by the single host
+  // stream), added in that order (gradSqSum): the norm's bits whatever order a schedule lands the
+  // gradients in (streamed, resident, experts in groups).
+  std::vector<double> grad_sq_sums_;
+  double gradSqSum() const;
   int first_nonfinite_ = -1;  // host tensor; written by the host stream
   const bool deferred_;    // the plan's update kind is ADAMW_PREVIOUS
   const bool on_arrival_;  // ... or one that updates on arrival

@@ -32,9 +32,12 @@ std::string huggingFaceName(const std::string& name, CheckpointLayout experts) {
       {"attn_post_norm.weight", "post_attention_layernorm.weight"},
       {"mlp_pre_norm.weight", "pre_feedforward_layernorm.weight"},
       {"mlp_post_norm.weight", "post_feedforward_layernorm.weight"}};
+  // Qwen3-MoE's, and Qwen2-MoE's with its shared expert and that expert's gate.
   static const std::pair<const char*, const char*> kQwen3MoeParts[] = {
       {"moe.router.", "mlp.gate."}, {"moe.gate.", "mlp.experts.*.gate_proj."},
-      {"moe.up.", "mlp.experts.*.up_proj."}, {"moe.down.", "mlp.experts.*.down_proj."}};
+      {"moe.up.", "mlp.experts.*.up_proj."}, {"moe.down.", "mlp.experts.*.down_proj."},
+      {"moe.shared.gate.", "mlp.shared_expert.gate_proj."}, {"moe.shared.up.", "mlp.shared_expert.up_proj."},
+      {"moe.shared.down.", "mlp.shared_expert.down_proj."}, {"moe.shared_gate.", "mlp.shared_expert_gate."}};
   static const std::pair<const char*, const char*> kMixtralParts[] = {
       {"moe.router.", "block_sparse_moe.gate."}, {"moe.gate.", "block_sparse_moe.experts.*.w1."},
       {"moe.up.", "block_sparse_moe.experts.*.w3."}, {"moe.down.", "block_sparse_moe.experts.*.w2."}};

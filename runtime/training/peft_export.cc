@@ -160,9 +160,9 @@ void orderFusedParts(const plan::Plan& plan, AdaptedModule& m) {
 
 // With PeftExpertsForm::kFused: each fused stack's parts in order (orderFusedParts), and refused
 // what transformers 5's PEFT cannot load so: no fused stack or router at all; dropout or DoRA, which
-// PEFT's adapters on parameters refuse; a dense MLP layer of Qwen3-MoE adapted by its name
-// (gate_proj, up_proj, down_proj), which PEFT 0.19 and later on transformers 5 take for the
-// experts' fused parameters (peftMovesToFused: its conversion of transformers 4's adapters).
+// PEFT's adapters on parameters refuse; a dense MLP layer of Qwen3-MoE or Qwen2-MoE's shared expert
+// adapted by its name (gate_proj, up_proj, down_proj), which PEFT 0.19 and later on transformers 5
+// take for the experts' fused parameters (peftMovesToFused: its conversion of transformers 4's adapters).
 void checkFusedForm(const plan::Plan& plan, CheckpointLayout layout, std::vector<AdaptedModule>& modules) {
   const std::string flag = "--export-peft --peft-experts fused: ";
   bool fused = false;
@@ -176,7 +176,9 @@ void checkFusedForm(const plan::Plan& plan, CheckpointLayout layout, std::vector
                   (m.adapter.magnitude >= 0 ? "DoRA" : "dropout") + " (" + m.target() +
                   "): use --peft-experts layers, or --export-hf, which merges the adapters");
     if (m.parameter.empty() && peftMovesToFused(m.module, layout))
-      throw Error(flag + "the dense MLP layer " + m.module + " is adapted, but PEFT 0.19 and later on transformers 5 " +
+      throw Error(flag + (m.module.find(".shared_expert.") != std::string::npos ? "the shared expert's layer "
+                                                                                 : "the dense MLP layer ") +
+                  m.module + " is adapted, but PEFT 0.19 and later on transformers 5 " +
                   "take the names gate_proj, up_proj and down_proj for the experts' fused parameters: use " +
                   "--peft-experts layers (for transformers 4), or --export-hf, which merges the adapters");
   }

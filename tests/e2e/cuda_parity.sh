@@ -42,10 +42,11 @@ for model in gpt2-tiny llama-tiny; do
   check "$model-mixed: losses and weights on cuda match the cpu's within bf16 rounding" \
     "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model-mixed 10 cpu cuda --bf16"
 done
-# Mixtures of experts (the MoE twins end to end) and gpt-oss's sliding windows and sinks (our
-# attention kernels with the window's mask and the sink's term), fp32 and as bf16 plans, and
-# with their experts streamed in groups.
-for model in qwen3-moe-tiny gpt-oss-tiny; do
+# Mixtures of experts (the MoE twins end to end; Qwen2-MoE's shared expert, its gate's sigmoid
+# broadcast over the width) and gpt-oss's sliding windows and sinks (our attention kernels with
+# the window's mask and the sink's term), fp32 and as bf16 plans, and with their experts streamed
+# in groups.
+for model in qwen3-moe-tiny qwen2-moe-tiny gpt-oss-tiny; do
   both $model $model
   check "$model: losses and weights on cuda match the cpu's" \
     "/usr/bin/python3 $(dirname "$0")/backend_parity.py $model 10"

@@ -6,7 +6,8 @@
 # token tiles within fp32 rounding (the experts run on the whole batch; the products around them
 # in tiles), trains as a bf16 plan with its loss falling, and samples the same greedy text
 # through the key/value cache as over the whole window; the experts streamed in groups (bit for
-# bit, also picked by a budget). The summary names the experts and the
+# bit, also picked by a budget; Qwen2-MoE's shared expert beside them, its gradient norms too).
+# The summary names the experts and the
 # active parameters. Every plan trains with the router's load-balancing loss (--router-aux-loss)
 # and logs each step's choices per expert: they add up to every token's k choices in every layer.
 # LoRA on the stacks of experts (--lora-experts) streams in groups bit for bit, merges into each
@@ -119,6 +120,20 @@ check "with --expert-groups 1 the same budget fits no plan" "grep -q 'raise --de
 for plan in big_resident big_tight; do train $plan.plan $plan big0.safetensors; done
 check "big_tight: bit-identical losses and weights" \
   "cmp -s big_resident.loss big_tight.loss && same_tensors big_resident.safetensors big_tight.safetensors"
+# Qwen2-MoE's shared expert beside the routed ones, in expert groups and recomputed: the same
+# losses, gradient norms (each gradient's share added in the tensors' order, not in the order a
+# schedule lands them) and weights as resident, bit for bit.
+shared=(qwen2-moe-tiny --batch 4 --seq 32)
+"$bin/mtc" "${shared[@]}" --schedule resident -o shared_resident.plan --weights shared0.safetensors > shared.txt
+"$bin/mtc" "${shared[@]}" --schedule streamed-recompute --expert-groups 2 -o shared_groups.plan --no-weights >/dev/null
+check "the summary names the shared expert" \
+  "grep -q '4 experts of width 32 (top 2) beside a shared expert of width 48 (sigmoid-gated) in 2 of 2 layers' shared.txt"
+for plan in shared_resident shared_groups; do
+  train $plan.plan $plan shared0.safetensors
+  grep -o '"grad_norm":[^,]*' $plan.jsonl > $plan.norms
+done
+check "Qwen2-MoE in expert groups: bit-identical losses, gradient norms and weights" \
+  "cmp -s shared_resident.loss shared_groups.loss && cmp -s shared_resident.norms shared_groups.norms && [ \"\$(wc -l < shared_groups.norms)\" -eq 10 ] && same_tensors shared_resident.safetensors shared_groups.safetensors"
 "$bin/mtc" qwen3-moe-tiny --expert-groups 5 -o x.plan > five.err 2>&1
 check "--expert-groups past the experts is refused" \
   "grep -q -- '--expert-groups must be between 0 (as the budget needs) and the experts of a layer (4), not 5' five.err && [ ! -e x.plan ]"

@@ -51,6 +51,20 @@ MODELS["qwen3-moe-bf16-sharded"] = dict(
                 rope_scaling=None, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                 norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[1], output_router_logits=False,
                 router_aux_loss_coef=0.001, model_type="qwen3_moe", torch_dtype="bfloat16"))
+# Qwen2-MoE (Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B): Qwen2's attention (q/k/v biases: no qkv_bias key,
+# as the published configs carry none, transformers' default true), the experts as Qwen3-MoE's
+# beside a shared expert every token goes through, gated by sigmoid(shared_expert_gate(h)); a dense
+# layer among them (mlp_only_layers).
+MODELS["qwen2-moe-bf16"] = dict(
+    architecture="Qwen2MoeForCausalLM", dtype=torch.bfloat16, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=1000000.0, tie_word_embeddings=False, hidden_act="silu", attention_dropout=0.0,
+                use_sliding_window=False, sliding_window=4096, max_window_layers=3, num_experts=4,
+                num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[1], output_router_logits=False,
+                router_aux_loss_coef=0.001, initializer_range=0.02, use_cache=True, model_type="qwen2_moe",
+                torch_dtype="bfloat16", bos_token_id=1, eos_token_id=2))
 # Scaled rotary frequencies (rope_scaling): Llama 3.1's "llama3" (with D = 16 and an original
 # context of 32, pair 0 is kept, pair 1 blended, the others slowed by the factor) and YaRN's,
 # as gpt-oss has it (truncate false: pair 1 on the ramp; cos and sin times its attention factor),
@@ -258,6 +272,8 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
     """Random weights under Hugging Face's names, in `dtype`. Norm weights away from 1 and biases
     away from 0, so a tensor put in the wrong place shows."""
     g = torch.Generator().manual_seed(seed)
+    # Qwen2-MoE's q/k/v biases, where its qkv_bias (transformers' default true) says.
+    qkv_bias = qkv_bias or (cfg["model_type"] == "qwen2_moe" and cfg.get("qkv_bias", True))
     C, FF, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     D = cfg.get("head_dim") or C // cfg["num_attention_heads"]
     QW, KVW = cfg["num_attention_heads"] * D, cfg["num_key_value_heads"] * D
@@ -287,6 +303,10 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
                 for gate_up in ("w1", "w3") if mix else ("gate_proj", "up_proj"):
                     shapes[ex + gate_up] = (FE, C)
                 shapes[ex + ("w2" if mix else "down_proj")] = (C, FE)
+            if "shared_expert_intermediate_size" in cfg:  # Qwen2-MoE's shared expert and its gate
+                S = cfg["shared_expert_intermediate_size"]
+                shapes.update({"mlp.shared_expert.gate_proj": (S, C), "mlp.shared_expert.up_proj": (S, C),
+                               "mlp.shared_expert.down_proj": (C, S), "mlp.shared_expert_gate": (1, C)})
         else:
             shapes.update({"mlp.gate_proj": (FF, C), "mlp.up_proj": (FF, C), "mlp.down_proj": (C, FF)})
         for name, shape in shapes.items():
@@ -450,6 +470,12 @@ def hf_layout(ours, spec):
         parts = name.split(".")
         if len(parts) > 3 and parts[2] == "moe" and oss:  # gpt-oss: every expert in one tensor, as ours
             out[f"model.layers.{parts[1]}." + oss_names[".".join(parts[3:])]] = t
+            continue
+        if len(parts) > 4 and parts[2] == "moe" and parts[3] == "shared":  # Qwen2-MoE's shared expert
+            out[f"model.layers.{parts[1]}.mlp.shared_expert.{parts[4]}_proj.weight"] = t
+            continue
+        if len(parts) > 3 and parts[2] == "moe" and parts[3] == "shared_gate":
+            out[f"model.layers.{parts[1]}.mlp.shared_expert_gate.weight"] = t
             continue
         if len(parts) > 3 and parts[2] == "moe":
             theirs, stacked = experts[parts[3]]

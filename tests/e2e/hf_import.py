@@ -326,6 +326,21 @@ def refusals(bin_dir, work, failures):
          "needs [64,32]"),
     ]
     expect_refusals(bin_dir, work, moe, moe_weights, moe_cases, failures)
+    # Qwen2-MoE's: sliding layers its transformers versions place differently, a bias on the output
+    # projection (none in transformers), the shared expert's gate missing.
+    qwen2_moe = MODELS["qwen2-moe-bf16"]
+    qwen2_moe_cases = [
+        ("qwen2-moe-sliding", {"use_sliding_window": True}, None,
+         "'use_sliding_window' is true without 'layer_types': which of Qwen2-MoE's layers slide differs between "
+         "transformers 4 and 5"),
+        ("qwen2-moe-attention-bias", {"attention_bias": True}, None,
+         "Qwen2's output projection has no bias in transformers"),
+        ("qwen2-moe-shared-gate", {}, lambda w: w.pop("model.layers.2.mlp.shared_expert_gate.weight"),
+         "the weights have no 'model.layers.2.mlp.shared_expert_gate.weight' (the model's "
+         "layers.2.moe.shared_gate.weight)"),
+    ]
+    expect_refusals(bin_dir, work, qwen2_moe, hf_weights(qwen2_moe["config"], False, torch.float32, seed=5),
+                    qwen2_moe_cases, failures)
     # gpt-oss with a null rope_scaling: transformers 5 applies its YaRN (x 32 from 4,096 tokens),
     # older versions none: ambiguous.
     oss = MODELS["gpt-oss-bf16"]
@@ -838,7 +853,8 @@ def main():
     # A scaled rotary embedding in a decode plan (mt.rope_at with YaRN's frequencies), and Gemma 3's
     # (each layer's base and scaling, q scaled, norms of 1 + weight), and Phi-4-mini's (part of each
     # head, LongRoPE), and Gemma 2's softcapped scores (mt.cached_attention's cap as mt.attention's):
-    # greedy text over the key/value cache = the window plan's (mt.rope). Gemma's
+    # greedy text over the key/value cache = the window plan's (mt.rope); Qwen2-MoE's shared expert
+    # one token at a time as over the window. Gemma's
     # trained 100 steps first, so that its text varies (past its 8-token windows).
     gemma_trained, gemma2_trained = os.path.join(work, "gemma3-trained"), os.path.join(work, "gemma2-trained")
     for plan, trained in (("gemma3-bf16.plan", gemma_trained), ("gemma2-f32.plan", gemma2_trained)):
@@ -847,6 +863,7 @@ def main():
     # Phi-4-mini's within its original context of 16 tokens: the decode plan picks LongRoPE's short
     # factors by its positions, the window plan of 16 by its length.
     for model, folder, seq, max_tokens in (("yarn-rope-f32", os.path.join(work, "yarn-rope-f32"), "64", "40"),
+                                       ("qwen2-moe-bf16", os.path.join(work, "qwen2-moe-bf16"), "64", "40"),
                                        ("gemma3-bf16", gemma_trained, "64", "40"),
                                        ("gemma2-f32", gemma2_trained, "64", "40"),
                                        ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"), "16", "12")):

@@ -5,7 +5,7 @@ scores the data as the adapted model), --export-peft writes PEFT's adapter folde
 modules trained whole beside the adapters (modules_to_save), rank-stabilised scaling and dropout;
 mtc --lora-from puts such a folder back on the model, to train on or merged for sampling. DoRA
 (--lora-dora) the same way: magnitudes from the folder's row norms, merged as PEFT merges DoRA,
-exported and read back.
+exported and read back. Qwen2-MoE's all-linear, its shared experts adapted alone.
 
 usage: /usr/bin/python3 tests/e2e/hf_peft.py BIN_DIR WORK_DIR
 """
@@ -511,6 +511,41 @@ def check_phi3_fused(bin_dir, work, data, failures):
           f"{adapted_loss:.6f}); forward-only merged within {merge_err:.1e} of --export-hf's")
 
 
+def check_qwen2_moe_all_linear(bin_dir, work, data, failures):
+    """all-linear on Qwen2-MoE adapts, as PEFT's does, every nn.Linear of the layers but the LM head:
+    the attention's, the dense layer's MLP, and the shared expert's projections and its gate
+    (mlp.shared_expert.*_proj, mlp.shared_expert_gate), not the router or the routed experts (bare
+    parameters in transformers 5). --export-peft names the shared expert's projections one by one
+    (a kind's name, gate_proj, would find the routed experts' too) and the gate by its kind;
+    --lora-from reads the folder back onto the trained adapters, bit for bit."""
+    name = "qwen2-moe-bf16"
+    spec, folder = MODELS[name], os.path.join(work, name)
+    write_folder(folder, spec, hf_weights(spec["config"], False, spec["dtype"], seed=3))
+    plan, _, _, peft, ours, adapters, config = train_and_export(
+        bin_dir, folder, data, os.path.join(work, name + ".lora"), 3, "--lora", "4", "--lora-targets", "all-linear")
+    layers, dense = spec["config"]["num_hidden_layers"], spec["config"]["mlp_only_layers"]
+    want = {f"layers.{l}.attn.{m}" for l in range(layers) for m in "qkvo"}
+    want |= {f"layers.{l}.mlp.{m}" for l in dense for m in ("gate", "up", "down")}
+    want |= {f"layers.{l}.moe.{m}" for l in range(layers) if l not in dense
+             for m in ("shared.gate", "shared.up", "shared.down", "shared_gate")}
+    adapted = {k[:-len(".lora_A.weight")] for k in ours if k.endswith(".lora_A.weight")}
+    shared_modules = {f"model.layers.{l}.mlp.shared_expert.{m}_proj" for l in range(layers) if l not in dense
+                      for m in ("gate", "up", "down")}
+    targets = set(config.get("target_modules") or [])
+    if adapted != want or not shared_modules <= targets or "shared_expert_gate" not in targets or \
+            any(t in targets for t in ("gate_proj", "up_proj", "down_proj", "gate")):
+        failures.append(f"qwen2-moe all-linear: adapted {sorted(adapted ^ want)[:4]} on one side only, or "
+                        f"target_modules {sorted(targets)} do not name the shared expert's layers alone")
+    back = os.path.join(work, name + ".from.plan")
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", back,
+             "--lora-from", peft])
+    start = ref.read_safetensors(back[:-5] + ".safetensors")
+    if set(start) != set(ours) or any(not torch.equal(start[k], ours[k]) for k in ours):
+        failures.append("qwen2-moe --lora-from: the initial weights are not the trained adapters on the folder's")
+    print(f"qwen2-moe all-linear: {len(adapted)} layers adapted (the shared experts' and their gates among them), "
+          f"{len(adapters)} adapter tensors; --lora-from back bit for bit")
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -525,6 +560,7 @@ def main():
     check_lora_from(bin_dir, work, data, failures)
     check_dora(bin_dir, work, data, failures)
     check_phi3_fused(bin_dir, work, data, failures)
+    check_qwen2_moe_all_linear(bin_dir, work, data, failures)
     ref.finish("hf_peft", failures)
 
 

@@ -43,10 +43,11 @@ def gpt2_logits(p, cfg, tokens):
 
 
 def moe_layer(cfg, layer):
-    """Whether transformers' Qwen3-MoE / Mixtral put experts in `layer` (decoder_sparse_step, mlp_only_layers)."""
+    """Whether transformers' Qwen3-MoE / Qwen2-MoE / Mixtral put experts in `layer` (decoder_sparse_step,
+    mlp_only_layers)."""
     if cfg["model_type"] == "mixtral":
         return True
-    if cfg["model_type"] != "qwen3_moe":
+    if cfg["model_type"] not in ("qwen3_moe", "qwen2_moe"):
         return False
     return layer not in cfg["mlp_only_layers"] and (layer + 1) % cfg["decoder_sparse_step"] == 0
 
@@ -70,7 +71,8 @@ def hf_gpt_oss_experts(p, cfg, pre, h):
 
 def hf_experts(p, cfg, pre, h):
     """Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock: softmax of the router's logits (in float),
-    the top k (renormalised where the config says), each expert over its tokens, index_add back."""
+    the top k (renormalised where the config says), each expert over its tokens, index_add back;
+    Qwen2MoeSparseMoeBlock's shared expert added, times sigmoid(shared_expert_gate(x))."""
     mix = cfg["model_type"] == "mixtral"
     block = pre + ("block_sparse_moe." if mix else "mlp.")
     B, T, C = h.shape
@@ -89,6 +91,11 @@ def hf_experts(p, cfg, pre, h):
         xe = x[token]
         y = F.linear(F.silu(F.linear(xe, p[w1])) * F.linear(xe, p[w3]), p[w2]) * weights[token, slot, None]
         out.index_add_(0, token, y)
+    if "shared_expert_intermediate_size" in cfg:
+        shared = block + "shared_expert."
+        y = F.linear(F.silu(F.linear(x, p[shared + "gate_proj.weight"])) * F.linear(x, p[shared + "up_proj.weight"]),
+                     p[shared + "down_proj.weight"])
+        out = out + torch.sigmoid(F.linear(x, p[block + "shared_expert_gate.weight"])) * y
     return out.view(B, T, C)
 
 

@@ -749,8 +749,13 @@ def forward(p, cfg, tokens, router_logits=None):
                 x = x + gpt_oss_experts(h, p, b + "moe.", cfg["experts_per_token"], cfg["swiglu_limit"], router_logits,
                                         scale)
             elif b + "moe.router.weight" in p:
-                x = x + experts(h, p, b + "moe.", cfg["experts_per_token"], cfg.get("normalize_topk", True),
-                                router_logits, scale, drop)
+                # Qwen2-MoE's shared expert (before the router, in Qwen2MoeSparseMoeBlock's order), its
+                # output times sigmoid of its gate's, beside the routed experts'.
+                shared = (lin(F.silu(lin(h, "moe.shared.gate")) * lin(h, "moe.shared.up"), "moe.shared.down")
+                          if b + "moe.shared_gate.weight" in p else None)
+                y = experts(h, p, b + "moe.", cfg["experts_per_token"], cfg.get("normalize_topk", True),
+                            router_logits, scale, drop)
+                x = x + (y if shared is None else y + torch.sigmoid(lin(h, "moe.shared_gate")) * shared)
             else:
                 x = x + lin(F.silu(lin(h, "mlp.gate")) * lin(h, "mlp.up"), "mlp.down")
         x = rms_norm(x, p["norm.weight"], eps)

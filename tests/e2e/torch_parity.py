@@ -42,6 +42,11 @@ PRESETS = {  # must match models/BuiltinModels.cpp
     # trained with the router's load-balancing loss (times aux_coef, mtc --router-aux-loss) too.
     "qwen3-moe-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-6,
                            rope_theta=1e6, head_dim=32, experts_per_token=2, experts=4, aux_coef=0.05),
+    # Qwen2-MoE: Qwen2's q/k/v biases, the top 2 of the softmax as they are (norm_topk_prob false),
+    # a shared expert of width 48 beside the routed ones, gated by sigmoid(h . shared_gate).
+    "qwen2-moe-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-6,
+                           rope_theta=1e6, experts_per_token=2, experts=4, normalize_topk=False,
+                           ill_conditioned=("attn.k.bias",)),
     "mixtral-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, rope_theta=1e6,
                          experts_per_token=2),
     # gpt-oss: q/k/v/o biases, a sink per head, an 8-token window on layer 0 (of 32 tokens), the

@@ -1,6 +1,7 @@
 // The names and layouts PEFT's adapter folders use (runtime/plan/huggingface_names.h): a stack of
 // experts' B in PEFT's lora_B form and back, the key stems of parameters PEFT wraps in turn, and
-// where transformers 5 fuses Qwen3-MoE's and Mixtral's experts; Phi-3's fused projections.
+// where transformers 5 fuses Qwen3-MoE's and Mixtral's experts; Qwen2-MoE's shared expert; Phi-3's
+// fused projections.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -64,6 +65,27 @@ TEST(HuggingFaceNamesTest, FusedExpertsPlaces) {
   EXPECT_FALSE(fusedExpertsPlace("layers.0.moe.gate_up.weight", CheckpointLayout::kGptOss));
   EXPECT_FALSE(fusedExpertsPlace("layers.0.moe.down.weight", CheckpointLayout::kGptOss));
   EXPECT_EQ(fusedRouterName("layers.0.moe.router.weight", CheckpointLayout::kGptOss), "");
+}
+
+// Qwen2-MoE's shared expert and its gate: nn.Linear modules of their own beside the experts (in
+// transformers 5 too), so no fused place; the routed experts' stacks keep theirs.
+TEST(HuggingFaceNamesTest, Qwen2MoeSharedExpertPlaces) {
+  const std::pair<const char*, const char*> kShared[] = {
+      {"layers.2.moe.shared.gate.weight", "model.layers.2.mlp.shared_expert.gate_proj.weight"},
+      {"layers.2.moe.shared.up.weight", "model.layers.2.mlp.shared_expert.up_proj.weight"},
+      {"layers.2.moe.shared.down.weight", "model.layers.2.mlp.shared_expert.down_proj.weight"},
+      {"layers.2.moe.shared_gate.weight", "model.layers.2.mlp.shared_expert_gate.weight"}};
+  const CheckpointLayout layout = checkpointLayoutOf("Qwen2MoeForCausalLM");
+  EXPECT_EQ(layout, CheckpointLayout::kLlama);
+  for (const auto& [ours, theirs] : kShared) {
+    const HuggingFacePlace place = huggingFacePlace(ours, "", layout);
+    EXPECT_EQ(place.name, theirs) << ours;
+    EXPECT_FALSE(place.per_expert) << ours;
+    EXPECT_EQ(notOwnModuleTensor(place), nullptr) << ours;
+    EXPECT_FALSE(fusedExpertsPlace(ours, layout)) << ours;
+  }
+  EXPECT_EQ(huggingFacePlace("layers.2.moe.gate.weight", "", layout).name, "model.layers.2.mlp.experts.*.gate_proj.weight");
+  EXPECT_TRUE(peftMovesToFused("model.layers.2.mlp.shared_expert.gate_proj", layout));  // refused in the fused form
 }
 
 // Phi-3's fused projections: q, k and v parts 0-2 of qkv_proj, gate and up parts 0-1 of gate_up_proj,
