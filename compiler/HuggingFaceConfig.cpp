@@ -227,18 +227,24 @@ void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) 
 namespace {
 
 // A mixture of experts' settings (Qwen3MoeForCausalLM, Qwen2MoeForCausalLM with its shared expert,
-// MixtralForCausalLM, GptOssForCausalLM) into `c`.
+// MixtralForCausalLM, GptOssForCausalLM, OlmoeForCausalLM) into `c`.
 // `mxfp4`: set where the config says the experts are stored in MXFP4 (gpt-oss's quantization_config).
 void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c, bool* mxfp4) {
-  if (architecture == Architecture::kMixtral) {
+  using enum Architecture;
+  if (architecture == kOlmoe) {
+    // Qwen3-MoE's keys, each expert as wide as intermediate_size in every layer.
+    c.experts = r.integer("num_experts");
+    c.expert_ffn = c.ffn;
+    c.normalize_topk = r.boolean("norm_topk_prob", false);
+  } else if (architecture == kMixtral) {
     c.experts = r.integer("num_local_experts");
     c.expert_ffn = c.ffn;  // each expert is as wide as intermediate_size; no dense layers
     c.normalize_topk = true;
     if (const json& noise = r.value("router_jitter_noise"); !noise.is_null() && !(noise.is_number() && noise == 0))
       throw r.error("'router_jitter_noise' is not 0: random noise on the router's logits is not supported");
-  } else if (architecture == Architecture::kQwen3Moe || architecture == Architecture::kQwen2Moe) {
+  } else if (architecture == kQwen3Moe || architecture == kQwen2Moe) {
     c.experts = r.integer("num_experts");
-    if (architecture == Architecture::kQwen2Moe) c.shared_expert_ffn = r.integer("shared_expert_intermediate_size");
+    if (architecture == kQwen2Moe) c.shared_expert_ffn = r.integer("shared_expert_intermediate_size");
     c.expert_ffn = r.integer("moe_intermediate_size");
     c.normalize_topk = r.boolean("norm_topk_prob", false);
     c.moe_every = r.integer("decoder_sparse_step", 1);
@@ -251,7 +257,7 @@ void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c, boo
         c.dense_layers.push_back(l.get<int64_t>());
       }
     }
-  } else if (architecture == Architecture::kGptOss) {
+  } else if (architecture == kGptOss) {
     // Experts as wide as intermediate_size in every layer, written in gpt-oss's form; sinks in
     // every attention.
     c.experts = r.integer("num_local_experts");
@@ -284,9 +290,11 @@ void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c, boo
     return;
   }
   if (c.expert_form != ModelConfig::ExpertForm::kGptOss) c.experts_per_token = r.integer("num_experts_per_tok");
-  // Hugging Face adds the router's load-balancing loss (times its coefficient, 0.001 by default)
-  // only where output_router_logits is true; the loss is logged either way.
-  const double coef = r.fraction("router_aux_loss_coef", 0.001);
+  // Hugging Face adds the router's load-balancing loss (times its coefficient: by default gpt-oss's
+  // 0.9, OLMoE's 0.01, the others' 0.001) only where output_router_logits is true; the loss is
+  // logged either way.
+  const double coef =
+      r.fraction("router_aux_loss_coef", architecture == kGptOss ? 0.9 : architecture == kOlmoe ? 0.01 : 0.001);
   if (r.boolean("output_router_logits", false)) c.router_aux_loss_coef = coef;
 }
 
@@ -406,16 +414,23 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, bool* mxfp4, 
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
   const bool phi3 = architecture == kPhi3, smollm3 = architecture == kSmolLM3, olmo2 = architecture == kOlmo2;
-  c.norm_eps = r.number("rms_norm_eps", phi3 || olmo2 ? 1e-5 : 1e-6);  // the configs' defaults
+  const bool olmoe = architecture == kOlmoe;
+  c.norm_eps = r.number("rms_norm_eps", phi3 || olmo2 || olmoe ? 1e-5 : 1e-6);  // the configs' defaults
   c.tied = r.boolean("tie_word_embeddings", smollm3);
-  // Phi3Config's, SmolLM3Config's and Olmo2Config's defaults; the others' none.
-  c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : smollm3 ? 128004 : olmo2 ? 1 : -1);
+  // Phi3Config's, SmolLM3Config's, Olmo2Config's and OlmoeConfig's defaults; the others' none.
+  c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : smollm3 ? 128004 : olmo2 || olmoe ? 1 : -1);
   // Qwen2's q/k/v biases; Qwen2-MoE's where its qkv_bias says (transformers 5's key; 4 always had them).
   c.qkv_bias = architecture == kQwen2 || (architecture == kQwen2Moe && r.boolean("qkv_bias", true));
-  c.qk_norm = architecture == kQwen3 || architecture == kQwen3Moe || olmo2;
+  c.qk_norm = architecture == kQwen3 || architecture == kQwen3Moe || olmo2 || olmoe;
   // OLMo 2: q and k normed over their whole projections, each sublayer's output normed before its
-  // residual add, its input not (Olmo2DecoderLayer).
+  // residual add, its input not (Olmo2DecoderLayer). OLMoE: the same q and k norms in Llama's
+  // pre-norm layers (OlmoeAttention), and no clamp of q, k and v.
   if (olmo2) c.qk_norm_whole = c.sandwich_norms = true, c.input_norms = false;
+  if (olmoe) {
+    c.qk_norm_whole = true;
+    r.require("clip_qkv", nullptr, "clamping q, k and v (OLMoE's clip_qkv) is not supported; the published OLMoE "
+                                   "models have none (null)");
+  }
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
   // heads x head_dim wide, not hidden_size.
   c.head_dim = r.headDim(c.width, c.heads, std::nullopt);

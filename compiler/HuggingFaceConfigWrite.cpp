@@ -55,6 +55,27 @@ std::string expertsConfig(const ModelConfig& c) {
   return config.dump(2) + "\n";
 }
 
+// OLMoE's config.json (OlmoeForCausalLM): q and k normed over their whole projections in Llama's
+// pre-norm layers, experts as wide as intermediate_size in every layer, heads width / heads wide;
+// "" for another shape. Its padding id written, null too: OlmoeConfig's default is 1, and
+// transformers leaves that embedding row untrained.
+std::string olmoeConfig(const ModelConfig& c) {
+  if (c.sandwich_norms || c.qkv_bias != c.o_bias || c.headDim() * c.heads != c.width || c.experts == 0 ||
+      c.moeLayers() != c.layers || c.expert_ffn != c.ffn || c.shared_expert_ffn ||
+      c.rope_scaling.kind != RopeScaling::Kind::kNone)
+    return "";
+  nlohmann::ordered_json config = llamaConfig(c, "OlmoeForCausalLM", "olmoe", c.ffn);
+  config["num_experts"] = c.experts;
+  config["num_experts_per_tok"] = c.experts_per_token;
+  config["norm_topk_prob"] = c.normalize_topk;
+  config["output_router_logits"] = c.router_aux_loss_coef > 0;
+  if (c.router_aux_loss_coef > 0) config["router_aux_loss_coef"] = c.router_aux_loss_coef;
+  config["attention_bias"] = c.o_bias;
+  config["clip_qkv"] = nullptr;
+  config["pad_token_id"] = c.padding_id >= 0 ? nlohmann::ordered_json(c.padding_id) : nullptr;
+  return config.dump(2) + "\n";
+}
+
 // gpt-oss's config.json (GptOssForCausalLM): its experts in every layer, a sink per head, the
 // layers' windows as layer_types, its YaRN scaling where the model has one.
 std::string gptOssConfig(const ModelConfig& c) {
@@ -103,9 +124,10 @@ std::string causalConfig(const ModelConfig& c) {
   if (c.family != ModelFamily::kLlama) return "";
   // Gemma's, Granite's, SmolLM3's and OLMo 2's: only a folder's own config (kept in the plan)
   // describes one.
-  if (c.gemmaForm() || c.graniteForm() || !c.nope_layers.empty() || !c.input_norms || c.qk_norm_whole) return "";
+  if (c.gemmaForm() || c.graniteForm() || !c.nope_layers.empty() || !c.input_norms) return "";
   if (c.expert_form == ModelConfig::ExpertForm::kGptOss) return gptOssConfig(c);
   if (c.sliding_window > 0) return "";  // a window only gpt-oss's form writes out
+  if (c.qk_norm_whole) return olmoeConfig(c);
   if (c.experts > 0) return expertsConfig(c);
   // Qwen2: q/k/v biases alone; Llama and Qwen3 bias all four projections or none (attention_bias).
   const bool qwen2 = !c.qk_norm && c.qkv_bias && !c.o_bias;

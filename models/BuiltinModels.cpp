@@ -29,7 +29,8 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
   const int64_t attention = (c.sandwich_norms ? 4 : 2) * c.width +                         // norms
                             2 * c.width * q_width + 2 * c.width * kv_width +                 // q, o; k, v
                             (c.qkv_bias ? q_width + 2 * kv_width : 0) + (c.o_bias ? c.width : 0) +
-                            (c.qk_norm ? 2 * c.headDim() : 0);
+                            // q and k normed per head, or (OLMo 2, OLMoE) over their whole projections
+                            (c.qk_norm ? (c.qk_norm_whole ? q_width + kv_width : 2 * c.headDim()) : 0);
   const bool oss = c.expert_form == ModelConfig::ExpertForm::kGptOss;
   // gpt-oss: the router's bias, each expert's gate_up and down biases
   const int64_t router = c.experts * c.width + (oss ? c.experts : 0);
@@ -146,6 +147,16 @@ ModelConfig qwen2Moe(ModelConfig attention, int64_t experts, int64_t top_k, int6
   return c;
 }
 
+// OLMoE (OlmoeForCausalLM): `attention`'s Llama shape with q and k normed over their whole
+// projections (OLMo 2's norms, in Llama's pre-norm layers) and `experts` as wide as its MLP in
+// every layer, the top k as the softmax gives them (norm_topk_prob false).
+ModelConfig olmoe(ModelConfig attention, int64_t experts, int64_t top_k) {
+  ModelConfig c = attention;
+  c.qk_norm = c.qk_norm_whole = true;
+  c.experts = experts, c.experts_per_token = top_k, c.expert_ffn = c.ffn, c.normalize_topk = false;
+  return c;
+}
+
 }  // namespace
 
 const std::vector<ModelPreset>& modelPresets() {
@@ -200,6 +211,10 @@ const std::vector<ModelPreset>& modelPresets() {
       {"qwen2-57b-a14b",
        qwen2Moe({ModelFamily::kLlama, 28, 3584, 28, 4, 18944, 151936, 32768, false, 1e-6, 1e6, true}, 64, 8, 2560, 20480),
        "Qwen2-57B-A14B shape: 64 experts, top 8, a shared expert"},
+      {"olmoe-tiny", olmoe({ModelFamily::kLlama, 2, 64, 4, 2, 48, 256, 64, false, 1e-5, 1e4}, 4, 2),
+       "test-sized OLMoE: 4 experts of width 48, top 2, q and k normed whole"},
+      {"olmoe-1b-7b", olmoe({ModelFamily::kLlama, 16, 2048, 16, 16, 1024, 50304, 4096, false, 1e-5, 1e4}, 64, 8),
+       "OLMoE-1B-7B shape: 64 experts, top 8"},
       {"mixtral-tiny", {ModelFamily::kLlama, 2, 64, 4, 2, 176, 256, 64, false, 1e-5, 1e6, false, 0, false, 4, 2, 48, true},
        "test-sized Mixtral: 4 experts of width 48, top 2"},
       {"mixtral-8x7b", {ModelFamily::kLlama, 32, 4096, 32, 8, 14336, 32000, 32768, false, 1e-5, 1e6, false, 0, false, 8, 2, 14336, true},

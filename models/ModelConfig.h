@@ -1,6 +1,7 @@
 // Built-in model families (GPT-2, Llama; Qwen2 is Llama with q/k/v biases, Qwen3 Llama with a
 // head width of its own and q/k norms, Mixtral and Qwen3-MoE Llama with mixtures of experts,
-// Qwen2-MoE Qwen2 with experts beside a gated shared expert,
+// Qwen2-MoE Qwen2 with experts beside a gated shared expert, OLMoE Llama with OLMo 2's q/k norms
+// and experts,
 // gpt-oss Llama with sinks, sliding windows and its own experts, Gemma 3 Llama with norms of
 // 1 + weight around both sublayers, a scaled embedding and GeGLU) described by a small config. Plain C++ (no MLIR):
 // the tools read configs and presets without the compiler's headers.

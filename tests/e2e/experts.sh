@@ -6,7 +6,8 @@
 # token tiles within fp32 rounding (the experts run on the whole batch; the products around them
 # in tiles), trains as a bf16 plan with its loss falling, and samples the same greedy text
 # through the key/value cache as over the whole window; the experts streamed in groups (bit for
-# bit, also picked by a budget; Qwen2-MoE's shared expert beside them, its gradient norms too).
+# bit, also picked by a budget; Qwen2-MoE's shared expert beside them, its gradient norms too;
+# Qwen2-MoE's and OLMoE's presets exported to Hugging Face's form and back bit for bit).
 # The summary names the experts and the
 # active parameters. Every plan trains with the router's load-balancing loss (--router-aux-loss)
 # and logs each step's choices per expert: they add up to every token's k choices in every layer.
@@ -134,6 +135,17 @@ for plan in shared_resident shared_groups; do
 done
 check "Qwen2-MoE in expert groups: bit-identical losses, gradient norms and weights" \
   "cmp -s shared_resident.loss shared_groups.loss && cmp -s shared_resident.norms shared_groups.norms && [ \"\$(wc -l < shared_groups.norms)\" -eq 10 ] && same_tensors shared_resident.safetensors shared_groups.safetensors"
+# The presets' Hugging Face forms compile back to the exported weights bit for bit: Qwen2-MoE's
+# (Qwen2MoeForCausalLM, its shared expert), OLMoE's (OlmoeForCausalLM, its padding id null).
+"$bin/mtc" olmoe-tiny --batch 4 --seq 32 -o olmoe.plan --weights olmoe0.safetensors >/dev/null
+for name in shared_resident:shared0:Qwen2MoeForCausalLM olmoe:olmoe0:OlmoeForCausalLM; do
+  IFS=: read -r plan weights arch <<< "$name"
+  "$bin/mtrun" $plan.plan --data corpus.tok --weights $weights.safetensors --steps 2 --export ${plan}_out.safetensors \
+    --export-hf ${plan}_hf --print-every 100 >/dev/null
+  "$bin/mtc" ${plan}_hf --batch 4 --seq 32 -o ${plan}_again.plan >/dev/null
+  check "$arch: --export-hf of the preset compiles back to the same weights" \
+    "grep -q '\"$arch\"' ${plan}_hf/config.json && same_tensors ${plan}_out.safetensors ${plan}_again.safetensors"
+done
 "$bin/mtc" qwen3-moe-tiny --expert-groups 5 -o x.plan > five.err 2>&1
 check "--expert-groups past the experts is refused" \
   "grep -q -- '--expert-groups must be between 0 (as the budget needs) and the experts of a layer (4), not 5' five.err && [ ! -e x.plan ]"

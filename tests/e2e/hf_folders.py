@@ -228,6 +228,19 @@ MODELS["olmo2-f32"] = dict(
                 attention_bias=False, attention_dropout=0.0, initializer_range=0.02, use_cache=True,
                 model_type="olmo2", torch_dtype="float32", bos_token_id=None, eos_token_id=100257,
                 pad_token_id=101))
+# OLMoE (OlmoeForCausalLM, OLMoE-1B-7B): Llama's pre-norm layers with OLMo 2's q and k norms over
+# the whole projections (q_norm 64 wide, k_norm 32), experts as wide as intermediate_size in every
+# layer, the top 2 as the softmax gives them; no pad_token_id key: OlmoeConfig's 1 (that embedding
+# row untrained).
+MODELS["olmoe-bf16"] = dict(
+    architecture="OlmoeForCausalLM", dtype=torch.bfloat16, shards=1,
+    config=dict(hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
+                rope_theta=10000.0, rope_scaling=None, tie_word_embeddings=False, hidden_act="silu",
+                attention_bias=False, attention_dropout=0.0, clip_qkv=None, num_experts=4, num_experts_per_tok=2,
+                norm_topk_prob=False, output_router_logits=False, router_aux_loss_coef=0.01,
+                initializer_range=0.02, use_cache=True, model_type="olmoe", torch_dtype="bfloat16",
+                bos_token_id=None, eos_token_id=50))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
     config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_ctx=64, vocab_size=256, n_inner=None,
@@ -316,9 +329,10 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             if (qkv_bias and name != "o_proj") or cfg.get("attention_bias"):
                 w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
         gemma = cfg["model_type"] in GEMMAS  # its norms scale by 1 + weight: weights near 0
-        olmo2 = cfg["model_type"] == "olmo2"  # its q/k norms over the whole projections
-        if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2"):
-            for name, width in (("q_norm", QW if olmo2 else D), ("k_norm", KVW if olmo2 else D)):
+        olmo2 = cfg["model_type"] == "olmo2"  # its norms after each sublayer
+        whole = cfg["model_type"] in ("olmo2", "olmoe")  # their q/k norms over the whole projections
+        if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2", "olmoe"):
+            for name, width in (("q_norm", QW if whole else D), ("k_norm", KVW if whole else D)):
                 w[p + f"self_attn.{name}.weight"] = (0 if gemma else 1) + 0.1 * torch.randn(width, generator=g)
         norms = ("post_attention_layernorm", "post_feedforward_layernorm") if olmo2 else \
             ("input_layernorm", "post_attention_layernorm") + (

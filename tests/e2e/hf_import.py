@@ -341,6 +341,11 @@ def refusals(bin_dir, work, failures):
     ]
     expect_refusals(bin_dir, work, qwen2_moe, hf_weights(qwen2_moe["config"], False, torch.float32, seed=5),
                     qwen2_moe_cases, failures)
+    # OLMoE's clamp of q, k and v (clip_qkv), which its published models leave null.
+    olmoe = MODELS["olmoe-bf16"]
+    expect_refusals(bin_dir, work, olmoe, hf_weights(olmoe["config"], False, torch.float32, seed=5),
+                    [("olmoe-clip-qkv", {"clip_qkv": 8.0}, None,
+                      "clamping q, k and v (OLMoE's clip_qkv) is not supported")], failures)
     # gpt-oss with a null rope_scaling: transformers 5 applies its YaRN (x 32 from 4,096 tokens),
     # older versions none: ambiguous.
     oss = MODELS["gpt-oss-bf16"]
@@ -450,6 +455,19 @@ def router_aux_loss(bin_dir, work, failures):
         if out.returncode != 0 or ("load-balancing loss x 0.02 trained on" in out.stdout) != said:
             failures.append(f"output_router_logits with {flags}: exit {out.returncode}, the summary "
                             f"{'does not say' if said else 'says'} it trains on the load-balancing loss: {out.stdout}")
+    # Where the config names no coefficient, its config class's: OlmoeConfig's 0.01, GptOssConfig's 0.9.
+    for name, coef in (("olmoe-bf16", "0.01"), ("gpt-oss-bf16", "0.9")):
+        spec = MODELS[name]
+        config = {k: v for k, v in spec["config"].items() if k != "router_aux_loss_coef"}
+        folder = os.path.join(work, name + "-aux-default")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(dict(config, architectures=[spec["architecture"]], output_router_logits=True), f)
+        out = subprocess.run([f"{bin_dir}/mtc", folder, "--no-weights", "--batch", "2", "--seq", "16", "-o",
+                              folder + ".plan"], capture_output=True, text=True)
+        if out.returncode != 0 or f"load-balancing loss x {coef} trained on" not in out.stdout:
+            failures.append(f"{name} with output_router_logits and no router_aux_loss_coef: exit {out.returncode}, "
+                            f"the summary does not name its config class's {coef}: {out.stdout}{out.stderr}")
     # Every layer dense (mlp_only_layers): no router, so no statistics; it compiles and trains.
     dense = dict(moe["config"], mlp_only_layers=[0, 1, 2], output_router_logits=True)
     folder = os.path.join(work, "moe-all-dense")

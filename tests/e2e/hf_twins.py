@@ -43,9 +43,9 @@ def gpt2_logits(p, cfg, tokens):
 
 
 def moe_layer(cfg, layer):
-    """Whether transformers' Qwen3-MoE / Qwen2-MoE / Mixtral put experts in `layer` (decoder_sparse_step,
-    mlp_only_layers)."""
-    if cfg["model_type"] == "mixtral":
+    """Whether transformers' Qwen3-MoE / Qwen2-MoE / Mixtral / OLMoE put experts in `layer`
+    (decoder_sparse_step, mlp_only_layers)."""
+    if cfg["model_type"] in ("mixtral", "olmoe"):
         return True
     if cfg["model_type"] not in ("qwen3_moe", "qwen2_moe"):
         return False
@@ -70,7 +70,7 @@ def hf_gpt_oss_experts(p, cfg, pre, h):
 
 
 def hf_experts(p, cfg, pre, h):
-    """Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock: softmax of the router's logits (in float),
+    """Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock / OlmoeSparseMoeBlock: softmax of the router's logits (in float),
     the top k (renormalised where the config says), each expert over its tokens, index_add back;
     Qwen2MoeSparseMoeBlock's shared expert added, times sigmoid(shared_expert_gate(x))."""
     mix = cfg["model_type"] == "mixtral"
@@ -178,7 +178,7 @@ def padding_id(cfg):
     SmolLM3Config's 128004, Olmo2Config's 1, Gemma2Config's and GemmaConfig's 0); None for GPT-2, whose embedding has none."""
     if cfg["model_type"] == "gpt2":
         return None
-    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "gemma2": 0, "gemma": 0}
+    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "olmoe": 1, "gemma2": 0, "gemma": 0}
     return cfg.get("pad_token_id", defaults.get(cfg["model_type"]))
 
 
@@ -265,7 +265,7 @@ def hf_logits(p, cfg, tokens, score_head=False):
     """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / GraniteForCausalLM
     compute them (eager attention; Qwen3's q_norm and k_norm on each head before the rotary embedding;
     Granite's multipliers; OLMo 2's norms after each sublayer alone and q/k norms over the whole
-    projections); Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
+    projections, OLMoE's same q/k norms in Llama's layers); Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
     reward model's score head, which Granite's logits_scaling leaves as it is (transformers' classifier)."""
     if cfg["model_type"] in GEMMAS:
         return gemma_logits(p, cfg, tokens, score_head)
@@ -298,6 +298,7 @@ def hf_logits(p, cfg, tokens, score_head=False):
         x = x * multiplier("embedding_multiplier")
     residual = multiplier("residual_multiplier")
     olmo2 = cfg["model_type"] == "olmo2"  # Olmo2DecoderLayer: no input norms, a norm after each sublayer
+    whole_qk_norm = cfg["model_type"] in ("olmo2", "olmoe")
     mask = torch.full((T, T), float("-inf")).triu(1)
     for l in range(L):
         pre = f"model.layers.{l}."
@@ -306,10 +307,10 @@ def hf_logits(p, cfg, tokens, score_head=False):
             q, k, v = linear(h, pre + "self_attn.qkv_proj").split([H * D, KV * D, KV * D], dim=-1)
         else:
             q, k, v = (linear(h, pre + f"self_attn.{x}_proj") for x in "qkv")
-        if olmo2:  # Olmo2Attention: q_norm and k_norm over the whole projections, then the heads
+        if whole_qk_norm:  # Olmo2Attention, OlmoeAttention: q_norm and k_norm over the whole projections
             q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
         q, k = q.view(B, T, H, D), k.view(B, T, KV, D)
-        if pre + "self_attn.q_norm.weight" in p and not olmo2:
+        if pre + "self_attn.q_norm.weight" in p and not whole_qk_norm:
             q, k = rms_norm(q, p[pre + "self_attn.q_norm.weight"]), rms_norm(k, p[pre + "self_attn.k_norm.weight"])
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(B, T, KV, D).transpose(1, 2)

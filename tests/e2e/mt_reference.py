@@ -732,6 +732,8 @@ def forward(p, cfg, tokens, router_logits=None):
             if name not in p:
                 return x
             B_, T_, W = x.shape
+            if p[name].numel() == W:  # OLMo 2's and OLMoE's: over the whole projection
+                return rms_norm(x, p[name], eps)
             return rms_norm(x.view(B_, T_, W // D, D), p[name], eps).view(B_, T_, W)
         x = p["embed.weight"][tokens]
         for l in range(L):

@@ -47,6 +47,10 @@ PRESETS = {  # must match models/BuiltinModels.cpp
     "qwen2-moe-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-6,
                            rope_theta=1e6, experts_per_token=2, experts=4, normalize_topk=False,
                            ill_conditioned=("attn.k.bias",)),
+    # OLMoE: q and k normed over their whole projections (not per head), experts as wide as the MLP
+    # in every layer, the top 2 of the softmax as they are.
+    "olmoe-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-5,
+                       rope_theta=1e4, experts_per_token=2, experts=4, normalize_topk=False),
     "mixtral-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, rope_theta=1e6,
                          experts_per_token=2),
     # gpt-oss: q/k/v/o biases, a sink per head, an 8-token window on layer 0 (of 32 tokens), the
