@@ -591,6 +591,11 @@ std::string sequenceClassifierConfig(const std::string& config_json) {
   if (architecture.ends_with(kClassifierSuffix)) return config_json;
   if (family.empty())
     throw Error("the Hugging Face architecture '" + architecture + "' has no ...ForSequenceClassification form");
+  // OLMo 2's and OLMoE's modeling code in transformers has no classifier: a folder written so
+  // would load nowhere.
+  if (family == "Olmo2" || family == "Olmoe")
+    throw Error("transformers has no " + family + kClassifierSuffix + ": a reward model (--objective reward) of " +
+                architecture + " would have no Hugging Face form to load or export; train it as a causal LM");
   config["architectures"] = {architecture == "Gemma3ForCausalLM" ? kGemma3Classifier : family + kClassifierSuffix};
   config["id2label"] = {{"0", "LABEL_0"}};
   config["label2id"] = {{"LABEL_0", 0}};

@@ -135,6 +135,12 @@ for plan in shared_resident shared_groups; do
 done
 check "Qwen2-MoE in expert groups: bit-identical losses, gradient norms and weights" \
   "cmp -s shared_resident.loss shared_groups.loss && cmp -s shared_resident.norms shared_groups.norms && [ \"\$(wc -l < shared_groups.norms)\" -eq 10 ] && same_tensors shared_resident.safetensors shared_groups.safetensors"
+# ... and in token tiles (the shared expert's gate (B, T, 1) broadcast over each tile's rows):
+# losses within fp32 rounding of the untiled plan's.
+"$bin/mtc" "${shared[@]}" --schedule resident --token-tiles 2 -o shared_tiled.plan --no-weights >/dev/null
+train shared_tiled.plan shared_tiled shared0.safetensors
+check "Qwen2-MoE in token tiles: losses within 1e-6 of the untiled plan's" \
+  "paste shared_resident.loss shared_tiled.loss | awk '{ d = \$1 - \$2; if (d < 0) d = -d; if (d > 1e-6 * \$1) bad = 1 } END { exit bad || NR != 10 }'"
 # The presets' Hugging Face forms compile back to the exported weights bit for bit: Qwen2-MoE's
 # (Qwen2MoeForCausalLM, its shared expert), OLMoE's (OlmoeForCausalLM, its padding id null).
 "$bin/mtc" olmoe-tiny --batch 4 --seq 32 -o olmoe.plan --weights olmoe0.safetensors >/dev/null
@@ -145,7 +151,14 @@ for name in shared_resident:shared0:Qwen2MoeForCausalLM olmoe:olmoe0:OlmoeForCau
   "$bin/mtc" ${plan}_hf --batch 4 --seq 32 -o ${plan}_again.plan >/dev/null
   check "$arch: --export-hf of the preset compiles back to the same weights" \
     "grep -q '\"$arch\"' ${plan}_hf/config.json && same_tensors ${plan}_out.safetensors ${plan}_again.safetensors"
+  # ... and the same model: from those weights, the preset's plan and the folder's train alike.
+  train $plan.plan ${plan}_next ${plan}_out.safetensors
+  train ${plan}_again.plan ${plan}_again_next ${plan}_again.safetensors
+  check "$arch: the folder's config trains as the preset, bit for bit" "cmp -s ${plan}_next.loss ${plan}_again_next.loss"
 done
+"$bin/mtc" olmoe-tiny --objective reward -o x.plan > olmoe_reward.err 2>&1
+check "an OLMoE reward model is refused (transformers has no OlmoeForSequenceClassification)" \
+  "grep -q 'transformers has no OlmoeForSequenceClassification' olmoe_reward.err && [ ! -e x.plan ]"
 "$bin/mtc" qwen3-moe-tiny --expert-groups 5 -o x.plan > five.err 2>&1
 check "--expert-groups past the experts is refused" \
   "grep -q -- '--expert-groups must be between 0 (as the budget needs) and the experts of a layer (4), not 5' five.err && [ ! -e x.plan ]"

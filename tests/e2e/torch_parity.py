@@ -46,7 +46,8 @@ PRESETS = {  # must match models/BuiltinModels.cpp
     # a shared expert of width 48 beside the routed ones, gated by sigmoid(h . shared_gate).
     "qwen2-moe-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-6,
                            rope_theta=1e6, experts_per_token=2, experts=4, normalize_topk=False,
-                           ill_conditioned=("attn.k.bias",)),
+                           ill_conditioned=("attn.k.bias",), expected=("moe.shared.gate", "moe.shared.up",
+                                                                       "moe.shared.down", "moe.shared_gate")),
     # OLMoE: q and k normed over their whole projections (not per head), experts as wide as the MLP
     # in every layer, the top 2 of the softmax as they are.
     "olmoe-tiny": dict(family="llama", layers=2, width=64, heads=4, kv_heads=2, tied=False, eps=1e-5,
@@ -189,6 +190,12 @@ def main():
     trained = {k: v for k, v in params.items() if k not in frozen}  # what the optimizer sees
     tokens = ref.read_tokens(data)
     failures = []
+    # Parameters the preset must have in every MoE layer (the reference computes what it is given:
+    # a builder that dropped them would otherwise pass unseen).
+    missing = [f"layers.{l}.{n}.weight" for l in range(cfg["layers"]) for n in cfg.get("expected", ())
+               if f"layers.{l}.{n}.weight" not in start]
+    if missing:
+        failures.append(f"the plan's weights lack {missing}")
     if frozen:
         dumped = sorted(frozen & set(mt_grads))
         changed = sorted(n for n in frozen if not torch.equal(mt_final[n], start[n]))
