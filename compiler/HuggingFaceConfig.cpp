@@ -593,7 +593,8 @@ std::string sequenceClassifierConfig(const std::string& config_json) {
     throw Error("the Hugging Face architecture '" + architecture + "' has no ...ForSequenceClassification form");
   // OLMo 2's and OLMoE's modeling code in transformers has no classifier: a folder written so
   // would load nowhere.
-  if (family == "Olmo2" || family == "Olmoe")
+  const hf::ArchitectureName* known = hf::findArchitecture(architecture);
+  if (known && (known->id == hf::Architecture::kOlmo2 || known->id == hf::Architecture::kOlmoe))
     throw Error("transformers has no " + family + kClassifierSuffix + ": a reward model (--objective reward) of " +
                 architecture + " would have no Hugging Face form to load or export; train it as a causal LM");
   config["architectures"] = {architecture == "Gemma3ForCausalLM" ? kGemma3Classifier : family + kClassifierSuffix};
