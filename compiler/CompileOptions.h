@@ -21,11 +21,12 @@ inline constexpr char kDefaultLoraTargets[] = R"(attn\.(q|v)\.weight$)";
 
 // PEFT's target_modules "all-linear" (mtc --lora-targets all-linear, or an adapter's config), over
 // the plan's names: the layers' attention and MLP projections, Qwen2-MoE's shared expert's and its
-// gate, the modules transformers makes nn.Linear (GPT-2's Conv1D too). Not the embeddings, the LM
-// head, a score head, a router or a stack of experts: in transformers 5 a router and the experts
-// are bare parameters.
+// gate, the modules transformers makes nn.Linear (GPT-2's Conv1D too); and, by the folder's tensor
+// name, GraniteMoE's router, an nn.Linear there (block_sparse_moe.router.layer). Not the
+// embeddings, the LM head, a score head, another router or a stack of experts: in transformers 5
+// those routers and the experts are bare parameters.
 inline constexpr char kAllLinearLoraTargets[] =
-    R"(^(layers|blocks)\.[0-9]+\.((attn|mlp|moe\.shared)\.[^.]+|moe\.shared_gate)\.weight$)";
+    R"(^(layers|blocks)\.[0-9]+\.((attn|mlp|moe\.shared)\.[^.]+|moe\.shared_gate)\.weight$|\.block_sparse_moe\.router\.layer\.weight$)";
 
 // What the weights cross the link as (mtc --stream-dtype): the fp32 master, or its bf16 copy
 // (mt-stage-bf16; the master then held split, no host bytes added). A bf16 plan streams bf16.

@@ -405,24 +405,29 @@ class FolderTensors {
                          model_.dir + ": '" + place.name + "_blocks'");
     const SafetensorsEntry& entry = entryOf(source.file, place.name);
     // The source's shape: ours, transposed (a matrix in Conv1D's [in, out]), its output axis
-    // (Conv1D's last, else the first) as long as all the parts' together.
-    const int64_t rows = shape.empty() ? 1 : shape[0], cols = shape.empty() ? 1 : n / std::max<int64_t>(rows, 1);
+    // (Conv1D's last, else fusedPartAxis: a stack of experts' second) as long as all the parts'
+    // together. Ours as [blocks, rows, cols] around that axis (blocks: the experts of a stack).
+    const size_t axis = fusedPartAxis(shape.size());
+    const int64_t rows = shape.empty() ? 1 : shape[axis];
+    const int64_t blocks = axis == 1 ? shape[0] : 1;
+    const int64_t cols = shape.empty() ? 1 : n / std::max<int64_t>(blocks * rows, 1);
     // This part's first row in the fused tensor, and the tensor's rows.
     const PartRows part = place.parts == 1 ? PartRows{0, rows} : part_rows_.at(t.name());
     const int64_t offset = part.first, total = part.all;
     std::vector<int64_t> expected = shape;
     if (place.transposed && expected.size() == 2) std::swap(expected[0], expected[1]);
-    if (!expected.empty()) (place.transposed ? expected.back() : expected.front()) = total;
+    if (!expected.empty()) (place.transposed ? expected.back() : expected[axis]) = total;
     requireShape(entry, place.name, expected, t.name());
     const std::string where = model_.dir + "/" + source.file + ": '" + place.name + "'";
     return {t.name(), "F32", shape, nullptr, 4 * n,
-            [&entry, transposed = place.transposed, rows, cols, offset, total, n, where](void* out) {
+            [&entry, transposed = place.transposed, blocks, rows, cols, offset, total, n, where](void* out) {
               float* values = static_cast<float*>(out);
               if (total == rows && !transposed) return widen(entry, n, values, where);
-              std::vector<float> whole(static_cast<size_t>(total * cols));
-              widen(entry, total * cols, whole.data(), where);
-              if (!transposed) {  // ours: rows offset to offset + rows of the fused [total, cols]
-                std::copy_n(whole.data() + offset * cols, n, values);
+              std::vector<float> whole(static_cast<size_t>(blocks * total * cols));
+              widen(entry, blocks * total * cols, whole.data(), where);
+              if (!transposed) {  // ours: each block's rows offset to offset + rows of the fused [blocks, total, cols]
+                for (int64_t b = 0; b < blocks; ++b)
+                  std::copy_n(whole.data() + (b * total + offset) * cols, rows * cols, values + b * rows * cols);
                 return;
               }
               // ours[o][i] = theirs[i][offset + o] (GPT-2's Conv1D, [in, total])
@@ -512,7 +517,7 @@ std::map<std::string, PartRows> fusedPartRows(const HuggingFaceModel& model, con
     auto source = model.weights.find(t.name());
     if (t.role() != plan::ROLE_PARAM || source == model.weights.end() || source->second.place.parts == 1) continue;
     parts[source->second.place.name].push_back({source->second.place.part, t.name()});
-    out[t.name()] = t.shape().empty() ? 1 : t.shape(0);
+    out[t.name()] = t.shape().empty() ? 1 : t.shape(static_cast<int>(fusedPartAxis(t.shape_size())));
   }
   std::map<std::string, PartRows> rows;
   for (auto& [tensor, members] : parts) {

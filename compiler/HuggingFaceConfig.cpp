@@ -227,7 +227,7 @@ void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) 
 namespace {
 
 // A mixture of experts' settings (Qwen3MoeForCausalLM, Qwen2MoeForCausalLM with its shared expert,
-// MixtralForCausalLM, GptOssForCausalLM, OlmoeForCausalLM) into `c`.
+// MixtralForCausalLM, GptOssForCausalLM, OlmoeForCausalLM, GraniteMoeForCausalLM) into `c`.
 // `mxfp4`: set where the config says the experts are stored in MXFP4 (gpt-oss's quantization_config).
 void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c, bool* mxfp4) {
   using enum Architecture;
@@ -236,6 +236,12 @@ void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c, boo
     c.experts = r.integer("num_experts");
     c.expert_ffn = c.ffn;
     c.normalize_topk = r.boolean("norm_topk_prob", false);
+  } else if (architecture == kGraniteMoe) {
+    // Mixtral's experts as Granite writes them (every layer, as wide as intermediate_size): the
+    // softmax over the top k logits (JetMoe's gating) is Mixtral's renormalised top k.
+    c.experts = r.integer("num_local_experts");
+    c.expert_ffn = c.ffn;
+    c.normalize_topk = true;
   } else if (architecture == kMixtral) {
     c.experts = r.integer("num_local_experts");
     c.expert_ffn = c.ffn;  // each expert is as wide as intermediate_size; no dense layers
@@ -448,7 +454,7 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, bool* mxfp4, 
   else if (r.boolean("attention_bias", false))
     c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");
-  if (architecture == kGranite)
+  if (architecture == kGranite || architecture == kGraniteMoe)
     readGraniteKeys(r, c, notes);
   else
     r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");

@@ -179,7 +179,7 @@ class ConfigReader {
 // parsed once from the config's name (findArchitecture): the readers test this, not the name.
 enum class Architecture {
   kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGemma, kGemma2, kGemma3, kPhi3, kGranite,
-  kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
+  kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
 };
 struct ArchitectureName {
   Architecture id;
@@ -204,6 +204,7 @@ inline constexpr ArchitectureName kArchitectureNames[] = {
     {Architecture::kOlmo2, "Olmo2ForCausalLM", "olmo2"},
     {Architecture::kQwen2Moe, "Qwen2MoeForCausalLM", "qwen2_moe"},
     {Architecture::kOlmoe, "OlmoeForCausalLM", "olmoe"},
+    {Architecture::kGraniteMoe, "GraniteMoeForCausalLM", "granitemoe"},
     {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2"},
 };
 static_assert(

@@ -74,11 +74,12 @@ bool isTarget(const PeftAdapter& adapter, const std::string& module, const std::
     if (module == m || module.starts_with(m + ".") || module.ends_with("." + m) ||
         module.find("." + m + ".") != std::string::npos)
       return false;
-  if (adapter.all_linear) {  // the layers' linear layers, by the plan's name (`ours`), as mtc's flag
+  if (adapter.all_linear) {  // the layers' linear layers, by the plan's name (`ours`) or the folder's, as mtc's flag
     static const std::regex linear(kAllLinearLoraTargets, std::regex::ECMAScript);
     // With transformers 4's mixtures (all_linear_experts) the routers and each expert's layers too.
     static const std::regex moe(R"(^layers\.[0-9]+\.moe\.(router|gate|up|down)\.weight$)", std::regex::ECMAScript);
-    return std::regex_search(ours, linear) || (adapter.all_linear_experts && std::regex_search(ours, moe));
+    return std::regex_search(ours, linear) || std::regex_search(module + ".weight", linear) ||
+           (adapter.all_linear_experts && std::regex_search(ours, moe));
   }
   if (adapter.target_expression) return adapter.target_expression->fullMatch(module);
   if (std::find(adapter.targets.begin(), adapter.targets.end(), module) != adapter.targets.end()) return true;

@@ -66,7 +66,7 @@ void addModelFlags(CLI::App& app, Flags& f) {
   app.add_option("model", o.model,
                  "built-in model name, a .mlir file, an .onnx file, or a Hugging Face model folder (config.json + "
                  "safetensors: Llama, Qwen2, Qwen3, Mistral, Gemma 1, 2 and 3, Phi-3/Phi-4, Granite, SmolLM3, OLMo 2, GPT-2; mixtures of experts: Qwen3-MoE, "
-                 "Qwen2-MoE, OLMoE, Mixtral, gpt-oss)");
+                 "Qwen2-MoE, OLMoE, Mixtral, GraniteMoE, gpt-oss)");
   app.add_flag("--list-models", list_models, "list the built-in models and exit");
   app.add_option("-o,--output", o.output, "plan file to write");
   app.add_option("--batch", batch,
@@ -154,7 +154,7 @@ void addOverrideFlags(CLI::App& app, Flags& f) {
                  "projections, PEFT's default for Llama-family models; 'attn\\.|mlp\\.' adapts every "
                  "projection of the layers, and a mixture folder's router, whose name holds mlp.). 'all-linear' "
                  "(PEFT's shorthand) adapts the layers' attention and MLP projections (Qwen2-MoE's shared expert's "
-                 "and its gate too), no router or stack of experts. A reward model's score head trains beside them. With --lora-experts, "
+                 "and its gate too, and GraniteMoE's router, an nn.Linear there), no other router or stack of experts. A reward model's score head trains beside them. With --lora-experts, "
                  "give it to adapt linear layers beside the experts")
       ->needs(lora)
       ->capture_default_str();

@@ -12,6 +12,7 @@ CheckpointLayout checkpointLayoutOf(const std::string& architecture) {
   return architecture.starts_with("MixtralFor")  ? CheckpointLayout::kMixtral
          : architecture.starts_with("GptOssFor") ? CheckpointLayout::kGptOss
          : architecture.starts_with("Phi3For")   ? CheckpointLayout::kPhi3
+         : architecture.starts_with("GraniteMoeFor") ? CheckpointLayout::kGraniteMoe
                                                  : CheckpointLayout::kLlama;
 }
 
@@ -77,6 +78,17 @@ std::optional<HuggingFacePlace> phi3FusedPart(const std::string& layer, const st
   return std::nullopt;
 }
 
+// GraniteMoE's mixture: a layer's `part` ("moe.up.weight") as its tensor (the experts' gate and up
+// parts 0 and 1 of input_linear); none for a parameter outside the mixture.
+std::optional<HuggingFacePlace> graniteMoePart(const std::string& layer, const std::string& part) {
+  const std::string block = "model." + layer + "block_sparse_moe.";
+  if (part == "moe.router.weight") return HuggingFacePlace{block + "router.layer.weight"};
+  if (part == "moe.gate.weight") return HuggingFacePlace{block + "input_linear.weight", false, 0, 2};
+  if (part == "moe.up.weight") return HuggingFacePlace{block + "input_linear.weight", false, 1, 2};
+  if (part == "moe.down.weight") return HuggingFacePlace{block + "output_linear.weight"};
+  return std::nullopt;
+}
+
 // For a layer's parameter `param` of Qwen3-MoE or Mixtral, the mixture block transformers 5 has in
 // that layer ("model.layers.3.mlp") and the parameter's name within the layer ("moe.up.weight"),
 // which the callers match; none for gpt-oss or a parameter outside the layers.
@@ -107,7 +119,7 @@ std::string fusedRouterName(const std::string& param, CheckpointLayout experts) 
 bool peftMovesToFused(const std::string& target, CheckpointLayout experts) {
   static const char* const kQwen3Moe[] = {"gate", "gate_proj", "up_proj", "down_proj"};
   static const char* const kMixtral[] = {"gate", "w1", "w2", "w3"};
-  if (experts == CheckpointLayout::kGptOss || experts == CheckpointLayout::kPhi3) return false;
+  if (experts != CheckpointLayout::kLlama && experts != CheckpointLayout::kMixtral) return false;
   for (const char* name : experts == CheckpointLayout::kMixtral ? std::span<const char* const>(kMixtral)
                                                             : std::span<const char* const>(kQwen3Moe))
     if (target == name || target.ends_with(std::string(".") + name)) return true;
@@ -122,10 +134,13 @@ std::string expertTensorName(std::string name, int64_t e) {
 }
 
 HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body, CheckpointLayout layout) {
-  if (layout == CheckpointLayout::kPhi3 && param.starts_with("layers.")) {
+  const bool fused_layer = layout == CheckpointLayout::kPhi3 || layout == CheckpointLayout::kGraniteMoe;
+  if (fused_layer && param.starts_with("layers.")) {
     const size_t dot = param.find('.', 7);
+    const std::string layer = param.substr(0, dot + 1), part = dot == std::string::npos ? "" : param.substr(dot + 1);
     if (dot != std::string::npos)
-      if (auto fused = phi3FusedPart(param.substr(0, dot + 1), param.substr(dot + 1))) return *fused;
+      if (auto fused = layout == CheckpointLayout::kPhi3 ? phi3FusedPart(layer, part) : graniteMoePart(layer, part))
+        return *fused;
   }
   if (std::string llama = huggingFaceName(param, layout); !llama.empty()) {
     const bool per_expert = llama.find('*') != std::string::npos;
@@ -156,7 +171,9 @@ HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& g
 const char* notOwnModuleTensor(const HuggingFacePlace& place) {
   if (place.per_expert) return "one of a stack of experts, each its own module there";
   if (place.transposed) return "GPT-2's Conv1D layers, stored transposed, c_attn holding q, k and v in one";
-  if (place.parts != 1) return "a part of a fused layer (Phi-3's qkv_proj holds q, k and v, its gate_up_proj gate and up)";
+  if (place.parts != 1)
+    return "a part of a fused layer (Phi-3's qkv_proj holds q, k and v, its gate_up_proj gate and up; GraniteMoE's "
+           "input_linear its experts' gate and up)";
   if (huggingFaceModuleOf(place.name).empty()) return "no module of its own";
   return nullptr;
 }

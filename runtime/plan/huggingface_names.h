@@ -2,6 +2,7 @@
 // import (compiler/HuggingFace.cpp) and mtrun's export (runtime/training/huggingface.cc), in the
 // plan library so that the compiler needs no runtime.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -17,17 +18,20 @@ namespace mt {
 // "mlp.experts.gate_up_proj", "mlp.experts.down_proj" and their "_bias", laid out as the family's
 // kGptOss parameters are); or Phi-3's (Phi3ForCausalLM, Phi-4's too): q, k and v in one
 // "self_attn.qkv_proj", the MLP's gate and up in one "mlp.gate_up_proj", each part's rows after
-// the one before.
-enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3 };
+// the one before; or GraniteMoE's (GraniteMoeForCausalLM): "block_sparse_moe.router.layer" the
+// router, every expert's gate and up in one "block_sparse_moe.input_linear.weight" (E, 2I, H),
+// each expert's gate rows before its up rows, and their down in "block_sparse_moe.output_linear.weight"
+// (E, H, I).
+enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3, kGraniteMoe };
 CheckpointLayout checkpointLayoutOf(const std::string& architecture);
 
 // Where a parameter of either family lives in a Hugging Face checkpoint: the tensor (GPT-2's
 // body under `gpt2_body`: "transformer." as transformers saves GPT2LMHeadModel, "" in the
 // original checkpoints), whether it is stored transposed (GPT-2's Conv1D: [in, out]), and which
 // part of how many along the tensor's output axis (GPT-2's c_attn holds q, k and v side by side,
-// Phi-3's qkv_proj and gate_up_proj theirs one after another): the parts lie in order along that
-// axis, each as long as its own parameter's output axis (Phi-3's k and v shorter than q where
-// heads share them). `name` is empty where the parameter has no place. One table for mtc's
+// Phi-3's qkv_proj and gate_up_proj theirs one after another, GraniteMoE's input_linear each
+// expert's gate and up): the parts lie in order along that axis (fusedPartAxis), each as long as
+// its own parameter's output axis (Phi-3's k and v shorter than q where heads share them). `name` is empty where the parameter has no place. One table for mtc's
 // import and mtrun's export.
 // A stacked expert weight (experts, out, in) is one tensor per expert: `name` has a '*' for the
 // index (expertTensorName).
@@ -39,6 +43,10 @@ struct HuggingFacePlace {
 };
 HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body = "transformer.",
                                   CheckpointLayout layout = CheckpointLayout::kLlama);
+
+// The output axis of a parameter of `rank` axes, along which a fused tensor's parts lie: a stack of
+// experts' (experts, out, in) axis 1, another parameter's first.
+inline size_t fusedPartAxis(size_t rank) { return rank == 3 ? 1 : 0; }
 
 // A tensor's module ("model.norm.weight" -> "model.norm"; "" for a name without a '.').
 std::string huggingFaceModuleOf(const std::string& tensor);

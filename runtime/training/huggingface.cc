@@ -123,7 +123,7 @@ nlohmann::ordered_json exportableConfig(const plan::Plan& plan, const std::strin
     for (bool p : present)
       if (!p)
         throw Error(flag + ": the plan lacks a part of Hugging Face's fused '" + name + "' (q, k and v together; "
-                    "Phi-3's gate and up)");
+                    "Phi-3's gate and up; GraniteMoE's experts' gate and up)");
   return config;
 }
 
@@ -238,22 +238,26 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& pla
       continue;
     }
     std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first.part < b.first.part; });
-    // Each part's shape: [out, in] or [out]; stored [in, total] (transposed: GPT-2's Conv1D) or
-    // [total, ...], total the parts' outputs together, each part's after the one before.
-    const bool transposed = parts[0].first.transposed && parts[0].second.shape.size() == 2;
+    // Each part's shape: [out, in], [out] or a stack of experts' [experts, out, in]; stored
+    // [in, total] (transposed: GPT-2's Conv1D) or with total on the output axis (fusedPartAxis),
+    // total the parts' outputs together, each part's after the one before (in each expert).
+    const std::vector<int64_t>& shape = parts[0].second.shape;
+    const bool transposed = parts[0].first.transposed && shape.size() == 2;
+    const size_t axis = fusedPartAxis(shape.size());
+    const int64_t blocks = axis == 1 ? shape[0] : 1;  // the experts of a stack, each its parts in turn
     std::vector<int64_t> offsets;  // each part's first output in the whole
     int64_t total_rows = 0, cols = 1;  // the rest of each row as columns (gpt-oss's experts are 3-D)
     for (const auto& member : parts) {
       offsets.push_back(total_rows);
-      total_rows += member.second.shape.empty() ? 1 : member.second.shape[0];
+      total_rows += member.second.shape.empty() ? 1 : member.second.shape[axis];
     }
-    for (size_t d = 1; d < parts[0].second.shape.size(); ++d) cols *= parts[0].second.shape[d];
-    std::vector<int64_t> theirs = parts[0].second.shape;
+    for (size_t d = axis + 1; d < shape.size(); ++d) cols *= shape[d];
+    std::vector<int64_t> theirs = shape;
     if (transposed) std::swap(theirs[0], theirs[1]);
-    if (!theirs.empty()) theirs[transposed ? 1 : 0] = total_rows;
-    const int64_t total = total_rows * cols;
+    if (!theirs.empty()) theirs[transposed ? 1 : axis] = total_rows;
+    const int64_t total = blocks * total_rows * cols;
     SafetensorsTensor out{name, width == 2 ? "BF16" : "F32", theirs, nullptr, total * width};
-    out.produce = [&parts, offsets, transposed, total_rows, cols, total, width](void* buffer) {
+    out.produce = [&parts, offsets, transposed, axis, blocks, total_rows, cols, total, width](void* buffer) {
       std::vector<float> staged;  // a part's values where it produces them (one part at a time)
       // The tensor in Hugging Face's layout: a whole parameter as it is; else its parts placed.
       const float* values;
@@ -264,9 +268,11 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& pla
         assembled.resize(static_cast<size_t>(total));
         for (size_t p = 0; p < parts.size(); ++p) {
           const float* part = f32Values(parts[p].second, staged);
-          const int64_t rows = parts[p].second.shape.empty() ? 1 : parts[p].second.shape[0];
-          if (!transposed) {  // rows offset.. of the whole [total_rows, cols]
-            std::memcpy(assembled.data() + offsets[p] * cols, part, 4 * static_cast<size_t>(rows * cols));
+          const int64_t rows = parts[p].second.shape.empty() ? 1 : parts[p].second.shape[axis];
+          if (!transposed) {  // each block's rows offset.. of the whole [blocks, total_rows, cols]
+            for (int64_t b = 0; b < blocks; ++b)
+              std::memcpy(assembled.data() + (b * total_rows + offsets[p]) * cols, part + b * rows * cols,
+                          4 * static_cast<size_t>(rows * cols));
             continue;
           }
           for (int64_t o = 0; o < rows; ++o)  // theirs[i][offset + o] = ours[o][i]

@@ -229,6 +229,11 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, const std::vec
       modules.push_back({huggingFaceModuleOf(place.name), adapter, place.name.substr(place.name.rfind('.') + 1)});
       continue;
     }
+    if (stack && layout == CheckpointLayout::kGraniteMoe)
+      throw Error("--export-peft: the adapted '" + weight + "' is a stack of GraniteMoE's experts, which transformers "
+                  "holds in one parameter of a GraniteMoeParallelExperts (input_linear every expert's gate and up, "
+                  "output_linear every down), no linear layer PEFT adapts by name: use --export-hf, which merges the "
+                  "adapters");
     if (stack && place.per_expert) {
       modules.push_back({huggingFaceModuleOf(place.name), adapter, "", plan.host_tensors(adapter.weight).shape(0)});
       continue;

@@ -241,6 +241,20 @@ MODELS["olmoe-bf16"] = dict(
                 norm_topk_prob=False, output_router_logits=False, router_aux_loss_coef=0.01,
                 initializer_range=0.02, use_cache=True, model_type="olmoe", torch_dtype="bfloat16",
                 bos_token_id=None, eos_token_id=50))
+# GraniteMoE (GraniteMoeForCausalLM; IBM's Granite 3.0 and 3.1 1B-A400M and 3B-A800M): Granite's
+# multipliers (as granite-f32's) around experts as wide as intermediate_size in every layer, stored
+# fused: the router block_sparse_moe.router.layer, every expert's gate rows then up rows in one
+# input_linear (4, 64, 64), their down in output_linear (4, 64, 32); the top 2 by the softmax over
+# the chosen logits (JetMoe's gating); tied, as Granite 3.x; two shards.
+MODELS["granitemoe-bf16"] = dict(
+    architecture="GraniteMoeForCausalLM", dtype=torch.bfloat16, shards=2,
+    config=dict(hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=10000.0, rope_scaling=None, tie_word_embeddings=True, hidden_act="silu",
+                attention_bias=False, attention_dropout=0.0, embedding_multiplier=12.0, residual_multiplier=0.22,
+                attention_multiplier=0.0625, logits_scaling=6.0, num_local_experts=4, num_experts_per_tok=2,
+                output_router_logits=False, router_aux_loss_coef=0.001, initializer_range=0.02, use_cache=True,
+                model_type="granitemoe", torch_dtype="bfloat16", bos_token_id=0, eos_token_id=0, pad_token_id=0))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
     config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_ctx=64, vocab_size=256, n_inner=None,
@@ -309,7 +323,7 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             w[p + "self_attn.sinks"] = torch.randn(cfg["num_attention_heads"], generator=g)
         elif moe_layer(cfg, l):
             E, FE, mix = cfg.get("num_experts") or cfg["num_local_experts"], cfg.get("moe_intermediate_size", FF), \
-                cfg["model_type"] == "mixtral"
+                cfg["model_type"] in ("mixtral", "granitemoe")  # GraniteMoE's fused from Mixtral's names
             shapes[("block_sparse_moe" if mix else "mlp") + ".gate"] = (E, C)
             for e in range(E):
                 ex = f"block_sparse_moe.experts.{e}." if mix else f"mlp.experts.{e}."
@@ -343,6 +357,8 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
         w["model.norm.weight"] -= 1
     if cfg["model_type"] == "phi3":
         w = phi3_fused(w)
+    if cfg["model_type"] == "granitemoe":
+        w = granitemoe_fused(w)
     return {k: v.to(dtype) for k, v in w.items()}
 
 
@@ -357,6 +373,21 @@ def phi3_fused(w):
                 out[name.replace(first, fused)] = torch.cat([w[name.replace(parts[0], x)] for x in parts], dim=0)
         if not any(x in name for x in ("_attn.q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")):
             out[name] = t
+    return out
+
+
+def granitemoe_fused(w):
+    """Mixtral's names made GraniteMoE's: each layer's router block_sparse_moe.router.layer, every
+    expert's w1 (gate) rows then its w3 (up) rows in one input_linear (E, 2I, H), the w2 in
+    output_linear (E, H, I) (transformers' GraniteMoeMoE chunks input_linear's output so)."""
+    out = {k: t for k, t in w.items() if ".block_sparse_moe." not in k}
+    for layer in sorted({k.split(".")[2] for k in w if ".block_sparse_moe." in k}, key=int):
+        pre = f"model.layers.{layer}.block_sparse_moe."
+        experts = range(sum(1 for k in w if k.startswith(pre + "experts.") and k.endswith(".w1.weight")))
+        out[pre + "router.layer.weight"] = w[pre + "gate.weight"]
+        out[pre + "input_linear.weight"] = torch.stack(
+            [torch.cat([w[pre + f"experts.{e}.w1.weight"], w[pre + f"experts.{e}.w3.weight"]]) for e in experts])
+        out[pre + "output_linear.weight"] = torch.stack([w[pre + f"experts.{e}.w2.weight"] for e in experts])
     return out
 
 
@@ -471,7 +502,8 @@ def hf_layout(ours, spec):
     transposed, a stacked expert weight (experts, out, in) cut into each expert's tensor."""
     if spec is GPT2:
         return gpt2_fused(ours)
-    mix, oss = spec["architecture"] == "MixtralForCausalLM", spec["architecture"] == "GptOssForCausalLM"
+    mix = spec["architecture"] in ("MixtralForCausalLM", "GraniteMoeForCausalLM")  # GraniteMoE's then fused
+    oss = spec["architecture"] == "GptOssForCausalLM"
     oss_names = {"router.weight": "mlp.router.weight", "router.bias": "mlp.router.bias",
                  "gate_up.weight": "mlp.experts.gate_up_proj", "gate_up.bias": "mlp.experts.gate_up_proj_bias",
                  "down.weight": "mlp.experts.down_proj", "down.bias": "mlp.experts.down_proj_bias"}
@@ -500,6 +532,8 @@ def hf_layout(ours, spec):
                 out[pre + theirs + ".weight"] = t
             continue
         out[hf_name_of(name)] = t
+    if spec["architecture"] == "GraniteMoeForCausalLM":
+        return granitemoe_fused(out)
     return phi3_fused(out) if spec["architecture"] == "Phi3ForCausalLM" else out
 
 

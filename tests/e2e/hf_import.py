@@ -346,6 +346,22 @@ def refusals(bin_dir, work, failures):
     expect_refusals(bin_dir, work, olmoe, hf_weights(olmoe["config"], False, torch.float32, seed=5),
                     [("olmoe-clip-qkv", {"clip_qkv": 8.0}, None,
                       "clamping q, k and v (OLMoE's clip_qkv) is not supported")], failures)
+    # GraniteMoE's fused experts: an input_linear without each expert's up rows (as long as the gate
+    # alone), the router under Mixtral's name, a null multiplier.
+    granitemoe = MODELS["granitemoe-bf16"]
+    input_linear = "model.layers.1.block_sparse_moe.input_linear.weight"
+    granitemoe_cases = [
+        ("granitemoe-input-linear", {}, lambda w: w.update({input_linear: w[input_linear][:, :32]}),
+         "'" + input_linear + "' is F32 [4,32,64] but the model's layers.1.moe.gate.weight needs [4,64,64]"),
+        ("granitemoe-router-name", {}, lambda w: w.update({"model.layers.0.block_sparse_moe.gate.weight": w.pop(
+            "model.layers.0.block_sparse_moe.router.layer.weight")}),
+         "the weights have no 'model.layers.0.block_sparse_moe.router.layer.weight' (the model's "
+         "layers.0.moe.router.weight)"),
+        ("granitemoe-null-multiplier", {"residual_multiplier": None}, None,
+         "'residual_multiplier' is null: Granite's multipliers are numbers"),
+    ]
+    expect_refusals(bin_dir, work, granitemoe, hf_weights(granitemoe["config"], False, torch.float32, seed=5),
+                    granitemoe_cases, failures)
     # gpt-oss with a null rope_scaling: transformers 5 applies its YaRN (x 32 from 4,096 tokens),
     # older versions none: ambiguous.
     oss = MODELS["gpt-oss-bf16"]

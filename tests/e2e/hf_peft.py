@@ -5,7 +5,8 @@ scores the data as the adapted model), --export-peft writes PEFT's adapter folde
 modules trained whole beside the adapters (modules_to_save), rank-stabilised scaling and dropout;
 mtc --lora-from puts such a folder back on the model, to train on or merged for sampling. DoRA
 (--lora-dora) the same way: magnitudes from the folder's row norms, merged as PEFT merges DoRA,
-exported and read back. Qwen2-MoE's all-linear, its shared experts adapted alone.
+exported and read back. Qwen2-MoE's all-linear, its shared experts adapted alone. GraniteMoE's
+all-linear, its routers adapted; its experts' stacks refused by --export-peft.
 
 usage: /usr/bin/python3 tests/e2e/hf_peft.py BIN_DIR WORK_DIR
 """
@@ -546,6 +547,55 @@ def check_qwen2_moe_all_linear(bin_dir, work, data, failures):
           f"{len(adapters)} adapter tensors; --lora-from back bit for bit")
 
 
+def check_granitemoe_lora(bin_dir, work, data, failures):
+    """all-linear on GraniteMoE adapts, as PEFT's does, the attention's projections and the router
+    (block_sparse_moe.router.layer, an nn.Linear there), not the experts (one parameter of a
+    GraniteMoeParallelExperts each side); --export-peft writes them, --lora-from reads the folder
+    back onto the trained adapters bit for bit, its config's target_modules as written (the
+    kinds' names, the router's "layer") or as "all-linear". The experts' stacks adapted (--lora-experts): --export-peft refused by name before
+    any step, --export-hf merges them."""
+    name = "granitemoe-bf16"
+    spec, folder = MODELS[name], os.path.join(work, name)
+    write_folder(folder, spec, hf_weights(spec["config"], False, spec["dtype"], seed=3))
+    plan, _, _, peft, ours, adapters, config = train_and_export(
+        bin_dir, folder, data, os.path.join(work, name + ".lora"), 3, "--lora", "4", "--lora-targets", "all-linear")
+    layers = spec["config"]["num_hidden_layers"]
+    want = {f"layers.{l}.attn.{m}" for l in range(layers) for m in "qkvo"} | \
+        {f"layers.{l}.moe.router" for l in range(layers)}
+    adapted = {k[:-len(".lora_A.weight")] for k in ours if k.endswith(".lora_A.weight")}
+    routers = {f"base_model.model.model.layers.{l}.block_sparse_moe.router.layer.lora_A.weight" for l in range(layers)}
+    if adapted != want or not routers <= set(adapters):
+        failures.append(f"granitemoe all-linear: adapted {sorted(adapted ^ want)[:4]} on one side only, or the "
+                        f"adapter file lacks the routers' ({sorted(routers - set(adapters))[:2]})")
+    if sorted(config["target_modules"]) != ["k_proj", "layer", "o_proj", "q_proj", "v_proj"]:
+        failures.append(f"granitemoe all-linear: --export-peft wrote target_modules {config['target_modules']!r}")
+    for targets in (config["target_modules"], "all-linear"):
+        with open(os.path.join(peft, "adapter_config.json"), "w") as f:
+            json.dump(dict(config, target_modules=targets), f)
+        back = os.path.join(work, name + ".from.plan")
+        ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", back,
+                 "--lora-from", peft])
+        start = ref.read_safetensors(back[:-5] + ".safetensors")
+        if set(start) != set(ours) or any(not torch.equal(start[k], ours[k]) for k in ours):
+            failures.append(f"granitemoe --lora-from (target_modules {targets!r}): the initial weights are not the "
+                            "trained adapters on the folder's")
+    experts_plan = os.path.join(work, name + ".experts.plan")
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", experts_plan,
+             "--lora", "4", "--lora-experts", r"moe\.(gate|up|down)"])
+    refused = subprocess.run([f"{bin_dir}/mtrun", experts_plan, "--data", data, "--steps", "1", "--export-peft",
+                              os.path.join(work, name + ".experts-peft")], capture_output=True, text=True)
+    if refused.returncode == 0 or "is a stack of GraniteMoE's experts" not in refused.stderr + refused.stdout or \
+            "step 1" in refused.stdout:
+        failures.append(f"granitemoe --export-peft of the experts' stacks: exit {refused.returncode}: "
+                        f"{refused.stdout}{refused.stderr}")
+    merged = os.path.join(work, name + ".experts-hf")
+    ref.run([f"{bin_dir}/mtrun", experts_plan, "--data", data, "--steps", "2", "--lr", "1e-2", "--export-hf", merged])
+    if not os.path.exists(os.path.join(merged, "model.safetensors")):
+        failures.append("granitemoe --export-hf of the experts' adapters wrote no weights")
+    print(f"granitemoe all-linear: {len(adapted)} layers adapted (the routers among them), {len(adapters)} adapter "
+          "tensors; --lora-from back bit for bit; the experts' stacks refused by --export-peft, merged by --export-hf")
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -561,6 +611,7 @@ def main():
     check_dora(bin_dir, work, data, failures)
     check_phi3_fused(bin_dir, work, data, failures)
     check_qwen2_moe_all_linear(bin_dir, work, data, failures)
+    check_granitemoe_lora(bin_dir, work, data, failures)
     ref.finish("hf_peft", failures)
 
 

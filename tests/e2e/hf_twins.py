@@ -43,9 +43,9 @@ def gpt2_logits(p, cfg, tokens):
 
 
 def moe_layer(cfg, layer):
-    """Whether transformers' Qwen3-MoE / Qwen2-MoE / Mixtral / OLMoE put experts in `layer`
+    """Whether transformers' Qwen3-MoE / Qwen2-MoE / Mixtral / OLMoE / GraniteMoE put experts in `layer`
     (decoder_sparse_step, mlp_only_layers)."""
-    if cfg["model_type"] in ("mixtral", "olmoe"):
+    if cfg["model_type"] in ("mixtral", "olmoe", "granitemoe"):
         return True
     if cfg["model_type"] not in ("qwen3_moe", "qwen2_moe"):
         return False
@@ -96,6 +96,23 @@ def hf_experts(p, cfg, pre, h):
         y = F.linear(F.silu(F.linear(x, p[shared + "gate_proj.weight"])) * F.linear(x, p[shared + "up_proj.weight"]),
                      p[shared + "down_proj.weight"])
         out = out + torch.sigmoid(F.linear(x, p[block + "shared_expert_gate.weight"])) * y
+    return out.view(B, T, C)
+
+
+def hf_granitemoe_experts(p, cfg, pre, h):
+    """GraniteMoeMoE: the router's top k logits (in float) and their softmax the gates (JetMoe's
+    gating); each expert's input_linear output chunked into gate and up, silu(gate) * up through its
+    output_linear, times its gate, index_add back."""
+    block = pre + "block_sparse_moe."
+    B, T, C = h.shape
+    x = h.reshape(-1, C)
+    top, chosen = F.linear(x, p[block + "router.layer.weight"]).float().topk(cfg["num_experts_per_tok"], dim=1)
+    gates = torch.softmax(top, dim=1)
+    out = torch.zeros_like(x)
+    for e in range(p[block + "input_linear.weight"].shape[0]):
+        token, slot = torch.where(chosen == e)
+        gate, up = F.linear(x[token], p[block + "input_linear.weight"][e]).chunk(2, dim=-1)
+        out.index_add_(0, token, F.linear(F.silu(gate) * up, p[block + "output_linear.weight"][e]) * gates[token, slot, None])
     return out.view(B, T, C)
 
 
@@ -264,7 +281,7 @@ def gemma_logits(p, cfg, tokens, score_head=False):
 def hf_logits(p, cfg, tokens, score_head=False):
     """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / GraniteForCausalLM
     compute them (eager attention; Qwen3's q_norm and k_norm on each head before the rotary embedding;
-    Granite's multipliers; OLMo 2's norms after each sublayer alone and q/k norms over the whole
+    Granite's and GraniteMoE's multipliers; OLMo 2's norms after each sublayer alone and q/k norms over the whole
     projections, OLMoE's same q/k norms in Llama's layers); Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
     reward model's score head, which Granite's logits_scaling leaves as it is (transformers' classifier)."""
     if cfg["model_type"] in GEMMAS:
@@ -292,7 +309,7 @@ def hf_logits(p, cfg, tokens, score_head=False):
         return F.linear(x, p[name + ".weight"], p.get(name + ".bias"))
 
     x = embed_tokens(p, cfg, tokens)
-    granite = cfg["model_type"] == "granite"  # its multipliers (transformers' modeling_granite)
+    granite = cfg["model_type"] in ("granite", "granitemoe")  # its multipliers (modeling_granite, modeling_granitemoe)
     multiplier = lambda key: cfg.get(key, 1.0) if granite else 1.0  # noqa: E731 (GraniteConfig's defaults 1)
     if granite:
         x = x * multiplier("embedding_multiplier")
@@ -334,6 +351,9 @@ def hf_logits(p, cfg, tokens, score_head=False):
         h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
         if cfg["model_type"] == "gpt_oss":
             x = x + hf_gpt_oss_experts(p, cfg, pre, h)
+            continue
+        if cfg["model_type"] == "granitemoe":  # its experts' output times residual_multiplier, as attention's
+            x = x + hf_granitemoe_experts(p, cfg, pre, h) * residual
             continue
         if moe_layer(cfg, l):
             x = x + hf_experts(p, cfg, pre, h)

@@ -122,5 +122,37 @@ TEST(HuggingFaceNamesTest, Phi3FusedProjectionPlaces) {
   EXPECT_FALSE(peftMovesToFused("down_proj", phi3));
 }
 
+// GraniteMoE's mixture: the router under router.layer, every expert's gate and up parts 0 and 1 of
+// input_linear (along each expert's output axis, the stack's second), down in output_linear; the
+// attention where Llama has it; dense Granite's layout Llama's. Neither stack one linear layer an
+// expert, nor transformers 5's fused Qwen3-MoE names.
+TEST(HuggingFaceNamesTest, GraniteMoeExpertPlaces) {
+  EXPECT_EQ(checkpointLayoutOf("GraniteMoeForCausalLM"), CheckpointLayout::kGraniteMoe);
+  EXPECT_EQ(checkpointLayoutOf("GraniteMoeForSequenceClassification"), CheckpointLayout::kGraniteMoe);
+  EXPECT_EQ(checkpointLayoutOf("GraniteForCausalLM"), CheckpointLayout::kLlama);
+  const CheckpointLayout granite = CheckpointLayout::kGraniteMoe;
+  const HuggingFacePlace gate = huggingFacePlace("layers.3.moe.gate.weight", "", granite);
+  const HuggingFacePlace up = huggingFacePlace("layers.3.moe.up.weight", "", granite);
+  const HuggingFacePlace down = huggingFacePlace("layers.3.moe.down.weight", "", granite);
+  const HuggingFacePlace router = huggingFacePlace("layers.3.moe.router.weight", "", granite);
+  EXPECT_EQ(gate.name, "model.layers.3.block_sparse_moe.input_linear.weight");
+  EXPECT_EQ(up.name, gate.name);
+  EXPECT_EQ(gate.part, 0);
+  EXPECT_EQ(up.part, 1);
+  EXPECT_EQ(up.parts, 2);
+  EXPECT_EQ(down.name, "model.layers.3.block_sparse_moe.output_linear.weight");
+  EXPECT_EQ(down.parts, 1);
+  EXPECT_EQ(router.name, "model.layers.3.block_sparse_moe.router.layer.weight");
+  for (const HuggingFacePlace& place : {gate, up, down, router}) EXPECT_FALSE(place.per_expert) << place.name;
+  EXPECT_NE(notOwnModuleTensor(gate), nullptr);
+  EXPECT_EQ(notOwnModuleTensor(router), nullptr);  // an nn.Linear in transformers
+  EXPECT_EQ(huggingFacePlace("layers.3.attn.k.weight", "", granite).name, "model.layers.3.self_attn.k_proj.weight");
+  EXPECT_FALSE(fusedExpertsPlace("layers.3.moe.gate.weight", granite));
+  EXPECT_EQ(fusedRouterName("layers.3.moe.router.weight", granite), "");
+  EXPECT_FALSE(peftMovesToFused("gate_proj", granite));
+  EXPECT_EQ(fusedPartAxis(3), 1u);  // a stack (experts, out, in)
+  EXPECT_EQ(fusedPartAxis(2), 0u);
+}
+
 }  // namespace
 }  // namespace mt
