@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -88,20 +88,12 @@ using hf::json;
 using hf::Architecture;
 using hf::readRopeScaling;
 
-constexpr char kClassifierSuffix[] = "ForSequenceClassification";
-constexpr char kCausalSuffix[] = "ForCausalLM";
-// Gemma 3's text model's classifier: Gemma3ForSequenceClassification is the multimodal model's.
-constexpr char kGemma3Classifier[] = "Gemma3TextForSequenceClassification";
-
-// An architecture's family, as both its heads' names begin: "Qwen2" of Qwen2ForCausalLM and
-// Qwen2ForSequenceClassification, "GPT2" of GPT2LMHeadModel and GPT2ForSequenceClassification;
-// "" for a name of neither form.
-std::string architectureFamily(const std::string& architecture) {
-  if (architecture == "GPT2LMHeadModel") return "GPT2";
-  for (const char* suffix : {kCausalSuffix, kClassifierSuffix})
-    if (architecture.size() > std::strlen(suffix) && architecture.ends_with(suffix))
-      return architecture.substr(0, architecture.size() - std::strlen(suffix));
-  return "";
+// The classifier transformers would name for `causal` ("OlmoeForCausalLM": OlmoeForSequenceClassification),
+// for the refusal of an architecture that has none.
+std::string missingClassifierName(const std::string& causal) {
+  constexpr std::string_view kCausalSuffix = "ForCausalLM";
+  const std::string family = causal.ends_with(kCausalSuffix) ? causal.substr(0, causal.size() - kCausalSuffix.size()) : causal;
+  return family + "ForSequenceClassification";
 }
 
 // The one architecture a config names (a list of one string under "architectures"), or "".
@@ -389,31 +381,13 @@ void readSmolLM3Keys(ConfigReader& r, ModelConfig& c) {
   }
 }
 
-// Granite's keys beside the llama family's: its multipliers (GraniteConfig's defaults 1 where
-// absent; its attention_multiplier 1 too, the scores then unscaled, not head_dim^-1/2; null
-// refused, as transformers 4 and 5 read it differently), and its attention dropout (Granite 3.0's
-// 0.1), which `notes` says mtc does not apply, as GPT-2's.
-void readGraniteKeys(ConfigReader& r, ModelConfig& c, std::vector<std::string>& notes) {
-  for (auto [key, value] : {std::pair{"embedding_multiplier", &c.embedding_multiplier},
-                            {"residual_multiplier", &c.residual_multiplier},
-                            {"attention_multiplier", &c.attention_multiplier},
-                            {"logits_scaling", &c.logits_scaling}}) {
-    if (r.isNull(key))
-      throw r.error(std::string("'") + key + "' is null: Granite's multipliers are numbers (1 where the config " +
-                    "names none, GraniteConfig's default)");
-    *value = r.number(key, 1.0);
-  }
-  if (const double p = r.probability("attention_dropout"); p > 0)
-    notes.push_back(fmt::format("config.json asks for dropout (attention_dropout {:g}); mtc trains without dropout "
-                                "(not supported yet)", p));
-}
-
 ModelConfig readConfig(ConfigReader& r, Architecture architecture, bool* mxfp4, std::vector<std::string>& notes) {
   using enum Architecture;
   ModelConfig c;
   c.family = ModelFamily::kLlama;
   c.width = r.integer("hidden_size");
-  c.ffn = r.integer("intermediate_size");
+  // (Granite 4.0's MLP: readGraniteHybridKeys.)
+  c.ffn = architecture == kGraniteHybrid ? 0 : r.integer("intermediate_size");
   c.layers = r.layerCount("num_hidden_layers");
   c.heads = r.integer("num_attention_heads");
   c.kv_heads = r.integer("num_key_value_heads", c.heads);
@@ -454,14 +428,15 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, bool* mxfp4, 
   else if (r.boolean("attention_bias", false))
     c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");
-  if (architecture == kGranite || architecture == kGraniteMoe)
-    readGraniteKeys(r, c, notes);
+  if (architecture == kGranite || architecture == kGraniteMoe || architecture == kGraniteHybrid)
+    hf::readGraniteKeys(r, c, notes);
   else
     r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
   if (smollm3)
     readSmolLM3Keys(r, c);
   else
     r.require("pretraining_tp", 1, "tensor-parallel slicing of the projections is not supported");
+  if (architecture == kGraniteHybrid) hf::readGraniteHybridKeys(r, c);
   readExperts(r, architecture, c, mxfp4);
   readSlidingWindows(r, architecture, c);
   return c;
@@ -551,11 +526,14 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   const std::string causal = causalArchitecture(out.architecture);
   const hf::ArchitectureName* known = hf::findArchitecture(causal);
   if (!known) {
-    std::string supported;
-    for (const hf::ArchitectureName& a : hf::kArchitectureNames)
+    std::string supported, no_classifier;
+    for (const hf::ArchitectureName& a : hf::kArchitectureNames) {
       supported += (supported.empty() ? "" : ", ") + std::string(a.causal);
+      if (!a.classifier) no_classifier += std::string(no_classifier.empty() ? "" : " and ") + a.causal;
+    }
     throw r.error("architecture " + out.architecture + " is not supported (supported: " + supported +
-                  "; each as its ...ForSequenceClassification too, a reward model)");
+                  "; each but " + no_classifier + ", whose modeling code in transformers has none, as its "
+                  "...ForSequenceClassification too, a reward model)");
   }
   // model_type says the same family as the architecture (transformers picks the config class by
   // it, the model class by the architecture: a folder where they disagree loads as neither says).
@@ -585,25 +563,22 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
 }
 
 std::string causalArchitecture(const std::string& architecture) {
-  if (architecture == kGemma3Classifier) return "Gemma3ForCausalLM";
-  const std::string family = architectureFamily(architecture);
-  if (family.empty() || !architecture.ends_with(kClassifierSuffix)) return architecture;
-  return family == "GPT2" ? "GPT2LMHeadModel" : family + kCausalSuffix;
+  const hf::ArchitectureName* known = hf::findClassifier(architecture);
+  return known ? known->causal : architecture;
 }
 
 std::string sequenceClassifierConfig(const std::string& config_json) {
   nlohmann::ordered_json config = parseOrderedJsonInput(config_json, "the model's Hugging Face config");
-  const std::string architecture = oneArchitecture(config), family = architectureFamily(architecture);
-  if (architecture.ends_with(kClassifierSuffix)) return config_json;
-  if (family.empty())
-    throw Error("the Hugging Face architecture '" + architecture + "' has no ...ForSequenceClassification form");
-  // OLMo 2's and OLMoE's modeling code in transformers has no classifier: a folder written so
-  // would load nowhere.
+  const std::string architecture = oneArchitecture(config);
+  if (hf::findClassifier(architecture)) return config_json;
   const hf::ArchitectureName* known = hf::findArchitecture(architecture);
-  if (known && (known->id == hf::Architecture::kOlmo2 || known->id == hf::Architecture::kOlmoe))
-    throw Error("transformers has no " + family + kClassifierSuffix + ": a reward model (--objective reward) of " +
-                architecture + " would have no Hugging Face form to load or export; train it as a causal LM");
-  config["architectures"] = {architecture == "Gemma3ForCausalLM" ? kGemma3Classifier : family + kClassifierSuffix};
+  if (!known)
+    throw Error("the Hugging Face architecture '" + architecture + "' has no ...ForSequenceClassification form");
+  // (OLMo 2's and OLMoE's modeling code in transformers has none: a folder written so would load nowhere.)
+  if (!known->classifier)
+    throw Error("transformers has no " + missingClassifierName(architecture) + ": a reward model (--objective reward) "
+                "of " + architecture + " would have no Hugging Face form to load or export; train it as a causal LM");
+  config["architectures"] = {known->classifier};
   config["id2label"] = {{"0", "LABEL_0"}};
   config["label2id"] = {{"LABEL_0", 0}};
   return config.dump(2) + "\n";

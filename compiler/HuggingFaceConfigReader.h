@@ -179,33 +179,39 @@ class ConfigReader {
 // parsed once from the config's name (findArchitecture): the readers test this, not the name.
 enum class Architecture {
   kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGemma, kGemma2, kGemma3, kPhi3, kGranite,
-  kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
+  kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGraniteHybrid, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
 };
 struct ArchitectureName {
   Architecture id;
   const char* causal;      // its causal LM's class, as config.json names it
   const char* model_type;  // the config's model_type, which must agree
+  // Its sequence classifier's class (a reward model's folder), nullptr where transformers has none
+  // (OLMo 2's and OLMoE's modeling code): such a folder is refused, and so is a reward model of it.
+  const char* classifier;
 };
 // In the order `mtc` lists them when it refuses another.
 inline constexpr ArchitectureName kArchitectureNames[] = {
-    {Architecture::kLlama, "LlamaForCausalLM", "llama"},
-    {Architecture::kQwen2, "Qwen2ForCausalLM", "qwen2"},
-    {Architecture::kQwen3, "Qwen3ForCausalLM", "qwen3"},
-    {Architecture::kQwen3Moe, "Qwen3MoeForCausalLM", "qwen3_moe"},
-    {Architecture::kMistral, "MistralForCausalLM", "mistral"},
-    {Architecture::kMixtral, "MixtralForCausalLM", "mixtral"},
-    {Architecture::kGptOss, "GptOssForCausalLM", "gpt_oss"},
-    {Architecture::kGemma, "GemmaForCausalLM", "gemma"},
-    {Architecture::kGemma2, "Gemma2ForCausalLM", "gemma2"},
-    {Architecture::kGemma3, "Gemma3ForCausalLM", "gemma3_text"},
-    {Architecture::kPhi3, "Phi3ForCausalLM", "phi3"},
-    {Architecture::kGranite, "GraniteForCausalLM", "granite"},
-    {Architecture::kSmolLM3, "SmolLM3ForCausalLM", "smollm3"},
-    {Architecture::kOlmo2, "Olmo2ForCausalLM", "olmo2"},
-    {Architecture::kQwen2Moe, "Qwen2MoeForCausalLM", "qwen2_moe"},
-    {Architecture::kOlmoe, "OlmoeForCausalLM", "olmoe"},
-    {Architecture::kGraniteMoe, "GraniteMoeForCausalLM", "granitemoe"},
-    {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2"},
+    {Architecture::kLlama, "LlamaForCausalLM", "llama", "LlamaForSequenceClassification"},
+    {Architecture::kQwen2, "Qwen2ForCausalLM", "qwen2", "Qwen2ForSequenceClassification"},
+    {Architecture::kQwen3, "Qwen3ForCausalLM", "qwen3", "Qwen3ForSequenceClassification"},
+    {Architecture::kQwen3Moe, "Qwen3MoeForCausalLM", "qwen3_moe", "Qwen3MoeForSequenceClassification"},
+    {Architecture::kMistral, "MistralForCausalLM", "mistral", "MistralForSequenceClassification"},
+    {Architecture::kMixtral, "MixtralForCausalLM", "mixtral", "MixtralForSequenceClassification"},
+    {Architecture::kGptOss, "GptOssForCausalLM", "gpt_oss", "GptOssForSequenceClassification"},
+    {Architecture::kGemma, "GemmaForCausalLM", "gemma", "GemmaForSequenceClassification"},
+    {Architecture::kGemma2, "Gemma2ForCausalLM", "gemma2", "Gemma2ForSequenceClassification"},
+    // (Gemma3ForSequenceClassification is the multimodal model's.)
+    {Architecture::kGemma3, "Gemma3ForCausalLM", "gemma3_text", "Gemma3TextForSequenceClassification"},
+    {Architecture::kPhi3, "Phi3ForCausalLM", "phi3", "Phi3ForSequenceClassification"},
+    {Architecture::kGranite, "GraniteForCausalLM", "granite", "GraniteForSequenceClassification"},
+    {Architecture::kSmolLM3, "SmolLM3ForCausalLM", "smollm3", "SmolLM3ForSequenceClassification"},
+    {Architecture::kOlmo2, "Olmo2ForCausalLM", "olmo2", nullptr},
+    {Architecture::kQwen2Moe, "Qwen2MoeForCausalLM", "qwen2_moe", "Qwen2MoeForSequenceClassification"},
+    {Architecture::kOlmoe, "OlmoeForCausalLM", "olmoe", nullptr},
+    {Architecture::kGraniteMoe, "GraniteMoeForCausalLM", "granitemoe", "GraniteMoeForSequenceClassification"},
+    {Architecture::kGraniteHybrid, "GraniteMoeHybridForCausalLM", "granitemoehybrid",
+     "GraniteMoeHybridForSequenceClassification"},
+    {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2", "GPT2ForSequenceClassification"},
 };
 static_assert(
     [] {
@@ -220,6 +226,12 @@ inline const ArchitectureName* findArchitecture(const std::string& causal) {
     if (causal == a.causal) return &a;
   return nullptr;
 }
+// The entry of a sequence classifier's class name, or null where mtc reads no such classifier.
+inline const ArchitectureName* findClassifier(const std::string& classifier) {
+  for (const ArchitectureName& a : kArchitectureNames)
+    if (a.classifier && classifier == a.classifier) return &a;
+  return nullptr;
+}
 
 // transformers 5's rotary settings, `rope_parameters` (an object), read: its reader, with
 // transformers 4's rope_scaling refused beside it (compiler/HuggingFaceConfig.cpp).
@@ -231,6 +243,13 @@ void readRopeScaling(ConfigReader& s, ModelConfig& c, bool phi3 = false);
 // The rotary embedding's base (the architecture's default where none is given) and scaling, as
 // transformers 4 (rope_theta, rope_scaling) or 5 (rope_parameters) writes them (compiler/HuggingFaceConfig.cpp).
 void readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c);
+
+// Granite's multipliers (GraniteForCausalLM, GraniteMoeForCausalLM, GraniteMoeHybridForCausalLM)
+// into `c`, its attention dropout said in `notes` as not applied; Granite 4.0's own keys
+// (GraniteMoeHybridForCausalLM with attention in every layer: its MLP's width, its positions, its
+// Mamba-2 layers and experts refused) (compiler/HuggingFaceGranite.cpp).
+void readGraniteKeys(ConfigReader& r, ModelConfig& c, std::vector<std::string>& notes);
+void readGraniteHybridKeys(ConfigReader& r, ModelConfig& c);
 
 // Gemma3ForCausalLM's, Gemma2ForCausalLM's and GemmaForCausalLM's configs into the llama family's
 // with Gemma's differences (compiler/HuggingFaceGemma.cpp); Gemma 1's legacy activation name said

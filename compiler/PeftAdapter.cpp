@@ -211,13 +211,14 @@ std::string gptOssStackTarget(const PeftAdapter& adapter, const HuggingFaceModel
 }
 
 // The plan's weight `ours` where it is a part of a linear layer that holds several of the model's
-// (Phi-3's qkv_proj: q, k and v; gate_up_proj: gate and up): that layer's module as PEFT names it
+// (Phi-3's qkv_proj: q, k and v; gate_up_proj: gate and up; Granite 4.0's shared_mlp.input_linear:
+// gate and up): that layer's module as PEFT names it
 // (loadedName); "" otherwise. PEFT adapts the layer whole: one A, its B's rows each part's in
 // turn. Each part takes that A and its rows of B (the same products); trained on, each part's A
 // adapts on its own, and --export-peft writes them back as one adapter at the parts' ranks summed.
 std::string fusedLinearModule(const HuggingFaceModel& model, const std::string& ours) {
   auto source = model.weights.find(ours);
-  if (checkpointLayoutOf(model.architecture) != CheckpointLayout::kPhi3 || source == model.weights.end() ||
+  if (!holdsFusedLinearLayers(checkpointLayoutOf(model.architecture)) || source == model.weights.end() ||
       source->second.place.parts == 1 || !ours.ends_with(".weight"))
     return "";
   return huggingFaceModuleOf(loadedName(model, source->second.place.name));

@@ -151,7 +151,8 @@ done
 # the export names gelu_pytorch_tanh so that transformers 4.48 on computes the tanh form too);
 # Qwen2-MoE (Qwen2MoeForCausalLM: its shared expert and the expert's sigmoid gate); OLMoE
 # (OlmoeForCausalLM: q and k normed over the whole projections, experts in every layer); GraniteMoE
-# (GraniteMoeForCausalLM: Granite's multipliers, every expert's gate and up in one input_linear).
+# (GraniteMoeForCausalLM: Granite's multipliers, every expert's gate and up in one input_linear);
+# Granite 4.0 (GraniteMoeHybridForCausalLM with attention in every layer: its shared_mlp).
 /usr/bin/python3 - <<'PY'
 import sys
 sys.path.insert(0, "tests/e2e")
@@ -161,12 +162,12 @@ for spec_name, folder in (("gemma3-bf16", "gemma3-tiny"), ("phi3-bf16", "phi3-ti
                           ("smollm3-bf16", "smollm3-tiny"), ("olmo2-f32", "olmo2-tiny"),
                           ("gemma2-f32", "gemma2-tiny"), ("gemma-f32", "gemma-tiny"),
                           ("qwen2-moe-bf16", "qwen2-moe-tiny"), ("olmoe-bf16", "olmoe-tiny"),
-                          ("granitemoe-bf16", "granitemoe-tiny")):
+                          ("granitemoe-bf16", "granitemoe-tiny"), ("granite4-f32", "granite4-tiny")):
     spec = hf_folders.MODELS[spec_name]
     hf_folders.write_folder(f".gpu/hf/{folder}-source", spec, hf_folders.hf_weights(spec["config"], False, spec["dtype"], 3))
 PY
 for model in gemma3-tiny phi3-tiny phi4mini-tiny granite-tiny smollm3-tiny olmo2-tiny gemma2-tiny gemma-tiny \
-  qwen2-moe-tiny olmoe-tiny granitemoe-tiny; do
+  qwen2-moe-tiny olmoe-tiny granitemoe-tiny granite4-tiny; do
   build/bin/mtc .gpu/hf/$model-source --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
   for dtype in f32 bf16; do
     build/bin/mtrun .gpu/hf/$model.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \

@@ -13,7 +13,12 @@ CheckpointLayout checkpointLayoutOf(const std::string& architecture) {
          : architecture.starts_with("GptOssFor") ? CheckpointLayout::kGptOss
          : architecture.starts_with("Phi3For")   ? CheckpointLayout::kPhi3
          : architecture.starts_with("GraniteMoeFor") ? CheckpointLayout::kGraniteMoe
+         : architecture.starts_with("GraniteMoeHybridFor") ? CheckpointLayout::kGraniteHybrid
                                                  : CheckpointLayout::kLlama;
+}
+
+bool holdsFusedLinearLayers(CheckpointLayout layout) {
+  return layout == CheckpointLayout::kPhi3 || layout == CheckpointLayout::kGraniteHybrid;
 }
 
 namespace {
@@ -89,6 +94,27 @@ std::optional<HuggingFacePlace> graniteMoePart(const std::string& layer, const s
   return std::nullopt;
 }
 
+// Granite 4.0's MLP: a layer's `part` ("mlp.up.weight") as its shared_mlp tensor (gate and up parts 0
+// and 1 of input_linear); none for another parameter.
+std::optional<HuggingFacePlace> graniteHybridPart(const std::string& layer, const std::string& part) {
+  const std::string mlp = "model." + layer + "shared_mlp.";
+  if (part == "mlp.gate.weight") return HuggingFacePlace{mlp + "input_linear.weight", false, 0, 2};
+  if (part == "mlp.up.weight") return HuggingFacePlace{mlp + "input_linear.weight", false, 1, 2};
+  if (part == "mlp.down.weight") return HuggingFacePlace{mlp + "output_linear.weight"};
+  return std::nullopt;
+}
+
+// A layer's parameter `part` where `layout` holds it otherwise than Llama's names say (Phi-3's and
+// Granite 4.0's fused layers, GraniteMoE's experts); none where Llama's names hold.
+std::optional<HuggingFacePlace> layoutPart(CheckpointLayout layout, const std::string& layer, const std::string& part) {
+  switch (layout) {
+    case CheckpointLayout::kPhi3: return phi3FusedPart(layer, part);
+    case CheckpointLayout::kGraniteMoe: return graniteMoePart(layer, part);
+    case CheckpointLayout::kGraniteHybrid: return graniteHybridPart(layer, part);
+    default: return std::nullopt;
+  }
+}
+
 // For a layer's parameter `param` of Qwen3-MoE or Mixtral, the mixture block transformers 5 has in
 // that layer ("model.layers.3.mlp") and the parameter's name within the layer ("moe.up.weight"),
 // which the callers match; none for gpt-oss or a parameter outside the layers.
@@ -134,13 +160,10 @@ std::string expertTensorName(std::string name, int64_t e) {
 }
 
 HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body, CheckpointLayout layout) {
-  const bool fused_layer = layout == CheckpointLayout::kPhi3 || layout == CheckpointLayout::kGraniteMoe;
-  if (fused_layer && param.starts_with("layers.")) {
+  if (param.starts_with("layers.")) {
     const size_t dot = param.find('.', 7);
-    const std::string layer = param.substr(0, dot + 1), part = dot == std::string::npos ? "" : param.substr(dot + 1);
     if (dot != std::string::npos)
-      if (auto fused = layout == CheckpointLayout::kPhi3 ? phi3FusedPart(layer, part) : graniteMoePart(layer, part))
-        return *fused;
+      if (auto own = layoutPart(layout, param.substr(0, dot + 1), param.substr(dot + 1))) return *own;
   }
   if (std::string llama = huggingFaceName(param, layout); !llama.empty()) {
     const bool per_expert = llama.find('*') != std::string::npos;
@@ -172,8 +195,8 @@ const char* notOwnModuleTensor(const HuggingFacePlace& place) {
   if (place.per_expert) return "one of a stack of experts, each its own module there";
   if (place.transposed) return "GPT-2's Conv1D layers, stored transposed, c_attn holding q, k and v in one";
   if (place.parts != 1)
-    return "a part of a fused layer (Phi-3's qkv_proj holds q, k and v, its gate_up_proj gate and up; GraniteMoE's "
-           "input_linear its experts' gate and up)";
+    return "a part of a fused layer (Phi-3's qkv_proj holds q, k and v, its gate_up_proj gate and up; Granite 4.0's "
+           "input_linear gate and up; GraniteMoE's input_linear its experts' gate and up)";
   if (huggingFaceModuleOf(place.name).empty()) return "no module of its own";
   return nullptr;
 }

@@ -21,9 +21,13 @@ namespace mt {
 // the one before; or GraniteMoE's (GraniteMoeForCausalLM): "block_sparse_moe.router.layer" the
 // router, every expert's gate and up in one "block_sparse_moe.input_linear.weight" (E, 2I, H),
 // each expert's gate rows before its up rows, and their down in "block_sparse_moe.output_linear.weight"
-// (E, H, I).
-enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3, kGraniteMoe };
+// (E, H, I); or Granite 4.0's (GraniteMoeHybridForCausalLM): its MLP "shared_mlp", gate's rows
+// then up's in one "shared_mlp.input_linear", down "shared_mlp.output_linear".
+enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3, kGraniteMoe, kGraniteHybrid };
 CheckpointLayout checkpointLayoutOf(const std::string& architecture);
+// Whether the layout holds several of the model's linear layers in one nn.Linear, which PEFT adapts
+// whole (Phi-3's qkv_proj and gate_up_proj, Granite 4.0's shared_mlp.input_linear).
+bool holdsFusedLinearLayers(CheckpointLayout layout);
 
 // Where a parameter of either family lives in a Hugging Face checkpoint: the tensor (GPT-2's
 // body under `gpt2_body`: "transformer." as transformers saves GPT2LMHeadModel, "" in the

@@ -238,7 +238,7 @@ std::vector<AdaptedModule> adaptedModules(const plan::Plan& plan, const std::vec
       modules.push_back({huggingFaceModuleOf(place.name), adapter, "", plan.host_tensors(adapter.weight).shape(0)});
       continue;
     }
-    if (place.parts != 1 && !place.transposed) {  // Phi-3's qkv_proj, gate_up_proj
+    if (place.parts != 1 && !place.transposed) {  // Phi-3's qkv_proj, gate_up_proj; Granite 4.0's input_linear
       addFusedLinear(modules, plan, params, place, adapter);
       continue;
     }

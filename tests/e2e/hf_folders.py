@@ -255,6 +255,25 @@ MODELS["granitemoe-bf16"] = dict(
                 attention_multiplier=0.0625, logits_scaling=6.0, num_local_experts=4, num_experts_per_tok=2,
                 output_router_logits=False, router_aux_loss_coef=0.001, initializer_range=0.02, use_cache=True,
                 model_type="granitemoe", torch_dtype="bfloat16", bos_token_id=0, eos_token_id=0, pad_token_id=0))
+# Granite 4.0 with attention in every layer (GraniteMoeHybridForCausalLM: granite-4.0-micro, -1b,
+# -350m): Granite's multipliers, its MLP shared_mlp as wide as shared_intermediate_size (96, not the
+# experts' intermediate_size 32, unused without experts), gate's rows then up's in one input_linear;
+# the rotary embedding (position_embedding_type "rope"), or none in any layer ("nope", the bf16 one);
+# the Mamba-2 layers' keys its configs carry, inert without Mamba layers.
+GRANITE4 = dict(hidden_size=64, intermediate_size=32, shared_intermediate_size=96, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, vocab_size=256, max_position_embeddings=64,
+                rms_norm_eps=1e-5, rope_theta=10000000.0, rope_scaling=None, tie_word_embeddings=True,
+                hidden_act="silu", attention_bias=False, attention_dropout=0.0, embedding_multiplier=12.0,
+                residual_multiplier=0.22, attention_multiplier=0.0078125, logits_scaling=6.0, num_local_experts=0,
+                num_experts_per_tok=0, output_router_logits=False, router_aux_loss_coef=0.0,
+                layer_types=["attention", "attention"], position_embedding_type="rope", normalization_function="rmsnorm",
+                mamba_chunk_size=256, mamba_conv_bias=True, mamba_d_conv=4, mamba_d_head=64, mamba_d_state=256,
+                mamba_expand=2, mamba_n_groups=1, mamba_n_heads=128, mamba_proj_bias=False,
+                model_type="granitemoehybrid", torch_dtype="float32", bos_token_id=0, eos_token_id=0, pad_token_id=0)
+MODELS["granite4-f32"] = dict(architecture="GraniteMoeHybridForCausalLM", dtype=torch.float32, shards=1,
+                              config=GRANITE4)
+MODELS["granite4-nope-bf16"] = dict(architecture="GraniteMoeHybridForCausalLM", dtype=torch.bfloat16, shards=2,
+                                    config=dict(GRANITE4, position_embedding_type="nope", torch_dtype="bfloat16"))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
     config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_ctx=64, vocab_size=256, n_inner=None,
@@ -301,7 +320,8 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
     g = torch.Generator().manual_seed(seed)
     # Qwen2-MoE's q/k/v biases, where its qkv_bias (transformers' default true) says.
     qkv_bias = qkv_bias or (cfg["model_type"] == "qwen2_moe" and cfg.get("qkv_bias", True))
-    C, FF, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    C, V = cfg["hidden_size"], cfg["vocab_size"]
+    FF = cfg["shared_intermediate_size"] if cfg["model_type"] == "granitemoehybrid" else cfg["intermediate_size"]
     D = cfg.get("head_dim") or C // cfg["num_attention_heads"]
     QW, KVW = cfg["num_attention_heads"] * D, cfg["num_key_value_heads"] * D
     w = {"model.embed_tokens.weight": torch.randn(V, C, generator=g) * 0.1,
@@ -359,6 +379,8 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
         w = phi3_fused(w)
     if cfg["model_type"] == "granitemoe":
         w = granitemoe_fused(w)
+    if cfg["model_type"] == "granitemoehybrid":
+        w = granite4_fused(w)
     return {k: v.to(dtype) for k, v in w.items()}
 
 
@@ -388,6 +410,21 @@ def granitemoe_fused(w):
         out[pre + "input_linear.weight"] = torch.stack(
             [torch.cat([w[pre + f"experts.{e}.w1.weight"], w[pre + f"experts.{e}.w3.weight"]]) for e in experts])
         out[pre + "output_linear.weight"] = torch.stack([w[pre + f"experts.{e}.w2.weight"] for e in experts])
+    return out
+
+
+def granite4_fused(w):
+    """Llama's MLP names made Granite 4.0's: each layer's gate rows then up rows in one
+    shared_mlp.input_linear, down in shared_mlp.output_linear (its GraniteMoeSharedMLP chunks so)."""
+    out = {}
+    for name, t in w.items():
+        if ".mlp.gate_proj." in name:
+            out[name.replace("mlp.gate_proj", "shared_mlp.input_linear")] = torch.cat(
+                [t, w[name.replace("gate_proj", "up_proj")]])
+        elif ".mlp.down_proj." in name:
+            out[name.replace("mlp.down_proj", "shared_mlp.output_linear")] = t
+        elif ".mlp.up_proj." not in name:
+            out[name] = t
     return out
 
 
@@ -534,6 +571,8 @@ def hf_layout(ours, spec):
         out[hf_name_of(name)] = t
     if spec["architecture"] == "GraniteMoeForCausalLM":
         return granitemoe_fused(out)
+    if spec["architecture"] == "GraniteMoeHybridForCausalLM":
+        return granite4_fused(out)
     return phi3_fused(out) if spec["architecture"] == "Phi3ForCausalLM" else out
 
 

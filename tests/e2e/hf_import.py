@@ -345,7 +345,12 @@ def refusals(bin_dir, work, failures):
     olmoe = MODELS["olmoe-bf16"]
     expect_refusals(bin_dir, work, olmoe, hf_weights(olmoe["config"], False, torch.float32, seed=5),
                     [("olmoe-clip-qkv", {"clip_qkv": 8.0}, None,
-                      "clamping q, k and v (OLMoE's clip_qkv) is not supported")], failures)
+                      "clamping q, k and v (OLMoE's clip_qkv) is not supported"),
+                     # A classifier transformers does not have (OLMoE's modeling code defines none).
+                     ("olmoe-classifier", {"architectures": ["OlmoeForSequenceClassification"],
+                                           "id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}, None,
+                      "architecture OlmoeForSequenceClassification is not supported (supported: LlamaForCausalLM")],
+                    failures)
     # GraniteMoE's fused experts: an input_linear without each expert's up rows (as long as the gate
     # alone), the router under Mixtral's name, a null multiplier.
     granitemoe = MODELS["granitemoe-bf16"]
@@ -362,6 +367,21 @@ def refusals(bin_dir, work, failures):
     ]
     expect_refusals(bin_dir, work, granitemoe, hf_weights(granitemoe["config"], False, torch.float32, seed=5),
                     granitemoe_cases, failures)
+    # Granite 4.0's: a Mamba-2 layer (its -h- hybrids), no layer_types (every layer Mamba-2 then),
+    # experts beside the shared MLP, another position embedding.
+    granite4 = MODELS["granite4-f32"]
+    granite4_cases = [
+        ("granite4-mamba", {"layer_types": ["mamba", "attention"]}, None,
+         "'layer_types' names \"mamba\" for layer 0: Granite 4.0's Mamba-2 layers (its -h- hybrids) are not supported"),
+        ("granite4-no-layer-types", {"layer_types": None}, None,
+         "no 'layer_types': GraniteMoeHybridConfig then makes every layer Mamba-2"),
+        ("granite4-experts", {"num_local_experts": 8}, None,
+         "'num_local_experts' is 8: experts beside Granite 4.0's shared MLP are not supported yet"),
+        ("granite4-alibi", {"position_embedding_type": "alibi"}, None,
+         "'position_embedding_type' is alibi: \"rope\" (the rotary embedding) or \"nope\""),
+    ]
+    expect_refusals(bin_dir, work, granite4, hf_weights(granite4["config"], False, torch.float32, seed=5),
+                    granite4_cases, failures)
     # gpt-oss with a null rope_scaling: transformers 5 applies its YaRN (x 32 from 4,096 tokens),
     # older versions none: ambiguous.
     oss = MODELS["gpt-oss-bf16"]

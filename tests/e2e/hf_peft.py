@@ -6,7 +6,8 @@ modules trained whole beside the adapters (modules_to_save), rank-stabilised sca
 mtc --lora-from puts such a folder back on the model, to train on or merged for sampling. DoRA
 (--lora-dora) the same way: magnitudes from the folder's row norms, merged as PEFT merges DoRA,
 exported and read back. Qwen2-MoE's all-linear, its shared experts adapted alone. GraniteMoE's
-all-linear, its routers adapted; its experts' stacks refused by --export-peft.
+all-linear, its routers adapted; its experts' stacks refused by --export-peft. Granite 4.0's
+all-linear, its fused MLP layer written as one adapter and read back.
 
 usage: /usr/bin/python3 tests/e2e/hf_peft.py BIN_DIR WORK_DIR
 """
@@ -596,6 +597,42 @@ def check_granitemoe_lora(bin_dir, work, data, failures):
           "tensors; --lora-from back bit for bit; the experts' stacks refused by --export-peft, merged by --export-hf")
 
 
+def check_granite4_fused_mlp(bin_dir, work, data, failures):
+    """Granite 4.0's MLP holds gate and up in one nn.Linear, shared_mlp.input_linear, which PEFT adapts
+    whole (as Phi-3's gate_up_proj): all-linear's gate and up adapters are written as one adapter of
+    input_linear, their A one after another and B block-diagonal (rank 8 from two of 4), down's as
+    output_linear's; --lora-from reads the folder back, every part the layer's A and its rows of B,
+    and the plan scores the data as the plan that trained them."""
+    name = "granite4-f32"
+    spec, folder = MODELS[name], os.path.join(work, name)
+    write_folder(folder, spec, hf_weights(spec["config"], False, spec["dtype"], seed=3))
+    plan, trained, _, peft, ours, adapters, config = train_and_export(
+        bin_dir, folder, data, os.path.join(work, name + ".lora"), 3, "--lora", "4", "--lora-targets", "all-linear")
+    layers = spec["config"]["num_hidden_layers"]
+    want = {f"base_model.model.model.layers.{l}.{m}.lora_{ab}.weight" for l in range(layers) for ab in "AB"
+            for m in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                      "shared_mlp.input_linear", "shared_mlp.output_linear")}
+    fused_a = adapters.get("base_model.model.model.layers.0.shared_mlp.input_linear.lora_A.weight")
+    fused_b = adapters.get("base_model.model.model.layers.0.shared_mlp.input_linear.lora_B.weight")
+    FF = spec["config"]["shared_intermediate_size"]
+    stacked_a = torch.cat([ours["layers.0.mlp.gate.lora_A.weight"], ours["layers.0.mlp.up.lora_A.weight"]])
+    block_b = torch.zeros(2 * FF, 8)
+    block_b[:FF, :4], block_b[FF:, 4:] = ours["layers.0.mlp.gate.lora_B.weight"], ours["layers.0.mlp.up.lora_B.weight"]
+    if set(adapters) != want or fused_a is None or not torch.equal(fused_a, stacked_a) or \
+            not torch.equal(fused_b, block_b) or "input_linear" not in config["target_modules"]:
+        failures.append(f"granite4 --export-peft: keys {sorted(set(adapters) ^ want)[:4]} on one side only, or "
+                        f"input_linear's adapter is not gate's and up's stacked and block-diagonal (target_modules "
+                        f"{config['target_modules']})")
+    back = os.path.join(work, name + ".from.plan")
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", back,
+             "--lora-from", peft])
+    adapted_loss, from_loss = eval_loss(bin_dir, plan, data, "--weights", trained), eval_loss(bin_dir, back, data)
+    if abs(from_loss - adapted_loss) > 1e-6 * adapted_loss:
+        failures.append(f"granite4 --lora-from: the plan scores {from_loss} (trained {adapted_loss})")
+    print(f"granite4 all-linear: input_linear's adapter gate's and up's (rank {fused_a.shape[0] if fused_a is not None else '?'}); "
+          f"--lora-from scores {from_loss:.6f} (trained {adapted_loss:.6f})")
+
+
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -612,6 +649,7 @@ def main():
     check_phi3_fused(bin_dir, work, data, failures)
     check_qwen2_moe_all_linear(bin_dir, work, data, failures)
     check_granitemoe_lora(bin_dir, work, data, failures)
+    check_granite4_fused_mlp(bin_dir, work, data, failures)
     ref.finish("hf_peft", failures)
 
 

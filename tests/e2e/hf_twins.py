@@ -181,7 +181,10 @@ def hf_rope_parameters(cfg, head_dim, seq=None):
 
 def rotates(cfg, layer):
     """Whether `layer` turns the rotary embedding: not a SmolLM3 NoPE layer (no_rope_layers' 0s, else
-    every no_rope_layer_interval-th, as SmolLM3Config derives them)."""
+    every no_rope_layer_interval-th, as SmolLM3Config derives them), nor any Granite 4.0 layer without
+    position_embedding_type "rope"."""
+    if cfg["model_type"] == "granitemoehybrid":  # GraniteMoeHybridModel: rotary in every layer, or none
+        return cfg.get("position_embedding_type") == "rope"
     if cfg["model_type"] != "smollm3":
         return True
     if cfg.get("no_rope_layers") is not None:
@@ -281,7 +284,7 @@ def gemma_logits(p, cfg, tokens, score_head=False):
 def hf_logits(p, cfg, tokens, score_head=False):
     """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / GraniteForCausalLM
     compute them (eager attention; Qwen3's q_norm and k_norm on each head before the rotary embedding;
-    Granite's and GraniteMoE's multipliers; OLMo 2's norms after each sublayer alone and q/k norms over the whole
+    Granite's, GraniteMoE's and Granite 4.0's multipliers; OLMo 2's norms after each sublayer alone and q/k norms over the whole
     projections, OLMoE's same q/k norms in Llama's layers); Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
     reward model's score head, which Granite's logits_scaling leaves as it is (transformers' classifier)."""
     if cfg["model_type"] in GEMMAS:
@@ -309,7 +312,7 @@ def hf_logits(p, cfg, tokens, score_head=False):
         return F.linear(x, p[name + ".weight"], p.get(name + ".bias"))
 
     x = embed_tokens(p, cfg, tokens)
-    granite = cfg["model_type"] in ("granite", "granitemoe")  # its multipliers (modeling_granite, modeling_granitemoe)
+    granite = cfg["model_type"] in ("granite", "granitemoe", "granitemoehybrid")  # their multipliers (modeling_granite*)
     multiplier = lambda key: cfg.get(key, 1.0) if granite else 1.0  # noqa: E731 (GraniteConfig's defaults 1)
     if granite:
         x = x * multiplier("embedding_multiplier")
@@ -360,6 +363,10 @@ def hf_logits(p, cfg, tokens, score_head=False):
             continue
         if pre + "mlp.gate_up_proj.weight" in p:  # Phi-3's, chunked as its Phi3MLP does
             gate, up = linear(h, pre + "mlp.gate_up_proj").chunk(2, dim=-1)
+        elif pre + "shared_mlp.input_linear.weight" in p:  # Granite 4.0's, chunked as its GraniteMoeSharedMLP does
+            gate, up = linear(h, pre + "shared_mlp.input_linear").chunk(2, dim=-1)
+            x = x + linear(F.silu(gate) * up, pre + "shared_mlp.output_linear") * residual
+            continue
         else:
             gate, up = linear(h, pre + "mlp.gate_proj"), linear(h, pre + "mlp.up_proj")
         x = x + linear(F.silu(gate) * up, pre + "mlp.down_proj") * residual

@@ -154,5 +154,31 @@ TEST(HuggingFaceNamesTest, GraniteMoeExpertPlaces) {
   EXPECT_EQ(fusedPartAxis(2), 0u);
 }
 
+// Granite 4.0's MLP (GraniteMoeHybridForCausalLM): gate and up parts 0 and 1 of one nn.Linear,
+// shared_mlp.input_linear, which PEFT adapts whole (a fused linear layer, as Phi-3's); down its
+// output_linear; the attention where Llama has it. Not GraniteMoE's layout, whose name it extends.
+TEST(HuggingFaceNamesTest, GraniteHybridSharedMlpPlaces) {
+  EXPECT_EQ(checkpointLayoutOf("GraniteMoeHybridForCausalLM"), CheckpointLayout::kGraniteHybrid);
+  EXPECT_EQ(checkpointLayoutOf("GraniteMoeHybridForSequenceClassification"), CheckpointLayout::kGraniteHybrid);
+  const CheckpointLayout granite = CheckpointLayout::kGraniteHybrid;
+  EXPECT_TRUE(holdsFusedLinearLayers(granite));
+  EXPECT_TRUE(holdsFusedLinearLayers(CheckpointLayout::kPhi3));
+  EXPECT_FALSE(holdsFusedLinearLayers(CheckpointLayout::kGraniteMoe));  // its fused tensors are stacks of experts
+  const HuggingFacePlace gate = huggingFacePlace("layers.5.mlp.gate.weight", "", granite);
+  const HuggingFacePlace up = huggingFacePlace("layers.5.mlp.up.weight", "", granite);
+  const HuggingFacePlace down = huggingFacePlace("layers.5.mlp.down.weight", "", granite);
+  EXPECT_EQ(gate.name, "model.layers.5.shared_mlp.input_linear.weight");
+  EXPECT_EQ(up.name, gate.name);
+  EXPECT_EQ(gate.part, 0);
+  EXPECT_EQ(up.part, 1);
+  EXPECT_EQ(up.parts, 2);
+  EXPECT_EQ(down.name, "model.layers.5.shared_mlp.output_linear.weight");
+  EXPECT_EQ(down.parts, 1);
+  EXPECT_EQ(notOwnModuleTensor(down), nullptr);
+  EXPECT_EQ(huggingFacePlace("layers.5.attn.o.weight", "", granite).name, "model.layers.5.self_attn.o_proj.weight");
+  EXPECT_EQ(huggingFacePlace("layers.5.mlp_norm.weight", "", granite).name,
+            "model.layers.5.post_attention_layernorm.weight");
+}
+
 }  // namespace
 }  // namespace mt
