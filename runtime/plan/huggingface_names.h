@@ -33,9 +33,10 @@ bool holdsFusedLinearLayers(CheckpointLayout layout);
 // body under `gpt2_body`: "transformer." as transformers saves GPT2LMHeadModel, "" in the
 // original checkpoints), whether it is stored transposed (GPT-2's Conv1D: [in, out]), and which
 // part of how many along the tensor's output axis (GPT-2's c_attn holds q, k and v side by side,
-// Phi-3's qkv_proj and gate_up_proj theirs one after another, GraniteMoE's input_linear each
-// expert's gate and up): the parts lie in order along that axis (fusedPartAxis), each as long as
-// its own parameter's output axis (Phi-3's k and v shorter than q where heads share them). `name` is empty where the parameter has no place. One table for mtc's
+// Phi-3's qkv_proj and gate_up_proj theirs one after another, Granite 4.0's input_linear gate and
+// up, GraniteMoE's input_linear each expert's gate and up): the parts lie in order along that axis
+// (fusedPartAxis), each as long as its own parameter's output axis (Phi-3's k and v shorter than q
+// where heads share them). `name` is empty where the parameter has no place. One table for mtc's
 // import and mtrun's export.
 // A stacked expert weight (experts, out, in) is one tensor per expert: `name` has a '*' for the
 // index (expertTensorName).

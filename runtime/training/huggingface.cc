@@ -123,7 +123,7 @@ nlohmann::ordered_json exportableConfig(const plan::Plan& plan, const std::strin
     for (bool p : present)
       if (!p)
         throw Error(flag + ": the plan lacks a part of Hugging Face's fused '" + name + "' (q, k and v together; "
-                    "Phi-3's gate and up; GraniteMoE's experts' gate and up)");
+                    "gate and up together: Phi-3's, Granite 4.0's, GraniteMoE's experts')");
   return config;
 }
 
