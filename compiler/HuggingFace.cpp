@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -255,6 +256,22 @@ std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, co
 
 }  // namespace
 
+namespace {
+
+// Whether `name` is a tensor of one of the checkpoint's `count` multi-token prediction layers after
+// the model's `layers` (GLM-4.5's "model.layers.46."), which transformers leaves unread.
+bool inPredictionLayer(const std::string& name, const std::string& body, int64_t layers, int64_t count) {
+  const std::string prefix = body + "layers.";
+  if (count == 0 || !name.starts_with(prefix)) return false;
+  const size_t dot = name.find('.', prefix.size());
+  int64_t layer = -1;
+  const char *first = name.data() + prefix.size(), *last = name.data() + (dot == std::string::npos ? name.size() : dot);
+  const auto [end, ec] = std::from_chars(first, last, layer);
+  return ec == std::errc() && end == last && layer >= layers && layer - layers < count;
+}
+
+}  // namespace
+
 bool isHuggingFaceFolder(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && stat((path + "/config.json").c_str(), &st) == 0;
@@ -365,10 +382,12 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
                          : std::vector<std::string>{"moe.router.weight", "moe.gate.weight", "moe.up.weight",
                                                     "moe.down.weight"};
     for (const std::string& part : mlp) place(layer + part);
-    if (c.isMoeLayer(l) && c.shared_expert_ffn)  // Qwen2-MoE's
-      for (const char* part : {"moe.shared.gate.weight", "moe.shared.up.weight", "moe.shared.down.weight",
-                               "moe.shared_gate.weight"})
+    if (c.isMoeLayer(l) && c.sigmoid_router) place(layer + "moe.router.score_bias");  // GLM-4.5's
+    if (c.isMoeLayer(l) && c.shared_expert_ffn) {  // Qwen2-MoE's, gated; GLM-4.5's
+      for (const char* part : {"moe.shared.gate.weight", "moe.shared.up.weight", "moe.shared.down.weight"})
         place(layer + part);
+      if (c.shared_expert_gated) place(layer + "moe.shared_gate.weight");
+    }
   }
   for (const auto& [name, file] : files) {
     if (placed.count(name)) continue;
@@ -379,7 +398,8 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
     const bool vision = language_model && (name.starts_with("vision_tower.") || name.starts_with("multi_modal_projector.") ||
                                            name.starts_with("model.vision_tower.") ||
                                            name.starts_with("model.multi_modal_projector."));
-    if (!derived && !tied_copy && !vision)
+    const bool prediction = inPredictionLayer(name, body, c.layers, config.prediction_layers);
+    if (!derived && !tied_copy && !vision && !prediction)
       throw Error(dir + ": the weights hold '" + name + "', which the " + model.architecture +
                   " layout mtc reads has no place for");
   }

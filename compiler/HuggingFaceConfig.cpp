@@ -112,17 +112,18 @@ void gptOssDefaultYarn(ModelConfig& c) {
   out.beta_fast = 32.0, out.beta_slow = 1.0, out.truncate = false;
 }
 
-// Phi-3's rotary embedding over the first partial_rotary_factor of each head (Phi-4-mini's 0.75)
-// into `c`: transformers' int(head_dim * factor) elements, which must be a positive even number.
-// The key at the top level (`r`) or in transformers 5's rotary settings (`inner`, where there are
-// some), where transformers 5 saves it twice; both must then agree.
-void readPartialRotary(ConfigReader& r, ConfigReader* inner, ModelConfig& c) {
+// The rotary embedding over the first partial_rotary_factor of each head (Phi-4-mini's 0.75,
+// GLM-4.5's 0.5; `fallback` where the config names none) into `c`: transformers' int(head_dim *
+// factor) elements, which must be a positive even number. The key at the top level (`r`) or in
+// transformers 5's rotary settings (`inner`, where there are some), where transformers 5 saves it
+// twice; both must then agree.
+void readPartialRotary(ConfigReader& r, ConfigReader* inner, ModelConfig& c, double fallback) {
   const double top = r.number("partial_rotary_factor", 0.0);
   const double nested = inner ? inner->number("partial_rotary_factor", 0.0) : 0.0;
   if (top > 0.0 && nested > 0.0 && top != nested)
     throw r.error(fmt::format("'partial_rotary_factor' is {:g} here but {:g} in the rotary settings: the folder "
                               "contradicts itself", top, nested));
-  const double fraction = top > 0.0 ? top : nested > 0.0 ? nested : 1.0;
+  const double fraction = top > 0.0 ? top : nested > 0.0 ? nested : fallback;
   if (fraction > 1.0) throw r.error(fmt::format("'partial_rotary_factor' {:g} is above 1", fraction));
   const int64_t rotary = static_cast<int64_t>(static_cast<double>(c.headDim()) * fraction);
   if (rotary <= 0 || rotary % 2 != 0)
@@ -174,6 +175,9 @@ void settleLongRope(ConfigReader& r, Architecture architecture, ModelConfig& c) 
 void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) {
   const double theta = r.number("rope_theta", 0.0);  // 0: not given
   const bool gpt_oss = architecture == Architecture::kGptOss, phi3 = architecture == Architecture::kPhi3;
+  // Over part of each head: Phi-3's where it says (Phi-4-mini), GLM-4.5's half unless it says otherwise.
+  const bool partial = phi3 || architecture == Architecture::kGlm4Moe;
+  const double whole_head = architecture == Architecture::kGlm4Moe ? 0.5 : 1.0;  // the configs' defaults
   // transformers' configs' defaults
   const double default_theta = gpt_oss                                   ? 150000.0
                                : architecture == Architecture::kMixtral  ? 1e6
@@ -182,7 +186,7 @@ void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) 
   if (!r.has("rope_parameters")) {
     r.take("rope_parameters");  // absent or null
     c.rope_theta = theta > 0 ? theta : default_theta;
-    if (phi3) readPartialRotary(r, nullptr, c);
+    if (partial) readPartialRotary(r, nullptr, c, whole_head);
     if (r.has("rope_scaling")) {
       if (!r.value("rope_scaling").is_object()) throw r.error("'rope_scaling' is not an object");
       ConfigReader s = r.nested("rope_scaling");
@@ -207,11 +211,11 @@ void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) 
     throw p.error(fmt::format("'rope_theta' is {:g} but the config's rope_theta is {:g}: the folder contradicts itself",
                               inner, theta));
   c.rope_theta = inner > 0 ? inner : theta > 0 ? theta : default_theta;
-  if (phi3)
-    readPartialRotary(r, &p, c);
+  if (partial)
+    readPartialRotary(r, &p, c, whole_head);
   else if (p.number("partial_rotary_factor", 1.0) != 1.0)
     throw p.error("'partial_rotary_factor' is not 1: a rotary embedding over part of each head is not supported "
-                  "(Phi-3's is)");
+                  "(Phi-3's and GLM-4.5's are)");
   readRopeScaling(p, c, phi3);
   p.finish();
 }
@@ -219,10 +223,12 @@ void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) 
 namespace {
 
 // A mixture of experts' settings (Qwen3MoeForCausalLM, Qwen2MoeForCausalLM with its shared expert,
-// MixtralForCausalLM, GptOssForCausalLM, OlmoeForCausalLM, GraniteMoeForCausalLM) into `c`.
+// MixtralForCausalLM, GptOssForCausalLM, OlmoeForCausalLM, GraniteMoeForCausalLM, Glm4MoeForCausalLM)
+// into `c`.
 // `mxfp4`: set where the config says the experts are stored in MXFP4 (gpt-oss's quantization_config).
 void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c, bool* mxfp4) {
   using enum Architecture;
+  if (architecture == kGlm4Moe) return hf::readGlm4MoeExperts(r, c);
   if (architecture == kOlmoe) {
     // Qwen3-MoE's keys, each expert as wide as intermediate_size in every layer.
     c.experts = r.integer("num_experts");
@@ -394,14 +400,15 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, bool* mxfp4, 
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
   const bool phi3 = architecture == kPhi3, smollm3 = architecture == kSmolLM3, olmo2 = architecture == kOlmo2;
-  const bool olmoe = architecture == kOlmoe;
-  c.norm_eps = r.number("rms_norm_eps", phi3 || olmo2 || olmoe ? 1e-5 : 1e-6);  // the configs' defaults
+  const bool olmoe = architecture == kOlmoe, glm4_moe = architecture == kGlm4Moe;
+  c.norm_eps = r.number("rms_norm_eps", phi3 || olmo2 || olmoe || glm4_moe ? 1e-5 : 1e-6);  // the configs' defaults
   c.tied = r.boolean("tie_word_embeddings", smollm3);
   // Phi3Config's, SmolLM3Config's, Olmo2Config's and OlmoeConfig's defaults; the others' none.
   c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : smollm3 ? 128004 : olmo2 || olmoe ? 1 : -1);
   // Qwen2's q/k/v biases; Qwen2-MoE's where its qkv_bias says (transformers 5's key; 4 always had them).
   c.qkv_bias = architecture == kQwen2 || (architecture == kQwen2Moe && r.boolean("qkv_bias", true));
-  c.qk_norm = architecture == kQwen3 || architecture == kQwen3Moe || olmo2 || olmoe;
+  c.qk_norm = architecture == kQwen3 || architecture == kQwen3Moe || olmo2 || olmoe ||
+              (glm4_moe && r.boolean("use_qk_norm", false));  // GLM-4.5's per head, as Qwen3's
   // OLMo 2: q and k normed over their whole projections, each sublayer's output normed before its
   // residual add, its input not (Olmo2DecoderLayer). OLMoE: the same q and k norms in Llama's
   // pre-norm layers (OlmoeAttention), and no clamp of q, k and v.
@@ -423,6 +430,8 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, bool* mxfp4, 
   // output projection has none either.
   if (architecture == kQwen2 || architecture == kQwen2Moe)
     r.require("attention_bias", false, "Qwen2's output projection has no bias in transformers");
+  else if (glm4_moe)  // GLM-4.5's q, k and v alone (Glm4MoeAttention's o_proj has none)
+    c.qkv_bias = r.boolean("attention_bias", false);
   else if (phi3)
     readPhi3Keys(r);
   else if (r.boolean("attention_bias", false))
@@ -554,6 +563,15 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   // bounded as they are read, ConfigReader::layerCount).
   if (out.config.experts > kMaxExperts)
     throw r.error(fmt::format("{} experts: at most {} are supported", out.config.experts, kMaxExperts));
+  if (known->id == Architecture::kGlm4Moe && (out.prediction_layers = hf::readGlm4MoePredictionLayers(r)) > 0) {
+    out.config_to_keep = hf::glm4MoeConfigToKeep(config_json);
+    out.notes.push_back(fmt::format(
+        "the checkpoint's {} multi-token prediction layer{} (model.layers.{}{}) {} not read, as transformers reads "
+        "none; --export-hf writes none (num_nextn_predict_layers 0)",
+        out.prediction_layers, out.prediction_layers == 1 ? "" : "s", out.config.layers,
+        out.prediction_layers == 1 ? "" : fmt::format("-{}", out.config.layers + out.prediction_layers - 1),
+        out.prediction_layers == 1 ? "is" : "are"));
+  }
   if (causal != out.architecture) {
     readScoreLabels(r);
     out.config.score_head = ModelConfig::ScoreHead::kPretrained;

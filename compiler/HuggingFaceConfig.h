@@ -27,6 +27,9 @@ struct HuggingFaceConfig {
   // a Gemma 1 config's with its activation named as mtc computes it (hf::gemmaConfigToKeep).
   std::string config_to_keep;
   bool language_model_only = false;  // a Gemma3ForConditionalGeneration folder: its language model read
+  // The checkpoint's multi-token prediction layers after the model's (GLM-4.5's
+  // num_nextn_predict_layers, model.layers.<layers>...), which transformers leaves unread: so does mtc.
+  int64_t prediction_layers = 0;
 };
 
 // Reads `config_json` (the text of `path`); throws mt::Error naming what it cannot take.

@@ -27,8 +27,10 @@ nlohmann::ordered_json llamaConfig(const ModelConfig& c, const char* architectur
 
 // A mixture of experts' config.json: Qwen3MoeForCausalLM (with q/k norms), Qwen2MoeForCausalLM
 // (with a shared expert, q/k/v biases and heads width / heads wide), MixtralForCausalLM (neither,
-// every layer's experts as wide as intermediate_size); "" for a shape none has.
+// every layer's experts as wide as intermediate_size); "" for a shape none has (a sigmoid router's:
+// only a GLM-4.5 folder's own config describes one).
 std::string expertsConfig(const ModelConfig& c) {
+  if (c.sigmoid_router || !c.shared_expert_gated) return "";
   const bool qwen2 = c.shared_expert_ffn > 0, qwen = c.qk_norm || qwen2;
   if (qwen2 ? (c.qk_norm || !c.qkv_bias || c.o_bias || c.headDim() * c.heads != c.width) : c.qkv_bias) return "";
   if (!qwen && (c.moe_every != 1 || !c.dense_layers.empty() || !c.normalize_topk)) return "";
@@ -52,6 +54,33 @@ std::string expertsConfig(const ModelConfig& c) {
   } else {
     config["num_local_experts"] = c.experts;
   }
+  return config.dump(2) + "\n";
+}
+
+// GLM-4.5's config.json (Glm4MoeForCausalLM): its sigmoid router, an ungated shared expert a whole
+// number of experts wide, dense first layers, q/k/v biases; "" for another shape.
+std::string glm4MoeConfig(const ModelConfig& c) {
+  const int64_t dense = static_cast<int64_t>(c.dense_layers.size());
+  for (int64_t l = 0; l < dense; ++l)
+    if (c.dense_layers[l] != l) return "";
+  if (c.shared_expert_gated || c.shared_expert_ffn % c.expert_ffn != 0 || c.moe_every != 1 || c.o_bias ||
+      c.qk_norm_whole || c.router_aux_loss_coef > 0)
+    return "";
+  nlohmann::ordered_json config = llamaConfig(c, "Glm4MoeForCausalLM", "glm4_moe", c.ffn);
+  config["head_dim"] = c.headDim();
+  config["partial_rotary_factor"] = static_cast<double>(c.rotaryDim()) / static_cast<double>(c.headDim());
+  config["attention_bias"] = c.qkv_bias;
+  config["use_qk_norm"] = c.qk_norm;
+  config["n_routed_experts"] = c.experts;
+  config["num_experts_per_tok"] = c.experts_per_token;
+  config["moe_intermediate_size"] = c.expert_ffn;
+  config["n_shared_experts"] = c.shared_expert_ffn / c.expert_ffn;
+  config["first_k_dense_replace"] = dense;
+  config["n_group"] = c.router_groups;
+  config["topk_group"] = c.router_groups_chosen;
+  config["routed_scaling_factor"] = c.routed_scaling;
+  config["norm_topk_prob"] = c.normalize_topk;
+  config["num_nextn_predict_layers"] = 0;
   return config.dump(2) + "\n";
 }
 
@@ -128,6 +157,7 @@ std::string causalConfig(const ModelConfig& c) {
   if (c.expert_form == ModelConfig::ExpertForm::kGptOss) return gptOssConfig(c);
   if (c.sliding_window > 0) return "";  // a window only gpt-oss's form writes out
   if (c.qk_norm_whole) return olmoeConfig(c);
+  if (c.sigmoid_router) return glm4MoeConfig(c);
   if (c.experts > 0) return expertsConfig(c);
   // Qwen2: q/k/v biases alone; Llama and Qwen3 bias all four projections or none (attention_bias).
   const bool qwen2 = !c.qk_norm && c.qkv_bias && !c.o_bias;

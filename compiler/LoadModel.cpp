@@ -48,19 +48,31 @@ bool importOnnx(MLIRContext& context, const CompileOptions& o, LoadedModel& m) {
   return true;
 }
 
+// A sigmoid router's choice and weights in the summary (", sigmoid scores chosen with a frozen
+// bias within 1 of 2 groups, renormalised, x 2.5").
+std::string sigmoidRouting(const ModelConfig& c) {
+  return fmt::format(", sigmoid scores chosen with a frozen bias{}{}{}",
+                     c.router_groups > 1 ? fmt::format(" within {} of {} groups", c.router_groups_chosen, c.router_groups)
+                                         : "",
+                     c.normalize_topk ? ", renormalised" : "",
+                     c.routed_scaling != 1.0 ? fmt::format(", x {:g}", c.routed_scaling) : "");
+}
+
 // The model's shape in the summary: "llama, 2 layers, width 64, ...".
 std::string describeShape(const std::string& origin, const ModelConfig& c) {
   std::string experts;
   const bool oss = c.expert_form == ModelConfig::ExpertForm::kGptOss;
   if (c.experts) {
-    const std::string routing = oss                 ? fmt::format(", softmax of the top k; gpt-oss's biased experts, "
-                                                                  "SwiGLU clamped at {:g}", c.swiglu_limit)
+    const std::string routing = oss ? fmt::format(", softmax of the top k; gpt-oss's biased experts, "
+                                                  "SwiGLU clamped at {:g}", c.swiglu_limit)
+                                : c.sigmoid_router ? sigmoidRouting(c)
                                 : c.normalize_topk ? ", renormalised"
                                                    : "";
     experts = fmt::format(", {} experts of width {} (top {}{}){} in {} of {} layers{}", c.experts, c.expert_ffn,
                           c.experts_per_token, routing,
-                          c.shared_expert_ffn ? fmt::format(" beside a shared expert of width {} (sigmoid-gated)",
-                                                            c.shared_expert_ffn)
+                          c.shared_expert_ffn ? fmt::format(" beside a shared expert of width {} ({})",
+                                                            c.shared_expert_ffn,
+                                                            c.shared_expert_gated ? "sigmoid-gated" : "ungated")
                                               : "",
                           c.moeLayers(), c.layers,
                           c.router_aux_loss_coef > 0 ? fmt::format(", load-balancing loss x {:g} trained on",
@@ -147,6 +159,10 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
     problem = "--router-aux-loss is a training loss; a --forward-only plan has none (drop it)";
   if (problem.empty() && o.router_aux_loss && !config.experts)
     problem = "--router-aux-loss is the load-balancing loss of a mixture of experts' router; this model has none";
+  if (problem.empty() && o.router_aux_loss && *o.router_aux_loss != 0 && config.sigmoid_router)
+    problem = "--router-aux-loss: the sigmoid router (GLM-4.5's, DeepSeek-V3's) is balanced by its score bias, and "
+              "transformers adds no load-balancing loss for it; the softmax one --router-aux-loss trains would be "
+              "another model's (drop it)";
   if (problem.empty() && o.batch == 0 && o.forward_only)
     problem = "--forward-only takes a --batch of its own (the sequences sampled at once; 1 for mtgen's one sample)";
   if (problem.empty() && rowsInPairs(o.loss.objective)) problem = preferenceProblem(o);

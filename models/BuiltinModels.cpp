@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/moe/routing.h"
 #include "kernels/rope/rope.h"
 
 namespace mt {
@@ -32,11 +33,12 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
                             // q and k normed per head, or (OLMo 2, OLMoE) over their whole projections
                             (c.qk_norm ? (c.qk_norm_whole ? q_width + kv_width : 2 * c.headDim()) : 0);
   const bool oss = c.expert_form == ModelConfig::ExpertForm::kGptOss;
-  // gpt-oss: the router's bias, each expert's gate_up and down biases
-  const int64_t router = c.experts * c.width + (oss ? c.experts : 0);
+  // gpt-oss: the router's bias, each expert's gate_up and down biases; a sigmoid router's score bias
+  const int64_t router = c.experts * c.width + (oss || c.sigmoid_router ? c.experts : 0);
   const int64_t expert = 3 * c.width * c.expert_ffn + (oss ? 2 * c.expert_ffn + c.width : 0);
-  // Qwen2-MoE's shared expert and its gate, which every token uses.
-  const int64_t shared = c.shared_expert_ffn ? 3 * c.width * c.shared_expert_ffn + c.width : 0;
+  // Qwen2-MoE's shared expert and its gate (GLM-4.5's: none), which every token uses.
+  const int64_t shared =
+      c.shared_expert_ffn ? 3 * c.width * c.shared_expert_ffn + (c.shared_expert_gated ? c.width : 0) : 0;
   int64_t total = c.vocab * c.width + c.width + head;  // embed, norm, head
   for (int64_t l = 0; l < c.layers; ++l)
     total += attention + (c.attention_sinks ? c.heads : 0) +
@@ -157,6 +159,21 @@ ModelConfig olmoe(ModelConfig attention, int64_t experts, int64_t top_k) {
   return c;
 }
 
+// GLM-4.5 (Glm4MoeForCausalLM): `attention` (q/k/v biases, heads `head_dim` wide) with half of each
+// head rotated, its first `dense` layers' MLPs dense (`ffn` wide), the others `experts` of width
+// `expert_ffn` beside one shared expert as wide, added ungated; the sigmoid router's top k by score
+// + its frozen bias within `groups_chosen` of `groups`, renormalised, times `scaling`.
+ModelConfig glm4Moe(ModelConfig attention, int64_t dense, int64_t experts, int64_t top_k, int64_t expert_ffn,
+                    double scaling, int64_t groups = 1, int64_t groups_chosen = 1) {
+  ModelConfig c = attention;
+  c.rotary_dim = c.headDim() / 2;
+  c.experts = experts, c.experts_per_token = top_k, c.expert_ffn = expert_ffn, c.normalize_topk = true;
+  for (int64_t l = 0; l < dense; ++l) c.dense_layers.push_back(l);
+  c.shared_expert_ffn = expert_ffn, c.shared_expert_gated = false;
+  c.sigmoid_router = true, c.routed_scaling = scaling, c.router_groups = groups, c.router_groups_chosen = groups_chosen;
+  return c;
+}
+
 }  // namespace
 
 const std::vector<ModelPreset>& modelPresets() {
@@ -221,6 +238,18 @@ const std::vector<ModelPreset>& modelPresets() {
        "Mixtral 8x7B shape: 8 experts, top 2"},
       {"mixtral-8x22b", {ModelFamily::kLlama, 56, 6144, 48, 8, 16384, 32768, 65536, false, 1e-5, 1e6, false, 0, false, 8, 2, 16384, true},
        "Mixtral 8x22B shape: 8 experts, top 2"},
+      {"glm4-moe-tiny",
+       glm4Moe({ModelFamily::kLlama, 3, 64, 4, 2, 96, 256, 64, false, 1e-5, 1e6, true, 32, true}, 1, 8, 2, 32, 2.5, 2, 1),
+       "test-sized GLM-4.5: a dense first layer, then 8 experts of width 32 (top 2 of the better of 2 groups by "
+       "the sigmoid router, x 2.5) beside a shared one"},
+      {"glm-4.5-air",
+       glm4Moe({ModelFamily::kLlama, 46, 4096, 96, 8, 10944, 151552, 131072, false, 1e-5, 1e6, true, 128, false}, 1,
+               128, 8, 1408, 1.0),
+       "GLM-4.5-Air shape: 128 experts, top 8, a shared expert, the first layer dense"},
+      {"glm-4.5",
+       glm4Moe({ModelFamily::kLlama, 92, 5120, 96, 8, 12288, 151552, 131072, false, 1e-5, 1e6, true, 128, true}, 3,
+               160, 8, 1536, 2.5),
+       "GLM-4.5 shape: 160 experts, top 8, a shared expert, the first 3 layers dense, q/k norms"},
       {"gpt-oss-tiny", gptOssTiny(), "test-sized gpt-oss: sinks, a window of 8 on layer 0, 4 experts of width 32, top 2"},
       {"gpt-oss-20b", gptOss(24, 32), "gpt-oss-20b shape: 32 experts, top 4, sinks, 128-token windows on alternate layers"},
       {"gpt-oss-120b", gptOss(36, 128), "gpt-oss-120b shape: 128 experts, top 4, sinks, 128-token windows on alternate layers"},
@@ -266,6 +295,30 @@ std::string validateArchitectureForms(const ModelConfig& c) {
   for (int64_t l : c.nope_layers)
     if (c.family != ModelFamily::kLlama || l < 0 || l >= c.layers)
       return "a layer without the rotary embedding must be a llama model's layer, got " + std::to_string(l);
+  return "";
+}
+
+// A mixture of experts' router and shared expert beyond the softmax router's (GLM-4.5's,
+// DeepSeek-V3's): "" or what is wrong. The kernel's limits (kernels/moe/moe_cpu.cc checkRouting).
+std::string validateSigmoidRouter(const ModelConfig& c) {
+  if (!c.shared_expert_gated && c.shared_expert_ffn == 0) return "an ungated shared expert needs shared_expert_ffn";
+  const bool groups = c.router_groups != 1 || c.router_groups_chosen != 1;
+  if (!c.sigmoid_router)
+    return groups || c.routed_scaling != 1.0
+               ? "groups of experts and routed_scaling are options of the sigmoid router (GLM-4.5's, DeepSeek-V3's)"
+               : "";
+  if (c.expert_form != ModelConfig::ExpertForm::kSwiglu) return "the sigmoid router is an option of the SwiGLU experts";
+  if (!std::isfinite(static_cast<float>(c.routed_scaling)))
+    return "routed_scaling (routed_scaling_factor) must be finite in f32";
+  if (!groups) return "";
+  if (c.router_groups < 2 || c.router_groups > routing::kMaxGroups || c.experts % c.router_groups != 0 ||
+      c.experts / c.router_groups < 2)
+    return "router_groups (n_group) " + std::to_string(c.router_groups) + " must lie in [2, " +
+           std::to_string(routing::kMaxGroups) + "] and split the " + std::to_string(c.experts) +
+           " experts into equal groups of two or more";
+  if (c.router_groups_chosen < 1 || c.router_groups_chosen > c.router_groups)
+    return "router_groups_chosen (topk_group) " + std::to_string(c.router_groups_chosen) + " must lie in [1, " +
+           std::to_string(c.router_groups) + "]";
   return "";
 }
 
@@ -327,6 +380,7 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
              std::to_string(c.shared_expert_ffn);
     if (c.shared_expert_ffn > 0 && c.expert_form != ModelConfig::ExpertForm::kSwiglu)
       return "a shared expert is an option of the SwiGLU experts (Qwen2-MoE's), not gpt-oss's";
+    if (std::string problem = validateSigmoidRouter(c); !problem.empty()) return problem;
   }
   if (c.experts == 0 && c.shared_expert_ffn != 0) return "a shared expert needs a mixture of experts beside it";
   if (c.family != ModelFamily::kLlama && (c.sliding_window || c.attention_sinks || c.expert_form != ModelConfig::ExpertForm::kSwiglu))

@@ -96,11 +96,14 @@ class ModelBuilder {
 
   // init: "normal" (with std), "zeros" or "ones".
   // `fresh`: new to a pretrained model (a reward model's score head): seeded even from a weights file.
-  Value param(const std::string& name, ArrayRef<int64_t> shape, StringRef init, double std = 0.0, bool fresh = false) {
+  // `frozen`: a parameter that never trains (a buffer in PyTorch).
+  Value param(const std::string& name, ArrayRef<int64_t> shape, StringRef init, double std = 0.0, bool fresh = false,
+              bool frozen = false) {
     if (init_ == ParamInit::kWeightsFile && !fresh) init = "weights";
     SmallVector<NamedAttribute> fields = {b_.getNamedAttr("name", b_.getStringAttr(name)),
                                           b_.getNamedAttr("init", b_.getStringAttr(init))};
     if (init == "normal") fields.push_back(b_.getNamedAttr("std", b_.getF32FloatAttr(std)));
+    if (frozen) fields.push_back(b_.getNamedAttr(kParamFrozenKey, b_.getUnitAttr()));
     return addArgument(RankedTensorType::get(shape, b_.getF32Type()),
                        b_.getNamedAttr(kParamAttr, b_.getDictionaryAttr(fields)));
   }
@@ -306,10 +309,10 @@ class ModelBuilder {
     // follow the products' order, as PEFT's layers draw them).
     Value shared = c_.shared_expert_ffn ? mlp(h, p + "moe.shared", c_.shared_expert_ffn, std, residual_std) : Value();
     Value logits = linear(h, p + "moe.router", e, d, oss, std);
-    const MoeRouting routing = oss                 ? MoeRouting::TopKSoftmax
-                               : c_.normalize_topk ? MoeRouting::SoftmaxTopKNormalized
-                                                   : MoeRouting::SoftmaxTopK;
-    auto route = b_.create<MoeRouteOp>(loc_, logits, routing, c_.experts_per_token);
+    // A sigmoid router's choice bias (transformers' buffer e_score_correction_bias): frozen.
+    Value score_bias = c_.sigmoid_router ? param(p + "moe.router.score_bias", {e}, "zeros", 0.0, false, true) : Value();
+    auto route = b_.create<MoeRouteOp>(loc_, logits, score_bias, routing(), c_.experts_per_token, c_.router_groups,
+                                       c_.router_groups_chosen, APFloat(static_cast<float>(c_.routed_scaling)));
     if (router_stats_)
       router_stats_ = b_.create<MoeBalanceStatsOp>(loc_, logits, route.getExperts(), router_stats_, token_mask_);
     auto dispatch = b_.create<MoeDispatchOp>(loc_, h, route.getExperts(), e);
@@ -332,9 +335,16 @@ class ModelBuilder {
     Value routed = b_.create<MoeCombineOp>(loc_, product(s, "down", d, f, residual_std), dispatch.getPositions(),
                                            route.getWeights());
     if (!shared) return routed;
+    if (!c_.shared_expert_gated) return b_.create<AddOp>(loc_, routed, shared);
     // The shared expert's output times sigmoid(h . shared_gate) (B, T, 1), broadcast over the width.
     Value opening = b_.create<UnaryOp>(loc_, linear(h, p + "moe.shared_gate", 1, d, false, std), b_.getStringAttr("sigmoid"));
     return b_.create<AddOp>(loc_, routed, b_.create<BinaryOp>(loc_, opening, shared, b_.getStringAttr("mul")));
+  }
+
+  MoeRouting routing() const {
+    if (c_.expert_form == ModelConfig::ExpertForm::kGptOss) return MoeRouting::TopKSoftmax;
+    if (c_.sigmoid_router) return c_.normalize_topk ? MoeRouting::SigmoidTopKNormalized : MoeRouting::SigmoidTopK;
+    return c_.normalize_topk ? MoeRouting::SoftmaxTopKNormalized : MoeRouting::SoftmaxTopK;
   }
 
   // gpt-oss's expert product over the routed rows x (R, in): weight (E, in, out) as Hugging Face

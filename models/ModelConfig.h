@@ -143,6 +143,18 @@ struct ModelConfig {
   // shared_expert), a SwiGLU MLP of this width that every token goes through, its output times
   // sigmoid(h . shared_expert_gate) (a gate of one output) added to the routed experts'; 0: none.
   int64_t shared_expert_ffn = 0;
+  // llama, with experts of the SwiGLU form: GLM-4.5's and DeepSeek-V3's router (transformers'
+  // TopkRouter). Each expert's score is its logit's sigmoid; the top k are chosen by score + a
+  // bias that takes no gradient (layers.L.moe.router.score_bias (E), e_score_correction_bias:
+  // frozen, as transformers' buffer) within the `router_groups_chosen` of `router_groups` equal
+  // groups whose two best such sums add up largest; their weights are the scores (divided by
+  // their sum + 1e-20 where normalize_topk) times `routed_scaling`. False: the softmax router.
+  bool sigmoid_router = false;
+  int64_t router_groups = 1, router_groups_chosen = 1;  // n_group, topk_group
+  double routed_scaling = 1.0;                          // routed_scaling_factor
+  // The shared expert's output added as it is (GLM-4.5's and DeepSeek's shared_experts), not
+  // through Qwen2-MoE's sigmoid gate.
+  bool shared_expert_gated = true;
   bool rotates(int64_t l) const { return std::find(nope_layers.begin(), nope_layers.end(), l) == nope_layers.end(); }
   bool graniteForm() const {
     return embedding_multiplier != 1.0 || residual_multiplier != 1.0 || attention_multiplier != 0.0 ||

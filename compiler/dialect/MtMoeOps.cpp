@@ -1,7 +1,10 @@
 // The mixture-of-experts ops (MtMoeOps.td): shape inference mirroring their kernels' checks
 // (kernels/moe/moe_cpu.cc), costs, kernel attributes and gradient rules.
+#include <cmath>
+
 #include "compiler/dialect/MtDialect.h"
 #include "compiler/dialect/MtOpShapes.h"
+#include "kernels/moe/routing.h"
 #include "mlir/IR/Builders.h"
 
 using namespace mlir;
@@ -53,6 +56,26 @@ LogicalResult MoeRouteOp::inferReturnTypes(MLIRContext* ctx, std::optional<Locat
   shape.back() = k;
   types.push_back(f32Tensor(ctx, shape));
   types.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 32)));
+  return success();
+}
+
+// The kernel's checks (kernels/moe/moe_cpu.cc checkRouting), so that a plan mtc writes runs.
+LogicalResult MoeRouteOp::verify() {
+  const int64_t experts = tensorOf(getLogits()).getShape().back();
+  const bool sigmoid = getRouting() == MoeRouting::SigmoidTopK || getRouting() == MoeRouting::SigmoidTopKNormalized;
+  if (getScoreBias()) {
+    if (!sigmoid) return emitOpError("a score bias needs a sigmoid routing");
+    if (tensorOf(getScoreBias()).getShape() != ArrayRef<int64_t>{experts})
+      return emitOpError("score bias must be (") << experts << "), one per expert";
+  }
+  if (!std::isfinite(getScale().convertToFloat())) return emitOpError("scale is not finite");
+  const int64_t groups = static_cast<int64_t>(getGroups()), chosen = static_cast<int64_t>(getGroupsChosen());
+  if (groups == 1 && chosen == 1) return success();
+  if (!sigmoid) return emitOpError("groups of experts need a sigmoid routing");
+  if (groups < 2 || groups > routing::kMaxGroups || experts % groups != 0 || experts / groups < 2)
+    return emitOpError("groups ") << groups << " must lie in [2, " << routing::kMaxGroups << "] and split the "
+                                  << experts << " experts into equal groups of two or more";
+  if (chosen < 1 || chosen > groups) return emitOpError("groups_chosen ") << chosen << " must lie in [1, " << groups << "]";
   return success();
 }
 
@@ -311,13 +334,21 @@ int64_t MoeBalanceLossOp::getFlops() { return 2 * numel(getStats()); }
 int64_t MoeBalanceLossGradOp::getFlops() { return numel(getStats()); }
 
 // Kernel attributes in the op table's order (runtime/plan/op_table.def).
-void MoeRouteOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+// The groups and the scale only where they choose or weigh otherwise (plans before 1.38 had none).
+void MoeRouteOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
   ints.push_back(static_cast<int64_t>(getTopK()));
   ints.push_back(static_cast<int64_t>(getRouting()));
+  if (getGroups() != 1 || getGroupsChosen() != 1) {
+    ints.push_back(static_cast<int64_t>(getGroups()));
+    ints.push_back(static_cast<int64_t>(getGroupsChosen()));
+  }
+  if (getScale().convertToFloat() != 1.0f) floats.push_back(getScale().convertToFloat());
 }
-void MoeRouteGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
+StringRef MoeRouteOp::getKernelName() { return getScoreBias() ? "mt.moe_route_biased" : "mt.moe_route"; }
+void MoeRouteGradOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>& floats) {
   ints.push_back(static_cast<int64_t>(getTopK()));
   ints.push_back(static_cast<int64_t>(getRouting()));
+  if (getScale().convertToFloat() != 1.0f) floats.push_back(getScale().convertToFloat());
 }
 void GroupedMatmulOp::getKernelAttrs(SmallVectorImpl<int64_t>& ints, SmallVectorImpl<float>&) {
   ints.push_back(getTransposeB());
@@ -344,9 +375,12 @@ StringRef MoeBalanceStatsGradOp::getKernelName() {
 }
 
 // Gradient rules. The expert indices, positions and counts are integers: no gradient.
+// The bias only chooses: no gradient.
 SmallVector<Value> MoeRouteOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {
-  if (!grads[0]) return {Value()};
-  return {b.create<MoeRouteGradOp>(getLoc(), grads[0], getLogits(), getExperts(), getRouting(), getTopK())};
+  SmallVector<Value> none(getOperation()->getNumOperands(), Value());
+  if (!grads[0]) return none;
+  none[0] = b.create<MoeRouteGradOp>(getLoc(), grads[0], getLogits(), getExperts(), getRouting(), getTopK(), getScale());
+  return none;
 }
 
 SmallVector<Value> MoeDispatchOp::buildGradient(OpBuilder& b, ArrayRef<Value> grads) {

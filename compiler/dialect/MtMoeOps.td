@@ -12,31 +12,46 @@
 //   softmax_topk             softmax over all experts, the k largest kept as they are
 //                            (Qwen3-MoE with norm_topk_prob false);
 //   softmax_topk_normalized  ... then divided by their sum (Mixtral, Qwen3-MoE's default);
-//   topk_softmax             the k largest logits, then a softmax over those k (gpt-oss).
+//   topk_softmax             the k largest logits, then a softmax over those k (gpt-oss);
+//   sigmoid_topk             each logit's sigmoid, the k largest (with the bias, within the
+//                            groups) kept as they are;
+//   sigmoid_topk_normalized  ... then divided by their sum + 1e-20 (GLM-4.5, DeepSeek-V3).
 def Mt_MoeRouting : I32EnumAttr<"MoeRouting", "how mt.moe_route weighs the chosen experts", [
     I32EnumAttrCase<"SoftmaxTopK", 0, "softmax_topk">,
     I32EnumAttrCase<"SoftmaxTopKNormalized", 1, "softmax_topk_normalized">,
-    I32EnumAttrCase<"TopKSoftmax", 2, "topk_softmax">]> {
+    I32EnumAttrCase<"TopKSoftmax", 2, "topk_softmax">,
+    I32EnumAttrCase<"SigmoidTopK", 3, "sigmoid_topk">,
+    I32EnumAttrCase<"SigmoidTopKNormalized", 4, "sigmoid_topk_normalized">]> {
   let cppNamespace = "::mt";
 }
 
 def Mt_MoeRouteOp : Mt_KernelOp<"moe_route", [
-    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs"]>,
+    DeclareOpInterfaceMethods<KernelOpInterface, ["getKernelAttrs", "getKernelName"]>,
     DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "top-k expert choice from router logits: (weights, experts)";
   let description = [{
     `logits` is (..., E); each row picks its `top_k` experts, largest first (ties: the lower
-    expert index first), and weighs them by `routing`. Results: the weights (..., k) and the
-    expert indices (..., k). The indices take no gradient; the weights' goes through the
-    softmax into the logits (mt.moe_route_grad).
+    expert index first), and weighs them by `routing`, times `scale`. Results: the weights
+    (..., k) and the expert indices (..., k). The indices take no gradient; the weights' goes
+    through the softmax or sigmoid into the logits (mt.moe_route_grad).
+
+    A sigmoid router may choose by its scores plus `score_bias` (E), which then takes no
+    gradient (GLM-4.5's and DeepSeek-V3's e_score_correction_bias; kernel mt.moe_route_biased),
+    and within the `groups_chosen` of `groups` equal groups of experts whose two best such
+    scores add up largest (DeepSeek-V3's n_group, topk_group).
 
     ```mlir
     %w, %e = mt.moe_route %logits softmax_topk_normalized {top_k = 2} : tensor<8x256x8xf32>
+    %w, %e = mt.moe_route %logits bias %b sigmoid_topk_normalized {groups = 8 : i64, groups_chosen = 4 : i64,
+        scale = 2.5 : f32, top_k = 8 : i64} : tensor<8x256x256xf32>, tensor<256xf32>
     ```
   }];
-  let arguments = (ins Mt_F32Tensor:$logits, Mt_MoeRouting:$routing, I64Attr:$top_k);
+  let arguments = (ins Mt_F32Tensor:$logits, Optional<Mt_F32Tensor>:$score_bias, Mt_MoeRouting:$routing,
+                       I64Attr:$top_k, DefaultValuedAttr<I64Attr, "1">:$groups,
+                       DefaultValuedAttr<I64Attr, "1">:$groups_chosen, DefaultValuedAttr<F32Attr, "1.0f">:$scale);
   let results = (outs Mt_F32Tensor:$weights, Mt_I32Tensor:$experts);
-  let assemblyFormat = "$logits $routing attr-dict `:` type($logits)";
+  let assemblyFormat = "$logits (`bias` $score_bias^)? $routing attr-dict `:` type($logits) (`,` type($score_bias)^)?";
+  let hasVerifier = 1;
 }
 
 def Mt_MoeRouteGradOp : Mt_KernelOp<"moe_route_grad", [
@@ -49,7 +64,7 @@ def Mt_MoeRouteGradOp : Mt_KernelOp<"moe_route_grad", [
     ```
   }];
   let arguments = (ins Mt_F32Tensor:$dweights, Mt_F32Tensor:$logits, Mt_I32Tensor:$experts,
-                       Mt_MoeRouting:$routing, I64Attr:$top_k);
+                       Mt_MoeRouting:$routing, I64Attr:$top_k, DefaultValuedAttr<F32Attr, "1.0f">:$scale);
   let results = (outs Mt_F32Tensor:$dlogits);
   let assemblyFormat = "$dweights `,` $logits `,` $experts $routing attr-dict `:` type(operands)";
 }

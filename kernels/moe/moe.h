@@ -2,8 +2,12 @@
 // D, E experts, k chosen per token, R = N*k routed rows grouped by expert.
 //   mt.moe_route: logits (N, E) f32 -> weights (N, k) f32, experts (N, k) i32
 //                 int attrs: [top_k, routing (MoeRouting: 0 softmax_topk, 1 softmax_topk_normalized,
-//                 2 topk_softmax)]
-//   mt.moe_route_grad: (dweights (N, k), logits (N, E), experts (N, k)) -> dlogits (N, E); the same attrs
+//                 2 topk_softmax, 3 sigmoid_topk, 4 sigmoid_topk_normalized)(, groups, groups_chosen)]
+//                 float attrs: [(scale)] (routing::RouteSettings)
+//   mt.moe_route_biased: (logits (N, E), bias (E)) -> the same; the bias added to the scores for the
+//                        choice alone (the same kernels as mt.moe_route)
+//   mt.moe_route_grad: (dweights (N, k), logits (N, E), experts (N, k)) -> dlogits (N, E); int attrs
+//                      [top_k, routing], float attrs [(scale)]
 //   mt.moe_dispatch: (input (N, D), experts (N, k)) -> routed (R, D), positions (N, k) i32, counts (E) i32
 //   mt.moe_dispatch_grad: (drouted (R, D), positions (N, k)) -> dinput (N, D)
 //   mt.grouped_matmul: (input (R, K), weight (E, Nout, K) | (E, K, Nout), counts (E)) -> (R, Nout)

@@ -32,12 +32,29 @@ std::string expectRouted(const Tensor& routed, const Tensor& choices, const char
   return "";
 }
 
+// A route's attributes (routing::routeSettings): ints [top_k, routing(, groups, groups_chosen)],
+// floats [(scale)].
 std::string checkRouting(const KernelArgs& args, const Tensor& logits) {
   if (logits.rank() < 1) return "moe_route logits must be (..., experts)";
-  const int64_t k = args.ints[0], routing = args.ints[1];
-  if (k < 1 || k > logits.dim(-1))
-    return "moe_route top_k " + std::to_string(k) + " must lie in [1, " + std::to_string(logits.dim(-1)) + "]";
-  if (routing < 0 || routing > 2) return "moe_route routing " + std::to_string(routing) + " is not 0, 1 or 2";
+  if (args.ints.size() != 2 && args.ints.size() != 4)
+    return "moe_route takes 2 or 4 int attributes (top_k, routing(, groups, groups_chosen)), not " +
+           std::to_string(args.ints.size());
+  if (args.floats.size() > 1) return "moe_route takes at most one float attribute (the scale)";
+  const int64_t experts = logits.dim(-1), k = args.ints[0], routing = args.ints[1];
+  if (k < 1 || k > experts)
+    return "moe_route top_k " + std::to_string(k) + " must lie in [1, " + std::to_string(experts) + "]";
+  if (routing < 0 || routing > kLastMoeRoutingKind)
+    return "moe_route routing " + std::to_string(routing) + " is not one of 0.." + std::to_string(kLastMoeRoutingKind);
+  const routing::RouteSettings s = routing::routeSettings(args, 1);
+  if (!std::isfinite(s.scale)) return "moe_route scale is not finite";
+  if (s.groups == 1 && s.groups_chosen == 1) return "";
+  if (!s.sigmoid()) return "moe_route chooses within groups of experts with a sigmoid router only";
+  if (s.groups < 2 || s.groups > routing::kMaxGroups || experts % s.groups != 0 || experts / s.groups < 2)
+    return "moe_route groups " + std::to_string(s.groups) + " must lie in [2, " + std::to_string(routing::kMaxGroups) +
+           "] and split the " + std::to_string(experts) + " experts into equal groups of two or more";
+  if (s.groups_chosen < 1 || s.groups_chosen > s.groups)
+    return "moe_route groups_chosen " + std::to_string(s.groups_chosen) + " must lie in [1, " +
+           std::to_string(s.groups) + "]";
   return "";
 }
 
@@ -46,6 +63,7 @@ std::vector<int64_t> withLast(std::vector<int64_t> shape, int64_t last) {
   return shape;
 }
 
+using routing::scoresInto;
 using routing::softmaxInto;
 using routing::validExpert;
 
@@ -133,22 +151,27 @@ std::string moe_route_check(const KernelArgs& args) {
   MT_CHECK(expectDType(weights, DType::F32, "moe_route weights"));
   MT_CHECK(expectDType(experts, DType::I32, "moe_route experts"));
   MT_CHECK(checkRouting(args, logits));
+  if (args.in.size() == 2) {  // mt.moe_route_biased
+    MT_CHECK(expectDType(args.in[1], DType::F32, "moe_route bias"));
+    MT_CHECK(expectShape(args.in[1], {logits.dim(-1)}, "moe_route bias"));
+  }
   MT_CHECK(expectShape(weights, withLast(logits.shape, args.ints[0]), "moe_route weights"));
   return expectShape(experts, weights.shape, "moe_route experts");
 }
 
+// Per token (routing::routeToken); mt.moe_route_biased too, its bias (E) the second input.
 void moe_route_cpu(const KernelArgs& args) {
   const Tensor &logits = args.in[0], &weights = args.out[0], &experts = args.out[1];
-  const int64_t num_experts = logits.dim(-1), k = args.ints[0], tokens = leadingRows(logits);
-  const auto routing = static_cast<MoeRoutingKind>(args.ints[1]);
+  const routing::RouteSettings s = routing::routeSettings(args, 1);
+  const int64_t num_experts = logits.dim(-1), k = s.top_k, tokens = leadingRows(logits);
 #pragma omp parallel
   {
     std::vector<float> p(num_experts);
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tokens; ++t) {
       const float* l = logits.f32() + t * num_experts;
-      if (routing != MoeRoutingKind::kTopKSoftmax) softmaxInto(l, num_experts, p.data());
-      routing::routeToken(l, [&](int64_t e) { return p[e]; }, num_experts, k, routing, weights.f32() + t * k,
+      if (s.kind != MoeRoutingKind::kTopKSoftmax) scoresInto(l, num_experts, s.sigmoid(), p.data());
+      routing::routeToken(l, [&](int64_t e) { return p[e]; }, num_experts, s, weights.f32() + t * k,
                           experts.i32() + t * k);
     }
   }
@@ -166,21 +189,22 @@ std::string moe_route_grad_check(const KernelArgs& args) {
   return expectShape(dlogits, logits.shape, "moe_route_grad dlogits");
 }
 
-// Per token: the weights' gradient back through the top-k's renormalisation (if any) and the
-// softmax (routing::routeGradToken). A chosen index out of range takes no gradient.
+// Per token: the weights' gradient back through the scale, the top-k's renormalisation (if any)
+// and the softmax or sigmoid (routing::routeGradToken). A chosen index out of range takes no
+// gradient.
 void moe_route_grad_cpu(const KernelArgs& args) {
   const Tensor &dweights = args.in[0], &logits = args.in[1], &experts = args.in[2], &dlogits = args.out[0];
-  const int64_t num_experts = logits.dim(-1), k = args.ints[0], tokens = leadingRows(logits);
-  const auto routing = static_cast<MoeRoutingKind>(args.ints[1]);
+  const routing::RouteSettings s = routing::routeSettings(args, 3);
+  const int64_t num_experts = logits.dim(-1), k = s.top_k, tokens = leadingRows(logits);
 #pragma omp parallel
   {
     std::vector<float> p(num_experts);
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tokens; ++t) {
       const float* l = logits.f32() + t * num_experts;
-      if (routing != MoeRoutingKind::kTopKSoftmax) softmaxInto(l, num_experts, p.data());
+      if (s.kind != MoeRoutingKind::kTopKSoftmax) scoresInto(l, num_experts, s.sigmoid(), p.data());
       routing::routeGradToken(l, [&](int64_t e) { return p[e]; }, dweights.f32() + t * k, experts.i32() + t * k,
-                              num_experts, k, routing, dlogits.f32() + t * num_experts);
+                              num_experts, s, dlogits.f32() + t * num_experts);
     }
   }
 }

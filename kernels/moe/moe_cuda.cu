@@ -34,29 +34,34 @@ void cublasCheck(cublasStatus_t status, const char* call) {
 // The most experts a token may choose on the GPU (its choices live in registers).
 constexpr int64_t kMaxTopK = 32;
 
+using routing::RouteSettings;
+using routing::RowScores;
 using routing::RowSoftmax;
 using routing::validExpert;
 
 // A thread per token: routing::routeToken with the row's softmax evaluated on demand (the chosen
 // experts in registers: at most kMaxTopK).
 __global__ void routeKernel(const float* __restrict__ logits, float* __restrict__ weights,
-                            int32_t* __restrict__ experts, int64_t tokens, int64_t num_experts, int64_t k,
-                            MoeRoutingKind routing) {
+                            int32_t* __restrict__ experts, int64_t tokens, int64_t num_experts,
+                            RouteSettings settings) {
+  const int64_t k = settings.top_k;
   MT_GRID_STRIDE(t, tokens) {
     const float* l = logits + t * num_experts;
     int32_t chosen[kMaxTopK];
-    routing::routeToken(l, RowSoftmax(l, num_experts), num_experts, k, routing, weights + t * k, chosen);
+    routing::routeToken(l, RowScores(l, num_experts, settings.sigmoid()), num_experts, settings, weights + t * k,
+                        chosen);
     for (int64_t j = 0; j < k; ++j) experts[t * k + j] = chosen[j];
   }
 }
 
 __global__ void routeGradKernel(const float* __restrict__ dweights, const float* __restrict__ logits,
                                 const int32_t* __restrict__ experts, float* __restrict__ dlogits, int64_t tokens,
-                                int64_t num_experts, int64_t k, MoeRoutingKind routing) {
+                                int64_t num_experts, RouteSettings settings) {
+  const int64_t k = settings.top_k;
   MT_GRID_STRIDE(t, tokens) {
     const float* l = logits + t * num_experts;
-    routing::routeGradToken(l, RowSoftmax(l, num_experts), dweights + t * k, experts + t * k, num_experts, k, routing,
-                            dlogits + t * num_experts);
+    routing::routeGradToken(l, RowScores(l, num_experts, settings.sigmoid()), dweights + t * k, experts + t * k,
+                            num_experts, settings, dlogits + t * num_experts);
   }
 }
 
@@ -274,25 +279,26 @@ __global__ void balanceLossGradKernel(const float* __restrict__ dloss, const flo
 
 }  // namespace
 
+// mt.moe_route and mt.moe_route_biased (its bias the second input, in device memory).
 void moe_route_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor& logits = args.in[0];
-  const int64_t k = args.ints[0], tokens = leadingRows(logits);
-  requireTopK(k);
+  const RouteSettings settings = routing::routeSettings(args, 1);
+  const int64_t tokens = leadingRows(logits);
+  requireTopK(settings.top_k);
   if (tokens == 0) return;
   routeKernel<<<blocksFor(tokens), kThreads, 0, launch.stream>>>(logits.f32(), args.out[0].f32(), args.out[1].i32(),
-                                                                 tokens, logits.dim(-1), k,
-                                                                 static_cast<MoeRoutingKind>(args.ints[1]));
+                                                                 tokens, logits.dim(-1), settings);
   MT_CUDA_CHECK_LAUNCH();
 }
 
 void moe_route_grad_cuda(const KernelArgs& args, const CudaLaunch& launch) {
   const Tensor& logits = args.in[1];
-  const int64_t k = args.ints[0], tokens = leadingRows(logits);
-  requireTopK(k);
+  const RouteSettings settings = routing::routeSettings(args, 3);
+  const int64_t tokens = leadingRows(logits);
+  requireTopK(settings.top_k);
   if (tokens == 0) return;
   routeGradKernel<<<blocksFor(tokens), kThreads, 0, launch.stream>>>(
-      args.in[0].f32(), logits.f32(), args.in[2].i32(), args.out[0].f32(), tokens, logits.dim(-1), k,
-      static_cast<MoeRoutingKind>(args.ints[1]));
+      args.in[0].f32(), logits.f32(), args.in[2].i32(), args.out[0].f32(), tokens, logits.dim(-1), settings);
   MT_CUDA_CHECK_LAUNCH();
 }
 

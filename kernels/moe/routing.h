@@ -1,10 +1,11 @@
 // One token's routing, written once for the CPU kernels (kernels/moe/moe_cpu.cc) and their CUDA
-// twins (kernels/moe/moe_cuda.cu), so the two cannot drift apart: the softmax of a row of router
-// logits, the top-k choice, the weights each MoeRoutingKind gives, their gradient, the
-// load-balancing statistics' gradient, and the load-balancing loss and its gradient. `prob(e)` is
-// the row's softmax at expert e: the CPU passes the row computed once into scratch (softmaxInto),
-// the GPU (no scratch per thread) a RowSoftmax evaluating it on demand; both are
-// exp(l[e] - max) / sum with the sum added in expert order.
+// twins (kernels/moe/moe_cuda.cu), so the two cannot drift apart: the softmax or sigmoid of a row
+// of router logits, the top-k choice (within the best groups of experts, where asked), the
+// weights each MoeRoutingKind gives, their gradient, the load-balancing statistics' gradient, and
+// the load-balancing loss and its gradient. `prob(e)` is the row's score at expert e: the CPU
+// passes the row computed once into scratch (scoresInto), the GPU (no scratch per thread) a
+// RowScores evaluating it on demand; a softmax is exp(l[e] - max) / sum with the sum added in
+// expert order either way, a sigmoid 1 / (1 + exp(-l[e])).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -14,9 +15,45 @@
 namespace mt {
 
 // MoeRouting's values (the IR enum's, compiler/dialect/MtMoeOps.td).
-enum class MoeRoutingKind : int64_t { kSoftmaxTopK = 0, kSoftmaxTopKNormalized = 1, kTopKSoftmax = 2 };
+enum class MoeRoutingKind : int64_t {
+  kSoftmaxTopK = 0,
+  kSoftmaxTopKNormalized = 1,
+  kTopKSoftmax = 2,
+  kSigmoidTopK = 3,            // plan 1.38
+  kSigmoidTopKNormalized = 4,  // plan 1.38
+};
+inline constexpr int64_t kLastMoeRoutingKind = 4;
 
 namespace routing {
+
+// The most groups of experts a group-limited choice may have (DeepSeek-V3's n_group is 8).
+inline constexpr int64_t kMaxGroups = 64;
+
+// How one mt.moe_route call chooses and weighs (its kernel attributes, routeSettings).
+struct RouteSettings {
+  MoeRoutingKind kind = MoeRoutingKind::kSoftmaxTopK;
+  int64_t top_k = 1;
+  // The choice within the `groups_chosen` of `groups` equal groups of experts whose two best
+  // choice scores sum largest (DeepSeek-V3's n_group, topk_group); 1 and 1: among all.
+  int64_t groups = 1, groups_chosen = 1;
+  float scale = 1.0f;           // the weights times this (routed_scaling_factor)
+  const float* bias = nullptr;  // (E): added to the scores for the choice alone (e_score_correction_bias); null: none
+  MT_HOST_DEVICE bool sigmoid() const {
+    return kind == MoeRoutingKind::kSigmoidTopK || kind == MoeRoutingKind::kSigmoidTopKNormalized;
+  }
+};
+
+// A call's settings: ints [top_k, routing(, groups, groups_chosen)], floats [(scale)] (plan 1.38:
+// the groups and the scale), the bias its input `bias_input` where the call has one.
+inline RouteSettings routeSettings(const KernelArgs& args, size_t bias_input) {
+  RouteSettings s;
+  s.top_k = args.ints[0];
+  s.kind = static_cast<MoeRoutingKind>(args.ints[1]);
+  if (args.ints.size() >= 4) s.groups = args.ints[2], s.groups_chosen = args.ints[3];
+  if (!args.floats.empty()) s.scale = args.floats[0];
+  s.bias = args.optionalF32(bias_input);
+  return s;
+}
 
 // An expert index a kernel may use; one outside [0, E) (a corrupt plan) chooses nothing.
 MT_HOST_DEVICE inline bool validExpert(int32_t e, int64_t experts) { return e >= 0 && e < experts; }
@@ -32,6 +69,17 @@ struct RowSoftmax {
   MT_HOST_DEVICE float operator()(int64_t e) const { return expf(l[e] - max) / sum; }
 };
 
+MT_HOST_DEVICE inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// A row's scores on demand (the GPU's): its softmax, or each logit's sigmoid.
+struct RowScores {
+  RowSoftmax softmax;
+  bool is_sigmoid;
+  MT_HOST_DEVICE RowScores(const float* row, int64_t n, bool sigmoid_scores)
+      : softmax(row, sigmoid_scores ? 1 : n), is_sigmoid(sigmoid_scores) {}
+  MT_HOST_DEVICE float operator()(int64_t e) const { return is_sigmoid ? sigmoid(softmax.l[e]) : softmax(e); }
+};
+
 // Row `l`'s softmax (n) into `p` (the CPU's scratch): RowSoftmax's bits — the same max, exps,
 // sum in order and division — with each exp taken once.
 MT_HOST_DEVICE inline void softmaxInto(const float* l, int64_t n, float* p) {
@@ -39,6 +87,12 @@ MT_HOST_DEVICE inline void softmaxInto(const float* l, int64_t n, float* p) {
   for (int64_t i = 1; i < n; ++i) max = fmaxf(max, l[i]);
   for (int64_t i = 0; i < n; ++i) sum += p[i] = expf(l[i] - max);
   for (int64_t i = 0; i < n; ++i) p[i] /= sum;
+}
+
+// Row `l`'s scores into `p`: RowScores' bits.
+MT_HOST_DEVICE inline void scoresInto(const float* l, int64_t n, bool sigmoid_scores, float* p) {
+  if (!sigmoid_scores) return softmaxInto(l, n, p);
+  for (int64_t i = 0; i < n; ++i) p[i] = sigmoid(l[i]);
 }
 
 // The k largest of score(e) over E experts into `chosen`, largest first, ties to the lower index.
@@ -63,50 +117,99 @@ MT_HOST_DEVICE inline float chosenLogit(const float* l, const int32_t* chosen, i
   return validExpert(chosen[j], experts) ? l[chosen[j]] : 0.0f;
 }
 
+// Whether expert e lies in one of the `count` groups in `chosen_groups` (each `per_group` wide).
+MT_HOST_DEVICE inline bool inGroups(int64_t e, int64_t per_group, const int32_t* chosen_groups, int64_t count) {
+  for (int64_t g = 0; g < count; ++g)
+    if (chosen_groups[g] == e / per_group) return true;
+  return false;
+}
+
+// The choice of a sigmoid router (DeepSeek-V3's and GLM-4.5's, as transformers' TopkRouter): by
+// score + bias, within the groups whose two best such sums add up largest; an expert outside
+// them scores 0 for the choice (torch's masked_fill), so it is chosen only where too few remain.
+template <typename Prob>
+MT_HOST_DEVICE void chooseSigmoid(const Prob& prob, int64_t experts, const RouteSettings& s, int32_t* chosen) {
+  auto choice = [&](int64_t e) { return prob(e) + (s.bias ? s.bias[e] : 0.0f); };
+  if (s.groups <= 1) return topK(choice, experts, s.top_k, chosen);
+  const int64_t per_group = experts / s.groups;
+  int32_t groups[kMaxGroups];
+  auto groupScore = [&](int64_t g) {
+    float first = -INFINITY, second = -INFINITY;
+    for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
+      const float c = choice(e);
+      if (c > first) second = first, first = c;
+      else if (c > second) second = c;
+    }
+    return first + second;
+  };
+  topK(groupScore, s.groups, s.groups_chosen, groups);
+  topK([&](int64_t e) { return inGroups(e, per_group, groups, s.groups_chosen) ? choice(e) : 0.0f; }, experts,
+       s.top_k, chosen);
+}
+
 // One token: its k experts and their weights w (k).
 template <typename Prob>
-MT_HOST_DEVICE void routeToken(const float* l, const Prob& prob, int64_t experts, int64_t k, MoeRoutingKind routing,
-                               float* w, int32_t* chosen) {
-  if (routing == MoeRoutingKind::kTopKSoftmax) {  // the k largest logits, then a softmax over them
+MT_HOST_DEVICE void routeToken(const float* l, const Prob& prob, int64_t experts, const RouteSettings& s, float* w,
+                               int32_t* chosen) {
+  const int64_t k = s.top_k;
+  if (s.kind == MoeRoutingKind::kTopKSoftmax) {  // the k largest logits, then a softmax over them
     topK([&](int64_t e) { return l[e]; }, experts, k, chosen);
     float max = l[chosen[0]], sum = 0.0f;
     for (int64_t j = 1; j < k; ++j) max = fmaxf(max, l[chosen[j]]);
     for (int64_t j = 0; j < k; ++j) sum += w[j] = expf(l[chosen[j]] - max);
     for (int64_t j = 0; j < k; ++j) w[j] /= sum;
-    return;
+  } else {
+    if (s.sigmoid()) chooseSigmoid(prob, experts, s, chosen);
+    else topK(prob, experts, k, chosen);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) sum += w[j] = prob(chosen[j]);
+    // The sigmoid's sum as transformers adds it: + 1e-20 (no zero to divide by).
+    if (s.kind == MoeRoutingKind::kSigmoidTopKNormalized) sum += 1e-20f;
+    if (s.kind == MoeRoutingKind::kSoftmaxTopKNormalized || s.kind == MoeRoutingKind::kSigmoidTopKNormalized)
+      for (int64_t j = 0; j < k; ++j) w[j] /= sum;
   }
-  topK(prob, experts, k, chosen);
-  float sum = 0.0f;
-  for (int64_t j = 0; j < k; ++j) sum += w[j] = prob(chosen[j]);
-  if (routing == MoeRoutingKind::kSoftmaxTopKNormalized)
-    for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+  if (s.scale != 1.0f)
+    for (int64_t j = 0; j < k; ++j) w[j] *= s.scale;
 }
 
-// One token: the logits' gradient dl (E) from the weights' dw (k), back through the top-k's
-// renormalisation (if any) and the softmax. A chosen index out of range takes no gradient.
+// One token: the logits' gradient dl (E) from the weights' dw (k), back through the scale, the
+// top-k's renormalisation (if any) and the softmax or sigmoid. A chosen index out of range takes
+// no gradient; nor does the bias, which only chooses.
 template <typename Prob>
 MT_HOST_DEVICE void routeGradToken(const float* l, const Prob& prob, const float* dw, const int32_t* chosen,
-                                   int64_t experts, int64_t k, MoeRoutingKind routing, float* dl) {
+                                   int64_t experts, const RouteSettings& s, float* dl) {
+  const int64_t k = s.top_k;
+  // The scaled weights' gradient (bit for bit dw where the scale is 1).
+  auto dws = [&](int64_t j) { return s.scale * dw[j]; };
+  auto chosenProb = [&](int64_t j) { return validExpert(chosen[j], experts) ? prob(chosen[j]) : 0.0f; };
   for (int64_t i = 0; i < experts; ++i) dl[i] = 0.0f;
-  if (routing == MoeRoutingKind::kTopKSoftmax) {
+  if (s.kind == MoeRoutingKind::kTopKSoftmax) {
     // w = softmax(l[chosen]): dl[chosen j] = w_j (dw_j - sum_m dw_m w_m).
     float max = chosenLogit(l, chosen, 0, experts), sum = 0.0f, dot = 0.0f;
     for (int64_t j = 1; j < k; ++j) max = fmaxf(max, chosenLogit(l, chosen, j, experts));
     for (int64_t j = 0; j < k; ++j) sum += expf(chosenLogit(l, chosen, j, experts) - max);
     auto w = [&](int64_t j) { return expf(chosenLogit(l, chosen, j, experts) - max) / sum; };
-    for (int64_t j = 0; j < k; ++j) dot += dw[j] * w(j);
+    for (int64_t j = 0; j < k; ++j) dot += dws(j) * w(j);
     for (int64_t j = 0; j < k; ++j)
-      if (validExpert(chosen[j], experts)) dl[chosen[j]] += w(j) * (dw[j] - dot);
+      if (validExpert(chosen[j], experts)) dl[chosen[j]] += w(j) * (dws(j) - dot);
     return;
   }
   // dp_j over the chosen experts: dw_j itself, or back through w_j = p_j / S.
-  const bool normalized = routing == MoeRoutingKind::kSoftmaxTopKNormalized;
-  float sum = 0.0f, normalized_dot = 0.0f;
+  const bool normalized =
+      s.kind == MoeRoutingKind::kSoftmaxTopKNormalized || s.kind == MoeRoutingKind::kSigmoidTopKNormalized;
+  float sum = s.kind == MoeRoutingKind::kSigmoidTopKNormalized ? 1e-20f : 0.0f, normalized_dot = 0.0f;
   if (normalized) {
-    for (int64_t j = 0; j < k; ++j) sum += validExpert(chosen[j], experts) ? prob(chosen[j]) : 0.0f;
-    for (int64_t j = 0; j < k; ++j) normalized_dot += dw[j] * (validExpert(chosen[j], experts) ? prob(chosen[j]) / sum : 0.0f);
+    float chosen_sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) chosen_sum += chosenProb(j);
+    sum += chosen_sum;
+    for (int64_t j = 0; j < k; ++j) normalized_dot += dws(j) * (chosenProb(j) / sum);
   }
-  auto dp = [&](int64_t j) { return normalized ? (dw[j] - normalized_dot) / sum : dw[j]; };
+  auto dp = [&](int64_t j) { return normalized ? (dws(j) - normalized_dot) / sum : dws(j); };
+  if (s.sigmoid()) {  // each score its own logit's: dl = dp * p (1 - p)
+    for (int64_t j = 0; j < k; ++j)
+      if (validExpert(chosen[j], experts)) dl[chosen[j]] += dp(j) * chosenProb(j) * (1.0f - chosenProb(j));
+    return;
+  }
   // Softmax backward: dl_i = p_i (g_i - sum_m g_m p_m), g the chosen experts' dp (else 0).
   float dot = 0.0f;
   for (int64_t j = 0; j < k; ++j)

@@ -14,6 +14,7 @@ CheckpointLayout checkpointLayoutOf(const std::string& architecture) {
          : architecture.starts_with("Phi3For")   ? CheckpointLayout::kPhi3
          : architecture.starts_with("GraniteMoeFor") ? CheckpointLayout::kGraniteMoe
          : architecture.starts_with("GraniteMoeHybridFor") ? CheckpointLayout::kGraniteHybrid
+         : architecture.starts_with("Glm4MoeFor") ? CheckpointLayout::kGlm4Moe
                                                  : CheckpointLayout::kLlama;
 }
 
@@ -104,22 +105,36 @@ std::optional<HuggingFacePlace> graniteHybridPart(const std::string& layer, cons
   return std::nullopt;
 }
 
+// GLM-4.5's mixture beyond Qwen3-MoE's names: a layer's `part` ("moe.shared.up.weight") as its
+// shared experts' tensor or the router's choice bias; none for another parameter.
+std::optional<HuggingFacePlace> glm4MoePart(const std::string& layer, const std::string& part) {
+  const std::string mlp = "model." + layer + "mlp.";
+  if (part == "moe.router.score_bias") return HuggingFacePlace{mlp + "gate.e_score_correction_bias"};
+  for (const char* proj : {"gate", "up", "down"})
+    if (part == std::string("moe.shared.") + proj + ".weight")
+      return HuggingFacePlace{mlp + "shared_experts." + proj + "_proj.weight"};
+  return std::nullopt;
+}
+
 // A layer's parameter `part` where `layout` holds it otherwise than Llama's names say (Phi-3's and
-// Granite 4.0's fused layers, GraniteMoE's experts); none where Llama's names hold.
+// Granite 4.0's fused layers, GraniteMoE's experts, GLM-4.5's shared experts); none where Llama's
+// names hold.
 std::optional<HuggingFacePlace> layoutPart(CheckpointLayout layout, const std::string& layer, const std::string& part) {
   switch (layout) {
     case CheckpointLayout::kPhi3: return phi3FusedPart(layer, part);
     case CheckpointLayout::kGraniteMoe: return graniteMoePart(layer, part);
     case CheckpointLayout::kGraniteHybrid: return graniteHybridPart(layer, part);
+    case CheckpointLayout::kGlm4Moe: return glm4MoePart(layer, part);
     default: return std::nullopt;
   }
 }
 
-// For a layer's parameter `param` of Qwen3-MoE or Mixtral, the mixture block transformers 5 has in
-// that layer ("model.layers.3.mlp") and the parameter's name within the layer ("moe.up.weight"),
-// which the callers match; none for gpt-oss or a parameter outside the layers.
+// For a layer's parameter `param` of Qwen3-MoE, Mixtral or GLM-4.5, the mixture block transformers 5
+// has in that layer ("model.layers.3.mlp") and the parameter's name within the layer
+// ("moe.up.weight"), which the callers match; none for gpt-oss or a parameter outside the layers.
 std::optional<std::pair<std::string, std::string>> fusedBlock(const std::string& param, CheckpointLayout experts) {
-  const bool fused_experts = experts == CheckpointLayout::kLlama || experts == CheckpointLayout::kMixtral;
+  const bool fused_experts = experts == CheckpointLayout::kLlama || experts == CheckpointLayout::kMixtral ||
+                             experts == CheckpointLayout::kGlm4Moe;
   if (!fused_experts || !param.starts_with("layers.")) return std::nullopt;
   const size_t dot = param.find('.', 7);
   if (dot == std::string::npos) return std::nullopt;
@@ -145,7 +160,10 @@ std::string fusedRouterName(const std::string& param, CheckpointLayout experts) 
 bool peftMovesToFused(const std::string& target, CheckpointLayout experts) {
   static const char* const kQwen3Moe[] = {"gate", "gate_proj", "up_proj", "down_proj"};
   static const char* const kMixtral[] = {"gate", "w1", "w2", "w3"};
-  if (experts != CheckpointLayout::kLlama && experts != CheckpointLayout::kMixtral) return false;
+  // (GLM-4.5's experts carry Qwen3-MoE's names, and transformers 5 fuses them alike.)
+  if (experts != CheckpointLayout::kLlama && experts != CheckpointLayout::kMixtral &&
+      experts != CheckpointLayout::kGlm4Moe)
+    return false;
   for (const char* name : experts == CheckpointLayout::kMixtral ? std::span<const char* const>(kMixtral)
                                                             : std::span<const char* const>(kQwen3Moe))
     if (target == name || target.ends_with(std::string(".") + name)) return true;

@@ -22,8 +22,10 @@ namespace mt {
 // router, every expert's gate and up in one "block_sparse_moe.input_linear.weight" (E, 2I, H),
 // each expert's gate rows before its up rows, and their down in "block_sparse_moe.output_linear.weight"
 // (E, H, I); or Granite 4.0's (GraniteMoeHybridForCausalLM): its MLP "shared_mlp", gate's rows
-// then up's in one "shared_mlp.input_linear", down "shared_mlp.output_linear".
-enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3, kGraniteMoe, kGraniteHybrid };
+// then up's in one "shared_mlp.input_linear", down "shared_mlp.output_linear"; or GLM-4.5's
+// (Glm4MoeForCausalLM): Qwen3-MoE's experts and router, the router's choice bias
+// "mlp.gate.e_score_correction_bias", its shared experts "mlp.shared_experts.gate_proj/up_proj/down_proj".
+enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3, kGraniteMoe, kGraniteHybrid, kGlm4Moe };
 CheckpointLayout checkpointLayoutOf(const std::string& architecture);
 // Whether the layout holds several of the model's linear layers in one nn.Linear, which PEFT adapts
 // whole (Phi-3's qkv_proj and gate_up_proj, Granite 4.0's shared_mlp.input_linear).
@@ -69,7 +71,7 @@ std::string underModulePrefix(const std::string& name, const std::string& prefix
 // transposed one (GPT-2's Conv1D), a name without a module.
 const char* notOwnModuleTensor(const HuggingFacePlace& place);
 
-// Transformers 5 fuses each layer's experts of Qwen3-MoE and Mixtral into two parameters of one
+// Transformers 5 fuses each layer's experts of Qwen3-MoE, Mixtral and GLM-4.5 into two parameters of one
 // module, "model.layers.N.mlp.experts" (Mixtral's moved from block_sparse_moe to mlp): gate_up_proj
 // (E, 2I, H), each expert's gate rows before its up rows, and down_proj (E, H, I). PEFT adapts them
 // as parameters (target_parameters). Where the per-expert stack `param` ("layers.3.moe.up.weight")
@@ -83,7 +85,8 @@ std::optional<FusedExpertsPlace> fusedExpertsPlace(const std::string& param, Che
 // ... and the router `param` ("layers.3.moe.router.weight") there: a parameter of its router module
 // ("model.layers.3.mlp.gate.weight", no nn.Linear), which PEFT adapts in place too; "" otherwise.
 std::string fusedRouterName(const std::string& param, CheckpointLayout experts);
-// Whether PEFT 0.19 and later, loading a Qwen3-MoE or Mixtral adapter into transformers 5, move the
+// Whether PEFT 0.19 and later, loading a Qwen3-MoE, Mixtral (or, by the same names, GLM-4.5) adapter
+// into transformers 5, move the
 // target_modules entry `target` to the fused parameters before matching: it is, or ends with "." +,
 // the name of an expert's or the router's layer in transformers 4 (gate_proj, up_proj, down_proj;
 // w1, w2, w3; gate).

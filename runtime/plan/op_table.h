@@ -57,7 +57,7 @@ inline constexpr KernelInfo kKernelTable[] = {
 inline constexpr size_t kNumKernels = sizeof(kKernelTable) / sizeof(kKernelTable[0]);
 // Adding a kernel means adding a row to op_table.def and updating this count, on purpose:
 // the row order is part of the plan format.
-static_assert(kNumKernels == 98, "op_table.def changed: bump the plan minor version");
+static_assert(kNumKernels == 99, "op_table.def changed: bump the plan minor version");
 
 // Returns the kernel implementing `op_name`, or false if no kernel does.
 inline bool findKernel(std::string_view op_name, KernelId* id) {

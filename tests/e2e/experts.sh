@@ -7,7 +7,8 @@
 # in tiles), trains as a bf16 plan with its loss falling, and samples the same greedy text
 # through the key/value cache as over the whole window; the experts streamed in groups (bit for
 # bit, also picked by a budget; Qwen2-MoE's shared expert beside them, its gradient norms too;
-# Qwen2-MoE's and OLMoE's presets exported to Hugging Face's form and back bit for bit).
+# GLM-4.5's sigmoid router with its frozen choice bias and ungated shared expert alike; Qwen2-MoE's,
+# OLMoE's and GLM-4.5's presets exported to Hugging Face's form and back bit for bit).
 # The summary names the experts and the
 # active parameters. Every plan trains with the router's load-balancing loss (--router-aux-loss)
 # and logs each step's choices per expert: they add up to every token's k choices in every layer.
@@ -129,22 +130,50 @@ shared=(qwen2-moe-tiny --batch 4 --seq 32)
 "$bin/mtc" "${shared[@]}" --schedule streamed-recompute --expert-groups 2 -o shared_groups.plan --no-weights >/dev/null
 check "the summary names the shared expert" \
   "grep -q '4 experts of width 32 (top 2) beside a shared expert of width 48 (sigmoid-gated) in 2 of 2 layers' shared.txt"
-for plan in shared_resident shared_groups; do
-  train $plan.plan $plan shared0.safetensors
-  grep -o '"grad_norm":[^,]*' $plan.jsonl > $plan.norms
-done
-check "Qwen2-MoE in expert groups: bit-identical losses, gradient norms and weights" \
-  "cmp -s shared_resident.loss shared_groups.loss && cmp -s shared_resident.norms shared_groups.norms && [ \"\$(wc -l < shared_groups.norms)\" -eq 10 ] && same_tensors shared_resident.safetensors shared_groups.safetensors"
+# same_as_resident WHAT NAME WEIGHTS: NAME_resident.plan and NAME_groups.plan trained 10 steps from
+# WEIGHTS give the same losses, gradient norms and weights, bit for bit.
+same_as_resident() {
+  local what=$1 name=$2 weights=$3
+  for plan in ${name}_resident ${name}_groups; do
+    train $plan.plan $plan $weights
+    grep -o '"grad_norm":[^,]*' $plan.jsonl > $plan.norms
+  done
+  check "$what in expert groups: bit-identical losses, gradient norms and weights" \
+    "cmp -s ${name}_resident.loss ${name}_groups.loss && cmp -s ${name}_resident.norms ${name}_groups.norms && [ \"\$(wc -l < ${name}_groups.norms)\" -eq 10 ] && same_tensors ${name}_resident.safetensors ${name}_groups.safetensors"
+}
+same_as_resident Qwen2-MoE shared shared0.safetensors
 # ... and in token tiles (the shared expert's gate (B, T, 1) broadcast over each tile's rows):
 # losses within fp32 rounding of the untiled plan's.
 "$bin/mtc" "${shared[@]}" --schedule resident --token-tiles 2 -o shared_tiled.plan --no-weights >/dev/null
 train shared_tiled.plan shared_tiled shared0.safetensors
 check "Qwen2-MoE in token tiles: losses within 1e-6 of the untiled plan's" \
   "paste shared_resident.loss shared_tiled.loss | awk '{ d = \$1 - \$2; if (d < 0) d = -d; if (d > 1e-6 * \$1) bad = 1 } END { exit bad || NR != 10 }'"
+# GLM-4.5's sigmoid router (its frozen choice bias streamed with the layer, 2 groups of 4 experts,
+# x 2.5) and ungated shared expert, in expert groups and recomputed: the same losses, gradient
+# norms and weights as resident, bit for bit. The bias (zeros at init) set to values that change
+# the choice, so that a schedule which lost it would show.
+glm=(glm4-moe-tiny --batch 4 --seq 32)
+"$bin/mtc" "${glm[@]}" --schedule resident -o glm_resident.plan --weights glm0.safetensors > glm.txt
+"$bin/mtc" "${glm[@]}" --schedule streamed-recompute --expert-groups 2 -o glm_groups.plan --no-weights >/dev/null
+check "the summary names the sigmoid router, the ungated shared expert and the frozen bias" \
+  "grep -q '8 experts of width 32 (top 2, sigmoid scores chosen with a frozen bias within 1 of 2 groups, renormalised, x 2.5) beside a shared expert of width 32 (ungated) in 2 of 3 layers' glm.txt && grep -q 'of which 16 frozen' glm.txt"
+/usr/bin/python3 - "$here" <<'PY'
+import sys
+import torch
+sys.path.insert(0, sys.argv[1])
+import mt_reference as ref
+w = ref.read_safetensors("glm0.safetensors")
+for layer in (1, 2):
+    w[f"layers.{layer}.moe.router.score_bias"] = torch.tensor([0.3, -0.2, 0.1, 0.0, -0.3, 0.2, 0.05, -0.1])
+ref.write_safetensors("glm0.safetensors", w)
+PY
+same_as_resident GLM-4.5 glm glm0.safetensors
 # The presets' Hugging Face forms compile back to the exported weights bit for bit: Qwen2-MoE's
-# (Qwen2MoeForCausalLM, its shared expert), OLMoE's (OlmoeForCausalLM, its padding id null).
+# (Qwen2MoeForCausalLM, its shared expert), OLMoE's (OlmoeForCausalLM, its padding id null),
+# GLM-4.5's (Glm4MoeForCausalLM, its router's bias and groups).
 "$bin/mtc" olmoe-tiny --batch 4 --seq 32 -o olmoe.plan --weights olmoe0.safetensors >/dev/null
-for name in shared_resident:shared0:Qwen2MoeForCausalLM olmoe:olmoe0:OlmoeForCausalLM; do
+for name in shared_resident:shared0:Qwen2MoeForCausalLM olmoe:olmoe0:OlmoeForCausalLM \
+            glm_resident:glm0:Glm4MoeForCausalLM; do
   IFS=: read -r plan weights arch <<< "$name"
   "$bin/mtrun" $plan.plan --data corpus.tok --weights $weights.safetensors --steps 2 --export ${plan}_out.safetensors \
     --export-hf ${plan}_hf --print-every 100 >/dev/null

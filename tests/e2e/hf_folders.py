@@ -274,6 +274,23 @@ MODELS["granite4-f32"] = dict(architecture="GraniteMoeHybridForCausalLM", dtype=
                               config=GRANITE4)
 MODELS["granite4-nope-bf16"] = dict(architecture="GraniteMoeHybridForCausalLM", dtype=torch.bfloat16, shards=2,
                                     config=dict(GRANITE4, position_embedding_type="nope", torch_dtype="bfloat16"))
+# GLM-4.5 (Glm4MoeForCausalLM: GLM-4.5, -Air, GLM-4.6): q, k and v biased (attention_bias; the output
+# projection not), q and k normed per head (use_qk_norm, GLM-4.5's), the rotary embedding over half of
+# each head (no partial_rotary_factor: Glm4MoeConfig's default 0.5); a dense first layer
+# (first_k_dense_replace), then 8 experts and a shared one beside them (ungated), DeepSeek-V3's router:
+# the sigmoid's top 2 by score + e_score_correction_bias within the better of 2 groups of 4 (n_group,
+# topk_group: DeepSeek-V3's grouping, GLM-4.5's 1 and 1 a special case), renormalised, times 2.5; the
+# checkpoint's multi-token prediction layer (model.layers.3), which transformers leaves unread.
+MODELS["glm4-moe-bf16"] = dict(
+    architecture="Glm4MoeForCausalLM", dtype=torch.bfloat16, shards=2,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=32, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
+                rope_theta=1000000.0, rope_scaling=None, tie_word_embeddings=False, hidden_act="silu",
+                attention_bias=True, attention_dropout=0.0, use_qk_norm=True, moe_intermediate_size=32,
+                num_experts_per_tok=2, n_routed_experts=8, n_shared_experts=1, routed_scaling_factor=2.5,
+                n_group=2, topk_group=1, first_k_dense_replace=1, norm_topk_prob=True, num_nextn_predict_layers=1,
+                initializer_range=0.02, use_cache=True, model_type="glm4_moe", torch_dtype="bfloat16",
+                pad_token_id=3, eos_token_id=[1, 2]))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
     config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_ctx=64, vocab_size=256, n_inner=None,
@@ -318,8 +335,11 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
     """Random weights under Hugging Face's names, in `dtype`. Norm weights away from 1 and biases
     away from 0, so a tensor put in the wrong place shows."""
     g = torch.Generator().manual_seed(seed)
-    # Qwen2-MoE's q/k/v biases, where its qkv_bias (transformers' default true) says.
-    qkv_bias = qkv_bias or (cfg["model_type"] == "qwen2_moe" and cfg.get("qkv_bias", True))
+    # Qwen2-MoE's q/k/v biases, where its qkv_bias (transformers' default true) says; GLM-4.5's where
+    # attention_bias says (its output projection has none).
+    glm = cfg["model_type"] == "glm4_moe"
+    qkv_bias = qkv_bias or (cfg["model_type"] == "qwen2_moe" and cfg.get("qkv_bias", True)) or \
+        (glm and cfg.get("attention_bias"))
     C, V = cfg["hidden_size"], cfg["vocab_size"]
     FF = cfg["shared_intermediate_size"] if cfg["model_type"] == "granitemoehybrid" else cfg["intermediate_size"]
     D = cfg.get("head_dim") or C // cfg["num_attention_heads"]
@@ -342,7 +362,8 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             w[p + "mlp.router.bias"] = 0.1 * torch.randn(E, generator=g)
             w[p + "self_attn.sinks"] = torch.randn(cfg["num_attention_heads"], generator=g)
         elif moe_layer(cfg, l):
-            E, FE, mix = cfg.get("num_experts") or cfg["num_local_experts"], cfg.get("moe_intermediate_size", FF), \
+            E = cfg.get("num_experts") or cfg.get("n_routed_experts") or cfg["num_local_experts"]
+            FE, mix = cfg.get("moe_intermediate_size", FF), \
                 cfg["model_type"] in ("mixtral", "granitemoe")  # GraniteMoE's fused from Mixtral's names
             shapes[("block_sparse_moe" if mix else "mlp") + ".gate"] = (E, C)
             for e in range(E):
@@ -354,18 +375,24 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
                 S = cfg["shared_expert_intermediate_size"]
                 shapes.update({"mlp.shared_expert.gate_proj": (S, C), "mlp.shared_expert.up_proj": (S, C),
                                "mlp.shared_expert.down_proj": (C, S), "mlp.shared_expert_gate": (1, C)})
+            if glm:  # GLM-4.5's shared experts (one MLP, ungated) and its router's choice bias
+                S = FE * cfg.get("n_shared_experts", 1)
+                shapes.update({"mlp.shared_experts.gate_proj": (S, C), "mlp.shared_experts.up_proj": (S, C),
+                               "mlp.shared_experts.down_proj": (C, S)})
+                w[p + "mlp.gate.e_score_correction_bias"] = 0.1 * torch.randn(E, generator=g)
         else:
             shapes.update({"mlp.gate_proj": (FF, C), "mlp.up_proj": (FF, C), "mlp.down_proj": (C, FF)})
         for name, shape in shapes.items():
             w[p + name + ".weight"] = torch.randn(*shape, generator=g) / math.sqrt(shape[1])
         # Qwen2's q/k/v biases; Llama's attention_bias puts one on the output projection too.
         for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            if (qkv_bias and name != "o_proj") or cfg.get("attention_bias"):
+            if (qkv_bias and name != "o_proj") or (cfg.get("attention_bias") and not glm):
                 w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
         gemma = cfg["model_type"] in GEMMAS  # its norms scale by 1 + weight: weights near 0
         olmo2 = cfg["model_type"] == "olmo2"  # its norms after each sublayer
         whole = cfg["model_type"] in ("olmo2", "olmoe")  # their q/k norms over the whole projections
-        if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2", "olmoe"):
+        if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2", "olmoe") or \
+                (glm and cfg.get("use_qk_norm")):
             for name, width in (("q_norm", QW if whole else D), ("k_norm", KVW if whole else D)):
                 w[p + f"self_attn.{name}.weight"] = (0 if gemma else 1) + 0.1 * torch.randn(width, generator=g)
         norms = ("post_attention_layernorm", "post_feedforward_layernorm") if olmo2 else \
@@ -375,6 +402,12 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             w[p + name + ".weight"] = (0 if gemma else 1) + 0.1 * torch.randn(C, generator=g)
     if cfg["model_type"] in GEMMAS:
         w["model.norm.weight"] -= 1
+    for l in range(cfg["num_hidden_layers"], cfg["num_hidden_layers"] + cfg.get("num_nextn_predict_layers", 0)):
+        # GLM-4.5's multi-token prediction layer (a few of its tensors), which transformers leaves unread.
+        p = f"model.layers.{l}."
+        w[p + "eh_proj.weight"] = torch.randn(C, 2 * C, generator=g)
+        w[p + "enorm.weight"] = 1 + 0.1 * torch.randn(C, generator=g)
+        w[p + "self_attn.q_proj.weight"] = torch.randn(QW, C, generator=g)
     if cfg["model_type"] == "phi3":
         w = phi3_fused(w)
     if cfg["model_type"] == "granitemoe":
@@ -554,8 +587,12 @@ def hf_layout(ours, spec):
         if len(parts) > 3 and parts[2] == "moe" and oss:  # gpt-oss: every expert in one tensor, as ours
             out[f"model.layers.{parts[1]}." + oss_names[".".join(parts[3:])]] = t
             continue
-        if len(parts) > 4 and parts[2] == "moe" and parts[3] == "shared":  # Qwen2-MoE's shared expert
-            out[f"model.layers.{parts[1]}.mlp.shared_expert.{parts[4]}_proj.weight"] = t
+        glm = spec["architecture"] == "Glm4MoeForCausalLM"
+        if len(parts) > 4 and parts[2] == "moe" and parts[3] == "shared":  # Qwen2-MoE's, GLM-4.5's shared experts
+            out[f"model.layers.{parts[1]}.mlp.shared_expert{'s' if glm else ''}.{parts[4]}_proj.weight"] = t
+            continue
+        if len(parts) > 4 and parts[2] == "moe" and parts[4] == "score_bias":  # GLM-4.5's router's choice bias
+            out[f"model.layers.{parts[1]}.mlp.gate.e_score_correction_bias"] = t
             continue
         if len(parts) > 3 and parts[2] == "moe" and parts[3] == "shared_gate":
             out[f"model.layers.{parts[1]}.mlp.shared_expert_gate.weight"] = t

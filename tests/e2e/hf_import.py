@@ -193,6 +193,8 @@ def check_export(bin_dir, work, name, spec, plan, data, tokens, failures):
     want.pop("auto_map", None)  # the source's custom code, which the export does not carry
     if want["model_type"] == "gemma" and want.get("hidden_act") == "gelu":  # Gemma 1's legacy name, made plain
         want["hidden_act"] = "gelu_pytorch_tanh"
+    if want.get("num_nextn_predict_layers"):  # GLM-4.5's prediction layers, neither read nor written
+        want["num_nextn_predict_layers"] = 0
     if config != want:
         failures.append(f"{name}: --export-hf config.json {config} is not the input's with torch_dtype float32")
     # The folder compiles again, and its first loss is the transformers-style model's on its weights.
@@ -382,6 +384,30 @@ def refusals(bin_dir, work, failures):
     ]
     expect_refusals(bin_dir, work, granite4, hf_weights(granite4["config"], False, torch.float32, seed=5),
                     granite4_cases, failures)
+    # GLM-4.5's: no shared expert, more dense layers than layers, groups that do not split the experts,
+    # the router's choice bias missing, a prediction layer the config does not name, its classifier
+    # (transformers has none); the load-balancing loss, which transformers never adds to its router's.
+    glm = MODELS["glm4-moe-bf16"]
+    glm_weights = hf_weights(glm["config"], False, torch.float32, seed=5)
+    glm_cases = [
+        ("glm4-moe-no-shared", {"n_shared_experts": 0}, None, "'n_shared_experts' is 0"),
+        ("glm4-moe-dense", {"first_k_dense_replace": 4}, None, "'first_k_dense_replace' 4 is more than the 3 layers"),
+        ("glm4-moe-groups", {"n_group": 3}, None,
+         "router_groups (n_group) 3 must lie in [2, 64] and split the 8 experts into equal groups of two or more"),
+        ("glm4-moe-score-bias", {}, lambda w: w.pop("model.layers.1.mlp.gate.e_score_correction_bias"),
+         "the weights have no 'model.layers.1.mlp.gate.e_score_correction_bias' (the model's "
+         "layers.1.moe.router.score_bias)"),
+        ("glm4-moe-prediction-layer", {"num_nextn_predict_layers": 0}, None,
+         "the weights hold 'model.layers.3.eh_proj.weight', which the Glm4MoeForCausalLM layout mtc reads has no "
+         "place for"),
+        ("glm4-moe-classifier", {"architectures": ["Glm4MoeForSequenceClassification"],
+                                 "id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}, None,
+         "architecture Glm4MoeForSequenceClassification is not supported"),
+    ]
+    expect_refusals(bin_dir, work, glm, glm_weights, glm_cases, failures)
+    err = mtc_error(bin_dir, os.path.join(work, "glm4-moe-bf16"), "--router-aux-loss", "0.01")
+    if "--router-aux-loss: the sigmoid router" not in err:
+        failures.append(f"GLM-4.5 with --router-aux-loss: wanted a refusal, got: {err.strip()}")
     # gpt-oss with a null rope_scaling: transformers 5 applies its YaRN (x 32 from 4,096 tokens),
     # older versions none: ambiguous.
     oss = MODELS["gpt-oss-bf16"]
@@ -885,6 +911,9 @@ def main():
             gemma2_heads(bin_dir, work, folder, data, mt_losses, failures)
         if name == "gemma-f32":
             gemma_activation(bin_dir, work, folder, summary, failures)
+        if name == "glm4-moe-bf16" and "the checkpoint's 1 multi-token prediction layer (model.layers.3) is not " \
+                "read, as transformers reads none; --export-hf writes none" not in summary:
+            failures.append(f"{name}: the summary does not say that the prediction layer is not read")
         print(f"{name}: 20 steps, first loss {mt_losses[0]:.4f} last {mt_losses[-1]:.4f}, worst relative "
               f"difference to the transformers-style model {worst:.2e}")
         check_export(bin_dir, work, name, spec, plan, data, tokens, failures)
@@ -918,6 +947,7 @@ def main():
     # factors by its positions, the window plan of 16 by its length.
     for model, folder, seq, max_tokens in (("yarn-rope-f32", os.path.join(work, "yarn-rope-f32"), "64", "40"),
                                        ("qwen2-moe-bf16", os.path.join(work, "qwen2-moe-bf16"), "64", "40"),
+                                       ("glm4-moe-bf16", os.path.join(work, "glm4-moe-bf16"), "64", "40"),
                                        ("gemma3-bf16", gemma_trained, "64", "40"),
                                        ("gemma2-f32", gemma2_trained, "64", "40"),
                                        ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"), "16", "12")):

@@ -5,7 +5,7 @@ scores the data as the adapted model), --export-peft writes PEFT's adapter folde
 modules trained whole beside the adapters (modules_to_save), rank-stabilised scaling and dropout;
 mtc --lora-from puts such a folder back on the model, to train on or merged for sampling. DoRA
 (--lora-dora) the same way: magnitudes from the folder's row norms, merged as PEFT merges DoRA,
-exported and read back. Qwen2-MoE's all-linear, its shared experts adapted alone. GraniteMoE's
+exported and read back. Qwen2-MoE's all-linear, its shared experts adapted alone; GLM-4.5's alike. GraniteMoE's
 all-linear, its routers adapted; its experts' stacks refused by --export-peft. Granite 4.0's
 all-linear, its fused MLP layer written as one adapter and read back.
 
@@ -513,6 +513,27 @@ def check_phi3_fused(bin_dir, work, data, failures):
           f"{adapted_loss:.6f}); forward-only merged within {merge_err:.1e} of --export-hf's")
 
 
+def all_linear_adapters(bin_dir, work, data, name):
+    """MODELS[name]'s folder written and trained 3 steps with --lora 4 --lora-targets all-linear: its
+    spec, folder, adapter folder, trained tensors, and the adapter folder's tensors and config."""
+    spec, folder = MODELS[name], os.path.join(work, name)
+    write_folder(folder, spec, hf_weights(spec["config"], False, spec["dtype"], seed=3))
+    _, _, _, peft, ours, adapters, config = train_and_export(
+        bin_dir, folder, data, os.path.join(work, name + ".lora"), 3, "--lora", "4", "--lora-targets", "all-linear")
+    return spec, folder, peft, ours, adapters, config
+
+
+def lora_from_gives_back(bin_dir, work, name, folder, peft, trained, failures):
+    """mtc `folder` --lora-from `peft` (the adapter folder a run exported): its initial weights are
+    the run's `trained` tensors, bit for bit."""
+    back = os.path.join(work, name + ".from.plan")
+    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", back,
+             "--lora-from", peft])
+    start = ref.read_safetensors(back[:-5] + ".safetensors")
+    if set(start) != set(trained) or any(not torch.equal(start[k], trained[k]) for k in trained):
+        failures.append(f"{name} --lora-from: the initial weights are not the trained adapters on the folder's")
+
+
 def check_qwen2_moe_all_linear(bin_dir, work, data, failures):
     """all-linear on Qwen2-MoE adapts, as PEFT's does, every nn.Linear of the layers but the LM head:
     the attention's, the dense layer's MLP, and the shared expert's projections and its gate
@@ -521,10 +542,7 @@ def check_qwen2_moe_all_linear(bin_dir, work, data, failures):
     (a kind's name, gate_proj, would find the routed experts' too) and the gate by its kind;
     --lora-from reads the folder back onto the trained adapters, bit for bit."""
     name = "qwen2-moe-bf16"
-    spec, folder = MODELS[name], os.path.join(work, name)
-    write_folder(folder, spec, hf_weights(spec["config"], False, spec["dtype"], seed=3))
-    plan, _, _, peft, ours, adapters, config = train_and_export(
-        bin_dir, folder, data, os.path.join(work, name + ".lora"), 3, "--lora", "4", "--lora-targets", "all-linear")
+    spec, folder, peft, ours, adapters, config = all_linear_adapters(bin_dir, work, data, name)
     layers, dense = spec["config"]["num_hidden_layers"], spec["config"]["mlp_only_layers"]
     want = {f"layers.{l}.attn.{m}" for l in range(layers) for m in "qkvo"}
     want |= {f"layers.{l}.mlp.{m}" for l in dense for m in ("gate", "up", "down")}
@@ -538,13 +556,32 @@ def check_qwen2_moe_all_linear(bin_dir, work, data, failures):
             any(t in targets for t in ("gate_proj", "up_proj", "down_proj", "gate")):
         failures.append(f"qwen2-moe all-linear: adapted {sorted(adapted ^ want)[:4]} on one side only, or "
                         f"target_modules {sorted(targets)} do not name the shared expert's layers alone")
-    back = os.path.join(work, name + ".from.plan")
-    ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", back,
-             "--lora-from", peft])
-    start = ref.read_safetensors(back[:-5] + ".safetensors")
-    if set(start) != set(ours) or any(not torch.equal(start[k], ours[k]) for k in ours):
-        failures.append("qwen2-moe --lora-from: the initial weights are not the trained adapters on the folder's")
+    lora_from_gives_back(bin_dir, work, name, folder, peft, ours, failures)
     print(f"qwen2-moe all-linear: {len(adapted)} layers adapted (the shared experts' and their gates among them), "
+          f"{len(adapters)} adapter tensors; --lora-from back bit for bit")
+
+
+def check_glm4_moe_all_linear(bin_dir, work, data, failures):
+    """all-linear on GLM-4.5 adapts the attention's projections, the dense first layer's MLP and the
+    shared experts' (mlp.shared_experts.*_proj, nn.Linear modules of their own), not the router (a
+    Glm4MoeTopkRouter's bare parameter, its choice bias a buffer) or the routed experts; --export-peft
+    names the shared experts' layers one by one; --lora-from reads the folder back, bit for bit."""
+    name = "glm4-moe-bf16"
+    spec, folder, peft, ours, adapters, config = all_linear_adapters(bin_dir, work, data, name)
+    layers, dense = spec["config"]["num_hidden_layers"], spec["config"]["first_k_dense_replace"]
+    want = {f"layers.{l}.attn.{m}" for l in range(layers) for m in "qkvo"}
+    want |= {f"layers.{l}.mlp.{m}" for l in range(dense) for m in ("gate", "up", "down")}
+    want |= {f"layers.{l}.moe.shared.{m}" for l in range(dense, layers) for m in ("gate", "up", "down")}
+    adapted = {k[:-len(".lora_A.weight")] for k in ours if k.endswith(".lora_A.weight")}
+    shared_modules = {f"model.layers.{l}.mlp.shared_experts.{m}_proj" for l in range(dense, layers)
+                      for m in ("gate", "up", "down")}
+    targets = set(config.get("target_modules") or [])
+    if adapted != want or not shared_modules <= targets or \
+            any(t in targets for t in ("gate_proj", "up_proj", "down_proj", "gate")):
+        failures.append(f"glm4-moe all-linear: adapted {sorted(adapted ^ want)[:4]} on one side only, or "
+                        f"target_modules {sorted(targets)} do not name the shared experts' layers alone")
+    lora_from_gives_back(bin_dir, work, name, folder, peft, ours, failures)
+    print(f"glm4-moe all-linear: {len(adapted)} layers adapted (the shared experts' among them), "
           f"{len(adapters)} adapter tensors; --lora-from back bit for bit")
 
 
@@ -648,6 +685,7 @@ def main():
     check_dora(bin_dir, work, data, failures)
     check_phi3_fused(bin_dir, work, data, failures)
     check_qwen2_moe_all_linear(bin_dir, work, data, failures)
+    check_glm4_moe_all_linear(bin_dir, work, data, failures)
     check_granitemoe_lora(bin_dir, work, data, failures)
     check_granite4_fused_mlp(bin_dir, work, data, failures)
     ref.finish("hf_peft", failures)

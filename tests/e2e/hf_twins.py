@@ -43,10 +43,12 @@ def gpt2_logits(p, cfg, tokens):
 
 
 def moe_layer(cfg, layer):
-    """Whether transformers' Qwen3-MoE / Qwen2-MoE / Mixtral / OLMoE / GraniteMoE put experts in `layer`
-    (decoder_sparse_step, mlp_only_layers)."""
+    """Whether transformers' Qwen3-MoE / Qwen2-MoE / Mixtral / OLMoE / GraniteMoE / GLM-4.5 put experts in
+    `layer` (decoder_sparse_step, mlp_only_layers; GLM-4.5's after its first_k_dense_replace dense layers)."""
     if cfg["model_type"] in ("mixtral", "olmoe", "granitemoe"):
         return True
+    if cfg["model_type"] == "glm4_moe":
+        return layer >= cfg.get("first_k_dense_replace", 1)
     if cfg["model_type"] not in ("qwen3_moe", "qwen2_moe"):
         return False
     return layer not in cfg["mlp_only_layers"] and (layer + 1) % cfg["decoder_sparse_step"] == 0
@@ -99,6 +101,38 @@ def hf_experts(p, cfg, pre, h):
     return out.view(B, T, C)
 
 
+def hf_glm4_moe_experts(p, cfg, pre, h):
+    """Glm4MoeMoE with DeepSeek-V3's router (Glm4MoeTopkRouter): the sigmoid of the router's logits (in
+    float), the top k by score + e_score_correction_bias within the topk_group of n_group groups whose two
+    best such sums are largest (the others' experts scored 0), their scores renormalised (+ 1e-20) and
+    times routed_scaling_factor; each expert over its tokens, index_add back; the shared experts added."""
+    block = pre + "mlp."
+    B, T, C = h.shape
+    x = h.reshape(-1, C)
+    E, k = cfg["n_routed_experts"], cfg["num_experts_per_tok"]
+    G, chosen_groups = cfg.get("n_group", 1), cfg.get("topk_group", 1)
+    scores = F.linear(x.float(), p[block + "gate.weight"].float()).sigmoid()
+    choice = scores + p[block + "gate.e_score_correction_bias"]
+    group_scores = choice.view(-1, G, E // G).topk(2, dim=-1)[0].sum(dim=-1)
+    group_mask = torch.zeros_like(group_scores).scatter_(
+        1, torch.topk(group_scores, k=chosen_groups, dim=-1, sorted=False)[1], 1)
+    score_mask = group_mask.unsqueeze(-1).expand(-1, G, E // G).reshape(-1, E)
+    chosen = torch.topk(choice.masked_fill(~score_mask.bool(), 0.0), k=k, dim=-1, sorted=False)[1]
+    weights = scores.gather(1, chosen)
+    if cfg.get("norm_topk_prob", True):
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
+    weights = weights * cfg.get("routed_scaling_factor", 1.0)
+
+    def mlp(x, pre):
+        return F.linear(F.silu(F.linear(x, p[pre + "gate_proj.weight"])) * F.linear(x, p[pre + "up_proj.weight"]),
+                        p[pre + "down_proj.weight"])
+    out = torch.zeros_like(x)
+    for e in range(E):
+        token, slot = torch.where(chosen == e)
+        out.index_add_(0, token, mlp(x[token], block + f"experts.{e}.") * weights[token, slot, None])
+    return (out + mlp(x, block + "shared_experts.")).view(B, T, C)
+
+
 def hf_granitemoe_experts(p, cfg, pre, h):
     """GraniteMoeMoE: the router's top k logits (in float) and their softmax the gates (JetMoe's
     gating); each expert's input_linear output chunked into gate and up, silu(gate) * up through its
@@ -125,7 +159,7 @@ def hf_rope_parameters(cfg, head_dim, seq=None):
     rope_scaling) or 5 (rope_parameters)."""
     params = cfg.get("rope_parameters") or {}
     base = params.get("rope_theta", cfg.get("rope_theta"))
-    D = int(head_dim * cfg.get("partial_rotary_factor", 1.0))
+    D = int(head_dim * cfg.get("partial_rotary_factor", 0.5 if cfg["model_type"] == "glm4_moe" else 1.0))
     inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
     scaling = cfg.get("rope_scaling") or params
     kind = scaling.get("rope_type", scaling.get("type", "default"))
@@ -359,7 +393,7 @@ def hf_logits(p, cfg, tokens, score_head=False):
             x = x + hf_granitemoe_experts(p, cfg, pre, h) * residual
             continue
         if moe_layer(cfg, l):
-            x = x + hf_experts(p, cfg, pre, h)
+            x = x + (hf_glm4_moe_experts if cfg["model_type"] == "glm4_moe" else hf_experts)(p, cfg, pre, h)
             continue
         if pre + "mlp.gate_up_proj.weight" in p:  # Phi-3's, chunked as its Phi3MLP does
             gate, up = linear(h, pre + "mlp.gate_up_proj").chunk(2, dim=-1)

@@ -2,7 +2,8 @@
 """Writes config.json seeds for the hf_config fuzz harness into DIR: the one-layer Llama of width 8
 its weights file fits (tests/fuzz/fuzz_hf_config.cc), the same shape as Qwen2, Qwen3 (head_dim,
 layer_types), Mistral, Phi-3, Granite (its multipliers, its dropout), SmolLM3 (its NoPE layers) and
-OLMo 2, Qwen2-MoE (its experts and shared expert), OLMoE, GraniteMoE (its multipliers and experts), a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
+OLMo 2, Qwen2-MoE (its experts and shared expert), OLMoE, GraniteMoE (its multipliers and experts), GLM-4.5 (its
+sigmoid router's groups and scale, its prediction layer), a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
 Gemma 3's text model and its multimodal folder's config (the text model nested), Gemma 2 (its
 softcaps, the keys its published configs carry beside Gemma2Config's), and one nested as deep as a
 file may be (64 levels)."""
@@ -42,6 +43,11 @@ seeds = {
                             embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.0078125,
                             logits_scaling=6.0, num_local_experts=2, num_experts_per_tok=1,
                             output_router_logits=False, router_aux_loss_coef=0.001, pad_token_id=0),
+    "glm4-moe.json": dict(llama, architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", tie_word_embeddings=False,
+                          attention_bias=True, use_qk_norm=True, n_routed_experts=4, num_experts_per_tok=2,
+                          moe_intermediate_size=8, n_shared_experts=1, first_k_dense_replace=0, n_group=2,
+                          topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True, num_nextn_predict_layers=1,
+                          partial_rotary_factor=0.5, pad_token_id=0),
     "gpt2.json": dict(architectures=["GPT2LMHeadModel"], model_type="gpt2", n_embd=8, n_layer=1, n_head=2,
                       n_positions=32, vocab_size=16, layer_norm_epsilon=1e-5, activation_function="gelu_new"),
     "llama-reward.json": dict(llama, architectures=["LlamaForSequenceClassification"], id2label={"0": "LABEL_0"},

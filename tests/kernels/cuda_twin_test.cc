@@ -415,8 +415,8 @@ TEST_F(CudaTwinTest, Bf16Activations) {
   expectBf16Twin(KernelId::EmbeddingGrad, {tokens, randomF32({4, 31, 72})}, {H::f32({50, 72})}, {tokens.ints[0]});
 }
 
-// The mixture-of-experts kernels (kernels/moe): the router's three weightings and their
-// gradients, the counting sort (an expert no token chooses, indices out of range), the grouped
+// The mixture-of-experts kernels (kernels/moe): the router's softmax and sigmoid weightings (the
+// sigmoid's bias, groups and scale) and their gradients, the counting sort (an expert no token chooses, indices out of range), the grouped
 // products in both layouts and their weight gradients (whole and a group's), the combine and its
 // backward.
 TEST_F(CudaTwinTest, MixtureOfExperts) {
@@ -431,6 +431,17 @@ TEST_F(CudaTwinTest, MixtureOfExperts) {
     const auto chosen = runKernel(KernelId::MoeRoute, {logits}, routeOutputs(), {k, routing})[1];
     expectTwin(KernelId::MoeRouteGrad, {randomF32({tokens, k}), logits, chosen}, {HostTensor::f32({tokens, experts})},
                {k, routing});
+  }
+  // The sigmoid routers (GLM-4.5's, DeepSeek-V3's): chosen by score + bias within the better of 2
+  // groups of 4, scaled; and plain, unnormalized.
+  const auto wide_logits = randomF32({tokens, 8}, 2.0f), bias = randomF32({8}, 0.3f);
+  for (int64_t routing : {3, 4}) {
+    const std::vector<int64_t> grouped = {k, routing, 2, 1};
+    expectTwin(KernelId::MoeRouteBiased, {wide_logits, bias}, routeOutputs(), grouped, {2.5f});
+    expectTwin(KernelId::MoeRoute, {wide_logits}, routeOutputs(), {k, routing});
+    const auto chosen = runKernel(KernelId::MoeRouteBiased, {wide_logits, bias}, routeOutputs(), grouped, {2.5f})[1];
+    expectTwin(KernelId::MoeRouteGrad, {randomF32({tokens, k}), wide_logits, chosen}, {HostTensor::f32({tokens, 8})},
+               {k, routing}, {2.5f});
   }
   std::vector<int32_t> choices(rows);
   for (int64_t s = 0; s < rows; ++s) choices[s] = static_cast<int32_t>(s * 7 % experts == 3 ? 4 : s * 7 % experts);

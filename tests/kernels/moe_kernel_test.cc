@@ -1,10 +1,12 @@
 // The mixture-of-experts kernels (kernels/moe/moe.h) against double references: the router's
-// three weightings and their gradients (finite differences), the counting sort's order, the
+// softmax weightings and their gradients (finite differences), the sigmoid router's choice (its
+// bias, its groups) and weights and their gradient, the scale, the counting sort's order, the
 // grouped products and their weight gradients in both layouts, the combine and its backward;
 // the router's load-balancing statistics and loss and their gradients (finite differences);
 // and data a corrupt plan could hold (expert indices out of range, counts that do not add up)
 // read and written inside the tensors only.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "kernels/moe/moe.h"
@@ -96,6 +98,155 @@ TEST_F(MoeKernels, RouteGradientMatchesFiniteDifferences) {
                                            Doubles(dweights.begin(), dweights.end()));
     expectClose(grad[0].floats, want, kGradTol, "route gradient, routing " + std::to_string(mode));
   }
+}
+
+// A sigmoid router's choice of one token in double (GLM-4.5's and DeepSeek-V3's, as transformers'
+// TopkRouter): by score + bias within the `chosen_groups` of `groups` whose two best such sums are
+// largest, the others' experts scored 0; the largest first, ties to the lower index.
+std::vector<int32_t> sigmoidChoice(const Doubles& logits, const Doubles& bias, int64_t k, int64_t groups,
+                                   int64_t chosen_groups) {
+  const int64_t experts = static_cast<int64_t>(logits.size()), per_group = experts / groups;
+  Doubles choice(experts);
+  for (int64_t e = 0; e < experts; ++e) choice[e] = 1.0 / (1.0 + std::exp(-logits[e])) + bias[e];
+  auto largestFirst = [](const Doubles& score, int64_t n) {
+    std::vector<int32_t> order(score.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return score[a] > score[b]; });
+    order.resize(n);
+    return order;
+  };
+  Doubles group_score(groups);
+  for (int64_t g = 0; g < groups; ++g) {
+    Doubles members(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
+    std::sort(members.rbegin(), members.rend());
+    group_score[g] = members[0] + members[1];
+  }
+  const std::vector<int32_t> kept = largestFirst(group_score, chosen_groups);
+  for (int64_t e = 0; e < experts; ++e)
+    if (std::find(kept.begin(), kept.end(), e / per_group) == kept.end()) choice[e] = 0.0;
+  return largestFirst(choice, k);
+}
+
+// Its weights for `chosen`: the sigmoids, over their sum + 1e-20 where normalized, times `scale`.
+Doubles sigmoidWeights(const Doubles& logits, const std::vector<int32_t>& chosen, bool normalized, double scale) {
+  Doubles w;
+  for (int32_t e : chosen) w.push_back(1.0 / (1.0 + std::exp(-logits[e])));
+  const double sum = std::accumulate(w.begin(), w.end(), 0.0) + 1e-20;
+  for (double& v : w) v = (normalized ? v / sum : v) * scale;
+  return w;
+}
+
+TEST_F(MoeKernels, SigmoidRouterChoosesByScorePlusBiasWithinTheBestGroups) {
+  const int64_t tokens = 8, experts = 8, k = 3, groups = 4, chosen_groups = 2;
+  const std::vector<float> logits = randomFloats(tokens * experts, rng, 2.0f);
+  const std::vector<float> bias = randomFloats(experts, rng, 0.3f);
+  const float scale = 2.5f;
+  bool bias_decides = false;  // the bias changes some token's choice: the test sees it
+  for (Routing routing : {Routing::kSigmoidTopK, Routing::kSigmoidTopKNormalized}) {
+    auto out = runKernel(KernelId::MoeRouteBiased,
+                         {HostTensor::f32({tokens, experts}, logits), HostTensor::f32({experts}, bias)},
+                         {HostTensor::f32({tokens, k}), HostTensor::i32({tokens, k}, std::vector<int32_t>(tokens * k))},
+                         {k, static_cast<int64_t>(routing), groups, chosen_groups}, {scale});
+    Doubles want;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const Doubles row(logits.begin() + t * experts, logits.begin() + (t + 1) * experts);
+      const std::vector<int32_t> chosen =
+          sigmoidChoice(row, Doubles(bias.begin(), bias.end()), k, groups, chosen_groups);
+      bias_decides |= chosen != sigmoidChoice(row, Doubles(experts, 0.0), k, groups, chosen_groups);
+      EXPECT_EQ(std::vector<int32_t>(out[1].ints.begin() + t * k, out[1].ints.begin() + (t + 1) * k), chosen)
+          << "token " << t;
+      const Doubles w = sigmoidWeights(row, chosen, routing == Routing::kSigmoidTopKNormalized, scale);
+      want.insert(want.end(), w.begin(), w.end());
+    }
+    expectClose(out[0].floats, want, kF32Tol, "sigmoid route weights, routing " + std::to_string(int(routing)));
+  }
+  EXPECT_TRUE(bias_decides) << "no token's choice depends on the bias: pick other random data";
+}
+
+TEST_F(MoeKernels, SigmoidRouterTakesZeroScoredExpertsWhereItsGroupsHoldTooFew) {
+  // Group 1 (experts 2, 3) wins; a third choice can only come from group 0, scored 0 (torch's
+  // masked_fill): expert 0, the lower index. Expert 3's score + bias is below 0, so the zero-scored
+  // expert 0 ranks before it.
+  auto out = runKernel(KernelId::MoeRouteBiased,
+                       {HostTensor::f32({1, 4}, {-3.0f, -3.0f, 3.0f, 2.0f}), HostTensor::f32({4}, {0, 0, 0, -1.5f})},
+                       {HostTensor::f32({1, 3}), HostTensor::i32({1, 3}, {0, 0, 0})},
+                       {3, static_cast<int64_t>(Routing::kSigmoidTopK), 2, 1});
+  EXPECT_EQ(out[1].ints, (std::vector<int32_t>{2, 0, 1}));
+}
+
+TEST_F(MoeKernels, SigmoidRouterGradientMatchesFiniteDifferences) {
+  const int64_t tokens = 3, experts = 6, k = 3;
+  const std::vector<float> logits = randomFloats(tokens * experts, rng, 1.5f);
+  const std::vector<float> dweights = randomFloats(tokens * k, rng);
+  const float scale = 2.5f;
+  for (Routing routing : {Routing::kSigmoidTopK, Routing::kSigmoidTopKNormalized}) {
+    const int64_t mode = static_cast<int64_t>(routing);
+    auto fwd = runKernel(KernelId::MoeRoute, {HostTensor::f32({tokens, experts}, logits)},
+                         {HostTensor::f32({tokens, k}), HostTensor::i32({tokens, k}, std::vector<int32_t>(tokens * k))},
+                         {k, mode}, {scale});
+    const std::vector<int32_t> chosen = fwd[1].ints;
+    auto grad = runKernel(KernelId::MoeRouteGrad,
+                          {HostTensor::f32({tokens, k}, dweights), HostTensor::f32({tokens, experts}, logits),
+                           HostTensor::i32({tokens, k}, chosen)},
+                          {HostTensor::f32({tokens, experts})}, {k, mode}, {scale});
+    auto reference = [&](const Doubles& x) {
+      Doubles w;
+      for (int64_t t = 0; t < tokens; ++t) {
+        const Doubles row(x.begin() + t * experts, x.begin() + (t + 1) * experts);
+        const Doubles wt = sigmoidWeights(row, std::vector<int32_t>(chosen.begin() + t * k, chosen.begin() + (t + 1) * k),
+                                          routing == Routing::kSigmoidTopKNormalized, scale);
+        w.insert(w.end(), wt.begin(), wt.end());
+      }
+      return w;
+    };
+    const Doubles want = finiteDifferences(reference, Doubles(logits.begin(), logits.end()),
+                                           Doubles(dweights.begin(), dweights.end()));
+    expectClose(grad[0].floats, want, kGradTol, "sigmoid route gradient, routing " + std::to_string(mode));
+  }
+}
+
+TEST_F(MoeKernels, ScaledSoftmaxRoutingIsTheScaleTimesTheUnscaled) {
+  const int64_t tokens = 4, experts = 5, k = 2;
+  const std::vector<float> logits = randomFloats(tokens * experts, rng, 2.0f);
+  const std::vector<float> dweights = randomFloats(tokens * k, rng);
+  const int64_t mode = static_cast<int64_t>(Routing::kSoftmaxTopKNormalized);
+  auto route = [&](std::vector<float> floats) {
+    return runKernel(KernelId::MoeRoute, {HostTensor::f32({tokens, experts}, logits)},
+                     {HostTensor::f32({tokens, k}), HostTensor::i32({tokens, k}, std::vector<int32_t>(tokens * k))},
+                     {k, mode}, floats);
+  };
+  auto plain = route({}), scaled = route({2.0f});
+  EXPECT_EQ(plain[1].ints, scaled[1].ints);
+  for (size_t i = 0; i < plain[0].floats.size(); ++i) EXPECT_EQ(scaled[0].floats[i], 2.0f * plain[0].floats[i]);
+  auto grad = [&](std::vector<float> dw, std::vector<float> floats) {
+    return runKernel(KernelId::MoeRouteGrad,
+                     {HostTensor::f32({tokens, k}, dw), HostTensor::f32({tokens, experts}, logits),
+                      HostTensor::i32({tokens, k}, plain[1].ints)},
+                     {HostTensor::f32({tokens, experts})}, {k, mode}, floats)[0].floats;
+  };
+  std::vector<float> doubled = dweights;
+  for (float& v : doubled) v *= 2.0f;
+  EXPECT_EQ(grad(dweights, {2.0f}), grad(doubled, {})) << "the scale's gradient is the scaled dweights'";
+}
+
+TEST_F(MoeKernels, RouteRefusesGroupsAndBiasesItCannotUse) {
+  auto check = [](int64_t experts, std::vector<int64_t> ints, std::vector<float> floats, int64_t bias_size) {
+    HostTensor logits = HostTensor::f32({2, experts}), bias = HostTensor::f32({bias_size});
+    HostTensor w = HostTensor::f32({2, ints[0]}), e = HostTensor::i32({2, ints[0]}, std::vector<int32_t>(2 * ints[0]));
+    KernelArgs args{{logits.view()}, {w.view(), e.view()}, ints, floats};
+    if (bias_size > 0) args.in.push_back(bias.view());
+    return checkKernelCall(bias_size > 0 ? KernelId::MoeRouteBiased : KernelId::MoeRoute, args);
+  };
+  const int64_t sigmoid = static_cast<int64_t>(Routing::kSigmoidTopKNormalized);
+  EXPECT_EQ(check(8, {2, sigmoid, 4, 2}, {2.5f}, 8), "");
+  EXPECT_NE(check(8, {2, 1, 4, 2}, {}, 0).find("with a sigmoid router only"), std::string::npos);
+  EXPECT_NE(check(8, {2, sigmoid, 3, 1}, {}, 8).find("equal groups of two or more"), std::string::npos);
+  EXPECT_NE(check(8, {2, sigmoid, 8, 1}, {}, 8).find("equal groups of two or more"), std::string::npos);
+  EXPECT_NE(check(8, {2, sigmoid, 4, 5}, {}, 8).find("groups_chosen 5"), std::string::npos);
+  EXPECT_NE(check(8, {2, sigmoid, 4}, {}, 8).find("2 or 4 int attributes"), std::string::npos);
+  EXPECT_NE(check(8, {2, 5}, {}, 0).find("routing 5"), std::string::npos);
+  EXPECT_NE(check(8, {2, sigmoid}, {std::numeric_limits<float>::infinity()}, 0).find("not finite"), std::string::npos);
+  EXPECT_NE(check(8, {2, sigmoid}, {}, 7).find("moe_route bias"), std::string::npos);
 }
 
 // 4 tokens, k = 2, 3 experts; slot (1, 1) names expert -1 and slot (3, 0) expert 3: out of range.

@@ -88,6 +88,35 @@ TEST(HuggingFaceNamesTest, Qwen2MoeSharedExpertPlaces) {
   EXPECT_TRUE(peftMovesToFused("model.layers.2.mlp.shared_expert.gate_proj", layout));  // refused in the fused form
 }
 
+// GLM-4.5's mixture: Qwen3-MoE's experts and router (fused alike in transformers 5), the router's
+// choice bias a buffer of its router module, the shared experts nn.Linear modules of their own.
+TEST(HuggingFaceNamesTest, Glm4MoePlaces) {
+  const CheckpointLayout layout = checkpointLayoutOf("Glm4MoeForCausalLM");
+  EXPECT_EQ(layout, CheckpointLayout::kGlm4Moe);
+  const std::pair<const char*, const char*> kOwn[] = {
+      {"layers.3.moe.shared.gate.weight", "model.layers.3.mlp.shared_experts.gate_proj.weight"},
+      {"layers.3.moe.shared.up.weight", "model.layers.3.mlp.shared_experts.up_proj.weight"},
+      {"layers.3.moe.shared.down.weight", "model.layers.3.mlp.shared_experts.down_proj.weight"},
+      {"layers.3.moe.router.score_bias", "model.layers.3.mlp.gate.e_score_correction_bias"},
+      {"layers.3.moe.router.weight", "model.layers.3.mlp.gate.weight"},
+      {"layers.0.mlp.up.weight", "model.layers.0.mlp.up_proj.weight"},
+      {"layers.0.attn.q.bias", "model.layers.0.self_attn.q_proj.bias"}};
+  for (const auto& [ours, theirs] : kOwn) {
+    const HuggingFacePlace place = huggingFacePlace(ours, "", layout);
+    EXPECT_EQ(place.name, theirs) << ours;
+    EXPECT_FALSE(place.per_expert) << ours;
+    EXPECT_FALSE(fusedExpertsPlace(ours, layout)) << ours;
+  }
+  const HuggingFacePlace up = huggingFacePlace("layers.3.moe.up.weight", "", layout);
+  EXPECT_EQ(up.name, "model.layers.3.mlp.experts.*.up_proj.weight");
+  EXPECT_TRUE(up.per_expert);
+  const auto fused = fusedExpertsPlace("layers.3.moe.up.weight", layout);
+  ASSERT_TRUE(fused);
+  EXPECT_EQ(fused->parameter, "model.layers.3.mlp.experts.gate_up_proj");
+  EXPECT_EQ(fused->part, 1);
+  EXPECT_TRUE(peftMovesToFused("model.layers.3.mlp.experts.0.up_proj", layout));
+}
+
 // Phi-3's fused projections: q, k and v parts 0-2 of qkv_proj, gate and up parts 0-1 of gate_up_proj,
 // the other parameters where Llama has them; neither a module of its own PEFT could adapt. Parsed
 // from the architecture once, its classifier's too; no experts there.
