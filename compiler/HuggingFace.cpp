@@ -351,7 +351,12 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
       for (const char* kind : {".weight", ".bias"}) layer_parts.push_back(std::string(module) + kind);
   } else {
     for (const char* name : {"embed.weight", "norm.weight"}) place(name);
-    layer_parts = {"attn.q.weight", "attn.k.weight", "attn.v.weight", "attn.o.weight"};
+    layer_parts = !c.latentAttention() ? std::vector<std::string>{"attn.q.weight", "attn.k.weight", "attn.v.weight"}
+                  : c.q_lora_rank      ? std::vector<std::string>{"attn.q_a.weight", "attn.q_a_norm.weight", "attn.q_b.weight"}
+                                       : std::vector<std::string>{"attn.q.weight"};
+    if (c.latentAttention())  // DeepSeek's: keys and values from one latent
+      for (const char* part : {"attn.kv_a.weight", "attn.kv_a_norm.weight", "attn.kv_b.weight"}) layer_parts.push_back(part);
+    layer_parts.push_back("attn.o.weight");
     if (c.input_norms) layer_parts.push_back("attn_norm.weight");
     if (c.sandwich_norms) {
       for (const char* part : {"attn_post_norm.weight", "mlp_post_norm.weight"}) layer_parts.push_back(part);

@@ -229,6 +229,7 @@ namespace {
 void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c, bool* mxfp4) {
   using enum Architecture;
   if (architecture == kGlm4Moe) return hf::readGlm4MoeExperts(r, c);
+  if (architecture == kDeepseekV3) return hf::readDeepseekV3Keys(r, c);
   if (architecture == kOlmoe) {
     // Qwen3-MoE's keys, each expert as wide as intermediate_size in every layer.
     c.experts = r.integer("num_experts");
@@ -432,6 +433,9 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, bool* mxfp4, 
     r.require("attention_bias", false, "Qwen2's output projection has no bias in transformers");
   else if (glm4_moe)  // GLM-4.5's q, k and v alone (Glm4MoeAttention's o_proj has none)
     c.qkv_bias = r.boolean("attention_bias", false);
+  else if (architecture == kDeepseekV3)
+    r.require("attention_bias", false, "biases on DeepSeek's latent attention are not supported (no published model "
+                                       "has them)");
   else if (phi3)
     readPhi3Keys(r);
   else if (r.boolean("attention_bias", false))
@@ -563,8 +567,9 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   // bounded as they are read, ConfigReader::layerCount).
   if (out.config.experts > kMaxExperts)
     throw r.error(fmt::format("{} experts: at most {} are supported", out.config.experts, kMaxExperts));
-  if (known->id == Architecture::kGlm4Moe && (out.prediction_layers = hf::readGlm4MoePredictionLayers(r)) > 0) {
-    out.config_to_keep = hf::glm4MoeConfigToKeep(config_json);
+  const bool prediction_layers = known->id == Architecture::kGlm4Moe || known->id == Architecture::kDeepseekV3;
+  if (prediction_layers && (out.prediction_layers = hf::readPredictionLayers(r)) > 0) {
+    out.config_to_keep = hf::configWithoutPredictionLayers(config_json);
     out.notes.push_back(fmt::format(
         "the checkpoint's {} multi-token prediction layer{} (model.layers.{}{}) {} not read, as transformers reads "
         "none; --export-hf writes none (num_nextn_predict_layers 0)",

@@ -179,15 +179,15 @@ class ConfigReader {
 // parsed once from the config's name (findArchitecture): the readers test this, not the name.
 enum class Architecture {
   kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGemma, kGemma2, kGemma3, kPhi3, kGranite,
-  kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
+  kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kDeepseekV3, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
 };
 struct ArchitectureName {
   Architecture id;
   const char* causal;      // its causal LM's class, as config.json names it
   const char* model_type;  // the config's model_type, which must agree
   // Its sequence classifier's class (a reward model's folder), nullptr where transformers has none
-  // (OLMo 2's, OLMoE's and GLM-4.5's modeling code): such a folder is refused, and so is a reward
-  // model of it.
+  // (OLMo 2's, OLMoE's and GLM-4.5's modeling code; DeepSeek-V3's not read): such a folder is
+  // refused, and so is a reward model of it.
   const char* classifier;
 };
 // In the order `mtc` lists them when it refuses another.
@@ -213,6 +213,7 @@ inline constexpr ArchitectureName kArchitectureNames[] = {
     {Architecture::kGraniteHybrid, "GraniteMoeHybridForCausalLM", "granitemoehybrid",
      "GraniteMoeHybridForSequenceClassification"},
     {Architecture::kGlm4Moe, "Glm4MoeForCausalLM", "glm4_moe", nullptr},
+    {Architecture::kDeepseekV3, "DeepseekV3ForCausalLM", "deepseek_v3", nullptr},
     {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2", "GPT2ForSequenceClassification"},
 };
 static_assert(
@@ -253,14 +254,16 @@ void readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c);
 void readGraniteKeys(ConfigReader& r, ModelConfig& c, std::vector<std::string>& notes);
 void readGraniteHybridKeys(ConfigReader& r, ModelConfig& c);
 
-// GLM-4.5's experts (Glm4MoeForCausalLM: its sigmoid router, ungated shared experts, first dense
-// layers) into `c`, and the count of its checkpoint's multi-token prediction layers, which
-// transformers leaves unread (compiler/HuggingFaceGlm.cpp).
+// The mixtures routed as DeepSeek-V3's (compiler/HuggingFaceDeepseekMoe.cpp): GLM-4.5's experts
+// (Glm4MoeForCausalLM: its sigmoid router, ungated shared experts, first dense layers) into `c`;
+// DeepSeek-V3's keys (DeepseekV3ForCausalLM: its latent attention and experts as GLM-4.5's); the
+// count of their checkpoints' multi-token prediction layers, which transformers leaves unread.
 void readGlm4MoeExperts(ConfigReader& r, ModelConfig& c);
-int64_t readGlm4MoePredictionLayers(ConfigReader& r);
-// A GLM-4.5 config.json (`config_json`) as the plan keeps it and --export-hf writes it beside weights
+void readDeepseekV3Keys(ConfigReader& r, ModelConfig& c);
+int64_t readPredictionLayers(ConfigReader& r);
+// Such a config.json (`config_json`) as the plan keeps it and --export-hf writes it beside weights
 // without the prediction layers: num_nextn_predict_layers 0.
-std::string glm4MoeConfigToKeep(const std::string& config_json);
+std::string configWithoutPredictionLayers(const std::string& config_json);
 
 // Gemma3ForCausalLM's, Gemma2ForCausalLM's and GemmaForCausalLM's configs into the llama family's
 // with Gemma's differences (compiler/HuggingFaceGemma.cpp); Gemma 1's legacy activation name said

@@ -58,7 +58,8 @@ std::string expertsConfig(const ModelConfig& c) {
 }
 
 // GLM-4.5's config.json (Glm4MoeForCausalLM): its sigmoid router, an ungated shared expert a whole
-// number of experts wide, dense first layers, q/k/v biases; "" for another shape.
+// number of experts wide, dense first layers, q/k/v biases; DeepSeek-V3's (DeepseekV3ForCausalLM)
+// where the attention is latent (without rotary scaling); "" for another shape.
 std::string glm4MoeConfig(const ModelConfig& c) {
   const int64_t dense = static_cast<int64_t>(c.dense_layers.size());
   for (int64_t l = 0; l < dense; ++l)
@@ -66,11 +67,25 @@ std::string glm4MoeConfig(const ModelConfig& c) {
   if (c.shared_expert_gated || c.shared_expert_ffn % c.expert_ffn != 0 || c.moe_every != 1 || c.o_bias ||
       c.qk_norm_whole || c.router_aux_loss_coef > 0)
     return "";
-  nlohmann::ordered_json config = llamaConfig(c, "Glm4MoeForCausalLM", "glm4_moe", c.ffn);
-  config["head_dim"] = c.headDim();
-  config["partial_rotary_factor"] = static_cast<double>(c.rotaryDim()) / static_cast<double>(c.headDim());
-  config["attention_bias"] = c.qkv_bias;
-  config["use_qk_norm"] = c.qk_norm;
+  const bool deepseek = c.latentAttention();
+  nlohmann::ordered_json config = deepseek ? llamaConfig(c, "DeepseekV3ForCausalLM", "deepseek_v3", c.ffn)
+                                           : llamaConfig(c, "Glm4MoeForCausalLM", "glm4_moe", c.ffn);
+  if (deepseek) {  // its latent attention (DeepseekV3Config's keys; head_dim as transformers writes it)
+    if (c.rope_scaling.kind != RopeScaling::Kind::kNone) return "";
+    config["q_lora_rank"] = c.q_lora_rank ? nlohmann::ordered_json(c.q_lora_rank) : nlohmann::ordered_json();
+    config["kv_lora_rank"] = c.kv_lora_rank;
+    config["qk_nope_head_dim"] = c.qk_nope_dim;
+    config["qk_rope_head_dim"] = c.qk_rope_dim;
+    config["v_head_dim"] = c.v_head_dim;
+    config["head_dim"] = c.qk_rope_dim;
+    config["rope_interleave"] = c.rope_interleave;
+    config["attention_bias"] = false;
+  } else {
+    config["head_dim"] = c.headDim();
+    config["partial_rotary_factor"] = static_cast<double>(c.rotaryDim()) / static_cast<double>(c.headDim());
+    config["attention_bias"] = c.qkv_bias;
+    config["use_qk_norm"] = c.qk_norm;
+  }
   config["n_routed_experts"] = c.experts;
   config["num_experts_per_tok"] = c.experts_per_token;
   config["moe_intermediate_size"] = c.expert_ffn;

@@ -108,6 +108,10 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   if (c.logits_scaling != 1.0 && !c.hasScoreHead()) forms += fmt::format(", logits / {:g}", c.logits_scaling);
   if (c.attn_softcap > 0) forms += fmt::format(", scores softcapped at {:g}", c.attn_softcap);
   if (c.final_softcap > 0 && !c.hasScoreHead()) forms += fmt::format(", logits softcapped at {:g}", c.final_softcap);
+  if (c.latentAttention())
+    forms += fmt::format(", latent attention (keys and values from rank {}{}; values {} wide, padded to the heads'{})",
+                         c.kv_lora_rank, c.q_lora_rank ? fmt::format(", q from rank {}", c.q_lora_rank) : "",
+                         c.v_head_dim, c.rope_interleave ? "; rotated pairs interleaved" : "");
   return fmt::format("{}, {} layers, width {}, {} heads / {} kv{}, ffn {}, vocab {}{}{}{}{}{}{}{}{}{}", origin, c.layers,
                      c.width, c.heads, c.kv_heads, c.head_dim ? fmt::format(" of width {}", c.head_dim) : "", c.ffn,
                      c.vocab, c.score_head == ModelConfig::ScoreHead::kNew          ? ", a new score head (seeded)"

@@ -14,6 +14,15 @@ namespace mt {
 
 namespace {
 
+// DeepSeek's latent attention's projections and norms in one layer: q (or q_a, its norm and q_b),
+// kv_a, its norm, kv_b, o.
+int64_t latentAttentionParams(const ModelConfig& c) {
+  const int64_t q_out = c.heads * c.headDim();
+  const int64_t q = c.q_lora_rank ? c.width * c.q_lora_rank + c.q_lora_rank + c.q_lora_rank * q_out : c.width * q_out;
+  return q + c.width * (c.kv_lora_rank + c.qk_rope_dim) + c.kv_lora_rank +
+         c.kv_lora_rank * c.heads * (c.qk_nope_dim + c.v_head_dim) + c.heads * c.v_head_dim * c.width;
+}
+
 // Parameters of `c` counting `routed` of each MoE layer's experts.
 int64_t countParams(const ModelConfig& c, int64_t routed) {
   const int64_t kv_width = c.kv_heads * c.headDim();
@@ -27,11 +36,13 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
     return c.layers * per_layer + c.vocab * c.width + c.context * c.width + 2 * c.width + head;  // wte, wpe, ln_f
   }
   const int64_t q_width = c.heads * c.headDim();
-  const int64_t attention = (c.sandwich_norms ? 4 : 2) * c.width +                         // norms
-                            2 * c.width * q_width + 2 * c.width * kv_width +                 // q, o; k, v
-                            (c.qkv_bias ? q_width + 2 * kv_width : 0) + (c.o_bias ? c.width : 0) +
-                            // q and k normed per head, or (OLMo 2, OLMoE) over their whole projections
-                            (c.qk_norm ? (c.qk_norm_whole ? q_width + kv_width : 2 * c.headDim()) : 0);
+  const int64_t attention =
+      c.latentAttention() ? 2 * c.width + latentAttentionParams(c)
+                          : (c.sandwich_norms ? 4 : 2) * c.width +                         // norms
+                                2 * c.width * q_width + 2 * c.width * kv_width +           // q, o; k, v
+                                (c.qkv_bias ? q_width + 2 * kv_width : 0) + (c.o_bias ? c.width : 0) +
+                                // q and k normed per head, or (OLMo 2, OLMoE) over their whole projections
+                                (c.qk_norm ? (c.qk_norm_whole ? q_width + kv_width : 2 * c.headDim()) : 0);
   const bool oss = c.expert_form == ModelConfig::ExpertForm::kGptOss;
   // gpt-oss: the router's bias, each expert's gate_up and down biases; a sigmoid router's score bias
   const int64_t router = c.experts * c.width + (oss || c.sigmoid_router ? c.experts : 0);
@@ -161,16 +172,28 @@ ModelConfig olmoe(ModelConfig attention, int64_t experts, int64_t top_k) {
 
 // GLM-4.5 (Glm4MoeForCausalLM): `attention` (q/k/v biases, heads `head_dim` wide) with half of each
 // head rotated, its first `dense` layers' MLPs dense (`ffn` wide), the others `experts` of width
-// `expert_ffn` beside one shared expert as wide, added ungated; the sigmoid router's top k by score
-// + its frozen bias within `groups_chosen` of `groups`, renormalised, times `scaling`.
+// `expert_ffn` beside `shared` shared ones (one MLP as wide as they together), added ungated; the
+// sigmoid router's top k by score + its frozen bias within `groups_chosen` of `groups`,
+// renormalised, times `scaling`.
 ModelConfig glm4Moe(ModelConfig attention, int64_t dense, int64_t experts, int64_t top_k, int64_t expert_ffn,
-                    double scaling, int64_t groups = 1, int64_t groups_chosen = 1) {
+                    double scaling, int64_t groups = 1, int64_t groups_chosen = 1, int64_t shared = 1) {
   ModelConfig c = attention;
   c.rotary_dim = c.headDim() / 2;
   c.experts = experts, c.experts_per_token = top_k, c.expert_ffn = expert_ffn, c.normalize_topk = true;
   for (int64_t l = 0; l < dense; ++l) c.dense_layers.push_back(l);
-  c.shared_expert_ffn = expert_ffn, c.shared_expert_gated = false;
+  c.shared_expert_ffn = shared * expert_ffn, c.shared_expert_gated = false;
   c.sigmoid_router = true, c.routed_scaling = scaling, c.router_groups = groups, c.router_groups_chosen = groups_chosen;
+  return c;
+}
+
+// DeepSeek-V3 (DeepseekV3ForCausalLM): GLM-4.5's mixture (glm4Moe) around DeepSeek's latent
+// attention: q through a rank-`q_rank` bottleneck (0: q_proj), keys and values from a
+// rank-`kv_rank` latent, each head's `nope` unrotated and `rope` rotated elements (interleaved
+// pairs), values `v` wide; one key/value head per head.
+ModelConfig deepseekV3(ModelConfig mixture, int64_t q_rank, int64_t kv_rank, int64_t nope, int64_t rope, int64_t v) {
+  ModelConfig c = mixture;
+  c.q_lora_rank = q_rank, c.kv_lora_rank = kv_rank, c.qk_nope_dim = nope, c.qk_rope_dim = rope, c.v_head_dim = v;
+  c.head_dim = nope + rope, c.rotary_dim = rope, c.kv_heads = c.heads;
   return c;
 }
 
@@ -250,6 +273,16 @@ const std::vector<ModelPreset>& modelPresets() {
        glm4Moe({ModelFamily::kLlama, 92, 5120, 96, 8, 12288, 151552, 131072, false, 1e-5, 1e6, true, 128, true}, 3,
                160, 8, 1536, 2.5),
        "GLM-4.5 shape: 160 experts, top 8, a shared expert, the first 3 layers dense, q/k norms"},
+      {"deepseek-v3-tiny",
+       deepseekV3(glm4Moe({ModelFamily::kLlama, 3, 64, 4, 4, 96, 256, 64, false, 1e-6, 1e4}, 1, 8, 2, 32, 2.5, 4, 2), 24,
+                  16, 16, 8, 12),
+       "test-sized DeepSeek-V3: latent attention (q from rank 24, keys and values from rank 16), 8 experts of width 32 "
+       "in 4 groups (top 2 from 2) beside a shared one, a dense first layer"},
+      {"moonlight-16b-a3b",
+       deepseekV3(glm4Moe({ModelFamily::kLlama, 27, 2048, 16, 16, 11264, 163840, 8192, false, 1e-5, 50000.0}, 1, 64, 6,
+                          1408, 2.446, 1, 1, 2),
+                  0, 512, 128, 64, 128),
+       "Moonlight-16B-A3B shape (DeepseekV3ForCausalLM): latent attention, 64 experts, top 6, 2 shared"},
       {"gpt-oss-tiny", gptOssTiny(), "test-sized gpt-oss: sinks, a window of 8 on layer 0, 4 experts of width 32, top 2"},
       {"gpt-oss-20b", gptOss(24, 32), "gpt-oss-20b shape: 32 experts, top 4, sinks, 128-token windows on alternate layers"},
       {"gpt-oss-120b", gptOss(36, 128), "gpt-oss-120b shape: 128 experts, top 4, sinks, 128-token windows on alternate layers"},
@@ -264,6 +297,30 @@ const ModelPreset* findModelPreset(const std::string& name) {
 }
 
 namespace {
+
+// DeepSeek's latent attention: "" or what is wrong. Its heads are q/k's two parts wide (the values
+// padded to them), one key/value head per head, the rotary embedding over the rotated part alone.
+std::string validateLatentAttention(const ModelConfig& c) {
+  const bool any = c.kv_lora_rank || c.q_lora_rank || c.qk_nope_dim || c.qk_rope_dim || c.v_head_dim;
+  if (!any) return "";
+  if (!c.latentAttention()) return "q_lora_rank and the heads' parts are options of the latent attention (kv_lora_rank)";
+  for (int64_t v : {c.kv_lora_rank, c.q_lora_rank, c.qk_nope_dim, c.qk_rope_dim, c.v_head_dim})
+    if (v < 0 || v > kMaxWidth) return "the latent attention's ranks and widths must lie in [0, " + std::to_string(kMaxWidth) + "]";
+  if (c.family != ModelFamily::kLlama || c.qkv_bias || c.o_bias || c.qk_norm || c.gemmaForm() || c.graniteForm() ||
+      c.sandwich_norms || !c.input_norms)
+    return "the latent attention is an option of the llama family's plain layers (no biases, q/k norms, Gemma's or "
+           "Granite's forms)";
+  if (c.qk_rope_dim < 2 || c.qk_rope_dim % 2 != 0 || c.qk_nope_dim < 1 || c.v_head_dim < 1)
+    return "the latent attention needs an even rotated part (qk_rope_dim) of 2 or more, an unrotated one "
+           "(qk_nope_dim) and values (v_head_dim) of 1 or more";
+  if (c.headDim() != c.qk_nope_dim + c.qk_rope_dim || c.rotaryDim() != c.qk_rope_dim || c.kv_heads != c.heads)
+    return "the latent attention's heads are qk_nope_dim + qk_rope_dim wide (head_dim), the rotary embedding over "
+           "qk_rope_dim of them, one key/value head per head";
+  if (c.v_head_dim > c.headDim())
+    return "the latent attention's values (v_head_dim " + std::to_string(c.v_head_dim) +
+           ") must be no wider than its heads' q and k (" + std::to_string(c.headDim()) + ")";
+  return "";
+}
 
 // The architectures' forms of the llama family (Gemma's, Granite's, OLMo 2's norms, SmolLM3's NoPE
 // layers): "" or what is wrong.
@@ -291,6 +348,7 @@ std::string validateArchitectureForms(const ModelConfig& c) {
       return "Granite's attention multiplier must be positive and in f32's range (0: head_dim^-1/2)";
   }
   if (c.qk_norm_whole && !c.qk_norm) return "qk_norm_whole is a form of qk_norm";
+  if (std::string problem = validateLatentAttention(c); !problem.empty()) return problem;
   if (!c.input_norms && !c.sandwich_norms) return "a model without input norms needs the sandwich norms after its sublayers";
   for (int64_t l : c.nope_layers)
     if (c.family != ModelFamily::kLlama || l < 0 || l >= c.layers)

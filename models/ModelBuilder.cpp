@@ -114,12 +114,18 @@ class ModelBuilder {
   }
 
   // What q is scaled by so that the kernels' head_dim^-1/2 gives the model's scores: Granite's
-  // attention_multiplier x sqrt(head_dim), Gemma's sqrt(head_dim / query_pre_attn_scalar), else 1.
+  // attention_multiplier x sqrt(head_dim), Gemma's sqrt(head_dim / query_pre_attn_scalar),
+  // DeepSeek's YaRN mscale(factor, mscale_all_dim)^2 (its DeepseekV3Attention's softmax scale), else 1.
   double scoreScaleRatio() const {
     const double head_dim = static_cast<double>(c_.headDim());
     if (c_.attention_multiplier > 0) return c_.attention_multiplier * std::sqrt(head_dim);
     if (c_.query_pre_attn_scalar > 0 && c_.query_pre_attn_scalar != head_dim)
       return std::sqrt(head_dim / c_.query_pre_attn_scalar);
+    const RopeScaling& r = c_.rope_scaling;
+    if (c_.latentAttention() && r.kind == RopeScaling::Kind::kYarn && r.mscale_all_dim > 0 && r.factor > 1.0) {
+      const double mscale = 0.1 * r.mscale_all_dim * std::log(r.factor) + 1.0;
+      return mscale * mscale;
+    }
     return 1.0;
   }
 
@@ -205,7 +211,6 @@ class ModelBuilder {
   Value llama() {
     const double std = 0.02, residual_std = 0.02 / std::sqrt(2.0 * c_.layers);
     const int64_t kv_width = c_.kv_heads * c_.headDim(), q_width = c_.heads * c_.headDim();
-    const IntegerAttr head_dim = b_.getI64IntegerAttr(c_.headDim());
     enter("embed");
     Value embed = param("embed.weight", {c_.vocab, c_.width}, "normal", std);
     Value x = tokenEmbedding(embed);
@@ -224,6 +229,11 @@ class ModelBuilder {
       const std::string p = "layers." + std::to_string(l) + ".";
       enter("layers." + std::to_string(l));
       Value h = c_.input_norms ? rmsNorm(x, p + "attn_norm") : x;
+      if (c_.latentAttention()) {
+        x = b_.create<AddOp>(loc_, x, latentAttention(l, h, p, std, residual_std));
+        x = b_.create<AddOp>(loc_, x, mlpOrExperts(l, rmsNorm(x, p + "mlp_norm"), p, std, residual_std));
+        continue;
+      }
       Value q = linear(h, p + "attn.q", q_width, c_.width, c_.qkv_bias, std);
       Value k = linear(h, p + "attn.k", kv_width, c_.width, c_.qkv_bias, std);
       Value v = linear(h, p + "attn.v", kv_width, c_.width, c_.qkv_bias, std);
@@ -235,21 +245,13 @@ class ModelBuilder {
       // Granite's attention_multiplier): the kernels scale by head_dim^-1/2, so q takes the ratio
       // (the same product, rounded once more).
       q = scaled(q, scoreScaleRatio());
-      const RopeAttrs rope = ropeAttrs(l);
-      const IntegerAttr rotary_dim = b_.getI64IntegerAttr(c_.rotaryDim() == c_.headDim() ? 0 : c_.rotaryDim());
-      Value a = attention(l, q, k, v, [&](Value x) -> Value {
-        if (!c_.rotates(l)) return x;  // a NoPE layer
-        if (positions_)
-          return b_.create<RopeAtOp>(loc_, x, positions_, head_dim, rope.theta, rope.scaling_kind, rope.scaling_values,
-                                     b_.getBoolAttr(false), rotary_dim);
-        return b_.create<RopeOp>(loc_, x, head_dim, rope.theta, b_.getBoolAttr(false), b_.getI64IntegerAttr(0),
-                                 rope.scaling_kind, rope.scaling_values, rotary_dim);
-      });
+      const int64_t rotary_dim = c_.rotaryDim() == c_.headDim() ? 0 : c_.rotaryDim();
+      Value a = attention(l, q, k, v, [&](Value x) { return rotary(l, x, c_.headDim(), rotary_dim); });
       a = linear(a, p + "attn.o", c_.width, q_width, c_.o_bias, residual_std);
       if (c_.sandwich_norms) a = rmsNorm(a, p + "attn_post_norm");
       x = b_.create<AddOp>(loc_, x, scaled(a, c_.residual_multiplier));
       h = !c_.input_norms ? x : rmsNorm(x, p + (c_.sandwich_norms ? "mlp_pre_norm" : "mlp_norm"));
-      Value m = c_.isMoeLayer(l) ? experts(h, p, std, residual_std) : mlp(h, p + "mlp", c_.ffn, std, residual_std);
+      Value m = mlpOrExperts(l, h, p, std, residual_std);
       if (c_.sandwich_norms) m = rmsNorm(m, p + "mlp_post_norm");
       x = b_.create<AddOp>(loc_, x, scaled(m, c_.residual_multiplier));
     }
@@ -286,6 +288,93 @@ class ModelBuilder {
     const RopeScalingAttrs scaling = ropeScalingAttrs(c_, seq_, /*by_position=*/static_cast<bool>(positions_));
     return {b_.getF32FloatAttr(static_cast<float>(c_.rope_theta)), b_.getI64IntegerAttr(scaling.kind),
             scaling.kind ? b_.getDenseF32ArrayAttr(scaling.values) : nullptr};
+  }
+
+  // x (batch, seq, heads x `head_dim`) turned by layer l's rotary embedding over each head's first
+  // `rotary_dim` elements (0: all of them), at the positions given where there are some (a decode
+  // step, packed rows); as it is in a NoPE layer.
+  Value rotary(int64_t l, Value x, int64_t head_dim, int64_t rotary_dim) {
+    if (!c_.rotates(l)) return x;
+    const RopeAttrs rope = ropeAttrs(l);
+    if (positions_)
+      return b_.create<RopeAtOp>(loc_, x, positions_, b_.getI64IntegerAttr(head_dim), rope.theta, rope.scaling_kind,
+                                 rope.scaling_values, b_.getBoolAttr(false), b_.getI64IntegerAttr(rotary_dim));
+    return b_.create<RopeOp>(loc_, x, b_.getI64IntegerAttr(head_dim), rope.theta, b_.getBoolAttr(false),
+                             b_.getI64IntegerAttr(0), rope.scaling_kind, rope.scaling_values,
+                             b_.getI64IntegerAttr(rotary_dim));
+  }
+
+  Value mlpOrExperts(int64_t l, Value h, const std::string& p, double std, double residual_std) {
+    return c_.isMoeLayer(l) ? experts(h, p, std, residual_std) : mlp(h, p + "mlp", c_.ffn, std, residual_std);
+  }
+
+  // `x`'s elements [start, start + size) of its last axis, every `step`-th.
+  Value lastAxis(Value x, int64_t start, int64_t size, int64_t step = 1) {
+    auto type = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(type.getShape()), starts(shape.size(), 0), steps(shape.size(), 1);
+    shape.back() = size, starts.back() = start, steps.back() = step;
+    return b_.create<SliceOp>(loc_, RankedTensorType::get(shape, type.getElementType()), x,
+                              b_.getDenseI64ArrayAttr(starts), b_.getDenseI64ArrayAttr(steps));
+  }
+  // `x` (..., n x d) as (..., n, d) and back (views: no copy).
+  Value splitLast(Value x, int64_t n) {
+    auto type = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape.back() /= n;
+    shape.insert(shape.end() - 1, n);
+    return b_.create<ReshapeOp>(loc_, RankedTensorType::get(shape, type.getElementType()), x);
+  }
+  Value joinLast(Value x) {
+    auto type = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(type.getShape().drop_back());
+    shape.back() *= type.getShape().back();
+    return b_.create<ReshapeOp>(loc_, RankedTensorType::get(shape, type.getElementType()), x);
+  }
+  Value concatLast(Value a, Value b) {
+    return b_.create<ConcatOp>(loc_, a, b, cast<RankedTensorType>(a.getType()).getRank() - 1);
+  }
+
+  // DeepSeek's multi-head latent attention (ModelConfig::latentAttention; transformers'
+  // DeepseekV3Attention) after the layer's input norm `h` (B, T, width). Each head's q and k are
+  // laid out [rotated part, unrotated part] (transformers': the other way round; the scores are the
+  // same sums), the rotated part's pairs first brought together (rope_interleave: DeepSeek turns
+  // elements 2i and 2i + 1 together, mt.rope i and i + d/2) and turned; every head's k shares one
+  // rotated part. The values, v_head_dim wide, are padded with zeros to head_dim for the kernels and
+  // the padding dropped from the output.
+  Value latentAttention(int64_t l, Value h, const std::string& p, double std, double residual_std) {
+    const int64_t heads = c_.heads, nope = c_.qk_nope_dim, rope = c_.qk_rope_dim, dv = c_.v_head_dim;
+    const int64_t dqk = nope + rope, latent = c_.kv_lora_rank;
+    Value q = c_.q_lora_rank == 0
+                  ? linear(h, p + "attn.q", heads * dqk, c_.width, false, std)
+                  : linear(rmsNormOf(linear(h, p + "attn.q_a", c_.q_lora_rank, c_.width, false, std), p + "attn.q_a_norm",
+                                     c_.q_lora_rank),
+                           p + "attn.q_b", heads * dqk, c_.q_lora_rank, false, std);
+    Value kv_a = linear(h, p + "attn.kv_a", latent + rope, c_.width, false, std);
+    Value kv = splitLast(linear(rmsNormOf(lastAxis(kv_a, 0, latent), p + "attn.kv_a_norm", latent), p + "attn.kv_b",
+                                heads * (nope + dv), latent, false, std),
+                         heads);  // (B, T, heads, nope + dv)
+    auto pairsTogether = [&](Value x) {  // DeepSeek's interleaved pairs as mt.rope's halves
+      return c_.rope_interleave ? concatLast(lastAxis(x, 0, rope / 2, 2), lastAxis(x, 1, rope / 2, 2)) : x;
+    };
+    Value q_heads = splitLast(q, heads);  // (B, T, heads, dqk), transformers' [unrotated, rotated]
+    Value q_rot = splitLast(rotary(l, joinLast(pairsTogether(lastAxis(q_heads, nope, rope))), rope, 0), heads);
+    Value k_rot = rotary(l, pairsTogether(lastAxis(kv_a, latent, rope)), rope, 0);  // (B, T, rope): one head
+    auto type = cast<RankedTensorType>(k_rot.getType());
+    const Type element = type.getElementType();
+    const int64_t batch = type.getDimSize(0), tokens = type.getDimSize(1);
+    Value one_head = b_.create<ReshapeOp>(loc_, RankedTensorType::get({batch, tokens, 1, rope}, element), k_rot);
+    Value k_rot_heads = b_.create<BroadcastOp>(loc_, RankedTensorType::get({batch, tokens, heads, rope}, element), one_head);
+    Value q_all = scaled(joinLast(concatLast(q_rot, lastAxis(q_heads, 0, nope))), scoreScaleRatio());
+    Value k_all = joinLast(concatLast(k_rot_heads, lastAxis(kv, 0, nope)));
+    Value v = lastAxis(kv, nope, dv);
+    if (dv < dqk) {
+      SmallVector<int64_t> pad(cast<RankedTensorType>(v.getType()).getShape());
+      pad.back() = dqk - dv;
+      v = concatLast(v, b_.create<FillOp>(loc_, RankedTensorType::get(pad, element), b_.getF32FloatAttr(0.0f)));
+    }
+    Value a = attention(l, q_all, k_all, joinLast(v), [](Value x) { return x; });
+    a = joinLast(lastAxis(splitLast(a, heads), 0, dv));
+    return linear(a, p + "attn.o", c_.width, heads * dv, false, residual_std);
   }
 
   // A gated MLP of width `ffn` under `module` (a llama layer's dense "layers.3.mlp", Qwen2-MoE's

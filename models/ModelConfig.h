@@ -155,6 +155,17 @@ struct ModelConfig {
   // The shared expert's output added as it is (GLM-4.5's and DeepSeek's shared_experts), not
   // through Qwen2-MoE's sigmoid gate.
   bool shared_expert_gated = true;
+  // llama: DeepSeek's multi-head latent attention (DeepseekV3ForCausalLM; kv_lora_rank 0: none). q
+  // comes from the hidden states through q_proj, or through a rank-`q_lora_rank` bottleneck (q_a,
+  // its RMSNorm, q_b); each head's keys and values from one rank-`kv_lora_rank` latent (kv_a's
+  // first rows, RMSNormed, through kv_b into each head's unrotated key part, `qk_nope_dim`, and its
+  // value, `v_head_dim`) beside one rotated key part every head shares (kv_a's last `qk_rope_dim`
+  // rows). Each head's q and k are a rotated part (its pairs interleaved, as DeepSeek's rope_interleave
+  // turns them) and an unrotated one: head_dim is qk_nope_dim + qk_rope_dim (rotary_dim the
+  // latter), kv_heads = heads, and the values are padded to head_dim for the attention kernels.
+  int64_t kv_lora_rank = 0, q_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
+  bool rope_interleave = true;
+  bool latentAttention() const { return kv_lora_rank > 0; }
   bool rotates(int64_t l) const { return std::find(nope_layers.begin(), nope_layers.end(), l) == nope_layers.end(); }
   bool graniteForm() const {
     return embedding_multiplier != 1.0 || residual_multiplier != 1.0 || attention_multiplier != 0.0 ||

@@ -58,8 +58,9 @@ build/bin/mtc llama-tiny --width 256 --heads 2 --kv-heads 1 --ffn 512 --batch 2 
 # streamed-recompute, and a bf16 plan around the f32 expert kernels; Qwen3-MoE's trained on its
 # router's load-balancing loss too (the statistics' backward on the device); Qwen2-MoE's shared
 # expert beside its experts (mt.unary's sigmoid, mt.binary's broadcast product on the device);
-# GLM-4.5's sigmoid router (mt.moe_route_biased: its bias, groups and scale on the device).
-for model in qwen3-moe-tiny qwen2-moe-tiny mixtral-tiny glm4-moe-tiny; do
+# GLM-4.5's sigmoid router (mt.moe_route_biased: its bias, groups and scale on the device);
+# DeepSeek-V3's latent attention around it (mt.slice, mt.concat, mt.broadcast on the device).
+for model in qwen3-moe-tiny qwen2-moe-tiny mixtral-tiny glm4-moe-tiny deepseek-v3-tiny; do
   aux=()
   [ $model = qwen3-moe-tiny ] && aux=(--router-aux-loss 0.02)
   build/bin/mtc $model --batch 4 --seq 32 "${aux[@]}" --no-weights -o .gpu/plans/$model.plan >/dev/null
@@ -155,7 +156,8 @@ done
 # (GraniteMoeForCausalLM: Granite's multipliers, every expert's gate and up in one input_linear);
 # Granite 4.0 (GraniteMoeHybridForCausalLM with attention in every layer: its shared_mlp); GLM-4.5
 # (Glm4MoeForCausalLM: its sigmoid router's e_score_correction_bias, ungated shared experts, half of
-# each head rotated; the source's prediction layer not exported).
+# each head rotated; the source's prediction layer not exported); DeepSeek-V3 (DeepseekV3ForCausalLM:
+# its latent attention, q through a bottleneck, interleaved pairs, YaRN's softmax factor).
 /usr/bin/python3 - <<'PY'
 import sys
 sys.path.insert(0, "tests/e2e")
@@ -166,12 +168,12 @@ for spec_name, folder in (("gemma3-bf16", "gemma3-tiny"), ("phi3-bf16", "phi3-ti
                           ("gemma2-f32", "gemma2-tiny"), ("gemma-f32", "gemma-tiny"),
                           ("qwen2-moe-bf16", "qwen2-moe-tiny"), ("olmoe-bf16", "olmoe-tiny"),
                           ("granitemoe-bf16", "granitemoe-tiny"), ("granite4-f32", "granite4-tiny"),
-                          ("glm4-moe-bf16", "glm4-tiny")):
+                          ("glm4-moe-bf16", "glm4-tiny"), ("deepseek-v3-f32", "deepseek-tiny")):
     spec = hf_folders.MODELS[spec_name]
     hf_folders.write_folder(f".gpu/hf/{folder}-source", spec, hf_folders.hf_weights(spec["config"], False, spec["dtype"], 3))
 PY
 for model in gemma3-tiny phi3-tiny phi4mini-tiny granite-tiny smollm3-tiny olmo2-tiny gemma2-tiny gemma-tiny \
-  qwen2-moe-tiny olmoe-tiny granitemoe-tiny granite4-tiny glm4-tiny; do
+  qwen2-moe-tiny olmoe-tiny granitemoe-tiny granite4-tiny glm4-tiny deepseek-tiny; do
   build/bin/mtc .gpu/hf/$model-source --batch 4 --seq 32 -o .gpu/hf/$model.plan >/dev/null
   for dtype in f32 bf16; do
     build/bin/mtrun .gpu/hf/$model.plan --data .gpu/corpus.tok --steps 3 --print-every 10 \

@@ -14,7 +14,8 @@ CheckpointLayout checkpointLayoutOf(const std::string& architecture) {
          : architecture.starts_with("Phi3For")   ? CheckpointLayout::kPhi3
          : architecture.starts_with("GraniteMoeFor") ? CheckpointLayout::kGraniteMoe
          : architecture.starts_with("GraniteMoeHybridFor") ? CheckpointLayout::kGraniteHybrid
-         : architecture.starts_with("Glm4MoeFor") ? CheckpointLayout::kGlm4Moe
+         : architecture.starts_with("Glm4MoeFor") || architecture.starts_with("DeepseekV3For")
+             ? CheckpointLayout::kGlm4Moe
                                                  : CheckpointLayout::kLlama;
 }
 
@@ -35,6 +36,10 @@ std::string huggingFaceName(const std::string& name, CheckpointLayout experts) {
       {"mlp.down.", "mlp.down_proj."},
       {"attn.q_norm.", "self_attn.q_norm."},        {"attn.k_norm.", "self_attn.k_norm."},
       {"attn.sinks", "self_attn.sinks"},
+      // DeepSeek's latent attention (q_a/q_b where q has a bottleneck, kv_a with the shared rotated key).
+      {"attn.q_a.", "self_attn.q_a_proj."},         {"attn.q_a_norm.", "self_attn.q_a_layernorm."},
+      {"attn.q_b.", "self_attn.q_b_proj."},         {"attn.kv_a.", "self_attn.kv_a_proj_with_mqa."},
+      {"attn.kv_a_norm.", "self_attn.kv_a_layernorm."}, {"attn.kv_b.", "self_attn.kv_b_proj."},
       // Gemma's norms around both sublayers (its MLP's input norm is pre_feedforward_layernorm).
       {"attn_post_norm.weight", "post_attention_layernorm.weight"},
       {"mlp_pre_norm.weight", "pre_feedforward_layernorm.weight"},

@@ -23,7 +23,8 @@ namespace mt {
 // each expert's gate rows before its up rows, and their down in "block_sparse_moe.output_linear.weight"
 // (E, H, I); or Granite 4.0's (GraniteMoeHybridForCausalLM): its MLP "shared_mlp", gate's rows
 // then up's in one "shared_mlp.input_linear", down "shared_mlp.output_linear"; or GLM-4.5's
-// (Glm4MoeForCausalLM): Qwen3-MoE's experts and router, the router's choice bias
+// (Glm4MoeForCausalLM, and DeepSeek-V3's, DeepseekV3ForCausalLM, alike): Qwen3-MoE's experts and
+// router, the router's choice bias
 // "mlp.gate.e_score_correction_bias", its shared experts "mlp.shared_experts.gate_proj/up_proj/down_proj".
 enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3, kGraniteMoe, kGraniteHybrid, kGlm4Moe };
 CheckpointLayout checkpointLayoutOf(const std::string& architecture);

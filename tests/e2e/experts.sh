@@ -7,8 +7,9 @@
 # in tiles), trains as a bf16 plan with its loss falling, and samples the same greedy text
 # through the key/value cache as over the whole window; the experts streamed in groups (bit for
 # bit, also picked by a budget; Qwen2-MoE's shared expert beside them, its gradient norms too;
-# GLM-4.5's sigmoid router with its frozen choice bias and ungated shared expert alike; Qwen2-MoE's,
-# OLMoE's and GLM-4.5's presets exported to Hugging Face's form and back bit for bit).
+# GLM-4.5's sigmoid router with its frozen choice bias and ungated shared expert alike, DeepSeek-V3's
+# latent attention around it; Qwen2-MoE's, OLMoE's, GLM-4.5's and DeepSeek-V3's presets exported to
+# Hugging Face's form and back bit for bit).
 # The summary names the experts and the
 # active parameters. Every plan trains with the router's load-balancing loss (--router-aux-loss)
 # and logs each step's choices per expert: they add up to every token's k choices in every layer.
@@ -168,12 +169,19 @@ for layer in (1, 2):
 ref.write_safetensors("glm0.safetensors", w)
 PY
 same_as_resident GLM-4.5 glm glm0.safetensors
+# DeepSeek-V3's latent attention (its slices, shared rotated key and padded values) around the same
+# mixture: streamed and recomputed in expert groups, bit for bit.
+deepseek=(deepseek-v3-tiny --batch 4 --seq 32)
+"$bin/mtc" "${deepseek[@]}" --schedule resident -o ds_resident.plan --weights ds0.safetensors >/dev/null
+"$bin/mtc" "${deepseek[@]}" --schedule streamed-recompute --expert-groups 2 -o ds_groups.plan --no-weights >/dev/null
+same_as_resident DeepSeek-V3 ds ds0.safetensors
 # The presets' Hugging Face forms compile back to the exported weights bit for bit: Qwen2-MoE's
 # (Qwen2MoeForCausalLM, its shared expert), OLMoE's (OlmoeForCausalLM, its padding id null),
-# GLM-4.5's (Glm4MoeForCausalLM, its router's bias and groups).
+# GLM-4.5's (Glm4MoeForCausalLM, its router's bias and groups), DeepSeek-V3's (DeepseekV3ForCausalLM,
+# its latent attention).
 "$bin/mtc" olmoe-tiny --batch 4 --seq 32 -o olmoe.plan --weights olmoe0.safetensors >/dev/null
 for name in shared_resident:shared0:Qwen2MoeForCausalLM olmoe:olmoe0:OlmoeForCausalLM \
-            glm_resident:glm0:Glm4MoeForCausalLM; do
+            glm_resident:glm0:Glm4MoeForCausalLM ds_resident:ds0:DeepseekV3ForCausalLM; do
   IFS=: read -r plan weights arch <<< "$name"
   "$bin/mtrun" $plan.plan --data corpus.tok --weights $weights.safetensors --steps 2 --export ${plan}_out.safetensors \
     --export-hf ${plan}_hf --print-every 100 >/dev/null

@@ -291,6 +291,32 @@ MODELS["glm4-moe-bf16"] = dict(
                 n_group=2, topk_group=1, first_k_dense_replace=1, norm_topk_prob=True, num_nextn_predict_layers=1,
                 initializer_range=0.02, use_cache=True, model_type="glm4_moe", torch_dtype="bfloat16",
                 pad_token_id=3, eos_token_id=[1, 2]))
+# DeepSeek-V3 (DeepseekV3ForCausalLM: DeepSeek-V3, Kimi K2, Moonlight): its latent attention (q
+# through a rank-24 bottleneck, keys and values from a rank-16 latent, each head's 16 unrotated and 8
+# rotated elements, the rotated key shared by the heads and turned with its pairs interleaved,
+# values 12 wide), YaRN x 2 from 32 tokens with mscale(factor, 1)^2 on the scores; GLM-4.5's experts
+# and router (8 in 4 groups of 2, top 2 from the best 2 groups, x 2.5), a dense first layer; its
+# multi-token prediction layer in the checkpoint; the original checkpoints' own keys.
+MODELS["deepseek-v3-f32"] = dict(
+    architecture="DeepseekV3ForCausalLM", dtype=torch.float32, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=4, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=10000.0, rope_scaling=dict(type="yarn", factor=2.0, original_max_position_embeddings=32,
+                                                      beta_fast=32, beta_slow=1, mscale=1.0, mscale_all_dim=1.0),
+                tie_word_embeddings=False, hidden_act="silu", attention_bias=False, attention_dropout=0.0,
+                q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
+                head_dim=8, rope_interleave=True, moe_intermediate_size=32, num_experts_per_tok=2,
+                n_routed_experts=8, n_shared_experts=1, routed_scaling_factor=2.5, n_group=4, topk_group=2,
+                first_k_dense_replace=1, norm_topk_prob=True, scoring_func="sigmoid", topk_method="noaux_tc",
+                moe_layer_freq=1, aux_loss_alpha=0.001, seq_aux=True, ep_size=1, num_nextn_predict_layers=1,
+                initializer_range=0.02, use_cache=True, model_type="deepseek_v3", torch_dtype="float32",
+                bos_token_id=0, eos_token_id=1))
+# ... and as Moonlight's and DeepSeek-V2-Lite's attention: q through q_proj (q_lora_rank null), the
+# rotated pairs not interleaved (rope_interleave false), no rotary scaling; BF16 in two shards.
+MODELS["deepseek-v3-plain-bf16"] = dict(
+    architecture="DeepseekV3ForCausalLM", dtype=torch.bfloat16, shards=2,
+    config=dict(MODELS["deepseek-v3-f32"]["config"], q_lora_rank=None, rope_interleave=False, rope_scaling=None,
+                torch_dtype="bfloat16"))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
     config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_ctx=64, vocab_size=256, n_inner=None,
@@ -337,7 +363,7 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
     g = torch.Generator().manual_seed(seed)
     # Qwen2-MoE's q/k/v biases, where its qkv_bias (transformers' default true) says; GLM-4.5's where
     # attention_bias says (its output projection has none).
-    glm = cfg["model_type"] == "glm4_moe"
+    glm = cfg["model_type"] in ("glm4_moe", "deepseek_v3")  # DeepSeek-V3's experts as GLM-4.5's
     qkv_bias = qkv_bias or (cfg["model_type"] == "qwen2_moe" and cfg.get("qkv_bias", True)) or \
         (glm and cfg.get("attention_bias"))
     C, V = cfg["hidden_size"], cfg["vocab_size"]
@@ -352,6 +378,8 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
         p = f"model.layers.{l}."
         shapes = {"self_attn.q_proj": (QW, C), "self_attn.k_proj": (KVW, C), "self_attn.v_proj": (KVW, C),
                   "self_attn.o_proj": (C, QW)}
+        if cfg["model_type"] == "deepseek_v3":
+            shapes = deepseek_attention_weights(cfg, w, p, g)
         if cfg["model_type"] == "gpt_oss":
             E = cfg["num_local_experts"]
             shapes["mlp.router"] = (E, C)
@@ -415,6 +443,23 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
     if cfg["model_type"] == "granitemoehybrid":
         w = granite4_fused(w)
     return {k: v.to(dtype) for k, v in w.items()}
+
+
+def deepseek_attention_weights(cfg, w, p, g):
+    """DeepSeek-V3's latent attention: its projections' shapes (returned; q through its bottleneck where
+    q_lora_rank says), its two norms' weights into `w` under layer prefix `p`."""
+    C, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    dn, dr, dv, rank, rq = (cfg[k] for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank",
+                                             "q_lora_rank"))
+    shapes = {"self_attn.kv_a_proj_with_mqa": (rank + dr, C), "self_attn.kv_b_proj": (H * (dn + dv), rank),
+              "self_attn.o_proj": (C, H * dv)}
+    w[p + "self_attn.kv_a_layernorm.weight"] = 1 + 0.1 * torch.randn(rank, generator=g)
+    if rq:
+        shapes.update({"self_attn.q_a_proj": (rq, C), "self_attn.q_b_proj": (H * (dn + dr), rq)})
+        w[p + "self_attn.q_a_layernorm.weight"] = 1 + 0.1 * torch.randn(rq, generator=g)
+    else:
+        shapes["self_attn.q_proj"] = (H * (dn + dr), C)
+    return shapes
 
 
 def phi3_fused(w):
@@ -587,7 +632,7 @@ def hf_layout(ours, spec):
         if len(parts) > 3 and parts[2] == "moe" and oss:  # gpt-oss: every expert in one tensor, as ours
             out[f"model.layers.{parts[1]}." + oss_names[".".join(parts[3:])]] = t
             continue
-        glm = spec["architecture"] == "Glm4MoeForCausalLM"
+        glm = spec["architecture"] in ("Glm4MoeForCausalLM", "DeepseekV3ForCausalLM")
         if len(parts) > 4 and parts[2] == "moe" and parts[3] == "shared":  # Qwen2-MoE's, GLM-4.5's shared experts
             out[f"model.layers.{parts[1]}.mlp.shared_expert{'s' if glm else ''}.{parts[4]}_proj.weight"] = t
             continue
@@ -628,7 +673,10 @@ def hf_name_of(ours):
                  ("mlp.down.", "mlp.down_proj."), ("attn.q_norm.", "self_attn.q_norm."),
                  ("attn.k_norm.", "self_attn.k_norm."), ("attn.sinks", "self_attn.sinks"),
                  ("attn_post_norm.", "post_attention_layernorm."), ("mlp_pre_norm.", "pre_feedforward_layernorm."),
-                 ("mlp_post_norm.", "post_feedforward_layernorm.")):
+                 ("mlp_post_norm.", "post_feedforward_layernorm."), ("attn.q_a.", "self_attn.q_a_proj."),
+                 ("attn.q_a_norm.", "self_attn.q_a_layernorm."), ("attn.q_b.", "self_attn.q_b_proj."),
+                 ("attn.kv_a.", "self_attn.kv_a_proj_with_mqa."), ("attn.kv_a_norm.", "self_attn.kv_a_layernorm."),
+                 ("attn.kv_b.", "self_attn.kv_b_proj.")):
         if rest.startswith(a):
             return f"model.layers.{layer}." + b + rest[len(a):]
     raise KeyError(ours)

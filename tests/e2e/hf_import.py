@@ -405,6 +405,21 @@ def refusals(bin_dir, work, failures):
          "architecture Glm4MoeForSequenceClassification is not supported"),
     ]
     expect_refusals(bin_dir, work, glm, glm_weights, glm_cases, failures)
+    # DeepSeek-V3's: DeepSeek-V2's softmax routing, FP8 weights, attention biases, a head_dim that is not
+    # the rotated part's, values wider than the heads' q and k.
+    deepseek = MODELS["deepseek-v3-f32"]
+    deepseek_cases = [
+        ("deepseek-softmax", {"scoring_func": "softmax", "topk_method": "group_limited_greedy"}, None,
+         "'scoring_func' and 'topk_method' name DeepSeek-V2's softmax routing"),
+        ("deepseek-fp8", {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}, None,
+         "'quantization_config' names quantized weights (DeepSeek-V3's and Kimi K2's FP8 blocks)"),
+        ("deepseek-bias", {"attention_bias": True}, None, "biases on DeepSeek's latent attention are not supported"),
+        ("deepseek-head-dim", {"head_dim": 16}, None, "'head_dim' is not 'qk_rope_head_dim'"),
+        ("deepseek-wide-values", {"v_head_dim": 32}, None,
+         "the latent attention's values (v_head_dim 32) must be no wider than its heads' q and k (24)"),
+    ]
+    expect_refusals(bin_dir, work, deepseek, hf_weights(deepseek["config"], False, torch.float32, seed=5),
+                    deepseek_cases, failures)
     err = mtc_error(bin_dir, os.path.join(work, "glm4-moe-bf16"), "--router-aux-loss", "0.01")
     if "--router-aux-loss: the sigmoid router" not in err:
         failures.append(f"GLM-4.5 with --router-aux-loss: wanted a refusal, got: {err.strip()}")
@@ -948,6 +963,7 @@ def main():
     for model, folder, seq, max_tokens in (("yarn-rope-f32", os.path.join(work, "yarn-rope-f32"), "64", "40"),
                                        ("qwen2-moe-bf16", os.path.join(work, "qwen2-moe-bf16"), "64", "40"),
                                        ("glm4-moe-bf16", os.path.join(work, "glm4-moe-bf16"), "64", "40"),
+                                       ("deepseek-v3-f32", os.path.join(work, "deepseek-v3-f32"), "64", "40"),
                                        ("gemma3-bf16", gemma_trained, "64", "40"),
                                        ("gemma2-f32", gemma2_trained, "64", "40"),
                                        ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"), "16", "12")):

@@ -5,7 +5,7 @@ scores the data as the adapted model), --export-peft writes PEFT's adapter folde
 modules trained whole beside the adapters (modules_to_save), rank-stabilised scaling and dropout;
 mtc --lora-from puts such a folder back on the model, to train on or merged for sampling. DoRA
 (--lora-dora) the same way: magnitudes from the folder's row norms, merged as PEFT merges DoRA,
-exported and read back. Qwen2-MoE's all-linear, its shared experts adapted alone; GLM-4.5's alike. GraniteMoE's
+exported and read back. Qwen2-MoE's all-linear, its shared experts adapted alone; GLM-4.5's and DeepSeek-V3's alike. GraniteMoE's
 all-linear, its routers adapted; its experts' stacks refused by --export-peft. Granite 4.0's
 all-linear, its fused MLP layer written as one adapter and read back.
 
@@ -561,15 +561,15 @@ def check_qwen2_moe_all_linear(bin_dir, work, data, failures):
           f"{len(adapters)} adapter tensors; --lora-from back bit for bit")
 
 
-def check_glm4_moe_all_linear(bin_dir, work, data, failures):
-    """all-linear on GLM-4.5 adapts the attention's projections, the dense first layer's MLP and the
+def check_sigmoid_router_all_linear(bin_dir, work, data, failures, name, attention):
+    """all-linear on GLM-4.5 (DeepSeek-V3 alike) adapts the attention's projections (`attention`:
+    DeepSeek-V3's latent attention's q_a, q_b, kv_a, kv_b and o), the dense first layer's MLP and the
     shared experts' (mlp.shared_experts.*_proj, nn.Linear modules of their own), not the router (a
-    Glm4MoeTopkRouter's bare parameter, its choice bias a buffer) or the routed experts; --export-peft
-    names the shared experts' layers one by one; --lora-from reads the folder back, bit for bit."""
-    name = "glm4-moe-bf16"
+    TopkRouter's bare parameter, its choice bias a buffer) or the routed experts; --export-peft names
+    the shared experts' layers one by one; --lora-from reads the folder back, bit for bit."""
     spec, folder, peft, ours, adapters, config = all_linear_adapters(bin_dir, work, data, name)
     layers, dense = spec["config"]["num_hidden_layers"], spec["config"]["first_k_dense_replace"]
-    want = {f"layers.{l}.attn.{m}" for l in range(layers) for m in "qkvo"}
+    want = {f"layers.{l}.attn.{m}" for l in range(layers) for m in attention}
     want |= {f"layers.{l}.mlp.{m}" for l in range(dense) for m in ("gate", "up", "down")}
     want |= {f"layers.{l}.moe.shared.{m}" for l in range(dense, layers) for m in ("gate", "up", "down")}
     adapted = {k[:-len(".lora_A.weight")] for k in ours if k.endswith(".lora_A.weight")}
@@ -578,10 +578,10 @@ def check_glm4_moe_all_linear(bin_dir, work, data, failures):
     targets = set(config.get("target_modules") or [])
     if adapted != want or not shared_modules <= targets or \
             any(t in targets for t in ("gate_proj", "up_proj", "down_proj", "gate")):
-        failures.append(f"glm4-moe all-linear: adapted {sorted(adapted ^ want)[:4]} on one side only, or "
+        failures.append(f"{name} all-linear: adapted {sorted(adapted ^ want)[:4]} on one side only, or "
                         f"target_modules {sorted(targets)} do not name the shared experts' layers alone")
     lora_from_gives_back(bin_dir, work, name, folder, peft, ours, failures)
-    print(f"glm4-moe all-linear: {len(adapted)} layers adapted (the shared experts' among them), "
+    print(f"{name} all-linear: {len(adapted)} layers adapted (the shared experts' among them), "
           f"{len(adapters)} adapter tensors; --lora-from back bit for bit")
 
 
@@ -685,7 +685,8 @@ def main():
     check_dora(bin_dir, work, data, failures)
     check_phi3_fused(bin_dir, work, data, failures)
     check_qwen2_moe_all_linear(bin_dir, work, data, failures)
-    check_glm4_moe_all_linear(bin_dir, work, data, failures)
+    check_sigmoid_router_all_linear(bin_dir, work, data, failures, "glm4-moe-bf16", "qkvo")
+    check_sigmoid_router_all_linear(bin_dir, work, data, failures, "deepseek-v3-f32", ("q_a", "q_b", "kv_a", "kv_b", "o"))
     check_granitemoe_lora(bin_dir, work, data, failures)
     check_granite4_fused_mlp(bin_dir, work, data, failures)
     ref.finish("hf_peft", failures)

@@ -47,8 +47,8 @@ def moe_layer(cfg, layer):
     `layer` (decoder_sparse_step, mlp_only_layers; GLM-4.5's after its first_k_dense_replace dense layers)."""
     if cfg["model_type"] in ("mixtral", "olmoe", "granitemoe"):
         return True
-    if cfg["model_type"] == "glm4_moe":
-        return layer >= cfg.get("first_k_dense_replace", 1)
+    if cfg["model_type"] in ("glm4_moe", "deepseek_v3"):
+        return layer >= cfg.get("first_k_dense_replace", 1 if cfg["model_type"] == "glm4_moe" else 3)
     if cfg["model_type"] not in ("qwen3_moe", "qwen2_moe"):
         return False
     return layer not in cfg["mlp_only_layers"] and (layer + 1) % cfg["decoder_sparse_step"] == 0
@@ -194,6 +194,8 @@ def hf_rope_parameters(cfg, head_dim, seq=None):
     def get_mscale(scale, mscale=1):
         return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
     attention_factor = scaling.get("attention_factor")
+    if attention_factor is None and scaling.get("mscale") and scaling.get("mscale_all_dim"):
+        attention_factor = get_mscale(factor, scaling["mscale"]) / get_mscale(factor, scaling["mscale_all_dim"])
     if attention_factor is None:
         attention_factor = get_mscale(factor)
     beta_fast, beta_slow = scaling.get("beta_fast") or 32, scaling.get("beta_slow") or 1
@@ -211,6 +213,50 @@ def hf_rope_parameters(cfg, head_dim, seq=None):
     extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
     extrapolation_factor = 1 - ramp
     return interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor, attention_factor
+
+
+def hf_deepseek_attention(p, cfg, pre, h, mask):
+    """DeepseekV3Attention's output before o_proj (B, T, heads x v_head_dim): q through q_proj or its
+    bottleneck (q_a_proj, q_a_layernorm, q_b_proj); kv_a_proj_with_mqa's latent through kv_a_layernorm
+    and kv_b_proj into each head's unrotated key and value, its last qk_rope_head_dim the rotated key
+    every head shares; the rotated parts turned with their pairs interleaved (rope_interleave, as
+    apply_rotary_pos_emb_interleave), the scores scaled by qk_head_dim^-1/2 times YaRN's
+    mscale(factor, mscale_all_dim)^2 where the config scales the rotary embedding so."""
+    H, eps = cfg["num_attention_heads"], cfg["rms_norm_eps"]
+    dn, dr, dv, rank = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"]
+    B, T, _ = h.shape
+
+    def rms_norm(x, w):
+        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+    attn = pre + "self_attn."
+    if cfg.get("q_lora_rank"):
+        q = F.linear(rms_norm(F.linear(h, p[attn + "q_a_proj.weight"]), p[attn + "q_a_layernorm.weight"]),
+                     p[attn + "q_b_proj.weight"])
+    else:
+        q = F.linear(h, p[attn + "q_proj.weight"])
+    q_pass, q_rot = q.view(B, T, H, dn + dr).transpose(1, 2).split([dn, dr], dim=-1)
+    k_pass, k_rot = F.linear(h, p[attn + "kv_a_proj_with_mqa.weight"]).split([rank, dr], dim=-1)
+    kv = F.linear(rms_norm(k_pass, p[attn + "kv_a_layernorm.weight"]), p[attn + "kv_b_proj.weight"])
+    k_pass, v = kv.view(B, T, H, dn + dv).transpose(1, 2).split([dn, dv], dim=-1)
+    k_rot = k_rot.view(B, 1, T, dr)
+    inv_freq, attention_factor = hf_rope_parameters(cfg, dr, T)
+    freqs = torch.outer(torch.arange(T).float(), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = (emb.cos() * attention_factor)[None, None], (emb.sin() * attention_factor)[None, None]
+
+    def turn(x):
+        if cfg.get("rope_interleave", True):
+            x = x.view(*x.shape[:-1], dr // 2, 2).transpose(-1, -2).reshape(x.shape)
+        return x * cos + torch.cat((-x[..., dr // 2:], x[..., :dr // 2]), dim=-1) * sin
+    q_rot, k_rot = turn(q_rot), turn(k_rot)
+    query = torch.cat((q_pass, q_rot), dim=-1)
+    key = torch.cat((k_pass, k_rot.expand(B, H, T, dr)), dim=-1)
+    scale = (dn + dr) ** -0.5
+    scaling = cfg.get("rope_scaling") or {}
+    if scaling.get("mscale_all_dim") and scaling["factor"] > 1:
+        scale *= (0.1 * scaling["mscale_all_dim"] * math.log(scaling["factor"]) + 1.0) ** 2
+    probs = torch.softmax(query @ key.transpose(2, 3) * scale + mask, dim=-1)
+    return (probs @ v).transpose(1, 2).reshape(B, T, H * dv)
 
 
 def rotates(cfg, layer):
@@ -357,6 +403,12 @@ def hf_logits(p, cfg, tokens, score_head=False):
     for l in range(L):
         pre = f"model.layers.{l}."
         h = x if olmo2 else rms_norm(x, p[pre + "input_layernorm.weight"])
+        if cfg["model_type"] == "deepseek_v3":  # its latent attention, then GLM-4.5's experts
+            x = x + linear(hf_deepseek_attention(p, cfg, pre, h, mask), pre + "self_attn.o_proj")
+            h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
+            x = x + (hf_glm4_moe_experts(p, cfg, pre, h) if moe_layer(cfg, l) else
+                     linear(F.silu(linear(h, pre + "mlp.gate_proj")) * linear(h, pre + "mlp.up_proj"), pre + "mlp.down_proj"))
+            continue
         if pre + "self_attn.qkv_proj.weight" in p:  # Phi-3's, split as its Phi3Attention does
             q, k, v = linear(h, pre + "self_attn.qkv_proj").split([H * D, KV * D, KV * D], dim=-1)
         else:

@@ -3,7 +3,7 @@
 its weights file fits (tests/fuzz/fuzz_hf_config.cc), the same shape as Qwen2, Qwen3 (head_dim,
 layer_types), Mistral, Phi-3, Granite (its multipliers, its dropout), SmolLM3 (its NoPE layers) and
 OLMo 2, Qwen2-MoE (its experts and shared expert), OLMoE, GraniteMoE (its multipliers and experts), GLM-4.5 (its
-sigmoid router's groups and scale, its prediction layer), a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
+sigmoid router's groups and scale, its prediction layer), DeepSeek-V3 (its latent attention, YaRN), a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
 Gemma 3's text model and its multimodal folder's config (the text model nested), Gemma 2 (its
 softcaps, the keys its published configs carry beside Gemma2Config's), and one nested as deep as a
 file may be (64 levels)."""
@@ -48,6 +48,15 @@ seeds = {
                           moe_intermediate_size=8, n_shared_experts=1, first_k_dense_replace=0, n_group=2,
                           topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True, num_nextn_predict_layers=1,
                           partial_rotary_factor=0.5, pad_token_id=0),
+    "deepseek-v3.json": dict(llama, architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3",
+                             num_key_value_heads=2, tie_word_embeddings=False, q_lora_rank=None, kv_lora_rank=4,
+                             qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=2, head_dim=2, rope_interleave=True,
+                             n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=8, n_shared_experts=1,
+                             first_k_dense_replace=0, n_group=2, topk_group=1, routed_scaling_factor=2.5,
+                             scoring_func="sigmoid", topk_method="noaux_tc", moe_layer_freq=1,
+                             num_nextn_predict_layers=1,
+                             rope_scaling=dict(type="yarn", factor=4.0, original_max_position_embeddings=8,
+                                               mscale=1.0, mscale_all_dim=1.0)),
     "gpt2.json": dict(architectures=["GPT2LMHeadModel"], model_type="gpt2", n_embd=8, n_layer=1, n_head=2,
                       n_positions=32, vocab_size=16, layer_norm_epsilon=1e-5, activation_function="gelu_new"),
     "llama-reward.json": dict(llama, architectures=["LlamaForSequenceClassification"], id2label={"0": "LABEL_0"},

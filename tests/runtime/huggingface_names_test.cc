@@ -117,6 +117,23 @@ TEST(HuggingFaceNamesTest, Glm4MoePlaces) {
   EXPECT_TRUE(peftMovesToFused("model.layers.3.mlp.experts.0.up_proj", layout));
 }
 
+// DeepSeek-V3: GLM-4.5's mixture and names, its latent attention's projections and norms.
+TEST(HuggingFaceNamesTest, DeepseekV3LatentAttentionPlaces) {
+  const CheckpointLayout layout = checkpointLayoutOf("DeepseekV3ForCausalLM");
+  EXPECT_EQ(layout, CheckpointLayout::kGlm4Moe);
+  const std::pair<const char*, const char*> kAttention[] = {
+      {"layers.5.attn.q.weight", "model.layers.5.self_attn.q_proj.weight"},
+      {"layers.5.attn.q_a.weight", "model.layers.5.self_attn.q_a_proj.weight"},
+      {"layers.5.attn.q_a_norm.weight", "model.layers.5.self_attn.q_a_layernorm.weight"},
+      {"layers.5.attn.q_b.weight", "model.layers.5.self_attn.q_b_proj.weight"},
+      {"layers.5.attn.kv_a.weight", "model.layers.5.self_attn.kv_a_proj_with_mqa.weight"},
+      {"layers.5.attn.kv_a_norm.weight", "model.layers.5.self_attn.kv_a_layernorm.weight"},
+      {"layers.5.attn.kv_b.weight", "model.layers.5.self_attn.kv_b_proj.weight"},
+      {"layers.5.attn.o.weight", "model.layers.5.self_attn.o_proj.weight"},
+      {"layers.5.moe.router.score_bias", "model.layers.5.mlp.gate.e_score_correction_bias"}};
+  for (const auto& [ours, theirs] : kAttention) EXPECT_EQ(huggingFacePlace(ours, "", layout).name, theirs) << ours;
+}
+
 // Phi-3's fused projections: q, k and v parts 0-2 of qkv_proj, gate and up parts 0-1 of gate_up_proj,
 // the other parameters where Llama has them; neither a module of its own PEFT could adapt. Parsed
 // from the architecture once, its classifier's too; no experts there.
