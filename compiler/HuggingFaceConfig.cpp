@@ -177,7 +177,7 @@ void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) 
   const bool gpt_oss = architecture == Architecture::kGptOss, phi3 = architecture == Architecture::kPhi3;
   // Over part of each head: Phi-3's where it says (Phi-4-mini), GLM-4.5's half unless it says otherwise.
   const bool partial = phi3 || architecture == Architecture::kGlm4Moe;
-  const double whole_head = architecture == Architecture::kGlm4Moe ? 0.5 : 1.0;  // the configs' defaults
+  const double default_fraction = architecture == Architecture::kGlm4Moe ? 0.5 : 1.0;  // the configs' defaults
   // transformers' configs' defaults
   const double default_theta = gpt_oss                                   ? 150000.0
                                : architecture == Architecture::kMixtral  ? 1e6
@@ -186,7 +186,7 @@ void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) 
   if (!r.has("rope_parameters")) {
     r.take("rope_parameters");  // absent or null
     c.rope_theta = theta > 0 ? theta : default_theta;
-    if (partial) readPartialRotary(r, nullptr, c, whole_head);
+    if (partial) readPartialRotary(r, nullptr, c, default_fraction);
     if (r.has("rope_scaling")) {
       if (!r.value("rope_scaling").is_object()) throw r.error("'rope_scaling' is not an object");
       ConfigReader s = r.nested("rope_scaling");
@@ -212,7 +212,7 @@ void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) 
                               inner, theta));
   c.rope_theta = inner > 0 ? inner : theta > 0 ? theta : default_theta;
   if (partial)
-    readPartialRotary(r, &p, c, whole_head);
+    readPartialRotary(r, &p, c, default_fraction);
   else if (p.number("partial_rotary_factor", 1.0) != 1.0)
     throw p.error("'partial_rotary_factor' is not 1: a rotary embedding over part of each head is not supported "
                   "(Phi-3's and GLM-4.5's are)");
