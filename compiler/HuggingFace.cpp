@@ -254,10 +254,6 @@ std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, co
   };
 }
 
-}  // namespace
-
-namespace {
-
 // Whether `name` is a tensor of one of the checkpoint's `count` multi-token prediction layers after
 // the model's `layers` (GLM-4.5's "model.layers.46."), which transformers leaves unread.
 bool inPredictionLayer(const std::string& name, const std::string& body, int64_t layers, int64_t count) {

@@ -369,8 +369,7 @@ std::string validateSigmoidRouter(const ModelConfig& c) {
   if (!std::isfinite(static_cast<float>(c.routed_scaling)))
     return "routed_scaling (routed_scaling_factor) must be finite in f32";
   if (!groups) return "";
-  if (c.router_groups < 2 || c.router_groups > routing::kMaxGroups || c.experts % c.router_groups != 0 ||
-      c.experts / c.router_groups < 2)
+  if (!routing::splitsIntoGroups(c.experts, c.router_groups))
     return "router_groups (n_group) " + std::to_string(c.router_groups) + " must lie in [2, " +
            std::to_string(routing::kMaxGroups) + "] and split the " + std::to_string(c.experts) +
            " experts into equal groups of two or more";

@@ -72,7 +72,7 @@ LogicalResult MoeRouteOp::verify() {
   const int64_t groups = static_cast<int64_t>(getGroups()), chosen = static_cast<int64_t>(getGroupsChosen());
   if (groups == 1 && chosen == 1) return success();
   if (!sigmoid) return emitOpError("groups of experts need a sigmoid routing");
-  if (groups < 2 || groups > routing::kMaxGroups || experts % groups != 0 || experts / groups < 2)
+  if (!routing::splitsIntoGroups(experts, groups))
     return emitOpError("groups ") << groups << " must lie in [2, " << routing::kMaxGroups << "] and split the "
                                   << experts << " experts into equal groups of two or more";
   if (chosen < 1 || chosen > groups) return emitOpError("groups_chosen ") << chosen << " must lie in [1, " << groups << "]";

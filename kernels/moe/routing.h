@@ -41,7 +41,18 @@ struct RouteSettings {
   MT_HOST_DEVICE bool sigmoid() const {
     return kind == MoeRoutingKind::kSigmoidTopK || kind == MoeRoutingKind::kSigmoidTopKNormalized;
   }
+  // The chosen scores divided by their sum (renormalised).
+  MT_HOST_DEVICE bool normalized() const {
+    return kind == MoeRoutingKind::kSoftmaxTopKNormalized || kind == MoeRoutingKind::kSigmoidTopKNormalized;
+  }
 };
+
+// Whether `groups` (2 to kMaxGroups) split `experts` into equal groups of two or more, as a
+// group-limited choice needs (its group score sums each group's two best): the one rule of the
+// kernels' checks, the IR's verifier and the model's validation.
+inline bool splitsIntoGroups(int64_t experts, int64_t groups) {
+  return groups >= 2 && groups <= kMaxGroups && experts % groups == 0 && experts / groups >= 2;
+}
 
 // A call's settings: ints [top_k, routing(, groups, groups_chosen)], floats [(scale)] (plan 1.38:
 // the groups and the scale), the bias its input `bias_input` where the call has one.
@@ -165,7 +176,7 @@ MT_HOST_DEVICE void routeToken(const float* l, const Prob& prob, int64_t experts
     for (int64_t j = 0; j < k; ++j) sum += w[j] = prob(chosen[j]);
     // The sigmoid's sum as transformers adds it: + 1e-20 (no zero to divide by).
     if (s.kind == MoeRoutingKind::kSigmoidTopKNormalized) sum += 1e-20f;
-    if (s.kind == MoeRoutingKind::kSoftmaxTopKNormalized || s.kind == MoeRoutingKind::kSigmoidTopKNormalized)
+    if (s.normalized())
       for (int64_t j = 0; j < k; ++j) w[j] /= sum;
   }
   if (s.scale != 1.0f)
@@ -195,8 +206,7 @@ MT_HOST_DEVICE void routeGradToken(const float* l, const Prob& prob, const float
     return;
   }
   // dp_j over the chosen experts: dw_j itself, or back through w_j = p_j / S.
-  const bool normalized =
-      s.kind == MoeRoutingKind::kSoftmaxTopKNormalized || s.kind == MoeRoutingKind::kSigmoidTopKNormalized;
+  const bool normalized = s.normalized();
   float sum = s.kind == MoeRoutingKind::kSigmoidTopKNormalized ? 1e-20f : 0.0f, normalized_dot = 0.0f;
   if (normalized) {
     float chosen_sum = 0.0f;
