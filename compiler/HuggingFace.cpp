@@ -9,11 +9,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "compiler/Fp8Blocks.h"
 #include "compiler/Mxfp4.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/matmul/lora_merge.h"
@@ -122,6 +124,29 @@ SafetensorsTensor mxfp4Tensor(const std::string& name, const std::vector<int64_t
           }};
 }
 
+// A tensor as the folder stores it: its values, and where they are FP8 (E4M3), their scales
+// (`<name>_scale_inv`, compiler/Fp8Blocks.h) and `scales_where` naming them in errors.
+struct StoredTensor {
+  const SafetensorsEntry* values = nullptr;
+  const SafetensorsEntry* fp8_scales = nullptr;
+  Fp8BlockSize block;
+  std::string scales_where;
+};
+
+// `n` values of `stored` as f32, dequantized where they are FP8, checked finite; `where` names it
+// in errors.
+void widen(const StoredTensor& stored, int64_t n, float* out, const std::string& where) {
+  if (!stored.fp8_scales) return widen(*stored.values, n, out, where);
+  const std::vector<int64_t>& shape = stored.fp8_scales->shape;
+  std::vector<float> scales(static_cast<size_t>(std::accumulate(shape.begin(), shape.end(), int64_t{1},
+                                                                std::multiplies<>())));
+  widen(*stored.fp8_scales, static_cast<int64_t>(scales.size()), scales.data(), stored.scales_where);
+  if (const std::string problem = dequantizeFp8Blocks(stored.values->data, scales.data(), stored.values->shape,
+                                                      stored.block, out);
+      !problem.empty())
+    throw Error(where + ": " + problem + "; use a checkpoint without it");
+}
+
 // The merge's result, checked finite (an adapter's values can overflow f32 where its weight's do not).
 void checkMergedFinite(const float* w, int64_t n, const std::string& where) {
   for (int64_t i = 0; i < n; ++i)
@@ -130,11 +155,11 @@ void checkMergedFinite(const float* w, int64_t n, const std::string& where) {
 }
 
 // A stack's tensors, one an expert (its entry, and where it is for errors), each `each` values.
-using ExpertEntries = std::vector<std::pair<const SafetensorsEntry*, std::string>>;
+using ExpertEntries = std::vector<std::pair<StoredTensor, std::string>>;
 
 // The experts' tensors widened to f32 one after another, expert e's at out + e * each.
 void widenExperts(const ExpertEntries& experts, int64_t each, float* out) {
-  for (size_t e = 0; e < experts.size(); ++e) widen(*experts[e].first, each, out + e * each, experts[e].second);
+  for (size_t e = 0; e < experts.size(); ++e) widen(experts[e].first, each, out + e * each, experts[e].second);
 }
 
 // The `experts` tensors of `file` named `key` with its '*' made e (expertTensorName), checksums
@@ -145,7 +170,7 @@ ExpertEntries perExpertEntries(const SafetensorsFile& file, const std::string& k
   for (int64_t e = 0; e < experts; ++e) {
     const std::string expert_key = expertTensorName(key, e);
     file.verify(expert_key);
-    entries.push_back({&file.entries().at(expert_key), where.empty() ? file.path() + ": '" + expert_key + "'" : where});
+    entries.push_back({{&file.entries().at(expert_key)}, where.empty() ? file.path() + ": '" + expert_key + "'" : where});
   }
   return entries;
 }
@@ -159,9 +184,10 @@ std::function<void(void*)> perExpertMergedProducer(std::function<void(void*)> pr
   // Expert e's A (r, in) and B (out, r).
   const ExpertEntries a = perExpertEntries(file, merge.a, experts, where);
   const ExpertEntries b = perExpertEntries(file, merge.b, experts, where);
-  const int64_t r = a[0].first->shape.empty() ? 0 : a[0].first->shape[0];
+  const int64_t r = a[0].first.values->shape.empty() ? 0 : a[0].first.values->shape[0];
   for (int64_t e = 0; e < experts; ++e)
-    if (a[e].first->shape != std::vector<int64_t>{r, in} || b[e].first->shape != std::vector<int64_t>{out, r})
+    if (a[e].first.values->shape != std::vector<int64_t>{r, in} ||
+        b[e].first.values->shape != std::vector<int64_t>{out, r})
       throw Error(where + ": expert " + std::to_string(e) + "'s are not (r, in) and (out, r) of one rank r = " +
                   std::to_string(r) + " over " + std::to_string(experts) + " experts");
   return [produce = std::move(produce), a, b, experts, in, out, r, scale = merge.scale, where](void* buffer) {
@@ -282,7 +308,7 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
   model.architecture = config.architecture;
   model.config = config.config;
   model.notes = config.notes;
-  model.mxfp4_experts = config.mxfp4_experts;
+  model.quantization = config.quantization;
   const bool gpt2 = model.config.family == ModelFamily::kGpt2;
   const bool language_model = config.language_model_only;  // Gemma3ForConditionalGeneration's
   if (!config.config_to_keep.empty()) model.config_json = config.config_to_keep;
@@ -318,6 +344,11 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
     placed.insert(name);
     return it->second;
   };
+  // Fine-grained FP8: a weight's scales beside it where it is stored so (its `_scale_inv`).
+  auto placeFp8Scales = [&](const std::string& name, const std::string& ours) {
+    if (model.quantization.kind == WeightQuantization::Kind::kFp8Blocks && files.count(name + "_scale_inv"))
+      model.fp8_scale_files[name] = fileOf(name + "_scale_inv", ours);
+  };
   auto place = [&](const std::string& ours) {
     HuggingFacePlace where = huggingFacePlace(ours, gpt2_body, expert_layout);
     if (where.name.starts_with("model.")) where.name = body + where.name.substr(6);
@@ -327,17 +358,21 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
     source.place = where;
     // gpt-oss's official checkpoints (quantization_config): an expert weight as MXFP4 blocks and
     // scales (compiler/Mxfp4.h); any other folder's `_blocks` are tensors without a place.
-    if (model.mxfp4_experts && !where.per_expert && !files.count(where.name) && files.count(where.name + "_blocks")) {
+    if (model.quantization.kind == WeightQuantization::Kind::kMxfp4Experts && !where.per_expert &&
+        !files.count(where.name) && files.count(where.name + "_blocks")) {
       source.file = fileOf(where.name + "_blocks", ours);
       source.mxfp4_scales_file = fileOf(where.name + "_scales", ours);
       return;
     }
     if (!where.per_expert) {
       source.file = fileOf(where.name, ours);
+      placeFp8Scales(where.name, ours);
       return;
     }
-    for (int64_t e = 0; e < model.config.experts; ++e)
+    for (int64_t e = 0; e < model.config.experts; ++e) {
       source.expert_files.push_back(fileOf(expertTensorName(where, e), ours));
+      placeFp8Scales(expertTensorName(where, e), ours);
+    }
   };
   const ModelConfig& c = model.config;
   std::vector<std::string> layer_parts;  // each layer's parameters, under "<layers>.N."
@@ -402,7 +437,11 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
     const bool prediction = inPredictionLayer(name, body, c.layers, config.prediction_layers);
     if (!derived && !tied_copy && !vision && !prediction)
       throw Error(dir + ": the weights hold '" + name + "', which the " + model.architecture +
-                  " layout mtc reads has no place for");
+                  " layout mtc reads has no place for" +
+                  (name.ends_with("_scale_inv") && model.quantization.kind != WeightQuantization::Kind::kFp8Blocks
+                       ? " (an FP8 weight's scales: the config names no fine-grained FP8 quantization_config, "
+                         "quant_method \"fp8\")"
+                       : ""));
   }
   return model;
 }
@@ -424,7 +463,7 @@ class FolderTensors {
       return mxfp4Tensor(t.name(), shape, n, entryOf(source.file, place.name + "_blocks"),
                          entryOf(source.mxfp4_scales_file, place.name + "_scales"),
                          model_.dir + ": '" + place.name + "_blocks'");
-    const SafetensorsEntry& entry = entryOf(source.file, place.name);
+    const StoredTensor stored = storedOf(source.file, place.name);
     // The source's shape: ours, transposed (a matrix in Conv1D's [in, out]), its output axis
     // (Conv1D's last, else fusedPartAxis: a stack of experts' second) as long as all the parts'
     // together. Ours as [blocks, rows, cols] around that axis (blocks: the experts of a stack).
@@ -438,14 +477,14 @@ class FolderTensors {
     std::vector<int64_t> expected = shape;
     if (place.transposed && expected.size() == 2) std::swap(expected[0], expected[1]);
     if (!expected.empty()) (place.transposed ? expected.back() : expected[axis]) = total;
-    requireShape(entry, place.name, expected, t.name());
+    requireShape(stored, place.name, expected, t.name());
     const std::string where = model_.dir + "/" + source.file + ": '" + place.name + "'";
     return {t.name(), "F32", shape, nullptr, 4 * n,
-            [&entry, transposed = place.transposed, blocks, rows, cols, offset, total, n, where](void* out) {
+            [stored, transposed = place.transposed, blocks, rows, cols, offset, total, n, where](void* out) {
               float* values = static_cast<float*>(out);
-              if (total == rows && !transposed) return widen(entry, n, values, where);
+              if (total == rows && !transposed) return widen(stored, n, values, where);
               std::vector<float> whole(static_cast<size_t>(blocks * total * cols));
-              widen(entry, blocks * total * cols, whole.data(), where);
+              widen(stored, blocks * total * cols, whole.data(), where);
               if (!transposed) {  // ours: each block's rows offset to offset + rows of the fused [blocks, total, cols]
                 for (int64_t b = 0; b < blocks; ++b)
                   std::copy_n(whole.data() + (b * total + offset) * cols, rows * cols, values + b * rows * cols);
@@ -466,9 +505,9 @@ class FolderTensors {
     ExpertEntries experts;
     for (int64_t e = 0; e < static_cast<int64_t>(source.expert_files.size()); ++e) {
       const std::string name = expertTensorName(source.place, e);
-      const SafetensorsEntry& entry = entryOf(source.expert_files[e], name);
-      requireShape(entry, name, expert_shape, t.name());
-      experts.push_back({&entry, model_.dir + "/" + source.expert_files[e] + ": '" + name + "'"});
+      const StoredTensor stored = storedOf(source.expert_files[e], name);
+      requireShape(stored, name, expert_shape, t.name());
+      experts.push_back({stored, model_.dir + "/" + source.expert_files[e] + ": '" + name + "'"});
     }
     return {t.name(), "F32", shape, nullptr, 4 * n, [experts, expert_numel](void* out) {
               widenExperts(experts, expert_numel, static_cast<float*>(out));
@@ -486,11 +525,39 @@ class FolderTensors {
     return it->second;
   }
 
-  void requireShape(const SafetensorsEntry& entry, const std::string& name, const std::vector<int64_t>& expected,
+  // Tensor `name` of `file` as stored: with its FP8 scales where the folder has them beside it.
+  StoredTensor storedOf(const std::string& file, const std::string& name) {
+    StoredTensor stored{&entryOf(file, name)};
+    if (auto scales = model_.fp8_scale_files.find(name); scales != model_.fp8_scale_files.end()) {
+      stored.fp8_scales = &entryOf(scales->second, name + "_scale_inv");
+      stored.block = model_.quantization.fp8_block;
+      stored.scales_where = model_.dir + "/" + scales->second + ": '" + name + "_scale_inv'";
+    }
+    return stored;
+  }
+
+  void requireShape(const StoredTensor& stored, const std::string& name, const std::vector<int64_t>& expected,
                     const std::string& ours) const {
-    if (!widensTo(entry, expected))
-      throw Error(model_.dir + ": '" + name + "' is " + entry.dtype + " [" + shapeText(entry.shape) +
-                  "] but the model's " + ours + " needs [" + shapeText(expected) + "] in F32, BF16 or F16");
+    const SafetensorsEntry& entry = *stored.values;
+    const std::string is = model_.dir + ": '" + name + "' is " + entry.dtype + " [" + shapeText(entry.shape) + "]";
+    if (!stored.fp8_scales) {
+      if (entry.dtype.starts_with("F8_"))
+        throw Error(is + " without its scales ('" + name + "_scale_inv', which fine-grained FP8 checkpoints hold "
+                    "beside each weight, with a quantization_config of quant_method \"fp8\")");
+      if (!widensTo(entry, expected))
+        throw Error(is + " but the model's " + ours + " needs [" + shapeText(expected) + "] in F32, BF16 or F16");
+      return;
+    }
+    if (entry.dtype != "F8_E4M3")
+      throw Error(is + " with FP8 scales beside it ('" + name + "_scale_inv'): scales belong beside F8_E4M3 "
+                  "weights alone");
+    if (entry.shape != expected)
+      throw Error(is + " but the model's " + ours + " needs [" + shapeText(expected) + "]");
+    const SafetensorsEntry& scales = *stored.fp8_scales;
+    if (!widensTo(scales, scales.shape))
+      throw Error(stored.scales_where + " is " + scales.dtype + ": FP8 scales are F32, BF16 or F16");
+    if (const std::string problem = fp8ScaleShapeProblem(entry.shape, scales.shape, stored.block); !problem.empty())
+      throw Error(model_.dir + ": '" + name + "': " + problem);
   }
 
   const HuggingFaceModel& model_;
@@ -506,7 +573,7 @@ std::set<std::string> bf16Params(const HuggingFaceModel& model) {
     const auto says_bf16 = [&](const char* key) { return config.contains(key) && config[key] == "bfloat16"; };
     const bool bf16 = says_bf16("torch_dtype") || says_bf16("dtype");
     std::set<std::string> all;
-    if (bf16 && !model.mxfp4_experts)
+    if (bf16 && !model.quantization.any())
       for (const auto& [ours, source] : model.weights) all.insert(ours);
     return all;
   }

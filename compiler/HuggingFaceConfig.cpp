@@ -225,8 +225,7 @@ namespace {
 // A mixture of experts' settings (Qwen3MoeForCausalLM, Qwen2MoeForCausalLM with its shared expert,
 // MixtralForCausalLM, GptOssForCausalLM, OlmoeForCausalLM, GraniteMoeForCausalLM, Glm4MoeForCausalLM)
 // into `c`.
-// `mxfp4`: set where the config says the experts are stored in MXFP4 (gpt-oss's quantization_config).
-void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c, bool* mxfp4) {
+void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c) {
   using enum Architecture;
   if (architecture == kGlm4Moe) return hf::readGlm4MoeExperts(r, c);
   if (architecture == kDeepseekV3) return hf::readDeepseekV3Keys(r, c);
@@ -281,16 +280,6 @@ void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c, boo
       throw r.error("'experts_per_token' and 'num_experts_per_tok' differ: the config contradicts itself");
     // The context the YaRN scaling starts from, which rope_scaling names too: bookkeeping here.
     r.take("initial_context_length");
-    // The official checkpoints' experts in MXFP4 (the other weights BF16): dequantized on import.
-    if (!r.value("quantization_config").is_null()) {
-      if (!r.value("quantization_config").is_object()) throw r.error("'quantization_config' is not an object");
-      ConfigReader q = r.nested("quantization_config");
-      if (q.text("quant_method", "") != "mxfp4")
-        throw q.error("'quant_method' is not mxfp4: mtc dequantizes gpt-oss's MXFP4 experts only");
-      q.take("modules_to_not_convert");  // the BF16 tensors: read as they are
-      q.finish();
-      *mxfp4 = true;
-    }
   } else {
     return;
   }
@@ -388,7 +377,8 @@ void readSmolLM3Keys(ConfigReader& r, ModelConfig& c) {
   }
 }
 
-ModelConfig readConfig(ConfigReader& r, Architecture architecture, bool* mxfp4, std::vector<std::string>& notes) {
+ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantization* quantization,
+                       std::vector<std::string>& notes) {
   using enum Architecture;
   ModelConfig c;
   c.family = ModelFamily::kLlama;
@@ -450,7 +440,8 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, bool* mxfp4, 
   else
     r.require("pretraining_tp", 1, "tensor-parallel slicing of the projections is not supported");
   if (architecture == kGraniteHybrid) hf::readGraniteHybridKeys(r, c);
-  readExperts(r, architecture, c, mxfp4);
+  readExperts(r, architecture, c);
+  *quantization = readQuantization(r, architecture, notes);
   readSlidingWindows(r, architecture, c);
   return c;
 }
@@ -561,7 +552,7 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
       out.config = hf::readGemmaConfig(r, out.notes);
       out.config_to_keep = hf::gemmaConfigToKeep(config_json);
       break;
-    default: out.config = readConfig(r, known->id, &out.mxfp4_experts, out.notes); break;
+    default: out.config = readConfig(r, known->id, &out.quantization, out.notes); break;
   }
   // Before anything is placed per expert: a hostile count would take all memory (the layers are
   // bounded as they are read, ConfigReader::layerCount).

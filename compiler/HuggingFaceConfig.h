@@ -11,9 +11,22 @@
 #include <string>
 #include <vector>
 
+#include "compiler/Fp8Blocks.h"
 #include "models/ModelConfig.h"
 
 namespace mt {
+
+// How the config's quantization_config says the checkpoint stores its weights, each dequantized to
+// f32 on import (the fp32 master starts from them): none; gpt-oss's experts as MXFP4 blocks and
+// scales (quant_method "mxfp4", compiler/Mxfp4.h); its linear weights in fine-grained FP8 (quant_method
+// "fp8": E4M3 codes and a scale per weight_block_size block, compiler/Fp8Blocks.h), those it names
+// `..._scale_inv` beside them, the others as they are.
+struct WeightQuantization {
+  enum class Kind { kNone, kMxfp4Experts, kFp8Blocks };
+  Kind kind = Kind::kNone;
+  Fp8BlockSize fp8_block;  // kFp8Blocks'
+  bool any() const { return kind != Kind::kNone; }
+};
 
 struct HuggingFaceConfig {
   std::string architecture;  // "LlamaForCausalLM", ..., as the config names it
@@ -21,7 +34,7 @@ struct HuggingFaceConfig {
   // What the config asks for that training does not do, said in mtc's summary (GPT-2's and
   // Granite's dropout).
   std::vector<std::string> notes;
-  bool mxfp4_experts = false;  // gpt-oss's quantization_config: the experts as MXFP4 blocks and scales
+  WeightQuantization quantization;  // the config's quantization_config
   // The config.json the plan keeps (and --export-hf writes) where it is not the folder's own, ""
   // where it is: a Gemma3ForConditionalGeneration folder's language model's, as Gemma3ForCausalLM's;
   // a Gemma 1 config's with its activation named as mtc computes it (hf::gemmaConfigToKeep).

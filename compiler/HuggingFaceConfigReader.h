@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compiler/HuggingFaceConfig.h"
 #include "models/ModelConfig.h"
 #include "runtime/io/error.h"
 #include "runtime/io/json_input.h"
@@ -264,6 +265,11 @@ int64_t readPredictionLayers(ConfigReader& r);
 // Such a config.json (`config_json`) as the plan keeps it and --export-hf writes it beside weights
 // without the prediction layers: num_nextn_predict_layers 0.
 std::string configWithoutPredictionLayers(const std::string& config_json);
+
+// The config's quantization_config (compiler/HuggingFaceQuantization.cpp): none where absent;
+// gpt-oss's MXFP4 experts; fine-grained FP8 on any architecture, said in `notes`. Another method
+// is refused by name.
+WeightQuantization readQuantization(ConfigReader& r, Architecture architecture, std::vector<std::string>& notes);
 
 // Gemma3ForCausalLM's, Gemma2ForCausalLM's and GemmaForCausalLM's configs into the llama family's
 // with Gemma's differences (compiler/HuggingFaceGemma.cpp); Gemma 1's legacy activation name said

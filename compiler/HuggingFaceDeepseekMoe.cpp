@@ -67,8 +67,8 @@ void readGlm4MoeExperts(ConfigReader& r, ModelConfig& c) { readSigmoidRouterExpe
 // rotated pairs interleaved unless rope_interleave is false; the experts as GLM-4.5's. The original
 // checkpoints' own keys: their router named (scoring_func sigmoid, topk_method noaux_tc: DeepSeek-V2's
 // softmax routings refused), an MoE layer every layer after the dense ones (moe_layer_freq 1), the
-// balance loss's and expert parallelism's settings inert, as in transformers; FP8 weights
-// (quantization_config) refused by name.
+// balance loss's and expert parallelism's settings inert, as in transformers. (The published FP8
+// weights' quantization_config: compiler/HuggingFaceQuantization.cpp.)
 void readDeepseekV3Keys(ConfigReader& r, ModelConfig& c) {
   c.kv_lora_rank = r.integer("kv_lora_rank", 512);
   // null: q_proj without a bottleneck (Moonlight's, DeepSeek-V2-Lite's); 1536 where absent.
@@ -89,9 +89,6 @@ void readDeepseekV3Keys(ConfigReader& r, ModelConfig& c) {
   r.require("moe_layer_freq", 1, "an MoE layer every moe_layer_freq-th layer is not supported; every layer after "
                                  "first_k_dense_replace is");
   for (const char* inert : {"aux_loss_alpha", "seq_aux", "ep_size", "auto_map"}) r.take(inert);
-  if (r.has("quantization_config"))
-    throw r.error("'quantization_config' names quantized weights (DeepSeek-V3's and Kimi K2's FP8 blocks): mtc "
-                  "reads BF16, F16 or F32 weights (convert the checkpoint to BF16 first)");
   readSigmoidRouterExperts(r, c, kDeepseekV3Defaults);
 }
 

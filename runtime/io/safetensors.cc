@@ -19,6 +19,7 @@ int64_t dtypeBytesOf(const std::string& dtype) {
   if (dtype == "BF16" || dtype == "F16" || dtype == "I16" || dtype == "U16") return 2;
   if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
   if (dtype == "I8" || dtype == "U8" || dtype == "BOOL") return 1;
+  if (dtype == "F8_E4M3" || dtype == "F8_E5M2" || dtype == "F8_E8M0") return 1;  // FP8 checkpoints' (compiler/Fp8Blocks.h)
   return -1;
 }
 

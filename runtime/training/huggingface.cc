@@ -372,7 +372,7 @@ HuggingFaceExport exportHuggingFace(const plan::Plan& plan, const HostStore& sto
   const char* dtype_name = dtype == ExportDtype::kBf16 ? "bfloat16" : "float32";
   if (config.contains("dtype")) config["dtype"] = dtype_name;
   if (config.contains("torch_dtype") || !config.contains("dtype")) config["torch_dtype"] = dtype_name;
-  config.erase("quantization_config");  // an MXFP4 source's: the export's weights are dequantized
+  config.erase("quantization_config");  // a quantized source's (MXFP4, FP8): the export's weights are dequantized
   // The source's custom code (Phi-3's configuration_phi3.py, modeling_phi3.py), which the export does
   // not carry: transformers has the architecture built in, and trust_remote_code would look for it.
   config.erase("auto_map");

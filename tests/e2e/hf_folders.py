@@ -1,11 +1,12 @@
 """Hugging Face model folders as transformers saves them, for the tests: the specs (MODELS:
 architecture, dtype, shards, config), seeded weights under Hugging Face's names, the writer and
-reader of a folder, and our tensors' names in Hugging Face's layout. The twins that compute these
-models are hf_twins.py's."""
+reader of a folder, our tensors' names in Hugging Face's layout, and the check that mtc refuses a
+folder with the error it should. The twins that compute these models are hf_twins.py's."""
 import json
 import math
 import os
 import shutil
+import subprocess
 import sys
 
 import torch
@@ -506,11 +507,13 @@ def granite4_fused(w):
     return out
 
 
-def write_safetensors(path, tensors):
+def write_safetensors(path, tensors, dtype_names=None):
+    """`tensors` as a safetensors file, each under its torch dtype's name or `dtype_names`' (by
+    tensor: an FP8 checkpoint's E4M3 codes, held here as uint8)."""
     header, blobs, offset = {}, [], 0
     for name, t in tensors.items():
         raw = (t.view(torch.int16) if t.dtype in (torch.bfloat16, torch.float16) else t).contiguous().numpy().tobytes()
-        header[name] = {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        header[name] = {"dtype": (dtype_names or {}).get(name, DTYPE_NAMES[t.dtype]), "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
     text = json.dumps(header).encode()
@@ -548,9 +551,9 @@ def write_chat_folder(folder, own_template=False):
     return weights
 
 
-def write_folder(folder, spec, weights, config_extra=None):
+def write_folder(folder, spec, weights, config_extra=None, dtype_names=None):
     """A model folder as transformers saves it: config.json, model.safetensors or shards + index,
-    and the CARRIED files."""
+    and the CARRIED files (`dtype_names`: write_safetensors')."""
     os.makedirs(folder, exist_ok=True)
     config = dict(spec["config"], architectures=[spec["architecture"]], **(config_extra or {}))
     with open(os.path.join(folder, "config.json"), "w") as f:
@@ -560,17 +563,45 @@ def write_folder(folder, spec, weights, config_extra=None):
             f.write(text)
     names = list(weights)
     if spec["shards"] == 1:
-        write_safetensors(os.path.join(folder, "model.safetensors"), weights)
+        write_safetensors(os.path.join(folder, "model.safetensors"), weights, dtype_names)
         return
     weight_map = {}
     per = (len(names) + spec["shards"] - 1) // spec["shards"]
     for s in range(spec["shards"]):
         file = f"model-{s + 1:05d}-of-{spec['shards']:05d}.safetensors"
         part = {n: weights[n] for n in names[s * per:(s + 1) * per]}
-        write_safetensors(os.path.join(folder, file), part)
+        write_safetensors(os.path.join(folder, file), part, dtype_names)
         weight_map.update({n: file for n in part})
     with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
+
+
+def mtc_error(bin_dir, folder, *flags):
+    """mtc's stderr for a folder it must refuse ('' and a failure if it compiles)."""
+    r = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", "4", "--seq", "32", "-o", folder + ".plan", *flags],
+                       capture_output=True, text=True)
+    return r.stderr if r.returncode == 1 else f"(exit {r.returncode}) {r.stderr}"
+
+
+def expect_refusals(bin_dir, work, spec, weights, cases, failures, dtype_names=None):
+    """Each case (name, config changes — "architectures" among them replaces the spec's —, a change
+    to the weights or None, what the error must say): its folder (`dtype_names`: write_folder's) must
+    be refused with that error, and no plan or weights written."""
+    for name, config_changes, weight_change, needle in cases:
+        w = {k: v.clone() for k, v in weights.items()}
+        if weight_change:
+            weight_change(w)
+        changes = dict(config_changes)
+        s = dict(spec, shards=1, config=dict(spec["config"]))
+        if "architectures" in changes:
+            s["architecture"] = changes.pop("architectures")[0]
+        folder = os.path.join(work, "refuse-" + name)
+        write_folder(folder, s, w, changes, dtype_names)
+        err = mtc_error(bin_dir, folder)
+        if needle not in err:
+            failures.append(f"{name}: wanted an error saying {needle!r}, got: {err.strip()}")
+        if os.path.exists(folder + ".plan") or os.path.exists(folder + ".safetensors"):
+            failures.append(f"{name}: a plan or its weights were written")
 
 
 def read_hf_safetensors(path):

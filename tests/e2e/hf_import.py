@@ -29,9 +29,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mt_reference as ref  # noqa: E402
-from hf_folders import (CARRIED, GEMMA3_TOKENIZER, GPT2, MODELS, gpt2_buffers, gpt2_weights,  # noqa: E402
-                        hf_layout, hf_weights, read_hf_safetensors, write_folder, write_gemma3_multimodal,
-                        write_safetensors)
+from hf_folders import (CARRIED, GEMMA3_TOKENIZER, GPT2, MODELS, expect_refusals, gpt2_buffers,  # noqa: E402
+                        gpt2_weights, hf_layout, hf_weights, mtc_error, read_hf_safetensors, write_folder,
+                        write_gemma3_multimodal, write_safetensors)
 from hf_twins import GRAD_TOL, LOSS_TOL, gpt2_logits, hf_logits, padding_id  # noqa: E402
 
 torch.set_num_threads(2)
@@ -214,34 +214,6 @@ def check_export(bin_dir, work, name, spec, plan, data, tokens, failures):
     print(f"{name}: --export-hf f32/bf16 match --export; re-imported, loss {mt_loss:.6f} vs {torch_loss:.6f}")
 
 
-def mtc_error(bin_dir, folder, *flags):
-    """mtc's stderr for a folder it must refuse ('' and a failure if it compiles)."""
-    r = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", "4", "--seq", "32", "-o", folder + ".plan", *flags],
-                       capture_output=True, text=True)
-    return r.stderr if r.returncode == 1 else f"(exit {r.returncode}) {r.stderr}"
-
-
-def expect_refusals(bin_dir, work, spec, weights, cases, failures):
-    """Each case (name, config changes — "architectures" among them replaces the spec's —, a change
-    to the weights or None, what the error must say): its folder must be refused with that error,
-    and no plan or weights written."""
-    for name, config_changes, weight_change, needle in cases:
-        w = {k: v.clone() for k, v in weights.items()}
-        if weight_change:
-            weight_change(w)
-        changes = dict(config_changes)
-        s = dict(spec, shards=1, config=dict(spec["config"]))
-        if "architectures" in changes:
-            s["architecture"] = changes.pop("architectures")[0]
-        folder = os.path.join(work, "refuse-" + name)
-        write_folder(folder, s, w, changes)
-        err = mtc_error(bin_dir, folder)
-        if needle not in err:
-            failures.append(f"{name}: wanted an error saying {needle!r}, got: {err.strip()}")
-        if os.path.exists(folder + ".plan") or os.path.exists(folder + ".safetensors"):
-            failures.append(f"{name}: a plan or its weights were written")
-
-
 def refusals(bin_dir, work, failures):
     spec = MODELS["llama-bf16-sharded"]
     weights = hf_weights(spec["config"], False, torch.float32, seed=5)
@@ -411,8 +383,6 @@ def refusals(bin_dir, work, failures):
     deepseek_cases = [
         ("deepseek-softmax", {"scoring_func": "softmax", "topk_method": "group_limited_greedy"}, None,
          "'scoring_func' and 'topk_method' name DeepSeek-V2's softmax routing"),
-        ("deepseek-fp8", {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}, None,
-         "'quantization_config' names quantized weights (DeepSeek-V3's and Kimi K2's FP8 blocks)"),
         ("deepseek-bias", {"attention_bias": True}, None, "biases on DeepSeek's latent attention are not supported"),
         ("deepseek-head-dim", {"head_dim": 16}, None, "'head_dim' is not 'qk_rope_head_dim'"),
         ("deepseek-wide-values", {"v_head_dim": 32}, None,
@@ -557,7 +527,6 @@ def router_aux_loss(bin_dir, work, failures):
         failures.append(f"a Qwen3-MoE config whose layers are all dense: exit {run.returncode}: {out.stdout}{run.stderr}")
 
 
-FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
 
 def gemma3_multimodal(bin_dir, work, data, failures):
@@ -780,95 +749,6 @@ def gemma3_with_its_tokenizer(bin_dir, work, failures):
                         f"{refused.stderr}")
 
 
-def dequantize_mxfp4(blocks, scales):
-    """This test's transcription of transformers' convert_moe_packed_tensors (integrations/mxfp4.py),
-    in float32 rather than its default bfloat16 (the values are exact in both): each byte's low
-    nibble then its high one, times 2^(scale - 127); (E, out, G, 16) blocks to the (E, in, out)
-    weight."""
-    lut = torch.tensor(FP4_VALUES)
-    E, out, G, B = blocks.shape
-    values = torch.empty(E, out, G, 2 * B)
-    values[..., 0::2] = lut[(blocks & 0x0F).long()]
-    values[..., 1::2] = lut[(blocks >> 4).long()]
-    values = torch.ldexp(values, (scales.to(torch.int32) - 127)[..., None].float())
-    return values.reshape(E, out, G * 2 * B).transpose(1, 2).contiguous()
-
-
-def mxfp4_import(bin_dir, work, data, tokens, failures):
-    """gpt-oss as its official checkpoints store it: the experts' weights as MXFP4 blocks and
-    scales (U8) under quantization_config, the rest BF16. mtc dequantizes them exactly (the
-    weights beside the plan equal dequantize_mxfp4's bit for bit); the first loss is the
-    transformers-style model's; --export-hf writes the weights and a config without
-    quantization_config, which compiles back to the same weights. Then the refusals."""
-    spec = MODELS["gpt-oss-bf16"]
-    cfg = dict(spec["config"], hidden_size=64, intermediate_size=32)
-    weights = hf_weights(cfg, False, torch.bfloat16, seed=11)
-    g = torch.Generator().manual_seed(12)
-    dequantized = {}
-    for l in range(cfg["num_hidden_layers"]):
-        for name, (n_in, n_out) in {"gate_up_proj": (64, 64), "down_proj": (32, 64)}.items():
-            full = f"model.layers.{l}.mlp.experts.{name}"
-            del weights[full]
-            blocks = torch.randint(0, 256, (4, n_out, n_in // 32, 16), generator=g, dtype=torch.uint8)
-            scales = torch.randint(121, 127, (4, n_out, n_in // 32), generator=g, dtype=torch.uint8)
-            weights[full + "_blocks"], weights[full + "_scales"] = blocks, scales
-            dequantized[full] = dequantize_mxfp4(blocks, scales)
-    quant = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
-                                                                  "model.embed_tokens", "lm_head"]}
-    folder = os.path.join(work, "gpt-oss-mxfp4")
-    write_folder(folder, dict(spec, config=cfg, shards=1), weights, {"quantization_config": quant})
-    plan = folder + ".plan"
-    subprocess.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", plan],
-                   capture_output=True, check=True)
-    imported = ref.read_safetensors(folder + ".safetensors")
-    for l in range(cfg["num_hidden_layers"]):
-        for ours, theirs in (("gate_up", "gate_up_proj"), ("down", "down_proj")):
-            got, want = imported[f"layers.{l}.moe.{ours}.weight"], dequantized[f"model.layers.{l}.mlp.experts.{theirs}"]
-            if not torch.equal(got, want):
-                failures.append(f"mxfp4: layers.{l}.moe.{ours}.weight is not transformers' dequantization bit for bit")
-    log = folder + ".jsonl"
-    subprocess.run([f"{bin_dir}/mtrun", plan, "--data", data, "--steps", "1", "--seed", str(SCHEDULE.seed), "--log", log,
-                    "--export", folder + "-out.safetensors", "--export-hf", folder + "-out"], capture_output=True,
-                   check=True)
-    params = {k: v.float() for k, v in weights.items() if not k.endswith(("_blocks", "_scales"))}
-    params.update(dequantized)
-    x, y = ref.batch(tokens, 0, SCHEDULE.batch, SCHEDULE.seq, SCHEDULE.seed)
-    with torch.no_grad():
-        logits = hf_logits(params, cfg, x)
-        torch_loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1)).item()
-    mt_loss = json.loads(open(log).readline())["loss"]
-    if abs(mt_loss - torch_loss) > 1e-5 * abs(torch_loss):
-        failures.append(f"mxfp4: first loss {mt_loss} vs the transformers-style model's {torch_loss}")
-    with open(os.path.join(folder + "-out", "config.json")) as f:
-        if "quantization_config" in json.load(f):
-            failures.append("mxfp4: --export-hf kept quantization_config beside dequantized weights")
-    subprocess.run([f"{bin_dir}/mtc", folder + "-out", "--batch", "4", "--seq", "32", "-o", folder + "-again.plan"],
-                   capture_output=True, check=True)
-    exported, again = ref.read_safetensors(folder + "-out.safetensors"), ref.read_safetensors(folder + "-again.safetensors")
-    if exported.keys() != again.keys() or any(not torch.equal(exported[k], again[k]) for k in exported):
-        failures.append("mxfp4: the exported folder does not compile back to the exported weights bit for bit")
-    print(f"mxfp4: experts dequantized bit for bit; first loss {mt_loss:.6f} vs {torch_loss:.6f}; exported and "
-          f"re-imported")
-    # Refusals: a scale past f32's range, blocks of the wrong shape, another quantization.
-    def past_f32(w):  # scale 2^127 for a block of 6.0s
-        w["model.layers.1.mlp.experts.down_proj_scales"].view(-1)[5] = 254
-        w["model.layers.1.mlp.experts.down_proj_blocks"].view(-1, 16)[5] = 0x77
-    quantized = {"quantization_config": quant}
-    cases = [
-        ("mxfp4-nan-scale", quantized, lambda w: w["model.layers.1.mlp.experts.down_proj_scales"].view(-1).__setitem__(5, 255),
-         "'model.layers.1.mlp.experts.down_proj_blocks': scale 5 is 255, E8M0's NaN"),
-        ("mxfp4-inf", quantized, past_f32, "dequantizes to inf: a scale past f32's range"),
-        ("mxfp4-no-config", {"quantization_config": None}, None,
-         "the weights have no 'model.layers.0.mlp.experts.gate_up_proj'"),
-        ("mxfp4-shape", quantized, lambda w: w.update({"model.layers.0.mlp.experts.gate_up_proj_blocks":
-                                                       torch.zeros(4, 64, 1, 16, dtype=torch.uint8)}),
-         "do not hold a [4,64,64] weight"),
-        ("mxfp4-method", {"quantization_config": {"quant_method": "bitsandbytes"}}, None,
-         "'quant_method' is not mxfp4"),
-    ]
-    expect_refusals(bin_dir, work, dict(spec, config=cfg), weights, cases, failures)
-
-
 def main():
     bin_dir, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -979,7 +859,6 @@ def main():
                             f"{texts[1]!r}")
     refusals(bin_dir, work, failures)
     router_aux_loss(bin_dir, work, failures)
-    mxfp4_import(bin_dir, work, data, tokens, failures)
     gemma3_multimodal(bin_dir, work, data, failures)
     gemma3_multimodal_padding(bin_dir, work, failures)
     smollm3_interval(bin_dir, work, failures)

@@ -3,7 +3,8 @@
 its weights file fits (tests/fuzz/fuzz_hf_config.cc), the same shape as Qwen2, Qwen3 (head_dim,
 layer_types), Mistral, Phi-3, Granite (its multipliers, its dropout), SmolLM3 (its NoPE layers) and
 OLMo 2, Qwen2-MoE (its experts and shared expert), OLMoE, GraniteMoE (its multipliers and experts), GLM-4.5 (its
-sigmoid router's groups and scale, its prediction layer), DeepSeek-V3 (its latent attention, YaRN), a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
+sigmoid router's groups and scale, its prediction layer), DeepSeek-V3 (its latent attention, YaRN), Qwen3's
+fine-grained FP8 quantization_config, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
 Gemma 3's text model and its multimodal folder's config (the text model nested), Gemma 2 (its
 softcaps, the keys its published configs carry beside Gemma2Config's), and one nested as deep as a
 file may be (64 levels)."""
@@ -57,6 +58,10 @@ seeds = {
                              num_nextn_predict_layers=1,
                              rope_scaling=dict(type="yarn", factor=4.0, original_max_position_embeddings=8,
                                                mscale=1.0, mscale_all_dim=1.0)),
+    # Qwen3-8B-FP8's quantization_config (the weights file's F32 tensors have no scales: read as they are).
+    "qwen3-fp8.json": dict(llama, architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=4,
+                           quantization_config=dict(activation_scheme="dynamic", fmt="e4m3", quant_method="fp8",
+                                                    weight_block_size=[128, 128])),
     "gpt2.json": dict(architectures=["GPT2LMHeadModel"], model_type="gpt2", n_embd=8, n_layer=1, n_head=2,
                       n_positions=32, vocab_size=16, layer_norm_epsilon=1e-5, activation_function="gelu_new"),
     "llama-reward.json": dict(llama, architectures=["LlamaForSequenceClassification"], id2label={"0": "LABEL_0"},

@@ -1,0 +1,85 @@
+#include "compiler/Fp8Blocks.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace mt {
+namespace {
+
+std::string shapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t blocksAlong(int64_t extent, int64_t block) { return extent / block + (extent % block != 0); }
+
+// The weight's element `i` (of its values in order) as "[a,b,...]".
+std::string elementText(const std::vector<int64_t>& shape, int64_t i) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) index[d] = i % shape[d], i /= shape[d];
+  return shapeText(index);
+}
+
+}  // namespace
+
+float e4m3Value(uint8_t code) {
+  const int exponent = (code >> 3) & 0x0f, mantissa = code & 0x07;
+  if (exponent == 0x0f && mantissa == 0x07) return std::numeric_limits<float>::quiet_NaN();
+  const float magnitude = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -9)  // subnormal: m/8 * 2^-6
+                                        : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+  return code & 0x80 ? -magnitude : magnitude;
+}
+
+std::string fp8ScaleShapeProblem(const std::vector<int64_t>& weight, const std::vector<int64_t>& scales,
+                                 Fp8BlockSize block) {
+  if (weight.size() < 2) return "an FP8 weight must have two axes or more, not " + shapeText(weight);
+  std::vector<int64_t> want = weight;
+  want[want.size() - 2] = blocksAlong(weight[weight.size() - 2], block.rows);
+  want.back() = blocksAlong(weight.back(), block.cols);
+  if (scales != want)
+    return "its scales are " + shapeText(scales) + ", not the " + shapeText(want) + " that blocks of " +
+           std::to_string(block.rows) + "x" + std::to_string(block.cols) + " (the config's weight_block_size) of a " +
+           shapeText(weight) + " weight have";
+  return "";
+}
+
+std::string dequantizeFp8Blocks(const std::byte* codes, const float* scales, const std::vector<int64_t>& weight,
+                                Fp8BlockSize block, float* out) {
+  static const std::array<float, 256> values = [] {
+    std::array<float, 256> v{};
+    for (int code = 0; code < 256; ++code) v[code] = e4m3Value(static_cast<uint8_t>(code));
+    return v;
+  }();
+  const int64_t rows = weight[weight.size() - 2], cols = weight.back();
+  const int64_t block_cols = blocksAlong(cols, block.cols), block_rows = blocksAlong(rows, block.rows);
+  int64_t matrices = 1;
+  for (size_t d = 0; d + 2 < weight.size(); ++d) matrices *= weight[d];
+  for (int64_t m = 0; m < matrices; ++m)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* scale_row = scales + (m * block_rows + r / block.rows) * block_cols;
+      const int64_t first = (m * rows + r) * cols;
+      for (int64_t b = 0; b < block_cols; ++b) {
+        const float scale = scale_row[b];
+        const int64_t end = std::min(cols, (b + 1) * block.cols);
+        for (int64_t c = b * block.cols; c < end; ++c)
+          out[first + c] = values[std::to_integer<uint8_t>(codes[first + c])] * scale;
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        if (std::isfinite(out[first + c])) continue;
+        const std::string at = elementText(weight, first + c);
+        const float scale = scale_row[c / block.cols];
+        const auto code = std::to_integer<uint8_t>(codes[first + c]);
+        if (!std::isfinite(scale)) return "the scale of element " + at + fmt::format(" is {}", scale);
+        if (std::isnan(values[code])) return "element " + at + fmt::format(" is an E4M3 NaN (code {:#04x})", code);
+        return "element " + at + fmt::format(" dequantizes past f32's range (its scale {})", scale);
+      }
+    }
+  return "";
+}
+
+}  // namespace mt
