@@ -57,9 +57,21 @@ std::string expertsConfig(const ModelConfig& c) {
   return config.dump(2) + "\n";
 }
 
+// A YaRN scaling as rope_scaling (gpt-oss's; DeepSeek-V3's with its mscale and mscale_all_dim),
+// null for another scaling or one with an explicit attention_factor, which these writers do not write.
+nlohmann::ordered_json yarnScaling(const RopeScaling& r) {
+  if (r.kind != RopeScaling::Kind::kYarn || r.attention_factor != 0.0) return nullptr;
+  nlohmann::ordered_json scaling = {{"rope_type", "yarn"}, {"factor", r.factor}, {"beta_fast", r.beta_fast},
+                                    {"beta_slow", r.beta_slow}, {"truncate", r.truncate}};
+  if (r.original_context) scaling["original_max_position_embeddings"] = r.original_context;
+  if (r.mscale > 0.0) scaling["mscale"] = r.mscale;
+  if (r.mscale_all_dim > 0.0) scaling["mscale_all_dim"] = r.mscale_all_dim;
+  return scaling;
+}
+
 // GLM-4.5's config.json (Glm4MoeForCausalLM): its sigmoid router, an ungated shared expert a whole
 // number of experts wide, dense first layers, q/k/v biases; DeepSeek-V3's (DeepseekV3ForCausalLM)
-// where the attention is latent (without rotary scaling); "" for another shape.
+// where the attention is latent (its rotary embedding unscaled or YaRN); "" for another shape.
 std::string glm4MoeConfig(const ModelConfig& c) {
   const int64_t dense = static_cast<int64_t>(c.dense_layers.size());
   for (int64_t l = 0; l < dense; ++l)
@@ -71,7 +83,10 @@ std::string glm4MoeConfig(const ModelConfig& c) {
   nlohmann::ordered_json config = deepseek ? llamaConfig(c, "DeepseekV3ForCausalLM", "deepseek_v3", c.ffn)
                                            : llamaConfig(c, "Glm4MoeForCausalLM", "glm4_moe", c.ffn);
   if (deepseek) {  // its latent attention (DeepseekV3Config's keys; head_dim as transformers writes it)
-    if (c.rope_scaling.kind != RopeScaling::Kind::kNone) return "";
+    if (c.rope_scaling.kind != RopeScaling::Kind::kNone) {
+      config["rope_scaling"] = yarnScaling(c.rope_scaling);
+      if (config["rope_scaling"].is_null()) return "";
+    }
     config["q_lora_rank"] = c.q_lora_rank ? nlohmann::ordered_json(c.q_lora_rank) : nlohmann::ordered_json();
     config["kv_lora_rank"] = c.kv_lora_rank;
     config["qk_nope_head_dim"] = c.qk_nope_dim;
@@ -138,18 +153,11 @@ std::string gptOssConfig(const ModelConfig& c) {
   for (int64_t l = 0; l < c.layers; ++l) types.push_back(c.attentionWindow(l) ? "sliding_attention" : "full_attention");
   config["layer_types"] = types;
   config["sliding_window"] = c.sliding_window > 0 ? nlohmann::ordered_json(c.sliding_window) : nullptr;
-  const RopeScaling& r = c.rope_scaling;
-  if (r.kind == RopeScaling::Kind::kYarn && r.attention_factor == 0.0 && r.mscale == 0.0) {
-    config["rope_scaling"] = {{"rope_type", "yarn"},         {"factor", r.factor},
-                              {"beta_fast", r.beta_fast},    {"beta_slow", r.beta_slow},
-                              {"truncate", r.truncate}};
-    if (r.original_context) config["rope_scaling"]["original_max_position_embeddings"] = r.original_context;
-  } else if (r.kind != RopeScaling::Kind::kNone) {
-    return "";
-  } else {
-    // Not null: transformers reads a gpt-oss config without rotary settings as YaRN x 32.
-    config["rope_scaling"] = {{"rope_type", "default"}};
-  }
+  // Not null where unscaled: transformers reads a gpt-oss config without rotary settings as YaRN x 32.
+  config["rope_scaling"] = c.rope_scaling.kind == RopeScaling::Kind::kNone
+                               ? nlohmann::ordered_json{{"rope_type", "default"}}
+                               : yarnScaling(c.rope_scaling);
+  if (config["rope_scaling"].is_null()) return "";
   return config.dump(2) + "\n";
 }
 

@@ -197,6 +197,17 @@ ModelConfig deepseekV3(ModelConfig mixture, int64_t q_rank, int64_t kv_rank, int
   return c;
 }
 
+// `c` with DeepSeek-V3's YaRN: `factor` times an `original` context, its corrections from
+// `beta_fast` and `beta_slow` rotations, mscale and mscale_all_dim 1 (the scores' factor
+// mscale(factor)^2 in the latent attention, cos and sin unscaled).
+ModelConfig deepseekYarn(ModelConfig c, double factor, int64_t original, double beta_fast, double beta_slow) {
+  c.rope_scaling.kind = RopeScaling::Kind::kYarn;
+  c.rope_scaling.context = c.context, c.rope_scaling.original_context = original, c.rope_scaling.factor = factor;
+  c.rope_scaling.beta_fast = beta_fast, c.rope_scaling.beta_slow = beta_slow;
+  c.rope_scaling.mscale = c.rope_scaling.mscale_all_dim = 1.0;
+  return c;
+}
+
 }  // namespace
 
 const std::vector<ModelPreset>& modelPresets() {
@@ -274,10 +285,28 @@ const std::vector<ModelPreset>& modelPresets() {
                160, 8, 1536, 2.5),
        "GLM-4.5 shape: 160 experts, top 8, a shared expert, the first 3 layers dense, q/k norms"},
       {"deepseek-v3-tiny",
-       deepseekV3(glm4Moe({ModelFamily::kLlama, 3, 64, 4, 4, 96, 256, 64, false, 1e-6, 1e4}, 1, 8, 2, 32, 2.5, 4, 2), 24,
-                  16, 16, 8, 12),
+       deepseekYarn(deepseekV3(glm4Moe({ModelFamily::kLlama, 3, 64, 4, 4, 96, 256, 64, false, 1e-6, 1e4}, 1, 8, 2, 32,
+                                       2.5, 4, 2),
+                               24, 16, 16, 8, 12),
+                    4.0, 16, 32.0, 1.0),
        "test-sized DeepSeek-V3: latent attention (q from rank 24, keys and values from rank 16), 8 experts of width 32 "
-       "in 4 groups (top 2 from 2) beside a shared one, a dense first layer"},
+       "in 4 groups (top 2 from 2) beside a shared one, a dense first layer, YaRN x4 from 16 tokens"},
+      {"deepseek-v3",
+       deepseekYarn(deepseekV3(glm4Moe({ModelFamily::kLlama, 61, 7168, 128, 128, 18432, 129280, 163840, false, 1e-6,
+                                        1e4},
+                                       3, 256, 8, 2048, 2.5, 8, 4),
+                               1536, 512, 128, 64, 128),
+                    40.0, 4096, 32.0, 1.0),
+       "DeepSeek-V3 / R1 shape: latent attention, 256 experts in 8 groups (top 8 from 4), a shared one, the first 3 "
+       "layers dense, YaRN x40"},
+      {"kimi-k2",
+       deepseekYarn(deepseekV3(glm4Moe({ModelFamily::kLlama, 61, 7168, 64, 64, 18432, 163840, 131072, false, 1e-6,
+                                        50000.0},
+                                       1, 384, 8, 2048, 2.827),
+                               1536, 512, 128, 64, 128),
+                    32.0, 4096, 1.0, 1.0),
+       "Kimi K2 shape (DeepseekV3ForCausalLM): latent attention, 384 experts (top 8), a shared one, the first layer "
+       "dense, YaRN x32"},
       {"moonlight-16b-a3b",
        deepseekV3(glm4Moe({ModelFamily::kLlama, 27, 2048, 16, 16, 11264, 163840, 8192, false, 1e-5, 50000.0}, 1, 64, 6,
                           1408, 2.446, 1, 1, 2),
