@@ -1,5 +1,6 @@
 // Hugging Face model folders in: `config.json` (compiler/HuggingFaceConfig.h) and the folder's
-// safetensors (one file, or shards with model.safetensors.index.json; F32, BF16 or F16) mapped by name onto the family's parameters and widened to the fp32 master,
+// safetensors (one file, or shards with model.safetensors.index.json; F32, BF16 or F16, or quantized:
+// WeightQuantization) mapped by name onto the family's parameters and widened to the fp32 master,
 // one tensor at a time (GPT-2's Conv1D weights transposed, its fused c_attn cut into q, k and v).
 // Read strictly:
 // a config key mtc does not know, a setting it does not implement (a rope scaling other than
