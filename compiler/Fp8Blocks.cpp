@@ -7,14 +7,10 @@
 
 #include <fmt/format.h>
 
+#include "runtime/io/safetensors.h"
+
 namespace mt {
 namespace {
-
-std::string shapeText(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 int64_t blocksAlong(int64_t extent, int64_t block) { return extent / block + (extent % block != 0); }
 
@@ -22,7 +18,7 @@ int64_t blocksAlong(int64_t extent, int64_t block) { return extent / block + (ex
 std::string elementText(const std::vector<int64_t>& shape, int64_t i) {
   std::vector<int64_t> index(shape.size());
   for (size_t d = shape.size(); d-- > 0;) index[d] = i % shape[d], i /= shape[d];
-  return shapeText(index);
+  return "[" + shapeText(index) + "]";
 }
 
 }  // namespace
@@ -37,14 +33,14 @@ float e4m3Value(uint8_t code) {
 
 std::string fp8ScaleShapeProblem(const std::vector<int64_t>& weight, const std::vector<int64_t>& scales,
                                  Fp8BlockSize block) {
-  if (weight.size() < 2) return "an FP8 weight must have two axes or more, not " + shapeText(weight);
+  if (weight.size() < 2) return fmt::format("an FP8 weight must have two axes or more, not [{}]", shapeText(weight));
   std::vector<int64_t> want = weight;
   want[want.size() - 2] = blocksAlong(weight[weight.size() - 2], block.rows);
   want.back() = blocksAlong(weight.back(), block.cols);
   if (scales != want)
-    return "its scales are " + shapeText(scales) + ", not the " + shapeText(want) + " that blocks of " +
-           std::to_string(block.rows) + "x" + std::to_string(block.cols) + " (the config's weight_block_size) of a " +
-           shapeText(weight) + " weight have";
+    return fmt::format("its scales are [{}], not the [{}] that blocks of {}x{} (the config's weight_block_size) of a "
+                       "[{}] weight have",
+                       shapeText(scales), shapeText(want), block.rows, block.cols, shapeText(weight));
   return "";
 }
 

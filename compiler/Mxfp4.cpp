@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "runtime/io/safetensors.h"
+
 namespace mt {
 namespace {
 
@@ -11,25 +15,20 @@ constexpr float kFp4Values[16] = {+0.0f, +0.5f, +1.0f, +1.5f, +2.0f, +3.0f, +4.0
 constexpr uint8_t kNanScale = 255;       // E8M0's NaN
 constexpr int64_t kColumnsAtOnce = 64;   // output columns decoded before they are written transposed
 
-std::string shapeText(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 }  // namespace
 
 std::string mxfp4ShapeProblem(const std::vector<int64_t>& blocks, const std::vector<int64_t>& scales,
                               const std::vector<int64_t>& weight) {
   if (weight.size() != 3 || weight[1] % kMxfp4BlockValues != 0)
-    return "an MXFP4 weight must be (experts, in, out) with `in` a multiple of 32, not " + shapeText(weight);
+    return fmt::format("an MXFP4 weight must be (experts, in, out) with `in` a multiple of 32, not [{}]",
+                       shapeText(weight));
   const int64_t experts = weight[0], in = weight[1], out = weight[2], groups = in / kMxfp4BlockValues;
   const std::vector<int64_t> want_blocks = {experts, out, groups, kMxfp4BlockValues / 2};
   const std::vector<int64_t> want_scales = {experts, out, groups};
   if (blocks != want_blocks || scales != want_scales)
-    return "MXFP4 blocks " + shapeText(blocks) + " and scales " + shapeText(scales) + " do not hold a " +
-           shapeText(weight) + " weight (blocks " + shapeText(want_blocks) + " and scales " + shapeText(want_scales) +
-           " do)";
+    return fmt::format("MXFP4 blocks [{}] and scales [{}] do not hold a [{}] weight (blocks [{}] and scales [{}] do)",
+                       shapeText(blocks), shapeText(scales), shapeText(weight), shapeText(want_blocks),
+                       shapeText(want_scales));
   return "";
 }
 

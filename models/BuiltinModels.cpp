@@ -80,10 +80,9 @@ RopeScalingAttrs ropeScalingAttrs(const ModelConfig& c, int64_t seq, bool by_pos
     // original context, else the config's own (not a --context that shortens the sequences).
     const double context = static_cast<double>(r.context ? r.context : c.context);
     const double original = r.original_context ? static_cast<double>(r.original_context) : context;
-    const auto mscale = [](double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
     attention = r.attention_factor > 0.0                         ? r.attention_factor
-                : r.mscale > 0.0 && r.mscale_all_dim > 0.0 ? mscale(factor, r.mscale) / mscale(factor, r.mscale_all_dim)
-                                                               : mscale(factor, 1.0);
+                : r.mscale > 0.0 && r.mscale_all_dim > 0.0 ? r.yarnMscale(r.mscale) / r.yarnMscale(r.mscale_all_dim)
+                                                               : r.yarnMscale(1.0);
     const double dim = static_cast<double>(c.rotaryDim()), base = c.rope_theta;
     const auto correction = [&](double rotations) {
       return dim * std::log(original / (rotations * 2.0 * M_PI)) / (2.0 * std::log(base));

@@ -122,10 +122,8 @@ class ModelBuilder {
     if (c_.query_pre_attn_scalar > 0 && c_.query_pre_attn_scalar != head_dim)
       return std::sqrt(head_dim / c_.query_pre_attn_scalar);
     const RopeScaling& r = c_.rope_scaling;
-    if (c_.latentAttention() && r.kind == RopeScaling::Kind::kYarn && r.mscale_all_dim > 0 && r.factor > 1.0) {
-      const double mscale = 0.1 * r.mscale_all_dim * std::log(r.factor) + 1.0;
-      return mscale * mscale;
-    }
+    if (c_.latentAttention() && r.kind == RopeScaling::Kind::kYarn && r.mscale_all_dim > 0)
+      return r.yarnMscale(r.mscale_all_dim) * r.yarnMscale(r.mscale_all_dim);
     return 1.0;
   }
 
@@ -167,12 +165,8 @@ class ModelBuilder {
   // shared by the heads (Qwen3's q_norm and k_norm): the heads as rows of a view, normalized, and
   // the view back (reshapes: no copy).
   Value headNorm(Value x, const std::string& name) {
-    auto type = cast<RankedTensorType>(x.getType());
-    SmallVector<int64_t> split(type.getShape());
-    split.back() /= c_.headDim();
-    split.push_back(c_.headDim());
-    Value heads = b_.create<ReshapeOp>(loc_, RankedTensorType::get(split, type.getElementType()), x);
-    return b_.create<ReshapeOp>(loc_, type, rmsNormOf(heads, name, c_.headDim()));
+    const int64_t heads = cast<RankedTensorType>(x.getType()).getShape().back() / c_.headDim();
+    return joinLast(rmsNormOf(splitLast(x, heads), name, c_.headDim()));
   }
 
   // The tokens' rows of the table, with the padding id's row left out of its gradient.
@@ -362,8 +356,8 @@ class ModelBuilder {
     auto type = cast<RankedTensorType>(k_rot.getType());
     const Type element = type.getElementType();
     const int64_t batch = type.getDimSize(0), tokens = type.getDimSize(1);
-    Value one_head = b_.create<ReshapeOp>(loc_, RankedTensorType::get({batch, tokens, 1, rope}, element), k_rot);
-    Value k_rot_heads = b_.create<BroadcastOp>(loc_, RankedTensorType::get({batch, tokens, heads, rope}, element), one_head);
+    Value k_rot_heads =
+        b_.create<BroadcastOp>(loc_, RankedTensorType::get({batch, tokens, heads, rope}, element), splitLast(k_rot, 1));
     Value q_all = scaled(joinLast(concatLast(q_rot, lastAxis(q_heads, 0, nope))), scoreScaleRatio());
     Value k_all = joinLast(concatLast(k_rot_heads, lastAxis(kv, 0, nope)));
     Value v = lastAxis(kv, nope, dv);

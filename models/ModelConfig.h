@@ -7,6 +7,7 @@
 // the tools read configs and presets without the compiler's headers.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct RopeScaling {
   // longrope (Phi-3): each pair's factor within the original context (short) and past it (long),
   // as transformers picks them by the sequence's length.
   std::vector<double> short_factor, long_factor;
+  // YaRN's mscale(factor, m) (transformers' get_mscale): 0.1 m ln(factor) + 1, 1 where the factor
+  // does not lengthen; the attention factor's ratio and DeepSeek's softmax scale are made of it.
+  double yarnMscale(double m) const { return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
 };
 
 // The rope type's name in transformers' configs ("" for none).

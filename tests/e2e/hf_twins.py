@@ -150,6 +150,11 @@ def hf_granitemoe_experts(p, cfg, pre, h):
     return out.view(B, T, C)
 
 
+def get_mscale(scale, mscale=1):
+    """transformers' YaRN get_mscale: the attention factor's parts, DeepSeek's softmax scale's root."""
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
 def hf_rope_parameters(cfg, head_dim, seq=None):
     """transformers' rope initialisation (modeling_rope_utils): the inverse frequencies in float32
     over the rotated part of a head (int(head_dim * partial_rotary_factor) elements) and the factor
@@ -190,9 +195,6 @@ def hf_rope_parameters(cfg, head_dim, seq=None):
     assert kind == "yarn", kind
     # The factor as given (transformers >= 4.56 and 5; 4.48-4.55 took the two contexts' ratio).
     original = scaling.get("original_max_position_embeddings") or cfg["max_position_embeddings"]
-
-    def get_mscale(scale, mscale=1):
-        return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
     attention_factor = scaling.get("attention_factor")
     if attention_factor is None and scaling.get("mscale") and scaling.get("mscale_all_dim"):
         attention_factor = get_mscale(factor, scaling["mscale"]) / get_mscale(factor, scaling["mscale_all_dim"])
@@ -225,18 +227,15 @@ def hf_deepseek_attention(p, cfg, pre, h, mask):
     H, eps = cfg["num_attention_heads"], cfg["rms_norm_eps"]
     dn, dr, dv, rank = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"]
     B, T, _ = h.shape
-
-    def rms_norm(x, w):
-        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
     attn = pre + "self_attn."
     if cfg.get("q_lora_rank"):
-        q = F.linear(rms_norm(F.linear(h, p[attn + "q_a_proj.weight"]), p[attn + "q_a_layernorm.weight"]),
+        q = F.linear(ref.rms_norm(F.linear(h, p[attn + "q_a_proj.weight"]), p[attn + "q_a_layernorm.weight"], eps),
                      p[attn + "q_b_proj.weight"])
     else:
         q = F.linear(h, p[attn + "q_proj.weight"])
     q_pass, q_rot = q.view(B, T, H, dn + dr).transpose(1, 2).split([dn, dr], dim=-1)
     k_pass, k_rot = F.linear(h, p[attn + "kv_a_proj_with_mqa.weight"]).split([rank, dr], dim=-1)
-    kv = F.linear(rms_norm(k_pass, p[attn + "kv_a_layernorm.weight"]), p[attn + "kv_b_proj.weight"])
+    kv = F.linear(ref.rms_norm(k_pass, p[attn + "kv_a_layernorm.weight"], eps), p[attn + "kv_b_proj.weight"])
     k_pass, v = kv.view(B, T, H, dn + dv).transpose(1, 2).split([dn, dv], dim=-1)
     k_rot = k_rot.view(B, 1, T, dr)
     inv_freq, attention_factor = hf_rope_parameters(cfg, dr, T)
@@ -253,8 +252,8 @@ def hf_deepseek_attention(p, cfg, pre, h, mask):
     key = torch.cat((k_pass, k_rot.expand(B, H, T, dr)), dim=-1)
     scale = (dn + dr) ** -0.5
     scaling = cfg.get("rope_scaling") or {}
-    if scaling.get("mscale_all_dim") and scaling["factor"] > 1:
-        scale *= (0.1 * scaling["mscale_all_dim"] * math.log(scaling["factor"]) + 1.0) ** 2
+    if scaling.get("mscale_all_dim"):
+        scale *= get_mscale(scaling["factor"], scaling["mscale_all_dim"]) ** 2
     probs = torch.softmax(query @ key.transpose(2, 3) * scale + mask, dim=-1)
     return (probs @ v).transpose(1, 2).reshape(B, T, H * dv)
 
@@ -391,24 +390,8 @@ def hf_logits(p, cfg, tokens, score_head=False):
     def linear(x, name):
         return F.linear(x, p[name + ".weight"], p.get(name + ".bias"))
 
-    x = embed_tokens(p, cfg, tokens)
-    granite = cfg["model_type"] in ("granite", "granitemoe", "granitemoehybrid")  # their multipliers (modeling_granite*)
-    multiplier = lambda key: cfg.get(key, 1.0) if granite else 1.0  # noqa: E731 (GraniteConfig's defaults 1)
-    if granite:
-        x = x * multiplier("embedding_multiplier")
-    residual = multiplier("residual_multiplier")
-    olmo2 = cfg["model_type"] == "olmo2"  # Olmo2DecoderLayer: no input norms, a norm after each sublayer
-    whole_qk_norm = cfg["model_type"] in ("olmo2", "olmoe")
-    mask = torch.full((T, T), float("-inf")).triu(1)
-    for l in range(L):
-        pre = f"model.layers.{l}."
-        h = x if olmo2 else rms_norm(x, p[pre + "input_layernorm.weight"])
-        if cfg["model_type"] == "deepseek_v3":  # its latent attention, then GLM-4.5's experts
-            x = x + linear(hf_deepseek_attention(p, cfg, pre, h, mask), pre + "self_attn.o_proj")
-            h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
-            x = x + (hf_glm4_moe_experts(p, cfg, pre, h) if moe_layer(cfg, l) else
-                     linear(F.silu(linear(h, pre + "mlp.gate_proj")) * linear(h, pre + "mlp.up_proj"), pre + "mlp.down_proj"))
-            continue
+    def attention(l, pre, h):
+        """Layer l's attention before o_proj (B, T, H x D), as LlamaAttention and its kin compute it."""
         if pre + "self_attn.qkv_proj.weight" in p:  # Phi-3's, split as its Phi3Attention does
             q, k, v = linear(h, pre + "self_attn.qkv_proj").split([H * D, KV * D, KV * D], dim=-1)
         else:
@@ -430,7 +413,24 @@ def hf_logits(p, cfg, tokens, score_head=False):
         if window:  # transformers' sliding-window mask: key j of query i within i - window < j
             scores = scores + torch.full((T, T), float("-inf")).tril(-window)
         probs = ref.softmax_with_sinks(scores, p.get(pre + "self_attn.sinks"))  # gpt-oss's sinks, where it has them
-        o = (probs @ v).transpose(1, 2).reshape(B, T, H * D)
+        return (probs @ v).transpose(1, 2).reshape(B, T, H * D)
+
+    x = embed_tokens(p, cfg, tokens)
+    granite = cfg["model_type"] in ("granite", "granitemoe", "granitemoehybrid")  # their multipliers (modeling_granite*)
+    multiplier = lambda key: cfg.get(key, 1.0) if granite else 1.0  # noqa: E731 (GraniteConfig's defaults 1)
+    if granite:
+        x = x * multiplier("embedding_multiplier")
+    residual = multiplier("residual_multiplier")
+    olmo2 = cfg["model_type"] == "olmo2"  # Olmo2DecoderLayer: no input norms, a norm after each sublayer
+    whole_qk_norm = cfg["model_type"] in ("olmo2", "olmoe")
+    mask = torch.full((T, T), float("-inf")).triu(1)
+    for l in range(L):
+        pre = f"model.layers.{l}."
+        h = x if olmo2 else rms_norm(x, p[pre + "input_layernorm.weight"])
+        if cfg["model_type"] == "deepseek_v3":  # its latent attention (then Llama's layer, GLM-4.5's experts)
+            o = hf_deepseek_attention(p, cfg, pre, h, mask)
+        else:
+            o = attention(l, pre, h)
         if olmo2:
             x = x + rms_norm(linear(o, pre + "self_attn.o_proj"), p[pre + "post_attention_layernorm.weight"])
             m = linear(F.silu(linear(x, pre + "mlp.gate_proj")) * linear(x, pre + "mlp.up_proj"), pre + "mlp.down_proj")
@@ -445,7 +445,7 @@ def hf_logits(p, cfg, tokens, score_head=False):
             x = x + hf_granitemoe_experts(p, cfg, pre, h) * residual
             continue
         if moe_layer(cfg, l):
-            x = x + (hf_glm4_moe_experts if cfg["model_type"] == "glm4_moe" else hf_experts)(p, cfg, pre, h)
+            x = x + (hf_glm4_moe_experts if cfg["model_type"] in ("glm4_moe", "deepseek_v3") else hf_experts)(p, cfg, pre, h)
             continue
         if pre + "mlp.gate_up_proj.weight" in p:  # Phi-3's, chunked as its Phi3MLP does
             gate, up = linear(h, pre + "mlp.gate_up_proj").chunk(2, dim=-1)
