@@ -223,12 +223,13 @@ void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) 
 namespace {
 
 // A mixture of experts' settings (Qwen3MoeForCausalLM, Qwen2MoeForCausalLM with its shared expert,
-// MixtralForCausalLM, GptOssForCausalLM, OlmoeForCausalLM, GraniteMoeForCausalLM, Glm4MoeForCausalLM)
-// into `c`.
+// MixtralForCausalLM, GptOssForCausalLM, OlmoeForCausalLM, GraniteMoeForCausalLM, Glm4MoeForCausalLM,
+// DeepSeek's) into `c`.
 void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c) {
   using enum Architecture;
   if (architecture == kGlm4Moe) return hf::readGlm4MoeExperts(r, c);
   if (architecture == kDeepseekV3) return hf::readDeepseekV3Keys(r, c);
+  if (architecture == kDeepseekV2) return hf::readDeepseekV2Keys(r, c);
   if (architecture == kOlmoe) {
     // Qwen3-MoE's keys, each expert as wide as intermediate_size in every layer.
     c.experts = r.integer("num_experts");
@@ -423,7 +424,7 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
     r.require("attention_bias", false, "Qwen2's output projection has no bias in transformers");
   else if (glm4_moe)  // GLM-4.5's q, k and v alone (Glm4MoeAttention's o_proj has none)
     c.qkv_bias = r.boolean("attention_bias", false);
-  else if (architecture == kDeepseekV3)
+  else if (architecture == kDeepseekV3 || architecture == kDeepseekV2)
     r.require("attention_bias", false, "biases on DeepSeek's latent attention are not supported (no published model "
                                        "has them)");
   else if (phi3)

@@ -180,14 +180,14 @@ class ConfigReader {
 // parsed once from the config's name (findArchitecture): the readers test this, not the name.
 enum class Architecture {
   kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGemma, kGemma2, kGemma3, kPhi3, kGranite,
-  kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kDeepseekV3, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
+  kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kDeepseekV2, kDeepseekV3, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
 };
 struct ArchitectureName {
   Architecture id;
   const char* causal;      // its causal LM's class, as config.json names it
   const char* model_type;  // the config's model_type, which must agree
   // Its sequence classifier's class (a reward model's folder), nullptr where transformers has none
-  // (OLMo 2's, OLMoE's and GLM-4.5's modeling code; DeepSeek-V3's not read): such a folder is
+  // (OLMo 2's, OLMoE's and GLM-4.5's modeling code): such a folder is
   // refused, and so is a reward model of it.
   const char* classifier;
 };
@@ -214,7 +214,8 @@ inline constexpr ArchitectureName kArchitectureNames[] = {
     {Architecture::kGraniteHybrid, "GraniteMoeHybridForCausalLM", "granitemoehybrid",
      "GraniteMoeHybridForSequenceClassification"},
     {Architecture::kGlm4Moe, "Glm4MoeForCausalLM", "glm4_moe", nullptr},
-    {Architecture::kDeepseekV3, "DeepseekV3ForCausalLM", "deepseek_v3", nullptr},
+    {Architecture::kDeepseekV2, "DeepseekV2ForCausalLM", "deepseek_v2", "DeepseekV2ForSequenceClassification"},
+    {Architecture::kDeepseekV3, "DeepseekV3ForCausalLM", "deepseek_v3", "DeepseekV3ForSequenceClassification"},
     {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2", "GPT2ForSequenceClassification"},
 };
 static_assert(
@@ -255,12 +256,14 @@ void readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c);
 void readGraniteKeys(ConfigReader& r, ModelConfig& c, std::vector<std::string>& notes);
 void readGraniteHybridKeys(ConfigReader& r, ModelConfig& c);
 
-// The mixtures routed as DeepSeek-V3's (compiler/HuggingFaceDeepseekMoe.cpp): GLM-4.5's experts
-// (Glm4MoeForCausalLM: its sigmoid router, ungated shared experts, first dense layers) into `c`;
-// DeepSeek-V3's keys (DeepseekV3ForCausalLM: its latent attention and experts as GLM-4.5's); the
-// count of their checkpoints' multi-token prediction layers, which transformers leaves unread.
+// DeepSeek's mixtures (compiler/HuggingFaceDeepseekMoe.cpp): GLM-4.5's experts (Glm4MoeForCausalLM:
+// DeepSeek-V3's sigmoid router, ungated shared experts, first dense layers) into `c`; DeepSeek-V3's
+// keys (DeepseekV3ForCausalLM: its latent attention and experts as GLM-4.5's); DeepSeek-V2's
+// (DeepseekV2ForCausalLM: the latent attention, experts routed by a softmax); the count of the
+// GLM-4.5 and DeepSeek-V3 checkpoints' multi-token prediction layers, which transformers leaves unread.
 void readGlm4MoeExperts(ConfigReader& r, ModelConfig& c);
 void readDeepseekV3Keys(ConfigReader& r, ModelConfig& c);
+void readDeepseekV2Keys(ConfigReader& r, ModelConfig& c);
 int64_t readPredictionLayers(ConfigReader& r);
 // Such a config.json (`config_json`) as the plan keeps it and --export-hf writes it beside weights
 // without the prediction layers: num_nextn_predict_layers 0.

@@ -69,19 +69,23 @@ nlohmann::ordered_json yarnScaling(const RopeScaling& r) {
   return scaling;
 }
 
-// GLM-4.5's config.json (Glm4MoeForCausalLM): its sigmoid router, an ungated shared expert a whole
-// number of experts wide, dense first layers, q/k/v biases; DeepSeek-V3's (DeepseekV3ForCausalLM)
-// where the attention is latent (its rotary embedding unscaled or YaRN); "" for another shape.
-std::string glm4MoeConfig(const ModelConfig& c) {
+// DeepSeek's mixtures (an ungated shared expert a whole number of experts wide, dense first layers):
+// GLM-4.5's config.json (Glm4MoeForCausalLM: its sigmoid router, q/k/v biases); DeepSeek-V3's
+// (DeepseekV3ForCausalLM) where the attention is latent (its rotary embedding unscaled or YaRN);
+// DeepSeek-V2's (DeepseekV2ForCausalLM) where a latent attention's router is the softmax's, its
+// pairs interleaved, its weights not renormalised; "" for another shape.
+std::string deepseekMoeConfig(const ModelConfig& c) {
   const int64_t dense = static_cast<int64_t>(c.dense_layers.size());
   for (int64_t l = 0; l < dense; ++l)
     if (c.dense_layers[l] != l) return "";
-  if (c.shared_expert_gated || c.shared_expert_ffn % c.expert_ffn != 0 || c.moe_every != 1 || c.o_bias ||
-      c.qk_norm_whole || c.router_aux_loss_coef > 0)
+  if (c.experts == 0 || c.shared_expert_gated || c.shared_expert_ffn % c.expert_ffn != 0 || c.moe_every != 1 ||
+      c.o_bias || c.qk_norm_whole || c.router_aux_loss_coef > 0)
     return "";
-  const bool deepseek = c.latentAttention();
-  nlohmann::ordered_json config = deepseek ? llamaConfig(c, "DeepseekV3ForCausalLM", "deepseek_v3", c.ffn)
-                                           : llamaConfig(c, "Glm4MoeForCausalLM", "glm4_moe", c.ffn);
+  const bool deepseek = c.latentAttention(), v2 = !c.sigmoid_router;
+  if (v2 && (!deepseek || !c.rope_interleave || c.normalize_topk)) return "";
+  nlohmann::ordered_json config = v2         ? llamaConfig(c, "DeepseekV2ForCausalLM", "deepseek_v2", c.ffn)
+                                  : deepseek ? llamaConfig(c, "DeepseekV3ForCausalLM", "deepseek_v3", c.ffn)
+                                             : llamaConfig(c, "Glm4MoeForCausalLM", "glm4_moe", c.ffn);
   if (deepseek) {  // its latent attention (DeepseekV3Config's keys; head_dim as transformers writes it)
     if (c.rope_scaling.kind != RopeScaling::Kind::kNone) {
       config["rope_scaling"] = yarnScaling(c.rope_scaling);
@@ -93,7 +97,7 @@ std::string glm4MoeConfig(const ModelConfig& c) {
     config["qk_rope_head_dim"] = c.qk_rope_dim;
     config["v_head_dim"] = c.v_head_dim;
     config["head_dim"] = c.qk_rope_dim;
-    config["rope_interleave"] = c.rope_interleave;
+    if (!v2) config["rope_interleave"] = c.rope_interleave;
     config["attention_bias"] = false;
   } else {
     config["head_dim"] = c.headDim();
@@ -110,7 +114,12 @@ std::string glm4MoeConfig(const ModelConfig& c) {
   config["topk_group"] = c.router_groups_chosen;
   config["routed_scaling_factor"] = c.routed_scaling;
   config["norm_topk_prob"] = c.normalize_topk;
-  config["num_nextn_predict_layers"] = 0;
+  if (v2) {
+    config["topk_method"] = c.router_groups > 1 ? "group_limited_greedy" : "greedy";
+    config["scoring_func"] = "softmax";
+  } else {
+    config["num_nextn_predict_layers"] = 0;
+  }
   return config.dump(2) + "\n";
 }
 
@@ -180,7 +189,7 @@ std::string causalConfig(const ModelConfig& c) {
   if (c.expert_form == ModelConfig::ExpertForm::kGptOss) return gptOssConfig(c);
   if (c.sliding_window > 0) return "";  // a window only gpt-oss's form writes out
   if (c.qk_norm_whole) return olmoeConfig(c);
-  if (c.sigmoid_router) return glm4MoeConfig(c);
+  if (c.sigmoid_router || c.latentAttention()) return deepseekMoeConfig(c);
   if (c.experts > 0) return expertsConfig(c);
   // Qwen2: q/k/v biases alone; Llama and Qwen3 bias all four projections or none (attention_bias).
   const bool qwen2 = !c.qk_norm && c.qkv_bias && !c.o_bias;

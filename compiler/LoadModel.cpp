@@ -48,14 +48,17 @@ bool importOnnx(MLIRContext& context, const CompileOptions& o, LoadedModel& m) {
   return true;
 }
 
-// A sigmoid router's choice and weights in the summary (", sigmoid scores chosen with a frozen
-// bias within 1 of 2 groups, renormalised, x 2.5").
-std::string sigmoidRouting(const ModelConfig& c) {
-  return fmt::format(", sigmoid scores chosen with a frozen bias{}{}{}",
-                     c.router_groups > 1 ? fmt::format(" within {} of {} groups", c.router_groups_chosen, c.router_groups)
-                                         : "",
-                     c.normalize_topk ? ", renormalised" : "",
-                     c.routed_scaling != 1.0 ? fmt::format(", x {:g}", c.routed_scaling) : "");
+// A router's choice and weights in the summary beyond the plain softmax's (", sigmoid scores
+// chosen with a frozen bias within 1 of 2 groups, renormalised, x 2.5"; DeepSeek-V2's ", within 3 of
+// 8 groups by their best, x 16").
+std::string routerChoice(const ModelConfig& c) {
+  std::string choice = c.sigmoid_router ? ", sigmoid scores chosen with a frozen bias" : "";
+  if (c.router_groups > 1)
+    choice += fmt::format("{} within {} of {} groups{}", c.sigmoid_router ? "" : ",", c.router_groups_chosen,
+                          c.router_groups, c.sigmoid_router ? "" : " by their best");
+  if (c.normalize_topk) choice += ", renormalised";
+  if (c.routed_scaling != 1.0) choice += fmt::format(", x {:g}", c.routed_scaling);
+  return choice;
 }
 
 // The model's shape in the summary: "llama, 2 layers, width 64, ...".
@@ -65,9 +68,7 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   if (c.experts) {
     const std::string routing = oss ? fmt::format(", softmax of the top k; gpt-oss's biased experts, "
                                                   "SwiGLU clamped at {:g}", c.swiglu_limit)
-                                : c.sigmoid_router ? sigmoidRouting(c)
-                                : c.normalize_topk ? ", renormalised"
-                                                   : "";
+                                    : routerChoice(c);
     experts = fmt::format(", {} experts of width {} (top {}{}){} in {} of {} layers{}", c.experts, c.expert_ffn,
                           c.experts_per_token, routing,
                           c.shared_expert_ffn ? fmt::format(" beside a shared expert of width {} ({})",

@@ -207,6 +207,16 @@ ModelConfig deepseekYarn(ModelConfig c, double factor, int64_t original, double 
   return c;
 }
 
+// DeepSeek-V2 (DeepseekV2ForCausalLM): DeepSeek-V3's shape (deepseekV3 of glm4Moe, glm4Moe's groups
+// and scale) with the softmax router — the top k of its probabilities, within the groups whose best
+// probabilities are largest where there are groups, not renormalised — and DeepSeek-V2's YaRN
+// mscale and mscale_all_dim 0.707 where it scales (the scores' factor mscale(factor, 0.707)^2).
+ModelConfig deepseekV2(ModelConfig c) {
+  c.sigmoid_router = false, c.normalize_topk = false;
+  if (c.rope_scaling.kind == RopeScaling::Kind::kYarn) c.rope_scaling.mscale = c.rope_scaling.mscale_all_dim = 0.707;
+  return c;
+}
+
 }  // namespace
 
 const std::vector<ModelPreset>& modelPresets() {
@@ -311,6 +321,30 @@ const std::vector<ModelPreset>& modelPresets() {
                           1408, 2.446, 1, 1, 2),
                   0, 512, 128, 64, 128),
        "Moonlight-16B-A3B shape (DeepseekV3ForCausalLM): latent attention, 64 experts, top 6, 2 shared"},
+      {"deepseek-v2-tiny",
+       deepseekV2(deepseekYarn(deepseekV3(glm4Moe({ModelFamily::kLlama, 3, 64, 4, 4, 96, 256, 64, false, 1e-6, 1e4}, 1,
+                                                  8, 3, 24, 2.0, 4, 2, 2),
+                                          0, 16, 16, 8, 16),
+                               4.0, 16, 32.0, 1.0)),
+       "test-sized DeepSeek-V2: latent attention (q_proj, keys and values from rank 16), 8 experts of width 24 in 4 "
+       "groups (the softmax's top 3 from the 2 with the best probabilities, x 2) beside 2 shared, a dense first "
+       "layer, YaRN x4 from 16 tokens"},
+      {"deepseek-v2-lite",
+       deepseekV2(deepseekYarn(deepseekV3(glm4Moe({ModelFamily::kLlama, 27, 2048, 16, 16, 10944, 102400, 163840, false,
+                                                   1e-6, 1e4},
+                                                  1, 64, 6, 1408, 1.0, 1, 1, 2),
+                                          0, 512, 128, 64, 128),
+                               40.0, 4096, 32.0, 1.0)),
+       "DeepSeek-V2-Lite shape: latent attention (q_proj), 64 experts (the softmax's top 6) beside 2 shared, the "
+       "first layer dense, YaRN x40"},
+      {"deepseek-v2",
+       deepseekV2(deepseekYarn(deepseekV3(glm4Moe({ModelFamily::kLlama, 60, 5120, 128, 128, 12288, 102400, 163840,
+                                                   false, 1e-6, 1e4},
+                                                  1, 160, 6, 1536, 16.0, 8, 3, 2),
+                                          1536, 512, 128, 64, 128),
+                               40.0, 4096, 32.0, 1.0)),
+       "DeepSeek-V2 / V2.5 shape: latent attention, 160 experts in 8 groups (the softmax's top 6 from 3, x 16) beside "
+       "2 shared, the first layer dense, YaRN x40"},
       {"gpt-oss-tiny", gptOssTiny(), "test-sized gpt-oss: sinks, a window of 8 on layer 0, 4 experts of width 32, top 2"},
       {"gpt-oss-20b", gptOss(24, 32), "gpt-oss-20b shape: 32 experts, top 4, sinks, 128-token windows on alternate layers"},
       {"gpt-oss-120b", gptOss(36, 128), "gpt-oss-120b shape: 128 experts, top 4, sinks, 128-token windows on alternate layers"},
@@ -384,16 +418,16 @@ std::string validateArchitectureForms(const ModelConfig& c) {
   return "";
 }
 
-// A mixture of experts' router and shared expert beyond the softmax router's (GLM-4.5's,
-// DeepSeek-V3's): "" or what is wrong. The kernel's limits (kernels/moe/moe_cpu.cc checkRouting).
-std::string validateSigmoidRouter(const ModelConfig& c) {
+// A mixture of experts' shared expert and router beyond the plain softmax top k: the sigmoid
+// router (GLM-4.5's, DeepSeek-V3's), the choice within groups (DeepSeek's) and the weights' scale
+// (routed_scaling_factor): "" or what is wrong. The kernel's limits (kernels/moe/moe_cpu.cc
+// checkRouting).
+std::string validateRouter(const ModelConfig& c) {
   if (!c.shared_expert_gated && c.shared_expert_ffn == 0) return "an ungated shared expert needs shared_expert_ffn";
   const bool groups = c.router_groups != 1 || c.router_groups_chosen != 1;
-  if (!c.sigmoid_router)
-    return groups || c.routed_scaling != 1.0
-               ? "groups of experts and routed_scaling are options of the sigmoid router (GLM-4.5's, DeepSeek-V3's)"
-               : "";
-  if (c.expert_form != ModelConfig::ExpertForm::kSwiglu) return "the sigmoid router is an option of the SwiGLU experts";
+  if (!c.sigmoid_router && !groups && c.routed_scaling == 1.0) return "";
+  if (c.expert_form != ModelConfig::ExpertForm::kSwiglu)
+    return "the sigmoid router, groups of experts and routed_scaling are options of the SwiGLU experts";
   if (!std::isfinite(static_cast<float>(c.routed_scaling)))
     return "routed_scaling (routed_scaling_factor) must be finite in f32";
   if (!groups) return "";
@@ -404,6 +438,11 @@ std::string validateSigmoidRouter(const ModelConfig& c) {
   if (c.router_groups_chosen < 1 || c.router_groups_chosen > c.router_groups)
     return "router_groups_chosen (topk_group) " + std::to_string(c.router_groups_chosen) + " must lie in [1, " +
            std::to_string(c.router_groups) + "]";
+  // Fewer would choose experts outside the groups, which DeepSeek's routers never mean to.
+  if (c.router_groups_chosen * (c.experts / c.router_groups) < c.experts_per_token)
+    return "router_groups_chosen (topk_group) " + std::to_string(c.router_groups_chosen) + " groups of " +
+           std::to_string(c.experts / c.router_groups) + " experts hold fewer than the " +
+           std::to_string(c.experts_per_token) + " each token chooses";
   return "";
 }
 
@@ -465,7 +504,7 @@ std::string validateConfig(const ModelConfig& c, int64_t seq) {
              std::to_string(c.shared_expert_ffn);
     if (c.shared_expert_ffn > 0 && c.expert_form != ModelConfig::ExpertForm::kSwiglu)
       return "a shared expert is an option of the SwiGLU experts (Qwen2-MoE's), not gpt-oss's";
-    if (std::string problem = validateSigmoidRouter(c); !problem.empty()) return problem;
+    if (std::string problem = validateRouter(c); !problem.empty()) return problem;
   }
   if (c.experts == 0 && c.shared_expert_ffn != 0) return "a shared expert needs a mixture of experts beside it";
   if (c.family != ModelFamily::kLlama && (c.sliding_window || c.attention_sinks || c.expert_form != ModelConfig::ExpertForm::kSwiglu))

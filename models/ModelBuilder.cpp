@@ -115,7 +115,9 @@ class ModelBuilder {
 
   // What q is scaled by so that the kernels' head_dim^-1/2 gives the model's scores: Granite's
   // attention_multiplier x sqrt(head_dim), Gemma's sqrt(head_dim / query_pre_attn_scalar),
-  // DeepSeek's YaRN mscale(factor, mscale_all_dim)^2 (its DeepseekV3Attention's softmax scale), else 1.
+  // DeepSeek's YaRN mscale(factor, mscale_all_dim)^2 (the softmax scale of DeepSeek's own attention,
+  // V2's and V3's, and of transformers' DeepseekV3Attention; its DeepseekV2Attention leaves it out),
+  // else 1.
   double scoreScaleRatio() const {
     const double head_dim = static_cast<double>(c_.headDim());
     if (c_.attention_multiplier > 0) return c_.attention_multiplier * std::sqrt(head_dim);

@@ -150,16 +150,20 @@ struct ModelConfig {
   // llama, with experts of the SwiGLU form: GLM-4.5's and DeepSeek-V3's router (transformers'
   // TopkRouter). Each expert's score is its logit's sigmoid; the top k are chosen by score + a
   // bias that takes no gradient (layers.L.moe.router.score_bias (E), e_score_correction_bias:
-  // frozen, as transformers' buffer) within the `router_groups_chosen` of `router_groups` equal
-  // groups whose two best such sums add up largest; their weights are the scores (divided by
-  // their sum + 1e-20 where normalize_topk) times `routed_scaling`. False: the softmax router.
+  // frozen, as transformers' buffer); their weights are the scores (divided by their sum + 1e-20
+  // where normalize_topk). False: the softmax router.
   bool sigmoid_router = false;
+  // With experts of the SwiGLU form, either router: the top k chosen within the
+  // `router_groups_chosen` of `router_groups` equal groups of experts that score largest (a
+  // sigmoid router's group by its two best choice scores added up, DeepSeek-V3's; a softmax
+  // router's by its best probability, DeepSeek-V2's group_limited_greedy), the weights times
+  // `routed_scaling`.
   int64_t router_groups = 1, router_groups_chosen = 1;  // n_group, topk_group
   double routed_scaling = 1.0;                          // routed_scaling_factor
   // The shared expert's output added as it is (GLM-4.5's and DeepSeek's shared_experts), not
   // through Qwen2-MoE's sigmoid gate.
   bool shared_expert_gated = true;
-  // llama: DeepSeek's multi-head latent attention (DeepseekV3ForCausalLM; kv_lora_rank 0: none). q
+  // llama: DeepSeek's multi-head latent attention (DeepseekV2/V3ForCausalLM; kv_lora_rank 0: none). q
   // comes from the hidden states through q_proj, or through a rank-`q_lora_rank` bottleneck (q_a,
   // its RMSNorm, q_b); each head's keys and values from one rank-`kv_lora_rank` latent (kv_a's
   // first rows, RMSNormed, through kv_b into each head's unrotated key part, `qk_nope_dim`, and its

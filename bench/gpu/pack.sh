@@ -59,8 +59,9 @@ build/bin/mtc llama-tiny --width 256 --heads 2 --kv-heads 1 --ffn 512 --batch 2 
 # router's load-balancing loss too (the statistics' backward on the device); Qwen2-MoE's shared
 # expert beside its experts (mt.unary's sigmoid, mt.binary's broadcast product on the device);
 # GLM-4.5's sigmoid router (mt.moe_route_biased: its bias, groups and scale on the device);
-# DeepSeek-V3's latent attention around it (mt.slice, mt.concat, mt.broadcast on the device).
-for model in qwen3-moe-tiny qwen2-moe-tiny mixtral-tiny glm4-moe-tiny deepseek-v3-tiny; do
+# DeepSeek-V3's latent attention around it (mt.slice, mt.concat, mt.broadcast on the device);
+# DeepSeek-V2's softmax router within groups.
+for model in qwen3-moe-tiny qwen2-moe-tiny mixtral-tiny glm4-moe-tiny deepseek-v3-tiny deepseek-v2-tiny; do
   aux=()
   [ $model = qwen3-moe-tiny ] && aux=(--router-aux-loss 0.02)
   build/bin/mtc $model --batch 4 --seq 32 "${aux[@]}" --no-weights -o .gpu/plans/$model.plan >/dev/null

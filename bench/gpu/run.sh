@@ -77,7 +77,7 @@ echo "$twins"; grep -A3 'Failure' "$out/twins.txt" | head -40
 
 section "2. cuda vs cpu, 10 steps"
 parity=""
-plans=$(ls .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan .gpu/plans/qwen3-moe-tiny*.plan .gpu/plans/qwen2-moe-tiny*.plan .gpu/plans/mixtral-tiny*.plan .gpu/plans/glm4-moe-tiny*.plan .gpu/plans/deepseek-v3-tiny*.plan \
+plans=$(ls .gpu/plans/gpt2-tiny*.plan .gpu/plans/llama-tiny*.plan .gpu/plans/qwen3-moe-tiny*.plan .gpu/plans/qwen2-moe-tiny*.plan .gpu/plans/mixtral-tiny*.plan .gpu/plans/glm4-moe-tiny*.plan .gpu/plans/deepseek-v3-tiny*.plan .gpu/plans/deepseek-v2-tiny*.plan \
   .gpu/plans/gpt-oss-tiny*.plan .gpu/plans/gemma3-tiny*.plan .gpu/plans/gemma2-tiny*.plan .gpu/plans/phi4mini-tiny*.plan .gpu/plans/packed-*.plan \
   .gpu/plans/dpo-*.plan .gpu/plans/kto-*.plan)
 [ "$what" = attention ] && plans=$(ls .gpu/plans/llama-tiny-d*-mixed.plan .gpu/plans/packed-llama-tiny-d64-mixed.plan)

@@ -71,7 +71,8 @@ LogicalResult MoeRouteOp::verify() {
   if (!std::isfinite(getScale().convertToFloat())) return emitOpError("scale is not finite");
   const int64_t groups = static_cast<int64_t>(getGroups()), chosen = static_cast<int64_t>(getGroupsChosen());
   if (groups == 1 && chosen == 1) return success();
-  if (!sigmoid) return emitOpError("groups of experts need a sigmoid routing");
+  if (!routing::choosesWithinGroups(static_cast<MoeRoutingKind>(getRouting())))
+    return emitOpError("groups of experts need a routing by scores, not topk_softmax");
   if (!routing::splitsIntoGroups(experts, groups))
     return emitOpError("groups ") << groups << " must lie in [2, " << routing::kMaxGroups << "] and split the "
                                   << experts << " experts into equal groups of two or more";

@@ -36,14 +36,18 @@ def Mt_MoeRouteOp : Mt_KernelOp<"moe_route", [
     through the softmax or sigmoid into the logits (mt.moe_route_grad).
 
     A sigmoid router may choose by its scores plus `score_bias` (E), which then takes no
-    gradient (GLM-4.5's and DeepSeek-V3's e_score_correction_bias; kernel mt.moe_route_biased),
-    and within the `groups_chosen` of `groups` equal groups of experts whose two best such
-    scores add up largest (DeepSeek-V3's n_group, topk_group).
+    gradient (GLM-4.5's and DeepSeek-V3's e_score_correction_bias; kernel mt.moe_route_biased).
+    A routing by scores (all but topk_softmax) may choose within the `groups_chosen` of `groups`
+    equal groups of experts that score largest (DeepSeek's n_group, topk_group): a sigmoid
+    router's group by its two best such scores added up (DeepSeek-V3's), a softmax router's by
+    its best probability (DeepSeek-V2's group_limited_greedy; plan 1.39).
 
     ```mlir
     %w, %e = mt.moe_route %logits softmax_topk_normalized {top_k = 2} : tensor<8x256x8xf32>
     %w, %e = mt.moe_route %logits bias %b sigmoid_topk_normalized {groups = 8 : i64, groups_chosen = 4 : i64,
         scale = 2.5 : f32, top_k = 8 : i64} : tensor<8x256x256xf32>, tensor<256xf32>
+    %w, %e = mt.moe_route %logits softmax_topk {groups = 8 : i64, groups_chosen = 3 : i64, scale = 16.0 : f32,
+        top_k = 6 : i64} : tensor<8x256x160xf32>
     ```
   }];
   let arguments = (ins Mt_F32Tensor:$logits, Optional<Mt_F32Tensor>:$score_bias, Mt_MoeRouting:$routing,

@@ -48,7 +48,8 @@ std::string checkRouting(const KernelArgs& args, const Tensor& logits) {
   const routing::RouteSettings s = routing::routeSettings(args, 1);
   if (!std::isfinite(s.scale)) return "moe_route scale is not finite";
   if (s.groups == 1 && s.groups_chosen == 1) return "";
-  if (!s.sigmoid()) return "moe_route chooses within groups of experts with a sigmoid router only";
+  if (!routing::choosesWithinGroups(s.kind))
+    return "moe_route chooses within groups of experts by scores, not with the top-k softmax (routing 2)";
   if (!routing::splitsIntoGroups(experts, s.groups))
     return "moe_route groups " + std::to_string(s.groups) + " must lie in [2, " + std::to_string(routing::kMaxGroups) +
            "] and split the " + std::to_string(experts) + " experts into equal groups of two or more";

@@ -33,8 +33,9 @@ inline constexpr int64_t kMaxGroups = 64;
 struct RouteSettings {
   MoeRoutingKind kind = MoeRoutingKind::kSoftmaxTopK;
   int64_t top_k = 1;
-  // The choice within the `groups_chosen` of `groups` equal groups of experts whose two best
-  // choice scores sum largest (DeepSeek-V3's n_group, topk_group); 1 and 1: among all.
+  // The choice within the `groups_chosen` of `groups` equal groups of experts whose group scores
+  // are largest (DeepSeek's n_group, topk_group; groupScoresByBest says how a group scores); 1 and
+  // 1: among all.
   int64_t groups = 1, groups_chosen = 1;
   float scale = 1.0f;           // the weights times this (routed_scaling_factor)
   const float* bias = nullptr;  // (E): added to the scores for the choice alone (e_score_correction_bias); null: none
@@ -45,7 +46,14 @@ struct RouteSettings {
   MT_HOST_DEVICE bool normalized() const {
     return kind == MoeRoutingKind::kSoftmaxTopKNormalized || kind == MoeRoutingKind::kSigmoidTopKNormalized;
   }
+  // A group's score: its best expert's softmax probability (DeepSeek-V2's group_limited_greedy), or
+  // for a sigmoid router its two best choice scores summed (DeepSeek-V3's noaux_tc).
+  MT_HOST_DEVICE bool groupScoresByBest() const { return !sigmoid(); }
 };
+
+// Whether a routing may choose within groups of experts: all but the top-k softmax (gpt-oss's,
+// which chooses by the logits themselves).
+inline bool choosesWithinGroups(MoeRoutingKind kind) { return kind != MoeRoutingKind::kTopKSoftmax; }
 
 // Whether `groups` (2 to kMaxGroups) split `experts` into equal groups of two or more, as a
 // group-limited choice needs (its group score sums each group's two best): the one rule of the
@@ -135,12 +143,14 @@ MT_HOST_DEVICE inline bool inGroups(int64_t e, int64_t per_group, const int32_t*
   return false;
 }
 
-// The choice of a sigmoid router (DeepSeek-V3's and GLM-4.5's, as transformers' TopkRouter): by
-// score + bias, within the groups whose two best such sums add up largest; an expert outside
-// them scores 0 for the choice (torch's masked_fill), so it is chosen only where too few remain.
+// The choice by score (+ bias, a sigmoid router's: DeepSeek-V3's and GLM-4.5's, as transformers'
+// TopkRouter), where asked within the groups whose scores are largest (a sigmoid router's group
+// its two best choice scores summed, a softmax router's its best probability: DeepSeek-V2's
+// DeepseekV2Moe); an expert outside them scores 0 for the choice (torch's masked_fill), so it is
+// chosen only where too few remain.
 template <typename Prob>
-MT_HOST_DEVICE void chooseSigmoid(const Prob& prob, int64_t experts, const RouteSettings& s, int32_t* chosen) {
-  auto choice = [&](int64_t e) { return prob(e) + (s.bias ? s.bias[e] : 0.0f); };
+MT_HOST_DEVICE void chooseExperts(const Prob& prob, int64_t experts, const RouteSettings& s, int32_t* chosen) {
+  auto choice = [&](int64_t e) { return s.bias ? prob(e) + s.bias[e] : prob(e); };
   if (s.groups <= 1) return topK(choice, experts, s.top_k, chosen);
   const int64_t per_group = experts / s.groups;
   int32_t groups[kMaxGroups];
@@ -151,7 +161,7 @@ MT_HOST_DEVICE void chooseSigmoid(const Prob& prob, int64_t experts, const Route
       if (c > first) second = first, first = c;
       else if (c > second) second = c;
     }
-    return first + second;
+    return s.groupScoresByBest() ? first : first + second;
   };
   topK(groupScore, s.groups, s.groups_chosen, groups);
   topK([&](int64_t e) { return inGroups(e, per_group, groups, s.groups_chosen) ? choice(e) : 0.0f; }, experts,
@@ -170,8 +180,7 @@ MT_HOST_DEVICE void routeToken(const float* l, const Prob& prob, int64_t experts
     for (int64_t j = 0; j < k; ++j) sum += w[j] = expf(l[chosen[j]] - max);
     for (int64_t j = 0; j < k; ++j) w[j] /= sum;
   } else {
-    if (s.sigmoid()) chooseSigmoid(prob, experts, s, chosen);
-    else topK(prob, experts, k, chosen);
+    chooseExperts(prob, experts, s, chosen);
     float sum = 0.0f;
     for (int64_t j = 0; j < k; ++j) sum += w[j] = prob(chosen[j]);
     // The sigmoid's sum as transformers adds it: + 1e-20 (no zero to divide by).

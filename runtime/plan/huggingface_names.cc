@@ -14,7 +14,8 @@ CheckpointLayout checkpointLayoutOf(const std::string& architecture) {
          : architecture.starts_with("Phi3For")   ? CheckpointLayout::kPhi3
          : architecture.starts_with("GraniteMoeFor") ? CheckpointLayout::kGraniteMoe
          : architecture.starts_with("GraniteMoeHybridFor") ? CheckpointLayout::kGraniteHybrid
-         : architecture.starts_with("Glm4MoeFor") || architecture.starts_with("DeepseekV3For")
+         : architecture.starts_with("Glm4MoeFor") || architecture.starts_with("DeepseekV3For") ||
+                 architecture.starts_with("DeepseekV2For")
              ? CheckpointLayout::kGlm4Moe
                                                  : CheckpointLayout::kLlama;
 }

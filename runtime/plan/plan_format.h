@@ -35,7 +35,7 @@ inline constexpr char kRewardMarginsInput[] = "reward_margins";
 inline constexpr char kScoreHeadParam[] = "score.weight";
 // Major: incompatible change. Minor: additions a reader of the same major may ignore.
 inline constexpr uint32_t kPlanVersionMajor = 1;
-inline constexpr uint32_t kPlanVersionMinor = 38;  // 1.1: inputs, outputs, constants, generic kernels;
+inline constexpr uint32_t kPlanVersionMinor = 39;  // 1.1: inputs, outputs, constants, generic kernels;
                                                   // 1.2: the deferred and the on-arrival update,
                                                   // the gradient landing buffer; 1.3: block templates;
                                                   // 1.4: the on-arrival update with its norm;
@@ -113,7 +113,9 @@ inline constexpr uint32_t kPlanVersionMinor = 38;  // 1.1: inputs, outputs, cons
                                                   // float) and mt.softcap(_grad) (Gemma 2);
                                                   // 1.38: mt.moe_route's sigmoid routings,
                                                   // groups and scale, mt.moe_route_biased
-                                                  // (GLM-4.5, DeepSeek-V3's routers)
+                                                  // (GLM-4.5, DeepSeek-V3's routers); 1.39:
+                                                  // its softmax routings within groups
+                                                  // (DeepSeek-V2's group_limited_greedy)
 
 
 // Reads and parses a plan and expands its template launches; throws mt::Error for an

@@ -175,13 +175,21 @@ deepseek=(deepseek-v3-tiny --batch 4 --seq 32)
 "$bin/mtc" "${deepseek[@]}" --schedule resident -o ds_resident.plan --weights ds0.safetensors >/dev/null
 "$bin/mtc" "${deepseek[@]}" --schedule streamed-recompute --expert-groups 2 -o ds_groups.plan --no-weights >/dev/null
 same_as_resident DeepSeek-V3 ds ds0.safetensors
+# DeepSeek-V2's softmax router within groups, its summary naming the rule.
+deepseek2=(deepseek-v2-tiny --batch 4 --seq 32)
+"$bin/mtc" "${deepseek2[@]}" --schedule resident -o ds2_resident.plan --weights ds20.safetensors > ds2.txt
+"$bin/mtc" "${deepseek2[@]}" --schedule streamed-recompute --expert-groups 2 -o ds2_groups.plan --no-weights >/dev/null
+check "DeepSeek-V2's summary names its routing" \
+  "grep -q '8 experts of width 24 (top 3, within 2 of 4 groups by their best, x 2) beside a shared expert of width 48 (ungated) in 2 of 3 layers' ds2.txt"
+same_as_resident DeepSeek-V2 ds2 ds20.safetensors
 # The presets' Hugging Face forms compile back to the exported weights bit for bit: Qwen2-MoE's
 # (Qwen2MoeForCausalLM, its shared expert), OLMoE's (OlmoeForCausalLM, its padding id null),
 # GLM-4.5's (Glm4MoeForCausalLM, its router's bias and groups), DeepSeek-V3's (DeepseekV3ForCausalLM,
-# its latent attention).
+# its latent attention), DeepSeek-V2's (DeepseekV2ForCausalLM, its softmax router's groups).
 "$bin/mtc" olmoe-tiny --batch 4 --seq 32 -o olmoe.plan --weights olmoe0.safetensors >/dev/null
 for name in shared_resident:shared0:Qwen2MoeForCausalLM olmoe:olmoe0:OlmoeForCausalLM \
-            glm_resident:glm0:Glm4MoeForCausalLM ds_resident:ds0:DeepseekV3ForCausalLM; do
+            glm_resident:glm0:Glm4MoeForCausalLM ds_resident:ds0:DeepseekV3ForCausalLM \
+            ds2_resident:ds20:DeepseekV2ForCausalLM; do
   IFS=: read -r plan weights arch <<< "$name"
   "$bin/mtrun" $plan.plan --data corpus.tok --weights $weights.safetensors --steps 2 --export ${plan}_out.safetensors \
     --export-hf ${plan}_hf --print-every 100 >/dev/null
@@ -196,6 +204,9 @@ done
 "$bin/mtc" olmoe-tiny --objective reward -o x.plan > olmoe_reward.err 2>&1
 check "an OLMoE reward model is refused (transformers has no OlmoeForSequenceClassification)" \
   "grep -q 'transformers has no OlmoeForSequenceClassification' olmoe_reward.err && [ ! -e x.plan ]"
+"$bin/mtc" deepseek-v2-tiny --objective reward --batch 4 --seq 32 -o ds2_reward.plan > ds2_reward.txt 2>&1
+check "a DeepSeek-V2 reward model compiles (transformers has DeepseekV2ForSequenceClassification)" \
+  "grep -q 'objective      a reward model' ds2_reward.txt && [ -e ds2_reward.plan ]"
 "$bin/mtc" qwen3-moe-tiny --expert-groups 5 -o x.plan > five.err 2>&1
 check "--expert-groups past the experts is refused" \
   "grep -q -- '--expert-groups must be between 0 (as the budget needs) and the experts of a layer (4), not 5' five.err && [ ! -e x.plan ]"

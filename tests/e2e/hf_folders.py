@@ -318,6 +318,25 @@ MODELS["deepseek-v3-plain-bf16"] = dict(
     architecture="DeepseekV3ForCausalLM", dtype=torch.bfloat16, shards=2,
     config=dict(MODELS["deepseek-v3-f32"]["config"], q_lora_rank=None, rope_interleave=False, rope_scaling=None,
                 torch_dtype="bfloat16"))
+# DeepSeek-V2 (DeepseekV2ForCausalLM: DeepSeek-V2, -V2-Lite, -V2.5, -Coder-V2): the latent attention as
+# DeepSeek-V2-Lite's (q through q_proj), its pairs interleaved as always, YaRN x 2 from 32 tokens with
+# DeepSeek-V2's mscale 0.707 (the scores times mscale(2, 0.707)^2, cos and sin unscaled); the softmax
+# router of group_limited_greedy: top 3 within the 2 of 4 groups whose best probabilities are largest,
+# weighed by those probabilities times 2 (not renormalised), 2 shared experts; a dense first layer; the
+# original checkpoints' own keys (scoring_func, aux_loss_alpha, seq_aux).
+MODELS["deepseek-v2-bf16"] = dict(
+    architecture="DeepseekV2ForCausalLM", dtype=torch.bfloat16, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=4, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=10000.0, rope_scaling=dict(type="yarn", factor=2.0, original_max_position_embeddings=32,
+                                                      beta_fast=32, beta_slow=1, mscale=0.707, mscale_all_dim=0.707),
+                tie_word_embeddings=False, hidden_act="silu", attention_bias=False, attention_dropout=0.0,
+                q_lora_rank=None, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+                moe_intermediate_size=24, num_experts_per_tok=3, n_routed_experts=8, n_shared_experts=2,
+                routed_scaling_factor=2.0, n_group=4, topk_group=2, topk_method="group_limited_greedy",
+                scoring_func="softmax", first_k_dense_replace=1, norm_topk_prob=False, moe_layer_freq=1,
+                aux_loss_alpha=0.001, seq_aux=True, initializer_range=0.02, use_cache=True,
+                model_type="deepseek_v2", torch_dtype="bfloat16", bos_token_id=0, eos_token_id=1))
 GPT2 = dict(
     architecture="GPT2LMHeadModel", dtype=torch.float32, shards=1,
     config=dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_ctx=64, vocab_size=256, n_inner=None,
@@ -364,7 +383,7 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
     g = torch.Generator().manual_seed(seed)
     # Qwen2-MoE's q/k/v biases, where its qkv_bias (transformers' default true) says; GLM-4.5's where
     # attention_bias says (its output projection has none).
-    glm = cfg["model_type"] in ("glm4_moe", "deepseek_v3")  # DeepSeek-V3's experts as GLM-4.5's
+    glm = cfg["model_type"] in ("glm4_moe", "deepseek_v3", "deepseek_v2")  # DeepSeek's experts as GLM-4.5's
     qkv_bias = qkv_bias or (cfg["model_type"] == "qwen2_moe" and cfg.get("qkv_bias", True)) or \
         (glm and cfg.get("attention_bias"))
     C, V = cfg["hidden_size"], cfg["vocab_size"]
@@ -379,7 +398,7 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
         p = f"model.layers.{l}."
         shapes = {"self_attn.q_proj": (QW, C), "self_attn.k_proj": (KVW, C), "self_attn.v_proj": (KVW, C),
                   "self_attn.o_proj": (C, QW)}
-        if cfg["model_type"] == "deepseek_v3":
+        if cfg["model_type"] in ("deepseek_v3", "deepseek_v2"):
             shapes = deepseek_attention_weights(cfg, w, p, g)
         if cfg["model_type"] == "gpt_oss":
             E = cfg["num_local_experts"]
@@ -408,7 +427,8 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
                 S = FE * cfg.get("n_shared_experts", 1)
                 shapes.update({"mlp.shared_experts.gate_proj": (S, C), "mlp.shared_experts.up_proj": (S, C),
                                "mlp.shared_experts.down_proj": (C, S)})
-                w[p + "mlp.gate.e_score_correction_bias"] = 0.1 * torch.randn(E, generator=g)
+                if cfg["model_type"] != "deepseek_v2":  # DeepSeek-V2's softmax router has no choice bias
+                    w[p + "mlp.gate.e_score_correction_bias"] = 0.1 * torch.randn(E, generator=g)
         else:
             shapes.update({"mlp.gate_proj": (FF, C), "mlp.up_proj": (FF, C), "mlp.down_proj": (C, FF)})
         for name, shape in shapes.items():
@@ -447,7 +467,7 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
 
 
 def deepseek_attention_weights(cfg, w, p, g):
-    """DeepSeek-V3's latent attention: its projections' shapes (returned; q through its bottleneck where
+    """DeepSeek's latent attention (V2's, V3's): its projections' shapes (returned; q through its bottleneck where
     q_lora_rank says), its two norms' weights into `w` under layer prefix `p`."""
     C, H = cfg["hidden_size"], cfg["num_attention_heads"]
     dn, dr, dv, rank, rq = (cfg[k] for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank",
@@ -663,7 +683,7 @@ def hf_layout(ours, spec):
         if len(parts) > 3 and parts[2] == "moe" and oss:  # gpt-oss: every expert in one tensor, as ours
             out[f"model.layers.{parts[1]}." + oss_names[".".join(parts[3:])]] = t
             continue
-        glm = spec["architecture"] in ("Glm4MoeForCausalLM", "DeepseekV3ForCausalLM")
+        glm = spec["architecture"] in ("Glm4MoeForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM")
         if len(parts) > 4 and parts[2] == "moe" and parts[3] == "shared":  # Qwen2-MoE's, GLM-4.5's shared experts
             out[f"model.layers.{parts[1]}.mlp.shared_expert{'s' if glm else ''}.{parts[4]}_proj.weight"] = t
             continue

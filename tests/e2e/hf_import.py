@@ -390,6 +390,22 @@ def refusals(bin_dir, work, failures):
     ]
     expect_refusals(bin_dir, work, deepseek, hf_weights(deepseek["config"], False, torch.float32, seed=5),
                     deepseek_cases, failures)
+    # DeepSeek-V2's: a renormalisation transformers and DeepSeek's code disagree on, DeepSeek-V3's routing
+    # or scores under V2's name, pairs not interleaved, groups that do not split the experts or hold
+    # fewer than a token chooses.
+    deepseek_v2 = MODELS["deepseek-v2-bf16"]
+    deepseek_v2_cases = [
+        ("deepseek-v2-renormalised", {"norm_topk_prob": True}, None,
+         "transformers' DeepseekV2 ignores it while DeepSeek's own code renormalises"),
+        ("deepseek-v2-noaux", {"topk_method": "noaux_tc"}, None, "DeepSeek-V2 chooses by \"greedy\" or"),
+        ("deepseek-v2-sigmoid", {"scoring_func": "sigmoid"}, None, "DeepSeek-V2's router scores by a softmax"),
+        ("deepseek-v2-halves", {"rope_interleave": False}, None, "DeepSeek-V2 always turns interleaved pairs"),
+        ("deepseek-v2-groups", {"n_group": 3}, None, "router_groups (n_group) 3 must lie in [2, 64] and split"),
+        ("deepseek-v2-few", {"topk_group": 1, "num_experts_per_tok": 3}, None,
+         "router_groups_chosen (topk_group) 1 groups of 2 experts hold fewer than the 3 each token chooses"),
+    ]
+    expect_refusals(bin_dir, work, deepseek_v2, hf_weights(deepseek_v2["config"], False, torch.float32, seed=5),
+                    deepseek_v2_cases, failures)
     err = mtc_error(bin_dir, os.path.join(work, "glm4-moe-bf16"), "--router-aux-loss", "0.01")
     if "--router-aux-loss: the sigmoid router" not in err:
         failures.append(f"GLM-4.5 with --router-aux-loss: wanted a refusal, got: {err.strip()}")

@@ -47,8 +47,9 @@ def moe_layer(cfg, layer):
     `layer` (decoder_sparse_step, mlp_only_layers; GLM-4.5's after its first_k_dense_replace dense layers)."""
     if cfg["model_type"] in ("mixtral", "olmoe", "granitemoe"):
         return True
-    if cfg["model_type"] in ("glm4_moe", "deepseek_v3"):
-        return layer >= cfg.get("first_k_dense_replace", 1 if cfg["model_type"] == "glm4_moe" else 3)
+    if cfg["model_type"] in ("glm4_moe", "deepseek_v3", "deepseek_v2"):
+        default_dense = {"glm4_moe": 1, "deepseek_v3": 3, "deepseek_v2": 0}[cfg["model_type"]]
+        return layer >= cfg.get("first_k_dense_replace", default_dense)
     if cfg["model_type"] not in ("qwen3_moe", "qwen2_moe"):
         return False
     return layer not in cfg["mlp_only_layers"] and (layer + 1) % cfg["decoder_sparse_step"] == 0
@@ -105,21 +106,32 @@ def hf_glm4_moe_experts(p, cfg, pre, h):
     """Glm4MoeMoE with DeepSeek-V3's router (Glm4MoeTopkRouter): the sigmoid of the router's logits (in
     float), the top k by score + e_score_correction_bias within the topk_group of n_group groups whose two
     best such sums are largest (the others' experts scored 0), their scores renormalised (+ 1e-20) and
-    times routed_scaling_factor; each expert over its tokens, index_add back; the shared experts added."""
+    times routed_scaling_factor; each expert over its tokens, index_add back; the shared experts added.
+    DeepSeek-V2's (DeepseekV2Moe.route_tokens_to_experts): the softmax of the logits (in float), the top k
+    of the probabilities ("greedy") or within the topk_group of n_group groups whose best probabilities
+    are largest ("group_limited_greedy"), weighed by those (masked) probabilities times
+    routed_scaling_factor, not renormalised."""
     block = pre + "mlp."
     B, T, C = h.shape
     x = h.reshape(-1, C)
     E, k = cfg["n_routed_experts"], cfg["num_experts_per_tok"]
-    G, chosen_groups = cfg.get("n_group", 1), cfg.get("topk_group", 1)
-    scores = F.linear(x.float(), p[block + "gate.weight"].float()).sigmoid()
-    choice = scores + p[block + "gate.e_score_correction_bias"]
-    group_scores = choice.view(-1, G, E // G).topk(2, dim=-1)[0].sum(dim=-1)
+    v2 = cfg["model_type"] == "deepseek_v2"
+    grouped = cfg.get("topk_method") == "group_limited_greedy" if v2 else True
+    G, chosen_groups = (cfg.get("n_group", 1), cfg.get("topk_group", 1)) if grouped else (1, 1)
+    logits = F.linear(x.float(), p[block + "gate.weight"].float())
+    scores = logits.softmax(dim=-1) if v2 else logits.sigmoid()
+    choice = scores if v2 else scores + p[block + "gate.e_score_correction_bias"]
+    if v2:
+        group_scores = choice.view(-1, G, E // G).max(dim=-1).values
+    else:
+        group_scores = choice.view(-1, G, E // G).topk(2, dim=-1)[0].sum(dim=-1)
     group_mask = torch.zeros_like(group_scores).scatter_(
         1, torch.topk(group_scores, k=chosen_groups, dim=-1, sorted=False)[1], 1)
     score_mask = group_mask.unsqueeze(-1).expand(-1, G, E // G).reshape(-1, E)
-    chosen = torch.topk(choice.masked_fill(~score_mask.bool(), 0.0), k=k, dim=-1, sorted=False)[1]
-    weights = scores.gather(1, chosen)
-    if cfg.get("norm_topk_prob", True):
+    masked = choice.masked_fill(~score_mask.bool(), 0.0)
+    top, chosen = torch.topk(masked, k=k, dim=-1, sorted=False)
+    weights = top if v2 else scores.gather(1, chosen)
+    if not v2 and cfg.get("norm_topk_prob", True):
         weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
     weights = weights * cfg.get("routed_scaling_factor", 1.0)
 
@@ -223,7 +235,10 @@ def hf_deepseek_attention(p, cfg, pre, h, mask):
     and kv_b_proj into each head's unrotated key and value, its last qk_rope_head_dim the rotated key
     every head shares; the rotated parts turned with their pairs interleaved (rope_interleave, as
     apply_rotary_pos_emb_interleave), the scores scaled by qk_head_dim^-1/2 times YaRN's
-    mscale(factor, mscale_all_dim)^2 where the config scales the rotary embedding so."""
+    mscale(factor, mscale_all_dim)^2 where the config scales the rotary embedding so. DeepSeek-V2's
+    (DeepseekV2Attention) alike: it turns its pairs as complex numbers (the same rotations, the elements
+    in another order: the same scores), and the mscale factor is its own code's (transformers'
+    DeepseekV2Attention leaves it out)."""
     H, eps = cfg["num_attention_heads"], cfg["rms_norm_eps"]
     dn, dr, dv, rank = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"]
     B, T, _ = h.shape
@@ -427,7 +442,7 @@ def hf_logits(p, cfg, tokens, score_head=False):
     for l in range(L):
         pre = f"model.layers.{l}."
         h = x if olmo2 else rms_norm(x, p[pre + "input_layernorm.weight"])
-        if cfg["model_type"] == "deepseek_v3":  # its latent attention (then Llama's layer, GLM-4.5's experts)
+        if cfg["model_type"] in ("deepseek_v3", "deepseek_v2"):  # latent attention (then Llama's layer, GLM-4.5's experts)
             o = hf_deepseek_attention(p, cfg, pre, h, mask)
         else:
             o = attention(l, pre, h)
@@ -445,7 +460,8 @@ def hf_logits(p, cfg, tokens, score_head=False):
             x = x + hf_granitemoe_experts(p, cfg, pre, h) * residual
             continue
         if moe_layer(cfg, l):
-            x = x + (hf_glm4_moe_experts if cfg["model_type"] in ("glm4_moe", "deepseek_v3") else hf_experts)(p, cfg, pre, h)
+            deepseek = cfg["model_type"] in ("glm4_moe", "deepseek_v3", "deepseek_v2")
+            x = x + (hf_glm4_moe_experts if deepseek else hf_experts)(p, cfg, pre, h)
             continue
         if pre + "mlp.gate_up_proj.weight" in p:  # Phi-3's, chunked as its Phi3MLP does
             gate, up = linear(h, pre + "mlp.gate_up_proj").chunk(2, dim=-1)

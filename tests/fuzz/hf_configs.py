@@ -3,7 +3,8 @@
 its weights file fits (tests/fuzz/fuzz_hf_config.cc), the same shape as Qwen2, Qwen3 (head_dim,
 layer_types), Mistral, Phi-3, Granite (its multipliers, its dropout), SmolLM3 (its NoPE layers) and
 OLMo 2, Qwen2-MoE (its experts and shared expert), OLMoE, GraniteMoE (its multipliers and experts), GLM-4.5 (its
-sigmoid router's groups and scale, its prediction layer), DeepSeek-V3 (its latent attention, YaRN), Qwen3's
+sigmoid router's groups and scale, its prediction layer), DeepSeek-V3 (its latent attention, YaRN),
+DeepSeek-V2 (its softmax router's groups, YaRN's mscale), Qwen3's
 fine-grained FP8 quantization_config, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
 Gemma 3's text model and its multimodal folder's config (the text model nested), Gemma 2 (its
 softcaps, the keys its published configs carry beside Gemma2Config's), and one nested as deep as a
@@ -58,6 +59,15 @@ seeds = {
                              num_nextn_predict_layers=1,
                              rope_scaling=dict(type="yarn", factor=4.0, original_max_position_embeddings=8,
                                                mscale=1.0, mscale_all_dim=1.0)),
+    "deepseek-v2.json": dict(llama, architectures=["DeepseekV2ForCausalLM"], model_type="deepseek_v2",
+                             num_key_value_heads=2, tie_word_embeddings=False, q_lora_rank=None, kv_lora_rank=4,
+                             qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=2, n_routed_experts=4,
+                             num_experts_per_tok=2, moe_intermediate_size=8, n_shared_experts=2,
+                             first_k_dense_replace=0, n_group=2, topk_group=1, routed_scaling_factor=16.0,
+                             scoring_func="softmax", topk_method="group_limited_greedy", norm_topk_prob=False,
+                             moe_layer_freq=1, aux_loss_alpha=0.001, seq_aux=True,
+                             rope_scaling=dict(type="yarn", factor=4.0, original_max_position_embeddings=8,
+                                               mscale=0.707, mscale_all_dim=0.707)),
     # Qwen3-8B-FP8's quantization_config (the weights file's F32 tensors have no scales: read as they are).
     "qwen3-fp8.json": dict(llama, architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=4,
                            quantization_config=dict(activation_scheme="dynamic", fmt="e4m3", quant_method="fp8",

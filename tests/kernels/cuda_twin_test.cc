@@ -416,7 +416,7 @@ TEST_F(CudaTwinTest, Bf16Activations) {
 }
 
 // The mixture-of-experts kernels (kernels/moe): the router's softmax and sigmoid weightings (the
-// sigmoid's bias, groups and scale) and their gradients, the counting sort (an expert no token chooses, indices out of range), the grouped
+// sigmoid's bias, groups and scale; the softmax's groups) and their gradients, the counting sort (an expert no token chooses, indices out of range), the grouped
 // products in both layouts and their weight gradients (whole and a group's), the combine and its
 // backward.
 TEST_F(CudaTwinTest, MixtureOfExperts) {
@@ -443,6 +443,8 @@ TEST_F(CudaTwinTest, MixtureOfExperts) {
     expectTwin(KernelId::MoeRouteGrad, {randomF32({tokens, k}), wide_logits, chosen}, {HostTensor::f32({tokens, 8})},
                {k, routing}, {2.5f});
   }
+  // DeepSeek-V2's softmax router within the 2 of 4 groups whose best probabilities are largest, x 16.
+  for (int64_t routing : {0, 1}) expectTwin(KernelId::MoeRoute, {wide_logits}, routeOutputs(), {k, routing, 4, 2}, {16.0f});
   std::vector<int32_t> choices(rows);
   for (int64_t s = 0; s < rows; ++s) choices[s] = static_cast<int32_t>(s * 7 % experts == 3 ? 4 : s * 7 % experts);
   choices[5] = -1, choices[9] = static_cast<int32_t>(experts);  // out of range: no expert's

@@ -1,6 +1,6 @@
 // The mixture-of-experts kernels (kernels/moe/moe.h) against double references: the router's
 // softmax weightings and their gradients (finite differences), the sigmoid router's choice (its
-// bias, its groups) and weights and their gradient, the scale, the counting sort's order, the
+// bias, its groups) and weights and their gradient, the softmax router's groups, the scale, the counting sort's order, the
 // grouped products and their weight gradients in both layouts, the combine and its backward;
 // the router's load-balancing statistics and loss and their gradients (finite differences);
 // and data a corrupt plan could hold (expert indices out of range, counts that do not add up)
@@ -100,14 +100,12 @@ TEST_F(MoeKernels, RouteGradientMatchesFiniteDifferences) {
   }
 }
 
-// A sigmoid router's choice of one token in double (GLM-4.5's and DeepSeek-V3's, as transformers'
-// TopkRouter): by score + bias within the `chosen_groups` of `groups` whose two best such sums are
-// largest, the others' experts scored 0; the largest first, ties to the lower index.
-std::vector<int32_t> sigmoidChoice(const Doubles& logits, const Doubles& bias, int64_t k, int64_t groups,
-                                   int64_t chosen_groups) {
-  const int64_t experts = static_cast<int64_t>(logits.size()), per_group = experts / groups;
-  Doubles choice(experts);
-  for (int64_t e = 0; e < experts; ++e) choice[e] = 1.0 / (1.0 + std::exp(-logits[e])) + bias[e];
+// One token's choice in double by its choice scores, as transformers writes DeepSeek's routers: within
+// the `chosen_groups` of `groups` that score largest — by their two best scores added up (DeepSeek-V3's
+// sigmoid router) or by their best (`by_best`: DeepSeek-V2's softmax one) — the others' experts scored
+// 0; the largest first, ties to the lower index.
+std::vector<int32_t> groupedChoice(Doubles choice, int64_t k, int64_t groups, int64_t chosen_groups, bool by_best) {
+  const int64_t experts = static_cast<int64_t>(choice.size()), per_group = experts / groups;
   auto largestFirst = [](const Doubles& score, int64_t n) {
     std::vector<int32_t> order(score.size());
     std::iota(order.begin(), order.end(), 0);
@@ -119,12 +117,31 @@ std::vector<int32_t> sigmoidChoice(const Doubles& logits, const Doubles& bias, i
   for (int64_t g = 0; g < groups; ++g) {
     Doubles members(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
     std::sort(members.rbegin(), members.rend());
-    group_score[g] = members[0] + members[1];
+    group_score[g] = by_best ? members[0] : members[0] + members[1];
   }
   const std::vector<int32_t> kept = largestFirst(group_score, chosen_groups);
   for (int64_t e = 0; e < experts; ++e)
     if (std::find(kept.begin(), kept.end(), e / per_group) == kept.end()) choice[e] = 0.0;
   return largestFirst(choice, k);
+}
+
+// A sigmoid router's choice of one token (GLM-4.5's and DeepSeek-V3's, as transformers' TopkRouter):
+// by score + bias within the groups whose two best such sums are largest.
+std::vector<int32_t> sigmoidChoice(const Doubles& logits, const Doubles& bias, int64_t k, int64_t groups,
+                                   int64_t chosen_groups) {
+  Doubles choice(logits.size());
+  for (size_t e = 0; e < logits.size(); ++e) choice[e] = 1.0 / (1.0 + std::exp(-logits[e])) + bias[e];
+  return groupedChoice(choice, k, groups, chosen_groups, false);
+}
+
+// A row's softmax in double.
+Doubles softmaxOf(const Doubles& logits) {
+  const double max = *std::max_element(logits.begin(), logits.end());
+  Doubles p(logits.size());
+  double sum = 0;
+  for (size_t e = 0; e < logits.size(); ++e) sum += p[e] = std::exp(logits[e] - max);
+  for (double& v : p) v /= sum;
+  return p;
 }
 
 // Its weights for `chosen`: the sigmoids, over their sum + 1e-20 where normalized, times `scale`.
@@ -205,6 +222,43 @@ TEST_F(MoeKernels, SigmoidRouterGradientMatchesFiniteDifferences) {
   }
 }
 
+// DeepSeek-V2's group_limited_greedy (transformers' DeepseekV2Moe): the softmax's top k within the
+// groups whose best probabilities are largest (which matters only where k exceeds the groups kept), weighed by those probabilities (renormalised where
+// the routing says) times the scale; the gradient that of the same weights, whatever chose them.
+TEST_F(MoeKernels, SoftmaxRouterChoosesWithinTheGroupsOfBestProbability) {
+  const int64_t tokens = 16, experts = 8, k = 3, groups = 4, chosen_groups = 2;
+  const std::vector<float> logits = randomFloats(tokens * experts, rng, 2.0f);
+  const std::vector<float> dweights = randomFloats(tokens * k, rng);
+  const float scale = 2.0f;
+  bool rule_decides = false, groups_decide = false;  // the test sees both matter for some token
+  for (Routing routing : {Routing::kSoftmaxTopK, Routing::kSoftmaxTopKNormalized}) {
+    const int64_t mode = static_cast<int64_t>(routing);
+    auto out = runKernel(KernelId::MoeRoute, {HostTensor::f32({tokens, experts}, logits)},
+                         {HostTensor::f32({tokens, k}), HostTensor::i32({tokens, k}, std::vector<int32_t>(tokens * k))},
+                         {k, mode, groups, chosen_groups}, {scale});
+    Doubles want;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const Doubles row(logits.begin() + t * experts, logits.begin() + (t + 1) * experts), p = softmaxOf(row);
+      const std::vector<int32_t> chosen = groupedChoice(p, k, groups, chosen_groups, true);
+      rule_decides |= chosen != groupedChoice(p, k, groups, chosen_groups, false);
+      groups_decide |= chosen != groupedChoice(p, k, 1, 1, true);
+      EXPECT_EQ(std::vector<int32_t>(out[1].ints.begin() + t * k, out[1].ints.begin() + (t + 1) * k), chosen)
+          << "token " << t;
+      for (double w : routeWeights(row, chosen, routing)) want.push_back(w * scale);
+    }
+    expectClose(out[0].floats, want, kF32Tol, "grouped softmax route weights, routing " + std::to_string(mode));
+    auto grad = [&](std::vector<int64_t> ints) {
+      return runKernel(KernelId::MoeRouteGrad,
+                       {HostTensor::f32({tokens, k}, dweights), HostTensor::f32({tokens, experts}, logits),
+                        HostTensor::i32({tokens, k}, out[1].ints)},
+                       {HostTensor::f32({tokens, experts})}, ints, {scale})[0].floats;
+    };
+    EXPECT_EQ(grad({k, mode, groups, chosen_groups}), grad({k, mode})) << "the groups only choose";
+  }
+  EXPECT_TRUE(rule_decides) << "no token's choice depends on the group rule: pick other random data";
+  EXPECT_TRUE(groups_decide) << "no token's choice depends on the groups: pick other random data";
+}
+
 TEST_F(MoeKernels, ScaledSoftmaxRoutingIsTheScaleTimesTheUnscaled) {
   const int64_t tokens = 4, experts = 5, k = 2;
   const std::vector<float> logits = randomFloats(tokens * experts, rng, 2.0f);
@@ -239,7 +293,8 @@ TEST_F(MoeKernels, RouteRefusesGroupsAndBiasesItCannotUse) {
   };
   const int64_t sigmoid = static_cast<int64_t>(Routing::kSigmoidTopKNormalized);
   EXPECT_EQ(check(8, {2, sigmoid, 4, 2}, {2.5f}, 8), "");
-  EXPECT_NE(check(8, {2, 1, 4, 2}, {}, 0).find("with a sigmoid router only"), std::string::npos);
+  EXPECT_EQ(check(8, {2, 1, 4, 2}, {16.0f}, 0), "");  // DeepSeek-V2's softmax within groups
+  EXPECT_NE(check(8, {2, 2, 4, 2}, {}, 0).find("not with the top-k softmax"), std::string::npos);
   EXPECT_NE(check(8, {2, sigmoid, 3, 1}, {}, 8).find("equal groups of two or more"), std::string::npos);
   EXPECT_NE(check(8, {2, sigmoid, 8, 1}, {}, 8).find("equal groups of two or more"), std::string::npos);
   EXPECT_NE(check(8, {2, sigmoid, 4, 5}, {}, 8).find("groups_chosen 5"), std::string::npos);
