@@ -56,8 +56,9 @@ struct RouteSettings {
 inline bool choosesWithinGroups(MoeRoutingKind kind) { return kind != MoeRoutingKind::kTopKSoftmax; }
 
 // Whether `groups` (2 to kMaxGroups) split `experts` into equal groups of two or more, as a
-// group-limited choice needs (its group score sums each group's two best): the one rule of the
-// kernels' checks, the IR's verifier and the model's validation.
+// group-limited choice needs (a sigmoid router's group score sums each group's two best; the
+// softmax router keeps the same rule): the one rule of the kernels' checks, the IR's verifier and
+// the model's validation.
 inline bool splitsIntoGroups(int64_t experts, int64_t groups) {
   return groups >= 2 && groups <= kMaxGroups && experts % groups == 0 && experts / groups >= 2;
 }

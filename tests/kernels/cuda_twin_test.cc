@@ -443,8 +443,9 @@ TEST_F(CudaTwinTest, MixtureOfExperts) {
     expectTwin(KernelId::MoeRouteGrad, {randomF32({tokens, k}), wide_logits, chosen}, {HostTensor::f32({tokens, 8})},
                {k, routing}, {2.5f});
   }
-  // DeepSeek-V2's softmax router within the 2 of 4 groups whose best probabilities are largest, x 16.
-  for (int64_t routing : {0, 1}) expectTwin(KernelId::MoeRoute, {wide_logits}, routeOutputs(), {k, routing, 4, 2}, {16.0f});
+  // DeepSeek-V2's softmax router within the one of 4 groups whose best probability is largest, x 16
+  // (one group kept, so that the groups decide: with k no more than the groups kept, the top k lie in them).
+  for (int64_t routing : {0, 1}) expectTwin(KernelId::MoeRoute, {wide_logits}, routeOutputs(), {k, routing, 4, 1}, {16.0f});
   std::vector<int32_t> choices(rows);
   for (int64_t s = 0; s < rows; ++s) choices[s] = static_cast<int32_t>(s * 7 % experts == 3 ? 4 : s * 7 % experts);
   choices[5] = -1, choices[9] = static_cast<int32_t>(experts);  // out of range: no expert's
