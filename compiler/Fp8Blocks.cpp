@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <numeric>
 
 #include <fmt/format.h>
 
+#include "kernels/elementwise/elementwise.h"
 #include "runtime/io/safetensors.h"
 
 namespace mt {
@@ -19,6 +22,16 @@ std::string elementText(const std::vector<int64_t>& shape, int64_t i) {
   std::vector<int64_t> index(shape.size());
   for (size_t d = shape.size(); d-- > 0;) index[d] = i % shape[d], i /= shape[d];
   return "[" + shapeText(index) + "]";
+}
+
+// `x` rounded to the nearest F16 (ties to even, 11 significant bits, subnormals in steps of 2^-24)
+// and widened back; +-inf from 65520 on, as a conversion to F16 overflows.
+float roundToHalf(float x) {
+  if (!(std::fabs(x) < 65520.0f)) return std::isnan(x) ? x : std::copysign(std::numeric_limits<float>::infinity(), x);
+  int exponent;
+  std::frexp(x, &exponent);  // |x| in [2^(exponent - 1), 2^exponent)
+  const int quantum = std::max(exponent - 11, -24);
+  return std::ldexp(std::nearbyint(std::ldexp(x, -quantum)), quantum);
 }
 
 }  // namespace
@@ -41,6 +54,34 @@ std::string fp8ScaleShapeProblem(const std::vector<int64_t>& weight, const std::
     return fmt::format("its scales are [{}], not the [{}] that blocks of {}x{} (the config's weight_block_size) of a "
                        "[{}] weight have",
                        shapeText(scales), shapeText(want), block.rows, block.cols, shapeText(weight));
+  return "";
+}
+
+std::string compressedFp8Block(const std::vector<int64_t>& weight, const std::vector<int64_t>& scales,
+                               Fp8BlockSize* block) {
+  if (weight.size() != 2) return fmt::format("a compressed FP8 weight must have two axes, not [{}]", shapeText(weight));
+  const int64_t rows = weight[0], cols = weight[1];
+  if (scales.size() < 2 && std::accumulate(scales.begin(), scales.end(), int64_t{1}, std::multiplies<>()) == 1) {
+    *block = {rows, cols};  // one scale for the tensor
+    return "";
+  }
+  if (scales.size() != 2 || scales[0] < 1 || scales[1] < 1 || rows % scales[0] != 0 || cols % scales[1] != 0)
+    return fmt::format("its scales are [{}], which do not split a [{}] weight into equal blocks (one scale, or "
+                       "[rows, 1] per channel, [rows, groups] per group, [rows / h, cols / w] per block)",
+                       shapeText(scales), shapeText(weight));
+  *block = {rows / scales[0], cols / scales[1]};
+  return "";
+}
+
+std::string roundToScaleType(float* values, const std::vector<int64_t>& shape, const std::string& dtype) {
+  if (dtype == "F32") return "";
+  const int64_t n = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+  const bool bf16 = dtype == "BF16";
+  for (int64_t i = 0; i < n; ++i) {
+    values[i] = bf16 ? bf16Value(bf16Bits(values[i])) : roundToHalf(values[i]);
+    if (!std::isfinite(values[i]))
+      return "element " + elementText(shape, i) + " dequantizes past " + dtype + "'s range, its scales' type";
+  }
   return "";
 }
 

@@ -35,4 +35,20 @@ std::string fp8ScaleShapeProblem(const std::vector<int64_t>& weight, const std::
 std::string dequantizeFp8Blocks(const std::byte* codes, const float* scales, const std::vector<int64_t>& weight,
                                 Fp8BlockSize block, float* out);
 
+// compressed-tensors' float-quantized FP8 (quant_method "compressed-tensors", format
+// "float-quantized": the -FP8 and -FP8-dynamic checkpoints llm-compressor writes): each quantized
+// linear weight (rows, cols) stored as E4M3 codes beside `<name>_scale`, one scale for the tensor
+// ([] or [1]) or [s0, s1] dividing it: per output channel [rows, 1], per group [rows, cols / group],
+// per block [rows / h, cols / w]. compressed-tensors' decompression infers the scheme from that
+// shape alone, so each scale covers a (rows / s0) x (cols / s1) block, whatever the config's groups
+// say. "" and the block into `block`, or what is wrong with the scales' shape.
+std::string compressedFp8Block(const std::vector<int64_t>& weight, const std::vector<int64_t>& scales,
+                               Fp8BlockSize* block);
+
+// compressed-tensors dequantizes in the scales' own type: the code cast to it (exact) times the
+// scale, a product rounded to BF16 or F16 where the scales are (the f32 product of dequantizeFp8Blocks
+// is exact for them: 4 significant bits times 8 or 11). `dtype` is the scales' ("F32", "BF16" or
+// "F16"); "" or the first element `values` (a weight of `shape`) rounds past its range at.
+std::string roundToScaleType(float* values, const std::vector<int64_t>& shape, const std::string& dtype);
+
 }  // namespace mt

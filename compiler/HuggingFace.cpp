@@ -125,13 +125,23 @@ SafetensorsTensor mxfp4Tensor(const std::string& name, const std::vector<int64_t
 }
 
 // A tensor as the folder stores it: its values, and where they are FP8 (E4M3), their scales
-// (`<name>_scale_inv`, compiler/Fp8Blocks.h) and `scales_where` naming them in errors.
+// (`<name>_scale_inv` or `<name>_scale`, compiler/Fp8Blocks.h) and `scales_where` naming them in
+// errors.
 struct StoredTensor {
   const SafetensorsEntry* values = nullptr;
   const SafetensorsEntry* fp8_scales = nullptr;
-  Fp8BlockSize block;
+  Fp8BlockSize block;      // fine-grained FP8's, from the config
+  bool compressed = false;  // compressed-tensors': the block from the scales' shape, products in their type
   std::string scales_where;
 };
+
+// "" or what is wrong with `stored`'s FP8 scales' shape; its scales' block into `block`.
+std::string fp8ScaleProblem(const StoredTensor& stored, Fp8BlockSize* block) {
+  const std::vector<int64_t>& weight = stored.values->shape;
+  if (stored.compressed) return compressedFp8Block(weight, stored.fp8_scales->shape, block);
+  *block = stored.block;
+  return fp8ScaleShapeProblem(weight, stored.fp8_scales->shape, stored.block);
+}
 
 // `n` values of `stored` as f32, dequantized where they are FP8, checked finite; `where` names it
 // in errors.
@@ -141,10 +151,13 @@ void widen(const StoredTensor& stored, int64_t n, float* out, const std::string&
   std::vector<float> scales(static_cast<size_t>(std::accumulate(shape.begin(), shape.end(), int64_t{1},
                                                                 std::multiplies<>())));
   widen(*stored.fp8_scales, static_cast<int64_t>(scales.size()), scales.data(), stored.scales_where);
-  if (const std::string problem = dequantizeFp8Blocks(stored.values->data, scales.data(), stored.values->shape,
-                                                      stored.block, out);
-      !problem.empty())
-    throw Error(where + ": " + problem + "; use a checkpoint without it");
+  Fp8BlockSize block;
+  std::string problem = fp8ScaleProblem(stored, &block);  // refused before (requireShape)
+  if (problem.empty())
+    problem = dequantizeFp8Blocks(stored.values->data, scales.data(), stored.values->shape, block, out);
+  if (problem.empty() && stored.compressed)
+    problem = roundToScaleType(out, stored.values->shape, stored.fp8_scales->dtype);
+  if (!problem.empty()) throw Error(where + ": " + problem + "; use a checkpoint without it");
 }
 
 // The merge's result, checked finite (an adapter's values can overflow f32 where its weight's do not).
@@ -344,10 +357,10 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
     placed.insert(name);
     return it->second;
   };
-  // Fine-grained FP8: a weight's scales beside it where it is stored so (its `_scale_inv`).
+  // FP8: a weight's scales beside it where it is stored so (its `_scale_inv` or `_scale`).
   auto placeFp8Scales = [&](const std::string& name, const std::string& ours) {
-    if (model.quantization.kind == WeightQuantization::Kind::kFp8Blocks && files.count(name + "_scale_inv"))
-      model.fp8_scale_files[name] = fileOf(name + "_scale_inv", ours);
+    const std::string scales = name + model.quantization.fp8ScaleSuffix();
+    if (model.quantization.fp8() && files.count(scales)) model.fp8_scale_files[name] = fileOf(scales, ours);
   };
   auto place = [&](const std::string& ours) {
     HuggingFacePlace where = huggingFacePlace(ours, gpt2_body, expert_layout);
@@ -441,6 +454,10 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
                   (name.ends_with("_scale_inv") && model.quantization.kind != WeightQuantization::Kind::kFp8Blocks
                        ? " (an FP8 weight's scales: the config names no fine-grained FP8 quantization_config, "
                          "quant_method \"fp8\")"
+                   : name.ends_with("weight_scale") &&
+                             model.quantization.kind != WeightQuantization::Kind::kFp8Compressed
+                       ? " (an FP8 weight's scales: the config names no compressed-tensors quantization_config, "
+                         "quant_method \"compressed-tensors\")"
                        : ""));
   }
   return model;
@@ -529,9 +546,11 @@ class FolderTensors {
   StoredTensor storedOf(const std::string& file, const std::string& name) {
     StoredTensor stored{&entryOf(file, name)};
     if (auto scales = model_.fp8_scale_files.find(name); scales != model_.fp8_scale_files.end()) {
-      stored.fp8_scales = &entryOf(scales->second, name + "_scale_inv");
+      const std::string scales_name = name + model_.quantization.fp8ScaleSuffix();
+      stored.fp8_scales = &entryOf(scales->second, scales_name);
       stored.block = model_.quantization.fp8_block;
-      stored.scales_where = model_.dir + "/" + scales->second + ": '" + name + "_scale_inv'";
+      stored.compressed = model_.quantization.kind == WeightQuantization::Kind::kFp8Compressed;
+      stored.scales_where = model_.dir + "/" + scales->second + ": '" + scales_name + "'";
     }
     return stored;
   }
@@ -541,22 +560,27 @@ class FolderTensors {
     const SafetensorsEntry& entry = *stored.values;
     const std::string is = model_.dir + ": '" + name + "' is " + entry.dtype + " [" + shapeText(entry.shape) + "]";
     if (!stored.fp8_scales) {
+      if (entry.dtype.starts_with("F8_") && model_.quantization.kind == WeightQuantization::Kind::kFp8Compressed)
+        throw Error(is + " without its scales ('" + name + "_scale', which compressed-tensors' FP8 checkpoints hold "
+                    "beside each quantized weight)");
       if (entry.dtype.starts_with("F8_"))
         throw Error(is + " without its scales ('" + name + "_scale_inv', which fine-grained FP8 checkpoints hold "
-                    "beside each weight, with a quantization_config of quant_method \"fp8\")");
+                    "beside each weight, with a quantization_config of quant_method \"fp8\"; or '" + name +
+                    "_scale', with compressed-tensors' of quant_method \"compressed-tensors\")");
       if (!widensTo(entry, expected))
         throw Error(is + " but the model's " + ours + " needs [" + shapeText(expected) + "] in F32, BF16 or F16");
       return;
     }
     if (entry.dtype != "F8_E4M3")
-      throw Error(is + " with FP8 scales beside it ('" + name + "_scale_inv'): scales belong beside F8_E4M3 "
-                  "weights alone");
+      throw Error(is + " with FP8 scales beside it ('" + name + model_.quantization.fp8ScaleSuffix() +
+                  "'): scales belong beside F8_E4M3 weights alone");
     if (entry.shape != expected)
       throw Error(is + " but the model's " + ours + " needs [" + shapeText(expected) + "]");
     const SafetensorsEntry& scales = *stored.fp8_scales;
     if (!widensTo(scales, scales.shape))
       throw Error(stored.scales_where + " is " + scales.dtype + ": FP8 scales are F32, BF16 or F16");
-    if (const std::string problem = fp8ScaleShapeProblem(entry.shape, scales.shape, stored.block); !problem.empty())
+    Fp8BlockSize block;
+    if (const std::string problem = fp8ScaleProblem(stored, &block); !problem.empty())
       throw Error(model_.dir + ": '" + name + "': " + problem);
   }
 

@@ -41,8 +41,8 @@ struct HuggingFaceModel {
   // What the config asks for that training does not do, said in mtc's summary (GPT-2's dropout).
   std::vector<std::string> notes;
   WeightQuantization quantization;  // the config's quantization_config
-  // Fine-grained FP8 (WeightQuantization::kFp8Blocks): the file of each E4M3 weight's scales
-  // (`<name>_scale_inv`), by the weight's name in the folder.
+  // FP8 (WeightQuantization::fp8(): fine-grained or compressed-tensors'): the file of each E4M3 weight's scales
+  // (`<name>_scale_inv` or `<name>_scale`), by the weight's name in the folder.
   std::map<std::string, std::string> fp8_scale_files;
   // A folder without its weights read for mtc --no-weights (config.json, and the index where it has
   // one: a plan to size before downloading the weights): each parameter's place named, no file

@@ -20,12 +20,18 @@ namespace mt {
 // f32 on import (the fp32 master starts from them): none; gpt-oss's experts as MXFP4 blocks and
 // scales (quant_method "mxfp4", compiler/Mxfp4.h); its linear weights in fine-grained FP8 (quant_method
 // "fp8": E4M3 codes and a scale per weight_block_size block, compiler/Fp8Blocks.h), those it names
-// `..._scale_inv` beside them, the others as they are.
+// `..._scale_inv` beside them, the others as they are; or compressed-tensors' FP8 (quant_method
+// "compressed-tensors", float-quantized: E4M3 codes beside `..._scale`, one scale per tensor,
+// channel, group or block as the scales' shape says).
 struct WeightQuantization {
-  enum class Kind { kNone, kMxfp4Experts, kFp8Blocks };
+  enum class Kind { kNone, kMxfp4Experts, kFp8Blocks, kFp8Compressed };
   Kind kind = Kind::kNone;
   Fp8BlockSize fp8_block;  // kFp8Blocks'
   bool any() const { return kind != Kind::kNone; }
+  bool fp8() const { return kind == Kind::kFp8Blocks || kind == Kind::kFp8Compressed; }
+  // The suffix of an FP8 weight's scales beside it: fine-grained FP8's `_scale_inv` (named for the
+  // inverse of the scale it quantized with), compressed-tensors' `_scale` (`weight_scale`).
+  const char* fp8ScaleSuffix() const { return kind == Kind::kFp8Compressed ? "_scale" : "_scale_inv"; }
 };
 
 struct HuggingFaceConfig {

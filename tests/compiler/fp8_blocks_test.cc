@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/Fp8Blocks.h"
+#include "runtime/io/safetensors.h"
 
 namespace mt {
 namespace {
@@ -74,6 +75,43 @@ TEST(Fp8Blocks, Refusals) {
   EXPECT_EQ(dequantizeFp8Blocks(codes.data(), scales.data(), weight, block, out.data()).rfind(
                 "element [2,3] dequantizes past f32's range", 0),
             0u);
+}
+
+// compressed-tensors' scales: one for the tensor, or a shape dividing the weight, each scale a block of
+// it, as compressed-tensors' dequantize infers the strategy from the shape.
+TEST(Fp8Blocks, CompressedScalesCoverEqualBlocksByTheirShape) {
+  const std::vector<int64_t> weight = {6, 8};
+  const std::vector<std::pair<std::vector<int64_t>, std::pair<int64_t, int64_t>>> cases = {
+      {{}, {6, 8}}, {{1}, {6, 8}}, {{6, 1}, {1, 8}}, {{6, 4}, {1, 2}}, {{1, 4}, {6, 2}}, {{3, 2}, {2, 4}}};
+  for (const auto& [scales, want] : cases) {
+    Fp8BlockSize block;
+    ASSERT_EQ(compressedFp8Block(weight, scales, &block), "") << shapeText(scales);
+    EXPECT_EQ(std::make_pair(block.rows, block.cols), want) << shapeText(scales);
+  }
+  Fp8BlockSize block;
+  for (const std::vector<int64_t>& bad : std::vector<std::vector<int64_t>>{{4, 1}, {2}, {6, 3}, {6, 8, 1}, {0, 8}})
+    EXPECT_NE(compressedFp8Block(weight, bad, &block).find("which do not split a [6,8] weight into equal blocks"),
+              std::string::npos)
+        << shapeText(bad);
+  EXPECT_NE(compressedFp8Block({2, 6, 8}, {1}, &block).find("must have two axes"), std::string::npos);
+}
+
+// Products rounded to the scales' type as torch rounds a BF16 or F16 product: to nearest, ties to
+// even, F16's subnormals in steps of 2^-24, past 65504 (from 65520) out of range.
+TEST(Fp8Blocks, RoundsProductsToTheScalesType) {
+  const float u8 = std::ldexp(1.0f, -8), u11 = std::ldexp(1.0f, -11);
+  std::vector<float> bf16 = {1 + u8, 1 + 3 * u8, -(1 + 3 * u8), 3.0f};
+  ASSERT_EQ(roundToScaleType(bf16.data(), {2, 2}, "BF16"), "");
+  EXPECT_EQ(bf16, (std::vector<float>{1.0f, 1 + 4 * u8, -(1 + 4 * u8), 3.0f}));
+  std::vector<float> f16 = {1 + u11, 1 + 3 * u11, 3 * std::ldexp(1.0f, -26), std::ldexp(1.0f, -25), 65519.0f, 0.0f};
+  ASSERT_EQ(roundToScaleType(f16.data(), {6}, "F16"), "");
+  EXPECT_EQ(f16, (std::vector<float>{1.0f, 1 + 4 * u11, std::ldexp(1.0f, -24), 0.0f, 65504.0f, 0.0f}));
+  std::vector<float> f32 = {1 + u11, 1e30f};
+  ASSERT_EQ(roundToScaleType(f32.data(), {2}, "F32"), "");
+  EXPECT_EQ(f32, (std::vector<float>{1 + u11, 1e30f}));
+  std::vector<float> past = {1.0f, 65520.0f};
+  EXPECT_EQ(roundToScaleType(past.data(), {1, 2}, "F16"),
+            "element [0,1] dequantizes past F16's range, its scales' type");
 }
 
 }  // namespace

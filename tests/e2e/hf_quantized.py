@@ -1,7 +1,8 @@
 """Quantized Hugging Face checkpoints in (quantization_config), each dequantized to the fp32 master
 on import: gpt-oss's official MXFP4 experts, and fine-grained FP8 (DeepSeek-V3's, Kimi K2's,
 Qwen3's -FP8: every linear weight E4M3 beside `<name>_scale_inv`, one f32 scale per
-weight_block_size block). The weights beside the plan must equal the reference dequantization bit
+weight_block_size block) and compressed-tensors' FP8 (llm-compressor's -FP8-dynamic: E4M3 beside
+`<name>_scale`, per tensor, channel, group or block, products in the scales' type). The weights beside the plan must equal the reference dequantization bit
 for bit (transformers' own arithmetic, transcribed here since Debian's torch 1.13 has no float8),
 the first loss the transformers-style twin's on those weights; --export-hf writes the weights
 without quantization_config and compiles back to them bit for bit. Then the refusals: broken
@@ -200,6 +201,128 @@ def fp8_import(bin_dir, work, data, tokens, failures):
     expect_refusals(bin_dir, work, spec, stored, cases, failures, dtypes)
 
 
+# compressed-tensors' FP8 (llm-compressor's -FP8-dynamic checkpoints): how each kind of linear layer
+# of the test's Qwen3-MoE is scaled here — (strategy, scale block as a function of the weight's shape,
+# the scales' dtype) — one of each strategy and scale type: the attention's q, k, v per output channel
+# in BF16, o_proj one F16 scale for the tensor, the experts per group of 16 columns in BF16, the dense
+# MLP per 16x32 block in F32.
+COMPRESSED_SCHEMES = [
+    (r"self_attn\.[qkv]_proj", "channel", lambda rows, cols: (1, cols), torch.bfloat16),
+    (r"self_attn\.o_proj", "tensor", lambda rows, cols: (rows, cols), torch.float16),
+    (r"mlp\.experts\.", "group", lambda rows, cols: (1, 16), torch.bfloat16),
+    (r"mlp\.(gate|up|down)_proj", "block", lambda rows, cols: (16, 32), torch.float32),
+]
+COMPRESSED_ARGS = dict(
+    channel={}, tensor={}, group=dict(group_size=16), block=dict(block_structure=[16, 32]))
+
+
+def compressed_config():
+    """A quantization_config as llm-compressor writes it: a group per scheme above (their targets and
+    the ignore list say how the checkpoint was made; the scales' shapes how it is read)."""
+    def group(strategy, args):
+        weights = dict(dict(num_bits=8, type="float", symmetric=True, strategy=strategy, dynamic=False,
+                            group_size=None, block_structure=None, actorder=None, observer="minmax",
+                            observer_kwargs={}), **args)
+        return dict(targets=["Linear"], weights=weights, output_activations=None, format="float-quantized",
+                    input_activations=dict(num_bits=8, type="float", symmetric=True, strategy="token", dynamic=True,
+                                           group_size=None, block_structure=None, actorder=None, observer=None,
+                                           observer_kwargs={}))
+    return dict(quant_method="compressed-tensors", format="float-quantized", quantization_status="compressed",
+                config_groups={f"group_{i}": group(strategy, COMPRESSED_ARGS[strategy])
+                               for i, (_, strategy, _, _) in enumerate(COMPRESSED_SCHEMES)},
+                ignore=["lm_head", "re:.*mlp.gate$"], kv_cache_scheme=None, global_compression_ratio=None,
+                sparsity_config={}, transform_config=None, version="0.12.2")
+
+
+def compressed_checkpoint(weights):
+    """`weights` as compressed-tensors stores them: each linear layer's weight (not the router,
+    embedding, head or norms) as E4M3 codes beside its `weight_scale` (amax / 448 per block, in the
+    scheme's dtype). Returns (the checkpoint's tensors, the weights as compressed-tensors' dequantize
+    computes them — the code cast to the scales' dtype times its scale, in that dtype, torch's own
+    arithmetic —, the codes' dtype names)."""
+    stored, dequantized, dtypes = {}, {}, {}
+    for name, w in weights.items():
+        scheme = [s for s in COMPRESSED_SCHEMES if re.search(s[0], name)] if name.endswith("_proj.weight") else []
+        if not scheme:
+            stored[name] = w
+            continue
+        _, strategy, block_of, dtype = scheme[0]
+        rows, cols = w.shape
+        block = block_of(rows, cols)
+        scales = torch.ones(rows // block[0], cols // block[1])
+        for i in range(scales.shape[0]):
+            for j in range(scales.shape[1]):
+                amax = w[i * block[0]:(i + 1) * block[0], j * block[1]:(j + 1) * block[1]].float().abs().max()
+                scales[i, j] = amax / 448 if amax > 0 else 1.0
+        scales = scales.to(dtype)
+        spread = blockwise(scales, w.shape, block)
+        codes = to_e4m3(w.float() / spread.float())
+        stored[name], dtypes[name] = codes, "F8_E4M3"
+        stored[name + "_scale"] = scales.reshape(1) if strategy == "tensor" else scales
+        dequantized[name] = (E4M3[codes.long()].to(dtype) * spread).float()
+    return stored, dequantized, dtypes
+
+
+def compressed_import(bin_dir, work, data, tokens, failures):
+    """Qwen3-MoE as an llm-compressor FP8-dynamic checkpoint stores it (two shards; the scales per
+    channel, tensor, group and block, in BF16, F16 and F32): mtc's weights are compressed-tensors'
+    dequantization bit for bit, the summary says so, the first loss is the twin's on them and the
+    export compiles back to itself bit for bit. Then the refusals."""
+    spec = MODELS["qwen3-moe-bf16-sharded"]
+    cfg = spec["config"]
+    weights = hf_weights(cfg, False, torch.bfloat16, seed=15)
+    stored, dequantized, dtypes = compressed_checkpoint(weights)
+    quant = compressed_config()
+    folder = os.path.join(work, "qwen3-moe-compressed")
+    write_folder(folder, spec, stored, {"quantization_config": quant}, dtypes)
+    summary = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
+                              "-o", folder + ".plan"], capture_output=True, text=True, check=True).stdout
+    if "FP8 weights (compressed-tensors' float-quantized" not in summary:
+        failures.append(f"compressed: the summary does not say the weights were dequantized:\n{summary}")
+    params = dict({k: v.float() for k, v in weights.items()}, **dequantized)
+    if bad := imported_mismatches(folder, spec, params):
+        failures.append(f"compressed: mtc's weights are not compressed-tensors' dequantization bit for bit: {bad[:5]}")
+    mt_loss, torch_loss = trains_and_exports(bin_dir, folder, params, cfg, data, tokens, "compressed", failures)
+    print(f"compressed: Qwen3-MoE's FP8 (channel, tensor, group, block) dequantized bit for bit; first loss "
+          f"{mt_loss:.6f} vs {torch_loss:.6f}; exported and re-imported")
+
+    o_proj = "model.layers.0.self_attn.o_proj.weight"  # [64, 128], one F16 scale
+    quantized = {"quantization_config": quant}
+
+    def group_0(**changes):
+        q = json.loads(json.dumps(quant))
+        for key, value in changes.items():
+            part, _, arg = key.partition("__")
+            q["config_groups"]["group_0"][part][arg] = value
+        return {"quantization_config": q}
+
+    def past_f16(w):  # 448 x 1000 is past F16's 65504; the other codes 0
+        w[o_proj + "_scale"] = torch.tensor([1000.0], dtype=torch.float16)
+        w[o_proj].zero_()[2, 7] = 0x7E
+    cases = [
+        ("ct-static", group_0(input_activations__dynamic=False), None,
+         "static activation scales (input_scale) are not read"),
+        ("ct-int8", group_0(weights__type="int"), None, "'type' is \"int\": not float"),
+        ("ct-asymmetric", group_0(weights__symmetric=False), None, "its zero points (weight_zero_point) are not read"),
+        ("ct-actorder", group_0(weights__actorder="group"), None, "an activation order's weight_g_idx is not read"),
+        ("ct-unknown-arg", group_0(weights__foo=1), None, "mtc does not know 'foo'"),
+        ("ct-format", {"quantization_config": dict(quant, format="pack-quantized")}, None,
+         "'format' is \"pack-quantized\", not \"float-quantized\""),
+        ("ct-status", {"quantization_config": dict(quant, quantization_status="frozen")}, None,
+         "'quantization_status' is \"frozen\", not \"compressed\""),
+        ("ct-kv-cache", {"quantization_config": dict(quant, kv_cache_scheme=dict(num_bits=8, type="float"))}, None,
+         "its key and value scales (k_scale, v_scale) are not read"),
+        ("ct-scale-shape", quantized, lambda w: w.update({o_proj + "_scale": torch.ones(3, dtype=torch.float16)}),
+         "its scales are [3], which do not split a [64,128] weight into equal blocks"),
+        ("ct-past-f16", quantized, past_f16, f"'{o_proj}': element [2,7] dequantizes past F16's range"),
+        ("ct-no-scale", quantized, lambda w: w.pop(o_proj + "_scale"),
+         f"'{o_proj}' is F8_E4M3 [64,128] without its scales ('{o_proj}_scale'"),
+        ("ct-no-config", {}, None, "_scale', which the Qwen3MoeForCausalLM layout mtc reads has no place for (an FP8 "
+         "weight's scales: the config names no compressed-tensors quantization_config"),
+    ]
+    expect_refusals(bin_dir, work, spec, stored, cases, failures, dtypes)
+
+
 FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
 
@@ -282,6 +405,7 @@ def main():
     failures = []
     mxfp4_import(bin_dir, work, data, tokens, failures)
     fp8_import(bin_dir, work, data, tokens, failures)
+    compressed_import(bin_dir, work, data, tokens, failures)
     ref.finish("hf_quantized", failures)
 
 

@@ -5,7 +5,7 @@ layer_types), Mistral, Phi-3, Granite (its multipliers, its dropout), SmolLM3 (i
 OLMo 2, Qwen2-MoE (its experts and shared expert), OLMoE, GraniteMoE (its multipliers and experts), GLM-4.5 (its
 sigmoid router's groups and scale, its prediction layer), DeepSeek-V3 (its latent attention, YaRN),
 DeepSeek-V2 (its softmax router's groups, YaRN's mscale), Qwen3's
-fine-grained FP8 quantization_config, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
+fine-grained FP8 quantization_config, a Llama's compressed-tensors FP8 one, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
 Gemma 3's text model and its multimodal folder's config (the text model nested), Gemma 2 (its
 softcaps, the keys its published configs carry beside Gemma2Config's), and one nested as deep as a
 file may be (64 levels)."""
@@ -72,6 +72,16 @@ seeds = {
     "qwen3-fp8.json": dict(llama, architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=4,
                            quantization_config=dict(activation_scheme="dynamic", fmt="e4m3", quant_method="fp8",
                                                     weight_block_size=[128, 128])),
+    # An llm-compressor FP8-dynamic quantization_config (again no scales in the weights file).
+    "llama-fp8-dynamic.json": dict(llama, quantization_config=dict(
+        quant_method="compressed-tensors", format="float-quantized", quantization_status="compressed",
+        config_groups=dict(group_0=dict(
+            targets=["Linear"], output_activations=None, format=None,
+            weights=dict(num_bits=8, type="float", symmetric=True, strategy="channel", dynamic=False,
+                         group_size=None, block_structure=None, actorder=None, observer="minmax", observer_kwargs={}),
+            input_activations=dict(num_bits=8, type="float", symmetric=True, strategy="token", dynamic=True,
+                                   observer=None))),
+        ignore=["lm_head"], kv_cache_scheme=None, global_compression_ratio=1.24, sparsity_config={})),
     "gpt2.json": dict(architectures=["GPT2LMHeadModel"], model_type="gpt2", n_embd=8, n_layer=1, n_head=2,
                       n_positions=32, vocab_size=16, layer_norm_epsilon=1e-5, activation_function="gelu_new"),
     "llama-reward.json": dict(llama, architectures=["LlamaForSequenceClassification"], id2label={"0": "LABEL_0"},
