@@ -590,6 +590,38 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
   if (!saved.empty()) o.lora_from_saved = std::move(saved);
 }
 
+// Whether `ours` is the router of a DeepSeek-V2 (transformers' DeepseekV2Moe.gate).
+bool isDeepseekV2Router(const HuggingFaceModel& model, const std::string& ours) {
+  return model.architecture.starts_with("DeepseekV2For") && ours.ends_with(".moe.router.weight");
+}
+
+// transformers' DeepSeek-V2 router is an nn.Linear, so PEFT's all-linear wraps it, but the layer's
+// forward reads gate.weight (the base layer's) and never calls the adapter: the adapter gets no
+// gradient and its B keeps PEFT's zeros. The router `t`'s adapters (module `module`) are read as the
+// no-op they are, checked to shape; a B with anything but zeros (merge_and_unload would add what the
+// model PEFT trained never computed) is refused by name.
+void useUnusedRouterAdapters(AdapterTensors& tensors, const PeftAdapter& adapter, const std::string& module,
+                             const plan::HostTensor& t, const std::vector<int64_t>& shape) {
+  const SafetensorsFile& file = *adapter.weights;
+  const std::string key = kPeftKeyPrefix + module;
+  const int64_t rank = adapterRank(adapter, module);
+  tensors.use(key + ".lora_A.weight", {rank, shape[1]}, t.name() + "'s A");
+  const std::string b_key = tensors.use(key + ".lora_B.weight", {shape[0], rank}, t.name() + "'s B");
+  file.verify(b_key);
+  const SafetensorsEntry& b = file.entries().at(b_key);
+  const size_t width = b.dtype == "F32" ? 4 : 2;  // F32, BF16 or F16 (checked by use): zero is +-0's bits
+  const uint32_t magnitude = width == 4 ? 0x7fffffffu : 0x7fffu;
+  for (int64_t i = 0; i < shape[0] * rank; ++i) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, b.data + static_cast<size_t>(i) * width, width);
+    if ((bits & magnitude) != 0)
+      throw Error(file.path() + ": '" + b_key + "' is not all zeros (element " + std::to_string(i) +
+                  "): transformers' DeepSeek-V2 reads its router's weight without the adapter, so PEFT never trains "
+                  "it, and merging it would add what the model it trained never computed; drop '" + module +
+                  "' from the adapter");
+  }
+}
+
 WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, const HuggingFaceModel& model,
                             bool forward_only) {
   WeightOverrides overrides;
@@ -691,6 +723,9 @@ WeightOverrides peftWeights(const PeftAdapter& adapter, const plan::Plan& plan, 
           tensors.use(key + ".lora_B.weight", {shape[0], rank}, t.name() + "'s B"),
           loraScale(planAlpha(adapterAlpha(adapter, named)), rank, adapter.rslora),
           adapter.dora ? tensors.use(key + ".lora_magnitude_vector", {shape[0]}, t.name() + "'s DoRA magnitude") : ""};
+    } else if (!saved && isDeepseekV2Router(model, t.name()) &&
+               file.entries().count(kPeftKeyPrefix + module + ".lora_B.weight")) {
+      useUnusedRouterAdapters(tensors, adapter, module, t, shape);
     } else if (saved || (!tensor.empty() && file.entries().count(whole))) {
       // A saved module's tensor, or a whole one saved beside the adapters (PEFT's
       // save_embedding_layers): it replaces the folder's.

@@ -860,6 +860,7 @@ def main():
                                        ("qwen2-moe-bf16", os.path.join(work, "qwen2-moe-bf16"), "64", "40"),
                                        ("glm4-moe-bf16", os.path.join(work, "glm4-moe-bf16"), "64", "40"),
                                        ("deepseek-v3-f32", os.path.join(work, "deepseek-v3-f32"), "64", "40"),
+                                       ("deepseek-v2-bf16", os.path.join(work, "deepseek-v2-bf16"), "64", "40"),
                                        ("gemma3-bf16", gemma_trained, "64", "40"),
                                        ("gemma2-f32", gemma2_trained, "64", "40"),
                                        ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"), "16", "12")):

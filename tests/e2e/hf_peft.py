@@ -5,9 +5,11 @@ scores the data as the adapted model), --export-peft writes PEFT's adapter folde
 modules trained whole beside the adapters (modules_to_save), rank-stabilised scaling and dropout;
 mtc --lora-from puts such a folder back on the model, to train on or merged for sampling. DoRA
 (--lora-dora) the same way: magnitudes from the folder's row norms, merged as PEFT merges DoRA,
-exported and read back. Qwen2-MoE's all-linear, its shared experts adapted alone; GLM-4.5's and DeepSeek-V3's alike. GraniteMoE's
-all-linear, its routers adapted; its experts' stacks refused by --export-peft. Granite 4.0's
-all-linear, its fused MLP layer written as one adapter and read back.
+exported and read back. Qwen2-MoE's all-linear, its shared experts adapted alone; GLM-4.5's,
+DeepSeek-V3's and DeepSeek-V2's alike (PEFT's adapters of V2's router, never trained since its
+forward reads the weight, read as the no-op they are). GraniteMoE's all-linear, its routers
+adapted; its experts' stacks refused by --export-peft. Granite 4.0's all-linear, its fused MLP
+layer written as one adapter and read back.
 
 usage: /usr/bin/python3 tests/e2e/hf_peft.py BIN_DIR WORK_DIR
 """
@@ -561,12 +563,14 @@ def check_qwen2_moe_all_linear(bin_dir, work, data, failures):
           f"{len(adapters)} adapter tensors; --lora-from back bit for bit")
 
 
-def check_sigmoid_router_all_linear(bin_dir, work, data, failures, name, attention):
-    """all-linear on GLM-4.5 (DeepSeek-V3 alike) adapts the attention's projections (`attention`:
-    DeepSeek-V3's latent attention's q_a, q_b, kv_a, kv_b and o), the dense first layer's MLP and the
-    shared experts' (mlp.shared_experts.*_proj, nn.Linear modules of their own), not the router (a
-    TopkRouter's bare parameter, its choice bias a buffer) or the routed experts; --export-peft names
-    the shared experts' layers one by one; --lora-from reads the folder back, bit for bit."""
+def check_shared_experts_all_linear(bin_dir, work, data, failures, name, attention):
+    """all-linear on GLM-4.5 (DeepSeek-V3 and -V2 alike) adapts the attention's projections
+    (`attention`: DeepSeek-V3's latent attention's q_a, q_b, kv_a, kv_b and o, V2's q in place of q_a
+    and q_b), the dense first layer's MLP and the shared experts' (mlp.shared_experts.*_proj,
+    nn.Linear modules of their own), not the router (a TopkRouter's bare parameter, its choice bias a
+    buffer; DeepSeek-V2's an nn.Linear its forward reads the weight of, below) or the routed experts;
+    --export-peft names the shared experts' layers one by one; --lora-from reads the folder back, bit
+    for bit. Returns the folder, the adapter folder and the trained tensors."""
     spec, folder, peft, ours, adapters, config = all_linear_adapters(bin_dir, work, data, name)
     layers, dense = spec["config"]["num_hidden_layers"], spec["config"]["first_k_dense_replace"]
     want = {f"layers.{l}.attn.{m}" for l in range(layers) for m in attention}
@@ -583,6 +587,34 @@ def check_sigmoid_router_all_linear(bin_dir, work, data, failures, name, attenti
     lora_from_gives_back(bin_dir, work, name, folder, peft, ours, failures)
     print(f"{name} all-linear: {len(adapted)} layers adapted (the shared experts' among them), "
           f"{len(adapters)} adapter tensors; --lora-from back bit for bit")
+    return folder, peft, ours
+
+
+def check_deepseek_v2_router_adapters(bin_dir, work, data, failures):
+    """PEFT's all-linear on transformers' DeepSeek-V2 wraps its router too (DeepseekV2Moe.gate is an
+    nn.Linear), but the forward reads gate.weight, the base layer's, so those adapters never train and
+    keep B's zeros: such a folder (target_modules all-linear) reads back as without them, bit for bit;
+    a router adapter whose B is not zero is refused by name."""
+    name = "deepseek-v2-bf16"
+    folder, peft, ours = check_shared_experts_all_linear(bin_dir, work, data, failures, name, ("q", "kv_a", "kv_b", "o"))
+    cfg = MODELS[name]["config"]
+    moe_layers = range(cfg["first_k_dense_replace"], cfg["num_hidden_layers"])
+    gate = "base_model.model.model.layers.{}.mlp.gate.lora_{}.weight"
+    router_adapters = {}
+    for layer in moe_layers:
+        router_adapters[gate.format(layer, "A")] = torch.randn(4, cfg["hidden_size"])
+        router_adapters[gate.format(layer, "B")] = torch.zeros(cfg["n_routed_experts"], 4)
+    with_router = damaged_adapter(work, peft, "v2-router-adapters", {"target_modules": "all-linear"},
+                                  extra=router_adapters)
+    lora_from_gives_back(bin_dir, work, name, folder, with_router, ours, failures)
+    trained_b = dict(router_adapters)
+    trained_b[gate.format(moe_layers[0], "B")] = torch.full((cfg["n_routed_experts"], 4), 1e-3)
+    lora_from_refused(bin_dir, work, damaged_adapter(work, peft, "v2-router-trained", {"target_modules": "all-linear"},
+                                                     extra=trained_b),
+                      f"'{gate.format(moe_layers[0], 'B')}' is not all zeros (element 0): transformers' DeepSeek-V2 "
+                      "reads its router's weight without the adapter", failures, model=folder)
+    print("deepseek-v2 all-linear: PEFT's router adapters (never trained) read as the no-op they are; a trained one "
+          "refused")
 
 
 def check_granitemoe_lora(bin_dir, work, data, failures):
@@ -685,8 +717,9 @@ def main():
     check_dora(bin_dir, work, data, failures)
     check_phi3_fused(bin_dir, work, data, failures)
     check_qwen2_moe_all_linear(bin_dir, work, data, failures)
-    check_sigmoid_router_all_linear(bin_dir, work, data, failures, "glm4-moe-bf16", "qkvo")
-    check_sigmoid_router_all_linear(bin_dir, work, data, failures, "deepseek-v3-f32", ("q_a", "q_b", "kv_a", "kv_b", "o"))
+    check_shared_experts_all_linear(bin_dir, work, data, failures, "glm4-moe-bf16", "qkvo")
+    check_shared_experts_all_linear(bin_dir, work, data, failures, "deepseek-v3-f32", ("q_a", "q_b", "kv_a", "kv_b", "o"))
+    check_deepseek_v2_router_adapters(bin_dir, work, data, failures)
     check_granitemoe_lora(bin_dir, work, data, failures)
     check_granite4_fused_mlp(bin_dir, work, data, failures)
     ref.finish("hf_peft", failures)
