@@ -125,6 +125,23 @@ def trains_and_exports(bin_dir, folder, params, cfg, data, tokens, label, failur
     return mt_loss, torch_loss
 
 
+def dequantized_import(bin_dir, folder, spec, checkpoint, quant, said, label, data, tokens, failures):
+    """`checkpoint` (weights as given, the checkpoint's tensors, the dequantized ones, the codes'
+    dtype names) written as `folder` with `quant` as its quantization_config: mtc's summary says
+    `said`, its weights are the dequantized checkpoint's bit for bit, and it trains and exports as
+    trains_and_exports checks. Returns (mtc's first loss, the twin's)."""
+    weights, stored, dequantized, dtypes = checkpoint
+    write_folder(folder, spec, stored, {"quantization_config": quant}, dtypes)
+    summary = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
+                              "-o", folder + ".plan"], capture_output=True, text=True, check=True).stdout
+    if said not in summary:
+        failures.append(f"{label}: the summary does not say the weights were dequantized:\n{summary}")
+    params = dict({k: v.float() for k, v in weights.items()}, **dequantized)
+    if bad := imported_mismatches(folder, spec, params):
+        failures.append(f"{label}: mtc's weights are not the dequantized checkpoint's bit for bit: {bad[:5]}")
+    return trains_and_exports(bin_dir, folder, params, spec["config"], data, tokens, label, failures)
+
+
 def fp8_import(bin_dir, work, data, tokens, failures):
     """DeepSeek-V3 as its published FP8 checkpoint stores it (Moonlight's attention, BF16 in two
     shards, blocks of 16x24 so that rows and columns both end in short blocks, a prediction layer's
@@ -138,16 +155,9 @@ def fp8_import(bin_dir, work, data, tokens, failures):
     stored, dequantized, dtypes = fp8_checkpoint(weights, block)
     quant = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": block}
     folder = os.path.join(work, "deepseek-fp8")
-    write_folder(folder, spec, stored, {"quantization_config": quant}, dtypes)
-    plan = folder + ".plan"
-    summary = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
-                              "-o", plan], capture_output=True, text=True, check=True).stdout
-    if "FP8 weights (E4M3, a scale per 16x24 block) are dequantized to f32 on import" not in summary:
-        failures.append(f"fp8: the summary does not say the weights were dequantized:\n{summary}")
-    params = dict({k: v.float() for k, v in weights.items()}, **dequantized)
-    if bad := imported_mismatches(folder, spec, params):
-        failures.append(f"fp8: mtc's weights are not the dequantized checkpoint's bit for bit: {bad[:5]}")
-    mt_loss, torch_loss = trains_and_exports(bin_dir, folder, params, cfg, data, tokens, "fp8", failures)
+    mt_loss, torch_loss = dequantized_import(
+        bin_dir, folder, spec, (weights, stored, dequantized, dtypes), quant,
+        "FP8 weights (E4M3, a scale per 16x24 block) are dequantized to f32 on import", "fp8", data, tokens, failures)
     # The config and the index alone (a plan sized before the download): the scales placed by name.
     config_alone = folder + "-config"
     os.makedirs(config_alone, exist_ok=True)
@@ -273,16 +283,9 @@ def compressed_import(bin_dir, work, data, tokens, failures):
     weights = hf_weights(cfg, False, torch.bfloat16, seed=15)
     stored, dequantized, dtypes = compressed_checkpoint(weights)
     quant = compressed_config()
-    folder = os.path.join(work, "qwen3-moe-compressed")
-    write_folder(folder, spec, stored, {"quantization_config": quant}, dtypes)
-    summary = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
-                              "-o", folder + ".plan"], capture_output=True, text=True, check=True).stdout
-    if "FP8 weights (compressed-tensors' float-quantized" not in summary:
-        failures.append(f"compressed: the summary does not say the weights were dequantized:\n{summary}")
-    params = dict({k: v.float() for k, v in weights.items()}, **dequantized)
-    if bad := imported_mismatches(folder, spec, params):
-        failures.append(f"compressed: mtc's weights are not compressed-tensors' dequantization bit for bit: {bad[:5]}")
-    mt_loss, torch_loss = trains_and_exports(bin_dir, folder, params, cfg, data, tokens, "compressed", failures)
+    mt_loss, torch_loss = dequantized_import(
+        bin_dir, os.path.join(work, "qwen3-moe-compressed"), spec, (weights, stored, dequantized, dtypes), quant,
+        "FP8 weights (compressed-tensors' float-quantized", "compressed", data, tokens, failures)
     print(f"compressed: Qwen3-MoE's FP8 (channel, tensor, group, block) dequantized bit for bit; first loss "
           f"{mt_loss:.6f} vs {torch_loss:.6f}; exported and re-imported")
 
