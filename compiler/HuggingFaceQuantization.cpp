@@ -10,6 +10,11 @@ namespace {
 
 constexpr int64_t kMaxFp8Block = int64_t{1} << 20;  // a side of weight_block_size
 
+// What the summary says of FP8 weights, whichever form they come in, after how they were dequantized.
+constexpr char kFp8NoteTail[] =
+    ": their rounding to FP8 stays in the starting weights; training computes at the plan's precision (the FP8 "
+    "model's inference quantizes activations too), and --export-hf writes the weights unquantized";
+
 // FineGrainedFP8Config's (and the DeepSeek-V3 checkpoints' own) keys: E4M3 weights, a scale per
 // weight_block_size block ([128, 128] where absent); the activations' quantization (dynamic, per
 // token group, at inference) is not done: the plan computes at its own precision.
@@ -37,9 +42,8 @@ WeightQuantization readFp8Blocks(ConfigReader& q, std::vector<std::string>& note
   q.finish();
   notes.push_back(fmt::format(
       "the checkpoint's FP8 weights (E4M3, a scale per {}x{} block) are dequantized to f32 on import, as transformers "
-      "dequantizes them: their rounding to FP8 stays in the starting weights; training computes at the plan's precision "
-      "(the FP8 model's inference quantizes activations too), and --export-hf writes the weights unquantized",
-      out.fp8_block.rows, out.fp8_block.cols));
+      "dequantizes them{}",
+      out.fp8_block.rows, out.fp8_block.cols, kFp8NoteTail));
   return out;
 }
 
@@ -75,8 +79,8 @@ void readCompressedWeightArgs(ConfigReader& group) {
 // computes at its own precision); static ones' stored input scales are not read.
 void readCompressedActivationArgs(ConfigReader& group, const std::string& key) {
   if (!group.has(key)) return group.take(key);
-  ConfigReader a = group.nested(key);
   if (key == "output_activations") throw group.error("'output_activations' is not null: mtc does not read them");
+  ConfigReader a = group.nested(key);
   a.require("dynamic", true,
             "static activation scales (input_scale) are not read: mtc dequantizes the weights of dynamic FP8 "
             "checkpoints (-FP8-dynamic); convert this one to BF16 first");
@@ -118,12 +122,10 @@ WeightQuantization readCompressedTensors(ConfigReader& q, std::vector<std::strin
     throw q.error("'sparsity_config' is " + jsonBrief(sparsity) + ": sparse compressed weights are not read" + fix);
   for (const char* inert : {"ignore", "global_compression_ratio", "version", "provider"}) q.take(inert);
   q.finish();
-  notes.push_back(
+  notes.push_back(std::string(
       "the checkpoint's FP8 weights (compressed-tensors' float-quantized: E4M3, scales per tensor, channel, group or "
-      "block) are dequantized on import, as compressed-tensors decompresses them: each code's value times its scale, "
-      "rounded to the scales' type; their rounding to FP8 stays in the starting weights, training computes at the "
-      "plan's precision (the FP8 model's inference quantizes activations too), and --export-hf writes the weights "
-      "unquantized");
+      "block) are dequantized on import, as compressed-tensors decompresses them (each code's value times its scale, "
+      "rounded to the scales' type)") + kFp8NoteTail);
   return {WeightQuantization::Kind::kFp8Compressed};
 }
 
