@@ -323,9 +323,9 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
   model.notes = config.notes;
   model.quantization = config.quantization;
   const bool gpt2 = model.config.family == ModelFamily::kGpt2;
-  const bool language_model = config.language_model_only;  // Gemma3ForConditionalGeneration's
+  const bool language_model = !config.multimodal.empty();  // a multimodal folder's, read alone
   if (!config.config_to_keep.empty()) model.config_json = config.config_to_keep;
-  model.language_model_only = language_model;
+  model.multimodal = config.multimodal;
 
   // --no-weights on a folder without its weights (config.json, and the index where a download of
   // the JSON files fetched it too): each tensor's place from the config, its name checked against
@@ -339,9 +339,9 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
                        return stat((dir + "/" + entry.second).c_str(), &st) != 0;
                      });
   model.weightless |= config_alone && files.empty();
-  // A Gemma3ForConditionalGeneration folder's language model: "model." of Gemma3ForCausalLM's
-  // names is "language_model.model." in Google's checkpoints, "model.language_model." where
-  // transformers 4.52 and 5 saved the in-memory names.
+  // A multimodal folder's language model: "model." of its causal LM's names is
+  // "language_model.model." in the checkpoints Google and Mistral published, "model.language_model."
+  // where transformers 4.52 and 5 saved the in-memory names.
   const std::string body = !language_model                                      ? "model."
                            : files.count("model.language_model.embed_tokens.weight") ? "model.language_model."
                                                                                   : "language_model.model.";

@@ -48,8 +48,10 @@ struct HuggingFaceModel {
   // one: a plan to size before downloading the weights): each parameter's place named, no file
   // opened.
   bool weightless = false;
-  // A Gemma3ForConditionalGeneration folder read as its language model (Gemma3ForCausalLM).
-  bool language_model_only = false;
+  // A multimodal folder's class (Gemma3ForConditionalGeneration, Mistral3ForConditionalGeneration)
+  // where it is read as its language model (`architecture`: Gemma3ForCausalLM, MistralForCausalLM);
+  // "" for any other folder.
+  std::string multimodal;
 };
 
 // Whether `path` is a directory holding a config.json.

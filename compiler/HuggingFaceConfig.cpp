@@ -516,14 +516,15 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   if (out.architecture == "Gemma3ForSequenceClassification")
     throw r.error("Gemma3ForSequenceClassification is the multimodal Gemma 3's classifier, which mtc does not read "
                   "(Gemma3TextForSequenceClassification, the text model's, is read)");
-  if (out.architecture == "Gemma3ForConditionalGeneration") {  // Gemma 3 4B-27B: its language model
-    const std::string language_model = hf::gemma3LanguageModelConfig(config, path);
+  // Gemma 3 4B-27B, Mistral Small 3.x: the language model beside the vision tower.
+  if (const hf::MultimodalArchitecture* multimodal = hf::findMultimodal(out.architecture)) {
+    const std::string language_model = hf::languageModelConfig(*multimodal, config, path);
     HuggingFaceConfig language = readHuggingFaceConfig(language_model, path + " 'text_config'");
     language.config_to_keep = language_model;
-    language.language_model_only = true;
+    language.multimodal = multimodal->name;
     language.notes.push_back(
-        "a Gemma3ForConditionalGeneration folder: its language model is read and trained (as Gemma3ForCausalLM); "
-        "the vision tower and projector are not read, --export-hf writes the language model alone, and "
+        "a " + language.multimodal + " folder: its language model is read and trained (as " + language.architecture +
+        "); the vision tower and projector are not read, --export-hf writes the language model alone, and "
         "--export-peft and --lora-from name its adapters as PEFT on the multimodal model does (model.language_model.)");
     return language;
   }

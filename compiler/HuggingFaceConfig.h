@@ -42,10 +42,12 @@ struct HuggingFaceConfig {
   std::vector<std::string> notes;
   WeightQuantization quantization;  // the config's quantization_config
   // The config.json the plan keeps (and --export-hf writes) where it is not the folder's own, ""
-  // where it is: a Gemma3ForConditionalGeneration folder's language model's, as Gemma3ForCausalLM's;
+  // where it is: a multimodal folder's language model's, as its causal LM's (Gemma3ForCausalLM's);
   // a Gemma 1 config's with its activation named as mtc computes it (hf::gemmaConfigToKeep).
   std::string config_to_keep;
-  bool language_model_only = false;  // a Gemma3ForConditionalGeneration folder: its language model read
+  // A multimodal folder's class (Gemma3ForConditionalGeneration, Mistral3ForConditionalGeneration)
+  // whose language model alone is read, `architecture` its causal LM's; "" for any other folder.
+  std::string multimodal;
   // The checkpoint's multi-token prediction layers after the model's (GLM-4.5's
   // num_nextn_predict_layers, model.layers.<layers>...), which transformers leaves unread: so does mtc.
   int64_t prediction_layers = 0;

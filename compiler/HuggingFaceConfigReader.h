@@ -1,11 +1,12 @@
 // The strict reader of a Hugging Face config.json shared by the architectures' readers
-// (compiler/HuggingFaceConfig.cpp, compiler/HuggingFaceGemma.cpp): every key taken or known inert,
+// (compiler/HuggingFaceConfig.cpp, compiler/HuggingFaceGemma.cpp, ...): every key taken or known inert,
 // else an error naming it. Internal to the compiler.
 #pragma once
 #include <cmath>
 #include <iterator>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -287,10 +288,22 @@ ModelConfig readGemmaConfig(ConfigReader& r, std::vector<std::string>& notes);
 // (compiler/HuggingFaceGemma.cpp).
 std::string gemmaConfigToKeep(const std::string& config_json);
 
-// A Gemma3ForConditionalGeneration config (Gemma 3 4B-27B: a language model beside a vision
-// tower) as its language model's Gemma3ForCausalLM config.json: text_config with that
-// architecture and the top level's token ids and dtype (compiler/HuggingFaceGemma.cpp). Throws
-// mt::Error naming a key it does not know.
-std::string gemma3LanguageModelConfig(const json& config, const std::string& path);
+// A multimodal folder's class whose language model mtc reads and trains alone, as that model's
+// causal LM (compiler/HuggingFaceMultimodal.cpp): the vision tower and its projector not read.
+struct MultimodalArchitecture {
+  const char* name;        // the folder's class, as config.json names it: "Gemma3ForConditionalGeneration"
+  const char* model_type;  // its config's model_type, which must agree: "gemma3"
+  Architecture language;   // its language model's (text_config's): kGemma3
+  bool language_tied_default;  // the language model's config class's tie_word_embeddings where absent
+  std::span<const char* const> vision_keys;  // the top-level keys of the vision tower and image tokens
+};
+
+// The entry of a multimodal class name, or null where mtc reads no such folder.
+const MultimodalArchitecture* findMultimodal(const std::string& architecture);
+
+// A multimodal config (`m`'s) as its language model's causal LM config.json: text_config with that
+// architecture and the top level's token ids and dtype. Throws mt::Error naming a key it does not
+// know, a language model of another kind, or a head tied at one level and not at the other.
+std::string languageModelConfig(const MultimodalArchitecture& m, const json& config, const std::string& path);
 
 }  // namespace mt::hf

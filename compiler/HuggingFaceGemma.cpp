@@ -2,8 +2,8 @@
 
 #include "compiler/HuggingFaceConfigReader.h"
 
-// Gemma's configs: Gemma3ForCausalLM's (the text models, 270M and 1B),
-// Gemma3ForConditionalGeneration's language model (4B-27B), Gemma2ForCausalLM's (2B-27B) and
+// Gemma's configs: Gemma3ForCausalLM's (the text models, 270M and 1B, and the language model of
+// Gemma3ForConditionalGeneration's 4B-27B: compiler/HuggingFaceMultimodal.cpp), Gemma2ForCausalLM's (2B-27B) and
 // GemmaForCausalLM's (Gemma 1, 2B and 7B, and CodeGemma).
 namespace mt::hf {
 namespace {
@@ -247,45 +247,6 @@ std::string gemmaConfigToKeep(const std::string& config_json) {
   if (!config.contains("hidden_act") || config["hidden_act"] != kGemmaLegacyActivation) return "";
   config["hidden_act"] = "gelu_pytorch_tanh";
   return config.dump(2) + "\n";
-}
-
-std::string gemma3LanguageModelConfig(const json& config, const std::string& path) {
-  ConfigReader r(config, path);
-  if (config.contains("model_type") && config["model_type"] != "gemma3")
-    throw r.error("'model_type' is " + jsonBrief(config["model_type"]) +
-                  " but the architecture Gemma3ForConditionalGeneration is of model_type \"gemma3\": the folder "
-                  "contradicts itself");
-  const json& text = r.value("text_config");
-  if (!text.is_object()) throw r.error("no 'text_config' object: the language model's settings are unknown");
-  // transformers' Gemma3ForConditionalGeneration caps no logits (its Gemma3ForCausalLM does, and
-  // so did the multimodal model of 4.50-4.51, whose language model was one): which applies is unsure.
-  if (text.contains("final_logit_softcapping") && !text["final_logit_softcapping"].is_null())
-    throw r.error("'text_config' has final_logit_softcapping " + jsonBrief(text["final_logit_softcapping"]) +
-                  ", which transformers' Gemma3ForConditionalGeneration does not apply (its Gemma3ForCausalLM "
-                  "does): make it null, or the folder a Gemma3ForCausalLM's");
-  // The vision tower's settings and its tokens' ids: not read (the language model alone is).
-  for (const char* key : {"vision_config", "mm_tokens_per_image", "boi_token_index", "eoi_token_index",
-                          "image_token_index"})
-    r.take(key);
-  json out = text;
-  out["architectures"] = {"Gemma3ForCausalLM"};
-  if (!out.contains("model_type")) out["model_type"] = "gemma3_text";
-  // What the top level says for the whole model and text_config leaves out. Not pad_token_id:
-  // transformers' language model takes text_config's (Gemma3TextConfig's 0 where it names none)
-  // as its embedding's padding_idx; the top level's is the multimodal model's own.
-  r.take("pad_token_id");
-  for (const char* key : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "transformers_version",
-                          "tie_word_embeddings"}) {
-    const json& value = r.value(key);
-    if (value.is_null()) continue;
-    if (!out.contains(key) || out[key].is_null())
-      out[key] = value;
-    else if (std::string(key) == "tie_word_embeddings" && out[key] != value)
-      throw r.error("'tie_word_embeddings' differs between the top level and 'text_config': the folder contradicts "
-                    "itself");
-  }
-  r.finish();
-  return out.dump(2) + "\n";
 }
 
 }  // namespace mt::hf

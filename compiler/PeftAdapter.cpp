@@ -120,12 +120,12 @@ std::optional<PerExpertStack> perExpertStack(const HuggingFaceModel& model, cons
 }
 
 // The folder's tensor `tensor` as transformers names it once loaded, the name PEFT's adapters
-// give it: a Gemma3ForConditionalGeneration folder's language model under model.language_model.
-// (transformers 4.52 on) whatever its file's layout (Google's language_model.model., its head
+// give it: a multimodal folder's language model under model.language_model. (transformers 4.52 on)
+// whatever its file's layout (Google's and Mistral's language_model.model., its head
 // language_model.lm_head); any other folder's as its file has it.
 std::string loadedName(const HuggingFaceModel& model, const std::string& tensor) {
   constexpr std::string_view google = "language_model.model.";
-  if (!model.language_model_only) return tensor;
+  if (model.multimodal.empty()) return tensor;
   if (tensor.starts_with(google)) return kMultimodalLanguageModel + tensor.substr(google.size());
   return tensor == "language_model.lm_head.weight" ? "lm_head.weight" : tensor;
 }
@@ -371,24 +371,24 @@ std::string unplacedReason(const std::string& key, bool tied, const PeftAdapter&
          "account for it";
 }
 
-// Refuses, for a Gemma3ForConditionalGeneration folder's language model, an adapter whose file names
-// its modules otherwise than transformers 4.52 on does (model.language_model.): as transformers
-// before 4.52 named them (language_model.model., language_model.lm_head), or as Gemma3ForCausalLM's
-// (model.layers.), an adapter of the text model alone. Where its config's targets are kind names
+// Refuses, for a multimodal folder's language model, an adapter whose file names its modules
+// otherwise than transformers 4.52 on does (model.language_model.): as transformers before 4.52
+// named them (language_model.model., language_model.lm_head), or as its causal LM's (model.layers.:
+// Gemma3ForCausalLM's), an adapter of the text model alone. Where its config's targets are kind names
 // (q_proj), mtc would otherwise look for keys the file lacks and say only that.
 void checkLanguageModelNames(const PeftAdapter& adapter, const HuggingFaceModel& model) {
-  if (!model.language_model_only) return;
+  if (model.multimodal.empty()) return;
   const std::string older = std::string(kPeftKeyPrefix) + "language_model.",
                     text = std::string(kPeftKeyPrefix) + "model.layers.";
   for (const auto& [key, entry] : adapter.weights->entries()) {
     if (key.starts_with(older))
-      throw Error(adapter.weights->path() + " holds '" + key + "': " + model.dir + "'s Gemma 3 modules as " +
-                  "transformers before 4.52 named them (language_model.model.); mtc reads them as 4.52 and later " +
+      throw Error(adapter.weights->path() + " holds '" + key + "': " + model.dir + "'s " + model.multimodal +
+                  " modules as transformers before 4.52 named them (language_model.model.); mtc reads them as 4.52 and later " +
                   "do (model.language_model.), as PEFT there loads them: load the adapter with PEFT on transformers " +
                   "4.52 or later and save it again, or merge it (merge_and_unload)");
     if (key.starts_with(text))
-      throw Error(adapter.weights->path() + " holds '" + key + "', an adapter of a Gemma3ForCausalLM (model.layers.), " +
-                  "but " + model.dir + " is a Gemma3ForConditionalGeneration folder, whose language model's modules " +
+      throw Error(adapter.weights->path() + " holds '" + key + "', an adapter of a " + model.architecture +
+                  " (model.layers.), but " + model.dir + " is a " + model.multimodal + " folder, whose language model's modules " +
                   "PEFT names model.language_model.layers.: give --lora-from the folder it was trained on");
   }
 }

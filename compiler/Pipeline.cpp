@@ -334,7 +334,7 @@ int compile(const CompileOptions& requested) {
                    : m.config.hasScoreHead() ? sequenceClassifierConfig(m.hf->config_json)
                                              : m.hf->config_json;
   if (m.hf) emit.hf_source = withoutTrailingSlashes(std::filesystem::absolute(o.model).lexically_normal().string());
-  if (m.hf && m.hf->language_model_only) emit.hf_module_prefix = kMultimodalLanguageModel;
+  if (m.hf && !m.hf->multimodal.empty()) emit.hf_module_prefix = kMultimodalLanguageModel;
   if (m.config.experts) emit.active_params = m.config.numActiveParams();
   if (o.lora_rank) {
     emit.lora_alpha = o.lora_alpha;

@@ -59,8 +59,9 @@ inline size_t fusedPartAxis(size_t rank) { return rank == 3 ? 1 : 0; }
 // A tensor's module ("model.norm.weight" -> "model.norm"; "" for a name without a '.').
 std::string huggingFaceModuleOf(const std::string& tensor);
 
-// A Gemma3ForConditionalGeneration folder's language model: transformers (4.52 on) holds its
-// modules under this where Gemma3ForCausalLM holds them under "model." (ModelInfo.hf_module_prefix).
+// A multimodal folder's language model (Gemma3ForConditionalGeneration's, Mistral3ForConditionalGeneration's):
+// transformers (4.52 on) holds its modules under this where its causal LM (Gemma3ForCausalLM,
+// MistralForCausalLM) holds them under "model." (ModelInfo.hf_module_prefix).
 inline constexpr char kMultimodalLanguageModel[] = "model.language_model.";
 // `name` (a module or tensor as huggingFacePlace names it: "model.layers.0.mlp.up_proj") under the
 // plan's hf_module_prefix: its "model." replaced by the prefix; the head ("lm_head.weight") and every

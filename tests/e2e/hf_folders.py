@@ -752,16 +752,7 @@ def write_gemma3_multimodal(folder, body, weights):
                   vision_config=vision_config, boi_token_index=255999, eoi_token_index=256000,
                   image_token_index=262144, mm_tokens_per_image=1, initializer_range=0.02,
                   eos_token_id=[1, 106], torch_dtype="bfloat16", transformers_version="4.50.0.dev0")
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-    # The language model's tensors under `body` (an untied head at the top level in transformers'
-    # layout, beside the language model in Google's).
-    outer = "model." if body.startswith("model.") else ""
-    tensors = {(body + k[len("model."):] if k.startswith("model.") else ("" if outer else "language_model.") + k): v
-               for k, v in weights.items()}
     g = torch.Generator().manual_seed(11)
-    tower = outer + "vision_tower.vision_model."
     shapes = {"embeddings.patch_embedding.weight": (width, 3, 2, 2), "embeddings.patch_embedding.bias": (width,),
               "embeddings.position_embedding.weight": (4, width), "post_layernorm.weight": (width,),
               "post_layernorm.bias": (width,)}
@@ -772,10 +763,53 @@ def write_gemma3_multimodal(folder, body, weights):
                        f"encoder.layers.0.self_attn.{proj}.bias": (width,)})
     shapes.update({"encoder.layers.0.mlp.fc1.weight": (inner, width), "encoder.layers.0.mlp.fc1.bias": (inner,),
                    "encoder.layers.0.mlp.fc2.weight": (width, inner), "encoder.layers.0.mlp.fc2.bias": (width,)})
-    for name, shape in shapes.items():
-        tensors[tower + name] = (0.1 * torch.randn(shape, generator=g)).bfloat16()
-    projector = outer + "multi_modal_projector."
-    tensors[projector + "mm_input_projection_weight"] = (0.1 * torch.randn(width, text["hidden_size"], generator=g)).bfloat16()
-    tensors[projector + "mm_soft_emb_norm.weight"] = torch.zeros(width).bfloat16()
-    write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
+    vision = {"vision_tower.vision_model." + name: (0.1 * torch.randn(shape, generator=g)).bfloat16()
+              for name, shape in shapes.items()}
+    vision["multi_modal_projector.mm_input_projection_weight"] = \
+        (0.1 * torch.randn(width, text["hidden_size"], generator=g)).bfloat16()
+    vision["multi_modal_projector.mm_soft_emb_norm.weight"] = torch.zeros(width).bfloat16()
+    write_multimodal(folder, config, body, weights, vision)
     return config
+
+
+def write_mistral3_multimodal(folder, body, weights, spec_name="mistral-window-f32"):
+    """A Mistral3ForConditionalGeneration folder (Mistral Small 3.1 and 3.2, Magistral Small) of the
+    `spec_name` folder's language model `weights` (MistralForCausalLM's names) under `body`, its
+    text_config that folder's config as Mistral publishes it (model_type "mistral", no
+    tie_word_embeddings: MistralConfig's false), beside stand-ins for the Pixtral tower and
+    projector (their names as Mistral's checkpoints have them; not a tower transformers loads).
+    Returns the config."""
+    spec = MODELS[spec_name]
+    text = {k: v for k, v in spec["config"].items() if k not in ("torch_dtype", "tie_word_embeddings")}
+    vision_config = dict(model_type="pixtral", hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                         num_attention_heads=2, head_dim=4, patch_size=2, image_size=4)
+    config = dict(architectures=["Mistral3ForConditionalGeneration"], model_type="mistral3", text_config=text,
+                  vision_config=vision_config, image_token_index=10, projector_hidden_act="gelu",
+                  multimodal_projector_bias=False, spatial_merge_size=2, vision_feature_layer=-1,
+                  torch_dtype=spec["config"]["torch_dtype"], transformers_version="4.50.0.dev0")
+    g = torch.Generator().manual_seed(13)
+    vision = {name: 0.1 * torch.randn(shape, generator=g) for name, shape in (
+        ("vision_tower.patch_conv.weight", (8, 3, 2, 2)), ("vision_tower.ln_pre.weight", (8,)),
+        ("vision_tower.transformer.layers.0.attention.q_proj.weight", (8, 8)),
+        ("multi_modal_projector.norm.weight", (8,)),
+        ("multi_modal_projector.patch_merger.merging_layer.weight", (8, 32)),
+        ("multi_modal_projector.linear_1.weight", (text["hidden_size"], 8)),
+        ("multi_modal_projector.linear_2.weight", (text["hidden_size"], text["hidden_size"])))}
+    write_multimodal(folder, config, body, weights, vision)
+    return config
+
+
+def write_multimodal(folder, config, body, weights, vision):
+    """A multimodal folder: `config` as its config.json; its language model's `weights` (its causal
+    LM's names) under `body` (Google's and Mistral's "language_model.model.", an untied head
+    beside it as language_model.lm_head, or transformers 4.52's "model.language_model.", the head at
+    the top level); the `vision` tensors (the tower's and projector's, named as in the first layout)
+    under "model." in the second."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    outer = "model." if body.startswith("model.") else ""
+    tensors = {(body + k[len("model."):] if k.startswith("model.") else ("" if outer else "language_model.") + k): v
+               for k, v in weights.items()}
+    tensors.update({outer + k: v for k, v in vision.items()})
+    write_safetensors(os.path.join(folder, "model.safetensors"), tensors)

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mt_reference as ref  # noqa: E402
 from hf_folders import (CARRIED, GEMMA3_TOKENIZER, GPT2, MODELS, expect_refusals, gpt2_buffers,  # noqa: E402
                         gpt2_weights, hf_layout, hf_weights, mtc_error, read_hf_safetensors, write_folder,
-                        write_gemma3_multimodal, write_safetensors)
+                        write_gemma3_multimodal, write_mistral3_multimodal, write_safetensors)
 from hf_twins import GRAD_TOL, LOSS_TOL, gpt2_logits, hf_logits, padding_id  # noqa: E402
 
 torch.set_num_threads(2)
@@ -545,6 +545,41 @@ def router_aux_loss(bin_dir, work, failures):
 
 
 
+def multimodal_trains_as_causal(bin_dir, work, data, flags, name, spec_name, write, causal, exported_ok, failures):
+    """The multimodal folders `name`-language_model and `name`-model that `write(folder, body, weights)`
+    makes of the `spec_name` folder's weights, in Google's and Mistral's layout ("language_model.model.")
+    and transformers 4.52's ("model.language_model."): the summary says the language model is read as
+    the `causal` LM, which trains `flags` as the `spec_name` folder does, bit for bit; --export-hf
+    writes that LM (`exported_ok(config)`) with its tensors alone. Returns the folders' config."""
+    spec = MODELS[spec_name]
+    weights = hf_weights(spec["config"], False, spec["dtype"], seed=3)  # the spec_name folder's
+    causal_log = os.path.join(work, name + "-causal.jsonl")
+    ref.run([f"{bin_dir}/mtrun", os.path.join(work, spec_name + ".plan"), "--data", data, "--log", causal_log] + flags)
+    want = [json.loads(line)["loss"] for line in open(causal_log)]
+    for body in ("language_model.model.", "model.language_model."):
+        folder = os.path.join(work, f"{name}-" + body.split(".")[0])
+        config = write(folder, body, weights)
+        plan, log = folder + ".plan", folder + ".jsonl"
+        summary = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
+                                  "-o", plan], capture_output=True, text=True)
+        said = f"a {config['architectures'][0]} folder: its language model is read and trained (as {causal})"
+        if summary.returncode != 0 or said not in summary.stdout:
+            failures.append(f"{folder}: exit {summary.returncode}: {summary.stdout}{summary.stderr}")
+            continue
+        ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--log", log, "--export-hf", folder + "-out"] + flags)
+        got = [json.loads(line)["loss"] for line in open(log)]
+        if got != want:
+            failures.append(f"{folder}: losses {got}, the {causal} folder's {want}")
+        with open(os.path.join(folder + "-out", "config.json")) as f:
+            exported = json.load(f)
+        names = set(read_hf_safetensors(os.path.join(folder + "-out", "model.safetensors")))
+        if exported.get("architectures") != [causal] or not exported_ok(exported) or names != set(weights):
+            failures.append(f"{folder}: --export-hf wrote {exported} with tensors {sorted(names ^ set(weights))[:4]} "
+                            f"beyond {causal}'s")
+    print(f"{name} folders: {len(want)} steps as the {causal} folder's ({want}), exported as it")
+    return config
+
+
 def gemma3_multimodal(bin_dir, work, data, failures):
     """A Gemma3ForConditionalGeneration folder (Gemma 3 4B-27B) in both tensor layouts, Google's
     ("language_model.model.") and transformers 4.52's ("model.language_model."), its text_config
@@ -554,34 +589,13 @@ def gemma3_multimodal(bin_dir, work, data, failures):
     --export-peft names the modules as transformers 4.52 on loads them (model.language_model.), its
     target_modules an expression that spares the vision tower, and --lora-from reads it back bit for
     bit onto either layout; adapters on the vision tower are refused by name."""
-    spec = MODELS["gemma3-bf16"]
-    weights = hf_weights(spec["config"], False, spec["dtype"], seed=3)  # the gemma3-bf16 folder's
     flags = ["--steps", "3", "--seed", "7", "--print-every", "10"]
-    ref.run([f"{bin_dir}/mtrun", os.path.join(work, "gemma3-bf16.plan"), "--data", data,
-             "--log", os.path.join(work, "gemma3-causal.jsonl")] + flags)
-    want = [json.loads(line)["loss"] for line in open(os.path.join(work, "gemma3-causal.jsonl"))]
-    for body in ("language_model.model.", "model.language_model."):
-        folder = os.path.join(work, "gemma3-multimodal-" + body.split(".")[0])
-        config = write_gemma3_multimodal(folder, body, weights)
-        plan, log = folder + ".plan", folder + ".jsonl"
-        summary = subprocess.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq),
-                                  "-o", plan], capture_output=True, text=True)
-        if summary.returncode != 0 or "a Gemma3ForConditionalGeneration folder: its language model" not in summary.stdout:
-            failures.append(f"{folder}: exit {summary.returncode}: {summary.stdout}{summary.stderr}")
-            continue
-        ref.run([f"{bin_dir}/mtrun", plan, "--data", data, "--log", log, "--export-hf", folder + "-out"] + flags)
-        got = [json.loads(line)["loss"] for line in open(log)]
-        if got != want:
-            failures.append(f"{folder}: losses {got}, the Gemma3ForCausalLM folder's {want}")
-        with open(os.path.join(folder + "-out", "config.json")) as f:
-            exported = json.load(f)
-        names = set(read_hf_safetensors(os.path.join(folder + "-out", "model.safetensors")))
-        if exported.get("architectures") != ["Gemma3ForCausalLM"] or exported.get("model_type") != "gemma3_text" or \
-                exported.get("eos_token_id") != [1, 106] or names != set(weights):
-            failures.append(f"{folder}: --export-hf wrote {exported} with tensors {sorted(names ^ set(weights))[:4]} "
-                            f"beyond Gemma3ForCausalLM's")
-    print(f"gemma3 multimodal folders: 3 steps as the Gemma3ForCausalLM folder's ({want}), exported as it")
-    gemma3_multimodal_peft(bin_dir, work, data, flags, failures)
+    config = multimodal_trains_as_causal(
+        bin_dir, work, data, flags, "gemma3-multimodal", "gemma3-bf16", write_gemma3_multimodal, "Gemma3ForCausalLM",
+        lambda exported: exported.get("model_type") == "gemma3_text" and exported.get("eos_token_id") == [1, 106],
+        failures)
+    multimodal_peft(bin_dir, work, data, flags, "gemma3-multimodal", "Gemma3ForCausalLM",
+                    "vision_tower.vision_model.encoder.layers.0.self_attn.q_proj", failures)
     # Its config.json alone: mtc --no-weights sizes the plan (the parameters of the folder with
     # weights, the frozen ones taken as bf16 as its torch_dtype says); without the flag, refused.
     alone = os.path.join(work, "gemma3-config-alone")
@@ -622,8 +636,7 @@ def gemma3_multimodal(bin_dir, work, data, failures):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(bad, f)
-    write_safetensors(os.path.join(folder, "model.safetensors"), {"language_model." + k: v for k, v in weights.items()})
-    err = mtc_error(bin_dir, folder)
+    err = mtc_error(bin_dir, folder, "--no-weights")
     if "mtc does not know 'vision_soft_tokens'" not in err:
         failures.append(f"multimodal Gemma 3 with an unknown key: {err}")
 
@@ -658,6 +671,40 @@ def gemma3_multimodal_padding(bin_dir, work, failures):
         failures.append(f"gemma3 multimodal with a final logit cap: wanted it refused, got: {err.strip()}")
 
 
+def mistral3_multimodal(bin_dir, work, data, failures):
+    """A Mistral3ForConditionalGeneration folder (Mistral Small 3.1 and 3.2, Magistral Small) in both
+    tensor layouts, Mistral's ("language_model.model.") and transformers 4.52's ("model.language_model."),
+    its text_config the mistral-window-f32 folder's config (a sliding window; no tie_word_embeddings,
+    MistralConfig's false): its language model trains as that MistralForCausalLM folder, bit for
+    bit; --export-hf writes that model; LoRA as multimodal_peft checks it. A top level that ties the
+    head where text_config does not, a text_config of another kind (Ministral 3's) and an unknown
+    top-level key refused by name."""
+    flags = ["--steps", "3", "--seed", "7", "--print-every", "10"]
+    config = multimodal_trains_as_causal(
+        bin_dir, work, data, flags, "mistral3-multimodal", "mistral-window-f32", write_mistral3_multimodal,
+        "MistralForCausalLM", lambda exported: exported.get("model_type") == "mistral" and
+        exported.get("sliding_window") == 16 and exported.get("tie_word_embeddings") is not True, failures)
+    multimodal_peft(bin_dir, work, data, flags, "mistral3-multimodal", "MistralForCausalLM",
+                    "vision_tower.transformer.layers.0.attention.q_proj", failures)
+    text = config["text_config"]
+    for case, bad, words in (
+            ("tied", dict(config, tie_word_embeddings=True),
+             "'tie_word_embeddings' is true at the top level but the language model's is false (text_config's "
+             "default): the folder contradicts itself"),
+            ("ministral3", dict(config, text_config=dict(text, model_type="ministral3")),
+             "'text_config' is of model_type \"ministral3\": mtc reads a Mistral3ForConditionalGeneration's language "
+             "model of model_type \"mistral\" (MistralForCausalLM) alone"),
+            ("unknown", dict(config, image_break_token_id=12), "mtc does not know 'image_break_token_id'")):
+        folder = os.path.join(work, "refuse-mistral3-" + case)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(bad, f)
+        err = mtc_error(bin_dir, folder, "--no-weights")
+        if words not in err:
+            failures.append(f"mistral3 {case}: wanted it refused with {words!r}, got: {err.strip()}")
+    print("mistral3 multimodal: a head tied at one level alone, Ministral 3's text model and an unknown key refused")
+
+
 def smollm3_interval(bin_dir, work, failures):
     """A SmolLM3 config without no_rope_layers: every no_rope_layer_interval-th layer is NoPE
     (SmolLM3Config's derivation), so of 6 layers, interval 3 turns q and k in 4 and the default 4
@@ -678,10 +725,14 @@ def smollm3_interval(bin_dir, work, failures):
           "embedding")
 
 
-def gemma3_multimodal_peft(bin_dir, work, data, flags, failures):
-    """gemma3_multimodal's folders with LoRA: --export-peft from either layout writes the same adapters
-    under transformers' loaded names, which --lora-from puts back bit for bit on both."""
-    folders = [os.path.join(work, "gemma3-multimodal-" + layout) for layout in ("model", "language_model")]
+def multimodal_peft(bin_dir, work, data, flags, name, causal, vision_module, failures):
+    """A multimodal model's folders (`name`-model and `name`-language_model, its two layouts) with LoRA:
+    --export-peft from either layout writes the same adapters under transformers' loaded names, which
+    --lora-from puts back bit for bit on both; adapters on the vision tower (`vision_module`), and the
+    same adapters as transformers before 4.52 and the `causal` LM name them, refused by name."""
+    folders = [os.path.join(work, f"{name}-{layout}") for layout in ("model", "language_model")]
+    with open(os.path.join(folders[0], "config.json")) as f:
+        layers = json.load(f)["text_config"]["num_hidden_layers"]
     lora = ["--lora", "4", "--lora-alpha", "8", "--lora-targets", r"attn\.|mlp\."]
     trained = []
     for folder in folders:
@@ -694,10 +745,10 @@ def gemma3_multimodal_peft(bin_dir, work, data, flags, failures):
         keys = set(read_hf_safetensors(os.path.join(folder + "-peft", "adapter_model.safetensors")))
         prefix = "base_model.model.model.language_model.layers."
         if targets != r"model\.language_model\..*\.(down_proj|gate_proj|k_proj|o_proj|q_proj|up_proj|v_proj)" or \
-                len(keys) != 42 or not all(k.startswith(prefix) for k in keys):
+                len(keys) != 2 * 7 * layers or not all(k.startswith(prefix) for k in keys):
             failures.append(f"{folder}: --export-peft wrote target_modules {targets}, keys {sorted(keys)[:2]}")
     if any(not torch.equal(trained[0][k], trained[1][k]) for k in trained[0]):
-        failures.append("gemma3 multimodal LoRA: the two layouts trained differently")
+        failures.append(f"{name} LoRA: the two layouts trained differently")
     for folder in folders:  # the first folder's adapters onto both layouts
         ref.run([f"{bin_dir}/mtc", folder, "--batch", "4", "--seq", "32", "--lora-from", folders[0] + "-peft", "-o",
                  folder + "-from.plan"])
@@ -708,28 +759,28 @@ def gemma3_multimodal_peft(bin_dir, work, data, flags, failures):
         if differ:
             failures.append(f"{folder}: --lora-from {folders[0]}-peft differs at {differ[:3]}")
     # An adapter with the vision tower's layers too (PEFT's all-linear on the multimodal model).
-    vision = os.path.join(work, "gemma3-multimodal-vision-peft")
+    vision = os.path.join(work, f"{name}-vision-peft")
     shutil.copytree(folders[0] + "-peft", vision, dirs_exist_ok=True)
     tensors = read_hf_safetensors(os.path.join(vision, "adapter_model.safetensors"))
-    key = "base_model.model.model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.lora_A.weight"
+    key = f"base_model.model.model.{vision_module}.lora_A.weight"
     write_safetensors(os.path.join(vision, "adapter_model.safetensors"), dict(tensors, **{key: torch.zeros(4, 8)}))
     refused = subprocess.run([f"{bin_dir}/mtc", folders[0], "--lora-from", vision, "-o", vision + ".plan"],
                              capture_output=True, text=True)
     if refused.returncode == 0 or "the vision tower's or its projector's, which mtc does not read" not in refused.stderr:
-        failures.append(f"an adapter on the vision tower: exit {refused.returncode}: {refused.stderr}")
-    # The same adapters as transformers before 4.52 named them, and as a Gemma3ForCausalLM's: refused by name.
-    for name, (old, new), words in (("older", ("model.language_model.", "language_model.model."), "before 4.52"),
-                                    ("causal", ("model.language_model.", "model."), "an adapter of a Gemma3ForCausalLM")):
-        renamed = os.path.join(work, f"gemma3-multimodal-{name}-peft")
+        failures.append(f"{name}: an adapter on the vision tower: exit {refused.returncode}: {refused.stderr}")
+    # The same adapters as transformers before 4.52 named them, and as the causal LM's: refused by name.
+    for form, (old, new), words in (("older", ("model.language_model.", "language_model.model."), "before 4.52"),
+                                    ("causal", ("model.language_model.", "model."), f"an adapter of a {causal}")):
+        renamed = os.path.join(work, f"{name}-{form}-peft")
         shutil.copytree(folders[0] + "-peft", renamed, dirs_exist_ok=True)
         write_safetensors(os.path.join(renamed, "adapter_model.safetensors"),
                           {k.replace(old, new, 1): v for k, v in tensors.items()})
         refused = subprocess.run([f"{bin_dir}/mtc", folders[1], "--lora-from", renamed, "-o", renamed + ".plan"],
                                  capture_output=True, text=True)
         if refused.returncode == 0 or words not in refused.stderr:
-            failures.append(f"an adapter of {name} names: exit {refused.returncode}: {refused.stderr}")
-    print("gemma3 multimodal LoRA: --export-peft under model.language_model. from both layouts, read back bit for bit "
-          "onto both; the vision tower's adapters refused")
+            failures.append(f"{name}: an adapter of {form} names: exit {refused.returncode}: {refused.stderr}")
+    print(f"{name} LoRA: --export-peft under model.language_model. from both layouts, read back bit for bit onto "
+          "both; the vision tower's adapters refused")
 
 
 def gemma3_with_its_tokenizer(bin_dir, work, failures):
@@ -878,6 +929,7 @@ def main():
     router_aux_loss(bin_dir, work, failures)
     gemma3_multimodal(bin_dir, work, data, failures)
     gemma3_multimodal_padding(bin_dir, work, failures)
+    mistral3_multimodal(bin_dir, work, data, failures)
     smollm3_interval(bin_dir, work, failures)
     gemma3_with_its_tokenizer(bin_dir, work, failures)
     ref.finish("hf_import", failures)

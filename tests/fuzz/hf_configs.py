@@ -6,7 +6,8 @@ OLMo 2, Qwen2-MoE (its experts and shared expert), OLMoE, GraniteMoE (its multip
 sigmoid router's groups and scale, its prediction layer), DeepSeek-V3 (its latent attention, YaRN),
 DeepSeek-V2 (its softmax router's groups, YaRN's mscale), Qwen3's
 fine-grained FP8 quantization_config, a Llama's compressed-tensors FP8 one, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
-Gemma 3's text model and its multimodal folder's config (the text model nested), Gemma 2 (its
+Gemma 3's text model and its multimodal folder's config (the text model nested), Mistral 3's
+multimodal config (Mistral's nested), Gemma 2 (its
 softcaps, the keys its published configs carry beside Gemma2Config's), and one nested as deep as a
 file may be (64 levels)."""
 import json
@@ -98,6 +99,11 @@ seeds["gemma3-multimodal.json"] = dict(
     architectures=["Gemma3ForConditionalGeneration"], model_type="gemma3", mm_tokens_per_image=256,
     text_config={k: v for k, v in gemma3.items() if k not in ("architectures", "dtype")}, vision_config={},
     torch_dtype="bfloat16", eos_token_id=[1, 106])
+seeds["mistral3-multimodal.json"] = dict(
+    architectures=["Mistral3ForConditionalGeneration"], model_type="mistral3", image_token_index=10,
+    projector_hidden_act="gelu", vision_feature_layer=-1, multimodal_projector_bias=False, spatial_merge_size=2,
+    text_config={k: v for k, v in seeds["mistral.json"].items() if k not in ("architectures", "torch_dtype")},
+    vision_config=dict(model_type="pixtral"), torch_dtype="bfloat16")
 seeds["gemma2.json"] = dict(
     architectures=["Gemma2ForCausalLM"], model_type="gemma2", hidden_size=8, intermediate_size=16, num_hidden_layers=2,
     num_attention_heads=2, num_key_value_heads=1, head_dim=4, vocab_size=16, max_position_embeddings=32,
