@@ -46,7 +46,8 @@ void checkTiedHead(ConfigReader& r, const MultimodalArchitecture& m, const json&
                             : m.language_tied_default;
   if (!top.is_boolean() || top.get<bool>() != language)
     throw r.error("'tie_word_embeddings' is " + jsonBrief(top) + " at the top level but the language model's is " +
-                  (language ? "true" : "false") + (text.contains("tie_word_embeddings") ? "" : " (text_config's default)") +
+                  (language ? "true" : "false") +
+                  (text.contains("tie_word_embeddings") ? "" : " (text_config's default)") +
                   ": the folder contradicts itself; give text_config the value its weights were trained with");
 }
 
