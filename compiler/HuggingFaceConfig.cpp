@@ -182,6 +182,7 @@ void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) 
   const double default_theta = gpt_oss                                   ? 150000.0
                                : architecture == Architecture::kMixtral  ? 1e6
                                : architecture == Architecture::kSmolLM3  ? 2e6
+                               : architecture == Architecture::kErnie45  ? 500000.0
                                                                          : 10000.0;
   if (!r.has("rope_parameters")) {
     r.take("rope_parameters");  // absent or null
@@ -378,6 +379,18 @@ void readSmolLM3Keys(ConfigReader& r, ModelConfig& c) {
   }
 }
 
+// Ernie 4.5's keys beside the llama family's (Ernie4_5ForCausalLM: ERNIE-4.5-0.3B): each head's
+// rotary pairs interleaved, as its apply_rotary_pos_emb turns them (GLM's rotate_half: elements 2i
+// and 2i + 1 by frequency i); use_bias, its one key for biases on every projection and MLP layer,
+// false as in the published models (true refused), and no attention_bias, which its config class
+// does not read.
+void readErnie45Keys(ConfigReader& r, ModelConfig& c) {
+  c.rope_pairs_interleaved = true;
+  r.require("use_bias", false, "biases on Ernie 4.5's projections and MLP are not supported; the published models "
+                               "have none");
+  r.require("attention_bias", false, "Ernie 4.5's biases are use_bias's");
+}
+
 ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantization* quantization,
                        std::vector<std::string>& notes) {
   using enum Architecture;
@@ -392,11 +405,11 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
   const bool phi3 = architecture == kPhi3, smollm3 = architecture == kSmolLM3, olmo2 = architecture == kOlmo2;
-  const bool olmoe = architecture == kOlmoe, glm4_moe = architecture == kGlm4Moe;
-  c.norm_eps = r.number("rms_norm_eps", phi3 || olmo2 || olmoe || glm4_moe ? 1e-5 : 1e-6);  // the configs' defaults
-  c.tied = r.boolean("tie_word_embeddings", smollm3);
-  // Phi3Config's, SmolLM3Config's, Olmo2Config's and OlmoeConfig's defaults; the others' none.
-  c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : smollm3 ? 128004 : olmo2 || olmoe ? 1 : -1);
+  const bool olmoe = architecture == kOlmoe, glm4_moe = architecture == kGlm4Moe, ernie = architecture == kErnie45;
+  c.norm_eps = r.number("rms_norm_eps", phi3 || olmo2 || olmoe || glm4_moe || ernie ? 1e-5 : 1e-6);  // the configs' defaults
+  c.tied = r.boolean("tie_word_embeddings", smollm3 || ernie);
+  // Phi3Config's, SmolLM3Config's, Olmo2Config's, OlmoeConfig's and Ernie4_5Config's defaults; the others' none.
+  c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : smollm3 ? 128004 : olmo2 || olmoe ? 1 : ernie ? 0 : -1);
   // Qwen2's q/k/v biases; Qwen2-MoE's where its qkv_bias says (transformers 5's key; 4 always had them).
   c.qkv_bias = architecture == kQwen2 || (architecture == kQwen2Moe && r.boolean("qkv_bias", true));
   c.qk_norm = architecture == kQwen3 || architecture == kQwen3Moe || olmo2 || olmoe ||
@@ -412,7 +425,7 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   }
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
   // heads x head_dim wide, not hidden_size.
-  c.head_dim = r.headDim(c.width, c.heads, std::nullopt);
+  c.head_dim = r.headDim(c.width, c.heads, ernie ? std::optional<int64_t>(128) : std::nullopt);  // Ernie4_5Config's
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
   readRotary(r, architecture, c);
@@ -429,6 +442,8 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
                                        "has them)");
   else if (phi3)
     readPhi3Keys(r);
+  else if (ernie)
+    readErnie45Keys(r, c);
   else if (r.boolean("attention_bias", false))
     c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");

@@ -181,14 +181,14 @@ class ConfigReader {
 // parsed once from the config's name (findArchitecture): the readers test this, not the name.
 enum class Architecture {
   kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGemma, kGemma2, kGemma3, kPhi3, kGranite,
-  kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kDeepseekV2, kDeepseekV3, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
+  kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kDeepseekV2, kDeepseekV3, kErnie45, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
 };
 struct ArchitectureName {
   Architecture id;
   const char* causal;      // its causal LM's class, as config.json names it
   const char* model_type;  // the config's model_type, which must agree
   // Its sequence classifier's class (a reward model's folder), nullptr where transformers has none
-  // (OLMo 2's, OLMoE's and GLM-4.5's modeling code): such a folder is
+  // (OLMo 2's, OLMoE's, GLM-4.5's and Ernie 4.5's modeling code): such a folder is
   // refused, and so is a reward model of it.
   const char* classifier;
 };
@@ -217,6 +217,7 @@ inline constexpr ArchitectureName kArchitectureNames[] = {
     {Architecture::kGlm4Moe, "Glm4MoeForCausalLM", "glm4_moe", nullptr},
     {Architecture::kDeepseekV2, "DeepseekV2ForCausalLM", "deepseek_v2", "DeepseekV2ForSequenceClassification"},
     {Architecture::kDeepseekV3, "DeepseekV3ForCausalLM", "deepseek_v3", "DeepseekV3ForSequenceClassification"},
+    {Architecture::kErnie45, "Ernie4_5ForCausalLM", "ernie4_5", nullptr},
     {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2", "GPT2ForSequenceClassification"},
 };
 static_assert(

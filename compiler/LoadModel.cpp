@@ -99,6 +99,7 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   if (c.norm_plus_one) forms += ", norms of 1 + weight";
   if (c.sandwich_norms) forms += c.input_norms ? " around both sublayers" : ", norms after each sublayer (none before)";
   if (c.qk_norm_whole) forms += ", the q/k norms over the whole projections";
+  if (c.rope_pairs_interleaved) forms += ", rotary pairs interleaved (2i and 2i + 1)";
   if (c.embed_scaled) forms += fmt::format(", embedding x sqrt({})", c.width);
   if (c.gate_activation == ModelConfig::GateActivation::kGeluTanh) forms += ", GeGLU (GELU's tanh form)";
   if (c.query_pre_attn_scalar > 0) forms += fmt::format(", scores / sqrt({:g})", c.query_pre_attn_scalar);

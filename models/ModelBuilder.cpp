@@ -242,7 +242,8 @@ class ModelBuilder {
       // (the same product, rounded once more).
       q = scaled(q, scoreScaleRatio());
       const int64_t rotary_dim = c_.rotaryDim() == c_.headDim() ? 0 : c_.rotaryDim();
-      Value a = attention(l, q, k, v, [&](Value x) { return rotary(l, x, c_.headDim(), rotary_dim); });
+      Value a = attention(l, q, k, v,
+                          [&](Value x) { return rotary(l, headPairsTogether(x), c_.headDim(), rotary_dim); });
       a = linear(a, p + "attn.o", c_.width, q_width, c_.o_bias, residual_std);
       if (c_.sandwich_norms) a = rmsNorm(a, p + "attn_post_norm");
       x = b_.create<AddOp>(loc_, x, scaled(a, c_.residual_multiplier));
@@ -329,6 +330,19 @@ class ModelBuilder {
   Value concatLast(Value a, Value b) {
     return b_.create<ConcatOp>(loc_, a, b, cast<RankedTensorType>(a.getType()).getRank() - 1);
   }
+  // Interleaved rotary pairs (elements 2i and 2i + 1 of the last axis turned together: DeepSeek's,
+  // Ernie 4.5's) as mt.rope's halves (i and i + d/2): the even elements, then the odd ones. q and k
+  // both so permuted, the scores are the same sums.
+  Value pairsTogether(Value x) {
+    const int64_t d = cast<RankedTensorType>(x.getType()).getShape().back();
+    return concatLast(lastAxis(x, 0, d / 2, 2), lastAxis(x, 1, d / 2, 2));
+  }
+  // x (batch, seq, heads x head_dim) with each head's pairs together (pairsTogether) where the
+  // config interleaves them (rope_pairs_interleaved); else as it is.
+  Value headPairsTogether(Value x) {
+    if (!c_.rope_pairs_interleaved) return x;
+    return joinLast(pairsTogether(splitLast(x, cast<RankedTensorType>(x.getType()).getShape().back() / c_.headDim())));
+  }
 
   // DeepSeek's multi-head latent attention (ModelConfig::latentAttention; transformers'
   // DeepseekV3Attention) after the layer's input norm `h` (B, T, width). Each head's q and k are
@@ -349,12 +363,10 @@ class ModelBuilder {
     Value kv = splitLast(linear(rmsNormOf(lastAxis(kv_a, 0, latent), p + "attn.kv_a_norm", latent), p + "attn.kv_b",
                                 heads * (nope + dv), latent, false, std),
                          heads);  // (B, T, heads, nope + dv)
-    auto pairsTogether = [&](Value x) {  // DeepSeek's interleaved pairs as mt.rope's halves
-      return c_.rope_interleave ? concatLast(lastAxis(x, 0, rope / 2, 2), lastAxis(x, 1, rope / 2, 2)) : x;
-    };
+    auto deepseekPairs = [&](Value x) { return c_.rope_interleave ? pairsTogether(x) : x; };
     Value q_heads = splitLast(q, heads);  // (B, T, heads, dqk), transformers' [unrotated, rotated]
-    Value q_rot = splitLast(rotary(l, joinLast(pairsTogether(lastAxis(q_heads, nope, rope))), rope, 0), heads);
-    Value k_rot = rotary(l, pairsTogether(lastAxis(kv_a, latent, rope)), rope, 0);  // (B, T, rope): one head
+    Value q_rot = splitLast(rotary(l, joinLast(deepseekPairs(lastAxis(q_heads, nope, rope))), rope, 0), heads);
+    Value k_rot = rotary(l, deepseekPairs(lastAxis(kv_a, latent, rope)), rope, 0);  // (B, T, rope): one head
     auto type = cast<RankedTensorType>(k_rot.getType());
     const Type element = type.getElementType();
     const int64_t batch = type.getDimSize(0), tokens = type.getDimSize(1);

@@ -173,6 +173,9 @@ struct ModelConfig {
   // latter), kv_heads = heads, and the values are padded to head_dim for the attention kernels.
   int64_t kv_lora_rank = 0, q_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
   bool rope_interleave = true;
+  // llama, not latent: each head's rotary pairs are its elements 2i and 2i + 1 (Ernie 4.5's, GLM's
+  // rotate_half), not i and i + d/2 (Llama's); the rotated part whole (rotary_dim 0).
+  bool rope_pairs_interleaved = false;
   bool latentAttention() const { return kv_lora_rank > 0; }
   bool rotates(int64_t l) const { return std::find(nope_layers.begin(), nope_layers.end(), l) == nope_layers.end(); }
   bool graniteForm() const {

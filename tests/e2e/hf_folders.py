@@ -218,6 +218,15 @@ MODELS["smollm3-bf16"] = dict(
                 use_sliding_window=False, sliding_window=None, max_window_layers=28, pretraining_tp=2,
                 layer_types=["full_attention"] * 4, model_type="smollm3", torch_dtype="bfloat16",
                 bos_token_id=None, eos_token_id=2, pad_token_id=32))
+# Ernie 4.5 (Ernie4_5ForCausalLM, ERNIE-4.5-0.3B): Llama's layers with each head's rotary pairs
+# interleaved (elements 2i and 2i + 1 turned together, GLM's rotate_half), heads wider than
+# hidden / heads (its 128 of 1024 / 16), tied, use_bias false, no pad_token_id (Ernie4_5Config's 0).
+MODELS["ernie4_5-bf16"] = dict(
+    architecture="Ernie4_5ForCausalLM", dtype=torch.bfloat16, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=32, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
+                rope_theta=500000.0, tie_word_embeddings=True, hidden_act="silu", use_bias=False, use_cache=False,
+                model_type="ernie4_5", torch_dtype="bfloat16", bos_token_id=1, eos_token_id=2))
 # OLMo 2 (Olmo2ForCausalLM): no norm before either sublayer, an RMSNorm after each before its
 # residual add, q and k normed over their whole projections (q_norm 64 wide, k_norm 32) before the
 # heads turn; its config class's keys as AI2's folders carry them.

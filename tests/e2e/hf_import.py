@@ -242,6 +242,8 @@ def refusals(bin_dir, work, failures):
         ("pad-not-an-id", {"pad_token_id": "0"}, None, "'pad_token_id' is not a whole number (a token id) or null"),
         ("phi3-pad-default", {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3"}, None,
          "the architecture's default 'pad_token_id' 32000 is not a token of the 256-token vocabulary"),
+        ("ernie-use-bias", {"architectures": ["Ernie4_5ForCausalLM"], "model_type": "ernie4_5", "use_bias": True},
+         None, "'use_bias' is true: biases on Ernie 4.5's projections and MLP are not supported"),
         # Bounded as it is read, before any per-layer rule or placement (a billion layers took all
         # memory; a SmolLM3's NoPE layers or a Qwen's windows listed every layer first).
         ("layers-bound", {"num_hidden_layers": 1000000000}, None,
@@ -912,6 +914,7 @@ def main():
                                        ("glm4-moe-bf16", os.path.join(work, "glm4-moe-bf16"), "64", "40"),
                                        ("deepseek-v3-f32", os.path.join(work, "deepseek-v3-f32"), "64", "40"),
                                        ("deepseek-v2-bf16", os.path.join(work, "deepseek-v2-bf16"), "64", "40"),
+                                       ("ernie4_5-bf16", os.path.join(work, "ernie4_5-bf16"), "64", "40"),
                                        ("gemma3-bf16", gemma_trained, "64", "40"),
                                        ("gemma2-f32", gemma2_trained, "64", "40"),
                                        ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"), "16", "12")):

@@ -289,10 +289,11 @@ def rotates(cfg, layer):
 def padding_id(cfg):
     """The token transformers' nn.Embedding(vocab, hidden, padding_idx) leaves out of the embedding's
     gradient: pad_token_id, or its config class's default (Phi3Config's 32000, Gemma3TextConfig's 0,
-    SmolLM3Config's 128004, Olmo2Config's 1, Gemma2Config's and GemmaConfig's 0); None for GPT-2, whose embedding has none."""
+    SmolLM3Config's 128004, Olmo2Config's 1, Gemma2Config's, GemmaConfig's and Ernie4_5Config's 0); None for GPT-2, whose embedding has none."""
     if cfg["model_type"] == "gpt2":
         return None
-    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "olmoe": 1, "gemma2": 0, "gemma": 0}
+    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "olmoe": 1, "gemma2": 0, "gemma": 0,
+                "ernie4_5": 0}
     return cfg.get("pad_token_id", defaults.get(cfg["model_type"]))
 
 
@@ -378,7 +379,7 @@ def gemma_logits(p, cfg, tokens, score_head=False):
 def hf_logits(p, cfg, tokens, score_head=False):
     """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / GraniteForCausalLM
     compute them (eager attention; Qwen3's q_norm and k_norm on each head before the rotary embedding;
-    Granite's, GraniteMoE's and Granite 4.0's multipliers; OLMo 2's norms after each sublayer alone and q/k norms over the whole
+    Granite's, GraniteMoE's and Granite 4.0's multipliers; Ernie 4.5's interleaved rotary pairs; OLMo 2's norms after each sublayer alone and q/k norms over the whole
     projections, OLMoE's same q/k norms in Llama's layers); Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
     reward model's score head, which Granite's logits_scaling leaves as it is (transformers' classifier)."""
     if cfg["model_type"] in GEMMAS:
@@ -396,6 +397,9 @@ def hf_logits(p, cfg, tokens, score_head=False):
         return torch.cat((-x[..., R // 2:], x[..., :R // 2]), dim=-1)
 
     def rotary(x):
+        if cfg["model_type"] == "ernie4_5":  # its apply_rotary_pos_emb: GLM's rotate_half, pairs 2i and 2i + 1
+            c, s = (t[..., :R // 2].repeat_interleave(2, dim=-1) for t in (cos, sin))
+            return x * c + torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2) * s
         turned, passing = x[..., :R], x[..., R:]
         return torch.cat((turned * cos + rotate_half(turned) * sin, passing), dim=-1)
 

@@ -2,7 +2,7 @@
 """Writes config.json seeds for the hf_config fuzz harness into DIR: the one-layer Llama of width 8
 its weights file fits (tests/fuzz/fuzz_hf_config.cc), the same shape as Qwen2, Qwen3 (head_dim,
 layer_types), Mistral, Phi-3, Granite (its multipliers, its dropout), SmolLM3 (its NoPE layers) and
-OLMo 2, Qwen2-MoE (its experts and shared expert), OLMoE, GraniteMoE (its multipliers and experts), GLM-4.5 (its
+OLMo 2, Ernie 4.5 (its interleaved rotary pairs), Qwen2-MoE (its experts and shared expert), OLMoE, GraniteMoE (its multipliers and experts), GLM-4.5 (its
 sigmoid router's groups and scale, its prediction layer), DeepSeek-V3 (its latent attention, YaRN),
 DeepSeek-V2 (its softmax router's groups, YaRN's mscale), Qwen3's
 fine-grained FP8 quantization_config, a Llama's compressed-tensors FP8 one, a GPT-2, a Llama reward model (LlamaForSequenceClassification, one label),
@@ -99,6 +99,8 @@ seeds["gemma3-multimodal.json"] = dict(
     architectures=["Gemma3ForConditionalGeneration"], model_type="gemma3", mm_tokens_per_image=256,
     text_config={k: v for k, v in gemma3.items() if k not in ("architectures", "dtype")}, vision_config={},
     torch_dtype="bfloat16", eos_token_id=[1, 106])
+seeds["ernie4_5.json"] = dict(llama, architectures=["Ernie4_5ForCausalLM"], model_type="ernie4_5", head_dim=4,
+                             use_bias=False)
 seeds["mistral3-multimodal.json"] = dict(
     architectures=["Mistral3ForConditionalGeneration"], model_type="mistral3", image_token_index=10,
     projector_hidden_act="gelu", vision_feature_layer=-1, multimodal_projector_bias=False, spatial_merge_size=2,
