@@ -556,11 +556,7 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
                   "; each but " + no_classifier + ", whose modeling code in transformers has none, as its "
                   "...ForSequenceClassification too, a reward model)");
   }
-  // model_type says the same family as the architecture (transformers picks the config class by
-  // it, the model class by the architecture: a folder where they disagree loads as neither says).
-  if (config.contains("model_type") && (!config["model_type"].is_string() || config["model_type"] != known->model_type))
-    throw r.error("'model_type' is " + jsonBrief(config["model_type"]) + " but the architecture " + out.architecture +
-                  " is of model_type \"" + known->model_type + "\": the folder contradicts itself");
+  hf::requireModelType(r, config, out.architecture, known->model_type);
   switch (known->id) {
     case Architecture::kGpt2: out.config = readGpt2Config(r, out.notes); break;
     case Architecture::kGemma3: out.config = hf::readGemma3Config(r); break;

@@ -289,6 +289,16 @@ ModelConfig readGemmaConfig(ConfigReader& r, std::vector<std::string>& notes);
 // (compiler/HuggingFaceGemma.cpp).
 std::string gemmaConfigToKeep(const std::string& config_json);
 
+// Refuses a config whose model_type names another family than its architecture's `model_type`
+// (transformers picks the config class by it, the model class by the architecture: a folder where
+// they disagree loads as neither says); an absent one is the architecture's.
+inline void requireModelType(ConfigReader& r, const json& config, const std::string& architecture,
+                             const std::string& model_type) {
+  if (config.contains("model_type") && (!config["model_type"].is_string() || config["model_type"] != model_type))
+    throw r.error("'model_type' is " + jsonBrief(config["model_type"]) + " but the architecture " + architecture +
+                  " is of model_type \"" + model_type + "\": the folder contradicts itself");
+}
+
 // A multimodal folder's class whose language model mtc reads and trains alone, as that model's
 // causal LM (compiler/HuggingFaceMultimodal.cpp): the vision tower and its projector not read.
 struct MultimodalArchitecture {

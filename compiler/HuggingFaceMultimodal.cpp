@@ -1,6 +1,3 @@
-#include <iterator>
-#include <string_view>
-
 #include "compiler/HuggingFaceConfigReader.h"
 
 // The multimodal folders whose language model mtc reads and trains alone (the vision tower and its
@@ -62,9 +59,7 @@ const MultimodalArchitecture* findMultimodal(const std::string& architecture) {
 std::string languageModelConfig(const MultimodalArchitecture& m, const json& config, const std::string& path) {
   ConfigReader r(config, path);
   const ArchitectureName& language = kArchitectureNames[static_cast<size_t>(m.language)];
-  if (config.contains("model_type") && config["model_type"] != m.model_type)
-    throw r.error("'model_type' is " + jsonBrief(config["model_type"]) + " but the architecture " + m.name +
-                  " is of model_type \"" + m.model_type + "\": the folder contradicts itself");
+  requireModelType(r, config, m.name, m.model_type);
   const json& text = r.value("text_config");
   if (!text.is_object()) throw r.error("no 'text_config' object: the language model's settings are unknown");
   if (text.contains("model_type") && text["model_type"] != language.model_type)
