@@ -62,9 +62,9 @@ LogicalResult MoeRouteOp::inferReturnTypes(MLIRContext* ctx, std::optional<Locat
 // The kernel's checks (kernels/moe/moe_cpu.cc checkRouting), so that a plan mtc writes runs.
 LogicalResult MoeRouteOp::verify() {
   const int64_t experts = tensorOf(getLogits()).getShape().back();
-  const bool sigmoid = getRouting() == MoeRouting::SigmoidTopK || getRouting() == MoeRouting::SigmoidTopKNormalized;
   if (getScoreBias()) {
-    if (!sigmoid) return emitOpError("a score bias needs a sigmoid routing");
+    if (getRouting() == MoeRouting::TopKSoftmax)
+      return emitOpError("a score bias needs a routing by scores, not topk_softmax (which chooses by the logits)");
     if (tensorOf(getScoreBias()).getShape() != ArrayRef<int64_t>{experts})
       return emitOpError("score bias must be (") << experts << "), one per expert";
   }

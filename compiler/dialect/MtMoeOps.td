@@ -35,8 +35,9 @@ def Mt_MoeRouteOp : Mt_KernelOp<"moe_route", [
     (..., k) and the expert indices (..., k). The indices take no gradient; the weights' goes
     through the softmax or sigmoid into the logits (mt.moe_route_grad).
 
-    A sigmoid router may choose by its scores plus `score_bias` (E), which then takes no
-    gradient (GLM-4.5's and DeepSeek-V3's e_score_correction_bias; kernel mt.moe_route_biased).
+    A routing by scores (all but topk_softmax) may choose by its scores plus `score_bias` (E), which
+    then takes no gradient (GLM-4.5's and DeepSeek-V3's e_score_correction_bias on sigmoid scores,
+    Ernie 4.5's on softmax probabilities; kernel mt.moe_route_biased).
     A routing by scores (all but topk_softmax) may choose within the `groups_chosen` of `groups`
     equal groups of experts that score largest (DeepSeek's n_group, topk_group): a sigmoid
     router's group by its two best such scores added up (DeepSeek-V3's), a softmax router's by

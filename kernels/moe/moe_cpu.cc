@@ -153,6 +153,8 @@ std::string moe_route_check(const KernelArgs& args) {
   MT_CHECK(expectDType(experts, DType::I32, "moe_route experts"));
   MT_CHECK(checkRouting(args, logits));
   if (args.in.size() == 2) {  // mt.moe_route_biased
+    if (static_cast<MoeRoutingKind>(args.ints[1]) == MoeRoutingKind::kTopKSoftmax)
+      return "moe_route's bias is for a routing by scores, not the top-k softmax (routing 2), which chooses by logits";
     MT_CHECK(expectDType(args.in[1], DType::F32, "moe_route bias"));
     MT_CHECK(expectShape(args.in[1], {logits.dim(-1)}, "moe_route bias"));
   }

@@ -191,6 +191,33 @@ TEST_F(MoeKernels, SigmoidRouterTakesZeroScoredExpertsWhereItsGroupsHoldTooFew) 
   EXPECT_EQ(out[1].ints, (std::vector<int32_t>{2, 0, 1}));
 }
 
+// Ernie 4.5's router (Ernie4_5_MoeSparseMoeBlock): the top k by softmax probability + bias, weighed by
+// their probabilities over the chosen ones' sum.
+TEST_F(MoeKernels, SoftmaxRouterChoosesByProbabilityPlusBias) {
+  const int64_t tokens = 8, experts = 6, k = 2;
+  const std::vector<float> logits = randomFloats(tokens * experts, rng, 2.0f);
+  const std::vector<float> bias = randomFloats(experts, rng, 0.3f);
+  auto out = runKernel(KernelId::MoeRouteBiased,
+                       {HostTensor::f32({tokens, experts}, logits), HostTensor::f32({experts}, bias)},
+                       {HostTensor::f32({tokens, k}), HostTensor::i32({tokens, k}, std::vector<int32_t>(tokens * k))},
+                       {k, static_cast<int64_t>(Routing::kSoftmaxTopKNormalized)});
+  Doubles want;
+  bool bias_decides = false;  // the bias changes some token's choice: the test sees it
+  for (int64_t t = 0; t < tokens; ++t) {
+    const Doubles p = softmaxOf(Doubles(logits.begin() + t * experts, logits.begin() + (t + 1) * experts));
+    Doubles choice = p;
+    for (int64_t e = 0; e < experts; ++e) choice[e] += bias[e];
+    const std::vector<int32_t> chosen = groupedChoice(choice, k, 1, 1, true);
+    bias_decides |= chosen != groupedChoice(p, k, 1, 1, true);
+    EXPECT_EQ(std::vector<int32_t>(out[1].ints.begin() + t * k, out[1].ints.begin() + (t + 1) * k), chosen)
+        << "token " << t;
+    const double sum = p[chosen[0]] + p[chosen[1]];
+    for (int32_t e : chosen) want.push_back(p[e] / sum);
+  }
+  expectClose(out[0].floats, want, kF32Tol, "biased softmax route weights");
+  EXPECT_TRUE(bias_decides) << "no token's choice depends on the bias: pick other random data";
+}
+
 TEST_F(MoeKernels, SigmoidRouterGradientMatchesFiniteDifferences) {
   const int64_t tokens = 3, experts = 6, k = 3;
   const std::vector<float> logits = randomFloats(tokens * experts, rng, 1.5f);
@@ -302,6 +329,8 @@ TEST_F(MoeKernels, RouteRefusesGroupsAndBiasesItCannotUse) {
   EXPECT_NE(check(8, {2, 5}, {}, 0).find("routing 5"), std::string::npos);
   EXPECT_NE(check(8, {2, sigmoid}, {std::numeric_limits<float>::infinity()}, 0).find("not finite"), std::string::npos);
   EXPECT_NE(check(8, {2, sigmoid}, {}, 7).find("moe_route bias"), std::string::npos);
+  EXPECT_EQ(check(8, {2, 1}, {}, 8), "");  // Ernie 4.5's biased softmax
+  EXPECT_NE(check(8, {2, 2}, {}, 8).find("not the top-k softmax"), std::string::npos);
 }
 
 // 4 tokens, k = 2, 3 experts; slot (1, 1) names expert -1 and slot (3, 0) expert 3: out of range.

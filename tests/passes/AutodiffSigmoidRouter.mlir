@@ -2,7 +2,7 @@
 // A sigmoid router (GLM-4.5's, DeepSeek-V3's) differentiated: the weights' gradient goes back
 // through the scale, the renormalisation and the sigmoid into the logits (mt.moe_route_grad keeps
 // the scale; the groups only choose); the choice bias, a frozen parameter that only chooses, takes
-// no gradient. Refused: a bias beside a softmax routing, groups beside the top-k softmax (a softmax
+// no gradient. Refused: a bias beside the top-k softmax (which chooses by the logits), groups beside the top-k softmax (a softmax
 // router's groups are DeepSeek-V2's), groups that do not split the experts, a bias of the wrong length.
 
 // CHECK-LABEL: func.func @forward
@@ -32,9 +32,9 @@ func.func @forward(%tokens: tensor<2x3xi32> {mt.input = "tokens"},
 
 // -----
 
-func.func @bias_beside_softmax(%logits: tensor<2x3x4xf32>, %bias: tensor<4xf32>) -> tensor<2x3x2xf32> {
-  // expected-error @+1 {{'mt.moe_route' op a score bias needs a sigmoid routing}}
-  %w, %e = mt.moe_route %logits bias %bias softmax_topk {top_k = 2} : tensor<2x3x4xf32>, tensor<4xf32>
+func.func @bias_beside_topk_softmax(%logits: tensor<2x3x4xf32>, %bias: tensor<4xf32>) -> tensor<2x3x2xf32> {
+  // expected-error @+1 {{'mt.moe_route' op a score bias needs a routing by scores, not topk_softmax}}
+  %w, %e = mt.moe_route %logits bias %bias topk_softmax {top_k = 2} : tensor<2x3x4xf32>, tensor<4xf32>
   return %w : tensor<2x3x2xf32>
 }
 
