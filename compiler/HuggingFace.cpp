@@ -431,13 +431,14 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
                          : std::vector<std::string>{"moe.router.weight", "moe.gate.weight", "moe.up.weight",
                                                     "moe.down.weight"};
     for (const std::string& part : mlp) place(layer + part);
-    if (c.isMoeLayer(l) && c.sigmoid_router) place(layer + "moe.router.score_bias");  // GLM-4.5's
+    if (c.isMoeLayer(l) && c.routerScoreBias()) place(layer + "moe.router.score_bias");  // GLM-4.5's, Ernie 4.5's
     if (c.isMoeLayer(l) && c.shared_expert_ffn) {  // Qwen2-MoE's, gated; GLM-4.5's
       for (const char* part : {"moe.shared.gate.weight", "moe.shared.up.weight", "moe.shared.down.weight"})
         place(layer + part);
       if (c.shared_expert_gated) place(layer + "moe.shared_gate.weight");
     }
   }
+  const bool ernie_moe = checkpointLayoutOf(model.architecture) == CheckpointLayout::kErnie45Moe;
   for (const auto& [name, file] : files) {
     if (placed.count(name)) continue;
     const bool derived = name.ends_with("rotary_emb.inv_freq") ||  // from rope_theta, not a weight
@@ -447,7 +448,9 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
     const bool vision = language_model && (name.starts_with("vision_tower.") || name.starts_with("multi_modal_projector.") ||
                                            name.starts_with("model.vision_tower.") ||
                                            name.starts_with("model.multi_modal_projector."));
-    const bool prediction = inPredictionLayer(name, body, c.layers, config.prediction_layers);
+    // (Ernie 4.5's multi-token prediction weights are model.mtp_*, which transformers leaves unread.)
+    const bool prediction = ernie_moe ? name.starts_with("model.mtp_")
+                                      : inPredictionLayer(name, body, c.layers, config.prediction_layers);
     if (!derived && !tied_copy && !vision && !prediction)
       throw Error(dir + ": the weights hold '" + name + "', which the " + model.architecture +
                   " layout mtc reads has no place for" +
@@ -494,6 +497,7 @@ class FolderTensors {
     std::vector<int64_t> expected = shape;
     if (place.transposed && expected.size() == 2) std::swap(expected[0], expected[1]);
     if (!expected.empty()) (place.transposed ? expected.back() : expected[axis]) = total;
+    if (place.unit_first_axis) expected.insert(expected.begin(), 1);
     requireShape(stored, place.name, expected, t.name());
     const std::string where = model_.dir + "/" + source.file + ": '" + place.name + "'";
     return {t.name(), "F32", shape, nullptr, 4 * n,

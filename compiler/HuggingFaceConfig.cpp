@@ -182,7 +182,9 @@ void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) 
   const double default_theta = gpt_oss                                   ? 150000.0
                                : architecture == Architecture::kMixtral  ? 1e6
                                : architecture == Architecture::kSmolLM3  ? 2e6
-                               : architecture == Architecture::kErnie45  ? 500000.0
+                               : architecture == Architecture::kErnie45 ||
+                                         architecture == Architecture::kErnie45Moe
+                                   ? 500000.0
                                                                          : 10000.0;
   if (!r.has("rope_parameters")) {
     r.take("rope_parameters");  // absent or null
@@ -225,10 +227,11 @@ namespace {
 
 // A mixture of experts' settings (Qwen3MoeForCausalLM, Qwen2MoeForCausalLM with its shared expert,
 // MixtralForCausalLM, GptOssForCausalLM, OlmoeForCausalLM, GraniteMoeForCausalLM, Glm4MoeForCausalLM,
-// DeepSeek's) into `c`.
+// DeepSeek's, Ernie 4.5's) into `c`.
 void readExperts(ConfigReader& r, Architecture architecture, ModelConfig& c) {
   using enum Architecture;
   if (architecture == kGlm4Moe) return hf::readGlm4MoeExperts(r, c);
+  if (architecture == kErnie45Moe) return hf::readErnie45MoeExperts(r, c);
   if (architecture == kDeepseekV3) return hf::readDeepseekV3Keys(r, c);
   if (architecture == kDeepseekV2) return hf::readDeepseekV2Keys(r, c);
   if (architecture == kOlmoe) {
@@ -405,7 +408,8 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
   const bool phi3 = architecture == kPhi3, smollm3 = architecture == kSmolLM3, olmo2 = architecture == kOlmo2;
-  const bool olmoe = architecture == kOlmoe, glm4_moe = architecture == kGlm4Moe, ernie = architecture == kErnie45;
+  const bool olmoe = architecture == kOlmoe, glm4_moe = architecture == kGlm4Moe;
+  const bool ernie = architecture == kErnie45 || architecture == kErnie45Moe;
   c.norm_eps = r.number("rms_norm_eps", phi3 || olmo2 || olmoe || glm4_moe || ernie ? 1e-5 : 1e-6);  // the configs' defaults
   c.tied = r.boolean("tie_word_embeddings", smollm3 || ernie);
   // Phi3Config's, SmolLM3Config's, Olmo2Config's, OlmoeConfig's and Ernie4_5Config's defaults; the others' none.
@@ -425,7 +429,8 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   }
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
   // heads x head_dim wide, not hidden_size.
-  c.head_dim = r.headDim(c.width, c.heads, ernie ? std::optional<int64_t>(128) : std::nullopt);  // Ernie4_5Config's
+  // Ernie4_5Config's 128 (Ernie4_5_MoeConfig has none: hidden / heads, as Llama's)
+  c.head_dim = r.headDim(c.width, c.heads, architecture == kErnie45 ? std::optional<int64_t>(128) : std::nullopt);
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
   readRotary(r, architecture, c);
@@ -571,10 +576,14 @@ HuggingFaceConfig readHuggingFaceConfig(const std::string& config_json, const st
   // bounded as they are read, ConfigReader::layerCount).
   if (out.config.experts > kMaxExperts)
     throw r.error(fmt::format("{} experts: at most {} are supported", out.config.experts, kMaxExperts));
-  const bool prediction_layers = known->id == Architecture::kGlm4Moe || known->id == Architecture::kDeepseekV3;
+  const bool ernie_moe = known->id == Architecture::kErnie45Moe;
+  const bool prediction_layers =
+      known->id == Architecture::kGlm4Moe || known->id == Architecture::kDeepseekV3 || ernie_moe;
   if (prediction_layers && (out.prediction_layers = hf::readPredictionLayers(r)) > 0) {
     out.config_to_keep = hf::configWithoutPredictionLayers(config_json);
-    out.notes.push_back(fmt::format(
+    out.notes.push_back(ernie_moe ? "the checkpoint's multi-token prediction weights (model.mtp_*) are not read, as "
+                                    "transformers reads none; --export-hf writes none (num_nextn_predict_layers 0)"
+                                  : fmt::format(
         "the checkpoint's {} multi-token prediction layer{} (model.layers.{}{}) {} not read, as transformers reads "
         "none; --export-hf writes none (num_nextn_predict_layers 0)",
         out.prediction_layers, out.prediction_layers == 1 ? "" : "s", out.config.layers,

@@ -181,14 +181,15 @@ class ConfigReader {
 // parsed once from the config's name (findArchitecture): the readers test this, not the name.
 enum class Architecture {
   kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGemma, kGemma2, kGemma3, kPhi3, kGranite,
-  kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kDeepseekV2, kDeepseekV3, kErnie45, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
+  kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kDeepseekV2, kDeepseekV3, kErnie45,
+  kErnie45Moe, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
 };
 struct ArchitectureName {
   Architecture id;
   const char* causal;      // its causal LM's class, as config.json names it
   const char* model_type;  // the config's model_type, which must agree
   // Its sequence classifier's class (a reward model's folder), nullptr where transformers has none
-  // (OLMo 2's, OLMoE's, GLM-4.5's and Ernie 4.5's modeling code): such a folder is
+  // (OLMo 2's, OLMoE's, GLM-4.5's and Ernie 4.5's, dense or not, modeling code): such a folder is
   // refused, and so is a reward model of it.
   const char* classifier;
 };
@@ -218,6 +219,7 @@ inline constexpr ArchitectureName kArchitectureNames[] = {
     {Architecture::kDeepseekV2, "DeepseekV2ForCausalLM", "deepseek_v2", "DeepseekV2ForSequenceClassification"},
     {Architecture::kDeepseekV3, "DeepseekV3ForCausalLM", "deepseek_v3", "DeepseekV3ForSequenceClassification"},
     {Architecture::kErnie45, "Ernie4_5ForCausalLM", "ernie4_5", nullptr},
+    {Architecture::kErnie45Moe, "Ernie4_5_MoeForCausalLM", "ernie4_5_moe", nullptr},
     {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2", "GPT2ForSequenceClassification"},
 };
 static_assert(
@@ -262,10 +264,15 @@ void readGraniteHybridKeys(ConfigReader& r, ModelConfig& c);
 // DeepSeek-V3's sigmoid router, ungated shared experts, first dense layers) into `c`; DeepSeek-V3's
 // keys (DeepseekV3ForCausalLM: its latent attention and experts as GLM-4.5's); DeepSeek-V2's
 // (DeepseekV2ForCausalLM: the latent attention, experts routed by a softmax); the count of the
-// GLM-4.5 and DeepSeek-V3 checkpoints' multi-token prediction layers, which transformers leaves unread.
+// GLM-4.5, DeepSeek-V3 and Ernie 4.5 checkpoints' multi-token prediction layers, which transformers leaves unread.
 void readGlm4MoeExperts(ConfigReader& r, ModelConfig& c);
 void readDeepseekV3Keys(ConfigReader& r, ModelConfig& c);
 void readDeepseekV2Keys(ConfigReader& r, ModelConfig& c);
+// Ernie 4.5's mixture (Ernie4_5_MoeForCausalLM: ERNIE-4.5-21B-A3B, -300B-A47B): a softmax router
+// choosing by probability + a frozen bias, ungated shared experts, MoE layers from
+// moe_layer_start_index to moe_layer_end_index every moe_layer_interval-th; the original code's
+// keys transformers leaves unread.
+void readErnie45MoeExperts(ConfigReader& r, ModelConfig& c);
 int64_t readPredictionLayers(ConfigReader& r);
 // Such a config.json (`config_json`) as the plan keeps it and --export-hf writes it beside weights
 // without the prediction layers: num_nextn_predict_layers 0.

@@ -183,9 +183,10 @@ std::string causalConfig(const ModelConfig& c) {
     return config.dump(2) + "\n";
   }
   if (c.family != ModelFamily::kLlama) return "";
-  // Gemma's, Granite's, SmolLM3's, OLMo 2's and Ernie 4.5's: only a folder's own config (kept in the
-  // plan) describes one.
-  if (c.gemmaForm() || c.graniteForm() || !c.nope_layers.empty() || !c.input_norms || c.rope_pairs_interleaved)
+  // Gemma's, Granite's, SmolLM3's, OLMo 2's and Ernie 4.5's (dense or not): only a folder's own config
+  // (kept in the plan) describes one.
+  if (c.gemmaForm() || c.graniteForm() || !c.nope_layers.empty() || !c.input_norms || c.rope_pairs_interleaved ||
+      c.router_choice_bias)
     return "";
   if (c.expert_form == ModelConfig::ExpertForm::kGptOss) return gptOssConfig(c);
   if (c.sliding_window > 0) return "";  // a window only gpt-oss's form writes out

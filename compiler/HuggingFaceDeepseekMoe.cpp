@@ -2,10 +2,11 @@
 
 #include "compiler/HuggingFaceConfigReader.h"
 
-// The mixtures of experts routed as DeepSeek-V3's, beside the llama family's config: GLM-4.5's
-// (Glm4MoeForCausalLM: GLM-4.5, GLM-4.5-Air, GLM-4.6) and DeepSeek-V3's own (DeepseekV3ForCausalLM:
-// DeepSeek-V3, Kimi K2, Moonlight, with its latent attention); the checkpoints' multi-token
-// prediction layers, which transformers does not read.
+// The mixtures of experts with DeepSeek's shared experts, beside the llama family's config: those
+// routed as DeepSeek-V3's, GLM-4.5's (Glm4MoeForCausalLM: GLM-4.5, GLM-4.5-Air, GLM-4.6) and
+// DeepSeek-V3's own (DeepseekV3ForCausalLM: DeepSeek-V3, Kimi K2, Moonlight, with its latent
+// attention); DeepSeek-V2's softmax router; Ernie 4.5's biased softmax router; the checkpoints'
+// multi-token prediction layers, which transformers does not read.
 namespace mt::hf {
 
 namespace {
@@ -142,8 +143,56 @@ void readDeepseekV2Keys(ConfigReader& r, ModelConfig& c) {
   }
 }
 
+// Ernie4_5_MoeConfig's keys (its defaults where absent: ERNIE-4.5-21B-A3B's). Layer l is a
+// mixture where (l + 1) % moe_layer_interval == 0 and moe_layer_start_index <= l <=
+// moe_layer_end_index (-1: the last layer), as Ernie4_5_MoeDecoderLayer decides; the others keep
+// the dense MLP of intermediate_size. Its router (Ernie4_5_MoeSparseMoeBlock): the softmax of the
+// logits in f32, the top moe_k chosen by probability + moe_statics.e_score_correction_bias (frozen),
+// their probabilities divided by their sum clamped at moe_norm_min (mtc divides by the sum: the two
+// differ only where the chosen probabilities add up to less than moe_norm_min, which is at most
+// 1e-12 here); moe_num_shared_experts experts of moe_intermediate_size added ungated. transformers
+// adds Mixtral's load-balancing loss where output_router_logits is true, counting each token's top k
+// by probability alone, without the bias: refused, as mtc counts the choices it makes.
+void readErnie45MoeExperts(ConfigReader& r, ModelConfig& c) {
+  c.experts = r.integer("moe_num_experts", 64);
+  c.experts_per_token = r.integer("moe_k", 6);
+  c.expert_ffn = r.integer("moe_intermediate_size", 1536);
+  const int64_t shared = count(r, "moe_num_shared_experts", 2);
+  if (shared > kMaxWidth / c.expert_ffn)
+    throw r.error(fmt::format("'moe_num_shared_experts' {} times 'moe_intermediate_size' {} is wider than {}", shared,
+                              c.expert_ffn, kMaxWidth));
+  if (shared > 0) c.shared_expert_ffn = shared * c.expert_ffn, c.shared_expert_gated = false;  // DeepSeek's form
+  const int64_t first = count(r, "moe_layer_start_index", 1);
+  int64_t last = c.layers - 1;
+  if (const json& end = r.value("moe_layer_end_index"); !end.is_null() && end != -1) {
+    if (!end.is_number_integer() || end.get<int64_t>() < 0)
+      throw r.error("'moe_layer_end_index' is " + jsonBrief(end) + ": a layer index, or -1 for the last layer");
+    last = std::min(end.get<int64_t>(), last);
+  }
+  c.moe_every = r.integer("moe_layer_interval", 1);
+  for (int64_t l = 0; l < c.layers; ++l)
+    if (l < first || l > last) c.dense_layers.push_back(l);
+  c.normalize_topk = true;
+  c.router_choice_bias = true;
+  const double norm_min = r.fraction("moe_norm_min", 1e-12);
+  if (norm_min > 1e-12)
+    throw r.error(fmt::format("'moe_norm_min' {:g} is above 1e-12: transformers divides the chosen probabilities by "
+                              "their sum clamped there, mtc by the sum itself, which agree only for a floor of at "
+                              "most 1e-12 (Ernie4_5_MoeConfig's)", norm_min));
+  r.require("moe_gate_act", "softmax", "transformers' Ernie 4.5 routes by a softmax whatever the original code's "
+                                       "moe_gate_act says");
+  r.require("output_router_logits", false, "transformers' load-balancing loss for Ernie 4.5 counts each token's "
+                                           "top k without the correction bias the router chooses by; mtc counts the "
+                                           "choices made: train without it (false)");
+  r.take("router_aux_loss_coef");
+  // The original code's capacity, gate name, balancing switch and multi-token prediction loss weight,
+  // which transformers does not read (its prediction layers: readPredictionLayers).
+  for (const char* inert : {"moe_capacity", "moe_gate", "moe_use_aux_free", "multi_token_pred_lambda"}) r.take(inert);
+}
+
 // The checkpoint's multi-token prediction layers (num_nextn_predict_layers: GLM-4.5's and
-// DeepSeek-V3's one, at model.layers.<num_hidden_layers>), which transformers leaves unread.
+// DeepSeek-V3's one, at model.layers.<num_hidden_layers>; Ernie 4.5's, its model.mtp_* weights),
+// which transformers leaves unread.
 int64_t readPredictionLayers(ConfigReader& r) {
   const int64_t layers = count(r, "num_nextn_predict_layers", 0);
   if (layers > kMaxLayers) throw r.error(fmt::format("'num_nextn_predict_layers' is more than {}", kMaxLayers));

@@ -52,7 +52,9 @@ bool importOnnx(MLIRContext& context, const CompileOptions& o, LoadedModel& m) {
 // chosen with a frozen bias within 1 of 2 groups, renormalised, x 2.5"; DeepSeek-V2's ", within 3 of
 // 8 groups by their best, x 16").
 std::string routerChoice(const ModelConfig& c) {
-  std::string choice = c.sigmoid_router ? ", sigmoid scores chosen with a frozen bias" : "";
+  std::string choice = c.sigmoid_router       ? ", sigmoid scores chosen with a frozen bias"
+                       : c.router_choice_bias ? ", chosen with a frozen bias"
+                                              : "";
   if (c.router_groups > 1)
     choice += fmt::format("{} within {} of {} groups{}", c.sigmoid_router ? "" : ",", c.router_groups_chosen,
                           c.router_groups, c.sigmoid_router ? "" : " by their best");
@@ -169,6 +171,10 @@ bool buildFromConfig(MLIRContext& context, const CompileOptions& o, const Hardwa
     problem = "--router-aux-loss: the sigmoid router (GLM-4.5's, DeepSeek-V3's) is balanced by its score bias, and "
               "transformers adds no load-balancing loss for it; the softmax one --router-aux-loss trains would be "
               "another model's (drop it)";
+  if (problem.empty() && o.router_aux_loss && *o.router_aux_loss != 0 && config.router_choice_bias)
+    problem = "--router-aux-loss: this router chooses with a frozen bias (Ernie 4.5's), which transformers' "
+              "load-balancing loss leaves out of the choices it counts; mtc would count the choices made, another "
+              "loss (drop it)";
   if (problem.empty() && o.batch == 0 && o.forward_only)
     problem = "--forward-only takes a --batch of its own (the sequences sampled at once; 1 for mtgen's one sample)";
   if (problem.empty() && rowsInPairs(o.loss.objective)) problem = preferenceProblem(o);

@@ -45,7 +45,7 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
                                 (c.qk_norm ? (c.qk_norm_whole ? q_width + kv_width : 2 * c.headDim()) : 0);
   const bool oss = c.expert_form == ModelConfig::ExpertForm::kGptOss;
   // gpt-oss: the router's bias, each expert's gate_up and down biases; a sigmoid router's score bias
-  const int64_t router = c.experts * c.width + (oss || c.sigmoid_router ? c.experts : 0);
+  const int64_t router = c.experts * c.width + (oss || c.routerScoreBias() ? c.experts : 0);
   const int64_t expert = 3 * c.width * c.expert_ffn + (oss ? 2 * c.expert_ffn + c.width : 0);
   // Qwen2-MoE's shared expert and its gate (GLM-4.5's: none), which every token uses.
   const int64_t shared =
@@ -422,15 +422,18 @@ std::string validateArchitectureForms(const ModelConfig& c) {
 }
 
 // A mixture of experts' shared expert and router beyond the plain softmax top k: the sigmoid
-// router (GLM-4.5's, DeepSeek-V3's), the choice within groups (DeepSeek's) and the weights' scale
+// router (GLM-4.5's, DeepSeek-V3's), the softmax router's choice bias (Ernie 4.5's), the choice
+// within groups (DeepSeek's) and the weights' scale
 // (routed_scaling_factor): "" or what is wrong. The kernel's limits (kernels/moe/moe_cpu.cc
 // checkRouting).
 std::string validateRouter(const ModelConfig& c) {
   if (!c.shared_expert_gated && c.shared_expert_ffn == 0) return "an ungated shared expert needs shared_expert_ffn";
   const bool groups = c.router_groups != 1 || c.router_groups_chosen != 1;
-  if (!c.sigmoid_router && !groups && c.routed_scaling == 1.0) return "";
+  if (!c.routerScoreBias() && !groups && c.routed_scaling == 1.0) return "";
   if (c.expert_form != ModelConfig::ExpertForm::kSwiglu)
-    return "the sigmoid router, groups of experts and routed_scaling are options of the SwiGLU experts";
+    return "the sigmoid router, a choice bias, groups of experts and routed_scaling are options of the SwiGLU experts";
+  if (c.sigmoid_router && c.router_choice_bias)
+    return "router_choice_bias is the softmax router's; the sigmoid router has its bias already";
   if (!std::isfinite(static_cast<float>(c.routed_scaling)))
     return "routed_scaling (routed_scaling_factor) must be finite in f32";
   if (!groups) return "";

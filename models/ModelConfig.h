@@ -176,6 +176,13 @@ struct ModelConfig {
   // llama, not latent: each head's rotary pairs are its elements 2i and 2i + 1 (Ernie 4.5's, GLM's
   // rotate_half), not i and i + d/2 (Llama's); the rotated part whole (rotary_dim 0).
   bool rope_pairs_interleaved = false;
+  // llama, with experts of the SwiGLU form and the softmax router: its top k chosen by probability +
+  // a bias that takes no gradient (layers.L.moe.router.score_bias (E): Ernie 4.5's
+  // moe_statics.e_score_correction_bias, frozen as transformers keeps it), weighed by the
+  // probabilities alone. (The sigmoid router always has one.)
+  bool router_choice_bias = false;
+  // Whether the router chooses by its scores + a frozen bias (layers.L.moe.router.score_bias).
+  bool routerScoreBias() const { return sigmoid_router || router_choice_bias; }
   bool latentAttention() const { return kv_lora_rank > 0; }
   bool rotates(int64_t l) const { return std::find(nope_layers.begin(), nope_layers.end(), l) == nope_layers.end(); }
   bool graniteForm() const {

@@ -17,6 +17,7 @@ CheckpointLayout checkpointLayoutOf(const std::string& architecture) {
          : architecture.starts_with("Glm4MoeFor") || architecture.starts_with("DeepseekV3For") ||
                  architecture.starts_with("DeepseekV2For")
              ? CheckpointLayout::kGlm4Moe
+         : architecture.starts_with("Ernie4_5_MoeFor") ? CheckpointLayout::kErnie45Moe
                                                  : CheckpointLayout::kLlama;
 }
 
@@ -122,8 +123,16 @@ std::optional<HuggingFacePlace> glm4MoePart(const std::string& layer, const std:
   return std::nullopt;
 }
 
+// Ernie 4.5's mixture: GLM-4.5's names but for the router's choice bias, its Ernie4_5_MoeStatics'
+// (1, E) e_score_correction_bias (one group of experts).
+std::optional<HuggingFacePlace> ernie45MoePart(const std::string& layer, const std::string& part) {
+  if (part == "moe.router.score_bias")
+    return HuggingFacePlace{"model." + layer + "mlp.moe_statics.e_score_correction_bias", false, 0, 1, false, true};
+  return glm4MoePart(layer, part);
+}
+
 // A layer's parameter `part` where `layout` holds it otherwise than Llama's names say (Phi-3's and
-// Granite 4.0's fused layers, GraniteMoE's experts, GLM-4.5's shared experts); none where Llama's
+// Granite 4.0's fused layers, GraniteMoE's experts, GLM-4.5's and Ernie 4.5's shared experts); none where Llama's
 // names hold.
 std::optional<HuggingFacePlace> layoutPart(CheckpointLayout layout, const std::string& layer, const std::string& part) {
   switch (layout) {
@@ -131,16 +140,17 @@ std::optional<HuggingFacePlace> layoutPart(CheckpointLayout layout, const std::s
     case CheckpointLayout::kGraniteMoe: return graniteMoePart(layer, part);
     case CheckpointLayout::kGraniteHybrid: return graniteHybridPart(layer, part);
     case CheckpointLayout::kGlm4Moe: return glm4MoePart(layer, part);
+    case CheckpointLayout::kErnie45Moe: return ernie45MoePart(layer, part);
     default: return std::nullopt;
   }
 }
 
-// For a layer's parameter `param` of Qwen3-MoE, Mixtral or GLM-4.5, the mixture block transformers 5
+// For a layer's parameter `param` of Qwen3-MoE, Mixtral, GLM-4.5 or Ernie 4.5, the mixture block transformers 5
 // has in that layer ("model.layers.3.mlp") and the parameter's name within the layer
 // ("moe.up.weight"), which the callers match; none for gpt-oss or a parameter outside the layers.
 std::optional<std::pair<std::string, std::string>> fusedBlock(const std::string& param, CheckpointLayout experts) {
   const bool fused_experts = experts == CheckpointLayout::kLlama || experts == CheckpointLayout::kMixtral ||
-                             experts == CheckpointLayout::kGlm4Moe;
+                             experts == CheckpointLayout::kGlm4Moe || experts == CheckpointLayout::kErnie45Moe;
   if (!fused_experts || !param.starts_with("layers.")) return std::nullopt;
   const size_t dot = param.find('.', 7);
   if (dot == std::string::npos) return std::nullopt;
@@ -166,9 +176,9 @@ std::string fusedRouterName(const std::string& param, CheckpointLayout experts) 
 bool peftMovesToFused(const std::string& target, CheckpointLayout experts) {
   static const char* const kQwen3Moe[] = {"gate", "gate_proj", "up_proj", "down_proj"};
   static const char* const kMixtral[] = {"gate", "w1", "w2", "w3"};
-  // (GLM-4.5's experts carry Qwen3-MoE's names, and transformers 5 fuses them alike.)
+  // (GLM-4.5's and Ernie 4.5's experts carry Qwen3-MoE's names, and transformers 5 fuses them alike.)
   if (experts != CheckpointLayout::kLlama && experts != CheckpointLayout::kMixtral &&
-      experts != CheckpointLayout::kGlm4Moe)
+      experts != CheckpointLayout::kGlm4Moe && experts != CheckpointLayout::kErnie45Moe)
     return false;
   for (const char* name : experts == CheckpointLayout::kMixtral ? std::span<const char* const>(kMixtral)
                                                             : std::span<const char* const>(kQwen3Moe))

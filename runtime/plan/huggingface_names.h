@@ -26,7 +26,7 @@ namespace mt {
 // (Glm4MoeForCausalLM, and DeepSeek-V3's, DeepseekV3ForCausalLM, alike): Qwen3-MoE's experts and
 // router, the router's choice bias
 // "mlp.gate.e_score_correction_bias", its shared experts "mlp.shared_experts.gate_proj/up_proj/down_proj".
-enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3, kGraniteMoe, kGraniteHybrid, kGlm4Moe };
+enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kErnie45Moe };
 CheckpointLayout checkpointLayoutOf(const std::string& architecture);
 // Whether the layout holds several of the model's linear layers in one nn.Linear, which PEFT adapts
 // whole (Phi-3's qkv_proj and gate_up_proj, Granite 4.0's shared_mlp.input_linear).
@@ -48,6 +48,7 @@ struct HuggingFacePlace {
   bool transposed = false;
   int64_t part = 0, parts = 1;
   bool per_expert = false;  // the parameter's first axis indexes experts, each its own tensor
+  bool unit_first_axis = false;  // stored with a first axis of 1 before ours (Ernie 4.5's (1, E) choice bias)
 };
 HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body = "transformer.",
                                   CheckpointLayout layout = CheckpointLayout::kLlama);
@@ -87,7 +88,7 @@ std::optional<FusedExpertsPlace> fusedExpertsPlace(const std::string& param, Che
 // ... and the router `param` ("layers.3.moe.router.weight") there: a parameter of its router module
 // ("model.layers.3.mlp.gate.weight", no nn.Linear), which PEFT adapts in place too; "" otherwise.
 std::string fusedRouterName(const std::string& param, CheckpointLayout experts);
-// Whether PEFT 0.19 and later, loading a Qwen3-MoE, Mixtral (or, by the same names, GLM-4.5) adapter
+// Whether PEFT 0.19 and later, loading a Qwen3-MoE, Mixtral (or, by the same names, GLM-4.5 and Ernie 4.5) adapter
 // into transformers 5, move the
 // target_modules entry `target` to the fused parameters before matching: it is, or ends with "." +,
 // the name of an expert's or the router's layer in transformers 4 (gate_proj, up_proj, down_proj;

@@ -255,6 +255,7 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& pla
     std::vector<int64_t> theirs = shape;
     if (transposed) std::swap(theirs[0], theirs[1]);
     if (!theirs.empty()) theirs[transposed ? 1 : axis] = total_rows;
+    if (parts[0].first.unit_first_axis) theirs.insert(theirs.begin(), 1);
     const int64_t total = blocks * total_rows * cols;
     SafetensorsTensor out{name, width == 2 ? "BF16" : "F32", theirs, nullptr, total * width};
     out.produce = [&parts, offsets, transposed, axis, blocks, total_rows, cols, total, width](void* buffer) {

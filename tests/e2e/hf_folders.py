@@ -227,6 +227,22 @@ MODELS["ernie4_5-bf16"] = dict(
                 num_key_value_heads=2, head_dim=32, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
                 rope_theta=500000.0, tie_word_embeddings=True, hidden_act="silu", use_bias=False, use_cache=False,
                 model_type="ernie4_5", torch_dtype="bfloat16", bos_token_id=1, eos_token_id=2))
+# Ernie 4.5's mixture (Ernie4_5_MoeForCausalLM, ERNIE-4.5-21B-A3B): Ernie 4.5's layers, a dense first
+# layer (moe_layer_start_index), then 8 experts and 2 shared ones (one ungated MLP twice as wide), the
+# softmax router's top 2 by probability + moe_statics' (1, E) e_score_correction_bias (stored f32, as
+# transformers keeps it), renormalised; heads hidden / heads wide (head_dim null, as the published
+# configs write it); the original code's keys transformers leaves unread, and its multi-token
+# prediction weights (model.mtp_*).
+MODELS["ernie4_5-moe-bf16"] = dict(
+    architecture="Ernie4_5_MoeForCausalLM", dtype=torch.bfloat16, shards=2,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=None, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
+                rope_theta=500000.0, tie_word_embeddings=True, hidden_act="silu", use_bias=False, use_cache=False,
+                moe_num_experts=8, moe_k=2, moe_intermediate_size=32, moe_num_shared_experts=2,
+                moe_layer_start_index=1, moe_layer_end_index=-1, moe_layer_interval=1, moe_norm_min=1e-12,
+                moe_capacity=[8, 8, 8], moe_gate="topk", moe_use_aux_free=True, num_nextn_predict_layers=1,
+                multi_token_pred_lambda=0.3, model_type="ernie4_5_moe", torch_dtype="bfloat16", bos_token_id=1,
+                eos_token_id=2, pad_token_id=0))
 # OLMo 2 (Olmo2ForCausalLM): no norm before either sublayer, an RMSNorm after each before its
 # residual add, q and k normed over their whole projections (q_norm 64 wide, k_norm 32) before the
 # heads turn; its config class's keys as AI2's folders carry them.
@@ -393,6 +409,7 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
     # Qwen2-MoE's q/k/v biases, where its qkv_bias (transformers' default true) says; GLM-4.5's where
     # attention_bias says (its output projection has none).
     glm = cfg["model_type"] in ("glm4_moe", "deepseek_v3", "deepseek_v2")  # DeepSeek's experts as GLM-4.5's
+    ernie_moe = cfg["model_type"] == "ernie4_5_moe"
     qkv_bias = qkv_bias or (cfg["model_type"] == "qwen2_moe" and cfg.get("qkv_bias", True)) or \
         (glm and cfg.get("attention_bias"))
     C, V = cfg["hidden_size"], cfg["vocab_size"]
@@ -419,7 +436,8 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             w[p + "mlp.router.bias"] = 0.1 * torch.randn(E, generator=g)
             w[p + "self_attn.sinks"] = torch.randn(cfg["num_attention_heads"], generator=g)
         elif moe_layer(cfg, l):
-            E = cfg.get("num_experts") or cfg.get("n_routed_experts") or cfg["num_local_experts"]
+            E = cfg.get("num_experts") or cfg.get("n_routed_experts") or cfg.get("moe_num_experts") or \
+                cfg["num_local_experts"]
             FE, mix = cfg.get("moe_intermediate_size", FF), \
                 cfg["model_type"] in ("mixtral", "granitemoe")  # GraniteMoE's fused from Mixtral's names
             shapes[("block_sparse_moe" if mix else "mlp") + ".gate"] = (E, C)
@@ -438,6 +456,11 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
                                "mlp.shared_experts.down_proj": (C, S)})
                 if cfg["model_type"] != "deepseek_v2":  # DeepSeek-V2's softmax router has no choice bias
                     w[p + "mlp.gate.e_score_correction_bias"] = 0.1 * torch.randn(E, generator=g)
+            if ernie_moe:  # Ernie 4.5's shared experts (as GLM-4.5's) and its router's choice bias, (1, E)
+                S = FE * cfg["moe_num_shared_experts"]
+                shapes.update({"mlp.shared_experts.gate_proj": (S, C), "mlp.shared_experts.up_proj": (S, C),
+                               "mlp.shared_experts.down_proj": (C, S)})
+                w[p + "mlp.moe_statics.e_score_correction_bias"] = 0.1 * torch.randn(1, E, generator=g)
         else:
             shapes.update({"mlp.gate_proj": (FF, C), "mlp.up_proj": (FF, C), "mlp.down_proj": (C, FF)})
         for name, shape in shapes.items():
@@ -460,19 +483,24 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             w[p + name + ".weight"] = (0 if gemma else 1) + 0.1 * torch.randn(C, generator=g)
     if cfg["model_type"] in GEMMAS:
         w["model.norm.weight"] -= 1
-    for l in range(cfg["num_hidden_layers"], cfg["num_hidden_layers"] + cfg.get("num_nextn_predict_layers", 0)):
+    prediction_layers = 0 if ernie_moe else cfg.get("num_nextn_predict_layers", 0)  # (Ernie's: model.mtp_*, below)
+    for l in range(cfg["num_hidden_layers"], cfg["num_hidden_layers"] + prediction_layers):
         # GLM-4.5's multi-token prediction layer (a few of its tensors), which transformers leaves unread.
         p = f"model.layers.{l}."
         w[p + "eh_proj.weight"] = torch.randn(C, 2 * C, generator=g)
         w[p + "enorm.weight"] = 1 + 0.1 * torch.randn(C, generator=g)
         w[p + "self_attn.q_proj.weight"] = torch.randn(QW, C, generator=g)
+    if ernie_moe:  # its multi-token prediction weights (a few), which transformers leaves unread
+        w["model.mtp_emb_norm.0.weight"] = 1 + 0.1 * torch.randn(C, generator=g)
+        w["model.mtp_linear_proj.0.weight"] = torch.randn(C, 2 * C, generator=g)
     if cfg["model_type"] == "phi3":
         w = phi3_fused(w)
     if cfg["model_type"] == "granitemoe":
         w = granitemoe_fused(w)
     if cfg["model_type"] == "granitemoehybrid":
         w = granite4_fused(w)
-    return {k: v.to(dtype) for k, v in w.items()}
+    # (Ernie 4.5's choice bias stays f32, as its checkpoints and transformers keep it.)
+    return {k: v if "moe_statics" in k else v.to(dtype) for k, v in w.items()}
 
 
 def deepseek_attention_weights(cfg, w, p, g):
@@ -692,12 +720,16 @@ def hf_layout(ours, spec):
         if len(parts) > 3 and parts[2] == "moe" and oss:  # gpt-oss: every expert in one tensor, as ours
             out[f"model.layers.{parts[1]}." + oss_names[".".join(parts[3:])]] = t
             continue
-        glm = spec["architecture"] in ("Glm4MoeForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM")
+        ernie = spec["architecture"] == "Ernie4_5_MoeForCausalLM"
+        glm = ernie or spec["architecture"] in ("Glm4MoeForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM")
         if len(parts) > 4 and parts[2] == "moe" and parts[3] == "shared":  # Qwen2-MoE's, GLM-4.5's shared experts
             out[f"model.layers.{parts[1]}.mlp.shared_expert{'s' if glm else ''}.{parts[4]}_proj.weight"] = t
             continue
-        if len(parts) > 4 and parts[2] == "moe" and parts[4] == "score_bias":  # GLM-4.5's router's choice bias
-            out[f"model.layers.{parts[1]}.mlp.gate.e_score_correction_bias"] = t
+        if len(parts) > 4 and parts[2] == "moe" and parts[4] == "score_bias":  # GLM-4.5's, Ernie 4.5's choice bias
+            if ernie:
+                out[f"model.layers.{parts[1]}.mlp.moe_statics.e_score_correction_bias"] = t.unsqueeze(0)
+            else:
+                out[f"model.layers.{parts[1]}.mlp.gate.e_score_correction_bias"] = t
             continue
         if len(parts) > 3 and parts[2] == "moe" and parts[3] == "shared_gate":
             out[f"model.layers.{parts[1]}.mlp.shared_expert_gate.weight"] = t

@@ -408,6 +408,43 @@ def refusals(bin_dir, work, failures):
     ]
     expect_refusals(bin_dir, work, deepseek_v2, hf_weights(deepseek_v2["config"], False, torch.float32, seed=5),
                     deepseek_v2_cases, failures)
+    # Ernie 4.5's mixture: transformers' balance loss (which counts choices without the bias), a
+    # clamp of the weights' sum mtc does not make, the original code's sigmoid gate (which transformers
+    # ignores), the choice bias missing, a prediction weight outside model.mtp_*.
+    ernie = MODELS["ernie4_5-moe-bf16"]
+    ernie_cases = [
+        ("ernie-moe-router-logits", {"output_router_logits": True}, None,
+         "'output_router_logits' is true: transformers' load-balancing loss for Ernie 4.5 counts each token's top k "
+         "without the correction bias"),
+        ("ernie-moe-norm-min", {"moe_norm_min": 1e-6}, None, "'moe_norm_min' 1e-06 is above 1e-12"),
+        ("ernie-moe-gate-act", {"moe_gate_act": "sigmoid"}, None, "transformers' Ernie 4.5 routes by a softmax"),
+        ("ernie-moe-end", {"moe_layer_end_index": -2}, None, "'moe_layer_end_index' is -2: a layer index, or -1"),
+        ("ernie-moe-score-bias", {}, lambda w: w.pop("model.layers.2.mlp.moe_statics.e_score_correction_bias"),
+         "the weights have no 'model.layers.2.mlp.moe_statics.e_score_correction_bias' (the model's "
+         "layers.2.moe.router.score_bias)"),
+        ("ernie-moe-bias-shape", {},
+         lambda w: w.update({"model.layers.1.mlp.moe_statics.e_score_correction_bias": torch.zeros(8)}),
+         "model.layers.1.mlp.moe_statics.e_score_correction_bias"),
+        ("ernie-moe-stray", {}, lambda w: w.update({"model.layers.3.mtp_proj.weight": torch.zeros(2)}),
+         "the weights hold 'model.layers.3.mtp_proj.weight', which the Ernie4_5_MoeForCausalLM layout mtc reads has no "
+         "place for"),
+    ]
+    expect_refusals(bin_dir, work, ernie, hf_weights(ernie["config"], False, torch.float32, seed=5), ernie_cases,
+                    failures)
+    err = mtc_error(bin_dir, os.path.join(work, "ernie4_5-moe-bf16"), "--router-aux-loss", "0.01")
+    if "--router-aux-loss: this router chooses with a frozen bias" not in err:
+        failures.append(f"Ernie 4.5's mixture with --router-aux-loss: wanted a refusal, got: {err.strip()}")
+    # Its MoE layers by Ernie4_5_MoeDecoderLayer's rule: of 6, from layer 1 to layer 4, every second
+    # (layers 1 and 3); its config alone.
+    folder = os.path.join(work, "ernie-moe-layers")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(dict(ernie["config"], architectures=[ernie["architecture"]], num_hidden_layers=6,
+                       moe_layer_end_index=4, moe_layer_interval=2), f)
+    out = subprocess.run([f"{bin_dir}/mtc", folder, "--no-weights", "--batch", "2", "--seq", "16", "-o",
+                          folder + ".plan"], capture_output=True, text=True)
+    if out.returncode != 0 or "in 2 of 6 layers" not in out.stdout or "chosen with a frozen bias" not in out.stdout:
+        failures.append(f"Ernie 4.5's MoE layers 1 and 3 of 6: exit {out.returncode}: {out.stdout}{out.stderr}")
     err = mtc_error(bin_dir, os.path.join(work, "glm4-moe-bf16"), "--router-aux-loss", "0.01")
     if "--router-aux-loss: the sigmoid router" not in err:
         failures.append(f"GLM-4.5 with --router-aux-loss: wanted a refusal, got: {err.strip()}")
@@ -878,6 +915,9 @@ def main():
         if name == "glm4-moe-bf16" and "the checkpoint's 1 multi-token prediction layer (model.layers.3) is not " \
                 "read, as transformers reads none; --export-hf writes none" not in summary:
             failures.append(f"{name}: the summary does not say that the prediction layer is not read")
+        if name == "ernie4_5-moe-bf16" and "the checkpoint's multi-token prediction weights (model.mtp_*) are not " \
+                "read, as transformers reads none" not in summary:
+            failures.append(f"{name}: the summary does not say that the prediction weights are not read")
         print(f"{name}: 20 steps, first loss {mt_losses[0]:.4f} last {mt_losses[-1]:.4f}, worst relative "
               f"difference to the transformers-style model {worst:.2e}")
         check_export(bin_dir, work, name, spec, plan, data, tokens, failures)
@@ -915,6 +955,7 @@ def main():
                                        ("deepseek-v3-f32", os.path.join(work, "deepseek-v3-f32"), "64", "40"),
                                        ("deepseek-v2-bf16", os.path.join(work, "deepseek-v2-bf16"), "64", "40"),
                                        ("ernie4_5-bf16", os.path.join(work, "ernie4_5-bf16"), "64", "40"),
+                                       ("ernie4_5-moe-bf16", os.path.join(work, "ernie4_5-moe-bf16"), "64", "40"),
                                        ("gemma3-bf16", gemma_trained, "64", "40"),
                                        ("gemma2-f32", gemma2_trained, "64", "40"),
                                        ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"), "16", "12")):

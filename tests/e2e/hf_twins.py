@@ -50,6 +50,10 @@ def moe_layer(cfg, layer):
     if cfg["model_type"] in ("glm4_moe", "deepseek_v3", "deepseek_v2"):
         default_dense = {"glm4_moe": 1, "deepseek_v3": 3, "deepseek_v2": 0}[cfg["model_type"]]
         return layer >= cfg.get("first_k_dense_replace", default_dense)
+    if cfg["model_type"] == "ernie4_5_moe":  # Ernie4_5_MoeDecoderLayer's rule, Ernie4_5_MoeConfig's defaults
+        end = cfg.get("moe_layer_end_index", -1)
+        end = cfg["num_hidden_layers"] - 1 if end == -1 else end
+        return (layer + 1) % cfg.get("moe_layer_interval", 1) == 0 and cfg.get("moe_layer_start_index", 1) <= layer <= end
     if cfg["model_type"] not in ("qwen3_moe", "qwen2_moe"):
         return False
     return layer not in cfg["mlp_only_layers"] and (layer + 1) % cfg["decoder_sparse_step"] == 0
@@ -143,6 +147,31 @@ def hf_glm4_moe_experts(p, cfg, pre, h):
         token, slot = torch.where(chosen == e)
         out.index_add_(0, token, mlp(x[token], block + f"experts.{e}.") * weights[token, slot, None])
     return (out + mlp(x, block + "shared_experts.")).view(B, T, C)
+
+
+def hf_ernie45_moe_experts(p, cfg, pre, h):
+    """Ernie4_5_MoeSparseMoeBlock: the shared experts (one SwiGLU MLP moe_num_shared_experts times as wide);
+    the softmax of the router's logits in float, the top moe_k of the probabilities + moe_statics'
+    e_score_correction_bias (1, E), their probabilities gathered and divided by their sum clamped at
+    moe_norm_min; each expert over its tokens, index_add back; the shared experts' output added."""
+    block = pre + "mlp."
+    B, T, C = h.shape
+    x = h.reshape(-1, C)
+
+    def mlp(x, pre):
+        return F.linear(F.silu(F.linear(x, p[pre + "gate_proj.weight"])) * F.linear(x, p[pre + "up_proj.weight"]),
+                        p[pre + "down_proj.weight"])
+    shared = mlp(x, block + "shared_experts.") if cfg.get("moe_num_shared_experts", 2) > 0 else None
+    logits = F.linear(x.float(), p[block + "gate.weight"].float())
+    probs = F.softmax(logits, dim=1, dtype=torch.float)
+    _, chosen = torch.topk(probs + p[block + "moe_statics.e_score_correction_bias"].squeeze(), cfg["moe_k"], dim=-1)
+    weights = torch.gather(probs, dim=-1, index=chosen)
+    weights = weights / torch.clamp(weights.sum(dim=-1, keepdim=True), min=cfg.get("moe_norm_min", 1e-12))
+    out = torch.zeros_like(x)
+    for e in range(probs.shape[1]):
+        token, slot = torch.where(chosen == e)
+        out.index_add_(0, token, mlp(x[token], block + f"experts.{e}.") * weights[token, slot, None])
+    return (out if shared is None else out + shared).view(B, T, C)
 
 
 def hf_granitemoe_experts(p, cfg, pre, h):
@@ -289,11 +318,12 @@ def rotates(cfg, layer):
 def padding_id(cfg):
     """The token transformers' nn.Embedding(vocab, hidden, padding_idx) leaves out of the embedding's
     gradient: pad_token_id, or its config class's default (Phi3Config's 32000, Gemma3TextConfig's 0,
-    SmolLM3Config's 128004, Olmo2Config's 1, Gemma2Config's, GemmaConfig's and Ernie4_5Config's 0); None for GPT-2, whose embedding has none."""
+    SmolLM3Config's 128004, Olmo2Config's 1, Gemma2Config's, GemmaConfig's, Ernie4_5Config's and
+    Ernie4_5_MoeConfig's 0); None for GPT-2, whose embedding has none."""
     if cfg["model_type"] == "gpt2":
         return None
     defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "olmoe": 1, "gemma2": 0, "gemma": 0,
-                "ernie4_5": 0}
+                "ernie4_5": 0, "ernie4_5_moe": 0}
     return cfg.get("pad_token_id", defaults.get(cfg["model_type"]))
 
 
@@ -397,7 +427,7 @@ def hf_logits(p, cfg, tokens, score_head=False):
         return torch.cat((-x[..., R // 2:], x[..., :R // 2]), dim=-1)
 
     def rotary(x):
-        if cfg["model_type"] == "ernie4_5":  # its apply_rotary_pos_emb: GLM's rotate_half, pairs 2i and 2i + 1
+        if cfg["model_type"] in ("ernie4_5", "ernie4_5_moe"):  # its apply_rotary_pos_emb: GLM's rotate_half, pairs 2i and 2i + 1
             c, s = (t[..., :R // 2].repeat_interleave(2, dim=-1) for t in (cos, sin))
             return x * c + torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2) * s
         turned, passing = x[..., :R], x[..., R:]
@@ -465,7 +495,8 @@ def hf_logits(p, cfg, tokens, score_head=False):
             continue
         if moe_layer(cfg, l):
             deepseek = cfg["model_type"] in ("glm4_moe", "deepseek_v3", "deepseek_v2")
-            x = x + (hf_glm4_moe_experts if deepseek else hf_experts)(p, cfg, pre, h)
+            ernie = cfg["model_type"] == "ernie4_5_moe"
+            x = x + (hf_glm4_moe_experts if deepseek else hf_ernie45_moe_experts if ernie else hf_experts)(p, cfg, pre, h)
             continue
         if pre + "mlp.gate_up_proj.weight" in p:  # Phi-3's, chunked as its Phi3MLP does
             gate, up = linear(h, pre + "mlp.gate_up_proj").chunk(2, dim=-1)

@@ -101,6 +101,11 @@ seeds["gemma3-multimodal.json"] = dict(
     torch_dtype="bfloat16", eos_token_id=[1, 106])
 seeds["ernie4_5.json"] = dict(llama, architectures=["Ernie4_5ForCausalLM"], model_type="ernie4_5", head_dim=4,
                              use_bias=False)
+seeds["ernie4_5-moe.json"] = dict(llama, architectures=["Ernie4_5_MoeForCausalLM"], model_type="ernie4_5_moe",
+                                 num_hidden_layers=2, moe_num_experts=4, moe_k=2, moe_intermediate_size=8, moe_num_shared_experts=1,
+                                 moe_layer_start_index=1, moe_layer_end_index=-1, moe_layer_interval=1,
+                                 moe_norm_min=1e-12, moe_capacity=[4, 4, 4], moe_use_aux_free=True,
+                                 num_nextn_predict_layers=1, use_bias=False)
 seeds["mistral3-multimodal.json"] = dict(
     architectures=["Mistral3ForConditionalGeneration"], model_type="mistral3", image_token_index=10,
     projector_hidden_act="gelu", vision_feature_layer=-1, multimodal_projector_bias=False, spatial_merge_size=2,

@@ -117,6 +117,32 @@ TEST(HuggingFaceNamesTest, Glm4MoePlaces) {
   EXPECT_TRUE(peftMovesToFused("model.layers.3.mlp.experts.0.up_proj", layout));
 }
 
+// Ernie 4.5's mixture: GLM-4.5's names (its experts fused alike in transformers 5) but for the
+// router's choice bias, its moe_statics' (1, E) tensor: the first axis of 1 before ours.
+TEST(HuggingFaceNamesTest, Ernie45MoePlaces) {
+  const CheckpointLayout layout = checkpointLayoutOf("Ernie4_5_MoeForCausalLM");
+  EXPECT_EQ(layout, CheckpointLayout::kErnie45Moe);
+  const HuggingFacePlace bias = huggingFacePlace("layers.2.moe.router.score_bias", "", layout);
+  EXPECT_EQ(bias.name, "model.layers.2.mlp.moe_statics.e_score_correction_bias");
+  EXPECT_TRUE(bias.unit_first_axis);
+  const std::pair<const char*, const char*> kOwn[] = {
+      {"layers.2.moe.shared.gate.weight", "model.layers.2.mlp.shared_experts.gate_proj.weight"},
+      {"layers.2.moe.shared.down.weight", "model.layers.2.mlp.shared_experts.down_proj.weight"},
+      {"layers.2.moe.router.weight", "model.layers.2.mlp.gate.weight"},
+      {"layers.0.mlp.gate.weight", "model.layers.0.mlp.gate_proj.weight"}};
+  for (const auto& [ours, theirs] : kOwn) {
+    const HuggingFacePlace place = huggingFacePlace(ours, "", layout);
+    EXPECT_EQ(place.name, theirs) << ours;
+    EXPECT_FALSE(place.unit_first_axis) << ours;
+  }
+  EXPECT_EQ(huggingFacePlace("layers.2.moe.down.weight", "", layout).name,
+            "model.layers.2.mlp.experts.*.down_proj.weight");
+  const auto fused = fusedExpertsPlace("layers.2.moe.gate.weight", layout);
+  ASSERT_TRUE(fused);
+  EXPECT_EQ(fused->parameter, "model.layers.2.mlp.experts.gate_up_proj");
+  EXPECT_EQ(fusedRouterName("layers.2.moe.router.weight", layout), "model.layers.2.mlp.gate.weight");
+}
+
 // DeepSeek-V3: GLM-4.5's mixture and names, its latent attention's projections and norms.
 TEST(HuggingFaceNamesTest, DeepseekV3LatentAttentionPlaces) {
   const CheckpointLayout layout = checkpointLayoutOf("DeepseekV3ForCausalLM");
