@@ -1,31 +1,24 @@
+// A Hugging Face folder read (mtc FOLDER): its config.json (compiler/HuggingFaceConfig.cpp) and
+// where its checkpoint holds each of the model's parameters; the weights themselves are produced
+// when mtc writes them (compiler/HuggingFaceWeights.cpp).
 #include "compiler/HuggingFace.h"
 
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
-#include <cstring>
-#include <functional>
 #include <map>
-#include <memory>
-#include <numeric>
-#include <optional>
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+#include <vector>
 
-#include "compiler/Fp8Blocks.h"
-#include "compiler/Mxfp4.h"
-#include "kernels/elementwise/elementwise.h"
-#include "kernels/matmul/lora_merge.h"
+#include <nlohmann/json.hpp>
+
 #include "runtime/io/error.h"
 #include "runtime/io/json_input.h"
-#include "runtime/plan/huggingface_names.h"
-#include "runtime/plan/initializer.h"
-#include "runtime/plan/plan_queries.h"
 #include "runtime/io/mapped_file.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/plan/huggingface_names.h"
 
 namespace mt {
 namespace {
@@ -60,239 +53,6 @@ std::map<std::string, std::string> weightFiles(const std::string& dir) {
   return files;
 }
 
-float halfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const int exponent = (h >> 10) & 0x1f;
-  const uint32_t mantissa = h & 0x3ff;
-  float value;
-  if (exponent == 0) {
-    value = std::ldexp(static_cast<float>(mantissa), -24);  // zero or subnormal
-  } else if (exponent == 31) {
-    value = mantissa ? NAN : INFINITY;
-  } else {
-    value = std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
-  }
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  bits |= sign;
-  std::memcpy(&value, &bits, 4);
-  return value;
-}
-
-// `n` values of `entry` (F32, BF16 or F16) as f32.
-void widenValues(const SafetensorsEntry& entry, int64_t n, float* out) {
-  if (entry.dtype == "F32") {
-    std::memcpy(out, entry.data, 4 * static_cast<size_t>(n));
-  } else if (entry.dtype == "BF16") {
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t bits;
-      std::memcpy(&bits, entry.data + 2 * i, 2);
-      out[i] = bf16Value(bits);
-    }
-  } else {  // F16, checked by the caller
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t half;
-      std::memcpy(&half, entry.data + 2 * i, 2);
-      out[i] = halfToFloat(half);
-    }
-  }
-}
-
-// `n` values of `entry` widened to f32; throws mt::Error naming `where` (the folder and tensor)
-// and the first element that is NaN or infinite: such a checkpoint would train to NaN.
-void widen(const SafetensorsEntry& entry, int64_t n, float* out, const std::string& where) {
-  widenValues(entry, n, out);
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(out[i]))
-      throw Error(where + " holds " + fmt::format("{}", out[i]) + " at element " + std::to_string(i) +
-                  " (of its values in the file's order): weights that are not finite would train to NaN; use a "
-                  "checkpoint without them");
-}
-
-// Parameter `name` (experts, in, out; n values) dequantized from MXFP4 `blocks` and `scales` (U8;
-// `where` names them in errors), a NaN scale or a value past f32's range refused.
-SafetensorsTensor mxfp4Tensor(const std::string& name, const std::vector<int64_t>& shape, int64_t n,
-                              const SafetensorsEntry& blocks, const SafetensorsEntry& scales, const std::string& where) {
-  if (blocks.dtype != "U8" || scales.dtype != "U8")
-    throw Error(where + " and its scales are " + blocks.dtype + " and " + scales.dtype + ": MXFP4 stores both as U8");
-  if (const std::string problem = mxfp4ShapeProblem(blocks.shape, scales.shape, shape); !problem.empty())
-    throw Error(where + ": " + problem + " (the model's " + name + ")");
-  return {name, "F32", shape, nullptr, 4 * n, [&blocks, &scales, shape, where](void* out) {
-            if (const std::string problem = dequantizeMxfp4(blocks.data, scales.data, shape, static_cast<float*>(out));
-                !problem.empty())
-              throw Error(where + ": " + problem + "; use a checkpoint without it");
-          }};
-}
-
-// A tensor as the folder stores it: its values, and where they are FP8 (E4M3), their scales
-// (`<name>_scale_inv` or `<name>_scale`, compiler/Fp8Blocks.h) and `scales_where` naming them in
-// errors.
-struct StoredTensor {
-  const SafetensorsEntry* values = nullptr;
-  const SafetensorsEntry* fp8_scales = nullptr;
-  Fp8BlockSize block;      // fine-grained FP8's, from the config
-  bool compressed = false;  // compressed-tensors': the block from the scales' shape, products in their type
-  std::string scales_where;
-};
-
-// "" or what is wrong with `stored`'s FP8 scales' shape; its scales' block into `block`.
-std::string fp8ScaleProblem(const StoredTensor& stored, Fp8BlockSize* block) {
-  const std::vector<int64_t>& weight = stored.values->shape;
-  if (stored.compressed) return compressedFp8Block(weight, stored.fp8_scales->shape, block);
-  *block = stored.block;
-  return fp8ScaleShapeProblem(weight, stored.fp8_scales->shape, stored.block);
-}
-
-// `n` values of `stored` as f32, dequantized where they are FP8, checked finite; `where` names it
-// in errors.
-void widen(const StoredTensor& stored, int64_t n, float* out, const std::string& where) {
-  if (!stored.fp8_scales) return widen(*stored.values, n, out, where);
-  const std::vector<int64_t>& shape = stored.fp8_scales->shape;
-  std::vector<float> scales(static_cast<size_t>(std::accumulate(shape.begin(), shape.end(), int64_t{1},
-                                                                std::multiplies<>())));
-  widen(*stored.fp8_scales, static_cast<int64_t>(scales.size()), scales.data(), stored.scales_where);
-  Fp8BlockSize block;
-  std::string problem = fp8ScaleProblem(stored, &block);  // refused before (requireShape)
-  if (problem.empty())
-    problem = dequantizeFp8Blocks(stored.values->data, scales.data(), stored.values->shape, block, out);
-  if (problem.empty() && stored.compressed)
-    problem = roundToScaleType(out, stored.values->shape, stored.fp8_scales->dtype);
-  if (!problem.empty()) throw Error(where + ": " + problem + "; use a checkpoint without it");
-}
-
-// The merge's result, checked finite (an adapter's values can overflow f32 where its weight's do not).
-void checkMergedFinite(const float* w, int64_t n, const std::string& where) {
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(w[i]))
-      throw Error(where + ": merged into their weight, they overflow f32 at element " + std::to_string(i));
-}
-
-// A stack's tensors, one an expert (its entry, and where it is for errors), each `each` values.
-using ExpertEntries = std::vector<std::pair<StoredTensor, std::string>>;
-
-// The experts' tensors widened to f32 one after another, expert e's at out + e * each.
-void widenExperts(const ExpertEntries& experts, int64_t each, float* out) {
-  for (size_t e = 0; e < experts.size(); ++e) widen(experts[e].first, each, out + e * each, experts[e].second);
-}
-
-// The `experts` tensors of `file` named `key` with its '*' made e (expertTensorName), checksums
-// verified; each named in errors as itself, or as `where` where one is given.
-ExpertEntries perExpertEntries(const SafetensorsFile& file, const std::string& key, int64_t experts,
-                               const std::string& where = "") {
-  ExpertEntries entries;
-  for (int64_t e = 0; e < experts; ++e) {
-    const std::string expert_key = expertTensorName(key, e);
-    file.verify(expert_key);
-    entries.push_back({{&file.entries().at(expert_key)}, where.empty() ? file.path() + ": '" + expert_key + "'" : where});
-  }
-  return entries;
-}
-
-// A stack of Qwen3-MoE's or Mixtral's experts, W (E, out, in), `produce` it, with each expert's
-// adapters, tensors of their own in `file` (LoraMergeSource::Form::kPerExpert), merged in.
-std::function<void(void*)> perExpertMergedProducer(std::function<void(void*)> produce, const SafetensorsFile& file,
-                                                   const LoraMergeSource& merge, const std::vector<int64_t>& shape) {
-  const int64_t experts = shape[0], out = shape[1], in = shape[2];
-  const std::string where = file.path() + ": '" + merge.a + "' and '" + merge.b + "' (* each expert)";
-  // Expert e's A (r, in) and B (out, r).
-  const ExpertEntries a = perExpertEntries(file, merge.a, experts, where);
-  const ExpertEntries b = perExpertEntries(file, merge.b, experts, where);
-  const int64_t r = a[0].first.values->shape.empty() ? 0 : a[0].first.values->shape[0];
-  for (int64_t e = 0; e < experts; ++e)
-    if (a[e].first.values->shape != std::vector<int64_t>{r, in} ||
-        b[e].first.values->shape != std::vector<int64_t>{out, r})
-      throw Error(where + ": expert " + std::to_string(e) + "'s are not (r, in) and (out, r) of one rank r = " +
-                  std::to_string(r) + " over " + std::to_string(experts) + " experts");
-  return [produce = std::move(produce), a, b, experts, in, out, r, scale = merge.scale, where](void* buffer) {
-    produce(buffer);
-    std::vector<float> wide_a(static_cast<size_t>(experts * r * in)), wide_b(static_cast<size_t>(experts * out * r));
-    widenExperts(a, r * in, wide_a.data());
-    widenExperts(b, out * r, wide_b.data());
-    float* w = static_cast<float*>(buffer);
-    loraMergeExperts(w, wide_a.data(), wide_b.data(), experts, out, in, r, scale, /*in_out=*/false, w);
-    checkMergedFinite(w, experts * out * in, where);
-  };
-}
-
-// A part's B (E, out, r), or (out, r) as E = 1, from its rows of PEFT's lora_B `entry` (all, r*E),
-// where expert e's rank k is column k*E + e (stackExpertBFromPeft), checked when the name was chosen.
-void readPartB(const SafetensorsEntry& entry, const PartRows& rows, const std::vector<int64_t>& shape,
-               const std::string& where, float* part) {
-  const bool stack = shape.size() == 3;
-  const int64_t experts = stack ? shape[0] : 1, out = shape[stack ? 1 : 0], r = shape.back(), all = rows.all;
-  std::vector<float> peft(static_cast<size_t>(all * r * experts)), whole(peft.size());
-  widen(entry, all * r * experts, peft.data(), where);
-  stackExpertBFromPeft(peft.data(), experts, all, r, whole.data());
-  for (int64_t e = 0; e < experts; ++e)
-    std::copy_n(whole.data() + (e * all + rows.first) * r, out * r, part + e * out * r);
-}
-
-// Parameter `name` (E, ...; n values), a stack read from E tensors of `file` (...), expert e's
-// `key` with its '*' made e: each checked when the name was chosen (compiler/PeftAdapter.cpp).
-SafetensorsTensor perExpertTensor(const SafetensorsFile& file, const std::string& key, const std::string& name,
-                                  const std::vector<int64_t>& shape, int64_t n) {
-  return {name, "F32", shape, nullptr, 4 * n,
-          [experts = perExpertEntries(file, key, shape[0]), each = n / shape[0]](void* out) {
-            widenExperts(experts, each, static_cast<float*>(out));
-          }};
-}
-
-// `produce` (a weight from the folder, of the merge's form) followed by its adapters from `file`
-// merged in (with DoRA's magnitude where the merge names one).
-std::function<void(void*)> mergedProducer(std::function<void(void*)> produce, const SafetensorsFile& file,
-                                          const LoraMergeSource& merge, const std::vector<int64_t>& shape) {
-  if (merge.form == LoraMergeSource::Form::kPerExpert)
-    return perExpertMergedProducer(std::move(produce), file, merge, shape);
-  const SafetensorsEntry& a = file.entries().at(merge.a);
-  const SafetensorsEntry& b = file.entries().at(merge.b);
-  file.verify(merge.a);
-  file.verify(merge.b);
-  const SafetensorsEntry* m = merge.magnitude.empty() ? nullptr : &file.entries().at(merge.magnitude);
-  if (m) file.verify(merge.magnitude);
-  const std::string where = file.path() + ": '" + merge.a + "' and '" + merge.b + "'" +
-                            (m ? " with '" + merge.magnitude + "'" : "");
-  // A stack adapted in place: gpt-oss's (E, in, out), transformers 5's fused Qwen3-MoE or Mixtral
-  // part (E, out, in); its adapters in PEFT's layout.
-  if (merge.form == LoraMergeSource::Form::kGptOssStack || merge.form == LoraMergeSource::Form::kFusedStack) {
-    const bool in_out = merge.form == LoraMergeSource::Form::kGptOssStack;
-    const int64_t experts = shape[0], in = shape[in_out ? 1 : 2], out = shape[in_out ? 2 : 1],
-                  r = a.shape.empty() ? 0 : a.shape[0] / experts, rows = merge.b_rows.all;
-    if (a.shape != std::vector<int64_t>{experts * r, in} || b.shape != std::vector<int64_t>{rows, r * experts})
-      throw Error(fmt::format("{}: [{}] and [{}], not PEFT's (E*r, in) and (out, r*E), ({}, {}) and ({}, {}), of a "
-                              "stack of {} experts",
-                              where, fmt::join(a.shape, ", "), fmt::join(b.shape, ", "), experts * r, in, rows,
-                              r * experts, experts));
-    return [produce = std::move(produce), &a, &b, experts, in, out, r, in_out, b_rows = merge.b_rows,
-            scale = merge.scale, where](void* buffer) {
-      produce(buffer);
-      std::vector<float> wide_a(static_cast<size_t>(experts * r * in)), wide_b(static_cast<size_t>(experts * out * r));
-      widen(a, experts * r * in, wide_a.data(), where);  // PEFT's (E*r, in) is our (E, r, in) as it lies
-      readPartB(b, b_rows, {experts, out, r}, where, wide_b.data());
-      float* w = static_cast<float*>(buffer);
-      loraMergeExperts(w, wide_a.data(), wide_b.data(), experts, out, in, r, scale, in_out, w);
-      checkMergedFinite(w, experts * in * out, where);
-    };
-  }
-  const int64_t out = shape[0], in = shape[1], r = a.shape[0];
-  return [produce = std::move(produce), &a, &b, m, out, in, r, b_rows = merge.b_rows, scale = merge.scale,
-          where](void* buffer) {
-    produce(buffer);
-    std::vector<float> wide_a(static_cast<size_t>(r * in)), wide_b(static_cast<size_t>(out * r)), wide_m;
-    widen(a, r * in, wide_a.data(), where);
-    if (b_rows.all > 0)  // W is a part of a fused layer (Phi-3's): its rows of B
-      readPartB(b, b_rows, {out, r}, where, wide_b.data());
-    else
-      widen(b, out * r, wide_b.data(), where);
-    if (m) {
-      wide_m.resize(static_cast<size_t>(out));
-      widen(*m, out, wide_m.data(), where);
-    }
-    float* w = static_cast<float*>(buffer);
-    loraMerge(w, wide_a.data(), wide_b.data(), out, in, r, scale, w, m ? wide_m.data() : nullptr);
-    checkMergedFinite(w, out * in, where);
-  };
-}
-
 // Whether `name` is a tensor of one of the checkpoint's `count` multi-token prediction layers after
 // the model's `layers` (GLM-4.5's "model.layers.46."), which transformers leaves unread.
 bool inPredictionLayer(const std::string& name, const std::string& body, int64_t layers, int64_t count) {
@@ -303,6 +63,191 @@ bool inPredictionLayer(const std::string& name, const std::string& body, int64_t
   const char *first = name.data() + prefix.size(), *last = name.data() + (dot == std::string::npos ? name.size() : dot);
   const auto [end, ec] = std::from_chars(first, last, layer);
   return ec == std::errc() && end == last && layer >= layers && layer - layers < count;
+}
+
+// Each layer's parameters under "<layers>.N." beside its MLP's (layerMlpParameters): GPT-2's whole
+// block; the llama family's attention and norms as the config has them.
+std::vector<std::string> layerParameters(const ModelConfig& c) {
+  std::vector<std::string> parts;
+  if (c.family == ModelFamily::kGpt2) {
+    for (const char* module : {"ln1", "ln2", "attn.q", "attn.k", "attn.v", "attn.proj", "mlp.fc", "mlp.proj"})
+      for (const char* kind : {".weight", ".bias"}) parts.push_back(std::string(module) + kind);
+    return parts;
+  }
+  parts = !c.latentAttention() ? std::vector<std::string>{"attn.q.weight", "attn.k.weight", "attn.v.weight"}
+          : c.q_lora_rank      ? std::vector<std::string>{"attn.q_a.weight", "attn.q_a_norm.weight", "attn.q_b.weight"}
+                               : std::vector<std::string>{"attn.q.weight"};
+  if (c.latentAttention())  // DeepSeek's: keys and values from one latent
+    for (const char* part : {"attn.kv_a.weight", "attn.kv_a_norm.weight", "attn.kv_b.weight"}) parts.push_back(part);
+  parts.push_back("attn.o.weight");
+  if (c.input_norms) parts.push_back("attn_norm.weight");
+  if (c.sandwich_norms) {
+    for (const char* part : {"attn_post_norm.weight", "mlp_post_norm.weight"}) parts.push_back(part);
+    if (c.input_norms) parts.push_back("mlp_pre_norm.weight");
+  } else {
+    parts.push_back("mlp_norm.weight");
+  }
+  if (c.qkv_bias)
+    for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) parts.push_back(part);
+  if (c.o_bias) parts.push_back("attn.o.bias");
+  if (c.qk_norm)
+    for (const char* part : {"attn.q_norm.weight", "attn.k_norm.weight"}) parts.push_back(part);
+  if (c.attention_sinks) parts.push_back("attn.sinks");
+  return parts;
+}
+
+// Layer l's MLP parameters (the llama family's): its dense MLP, or its mixture's router and experts,
+// the router's choice bias and the shared expert where the config has them.
+std::vector<std::string> layerMlpParameters(const ModelConfig& c, int64_t l) {
+  if (!c.isMoeLayer(l)) return {"mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"};
+  if (c.expert_form == ModelConfig::ExpertForm::kGptOss)
+    return {"moe.router.weight", "moe.router.bias", "moe.gate_up.weight", "moe.gate_up.bias", "moe.down.weight",
+            "moe.down.bias"};
+  std::vector<std::string> parts{"moe.router.weight", "moe.gate.weight", "moe.up.weight", "moe.down.weight"};
+  if (c.routerScoreBias()) parts.push_back("moe.router.score_bias");  // GLM-4.5's, Ernie 4.5's
+  if (c.shared_expert_ffn) {  // Qwen2-MoE's, gated; GLM-4.5's
+    for (const char* part : {"moe.shared.gate.weight", "moe.shared.up.weight", "moe.shared.down.weight"})
+      parts.push_back(part);
+    if (c.shared_expert_gated) parts.push_back("moe.shared_gate.weight");
+  }
+  return parts;
+}
+
+// Where the folder holds each of the model's parameters (HuggingFaceModel::weights): its tensor in
+// the checkpoint's layout and the shard file(s) holding it; then what no parameter took.
+class WeightPlacer {
+ public:
+  // `files`: the folder's tensors (weightFiles; none for --no-weights on config.json alone). `body`:
+  // where the checkpoint keeps the llama family's "model." (a multimodal folder's language model
+  // elsewhere), `gpt2_body` GPT-2's.
+  WeightPlacer(HuggingFaceModel& model, const std::map<std::string, std::string>& files, std::string body,
+               std::string gpt2_body, bool language_model)
+      : model_(model), files_(files), body_(std::move(body)), gpt2_body_(std::move(gpt2_body)),
+        language_model_(language_model), layout_(checkpointLayoutOf(model.architecture)) {}
+
+  // Our parameter `ours` placed (its tensor, one per expert, or MXFP4 blocks and scales).
+  void place(const std::string& ours) {
+    HuggingFacePlace where = huggingFacePlace(ours, gpt2_body_, layout_);
+    if (where.name.starts_with("model.")) where.name = body_ + where.name.substr(6);
+    if (language_model_ && where.name == "lm_head.weight" && files_.count("language_model.lm_head.weight"))
+      where.name = "language_model.lm_head.weight";  // an untied head in Google's layout
+    HuggingFaceSource& source = model_.weights[ours];
+    source.place = where;
+    // gpt-oss's official checkpoints (quantization_config): an expert weight as MXFP4 blocks and
+    // scales (compiler/Mxfp4.h); any other folder's `_blocks` are tensors without a place.
+    if (model_.quantization.kind == WeightQuantization::Kind::kMxfp4Experts && !where.per_expert &&
+        !files_.count(where.name) && files_.count(where.name + "_blocks")) {
+      source.file = fileOf(where.name + "_blocks", ours);
+      source.mxfp4_scales_file = fileOf(where.name + "_scales", ours);
+      return;
+    }
+    if (!where.per_expert) {
+      source.file = fileOf(where.name, ours);
+      placeFp8Scales(where.name, ours);
+      return;
+    }
+    for (int64_t e = 0; e < model_.config.experts; ++e) {
+      source.expert_files.push_back(fileOf(expertTensorName(where, e), ours));
+      placeFp8Scales(expertTensorName(where, e), ours);
+    }
+  }
+
+  // Each tensor no parameter took refused by name, but those transformers leaves unread too: the
+  // rotary frequencies, GPT-2's causal-mask buffers, a tied head's copy of the embedding, a
+  // multimodal folder's vision tower and projector, the checkpoint's `prediction_layers`
+  // multi-token prediction layers (Ernie 4.5's model.mtp_* weights).
+  void refuseUnplaced(int64_t prediction_layers) const {
+    const ModelConfig& c = model_.config;
+    const bool gpt2 = c.family == ModelFamily::kGpt2, ernie_moe = layout_ == CheckpointLayout::kErnie45Moe;
+    for (const auto& [name, file] : files_) {
+      if (placed_.count(name)) continue;
+      const bool derived = name.ends_with("rotary_emb.inv_freq") ||  // from rope_theta, not a weight
+                           (gpt2 && (name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias")));  // masks
+      const bool tied_copy =
+          c.tied && (name == "lm_head.weight" || (language_model_ && name == "language_model.lm_head.weight"));
+      const bool vision = language_model_ && (name.starts_with("vision_tower.") ||
+                                              name.starts_with("multi_modal_projector.") ||
+                                              name.starts_with("model.vision_tower.") ||
+                                              name.starts_with("model.multi_modal_projector."));
+      const bool prediction = ernie_moe ? name.starts_with("model.mtp_")
+                                        : inPredictionLayer(name, body_, c.layers, prediction_layers);
+      if (!derived && !tied_copy && !vision && !prediction)
+        throw Error(model_.dir + ": the weights hold '" + name + "', which the " + model_.architecture +
+                    " layout mtc reads has no place for" + unplacedScalesHint(name));
+    }
+  }
+
+ private:
+  // The file holding tensor `name` (our `ours`), which the folder must have.
+  std::string fileOf(const std::string& name, const std::string& ours) {
+    if (model_.weightless && files_.empty()) return "";  // placed by name alone
+    auto it = files_.find(name);
+    if (it == files_.end()) throw Error(model_.dir + ": the weights have no '" + name + "' (the model's " + ours + ")");
+    placed_.insert(name);
+    return it->second;
+  }
+
+  // FP8: a weight's scales beside it where it is stored so (its `_scale_inv` or `_scale`).
+  void placeFp8Scales(const std::string& name, const std::string& ours) {
+    const std::string scales = name + model_.quantization.fp8ScaleSuffix();
+    if (model_.quantization.fp8() && files_.count(scales)) model_.fp8_scale_files[name] = fileOf(scales, ours);
+  }
+
+  // Why an unplaced tensor named as FP8 scales has no place: the config names no such quantization.
+  std::string unplacedScalesHint(const std::string& name) const {
+    if (name.ends_with("_scale_inv") && model_.quantization.kind != WeightQuantization::Kind::kFp8Blocks)
+      return " (an FP8 weight's scales: the config names no fine-grained FP8 quantization_config, quant_method "
+             "\"fp8\")";
+    if (name.ends_with("weight_scale") && model_.quantization.kind != WeightQuantization::Kind::kFp8Compressed)
+      return " (an FP8 weight's scales: the config names no compressed-tensors quantization_config, quant_method "
+             "\"compressed-tensors\")";
+    return "";
+  }
+
+  HuggingFaceModel& model_;
+  const std::map<std::string, std::string>& files_;
+  const std::string body_, gpt2_body_;
+  const bool language_model_;
+  const CheckpointLayout layout_;
+  std::set<std::string> placed_;  // the tensors a parameter took
+};
+
+// Every parameter of the model placed: the embedding and final norm, the score or LM head, then
+// each layer's.
+void placeParameters(const ModelConfig& c, WeightPlacer& placer) {
+  const bool gpt2 = c.family == ModelFamily::kGpt2;
+  for (const char* name : gpt2 ? std::vector<const char*>{"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"}
+                               : std::vector<const char*>{"embed.weight", "norm.weight"})
+    placer.place(name);
+  // A reward model's score head, or the LM head where it is not the embedding.
+  if (c.score_head == ModelConfig::ScoreHead::kPretrained)
+    placer.place("score.weight");
+  else if (!c.tied)
+    placer.place("lm_head.weight");
+  const std::vector<std::string> layer_parts = layerParameters(c);
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string layer = (gpt2 ? "blocks." : "layers.") + std::to_string(l) + ".";
+    for (const std::string& part : layer_parts) placer.place(layer + part);
+    if (gpt2) continue;
+    for (const std::string& part : layerMlpParameters(c, l)) placer.place(layer + part);
+  }
+}
+
+// The folder's tensors (weightFiles), or none where --no-weights reads a folder without its weights
+// (config.json, and the index where a download of the JSON files fetched it too): each tensor's
+// place from the config then, its name checked against the index where there is one; no shard
+// opened. `weightless` says which.
+std::map<std::string, std::string> folderTensors(const std::string& dir, bool config_alone, bool* weightless) {
+  struct stat st {};
+  const bool indexed = stat((dir + "/model.safetensors.index.json").c_str(), &st) == 0;
+  const bool single = !indexed && stat((dir + "/model.safetensors").c_str(), &st) == 0;
+  std::map<std::string, std::string> files =
+      config_alone && !indexed && !single ? std::map<std::string, std::string>{} : weightFiles(dir);
+  *weightless = config_alone && !single && std::any_of(files.begin(), files.end(), [&](const auto& entry) {
+                  return stat((dir + "/" + entry.second).c_str(), &st) != 0;
+                });
+  *weightless |= config_alone && files.empty();
+  return files;
 }
 
 }  // namespace
@@ -322,23 +267,10 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
   model.config = config.config;
   model.notes = config.notes;
   model.quantization = config.quantization;
-  const bool gpt2 = model.config.family == ModelFamily::kGpt2;
   const bool language_model = !config.multimodal.empty();  // a multimodal folder's, read alone
   if (!config.config_to_keep.empty()) model.config_json = config.config_to_keep;
   model.multimodal = config.multimodal;
-
-  // --no-weights on a folder without its weights (config.json, and the index where a download of
-  // the JSON files fetched it too): each tensor's place from the config, its name checked against
-  // the index where there is one; no shard opened.
-  struct stat st {};
-  const bool indexed = stat((dir + "/model.safetensors.index.json").c_str(), &st) == 0;
-  const bool single = !indexed && stat((dir + "/model.safetensors").c_str(), &st) == 0;
-  const std::map<std::string, std::string> files =
-      config_alone && !indexed && !single ? std::map<std::string, std::string>{} : weightFiles(dir);
-  model.weightless = config_alone && !single && std::any_of(files.begin(), files.end(), [&](const auto& entry) {
-                       return stat((dir + "/" + entry.second).c_str(), &st) != 0;
-                     });
-  model.weightless |= config_alone && files.empty();
+  const std::map<std::string, std::string> files = folderTensors(dir, config_alone, &model.weightless);
   // A multimodal folder's language model: "model." of its causal LM's names is
   // "language_model.model." in the checkpoints Google and Mistral published, "model.language_model."
   // where transformers 4.52 and 5 saved the in-memory names.
@@ -348,348 +280,10 @@ HuggingFaceModel readHuggingFaceFolder(const std::string& dir, bool config_alone
   // transformers saves GPT2LMHeadModel's body under "transformer."; the original checkpoints
   // (GPT2Model's) have no prefix.
   const std::string gpt2_body = files.count("transformer.wte.weight") ? "transformer." : "";
-  std::set<std::string> placed;
-  const CheckpointLayout expert_layout = checkpointLayoutOf(model.architecture);
-  auto fileOf = [&](const std::string& name, const std::string& ours) -> std::string {
-    if (model.weightless && files.empty()) return "";  // placed by name alone
-    auto it = files.find(name);
-    if (it == files.end()) throw Error(dir + ": the weights have no '" + name + "' (the model's " + ours + ")");
-    placed.insert(name);
-    return it->second;
-  };
-  // FP8: a weight's scales beside it where it is stored so (its `_scale_inv` or `_scale`).
-  auto placeFp8Scales = [&](const std::string& name, const std::string& ours) {
-    const std::string scales = name + model.quantization.fp8ScaleSuffix();
-    if (model.quantization.fp8() && files.count(scales)) model.fp8_scale_files[name] = fileOf(scales, ours);
-  };
-  auto place = [&](const std::string& ours) {
-    HuggingFacePlace where = huggingFacePlace(ours, gpt2_body, expert_layout);
-    if (where.name.starts_with("model.")) where.name = body + where.name.substr(6);
-    if (language_model && where.name == "lm_head.weight" && files.count("language_model.lm_head.weight"))
-      where.name = "language_model.lm_head.weight";  // an untied head in Google's layout
-    HuggingFaceSource& source = model.weights[ours];
-    source.place = where;
-    // gpt-oss's official checkpoints (quantization_config): an expert weight as MXFP4 blocks and
-    // scales (compiler/Mxfp4.h); any other folder's `_blocks` are tensors without a place.
-    if (model.quantization.kind == WeightQuantization::Kind::kMxfp4Experts && !where.per_expert &&
-        !files.count(where.name) && files.count(where.name + "_blocks")) {
-      source.file = fileOf(where.name + "_blocks", ours);
-      source.mxfp4_scales_file = fileOf(where.name + "_scales", ours);
-      return;
-    }
-    if (!where.per_expert) {
-      source.file = fileOf(where.name, ours);
-      placeFp8Scales(where.name, ours);
-      return;
-    }
-    for (int64_t e = 0; e < model.config.experts; ++e) {
-      source.expert_files.push_back(fileOf(expertTensorName(where, e), ours));
-      placeFp8Scales(expertTensorName(where, e), ours);
-    }
-  };
-  const ModelConfig& c = model.config;
-  std::vector<std::string> layer_parts;  // each layer's parameters, under "<layers>.N."
-  if (gpt2) {
-    for (const char* name : {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"}) place(name);
-    for (const char* module : {"ln1", "ln2", "attn.q", "attn.k", "attn.v", "attn.proj", "mlp.fc", "mlp.proj"})
-      for (const char* kind : {".weight", ".bias"}) layer_parts.push_back(std::string(module) + kind);
-  } else {
-    for (const char* name : {"embed.weight", "norm.weight"}) place(name);
-    layer_parts = !c.latentAttention() ? std::vector<std::string>{"attn.q.weight", "attn.k.weight", "attn.v.weight"}
-                  : c.q_lora_rank      ? std::vector<std::string>{"attn.q_a.weight", "attn.q_a_norm.weight", "attn.q_b.weight"}
-                                       : std::vector<std::string>{"attn.q.weight"};
-    if (c.latentAttention())  // DeepSeek's: keys and values from one latent
-      for (const char* part : {"attn.kv_a.weight", "attn.kv_a_norm.weight", "attn.kv_b.weight"}) layer_parts.push_back(part);
-    layer_parts.push_back("attn.o.weight");
-    if (c.input_norms) layer_parts.push_back("attn_norm.weight");
-    if (c.sandwich_norms) {
-      for (const char* part : {"attn_post_norm.weight", "mlp_post_norm.weight"}) layer_parts.push_back(part);
-      if (c.input_norms) layer_parts.push_back("mlp_pre_norm.weight");
-    } else {
-      layer_parts.push_back("mlp_norm.weight");
-    }
-    if (c.qkv_bias)
-      for (const char* part : {"attn.q.bias", "attn.k.bias", "attn.v.bias"}) layer_parts.push_back(part);
-    if (c.o_bias) layer_parts.push_back("attn.o.bias");
-    if (c.qk_norm)
-      for (const char* part : {"attn.q_norm.weight", "attn.k_norm.weight"}) layer_parts.push_back(part);
-    if (c.attention_sinks) layer_parts.push_back("attn.sinks");
-  }
-  // A reward model's score head, or the LM head where it is not the embedding.
-  if (c.score_head == ModelConfig::ScoreHead::kPretrained)
-    place("score.weight");
-  else if (!c.tied)
-    place("lm_head.weight");
-  for (int64_t l = 0; l < c.layers; ++l) {
-    const std::string layer = (gpt2 ? "blocks." : "layers.") + std::to_string(l) + ".";
-    for (const std::string& part : layer_parts) place(layer + part);
-    if (gpt2) continue;
-    const auto mlp = !c.isMoeLayer(l) ? std::vector<std::string>{"mlp.gate.weight", "mlp.up.weight", "mlp.down.weight"}
-                     : c.expert_form == ModelConfig::ExpertForm::kGptOss
-                         ? std::vector<std::string>{"moe.router.weight", "moe.router.bias", "moe.gate_up.weight",
-                                                    "moe.gate_up.bias", "moe.down.weight", "moe.down.bias"}
-                         : std::vector<std::string>{"moe.router.weight", "moe.gate.weight", "moe.up.weight",
-                                                    "moe.down.weight"};
-    for (const std::string& part : mlp) place(layer + part);
-    if (c.isMoeLayer(l) && c.routerScoreBias()) place(layer + "moe.router.score_bias");  // GLM-4.5's, Ernie 4.5's
-    if (c.isMoeLayer(l) && c.shared_expert_ffn) {  // Qwen2-MoE's, gated; GLM-4.5's
-      for (const char* part : {"moe.shared.gate.weight", "moe.shared.up.weight", "moe.shared.down.weight"})
-        place(layer + part);
-      if (c.shared_expert_gated) place(layer + "moe.shared_gate.weight");
-    }
-  }
-  const bool ernie_moe = checkpointLayoutOf(model.architecture) == CheckpointLayout::kErnie45Moe;
-  for (const auto& [name, file] : files) {
-    if (placed.count(name)) continue;
-    const bool derived = name.ends_with("rotary_emb.inv_freq") ||  // from rope_theta, not a weight
-                         (gpt2 && (name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias")));  // masks
-    const bool tied_copy = c.tied && (name == "lm_head.weight" || (language_model && name == "language_model.lm_head.weight"));  // the embedding again
-    // A multimodal folder's vision tower and projector: not read (the summary says so).
-    const bool vision = language_model && (name.starts_with("vision_tower.") || name.starts_with("multi_modal_projector.") ||
-                                           name.starts_with("model.vision_tower.") ||
-                                           name.starts_with("model.multi_modal_projector."));
-    // (Ernie 4.5's multi-token prediction weights are model.mtp_*, which transformers leaves unread.)
-    const bool prediction = ernie_moe ? name.starts_with("model.mtp_")
-                                      : inPredictionLayer(name, body, c.layers, config.prediction_layers);
-    if (!derived && !tied_copy && !vision && !prediction)
-      throw Error(dir + ": the weights hold '" + name + "', which the " + model.architecture +
-                  " layout mtc reads has no place for" +
-                  (name.ends_with("_scale_inv") && model.quantization.kind != WeightQuantization::Kind::kFp8Blocks
-                       ? " (an FP8 weight's scales: the config names no fine-grained FP8 quantization_config, "
-                         "quant_method \"fp8\")"
-                   : name.ends_with("weight_scale") &&
-                             model.quantization.kind != WeightQuantization::Kind::kFp8Compressed
-                       ? " (an FP8 weight's scales: the config names no compressed-tensors quantization_config, "
-                         "quant_method \"compressed-tensors\")"
-                       : ""));
-  }
+  WeightPlacer placer(model, files, body, gpt2_body, language_model);
+  placeParameters(model.config, placer);
+  placer.refuseUnplaced(config.prediction_layers);
   return model;
-}
-
-namespace {
-
-// The folder's weights as the plan's parameters: each parameter's tensor, produced from its
-// source (one tensor, one per expert, MXFP4 blocks and scales, a part of a fused one, transposed).
-class FolderTensors {
- public:
-  FolderTensors(const HuggingFaceModel& model, const plan::Plan& plan)
-      : model_(model), part_rows_(fusedPartRows(model, plan)) {}
-
-  SafetensorsTensor tensor(const plan::HostTensor& t, const std::vector<int64_t>& shape, int64_t n) {
-    const HuggingFaceSource& source = model_.weights.at(t.name());
-    const HuggingFacePlace& place = source.place;
-    if (place.per_expert) return expertsTensor(t, source, shape, n);
-    if (!source.mxfp4_scales_file.empty())
-      return mxfp4Tensor(t.name(), shape, n, entryOf(source.file, place.name + "_blocks"),
-                         entryOf(source.mxfp4_scales_file, place.name + "_scales"),
-                         model_.dir + ": '" + place.name + "_blocks'");
-    const StoredTensor stored = storedOf(source.file, place.name);
-    // The source's shape: ours, transposed (a matrix in Conv1D's [in, out]), its output axis
-    // (Conv1D's last, else fusedPartAxis: a stack of experts' second) as long as all the parts'
-    // together. Ours as [blocks, rows, cols] around that axis (blocks: the experts of a stack).
-    const size_t axis = fusedPartAxis(shape.size());
-    const int64_t rows = shape.empty() ? 1 : shape[axis];
-    const int64_t blocks = axis == 1 ? shape[0] : 1;
-    const int64_t cols = shape.empty() ? 1 : n / std::max<int64_t>(blocks * rows, 1);
-    // This part's first row in the fused tensor, and the tensor's rows.
-    const PartRows part = place.parts == 1 ? PartRows{0, rows} : part_rows_.at(t.name());
-    const int64_t offset = part.first, total = part.all;
-    std::vector<int64_t> expected = shape;
-    if (place.transposed && expected.size() == 2) std::swap(expected[0], expected[1]);
-    if (!expected.empty()) (place.transposed ? expected.back() : expected[axis]) = total;
-    if (place.unit_first_axis) expected.insert(expected.begin(), 1);
-    requireShape(stored, place.name, expected, t.name());
-    const std::string where = model_.dir + "/" + source.file + ": '" + place.name + "'";
-    return {t.name(), "F32", shape, nullptr, 4 * n,
-            [stored, transposed = place.transposed, blocks, rows, cols, offset, total, n, where](void* out) {
-              float* values = static_cast<float*>(out);
-              if (total == rows && !transposed) return widen(stored, n, values, where);
-              std::vector<float> whole(static_cast<size_t>(blocks * total * cols));
-              widen(stored, blocks * total * cols, whole.data(), where);
-              if (!transposed) {  // ours: each block's rows offset to offset + rows of the fused [blocks, total, cols]
-                for (int64_t b = 0; b < blocks; ++b)
-                  std::copy_n(whole.data() + (b * total + offset) * cols, rows * cols, values + b * rows * cols);
-                return;
-              }
-              // ours[o][i] = theirs[i][offset + o] (GPT-2's Conv1D, [in, total])
-              for (int64_t o = 0; o < rows; ++o)
-                for (int64_t i = 0; i < cols; ++i) values[o * cols + i] = whole[i * total + offset + o];
-            }};
-  }
-
- private:
-  // Stacked from one tensor per expert, each ours without its first axis.
-  SafetensorsTensor expertsTensor(const plan::HostTensor& t, const HuggingFaceSource& source,
-                                  const std::vector<int64_t>& shape, int64_t n) {
-    const std::vector<int64_t> expert_shape(shape.begin() + 1, shape.end());
-    const int64_t expert_numel = n / std::max<int64_t>(shape[0], 1);
-    ExpertEntries experts;
-    for (int64_t e = 0; e < static_cast<int64_t>(source.expert_files.size()); ++e) {
-      const std::string name = expertTensorName(source.place, e);
-      const StoredTensor stored = storedOf(source.expert_files[e], name);
-      requireShape(stored, name, expert_shape, t.name());
-      experts.push_back({stored, model_.dir + "/" + source.expert_files[e] + ": '" + name + "'"});
-    }
-    return {t.name(), "F32", shape, nullptr, 4 * n, [experts, expert_numel](void* out) {
-              widenExperts(experts, expert_numel, static_cast<float*>(out));
-            }};
-  }
-
-  // Entry `name` of the folder's `file` (mapped as it is first needed), its checksum verified.
-  const SafetensorsEntry& entryOf(const std::string& file, const std::string& name) {
-    auto& shard = open_[file];
-    if (!shard) shard = std::make_unique<SafetensorsFile>(model_.dir + "/" + file);
-    auto it = shard->entries().find(name);
-    if (it == shard->entries().end())
-      throw Error(model_.dir + "/" + file + " has no '" + name + "', which its index places there");
-    shard->verify(name);
-    return it->second;
-  }
-
-  // Tensor `name` of `file` as stored: with its FP8 scales where the folder has them beside it.
-  StoredTensor storedOf(const std::string& file, const std::string& name) {
-    StoredTensor stored{&entryOf(file, name)};
-    if (auto scales = model_.fp8_scale_files.find(name); scales != model_.fp8_scale_files.end()) {
-      const std::string scales_name = name + model_.quantization.fp8ScaleSuffix();
-      stored.fp8_scales = &entryOf(scales->second, scales_name);
-      stored.block = model_.quantization.fp8_block;
-      stored.compressed = model_.quantization.kind == WeightQuantization::Kind::kFp8Compressed;
-      stored.scales_where = model_.dir + "/" + scales->second + ": '" + scales_name + "'";
-    }
-    return stored;
-  }
-
-  void requireShape(const StoredTensor& stored, const std::string& name, const std::vector<int64_t>& expected,
-                    const std::string& ours) const {
-    const SafetensorsEntry& entry = *stored.values;
-    const std::string is = model_.dir + ": '" + name + "' is " + entry.dtype + " [" + shapeText(entry.shape) + "]";
-    if (!stored.fp8_scales) {
-      if (entry.dtype.starts_with("F8_") && model_.quantization.kind == WeightQuantization::Kind::kFp8Compressed)
-        throw Error(is + " without its scales ('" + name + "_scale', which compressed-tensors' FP8 checkpoints hold "
-                    "beside each quantized weight)");
-      if (entry.dtype.starts_with("F8_"))
-        throw Error(is + " without its scales ('" + name + "_scale_inv', which fine-grained FP8 checkpoints hold "
-                    "beside each weight, with a quantization_config of quant_method \"fp8\"; or '" + name +
-                    "_scale', with compressed-tensors' of quant_method \"compressed-tensors\")");
-      if (!widensTo(entry, expected))
-        throw Error(is + " but the model's " + ours + " needs [" + shapeText(expected) + "] in F32, BF16 or F16");
-      return;
-    }
-    if (entry.dtype != "F8_E4M3")
-      throw Error(is + " with FP8 scales beside it ('" + name + model_.quantization.fp8ScaleSuffix() +
-                  "'): scales belong beside F8_E4M3 weights alone");
-    if (entry.shape != expected)
-      throw Error(is + " but the model's " + ours + " needs [" + shapeText(expected) + "]");
-    const SafetensorsEntry& scales = *stored.fp8_scales;
-    if (!widensTo(scales, scales.shape))
-      throw Error(stored.scales_where + " is " + scales.dtype + ": FP8 scales are F32, BF16 or F16");
-    Fp8BlockSize block;
-    if (const std::string problem = fp8ScaleProblem(stored, &block); !problem.empty())
-      throw Error(model_.dir + ": '" + name + "': " + problem);
-  }
-
-  const HuggingFaceModel& model_;
-  std::map<std::string, PartRows> part_rows_;  // fusedPartRows
-  std::map<std::string, std::unique_ptr<SafetensorsFile>> open_;
-};
-
-}  // namespace
-
-std::set<std::string> bf16Params(const HuggingFaceModel& model) {
-  if (model.weightless) {  // no headers to read: the dtype the config says the checkpoint has
-    const json config = parseJsonInput(model.config_json, "Hugging Face config " + model.dir);
-    const auto says_bf16 = [&](const char* key) { return config.contains(key) && config[key] == "bfloat16"; };
-    const bool bf16 = says_bf16("torch_dtype") || says_bf16("dtype");
-    std::set<std::string> all;
-    if (bf16 && !model.quantization.any())
-      for (const auto& [ours, source] : model.weights) all.insert(ours);
-    return all;
-  }
-  std::map<std::string, std::unique_ptr<SafetensorsFile>> open;
-  auto isBf16Tensor = [&](const std::string& file, const std::string& name) {
-    auto& shard = open[file];
-    if (!shard) shard = std::make_unique<SafetensorsFile>(model.dir + "/" + file);
-    auto it = shard->entries().find(name);
-    return it != shard->entries().end() && it->second.dtype == "BF16";
-  };
-  std::set<std::string> params;
-  for (const auto& [ours, source] : model.weights) {
-    if (!source.mxfp4_scales_file.empty()) continue;
-    bool bf16 = true;
-    if (source.place.per_expert)
-      for (size_t e = 0; e < source.expert_files.size() && bf16; ++e)
-        bf16 = isBf16Tensor(source.expert_files[e], expertTensorName(source.place, static_cast<int64_t>(e)));
-    else
-      bf16 = isBf16Tensor(source.file, source.place.name);
-    if (bf16) params.insert(ours);
-  }
-  return params;
-}
-
-std::map<std::string, PartRows> fusedPartRows(const HuggingFaceModel& model, const plan::Plan& plan) {
-  std::map<std::string, std::vector<std::pair<int64_t, std::string>>> parts;  // by fused tensor: (part, param)
-  std::map<std::string, int64_t> out;                                         // each part's output rows
-  for (const auto& t : plan.host_tensors()) {
-    auto source = model.weights.find(t.name());
-    if (t.role() != plan::ROLE_PARAM || source == model.weights.end() || source->second.place.parts == 1) continue;
-    parts[source->second.place.name].push_back({source->second.place.part, t.name()});
-    out[t.name()] = t.shape().empty() ? 1 : t.shape(static_cast<int>(fusedPartAxis(t.shape_size())));
-  }
-  std::map<std::string, PartRows> rows;
-  for (auto& [tensor, members] : parts) {
-    std::sort(members.begin(), members.end());
-    int64_t all = 0;
-    for (const auto& [part, param] : members) rows[param].first = all, all += out.at(param);
-    for (const auto& [part, param] : members) rows[param].all = all;
-  }
-  return rows;
-}
-
-void writeHuggingFaceWeights(const HuggingFaceModel& model, const plan::Plan& plan, const std::string& path,
-                             const WeightOverrides& overrides) {
-  FolderTensors folder(model, plan);
-  std::vector<SafetensorsTensor> tensors;
-  for (const auto& t : plan.host_tensors()) {
-    if (t.role() != plan::ROLE_PARAM) continue;
-    const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-    const int64_t n = checkedNumel(t.shape(), t.name());
-    if (auto named = overrides.names.find(t.name()); named != overrides.names.end() && overrides.per_expert.count(t.name())) {
-      tensors.push_back(perExpertTensor(*overrides.file, named->second, t.name(), shape, n));
-    } else if (named != overrides.names.end()) {
-      const SafetensorsEntry& entry = overrides.file->entries().at(named->second);  // its shape and dtype checked
-      overrides.file->verify(named->second);
-      const std::string where = overrides.file->path() + ": '" + named->second + "'";
-      auto b_rows = overrides.b_rows.find(t.name());  // PEFT's (all, r*E) into (E, out, r) or (out, r)
-      const std::optional<PartRows> peft_b =
-          b_rows == overrides.b_rows.end() ? std::nullopt : std::optional(b_rows->second);
-      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&entry, n, where, shape, peft_b](void* out) {
-                           if (!peft_b) return widen(entry, n, static_cast<float*>(out), where);
-                           readPartB(entry, *peft_b, shape, where, static_cast<float*>(out));
-                         }});
-    } else if (const int source = rowNormSource(plan, t); source >= 0) {  // a DoRA magnitude: W's row norms
-      const plan::HostTensor& w = plan.host_tensors(source);
-      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&tensors, &t, &w](void* out) {
-                           const auto values = std::find_if(tensors.begin(), tensors.end(),
-                                                            [&](const SafetensorsTensor& s) { return s.name == w.name(); });
-                           std::vector<float> staged;
-                           initializeRowNorms(t, w, f32Values(*values, staged), static_cast<float*>(out));
-                         }});
-    } else if (t.init().kind() != plan::Initializer::WEIGHTS) {  // new to the model (a reward model's score head)
-      tensors.push_back({t.name(), "F32", shape, nullptr, 4 * n, [&t, &plan, n](void* out) {
-                           initializeTensor(static_cast<float*>(out), n, t.init(), plan.init_seed(), t.name());
-                         }});
-    } else {
-      tensors.push_back(folder.tensor(t, shape, n));
-    }
-    if (auto merge = overrides.merged.find(t.name()); merge != overrides.merged.end())
-      tensors.back().produce =
-          mergedProducer(std::move(tensors.back().produce), *overrides.file, merge->second, shape);
-  }
-  writeSafetensors(path, tensors,
-                   {{"format", "pt"},
-                    {"producer", "megatrain mtc (Hugging Face " + model.architecture + ")"},
-                    {"source", model.dir},
-                    {kPlanFingerprintKey, planFingerprint(plan)}});
 }
 
 }  // namespace mt

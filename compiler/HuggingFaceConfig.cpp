@@ -1,92 +1,22 @@
 #include "compiler/HuggingFaceConfig.h"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
-#include <set>
 #include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "compiler/HuggingFaceConfigReader.h"
-#include "kernels/rope/rope.h"
 #include "runtime/io/error.h"
 #include "runtime/io/json_input.h"
 
 namespace mt {
-namespace hf {
-
-ConfigReader rotaryParameters(ConfigReader& r) {
-  if (!r.value("rope_parameters").is_object()) throw r.error("'rope_parameters' is not an object");
-  if (r.has("rope_scaling"))
-    throw r.error("both 'rope_scaling' (transformers 4's name) and 'rope_parameters' (transformers 5's) are given: "
-                  "keep one");
-  r.take("rope_scaling");
-  return r.nested("rope_parameters");
-}
-
-// The scaling an object of rotary settings names into `c` (transformers' rope types linear,
-// llama3 — Llama 3.1 and 3.2 —, yarn and longrope; default or none named: none). Another type is
-// refused by name: it would turn other angles. `phi3`: Phi3Config's older names of LongRoPE, su
-// and yarn, read as it reads them. The caller finishes `s`.
-void readRopeScaling(ConfigReader& s, ModelConfig& c, bool phi3) {
-  // transformers names it rope_type (older configs: type; some carry both).
-  std::string type = s.has("rope_type") ? s.text("rope_type", "") : s.text("type", "default");
-  if (phi3 && (type == "su" || type == "yarn")) type = "longrope";
-  s.take("type");
-  RopeScaling& out = c.rope_scaling;
-  const auto factor = [&] {
-    if (!s.has("factor")) throw s.error("no 'factor'");
-    return s.number("factor", 1.0);
-  };
-  if (type == "default") {
-  } else if (type == "linear") {
-    out.kind = RopeScaling::Kind::kLinear, out.factor = factor();
-  } else if (type == "llama3") {
-    out.kind = RopeScaling::Kind::kLlama3, out.factor = factor();
-    for (const char* key : {"low_freq_factor", "high_freq_factor"})  // transformers needs them too
-      if (!s.has(key)) throw s.error(std::string("no '") + key + "'");
-    out.low_freq_factor = s.number("low_freq_factor", 0.0);
-    out.high_freq_factor = s.number("high_freq_factor", 0.0);
-    out.original_context = s.integer("original_max_position_embeddings");
-    if (!(out.high_freq_factor > out.low_freq_factor))
-      throw s.error("'high_freq_factor' must be above 'low_freq_factor'");
-  } else if (type == "yarn") {
-    out.kind = RopeScaling::Kind::kYarn, out.factor = factor(), out.context = c.context;
-    out.original_context = s.integer("original_max_position_embeddings", 0);
-    out.beta_fast = s.number("beta_fast", 32.0);
-    out.beta_slow = s.number("beta_slow", 1.0);
-    out.truncate = s.boolean("truncate", true);
-    out.attention_factor = s.number("attention_factor", 0.0);
-    out.mscale = s.fraction("mscale", 0.0);
-    out.mscale_all_dim = s.fraction("mscale_all_dim", 0.0);
-    if (out.original_context > c.context)
-      throw s.error("'original_max_position_embeddings' is above the config's max_position_embeddings");
-  } else if (type == "longrope") {
-    // Phi-3's: each pair's own factors (short within the original context, long past it), an
-    // attention factor from the contexts unless given; the original context and the factor
-    // settled by the architecture's rule (settleLongRope).
-    out.kind = RopeScaling::Kind::kLongRope, out.context = c.context;
-    out.short_factor = s.positiveNumbers("short_factor", kMaxRopePairs);
-    out.long_factor = s.positiveNumbers("long_factor", kMaxRopePairs);
-    out.factor = s.has("factor") ? s.number("factor", 1.0) : 0.0;
-    out.attention_factor = s.number("attention_factor", 0.0);
-    out.original_context = s.integer("original_max_position_embeddings", 0);
-  } else {
-    throw s.error("rope type '" + type + "' is not supported (linear, llama3, yarn and longrope are): its angles "
-                  "differ");
-  }
-}
-
-}  // namespace hf
-
 namespace {
 
 using hf::ConfigReader;
 using hf::json;
 using hf::Architecture;
-using hf::readRopeScaling;
 
 // The classifier transformers would name for `causal` ("OlmoeForCausalLM": OlmoeForSequenceClassification),
 // for the refusal of an architecture that has none.
@@ -103,127 +33,6 @@ std::string oneArchitecture(const Json& config) {
                    config["architectures"].size() == 1 && config["architectures"][0].is_string();
   return one ? config["architectures"][0].template get<std::string>() : "";
 }
-
-// gpt-oss's YaRN where its config names no rotary settings: transformers' GptOssConfig default
-// (the published checkpoints' own), a factor of 32 from a 4,096-token context.
-void gptOssDefaultYarn(ModelConfig& c) {
-  RopeScaling& out = c.rope_scaling;
-  out.kind = RopeScaling::Kind::kYarn, out.factor = 32.0, out.context = c.context, out.original_context = 4096;
-  out.beta_fast = 32.0, out.beta_slow = 1.0, out.truncate = false;
-}
-
-// The rotary embedding over the first partial_rotary_factor of each head (Phi-4-mini's 0.75,
-// GLM-4.5's 0.5; `fallback` where the config names none) into `c`: transformers' int(head_dim *
-// factor) elements, which must be a positive even number. The key at the top level (`r`) or in
-// transformers 5's rotary settings (`inner`, where there are some), where transformers 5 saves it
-// twice; both must then agree.
-void readPartialRotary(ConfigReader& r, ConfigReader* inner, ModelConfig& c, double fallback) {
-  const double top = r.number("partial_rotary_factor", 0.0);
-  const double nested = inner ? inner->number("partial_rotary_factor", 0.0) : 0.0;
-  if (top > 0.0 && nested > 0.0 && top != nested)
-    throw r.error(fmt::format("'partial_rotary_factor' is {:g} here but {:g} in the rotary settings: the folder "
-                              "contradicts itself", top, nested));
-  const double fraction = top > 0.0 ? top : nested > 0.0 ? nested : fallback;
-  if (fraction > 1.0) throw r.error(fmt::format("'partial_rotary_factor' {:g} is above 1", fraction));
-  const int64_t rotary = static_cast<int64_t>(static_cast<double>(c.headDim()) * fraction);
-  if (rotary <= 0 || rotary % 2 != 0)
-    throw r.error(fmt::format("'partial_rotary_factor' {:g} turns {} of each head's {} elements: it must give a "
-                              "positive even number", fraction, rotary, c.headDim()));
-  c.rotary_dim = rotary == c.headDim() ? 0 : rotary;
-}
-
-// LongRoPE's original context and factor, as transformers reads them for the architecture (after
-// readRotary). Phi-3's: Phi3Config's original_max_position_embeddings beside the settings (4096 where
-// the config names none), which transformers 4 uses and 5 writes over the settings' own (one there
-// that differs is refused), the factor the contexts' ratio (4 takes it, 5 a factor given instead:
-// one that differs is refused). Another architecture's: transformers 4 takes max_position_embeddings
-// for the original, 5 the settings' own (refused unless they agree), the factor as given.
-void settleLongRope(ConfigReader& r, Architecture architecture, ModelConfig& c) {
-  const bool phi3 = architecture == Architecture::kPhi3;
-  const int64_t top = phi3 ? r.integer("original_max_position_embeddings", 0) : 0;
-  RopeScaling& s = c.rope_scaling;
-  if (s.kind != RopeScaling::Kind::kLongRope) return;
-  if (!phi3) {
-    if (s.original_context && s.original_context != c.context)
-      throw r.error(fmt::format("longrope's 'original_max_position_embeddings' {} is not max_position_embeddings {}, "
-                                "which transformers 4 takes for it (5 takes the settings'): drop it",
-                                s.original_context, c.context));
-    s.original_context = 0;
-    return;
-  }
-  constexpr int64_t kPhi3Original = 4096;  // Phi3Config's default
-  const int64_t original = top ? top : kPhi3Original;
-  if (s.original_context && s.original_context != original)
-    throw r.error(fmt::format("the rotary settings' 'original_max_position_embeddings' {} is not {}{}, which "
-                              "transformers uses: the folder contradicts itself",
-                              s.original_context, original, top ? " (the config's own)" : " (Phi3Config's default)"));
-  if (original < 2) throw r.error("'original_max_position_embeddings' must be at least 2");
-  const double ratio = static_cast<double>(c.context) / static_cast<double>(original);
-  if (s.factor > 0.0 && s.factor != ratio)
-    throw r.error(fmt::format("longrope's 'factor' {:g} is not max_position_embeddings / original_max_position_"
-                              "embeddings = {:g}: transformers 4 takes the ratio, 5 the factor; drop the factor",
-                              s.factor, ratio));
-  s.original_context = original;
-}
-
-}  // namespace
-
-// The rotary embedding's base and scaling into `c`. transformers 4 writes them as rope_theta and
-// rope_scaling; transformers 5 as one object, rope_parameters (rope_theta among the scaling's
-// keys), which is all the folders it saves carry. Either form is read; a base given in both must
-// agree, and the scaling comes from one alone.
-void hf::readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) {
-  const double theta = r.number("rope_theta", 0.0);  // 0: not given
-  const bool gpt_oss = architecture == Architecture::kGptOss, phi3 = architecture == Architecture::kPhi3;
-  // Over part of each head: Phi-3's where it says (Phi-4-mini), GLM-4.5's half unless it says otherwise.
-  const bool partial = phi3 || architecture == Architecture::kGlm4Moe;
-  const double default_fraction = architecture == Architecture::kGlm4Moe ? 0.5 : 1.0;  // the configs' defaults
-  // transformers' configs' defaults
-  const double default_theta = gpt_oss                                   ? 150000.0
-                               : architecture == Architecture::kMixtral  ? 1e6
-                               : architecture == Architecture::kSmolLM3  ? 2e6
-                               : architecture == Architecture::kErnie45 ||
-                                         architecture == Architecture::kErnie45Moe
-                                   ? 500000.0
-                                                                         : 10000.0;
-  if (!r.has("rope_parameters")) {
-    r.take("rope_parameters");  // absent or null
-    c.rope_theta = theta > 0 ? theta : default_theta;
-    if (partial) readPartialRotary(r, nullptr, c, default_fraction);
-    if (r.has("rope_scaling")) {
-      if (!r.value("rope_scaling").is_object()) throw r.error("'rope_scaling' is not an object");
-      ConfigReader s = r.nested("rope_scaling");
-      readRopeScaling(s, c, phi3);
-      s.finish();
-    } else if (gpt_oss && r.isNull("rope_scaling")) {
-      throw r.error("'rope_scaling' is null, which transformers 5 reads as gpt-oss's YaRN (a factor of 32 from "
-                    "4,096 tokens) and older versions as no scaling: write {\"rope_type\": \"default\"} for none, "
-                    "or the YaRN settings");
-    } else if (gpt_oss) {
-      gptOssDefaultYarn(c);
-    }
-    return r.take("rope_scaling");
-  }
-  ConfigReader p = rotaryParameters(r);
-  for (const char* layer_type : {"full_attention", "sliding_attention"})
-    if (p.has(layer_type))
-      throw p.error(std::string("rotary settings per layer type ('") + layer_type +
-                    "') are not supported: one setting for every layer is");
-  const double inner = p.number("rope_theta", 0.0);
-  if (inner > 0 && theta > 0 && inner != theta)
-    throw p.error(fmt::format("'rope_theta' is {:g} but the config's rope_theta is {:g}: the folder contradicts itself",
-                              inner, theta));
-  c.rope_theta = inner > 0 ? inner : theta > 0 ? theta : default_theta;
-  if (partial)
-    readPartialRotary(r, &p, c, default_fraction);
-  else if (p.number("partial_rotary_factor", 1.0) != 1.0)
-    throw p.error("'partial_rotary_factor' is not 1: a rotary embedding over part of each head is not supported "
-                  "(Phi-3's and GLM-4.5's are)");
-  readRopeScaling(p, c, phi3);
-  p.finish();
-}
-
-namespace {
 
 // A mixture of experts' settings (Qwen3MoeForCausalLM, Qwen2MoeForCausalLM with its shared expert,
 // MixtralForCausalLM, GptOssForCausalLM, OlmoeForCausalLM, GraniteMoeForCausalLM, Glm4MoeForCausalLM,
@@ -433,8 +242,8 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   c.head_dim = r.headDim(c.width, c.heads, architecture == kErnie45 ? std::optional<int64_t>(128) : std::nullopt);
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
-  readRotary(r, architecture, c);
-  settleLongRope(r, architecture, c);
+  hf::readRotary(r, architecture, c);
+  hf::settleLongRope(r, architecture, c);
   // Llama's and Qwen3's attention_bias: biases on q, k, v and the output projection. Qwen2 has the
   // first three whatever its config says (transformers' Qwen2Attention), so none there; Qwen2-MoE's
   // output projection has none either.

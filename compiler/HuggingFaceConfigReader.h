@@ -242,16 +242,20 @@ inline const ArchitectureName* findClassifier(const std::string& classifier) {
   return nullptr;
 }
 
-// transformers 5's rotary settings, `rope_parameters` (an object), read: its reader, with
-// transformers 4's rope_scaling refused beside it (compiler/HuggingFaceConfig.cpp).
+// The rotary embedding's settings (compiler/HuggingFaceRotary.cpp). transformers 5's rotary
+// settings, `rope_parameters` (an object), read: its reader, with transformers 4's rope_scaling
+// refused beside it.
 ConfigReader rotaryParameters(ConfigReader& r);
 
-// The scaling an object of rotary settings names into `c` (compiler/HuggingFaceConfig.cpp).
+// The scaling an object of rotary settings names into `c`.
 void readRopeScaling(ConfigReader& s, ModelConfig& c, bool phi3 = false);
 
 // The rotary embedding's base (the architecture's default where none is given) and scaling, as
-// transformers 4 (rope_theta, rope_scaling) or 5 (rope_parameters) writes them (compiler/HuggingFaceConfig.cpp).
+// transformers 4 (rope_theta, rope_scaling) or 5 (rope_parameters) writes them.
 void readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c);
+// LongRoPE's original context and factor as transformers reads them for the architecture (after
+// readRotary; the llama family's architectures).
+void settleLongRope(ConfigReader& r, Architecture architecture, ModelConfig& c);
 
 // Granite's multipliers (GraniteForCausalLM, GraniteMoeForCausalLM, GraniteMoeHybridForCausalLM)
 // into `c`, its attention dropout said in `notes` as not applied; Granite 4.0's own keys

@@ -112,6 +112,18 @@ std::string peft::AdapterTensors::use(const std::string& key, const std::vector<
   return key;
 }
 
+namespace {
+
+// Our weight `ours` adapted with `rank` and `alpha`: recorded where they differ from the adapter's
+// own (PEFT's rank_pattern and alpha_pattern).
+void recordRankAndAlpha(const PeftAdapter& adapter, const std::string& ours, int64_t rank, double alpha,
+                        CompileOptions& o) {
+  if (rank != adapter.rank) o.lora_from_ranks[ours] = rank;
+  if (alpha != adapter.alpha) o.lora_from_alphas[ours] = alpha;
+}
+
+}  // namespace
+
 void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model, CompileOptions& o) {
   o.lora_rank = adapter.rank;
   o.lora_alpha = adapter.alpha;
@@ -136,8 +148,7 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
       }
       if (!adapted) continue;
       targets.insert(ours);
-      if (adapted->rank != adapter.rank) o.lora_from_ranks[ours] = adapted->rank;
-      if (adapted->alpha != adapter.alpha) o.lora_from_alphas[ours] = adapted->alpha;
+      recordRankAndAlpha(adapter, ours, adapted->rank, adapted->alpha, o);
       continue;
     }
     if (const std::string fused = fusedLinearModule(model, ours); !fused.empty()) {
@@ -151,8 +162,7 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
                     model.architecture + " fuses them), which mtc --lora-from does not read yet: merge the adapter " +
                     "into the model with PEFT (merge_and_unload) and compile that");
       targets.insert(ours);
-      if (const int64_t r = adapterRank(adapter, fused); r != adapter.rank) o.lora_from_ranks[ours] = r;
-      if (const double a = adapterAlpha(adapter, fused); a != adapter.alpha) o.lora_from_alphas[ours] = a;
+      recordRankAndAlpha(adapter, ours, adapterRank(adapter, fused), adapterAlpha(adapter, fused), o);
       continue;
     }
     const std::string tensor = ownTensor(model, ours);
@@ -173,8 +183,7 @@ void applyPeftAdapter(const PeftAdapter& adapter, const HuggingFaceModel& model,
       targets.insert(ours);
       in_place += stack || !router.empty();
       const std::string named = stack ? tensor : !router.empty() ? router : module;
-      if (const int64_t r = adapterRank(adapter, named); r != adapter.rank) o.lora_from_ranks[ours] = r;
-      if (const double a = adapterAlpha(adapter, named); a != adapter.alpha) o.lora_from_alphas[ours] = a;
+      recordRankAndAlpha(adapter, ours, adapterRank(adapter, named), adapterAlpha(adapter, named), o);
     }
   }
   // PEFT only warns where target_modules found something: an adapter whose parameters mtc cannot

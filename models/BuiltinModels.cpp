@@ -44,7 +44,7 @@ int64_t countParams(const ModelConfig& c, int64_t routed) {
                                 // q and k normed per head, or (OLMo 2, OLMoE) over their whole projections
                                 (c.qk_norm ? (c.qk_norm_whole ? q_width + kv_width : 2 * c.headDim()) : 0);
   const bool oss = c.expert_form == ModelConfig::ExpertForm::kGptOss;
-  // gpt-oss: the router's bias, each expert's gate_up and down biases; a sigmoid router's score bias
+  // gpt-oss: the router's bias, each expert's gate_up and down biases; a router's choice bias
   const int64_t router = c.experts * c.width + (oss || c.routerScoreBias() ? c.experts : 0);
   const int64_t expert = 3 * c.width * c.expert_ffn + (oss ? 2 * c.expert_ffn + c.width : 0);
   // Qwen2-MoE's shared expert and its gate (GLM-4.5's: none), which every token uses.

@@ -1,8 +1,8 @@
 // Hugging Face config.json files (mtc FOLDER): the input as the config.json of a folder beside
 // a small weights file (a one-layer Llama of width 8 under Hugging Face's names), read by
 // readHuggingFaceFolder — every key checked, then each tensor placed — and, where it reads, the
-// config it would write back and its reward model's. compiler/HuggingFace.cpp needs no MLIR: it is compiled into the
-// harness with the instrumentation.
+// config it would write back and its reward model's. compiler/HuggingFace*.cpp need no MLIR: they are compiled into
+// the harness with the instrumentation.
 #include <sys/stat.h>
 
 #include <filesystem>
