@@ -137,7 +137,8 @@ inline void addTrainFlags(CLI::App& app, TrainConfig& c) {
                                                   {"fused", PeftExpertsForm::kFused}})
       ->default_str("layers");
   choiceOf(app, "--export-dtype", c.export_dtype,
-                          "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even); "
+                          "what --export-hf stores: f32 (the master weights, exact) or bf16 (rounded to nearest even; a "
+                          "router's choice bias and Ernie 4.5's router stay f32, as transformers keeps them); "
                           "--export-peft's adapters are f32",
            std::map<std::string, ExportDtype>{{"f32", ExportDtype::kF32}, {"bf16", ExportDtype::kBf16}})
       ->default_str("f32");

@@ -116,7 +116,8 @@ std::optional<HuggingFacePlace> graniteHybridPart(const std::string& layer, cons
 // shared experts' tensor or the router's choice bias; none for another parameter.
 std::optional<HuggingFacePlace> glm4MoePart(const std::string& layer, const std::string& part) {
   const std::string mlp = "model." + layer + "mlp.";
-  if (part == "moe.router.score_bias") return HuggingFacePlace{mlp + "gate.e_score_correction_bias"};
+  if (part == "moe.router.score_bias")
+    return HuggingFacePlace{mlp + "gate.e_score_correction_bias", false, 0, 1, false, false, true};
   for (const char* proj : {"gate", "up", "down"})
     if (part == std::string("moe.shared.") + proj + ".weight")
       return HuggingFacePlace{mlp + "shared_experts." + proj + "_proj.weight"};
@@ -124,10 +125,13 @@ std::optional<HuggingFacePlace> glm4MoePart(const std::string& layer, const std:
 }
 
 // Ernie 4.5's mixture: GLM-4.5's names but for the router's choice bias, its Ernie4_5_MoeStatics'
-// (1, E) e_score_correction_bias (one group of experts).
+// (1, E) e_score_correction_bias (one group of experts); the router and the bias kept in F32, as
+// transformers keeps them (_keep_in_fp32_modules_strict: gate, moe_statics).
 std::optional<HuggingFacePlace> ernie45MoePart(const std::string& layer, const std::string& part) {
+  const std::string mlp = "model." + layer + "mlp.";
   if (part == "moe.router.score_bias")
-    return HuggingFacePlace{"model." + layer + "mlp.moe_statics.e_score_correction_bias", false, 0, 1, false, true};
+    return HuggingFacePlace{mlp + "moe_statics.e_score_correction_bias", false, 0, 1, false, true, true};
+  if (part == "moe.router.weight") return HuggingFacePlace{mlp + "gate.weight", false, 0, 1, false, false, true};
   return glm4MoePart(layer, part);
 }
 

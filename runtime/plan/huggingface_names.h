@@ -49,6 +49,10 @@ struct HuggingFacePlace {
   int64_t part = 0, parts = 1;
   bool per_expert = false;  // the parameter's first axis indexes experts, each its own tensor
   bool unit_first_axis = false;  // stored with a first axis of 1 before ours (Ernie 4.5's (1, E) choice bias)
+  // Written F32 whatever --export-dtype says, as the published checkpoints hold it and transformers
+  // keeps it (_keep_in_fp32_modules_strict): a router's choice bias (frozen: written as read),
+  // Ernie 4.5's router.
+  bool keep_f32 = false;
 };
 HuggingFacePlace huggingFacePlace(const std::string& param, const std::string& gpt2_body = "transformer.",
                                   CheckpointLayout layout = CheckpointLayout::kLlama);

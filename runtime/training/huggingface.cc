@@ -257,8 +257,9 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& pla
     if (!theirs.empty()) theirs[transposed ? 1 : axis] = total_rows;
     if (parts[0].first.unit_first_axis) theirs.insert(theirs.begin(), 1);
     const int64_t total = blocks * total_rows * cols;
-    SafetensorsTensor out{name, width == 2 ? "BF16" : "F32", theirs, nullptr, total * width};
-    out.produce = [&parts, offsets, transposed, axis, blocks, total_rows, cols, total, width](void* buffer) {
+    const int tensor_width = parts[0].first.keep_f32 ? 4 : width;  // (a router's bias: F32 always)
+    SafetensorsTensor out{name, tensor_width == 2 ? "BF16" : "F32", theirs, nullptr, total * tensor_width};
+    out.produce = [&parts, offsets, transposed, axis, blocks, total_rows, cols, total, tensor_width](void* buffer) {
       std::vector<float> staged;  // a part's values where it produces them (one part at a time)
       // The tensor in Hugging Face's layout: a whole parameter as it is; else its parts placed.
       const float* values;
@@ -281,7 +282,7 @@ std::vector<std::vector<SafetensorsTensor>> shardedTensors(const plan::Plan& pla
         }
         values = assembled.data();
       }
-      storeValues(values, total, width, buffer);
+      storeValues(values, total, tensor_width, buffer);
     };
     add(std::move(out));
   }

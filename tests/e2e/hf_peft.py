@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mt_reference as ref  # noqa: E402
 from hf_folders import MODELS, hf_layout, hf_name_of, hf_weights, read_hf_safetensors, write_folder  # noqa: E402
 from hf_import import SCHEDULE  # noqa: E402
+from hf_twins import moe_layer  # noqa: E402
 
 torch.set_num_threads(2)
 
@@ -564,7 +565,7 @@ def check_qwen2_moe_all_linear(bin_dir, work, data, failures):
 
 
 def check_shared_experts_all_linear(bin_dir, work, data, failures, name, attention):
-    """all-linear on GLM-4.5 (DeepSeek-V3 and -V2 alike) adapts the attention's projections
+    """all-linear on GLM-4.5 (DeepSeek-V3 and -V2, Ernie 4.5's mixtures alike) adapts the attention's projections
     (`attention`: DeepSeek-V3's latent attention's q_a, q_b, kv_a, kv_b and o, V2's q in place of q_a
     and q_b), the dense first layer's MLP and the shared experts' (mlp.shared_experts.*_proj,
     nn.Linear modules of their own), not the router (a TopkRouter's bare parameter, its choice bias a
@@ -572,13 +573,13 @@ def check_shared_experts_all_linear(bin_dir, work, data, failures, name, attenti
     --export-peft names the shared experts' layers one by one; --lora-from reads the folder back, bit
     for bit. Returns the folder, the adapter folder and the trained tensors."""
     spec, folder, peft, ours, adapters, config = all_linear_adapters(bin_dir, work, data, name)
-    layers, dense = spec["config"]["num_hidden_layers"], spec["config"]["first_k_dense_replace"]
+    layers = spec["config"]["num_hidden_layers"]
+    moe = [l for l in range(layers) if moe_layer(spec["config"], l)]
     want = {f"layers.{l}.attn.{m}" for l in range(layers) for m in attention}
-    want |= {f"layers.{l}.mlp.{m}" for l in range(dense) for m in ("gate", "up", "down")}
-    want |= {f"layers.{l}.moe.shared.{m}" for l in range(dense, layers) for m in ("gate", "up", "down")}
+    want |= {f"layers.{l}.mlp.{m}" for l in range(layers) if l not in moe for m in ("gate", "up", "down")}
+    want |= {f"layers.{l}.moe.shared.{m}" for l in moe for m in ("gate", "up", "down")}
     adapted = {k[:-len(".lora_A.weight")] for k in ours if k.endswith(".lora_A.weight")}
-    shared_modules = {f"model.layers.{l}.mlp.shared_experts.{m}_proj" for l in range(dense, layers)
-                      for m in ("gate", "up", "down")}
+    shared_modules = {f"model.layers.{l}.mlp.shared_experts.{m}_proj" for l in moe for m in ("gate", "up", "down")}
     targets = set(config.get("target_modules") or [])
     if adapted != want or not shared_modules <= targets or \
             any(t in targets for t in ("gate_proj", "up_proj", "down_proj", "gate")):
@@ -720,6 +721,7 @@ def main():
     check_shared_experts_all_linear(bin_dir, work, data, failures, "glm4-moe-bf16", "qkvo")
     check_shared_experts_all_linear(bin_dir, work, data, failures, "deepseek-v3-f32", ("q_a", "q_b", "kv_a", "kv_b", "o"))
     check_deepseek_v2_router_adapters(bin_dir, work, data, failures)
+    check_shared_experts_all_linear(bin_dir, work, data, failures, "ernie4_5-moe-bf16", "qkvo")
     check_granitemoe_lora(bin_dir, work, data, failures)
     check_granite4_fused_mlp(bin_dir, work, data, failures)
     ref.finish("hf_peft", failures)

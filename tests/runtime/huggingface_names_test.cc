@@ -107,6 +107,7 @@ TEST(HuggingFaceNamesTest, Glm4MoePlaces) {
     EXPECT_FALSE(place.per_expert) << ours;
     EXPECT_FALSE(fusedExpertsPlace(ours, layout)) << ours;
   }
+  EXPECT_TRUE(huggingFacePlace("layers.3.moe.router.score_bias", "", layout).keep_f32);  // frozen: written as read
   const HuggingFacePlace up = huggingFacePlace("layers.3.moe.up.weight", "", layout);
   EXPECT_EQ(up.name, "model.layers.3.mlp.experts.*.up_proj.weight");
   EXPECT_TRUE(up.per_expert);
@@ -125,6 +126,9 @@ TEST(HuggingFaceNamesTest, Ernie45MoePlaces) {
   const HuggingFacePlace bias = huggingFacePlace("layers.2.moe.router.score_bias", "", layout);
   EXPECT_EQ(bias.name, "model.layers.2.mlp.moe_statics.e_score_correction_bias");
   EXPECT_TRUE(bias.unit_first_axis);
+  EXPECT_TRUE(bias.keep_f32);  // the router and its bias F32 in a bf16 export, as transformers keeps them
+  EXPECT_TRUE(huggingFacePlace("layers.2.moe.router.weight", "", layout).keep_f32);
+  EXPECT_FALSE(huggingFacePlace("layers.2.moe.shared.up.weight", "", layout).keep_f32);
   const std::pair<const char*, const char*> kOwn[] = {
       {"layers.2.moe.shared.gate.weight", "model.layers.2.mlp.shared_experts.gate_proj.weight"},
       {"layers.2.moe.shared.down.weight", "model.layers.2.mlp.shared_experts.down_proj.weight"},
