@@ -407,7 +407,8 @@ class ModelBuilder {
     Value shared = c_.shared_expert_ffn ? mlp(h, p + "moe.shared", c_.shared_expert_ffn, std, residual_std) : Value();
     Value logits = linear(h, p + "moe.router", e, d, oss, std);
     // The router's choice bias (transformers' e_score_correction_bias, a buffer or frozen): frozen.
-    Value score_bias = c_.routerScoreBias() ? param(p + "moe.router.score_bias", {e}, "zeros", 0.0, false, true) : Value();
+    Value score_bias =
+        c_.routerScoreBias() ? param(p + "moe.router.score_bias", {e}, "zeros", 0.0, false, true) : Value();
     auto route = b_.create<MoeRouteOp>(loc_, logits, score_bias, routing(), c_.experts_per_token, c_.router_groups,
                                        c_.router_groups_chosen, APFloat(static_cast<float>(c_.routed_scaling)));
     if (router_stats_)

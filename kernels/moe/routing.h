@@ -145,8 +145,8 @@ MT_HOST_DEVICE inline bool inGroups(int64_t e, int64_t per_group, const int32_t*
 }
 
 // The choice by score (+ bias: a sigmoid router's, DeepSeek-V3's and GLM-4.5's, as transformers'
-// TopkRouter; a softmax router's, Ernie 4.5's Ernie4_5_MoeStatics), where asked within the groups whose scores are largest (a sigmoid router's group
-// its two best choice scores summed, a softmax router's its best probability: DeepSeek-V2's
+// TopkRouter; a softmax router's, Ernie 4.5's Ernie4_5_MoeStatics), where asked within the groups
+// whose scores are largest (a sigmoid router's group its two best choice scores summed, a softmax router's its best probability: DeepSeek-V2's
 // DeepseekV2Moe); an expert outside them scores 0 for the choice (torch's masked_fill), so it is
 // chosen only where too few remain.
 template <typename Prob>

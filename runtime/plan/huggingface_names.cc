@@ -136,8 +136,8 @@ std::optional<HuggingFacePlace> ernie45MoePart(const std::string& layer, const s
 }
 
 // A layer's parameter `part` where `layout` holds it otherwise than Llama's names say (Phi-3's and
-// Granite 4.0's fused layers, GraniteMoE's experts, GLM-4.5's and Ernie 4.5's shared experts); none where Llama's
-// names hold.
+// Granite 4.0's fused layers, GraniteMoE's experts, GLM-4.5's and Ernie 4.5's shared experts); none
+// where Llama's names hold.
 std::optional<HuggingFacePlace> layoutPart(CheckpointLayout layout, const std::string& layer, const std::string& part) {
   switch (layout) {
     case CheckpointLayout::kPhi3: return phi3FusedPart(layer, part);
@@ -149,8 +149,8 @@ std::optional<HuggingFacePlace> layoutPart(CheckpointLayout layout, const std::s
   }
 }
 
-// For a layer's parameter `param` of Qwen3-MoE, Mixtral, GLM-4.5 or Ernie 4.5, the mixture block transformers 5
-// has in that layer ("model.layers.3.mlp") and the parameter's name within the layer
+// For a layer's parameter `param` of Qwen3-MoE, Mixtral, GLM-4.5 or Ernie 4.5, the mixture block
+// transformers 5 has in that layer ("model.layers.3.mlp") and the parameter's name within the layer
 // ("moe.up.weight"), which the callers match; none for gpt-oss or a parameter outside the layers.
 std::optional<std::pair<std::string, std::string>> fusedBlock(const std::string& param, CheckpointLayout experts) {
   const bool fused_experts = experts == CheckpointLayout::kLlama || experts == CheckpointLayout::kMixtral ||

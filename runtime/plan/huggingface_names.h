@@ -25,7 +25,9 @@ namespace mt {
 // then up's in one "shared_mlp.input_linear", down "shared_mlp.output_linear"; or GLM-4.5's
 // (Glm4MoeForCausalLM, and DeepSeek-V3's, DeepseekV3ForCausalLM, alike): Qwen3-MoE's experts and
 // router, the router's choice bias
-// "mlp.gate.e_score_correction_bias", its shared experts "mlp.shared_experts.gate_proj/up_proj/down_proj".
+// "mlp.gate.e_score_correction_bias", its shared experts "mlp.shared_experts.gate_proj/up_proj/down_proj";
+// or Ernie 4.5's mixtures' (Ernie4_5_MoeForCausalLM): GLM-4.5's, the choice bias
+// "mlp.moe_statics.e_score_correction_bias" (1, E).
 enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kErnie45Moe };
 CheckpointLayout checkpointLayoutOf(const std::string& architecture);
 // Whether the layout holds several of the model's linear layers in one nn.Linear, which PEFT adapts
