@@ -11,6 +11,36 @@
 #include "runtime/io/error.h"
 #include "runtime/io/json_input.h"
 
+namespace mt::hf {
+
+// (Gemma 3's pattern: sliding_window_pattern, 6 unless given; transformers 4.50's form, 4.53 on
+// write _sliding_window_pattern beside layer_types. Gemma 2's config has no pattern key, OLMo 3's
+// neither: their config classes' rules.)
+void readPatternSlidingWindows(ConfigReader& r, ModelConfig& c, int64_t pattern) {
+  std::vector<int64_t> from_pattern;
+  for (int64_t l = 0; l < c.layers; ++l)
+    if ((l + 1) % pattern != 0) from_pattern.push_back(l);
+  const json& types = r.value("layer_types");
+  std::vector<int64_t> sliding = from_pattern;
+  if (!types.is_null()) {
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.layers)
+      throw r.error("'layer_types' is not a list of the " + std::to_string(c.layers) + " layers' attention");
+    sliding.clear();
+    for (int64_t l = 0; l < c.layers; ++l) {
+      if (types[l] != "sliding_attention" && types[l] != "full_attention")
+        throw r.error("'layer_types' names " + jsonBrief(types[l]) + " for layer " + std::to_string(l) +
+                      ": only sliding_attention and full_attention are supported");
+      if (types[l] == "sliding_attention") sliding.push_back(l);
+    }
+  }
+  if (r.isNull("sliding_window") && !sliding.empty())
+    throw r.error("layers slide but 'sliding_window' is null: how far they reach back is unknown");
+  const int64_t window = r.integer("sliding_window", 4096);
+  if (!sliding.empty()) c.sliding_window = window, c.sliding_layers = sliding;
+}
+
+}  // namespace mt::hf
+
 namespace mt {
 namespace {
 
@@ -116,6 +146,7 @@ void readSlidingWindows(ConfigReader& r, Architecture architecture, ModelConfig&
   // Phi-3 slides in every layer where it names a window (Phi-3-mini's 2,047 tokens), as Mistral.
   const bool mistral = architecture == kMistral || architecture == kMixtral || architecture == kPhi3;
   const bool oss = architecture == kGptOss;
+  if (architecture == kOlmo3) return hf::readPatternSlidingWindows(r, c, 4);  // Olmo3Config's: every 4th is full
   if (!qwen && !mistral && !oss) return;
   // Qwen names a window it uses only with use_sliding_window, from layer max_window_layers on
   // (both keys read only then: an unused one may hold anything, as transformers ignores it).
@@ -216,12 +247,14 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   c.kv_heads = r.integer("num_key_value_heads", c.heads);
   c.vocab = r.integer("vocab_size");
   c.context = r.integer("max_position_embeddings");
-  const bool phi3 = architecture == kPhi3, smollm3 = architecture == kSmolLM3, olmo2 = architecture == kOlmo2;
+  const bool phi3 = architecture == kPhi3, smollm3 = architecture == kSmolLM3;
+  const bool olmo2 = architecture == kOlmo2 || architecture == kOlmo3;  // OLMo 2's layers (OLMo 3: with windows)
   const bool olmoe = architecture == kOlmoe, glm4_moe = architecture == kGlm4Moe;
   const bool ernie = architecture == kErnie45 || architecture == kErnie45Moe;
   c.norm_eps = r.number("rms_norm_eps", phi3 || olmo2 || olmoe || glm4_moe || ernie ? 1e-5 : 1e-6);  // the configs' defaults
   c.tied = r.boolean("tie_word_embeddings", smollm3 || ernie);
-  // Phi3Config's, SmolLM3Config's, Olmo2Config's, OlmoeConfig's and Ernie4_5Config's defaults; the others' none.
+  // Phi3Config's, SmolLM3Config's, Olmo2Config's (Olmo3Config's), OlmoeConfig's and Ernie4_5Config's defaults; the
+  // others' none.
   c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : smollm3 ? 128004 : olmo2 || olmoe ? 1 : ernie ? 0 : -1);
   // Qwen2's q/k/v biases; Qwen2-MoE's where its qkv_bias says (transformers 5's key; 4 always had them).
   c.qkv_bias = architecture == kQwen2 || (architecture == kQwen2Moe && r.boolean("qkv_bias", true));
@@ -242,7 +275,10 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   c.head_dim = r.headDim(c.width, c.heads, architecture == kErnie45 ? std::optional<int64_t>(128) : std::nullopt);
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
-  hf::readRotary(r, architecture, c);
+  if (architecture == kOlmo3)
+    hf::readOlmo3Rotary(r, c);
+  else
+    hf::readRotary(r, architecture, c);
   hf::settleLongRope(r, architecture, c);
   // Llama's and Qwen3's attention_bias: biases on q, k, v and the output projection. Qwen2 has the
   // first three whatever its config says (transformers' Qwen2Attention), so none there; Qwen2-MoE's

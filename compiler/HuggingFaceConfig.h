@@ -1,11 +1,9 @@
 // A Hugging Face folder's config.json in and out: read key by key into the built-in family's
-// config (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, Phi3ForCausalLM,
-// GraniteForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, the mixtures of experts
-// Qwen3MoeForCausalLM, MixtralForCausalLM and GptOssForCausalLM, and Gemma 3's text models'
-// Gemma3ForCausalLM into the llama family's, GPT2LMHeadModel into the gpt2 family's; each
-// also as its ...ForSequenceClassification of one label (Gemma 3's:
-// Gemma3TextForSequenceClassification), a reward model: the same body under a score head), and written for a built-in
-// model. Read strictly: a key mtc does not know or a setting it does not implement is an error
+// config (the architectures of hf::kArchitectureNames, compiler/HuggingFaceConfigReader.h: Llama,
+// Qwen, Mistral, Gemma, Phi-3, Granite, SmolLM3, OLMo 2 and 3, Ernie 4.5 and the mixtures of experts
+// into the llama family's, GPT2LMHeadModel into the gpt2 family's; each also as its
+// ...ForSequenceClassification of one label where transformers has one, a reward model: the same
+// body under a score head), and written for a built-in model. Read strictly: a key mtc does not know or a setting it does not implement is an error
 // naming it.
 #pragma once
 #include <string>

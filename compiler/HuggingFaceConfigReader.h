@@ -182,14 +182,14 @@ class ConfigReader {
 enum class Architecture {
   kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGemma, kGemma2, kGemma3, kPhi3, kGranite,
   kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kDeepseekV2, kDeepseekV3, kErnie45,
-  kErnie45Moe, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
+  kErnie45Moe, kOlmo3, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
 };
 struct ArchitectureName {
   Architecture id;
   const char* causal;      // its causal LM's class, as config.json names it
   const char* model_type;  // the config's model_type, which must agree
   // Its sequence classifier's class (a reward model's folder), nullptr where transformers has none
-  // (OLMo 2's, OLMoE's, GLM-4.5's and Ernie 4.5's, dense or not, modeling code): such a folder is
+  // (OLMo 2's, OLMo 3's, OLMoE's, GLM-4.5's and Ernie 4.5's, dense or not, modeling code): such a folder is
   // refused, and so is a reward model of it.
   const char* classifier;
 };
@@ -220,6 +220,7 @@ inline constexpr ArchitectureName kArchitectureNames[] = {
     {Architecture::kDeepseekV3, "DeepseekV3ForCausalLM", "deepseek_v3", "DeepseekV3ForSequenceClassification"},
     {Architecture::kErnie45, "Ernie4_5ForCausalLM", "ernie4_5", nullptr},
     {Architecture::kErnie45Moe, "Ernie4_5_MoeForCausalLM", "ernie4_5_moe", nullptr},
+    {Architecture::kOlmo3, "Olmo3ForCausalLM", "olmo3", nullptr},
     {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2", "GPT2ForSequenceClassification"},
 };
 static_assert(
@@ -256,6 +257,27 @@ void readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c);
 // LongRoPE's original context and factor as transformers reads them for the architecture (after
 // readRotary; the llama family's architectures).
 void settleLongRope(ConfigReader& r, Architecture architecture, ModelConfig& c);
+// A rotary base a layer type's settings fall back on: the config's top-level key's value (0: not
+// given), that key's name, and the config class's default (0: none, the base must be given).
+struct RotaryBase {
+  double given;
+  const char* key;
+  double fallback;
+};
+// Rotary settings per layer type (`p`: transformers 5's rope_parameters with a full_attention and a
+// sliding_attention object, as it writes Gemma 3's and OLMo 3's): the full-attention layers' base and
+// scaling into `c`, the sliding layers' base into c.rope_local_theta, their embedding unscaled (a
+// scaled one refused). Each entry's rope_theta, else its RotaryBase's; two given that differ refused.
+// `model` names the architecture in messages. The caller finishes `p`.
+void readRotaryPerLayerType(ConfigReader& p, ModelConfig& c, RotaryBase full, RotaryBase sliding, const char* model);
+// OLMo 3's two rotary embeddings (Olmo3ForCausalLM): the full-attention layers' of rope_theta and
+// rope_scaling, the sliding layers' of the same base unscaled; or per layer type.
+void readOlmo3Rotary(ConfigReader& r, ModelConfig& c);
+// The layers that slide where no layer_types names them: all but each pattern-th (Gemma 3's
+// sliding_window_pattern, Gemma 2's 2, OLMo 3's 4); layer_types over it where the config has one, as
+// transformers reads it; and the window, `sliding_window` (4096 where absent; null refused where a
+// layer slides) (compiler/HuggingFaceConfig.cpp).
+void readPatternSlidingWindows(ConfigReader& r, ModelConfig& c, int64_t pattern);
 
 // Granite's multipliers (GraniteForCausalLM, GraniteMoeForCausalLM, GraniteMoeHybridForCausalLM)
 // into `c`, its attention dropout said in `notes` as not applied; Granite 4.0's own keys

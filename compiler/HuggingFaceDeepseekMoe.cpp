@@ -19,6 +19,15 @@ int64_t count(ConfigReader& r, const std::string& key, int64_t fallback) {
   return v.get<int64_t>();
 }
 
+// DeepSeek's shared experts: `shared` of c.expert_ffn added ungated, as one SwiGLU MLP `shared` times
+// as wide (none for 0); `key`, the count's name, for the refusal of one too wide.
+void readSharedExperts(ConfigReader& r, ModelConfig& c, const char* key, int64_t shared) {
+  if (shared > kMaxWidth / c.expert_ffn)
+    throw r.error(fmt::format("'{}' {} times 'moe_intermediate_size' {} is wider than {}", key, shared, c.expert_ffn,
+                              kMaxWidth));
+  if (shared > 0) c.shared_expert_ffn = shared * c.expert_ffn, c.shared_expert_gated = false;
+}
+
 // The config classes' defaults of the keys readDeepseekExperts reads (top_k none: required).
 struct ExpertDefaults {
   int64_t experts;
@@ -43,11 +52,7 @@ void readDeepseekExperts(ConfigReader& r, ModelConfig& c, const ExpertDefaults& 
   if (shared == 0)
     throw r.error("'n_shared_experts' is 0: transformers then holds a shared expert of width 0; no published model "
                   "has one, and mtc reads one or more");
-  if (shared > kMaxWidth / c.expert_ffn)
-    throw r.error(fmt::format("'n_shared_experts' {} times 'moe_intermediate_size' {} is wider than {}", shared,
-                              c.expert_ffn, kMaxWidth));
-  c.shared_expert_ffn = shared * c.expert_ffn;
-  c.shared_expert_gated = false;
+  readSharedExperts(r, c, "n_shared_experts", shared);
   const int64_t dense = count(r, "first_k_dense_replace", d.dense_layers);
   if (dense > c.layers)
     throw r.error(fmt::format("'first_k_dense_replace' {} is more than the {} layers", dense, c.layers));
@@ -157,11 +162,7 @@ void readErnie45MoeExperts(ConfigReader& r, ModelConfig& c) {
   c.experts = r.integer("moe_num_experts", 64);
   c.experts_per_token = r.integer("moe_k", 6);
   c.expert_ffn = r.integer("moe_intermediate_size", 1536);
-  const int64_t shared = count(r, "moe_num_shared_experts", 2);
-  if (shared > kMaxWidth / c.expert_ffn)
-    throw r.error(fmt::format("'moe_num_shared_experts' {} times 'moe_intermediate_size' {} is wider than {}", shared,
-                              c.expert_ffn, kMaxWidth));
-  if (shared > 0) c.shared_expert_ffn = shared * c.expert_ffn, c.shared_expert_gated = false;  // DeepSeek's form
+  readSharedExperts(r, c, "moe_num_shared_experts", count(r, "moe_num_shared_experts", 2));
   const int64_t first = count(r, "moe_layer_start_index", 1);
   int64_t last = c.layers - 1;
   if (const json& end = r.value("moe_layer_end_index"); !end.is_null() && end != -1) {

@@ -48,30 +48,7 @@ void readGemma3Rotary(ConfigReader& r, ModelConfig& c) {
     return r.take("rope_scaling");
   }
   ConfigReader p = rotaryParameters(r);
-  for (const char* type : {"full_attention", "sliding_attention"})
-    if (!p.value(type).is_object())
-      throw p.error(std::string("no '") + type + "' object: Gemma 3's rotary settings are given per layer type");
-  // An entry's base, else the top-level key's, else transformers' default; two given must agree.
-  const auto base = [&](ConfigReader& entry, double outer, const char* outer_key, double fallback) {
-    const double inner = entry.number("rope_theta", 0.0);
-    if (inner > 0 && outer > 0 && inner != outer)
-      throw entry.error(fmt::format("'rope_theta' is {:g} but the config's {} is {:g}: the folder contradicts itself",
-                                    inner, outer_key, outer));
-    return inner > 0 ? inner : outer > 0 ? outer : fallback;
-  };
-  ConfigReader full = p.nested("full_attention");
-  c.rope_theta = base(full, theta, "rope_theta", 1e6);
-  readRopeScaling(full, c);
-  full.finish();
-  ConfigReader local = p.nested("sliding_attention");
-  c.rope_local_theta = base(local, local_theta, "rope_local_base_freq", 10000.0);
-  ModelConfig local_config;
-  local_config.context = c.context;
-  readRopeScaling(local, local_config);
-  if (local_config.rope_scaling.kind != RopeScaling::Kind::kNone)
-    throw local.error("the sliding layers' rotary embedding is scaled: mtc scales only the full-attention layers' "
-                      "(as Gemma 3's checkpoints do)");
-  local.finish();
+  readRotaryPerLayerType(p, c, {theta, "rope_theta", 1e6}, {local_theta, "rope_local_base_freq", 10000.0}, "Gemma 3");
   p.finish();
 }
 
@@ -88,33 +65,6 @@ int64_t gemma3WindowPattern(ConfigReader& r) {
     r.take(key);
   }
   return pattern.value_or(6);
-}
-
-// Gemma's sliding layers: layer_types where the config has it (as transformers reads it, over
-// the pattern), else every layer but each pattern-th: Gemma 3's sliding_window_pattern (6 unless
-// given; transformers 4.50's form; 4.53 on write _sliding_window_pattern beside layer_types),
-// Gemma 2's every other one (the even layers slide; its config has no pattern key). And the window.
-void readGemmaSlidingWindows(ConfigReader& r, ModelConfig& c, int64_t pattern) {
-  std::vector<int64_t> from_pattern;
-  for (int64_t l = 0; l < c.layers; ++l)
-    if ((l + 1) % pattern != 0) from_pattern.push_back(l);
-  const json& types = r.value("layer_types");
-  std::vector<int64_t> sliding = from_pattern;
-  if (!types.is_null()) {
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.layers)
-      throw r.error("'layer_types' is not a list of the " + std::to_string(c.layers) + " layers' attention");
-    sliding.clear();
-    for (int64_t l = 0; l < c.layers; ++l) {
-      if (types[l] != "sliding_attention" && types[l] != "full_attention")
-        throw r.error("'layer_types' names " + jsonBrief(types[l]) + " for layer " + std::to_string(l) +
-                      ": only sliding_attention and full_attention are supported");
-      if (types[l] == "sliding_attention") sliding.push_back(l);
-    }
-  }
-  if (r.isNull("sliding_window") && !sliding.empty())
-    throw r.error("layers slide but 'sliding_window' is null: how far they reach back is unknown");
-  const int64_t window = r.integer("sliding_window", 4096);
-  if (!sliding.empty()) c.sliding_window = window, c.sliding_layers = sliding;
 }
 
 // The config class's defaults where the Gemmas' differ, and the model's name for messages.
@@ -211,7 +161,7 @@ ModelConfig readGemma3Config(ConfigReader& r) {
   ModelConfig c = readSandwichedGemma(r, kGemma3Defaults, 0.0, 0.0);
   c.qk_norm = true;
   readGemma3Rotary(r, c);
-  readGemmaSlidingWindows(r, c, gemma3WindowPattern(r));
+  readPatternSlidingWindows(r, c, gemma3WindowPattern(r));
   return c;
 }
 
@@ -227,7 +177,7 @@ ModelConfig readGemma2Config(ConfigReader& r) {
   r.take("hidden_act");
   r.take("sliding_window_size");
   readGemmaRotary(r, Architecture::kGemma2, kGemma2Defaults, c);
-  readGemmaSlidingWindows(r, c, 2);  // Gemma2Config's layer types: every other layer slides
+  readPatternSlidingWindows(r, c, 2);  // Gemma2Config's layer types: every other layer slides
   return c;
 }
 

@@ -192,4 +192,61 @@ void readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) {
   p.finish();
 }
 
+void readRotaryPerLayerType(ConfigReader& p, ModelConfig& c, RotaryBase full, RotaryBase sliding, const char* model) {
+  for (const char* type : {"full_attention", "sliding_attention"})
+    if (!p.value(type).is_object())
+      throw p.error(fmt::format("no '{}' object: {}'s rotary settings are given per layer type", type, model));
+  const auto base = [](ConfigReader& entry, RotaryBase outer) {
+    const double inner = entry.number("rope_theta", 0.0);
+    if (inner > 0 && outer.given > 0 && inner != outer.given)
+      throw entry.error(fmt::format("'rope_theta' is {:g} but the config's {} is {:g}: the folder contradicts itself",
+                                    inner, outer.key, outer.given));
+    const double theta = inner > 0 ? inner : outer.given > 0 ? outer.given : outer.fallback;
+    if (theta <= 0)
+      throw entry.error(fmt::format("no 'rope_theta' here nor the config's {}: the rotary base is needed (the config "
+                                    "class's default differs between transformers versions)", outer.key));
+    return theta;
+  };
+  ConfigReader full_entry = p.nested("full_attention");
+  c.rope_theta = base(full_entry, full);
+  readRopeScaling(full_entry, c);
+  full_entry.finish();
+  ConfigReader local = p.nested("sliding_attention");
+  c.rope_local_theta = base(local, sliding);
+  ModelConfig local_config;
+  local_config.context = c.context;
+  readRopeScaling(local, local_config);
+  if (local_config.rope_scaling.kind != RopeScaling::Kind::kNone)
+    throw local.error(fmt::format("the sliding layers' rotary embedding is scaled: mtc scales only the full-attention "
+                                  "layers' (as {}'s checkpoints do)", model));
+  local.finish();
+}
+
+// OLMo 3's rotary embeddings as OLMo-core trains them and transformers 4.57 computes them: the
+// full-attention layers' of rope_theta and rope_scaling, the sliding layers' of the same base
+// unscaled; or transformers 5's rope_parameters per layer type. rope_theta must be given: Olmo3Config's
+// default is 10,000 in transformers 4 and 500,000 in 5. One rope_parameters object with a scaling is
+// refused: transformers 5 releases before huggingface/transformers#45945 scale every layer by it.
+void readOlmo3Rotary(ConfigReader& r, ModelConfig& c) {
+  const json& params = r.value("rope_parameters");
+  const bool flat = params.is_object() && !params.contains("full_attention") && !params.contains("sliding_attention");
+  if (params.is_object() && !flat) {
+    const double theta = r.number("rope_theta", 0.0);
+    ConfigReader p = rotaryParameters(r);
+    readRotaryPerLayerType(p, c, {theta, "rope_theta", 0.0}, {theta, "rope_theta", 0.0}, "OLMo 3");
+    return p.finish();
+  }
+  if (!r.has("rope_theta") && !(flat && params.contains("rope_theta") && !params["rope_theta"].is_null()))
+    throw r.error("no 'rope_theta': OLMo 3's default rotary base is 10,000 in transformers 4 and 500,000 in 5; name "
+                  "the base its checkpoint was trained with");
+  readRotary(r, Architecture::kOlmo3, c);
+  if (c.rope_scaling.kind == RopeScaling::Kind::kNone) return;
+  if (flat)
+    throw r.error("'rope_parameters' scales the rotary embedding of every layer alike: transformers 5 releases "
+                  "before huggingface/transformers#45945 apply it so, OLMo-core and transformers 4.57 to the "
+                  "full-attention layers alone; write it as 'rope_scaling' or per layer type (full_attention, "
+                  "sliding_attention)");
+  c.rope_local_theta = c.rope_theta;  // the sliding layers' unscaled
+}
+
 }  // namespace mt::hf

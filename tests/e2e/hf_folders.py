@@ -254,6 +254,20 @@ MODELS["olmo2-f32"] = dict(
                 attention_bias=False, attention_dropout=0.0, initializer_range=0.02, use_cache=True,
                 model_type="olmo2", torch_dtype="float32", bos_token_id=None, eos_token_id=100257,
                 pad_token_id=101))
+# OLMo 3 (Olmo3ForCausalLM, Olmo-3-7B and -32B): OLMo 2's layers, three of every four sliding over 8
+# of 32 tokens (no layer_types: Olmo3Config's rule, layers 0-2 slide, layer 3 attends to every key
+# before it), the full-attention layer's rotary embedding scaled by YaRN as the published configs
+# write it (factor 8 from an original context of 8, attention_factor given), the sliding layers'
+# of the same base unscaled; two shards.
+MODELS["olmo3-bf16"] = dict(
+    architecture="Olmo3ForCausalLM", dtype=torch.bfloat16, shards=2,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=500000.0, rope_scaling=dict(rope_type="yarn", factor=8.0, original_max_position_embeddings=8,
+                                                       attention_factor=1.2079441541679836, beta_fast=32, beta_slow=1),
+                sliding_window=8, tie_word_embeddings=False, hidden_act="silu", attention_bias=False,
+                attention_dropout=0.0, initializer_range=0.02, use_cache=True, model_type="olmo3",
+                torch_dtype="bfloat16", bos_token_id=None, eos_token_id=100257, pad_token_id=100))
 # OLMoE (OlmoeForCausalLM, OLMoE-1B-7B): Llama's pre-norm layers with OLMo 2's q and k norms over
 # the whole projections (q_norm 64 wide, k_norm 32), experts as wide as intermediate_size in every
 # layer, the top 2 as the softmax gives them; no pad_token_id key: OlmoeConfig's 1 (that embedding
@@ -470,9 +484,9 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             if (qkv_bias and name != "o_proj") or (cfg.get("attention_bias") and not glm):
                 w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
         gemma = cfg["model_type"] in GEMMAS  # its norms scale by 1 + weight: weights near 0
-        olmo2 = cfg["model_type"] == "olmo2"  # its norms after each sublayer
-        whole = cfg["model_type"] in ("olmo2", "olmoe")  # their q/k norms over the whole projections
-        if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2", "olmoe") or \
+        olmo2 = cfg["model_type"] in ("olmo2", "olmo3")  # their norms after each sublayer
+        whole = cfg["model_type"] in ("olmo2", "olmo3", "olmoe")  # their q/k norms over the whole projections
+        if cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", "olmo2", "olmo3", "olmoe") or \
                 (glm and cfg.get("use_qk_norm")):
             for name, width in (("q_norm", QW if whole else D), ("k_norm", KVW if whole else D)):
                 w[p + f"self_attn.{name}.weight"] = (0 if gemma else 1) + 0.1 * torch.randn(width, generator=g)

@@ -134,6 +134,49 @@ def gemma_activation(bin_dir, work, folder, summary, failures):
           "plan")
 
 
+def olmo3_sliding_rotary(cfg, weights, tokens, failures):
+    """The twin mtc is held to sees OLMo 3's sliding layers' unscaled rotary embedding: with YaRN on
+    every layer (as transformers 5 releases before huggingface/transformers#45945 compute it) the same
+    weights give other logits, far past what the loss tolerance lets through."""
+    x = torch.tensor([int(t) for t in tokens[:4 * 32]]).view(4, 32)
+    params = {k: v.float() for k, v in weights.items()}
+    every_layer = dict(cfg, model_type="olmo2", layer_types=["sliding_attention"] * 3 + ["full_attention"])
+    with torch.no_grad():
+        ours, scaled = hf_logits(params, cfg, x), hf_logits(params, every_layer, x)
+        losses = [float(F.cross_entropy(z[:, :-1].reshape(-1, z.shape[-1]), x[:, 1:].reshape(-1)))
+                  for z in (ours, scaled)]
+    gap = abs(losses[0] - losses[1]) / losses[0]
+    if gap < 10 * LOSS_TOL:
+        failures.append(f"olmo3: YaRN on every layer moves the twin's loss by {gap:.1e} only: the check cannot tell")
+    print(f"olmo3: YaRN on the sliding layers too moves the logits by up to {float((ours - scaled).abs().max()):.3f} "
+          f"(max |logit| {float(ours.abs().max()):.2f}), the loss by {gap:.1e} relative")
+
+
+def olmo3_rotary_forms(bin_dir, work, failures):
+    """OLMo 3's other ways to say the same model: its layer types named (the published configs' form),
+    transformers 5's rope_parameters per layer type; and one rope_parameters without a scaling, as
+    rope_theta alone. Each compiles to the plan of the config it restates."""
+    spec = MODELS["olmo3-bf16"]
+    base = dict(spec["config"], architectures=[spec["architecture"]])
+    yarn = dict(base["rope_scaling"])
+    flags = ["--batch", "1", "--seq", "16", "--forward-only"]
+    pairs = [("layer types", base, dict(base, layer_types=["sliding_attention"] * 3 + ["full_attention"])),
+             ("per layer type", base, dict(base, rope_theta=None, rope_scaling=None, rope_parameters={
+                 "full_attention": dict(yarn, rope_theta=500000.0),
+                 "sliding_attention": {"rope_type": "default", "rope_theta": 500000.0}})),
+             ("unscaled", dict(base, rope_scaling=None),
+              dict(base, rope_theta=None, rope_scaling=None, rope_parameters={"rope_type": "default",
+                                                                              "rope_theta": 500000.0}))]
+    for what, config, restated in pairs:
+        folder = os.path.join(work, "olmo3-form")  # one name: the listings name the model by its folder
+        listings = [plan_listing(bin_dir, folder, folder + ".plan", flags, c) for c in (config, restated)]
+        if listings[0] != listings[1]:
+            failures.append(f"olmo3 {what}: the plans differ:\n" + "".join(
+                difflib.unified_diff(*(x.splitlines(True) for x in listings), n=0))[:2000])
+    print("olmo3: its layer types named, rope_parameters per layer type and one unscaled rope_parameters each compile "
+          "to the plan of the config they restate")
+
+
 def padded_embedding_gradients(bin_dir, work, folder, cfg, data, tokens, grads, failures):
     """An untied model whose pad token is in the first batch: the embedding's pad row gets a zero
     gradient (`grads`, the first step's), the other rows theirs, in the plan the test trained and
@@ -418,6 +461,24 @@ def refusals(bin_dir, work, failures):
     # Ernie 4.5's mixture: transformers' balance loss (which counts choices without the bias), a
     # clamp of the weights' sum mtc does not make, the original code's sigmoid gate (which transformers
     # ignores), the choice bias missing, a prediction weight outside model.mtp_*.
+    # OLMo 3's: its rotary base absent (the config classes' defaults differ), one rope_parameters
+    # scaling every layer (transformers 5 before #45945 and OLMo-core disagree on it), a base nowhere
+    # in the per-type settings, a null window, layer types of another length.
+    olmo3 = MODELS["olmo3-bf16"]
+    olmo3_cases = [
+        ("olmo3-no-theta", {"rope_theta": None}, None,
+         "no 'rope_theta': OLMo 3's default rotary base is 10,000 in transformers 4 and 500,000 in 5"),
+        ("olmo3-flat-yarn", {"rope_scaling": None, "rope_parameters": dict(olmo3["config"]["rope_scaling"])}, None,
+         "'rope_parameters' scales the rotary embedding of every layer alike"),
+        ("olmo3-per-type-no-theta", {"rope_theta": None, "rope_scaling": None, "rope_parameters": {
+            "full_attention": {"rope_type": "default"}, "sliding_attention": {"rope_type": "default"}}}, None,
+         "no 'rope_theta' here nor the config's rope_theta"),
+        ("olmo3-window-null", {"sliding_window": None}, None, "layers slide but 'sliding_window' is null"),
+        ("olmo3-layer-types", {"layer_types": ["sliding_attention"] * 3}, None,
+         "'layer_types' is not a list of the 4 layers' attention"),
+    ]
+    expect_refusals(bin_dir, work, olmo3, hf_weights(olmo3["config"], False, torch.float32, seed=5), olmo3_cases,
+                    failures)
     ernie = MODELS["ernie4_5-moe-bf16"]
     ernie_cases = [
         ("ernie-moe-router-logits", {"output_router_logits": True}, None,
@@ -919,6 +980,8 @@ def main():
             gemma2_heads(bin_dir, work, folder, data, mt_losses, failures)
         if name == "gemma-f32":
             gemma_activation(bin_dir, work, folder, summary, failures)
+        if name == "olmo3-bf16":
+            olmo3_sliding_rotary(cfg, weights, tokens, failures)
         if name == "glm4-moe-bf16" and "the checkpoint's 1 multi-token prediction layer (model.layers.3) is not " \
                 "read, as transformers reads none; --export-hf writes none" not in summary:
             failures.append(f"{name}: the summary does not say that the prediction layer is not read")
@@ -963,6 +1026,7 @@ def main():
                                        ("deepseek-v2-bf16", os.path.join(work, "deepseek-v2-bf16"), "64", "40"),
                                        ("ernie4_5-bf16", os.path.join(work, "ernie4_5-bf16"), "64", "40"),
                                        ("ernie4_5-moe-bf16", os.path.join(work, "ernie4_5-moe-bf16"), "64", "40"),
+                                       ("olmo3-bf16", os.path.join(work, "olmo3-bf16"), "64", "40"),
                                        ("gemma3-bf16", gemma_trained, "64", "40"),
                                        ("gemma2-f32", gemma2_trained, "64", "40"),
                                        ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"), "16", "12")):
@@ -982,6 +1046,7 @@ def main():
     gemma3_multimodal_padding(bin_dir, work, failures)
     mistral3_multimodal(bin_dir, work, data, failures)
     smollm3_interval(bin_dir, work, failures)
+    olmo3_rotary_forms(bin_dir, work, failures)
     gemma3_with_its_tokenizer(bin_dir, work, failures)
     ref.finish("hf_import", failures)
 

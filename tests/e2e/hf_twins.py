@@ -66,6 +66,8 @@ def sliding_window_of(cfg, layer):
         return cfg["sliding_window"] if types[layer] == "sliding_attention" else None
     if cfg["model_type"] == "gemma2":  # Gemma2Config's layer types: the even layers slide
         return cfg["sliding_window"] if layer % 2 == 0 else None
+    if cfg["model_type"] == "olmo3":  # Olmo3Config's: every fourth layer full, the others sliding
+        return cfg.get("sliding_window", 4096) if (layer + 1) % 4 != 0 else None
     return cfg.get("sliding_window") if cfg["model_type"] in ("mistral", "phi3") else None
 
 
@@ -318,11 +320,11 @@ def rotates(cfg, layer):
 def padding_id(cfg):
     """The token transformers' nn.Embedding(vocab, hidden, padding_idx) leaves out of the embedding's
     gradient: pad_token_id, or its config class's default (Phi3Config's 32000, Gemma3TextConfig's 0,
-    SmolLM3Config's 128004, Olmo2Config's 1, Gemma2Config's, GemmaConfig's, Ernie4_5Config's and
+    SmolLM3Config's 128004, Olmo2Config's and Olmo3Config's 1, Gemma2Config's, GemmaConfig's, Ernie4_5Config's and
     Ernie4_5_MoeConfig's 0); None for GPT-2, whose embedding has none."""
     if cfg["model_type"] == "gpt2":
         return None
-    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "olmoe": 1, "gemma2": 0, "gemma": 0,
+    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "olmo3": 1, "olmoe": 1, "gemma2": 0, "gemma": 0,
                 "ernie4_5": 0, "ernie4_5_moe": 0}
     return cfg.get("pad_token_id", defaults.get(cfg["model_type"]))
 
@@ -410,23 +412,31 @@ def hf_logits(p, cfg, tokens, score_head=False):
     """Logits as transformers' LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / GraniteForCausalLM
     compute them (eager attention; Qwen3's q_norm and k_norm on each head before the rotary embedding;
     Granite's, GraniteMoE's and Granite 4.0's multipliers; Ernie 4.5's interleaved rotary pairs; OLMo 2's norms after each sublayer alone and q/k norms over the whole
-    projections, OLMoE's same q/k norms in Llama's layers); Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
+    projections, OLMoE's same q/k norms in Llama's layers, OLMo 3's as OLMo 2's with its sliding layers' rotary
+    embedding unscaled); Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
     reward model's score head, which Granite's logits_scaling leaves as it is (transformers' classifier)."""
     if cfg["model_type"] in GEMMAS:
         return gemma_logits(p, cfg, tokens, score_head)
     H, KV, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
     D, eps, L = cfg.get("head_dim") or C // H, cfg["rms_norm_eps"], cfg["num_hidden_layers"]
     B, T = tokens.shape
-    inv_freq, attention_factor = hf_rope_parameters(cfg, D, T)
-    freqs = torch.outer(torch.arange(T).float(), inv_freq)
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = (emb.cos() * attention_factor)[None, None], (emb.sin() * attention_factor)[None, None]
-    R = emb.shape[-1]  # the rotated part of each head (Phi-3's partial_rotary_factor), the rest passing
+
+    def rope_tables(config):
+        inv_freq, attention_factor = hf_rope_parameters(config, D, T)
+        freqs = torch.outer(torch.arange(T).float(), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * attention_factor)[None, None], (emb.sin() * attention_factor)[None, None]
+    full_tables = rope_tables(cfg)
+    # OLMo 3's sliding layers: the same base unscaled (transformers 4.57's Olmo3Model.rotary_embs,
+    # its "sliding_attention" embedding of rope_type "default"); the others' one embedding for all.
+    sliding_tables = rope_tables(dict(cfg, rope_scaling=None)) if cfg["model_type"] == "olmo3" else full_tables
+    R = full_tables[0].shape[-1]  # the rotated part of each head (Phi-3's partial_rotary_factor), the rest passing
 
     def rotate_half(x):
         return torch.cat((-x[..., R // 2:], x[..., :R // 2]), dim=-1)
 
-    def rotary(x):
+    def rotary(x, tables):
+        cos, sin = tables
         if cfg["model_type"] in ("ernie4_5", "ernie4_5_moe"):  # its apply_rotary_pos_emb: GLM's rotate_half, pairs 2i and 2i + 1
             c, s = (t[..., :R // 2].repeat_interleave(2, dim=-1) for t in (cos, sin))
             return x * c + torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2) * s
@@ -453,7 +463,8 @@ def hf_logits(p, cfg, tokens, score_head=False):
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(B, T, KV, D).transpose(1, 2)
         if rotates(cfg, l):
-            q, k = rotary(q), rotary(k)
+            tables = sliding_tables if sliding_window_of(cfg, l) else full_tables
+            q, k = rotary(q, tables), rotary(k, tables)
         k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)  # repeat_kv
         v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
         scores = (q @ k.transpose(2, 3) * multiplier("attention_multiplier") if granite
@@ -470,8 +481,8 @@ def hf_logits(p, cfg, tokens, score_head=False):
     if granite:
         x = x * multiplier("embedding_multiplier")
     residual = multiplier("residual_multiplier")
-    olmo2 = cfg["model_type"] == "olmo2"  # Olmo2DecoderLayer: no input norms, a norm after each sublayer
-    whole_qk_norm = cfg["model_type"] in ("olmo2", "olmoe")
+    olmo2 = cfg["model_type"] in ("olmo2", "olmo3")  # Olmo2DecoderLayer: no input norms, a norm after each sublayer
+    whole_qk_norm = cfg["model_type"] in ("olmo2", "olmo3", "olmoe")
     mask = torch.full((T, T), float("-inf")).triu(1)
     for l in range(L):
         pre = f"model.layers.{l}."
