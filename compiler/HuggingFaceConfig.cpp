@@ -249,13 +249,19 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   c.context = r.integer("max_position_embeddings");
   const bool phi3 = architecture == kPhi3, smollm3 = architecture == kSmolLM3;
   const bool olmo2 = architecture == kOlmo2 || architecture == kOlmo3;  // OLMo 2's layers (OLMo 3: with windows)
-  const bool olmoe = architecture == kOlmoe, glm4_moe = architecture == kGlm4Moe;
+  const bool olmoe = architecture == kOlmoe, glm4_moe = architecture == kGlm4Moe, glm4 = architecture == kGlm4;
   const bool ernie = architecture == kErnie45 || architecture == kErnie45Moe;
-  c.norm_eps = r.number("rms_norm_eps", phi3 || olmo2 || olmoe || glm4_moe || ernie ? 1e-5 : 1e-6);  // the configs' defaults
+  // The config classes' defaults (Glm4Config's 1.5625e-7).
+  c.norm_eps = r.number("rms_norm_eps", glm4 ? 1.5625e-7 : phi3 || olmo2 || olmoe || glm4_moe || ernie ? 1e-5 : 1e-6);
   c.tied = r.boolean("tie_word_embeddings", smollm3 || ernie);
-  // Phi3Config's, SmolLM3Config's, Olmo2Config's (Olmo3Config's), OlmoeConfig's and Ernie4_5Config's defaults; the
-  // others' none.
-  c.padding_id = r.paddingId(c.vocab, phi3 ? 32000 : smollm3 ? 128004 : olmo2 || olmoe ? 1 : ernie ? 0 : -1);
+  // Phi3Config's, SmolLM3Config's, Olmo2Config's (Olmo3Config's), OlmoeConfig's, Ernie4_5Config's and Glm4Config's
+  // defaults; the others' none.
+  c.padding_id = r.paddingId(c.vocab, phi3      ? 32000
+                                      : smollm3 ? 128004
+                                      : olmo2 || olmoe ? 1
+                                      : ernie   ? 0
+                                      : glm4    ? 151329
+                                                : -1);
   // Qwen2's q/k/v biases; Qwen2-MoE's where its qkv_bias says (transformers 5's key; 4 always had them).
   c.qkv_bias = architecture == kQwen2 || (architecture == kQwen2Moe && r.boolean("qkv_bias", true));
   c.qk_norm = architecture == kQwen3 || architecture == kQwen3Moe || olmo2 || olmoe ||
@@ -264,6 +270,10 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   // residual add, its input not (Olmo2DecoderLayer). OLMoE: the same q and k norms in Llama's
   // pre-norm layers (OlmoeAttention), and no clamp of q, k and v.
   if (olmo2) c.qk_norm_whole = c.sandwich_norms = true, c.input_norms = false;
+  // GLM-4 (Glm4DecoderLayer): a norm before and after each sublayer (post_self_attn_layernorm,
+  // post_attention_layernorm before the MLP, post_mlp_layernorm), each head's rotated part turned in
+  // interleaved pairs (its rotate_half: elements 2i and 2i + 1 by frequency i).
+  if (glm4) c.sandwich_norms = c.rope_pairs_interleaved = true;
   if (olmoe) {
     c.qk_norm_whole = true;
     r.require("clip_qkv", nullptr, "clamping q, k and v (OLMoE's clip_qkv) is not supported; the published OLMoE "
@@ -271,8 +281,9 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   }
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
   // heads x head_dim wide, not hidden_size.
-  // Ernie4_5Config's 128 (Ernie4_5_MoeConfig has none: hidden / heads, as Llama's)
-  c.head_dim = r.headDim(c.width, c.heads, architecture == kErnie45 ? std::optional<int64_t>(128) : std::nullopt);
+  // Ernie4_5Config's and Glm4Config's 128 (Ernie4_5_MoeConfig has none: hidden / heads, as Llama's)
+  const bool head_dim_128 = architecture == kErnie45 || glm4;
+  c.head_dim = r.headDim(c.width, c.heads, head_dim_128 ? std::optional<int64_t>(128) : std::nullopt);
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
   if (architecture == kOlmo3)
@@ -285,8 +296,8 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   // output projection has none either.
   if (architecture == kQwen2 || architecture == kQwen2Moe)
     r.require("attention_bias", false, "Qwen2's output projection has no bias in transformers");
-  else if (glm4_moe)  // GLM-4.5's q, k and v alone (Glm4MoeAttention's o_proj has none)
-    c.qkv_bias = r.boolean("attention_bias", false);
+  else if (glm4_moe || glm4)  // GLM's q, k and v alone (its o_proj has none); GLM-4's by default, not GLM-4.5's
+    c.qkv_bias = r.boolean("attention_bias", glm4);
   else if (architecture == kDeepseekV3 || architecture == kDeepseekV2)
     r.require("attention_bias", false, "biases on DeepSeek's latent attention are not supported (no published model "
                                        "has them)");

@@ -3,8 +3,8 @@
 // Qwen, Mistral, Gemma, Phi-3, Granite, SmolLM3, OLMo 2 and 3, Ernie 4.5 and the mixtures of experts
 // into the llama family's, GPT2LMHeadModel into the gpt2 family's; each also as its
 // ...ForSequenceClassification of one label where transformers has one, a reward model: the same
-// body under a score head), and written for a built-in model. Read strictly: a key mtc does not know or a setting it does not implement is an error
-// naming it.
+// body under a score head), and written for a built-in model. Read strictly: a key mtc does not
+// know or a setting it does not implement is an error naming it.
 #pragma once
 #include <string>
 #include <vector>

@@ -144,9 +144,10 @@ void settleLongRope(ConfigReader& r, Architecture architecture, ModelConfig& c) 
 void readRotary(ConfigReader& r, Architecture architecture, ModelConfig& c) {
   const double theta = r.number("rope_theta", 0.0);  // 0: not given
   const bool gpt_oss = architecture == Architecture::kGptOss, phi3 = architecture == Architecture::kPhi3;
-  // Over part of each head: Phi-3's where it says (Phi-4-mini), GLM-4.5's half unless it says otherwise.
-  const bool partial = phi3 || architecture == Architecture::kGlm4Moe;
-  const double default_fraction = architecture == Architecture::kGlm4Moe ? 0.5 : 1.0;  // the configs' defaults
+  // Over part of each head: Phi-3's where it says (Phi-4-mini), GLM-4's and GLM-4.5's half unless it says otherwise.
+  const bool glm = architecture == Architecture::kGlm4Moe || architecture == Architecture::kGlm4;
+  const bool partial = phi3 || glm;
+  const double default_fraction = glm ? 0.5 : 1.0;  // the configs' defaults
   // transformers' configs' defaults
   const double default_theta = gpt_oss                                   ? 150000.0
                                : architecture == Architecture::kMixtral  ? 1e6

@@ -99,7 +99,10 @@ std::string describeShape(const std::string& origin, const ModelConfig& c) {
   if (!c.nope_layers.empty())
     forms += fmt::format(", no rotary embedding in {} of {} layers (NoPE)", c.nope_layers.size(), c.layers);
   if (c.norm_plus_one) forms += ", norms of 1 + weight";
-  if (c.sandwich_norms) forms += c.input_norms ? " around both sublayers" : ", norms after each sublayer (none before)";
+  if (c.sandwich_norms)  // (Gemma's "norms of 1 + weight" said just before)
+    forms += !c.input_norms    ? ", norms after each sublayer (none before)"
+             : c.norm_plus_one ? " around both sublayers"
+                               : ", norms around both sublayers";
   if (c.qk_norm_whole) forms += ", the q/k norms over the whole projections";
   if (c.rope_pairs_interleaved) forms += ", rotary pairs interleaved (2i and 2i + 1)";
   if (c.embed_scaled) forms += fmt::format(", embedding x sqrt({})", c.width);

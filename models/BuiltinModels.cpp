@@ -410,9 +410,8 @@ std::string validateArchitectureForms(const ModelConfig& c) {
       return "Granite's attention multiplier must be positive and in f32's range (0: head_dim^-1/2)";
   }
   if (c.qk_norm_whole && !c.qk_norm) return "qk_norm_whole is a form of qk_norm";
-  if (c.rope_pairs_interleaved && (c.family != ModelFamily::kLlama || c.latentAttention() || c.rotary_dim != 0 ||
-                                   c.headDim() % 2 != 0))
-    return "interleaved rotary pairs are a llama attention's over whole heads of an even width";
+  if (c.rope_pairs_interleaved && (c.family != ModelFamily::kLlama || c.latentAttention() || c.rotaryDim() % 2 != 0))
+    return "interleaved rotary pairs are a llama attention's over an even number of each head's elements";
   if (std::string problem = validateLatentAttention(c); !problem.empty()) return problem;
   if (!c.input_norms && !c.sandwich_norms) return "a model without input norms needs the sandwich norms after its sublayers";
   for (int64_t l : c.nope_layers)

@@ -331,17 +331,22 @@ class ModelBuilder {
     return b_.create<ConcatOp>(loc_, a, b, cast<RankedTensorType>(a.getType()).getRank() - 1);
   }
   // Interleaved rotary pairs (elements 2i and 2i + 1 of the last axis turned together: DeepSeek's,
-  // Ernie 4.5's) as mt.rope's halves (i and i + d/2): the even elements, then the odd ones. q and k
+  // Ernie 4.5's, GLM-4's) as mt.rope's halves (i and i + d/2): the even elements, then the odd ones. q and k
   // both so permuted, the scores are the same sums.
   Value pairsTogether(Value x) {
     const int64_t d = cast<RankedTensorType>(x.getType()).getShape().back();
     return concatLast(lastAxis(x, 0, d / 2, 2), lastAxis(x, 1, d / 2, 2));
   }
-  // x (batch, seq, heads x head_dim) with each head's pairs together (pairsTogether) where the
-  // config interleaves them (rope_pairs_interleaved); else as it is.
+  // x (batch, seq, heads x head_dim) with the pairs of each head's rotated part together
+  // (pairsTogether; the rest after it as it is: GLM-4's half) where the config interleaves them
+  // (rope_pairs_interleaved); else as it is.
   Value headPairsTogether(Value x) {
     if (!c_.rope_pairs_interleaved) return x;
-    return joinLast(pairsTogether(splitLast(x, cast<RankedTensorType>(x.getType()).getShape().back() / c_.headDim())));
+    const int64_t head_dim = c_.headDim(), rotated = c_.rotaryDim();
+    Value heads = splitLast(x, cast<RankedTensorType>(x.getType()).getShape().back() / head_dim);
+    if (rotated == head_dim) return joinLast(pairsTogether(heads));
+    Value rotated_part = pairsTogether(lastAxis(heads, 0, rotated));
+    return joinLast(concatLast(rotated_part, lastAxis(heads, rotated, head_dim - rotated)));
   }
 
   // DeepSeek's multi-head latent attention (ModelConfig::latentAttention; transformers'

@@ -173,8 +173,8 @@ struct ModelConfig {
   // latter), kv_heads = heads, and the values are padded to head_dim for the attention kernels.
   int64_t kv_lora_rank = 0, q_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
   bool rope_interleave = true;
-  // llama, not latent: each head's rotary pairs are its elements 2i and 2i + 1 (Ernie 4.5's, GLM's
-  // rotate_half), not i and i + d/2 (Llama's); the rotated part whole (rotary_dim 0).
+  // llama, not latent: each head's rotary pairs are its elements 2i and 2i + 1 (Ernie 4.5's, GLM-4's:
+  // GLM's rotate_half), not i and i + d/2 (Llama's), in its rotated part (the first rotary_dim).
   bool rope_pairs_interleaved = false;
   // llama, with experts of the SwiGLU form and the softmax router: its top k chosen by probability +
   // a bias that takes no gradient (layers.L.moe.router.score_bias (E): Ernie 4.5's

@@ -18,11 +18,13 @@ CheckpointLayout checkpointLayoutOf(const std::string& architecture) {
                  architecture.starts_with("DeepseekV2For")
              ? CheckpointLayout::kGlm4Moe
          : architecture.starts_with("Ernie4_5_MoeFor") ? CheckpointLayout::kErnie45Moe
+         : architecture.starts_with("Glm4For")         ? CheckpointLayout::kGlm4
                                                  : CheckpointLayout::kLlama;
 }
 
 bool holdsFusedLinearLayers(CheckpointLayout layout) {
-  return layout == CheckpointLayout::kPhi3 || layout == CheckpointLayout::kGraniteHybrid;
+  return layout == CheckpointLayout::kPhi3 || layout == CheckpointLayout::kGlm4 ||
+         layout == CheckpointLayout::kGraniteHybrid;
 }
 
 namespace {
@@ -91,6 +93,19 @@ std::optional<HuggingFacePlace> phi3FusedPart(const std::string& layer, const st
   return std::nullopt;
 }
 
+// GLM-4's layer: a layer's `part` ("mlp_pre_norm.weight") as its tensor: the norms around both
+// sublayers by GLM-4's names, the MLP's gate and up parts 0 and 1 of gate_up_proj (Phi-3's); none
+// where Llama's names hold.
+std::optional<HuggingFacePlace> glm4Part(const std::string& layer, const std::string& part) {
+  const std::string prefix = "model." + layer;
+  if (part == "attn_post_norm.weight") return HuggingFacePlace{prefix + "post_self_attn_layernorm.weight"};
+  if (part == "mlp_pre_norm.weight") return HuggingFacePlace{prefix + "post_attention_layernorm.weight"};
+  if (part == "mlp_post_norm.weight") return HuggingFacePlace{prefix + "post_mlp_layernorm.weight"};
+  if (part == "mlp.gate.weight") return HuggingFacePlace{prefix + "mlp.gate_up_proj.weight", false, 0, 2};
+  if (part == "mlp.up.weight") return HuggingFacePlace{prefix + "mlp.gate_up_proj.weight", false, 1, 2};
+  return std::nullopt;
+}
+
 // GraniteMoE's mixture: a layer's `part` ("moe.up.weight") as its tensor (the experts' gate and up
 // parts 0 and 1 of input_linear); none for a parameter outside the mixture.
 std::optional<HuggingFacePlace> graniteMoePart(const std::string& layer, const std::string& part) {
@@ -136,8 +151,8 @@ std::optional<HuggingFacePlace> ernie45MoePart(const std::string& layer, const s
 }
 
 // A layer's parameter `part` where `layout` holds it otherwise than Llama's names say (Phi-3's and
-// Granite 4.0's fused layers, GraniteMoE's experts, GLM-4.5's and Ernie 4.5's shared experts); none
-// where Llama's names hold.
+// Granite 4.0's fused layers, GLM-4's norms and fused MLP, GraniteMoE's experts, GLM-4.5's and Ernie
+// 4.5's shared experts); none where Llama's names hold.
 std::optional<HuggingFacePlace> layoutPart(CheckpointLayout layout, const std::string& layer, const std::string& part) {
   switch (layout) {
     case CheckpointLayout::kPhi3: return phi3FusedPart(layer, part);
@@ -145,6 +160,7 @@ std::optional<HuggingFacePlace> layoutPart(CheckpointLayout layout, const std::s
     case CheckpointLayout::kGraniteHybrid: return graniteHybridPart(layer, part);
     case CheckpointLayout::kGlm4Moe: return glm4MoePart(layer, part);
     case CheckpointLayout::kErnie45Moe: return ernie45MoePart(layer, part);
+    case CheckpointLayout::kGlm4: return glm4Part(layer, part);
     default: return std::nullopt;
   }
 }
@@ -233,8 +249,8 @@ const char* notOwnModuleTensor(const HuggingFacePlace& place) {
   if (place.per_expert) return "one of a stack of experts, each its own module there";
   if (place.transposed) return "GPT-2's Conv1D layers, stored transposed, c_attn holding q, k and v in one";
   if (place.parts != 1)
-    return "a part of a fused layer (Phi-3's qkv_proj holds q, k and v, its gate_up_proj gate and up; Granite 4.0's "
-           "input_linear gate and up; GraniteMoE's input_linear its experts' gate and up)";
+    return "a part of a fused layer (Phi-3's qkv_proj holds q, k and v, its gate_up_proj gate and up, as GLM-4's; "
+           "Granite 4.0's input_linear gate and up; GraniteMoE's input_linear its experts' gate and up)";
   if (huggingFaceModuleOf(place.name).empty()) return "no module of its own";
   return nullptr;
 }

@@ -27,11 +27,15 @@ namespace mt {
 // router, the router's choice bias
 // "mlp.gate.e_score_correction_bias", its shared experts "mlp.shared_experts.gate_proj/up_proj/down_proj";
 // or Ernie 4.5's mixtures' (Ernie4_5_MoeForCausalLM): GLM-4.5's, the choice bias
-// "mlp.moe_statics.e_score_correction_bias" (1, E).
-enum class CheckpointLayout { kLlama, kMixtral, kGptOss, kPhi3, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kErnie45Moe };
+// "mlp.moe_statics.e_score_correction_bias" (1, E); or GLM-4's (Glm4ForCausalLM): Phi-3's
+// "mlp.gate_up_proj", its norms "post_self_attn_layernorm" after the attention,
+// "post_attention_layernorm" before the MLP and "post_mlp_layernorm" after it.
+enum class CheckpointLayout {
+  kLlama, kMixtral, kGptOss, kPhi3, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kErnie45Moe, kGlm4
+};
 CheckpointLayout checkpointLayoutOf(const std::string& architecture);
 // Whether the layout holds several of the model's linear layers in one nn.Linear, which PEFT adapts
-// whole (Phi-3's qkv_proj and gate_up_proj, Granite 4.0's shared_mlp.input_linear).
+// whole (Phi-3's qkv_proj and gate_up_proj, GLM-4's gate_up_proj, Granite 4.0's shared_mlp.input_linear).
 bool holdsFusedLinearLayers(CheckpointLayout layout);
 
 // Where a parameter of either family lives in a Hugging Face checkpoint: the tensor (GPT-2's

@@ -268,6 +268,18 @@ MODELS["olmo3-bf16"] = dict(
                 sliding_window=8, tie_word_embeddings=False, hidden_act="silu", attention_bias=False,
                 attention_dropout=0.0, initializer_range=0.02, use_cache=True, model_type="olmo3",
                 torch_dtype="bfloat16", bos_token_id=None, eos_token_id=100257, pad_token_id=100))
+# GLM-4 (Glm4ForCausalLM: GLM-4-9B-0414, GLM-4-32B-0414, GLM-Z1): a norm before and after each
+# sublayer under GLM-4's names (post_self_attn_layernorm after the attention, post_attention_layernorm
+# before the MLP, post_mlp_layernorm after it), q/k/v biases (attention_bias), the MLP's gate and up in
+# one gate_up_proj, the first half of each head turned in interleaved pairs (partial_rotary_factor 0.5,
+# GLM's rotate_half), heads 24 wide (head_dim, not hidden / heads); two shards.
+MODELS["glm4-bf16"] = dict(
+    architecture="Glm4ForCausalLM", dtype=torch.bfloat16, shards=2,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=24, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-5,
+                rope_theta=10000.0, partial_rotary_factor=0.5, attention_bias=True, attention_dropout=0.0,
+                tie_word_embeddings=False, hidden_act="silu", initializer_range=0.02, use_cache=True,
+                model_type="glm4", torch_dtype="bfloat16", eos_token_id=[151329, 151336, 151338], pad_token_id=250))
 # OLMoE (OlmoeForCausalLM, OLMoE-1B-7B): Llama's pre-norm layers with OLMo 2's q and k norms over
 # the whole projections (q_norm 64 wide, k_norm 32), experts as wide as intermediate_size in every
 # layer, the top 2 as the softmax gives them; no pad_token_id key: OlmoeConfig's 1 (that embedding
@@ -424,8 +436,9 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
     # attention_bias says (its output projection has none).
     glm = cfg["model_type"] in ("glm4_moe", "deepseek_v3", "deepseek_v2")  # DeepSeek's experts as GLM-4.5's
     ernie_moe = cfg["model_type"] == "ernie4_5_moe"
+    glm4 = cfg["model_type"] == "glm4"  # GLM-4's q/k/v biases unless attention_bias says otherwise
     qkv_bias = qkv_bias or (cfg["model_type"] == "qwen2_moe" and cfg.get("qkv_bias", True)) or \
-        (glm and cfg.get("attention_bias"))
+        (glm and cfg.get("attention_bias")) or (glm4 and cfg.get("attention_bias", True))
     C, V = cfg["hidden_size"], cfg["vocab_size"]
     FF = cfg["shared_intermediate_size"] if cfg["model_type"] == "granitemoehybrid" else cfg["intermediate_size"]
     D = cfg.get("head_dim") or C // cfg["num_attention_heads"]
@@ -481,7 +494,7 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             w[p + name + ".weight"] = torch.randn(*shape, generator=g) / math.sqrt(shape[1])
         # Qwen2's q/k/v biases; Llama's attention_bias puts one on the output projection too.
         for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            if (qkv_bias and name != "o_proj") or (cfg.get("attention_bias") and not glm):
+            if (qkv_bias and name != "o_proj") or (cfg.get("attention_bias") and not glm and not glm4):
                 w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
         gemma = cfg["model_type"] in GEMMAS  # its norms scale by 1 + weight: weights near 0
         olmo2 = cfg["model_type"] in ("olmo2", "olmo3")  # their norms after each sublayer
@@ -492,7 +505,7 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
                 w[p + f"self_attn.{name}.weight"] = (0 if gemma else 1) + 0.1 * torch.randn(width, generator=g)
         norms = ("post_attention_layernorm", "post_feedforward_layernorm") if olmo2 else \
             ("input_layernorm", "post_attention_layernorm") + (
-                ("pre_feedforward_layernorm", "post_feedforward_layernorm") if sandwiched_gemma(cfg) else ())
+                ("pre_feedforward_layernorm", "post_feedforward_layernorm") if sandwiched_gemma(cfg) or glm4 else ())
         for name in norms:
             w[p + name + ".weight"] = (0 if gemma else 1) + 0.1 * torch.randn(C, generator=g)
     if cfg["model_type"] in GEMMAS:
@@ -513,6 +526,8 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
         w = granitemoe_fused(w)
     if cfg["model_type"] == "granitemoehybrid":
         w = granite4_fused(w)
+    if glm4:
+        w = glm4_named(w)
     # (Ernie 4.5's choice bias stays f32, as its checkpoints and transformers keep it.)
     return {k: v if "moe_statics" in k else v.to(dtype) for k, v in w.items()}
 
@@ -560,6 +575,23 @@ def granitemoe_fused(w):
         out[pre + "input_linear.weight"] = torch.stack(
             [torch.cat([w[pre + f"experts.{e}.w1.weight"], w[pre + f"experts.{e}.w3.weight"]]) for e in experts])
         out[pre + "output_linear.weight"] = torch.stack([w[pre + f"experts.{e}.w2.weight"] for e in experts])
+    return out
+
+
+def glm4_named(w):
+    """Gemma's names of the norms around both sublayers and Llama's MLP made GLM-4's: post_self_attn_layernorm
+    after the attention, post_attention_layernorm before the MLP, post_mlp_layernorm after it; gate's rows then
+    up's in one gate_up_proj (its Glm4MLP chunks so)."""
+    renamed = {".post_attention_layernorm.": ".post_self_attn_layernorm.",
+               ".pre_feedforward_layernorm.": ".post_attention_layernorm.",
+               ".post_feedforward_layernorm.": ".post_mlp_layernorm."}
+    out = {}
+    for name, t in w.items():
+        if ".mlp.gate_proj." in name:
+            out[name.replace("gate_proj", "gate_up_proj")] = torch.cat([t, w[name.replace("gate_proj", "up_proj")]])
+        elif ".mlp.up_proj." not in name:
+            gemma = next((g for g in renamed if g in name), None)
+            out[name.replace(gemma, renamed[gemma]) if gemma else name] = t
     return out
 
 
@@ -761,6 +793,8 @@ def hf_layout(ours, spec):
         return granitemoe_fused(out)
     if spec["architecture"] == "GraniteMoeHybridForCausalLM":
         return granite4_fused(out)
+    if spec["architecture"] == "Glm4ForCausalLM":
+        return glm4_named(out)
     return phi3_fused(out) if spec["architecture"] == "Phi3ForCausalLM" else out
 
 

@@ -479,6 +479,15 @@ def refusals(bin_dir, work, failures):
     ]
     expect_refusals(bin_dir, work, olmo3, hf_weights(olmo3["config"], False, torch.float32, seed=5), olmo3_cases,
                     failures)
+    # GLM-4's: its fused MLP's rows not gate's and up's, a norm after the MLP missing.
+    glm4 = MODELS["glm4-bf16"]
+    glm4_cases = [
+        ("glm4-gate-up-shape", {}, lambda w: w.update({"model.layers.1.mlp.gate_up_proj.weight": torch.zeros(100, 64)}),
+         "model.layers.1.mlp.gate_up_proj.weight"),
+        ("glm4-post-mlp-norm", {}, lambda w: w.pop("model.layers.0.post_mlp_layernorm.weight"),
+         "model.layers.0.post_mlp_layernorm.weight"),
+    ]
+    expect_refusals(bin_dir, work, glm4, hf_weights(glm4["config"], False, torch.float32, seed=5), glm4_cases, failures)
     ernie = MODELS["ernie4_5-moe-bf16"]
     ernie_cases = [
         ("ernie-moe-router-logits", {"output_router_logits": True}, None,
@@ -1027,6 +1036,7 @@ def main():
                                        ("ernie4_5-bf16", os.path.join(work, "ernie4_5-bf16"), "64", "40"),
                                        ("ernie4_5-moe-bf16", os.path.join(work, "ernie4_5-moe-bf16"), "64", "40"),
                                        ("olmo3-bf16", os.path.join(work, "olmo3-bf16"), "64", "40"),
+                                       ("glm4-bf16", os.path.join(work, "glm4-bf16"), "64", "40"),
                                        ("gemma3-bf16", gemma_trained, "64", "40"),
                                        ("gemma2-f32", gemma2_trained, "64", "40"),
                                        ("phi3-longrope-f32", os.path.join(work, "phi3-longrope-f32"), "16", "12")):

@@ -8,7 +8,7 @@ mtc --lora-from puts such a folder back on the model, to train on or merged for 
 exported and read back. Qwen2-MoE's all-linear, its shared experts adapted alone; GLM-4.5's,
 DeepSeek-V3's and DeepSeek-V2's alike (PEFT's adapters of V2's router, never trained since its
 forward reads the weight, read as the no-op they are). GraniteMoE's all-linear, its routers
-adapted; its experts' stacks refused by --export-peft. Granite 4.0's all-linear, its fused MLP
+adapted; its experts' stacks refused by --export-peft. Granite 4.0's and GLM-4's all-linear, their fused MLP
 layer written as one adapter and read back.
 
 usage: /usr/bin/python3 tests/e2e/hf_peft.py BIN_DIR WORK_DIR
@@ -667,13 +667,13 @@ def check_granitemoe_lora(bin_dir, work, data, failures):
           "tensors; --lora-from back bit for bit; the experts' stacks refused by --export-peft, merged by --export-hf")
 
 
-def check_granite4_fused_mlp(bin_dir, work, data, failures):
-    """Granite 4.0's MLP holds gate and up in one nn.Linear, shared_mlp.input_linear, which PEFT adapts
-    whole (as Phi-3's gate_up_proj): all-linear's gate and up adapters are written as one adapter of
-    input_linear, their A one after another and B block-diagonal (rank 8 from two of 4), down's as
-    output_linear's; --lora-from reads the folder back, every part the layer's A and its rows of B,
-    and the plan scores the data as the plan that trained them."""
-    name = "granite4-f32"
+def check_fused_mlp(bin_dir, work, data, failures, name, mlp, fused, down):
+    """A model whose MLP holds gate and up in one nn.Linear, `mlp`.`fused` (Granite 4.0's
+    shared_mlp.input_linear, GLM-4's mlp.gate_up_proj), which PEFT adapts whole (as Phi-3's
+    gate_up_proj): all-linear's gate and up adapters are written as one adapter of it, their A one after
+    another and B block-diagonal (rank 8 from two of 4), down's as `down`'s; --lora-from reads the
+    folder back, every part the layer's A and its rows of B, and the plan scores the data as the plan
+    that trained them."""
     spec, folder = MODELS[name], os.path.join(work, name)
     write_folder(folder, spec, hf_weights(spec["config"], False, spec["dtype"], seed=3))
     plan, trained, _, peft, ours, adapters, config = train_and_export(
@@ -681,26 +681,27 @@ def check_granite4_fused_mlp(bin_dir, work, data, failures):
     layers = spec["config"]["num_hidden_layers"]
     want = {f"base_model.model.model.layers.{l}.{m}.lora_{ab}.weight" for l in range(layers) for ab in "AB"
             for m in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                      "shared_mlp.input_linear", "shared_mlp.output_linear")}
-    fused_a = adapters.get("base_model.model.model.layers.0.shared_mlp.input_linear.lora_A.weight")
-    fused_b = adapters.get("base_model.model.model.layers.0.shared_mlp.input_linear.lora_B.weight")
-    FF = spec["config"]["shared_intermediate_size"]
+                      f"{mlp}.{fused}", f"{mlp}.{down}")}
+    fused_a = adapters.get(f"base_model.model.model.layers.0.{mlp}.{fused}.lora_A.weight")
+    fused_b = adapters.get(f"base_model.model.model.layers.0.{mlp}.{fused}.lora_B.weight")
+    FF = spec["config"].get("shared_intermediate_size") or spec["config"]["intermediate_size"]
     stacked_a = torch.cat([ours["layers.0.mlp.gate.lora_A.weight"], ours["layers.0.mlp.up.lora_A.weight"]])
     block_b = torch.zeros(2 * FF, 8)
     block_b[:FF, :4], block_b[FF:, 4:] = ours["layers.0.mlp.gate.lora_B.weight"], ours["layers.0.mlp.up.lora_B.weight"]
     if set(adapters) != want or fused_a is None or not torch.equal(fused_a, stacked_a) or \
-            not torch.equal(fused_b, block_b) or "input_linear" not in config["target_modules"]:
-        failures.append(f"granite4 --export-peft: keys {sorted(set(adapters) ^ want)[:4]} on one side only, or "
-                        f"input_linear's adapter is not gate's and up's stacked and block-diagonal (target_modules "
+            not torch.equal(fused_b, block_b) or fused not in config["target_modules"]:
+        failures.append(f"{name} --export-peft: keys {sorted(set(adapters) ^ want)[:4]} on one side only, or "
+                        f"{fused}'s adapter is not gate's and up's stacked and block-diagonal (target_modules "
                         f"{config['target_modules']})")
     back = os.path.join(work, name + ".from.plan")
     ref.run([f"{bin_dir}/mtc", folder, "--batch", str(SCHEDULE.batch), "--seq", str(SCHEDULE.seq), "-o", back,
              "--lora-from", peft])
     adapted_loss, from_loss = eval_loss(bin_dir, plan, data, "--weights", trained), eval_loss(bin_dir, back, data)
     if abs(from_loss - adapted_loss) > 1e-6 * adapted_loss:
-        failures.append(f"granite4 --lora-from: the plan scores {from_loss} (trained {adapted_loss})")
-    print(f"granite4 all-linear: input_linear's adapter gate's and up's (rank {fused_a.shape[0] if fused_a is not None else '?'}); "
-          f"--lora-from scores {from_loss:.6f} (trained {adapted_loss:.6f})")
+        failures.append(f"{name} --lora-from: the plan scores {from_loss} (trained {adapted_loss})")
+    rank = fused_a.shape[0] if fused_a is not None else "?"
+    print(f"{name} all-linear: {fused}'s adapter gate's and up's (rank {rank}); --lora-from scores {from_loss:.6f} "
+          f"(trained {adapted_loss:.6f})")
 
 
 def main():
@@ -723,7 +724,8 @@ def main():
     check_deepseek_v2_router_adapters(bin_dir, work, data, failures)
     check_shared_experts_all_linear(bin_dir, work, data, failures, "ernie4_5-moe-bf16", "qkvo")
     check_granitemoe_lora(bin_dir, work, data, failures)
-    check_granite4_fused_mlp(bin_dir, work, data, failures)
+    check_fused_mlp(bin_dir, work, data, failures, "granite4-f32", "shared_mlp", "input_linear", "output_linear")
+    check_fused_mlp(bin_dir, work, data, failures, "glm4-bf16", "mlp", "gate_up_proj", "down_proj")
     ref.finish("hf_peft", failures)
 
 

@@ -207,7 +207,7 @@ def hf_rope_parameters(cfg, head_dim, seq=None):
     rope_scaling) or 5 (rope_parameters)."""
     params = cfg.get("rope_parameters") or {}
     base = params.get("rope_theta", cfg.get("rope_theta"))
-    D = int(head_dim * cfg.get("partial_rotary_factor", 0.5 if cfg["model_type"] == "glm4_moe" else 1.0))
+    D = int(head_dim * cfg.get("partial_rotary_factor", 0.5 if cfg["model_type"] in ("glm4_moe", "glm4") else 1.0))
     inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
     scaling = cfg.get("rope_scaling") or params
     kind = scaling.get("rope_type", scaling.get("type", "default"))
@@ -324,7 +324,8 @@ def padding_id(cfg):
     Ernie4_5_MoeConfig's 0); None for GPT-2, whose embedding has none."""
     if cfg["model_type"] == "gpt2":
         return None
-    defaults = {"phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "olmo3": 1, "olmoe": 1, "gemma2": 0, "gemma": 0,
+    defaults = {"glm4": 151329,
+                "phi3": 32000, "gemma3_text": 0, "smollm3": 128004, "olmo2": 1, "olmo3": 1, "olmoe": 1, "gemma2": 0, "gemma": 0,
                 "ernie4_5": 0, "ernie4_5_moe": 0}
     return cfg.get("pad_token_id", defaults.get(cfg["model_type"]))
 
@@ -413,7 +414,8 @@ def hf_logits(p, cfg, tokens, score_head=False):
     compute them (eager attention; Qwen3's q_norm and k_norm on each head before the rotary embedding;
     Granite's, GraniteMoE's and Granite 4.0's multipliers; Ernie 4.5's interleaved rotary pairs; OLMo 2's norms after each sublayer alone and q/k norms over the whole
     projections, OLMoE's same q/k norms in Llama's layers, OLMo 3's as OLMo 2's with its sliding layers' rotary
-    embedding unscaled); Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
+    embedding unscaled, GLM-4's norms before and after each sublayer and its interleaved pairs over half of each
+    head); Gemma's, Gemma 2's and 3's by gemma_logits. `score_head`: lm_head.weight stands for a
     reward model's score head, which Granite's logits_scaling leaves as it is (transformers' classifier)."""
     if cfg["model_type"] in GEMMAS:
         return gemma_logits(p, cfg, tokens, score_head)
@@ -437,10 +439,11 @@ def hf_logits(p, cfg, tokens, score_head=False):
 
     def rotary(x, tables):
         cos, sin = tables
-        if cfg["model_type"] in ("ernie4_5", "ernie4_5_moe"):  # its apply_rotary_pos_emb: GLM's rotate_half, pairs 2i and 2i + 1
-            c, s = (t[..., :R // 2].repeat_interleave(2, dim=-1) for t in (cos, sin))
-            return x * c + torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2) * s
         turned, passing = x[..., :R], x[..., R:]
+        if cfg["model_type"] in ("ernie4_5", "ernie4_5_moe", "glm4"):  # GLM's rotate_half: pairs 2i and 2i + 1
+            c, s = (t[..., :R // 2].repeat_interleave(2, dim=-1) for t in (cos, sin))
+            turned = turned * c + torch.stack((-turned[..., 1::2], turned[..., 0::2]), dim=-1).flatten(-2) * s
+            return torch.cat((turned, passing), dim=-1)
         return torch.cat((turned * cos + rotate_half(turned) * sin, passing), dim=-1)
 
     def rms_norm(x, w):
@@ -491,6 +494,12 @@ def hf_logits(p, cfg, tokens, score_head=False):
             o = hf_deepseek_attention(p, cfg, pre, h, mask)
         else:
             o = attention(l, pre, h)
+        if cfg["model_type"] == "glm4":  # Glm4DecoderLayer: a norm before and after each sublayer, Glm4MLP's chunks
+            x = x + rms_norm(linear(o, pre + "self_attn.o_proj"), p[pre + "post_self_attn_layernorm.weight"])
+            h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
+            gate, up = linear(h, pre + "mlp.gate_up_proj").chunk(2, dim=-1)
+            x = x + rms_norm(linear(up * F.silu(gate), pre + "mlp.down_proj"), p[pre + "post_mlp_layernorm.weight"])
+            continue
         if olmo2:
             x = x + rms_norm(linear(o, pre + "self_attn.o_proj"), p[pre + "post_attention_layernorm.weight"])
             m = linear(F.silu(linear(x, pre + "mlp.gate_proj")) * linear(x, pre + "mlp.up_proj"), pre + "mlp.down_proj")

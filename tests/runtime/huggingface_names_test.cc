@@ -230,6 +230,37 @@ TEST(HuggingFaceNamesTest, GraniteMoeExpertPlaces) {
   EXPECT_EQ(fusedPartAxis(2), 0u);
 }
 
+// GLM-4 (Glm4ForCausalLM, and its classifier; not GLM-4.5's layout, whose name it begins): its norms
+// around both sublayers by its own names, the MLP's gate and up parts 0 and 1 of gate_up_proj (a fused
+// linear layer, as Phi-3's), q, k and v where Llama has them.
+TEST(HuggingFaceNamesTest, Glm4Places) {
+  const CheckpointLayout layout = checkpointLayoutOf("Glm4ForCausalLM");
+  EXPECT_EQ(layout, CheckpointLayout::kGlm4);
+  EXPECT_EQ(checkpointLayoutOf("Glm4ForSequenceClassification"), CheckpointLayout::kGlm4);
+  EXPECT_EQ(checkpointLayoutOf("Glm4MoeForCausalLM"), CheckpointLayout::kGlm4Moe);
+  EXPECT_TRUE(holdsFusedLinearLayers(layout));
+  const std::pair<const char*, const char*> kNorms[] = {
+      {"layers.1.attn_norm.weight", "model.layers.1.input_layernorm.weight"},
+      {"layers.1.attn_post_norm.weight", "model.layers.1.post_self_attn_layernorm.weight"},
+      {"layers.1.mlp_pre_norm.weight", "model.layers.1.post_attention_layernorm.weight"},
+      {"layers.1.mlp_post_norm.weight", "model.layers.1.post_mlp_layernorm.weight"},
+      {"layers.1.attn.q.bias", "model.layers.1.self_attn.q_proj.bias"},
+      {"layers.1.mlp.down.weight", "model.layers.1.mlp.down_proj.weight"}};
+  for (const auto& [ours, theirs] : kNorms) {
+    const HuggingFacePlace place = huggingFacePlace(ours, "", layout);
+    EXPECT_EQ(place.name, theirs) << ours;
+    EXPECT_EQ(place.parts, 1) << ours;
+  }
+  const HuggingFacePlace gate = huggingFacePlace("layers.1.mlp.gate.weight", "", layout);
+  const HuggingFacePlace up = huggingFacePlace("layers.1.mlp.up.weight", "", layout);
+  EXPECT_EQ(gate.name, "model.layers.1.mlp.gate_up_proj.weight");
+  EXPECT_EQ(up.name, gate.name);
+  EXPECT_EQ(gate.part, 0);
+  EXPECT_EQ(up.part, 1);
+  EXPECT_EQ(up.parts, 2);
+  EXPECT_NE(notOwnModuleTensor(up), nullptr);  // PEFT adapts gate_up_proj whole
+}
+
 // Granite 4.0's MLP (GraniteMoeHybridForCausalLM): gate and up parts 0 and 1 of one nn.Linear,
 // shared_mlp.input_linear, which PEFT adapts whole (a fused linear layer, as Phi-3's); down its
 // output_linear; the attention where Llama has it. Not GraniteMoE's layout, whose name it extends.
