@@ -39,6 +39,16 @@ void readPatternSlidingWindows(ConfigReader& r, ModelConfig& c, int64_t pattern)
   if (!sliding.empty()) c.sliding_window = window, c.sliding_layers = sliding;
 }
 
+void noteUnappliedDropout(ConfigReader& r, std::initializer_list<const char*> keys, double fallback,
+                          std::vector<std::string>& notes) {
+  std::string asked;
+  for (const char* key : keys)
+    if (const bool given = r.has(key); const double p = r.probability(key, fallback))
+      asked += fmt::format("{}{} {:g}{}", asked.empty() ? "" : ", ", key, p, given ? "" : " by default");
+  if (!asked.empty())
+    notes.push_back("config.json asks for dropout (" + asked + "); mtc trains without dropout (not supported yet)");
+}
+
 }  // namespace mt::hf
 
 namespace mt {
@@ -222,6 +232,17 @@ void readSmolLM3Keys(ConfigReader& r, ModelConfig& c) {
   }
 }
 
+// Seed-OSS's keys beside the llama family's (SeedOssForCausalLM: Seed-OSS-36B): biases on q, k and v
+// (attention_bias, true where absent) and on the output projection apart (attention_out_bias, false
+// where absent); its dropout on the attention's probabilities and on each sublayer's output
+// (attention_dropout, residual_dropout: 0.1 where absent, SeedOssConfig's) said in `notes` as not
+// applied, as GPT-2's and Granite's.
+void readSeedOssKeys(ConfigReader& r, ModelConfig& c, std::vector<std::string>& notes) {
+  c.qkv_bias = r.boolean("attention_bias", true);
+  c.o_bias = r.boolean("attention_out_bias", false);
+  hf::noteUnappliedDropout(r, {"attention_dropout", "residual_dropout"}, 0.1, notes);
+}
+
 // Ernie 4.5's keys beside the llama family's (Ernie4_5ForCausalLM: ERNIE-4.5-0.3B): each head's
 // rotary pairs interleaved, as its apply_rotary_pos_emb turns them (GLM's rotate_half: elements 2i
 // and 2i + 1 by frequency i); use_bias, its one key for biases on every projection and MLP layer,
@@ -250,15 +271,15 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   const bool phi3 = architecture == kPhi3, smollm3 = architecture == kSmolLM3;
   const bool olmo2 = architecture == kOlmo2 || architecture == kOlmo3;  // OLMo 2's layers (OLMo 3: with windows)
   const bool olmoe = architecture == kOlmoe, glm4_moe = architecture == kGlm4Moe, glm4 = architecture == kGlm4;
-  const bool ernie = architecture == kErnie45 || architecture == kErnie45Moe;
+  const bool ernie = architecture == kErnie45 || architecture == kErnie45Moe, seed_oss = architecture == kSeedOss;
   // The config classes' defaults (Glm4Config's 1.5625e-7).
   c.norm_eps = r.number("rms_norm_eps", glm4 ? 1.5625e-7 : phi3 || olmo2 || olmoe || glm4_moe || ernie ? 1e-5 : 1e-6);
   c.tied = r.boolean("tie_word_embeddings", smollm3 || ernie);
-  // Phi3Config's, SmolLM3Config's, Olmo2Config's (Olmo3Config's), OlmoeConfig's, Ernie4_5Config's and Glm4Config's
-  // defaults; the others' none.
+  // Phi3Config's, SmolLM3Config's, Olmo2Config's (Olmo3Config's), OlmoeConfig's, SeedOssConfig's, Ernie4_5Config's
+  // and Glm4Config's defaults; the others' none.
   c.padding_id = r.paddingId(c.vocab, phi3      ? 32000
                                       : smollm3 ? 128004
-                                      : olmo2 || olmoe ? 1
+                                      : olmo2 || olmoe || seed_oss ? 1
                                       : ernie   ? 0
                                       : glm4    ? 151329
                                                 : -1);
@@ -281,8 +302,8 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
   }
   // Heads of their own width (Qwen3's 128, Llama's head_dim): q and the output projection are
   // heads x head_dim wide, not hidden_size.
-  // Ernie4_5Config's and Glm4Config's 128 (Ernie4_5_MoeConfig has none: hidden / heads, as Llama's)
-  const bool head_dim_128 = architecture == kErnie45 || glm4;
+  // Ernie4_5Config's, Glm4Config's and SeedOssConfig's 128 (Ernie4_5_MoeConfig has none: hidden / heads, as Llama's)
+  const bool head_dim_128 = architecture == kErnie45 || glm4 || seed_oss;
   c.head_dim = r.headDim(c.width, c.heads, head_dim_128 ? std::optional<int64_t>(128) : std::nullopt);
   if (r.text("hidden_act", "silu") != "silu")
     throw r.error("'hidden_act' is not silu: the llama family's MLP is SwiGLU");
@@ -305,12 +326,14 @@ ModelConfig readConfig(ConfigReader& r, Architecture architecture, WeightQuantiz
     readPhi3Keys(r);
   else if (ernie)
     readErnie45Keys(r, c);
+  else if (seed_oss)
+    readSeedOssKeys(r, c, notes);
   else if (r.boolean("attention_bias", false))
     c.qkv_bias = c.o_bias = true;
   r.require("mlp_bias", false, "MLP biases have no place in the llama family");
   if (architecture == kGranite || architecture == kGraniteMoe || architecture == kGraniteHybrid)
     hf::readGraniteKeys(r, c, notes);
-  else
+  else if (!seed_oss)  // (Seed-OSS's: readSeedOssKeys)
     r.require("attention_dropout", 0.0, "dropout is not supported; training is deterministic");
   if (smollm3)
     readSmolLM3Keys(r, c);
@@ -371,12 +394,7 @@ ModelConfig readGpt2Config(ConfigReader& r, std::vector<std::string>& notes) {
   for (const char* key : {"summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
                           "summary_first_dropout", "task_specific_params", "n_special"})
     r.take(key);
-  std::string dropout;
-  for (const char* key : {"embd_pdrop", "attn_pdrop", "resid_pdrop"})
-    if (const double p = r.probability(key); p > 0)
-      dropout += fmt::format("{}{} {}", dropout.empty() ? "" : ", ", key, p);
-  if (!dropout.empty())
-    notes.push_back("config.json asks for dropout (" + dropout + "); mtc trains without dropout (not supported yet)");
+  hf::noteUnappliedDropout(r, {"embd_pdrop", "attn_pdrop", "resid_pdrop"}, 0.0, notes);
   return c;
 }
 

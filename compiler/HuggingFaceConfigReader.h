@@ -66,10 +66,10 @@ class ConfigReader {
       throw error("'" + key + "' is not a finite number of at least 0");
     return config_[key].get<double>();
   }
-  // A probability such as a dropout rate: in [0, 1].
-  double probability(const std::string& key) {
+  // A probability such as a dropout rate: in [0, 1]; `fallback` where absent.
+  double probability(const std::string& key, double fallback = 0.0) {
     taken_.insert(key);
-    if (!has(key)) return 0.0;
+    if (!has(key)) return fallback;
     if (!config_[key].is_number() || !(config_[key].get<double>() >= 0.0 && config_[key].get<double>() <= 1.0))
       throw error("'" + key + "' is not a number between 0 and 1");
     return config_[key].get<double>();
@@ -182,7 +182,7 @@ class ConfigReader {
 enum class Architecture {
   kLlama, kQwen2, kQwen3, kQwen3Moe, kMistral, kMixtral, kGptOss, kGemma, kGemma2, kGemma3, kPhi3, kGranite,
   kSmolLM3, kOlmo2, kQwen2Moe, kOlmoe, kGraniteMoe, kGraniteHybrid, kGlm4Moe, kDeepseekV2, kDeepseekV3, kErnie45,
-  kErnie45Moe, kOlmo3, kGlm4, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
+  kErnie45Moe, kOlmo3, kGlm4, kSeedOss, kGpt2,  // kGpt2 last: kArchitectureNames has a row for each, in this order
 };
 struct ArchitectureName {
   Architecture id;
@@ -222,6 +222,7 @@ inline constexpr ArchitectureName kArchitectureNames[] = {
     {Architecture::kErnie45Moe, "Ernie4_5_MoeForCausalLM", "ernie4_5_moe", nullptr},
     {Architecture::kOlmo3, "Olmo3ForCausalLM", "olmo3", nullptr},
     {Architecture::kGlm4, "Glm4ForCausalLM", "glm4", "Glm4ForSequenceClassification"},
+    {Architecture::kSeedOss, "SeedOssForCausalLM", "seed_oss", "SeedOssForSequenceClassification"},
     {Architecture::kGpt2, "GPT2LMHeadModel", "gpt2", "GPT2ForSequenceClassification"},
 };
 static_assert(
@@ -243,6 +244,12 @@ inline const ArchitectureName* findClassifier(const std::string& classifier) {
     if (a.classifier && classifier == a.classifier) return &a;
   return nullptr;
 }
+
+// The dropout rates under `keys` (`fallback`, the config class's default, where absent) said in
+// `notes` where any is above 0: mtc trains without dropout (GPT-2's, Granite's, Seed-OSS's)
+// (compiler/HuggingFaceConfig.cpp).
+void noteUnappliedDropout(ConfigReader& r, std::initializer_list<const char*> keys, double fallback,
+                          std::vector<std::string>& notes);
 
 // The rotary embedding's settings (compiler/HuggingFaceRotary.cpp). transformers 5's rotary
 // settings, `rope_parameters` (an object), read: its reader, with transformers 4's rope_scaling

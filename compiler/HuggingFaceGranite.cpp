@@ -20,9 +20,7 @@ void readGraniteKeys(ConfigReader& r, ModelConfig& c, std::vector<std::string>& 
                     "names none, GraniteConfig's default)");
     *value = r.number(key, 1.0);
   }
-  if (const double p = r.probability("attention_dropout"); p > 0)
-    notes.push_back(fmt::format("config.json asks for dropout (attention_dropout {:g}); mtc trains without dropout "
-                                "(not supported yet)", p));
+  noteUnappliedDropout(r, {"attention_dropout"}, 0.0, notes);
 }
 
 // Granite 4.0's keys (GraniteMoeHybridForCausalLM) beside Granite's, for its models with attention

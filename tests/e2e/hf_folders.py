@@ -280,6 +280,17 @@ MODELS["glm4-bf16"] = dict(
                 rope_theta=10000.0, partial_rotary_factor=0.5, attention_bias=True, attention_dropout=0.0,
                 tie_word_embeddings=False, hidden_act="silu", initializer_range=0.02, use_cache=True,
                 model_type="glm4", torch_dtype="bfloat16", eos_token_id=[151329, 151336, 151338], pad_token_id=250))
+# Seed-OSS (SeedOssForCausalLM, Seed-OSS-36B): Llama's layers with biases on q, k and v but not on
+# the output projection (attention_bias, attention_out_bias), heads 24 wide (head_dim); its dropout
+# (attention_dropout, residual_dropout 0.1, as the published configs carry it) named as not applied.
+MODELS["seed-oss-bf16"] = dict(
+    architecture="SeedOssForCausalLM", dtype=torch.bfloat16, shards=1,
+    config=dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=24, vocab_size=256, max_position_embeddings=64, rms_norm_eps=1e-6,
+                rope_theta=10000000.0, rope_scaling=dict(rope_type="default"), attention_bias=True,
+                attention_out_bias=False, attention_dropout=0.1, residual_dropout=0.1, mlp_bias=False,
+                tie_word_embeddings=False, hidden_act="silu", initializer_range=0.02, use_cache=True,
+                model_type="seed_oss", torch_dtype="bfloat16", bos_token_id=0, eos_token_id=2, pad_token_id=1))
 # OLMoE (OlmoeForCausalLM, OLMoE-1B-7B): Llama's pre-norm layers with OLMo 2's q and k norms over
 # the whole projections (q_norm 64 wide, k_norm 32), experts as wide as intermediate_size in every
 # layer, the top 2 as the softmax gives them; no pad_token_id key: OlmoeConfig's 1 (that embedding
@@ -437,8 +448,10 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
     glm = cfg["model_type"] in ("glm4_moe", "deepseek_v3", "deepseek_v2")  # DeepSeek's experts as GLM-4.5's
     ernie_moe = cfg["model_type"] == "ernie4_5_moe"
     glm4 = cfg["model_type"] == "glm4"  # GLM-4's q/k/v biases unless attention_bias says otherwise
+    seed_oss = cfg["model_type"] == "seed_oss"  # its q/k/v biases as GLM-4's, its output projection's apart
     qkv_bias = qkv_bias or (cfg["model_type"] == "qwen2_moe" and cfg.get("qkv_bias", True)) or \
-        (glm and cfg.get("attention_bias")) or (glm4 and cfg.get("attention_bias", True))
+        (glm and cfg.get("attention_bias")) or ((glm4 or seed_oss) and cfg.get("attention_bias", True))
+    o_bias = cfg.get("attention_out_bias", False) if seed_oss else cfg.get("attention_bias") and not glm and not glm4
     C, V = cfg["hidden_size"], cfg["vocab_size"]
     FF = cfg["shared_intermediate_size"] if cfg["model_type"] == "granitemoehybrid" else cfg["intermediate_size"]
     D = cfg.get("head_dim") or C // cfg["num_attention_heads"]
@@ -494,7 +507,7 @@ def hf_weights(cfg, qkv_bias, dtype, seed):
             w[p + name + ".weight"] = torch.randn(*shape, generator=g) / math.sqrt(shape[1])
         # Qwen2's q/k/v biases; Llama's attention_bias puts one on the output projection too.
         for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            if (qkv_bias and name != "o_proj") or (cfg.get("attention_bias") and not glm and not glm4):
+            if (qkv_bias and name != "o_proj") or o_bias:
                 w[p + f"self_attn.{name}.bias"] = 0.1 * torch.randn(shapes["self_attn." + name][0], generator=g)
         gemma = cfg["model_type"] in GEMMAS  # its norms scale by 1 + weight: weights near 0
         olmo2 = cfg["model_type"] in ("olmo2", "olmo3")  # their norms after each sublayer

@@ -134,6 +134,23 @@ def gemma_activation(bin_dir, work, folder, summary, failures):
           "plan")
 
 
+def seed_oss_dropout(bin_dir, work, summary, failures):
+    """Seed-OSS's dropout named as not applied, SeedOssConfig's 0.1 said as its default where the config
+    names none."""
+    if "asks for dropout (attention_dropout 0.1, residual_dropout 0.1); mtc trains without dropout" not in summary:
+        failures.append("seed-oss: the summary does not say that the config's dropout is not applied")
+    config = dict(MODELS["seed-oss-bf16"]["config"], architectures=["SeedOssForCausalLM"])
+    del config["residual_dropout"]
+    folder = os.path.join(work, "seed-oss-default-dropout")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    out = subprocess.run([f"{bin_dir}/mtc", folder, "--no-weights", "-o", folder + ".plan"], capture_output=True,
+                         text=True, check=True).stdout
+    if "(attention_dropout 0.1, residual_dropout 0.1 by default)" not in out:
+        failures.append(f"seed-oss without residual_dropout: the summary does not name SeedOssConfig's 0.1:\n{out}")
+
+
 def olmo3_sliding_rotary(cfg, weights, tokens, failures):
     """The twin mtc is held to sees OLMo 3's sliding layers' unscaled rotary embedding: with YaRN on
     every layer (as transformers 5 releases before huggingface/transformers#45945 compute it) the same
@@ -952,6 +969,8 @@ def main():
         if gpt2 and "asks for dropout (embd_pdrop 0.1, attn_pdrop 0.1, resid_pdrop 0.1); mtc trains without" \
                 not in summary:
             failures.append(f"{name}: the summary does not say that the config's dropout is not applied")
+        if name == "seed-oss-bf16":
+            seed_oss_dropout(bin_dir, work, summary, failures)
         grads_file = os.path.join(work, name + ".grads.safetensors")
         out = subprocess.run([f"{bin_dir}/mtrun", plan, "--data", data, "--log", log, "--print-every", "10",
                               "--dump-grads", grads_file] + SCHEDULE.mtrun_flags(),
