@@ -12,6 +12,24 @@
 #include "runtime/io/json_input.h"
 
 namespace mt::hf {
+namespace {
+
+// The layers a config's `layer_types` (one entry per layer, each sliding_attention or full_attention)
+// names sliding_attention; another entry or length refused by name.
+std::vector<int64_t> slidingLayerTypes(ConfigReader& r, const json& types, int64_t layers) {
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != layers)
+    throw r.error("'layer_types' is not a list of the " + std::to_string(layers) + " layers' attention");
+  std::vector<int64_t> sliding;
+  for (int64_t l = 0; l < layers; ++l) {
+    if (types[l] != "sliding_attention" && types[l] != "full_attention")
+      throw r.error("'layer_types' names " + jsonBrief(types[l]) + " for layer " + std::to_string(l) +
+                    ": only sliding_attention and full_attention are supported");
+    if (types[l] == "sliding_attention") sliding.push_back(l);
+  }
+  return sliding;
+}
+
+}  // namespace
 
 // (Gemma 3's pattern: sliding_window_pattern, 6 unless given; transformers 4.50's form, 4.53 on
 // write _sliding_window_pattern beside layer_types. Gemma 2's config has no pattern key, OLMo 3's
@@ -21,18 +39,7 @@ void readPatternSlidingWindows(ConfigReader& r, ModelConfig& c, int64_t pattern)
   for (int64_t l = 0; l < c.layers; ++l)
     if ((l + 1) % pattern != 0) from_pattern.push_back(l);
   const json& types = r.value("layer_types");
-  std::vector<int64_t> sliding = from_pattern;
-  if (!types.is_null()) {
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.layers)
-      throw r.error("'layer_types' is not a list of the " + std::to_string(c.layers) + " layers' attention");
-    sliding.clear();
-    for (int64_t l = 0; l < c.layers; ++l) {
-      if (types[l] != "sliding_attention" && types[l] != "full_attention")
-        throw r.error("'layer_types' names " + jsonBrief(types[l]) + " for layer " + std::to_string(l) +
-                      ": only sliding_attention and full_attention are supported");
-      if (types[l] == "sliding_attention") sliding.push_back(l);
-    }
-  }
+  const std::vector<int64_t> sliding = types.is_null() ? from_pattern : slidingLayerTypes(r, types, c.layers);
   if (r.isNull("sliding_window") && !sliding.empty())
     throw r.error("layers slide but 'sliding_window' is null: how far they reach back is unknown");
   const int64_t window = r.integer("sliding_window", 4096);
@@ -168,14 +175,7 @@ void readSlidingWindows(ConfigReader& r, Architecture architecture, ModelConfig&
   const json& types = r.value("layer_types");
   std::vector<int64_t> sliding;
   if (!types.is_null()) {
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != c.layers)
-      throw r.error("'layer_types' is not a list of the " + std::to_string(c.layers) + " layers' attention");
-    for (int64_t l = 0; l < c.layers; ++l) {
-      if (types[l] != "sliding_attention" && types[l] != "full_attention")
-        throw r.error("'layer_types' names " + jsonBrief(types[l]) + " for layer " + std::to_string(l) +
-                      ": only sliding_attention and full_attention are supported");
-      if (types[l] == "sliding_attention") sliding.push_back(l);
-    }
+    sliding = hf::slidingLayerTypes(r, types, c.layers);
   } else if (window > 0) {
     // gpt-oss alternates from a sliding layer 0; Mistral slides everywhere; Qwen from max_window_layers.
     for (int64_t l = oss ? 0 : first_sliding; l < c.layers; l += oss ? 2 : 1) sliding.push_back(l);
